@@ -1,0 +1,150 @@
+// commands.cpp — validate, layout and presets.
+#include "commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include "ptd/model_stats.h"
+
+namespace ptd {
+
+Result<JobSpec> load_job_arg(const std::string& arg, const PresetCatalog& presets) {
+    if (arg == "@default") return default_job(presets);
+    if (arg == "@tiny") return tiny_local_job(presets);
+    return load_job_file(arg, presets);
+}
+
+static nlohmann::json diagnostics_json(const Error& e) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const Diagnostic& d : e.diagnostics)
+        arr.push_back({{"file", d.where.file},
+                       {"line", d.where.line},
+                       {"column", d.where.column},
+                       {"key", d.key},
+                       {"message", d.message}});
+    return arr;
+}
+
+static void print_error(FILE* err, const Error& e) {
+    Term t = detect_term(err);
+    for (const Diagnostic& d : e.diagnostics) {
+        std::string line = format_diagnostic(d);
+        // Colour the "error:" word on a TTY.
+        if (auto pos = line.find("error: "); t.color && pos != std::string::npos)
+            line = line.substr(0, pos) + red(t, "error:") + line.substr(pos + 6);
+        std::fprintf(err, "%s\n", line.c_str());
+    }
+}
+
+int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    int rc = kExitOk;
+    nlohmann::json results = nlohmann::json::array();
+    Term term = detect_term(out);
+    for (const std::string& path : a.jobs) {
+        auto job = load_job_arg(path, presets);
+        if (a.json) {
+            nlohmann::json r = {{"file", path}, {"valid", (bool)job}};
+            if (job) r["job"] = job_json(*job);
+            else r["errors"] = diagnostics_json(job.error());
+            results.push_back(std::move(r));
+        } else if (job) {
+            if (a.print) {
+                std::fprintf(out, "%s", save_job_toml(*job).c_str());
+            } else {
+                std::fprintf(out, "%s %s\n", green(term, "valid:").c_str(), path.c_str());
+                std::fprintf(out, "%s", job_summary_text(*job, term).c_str());
+            }
+        } else {
+            print_error(err, job.error());
+            std::fprintf(err, "%s: %zu problem%s\n", path.c_str(), job.error().diagnostics.size(),
+                         job.error().diagnostics.size() == 1 ? "" : "s");
+        }
+        if (!job) rc = kExitConfig;
+    }
+    if (a.json) {
+        nlohmann::json doc = {{"schema", "ptd.validate/1"}, {"results", results}};
+        std::fprintf(out, "%s\n", doc.dump(2).c_str());
+    }
+    return rc;
+}
+
+int cmd_layout(const LayoutArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets);
+    if (!job) {
+        print_error(err, job.error());
+        return kExitConfig;
+    }
+    auto hosts = resolve_hosts(*job, a.hosts);
+    if (!hosts) {
+        print_error(err, hosts.error());
+        return kExitConfig;
+    }
+    auto layout = job_layout(*job);
+    if (!layout) {
+        print_error(err, layout.error());
+        return kExitConfig;
+    }
+    if (a.json) {
+        std::fprintf(out, "%s\n", layout_json(*job, *layout, *hosts).dump().c_str());
+        return kExitOk;
+    }
+    Term term = detect_term(out);
+    LayoutViewOptions opt;
+    opt.color_by = a.color_by;
+    opt.max_nodes = a.all ? 0 : 16;
+    std::fprintf(out, "%s\n%s", job_summary_text(*job, term).c_str(),
+                 render_layout_text(*job, *layout, *hosts, opt, term).c_str());
+    return kExitOk;
+}
+
+int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    if (a.json) {
+        nlohmann::json models = nlohmann::json::array(), gpus = nlohmann::json::array();
+        for (const ModelSpec& m : presets.models) {
+            ParamCounts pc = count_parameters(m);
+            models.push_back({{"name", m.name}, {"arch", to_string(m.arch)}, {"layers", m.layers},
+                              {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+                              {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len},
+                              {"experts", m.experts}, {"top_k", m.top_k}, {"parameters", pc.total}});
+        }
+        for (const GpuSpec& g : presets.gpus)
+            gpus.push_back({{"name", g.name}, {"description", g.description}, {"memory_gib", g.memory_gib},
+                            {"fp32_tflops", g.fp32_tflops}, {"tf32_tflops", g.tf32_tflops},
+                            {"bf16_tflops", g.bf16_tflops}, {"fp16_tflops", g.fp16_tflops},
+                            {"fp8_tflops", g.fp8_tflops}, {"hbm_gbps", g.hbm_gbps}, {"link_gbps", g.link_gbps}});
+        nlohmann::json doc = {{"schema", "ptd.presets/1"}, {"origin", presets.origin}, {"models", models}, {"gpus", gpus}};
+        std::fprintf(out, "%s\n", doc.dump(2).c_str());
+        return kExitOk;
+    }
+    Term t = detect_term(out);
+    std::fprintf(out, "%s %s\n\n", bold(t, "presets from").c_str(), presets.origin.c_str());
+    std::fprintf(out, "%s\n", bold(t, "models    name            arch   params  layers  hidden  heads  kv  ffn     vocab    seq").c_str());
+    for (const ModelSpec& m : presets.models) {
+        ParamCounts pc = count_parameters(m);
+        std::fprintf(out, "          %-15s %-6s %6.2fB %6d %7d %6d %3d %6d %8d %6d%s\n", m.name.c_str(),
+                     to_string(m.arch), pc.total / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
+                     m.vocab, m.seq_len, m.experts > 1 ? (" MoE " + std::to_string(m.experts) + "×top-" + std::to_string(m.top_k)).c_str() : "");
+    }
+    std::fprintf(out, "\n%s\n", bold(t, "gpus      name        memory   fp32   tf32   bf16   fp16    fp8  TFLOP/s dense   HBM GB/s  link GB/s").c_str());
+    for (const GpuSpec& g : presets.gpus)
+        std::fprintf(out, "          %-10s %5.0f GiB %6.1f %6.1f %6.1f %6.1f %6.1f %22.0f %10.0f   %s\n", g.name.c_str(),
+                     g.memory_gib, g.fp32_tflops, g.tf32_tflops, g.bf16_tflops, g.fp16_tflops, g.fp8_tflops,
+                     g.hbm_gbps, g.link_gbps, g.description.c_str());
+    return kExitOk;
+}
+
+int print_job_overview(const JobSpec& job, FILE* out, FILE* err) {
+    Term term = detect_term(out);
+    auto hosts = resolve_hosts(job);
+    auto layout = job_layout(job);
+    if (!layout || !hosts) {
+        print_error(err, layout ? hosts.error() : layout.error());
+        return kExitConfig;
+    }
+    LayoutViewOptions opt;
+    opt.color_by = ColorBy::pp;
+    std::fprintf(out, "%s\n%s", job_summary_text(job, term).c_str(),
+                 render_layout_text(job, *layout, *hosts, opt, term).c_str());
+    return kExitOk;
+}
+
+}  // namespace ptd

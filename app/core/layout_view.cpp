@@ -1,0 +1,245 @@
+// layout_view.cpp — text and JSON views of a job's rank layout.
+#include "layout_view.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "ptd/model_stats.h"
+
+namespace ptd {
+
+Result<RankLayout> job_layout(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    LayoutRequest req;
+    req.tp = p.tp;
+    req.cp = p.cp;
+    req.dp = p.dp;
+    req.pp = p.pp;
+    req.ep = p.ep;
+    req.gpus_per_node = job.cluster.gpus_per_node;
+    req.order = p.order;
+    return make_layout(req);
+}
+
+static int digits(long long v) {
+    int d = 1;
+    while (v >= 10) {
+        v /= 10;
+        ++d;
+    }
+    return d;
+}
+
+static std::string fmt(const char* f, auto... args) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, f, args...);
+    return buf;
+}
+
+static std::string human_count(double n) {
+    if (n >= 1e12) return fmt("%.2fT", n / 1e12);
+    if (n >= 1e9) return fmt("%.2fB", n / 1e9);
+    if (n >= 1e6) return fmt("%.1fM", n / 1e6);
+    if (n >= 1e3) return fmt("%.1fK", n / 1e3);
+    return fmt("%.0f", n);
+}
+
+std::string job_summary_text(const JobSpec& job, const Term& term) {
+    const ModelSpec& m = job.model;
+    const ParamCounts pc = count_parameters(m);
+    const ClusterSpec& c = job.cluster;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    std::string out;
+    out += bold(term, "model   ") + fmt("%s (%s): %s parameters", m.name.c_str(), to_string(m.arch),
+                                       human_count((double)pc.total).c_str());
+    if (m.experts > 1) out += fmt(", %s active (%d experts, top-%d)", human_count((double)pc.active).c_str(), m.experts, m.top_k);
+    out += fmt("\n        %d layers, hidden %d, %d heads (%d KV), ffn %d, vocab %d, seq %d\n", m.layers, m.hidden,
+               m.heads, m.kv_heads, m.ffn_hidden, m.vocab, m.seq_len);
+    out += bold(term, "cluster ") + fmt("%d nodes × %d %s = %d GPUs, %.0f GiB each; intra %.0f GB/s, inter %.0f GB/s per GPU\n",
+                                        c.nodes, c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
+                                        c.intra_gbps, c.inter_gbps);
+    out += bold(term, "parallel") + fmt(" tp %d × pp %d × dp %d", p.tp, p.pp, p.dp);
+    if (p.cp > 1) out += fmt(" × cp %d", p.cp);
+    if (p.ep > 1) out += fmt(", ep %d", p.ep);
+    if (p.vpp > 1) out += fmt(", vpp %d", p.vpp);
+    out += fmt(", zero %d%s%s, recompute %s, order %s\n", p.zero, p.distributed_optimizer ? ", distributed optimizer" : "",
+               p.sequence_parallel ? ", sequence parallel" : "", to_string(p.recompute), p.order.c_str());
+    out += bold(term, "training") + fmt(" micro-batch %d × %d accumulation × dp %d = global batch %d (%s tokens/step), %s, %s\n",
+                                        t.micro_batch, job.grad_accum(), p.dp, t.global_batch,
+                                        human_count((double)t.global_batch * m.seq_len).c_str(), to_string(t.precision),
+                                        to_string(t.optimizer));
+    return out;
+}
+
+static const char* color_by_name(ColorBy c) {
+    switch (c) {
+        case ColorBy::tp: return "TP group";
+        case ColorBy::pp: return "PP stage";
+        case ColorBy::dp: return "DP replica";
+        case ColorBy::cp: return "CP rank";
+    }
+    return "?";
+}
+
+std::string render_layout_text(const JobSpec& job, const RankLayout& L, const std::vector<HostEntry>& hosts,
+                               const LayoutViewOptions& opt, const Term& term) {
+    std::string out;
+    const int gpn = L.req.gpus_per_node;
+    const char label_letter = opt.color_by == ColorBy::tp ? 't' : opt.color_by == ColorBy::pp ? 'p'
+                            : opt.color_by == ColorBy::dp ? 'd' : 'c';
+    const Dim color_dim = opt.color_by == ColorBy::tp ? DIM_TP : opt.color_by == ColorBy::pp ? DIM_PP
+                  : opt.color_by == ColorBy::dp ? DIM_DP : DIM_CP;
+    // Colour: TP → which TP group; PP/DP/CP → the coordinate (stage, replica, ...).
+    auto color_index = [&](int r) {
+        return opt.color_by == ColorBy::tp ? L.groups[DIM_TP].group_of[r] : L.ranks[r].coord[color_dim];
+    };
+
+    out += fmt("%d ranks = tp %d × cp %d × dp %d × pp %d, order %s, %d nodes × %d GPUs\n", L.world, L.degree[DIM_TP],
+               L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP], L.req.order.c_str(), L.nodes, gpn);
+    out += fmt("cells: rank %c<%s coordinate>, coloured by %s\n\n", label_letter, dim_name(color_dim), color_by_name(opt.color_by));
+
+    const int rank_w = digits(std::max(0, L.world - 1));
+    const int coord_w = digits(std::max(0, L.degree[color_dim] - 1));
+    const int cell_w = rank_w + 2 + coord_w + 2;  // " r c " with padding
+    std::string node_col_label = "node";
+    int name_w = 7;
+    for (const HostEntry& h : hosts) name_w = std::max<int>(name_w, (int)std::min<size_t>(h.host.size(), 20));
+    name_w = std::max(name_w, 5 + digits(L.nodes));
+    const int per_line = std::max(1, (term.width - name_w - 3) / (cell_w + 1));
+
+    // Column header (GPU indices).
+    std::string header(name_w + 2, ' ');
+    for (int g = 0; g < std::min(gpn, per_line); ++g) {
+        std::string h = fmt("gpu%d", g);
+        header += fmt("%-*s", cell_w + 1, h.c_str());
+    }
+    out += dim(term, header) + "\n";
+
+    auto draw_node = [&](int n) {
+        std::string name = n < (int)hosts.size() && hosts[n].host != "localhost" ? hosts[n].host.substr(0, 20)
+                                                                                   : fmt("node %d", n);
+        const int first = n * gpn;
+        const int last = std::min(L.world, first + gpn);
+        for (int r = first, col = 0; r < last; ++r, ++col) {
+            if (col % per_line == 0) {
+                if (col) out += "\n";
+                out += fmt("%-*s  ", name_w, col ? "" : name.c_str());
+            }
+            std::string cell = fmt(" %*d %c%-*d ", rank_w, r, label_letter, coord_w, L.ranks[r].coord[color_dim]);
+            out += paint_group(term, cell, color_index(r));
+            out += term.color ? " " : "|";
+        }
+        out += "\n";
+    };
+    const int shown = opt.max_nodes <= 0 || L.nodes <= opt.max_nodes ? L.nodes : opt.max_nodes - 1;
+    for (int n = 0; n < shown; ++n) draw_node(n);
+    if (shown < L.nodes) {
+        if (L.nodes - shown > 1) out += dim(term, fmt("%*s  ⋮ %d more nodes (use --all to draw every node)\n", name_w, "", L.nodes - shown - 1));
+        draw_node(L.nodes - 1);
+    }
+
+    // Group summary: each dimension's first groups on one line.
+    out += "\n";
+    for (int d : {DIM_TP, DIM_CP, DIM_DP, DIM_PP}) {
+        const GroupSet& g = L.groups[d];
+        if (g.size == 1 && d != DIM_TP && d != DIM_DP && d != DIM_PP) continue;
+        std::string line = fmt("%s groups: %d × %d ranks ", dim_name((Dim)d), g.count, g.size);
+        for (int gi = 0; gi < g.count; ++gi) {
+            std::string s = "[";
+            for (const int32_t* m = g.begin(gi); m != g.end(gi); ++m) s += (m == g.begin(gi) ? "" : " ") + std::to_string(*m);
+            s += "] ";
+            if ((int)(line.size() + s.size()) > term.width - 2) {
+                line += "…";
+                break;
+            }
+            line += s;
+        }
+        out += line + "\n";
+    }
+    if (L.req.ep > 1) out += fmt("ep groups: %d × %d ranks (experts split %d ways)\n", L.ep_groups.count, L.ep_groups.size, L.req.ep);
+
+    if (L.tp_groups_spanning_nodes > 0)
+        out += "\n" + yellow(term, fmt("warning: %d of %d TP groups span nodes: their all-reduces cross the %.0f GB/s "
+                                       "inter-node network instead of the %.0f GB/s intra-node links",
+                                       L.tp_groups_spanning_nodes, L.groups[DIM_TP].count, job.cluster.inter_gbps,
+                                       job.cluster.intra_gbps)) + "\n";
+    else
+        out += "\n" + green(term, "every TP group stays inside one node") + "\n";
+    return out;
+}
+
+nlohmann::json layout_json(const JobSpec& job, const RankLayout& L, const std::vector<HostEntry>& hosts) {
+    using nlohmann::json;
+    json j;
+    j["schema"] = "ptd.layout/1";
+    j["job"] = job.origin.file;
+    j["world"] = L.world;
+    j["nodes"] = L.nodes;
+    j["gpus_per_node"] = L.req.gpus_per_node;
+    j["order"] = L.req.order;
+    j["degrees"] = {{"tp", L.degree[DIM_TP]}, {"cp", L.degree[DIM_CP]}, {"dp", L.degree[DIM_DP]},
+                    {"pp", L.degree[DIM_PP]}, {"ep", L.req.ep}};
+    json ranks = json::array();
+    for (int r = 0; r < L.world; ++r) {
+        const RankPlace& p = L.ranks[r];
+        ranks.push_back({{"rank", r},
+                         {"node", p.node},
+                         {"host", p.node < (int)hosts.size() ? hosts[p.node].host : ""},
+                         {"local_gpu", p.local_gpu},
+                         {"tp", p.coord[DIM_TP]},
+                         {"cp", p.coord[DIM_CP]},
+                         {"dp", p.coord[DIM_DP]},
+                         {"pp", p.coord[DIM_PP]}});
+    }
+    j["ranks"] = std::move(ranks);
+    auto groups = [](const GroupSet& g) {
+        json arr = json::array();
+        for (int gi = 0; gi < g.count; ++gi) arr.push_back(std::vector<int>(g.begin(gi), g.end(gi)));
+        return arr;
+    };
+    j["groups"] = {{"tp", groups(L.groups[DIM_TP])},
+                   {"cp", groups(L.groups[DIM_CP])},
+                   {"dp", groups(L.groups[DIM_DP])},
+                   {"pp", groups(L.groups[DIM_PP])},
+                   {"ep", groups(L.ep_groups)},
+                   {"expert_dp", groups(L.expert_dp_groups)}};
+    json spans = json::array();
+    for (int gi = 0; gi < L.groups[DIM_TP].count; ++gi)
+        if (L.groups[DIM_TP].spans_nodes[gi]) spans.push_back(gi);
+    j["tp_groups_spanning_nodes"] = spans;
+    return j;
+}
+
+nlohmann::json job_json(const JobSpec& job) {
+    using nlohmann::json;
+    const ModelSpec& m = job.model;
+    const ParamCounts pc = count_parameters(m);
+    const ClusterSpec& c = job.cluster;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    json j;
+    j["file"] = job.origin.file;
+    j["model"] = {{"name", m.name}, {"preset", job.origin.model_preset}, {"arch", to_string(m.arch)},
+                  {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+                  {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len},
+                  {"tied_embeddings", m.tied_embeddings}, {"norm", to_string(m.norm)},
+                  {"activation", to_string(m.activation)}, {"position", to_string(m.position)}, {"bias", m.bias},
+                  {"qkv_bias", m.qkv_bias}, {"experts", m.experts}, {"top_k", m.top_k}, {"rope_theta", m.rope_theta},
+                  {"norm_eps", m.norm_eps}, {"parameters", pc.total}, {"active_parameters", pc.active}};
+    j["cluster"] = {{"nodes", c.nodes}, {"gpus_per_node", c.gpus_per_node}, {"world_size", c.world_size()},
+                    {"gpu", c.gpu.name}, {"memory_gib", c.gpu.memory_gib}, {"intra_gbps", c.intra_gbps},
+                    {"inter_gbps", c.inter_gbps}, {"hosts", c.hosts}};
+    j["parallel"] = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"vpp", p.vpp},
+                     {"zero", p.zero}, {"distributed_optimizer", p.distributed_optimizer},
+                     {"sequence_parallel", p.sequence_parallel}, {"recompute", to_string(p.recompute)},
+                     {"order", p.order}, {"layers_per_stage", p.layers_per_stage}};
+    j["training"] = {{"micro_batch", t.micro_batch}, {"global_batch", t.global_batch},
+                     {"grad_accum", job.grad_accum()}, {"precision", to_string(t.precision)},
+                     {"optimizer", to_string(t.optimizer)}, {"steps", t.steps}};
+    return j;
+}
+
+}  // namespace ptd

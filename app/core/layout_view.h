@@ -1,0 +1,38 @@
+// layout_view.h — the rank layout for people (a node grid in the terminal) and for
+// programs (stable JSON, schema "ptd.layout/1", documented in docs/cli.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ptd/hostfile.h"
+#include "ptd/job_spec.h"
+#include "ptd/layout.h"
+#include "term.h"
+
+namespace ptd {
+
+enum class ColorBy { tp, pp, dp, cp };
+
+struct LayoutViewOptions {
+    ColorBy color_by = ColorBy::tp;
+    int max_nodes = 16;  // nodes drawn before eliding the middle; 0 = all
+};
+
+// The layout of the job's parallel settings (make_layout with the job's degrees).
+Result<RankLayout> job_layout(const JobSpec& job);
+
+// Node grid + legend + group summary + warnings, ending in a newline.
+std::string render_layout_text(const JobSpec& job, const RankLayout& layout,
+                               const std::vector<HostEntry>& hosts, const LayoutViewOptions& opt,
+                               const Term& term);
+
+nlohmann::json layout_json(const JobSpec& job, const RankLayout& layout, const std::vector<HostEntry>& hosts);
+
+// A few lines: model (with parameter count), cluster, parallel degrees, batch.
+std::string job_summary_text(const JobSpec& job, const Term& term);
+nlohmann::json job_json(const JobSpec& job);
+
+}  // namespace ptd

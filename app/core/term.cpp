@@ -1,0 +1,39 @@
+// term.cpp — TTY detection and ANSI colour helpers.
+#include "term.h"
+
+#include <cstdlib>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+namespace ptd {
+
+Term detect_term(FILE* stream) {
+    Term t;
+    const int fd = fileno(stream);
+    const char* no_color = std::getenv("NO_COLOR");
+    const char* term = std::getenv("TERM");
+    t.color = isatty(fd) && !(no_color && *no_color) && !(term && std::string_view(term) == "dumb");
+    winsize ws{};
+    if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) t.width = ws.ws_col;
+    else if (const char* cols = std::getenv("COLUMNS")) t.width = std::max(40, std::atoi(cols));
+    return t;
+}
+
+static std::string sgr(const Term& t, std::string_view code, std::string_view text) {
+    if (!t.color) return std::string(text);
+    return "\x1b[" + std::string(code) + "m" + std::string(text) + "\x1b[0m";
+}
+
+std::string paint_group(const Term& t, std::string_view text, int index) {
+    // Hand-picked xterm-256 backgrounds that stay readable with black text.
+    static const int palette[] = {110, 180, 151, 217, 186, 146, 116, 223, 150, 182, 152, 216};
+    const int bg = palette[(index % 12 + 12) % 12];
+    return sgr(t, "30;48;5;" + std::to_string(bg), text);
+}
+std::string bold(const Term& t, std::string_view text) { return sgr(t, "1", text); }
+std::string dim(const Term& t, std::string_view text) { return sgr(t, "2", text); }
+std::string red(const Term& t, std::string_view text) { return sgr(t, "1;31", text); }
+std::string yellow(const Term& t, std::string_view text) { return sgr(t, "33", text); }
+std::string green(const Term& t, std::string_view text) { return sgr(t, "32", text); }
+
+}  // namespace ptd

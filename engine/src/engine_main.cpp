@@ -1,0 +1,116 @@
+// engine_main.cpp — ptd-engine: the bundled hybrid-parallel trainer, started by `ptd
+// launch` on every rank. This build knows its place in the job (from the torchrun-style
+// environment and the shared rank layout) and the devices it can see; the training loop
+// itself is the CPU engine of issue #4.
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "ptd/job_spec.h"
+#include "ptd/layout.h"
+#include "ptd/presets.h"
+#include "ptd/rank_env.h"
+#ifdef PTD_HAVE_CUDA
+#include "cuda_devices.h"
+#endif
+
+namespace {
+
+int list_devices() {
+#ifdef PTD_HAVE_CUDA
+    char buf[8192];
+    int n = ptd_cuda_describe_devices(buf, sizeof buf);
+    if (n < 0) {
+        std::fprintf(stderr, "ptd-engine: no CUDA device usable: %s\n", buf);
+        std::printf("cpu (CUDA backend built, but no device: falling back to CPU)\n");
+        return 0;
+    }
+    std::printf("%s", buf);
+    if (n == 0) std::printf("cpu (no CUDA device visible)\n");
+#else
+    std::printf("cpu (CPU-only build: configure with nvcc on PATH or -DENABLE_CUDA=ON for CUDA)\n");
+#endif
+    return 0;
+}
+
+// One JSON line: this rank's coordinates, node and groups under the job's layout.
+int describe_rank(const ptd::JobSpec& job, const ptd::RankEnv& env) {
+    const ptd::ParallelSpec& p = job.parallel;
+    if (env.world_size != job.world_size()) {
+        std::fprintf(stderr,
+                     "ptd-engine: error: WORLD_SIZE: got %d, but the job has %d ranks (cluster.nodes × "
+                     "cluster.gpus_per_node); allowed: %d\n",
+                     env.world_size, job.world_size(), job.world_size());
+        return 2;
+    }
+    auto layout = ptd::make_layout({p.tp, p.cp, p.dp, p.pp, p.ep, job.cluster.gpus_per_node, p.order});
+    if (!layout) {
+        std::fprintf(stderr, "ptd-engine: %s", layout.error().str().c_str());
+        return 2;
+    }
+    const ptd::RankPlace& place = layout->ranks[env.rank];
+    nlohmann::json j;
+    j["event"] = "describe";
+    j["rank"] = env.rank;
+    j["world_size"] = env.world_size;
+    j["local_rank"] = env.local_rank;
+    j["node"] = place.node;
+    j["local_gpu"] = place.local_gpu;
+    for (int d = 0; d < ptd::DIM_COUNT; ++d) {
+        const ptd::GroupSet& g = layout->groups[d];
+        const int gi = g.group_of[env.rank];
+        j["coords"][ptd::dim_name((ptd::Dim)d)] = place.coord[d];
+        j["groups"][ptd::dim_name((ptd::Dim)d)] = std::vector<int>(g.begin(gi), g.end(gi));
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"ptd-engine — PTD Studio's hybrid-parallel (TP × PP × DP) training engine"};
+    app.set_version_flag("--version", std::string("ptd-engine ") + PTD_VERSION);
+    std::string job_path;
+    bool describe = false, devices = false;
+    app.add_option("--job", job_path, "Job spec (TOML)")->check(CLI::ExistingFile);
+    app.add_flag("--describe", describe, "Print this rank's coordinates and groups as one JSON line");
+    app.add_flag("--devices", devices, "List the devices this build can use");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "ptd-engine: error: %s\nRun with --help for usage.\n", e.what());
+        return 2;
+    }
+    if (devices) return list_devices();
+    if (job_path.empty()) {
+        std::fprintf(stderr, "ptd-engine: error: --job is required (or --devices); run with --help\n");
+        return 2;
+    }
+    auto presets = ptd::load_presets();
+    if (!presets) {
+        std::fprintf(stderr, "%s", presets.error().str().c_str());
+        return 2;
+    }
+    auto job = ptd::load_job_file(job_path, *presets);
+    if (!job) {
+        std::fprintf(stderr, "%s", job.error().str().c_str());
+        return 2;
+    }
+    auto env = ptd::read_rank_env();
+    if (!env) {
+        std::fprintf(stderr, "%s", env.error().str().c_str());
+        return 2;
+    }
+    if (describe) return describe_rank(*job, *env);
+    std::fprintf(stderr,
+                 "ptd-engine: error: this build has no training loop yet (the CPU engine is issue #4); "
+                 "allowed modes: --describe, --devices\n");
+    return 2;
+}

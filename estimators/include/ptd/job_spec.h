@@ -1,0 +1,213 @@
+// job_spec.h — the job spec: one plain struct per TOML table ([model], [cluster],
+// [parallel], [training], [launch]), loaded from TOML with every error located, checked
+// across fields, and saved back so that load → save → load gives the same spec.
+// docs/job-spec.md lists every key with its default and Megatron-LM/DeepSpeed equivalent.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptd/diagnostic.h"
+
+namespace ptd {
+
+enum class Arch { gpt, llama };
+enum class Norm { layernorm, rmsnorm };
+enum class Activation { gelu, swiglu };
+enum class Position { learned, rope };
+enum class Recompute { none, selective, full };
+enum class Precision { fp32, bf16, fp16 };
+enum class Optimizer { adamw, adam, sgd };
+enum class LaunchMode { local, ssh };
+
+// Enum <-> the lower-case word used in TOML and on the CLI.
+const char* to_string(Arch v);
+const char* to_string(Norm v);
+const char* to_string(Activation v);
+const char* to_string(Position v);
+const char* to_string(Recompute v);
+const char* to_string(Precision v);
+const char* to_string(Optimizer v);
+const char* to_string(LaunchMode v);
+
+// Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
+//   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
+//   llama: rmsnorm, swiglu, rope, untied output, no biases, ffn = 256·ceil(8·hidden/3/256)
+struct ModelSpec {
+    std::string name;           // preset name, HF model_type, or what the user called it
+    Arch arch = Arch::gpt;
+    int layers = 0;             // transformer blocks
+    int hidden = 0;             // model width h
+    int heads = 0;              // attention (query) heads a
+    int kv_heads = 0;           // key/value heads (GQA/MQA when < heads)
+    int ffn_hidden = 0;         // MLP inner width (per expert for MoE)
+    int vocab = 0;              // vocabulary size V (unpadded)
+    int seq_len = 0;            // training sequence length s
+    bool tied_embeddings = true;
+    Norm norm = Norm::layernorm;
+    Activation activation = Activation::gelu;
+    Position position = Position::learned;
+    bool bias = true;           // biases on every linear layer (GPT-2 style)
+    bool qkv_bias = false;      // bias on the QKV projection only (Qwen2); implied by bias
+    int experts = 0;            // MoE experts per layer; 0 = dense MLP
+    int top_k = 0;              // experts each token is routed to (MoE only)
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+
+    int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+    bool operator==(const ModelSpec&) const = default;
+};
+
+// One accelerator's figures. Peaks are dense (no sparsity), in TFLOP/s; 0 = the
+// precision has no hardware support. Bandwidths are GB/s (1e9 bytes/s) per direction.
+struct GpuSpec {
+    std::string name;           // preset key, e.g. "h100-sxm"
+    std::string description;    // e.g. "NVIDIA H100 SXM5 80GB"
+    double memory_gib = 0;      // usable device memory, GiB (as nvidia-smi reports / 1024)
+    double fp32_tflops = 0;
+    double tf32_tflops = 0;
+    double bf16_tflops = 0;
+    double fp16_tflops = 0;
+    double fp8_tflops = 0;
+    double hbm_gbps = 0;        // device memory bandwidth
+    double link_gbps = 0;       // intra-node GPU↔GPU link (NVLink/xGMI/PCIe) per GPU
+
+    // Dense peak for the math precision used by `p` (fp32 → fp32, bf16 → bf16, ...).
+    double peak_tflops(Precision p) const;
+    bool operator==(const GpuSpec&) const = default;
+};
+
+struct ClusterSpec {
+    int nodes = 0;
+    int gpus_per_node = 0;
+    GpuSpec gpu;
+    double intra_gbps = 0;      // per-GPU bandwidth inside a node; default gpu.link_gbps
+    double inter_gbps = 25.0;   // per-GPU bandwidth across nodes (one 200 Gb/s NIC per GPU)
+    std::vector<std::string> hosts;  // optional; when given, one per node
+
+    int world_size() const { return nodes * gpus_per_node; }
+    bool operator==(const ClusterSpec&) const = default;
+};
+
+struct ParallelSpec {
+    int tp = 1;                 // tensor parallel
+    int pp = 1;                 // pipeline parallel
+    int dp = 0;                 // data parallel; 0 in the file = derived from world size
+    int cp = 1;                 // context parallel
+    int ep = 1;                 // expert parallel (divides dp·cp; MoE only)
+    int vpp = 1;                // virtual pipeline chunks per stage (interleaved 1F1B)
+    int zero = 0;               // ZeRO stage 0..3
+    bool distributed_optimizer = false;  // Megatron's sharded fp32 optimizer (zero must be 0)
+    bool sequence_parallel = false;
+    Recompute recompute = Recompute::none;
+    std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
+    std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
+
+    bool operator==(const ParallelSpec&) const = default;
+};
+
+struct TrainingSpec {
+    int micro_batch = 1;        // sequences per micro-batch per replica
+    int global_batch = 0;       // sequences per step; 0 in the file = micro_batch · dp
+    Precision precision = Precision::bf16;
+    Optimizer optimizer = Optimizer::adamw;
+    double lr = 3e-4;           // peak learning rate
+    double min_lr = 3e-5;       // cosine floor
+    int warmup = 0;             // warmup steps
+    int steps = 100;            // training steps (iterations)
+    double weight_decay = 0.1;
+    double grad_clip = 1.0;     // global-norm clip; 0 = off
+    int seed = 1234;
+    std::string data = "synthetic";  // "synthetic", a text file, or an llm.c .bin token file
+
+    int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
+    bool operator==(const TrainingSpec&) const = default;
+};
+
+struct LaunchSpec {
+    LaunchMode mode = LaunchMode::local;
+    std::string hostfile;       // DeepSpeed-style "host slots=N"; "" = cluster.hosts
+    std::string user;           // ssh user; "" = ~/.ssh/config or current user
+    int port = 22;
+    std::string identity;       // ssh private key path; "" = agent / defaults
+    std::string engine = "ptd-engine";  // engine binary on each host
+    bool upload = false;        // copy the local engine to each host over SFTP
+    std::string run_dir = "runs";
+    std::string master_addr;    // "" = first host (127.0.0.1 for local)
+    int master_port = 0;        // 0 = pick a free port
+    std::vector<std::string> env;  // extra environment variable names to forward
+    bool accept_new_host_keys = false;
+    double connect_timeout_s = 10;
+    double grace_s = 5;         // TERM → KILL grace period on stop
+
+    bool operator==(const LaunchSpec&) const = default;
+};
+
+// The whole job. `origin` remembers how [model] and the GPU were given so that saving
+// writes `preset = ...` plus only the keys the user changed.
+struct JobSpec {
+    ModelSpec model;
+    ClusterSpec cluster;
+    ParallelSpec parallel;
+    TrainingSpec training;
+    LaunchSpec launch;
+
+    struct Origin {
+        std::string file;           // the TOML file ("<string>" when loaded from text)
+        std::string model_preset;   // [model] preset = "..."
+        std::string model_hf_config;// [model] hf_config = "..." as written
+        std::string gpu_preset;     // [cluster] gpu = "..." or [cluster.gpu] preset
+        // The model / GPU before the user's overrides (preset or HF import); saving writes
+        // only the keys that differ from these. Unset = everything was written explicitly.
+        std::optional<ModelSpec> model_base;
+        std::optional<GpuSpec> gpu_base;
+        bool dp_given = false;      // dp was written in the file
+        bool global_batch_given = false;
+        bool intra_given = false;
+        // "parallel.tp" → where it was written; used to point cross-field errors at a line.
+        std::map<std::string, SourceLoc> locations;
+    } origin;
+
+    int world_size() const { return cluster.world_size(); }
+    int grad_accum() const { return training.grad_accum(parallel.dp); }
+    // Location of `key` if it was written, else of its table, else the file itself.
+    SourceLoc where(const std::string& key) const;
+};
+
+struct PresetCatalog;
+
+// Parse + fill defaults + validate. `file` is used in diagnostics and to resolve
+// hf_config paths (relative to the job file's folder). Returns every problem found.
+Result<JobSpec> load_job_file(const std::string& path, const PresetCatalog& presets);
+Result<JobSpec> load_job_text(std::string_view toml_text, const std::string& file,
+                              const PresetCatalog& presets);
+
+// Cross-field checks on an already-typed spec (the studio calls this after each edit).
+// Empty = valid. Each check has its own message naming the keys involved.
+std::vector<Diagnostic> validate_job(const JobSpec& job);
+
+// Derive dp from the world size and global_batch from micro_batch·dp where the file left
+// them out. Returns diagnostics when dp cannot be derived.
+std::vector<Diagnostic> derive_job_defaults(JobSpec& job);
+
+// TOML text that load_job_text reads back into an equal spec.
+std::string save_job_toml(const JobSpec& job);
+
+// The job the studio and `ptd-studio` without a display start with: a Llama-class 7B
+// model on 4 nodes × 8 H100 SXM. Always valid.
+JobSpec default_job(const PresetCatalog& presets);
+// A tiny GPT on `local` CPU ranks (TP2 × PP2 × DP1) that the bundled engine can train.
+JobSpec tiny_local_job(const PresetCatalog& presets);
+
+// Fill arch-dependent defaults (norm, activation, position, bias, tied, ffn_hidden,
+// kv_heads) for fields the caller marks unset. Used by the TOML loader and HF importer.
+struct ModelKeysGiven {
+    bool kv_heads = false, ffn_hidden = false, tied_embeddings = false, norm = false,
+         activation = false, position = false, bias = false;
+};
+void fill_model_defaults(ModelSpec& m, const ModelKeysGiven& given);
+
+}  // namespace ptd

@@ -1,0 +1,45 @@
+// presets.h — model and GPU presets. The source of truth is assets/presets/*.toml
+// (every figure with its source in a comment); the same files are compiled into the
+// binaries so that ptd works from any directory. At run time a readable assets folder
+// wins over the embedded copy; a malformed one is an error, never a silent fallback.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ptd/diagnostic.h"
+#include "ptd/job_spec.h"
+
+namespace ptd {
+
+struct PresetCatalog {
+    std::vector<ModelSpec> models;  // in file order
+    std::vector<GpuSpec> gpus;      // in file order
+    std::string origin;             // folder the files came from, or "<embedded>"
+
+    const ModelSpec* find_model(std::string_view name) const;  // nullptr if unknown
+    const GpuSpec* find_gpu(std::string_view name) const;
+    std::vector<std::string> model_names() const;
+    std::vector<std::string> gpu_names() const;
+};
+
+// Parse the two preset documents. Top-level tables are preset names; their keys are the
+// [model] keys of a job (models) and the [cluster.gpu] keys (gpus).
+Result<PresetCatalog> parse_presets(std::string_view models_toml, const std::string& models_file,
+                                    std::string_view gpus_toml, const std::string& gpus_file);
+
+// The folder searched first: $PTD_ASSETS, then <exe>/../share/ptd/assets, <exe>/../assets,
+// <exe>/../../assets and the source tree's assets/. Returns "" if none holds presets/.
+std::string find_assets_dir();
+
+// Presets from find_assets_dir(), or the embedded copy when there is none.
+Result<PresetCatalog> load_presets();
+
+// The embedded copy only (always parses; a test checks it matches assets/).
+const PresetCatalog& embedded_presets();
+
+// The embedded text of assets/presets/models.toml and gpus.toml.
+std::string_view embedded_models_toml();
+std::string_view embedded_gpus_toml();
+
+}  // namespace ptd

@@ -1,0 +1,711 @@
+// hf_import.cpp — a Hugging Face config.json → ModelSpec (see docs/hf-import.md).
+//
+// Structure:
+//   1. parse the text with nlohmann::json; a parse error is reported with the line and
+//      column computed from the byte offset the parser gives;
+//   2. find where each top-level key is written (a small scanner over the already-valid
+//      text) so that field errors point at their line;
+//   3. map the fields of one family (llama-like, gpt2, gpt_neox) through typed getters
+//      that collect every problem instead of stopping at the first;
+//   4. every top-level field neither mapped nor on the family's allow-list of harmless
+//      fields becomes a note "field X is not understood by PTD and was ignored".
+// Nothing here throws out of the public functions: the whole body is wrapped, and the
+// code is fuzzed (tests/fuzz/fuzz_hf_config.cpp).
+#include "ptd/hf_import.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace ptd {
+namespace {
+
+using nlohmann::json;
+
+// Same upper bounds as the [model] keys of a job file (job_toml.cpp), so that an imported
+// model is always one the job loader would accept when written out explicitly.
+constexpr long long kMaxDim = 1LL << 24;
+constexpr long long kMaxLayers = 100000;
+constexpr long long kMaxHeads = 65536;
+constexpr long long kMaxVocab = 1LL << 28;
+constexpr long long kMaxSeq = 1LL << 26;
+constexpr long long kMaxExperts = 65536;
+// config.json files are a few kB; anything this large is not one.
+constexpr size_t kMaxFileBytes = 64u << 20;
+
+const char* const kSupported = "llama, mistral, mixtral, qwen2, gpt2, gpt_neox";
+
+enum class Family { llama, mistral, mixtral, qwen2, gpt2, gpt_neox };
+
+// ---- text positions ------------------------------------------------------------------
+
+// 1-based line and column of byte `offset` in `text`. Columns count characters (UTF-8
+// continuation bytes are not counted), so they match what an editor shows.
+std::pair<int, int> line_column(std::string_view text, size_t offset) {
+    offset = std::min(offset, text.size());
+    int line = 1, column = 1;
+    for (size_t i = 0; i < offset; ++i) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n') {
+            ++line;
+            column = 1;
+        } else if ((c & 0xC0) != 0x80) {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+// Byte offset of every top-level key of a JSON object (the text must already have parsed
+// as an object). For a duplicated key the last one wins, like nlohmann's parser.
+std::map<std::string, size_t> top_level_key_offsets(std::string_view text) {
+    std::map<std::string, size_t> out;
+    int depth = 0;
+    size_t i = 0;
+    const size_t n = text.size();
+    while (i < n) {
+        char c = text[i];
+        if (c == '"') {
+            size_t start = i++;
+            while (i < n && text[i] != '"') i += (text[i] == '\\') ? 2 : 1;
+            size_t end = std::min(i + 1, n);  // one past the closing quote
+            i = end;
+            if (depth != 1) continue;
+            size_t k = end;
+            while (k < n && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r')) ++k;
+            if (k < n && text[k] == ':') {
+                // Decode the escapes of the key the same way the parser did.
+                json key = json::parse(text.substr(start, end - start), nullptr, false);
+                if (key.is_string()) out[key.get<std::string>()] = start;
+            }
+            continue;
+        }
+        if (c == '{' || c == '[') ++depth;
+        else if (c == '}' || c == ']') --depth;
+        ++i;
+    }
+    return out;
+}
+
+// ---- describing JSON values ----------------------------------------------------------
+
+const char* type_phrase(const json& v) {
+    switch (v.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::boolean: return "a boolean";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "an integer";
+        case json::value_t::number_float: return "a number with a fraction or exponent";
+        case json::value_t::string: return "a string";
+        case json::value_t::array: return "an array";
+        case json::value_t::object: return "an object";
+        default: return "an unsupported value";
+    }
+}
+
+// The value as written (re-serialised), shortened for messages.
+std::string show(const json& v) {
+    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
+}
+
+// A field name for a message: as is when it is plain, else JSON-quoted (control
+// characters, spaces and the like become visible escapes).
+std::string show_key(const std::string& key) {
+    bool plain = !key.empty() && key.size() <= 80;
+    for (unsigned char c : key)
+        if (c <= ' ' || c == '"' || c == '\\' || c == 0x7F) plain = false;
+    if (plain) return key;
+    std::string s = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (s.size() > 80) s = s.substr(0, 77) + "...";
+    return s;
+}
+
+std::string fmt_double(double d) {
+    std::ostringstream os;
+    os << d;
+    return os.str();
+}
+
+// ---- the mapper ----------------------------------------------------------------------
+
+class Mapper {
+public:
+    Mapper(const json& root, std::string_view text, const std::string& file)
+        : root_(root), text_(text), file_(file), offsets_(top_level_key_offsets(text)) {}
+
+    std::vector<Diagnostic> errors;
+    std::vector<std::string> notes;
+
+    SourceLoc at(const std::string& key) const {
+        SourceLoc loc{file_, 0, 0};
+        auto it = offsets_.find(key);
+        if (it != offsets_.end()) {
+            auto [line, column] = line_column(text_, it->second);
+            loc.line = line;
+            loc.column = column;
+        }
+        return loc;
+    }
+
+    void error(const std::string& key, std::string message) {
+        errors.push_back(Diagnostic{at(key), key, std::move(message)});
+    }
+    void note(std::string text) { notes.push_back(std::move(text)); }
+    bool has_errors() const { return !errors.empty(); }
+
+    // Marks `key` as understood and returns its value; nullptr when absent or null.
+    const json* get(const std::string& key) {
+        known_.insert(key);
+        auto it = root_.find(key);
+        if (it == root_.end() || it->is_null()) return nullptr;
+        return &*it;
+    }
+    bool present(const std::string& key) {
+        known_.insert(key);
+        auto it = root_.find(key);
+        return it != root_.end() && !it->is_null();
+    }
+    // Fields that are known not to change parameter, FLOP or memory counts.
+    void allow(std::initializer_list<const char*> keys) {
+        for (const char* k : keys) known_.insert(k);
+    }
+
+    // A positive integer in [1, max]. `what` explains the field in messages.
+    // Returns `fallback` (and records an error where appropriate) when unusable.
+    std::optional<int> int_field(const std::string& key, long long max, const char* what,
+                                 std::optional<int> fallback) {
+        const json* v = get(key);
+        if (!v) {
+            if (fallback) return fallback;
+            auto it = root_.find(key);
+            if (it != root_.end())
+                error(key, std::string("got null, expected a positive integer (") + what + ")");
+            else
+                error(key, std::string("is required but missing; expected a positive integer (") +
+                               what + ")");
+            return std::nullopt;
+        }
+        std::string expected = std::string("expected a positive integer (") + what + ")";
+        if (v->is_number_unsigned()) {
+            uint64_t u = v->get<uint64_t>();
+            if (u == 0) {
+                error(key, "got 0, " + expected);
+                return std::nullopt;
+            }
+            if (u > (uint64_t)max) {
+                error(key, "got " + std::to_string(u) + ", which is too large (at most " +
+                               std::to_string(max) + ")");
+                return std::nullopt;
+            }
+            return (int)u;
+        }
+        if (v->is_number_integer()) {  // negative (non-negative ones are unsigned)
+            error(key, "got " + std::to_string(v->get<int64_t>()) + ", " + expected);
+            return std::nullopt;
+        }
+        if (v->is_number_float()) {
+            double d = v->get<double>();
+            if (std::isfinite(d) && d == std::floor(d) && d > (double)max)
+                error(key, "got " + show(*v) + ", which is too large (at most " +
+                               std::to_string(max) + "), and not an integer literal");
+            else
+                error(key, "got " + show(*v) + " (" + type_phrase(*v) + "), expected an integer without a "
+                           "fraction or exponent (" + what + ")");
+            return std::nullopt;
+        }
+        error(key, "got " + show(*v) + " (" + type_phrase(*v) + "), " + expected);
+        return std::nullopt;
+    }
+
+    // A finite number in (lo, hi]; `fallback` when absent or null.
+    double number_field(const std::string& key, double lo, double hi, const char* what,
+                        double fallback) {
+        const json* v = get(key);
+        if (!v) return fallback;
+        if (!v->is_number()) {
+            error(key, "got " + show(*v) + " (" + type_phrase(*v) + "), expected a number (" + what + ")");
+            return fallback;
+        }
+        double d = v->get<double>();
+        if (!std::isfinite(d) || !(d > lo) || d > hi) {
+            error(key, "got " + show(*v) + ", expected a number greater than " + fmt_double(lo) +
+                           " and at most " + fmt_double(hi) + " (" + what + ")");
+            return fallback;
+        }
+        return d;
+    }
+
+    bool bool_field(const std::string& key, bool fallback) {
+        const json* v = get(key);
+        if (!v) return fallback;
+        if (!v->is_boolean()) {
+            error(key, "got " + show(*v) + " (" + type_phrase(*v) + "), expected true or false");
+            return fallback;
+        }
+        return v->get<bool>();
+    }
+
+    std::optional<std::string> string_field(const std::string& key) {
+        const json* v = get(key);
+        if (!v) return std::nullopt;
+        if (!v->is_string()) {
+            error(key, "got " + show(*v) + " (" + type_phrase(*v) + "), expected a string");
+            return std::nullopt;
+        }
+        return v->get<std::string>();
+    }
+
+    // An object, or absent/null. Wrong types are errors.
+    const json* object_field(const std::string& key) {
+        const json* v = get(key);
+        if (!v) return nullptr;
+        if (!v->is_object()) {
+            error(key, "got " + show(*v) + " (" + type_phrase(*v) + "), expected an object or null");
+            return nullptr;
+        }
+        return v;
+    }
+
+    // Notes for every top-level field nobody asked for, in file order.
+    void note_unknown_fields() {
+        std::vector<std::pair<size_t, std::string>> unknown;
+        for (auto it = root_.begin(); it != root_.end(); ++it) {
+            if (known_.count(it.key())) continue;
+            auto off = offsets_.find(it.key());
+            unknown.emplace_back(off == offsets_.end() ? SIZE_MAX : off->second, it.key());
+        }
+        std::sort(unknown.begin(), unknown.end());
+        for (const auto& [offset, key] : unknown)
+            note("field " + show_key(key) + " is not understood by PTD and was ignored");
+    }
+
+private:
+    const json& root_;
+    std::string_view text_;
+    const std::string& file_;
+    std::map<std::string, size_t> offsets_;
+    std::set<std::string> known_;
+};
+
+// Fields of transformers' PretrainedConfig and of the exported file itself that describe
+// tokens, generation, bookkeeping or numerics — never the shapes PTD counts.
+void allow_common(Mapper& m) {
+    m.allow({"_name_or_path", "model_type", "architectures", "auto_map", "torch_dtype",
+             "transformers_version", "_commit_hash", "_attn_implementation",
+             "_attn_implementation_autoset", "bos_token_id", "eos_token_id", "pad_token_id",
+             "sep_token_id", "decoder_start_token_id", "forced_bos_token_id",
+             "forced_eos_token_id", "initializer_range", "use_cache", "return_dict",
+             "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16",
+             "tf_legacy_loss", "is_decoder", "tie_encoder_decoder", "chunk_size_feed_forward",
+             "finetuning_task", "id2label", "label2id", "num_labels", "tokenizer_class",
+             "prefix", "task_specific_params", "problem_type", "max_length", "min_length",
+             "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+             "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+             "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+             "bad_words_ids", "num_return_sequences", "output_scores", "return_dict_in_generate",
+             "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+             "begin_suppress_tokens", "classifier_dropout"});
+}
+
+// Fields that are harmless at their default but change the architecture otherwise.
+void check_default_only(Mapper& m) {
+    if (m.present("add_cross_attention") && m.bool_field("add_cross_attention", false))
+        m.error("add_cross_attention",
+                "got true (a cross-attention block in every layer, for encoder-decoder use), "
+                "which PTD cannot model; allowed: false");
+    if (m.present("is_encoder_decoder") && m.bool_field("is_encoder_decoder", false))
+        m.error("is_encoder_decoder", "got true, but PTD models decoder-only transformers; allowed: false");
+    if (const json* p = m.object_field("pruned_heads"); p && !p->empty())
+        m.error("pruned_heads", "got " + show(*p) + ", but PTD cannot model pruned attention heads; "
+                                "allowed: {} (no pruning)");
+}
+
+void note_rope_scaling(Mapper& m) {
+    const json* rs = m.object_field("rope_scaling");
+    if (!rs) return;
+    std::string kind;
+    for (const char* k : {"rope_type", "type"}) {
+        auto it = rs->find(k);
+        if (it != rs->end() && it->is_string()) {
+            kind = it->get<std::string>();
+            break;
+        }
+    }
+    std::string factor;
+    if (auto it = rs->find("factor"); it != rs->end() && it->is_number())
+        factor = ", factor " + show(*it);
+    m.note("rope_scaling (" + (kind.empty() ? std::string("unnamed") : "type " + show(json(kind))) + factor +
+           ") is ignored: RoPE scaling changes neither parameter nor FLOP counts");
+}
+
+// Cross-field checks on the attention shape. Only run when the fields themselves parsed.
+void check_heads(Mapper& m, const ModelSpec& s, const char* hidden_key, const char* heads_key,
+                 const char* kv_key) {
+    if (s.hidden % s.heads != 0) {
+        m.error(heads_key, "hidden size " + std::to_string(s.hidden) + " (" + hidden_key +
+                               ") is not divisible by " + std::to_string(s.heads) + " heads; PTD needs a "
+                               "whole head dimension hidden/heads");
+        return;
+    }
+    if (kv_key && (s.kv_heads > s.heads || s.heads % s.kv_heads != 0))
+        m.error(kv_key, "got " + std::to_string(s.kv_heads) + ", but " + heads_key + " (" +
+                            std::to_string(s.heads) + ") must be a multiple of it (grouped-query "
+                            "attention shares each key/value head among heads/kv_heads query heads)");
+}
+
+// seq_len from the config's context length, unless overridden.
+void set_seq_len(Mapper& m, ModelSpec& s, const std::vector<const char*>& keys, int override_len) {
+    std::optional<int> ctx;
+    const char* used = nullptr;
+    for (const char* k : keys) {
+        if (m.present(k)) {
+            ctx = m.int_field(k, kMaxSeq, "the context length", std::nullopt);
+            used = k;
+            break;
+        }
+        // An explicit null still counts as "not given" for this key.
+    }
+    if (override_len > 0) {
+        s.seq_len = override_len;
+        if (ctx && override_len > *ctx)
+            m.note("sequence length " + std::to_string(override_len) + " is longer than " + used + " (" +
+                   std::to_string(*ctx) + ") the model was built for");
+        return;
+    }
+    if (ctx) {
+        s.seq_len = *ctx;
+    } else if (!used) {
+        // Let int_field write the standard "missing" message for the primary key.
+        m.int_field(keys.front(), kMaxSeq, "the context length, used as the training sequence length",
+                    std::nullopt);
+    }
+}
+
+// ---- families ------------------------------------------------------------------------
+
+void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
+    s.arch = Arch::llama;
+    s.norm = Norm::rmsnorm;
+    s.activation = Activation::swiglu;
+    s.position = Position::rope;
+    s.bias = false;
+    s.qkv_bias = fam == Family::qwen2;  // Qwen2 always has q/k/v biases
+
+    auto layers = m.int_field("num_hidden_layers", kMaxLayers, "the number of transformer blocks", std::nullopt);
+    auto hidden = m.int_field("hidden_size", kMaxDim, "the model width", std::nullopt);
+    auto heads = m.int_field("num_attention_heads", kMaxHeads, "the number of query heads", std::nullopt);
+    std::optional<int> kv = m.int_field("num_key_value_heads", kMaxHeads, "the number of key/value heads",
+                                        heads ? heads : std::optional<int>(1));
+    auto ffn = m.int_field("intermediate_size", kMaxDim * 8, "the MLP inner width", std::nullopt);
+    auto vocab = m.int_field("vocab_size", kMaxVocab, "the vocabulary size", std::nullopt);
+    set_seq_len(m, s, {"max_position_embeddings"}, seq_override);
+    s.tied_embeddings = m.bool_field("tie_word_embeddings", false);
+    s.norm_eps = m.number_field("rms_norm_eps", 0, 1, "the RMSNorm epsilon",
+                                fam == Family::mixtral ? 1e-5 : 1e-6);
+    s.rope_theta = m.number_field("rope_theta", 0, 1e12, "the RoPE base", 10000.0);
+
+    if (auto act = m.string_field("hidden_act"); act && *act != "silu" && *act != "swish")
+        m.error("hidden_act", "got " + show(json(*act)) + ", but llama-style configs must use \"silu\" (a SwiGLU MLP); allowed: silu, swish");
+
+    // Biases. Llama's attention_bias puts a bias on q, k, v and o; mlp_bias on gate/up/down.
+    bool attention_bias = fam == Family::llama && m.bool_field("attention_bias", false);
+    bool mlp_bias = fam == Family::llama && m.bool_field("mlp_bias", false);
+    if (attention_bias && mlp_bias) {
+        s.bias = true;
+        s.qkv_bias = false;
+        m.note("attention_bias and mlp_bias are both true: modelled as biases on every linear layer (bias = true)");
+    } else if (attention_bias) {
+        s.qkv_bias = true;
+        m.note("attention_bias = true puts biases on the q, k, v and o projections; PTD models the q/k/v "
+               "biases (qkv_bias = true) and approximates the o_proj bias (hidden_size parameters per "
+               "layer) by leaving it out");
+    } else if (mlp_bias) {
+        m.error("mlp_bias", "got true (biases on the MLP projections only), which PTD cannot model; allowed: "
+                            "false, or true together with attention_bias = true (biases everywhere)");
+    }
+
+    if (fam == Family::mixtral) {
+        auto experts = m.int_field("num_local_experts", kMaxExperts, "experts per MoE layer", std::nullopt);
+        auto top_k = m.int_field("num_experts_per_tok", kMaxExperts, "experts each token is routed to", std::nullopt);
+        if (experts && top_k) {
+            s.experts = *experts;
+            s.top_k = *top_k;
+            if (*top_k > *experts)
+                m.error("num_experts_per_tok", "got " + std::to_string(*top_k) + ", but only " +
+                                                   std::to_string(*experts) + " experts exist (num_local_experts)");
+        }
+        m.allow({"router_aux_loss_coef", "output_router_logits", "router_jitter_noise"});
+    }
+
+    // Sliding-window attention: same weights, fewer attended tokens.
+    if (fam == Family::mistral || fam == Family::mixtral || fam == Family::qwen2) {
+        bool use_window = fam != Family::qwen2;
+        if (fam == Family::qwen2) {
+            use_window = m.bool_field("use_sliding_window", false);
+            m.allow({"max_window_layers"});
+        }
+        if (m.present("sliding_window")) {
+            auto window = m.int_field("sliding_window", INT_MAX, "the attention window in tokens", std::nullopt);
+            if (window && use_window)
+                m.note("sliding_window = " + std::to_string(*window) + " is ignored: a sliding attention "
+                       "window does not change parameter counts (attention FLOPs are counted for full "
+                       "causal attention)");
+        }
+    }
+
+    note_rope_scaling(m);
+    m.allow({"attention_dropout", "pretraining_tp"});
+    std::optional<int> head_dim;
+    if (m.present("head_dim")) head_dim = m.int_field("head_dim", kMaxDim, "the per-head width", std::nullopt);
+
+    if (!(layers && hidden && heads && kv && ffn && vocab)) return;
+    s.layers = *layers;
+    s.hidden = *hidden;
+    s.heads = *heads;
+    s.kv_heads = *kv;
+    s.ffn_hidden = *ffn;
+    s.vocab = *vocab;
+    check_heads(m, s, "hidden_size", "num_attention_heads", "num_key_value_heads");
+
+    if (head_dim && s.hidden % s.heads == 0 && *head_dim != s.hidden / s.heads) {
+        m.error("head_dim", "unsupported: head_dim " + std::to_string(*head_dim) +
+                                    " differs from hidden_size/num_attention_heads " +
+                                    std::to_string(s.hidden / s.heads) +
+                                    "; PTD models attention with head_dim = hidden/heads");
+    }
+}
+
+bool is_gelu(const std::string& a) { return a.starts_with("gelu") || a == "quick_gelu"; }
+
+void check_gelu(Mapper& m, const char* key, const char* fallback) {
+    auto act = m.string_field(key);
+    std::string a = act ? *act : fallback;
+    if (!is_gelu(a))
+        m.error(key, "got " + show(json(a)) + ", but PTD models GPT-style MLPs with GELU; allowed: gelu, "
+                                              "gelu_new, gelu_fast, gelu_pytorch_tanh (any gelu variant)");
+}
+
+void map_gpt2(Mapper& m, ModelSpec& s, int seq_override) {
+    s.arch = Arch::gpt;
+    s.norm = Norm::layernorm;
+    s.activation = Activation::gelu;
+    s.position = Position::learned;
+    s.bias = true;
+    s.qkv_bias = false;  // implied by bias
+
+    auto layers = m.int_field("n_layer", kMaxLayers, "the number of transformer blocks", std::nullopt);
+    auto hidden = m.int_field("n_embd", kMaxDim, "the model width", std::nullopt);
+    auto heads = m.int_field("n_head", kMaxHeads, "the number of attention heads", std::nullopt);
+    auto vocab = m.int_field("vocab_size", kMaxVocab, "the vocabulary size", std::nullopt);
+    set_seq_len(m, s, {"n_positions", "n_ctx"}, seq_override);
+    m.present("n_ctx");  // read as the fallback above; known either way
+    std::optional<int> inner;
+    if (m.present("n_inner"))
+        inner = m.int_field("n_inner", kMaxDim * 8, "the MLP inner width; null means 4*n_embd", std::nullopt);
+    s.norm_eps = m.number_field("layer_norm_epsilon", 0, 1, "the LayerNorm epsilon", 1e-5);
+    s.tied_embeddings = m.bool_field("tie_word_embeddings", true);
+    check_gelu(m, "activation_function", "gelu_new");
+    m.allow({"attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_type", "summary_use_proj",
+             "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+             "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"});
+
+    if (!(layers && hidden && heads && vocab)) return;
+    s.layers = *layers;
+    s.hidden = *hidden;
+    s.heads = *heads;
+    s.kv_heads = *heads;
+    s.vocab = *vocab;
+    if (m.present("n_inner")) {
+        if (!inner) return;
+        s.ffn_hidden = *inner;
+    } else if (4LL * s.hidden > kMaxDim * 8) {
+        m.error("n_embd", "got " + std::to_string(s.hidden) + ", which makes the default MLP width 4*n_embd too large");
+        return;
+    } else {
+        s.ffn_hidden = 4 * s.hidden;
+    }
+    check_heads(m, s, "n_embd", "n_head", nullptr);
+}
+
+void map_gpt_neox(Mapper& m, ModelSpec& s, int seq_override) {
+    s.arch = Arch::gpt;
+    s.norm = Norm::layernorm;
+    s.activation = Activation::gelu;
+    s.position = Position::rope;
+    s.bias = true;
+    s.qkv_bias = false;
+
+    auto layers = m.int_field("num_hidden_layers", kMaxLayers, "the number of transformer blocks", std::nullopt);
+    auto hidden = m.int_field("hidden_size", kMaxDim, "the model width", std::nullopt);
+    auto heads = m.int_field("num_attention_heads", kMaxHeads, "the number of attention heads", std::nullopt);
+    auto ffn = m.int_field("intermediate_size", kMaxDim * 8, "the MLP inner width", std::nullopt);
+    auto vocab = m.int_field("vocab_size", kMaxVocab, "the vocabulary size", std::nullopt);
+    set_seq_len(m, s, {"max_position_embeddings"}, seq_override);
+    s.norm_eps = m.number_field("layer_norm_eps", 0, 1, "the LayerNorm epsilon", 1e-5);
+    s.tied_embeddings = m.bool_field("tie_word_embeddings", false);
+    check_gelu(m, "hidden_act", "gelu");
+    // Newer transformers call the RoPE base rope_theta, older ones rotary_emb_base.
+    double base = m.number_field("rotary_emb_base", 0, 1e12, "the RoPE base", 10000.0);
+    s.rope_theta = m.number_field("rope_theta", 0, 1e12, "the RoPE base", base);
+
+    if (m.present("rotary_pct")) {
+        double pct = m.number_field("rotary_pct", 0, 1, "the fraction of each head rotated by RoPE", 1.0);
+        if (pct != 1.0)
+            m.note("rotary_pct = " + fmt_double(pct) + " (RoPE on " + fmt_double(pct * 100) +
+                   "% of each head's dimensions) is ignored: partial rotary changes neither parameter nor "
+                   "FLOP counts");
+    }
+    if (m.bool_field("use_parallel_residual", true))
+        m.note("use_parallel_residual = true (attention and MLP read the same block input) is ignored: it "
+               "changes neither parameter nor FLOP counts");
+    if (m.present("attention_bias") && !m.bool_field("attention_bias", true))
+        m.note("attention_bias = false: PTD models biases on every linear layer (bias = true), so the "
+               "attention biases (4*hidden_size parameters per layer) are over-counted");
+    note_rope_scaling(m);
+    m.allow({"hidden_dropout", "attention_dropout", "attention_probs_dropout_prob",
+             "hidden_dropout_prob"});
+
+    if (!(layers && hidden && heads && ffn && vocab)) return;
+    s.layers = *layers;
+    s.hidden = *hidden;
+    s.heads = *heads;
+    s.kv_heads = *heads;
+    s.ffn_hidden = *ffn;
+    s.vocab = *vocab;
+    check_heads(m, s, "hidden_size", "num_attention_heads", nullptr);
+}
+
+Result<HfImport> import_impl(std::string_view text, const std::string& file, int seq_len_override) {
+    json root;
+    try {
+        root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true,
+                           /*ignore_comments=*/false);
+    } catch (const json::parse_error& e) {
+        // e.byte counts the characters read, the offending one included.
+        size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+        auto [line, column] = line_column(text, offset);
+        // Keep nlohmann's explanation, without its own "[json.exception...] ... column N: " prefix.
+        std::string what = e.what();
+        if (size_t p = what.find(": "); p != std::string::npos) what = what.substr(p + 2);
+        return fail(SourceLoc{file, line, column}, "", "invalid JSON: " + what);
+    }
+    if (!root.is_object()) {
+        size_t first = text.find_first_not_of(" \t\r\n\xEF\xBB\xBF");  // skip a BOM too
+        auto [line, column] = line_column(text, first == std::string_view::npos ? 0 : first);
+        return fail(SourceLoc{file, line, column}, "",
+                    std::string("the top level of a Hugging Face config.json must be an object ({...}); got ") +
+                        type_phrase(root));
+    }
+
+    Mapper m(root, text, file);
+    allow_common(m);
+    auto model_type = m.string_field("model_type");
+    if (!model_type) {
+        if (!m.has_errors())
+            m.error("model_type", std::string("is required but missing; supported: ") + kSupported);
+        return std::unexpected(Error(std::move(m.errors)));
+    }
+    static const std::vector<std::pair<std::string, Family>> kFamilies = {
+        {"llama", Family::llama}, {"mistral", Family::mistral}, {"mixtral", Family::mixtral},
+        {"qwen2", Family::qwen2}, {"gpt2", Family::gpt2},       {"gpt_neox", Family::gpt_neox}};
+    auto fam_it = std::find_if(kFamilies.begin(), kFamilies.end(),
+                               [&](const auto& f) { return f.first == *model_type; });
+    if (fam_it == kFamilies.end()) {
+        std::vector<std::string> names;
+        for (const auto& f : kFamilies) names.push_back(f.first);
+        std::string hint = closest_match(*model_type, names);
+        m.error("model_type", "got " + show(json(*model_type)) + ", which PTD cannot import" +
+                                  (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                                  "; supported: " + kSupported);
+        return std::unexpected(Error(std::move(m.errors)));
+    }
+
+    HfImport out;
+    ModelSpec& s = out.model;
+    s = ModelSpec{};
+    switch (fam_it->second) {
+        case Family::gpt2: map_gpt2(m, s, seq_len_override); break;
+        case Family::gpt_neox: map_gpt_neox(m, s, seq_len_override); break;
+        default: map_llama_like(m, fam_it->second, s, seq_len_override); break;
+    }
+    check_default_only(m);
+    auto name = m.string_field("_name_or_path");
+    s.name = name && !name->empty() ? *name : *model_type;
+
+    if (m.has_errors()) {
+        // File order, so that a long list reads top to bottom.
+        std::stable_sort(m.errors.begin(), m.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+            auto ka = a.where.line == 0 ? INT_MAX : a.where.line;
+            auto kb = b.where.line == 0 ? INT_MAX : b.where.line;
+            return ka < kb;
+        });
+        return std::unexpected(Error(std::move(m.errors)));
+    }
+    m.note_unknown_fields();
+    out.notes = std::move(m.notes);
+    return out;
+}
+
+}  // namespace
+
+Result<HfImport> import_hf_config_text(std::string_view json_text, const std::string& file,
+                                       int seq_len_override) {
+    try {
+        return import_impl(json_text, file, seq_len_override);
+    } catch (const std::exception& e) {
+        return fail(SourceLoc{file, 0, 0}, "", std::string("cannot import the config: ") + e.what());
+    } catch (...) {
+        return fail(SourceLoc{file, 0, 0}, "", "cannot import the config: unknown error");
+    }
+}
+
+Result<HfImport> import_hf_config_file(const std::string& path, int seq_len_override) {
+    try {
+        auto cannot = [&](const std::string& why) {
+            return fail(SourceLoc{path, 0, 0}, "", "cannot read " + path + ": " + why);
+        };
+        // Only regular files: a FIFO or /dev/zero would block or never end.
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) return cannot(std::strerror(errno));
+        if (S_ISDIR(st.st_mode)) return cannot(std::strerror(EISDIR));
+        if (!S_ISREG(st.st_mode)) return cannot("not a regular file");
+        if ((uint64_t)st.st_size > kMaxFileBytes)
+            return cannot("the file is " + std::to_string((uint64_t)st.st_size) +
+                          " bytes, far more than a config.json (at most " + std::to_string(kMaxFileBytes) + ")");
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        if (!f) return cannot(std::strerror(errno));
+        std::string text;
+        char buf[65536];
+        size_t n = 0;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+            text.append(buf, n);
+            if (text.size() > kMaxFileBytes) break;
+        }
+        int err = std::ferror(f) ? errno : 0;
+        std::fclose(f);
+        if (err) return cannot(std::strerror(err));
+        if (text.size() > kMaxFileBytes) return cannot("the file grew past " + std::to_string(kMaxFileBytes) + " bytes");
+        return import_hf_config_text(text, path, seq_len_override);
+    } catch (const std::exception& e) {
+        return fail(SourceLoc{path, 0, 0}, "", "cannot read " + path + ": " + e.what());
+    } catch (...) {
+        return fail(SourceLoc{path, 0, 0}, "", "cannot read " + path + ": unknown error");
+    }
+}
+
+}  // namespace ptd

@@ -1,0 +1,325 @@
+// job_spec.cpp — enum names, arch defaults, cross-field validation and the built-in jobs.
+#include "ptd/job_spec.h"
+
+#include <cassert>
+#include <numeric>
+
+#include "ptd/layout.h"
+#include "ptd/presets.h"
+
+namespace ptd {
+
+const char* to_string(Arch v) { return v == Arch::gpt ? "gpt" : "llama"; }
+const char* to_string(Norm v) { return v == Norm::layernorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(Activation v) { return v == Activation::gelu ? "gelu" : "swiglu"; }
+const char* to_string(Position v) { return v == Position::learned ? "learned" : "rope"; }
+const char* to_string(Recompute v) {
+    switch (v) {
+        case Recompute::none: return "none";
+        case Recompute::selective: return "selective";
+        case Recompute::full: return "full";
+    }
+    return "?";
+}
+const char* to_string(Precision v) {
+    switch (v) {
+        case Precision::fp32: return "fp32";
+        case Precision::bf16: return "bf16";
+        case Precision::fp16: return "fp16";
+    }
+    return "?";
+}
+const char* to_string(Optimizer v) {
+    switch (v) {
+        case Optimizer::adamw: return "adamw";
+        case Optimizer::adam: return "adam";
+        case Optimizer::sgd: return "sgd";
+    }
+    return "?";
+}
+const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
+
+double GpuSpec::peak_tflops(Precision p) const {
+    switch (p) {
+        case Precision::fp32: return fp32_tflops;
+        case Precision::bf16: return bf16_tflops;
+        case Precision::fp16: return fp16_tflops;
+    }
+    return 0;
+}
+
+SourceLoc JobSpec::where(const std::string& key) const {
+    auto it = origin.locations.find(key);
+    if (it != origin.locations.end()) return it->second;
+    // Fall back to the table ("parallel.tp" → "parallel").
+    auto dot = key.find('.');
+    if (dot != std::string::npos) {
+        it = origin.locations.find(key.substr(0, dot));
+        if (it != origin.locations.end()) return it->second;
+    }
+    return SourceLoc{origin.file, 0, 0};
+}
+
+void fill_model_defaults(ModelSpec& m, const ModelKeysGiven& given) {
+    const bool gpt = m.arch == Arch::gpt;
+    if (!given.norm) m.norm = gpt ? Norm::layernorm : Norm::rmsnorm;
+    if (!given.activation) m.activation = gpt ? Activation::gelu : Activation::swiglu;
+    if (!given.position) m.position = gpt ? Position::learned : Position::rope;
+    if (!given.tied_embeddings) m.tied_embeddings = gpt;
+    if (!given.bias) m.bias = gpt;
+    if (!given.kv_heads) m.kv_heads = m.heads;
+    if (!given.ffn_hidden) {
+        if (m.activation == Activation::swiglu) {
+            // Llama's rule: 2/3 of 4h, rounded up to a multiple of 256 (Touvron et al. 2023).
+            long long inner = (8LL * m.hidden / 3 + 255) / 256 * 256;
+            m.ffn_hidden = (int)inner;
+        } else {
+            m.ffn_hidden = 4 * m.hidden;
+        }
+    }
+}
+
+// Divisors of n, for "allowed" lists.
+static std::string divisors_of(int n) {
+    std::string out;
+    for (int d = 1; d <= n && d > 0; ++d) {
+        if (n % d) continue;
+        if (!out.empty()) out += ", ";
+        out += std::to_string(d);
+        if (out.size() > 120) { out += ", ..."; break; }
+    }
+    return out;
+}
+
+std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
+    std::vector<Diagnostic> out;
+    ParallelSpec& par = job.parallel;
+    const int world = job.world_size();
+    if (!job.origin.dp_given) {
+        long long per_replica = (long long)par.tp * par.pp * par.cp;
+        if (world > 0 && per_replica > 0 && world % per_replica == 0) {
+            par.dp = (int)(world / per_replica);
+        } else {
+            out.push_back({job.where("parallel"), "parallel.dp",
+                           "cannot derive dp: world size " + std::to_string(world) + " (nodes " +
+                               std::to_string(job.cluster.nodes) + " × gpus_per_node " +
+                               std::to_string(job.cluster.gpus_per_node) +
+                               ") is not divisible by tp·pp·cp = " + std::to_string(per_replica) +
+                               "; allowed: tp·pp·cp must divide the world size"});
+            par.dp = 1;
+        }
+    }
+    if (!job.origin.intra_given) job.cluster.intra_gbps = job.cluster.gpu.link_gbps;
+    if (!job.origin.global_batch_given) job.training.global_batch = job.training.micro_batch * par.dp;
+    return out;
+}
+
+std::vector<Diagnostic> validate_job(const JobSpec& job) {
+    std::vector<Diagnostic> out;
+    auto add = [&](const std::string& key, std::string msg) {
+        out.push_back({job.where(key), key, std::move(msg)});
+    };
+    auto s = [](long long v) { return std::to_string(v); };
+    const ModelSpec& m = job.model;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    const ClusterSpec& c = job.cluster;
+
+    // Model shape.
+    if (m.heads > 0 && m.hidden % m.heads != 0)
+        add("model.hidden", "hidden " + s(m.hidden) + " is not divisible by heads " + s(m.heads) +
+                                "; allowed: a multiple of heads (head_dim = hidden / heads)");
+    if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+        add("model.kv_heads", "got " + s(m.kv_heads) + ", but heads " + s(m.heads) +
+                                  " must be a multiple of kv_heads; allowed kv_heads: " + divisors_of(m.heads));
+    if (m.kv_heads > m.heads)
+        add("model.kv_heads", "got " + s(m.kv_heads) + ", more than heads " + s(m.heads) +
+                                  "; allowed: 1 .. heads");
+    if (m.experts == 1)
+        add("model.experts", "got 1; allowed: 0 (dense MLP) or at least 2 experts");
+    if (m.experts > 1 && (m.top_k < 1 || m.top_k > m.experts))
+        add("model.top_k", "got " + s(m.top_k) + " with " + s(m.experts) +
+                               " experts; allowed: 1 .. experts");
+    if (m.experts == 0 && m.top_k != 0)
+        add("model.top_k", "got " + s(m.top_k) + " but the model is dense (experts = 0); allowed: 0 or set experts");
+
+    // World size.
+    long long product = (long long)p.tp * p.pp * p.dp * p.cp;
+    if (product != c.world_size())
+        add("parallel.dp", "tp·pp·dp·cp = " + s(p.tp) + "·" + s(p.pp) + "·" + s(p.dp) + "·" + s(p.cp) +
+                               " = " + s(product) + " ranks, but the cluster has " + s(c.nodes) + " nodes × " +
+                               s(c.gpus_per_node) + " GPUs = " + s(c.world_size()) +
+                               "; allowed: a product equal to the GPU count (leave dp out to derive it)");
+
+    // Tensor parallel.
+    if (m.heads > 0 && m.heads % p.tp != 0)
+        add("parallel.tp", "got " + s(p.tp) + ", but heads (" + s(m.heads) +
+                               ") must be divisible by tp; allowed tp: " + divisors_of(m.heads));
+    if (m.kv_heads > 0 && m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
+        add("parallel.tp", "got " + s(p.tp) + " with kv_heads " + s(m.kv_heads) +
+                               ": each TP rank needs whole KV heads; allowed: tp dividing kv_heads, or a multiple "
+                               "of kv_heads (KV heads are then replicated)");
+    if (m.ffn_hidden > 0 && m.ffn_hidden % p.tp != 0)
+        add("parallel.tp", "got " + s(p.tp) + ", but ffn_hidden (" + s(m.ffn_hidden) +
+                               ") must be divisible by tp; allowed tp: " + divisors_of(m.ffn_hidden));
+    if (p.sequence_parallel && p.tp == 1)
+        add("parallel.sequence_parallel",
+            "true with tp = 1: sequence parallelism splits activations across the TP group; allowed: "
+            "false, or tp > 1");
+    if (p.sequence_parallel && p.tp > 1 && m.seq_len % p.tp != 0)
+        add("parallel.sequence_parallel", "seq_len " + s(m.seq_len) + " is not divisible by tp " + s(p.tp) +
+                                              "; allowed: a seq_len that is a multiple of tp");
+    // Context parallel splits each sequence in 2·cp chunks (load-balanced causal attention).
+    if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0)
+        add("parallel.cp", "got " + s(p.cp) + ", but seq_len " + s(m.seq_len) +
+                               " must be divisible by 2·cp; allowed cp: divisors of seq_len/2");
+
+    // Pipeline.
+    if (p.vpp > 1 && p.pp < 2)
+        add("parallel.vpp", "got " + s(p.vpp) + " with pp = " + s(p.pp) +
+                                "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
+    if (p.layers_per_stage.empty()) {
+        long long chunks = (long long)p.pp * p.vpp;
+        if (chunks > 0 && m.layers % chunks != 0)
+            add("parallel.pp", "layers (" + s(m.layers) + ") is not divisible by pp·vpp = " + s(p.pp) + "·" +
+                                   s(p.vpp) + " = " + s(chunks) +
+                                   "; allowed: pp·vpp dividing layers, or an explicit layers_per_stage");
+        if (chunks > m.layers && m.layers > 0)
+            add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(m.layers) +
+                                   " layers; allowed: at most one chunk per layer");
+    } else {
+        size_t n = p.layers_per_stage.size();
+        if (n != (size_t)p.pp && n != (size_t)p.pp * p.vpp) {
+            add("parallel.layers_per_stage",
+                "has " + s((long long)n) + " entries; allowed: pp (" + s(p.pp) + ") entries" +
+                    (p.vpp > 1 ? ", or pp·vpp (" + s((long long)p.pp * p.vpp) + ") entries" : std::string()));
+        } else {
+            long long sum = 0;
+            bool positive = true;
+            for (int l : p.layers_per_stage) {
+                sum += l;
+                positive = positive && l >= 1;
+            }
+            if (!positive)
+                add("parallel.layers_per_stage", "has an entry < 1; allowed: every stage holds at least one layer");
+            if (sum != m.layers)
+                add("parallel.layers_per_stage", "sums to " + s(sum) + ", but the model has " + s(m.layers) +
+                                                     " layers; allowed: entries summing to layers");
+            if (n == (size_t)p.pp && p.vpp > 1)
+                for (int l : p.layers_per_stage)
+                    if (l % p.vpp != 0) {
+                        add("parallel.layers_per_stage",
+                            "entry " + s(l) + " is not divisible by vpp " + s(p.vpp) +
+                                "; allowed: per-stage counts that split evenly into vpp chunks, or pp·vpp entries");
+                        break;
+                    }
+        }
+    }
+
+    // ZeRO / optimizer sharding.
+    if (p.zero >= 2 && p.pp > 1)
+        add("parallel.zero", "got " + s(p.zero) + " with pp = " + s(p.pp) +
+                                 ": ZeRO-2/3 shard gradients that pipeline micro-batches keep accumulating "
+                                 "(DeepSpeed refuses this too); allowed: zero 0 or 1 with pp > 1");
+    if (p.distributed_optimizer && p.zero != 0)
+        add("parallel.distributed_optimizer",
+            "true together with zero = " + s(p.zero) +
+                ": both shard the optimizer; allowed: distributed_optimizer = true with zero = 0, or "
+                "distributed_optimizer = false");
+
+    // Experts.
+    if (p.ep > 1 && m.experts < 2)
+        add("parallel.ep", "got " + s(p.ep) + " for a dense model; allowed: ep = 1 unless experts ≥ 2");
+    if (p.ep > 1 && m.experts > 1 && m.experts % p.ep != 0)
+        add("parallel.ep", "got " + s(p.ep) + ", but experts (" + s(m.experts) +
+                               ") must be divisible by ep; allowed ep: " + divisors_of(m.experts));
+    if (p.ep > 1 && ((long long)p.dp * p.cp) % p.ep != 0)
+        add("parallel.ep", "got " + s(p.ep) + ", but ep must divide dp·cp = " + s((long long)p.dp * p.cp) +
+                               "; allowed ep: " + divisors_of(p.dp * p.cp));
+
+    // Rank order.
+    if (auto order = parse_rank_order(p.order); !order) {
+        for (Diagnostic d : order.error().diagnostics) {
+            d.where = job.where("parallel.order");
+            out.push_back(std::move(d));
+        }
+    }
+
+    // Batch.
+    long long per_step = (long long)t.micro_batch * p.dp;
+    if (per_step > 0 && t.global_batch % per_step != 0)
+        add("training.global_batch", "got " + s(t.global_batch) + ", not divisible by micro_batch·dp = " +
+                                         s(t.micro_batch) + "·" + s(p.dp) + " = " + s(per_step) +
+                                         "; allowed: a multiple of " + s(per_step));
+    if (t.min_lr > t.lr)
+        add("training.min_lr", "min_lr " + std::to_string(t.min_lr) + " is above lr " + std::to_string(t.lr) +
+                                   "; allowed: 0 ≤ min_lr ≤ lr");
+    if (t.warmup > t.steps)
+        add("training.warmup", "got " + s(t.warmup) + " warmup steps for " + s(t.steps) +
+                                   " training steps; allowed: 0 .. steps");
+
+    // Precision support on the chosen GPU.
+    if (t.precision != Precision::fp32 && c.gpu.peak_tflops(t.precision) <= 0)
+        add("training.precision", std::string("got \"") + to_string(t.precision) + "\", but gpu \"" + c.gpu.name +
+                                      "\" has no " + to_string(t.precision) + " support; allowed on this GPU: fp32" +
+                                      (c.gpu.fp16_tflops > 0 ? ", fp16" : "") + (c.gpu.bf16_tflops > 0 ? ", bf16" : ""));
+
+    // Hosts.
+    if (!c.hosts.empty() && (int)c.hosts.size() != c.nodes)
+        add("cluster.hosts", "lists " + s((long long)c.hosts.size()) + " hosts for " + s(c.nodes) +
+                                 " nodes; allowed: exactly one host per node, or none");
+    return out;
+}
+
+JobSpec default_job(const PresetCatalog& presets) {
+    JobSpec job;
+    const ModelSpec* model = presets.find_model("llama2-7b");
+    const GpuSpec* gpu = presets.find_gpu("h100-sxm");
+    assert(model && gpu && "default job presets missing from the catalog");
+    job.model = *model;
+    job.origin.model_preset = model->name;
+    job.origin.file = "<default>";
+    job.cluster.nodes = 4;
+    job.cluster.gpus_per_node = 8;
+    job.cluster.gpu = *gpu;
+    job.origin.gpu_preset = gpu->name;
+    job.cluster.inter_gbps = 50.0;  // one 400 Gb/s NIC per GPU, as on DGX H100
+    job.parallel.tp = 4;
+    job.parallel.pp = 2;
+    job.parallel.zero = 1;
+    job.parallel.sequence_parallel = true;
+    job.parallel.recompute = Recompute::selective;
+    job.training.micro_batch = 1;
+    job.training.global_batch = 256;
+    job.origin.global_batch_given = true;
+    derive_job_defaults(job);
+    return job;
+}
+
+JobSpec tiny_local_job(const PresetCatalog& presets) {
+    JobSpec job;
+    const ModelSpec* model = presets.find_model("tiny-gpt");
+    const GpuSpec* gpu = presets.find_gpu("cpu");
+    assert(model && gpu && "tiny job presets missing from the catalog");
+    job.model = *model;
+    job.origin.model_preset = model->name;
+    job.origin.file = "<tiny-local>";
+    job.cluster.nodes = 1;
+    job.cluster.gpus_per_node = 4;
+    job.cluster.gpu = *gpu;
+    job.origin.gpu_preset = gpu->name;
+    job.parallel.tp = 2;
+    job.parallel.pp = 2;
+    job.training.precision = Precision::fp32;
+    job.training.micro_batch = 2;
+    job.training.global_batch = 8;
+    job.origin.global_batch_given = true;
+    job.training.steps = 20;
+    job.training.lr = 1e-3;
+    job.training.min_lr = 1e-4;
+    job.launch.mode = LaunchMode::local;
+    derive_job_defaults(job);
+    return job;
+}
+
+}  // namespace ptd

@@ -1,0 +1,722 @@
+// job_toml.cpp — TOML ⇄ JobSpec. Reading is strict: every key is typed and range-checked
+// at the point it is read, with the file:line:column of the value; unknown keys get a
+// "did you mean"; all problems are collected so the user sees them in one go. Writing
+// emits a canonical document that reads back into an equal spec.
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "job_toml_internal.h"
+#include "ptd/hf_import.h"
+#include "ptd/job_spec.h"
+#include "ptd/presets.h"
+
+namespace ptd {
+
+// ---- reading ---------------------------------------------------------------------------
+
+SourceLoc TomlContext::loc(const toml::node& n) const {
+    const auto& src = n.source();
+    return SourceLoc{file, (int)src.begin.line, (int)src.begin.column};
+}
+
+void TomlContext::error(SourceLoc where, std::string key, std::string message) {
+    diagnostics.push_back({std::move(where), std::move(key), std::move(message)});
+}
+
+// "string \"8\"", "integer 8", "table", ... — what the user actually wrote.
+static std::string describe(const toml::node& n) {
+    std::ostringstream os;
+    switch (n.type()) {
+        case toml::node_type::string: os << "string \"" << n.as_string()->get() << '"'; break;
+        case toml::node_type::integer: os << "integer " << n.as_integer()->get(); break;
+        case toml::node_type::floating_point: os << "float " << n.as_floating_point()->get(); break;
+        case toml::node_type::boolean: os << "boolean " << (n.as_boolean()->get() ? "true" : "false"); break;
+        case toml::node_type::array: os << "an array"; break;
+        case toml::node_type::table: os << "a table"; break;
+        default: os << "a date/time"; break;
+    }
+    std::string s = os.str();
+    if (s.size() > 80) s = s.substr(0, 77) + "...";
+    return s;
+}
+
+TableReader::TableReader(TomlContext& ctx, const toml::table& table, std::string prefix)
+    : ctx_(ctx), table_(table), prefix_(std::move(prefix)) {
+    if (!prefix_.empty()) ctx_.locations[prefix_] = ctx_.loc(table_);
+}
+
+std::string TableReader::full(std::string_view key) const {
+    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+}
+
+const toml::node* TableReader::find(std::string_view key) {
+    known_.emplace_back(key);
+    const toml::node* n = table_.get(key);
+    if (n) ctx_.locations[full(key)] = ctx_.loc(*n);
+    return n;
+}
+
+bool TableReader::has(std::string_view key) const { return table_.contains(key); }
+
+SourceLoc TableReader::where(std::string_view key) const {
+    if (const toml::node* n = table_.get(key)) return ctx_.loc(*n);
+    return ctx_.loc(table_);
+}
+
+void TableReader::type_error(const toml::node& n, std::string_view key, const char* expected) {
+    ctx_.error(ctx_.loc(n), full(key), "expected " + std::string(expected) + ", got " + describe(n));
+}
+
+bool TableReader::read_int(std::string_view key, int& out, long long min, long long max) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* v = n->as_integer();
+    if (!v) {
+        type_error(*n, key, "an integer");
+        return false;
+    }
+    long long x = v->get();
+    if (x < min || x > max) {
+        ctx_.error(ctx_.loc(*n), full(key),
+                   "got " + std::to_string(x) + "; allowed: " + std::to_string(min) + " .. " + std::to_string(max));
+        return false;
+    }
+    out = (int)x;
+    return true;
+}
+
+bool TableReader::read_double(std::string_view key, double& out, double min, double max) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    double x;
+    if (const auto* f = n->as_floating_point()) x = f->get();
+    else if (const auto* i = n->as_integer()) x = (double)i->get();
+    else {
+        type_error(*n, key, "a number");
+        return false;
+    }
+    if (!std::isfinite(x) || x < min || x > max) {
+        std::ostringstream os;
+        os << "got " << x << "; allowed: " << min << " .. " << max;
+        ctx_.error(ctx_.loc(*n), full(key), os.str());
+        return false;
+    }
+    out = x;
+    return true;
+}
+
+bool TableReader::read_bool(std::string_view key, bool& out) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* v = n->as_boolean();
+    if (!v) {
+        type_error(*n, key, "true or false");
+        return false;
+    }
+    out = v->get();
+    return true;
+}
+
+bool TableReader::read_string(std::string_view key, std::string& out) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* v = n->as_string();
+    if (!v) {
+        type_error(*n, key, "a string");
+        return false;
+    }
+    out = v->get();
+    return true;
+}
+
+bool TableReader::read_word(std::string_view key, int& out, const std::vector<std::string>& words) {
+    std::string s;
+    if (!read_string(key, s)) return false;
+    for (size_t i = 0; i < words.size(); ++i)
+        if (words[i] == s) {
+            out = (int)i;
+            return true;
+        }
+    std::string allowed;
+    for (const std::string& w : words) allowed += (allowed.empty() ? "" : ", ") + w;
+    std::string hint = closest_match(s, words);
+    ctx_.error(where(key), full(key),
+               "got \"" + s + "\"; allowed: " + allowed + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+    return false;
+}
+
+bool TableReader::read_string_array(std::string_view key, std::vector<std::string>& out) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* arr = n->as_array();
+    if (!arr) {
+        type_error(*n, key, "an array of strings");
+        return false;
+    }
+    std::vector<std::string> values;
+    for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& e = *arr->get(i);
+        const auto* s = e.as_string();
+        if (!s) {
+            ctx_.error(ctx_.loc(e), full(key) + "[" + std::to_string(i) + "]",
+                       "expected a string, got " + describe(e));
+            return false;
+        }
+        values.push_back(s->get());
+    }
+    out = std::move(values);
+    return true;
+}
+
+bool TableReader::read_int_array(std::string_view key, std::vector<int>& out, long long min, long long max) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* arr = n->as_array();
+    if (!arr) {
+        type_error(*n, key, "an array of integers");
+        return false;
+    }
+    std::vector<int> values;
+    for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& e = *arr->get(i);
+        const auto* v = e.as_integer();
+        std::string k = full(key) + "[" + std::to_string(i) + "]";
+        if (!v) {
+            ctx_.error(ctx_.loc(e), k, "expected an integer, got " + describe(e));
+            return false;
+        }
+        if (v->get() < min || v->get() > max) {
+            ctx_.error(ctx_.loc(e), k,
+                       "got " + std::to_string(v->get()) + "; allowed: " + std::to_string(min) + " .. " +
+                           std::to_string(max));
+            return false;
+        }
+        values.push_back((int)v->get());
+    }
+    out = std::move(values);
+    return true;
+}
+
+const toml::table* TableReader::subtable(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return nullptr;
+    if (!n->as_table()) {
+        type_error(*n, key, "a table");
+        return nullptr;
+    }
+    return n->as_table();
+}
+
+void TableReader::require(std::string_view key, const char* what) {
+    if (!has(key))
+        ctx_.error(ctx_.loc(table_), full(key), std::string("missing; required: ") + what);
+}
+
+void TableReader::finish() {
+    for (const auto& [k, v] : table_) {
+        std::string key(k.str());
+        bool known = false;
+        for (const std::string& n : known_) known = known || n == key;
+        if (known) continue;
+        std::string hint = closest_match(key, known_);
+        std::string allowed;
+        for (const std::string& n : known_) allowed += (allowed.empty() ? "" : ", ") + n;
+        ctx_.error(ctx_.loc(v), full(key),
+                   "unknown key" + (hint.empty() ? std::string() : " (did you mean \"" + hint + "\"?)") +
+                       "; allowed in " + (prefix_.empty() ? std::string("the document") : "[" + prefix_ + "]") +
+                       ": " + allowed);
+    }
+}
+
+static const std::vector<std::string> kArchWords = {"gpt", "llama"};
+static const std::vector<std::string> kNormWords = {"layernorm", "rmsnorm"};
+static const std::vector<std::string> kActivationWords = {"gelu", "swiglu"};
+static const std::vector<std::string> kPositionWords = {"learned", "rope"};
+static const std::vector<std::string> kRecomputeWords = {"none", "selective", "full"};
+static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
+static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
+static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
+
+constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
+
+template <class E>
+static bool read_enum(TableReader& r, std::string_view key, E& out, const std::vector<std::string>& words) {
+    int i = 0;
+    if (!r.read_word(key, i, words)) return false;
+    out = (E)i;
+    return true;
+}
+
+void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool from_scratch) {
+    if (from_scratch) {
+        for (const char* k : {"arch", "layers", "hidden", "heads", "vocab", "seq_len"})
+            r.require(k, "an integer (or arch \"gpt\"/\"llama\"), unless preset or hf_config is given");
+    }
+    read_enum(r, "arch", m.arch, kArchWords);
+    r.read_int("layers", m.layers, 1, 100000);
+    r.read_int("hidden", m.hidden, 1, kMaxDim);
+    r.read_int("heads", m.heads, 1, 65536);
+    given.kv_heads = r.read_int("kv_heads", m.kv_heads, 1, 65536);
+    given.ffn_hidden = r.read_int("ffn_hidden", m.ffn_hidden, 1, kMaxDim * 8);
+    r.read_int("vocab", m.vocab, 1, 1LL << 28);
+    r.read_int("seq_len", m.seq_len, 1, 1LL << 26);
+    given.tied_embeddings = r.read_bool("tied_embeddings", m.tied_embeddings);
+    given.norm = read_enum(r, "norm", m.norm, kNormWords);
+    given.activation = read_enum(r, "activation", m.activation, kActivationWords);
+    given.position = read_enum(r, "position", m.position, kPositionWords);
+    given.bias = r.read_bool("bias", m.bias);
+    r.read_bool("qkv_bias", m.qkv_bias);
+    r.read_int("experts", m.experts, 0, 65536);
+    r.read_int("top_k", m.top_k, 0, 65536);
+    r.read_double("rope_theta", m.rope_theta, 1e-9, 1e12);
+    r.read_double("norm_eps", m.norm_eps, 0, 1);
+    if (m.experts > 1 && !r.has("top_k") && from_scratch) m.top_k = 2;
+}
+
+void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch) {
+    if (from_scratch)
+        for (const char* k : {"memory_gib", "fp32_tflops", "hbm_gbps", "link_gbps"})
+            r.require(k, "a number, unless preset is given");
+    r.read_string("description", g.description);
+    r.read_double("memory_gib", g.memory_gib, 1e-3, 1e6);
+    r.read_double("fp32_tflops", g.fp32_tflops, 0, 1e7);
+    r.read_double("tf32_tflops", g.tf32_tflops, 0, 1e7);
+    r.read_double("bf16_tflops", g.bf16_tflops, 0, 1e7);
+    r.read_double("fp16_tflops", g.fp16_tflops, 0, 1e7);
+    r.read_double("fp8_tflops", g.fp8_tflops, 0, 1e7);
+    r.read_double("hbm_gbps", g.hbm_gbps, 0, 1e7);
+    r.read_double("link_gbps", g.link_gbps, 0, 1e7);
+}
+
+static std::string preset_list(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
+static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, const PresetCatalog& presets) {
+    TableReader r(ctx, t, "model");
+    std::string preset, hf;
+    bool has_preset = r.read_string("preset", preset);
+    bool has_hf = r.read_string("hf_config", hf);
+    std::string name;
+    bool has_name = r.read_string("name", name);
+    ModelSpec& m = job.model;
+    ModelKeysGiven given;
+    bool from_scratch = true;
+    if (has_preset && has_hf) {
+        ctx.error(r.where("hf_config"), "model.hf_config",
+                  "given together with preset \"" + preset + "\"; allowed: one of preset, hf_config, or explicit keys");
+    } else if (has_preset) {
+        if (const ModelSpec* p = presets.find_model(preset)) {
+            m = *p;
+            from_scratch = false;
+            job.origin.model_preset = preset;
+            job.origin.model_base = m;
+        } else {
+            std::string hint = closest_match(preset, presets.model_names());
+            ctx.error(r.where("preset"), "model.preset",
+                      "unknown model preset \"" + preset + "\"" +
+                          (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                          "; allowed: " + preset_list(presets.model_names()));
+            from_scratch = false;  // don't pile "missing key" errors on top
+        }
+    } else if (has_hf) {
+        std::filesystem::path path(hf);
+        if (path.is_relative() && ctx.file.front() != '<')
+            path = std::filesystem::path(ctx.file).parent_path() / path;
+        // An explicit seq_len below overrides the config's max_position_embeddings.
+        auto imported = import_hf_config_file(path.string());
+        if (imported) {
+            m = imported->model;
+            job.origin.model_base = m;
+        } else {
+            for (Diagnostic d : imported.error().diagnostics) {
+                // Point at the hf_config line of the job, and keep the config's own position.
+                d.message = "in hf_config \"" + hf + "\" (" + format_diagnostic(d) + ")";
+                d.where = r.where("hf_config");
+                d.key = "model.hf_config";
+                ctx.diagnostics.push_back(std::move(d));
+            }
+        }
+        job.origin.model_hf_config = hf;
+        from_scratch = false;
+    }
+    read_model_keys(r, m, given, from_scratch);
+    if (from_scratch) fill_model_defaults(m, given);
+    if (has_name) m.name = name;
+    else if (m.name.empty()) m.name = "custom";
+    r.finish();
+}
+
+static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, const PresetCatalog& presets) {
+    TableReader r(ctx, t, "cluster");
+    ClusterSpec& c = job.cluster;
+    r.require("nodes", "an integer ≥ 1");
+    r.require("gpus_per_node", "an integer ≥ 1");
+    r.require("gpu", "a GPU preset name (string) or a [cluster.gpu] table");
+    r.read_int("nodes", c.nodes, 1, 1 << 20);
+    r.read_int("gpus_per_node", c.gpus_per_node, 1, 1024);
+    auto use_preset = [&](const std::string& name, std::string_view key) {
+        if (const GpuSpec* g = presets.find_gpu(name)) {
+            c.gpu = *g;
+            job.origin.gpu_preset = name;
+            job.origin.gpu_base = *g;
+            return true;
+        }
+        std::string hint = closest_match(name, presets.gpu_names());
+        ctx.error(r.where("gpu"), std::string(key),
+                  "unknown GPU preset \"" + name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                      "; allowed: " + preset_list(presets.gpu_names()));
+        return false;
+    };
+    if (const toml::node* g = t.get("gpu"); g && g->is_string()) {
+        std::string name;
+        r.read_string("gpu", name);
+        use_preset(name, "cluster.gpu");
+    } else if (const toml::table* gt = r.subtable("gpu")) {
+        TableReader gr(ctx, *gt, "cluster.gpu");
+        std::string name;
+        bool from_scratch = true;
+        if (gr.read_string("preset", name)) {
+            use_preset(name, "cluster.gpu.preset");
+            from_scratch = false;
+        }
+        gr.read_string("name", c.gpu.name);
+        read_gpu_keys(gr, c.gpu, from_scratch);
+        if (c.gpu.name.empty()) c.gpu.name = "custom";
+        gr.finish();
+    }
+    job.origin.intra_given = r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
+    r.read_double("inter_gbps", c.inter_gbps, 1e-6, 1e7);
+    r.read_string_array("hosts", c.hosts);
+    for (size_t i = 0; i < c.hosts.size(); ++i)
+        if (c.hosts[i].empty())
+            ctx.error(r.where("hosts"), "cluster.hosts[" + std::to_string(i) + "]",
+                      "empty host name; allowed: a hostname or address");
+    r.finish();
+}
+
+static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "parallel");
+    ParallelSpec& p = job.parallel;
+    r.read_int("tp", p.tp, 1, 1 << 20);
+    r.read_int("pp", p.pp, 1, 1 << 20);
+    job.origin.dp_given = r.read_int("dp", p.dp, 1, 1 << 24);
+    r.read_int("cp", p.cp, 1, 1 << 20);
+    r.read_int("ep", p.ep, 1, 1 << 20);
+    r.read_int("vpp", p.vpp, 1, 1024);
+    r.read_int("zero", p.zero, 0, 3);
+    r.read_bool("distributed_optimizer", p.distributed_optimizer);
+    r.read_bool("sequence_parallel", p.sequence_parallel);
+    read_enum(r, "recompute", p.recompute, kRecomputeWords);
+    r.read_string("order", p.order);
+    r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
+    r.finish();
+}
+
+static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "training");
+    TrainingSpec& tr = job.training;
+    r.read_int("micro_batch", tr.micro_batch, 1, 1 << 20);
+    job.origin.global_batch_given = r.read_int("global_batch", tr.global_batch, 1, 1 << 30);
+    read_enum(r, "precision", tr.precision, kPrecisionWords);
+    read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
+    r.read_double("lr", tr.lr, 0, 10);
+    bool min_lr_given = r.read_double("min_lr", tr.min_lr, 0, 10);
+    if (!min_lr_given) tr.min_lr = tr.lr / 10;
+    r.read_int("warmup", tr.warmup, 0, 1 << 30);
+    r.read_int("steps", tr.steps, 1, 1 << 30);
+    r.read_double("weight_decay", tr.weight_decay, 0, 10);
+    r.read_double("grad_clip", tr.grad_clip, 0, 1e6);
+    r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
+    r.read_string("data", tr.data);
+    if (tr.data.empty())
+        ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
+    r.finish();
+}
+
+static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "launch");
+    LaunchSpec& l = job.launch;
+    read_enum(r, "mode", l.mode, kLaunchWords);
+    r.read_string("hostfile", l.hostfile);
+    r.read_string("user", l.user);
+    r.read_int("port", l.port, 1, 65535);
+    r.read_string("identity", l.identity);
+    r.read_string("engine", l.engine);
+    r.read_bool("upload", l.upload);
+    r.read_string("run_dir", l.run_dir);
+    r.read_string("master_addr", l.master_addr);
+    r.read_int("master_port", l.master_port, 0, 65535);
+    r.read_string_array("env", l.env);
+    r.read_bool("accept_new_host_keys", l.accept_new_host_keys);
+    r.read_double("connect_timeout_s", l.connect_timeout_s, 0.1, 3600);
+    r.read_double("grace_s", l.grace_s, 0, 3600);
+    for (const std::string& name : l.env) {
+        bool ok = !name.empty() && !std::isdigit((unsigned char)name[0]);
+        for (char ch : name) ok = ok && (std::isalnum((unsigned char)ch) || ch == '_');
+        if (!ok)
+            ctx.error(r.where("env"), "launch.env",
+                      "\"" + name + "\" is not an environment variable name; allowed: letters, digits and _ "
+                                    "(not starting with a digit)");
+    }
+    if (l.engine.empty()) ctx.error(r.where("engine"), "launch.engine", "empty; allowed: a program name or path");
+    if (l.run_dir.empty()) ctx.error(r.where("run_dir"), "launch.run_dir", "empty; allowed: a folder path");
+    r.finish();
+}
+
+Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
+    try {
+        return toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+        const auto& src = e.source();
+        return fail(SourceLoc{file, (int)src.begin.line, (int)src.begin.column}, "",
+                    "invalid TOML: " + std::string(e.description()));
+    }
+}
+
+Result<JobSpec> load_job_text(std::string_view text, const std::string& file, const PresetCatalog& presets) {
+    auto doc = parse_toml(text, file);
+    if (!doc) return std::unexpected(doc.error());
+    TomlContext ctx{file};
+    JobSpec job;
+    job.origin.file = file;
+    TableReader top(ctx, *doc, "");
+    using Section = void (*)(TomlContext&, const toml::table&, JobSpec&, const PresetCatalog&);
+    struct Entry {
+        const char* name;
+        Section read;
+        bool required;
+    };
+    static const Entry sections[] = {
+        {"model", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog& p) { read_model(c, t, j, p); }, true},
+        {"cluster", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog& p) { read_cluster(c, t, j, p); }, true},
+        {"parallel", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_parallel(c, t, j); }, false},
+        {"training", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_training(c, t, j); }, false},
+        {"launch", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_launch(c, t, j); }, false},
+    };
+    for (const Entry& e : sections) {
+        if (e.required) top.require(e.name, "a table");
+        if (const toml::table* t = top.subtable(e.name)) e.read(ctx, *t, job, presets);
+    }
+    top.finish();
+    if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
+    job.origin.locations = std::move(ctx.locations);
+    std::vector<Diagnostic> problems = derive_job_defaults(job);
+    const bool dp_unknown = !problems.empty();
+    for (Diagnostic& d : validate_job(job)) {
+        // Without a derivable dp, checks that use dp would only repeat the problem.
+        if (dp_unknown && (d.key == "parallel.dp" || d.key == "training.global_batch" || d.key == "parallel.ep")) continue;
+        problems.push_back(std::move(d));
+    }
+    if (!problems.empty()) return std::unexpected(Error(std::move(problems)));
+    return job;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        return fail(SourceLoc{path}, "", "is a folder; expected a file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fail(SourceLoc{path}, "", std::string("cannot read: ") + std::strerror(errno));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+Result<JobSpec> load_job_file(const std::string& path, const PresetCatalog& presets) {
+    auto text = read_text_file(path);
+    if (!text) return std::unexpected(text.error());
+    return load_job_text(*text, path, presets);
+}
+
+// ---- writing ---------------------------------------------------------------------------
+
+std::string toml_quote(std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char ch : s) {
+        switch (ch) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\r': out += "\\r"; break;
+            default:
+                if (ch < 0x20 || ch == 0x7f) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+                    out += buf;
+                } else {
+                    out += (char)ch;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+// Shortest text that reads back to the same double, always with a '.' or exponent so
+// TOML keeps it a float.
+std::string toml_double(double v) {
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    std::string s(buf, res.ptr);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
+}
+
+void TomlWriter::key(std::string_view k, std::string_view raw_value, std::string_view comment) {
+    out_ += std::string(k) + " = " + std::string(raw_value);
+    if (!comment.empty()) out_ += "  # " + std::string(comment);
+    out_ += '\n';
+}
+void TomlWriter::header(std::string_view name) {
+    if (!out_.empty()) out_ += '\n';
+    out_ += "[" + std::string(name) + "]\n";
+}
+void TomlWriter::comment(std::string_view text) { out_ += "# " + std::string(text) + "\n"; }
+void TomlWriter::int_(std::string_view k, long long v, std::string_view c) { key(k, std::to_string(v), c); }
+void TomlWriter::dbl(std::string_view k, double v, std::string_view c) { key(k, toml_double(v), c); }
+void TomlWriter::boolean(std::string_view k, bool v, std::string_view c) { key(k, v ? "true" : "false", c); }
+void TomlWriter::str(std::string_view k, std::string_view v, std::string_view c) { key(k, toml_quote(v), c); }
+void TomlWriter::strings(std::string_view k, const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + toml_quote(v[i]);
+    key(k, s + "]");
+}
+void TomlWriter::ints(std::string_view k, const std::vector<int>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    key(k, s + "]");
+}
+
+// Write the model keys of `m`; with a base, only those that differ from it.
+void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) {
+    auto differs = [&](auto member) { return !base || m.*member != base->*member; };
+    if (differs(&ModelSpec::arch)) w.str("arch", to_string(m.arch));
+    if (differs(&ModelSpec::layers)) w.int_("layers", m.layers);
+    if (differs(&ModelSpec::hidden)) w.int_("hidden", m.hidden);
+    if (differs(&ModelSpec::heads)) w.int_("heads", m.heads);
+    if (differs(&ModelSpec::kv_heads)) w.int_("kv_heads", m.kv_heads);
+    if (differs(&ModelSpec::ffn_hidden)) w.int_("ffn_hidden", m.ffn_hidden);
+    if (differs(&ModelSpec::vocab)) w.int_("vocab", m.vocab);
+    if (differs(&ModelSpec::seq_len)) w.int_("seq_len", m.seq_len);
+    if (differs(&ModelSpec::tied_embeddings)) w.boolean("tied_embeddings", m.tied_embeddings);
+    if (differs(&ModelSpec::norm)) w.str("norm", to_string(m.norm));
+    if (differs(&ModelSpec::activation)) w.str("activation", to_string(m.activation));
+    if (differs(&ModelSpec::position)) w.str("position", to_string(m.position));
+    if (differs(&ModelSpec::bias)) w.boolean("bias", m.bias);
+    if (differs(&ModelSpec::qkv_bias)) w.boolean("qkv_bias", m.qkv_bias);
+    if (differs(&ModelSpec::experts)) w.int_("experts", m.experts);
+    if (differs(&ModelSpec::top_k)) w.int_("top_k", m.top_k);
+    if (differs(&ModelSpec::rope_theta)) w.dbl("rope_theta", m.rope_theta);
+    if (differs(&ModelSpec::norm_eps)) w.dbl("norm_eps", m.norm_eps);
+}
+
+void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
+    auto differs = [&](auto member) { return !base || g.*member != base->*member; };
+    if (differs(&GpuSpec::description)) w.str("description", g.description);
+    if (differs(&GpuSpec::memory_gib)) w.dbl("memory_gib", g.memory_gib);
+    if (differs(&GpuSpec::fp32_tflops)) w.dbl("fp32_tflops", g.fp32_tflops);
+    if (differs(&GpuSpec::tf32_tflops)) w.dbl("tf32_tflops", g.tf32_tflops);
+    if (differs(&GpuSpec::bf16_tflops)) w.dbl("bf16_tflops", g.bf16_tflops);
+    if (differs(&GpuSpec::fp16_tflops)) w.dbl("fp16_tflops", g.fp16_tflops);
+    if (differs(&GpuSpec::fp8_tflops)) w.dbl("fp8_tflops", g.fp8_tflops);
+    if (differs(&GpuSpec::hbm_gbps)) w.dbl("hbm_gbps", g.hbm_gbps);
+    if (differs(&GpuSpec::link_gbps)) w.dbl("link_gbps", g.link_gbps);
+}
+
+std::string save_job_toml(const JobSpec& job) {
+    TomlWriter w;
+    w.comment("PTD Studio job spec — keys are documented in docs/job-spec.md");
+    const JobSpec::Origin& o = job.origin;
+    const ModelSpec& m = job.model;
+
+    w.header("model");
+    const ModelSpec* model_base = o.model_base ? &*o.model_base : nullptr;
+    if (!o.model_preset.empty() && model_base) w.str("preset", o.model_preset);
+    else if (!o.model_hf_config.empty() && model_base) w.str("hf_config", o.model_hf_config);
+    else model_base = nullptr;
+    if (!model_base || m.name != model_base->name) w.str("name", m.name);
+    write_model_keys(w, m, model_base);
+
+    const ClusterSpec& c = job.cluster;
+    w.header("cluster");
+    w.int_("nodes", c.nodes);
+    w.int_("gpus_per_node", c.gpus_per_node);
+    const GpuSpec* gpu_base = o.gpu_base && !o.gpu_preset.empty() ? &*o.gpu_base : nullptr;
+    const bool gpu_is_preset = gpu_base && c.gpu == *gpu_base;
+    if (gpu_is_preset) w.str("gpu", o.gpu_preset);
+    if (o.intra_given || c.intra_gbps != c.gpu.link_gbps) w.dbl("intra_gbps", c.intra_gbps, "GB/s per GPU");
+    w.dbl("inter_gbps", c.inter_gbps, "GB/s per GPU");
+    if (!c.hosts.empty()) w.strings("hosts", c.hosts);
+
+    const ParallelSpec& p = job.parallel;
+    w.header("parallel");
+    w.int_("tp", p.tp);
+    w.int_("pp", p.pp);
+    if (o.dp_given) w.int_("dp", p.dp);
+    else w.comment("dp = " + std::to_string(p.dp) + " (derived from the world size)");
+    w.int_("cp", p.cp);
+    w.int_("ep", p.ep);
+    w.int_("vpp", p.vpp);
+    w.int_("zero", p.zero);
+    w.boolean("distributed_optimizer", p.distributed_optimizer);
+    w.boolean("sequence_parallel", p.sequence_parallel);
+    w.str("recompute", to_string(p.recompute));
+    w.str("order", p.order);
+    if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+
+    const TrainingSpec& t = job.training;
+    w.header("training");
+    w.int_("micro_batch", t.micro_batch);
+    if (o.global_batch_given) w.int_("global_batch", t.global_batch);
+    w.str("precision", to_string(t.precision));
+    w.str("optimizer", to_string(t.optimizer));
+    w.dbl("lr", t.lr);
+    w.dbl("min_lr", t.min_lr);
+    w.int_("warmup", t.warmup);
+    w.int_("steps", t.steps);
+    w.dbl("weight_decay", t.weight_decay);
+    w.dbl("grad_clip", t.grad_clip);
+    w.int_("seed", t.seed);
+    w.str("data", t.data);
+
+    const LaunchSpec& l = job.launch;
+    const LaunchSpec d;
+    w.header("launch");
+    w.str("mode", to_string(l.mode));
+    if (l.hostfile != d.hostfile) w.str("hostfile", l.hostfile);
+    if (l.user != d.user) w.str("user", l.user);
+    if (l.port != d.port) w.int_("port", l.port);
+    if (l.identity != d.identity) w.str("identity", l.identity);
+    if (l.engine != d.engine) w.str("engine", l.engine);
+    if (l.upload != d.upload) w.boolean("upload", l.upload);
+    if (l.run_dir != d.run_dir) w.str("run_dir", l.run_dir);
+    if (l.master_addr != d.master_addr) w.str("master_addr", l.master_addr);
+    if (l.master_port != d.master_port) w.int_("master_port", l.master_port);
+    if (l.env != d.env) w.strings("env", l.env);
+    if (l.accept_new_host_keys != d.accept_new_host_keys) w.boolean("accept_new_host_keys", l.accept_new_host_keys);
+    if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
+    if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
+
+    // A GPU that is not exactly a preset is written as a table (it must come after the
+    // plain keys of every other table, so it goes last).
+    if (!gpu_is_preset) {
+        w.header("cluster.gpu");
+        if (gpu_base) w.str("preset", o.gpu_preset);
+        w.str("name", c.gpu.name);
+        write_gpu_keys(w, c.gpu, gpu_base);
+    }
+    return w.text();
+}
+
+}  // namespace ptd

@@ -1,0 +1,91 @@
+// job_toml_internal.h — the typed TOML reading/writing helpers shared by the job loader
+// (job_toml.cpp) and the preset loader (presets.cpp). Not part of the public API.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "ptd/job_spec.h"
+
+namespace ptd {
+
+// Collects diagnostics and key locations for one file.
+struct TomlContext {
+    std::string file;
+    std::vector<Diagnostic> diagnostics;
+    std::map<std::string, SourceLoc> locations;
+
+    SourceLoc loc(const toml::node& n) const;
+    void error(SourceLoc where, std::string key, std::string message);
+};
+
+// Reads the keys of one table. Each read_* returns true when the key was present and
+// valid (and writes `out`), false when absent (out untouched) or invalid (a diagnostic
+// is recorded). finish() reports keys nobody asked for, with a "did you mean".
+class TableReader {
+public:
+    TableReader(TomlContext& ctx, const toml::table& table, std::string prefix);
+
+    bool read_int(std::string_view key, int& out, long long min, long long max);
+    bool read_double(std::string_view key, double& out, double min, double max);
+    bool read_bool(std::string_view key, bool& out);
+    bool read_string(std::string_view key, std::string& out);
+    // A string that must be one of `words`; out = its index.
+    bool read_word(std::string_view key, int& out, const std::vector<std::string>& words);
+    bool read_string_array(std::string_view key, std::vector<std::string>& out);
+    bool read_int_array(std::string_view key, std::vector<int>& out, long long min, long long max);
+    const toml::table* subtable(std::string_view key);  // nullptr if absent or not a table
+
+    bool has(std::string_view key) const;
+    void require(std::string_view key, const char* what);
+    SourceLoc where(std::string_view key) const;  // the key's value, else the table
+    void finish();
+
+private:
+    const toml::node* find(std::string_view key);
+    std::string full(std::string_view key) const;
+    void type_error(const toml::node& n, std::string_view key, const char* expected);
+
+    TomlContext& ctx_;
+    const toml::table& table_;
+    std::string prefix_;
+    std::vector<std::string> known_;
+};
+
+Result<toml::table> parse_toml(std::string_view text, const std::string& file);
+Result<std::string> read_text_file(const std::string& path);
+
+// The [model] keys (also the body of each model preset). from_scratch = no preset or HF
+// config underneath, so arch/layers/hidden/heads/vocab/seq_len are required.
+void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool from_scratch);
+// The [cluster.gpu] keys (also the body of each GPU preset).
+void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch);
+
+// Canonical TOML output.
+class TomlWriter {
+public:
+    void header(std::string_view name);
+    void comment(std::string_view text);
+    void int_(std::string_view k, long long v, std::string_view comment = {});
+    void dbl(std::string_view k, double v, std::string_view comment = {});
+    void boolean(std::string_view k, bool v, std::string_view comment = {});
+    void str(std::string_view k, std::string_view v, std::string_view comment = {});
+    void strings(std::string_view k, const std::vector<std::string>& v);
+    void ints(std::string_view k, const std::vector<int>& v);
+    const std::string& text() const { return out_; }
+
+private:
+    void key(std::string_view k, std::string_view raw_value, std::string_view comment = {});
+    std::string out_;
+};
+
+std::string toml_quote(std::string_view s);
+std::string toml_double(double v);
+void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base);
+void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base);
+
+}  // namespace ptd

@@ -1,0 +1,152 @@
+// presets.cpp — model and GPU presets from assets/presets/*.toml (or their embedded copy).
+#include "ptd/presets.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+#include "job_toml_internal.h"
+
+namespace ptd {
+
+namespace fs = std::filesystem;
+
+const ModelSpec* PresetCatalog::find_model(std::string_view name) const {
+    for (const ModelSpec& m : models)
+        if (m.name == name) return &m;
+    return nullptr;
+}
+const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const {
+    for (const GpuSpec& g : gpus)
+        if (g.name == name) return &g;
+    return nullptr;
+}
+std::vector<std::string> PresetCatalog::model_names() const {
+    std::vector<std::string> out;
+    for (const ModelSpec& m : models) out.push_back(m.name);
+    return out;
+}
+std::vector<std::string> PresetCatalog::gpu_names() const {
+    std::vector<std::string> out;
+    for (const GpuSpec& g : gpus) out.push_back(g.name);
+    return out;
+}
+
+// Each top-level table of a preset document is one preset named by its key.
+// toml++ keeps keys sorted, so presets are visited in source-line order to keep the file's
+// order (families together, small to large).
+template <class Parse>
+static void read_preset_tables(TomlContext& ctx, const toml::table& doc, const char* kind, Parse parse) {
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (const auto& [k, v] : doc) entries.push_back({&k, &v});
+    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+        return a.second->source().begin.line < b.second->source().begin.line;
+    });
+    for (const auto& [kp, vp] : entries) {
+        const toml::node& v = *vp;
+        std::string name(kp->str());
+        if (const toml::table* t = v.as_table()) parse(name, *t);
+        else
+            ctx.error(ctx.loc(v), name,
+                      std::string("expected a table [") + name + "] describing a " + kind + " preset");
+    }
+}
+
+Result<PresetCatalog> parse_presets(std::string_view models_toml, const std::string& models_file,
+                                    std::string_view gpus_toml, const std::string& gpus_file) {
+    PresetCatalog cat;
+    std::vector<Diagnostic> problems;
+
+    if (auto doc = parse_toml(models_toml, models_file); !doc) {
+        problems = doc.error().diagnostics;
+    } else {
+        TomlContext ctx{models_file};
+        read_preset_tables(ctx, *doc, "model", [&](const std::string& name, const toml::table& t) {
+            TableReader r(ctx, t, name);
+            ModelSpec m;
+            ModelKeysGiven given;
+            read_model_keys(r, m, given, /*from_scratch=*/true);
+            fill_model_defaults(m, given);
+            m.name = name;
+            r.finish();
+            cat.models.push_back(std::move(m));
+        });
+        problems.insert(problems.end(), ctx.diagnostics.begin(), ctx.diagnostics.end());
+    }
+
+    if (auto doc = parse_toml(gpus_toml, gpus_file); !doc) {
+        problems.insert(problems.end(), doc.error().diagnostics.begin(), doc.error().diagnostics.end());
+    } else {
+        TomlContext ctx{gpus_file};
+        read_preset_tables(ctx, *doc, "GPU", [&](const std::string& name, const toml::table& t) {
+            TableReader r(ctx, t, name);
+            GpuSpec g;
+            read_gpu_keys(r, g, /*from_scratch=*/true);
+            g.name = name;
+            r.finish();
+            cat.gpus.push_back(std::move(g));
+        });
+        problems.insert(problems.end(), ctx.diagnostics.begin(), ctx.diagnostics.end());
+    }
+    if (!problems.empty()) return std::unexpected(Error(std::move(problems)));
+    return cat;
+}
+
+static fs::path executable_dir() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : exe.parent_path();
+}
+
+std::string find_assets_dir() {
+    std::vector<fs::path> candidates;
+    if (const char* env = std::getenv("PTD_ASSETS"); env && *env) candidates.emplace_back(env);
+    if (fs::path exe = executable_dir(); !exe.empty()) {
+        candidates.push_back(exe / ".." / "share" / "ptd" / "assets");
+        candidates.push_back(exe / ".." / "assets");
+        candidates.push_back(exe / ".." / ".." / "assets");
+    }
+#ifdef PTD_SOURCE_ASSETS_DIR
+    candidates.emplace_back(PTD_SOURCE_ASSETS_DIR);
+#endif
+    for (const fs::path& dir : candidates) {
+        std::error_code ec;
+        if (fs::is_regular_file(dir / "presets" / "models.toml", ec) &&
+            fs::is_regular_file(dir / "presets" / "gpus.toml", ec))
+            return fs::weakly_canonical(dir, ec).string();
+    }
+    return {};
+}
+
+Result<PresetCatalog> load_presets() {
+    std::string dir = find_assets_dir();
+    if (dir.empty()) return embedded_presets();
+    std::string models_file = dir + "/presets/models.toml";
+    std::string gpus_file = dir + "/presets/gpus.toml";
+    auto models = read_text_file(models_file);
+    if (!models) return std::unexpected(models.error());
+    auto gpus = read_text_file(gpus_file);
+    if (!gpus) return std::unexpected(gpus.error());
+    auto cat = parse_presets(*models, models_file, *gpus, gpus_file);
+    if (cat) cat->origin = dir;
+    return cat;
+}
+
+const PresetCatalog& embedded_presets() {
+    static const PresetCatalog cat = [] {
+        auto parsed = parse_presets(embedded_models_toml(), "<embedded>/presets/models.toml",
+                                    embedded_gpus_toml(), "<embedded>/presets/gpus.toml");
+        // The embedded files are checked by test_presets; a failure here is a build bug.
+        if (!parsed) {
+            std::fprintf(stderr, "ptd: internal error: embedded presets do not parse:\n%s",
+                         parsed.error().str().c_str());
+            std::abort();
+        }
+        parsed->origin = "<embedded>";
+        return *parsed;
+    }();
+    return cat;
+}
+
+}  // namespace ptd

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# fuzz.sh — build the libFuzzer targets with clang and run each for a bounded time.
+#
+#   scripts/fuzz.sh                 # every target, 60 s each
+#   FUZZ_SECONDS=600 scripts/fuzz.sh hf_config
+#
+# Targets (tests/fuzz/fuzz_<target>.cpp):
+#   job_toml   ptd::load_job_text + the save → load round trip
+#   hf_config  ptd::import_hf_config_text
+#
+# Environment:
+#   FUZZ_SECONDS  run time per target (default 60)
+#   FUZZ_BUILD    build folder (default <repo>/build-fuzz)
+#   CC, CXX       compilers (default clang, clang++; libFuzzer needs clang)
+#
+# Seeds come from tests/fuzz/corpus/<target>/, tests/fuzz/regressions/<target>/ and the
+# bundled inputs (assets/jobs + assets/presets for job_toml, tests/data/hf for
+# hf_config). New interesting inputs are kept in <build>/corpus/<target>/ (not in git),
+# so repeated runs continue where the last one stopped.
+#
+# On a crash, leak, timeout or out-of-memory, the offending input is copied into
+# tests/fuzz/regressions/<target>/ and the script exits non-zero: commit that file with
+# the fix, and test_fuzz_regressions replays it in every normal build from then on.
+#
+# Safe to run again at any time: configure and build are incremental, seed folders are
+# only read, and regression files are named by the content hash libFuzzer gives them.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"
+SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
+ALL_TARGETS=(job_toml hf_config)
+
+if ! [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || [[ "$SECONDS_PER_TARGET" -eq 0 ]]; then
+  echo "fuzz.sh: FUZZ_SECONDS must be a positive whole number of seconds, got '$SECONDS_PER_TARGET'" >&2
+  exit 2
+fi
+
+# Targets from the command line, or all of them.
+if [[ $# -gt 0 ]]; then
+  TARGETS=("$@")
+  for t in "${TARGETS[@]}"; do
+    if [[ ! " ${ALL_TARGETS[*]} " == *" $t "* ]]; then
+      echo "fuzz.sh: unknown target '$t'; allowed: ${ALL_TARGETS[*]}" >&2
+      exit 2
+    fi
+  done
+else
+  TARGETS=("${ALL_TARGETS[@]}")
+fi
+
+CC="${CC:-clang}"
+CXX="${CXX:-clang++}"
+if ! command -v "$CXX" >/dev/null 2>&1; then
+  echo "fuzz.sh: $CXX not found; install clang and libclang-rt-dev (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+  exit 2
+fi
+
+# ---- build ------------------------------------------------------------------------------
+# Only the fuzz targets are built; the studio and CUDA are off to keep the build small.
+# The tests folder must be configured because the PTD_FUZZ block lives there.
+echo "== configuring $BUILD with $CXX"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja \
+  -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPTD_FUZZ=ON -DPTD_BUILD_TESTS=ON -DPTD_BUILD_STUDIO=OFF -DENABLE_CUDA=OFF >/dev/null
+echo "== building ${TARGETS[*]/#/fuzz_}"
+cmake --build "$BUILD" --target "${TARGETS[@]/#/fuzz_}"
+
+# ---- dictionaries -----------------------------------------------------------------------
+# Tokens libFuzzer splices into inputs, so that it reaches the field-level code quickly.
+DICTS="$BUILD/fuzz-dicts"
+mkdir -p "$DICTS"
+{
+  for w in '{' '}' '[' ']' ':' ',' 'true' 'false' 'null' '0' '-1' '1e400' '4096.0' '2147483648' \
+           '"\\u0000"' '"\\ud800"'; do
+    printf '"%s"\n' "${w//\"/\\\"}"
+  done
+  for k in model_type llama mistral mixtral qwen2 gpt2 gpt_neox _name_or_path \
+           num_hidden_layers hidden_size num_attention_heads num_key_value_heads intermediate_size \
+           vocab_size max_position_embeddings tie_word_embeddings rms_norm_eps rope_theta hidden_act \
+           silu gelu gelu_new attention_bias mlp_bias head_dim sliding_window use_sliding_window \
+           rope_scaling rope_type factor num_local_experts num_experts_per_tok n_layer n_embd n_head \
+           n_positions n_ctx n_inner layer_norm_epsilon activation_function layer_norm_eps rotary_pct \
+           rotary_emb_base use_parallel_residual add_cross_attention pruned_heads; do
+    printf '"\\"%s\\""\n' "$k"
+  done
+} >"$DICTS/hf_config.dict"
+{
+  for w in '[model]' '[cluster]' '[cluster.gpu]' '[parallel]' '[training]' '[launch]' '=' '"' "'" \
+           '[' ']' '{' '}' ',' '.' 'true' 'false' 'nan' 'inf' '-inf' '0' '-1' '1e309' \
+           '9223372036854775807' '1979-05-27T07:32:00Z' '"""' '#'; do
+    printf '"%s"\n' "${w//\"/\\\"}"
+  done
+  for k in preset hf_config name arch layers hidden heads kv_heads ffn_hidden vocab seq_len \
+           tied_embeddings norm activation position bias qkv_bias experts top_k rope_theta norm_eps \
+           nodes gpus_per_node gpu intra_gbps inter_gbps hosts memory_gib bf16_tflops \
+           tp pp dp cp ep vpp zero distributed_optimizer sequence_parallel recompute order \
+           layers_per_stage micro_batch global_batch precision optimizer lr min_lr warmup steps \
+           weight_decay grad_clip seed data mode hostfile user port identity engine upload run_dir \
+           master_addr master_port env accept_new_host_keys connect_timeout_s grace_s \
+           gpt llama rmsnorm layernorm swiglu rope learned selective full bf16 fp16 fp32 adamw sgd \
+           local ssh llama3-8b tiny-gpt mixtral-8x7b h100-sxm a100-80gb cpu; do
+    printf '"%s"\n' "$k"
+  done
+} >"$DICTS/job_toml.dict"
+
+# ---- seeds ------------------------------------------------------------------------------
+# Folders libFuzzer reads seeds from (read-only; new inputs go to the first folder given).
+seed_dirs() {
+  local target="$1"
+  local dirs=("$ROOT/tests/fuzz/corpus/$target" "$ROOT/tests/fuzz/regressions/$target")
+  if [[ "$target" == job_toml ]]; then
+    dirs+=("$ROOT/assets/jobs" "$ROOT/assets/presets")
+  else
+    dirs+=("$ROOT/tests/data/hf")
+  fi
+  local d
+  for d in "${dirs[@]}"; do
+    [[ -d "$d" ]] && printf '%s\n' "$d"
+  done
+  return 0
+}
+
+# ---- run --------------------------------------------------------------------------------
+# UBSan is compiled non-recovering; these make every sanitizer report abort with a stack.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:symbolize=1}"
+
+failed=()
+for target in "${TARGETS[@]}"; do
+  bin="$BUILD/bin/fuzz_$target"
+  work="$BUILD/corpus/$target"           # grows across runs; not committed
+  artifacts="$BUILD/artifacts/$target"   # this run's crashing inputs
+  regress="$ROOT/tests/fuzz/regressions/$target"
+  log="$BUILD/fuzz-$target.log"
+  mkdir -p "$work" "$regress"
+  rm -rf "$artifacts" && mkdir -p "$artifacts"
+  mapfile -t seeds < <(seed_dirs "$target")
+
+  echo "== fuzzing $target for ${SECONDS_PER_TARGET}s (log: $log)"
+  rc=0
+  # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: over 2 GiB is a leak/bomb.
+  "$bin" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+         -print_final_stats=1 -dict="$DICTS/$target.dict" \
+         -artifact_prefix="$artifacts/" "$work" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)' "$log" || true
+
+  # libFuzzer names what it saves crash-*, leak-*, timeout-*, oom-*, slow-unit-* (the
+  # last is only slow, not a failure).
+  found=0
+  for f in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*; do
+    [[ -e "$f" ]] || continue
+    cp -f "$f" "$regress/"
+    echo "!! $target: saved $(basename "$f") to ${regress#"$ROOT"/}/"
+    found=1
+  done
+  if [[ $rc -ne 0 || $found -ne 0 ]]; then
+    echo "!! $target failed (exit $rc). Report:" >&2
+    grep -E -A40 'ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error:|property violated' "$log" | head -80 >&2 || tail -40 "$log" >&2
+    failed+=("$target")
+  fi
+done
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  cat >&2 <<EOF
+
+fuzz.sh: ${failed[*]} found a problem. The crashing inputs are now in
+tests/fuzz/regressions/<target>/. Fix the bug, check that
+  ./build/bin/test_fuzz_regressions
+passes, and commit those files together with the fix as regression tests.
+Reproduce one with:  $BUILD/bin/fuzz_<target> tests/fuzz/regressions/<target>/<file>
+EOF
+  exit 1
+fi
+echo "== fuzz.sh: no crashes in ${TARGETS[*]} (${SECONDS_PER_TARGET}s each)"

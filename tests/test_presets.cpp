@@ -1,0 +1,101 @@
+// test_presets.cpp — the preset catalog: the required presets exist with sane figures,
+// the compiled-in copy equals assets/, and broken preset files are reported, not ignored.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "ptd/model_stats.h"
+#include "ptd/presets.h"
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+TEST(Presets, EmbeddedCopyMatchesAssets) {
+    EXPECT_EQ(ptd::embedded_models_toml(), slurp(PTD_SOURCE_DIR "/assets/presets/models.toml"));
+    EXPECT_EQ(ptd::embedded_gpus_toml(), slurp(PTD_SOURCE_DIR "/assets/presets/gpus.toml"));
+}
+
+TEST(Presets, RequiredModelsExistWithPublishedSizes) {
+    const ptd::PresetCatalog& cat = ptd::embedded_presets();
+    // name → published parameter count (billions) and tolerance.
+    struct Want { const char* name; double billions; };
+    const Want wants[] = {{"gpt2-124m", 0.124}, {"gpt2-350m", 0.355}, {"gpt2-774m", 0.774}, {"gpt2-1.5b", 1.558},
+                          {"gpt3-175b", 175.0},  {"llama2-7b", 6.74},  {"llama2-13b", 13.0}, {"llama2-70b", 69.0},
+                          {"llama3-8b", 8.03},   {"llama3-70b", 70.6}, {"llama3-405b", 405.0}, {"mistral-7b", 7.24},
+                          {"mixtral-8x7b", 46.7}, {"qwen2-7b", 7.6},  {"qwen2-72b", 72.7}};
+    for (const Want& w : wants) {
+        const ptd::ModelSpec* m = cat.find_model(w.name);
+        ASSERT_NE(m, nullptr) << w.name;
+        double b = ptd::count_parameters(*m).total / 1e9;
+        EXPECT_NEAR(b, w.billions, w.billions * 0.02) << w.name;
+        EXPECT_EQ(m->hidden % m->heads, 0) << w.name;
+        EXPECT_EQ(m->heads % m->kv_heads, 0) << w.name;
+    }
+    EXPECT_EQ(cat.find_model("mixtral-8x7b")->experts, 8);
+    EXPECT_EQ(cat.find_model("mixtral-8x7b")->top_k, 2);
+    // Mixtral activates ~12.9B of its 46.7B parameters per token.
+    EXPECT_NEAR(ptd::count_parameters(*cat.find_model("mixtral-8x7b")).active / 1e9, 12.9, 0.2);
+    EXPECT_EQ(cat.models.front().name, "gpt2-124m");  // file order is kept
+}
+
+TEST(Presets, RequiredGpusHaveFigures) {
+    const ptd::PresetCatalog& cat = ptd::embedded_presets();
+    for (const char* name : {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "l40s",
+                             "mi300x", "rtx4090", "cpu"}) {
+        const ptd::GpuSpec* g = cat.find_gpu(name);
+        ASSERT_NE(g, nullptr) << name;
+        EXPECT_GT(g->memory_gib, 0) << name;
+        EXPECT_GT(g->fp32_tflops, 0) << name;
+        EXPECT_GT(g->hbm_gbps, 0) << name;
+        EXPECT_GT(g->link_gbps, 0) << name;
+        EXPECT_FALSE(g->description.empty()) << name;
+    }
+    EXPECT_DOUBLE_EQ(cat.find_gpu("a100-80gb")->bf16_tflops, 312.0);
+    EXPECT_NEAR(cat.find_gpu("h100-sxm")->bf16_tflops, 989.4, 0.5);
+    EXPECT_EQ(cat.find_gpu("v100-32gb")->bf16_tflops, 0.0);  // no bf16 tensor cores
+}
+
+TEST(Presets, LoadFromAssetsDirectoryWins) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / "ptd_test_assets";
+    fs::create_directories(dir / "presets");
+    std::ofstream(dir / "presets" / "models.toml") << "[mini]\narch = \"gpt\"\nlayers = 2\nhidden = 64\nheads = 4\n"
+                                                      "vocab = 256\nseq_len = 32\n";
+    std::ofstream(dir / "presets" / "gpus.toml") << "[toy]\ndescription = \"toy\"\nmemory_gib = 1.0\n"
+                                                    "fp32_tflops = 1.0\nhbm_gbps = 1.0\nlink_gbps = 1.0\n";
+    setenv("PTD_ASSETS", dir.c_str(), 1);
+    auto cat = ptd::load_presets();
+    ASSERT_TRUE(cat) << cat.error().str();
+    EXPECT_EQ(cat->models.size(), 1u);
+    EXPECT_EQ(cat->models[0].name, "mini");
+    EXPECT_EQ(cat->models[0].ffn_hidden, 256);  // gpt default 4·hidden
+
+    // A broken file is an error naming the file and line, never a silent fallback.
+    std::ofstream(dir / "presets" / "gpus.toml") << "[toy]\nmemory_gib = \"lots\"\n";
+    auto broken = ptd::load_presets();
+    ASSERT_FALSE(broken);
+    std::string msg = broken.error().str();
+    EXPECT_NE(msg.find("gpus.toml:2:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("toy.memory_gib"), std::string::npos) << msg;
+    unsetenv("PTD_ASSETS");
+    fs::remove_all(dir);
+}
+
+TEST(Presets, UnknownPresetKeyIsReported) {
+    auto cat = ptd::parse_presets("[m]\narch = \"gpt\"\nlayers = 2\nhidden = 64\nheads = 4\nvocab = 9\n"
+                                  "seq_len = 8\nhiden = 3\n",
+                                  "models.toml", "", "gpus.toml");
+    ASSERT_FALSE(cat);
+    EXPECT_NE(cat.error().str().find("did you mean \"hidden\""), std::string::npos) << cat.error().str();
+}
+
+}  // namespace
