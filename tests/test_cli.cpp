@@ -186,13 +186,22 @@ TEST(Cli, PresetsTextAndJson) {
 }
 
 TEST(Cli, WorksFromAnyDirectoryWithEmbeddedPresets) {
-    // No assets folder reachable: PTD_ASSETS points nowhere useful and the binary is copied away.
+    // A copy of the binary far from any assets folder, forced onto the compiled-in presets.
     std::string dir = ::testing::TempDir() + "/ptd_lonely";
-    std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin && cp " + kPtd + " " + dir + "/bin/").c_str());
-    Proc r = run("cd / && PTD_ASSETS= " + dir + "/bin/ptd presets --json");
-    // The source tree is compiled in as a last resort; either way presets load.
+    ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin && cp " + kPtd + " " + dir + "/bin/").c_str()), 0);
+    Proc r = run("cd / && PTD_ASSETS=embedded " + dir + "/bin/ptd presets --json");
     ASSERT_EQ(r.rc, 0) << r.err;
-    EXPECT_GE(nlohmann::json::parse(r.out)["models"].size(), 15u);
+    auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["origin"], "<embedded>");
+    EXPECT_GE(doc["models"].size(), 15u);
+    Proc job = run("cd / && PTD_ASSETS=embedded " + dir + "/bin/ptd validate " + kJobs + "llama3-8b-h100.toml");
+    EXPECT_EQ(job.rc, 0) << job.err;
+}
+
+TEST(Cli, BadAssetsFolderIsAnError) {
+    Proc r = run("PTD_ASSETS=/nonexistent " + kPtd + " presets");
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(contains(r.err, "PTD_ASSETS: got \"/nonexistent\"")) << r.err;
 }
 
 TEST(Engine, DescribeUsesTheSharedLayout) {

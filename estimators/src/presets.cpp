@@ -120,6 +120,18 @@ std::string find_assets_dir() {
 }
 
 Result<PresetCatalog> load_presets() {
+    // PTD_ASSETS=embedded forces the compiled-in copy; any other value must be a folder
+    // holding presets/ (the user asked for it, so falling back would hide a mistake).
+    if (const char* env = std::getenv("PTD_ASSETS"); env && *env) {
+        std::string want = env;
+        if (want == "embedded") return embedded_presets();
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::path(want) / "presets" / "models.toml", ec) ||
+            !fs::is_regular_file(fs::path(want) / "presets" / "gpus.toml", ec))
+            return fail(SourceLoc{"environment"}, "PTD_ASSETS",
+                        "got \"" + want + "\", which has no presets/models.toml and presets/gpus.toml; allowed: an "
+                        "assets folder, \"embedded\", or unset");
+    }
     std::string dir = find_assets_dir();
     if (dir.empty()) return embedded_presets();
     std::string models_file = dir + "/presets/models.toml";

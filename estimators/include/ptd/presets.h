@@ -13,7 +13,7 @@
 namespace ptd {
 
 struct PresetCatalog {
-    std::vector<ModelSpec> models;  // in file order
+    std::vector<ModelSpec> models;  // in file order (sorted by source line)
     std::vector<GpuSpec> gpus;      // in file order
     std::string origin;             // folder the files came from, or "<embedded>"
 
@@ -33,6 +33,8 @@ Result<PresetCatalog> parse_presets(std::string_view models_toml, const std::str
 std::string find_assets_dir();
 
 // Presets from find_assets_dir(), or the embedded copy when there is none.
+// PTD_ASSETS=embedded forces the embedded copy; a PTD_ASSETS folder without presets/ is
+// an error.
 Result<PresetCatalog> load_presets();
 
 // The embedded copy only (always parses; a test checks it matches assets/).
