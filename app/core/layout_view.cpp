@@ -58,8 +58,8 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     if (m.experts > 1) out += fmt(", %s active (%d experts, top-%d)", human_count((double)pc.active).c_str(), m.experts, m.top_k);
     out += fmt("\n        %d layers, hidden %d, %d heads (%d KV), ffn %d, vocab %d, seq %d\n", m.layers, m.hidden,
                m.heads, m.kv_heads, m.ffn_hidden, m.vocab, m.seq_len);
-    out += bold(term, "cluster ") + fmt("%d nodes × %d %s = %d GPUs, %.0f GiB each; intra %.0f GB/s, inter %.0f GB/s per GPU\n",
-                                        c.nodes, c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
+    out += bold(term, "cluster ") + fmt("%d node%s × %d %s = %d GPUs, %.0f GiB each; intra %.0f GB/s, inter %.0f GB/s per GPU\n",
+                                        c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
                                         c.intra_gbps, c.inter_gbps);
     out += bold(term, "parallel") + fmt(" tp %d × pp %d × dp %d", p.tp, p.pp, p.dp);
     if (p.cp > 1) out += fmt(" × cp %d", p.cp);
@@ -97,8 +97,9 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
         return opt.color_by == ColorBy::tp ? L.groups[DIM_TP].group_of[r] : L.ranks[r].coord[color_dim];
     };
 
-    out += fmt("%d ranks = tp %d × cp %d × dp %d × pp %d, order %s, %d nodes × %d GPUs\n", L.world, L.degree[DIM_TP],
-               L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP], L.req.order.c_str(), L.nodes, gpn);
+    out += fmt("%d ranks = tp %d × cp %d × dp %d × pp %d, order %s, %d node%s × %d GPUs\n", L.world, L.degree[DIM_TP],
+               L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP], L.req.order.c_str(), L.nodes,
+               L.nodes == 1 ? "" : "s", gpn);
     out += fmt("cells: rank %c<%s coordinate>, coloured by %s\n\n", label_letter, dim_name(color_dim), color_by_name(opt.color_by));
 
     const int rank_w = digits(std::max(0, L.world - 1));
@@ -137,7 +138,7 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
     const int shown = opt.max_nodes <= 0 || L.nodes <= opt.max_nodes ? L.nodes : opt.max_nodes - 1;
     for (int n = 0; n < shown; ++n) draw_node(n);
     if (shown < L.nodes) {
-        if (L.nodes - shown > 1) out += dim(term, fmt("%*s  ⋮ %d more nodes (use --all to draw every node)\n", name_w, "", L.nodes - shown - 1));
+        if (L.nodes - shown > 1) out += dim(term, fmt("%*s  ⋮ %d more nodes (use --all to draw every node)", name_w, "", L.nodes - shown - 1)) + "\n";
         draw_node(L.nodes - 1);
     }
 
@@ -148,8 +149,11 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
         if (g.size == 1 && d != DIM_TP && d != DIM_DP && d != DIM_PP) continue;
         std::string line = fmt("%s groups: %d × %d ranks ", dim_name((Dim)d), g.count, g.size);
         for (int gi = 0; gi < g.count; ++gi) {
+            // Long groups are abbreviated to their first members and the last one.
             std::string s = "[";
-            for (const int32_t* m = g.begin(gi); m != g.end(gi); ++m) s += (m == g.begin(gi) ? "" : " ") + std::to_string(*m);
+            const int shown_members = g.size <= 10 ? g.size : 4;
+            for (int k = 0; k < shown_members; ++k) s += (k ? " " : "") + std::to_string(g.begin(gi)[k]);
+            if (shown_members < g.size) s += " … " + std::to_string(g.end(gi)[-1]);
             s += "] ";
             if ((int)(line.size() + s.size()) > term.width - 2) {
                 line += "…";
