@@ -1,0 +1,215 @@
+// layout_model.cpp — the rank-layout view's model: grid geometry, hit-testing, colours,
+// group highlighting and pan/zoom, all arithmetic on the current RankLayout.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "studio_state.h"
+
+namespace ptd::studio {
+
+static constexpr float kMargin = 6;       // space between the label column / header and the cells
+static constexpr float kFitMinCell = 28;  // "fit" never shrinks cells below readable rank numbers
+static constexpr float kFitMaxCell = 150;
+
+static float cell_h_for(float cw) { return std::max(4.0f, std::round(cw * 0.56f)); }
+static float gap_x_for(float cw) { return std::max(1.0f, std::round(cw * 0.06f)); }
+static float gap_y_for(float cw) { return std::max(3.0f, std::round(cw * 0.16f)); }
+
+static float fit_cell_w(const LayoutViewState& v, int cols, int rows) {
+    if (cols <= 0 || rows <= 0) return 48;
+    const float avail_w = v.canvas_w - LayoutViewState::kLabelW - 2 * kMargin;
+    const float avail_h = v.canvas_h - LayoutViewState::kHeaderH - 2 * kMargin;
+    const float by_w = avail_w / ((float)cols * 1.06f);
+    const float by_h = avail_h / ((float)rows * 0.72f);
+    return std::clamp(std::floor(std::min(by_w, by_h)), kFitMinCell, kFitMaxCell);
+}
+
+static float cell_w_of(const StudioState& s, int cols, int rows) {
+    return s.view.cell_w > 0 ? s.view.cell_w : fit_cell_w(s.view, cols, rows);
+}
+
+GridGeometry grid_geometry(const StudioState& s) {
+    GridGeometry g;
+    g.label_w = LayoutViewState::kLabelW;
+    g.header_h = LayoutViewState::kHeaderH;
+    if (!s.layout) return g;
+    const RankLayout& L = *s.layout;
+    g.cols = std::max(1, L.req.gpus_per_node);
+    g.rows = L.nodes;
+    g.world = L.world;
+    g.cell_w = cell_w_of(s, g.cols, g.rows);
+    g.cell_h = cell_h_for(g.cell_w);
+    g.gap_x = gap_x_for(g.cell_w);
+    g.gap_y = gap_y_for(g.cell_w);
+    g.origin_x = g.label_w + kMargin - s.view.pan_x;
+    g.origin_y = g.header_h + kMargin - s.view.pan_y;
+    return g;
+}
+
+int pick_rank(const StudioState& s, float x, float y) {
+    if (!s.layout) return -1;
+    const GridGeometry g = grid_geometry(s);
+    if (x < g.label_w || y < g.header_h || x >= s.view.canvas_w || y >= s.view.canvas_h) return -1;
+    const float lx = x - g.origin_x, ly = y - g.origin_y;
+    if (lx < 0 || ly < 0) return -1;
+    const long long col = (long long)(lx / g.pitch_x());
+    const long long row = (long long)(ly / g.pitch_y());
+    if (col >= g.cols || row >= g.rows) return -1;
+    if (lx - (float)col * g.pitch_x() >= g.cell_w || ly - (float)row * g.pitch_y() >= g.cell_h) return -1;
+    const long long rank = row * g.cols + col;
+    return rank < g.world ? (int)rank : -1;
+}
+
+int colour_index(const StudioState& s, int rank) {
+    if (!s.layout || rank < 0 || rank >= s.layout->world) return 0;
+    const RankLayout& L = *s.layout;
+    switch (s.view.colour_by) {
+        case ColourBy::tp: return L.groups[DIM_TP].group_of[rank];
+        case ColourBy::pp: return L.ranks[rank].coord[DIM_PP];
+        case ColourBy::dp: return L.ranks[rank].coord[DIM_DP];
+    }
+    return 0;
+}
+
+int colour_count(const StudioState& s) {
+    if (!s.layout) return 0;
+    switch (s.view.colour_by) {
+        case ColourBy::tp: return s.layout->groups[DIM_TP].count;
+        case ColourBy::pp: return s.layout->degree[DIM_PP];
+        case ColourBy::dp: return s.layout->degree[DIM_DP];
+    }
+    return 0;
+}
+
+int active_rank(const StudioState& s) {
+    if (!s.layout) return -1;
+    const int r = s.view.pinned >= 0 ? s.view.pinned : s.view.hover;
+    return r < s.layout->world ? r : -1;
+}
+
+std::span<const int32_t> group_members(const StudioState& s, int rank, Dim dim) {
+    if (!s.layout || rank < 0 || rank >= s.layout->world) return {};
+    const GroupSet& g = s.layout->groups[dim];
+    const int gi = g.group_of[rank];
+    return {g.begin(gi), g.end(gi)};
+}
+
+bool tp_group_spans_nodes(const StudioState& s, int rank) {
+    if (!s.layout || rank < 0 || rank >= s.layout->world) return false;
+    const GroupSet& g = s.layout->groups[DIM_TP];
+    return g.spans_nodes[g.group_of[rank]] != 0;
+}
+
+// "12-15" for a run, else "1, 5, 9, 13", shortened past 8 members.
+static std::string members_text(std::span<const int32_t> m) {
+    if (m.empty()) return "-";
+    bool run = true;
+    for (size_t i = 1; i < m.size(); ++i) run = run && m[i] == m[i - 1] + 1;
+    if (run && m.size() > 2) return std::to_string(m.front()) + "-" + std::to_string(m.back());
+    std::string out;
+    const size_t shown = m.size() > 8 ? 6 : m.size();
+    for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + std::to_string(m[i]);
+    if (shown < m.size()) out += ", ... " + std::to_string(m.back()) + " (" + std::to_string(m.size()) + " ranks)";
+    return out;
+}
+
+std::string rank_tooltip(const StudioState& s, int rank) {
+    if (!s.layout || rank < 0 || rank >= s.layout->world) return {};
+    const RankLayout& L = *s.layout;
+    const RankPlace& p = L.ranks[rank];
+    char buf[512];
+    std::string host;
+    if (p.node < (int)s.job.cluster.hosts.size()) host = " (" + s.job.cluster.hosts[p.node] + ")";
+    std::snprintf(buf, sizeof buf, "rank %d\ntp %d, cp %d, dp %d, pp %d\nnode %d%s, local GPU %d\n", rank,
+                  p.coord[DIM_TP], p.coord[DIM_CP], p.coord[DIM_DP], p.coord[DIM_PP], p.node, host.c_str(),
+                  p.local_gpu);
+    std::string out = buf;
+    out += "TP group: " + members_text(group_members(s, rank, DIM_TP));
+    if (tp_group_spans_nodes(s, rank)) out += "  (spans nodes!)";
+    out += "\nPP group: " + members_text(group_members(s, rank, DIM_PP));
+    out += "\nDP group: " + members_text(group_members(s, rank, DIM_DP));
+    if (L.degree[DIM_CP] > 1) out += "\nCP group: " + members_text(group_members(s, rank, DIM_CP));
+    return out;
+}
+
+std::vector<std::string> layout_warnings(const StudioState& s) {
+    std::vector<std::string> out;
+    if (!s.layout) return out;
+    const RankLayout& L = *s.layout;
+    if (L.tp_groups_spanning_nodes > 0) {
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "%d of %d TP groups span nodes: their all-reduces cross the %.0f GB/s inter-node network "
+                      "instead of the %.0f GB/s intra-node links",
+                      L.tp_groups_spanning_nodes, L.groups[DIM_TP].count, s.job.cluster.inter_gbps,
+                      s.job.cluster.intra_gbps);
+        out.push_back(buf);
+    }
+    return out;
+}
+
+std::string layout_headline(const StudioState& s) {
+    if (!s.layout) return "no layout: the job is not valid";
+    const RankLayout& L = *s.layout;
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%d ranks = tp %d \xC3\x97 cp %d \xC3\x97 dp %d \xC3\x97 pp %d, order %s, %d node%s \xC3\x97 %d GPUs",
+                  L.world, L.degree[DIM_TP], L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP],
+                  L.order_used.c_str(), L.nodes, L.nodes == 1 ? "" : "s", L.req.gpus_per_node);
+    return buf;
+}
+
+// ---- Input -----------------------------------------------------------------------------
+
+static void clamp_pan(StudioState& s) {
+    const GridGeometry g = grid_geometry(s);
+    const float view_w = s.view.canvas_w - g.label_w - kMargin;
+    const float view_h = s.view.canvas_h - g.header_h - kMargin;
+    const float max_x = std::max(0.0f, g.content_w() + kMargin - view_w);
+    const float max_y = std::max(0.0f, g.content_h() + kMargin - view_h);
+    s.view.pan_x = std::clamp(s.view.pan_x, 0.0f, max_x);
+    s.view.pan_y = std::clamp(s.view.pan_y, 0.0f, max_y);
+}
+
+void layout_resize(StudioState& s, float canvas_w, float canvas_h) {
+    s.view.canvas_w = std::max(1.0f, canvas_w);
+    s.view.canvas_h = std::max(1.0f, canvas_h);
+    clamp_pan(s);
+}
+
+void layout_hover(StudioState& s, float x, float y) { s.view.hover = x < 0 || y < 0 ? -1 : pick_rank(s, x, y); }
+
+void layout_click(StudioState& s, float x, float y) {
+    const int r = pick_rank(s, x, y);
+    s.view.pinned = r < 0 || r == s.view.pinned ? -1 : r;
+}
+
+void layout_pan(StudioState& s, float dx, float dy) {
+    s.view.pan_x -= dx;
+    s.view.pan_y -= dy;
+    clamp_pan(s);
+}
+
+void layout_zoom(StudioState& s, float x, float y, float steps) {
+    if (!s.layout || steps == 0) return;
+    const GridGeometry before = grid_geometry(s);
+    const float cw = std::clamp(before.cell_w * std::pow(1.15f, steps), LayoutViewState::kMinCell,
+                                LayoutViewState::kMaxCell);
+    s.view.cell_w = std::round(cw);
+    const GridGeometry after = grid_geometry(s);
+    // Keep the grid point under the mouse where it is.
+    const float fx = (x - before.origin_x) / before.pitch_x(), fy = (y - before.origin_y) / before.pitch_y();
+    s.view.pan_x = after.label_w + kMargin - (x - fx * after.pitch_x());
+    s.view.pan_y = after.header_h + kMargin - (y - fy * after.pitch_y());
+    clamp_pan(s);
+}
+
+void layout_fit(StudioState& s) {
+    s.view.cell_w = 0;
+    s.view.pan_x = s.view.pan_y = 0;
+    clamp_pan(s);
+}
+
+void set_colour_by(StudioState& s, ColourBy c) { s.view.colour_by = c; }
+
+}  // namespace ptd::studio

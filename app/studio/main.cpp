@@ -1,0 +1,131 @@
+// main.cpp — `ptd-studio`: the desktop planner. Loads a job (the embedded default when none
+// is given), then opens the window; without a display it says so and prints the job's
+// summary and rank layout in the terminal instead. Exit codes: 0 ok, 2 bad arguments or
+// job, 1 a screenshot that could not be taken.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "app_window.h"
+#include "commands.h"
+#include "studio_state.h"
+
+namespace {
+
+bool env_set(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"ptd-studio — plan hybrid-parallel (TP × PP × DP) training jobs: edit a job and see its rank layout.\n"
+                 "Without a display it prints the job's layout in the terminal instead."};
+    app.set_version_flag("--version", std::string("ptd-studio ") + PTD_VERSION);
+    std::string job_arg = "@default", screenshot, panel = "layout", size = "1400x900", color_by = "tp";
+    std::vector<std::string> sets;
+    std::string mouse;
+    int frames = 3, select = -1;
+    app.add_option("--job", job_arg, "Job spec (TOML), or @default (7B on 4×8 H100) / @tiny")->capture_default_str();
+    app.add_option("--screenshot", screenshot, "Render a few frames, save the window as this PNG and exit (needs a display; Xvfb works)");
+    app.add_option("--frames", frames, "Frames to render before the screenshot")->check(CLI::Range(1, 1000))->capture_default_str();
+    app.add_option("--panel", panel, "Tab to show first: layout (rank layout) or job (the job file)")
+        ->check(CLI::IsMember({"layout", "job"}))->capture_default_str();
+    app.add_option("--size", size, "Window size WIDTHxHEIGHT")->capture_default_str();
+    app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage or DP replica")
+        ->check(CLI::IsMember({"tp", "pp", "dp"}))->capture_default_str();
+    app.add_option("--select", select, "Pin this rank: its TP, PP and DP groups are outlined");
+    app.add_option("--set", sets, "Edit a number after loading, as in the job panel, e.g. --set parallel.tp=8 (repeatable)");
+    app.add_option("--mouse", mouse, "With --screenshot: put the mouse at window pixel X,Y (shows hover and tooltips)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "ptd-studio: error: %s\nRun 'ptd-studio --help' for usage.\n", e.what());
+        return ptd::kExitConfig;
+    }
+
+    ptd::studio::WindowOptions wo;
+    wo.screenshot = screenshot;
+    wo.frames = frames;
+    char x = 0;
+    if (std::sscanf(size.c_str(), "%d%c%d", &wo.width, &x, &wo.height) != 3 || (x != 'x' && x != 'X') ||
+        wo.width < 320 || wo.height < 240 || wo.width > 16384 || wo.height > 16384) {
+        std::fprintf(stderr, "ptd-studio: error: --size: got \"%s\"; allowed: WIDTHxHEIGHT, at least 320x240, e.g. 1400x900\n",
+                     size.c_str());
+        return ptd::kExitConfig;
+    }
+
+    if (!mouse.empty() && std::sscanf(mouse.c_str(), "%f,%f", &wo.mouse_x, &wo.mouse_y) != 2) {
+        std::fprintf(stderr, "ptd-studio: error: --mouse: got \"%s\"; allowed: X,Y in window pixels, e.g. 700,300\n",
+                     mouse.c_str());
+        return ptd::kExitConfig;
+    }
+
+    auto presets = ptd::load_presets();
+    if (!presets) {
+        std::fprintf(stderr, "%s", presets.error().str().c_str());
+        return ptd::kExitConfig;
+    }
+    auto job = ptd::load_job_arg(job_arg, *presets);
+    if (!job) {
+        std::fprintf(stderr, "%s", job.error().str().c_str());
+        std::fprintf(stderr, "ptd-studio: %s: %zu problem%s\n", job_arg.c_str(), job.error().diagnostics.size(),
+                     job.error().diagnostics.size() == 1 ? "" : "s");
+        return ptd::kExitConfig;
+    }
+
+    using namespace ptd::studio;
+    StudioState state = make_state(*presets, *job);
+    for (const std::string& kv : sets) {
+        const auto eq = kv.find('=');
+        int value = 0;
+        const std::string key = kv.substr(0, eq);
+        if (eq == std::string::npos || std::sscanf(kv.c_str() + eq + 1, "%d", &value) != 1 || !find_int_field(key)) {
+            std::string keys;
+            for (const IntField& f : int_fields()) keys += std::string(keys.empty() ? "" : ", ") + f.key;
+            std::fprintf(stderr, "ptd-studio: error: --set: got \"%s\"; allowed: KEY=INTEGER with KEY one of %s\n",
+                         kv.c_str(), keys.c_str());
+            return ptd::kExitConfig;
+        }
+        edit_int(state, key, value);
+    }
+    state.select_tab = panel == "job" ? MainTab::job_file : MainTab::layout;
+    state.view.colour_by = color_by == "pp" ? ColourBy::pp : color_by == "dp" ? ColourBy::dp : ColourBy::tp;
+    if (select >= 0) {
+        if (state.layout && select < state.layout->world) state.view.pinned = select;
+        else std::fprintf(stderr, "ptd-studio: --select %d: the job has no such rank; nothing pinned\n", select);
+    }
+
+    std::string reason;
+    if (!env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY")) {
+        reason = "DISPLAY is not set";
+    } else {
+        const WindowResult r = run_window(state, wo);
+        if (!r.no_display) return r.exit_code;
+        reason = r.error;
+    }
+
+    if (!screenshot.empty()) {
+        std::fprintf(stderr,
+                     "ptd-studio: cannot take a screenshot: no display available (%s); run it under a display "
+                     "server, e.g. xvfb-run -s '-screen 0 1600x1000x24' ptd-studio --screenshot %s\n",
+                     reason.c_str(), screenshot.c_str());
+        return ptd::kExitRuntime;
+    }
+    std::fprintf(stderr, "ptd-studio: no display available (%s); showing the job in the terminal instead\n",
+                 reason.c_str());
+    std::fflush(stderr);
+    if (!job_valid(state)) {  // only --set can make it so
+        std::fprintf(stderr, "%s", ptd::format_diagnostics(state.diagnostics).c_str());
+        return ptd::kExitConfig;
+    }
+    return ptd::print_job_overview(state.job, stdout, stderr);
+}

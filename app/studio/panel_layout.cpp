@@ -1,0 +1,312 @@
+// panel_layout.cpp — the rank layout: nodes as rows of GPU cells on one ImDrawList
+// canvas (a single InvisibleButton; hit-testing is arithmetic in the view-model), only the
+// visible cells drawn, so it stays fast at any world size. Hovering outlines the rank's
+// TP (solid), PP (dashed) and DP (dotted) groups; clicking pins it.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ui.h"
+
+namespace ptd::studio::ui {
+namespace {
+
+ImU32 blend(ImU32 a, ImU32 b, float t) {
+    auto ch = [&](int shift) {
+        const float x = (float)((a >> shift) & 0xFF), y = (float)((b >> shift) & 0xFF);
+        return (ImU32)std::lround(x + (y - x) * t) << shift;
+    };
+    return ch(IM_COL32_R_SHIFT) | ch(IM_COL32_G_SHIFT) | ch(IM_COL32_B_SHIFT) | (0xFFu << IM_COL32_A_SHIFT);
+}
+
+void draw_invalid(const StudioState& s) {
+    ImGui::Spacing();
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "No rank layout: the job has %zu problem%s", s.diagnostics.size(),
+                  s.diagnostics.size() == 1 ? "" : "s");
+    text_wrapped_coloured(colour::error, buf);
+    ImGui::TextDisabled("Fix the fields marked red in the job panel; the grid comes back as soon as the job is valid.");
+    ImGui::Spacing();
+    ImGui::Separator();
+    ImGui::Spacing();
+    for (const Diagnostic& d : s.diagnostics) {
+        ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
+        ImGui::Bullet();
+        ImGui::TextUnformatted(d.key.empty() ? "job" : d.key.c_str());
+        ImGui::PopStyleColor();
+        ImGui::Indent(ImGui::GetStyle().IndentSpacing + 8);
+        text_wrapped_coloured(colour::error, d.message);
+        ImGui::Unindent(ImGui::GetStyle().IndentSpacing + 8);
+        ImGui::Spacing();
+    }
+}
+
+void toolbar(StudioState& s) {
+    text_wrapped_coloured(ImGui::GetColorU32(ImGuiCol_Text), layout_headline(s));
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("Colour by");
+    for (ColourBy c : {ColourBy::tp, ColourBy::pp, ColourBy::dp}) {
+        ImGui::SameLine();
+        if (ImGui::RadioButton(colour_by_label(c), s.view.colour_by == c)) set_colour_by(s, c);
+    }
+    const float zoom_w = ImGui::CalcTextSize("Zoom  -   +  Fit  000 px cells").x + 8 * ImGui::GetStyle().FramePadding.x;
+    flow_same_line(zoom_w, 28);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("Zoom");
+    const GridGeometry g = grid_geometry(s);
+    const float cx = s.view.canvas_w * 0.5f, cy = g.header_h + 4;
+    ImGui::SameLine();
+    if (ImGui::Button(" - ")) layout_zoom(s, cx, cy, -1);
+    ImGui::SameLine();
+    if (ImGui::Button(" + ")) layout_zoom(s, cx, cy, +1);
+    ImGui::SameLine();
+    if (ImGui::Button("Fit")) layout_fit(s);
+    ImGui::SameLine();
+    ImGui::TextDisabled("%.0f px cells", g.cell_w);
+
+    for (const std::string& w : layout_warnings(s)) {
+        const float h = ImGui::GetTextLineHeight();
+        const ImVec2 p = ImGui::GetCursorScreenPos();
+        ImGui::Dummy(ImVec2(h, h));
+        corner_marker(ImGui::GetWindowDrawList(), p, ImVec2(p.x + h, p.y + h), h, colour::spans_nodes);
+        ImGui::SameLine();
+        text_wrapped_coloured(colour::warning, "warning: " + w);
+    }
+}
+
+// Cell label text for rank r: line 1 the rank, line 2 its coordinates.
+void cell_text(ImDrawList* dl, const StudioState& s, const RankLayout& L, int r, ImVec2 a, ImVec2 b, int lines,
+               ImU32 col) {
+    char l1[16], l2[48];
+    std::snprintf(l1, sizeof l1, "%d", r);
+    const RankPlace& p = L.ranks[r];
+    if (L.degree[DIM_CP] > 1)
+        std::snprintf(l2, sizeof l2, "t%d c%d d%d p%d", p.coord[DIM_TP], p.coord[DIM_CP], p.coord[DIM_DP], p.coord[DIM_PP]);
+    else
+        std::snprintf(l2, sizeof l2, "t%d d%d p%d", p.coord[DIM_TP], p.coord[DIM_DP], p.coord[DIM_PP]);
+    const float fh = ImGui::GetFontSize();
+    const float cx = (a.x + b.x) * 0.5f, cy = (a.y + b.y) * 0.5f;
+    const ImVec2 s1 = ImGui::CalcTextSize(l1);
+    if (lines >= 2) {
+        const ImVec2 s2 = ImGui::CalcTextSize(l2);
+        if (s2.x <= b.x - a.x - 4) {
+            dl->AddText(ImVec2(std::floor(cx - s1.x * 0.5f), std::floor(cy - fh - 1)), col, l1);
+            dl->AddText(ImVec2(std::floor(cx - s2.x * 0.5f), std::floor(cy + 1)), blend(col, IM_COL32(90, 90, 90, 255), 0.45f), l2);
+            return;
+        }
+    }
+    if (s1.x <= b.x - a.x - 2) dl->AddText(ImVec2(std::floor(cx - s1.x * 0.5f), std::floor(cy - fh * 0.5f)), col, l1);
+}
+
+void canvas(StudioState& s, ImVec2 size) {
+    ImGuiIO& io = ImGui::GetIO();
+    const ImVec2 p0 = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("##grid", size, ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonMiddle);
+    layout_resize(s, size.x, size.y);
+    const bool hovered = ImGui::IsItemHovered();
+    const ImVec2 m(io.MousePos.x - p0.x, io.MousePos.y - p0.y);
+    if (ImGui::IsItemActive() && (ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f) ||
+                                  ImGui::IsMouseDragging(ImGuiMouseButton_Middle, 3.0f)))
+        layout_pan(s, io.MouseDelta.x, io.MouseDelta.y);
+    if (ImGui::IsItemDeactivated() && io.MouseReleased[ImGuiMouseButton_Left] &&
+        io.MouseDragMaxDistanceSqr[ImGuiMouseButton_Left] < 9.0f)
+        layout_click(s, m.x, m.y);
+    if (hovered && io.MouseWheel != 0) layout_zoom(s, m.x, m.y, io.MouseWheel);
+    if (hovered && io.MouseWheelH != 0) layout_pan(s, io.MouseWheelH * 40.0f, 0);
+    layout_hover(s, hovered ? m.x : -1.0f, hovered ? m.y : -1.0f);
+
+    const RankLayout& L = *s.layout;
+    const GridGeometry g = grid_geometry(s);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 p1(p0.x + size.x, p0.y + size.y);
+    dl->AddRectFilled(p0, p1, colour::canvas, 4.0f);
+
+    // Visible cells only.
+    const int row0 = std::max(0, (int)std::floor((g.header_h - g.origin_y) / g.pitch_y()));
+    const int row1 = std::min(g.rows - 1, (int)std::floor((size.y - g.origin_y) / g.pitch_y()));
+    const int col0 = std::max(0, (int)std::floor((g.label_w - g.origin_x) / g.pitch_x()));
+    const int col1 = std::min(g.cols - 1, (int)std::floor((size.x - g.origin_x) / g.pitch_x()));
+
+    const int active = active_rank(s);
+    const GroupSet& tp = L.groups[DIM_TP];
+    const GroupSet& pp = L.groups[DIM_PP];
+    const GroupSet& dp = L.groups[DIM_DP];
+    const int tp_g = active >= 0 ? tp.group_of[active] : -1;
+    const int pp_g = active >= 0 ? pp.group_of[active] : -1;
+    const int dp_g = active >= 0 ? dp.group_of[active] : -1;
+    const float fh = ImGui::GetFontSize();
+    const int text_lines = g.cell_h >= 2 * fh + 6 && g.cell_w >= 60 ? 2 : g.cell_h >= fh + 2 && g.cell_w >= 16 ? 1 : 0;
+    const float rounding = g.cell_w >= 20 ? 3.0f : 0.0f;
+    auto cell_min = [&](int r) { return ImVec2(p0.x + g.cell_x(r), p0.y + g.cell_y(r)); };
+
+    dl->PushClipRect(ImVec2(p0.x + g.label_w, p0.y + g.header_h), p1, true);
+    for (int row = row0; row <= row1; ++row) {
+        for (int col = col0; col <= col1; ++col) {
+            const int r = row * g.cols + col;
+            if (r >= g.world) break;
+            const ImVec2 a = cell_min(r), b(a.x + g.cell_w, a.y + g.cell_h);
+            const bool member = active < 0 || tp.group_of[r] == tp_g || pp.group_of[r] == pp_g || dp.group_of[r] == dp_g;
+            ImU32 fill = group_colour(colour_index(s, r));
+            if (!member) fill = blend(fill, colour::canvas, 0.72f);
+            dl->AddRectFilled(a, b, fill, rounding);
+            if (tp.spans_nodes[tp.group_of[r]]) corner_marker(dl, a, b, std::clamp(g.cell_w * 0.22f, 4.0f, 12.0f), colour::spans_nodes);
+            if (text_lines) cell_text(dl, s, L, r, a, b, text_lines, member ? colour::cell_text : IM_COL32(120, 124, 132, 255));
+        }
+    }
+    // Outlines of the active rank's groups, drawn over every fill: DP dotted, PP dashed, TP solid.
+    if (active >= 0) {
+        const bool roomy = g.cell_h >= 40;  // room for nested outlines
+        for (int row = row0; row <= row1; ++row) {
+            for (int col = col0; col <= col1; ++col) {
+                const int r = row * g.cols + col;
+                if (r >= g.world) break;
+                const ImVec2 a = cell_min(r), b(a.x + g.cell_w, a.y + g.cell_h);
+                auto inset = [&](float d) { return std::pair(ImVec2(a.x + d, a.y + d), ImVec2(b.x - d, b.y - d)); };
+                if (dp.group_of[r] == dp_g) {
+                    auto [ia, ib] = inset(roomy ? 6.5f : 1.5f);
+                    dashed_rect(dl, ia, ib, colour::dp_outline, 2.5f, 2.5f, 3.0f);
+                }
+                if (pp.group_of[r] == pp_g) {
+                    auto [ia, ib] = inset(roomy ? 3.0f : 1.5f);
+                    dashed_rect(dl, ia, ib, colour::pp_outline, 2.0f, 6.0f, 4.0f);
+                }
+                if (tp.group_of[r] == tp_g) {
+                    auto [ia, ib] = inset(r == active ? -2.5f : -1.0f);
+                    dl->AddRect(ia, ib, colour::tp_outline, rounding + 1, 0, r == active ? 3.5f : 2.0f);
+                }
+            }
+        }
+    }
+    dl->PopClipRect();
+
+    // GPU-index header (scrolls sideways with the cells).
+    const ImU32 dim = colour::text_dim, bright = IM_COL32(235, 238, 245, 255);
+    const int active_gpu = active >= 0 ? L.ranks[active].local_gpu : -1;
+    const int active_node = active >= 0 ? L.ranks[active].node : -1;
+    dl->PushClipRect(ImVec2(p0.x + g.label_w, p0.y), ImVec2(p1.x, p0.y + g.header_h), true);
+    {
+        const float wide = ImGui::CalcTextSize("gpu 00").x + 6, num = ImGui::CalcTextSize("000").x + 4;
+        const int step = g.pitch_x() >= num ? 1 : (int)std::ceil(num / g.pitch_x());
+        for (int col = col0; col <= col1; ++col) {
+            if (col % step != 0 && col != active_gpu) continue;
+            char t[24];
+            std::snprintf(t, sizeof t, g.cell_w >= wide ? "gpu %d" : "%d", col);
+            const ImVec2 ts = ImGui::CalcTextSize(t);
+            const float x = p0.x + g.origin_x + col * g.pitch_x() + (g.cell_w - ts.x) * 0.5f;
+            dl->AddText(ImVec2(std::floor(x), p0.y + (g.header_h - fh) * 0.5f + 2), col == active_gpu ? bright : dim, t);
+        }
+    }
+    dl->PopClipRect();
+
+    // Node labels (scroll up and down with the rows).
+    dl->PushClipRect(ImVec2(p0.x, p0.y + g.header_h), ImVec2(p0.x + g.label_w, p1.y), true);
+    {
+        const int step = g.pitch_y() >= fh ? 1 : (int)std::ceil(fh / g.pitch_y());
+        const auto& hosts = s.job.cluster.hosts;
+        for (int row = row0; row <= row1; ++row) {
+            if (row % step != 0 && row != active_node) continue;
+            char t[40];
+            if (row < (int)hosts.size()) std::snprintf(t, sizeof t, "%.10s", hosts[row].c_str());
+            else std::snprintf(t, sizeof t, "node %d", row);
+            const ImVec2 ts = ImGui::CalcTextSize(t);
+            const float y = p0.y + g.row_y(row) + (g.cell_h - fh) * 0.5f;
+            dl->AddText(ImVec2(p0.x + g.label_w - ts.x - 8, std::floor(y)), row == active_node ? bright : dim, t);
+        }
+    }
+    dl->PopClipRect();
+
+    // Scroll position indicators when the grid is larger than the canvas.
+    const float view_w = size.x - g.label_w, view_h = size.y - g.header_h;
+    if (g.content_h() + 12 > view_h) {
+        const float total = g.content_h() + 12, t0 = s.view.pan_y / total, t1 = std::min(1.0f, (s.view.pan_y + view_h) / total);
+        const float y0 = p0.y + g.header_h + t0 * view_h, y1 = p0.y + g.header_h + t1 * view_h;
+        dl->AddRectFilled(ImVec2(p1.x - 5, y0), ImVec2(p1.x - 2, std::max(y1, y0 + 8)), IM_COL32(110, 118, 134, 200), 2);
+    }
+    if (g.content_w() + 12 > view_w) {
+        const float total = g.content_w() + 12, t0 = s.view.pan_x / total, t1 = std::min(1.0f, (s.view.pan_x + view_w) / total);
+        const float x0 = p0.x + g.label_w + t0 * view_w, x1 = p0.x + g.label_w + t1 * view_w;
+        dl->AddRectFilled(ImVec2(x0, p1.y - 5), ImVec2(std::max(x1, x0 + 8), p1.y - 2), IM_COL32(110, 118, 134, 200), 2);
+    }
+
+    // Tooltip for the rank under the mouse.
+    if (hovered && s.view.hover >= 0 && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)) {
+        ImGui::BeginTooltip();
+        ImGui::TextUnformatted(rank_tooltip(s, s.view.hover).c_str());
+        if (s.view.pinned < 0) ImGui::TextDisabled("click to pin");
+        else if (s.view.pinned == s.view.hover) ImGui::TextDisabled("pinned; click again to unpin");
+        ImGui::EndTooltip();
+    }
+}
+
+void legend(const StudioState& s) {
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("%s", colour_by_label(s.view.colour_by));
+    const int n = colour_count(s);
+    const int shown = std::min(n, kPaletteSize);
+    for (int i = 0; i < shown; ++i) {
+        char t[16];
+        std::snprintf(t, sizeof t, "%d", i);
+        flow_same_line(legend_item_width(Swatch::fill, t), i == 0 ? 10 : 12);
+        legend_item(Swatch::fill, group_colour(i), t);
+    }
+    if (n > shown) {
+        char t[64];
+        std::snprintf(t, sizeof t, "... %d in all (colours repeat)", n);
+        flow_same_line(ImGui::CalcTextSize(t).x, 12);
+        ImGui::TextDisabled("%s", t);
+    }
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled(s.view.pinned >= 0 ? "Pinned rank's groups" : "Hovered rank's groups");
+    struct Item {
+        Swatch kind;
+        ImU32 col;
+        const char* label;
+    };
+    const Item items[] = {{Swatch::solid, colour::tp_outline, "TP"},
+                          {Swatch::dashed, colour::pp_outline, "PP"},
+                          {Swatch::dotted, colour::dp_outline, "DP"},
+                          {Swatch::corner, colour::spans_nodes, "TP group spans nodes"}};
+    const int count = s.layout->tp_groups_spanning_nodes > 0 ? 4 : 3;
+    for (int i = 0; i < count; ++i) {
+        flow_same_line(legend_item_width(items[i].kind, items[i].label), i == 0 ? 12 : 16);
+        legend_item(items[i].kind, items[i].col, items[i].label);
+    }
+}
+
+void selection_line(const StudioState& s) {
+    const int r = s.view.pinned;
+    if (r >= 0 && s.layout && r < s.layout->world) {
+        const RankPlace& p = s.layout->ranks[r];
+        ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
+        ImGui::Text("Pinned rank %d", r);
+        ImGui::PopStyleColor();
+        ImGui::SameLine();
+        ImGui::Text("tp %d, cp %d, dp %d, pp %d on node %d, GPU %d", p.coord[DIM_TP], p.coord[DIM_CP],
+                    p.coord[DIM_DP], p.coord[DIM_PP], p.node, p.local_gpu);
+        flow_same_line(ImGui::CalcTextSize("(click it again to unpin)").x, 16);
+        ImGui::TextDisabled("(click it again to unpin)");
+    } else {
+        ImGui::TextDisabled("Hover: outline groups   Click: pin   Drag: pan   Wheel: zoom");
+    }
+}
+
+}  // namespace
+
+void draw_layout_panel(StudioState& s) {
+    if (!s.layout) {
+        draw_invalid(s);
+        return;
+    }
+    toolbar(s);
+    ImGui::Spacing();
+    // The legend under the canvas wraps in narrow windows: reserve what it took last frame.
+    static float bottom = ImGui::GetFrameHeightWithSpacing() * 2 + ImGui::GetTextLineHeightWithSpacing();
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    canvas(s, ImVec2(std::max(50.0f, avail.x), std::max(50.0f, avail.y - bottom)));
+    const float legend_top = ImGui::GetCursorPosY();
+    legend(s);
+    selection_line(s);
+    bottom = ImGui::GetCursorPosY() - legend_top + ImGui::GetStyle().ItemSpacing.y;
+}
+
+}  // namespace ptd::studio::ui

@@ -1,0 +1,255 @@
+// studio_state.cpp — the job side of the view-model: fields, edits, derive + validate.
+// The rank-layout view's geometry and input handling are in layout_model.cpp.
+#include "studio_state.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "layout_view.h"
+
+namespace ptd::studio {
+
+// ---- Fields ----------------------------------------------------------------------------
+
+static const IntField kIntFields[] = {
+    {"model.layers", "layers", "Transformer blocks", 1, 100000, [](JobSpec& j) -> int& { return j.model.layers; }},
+    {"model.hidden", "hidden", "Model width h", 1, 1 << 20, [](JobSpec& j) -> int& { return j.model.hidden; }},
+    {"model.heads", "heads", "Attention (query) heads", 1, 65536, [](JobSpec& j) -> int& { return j.model.heads; }},
+    {"model.kv_heads", "kv_heads", "Key/value heads (GQA when fewer than heads)", 1, 65536,
+     [](JobSpec& j) -> int& { return j.model.kv_heads; }},
+    {"model.ffn_hidden", "ffn_hidden", "MLP inner width", 1, 1 << 23, [](JobSpec& j) -> int& { return j.model.ffn_hidden; }},
+    {"model.vocab", "vocab", "Vocabulary size", 1, 1 << 28, [](JobSpec& j) -> int& { return j.model.vocab; }},
+    {"model.seq_len", "seq_len", "Training sequence length", 1, 1 << 26, [](JobSpec& j) -> int& { return j.model.seq_len; }},
+    {"cluster.nodes", "nodes", "Machines in the cluster", 1, 1 << 20, [](JobSpec& j) -> int& { return j.cluster.nodes; }},
+    {"cluster.gpus_per_node", "gpus_per_node", "GPUs in each machine", 1, 1024,
+     [](JobSpec& j) -> int& { return j.cluster.gpus_per_node; }},
+    {"parallel.tp", "tp", "Tensor parallel: each layer's matrices split over tp GPUs", 1, 1 << 20,
+     [](JobSpec& j) -> int& { return j.parallel.tp; }},
+    {"parallel.pp", "pp", "Pipeline parallel: the layers split into pp stages", 1, 1 << 20,
+     [](JobSpec& j) -> int& { return j.parallel.pp; }},
+    {"parallel.dp", "dp", "Data parallel replicas (derived from the GPU count unless given)", 1, 1 << 24,
+     [](JobSpec& j) -> int& { return j.parallel.dp; }},
+    {"parallel.cp", "cp", "Context parallel: each sequence split over cp GPUs", 1, 1 << 20,
+     [](JobSpec& j) -> int& { return j.parallel.cp; }},
+    {"parallel.vpp", "vpp", "Virtual pipeline chunks per stage (interleaved 1F1B)", 1, 1024,
+     [](JobSpec& j) -> int& { return j.parallel.vpp; }},
+    {"parallel.zero", "zero", "ZeRO stage 0..3", 0, 3, [](JobSpec& j) -> int& { return j.parallel.zero; }},
+    {"training.micro_batch", "micro_batch", "Sequences per micro-batch per replica", 1, 1 << 20,
+     [](JobSpec& j) -> int& { return j.training.micro_batch; }},
+    {"training.global_batch", "global_batch", "Sequences per step (micro_batch x dp unless given)", 1, 1 << 30,
+     [](JobSpec& j) -> int& { return j.training.global_batch; }},
+};
+
+std::span<const IntField> int_fields() { return kIntFields; }
+
+const IntField* find_int_field(std::string_view key) {
+    for (const IntField& f : kIntFields)
+        if (key == f.key) return &f;
+    return nullptr;
+}
+
+static constexpr std::array<std::string_view, 7> kOtherPanelKeys = {
+    "model.preset", "model", "cluster.gpu", "parallel.sequence_parallel", "parallel.recompute", "parallel.order",
+    "training.precision"};
+
+bool is_panel_key(std::string_view key) {
+    if (find_int_field(key)) return true;
+    return std::find(kOtherPanelKeys.begin(), kOtherPanelKeys.end(), key) != kOtherPanelKeys.end();
+}
+
+const char* colour_by_label(ColourBy c) {
+    switch (c) {
+        case ColourBy::tp: return "TP group";
+        case ColourBy::pp: return "PP stage";
+        case ColourBy::dp: return "DP replica";
+    }
+    return "?";
+}
+
+// ---- State -----------------------------------------------------------------------------
+
+StudioState make_state(PresetCatalog presets, JobSpec job) {
+    StudioState s;
+    s.presets = std::move(presets);
+    s.job = std::move(job);
+    s.original = s.job;
+    s.job_label = job_display_name(s.job);
+    recompute(s);
+    return s;
+}
+
+void recompute(StudioState& s) {
+    JobSpec& job = s.job;
+    s.diagnostics.clear();
+    s.layout.reset();
+    ++s.revision;
+    s.params = count_parameters(job.model);  // safe for any field values
+    const ModelSpec* base = job.origin.model_base ? &*job.origin.model_base : s.presets.find_model(job.origin.model_preset);
+    s.job_panel.model_edited = base && *base != job.model;
+
+    // Range checks first: validate_job divides by the degrees, so they must be sane.
+    for (const IntField& f : kIntFields) {
+        if (std::string_view(f.key) == "parallel.dp" && !job.origin.dp_given) continue;
+        if (std::string_view(f.key) == "training.global_batch" && !job.origin.global_batch_given) continue;
+        const int v = f.ref(job);
+        if (v < f.min || v > f.max)
+            s.diagnostics.push_back({job.where(f.key), f.key,
+                                     "got " + std::to_string(v) + "; allowed: " + std::to_string(f.min) + " .. " +
+                                         std::to_string(f.max)});
+    }
+    if (!s.diagnostics.empty()) return;
+
+    std::vector<Diagnostic> derived = derive_job_defaults(job);
+    std::vector<Diagnostic> checked = validate_job(job);
+    const bool dp_underivable = !derived.empty();
+    s.diagnostics = std::move(derived);
+    for (Diagnostic& d : checked) {
+        // "tp·pp·dp·cp ≠ world" repeats "cannot derive dp" when dp was not given.
+        if (dp_underivable && d.key == "parallel.dp") continue;
+        s.diagnostics.push_back(std::move(d));
+    }
+    if (!s.diagnostics.empty()) return;
+
+    const long long world = (long long)job.parallel.tp * job.parallel.pp * job.parallel.dp * job.parallel.cp;
+    if (world > kMaxStudioRanks) {
+        s.diagnostics.push_back({job.where("cluster.nodes"), "cluster.nodes",
+                                 std::to_string(world) + " ranks is more than the studio lays out; allowed: at most " +
+                                     std::to_string(kMaxStudioRanks) + " ranks"});
+        return;
+    }
+    auto layout = job_layout(job);
+    if (!layout) {
+        s.diagnostics = layout.error().diagnostics;
+        return;
+    }
+    s.layout = std::move(*layout);
+    const int w = s.layout->world;
+    if (s.view.hover >= w) s.view.hover = -1;
+    if (s.view.pinned >= w) s.view.pinned = -1;
+    layout_resize(s, s.view.canvas_w, s.view.canvas_h);  // re-clamp the pan
+}
+
+bool edit_int(StudioState& s, std::string_view key, int value) {
+    const IntField* f = find_int_field(key);
+    if (!f) return false;
+    f->ref(s.job) = value;
+    if (key == "parallel.dp") s.job.origin.dp_given = true;
+    if (key == "training.global_batch") s.job.origin.global_batch_given = true;
+    recompute(s);
+    return true;
+}
+
+bool set_model_preset(StudioState& s, std::string_view name) {
+    const ModelSpec* m = s.presets.find_model(name);
+    if (!m) return false;
+    s.job.model = *m;
+    s.job.origin.model_preset = m->name;
+    s.job.origin.model_hf_config.clear();
+    s.job.origin.model_base = *m;
+    recompute(s);
+    return true;
+}
+
+bool set_gpu_preset(StudioState& s, std::string_view name) {
+    const GpuSpec* g = s.presets.find_gpu(name);
+    if (!g) return false;
+    s.job.cluster.gpu = *g;
+    s.job.origin.gpu_preset = g->name;
+    s.job.origin.gpu_base = *g;
+    recompute(s);
+    return true;
+}
+
+void set_recompute(StudioState& s, Recompute r) {
+    s.job.parallel.recompute = r;
+    recompute(s);
+}
+
+void set_precision(StudioState& s, Precision p) {
+    s.job.training.precision = p;
+    recompute(s);
+}
+
+void set_sequence_parallel(StudioState& s, bool on) {
+    s.job.parallel.sequence_parallel = on;
+    recompute(s);
+}
+
+void set_order(StudioState& s, std::string order) {
+    s.job.parallel.order = std::move(order);
+    recompute(s);
+}
+
+bool is_derived(const StudioState& s, std::string_view key) {
+    if (key == "parallel.dp") return !s.job.origin.dp_given;
+    if (key == "training.global_batch") return !s.job.origin.global_batch_given;
+    return false;
+}
+
+bool set_derived(StudioState& s, std::string_view key, bool derived) {
+    if (key == "parallel.dp") s.job.origin.dp_given = !derived;
+    else if (key == "training.global_batch") s.job.origin.global_batch_given = !derived;
+    else return false;
+    recompute(s);
+    return true;
+}
+
+void revert(StudioState& s) {
+    s.job = s.original;
+    recompute(s);
+}
+
+bool job_valid(const StudioState& s) { return s.diagnostics.empty() && s.layout.has_value(); }
+
+std::vector<std::string> field_errors(const StudioState& s, std::string_view key) {
+    std::vector<std::string> out;
+    for (const Diagnostic& d : s.diagnostics)
+        if (d.key == key) out.push_back(d.message);
+    return out;
+}
+
+std::string field_error(const StudioState& s, std::string_view key) {
+    for (const Diagnostic& d : s.diagnostics)
+        if (d.key == key) return d.message;
+    return {};
+}
+
+std::vector<const Diagnostic*> unplaced_diagnostics(const StudioState& s) {
+    std::vector<const Diagnostic*> out;
+    for (const Diagnostic& d : s.diagnostics)
+        if (!is_panel_key(d.key)) out.push_back(&d);
+    return out;
+}
+
+// ---- Summary ---------------------------------------------------------------------------
+
+std::string human_count(double n) {
+    char buf[64];
+    if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);
+    else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
+    else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
+    else if (n >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", n / 1e3);
+    else std::snprintf(buf, sizeof buf, "%.0f", n);
+    return buf;
+}
+
+JobSummary job_summary(const StudioState& s) {
+    JobSummary r;
+    r.parameters = s.params.total;
+    r.world = s.job.world_size();
+    r.dp = s.job.parallel.dp;
+    const long long per_step = (long long)s.job.training.micro_batch * s.job.parallel.dp;
+    r.grad_accum = per_step > 0 ? (int)(s.job.training.global_batch / per_step) : 0;
+    r.tokens_per_step = (int64_t)s.job.training.global_batch * s.job.model.seq_len;
+    return r;
+}
+
+std::string job_display_name(const JobSpec& job) {
+    const std::string& f = job.origin.file;
+    if (f.empty()) return "<unnamed>";
+    const auto slash = f.find_last_of('/');
+    return slash == std::string::npos ? f : f.substr(slash + 1);
+}
+
+}  // namespace ptd::studio

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# studio_screenshot.sh PTD_STUDIO OUT_DIR — ptd-studio end to end:
+#   1. without a display it says so on stderr, prints the layout on stdout and exits 0;
+#   2. under Xvfb, --screenshot renders the job and layout tabs (default job and @tiny) to
+#      PNGs that exist, are PNGs, are > 10 KB and are not one flat colour (ptd-studio
+#      reports the number of distinct colours it read back; we want > 20).
+# Exit 77 (ctest SKIP_RETURN_CODE) when Xvfb is not installed.
+set -u
+
+studio=${1:?usage: studio_screenshot.sh PTD_STUDIO OUT_DIR}
+out=${2:?usage: studio_screenshot.sh PTD_STUDIO OUT_DIR}
+mkdir -p "$out"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# ---- 1. No display: terminal fallback ------------------------------------------------------
+stdout=$(env -u DISPLAY -u WAYLAND_DISPLAY "$studio" 2>"$out/nodisplay.err")
+rc=$?
+stderr=$(cat "$out/nodisplay.err")
+[ "$rc" -eq 0 ] || fail "no display: exit $rc, want 0 (stderr: $stderr)"
+grep -q "no display" <<<"$stderr" || fail "no display: stderr does not say 'no display': $stderr"
+grep -q "ranks =" <<<"$stdout" || fail "no display: stdout has no layout ('ranks ='): $stdout"
+echo "ok: no display -> $(head -1 <<<"$stderr")"
+
+# --screenshot without a display cannot render: exit 1.
+env -u DISPLAY -u WAYLAND_DISPLAY "$studio" --screenshot "$out/never.png" >/dev/null 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "--screenshot without a display: exit $rc, want 1"
+[ ! -e "$out/never.png" ] || fail "--screenshot without a display wrote a file"
+
+# A bad job file: diagnostics and exit 2.
+env -u DISPLAY -u WAYLAND_DISPLAY "$studio" --job "$out/does-not-exist.toml" >/dev/null 2>"$out/badjob.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "bad --job: exit $rc, want 2"
+[ -s "$out/badjob.err" ] || fail "bad --job: nothing on stderr"
+
+# ---- 2. Screenshots under Xvfb ---------------------------------------------------------------
+if ! command -v Xvfb >/dev/null 2>&1; then
+    echo "SKIP: Xvfb not available (screenshots not taken)"
+    [ "$failures" -eq 0 ] || exit 1
+    exit 77
+fi
+
+xvfb_pid=
+cleanup() { [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null && wait "$xvfb_pid" 2>/dev/null; }
+trap cleanup EXIT
+
+display=
+for n in $(seq 99 140); do
+    [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] && continue
+    Xvfb ":$n" -screen 0 1600x1000x24 -nolisten tcp >"$out/xvfb.log" 2>&1 &
+    xvfb_pid=$!
+    for _ in $(seq 1 100); do  # up to 10 s
+        [ -e "/tmp/.X11-unix/X$n" ] && break
+        kill -0 "$xvfb_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -e "/tmp/.X11-unix/X$n" ] && kill -0 "$xvfb_pid" 2>/dev/null; then
+        display=":$n"
+        break
+    fi
+    kill "$xvfb_pid" 2>/dev/null
+    wait "$xvfb_pid" 2>/dev/null
+    xvfb_pid=
+done
+if [ -z "$display" ]; then
+    fail "could not start Xvfb on any of :99..:140 ($(tail -3 "$out/xvfb.log" 2>/dev/null))"
+    exit 1
+fi
+
+shoot() {  # NAME ARGS...
+    local name=$1
+    shift
+    local png="$out/$name.png"
+    rm -f "$png"
+    local report
+    report=$(DISPLAY=$display LIBGL_ALWAYS_SOFTWARE=1 timeout 60 "$studio" --screenshot "$png" "$@" 2>"$out/$name.err")
+    local rc=$?
+    if [ "$rc" -ne 0 ]; then
+        fail "$name: exit $rc: $(cat "$out/$name.err")"
+        return
+    fi
+    [ -f "$png" ] || { fail "$name: $png was not written"; return; }
+    local size
+    size=$(stat -c %s "$png")
+    [ "$size" -gt 10240 ] || fail "$name: $png is only $size bytes"
+    [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$name: $png is not a PNG"
+    local colours
+    colours=$(sed -n 's/^screenshot: .*, \([0-9][0-9]*\) distinct colours.*/\1/p' <<<"$report")
+    if [ -z "$colours" ]; then
+        fail "$name: no 'screenshot: ... N distinct colours' line in: $report"
+    elif [ "$colours" -le 20 ]; then
+        fail "$name: only $colours distinct colours: a blank render?"
+    fi
+    echo "ok: $name: $report ($size bytes)"
+}
+
+shoot layout --panel layout
+shoot layout_pinned --panel layout --select 13 --color-by pp
+shoot job --panel job
+shoot tiny_layout --job @tiny --panel layout
+shoot tiny_job --job @tiny --panel job
+# An edit that makes the job invalid: messages instead of a stale grid.
+shoot invalid_tp --set parallel.tp=3 --panel layout
+# 16,384 ranks (2048 nodes × 8): the grid stays drawable.
+shoot ranks_16k --set cluster.nodes=2048 --set parallel.tp=8 --set parallel.pp=8 --select 9 --color-by pp
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all studio checks passed"
