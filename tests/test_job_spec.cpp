@@ -418,6 +418,24 @@ TEST(JobSpec, HfConfigRelativeToJobFile) {
     fs::remove_all(dir);
 }
 
+TEST(JobSpec, HfConfigSeqLenFromJobAndNotesKept) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / "ptd_test_hf_job2";
+    fs::create_directories(dir);
+    // No max_position_embeddings: the job's seq_len stands in. rope_scaling gives a note.
+    std::ofstream(dir / "config.json") << R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256,
+        "num_attention_heads": 4, "intermediate_size": 688, "vocab_size": 500,
+        "rope_scaling": {"type": "linear", "factor": 2.0}})";
+    std::ofstream(dir / "job.toml") << "[model]\nhf_config = \"config.json\"\nseq_len = 512\n"
+                                       "[cluster]\nnodes = 1\ngpus_per_node = 2\ngpu = \"a100-80gb\"\n";
+    auto job = ptd::load_job_file((dir / "job.toml").string(), presets());
+    ASSERT_TRUE(job) << job.error().str();
+    EXPECT_EQ(job->model.seq_len, 512);
+    ASSERT_FALSE(job->origin.notes.empty());
+    EXPECT_TRUE(contains(job->origin.notes[0], "rope_scaling")) << job->origin.notes[0];
+    fs::remove_all(dir);
+}
+
 TEST(JobSpec, UnreadableFileIsAnErrorNotACrash) {
     auto r = ptd::load_job_file("/nonexistent/job.toml", presets());
     ASSERT_FALSE(r);

@@ -43,7 +43,10 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
         auto job = load_job_arg(path, presets);
         if (a.json) {
             nlohmann::json r = {{"file", path}, {"valid", (bool)job}};
-            if (job) r["job"] = job_json(*job);
+            if (job) {
+                r["job"] = job_json(*job);
+                r["notes"] = job->origin.notes;
+            }
             else r["errors"] = diagnostics_json(job.error());
             results.push_back(std::move(r));
         } else if (job) {
@@ -53,6 +56,9 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
                 std::fprintf(out, "%s %s\n", green(term, "valid:").c_str(), path.c_str());
                 std::fprintf(out, "%s", job_summary_text(*job, term).c_str());
             }
+            Term err_term = detect_term(err);
+            for (const std::string& note : job->origin.notes)
+                std::fprintf(err, "%s: %s %s\n", path.c_str(), yellow(err_term, "note:").c_str(), note.c_str());
         } else {
             print_error(err, job.error());
             std::fprintf(err, "%s: %zu problem%s\n", path.c_str(), job.error().diagnostics.size(),

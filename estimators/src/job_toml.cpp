@@ -333,11 +333,20 @@ static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, con
         std::filesystem::path path(hf);
         if (path.is_relative() && ctx.file.front() != '<')
             path = std::filesystem::path(ctx.file).parent_path() / path;
-        // An explicit seq_len below overrides the config's max_position_embeddings.
-        auto imported = import_hf_config_file(path.string());
+        // A seq_len in the job overrides the config's max_position_embeddings (and stands in
+        // for it when the config has none).
+        int seq_override = 0;
+        if (const toml::node* n = t.get("seq_len"); n && n->as_integer() && n->as_integer()->get() > 0 &&
+                                                     n->as_integer()->get() <= (1LL << 26))
+            seq_override = (int)n->as_integer()->get();
+        auto imported = import_hf_config_file(path.string(), seq_override);
         if (imported) {
             m = imported->model;
             job.origin.model_base = m;
+            // seq_len came from the job, not the config: keep it out of the base so saving
+            // always writes it (the config may not even have one).
+            if (seq_override) job.origin.model_base->seq_len = 0;
+            for (const std::string& note : imported->notes) job.origin.notes.push_back("hf_config: " + note);
         } else {
             for (Diagnostic d : imported.error().diagnostics) {
                 // Point at the hf_config line of the job, and keep the config's own position.

@@ -167,6 +167,9 @@ struct JobSpec {
         bool dp_given = false;      // dp was written in the file
         bool global_batch_given = false;
         bool intra_given = false;
+        // Things the user should know that are not errors, e.g. HF config fields that were
+        // approximated or ignored. `ptd validate` prints them as notes.
+        std::vector<std::string> notes;
         // "parallel.tp" → where it was written; used to point cross-field errors at a line.
         std::map<std::string, SourceLoc> locations;
     } origin;
