@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 packages=(
   build-essential cmake ninja-build pkg-config git
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev      # job spec, JSON, CLI
-  libimgui-dev libglfw3-dev libgl-dev libstb-dev           # ptd-studio
+  libimgui-dev libglfw3-dev libgl-dev libopengl-dev libglx-dev libstb-dev  # ptd-studio
   libssh-dev                                               # launcher
   libgloo-dev libopenblas-dev                              # ptd-engine (CPU)
   libgtest-dev                                             # tests
