@@ -92,10 +92,6 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
                             : opt.color_by == ColorBy::dp ? 'd' : 'c';
     const Dim color_dim = opt.color_by == ColorBy::tp ? DIM_TP : opt.color_by == ColorBy::pp ? DIM_PP
                   : opt.color_by == ColorBy::dp ? DIM_DP : DIM_CP;
-    // Colour: TP → which TP group; PP/DP/CP → the coordinate (stage, replica, ...).
-    auto color_index = [&](int r) {
-        return opt.color_by == ColorBy::tp ? L.groups[DIM_TP].group_of[r] : L.ranks[r].coord[color_dim];
-    };
 
     out += fmt("%d ranks = tp %d × cp %d × dp %d × pp %d, order %s, %d node%s × %d GPUs\n", L.world, L.degree[DIM_TP],
                L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP], L.req.order.c_str(), L.nodes,
@@ -130,7 +126,7 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
                 out += fmt("%-*s  ", name_w, col ? "" : name.c_str());
             }
             std::string cell = fmt(" %*d %c%-*d ", rank_w, r, label_letter, coord_w, L.ranks[r].coord[color_dim]);
-            out += paint_group(term, cell, color_index(r));
+            out += paint_group(term, cell, group_colour_key(L, opt.color_by, r));
             out += term.color ? " " : "|";
         }
         out += "\n";

@@ -9,12 +9,11 @@
 
 #include "ptd/hostfile.h"
 #include "ptd/job_spec.h"
+#include "group_colours.h"
 #include "ptd/layout.h"
 #include "term.h"
 
 namespace ptd {
-
-enum class ColorBy { tp, pp, dp, cp };
 
 struct LayoutViewOptions {
     ColorBy color_by = ColorBy::tp;

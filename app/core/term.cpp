@@ -1,6 +1,8 @@
 // term.cpp — TTY detection and ANSI colour helpers.
 #include "term.h"
 
+#include "group_colours.h"
+
 #include <cstdlib>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -25,10 +27,7 @@ static std::string sgr(const Term& t, std::string_view code, std::string_view te
 }
 
 std::string paint_group(const Term& t, std::string_view text, int index) {
-    // Hand-picked xterm-256 backgrounds that stay readable with black text.
-    static const int palette[] = {110, 180, 151, 217, 186, 146, 116, 223, 150, 182, 152, 216};
-    const int bg = palette[(index % 12 + 12) % 12];
-    return sgr(t, "30;48;5;" + std::to_string(bg), text);
+    return sgr(t, "30;48;5;" + std::to_string(group_xterm_colour(index)), text);
 }
 std::string bold(const Term& t, std::string_view text) { return sgr(t, "1", text); }
 std::string dim(const Term& t, std::string_view text) { return sgr(t, "2", text); }

@@ -14,8 +14,8 @@ struct Term {
 
 Term detect_term(FILE* stream);
 
-// Distinct 256-colour backgrounds for group `index` (cycles through 12 hues); plain text
-// when colour is off.
+// The group palette (group_colours.h) as a background for group `index`; plain text when
+// colour is off.
 std::string paint_group(const Term& t, std::string_view text, int index);
 std::string bold(const Term& t, std::string_view text);
 std::string dim(const Term& t, std::string_view text);

@@ -64,12 +64,7 @@ int pick_rank(const StudioState& s, float x, float y) {
 int colour_index(const StudioState& s, int rank) {
     if (!s.layout || rank < 0 || rank >= s.layout->world) return 0;
     const RankLayout& L = *s.layout;
-    switch (s.view.colour_by) {
-        case ColourBy::tp: return L.groups[DIM_TP].group_of[rank];
-        case ColourBy::pp: return L.ranks[rank].coord[DIM_PP];
-        case ColourBy::dp: return L.ranks[rank].coord[DIM_DP];
-    }
-    return 0;
+    return group_colour_key(L, s.view.colour_by, rank);
 }
 
 int colour_count(const StudioState& s) {
@@ -78,6 +73,7 @@ int colour_count(const StudioState& s) {
         case ColourBy::tp: return s.layout->groups[DIM_TP].count;
         case ColourBy::pp: return s.layout->degree[DIM_PP];
         case ColourBy::dp: return s.layout->degree[DIM_DP];
+        case ColourBy::cp: return s.layout->degree[DIM_CP];
     }
     return 0;
 }

@@ -63,6 +63,7 @@ const char* colour_by_label(ColourBy c) {
         case ColourBy::tp: return "TP group";
         case ColourBy::pp: return "PP stage";
         case ColourBy::dp: return "DP replica";
+        case ColourBy::cp: return "CP rank";
     }
     return "?";
 }

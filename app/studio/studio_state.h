@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "group_colours.h"
 #include "ptd/diagnostic.h"
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
@@ -42,7 +43,8 @@ const IntField* find_int_field(std::string_view key);
 
 // ---- Panels ----------------------------------------------------------------------------
 
-enum class ColourBy { tp, pp, dp };
+// The studio colours by TP, PP or DP (ColorBy::cp is the terminal-only extra).
+using ColourBy = ptd::ColorBy;
 const char* colour_by_label(ColourBy c);  // "TP group", "PP stage", "DP replica"
 
 // Which tab the main area shows.

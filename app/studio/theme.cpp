@@ -1,18 +1,14 @@
 // theme.cpp — the studio's dark theme and the group palette.
 #include "ui.h"
 
+#include "group_colours.h"
+
 namespace ptd::studio::ui {
 
 ImU32 group_colour(int index) {
-    // xterm-256 colours 110, 180, 151, 217, 186, 146, 116, 223, 150, 182, 152, 216: the
-    // terminal palette of `ptd layout`, so a rank has the same colour in both.
-    static const ImU32 palette[kPaletteSize] = {
-        IM_COL32(135, 175, 215, 255), IM_COL32(215, 175, 135, 255), IM_COL32(175, 215, 175, 255),
-        IM_COL32(255, 175, 175, 255), IM_COL32(215, 215, 135, 255), IM_COL32(175, 175, 215, 255),
-        IM_COL32(135, 215, 215, 255), IM_COL32(255, 215, 175, 255), IM_COL32(175, 215, 135, 255),
-        IM_COL32(215, 175, 215, 255), IM_COL32(175, 215, 215, 255), IM_COL32(255, 175, 135, 255),
-    };
-    return palette[(index % kPaletteSize + kPaletteSize) % kPaletteSize];
+    // The palette `ptd layout` uses in the terminal, so a rank has the same colour in both.
+    const Rgb c = group_rgb(index);
+    return IM_COL32(c.r, c.g, c.b, 255);
 }
 
 void apply_theme() {

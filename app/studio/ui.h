@@ -33,7 +33,7 @@ inline constexpr ImU32 spans_nodes = IM_COL32(235, 50, 50, 255);
 void apply_theme();
 // Cell colour of group/coordinate `index`: the same 12 hues as `ptd layout` in a terminal.
 ImU32 group_colour(int index);
-inline constexpr int kPaletteSize = 12;
+inline constexpr int kPaletteSize = kGroupPaletteSize;
 
 // ---- Widgets (widgets.cpp) ---------------------------------------------------------------
 
