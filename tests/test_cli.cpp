@@ -224,6 +224,11 @@ TEST(Engine, BadEnvironmentIsAClearError) {
     Proc r = run("RANK=x WORLD_SIZE=4 " + kEngine + " --job " + kJobs + "tiny-local.toml --describe");
     EXPECT_EQ(r.rc, 2);
     EXPECT_TRUE(contains(r.err, "RANK: got \"x\"")) << r.err;
+    // A bad LOCAL_WORLD_SIZE without LOCAL_RANK is reported, not a division by zero.
+    Proc local = run("RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=zero " + kEngine + " --job " + kJobs +
+                     "tiny-local.toml --describe");
+    EXPECT_EQ(local.rc, 2);
+    EXPECT_TRUE(contains(local.err, "LOCAL_WORLD_SIZE: got \"zero\"")) << local.err;
     Proc devices = run(kEngine + " --devices");
     EXPECT_EQ(devices.rc, 0);
     EXPECT_TRUE(contains(devices.out, "cpu") || contains(devices.out, "cuda:")) << devices.out;

@@ -436,6 +436,22 @@ TEST(JobSpec, HfConfigSeqLenFromJobAndNotesKept) {
     fs::remove_all(dir);
 }
 
+TEST(JobSpec, EmptyFileNameWithHfConfigIsAnErrorNotACrash) {
+    auto r = ptd::load_job_text("[model]\nhf_config = \"nope.json\"\n[cluster]\nnodes = 1\ngpus_per_node = 1\n"
+                                "gpu = \"cpu\"\n",
+                                "", presets());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().diagnostics[0].key, "model.hf_config");
+}
+
+TEST(JobSpecChecks, AllowedListsForLargeDimensions) {
+    // ffn_hidden 2^26 − 1: the allowed-tp list comes from divisor pairs, not a scan up to n.
+    auto r = load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8b\"\nffn_hidden = 67108863"));
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(contains(r.error().str(), "ffn_hidden (67108863) must be divisible by tp; allowed tp: 1, 3, 2731, 8191, 8193, 24573, 22369621, 67108863"))
+        << r.error().str();
+}
+
 TEST(JobSpec, UnreadableFileIsAnErrorNotACrash) {
     auto r = ptd::load_job_file("/nonexistent/job.toml", presets());
     ASSERT_FALSE(r);

@@ -28,9 +28,10 @@ Result<RankEnv> read_rank_env(const std::function<const char*(const char*)>& get
     };
     read_int("WORLD_SIZE", env.world_size, 1, 1 << 24);
     read_int("RANK", env.rank, 0, (1 << 24) - 1);
-    env.local_world_size = get("LOCAL_WORLD_SIZE") ? 0 : env.world_size;
+    // Without LOCAL_* the run is one node: every rank is local.
+    env.local_world_size = env.world_size;
     read_int("LOCAL_WORLD_SIZE", env.local_world_size, 1, 1 << 16);
-    env.local_rank = get("LOCAL_RANK") ? 0 : env.rank % env.local_world_size;
+    env.local_rank = env.rank % env.local_world_size;  // local_world_size ≥ 1 here
     read_int("LOCAL_RANK", env.local_rank, 0, (1 << 16) - 1);
     read_int("MASTER_PORT", env.master_port, 1, 65535);
     if (const char* a = get("MASTER_ADDR")) {

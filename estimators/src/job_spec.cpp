@@ -79,14 +79,22 @@ void fill_model_defaults(ModelSpec& m, const ModelKeysGiven& given) {
     }
 }
 
-// Divisors of n, for "allowed" lists.
+// Divisors of n in increasing order, for "allowed" lists (O(√n): n can be ~1e8).
 static std::string divisors_of(int n) {
+    std::vector<int> low, high;
+    for (long long d = 1; d * d <= n; ++d)
+        if (n % d == 0) {
+            low.push_back((int)d);
+            if (d * d != n) high.push_back((int)(n / d));
+        }
+    low.insert(low.end(), high.rbegin(), high.rend());
     std::string out;
-    for (int d = 1; d <= n && d > 0; ++d) {
-        if (n % d) continue;
-        if (!out.empty()) out += ", ";
-        out += std::to_string(d);
-        if (out.size() > 120) { out += ", ..."; break; }
+    for (int d : low) {
+        if (out.size() > 120) {
+            out += ", ...";
+            break;
+        }
+        out += (out.empty() ? "" : ", ") + std::to_string(d);
     }
     return out;
 }

@@ -331,7 +331,7 @@ static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, con
         }
     } else if (has_hf) {
         std::filesystem::path path(hf);
-        if (path.is_relative() && ctx.file.front() != '<')
+        if (path.is_relative() && !ctx.file.empty() && ctx.file.front() != '<')
             path = std::filesystem::path(ctx.file).parent_path() / path;
         // A seq_len in the job overrides the config's max_position_embeddings (and stands in
         // for it when the config has none).
@@ -496,7 +496,7 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
 Result<JobSpec> load_job_text(std::string_view text, const std::string& file, const PresetCatalog& presets) {
     auto doc = parse_toml(text, file);
     if (!doc) return std::unexpected(doc.error());
-    TomlContext ctx{file};
+    TomlContext ctx{file, {}, {}};
     JobSpec job;
     job.origin.file = file;
     TableReader top(ctx, *doc, "");
