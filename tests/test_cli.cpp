@@ -1,5 +1,6 @@
 // test_cli.cpp — `ptd` and `ptd-engine` run as real processes: exit codes (0 ok, 2 usage
-// or config error), messages on stderr, colour only on a TTY, and the --json schemas.
+// or config error), messages on stderr, colour only on a TTY, the --json schemas, the
+// estimate / plan / export commands and `--set` overrides.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -7,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 namespace {
 
@@ -52,7 +54,8 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST(Cli, HelpAndVersion) {
     Proc help = run(kPtd + " --help");
     EXPECT_EQ(help.rc, 0);
-    for (const char* cmd : {"validate", "layout", "presets"}) EXPECT_TRUE(contains(help.out, cmd)) << help.out;
+    for (const char* cmd : {"validate", "layout", "presets", "estimate", "plan", "export"})
+        EXPECT_TRUE(contains(help.out, cmd)) << help.out;
     Proc version = run(kPtd + " --version");
     EXPECT_EQ(version.rc, 0);
     EXPECT_TRUE(contains(version.out, "ptd 0.")) << version.out;
@@ -202,6 +205,183 @@ TEST(Cli, BadAssetsFolderIsAnError) {
     Proc r = run("PTD_ASSETS=/nonexistent " + kPtd + " presets");
     EXPECT_EQ(r.rc, 2);
     EXPECT_TRUE(contains(r.err, "PTD_ASSETS: got \"/nonexistent\"")) << r.err;
+}
+
+TEST(CliEstimate, TextHasStagesTimeAndConvention) {
+    Proc r = run(kPtd + " estimate " + kJobs + "gpt3-175b-a100.toml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "tp8·pp8·dp16")) << r.out;
+    EXPECT_TRUE(contains(r.out, "96 micro-batches")) << r.out;
+    for (const char* s : {"stage 0 ", "stage 7 ", "◀ worst", "ok ", "compute", "bubble", "DP comm exposed", "total step",
+                          "tokens/s", "MFU", "HFU", "attention FLOPs: full s² (PaLM)"})
+        EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
+    EXPECT_FALSE(contains(r.out, "OOM")) << r.out;
+    EXPECT_FALSE(contains(r.out, "\x1b[")) << "no colour when stdout is a file";
+
+    // One micro-batch per replica: the middle stages hold the same bytes and share a row.
+    Proc grouped = run(kPtd + " estimate " + kJobs + "gpt3-175b-a100.toml --set training.global_batch=16");
+    ASSERT_EQ(grouped.rc, 0) << grouped.err;
+    EXPECT_TRUE(contains(grouped.out, "stages 1–6")) << grouped.out;
+
+    Proc causal = run(kPtd + " estimate @default --set estimate.attention_flops=causal");
+    ASSERT_EQ(causal.rc, 0) << causal.err;
+    EXPECT_TRUE(contains(causal.out, "attention FLOPs: causal s²/2 (Megatron)")) << causal.out;
+}
+
+TEST(CliEstimate, OversizedJobShowsOomAndExitsZero) {
+    const std::string sets = " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
+                             " --set parallel.sequence_parallel=false";
+    Proc r = run(kPtd + " estimate " + kJobs + "llama3-70b-h100.toml" + sets);
+    EXPECT_EQ(r.rc, 0) << r.err;  // an OOM is information, not a failure
+    EXPECT_TRUE(contains(r.out, "OOM +")) << r.out;
+    EXPECT_TRUE(contains(r.out, "tp1·pp1·dp64")) << r.out;
+
+    if (std::system("command -v script >/dev/null 2>&1") == 0) {
+        Proc tty = run("TERM=xterm-256color script -qec '" + kPtd + " estimate " + kJobs + "llama3-70b-h100.toml" + sets +
+                       "' /dev/null");
+        EXPECT_TRUE(contains(tty.out, "\x1b[1;31mOOM +")) << tty.out;
+    }
+}
+
+TEST(CliEstimate, JsonSchema) {
+    Proc r = run(kPtd + " estimate --json " + kJobs + "llama3-70b-h100.toml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["schema"], "ptd.estimate/1");
+    EXPECT_EQ(doc["world"], 64);
+    EXPECT_EQ(doc["layout"]["vpp"], 5);
+    ASSERT_EQ(doc["stages"].size(), 4u);
+    EXPECT_GT(doc["stages"][0]["memory"]["total"].get<double>(), 1e9);
+    EXPECT_EQ(doc["stages"][0]["layers"], 20);
+    EXPECT_GT(doc["time"]["total"].get<double>(), 0);
+    EXPECT_NEAR(doc["time"]["total"].get<double>(), doc["step_s"].get<double>(), 1e-9);
+    EXPECT_GT(doc["mfu"].get<double>(), 0);
+    EXPECT_LT(doc["mfu"].get<double>(), 1);
+    EXPECT_EQ(doc["flops"]["convention"], "full");
+    EXPECT_TRUE(doc["fits"].get<bool>());
+    EXPECT_EQ(doc["peak_bytes"], doc["stages"][doc["worst_stage"].get<int>()]["memory"]["total"]);
+}
+
+TEST(CliEstimate, OverridesChangeTheEstimate) {
+    Proc base = run(kPtd + " estimate --json " + kJobs + "llama3-8b-h100.toml");
+    Proc bigger = run(kPtd + " estimate --json " + kJobs + "llama3-8b-h100.toml --set training.micro_batch=2");
+    ASSERT_EQ(base.rc, 0) << base.err;
+    ASSERT_EQ(bigger.rc, 0) << bigger.err;
+    auto a = nlohmann::json::parse(base.out), b = nlohmann::json::parse(bigger.out);
+    EXPECT_EQ(b["layout"]["micro_batch"], 2);
+    EXPECT_EQ(b["layout"]["micro_batches"], 8);  // 64 / (2 · 4)
+    EXPECT_GT(b["stages"][0]["memory"]["activations"].get<double>(), a["stages"][0]["memory"]["activations"].get<double>());
+}
+
+TEST(CliOverrides, ErrorsNameTheOverride) {
+    Proc key = run(kPtd + " estimate " + kJobs + "llama3-8b-h100.toml --set parallel.tpp=4");
+    EXPECT_EQ(key.rc, 2);
+    EXPECT_TRUE(contains(key.err, "--set parallel.tpp=4: error: parallel.tpp: unknown key (did you mean \"tp\"?)")) << key.err;
+    EXPECT_EQ(key.out, "");
+
+    Proc value = run(kPtd + " estimate " + kJobs + "llama3-8b-h100.toml --set parallel.zero=7");
+    EXPECT_EQ(value.rc, 2);
+    EXPECT_TRUE(contains(value.err, "--set parallel.zero=7: error: parallel.zero: got 7; allowed: 0 .. 3")) << value.err;
+
+    Proc cross = run(kPtd + " layout " + kJobs + "llama3-8b-h100.toml --set parallel.tp=3");
+    EXPECT_EQ(cross.rc, 2);
+    EXPECT_TRUE(contains(cross.err, "--set parallel.tp=3: error: parallel.tp: got 3, but heads (32)")) << cross.err;
+
+    Proc section = run(kPtd + " validate " + kJobs + "llama3-8b-h100.toml --set paralel.tp=2");
+    EXPECT_EQ(section.rc, 2);
+    EXPECT_TRUE(contains(section.err, "unknown section \"paralel\" (did you mean \"parallel\"?); allowed: model, cluster, "
+                                      "parallel, training, launch, estimate")) << section.err;
+
+    Proc form = run(kPtd + " estimate @tiny --set parallel.tp");
+    EXPECT_EQ(form.rc, 2);
+    EXPECT_TRUE(contains(form.err, "expected section.key=value")) << form.err;
+}
+
+TEST(CliOverrides, ValidateAndLayoutTakeSet) {
+    Proc v = run(kPtd + " validate --json " + kJobs + "llama3-8b-h100.toml --set parallel.tp=4 --set parallel.dp=2"
+                 " --set cluster.gpu.memory_gib=40");
+    ASSERT_EQ(v.rc, 0) << v.err;
+    auto doc = nlohmann::json::parse(v.out);
+    EXPECT_EQ(doc["results"][0]["job"]["parallel"]["tp"], 4);
+    EXPECT_EQ(doc["results"][0]["job"]["cluster"]["memory_gib"], 40.0);
+    // --set before the job files takes one KEY=VALUE each and leaves the files alone.
+    Proc before = run(kPtd + " validate --set parallel.tp=4 --set parallel.dp=2 " + kJobs + "llama3-8b-h100.toml " + kJobs +
+                      "llama3-8b-h100.toml");
+    EXPECT_EQ(before.rc, 0) << before.err;
+    Proc l = run(kPtd + " layout --json @tiny --set parallel.tp=1 --set parallel.pp=4");
+    ASSERT_EQ(l.rc, 0) << l.err;
+    EXPECT_EQ(nlohmann::json::parse(l.out)["degrees"]["pp"], 4);
+}
+
+TEST(CliPlan, TopKJson) {
+    Proc r = run(kPtd + " plan --top 3 --json " + kJobs + "llama3-8b-h100.toml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["schema"], "ptd.plan/1");
+    ASSERT_EQ(doc["top"].size(), 3u);
+    for (const auto& e : doc["top"]) {
+        EXPECT_TRUE(e["fits"].get<bool>());
+        EXPECT_EQ(e["tp"].get<int>() * e["pp"].get<int>() * e["dp"].get<int>() * e["cp"].get<int>(), 8);
+    }
+    EXPECT_GE(doc["top"][0]["tokens_per_s"].get<double>(), doc["top"][2]["tokens_per_s"].get<double>());
+    EXPECT_FALSE(doc["pareto"].empty());
+    EXPECT_FALSE(doc["why_best"].get<std::string>().empty());
+    EXPECT_GT(doc["feasible"].get<long long>(), 0);
+}
+
+TEST(CliPlan, TextTables) {
+    Proc r = run(kPtd + " plan --top 5 " + kJobs + "llama3-8b-h100.toml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* s : {"top 5 layouts", "Pareto front", "headroom GiB", "tokens/s", "why:", "your layout:", "searched"})
+        EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
+    Proc bad = run(kPtd + " plan --top 0 " + kJobs + "llama3-8b-h100.toml");
+    EXPECT_EQ(bad.rc, 2);
+}
+
+TEST(CliExport, Megatron) {
+    Proc r = run(kPtd + " export " + kJobs + "gpt3-175b-a100.toml --format megatron");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "--tensor-model-parallel-size 8 \\\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "--pipeline-model-parallel-size 8 \\\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "--global-batch-size 1536")) << r.out;
+    Proc zero = run(kPtd + " export @default --format megatron --set parallel.zero=3 --set parallel.pp=1");
+    EXPECT_EQ(zero.rc, 2);
+    EXPECT_TRUE(contains(zero.err, "no ZeRO-2/3")) << zero.err;
+    EXPECT_EQ(zero.out, "");
+}
+
+TEST(CliExport, DeepSpeedJson) {
+    Proc r = run(kPtd + " export " + kJobs + "gpt3-175b-a100.toml --format deepspeed");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto ds = nlohmann::json::parse(r.out);  // stdout is pure JSON; notes go to stderr
+    EXPECT_EQ(ds["train_batch_size"], 1536);
+    EXPECT_EQ(ds["gradient_accumulation_steps"], 96);
+    EXPECT_TRUE(ds["fp16"]["enabled"].get<bool>());
+    EXPECT_TRUE(contains(r.err, "note: tp 8 × pp 8")) << r.err;
+}
+
+TEST(CliExport, TorchtitanToml) {
+    Proc r = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format torchtitan");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    toml::table doc = toml::parse(r.out);
+    EXPECT_EQ(doc["parallelism"]["tensor_parallel_degree"].value_or(0), 2);
+    EXPECT_EQ(doc["parallelism"]["pipeline_parallel_degree"].value_or(0), 1);
+    EXPECT_EQ(doc["parallelism"]["data_parallel_shard_degree"].value_or(0), 4);
+    EXPECT_EQ(doc["parallelism"]["context_parallel_degree"].value_or(0), 1);
+    EXPECT_EQ(doc["model"]["flavor"].value_or(std::string()), "8B");
+    Proc fp16 = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format torchtitan --set training.precision=fp16");
+    EXPECT_EQ(fp16.rc, 2);
+    EXPECT_TRUE(contains(fp16.err, "training.precision")) << fp16.err;
+}
+
+TEST(CliExport, PlanAndBadFormat) {
+    Proc r = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format deepspeed --plan");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "--plan: exporting the planner's best layout")) << r.err;
+    EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+    Proc bad = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format nemo");
+    EXPECT_EQ(bad.rc, 2);
+    EXPECT_TRUE(contains(bad.err, "nemo")) << bad.err;
 }
 
 TEST(Engine, DescribeUsesTheSharedLayout) {

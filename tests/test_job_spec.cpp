@@ -290,6 +290,7 @@ void expect_same(const ptd::JobSpec& a, const ptd::JobSpec& b) {
     EXPECT_EQ(a.parallel, b.parallel);
     EXPECT_EQ(a.training, b.training);
     EXPECT_EQ(a.launch, b.launch);
+    EXPECT_EQ(a.estimate, b.estimate);
 }
 
 void expect_round_trip(const ptd::JobSpec& job) {
@@ -365,6 +366,7 @@ lr = 1.5e-4
 warmup = 10
 steps = 50
 data = "/data/tokens.bin"
+flash_attention = false
 
 [launch]
 mode = "ssh"
@@ -373,9 +375,32 @@ port = 2222
 env = ["NCCL_DEBUG", "MY_VAR"]
 accept_new_host_keys = true
 grace_s = 2.5
+
+[estimate]
+activation_profile = "ptd-engine"
+attention_flops = "causal"
+cuda_context_gib = 0.75
+nccl_gib = 0.25
+fragmentation = 0.1
+headroom = 0.05
+vocab_pad = 64
+overlap_grad_reduce = false
+overlap_param_gather = false
+zero_bucket_elements = 2e8
 )";
     auto job = load(text);
     ASSERT_TRUE(job) << job.error().str();
+    EXPECT_FALSE(job->training.flash_attention);
+    EXPECT_EQ(job->estimate.activation_profile, ptd::ActivationProfile::ptd_engine);
+    EXPECT_EQ(job->estimate.attention_flops, ptd::AttentionFlops::causal);
+    EXPECT_EQ(job->estimate.cuda_context_gib, 0.75);
+    EXPECT_EQ(job->estimate.nccl_gib, 0.25);
+    EXPECT_EQ(job->estimate.fragmentation, 0.1);
+    EXPECT_EQ(job->estimate.headroom, 0.05);
+    EXPECT_EQ(job->estimate.vocab_pad, 64);
+    EXPECT_FALSE(job->estimate.overlap_grad_reduce);
+    EXPECT_FALSE(job->estimate.overlap_param_gather);
+    EXPECT_EQ(job->estimate.zero_bucket_elements, 2e8);
     EXPECT_EQ(job->cluster.gpu.memory_gib, 79.5);
     EXPECT_EQ(job->cluster.gpu.bf16_tflops, 312.0);
     EXPECT_EQ(job->model.name, "my model");

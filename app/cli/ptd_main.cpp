@@ -1,5 +1,5 @@
-// ptd_main.cpp — the `ptd` command line: validate, layout, presets (more come with the
-// estimators and the launcher). Exit codes: 0 ok, 2 usage/config error, 1 runtime failure.
+// ptd_main.cpp — the `ptd` command line: validate, layout, presets, estimate, plan and
+// export (docs/cli.md). Exit codes: 0 ok, 2 usage/config error, 1 runtime failure.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
     validate->add_option("JOB", va.jobs, "Job spec file(s)")->required();
     validate->add_flag("--json", va.json, "Machine-readable result (schema ptd.validate/1)");
     validate->add_flag("--print", va.print, "Print each valid job as canonical TOML (what saving writes)");
+    // One KEY=VALUE per --set (allow_extra_args(false)), so `--set k=v JOB` leaves JOB alone.
+    const char* set_help = "Override a job key, e.g. --set parallel.tp=4 (repeatable; checked like the file)";
+    validate->add_option("--set", va.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
 
     ptd::LayoutArgs la;
     std::string color_by = "tp";
@@ -28,6 +31,35 @@ int main(int argc, char** argv) {
     layout->add_option("--hosts", la.hosts, "DeepSpeed-style hostfile (overrides the job's hosts)");
     layout->add_flag("--json", la.json, "Every rank and group as JSON (schema ptd.layout/1)");
     layout->add_flag("--all", la.all, "Draw every node (default: elide the middle beyond 16 nodes)");
+    layout->add_option("--set", la.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+
+    ptd::EstimateArgs ea;
+    auto* estimate = app.add_subcommand("estimate", "Memory per stage, step time, tokens/s and MFU of a job");
+    estimate->add_option("JOB", ea.job, "Job spec file, @default or @tiny")->required();
+    estimate->add_option("--set", ea.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+    estimate->add_flag("--json", ea.json, "Machine-readable estimate (schema ptd.estimate/1)");
+
+    ptd::PlanArgs pl;
+    auto* plan = app.add_subcommand("plan", "Search every layout of the job's model and rank those that fit");
+    plan->add_option("JOB", pl.job, "Job spec file, @default or @tiny")->required();
+    plan->add_option("--top", pl.top, "How many layouts to list (default 10)")->check(CLI::Range(1, 10000));
+    plan->add_option("--gpus", pl.gpus, "Plan for this many GPUs (default: the job's cluster)")->check(CLI::Range(1, 1 << 24));
+    plan->add_option("--headroom", pl.headroom, "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom)")
+        ->check(CLI::Range(0.0, 0.9));
+    plan->add_flag("--tp-beyond-node", pl.tp_beyond_node, "Also try tp larger than a node");
+    plan->add_flag("--exhaustive", pl.exhaustive, "Evaluate every layout (no pruning; slower, same answer)");
+    plan->add_option("--set", pl.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+    plan->add_flag("--json", pl.json, "Machine-readable plan (schema ptd.plan/1)");
+
+    ptd::ExportArgs xa;
+    std::string format;
+    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a DeepSpeed config or a torchtitan TOML");
+    export_cmd->add_option("JOB", xa.job, "Job spec file, @default or @tiny")->required();
+    export_cmd->add_option("--format", format, "Target framework")
+        ->required()
+        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan"}));
+    export_cmd->add_flag("--plan", xa.plan, "Export the planner's best layout instead of the job's");
+    export_cmd->add_option("--set", xa.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
 
     ptd::PresetsArgs pa;
     auto* presets_cmd = app.add_subcommand("presets", "List model and GPU presets");
@@ -58,5 +90,11 @@ int main(int argc, char** argv) {
         return ptd::cmd_layout(la, *presets, stdout, stderr);
     }
     if (*presets_cmd) return ptd::cmd_presets(pa, *presets, stdout, stderr);
+    if (*estimate) return ptd::cmd_estimate(ea, *presets, stdout, stderr);
+    if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);
+    if (*export_cmd) {
+        xa.format = *ptd::parse_export_format(format);  // CLI11 checked the word
+        return ptd::cmd_export(xa, *presets, stdout, stderr);
+    }
     return ptd::kExitConfig;
 }

@@ -1,16 +1,21 @@
-// commands.cpp — validate, layout and presets.
+// commands.cpp — validate, layout, presets, estimate, plan and export.
 #include "commands.h"
 
 #include <nlohmann/json.hpp>
 
+#include "estimate_view.h"
+#include "ptd/estimate.h"
+#include "ptd/job_overrides.h"
 #include "ptd/model_stats.h"
+#include "ptd/planner.h"
 
 namespace ptd {
 
-Result<JobSpec> load_job_arg(const std::string& arg, const PresetCatalog& presets) {
-    if (arg == "@default") return default_job(presets);
-    if (arg == "@tiny") return tiny_local_job(presets);
-    return load_job_file(arg, presets);
+Result<JobSpec> load_job_arg(const std::string& arg, const PresetCatalog& presets,
+                             const std::vector<std::string>& overrides) {
+    if (arg == "@default") return apply_overrides(default_job(presets), overrides, presets);
+    if (arg == "@tiny") return apply_overrides(tiny_local_job(presets), overrides, presets);
+    return load_job_file_with_overrides(arg, overrides, presets);
 }
 
 static nlohmann::json diagnostics_json(const Error& e) {
@@ -40,7 +45,7 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
     nlohmann::json results = nlohmann::json::array();
     Term term = detect_term(out);
     for (const std::string& path : a.jobs) {
-        auto job = load_job_arg(path, presets);
+        auto job = load_job_arg(path, presets, a.sets);
         if (a.json) {
             nlohmann::json r = {{"file", path}, {"valid", (bool)job}};
             if (job) {
@@ -74,7 +79,7 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
 }
 
 int cmd_layout(const LayoutArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets);
+    auto job = load_job_arg(a.job, presets, a.sets);
     if (!job) {
         print_error(err, job.error());
         return kExitConfig;
@@ -135,6 +140,89 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
         std::fprintf(out, "          %-10s %5.0f GiB %6.1f %6.1f %6.1f %6.1f %6.1f %22.0f %10.0f   %s\n", g.name.c_str(),
                      g.memory_gib, g.fp32_tflops, g.tf32_tflops, g.bf16_tflops, g.fp16_tflops, g.fp8_tflops,
                      g.hbm_gbps, g.link_gbps, g.description.c_str());
+    return kExitOk;
+}
+
+static void print_notes(FILE* err, const std::string& who, const std::vector<std::string>& notes) {
+    Term t = detect_term(err);
+    for (const std::string& note : notes)
+        std::fprintf(err, "%s: %s %s\n", who.c_str(), yellow(t, "note:").c_str(), note.c_str());
+}
+
+int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, a.sets);
+    if (!job) {
+        print_error(err, job.error());
+        return kExitConfig;
+    }
+    const Estimate est = estimate_job(*job);
+    if (a.json) {
+        std::fprintf(out, "%s\n", estimate_json(*job, est).dump(2).c_str());
+        return kExitOk;
+    }
+    print_notes(err, a.job, job->origin.notes);
+    std::fprintf(out, "%s", render_estimate_text(*job, est, detect_term(out)).c_str());
+    return kExitOk;  // an OOM is an answer, not a failure: the table marks it
+}
+
+int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, a.sets);
+    if (!job) {
+        print_error(err, job.error());
+        return kExitConfig;
+    }
+    PlanOptions opt;
+    opt.top_k = a.top;
+    opt.gpus = a.gpus;
+    opt.headroom = a.headroom;
+    opt.tp_beyond_node = a.tp_beyond_node;
+    opt.exhaustive = a.exhaustive;
+    auto plan = plan_layouts(*job, opt);
+    if (!plan) {
+        print_error(err, plan.error());
+        return kExitConfig;
+    }
+    if (a.json) {
+        std::fprintf(out, "%s\n", plan_json(*job, *plan, opt).dump(2).c_str());
+        return kExitOk;
+    }
+    print_notes(err, a.job, job->origin.notes);
+    std::fprintf(out, "%s", render_plan_text(*job, *plan, opt, detect_term(out)).c_str());
+    return kExitOk;
+}
+
+int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, a.sets);
+    if (!job) {
+        print_error(err, job.error());
+        return kExitConfig;
+    }
+    JobSpec chosen = *job;
+    if (a.plan) {
+        auto plan = plan_layouts(*job, PlanOptions{});
+        if (!plan) {
+            print_error(err, plan.error());
+            return kExitConfig;
+        }
+        if (plan->top.empty()) {
+            print_error(err, Error(Diagnostic{SourceLoc{job->origin.file}, "",
+                                              "--plan: no layout of this model fits on the cluster (" + plan->why_best +
+                                                  "); nothing to export"}));
+            return kExitConfig;
+        }
+        chosen = apply_plan_entry(*job, plan->top.front());
+        const ParallelSpec& p = chosen.parallel;
+        print_notes(err, a.job, {"--plan: exporting the planner's best layout " +
+                                 layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp) + ", micro-batch " +
+                                 std::to_string(chosen.training.micro_batch) + " (" + plan->why_best + ")"});
+    }
+    auto exported = export_job(chosen, a.format);
+    if (!exported) {
+        print_error(err, exported.error());
+        return kExitConfig;
+    }
+    std::fprintf(out, "%s", exported->text.c_str());
+    print_notes(err, a.job, exported->notes);
     return kExitOk;
 }
 

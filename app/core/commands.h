@@ -1,6 +1,7 @@
 // commands.h — the `ptd` subcommands as functions (the CLI and ptd-studio's headless
 // fallback both call them). Each returns the process exit code:
 //   0 ok, 2 usage or configuration error, 1 runtime failure.
+// `ptd estimate` and `ptd plan` exit 0 when a job does not fit: that is their answer.
 #pragma once
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "layout_view.h"
+#include "ptd/export.h"
 #include "ptd/presets.h"
 
 namespace ptd {
@@ -17,11 +19,13 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitConfig = 2;
 
 // A job from a path, or one of the built-ins: "@default" (7B on 4×8 H100), "@tiny" (tiny
-// GPT on 4 local CPU ranks).
-Result<JobSpec> load_job_arg(const std::string& arg, const PresetCatalog& presets);
+// GPT on 4 local CPU ranks), with `--set section.key=value` overrides applied in order.
+Result<JobSpec> load_job_arg(const std::string& arg, const PresetCatalog& presets,
+                             const std::vector<std::string>& overrides = {});
 
 struct ValidateArgs {
     std::vector<std::string> jobs;
+    std::vector<std::string> sets;  // --set, applied to every job
     bool json = false;
     bool print = false;  // print the canonical TOML of each valid job
 };
@@ -29,6 +33,7 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
 
 struct LayoutArgs {
     std::string job;
+    std::vector<std::string> sets;
     std::string hosts;        // hostfile overriding the job's
     ColorBy color_by = ColorBy::tp;
     bool json = false;
@@ -40,6 +45,34 @@ struct PresetsArgs {
     bool json = false;
 };
 int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
+
+struct EstimateArgs {
+    std::string job;
+    std::vector<std::string> sets;
+    bool json = false;        // schema ptd.estimate/1
+};
+int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
+
+struct PlanArgs {
+    std::string job;
+    std::vector<std::string> sets;
+    int top = 10;
+    int gpus = 0;             // 0 = the job's world size
+    double headroom = -1;     // < 0 = the job's estimate.headroom
+    bool tp_beyond_node = false;
+    bool exhaustive = false;
+    bool json = false;        // schema ptd.plan/1
+};
+int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
+
+struct ExportArgs {
+    std::string job;
+    std::vector<std::string> sets;
+    ExportFormat format = ExportFormat::megatron;
+    bool plan = false;        // export the planner's best layout instead of the job's
+};
+// The export on `out`; notes (what the format carries elsewhere) on `err`.
+int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
 
 // Summary + layout of a job in the terminal (ptd-studio without a display).
 int print_job_overview(const JobSpec& job, FILE* out, FILE* err);

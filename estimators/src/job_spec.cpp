@@ -38,6 +38,8 @@ const char* to_string(Optimizer v) {
     return "?";
 }
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
+const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
+const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
 
 double GpuSpec::peak_tflops(Precision p) const {
     switch (p) {

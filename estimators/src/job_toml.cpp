@@ -244,6 +244,8 @@ static const std::vector<std::string> kRecomputeWords = {"none", "selective", "f
 static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
 static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
+static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
+static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
 
@@ -448,6 +450,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("grad_clip", tr.grad_clip, 0, 1e6);
     r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
     r.read_string("data", tr.data);
+    r.read_bool("flash_attention", tr.flash_attention);
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -483,6 +486,22 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     r.finish();
 }
 
+static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "estimate");
+    EstimateSpec& e = job.estimate;
+    read_enum(r, "activation_profile", e.activation_profile, kProfileWords);
+    read_enum(r, "attention_flops", e.attention_flops, kAttentionFlopsWords);
+    r.read_double("cuda_context_gib", e.cuda_context_gib, 0, 1024);
+    r.read_double("nccl_gib", e.nccl_gib, 0, 1024);
+    r.read_double("fragmentation", e.fragmentation, 0, 0.9);
+    r.read_double("headroom", e.headroom, 0, 0.9);
+    r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
+    r.read_bool("overlap_grad_reduce", e.overlap_grad_reduce);
+    r.read_bool("overlap_param_gather", e.overlap_param_gather);
+    r.read_double("zero_bucket_elements", e.zero_bucket_elements, 1, 1e12);
+    r.finish();
+}
+
 Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
     try {
         return toml::parse(text, file);
@@ -496,10 +515,16 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
 Result<JobSpec> load_job_text(std::string_view text, const std::string& file, const PresetCatalog& presets) {
     auto doc = parse_toml(text, file);
     if (!doc) return std::unexpected(doc.error());
+    return load_job_table(*doc, file, presets);
+}
+
+// The one strict reader: files, texts and `--set` overrides (job_overrides.cpp edits the
+// parsed table, then calls this) all go through it, so every key is checked the same way.
+Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, const PresetCatalog& presets) {
     TomlContext ctx{file, {}, {}};
     JobSpec job;
     job.origin.file = file;
-    TableReader top(ctx, *doc, "");
+    TableReader top(ctx, doc, "");
     using Section = void (*)(TomlContext&, const toml::table&, JobSpec&, const PresetCatalog&);
     struct Entry {
         const char* name;
@@ -512,6 +537,7 @@ Result<JobSpec> load_job_text(std::string_view text, const std::string& file, co
         {"parallel", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_parallel(c, t, j); }, false},
         {"training", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_training(c, t, j); }, false},
         {"launch", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_launch(c, t, j); }, false},
+        {"estimate", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_estimate(c, t, j); }, false},
     };
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
@@ -698,6 +724,7 @@ std::string save_job_toml(const JobSpec& job) {
     w.dbl("grad_clip", t.grad_clip);
     w.int_("seed", t.seed);
     w.str("data", t.data);
+    w.boolean("flash_attention", t.flash_attention);
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;
@@ -716,6 +743,23 @@ std::string save_job_toml(const JobSpec& job) {
     if (l.accept_new_host_keys != d.accept_new_host_keys) w.boolean("accept_new_host_keys", l.accept_new_host_keys);
     if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
     if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
+
+    // [estimate] only when something differs from the defaults.
+    const EstimateSpec& e = job.estimate;
+    const EstimateSpec ed;
+    if (e != ed) {
+        w.header("estimate");
+        if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));
+        if (e.attention_flops != ed.attention_flops) w.str("attention_flops", to_string(e.attention_flops));
+        if (e.cuda_context_gib != ed.cuda_context_gib) w.dbl("cuda_context_gib", e.cuda_context_gib);
+        if (e.nccl_gib != ed.nccl_gib) w.dbl("nccl_gib", e.nccl_gib);
+        if (e.fragmentation != ed.fragmentation) w.dbl("fragmentation", e.fragmentation);
+        if (e.headroom != ed.headroom) w.dbl("headroom", e.headroom);
+        if (e.vocab_pad != ed.vocab_pad) w.int_("vocab_pad", e.vocab_pad);
+        if (e.overlap_grad_reduce != ed.overlap_grad_reduce) w.boolean("overlap_grad_reduce", e.overlap_grad_reduce);
+        if (e.overlap_param_gather != ed.overlap_param_gather) w.boolean("overlap_param_gather", e.overlap_param_gather);
+        if (e.zero_bucket_elements != ed.zero_bucket_elements) w.dbl("zero_bucket_elements", e.zero_bucket_elements);
+    }
 
     // A GPU that is not exactly a preset is written as a table (it must come after the
     // plain keys of every other table, so it goes last).

@@ -57,6 +57,9 @@ private:
 };
 
 Result<toml::table> parse_toml(std::string_view text, const std::string& file);
+// load_job_text on an already-parsed document (`file` names it in diagnostics and anchors
+// relative hf_config paths).
+Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, const PresetCatalog& presets);
 Result<std::string> read_text_file(const std::string& path);
 
 // The [model] keys (also the body of each model preset). from_scratch = no preset or HF

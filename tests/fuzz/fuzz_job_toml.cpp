@@ -34,6 +34,7 @@ std::string differences(const ptd::JobSpec& a, const ptd::JobSpec& b) {
     if (!(a.parallel == b.parallel)) out += "parallel ";
     if (!(a.training == b.training)) out += "training ";
     if (!(a.launch == b.launch)) out += "launch ";
+    if (!(a.estimate == b.estimate)) out += "estimate ";
     return out;
 }
 

@@ -22,6 +22,8 @@ enum class Recompute { none, selective, full };
 enum class Precision { fp32, bf16, fp16 };
 enum class Optimizer { adamw, adam, sgd };
 enum class LaunchMode { local, ssh };
+enum class ActivationProfile { megatron, ptd_engine };  // TOML: "megatron", "ptd-engine"
+enum class AttentionFlops { full, causal };             // attention-score FLOPs convention
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -32,6 +34,8 @@ const char* to_string(Recompute v);
 const char* to_string(Precision v);
 const char* to_string(Optimizer v);
 const char* to_string(LaunchMode v);
+const char* to_string(ActivationProfile v);
+const char* to_string(AttentionFlops v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -122,6 +126,7 @@ struct TrainingSpec {
     double grad_clip = 1.0;     // global-norm clip; 0 = off
     int seed = 1234;
     std::string data = "synthetic";  // "synthetic", a text file, or an llm.c .bin token file
+    bool flash_attention = true;     // fused attention: no s×s score/softmax tensors kept
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
@@ -146,6 +151,23 @@ struct LaunchSpec {
     bool operator==(const LaunchSpec&) const = default;
 };
 
+// [estimate] — how the estimators count. Every figure is documented in docs/estimators.md
+// with its source; the defaults are what a Megatron-LM run on NVIDIA GPUs shows.
+struct EstimateSpec {
+    ActivationProfile activation_profile = ActivationProfile::megatron;
+    AttentionFlops attention_flops = AttentionFlops::full;  // full s² (PaLM) or causal s²/2
+    double cuda_context_gib = 0.5;   // CUDA context + kernels per process (0 on the cpu preset)
+    double nccl_gib = 0.5;           // NCCL buffers per communicator with > 1 rank
+    double fragmentation = 0.05;     // caching-allocator reserve, fraction of allocated bytes
+    double headroom = 0.0;           // fraction of device memory a layout must leave free to fit
+    int vocab_pad = 128;             // vocab padded to a multiple of vocab_pad · tp
+    bool overlap_grad_reduce = true; // DP gradient reduction overlaps the last backward
+    bool overlap_param_gather = true;// sharded-optimizer param all-gather overlaps the first forward
+    double zero_bucket_elements = 5e8;  // DeepSpeed reduce/allgather bucket size (elements)
+
+    bool operator==(const EstimateSpec&) const = default;
+};
+
 // The whole job. `origin` remembers how [model] and the GPU were given so that saving
 // writes `preset = ...` plus only the keys the user changed.
 struct JobSpec {
@@ -154,6 +176,7 @@ struct JobSpec {
     ParallelSpec parallel;
     TrainingSpec training;
     LaunchSpec launch;
+    EstimateSpec estimate;
 
     struct Origin {
         std::string file;           // the TOML file ("<string>" when loaded from text)

@@ -1,0 +1,330 @@
+// estimate_view.cpp — text tables and JSON for `ptd estimate` and `ptd plan`.
+#include "estimate_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "ptd/model_stats.h"
+
+namespace ptd {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string fmt(const char* f, auto... args) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, f, args...);
+    return buf;
+}
+
+// Display width of UTF-8 text (code points; the tables use only narrow characters).
+int width(std::string_view s) {
+    int w = 0;
+    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
+    return w;
+}
+std::string pad_right(std::string s, int w) { return s + std::string((size_t)std::max(0, w - width(s)), ' '); }
+std::string pad_left(std::string s, int w) { return std::string((size_t)std::max(0, w - width(s)), ' ') + s; }
+
+std::string gib(double bytes) { return fmt("%.2f", bytes / kGiB); }
+
+std::string thousands(double v) {
+    std::string digits = fmt("%.0f", v), out;
+    const size_t n = digits.size();
+    for (size_t i = 0; i < n; ++i) {
+        out += digits[i];
+        if (digits[i] != '-' && (n - i - 1) % 3 == 0 && i + 1 < n) out += ',';
+    }
+    return out;
+}
+
+std::string human_count(double n) {
+    if (n >= 1e12) return fmt("%.2fT", n / 1e12);
+    if (n >= 1e9) return fmt("%.2fB", n / 1e9);
+    if (n >= 1e6) return fmt("%.1fM", n / 1e6);
+    if (n >= 1e3) return fmt("%.1fK", n / 1e3);
+    return fmt("%.0f", n);
+}
+
+bool same_memory(const MemoryBreakdown& a, const MemoryBreakdown& b) {
+    return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer && a.activations == b.activations &&
+           a.temp == b.temp && a.cuda_context == b.cuda_context && a.nccl == b.nccl && a.fragmentation == b.fragmentation;
+}
+
+const char* attention_convention(AttentionFlops c) {
+    return c == AttentionFlops::full ? "full s² (PaLM)" : "causal s²/2 (Megatron)";
+}
+
+std::string zero_label(int zero, bool dist_opt) { return dist_opt ? "dopt" : std::to_string(zero); }
+
+// Plain status text (colour is added after padding so the columns line up).
+std::string status_text(const Estimate& est, const MemoryBreakdown& mem) {
+    const double total = mem.total();
+    if (total > est.usable_bytes) return fmt("OOM +%.1f GiB", (total - est.usable_bytes) / kGiB);
+    return fmt("ok %.0f%%", est.capacity_bytes > 0 ? 100.0 * total / est.capacity_bytes : 0.0);
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+    return {{"params", m.params},           {"grads", m.grads},   {"optimizer", m.optimizer},
+            {"activations", m.activations}, {"temp", m.temp},     {"cuda_context", m.cuda_context},
+            {"nccl", m.nccl},               {"fragmentation", m.fragmentation}, {"total", m.total()}};
+}
+
+nlohmann::json time_json(const TimeBreakdown& t) {
+    return {{"compute", t.compute}, {"tp_comm", t.tp_comm}, {"cp_comm", t.cp_comm},     {"ep_comm", t.ep_comm},
+            {"pp_comm", t.pp_comm}, {"bubble", t.bubble},   {"dp_comm", t.dp_comm},     {"optimizer", t.optimizer},
+            {"total", t.total()}};
+}
+
+}  // namespace
+
+std::string layout_label(int tp, int pp, int dp, int cp, int ep, int vpp) {
+    std::string s = fmt("tp%d·pp%d·dp%d", tp, pp, dp);
+    if (cp > 1) s += fmt("·cp%d", cp);
+    if (ep > 1) s += fmt("·ep%d", ep);
+    if (vpp > 1) s += fmt("·vpp%d", vpp);
+    return s;
+}
+
+// ---- estimate --------------------------------------------------------------------------
+
+std::string render_estimate_text(const JobSpec& job, const Estimate& est, const Term& term) {
+    const ModelSpec& m = job.model;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    std::string out;
+
+    // Header: what is being estimated, in one line.
+    out += bold(term, m.name) + fmt(" (%s params) on %d × %s", human_count((double)est.params.total).c_str(),
+                                    job.world_size(), job.cluster.gpu.name.c_str());
+    out += " · " + layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp);
+    out += fmt(" · mb %d · global %d · %d micro-batches · %s · %s · recompute %s · SP %s · flash %s\n", t.micro_batch,
+               t.global_batch, est.micro_batches, to_string(t.precision),
+               p.distributed_optimizer ? "distributed optimizer" : fmt("zero %d", p.zero).c_str(),
+               to_string(p.recompute), p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
+
+    // Memory: one row per run of consecutive stages with the same breakdown.
+    out += "\n" + bold(term, "memory per GPU, GiB") + dim(term, " (most loaded rank of each pipeline stage)") + "\n";
+    const int wl = 12;
+    const std::vector<std::pair<const char*, int>> cols = {
+        {"layers", 6}, {"params", 8},  {"grads", 8},    {"optimizer", 10}, {"activations", 12}, {"temp", 7},
+        {"CUDA ctx", 9}, {"NCCL", 6}, {"frag", 6},     {"total", 8},      {"capacity", 9}};
+    std::string head = "  " + pad_right("stage", wl);
+    for (auto [name, w] : cols) head += pad_left(name, w);
+    out += bold(term, head + "  status") + "\n";
+    const auto& st = est.stages;
+    for (size_t i = 0; i < st.size();) {
+        size_t j = i + 1;
+        while (j < st.size() && same_memory(st[j].mem, st[i].mem) && st[j].layers == st[i].layers) ++j;
+        const bool worst = est.worst_stage >= (int)i && est.worst_stage < (int)j;
+        const MemoryBreakdown& mem = st[i].mem;
+        std::string label = j - i == 1 ? fmt("stage %d", st[i].stage) : fmt("stages %d–%d", st[i].stage, st[j - 1].stage);
+        std::string row = "  " + pad_right(label, wl);
+        const double values[] = {mem.params, mem.grads, mem.optimizer, mem.activations, mem.temp,
+                                 mem.cuda_context, mem.nccl, mem.fragmentation, mem.total(), est.capacity_bytes};
+        row += pad_left(std::to_string(st[i].layers), cols[0].second);
+        for (size_t c = 0; c < std::size(values); ++c) row += pad_left(gib(values[c]), cols[c + 1].second);
+        const std::string status = status_text(est, mem);
+        const bool oom = mem.total() > est.usable_bytes;
+        row += "  " + (oom ? red(term, status) : green(term, status));
+        if (worst && st.size() > 1) row += (oom ? red(term, "  ◀ worst") : bold(term, "  ◀ worst"));
+        out += row + "\n";
+        i = j;
+    }
+    if (est.usable_bytes < est.capacity_bytes)
+        out += dim(term, fmt("  usable %.2f of %.2f GiB (estimate.headroom %.0f%%)\n", est.usable_bytes / kGiB,
+                             est.capacity_bytes / kGiB, job.estimate.headroom * 100));
+    if (!est.fits)
+        out += red(term, fmt("  OOM: stage %d needs %.2f GiB, %.2f GiB more than the %.2f GiB usable",
+                             est.stages.empty() ? 0 : est.stages[(size_t)est.worst_stage].stage,
+                             est.stages.empty() ? 0.0 : est.stages[(size_t)est.worst_stage].mem.total() / kGiB,
+                             est.stages.empty() ? 0.0 : (est.stages[(size_t)est.worst_stage].mem.total() - est.usable_bytes) / kGiB,
+                             est.usable_bytes / kGiB)) + "\n";
+
+    // Time.
+    const TimeBreakdown& tb = est.time;
+    const double total = tb.total();
+    out += "\n" + bold(term, "time per step") + dim(term, " (critical path through the slowest stage)") + "\n";
+    const std::pair<const char*, double> rows[] = {
+        {"compute", tb.compute}, {"TP comm", tb.tp_comm}, {"CP comm", tb.cp_comm},         {"EP comm", tb.ep_comm},
+        {"PP p2p", tb.pp_comm},  {"bubble", tb.bubble},   {"DP comm exposed", tb.dp_comm}, {"optimizer", tb.optimizer}};
+    for (auto [name, s] : rows)
+        out += "  " + pad_right(name, 16) + pad_left(fmt("%.3f s", s), 12) +
+               pad_left(fmt("%.1f%%", total > 0 ? 100.0 * s / total : 0.0), 8) + "\n";
+    out += "  " + bold(term, pad_right("total step", 16) + pad_left(fmt("%.3f s", est.step_s), 12)) + "\n";
+
+    // Throughput and utilisation.
+    out += "\n" + bold(term, "throughput ") +
+           fmt("%s tokens/s · model %.1f TFLOP/s per GPU · hardware %.1f TFLOP/s per GPU (peak %.0f)\n",
+               thousands(est.tokens_per_s).c_str(), est.model_tflops_per_gpu, est.hardware_tflops_per_gpu,
+               est.peak_tflops);
+    out += bold(term, "MFU ") + fmt("%.1f%% · HFU %.1f%% · attention FLOPs: %s\n", est.mfu * 100, est.hfu * 100,
+                                    attention_convention(est.flops.convention));
+
+    if (!est.notes.empty()) {
+        out += "\n" + bold(term, "notes") + "\n";
+        for (const std::string& n : est.notes) out += "  - " + n + "\n";
+    }
+    return out;
+}
+
+nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageEstimate& s : est.stages)
+        stages.push_back({{"stage", s.stage},
+                          {"layers", s.layers},
+                          {"has_embedding", s.has_embedding},
+                          {"has_output", s.has_output},
+                          {"in_flight", s.in_flight},
+                          {"parameters", s.params_count},
+                          {"memory", memory_json(s.mem)},
+                          {"fits", s.mem.total() <= est.usable_bytes},
+                          {"activation_bytes_per_microbatch", s.act_per_microbatch},
+                          {"per_microbatch_s",
+                           {{"forward", s.fwd_s}, {"backward", s.bwd_s}, {"recompute", s.recompute_s}, {"tp", s.tp_s},
+                            {"cp", s.cp_s}, {"ep", s.ep_s}, {"p2p", s.p2p_s}}},
+                          {"dp_s", s.dp_s}});
+    return {
+        {"schema", "ptd.estimate/1"},
+        {"job", job.origin.file},
+        {"model", job.model.name},
+        {"world", job.world_size()},
+        {"gpu", job.cluster.gpu.name},
+        {"layout",
+         {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"vpp", p.vpp},
+          {"zero", p.zero}, {"distributed_optimizer", p.distributed_optimizer},
+          {"sequence_parallel", p.sequence_parallel}, {"recompute", to_string(p.recompute)}, {"order", p.order},
+          {"micro_batch", t.micro_batch}, {"global_batch", t.global_batch}, {"micro_batches", est.micro_batches},
+          {"precision", to_string(t.precision)}, {"flash_attention", t.flash_attention}}},
+        {"capacity_bytes", est.capacity_bytes},
+        {"usable_bytes", est.usable_bytes},
+        {"fits", est.fits},
+        {"worst_stage", est.worst_stage},
+        {"peak_bytes", est.stages.empty() ? 0.0 : est.stages[(size_t)est.worst_stage].mem.total()},
+        {"stages", stages},
+        {"time", time_json(est.time)},
+        {"step_s", est.step_s},
+        {"tokens_per_s", est.tokens_per_s},
+        {"model_tflops_per_gpu", est.model_tflops_per_gpu},
+        {"hardware_tflops_per_gpu", est.hardware_tflops_per_gpu},
+        {"peak_tflops", est.peak_tflops},
+        {"mfu", est.mfu},
+        {"hfu", est.hfu},
+        {"flops",
+         {{"convention", to_string(est.flops.convention)}, {"model_per_token", est.flops.model_per_token},
+          {"hardware_per_token", est.flops.hardware_per_token}, {"attention_per_token", est.flops.attention_per_token},
+          {"params_matmul", est.flops.params_matmul}}},
+        {"vocab_padded", est.vocab_padded},
+        {"parameters", {{"total", est.params.total}, {"active", est.params.active}, {"non_embedding", est.params.non_embedding}}},
+        {"notes", est.notes},
+    };
+}
+
+// ---- plan ------------------------------------------------------------------------------
+
+namespace {
+
+const char* order_of(const JobSpec& job, const LayoutChoice& c) {
+    return c.order >= 0 && c.order < kPlannerOrderCount ? kPlannerOrders[c.order] : job.parallel.order.c_str();
+}
+
+std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries, const Term& term) {
+    const std::vector<std::pair<const char*, int>> cols = {
+        {"rank", 5}, {"tp", 4}, {"pp", 4}, {"dp", 5}, {"cp", 4}, {"ep", 4}, {"vpp", 4}, {"mb", 4},
+        {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
+        {"step s", 9}, {"tokens/s", 12}, {"MFU", 7}};
+    std::string out, head;
+    for (auto [name, w] : cols) head += pad_left(name, w);
+    out += bold(term, head) + "\n";
+    for (size_t i = 0; i < entries.size(); ++i) {
+        const LayoutChoice& c = entries[i].choice;
+        const LayoutScore& s = entries[i].score;
+        const std::string cells[] = {
+            std::to_string(i + 1), std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.dp),
+            std::to_string(c.cp), std::to_string(c.ep), std::to_string(c.vpp), std::to_string(c.micro_batch),
+            zero_label(c.zero, c.distributed_optimizer), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
+            order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
+            thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)};
+        std::string row;
+        for (size_t k = 0; k < cols.size(); ++k) row += pad_left(cells[k], cols[k].second);
+        out += row + "\n";
+    }
+    return out;
+}
+
+nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
+    const LayoutChoice& c = e.choice;
+    const LayoutScore& s = e.score;
+    return {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"cp", c.cp}, {"ep", c.ep}, {"vpp", c.vpp},
+            {"micro_batch", c.micro_batch}, {"zero", c.zero}, {"distributed_optimizer", c.distributed_optimizer},
+            {"sequence_parallel", c.sequence_parallel}, {"recompute", to_string(c.recompute)},
+            {"order", order_of(job, c)}, {"layers_per_stage", e.layers_per_stage},
+            {"peak_bytes", s.peak_bytes}, {"usable_bytes", s.usable_bytes},
+            {"headroom_bytes", s.usable_bytes - s.peak_bytes}, {"fits", s.fits}, {"worst_stage", s.worst_stage},
+            {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s}, {"mfu", s.mfu}, {"hfu", s.hfu},
+            {"time", time_json(s.time)}, {"worst_memory", memory_json(s.worst_mem)}};
+}
+
+}  // namespace
+
+std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const PlanOptions& options, const Term& term) {
+    const int world = options.gpus > 0 ? options.gpus : job.world_size();
+    const double headroom = options.headroom >= 0 ? options.headroom : job.estimate.headroom;
+    std::string out;
+    out += bold(term, job.model.name) +
+           fmt(" on %d × %s (%.0f GiB each), global batch %d, headroom %.0f%%\n", world, job.cluster.gpu.name.c_str(),
+               job.cluster.gpu.memory_gib, job.training.global_batch, headroom * 100);
+    if (plan.top.empty()) {
+        out += "\n" + red(term, "no layout fits") + "\n";
+    } else {
+        out += "\n" + bold(term, fmt("top %zu layouts by tokens/s", plan.top.size())) + "\n";
+        out += plan_table(job, plan.top, term);
+        out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
+        out += plan_table(job, plan.pareto, term);
+    }
+    if (!plan.why_best.empty()) out += "\n" + bold(term, "why: ") + plan.why_best + "\n";
+    if (plan.job_rank >= 0)
+        out += bold(term, "your layout: ") + fmt("rank %d of %lld feasible (%s)\n", plan.job_rank + 1, (long long)plan.feasible,
+                                                 layout_label(job.parallel.tp, job.parallel.pp, job.parallel.dp,
+                                                              job.parallel.cp, job.parallel.ep, job.parallel.vpp).c_str());
+    else
+        out += bold(term, "your layout: ") + "not ranked (it does not fit, or lies outside the search space)\n";
+    out += dim(term, fmt("searched %lld layouts, evaluated %lld, %lld fit, in %.2f s%s\n", (long long)plan.enumerated,
+                         (long long)plan.evaluated, (long long)plan.feasible, plan.seconds,
+                         plan.cancelled ? " (cancelled)" : ""));
+    if (plan.equivalent_hidden > 0)
+        out += dim(term, fmt("%lld fitting layouts with exactly the same predicted numbers as a listed one are not repeated\n",
+                             (long long)plan.equivalent_hidden));
+    return out;
+}
+
+nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanOptions& options) {
+    nlohmann::json top = nlohmann::json::array(), pareto = nlohmann::json::array();
+    for (const PlanEntry& e : plan.top) top.push_back(entry_json(job, e));
+    for (const PlanEntry& e : plan.pareto) pareto.push_back(entry_json(job, e));
+    return {{"schema", "ptd.plan/1"},
+            {"job", job.origin.file},
+            {"model", job.model.name},
+            {"gpus", options.gpus > 0 ? options.gpus : job.world_size()},
+            {"gpu", job.cluster.gpu.name},
+            {"global_batch", job.training.global_batch},
+            {"headroom", options.headroom >= 0 ? options.headroom : job.estimate.headroom},
+            {"top", top},
+            {"pareto", pareto},
+            {"why_best", plan.why_best},
+            {"job_rank", plan.job_rank},
+            {"enumerated", plan.enumerated},
+            {"evaluated", plan.evaluated},
+            {"feasible", plan.feasible},
+            {"equivalent_hidden", plan.equivalent_hidden},
+            {"seconds", plan.seconds},
+            {"cancelled", plan.cancelled}};
+}
+
+}  // namespace ptd

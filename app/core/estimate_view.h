@@ -1,0 +1,31 @@
+// estimate_view.h — an Estimate and a PlanResult for people (terminal tables, colour only
+// on a TTY) and for programs (stable JSON, schemas "ptd.estimate/1" and "ptd.plan/1",
+// documented in docs/cli.md). Bytes are shown in GiB with two decimals.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ptd/estimate.h"
+#include "ptd/job_spec.h"
+#include "ptd/planner.h"
+#include "term.h"
+
+namespace ptd {
+
+// Header line, memory table (one row per run of identical stages), time breakdown,
+// throughput / MFU line, notes. Ends in a newline.
+std::string render_estimate_text(const JobSpec& job, const Estimate& est, const Term& term);
+nlohmann::json estimate_json(const JobSpec& job, const Estimate& est);
+
+// Top-k table, Pareto front, why the best wins, the job's own rank, search counts.
+// `job` is the job as planned (its world size may come from --gpus).
+std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const PlanOptions& options,
+                             const Term& term);
+nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanOptions& options);
+
+// "tp8·pp4·dp2·vpp5": the degrees greater than one after tp·pp·dp.
+std::string layout_label(int tp, int pp, int dp, int cp, int ep, int vpp);
+
+}  // namespace ptd

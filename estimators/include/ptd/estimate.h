@@ -1,0 +1,212 @@
+// estimate.h — what one training job costs: memory per rank for every pipeline stage,
+// FLOPs per token (model and hardware), and the time of one iteration with every term
+// shown. One evaluation path serves `ptd estimate` (full detail) and the planner (a
+// score per layout, no allocation, ~1 µs). docs/estimators.md gives every formula with
+// its source; docs/accuracy.md the calibration and the error against published runs.
+//
+// Notation in comments: b micro-batch, s sequence, h hidden, a heads, g KV heads,
+// d head dim, f MLP width, V padded vocab, L layers, t tp, p pp, v vpp, c cp, m
+// micro-batches per replica per step, N data-parallel degree that shards optimizer state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ptd/job_spec.h"
+#include "ptd/model_stats.h"
+
+namespace ptd {
+
+// Bytes on one rank, by category. Overheads are kept apart so users see them.
+struct MemoryBreakdown {
+    double params = 0;        // weights in the training dtype (+ fp32 weights for fp32 runs)
+    double grads = 0;         // gradient buffers, incl. Megatron's fp32 main-grad buffer
+    double optimizer = 0;     // fp32 master weights, Adam m and v (+ fp32 grad copy for fp16)
+    double activations = 0;   // saved for backward at the schedule's peak (all in-flight micro-batches)
+    double temp = 0;          // communication / temporary buffers (SP gather, p2p, ZeRO buckets, gathered params)
+    double cuda_context = 0;  // estimate.cuda_context_gib
+    double nccl = 0;          // estimate.nccl_gib × communicators with > 1 rank
+    double fragmentation = 0; // estimate.fragmentation × (everything allocated above)
+
+    double model_states() const { return params + grads + optimizer; }
+    double overheads() const { return temp + cuda_context + nccl + fragmentation; }
+    double total() const { return model_states() + activations + overheads(); }
+};
+
+// Time of one iteration, seconds, on the critical path (the slowest stage).
+struct TimeBreakdown {
+    double compute = 0;       // m · (forward + backward + recompute) GEMM and memory-bound work
+    double tp_comm = 0;       // m · tensor-parallel all-reduces (or all-gather + reduce-scatter)
+    double cp_comm = 0;       // exposed context-parallel K/V exchange
+    double ep_comm = 0;       // MoE token all-to-all (dispatch + combine)
+    double pp_comm = 0;       // point-to-point activation / gradient sends
+    double bubble = 0;        // (p − 1)/v × one micro-batch through the slowest stage
+    double dp_comm = 0;       // exposed gradient reduction / parameter gathering (after overlap)
+    double optimizer = 0;     // the optimizer step (memory bound)
+    double total() const { return compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer; }
+};
+
+// One pipeline stage, seen from its most loaded rank.
+struct StageEstimate {
+    int stage = 0;                 // pipeline rank 0..p−1
+    int layers = 0;                // transformer layers on this stage (all vpp chunks)
+    bool has_embedding = false;    // first stage (and the tied copy on the last)
+    bool has_output = false;       // last stage: final norm, output layer, logits, loss
+    double in_flight = 0;          // micro-batches whose activations are held at the peak (chunks / v for vpp)
+    double params_count = 0;       // parameters held on this rank (dense + expert)
+    MemoryBreakdown mem;
+    double act_per_microbatch = 0; // activation bytes one micro-batch leaves on this stage
+    // Per micro-batch on this stage, seconds.
+    double fwd_s = 0, bwd_s = 0, recompute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, p2p_s = 0;
+    double dp_s = 0;               // this stage's whole DP traffic per iteration (before overlap)
+};
+
+struct FlopsEstimate {
+    AttentionFlops convention = AttentionFlops::full;
+    double model_per_token = 0;    // PaLM: 6·(matmul params incl. output layer) + attention term
+    double hardware_per_token = 0; // model + recomputation
+    double attention_per_token = 0;// the attention-score part of model_per_token
+    double params_matmul = 0;      // active matmul parameters one token uses (incl. output layer)
+};
+
+struct Estimate {
+    std::vector<StageEstimate> stages;  // every pipeline stage, in order
+    int worst_stage = 0;                // index of the stage with the largest total
+    double capacity_bytes = 0;          // device memory
+    double usable_bytes = 0;            // capacity × (1 − headroom)
+    bool fits = false;                  // worst stage total ≤ usable
+    int micro_batches = 0;              // m per replica per step
+    double vocab_padded = 0;
+    FlopsEstimate flops;
+    TimeBreakdown time;
+    double step_s = 0;
+    double tokens_per_s = 0;            // whole job
+    double model_tflops_per_gpu = 0;    // model FLOPs / step time / GPUs
+    double hardware_tflops_per_gpu = 0;
+    double peak_tflops = 0;             // dense peak of the GPU for the precision
+    double mfu = 0, hfu = 0;
+    ParamCounts params;                 // whole-model counts
+    std::vector<std::string> notes;     // assumptions worth telling the user
+};
+
+// A layout choice the planner varies. Everything else comes from the job.
+struct LayoutChoice {
+    int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;
+    int micro_batch = 1;
+    int zero = 0;
+    bool distributed_optimizer = false;
+    bool sequence_parallel = false;
+    Recompute recompute = Recompute::none;
+    int order = 0;                 // index into kPlannerOrders (layout_choice_order)
+};
+
+// The rank orders the planner tries: TP innermost (Megatron default), then others.
+inline constexpr const char* kPlannerOrders[] = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp"};
+inline constexpr int kPlannerOrderCount = 3;
+
+// Cheap summary of one layout for ranking; what the planner keeps.
+struct LayoutScore {
+    double peak_bytes = 0;      // total of the most loaded stage
+    double usable_bytes = 0;
+    bool fits = false;
+    double step_s = 0;
+    double tokens_per_s = 0;
+    double mfu = 0, hfu = 0;
+    int worst_stage = 0;
+    TimeBreakdown time;
+    MemoryBreakdown worst_mem;
+};
+
+// Model- and cluster-derived constants computed once per job, reused for every layout.
+struct EstimateContext {
+    JobSpec job;                // model, cluster, training, estimate as given (parallel ignored)
+    ParamCounts params;
+    double peak_flops = 0;      // FLOP/s for the job's precision
+    bool cpu_device = false;    // the `cpu` preset: no CUDA context or NCCL buffers
+};
+
+EstimateContext make_estimate_context(const JobSpec& job);
+
+// Score one layout. `layers_per_stage` may be empty (balanced split: the remainder goes
+// to stages 1.., sparing the first, which holds the most activations). With `detail`,
+// fills every stage; without, evaluates only the stages that can be the worst (≤ 4).
+// The layout must be valid (divisibility checked by the caller).
+LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,
+                            const std::vector<int>& layers_per_stage, Estimate* detail);
+
+// Full estimate of a valid job (validate_job empty).
+Estimate estimate_job(const JobSpec& job);
+
+// The job's parallel settings as a LayoutChoice (order index −1 when the job's order is
+// not one of kPlannerOrders; evaluate_layout then uses the job's order string).
+LayoutChoice layout_choice_of(const JobSpec& job);
+// The order string of a choice (the job's own when order < 0).
+const char* layout_choice_order(const EstimateContext& ctx, const LayoutChoice& c);
+
+// Layers per pipeline stage for a balanced split (see evaluate_layout).
+std::vector<int> balanced_layers_per_stage(int layers, int pp);
+
+// ---- the time model's constants ---------------------------------------------------------
+// Fitted by bench/accuracy on the calibration runs (docs/accuracy.md); process-wide, and
+// only bench/accuracy changes them (to fit). Everything else reads.
+struct TimeModelConstants {
+    double gemm_eff_max = 0.86;     // best fraction of dense peak a large GEMM reaches
+    double gemm_half_dim = 128.0;   // a GEMM dimension this size halves that dimension's factor
+    double flash_eff = 0.65;        // flash attention: fraction of peak on the executed (causal) FLOPs
+    double comm_eff = 0.80;         // NCCL bus bandwidth / link bandwidth, large messages
+    double hbm_eff = 0.80;          // memory-bound kernels: fraction of HBM bandwidth
+    double latency_intra_s = 15e-6; // per collective inside a node
+    double latency_inter_s = 30e-6; // per collective across nodes
+};
+TimeModelConstants& time_model_constants();
+
+// Fraction of peak a GEMM (m × k)·(k × n) reaches: gemm_eff_max · Π d/(d + gemm_half_dim).
+double gemm_efficiency(double m, double n, double k);
+
+// ---- pieces, exposed for tests and docs (each is one formula) --------------------------
+
+// Model FLOPs per token (PaLM appendix B generalised to GQA/SwiGLU/MoE), conventions:
+// full = 12·L·a·d·s attention term, causal = half of it.
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, bool flash_attention,
+                              AttentionFlops convention, double vocab_padded);
+
+// Activation bytes one transformer layer saves for backward, for one micro-batch on one
+// TP rank (Korthikanti et al. 2022 terms for `megatron`; the engine's buffer list for
+// `ptd-engine`). `s` is the local sequence (s / cp).
+struct ActivationInputs {
+    const ModelSpec* model = nullptr;
+    int micro_batch = 1, seq = 0, tp = 1, ep = 1;
+    bool sequence_parallel = false, flash_attention = true;
+    Recompute recompute = Recompute::none;
+    Precision precision = Precision::bf16;
+    ActivationProfile profile = ActivationProfile::megatron;
+};
+double layer_activation_bytes(const ActivationInputs& in);
+
+// One named buffer of the ptd-engine's per-layer saved activations (elements, not bytes).
+// The engine allocates exactly these, so prediction and measurement share one list.
+struct EngineBuffer {
+    const char* name;
+    int64_t elements;
+};
+std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                               bool sequence_parallel);
+// Output-stage buffers of the engine (final norm, logits) and input-stage (token ids).
+std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                int vocab_padded, bool sequence_parallel);
+
+// Padded vocabulary: V rounded up to a multiple of vocab_pad · tp (Megatron
+// --make-vocab-size-divisible-by).
+int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp);
+
+// Model-state bytes per parameter for a precision / optimizer / ZeRO stage / distributed
+// optimizer, split by category, with `shard` = ranks the sharded parts are divided over.
+struct StateBytes {
+    double params = 0, grads = 0, optimizer = 0;
+    double total() const { return params + grads + optimizer; }
+};
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero,
+                                 bool distributed_optimizer, double shard);
+
+}  // namespace ptd

@@ -1,0 +1,56 @@
+// planner.h — search every valid layout of a job's model on a cluster for a global batch,
+// drop those that do not fit, rank the rest by predicted tokens/s, and give the top-k and
+// the Pareto front of throughput vs memory headroom. Pruning never drops a feasible layout
+// (tests compare with exhaustive search).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ptd/estimate.h"
+
+namespace ptd {
+
+struct PlanOptions {
+    int gpus = 0;                  // world size to plan for; 0 = the job's cluster
+    int top_k = 10;
+    double headroom = -1;          // < 0: the job's estimate.headroom
+    bool tp_beyond_node = false;   // allow tp > gpus_per_node
+    bool vary_zero = true;         // try zero 0..3 and the distributed optimizer
+    bool vary_recompute = true;
+    bool vary_order = true;        // kPlannerOrders, not just the job's order
+    bool vary_ep = true;           // MoE: ep over divisors of experts dividing dp
+    int max_micro_batch = 64;
+    bool exhaustive = false;       // no pruning (tests compare)
+    // Called every so often from the searching thread with (evaluated, estimated total);
+    // return false to cancel.
+    std::function<bool(int64_t, int64_t)> progress;
+};
+
+struct PlanEntry {
+    LayoutChoice choice;
+    std::vector<int> layers_per_stage;  // empty = even split
+    LayoutScore score;
+};
+
+struct PlanResult {
+    std::vector<PlanEntry> top;          // best first, at most top_k, all fit
+    std::vector<PlanEntry> pareto;       // fit; no other fitting layout is both faster and has more headroom
+    int64_t enumerated = 0;              // layouts considered (incl. pruned)
+    int64_t evaluated = 0;               // evaluate_layout calls
+    int64_t feasible = 0;                // layouts that fit
+    int64_t equivalent_hidden = 0;       // fitting layouts left out of `top` because one listed has the same predicted numbers
+    double seconds = 0;
+    int job_rank = -1;                   // rank of the job's own layout among feasible (0 = best), −1 = not found / infeasible
+    std::string why_best;                // one line: why top[0] beats top[1]
+    bool cancelled = false;
+};
+
+Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options);
+
+// Apply a planned layout to a job (parallel + micro_batch; dp derived; global batch kept).
+JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry);
+
+}  // namespace ptd

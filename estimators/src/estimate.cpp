@@ -1,0 +1,856 @@
+// estimate.cpp — memory per rank per pipeline stage, FLOPs per token, and the time of one
+// iteration. One function (evaluate_stage) computes a stage's memory and per-micro-batch
+// time from closed-form terms; evaluate_layout runs it over the stages that matter and
+// combines them with the pipeline schedule. No allocation on the planner's path.
+// Every term is written out in docs/estimators.md with its source.
+#include "ptd/estimate.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace ptd {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+TimeModelConstants g_cal;
+
+}  // namespace
+
+// Each GEMM dimension d contributes d / (d + d0): under-filled tiles, wave quantisation and
+// memory-bound small shapes all bite on the smallest dimension.
+double gemm_efficiency(double m, double n, double k) {
+    const double d0 = g_cal.gemm_half_dim;
+    return g_cal.gemm_eff_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0));
+}
+TimeModelConstants& time_model_constants() { return g_cal; }
+
+namespace {
+
+inline double gemm_time(double peak, double m, double n, double k) {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k));
+}
+
+// Does a group of `n` ranks with rank stride `stride` cross a node boundary?
+inline bool spans_nodes(int stride, int n, int gpus_per_node) {
+    if (n <= 1) return false;
+    long long span = (long long)stride * n;
+    return span > gpus_per_node || gpus_per_node % span != 0;
+}
+
+// Strides of tp, cp, ep, dp, pp from an order string (fastest first). Names not written
+// are appended in Megatron's default order. Cheap: no allocation.
+struct Strides {
+    int tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
+};
+Strides order_strides(const char* order, int tp, int cp, int ep, int dp, int pp) {
+    // The ep block lives inside dp: expert groups vary ep fastest within the dp·cp block
+    // when ep is written before dp (the Megatron default).
+    const char* names[5] = {"tp", "cp", "ep", "dp", "pp"};
+    int sizes[5] = {tp, cp, 1, dp, pp};  // ep shares the dp dimension for dense ranks
+    int seen[5] = {0, 0, 0, 0, 0};
+    int seq[5];
+    int count = 0;
+    for (const char* p = order; *p && count < 5;) {
+        const char* dash = std::strchr(p, '-');
+        size_t len = dash ? (size_t)(dash - p) : std::strlen(p);
+        for (int i = 0; i < 5; ++i)
+            if (!seen[i] && len == 2 && std::strncmp(p, names[i], 2) == 0) {
+                seen[i] = 1;
+                seq[count++] = i;
+            }
+        if (!dash) break;
+        p = dash + 1;
+    }
+    for (int i = 0; i < 5; ++i)
+        if (!seen[i]) seq[count++] = i;
+    Strides s;
+    int stride = 1;
+    int* out[5] = {&s.tp, &s.cp, &s.ep, &s.dp, &s.pp};
+    for (int j = 0; j < 5; ++j) {
+        int i = seq[j];
+        *out[i] = stride;
+        stride *= sizes[i];
+    }
+    // Expert-parallel ranks are consecutive data-parallel ranks (ep varies fastest inside dp).
+    s.ep = s.dp;
+    return s;
+}
+
+// Everything one evaluation needs, derived from the context + layout once.
+struct LayoutDerived {
+    const ModelSpec* m;
+    int t, p, v, c, ep, dp, b, mbs;      // mbs = micro-batches per replica per step
+    double s_local;                      // sequence per rank (s / cp)
+    double tokens;                       // b · s_local
+    double e;                            // activation bytes per element
+    double pe;                           // parameter bytes per element (training dtype)
+    double vocab;                        // padded vocab
+    double heads_l, kv_l, d, h, f_l;     // local heads, local KV heads, head dim, hidden, local MLP width
+    bool sp, flash, dropout, swiglu, moe, layernorm, cpu;
+    Recompute rc;
+    StateBytes dense_state, expert_state;
+    // Per-layer parameters on one rank.
+    double layer_dense_params, layer_expert_params;
+    double embed_params, output_params, final_norm_params;
+    // Bandwidths (bytes/s, after efficiency) and latencies per group.
+    double bw_tp, bw_cp, bw_ep, bw_dp, bw_edp, bw_pp, lat_tp, lat_cp, lat_ep, lat_dp, lat_pp;
+    double peak, hbm;
+    int nccl_groups;                     // communicators with > 1 rank (excluding the embedding group)
+    int edp;                             // expert data-parallel size (dp·cp/ep)
+};
+
+double engine_buffers_bytes(const std::vector<EngineBuffer>& list, double e) {
+    double total = 0;
+    for (const EngineBuffer& x : list) total += (double)x.elements * (std::strncmp(x.name, "tokens", 6) == 0 ? 4.0 : e);
+    return total;
+}
+
+}  // namespace
+
+// ---- small formulas -----------------------------------------------------------------------
+
+int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp) {
+    const int64_t mult = (int64_t)std::max(vocab_pad, 1) * std::max(tp, 1);
+    return (vocab + mult - 1) / mult * mult;
+}
+
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero, bool distributed_optimizer,
+                                 double shard) {
+    const double N = std::max(shard, 1.0);
+    const double moments = optimizer == Optimizer::sgd ? 4.0 : 8.0;  // momentum, or Adam m + v
+    StateBytes b;
+    if (precision == Precision::fp32) {
+        // fp32 weights and grads; no master copy.
+        b.params = zero >= 3 ? 4.0 / N : 4.0;
+        b.grads = zero >= 2 ? 4.0 / N : 4.0;
+        b.optimizer = (zero >= 1 || distributed_optimizer) ? moments / N : moments;
+        return b;
+    }
+    if (zero == 0) {
+        // Megatron-LM: bf16 keeps an fp32 main-grad buffer (grads 4 bytes, never sharded);
+        // fp16 keeps fp16 grads plus an fp32 copy in the optimizer (docs/distrib_optimizer).
+        const bool bf16 = precision == Precision::bf16;
+        b.params = 2.0;
+        b.grads = bf16 ? 4.0 : 2.0;
+        const double opt = 4.0 + moments + (bf16 ? 0.0 : 4.0);  // master (+ fp32 grads for fp16)
+        b.optimizer = distributed_optimizer ? opt / N : opt;
+        return b;
+    }
+    // DeepSpeed ZeRO (Rajbhandari et al. 2020): 2 + 2 + K with K = 12 for Adam.
+    b.params = zero >= 3 ? 2.0 / N : 2.0;
+    b.grads = zero >= 2 ? 2.0 / N : 2.0;
+    b.optimizer = (4.0 + moments) / N;
+    return b;
+}
+
+std::vector<int> balanced_layers_per_stage(int layers, int pp) {
+    std::vector<int> out((size_t)std::max(pp, 1), layers / std::max(pp, 1));
+    int extra = layers % std::max(pp, 1);
+    // The first stage holds the most in-flight micro-batches; give the remainder to the next ones.
+    for (int i = 1; i < pp && extra > 0; ++i, --extra) ++out[(size_t)i];
+    if (extra > 0) ++out[0];  // only when pp == 1
+    return out;
+}
+
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, bool flash_attention,
+                              AttentionFlops convention, double vocab_padded) {
+    FlopsEstimate f;
+    f.convention = convention;
+    const double h = m.hidden, d = m.head_dim(), a = m.heads, g = m.kv_heads, F = m.ffn_hidden;
+    const double attn_params = 2.0 * h * a * d + 2.0 * h * g * d;            // Q, O + K, V
+    const double mats = m.activation == Activation::swiglu ? 3.0 : 2.0;
+    const double k = m.experts > 1 ? m.top_k : 1;
+    const double mlp_params = k * mats * h * F + (m.experts > 1 ? h * m.experts : 0.0);
+    const double layer_params = attn_params + mlp_params;
+    f.params_matmul = m.layers * layer_params + vocab_padded * h;
+    // Attention scores: QKᵀ and softmax·V, 2 FLOPs per multiply-add, ×3 for fwd + bwd:
+    // 12·L·a·d·s per token with every score counted (PaLM), half for causal masking.
+    double attn = 12.0 * m.layers * a * d * m.seq_len;
+    if (convention == AttentionFlops::causal) attn *= 0.5;
+    f.attention_per_token = attn;
+    f.model_per_token = 6.0 * f.params_matmul + attn;
+    double extra = 0;
+    if (recompute == Recompute::full) extra = 2.0 * m.layers * layer_params + attn / 3.0;
+    else if (recompute == Recompute::selective) extra = attn / 3.0;  // core attention forward again
+    (void)flash_attention;  // flash kernels also recompute scores in backward, but that is the kernel's cost, not a pass
+    f.hardware_per_token = f.model_per_token + extra;
+    return f;
+}
+
+// ---- ptd-engine buffers -------------------------------------------------------------------
+// The engine (fp32, no dropout, no flash attention) saves exactly these per layer and
+// micro-batch on one TP rank; `r` marks tensors outside the TP region (sharded by t with
+// sequence parallelism). The engine allocates from this list.
+
+std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                               bool sequence_parallel) {
+    const int64_t b = micro_batch, s = seq, h = m.hidden, d = m.head_dim();
+    const int64_t heads_l = m.heads / tp;
+    const int64_t kv_l = m.kv_heads >= tp ? m.kv_heads / tp : 1;
+    const int64_t f_l = (int64_t)m.ffn_hidden / tp;
+    const int64_t k = m.experts > 1 ? m.top_k : 1;
+    const int64_t hr = sequence_parallel ? h / tp : h;  // residual stream slice
+    const bool ln = m.norm == Norm::layernorm;
+    std::vector<EngineBuffer> v;
+    v.push_back({"ln1.input", b * s * hr});
+    v.push_back({"ln1.rstd", b * s});
+    if (ln) v.push_back({"ln1.mean", b * s});
+    v.push_back({"ln1.output", b * s * h});
+    v.push_back({"attn.q", b * s * heads_l * d});
+    v.push_back({"attn.k", b * s * kv_l * d});
+    v.push_back({"attn.v", b * s * kv_l * d});
+    v.push_back({"attn.probs", b * heads_l * s * s});
+    v.push_back({"attn.context", b * s * heads_l * d});
+    v.push_back({"ln2.input", b * s * hr});
+    v.push_back({"ln2.rstd", b * s});
+    if (ln) v.push_back({"ln2.mean", b * s});
+    v.push_back({"ln2.output", b * s * h});
+    if (m.experts > 1) v.push_back({"moe.router_probs", b * s * m.experts});
+    if (m.activation == Activation::swiglu) {
+        v.push_back({"mlp.gate", k * b * s * f_l});
+        v.push_back({"mlp.up", k * b * s * f_l});
+    } else {
+        v.push_back({"mlp.fc1", k * b * s * f_l});
+    }
+    v.push_back({"mlp.act", k * b * s * f_l});
+    return v;
+}
+
+std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                int vocab_padded, bool sequence_parallel) {
+    const int64_t b = micro_batch, s = seq, h = m.hidden;
+    const int64_t hr = sequence_parallel ? h / tp : h;
+    std::vector<EngineBuffer> v;
+    v.push_back({"final_norm.input", b * s * hr});
+    v.push_back({"final_norm.rstd", b * s});
+    if (m.norm == Norm::layernorm) v.push_back({"final_norm.mean", b * s});
+    v.push_back({"final_norm.output", b * s * h});
+    v.push_back({"logits.probs", b * s * (int64_t)vocab_padded / tp});
+    v.push_back({"tokens.targets", b * s});
+    return v;
+}
+
+// ---- activations --------------------------------------------------------------------------
+
+namespace {
+
+// Bytes one layer saves for backward, one micro-batch, one rank, recompute = none unless
+// the profile says otherwise. Megatron profile: Korthikanti et al. 2022 §4, generalised.
+double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
+    const double T = L.tokens, e = L.e, h = L.h;
+    const double r = L.sp ? 1.0 / L.t : 1.0;  // outside the TP region: sharded only with SP
+    const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const double s = L.s_local * L.c;          // keys span the whole sequence (CP ring)
+    if (rc == Recompute::full) return e * T * h * r;  // the layer input only
+    double bytes = 0;
+    // Attention block: LN1 input and output, Q, K, V, context (input of the output projection).
+    bytes += 2 * e * T * h * r;
+    bytes += e * T * (hd + 2 * kvd) + e * T * hd;
+    if (L.dropout) bytes += T * h * r;  // attention-output dropout mask (1 byte)
+    if (rc == Recompute::selective) {
+        // Core attention is recomputed from Q, K, V: nothing of it is kept.
+    } else if (L.flash) {
+        bytes += 4.0 * T * L.heads_l;  // fp32 log-sum-exp per query row and head
+    } else {
+        const double scores = L.heads_l * L.tokens * s;  // b · a/t · s_local · s
+        bytes += e * scores;                        // softmax output
+        if (L.dropout) bytes += scores + e * scores;  // dropout mask + dropout output
+    }
+    // MLP block: LN2 input and output, FC1 output(s), activation output.
+    bytes += 2 * e * T * h * r;
+    if (L.dropout) bytes += T * h * r;
+    if (L.moe) {
+        const double k = L.m->top_k;
+        bytes += 4.0 * T * r * L.m->experts;           // router probabilities (fp32)
+        bytes += e * T * k * h;                        // permuted tokens (expert inputs)
+        bytes += e * T * k * L.f_l * (L.swiglu ? 3.0 : 2.0);
+    } else {
+        bytes += e * T * L.f_l * (L.swiglu ? 3.0 : 2.0);  // FC1 out (gate + up for SwiGLU) + activation
+    }
+    return bytes;
+}
+
+}  // namespace
+
+double layer_activation_bytes(const ActivationInputs& in) {
+    const ModelSpec& m = *in.model;
+    const double e = in.precision == Precision::fp32 ? 4.0 : 2.0;
+    if (in.profile == ActivationProfile::ptd_engine) {
+        if (in.recompute == Recompute::full)
+            return e * in.micro_batch * (double)in.seq * m.hidden / (in.sequence_parallel ? in.tp : 1);
+        return engine_buffers_bytes(engine_layer_buffers(m, in.micro_batch, in.seq, in.tp, in.sequence_parallel), e);
+    }
+    LayoutDerived L{};
+    L.m = &m;
+    L.t = in.tp;
+    L.c = 1;
+    L.ep = in.ep;
+    L.b = in.micro_batch;
+    L.s_local = in.seq;
+    L.tokens = (double)in.micro_batch * in.seq;
+    L.e = e;
+    L.h = m.hidden;
+    L.d = m.head_dim();
+    L.heads_l = (double)m.heads / in.tp;
+    L.kv_l = m.kv_heads >= in.tp ? (double)m.kv_heads / in.tp : 1.0;
+    L.f_l = (double)m.ffn_hidden / in.tp;
+    L.sp = in.sequence_parallel && in.tp > 1;
+    L.flash = in.flash_attention;
+    L.dropout = m.arch == Arch::gpt;
+    L.swiglu = m.activation == Activation::swiglu;
+    L.moe = m.experts > 1;
+    L.rc = in.recompute;
+    return layer_activation_megatron(L, in.recompute);
+}
+
+// ---- context and one stage ------------------------------------------------------------------
+
+EstimateContext make_estimate_context(const JobSpec& job) {
+    EstimateContext ctx;
+    ctx.job = job;
+    ctx.params = count_parameters(job.model);
+    ctx.peak_flops = job.cluster.gpu.peak_tflops(job.training.precision) * 1e12;
+    ctx.cpu_device = job.cluster.gpu.name == "cpu";
+    return ctx;
+}
+
+LayoutChoice layout_choice_of(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    LayoutChoice c;
+    c.tp = p.tp;
+    c.pp = p.pp;
+    c.dp = p.dp;
+    c.cp = p.cp;
+    c.ep = p.ep;
+    c.vpp = p.vpp;
+    c.micro_batch = job.training.micro_batch;
+    c.zero = p.zero;
+    c.distributed_optimizer = p.distributed_optimizer;
+    c.sequence_parallel = p.sequence_parallel;
+    c.recompute = p.recompute;
+    c.order = -1;
+    for (int i = 0; i < kPlannerOrderCount; ++i)
+        if (p.order == kPlannerOrders[i]) c.order = i;
+    return c;
+}
+
+const char* layout_choice_order(const EstimateContext& ctx, const LayoutChoice& c) {
+    if (c.order >= 0 && c.order < kPlannerOrderCount) return kPlannerOrders[c.order];
+    return ctx.job.parallel.order.c_str();
+}
+
+namespace {
+
+LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
+    const JobSpec& job = ctx.job;
+    const ModelSpec& m = job.model;
+    const ClusterSpec& cl = job.cluster;
+    const EstimateSpec& es = job.estimate;
+    LayoutDerived L{};
+    L.m = &m;
+    L.t = ch.tp;
+    L.p = ch.pp;
+    L.v = std::max(ch.vpp, 1);
+    L.c = std::max(ch.cp, 1);
+    L.ep = std::max(ch.ep, 1);
+    L.dp = std::max(ch.dp, 1);
+    L.b = ch.micro_batch;
+    L.mbs = std::max(1, job.training.global_batch / std::max(1, ch.micro_batch * L.dp));
+    L.s_local = (double)m.seq_len / L.c;
+    L.tokens = L.b * L.s_local;
+    L.e = job.training.precision == Precision::fp32 ? 4.0 : 2.0;
+    L.pe = L.e;
+    L.vocab = (double)padded_vocab(m.vocab, es.vocab_pad, ch.tp);
+    L.h = m.hidden;
+    L.d = m.head_dim();
+    L.heads_l = (double)m.heads / L.t;
+    L.kv_l = m.kv_heads >= L.t ? (double)m.kv_heads / L.t : 1.0;  // GQA: replicated when t > g
+    L.f_l = (double)m.ffn_hidden / L.t;
+    L.sp = ch.sequence_parallel && L.t > 1;
+    L.flash = job.training.flash_attention;
+    L.dropout = m.arch == Arch::gpt;
+    L.swiglu = m.activation == Activation::swiglu;
+    L.moe = m.experts > 1;
+    L.layernorm = m.norm == Norm::layernorm;
+    L.cpu = ctx.cpu_device;
+    L.rc = ch.recompute;
+    L.edp = std::max(1, L.dp * L.c / L.ep);
+    // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
+    // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
+    L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
+                                          ch.distributed_optimizer, (double)L.dp * L.c);
+    L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
+                                           ch.distributed_optimizer, (double)L.edp);
+
+    // Parameters of one layer on one TP rank.
+    const double h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    double attn = h * hd * 2 + h * kvd * 2;
+    if (m.bias) attn += hd + 2 * kvd + h;
+    else if (m.qkv_bias) attn += hd + 2 * kvd;
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    double expert = (mats_in + 1.0) * h * L.f_l;
+    if (m.bias) expert += mats_in * L.f_l + h;
+    const double norm = L.layernorm ? 2 * h : h;
+    if (L.moe) {
+        L.layer_dense_params = attn + 2 * norm + h * m.experts;  // router replicated
+        L.layer_expert_params = expert * m.experts / L.ep;
+    } else {
+        L.layer_dense_params = attn + 2 * norm + expert;
+        L.layer_expert_params = 0;
+    }
+    L.embed_params = L.vocab * h / L.t + (m.position == Position::learned ? (double)m.seq_len * h : 0.0);
+    L.output_params = L.vocab * h / L.t;  // untied, or the tied copy on the last stage when p > 1
+    L.final_norm_params = norm;
+
+    // Which groups leave the node, from the rank order.
+    const char* order = layout_choice_order(ctx, ch);
+    Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
+    const int gpn = cl.gpus_per_node;
+    const double intra = (cl.intra_gbps > 0 ? cl.intra_gbps : cl.gpu.link_gbps) * 1e9 * g_cal.comm_eff;
+    const double inter = cl.inter_gbps * 1e9 * g_cal.comm_eff;
+    auto pick = [&](int stride, int n, double& bw, double& lat) {
+        bool out = spans_nodes(stride, n, gpn);
+        bw = out ? inter : intra;
+        lat = out ? g_cal.latency_inter_s : g_cal.latency_intra_s;
+    };
+    pick(st.tp, L.t, L.bw_tp, L.lat_tp);
+    pick(st.cp, L.c, L.bw_cp, L.lat_cp);
+    pick(st.ep, L.ep, L.bw_ep, L.lat_ep);
+    pick(st.dp, L.dp, L.bw_dp, L.lat_dp);
+    double dummy;
+    pick(st.dp * L.ep, L.edp, L.bw_edp, dummy);
+    pick(st.pp, L.p, L.bw_pp, L.lat_pp);
+    L.peak = std::max(ctx.peak_flops, 1.0);
+    L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * g_cal.hbm_eff;
+    L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
+    return L;
+}
+
+// Micro-batches (chunks / v) whose activations stage i holds at the 1F1B peak.
+// Non-interleaved: min(p − i, m). Interleaved (Megatron): warm-up chunks
+// 2·(p − i − 1) + (v − 1)·p, plus the one being computed, at most m·v.
+double in_flight_chunks(const LayoutDerived& L, int i) {
+    if (L.v <= 1) return std::min(L.p - i, L.mbs);
+    double chunks = 2.0 * (L.p - i - 1) + (double)(L.v - 1) * L.p + 1;
+    return std::min(chunks, (double)L.mbs * L.v);
+}
+
+// Time of one collective moving `bytes` per rank over a ring of n ranks.
+inline double all_reduce_time(double bytes, int n, double bw, double lat) {
+    return n <= 1 ? 0 : 2.0 * bytes * (n - 1) / n / bw + lat;
+}
+inline double gather_time(double bytes, int n, double bw, double lat) {  // all-gather or reduce-scatter
+    return n <= 1 ? 0 : bytes * (n - 1) / n / bw + lat;
+}
+
+// Forward time of one transformer layer on one rank for one micro-batch: GEMMs at the
+// shape-dependent efficiency, attention core, and memory-bound element-wise work.
+struct LayerTime {
+    double gemm = 0, attn = 0, elem = 0;  // forward
+    double attn_bwd = 0;                   // attention core backward
+};
+LayerTime layer_forward_time(const LayoutDerived& L) {
+    LayerTime lt;
+    const double T = L.tokens, h = L.h, d = L.d, hd = L.heads_l * d, kvd = L.kv_l * d;
+    lt.gemm += gemm_time(L.peak, T, hd + 2 * kvd, h);  // QKV
+    lt.gemm += gemm_time(L.peak, T, h, hd);            // output projection
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    if (L.moe) {
+        const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
+        const double per_expert_tokens = T * k * L.ep / L.m->experts;  // balanced routing
+        lt.gemm += experts_l * (gemm_time(L.peak, per_expert_tokens, mats_in * L.f_l, h) +
+                                gemm_time(L.peak, per_expert_tokens, h, L.f_l));
+        lt.gemm += gemm_time(L.peak, T, L.m->experts, h);  // router
+    } else {
+        lt.gemm += gemm_time(L.peak, T, mats_in * L.f_l, h);
+        lt.gemm += gemm_time(L.peak, T, h, L.f_l);
+    }
+    // Attention core: QKᵀ and PV per head; queries are local (s / cp), keys span s.
+    const double s_keys = L.s_local * L.c;
+    const double core_flops = 4.0 * L.b * L.heads_l * L.s_local * s_keys * d;
+    if (L.flash) {
+        // Flash kernels skip fully masked blocks: half the scores are computed.
+        lt.attn = 0.5 * core_flops / (L.peak * g_cal.flash_eff);
+        lt.attn_bwd = 2.5 * lt.attn;  // five GEMMs in the backward vs two forward
+    } else {
+        const double eff = gemm_efficiency(L.s_local, s_keys, d);
+        const double scores = L.b * L.heads_l * L.s_local * s_keys;
+        // Scale + mask + softmax (+ dropout) read and write the score tensor.
+        lt.attn = core_flops / (L.peak * eff) + (L.dropout ? 6.0 : 4.0) * L.e * scores / L.hbm;
+        lt.attn_bwd = 2.0 * lt.attn;
+    }
+    // Element-wise: two norms, two residual adds, bias/activation, dropout — about 16 reads or
+    // writes of a hidden-sized tensor and 3 of the MLP-sized one (4 for SwiGLU).
+    const double r = L.sp ? 1.0 / L.t : 1.0;
+    lt.elem = L.e * T * (16.0 * h * r + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
+    return lt;
+}
+
+struct StageEval {
+    MemoryBreakdown mem;
+    double act_per_mb = 0, in_flight = 0, params = 0;
+    double fwd = 0, bwd = 0, recompute = 0, tp = 0, cp = 0, ep = 0, p2p = 0;  // per micro-batch
+    double dp_grad = 0, dp_param = 0;  // per iteration, before overlap
+};
+
+StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, const LayerTime& lt, int i,
+                         int layers) {
+    const EstimateSpec& es = ctx.job.estimate;
+    const ModelSpec& m = *L.m;
+    const bool first = i == 0, last = i == L.p - 1;
+    StageEval S;
+
+    // Parameters on this rank.
+    double dense = layers * L.layer_dense_params;
+    const double expert = layers * L.layer_expert_params;
+    if (first) dense += L.embed_params;
+    if (last) {
+        dense += L.final_norm_params;
+        if (!m.tied_embeddings || L.p > 1) dense += L.output_params;  // tied + p = 1 shares the embedding
+    }
+    S.params = dense + expert;
+    S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
+    S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
+    S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
+
+    // Activations.
+    const bool engine = es.activation_profile == ActivationProfile::ptd_engine;
+    const double r = L.sp ? 1.0 / L.t : 1.0;
+    double per_layer, per_layer_full;
+    if (engine) {
+        ActivationInputs in;
+        in.model = &m;
+        in.micro_batch = L.b;
+        in.seq = (int)L.s_local;
+        in.tp = L.t;
+        in.ep = L.ep;
+        in.sequence_parallel = L.sp;
+        in.flash_attention = false;
+        in.recompute = Recompute::none;
+        in.precision = ctx.job.training.precision;
+        in.profile = ActivationProfile::ptd_engine;
+        per_layer_full = layer_activation_bytes(in);
+        per_layer = L.rc == Recompute::full ? L.e * L.tokens * L.h * r : per_layer_full;
+    } else {
+        per_layer_full = layer_activation_megatron(L, Recompute::none);
+        per_layer = layer_activation_megatron(L, L.rc);
+    }
+    double stage_extra = 0;  // embedding / output terms for one micro-batch
+    if (first && !engine) {
+        stage_extra += 4.0 * L.tokens;                     // token ids (int32)
+        if (L.dropout) stage_extra += L.tokens * L.h * r;  // embedding dropout mask
+    }
+    if (first && engine) stage_extra += 4.0 * L.tokens;    // tokens.input
+    double output_extra = 0;  // held for one micro-batch (the last stage runs its backward at once)
+    if (last) {
+        if (engine) {
+            output_extra = engine_buffers_bytes(
+                engine_output_buffers(m, L.b, (int)L.s_local, L.t, (int)L.vocab, L.sp), L.e);
+        } else {
+            // Final norm input and output, and fp32 logits for the vocab-parallel cross entropy.
+            output_extra = 2 * L.e * L.tokens * L.h * r + 4.0 * L.tokens * L.vocab / L.t;
+        }
+    }
+    const double chunks = in_flight_chunks(L, i);
+    const double chunk_layers = (double)layers / L.v;
+    S.act_per_mb = per_layer * layers + stage_extra;
+    S.in_flight = chunks / L.v;
+    S.mem.activations = chunks * (per_layer * chunk_layers + stage_extra / L.v) + output_extra;
+    // During backward one layer's recomputed tensors exist on top of what was saved (its saved
+    // part is already counted above).
+    if (L.rc != Recompute::none && layers > 0) S.mem.activations += per_layer_full - per_layer;
+
+    // Temporary and communication buffers.
+    double temp = 0;
+    if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
+    if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
+    S.mem.temp = temp;
+    S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
+    const bool embedding_group = L.p > 1 && m.tied_embeddings && (first || last);
+    S.mem.nccl = L.cpu ? 0.0 : es.nccl_gib * kGiB * (L.nccl_groups + (embedding_group ? 1 : 0));
+
+    // Time per micro-batch.
+    const double T = L.tokens;
+    S.fwd = layers * (lt.gemm + lt.attn + lt.elem);
+    S.bwd = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem);
+    if (L.rc == Recompute::full) S.recompute = S.fwd;
+    else if (L.rc == Recompute::selective) S.recompute = layers * lt.attn;  // core attention forward again
+    if (last) {
+        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h);
+        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
+        S.fwd += logits + ce;
+        S.bwd += 2.0 * logits + ce;
+    }
+    if (first) S.fwd += L.e * T * L.h / L.hbm;  // embedding gather
+    // TP: two all-reduces per layer forward and two backward (all-gather + reduce-scatter with
+    // SP: same volume); full recompute repeats the forward ones.
+    if (L.t > 1) {
+        const double msg = L.e * T * L.h;
+        const double one = L.sp ? 2.0 * gather_time(msg, L.t, L.bw_tp, L.lat_tp) : all_reduce_time(msg, L.t, L.bw_tp, L.lat_tp);
+        const double per_layer_colls = 4.0 + (L.rc == Recompute::full ? 2.0 : 0.0);
+        S.tp = layers * per_layer_colls * one;
+        if (first) S.tp += one;                       // vocab-parallel embedding
+        if (last) S.tp += 3.0 * (L.lat_tp + 4.0 * T / L.bw_tp);  // cross-entropy max / sum / target
+    }
+    if (L.c > 1) {
+        // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
+        // overlapped with the attention core, the excess is exposed.
+        const double kv = 2.0 * L.e * T * L.kv_l * L.d;
+        const double t_ring = (L.c - 1) * (kv / L.bw_cp + L.lat_cp);
+        S.cp = layers * (std::max(0.0, t_ring - lt.attn) + std::max(0.0, 2.0 * t_ring - lt.attn_bwd));
+    }
+    if (L.moe && L.ep > 1) {
+        const double tok = L.e * T * m.top_k * L.h;
+        const double a2a = tok * (L.ep - 1) / L.ep / L.bw_ep + L.lat_ep;
+        S.ep = layers * 4.0 * a2a;  // dispatch + combine, forward and backward
+    }
+    if (L.p > 1) {
+        const double hop = L.e * T * L.h * r / L.bw_pp + L.lat_pp;
+        S.p2p = 2.0 * L.v * hop;  // activation forward and gradient backward per chunk
+    }
+    return S;  // ZeRO buffers and DP traffic are added by the caller, which knows the layout
+}
+
+}  // namespace
+
+LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage,
+                            Estimate* detail) {
+    const JobSpec& job = ctx.job;
+    const ModelSpec& m = job.model;
+    const EstimateSpec& es = job.estimate;
+    LayoutDerived L = derive(ctx, ch);
+    const LayerTime lt = layer_forward_time(L);
+    const int p = L.p;
+
+    // Layers of stage i: from the explicit list (pp or pp·vpp entries), else balanced.
+    const int n_lps = (int)layers_per_stage.size();
+    const int base = m.layers / p, extra = m.layers % p;
+    auto stage_layers = [&](int i) -> int {
+        if (n_lps == p) return layers_per_stage[(size_t)i];
+        if (n_lps == p * L.v && n_lps > 0) {
+            int sum = 0;
+            for (int k = 0; k < L.v; ++k) sum += layers_per_stage[(size_t)(k * p + i)];
+            return sum;
+        }
+        if (p == 1) return m.layers;
+        return base + (i >= 1 && i <= extra ? 1 : 0);
+    };
+
+    // Stages that can be the worst: with a balanced split, the first, the first of each run
+    // of equal middle stages (most in flight), and the last. Otherwise every stage.
+    int cand[4];
+    int n_cand = 0;
+    // An explicit list that is the balanced split (as the planner passes when pp does not
+    // divide the layers) keeps the shortcut; any other list evaluates every stage.
+    bool balanced = n_lps == 0;
+    if (n_lps == p) {
+        balanced = true;
+        for (int i = 0; i < p && balanced; ++i)
+            balanced = layers_per_stage[(size_t)i] == (p == 1 ? m.layers : base + (i >= 1 && i <= extra ? 1 : 0));
+    }
+    const bool all_stages = detail != nullptr || !balanced;
+    if (!all_stages) {
+        auto add = [&](int i) {
+            if (i < 0 || i >= p) return;
+            for (int k = 0; k < n_cand; ++k)
+                if (cand[k] == i) return;
+            cand[n_cand++] = i;
+        };
+        add(0);
+        add(1);
+        add(extra + 1 < p - 1 ? extra + 1 : -1);
+        add(p - 1);
+    }
+    const int count = all_stages ? p : n_cand;
+
+    const double capacity = job.cluster.gpu.memory_gib * kGiB;
+    const double usable = capacity * (1.0 - es.headroom);
+    const double bucket = es.zero_bucket_elements;
+
+    LayoutScore score;
+    score.usable_bytes = usable;
+    double worst_total = -1, t_mb_max = 0, dp_exposed = 0, opt_max = 0;
+    StageEval worst_time_stage{};
+    if (detail) {
+        detail->stages.clear();
+        detail->stages.reserve((size_t)p);
+    }
+    for (int k = 0; k < count; ++k) {
+        const int i = all_stages ? k : cand[k];
+        const int layers = stage_layers(i);
+        StageEval S = evaluate_stage(ctx, L, lt, i, layers);
+
+        // ZeRO / distributed-optimizer buffers and DP traffic need the layout's stage.
+        const double dense_params = S.params - layers * L.layer_expert_params;
+        const double expert_params = layers * L.layer_expert_params;
+        const int N = L.dp * L.c;
+        if (ch.zero == 1 || ch.zero == 2) {
+            // DeepSpeed reduce and all-gather buckets in the training dtype.
+            S.mem.temp += 2.0 * L.pe * std::min(bucket, S.params);
+        } else if (ch.zero == 3) {
+            // Gathered parameters of the current and the prefetched layer (or the embedding).
+            const double biggest = std::max(L.layer_dense_params + L.layer_expert_params,
+                                            (i == 0 || i == p - 1) ? L.embed_params : 0.0);
+            S.mem.temp += 2.0 * L.pe * std::min(biggest, bucket);
+        }
+        const double allocated = S.mem.model_states() + S.mem.activations + S.mem.temp;
+        S.mem.fragmentation = es.fragmentation * allocated;
+
+        // DP traffic. Gradient bytes on the wire: Megatron reduces bf16 runs' fp32 main grads;
+        // DeepSpeed and fp16 reduce in the parameter dtype.
+        const bool megatron_grads = ch.zero == 0;
+        const double grad_e = job.training.precision == Precision::fp32 ? 4.0
+                            : (megatron_grads && job.training.precision == Precision::bf16 ? 4.0 : 2.0);
+        auto dp_cost = [&](double params, int n, double bw, double lat, double& grad, double& param) {
+            if (n <= 1 || params <= 0) return;
+            if (ch.zero == 3) {
+                // Per micro-batch: gather weights for forward and backward, reduce-scatter grads.
+                grad += L.mbs * gather_time(grad_e * params, n, bw, lat);
+                param += L.mbs * 2.0 * gather_time(L.pe * params, n, bw, lat);
+            } else if (ch.zero >= 1 || ch.distributed_optimizer) {
+                grad += gather_time(grad_e * params, n, bw, lat);
+                param += gather_time(L.pe * params, n, bw, lat);
+            } else {
+                grad += all_reduce_time(grad_e * params, n, bw, lat);
+            }
+        };
+        dp_cost(dense_params, N, L.bw_dp, L.lat_dp, S.dp_grad, S.dp_param);
+        dp_cost(expert_params, L.edp, L.bw_edp, L.lat_dp, S.dp_grad, S.dp_param);
+        if (p > 1 && m.tied_embeddings && (i == 0 || i == p - 1))  // embedding-group all-reduce
+            S.dp_grad += all_reduce_time(grad_e * L.output_params, 2, L.bw_pp, L.lat_pp);
+
+        // Exposed DP time. Gradient reduction overlaps the backward of the last micro-batch;
+        // stage i finishes its last backward i backward-steps before stage 0, which is slack.
+        // Parameter gathering overlaps the first forward of the next iteration. ZeRO-3's
+        // per-micro-batch traffic overlaps all compute (prefetch).
+        double exposed;
+        const double slack = i * S.bwd;
+        if (ch.zero == 3) {
+            exposed = std::max(0.0, S.dp_grad + S.dp_param - L.mbs * (S.fwd + S.bwd)) + S.dp_grad / L.mbs;
+        } else {
+            const double g = es.overlap_grad_reduce ? std::max(0.0, S.dp_grad - S.bwd) : S.dp_grad;
+            const double pg = es.overlap_param_gather ? std::max(0.0, S.dp_param - S.fwd) : S.dp_param;
+            exposed = std::max(0.0, g - slack) + pg;
+        }
+        dp_exposed = std::max(dp_exposed, exposed);
+
+        // Optimizer step: memory bound over this rank's optimizer shard. Adam touches
+        // grad (4), master (4+4), m (4+4), v (4+4), writes the weight: ~30 bytes/param.
+        const bool sharded = ch.zero >= 1 || ch.distributed_optimizer;
+        const double opt_params = dense_params / (sharded ? N : 1) + expert_params / (sharded ? L.edp : 1);
+        const double opt_bytes = job.training.optimizer == Optimizer::sgd ? 18.0 : 30.0;
+        const double t_opt = opt_params * opt_bytes / L.hbm;
+        opt_max = std::max(opt_max, t_opt);
+
+        const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
+        if (t_mb > t_mb_max) {
+            t_mb_max = t_mb;
+            worst_time_stage = S;
+        }
+        const double total = S.mem.total();
+        if (total > worst_total) {
+            worst_total = total;
+            score.worst_stage = i;
+            score.worst_mem = S.mem;
+        }
+        if (detail) {
+            StageEstimate se;
+            se.stage = i;
+            se.layers = layers;
+            se.has_embedding = i == 0 || (i == p - 1 && m.tied_embeddings && p > 1);
+            se.has_output = i == p - 1;
+            se.in_flight = S.in_flight;
+            se.params_count = S.params;
+            se.mem = S.mem;
+            se.act_per_microbatch = S.act_per_mb;
+            se.fwd_s = S.fwd;
+            se.bwd_s = S.bwd;
+            se.recompute_s = S.recompute;
+            se.tp_s = S.tp;
+            se.cp_s = S.cp;
+            se.ep_s = S.ep;
+            se.p2p_s = S.p2p;
+            se.dp_s = S.dp_grad + S.dp_param;
+            detail->stages.push_back(se);
+        }
+    }
+
+    // Pipeline: m micro-batches through the slowest stage plus the fill/drain bubble.
+    const StageEval& W = worst_time_stage;
+    TimeBreakdown tb;
+    tb.compute = L.mbs * (W.fwd + W.bwd + W.recompute);
+    tb.tp_comm = L.mbs * W.tp;
+    tb.cp_comm = L.mbs * W.cp;
+    tb.ep_comm = L.mbs * W.ep;
+    tb.pp_comm = L.mbs * W.p2p;
+    tb.bubble = p > 1 ? (double)(p - 1) / L.v * t_mb_max : 0.0;
+    tb.dp_comm = dp_exposed;
+    tb.optimizer = opt_max;
+
+    const int world = L.t * L.p * L.dp * L.c;
+    const double step = tb.total();
+    const double tokens = (double)job.training.global_batch * m.seq_len;
+    const FlopsEstimate fl = flops_per_token(m, ch.recompute, L.flash, es.attention_flops, L.vocab);
+    score.peak_bytes = worst_total;
+    score.fits = worst_total <= usable;
+    score.step_s = step;
+    score.tokens_per_s = step > 0 ? tokens / step : 0;
+    score.mfu = score.tokens_per_s * fl.model_per_token / (world * L.peak);
+    score.hfu = score.tokens_per_s * fl.hardware_per_token / (world * L.peak);
+    score.time = tb;
+
+    if (detail) {
+        detail->worst_stage = score.worst_stage;
+        detail->capacity_bytes = capacity;
+        detail->usable_bytes = usable;
+        detail->fits = score.fits;
+        detail->micro_batches = L.mbs;
+        detail->vocab_padded = L.vocab;
+        detail->flops = fl;
+        detail->time = tb;
+        detail->step_s = step;
+        detail->tokens_per_s = score.tokens_per_s;
+        detail->model_tflops_per_gpu = score.tokens_per_s * fl.model_per_token / world / 1e12;
+        detail->hardware_tflops_per_gpu = score.tokens_per_s * fl.hardware_per_token / world / 1e12;
+        detail->peak_tflops = L.peak / 1e12;
+        detail->mfu = score.mfu;
+        detail->hfu = score.hfu;
+        detail->params = ctx.params;
+    }
+    return score;
+}
+
+Estimate estimate_job(const JobSpec& job) {
+    EstimateContext ctx = make_estimate_context(job);
+    Estimate est;
+    LayoutChoice ch = layout_choice_of(job);
+    evaluate_layout(ctx, ch, job.parallel.layers_per_stage, &est);
+    const ModelSpec& m = job.model;
+    const int t = job.parallel.tp;
+    if (m.kv_heads > 0 && t > m.kv_heads)
+        est.notes.push_back("tp " + std::to_string(t) + " > kv_heads " + std::to_string(m.kv_heads) +
+                            ": each rank holds a replica of one KV head (K/V projections replicated " +
+                            std::to_string(t / m.kv_heads) + "×)");
+    if ((double)est.vocab_padded != (double)m.vocab)
+        est.notes.push_back("vocab padded from " + std::to_string(m.vocab) + " to " +
+                            std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +
+                            std::to_string(job.estimate.vocab_pad) + " · " + std::to_string(t) + ")");
+    if (job.estimate.activation_profile == ActivationProfile::megatron && m.arch == Arch::gpt)
+        est.notes.push_back("gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT configs");
+    if (job.parallel.recompute == Recompute::full)
+        est.notes.push_back("full recompute: activations include one layer recomputed during backward");
+    if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
+        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (fp32 math, no flash attention)");
+    if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
+    if (est.mfu > 1.0 && job.estimate.attention_flops == AttentionFlops::full)
+        est.notes.push_back("MFU above 100% under the full-s² convention: causal attention kernels execute about half "
+                            "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");
+    return est;
+}
+
+}  // namespace ptd

@@ -1,0 +1,233 @@
+// job_overrides.cpp — `--set section.key=value`: the override is written into the parsed
+// TOML document and the document is read by the one strict job reader (load_job_table),
+// so overrides get the same type/range/cross-field checks and "did you mean" hints as a
+// file. Afterwards every diagnostic about an overridden key is re-pointed at the override.
+#include "ptd/job_overrides.h"
+
+#include <algorithm>
+
+#include <toml++/toml.h>
+
+#include "job_toml_internal.h"
+#include "ptd/presets.h"
+
+namespace ptd {
+
+const std::vector<std::string>& override_sections() {
+    static const std::vector<std::string> sections = {"model", "cluster", "parallel", "training", "launch", "estimate"};
+    return sections;
+}
+
+static std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : std::string(sep)) + s;
+    return out;
+}
+
+static std::string trim(std::string_view s) {
+    const char* ws = " \t\r\n";
+    size_t b = s.find_first_not_of(ws);
+    if (b == std::string_view::npos) return "";
+    size_t e = s.find_last_not_of(ws);
+    return std::string(s.substr(b, e - b + 1));
+}
+
+static SourceLoc override_loc(std::string_view text) { return SourceLoc{"--set " + std::string(text), 0, 0}; }
+
+Result<JobOverride> parse_override(std::string_view text) {
+    const SourceLoc where = override_loc(text);
+    const size_t eq = text.find('=');
+    if (eq == std::string_view::npos)
+        return fail(where, "", "expected section.key=value (e.g. parallel.tp=4); got no '='");
+    JobOverride o;
+    o.text = std::string(text);
+    o.value = trim(text.substr(eq + 1));
+    const std::string key = trim(text.substr(0, eq));
+    size_t start = 0;
+    while (true) {
+        size_t dot = key.find('.', start);
+        o.path.push_back(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    for (const std::string& part : o.path)
+        if (part.empty())
+            return fail(where, key, "expected section.key=value (e.g. parallel.tp=4); the key has an empty part");
+    const auto& sections = override_sections();
+    if (std::find(sections.begin(), sections.end(), o.path[0]) == sections.end()) {
+        std::string hint = closest_match(o.path[0], sections);
+        return fail(where, key,
+                    "unknown section \"" + o.path[0] + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                        "; allowed: " + join(sections));
+    }
+    if (o.path.size() < 2)
+        return fail(where, key,
+                    "names the whole [" + o.path[0] + "] table; expected section.key=value, e.g. " +
+                        (o.path[0] == "parallel" ? "parallel.tp=4" : o.path[0] + ".<key>=<value>"));
+    return o;
+}
+
+// The value as a TOML node. "v = <text>" must parse to exactly that one key; otherwise
+// (a bare word, a path, text with newlines) the text is a plain string.
+static void set_value(toml::table& t, const std::string& key, const std::string& value) {
+    if (value.find_first_of("\r\n") == std::string::npos) {
+        try {
+            const std::string text = "v = " + value;
+            toml::table doc = toml::parse(std::string_view(text), std::string_view("--set"));
+            if (doc.size() == 1)
+                if (const toml::node* n = doc.get("v")) {
+                    t.insert_or_assign(key, *n);
+                    return;
+                }
+        } catch (const toml::parse_error&) {
+            // not TOML value syntax: a bare string
+        }
+    }
+    t.insert_or_assign(key, value);
+}
+
+static std::string dotted(const std::vector<std::string>& path, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n && i < path.size(); ++i) out += (i ? "." : "") + path[i];
+    return out;
+}
+
+static const char* node_kind(const toml::node& n) {
+    switch (n.type()) {
+        case toml::node_type::string: return "a string";
+        case toml::node_type::integer: return "an integer";
+        case toml::node_type::floating_point: return "a float";
+        case toml::node_type::boolean: return "a boolean";
+        case toml::node_type::array: return "an array";
+        default: return "a value";
+    }
+}
+
+static Result<void> apply_one(toml::table& doc, const JobOverride& o) {
+    // A new model source replaces the model: keys written for the old preset / HF config
+    // (or a whole explicit model) would otherwise silently override the new one. Later
+    // `--set model.<key>=...` overrides still apply on top.
+    if (o.path.size() == 2 && o.path[0] == "model" && (o.path[1] == "preset" || o.path[1] == "hf_config")) {
+        doc.insert_or_assign("model", toml::table{});
+    }
+    toml::table* t = &doc;
+    for (size_t i = 0; i + 1 < o.path.size(); ++i) {
+        const std::string& part = o.path[i];
+        toml::node* n = t->get(part);
+        if (!n) {
+            t->insert(part, toml::table{});
+            n = t->get(part);
+        } else if (!n->is_table()) {
+            if (i == 1 && o.path[0] == "cluster" && part == "gpu" && n->is_string()) {
+                // `gpu = "a100-80gb"` plus --set cluster.gpu.memory_gib=40: the same GPU
+                // written as a [cluster.gpu] table on that preset, with the one key changed.
+                toml::table gpu;
+                gpu.insert("preset", n->as_string()->get());
+                t->insert_or_assign(part, std::move(gpu));
+                n = t->get(part);
+            } else {
+                return fail(override_loc(o.text), dotted(o.path, i + 1),
+                            std::string("is ") + node_kind(*n) + " in the job, not a table; cannot set " +
+                                dotted(o.path, o.path.size()));
+            }
+        }
+        t = n->as_table();
+    }
+    set_value(*t, o.path.back(), o.value);
+    return {};
+}
+
+static bool key_under(std::string_view key, std::string_view prefix) {
+    if (!key.starts_with(prefix)) return false;
+    return key.size() == prefix.size() || key[prefix.size()] == '.' || key[prefix.size()] == '[';
+}
+
+// Diagnostics and recorded key locations about an overridden key now name the override
+// (the last one wins, like the value). `from_saved_text`: the document was not a file the
+// user can open, so other line numbers would mislead and are dropped.
+static void point_at_overrides(std::vector<Diagnostic>& ds, const std::vector<JobOverride>& os, bool from_saved_text) {
+    for (Diagnostic& d : ds) {
+        const JobOverride* hit = nullptr;
+        for (const JobOverride& o : os) {
+            const std::string k = dotted(o.path, o.path.size());
+            // A table the override created (no source line) is reported under its own key.
+            if (key_under(d.key, k) || (d.where.line == 0 && !d.key.empty() && key_under(k, d.key))) hit = &o;
+        }
+        if (hit) d.where = override_loc(hit->text);
+        else if (from_saved_text) d.where.line = d.where.column = 0;
+    }
+}
+
+static void point_locations_at_overrides(JobSpec& job, const std::vector<JobOverride>& os, bool from_saved_text) {
+    for (auto& [key, loc] : job.origin.locations) {
+        const JobOverride* hit = nullptr;
+        for (const JobOverride& o : os)
+            if (key_under(key, dotted(o.path, o.path.size()))) hit = &o;
+        if (hit) loc = override_loc(hit->text);
+        else if (from_saved_text) loc.line = loc.column = 0;
+    }
+}
+
+static Result<std::vector<JobOverride>> parse_all(const std::vector<std::string>& texts) {
+    std::vector<JobOverride> out;
+    std::vector<Diagnostic> problems;
+    for (const std::string& t : texts) {
+        auto o = parse_override(t);
+        if (o) out.push_back(std::move(*o));
+        else for (Diagnostic& d : o.error().diagnostics) problems.push_back(std::move(d));
+    }
+    if (!problems.empty()) return std::unexpected(Error(std::move(problems)));
+    return out;
+}
+
+static Result<JobSpec> load_overridden(toml::table doc, const std::string& file, const std::vector<std::string>& texts,
+                                       const PresetCatalog& presets, bool from_saved_text) {
+    auto os = parse_all(texts);
+    if (!os) return std::unexpected(os.error());
+    for (const JobOverride& o : *os)
+        if (auto r = apply_one(doc, o); !r) return std::unexpected(r.error());
+    auto job = load_job_table(doc, file, presets);
+    if (!job) {
+        Error e = job.error();
+        point_at_overrides(e.diagnostics, *os, from_saved_text);
+        return std::unexpected(std::move(e));
+    }
+    point_locations_at_overrides(*job, *os, from_saved_text);
+    return job;
+}
+
+Result<JobSpec> load_job_text_with_overrides(std::string_view text, const std::string& file,
+                                             const std::vector<std::string>& overrides, const PresetCatalog& presets) {
+    if (overrides.empty()) return load_job_text(text, file, presets);
+    auto doc = parse_toml(text, file);
+    if (!doc) return std::unexpected(doc.error());
+    return load_overridden(std::move(*doc), file, overrides, presets, false);
+}
+
+Result<JobSpec> load_job_file_with_overrides(const std::string& path, const std::vector<std::string>& overrides,
+                                             const PresetCatalog& presets) {
+    if (overrides.empty()) return load_job_file(path, presets);
+    auto text = read_text_file(path);
+    if (!text) return std::unexpected(text.error());
+    return load_job_text_with_overrides(*text, path, overrides, presets);
+}
+
+Result<JobSpec> apply_overrides(const JobSpec& job, const std::vector<std::string>& overrides,
+                                const PresetCatalog& presets) {
+    if (overrides.empty()) return job;
+    // The built-in jobs name their presets but keep no base copy; give them one when the
+    // model / GPU still equal the preset, so the saved text says `preset = ...` and
+    // `gpu = ...` and an override of one key keeps the rest of the preset.
+    JobSpec base = job;
+    if (!base.origin.model_base && !base.origin.model_preset.empty())
+        if (const ModelSpec* m = presets.find_model(base.origin.model_preset); m && *m == base.model)
+            base.origin.model_base = *m;
+    if (!base.origin.gpu_base && !base.origin.gpu_preset.empty())
+        if (const GpuSpec* g = presets.find_gpu(base.origin.gpu_preset); g && *g == base.cluster.gpu)
+            base.origin.gpu_base = *g;
+    auto doc = parse_toml(save_job_toml(base), job.origin.file);
+    if (!doc) return std::unexpected(doc.error());  // save_job_toml always writes valid TOML
+    return load_overridden(std::move(*doc), job.origin.file, overrides, presets, true);
+}
+
+}  // namespace ptd

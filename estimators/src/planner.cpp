@@ -1,0 +1,413 @@
+// planner.cpp — exhaustive layout search with safe pruning. Every valid (tp, pp, dp, ep,
+// vpp, micro_batch, zero, recompute, sequence_parallel, order) of the job's model on the
+// world size is scored by evaluate_layout; fitting layouts are ranked by tokens/s in a
+// bounded top-k heap and an incremental Pareto set (throughput vs headroom), so memory
+// stays small however large the search. Pruning relies only on the estimator's proven
+// monotonicity (peak memory grows with micro_batch, and none ≥ selective ≥ full
+// recompute), so it never drops a layout that fits. docs/planner.md explains the search.
+#include "ptd/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace ptd {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes; }
+
+bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
+    return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.vpp == b.vpp &&
+           a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
+           a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order;
+}
+
+// A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
+// rebuilt at the end instead of being copied into every candidate.
+struct Candidate {
+    LayoutChoice choice;
+    LayoutScore score;
+    int64_t seq = 0;  // enumeration index: the last tie-break, so results never depend on pruning
+};
+
+// The ranking order: faster first, then more headroom, then fewer GPUs per model replica,
+// then enumeration order.
+bool better(const Candidate& a, const Candidate& b) {
+    if (a.score.tokens_per_s != b.score.tokens_per_s) return a.score.tokens_per_s > b.score.tokens_per_s;
+    double ha = headroom_of(a.score), hb = headroom_of(b.score);
+    if (ha != hb) return ha > hb;
+    int ra = a.choice.tp * a.choice.pp, rb = b.choice.tp * b.choice.pp;
+    if (ra != rb) return ra < rb;
+    return a.seq < b.seq;
+}
+
+// a dominates b: at least as fast and as much headroom, and ahead in ranking order (so
+// exact duplicates keep only their first and the front is independent of visiting order).
+bool dominates(const Candidate& a, const Candidate& b) {
+    return a.score.tokens_per_s >= b.score.tokens_per_s && headroom_of(a.score) >= headroom_of(b.score) && better(a, b);
+}
+
+// Everything the enumeration needs, computed once per search.
+struct Space {
+    int world = 0, cp = 1, layers = 0, global_batch = 0, max_micro_batch = 1, seq_len = 0;
+    int experts = 0, job_ep = 1;
+    bool vary_ep = true, vary_zero = true;
+    int job_zero = 0;
+    bool job_distributed_optimizer = false;
+    std::vector<int> tps;               // valid tensor-parallel degrees
+    std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
+    std::vector<int> orders;            // indices into kPlannerOrders (or −1: the job's)
+    std::vector<std::vector<int>> lps;  // layers_per_stage by pp (empty when pp divides layers)
+};
+
+// Visit every layout of the space in a fixed order. visit(choice, lps, pruned) returns
+// 1 when the layout fits, 0 when not, −1 to stop; it is called for pruned layouts too
+// (pruned = true, no evaluation expected) so that counting and job lookup see them.
+// Returns false when stopped.
+template <class Visit>
+bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
+    std::vector<int> mbs, vpps, eps;  // reused per (tp, pp); no allocation in the inner loops
+    mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
+    const int nr = (int)sp.recomputes.size();
+    for (int tp : sp.tps) {
+        for (int pp = 1; pp <= sp.layers; ++pp) {
+            long long replica = (long long)tp * pp * sp.cp;
+            if (sp.world % replica != 0) continue;
+            const int dp = (int)(sp.world / replica);
+            if (sp.global_batch % dp != 0) continue;
+            const int per_replica = sp.global_batch / dp;
+            mbs.clear();
+            for (int mb = 1; mb <= std::min(per_replica, sp.max_micro_batch); ++mb)
+                if (per_replica % mb == 0) mbs.push_back(mb);
+            vpps.assign(1, 1);
+            if (pp > 1 && sp.layers % pp == 0)
+                for (int v = 2; v <= sp.layers / pp; ++v)
+                    if ((sp.layers / pp) % v == 0) vpps.push_back(v);
+            eps.clear();
+            if (sp.experts < 2) {
+                eps.push_back(1);
+            } else if (!sp.vary_ep) {
+                if (sp.experts % sp.job_ep == 0 && ((long long)dp * sp.cp) % sp.job_ep == 0) eps.push_back(sp.job_ep);
+            } else {
+                for (int e = 1; e <= sp.experts; ++e)
+                    if (sp.experts % e == 0 && ((long long)dp * sp.cp) % e == 0) eps.push_back(e);
+            }
+            const std::vector<int>& lps = sp.lps[pp];
+            for (int seq_par = 0; seq_par <= (tp > 1 && sp.seq_len % tp == 0 ? 1 : 0); ++seq_par)
+                for (int ep : eps)
+                    for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
+                        // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
+                        int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
+                        bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
+                        if (zero >= 2 && pp > 1) continue;
+                        for (int order : sp.orders)
+                            for (int vpp : vpps) {
+                                LayoutChoice c;
+                                c.tp = tp, c.pp = pp, c.dp = dp, c.cp = sp.cp, c.ep = ep, c.vpp = vpp;
+                                c.zero = zero, c.distributed_optimizer = dist_opt;
+                                c.sequence_parallel = seq_par == 1, c.order = order;
+                                int alive = nr;  // recompute levels that may still fit at larger mb
+                                for (int mb : mbs) {
+                                    if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
+                                    c.micro_batch = mb;
+                                    for (int r = 0; r < nr; ++r) {
+                                        c.recompute = sp.recomputes[r];
+                                        bool pruned = prune && r >= alive;
+                                        int fit = visit(c, lps, pruned);
+                                        if (fit < 0) return false;
+                                        // Memory only grows with mb and with less recompute.
+                                        if (!pruned && fit == 0 && prune) alive = r;
+                                    }
+                                }
+                            }
+                    }
+        }
+    }
+    return true;
+}
+
+std::string order_name(const EstimateContext& ctx, int order) {
+    return order >= 0 && order < kPlannerOrderCount ? kPlannerOrders[order] : ctx.job.parallel.order;
+}
+
+// "tp4·pp2·dp4 mb2", with cp/ep/vpp when used.
+std::string label(const LayoutChoice& c) {
+    std::string s = "tp" + std::to_string(c.tp) + "·pp" + std::to_string(c.pp) + "·dp" + std::to_string(c.dp);
+    if (c.cp > 1) s += "·cp" + std::to_string(c.cp);
+    if (c.ep > 1) s += "·ep" + std::to_string(c.ep);
+    if (c.vpp > 1) s += " vpp" + std::to_string(c.vpp);
+    return s + " mb" + std::to_string(c.micro_batch);
+}
+
+// The label plus the settings in which `c` differs from `other` (all of them when other is null).
+std::string label(const EstimateContext& ctx, const LayoutChoice& c, const LayoutChoice* other) {
+    std::string s = label(c);
+    if (!other || c.zero != other->zero || c.distributed_optimizer != other->distributed_optimizer)
+        s += c.distributed_optimizer ? " dist-opt" : " zero" + std::to_string(c.zero);
+    if (!other || c.sequence_parallel != other->sequence_parallel) s += c.sequence_parallel ? " sp" : " no-sp";
+    if (!other || c.recompute != other->recompute) s += std::string(" recompute ") + to_string(c.recompute);
+    if (other && c.order != other->order) s += " order " + order_name(ctx, c.order);
+    return s;
+}
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, f, a, b, c);
+    return buf;
+}
+
+// One line: why the best layout beats the runner-up, the best strictly slower layout (the
+// step-time term with the largest saving, the bubble share and the peak memory).
+std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const Candidate& b) {
+    std::string la = label(ctx, a.choice, &b.choice), lb = label(ctx, b.choice, &a.choice);
+    const TimeBreakdown &ta = a.score.time, &tb = b.score.time;
+    double ra = a.score.tokens_per_s, rb = b.score.tokens_per_s;
+    struct Term {
+        const char* name;
+        double a, b;
+    };
+    const Term terms[] = {{"compute", ta.compute, tb.compute},
+                          {"TP communication", ta.tp_comm, tb.tp_comm},
+                          {"CP communication", ta.cp_comm, tb.cp_comm},
+                          {"expert all-to-all", ta.ep_comm, tb.ep_comm},
+                          {"pipeline send/recv", ta.pp_comm, tb.pp_comm},
+                          {"pipeline bubble", ta.bubble, tb.bubble},
+                          {"exposed DP communication", ta.dp_comm, tb.dp_comm},
+                          {"optimizer step", ta.optimizer, tb.optimizer}};
+    const Term* best = &terms[0];
+    for (const Term& t : terms)
+        if (t.b - t.a > best->b - best->a) best = &t;
+    double gain = (ra / rb - 1) * 100;
+    std::string s = la + " beats " + lb + " by " + fmt(gain < 1 ? "%.1f" : "%.0f", gain) + "% tokens/s: ";
+    s += fmt("%.0f", best->b > 0 ? (best->b - best->a) / best->b * 100 : 0) + "% less " + best->name +
+         fmt(" (%.3g s vs %.3g s per step)", best->a, best->b);
+    double sa = a.score.step_s > 0 ? ta.bubble / a.score.step_s : 0,
+           sb = b.score.step_s > 0 ? tb.bubble / b.score.step_s : 0;
+    if (sa > 0 || sb > 0) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);
+    // Small models (the cpu preset) peak below a GiB; keep their digits.
+    double unit = std::max(a.score.peak_bytes, b.score.peak_bytes) < kGiB ? kGiB / 1024 : kGiB;
+    return s + fmt(unit == kGiB ? ", peak %.1f vs %.1f GiB per GPU" : ", peak %.1f vs %.1f MiB per GPU",
+                   a.score.peak_bytes / unit, b.score.peak_bytes / unit);
+}
+
+std::string join(const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+    return s;
+}
+
+}  // namespace
+
+Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int gpn = job.cluster.gpus_per_node;
+    const int world = options.gpus > 0 ? options.gpus : job.world_size();
+    if (gpn < 1)
+        return fail(job.where("cluster.gpus_per_node"), "cluster.gpus_per_node",
+                    "got " + std::to_string(gpn) + "; allowed: at least 1");
+    if (options.gpus < 0 || world < 1 || world % gpn != 0)
+        return fail({}, "gpus",
+                    "got " + std::to_string(world) + " GPUs, not a multiple of cluster.gpus_per_node (" +
+                        std::to_string(gpn) + "); allowed: a positive multiple of " + std::to_string(gpn) +
+                        " (whole nodes)");
+    const ModelSpec& m = job.model;
+    const int cp = std::max(job.parallel.cp, 1);
+    if (m.layers < 1 || m.heads < 1)
+        return fail(job.where("model"), "model", "the model has no layers or heads; nothing to plan");
+    if (world % cp != 0)
+        return fail(
+            job.where("parallel.cp"), "parallel.cp",
+            "got " + std::to_string(cp) + ", which does not divide the " + std::to_string(world) + " GPUs planned for");
+    if (job.training.global_batch < 1)
+        return fail(job.where("training.global_batch"), "training.global_batch",
+                    "got " + std::to_string(job.training.global_batch) +
+                        "; the planner keeps the global batch fixed, so it must be ≥ 1");
+
+    // The job the estimator sees: the planned world size and the asked-for headroom.
+    JobSpec planned = job;
+    planned.cluster.nodes = world / gpn;
+    planned.cluster.hosts.clear();
+    if (options.headroom >= 0) planned.estimate.headroom = options.headroom;
+    const EstimateContext ctx = make_estimate_context(planned);
+
+    Space sp;
+    sp.world = world, sp.cp = cp, sp.layers = m.layers, sp.seq_len = m.seq_len;
+    sp.global_batch = job.training.global_batch;
+    sp.max_micro_batch = std::max(options.max_micro_batch, 1);
+    sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
+    sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
+    sp.job_distributed_optimizer = job.parallel.distributed_optimizer;
+    for (int tp = 1; tp <= m.heads; ++tp) {
+        bool kv_ok = m.kv_heads <= 0 || m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
+        bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
+        if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= gpn) && (world / cp) % tp == 0)
+            sp.tps.push_back(tp);
+    }
+    if (options.vary_recompute)
+        sp.recomputes = {Recompute::full, Recompute::selective, Recompute::none};
+    else
+        sp.recomputes = {job.parallel.recompute};
+    if (options.vary_order)
+        for (int i = 0; i < kPlannerOrderCount; ++i) sp.orders.push_back(i);
+    else
+        sp.orders = {layout_choice_of(job).order};
+    sp.lps.resize(m.layers + 1);
+    for (int pp = 1; pp <= m.layers; ++pp)
+        if (m.layers % pp != 0 && world % pp == 0) sp.lps[pp] = balanced_layers_per_stage(m.layers, pp);
+
+    // Counting pass (no evaluation): the total for progress, and whether the job's own
+    // layout is in the space at all.
+    const LayoutChoice own = layout_choice_of(job);
+    const std::vector<int>& own_lps = job.parallel.layers_per_stage;
+    bool own_in_space = false;
+    int64_t total = 0;
+    for_each_layout(sp, false, [&](const LayoutChoice& c, const std::vector<int>& lps, bool) {
+        ++total;
+        if (same_choice(c, own) &&
+            (own_lps.empty() || own_lps == (lps.empty() ? balanced_layers_per_stage(m.layers, c.pp) : lps)))
+            own_in_space = true;
+        return 1;
+    });
+    if (total == 0) {
+        std::vector<int> dps;
+        for (int tp : sp.tps)
+            for (int pp = 1; pp <= m.layers; ++pp)
+                if (world % ((long long)tp * pp * cp) == 0) dps.push_back(world / (tp * pp * cp));
+        std::sort(dps.begin(), dps.end());
+        dps.erase(std::unique(dps.begin(), dps.end()), dps.end());
+        if (sp.tps.empty())
+            return fail(job.where("parallel.tp"), "parallel.tp",
+                        "no tensor-parallel degree is possible: tp must divide heads (" + std::to_string(m.heads) +
+                            "), ffn_hidden and the " + std::to_string(world / cp) + " GPUs per context group" +
+                            (options.tp_beyond_node ? "" : ", and stay within a node"));
+        return fail(job.where("training.global_batch"), "training.global_batch",
+                    "got " + std::to_string(sp.global_batch) +
+                        ", not divisible by any data-parallel degree possible on " + std::to_string(world) +
+                        " GPUs (dp: " + join(dps) + "); allowed: a multiple of one of them");
+    }
+
+    PlanResult out;
+    LayoutScore own_score;
+    if (own_in_space) own_score = evaluate_layout(ctx, own, sp.lps[own.pp], nullptr);  // same inputs as in the search
+    const size_t keep = (size_t)std::max(options.top_k, 0);
+    std::vector<Candidate> heap, pareto;  // heap front = the worst kept
+    heap.reserve(std::min<size_t>(keep, 1024));
+    Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
+    smallest.score.peak_bytes = -1;
+    // For why_best: the best layout, the best strictly slower one (exact ties, e.g. rank
+    // orders that change no group's placement, would make an empty comparison) and the ties.
+    Candidate best, runner;
+    bool have_runner = false;
+    int64_t ties = 0;
+    int64_t enumerated = 0, higher = 0;
+
+    bool done =
+        for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
+            Candidate cand{c, {}, enumerated++};
+            if (pruned) return 0;
+            cand.score = evaluate_layout(ctx, c, lps, nullptr);
+            ++out.evaluated;
+            if (options.progress && out.evaluated % 4096 == 0 &&
+                !options.progress(out.evaluated, out.evaluated * total / enumerated))
+                return -1;
+            if (!cand.score.fits) {
+                if (smallest.score.peak_bytes < 0 || cand.score.peak_bytes < smallest.score.peak_bytes) smallest = cand;
+                return 0;
+            }
+            if (out.feasible++ == 0) {
+                best = cand;
+            } else if (cand.score.tokens_per_s > best.score.tokens_per_s) {
+                runner = best, have_runner = true, best = cand, ties = 0;
+            } else if (cand.score.tokens_per_s == best.score.tokens_per_s) {
+                ++ties;
+                if (better(cand, best)) best = cand;
+            } else if (!have_runner || better(cand, runner)) {
+                runner = cand, have_runner = true;
+            }
+            if (own_in_space && cand.score.tokens_per_s > own_score.tokens_per_s) ++higher;
+            // Layouts with exactly the same predicted numbers (rank orders that place no group
+            // differently, ...) would fill the list with copies: keep the first by ranking.
+            auto twin = std::find_if(heap.begin(), heap.end(), [&](const Candidate& h) {
+                return h.score.tokens_per_s == cand.score.tokens_per_s && h.score.peak_bytes == cand.score.peak_bytes;
+            });
+            if (twin != heap.end()) {
+                ++out.equivalent_hidden;
+                if (better(cand, *twin)) {
+                    *twin = cand;
+                    std::make_heap(heap.begin(), heap.end(), better);
+                }
+            } else if (heap.size() < keep) {
+                heap.push_back(cand);
+                std::push_heap(heap.begin(), heap.end(), better);
+            } else if (keep > 0 && better(cand, heap.front())) {
+                std::pop_heap(heap.begin(), heap.end(), better);
+                heap.back() = cand;
+                std::push_heap(heap.begin(), heap.end(), better);
+            }
+            // Incremental Pareto front: reject if dominated, else drop what it dominates.
+            if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
+                std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
+                pareto.push_back(cand);
+            }
+            return 1;
+        });
+    out.cancelled = !done;
+    out.enumerated = enumerated;
+    if (done && options.progress) options.progress(out.evaluated, out.evaluated);
+
+    std::sort(heap.begin(), heap.end(), better);
+    std::sort(pareto.begin(), pareto.end(), better);
+    auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, sp.lps[c.choice.pp], c.score}; };
+    for (const Candidate& c : heap) out.top.push_back(entry(c));
+    for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
+    out.job_rank = own_in_space && own_score.fits && done ? (int)higher : -1;
+
+    if (out.cancelled) {
+        out.why_best = "search cancelled after " + std::to_string(out.evaluated) + " of about " +
+                       std::to_string(total) + " layouts; the ranking covers only those";
+    } else if (out.feasible == 0) {
+        double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
+        out.why_best = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) +
+                       " GiB per GPU at " + label(ctx, smallest.choice, nullptr) + ", capacity " +
+                       fmt("%.1f", capacity) + " GiB";
+        if (ctx.job.estimate.headroom > 0)
+            out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
+    } else if (!have_runner) {
+        out.why_best = label(ctx, best.choice, nullptr) +
+                       (ties == 0 ? " is the only layout that fits"
+                                  : " ties all " + std::to_string(ties) +
+                                        " other fitting layouts on tokens/s and is listed first");
+    } else {
+        out.why_best = why_best_line(ctx, best, runner);
+        if (ties > 0)
+            out.why_best += "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") +
+                            " with it on tokens/s";
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
+    JobSpec out = job;
+    const LayoutChoice& c = entry.choice;
+    ParallelSpec& p = out.parallel;
+    p.tp = c.tp, p.pp = c.pp, p.dp = c.dp, p.cp = c.cp, p.ep = c.ep, p.vpp = c.vpp;
+    p.zero = c.zero;
+    p.distributed_optimizer = c.distributed_optimizer;
+    p.sequence_parallel = c.sequence_parallel;
+    p.recompute = c.recompute;
+    if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
+    p.layers_per_stage = entry.layers_per_stage;
+    out.training.micro_batch = c.micro_batch;
+    // dp and global batch are now part of the plan: saving must write them, not re-derive.
+    out.origin.dp_given = true;
+    out.origin.global_batch_given = true;
+    return out;
+}
+
+}  // namespace ptd
