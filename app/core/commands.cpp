@@ -236,8 +236,9 @@ int print_job_overview(const JobSpec& job, FILE* out, FILE* err) {
     }
     LayoutViewOptions opt;
     opt.color_by = ColorBy::pp;
-    std::fprintf(out, "%s\n%s", job_summary_text(job, term).c_str(),
-                 render_layout_text(job, *layout, *hosts, opt, term).c_str());
+    std::fprintf(out, "%s\n%s\n%s", job_summary_text(job, term).c_str(),
+                 render_layout_text(job, *layout, *hosts, opt, term).c_str(),
+                 render_estimate_text(job, estimate_job(job), term).c_str());
     return kExitOk;
 }
 
