@@ -277,6 +277,26 @@ TEST(Activations, EngineProfileIsItsBufferList) {
         EXPECT_EQ(v[i].name, want[i].first);
         EXPECT_EQ(v[i].elements, want[i].second) << want[i].first;
     }
+    // tiny-llama (a 4, g 2, d 16, f 176, RMSNorm, SwiGLU): with t = 4 > g every rank keeps
+    // one whole KV head; SP shards the norm inputs.
+    const ModelSpec tl = preset_model("tiny-llama");
+    auto find = [](const std::vector<EngineBuffer>& list, const char* name) -> int64_t {
+        for (const EngineBuffer& x : list)
+            if (std::string(x.name) == name) return x.elements;
+        return -1;
+    };
+    v = engine_layer_buffers(tl, 1, 64, 4, true);
+    EXPECT_EQ(find(v, "attn.q"), 64 * 1 * 16);
+    EXPECT_EQ(find(v, "attn.k"), 64 * 1 * 16);
+    EXPECT_EQ(find(v, "attn.v"), 64 * 1 * 16);
+    EXPECT_EQ(find(v, "ln1.input"), 64 * 64 / 4);
+    EXPECT_EQ(find(v, "ln1.mean"), -1);
+    EXPECT_EQ(find(v, "mlp.gate"), 64 * 44);
+    EXPECT_EQ(find(v, "mlp.up"), 64 * 44);
+    EXPECT_EQ(find(v, "mlp.fc1"), -1);
+    v = engine_layer_buffers(tl, 1, 64, 2, false);
+    EXPECT_EQ(find(v, "attn.k"), 64 * 1 * 16);
+    EXPECT_EQ(find(v, "attn.q"), 64 * 2 * 16);
 }
 
 // A job on the engine profile: stage activations are in-flight × (layers × buffer list +

@@ -63,7 +63,17 @@ struct Space {
     std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
     std::vector<int> orders;            // indices into kPlannerOrders (or −1: the job's)
     std::vector<std::vector<int>> lps;  // layers_per_stage by pp (empty when pp divides layers)
+    // Interleaved schedules on an uneven split: per model chunk, balanced over pp·vpp chunks
+    // (the first and last chunks one layer short, as Llama 3 405B ran), by [pp][vpp].
+    std::vector<std::vector<std::vector<int>>> chunk_lps;
 };
+
+// The layers_per_stage the search passes for (pp, vpp): empty for an even split.
+const std::vector<int>& layers_for(const Space& sp, int pp, int vpp) {
+    if (vpp > 1 && pp < (int)sp.chunk_lps.size() && vpp < (int)sp.chunk_lps[pp].size() && !sp.chunk_lps[pp][vpp].empty())
+        return sp.chunk_lps[pp][vpp];
+    return sp.lps[pp];
+}
 
 // Visit every layout of the space in a fixed order. visit(choice, lps, pruned) returns
 // 1 when the layout fits, 0 when not, −1 to stop; it is called for pruned layouts too
@@ -85,9 +95,12 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
             for (int mb = 1; mb <= std::min(per_replica, sp.max_micro_batch); ++mb)
                 if (per_replica % mb == 0) mbs.push_back(mb);
             vpps.assign(1, 1);
-            if (pp > 1 && sp.layers % pp == 0)
+            if (pp > 1 && sp.layers % pp == 0) {
                 for (int v = 2; v <= sp.layers / pp; ++v)
                     if ((sp.layers / pp) % v == 0) vpps.push_back(v);
+            } else if (pp > 1) {
+                for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v) vpps.push_back(v);
+            }
             eps.clear();
             if (sp.experts < 2) {
                 eps.push_back(1);
@@ -97,7 +110,6 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                 for (int e = 1; e <= sp.experts; ++e)
                     if (sp.experts % e == 0 && ((long long)dp * sp.cp) % e == 0) eps.push_back(e);
             }
-            const std::vector<int>& lps = sp.lps[pp];
             for (int seq_par = 0; seq_par <= (tp > 1 && sp.seq_len % tp == 0 ? 1 : 0); ++seq_par)
                 for (int ep : eps)
                     for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
@@ -107,6 +119,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                         if (zero >= 2 && pp > 1) continue;
                         for (int order : sp.orders)
                             for (int vpp : vpps) {
+                                const std::vector<int>& lps = layers_for(sp, pp, vpp);
                                 LayoutChoice c;
                                 c.tp = tp, c.pp = pp, c.dp = dp, c.cp = sp.cp, c.ep = ep, c.vpp = vpp;
                                 c.zero = zero, c.distributed_optimizer = dist_opt;
@@ -259,6 +272,13 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.lps.resize(m.layers + 1);
     for (int pp = 1; pp <= m.layers; ++pp)
         if (m.layers % pp != 0 && world % pp == 0) sp.lps[pp] = balanced_layers_per_stage(m.layers, pp);
+    sp.chunk_lps.resize(m.layers + 1);
+    for (int pp = 2; pp <= m.layers; ++pp) {
+        if (m.layers % pp == 0 || world % pp != 0) continue;
+        // Every chunk keeps at least one layer; chunk lists for vpp 2 .. layers/pp.
+        sp.chunk_lps[pp].resize((size_t)(m.layers / pp) + 1);
+        for (int v = 2; v <= m.layers / pp; ++v) sp.chunk_lps[pp][(size_t)v] = balanced_layers_per_stage(m.layers, pp * v);
+    }
 
     // Counting pass (no evaluation): the total for progress, and whether the job's own
     // layout is in the space at all.
@@ -293,7 +313,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
 
     PlanResult out;
     LayoutScore own_score;
-    if (own_in_space) own_score = evaluate_layout(ctx, own, sp.lps[own.pp], nullptr);  // same inputs as in the search
+    if (own_in_space) own_score = evaluate_layout(ctx, own, layers_for(sp, own.pp, own.vpp), nullptr);  // same inputs as in the search
     const size_t keep = (size_t)std::max(options.top_k, 0);
     std::vector<Candidate> heap, pareto;  // heap front = the worst kept
     heap.reserve(std::min<size_t>(keep, 1024));
@@ -362,7 +382,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
 
     std::sort(heap.begin(), heap.end(), better);
     std::sort(pareto.begin(), pareto.end(), better);
-    auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, sp.lps[c.choice.pp], c.score}; };
+    auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
     for (const Candidate& c : heap) out.top.push_back(entry(c));
     for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
     out.job_rank = own_in_space && own_score.fits && done ? (int)higher : -1;
