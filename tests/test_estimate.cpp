@@ -380,7 +380,7 @@ TEST(StateBytes, ZeroPaperMixedPrecisionAdam) {
 // ============================================================================================
 
 // Megatron-LM --make-vocab-size-divisible-by (default 128) × TP size. Narayanan et al. 2021
-// Table 1 (GPT-3 175B, t = 8) trains with 51200 = 50257 rounded up to 1024.
+// count their GPT models with V = 51,200, i.e. 50257 rounded up to a multiple of 1024 (t = 8).
 TEST(Vocab, Padding) {
     EXPECT_EQ(padded_vocab(50257, 128, 1), 50304);  // GPT-2 in Megatron / nanoGPT
     EXPECT_EQ(padded_vocab(50257, 128, 8), 51200);  // 50 × 1024
@@ -398,7 +398,7 @@ TEST(Vocab, Padding) {
 // Korthikanti et al. 2022 (arXiv 2205.05198), eq. (7): model FLOPs per iteration
 //   72·B·L·s·h²·(1 + s/(6h) + V/(12·h·L))   (no recomputation counted)
 // for a GPT layer (4h MLP, a·d = h), counting every s² attention score. Per token: ÷ B·s.
-// The output layer uses the padded vocabulary V = 51200 (Narayanan et al. Table 1).
+// The output layer uses the padded vocabulary V = 51200 (t = 8).
 TEST(Flops, KorthikantiEq7Gpt3) {
     const ModelSpec m = preset_model("gpt3-175b");
     const double L = 96, s = 2048, h = 12288, V = 51200;

@@ -847,8 +847,8 @@ Estimate estimate_job(const JobSpec& job) {
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (fp32 math, no flash attention)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
-    if (est.mfu > 1.0 && job.estimate.attention_flops == AttentionFlops::full)
-        est.notes.push_back("MFU above 100% under the full-s² convention: causal attention kernels execute about half "
+    if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
+        est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "
                             "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");
     return est;
 }
