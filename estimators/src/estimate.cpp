@@ -98,7 +98,7 @@ struct LayoutDerived {
     double layer_dense_params, layer_expert_params;
     double embed_params, output_params, final_norm_params;
     // Bandwidths (bytes/s, after efficiency) and latencies per group.
-    double bw_tp, bw_cp, bw_ep, bw_dp, bw_edp, bw_pp, lat_tp, lat_cp, lat_ep, lat_dp, lat_pp;
+    double bw_tp, bw_cp, bw_ep, bw_dp, bw_edp, bw_pp, lat_tp, lat_cp, lat_ep, lat_dp, lat_edp, lat_pp;
     double peak, hbm;
     int nccl_groups;                     // communicators with > 1 rank (excluding the embedding group)
     int edp;                             // expert data-parallel size (dp·cp/ep)
@@ -422,8 +422,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     pick(st.cp, L.c, L.bw_cp, L.lat_cp);
     pick(st.ep, L.ep, L.bw_ep, L.lat_ep);
     pick(st.dp, L.dp, L.bw_dp, L.lat_dp);
-    double dummy;
-    pick(st.dp * L.ep, L.edp, L.bw_edp, dummy);
+    pick(st.dp * L.ep, L.edp, L.bw_edp, L.lat_edp);
     pick(st.pp, L.p, L.bw_pp, L.lat_pp);
     L.peak = std::max(ctx.peak_flops, 1.0);
     L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * g_cal.hbm_eff;
@@ -720,7 +719,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
             }
         };
         dp_cost(dense_params, N, L.bw_dp, L.lat_dp, S.dp_grad, S.dp_param);
-        dp_cost(expert_params, L.edp, L.bw_edp, L.lat_dp, S.dp_grad, S.dp_param);
+        dp_cost(expert_params, L.edp, L.bw_edp, L.lat_edp, S.dp_grad, S.dp_param);
         if (p > 1 && m.tied_embeddings && (i == 0 || i == p - 1))  // embedding-group all-reduce
             S.dp_grad += all_reduce_time(grad_e * L.output_params, 2, L.bw_pp, L.lat_pp);
 
