@@ -402,7 +402,7 @@ TEST(Vocab, Padding) {
 TEST(Flops, KorthikantiEq7Gpt3) {
     const ModelSpec m = preset_model("gpt3-175b");
     const double L = 96, s = 2048, h = 12288, V = 51200;
-    const FlopsEstimate f = flops_per_token(m, Recompute::none, true, AttentionFlops::full, V);
+    const FlopsEstimate f = flops_per_token(m, Recompute::none, AttentionFlops::full, V);
     EXPECT_REL(f.model_per_token, 72 * L * h * h * (1 + s / (6 * h) + V / (12 * h * L)));
     EXPECT_REL(f.hardware_per_token, f.model_per_token);
     EXPECT_REL(f.attention_per_token, 12 * L * s * h);
@@ -418,7 +418,7 @@ TEST(Flops, NarayananEq3FullRecompute) {
     const ModelSpec m = preset_model("gpt3-175b");
     const double L = 96, s = 2048, h = 12288, V = 51200;
     for (bool flash : {false, true}) {
-        const FlopsEstimate f = flops_per_token(m, Recompute::full, flash, AttentionFlops::full, V);
+        const FlopsEstimate f = flops_per_token(m, Recompute::full, AttentionFlops::full, V);
         EXPECT_REL(f.hardware_per_token, 96 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)));
         EXPECT_REL(f.model_per_token, 72 * L * h * h * (1 + s / (6 * h) + V / (12 * h * L)));
     }
@@ -432,11 +432,11 @@ TEST(Flops, SelectiveRecomputeAddsAttentionForward) {
     const ModelSpec m = preset_model("gpt3-175b");
     const double L = 96, s = 2048, h = 12288;
     for (bool flash : {false, true}) {
-        FlopsEstimate f = flops_per_token(m, Recompute::selective, flash, AttentionFlops::full, 51200);
+        FlopsEstimate f = flops_per_token(m, Recompute::selective, AttentionFlops::full, 51200);
         EXPECT_REL(f.hardware_per_token - f.model_per_token, 4 * L * h * s);
-        f = flops_per_token(m, Recompute::selective, flash, AttentionFlops::causal, 51200);
+        f = flops_per_token(m, Recompute::selective, AttentionFlops::causal, 51200);
         EXPECT_REL(f.hardware_per_token - f.model_per_token, 2 * L * h * s);
-        f = flops_per_token(m, Recompute::none, flash, AttentionFlops::full, 51200);
+        f = flops_per_token(m, Recompute::none, AttentionFlops::full, 51200);
         EXPECT_REL(f.hardware_per_token, f.model_per_token);
     }
 }
@@ -458,8 +458,8 @@ TEST(Flops, PalmFormLlama3AndCausal) {
         const double N = (double)c.non_embedding - L * c.norms - c.final_norm + V * h;
         // Independently from the shape: Q, O (h×h), K, V (h×g·d), three h×f MLP matrices.
         EXPECT_REL(N, L * (2 * h * h + 2 * h * m.kv_heads * Q + 3 * h * m.ffn_hidden) + V * h);
-        const FlopsEstimate full = flops_per_token(m, Recompute::none, true, AttentionFlops::full, V);
-        const FlopsEstimate causal = flops_per_token(m, Recompute::none, true, AttentionFlops::causal, V);
+        const FlopsEstimate full = flops_per_token(m, Recompute::none, AttentionFlops::full, V);
+        const FlopsEstimate causal = flops_per_token(m, Recompute::none, AttentionFlops::causal, V);
         EXPECT_REL(full.params_matmul, N);
         EXPECT_REL(full.model_per_token, 6 * N + 12 * L * H * Q * T);
         EXPECT_REL(causal.model_per_token, 6 * N + 6 * L * H * Q * T);
@@ -474,7 +474,7 @@ TEST(Flops, MoeCountsActiveExperts) {
     const ModelSpec m = preset_model("mixtral-8x7b");
     const ParamCounts c = count_parameters(m);
     const double V = 32000, L = m.layers, h = m.hidden;
-    const FlopsEstimate f = flops_per_token(m, Recompute::none, true, AttentionFlops::causal, V);
+    const FlopsEstimate f = flops_per_token(m, Recompute::none, AttentionFlops::causal, V);
     EXPECT_REL(f.params_matmul, L * (c.attention + c.mlp_active) + V * h);
     EXPECT_REL(f.params_matmul, L * (2 * h * h + 2 * h * 1024 + 2 * 3 * h * 14336 + 8 * h) + V * h);
     EXPECT_REL(f.model_per_token, 6 * f.params_matmul + 6 * L * m.heads * m.head_dim() * m.seq_len);
@@ -841,8 +841,7 @@ TEST(Time, ScheduleAndThroughputIdentities) {
         EXPECT_REL(est.time.bubble, p > 1 ? (p - 1.0) / v * stage_time_per_mb(w) : 0.0) << name;
         EXPECT_REL(est.step_s, est.time.total()) << name;
         EXPECT_REL(est.tokens_per_s * est.step_s, (double)job.training.global_batch * job.model.seq_len) << name;
-        const FlopsEstimate f = flops_per_token(job.model, job.parallel.recompute, job.training.flash_attention,
-                                                job.estimate.attention_flops, est.vocab_padded);
+        const FlopsEstimate f = flops_per_token(job.model, job.parallel.recompute, job.estimate.attention_flops, est.vocab_padded);
         EXPECT_REL(est.flops.model_per_token, f.model_per_token) << name;
         EXPECT_REL(est.flops.hardware_per_token, f.hardware_per_token) << name;
         const double world = job.world_size();

@@ -42,7 +42,7 @@ double source_flops(const Run& r, const std::string& convention) {
     if (convention == "korthikanti-eq7-model")  // Korthikanti et al. 2022 eq. 7
         return 72.0 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
     // PaLM-style model FLOPs (Llama 3 paper, NeMo model TFLOP/s): our full-s² count.
-    ptd::FlopsEstimate f = ptd::flops_per_token(m, ptd::Recompute::none, true, ptd::AttentionFlops::full, (double)V);
+    ptd::FlopsEstimate f = ptd::flops_per_token(m, ptd::Recompute::none, ptd::AttentionFlops::full, (double)V);
     return f.model_per_token * B * s;
 }
 

@@ -6,7 +6,6 @@
 #include "ptd/estimate.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstring>
 
@@ -88,7 +87,6 @@ struct LayoutDerived {
     double s_local;                      // sequence per rank (s / cp)
     double tokens;                       // b · s_local
     double e;                            // activation bytes per element
-    double pe;                           // parameter bytes per element (training dtype)
     double vocab;                        // padded vocab
     double heads_l, kv_l, d, h, f_l;     // local heads, local KV heads, head dim, hidden, local MLP width
     bool sp, flash, dropout, swiglu, moe, layernorm, cpu;
@@ -106,7 +104,7 @@ struct LayoutDerived {
 
 double engine_buffers_bytes(const std::vector<EngineBuffer>& list, double e) {
     double total = 0;
-    for (const EngineBuffer& x : list) total += (double)x.elements * (std::strncmp(x.name, "tokens", 6) == 0 ? 4.0 : e);
+    for (const EngineBuffer& x : list) total += (double)x.elements * (x.int32 ? 4.0 : e);
     return total;
 }
 
@@ -157,8 +155,8 @@ std::vector<int> balanced_layers_per_stage(int layers, int pp) {
     return out;
 }
 
-FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, bool flash_attention,
-                              AttentionFlops convention, double vocab_padded) {
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
+                              double vocab_padded) {
     FlopsEstimate f;
     f.convention = convention;
     const double h = m.hidden, d = m.head_dim(), a = m.heads, g = m.kv_heads, F = m.ffn_hidden;
@@ -176,8 +174,9 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, bool flas
     f.model_per_token = 6.0 * f.params_matmul + attn;
     double extra = 0;
     if (recompute == Recompute::full) extra = 2.0 * m.layers * layer_params + attn / 3.0;
-    else if (recompute == Recompute::selective) extra = attn / 3.0;  // core attention forward again
-    (void)flash_attention;  // flash kernels also recompute scores in backward, but that is the kernel's cost, not a pass
+    // Selective recomputes the core attention forward. Flash kernels also recompute scores in
+    // their backward, but that is the kernel's own cost, not a recompute pass.
+    else if (recompute == Recompute::selective) extra = attn / 3.0;
     f.hardware_per_token = f.model_per_token + extra;
     return f;
 }
@@ -231,7 +230,7 @@ std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_ba
     if (m.norm == Norm::layernorm) v.push_back({"final_norm.mean", b * s});
     v.push_back({"final_norm.output", b * s * h});
     v.push_back({"logits.probs", b * s * (int64_t)vocab_padded / tp});
-    v.push_back({"tokens.targets", b * s});
+    v.push_back({"tokens.targets", b * s, true});
     return v;
 }
 
@@ -364,7 +363,6 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.s_local = (double)m.seq_len / L.c;
     L.tokens = L.b * L.s_local;
     L.e = job.training.precision == Precision::fp32 ? 4.0 : 2.0;
-    L.pe = L.e;
     L.vocab = (double)padded_vocab(m.vocab, es.vocab_pad, ch.tp);
     L.h = m.hidden;
     L.d = m.head_dim();
@@ -690,12 +688,12 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         const int N = L.dp * L.c;
         if (ch.zero == 1 || ch.zero == 2) {
             // DeepSpeed reduce and all-gather buckets in the training dtype.
-            S.mem.temp += 2.0 * L.pe * std::min(bucket, S.params);
+            S.mem.temp += 2.0 * L.e * std::min(bucket, S.params);
         } else if (ch.zero == 3) {
             // Gathered parameters of the current and the prefetched layer (or the embedding).
             const double biggest = std::max(L.layer_dense_params + L.layer_expert_params,
                                             (i == 0 || i == p - 1) ? L.embed_params : 0.0);
-            S.mem.temp += 2.0 * L.pe * std::min(biggest, bucket);
+            S.mem.temp += 2.0 * L.e * std::min(biggest, bucket);
         }
         const double allocated = S.mem.model_states() + S.mem.activations + S.mem.temp;
         S.mem.fragmentation = es.fragmentation * allocated;
@@ -710,10 +708,10 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
             if (ch.zero == 3) {
                 // Per micro-batch: gather weights for forward and backward, reduce-scatter grads.
                 grad += L.mbs * gather_time(grad_e * params, n, bw, lat);
-                param += L.mbs * 2.0 * gather_time(L.pe * params, n, bw, lat);
+                param += L.mbs * 2.0 * gather_time(L.e * params, n, bw, lat);
             } else if (ch.zero >= 1 || ch.distributed_optimizer) {
                 grad += gather_time(grad_e * params, n, bw, lat);
-                param += gather_time(L.pe * params, n, bw, lat);
+                param += gather_time(L.e * params, n, bw, lat);
             } else {
                 grad += all_reduce_time(grad_e * params, n, bw, lat);
             }
@@ -794,7 +792,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     const int world = L.t * L.p * L.dp * L.c;
     const double step = tb.total();
     const double tokens = (double)job.training.global_batch * m.seq_len;
-    const FlopsEstimate fl = flops_per_token(m, ch.recompute, L.flash, es.attention_flops, L.vocab);
+    const FlopsEstimate fl = flops_per_token(m, ch.recompute, es.attention_flops, L.vocab);
     score.peak_bytes = worst_total;
     score.fits = worst_total <= usable;
     score.step_s = step;

@@ -168,8 +168,8 @@ double gemm_efficiency(double m, double n, double k);
 
 // Model FLOPs per token (PaLM appendix B generalised to GQA/SwiGLU/MoE), conventions:
 // full = 12·L·a·d·s attention term, causal = half of it.
-FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, bool flash_attention,
-                              AttentionFlops convention, double vocab_padded);
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
+                              double vocab_padded);
 
 // Activation bytes one transformer layer saves for backward, for one micro-batch on one
 // TP rank (Korthikanti et al. 2022 terms for `megatron`; the engine's buffer list for
@@ -189,6 +189,7 @@ double layer_activation_bytes(const ActivationInputs& in);
 struct EngineBuffer {
     const char* name;
     int64_t elements;
+    bool int32 = false;  // token ids; everything else is in the activation dtype
 };
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                bool sequence_parallel);
