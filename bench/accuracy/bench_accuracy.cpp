@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,19 @@ double source_flops(const Run& r, const std::string& convention) {
     return f.model_per_token * B * s;
 }
 
+// A key's value, or `fallback` when absent. A value of the wrong type is an error naming
+// the file, line and key (never a silent default).
+std::string g_path;
 template <class T>
 T get(const toml::table& t, const char* key, T fallback) {
-    return t[key].value_or(fallback);
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    std::optional<T> v = n->value<T>();
+    if (!v) {
+        std::fprintf(stderr, "%s:%d: run key \"%s\" has the wrong type\n", g_path.c_str(), (int)n->source().begin.line, key);
+        std::exit(2);
+    }
+    return *v;
 }
 
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
@@ -66,7 +77,12 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         std::fprintf(stderr, "%s: no [[run]] entries\n", path.c_str());
         std::exit(2);
     }
+    g_path = path;
     for (const toml::node& n : *arr) {
+        if (!n.is_table()) {
+            std::fprintf(stderr, "%s:%d: each [[run]] must be a table\n", path.c_str(), (int)n.source().begin.line);
+            std::exit(2);
+        }
         const toml::table& t = *n.as_table();
         Run r;
         r.name = get<std::string>(t, "name", "?");
