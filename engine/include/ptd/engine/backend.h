@@ -1,0 +1,137 @@
+// backend.h — the compute backend interface of ptd-engine: device memory (tagged) and
+// every kernel the model needs. The model code only calls these; it never touches
+// tensor elements itself, so a CUDA backend can replace the CPU one (engine/cpu/) without
+// changes to model, schedule or optimizer code.
+//
+// Conventions for every op:
+//   - fp32, row-major, contiguous; pointers are device pointers of this backend.
+//   - "rows" = number of token rows (micro_batch · seq, or the SP slice of it).
+//   - B batch, T sequence, H query heads (local), G key/value heads (local), D head dim.
+//   - Outputs are overwritten unless the contract says "+=" (accumulate).
+//   - Results are deterministic: the same inputs and thread count give the same bits
+//     (static work partition, no atomics in reductions).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "ptd/engine/mem.h"
+
+namespace ptd::engine {
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const char* name() const = 0;  // "cpu"
+
+    // ---- memory --------------------------------------------------------------------
+    // Zero-filled allocation tagged with `cat`; `what` names it for error messages.
+    // Out of memory is fatal (message with category, size and what).
+    virtual void* alloc(MemCategory cat, size_t bytes, const char* what) = 0;
+    virtual void release(void* p) = 0;  // nullptr is a no-op
+    virtual MemStats mem_stats() const = 0;
+    virtual void reset_peaks() = 0;     // peak := current, per category and total
+    virtual void upload(void* dst, const void* src_host, size_t bytes) = 0;
+    virtual void download(void* dst_host, const void* src, size_t bytes) = 0;
+
+    // ---- elementwise ------------------------------------------------------------------
+    virtual void fill(float* x, float value, int64_t n) = 0;
+    virtual void copy(float* dst, const float* src, int64_t n) = 0;
+    virtual void add(float* y, const float* x, int64_t n) = 0;             // y += x
+    virtual void scale(float* x, float a, int64_t n) = 0;                  // x *= a
+    virtual double sum_squares(const float* x, int64_t n) = 0;            // Σ x², in double
+
+    // ---- GEMM --------------------------------------------------------------------------
+    // C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C. op(A) = A ([M,K]) or Aᵀ (A is
+    // [K,M]) when trans_a; op(B) = B ([K,N]) or Bᵀ (B is [N,K]) when trans_b.
+    virtual void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float* A, const float* B, float beta, float* C) = 0;
+    virtual void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) = 0;  // y[r,:] += bias
+    virtual void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) = 0; // dbias += Σ_r dy[r,:]
+
+    // ---- norms -------------------------------------------------------------------------
+    // LayerNorm: out = (x − mean)·rstd·w + b per row of C; saves mean[rows], rstd[rows].
+    virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                                   const float* b, int64_t rows, int64_t C, float eps) = 0;
+    // dx = (overwritten) input gradient; dw += , db += .
+    virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
+                                    const float* mean, const float* rstd, const float* w, int64_t rows,
+                                    int64_t C) = 0;
+    // RMSNorm: out = x·rstd·w, rstd = 1/sqrt(mean(x²) + eps).
+    virtual void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows,
+                                 int64_t C, float eps) = 0;
+    virtual void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x,
+                                  const float* rstd, const float* w, int64_t rows, int64_t C) = 0;
+
+    // ---- activations -------------------------------------------------------------------
+    // GELU, tanh approximation (GPT-2): out = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))).
+    virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;
+    virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;  // dx = dout·gelu'(x)
+    // SwiGLU: out = silu(gate) · up.
+    virtual void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) = 0;
+    virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                                 const float* up, int64_t n) = 0;
+
+    // ---- attention ---------------------------------------------------------------------
+    // RoPE (rotate-half / NeoX & HF Llama convention: pairs (i, i + D/2)), in place on
+    // x [B,T,nh,D]; position of row t is pos0 + t; freq_i = theta^(−2i/D).
+    virtual void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                              float theta) = 0;
+    // The inverse rotation applied to a gradient, in place.
+    virtual void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                               float theta) = 0;
+    // Causal softmax attention. q [B,T,H,D], k,v [B,T,G,D] with H % G == 0 (query head h
+    // uses kv head h / (H/G)); probs [B,H,T,T] saved (entries above the diagonal are 0);
+    // ctx [B,T,H,D]; scale 1/√D.
+    virtual void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v,
+                                   int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) = 0;
+    // dq, dk, dv overwritten.
+    virtual void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs,
+                                    const float* q, const float* k, const float* v, int64_t B, int64_t T,
+                                    int64_t H, int64_t G, int64_t D) = 0;
+
+    // ---- embedding (vocab-parallel) ----------------------------------------------------
+    // out[r,:] = wte[tok[r] − v0, :] when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C].
+    virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0,
+                                   int64_t Vl, int64_t rows, int64_t C) = 0;
+    // dwte[tok[r] − v0, :] += dout[r,:] for rows in range (deterministic order).
+    virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0,
+                                    int64_t Vl, int64_t rows, int64_t C) = 0;
+    // Learned positions: out[r,:] += wpe[(row0 + r) % T, :]; backward: dwpe[(row0 + r) % T,:] += dout[r,:].
+    virtual void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T,
+                                  int64_t C) = 0;
+    virtual void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T,
+                                   int64_t C) = 0;
+
+    // ---- vocab-parallel cross entropy (Megatron) ---------------------------------------
+    // logits [rows, Vl] hold the columns v0..v0+Vl−1 of the padded vocabulary; only
+    // global columns < V_valid take part (padding is masked out). Between the steps the
+    // caller all-reduces over the TP group (max for xent_row_max, sum for the others).
+    virtual void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
+                              int64_t V_valid) = 0;
+    // sumexp[r] = Σ_valid exp(logits[r,c] − rowmax[r]); target_logit[r] = logits[r, t − v0]
+    // when the target is in this shard, else 0.
+    virtual void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                           const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
+    // loss[r] = log(sumexp[r]) + rowmax[r] − target_logit[r]; logits become softmax
+    // probabilities in place (masked columns 0).
+    virtual void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp,
+                             const float* target_logit, int64_t rows, int64_t Vl, int64_t v0,
+                             int64_t V_valid) = 0;
+    // dlogits = scale · (probs − onehot(target)) (masked columns 0). dlogits may alias probs.
+    virtual void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale,
+                               int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
+
+    // ---- optimizer ---------------------------------------------------------------------
+    // AdamW (Loshchilov & Hutter): m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
+    // p −= lr · (m̂ / (√v̂ + eps) + wd · p) with m̂ = m/(1−β1^step), v̂ = v/(1−β2^step).
+    // `grad_scale` multiplies g first (clipping). step ≥ 1.
+    virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, float grad_scale, int64_t step) = 0;
+};
+
+// The CPU backend: OpenBLAS sgemm, OpenMP elsewhere. `threads` ≤ 0 = OMP default.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace ptd::engine

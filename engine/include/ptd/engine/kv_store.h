@@ -1,0 +1,72 @@
+// kv_store.h — the rendezvous key-value store and liveness monitor of a run, served over
+// TCP by rank 0 at MASTER_ADDR:MASTER_PORT (torchrun's TCPStore role). Every rank
+// connects a client; Gloo contexts rendezvous through it (see comm.h) and it will carry
+// NCCL's unique id later.
+//
+// Liveness: each rank also keeps a monitor connection that sends a heartbeat. The server
+// declares a rank failed when its monitor connection closes without a goodbye (process
+// died) or when no heartbeat arrived for `stall_timeout_s` (process stopped / hung), and
+// a rank may report its own fatal error. The server then tells every other rank; their
+// monitors call the abort callback with a message that names the failed rank, e.g.
+//   "rank 3 (pid 41234 on host-a) died: connection closed without goodbye"
+//   "rank 2 (pid 41230 on host-a) stalled: no heartbeat for 30.0 s"
+//   "rank 1 (pid 41229 on host-a) failed: <its own error message>"
+// If the server (rank 0) itself disappears, every monitor reports
+//   "rank 0 (store at ADDR:PORT) died: connection lost".
+//
+// Wire format: length-prefixed binary frames; malformed frames close that connection
+// with an error log, never crash the server.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ptd/diagnostic.h"
+
+namespace ptd::engine {
+
+struct KvServerOptions {
+    std::string bind_addr = "0.0.0.0";
+    int port = 29500;
+    int world_size = 1;
+    double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
+};
+
+class KvServer {
+public:
+    // Binds and starts serving on a background thread. Error names the address and errno.
+    static Result<std::unique_ptr<KvServer>> start(const KvServerOptions& options);
+    virtual ~KvServer() = default;  // stops the thread, closes every connection
+    // Blocks until every rank said goodbye (normal end) or timeout_s passed; true if all did.
+    virtual bool wait_all_goodbye(double timeout_s) = 0;
+};
+
+class KvClient {
+public:
+    // Connects to addr:port, retrying until timeout_s (rank 0's server may start later).
+    // Error: "cannot reach the store at ADDR:PORT after N s: <errno text>".
+    static Result<std::unique_ptr<KvClient>> connect(const std::string& addr, int port, double timeout_s);
+    virtual ~KvClient() = default;
+
+    virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
+    // Blocks until the key exists; error after timeout_s naming the key.
+    virtual Result<std::vector<uint8_t>> get(const std::string& key, double timeout_s) = 0;
+    virtual bool check(const std::vector<std::string>& keys) = 0;     // all exist now
+    virtual int64_t add(const std::string& key, int64_t delta) = 0;   // atomic counter, returns new value
+
+    // Start the monitor for `rank` (a second connection + heartbeat thread).
+    // `on_abort` runs on the monitor thread with the message naming the failed rank.
+    virtual Result<void> start_monitor(int rank, double heartbeat_s,
+                                       std::function<void(const std::string&)> on_abort) = 0;
+    // This rank failed: tell the server (which aborts the others) — best effort.
+    virtual void report_failure(const std::string& message) = 0;
+    // The reason the run was aborted, if the monitor has heard one within wait_s; "" if not.
+    virtual std::string abort_reason(double wait_s) = 0;
+    // Normal end: goodbye on the monitor connection, then stop heartbeating.
+    virtual void goodbye() = 0;
+};
+
+}  // namespace ptd::engine
