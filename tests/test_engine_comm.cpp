@@ -1,1 +1,540 @@
+// test_engine_comm.cpp — the run's KV store and liveness monitor in-process, then the
+// Gloo communicators and failure reporting as real multi-process runs of
+// engine_comm_worker over loopback TCP: exact results for every operation on every
+// group of several layouts, and for a killed, stopped or self-reporting rank, that every
+// other rank exits non-zero within seconds naming it, with nothing left running.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "ptd/engine/kv_store.h"
+
+using namespace ptd::engine;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string bytes_to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+// A port nothing listens on right now (bound to 0, read back, released).
+int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    bind(fd, (sockaddr*)&a, sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, (sockaddr*)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+std::unique_ptr<KvServer> start_server(int world = 1, double stall_s = 60) {
+    KvServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    o.port = 0;
+    o.world_size = world;
+    o.stall_timeout_s = stall_s;
+    auto s = KvServer::start(o);
+    EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().str());
+    return s ? std::move(*s) : nullptr;
+}
+
+std::unique_ptr<KvClient> connect_to(const KvServer& s) {
+    auto c = KvClient::connect("127.0.0.1", s.port(), 5);
+    EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().str());
+    return c ? std::move(*c) : nullptr;
+}
+
+// Collects the monitor's abort callback.
+struct AbortSink {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> messages;
+    std::function<void(const std::string&)> fn() {
+        return [this](const std::string& m) {
+            std::lock_guard lock(mu);
+            messages.push_back(m);
+            cv.notify_all();
+        };
+    }
+    std::string wait(double s) {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, std::chrono::duration<double>(s), [&] { return !messages.empty(); });
+        return messages.empty() ? "" : messages.front();
+    }
+};
+
+}  // namespace
+
+// ---- KV store, in process ----------------------------------------------------------
+
+TEST(KvStore, SetGetAddCheck) {
+    auto server = start_server();
+    auto a = connect_to(*server);
+    auto b = connect_to(*server);
+    a->set("alpha", to_bytes("one"));
+    auto v = b->get("alpha", 1);
+    ASSERT_TRUE(v.has_value()) << v.error().str();
+    EXPECT_EQ(bytes_to_string(*v), "one");
+    a->set("alpha", to_bytes("two"));  // overwrite
+    EXPECT_EQ(bytes_to_string(*b->get("alpha", 1)), "two");
+    std::vector<uint8_t> binary{0, 1, 2, 255, 0};
+    a->set("bin", binary);
+    EXPECT_EQ(*b->get("bin", 1), binary);
+    a->set("empty", {});
+    EXPECT_TRUE(b->get("empty", 1)->empty());
+
+    EXPECT_TRUE(a->check({"alpha", "bin"}));
+    EXPECT_FALSE(a->check({"alpha", "nope"}));
+    EXPECT_TRUE(a->check({}));
+
+    EXPECT_EQ(a->add("counter", 5), 5);
+    EXPECT_EQ(b->add("counter", -2), 3);
+    EXPECT_EQ(bytes_to_string(*a->get("counter", 1)), "3");
+    EXPECT_THROW(a->add("alpha", 1), std::runtime_error);  // not a counter
+    EXPECT_EQ(a->add("counter", 0), 3);                   // and the connection still works
+}
+
+TEST(KvStore, GetWaitsForTheKey) {
+    auto server = start_server();
+    auto a = connect_to(*server);
+    auto b = connect_to(*server);
+    std::thread setter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        a->set("late", to_bytes("here"));
+    });
+    auto t0 = Clock::now();
+    auto v = b->get("late", 5);
+    setter.join();
+    ASSERT_TRUE(v.has_value()) << v.error().str();
+    EXPECT_EQ(bytes_to_string(*v), "here");
+    EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), 0.15);
+    // A counter created by add wakes a waiting get too.
+    std::thread adder([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        a->add("ctr", 7);
+    });
+    EXPECT_EQ(bytes_to_string(*b->get("ctr", 5)), "7");
+    adder.join();
+}
+
+TEST(KvStore, GetTimeoutNamesTheKeyAndLateRepliesAreSkipped) {
+    auto server = start_server();
+    auto a = connect_to(*server);
+    auto b = connect_to(*server);
+    auto v = b->get("never/set/key", 0.2);
+    ASSERT_FALSE(v.has_value());
+    EXPECT_NE(v.error().str().find("never/set/key"), std::string::npos) << v.error().str();
+    // The timed-out GET is still pending on the server; its late answer must not be
+    // taken for the reply to b's next request.
+    a->set("never/set/key", to_bytes("late"));
+    a->set("other", to_bytes("right"));
+    auto w = b->get("other", 1);
+    ASSERT_TRUE(w.has_value()) << w.error().str();
+    EXPECT_EQ(bytes_to_string(*w), "right");
+    EXPECT_EQ(b->add("n", 1), 1);
+}
+
+TEST(KvStore, MalformedFramesDoNotCrashTheServer) {
+    auto server = start_server();
+    auto send_raw = [&](const std::string& bytes) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)server->port());
+        ASSERT_EQ(connect(fd, (sockaddr*)&a, sizeof a), 0);
+        ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), (ssize_t)bytes.size());
+        // The server closes the connection: recv sees EOF (or a reset), never hangs.
+        timeval tv{5, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char buf[16];
+        EXPECT_LE(recv(fd, buf, sizeof buf, 0), 0);
+        close(fd);
+    };
+    send_raw(std::string("\xff\xff\xff\xff", 4) + "garbage");              // absurd length
+    send_raw(std::string("\x00\x00\x00\x00", 4));                          // empty frame
+    send_raw(std::string("\x01\x00\x00\x00\x63", 5));                      // unknown type 99
+    send_raw(std::string("\x05\x00\x00\x00\x01\x01\x02\x03\x04", 9));      // SET cut short
+    send_raw(std::string("\x0e\x00\x00\x00\x02", 5) + std::string(8, '\0') + std::string("\xff\xff\xff\x7f\x00", 5));  // GET, key length past the end
+    send_raw(std::string("\x01\x00\x00\x00\x23", 5));                      // FAILURE before HELLO
+    auto c = connect_to(*server);
+    c->set("still", to_bytes("alive"));
+    EXPECT_EQ(bytes_to_string(*c->get("still", 1)), "alive");
+}
+
+TEST(KvStore, ConnectTimeoutNamesAddressAndPort) {
+    int port = free_port();
+    auto t0 = Clock::now();
+    auto c = KvClient::connect("127.0.0.1", port, 0.3);
+    double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    ASSERT_FALSE(c.has_value());
+    std::string msg = c.error().str();
+    EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cannot reach the store"), std::string::npos) << msg;
+    EXPECT_GE(took, 0.25);
+    EXPECT_LT(took, 3.0);
+}
+
+TEST(KvStore, ServerStartErrorNamesTheAddress) {
+    auto first = start_server();
+    KvServerOptions o;
+    o.bind_addr = "127.0.0.1";
+    o.port = first->port();  // taken
+    auto second = KvServer::start(o);
+    ASSERT_FALSE(second.has_value());
+    EXPECT_NE(second.error().str().find("127.0.0.1:" + std::to_string(first->port())), std::string::npos)
+        << second.error().str();
+}
+
+// ---- monitor, in process -----------------------------------------------------------
+
+TEST(KvMonitor, ReportedFailureAbortsTheOthers) {
+    auto server = start_server(3);
+    auto c0 = connect_to(*server), c1 = connect_to(*server), c2 = connect_to(*server);
+    AbortSink s0, s1, s2;
+    ASSERT_TRUE(c0->start_monitor(0, 0.1, s0.fn()).has_value());
+    ASSERT_TRUE(c1->start_monitor(1, 0.1, s1.fn()).has_value());
+    ASSERT_TRUE(c2->start_monitor(2, 0.1, s2.fn()).has_value());
+    EXPECT_EQ(c0->abort_reason(0), "");
+    c1->report_failure("bad data");
+    std::string m0 = s0.wait(5), m2 = s2.wait(5);
+    EXPECT_NE(m0.find("rank 1 (pid " + std::to_string(getpid())), std::string::npos) << m0;
+    EXPECT_NE(m0.find("failed: bad data"), std::string::npos) << m0;
+    EXPECT_EQ(m0, m2);
+    EXPECT_EQ(c2->abort_reason(1), m0);
+    EXPECT_FALSE(server->wait_all_goodbye(0.1));
+    // The reporter itself is not told, and a second failure is not reported again.
+    c2->report_failure("consequence");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_TRUE(s1.messages.empty());
+    EXPECT_EQ(s0.messages.size(), 1u);
+}
+
+TEST(KvMonitor, ConnectionClosedWithoutGoodbyeIsADeath) {
+    auto server = start_server(2);
+    auto c0 = connect_to(*server), c1 = connect_to(*server);
+    AbortSink s0, s1;
+    ASSERT_TRUE(c0->start_monitor(0, 0.1, s0.fn()).has_value());
+    ASSERT_TRUE(c1->start_monitor(1, 0.1, s1.fn()).has_value());
+    c1.reset();  // the process "dies": its sockets close without a goodbye
+    std::string m = s0.wait(5);
+    EXPECT_NE(m.find("rank 1 (pid"), std::string::npos) << m;
+    EXPECT_NE(m.find("died: connection closed without goodbye"), std::string::npos) << m;
+}
+
+TEST(KvMonitor, MissingHeartbeatIsAStall) {
+    auto server = start_server(2, 0.5);
+    auto c0 = connect_to(*server), c1 = connect_to(*server);
+    AbortSink s0, s1;
+    ASSERT_TRUE(c0->start_monitor(0, 0.1, s0.fn()).has_value());
+    ASSERT_TRUE(c1->start_monitor(1, 100, s1.fn()).has_value());  // never beats in time
+    auto t0 = Clock::now();
+    std::string m = s0.wait(5);
+    double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_NE(m.find("rank 1 (pid"), std::string::npos) << m;
+    EXPECT_NE(m.find("stalled: no heartbeat for"), std::string::npos) << m;
+    EXPECT_GE(took, 0.4);
+    EXPECT_LT(took, 3.0);
+}
+
+TEST(KvMonitor, GoodbyeEndsTheRunQuietly) {
+    auto server = start_server(2, 0.5);
+    auto c0 = connect_to(*server), c1 = connect_to(*server);
+    AbortSink s0, s1;
+    ASSERT_TRUE(c0->start_monitor(0, 0.1, s0.fn()).has_value());
+    ASSERT_TRUE(c1->start_monitor(1, 0.1, s1.fn()).has_value());
+    EXPECT_FALSE(server->wait_all_goodbye(0.2));
+    c1->goodbye();
+    c1.reset();  // after a goodbye, closing is not a death, nor is silence a stall
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    c0->goodbye();
+    EXPECT_TRUE(server->wait_all_goodbye(2));
+    server.reset();  // nor is the store going away after our goodbye
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_TRUE(s0.messages.empty()) << s0.messages.front();
+    EXPECT_TRUE(s1.messages.empty());
+}
+
+TEST(KvMonitor, LosingTheStoreIsReported) {
+    auto server = start_server(2);
+    int port = server->port();
+    auto c1 = connect_to(*server);
+    AbortSink s1;
+    ASSERT_TRUE(c1->start_monitor(1, 0.1, s1.fn()).has_value());
+    server.reset();
+    std::string m = s1.wait(5);
+    EXPECT_EQ(m, "rank 0 (store at 127.0.0.1:" + std::to_string(port) + ") died: connection lost");
+    EXPECT_EQ(c1->abort_reason(0), m);
+    EXPECT_FALSE(c1->get("x", 0.1).has_value());
+    EXPECT_THROW(c1->set("x", {}), std::runtime_error);
+}
+
+// ---- multi-process runs ------------------------------------------------------------
+
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// One run of engine_comm_worker: `world` processes in their own process group, each
+// with its stderr and stdout in files. The destructor kills whatever is left.
+class WorkerRun {
+public:
+    WorkerRun(int world, const std::vector<std::string>& args) : world_(world) {
+        char tmpl[] = "/tmp/ptd_comm_test_XXXXXX";
+        dir_ = mkdtemp(tmpl);
+        port_ = free_port();
+        std::string exe = std::string(PTD_BIN_DIR) + "/engine_comm_worker";
+        start_ = Clock::now();
+        for (int r = 0; r < world; ++r) {
+            // Build argv and envp before fork: the child only calls async-signal-safe
+            // functions, as a multi-threaded parent (gtest, earlier tests) requires.
+            std::vector<std::string> argv_s{exe};
+            argv_s.insert(argv_s.end(), args.begin(), args.end());
+            std::vector<std::string> env_s;
+            for (char** e = environ; *e; ++e) {
+                std::string kv = *e;
+                for (const char* name : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+                                         "MASTER_PORT=", "GLOO_SOCKET_IFNAME="})
+                    if (kv.rfind(name, 0) == 0) kv.clear();
+                if (!kv.empty()) env_s.push_back(kv);
+            }
+            env_s.push_back("RANK=" + std::to_string(r));
+            env_s.push_back("WORLD_SIZE=" + std::to_string(world));
+            env_s.push_back("LOCAL_RANK=" + std::to_string(r));
+            env_s.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
+            env_s.push_back("MASTER_ADDR=127.0.0.1");
+            env_s.push_back("MASTER_PORT=" + std::to_string(port_));
+            std::vector<char*> argv, envp;
+            for (auto& s : argv_s) argv.push_back(s.data());
+            argv.push_back(nullptr);
+            for (auto& s : env_s) envp.push_back(s.data());
+            envp.push_back(nullptr);
+            std::string err = err_path(r), out = dir_ + "/out." + std::to_string(r);
+            pid_t pid = fork();
+            if (pid == 0) {
+                setpgid(0, pgid_);  // pgid_ is 0 for the first child: it leads the group
+                int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                dup2(e, 2);
+                dup2(o, 1);
+                execve(exe.c_str(), argv.data(), envp.data());
+                _exit(127);
+            }
+            if (pgid_ == 0) pgid_ = pid;
+            setpgid(pid, pgid_);  // also here, so the group exists before we rely on it
+            pids_.push_back(pid);
+        }
+        status_.assign((size_t)world, -1);
+        exited_at_.assign((size_t)world, -1.0);
+        stopped_at_.assign((size_t)world, -1.0);
+    }
+
+    ~WorkerRun() {
+        if (pgid_ > 0) kill(-pgid_, SIGKILL);
+        for (size_t r = 0; r < pids_.size(); ++r)
+            if (status_[r] < 0) waitpid(pids_[r], nullptr, 0);
+        std::string cmd = "rm -rf '" + dir_ + "'";
+        [[maybe_unused]] int rc = std::system(cmd.c_str());
+    }
+
+    // Reaps ranks until all but `except` exited or `deadline_s` (from the start) passed;
+    // then kills the whole group so nothing outlives a failing test. True if all did.
+    bool wait(double deadline_s, int except = -1) {
+        auto deadline = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
+        for (;;) {
+            bool all = true;
+            for (size_t r = 0; r < pids_.size(); ++r) {
+                if (status_[r] >= 0) continue;
+                int st = 0;
+                pid_t got = waitpid(pids_[r], &st, WNOHANG | WUNTRACED);
+                if (got == pids_[r] && WIFSTOPPED(st)) {
+                    if (stopped_at_[r] < 0) stopped_at_[r] = since_start();
+                } else if (got == pids_[r]) {
+                    status_[r] = st;
+                    exited_at_[r] = since_start();
+                    continue;
+                }
+                if ((int)r != except) all = false;
+            }
+            if (all) return true;
+            if (Clock::now() >= deadline) {
+                kill(-pgid_, SIGKILL);
+                return false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+
+    // Kills and reaps one rank (the stopped victim).
+    void kill_rank(int r) {
+        kill(pids_[(size_t)r], SIGKILL);
+        int st = 0;
+        waitpid(pids_[(size_t)r], &st, 0);
+        status_[(size_t)r] = st;
+        exited_at_[(size_t)r] = since_start();
+    }
+
+    // After everything was reaped: no process of the run's group is left.
+    bool nothing_left() const {
+        for (size_t r = 0; r < pids_.size(); ++r)
+            if (kill(pids_[r], 0) == 0 || errno != ESRCH) return false;
+        return kill(-pgid_, 0) == -1 && errno == ESRCH;
+    }
+
+    std::string err(int r) const { return read_file(err_path(r)); }
+    std::string out(int r) const { return read_file(dir_ + "/out." + std::to_string(r)); }
+    int status(int r) const { return status_[(size_t)r]; }
+    double exited_at(int r) const { return exited_at_[(size_t)r]; }
+    double stopped_at(int r) const { return stopped_at_[(size_t)r]; }
+    int world() const { return world_; }
+
+    std::string describe(int r) const {
+        int st = status_[(size_t)r];
+        std::string s = "rank " + std::to_string(r) + ": ";
+        if (st < 0) s += "still running";
+        else if (WIFEXITED(st)) s += "exit " + std::to_string(WEXITSTATUS(st));
+        else if (WIFSIGNALED(st)) s += "signal " + std::to_string(WTERMSIG(st));
+        return s + " after " + std::to_string(exited_at_[(size_t)r]) + " s\n--- stderr ---\n" + err(r) + "---\n";
+    }
+    std::string describe_all() const {
+        std::string s;
+        for (int r = 0; r < world_; ++r) s += describe(r);
+        return s;
+    }
+
+private:
+    std::string err_path(int r) const { return dir_ + "/err." + std::to_string(r); }
+    double since_start() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+    int world_;
+    int port_ = 0;
+    std::string dir_;
+    Clock::time_point start_;
+    pid_t pgid_ = 0;
+    std::vector<pid_t> pids_;
+    std::vector<int> status_;
+    std::vector<double> exited_at_, stopped_at_;
+};
+
+void expect_all_ok(WorkerRun& run) {
+    for (int r = 0; r < run.world(); ++r) {
+        EXPECT_TRUE(WIFEXITED(run.status(r)) && WEXITSTATUS(run.status(r)) == 0) << run.describe(r);
+        EXPECT_EQ(run.out(r), "ok\n") << run.describe(r);
+    }
+    EXPECT_TRUE(run.nothing_left());
+}
+
+void check_run(int tp, int pp, int dp) {
+    WorkerRun run(tp * pp * dp, {"--tp", std::to_string(tp), "--pp", std::to_string(pp), "--dp", std::to_string(dp),
+                           "--timeout", "20"});
+    ASSERT_TRUE(run.wait(40)) << run.describe_all();
+    expect_all_ok(run);
+}
+
+// A failure run: the victim fails `after` s into the steady state; every other rank must
+// exit non-zero within `within` s of the victim (its death, or its stop) and say `names`.
+void expect_others_abort(WorkerRun& run, int victim, double within, const std::vector<std::string>& names) {
+    double t_victim = run.exited_at(victim) >= 0 ? run.exited_at(victim) : run.stopped_at(victim);
+    ASSERT_GE(t_victim, 0) << "the victim neither exited nor stopped\n" << run.describe_all();
+    for (int r = 0; r < run.world(); ++r) {
+        if (r == victim) continue;
+        int st = run.status(r);
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << run.describe(r);
+        EXPECT_LT(run.exited_at(r) - t_victim, within) << run.describe(r);
+        std::string e = run.err(r);
+        for (const auto& n : names) EXPECT_NE(e.find(n), std::string::npos) << "wanted \"" << n << "\"\n" << run.describe(r);
+        EXPECT_NE(e.find("ptd-engine: rank " + std::to_string(r) + ": error: "), std::string::npos) << run.describe(r);
+    }
+}
+
+}  // namespace
+
+TEST(CommRun, World1SelfGroups) { check_run(1, 1, 1); }
+TEST(CommRun, World2Dp) { check_run(1, 1, 2); }
+TEST(CommRun, World4Tp2Pp2) { check_run(2, 2, 1); }
+TEST(CommRun, World8Tp2Pp2Dp2) { check_run(2, 2, 2); }
+
+TEST(CommRun, KilledRankIsNamedByEveryOther) {
+    WorkerRun run(4, {"--tp", "2", "--pp", "2", "--mode", "die", "--victim", "3", "--after", "1", "--timeout", "30"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    EXPECT_TRUE(WIFSIGNALED(run.status(3)) && WTERMSIG(run.status(3)) == SIGKILL) << run.describe(3);
+    expect_others_abort(run, 3, 5, {"rank 3 (pid", "died"});
+    EXPECT_TRUE(run.nothing_left());
+}
+
+TEST(CommRun, KilledStoreOwnerIsNamedByEveryOther) {
+    WorkerRun run(4, {"--dp", "4", "--mode", "die", "--victim", "0", "--how", "exit", "--after", "1", "--timeout", "30"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    EXPECT_TRUE(WIFEXITED(run.status(0)) && WEXITSTATUS(run.status(0)) == 9) << run.describe(0);
+    expect_others_abort(run, 0, 5, {"rank 0 (store at 127.0.0.1:", "died: connection lost"});
+    EXPECT_TRUE(run.nothing_left());
+}
+
+TEST(CommRun, StalledRankIsNamedByEveryOther) {
+    WorkerRun run(4, {"--tp", "2", "--dp", "2", "--mode", "stall", "--victim", "2", "--after", "1", "--stall-timeout", "3",
+                "--timeout", "30"});
+    bool others_done = run.wait(30, /*except=*/2);
+    EXPECT_GE(run.stopped_at(2), 0) << run.describe_all();
+    run.kill_rank(2);
+    ASSERT_TRUE(others_done) << run.describe_all();
+    expect_others_abort(run, 2, 3 + 5, {"rank 2 (pid", "stalled: no heartbeat for"});
+    // Not before the stall timeout: a heartbeat gap shorter than it is no stall.
+    for (int r : {0, 1, 3}) EXPECT_GE(run.exited_at(r) - run.stopped_at(2), 2.5) << run.describe(r);
+    EXPECT_TRUE(run.nothing_left());
+}
+
+TEST(CommRun, ReportedErrorIsNamedByEveryOther) {
+    WorkerRun run(4, {"--pp", "2", "--dp", "2", "--mode", "error", "--victim", "1", "--after", "1", "--timeout", "30"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    EXPECT_TRUE(WIFEXITED(run.status(1)) && WEXITSTATUS(run.status(1)) == 1) << run.describe(1);
+    EXPECT_NE(run.err(1).find("ptd-engine: rank 1: error: bad data"), std::string::npos) << run.describe(1);
+    expect_others_abort(run, 1, 5, {"rank 1 (pid", "failed: bad data"});
+    EXPECT_TRUE(run.nothing_left());
+}
+
+// When Gloo notices first, the communicator's failure handler takes the monitor's reason.
+TEST(CommRun, FailedCollectiveNamesTheDeadPeer) {
+    WorkerRun run(4, {"--tp", "2", "--pp", "2", "--mode", "die", "--victim", "3", "--after", "0.5", "--on-abort",
+                      "record", "--timeout", "30"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    expect_others_abort(run, 3, 5, {"error: peer rank 3 (pid", "died: connection closed without goodbye (during world all_reduce_sum (global ranks 0, 1, 2, 3))"});
+    EXPECT_TRUE(run.nothing_left());
+}
+
+// Without the monitor nobody names the dead rank; Gloo's error must still say which
+// group, operation and ranks were involved.
+TEST(CommRun, GlooErrorWithoutMonitorNamesGroupOperationAndRanks) {
+    WorkerRun run(2, {"--dp", "2", "--mode", "die", "--victim", "1", "--after", "0.5", "--no-monitor", "1",
+                      "--timeout", "30"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    // The handler waits 3 s for an abort reason that never comes.
+    expect_others_abort(run, 1, 3 + 4, {"world all_reduce_sum (global ranks 0, 1) failed", "no rank was reported failed"});
+    EXPECT_TRUE(run.nothing_left());
+}

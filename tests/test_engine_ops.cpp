@@ -1,1 +1,840 @@
+// test_engine_ops.cpp — the CPU backend's kernels (engine/cpu/cpu_backend.cpp) against
+// straightforward double-precision references written here, on small odd shapes.
+//
+// Every backward is checked against central finite differences of the double reference
+// forward (loss = Σ out ⊙ R for a random R, so dout = R): a wrong backward fails even if
+// it agrees with a wrong reference backward. Also: determinism (same call twice, and for
+// the cross-row reductions 1 vs 2 threads → identical bits), the tagged allocator,
+// vocab-padding masks, cross entropy over two vocab shards combined by hand (the TP
+// all-reduce), the four GEMM transpose cases and AdamW against a hand-computed update.
+//
+// The CPU backend's "device" pointers are host pointers, so the tests pass std::vector
+// storage straight to the ops (alloc/upload/download have their own test).
 #include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ptd/engine/backend.h"
+
+using namespace ptd::engine;
+
+namespace {
+
+using vecf = std::vector<float>;
+using vecd = std::vector<double>;
+
+vecf random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    vecf v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+vecd to_d(const vecf& v) { return vecd(v.begin(), v.end()); }
+
+// |a − e| ≤ atol + rtol·|e| for every element; reports the first few failures by index.
+void expect_close(const vecf& actual, const vecd& expected, double atol, double rtol, const std::string& what) {
+    ASSERT_EQ(actual.size(), expected.size()) << what;
+    int bad = 0;
+    for (size_t i = 0; i < actual.size(); i++) {
+        const double tol = atol + rtol * std::fabs(expected[i]);
+        if (!(std::fabs(actual[i] - expected[i]) <= tol)) {
+            ADD_FAILURE() << what << "[" << i << "] = " << actual[i] << ", expected " << expected[i]
+                          << " (tol " << tol << ")";
+            if (++bad == 5) return;
+        }
+    }
+}
+
+bool same_bits(const vecf& a, const vecf& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+double dot(const vecd& a, const vecd& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+    return s;
+}
+
+// Central differences of a scalar function of x, in double (h = 1e-5: truncation ~1e-10,
+// rounding ~1e-11 for O(1) values — far below the fp32 tolerances used against it).
+vecd numeric_grad(const std::function<double(const vecd&)>& f, vecd x, double h = 1e-5) {
+    vecd g(x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        const double xi = x[i];
+        x[i] = xi + h;
+        const double fp = f(x);
+        x[i] = xi - h;
+        const double fm = f(x);
+        x[i] = xi;
+        g[i] = (fp - fm) / (2 * h);
+    }
+    return g;
+}
+
+// ---- double references -------------------------------------------------------------------
+
+void ln_ref(vecd& out, vecd& mean, vecd& rstd, const vecd& x, const vecd& w, const vecd& b, int64_t rows, int64_t C,
+            double eps) {
+    out.assign(rows * C, 0);
+    mean.assign(rows, 0);
+    rstd.assign(rows, 0);
+    for (int64_t r = 0; r < rows; r++) {
+        double m = 0, v = 0;
+        for (int64_t i = 0; i < C; i++) m += x[r * C + i];
+        m /= C;
+        for (int64_t i = 0; i < C; i++) v += (x[r * C + i] - m) * (x[r * C + i] - m);
+        const double rs = 1 / std::sqrt(v / C + eps);
+        for (int64_t i = 0; i < C; i++) out[r * C + i] = (x[r * C + i] - m) * rs * w[i] + b[i];
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+}
+
+void rms_ref(vecd& out, vecd& rstd, const vecd& x, const vecd& w, int64_t rows, int64_t C, double eps) {
+    out.assign(rows * C, 0);
+    rstd.assign(rows, 0);
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < C; i++) ss += x[r * C + i] * x[r * C + i];
+        const double rs = 1 / std::sqrt(ss / C + eps);
+        for (int64_t i = 0; i < C; i++) out[r * C + i] = x[r * C + i] * rs * w[i];
+        rstd[r] = rs;
+    }
+}
+
+double gelu_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+double silu_ref(double x) { return x / (1 + std::exp(-x)); }
+
+// x [B,T,nh,D], rotate-half pairs (i, i + D/2), angle (pos0 + t)·theta^(−2i/D).
+vecd rope_ref(const vecd& x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, double theta) {
+    vecd y = x;
+    const int64_t half = D / 2;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t i = 0; i < half; i++) {
+                    const double ang = (pos0 + t) * std::pow(theta, -2.0 * i / D);
+                    const int64_t o = ((b * T + t) * nh + h) * D;
+                    const double x1 = x[o + i], x2 = x[o + i + half];
+                    y[o + i] = x1 * std::cos(ang) - x2 * std::sin(ang);
+                    y[o + i + half] = x1 * std::sin(ang) + x2 * std::cos(ang);
+                }
+    return y;
+}
+
+struct attn_shape {
+    int64_t B, T, H, G, D;
+};
+
+// q [B,T,H,D], k/v [B,T,G,D] → ctx [B,T,H,D], probs [B,H,T,T].
+void attn_ref(vecd& ctx, vecd& probs, const vecd& q, const vecd& k, const vecd& v, attn_shape s) {
+    const auto [B, T, H, G, D] = s;
+    ctx.assign(B * T * H * D, 0);
+    probs.assign(B * H * T * T, 0);
+    const double scale = 1 / std::sqrt(double(D));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t g = h / (H / G);
+            for (int64_t t = 0; t < T; t++) {
+                vecd sc(t + 1);
+                double mx = -1e300;
+                for (int64_t u = 0; u <= t; u++) {
+                    double d = 0;
+                    for (int64_t i = 0; i < D; i++) d += q[((b * T + t) * H + h) * D + i] * k[((b * T + u) * G + g) * D + i];
+                    sc[u] = d * scale;
+                    mx = std::max(mx, sc[u]);
+                }
+                double sum = 0;
+                for (auto& e : sc) sum += (e = std::exp(e - mx));
+                for (int64_t u = 0; u <= t; u++) {
+                    const double p = sc[u] / sum;
+                    probs[((b * H + h) * T + t) * T + u] = p;
+                    for (int64_t i = 0; i < D; i++) ctx[((b * T + t) * H + h) * D + i] += p * v[((b * T + u) * G + g) * D + i];
+                }
+            }
+        }
+}
+
+// The textbook backward (checked against finite differences in AttentionBackward).
+void attn_bwd_ref(vecd& dq, vecd& dk, vecd& dv, const vecd& dctx, const vecd& q, const vecd& k, const vecd& v,
+                  attn_shape s) {
+    const auto [B, T, H, G, D] = s;
+    vecd ctx, P;
+    attn_ref(ctx, P, q, k, v, s);
+    dq.assign(q.size(), 0);
+    dk.assign(k.size(), 0);
+    dv.assign(v.size(), 0);
+    const double scale = 1 / std::sqrt(double(D));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t g = h / (H / G);
+            for (int64_t t = 0; t < T; t++) {
+                const double* dc = &dctx[((b * T + t) * H + h) * D];
+                vecd dp(t + 1);
+                double rho = 0;
+                for (int64_t u = 0; u <= t; u++) {
+                    double d = 0;
+                    for (int64_t i = 0; i < D; i++) d += dc[i] * v[((b * T + u) * G + g) * D + i];
+                    dp[u] = d;
+                    rho += P[((b * H + h) * T + t) * T + u] * d;
+                }
+                for (int64_t u = 0; u <= t; u++) {
+                    const double p = P[((b * H + h) * T + t) * T + u];
+                    const double ds = p * (dp[u] - rho) * scale;
+                    for (int64_t i = 0; i < D; i++) {
+                        dq[((b * T + t) * H + h) * D + i] += ds * k[((b * T + u) * G + g) * D + i];
+                        dk[((b * T + u) * G + g) * D + i] += ds * q[((b * T + t) * H + h) * D + i];
+                        dv[((b * T + u) * G + g) * D + i] += p * dc[i];
+                    }
+                }
+            }
+        }
+}
+
+// loss[r] = log Σ_{c < V_valid} e^{l[r,c]} − l[r, target]; probs over the valid columns.
+void xent_ref(vecd& loss, vecd& probs, const vecd& logits, const std::vector<int32_t>& tgt, int64_t rows, int64_t V,
+              int64_t V_valid) {
+    loss.assign(rows, 0);
+    probs.assign(rows * V, 0);
+    for (int64_t r = 0; r < rows; r++) {
+        double mx = -1e300, s = 0;
+        for (int64_t c = 0; c < V_valid; c++) mx = std::max(mx, logits[r * V + c]);
+        for (int64_t c = 0; c < V_valid; c++) s += std::exp(logits[r * V + c] - mx);
+        for (int64_t c = 0; c < V_valid; c++) probs[r * V + c] = std::exp(logits[r * V + c] - mx) / s;
+        loss[r] = std::log(s) + mx - logits[r * V + tgt[r]];
+    }
+}
+
+std::unique_ptr<Backend> backend(int threads = 2) { return make_cpu_backend(threads); }
+
+// ---- memory --------------------------------------------------------------------------------
+
+TEST(EngineOpsMemory, AllocTagsAlignsZeroFillsAndTracksPeaks) {
+    auto be = backend();
+    EXPECT_STREQ(be->name(), "cpu");
+    auto* a = static_cast<float*>(be->alloc(MEM_PARAMS, 1000 * sizeof(float), "a"));
+    auto* b = static_cast<float*>(be->alloc(MEM_ACTIVATIONS, 333, "b"));
+    auto* c = static_cast<float*>(be->alloc(MEM_ACTIVATIONS, 4096, "c"));
+    for (void* p : {(void*)a, (void*)b, (void*)c}) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    for (int i = 0; i < 1000; i++) ASSERT_EQ(a[i], 0.0f);
+    for (int i = 0; i < 1024; i++) ASSERT_EQ(c[i], 0.0f);
+
+    MemStats s = be->mem_stats();
+    EXPECT_EQ(s.current[MEM_PARAMS], 4000);
+    EXPECT_EQ(s.current[MEM_ACTIVATIONS], 333 + 4096);
+    EXPECT_EQ(s.current[MEM_GRADS], 0);
+    EXPECT_EQ(s.total_current, 4000 + 333 + 4096);
+    EXPECT_EQ(s.total_peak, 4000 + 333 + 4096);
+
+    // upload/download round trip through backend memory
+    vecf src = random_vec(1000, 1), back(1000);
+    be->upload(a, src.data(), 4000);
+    be->download(back.data(), a, 4000);
+    EXPECT_TRUE(same_bits(src, back));
+
+    be->release(c);  // activations: current drops, peak stays
+    be->release(nullptr);
+    s = be->mem_stats();
+    EXPECT_EQ(s.current[MEM_ACTIVATIONS], 333);
+    EXPECT_EQ(s.peak[MEM_ACTIVATIONS], 333 + 4096);
+    EXPECT_EQ(s.total_current, 4000 + 333);
+    EXPECT_EQ(s.total_peak, 4000 + 333 + 4096);
+
+    // The total peak is the high-water mark of the sum, not the sum of the category peaks.
+    void* w = be->alloc(MEM_WORKSPACE, 100, "w");
+    s = be->mem_stats();
+    EXPECT_EQ(s.peak[MEM_WORKSPACE], 100);
+    EXPECT_EQ(s.total_peak, 4000 + 333 + 4096);  // 4433 now < 8429 before
+    be->release(w);
+
+    be->reset_peaks();
+    s = be->mem_stats();
+    for (int cat = 0; cat < MEM_CATEGORY_COUNT; cat++) EXPECT_EQ(s.peak[cat], s.current[cat]) << cat;
+    EXPECT_EQ(s.peak[MEM_ACTIVATIONS], 333);
+    EXPECT_EQ(s.total_peak, 4000 + 333);
+
+    void* z = be->alloc(MEM_OPTIMIZER, 0, "empty");  // zero bytes: a valid, releasable pointer
+    EXPECT_NE(z, nullptr);
+    be->release(z);
+    be->release(a);
+    be->release(b);
+    s = be->mem_stats();
+    EXPECT_EQ(s.total_current, 0);
+    for (int cat = 0; cat < MEM_CATEGORY_COUNT; cat++) EXPECT_EQ(s.current[cat], 0) << cat;
+}
+
+TEST(EngineOpsMemory, OutOfMemoryIsFatalWithSizeWhatAndCategory) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto be = backend(1);
+    EXPECT_EXIT(be->alloc(MEM_GRADS, SIZE_MAX / 4, "grad buffer"), testing::ExitedWithCode(1),
+                "ptd-engine: error: out of memory allocating [0-9]+ bytes for grad buffer \\(grads\\)");
+}
+
+// ---- elementwise ---------------------------------------------------------------------------
+
+TEST(EngineOps, Elementwise) {
+    auto be = backend();
+    const int64_t n = 100003;  // above the parallel threshold, odd
+    vecf x = random_vec(n, 2), y = random_vec(n, 3), y0 = y;
+    be->add(y.data(), x.data(), n);
+    for (int64_t i = 0; i < n; i++) ASSERT_EQ(y[i], y0[i] + x[i]);
+    be->scale(y.data(), -0.25f, n);
+    for (int64_t i = 0; i < n; i++) ASSERT_EQ(y[i], (y0[i] + x[i]) * -0.25f);
+    be->copy(y.data(), x.data(), n);
+    EXPECT_TRUE(same_bits(x, y));
+    be->fill(y.data(), 1.5f, 7);
+    for (int i = 0; i < 7; i++) EXPECT_EQ(y[i], 1.5f);
+    EXPECT_EQ(y[7], x[7]);
+}
+
+TEST(EngineOps, SumSquaresInDoubleAndThreadCountIndependent) {
+    const int64_t n = 300007;  // several fixed chunks
+    vecf x = random_vec(n, 4, -3.0f, 3.0f);
+    double ref = 0;
+    for (float v : x) ref += double(v) * v;
+    auto be1 = backend(1);
+    const double s1 = be1->sum_squares(x.data(), n);
+    auto be2 = backend(2);
+    const double s2 = be2->sum_squares(x.data(), n);
+    EXPECT_NEAR(s2, ref, 1e-12 * ref);
+    EXPECT_EQ(std::bit_cast<uint64_t>(s1), std::bit_cast<uint64_t>(s2));
+    EXPECT_EQ(be2->sum_squares(x.data(), 0), 0.0);
+    EXPECT_EQ(be2->sum_squares(x.data(), 3), double(x[0]) * x[0] + double(x[1]) * x[1] + double(x[2]) * x[2]);
+}
+
+// ---- GEMM --------------------------------------------------------------------------------------
+
+TEST(EngineOps, GemmAllFourTransposeCases) {
+    auto be = backend();
+    const int64_t M = 7, N = 5, K = 13;
+    const float alpha = 0.7f, beta = 0.3f;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            vecf A = random_vec(M * K, 10 + ta), B = random_vec(K * N, 20 + tb), C = random_vec(M * N, 30);
+            vecd ref(M * N);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0;
+                    for (int64_t p = 0; p < K; p++) {
+                        const double a = ta ? A[p * M + i] : A[i * K + p];  // A stored [K,M] when trans_a
+                        const double b = tb ? B[j * K + p] : B[p * N + j];  // B stored [N,K] when trans_b
+                        s += a * b;
+                    }
+                    ref[i * N + j] = alpha * s + beta * C[i * N + j];
+                }
+            be->gemm(ta, tb, M, N, K, alpha, A.data(), B.data(), beta, C.data());
+            expect_close(C, ref, 1e-5, 1e-5, "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+        }
+    // K = 0: C = beta·C; beta = 0 overwrites.
+    vecf C = random_vec(M * N, 31), C0 = C;
+    be->gemm(false, false, M, N, 0, 1.0f, nullptr, nullptr, 0.5f, C.data());
+    for (int64_t i = 0; i < M * N; i++) EXPECT_EQ(C[i], C0[i] * 0.5f);
+    be->gemm(false, false, M, N, 0, 1.0f, nullptr, nullptr, 0.0f, C.data());
+    for (float c : C) EXPECT_EQ(c, 0.0f);
+}
+
+TEST(EngineOps, BiasAddAndGrad) {
+    auto be = backend();
+    const int64_t rows = 7, cols = 13;
+    vecf y = random_vec(rows * cols, 40), bias = random_vec(cols, 41), y0 = y;
+    be->bias_add(y.data(), bias.data(), rows, cols);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) ASSERT_EQ(y[r * cols + c], y0[r * cols + c] + bias[c]);
+
+    // dbias += Σ_r dy; finite differences of Σ (y + bias) ⊙ R with respect to bias.
+    vecf dy = random_vec(rows * cols, 42), db = random_vec(cols, 43), db0 = db;
+    be->bias_grad(db.data(), dy.data(), rows, cols);
+    const vecd R = to_d(dy);
+    const vecd num = numeric_grad(
+        [&](const vecd& b) {
+            double s = 0;
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++) s += (y0[r * cols + c] + b[c]) * R[r * cols + c];
+            return s;
+        },
+        to_d(bias));
+    vecd expect(cols);
+    for (int64_t c = 0; c < cols; c++) expect[c] = db0[c] + num[c];
+    expect_close(db, expect, 1e-5, 1e-5, "bias_grad");
+}
+
+// ---- norms ---------------------------------------------------------------------------------
+
+TEST(EngineOps, LayerNormForwardAndBackward) {
+    auto be = backend();
+    const int64_t rows = 7, C = 13;
+    const float eps = 1e-5f;
+    vecf x = random_vec(rows * C, 50, -2.0f, 2.0f), w = random_vec(C, 51), b = random_vec(C, 52);
+    for (int64_t i = 0; i < C; i++) x[3 * C + i] += 50.0f;  // a row with |mean| ≫ std
+    vecf out(rows * C), mean(rows), rstd(rows);
+    be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
+    vecd ro, rm, rr;
+    ln_ref(ro, rm, rr, to_d(x), to_d(w), to_d(b), rows, C, eps);
+    expect_close(out, ro, 1e-5, 1e-5, "layernorm out");
+    expect_close(mean, rm, 1e-6, 1e-6, "layernorm mean");
+    expect_close(rstd, rr, 1e-6, 1e-5, "layernorm rstd");
+
+    vecf dout = random_vec(rows * C, 53), dx(rows * C, 99.0f), dw = random_vec(C, 54), db = random_vec(C, 55);
+    const vecf dw0 = dw, db0 = db;
+    be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), w.data(),
+                           rows, C);
+    const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w), bd = to_d(b);
+    auto loss = [&](const vecd& xx, const vecd& ww, const vecd& bb) {
+        vecd o, m, r;
+        ln_ref(o, m, r, xx, ww, bb, rows, C, eps);
+        return dot(o, R);
+    };
+    const vecd ndx = numeric_grad([&](const vecd& v) { return loss(v, wd, bd); }, xd);
+    vecd ndw = numeric_grad([&](const vecd& v) { return loss(xd, v, bd); }, wd);
+    vecd ndb = numeric_grad([&](const vecd& v) { return loss(xd, wd, v); }, bd);
+    for (int64_t i = 0; i < C; i++) ndw[i] += dw0[i], ndb[i] += db0[i];  // dw, db accumulate
+    expect_close(dx, ndx, 2e-5, 1e-4, "layernorm dx");
+    expect_close(dw, ndw, 2e-5, 1e-4, "layernorm dw");
+    expect_close(db, ndb, 2e-5, 1e-4, "layernorm db");
+}
+
+TEST(EngineOps, RmsNormForwardAndBackward) {
+    auto be = backend();
+    const int64_t rows = 7, C = 13;
+    const float eps = 1e-6f;
+    vecf x = random_vec(rows * C, 60, -2.0f, 2.0f), w = random_vec(C, 61);
+    vecf out(rows * C), rstd(rows);
+    be->rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), rows, C, eps);
+    vecd ro, rr;
+    rms_ref(ro, rr, to_d(x), to_d(w), rows, C, eps);
+    expect_close(out, ro, 1e-5, 1e-5, "rmsnorm out");
+    expect_close(rstd, rr, 1e-6, 1e-5, "rmsnorm rstd");
+
+    vecf dout = random_vec(rows * C, 62), dx(rows * C, 99.0f), dw = random_vec(C, 63);
+    const vecf dw0 = dw;
+    be->rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+    const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w);
+    auto loss = [&](const vecd& xx, const vecd& ww) {
+        vecd o, r;
+        rms_ref(o, r, xx, ww, rows, C, eps);
+        return dot(o, R);
+    };
+    const vecd ndx = numeric_grad([&](const vecd& v) { return loss(v, wd); }, xd);
+    vecd ndw = numeric_grad([&](const vecd& v) { return loss(xd, v); }, wd);
+    for (int64_t i = 0; i < C; i++) ndw[i] += dw0[i];
+    expect_close(dx, ndx, 2e-5, 1e-4, "rmsnorm dx");
+    expect_close(dw, ndw, 2e-5, 1e-4, "rmsnorm dw");
+}
+
+// ---- activations ---------------------------------------------------------------------------
+
+TEST(EngineOps, GeluForwardAndBackward) {
+    auto be = backend();
+    vecf x = random_vec(101, 70, -4.0f, 4.0f);
+    for (float v : {-30.0f, -10.0f, -5.0f, -1e-3f, 0.0f, 1e-3f, 5.0f, 10.0f, 30.0f}) x.push_back(v);
+    const int64_t n = (int64_t)x.size();
+    vecf out(n), dout = random_vec(n, 71), dx(n);
+    be->gelu_forward(out.data(), x.data(), n);
+    vecd ref(n);
+    for (int64_t i = 0; i < n; i++) ref[i] = gelu_ref(x[i]);
+    expect_close(out, ref, 1e-6, 1e-5, "gelu");
+    be->gelu_backward(dx.data(), x.data(), dout.data(), n);
+    const vecd R = to_d(dout);
+    const vecd num = numeric_grad(
+        [&](const vecd& v) {
+            double s = 0;
+            for (int64_t i = 0; i < n; i++) s += gelu_ref(v[i]) * R[i];
+            return s;
+        },
+        to_d(x));
+    expect_close(dx, num, 1e-5, 1e-4, "gelu dx");
+}
+
+TEST(EngineOps, SwigluForwardAndBackward) {
+    auto be = backend();
+    const int64_t n = 103;
+    vecf gate = random_vec(n, 80, -6.0f, 6.0f), up = random_vec(n, 81, -2.0f, 2.0f);
+    gate[0] = -100.0f, gate[1] = 100.0f;
+    vecf out(n), dout = random_vec(n, 82), dg(n), du(n);
+    be->swiglu_forward(out.data(), gate.data(), up.data(), n);
+    vecd ref(n);
+    for (int64_t i = 0; i < n; i++) ref[i] = silu_ref(gate[i]) * up[i];
+    expect_close(out, ref, 1e-6, 1e-5, "swiglu");
+    be->swiglu_backward(dg.data(), du.data(), dout.data(), gate.data(), up.data(), n);
+    const vecd R = to_d(dout), gd = to_d(gate), ud = to_d(up);
+    auto loss = [&](const vecd& g, const vecd& u) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += silu_ref(g[i]) * u[i] * R[i];
+        return s;
+    };
+    expect_close(dg, numeric_grad([&](const vecd& v) { return loss(v, ud); }, gd), 1e-5, 1e-4, "swiglu dgate");
+    expect_close(du, numeric_grad([&](const vecd& v) { return loss(gd, v); }, ud), 1e-5, 1e-4, "swiglu dup");
+}
+
+// ---- attention -----------------------------------------------------------------------------
+
+TEST(EngineOps, RopeForwardBackward) {
+    auto be = backend();
+    const int64_t B = 2, T = 5, nh = 3, D = 8;
+    const float theta = 10000.0f;
+    for (int64_t pos0 : {int64_t{0}, int64_t{3}, int64_t{5000}}) {
+        vecf x = random_vec(B * T * nh * D, 90), y = x;
+        be->rope_forward(y.data(), B, T, nh, D, pos0, theta);
+        expect_close(y, rope_ref(to_d(x), B, T, nh, D, pos0, theta), 1e-6, 1e-5, "rope pos0=" + std::to_string(pos0));
+
+        // backward: the gradient of Σ rope(x) ⊙ R with respect to x
+        vecf dy = random_vec(x.size(), 91), dx = dy;
+        be->rope_backward(dx.data(), B, T, nh, D, pos0, theta);
+        const vecd R = to_d(dy);
+        const vecd num =
+            numeric_grad([&](const vecd& v) { return dot(rope_ref(v, B, T, nh, D, pos0, theta), R); }, to_d(x));
+        expect_close(dx, num, 1e-5, 1e-4, "rope dx pos0=" + std::to_string(pos0));
+
+        // the inverse rotation undoes the forward
+        be->rope_backward(y.data(), B, T, nh, D, pos0, theta);
+        expect_close(y, to_d(x), 1e-6, 1e-5, "rope roundtrip");
+    }
+}
+
+struct attn_data {
+    attn_shape s;
+    vecf q, k, v;
+};
+
+attn_data make_attn(attn_shape s, uint32_t seed) {
+    return {s, random_vec(s.B * s.T * s.H * s.D, seed, -2.0f, 2.0f), random_vec(s.B * s.T * s.G * s.D, seed + 1, -2.0f, 2.0f),
+            random_vec(s.B * s.T * s.G * s.D, seed + 2)};
+}
+
+void check_attention_forward(Backend& be, const attn_data& a) {
+    const auto [B, T, H, G, D] = a.s;
+    vecf ctx(B * T * H * D, 7.0f), probs(B * H * T * T, 7.0f);  // garbage: must be overwritten
+    be.attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+    vecd rc, rp;
+    attn_ref(rc, rp, to_d(a.q), to_d(a.k), to_d(a.v), a.s);
+    expect_close(ctx, rc, 1e-5, 1e-5, "attention ctx");
+    expect_close(probs, rp, 1e-6, 1e-5, "attention probs");
+    for (int64_t bh = 0; bh < B * H; bh++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t u = t + 1; u < T; u++) ASSERT_EQ(probs[(bh * T + t) * T + u], 0.0f) << "above the diagonal";
+}
+
+TEST(EngineOps, AttentionForwardGqa) {
+    auto be = backend();
+    check_attention_forward(*be, make_attn({2, 5, 4, 2, 8}, 100));   // GQA, H/G = 2
+    check_attention_forward(*be, make_attn({1, 6, 3, 3, 4}, 110));   // MHA
+    check_attention_forward(*be, make_attn({1, 130, 4, 1, 16}, 120));  // several 64-row blocks, MQA
+}
+
+TEST(EngineOps, AttentionBackwardFiniteDifferences) {
+    auto be = backend();
+    const attn_data a = make_attn({2, 5, 4, 2, 8}, 200);
+    const auto [B, T, H, G, D] = a.s;
+    vecf ctx(B * T * H * D), probs(B * H * T * T);
+    be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+    vecf dctx = random_vec(ctx.size(), 210);
+    vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);  // overwritten, not +=
+    be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+                           a.v.data(), B, T, H, G, D);
+    const vecd R = to_d(dctx), qd = to_d(a.q), kd = to_d(a.k), vd = to_d(a.v);
+    auto loss = [&](const vecd& q, const vecd& k, const vecd& v) {
+        vecd c, p;
+        attn_ref(c, p, q, k, v, a.s);
+        return dot(c, R);
+    };
+    const vecd nq = numeric_grad([&](const vecd& x) { return loss(x, kd, vd); }, qd);
+    const vecd nk = numeric_grad([&](const vecd& x) { return loss(qd, x, vd); }, kd);
+    const vecd nv = numeric_grad([&](const vecd& x) { return loss(qd, kd, x); }, vd);
+    expect_close(dq, nq, 2e-5, 1e-4, "attention dq");
+    expect_close(dk, nk, 2e-5, 1e-4, "attention dk");
+    expect_close(dv, nv, 2e-5, 1e-4, "attention dv");
+
+    // The reference backward used for the bigger shapes agrees with the differences too.
+    vecd rq, rk, rv;
+    attn_bwd_ref(rq, rk, rv, R, qd, kd, vd, a.s);
+    for (size_t i = 0; i < rq.size(); i++) EXPECT_NEAR(rq[i], nq[i], 1e-7);
+    for (size_t i = 0; i < rk.size(); i++) EXPECT_NEAR(rk[i], nk[i], 1e-7);
+    for (size_t i = 0; i < rv.size(); i++) EXPECT_NEAR(rv[i], nv[i], 1e-7);
+}
+
+TEST(EngineOps, AttentionBackwardManyBlocks) {
+    auto be = backend();
+    for (attn_shape s : {attn_shape{1, 130, 4, 2, 16}, attn_shape{2, 64, 2, 2, 8}, attn_shape{1, 1, 2, 1, 4}}) {
+        const attn_data a = make_attn(s, 300);
+        const auto [B, T, H, G, D] = s;
+        vecf ctx(B * T * H * D), probs(B * H * T * T);
+        be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+        vecf dctx = random_vec(ctx.size(), 310);
+        vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);
+        be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+                               a.v.data(), B, T, H, G, D);
+        vecd rq, rk, rv;
+        attn_bwd_ref(rq, rk, rv, to_d(dctx), to_d(a.q), to_d(a.k), to_d(a.v), s);
+        const std::string tag = " T=" + std::to_string(T);
+        expect_close(dq, rq, 2e-5, 1e-4, "attention dq" + tag);
+        expect_close(dk, rk, 2e-5, 1e-4, "attention dk" + tag);
+        expect_close(dv, rv, 2e-5, 1e-4, "attention dv" + tag);
+    }
+}
+
+// ---- embedding -----------------------------------------------------------------------------
+
+TEST(EngineOps, EmbeddingVocabParallel) {
+    auto be = backend();
+    const int64_t rows = 9, C = 13, v0 = 10, Vl = 6;  // this shard holds tokens 10..15
+    const std::vector<int32_t> tok = {10, 15, 3, 12, 12, 16, 10, 11, 0};
+    vecf wte = random_vec(Vl * C, 400), out(rows * C, 5.0f);
+    be->embedding_forward(out.data(), tok.data(), wte.data(), v0, Vl, rows, C);
+    auto embed_ref = [&](const vecd& w) {
+        vecd o(rows * C, 0.0);
+        for (int64_t r = 0; r < rows; r++)
+            if (tok[r] >= v0 && tok[r] < v0 + Vl)
+                for (int64_t c = 0; c < C; c++) o[r * C + c] = w[(tok[r] - v0) * C + c];
+        return o;
+    };
+    expect_close(out, embed_ref(to_d(wte)), 0, 0, "embedding out");
+
+    vecf dout = random_vec(rows * C, 401), dwte = random_vec(Vl * C, 402);
+    const vecf dwte0 = dwte;
+    be->embedding_backward(dwte.data(), dout.data(), tok.data(), v0, Vl, rows, C);
+    const vecd R = to_d(dout);
+    vecd num = numeric_grad([&](const vecd& w) { return dot(embed_ref(w), R); }, to_d(wte));
+    for (size_t i = 0; i < num.size(); i++) num[i] += dwte0[i];
+    expect_close(dwte, num, 1e-5, 1e-5, "embedding dwte");
+}
+
+TEST(EngineOps, LearnedPositions) {
+    auto be = backend();
+    const int64_t rows = 11, T = 4, C = 13, row0 = 6;  // rows wrap around T, offset row0 (an SP slice)
+    vecf wpe = random_vec(T * C, 500), out = random_vec(rows * C, 501);
+    const vecf out0 = out;
+    be->position_forward(out.data(), wpe.data(), row0, rows, T, C);
+    auto pos_ref = [&](const vecd& w) {
+        vecd o(rows * C);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < C; c++) o[r * C + c] = out0[r * C + c] + w[((row0 + r) % T) * C + c];
+        return o;
+    };
+    expect_close(out, pos_ref(to_d(wpe)), 1e-6, 1e-6, "position out");
+
+    vecf dout = random_vec(rows * C, 502), dwpe = random_vec(T * C, 503);
+    const vecf dwpe0 = dwpe;
+    be->position_backward(dwpe.data(), dout.data(), row0, rows, T, C);
+    vecd num = numeric_grad([&](const vecd& w) { return dot(pos_ref(w), to_d(dout)); }, to_d(wpe));
+    for (size_t i = 0; i < num.size(); i++) num[i] += dwpe0[i];
+    expect_close(dwpe, num, 1e-5, 1e-5, "position dwpe");
+}
+
+// ---- cross entropy -------------------------------------------------------------------------
+
+// One shard's forward: row max → (all-reduce max) → sums → (all-reduce sum) → finish.
+struct shard {
+    int64_t v0, Vl;
+    vecf logits;
+};
+
+TEST(EngineOps, CrossEntropySingleShardWithPadding) {
+    auto be = backend();
+    const int64_t rows = 7, V = 16, V_valid = 13;  // 3 padding columns
+    vecf logits = random_vec(rows * V, 600, -5.0f, 5.0f);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = V_valid; c < V; c++) logits[r * V + c] = 1e30f;  // padding must not win the max
+    logits[2 * V + 4] = 80.0f;                                             // a large valid logit
+    const std::vector<int32_t> tgt = {0, 12, 4, 7, 3, 12, 1};
+    const vecd ld = to_d(logits);
+
+    vecf rowmax(rows), sumexp(rows), tlogit(rows), loss(rows), probs = logits;
+    be->xent_row_max(rowmax.data(), probs.data(), rows, V, 0, V_valid);
+    for (int64_t r = 0; r < rows; r++) {
+        float mx = -INFINITY;
+        for (int64_t c = 0; c < V_valid; c++) mx = std::max(mx, logits[r * V + c]);
+        EXPECT_EQ(rowmax[r], mx) << "row " << r;
+    }
+    be->xent_sums(sumexp.data(), tlogit.data(), probs.data(), rowmax.data(), tgt.data(), rows, V, 0, V_valid);
+    be->xent_finish(loss.data(), probs.data(), rowmax.data(), sumexp.data(), tlogit.data(), rows, V, 0, V_valid);
+    vecd rl, rp;
+    xent_ref(rl, rp, ld, tgt, rows, V, V_valid);
+    expect_close(loss, rl, 1e-5, 1e-5, "xent loss");
+    expect_close(probs, rp, 1e-7, 1e-5, "xent probs");
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = V_valid; c < V; c++) ASSERT_EQ(probs[r * V + c], 0.0f);
+
+    // backward in place (dlogits aliases probs) = scale · (p − onehot), masked columns 0;
+    // finite differences of scale · Σ loss over the valid columns.
+    const float scale = 0.25f;
+    be->xent_backward(probs.data(), probs.data(), tgt.data(), scale, rows, V, 0, V_valid);
+    vecd num = numeric_grad(
+        [&](const vecd& l) {
+            vecd lo, p;
+            xent_ref(lo, p, l, tgt, rows, V, V_valid);
+            double s = 0;
+            for (double x : lo) s += scale * x;
+            return s;
+        },
+        ld, 1e-6);
+    expect_close(probs, num, 2e-6, 1e-4, "xent dlogits");
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = V_valid; c < V; c++) ASSERT_EQ(probs[r * V + c], 0.0f);
+}
+
+TEST(EngineOps, CrossEntropyTwoShardsEqualsOneShard) {
+    auto be = backend();
+    const int64_t rows = 7, V = 16, V_valid = 13;
+    vecf logits = random_vec(rows * V, 610, -5.0f, 5.0f);
+    const std::vector<int32_t> tgt = {0, 12, 4, 7, 9, 8, 1};  // targets in both shards
+
+    // single shard
+    vecf m1(rows), s1(rows), t1(rows), loss1(rows), p1 = logits;
+    be->xent_row_max(m1.data(), p1.data(), rows, V, 0, V_valid);
+    be->xent_sums(s1.data(), t1.data(), p1.data(), m1.data(), tgt.data(), rows, V, 0, V_valid);
+    be->xent_finish(loss1.data(), p1.data(), m1.data(), s1.data(), t1.data(), rows, V, 0, V_valid);
+    const float scale = 0.5f;
+    vecf d1(rows * V);
+    be->xent_backward(d1.data(), p1.data(), tgt.data(), scale, rows, V, 0, V_valid);
+
+    // two shards of 8 columns (the second holds 5 valid + 3 padding), plus a shard that is
+    // all padding (columns 16..19) — TP rank count 3 with an uneven vocabulary.
+    std::vector<shard> shards = {{0, 8, {}}, {8, 8, {}}, {16, 4, vecf(rows * 4, 3.0f)}};
+    for (auto& sh : shards)
+        if (sh.logits.empty()) {
+            sh.logits.resize(rows * sh.Vl);
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < sh.Vl; c++) sh.logits[r * sh.Vl + c] = logits[r * V + sh.v0 + c];
+        }
+    vecf mx(rows, -INFINITY), sums(rows, 0.0f), tl(rows, 0.0f);
+    for (auto& sh : shards) {  // all-reduce max
+        vecf m(rows);
+        be->xent_row_max(m.data(), sh.logits.data(), rows, sh.Vl, sh.v0, V_valid);
+        if (sh.v0 >= V_valid) {
+            for (float v : m) EXPECT_EQ(v, -INFINITY);
+        }
+        for (int64_t r = 0; r < rows; r++) mx[r] = std::max(mx[r], m[r]);
+    }
+    for (auto& sh : shards) {  // all-reduce sum of sumexp and of the target logit
+        vecf s(rows), t(rows);
+        be->xent_sums(s.data(), t.data(), sh.logits.data(), mx.data(), tgt.data(), rows, sh.Vl, sh.v0, V_valid);
+        for (int64_t r = 0; r < rows; r++) sums[r] += s[r], tl[r] += t[r];
+    }
+    EXPECT_TRUE(same_bits(mx, m1));
+    for (auto& sh : shards) {
+        vecf loss(rows), d(rows * sh.Vl);
+        be->xent_finish(loss.data(), sh.logits.data(), mx.data(), sums.data(), tl.data(), rows, sh.Vl, sh.v0, V_valid);
+        expect_close(loss, to_d(loss1), 1e-6, 1e-6, "sharded loss v0=" + std::to_string(sh.v0));
+        be->xent_backward(d.data(), sh.logits.data(), tgt.data(), scale, rows, sh.Vl, sh.v0, V_valid);
+        vecd p_ref(rows * sh.Vl, 0.0), d_ref(rows * sh.Vl, 0.0);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < sh.Vl; c++)
+                if (sh.v0 + c < V) p_ref[r * sh.Vl + c] = p1[r * V + sh.v0 + c], d_ref[r * sh.Vl + c] = d1[r * V + sh.v0 + c];
+        expect_close(sh.logits, p_ref, 1e-7, 1e-6, "sharded probs v0=" + std::to_string(sh.v0));
+        expect_close(d, d_ref, 1e-7, 1e-6, "sharded dlogits v0=" + std::to_string(sh.v0));
+    }
+}
+
+// ---- optimizer -----------------------------------------------------------------------------
+
+TEST(EngineOps, AdamWMatchesHandComputedUpdate) {
+    auto be = backend();
+    const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    // Element 0 by hand, step 3: g = 0.5·0.8 = 0.4; m = 0.9·0.2 + 0.1·0.4 = 0.22;
+    // v = 0.95·0.01 + 0.05·0.16 = 0.0175; m̂ = 0.22/(1 − 0.729) = 0.811808…;
+    // v̂ = 0.0175/(1 − 0.857375) = 0.122699…; p = 1 − 0.01·(m̂/(√v̂ + 1e-8) + 0.1·1)
+    //   = 1 − 0.01·(2.317566… + 0.1) = 0.975824…
+    vecf p = {1.0f, -2.0f, 0.5f}, g = {0.8f, -0.3f, 0.0f}, m = {0.2f, 0.1f, -0.05f}, v = {0.01f, 0.02f, 0.001f};
+    const vecf p0 = p, g0 = g, m0 = m, v0 = v;
+    be->adamw(p.data(), g.data(), m.data(), v.data(), 3, lr, b1, b2, eps, wd, gs, 3);
+    EXPECT_NEAR(m[0], 0.22, 1e-7);
+    EXPECT_NEAR(v[0], 0.0175, 1e-8);
+    EXPECT_NEAR(p[0], 0.9758244, 1e-6);
+    for (int i = 0; i < 3; i++) {  // the formula in double for every element
+        const double gi = double(g0[i]) * gs, mi = b1 * double(m0[i]) + (1 - double(b1)) * gi;
+        const double vi = b2 * double(v0[i]) + (1 - double(b2)) * gi * gi;
+        const double mh = mi / (1 - std::pow(double(b1), 3)), vh = vi / (1 - std::pow(double(b2), 3));
+        const double pi = p0[i] - lr * (mh / (std::sqrt(vh) + eps) + wd * p0[i]);
+        EXPECT_NEAR(m[i], mi, 1e-7) << i;
+        EXPECT_NEAR(v[i], vi, 1e-8) << i;
+        EXPECT_NEAR(p[i], pi, 1e-6) << i;
+    }
+    // Step 1 from zero state: m̂ = g, v̂ = g², so p −= lr·(sign(g) + wd·p) up to eps.
+    vecf p1 = {2.0f}, g1 = {-3.0f}, m1 = {0.0f}, v1 = {0.0f};
+    be->adamw(p1.data(), g1.data(), m1.data(), v1.data(), 1, lr, b1, b2, eps, wd, 1.0f, 1);
+    EXPECT_NEAR(p1[0], 2.0 - 0.01 * (-1.0 + 0.2), 1e-6);
+}
+
+// ---- determinism ---------------------------------------------------------------------------
+
+// Sizes above the backend's parallel threshold, so 2 threads really split the work.
+TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
+    auto be = backend(2);
+    ASSERT_EQ(omp_get_max_threads(), 2);
+    const int64_t rows = 257, C = 192;
+    const vecf x = random_vec(rows * C, 700), dout = random_vec(rows * C, 701), w = random_vec(C, 702),
+               b = random_vec(C, 703);
+    std::vector<int32_t> tok(rows);
+    for (int64_t r = 0; r < rows; r++) tok[r] = int32_t((r * 7) % 5);  // many repeats
+
+    auto run_once = [&]() {
+        std::vector<vecf> outs;
+        vecf out(rows * C), mean(rows), rstd(rows), dx(rows * C), dw(C), db(C);
+        be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
+        be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
+                               w.data(), rows, C);
+        outs.insert(outs.end(), {out, dx, dw, db});
+        vecf rdx(rows * C), rdw(C);
+        be->rmsnorm_backward(rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+        outs.insert(outs.end(), {rdx, rdw});
+        vecf dbias(C), dwte(5 * C), dwpe(64 * C);
+        be->bias_grad(dbias.data(), dout.data(), rows, C);
+        be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 5, rows, C);
+        be->position_backward(dwpe.data(), dout.data(), 3, rows, 64, C);
+        outs.insert(outs.end(), {dbias, dwte, dwpe});
+        vecf ss = {float(be->sum_squares(x.data(), rows * C))};
+        outs.push_back(ss);
+        vecf cg(rows * rows);
+        be->gemm(false, true, rows, rows, C, 1.0f, x.data(), dout.data(), 0.0f, cg.data());
+        outs.push_back(cg);
+
+        const attn_data a = make_attn({2, 100, 4, 2, 16}, 704);
+        const auto [B, T, H, G, D] = a.s;
+        vecf ctx(B * T * H * D), probs(B * H * T * T), dq(a.q.size()), dk(a.k.size()), dv(a.v.size());
+        be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+        const vecf dctx = random_vec(ctx.size(), 705);
+        be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+                               a.v.data(), B, T, H, G, D);
+        outs.insert(outs.end(), {ctx, probs, dq, dk, dv});
+        return outs;
+    };
+    const auto first = run_once(), second = run_once();
+    ASSERT_EQ(first.size(), second.size());
+    for (size_t i = 0; i < first.size(); i++) EXPECT_TRUE(same_bits(first[i], second[i])) << "output " << i;
+}
+
+// The cross-row reductions partition their output, so even 1 vs 2 threads agree bit for bit.
+TEST(EngineOpsDeterminism, CrossRowReductionsIndependentOfThreadCount) {
+    const int64_t rows = 301, C = 160;
+    const vecf x = random_vec(rows * C, 800), dout = random_vec(rows * C, 801), w = random_vec(C, 802);
+    std::vector<int32_t> tok(rows);
+    for (int64_t r = 0; r < rows; r++) tok[r] = int32_t((r * 3) % 7);
+    auto run = [&](int threads) {
+        auto be = backend(threads);
+        vecf mean(rows), rstd(rows), out(rows * C), dx(rows * C), dw(C), db(C), dbias(C), dwte(7 * C), dwpe(50 * C);
+        be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), rows, C, 1e-5f);
+        be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
+                               w.data(), rows, C);
+        be->bias_grad(dbias.data(), dout.data(), rows, C);
+        be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 7, rows, C);
+        be->position_backward(dwpe.data(), dout.data(), 17, rows, 50, C);
+        return std::vector<vecf>{dw, db, dbias, dwte, dwpe};
+    };
+    const auto one = run(1), two = run(2);
+    for (size_t i = 0; i < one.size(); i++) EXPECT_TRUE(same_bits(one[i], two[i])) << "output " << i;
+}
+
+}  // namespace

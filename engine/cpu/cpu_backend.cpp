@@ -1,1 +1,802 @@
-// placeholder: being written (issue #4)
+// cpu_backend.cpp — the CPU compute backend of ptd-engine (the contract is backend.h).
+//
+// Every kernel the model needs, in fp32. GEMMs go to OpenBLAS (cblas_sgemm, row-major);
+// everything else is a plain loop over rows or elements, parallelised with OpenMP static
+// schedules. Nothing is ever summed by two threads into one place: reductions across
+// rows (bias / norm weight gradients, embedding and position gradients, the sum of
+// squares) partition their *output* (columns, positions, fixed chunks), so each output
+// element is summed by one thread in row order. The same inputs give the same bits, and
+// for those reductions even whatever the thread count.
+//
+// Attention is causal softmax attention with the probabilities saved, done as small
+// per-(batch, head, block) GEMMs inside one OpenMP loop; OpenBLAS is switched to one
+// thread for that loop, as a multithreaded BLAS inside an OpenMP region oversubscribes.
+//
+// Memory is host memory, tagged (mem.h): each block carries a 64-byte header (size,
+// category) in front of the 64-byte aligned pointer handed out, so release() knows what
+// to subtract without a map.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "ptd/engine/backend.h"
+
+namespace ptd::engine {
+namespace {
+
+// ---- errors ----------------------------------------------------------------------------
+
+// A broken contract is a bug in the caller: say which op, where, and why, then stop.
+[[noreturn]] [[gnu::format(printf, 4, 5)]] void fail_at(const char* file, int line, const char* op,
+                                                        const char* fmt, ...) {
+    std::fprintf(stderr, "ptd-engine: error: %s:%d: %s: ", file, line, op);
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    std::fputc('\n', stderr);
+    std::exit(1);
+}
+#define PTD_REQUIRE(cond, ...) \
+    do { \
+        if (!(cond)) fail_at(__FILE__, __LINE__, __func__, __VA_ARGS__); \
+    } while (0)
+
+// mem_category_name() lives in ptd_engine (mem.cpp), which links *this* library; a copy
+// here keeps ptd_engine_cpu free of a circular link dependency.
+const char* category_name(MemCategory c) {
+    static const char* const names[MEM_CATEGORY_COUNT] = {"params", "grads", "optimizer", "activations",
+                                                          "communication", "workspace"};
+    return (c >= 0 && c < MEM_CATEGORY_COUNT) ? names[c] : "?";
+}
+
+// ---- memory ----------------------------------------------------------------------------
+
+constexpr size_t k_align = 64;                    // one cache line / one AVX-512 vector
+constexpr uint64_t k_live = 0x707464616c697665;    // header marks: catch foreign pointers
+constexpr uint64_t k_dead = 0x7074646465616421;    // (and, best effort, double releases)
+
+struct alignas(k_align) block_header {
+    uint64_t mark;
+    uint64_t bytes;  // as requested (what the estimators predict), not rounded
+    int32_t cat;
+};
+static_assert(sizeof(block_header) == k_align);
+
+// ---- math helpers ----------------------------------------------------------------------
+
+// Below this many elements an OpenMP fork costs more than the loop.
+constexpr int64_t k_par_min = 1 << 15;
+
+// exp(x) in fp32, Cephes-style (range reduction by ln 2, degree-6 polynomial, 2^n from the
+// exponent bits; < 1.5 ulp). Unlike std::exp it vectorises, and softmax/xent/GELU/SiLU spend
+// most of their time here. exp(x < −87.3) = 0, exp(x > 88.37) is clamped (finite).
+inline float fast_exp(float x) {
+    const float xc = std::min(std::max(x, -87.33654f), 88.37626f);
+    const float n = std::floor(xc * 1.44269504088896341f + 0.5f);  // round to nearest
+    float r = xc - n * 0.693359375f;       // ln 2, high part (exact in fp32 times n)
+    r = r - n * -2.12194440e-4f;           // ln 2, low part
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+    return x < -87.33654f ? 0.0f : p * two_n;
+}
+
+// σ(x) = 1/(1 + e^−x); saturates cleanly to 0 and 1 (e^−x is clamped finite above).
+inline float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+constexpr float k_gelu_s = 0.7978845608028654f;  // √(2/π)
+constexpr float k_gelu_c = 0.044715f;
+
+// ---- OpenBLAS --------------------------------------------------------------------------
+
+// cblas takes int; shapes beyond that are a caller bug we report instead of truncating.
+inline blasint blas_int(int64_t v, const char* what) {
+    PTD_REQUIRE(v >= 0 && v <= std::numeric_limits<blasint>::max(), "%s = %lld does not fit a BLAS int", what,
+                static_cast<long long>(v));
+    return static_cast<blasint>(v);
+}
+
+// C[m,n] = alpha·op(A)·op(B) + beta·C with explicit leading dimensions (row-major).
+inline void sgemm_raw(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
+                static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
+}
+
+// OpenBLAS on one thread while alive: for GEMMs issued from inside an OpenMP loop.
+struct blas_single_thread {
+    int saved = openblas_get_num_threads();
+    blas_single_thread() {
+        if (saved != 1) openblas_set_num_threads(1);
+    }
+    ~blas_single_thread() {
+        if (saved != 1) openblas_set_num_threads(saved);
+    }
+    blas_single_thread(const blas_single_thread&) = delete;
+    blas_single_thread& operator=(const blas_single_thread&) = delete;
+};
+
+// Runs f(c0, c1) on disjoint column ranges [c0, c1) of [0, C), one per thread (ranges are
+// multiples of 16 floats so two threads never share a cache line of the output). Used by
+// the reductions across rows: each column is then summed by one thread in row order.
+template <class F>
+void parallel_columns(int64_t C, int64_t work, F&& f) {
+#pragma omp parallel if (work >= k_par_min)
+    {
+        const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t chunk = ((C + nt - 1) / nt + 15) / 16 * 16;
+        const int64_t c0 = std::min(C, id * chunk), c1 = std::min(C, c0 + chunk);
+        if (c0 < c1) f(c0, c1);
+    }
+}
+
+// Columns of the local vocabulary shard that take part: global column v0 + c < V_valid.
+inline int64_t valid_columns(int64_t Vl, int64_t v0, int64_t V_valid) {
+    return std::clamp<int64_t>(V_valid - v0, 0, Vl);
+}
+
+// Query/key block of the attention GEMMs: big enough for OpenBLAS to run near peak, small
+// enough that the causal mask wastes little (≈ block/2 columns per row).
+constexpr int64_t k_attn_block = 64;
+
+// ---- the backend -----------------------------------------------------------------------
+
+class cpu_backend final : public Backend {
+public:
+    explicit cpu_backend(int threads) {
+        if (threads > 0) {
+            openblas_set_num_threads(threads);
+            omp_set_num_threads(threads);
+        }
+    }
+
+    const char* name() const override { return "cpu"; }
+
+    // ---- memory ------------------------------------------------------------------------
+
+    void* alloc(MemCategory cat, size_t bytes, const char* what) override {
+        PTD_REQUIRE(cat >= 0 && cat < MEM_CATEGORY_COUNT, "bad memory category %d for %s", static_cast<int>(cat),
+                    what ? what : "?");
+        const size_t body = (bytes + k_align - 1) / k_align * k_align;
+        void* base = nullptr;
+        if (bytes <= SIZE_MAX - 2 * k_align) base = std::aligned_alloc(k_align, sizeof(block_header) + body);
+        if (!base) {
+            std::fprintf(stderr, "ptd-engine: error: out of memory allocating %zu bytes for %s (%s)\n", bytes,
+                         what ? what : "?", category_name(cat));
+            std::exit(1);
+        }
+        auto* h = static_cast<block_header*>(base);
+        h->mark = k_live;
+        h->bytes = bytes;
+        h->cat = cat;
+        void* p = h + 1;
+        std::memset(p, 0, body);
+        const auto n = static_cast<int64_t>(bytes);
+        stats_.current[cat] += n;
+        stats_.peak[cat] = std::max(stats_.peak[cat], stats_.current[cat]);
+        stats_.total_current += n;
+        stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+        return p;
+    }
+
+    void release(void* p) override {
+        if (!p) return;
+        auto* h = static_cast<block_header*>(p) - 1;
+        PTD_REQUIRE(h->mark == k_live, "%p was not allocated by this backend, or was released twice", p);
+        h->mark = k_dead;
+        const auto n = static_cast<int64_t>(h->bytes);
+        stats_.current[h->cat] -= n;
+        stats_.total_current -= n;
+        std::free(h);
+    }
+
+    MemStats mem_stats() const override { return stats_; }
+
+    void reset_peaks() override {
+        for (int c = 0; c < MEM_CATEGORY_COUNT; c++) stats_.peak[c] = stats_.current[c];
+        stats_.total_peak = stats_.total_current;
+    }
+
+    void upload(void* dst, const void* src_host, size_t bytes) override {
+        if (bytes) std::memcpy(dst, src_host, bytes);
+    }
+    void download(void* dst_host, const void* src, size_t bytes) override {
+        if (bytes) std::memcpy(dst_host, src, bytes);
+    }
+
+    // ---- elementwise -------------------------------------------------------------------
+
+    void fill(float* x, float value, int64_t n) override {
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) x[i] = value;
+    }
+
+    void copy(float* dst, const float* src, int64_t n) override {
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+    }
+
+    void add(float* y, const float* x, int64_t n) override {
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    }
+
+    void scale(float* x, float a, int64_t n) override {
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) x[i] *= a;
+    }
+
+    // Fixed chunks summed in double (8 running sums, for speed), combined in chunk order:
+    // the result does not depend on the thread count.
+    double sum_squares(const float* x, int64_t n) override {
+        PTD_REQUIRE(n >= 0, "n = %lld", static_cast<long long>(n));
+        constexpr int64_t chunk = 1 << 16;
+        const int64_t nchunks = (n + chunk - 1) / chunk;
+        std::vector<double> partial(static_cast<size_t>(nchunks));
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+        for (int64_t ci = 0; ci < nchunks; ci++) {
+            const int64_t i0 = ci * chunk, i1 = std::min(n, i0 + chunk);
+            double acc[8] = {};
+            int64_t i = i0;
+            for (; i + 8 <= i1; i += 8)
+                for (int j = 0; j < 8; j++) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+            for (; i < i1; i++) acc[0] += static_cast<double>(x[i]) * x[i];
+            partial[ci] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        }
+        double s = 0.0;
+        for (double p : partial) s += p;
+        return s;
+    }
+
+    // ---- GEMM --------------------------------------------------------------------------
+
+    void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+              const float* B, float beta, float* C) override {
+        PTD_REQUIRE(M >= 0 && N >= 0 && K >= 0, "negative shape M=%lld N=%lld K=%lld", static_cast<long long>(M),
+                    static_cast<long long>(N), static_cast<long long>(K));
+        (void)blas_int(M, "M");
+        (void)blas_int(N, "N");
+        (void)blas_int(K, "K");
+        if (M == 0 || N == 0) return;
+        if (K == 0) {  // empty sum: C = beta·C (BLAS would reject lda = 0)
+            if (beta == 0.0f) fill(C, 0.0f, M * N);
+            else scale(C, beta, M * N);
+            return;
+        }
+        // A is [M,K] (lda K), or [K,M] (lda M) when transposed; B is [K,N] (ldb N), or
+        // [N,K] (ldb K) when transposed; C is [M,N] (ldc N).
+        sgemm_raw(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
+    }
+
+    // y [rows, cols] += bias [cols] on every row.
+    void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) override {
+#pragma omp parallel for schedule(static) if (rows * cols >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            float* yr = y + r * cols;
+            for (int64_t c = 0; c < cols; c++) yr[c] += bias[c];
+        }
+    }
+
+    // dbias [cols] += Σ_r dy [rows, cols]: columns split over threads, rows in order.
+    void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+        parallel_columns(cols, rows * cols, [&](int64_t c0, int64_t c1) {
+            for (int64_t r = 0; r < rows; r++) {
+                const float* dyr = dy + r * cols;
+                for (int64_t c = c0; c < c1; c++) dbias[c] += dyr[c];
+            }
+        });
+    }
+
+    // ---- norms -------------------------------------------------------------------------
+
+    // out, x [rows, C]; w, b [C]; mean, rstd [rows]. Two passes (mean, then variance)
+    // rather than E[x²] − mean², which cancels badly when |mean| ≫ std.
+    void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                           int64_t rows, int64_t C, float eps) override {
+        PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
+                    static_cast<long long>(C));
+        const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* xr = x + r * C;
+            float* outr = out + r * C;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = 0; i < C; i++) s += xr[i];
+            const float m = s * inv_c;
+            float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+            for (int64_t i = 0; i < C; i++) v += (xr[i] - m) * (xr[i] - m);
+            const float rs = 1.0f / std::sqrt(v * inv_c + eps);
+            for (int64_t i = 0; i < C; i++) outr[i] = (xr[i] - m) * rs * w[i] + b[i];
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+    }
+
+    // With n = (x − mean)·rstd and g = dout·w (llm.c):
+    //   dx = rstd · (g − mean(g) − n · mean(g·n))   (overwritten)
+    //   dw += Σ_r dout·n, db += Σ_r dout           (a second pass, split by columns).
+    void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
+                            const float* rstd, const float* w, int64_t rows, int64_t C) override {
+        PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
+                    static_cast<long long>(C));
+        const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* xr = x + r * C;
+            const float* dr = dout + r * C;
+            float* dxr = dx + r * C;
+            const float m = mean[r], rs = rstd[r];
+            float sg = 0.0f, sgn = 0.0f;
+#pragma omp simd reduction(+ : sg, sgn)
+            for (int64_t i = 0; i < C; i++) {
+                const float g = dr[i] * w[i];
+                sg += g;
+                sgn += g * (xr[i] - m) * rs;
+            }
+            const float mg = sg * inv_c, mgn = sgn * inv_c;
+            for (int64_t i = 0; i < C; i++) {
+                const float n = (xr[i] - m) * rs;
+                dxr[i] = (dr[i] * w[i] - mg - n * mgn) * rs;
+            }
+        }
+        parallel_columns(C, rows * C, [&](int64_t c0, int64_t c1) {
+            for (int64_t r = 0; r < rows; r++) {
+                const float* xr = x + r * C;
+                const float* dr = dout + r * C;
+                const float m = mean[r], rs = rstd[r];
+                for (int64_t i = c0; i < c1; i++) {
+                    dw[i] += dr[i] * ((xr[i] - m) * rs);
+                    db[i] += dr[i];
+                }
+            }
+        });
+    }
+
+    // out, x [rows, C]; w [C]; rstd [rows] = 1/√(mean(x²) + eps).
+    void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
+                         float eps) override {
+        PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
+                    static_cast<long long>(C));
+        const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* xr = x + r * C;
+            float* outr = out + r * C;
+            float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+            for (int64_t i = 0; i < C; i++) ss += xr[i] * xr[i];
+            const float rs = 1.0f / std::sqrt(ss * inv_c + eps);
+            for (int64_t i = 0; i < C; i++) outr[i] = xr[i] * rs * w[i];
+            rstd[r] = rs;
+        }
+    }
+
+    // With n = x·rstd and g = dout·w: dx = rstd · (g − n · mean(g·n)) (overwritten);
+    // dw += Σ_r dout·n (split by columns).
+    void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
+                          int64_t rows, int64_t C) override {
+        PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
+                    static_cast<long long>(C));
+        const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* xr = x + r * C;
+            const float* dr = dout + r * C;
+            float* dxr = dx + r * C;
+            const float rs = rstd[r];
+            float sgn = 0.0f;
+#pragma omp simd reduction(+ : sgn)
+            for (int64_t i = 0; i < C; i++) sgn += dr[i] * w[i] * (xr[i] * rs);
+            const float mgn = sgn * inv_c;
+            for (int64_t i = 0; i < C; i++) dxr[i] = (dr[i] * w[i] - (xr[i] * rs) * mgn) * rs;
+        }
+        parallel_columns(C, rows * C, [&](int64_t c0, int64_t c1) {
+            for (int64_t r = 0; r < rows; r++) {
+                const float* xr = x + r * C;
+                const float* dr = dout + r * C;
+                const float rs = rstd[r];
+                for (int64_t i = c0; i < c1; i++) dw[i] += dr[i] * (xr[i] * rs);
+            }
+        });
+    }
+
+    // ---- activations -------------------------------------------------------------------
+
+    // 0.5·x·(1 + tanh(a)) = x·σ(2a), a = √(2/π)(x + 0.044715x³): one exp, no tanh, and no
+    // cancellation for large negative x.
+    void gelu_forward(float* out, const float* x, int64_t n) override {
+#pragma omp parallel for simd schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) {
+            const float xi = x[i];
+            const float a = k_gelu_s * (xi + k_gelu_c * xi * xi * xi);
+            out[i] = xi * sigmoid(2.0f * a);
+        }
+    }
+
+    // gelu'(x) = σ(2a) + x · 2σ(2a)(1 − σ(2a)) · a'(x), a' = √(2/π)(1 + 3·0.044715x²)
+    // (the same as 0.5(1 + tanh a) + 0.5x·sech²(a)·a', as 4σ(1−σ) = sech²).
+    void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+#pragma omp parallel for simd schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) {
+            const float xi = x[i];
+            const float a = k_gelu_s * (xi + k_gelu_c * xi * xi * xi);
+            const float da = k_gelu_s * (1.0f + 3.0f * k_gelu_c * xi * xi);
+            const float s = sigmoid(2.0f * a);
+            dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * da);
+        }
+    }
+
+    // out = silu(gate)·up, silu(g) = g·σ(g).
+    void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override {
+#pragma omp parallel for simd schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+    }
+
+    // dup = dout·silu(g); dgate = dout·up·silu'(g), silu'(g) = σ(g)(1 + g(1 − σ(g))).
+    void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                         int64_t n) override {
+#pragma omp parallel for simd schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) {
+            const float g = gate[i], s = sigmoid(g), d = dout[i];
+            const float dg = d * up[i] * (s * (1.0f + g * (1.0f - s)));
+            dup[i] = d * (g * s);
+            dgate[i] = dg;
+        }
+    }
+
+    // ---- attention ---------------------------------------------------------------------
+
+    // x [B,T,nh,D]: rotate the pairs (i, i + D/2) by the angle (pos0 + t)·theta^(−2i/D).
+    void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, float theta) override {
+        rope(x, B, T, nh, D, pos0, theta, 1.0f);
+    }
+    // The inverse rotation (angle negated): the transpose of the forward's linear map.
+    void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, float theta) override {
+        rope(dx, B, T, nh, D, pos0, theta, -1.0f);
+    }
+
+    // One task per (b, h, block of query rows [t0, t1)); the block only sees keys < t1:
+    //   scores P[t0:t1, 0:t1] = scale · Q[t0:t1] · K[0:t1]ᵀ   (GEMM, straight into probs)
+    //   causal softmax per row (entries above the diagonal set to 0)
+    //   ctx[t0:t1] = P[t0:t1, 0:t1] · V[0:t1]                 (GEMM)
+    // Q rows of head h are strided by H·D and K/V rows of kv head g by G·D, which the
+    // GEMMs take as leading dimensions: no copies.
+    void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
+                           int64_t T, int64_t H, int64_t G, int64_t D) override {
+        check_attention(B, T, H, G, D);
+        if (B == 0 || T == 0) return;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        const int64_t rep = H / G, nqb = (T + k_attn_block - 1) / k_attn_block, tasks = B * H * nqb;
+        blas_single_thread single;
+        // schedule(static, 1): later blocks cost more, so deal the tasks round-robin.
+#pragma omp parallel for schedule(static, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            const int64_t qb = task % nqb, bh = task / nqb, h = bh % H, b = bh / H, g = h / rep;
+            const int64_t t0 = qb * k_attn_block, t1 = std::min(T, t0 + k_attn_block), m = t1 - t0;
+            float* p_blk = probs + (bh * T + t0) * T;                // [m, T], ld T
+            const float* q_blk = q + ((b * T + t0) * H + h) * D;     // [m, D], ld H·D
+            const float* k_bg = k + (b * T * G + g) * D;             // [T, D], ld G·D
+            const float* v_bg = v + (b * T * G + g) * D;             // [T, D], ld G·D
+            float* ctx_blk = ctx + ((b * T + t0) * H + h) * D;       // [m, D], ld H·D
+            sgemm_raw(false, true, m, t1, D, scale, q_blk, H * D, k_bg, G * D, 0.0f, p_blk, T);
+            for (int64_t i = 0; i < m; i++) causal_softmax_row(p_blk + i * T, t0 + i, T);
+            sgemm_raw(false, false, m, D, t1, 1.0f, p_blk, T, v_bg, G * D, 0.0f, ctx_blk, H * D);
+        }
+    }
+
+    // With P the saved probabilities, dP = dctx·Vᵀ, and per row ρ_t = Σ_u P[t,u]·dP[t,u]:
+    //   dS = P ⊙ (dP − ρ)   dq = scale · dS·K   dk = scale · Σ_h dSᵀ·Q_h   dv = Σ_h Pᵀ·dctx_h
+    // Phase 1, a task per (b, h, query block): dP and dS for the block's rows, dq, ρ.
+    // Phase 2, a task per (b, g, key block [k0, k1)): recomputes dP[k0:T, k0:k1] (one more
+    // GEMM of the four, instead of a [B,H,T,T] dS buffer) and sums the query heads of the
+    // group in order into dk, dv — each element of dk/dv is written by one task, so the
+    // result is deterministic without atomics.
+    void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
+                            const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G,
+                            int64_t D) override {
+        check_attention(B, T, H, G, D);
+        if (B == 0 || T == 0) return;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        const int64_t rep = H / G, nb = (T + k_attn_block - 1) / k_attn_block;
+        const int nthreads = omp_get_max_threads();
+        // Scratch: ρ [B,H,T] and one [T, block] dP/dS tile per thread.
+        const int64_t tile = T * k_attn_block;
+        auto* rho = static_cast<float*>(alloc(MEM_WORKSPACE, sizeof(float) * B * H * T, "attention backward rho"));
+        auto* tiles = static_cast<float*>(
+            alloc(MEM_WORKSPACE, sizeof(float) * tile * nthreads, "attention backward dS tiles"));
+        {
+            blas_single_thread single;
+            const int64_t tasks1 = B * H * nb;
+#pragma omp parallel for schedule(static, 1)
+            for (int64_t task = 0; task < tasks1; task++) {
+                float* ds = tiles + tile * omp_get_thread_num();  // [m, t1], ld t1
+                const int64_t qb = task % nb, bh = task / nb, h = bh % H, b = bh / H, g = h / rep;
+                const int64_t t0 = qb * k_attn_block, t1 = std::min(T, t0 + k_attn_block), m = t1 - t0;
+                const float* p_blk = probs + (bh * T + t0) * T;              // [m, T], ld T
+                const float* dctx_blk = dctx + ((b * T + t0) * H + h) * D;   // [m, D], ld H·D
+                const float* k_bg = k + (b * T * G + g) * D;                 // [T, D], ld G·D
+                const float* v_bg = v + (b * T * G + g) * D;
+                sgemm_raw(false, true, m, t1, D, 1.0f, dctx_blk, H * D, v_bg, G * D, 0.0f, ds, t1);  // dP
+                for (int64_t i = 0; i < m; i++) {
+                    const int64_t t = t0 + i;
+                    const float* pr = p_blk + i * T;
+                    float* dr = ds + i * t1;
+                    float r = 0.0f;
+#pragma omp simd reduction(+ : r)
+                    for (int64_t u = 0; u <= t; u++) r += pr[u] * dr[u];
+                    for (int64_t u = 0; u <= t; u++) dr[u] = pr[u] * (dr[u] - r);
+                    for (int64_t u = t + 1; u < t1; u++) dr[u] = 0.0f;
+                    rho[bh * T + t] = r;
+                }
+                sgemm_raw(false, false, m, D, t1, scale, ds, t1, k_bg, G * D, 0.0f, dq + ((b * T + t0) * H + h) * D,
+                          H * D);
+            }
+            const int64_t tasks2 = B * G * nb;
+#pragma omp parallel for schedule(static, 1)
+            for (int64_t task = 0; task < tasks2; task++) {
+                float* ds = tiles + tile * omp_get_thread_num();  // [T − k0, n], ld n
+                const int64_t kb = task % nb, bg = task / nb, g = bg % G, b = bg / G;
+                const int64_t k0 = kb * k_attn_block, k1 = std::min(T, k0 + k_attn_block), n = k1 - k0;
+                const int64_t rows = T - k0;  // query rows t ≥ k0 see these keys
+                const float* v_blk = v + ((b * T + k0) * G + g) * D;  // [n, D], ld G·D
+                float* dk_blk = dk + ((b * T + k0) * G + g) * D;      // [n, D], ld G·D
+                float* dv_blk = dv + ((b * T + k0) * G + g) * D;
+                for (int64_t j = 0; j < rep; j++) {
+                    const int64_t h = g * rep + j, bh = b * H + h;
+                    const float* p_blk = probs + (bh * T + k0) * T + k0;        // [rows, n], ld T
+                    const float* dctx_blk = dctx + ((b * T + k0) * H + h) * D;  // [rows, D], ld H·D
+                    const float* q_blk = q + ((b * T + k0) * H + h) * D;        // [rows, D], ld H·D
+                    sgemm_raw(false, true, rows, n, D, 1.0f, dctx_blk, H * D, v_blk, G * D, 0.0f, ds, n);  // dP
+                    for (int64_t i = 0; i < rows; i++) {
+                        const float* pr = p_blk + i * T;
+                        float* dr = ds + i * n;
+                        const float r = rho[bh * T + k0 + i];
+                        const int64_t last = std::min(n, i + 1);  // keys k0 + u ≤ t = k0 + i
+                        for (int64_t u = 0; u < last; u++) dr[u] = pr[u] * (dr[u] - r);
+                        for (int64_t u = last; u < n; u++) dr[u] = 0.0f;
+                    }
+                    const float beta = j == 0 ? 0.0f : 1.0f;  // the first head overwrites
+                    sgemm_raw(true, false, n, D, rows, scale, ds, n, q_blk, H * D, beta, dk_blk, G * D);
+                    sgemm_raw(true, false, n, D, rows, 1.0f, p_blk, T, dctx_blk, H * D, beta, dv_blk, G * D);
+                }
+            }
+        }
+        release(tiles);
+        release(rho);
+    }
+
+    // ---- embedding ---------------------------------------------------------------------
+
+    // out [rows, C]; wte [Vl, C] holds the vocabulary rows v0..v0+Vl−1 (vocab-parallel).
+    void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t Vl, int64_t rows,
+                           int64_t C) override {
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t t = static_cast<int64_t>(tokens[r]) - v0;
+            float* outr = out + r * C;
+            if (t >= 0 && t < Vl) std::memcpy(outr, wte + t * C, sizeof(float) * C);
+            else std::memset(outr, 0, sizeof(float) * C);
+        }
+    }
+
+    // Rows with the same token hit the same dwte row: split by columns, rows in order.
+    void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                            int64_t rows, int64_t C) override {
+        parallel_columns(C, rows * C, [&](int64_t c0, int64_t c1) {
+            for (int64_t r = 0; r < rows; r++) {
+                const int64_t t = static_cast<int64_t>(tokens[r]) - v0;
+                if (t < 0 || t >= Vl) continue;
+                float* dst = dwte + t * C;
+                const float* src = dout + r * C;
+                for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
+            }
+        });
+    }
+
+    // out [rows, C] += wpe [T, C] at position (row0 + r) mod T.
+    void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) override {
+        PTD_REQUIRE(T > 0 && row0 >= 0, "T = %lld, row0 = %lld", static_cast<long long>(T),
+                    static_cast<long long>(row0));
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* pr = wpe + ((row0 + r) % T) * C;
+            float* outr = out + r * C;
+            for (int64_t c = 0; c < C; c++) outr[c] += pr[c];
+        }
+    }
+
+    // A task per position p: its rows are r ≡ p − row0 (mod T), summed in row order.
+    void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T,
+                           int64_t C) override {
+        PTD_REQUIRE(T > 0 && row0 >= 0, "T = %lld, row0 = %lld", static_cast<long long>(T),
+                    static_cast<long long>(row0));
+        const int64_t shift = row0 % T;
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t p = 0; p < T; p++) {
+            float* dst = dwpe + p * C;
+            for (int64_t r = (p - shift + T) % T; r < rows; r += T) {
+                const float* src = dout + r * C;
+                for (int64_t c = 0; c < C; c++) dst[c] += src[c];
+            }
+        }
+    }
+
+    // ---- vocab-parallel cross entropy --------------------------------------------------
+
+    // rowmax[r] = max of the valid columns of this shard; −inf when it has none (the
+    // max all-reduce then ignores this shard).
+    void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
+                      int64_t V_valid) override {
+        const int64_t nv = valid_columns(Vl, v0, V_valid);
+#pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* lr = logits + r * Vl;
+            float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+            for (int64_t c = 0; c < nv; c++) mx = std::max(mx, lr[c]);
+            rowmax[r] = mx;
+        }
+    }
+
+    void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const int64_t nv = valid_columns(Vl, v0, V_valid);
+#pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* lr = logits + r * Vl;
+            const float mx = rowmax[r];
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int64_t c = 0; c < nv; c++) s += fast_exp(lr[c] - mx);
+            sumexp[r] = s;
+            // A target in a padding column would be a data bug; like xent_backward, treat it
+            // as absent rather than read a masked logit.
+            const int64_t t = static_cast<int64_t>(targets[r]) - v0;
+            target_logit[r] = (t >= 0 && t < nv) ? lr[t] : 0.0f;
+        }
+    }
+
+    void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp, const float* target_logit,
+                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const int64_t nv = valid_columns(Vl, v0, V_valid);
+#pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            float* lr = logits + r * Vl;
+            const float mx = rowmax[r], inv = 1.0f / sumexp[r];
+#pragma omp simd
+            for (int64_t c = 0; c < nv; c++) lr[c] = fast_exp(lr[c] - mx) * inv;
+            for (int64_t c = nv; c < Vl; c++) lr[c] = 0.0f;
+            loss[r] = std::log(sumexp[r]) + mx - target_logit[r];
+        }
+    }
+
+    // dlogits may alias probs (the model does it in place): the target's probability is
+    // read before its row is overwritten.
+    void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
+                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const int64_t nv = valid_columns(Vl, v0, V_valid);
+#pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* pr = probs + r * Vl;
+            float* dr = dlogits + r * Vl;
+            const int64_t t = static_cast<int64_t>(targets[r]) - v0;
+            const bool here = t >= 0 && t < nv;
+            const float p_target = here ? pr[t] : 0.0f;  // read before the row is overwritten
+            for (int64_t c = 0; c < nv; c++) dr[c] = scale * pr[c];
+            for (int64_t c = nv; c < Vl; c++) dr[c] = 0.0f;
+            if (here) dr[t] = scale * (p_target - 1.0f);
+        }
+    }
+
+    // ---- optimizer ---------------------------------------------------------------------
+
+    // Decoupled weight decay in the same update: p −= lr·(m̂/(√v̂ + eps) + wd·p), p old.
+    void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+               float weight_decay, float grad_scale, int64_t step) override {
+        PTD_REQUIRE(step >= 1, "step = %lld (steps count from 1)", static_cast<long long>(step));
+        const auto bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
+        const auto bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
+        const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) {
+            const float gi = g[i] * grad_scale;
+            const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+            const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+            m[i] = mi;
+            v[i] = vi;
+            const float mhat = mi * inv_bc1, vhat = vi * inv_bc2;
+            p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
+        }
+    }
+
+private:
+    MemStats stats_;
+
+    static void check_attention(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+        PTD_REQUIRE(B >= 0 && T >= 0 && H > 0 && G > 0 && D > 0, "bad shape B=%lld T=%lld H=%lld G=%lld D=%lld",
+                    static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(H),
+                    static_cast<long long>(G), static_cast<long long>(D));
+        PTD_REQUIRE(H % G == 0, "H = %lld query heads is not a multiple of G = %lld kv heads",
+                    static_cast<long long>(H), static_cast<long long>(G));
+        (void)blas_int(T * std::max(H, G) * D, "T·H·D");
+    }
+
+    // row [T]: the scores of query t in [0, t]; becomes softmax over [0, t], zeros after.
+    static void causal_softmax_row(float* row, int64_t t, int64_t T) {
+        float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+        for (int64_t u = 0; u <= t; u++) mx = std::max(mx, row[u]);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t u = 0; u <= t; u++) {
+            const float e = fast_exp(row[u] - mx);
+            row[u] = e;
+            s += e;
+        }
+        const float inv = 1.0f / s;
+        for (int64_t u = 0; u <= t; u++) row[u] *= inv;
+        for (int64_t u = t + 1; u < T; u++) row[u] = 0.0f;
+    }
+
+    // The angles are formed in double: (pos0 + t)·freq reaches thousands of radians, where
+    // fp32 would lose the low bits before cos/sin. One [T, D/2] table per call, shared by
+    // every batch row and head.
+    static void rope(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, float theta, float sign) {
+        PTD_REQUIRE(B >= 0 && T >= 0 && nh >= 0 && D > 0 && D % 2 == 0 && pos0 >= 0,
+                    "bad shape B=%lld T=%lld nh=%lld D=%lld (even) pos0=%lld", static_cast<long long>(B),
+                    static_cast<long long>(T), static_cast<long long>(nh), static_cast<long long>(D),
+                    static_cast<long long>(pos0));
+        PTD_REQUIRE(theta > 0.0f, "theta = %g", static_cast<double>(theta));
+        const int64_t half = D / 2;
+        std::vector<float> cs(static_cast<size_t>(T * half)), sn(static_cast<size_t>(T * half));
+        for (int64_t i = 0; i < half; i++) {
+            const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / D);
+            for (int64_t t = 0; t < T; t++) {
+                const double ang = static_cast<double>(pos0 + t) * freq;
+                cs[t * half + i] = static_cast<float>(std::cos(ang));
+                sn[t * half + i] = sign * static_cast<float>(std::sin(ang));
+            }
+        }
+        const int64_t bt_rows = B * T;
+#pragma omp parallel for schedule(static) if (bt_rows * nh * D >= k_par_min)
+        for (int64_t bt = 0; bt < bt_rows; bt++) {
+            const float* c = cs.data() + (bt % T) * half;
+            const float* s = sn.data() + (bt % T) * half;
+            for (int64_t h = 0; h < nh; h++) {
+                float* x1 = x + (bt * nh + h) * D;
+                float* x2 = x1 + half;
+                for (int64_t i = 0; i < half; i++) {
+                    const float a = x1[i], b = x2[i];
+                    x1[i] = a * c[i] - b * s[i];
+                    x2[i] = a * s[i] + b * c[i];
+                }
+            }
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu_backend>(threads); }
+
+}  // namespace ptd::engine

@@ -1,1 +1,925 @@
-// placeholder: being written (issue #4)
+// kv_store.cpp — the run's rendezvous key-value store and liveness monitor (kv_store.h)
+// over plain POSIX sockets. One server thread multiplexes every connection with poll(),
+// so a thousand ranks cost a thousand sockets, not a thousand threads; each client has a
+// blocking request/reply connection plus, once started, a monitor connection with its own
+// heartbeat thread.
+//
+// Wire format (both directions): frame = u32 payload length (little-endian) + payload;
+// payload = u8 type + fields. Integers are little-endian; strings and byte blobs are a
+// u32 length followed by the bytes. Types and fields:
+//   requests  SET(id, key, value)  GET(id, key)  CHECK(id, n, key…)  ADD(id, key, i64)
+//   replies   OK(id)  VALUE(id, value)  BOOL(id, u8)  INT(id, i64)  ERROR(id, text)
+//   monitor   HELLO(rank, pid, host)  HEARTBEAT  GOODBYE  FAILURE(text)   → server
+//             ABORT(text)                                                 → client
+// Every request carries a u64 id that its reply echoes: a client whose GET timed out may
+// later receive that GET's reply, and skips it by id instead of mistaking it for the
+// answer to its next request.
+#include "ptd/engine/kv_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+namespace ptd::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Frames larger than this are treated as malformed: no legitimate value (Gloo addresses,
+// NCCL ids, counters) comes near it, and it bounds what a garbage length can make us allocate.
+constexpr uint32_t kMaxFrame = 64u << 20;
+// set/check/add have no timeout in the interface; a store that answers nothing for this
+// long is treated as gone.
+constexpr double kRequestTimeoutS = 120;
+
+enum MsgType : uint8_t {
+    MSG_SET = 1, MSG_GET = 2, MSG_CHECK = 3, MSG_ADD = 4,
+    MSG_OK = 16, MSG_VALUE = 17, MSG_BOOL = 18, MSG_INT = 19, MSG_ERROR = 20,
+    MSG_HELLO = 32, MSG_HEARTBEAT = 33, MSG_GOODBYE = 34, MSG_FAILURE = 35,
+    MSG_ABORT = 48,
+};
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", s);
+    return buf;
+}
+
+// ---- frame encoding ----------------------------------------------------------------
+
+class FrameWriter {
+public:
+    explicit FrameWriter(uint8_t type) : buf_(4, '\0') { buf_.push_back((char)type); }
+    FrameWriter& u8(uint8_t v) { buf_.push_back((char)v); return *this; }
+    FrameWriter& u32(uint32_t v) { return le(v, 4); }
+    FrameWriter& u64(uint64_t v) { return le(v, 8); }
+    FrameWriter& i64(int64_t v) { return le((uint64_t)v, 8); }
+    FrameWriter& bytes(const void* p, size_t n) {
+        u32((uint32_t)n);
+        buf_.append((const char*)p, n);
+        return *this;
+    }
+    FrameWriter& str(const std::string& s) { return bytes(s.data(), s.size()); }
+    // The finished frame, length prefix filled in.
+    std::string finish() {
+        uint32_t n = (uint32_t)(buf_.size() - 4);
+        for (int i = 0; i < 4; ++i) buf_[i] = (char)((n >> (8 * i)) & 0xff);
+        return std::move(buf_);
+    }
+
+private:
+    FrameWriter& le(uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) buf_.push_back((char)((v >> (8 * i)) & 0xff));
+        return *this;
+    }
+    std::string buf_;
+};
+
+// Reads fields from one payload; any overrun marks the reader bad instead of reading
+// past the end, so a malformed frame is detected by checking ok() once at the end.
+class FrameReader {
+public:
+    explicit FrameReader(const std::string& payload)
+        : p_((const uint8_t*)payload.data()), end_(p_ + payload.size()) {}
+    bool ok() const { return ok_; }
+    bool at_end() const { return ok_ && p_ == end_; }
+    uint8_t u8() { return (uint8_t)le(1); }
+    uint32_t u32() { return (uint32_t)le(4); }
+    uint64_t u64() { return le(8); }
+    int64_t i64() { return (int64_t)le(8); }
+    std::string str() {
+        uint32_t n = u32();
+        if (!ok_ || (size_t)(end_ - p_) < n) { ok_ = false; return {}; }
+        std::string s((const char*)p_, n);
+        p_ += n;
+        return s;
+    }
+
+private:
+    uint64_t le(int n) {
+        if (!ok_ || end_ - p_ < n) { ok_ = false; return 0; }
+        uint64_t v = 0;
+        for (int i = 0; i < n; ++i) v |= (uint64_t)p_[i] << (8 * i);
+        p_ += n;
+        return v;
+    }
+    const uint8_t* p_;
+    const uint8_t* end_;
+    bool ok_ = true;
+};
+
+// Splits complete frames off the front of `in`. Returns false on a malformed length
+// (the connection must then be dropped), with `why` set.
+bool take_frame(std::string& in, std::string& payload, bool& have, std::string& why) {
+    have = false;
+    if (in.size() < 4) return true;
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) n |= (uint32_t)(uint8_t)in[i] << (8 * i);
+    if (n == 0 || n > kMaxFrame) {
+        why = "frame length " + std::to_string(n) + " outside 1 .. " + std::to_string(kMaxFrame);
+        return false;
+    }
+    if (in.size() < 4 + (size_t)n) return true;
+    payload.assign(in, 4, n);
+    in.erase(0, 4 + (size_t)n);
+    have = true;
+    return true;
+}
+
+// ---- socket helpers ----------------------------------------------------------------
+
+void set_nodelay(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void set_nonblocking(int fd, bool on) {
+    int flags = fcntl(fd, F_GETFL, 0);
+    fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+int remaining_ms(Clock::time_point deadline) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return ms < 0 ? 0 : (int)std::min<int64_t>(ms, 1 << 30);
+}
+
+// Writes all of `data` on a blocking socket; MSG_NOSIGNAL so a dead peer is an error
+// return, not a SIGPIPE that kills the rank before it can say what happened.
+bool send_all(int fd, const std::string& data) {
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        off += (size_t)n;
+    }
+    return true;
+}
+
+enum class ReadStatus { ok, timeout, closed };
+
+// Reads exactly n bytes before `deadline`.
+ReadStatus recv_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
+    size_t got = 0;
+    while (got < n) {
+        pollfd p{fd, POLLIN, 0};
+        int r = ::poll(&p, 1, remaining_ms(deadline));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return ReadStatus::closed;
+        if (r == 0) return ReadStatus::timeout;
+        ssize_t k = ::recv(fd, out + got, n - got, 0);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (k <= 0) return ReadStatus::closed;
+        got += (size_t)k;
+    }
+    return ReadStatus::ok;
+}
+
+// Connects to addr:port once, waiting at most until `deadline`. Returns the fd or -1
+// with `err` set to the errno of the last attempt.
+int try_connect(const std::string& addr, int port, Clock::time_point deadline, int& err) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    int gai = getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (gai != 0) {
+        err = gai == EAI_SYSTEM ? errno : EHOSTUNREACH;
+        return -1;
+    }
+    int fd = -1;
+    for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
+        int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (s < 0) { err = errno; continue; }
+        // Non-blocking connect so an unreachable host costs the caller's timeout, not
+        // the kernel's SYN retry schedule (minutes).
+        set_nonblocking(s, true);
+        int r = ::connect(s, ai->ai_addr, ai->ai_addrlen);
+        if (r < 0 && errno == EINPROGRESS) {
+            pollfd p{s, POLLOUT, 0};
+            int pr;
+            do pr = ::poll(&p, 1, remaining_ms(deadline)); while (pr < 0 && errno == EINTR);
+            if (pr == 1) {
+                int so = 0;
+                socklen_t len = sizeof so;
+                getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &len);
+                r = so == 0 ? 0 : -1;
+                errno = so;
+            } else {
+                r = -1;
+                errno = ETIMEDOUT;
+            }
+        }
+        if (r == 0) {
+            set_nonblocking(s, false);
+            set_nodelay(s);
+            fd = s;
+        } else {
+            err = errno;
+            ::close(s);
+        }
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+std::string local_hostname() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+    return buf;
+}
+
+std::string peer_name(const sockaddr_storage& ss) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+        auto* a = (const sockaddr_in*)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        auto* a = (const sockaddr_in6*)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
+// ---- server ------------------------------------------------------------------------
+
+class KvServerImpl final : public KvServer {
+public:
+    KvServerImpl(int listen_fd, int port, const KvServerOptions& options)
+        : listen_fd_(listen_fd), port_(port), options_(options) {
+        if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+        thread_ = std::thread([this] { serve(); });
+    }
+
+    ~KvServerImpl() override {
+        stop_ = true;
+        if (wake_[1] >= 0) {
+            char c = 1;
+            [[maybe_unused]] ssize_t r = ::write(wake_[1], &c, 1);
+        }
+        thread_.join();
+        for (auto& [id, c] : conns_) ::close(c.fd);
+        ::close(listen_fd_);
+        if (wake_[0] >= 0) ::close(wake_[0]);
+        if (wake_[1] >= 0) ::close(wake_[1]);
+    }
+
+    int port() const override { return port_; }
+
+    bool wait_all_goodbye(double timeout_s) override {
+        std::unique_lock lock(mu_);
+        auto all = [&] { return (int)goodbye_ranks_.size() >= options_.world_size; };
+        // An aborted run will never see every goodbye; return at once rather than make
+        // rank 0 sit out the whole timeout.
+        cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return all() || aborted_; });
+        return all();
+    }
+
+private:
+    struct Conn {
+        int fd = -1;
+        std::string peer;     // address:port, for logs
+        std::string in, out;  // unparsed input, unsent output
+        bool closing = false;
+        // Set by HELLO: this is a rank's monitor connection.
+        bool monitor = false;
+        int rank = -1;
+        int64_t pid = 0;
+        std::string host;
+        bool goodbye = false;
+        Clock::time_point last_beat;
+    };
+
+    void serve() {
+        std::vector<pollfd> fds;
+        std::vector<uint64_t> ids;
+        while (!stop_) {
+            fds.clear();
+            ids.clear();
+            fds.push_back({wake_[0], POLLIN, 0});
+            fds.push_back({listen_fd_, POLLIN, 0});
+            for (auto& [id, c] : conns_) {
+                fds.push_back({c.fd, (short)(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+                ids.push_back(id);
+            }
+            // Wake at least every 100 ms to notice missing heartbeats.
+            int r = ::poll(fds.data(), fds.size(), 100);
+            if (r < 0 && errno != EINTR) {
+                std::fprintf(stderr, "ptd-engine: store: poll failed: %s\n", errno_text(errno).c_str());
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            if (stop_) break;
+            if (r > 0) {
+                if (fds[0].revents) {
+                    char buf[64];
+                    while (::read(wake_[0], buf, sizeof buf) > 0) {}
+                }
+                if (fds[1].revents & POLLIN) accept_all();
+                for (size_t i = 0; i < ids.size(); ++i) {
+                    short ev = fds[i + 2].revents;
+                    if (!ev) continue;
+                    auto it = conns_.find(ids[i]);
+                    if (it == conns_.end()) continue;
+                    if (ev & POLLOUT) flush(it->second);
+                    if (ev & (POLLIN | POLLHUP | POLLERR)) read_from(ids[i]);
+                }
+            }
+            reap_closed();
+            check_heartbeats();
+        }
+    }
+
+    void accept_all() {
+        for (;;) {
+            sockaddr_storage ss{};
+            socklen_t len = sizeof ss;
+            int fd = ::accept4(listen_fd_, (sockaddr*)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                    std::fprintf(stderr, "ptd-engine: store: accept failed: %s\n", errno_text(errno).c_str());
+                return;
+            }
+            set_nodelay(fd);
+            Conn c;
+            c.fd = fd;
+            c.peer = peer_name(ss);
+            conns_.emplace(next_conn_id_++, std::move(c));
+        }
+    }
+
+    void read_from(uint64_t id) {
+        Conn& c = conns_.at(id);
+        char buf[65536];
+        for (;;) {
+            ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+            if (n > 0) {
+                c.in.append(buf, (size_t)n);
+                if (n < (ssize_t)sizeof buf) break;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            // EOF or error: handle what already arrived (a FAILURE is often the last
+            // thing a dying rank sends), then close.
+            c.closing = true;
+            break;
+        }
+        std::string payload, why;
+        bool have = false;
+        while (!c.in.empty()) {
+            if (!take_frame(c.in, payload, have, why)) {
+                malformed(c, why);
+                return;
+            }
+            if (!have) break;
+            if (!handle(id, c, payload)) return;
+        }
+    }
+
+    void malformed(Conn& c, const std::string& why) {
+        std::fprintf(stderr, "ptd-engine: store: malformed frame from %s (%s); closing that connection\n",
+                     c.peer.c_str(), why.c_str());
+        c.in.clear();
+        c.closing = true;
+    }
+
+    void send_frame(Conn& c, const std::string& frame) {
+        c.out += frame;
+        flush(c);
+    }
+
+    void flush(Conn& c) {
+        while (!c.out.empty()) {
+            ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+            if (n > 0) {
+                c.out.erase(0, (size_t)n);
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            c.out.clear();  // peer gone; the read side will see EOF
+            c.closing = true;
+            return;
+        }
+    }
+
+    // Handles one frame; false when the connection was marked malformed.
+    bool handle(uint64_t id, Conn& c, const std::string& payload) {
+        FrameReader r(payload);
+        uint8_t type = r.u8();
+        switch (type) {
+        case MSG_SET: {
+            uint64_t req = r.u64();
+            std::string key = r.str(), value = r.str();
+            if (!r.at_end()) break;
+            kv_[key] = value;
+            send_frame(c, FrameWriter(MSG_OK).u64(req).finish());
+            wake_waiters(key);
+            return true;
+        }
+        case MSG_GET: {
+            uint64_t req = r.u64();
+            std::string key = r.str();
+            if (!r.at_end()) break;
+            auto it = kv_.find(key);
+            if (it != kv_.end())
+                send_frame(c, FrameWriter(MSG_VALUE).u64(req).str(it->second).finish());
+            else
+                waiters_[key].push_back({id, req});  // answered by the SET/ADD that creates it
+            return true;
+        }
+        case MSG_CHECK: {
+            uint64_t req = r.u64();
+            uint32_t n = r.u32();
+            bool all = true;
+            for (uint32_t i = 0; i < n && r.ok(); ++i) {
+                std::string key = r.str();
+                if (!kv_.count(key)) all = false;
+            }
+            if (!r.at_end()) break;
+            send_frame(c, FrameWriter(MSG_BOOL).u64(req).u8(all ? 1 : 0).finish());
+            return true;
+        }
+        case MSG_ADD: {
+            uint64_t req = r.u64();
+            std::string key = r.str();
+            int64_t delta = r.i64();
+            if (!r.at_end()) break;
+            // Counters are stored as decimal text so a GET of a counter reads naturally.
+            int64_t value = 0;
+            auto it = kv_.find(key);
+            if (it != kv_.end()) {
+                char* end = nullptr;
+                errno = 0;
+                long long v = std::strtoll(it->second.c_str(), &end, 10);
+                if (it->second.empty() || *end != '\0' || errno != 0) {
+                    send_frame(c, FrameWriter(MSG_ERROR).u64(req)
+                                      .str("key \"" + key + "\" does not hold an integer counter")
+                                      .finish());
+                    return true;
+                }
+                value = v;
+            }
+            value += delta;
+            kv_[key] = std::to_string(value);
+            send_frame(c, FrameWriter(MSG_INT).u64(req).i64(value).finish());
+            wake_waiters(key);
+            return true;
+        }
+        case MSG_HELLO: {
+            int32_t rank = (int32_t)r.u32();
+            int64_t pid = r.i64();
+            std::string host = r.str();
+            if (!r.at_end()) break;
+            c.monitor = true;
+            c.rank = rank;
+            c.pid = pid;
+            c.host = host;
+            c.last_beat = Clock::now();
+            // A rank that joins after the abort must still hear it.
+            if (!abort_message_.empty()) send_frame(c, FrameWriter(MSG_ABORT).str(abort_message_).finish());
+            return true;
+        }
+        case MSG_HEARTBEAT:
+            if (!r.at_end() || !c.monitor) break;
+            c.last_beat = Clock::now();
+            return true;
+        case MSG_GOODBYE:
+            if (!r.at_end() || !c.monitor) break;
+            c.goodbye = true;
+            {
+                std::lock_guard lock(mu_);
+                if (c.rank >= 0 && c.rank < options_.world_size) goodbye_ranks_.insert(c.rank);
+            }
+            cv_.notify_all();
+            return true;
+        case MSG_FAILURE: {
+            std::string message = r.str();
+            if (!r.at_end() || !c.monitor) break;
+            declare_failed(id, c, "failed: " + message);
+            return true;
+        }
+        default:
+            malformed(c, "unknown frame type " + std::to_string(type));
+            return false;
+        }
+        malformed(c, "bad fields in a frame of type " + std::to_string(type));
+        return false;
+    }
+
+    void wake_waiters(const std::string& key) {
+        auto w = waiters_.find(key);
+        if (w == waiters_.end()) return;
+        const std::string& value = kv_[key];
+        for (auto [conn_id, req] : w->second) {
+            auto it = conns_.find(conn_id);
+            if (it != conns_.end()) send_frame(it->second, FrameWriter(MSG_VALUE).u64(req).str(value).finish());
+        }
+        waiters_.erase(w);
+    }
+
+    // The first failure aborts the run; later ones (the other ranks exiting because of
+    // the abort) are consequences and are not reported again.
+    void declare_failed(uint64_t failed_id, const Conn& failed, const std::string& what) {
+        if (!abort_message_.empty()) return;
+        abort_message_ = "rank " + std::to_string(failed.rank) + " (pid " + std::to_string(failed.pid) + " on " +
+                         failed.host + ") " + what;
+        std::fprintf(stderr, "ptd-engine: store: %s; aborting the run\n", abort_message_.c_str());
+        std::string frame = FrameWriter(MSG_ABORT).str(abort_message_).finish();
+        // Monitors in this very process go last: once they hear the abort this process
+        // (and with it the server) may exit, and the other ranks must have their ABORT
+        // in the kernel's buffers before that, or they would see only "connection lost".
+        const int64_t self = getpid();
+        for (int pass = 0; pass < 2; ++pass)
+            for (auto& [id, c] : conns_)
+                if (id != failed_id && c.monitor && ((c.pid == self) == (pass == 1))) send_frame(c, frame);
+        {
+            std::lock_guard lock(mu_);
+            aborted_ = true;
+        }
+        cv_.notify_all();
+    }
+
+    void reap_closed() {
+        for (auto it = conns_.begin(); it != conns_.end();) {
+            Conn& c = it->second;
+            if (!c.closing) { ++it; continue; }
+            if (c.monitor && !c.goodbye) declare_failed(it->first, c, "died: connection closed without goodbye");
+            ::close(c.fd);
+            it = conns_.erase(it);
+        }
+    }
+
+    void check_heartbeats() {
+        if (!abort_message_.empty()) return;
+        auto now = Clock::now();
+        for (auto& [id, c] : conns_) {
+            if (!c.monitor || c.goodbye) continue;
+            double quiet = std::chrono::duration<double>(now - c.last_beat).count();
+            if (quiet > options_.stall_timeout_s) {
+                declare_failed(id, c, "stalled: no heartbeat for " + format_seconds(quiet) + " s");
+                return;
+            }
+        }
+    }
+
+    int listen_fd_;
+    int port_;
+    KvServerOptions options_;
+    int wake_[2] = {-1, -1};
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+
+    // Owned by the server thread.
+    std::map<uint64_t, Conn> conns_;
+    uint64_t next_conn_id_ = 1;
+    std::unordered_map<std::string, std::string> kv_;
+    std::unordered_map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> waiters_;  // key → (conn, request)
+    std::string abort_message_;
+
+    // Shared with wait_all_goodbye.
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::set<int> goodbye_ranks_;
+    bool aborted_ = false;
+};
+
+// ---- client ------------------------------------------------------------------------
+
+class KvClientImpl final : public KvClient {
+public:
+    KvClientImpl(int fd, std::string addr, int port) : fd_(fd), addr_(std::move(addr)), port_(port) {}
+
+    ~KvClientImpl() override {
+        stop_monitor();
+        ::close(fd_);
+        if (mon_fd_ >= 0) ::close(mon_fd_);
+    }
+
+    void set(const std::string& key, const std::vector<uint8_t>& value) override {
+        std::lock_guard lock(data_mu_);
+        uint64_t id = next_id_++;
+        std::string reply = request_or_throw(FrameWriter(MSG_SET).u64(id).str(key).bytes(value.data(), value.size()).finish(),
+                                             id, "set \"" + key + "\"");
+        expect_type(reply, MSG_OK, "set \"" + key + "\"");
+    }
+
+    Result<std::vector<uint8_t>> get(const std::string& key, double timeout_s) override {
+        std::lock_guard lock(data_mu_);
+        uint64_t id = next_id_++;
+        std::string reply, err;
+        auto status = request(FrameWriter(MSG_GET).u64(id).str(key).finish(), id, timeout_s, reply, err);
+        if (status == ReadStatus::timeout)
+            return fail({}, "", "key \"" + key + "\" did not appear in the store at " + where() + " within " +
+                                    format_seconds(timeout_s) + " s");
+        if (status == ReadStatus::closed)
+            return fail({}, "", "get \"" + key + "\": lost the store at " + where() + ": " + err);
+        FrameReader r(reply);
+        uint8_t type = r.u8();
+        r.u64();
+        std::string value = r.str();
+        if (type != MSG_VALUE || !r.at_end())
+            return fail({}, "", "get \"" + key + "\": malformed reply from the store at " + where());
+        return std::vector<uint8_t>(value.begin(), value.end());
+    }
+
+    bool check(const std::vector<std::string>& keys) override {
+        std::lock_guard lock(data_mu_);
+        uint64_t id = next_id_++;
+        FrameWriter w(MSG_CHECK);
+        w.u64(id).u32((uint32_t)keys.size());
+        for (auto& k : keys) w.str(k);
+        std::string reply = request_or_throw(w.finish(), id, "check");
+        FrameReader r(reply);
+        uint8_t type = r.u8();
+        r.u64();
+        uint8_t all = r.u8();
+        if (type != MSG_BOOL || !r.at_end()) throw std::runtime_error("check: malformed reply from the store at " + where());
+        return all != 0;
+    }
+
+    int64_t add(const std::string& key, int64_t delta) override {
+        std::lock_guard lock(data_mu_);
+        uint64_t id = next_id_++;
+        std::string what = "add \"" + key + "\"";
+        std::string reply = request_or_throw(FrameWriter(MSG_ADD).u64(id).str(key).i64(delta).finish(), id, what);
+        FrameReader r(reply);
+        uint8_t type = r.u8();
+        r.u64();
+        if (type == MSG_ERROR) throw std::runtime_error(what + ": " + r.str());
+        int64_t value = r.i64();
+        if (type != MSG_INT || !r.at_end()) throw std::runtime_error(what + ": malformed reply from the store at " + where());
+        return value;
+    }
+
+    Result<void> start_monitor(int rank, double heartbeat_s, std::function<void(const std::string&)> on_abort) override {
+        if (mon_fd_ >= 0) return fail({}, "", "the store monitor is already running");
+        int err = 0;
+        int fd = try_connect(addr_, port_, Clock::now() + std::chrono::seconds(30), err);
+        if (fd < 0)
+            return fail({}, "", "cannot open the monitor connection to the store at " + where() + ": " + errno_text(err));
+        // A bounded send: report_failure runs on the way to _exit and must not hang on a
+        // store that stopped reading (a stopped rank 0).
+        timeval tv{2, 0};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (!send_all(fd, FrameWriter(MSG_HELLO).u32((uint32_t)rank).i64(getpid()).str(local_hostname()).finish())) {
+            int e = errno;
+            ::close(fd);
+            return fail({}, "", "cannot greet the store at " + where() + ": " + errno_text(e));
+        }
+        if (pipe2(mon_wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+            int e = errno;
+            ::close(fd);
+            return fail({}, "", "cannot start the store monitor: " + errno_text(e));
+        }
+        mon_fd_ = fd;
+        on_abort_ = std::move(on_abort);
+        heartbeat_s_ = heartbeat_s > 0 ? heartbeat_s : 1.0;
+        mon_thread_ = std::thread([this] { monitor_loop(); });
+        return {};
+    }
+
+    void report_failure(const std::string& message) override {
+        if (mon_fd_ < 0) return;
+        std::lock_guard lock(mon_write_mu_);
+        send_all(mon_fd_, FrameWriter(MSG_FAILURE).str(message).finish());
+    }
+
+    std::string abort_reason(double wait_s) override {
+        std::unique_lock lock(reason_mu_);
+        reason_cv_.wait_for(lock, std::chrono::duration<double>(wait_s), [&] { return !reason_.empty(); });
+        return reason_;
+    }
+
+    void goodbye() override {
+        if (mon_fd_ < 0) return;
+        {
+            std::lock_guard lock(mon_write_mu_);
+            // Set first: the server may close the connection right after, and that EOF
+            // must not read as the store dying.
+            goodbye_sent_ = true;
+            send_all(mon_fd_, FrameWriter(MSG_GOODBYE).finish());
+        }
+        stop_monitor();
+    }
+
+private:
+    std::string where() const { return addr_ + ":" + std::to_string(port_); }
+
+    // Sends one request and reads frames until the reply with this id. Replies with other
+    // ids are the late answers to GETs that timed out earlier; they are dropped.
+    ReadStatus request(const std::string& frame, uint64_t id, double timeout_s, std::string& reply, std::string& err) {
+        if (broken_) { err = "the connection was lost earlier"; return ReadStatus::closed; }
+        if (!send_all(fd_, frame)) {
+            err = errno_text(errno);
+            broken_ = true;
+            return ReadStatus::closed;
+        }
+        auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+        for (;;) {
+            // Only the wait for the first byte is bounded by the caller's timeout: once a
+            // frame started arriving it is read whole, so a timeout never leaves the stream
+            // in the middle of a frame.
+            pollfd p{fd_, POLLIN, 0};
+            int r = ::poll(&p, 1, remaining_ms(deadline));
+            if (r < 0 && errno == EINTR) continue;
+            if (r == 0) return ReadStatus::timeout;
+            char hdr[4];
+            auto frame_deadline = Clock::now() + std::chrono::seconds(30);
+            if (r < 0 || recv_exact(fd_, hdr, 4, frame_deadline) != ReadStatus::ok) {
+                err = "connection closed";
+                broken_ = true;
+                return ReadStatus::closed;
+            }
+            uint32_t n = 0;
+            for (int i = 0; i < 4; ++i) n |= (uint32_t)(uint8_t)hdr[i] << (8 * i);
+            if (n < 9 || n > kMaxFrame) {
+                err = "malformed reply (length " + std::to_string(n) + ")";
+                broken_ = true;
+                return ReadStatus::closed;
+            }
+            reply.resize(n);
+            if (recv_exact(fd_, reply.data(), n, frame_deadline) != ReadStatus::ok) {
+                err = "connection closed";
+                broken_ = true;
+                return ReadStatus::closed;
+            }
+            FrameReader rd(reply);
+            rd.u8();
+            if (rd.u64() == id) return ReadStatus::ok;
+        }
+    }
+
+    std::string request_or_throw(const std::string& frame, uint64_t id, const std::string& what) {
+        std::string reply, err;
+        auto status = request(frame, id, kRequestTimeoutS, reply, err);
+        if (status == ReadStatus::timeout)
+            throw std::runtime_error(what + ": no reply from the store at " + where() + " within " +
+                                     format_seconds(kRequestTimeoutS) + " s");
+        if (status == ReadStatus::closed) throw std::runtime_error(what + ": lost the store at " + where() + ": " + err);
+        return reply;
+    }
+
+    void expect_type(const std::string& reply, uint8_t type, const std::string& what) {
+        if (reply.empty() || (uint8_t)reply[0] != type)
+            throw std::runtime_error(what + ": unexpected reply from the store at " + where());
+    }
+
+    void monitor_loop() {
+        auto next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_s_));
+        std::string in;
+        char buf[4096];
+        for (;;) {
+            pollfd fds[2] = {{mon_fd_, POLLIN, 0}, {mon_wake_[0], POLLIN, 0}};
+            int r = ::poll(fds, 2, remaining_ms(next_beat));
+            if (mon_stop_) return;
+            if (r < 0 && errno != EINTR) return;
+            if (Clock::now() >= next_beat) {
+                std::lock_guard lock(mon_write_mu_);
+                if (!goodbye_sent_) send_all(mon_fd_, FrameWriter(MSG_HEARTBEAT).finish());
+                next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_s_));
+            }
+            if (r <= 0 || !(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t n = ::recv(mon_fd_, buf, sizeof buf, 0);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n <= 0) {
+                if (!goodbye_sent_ && !mon_stop_) abort_with("rank 0 (store at " + where() + ") died: connection lost");
+                return;
+            }
+            in.append(buf, (size_t)n);
+            std::string payload, why;
+            bool have = false;
+            while (take_frame(in, payload, have, why) && have) {
+                FrameReader rd(payload);
+                if (rd.u8() != MSG_ABORT) continue;  // nothing else is sent to monitors
+                std::string message = rd.str();
+                if (rd.at_end() && !goodbye_sent_) abort_with(message);
+            }
+            if (!why.empty()) {
+                abort_with("rank 0 (store at " + where() + ") sent a malformed frame: " + why);
+                return;
+            }
+        }
+    }
+
+    // Records the first abort reason and runs the callback once (it normally exits).
+    void abort_with(const std::string& message) {
+        {
+            std::lock_guard lock(reason_mu_);
+            if (!reason_.empty()) return;
+            reason_ = message;
+        }
+        reason_cv_.notify_all();
+        if (on_abort_) on_abort_(message);
+    }
+
+    void stop_monitor() {
+        if (!mon_thread_.joinable()) return;
+        mon_stop_ = true;
+        char c = 1;
+        [[maybe_unused]] ssize_t r = ::write(mon_wake_[1], &c, 1);
+        if (mon_thread_.get_id() == std::this_thread::get_id())
+            mon_thread_.detach();  // called from on_abort; the thread ends on its own
+        else
+            mon_thread_.join();
+        ::close(mon_wake_[0]);
+        ::close(mon_wake_[1]);
+        mon_wake_[0] = mon_wake_[1] = -1;
+    }
+
+    int fd_;
+    std::string addr_;
+    int port_;
+    std::mutex data_mu_;  // one request/reply exchange at a time on fd_
+    uint64_t next_id_ = 1;
+    bool broken_ = false;
+
+    int mon_fd_ = -1;
+    int mon_wake_[2] = {-1, -1};
+    std::mutex mon_write_mu_;  // heartbeats, FAILURE and GOODBYE come from different threads
+    std::thread mon_thread_;
+    std::atomic<bool> mon_stop_{false};
+    std::atomic<bool> goodbye_sent_{false};
+    std::function<void(const std::string&)> on_abort_;
+    double heartbeat_s_ = 1.0;
+
+    std::mutex reason_mu_;
+    std::condition_variable reason_cv_;
+    std::string reason_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvServer>> KvServer::start(const KvServerOptions& options) {
+    std::string where = options.bind_addr + ":" + std::to_string(options.port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    int gai = getaddrinfo(options.bind_addr.empty() ? nullptr : options.bind_addr.c_str(),
+                          std::to_string(options.port).c_str(), &hints, &res);
+    if (gai != 0) return fail({}, "", "cannot listen on " + where + ": " + gai_strerror(gai));
+    int fd = -1, err = 0;
+    for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
+        int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (s < 0) { err = errno; continue; }
+        // A run restarted right after the previous one must not fail on TIME_WAIT.
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (::bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(s, 1024) == 0) {
+            fd = s;
+        } else {
+            err = errno;
+            ::close(s);
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return fail({}, "", "cannot listen on " + where + ": " + errno_text(err));
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    getsockname(fd, (sockaddr*)&ss, &len);
+    int port = ss.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&ss)->sin6_port) : ntohs(((sockaddr_in*)&ss)->sin_port);
+    return std::unique_ptr<KvServer>(new KvServerImpl(fd, port, options));
+}
+
+Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int port, double timeout_s) {
+    auto start = Clock::now();
+    auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    int err = ETIMEDOUT;
+    for (;;) {
+        int fd = try_connect(addr, port, deadline, err);
+        if (fd >= 0) return std::unique_ptr<KvClient>(new KvClientImpl(fd, addr, port));
+        // Rank 0 may not be listening yet: retry until the deadline.
+        if (Clock::now() + std::chrono::milliseconds(50) >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return fail({}, "", "cannot reach the store at " + addr + ":" + std::to_string(port) + " after " +
+                            format_seconds(timeout_s) + " s: " + errno_text(err));
+}
+
+}  // namespace ptd::engine

@@ -1,7 +1,7 @@
 // engine_main.cpp — ptd-engine: the bundled hybrid-parallel trainer, started by `ptd
-// launch` on every rank. This build knows its place in the job (from the torchrun-style
-// environment and the shared rank layout) and the devices it can see; the training loop
-// itself is the CPU engine of issue #4.
+// launch` on every rank (or by hand with the torchrun environment contract). It finds its
+// place in the job from RANK/WORLD_SIZE/... and the shared rank layout, then trains: see
+// engine/include/ptd/engine/trainer.h. Metrics go to stdout as JSON lines, logs to stderr.
 #include <cstdio>
 #include <string>
 
@@ -11,6 +11,7 @@
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
 #include "ptd/presets.h"
+#include "ptd/engine/trainer.h"
 #include "ptd/rank_env.h"
 #ifdef PTD_HAVE_CUDA
 #include "cuda_devices.h"
@@ -78,6 +79,20 @@ int main(int argc, char** argv) {
     app.add_option("--job", job_path, "Job spec (TOML)")->check(CLI::ExistingFile);
     app.add_flag("--describe", describe, "Print this rank's coordinates and groups as one JSON line");
     app.add_flag("--devices", devices, "List the devices this build can use");
+    ptd::engine::TrainOptions opt;
+    app.add_option("--steps", opt.stop_at_step,
+                   "Stop after this step (absolute; default training.steps). The LR schedule always spans training.steps")
+        ->check(CLI::Range(0, 1 << 30));
+    app.add_option("--run-dir", opt.run_dir, "Run directory for checkpoints (default runs/<run id>)");
+    app.add_option("--checkpoint-every", opt.checkpoint_every, "Write a sharded checkpoint every N steps and at the end (0 = never)")
+        ->check(CLI::Range(0, 1 << 30));
+    app.add_flag("--resume", opt.resume, "Continue from the latest complete checkpoint in the run directory");
+    app.add_option("--threads", opt.threads, "Compute threads per rank (default OMP_NUM_THREADS, else cores / local ranks)")
+        ->check(CLI::Range(1, 1024));
+    app.add_option("--timeout", opt.comm_timeout_s, "Seconds a collective or receive may wait for a peer (default 300)")
+        ->check(CLI::Range(1.0, 86400.0));
+    app.add_option("--stall-timeout", opt.stall_timeout_s, "Seconds without a heartbeat before a rank counts as stalled (default 60)")
+        ->check(CLI::Range(1.0, 86400.0));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -109,8 +124,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (describe) return describe_rank(*job, *env);
-    std::fprintf(stderr,
-                 "ptd-engine: error: this build has no training loop yet (the CPU engine is issue #4); "
-                 "allowed modes: --describe, --devices\n");
-    return 2;
+    opt.job_path = job_path;
+    return ptd::engine::run_training(*job, *env, opt);
 }

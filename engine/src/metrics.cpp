@@ -1,1 +1,43 @@
-// placeholder: being written (issue #4)
+// metrics.cpp — JSON metrics lines (metrics.h).
+#include "ptd/engine/metrics.h"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+
+namespace ptd::engine {
+
+nlohmann::json metrics_event(const MetricsSource& src, const char* event) {
+    nlohmann::json j;
+    j["schema"] = kMetricsSchema;
+    j["event"] = event;
+    j["run_id"] = src.run_id;
+    j["rank"] = src.rank;
+    j["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return j;
+}
+
+void emit_metrics_line(const nlohmann::json& j) {
+    static std::mutex mu;
+    // Invalid UTF-8 in a message (e.g. a path) is replaced rather than throwing.
+    const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::lock_guard<std::mutex> lock(mu);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+}
+
+nlohmann::json memory_json(const MemStats& s, const double predicted[MEM_CATEGORY_COUNT], double predicted_total) {
+    nlohmann::json j = nlohmann::json::object();
+    for (int c = 0; c < MEM_CATEGORY_COUNT; ++c) {
+        nlohmann::json e;
+        e["current"] = s.current[c];
+        e["peak"] = s.peak[c];
+        e["predicted"] = predicted[c] < 0 ? nlohmann::json(nullptr) : nlohmann::json(predicted[c]);
+        j[mem_category_name((MemCategory)c)] = e;
+    }
+    j["total"] = {{"current", s.total_current}, {"peak", s.total_peak},
+                  {"predicted", predicted_total < 0 ? nlohmann::json(nullptr) : nlohmann::json(predicted_total)}};
+    return j;
+}
+
+}  // namespace ptd::engine

@@ -1,1 +1,614 @@
-// placeholder: being written (issue #4)
+// model.cpp — one pipeline stage of the transformer on one TP rank: config checks,
+// deterministic layout-independent initialisation, the activation buffers (allocated
+// from the estimators' ptd-engine profile list, so prediction and measurement cannot
+// drift apart), and the hand-written forward/backward passes.
+#include "ptd/engine/model.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "ptd/estimate.h"
+
+namespace ptd::engine {
+
+namespace {
+
+// ---- config ------------------------------------------------------------------------------
+
+std::unexpected<Error> unsupported(const JobSpec& job, const std::string& key, const std::string& msg) {
+    SourceLoc where{job.origin.file, 0, 0};
+    auto it = job.origin.locations.find(key);
+    if (it != job.origin.locations.end()) where = it->second;
+    return fail(where, key, msg);
+}
+
+}  // namespace
+
+Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& layout, int rank) {
+    const ModelSpec& m = job.model;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    if (p.cp != 1) return unsupported(job, "parallel.cp", "got " + std::to_string(p.cp) + ", but the CPU engine has no context parallelism; allowed: 1");
+    if (p.ep != 1 || m.experts > 1)
+        return unsupported(job, "model.experts", "the CPU engine has no mixture-of-experts layers; allowed: experts = 0, ep = 1");
+    if (p.vpp != 1) return unsupported(job, "parallel.vpp", "got " + std::to_string(p.vpp) + ", but the CPU engine runs the plain 1F1B schedule; allowed: 1");
+    if (p.zero > 1) return unsupported(job, "parallel.zero", "got " + std::to_string(p.zero) + "; the engine implements ZeRO stage 0 and 1 (allowed: 0, 1)");
+    if (p.recompute == Recompute::selective)
+        return unsupported(job, "parallel.recompute", "got \"selective\"; the engine recomputes whole layers or nothing (allowed: \"none\", \"full\")");
+    if (t.precision != Precision::fp32)
+        return unsupported(job, "training.precision", "got a half precision; the CPU engine computes in fp32 (allowed: \"fp32\")");
+    if (t.optimizer != Optimizer::adamw)
+        return unsupported(job, "training.optimizer", "the engine implements AdamW only (allowed: \"adamw\")");
+    if (m.kv_heads % p.tp != 0)
+        return unsupported(job, "parallel.tp", "got " + std::to_string(p.tp) + ", but the engine shards KV heads (" + std::to_string(m.kv_heads) + ") without replication; tp must divide model.kv_heads");
+    if (m.heads % m.kv_heads != 0) return unsupported(job, "model.kv_heads", "heads must be a multiple of kv_heads");
+    if (m.hidden % m.heads != 0) return unsupported(job, "model.hidden", "hidden must be a multiple of heads");
+    if (m.position == Position::rope && (m.hidden / m.heads) % 2 != 0)
+        return unsupported(job, "model.heads", "RoPE needs an even head dimension");
+
+    EngineConfig c;
+    c.model = m;
+    c.world = layout.world;
+    c.rank = rank;
+    c.tp = p.tp;
+    c.pp = p.pp;
+    c.dp = layout.degree[DIM_DP];
+    const RankPlace& place = layout.ranks[(size_t)rank];
+    c.tp_rank = place.coord[DIM_TP];
+    c.pp_rank = place.coord[DIM_PP];
+    c.dp_rank = place.coord[DIM_DP];
+    c.sequence_parallel = p.sequence_parallel && p.tp > 1;
+    c.zero = (p.zero >= 1 || p.distributed_optimizer) ? 1 : 0;
+    c.recompute_full = p.recompute == Recompute::full;
+    c.micro_batch = t.micro_batch;
+    c.seq = m.seq_len;
+    c.global_batch = t.global_batch;
+    c.grad_accum = t.grad_accum(c.dp);
+    if (c.grad_accum < 1 || (int64_t)c.grad_accum * c.micro_batch * c.dp != c.global_batch)
+        return unsupported(job, "training.global_batch", "got " + std::to_string(t.global_batch) + ", which is not a multiple of micro_batch · dp = " + std::to_string(c.micro_batch * c.dp));
+    if (c.sequence_parallel && c.rows() % c.tp != 0)
+        return unsupported(job, "parallel.sequence_parallel", "micro_batch · seq_len = " + std::to_string(c.rows()) + " must be divisible by tp = " + std::to_string(c.tp));
+    c.vocab_padded = padded_vocab(m.vocab, job.estimate.vocab_pad, c.tp);
+    std::vector<int> split = p.layers_per_stage.empty() ? balanced_layers_per_stage(m.layers, p.pp) : p.layers_per_stage;
+    if ((int)split.size() != p.pp)
+        return unsupported(job, "parallel.layers_per_stage", "has " + std::to_string(split.size()) + " entries; the engine needs one per pipeline stage (" + std::to_string(p.pp) + ")");
+    for (int i = 0; i < c.pp_rank; ++i) c.layer0 += split[(size_t)i];
+    c.layers = split[(size_t)c.pp_rank];
+    c.first = c.pp_rank == 0;
+    c.last = c.pp_rank == c.pp - 1;
+    c.slots = std::min(c.pp - c.pp_rank, c.grad_accum);
+    return c;
+}
+
+// ---- deterministic initialisation ---------------------------------------------------------
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+uint64_t fnv1a(const std::string& s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+    return h;
+}
+// N(0,1) for one global element index: Box–Muller on two hashed uniforms. Depends only on
+// (seed, tensor name, index), never on which rank holds the element.
+float normal_at(uint64_t key, int64_t index) {
+    const uint64_t a = splitmix64(key ^ splitmix64((uint64_t)index * 2 + 0));
+    const uint64_t b = splitmix64(key ^ splitmix64((uint64_t)index * 2 + 1));
+    const double u1 = ((double)(a >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    const double u2 = (double)(b >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+enum class Init { normal, ones, zeros };
+// Where a local [rows, cols] block sits in the global tensor: element (i, j) is global
+// (row0 + i, col0 + j) of a tensor with `gcols` columns.
+struct Placement {
+    int64_t rows = 0, cols = 1;
+    int64_t row0 = 0, col0 = 0, gcols = 1;
+};
+
+struct TensorPlan {
+    std::string name;
+    Placement at;
+    Init init = Init::zeros;
+    float std = 0.02f;
+    bool weight_decay = false, tp_partial = false, in_norm = true;
+    ParamTensor** slot = nullptr;  // where to store the pointer once the vector is final
+};
+
+}  // namespace
+
+Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
+    const ModelSpec& ms = c.model;
+    const int64_t h = ms.hidden, HD = c.heads_l() * c.head_dim(), GD = c.kv_l() * c.head_dim(), F = c.ffn_l();
+    const int64_t Vl = c.vocab_l();
+    const bool sp = c.sequence_parallel;
+    const bool replicated_in_norm = c.tp_rank == 0;  // tensors copied on every TP rank count once
+    const float resid_std = 0.02f / std::sqrt(2.0f * (float)ms.layers);
+    const bool has_bias = ms.bias, qkv_bias = ms.bias || ms.qkv_bias;
+
+    Model m;
+    m.be = &be;
+    m.cfg = c;
+    m.layers.resize((size_t)c.layers);
+    std::vector<TensorPlan> plan;
+    auto col_parallel = [&](int64_t rows_l, int64_t cols) {  // rows split over TP
+        return Placement{rows_l, cols, c.tp_rank * rows_l, 0, cols};
+    };
+    auto row_parallel = [&](int64_t rows, int64_t cols_l) {  // columns split over TP
+        return Placement{rows, cols_l, 0, c.tp_rank * cols_l, cols_l * c.tp};
+    };
+    auto replicated = [&](int64_t rows, int64_t cols) { return Placement{rows, cols, 0, 0, cols}; };
+    auto add = [&](std::string name, Placement at, Init init, float std, bool wd, bool tp_partial, bool in_norm,
+                   ParamTensor** slot) {
+        plan.push_back({std::move(name), at, init, std, wd, tp_partial, in_norm, slot});
+    };
+
+    if (c.first) {
+        add("embed.wte", col_parallel(Vl, h), Init::normal, 0.02f, true, false, true, &m.wte);
+        if (ms.position == Position::learned)
+            add("embed.wpe", replicated(ms.seq_len, h), Init::normal, 0.02f, true, sp, replicated_in_norm, &m.wpe);
+    }
+    for (int li = 0; li < c.layers; ++li) {
+        LayerParams& L = m.layers[(size_t)li];
+        const std::string pre = "layers." + std::to_string(c.layer0 + li) + ".";
+        const bool ln = c.layernorm();
+        add(pre + "ln1.w", replicated(1, h), Init::ones, 0, false, sp, replicated_in_norm, &L.ln1_w);
+        if (ln) add(pre + "ln1.b", replicated(1, h), Init::zeros, 0, false, sp, replicated_in_norm, &L.ln1_b);
+        add(pre + "attn.wq", col_parallel(HD, h), Init::normal, 0.02f, true, false, true, &L.wq);
+        add(pre + "attn.wk", col_parallel(GD, h), Init::normal, 0.02f, true, false, true, &L.wk);
+        add(pre + "attn.wv", col_parallel(GD, h), Init::normal, 0.02f, true, false, true, &L.wv);
+        if (qkv_bias) {
+            add(pre + "attn.bq", col_parallel(HD, 1), Init::zeros, 0, false, false, true, &L.bq);
+            add(pre + "attn.bk", col_parallel(GD, 1), Init::zeros, 0, false, false, true, &L.bk);
+            add(pre + "attn.bv", col_parallel(GD, 1), Init::zeros, 0, false, false, true, &L.bv);
+        }
+        add(pre + "attn.wo", row_parallel(h, HD), Init::normal, resid_std, true, false, true, &L.wo);
+        if (has_bias) add(pre + "attn.bo", replicated(1, h), Init::zeros, 0, false, sp, replicated_in_norm, &L.bo);
+        add(pre + "ln2.w", replicated(1, h), Init::ones, 0, false, sp, replicated_in_norm, &L.ln2_w);
+        if (ln) add(pre + "ln2.b", replicated(1, h), Init::zeros, 0, false, sp, replicated_in_norm, &L.ln2_b);
+        if (c.swiglu()) {
+            add(pre + "mlp.gate", col_parallel(F, h), Init::normal, 0.02f, true, false, true, &L.w1);
+            if (has_bias) add(pre + "mlp.gate_b", col_parallel(F, 1), Init::zeros, 0, false, false, true, &L.b1);
+            add(pre + "mlp.up", col_parallel(F, h), Init::normal, 0.02f, true, false, true, &L.w3);
+            if (has_bias) add(pre + "mlp.up_b", col_parallel(F, 1), Init::zeros, 0, false, false, true, &L.b3);
+            add(pre + "mlp.down", row_parallel(h, F), Init::normal, resid_std, true, false, true, &L.w2);
+        } else {
+            add(pre + "mlp.fc1", col_parallel(F, h), Init::normal, 0.02f, true, false, true, &L.w1);
+            if (has_bias) add(pre + "mlp.fc1_b", col_parallel(F, 1), Init::zeros, 0, false, false, true, &L.b1);
+            add(pre + "mlp.fc2", row_parallel(h, F), Init::normal, resid_std, true, false, true, &L.w2);
+        }
+        if (has_bias) add(pre + "mlp.out_b", replicated(1, h), Init::zeros, 0, false, sp, replicated_in_norm, &L.b2);
+    }
+    if (c.last) {
+        add("final_norm.w", replicated(1, h), Init::ones, 0, false, sp, replicated_in_norm, &m.lnf_w);
+        if (c.layernorm()) add("final_norm.b", replicated(1, h), Init::zeros, 0, false, sp, replicated_in_norm, &m.lnf_b);
+        if (!c.output_is_embedding()) {
+            // Tied with pp > 1: the last stage holds a copy of wte (same name → same init);
+            // its gradient is summed with the first stage's, and it counts in the norm once.
+            const bool tied_copy = ms.tied_embeddings;
+            m.wout_is_tied_copy = tied_copy;
+            add(tied_copy ? "embed.wte" : "output.w", col_parallel(Vl, h), Init::normal, 0.02f, true, false,
+                !tied_copy, &m.wout);
+        }
+    }
+
+    // Lay the tensors out in one flat buffer (ZeRO-1 shards and all-gathers it as a whole).
+    int64_t numel = 0;
+    m.tensors.reserve(plan.size());
+    for (const TensorPlan& tp : plan) {
+        ParamTensor t;
+        t.name = tp.name;
+        t.offset = numel;
+        t.numel = tp.at.rows * tp.at.cols;
+        t.weight_decay = tp.weight_decay;
+        t.tp_partial_grad = tp.tp_partial;
+        t.in_norm = tp.in_norm;
+        numel += t.numel;
+        m.tensors.push_back(t);
+    }
+    m.numel = numel;
+    m.params = (float*)be.alloc(MEM_PARAMS, (size_t)numel * sizeof(float), "parameters");
+    m.grads = (float*)be.alloc(MEM_GRADS, (size_t)numel * sizeof(float), "gradients");
+    std::vector<float> host;
+    for (size_t i = 0; i < plan.size(); ++i) {
+        ParamTensor& t = m.tensors[i];
+        const TensorPlan& tp = plan[i];
+        t.p = m.params + t.offset;
+        t.g = m.grads + t.offset;
+        *tp.slot = &t;
+        host.assign((size_t)t.numel, 0.0f);
+        if (tp.init == Init::ones) {
+            std::fill(host.begin(), host.end(), 1.0f);
+        } else if (tp.init == Init::normal) {
+            const uint64_t key = splitmix64(seed ^ fnv1a(tp.name));
+            for (int64_t r = 0; r < tp.at.rows; ++r)
+                for (int64_t col = 0; col < tp.at.cols; ++col)
+                    host[(size_t)(r * tp.at.cols + col)] =
+                        tp.std * normal_at(key, (tp.at.row0 + r) * tp.at.gcols + tp.at.col0 + col);
+        }
+        be.upload(t.p, host.data(), host.size() * sizeof(float));
+    }
+    if (c.output_is_embedding()) m.wout = m.wte;
+    return m;
+}
+
+void free_model(Model& m) {
+    if (!m.be) return;
+    m.be->release(m.params);
+    m.be->release(m.grads);
+    m.params = m.grads = nullptr;
+}
+
+// ---- activations ----------------------------------------------------------------------------
+
+namespace {
+
+float** layer_slot(LayerActs& a, const std::string& name) {
+    if (name == "ln1.input") return &a.ln1_in;
+    if (name == "ln1.rstd") return &a.ln1_rstd;
+    if (name == "ln1.mean") return &a.ln1_mean;
+    if (name == "ln1.output") return &a.ln1_out;
+    if (name == "attn.q") return &a.q;
+    if (name == "attn.k") return &a.k;
+    if (name == "attn.v") return &a.v;
+    if (name == "attn.probs") return &a.probs;
+    if (name == "attn.context") return &a.ctx;
+    if (name == "ln2.input") return &a.ln2_in;
+    if (name == "ln2.rstd") return &a.ln2_rstd;
+    if (name == "ln2.mean") return &a.ln2_mean;
+    if (name == "ln2.output") return &a.ln2_out;
+    if (name == "mlp.fc1" || name == "mlp.gate") return &a.fc1;
+    if (name == "mlp.up") return &a.fc3;
+    if (name == "mlp.act") return &a.act;
+    return nullptr;
+}
+
+}  // namespace
+
+Activations alloc_activations(Backend& be, const EngineConfig& c) {
+    const ModelSpec& ms = c.model;
+    const int64_t R = c.rows(), Rl = c.rows_local(), h = ms.hidden;
+    const int64_t HD = c.heads_l() * c.head_dim(), GD = c.kv_l() * c.head_dim(), F = c.ffn_l();
+    Activations a;
+    // The buffer list is the estimators' ptd-engine profile: what is predicted is what is allocated.
+    const std::vector<EngineBuffer> layer_list = engine_layer_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel);
+    auto alloc_layer = [&](LayerActs& la, bool input_only, bool skip_input) {
+        for (const EngineBuffer& b : layer_list) {
+            const bool is_input = std::string(b.name) == "ln1.input";
+            if ((input_only && !is_input) || (skip_input && is_input)) continue;
+            float** slot = layer_slot(la, b.name);
+            if (!slot) continue;  // (MoE buffers: rejected by make_engine_config)
+            *slot = (float*)be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * sizeof(float), b.name);
+        }
+    };
+    a.slot_layers.assign((size_t)c.slots, std::vector<LayerActs>((size_t)c.layers));
+    if (c.recompute_full && c.layers > 0) alloc_layer(a.recompute_layer, false, true);
+    for (int s = 0; s < c.slots; ++s) {
+        for (int li = 0; li < c.layers; ++li) {
+            LayerActs& la = a.slot_layers[(size_t)s][(size_t)li];
+            if (c.recompute_full) {
+                la = a.recompute_layer;  // working buffers shared; only the input is kept per layer
+                la.ln1_in = nullptr;
+                alloc_layer(la, true, false);
+            } else {
+                alloc_layer(la, false, false);
+            }
+        }
+        if (c.first) a.slot_tokens.push_back((int32_t*)be.alloc(MEM_ACTIVATIONS, (size_t)R * sizeof(int32_t), "tokens.input"));
+    }
+    if (c.last) {
+        for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel)) {
+            void* p = be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * (b.int32 ? sizeof(int32_t) : sizeof(float)), b.name);
+            const std::string n = b.name;
+            if (n == "final_norm.input") a.out.lnf_in = (float*)p;
+            else if (n == "final_norm.rstd") a.out.lnf_rstd = (float*)p;
+            else if (n == "final_norm.mean") a.out.lnf_mean = (float*)p;
+            else if (n == "final_norm.output") a.out.lnf_out = (float*)p;
+            else if (n == "logits.probs") a.out.probs = (float*)p;
+            else if (n == "tokens.targets") a.out.targets = (int32_t*)p;
+        }
+    }
+    auto ws = [&](int64_t n, const char* what) { return (float*)be.alloc(MEM_WORKSPACE, (size_t)n * sizeof(float), what); };
+    a.w_full = ws(R * h, "workspace.full_rows");
+    a.w_dres = ws(Rl * h, "workspace.d_residual");
+    a.w_dtmp = ws(Rl * h, "workspace.d_norm_input");
+    a.w_dln = ws(R * h, "workspace.d_norm_output");
+    if (c.layers > 0) {
+        a.w_dq = ws(R * HD, "workspace.dq");
+        a.w_dk = ws(R * GD, "workspace.dk");
+        a.w_dv = ws(R * GD, "workspace.dv");
+        a.w_dctx = ws(R * HD, "workspace.dctx");
+        a.w_dact = ws(R * F, "workspace.dact");
+        a.w_dfc1 = ws(R * F, "workspace.dfc1");
+        if (c.swiglu()) a.w_dfc3 = ws(R * F, "workspace.dfc3");
+    }
+    if (c.last) {
+        a.w_loss = ws(R, "workspace.loss");
+        a.w_xent = ws(3 * R, "workspace.xent");
+    }
+    if (c.first && c.sequence_parallel) a.w_embed = ws(R * h, "workspace.embedding");
+    if (c.pp > 1) {
+        for (int j = 0; j < c.grad_accum; ++j) {
+            if (!c.last) a.send_fwd.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_forward"));
+            if (!c.first) a.send_bwd.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_backward"));
+        }
+    }
+    a.d_stream = (float*)be.alloc(c.pp > 1 && !c.last ? MEM_COMMUNICATION : MEM_WORKSPACE,
+                                  (size_t)(Rl * h) * sizeof(float), "d_stream");
+    return a;
+}
+
+void free_activations(Backend& be, Activations& a) {
+    auto rel = [&](void* p) { be.release(p); };
+    auto rel_layer = [&](LayerActs& la, bool input_only) {
+        rel(la.ln1_in);
+        if (input_only) return;
+        for (float* p : {la.ln1_mean, la.ln1_rstd, la.ln1_out, la.q, la.k, la.v, la.probs, la.ctx, la.ln2_in,
+                         la.ln2_mean, la.ln2_rstd, la.ln2_out, la.fc1, la.fc3, la.act})
+            rel(p);
+    };
+    const bool recompute = a.recompute_layer.q != nullptr;
+    for (auto& slot : a.slot_layers)
+        for (auto& la : slot) rel_layer(la, recompute);
+    if (recompute) {
+        a.recompute_layer.ln1_in = nullptr;
+        rel_layer(a.recompute_layer, false);
+    }
+    for (auto* p : a.slot_tokens) rel(p);
+    rel(a.out.lnf_in), rel(a.out.lnf_mean), rel(a.out.lnf_rstd), rel(a.out.lnf_out), rel(a.out.probs), rel(a.out.targets);
+    for (float* p : {a.w_full, a.w_dres, a.w_dtmp, a.w_dln, a.w_dq, a.w_dk, a.w_dv, a.w_dctx, a.w_dact, a.w_dfc1,
+                     a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
+        rel(p);
+    for (float* p : a.send_fwd) rel(p);
+    for (float* p : a.send_bwd) rel(p);
+    a = Activations{};
+}
+
+// ---- passes -----------------------------------------------------------------------------------
+
+namespace {
+
+struct TpTimer {
+    double* acc;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    explicit TpTimer(double* a) : acc(a) {}
+    ~TpTimer() {
+        if (acc) *acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+};
+
+// y [R, out] = x [R, in] · Wᵀ (+ b).
+void linear_forward(Backend& be, float* y, const float* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
+                    int64_t out, int64_t in) {
+    be.gemm(false, true, R, out, in, 1.0f, x, W->p, 0.0f, y);
+    if (b) be.bias_add(y, b->p, R, out);
+}
+// dW += dyᵀ · x ; db += Σ dy ; dx (= or +=) dy · W.
+void linear_backward(Backend& be, float* dx, bool accumulate_dx, const float* dy, const float* x,
+                     const ParamTensor* W, const ParamTensor* b, int64_t R, int64_t out, int64_t in) {
+    be.gemm(true, false, out, in, R, 1.0f, dy, x, 1.0f, W->g);
+    if (b) be.bias_grad(b->g, dy, R, out);
+    if (dx) be.gemm(false, false, R, in, out, 1.0f, dy, W->p, accumulate_dx ? 1.0f : 0.0f, dx);
+}
+
+void norm_forward(Model& m, float* out, float* mean, float* rstd, const float* x, const ParamTensor* w,
+                  const ParamTensor* b, int64_t rows) {
+    const int64_t h = m.cfg.model.hidden;
+    const float eps = (float)m.cfg.model.norm_eps;
+    if (m.cfg.layernorm()) m.be->layernorm_forward(out, mean, rstd, x, w->p, b ? b->p : nullptr, rows, h, eps);
+    else m.be->rmsnorm_forward(out, rstd, x, w->p, rows, h, eps);
+}
+void norm_backward(Model& m, float* dx, const ParamTensor* w, const ParamTensor* b, const float* dout,
+                   const float* x, const float* mean, const float* rstd, int64_t rows) {
+    const int64_t h = m.cfg.model.hidden;
+    if (m.cfg.layernorm()) m.be->layernorm_backward(dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h);
+    else m.be->rmsnorm_backward(dx, w->g, dout, x, rstd, w->p, rows, h);
+}
+
+std::vector<int64_t> equal_counts(int n, int64_t each) { return std::vector<int64_t>((size_t)n, each); }
+
+// Exit of a TP region: the partial sums `full` [R, h] become the complete values — all of
+// them (all-reduce) or, with SP, this rank's rows (reduce-scatter). Returns the [Rl, h] rows.
+const float* tp_reduce(Model& m, float* full, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    const int64_t h = cfg.model.hidden;
+    if (cfg.tp == 1) return full;
+    TpTimer t(c.tp_seconds);
+    if (!cfg.sequence_parallel) {
+        c.tp->all_reduce_sum(full, cfg.rows() * h);
+        return full;
+    }
+    c.tp->reduce_scatter_sum(full, equal_counts(cfg.tp, cfg.rows_local() * h));
+    return full + cfg.tp_rank * cfg.rows_local() * h;
+}
+
+// Entry of a TP region with SP: this rank's rows [Rl, h] gathered into `full` [R, h].
+// Without SP the rows are already complete and are returned as they are.
+const float* tp_gather(Model& m, const float* local, float* full, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    if (!cfg.sequence_parallel) return local;
+    const int64_t h = cfg.model.hidden, Rl = cfg.rows_local();
+    float* mine = full + cfg.tp_rank * Rl * h;
+    if (mine != local) m.be->copy(mine, local, Rl * h);
+    TpTimer t(c.tp_seconds);
+    c.tp->all_gather(full, equal_counts(cfg.tp, Rl * h));
+    return full;
+}
+
+// Norm of this rank's rows, output gathered to all rows with SP.
+void norm_forward_gathered(Model& m, float* out_full, float* mean, float* rstd, const float* x,
+                           const ParamTensor* w, const ParamTensor* b, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    const int64_t Rl = cfg.rows_local(), h = cfg.model.hidden;
+    float* dst = cfg.sequence_parallel ? out_full + cfg.tp_rank * Rl * h : out_full;
+    norm_forward(m, dst, mean, rstd, x, w, b, Rl);
+    tp_gather(m, dst, out_full, c);
+}
+
+}  // namespace
+
+void embedding_forward(Model& m, Activations& a, const int32_t* tokens, float* out, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    Backend& be = *m.be;
+    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden;
+    const int64_t Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
+    float* full = cfg.sequence_parallel ? a.w_embed : out;
+    be.embedding_forward(full, tokens, m.wte->p, v0, Vl, R, h);
+    const float* mine = tp_reduce(m, full, c);
+    if (mine != out) be.copy(out, mine, Rl * h);
+    if (m.wpe) be.position_forward(out, m.wpe->p, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
+}
+
+void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const float* dout, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    Backend& be = *m.be;
+    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden;
+    const int64_t Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
+    if (m.wpe) be.position_backward(m.wpe->g, dout, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
+    const float* full = tp_gather(m, dout, a.w_full, c);
+    be.embedding_backward(m.wte->g, full, tokens, v0, Vl, R, h);
+}
+
+void layer_forward(Model& m, Activations& a, int li, LayerActs& x, float* out, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    Backend& be = *m.be;
+    const LayerParams& P = m.layers[(size_t)li];
+    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
+    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
+
+    // Attention block: x + Wo·attn(norm1(x)).
+    norm_forward_gathered(m, x.ln1_out, x.ln1_mean, x.ln1_rstd, x.ln1_in, P.ln1_w, P.ln1_b, c);
+    linear_forward(be, x.q, x.ln1_out, P.wq, P.bq, R, H * D, h);
+    linear_forward(be, x.k, x.ln1_out, P.wk, P.bk, R, G * D, h);
+    linear_forward(be, x.v, x.ln1_out, P.wv, P.bv, R, G * D, h);
+    if (cfg.model.position == Position::rope) {
+        be.rope_forward(x.q, B, T, H, D, 0, (float)cfg.model.rope_theta);
+        be.rope_forward(x.k, B, T, G, D, 0, (float)cfg.model.rope_theta);
+    }
+    be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
+    linear_forward(be, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
+    const float* attn = tp_reduce(m, a.w_full, c);
+    be.copy(x.ln2_in, attn, Rl * h);
+    if (P.bo) be.bias_add(x.ln2_in, P.bo->p, Rl, h);
+    be.add(x.ln2_in, x.ln1_in, Rl * h);
+
+    // MLP block: ln2_in + W2·act(W1·norm2(ln2_in)).
+    norm_forward_gathered(m, x.ln2_out, x.ln2_mean, x.ln2_rstd, x.ln2_in, P.ln2_w, P.ln2_b, c);
+    linear_forward(be, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
+    if (cfg.swiglu()) {
+        linear_forward(be, x.fc3, x.ln2_out, P.w3, P.b3, R, F, h);
+        be.swiglu_forward(x.act, x.fc1, x.fc3, R * F);
+    } else {
+        be.gelu_forward(x.act, x.fc1, R * F);
+    }
+    linear_forward(be, a.w_full, x.act, P.w2, nullptr, R, h, F);
+    const float* mlp = tp_reduce(m, a.w_full, c);
+    be.copy(out, mlp, Rl * h);
+    if (P.b2) be.bias_add(out, P.b2->p, Rl, h);
+    be.add(out, x.ln2_in, Rl * h);
+}
+
+void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const float* dout, float* din, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    Backend& be = *m.be;
+    const LayerParams& P = m.layers[(size_t)li];
+    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
+    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
+
+    // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
+    if (P.b2) be.bias_grad(P.b2->g, dout, Rl, h);
+    const float* g = tp_gather(m, dout, a.w_full, c);                       // [R, h]
+    be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact);          // dact = g · W2
+    be.gemm(true, false, h, F, R, 1.0f, g, x.act, 1.0f, P.w2->g);              // dW2 += gᵀ · act
+    if (cfg.swiglu()) {
+        be.swiglu_backward(a.w_dfc1, a.w_dfc3, a.w_dact, x.fc1, x.fc3, R * F);
+        linear_backward(be, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
+        linear_backward(be, a.w_dln, true, a.w_dfc3, x.ln2_out, P.w3, P.b3, R, F, h);
+    } else {
+        be.gelu_backward(a.w_dfc1, x.fc1, a.w_dact, R * F);
+        linear_backward(be, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
+    }
+    const float* dln2 = tp_reduce(m, a.w_dln, c);
+    norm_backward(m, a.w_dtmp, P.ln2_w, P.ln2_b, dln2, x.ln2_in, x.ln2_mean, x.ln2_rstd, Rl);
+    be.copy(a.w_dres, dout, Rl * h);
+    be.add(a.w_dres, a.w_dtmp, Rl * h);                                         // d ln2_in
+
+    // Attention block.
+    if (P.bo) be.bias_grad(P.bo->g, a.w_dres, Rl, h);
+    g = tp_gather(m, a.w_dres, a.w_full, c);
+    be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx);      // dctx = g · Wo
+    be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g);          // dWo += gᵀ · ctx
+    be.attention_backward(a.w_dq, a.w_dk, a.w_dv, a.w_dctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
+    if (cfg.model.position == Position::rope) {
+        be.rope_backward(a.w_dq, B, T, H, D, 0, (float)cfg.model.rope_theta);
+        be.rope_backward(a.w_dk, B, T, G, D, 0, (float)cfg.model.rope_theta);
+    }
+    linear_backward(be, a.w_dln, false, a.w_dq, x.ln1_out, P.wq, P.bq, R, H * D, h);
+    linear_backward(be, a.w_dln, true, a.w_dk, x.ln1_out, P.wk, P.bk, R, G * D, h);
+    linear_backward(be, a.w_dln, true, a.w_dv, x.ln1_out, P.wv, P.bv, R, G * D, h);
+    const float* dln1 = tp_reduce(m, a.w_dln, c);
+    norm_backward(m, a.w_dtmp, P.ln1_w, P.ln1_b, dln1, x.ln1_in, x.ln1_mean, x.ln1_rstd, Rl);
+    be.copy(din, a.w_dres, Rl * h);
+    be.add(din, a.w_dtmp, Rl * h);
+}
+
+namespace {
+
+// Final norm, logits and the three TP all-reduces of the vocab-parallel cross entropy.
+// Leaves softmax probabilities in a.out.probs and per-row losses in a.w_loss.
+double output_loss(Model& m, Activations& a, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    Backend& be = *m.be;
+    const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
+    const int64_t V = cfg.model.vocab;
+    OutputActs& o = a.out;
+    norm_forward_gathered(m, o.lnf_out, o.lnf_mean, o.lnf_rstd, o.lnf_in, m.lnf_w, m.lnf_b, c);
+    be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs);  // logits [R, Vl]
+    float* rowmax = a.w_xent;
+    float* sums = a.w_xent + R;  // sumexp [R] then target logit [R]: one all-reduce for both
+    be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
+    if (cfg.tp > 1) {
+        TpTimer t(c.tp_seconds);
+        c.tp->all_reduce_max(rowmax, R);
+    }
+    be.xent_sums(sums, sums + R, o.probs, rowmax, o.targets, R, Vl, v0, V);
+    if (cfg.tp > 1) {
+        TpTimer t(c.tp_seconds);
+        c.tp->all_reduce_sum(sums, 2 * R);
+    }
+    be.xent_finish(a.w_loss, o.probs, rowmax, sums, sums + R, R, Vl, v0, V);
+    std::vector<float> loss((size_t)R);
+    be.download(loss.data(), a.w_loss, (size_t)R * sizeof(float));
+    double total = 0;
+    for (float l : loss) total += l;
+    return total;
+}
+
+}  // namespace
+
+double output_forward(Model& m, Activations& a, StageComm& c) { return output_loss(m, a, c); }
+
+double output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    Backend& be = *m.be;
+    const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
+    const double loss = output_loss(m, a, c);
+    OutputActs& o = a.out;
+    be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits in place
+    be.gemm(true, false, Vl, h, R, 1.0f, o.probs, o.lnf_out, 1.0f, m.wout->g);          // dWout += dlᵀ · x
+    be.gemm(false, false, R, h, Vl, 1.0f, o.probs, m.wout->p, 0.0f, a.w_dln);           // dx = dl · Wout
+    const float* dln = tp_reduce(m, a.w_dln, c);
+    norm_backward(m, d_in, m.lnf_w, m.lnf_b, dln, o.lnf_in, o.lnf_mean, o.lnf_rstd, cfg.rows_local());
+    return loss;
+}
+
+}  // namespace ptd::engine

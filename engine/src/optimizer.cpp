@@ -1,1 +1,111 @@
-// placeholder: being written (issue #4)
+// optimizer.cpp — gradient reduction, the global gradient norm, and AdamW with ZeRO-1.
+//
+// ZeRO-1 (Rajbhandari et al. 2020, "P_os"): the flat gradient buffer is reduce-scattered
+// over data parallel so each rank holds the summed gradients of its 1/dp shard; Adam's
+// m and v exist only for the shard; after the update the shards of the parameters are
+// all-gathered. In fp32 training the parameters are their own master copy.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "ptd/engine/trainer.h"
+
+namespace ptd::engine {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+}  // namespace
+
+double learning_rate(const TrainingSpec& t, int64_t k) {
+    if (t.warmup > 0 && k < t.warmup) return t.lr * (double)(k + 1) / (double)t.warmup;
+    const double span = std::max<int64_t>(1, (int64_t)t.steps - t.warmup);
+    const double progress = std::clamp((double)(k - t.warmup) / span, 0.0, 1.0);
+    return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(3.14159265358979323846 * progress));
+}
+
+OptimizerState make_optimizer(Backend& be, const Model& model) {
+    const EngineConfig& c = model.cfg;
+    OptimizerState st;
+    if (c.zero >= 1 && c.dp > 1) {
+        // Shards as equal as possible: the first numel % dp ranks hold one element more.
+        st.counts.assign((size_t)c.dp, model.numel / c.dp);
+        for (int64_t i = 0; i < model.numel % c.dp; ++i) ++st.counts[(size_t)i];
+        for (int i = 0; i < c.dp_rank; ++i) st.shard_offset += st.counts[(size_t)i];
+        st.shard_numel = st.counts[(size_t)c.dp_rank];
+    } else {
+        st.shard_numel = model.numel;
+    }
+    st.m = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "adam.m");
+    st.v = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "adam.v");
+    return st;
+}
+
+void free_optimizer(Backend& be, OptimizerState& st) {
+    be.release(st.m);
+    be.release(st.v);
+    st.m = st.v = nullptr;
+}
+
+void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups, StepTimes& times) {
+    const EngineConfig& c = model.cfg;
+    if (c.sequence_parallel) {
+        const auto t0 = clock_type::now();
+        for (ParamTensor& t : model.tensors)
+            if (t.tp_partial_grad) groups.tp->all_reduce_sum(t.g, t.numel);
+        times.tp_comm += since(t0);
+    }
+    const auto t0 = clock_type::now();
+    if (groups.embedding && c.model.tied_embeddings) {
+        // Tied embeddings across the pipeline: the input copy (first stage) and the output
+        // copy (last stage) are one parameter; sum their gradients.
+        ParamTensor* tied = c.first ? model.wte : model.wout;
+        groups.embedding->all_reduce_sum(tied->g, tied->numel);
+    }
+    if (c.dp > 1) {
+        if (st.counts.empty()) groups.dp->all_reduce_sum(model.grads, model.numel);
+        else groups.dp->reduce_scatter_sum(model.grads, st.counts);
+    }
+    times.dp_comm += since(t0);
+}
+
+// Calls f(tensor, begin, end) for the part of each tensor that lies in this rank's shard.
+template <class F>
+void for_each_in_shard(Model& model, const OptimizerState& st, F&& f) {
+    const int64_t lo = st.shard_offset, hi = st.shard_offset + st.shard_numel;
+    for (ParamTensor& t : model.tensors) {
+        const int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
+        if (b < e) f(t, b, e);
+    }
+}
+
+double local_grad_square_sum(Model& model, const OptimizerState& st) {
+    const EngineConfig& c = model.cfg;
+    // Without ZeRO every dp replica holds the same summed gradients: count them on replica 0.
+    if (st.counts.empty() && c.dp_rank != 0) return 0.0;
+    double sum = 0;
+    for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
+        if (t.in_norm) sum += model.be->sum_squares(model.grads + b, e - b);
+    });
+    return sum;
+}
+
+void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
+                    float clip_scale, StepTimes& times) {
+    const auto t0 = clock_type::now();
+    ++st.step;
+    for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
+        const int64_t local = b - st.shard_offset;
+        model.be->adamw(model.params + b, model.grads + b, st.m + local, st.v + local, e - b, lr, kAdamBeta1,
+                        kAdamBeta2, kAdamEps, t.weight_decay ? weight_decay : 0.0f, clip_scale, st.step);
+    });
+    model.be->fill(model.grads, 0.0f, model.numel);
+    times.optimizer += since(t0);
+    if (!st.counts.empty()) {
+        const auto t1 = clock_type::now();
+        groups.dp->all_gather(model.params, st.counts);
+        times.dp_comm += since(t1);
+    }
+}
+
+}  // namespace ptd::engine

@@ -1,1 +1,466 @@
-// placeholder: being written (issue #4)
+// trainer.cpp — one rank's training run: everything between `ptd-engine --job` and the
+// last metrics line. Setup (layout, store, liveness monitor, Gloo groups, data, model,
+// optimizer, the estimators' prediction for this rank), optional resume, the step loop
+// (1F1B pipeline, gradient reduction, global-norm clip, AdamW), metrics, checkpoints, and
+// an orderly goodbye so that rank 0's store outlives everyone who still needs it.
+#include "ptd/engine/trainer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "ptd/engine/checkpoint.h"
+#include "ptd/engine/data.h"
+#include "ptd/engine/failure.h"
+#include "ptd/engine/kv_store.h"
+#include "ptd/engine/metrics.h"
+#include "ptd/estimate.h"
+#include "ptd/layout.h"
+
+namespace ptd::engine {
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+// Everything one run owns.
+struct RunState {
+    JobSpec job;
+    RankEnv env;
+    TrainOptions opt;
+    std::string run_id, run_dir;
+    RankLayout layout;
+    EngineConfig cfg;
+    int threads = 1;
+    std::unique_ptr<Backend> be;
+    std::unique_ptr<KvServer> server;
+    std::unique_ptr<KvClient> store;
+    CommGroups groups;
+    std::unique_ptr<TokenSource> data;
+    Model model;
+    Activations acts;
+    OptimizerState optim;
+    int64_t step = 0;              // optimizer steps completed
+    int64_t data_position = 0;     // global sequences consumed
+    int64_t resumed_from = -1;
+    MetricsSource src;
+    double predicted[MEM_CATEGORY_COUNT] = {-1, -1, -1, -1, -1, -1};
+    double predicted_total = -1;
+    double model_flops_per_token = 0;
+    double peak_tflops = 0;
+    int64_t params_total = 0;
+};
+
+void log_line(const RunState& s, const std::string& msg) {
+    std::fprintf(stderr, "ptd-engine: rank %d: %s\n", s.env.rank, msg.c_str());
+}
+
+// A setup error before the run's failure reporting exists (or in a 1-rank run).
+int setup_error(const RunState& s, const std::string& msg, int code = 2) {
+    std::string text = msg;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    std::fprintf(stderr, "ptd-engine: rank %d: error: %s\n", s.env.rank, text.c_str());
+    nlohmann::json j = metrics_event(s.src, "error");
+    j["message"] = text;
+    emit_metrics_line(j);
+    return code;
+}
+
+std::string make_run_id() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+    return std::string(buf) + "-" + std::to_string((long)getpid());
+}
+
+bool is_loopback(const std::string& addr) {
+    return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+int default_threads(const RankEnv& env) {
+    if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+        const int n = std::atoi(omp);
+        if (n > 0) return n;
+    }
+    const int cores = (int)std::max(1u, std::thread::hardware_concurrency());
+    return std::max(1, cores / std::max(1, env.local_world_size));
+}
+
+// ---- setup ---------------------------------------------------------------------------------
+
+int connect_run(RunState& s) {
+    const int world = s.env.world_size, rank = s.env.rank;
+    auto emit_error = [&s](const std::string& message) {
+        nlohmann::json j = metrics_event(s.src, "error");
+        j["message"] = message;
+        emit_metrics_line(j);
+    };
+    if (world == 1) {
+        s.run_id = std::getenv("PTD_RUN_ID") ? std::getenv("PTD_RUN_ID") : make_run_id();
+        s.src.run_id = s.run_id;
+        install_failure_reporting(nullptr, rank, emit_error);
+        s.groups.world = make_self_communicator("world", 0);
+        s.groups.tp = make_self_communicator("tp", 0);
+        s.groups.pp = make_self_communicator("pp", 0);
+        s.groups.dp = make_self_communicator("dp", 0);
+        return 0;
+    }
+    if (rank == 0) {
+        KvServerOptions so;
+        so.bind_addr = is_loopback(s.env.master_addr) ? "127.0.0.1" : "0.0.0.0";
+        so.port = s.env.master_port;
+        so.world_size = world;
+        so.stall_timeout_s = s.opt.stall_timeout_s;
+        auto server = KvServer::start(so);
+        if (!server) return setup_error(s, server.error().str(), 1);
+        s.server = std::move(*server);
+    }
+    auto store = KvClient::connect(s.env.master_addr, s.env.master_port, s.opt.comm_timeout_s);
+    if (!store) return setup_error(s, store.error().str(), 1);
+    s.store = std::move(*store);
+    // The run id names every key of this run and its run directory: rank 0 decides.
+    if (const char* id = std::getenv("PTD_RUN_ID")) {
+        s.run_id = id;
+    } else if (rank == 0) {
+        s.run_id = make_run_id();
+        s.store->set("run_id", std::vector<uint8_t>(s.run_id.begin(), s.run_id.end()));
+    } else {
+        auto v = s.store->get("run_id", s.opt.comm_timeout_s);
+        if (!v) return setup_error(s, v.error().str(), 1);
+        s.run_id.assign(v->begin(), v->end());
+    }
+    s.src.run_id = s.run_id;
+    install_failure_reporting(s.store.get(), rank, emit_error);
+    auto mon = s.store->start_monitor(rank, s.opt.heartbeat_s,
+                                      [](const std::string& why) { fatal_run_error("aborting: " + why); });
+    if (!mon) return setup_error(s, mon.error().str(), 1);
+    CommOptions co;
+    co.run_id = s.run_id;
+    co.timeout_s = s.opt.comm_timeout_s;
+    auto groups = make_gloo_groups(*s.store, s.layout, rank, co, comm_failure_handler());
+    if (!groups) fatal_run_error(groups.error().str());
+    s.groups = std::move(*groups);
+    return 0;
+}
+
+void compute_prediction(RunState& s) {
+    JobSpec pj = s.job;
+    pj.estimate.activation_profile = ActivationProfile::ptd_engine;
+    const Estimate est = estimate_job(pj);
+    const StageEstimate& st = est.stages[(size_t)s.cfg.pp_rank];
+    s.predicted[MEM_PARAMS] = st.mem.params;
+    s.predicted[MEM_GRADS] = st.mem.grads;
+    s.predicted[MEM_OPTIMIZER] = st.mem.optimizer;
+    s.predicted[MEM_ACTIVATIONS] = st.mem.activations;
+    s.predicted_total = st.mem.model_states() + st.mem.activations + st.mem.temp;
+    s.model_flops_per_token = est.flops.model_per_token;
+    s.peak_tflops = est.peak_tflops;
+    s.params_total = est.params.total;
+}
+
+// ---- checkpoints ---------------------------------------------------------------------------
+
+struct ShardState {
+    int64_t step = 0, data_position = 0, numel = 0, shard_offset = 0, shard_numel = 0, optimizer_step = 0;
+};
+
+void write_checkpoint(RunState& s) {
+    const auto t0 = clock_type::now();
+    const std::string dir = checkpoint_dir(s.run_dir, s.step);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fatal_run_error("cannot create checkpoint directory " + dir + ": " + ec.message());
+    Backend& be = *s.be;
+    std::vector<float> params((size_t)s.model.numel), m((size_t)s.optim.shard_numel), v((size_t)s.optim.shard_numel);
+    be.download(params.data(), s.model.params, params.size() * sizeof(float));
+    be.download(m.data(), s.optim.m, m.size() * sizeof(float));
+    be.download(v.data(), s.optim.v, v.size() * sizeof(float));
+    nlohmann::json state = {{"step", s.step},           {"data_position", s.data_position},
+                            {"numel", s.model.numel},   {"shard_offset", s.optim.shard_offset},
+                            {"shard_numel", s.optim.shard_numel}, {"optimizer_step", s.optim.step}};
+    const std::string state_text = state.dump();
+    const std::string path = dir + "/" + shard_file_name(s.env.rank);
+    auto sha = write_shard(path, s.env.rank,
+                           {{"state", state_text.data(), state_text.size()},
+                            {"params", params.data(), params.size() * sizeof(float)},
+                            {"adam.m", m.data(), m.size() * sizeof(float)},
+                            {"adam.v", v.data(), v.size() * sizeof(float)}});
+    if (!sha) fatal_run_error(sha.error().str());
+    const int64_t bytes = (int64_t)fs::file_size(path, ec);
+    const std::string entry = *sha + " " + std::to_string(bytes);
+    const std::string key_prefix = "ckpt/" + std::to_string(s.step) + "/";
+    if (s.store) s.store->set(key_prefix + std::to_string(s.env.rank), std::vector<uint8_t>(entry.begin(), entry.end()));
+    if (s.env.rank == 0) {
+        Manifest man = make_manifest(s.job, s.env.world_size, s.run_id, s.step, s.data_position,
+                                     "none: the engine draws no random numbers after initialisation");
+        man.files.clear();
+        for (int r = 0; r < s.env.world_size; ++r) {
+            std::string e = entry;
+            if (r != 0) {
+                auto got = s.store->get(key_prefix + std::to_string(r), s.opt.comm_timeout_s);
+                if (!got) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": " + got.error().str());
+                e.assign(got->begin(), got->end());
+            }
+            const size_t sp = e.find(' ');
+            ManifestFile f;
+            f.rank = r;
+            f.file = shard_file_name(r);
+            f.sha256 = e.substr(0, sp);
+            f.bytes = sp == std::string::npos ? 0 : std::stoll(e.substr(sp + 1));
+            man.files.push_back(f);
+        }
+        auto w = write_manifest(dir, man);
+        if (!w) fatal_run_error(w.error().str());
+    }
+    nlohmann::json j = metrics_event(s.src, "checkpoint");
+    j["step"] = s.step;
+    j["dir"] = dir;
+    j["bytes"] = bytes;
+    j["sha256"] = *sha;
+    j["seconds"] = since(t0);
+    emit_metrics_line(j);
+}
+
+int resume_run(RunState& s) {
+    // Rank 0 picks the checkpoint, so every rank resumes from the same step.
+    std::string dir;
+    if (s.env.rank == 0) {
+        auto latest = find_latest_checkpoint(s.run_dir);
+        dir = latest ? *latest : "";
+        if (s.store) s.store->set("resume_dir", std::vector<uint8_t>(dir.begin(), dir.end()));
+    } else {
+        auto v = s.store->get("resume_dir", s.opt.comm_timeout_s);
+        if (!v) fatal_run_error(v.error().str());
+        dir.assign(v->begin(), v->end());
+    }
+    auto fail_resume = [&](const std::string& msg) -> int {
+        if (s.store) fatal_run_error(msg);
+        return setup_error(s, msg, 1);
+    };
+    if (dir.empty())
+        return fail_resume("--resume: no complete checkpoint (a step-* directory with manifest.json) under " + s.run_dir + "/checkpoints");
+    auto man = read_manifest(dir);
+    if (!man) return fail_resume(man.error().str());
+    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size); !ok) return fail_resume(ok.error().str());
+    const ManifestFile* mine = nullptr;
+    for (const ManifestFile& f : man->files)
+        if (f.rank == s.env.rank) mine = &f;
+    if (!mine) return fail_resume(dir + "/manifest.json: no shard listed for rank " + std::to_string(s.env.rank));
+    auto shard = read_shard(dir + "/" + mine->file, mine->sha256);
+    if (!shard) return fail_resume(shard.error().str());
+    const Blob* state = shard->find("state");
+    const Blob* params = shard->find("params");
+    const Blob* m = shard->find("adam.m");
+    const Blob* v = shard->find("adam.v");
+    if (!state || !params || !m || !v)
+        return fail_resume(dir + "/" + mine->file + ": missing blob (needs state, params, adam.m, adam.v)");
+    nlohmann::json st = nlohmann::json::parse(std::string(state->bytes.begin(), state->bytes.end()), nullptr, false);
+    if (st.is_discarded() || !st.contains("step") || !st.contains("numel"))
+        return fail_resume(dir + "/" + mine->file + ": the state blob is not valid JSON with step and numel");
+    const int64_t numel = st["numel"].get<int64_t>();
+    if (numel != s.model.numel || (int64_t)params->bytes.size() != numel * 4 ||
+        (int64_t)m->bytes.size() != s.optim.shard_numel * 4 || (int64_t)v->bytes.size() != s.optim.shard_numel * 4)
+        return fail_resume(dir + "/" + mine->file + ": holds " + std::to_string(numel) + " parameters and " +
+                           std::to_string(m->bytes.size() / 4) + " optimizer elements; this rank has " +
+                           std::to_string(s.model.numel) + " and " + std::to_string(s.optim.shard_numel));
+    s.be->upload(s.model.params, params->bytes.data(), params->bytes.size());
+    s.be->upload(s.optim.m, m->bytes.data(), m->bytes.size());
+    s.be->upload(s.optim.v, v->bytes.data(), v->bytes.size());
+    s.step = st["step"].get<int64_t>();
+    s.data_position = st["data_position"].get<int64_t>();
+    s.optim.step = st["optimizer_step"].get<int64_t>();
+    s.resumed_from = s.step;
+    log_line(s, "resumed from " + dir + " (step " + std::to_string(s.step) + ")");
+    return 0;
+}
+
+// ---- the step ------------------------------------------------------------------------------
+
+StepBatch read_batch(RunState& s) {
+    const EngineConfig& c = s.cfg;
+    StepBatch b;
+    if (!c.first && !c.last) return b;  // middle stages need no tokens
+    const int64_t first = s.data_position + (int64_t)c.dp_rank * c.grad_accum * c.micro_batch;
+    b.sequences.resize((size_t)c.grad_accum);
+    for (int j = 0; j < c.grad_accum; ++j) {
+        b.sequences[(size_t)j].resize((size_t)(c.micro_batch * (c.seq + 1)));
+        s.data->read_sequences(first + (int64_t)j * c.micro_batch, c.micro_batch, c.seq, b.sequences[(size_t)j].data());
+    }
+    return b;
+}
+
+nlohmann::json coords_json(const EngineConfig& c) { return {{"tp", c.tp_rank}, {"pp", c.pp_rank}, {"dp", c.dp_rank}}; }
+
+void emit_start(RunState& s) {
+    const EngineConfig& c = s.cfg;
+    nlohmann::json j = metrics_event(s.src, "start");
+    j["world_size"] = c.world;
+    j["coords"] = coords_json(c);
+    j["layout"] = {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"zero", c.zero},
+                   {"sequence_parallel", c.sequence_parallel}, {"recompute", c.recompute_full ? "full" : "none"},
+                   {"order", s.job.parallel.order}};
+    j["model"] = {{"name", s.job.model.name}, {"params", s.params_total}, {"vocab_padded", c.vocab_padded}};
+    j["layers"] = {c.layer0, c.layer0 + c.layers};
+    j["params_local"] = s.model.numel;
+    j["micro_batch"] = c.micro_batch;
+    j["grad_accum"] = c.grad_accum;
+    j["global_batch"] = c.global_batch;
+    j["seq_len"] = c.seq;
+    j["threads"] = s.threads;
+    j["backend"] = s.be->name();
+    j["data"] = s.data->describe();
+    j["run_dir"] = s.run_dir;
+    j["steps"] = s.job.training.steps;
+    j["resumed_from"] = s.resumed_from < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.resumed_from);
+    j["memory"] = memory_json(s.be->mem_stats(), s.predicted, s.predicted_total);
+    j["peak_tflops"] = s.peak_tflops;
+    emit_metrics_line(j);
+}
+
+void train_one_step(RunState& s) {
+    const EngineConfig& c = s.cfg;
+    StepTimes times;
+    const auto t0 = clock_type::now();
+    const StepBatch batch = read_batch(s);
+    const double loss_sum = run_pipeline_step(s.model, s.acts, s.groups, batch, times);
+    reduce_gradients(s.model, s.optim, s.groups, times);
+    // One world all-reduce carries the loss (from the last stage) and Σ g² (from every rank).
+    double sums[2] = {loss_sum, local_grad_square_sum(s.model, s.optim)};
+    {
+        const auto t1 = clock_type::now();
+        s.groups.world->all_reduce_sum_f64(sums, 2);
+        times.dp_comm += since(t1);
+    }
+    const double tokens = (double)c.global_batch * c.seq;
+    const double loss = sums[0] / tokens;
+    const double grad_norm = std::sqrt(sums[1]);
+    if (!std::isfinite(grad_norm) || !std::isfinite(loss))
+        fatal_run_error("step " + std::to_string(s.step + 1) + ": loss " + std::to_string(loss) + ", gradient norm " +
+                        std::to_string(grad_norm) + " is not finite; stopping before the update corrupts the weights");
+    const double clip = s.job.training.grad_clip;
+    const float clip_scale = (clip > 0 && grad_norm > clip) ? (float)(clip / (grad_norm + 1e-6)) : 1.0f;
+    const double lr = learning_rate(s.job.training, s.step);
+    optimizer_step(s.model, s.optim, s.groups, (float)lr, (float)s.job.training.weight_decay, clip_scale, times);
+    ++s.step;
+    s.data_position += c.global_batch;
+    times.total = since(t0);
+    times.compute = std::max(0.0, times.total - times.tp_comm - times.pp_comm - times.pipeline_idle - times.dp_comm -
+                                      times.optimizer);
+
+    const double tokens_per_s = tokens / times.total;
+    const double tflops = s.model_flops_per_token * tokens / times.total / c.world / 1e12;
+    nlohmann::json j = metrics_event(s.src, "step");
+    j["step"] = s.step;
+    j["coords"] = coords_json(c);
+    j["loss"] = loss;
+    j["lr"] = lr;
+    j["grad_norm"] = grad_norm;
+    j["clipped"] = clip_scale < 1.0f;
+    j["tokens"] = tokens;
+    j["tokens_per_s"] = tokens_per_s;
+    j["tflops"] = tflops;
+    j["mfu"] = s.peak_tflops > 0 ? tflops / s.peak_tflops : 0.0;
+    j["time"] = {{"step", times.total},        {"compute", times.compute},     {"tp_comm", times.tp_comm},
+                 {"pp_comm", times.pp_comm},   {"pipeline_idle", times.pipeline_idle},
+                 {"dp_comm", times.dp_comm},   {"optimizer", times.optimizer}};
+    j["memory"] = memory_json(s.be->mem_stats(), s.predicted, s.predicted_total);
+    emit_metrics_line(j);
+    if (s.env.rank == 0) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "step %lld/%d | loss %.4f | lr %.3g | grad norm %.3f | %.0f tok/s | %.2f TFLOP/s | MFU %.1f%%",
+                      (long long)s.step, s.job.training.steps, loss, lr, grad_norm, tokens_per_s, tflops,
+                      100.0 * (s.peak_tflops > 0 ? tflops / s.peak_tflops : 0.0));
+        log_line(s, buf);
+    }
+}
+
+void teardown(RunState& s) {
+    if (s.be) {
+        free_activations(*s.be, s.acts);
+        free_optimizer(*s.be, s.optim);
+        free_model(s.model);
+    }
+}
+
+}  // namespace
+
+int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& options) {
+    RunState s;
+    s.job = job;
+    s.env = env;
+    s.opt = options;
+    s.src.rank = env.rank;
+    s.src.run_id = std::getenv("PTD_RUN_ID") ? std::getenv("PTD_RUN_ID") : "";
+    if (env.world_size != job.world_size())
+        return setup_error(s, "WORLD_SIZE: got " + std::to_string(env.world_size) + ", but the job has " +
+                                  std::to_string(job.world_size()) + " ranks (cluster.nodes × cluster.gpus_per_node)");
+    const ParallelSpec& p = job.parallel;
+    auto layout = make_layout({p.tp, p.cp, p.dp, p.pp, p.ep, job.cluster.gpus_per_node, p.order});
+    if (!layout) return setup_error(s, layout.error().str());
+    s.layout = std::move(*layout);
+    auto cfg = make_engine_config(job, s.layout, env.rank);
+    if (!cfg) return setup_error(s, cfg.error().str());
+    s.cfg = *cfg;
+    s.threads = options.threads > 0 ? options.threads : default_threads(env);
+    s.be = make_cpu_backend(s.threads);
+
+    if (int rc = connect_run(s)) return rc;
+    s.run_dir = options.run_dir.empty() ? "runs/" + s.run_id : options.run_dir;
+
+    const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();
+    auto data = open_token_source(job.training.data, job.model.vocab, (uint64_t)job.training.seed, job_dir);
+    auto fail_now = [&](const std::string& msg) -> int {
+        if (s.store) fatal_run_error(msg);
+        return setup_error(s, msg, 1);
+    };
+    if (!data) return fail_now(data.error().str());
+    s.data = std::move(*data);
+    if (auto ok = s.data->check_length(s.cfg.seq); !ok) return fail_now(ok.error().str());
+
+    compute_prediction(s);
+    s.model = build_model(*s.be, s.cfg, (uint64_t)job.training.seed);
+    s.acts = alloc_activations(*s.be, s.cfg);
+    s.optim = make_optimizer(*s.be, s.model);
+    if (options.resume)
+        if (int rc = resume_run(s)) return rc;
+    emit_start(s);
+    if (env.rank == 0)
+        log_line(s, "training " + job.model.name + " on " + std::to_string(env.world_size) + " rank(s): tp " +
+                        std::to_string(s.cfg.tp) + " · pp " + std::to_string(s.cfg.pp) + " · dp " +
+                        std::to_string(s.cfg.dp) + ", " + s.data->describe() + ", run dir " + s.run_dir);
+
+    const int64_t stop = options.stop_at_step >= 0 ? options.stop_at_step : job.training.steps;
+    const auto t_run = clock_type::now();
+    const int64_t first_step = s.step;
+    while (s.step < stop) {
+        train_one_step(s);
+        if (options.checkpoint_every > 0 && (s.step % options.checkpoint_every == 0 || s.step == stop))
+            write_checkpoint(s);
+    }
+
+    nlohmann::json j = metrics_event(s.src, "end");
+    j["step"] = s.step;
+    j["steps_run"] = s.step - first_step;
+    j["seconds"] = since(t_run);
+    j["memory"] = memory_json(s.be->mem_stats(), s.predicted, s.predicted_total);
+    emit_metrics_line(j);
+    // Orderly end: nobody leaves while a peer may still talk to it, and rank 0's store
+    // stays up until every rank said goodbye.
+    s.groups.world->barrier();
+    if (s.store) s.store->goodbye();
+    if (s.server && !s.server->wait_all_goodbye(30.0)) log_line(s, "warning: not every rank said goodbye within 30 s");
+    teardown(s);
+    return 0;
+}
+
+}  // namespace ptd::engine

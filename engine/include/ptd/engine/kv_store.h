@@ -40,6 +40,8 @@ public:
     // Binds and starts serving on a background thread. Error names the address and errno.
     static Result<std::unique_ptr<KvServer>> start(const KvServerOptions& options);
     virtual ~KvServer() = default;  // stops the thread, closes every connection
+    // The port actually bound (differs from options.port when that was 0 = any free port).
+    virtual int port() const = 0;
     // Blocks until every rank said goodbye (normal end) or timeout_s passed; true if all did.
     virtual bool wait_all_goodbye(double timeout_s) = 0;
 };
@@ -51,6 +53,8 @@ public:
     static Result<std::unique_ptr<KvClient>> connect(const std::string& addr, int port, double timeout_s);
     virtual ~KvClient() = default;
 
+    // set/check/add throw std::runtime_error naming the store when it cannot be reached
+    // (its connection was lost, or no reply came within 120 s).
     virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
     // Blocks until the key exists; error after timeout_s naming the key.
     virtual Result<std::vector<uint8_t>> get(const std::string& key, double timeout_s) = 0;
@@ -61,7 +65,8 @@ public:
     // `on_abort` runs on the monitor thread with the message naming the failed rank.
     virtual Result<void> start_monitor(int rank, double heartbeat_s,
                                        std::function<void(const std::string&)> on_abort) = 0;
-    // This rank failed: tell the server (which aborts the others) — best effort.
+    // This rank failed: tell the server (which aborts the others) — best effort; a no-op
+    // before start_monitor. Safe to call from any thread.
     virtual void report_failure(const std::string& message) = 0;
     // The reason the run was aborted, if the monitor has heard one within wait_s; "" if not.
     virtual std::string abort_reason(double wait_s) = 0;

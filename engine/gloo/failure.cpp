@@ -1,0 +1,89 @@
+// failure.cpp — the one exit path of a failing rank (failure.h). Whoever notices first
+// (the trainer, a communicator, the store monitor's thread) wins; the report happens
+// once, then the process leaves with _exit so no destructor can block on a dead peer.
+#include "ptd/engine/failure.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "ptd/engine/kv_store.h"
+
+namespace ptd::engine {
+namespace {
+
+std::mutex g_mu;
+KvClient* g_store = nullptr;
+int g_rank = -1;
+std::function<void(const std::string&)> g_emit;
+std::atomic<bool> g_failing{false};
+
+}  // namespace
+
+void install_failure_reporting(KvClient* store, int rank, std::function<void(const std::string&)> emit_error_event) {
+    std::lock_guard lock(g_mu);
+    g_store = store;
+    g_rank = rank;
+    g_emit = std::move(emit_error_event);
+}
+
+void fatal_run_error(const std::string& message) {
+    if (g_failing.exchange(true)) {
+        // Another thread is already reporting and will _exit the process; a second
+        // report would only blur which failure came first.
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    KvClient* store;
+    int rank;
+    std::function<void(const std::string&)> emit;
+    {
+        std::lock_guard lock(g_mu);
+        store = g_store;
+        rank = g_rank;
+        emit = g_emit;
+    }
+    if (rank >= 0)
+        std::fprintf(stderr, "ptd-engine: rank %d: error: %s\n", rank, message.c_str());
+    else
+        std::fprintf(stderr, "ptd-engine: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    if (emit) {
+        try {
+            emit(message);
+        } catch (...) {
+            // The process is exiting anyway; a failing metrics writer must not hide the error.
+        }
+    }
+    if (store) store->report_failure(message);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(1);
+}
+
+FailureHandler comm_failure_handler() {
+    return [](const std::string& what) {
+        // `what` is "<group> <op> (global ranks …): <Gloo's message>" (see gloo_comm.cpp).
+        std::string context = what, detail;
+        if (auto colon = what.find(": "); colon != std::string::npos) {
+            context = what.substr(0, colon);
+            detail = what.substr(colon + 2);
+        }
+        KvClient* store;
+        {
+            std::lock_guard lock(g_mu);
+            store = g_store;
+        }
+        // A dead peer usually shows up in Gloo (connection reset) a moment before or
+        // after the store hears of it; the store's reason names the rank and how it
+        // failed, which Gloo's socket error cannot.
+        std::string reason = store ? store->abort_reason(3.0) : "";
+        if (!reason.empty()) fatal_run_error("peer " + reason + " (during " + context + ")");
+        fatal_run_error(context + " failed and no rank was reported failed: " + detail);
+    };
+}
+
+}  // namespace ptd::engine

@@ -1,0 +1,170 @@
+// model.h — the decoder-only transformer of ptd-engine, as one pipeline stage on one
+// tensor-parallel rank: its parameters (one flat buffer, with views per tensor), its
+// saved activations (the ptd-engine activation profile of the estimators, buffer for
+// buffer), and hand-written forward and backward passes that call only Backend kernels
+// and Communicator collectives.
+//
+// Families: gpt (LayerNorm, GELU MLP, learned positions, tied embeddings, biases) and
+// llama (RMSNorm, SwiGLU, RoPE, GQA, untied output). Megatron-style tensor parallelism:
+// Q/K/V and fc1 (gate/up) column-parallel, attention output and fc2 (down) row-parallel,
+// vocab-parallel embedding and cross entropy; with sequence parallelism the residual
+// stream, norms and dropout-free element-wise work run on 1/tp of the token rows.
+//
+// Notation: b micro-batch, s sequence, h hidden, R = b·s token rows, Rl = R/tp with SP
+// (else R), H/G local query/kv heads, D head dim, F local MLP width, Vl local vocab rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ptd/diagnostic.h"
+#include "ptd/engine/backend.h"
+#include "ptd/engine/comm.h"
+#include "ptd/job_spec.h"
+#include "ptd/layout.h"
+
+namespace ptd::engine {
+
+// Everything about this rank's share of the job that the math depends on. Built from
+// the job and the shared rank layout; rejects what the CPU engine does not support.
+struct EngineConfig {
+    ModelSpec model;
+    int world = 1, rank = 0;
+    int tp = 1, pp = 1, dp = 1;
+    int tp_rank = 0, pp_rank = 0, dp_rank = 0;
+    bool sequence_parallel = false;
+    int zero = 0;                  // 0, or 1 (ZeRO-1; Megatron's distributed optimizer maps here)
+    bool recompute_full = false;   // full activation recomputation (keep layer inputs only)
+    int micro_batch = 1, grad_accum = 1, seq = 0;
+    int64_t global_batch = 1;      // sequences per step = micro_batch · grad_accum · dp
+    int64_t vocab_padded = 0;      // multiple of estimate.vocab_pad · tp
+    int layer0 = 0, layers = 0;    // global index of this stage's first layer, and count
+    bool first = true, last = true;// first / last pipeline stage
+    int slots = 1;                 // micro-batches in flight on this stage (1F1B): min(pp − pp_rank, m)
+
+    // Derived widths (local to this TP rank).
+    int64_t rows() const { return (int64_t)micro_batch * seq; }
+    int64_t rows_local() const { return sequence_parallel ? rows() / tp : rows(); }
+    int64_t heads_l() const { return model.heads / tp; }
+    int64_t kv_l() const { return model.kv_heads / tp; }
+    int64_t head_dim() const { return model.hidden / model.heads; }
+    int64_t ffn_l() const { return model.ffn_hidden / tp; }
+    int64_t vocab_l() const { return vocab_padded / tp; }
+    bool layernorm() const { return model.norm == Norm::layernorm; }
+    bool swiglu() const { return model.activation == Activation::swiglu; }
+    bool output_is_embedding() const { return model.tied_embeddings && pp == 1; }
+};
+
+// Validates that the engine can run the job on `rank` and derives the config. Errors name
+// the job key, what was given and what the engine supports.
+Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& layout, int rank);
+
+// One parameter tensor: a view of the flat parameter and gradient buffers.
+struct ParamTensor {
+    std::string name;        // e.g. "layers.3.attn.wq" (global layer index)
+    int64_t offset = 0;      // into the flat buffers, elements
+    int64_t numel = 0;
+    bool weight_decay = false;   // matrices decay; norms, biases and positions do not
+    bool tp_partial_grad = false;// SP: each TP rank sees only its rows → grads summed over tp
+    bool in_norm = true;         // counted in the global grad norm on this rank (each element once)
+    float* p = nullptr;
+    float* g = nullptr;
+};
+
+// Pointers into Model::tensors for one layer (null when the family has no such tensor).
+struct LayerParams {
+    ParamTensor *ln1_w = nullptr, *ln1_b = nullptr;
+    ParamTensor *wq = nullptr, *wk = nullptr, *wv = nullptr;  // [H·D, h], [G·D, h], [G·D, h]
+    ParamTensor *bq = nullptr, *bk = nullptr, *bv = nullptr;
+    ParamTensor *wo = nullptr, *bo = nullptr;                 // [h, H·D], [h]
+    ParamTensor *ln2_w = nullptr, *ln2_b = nullptr;
+    ParamTensor *w1 = nullptr, *b1 = nullptr;                 // gpt fc1 [F, h] / llama gate [F, h]
+    ParamTensor *w3 = nullptr, *b3 = nullptr;                 // llama up [F, h]
+    ParamTensor *w2 = nullptr, *b2 = nullptr;                 // fc2 / down [h, F]
+};
+
+struct Model {
+    Backend* be = nullptr;
+    EngineConfig cfg;
+    std::vector<ParamTensor> tensors;  // in flat-buffer order
+    std::vector<LayerParams> layers;   // this stage's layers
+    ParamTensor *wte = nullptr, *wpe = nullptr;      // first stage: [Vl, h], [s, h]
+    ParamTensor *lnf_w = nullptr, *lnf_b = nullptr;  // last stage
+    ParamTensor *wout = nullptr;                     // last stage output [Vl, h] (== wte when tied and pp == 1)
+    bool wout_is_tied_copy = false;                  // tied embeddings, pp > 1: last stage's copy of wte
+    float* params = nullptr;           // flat [numel] (MEM_PARAMS)
+    float* grads = nullptr;            // flat [numel] (MEM_GRADS)
+    int64_t numel = 0;
+};
+
+// Builds the stage's tensors, allocates the flat buffers and initialises every element
+// deterministically from (seed, tensor name, global element index) — the same value on
+// any layout. Weights N(0, 0.02), residual projections N(0, 0.02/√(2L)), norms 1, biases 0.
+Model build_model(Backend& be, const EngineConfig& cfg, uint64_t seed);
+void free_model(Model& m);
+
+// The saved activations of one layer for one micro-batch in flight (see
+// estimators' engine_layer_buffers for the list and shapes).
+struct LayerActs {
+    float *ln1_in, *ln1_mean, *ln1_rstd, *ln1_out;   // ln1_in [Rl,h] is the layer input
+    float *q, *k, *v, *probs, *ctx;                    // [R,H·D], [R,G·D] ×2, [b,H,s,s], [R,H·D]
+    float *ln2_in, *ln2_mean, *ln2_rstd, *ln2_out;
+    float *fc1, *fc3, *act;                            // gpt: fc1 = pre-GELU; llama: fc1 = gate, fc3 = up; act [R,F]
+};
+struct OutputActs {
+    float *lnf_in, *lnf_mean, *lnf_rstd, *lnf_out;    // [Rl,h], [R], [R], [R,h]
+    float* probs;                                     // logits → softmax [R, Vl]
+    int32_t* targets;                                 // [R]
+};
+
+// Every activation buffer of the stage, allocated once (MEM_ACTIVATIONS) for `slots`
+// micro-batches in flight, plus workspaces (MEM_WORKSPACE) and p2p buffers (MEM_COMMUNICATION).
+struct Activations {
+    std::vector<std::vector<LayerActs>> slot_layers;  // [slot][layer]
+    std::vector<int32_t*> slot_tokens;                // first stage: token ids [R] per slot
+    LayerActs recompute_layer{};                      // full recompute: the one working layer
+    OutputActs out{};
+    // Workspaces for one layer's backward and the output head.
+    float *w_full = nullptr;      // [R, max(h, ...)] gathered / partial row-parallel output
+    float *w_dres = nullptr;      // [Rl, h] gradient of the residual stream
+    float *w_dtmp = nullptr;      // [Rl, h]
+    float *w_dln = nullptr;       // [R, h] gradient of a norm output (partial before the TP reduce)
+    float *w_dq = nullptr, *w_dk = nullptr, *w_dv = nullptr, *w_dctx = nullptr;
+    float *w_dact = nullptr, *w_dfc1 = nullptr, *w_dfc3 = nullptr;
+    float *w_loss = nullptr;      // [R]
+    float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit
+    float *w_embed = nullptr;     // [R, h] embedding output before the SP reduce-scatter
+    // Pipeline buffers: one per micro-batch of a step, so async sends never alias.
+    std::vector<float*> send_fwd, send_bwd;  // [Rl, h] each
+    float* d_stream = nullptr;               // [Rl, h] gradient flowing down the stage (p2p receive target)
+};
+Activations alloc_activations(Backend& be, const EngineConfig& cfg);
+void free_activations(Backend& be, Activations& a);
+
+// Communication and time accounting the passes use.
+struct StageComm {
+    Communicator* tp = nullptr;
+    double* tp_seconds = nullptr;   // time spent in TP collectives is added here
+};
+
+// Forward of the embedding (first stage): tokens [R] on device → out [Rl, h].
+void embedding_forward(Model& m, Activations& a, const int32_t* tokens, float* out, StageComm& c);
+// Backward: dout [Rl, h] → wte (and wpe) grads.
+void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const float* dout, StageComm& c);
+
+// Forward of local layer `li` for the micro-batch whose buffers are `acts`; writes the
+// layer output [Rl, h] to `out`.
+void layer_forward(Model& m, Activations& a, int li, LayerActs& acts, float* out, StageComm& c);
+// Backward: dout [Rl, h] → din [Rl, h] (may alias dout); accumulates parameter grads.
+void layer_backward(Model& m, Activations& a, int li, LayerActs& acts, const float* dout, float* din,
+                    StageComm& c);
+
+// Last stage: final norm, logits, vocab-parallel cross entropy and its backward at once.
+// Reads out.lnf_in and out.targets; returns Σ loss over the R rows; writes the gradient
+// of lnf_in to `d_in` ([Rl, h]); `loss_scale` = 1 / (tokens in the global batch).
+double output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, StageComm& c);
+// Forward only (evaluation): Σ loss over the rows.
+double output_forward(Model& m, Activations& a, StageComm& c);
+
+}  // namespace ptd::engine

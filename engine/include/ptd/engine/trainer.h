@@ -1,0 +1,89 @@
+// trainer.h — the training run of one ptd-engine rank: rendezvous, groups, data, the
+// 1F1B pipeline step, gradient reduction (all-reduce or ZeRO-1 reduce-scatter), global
+// norm clipping, AdamW with warmup + cosine, metrics lines, checkpoints and resume.
+//
+// One plain struct (RunState) holds everything a run owns; the functions below are the
+// steps of a run, in order. `ptd-engine --job JOB.toml` calls run_training().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ptd/engine/backend.h"
+#include "ptd/engine/comm.h"
+#include "ptd/engine/model.h"
+#include "ptd/job_spec.h"
+#include "ptd/rank_env.h"
+
+namespace ptd::engine {
+
+class TokenSource;
+
+struct TrainOptions {
+    std::string job_path;          // for messages and the relative data path
+    int stop_at_step = -1;         // run until this step (absolute); −1 = training.steps
+    std::string run_dir;           // "" = runs/<run id>
+    int checkpoint_every = 0;      // write a checkpoint every N steps (and at the last); 0 = never
+    bool resume = false;           // continue from the latest complete checkpoint in run_dir
+    int threads = 0;               // compute threads; 0 = OMP_NUM_THREADS or all cores / local ranks
+    double comm_timeout_s = 300;   // every collective / receive
+    double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
+    double heartbeat_s = 1.0;
+};
+
+// Step index k is 0-based; lr(k) ramps linearly over `warmup` steps, then follows a
+// cosine from lr to min_lr over the remaining training.steps − warmup steps.
+double learning_rate(const TrainingSpec& t, int64_t k);
+
+// AdamW hyper-parameters not in the job spec (GPT-3 / Megatron-LM values).
+inline constexpr float kAdamBeta1 = 0.9f, kAdamBeta2 = 0.95f, kAdamEps = 1e-8f;
+
+// Optimizer state of one rank: Adam moments over this rank's shard of the flat
+// parameter buffer (the whole buffer without ZeRO; 1/dp of it with ZeRO-1).
+struct OptimizerState {
+    std::vector<int64_t> counts;   // ZeRO-1: shard sizes of every dp rank (Σ = numel)
+    int64_t shard_offset = 0, shard_numel = 0;
+    float* m = nullptr;            // [shard_numel] (MEM_OPTIMIZER)
+    float* v = nullptr;
+    int64_t step = 0;              // optimizer steps taken (Adam's bias-correction t)
+};
+OptimizerState make_optimizer(Backend& be, const Model& model);
+void free_optimizer(Backend& be, OptimizerState& st);
+
+// Wall time of one step by what it waited for, seconds.
+struct StepTimes {
+    double total = 0, compute = 0, tp_comm = 0, pp_comm = 0, pipeline_idle = 0, dp_comm = 0, optimizer = 0;
+};
+
+// Sums the step's gradients where they are partial: SP-replicated tensors over tp, the
+// tied embedding over its first/last-stage group, then data parallel (all-reduce, or
+// ZeRO-1 reduce-scatter into this rank's shard).
+void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups, StepTimes& times);
+// Σ g² over the gradient elements this rank is responsible for in the global norm
+// (every element of the model is counted on exactly one rank).
+double local_grad_square_sum(Model& model, const OptimizerState& st);
+// AdamW on this rank's shard with the clip factor, then (ZeRO-1) all-gather the
+// parameters over dp; zeroes the gradients.
+void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
+                    float clip_scale, StepTimes& times);
+
+// The micro-batches of one step for this rank: token ids [m][b·(s+1)] of the sequences
+// this data-parallel replica trains on (global sequences first + (dp_rank·m + j)·b …).
+struct StepBatch {
+    std::vector<std::vector<int32_t>> sequences;
+};
+
+// Runs forward and backward of every micro-batch through this stage with the 1F1B
+// schedule (warm-up forwards, steady one-forward-one-backward, cool-down backwards),
+// point-to-point over groups.pp. Returns Σ loss over the rows this rank computed the loss
+// for (last stage, tp rank 0; 0 elsewhere).
+double run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
+                         StepTimes& times);
+
+// The whole run. Returns the process exit code (0 = finished; errors are printed and
+// reported as metrics events; a failed peer exits through fatal_run_error()).
+int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& options);
+
+}  // namespace ptd::engine
