@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "ptd/job_overrides.h"
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
 #include "ptd/presets.h"
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
     app.add_flag("--describe", describe, "Print this rank's coordinates and groups as one JSON line");
     app.add_flag("--devices", devices, "List the devices this build can use");
     ptd::engine::TrainOptions opt;
+    std::vector<std::string> overrides;
+    app.add_option("--set", overrides, "Override a job key, e.g. --set parallel.tp=2 (checked like the file)")
+        ->take_all();
     app.add_option("--steps", opt.stop_at_step,
                    "Stop after this step (absolute; default training.steps). The LR schedule always spans training.steps")
         ->check(CLI::Range(0, 1 << 30));
@@ -113,7 +117,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s", presets.error().str().c_str());
         return 2;
     }
-    auto job = ptd::load_job_file(job_path, *presets);
+    auto job = ptd::load_job_file_with_overrides(job_path, overrides, *presets);
     if (!job) {
         std::fprintf(stderr, "%s", job.error().str().c_str());
         return 2;

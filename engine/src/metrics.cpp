@@ -1,9 +1,12 @@
 // metrics.cpp — JSON metrics lines (metrics.h).
 #include "ptd/engine/metrics.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+
+#include "ptd/engine/failure.h"
 
 namespace ptd::engine {
 
@@ -21,9 +24,17 @@ void emit_metrics_line(const nlohmann::json& j) {
     static std::mutex mu;
     // Invalid UTF-8 in a message (e.g. a path) is replaced rather than throwing.
     const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::lock_guard<std::mutex> lock(mu);
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fflush(stdout);
+    static bool stdout_gone = false;
+    bool lost = false;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stdout_gone) return;
+        const bool ok = std::fwrite(line.data(), 1, line.size(), stdout) == line.size() && std::fflush(stdout) == 0;
+        // Gloo makes the process ignore SIGPIPE, so a reader that went away (the launcher
+        // died) shows up here: stop the run instead of training on with nobody listening.
+        if (!ok && errno == EPIPE) lost = stdout_gone = true;
+    }
+    if (lost) fatal_run_error("stdout closed: whoever reads the metrics (the launcher) has gone away");
 }
 
 nlohmann::json memory_json(const MemStats& s, const double predicted[MEM_CATEGORY_COUNT], double predicted_total) {
