@@ -25,6 +25,8 @@
 
 #include <gtest/gtest.h>
 
+#include "free_port.h"
+
 #include "ptd/engine/kv_store.h"
 
 using namespace ptd::engine;
@@ -35,19 +37,6 @@ namespace {
 std::string bytes_to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
-// A port nothing listens on right now (bound to 0, read back, released).
-int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    bind(fd, (sockaddr*)&a, sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, (sockaddr*)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 std::unique_ptr<KvServer> start_server(int world = 1, double stall_s = 60) {
     KvServerOptions o;

@@ -458,7 +458,13 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     // stays up until every rank said goodbye.
     s.groups.world->barrier();
     if (s.store) s.store->goodbye();
-    if (s.server && !s.server->wait_all_goodbye(30.0)) log_line(s, "warning: not every rank said goodbye within 30 s");
+    if (s.server && !s.server->wait_all_goodbye(30.0)) {
+        const std::string msg = "not every rank said goodbye within 30 s after the last step; closing the store anyway";
+        log_line(s, "warning: " + msg);
+        nlohmann::json w = metrics_event(s.src, "warning");
+        w["message"] = msg;
+        emit_metrics_line(w);
+    }
     teardown(s);
     return 0;
 }

@@ -1,0 +1,537 @@
+// bench_engine.cpp — how fast ptd-engine trains on this CPU, against what the CPU can do.
+// Prints figures only (no assertions; not part of the test suite):
+//   1. the sgemm peak of this machine: cblas_sgemm (OpenBLAS, the library the engine links)
+//      on square sizes and on the GEMM shapes of GPT-2 124M at the engine's token count,
+//      with 1 and 2 OpenBLAS threads, best of several repetitions. The best shape per
+//      thread count is that count's "peak";
+//   2. ptd-engine on one rank, GPT-2 124M (preset gpt2-124m, seq_len 256, micro-batch 1,
+//      fp32, synthetic data) with --threads 1 and 2: median step time after a warm-up step,
+//      tokens/s, achieved model GFLOP/s (the engine's PaLM-style count) and MFU against
+//      the *measured* sgemm peak above (the target: ≥ 50 %);
+//   3. communication overhead: the same model as 1 rank, 2-rank DP and 2-rank TP, one
+//      thread per rank, with the per-rank model FLOPs per step held constant (weak
+//      scaling: 1 sequence per rank per step), the comm share of the step from the
+//      engine's time split and the step-time overhead against the 1-rank run.
+// Ranks are real ptd-engine processes (torchrun environment, loopback TCP) whose job files
+// are written to a temp folder; every child is reaped, and a failed run prints its stderr
+// tail and makes the bench exit non-zero.
+//
+//   ./build/bin/bench_engine [--quick] [--engine PATH]
+#include <cblas.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---- options -----------------------------------------------------------------------------
+
+struct Options {
+    bool quick = false;
+    std::string engine;  // default: ptd-engine next to this binary
+};
+
+// What every engine run of parts 2 and 3 trains.
+struct ModelShape {
+    int layers = 12;  // gpt2-124m
+    int seq = 256;    // cut from the preset's 1024, like assets/jobs/gpt2-124m-local.toml
+    int steps = 5;    // per run; the first is a warm-up and is discarded
+    double deadline_s = 300;
+    std::string describe() const {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "gpt2-124m%s, seq_len %d, fp32, synthetic data, %d steps (step 1 discarded)",
+                      layers == 12 ? "" : (" cut to " + std::to_string(layers) + " layers").c_str(), seq, steps);
+        return buf;
+    }
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double load_average() {
+    double l = -1;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+        std::fclose(f);
+    }
+    return l;
+}
+
+// ---- 1. sgemm peak -------------------------------------------------------------------------
+
+struct GemmShape {
+    const char* name;
+    bool ta, tb;
+    int m, n, k;
+};
+
+// Best GFLOP/s of C = op(A)·op(B) (row-major, like the engine's backend) over at least
+// `min_reps` calls and at least `min_s` seconds, after one untimed call.
+double sgemm_gflops(const GemmShape& s, int min_reps, double min_s) {
+    const size_t a_n = (size_t)s.m * s.k, b_n = (size_t)s.k * s.n, c_n = (size_t)s.m * s.n;
+    std::vector<float> A(a_n), B(b_n), C(c_n);
+    for (size_t i = 0; i < a_n; ++i) A[i] = (float)((i * 7 + 3) % 13) * 0.01f - 0.06f;
+    for (size_t i = 0; i < b_n; ++i) B[i] = (float)((i * 5 + 1) % 11) * 0.01f - 0.05f;
+    const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n, ldc = s.n;
+    auto call = [&] {
+        cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                    1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), ldc);
+    };
+    call();
+    double best = 1e30;
+    const auto t_all = Clock::now();
+    for (int r = 0; r < min_reps || seconds_since(t_all) < min_s; ++r) {
+        const auto t0 = Clock::now();
+        call();
+        best = std::min(best, seconds_since(t0));
+    }
+    return 2.0 * s.m * s.n * s.k / best / 1e9;
+}
+
+// Returns the peak (max over shapes) GFLOP/s for 1 and 2 threads: peak[1], peak[2].
+std::map<int, double> bench_sgemm(const Options& o, int tokens) {
+    const int R = tokens;  // rows of every activation GEMM in the engine runs below
+    std::vector<GemmShape> shapes = {
+        {"square 1024 (NN)", false, false, 1024, 1024, 1024},
+        {"square 2048 (NN)", false, false, 2048, 2048, 2048},
+        {"QKV fwd x.W^T (NT)", false, true, R, 2304, 768},
+        {"MLP up fwd x.W^T (NT)", false, true, R, 3072, 768},
+        {"MLP down dx = g.W (NN)", false, false, R, 768, 3072},
+        {"MLP up dW = g^T.x (TN)", true, false, 3072, 768, R},
+        {"LM head fwd x.W^T (NT)", false, true, R, 50304, 768},
+    };
+    if (o.quick) shapes.erase(shapes.begin() + 1);  // drop 2048³
+    const int min_reps = o.quick ? 2 : 3;
+    const double min_s = o.quick ? 0.05 : 0.3;
+    std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+    version.erase(0, version.find_first_not_of(' '));
+    version.erase(version.find_last_not_of(' ') + 1);
+    std::printf("1. sgemm peak — cblas_sgemm (%s, %s), row-major fp32, best of ≥ %d calls / ≥ %.2f s;\n"
+                "   engine shapes use R = %d token rows (micro-batch × seq_len of part 2)\n\n",
+                version.c_str(), openblas_get_corename(), min_reps, min_s, R);
+    std::printf("   %-26s %6s %6s %6s %12s %12s\n", "shape", "M", "N", "K", "1 thr GF/s", "2 thr GF/s");
+    std::map<int, double> peak{{1, 0.0}, {2, 0.0}};
+    for (const GemmShape& s : shapes) {
+        double g[3] = {0, 0, 0};
+        for (int t : {1, 2}) {
+            openblas_set_num_threads(t);
+            g[t] = sgemm_gflops(s, min_reps, min_s);
+            peak[t] = std::max(peak[t], g[t]);
+        }
+        std::printf("   %-26s %6d %6d %6d %12.1f %12.1f\n", s.name, s.m, s.n, s.k, g[1], g[2]);
+        std::fflush(stdout);
+    }
+    openblas_set_num_threads(1);
+    std::printf("   %-26s %20s %12.1f %12.1f   (2 thr / 1 thr = %.2f×)\n\n", "peak (max over shapes)", "", peak[1],
+                peak[2], peak[2] / peak[1]);
+    return peak;
+}
+
+// ---- spawning engine ranks ------------------------------------------------------------------
+
+volatile sig_atomic_t g_child_pgid = 0;  // the running ranks' process group, for Ctrl-C
+
+void on_signal(int sig) {
+    if (g_child_pgid > 0) kill(-(pid_t)g_child_pgid, SIGKILL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 29500;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    int port = 29500;
+    if (bind(fd, (sockaddr*)&a, sizeof a) == 0) {
+        socklen_t len = sizeof a;
+        if (getsockname(fd, (sockaddr*)&a, &len) == 0) port = ntohs(a.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+std::string slurp(const fs::path& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string tail_lines(const std::string& s, int n) {
+    size_t pos = s.size();
+    for (int i = 0; i <= n && pos > 0; ++i) {
+        const size_t p = s.rfind('\n', pos - 1);
+        if (p == std::string::npos) return s;
+        if (i < n) pos = p;
+        else return s.substr(p + 1);
+    }
+    return s.substr(pos);
+}
+
+struct Layout {
+    const char* name;
+    int tp = 1, dp = 1, threads = 1;
+    int micro_batch = 1, global_batch = 1;
+    int world() const { return tp * dp; }
+};
+
+// Averages of the measured steps (step 1 dropped); per-step figures averaged over ranks.
+struct RunFigures {
+    double step_s = 0, tokens_per_s = 0, gflops_per_rank = 0, gflop_per_rank_step = 0;
+    double compute = 0, tp_comm = 0, dp_comm = 0, pp_comm = 0, idle = 0, optimizer = 0, comm_share = 0;
+    double wall_s = 0;
+    double load = 0;  // 1-min load average when the run ended
+    int measured_steps = 0;
+};
+
+std::string job_toml(const ModelShape& m, const Layout& l) {
+    std::ostringstream t;
+    t << "# written by bench_engine: " << l.name << "\n"
+      << "[model]\npreset = \"gpt2-124m\"\nseq_len = " << m.seq << "\n";
+    if (m.layers != 12) t << "layers = " << m.layers << "\n";
+    t << "\n[cluster]\nnodes = 1\ngpus_per_node = " << l.world() << "\ngpu = \"cpu\"\n"
+      << "\n[parallel]\ntp = " << l.tp << "\npp = 1\ndp = " << l.dp << "\n"
+      << "\n[training]\nmicro_batch = " << l.micro_batch << "\nglobal_batch = " << l.global_batch
+      << "\nprecision = \"fp32\"\noptimizer = \"adamw\"\nlr = 6e-4\nsteps = " << m.steps
+      << "\ndata = \"synthetic\"\n\n[launch]\nmode = \"local\"\n";
+    return t.str();
+}
+
+// Runs the job on l.world() ranks; on failure prints what went wrong and returns false.
+bool run_engine(const Options& o, const fs::path& tmp, const ModelShape& m, const Layout& l, RunFigures& fig) {
+    static int counter = 0;
+    const fs::path dir = tmp / ("run" + std::to_string(++counter));
+    fs::create_directories(dir);
+    const fs::path job = dir / "job.toml";
+    {
+        std::ofstream f(job);
+        f << job_toml(m, l);
+    }
+    const int world = l.world();
+    const int port = free_port();
+    std::vector<pid_t> pids((size_t)world, -1);
+    std::vector<int> status((size_t)world, 0);
+    pid_t pgid = 0;
+    const auto t0 = Clock::now();
+    for (int r = 0; r < world; ++r) {
+        const std::string out = (dir / ("rank" + std::to_string(r) + ".out")).string();
+        const std::string err = (dir / ("rank" + std::to_string(r) + ".err")).string();
+        const pid_t pid = fork();
+        if (pid < 0) {
+            std::perror("bench_engine: fork");
+            break;
+        }
+        if (pid == 0) {
+            setpgid(0, pgid);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            const int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fo < 0 || fe < 0) _exit(126);
+            dup2(fo, 1);
+            dup2(fe, 2);
+            const std::string thr = std::to_string(l.threads);
+            setenv("RANK", std::to_string(r).c_str(), 1);
+            setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+            setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+            setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+            setenv("OMP_NUM_THREADS", thr.c_str(), 1);
+            setenv("OPENBLAS_NUM_THREADS", thr.c_str(), 1);
+            std::vector<std::string> args = {o.engine, "--job", job.string(), "--steps", std::to_string(m.steps),
+                                             "--threads", thr, "--run-dir", (dir / "run-dir").string()};
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            execv(argv[0], argv.data());
+            std::fprintf(stderr, "bench_engine: cannot run %s: %s\n", argv[0], std::strerror(errno));
+            _exit(127);
+        }
+        if (pgid == 0) {
+            pgid = pid;
+            g_child_pgid = pgid;
+        }
+        setpgid(pid, pgid);
+        pids[(size_t)r] = pid;
+    }
+    // Reap every rank. Once one fails the others would only wait for it until their comm
+    // timeout: give them a few seconds to notice, then kill the group.
+    int alive = (int)std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; });
+    bool failed = alive < world, timed_out = false;
+    Clock::time_point failed_at = t0;
+    while (alive > 0) {
+        for (int r = 0; r < world; ++r) {
+            if (pids[(size_t)r] <= 0) continue;
+            int st = 0;
+            if (waitpid(pids[(size_t)r], &st, WNOHANG) == pids[(size_t)r]) {
+                pids[(size_t)r] = 0;
+                status[(size_t)r] = st;
+                --alive;
+                if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && !failed) {
+                    failed = true;
+                    failed_at = Clock::now();
+                }
+            }
+        }
+        if (alive == 0) break;
+        const bool give_up = (failed && seconds_since(failed_at) > 5) || seconds_since(t0) > m.deadline_s;
+        if (give_up) {
+            timed_out = !failed;
+            failed = true;
+            kill(-pgid, SIGKILL);
+            for (int r = 0; r < world; ++r)
+                if (pids[(size_t)r] > 0) {
+                    int st = 0;
+                    waitpid(pids[(size_t)r], &st, 0);
+                    status[(size_t)r] = st;
+                    pids[(size_t)r] = 0;
+                }
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    g_child_pgid = 0;
+    fig.wall_s = seconds_since(t0);
+    fig.load = load_average();
+
+    // step events per rank
+    std::vector<std::map<int, json>> steps((size_t)world);
+    for (int r = 0; r < world; ++r) {
+        std::istringstream ls(slurp(dir / ("rank" + std::to_string(r) + ".out")));
+        for (std::string line; std::getline(ls, line);) {
+            json j = json::parse(line, nullptr, false);
+            if (!j.is_discarded() && j.value("event", "") == "step") steps[(size_t)r][j.value("step", 0)] = j;
+        }
+    }
+    if (!failed)
+        for (int r = 0; r < world; ++r)
+            if ((int)steps[(size_t)r].size() < m.steps) failed = true;
+    if (failed) {
+        std::printf("\n   FAILED: %s (%d rank(s), job %s)%s\n", l.name, world, job.string().c_str(),
+                    timed_out ? " — did not finish within the deadline, killed" : "");
+        for (int r = 0; r < world; ++r) {
+            const int st = status[(size_t)r];
+            std::printf("   rank %d: %s %d, %zu step line(s); stderr tail:\n", r,
+                        WIFSIGNALED(st) ? "killed by signal" : "exit code", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+                        steps[(size_t)r].size());
+            std::istringstream es(tail_lines(slurp(dir / ("rank" + std::to_string(r) + ".err")), 12));
+            for (std::string line; std::getline(es, line);) std::printf("     | %s\n", line.c_str());
+        }
+        return false;
+    }
+
+    std::vector<double> step, tps, gfl, gfl_step, comp, tpc, dpc, ppc, idle, opt, share;
+    for (int k = 2; k <= m.steps; ++k) {
+        double f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int r = 0; r < world; ++r) {
+            const json& e = steps[(size_t)r].at(k);
+            const json& t = e.at("time");
+            f[0] += t.value("step", 0.0);
+            f[1] += t.value("compute", 0.0);
+            f[2] += t.value("tp_comm", 0.0);
+            f[3] += t.value("dp_comm", 0.0);
+            f[4] += t.value("pp_comm", 0.0);
+            f[5] += t.value("pipeline_idle", 0.0);
+            f[6] += t.value("optimizer", 0.0);
+            f[7] += e.value("tflops", 0.0) * 1000.0;
+        }
+        for (double& x : f) x /= world;
+        const json& e0 = steps[0].at(k);
+        step.push_back(f[0]);
+        comp.push_back(f[1]);
+        tpc.push_back(f[2]);
+        dpc.push_back(f[3]);
+        ppc.push_back(f[4]);
+        idle.push_back(f[5]);
+        opt.push_back(f[6]);
+        gfl.push_back(f[7]);
+        gfl_step.push_back(f[7] * f[0]);
+        tps.push_back(e0.value("tokens_per_s", 0.0));
+        share.push_back(f[0] > 0 ? (f[2] + f[3] + f[4]) / f[0] : 0.0);
+    }
+    fig.measured_steps = (int)step.size();
+    fig.step_s = median(step);
+    fig.tokens_per_s = median(tps);
+    fig.gflops_per_rank = median(gfl);
+    fig.gflop_per_rank_step = median(gfl_step);
+    fig.compute = median(comp);
+    fig.tp_comm = median(tpc);
+    fig.dp_comm = median(dpc);
+    fig.pp_comm = median(ppc);
+    fig.idle = median(idle);
+    fig.optimizer = median(opt);
+    fig.comm_share = median(share);
+    return true;
+}
+
+// ---- 2. single-process throughput --------------------------------------------------------
+
+bool bench_single(const Options& o, const fs::path& tmp, const ModelShape& m, const std::map<int, double>& peak,
+                  RunFigures& one_thread) {
+    std::printf("2. ptd-engine, 1 rank — %s, micro-batch 1 = %d tokens/step\n\n", m.describe().c_str(), m.seq);
+    std::printf("   %-8s %8s %9s %10s %9s %9s %11s %9s %7s %6s\n", "threads", "step s", "tok/s", "GFLOP/s", "compute",
+                "optim.", "sgemm peak", "MFU", "wall s", "load");
+    bool ok = true;
+    for (int t : {1, 2}) {
+        Layout l{t == 1 ? "1 rank, 1 thread" : "1 rank, 2 threads"};
+        l.threads = t;
+        RunFigures f;
+        if (!run_engine(o, tmp, m, l, f)) {
+            ok = false;
+            continue;
+        }
+        if (t == 1) one_thread = f;
+        const double mfu = f.gflops_per_rank / peak.at(t);
+        std::printf("   %-8d %8.3f %9.1f %10.1f %8.1f%% %8.1f%% %11.1f %8.1f%% %7.1f %6.2f\n", t, f.step_s,
+                    f.tokens_per_s, f.gflops_per_rank, 100 * f.compute / f.step_s, 100 * f.optimizer / f.step_s,
+                    peak.at(t), 100 * mfu, f.wall_s, f.load);
+        std::fflush(stdout);
+    }
+    std::printf("\n   GFLOP/s: the engine's achieved model FLOP/s (6·params + attention with the full s² count, per\n"
+                "   token); MFU: that over the measured sgemm peak for the same thread count (target ≥ 50%%).\n"
+                "   compute / optim.: share of the step in forward+backward and in the AdamW update; wall s: the\n"
+                "   whole run with start-up; load: 1-min load average as it ended (> 2 on 2 cores: contended).\n\n");
+    return ok;
+}
+
+// ---- 3. communication overhead -----------------------------------------------------------
+
+bool bench_comm(const Options& o, const fs::path& tmp, const ModelShape& m, const RunFigures* base_from_part2) {
+    std::printf("3. Communication overhead — %s, 1 thread per rank, loopback TCP (Gloo).\n"
+                "   Held constant: the model FLOPs per rank per step (one sequence of %d tokens each): 1 rank trains\n"
+                "   1 sequence/step; DP 2 trains 2 (1 per replica); TP 2 trains 2 as one micro-batch of 2 split over\n"
+                "   2 ranks by heads/columns. Overhead = step time / 1-rank step time − 1.\n\n",
+                m.describe().c_str(), m.seq);
+    std::vector<Layout> layouts = {
+        {"1 rank", 1, 1, 1, 1, 1},
+        {"DP 2", 1, 2, 1, 1, 2},
+        {"TP 2", 2, 1, 1, 2, 2},
+    };
+    std::printf("   %-7s %7s %10s %8s %8s %8s %8s %8s %8s %8s %9s %9s %6s\n", "layout", "tokens", "GF/rank", "step s",
+                "compute", "tp_comm", "dp_comm", "pp+idle", "optim.", "comm %", "overhead", "tok/s", "load");
+    bool ok = true;
+    double base = 0;
+    for (const Layout& l : layouts) {
+        RunFigures f;
+        const bool reuse = l.world() == 1 && base_from_part2;
+        if (reuse) f = *base_from_part2;
+        else if (!run_engine(o, tmp, m, l, f)) {
+            ok = false;
+            continue;
+        }
+        if (l.world() == 1) base = f.step_s;
+        char over[32] = "—";
+        if (l.world() > 1 && base > 0) std::snprintf(over, sizeof over, "%+.1f%%", 100 * (f.step_s / base - 1));
+        std::printf("   %-7s %7d %10.1f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.1f%% %9s %9.1f %6.2f%s\n", l.name,
+                    l.global_batch * m.seq, f.gflop_per_rank_step, f.step_s, f.compute, f.tp_comm, f.dp_comm,
+                    f.pp_comm + f.idle, f.optimizer, 100 * f.comm_share, over, f.tokens_per_s, f.load,
+                    reuse ? "  (the part 2 run)" : "");
+        std::fflush(stdout);
+    }
+    std::printf("\n   tokens: per step, all ranks; GF/rank: model GFLOP per rank per step; times in seconds (median\n"
+                "   step, averaged over ranks); comm %%: (tp_comm + dp_comm + pp_comm) / step; tok/s: whole job.\n\n");
+    return ok;
+}
+
+std::string default_engine_path() {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string("ptd-engine") : (self.parent_path() / "ptd-engine").string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--quick") o.quick = true;
+        else if (a == "--engine" && i + 1 < argc) o.engine = argv[++i];
+        else if (a.rfind("--engine=", 0) == 0) o.engine = a.substr(9);
+        else if (a == "--help" || a == "-h") {
+            std::printf("usage: bench_engine [--quick] [--engine PATH]\n"
+                        "  --quick        fewer steps and a 2-layer, 128-token model (a smoke run)\n"
+                        "  --engine PATH  the ptd-engine to measure (default: next to this program)\n");
+            return 0;
+        } else {
+            std::fprintf(stderr, "bench_engine: unknown argument '%s'; run with --help\n", a.c_str());
+            return 2;
+        }
+    }
+    if (o.engine.empty()) o.engine = default_engine_path();
+    if (access(o.engine.c_str(), X_OK) != 0) {
+        std::fprintf(stderr, "bench_engine: cannot execute the engine '%s'; build ptd-engine or pass --engine PATH\n",
+                     o.engine.c_str());
+        return 2;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    ModelShape m;
+    if (o.quick) {
+        m.layers = 2;
+        m.seq = 128;
+        m.steps = 3;
+        m.deadline_s = 120;
+    }
+    char tmpl[] = "/tmp/ptd-bench-engine-XXXXXX";
+    const char* tmp_c = mkdtemp(tmpl);
+    if (!tmp_c) {
+        std::perror("bench_engine: mkdtemp");
+        return 2;
+    }
+    const fs::path tmp = tmp_c;
+
+    const unsigned cores = std::thread::hardware_concurrency();
+    std::printf("bench_engine — ptd-engine (CPU) against this machine's sgemm peak%s\n", o.quick ? " [--quick]" : "");
+    std::printf("engine: %s; %u hardware threads; 1-min load average at start %.2f; job files in %s\n\n",
+                o.engine.c_str(), cores, load_average(), tmp.c_str());
+    const auto t0 = Clock::now();
+
+    const auto peak = bench_sgemm(o, m.seq);
+    RunFigures one_thread;
+    bool ok = bench_single(o, tmp, m, peak, one_thread);
+    ok = bench_comm(o, tmp, m, one_thread.measured_steps > 0 ? &one_thread : nullptr) && ok;
+
+    std::printf("total %.0f s; 1-min load average at end %.2f\n", seconds_since(t0), load_average());
+    if (ok) {
+        std::error_code ec;
+        fs::remove_all(tmp, ec);
+    } else {
+        std::printf("bench_engine: some runs failed; their job files and logs are kept in %s\n", tmp.c_str());
+    }
+    return ok ? 0 : 1;
+}
