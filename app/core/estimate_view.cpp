@@ -108,7 +108,13 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                to_string(p.recompute), p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
 
     // Memory: one row per run of consecutive stages with the same breakdown.
-    out += "\n" + bold(term, "memory per GPU, GiB") + dim(term, " (most loaded rank of each pipeline stage)") + "\n";
+    // Tiny jobs (the CPU engine's) would read 0.00 GiB everywhere: show them in MiB.
+    double largest = 0;
+    for (const StageEstimate& s : est.stages) largest = std::max(largest, s.mem.total());
+    const bool mib = largest < 0.5 * kGiB;
+    const double unit = mib ? 1024.0 * 1024.0 : kGiB;
+    out += "\n" + bold(term, mib ? "memory per GPU, MiB" : "memory per GPU, GiB") +
+           dim(term, " (most loaded rank of each pipeline stage)") + "\n";
     const int wl = 12;
     const std::vector<std::pair<const char*, int>> cols = {
         {"layers", 6}, {"params", 8},  {"grads", 8},    {"optimizer", 10}, {"activations", 12}, {"temp", 7},
@@ -127,7 +133,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
         const double values[] = {mem.params, mem.grads, mem.optimizer, mem.activations, mem.temp,
                                  mem.cuda_context, mem.nccl, mem.fragmentation, mem.total(), est.capacity_bytes};
         row += pad_left(std::to_string(st[i].layers), cols[0].second);
-        for (size_t c = 0; c < std::size(values); ++c) row += pad_left(gib(values[c]), cols[c + 1].second);
+        for (size_t c = 0; c < std::size(values); ++c) row += pad_left(fmt("%.2f", values[c] / unit), cols[c + 1].second);
         const std::string status = status_text(est, mem);
         const bool oom = mem.total() > est.usable_bytes;
         row += "  " + (oom ? red(term, status) : green(term, status));
@@ -159,7 +165,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
 
     // Throughput and utilisation.
     out += "\n" + bold(term, "throughput ") +
-           fmt("%s tokens/s · model %.1f TFLOP/s per GPU · hardware %.1f TFLOP/s per GPU (peak %.0f)\n",
+           fmt("%s tokens/s · model %.1f TFLOP/s per GPU · hardware %.1f TFLOP/s per GPU (peak %.3g)\n",
                thousands(est.tokens_per_s).c_str(), est.model_tflops_per_gpu, est.hardware_tflops_per_gpu,
                est.peak_tflops);
     out += bold(term, "MFU ") + fmt("%.1f%% · HFU %.1f%% · attention FLOPs: %s\n", est.mfu * 100, est.hfu * 100,
