@@ -33,7 +33,8 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     if (p.cp != 1) return unsupported(job, "parallel.cp", "got " + std::to_string(p.cp) + ", but the CPU engine has no context parallelism; allowed: 1");
     if (p.ep != 1 || m.experts > 1)
         return unsupported(job, "model.experts", "the CPU engine has no mixture-of-experts layers; allowed: experts = 0, ep = 1");
-    if (p.vpp != 1) return unsupported(job, "parallel.vpp", "got " + std::to_string(p.vpp) + ", but the CPU engine runs the plain 1F1B schedule; allowed: 1");
+    if (p.vpp < 1 || (p.vpp > 1 && p.pp < 2))
+        return unsupported(job, "parallel.vpp", "got " + std::to_string(p.vpp) + " with pp = " + std::to_string(p.pp) + "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
     if (p.zero > 1) return unsupported(job, "parallel.zero", "got " + std::to_string(p.zero) + "; the engine implements ZeRO stage 0 and 1 (allowed: 0, 1)");
     if (p.recompute == Recompute::selective)
         return unsupported(job, "parallel.recompute", "got \"selective\"; the engine recomputes whole layers or nothing (allowed: \"none\", \"full\")");
@@ -71,14 +72,50 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     if (c.sequence_parallel && c.rows() % c.tp != 0)
         return unsupported(job, "parallel.sequence_parallel", "micro_batch · seq_len = " + std::to_string(c.rows()) + " must be divisible by tp = " + std::to_string(c.tp));
     c.vocab_padded = padded_vocab(m.vocab, job.estimate.vocab_pad, c.tp);
-    std::vector<int> split = p.layers_per_stage.empty() ? balanced_layers_per_stage(m.layers, p.pp) : p.layers_per_stage;
-    if ((int)split.size() != p.pp)
-        return unsupported(job, "parallel.layers_per_stage", "has " + std::to_string(split.size()) + " entries; the engine needs one per pipeline stage (" + std::to_string(p.pp) + ")");
-    for (int i = 0; i < c.pp_rank; ++i) c.layer0 += split[(size_t)i];
-    c.layers = split[(size_t)c.pp_rank];
+    const int P = p.pp, V = p.vpp;
+    c.vpp = V;
+    if (V > 1 && c.grad_accum % P != 0)
+        return unsupported(job, "training.global_batch",
+                           "got " + std::to_string(t.global_batch) + ": " + std::to_string(c.grad_accum) +
+                               " micro-batches per step (global_batch / (micro_batch · dp)) is not a multiple of pp = " +
+                               std::to_string(P) + ", which the interleaved schedule (vpp = " + std::to_string(V) +
+                               ") needs; allowed: global_batch a multiple of micro_batch · dp · pp = " +
+                               std::to_string((int64_t)c.micro_batch * c.dp * P));
+    // Layers of each virtual stage q = chunk · pp + stage (with vpp = 1: of each stage).
+    std::vector<int> split;
+    const std::vector<int>& lps = p.layers_per_stage;
+    if (lps.empty()) {
+        split = balanced_layers_per_stage(m.layers, P * V);
+    } else if ((int)lps.size() == P * V) {
+        split = lps;
+    } else if ((int)lps.size() == P) {
+        split.assign((size_t)(P * V), 0);
+        for (int i = 0; i < P; ++i) {
+            if (lps[(size_t)i] % V != 0)
+                return unsupported(job, "parallel.layers_per_stage", "entry " + std::to_string(lps[(size_t)i]) + " is not divisible by vpp " + std::to_string(V) + "; allowed: per-stage counts that split evenly into vpp chunks, or pp·vpp entries");
+            for (int ch = 0; ch < V; ++ch) split[(size_t)(ch * P + i)] = lps[(size_t)i] / V;
+        }
+    } else {
+        return unsupported(job, "parallel.layers_per_stage", "has " + std::to_string(lps.size()) + " entries; the engine needs one per pipeline stage (" + std::to_string(P) + ")" + (V > 1 ? " or one per virtual stage (pp·vpp = " + std::to_string(P * V) + ")" : std::string()));
+    }
+    c.layers = 0;
+    for (int ch = 0; ch < V; ++ch) {
+        const int q = ch * P + c.pp_rank;
+        int l0 = 0;
+        for (int k = 0; k < q; ++k) l0 += split[(size_t)k];
+        const int n = split[(size_t)q];
+        if (V > 1 && n < 1)
+            return unsupported(job, "parallel.layers_per_stage", "virtual stage " + std::to_string(q) + " would hold no layer; allowed with vpp > 1: at least one layer per model chunk (pp·vpp ≤ layers)");
+        c.chunk_layer0.push_back(l0);
+        c.chunk_layers.push_back(n);
+        c.layers += n;
+        c.slot_layers = std::max(c.slot_layers, n);
+    }
+    c.layer0 = c.chunk_layer0[0];
     c.first = c.pp_rank == 0;
     c.last = c.pp_rank == c.pp - 1;
-    c.slots = std::min(c.pp - c.pp_rank, c.grad_accum);
+    c.slots = V == 1 ? std::min(c.pp - c.pp_rank, c.grad_accum)
+                     : std::min(2 * (P - c.pp_rank - 1) + (V - 1) * P + 1, c.grad_accum * V);
     return c;
 }
 
@@ -159,7 +196,7 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
     }
     for (int li = 0; li < c.layers; ++li) {
         LayerParams& L = m.layers[(size_t)li];
-        const std::string pre = "layers." + std::to_string(c.layer0 + li) + ".";
+        const std::string pre = "layers." + std::to_string(c.global_layer(li)) + ".";
         const bool ln = c.layernorm();
         add(pre + "ln1.w", replicated(1, h), Init::ones, 0, false, sp, replicated_in_norm, &L.ln1_w);
         if (ln) add(pre + "ln1.b", replicated(1, h), Init::zeros, 0, false, sp, replicated_in_norm, &L.ln1_b);
@@ -290,10 +327,10 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
             *slot = (float*)be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * sizeof(float), b.name);
         }
     };
-    a.slot_layers.assign((size_t)c.slots, std::vector<LayerActs>((size_t)c.layers));
+    a.slot_layers.assign((size_t)c.slots, std::vector<LayerActs>((size_t)c.slot_layers));
     if (c.recompute_full && c.layers > 0) alloc_layer(a.recompute_layer, false, true);
     for (int s = 0; s < c.slots; ++s) {
-        for (int li = 0; li < c.layers; ++li) {
+        for (int li = 0; li < c.slot_layers; ++li) {
             LayerActs& la = a.slot_layers[(size_t)s][(size_t)li];
             if (c.recompute_full) {
                 la = a.recompute_layer;  // working buffers shared; only the input is kept per layer
@@ -337,10 +374,17 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     }
     if (c.first && c.sequence_parallel) a.w_embed = ws(R * h, "workspace.embedding");
     if (c.pp > 1) {
-        for (int j = 0; j < c.grad_accum; ++j) {
-            if (!c.last) a.send_fwd.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_forward"));
-            if (!c.first) a.send_bwd.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_backward"));
-        }
+        // Chunk ch sends forward unless it holds the output head, backward unless it holds
+        // the embedding.
+        for (int ch = 0; ch < c.vpp; ++ch)
+            for (int j = 0; j < c.grad_accum; ++j) {
+                const bool fwd = !(c.last && ch == c.vpp - 1), bwd = !(c.first && ch == 0);
+                a.send_fwd.push_back(fwd ? (float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_forward") : nullptr);
+                a.send_bwd.push_back(bwd ? (float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_backward") : nullptr);
+            }
+        if (c.vpp > 1 && c.last)
+            for (int j = 0; j < c.grad_accum; ++j)
+                a.d_head.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.head_gradient"));
     }
     a.d_stream = (float*)be.alloc(c.pp > 1 && !c.last ? MEM_COMMUNICATION : MEM_WORKSPACE,
                                   (size_t)(Rl * h) * sizeof(float), "d_stream");
@@ -370,6 +414,7 @@ void free_activations(Backend& be, Activations& a) {
         rel(p);
     for (float* p : a.send_fwd) rel(p);
     for (float* p : a.send_bwd) rel(p);
+    for (float* p : a.d_head) rel(p);
     a = Activations{};
 }
 

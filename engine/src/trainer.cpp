@@ -311,6 +311,13 @@ void emit_start(RunState& s) {
                    {"order", s.job.parallel.order}};
     j["model"] = {{"name", s.job.model.name}, {"params", s.params_total}, {"vocab_padded", c.vocab_padded}};
     j["layers"] = {c.layer0, c.layer0 + c.layers};
+    if (c.vpp > 1) {
+        // Interleaved: the stage's layers are not contiguous; one [first, end) per chunk.
+        nlohmann::json chunks = nlohmann::json::array();
+        for (int k = 0; k < c.vpp; ++k)
+            chunks.push_back({c.chunk_layer0[(size_t)k], c.chunk_layer0[(size_t)k] + c.chunk_layers[(size_t)k]});
+        j["chunks"] = chunks;
+    }
     j["params_local"] = s.model.numel;
     j["micro_batch"] = c.micro_batch;
     j["grad_accum"] = c.grad_accum;

@@ -39,9 +39,33 @@ struct EngineConfig {
     int micro_batch = 1, grad_accum = 1, seq = 0;
     int64_t global_batch = 1;      // sequences per step = micro_batch · grad_accum · dp
     int64_t vocab_padded = 0;      // multiple of estimate.vocab_pad · tp
-    int layer0 = 0, layers = 0;    // global index of this stage's first layer, and count
+    int layer0 = 0, layers = 0;    // global index of this stage's first layer, and count (all chunks)
     bool first = true, last = true;// first / last pipeline stage
-    int slots = 1;                 // micro-batches in flight on this stage (1F1B): min(pp − pp_rank, m)
+    // Interleaved 1F1B (vpp > 1): this stage holds vpp model chunks; chunk c is virtual stage
+    // c·pp + pp_rank. Local layers are chunk-major: chunk c's layers are local indices
+    // chunk_first(c) .. chunk_first(c) + chunk_layers[c] − 1, global chunk_layer0[c] + k.
+    // The embedding is in chunk 0 of the first stage, the output head in chunk vpp − 1 of
+    // the last. With vpp = 1 there is one chunk: the stage.
+    int vpp = 1;
+    std::vector<int> chunk_layer0, chunk_layers;
+    // Activation slots: saved buffers of one chunk's layers for one micro-batch each.
+    // vpp = 1: micro-batches in flight (1F1B), min(pp − pp_rank, m); vpp > 1: chunks in
+    // flight, min(2(pp − pp_rank − 1) + (vpp − 1)·pp + 1, m·vpp) (the estimators' count).
+    int slots = 1;
+    int slot_layers = 0;           // layers per slot: the largest chunk
+
+    int chunk_first(int c) const {
+        int f = 0;
+        for (int k = 0; k < c; ++k) f += chunk_layers[(size_t)k];
+        return f;
+    }
+    int global_layer(int li) const {
+        for (size_t c = 0; c < chunk_layers.size(); ++c) {
+            if (li < chunk_layers[c]) return chunk_layer0[c] + li;
+            li -= chunk_layers[c];
+        }
+        return -1;
+    }
 
     // Derived widths (local to this TP rank).
     int64_t rows() const { return (int64_t)micro_batch * seq; }
@@ -121,7 +145,7 @@ struct OutputActs {
 // Every activation buffer of the stage, allocated once (MEM_ACTIVATIONS) for `slots`
 // micro-batches in flight, plus workspaces (MEM_WORKSPACE) and p2p buffers (MEM_COMMUNICATION).
 struct Activations {
-    std::vector<std::vector<LayerActs>> slot_layers;  // [slot][layer]
+    std::vector<std::vector<LayerActs>> slot_layers;  // [slot][layer of the chunk]
     std::vector<int32_t*> slot_tokens;                // first stage: token ids [R] per slot
     LayerActs recompute_layer{};                      // full recompute: the one working layer
     OutputActs out{};
@@ -135,8 +159,12 @@ struct Activations {
     float *w_loss = nullptr;      // [R]
     float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit
     float *w_embed = nullptr;     // [R, h] embedding output before the SP reduce-scatter
-    // Pipeline buffers: one per micro-batch of a step, so async sends never alias.
+    // Pipeline buffers: one per (chunk, micro-batch) of a step, index c·m + j, so async
+    // sends never alias (null where that chunk sends nothing in that direction).
     std::vector<float*> send_fwd, send_bwd;  // [Rl, h] each
+    // vpp > 1, last stage: the output head runs at the end of the last chunk's forward; the
+    // gradient of its input [Rl, h] waits here (one per micro-batch) for that chunk's backward.
+    std::vector<float*> d_head;
     float* d_stream = nullptr;               // [Rl, h] gradient flowing down the stage (p2p receive target)
 };
 Activations alloc_activations(Backend& be, const EngineConfig& cfg);
