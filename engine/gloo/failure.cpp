@@ -58,7 +58,12 @@ void fatal_run_error(const std::string& message) {
             // The process is exiting anyway; a failing metrics writer must not hide the error.
         }
     }
-    if (store) store->report_failure(message);
+    if (store) {
+        store->report_failure(message);
+        // Wait (bounded) for the store's echo: it comes after every other rank was told,
+        // so exiting now cannot make them report "store died" instead of this message.
+        store->abort_reason(2.0);
+    }
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(1);

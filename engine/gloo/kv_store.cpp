@@ -557,6 +557,13 @@ private:
         for (int pass = 0; pass < 2; ++pass)
             for (auto& [id, c] : conns_)
                 if (id != failed_id && c.monitor && ((c.pid == self) == (pass == 1))) send_frame(c, frame);
+        // A rank that reported its own failure waits for this echo before it exits (see
+        // fatal_run_error): by now every other monitor has its ABORT, so even when the
+        // failing rank hosts this server, the others hear the real cause, not "connection lost".
+        if (what.rfind("failed: ", 0) == 0) {
+            auto it = conns_.find(failed_id);
+            if (it != conns_.end()) send_frame(it->second, frame);
+        }
         {
             std::lock_guard lock(mu_);
             aborted_ = true;

@@ -66,7 +66,9 @@ public:
     virtual Result<void> start_monitor(int rank, double heartbeat_s,
                                        std::function<void(const std::string&)> on_abort) = 0;
     // This rank failed: tell the server (which aborts the others) — best effort; a no-op
-    // before start_monitor. Safe to call from any thread.
+    // before start_monitor. Safe to call from any thread. The server sends the ABORT to
+    // every other monitor first and then echoes it to this one, so abort_reason()
+    // returning afterwards means the others have been told.
     virtual void report_failure(const std::string& message) = 0;
     // The reason the run was aborted, if the monitor has heard one within wait_s; "" if not.
     virtual std::string abort_reason(double wait_s) = 0;
