@@ -2,7 +2,10 @@
 // launch` on every rank (or by hand with the torchrun environment contract). It finds its
 // place in the job from RANK/WORLD_SIZE/... and the shared rank layout, then trains: see
 // engine/include/ptd/engine/trainer.h. Metrics go to stdout as JSON lines, logs to stderr.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -73,6 +76,15 @@ int describe_rank(const ptd::JobSpec& job, const ptd::RankEnv& env) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // OpenMP's default wait policy spins idle workers, and OpenBLAS (pthreads) keeps its
+    // own workers: with 2+ threads the two pools spin against each other and a 2-thread
+    // step ran slower than a 1-thread one (docs/performance.md). libgomp reads the policy
+    // when it is loaded, before main, so set it and re-execute once; a user's own
+    // OMP_WAIT_POLICY is left alone.
+    if (!std::getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+    }
     CLI::App app{"ptd-engine — PTD Studio's hybrid-parallel (TP × PP × DP) training engine"};
     app.set_version_flag("--version", std::string("ptd-engine ") + PTD_VERSION);
     std::string job_path;

@@ -267,6 +267,8 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
             std::fill(host.begin(), host.end(), 1.0f);
         } else if (tp.init == Init::normal) {
             const uint64_t key = splitmix64(seed ^ fnv1a(tp.name));
+            // Each element depends only on its global index, so threads cannot change the values.
+#pragma omp parallel for schedule(static)
             for (int64_t r = 0; r < tp.at.rows; ++r)
                 for (int64_t col = 0; col < tp.at.cols; ++col)
                     host[(size_t)(r * tp.at.cols + col)] =
