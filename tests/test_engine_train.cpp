@@ -261,6 +261,30 @@ const std::vector<double>& reference_losses(const std::string& preset) {
     return cache[preset] = losses(runs[0]);
 }
 
+// Rank r of a finished run against the single-process reference: it exited 0, printed
+// every step, its losses agree within 1e-5 relative, and its memory matches the
+// estimators' prediction — params/grads/optimizer exactly (ZeRO-1: within one element,
+// the shards of n elements over dp differ from n/dp by less than 8 bytes of m + v) and
+// activations within 5%.
+void expect_rank_matches(const std::vector<RankRun>& runs, size_t r, const std::vector<double>& ref, bool zero) {
+    ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
+    const std::vector<double> l = losses(runs[r]);
+    ASSERT_EQ(l.size(), ref.size()) << "rank " << r << " printed " << l.size() << " step lines";
+    for (size_t k = 0; k < l.size(); ++k)
+        EXPECT_NEAR(l[k], ref[k], 1e-5 * std::abs(ref[k])) << "rank " << r << " step " << k + 1;
+    const json mem = runs[r].of("step").back()["memory"];
+    for (const char* cat : {"params", "grads", "optimizer"}) {
+        const double cur = mem[cat]["current"].get<double>(), pred = mem[cat]["predicted"].get<double>();
+        EXPECT_LE(std::abs(cur - pred), zero ? 8.0 : 0.0) << "rank " << r << " " << cat;
+    }
+    const double act = mem["activations"]["peak"].get<double>(), act_pred = mem["activations"]["predicted"].get<double>();
+    EXPECT_NEAR(act, act_pred, 0.05 * act_pred) << "rank " << r << " activations";
+}
+
+double activation_peak(const RankRun& run, const char* field) {
+    return run.of("step").back()["memory"]["activations"][field].get<double>();
+}
+
 class EngineLayouts : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(EngineLayouts, ReproducesSingleProcessLossesAndPredictedMemory) {
@@ -273,22 +297,7 @@ TEST_P(EngineLayouts, ReproducesSingleProcessLossesAndPredictedMemory) {
     j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
     auto runs = run_engine(write_job(j, case_name(c)), j.world());
     ASSERT_EQ(runs.size(), (size_t)j.world());
-    for (size_t r = 0; r < runs.size(); ++r) {
-        ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
-        const std::vector<double> l = losses(runs[r]);
-        ASSERT_EQ(l.size(), ref.size()) << "rank " << r << " printed " << l.size() << " step lines";
-        for (size_t k = 0; k < l.size(); ++k)
-            EXPECT_NEAR(l[k], ref[k], 1e-5 * std::abs(ref[k])) << "rank " << r << " step " << k + 1;
-        // Memory by category against the estimators' prediction for this rank.
-        const json mem = runs[r].of("step").back()["memory"];
-        for (const char* cat : {"params", "grads", "optimizer"}) {
-            const double cur = mem[cat]["current"].get<double>(), pred = mem[cat]["predicted"].get<double>();
-            // ZeRO-1 shards of n elements over dp differ from n/dp by less than one element (8 bytes of m + v).
-            EXPECT_LE(std::abs(cur - pred), j.zero ? 8.0 : 0.0) << "rank " << r << " " << cat;
-        }
-        const double act = mem["activations"]["peak"].get<double>(), act_pred = mem["activations"]["predicted"].get<double>();
-        EXPECT_NEAR(act, act_pred, 0.05 * act_pred) << "rank " << r << " activations";
-    }
+    for (size_t r = 0; r < runs.size(); ++r) expect_rank_matches(runs, r, ref, j.zero != 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWorldsUpTo8, EngineLayouts, ::testing::ValuesIn(all_layouts()),
@@ -327,22 +336,10 @@ TEST_P(EngineInterleaved, ReproducesSingleProcessLossesAndPredictedMemory) {
         json chunks = json::array();
         for (int k = 0; k < c.vpp; ++k) chunks.push_back({k * c.pp + stage, k * c.pp + stage + 1});
         EXPECT_EQ(start["chunks"], chunks) << "rank " << r;
-        const std::vector<double> l = losses(runs[r]);
-        ASSERT_EQ(l.size(), ref.size()) << "rank " << r << " printed " << l.size() << " step lines";
-        for (size_t k = 0; k < l.size(); ++k)
-            EXPECT_NEAR(l[k], ref[k], 1e-5 * std::abs(ref[k])) << "rank " << r << " step " << k + 1;
-        const json mem = runs[r].of("step").back()["memory"];
-        for (const char* cat : {"params", "grads", "optimizer"}) {
-            const double cur = mem[cat]["current"].get<double>(), pred = mem[cat]["predicted"].get<double>();
-            EXPECT_LE(std::abs(cur - pred), j.zero ? 8.0 : 0.0) << "rank " << r << " " << cat;
-        }
+        expect_rank_matches(runs, r, ref, j.zero != 0);
         // chunks · (per_layer · chunk_layers + stage_extra / v) + output_extra: exact but for
         // the first stage's token ids (one [R] int32 buffer per chunk slot, not per v slots).
-        const double act = mem["activations"]["peak"].get<double>(), act_pred = mem["activations"]["predicted"].get<double>();
-        EXPECT_NEAR(act, act_pred, 0.05 * act_pred) << "rank " << r << " activations";
-        if (stage != 0) {
-            EXPECT_EQ(act, act_pred) << "rank " << r << " activations";
-        }
+        if (stage != 0) EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
     }
 }
 
@@ -381,15 +378,7 @@ TEST(EngineTrain, FullRecomputeMatchesAndKeepsOnlyLayerInputs) {
     j.pp = 2;
     j.recompute = "full";
     auto runs = run_engine(write_job(j, "recompute"), 4);
-    for (size_t r = 0; r < runs.size(); ++r) {
-        ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
-        const std::vector<double> l = losses(runs[r]);
-        ASSERT_EQ(l.size(), ref.size());
-        for (size_t k = 0; k < l.size(); ++k) EXPECT_NEAR(l[k], ref[k], 1e-5 * std::abs(ref[k]));
-        const json mem = runs[r].of("step").back()["memory"];
-        EXPECT_NEAR(mem["activations"]["peak"].get<double>(), mem["activations"]["predicted"].get<double>(),
-                    0.05 * mem["activations"]["predicted"].get<double>());
-    }
+    for (size_t r = 0; r < runs.size(); ++r) expect_rank_matches(runs, r, ref, false);
 }
 
 TEST(EngineTrain, UnevenLayersPerStageMatch) {
@@ -404,12 +393,8 @@ TEST(EngineTrain, UnevenLayersPerStageMatch) {
         const json start = runs[r].of("start").at(0);
         const int stage = start["coords"]["pp"].get<int>();
         EXPECT_EQ(start["layers"], stage == 0 ? json::parse("[0,1]") : json::parse("[1,4]"));
-        const std::vector<double> l = losses(runs[r]);
-        ASSERT_EQ(l.size(), ref.size());
-        for (size_t k = 0; k < l.size(); ++k) EXPECT_NEAR(l[k], ref[k], 1e-5 * std::abs(ref[k]));
-        const json mem = runs[r].of("step").back()["memory"];
-        EXPECT_EQ(mem["params"]["current"].get<double>(), mem["params"]["predicted"].get<double>());
-        EXPECT_EQ(mem["activations"]["peak"].get<double>(), mem["activations"]["predicted"].get<double>());
+        expect_rank_matches(runs, r, ref, false);
+        EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
     }
 }
 
