@@ -62,7 +62,8 @@ struct RankRun {
 };
 
 struct SpawnOptions {
-    int kill_rank = -1;            // SIGKILL this rank once it printed a step line
+    int kill_rank = -1;            // send kill_signal to this rank once it printed a step line
+    int kill_signal = SIGKILL;     // SIGSTOP: a stalled rank (SIGKILLed once everyone else left)
     double deadline_s = 120;
     bool timed_out = false;
     double seconds_after_kill = 0; // how long the others took to exit after the kill
@@ -137,11 +138,14 @@ std::vector<RankRun> run_engine(const std::string& job, int world, const std::ve
         if (so.kill_rank >= 0 && !killed && pids[(size_t)so.kill_rank] > 0) {
             const std::string out = slurp((dir / ("rank" + std::to_string(so.kill_rank) + ".out")).string());
             if (out.find("\"event\":\"step\"") != std::string::npos) {
-                kill(pids[(size_t)so.kill_rank], SIGKILL);
+                kill(pids[(size_t)so.kill_rank], so.kill_signal);
                 killed = true;
                 killed_at = std::chrono::steady_clock::now();
             }
         }
+        // A stopped victim never exits by itself: end it once every other rank has left.
+        if (killed && alive == 1 && so.kill_signal == SIGSTOP && pids[(size_t)so.kill_rank] > 0)
+            kill(pids[(size_t)so.kill_rank], SIGKILL);
         if (elapsed() > so.deadline_s) {
             so.timed_out = true;
             kill(-pgid, SIGKILL);
@@ -498,6 +502,33 @@ TEST(EngineTrain, KilledRankStopsEveryoneWithItsName) {
     }
     EXPECT_LT(so.seconds_after_kill, 20.0);
 }
+
+// A stopped (SIGSTOP) rank keeps its sockets open; the others must notice the silence
+// within the stall timeout and name it — including rank 0, which hosts the store.
+class StalledRank : public ::testing::TestWithParam<int> {};
+
+TEST_P(StalledRank, StopsEveryoneWithItsName) {
+    const int victim = GetParam();
+    TinyJob j;
+    j.tp = 2;
+    j.pp = 2;
+    j.steps = 100000;
+    SpawnOptions so;
+    so.kill_rank = victim;
+    so.kill_signal = SIGSTOP;
+    so.deadline_s = 60;
+    auto runs = run_engine(write_job(j, "stall" + std::to_string(victim)), 4, {"--stall-timeout", "3"}, so);
+    ASSERT_FALSE(so.timed_out) << describe(runs);
+    for (int r = 0; r < 4; ++r) {
+        if (r == victim) continue;
+        EXPECT_NE(runs[(size_t)r].exit_code, 0) << describe(runs);
+        const std::string& err = runs[(size_t)r].err;
+        EXPECT_NE(err.find("rank " + std::to_string(victim)), std::string::npos) << "rank " << r << ": " << err;
+        EXPECT_NE(err.find("stalled"), std::string::npos) << "rank " << r << ": " << err;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rank2AndStoreOwner, StalledRank, ::testing::Values(2, 0));
 
 TEST(EngineTrain, CorruptTokenFileIsAClearError) {
     const fs::path bin = temp_root() / "corrupt.bin";

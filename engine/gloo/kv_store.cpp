@@ -54,7 +54,7 @@ enum MsgType : uint8_t {
     MSG_SET = 1, MSG_GET = 2, MSG_CHECK = 3, MSG_ADD = 4,
     MSG_OK = 16, MSG_VALUE = 17, MSG_BOOL = 18, MSG_INT = 19, MSG_ERROR = 20,
     MSG_HELLO = 32, MSG_HEARTBEAT = 33, MSG_GOODBYE = 34, MSG_FAILURE = 35,
-    MSG_ABORT = 48,
+    MSG_ABORT = 48, MSG_BEAT_ACK = 49,
 };
 
 std::string errno_text(int e) { return std::strerror(e); }
@@ -507,6 +507,8 @@ private:
         case MSG_HEARTBEAT:
             if (!r.at_end() || !c.monitor) break;
             c.last_beat = Clock::now();
+            // The echo lets the ranks notice a stalled rank 0 (its store goes quiet too).
+            send_frame(c, FrameWriter(MSG_BEAT_ACK).finish());
             return true;
         case MSG_GOODBYE:
             if (!r.at_end() || !c.monitor) break;
@@ -683,7 +685,8 @@ public:
         return value;
     }
 
-    Result<void> start_monitor(int rank, double heartbeat_s, std::function<void(const std::string&)> on_abort) override {
+    Result<void> start_monitor(int rank, double heartbeat_s, std::function<void(const std::string&)> on_abort,
+                               double store_silence_s) override {
         if (mon_fd_ >= 0) return fail({}, "", "the store monitor is already running");
         int err = 0;
         int fd = try_connect(addr_, port_, Clock::now() + std::chrono::seconds(30), err);
@@ -706,6 +709,7 @@ public:
         mon_fd_ = fd;
         on_abort_ = std::move(on_abort);
         heartbeat_s_ = heartbeat_s > 0 ? heartbeat_s : 1.0;
+        store_silence_s_ = store_silence_s;
         mon_thread_ = std::thread([this] { monitor_loop(); });
         return {};
     }
@@ -800,6 +804,7 @@ private:
         auto next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_s_));
         std::string in;
         char buf[4096];
+        auto last_heard = Clock::now();  // the store echoes every heartbeat
         for (;;) {
             pollfd fds[2] = {{mon_fd_, POLLIN, 0}, {mon_wake_[0], POLLIN, 0}};
             int r = ::poll(fds, 2, remaining_ms(next_beat));
@@ -809,6 +814,15 @@ private:
                 std::lock_guard lock(mon_write_mu_);
                 if (!goodbye_sent_) send_all(mon_fd_, FrameWriter(MSG_HEARTBEAT).finish());
                 next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_s_));
+            }
+            if (r > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) last_heard = Clock::now();
+            const double quiet = std::chrono::duration<double>(Clock::now() - last_heard).count();
+            if (store_silence_s_ > 0 && quiet > store_silence_s_ && !goodbye_sent_) {
+                // Rank 0 (and with it the store) is stopped or wedged: its TCP connection
+                // stays open, so only the missing echoes tell.
+                abort_with("rank 0 (store at " + where() + ") stalled: no reply to heartbeats for " +
+                           format_seconds(quiet) + " s");
+                return;
             }
             if (r <= 0 || !(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             ssize_t n = ::recv(mon_fd_, buf, sizeof buf, 0);
@@ -822,7 +836,7 @@ private:
             bool have = false;
             while (take_frame(in, payload, have, why) && have) {
                 FrameReader rd(payload);
-                if (rd.u8() != MSG_ABORT) continue;  // nothing else is sent to monitors
+                if (rd.u8() != MSG_ABORT) continue;  // heartbeat echoes only count as signs of life
                 std::string message = rd.str();
                 if (rd.at_end() && !goodbye_sent_) abort_with(message);
             }
@@ -873,6 +887,7 @@ private:
     std::atomic<bool> goodbye_sent_{false};
     std::function<void(const std::string&)> on_abort_;
     double heartbeat_s_ = 1.0;
+    double store_silence_s_ = 0;  // > 0: abort when the store has said nothing this long
 
     std::mutex reason_mu_;
     std::condition_variable reason_cv_;

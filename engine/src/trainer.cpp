@@ -142,7 +142,8 @@ int connect_run(RunState& s) {
     s.src.run_id = s.run_id;
     install_failure_reporting(s.store.get(), rank, emit_error);
     auto mon = s.store->start_monitor(rank, s.opt.heartbeat_s,
-                                      [](const std::string& why) { fatal_run_error("aborting: " + why); });
+                                      [](const std::string& why) { fatal_run_error("aborting: " + why); },
+                                      s.opt.stall_timeout_s);
     if (!mon) return setup_error(s, mon.error().str(), 1);
     CommOptions co;
     co.run_id = s.run_id;

@@ -63,8 +63,12 @@ public:
 
     // Start the monitor for `rank` (a second connection + heartbeat thread).
     // `on_abort` runs on the monitor thread with the message naming the failed rank.
+    // With store_silence_s > 0 the monitor also aborts when the store has not echoed a
+    // heartbeat for that long: rank 0 stopped or wedged ("rank 0 (store at ADDR:PORT)
+    // stalled: no reply to heartbeats for X s").
     virtual Result<void> start_monitor(int rank, double heartbeat_s,
-                                       std::function<void(const std::string&)> on_abort) = 0;
+                                       std::function<void(const std::string&)> on_abort,
+                                       double store_silence_s = 0) = 0;
     // This rank failed: tell the server (which aborts the others) — best effort; a no-op
     // before start_monitor. Safe to call from any thread. The server sends the ABORT to
     // every other monitor first and then echoes it to this one, so abort_reason()
