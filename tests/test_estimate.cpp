@@ -417,11 +417,9 @@ TEST(Flops, KorthikantiEq7Gpt3) {
 TEST(Flops, NarayananEq3FullRecompute) {
     const ModelSpec m = preset_model("gpt3-175b");
     const double L = 96, s = 2048, h = 12288, V = 51200;
-    for (bool flash : {false, true}) {
-        const FlopsEstimate f = flops_per_token(m, Recompute::full, AttentionFlops::full, V);
-        EXPECT_REL(f.hardware_per_token, 96 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)));
-        EXPECT_REL(f.model_per_token, 72 * L * h * h * (1 + s / (6 * h) + V / (12 * h * L)));
-    }
+    const FlopsEstimate f = flops_per_token(m, Recompute::full, AttentionFlops::full, V);
+    EXPECT_REL(f.hardware_per_token, 96 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)));
+    EXPECT_REL(f.model_per_token, 72 * L * h * h * (1 + s / (6 * h) + V / (12 * h * L)));
 }
 
 // Selective recompute (Korthikanti §5) re-runs the attention core forward (QKᵀ and
@@ -431,14 +429,12 @@ TEST(Flops, NarayananEq3FullRecompute) {
 TEST(Flops, SelectiveRecomputeAddsAttentionForward) {
     const ModelSpec m = preset_model("gpt3-175b");
     const double L = 96, s = 2048, h = 12288;
-    for (bool flash : {false, true}) {
-        FlopsEstimate f = flops_per_token(m, Recompute::selective, AttentionFlops::full, 51200);
-        EXPECT_REL(f.hardware_per_token - f.model_per_token, 4 * L * h * s);
-        f = flops_per_token(m, Recompute::selective, AttentionFlops::causal, 51200);
-        EXPECT_REL(f.hardware_per_token - f.model_per_token, 2 * L * h * s);
-        f = flops_per_token(m, Recompute::none, AttentionFlops::full, 51200);
-        EXPECT_REL(f.hardware_per_token, f.model_per_token);
-    }
+    FlopsEstimate f = flops_per_token(m, Recompute::selective, AttentionFlops::full, 51200);
+    EXPECT_REL(f.hardware_per_token - f.model_per_token, 4 * L * h * s);
+    f = flops_per_token(m, Recompute::selective, AttentionFlops::causal, 51200);
+    EXPECT_REL(f.hardware_per_token - f.model_per_token, 2 * L * h * s);
+    f = flops_per_token(m, Recompute::none, AttentionFlops::full, 51200);
+    EXPECT_REL(f.hardware_per_token, f.model_per_token);
 }
 
 // PaLM (Chowdhery et al. 2022, arXiv 2204.02311), appendix B: model FLOPs per token

@@ -342,7 +342,10 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
                 alloc_layer(la, false, false);
             }
         }
-        if (c.first) a.slot_tokens.push_back((int32_t*)be.alloc(MEM_ACTIVATIONS, (size_t)R * sizeof(int32_t), "tokens.input"));
+        if (c.first) {
+            const EngineBuffer in = engine_input_buffers(c.micro_batch, c.seq).at(0);  // the token ids
+            a.slot_tokens.push_back((int32_t*)be.alloc(MEM_ACTIVATIONS, (size_t)in.elements * sizeof(int32_t), in.name));
+        }
     }
     if (c.last) {
         for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel)) {

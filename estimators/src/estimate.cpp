@@ -220,6 +220,10 @@ std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_bat
     return v;
 }
 
+std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq) {
+    return {{"tokens.input", (int64_t)micro_batch * seq, true}};
+}
+
 std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                 int vocab_padded, bool sequence_parallel) {
     const int64_t b = micro_batch, s = seq, h = m.hidden;
@@ -542,7 +546,8 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
         stage_extra += 4.0 * L.tokens;                     // token ids (int32)
         if (L.dropout) stage_extra += L.tokens * L.h * r;  // embedding dropout mask
     }
-    if (first && engine) stage_extra += 4.0 * L.tokens;    // tokens.input
+    if (first && engine)
+        stage_extra += engine_buffers_bytes(engine_input_buffers(L.b, (int)L.s_local), L.e);
     double output_extra = 0;  // held for one micro-batch (the last stage runs its backward at once)
     if (last) {
         if (engine) {

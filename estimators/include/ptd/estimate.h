@@ -193,9 +193,12 @@ struct EngineBuffer {
 };
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                bool sequence_parallel);
-// Output-stage buffers of the engine (final norm, logits) and input-stage (token ids).
+// Output-stage buffers of the engine (final norm, logits, targets), held once.
 std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                 int vocab_padded, bool sequence_parallel);
+
+// Input-stage buffers of the engine, per micro-batch in flight (the token ids).
+std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
 
 // Padded vocabulary: V rounded up to a multiple of vocab_pad · tp (Megatron
 // --make-vocab-size-divisible-by).
