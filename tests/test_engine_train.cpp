@@ -343,7 +343,9 @@ TEST_P(EngineInterleaved, ReproducesSingleProcessLossesAndPredictedMemory) {
         expect_rank_matches(runs, r, ref, j.zero != 0);
         // chunks · (per_layer · chunk_layers + stage_extra / v) + output_extra: exact but for
         // the first stage's token ids (one [R] int32 buffer per chunk slot, not per v slots).
-        if (stage != 0) EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
+        if (stage != 0) {
+            EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
+        }
     }
 }
 

@@ -61,7 +61,8 @@ Result<PresetCatalog> parse_presets(std::string_view models_toml, const std::str
     if (auto doc = parse_toml(models_toml, models_file); !doc) {
         problems = doc.error().diagnostics;
     } else {
-        TomlContext ctx{models_file};
+        TomlContext ctx;
+        ctx.file = models_file;
         read_preset_tables(ctx, *doc, "model", [&](const std::string& name, const toml::table& t) {
             TableReader r(ctx, t, name);
             ModelSpec m;
@@ -78,7 +79,8 @@ Result<PresetCatalog> parse_presets(std::string_view models_toml, const std::str
     if (auto doc = parse_toml(gpus_toml, gpus_file); !doc) {
         problems.insert(problems.end(), doc.error().diagnostics.begin(), doc.error().diagnostics.end());
     } else {
-        TomlContext ctx{gpus_file};
+        TomlContext ctx;
+        ctx.file = gpus_file;
         read_preset_tables(ctx, *doc, "GPU", [&](const std::string& name, const toml::table& t) {
             TableReader r(ctx, t, name);
             GpuSpec g;
