@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ptd/estimate.h"
+#include "timing.h"
 
 namespace ptd::engine {
 
@@ -427,15 +428,6 @@ void free_activations(Backend& be, Activations& a) {
 
 namespace {
 
-struct TpTimer {
-    double* acc;
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    explicit TpTimer(double* a) : acc(a) {}
-    ~TpTimer() {
-        if (acc) *acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-};
-
 // y [R, out] = x [R, in] · Wᵀ (+ b).
 void linear_forward(Backend& be, float* y, const float* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
                     int64_t out, int64_t in) {
@@ -472,7 +464,7 @@ const float* tp_reduce(Model& m, float* full, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     const int64_t h = cfg.model.hidden;
     if (cfg.tp == 1) return full;
-    TpTimer t(c.tp_seconds);
+    ScopedSeconds t(c.tp_seconds);
     if (!cfg.sequence_parallel) {
         c.tp->all_reduce_sum(full, cfg.rows() * h);
         return full;
@@ -489,7 +481,7 @@ const float* tp_gather(Model& m, const float* local, float* full, StageComm& c) 
     const int64_t h = cfg.model.hidden, Rl = cfg.rows_local();
     float* mine = full + cfg.tp_rank * Rl * h;
     if (mine != local) m.be->copy(mine, local, Rl * h);
-    TpTimer t(c.tp_seconds);
+    ScopedSeconds t(c.tp_seconds);
     c.tp->all_gather(full, equal_counts(cfg.tp, Rl * h));
     return full;
 }
@@ -627,12 +619,12 @@ double output_loss(Model& m, Activations& a, StageComm& c) {
     float* sums = a.w_xent + R;  // sumexp [R] then target logit [R]: one all-reduce for both
     be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
     if (cfg.tp > 1) {
-        TpTimer t(c.tp_seconds);
+        ScopedSeconds t(c.tp_seconds);
         c.tp->all_reduce_max(rowmax, R);
     }
     be.xent_sums(sums, sums + R, o.probs, rowmax, o.targets, R, Vl, v0, V);
     if (cfg.tp > 1) {
-        TpTimer t(c.tp_seconds);
+        ScopedSeconds t(c.tp_seconds);
         c.tp->all_reduce_sum(sums, 2 * R);
     }
     be.xent_finish(a.w_loss, o.probs, rowmax, sums, sums + R, R, Vl, v0, V);

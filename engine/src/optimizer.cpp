@@ -9,13 +9,9 @@
 #include <cmath>
 
 #include "ptd/engine/trainer.h"
+#include "timing.h"
 
 namespace ptd::engine {
-
-namespace {
-using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
-}  // namespace
 
 double learning_rate(const TrainingSpec& t, int64_t k) {
     if (t.warmup > 0 && k < t.warmup) return t.lr * (double)(k + 1) / (double)t.warmup;

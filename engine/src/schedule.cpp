@@ -38,13 +38,11 @@
 
 #include "ptd/engine/failure.h"
 #include "ptd/engine/trainer.h"
+#include "timing.h"
 
 namespace ptd::engine {
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 struct PipelineRun {
     Model& model;

@@ -22,14 +22,13 @@
 #include "ptd/engine/metrics.h"
 #include "ptd/estimate.h"
 #include "ptd/layout.h"
+#include "timing.h"
 
 namespace ptd::engine {
 
 namespace {
 
 namespace fs = std::filesystem;
-using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 // Everything one run owns.
 struct RunState {
@@ -72,6 +71,13 @@ int setup_error(const RunState& s, const std::string& msg, int code = 2) {
     j["message"] = text;
     emit_metrics_line(j);
     return code;
+}
+
+// A failure once the run is connected: with peers, through the store so that they stop
+// too (does not return); alone, a located error and exit code 1.
+int run_failure(const RunState& s, const std::string& msg) {
+    if (s.store) fatal_run_error(msg);
+    return setup_error(s, msg, 1);
 }
 
 std::string make_run_id() {
@@ -244,34 +250,30 @@ int resume_run(RunState& s) {
         if (!v) fatal_run_error(v.error().str());
         dir.assign(v->begin(), v->end());
     }
-    auto fail_resume = [&](const std::string& msg) -> int {
-        if (s.store) fatal_run_error(msg);
-        return setup_error(s, msg, 1);
-    };
     if (dir.empty())
-        return fail_resume("--resume: no complete checkpoint (a step-* directory with manifest.json) under " + s.run_dir + "/checkpoints");
+        return run_failure(s, "--resume: no complete checkpoint (a step-* directory with manifest.json) under " + s.run_dir + "/checkpoints");
     auto man = read_manifest(dir);
-    if (!man) return fail_resume(man.error().str());
-    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size); !ok) return fail_resume(ok.error().str());
+    if (!man) return run_failure(s, man.error().str());
+    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size); !ok) return run_failure(s, ok.error().str());
     const ManifestFile* mine = nullptr;
     for (const ManifestFile& f : man->files)
         if (f.rank == s.env.rank) mine = &f;
-    if (!mine) return fail_resume(dir + "/manifest.json: no shard listed for rank " + std::to_string(s.env.rank));
+    if (!mine) return run_failure(s, dir + "/manifest.json: no shard listed for rank " + std::to_string(s.env.rank));
     auto shard = read_shard(dir + "/" + mine->file, mine->sha256);
-    if (!shard) return fail_resume(shard.error().str());
+    if (!shard) return run_failure(s, shard.error().str());
     const Blob* state = shard->find("state");
     const Blob* params = shard->find("params");
     const Blob* m = shard->find("adam.m");
     const Blob* v = shard->find("adam.v");
     if (!state || !params || !m || !v)
-        return fail_resume(dir + "/" + mine->file + ": missing blob (needs state, params, adam.m, adam.v)");
+        return run_failure(s, dir + "/" + mine->file + ": missing blob (needs state, params, adam.m, adam.v)");
     nlohmann::json st = nlohmann::json::parse(std::string(state->bytes.begin(), state->bytes.end()), nullptr, false);
     if (st.is_discarded() || !st.contains("step") || !st.contains("numel"))
-        return fail_resume(dir + "/" + mine->file + ": the state blob is not valid JSON with step and numel");
+        return run_failure(s, dir + "/" + mine->file + ": the state blob is not valid JSON with step and numel");
     const int64_t numel = st["numel"].get<int64_t>();
     if (numel != s.model.numel || (int64_t)params->bytes.size() != numel * 4 ||
         (int64_t)m->bytes.size() != s.optim.shard_numel * 4 || (int64_t)v->bytes.size() != s.optim.shard_numel * 4)
-        return fail_resume(dir + "/" + mine->file + ": holds " + std::to_string(numel) + " parameters and " +
+        return run_failure(s, dir + "/" + mine->file + ": holds " + std::to_string(numel) + " parameters and " +
                            std::to_string(m->bytes.size() / 4) + " optimizer elements; this rank has " +
                            std::to_string(s.model.numel) + " and " + std::to_string(s.optim.shard_numel));
     s.be->upload(s.model.params, params->bytes.data(), params->bytes.size());
@@ -427,13 +429,9 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
 
     const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();
     auto data = open_token_source(job.training.data, job.model.vocab, (uint64_t)job.training.seed, job_dir);
-    auto fail_now = [&](const std::string& msg) -> int {
-        if (s.store) fatal_run_error(msg);
-        return setup_error(s, msg, 1);
-    };
-    if (!data) return fail_now(data.error().str());
+    if (!data) return run_failure(s, data.error().str());
     s.data = std::move(*data);
-    if (auto ok = s.data->check_length(s.cfg.seq); !ok) return fail_now(ok.error().str());
+    if (auto ok = s.data->check_length(s.cfg.seq); !ok) return run_failure(s, ok.error().str());
 
     compute_prediction(s);
     s.model = build_model(*s.be, s.cfg, (uint64_t)job.training.seed);
