@@ -1,0 +1,183 @@
+// launch.h — start ptd-engine for a job on every host (local child processes or SSH),
+// stream every rank's output back as typed events, stop everything cleanly.
+//
+//   auto plan = make_launch_plan(job, opts);        // pure: ranks, env, exact commands
+//   auto run  = Launcher::start(*plan);             // connects, uploads, starts ranks
+//   while (run->next_event(ev, 0.1)) ...            // any thread; the CLI and studio poll
+//   run->stop();                                    // TERM, KILL after launch.grace_s
+//   int rc = run->wait();                           // failing rank's exit code, 0 if all ok
+//
+// Threads: every host has an I/O thread (its transport); one supervisor thread writes the
+// run directory, turns lines into events and tears the run down on the first failure.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ptd/hostfile.h"
+#include "ptd/job_spec.h"
+#include "ptd/metrics_event.h"
+
+namespace ptd {
+
+// ---------------------------------------------------------------------------------------
+// Plan: what runs where. Pure — no processes, no network.
+
+// What the caller adds to the job's [launch] section (CLI flags, studio toggles).
+struct LaunchOptions {
+    std::string hostfile;            // --hosts FILE; overrides launch.hostfile / cluster.hosts
+    std::optional<bool> upload;      // --upload; overrides launch.upload
+    std::optional<bool> accept_new_host_keys;
+    int steps = 0;                   // --steps N for ptd-engine (absolute stop step); 0 = job's
+    std::string run_root;            // "" = launch.run_dir (relative to the current directory)
+    std::string run_id;              // "" = YYYYMMDD-HHMMSS-<pid> (UTC)
+    std::string local_engine;        // engine binary run locally and uploaded; "" = next to
+                                     // this executable, else launch.engine on PATH
+    std::string known_hosts;         // "" = ~/.ssh/known_hosts
+    std::string ssh_config;          // "" = ~/.ssh/config
+    std::vector<std::string> engine_args;  // extra ptd-engine arguments (after the job's)
+};
+
+struct HostPlan {
+    HostEntry entry;                 // host, user ("" = ssh config/current), port (0 = config/22)
+    std::string display;             // "user@host:port" as the user would type it
+    std::vector<int> ranks;          // global ranks on this host, by local rank
+    std::string engine;              // engine path on this host (after --upload: the run copy)
+    std::string remote_dir;          // per-run directory on the host (ssh); local: run_dir
+};
+
+struct RankPlan {
+    int rank = 0, host = 0, local_rank = 0;
+    int tp = 0, pp = 0, dp = 0;
+    std::vector<std::pair<std::string, std::string>> env;  // the engine's environment contract
+    std::vector<std::string> argv;   // argv[0] = engine path on the host
+    std::string shell_command;       // ssh: the exact remote command line (every value quoted)
+};
+
+struct LaunchPlan {
+    JobSpec job;
+    std::string job_toml;            // the job as the ranks read it (run_dir/job.toml)
+    std::string run_id;
+    std::string run_dir;             // local run directory, absolute: <root>/<run_id>
+    bool local = true;               // launch.mode == local: child processes, no SSH
+    bool upload = false;
+    bool accept_new_host_keys = false;
+    std::string local_engine;        // absolute path of the engine binary on this machine
+    std::string known_hosts, ssh_config;
+    std::string master_addr;
+    int master_port = 0;             // 0 until chosen (free port on the first host)
+    std::vector<HostPlan> hosts;
+    std::vector<RankPlan> ranks;     // by global rank
+};
+
+// Quote for a POSIX shell: safe for any byte string (single quotes, ' as '\'').
+std::string shell_quote(std::string_view s);
+
+// Build the plan. Errors (hosts, engine binary not found locally when needed, run dir)
+// carry the file/key they come from. master_port is chosen here when the job leaves it 0:
+// a free port on this machine for local runs; for SSH it is chosen on the first host when
+// the launch starts (plan.master_port stays 0 and the dry run says so).
+Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opts);
+
+// Set plan.master_port and rebuild every rank's env/argv/shell_command to match.
+void set_master_port(LaunchPlan& plan, int port);
+
+// The dry run: per host, the exact command line and environment of every rank.
+std::string format_dry_run(const LaunchPlan& plan);
+
+// A Slurm batch script that starts the same ranks with srun (one task per rank) and the
+// same environment contract; MASTER_ADDR is the first node of the allocation.
+std::string slurm_script(const LaunchPlan& plan);
+
+// Names of the variables forwarded from this environment to every rank: NCCL_*, GLOO_*,
+// OMP_NUM_THREADS, PTD_* and launch.env, in that order, each once, only those that are set.
+std::vector<std::pair<std::string, std::string>> forwarded_environment(const JobSpec& job);
+
+// ---------------------------------------------------------------------------------------
+// Events: what a running launch reports. Produced by the launcher's threads, consumed by
+// any one thread (CLI loop, studio UI) through Launcher::next_event.
+
+enum class LaunchEventKind {
+    host_connecting,  // text: "connecting to user@host:22"
+    host_ready,       // connected, authenticated (and uploaded); text says what was done
+    host_failed,      // could not connect/auth/upload, or connection lost; text: why
+    rank_started,     // text: the command; pid when known
+    output,           // one line of a rank's stdout (not metrics) or stderr
+    metric,           // one metrics line of a rank's stdout, parsed
+    rank_exited,      // exit_code: status, 128+signal, or -1 when the host was lost
+    stopping,         // teardown began; text: why ("rank 2 on host-a exited 1", "stop requested")
+    finished,         // last event; exit_code: the launcher's exit code
+};
+const char* launch_event_kind_name(LaunchEventKind k);
+
+struct LaunchEvent {
+    LaunchEventKind kind = LaunchEventKind::output;
+    int host = -1;              // index into plan.hosts, -1 = none
+    int rank = -1;              // global rank, -1 = none
+    bool is_stderr = false;     // output: which stream
+    std::string text;           // output: the line (without newline); others: a message
+    std::optional<MetricRecord> metric;  // metric events
+    int exit_code = 0;
+    long pid = 0;               // rank_started: pid on its host (0 if unknown)
+    double time = 0;            // Unix seconds when the launcher saw it
+};
+
+// A thread-safe FIFO. push never blocks (unbounded), pop waits up to timeout_s.
+class EventQueue {
+public:
+    void push(LaunchEvent ev);
+    // false on timeout, or when closed and empty.
+    bool pop(LaunchEvent& out, double timeout_s);
+    void close();               // wakes waiters; later pushes are dropped
+    bool closed() const;
+private:
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<LaunchEvent> q_;
+    bool closed_ = false;
+};
+
+// ---------------------------------------------------------------------------------------
+// A running launch.
+
+struct LaunchOutcome {
+    int exit_code = 0;          // 0, the failing rank's code, 1 for a lost host, 130 on stop
+    int failed_rank = -1;       // first rank that failed, -1 = none
+    int failed_host = -1;
+    std::string reason;         // "rank 2 on localhost exited 1", "stopped by user", ...
+    std::vector<std::string> last_stderr;  // failing rank's last stderr lines (up to 20)
+    bool stopped_by_user = false;
+};
+
+class Launcher {
+public:
+    // Creates the run directory, then connects (in parallel), uploads and starts every
+    // rank from a supervisor thread; failures arrive as events and in outcome().
+    // Errors returned here are ones found before any process starts (run dir not writable).
+    static Result<std::unique_ptr<Launcher>> start(LaunchPlan plan);
+    ~Launcher();                // stops and joins if still running
+
+    // Next event; false after `finished` has been returned, or on timeout.
+    bool next_event(LaunchEvent& out, double timeout_s);
+    // Ask the run to stop (thread-safe, async-signal-unsafe: call from a normal thread).
+    void stop();
+    // Wait until every rank on every host is gone; returns outcome().exit_code.
+    int wait();
+    bool finished() const;
+    LaunchOutcome outcome() const;  // final after finished()
+    const LaunchPlan& plan() const;
+
+    struct Impl;
+private:
+    explicit Launcher(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ptd

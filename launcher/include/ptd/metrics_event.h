@@ -1,0 +1,67 @@
+// metrics_event.h — ptd-engine's `ptd.metrics/1` stdout lines (docs/metrics.md) as typed
+// records. The launcher, `ptd watch` and ptd-studio read every rank's stdout through
+// parse_metrics_line; anything that is not a well-formed metrics line stays log text.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ptd {
+
+enum class MetricKind { start, step, checkpoint, warning, error, end };
+const char* metric_kind_name(MetricKind k);  // "start", "step", ...
+
+// Memory categories of the engine's tagged allocator, in the order of docs/metrics.md.
+enum MemCat : int { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_COMMUNICATION,
+                    MEM_WORKSPACE, MEM_TOTAL, MEM_CAT_COUNT };
+const char* mem_cat_name(MemCat c);  // "params", "grads", ..., "total" (the JSON keys)
+
+struct MemFigure {
+    double current = 0;               // bytes
+    double peak = 0;                  // bytes, high-water mark since start
+    std::optional<double> predicted;  // the estimators' bytes; none for some categories
+};
+
+// Seconds of one step by activity (`time` of a step event).
+struct StepTimes {
+    double step = 0, compute = 0, tp_comm = 0, pp_comm = 0, pipeline_idle = 0, dp_comm = 0, optimizer = 0;
+};
+
+// One metrics line. Fields not carried by an event kind keep their defaults.
+struct MetricRecord {
+    MetricKind kind = MetricKind::step;
+    std::string run_id;
+    int rank = -1;
+    double time = 0;            // Unix seconds when written
+
+    int step = 0;               // step, checkpoint (step held), end (steps completed)
+    // start
+    int world_size = 0;
+    int tp = -1, pp = -1, dp = -1;  // coords of the rank (start and step)
+    int steps_total = 0;        // training.steps
+    double peak_tflops = 0;
+    std::string data;
+    std::string run_dir;
+    // step
+    double loss = 0, lr = 0, grad_norm = 0;
+    bool clipped = false;
+    double tokens = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
+    StepTimes times;
+    bool has_memory = false;    // start, step, end
+    std::array<MemFigure, MEM_CAT_COUNT> memory{};
+    // checkpoint
+    std::string dir;
+    double bytes = 0, seconds = 0;  // checkpoint size and write time; end: loop wall time
+    // warning, error
+    std::string message;
+};
+
+// The line as a record, or nullopt when it is not a metrics line: not JSON, not an
+// object, another schema, an unknown event, or a field of the wrong type (`problem`,
+// when given, then says why, e.g. "field \"loss\" is a string, expected a number"; empty
+// for plain text that never looked like JSON). Never throws.
+std::optional<MetricRecord> parse_metrics_line(std::string_view line, std::string* problem = nullptr);
+
+}  // namespace ptd
