@@ -2,7 +2,11 @@
 // launch` on every rank (or by hand with the torchrun environment contract). It finds its
 // place in the job from RANK/WORLD_SIZE/... and the shared rank layout, then trains: see
 // engine/include/ptd/engine/trainer.h. Metrics go to stdout as JSON lines, logs to stderr.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +77,25 @@ int describe_rank(const ptd::JobSpec& job, const ptd::RankEnv& env) {
     return 0;
 }
 
+// A port no one listens on now: bind port 0 on every interface (where the rank-0 store
+// will listen), read it back, release it. Another process could take it before rank 0
+// binds it; rank 0 then fails with "address in use" and the launch reports that.
+int print_free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (sockaddr*)&a, sizeof a) != 0 || getsockname(fd, (sockaddr*)&a, &len) != 0) {
+        std::fprintf(stderr, "ptd-engine: error: --free-port: %s\n", std::strerror(errno));
+        if (fd >= 0) close(fd);
+        return 1;
+    }
+    close(fd);
+    std::printf("%d\n", ntohs(a.sin_port));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,10 +111,11 @@ int main(int argc, char** argv) {
     CLI::App app{"ptd-engine — PTD Studio's hybrid-parallel (TP × PP × DP) training engine"};
     app.set_version_flag("--version", std::string("ptd-engine ") + PTD_VERSION);
     std::string job_path;
-    bool describe = false, devices = false;
+    bool describe = false, devices = false, want_free_port = false;
     app.add_option("--job", job_path, "Job spec (TOML)")->check(CLI::ExistingFile);
     app.add_flag("--describe", describe, "Print this rank's coordinates and groups as one JSON line");
     app.add_flag("--devices", devices, "List the devices this build can use");
+    app.add_flag("--free-port", want_free_port, "Print a TCP port free on this host (the launcher's MASTER_PORT) and exit");
     ptd::engine::TrainOptions opt;
     std::vector<std::string> overrides;
     app.add_option("--set", overrides, "Override a job key, e.g. --set parallel.tp=2 (checked like the file)")
@@ -120,6 +144,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (devices) return list_devices();
+    if (want_free_port) return print_free_port();
     if (job_path.empty()) {
         std::fprintf(stderr, "ptd-engine: error: --job is required (or --devices); run with --help\n");
         return 2;

@@ -43,6 +43,8 @@ struct LaunchOptions {
     std::string known_hosts;         // "" = ~/.ssh/known_hosts
     std::string ssh_config;          // "" = ~/.ssh/config
     std::vector<std::string> engine_args;  // extra ptd-engine arguments (after the job's)
+    bool slurm = false;              // plan for an sbatch script: Slurm owns the nodes, so no
+                                     // hosts are resolved and the engine need not exist here
 };
 
 struct HostPlan {
@@ -71,6 +73,8 @@ struct LaunchPlan {
     bool accept_new_host_keys = false;
     std::string local_engine;        // absolute path of the engine binary on this machine
     std::string known_hosts, ssh_config;
+    int steps = 0;                   // --steps for ptd-engine; 0 = the job's training.steps
+    std::vector<std::string> engine_args;
     std::string master_addr;
     int master_port = 0;             // 0 until chosen (free port on the first host)
     std::vector<HostPlan> hosts;
@@ -96,8 +100,9 @@ std::string format_dry_run(const LaunchPlan& plan);
 // same environment contract; MASTER_ADDR is the first node of the allocation.
 std::string slurm_script(const LaunchPlan& plan);
 
-// Names of the variables forwarded from this environment to every rank: NCCL_*, GLOO_*,
-// OMP_NUM_THREADS, PTD_* and launch.env, in that order, each once, only those that are set.
+// The variables forwarded from this environment to every rank (name, value): NCCL_*,
+// GLOO_* (sorted), OMP_NUM_THREADS, then launch.env, each once, only those that are set.
+// Local ranks inherit the launcher's whole environment; SSH ranks get only these.
 std::vector<std::pair<std::string, std::string>> forwarded_environment(const JobSpec& job);
 
 // ---------------------------------------------------------------------------------------

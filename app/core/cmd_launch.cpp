@@ -1,0 +1,198 @@
+// cmd_launch.cpp — `ptd launch JOB`: plan the ranks, start them (locally or over SSH) and
+// show one status line per rank until the run ends; Ctrl-C stops every rank on every host.
+// On a TTY the status block is redrawn in place; otherwise each step prints plain lines.
+#include "cmd_launch.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+
+#include "commands.h"
+#include "ptd/launch.h"
+#include "ptd/run_dir.h"
+#include "run_view.h"
+#include "term.h"
+
+namespace ptd {
+namespace {
+
+volatile sig_atomic_t g_interrupts = 0;
+void on_interrupt(int) { g_interrupts = g_interrupts + 1; }
+
+// SIGINT/SIGTERM/SIGHUP set a flag the event loop reads; restored on scope exit.
+struct InterruptGuard {
+    struct sigaction old[3];
+    static constexpr int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    InterruptGuard() {
+        g_interrupts = 0;
+        struct sigaction sa{};
+        sa.sa_handler = on_interrupt;
+        sigemptyset(&sa.sa_mask);
+        for (int i = 0; i < 3; ++i) sigaction(sigs[i], &sa, &old[i]);
+    }
+    ~InterruptGuard() {
+        for (int i = 0; i < 3; ++i) sigaction(sigs[i], &old[i], nullptr);
+    }
+};
+
+// The status block on a TTY: erased and redrawn in place; messages go above it.
+struct LiveBlock {
+    FILE* out;
+    int lines_shown = 0;
+    void erase() {
+        if (lines_shown > 0) std::fprintf(out, "\x1b[%dA\r\x1b[J", lines_shown);
+        lines_shown = 0;
+    }
+    void draw(const std::string& block) {
+        erase();
+        std::fputs(block.c_str(), out);
+        if (!block.empty() && block.back() != '\n') std::fputc('\n', out);
+        for (char c : block) lines_shown += c == '\n';
+        if (!block.empty() && block.back() != '\n') ++lines_shown;
+        std::fflush(out);
+    }
+};
+
+int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
+    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
+    if (!writer) {
+        std::fprintf(err, "%s", writer.error().str().c_str());
+        return kExitRuntime;
+    }
+    const std::string path = plan.run_dir + "/sbatch.sh";
+    {
+        std::ofstream f(path);
+        f << slurm_script(plan);
+        if (!f) {
+            std::fprintf(err, "ptd launch: error: cannot write %s\n", path.c_str());
+            return kExitRuntime;
+        }
+    }
+    chmod(path.c_str(), 0755);
+    std::fprintf(out, "wrote %s (%zu ranks on %zu nodes)\nsubmit: sbatch %s\nwatch:  ptd watch %s\n", path.c_str(),
+                 plan.ranks.size(), plan.hosts.size(), shell_quote(path).c_str(), shell_quote(plan.run_dir).c_str());
+    return kExitOk;
+}
+
+}  // namespace
+
+int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, a.sets);
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    LaunchOptions opts;
+    opts.hostfile = a.hosts;
+    if (a.upload) opts.upload = true;
+    if (a.accept_new_host_keys) opts.accept_new_host_keys = true;
+    opts.steps = a.steps;
+    opts.run_root = a.run_root;
+    opts.run_id = a.run_id;
+    opts.local_engine = a.engine;
+    opts.known_hosts = a.known_hosts;
+    opts.ssh_config = a.ssh_config;
+    opts.engine_args = a.engine_args;
+    opts.slurm = a.slurm;
+    auto plan = make_launch_plan(*job, opts);
+    if (!plan) {
+        std::fprintf(err, "%s", plan.error().str().c_str());
+        return kExitConfig;
+    }
+    if (a.dry_run) {
+        std::fputs(format_dry_run(*plan).c_str(), out);
+        return kExitOk;
+    }
+    if (a.slurm) return write_slurm(*plan, out, err);
+
+    const Term term = detect_term(out);
+    const bool live = isatty(fileno(out)) && term.width > 20;
+    RunView view(initial_manifest(*plan));
+    const std::string run_dir = plan->run_dir;
+    std::fprintf(err, "ptd launch: run %s: %zu rank(s) on %zu host(s); logs in %s\n", plan->run_id.c_str(),
+                 plan->ranks.size(), plan->hosts.size(), run_dir.c_str());
+
+    InterruptGuard guard;
+    auto launcher = Launcher::start(std::move(*plan));
+    if (!launcher) {
+        std::fprintf(err, "%s", launcher.error().str().c_str());
+        return kExitRuntime;
+    }
+    Launcher& run = **launcher;
+    LiveBlock block{out};
+    auto message = [&](const std::string& text) {
+        if (live) block.erase();
+        std::fprintf(err, "%s\n", text.c_str());
+        std::fflush(err);
+    };
+    int interrupts_seen = 0;
+    auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    bool dirty = true;
+    LaunchEvent ev;
+    for (;;) {
+        if (g_interrupts != interrupts_seen) {
+            if (interrupts_seen == 0)
+                message(yellow(term, "ptd launch: interrupted: stopping every rank (TERM, then KILL after " +
+                                         std::to_string((int)run.plan().job.launch.grace_s) + " s)"));
+            interrupts_seen = g_interrupts;
+            run.stop();
+        }
+        if (!run.next_event(ev, 0.1)) {
+            if (run.finished()) break;
+        } else {
+            view.apply(ev);
+            dirty = true;
+            switch (ev.kind) {
+                case LaunchEventKind::host_connecting:
+                case LaunchEventKind::host_ready:
+                    message("ptd launch: host " + run.plan().hosts[ev.host].display + ": " + ev.text);
+                    break;
+                case LaunchEventKind::host_failed:
+                    message(red(term, "ptd launch: host " + run.plan().hosts[ev.host].display + ": " + ev.text));
+                    break;
+                case LaunchEventKind::stopping: message(yellow(term, "ptd launch: " + ev.text)); break;
+                case LaunchEventKind::metric:
+                    if (ev.metric->kind == MetricKind::warning || ev.metric->kind == MetricKind::error)
+                        message((ev.metric->kind == MetricKind::error ? red(term, "rank " + std::to_string(ev.rank) + ": ")
+                                                                      : yellow(term, "rank " + std::to_string(ev.rank) + ": ")) +
+                                ev.metric->message);
+                    else if (!live && ev.metric->kind == MetricKind::step)
+                        std::fprintf(out, "%s\n", view.rank_line(ev.rank, false, false).c_str());
+                    break;
+                case LaunchEventKind::finished: break;
+                default: break;
+            }
+            if (ev.kind == LaunchEventKind::finished) break;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (live && dirty && now - last_draw > std::chrono::milliseconds(200)) {
+            block.draw(view.render(term.color, term.width, true));
+            last_draw = now;
+            dirty = false;
+        }
+    }
+    const int rc = run.wait();
+    const LaunchOutcome o = run.outcome();
+    if (live) block.erase();
+    std::fputs(view.render(term.color, term.width, live).c_str(), out);
+    std::fflush(out);
+    if (o.stopped_by_user) {
+        std::fprintf(err, "ptd launch: stopped; every rank is gone. Logs: %s\n", run_dir.c_str());
+    } else if (rc != 0) {
+        std::fprintf(err, "%s\n", red(term, "ptd launch: failed: " + o.reason).c_str());
+        if (!o.last_stderr.empty()) {
+            std::fprintf(err, "last stderr lines of rank %d:\n", o.failed_rank);
+            for (const std::string& l : o.last_stderr) std::fprintf(err, "  | %s\n", l.c_str());
+        }
+        std::fprintf(err, "every other rank was stopped. Logs: %s\n", run_dir.c_str());
+    } else {
+        std::fprintf(err, "%s\n", green(term, "ptd launch: done: every rank finished. Logs: " + run_dir).c_str());
+    }
+    return rc;
+}
+
+}  // namespace ptd

@@ -1,0 +1,34 @@
+// cmd_launch.h — `ptd launch`: start a job's ranks locally or over SSH with a live
+// per-rank status, or print the plan (--dry-run) or a Slurm script (--slurm).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ptd/presets.h"
+
+namespace ptd {
+
+struct LaunchArgs {
+    std::string job;
+    std::vector<std::string> sets;
+    std::string hosts;            // --hosts FILE: run over SSH on these hosts
+    bool dry_run = false;         // print each host's commands and environment; connect nowhere
+    bool upload = false;          // --upload: copy the local ptd-engine to every host (SFTP)
+    bool accept_new_host_keys = false;
+    bool slurm = false;           // write runs/<id>/sbatch.sh instead of launching
+    int steps = 0;                // --steps N for ptd-engine
+    std::string run_root;         // --run-root DIR (default launch.run_dir)
+    std::string run_id;           // --run-id ID (default YYYYMMDD-HHMMSS-PID)
+    std::string engine;           // --engine PATH: the local ptd-engine to run / upload
+    std::string known_hosts;      // --known-hosts FILE (default ~/.ssh/known_hosts)
+    std::string ssh_config;       // --ssh-config FILE (default ~/.ssh/config)
+    std::vector<std::string> engine_args;  // after `--`: passed to every ptd-engine
+};
+
+// Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or
+// a failed connection), 130 when stopped with Ctrl-C, 2 for a bad job/flag.
+int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
+
+}  // namespace ptd

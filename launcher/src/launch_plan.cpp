@@ -1,0 +1,342 @@
+// launch_plan.cpp — what a launch will run where: ranks on hosts (from the same
+// make_layout as the estimators), the engine's environment contract, the exact command
+// of every rank, the dry run and the Slurm script. Pure: no processes, no network.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "ptd/launch.h"
+#include "ptd/layout.h"
+
+extern char** environ;
+
+namespace ptd {
+namespace fs = std::filesystem;
+
+std::string shell_quote(std::string_view s) {
+    // Plain words stay readable in dry runs; everything else goes in single quotes, where
+    // the shell interprets nothing, and a ' becomes '\'' (close, escaped quote, reopen).
+    bool plain = !s.empty();
+    for (char c : s)
+        if (!(std::isalnum((unsigned char)c) || std::strchr("@%+=:,./_-", c))) plain = false;
+    if (plain) return std::string(s);
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'') out += "'\\''";
+        else out += c;
+    }
+    return out + "'";
+}
+
+static bool valid_env_name(std::string_view n) {
+    if (n.empty() || std::isdigit((unsigned char)n[0])) return false;
+    for (char c : n)
+        if (!(std::isalnum((unsigned char)c) || c == '_')) return false;
+    return true;
+}
+
+std::vector<std::pair<std::string, std::string>> forwarded_environment(const JobSpec& job) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::set<std::string> seen;
+    auto add = [&](const std::string& name, const char* value) {
+        if (value && seen.insert(name).second) out.emplace_back(name, value);
+    };
+    // Prefixes first, in a stable order (environ order differs between shells).
+    std::vector<std::string> prefixed;
+    for (char** e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        const size_t eq = kv.find('=');
+        if (eq == std::string_view::npos) continue;
+        std::string name(kv.substr(0, eq));
+        if (name.starts_with("NCCL_") || name.starts_with("GLOO_")) prefixed.push_back(name);
+    }
+    std::sort(prefixed.begin(), prefixed.end());
+    for (const std::string& n : prefixed) add(n, std::getenv(n.c_str()));
+    add("OMP_NUM_THREADS", std::getenv("OMP_NUM_THREADS"));
+    for (const std::string& n : job.launch.env) add(n, std::getenv(n.c_str()));
+    return out;
+}
+
+// The engine binary on this machine: an explicit path, a path in launch.engine, the
+// ptd-engine next to this executable (a build or install tree), or launch.engine on PATH.
+static std::string find_local_engine(const JobSpec& job, const LaunchOptions& opts) {
+    auto executable = [](const fs::path& p) { return !p.empty() && access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p); };
+    if (!opts.local_engine.empty()) return executable(opts.local_engine) ? fs::absolute(opts.local_engine).string() : "";
+    const std::string& e = job.launch.engine;
+    if (e.find('/') != std::string::npos) return executable(e) ? fs::absolute(e).string() : "";
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec && executable(self.parent_path() / e)) return (self.parent_path() / e).string();
+    if (const char* path = std::getenv("PATH")) {
+        std::stringstream ss(path);
+        for (std::string dir; std::getline(ss, dir, ':');)
+            if (!dir.empty() && executable(fs::path(dir) / e)) return fs::absolute(fs::path(dir) / e).string();
+    }
+    return "";
+}
+
+static std::string make_run_id() {
+    char buf[32];
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+    return std::string(buf) + "-" + std::to_string(getpid());
+}
+
+static int pick_local_free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (bind(fd, (sockaddr*)&a, sizeof a) == 0 && getsockname(fd, (sockaddr*)&a, &len) == 0) port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+// The job as the ranks read it: the same spec, with a relative data path made absolute
+// (the copy lives in the run directory, not next to the original job file).
+static std::string job_for_ranks(JobSpec job) {
+    std::string& data = job.training.data;
+    if (data != "synthetic" && !data.empty() && fs::path(data).is_relative()) {
+        fs::path base = ".";
+        if (!job.origin.file.empty() && job.origin.file[0] != '<') base = fs::path(job.origin.file).parent_path();
+        data = fs::weakly_canonical(fs::absolute(base / data)).string();
+    }
+    return save_job_toml(job);
+}
+
+// env, argv and the remote command line of every rank, from the plan's current fields.
+static void fill_rank_commands(LaunchPlan& plan) {
+    const bool gpus = plan.job.cluster.gpu.name != "cpu";
+    const std::string port = plan.master_port ? std::to_string(plan.master_port) : "<chosen at launch>";
+    const auto forwarded = forwarded_environment(plan.job);
+    for (RankPlan& r : plan.ranks) {
+        const HostPlan& h = plan.hosts[r.host];
+        r.env = {{"RANK", std::to_string(r.rank)},
+                 {"WORLD_SIZE", std::to_string(plan.ranks.size())},
+                 {"LOCAL_RANK", std::to_string(r.local_rank)},
+                 {"LOCAL_WORLD_SIZE", std::to_string(h.ranks.size())},
+                 {"MASTER_ADDR", plan.master_addr},
+                 {"MASTER_PORT", port},
+                 {"PTD_RUN_ID", plan.run_id}};
+        if (gpus) r.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.local_rank));
+        for (const auto& kv : forwarded) r.env.push_back(kv);
+
+        const std::string job_path = plan.local ? plan.run_dir + "/job.toml" : h.remote_dir + "/job.toml";
+        r.argv = {h.engine, "--job", job_path, "--run-dir", plan.run_dir};
+        if (plan.steps > 0) {
+            r.argv.push_back("--steps");
+            r.argv.push_back(std::to_string(plan.steps));
+        }
+        for (const std::string& a : plan.engine_args) r.argv.push_back(a);
+
+        // sshd starts the command in a new session, so the shell's pid ($$) is also the
+        // process group of everything the rank starts; exec keeps that pid for the engine.
+        // The launcher reads the pid line to signal the whole group later.
+        std::string cmd = "printf 'ptd-launch-pid %d\\n' \"$$\" >&2;";
+        for (const auto& [k, v] : r.env) cmd += " export " + k + "=" + shell_quote(v) + ";";
+        cmd += " exec";
+        for (const std::string& a : r.argv) cmd += " " + shell_quote(a);
+        r.shell_command = std::move(cmd);
+    }
+}
+
+void set_master_port(LaunchPlan& plan, int port) {
+    plan.master_port = port;
+    fill_rank_commands(plan);
+}
+
+Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opts) {
+    LaunchPlan plan;
+    plan.job = job;
+    // --hosts names machines to reach over SSH, whatever the job's mode says.
+    plan.local = (job.launch.mode == LaunchMode::local && opts.hostfile.empty()) || opts.slurm;
+    Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
+    if (opts.slurm)
+        for (int n = 0; n < job.cluster.nodes; ++n) hosts->push_back(HostEntry{"node-" + std::to_string(n), "", 0, 0, 0});
+    else
+        hosts = resolve_hosts(job, opts.hostfile);
+    if (!hosts) return std::unexpected(hosts.error());
+
+    LayoutRequest req;
+    req.tp = job.parallel.tp;
+    req.cp = job.parallel.cp;
+    req.dp = job.parallel.dp;
+    req.pp = job.parallel.pp;
+    req.ep = job.parallel.ep;
+    req.gpus_per_node = job.cluster.gpus_per_node;
+    req.order = job.parallel.order;
+    auto layout = make_layout(req);
+    if (!layout) return std::unexpected(layout.error());
+
+    plan.run_id = opts.run_id.empty() ? make_run_id() : opts.run_id;
+    for (char c : plan.run_id)
+        if (!(std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'))
+            return fail(SourceLoc{}, "run_id", "got \"" + plan.run_id + "\"; allowed: letters, digits, '-', '_', '.'");
+    const std::string root = opts.run_root.empty() ? job.launch.run_dir : opts.run_root;
+    plan.run_dir = (fs::absolute(root) / plan.run_id).lexically_normal().string();
+    plan.upload = opts.upload.value_or(job.launch.upload);
+    plan.accept_new_host_keys = opts.accept_new_host_keys.value_or(job.launch.accept_new_host_keys);
+    plan.known_hosts = opts.known_hosts;
+    plan.ssh_config = opts.ssh_config;
+    plan.steps = opts.steps;
+    plan.engine_args = opts.engine_args;
+    for (const std::string& n : job.launch.env)
+        if (!valid_env_name(n))
+            return fail(job.where("launch.env"), "launch.env",
+                        "got \"" + n + "\"; allowed: environment variable names ([A-Za-z_][A-Za-z0-9_]*)");
+
+    if (plan.local || plan.upload) {
+        plan.local_engine = find_local_engine(job, opts);
+        if (plan.local_engine.empty() && opts.slurm) plan.local_engine = job.launch.engine;  // from PATH on the nodes
+        if (plan.local_engine.empty()) {
+            const std::string given = opts.local_engine.empty() ? job.launch.engine : opts.local_engine;
+            return fail(job.where("launch.engine"), "launch.engine",
+                        "no executable \"" + given + "\" found (tried " +
+                            (given.find('/') != std::string::npos ? "that path"
+                                                                  : "next to this program and on PATH") +
+                            "); allowed: a path to ptd-engine, or build it first (cmake --build build)");
+        }
+    }
+
+    for (size_t i = 0; i < hosts->size(); ++i) {
+        HostPlan h;
+        h.entry = (*hosts)[i];
+        if (!plan.local) {
+            if (h.entry.user.empty()) h.entry.user = job.launch.user;
+            if (h.entry.port == 0 && job.launch.port != 22) h.entry.port = job.launch.port;
+        }
+        h.display = plan.local ? h.entry.host + " (local)"
+                               : (h.entry.user.empty() ? "" : h.entry.user + "@") + h.entry.host +
+                                     (h.entry.port ? ":" + std::to_string(h.entry.port) : "");
+        // Each host gets its own copy of the job (and engine) under the run directory's
+        // path, so two "hosts" that are one machine never overwrite each other's files.
+        h.remote_dir = plan.local ? plan.run_dir : plan.run_dir + "/host-" + std::to_string(i);
+        h.engine = plan.local ? plan.local_engine : plan.upload ? h.remote_dir + "/ptd-engine" : job.launch.engine;
+        plan.hosts.push_back(std::move(h));
+    }
+
+    plan.ranks.resize(layout->world);
+    for (int r = 0; r < layout->world; ++r) {
+        const RankPlace& p = layout->ranks[r];
+        RankPlan& rp = plan.ranks[r];
+        rp.rank = r;
+        rp.host = p.node;
+        rp.local_rank = p.local_gpu;
+        rp.tp = p.coord[DIM_TP];
+        rp.pp = p.coord[DIM_PP];
+        rp.dp = p.coord[DIM_DP];
+        plan.hosts[p.node].ranks.push_back(r);
+    }
+
+    plan.master_addr = !job.launch.master_addr.empty() ? job.launch.master_addr
+                       : plan.local                    ? "127.0.0.1"
+                                                       : plan.hosts[0].entry.host;
+    plan.master_port = job.launch.master_port;
+    if (plan.master_port == 0 && plan.local) {
+        plan.master_port = pick_local_free_port();
+        if (plan.master_port == 0)
+            return fail(job.where("launch.master_port"), "launch.master_port",
+                        std::string("no free TCP port on 127.0.0.1 (") + std::strerror(errno) +
+                            "); allowed: set launch.master_port");
+    }
+    plan.job_toml = job_for_ranks(job);
+    fill_rank_commands(plan);
+    return plan;
+}
+
+static std::string rank_span(const std::vector<int>& ranks) {
+    if (ranks.empty()) return "none";
+    bool contiguous = true;
+    for (size_t i = 1; i < ranks.size(); ++i) contiguous &= ranks[i] == ranks[i - 1] + 1;
+    if (contiguous) return ranks.size() == 1 ? std::to_string(ranks[0])
+                                             : std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+    std::string s;
+    for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+    return s;
+}
+
+std::string format_dry_run(const LaunchPlan& plan) {
+    std::ostringstream o;
+    o << "run " << plan.run_id << ": " << plan.ranks.size() << " rank(s) on " << plan.hosts.size() << " host(s), "
+      << (plan.local ? "local child processes" : "ssh") << "\n";
+    o << "run directory: " << plan.run_dir << "\n";
+    o << "master: " << plan.master_addr << ":"
+      << (plan.master_port ? std::to_string(plan.master_port) : "(a free port found on the first host at launch)")
+      << "\n";
+    if (!plan.local)
+        o << "files sent to each host: job.toml" << (plan.upload ? " and ptd-engine (" + plan.local_engine + ", SHA-256 checked)" : "")
+          << "\n";
+    for (size_t h = 0; h < plan.hosts.size(); ++h) {
+        const HostPlan& hp = plan.hosts[h];
+        o << "\nhost " << h << " " << hp.display << ": ranks " << rank_span(hp.ranks) << "\n";
+        for (int r : hp.ranks) {
+            const RankPlan& rp = plan.ranks[r];
+            o << "  rank " << r << " (tp " << rp.tp << ", pp " << rp.pp << ", dp " << rp.dp << ", local " << rp.local_rank
+              << "):\n    ";
+            if (plan.local) {
+                for (const auto& [k, v] : rp.env) o << k << "=" << shell_quote(v) << " ";
+                for (size_t i = 0; i < rp.argv.size(); ++i) o << (i ? " " : "") << shell_quote(rp.argv[i]);
+            } else {
+                o << "ssh " << hp.display << " " << rp.shell_command;
+            }
+            o << "\n";
+        }
+    }
+    return o.str();
+}
+
+std::string slurm_script(const LaunchPlan& plan) {
+    const JobSpec& job = plan.job;
+    const bool gpus = job.cluster.gpu.name != "cpu";
+    std::ostringstream o;
+    o << "#!/bin/bash\n"
+      << "# sbatch script written by `ptd launch --slurm` for run " << plan.run_id << ": "
+      << plan.ranks.size() << " ranks of ptd-engine, " << job.cluster.gpus_per_node << " per node.\n"
+      << "# Submit with: sbatch " << shell_quote(plan.run_dir + "/sbatch.sh") << "\n"
+      << "# Watch with:  ptd watch " << shell_quote(plan.run_dir) << "\n"
+      << "#SBATCH --job-name=" << shell_quote("ptd-" + job.model.name) << "\n"
+      << "#SBATCH --nodes=" << job.cluster.nodes << "\n"
+      << "#SBATCH --ntasks-per-node=" << job.cluster.gpus_per_node << "\n";
+    if (gpus) o << "#SBATCH --gpus-per-node=" << job.cluster.gpus_per_node << "\n";
+    o << "#SBATCH --output=" << plan.run_dir << "/slurm-%j.out\n"
+      << "set -euo pipefail\n\n"
+      << "# The environment contract of ptd-engine (docs/engine.md): rank 0's node hosts the store.\n"
+      << "export MASTER_ADDR=" << (job.launch.master_addr.empty() ? std::string("$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)")
+                                                                     : shell_quote(job.launch.master_addr))
+      << "\n"
+      << "export MASTER_PORT=" << (job.launch.master_port ? std::to_string(job.launch.master_port) : std::string("$((20000 + SLURM_JOB_ID % 20000))"))
+      << "\n"
+      << "export WORLD_SIZE=" << plan.ranks.size() << "\n"
+      << "export LOCAL_WORLD_SIZE=" << job.cluster.gpus_per_node << "\n"
+      << "export PTD_RUN_ID=" << shell_quote(plan.run_id) << "\n";
+    for (const auto& [k, v] : forwarded_environment(job)) o << "export " << k << "=" << shell_quote(v) << "\n";
+    std::string args;
+    const std::string engine = plan.upload || plan.local ? plan.local_engine : job.launch.engine;
+    for (const std::string& a : std::vector<std::string>{engine, "--job", plan.run_dir + "/job.toml", "--run-dir", plan.run_dir})
+        args += " " + shell_quote(a);
+    if (plan.steps > 0) args += " --steps " + std::to_string(plan.steps);
+    for (const std::string& a : plan.engine_args) args += " " + shell_quote(a);
+    // One task per rank: Slurm's task id is the global rank (block distribution puts
+    // consecutive ranks on a node, as make_layout's node = rank / gpus_per_node does).
+    o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n"
+      << "srun --kill-on-bad-exit=1 --distribution=block --output=" << shell_quote(plan.run_dir + "/rank-%t.log")
+      << " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;"
+      << (gpus ? " export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID;" : "") << " exec \"$0\" \"$@\"'" << args << "\n";
+    return o.str();
+}
+
+}  // namespace ptd

@@ -1,0 +1,510 @@
+// test_launcher.cpp — launch plans (ranks on hosts, the environment contract, quoting that
+// survives a real shell, dry run, Slurm script) and local launches with real processes:
+// the real ptd-engine on 4 and 8 ranks, a failing rank, a rank that ignores TERM, a killed
+// engine rank, stop(), and `ptd launch` itself under SIGINT. After every launch no process
+// carrying the run's PTD_RUN_ID may survive.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "launcher_test_util.h"
+#include "ptd/launch.h"
+#include "ptd/presets.h"
+#include "ptd/run_dir.h"
+
+using namespace ptd;
+using namespace ptd_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = PTD_SOURCE_DIR;
+const std::string kBin = PTD_BIN_DIR;
+
+JobSpec load(const std::string& path, const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+    static auto presets = load_presets();
+    auto job = load_job_file(path, *presets);
+    EXPECT_TRUE(job.has_value()) << (job ? "" : job.error().str());
+    (void)edits;
+    return *job;
+}
+
+std::string env_of(const RankPlan& r, const std::string& name) {
+    for (const auto& [k, v] : r.env)
+        if (k == name) return v;
+    return "<unset>";
+}
+
+LaunchOptions options_in(const std::string& dir, const std::string& id) {
+    LaunchOptions o;
+    o.run_root = dir;
+    o.run_id = id;
+    o.local_engine = kBin + "/ptd-engine";
+    return o;
+}
+
+// Runs the launch to its end (bounded), returning every event.
+struct Collected {
+    std::vector<LaunchEvent> events;
+    LaunchOutcome outcome;
+    int rc = -1;
+    std::map<int, int> last_step;   // rank → last step metric seen
+    std::map<int, int> exit_codes;
+};
+
+Collected run_to_end(LaunchPlan plan, double timeout_s, const std::function<void(Launcher&, const LaunchEvent&)>& on_event = {}) {
+    Collected c;
+    auto started = Launcher::start(std::move(plan));
+    EXPECT_TRUE(started.has_value()) << (started ? "" : started.error().str());
+    if (!started) return c;
+    Launcher& run = **started;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    LaunchEvent ev;
+    bool stopped = false;
+    while (!run.finished() || run.next_event(ev, 0)) {
+        if (!run.next_event(ev, 0.1)) {
+            if (!stopped && std::chrono::steady_clock::now() > until) {
+                ADD_FAILURE() << "launch did not finish within " << timeout_s << " s; stopping it";
+                run.stop();
+                stopped = true;
+            }
+            continue;
+        }
+        if (ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::step) c.last_step[ev.rank] = ev.metric->step;
+        if (ev.kind == LaunchEventKind::rank_exited) c.exit_codes[ev.rank] = ev.exit_code;
+        if (on_event) on_event(run, ev);
+        c.events.push_back(ev);
+        if (ev.kind == LaunchEventKind::finished) break;
+    }
+    c.rc = run.wait();
+    c.outcome = run.outcome();
+    return c;
+}
+
+// A stand-in engine: prints a line, then runs `body` (sh) with the rank's environment.
+std::string fake_engine(const std::string& dir, const std::string& body) {
+    const std::string path = dir + "/fake-engine";
+    write_file(path, "#!/bin/sh\necho \"fake engine rank $RANK of $WORLD_SIZE\"\n" + body + "\n", 0755);
+    return path;
+}
+
+}  // namespace
+
+// ---- quoting ---------------------------------------------------------------------------
+
+TEST(ShellQuote, EveryStringSurvivesARealShell) {
+    const std::vector<std::string> nasty = {
+        "plain", "", "two words", "semi;colon", "$(touch /tmp/ptd-pwned)", "`id`", "it's", "\"double\"",
+        "new\nline", "*", "~", "a\\b", "tab\there", "$HOME", "-n", "ünïcödé", "'", "''", "x=y"};
+    std::string cmd = "printf '%s\\0'";
+    for (const std::string& s : nasty) cmd += " " + shell_quote(s);
+    FILE* p = popen(("/bin/sh -c " + shell_quote(cmd)).c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    pclose(p);
+    std::vector<std::string> got;
+    for (size_t start = 0, z; (z = out.find('\0', start)) != std::string::npos; start = z + 1) got.push_back(out.substr(start, z - start));
+    EXPECT_EQ(got, nasty);
+    EXPECT_FALSE(fs::exists("/tmp/ptd-pwned"));
+    EXPECT_EQ(shell_quote("plain/path-1.2"), "plain/path-1.2");  // readable dry runs
+}
+
+// ---- plans -----------------------------------------------------------------------------
+
+TEST(LaunchPlan, LocalJobHasTheEngineContract) {
+    const std::string dir = make_temp_dir("plan");
+    LaunchOptions o = options_in(dir, "run-a");
+    o.steps = 3;
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    ASSERT_EQ(plan->ranks.size(), 4u);
+    ASSERT_EQ(plan->hosts.size(), 1u);
+    EXPECT_TRUE(plan->local);
+    EXPECT_EQ(plan->run_dir, dir + "/run-a");
+    EXPECT_GT(plan->master_port, 0);
+    for (const RankPlan& r : plan->ranks) {
+        EXPECT_EQ(env_of(r, "RANK"), std::to_string(r.rank));
+        EXPECT_EQ(env_of(r, "LOCAL_RANK"), std::to_string(r.rank));
+        EXPECT_EQ(env_of(r, "WORLD_SIZE"), "4");
+        EXPECT_EQ(env_of(r, "LOCAL_WORLD_SIZE"), "4");
+        EXPECT_EQ(env_of(r, "MASTER_ADDR"), "127.0.0.1");
+        EXPECT_EQ(env_of(r, "MASTER_PORT"), std::to_string(plan->master_port));
+        EXPECT_EQ(env_of(r, "PTD_RUN_ID"), "run-a");
+        EXPECT_EQ(env_of(r, "CUDA_VISIBLE_DEVICES"), "<unset>");  // cpu preset
+        const std::vector<std::string> want = {kBin + "/ptd-engine", "--job", dir + "/run-a/job.toml", "--run-dir",
+                                               dir + "/run-a", "--steps", "3"};
+        EXPECT_EQ(r.argv, want);
+    }
+    // Coordinates come from make_layout: tp fastest, then dp, then pp (tp 2, pp 2).
+    EXPECT_EQ(plan->ranks[1].tp, 1);
+    EXPECT_EQ(plan->ranks[2].pp, 1);
+}
+
+TEST(LaunchPlan, HostfileMapsRanksToHostsAndGpus) {
+    const std::string dir = make_temp_dir("plan");
+    write_file(dir + "/hosts", "# two nodes\nalice@host-a:2222 slots=4\nhost-b slots=4\n");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.nodes = 2;
+    job.cluster.gpu.name = "h100-sxm";  // GPUs: CUDA_VISIBLE_DEVICES per local rank
+    job.parallel.dp = 2;
+    job.launch.port = 2200;
+    auto plan = make_launch_plan(job, [&] {
+        auto o = options_in(dir, "run-b");
+        o.hostfile = dir + "/hosts";
+        return o;
+    }());
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_FALSE(plan->local);  // --hosts means SSH
+    ASSERT_EQ(plan->hosts.size(), 2u);
+    EXPECT_EQ(plan->hosts[0].display, "alice@host-a:2222");
+    EXPECT_EQ(plan->hosts[1].display, "host-b:2200");  // launch.port fills in
+    EXPECT_EQ(plan->master_addr, "host-a");
+    EXPECT_EQ(plan->master_port, 0);  // chosen on host-a at launch
+    EXPECT_EQ(plan->hosts[0].ranks, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(plan->hosts[1].ranks, (std::vector<int>{4, 5, 6, 7}));
+    for (const RankPlan& r : plan->ranks) {
+        EXPECT_EQ(r.host, r.rank / 4);
+        EXPECT_EQ(env_of(r, "LOCAL_RANK"), std::to_string(r.rank % 4));
+        EXPECT_EQ(env_of(r, "CUDA_VISIBLE_DEVICES"), std::to_string(r.rank % 4));
+        EXPECT_EQ(env_of(r, "LOCAL_WORLD_SIZE"), "4");
+        EXPECT_EQ(r.argv[0], "ptd-engine");  // remote PATH without --upload
+        EXPECT_EQ(r.argv[2], plan->hosts[r.host].remote_dir + "/job.toml");
+    }
+    set_master_port(*plan, 29611);
+    EXPECT_EQ(env_of(plan->ranks[5], "MASTER_PORT"), "29611");
+    EXPECT_NE(plan->ranks[5].shell_command.find("export MASTER_PORT=29611;"), std::string::npos);
+    const std::string dry = format_dry_run(*plan);
+    EXPECT_NE(dry.find("host 1 host-b:2200: ranks 4-7"), std::string::npos) << dry;
+    EXPECT_NE(dry.find("ssh alice@host-a:2222 printf"), std::string::npos) << dry;
+}
+
+TEST(LaunchPlan, ForwardsNamedEnvironmentOnly) {
+    const std::string dir = make_temp_dir("plan");
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("PTD_TEST_USER_VAR", "a b;c", 1);
+    unsetenv("PTD_TEST_UNSET_VAR");
+    setenv("PTD_TEST_NOT_NAMED", "x", 1);
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.launch.env = {"PTD_TEST_USER_VAR", "PTD_TEST_UNSET_VAR"};
+    auto plan = make_launch_plan(job, options_in(dir, "run-c"));
+    ASSERT_TRUE(plan) << plan.error().str();
+    const RankPlan& r = plan->ranks[3];
+    EXPECT_EQ(env_of(r, "NCCL_DEBUG"), "INFO");
+    EXPECT_EQ(env_of(r, "GLOO_SOCKET_IFNAME"), "lo");
+    EXPECT_EQ(env_of(r, "OMP_NUM_THREADS"), "1");
+    EXPECT_EQ(env_of(r, "PTD_TEST_USER_VAR"), "a b;c");
+    EXPECT_EQ(env_of(r, "PTD_TEST_UNSET_VAR"), "<unset>");
+    EXPECT_EQ(env_of(r, "PTD_TEST_NOT_NAMED"), "<unset>");
+    unsetenv("OMP_NUM_THREADS");
+
+    job.launch.env = {"BAD NAME"};
+    auto bad = make_launch_plan(job, options_in(dir, "run-d"));
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("launch.env"), std::string::npos) << bad.error().str();
+}
+
+TEST(LaunchPlan, RanksReadTheJobWithAnAbsoluteDataPath) {
+    const std::string dir = make_temp_dir("plan");
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-gpt-8rank.toml"), options_in(dir, "run-e"));
+    ASSERT_TRUE(plan) << plan.error().str();
+    static auto presets = load_presets();
+    auto reread = load_job_text(plan->job_toml, dir + "/run-e/job.toml", *presets);
+    ASSERT_TRUE(reread) << reread.error().str();
+    EXPECT_TRUE(fs::path(reread->training.data).is_absolute()) << reread->training.data;
+    EXPECT_TRUE(fs::exists(reread->training.data)) << reread->training.data;
+    EXPECT_EQ(reread->parallel.tp, 2);
+    EXPECT_EQ(reread->world_size(), 8);
+}
+
+TEST(LaunchPlan, ErrorsNameTheKey) {
+    const std::string dir = make_temp_dir("plan");
+    LaunchOptions o = options_in(dir, "run-f");
+    o.local_engine = dir + "/no-such-engine";
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_FALSE(plan);
+    EXPECT_NE(plan.error().str().find("launch.engine"), std::string::npos) << plan.error().str();
+    EXPECT_NE(plan.error().str().find("no-such-engine"), std::string::npos) << plan.error().str();
+
+    o = options_in(dir, "../escape");
+    plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_FALSE(plan);
+    EXPECT_NE(plan.error().str().find("run_id"), std::string::npos) << plan.error().str();
+
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.launch.mode = LaunchMode::ssh;
+    plan = make_launch_plan(job, options_in(dir, "run-g"));
+    ASSERT_FALSE(plan);
+    EXPECT_NE(plan.error().str().find("needs hosts"), std::string::npos) << plan.error().str();
+}
+
+// The exact remote command line, run by a real shell: every argument and variable arrives
+// byte for byte even with spaces, ';', $(), backticks, quotes and newlines in them.
+TEST(LaunchPlan, RemoteCommandIsQuotedForAnyValue) {
+    const std::string dir = make_temp_dir("quote");
+    const std::string weird_dir = dir + "/we ird;$(touch " + dir + "/pwned)'q\"`id`";
+    const std::string engine = weird_dir + "/eng ine";
+    write_file(engine, "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\nprintf 'RANK=%s\\nVAR=%s\\n' \"$RANK\" \"$PTD_QUOTE_VAR\"\n", 0755);
+    const std::string value = "x y; $(touch " + dir + "/pwned2) `id` 'single' \"double\"\nnext";
+    setenv("PTD_QUOTE_VAR", value.c_str(), 1);
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.launch.mode = LaunchMode::ssh;
+    job.cluster.hosts = {"host;$(reboot)"};
+    job.launch.engine = engine;
+    job.launch.env = {"PTD_QUOTE_VAR"};
+    LaunchOptions o = options_in(dir, "run-q");
+    o.engine_args = {"--flag=a b", "$(touch " + dir + "/pwned3)", "it's"};
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    set_master_port(*plan, 4242);
+    FILE* p = popen(("/bin/sh -c " + shell_quote(plan->ranks[2].shell_command) + " 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_NE(out.find("ptd-launch-pid "), std::string::npos) << out;
+    EXPECT_NE(out.find("[--flag=a b]\n[$(touch " + dir + "/pwned3)]\n[it's]\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("[" + plan->hosts[0].remote_dir + "/job.toml]"), std::string::npos) << out;
+    EXPECT_NE(out.find("RANK=2\nVAR=" + value + "\n"), std::string::npos) << out;
+    for (const char* f : {"/pwned", "/pwned2", "/pwned3"}) EXPECT_FALSE(fs::exists(dir + f)) << f;
+    unsetenv("PTD_QUOTE_VAR");
+}
+
+TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
+    const std::string dir = make_temp_dir("slurm");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    LaunchOptions o = options_in(dir, "run-s");
+    o.slurm = true;
+    o.steps = 2;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string script = slurm_script(*plan);
+    EXPECT_NE(script.find("#SBATCH --nodes=1"), std::string::npos) << script;
+    EXPECT_NE(script.find("#SBATCH --ntasks-per-node=4"), std::string::npos) << script;
+    EXPECT_NE(script.find("scontrol show hostnames"), std::string::npos) << script;
+    EXPECT_EQ(script.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << script;  // cpu preset
+
+    // Run it for real with stand-ins for srun and scontrol: srun starts one process per
+    // task with Slurm's variables, as Slurm would, and the real engines train.
+    write_file(dir + "/shims/scontrol", "#!/bin/sh\necho 127.0.0.1\n", 0755);
+    write_file(dir + "/shims/srun",
+               "#!/bin/bash\n# srun stand-in: srun [options] cmd...; honours --output=PATTERN with %t\n"
+               "out=; while [[ $1 == -* ]]; do case $1 in --output=*) out=${1#--output=};; esac; shift; done\n"
+               "pids=(); for ((t=0; t<SLURM_NTASKS; t++)); do\n"
+               "  SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
+               "done\nrc=0; for p in \"${pids[@]}\"; do wait $p || rc=$?; done; exit $rc\n",
+               0755);
+    fs::create_directories(plan->run_dir);
+    write_file(plan->run_dir + "/job.toml", plan->job_toml);
+    write_file(plan->run_dir + "/sbatch.sh", script, 0755);
+    const std::string cmd = "cd " + shell_quote(dir) + " && PATH=" + shell_quote(dir + "/shims") +
+                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_ID=777 SLURM_NTASKS=4 timeout 120 bash " +
+                            shell_quote(plan->run_dir + "/sbatch.sh") + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(plan->run_dir + "/rank-0.log");
+    for (int r = 0; r < 4; ++r) {
+        const std::string log = read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log");
+        std::string problem;
+        int steps = 0;
+        std::istringstream lines(log);
+        for (std::string l; std::getline(lines, l);)
+            if (auto m = parse_metrics_line(l, &problem); m && m->kind == MetricKind::step && m->rank == r) steps = m->step;
+        EXPECT_EQ(steps, 2) << "rank " << r << ":\n" << log;
+    }
+}
+
+// ---- local launches --------------------------------------------------------------------
+
+TEST(LocalLaunch, TinyJobReportsMetricsFromEveryRank) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "tiny-4");
+    o.steps = 3;
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason;
+    for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 3) << "rank " << r;
+        EXPECT_EQ(c.exit_codes.count(r) ? c.exit_codes.at(r) : -99, 0) << "rank " << r;
+    }
+    EXPECT_EQ(c.events.back().kind, LaunchEventKind::finished);
+    auto m = read_manifest(dir + "/tiny-4");
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "finished");
+    for (int r = 0; r < 4; ++r) {
+        const std::string log = read_file(dir + "/tiny-4/rank-" + std::to_string(r) + ".log");
+        EXPECT_NE(log.find("\"event\":\"end\""), std::string::npos) << log;
+        EXPECT_GT(m->ranks[r].pid, 0);
+    }
+    EXPECT_TRUE(fs::exists(dir + "/tiny-4/job.toml"));
+    EXPECT_TRUE(survivors_after("tiny-4", 2).empty());
+}
+
+TEST(LocalLaunch, EightRanksOfTheRealEngine) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "gpt-8");
+    o.steps = 2;
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-gpt-8rank.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 180);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason;
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 2) << "rank " << r;
+}
+
+TEST(LocalLaunch, FailingRankStopsEveryOtherRank) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "fail-1");
+    // Rank 2 fails after the others are up; every other rank leaves a background child
+    // in its process group, which the teardown must take down too.
+    o.local_engine = fake_engine(dir, "if [ \"$RANK\" = 2 ]; then sleep 0.5; echo 'boom: rank 2 gave up' >&2; exit 3; fi\n"
+                                      "sleep 300 & sleep 300");
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 60);
+    EXPECT_EQ(c.rc, 3);
+    EXPECT_EQ(c.outcome.failed_rank, 2);
+    EXPECT_NE(c.outcome.reason.find("rank 2 on localhost (local) exited with code 3"), std::string::npos) << c.outcome.reason;
+    ASSERT_FALSE(c.outcome.last_stderr.empty());
+    EXPECT_EQ(c.outcome.last_stderr.back(), "boom: rank 2 gave up");
+    for (int r : {0, 1, 3}) EXPECT_EQ(c.exit_codes.at(r), 128 + SIGTERM) << "rank " << r;
+    EXPECT_TRUE(survivors_after("fail-1", 3).empty());
+    auto m = read_manifest(dir + "/fail-1");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->state, "failed");
+    EXPECT_EQ(m->failed_rank, 2);
+}
+
+TEST(LocalLaunch, RankIgnoringTermIsKilledAfterGrace) {
+    const std::string dir = make_temp_dir("launch");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.launch.grace_s = 0.5;
+    LaunchOptions o = options_in(dir, "fail-2");
+    o.local_engine = fake_engine(dir, "trap '' TERM\nif [ \"$RANK\" = 0 ]; then sleep 0.3; exit 1; fi\n"
+                                      "while true; do sleep 0.1; done");
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 30);
+    EXPECT_EQ(c.rc, 1);
+    for (int r : {1, 2, 3}) EXPECT_EQ(c.exit_codes.at(r), 128 + SIGKILL) << "rank " << r;
+    EXPECT_TRUE(survivors_after("fail-2", 3).empty());
+}
+
+TEST(LocalLaunch, StopTearsEverythingDown) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "stop-1");
+    o.local_engine = fake_engine(dir, "sleep 300 & sleep 300");
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    int started = 0;
+    const Collected c = run_to_end(*plan, 30, [&](Launcher& run, const LaunchEvent& ev) {
+        if (ev.kind == LaunchEventKind::output && ev.text.starts_with("fake engine") && ++started == 4) run.stop();
+    });
+    EXPECT_EQ(c.rc, 130);
+    EXPECT_TRUE(c.outcome.stopped_by_user);
+    EXPECT_TRUE(survivors_after("stop-1", 3).empty());
+    auto m = read_manifest(dir + "/stop-1");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->state, "stopped");
+}
+
+TEST(LocalLaunch, KilledEngineRankEndsTheRunWithItsReport) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "kill-1");
+    o.steps = 100000;
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    std::map<int, long> pids;
+    bool killed = false;
+    const Collected c = run_to_end(*plan, 120, [&](Launcher&, const LaunchEvent& ev) {
+        if (ev.kind == LaunchEventKind::rank_started) pids[ev.rank] = ev.pid;
+        if (!killed && ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::step && ev.metric->step >= 2) {
+            kill((pid_t)pids.at(2), SIGKILL);
+            killed = true;
+        }
+    });
+    ASSERT_TRUE(killed);
+    EXPECT_EQ(c.rc, 128 + SIGKILL);
+    EXPECT_EQ(c.outcome.failed_rank, 2);
+    EXPECT_TRUE(survivors_after("kill-1", 5).empty());
+}
+
+// ---- the command ------------------------------------------------------------------------
+
+struct Proc {
+    int rc = -1;
+    std::string out, err;
+};
+
+TEST(LaunchCommand, DryRunConnectsNowhere) {
+    const std::string dir = make_temp_dir("cmd");
+    write_file(dir + "/hosts", "nobody@192.0.2.1 slots=4\n");
+    const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --hosts " + dir +
+                            "/hosts --dry-run --run-root " + dir + " --run-id dry 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_NE(out.find("ssh nobody@192.0.2.1 printf"), std::string::npos) << out;
+    EXPECT_NE(out.find("export RANK=3;"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir + "/dry"));  // nothing created
+}
+
+TEST(LaunchCommand, SigintStopsEveryRankAndExits130) {
+    const std::string dir = make_temp_dir("cmd");
+    const std::string engine = fake_engine(dir, "sleep 300 & sleep 300");
+    int out_pipe[2];
+    ASSERT_EQ(pipe(out_pipe), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out_pipe[1], 1);
+        dup2(out_pipe[1], 2);
+        close(out_pipe[0]);
+        const std::string ptd = kBin + "/ptd";
+        execl(ptd.c_str(), "ptd", "launch", (kSrc + "/assets/jobs/tiny-local.toml").c_str(), "--engine", engine.c_str(),
+              "--run-root", dir.c_str(), "--run-id", "sigint-1", (char*)nullptr);
+        _exit(127);
+    }
+    close(out_pipe[1]);
+    // Wait until all four ranks run (their processes carry the run id), then Ctrl-C.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (processes_of_run("sigint-1").size() < 8 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_GE(processes_of_run("sigint-1").size(), 8u);  // 4 ranks + their background children
+    kill(pid, SIGINT);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = read(out_pipe[0], buf, sizeof buf)) > 0;) out.append(buf, (size_t)n);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+    EXPECT_NE(out.find("interrupted"), std::string::npos) << out;
+    EXPECT_TRUE(survivors_after("sigint-1", 3).empty());
+    auto m = read_manifest(dir + "/sigint-1");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->state, "stopped");
+}
+
+TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {
+    const std::string dir = make_temp_dir("cmd");
+    const std::string engine = fake_engine(dir, "if [ \"$RANK\" = 1 ]; then echo 'out of cheese' >&2; exit 7; fi\nsleep 300");
+    const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --engine " + engine +
+                            " --run-root " + dir + " --run-id fail-cmd 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = pclose(p);
+    EXPECT_EQ(WEXITSTATUS(status), 7) << out;
+    EXPECT_NE(out.find("rank 1 on localhost (local) exited with code 7"), std::string::npos) << out;
+    EXPECT_NE(out.find("| out of cheese"), std::string::npos) << out;
+    EXPECT_TRUE(survivors_after("fail-cmd", 3).empty());
+}
