@@ -88,7 +88,9 @@ Collected run_to_end(LaunchPlan plan, double timeout_s, const std::function<void
 // A stand-in engine: prints a line, then runs `body` (sh) with the rank's environment.
 std::string fake_engine(const std::string& dir, const std::string& body) {
     const std::string path = dir + "/fake-engine";
-    write_file(path, "#!/bin/sh\necho \"fake engine rank $RANK of $WORLD_SIZE\"\n" + body + "\n", 0755);
+    // --free-port is what the launcher asks the first SSH host for MASTER_PORT.
+    write_file(path, "#!/bin/sh\n[ \"$1\" = --free-port ] && exec " + kBin + "/ptd-engine --free-port\n" +
+                         "echo \"fake engine rank $RANK of $WORLD_SIZE\"\n" + body + "\n", 0755);
     return path;
 }
 
@@ -507,4 +509,148 @@ TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {
     EXPECT_NE(out.find("rank 1 on localhost (local) exited with code 7"), std::string::npos) << out;
     EXPECT_NE(out.find("| out of cheese"), std::string::npos) << out;
     EXPECT_TRUE(survivors_after("fail-cmd", 3).empty());
+}
+
+// ---- over SSH: a real sshd on 127.0.0.1 ------------------------------------------------
+
+#include "sshd_fixture.h"
+
+namespace {
+
+// tiny-local through the fixture's sshd: one host, four slots.
+struct SshSetup {
+    SshdFixture sshd;
+    std::string dir, skip;
+    JobSpec job;
+    LaunchOptions opts;
+    SshSetup(const std::string& id) {
+        unsetenv("SSH_AUTH_SOCK");
+        skip = sshd.start();
+        if (!skip.empty()) return;
+        dir = make_temp_dir("ssh");
+        write_file(dir + "/hosts", sshd.user + "@127.0.0.1:" + std::to_string(sshd.port) + " slots=4\n");
+        job = load(kSrc + "/assets/jobs/tiny-local.toml");
+        job.launch.identity = sshd.identity;
+        job.launch.connect_timeout_s = 5;
+        opts = options_in(dir, id);
+        opts.hostfile = dir + "/hosts";
+        opts.known_hosts = sshd.known_hosts;
+        opts.ssh_config = sshd.ssh_config;
+    }
+};
+
+std::string texts_of(const Collected& c, LaunchEventKind kind) {
+    std::string s;
+    for (const LaunchEvent& ev : c.events)
+        if (ev.kind == kind) s += ev.text + "\n";
+    return s;
+}
+
+}  // namespace
+
+TEST(SshLaunch, FourEngineRanksThroughSshdWithUpload) {
+    SshSetup s("ssh-4");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    s.opts.upload = true;
+    s.opts.steps = 2;
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_FALSE(plan->local);
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 2) << "rank " << r;
+    EXPECT_NE(texts_of(c, LaunchEventKind::host_ready).find("uploaded ptd-engine"), std::string::npos);
+    // The uploaded copy is the local engine, byte for byte.
+    EXPECT_EQ(read_file(plan->hosts[0].remote_dir + "/ptd-engine"), read_file(kBin + "/ptd-engine"));
+    EXPECT_TRUE(survivors_after("ssh-4", 3).empty());
+}
+
+TEST(SshLaunch, UnknownHostKeyIsRefusedUnlessAccepted) {
+    SshSetup s("ssh-unknown");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    const std::string dir = s.dir;
+    s.job.launch.engine = fake_engine(dir, "exit 0");
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    Collected c = run_to_end(*plan, 30);
+    EXPECT_EQ(c.rc, 1);
+    const std::string failed = texts_of(c, LaunchEventKind::host_failed);
+    EXPECT_NE(failed.find("--accept-new-host-keys"), std::string::npos) << failed;
+    EXPECT_TRUE(texts_of(c, LaunchEventKind::rank_started).empty());
+
+    s.opts.accept_new_host_keys = true;
+    s.opts.run_id = "ssh-accepted";
+    plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan);
+    c = run_to_end(*plan, 30);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason;
+    EXPECT_NE(read_file(s.sshd.known_hosts).find("127.0.0.1"), std::string::npos);  // recorded
+}
+
+TEST(SshLaunch, ChangedHostKeyIsAlwaysRefused) {
+    SshSetup s("ssh-changed");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key(/*wrong_key=*/true);
+    s.opts.accept_new_host_keys = true;
+    s.job.launch.engine = fake_engine(s.dir, "exit 0");
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan);
+    const Collected c = run_to_end(*plan, 30);
+    EXPECT_EQ(c.rc, 1);
+    const std::string failed = texts_of(c, LaunchEventKind::host_failed);
+    EXPECT_NE(failed.find(s.sshd.fingerprint(false)), std::string::npos) << failed;
+    EXPECT_NE(failed.find(s.sshd.fingerprint(true)), std::string::npos) << failed;
+}
+
+TEST(SshLaunch, FailingRemoteRankTearsDownEveryRank) {
+    SshSetup s("ssh-fail");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    s.job.launch.grace_s = 2;
+    s.job.launch.engine = fake_engine(s.dir, "if [ \"$RANK\" = 1 ]; then sleep 0.5; echo 'remote rank 1 failed' >&2; exit 5; fi\n"
+                                             "sleep 300 & sleep 300");
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan);
+    const Collected c = run_to_end(*plan, 60);
+    EXPECT_EQ(c.rc, 5);
+    EXPECT_EQ(c.outcome.failed_rank, 1);
+    ASSERT_FALSE(c.outcome.last_stderr.empty());
+    EXPECT_EQ(c.outcome.last_stderr.back(), "remote rank 1 failed");
+    EXPECT_TRUE(survivors_after("ssh-fail", 5).empty());
+}
+
+// The "done": the CLI, through --hosts, over SSH to localhost, real engine.
+TEST(SshLaunch, PtdLaunchCommandOverSsh) {
+    SshSetup s("ssh-cli");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --hosts " + s.dir +
+                            "/hosts --upload --steps 3 --known-hosts " + s.sshd.known_hosts + " --ssh-config " +
+                            s.sshd.ssh_config + " --set launch.identity=" + s.sshd.identity + " --run-root " + s.dir +
+                            " --run-id ssh-cli 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+    EXPECT_NE(out.find("done: every rank finished"), std::string::npos) << out;
+    for (int r = 0; r < 4; ++r)
+        EXPECT_NE(read_file(s.dir + "/ssh-cli/rank-" + std::to_string(r) + ".log").find("\"event\":\"end\""), std::string::npos)
+            << "rank " << r;
+    EXPECT_TRUE(survivors_after("ssh-cli", 3).empty());
+}
+
+TEST(SshLaunch, MissingRemoteEngineIsReportedAtOnce) {
+    SshSetup s("ssh-noengine");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    s.job.launch.engine = s.dir + "/not-installed/ptd-engine";
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const auto t0 = std::chrono::steady_clock::now();
+    const Collected c = run_to_end(*plan, 20);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));  // no teardown wait
+    EXPECT_EQ(c.rc, 1);
+    EXPECT_NE(c.outcome.reason.find("--upload"), std::string::npos) << c.outcome.reason;
 }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cmd_launch.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -65,6 +66,31 @@ int main(int argc, char** argv) {
     auto* presets_cmd = app.add_subcommand("presets", "List model and GPU presets");
     presets_cmd->add_flag("--json", pa.json, "Machine-readable list (schema ptd.presets/1)");
 
+    ptd::WatchArgs wa;
+    bool no_sparklines = false;
+    auto* watch = app.add_subcommand("watch", "Show a run directory's dashboard: per-rank state, step, loss, speed, memory");
+    watch->add_option("RUN_DIR", wa.run_dir, "Run directory (runs/<run-id>) written by ptd launch")->required();
+    watch->add_flag("--once", wa.once, "Print the dashboard of what is there now and exit");
+    watch->add_option("--interval", wa.interval, "Seconds between redraws on a terminal (default 1)")->check(CLI::Range(0.05, 3600.0));
+    watch->add_flag("--no-sparklines", no_sparklines, "Leave out the loss sparkline column");
+
+    ptd::LaunchArgs lca;
+    auto* launch = app.add_subcommand("launch", "Start the job's ranks locally or over SSH with a live status per rank");
+    launch->add_option("JOB", lca.job, "Job spec file, @default or @tiny")->required();
+    launch->add_option("--hosts", lca.hosts, "DeepSpeed-style hostfile: run over SSH on these hosts");
+    launch->add_flag("--dry-run", lca.dry_run, "Print each host's exact commands and environment; connect nowhere");
+    launch->add_flag("--upload", lca.upload, "Copy the local ptd-engine to each host over SFTP (SHA-256 checked)");
+    launch->add_flag("--accept-new-host-keys", lca.accept_new_host_keys, "Record unknown SSH host keys (a changed key is always refused)");
+    launch->add_flag("--slurm", lca.slurm, "Write RUN_DIR/sbatch.sh (srun, same ranks and environment) instead of launching");
+    launch->add_option("--steps", lca.steps, "Stop after this step (ptd-engine --steps)")->check(CLI::Range(1, 1 << 30));
+    launch->add_option("--run-root", lca.run_root, "Folder for run directories (default launch.run_dir)");
+    launch->add_option("--run-id", lca.run_id, "Run id (default YYYYMMDD-HHMMSS-PID)");
+    launch->add_option("--engine", lca.engine, "Local ptd-engine to run or upload (default: next to ptd, else PATH)");
+    launch->add_option("--known-hosts", lca.known_hosts, "known_hosts file (default ~/.ssh/known_hosts)");
+    launch->add_option("--ssh-config", lca.ssh_config, "ssh config file (default ~/.ssh/config)");
+    launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+    launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -78,6 +104,12 @@ int main(int argc, char** argv) {
         return ptd::kExitConfig;
     }
 
+    // A run directory carries its own job: no presets needed.
+    if (*watch) {
+        wa.sparklines = !no_sparklines;
+        return ptd::cmd_watch(wa, stdout, stderr);
+    }
+
     auto presets = ptd::load_presets();
     if (!presets) {
         std::fprintf(stderr, "%s", presets.error().str().c_str());
@@ -89,6 +121,7 @@ int main(int argc, char** argv) {
                     : color_by == "cp" ? ptd::ColorBy::cp : ptd::ColorBy::tp;
         return ptd::cmd_layout(la, *presets, stdout, stderr);
     }
+    if (*launch) return ptd::cmd_launch(lca, *presets, stdout, stderr);
     if (*presets_cmd) return ptd::cmd_presets(pa, *presets, stdout, stderr);
     if (*estimate) return ptd::cmd_estimate(ea, *presets, stdout, stderr);
     if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);

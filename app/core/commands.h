@@ -77,4 +77,13 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
 // Summary + layout of a job in the terminal (ptd-studio without a display).
 int print_job_overview(const JobSpec& job, FILE* out, FILE* err);
 
+// `ptd watch RUN_DIR`: the dashboard of a live or finished run directory (docs/cli.md).
+struct WatchArgs {
+    std::string run_dir;
+    bool once = false;        // print the dashboard of what is there now and exit
+    double interval = 1.0;    // seconds between redraws on a terminal
+    bool sparklines = true;
+};
+int cmd_watch(const WatchArgs& a, FILE* out, FILE* err);
+
 }  // namespace ptd

@@ -4,6 +4,7 @@
 // every rank's process group, KILL after launch.grace_s.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -98,6 +99,7 @@ struct Launcher::Impl final : TransportSink {
     std::deque<RawEvent> raw;
     LaunchOutcome result;
 
+    std::vector<bool> rank_started;                    // start_rank succeeded
     std::vector<std::deque<std::string>> last_stderr;  // per rank, up to kKeepStderr
     static constexpr size_t kKeepStderr = 20;
 
@@ -251,6 +253,7 @@ bool Launcher::Impl::start_all() {
             return false;
         }
         manifest.ranks[r.rank].pid = pid;
+        rank_started[r.rank] = true;
         LaunchEvent ev;
         ev.kind = LaunchEventKind::rank_started;
         ev.rank = r.rank;
@@ -266,6 +269,7 @@ void Launcher::Impl::run() {
     for (int h = 0; h < (int)plan.hosts.size(); ++h)
         transports.push_back(plan.local ? make_local_transport(plan, h) : make_ssh_transport(plan, h));
     last_stderr.resize(plan.ranks.size());
+    rank_started.assign(plan.ranks.size(), false);
 
     if (!connect_all()) {
         finish(1, "failed");
@@ -293,19 +297,8 @@ void Launcher::Impl::supervise() {
     using clock = std::chrono::steady_clock;
     const int world = (int)plan.ranks.size();
     std::vector<bool> exited(world, false);
-    std::vector<bool> started(world, false);
-    int remaining = 0;
-    for (const RunManifestRank& r : manifest.ranks)
-        if (r.pid != 0 || !plan.local) ++remaining;  // SSH pids arrive later; every rank started
-    for (int r = 0; r < world; ++r) started[r] = plan.local ? manifest.ranks[r].pid != 0 : true;
-    if (result.failed_rank >= 0) {
-        // start_all stopped early: only ranks before the failing one were started.
-        remaining = 0;
-        for (int r = 0; r < world; ++r) {
-            started[r] = r < result.failed_rank;
-            remaining += started[r];
-        }
-    }
+    std::vector<bool> started = rank_started;
+    int remaining = (int)std::count(started.begin(), started.end(), true);
 
     // The rank each failing rank's engine blamed ("aborting: rank 2 (pid …) died: …"),
     // -1 for none. Peers can exit within a millisecond of the rank that died, so the

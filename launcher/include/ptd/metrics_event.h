@@ -44,6 +44,7 @@ struct MetricRecord {
     double peak_tflops = 0;
     std::string data;
     std::string run_dir;
+    std::optional<int> resumed_from;  // step of the checkpoint this run continued from
     // step
     double loss = 0, lr = 0, grad_norm = 0;
     bool clipped = false;
@@ -54,6 +55,9 @@ struct MetricRecord {
     // checkpoint
     std::string dir;
     double bytes = 0, seconds = 0;  // checkpoint size and write time; end: loop wall time
+    std::string sha256;         // checkpoint: of this rank's shard file
+    // end
+    int steps_run = 0;          // steps run by this process (fewer than `step` after a resume)
     // warning, error
     std::string message;
 };

@@ -46,6 +46,9 @@ struct RunManifest {
     std::string reason;
 };
 
+// The manifest of a plan before anything started (state "starting").
+RunManifest initial_manifest(const LaunchPlan& plan);
+
 std::string manifest_to_json(const RunManifest& m);
 // Errors name the file and the field, e.g. "runs/x/manifest.json: field \"ranks\": ...".
 Result<RunManifest> manifest_from_json(const std::string& text, const std::string& file);

@@ -1,0 +1,80 @@
+// run_view.h — the terminal dashboard of a run, shared by `ptd launch` (live events) and
+// `ptd watch` (a run directory through RunFollower): one header line, then one line per
+// rank with its state, step, loss, speed, MFU and memory against the prediction.
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ptd/launch.h"
+#include "ptd/run_dir.h"
+
+namespace ptd {
+
+class RunView {
+public:
+    explicit RunView(const RunManifest& m);  // ranks, hosts, world, steps
+
+    // Update from any launcher event (live or replayed).
+    void apply(const LaunchEvent& ev);
+    // Take a newer manifest (state, reason, pids, exit codes) — `ptd watch` calls it after
+    // every poll. Ranks keep what their events told.
+    void set_manifest(const RunManifest& m);
+
+    // The header line (run id, job, hosts, state, step x/N), a line of column names, and
+    // one line per rank; every line ends in '\n' and is cut to `width` columns (<= 0: uncut).
+    std::string render(bool color, int width, bool sparklines) const;
+    // One rank's line, uncut, without '\n'.
+    std::string rank_line(int rank, bool color, bool sparkline) const;
+    std::string header_line(bool color) const;
+
+    int ranks() const { return (int)ranks_.size(); }
+    bool all_exited() const;
+    bool finished() const { return finished_; }
+    const std::string& state() const { return state_; }
+    int exit_code() const { return exit_code_; }
+    // The rank that failed first (manifest, else the first non-zero exit), -1 = none.
+    int failed_rank() const;
+    const std::string& reason() const { return reason_; }
+    // A rank's last `n` output lines (log text and error messages), oldest first.
+    std::vector<std::string> last_lines(int rank, int n) const;
+    // Loss history of a rank, oldest first (bounded; see kHistory).
+    std::vector<double> loss_history(int rank) const;
+
+    static constexpr size_t kHistory = 512;     // steps kept per rank
+    static constexpr size_t kLastLines = 50;    // output lines kept per rank
+    static constexpr int kSparkSteps = 24;      // steps drawn in the sparkline
+
+private:
+    struct Rank {
+        int host = 0, tp = -1, pp = -1, dp = -1;
+        long pid = 0;
+        bool started = false;
+        std::optional<int> exit_code;
+        int step = 0;
+        bool has_step = false;
+        double loss = 0, tokens_per_s = 0, mfu = 0;
+        bool has_memory = false;
+        double mem_current = 0;
+        std::optional<double> mem_predicted;
+        std::deque<double> losses;
+        std::deque<std::string> lines;
+        std::string error;  // message of an `error` metrics line
+    };
+    std::string run_id_, job_name_, state_, reason_;
+    std::vector<std::string> hosts_;
+    int world_ = 0, steps_ = 0, exit_code_ = 0, manifest_failed_rank_ = -1;
+    bool finished_ = false;
+    std::vector<Rank> ranks_;
+    int host_width_ = 4;
+    void note_line(Rank& r, std::string line);
+};
+
+// "512 B", "4.82 MiB", "1.50 GiB": binary units, three significant figures.
+std::string human_bytes(double bytes);
+// Unicode block sparkline (▁▂▃▄▅▆▇█) of the last `n` values, scaled to their min..max.
+std::string sparkline(const std::vector<double>& values, int n);
+
+}  // namespace ptd

@@ -1,0 +1,556 @@
+// run_dir.cpp — the run directory (docs/metrics.md#run-directory): the manifest
+// (schema ptd.run/1) and its checked reader, the writer the launcher's supervisor uses,
+// and the follower that `ptd watch` and the studio use to replay a live or finished run
+// as LaunchEvents. The writer flushes every line and replaces the manifest atomically, so
+// a reader in another process only ever sees whole manifests and whole lines, plus at
+// most one partial last line per log, which the follower holds back until it completes.
+#include "ptd/run_dir.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ptd {
+
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+constexpr const char* kRunSchema = "ptd.run/1";
+// A line longer than this without a newline is delivered in pieces (as the transports do).
+constexpr size_t kMaxLine = 1 << 20;
+// Bytes read from one log per poll: a huge finished log is replayed over several polls
+// instead of as one enormous batch of events.
+constexpr long kMaxReadPerPoll = 4 << 20;
+// Rank logs a writer keeps open at once.
+constexpr size_t kMaxOpenLogs = 128;
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool is_final_state(const std::string& s) { return s == "finished" || s == "failed" || s == "stopped"; }
+
+std::string describe(const json& v) {
+    switch (v.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned:
+        case json::value_t::number_float: return v.dump();
+        case json::value_t::string: {
+            std::string s = v.get_ref<const std::string&>();
+            if (s.size() > 40) s = s.substr(0, 37) + "...";
+            return "a string (\"" + s + "\")";
+        }
+        case json::value_t::array: return "an array";
+        case json::value_t::object: return "an object";
+        default: return "an unsupported value";
+    }
+}
+
+// Checked reads of manifest fields; every problem is collected (like the job loaders), each
+// naming the file, the field's path and what was given and expected.
+class ManifestReader {
+public:
+    explicit ManifestReader(std::string file) : file_(std::move(file)) {}
+
+    void problem(const std::string& key, const std::string& message) {
+        diags_.push_back(Diagnostic{SourceLoc{file_, 0, 0}, key, message});
+    }
+    const json* get(const json& obj, const std::string& prefix, const char* key, bool required, const char* expected) {
+        auto it = obj.find(key);
+        if (it == obj.end()) {
+            if (required) problem(prefix + key, std::string("missing; expected ") + expected);
+            return nullptr;
+        }
+        return &*it;
+    }
+    void string(const json& obj, const std::string& prefix, const char* key, std::string& out, bool required = false) {
+        const json* v = get(obj, prefix, key, required, "a string");
+        if (!v) return;
+        if (!v->is_string()) return problem(prefix + key, "got " + describe(*v) + ", expected a string");
+        out = v->get_ref<const std::string&>();
+    }
+    void number(const json& obj, const std::string& prefix, const char* key, double& out, bool required = false) {
+        const json* v = get(obj, prefix, key, required, "a number");
+        if (!v) return;
+        if (!v->is_number()) return problem(prefix + key, "got " + describe(*v) + ", expected a number");
+        out = v->get<double>();
+    }
+    void boolean(const json& obj, const std::string& prefix, const char* key, bool& out, bool required = false) {
+        const json* v = get(obj, prefix, key, required, "true or false");
+        if (!v) return;
+        if (!v->is_boolean()) return problem(prefix + key, "got " + describe(*v) + ", expected true or false");
+        out = v->get<bool>();
+    }
+    // An integer in [lo, hi]; returns false when present but wrong.
+    bool integer_value(const json& v, const std::string& path, long long lo, long long hi, long long& out) {
+        const std::string expected = "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+        bool ok = false;
+        if (v.is_number_unsigned()) {
+            const auto u = v.get<std::uint64_t>();
+            ok = u <= (std::uint64_t)hi;
+            if (ok) out = (long long)u;
+        } else if (v.is_number_integer()) {
+            out = v.get<std::int64_t>();
+            ok = true;
+        }
+        if (ok && (out < lo || out > hi)) ok = false;
+        if (!ok) problem(path, "got " + describe(v) + ", expected " + expected);
+        return ok;
+    }
+    template <class Int>
+    void integer(const json& obj, const std::string& prefix, const char* key, Int& out, bool required = false,
+                 long long lo = 0, long long hi = std::numeric_limits<int>::max()) {
+        const json* v = get(obj, prefix, key, required, "an integer");
+        if (!v) return;
+        long long value = 0;
+        if (integer_value(*v, prefix + key, lo, hi, value)) out = (Int)value;
+    }
+    Result<RunManifest> result(RunManifest m) {
+        if (!diags_.empty()) return std::unexpected(Error(std::move(diags_)));
+        return m;
+    }
+    const std::string& file() const { return file_; }
+
+private:
+    std::string file_;
+    std::vector<Diagnostic> diags_;
+};
+
+// Whole file as text; false (errno kept) when it cannot be read.
+bool read_file(const std::string& path, std::string& out) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    out.clear();
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    const bool ok = !std::ferror(f);
+    std::fclose(f);
+    return ok;
+}
+
+// Writes `text` to `path` through `path.tmp` + rename, so readers never see half a file.
+Result<void> write_atomically(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return fail(SourceLoc{tmp}, "", std::string("cannot write: ") + std::strerror(errno));
+    const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+    const int saved = errno;
+    std::fclose(f);
+    if (!wrote) {
+        std::remove(tmp.c_str());
+        return fail(SourceLoc{tmp}, "", std::string("cannot write: ") + std::strerror(saved));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        std::remove(tmp.c_str());
+        return fail(SourceLoc{path}, "", std::string("cannot replace: ") + std::strerror(err));
+    }
+    return {};
+}
+
+// One log line as the event a live launch gives for it: `metric` when it parses as a
+// metrics line, else `output` (the log mixes both streams, so is_stderr stays false).
+LaunchEvent line_event(int rank, int host, std::string line, double t) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    LaunchEvent ev;
+    ev.rank = rank;
+    ev.host = host;
+    ev.time = t;
+    if (auto rec = parse_metrics_line(line)) {
+        ev.kind = LaunchEventKind::metric;
+        ev.metric = std::move(rec);
+    } else {
+        ev.kind = LaunchEventKind::output;
+    }
+    ev.text = std::move(line);
+    return ev;
+}
+
+std::string log_path(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank) + ".log"; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Manifest
+
+RunManifest initial_manifest(const LaunchPlan& plan) {
+    RunManifest m;
+    m.run_id = plan.run_id;
+    m.job_name = plan.job.model.name;
+    m.job_file = plan.job.origin.file;
+    m.state = "starting";
+    m.started = now_s();
+    m.world_size = (int)plan.ranks.size();
+    // The stop step: the last --steps among the engine arguments wins, as in CLI11.
+    m.steps = plan.job.training.steps;
+    if (!plan.ranks.empty()) {
+        const auto& argv = plan.ranks.front().argv;
+        for (size_t i = 0; i + 1 < argv.size(); ++i)
+            if (argv[i] == "--steps") m.steps = std::atoi(argv[i + 1].c_str());
+        for (const std::string& a : argv)
+            if (a.rfind("--steps=", 0) == 0) m.steps = std::atoi(a.c_str() + 8);
+    }
+    m.local = plan.local;
+    m.master_addr = plan.master_addr;
+    m.master_port = plan.master_port;
+    for (const HostPlan& h : plan.hosts) m.hosts.push_back(h.display);
+    for (const RankPlan& r : plan.ranks) {
+        RunManifestRank mr;
+        mr.rank = r.rank;
+        mr.host = r.host;
+        mr.local_rank = r.local_rank;
+        mr.tp = r.tp;
+        mr.pp = r.pp;
+        mr.dp = r.dp;
+        m.ranks.push_back(mr);
+    }
+    return m;
+}
+
+std::string manifest_to_json(const RunManifest& m) {
+    ojson j;
+    j["schema"] = kRunSchema;
+    j["run_id"] = m.run_id;
+    j["job_name"] = m.job_name;
+    j["job_file"] = m.job_file;
+    j["state"] = m.state;
+    j["started"] = m.started;
+    j["ended"] = m.ended;
+    j["world_size"] = m.world_size;
+    j["steps"] = m.steps;
+    j["local"] = m.local;
+    j["master_addr"] = m.master_addr;
+    j["master_port"] = m.master_port;
+    j["hosts"] = m.hosts;
+    ojson ranks = ojson::array();
+    for (const RunManifestRank& r : m.ranks) {
+        ojson jr;
+        jr["rank"] = r.rank;
+        jr["host"] = r.host;
+        jr["local_rank"] = r.local_rank;
+        jr["tp"] = r.tp;
+        jr["pp"] = r.pp;
+        jr["dp"] = r.dp;
+        jr["pid"] = r.pid;
+        jr["exit_code"] = r.exit_code ? ojson(*r.exit_code) : ojson(nullptr);
+        ranks.push_back(std::move(jr));
+    }
+    j["ranks"] = std::move(ranks);
+    j["exit_code"] = m.exit_code;
+    j["failed_rank"] = m.failed_rank;
+    j["reason"] = m.reason;
+    // Invalid UTF-8 (a reason quoting a path) is replaced rather than throwing.
+    return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+Result<RunManifest> manifest_from_json(const std::string& text, const std::string& file) {
+    ManifestReader rd(file);
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        rd.problem("", text.empty() ? "the file is empty; expected a ptd.run/1 JSON object"
+                                    : "not valid JSON (truncated or garbled); expected a ptd.run/1 JSON object");
+        return rd.result({});
+    }
+    if (!j.is_object()) {
+        rd.problem("", "got " + describe(j) + ", expected a ptd.run/1 JSON object");
+        return rd.result({});
+    }
+    RunManifest m;
+    if (const json* s = rd.get(j, "", "schema", true, "\"ptd.run/1\"")) {
+        if (!s->is_string() || s->get_ref<const std::string&>() != kRunSchema) {
+            // Another schema means every other field may mean something else: stop here.
+            rd.problem("schema", "got " + describe(*s) + ", expected \"ptd.run/1\"");
+            return rd.result({});
+        }
+    } else {
+        return rd.result({});
+    }
+    rd.string(j, "", "run_id", m.run_id, true);
+    rd.string(j, "", "job_name", m.job_name);
+    rd.string(j, "", "job_file", m.job_file);
+    if (const json* s = rd.get(j, "", "state", true, "starting, running, finished, failed or stopped")) {
+        const std::string v = s->is_string() ? s->get<std::string>() : "";
+        if (v == "starting" || v == "running" || is_final_state(v)) m.state = v;
+        else rd.problem("state", "got " + describe(*s) + ", expected starting, running, finished, failed or stopped");
+    }
+    rd.number(j, "", "started", m.started);
+    rd.number(j, "", "ended", m.ended);
+    rd.integer(j, "", "world_size", m.world_size, true, 1);
+    rd.integer(j, "", "steps", m.steps);
+    rd.boolean(j, "", "local", m.local);
+    rd.string(j, "", "master_addr", m.master_addr);
+    rd.integer(j, "", "master_port", m.master_port, false, 0, 65535);
+    if (const json* h = rd.get(j, "", "hosts", true, "an array of host names")) {
+        if (!h->is_array()) {
+            rd.problem("hosts", "got " + describe(*h) + ", expected an array of host names");
+        } else {
+            for (size_t i = 0; i < h->size(); ++i) {
+                const json& e = (*h)[i];
+                if (e.is_string()) m.hosts.push_back(e.get<std::string>());
+                else rd.problem("hosts[" + std::to_string(i) + "]", "got " + describe(e) + ", expected a string");
+            }
+            if (h->empty()) rd.problem("hosts", "is empty, expected at least one host name");
+        }
+    }
+    if (const json* rs = rd.get(j, "", "ranks", true, "an array of rank objects")) {
+        if (!rs->is_array()) {
+            rd.problem("ranks", "got " + describe(*rs) + ", expected an array of rank objects");
+        } else {
+            for (size_t i = 0; i < rs->size(); ++i) {
+                const json& e = (*rs)[i];
+                const std::string prefix = "ranks[" + std::to_string(i) + "].";
+                if (!e.is_object()) {
+                    rd.problem("ranks[" + std::to_string(i) + "]", "got " + describe(e) + ", expected an object");
+                    continue;
+                }
+                RunManifestRank r;
+                // Ranks are listed in order: entry i is global rank i.
+                rd.integer(e, prefix, "rank", r.rank, true, (long long)i, (long long)i);
+                const long long last_host = std::max<long long>(0, (long long)m.hosts.size() - 1);
+                rd.integer(e, prefix, "host", r.host, true, 0, last_host);
+                rd.integer(e, prefix, "local_rank", r.local_rank);
+                rd.integer(e, prefix, "tp", r.tp);
+                rd.integer(e, prefix, "pp", r.pp);
+                rd.integer(e, prefix, "dp", r.dp);
+                rd.integer(e, prefix, "pid", r.pid, false, 0, std::numeric_limits<long>::max());
+                if (const json* x = rd.get(e, prefix, "exit_code", false, "an integer or null"); x && !x->is_null()) {
+                    long long code = 0;
+                    if (rd.integer_value(*x, prefix + "exit_code", -1, 255, code)) r.exit_code = (int)code;
+                }
+                m.ranks.push_back(r);
+            }
+            if ((int)rs->size() != m.world_size && m.world_size > 0)
+                rd.problem("ranks", "has " + std::to_string(rs->size()) + " entries, expected world_size (" +
+                                        std::to_string(m.world_size) + ")");
+        }
+    }
+    rd.integer(j, "", "exit_code", m.exit_code, false, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    rd.integer(j, "", "failed_rank", m.failed_rank, false, -1);
+    rd.string(j, "", "reason", m.reason);
+    return rd.result(std::move(m));
+}
+
+Result<RunManifest> read_manifest(const std::string& run_dir) {
+    const std::string path = run_dir + "/manifest.json";
+    std::string text;
+    if (!read_file(path, text)) {
+        const int err = errno;
+        return fail(SourceLoc{path}, "",
+                    std::string("cannot read the run manifest: ") + std::strerror(err) +
+                        (err == ENOENT ? " (is this a run directory written by `ptd launch`?)" : ""));
+    }
+    return manifest_from_json(text, path);
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer
+
+Result<std::unique_ptr<RunDirWriter>> RunDirWriter::create(const std::string& dir, const std::string& job_toml,
+                                                           const RunManifest& manifest) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir, ec))
+        return fail(SourceLoc{dir}, "", "cannot create the run directory: " + (ec ? ec.message() : "not a directory"));
+    std::unique_ptr<RunDirWriter> w(new RunDirWriter());
+    w->dir_ = dir;
+    if (auto r = write_atomically(dir + "/job.toml", job_toml); !r) return std::unexpected(r.error());
+    if (auto r = w->write_manifest(manifest); !r) return std::unexpected(r.error());
+    return w;
+}
+
+RunDirWriter::~RunDirWriter() {
+    for (auto& [rank, f] : logs_)
+        if (f) std::fclose(f);
+}
+
+void RunDirWriter::append_line(int rank, const std::string& line) {
+    if (rank < 0) return;
+    std::lock_guard lock(mu_);
+    auto it = logs_.find(rank);
+    if (it == logs_.end()) {
+        // Thousands of ranks would exhaust file descriptors (the SSH sockets need them too):
+        // keep a bounded set open; a closed log is reopened for append when needed.
+        if (logs_.size() >= kMaxOpenLogs) {
+            auto victim = logs_.begin();
+            if (victim->first == rank) ++victim;
+            if (victim->second) std::fclose(victim->second);
+            logs_.erase(victim);
+        }
+        it = logs_.emplace(rank, std::fopen(log_path(dir_, rank).c_str(), "ab")).first;
+    }
+    FILE* f = it->second;
+    if (!f) {
+        logs_.erase(it);  // try again with the next line
+        return;           // disk full or removed: the line still reaches the live events
+    }
+    // One write per line (text + newline) so a concurrent reader sees whole lines, then
+    // flush so `ptd watch` and a post-mortem both have it.
+    std::string buf;
+    buf.reserve(line.size() + 1);
+    buf += line;
+    buf += '\n';
+    std::fwrite(buf.data(), 1, buf.size(), f);
+    std::fflush(f);
+}
+
+Result<void> RunDirWriter::write_manifest(const RunManifest& m) {
+    std::lock_guard lock(mu_);
+    return write_atomically(dir_ + "/manifest.json", manifest_to_json(m));
+}
+
+// ---------------------------------------------------------------------------------------
+// Follower
+
+Result<std::unique_ptr<RunFollower>> RunFollower::open(const std::string& run_dir) {
+    std::error_code ec;
+    if (!fs::exists(run_dir, ec))
+        return fail(SourceLoc{run_dir}, "", "no such run directory");
+    if (!fs::is_directory(run_dir, ec))
+        return fail(SourceLoc{run_dir}, "", "not a directory; expected a run directory (runs/<run-id>)");
+    auto m = read_manifest(run_dir);
+    if (!m) return std::unexpected(m.error());
+    std::unique_ptr<RunFollower> f(new RunFollower());
+    f->dir_ = run_dir;
+    f->manifest_ = std::move(*m);
+    return f;
+}
+
+RunFollower::~RunFollower() = default;
+
+std::vector<LaunchEvent> RunFollower::poll() {
+    std::vector<LaunchEvent> out;
+    if (finished_sent_) return out;
+    const double t = now_s();
+
+    // 1. The manifest first: anything it reports (an exit, the final state) was preceded by
+    //    the lines the writer flushed, so reading the logs after it misses none of them.
+    //    A manifest that does not parse (written by hand, or a writer without the rename)
+    //    is skipped: the previous one stays until a whole one is there.
+    if (auto m = read_manifest(dir_)) manifest_ = std::move(*m);
+    if (tails_.size() < manifest_.ranks.size()) {
+        for (size_t r = tails_.size(); r < manifest_.ranks.size(); ++r) {
+            Tail tail;
+            tail.path = log_path(dir_, (int)r);
+            tails_.push_back(std::move(tail));
+        }
+    }
+    const bool final_state = is_final_state(manifest_.state);
+    // A later manifest never lists fewer ranks, but a hand-edited one might.
+    const size_t n = std::min(tails_.size(), manifest_.ranks.size());
+
+    bool drained = true;
+    for (size_t r = 0; r < n; ++r) {
+        Tail& tail = tails_[r];
+        const RunManifestRank& mr = manifest_.ranks[r];
+        struct stat st {};
+        const bool exists = ::stat(tail.path.c_str(), &st) == 0;
+
+        // 2. rank_started once: its pid is known or its log exists.
+        if (!tail.started && (mr.pid > 0 || exists)) {
+            tail.started = true;
+            LaunchEvent ev;
+            ev.kind = LaunchEventKind::rank_started;
+            ev.rank = (int)r;
+            ev.host = mr.host;
+            ev.pid = mr.pid;
+            const std::string host = mr.host >= 0 && mr.host < (int)manifest_.hosts.size() ? manifest_.hosts[(size_t)mr.host] : "?";
+            ev.text = "rank " + std::to_string(r) + " on " + host + (mr.pid > 0 ? " (pid " + std::to_string(mr.pid) + ")" : "");
+            ev.time = t;
+            out.push_back(std::move(ev));
+        }
+
+        // 3. New bytes of the log, as whole lines.
+        if (exists) {
+            if (st.st_size < tail.offset) {  // replaced or truncated: start over
+                tail.offset = 0;
+                tail.partial.clear();
+            }
+            if (st.st_size > tail.offset) {
+                if (FILE* f = std::fopen(tail.path.c_str(), "rb")) {
+                    if (std::fseek(f, tail.offset, SEEK_SET) == 0) {
+                        const long want = std::min<long>(kMaxReadPerPoll, (long)st.st_size - tail.offset);
+                        std::string buf((size_t)want, '\0');
+                        const size_t got = std::fread(buf.data(), 1, buf.size(), f);
+                        buf.resize(got);
+                        tail.offset += (long)got;
+                        if (tail.offset < (long)st.st_size) drained = false;
+                        size_t start = 0;
+                        auto emit = [&](std::string line) { out.push_back(line_event((int)r, mr.host, std::move(line), t)); };
+                        for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+                            tail.partial.append(buf, start, nl - start);
+                            emit(std::move(tail.partial));
+                            tail.partial.clear();
+                        }
+                        tail.partial.append(buf, start, std::string::npos);
+                        while (tail.partial.size() >= kMaxLine) {
+                            emit(tail.partial.substr(0, kMaxLine));
+                            tail.partial.erase(0, kMaxLine);
+                        }
+                    } else {
+                        drained = false;
+                    }
+                    std::fclose(f);
+                } else {
+                    drained = false;
+                }
+            }
+        }
+    }
+
+    // 4. Exits, after the rank's lines.
+    for (size_t r = 0; r < n; ++r) {
+        Tail& tail = tails_[r];
+        const RunManifestRank& mr = manifest_.ranks[r];
+        if (tail.exited || !mr.exit_code) continue;
+        if (!drained) continue;  // let its lines catch up first
+        // A partial last line of an exited rank will never complete: deliver it.
+        if (!tail.partial.empty()) {
+            out.push_back(line_event((int)r, mr.host, std::move(tail.partial), t));
+            tail.partial.clear();
+        }
+        tail.exited = true;
+        LaunchEvent ev;
+        ev.kind = LaunchEventKind::rank_exited;
+        ev.rank = (int)r;
+        ev.host = mr.host;
+        ev.exit_code = *mr.exit_code;
+        ev.text = "rank " + std::to_string(r) + " exited " + std::to_string(*mr.exit_code);
+        ev.time = t;
+        out.push_back(std::move(ev));
+    }
+
+    // 5. The end: final state and nothing left to read.
+    if (final_state && drained) {
+        for (size_t r = 0; r < n; ++r) {
+            Tail& tail = tails_[r];
+            if (tail.partial.empty()) continue;
+            out.push_back(line_event((int)r, manifest_.ranks[r].host, std::move(tail.partial), t));
+            tail.partial.clear();
+        }
+        LaunchEvent ev;
+        ev.kind = LaunchEventKind::finished;
+        ev.exit_code = manifest_.exit_code;
+        ev.rank = manifest_.failed_rank;
+        ev.text = manifest_.reason.empty() ? "run " + manifest_.state : manifest_.reason;
+        ev.time = t;
+        out.push_back(std::move(ev));
+        done_ = true;
+        finished_sent_ = true;
+    }
+    return out;
+}
+
+}  // namespace ptd

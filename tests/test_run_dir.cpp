@@ -1,0 +1,860 @@
+// test_run_dir.cpp — run directories end to end: the ptd.run/1 manifest (round trip,
+// every kind of bad manifest naming its file and field), RunDirWriter + RunFollower
+// tailing a live run (partial lines, garbled manifests, exits, exactly one `finished`),
+// the RunView dashboard (widths, states, units, sparklines, colour) and `ptd watch` run
+// as a real process on directories the test writes.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptd/run_dir.h"
+#include "run_view.h"
+
+extern char** environ;
+
+using namespace ptd;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kPtd = PTD_BIN_DIR "/ptd";
+
+bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void spit(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+void append_raw(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::app) << text;
+}
+
+// A fresh directory per test.
+std::string fresh_dir(const std::string& name) {
+    const std::string dir = ::testing::TempDir() + "/ptd_run_dir_" + std::to_string(getpid()) + "_" + name;
+    fs::remove_all(dir);
+    return dir;
+}
+
+// 4 ranks on 2 hosts (tp 2 × dp 2), as the launcher would write it.
+RunManifest sample_manifest() {
+    RunManifest m;
+    m.run_id = "20260101-120000-4242";
+    m.job_name = "tiny-gpt";
+    m.job_file = "assets/jobs/tiny-gpt-8rank.toml";
+    m.state = "running";
+    m.started = 1767268800.5;
+    m.world_size = 4;
+    m.steps = 20;
+    m.local = false;
+    m.master_addr = "10.0.0.1";
+    m.master_port = 29500;
+    m.hosts = {"alice@node-a:22", "node-b"};
+    for (int r = 0; r < 4; ++r) {
+        RunManifestRank mr;
+        mr.rank = r;
+        mr.host = r / 2;
+        mr.local_rank = r % 2;
+        mr.tp = r % 2;
+        mr.pp = 0;
+        mr.dp = r / 2;
+        m.ranks.push_back(mr);
+    }
+    return m;
+}
+
+// A ptd.metrics/1 step line with the fields the dashboard shows.
+std::string step_line(int rank, int step, double loss, double mem_current = 6916096, double predicted = 6356992) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  R"({"schema":"ptd.metrics/1","event":"step","run_id":"r","rank":%d,"step":%d,"coords":{"tp":%d,"pp":0,"dp":%d},)"
+                  R"("loss":%.6f,"lr":0.001,"grad_norm":1.0,"clipped":false,"tokens":512.0,"tokens_per_s":25811.7,"tflops":0.038,)"
+                  R"("mfu":0.38,"time":{"step":0.02,"compute":0.019,"tp_comm":0,"pp_comm":0,"pipeline_idle":0,"dp_comm":0,)"
+                  R"("optimizer":0.0005},"memory":{"total":{"current":%.0f,"peak":%.0f,"predicted":%.1f}}})",
+                  rank, step, rank % 2, rank / 2, loss, mem_current, mem_current, predicted);
+    return buf;
+}
+
+std::string error_line(int rank, const std::string& msg) {
+    return R"({"schema":"ptd.metrics/1","event":"error","run_id":"r","rank":)" + std::to_string(rank) +
+           R"(,"time":1.0,"message":")" + msg + "\"}";
+}
+
+int count_kind(const std::vector<LaunchEvent>& evs, LaunchEventKind k) {
+    return (int)std::count_if(evs.begin(), evs.end(), [k](const LaunchEvent& e) { return e.kind == k; });
+}
+
+std::vector<LaunchEvent> poll_all(RunFollower& f, int polls = 5) {
+    std::vector<LaunchEvent> all;
+    for (int i = 0; i < polls; ++i) {
+        auto evs = f.poll();
+        all.insert(all.end(), evs.begin(), evs.end());
+    }
+    return all;
+}
+
+// Visible width: code points outside ANSI escape sequences.
+int visible_width(const std::string& s) {
+    int w = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\x1b' && i + 1 < s.size() && s[i + 1] == '[') {
+            while (i < s.size() && !(s[i] >= 0x40 && s[i] <= 0x7E && s[i] != '[')) ++i;
+            continue;
+        }
+        w += ((unsigned char)s[i] & 0xC0) != 0x80;
+    }
+    return w;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+// Writes a whole finished (or failed) run the way the launcher does.
+void write_finished_run(const std::string& dir, bool failed) {
+    RunManifest m = sample_manifest();
+    auto w = RunDirWriter::create(dir, "[model]\npreset = \"tiny-gpt\"\n", m);
+    ASSERT_TRUE(w.has_value()) << w.error().str();
+    for (int r = 0; r < 4; ++r) {
+        (*w)->append_line(r, "ptd-engine: rank " + std::to_string(r) + ": training tiny-gpt on 4 rank(s)");
+        for (int s = 1; s <= (failed && r == 2 ? 3 : 5); ++s) (*w)->append_line(r, step_line(r, s, 5.5 - 0.3 * s));
+        m.ranks[(size_t)r].pid = 1000 + r;
+        m.ranks[(size_t)r].exit_code = 0;
+    }
+    if (failed) {
+        (*w)->append_line(2, "ptd-engine: rank 2: error: step 4: loss nan, gradient norm nan is not finite");
+        (*w)->append_line(2, error_line(2, "step 4: loss nan is not finite"));
+        m.ranks[2].exit_code = 1;
+        m.ranks[3].exit_code = -1;
+        m.state = "failed";
+        m.exit_code = 1;
+        m.failed_rank = 2;
+        m.reason = "rank 2 on node-b exited 1";
+    } else {
+        m.state = "finished";
+    }
+    m.ended = m.started + 12;
+    ASSERT_TRUE((*w)->write_manifest(m).has_value());
+}
+
+struct Proc {
+    int rc = -1;
+    std::string out, err;
+};
+
+// Runs `cmd` through the shell, output to files (never a TTY).
+Proc run(const std::string& cmd) {
+    static int counter = 0;
+    const std::string base = ::testing::TempDir() + "/ptd_watch_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    const int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
+    Proc p;
+    p.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    p.out = slurp(base + ".out");
+    p.err = slurp(base + ".err");
+    std::remove((base + ".out").c_str());
+    std::remove((base + ".err").c_str());
+    return p;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Manifest
+
+TEST(RunManifest, RoundTrip) {
+    RunManifest m = sample_manifest();
+    m.ranks[1].pid = 4711;
+    m.ranks[1].exit_code = 137;
+    m.ranks[3].exit_code = -1;
+    m.state = "failed";
+    m.exit_code = 137;
+    m.failed_rank = 1;
+    m.reason = "rank 1 on alice@node-a:22 exited 137 (killed)";
+    m.ended = m.started + 3.25;
+    const std::string text = manifest_to_json(m);
+    EXPECT_TRUE(contains(text, "\"schema\": \"ptd.run/1\"")) << text;
+    auto back = manifest_from_json(text, "m.json");
+    ASSERT_TRUE(back.has_value()) << back.error().str();
+    EXPECT_EQ(back->run_id, m.run_id);
+    EXPECT_EQ(back->job_name, m.job_name);
+    EXPECT_EQ(back->job_file, m.job_file);
+    EXPECT_EQ(back->state, "failed");
+    EXPECT_DOUBLE_EQ(back->started, m.started);
+    EXPECT_DOUBLE_EQ(back->ended, m.ended);
+    EXPECT_EQ(back->world_size, 4);
+    EXPECT_EQ(back->steps, 20);
+    EXPECT_FALSE(back->local);
+    EXPECT_EQ(back->master_addr, "10.0.0.1");
+    EXPECT_EQ(back->master_port, 29500);
+    EXPECT_EQ(back->hosts, m.hosts);
+    ASSERT_EQ(back->ranks.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(back->ranks[i].rank, m.ranks[i].rank);
+        EXPECT_EQ(back->ranks[i].host, m.ranks[i].host);
+        EXPECT_EQ(back->ranks[i].local_rank, m.ranks[i].local_rank);
+        EXPECT_EQ(back->ranks[i].tp, m.ranks[i].tp);
+        EXPECT_EQ(back->ranks[i].dp, m.ranks[i].dp);
+        EXPECT_EQ(back->ranks[i].pid, m.ranks[i].pid);
+        EXPECT_EQ(back->ranks[i].exit_code, m.ranks[i].exit_code);
+    }
+    EXPECT_EQ(back->exit_code, 137);
+    EXPECT_EQ(back->failed_rank, 1);
+    EXPECT_EQ(back->reason, m.reason);
+    EXPECT_EQ(manifest_to_json(*back), text);  // stable
+}
+
+TEST(RunManifest, InitialFromPlan) {
+    LaunchPlan plan;
+    plan.job.model.name = "tiny-gpt";
+    plan.job.origin.file = "jobs/tiny.toml";
+    plan.job.training.steps = 100;
+    plan.run_id = "run-1";
+    plan.run_dir = "/tmp/runs/run-1";
+    plan.local = true;
+    plan.master_addr = "127.0.0.1";
+    plan.master_port = 29511;
+    plan.hosts.resize(1);
+    plan.hosts[0].display = "localhost";
+    for (int r = 0; r < 2; ++r) {
+        RankPlan rp;
+        rp.rank = r;
+        rp.local_rank = r;
+        rp.tp = r;
+        rp.argv = {"/bin/ptd-engine", "--job", "job.toml", "--steps", "7"};
+        plan.ranks.push_back(rp);
+    }
+    RunManifest m = initial_manifest(plan);
+    EXPECT_EQ(m.run_id, "run-1");
+    EXPECT_EQ(m.job_name, "tiny-gpt");
+    EXPECT_EQ(m.job_file, "jobs/tiny.toml");
+    EXPECT_EQ(m.state, "starting");
+    EXPECT_GT(m.started, 1.6e9);
+    EXPECT_EQ(m.ended, 0);
+    EXPECT_EQ(m.world_size, 2);
+    EXPECT_EQ(m.steps, 7);  // --steps wins over training.steps
+    EXPECT_TRUE(m.local);
+    EXPECT_EQ(m.master_port, 29511);
+    EXPECT_EQ(m.hosts, std::vector<std::string>{"localhost"});
+    ASSERT_EQ(m.ranks.size(), 2u);
+    EXPECT_EQ(m.ranks[1].tp, 1);
+    EXPECT_EQ(m.ranks[1].pid, 0);
+    EXPECT_FALSE(m.ranks[1].exit_code.has_value());
+    plan.ranks[0].argv = {"/bin/ptd-engine"};
+    EXPECT_EQ(initial_manifest(plan).steps, 100);
+    EXPECT_TRUE(manifest_from_json(manifest_to_json(m), "x").has_value());
+}
+
+TEST(RunManifest, BadManifestsNameFileAndField) {
+    const std::string good = manifest_to_json(sample_manifest());
+    auto edit = [&](const std::string& from, const std::string& to) {
+        std::string s = good;
+        const size_t at = s.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        if (at != std::string::npos) s.replace(at, from.size(), to);
+        return s;
+    };
+    struct Case {
+        std::string text, field, says;
+    } cases[] = {
+        {"", "", "empty"},
+        {good.substr(0, good.size() / 2), "", "not valid JSON"},
+        {"[1,2]", "", "an array"},
+        {edit("\"ptd.run/1\"", "\"ptd.run/9\""), "schema", "ptd.run/9"},
+        {edit("\"schema\": \"ptd.run/1\",", ""), "schema", "missing"},
+        {edit("\"run_id\": \"20260101-120000-4242\"", "\"run_id\": 5"), "run_id", "got 5, expected a string"},
+        {edit("\"state\": \"running\"", "\"state\": \"exploded\""), "state", "exploded"},
+        {edit("\"world_size\": 4", "\"world_size\": 0"), "world_size", "got 0"},
+        {edit("\"world_size\": 4", "\"world_size\": 3"), "ranks", "expected world_size (3)"},
+        {edit("\"master_port\": 29500", "\"master_port\": 70000"), "master_port", "0..65535"},
+        {edit("\"hosts\": [", "\"hosts\": \"nope\", \"hosts_before\": ["), "hosts", "got a string (\"nope\"), expected an array"},
+        {edit("\"node-b\"", "7"), "hosts[1]", "got 7, expected a string"},
+        {edit("\"host\": 1,\n      \"local_rank\": 1", "\"host\": 5,\n      \"local_rank\": 1"), "ranks[3].host", "got 5"},
+        {edit("\"rank\": 2,", "\"rank\": 7,"), "ranks[2].rank", "got 7, expected an integer in 2..2"},
+        {edit("\"exit_code\": null", "\"exit_code\": \"x\""), "ranks[0].exit_code", "a string (\"x\")"},
+        {edit("\"pid\": 0", "\"pid\": -3"), "ranks[0].pid", "got -3"},
+        {edit("\"steps\": 20", "\"steps\": 2.5"), "steps", "got 2.5"},
+        {edit("\"local\": false", "\"local\": \"no\""), "local", "expected true or false"},
+        {edit("\"reason\": \"\"", "\"reason\": null"), "reason", "got null"},
+    };
+    for (const Case& c : cases) {
+        auto r = manifest_from_json(c.text, "runs/x/manifest.json");
+        ASSERT_FALSE(r.has_value()) << c.text;
+        const std::string msg = r.error().str();
+        EXPECT_TRUE(contains(msg, "runs/x/manifest.json: error: ")) << msg;
+        if (!c.field.empty()) {
+            EXPECT_TRUE(contains(msg, "error: " + c.field + ": ")) << msg;
+        }
+        EXPECT_TRUE(contains(msg, c.says)) << msg << "\nexpected: " << c.says;
+    }
+    // Every problem at once, like the job loaders.
+    std::string two = edit("\"run_id\": \"20260101-120000-4242\"", "\"run_id\": 5");
+    const std::string state = "\"state\": \"running\"";
+    two.replace(two.find(state), state.size(), "\"state\": 1");
+    auto many = manifest_from_json(two, "m.json");
+    ASSERT_FALSE(many.has_value());
+    EXPECT_GE(many.error().diagnostics.size(), 2u) << many.error().str();
+    // Fields added later are ignored.
+    EXPECT_TRUE(manifest_from_json(edit("\"steps\": 20", "\"steps\": 20, \"gpu_hours\": {\"a\": 1}"), "m.json").has_value());
+}
+
+TEST(RunManifest, ReadManifestErrorsNameThePath) {
+    const std::string dir = fresh_dir("read");
+    fs::create_directories(dir);
+    auto missing = read_manifest(dir);
+    ASSERT_FALSE(missing.has_value());
+    EXPECT_TRUE(contains(missing.error().str(), dir + "/manifest.json")) << missing.error().str();
+    spit(dir + "/manifest.json", "{\"schema\": \"ptd.run/1\"}");
+    auto bad = read_manifest(dir);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_TRUE(contains(bad.error().str(), dir + "/manifest.json: error: run_id: missing")) << bad.error().str();
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer and follower
+
+TEST(RunDir, WriterCreatesTheLayout) {
+    const std::string dir = fresh_dir("layout") + "/runs/deep/run-1";  // parents too
+    auto w = RunDirWriter::create(dir, "[model]\npreset = \"tiny-gpt\"\n", sample_manifest());
+    ASSERT_TRUE(w.has_value()) << w.error().str();
+    EXPECT_EQ((*w)->dir(), dir);
+    EXPECT_EQ(slurp(dir + "/job.toml"), "[model]\npreset = \"tiny-gpt\"\n");
+    EXPECT_TRUE(read_manifest(dir).has_value());
+    EXPECT_FALSE(fs::exists(dir + "/manifest.json.tmp"));
+    (*w)->append_line(3, "hello");
+    (*w)->append_line(3, "world");
+    // Flushed per line: readable before the writer goes away.
+    EXPECT_EQ(slurp(dir + "/rank-3.log"), "hello\nworld\n");
+
+    // A path that cannot be a directory: the error names it.
+    const std::string file = fresh_dir("layout-file");
+    spit(file, "x");
+    auto bad = RunDirWriter::create(file + "/sub", "", sample_manifest());
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_TRUE(contains(bad.error().str(), file + "/sub")) << bad.error().str();
+}
+
+TEST(RunDir, WriterIsThreadSafe) {
+    const std::string dir = fresh_dir("threads");
+    auto w = RunDirWriter::create(dir, "", sample_manifest());
+    ASSERT_TRUE(w.has_value());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 500; ++i) {
+                (*w)->append_line(t % 4, "thread " + std::to_string(t) + " line " + std::to_string(i) + std::string(100, 'x'));
+                if (i % 100 == 0) {
+                    RunManifest m = sample_manifest();
+                    m.ranks[(size_t)(t % 4)].pid = 100 + i;
+                    EXPECT_TRUE((*w)->write_manifest(m).has_value());
+                }
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int r = 0; r < 4; ++r) {
+        const auto lines = split_lines(slurp(dir + "/rank-" + std::to_string(r) + ".log"));
+        EXPECT_EQ(lines.size(), 1000u);
+        for (const auto& l : lines) EXPECT_TRUE(l.starts_with("thread ") && l.ends_with(std::string(100, 'x'))) << l;
+    }
+    EXPECT_TRUE(read_manifest(dir).has_value());
+
+    // More ranks than the writer keeps open at once: every line still lands, in order.
+    for (int round = 0; round < 3; ++round)
+        for (int r = 0; r < 700; ++r) (*w)->append_line(100 + r, "round " + std::to_string(round));
+    for (int r = 0; r < 700; r += 77)
+        EXPECT_EQ(slurp(dir + "/rank-" + std::to_string(100 + r) + ".log"), "round 0\nround 1\nround 2\n") << r;
+}
+
+TEST(RunDir, FollowerTailsALiveRun) {
+    const std::string dir = fresh_dir("live");
+    RunManifest m = sample_manifest();
+    m.state = "starting";
+    auto w = RunDirWriter::create(dir, "job", m);
+    ASSERT_TRUE(w.has_value());
+    auto f = RunFollower::open(dir);
+    ASSERT_TRUE(f.has_value()) << f.error().str();
+    RunFollower& fl = **f;
+
+    // Nothing started yet: no events.
+    EXPECT_TRUE(fl.poll().empty());
+    EXPECT_FALSE(fl.done());
+
+    // Rank 0 gets a pid; rank 1 writes a log line; ranks 2 and 3 are silent.
+    m.state = "running";
+    m.ranks[0].pid = 4242;
+    ASSERT_TRUE((*w)->write_manifest(m).has_value());
+    (*w)->append_line(1, "ptd-engine: rank 1: hello");
+    auto evs = fl.poll();
+    ASSERT_EQ(count_kind(evs, LaunchEventKind::rank_started), 2);
+    EXPECT_EQ(evs[0].kind, LaunchEventKind::rank_started);
+    EXPECT_EQ(evs[0].rank, 0);
+    EXPECT_EQ(evs[0].pid, 4242);
+    EXPECT_EQ(evs[0].host, 0);
+    EXPECT_EQ(evs[1].rank, 1);
+    EXPECT_EQ(evs[1].kind, LaunchEventKind::rank_started);
+    ASSERT_EQ(evs.size(), 3u);
+    EXPECT_EQ(evs[2].kind, LaunchEventKind::output);
+    EXPECT_EQ(evs[2].text, "ptd-engine: rank 1: hello");
+    EXPECT_FALSE(evs[2].is_stderr);
+    EXPECT_EQ(fl.manifest().state, "running");
+
+    // A metrics line arriving in three pieces is one metric event, once complete.
+    const std::string line = step_line(0, 1, 5.25);
+    const std::string log0 = dir + "/rank-0.log";
+    append_raw(log0, line.substr(0, 40));
+    EXPECT_TRUE(fl.poll().empty());
+    append_raw(log0, line.substr(40, 100));
+    EXPECT_TRUE(fl.poll().empty());
+    append_raw(log0, line.substr(140) + "\nplain text\r\nhalf");
+    evs = fl.poll();
+    ASSERT_EQ(evs.size(), 2u);
+    EXPECT_EQ(evs[0].kind, LaunchEventKind::metric);
+    ASSERT_TRUE(evs[0].metric.has_value());
+    EXPECT_EQ(evs[0].metric->step, 1);
+    EXPECT_DOUBLE_EQ(evs[0].metric->loss, 5.25);
+    EXPECT_EQ(evs[0].text, line);
+    EXPECT_EQ(evs[1].kind, LaunchEventKind::output);
+    EXPECT_EQ(evs[1].text, "plain text");  // CR of a CRLF dropped
+    EXPECT_EQ(evs[1].rank, 0);
+
+    // A garbled manifest (a writer without the rename) is skipped, not fatal.
+    spit(dir + "/manifest.json", manifest_to_json(m).substr(0, 100));
+    EXPECT_TRUE(fl.poll().empty());
+    EXPECT_EQ(fl.manifest().run_id, m.run_id);
+    EXPECT_EQ(fl.manifest().ranks[0].pid, 4242);
+    spit(dir + "/manifest.json", "\x01\x02garbage");
+    EXPECT_TRUE(fl.poll().empty());
+    EXPECT_EQ(fl.manifest().state, "running");
+
+    // Rank 0 exits; its unfinished last line is delivered before the exit.
+    m.ranks[0].exit_code = 0;
+    ASSERT_TRUE((*w)->write_manifest(m).has_value());
+    evs = fl.poll();
+    ASSERT_EQ(evs.size(), 2u);
+    EXPECT_EQ(evs[0].kind, LaunchEventKind::output);
+    EXPECT_EQ(evs[0].text, "half");
+    EXPECT_EQ(evs[1].kind, LaunchEventKind::rank_exited);
+    EXPECT_EQ(evs[1].rank, 0);
+    EXPECT_EQ(evs[1].exit_code, 0);
+
+    // The rest fail; the run's final state ends the stream with one `finished`.
+    (*w)->append_line(2, "ptd-engine: rank 2: error: boom");
+    m.ranks[1].exit_code = 143;
+    m.ranks[2].exit_code = 1;
+    m.ranks[3].exit_code = -1;
+    m.state = "failed";
+    m.exit_code = 1;
+    m.failed_rank = 2;
+    m.reason = "rank 2 on node-b exited 1";
+    ASSERT_TRUE((*w)->write_manifest(m).has_value());
+    evs = fl.poll();
+    // Rank 2 starts with its first line; rank 3 (no pid, no log) only exits.
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::rank_started), 1);
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::rank_exited), 3);
+    ASSERT_FALSE(evs.empty());
+    EXPECT_EQ(evs.back().kind, LaunchEventKind::finished);
+    EXPECT_EQ(evs.back().exit_code, 1);
+    EXPECT_EQ(evs.back().text, "rank 2 on node-b exited 1");
+    EXPECT_TRUE(fl.done());
+    // The error line came before rank 2's exit.
+    auto out_at = std::find_if(evs.begin(), evs.end(), [](const LaunchEvent& e) { return e.kind == LaunchEventKind::output; });
+    auto exit2 = std::find_if(evs.begin(), evs.end(), [](const LaunchEvent& e) {
+        return e.kind == LaunchEventKind::rank_exited && e.rank == 2;
+    });
+    ASSERT_NE(out_at, evs.end());
+    EXPECT_LT(out_at - evs.begin(), exit2 - evs.begin());
+    EXPECT_TRUE(fl.poll().empty());
+    EXPECT_TRUE(fl.poll().empty());
+}
+
+TEST(RunDir, FinishedRunYieldsFinishedExactlyOnce) {
+    const std::string dir = fresh_dir("finished");
+    write_finished_run(dir, false);
+    auto f = RunFollower::open(dir);
+    ASSERT_TRUE(f.has_value());
+    const auto evs = poll_all(**f, 6);
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::finished), 1);
+    EXPECT_EQ(evs.back().kind, LaunchEventKind::finished);
+    EXPECT_EQ(evs.back().exit_code, 0);
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::rank_started), 4);
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::rank_exited), 4);
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::metric), 20);
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::output), 4);
+    EXPECT_TRUE((*f)->done());
+    // Per rank, steps arrive in order and before its exit.
+    for (int r = 0; r < 4; ++r) {
+        int last = 0;
+        bool exited = false;
+        for (const LaunchEvent& e : evs) {
+            if (e.rank != r) continue;
+            if (e.kind == LaunchEventKind::metric) {
+                EXPECT_FALSE(exited);
+                EXPECT_EQ(e.metric->step, last + 1);
+                last = e.metric->step;
+            }
+            if (e.kind == LaunchEventKind::rank_exited) exited = true;
+        }
+        EXPECT_EQ(last, 5);
+        EXPECT_TRUE(exited);
+    }
+}
+
+TEST(RunDir, LargeLogIsReadInChunks) {
+    const std::string dir = fresh_dir("large");
+    RunManifest m = sample_manifest();
+    m.world_size = 1;
+    m.ranks.resize(1);
+    m.state = "finished";
+    m.ranks[0].exit_code = 0;
+    auto w = RunDirWriter::create(dir, "", m);
+    ASSERT_TRUE(w.has_value());
+    const std::string big(1000, 'y');
+    for (int i = 0; i < 10000; ++i) (*w)->append_line(0, big);  // ~10 MB: more than one poll's read
+    append_raw(dir + "/rank-0.log", std::string(3 << 20, 'z'));  // a 3 MiB line without newline
+    auto f = RunFollower::open(dir);
+    ASSERT_TRUE(f.has_value());
+    int lines = 0, polls = 0, finished = 0;
+    size_t z = 0;
+    while (!(*f)->done() && polls < 100) {
+        for (const LaunchEvent& e : (*f)->poll()) {
+            if (e.kind == LaunchEventKind::output && e.text == big) ++lines;
+            if (e.kind == LaunchEventKind::output && e.text[0] == 'z') z += e.text.size();
+            finished += e.kind == LaunchEventKind::finished;
+        }
+        ++polls;
+    }
+    EXPECT_EQ(lines, 10000);
+    EXPECT_EQ(z, (size_t)3 << 20);  // delivered in 1 MiB pieces
+    EXPECT_EQ(finished, 1);
+    EXPECT_GT(polls, 1);
+}
+
+TEST(RunDir, OpenErrors) {
+    const std::string dir = fresh_dir("open");
+    auto none = RunFollower::open(dir);
+    ASSERT_FALSE(none.has_value());
+    EXPECT_TRUE(contains(none.error().str(), dir)) << none.error().str();
+    spit(dir, "a file");
+    auto file = RunFollower::open(dir);
+    ASSERT_FALSE(file.has_value());
+    EXPECT_TRUE(contains(file.error().str(), "not a directory")) << file.error().str();
+    fs::remove(dir);
+    fs::create_directories(dir);
+    auto empty = RunFollower::open(dir);
+    ASSERT_FALSE(empty.has_value());
+    EXPECT_TRUE(contains(empty.error().str(), dir + "/manifest.json")) << empty.error().str();
+}
+
+// ---------------------------------------------------------------------------------------
+// The dashboard
+
+TEST(RunView, Units) {
+    EXPECT_EQ(human_bytes(0), "0 B");
+    EXPECT_EQ(human_bytes(512), "512 B");
+    EXPECT_EQ(human_bytes(1536), "1.50 KiB");
+    EXPECT_EQ(human_bytes(6916096), "6.60 MiB");
+    EXPECT_EQ(human_bytes(80.0 * (1 << 30)), "80.0 GiB");
+    EXPECT_EQ(human_bytes(3.0 * (1 << 30)), "3.00 GiB");
+    EXPECT_EQ(human_bytes(500.0 * (1ull << 40)), "500 TiB");
+}
+
+TEST(RunView, Sparkline) {
+    EXPECT_EQ(sparkline({}, 24), "");
+    EXPECT_EQ(sparkline({1, 2, 3, 4, 5, 6, 7, 8}, 24), "▁▂▃▄▅▆▇█");
+    EXPECT_EQ(sparkline({8, 1}, 24), "█▁");
+    EXPECT_EQ(sparkline({2, 2, 2}, 24), "▄▄▄");
+    std::vector<double> many;
+    for (int i = 0; i < 100; ++i) many.push_back(100 - i);
+    const std::string s = sparkline(many, 24);
+    EXPECT_EQ(visible_width(s), 24);
+    EXPECT_TRUE(s.starts_with("█")) << s;
+    EXPECT_TRUE(s.ends_with("▁")) << s;
+}
+
+TEST(RunView, StatesStepsAndMemory) {
+    RunManifest m = sample_manifest();
+    RunView v(m);
+    EXPECT_EQ(v.ranks(), 4);
+    EXPECT_FALSE(v.all_exited());
+    EXPECT_TRUE(contains(v.rank_line(0, false, false), "starting"));
+
+    auto ev = [](LaunchEventKind k, int rank) {
+        LaunchEvent e;
+        e.kind = k;
+        e.rank = rank;
+        return e;
+    };
+    for (int r = 0; r < 4; ++r) v.apply(ev(LaunchEventKind::rank_started, r));
+    for (int s = 1; s <= 30; ++s) {
+        LaunchEvent e = ev(LaunchEventKind::metric, 0);
+        e.metric = parse_metrics_line(step_line(0, s, 6.0 - 0.1 * s));
+        ASSERT_TRUE(e.metric.has_value());
+        v.apply(e);
+    }
+    LaunchEvent e1 = ev(LaunchEventKind::metric, 1);
+    e1.metric = parse_metrics_line(step_line(1, 3, 4.0, 3.0 * (1 << 30), 2.5 * (1 << 30)));
+    v.apply(e1);
+    const std::string r0 = v.rank_line(0, false, true);
+    EXPECT_TRUE(contains(r0, "running")) << r0;
+    EXPECT_TRUE(contains(r0, "30/20")) << r0;
+    EXPECT_TRUE(contains(r0, "3.0000")) << r0;        // last loss
+    EXPECT_TRUE(contains(r0, "25.8K/s")) << r0;       // tokens/s
+    EXPECT_TRUE(contains(r0, "38.0%")) << r0;         // MFU
+    EXPECT_TRUE(contains(r0, "6.60 MiB / 6.06 MiB")) << r0;
+    EXPECT_TRUE(contains(r0, "alice@node-a:22")) << r0;
+    EXPECT_TRUE(contains(r0, "0,0,0")) << r0;
+    EXPECT_TRUE(contains(r0, "█") && r0.ends_with("▁")) << r0;  // falling loss
+    EXPECT_FALSE(contains(v.rank_line(0, false, false), "▁"));
+    const std::string r1 = v.rank_line(1, false, false);
+    EXPECT_TRUE(contains(r1, "3.00 GiB / 2.50 GiB")) << r1;
+    EXPECT_TRUE(contains(r1, "1,0,0")) << r1;
+    EXPECT_TRUE(contains(r1, "3/20")) << r1;
+
+    v.apply([&] { auto e = ev(LaunchEventKind::rank_exited, 0); e.exit_code = 0; return e; }());
+    v.apply([&] { auto e = ev(LaunchEventKind::rank_exited, 1); e.exit_code = 137; return e; }());
+    v.apply([&] { auto e = ev(LaunchEventKind::rank_exited, 2); e.exit_code = -1; return e; }());
+    EXPECT_TRUE(contains(v.rank_line(0, false, false), "done"));
+    EXPECT_TRUE(contains(v.rank_line(1, false, false), "exit 137"));
+    EXPECT_TRUE(contains(v.rank_line(2, false, false), "lost"));
+    EXPECT_TRUE(contains(v.rank_line(3, false, false), "running"));
+    EXPECT_FALSE(v.all_exited());
+    v.apply([&] { auto e = ev(LaunchEventKind::rank_exited, 3); e.exit_code = 0; return e; }());
+    EXPECT_TRUE(v.all_exited());
+    EXPECT_EQ(v.failed_rank(), 1);
+    LaunchEvent fin = ev(LaunchEventKind::finished, -1);
+    fin.exit_code = 137;
+    fin.text = "rank 1 on alice@node-a:22 exited 137";
+    v.apply(fin);
+    EXPECT_EQ(v.state(), "failed");
+    EXPECT_EQ(v.reason(), fin.text);
+    const std::string header = v.header_line(false);
+    EXPECT_TRUE(contains(header, "run 20260101-120000-4242")) << header;
+    EXPECT_TRUE(contains(header, "tiny-gpt")) << header;
+    EXPECT_TRUE(contains(header, "2 hosts (alice@node-a:22, node-b)")) << header;
+    EXPECT_TRUE(contains(header, "failed (exit 137)")) << header;
+    EXPECT_TRUE(contains(header, "step 30/20")) << header;
+}
+
+TEST(RunView, HistoryAndLastLinesAreBounded) {
+    RunView v(sample_manifest());
+    for (int s = 1; s <= 2000; ++s) {
+        LaunchEvent e;
+        e.kind = LaunchEventKind::metric;
+        e.rank = 2;
+        e.metric = parse_metrics_line(step_line(2, s, 1.0 / s));
+        v.apply(e);
+        LaunchEvent o;
+        o.kind = LaunchEventKind::output;
+        o.rank = 2;
+        o.text = "line " + std::to_string(s);
+        v.apply(o);
+    }
+    const auto h = v.loss_history(2);
+    ASSERT_EQ(h.size(), RunView::kHistory);
+    EXPECT_DOUBLE_EQ(h.back(), 1.0 / 2000);
+    const auto last = v.last_lines(2, 10);
+    ASSERT_EQ(last.size(), 10u);
+    EXPECT_EQ(last.front(), "line 1991");
+    EXPECT_EQ(last.back(), "line 2000");
+    EXPECT_TRUE(v.last_lines(0, 10).empty());
+    EXPECT_TRUE(v.last_lines(99, 10).empty());
+    // Events for ranks that do not exist are ignored.
+    LaunchEvent bad;
+    bad.kind = LaunchEventKind::metric;
+    bad.rank = 77;
+    v.apply(bad);
+    bad.kind = LaunchEventKind::rank_exited;
+    bad.rank = -5;
+    v.apply(bad);
+    EXPECT_EQ(v.rank_line(77, false, false), "");
+}
+
+TEST(RunView, RenderFitsTheWidth) {
+    const std::string dir = fresh_dir("render");
+    write_finished_run(dir, true);
+    auto f = RunFollower::open(dir);
+    ASSERT_TRUE(f.has_value());
+    RunView v((*f)->manifest());
+    for (const LaunchEvent& e : poll_all(**f)) v.apply(e);
+    v.set_manifest((*f)->manifest());
+    for (bool color : {false, true}) {
+        for (int width : {40, 80, 120, 200}) {
+            const std::string out = v.render(color, width, true);
+            const auto lines = split_lines(out);
+            ASSERT_EQ(lines.size(), 6u) << out;  // header, column names, 4 ranks
+            for (const auto& l : lines) EXPECT_LE(visible_width(l), width) << "[" << l << "]";
+            EXPECT_EQ(contains(out, "\x1b["), color) << out;
+            if (width >= 200) {
+                EXPECT_TRUE(contains(out, "▁")) << out;
+                EXPECT_TRUE(contains(out, "loss (last 24)")) << out;
+            }
+        }
+    }
+    const std::string plain = v.render(false, 200, false);
+    EXPECT_FALSE(contains(plain, "▁"));
+    const auto lines = split_lines(plain);
+    EXPECT_TRUE(contains(lines[0], "failed (exit 1)")) << lines[0];
+    EXPECT_TRUE(contains(lines[2], "done")) << lines[2];
+    EXPECT_TRUE(contains(lines[4], "exit 1")) << lines[4];
+    EXPECT_TRUE(contains(lines[4], "3/20")) << lines[4];
+    EXPECT_TRUE(contains(lines[5], "lost")) << lines[5];
+    // Columns line up: every rank line has "MiB" at the same column as rank 0.
+    const size_t col = lines[2].find("MiB");
+    for (int i = 3; i < 6; ++i) EXPECT_EQ(lines[(size_t)i].find("MiB"), col) << lines[(size_t)i];
+    EXPECT_EQ(v.failed_rank(), 2);
+    const auto last = v.last_lines(2, 10);
+    ASSERT_FALSE(last.empty());
+    EXPECT_TRUE(contains(last.back(), "error")) << last.back();
+}
+
+// ---------------------------------------------------------------------------------------
+// `ptd watch` as a process
+
+TEST(Watch, FinishedRunPrintsEveryRank) {
+    const std::string dir = fresh_dir("watch-ok");
+    write_finished_run(dir, false);
+    Proc p = run("COLUMNS=200 " + kPtd + " watch " + dir);
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_EQ(p.err, "");
+    const auto lines = split_lines(p.out);
+    ASSERT_EQ(lines.size(), 6u) << p.out;
+    EXPECT_TRUE(contains(lines[0], "run 20260101-120000-4242")) << lines[0];
+    EXPECT_TRUE(contains(lines[0], "finished")) << lines[0];
+    EXPECT_TRUE(contains(lines[0], "step 5/20")) << lines[0];
+    for (int r = 0; r < 4; ++r) {
+        const std::string& l = lines[(size_t)r + 2];
+        EXPECT_TRUE(l.starts_with("   " + std::to_string(r) + "  ")) << l;
+        EXPECT_TRUE(contains(l, "done")) << l;
+        EXPECT_TRUE(contains(l, "5/20")) << l;
+        EXPECT_TRUE(contains(l, "▁")) << l;
+    }
+    EXPECT_FALSE(contains(p.out, "\x1b["));  // not a terminal: no colour, no cursor moves
+
+    // Into a file without $COLUMNS, lines stay whole; with it, they are cut to fit.
+    Proc whole = run("env -u COLUMNS " + kPtd + " watch " + dir);
+    EXPECT_EQ(whole.rc, 0);
+    EXPECT_TRUE(contains(whole.out, "loss (last 24)")) << whole.out;
+    Proc narrow = run("COLUMNS=60 " + kPtd + " watch " + dir);
+    EXPECT_EQ(narrow.rc, 0);
+    for (const auto& l : split_lines(narrow.out)) EXPECT_LE(visible_width(l), 60) << l;
+
+    Proc once = run(kPtd + " watch --once --no-sparklines " + dir);
+    EXPECT_EQ(once.rc, 0);
+    EXPECT_FALSE(contains(once.out, "▁"));
+    EXPECT_EQ(split_lines(once.out).size(), 6u) << once.out;
+}
+
+TEST(Watch, FailedRunShowsReasonAndLastLines) {
+    const std::string dir = fresh_dir("watch-failed");
+    write_finished_run(dir, true);
+    Proc p = run("COLUMNS=160 " + kPtd + " watch " + dir);
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_TRUE(contains(p.out, "failed: rank 2 on node-b exited 1")) << p.out;
+    EXPECT_TRUE(contains(p.out, "last lines of rank 2 on node-b:")) << p.out;
+    EXPECT_TRUE(contains(p.out, "  ptd-engine: rank 2: error: step 4: loss nan")) << p.out;
+    EXPECT_TRUE(contains(p.out, "exit 1")) << p.out;
+    EXPECT_TRUE(contains(p.out, "lost")) << p.out;
+}
+
+TEST(Watch, OnceOnALiveRunReturnsAtOnce) {
+    const std::string dir = fresh_dir("watch-live");
+    RunManifest m = sample_manifest();
+    auto w = RunDirWriter::create(dir, "", m);
+    ASSERT_TRUE(w.has_value());
+    (*w)->append_line(1, step_line(1, 2, 4.5));
+    Proc p = run("timeout 20 " + kPtd + " watch --once " + dir);
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_TRUE(contains(p.out, "running")) << p.out;
+    EXPECT_TRUE(contains(p.out, "4.5000")) << p.out;
+}
+
+TEST(Watch, FollowsUntilTheRunEnds) {
+    const std::string dir = fresh_dir("watch-follow");
+    RunManifest m = sample_manifest();
+    auto w = RunDirWriter::create(dir, "", m);
+    ASSERT_TRUE(w.has_value());
+    const std::string out = dir + "/../watch-follow.out";
+    pid_t pid = 0;
+    const std::string cmd = kPtd + " watch --interval 0.1 " + dir + " >" + out + " 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+    ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, WNOHANG), 0) << "watch ended before the run did";
+    for (int r = 0; r < 4; ++r) {
+        (*w)->append_line(r, step_line(r, 7, 3.25));
+        m.ranks[(size_t)r].exit_code = 0;
+    }
+    m.state = "finished";
+    ASSERT_TRUE((*w)->write_manifest(m).has_value());
+    int waited = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0 && waited < 200) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ++waited;
+    }
+    if (waited >= 200) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        FAIL() << "ptd watch did not end after the run finished";
+    }
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    const std::string text = slurp(out);
+    EXPECT_EQ(split_lines(text).size(), 6u) << text;  // one dashboard, at the end
+    EXPECT_TRUE(contains(text, "finished")) << text;
+    EXPECT_TRUE(contains(text, "3.2500")) << text;
+}
+
+TEST(Watch, TerminalRedrawsInPlace) {
+    // `script` gives the child a pseudo-terminal; skip where util-linux's script is absent.
+    if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "script(1) not installed";
+    const std::string dir = fresh_dir("watch-tty");
+    write_finished_run(dir, false);
+    Proc p = run("TERM=xterm-256color script -qec '" + kPtd + " watch " + dir + "' /dev/null");
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_TRUE(contains(p.out, "\x1b[")) << p.out;  // colour on a terminal
+    EXPECT_TRUE(contains(p.out, "finished")) << p.out;
+    Proc plain = run("NO_COLOR=1 TERM=xterm-256color script -qec '" + kPtd + " watch " + dir + "' /dev/null");
+    EXPECT_EQ(plain.rc, 0);
+    EXPECT_FALSE(contains(plain.out, "\x1b[3")) << plain.out;  // no colours (SGR 3x)
+}
+
+TEST(Watch, ErrorsExitTwoAndNameThePath) {
+    const std::string dir = fresh_dir("watch-missing");
+    Proc missing = run(kPtd + " watch " + dir);
+    EXPECT_EQ(missing.rc, 2);
+    EXPECT_TRUE(contains(missing.err, dir)) << missing.err;
+    EXPECT_EQ(missing.out, "");
+
+    fs::create_directories(dir);
+    Proc no_manifest = run(kPtd + " watch " + dir);
+    EXPECT_EQ(no_manifest.rc, 2);
+    EXPECT_TRUE(contains(no_manifest.err, dir + "/manifest.json")) << no_manifest.err;
+
+    spit(dir + "/manifest.json", R"({"schema": "ptd.run/1", "run_id": "x", "state": "running", "world_size": "four",
+                                     "hosts": ["h"], "ranks": []})");
+    Proc bad = run(kPtd + " watch " + dir);
+    EXPECT_EQ(bad.rc, 2);
+    EXPECT_TRUE(contains(bad.err, dir + "/manifest.json: error: world_size: got a string (\"four\")")) << bad.err;
+
+    Proc usage = run(kPtd + " watch");
+    EXPECT_EQ(usage.rc, 2);
+    EXPECT_TRUE(contains(usage.err, "RUN_DIR")) << usage.err;
+}
