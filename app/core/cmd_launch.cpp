@@ -149,7 +149,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
             switch (ev.kind) {
                 case LaunchEventKind::host_connecting:
                 case LaunchEventKind::host_ready:
-                    message("ptd launch: host " + run.plan().hosts[ev.host].display + ": " + ev.text);
+                    if (!run.plan().local) message("ptd launch: host " + run.plan().hosts[ev.host].display + ": " + ev.text);
                     break;
                 case LaunchEventKind::host_failed:
                     message(red(term, "ptd launch: host " + run.plan().hosts[ev.host].display + ": " + ev.text));
@@ -178,7 +178,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     const int rc = run.wait();
     const LaunchOutcome o = run.outcome();
     if (live) block.erase();
-    std::fputs(view.render(term.color, term.width, live).c_str(), out);
+    // A pipe or file gets the whole lines; a terminal gets lines that fit it.
+    std::fputs(view.render(term.color, live ? term.width : 1000, live).c_str(), out);
     std::fflush(out);
     if (o.stopped_by_user) {
         std::fprintf(err, "ptd launch: stopped; every rank is gone. Logs: %s\n", run_dir.c_str());
