@@ -69,6 +69,8 @@ Times measure(LaunchPlan plan, const std::string& ready_prefix, bool stop_when_r
             t.why = "timed out";
         }
         const double now = std::chrono::duration<double>(clock_type::now() - t0).count();
+        if (std::getenv("BENCH_VERBOSE"))
+            std::fprintf(stderr, "%8.3f %s rank %d: %s\n", now, launch_event_kind_name(ev.kind), ev.rank, ev.text.substr(0, 80).c_str());
         const bool is_ready = ready_prefix.empty()
                                   ? ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::start
                                   : ev.kind == LaunchEventKind::output && ev.text.starts_with(ready_prefix);
