@@ -20,7 +20,7 @@ packages=(
   libgloo-dev libopenblas-dev                              # ptd-engine (CPU)
   libgtest-dev                                             # tests
   xvfb xauth libgl1-mesa-dri                               # GUI screenshots under Xvfb
-  openssh-server                                           # launcher tests (sshd on 127.0.0.1)
+  openssh-server iproute2                                  # launcher tests (sshd on 127.0.0.1; two hosts in netns)
   bsdutils                                                 # script(1): TTY tests
   clang libclang-rt-14-dev                                 # libFuzzer (scripts/fuzz.sh)
 )

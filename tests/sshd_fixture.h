@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -57,8 +58,15 @@ public:
         }
     }
 
-    // Start sshd; "" on success, else why not (the caller skips the test with it).
-    std::string start() {
+    std::string address = "127.0.0.1";  // where sshd listens
+    std::string netns;                   // network namespace it runs in ("" = ours)
+
+    // Start sshd; "" on success, else why not (the caller skips the test with it). With
+    // `in_netns`, sshd runs inside that network namespace (ip netns exec) listening on
+    // `listen_address`:22, for tests with more than one "host".
+    std::string start(const std::string& in_netns = "", const std::string& listen_address = "127.0.0.1") {
+        netns = in_netns;
+        address = listen_address;
         const char* sshd_path = "/usr/sbin/sshd";
         if (access(sshd_path, X_OK) != 0) return "OpenSSH server not installed (/usr/sbin/sshd missing; apt-get install openssh-server)";
         if (run("command -v ssh-keygen >/dev/null") != 0) return "ssh-keygen not found (apt-get install openssh-client)";
@@ -82,10 +90,10 @@ public:
         if (geteuid() == 0) mkdir("/run/sshd", 0755);
 
         for (int attempt = 0; attempt < 3; ++attempt) {  // a port taken meanwhile: try another
-            port = free_port();
+            port = netns.empty() ? free_port() : 22;
             write_file(dir + "/sshd_config",
                        "Port " + std::to_string(port) + "\n"
-                       "ListenAddress 127.0.0.1\n"
+                       "ListenAddress " + address + "\n"
                        "HostKey " + host_key + "\n"
                        "AuthorizedKeysFile " + dir + "/authorized_keys\n"
                        "StrictModes no\n"
@@ -113,7 +121,11 @@ public:
                     dup2(fd, 2);
                 }
                 std::string cfg = dir + "/sshd_config";
-                execl(sshd_path, sshd_path, "-D", "-e", "-f", cfg.c_str(), (char*)nullptr);
+                if (!netns.empty())
+                    execl("/usr/sbin/ip", "ip", "netns", "exec", netns.c_str(), sshd_path, "-D", "-e", "-f", cfg.c_str(),
+                          (char*)nullptr);
+                else
+                    execl(sshd_path, sshd_path, "-D", "-e", "-f", cfg.c_str(), (char*)nullptr);
                 _exit(127);
             }
             if (pid < 0) return "fork failed";
@@ -124,7 +136,7 @@ public:
                     pid = -1;
                     break;
                 }
-                if (accepts(port)) return "";
+                if (accepts(address, port)) return "";
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
             kill_all();
@@ -132,7 +144,8 @@ public:
         return "sshd did not start; its log (" + log + "):\n" + read_file(log);
     }
 
-    // The host key as a known_hosts line for this server, "[127.0.0.1]:PORT ssh-ed25519 AAAA...".
+    // The host key as a known_hosts line for this server, "[127.0.0.1]:PORT ssh-ed25519 AAAA..."
+    // (just the address on port 22).
     std::string known_hosts_line(bool wrong_key = false) const {
         std::string pub = host_key + ".pub";
         if (wrong_key) {
@@ -143,7 +156,8 @@ public:
         std::istringstream in(read_file(pub));
         std::string type, b64;
         in >> type >> b64;
-        return "[127.0.0.1]:" + std::to_string(port) + " " + type + " " + b64 + "\n";
+        const std::string host = port == 22 ? address : "[" + address + "]:" + std::to_string(port);
+        return host + " " + type + " " + b64 + "\n";
     }
     // Record the real host key (or a different one, to test "changed") in known_hosts.
     void trust_host_key(bool wrong_key = false) const { write_file(known_hosts, known_hosts_line(wrong_key)); }
@@ -224,13 +238,13 @@ public:
     // Processes whose SSH_CONNECTION says they were started through this server.
     std::vector<pid_t> started_by_us() const {
         std::vector<pid_t> out;
-        std::string suffix = " 127.0.0.1 " + std::to_string(port);
+        std::string suffix = " " + address + " " + std::to_string(port);
         if (DIR* d = opendir("/proc")) {
             while (dirent* e = readdir(d)) {
                 pid_t p = (pid_t)atoi(e->d_name);
                 if (p <= 0 || p == getpid()) continue;
                 std::string env = read_file("/proc/" + std::string(e->d_name) + "/environ");
-                size_t at = env.find("SSH_CONNECTION=127.0.0.1 ");
+                size_t at = env.find("SSH_CONNECTION=");
                 if (at == std::string::npos) continue;
                 size_t end = env.find('\0', at);
                 std::string value = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
@@ -278,11 +292,11 @@ private:
         }
         return out;
     }
-    static bool accepts(int port) {
+    static bool accepts(const std::string& address, int port) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in a{};
         a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        inet_pton(AF_INET, address.c_str(), &a.sin_addr);
         a.sin_port = htons((uint16_t)port);
         bool ok = ::connect(fd, (sockaddr*)&a, sizeof a) == 0;
         close(fd);

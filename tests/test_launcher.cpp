@@ -654,3 +654,94 @@ TEST(SshLaunch, MissingRemoteEngineIsReportedAtOnce) {
     EXPECT_EQ(c.rc, 1);
     EXPECT_NE(c.outcome.reason.find("--upload"), std::string::npos) << c.outcome.reason;
 }
+
+// ---- two hosts: two sshd in their own network namespaces, joined by a bridge ------------
+
+namespace {
+
+// Two "hosts" 10.231.77.2 and .3 (namespaces ptdh1, ptdh2) on a bridge with this machine
+// at .1. Needs root and `ip netns`; otherwise says why, and the test is skipped.
+struct TwoHostNet {
+    std::string skip;
+    static int sh(const std::string& cmd) { return std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()); }
+    static void teardown() {
+        sh("ip netns del ptdh1; ip netns del ptdh2; ip link del ptdv1; ip link del ptdv2; ip link del ptdbr0");
+    }
+    TwoHostNet() {
+        if (geteuid() != 0) {
+            skip = "network namespaces need root (ip netns)";
+            return;
+        }
+        teardown();  // leftovers of an interrupted run
+        const std::vector<std::string> cmds = {
+            "ip link add ptdbr0 type bridge", "ip addr add 10.231.77.1/24 dev ptdbr0", "ip link set ptdbr0 up",
+            "ip netns add ptdh1", "ip netns add ptdh2",
+            "ip link add ptdv1 type veth peer name eth0 netns ptdh1",
+            "ip link add ptdv2 type veth peer name eth0 netns ptdh2",
+            "ip link set ptdv1 master ptdbr0", "ip link set ptdv2 master ptdbr0",
+            "ip link set ptdv1 up", "ip link set ptdv2 up",
+            "ip netns exec ptdh1 ip addr add 10.231.77.2/24 dev eth0", "ip netns exec ptdh1 ip link set eth0 up",
+            "ip netns exec ptdh1 ip link set lo up",
+            "ip netns exec ptdh2 ip addr add 10.231.77.3/24 dev eth0", "ip netns exec ptdh2 ip link set eth0 up",
+            "ip netns exec ptdh2 ip link set lo up"};
+        for (const std::string& c : cmds)
+            if (sh(c) != 0) {
+                skip = "ip netns does not work here (`" + c + "` failed); the two-host test needs it";
+                teardown();
+                return;
+            }
+    }
+    ~TwoHostNet() {
+        if (skip.empty()) teardown();
+    }
+};
+
+}  // namespace
+
+TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
+    TwoHostNet net;
+    if (!net.skip.empty()) GTEST_SKIP() << net.skip;
+    unsetenv("SSH_AUTH_SOCK");
+    SshdFixture a, b;
+    if (std::string why = a.start("ptdh1", "10.231.77.2"); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = b.start("ptdh2", "10.231.77.3"); !why.empty()) GTEST_SKIP() << why;
+    const std::string dir = make_temp_dir("two-host");
+    // One key for both hosts, both host keys known.
+    write_file(b.dir + "/authorized_keys", read_file(a.identity + ".pub"));
+    write_file(dir + "/known_hosts", a.known_hosts_line() + b.known_hosts_line());
+    write_file(dir + "/hosts", a.user + "@10.231.77.2 slots=2\n" + b.user + "@10.231.77.3 slots=2\n");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.nodes = 2;
+    job.cluster.gpus_per_node = 2;
+    job.launch.identity = a.identity;
+    job.launch.connect_timeout_s = 5;
+    // Each rank's Gloo pairs listen on its namespace's interface (forwarded GLOO_*).
+    setenv("GLOO_SOCKET_IFNAME", "eth0", 1);
+    LaunchOptions o = options_in(dir, "two-host");
+    o.hostfile = dir + "/hosts";
+    o.known_hosts = dir + "/known_hosts";
+    o.ssh_config = a.ssh_config;
+    o.upload = true;
+    o.steps = 3;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    ASSERT_EQ(plan->hosts[1].ranks, (std::vector<int>{2, 3}));
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 3) << "rank " << r;
+    EXPECT_EQ(plan->master_addr, "10.231.77.2");
+
+    // A rank on the second host fails: every rank on both hosts is stopped.
+    job.launch.engine = fake_engine(dir, "if [ \"$RANK\" = 3 ]; then sleep 0.5; echo 'host b rank 3 failed' >&2; exit 4; fi\n"
+                                         "sleep 300 & sleep 300");
+    o.upload = false;
+    o.run_id = "two-host-fail";
+    plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan);
+    const Collected f = run_to_end(*plan, 60);
+    unsetenv("GLOO_SOCKET_IFNAME");
+    EXPECT_EQ(f.rc, 4);
+    EXPECT_EQ(f.outcome.failed_rank, 3);
+    EXPECT_EQ(f.outcome.failed_host, 1);
+    EXPECT_TRUE(survivors_after("two-host-fail", 5).empty());
+}
