@@ -564,6 +564,10 @@ TEST(SshLaunch, FourEngineRanksThroughSshdWithUpload) {
     // The uploaded copy is the local engine, byte for byte.
     EXPECT_EQ(read_file(plan->hosts[0].remote_dir + "/ptd-engine"), read_file(kBin + "/ptd-engine"));
     EXPECT_TRUE(survivors_after("ssh-4", 3).empty());
+    auto m = read_manifest(plan->run_dir);
+    ASSERT_TRUE(m) << m.error().str();
+    for (const RunManifestRank& r : m->ranks) EXPECT_GT(r.pid, 1) << "rank " << r.rank;  // remote pids arrive too
+    EXPECT_EQ(m->state, "finished");
 }
 
 TEST(SshLaunch, UnknownHostKeyIsRefusedUnlessAccepted) {

@@ -76,7 +76,7 @@ bool EventQueue::closed() const {
 
 // What transports report, in arrival order, for the supervisor thread.
 struct RawEvent {
-    enum Kind { line, exited, lost } kind;
+    enum Kind { line, exited, lost, pid } kind;
     int rank = -1, host = -1;
     bool is_stderr = false;
     int code = 0;
@@ -106,6 +106,7 @@ struct Launcher::Impl final : TransportSink {
     // TransportSink (transport I/O threads).
     void line(int rank, bool is_stderr, std::string text) override { push_raw({RawEvent::line, rank, -1, is_stderr, 0, std::move(text)}); }
     void rank_exited(int rank, int code) override { push_raw({RawEvent::exited, rank, -1, false, code, {}}); }
+    void rank_pid(int rank, long pid) override { push_raw({RawEvent::pid, rank, -1, false, (int)pid, {}}); }
     void host_lost(int host, std::string why) override { push_raw({RawEvent::lost, -1, host, false, -1, std::move(why)}); }
     void push_raw(RawEvent ev) {
         {
@@ -405,6 +406,9 @@ void Launcher::Impl::supervise() {
                 save_manifest();
                 break;
             }
+            case RawEvent::pid:
+                if (ev.rank >= 0 && ev.rank < world) manifest.ranks[ev.rank].pid = ev.code;
+                break;
             case RawEvent::lost: {
                 emit_host(LaunchEventKind::host_failed, ev.host, "connection lost: " + ev.text);
                 if (!stopping) {

@@ -648,6 +648,7 @@ void SshTransport::deliver(RankChannel& r, int stream, std::string_view data) {
                 auto [p, ec] = std::from_chars(b, line.data() + line.size(), pgid);
                 if (ec == std::errc() && p == line.data() + line.size() && pgid > 1) {
                     r.pgid = pgid;
+                    sink_->rank_pid(r.rank, pgid);
                     if (r.waiting_signal != 0) {  // a stop came before the pid
                         int sig = r.waiting_signal;
                         r.waiting_signal = 0;

@@ -26,6 +26,9 @@ struct TransportSink {
     // The rank's process is gone: exit status, 128 + signal, or -1 when the host was lost.
     // Called exactly once per started rank, after its last line.
     virtual void rank_exited(int rank, int exit_code) = 0;
+    // The rank's pid on its host, when it becomes known after start_rank (SSH: from the
+    // remote shell's first line). Also its process group id.
+    virtual void rank_pid(int rank, long pid) { (void)rank, (void)pid; }
     // The connection broke (keepalive failed, socket error). Every rank of the host that
     // has not exited gets rank_exited(rank, -1) after this.
     virtual void host_lost(int host, std::string why) = 0;
