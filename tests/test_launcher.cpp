@@ -437,6 +437,33 @@ TEST(LocalLaunch, KilledEngineRankEndsTheRunWithItsReport) {
     EXPECT_TRUE(survivors_after("kill-1", 5).empty());
 }
 
+TEST(LocalLaunch, FloodingRankBlocksNoOneAndBadMetricsStayLogText) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "flood-1");
+    // Rank 0 floods 40 MB of output in long lines; rank 1 writes a broken metrics line and
+    // a valid one; the others say one line each.
+    o.local_engine = fake_engine(
+        dir, "case $RANK in\n"
+             "0) head -c 40000000 /dev/zero | tr '\\0' 'x' | fold -w 100000 ;;\n"
+             "1) echo '{\"schema\":\"ptd.metrics/1\",\"event\":\"step\",\"rank\":1,\"step\":\"two\"}'\n"
+             "   echo '{\"schema\":\"ptd.metrics/1\",\"event\":\"step\",\"rank\":1,\"step\":2,\"loss\":1.5}' ;;\n"
+             "*) echo quiet ;;\nesac");
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    size_t flood_bytes = 0;
+    int bad_as_text = 0;
+    const Collected c = run_to_end(*plan, 60, [&](Launcher&, const LaunchEvent& ev) {
+        if (ev.kind == LaunchEventKind::output && ev.rank == 0) flood_bytes += ev.text.size();
+        if (ev.kind == LaunchEventKind::output && ev.rank == 1 && ev.text.find("\"two\"") != std::string::npos) ++bad_as_text;
+    });
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason;
+    EXPECT_EQ(flood_bytes, std::string("fake engine rank 0 of 4").size() + 40000000u);
+    EXPECT_EQ(bad_as_text, 1);
+    EXPECT_EQ(c.last_step.count(1) ? c.last_step.at(1) : 0, 2);
+    // Every byte is in the log: the first line, 400 lines of 100,000 x, a newline after each.
+    EXPECT_EQ(fs::file_size(dir + "/flood-1/rank-0.log"), std::string("fake engine rank 0 of 4\n").size() + 40000000u + 400u);
+}
+
 // ---- the command ------------------------------------------------------------------------
 
 struct Proc {
