@@ -205,24 +205,36 @@ public:
         std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
     }
 
-    // Every live process below `root` (by parent pid, from /proc).
-    static std::vector<pid_t> descendants(pid_t root) {
-        std::map<pid_t, std::vector<pid_t>> children;
+    // One process as /proc/*/stat tells it.
+    struct ProcStat {
+        pid_t pid = 0;
+        char state = 0;
+        long ppid = 0, pgrp = 0;
+    };
+    // Every process in /proc (zombies included; callers filter on state).
+    static std::vector<ProcStat> all_processes() {
+        std::vector<ProcStat> out;
         if (DIR* d = opendir("/proc")) {
             while (dirent* e = readdir(d)) {
-                pid_t p = (pid_t)atoi(e->d_name);
-                if (p <= 0) continue;
+                ProcStat ps;
+                ps.pid = (pid_t)atoi(e->d_name);
+                if (ps.pid <= 0) continue;
                 std::string stat = read_file("/proc/" + std::string(e->d_name) + "/stat");
-                size_t close_paren = stat.rfind(')');
+                size_t close_paren = stat.rfind(')');  // the command name may hold spaces
                 if (close_paren == std::string::npos) continue;
                 std::istringstream in(stat.substr(close_paren + 2));
-                char state = 0;
-                pid_t ppid = 0;
-                in >> state >> ppid;
-                children[ppid].push_back(p);
+                in >> ps.state >> ps.ppid >> ps.pgrp;
+                out.push_back(ps);
             }
             closedir(d);
         }
+        return out;
+    }
+
+    // Every live process below `root` (by parent pid, from /proc).
+    static std::vector<pid_t> descendants(pid_t root) {
+        std::map<pid_t, std::vector<pid_t>> children;
+        for (const ProcStat& ps : all_processes()) children[(pid_t)ps.ppid].push_back(ps.pid);
         std::vector<pid_t> out, todo{root};
         while (!todo.empty()) {
             pid_t p = todo.back();
@@ -259,21 +271,8 @@ public:
     // Live (not zombie) processes whose process group is `pgid`.
     static std::vector<pid_t> processes_in_group(long pgid) {
         std::vector<pid_t> out;
-        if (DIR* d = opendir("/proc")) {
-            while (dirent* e = readdir(d)) {
-                pid_t p = (pid_t)atoi(e->d_name);
-                if (p <= 0) continue;
-                std::string stat = read_file("/proc/" + std::string(e->d_name) + "/stat");
-                size_t close_paren = stat.rfind(')');
-                if (close_paren == std::string::npos) continue;
-                std::istringstream in(stat.substr(close_paren + 2));
-                char state = 0;
-                long ppid = 0, pgrp = 0;
-                in >> state >> ppid >> pgrp;
-                if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(p);
-            }
-            closedir(d);
-        }
+        for (const ProcStat& ps : all_processes())
+            if (ps.pgrp == pgid && ps.state != 'Z' && ps.state != 'X') out.push_back(ps.pid);
         return out;
     }
 

@@ -2,6 +2,7 @@
 // (docs/metrics.md). It is fed every line every rank writes, so it must accept anything:
 // it never throws, bounds the JSON nesting it hands to the parser, and reports the first
 // field that is not what the schema says (name, what was given, what was expected).
+#include "json_describe.h"
 #include "ptd/metrics_event.h"
 
 #include <cmath>
@@ -22,24 +23,6 @@ constexpr int kMaxDepth = 32;
 const char* const kKindNames[] = {"start", "step", "checkpoint", "warning", "error", "end"};
 const char* const kMemNames[] = {"params", "grads", "optimizer", "activations", "communication", "workspace", "total"};
 
-// What a JSON value is, for messages: `a string ("abc")`, `2.5`, `an object`, `null`.
-std::string describe(const json& v) {
-    switch (v.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-        case json::value_t::number_integer: return std::to_string(v.get<std::int64_t>());
-        case json::value_t::number_unsigned: return std::to_string(v.get<std::uint64_t>());
-        case json::value_t::number_float: return v.dump();  // shortest form that reads back
-        case json::value_t::string: {
-            std::string s = v.get_ref<const std::string&>();
-            if (s.size() > 40) s = s.substr(0, 37) + "...";
-            return "a string (\"" + s + "\")";
-        }
-        case json::value_t::array: return "an array";
-        case json::value_t::object: return "an object";
-        default: return "an unsupported value";
-    }
-}
 
 // Nesting depth of [ and { outside strings, stopping as soon as it exceeds kMaxDepth.
 bool nesting_ok(std::string_view s) {
@@ -84,9 +67,9 @@ public:
         const char* expected = "a number";
         const json* v = find(key, required, expected);
         if (!v) return;
-        if (!v->is_number()) return fail(key, "is " + describe(*v), expected);
+        if (!v->is_number()) return fail(key, "is " + describe_json(*v), expected);
         const double d = v->get<double>();
-        if (!std::isfinite(d)) return fail(key, "is " + describe(*v), "a finite number");
+        if (!std::isfinite(d)) return fail(key, "is " + describe_json(*v), "a finite number");
         out = d;
     }
 
@@ -102,31 +85,31 @@ public:
             value = v->get<std::int64_t>();
         } else if (v->is_number_unsigned()) {
             const std::uint64_t u = v->get<std::uint64_t>();
-            if (u > (std::uint64_t)hi) return fail(key, "is " + describe(*v), expected);
+            if (u > (std::uint64_t)hi) return fail(key, "is " + describe_json(*v), expected);
             value = (long long)u;
         } else if (v->is_number_float()) {
             const double d = v->get<double>();
             if (!std::isfinite(d) || d != std::floor(d) || d < (double)lo || d > (double)hi)
-                return fail(key, "is " + describe(*v), expected);
+                return fail(key, "is " + describe_json(*v), expected);
             value = (long long)d;
         } else {
-            return fail(key, "is " + describe(*v), expected);
+            return fail(key, "is " + describe_json(*v), expected);
         }
-        if (value < lo || value > hi) return fail(key, "is " + describe(*v), expected);
+        if (value < lo || value > hi) return fail(key, "is " + describe_json(*v), expected);
         out = (int)value;
     }
 
     void boolean(const char* key, bool& out, bool required = false) {
         const json* v = find(key, required, "true or false");
         if (!v) return;
-        if (!v->is_boolean()) return fail(key, "is " + describe(*v), "true or false");
+        if (!v->is_boolean()) return fail(key, "is " + describe_json(*v), "true or false");
         out = v->get<bool>();
     }
 
     void string(const char* key, std::string& out, bool required = false) {
         const json* v = find(key, required, "a string");
         if (!v) return;
-        if (!v->is_string()) return fail(key, "is " + describe(*v), "a string");
+        if (!v->is_string()) return fail(key, "is " + describe_json(*v), "a string");
         out = v->get_ref<const std::string&>();
     }
 
@@ -135,7 +118,7 @@ public:
         const json* v = find(key, required, "an object");
         if (!v) return std::nullopt;
         if (!v->is_object()) {
-            fail(key, "is " + describe(*v), "an object");
+            fail(key, "is " + describe_json(*v), "an object");
             return std::nullopt;
         }
         return FieldReader(*v, path(key) + ".", problem_);
@@ -234,7 +217,7 @@ std::optional<MetricRecord> parse_metrics_line(std::string_view line, std::strin
         const json* schema = r.find("schema", true, "\"ptd.metrics/1\"");
         if (!schema) return std::nullopt;
         if (!schema->is_string() || schema->get_ref<const std::string&>() != "ptd.metrics/1") {
-            r.fail("schema", "is " + describe(*schema), "\"ptd.metrics/1\"");
+            r.fail("schema", "is " + describe_json(*schema), "\"ptd.metrics/1\"");
             return std::nullopt;
         }
     }
@@ -248,7 +231,7 @@ std::optional<MetricRecord> parse_metrics_line(std::string_view line, std::strin
             known = true;
         }
     if (!known) {
-        r.fail("event", "is " + describe(*j.find("event")), "start, step, checkpoint, warning, error or end");
+        r.fail("event", "is " + describe_json(*j.find("event")), "start, step, checkpoint, warning, error or end");
         return std::nullopt;
     }
     r.string("run_id", m.run_id);

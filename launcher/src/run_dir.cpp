@@ -4,6 +4,7 @@
 // as LaunchEvents. The writer flushes every line and replaces the manifest atomically, so
 // a reader in another process only ever sees whole manifests and whole lines, plus at
 // most one partial last line per log, which the follower holds back until it completes.
+#include "json_describe.h"
 #include "ptd/run_dir.h"
 
 #include <algorithm>
@@ -40,23 +41,6 @@ double now_s() {
 
 bool is_final_state(const std::string& s) { return s == "finished" || s == "failed" || s == "stopped"; }
 
-std::string describe(const json& v) {
-    switch (v.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-        case json::value_t::number_integer:
-        case json::value_t::number_unsigned:
-        case json::value_t::number_float: return v.dump();
-        case json::value_t::string: {
-            std::string s = v.get_ref<const std::string&>();
-            if (s.size() > 40) s = s.substr(0, 37) + "...";
-            return "a string (\"" + s + "\")";
-        }
-        case json::value_t::array: return "an array";
-        case json::value_t::object: return "an object";
-        default: return "an unsupported value";
-    }
-}
 
 // Checked reads of manifest fields; every problem is collected (like the job loaders), each
 // naming the file, the field's path and what was given and expected.
@@ -78,19 +62,19 @@ public:
     void string(const json& obj, const std::string& prefix, const char* key, std::string& out, bool required = false) {
         const json* v = get(obj, prefix, key, required, "a string");
         if (!v) return;
-        if (!v->is_string()) return problem(prefix + key, "got " + describe(*v) + ", expected a string");
+        if (!v->is_string()) return problem(prefix + key, "got " + describe_json(*v) + ", expected a string");
         out = v->get_ref<const std::string&>();
     }
     void number(const json& obj, const std::string& prefix, const char* key, double& out, bool required = false) {
         const json* v = get(obj, prefix, key, required, "a number");
         if (!v) return;
-        if (!v->is_number()) return problem(prefix + key, "got " + describe(*v) + ", expected a number");
+        if (!v->is_number()) return problem(prefix + key, "got " + describe_json(*v) + ", expected a number");
         out = v->get<double>();
     }
     void boolean(const json& obj, const std::string& prefix, const char* key, bool& out, bool required = false) {
         const json* v = get(obj, prefix, key, required, "true or false");
         if (!v) return;
-        if (!v->is_boolean()) return problem(prefix + key, "got " + describe(*v) + ", expected true or false");
+        if (!v->is_boolean()) return problem(prefix + key, "got " + describe_json(*v) + ", expected true or false");
         out = v->get<bool>();
     }
     // An integer in [lo, hi]; returns false when present but wrong.
@@ -106,7 +90,7 @@ public:
             ok = true;
         }
         if (ok && (out < lo || out > hi)) ok = false;
-        if (!ok) problem(path, "got " + describe(v) + ", expected " + expected);
+        if (!ok) problem(path, "got " + describe_json(v) + ", expected " + expected);
         return ok;
     }
     template <class Int>
@@ -265,14 +249,14 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
         return rd.result({});
     }
     if (!j.is_object()) {
-        rd.problem("", "got " + describe(j) + ", expected a ptd.run/1 JSON object");
+        rd.problem("", "got " + describe_json(j) + ", expected a ptd.run/1 JSON object");
         return rd.result({});
     }
     RunManifest m;
     if (const json* s = rd.get(j, "", "schema", true, "\"ptd.run/1\"")) {
         if (!s->is_string() || s->get_ref<const std::string&>() != kRunSchema) {
             // Another schema means every other field may mean something else: stop here.
-            rd.problem("schema", "got " + describe(*s) + ", expected \"ptd.run/1\"");
+            rd.problem("schema", "got " + describe_json(*s) + ", expected \"ptd.run/1\"");
             return rd.result({});
         }
     } else {
@@ -284,7 +268,7 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     if (const json* s = rd.get(j, "", "state", true, "starting, running, finished, failed or stopped")) {
         const std::string v = s->is_string() ? s->get<std::string>() : "";
         if (v == "starting" || v == "running" || is_final_state(v)) m.state = v;
-        else rd.problem("state", "got " + describe(*s) + ", expected starting, running, finished, failed or stopped");
+        else rd.problem("state", "got " + describe_json(*s) + ", expected starting, running, finished, failed or stopped");
     }
     rd.number(j, "", "started", m.started);
     rd.number(j, "", "ended", m.ended);
@@ -295,25 +279,25 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     rd.integer(j, "", "master_port", m.master_port, false, 0, 65535);
     if (const json* h = rd.get(j, "", "hosts", true, "an array of host names")) {
         if (!h->is_array()) {
-            rd.problem("hosts", "got " + describe(*h) + ", expected an array of host names");
+            rd.problem("hosts", "got " + describe_json(*h) + ", expected an array of host names");
         } else {
             for (size_t i = 0; i < h->size(); ++i) {
                 const json& e = (*h)[i];
                 if (e.is_string()) m.hosts.push_back(e.get<std::string>());
-                else rd.problem("hosts[" + std::to_string(i) + "]", "got " + describe(e) + ", expected a string");
+                else rd.problem("hosts[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected a string");
             }
             if (h->empty()) rd.problem("hosts", "is empty, expected at least one host name");
         }
     }
     if (const json* rs = rd.get(j, "", "ranks", true, "an array of rank objects")) {
         if (!rs->is_array()) {
-            rd.problem("ranks", "got " + describe(*rs) + ", expected an array of rank objects");
+            rd.problem("ranks", "got " + describe_json(*rs) + ", expected an array of rank objects");
         } else {
             for (size_t i = 0; i < rs->size(); ++i) {
                 const json& e = (*rs)[i];
                 const std::string prefix = "ranks[" + std::to_string(i) + "].";
                 if (!e.is_object()) {
-                    rd.problem("ranks[" + std::to_string(i) + "]", "got " + describe(e) + ", expected an object");
+                    rd.problem("ranks[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected an object");
                     continue;
                 }
                 RunManifestRank r;
