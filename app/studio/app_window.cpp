@@ -104,7 +104,9 @@ WindowResult run_window(StudioState& s, const WindowOptions& opt) {
     int drawn = 0;
     while (!glfwWindowShouldClose(win)) {
         if (shooting || busy > 0) glfwPollEvents();
-        else glfwWaitEventsTimeout(0.5);
+        else if (const double wake = studio_wakeup_s(s); wake > 0) glfwWaitEventsTimeout(wake);
+        else glfwWaitEventsTimeout(0.5);  // idle: wakes twice a second and draws nothing
+        if (studio_tick(s)) g_activity = 1;
         if (g_activity) {
             g_activity = 0;
             busy = 3;

@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     app.add_option("--job", job_arg, "Job spec (TOML), or @default (7B on 4×8 H100) / @tiny")->capture_default_str();
     app.add_option("--screenshot", screenshot, "Render a few frames, save the window as this PNG and exit (needs a display; Xvfb works)");
     app.add_option("--frames", frames, "Frames to render before the screenshot")->check(CLI::Range(1, 1000))->capture_default_str();
-    app.add_option("--panel", panel, "Tab to show first: layout (rank layout) or job (the job file)")
-        ->check(CLI::IsMember({"layout", "job"}))->capture_default_str();
+    app.add_option("--panel", panel, "Tab to show first: layout, memory, planner, launch, live or job (the job file)")
+        ->check(CLI::IsMember({"layout", "memory", "planner", "launch", "live", "job"}))->capture_default_str();
     app.add_option("--size", size, "Window size WIDTHxHEIGHT")->capture_default_str();
     app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage or DP replica")
         ->check(CLI::IsMember({"tp", "pp", "dp"}))->capture_default_str();
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
         }
         edit_int(state, key, value);
     }
-    state.select_tab = panel == "job" ? MainTab::job_file : MainTab::layout;
+    state.select_tab = parse_main_tab(panel).value_or(MainTab::layout);
     state.view.colour_by = color_by == "pp" ? ColourBy::pp : color_by == "dp" ? ColourBy::dp : ColourBy::tp;
     if (select >= 0) {
         if (state.layout && select < state.layout->world) state.view.pinned = select;

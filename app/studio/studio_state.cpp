@@ -253,4 +253,33 @@ std::string job_display_name(const JobSpec& job) {
     return slash == std::string::npos ? f : f.substr(slash + 1);
 }
 
+const char* main_tab_name(MainTab t) {
+    switch (t) {
+        case MainTab::layout: return "layout";
+        case MainTab::memory: return "memory";
+        case MainTab::planner: return "planner";
+        case MainTab::launch: return "launch";
+        case MainTab::live: return "live";
+        case MainTab::job_file: return "job";
+    }
+    return "layout";
+}
+
+std::optional<MainTab> parse_main_tab(std::string_view name) {
+    for (MainTab t : {MainTab::layout, MainTab::memory, MainTab::planner, MainTab::launch, MainTab::live, MainTab::job_file})
+        if (name == main_tab_name(t)) return t;
+    return std::nullopt;
+}
+
+bool studio_tick(StudioState& s) {
+    bool changed = false;
+    (void)s;  // each background activity adds its tick here
+    return changed;
+}
+
+double studio_wakeup_s(const StudioState& s) {
+    (void)s;
+    return 0;
+}
+
 }  // namespace ptd::studio

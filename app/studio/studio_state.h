@@ -48,7 +48,10 @@ using ColourBy = ptd::ColorBy;
 const char* colour_by_label(ColourBy c);  // "TP group", "PP stage", "DP replica"
 
 // Which tab the main area shows.
-enum class MainTab { layout, job_file };
+enum class MainTab { layout, memory, planner, launch, live, job_file };
+// "layout", "memory", "planner", "launch", "live", "job" (the --panel names).
+const char* main_tab_name(MainTab t);
+std::optional<MainTab> parse_main_tab(std::string_view name);
 
 struct JobPanelState {
     bool model_edited = false;  // the model differs from its preset (set by recompute)
@@ -113,6 +116,14 @@ inline constexpr int kMaxStudioRanks = 1 << 20;
 
 // A ready state for `job` (recompute() already run).
 StudioState make_state(PresetCatalog presets, JobSpec job);
+
+// Once per frame, before drawing, on the UI thread: take in what worker threads produced
+// since the last frame (planner results, launch events, a followed run directory). Never
+// blocks. Returns true when something changed and the window must be redrawn.
+bool studio_tick(StudioState& s);
+// How long the window may sleep waiting for input before studio_tick has to run again:
+// 0 = until the next input event (nothing in the background), else seconds.
+double studio_wakeup_s(const StudioState& s);
 
 // Re-derive dp / global_batch where they were not given, validate, rebuild the layout.
 void recompute(StudioState& s);

@@ -56,18 +56,24 @@ void draw_studio(StudioState& s, const Frame& f) {
         auto flags = [&](MainTab t) {
             return s.select_tab && *s.select_tab == t ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
         };
-        if (ImGui::BeginTabItem("Rank layout", nullptr, flags(MainTab::layout))) {
-            s.tab = MainTab::layout;
-            ImGui::Spacing();
-            draw_layout_panel(s);
-            ImGui::EndTabItem();
-        }
-        if (ImGui::BeginTabItem("Job file", nullptr, flags(MainTab::job_file))) {
-            s.tab = MainTab::job_file;
-            ImGui::Spacing();
-            draw_job_file_panel(s);
-            ImGui::EndTabItem();
-        }
+        struct Tab {
+            const char* label;
+            MainTab tab;
+            void (*draw)(StudioState&);
+        };
+        static constexpr Tab tabs[] = {{"Rank layout", MainTab::layout, draw_layout_panel},
+                                       {"Memory & speed", MainTab::memory, draw_memory_panel},
+                                       {"Planner", MainTab::planner, draw_planner_panel},
+                                       {"Launch", MainTab::launch, draw_launch_panel},
+                                       {"Live", MainTab::live, draw_live_panel},
+                                       {"Job file", MainTab::job_file, draw_job_file_panel}};
+        for (const Tab& t : tabs)
+            if (ImGui::BeginTabItem(t.label, nullptr, flags(t.tab))) {
+                s.tab = t.tab;
+                ImGui::Spacing();
+                t.draw(s);
+                ImGui::EndTabItem();
+            }
         ImGui::EndTabBar();
     }
     s.select_tab.reset();

@@ -68,5 +68,9 @@ void draw_studio(StudioState& s, const Frame& f);
 void draw_job_panel(StudioState& s);       // panel_job.cpp
 void draw_layout_panel(StudioState& s);    // panel_layout.cpp
 void draw_job_file_panel(StudioState& s);  // panel_job_file.cpp
+void draw_memory_panel(StudioState& s);    // panel_memory.cpp: memory per stage, MFU, step time
+void draw_planner_panel(StudioState& s);   // panel_planner.cpp
+void draw_launch_panel(StudioState& s);    // panel_launch.cpp
+void draw_live_panel(StudioState& s);      // panel_live.cpp
 
 }  // namespace ptd::studio::ui
