@@ -182,6 +182,43 @@ int main(int argc, char** argv) {
         }
         std::printf("\nreal ptd-engine, tiny-gpt-8rank, 8 local ranks: %.3f s from start() to every rank's start event\n",
                     median(start_s));
+
+        // Teardown of the real engine: SIGKILL rank 3 after step 2; time from its exit to
+        // `finished` (the other engines abort by themselves or get TERM from the launcher).
+        std::vector<double> teardown_s;
+        for (int rep = 0; rep < repeat; ++rep) {
+            LaunchOptions o;
+            o.run_root = dir;
+            o.run_id = "engine-kill" + std::to_string(rep);
+            o.local_engine = std::string(PTD_BIN_DIR) + "/ptd-engine";
+            o.steps = 1000000;
+            auto plan = make_launch_plan(*job, o);
+            if (!plan) return 1;
+            auto run = Launcher::start(*plan);
+            if (!run) return 1;
+            std::map<int, long> pids;
+            bool killed = false;
+            clock_type::time_point exit_at{};
+            LaunchEvent ev;
+            const auto until = clock_type::now() + std::chrono::seconds(120);
+            while ((*run)->next_event(ev, 0.5) || !(*run)->finished()) {
+                if (clock_type::now() > until) (*run)->stop();
+                if (ev.kind == LaunchEventKind::rank_started) pids[ev.rank] = ev.pid;
+                if (!killed && ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::step && ev.metric->step >= 2) {
+                    kill((pid_t)pids[3], SIGKILL);
+                    killed = true;
+                }
+                if (ev.kind == LaunchEventKind::rank_exited && ev.rank == 3) exit_at = clock_type::now();
+                if (ev.kind == LaunchEventKind::finished) {
+                    teardown_s.push_back(std::chrono::duration<double>(clock_type::now() - exit_at).count());
+                    break;
+                }
+                ev = {};
+            }
+            (*run)->wait();
+        }
+        std::printf("real ptd-engine, 8 local ranks, rank 3 SIGKILLed at step 2: %.3f s from its exit to every rank gone\n",
+                    median(teardown_s));
     }
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

@@ -104,6 +104,14 @@ shoot tiny_job --job @tiny --panel job
 shoot invalid_tp --set parallel.tp=3 --panel layout
 # 16,384 ranks (2048 nodes × 8): the grid stays drawable.
 shoot ranks_16k --set cluster.nodes=2048 --set parallel.tp=8 --set parallel.pp=8 --select 9 --color-by pp
+# Memory & speed: the default job, the tiny one (MiB), one that runs out of memory, 32
+# stages (the rows scroll), an invalid job, and the rank grid coloured by predicted memory.
+shoot memory --panel memory
+shoot tiny_memory --job @tiny --panel memory
+shoot memory_oom --panel memory --set training.micro_batch=32
+shoot memory_pp32 --panel memory --set cluster.nodes=32 --set parallel.tp=2 --set parallel.pp=32
+shoot memory_invalid --panel memory --set parallel.tp=3
+shoot layout_memory --panel layout --color-by memory --set parallel.pp=4
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all studio checks passed"

@@ -527,4 +527,32 @@ TEST(Planner, ApplyPlanEntrySetsTheLayout) {
     EXPECT_EQ(a.cluster, job.cluster);  // world size changes are the caller's
 }
 
+// The studio's extras: the best non-fitting layouts, and every fitting layout's tokens/s
+// so any layout can be ranked after the search (as job_rank ranks the job's own).
+TEST(Planner, KeepsNearMissesAndRanksAnyLayout) {
+    JobSpec job = load_asset("llama3-70b-h100.toml");
+    PlanResult r = plan(job, [](PlanOptions& o) {
+        o.top_k_unfit = 8;
+        o.keep_fitting_scores = true;
+    });
+    ASSERT_EQ(r.unfit.size(), 8u);
+    for (size_t i = 0; i < r.unfit.size(); ++i) {
+        EXPECT_FALSE(r.unfit[i].score.fits) << i;
+        if (i > 0) {
+            EXPECT_GE(r.unfit[i - 1].score.tokens_per_s, r.unfit[i].score.tokens_per_s) << i;
+        }
+    }
+    ASSERT_EQ((int64_t)r.fitting_tokens_per_s.size(), r.feasible);
+    EXPECT_TRUE(std::is_sorted(r.fitting_tokens_per_s.rbegin(), r.fitting_tokens_per_s.rend()));
+    ASSERT_GE(r.job_rank, 0);
+    EXPECT_EQ(plan_rank_of(r, estimate_job(job).tokens_per_s), r.job_rank + 1);
+    EXPECT_EQ(plan_rank_of(r, r.top[0].score.tokens_per_s), 1);
+    EXPECT_EQ(plan_rank_of(r, 0.0), r.feasible + 1);
+    // Off by default: nothing extra is kept.
+    PlanResult plain = plan(job);
+    EXPECT_TRUE(plain.unfit.empty());
+    EXPECT_TRUE(plain.fitting_tokens_per_s.empty());
+    expect_same_entries(plain.top, r.top, "top with and without the extras");
+}
+
 }  // namespace

@@ -12,6 +12,9 @@
 #include <GLFW/glfw3.h>
 
 #include "screenshot.h"
+
+#include <chrono>
+#include <thread>
 #include "ui.h"
 
 namespace ptd::studio {
@@ -68,7 +71,7 @@ WindowResult run_window(StudioState& s, const WindowOptions& opt) {
     }
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
-    const std::string title = "PTD Studio - " + s.job_label;
+    std::string title = "PTD Studio - " + job_title(s);  // "*" when modified; kept current below
     GLFWwindow* win = glfwCreateWindow(opt.width, opt.height, title.c_str(), nullptr, nullptr);
     if (!win) {
         res.no_display = true;
@@ -102,7 +105,20 @@ WindowResult run_window(StudioState& s, const WindowOptions& opt) {
     ui::Frame frame;
     int busy = 3;  // frames still to draw after the last event (ImGui settles over a few)
     int drawn = 0;
-    while (!glfwWindowShouldClose(win)) {
+    int idle_frames = 0;  // screenshots: frames drawn since background work ended
+    bool settle_timed_out = false;
+    const auto settle_deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(opt.settle_timeout_s));
+    for (;;) {
+        // Closing the window (or Ctrl+Q) asks about unsaved changes first (job_file_model.h):
+        // the job panel draws the prompt, and s.file.quit_now ends the loop.
+        if (glfwWindowShouldClose(win)) {
+            glfwSetWindowShouldClose(win, GLFW_FALSE);
+            request_quit(s);
+            g_activity = 1;
+        }
+        if (s.file.quit_now) break;
         if (shooting || busy > 0) glfwPollEvents();
         else if (const double wake = studio_wakeup_s(s); wake > 0) glfwWaitEventsTimeout(wake);
         else glfwWaitEventsTimeout(0.5);  // idle: wakes twice a second and draws nothing
@@ -124,6 +140,10 @@ WindowResult run_window(StudioState& s, const WindowOptions& opt) {
         ImGui::NewFrame();
         ui::draw_studio(s, frame);
         ImGui::Render();
+        if (std::string t = "PTD Studio - " + job_title(s); t != title) {
+            title = std::move(t);
+            glfwSetWindowTitle(win, title.c_str());
+        }
 
         int fb_w = 0, fb_h = 0;
         glfwGetFramebufferSize(win, &fb_w, &fb_h);
@@ -132,7 +152,20 @@ WindowResult run_window(StudioState& s, const WindowOptions& opt) {
         glClear(GL_COLOR_BUFFER_BIT);
         ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 
-        if (shooting && ++drawn >= opt.frames) {
+        // A screenshot shows the settled window: background work (a planner search, a
+        // launched run) finished and `frames` frames drawn since. While waiting, sleep
+        // between frames so the studio does not take the CPU from the work it waits for.
+        if (shooting) {
+            const bool background = studio_wakeup_s(s) > 0;
+            idle_frames = background ? 0 : idle_frames + 1;
+            if (background && !settle_timed_out && std::chrono::steady_clock::now() > settle_deadline) {
+                std::fprintf(stderr, "ptd-studio: screenshot: background work still running after %.0f s; taking it now\n",
+                             opt.settle_timeout_s);
+                settle_timed_out = true;
+            }
+            if (background && !settle_timed_out) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+        }
+        if (shooting && ++drawn >= opt.frames && (idle_frames >= opt.frames || settle_timed_out)) {
             const Image img = read_back_buffer(fb_w, fb_h);
             std::string err;
             if (write_png(opt.screenshot, img, &err)) {

@@ -1,5 +1,6 @@
 // layout_model.cpp — the rank-layout view's model: grid geometry, hit-testing, colours,
-// group highlighting and pan/zoom, all arithmetic on the current RankLayout.
+// group highlighting and pan/zoom, all arithmetic on the current RankLayout. The memory
+// heat colours and the predicted memory in the tooltip come from memory_model.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -64,7 +65,26 @@ int pick_rank(const StudioState& s, float x, float y) {
 int colour_index(const StudioState& s, int rank) {
     if (!s.layout || rank < 0 || rank >= s.layout->world) return 0;
     const RankLayout& L = *s.layout;
-    return group_colour_key(L, s.view.colour_by, rank);
+    switch (s.view.colour_by) {
+        case ColourBy::tp: return group_colour_key(L, ColorBy::tp, rank);
+        case ColourBy::dp: return group_colour_key(L, ColorBy::dp, rank);
+        case ColourBy::cp: return group_colour_key(L, ColorBy::cp, rank);
+        case ColourBy::pp:
+        case ColourBy::predicted_memory:
+        case ColourBy::live_memory: return group_colour_key(L, ColorBy::pp, rank);
+    }
+    return 0;
+}
+
+Rgb cell_rgb(const StudioState& s, int rank) {
+    switch (s.view.colour_by) {
+        case ColourBy::predicted_memory: {
+            const std::optional<double> f = predicted_rank_heat(s, rank);
+            return f ? heat_rgb(*f) : kHeatNoData;
+        }
+        case ColourBy::live_memory: return kHeatNoData;  // the live panel fills this in
+        default: return group_rgb(colour_index(s, rank));
+    }
 }
 
 int colour_count(const StudioState& s) {
@@ -74,6 +94,8 @@ int colour_count(const StudioState& s) {
         case ColourBy::pp: return s.layout->degree[DIM_PP];
         case ColourBy::dp: return s.layout->degree[DIM_DP];
         case ColourBy::cp: return s.layout->degree[DIM_CP];
+        case ColourBy::predicted_memory:
+        case ColourBy::live_memory: return 0;
     }
     return 0;
 }
@@ -116,11 +138,19 @@ std::string rank_tooltip(const StudioState& s, int rank) {
     const RankPlace& p = L.ranks[rank];
     char buf[512];
     std::string host;
-    if (p.node < (int)s.job.cluster.hosts.size()) host = " (" + s.job.cluster.hosts[p.node] + ")";
+    if (p.node < (int)s.job.cluster.hosts.size()) host = ", host " + s.job.cluster.hosts[p.node];
     std::snprintf(buf, sizeof buf, "rank %d\ntp %d, cp %d, dp %d, pp %d\nnode %d%s, local GPU %d\n", rank,
                   p.coord[DIM_TP], p.coord[DIM_CP], p.coord[DIM_DP], p.coord[DIM_PP], p.node, host.c_str(),
                   p.local_gpu);
     std::string out = buf;
+    if (const Estimate* e = job_estimate(s); e && p.coord[DIM_PP] < (int)e->stages.size()) {
+        const double bytes = e->stages[p.coord[DIM_PP]].mem.total();
+        const MemoryUnit u = memory_unit(*e);
+        out += "predicted memory " + format_memory(bytes, u) + " of " + format_memory(e->usable_bytes, u) + " usable";
+        if (bytes > e->usable_bytes) out += " (OOM +" + format_memory(bytes - e->usable_bytes, u) + ")";
+        else if (e->usable_bytes > 0) out += " (" + std::to_string((int)std::lround(100 * bytes / e->usable_bytes)) + "%)";
+        out += "\n";
+    }
     out += "TP group: " + members_text(group_members(s, rank, DIM_TP));
     if (tp_group_spans_nodes(s, rank)) out += "  (spans nodes!)";
     out += "\nPP group: " + members_text(group_members(s, rank, DIM_PP));

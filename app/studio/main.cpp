@@ -10,10 +10,21 @@
 #include <CLI/CLI.hpp>
 
 #include "app_window.h"
+#include "launch_model.h"
+#include "live_model.h"
 #include "commands.h"
 #include "studio_state.h"
 
 namespace {
+
+// One line per run for scripts and tests: what the Live panel received from each rank.
+void print_live_summary(const ptd::studio::StudioState& s, FILE* out) {
+    const auto& run = s.live.run;
+    std::fprintf(out, "live: run %s, %s, %zu ranks, last step per rank:", run.manifest.run_id.c_str(), run.state.c_str(),
+                 run.ranks.size());
+    for (const auto& r : run.ranks) std::fprintf(out, " %d=%d", r.rank, r.last_step);
+    std::fprintf(out, "\n");
+}
 
 bool env_set(const char* name) {
     const char* v = std::getenv(name);
@@ -36,10 +47,18 @@ int main(int argc, char** argv) {
     app.add_option("--panel", panel, "Tab to show first: layout, memory, planner, launch, live or job (the job file)")
         ->check(CLI::IsMember({"layout", "memory", "planner", "launch", "live", "job"}))->capture_default_str();
     app.add_option("--size", size, "Window size WIDTHxHEIGHT")->capture_default_str();
-    app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage or DP replica")
-        ->check(CLI::IsMember({"tp", "pp", "dp"}))->capture_default_str();
+    app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage, DP replica or predicted memory")
+        ->check(CLI::IsMember({"tp", "pp", "dp", "memory"}))->capture_default_str();
     app.add_option("--select", select, "Pin this rank: its TP, PP and DP groups are outlined");
     app.add_option("--set", sets, "Edit a number after loading, as in the job panel, e.g. --set parallel.tp=8 (repeatable)");
+    bool auto_launch = false;
+    int launch_steps = 0;
+    app.add_flag("--auto-launch", auto_launch,
+                 "Press Launch at start (the Launch tab's job: the tiny local job unless the job runs on CPUs) and show "
+                 "the Live tab; with --screenshot, the picture is taken once the run has ended");
+    app.add_option("--steps", launch_steps, "With --auto-launch: stop the run after this step")->check(CLI::Range(1, 1 << 30));
+    std::string run_dir;
+    app.add_option("--run", run_dir, "Open this run directory (ptd launch's runs/<run-id>) in the Live tab, followed while it runs");
     app.add_option("--mouse", mouse, "With --screenshot: put the mouse at window pixel X,Y (shows hover and tooltips)");
     try {
         app.parse(argc, argv);
@@ -84,6 +103,7 @@ int main(int argc, char** argv) {
 
     using namespace ptd::studio;
     StudioState state = make_state(*presets, *job);
+    recent_load(state, recent_store_path());  // Open's recent files ($XDG_CONFIG_HOME/ptd-studio/recent)
     for (const std::string& kv : sets) {
         const auto eq = kv.find('=');
         int value = 0;
@@ -98,10 +118,33 @@ int main(int argc, char** argv) {
         edit_int(state, key, value);
     }
     state.select_tab = parse_main_tab(panel).value_or(MainTab::layout);
-    state.view.colour_by = color_by == "pp" ? ColourBy::pp : color_by == "dp" ? ColourBy::dp : ColourBy::tp;
+    state.view.colour_by = color_by == "pp"       ? ColourBy::pp
+                           : color_by == "dp"     ? ColourBy::dp
+                           : color_by == "memory" ? ColourBy::predicted_memory
+                                                  : ColourBy::tp;
     if (select >= 0) {
         if (state.layout && select < state.layout->world) state.view.pinned = select;
         else std::fprintf(stderr, "ptd-studio: --select %d: the job has no such rank; nothing pinned\n", select);
+    }
+
+    if (!run_dir.empty()) {
+        if (auto r = live_open_run_dir(state, run_dir); !r) {
+            std::fprintf(stderr, "%s", r.error().str().c_str());
+            return ptd::kExitConfig;
+        }
+        // Read what is there now (all of a finished run), so a screenshot shows it.
+        for (int i = 0; i < 10000 && state.live.follower && live_tick(state); ++i) {
+        }
+        if (app.get_option("--panel")->count() == 0) state.select_tab = MainTab::live;
+    }
+
+    if (auto_launch) {
+        state.launch.steps = launch_steps;
+        if (!launch_start(state)) {
+            std::fprintf(stderr, "ptd-studio: --auto-launch: %s\n", state.launch.banner.c_str());
+            return ptd::kExitConfig;
+        }
+        if (app.count("--panel") == 0) state.select_tab = MainTab::live;
     }
 
     std::string reason;
@@ -109,6 +152,7 @@ int main(int argc, char** argv) {
         reason = "DISPLAY is not set";
     } else {
         const WindowResult r = run_window(state, wo);
+        if (auto_launch) print_live_summary(state, stdout);
         if (!r.no_display) return r.exit_code;
         reason = r.error;
     }

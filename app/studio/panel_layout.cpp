@@ -1,7 +1,8 @@
 // panel_layout.cpp — the rank layout: nodes as rows of GPU cells on one ImDrawList
 // canvas (a single InvisibleButton; hit-testing is arithmetic in the view-model), only the
 // visible cells drawn, so it stays fast at any world size. Hovering outlines the rank's
-// TP (solid), PP (dashed) and DP (dotted) groups; clicking pins it.
+// TP (solid), PP (dashed) and DP (dotted) groups; clicking pins it. Cells are coloured by
+// group (the terminal's palette) or by predicted memory (a heat ramp, memory_model.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -45,7 +46,7 @@ void toolbar(StudioState& s) {
     text_wrapped_coloured(ImGui::GetColorU32(ImGuiCol_Text), layout_headline(s));
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("Colour by");
-    for (ColourBy c : {ColourBy::tp, ColourBy::pp, ColourBy::dp}) {
+    for (ColourBy c : {ColourBy::tp, ColourBy::pp, ColourBy::dp, ColourBy::predicted_memory}) {
         ImGui::SameLine();
         if (ImGui::RadioButton(colour_by_label(c), s.view.colour_by == c)) set_colour_by(s, c);
     }
@@ -80,7 +81,9 @@ void cell_text(ImDrawList* dl, const StudioState& s, const RankLayout& L, int r,
     char l1[16], l2[48];
     std::snprintf(l1, sizeof l1, "%d", r);
     const RankPlace& p = L.ranks[r];
-    if (L.degree[DIM_CP] > 1)
+    if (s.view.colour_by == ColourBy::predicted_memory)
+        std::snprintf(l2, sizeof l2, "%s", predicted_rank_short(s, r).c_str());
+    else if (L.degree[DIM_CP] > 1)
         std::snprintf(l2, sizeof l2, "t%d c%d d%d p%d", p.coord[DIM_TP], p.coord[DIM_CP], p.coord[DIM_DP], p.coord[DIM_PP]);
     else
         std::snprintf(l2, sizeof l2, "t%d d%d p%d", p.coord[DIM_TP], p.coord[DIM_DP], p.coord[DIM_PP]);
@@ -146,7 +149,8 @@ void canvas(StudioState& s, ImVec2 size) {
             if (r >= g.world) break;
             const ImVec2 a = cell_min(r), b(a.x + g.cell_w, a.y + g.cell_h);
             const bool member = active < 0 || tp.group_of[r] == tp_g || pp.group_of[r] == pp_g || dp.group_of[r] == dp_g;
-            ImU32 fill = group_colour(colour_index(s, r));
+            const Rgb rgb = cell_rgb(s, r);
+            ImU32 fill = IM_COL32(rgb.r, rgb.g, rgb.b, 255);
             if (!member) fill = blend(fill, colour::canvas, 0.72f);
             dl->AddRectFilled(a, b, fill, rounding);
             if (tp.spans_nodes[tp.group_of[r]]) corner_marker(dl, a, b, std::clamp(g.cell_w * 0.22f, 4.0f, 12.0f), colour::spans_nodes);
@@ -238,9 +242,45 @@ void canvas(StudioState& s, ImVec2 size) {
     }
 }
 
+// The heat ramp of the memory modes: a gradient from 0 to 100% of the usable memory (or to
+// the largest stage, predicted_heat_scale) and the OOM colour.
+void heat_legend(const StudioState& s) {
+    const Estimate* e = job_estimate(s);
+    const HeatScale hs = predicted_heat_scale(s);
+    ImGui::SameLine(0, 10);
+    const float h = ImGui::GetTextLineHeight(), w = 180;
+    ImGui::TextDisabled(hs.relative ? "0" : "0%%");
+    ImGui::SameLine(0, 5);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(w, h));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    constexpr int kSteps = 36;
+    for (int i = 0; i < kSteps; ++i) {
+        const Rgb c = heat_rgb((i + 0.5) / kSteps);
+        dl->AddRectFilled(ImVec2(p.x + w * i / kSteps, p.y + 1), ImVec2(p.x + w * (i + 1) / kSteps + 0.5f, p.y + h - 1),
+                          IM_COL32(c.r, c.g, c.b, 255));
+    }
+    ImGui::SameLine(0, 5);
+    char t[128];
+    if (e && hs.relative)
+        std::snprintf(t, sizeof t, "%s, the largest stage (%.0f%% of the usable %s)",
+                      format_memory(hs.full_bytes, memory_unit(*e)).c_str(), 100 * hs.full_bytes / e->usable_bytes,
+                      format_memory(e->usable_bytes, memory_unit(*e)).c_str());
+    else if (e) std::snprintf(t, sizeof t, "100%% of %s usable", format_memory(e->usable_bytes, memory_unit(*e)).c_str());
+    else std::snprintf(t, sizeof t, "100%% of usable");
+    ImGui::TextDisabled("%s", t);
+    if (!hs.relative) {  // a relative ramp means every stage is far from full
+        flow_same_line(legend_item_width(Swatch::fill, "over: OOM"), 14);
+        legend_item(Swatch::fill, IM_COL32(kHeatOom.r, kHeatOom.g, kHeatOom.b, 255), "over: OOM");
+    }
+    flow_same_line(ImGui::CalcTextSize("(each rank: its pipeline stage's most loaded rank)").x, 14);
+    ImGui::TextDisabled("(each rank: its pipeline stage's most loaded rank)");
+}
+
 void legend(const StudioState& s) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("%s", colour_by_label(s.view.colour_by));
+    if (colour_is_heat(s.view.colour_by)) heat_legend(s);
     const int n = colour_count(s);
     const int shown = std::min(n, kPaletteSize);
     for (int i = 0; i < shown; ++i) {

@@ -49,9 +49,11 @@ const IntField* find_int_field(std::string_view key) {
     return nullptr;
 }
 
-static constexpr std::array<std::string_view, 7> kOtherPanelKeys = {
+static constexpr std::array<std::string_view, 12> kOtherPanelKeys = {
     "model.preset", "model", "cluster.gpu", "parallel.sequence_parallel", "parallel.recompute", "parallel.order",
-    "training.precision"};
+    "training.precision",
+    // job_file_model.h's fields
+    "model.hf_config", "cluster.intra_gbps", "cluster.inter_gbps", "cluster.hosts", "parallel.distributed_optimizer"};
 
 bool is_panel_key(std::string_view key) {
     if (find_int_field(key)) return true;
@@ -64,6 +66,8 @@ const char* colour_by_label(ColourBy c) {
         case ColourBy::pp: return "PP stage";
         case ColourBy::dp: return "DP replica";
         case ColourBy::cp: return "CP rank";
+        case ColourBy::predicted_memory: return "Predicted memory";
+        case ColourBy::live_memory: return "Live memory";
     }
     return "?";
 }
@@ -77,6 +81,8 @@ StudioState make_state(PresetCatalog presets, JobSpec job) {
     s.original = s.job;
     s.job_label = job_display_name(s.job);
     recompute(s);
+    launch_init(s);
+    job_file_init(s);  // the job as given is the saved one
     return s;
 }
 
@@ -273,12 +279,16 @@ std::optional<MainTab> parse_main_tab(std::string_view name) {
 
 bool studio_tick(StudioState& s) {
     bool changed = false;
-    (void)s;  // each background activity adds its tick here
+    changed |= launch_tick(s);  // each background activity adds its tick here
+    changed |= live_tick(s);    // a followed run directory
+    changed |= planner_tick(s); // the planner's background search
     return changed;
 }
 
 double studio_wakeup_s(const StudioState& s) {
-    (void)s;
+    if (launch_running(s)) return 0.1;  // launcher events arrive on other threads
+    if (s.live.run.live) return 0.1;    // a followed run directory grows
+    if (planner_running(s)) return 0.05;  // planner progress
     return 0;
 }
 

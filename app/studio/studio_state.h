@@ -17,6 +17,11 @@
 #include <vector>
 
 #include "group_colours.h"
+#include "job_file_model.h"
+#include "planner_model.h"
+#include "live_model.h"
+#include "memory_model.h"
+#include "launch_model.h"
 #include "ptd/diagnostic.h"
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
@@ -43,9 +48,14 @@ const IntField* find_int_field(std::string_view key);
 
 // ---- Panels ----------------------------------------------------------------------------
 
-// The studio colours by TP, PP or DP (ColorBy::cp is the terminal-only extra).
-using ColourBy = ptd::ColorBy;
-const char* colour_by_label(ColourBy c);  // "TP group", "PP stage", "DP replica"
+// What the rank grid's cells are coloured by: a group palette (TP group, PP stage, DP
+// replica; cp is the terminal's extra) or a heat ramp of memory use, predicted by the
+// estimator (memory_model.h) or measured on a live run.
+enum class ColourBy { tp, pp, dp, cp, predicted_memory, live_memory };
+// "TP group", "PP stage", "DP replica", "CP rank", "Predicted memory", "Live memory"
+const char* colour_by_label(ColourBy c);
+// Whether `c` is a heat ramp (cell_rgb) rather than a palette index (colour_index).
+inline bool colour_is_heat(ColourBy c) { return c == ColourBy::predicted_memory || c == ColourBy::live_memory; }
 
 // Which tab the main area shows.
 enum class MainTab { layout, memory, planner, launch, live, job_file };
@@ -106,6 +116,11 @@ struct StudioState {
 
     JobPanelState job_panel;
     LayoutViewState view;
+    MemoryViewState memory;      // memory_model.h: the Memory & speed tab and the cached estimate
+    LaunchState launch;          // launch_model.h: the Launch tab and the running launch
+    PlannerState planner;        // planner_model.h: the Planner tab and its background search
+    JobFileState file;           // job_file_model.h: open/save, recent files, unsaved-changes prompt
+    LiveState live;                          // the Live tab: a launched or opened run (live_model.h)
     MainTab tab = MainTab::layout;           // the tab shown last frame
     std::optional<MainTab> select_tab;        // a tab to switch to on the next frame
 };
@@ -158,16 +173,23 @@ GridGeometry grid_geometry(const StudioState& s);
 // the last rank, or when there is no layout.
 int pick_rank(const StudioState& s, float x, float y);
 // Colour of a rank's cell: TP → its TP group's index; PP → its pp coordinate (stage);
-// DP → its dp coordinate (replica). How many colours there are: colour_count().
+// DP → its dp coordinate (replica). How many colours there are: colour_count(), which is 0
+// for the heat modes (colour_index then gives the stage).
 int colour_index(const StudioState& s, int rank);
 int colour_count(const StudioState& s);
+// RGB fill of a rank's cell in any mode: the palette colour of colour_index, or for
+// predicted_memory heat_rgb of predicted_rank_heat (its predicted memory on the ramp of
+// predicted_heat_scale; kHeatNoData without an estimate; live_memory: kHeatNoData until a
+// live run reports).
+Rgb cell_rgb(const StudioState& s, int rank);
 // The rank whose groups are outlined: the pinned one, else the hovered one; -1 = none.
 int active_rank(const StudioState& s);
 // Members of `rank`'s group along `dim` (sorted by rank); empty without a layout.
 std::span<const int32_t> group_members(const StudioState& s, int rank, Dim dim);
 // Whether `rank`'s TP group covers more than one node.
 bool tp_group_spans_nodes(const StudioState& s, int rank);
-// Tooltip text: rank, (tp, cp, dp, pp), node, local GPU, and the three groups.
+// Tooltip text: rank, (tp, cp, dp, pp), node and host (cluster.hosts, when given), local
+// GPU, predicted memory (of the rank's stage), and the three groups.
 std::string rank_tooltip(const StudioState& s, int rank);
 // One line per layout warning (TP groups across nodes), empty when none.
 std::vector<std::string> layout_warnings(const StudioState& s);

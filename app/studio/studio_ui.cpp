@@ -15,7 +15,7 @@ void top_bar(const StudioState& s) {
     ImGui::SameLine();
     ImGui::TextDisabled("%s", PTD_VERSION);
     ImGui::SameLine(0, 24);
-    ImGui::TextUnformatted(s.job_label.c_str());
+    ImGui::TextUnformatted(job_title(s).c_str());  // "*" = unsaved changes
     ImGui::SameLine(0, 16);
     char buf[200];
     std::snprintf(buf, sizeof buf, "%s, %s parameters on %d GPUs", s.job.model.name.c_str(),

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -325,6 +326,33 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     bool have_runner = false;
     int64_t ties = 0;
     int64_t enumerated = 0, higher = 0;
+    const size_t keep_unfit = (size_t)std::max(options.top_k_unfit, 0);
+    std::vector<Candidate> unfit;  // heap like `heap`, of layouts that do not fit
+    // Offer `cand` to a bounded heap of the best `n`. Layouts with exactly the same predicted
+    // numbers (rank orders that place no group differently, ...) would fill the list with
+    // copies: only the first by ranking is kept; returns true when `cand` was such a twin.
+    auto keep_best = [](std::vector<Candidate>& h, size_t n, const Candidate& cand) {
+        if (n == 0) return false;
+        auto twin = std::find_if(h.begin(), h.end(), [&](const Candidate& k) {
+            return k.score.tokens_per_s == cand.score.tokens_per_s && k.score.peak_bytes == cand.score.peak_bytes;
+        });
+        if (twin != h.end()) {
+            if (better(cand, *twin)) {
+                *twin = cand;
+                std::make_heap(h.begin(), h.end(), better);
+            }
+            return true;
+        }
+        if (h.size() < n) {
+            h.push_back(cand);
+            std::push_heap(h.begin(), h.end(), better);
+        } else if (better(cand, h.front())) {
+            std::pop_heap(h.begin(), h.end(), better);
+            h.back() = cand;
+            std::push_heap(h.begin(), h.end(), better);
+        }
+        return false;
+    };
 
     bool done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
@@ -337,6 +365,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                 return -1;
             if (!cand.score.fits) {
                 if (smallest.score.peak_bytes < 0 || cand.score.peak_bytes < smallest.score.peak_bytes) smallest = cand;
+                keep_best(unfit, keep_unfit, cand);
                 return 0;
             }
             if (out.feasible++ == 0) {
@@ -350,25 +379,8 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                 runner = cand, have_runner = true;
             }
             if (own_in_space && cand.score.tokens_per_s > own_score.tokens_per_s) ++higher;
-            // Layouts with exactly the same predicted numbers (rank orders that place no group
-            // differently, ...) would fill the list with copies: keep the first by ranking.
-            auto twin = std::find_if(heap.begin(), heap.end(), [&](const Candidate& h) {
-                return h.score.tokens_per_s == cand.score.tokens_per_s && h.score.peak_bytes == cand.score.peak_bytes;
-            });
-            if (twin != heap.end()) {
-                ++out.equivalent_hidden;
-                if (better(cand, *twin)) {
-                    *twin = cand;
-                    std::make_heap(heap.begin(), heap.end(), better);
-                }
-            } else if (heap.size() < keep) {
-                heap.push_back(cand);
-                std::push_heap(heap.begin(), heap.end(), better);
-            } else if (keep > 0 && better(cand, heap.front())) {
-                std::pop_heap(heap.begin(), heap.end(), better);
-                heap.back() = cand;
-                std::push_heap(heap.begin(), heap.end(), better);
-            }
+            if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(cand.score.tokens_per_s);
+            if (keep_best(heap, keep, cand)) ++out.equivalent_hidden;
             // Incremental Pareto front: reject if dominated, else drop what it dominates.
             if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
                 std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
@@ -385,6 +397,9 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
     for (const Candidate& c : heap) out.top.push_back(entry(c));
     for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
+    std::sort(unfit.begin(), unfit.end(), better);
+    for (const Candidate& c : unfit) out.unfit.push_back(entry(c));
+    std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own_in_space && own_score.fits && done ? (int)higher : -1;
 
     if (out.cancelled) {
@@ -410,6 +425,11 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
+}
+
+int64_t plan_rank_of(const PlanResult& plan, double tokens_per_s) {
+    const auto& v = plan.fitting_tokens_per_s;  // descending
+    return 1 + (std::lower_bound(v.begin(), v.end(), tokens_per_s, std::greater<>()) - v.begin());  // strictly faster
 }
 
 JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {

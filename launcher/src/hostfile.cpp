@@ -155,6 +155,12 @@ Result<std::vector<HostEntry>> resolve_hosts(const JobSpec& job, const std::stri
         return fail(job.where("launch.mode"), "launch.mode",
                     "\"ssh\" needs hosts; allowed: launch.hostfile, cluster.hosts, or --hosts FILE");
     }
+    return check_hosts_for_job(job, std::move(hosts), source);
+}
+
+Result<std::vector<HostEntry>> check_hosts_for_job(const JobSpec& job, std::vector<HostEntry> hosts,
+                                                   const std::string& source) {
+    const ClusterSpec& c = job.cluster;
     if ((int)hosts.size() != c.nodes)
         return fail(SourceLoc{source}, "hostfile",
                     "lists " + std::to_string(hosts.size()) + " hosts but the job has cluster.nodes = " +

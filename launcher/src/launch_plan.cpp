@@ -163,12 +163,17 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     LaunchPlan plan;
     plan.job = job;
     // --hosts names machines to reach over SSH, whatever the job's mode says.
-    plan.local = (job.launch.mode == LaunchMode::local && opts.hostfile.empty()) || opts.slurm;
+    const bool given_hosts = !opts.hostfile.empty() || !opts.hosts_text.empty();
+    plan.local = (job.launch.mode == LaunchMode::local && !given_hosts) || opts.slurm;
     Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
-    if (opts.slurm)
+    if (opts.slurm) {
         for (int n = 0; n < job.cluster.nodes; ++n) hosts->push_back(HostEntry{"node-" + std::to_string(n), "", 0, 0, 0});
-    else
+    } else if (!opts.hosts_text.empty()) {
+        hosts = parse_hostfile(opts.hosts_text, opts.hosts_label);
+        if (hosts) hosts = check_hosts_for_job(job, std::move(*hosts), opts.hosts_label);
+    } else {
         hosts = resolve_hosts(job, opts.hostfile);
+    }
     if (!hosts) return std::unexpected(hosts.error());
 
     LayoutRequest req;

@@ -192,7 +192,7 @@ bool Launcher::Impl::connect_all() {
             errors[h] = ok.error().str();
             return;
         }
-        std::string what = plan.local ? "local" : "connected";
+        std::string what = plan.local ? "ranks run as child processes of this machine" : "connected";
         if (!plan.local) {
             if (plan.upload) {
                 if (auto ok = transports[h]->upload(plan.local_engine, hp.engine, engine_sha); !ok) {
@@ -210,7 +210,7 @@ bool Launcher::Impl::connect_all() {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         char took[32];
         std::snprintf(took, sizeof took, " in %.2f s", s);
-        emit_host(LaunchEventKind::host_ready, h, what + took);
+        emit_host(LaunchEventKind::host_ready, h, plan.local ? what : what + took);
     };
     if (plan.local || n == 1) {
         for (int h = 0; h < n; ++h) bring_up(h);

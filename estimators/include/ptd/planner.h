@@ -24,6 +24,12 @@ struct PlanOptions {
     bool vary_ep = true;           // MoE: ep over divisors of experts dividing dp
     int max_micro_batch = 64;
     bool exhaustive = false;       // no pruning (tests compare)
+    // Also keep the best `top_k_unfit` evaluated layouts that do NOT fit (PlanResult::unfit),
+    // ranked and de-duplicated like `top`. With pruning these are the near misses: layouts
+    // past the first micro-batch / recompute step that overflows are not evaluated.
+    int top_k_unfit = 0;
+    // Fill PlanResult::fitting_tokens_per_s, so a caller can rank any layout afterwards.
+    bool keep_fitting_scores = false;
     // Called every so often from the searching thread with (evaluated, estimated total);
     // return false to cancel.
     std::function<bool(int64_t, int64_t)> progress;
@@ -46,9 +52,15 @@ struct PlanResult {
     int job_rank = -1;                   // rank of the job's own layout among feasible (0 = best), −1 = not found / infeasible
     std::string why_best;                // one line: why top[0] beats top[1]
     bool cancelled = false;
+    std::vector<PlanEntry> unfit;        // with top_k_unfit: best non-fitting layouts first
+    std::vector<double> fitting_tokens_per_s;  // with keep_fitting_scores: every fitting layout's, descending
 };
 
 Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options);
+
+// 1-based rank a layout with `tokens_per_s` would have among the fitting layouts of `plan`
+// (1 + how many are strictly faster), as job_rank counts. Needs keep_fitting_scores.
+int64_t plan_rank_of(const PlanResult& plan, double tokens_per_s);
 
 // Apply a planned layout to a job (parallel + micro_batch; dp derived; global batch kept).
 JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry);

@@ -31,4 +31,9 @@ Result<std::vector<HostEntry>> read_hostfile(const std::string& path);
 // equals cluster.gpus_per_node.
 Result<std::vector<HostEntry>> resolve_hosts(const JobSpec& job, const std::string& hostfile_override = {});
 
+// The checks resolve_hosts makes on hosts from `source` (a file name or a label such as
+// "hosts (Launch panel)"): one host per node, slots equal to cluster.gpus_per_node.
+Result<std::vector<HostEntry>> check_hosts_for_job(const JobSpec& job, std::vector<HostEntry> hosts,
+                                                   const std::string& source);
+
 }  // namespace ptd

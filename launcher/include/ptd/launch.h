@@ -33,6 +33,8 @@ namespace ptd {
 // What the caller adds to the job's [launch] section (CLI flags, studio toggles).
 struct LaunchOptions {
     std::string hostfile;            // --hosts FILE; overrides launch.hostfile / cluster.hosts
+    std::string hosts_text;          // or the hostfile's text itself (the studio's hosts box)
+    std::string hosts_label = "hosts";  // names hosts_text in error messages
     std::optional<bool> upload;      // --upload; overrides launch.upload
     std::optional<bool> accept_new_host_keys;
     int steps = 0;                   // --steps N for ptd-engine (absolute stop step); 0 = job's

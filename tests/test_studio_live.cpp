@@ -1,0 +1,534 @@
+// test_studio_live.cpp — the studio's Live panel without a window: LaunchEvents folded
+// into per-rank series, states and bounded logs; lines per rank, TP group and PP stage;
+// the step range (follow, zoom, pan); the hover readout; min/max decimation keeping spikes
+// and ends; axis ticks and units; and a run directory written with RunDirWriter, opened
+// and followed until it finished.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "live_model.h"
+#include "plot_model.h"
+#include "ptd/run_dir.h"
+#include "studio_state.h"
+
+using namespace ptd;
+using namespace ptd::studio;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 8 ranks on 2 hosts: tp 2 × dp 2 × pp 2, rank = tp + 2·dp + 4·pp.
+RunManifest manifest8() {
+    RunManifest m;
+    m.run_id = "test-run";
+    m.job_name = "tiny-gpt";
+    m.state = "starting";
+    m.world_size = 8;
+    m.steps = 100;
+    m.hosts = {"localhost", "node-b"};
+    for (int r = 0; r < 8; ++r) {
+        RunManifestRank mr;
+        mr.rank = r;
+        mr.host = r / 4;
+        mr.local_rank = r % 4;
+        mr.tp = r % 2;
+        mr.dp = (r / 2) % 2;
+        mr.pp = r / 4;
+        m.ranks.push_back(mr);
+    }
+    return m;
+}
+
+LaunchEvent event(LaunchEventKind k, int rank, std::string text = "", int code = 0) {
+    LaunchEvent ev;
+    ev.kind = k;
+    ev.rank = rank;
+    ev.text = std::move(text);
+    ev.exit_code = code;
+    return ev;
+}
+
+// A step metric with memory: total current = 1000 + step + rank, predicted 1000.
+LaunchEvent step_event(int rank, int step, double loss, double tokens_per_s = 1000, double mfu = 0.25) {
+    MetricRecord m;
+    m.kind = MetricKind::step;
+    m.rank = rank;
+    m.step = step;
+    m.loss = loss;
+    m.tokens_per_s = tokens_per_s;
+    m.mfu = mfu;
+    m.has_memory = true;
+    m.memory[MEM_TOTAL].current = 1000 + step + rank;
+    m.memory[MEM_TOTAL].predicted = 1000;
+    m.memory[MEM_PARAMS].current = 400;
+    m.memory[MEM_PARAMS].predicted = 400;
+    m.memory[MEM_WORKSPACE].current = 50;  // no prediction for workspace
+    LaunchEvent ev = event(LaunchEventKind::metric, rank);
+    ev.metric = m;
+    return ev;
+}
+
+std::string step_json(int rank, int step, double loss) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  R"({"schema":"ptd.metrics/1","event":"step","rank":%d,"step":%d,"loss":%.4f,"tokens_per_s":2000,)"
+                  R"("mfu":0.3,"memory":{"total":{"current":%d,"peak":%d,"predicted":5000.0}}})",
+                  rank, step, loss, 4000 + step, 4000 + step);
+    return buf;
+}
+
+StudioState fresh_state() {
+    const PresetCatalog& presets = embedded_presets();
+    return make_state(presets, default_job(presets));
+}
+
+}  // namespace
+
+// ---- Folding events ----------------------------------------------------------------------
+
+TEST(LiveModel, EventsGrowSeriesAndSetStates) {
+    LiveRun run;
+    live_begin(run, manifest8());
+    ASSERT_TRUE(run.active);
+    ASSERT_TRUE(run.live);
+    ASSERT_EQ(run.ranks.size(), 8u);
+    EXPECT_EQ(run.state, "starting");
+    EXPECT_EQ(run.ranks[5].tp, 1);
+    EXPECT_EQ(run.ranks[5].dp, 0);
+    EXPECT_EQ(run.ranks[5].pp, 1);
+    EXPECT_EQ(run.ranks[5].host, 1);
+    EXPECT_EQ(run.ranks[5].state, "starting");
+
+    const uint64_t rev = run.revision;
+    LaunchEvent started = event(LaunchEventKind::rank_started, 0, "rank 0");
+    started.pid = 4242;
+    live_apply(run, started);
+    EXPECT_GT(run.revision, rev);
+    EXPECT_EQ(run.ranks[0].pid, 4242);
+    EXPECT_EQ(run.ranks[0].state, "running");
+    EXPECT_EQ(run.state, "running");
+
+    for (int step = 1; step <= 3; ++step)
+        for (int r = 0; r < 8; ++r) live_apply(run, step_event(r, step, 5.0 - step));
+    const LiveSeries& s = run.ranks[3].series;
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s.steps, (std::vector<int>{1, 2, 3}));
+    EXPECT_FLOAT_EQ(s.loss[2], 2.0f);
+    EXPECT_FLOAT_EQ(s.tokens_per_s[0], 1000.0f);
+    EXPECT_FLOAT_EQ(s.mfu[1], 0.25f);
+    EXPECT_FLOAT_EQ(s.mem_current[MEM_TOTAL][2], 1006.0f);
+    EXPECT_FLOAT_EQ(s.mem_predicted[MEM_TOTAL][2], 1000.0f);
+    EXPECT_TRUE(std::isnan(s.mem_predicted[MEM_WORKSPACE][0])) << "no prediction must stay NaN, not 0";
+    EXPECT_EQ(run.ranks[3].last_step, 3);
+    EXPECT_DOUBLE_EQ(run.ranks[3].last_loss, 2.0);
+    EXPECT_EQ(run.ranks[3].state, "running");  // a metric line means it runs
+    EXPECT_EQ(run.max_step, 3);
+
+    // The heatmap's figure.
+    StudioState st = fresh_state();
+    EXPECT_FALSE(live_rank_memory_bytes(st, 3));
+    st.live.run = run;
+    ASSERT_TRUE(live_rank_memory_bytes(st, 3));
+    EXPECT_DOUBLE_EQ(*live_rank_memory_bytes(st, 3), 1006.0);
+    EXPECT_DOUBLE_EQ(live_max_memory_bytes(st), 1010.0);
+    EXPECT_FALSE(live_rank_memory_bytes(st, 8));
+
+    // Exits: 0 → done, N → "exit N"; a lost host → "lost" for its ranks still running.
+    live_apply(run, event(LaunchEventKind::rank_exited, 0, "", 0));
+    live_apply(run, event(LaunchEventKind::rank_exited, 1, "", 3));
+    EXPECT_EQ(run.ranks[0].state, "done");
+    EXPECT_EQ(run.ranks[0].exit_code, 0);
+    EXPECT_EQ(run.ranks[1].state, "exit 3");
+    EXPECT_EQ(run.ranks[1].exit_code, 3);
+    LaunchEvent lost = event(LaunchEventKind::host_failed, -1, "connection to node-b lost");
+    lost.host = 1;
+    live_apply(run, lost);
+    for (int r = 4; r < 8; ++r) EXPECT_EQ(run.ranks[(size_t)r].state, "lost") << r;
+    EXPECT_EQ(run.ranks[2].state, "running");
+    EXPECT_EQ(run.ranks[4].log.back().text, "host failed: connection to node-b lost");
+    live_apply(run, event(LaunchEventKind::rank_exited, 4, "", -1));
+    EXPECT_EQ(run.ranks[4].exit_code, -1);
+    EXPECT_EQ(run.ranks[4].state, "lost");
+
+    LaunchEvent fin = event(LaunchEventKind::finished, 1, "rank 1 on localhost exited 3", 3);
+    live_apply(run, fin);
+    EXPECT_FALSE(run.live);
+    EXPECT_TRUE(run.active);
+    EXPECT_EQ(run.state, "failed");
+    EXPECT_EQ(run.exit_code, 3);
+    EXPECT_EQ(run.reason, "connection to node-b lost");  // the first reason given stays
+}
+
+TEST(LiveModel, StoppedRunAndOutOfRangeRanks) {
+    LiveRun run;
+    live_begin(run, manifest8());
+    live_apply(run, event(LaunchEventKind::output, 99, "nobody"));  // no such rank: ignored
+    live_apply(run, step_event(-1, 1, 1.0));
+    for (const LiveRank& r : run.ranks) EXPECT_TRUE(r.log.empty() && r.series.steps.empty());
+    live_apply(run, event(LaunchEventKind::finished, -1, "stopped by user", 130));
+    EXPECT_EQ(run.state, "stopped");
+    EXPECT_EQ(run.reason, "stopped by user");
+}
+
+TEST(LiveModel, LogsAreBoundedNewestKept) {
+    LiveRun run;
+    live_begin(run, manifest8());
+    const int n = (int)kLiveLogLines + 1000;
+    for (int i = 0; i < n; ++i) {
+        LaunchEvent ev = event(LaunchEventKind::output, 2, "line " + std::to_string(i));
+        ev.is_stderr = i % 2 == 1;
+        live_apply(run, ev);
+    }
+    const LiveRank& r = run.ranks[2];
+    ASSERT_EQ(r.log.size(), kLiveLogLines);
+    EXPECT_EQ(r.log_dropped, 1000u);
+    EXPECT_EQ(r.log.front().text, "line 1000");
+    EXPECT_EQ(r.log.back().text, "line " + std::to_string(n - 1));
+    EXPECT_TRUE(r.log.back().is_stderr);
+    // Metrics lines are series, not log text; their warnings and errors are both.
+    live_apply(run, step_event(2, 1, 1.0));
+    EXPECT_EQ(r.log.back().text, "line " + std::to_string(n - 1));
+    MetricRecord err;
+    err.kind = MetricKind::error;
+    err.rank = 2;
+    err.message = "out of memory";
+    LaunchEvent ev = event(LaunchEventKind::metric, 2);
+    ev.metric = err;
+    live_apply(run, ev);
+    EXPECT_EQ(r.error, "out of memory");
+    EXPECT_EQ(r.log.back().text, "error: out of memory");
+}
+
+TEST(LiveModel, AResumeGoingBackReplacesTheTail) {
+    LiveRun run;
+    live_begin(run, manifest8());
+    for (int step = 1; step <= 5; ++step) live_apply(run, step_event(0, step, 10.0 - step));
+    live_apply(run, step_event(0, 3, 42.0));  // resumed from the checkpoint of step 2
+    const LiveSeries& s = run.ranks[0].series;
+    EXPECT_EQ(s.steps, (std::vector<int>{1, 2, 3}));
+    EXPECT_FLOAT_EQ(s.loss.back(), 42.0f);
+    EXPECT_EQ(s.mem_current[MEM_TOTAL].size(), 3u);
+    EXPECT_EQ(s.mem_predicted[MEM_PARAMS].size(), 3u);
+}
+
+// ---- Lines and aggregation ---------------------------------------------------------------
+
+TEST(LiveModel, GroupsByTpGroupAndPpStage) {
+    LiveRun run;
+    live_begin(run, manifest8());
+    const std::vector<LiveGroup> ranks = live_groups(run, LiveAggregate::rank);
+    ASSERT_EQ(ranks.size(), 8u);
+    EXPECT_EQ(ranks[6].label, "rank 6");
+
+    const std::vector<LiveGroup> tp = live_groups(run, LiveAggregate::tp_group);
+    ASSERT_EQ(tp.size(), 4u);  // dp 2 × pp 2 groups of 2
+    EXPECT_EQ(tp[0].members, (std::vector<int>{0, 1}));
+    EXPECT_EQ(tp[1].members, (std::vector<int>{2, 3}));
+    EXPECT_EQ(tp[3].members, (std::vector<int>{6, 7}));
+    EXPECT_EQ(tp[3].label, "TP group 3");
+
+    const std::vector<LiveGroup> pp = live_groups(run, LiveAggregate::pp_stage);
+    ASSERT_EQ(pp.size(), 2u);
+    EXPECT_EQ(pp[1].members, (std::vector<int>{4, 5, 6, 7}));
+    EXPECT_EQ(pp[1].label, "PP stage 1");
+}
+
+TEST(LiveModel, MeanSeriesOverMembers) {
+    LiveState live;
+    live_begin(live.run, manifest8());
+    for (int step = 1; step <= 4; ++step)
+        for (int r = 0; r < 8; ++r) live_apply(live.run, step_event(r, step, 1.0, 100.0 * (r + 1)));
+    // Rank 7 is one step ahead.
+    live_apply(live.run, step_event(7, 5, 1.0, 800.0));
+    live.run.live = false;
+
+    live_set_aggregate(live, LiveAggregate::pp_stage);
+    ASSERT_EQ(live_lines(live).size(), 2u);
+    const SeriesView stage1 = live_line_series(live, 1, LiveMetric::tokens_per_s, false);
+    ASSERT_EQ(stage1.steps.size(), 5u);
+    EXPECT_FLOAT_EQ(stage1.values[0], (500 + 600 + 700 + 800) / 4.0f);
+    EXPECT_EQ(stage1.steps[4], 5);
+    EXPECT_FLOAT_EQ(stage1.values[4], 800.0f);  // only rank 7 reported step 5
+    const SeriesView mem0 = live_line_series(live, 0, LiveMetric::memory, false);
+    EXPECT_FLOAT_EQ(mem0.values[0], 1000 + 1 + (0 + 1 + 2 + 3) / 4.0f);
+    const SeriesView pred0 = live_line_series(live, 0, LiveMetric::memory, true);
+    EXPECT_FLOAT_EQ(pred0.values[0], 1000.0f);
+    live.view.mem_cat = MEM_WORKSPACE;  // no prediction at all → an empty mean
+    EXPECT_TRUE(live_line_series(live, 0, LiveMetric::memory, true).steps.empty());
+    EXPECT_FALSE(live_line_series(live, 0, LiveMetric::memory, false).steps.empty());
+
+    live_set_aggregate(live, LiveAggregate::tp_group);
+    const SeriesView g3 = live_line_series(live, 3, LiveMetric::tokens_per_s, false);
+    EXPECT_FLOAT_EQ(g3.values[0], (700 + 800) / 2.0f);
+
+    // The cache follows new data once the run is not live.
+    live_apply(live.run, step_event(6, 5, 1.0, 1000.0));
+    live.run.live = false;
+    EXPECT_FLOAT_EQ(live_line_series(live, 3, LiveMetric::tokens_per_s, false).values[4], (1000 + 800) / 2.0f);
+
+    // Hiding lines; the grouping change shows them all again.
+    live_toggle_line(live, 2);
+    EXPECT_FALSE(live_line_visible(live, 2));
+    EXPECT_TRUE(live_line_visible(live, 1));
+    live_set_aggregate(live, LiveAggregate::rank);
+    EXPECT_TRUE(live_line_visible(live, 2));
+    live_show_all(live, false);
+    EXPECT_FALSE(live_line_visible(live, 7));
+}
+
+TEST(LiveModel, HoverReadoutPicksTheNearestStep) {
+    const std::vector<int> steps = {10, 20, 30};
+    EXPECT_EQ(nearest_step_index(steps, 24), 1);
+    EXPECT_EQ(nearest_step_index(steps, 26), 2);
+    EXPECT_EQ(nearest_step_index(steps, 25), 1);  // a tie goes to the earlier step
+    EXPECT_EQ(nearest_step_index(steps, -100), 0);
+    EXPECT_EQ(nearest_step_index(steps, 1e9), 2);
+    EXPECT_EQ(nearest_step_index({}, 3), -1);
+
+    LiveState live;
+    live_begin(live.run, manifest8());
+    for (int step : steps)
+        for (int r = 0; r < 8; ++r) live_apply(live.run, step_event(r, step, step / 10.0 + r));
+    live_toggle_line(live, 1);
+    std::vector<LiveReadoutRow> rows = live_readout(live, LiveMetric::loss, 26.2);
+    ASSERT_EQ(rows.size(), 7u);  // rank 1 hidden
+    EXPECT_EQ(rows[0].line, 0);
+    EXPECT_EQ(rows[0].step, 30);
+    EXPECT_FLOAT_EQ(rows[0].value, 3.0f);
+    EXPECT_EQ(rows[1].line, 2);
+    EXPECT_FLOAT_EQ(rows[1].value, 5.0f);
+    EXPECT_TRUE(std::isnan(rows[0].predicted));
+    rows = live_readout(live, LiveMetric::memory, 11);
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows[0].step, 10);
+    EXPECT_FLOAT_EQ(rows[0].value, 1010.0f);
+    EXPECT_FLOAT_EQ(rows[0].predicted, 1000.0f);
+}
+
+TEST(LiveModel, FollowZoomPanAndReset) {
+    LiveState live;
+    live_begin(live.run, manifest8());
+    for (int step = 1; step <= 1000; ++step) live_apply(live.run, step_event(0, step, 1.0));
+    StepRange r = live_x_range(live);
+    EXPECT_DOUBLE_EQ(r.lo, 1);
+    EXPECT_DOUBLE_EQ(r.hi, 1000);
+
+    // Following: zooming in keeps the right edge on the newest step.
+    live_zoom(live, 500, 3);
+    r = live_x_range(live);
+    EXPECT_DOUBLE_EQ(r.hi, 1000);
+    EXPECT_NEAR(r.hi - r.lo, 999 * 0.512, 1e-6);
+    for (int step = 1001; step <= 1100; ++step) live_apply(live.run, step_event(0, step, 1.0));
+    r = live_x_range(live);
+    EXPECT_DOUBLE_EQ(r.hi, 1100);  // the tail moved, the view with it
+    EXPECT_NEAR(r.hi - r.lo, 999 * 0.512, 1e-6);
+
+    // Paused: the range stays while steps arrive; zoom keeps the step under the mouse.
+    live_set_follow(live, false);
+    const StepRange paused = live_x_range(live);
+    live_apply(live.run, step_event(0, 1101, 1.0));
+    EXPECT_DOUBLE_EQ(live_x_range(live).hi, paused.hi);
+    const double at = paused.lo + (paused.hi - paused.lo) * 0.25;
+    live_zoom(live, at, 1);
+    r = live_x_range(live);
+    EXPECT_NEAR((at - r.lo) / (r.hi - r.lo), 0.25, 1e-9);
+    EXPECT_NEAR(r.hi - r.lo, (paused.hi - paused.lo) * 0.8, 1e-6);
+
+    // Dragging pans (and pauses a following view).
+    live_reset_view(live);
+    EXPECT_TRUE(live.view.follow);
+    live_pan(live, -50);
+    EXPECT_FALSE(live.view.follow);
+    r = live_x_range(live);
+    EXPECT_DOUBLE_EQ(r.lo, 1 - 50);
+    EXPECT_DOUBLE_EQ(r.hi, 1101 - 50);
+
+    // Double-click: back to everything, following.
+    live_reset_view(live);
+    r = live_x_range(live);
+    EXPECT_DOUBLE_EQ(r.lo, 1);
+    EXPECT_DOUBLE_EQ(r.hi, 1101);
+}
+
+// ---- Plot geometry -----------------------------------------------------------------------
+
+TEST(PlotModel, DecimationKeepsExtremesAndEnds) {
+    const int n = 10000;
+    std::vector<int> steps(n);
+    std::vector<float> values(n);
+    for (int i = 0; i < n; ++i) {
+        steps[(size_t)i] = i + 1;
+        values[(size_t)i] = 2.0f + std::sin(i * 0.01f);
+    }
+    values[5003] = 100.0f;   // one-step spike
+    values[7777] = -50.0f;   // one-step dip
+    values[0] = 7.0f;        // the first and last values differ from their neighbours
+    values[n - 1] = -3.0f;
+    const AxisMap x{1, (double)n, 100.0f, 300.0f};  // 200 pixel columns
+    std::vector<PlotPoint> out;
+    decimate_minmax(steps, values, x, out);
+    ASSERT_FALSE(out.empty());
+    EXPECT_LE(out.size(), 4u * 201u);
+    EXPECT_GE(out.size(), 2u * 150u);
+    float lo = 1e9f, hi = -1e9f;
+    for (size_t i = 0; i < out.size(); ++i) {
+        lo = std::min(lo, out[i].y);
+        hi = std::max(hi, out[i].y);
+        if (i > 0) {
+            EXPECT_LE(out[i - 1].x, out[i].x) << i;
+        }
+    }
+    EXPECT_FLOAT_EQ(hi, 100.0f);
+    EXPECT_FLOAT_EQ(lo, -50.0f);
+    EXPECT_FLOAT_EQ(out.front().y, 7.0f);
+    EXPECT_FLOAT_EQ(out.front().x, 100.0f);
+    EXPECT_FLOAT_EQ(out.back().y, -3.0f);
+    EXPECT_FLOAT_EQ(out.back().x, 300.0f);
+
+    // The same buffer again: no growth beyond what it had.
+    const size_t cap = out.capacity();
+    decimate_minmax(steps, values, x, out);
+    EXPECT_EQ(out.capacity(), cap);
+
+    // Zoomed in: one point on each side outside the range, nothing else.
+    const AxisMap zoom{5000, 5010, 0.0f, 100.0f};
+    decimate_minmax(steps, values, zoom, out);
+    ASSERT_EQ(out.size(), 13u);  // steps 4999..5011, one per column
+    EXPECT_LT(out.front().x, 0.0f);
+    EXPECT_GT(out.back().x, 100.0f);
+    EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](const PlotPoint& p) { return p.y == 100.0f; }));
+}
+
+TEST(PlotModel, DecimationBreaksAtNaNAndFlattensConstants) {
+    std::vector<int> steps;
+    std::vector<float> values;
+    for (int i = 1; i <= 100; ++i) {
+        steps.push_back(i);
+        values.push_back(i >= 40 && i < 50 ? NAN : 5.0f);
+    }
+    std::vector<PlotPoint> out;
+    decimate_minmax(steps, values, AxisMap{1, 100, 0, 400}, out);
+    // Two flat runs: each reduced to its ends, with one NaN break between them.
+    ASSERT_EQ(out.size(), 5u);
+    EXPECT_FLOAT_EQ(out[0].y, 5.0f);
+    EXPECT_TRUE(std::isnan(out[2].y));
+    EXPECT_FLOAT_EQ(out[4].x, 400.0f);
+    decimate_minmax({}, {}, AxisMap{1, 100, 0, 400}, out);
+    EXPECT_TRUE(out.empty());
+}
+
+TEST(PlotModel, NiceTicksAndUnits) {
+    EXPECT_DOUBLE_EQ(nice_step(10, 5), 2);
+    EXPECT_DOUBLE_EQ(nice_step(1, 5), 0.2);
+    EXPECT_DOUBLE_EQ(nice_step(1000, 4), 500);
+    EXPECT_DOUBLE_EQ(nice_step(7, 7), 1);
+    EXPECT_DOUBLE_EQ(nice_step(0, 5), 1);
+
+    auto labels = [](const std::vector<PlotTick>& t) {
+        std::vector<std::string> out;
+        for (const PlotTick& x : t) out.push_back(x.label);
+        return out;
+    };
+    EXPECT_EQ(labels(axis_ticks(0, 10.0 * (1 << 30), 5, PlotUnit::bytes)),
+              (std::vector<std::string>{"0 GiB", "2 GiB", "4 GiB", "6 GiB", "8 GiB", "10 GiB"}));
+    const std::vector<PlotTick> mib = axis_ticks(0, 1e9, 5, PlotUnit::bytes);  // 954 MiB
+    EXPECT_EQ(labels(mib), (std::vector<std::string>{"0 MiB", "200 MiB", "400 MiB", "600 MiB", "800 MiB"}));
+    EXPECT_DOUBLE_EQ(mib[1].value, 200.0 * 1024 * 1024);
+    EXPECT_EQ(labels(axis_ticks(0, 0.5, 5, PlotUnit::fraction)),
+              (std::vector<std::string>{"0%", "10%", "20%", "30%", "40%", "50%"}));
+    EXPECT_EQ(labels(axis_ticks(0, 25000, 5, PlotUnit::per_second)),
+              (std::vector<std::string>{"0K/s", "5K/s", "10K/s", "15K/s", "20K/s", "25K/s"}));
+    EXPECT_EQ(labels(axis_ticks(2.05, 2.35, 3, PlotUnit::number)), (std::vector<std::string>{"2.1", "2.2", "2.3"}));
+    EXPECT_EQ(labels(axis_ticks(1, 3, 10, PlotUnit::step)), (std::vector<std::string>{"1", "2", "3"}));
+    EXPECT_EQ(labels(axis_ticks(-1, 1, 2, PlotUnit::number)), (std::vector<std::string>{"-1", "0", "1"}));
+
+    EXPECT_EQ(format_value(1.5 * (1 << 30), PlotUnit::bytes), "1.50 GiB");
+    EXPECT_EQ(format_value(512, PlotUnit::bytes), "512 B");
+    EXPECT_EQ(format_value(12345, PlotUnit::per_second), "12.3K/s");
+    EXPECT_EQ(format_value(0.4213, PlotUnit::fraction), "42.1%");
+    EXPECT_EQ(format_value(2.34567, PlotUnit::number), "2.346");
+    EXPECT_EQ(format_value(NAN, PlotUnit::number), "-");
+
+    const ValueRange z = padded_range(10, 20, true);
+    EXPECT_DOUBLE_EQ(z.lo, 0);
+    EXPECT_GT(z.hi, 20);
+    const ValueRange l = padded_range(2, 3, false);
+    EXPECT_LT(l.lo, 2);
+    EXPECT_GT(l.hi, 3);
+    const ValueRange flat = padded_range(5, 5, false);
+    EXPECT_LT(flat.lo, 5);
+    EXPECT_GT(flat.hi, 5);
+
+    const AxisMap y{0, 100, 500, 100};  // bottom pixel 500, top 100
+    EXPECT_FLOAT_EQ(y.to_px(0), 500);
+    EXPECT_FLOAT_EQ(y.to_px(100), 100);
+    EXPECT_NEAR(y.to_data(300), 50, 1e-9);
+}
+
+// ---- A run directory ----------------------------------------------------------------------
+
+TEST(LiveModel, OpensARunDirectoryAndFollowsItToTheEnd) {
+    const std::string root = (fs::path(::testing::TempDir()) / ("ptd_studio_live_" + std::to_string(getpid()))).string();
+    const std::string dir = root + "/run-a";
+    fs::remove_all(root);
+    RunManifest m = manifest8();
+    m.world_size = 2;
+    m.ranks.resize(2);
+    m.state = "running";
+    m.ranks[0].pid = 100;
+    m.ranks[1].pid = 101;
+    auto w = RunDirWriter::create(dir, "# job\n", m);
+    ASSERT_TRUE(w) << w.error().str();
+    for (int step = 1; step <= 3; ++step)
+        for (int r = 0; r < 2; ++r) (*w)->append_line(r, step_json(r, step, 4.0 - step));
+    (*w)->append_line(1, "ptd-engine: rank 1: hello from stderr");
+
+    StudioState s = fresh_state();
+    EXPECT_FALSE(live_open_run_dir(s, dir + "/nope"));
+    ASSERT_TRUE(live_open_run_dir(s, dir));
+    EXPECT_EQ(s.live.dir, dir);
+    EXPECT_TRUE(s.live.run.active);
+    EXPECT_TRUE(s.live.run.live);
+    EXPECT_EQ(s.live.run.manifest.run_id, "test-run");
+    EXPECT_GT(studio_wakeup_s(s), 0.0);  // keeps polling while it runs
+    for (int i = 0; i < 50 && s.live.run.ranks[1].series.size() < 3; ++i) live_tick(s);
+    EXPECT_EQ(s.live.run.ranks[0].series.size(), 3u);
+    EXPECT_EQ(s.live.run.ranks[1].series.size(), 3u);
+    EXPECT_EQ(s.live.run.ranks[1].log.back().text, "ptd-engine: rank 1: hello from stderr");
+    EXPECT_EQ(s.live.run.ranks[0].state, "running");
+
+    // More steps, then the end.
+    (*w)->append_line(0, step_json(0, 4, 0.5));
+    (*w)->append_line(1, step_json(1, 4, 0.5));
+    m.state = "finished";
+    m.ranks[0].exit_code = 0;
+    m.ranks[1].exit_code = 0;
+    m.ended = m.started + 10;
+    ASSERT_TRUE((*w)->write_manifest(m));
+    for (int i = 0; i < 200 && s.live.run.live; ++i) {
+        live_tick(s);
+        usleep(5000);  // live_tick polls at most 10 times a second once caught up
+    }
+    EXPECT_FALSE(s.live.run.live);
+    EXPECT_EQ(s.live.run.state, "finished");
+    EXPECT_EQ(s.live.run.ranks[0].series.size(), 4u);
+    EXPECT_FLOAT_EQ(s.live.run.ranks[1].series.loss.back(), 0.5f);
+    EXPECT_EQ(s.live.run.ranks[0].state, "done");
+    EXPECT_EQ(s.live.run.ranks[1].exit_code, 0);
+    EXPECT_FALSE(s.live.follower);  // done: nothing left to poll
+    EXPECT_EQ(studio_wakeup_s(s), 0.0);
+    EXPECT_DOUBLE_EQ(*live_rank_memory_bytes(s, 1), 4004.0);
+
+    // The recent-runs list finds it.
+    fs::create_directories(root + "/not-a-run");
+    const std::vector<std::string> recent = live_recent_run_dirs(root, 10);
+    EXPECT_EQ(recent, std::vector<std::string>{dir});
+    fs::remove_all(root);
+}

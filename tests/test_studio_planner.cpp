@@ -1,0 +1,347 @@
+// test_studio_planner.cpp — the Planner tab's view-model without a window: the background
+// search publishes progress and results, cancels, re-runs; the table sorts by every column
+// and filters non-fitting layouts; clicking a row applies its layout and the job stays
+// valid; the current job's rank; stale results after edits; refused searches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "studio_state.h"
+
+using namespace ptd;
+using namespace ptd::studio;
+
+namespace {
+
+StudioState default_state() {
+    const PresetCatalog& presets = embedded_presets();
+    return make_state(presets, default_job(presets));
+}
+
+bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+// Run a search to the end (bounded).
+void run_search(StudioState& s) {
+    ASSERT_TRUE(planner_start(s)) << s.planner.error;
+    ASSERT_TRUE(planner_wait(s, 60)) << "the search did not finish in 60 s";
+    ASSERT_EQ(s.planner.status, PlannerStatus::done) << s.planner.error;
+    ASSERT_TRUE(s.planner.result);
+}
+
+// The value a column sorts by (text columns: see order_text).
+double column_key(const PlanRow& r, PlanColumn c) {
+    const LayoutChoice& ch = r.entry.choice;
+    const LayoutScore& sc = r.entry.score;
+    switch (c) {
+        case PlanColumn::rank: return r.fits ? (double)r.rank : 1e18;
+        case PlanColumn::tokens_per_s: return sc.tokens_per_s;
+        case PlanColumn::mfu: return sc.mfu;
+        case PlanColumn::step_s: return sc.step_s;
+        case PlanColumn::peak: return sc.peak_bytes;
+        case PlanColumn::headroom: return sc.usable_bytes - sc.peak_bytes;
+        case PlanColumn::tp: return ch.tp;
+        case PlanColumn::pp: return ch.pp;
+        case PlanColumn::dp: return ch.dp;
+        case PlanColumn::ep: return ch.ep;
+        case PlanColumn::vpp: return ch.vpp;
+        case PlanColumn::micro_batch: return ch.micro_batch;
+        case PlanColumn::zero: return ch.distributed_optimizer ? 0.5 : ch.zero;
+        case PlanColumn::recompute: return (double)ch.recompute;
+        case PlanColumn::sp: return ch.sequence_parallel;
+        case PlanColumn::order: return 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
+TEST(StudioPlanner, BackgroundSearchPublishesResults) {
+    StudioState s = default_state();
+    EXPECT_EQ(s.planner.status, PlannerStatus::never_run);
+    EXPECT_EQ(studio_wakeup_s(s), 0);
+    ASSERT_TRUE(planner_start(s));
+    EXPECT_EQ(s.planner.status, PlannerStatus::running);
+    EXPECT_TRUE(planner_running(s));
+    EXPECT_GT(studio_wakeup_s(s), 0) << "the window must keep waking up while a search runs";
+    ASSERT_TRUE(planner_wait(s, 60));
+    EXPECT_FALSE(planner_running(s));
+    EXPECT_EQ(studio_wakeup_s(s), 0);
+    ASSERT_EQ(s.planner.status, PlannerStatus::done) << s.planner.error;
+    ASSERT_TRUE(s.planner.result);
+
+    // The same answer as a search on this thread, and as `ptd plan` would list.
+    PlanOptions o;
+    o.top_k = s.planner.settings.top_k;
+    auto direct = plan_layouts(s.job, o);
+    ASSERT_TRUE(direct);
+    ASSERT_EQ(s.planner.result->top.size(), direct->top.size());
+    EXPECT_EQ(s.planner.result->feasible, direct->feasible);
+    EXPECT_EQ(s.planner.result->top[0].score.tokens_per_s, direct->top[0].score.tokens_per_s);
+    EXPECT_EQ(s.planner.evaluated, direct->evaluated) << "the last progress report is (evaluated, evaluated)";
+
+    // Rows: the fitting ones best first with ranks, then the near misses.
+    ASSERT_FALSE(s.planner.rows.empty());
+    EXPECT_EQ(s.planner.rows[0].rank, 1);
+    EXPECT_TRUE(s.planner.rows[0].fits);
+    EXPECT_TRUE(contains(planner_summary_text(s), "fit, in")) << planner_summary_text(s);
+    EXPECT_FALSE(planner_stale(s));
+
+    // The default job fits and is ranked as the planner ranks it.
+    ASSERT_EQ(s.planner.job_rank.kind, JobRank::Kind::ranked) << job_rank_text(s);
+    ASSERT_GE(direct->job_rank, 0);
+    EXPECT_EQ(s.planner.job_rank.rank, direct->job_rank + 1);
+    EXPECT_EQ(s.planner.job_rank.of, direct->feasible);
+    EXPECT_EQ(job_rank_text(s), "your job ranks #" + group_thousands(direct->job_rank + 1) + " of " +
+                                    group_thousands(direct->feasible) + " fitting layouts");
+}
+
+TEST(StudioPlanner, AutostartOnlyOnce) {
+    StudioState s = default_state();
+    EXPECT_TRUE(planner_autostart(s));
+    EXPECT_FALSE(planner_autostart(s));
+    ASSERT_TRUE(planner_wait(s, 60));
+    EXPECT_FALSE(planner_autostart(s)) << "results exist: re-running is the user's call";
+    EXPECT_EQ(s.planner.starts, 1);
+}
+
+TEST(StudioPlanner, CancelStopsALongSearch) {
+    StudioState s = default_state();
+    // ~180,000 evaluations (a 720-layer model on 40,320 GPUs): long enough to cancel midway.
+    ASSERT_TRUE(edit_int(s, "model.layers", 720));
+    ASSERT_TRUE(edit_int(s, "cluster.nodes", 5040));
+    ASSERT_TRUE(edit_int(s, "training.global_batch", 241920));
+    s.planner.settings.tp_beyond_node = true;
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    ASSERT_TRUE(planner_start(s));
+    // Wait for the first progress report, then cancel.
+    const auto t0 = std::chrono::steady_clock::now();
+    while (s.planner.evaluated == 0 && s.planner.status == PlannerStatus::running &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+        planner_tick(s);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_EQ(s.planner.status, PlannerStatus::running) << "finished before it could be cancelled";
+    EXPECT_GT(s.planner.total, s.planner.evaluated);
+    EXPECT_TRUE(contains(planner_progress_text(s), "evaluated")) << planner_progress_text(s);
+    planner_cancel(s);
+    ASSERT_TRUE(planner_wait(s, 60));
+    EXPECT_EQ(s.planner.status, PlannerStatus::cancelled);
+    ASSERT_TRUE(s.planner.result);
+    EXPECT_TRUE(s.planner.result->cancelled);
+    EXPECT_LT(s.planner.result->evaluated, s.planner.total);
+    EXPECT_TRUE(contains(planner_summary_text(s), "cancelled")) << planner_summary_text(s);
+}
+
+TEST(StudioPlanner, RestartingCancelsTheRunningSearch) {
+    StudioState s = default_state();
+    ASSERT_TRUE(planner_start(s));
+    ASSERT_TRUE(planner_start(s));
+    EXPECT_EQ(s.planner.starts, 2);
+    ASSERT_TRUE(planner_wait(s, 60));
+    EXPECT_EQ(s.planner.status, PlannerStatus::done);
+    EXPECT_TRUE(s.planner.retired.empty());
+    EXPECT_FALSE(s.planner.worker);
+}
+
+TEST(StudioPlanner, SortsByEveryColumnBothWays) {
+    StudioState s = default_state();
+    run_search(s);
+    planner_set_fits_only(s, false);
+    const auto& rows = s.planner.rows;
+    for (int c = 0; c < kPlanColumns; ++c) {
+        const PlanColumn col = (PlanColumn)c;
+        for (bool asc : {true, false}) {
+            planner_sort(s, col, asc);
+            const auto& v = s.planner.view;
+            ASSERT_EQ(v.size(), rows.size());
+            for (size_t i = 1; i < v.size(); ++i) {
+                const PlanRow &a = rows[(size_t)v[i - 1]], &b = rows[(size_t)v[i]];
+                if (col == PlanColumn::order) {
+                    const std::string ta = plan_cell_text(s, a, col), tb = plan_cell_text(s, b, col);
+                    EXPECT_TRUE(asc ? ta <= tb : ta >= tb) << plan_column_label(col) << " row " << i;
+                } else if (asc) {
+                    EXPECT_LE(column_key(a, col), column_key(b, col)) << plan_column_label(col) << " row " << i;
+                } else {
+                    EXPECT_GE(column_key(a, col), column_key(b, col)) << plan_column_label(col) << " row " << i;
+                }
+            }
+        }
+    }
+    // Ties keep the planner's order: by tp ascending, the first tp-1 row is the best tp-1 row.
+    planner_sort(s, PlanColumn::tp, true);
+    const int first = s.planner.view[0];
+    for (int i = 0; i < first; ++i)
+        if (rows[(size_t)i].entry.choice.tp == rows[(size_t)first].entry.choice.tp) ADD_FAILURE() << "row " << i;
+}
+
+TEST(StudioPlanner, FitsOnlyFilter) {
+    StudioState s = default_state();
+    run_search(s);
+    const auto& rows = s.planner.rows;
+    const auto unfit = std::count_if(rows.begin(), rows.end(), [](const PlanRow& r) { return !r.fits; });
+    ASSERT_GT(unfit, 0) << "the default job has layouts that do not fit";
+    EXPECT_TRUE(s.planner.fits_only);
+    EXPECT_EQ(s.planner.view.size(), rows.size() - (size_t)unfit);
+    for (int i : s.planner.view) EXPECT_TRUE(rows[(size_t)i].fits);
+    planner_set_fits_only(s, false);
+    EXPECT_EQ(s.planner.view.size(), rows.size());
+    for (const PlanRow& r : rows)
+        if (!r.fits) {
+            EXPECT_EQ(r.rank, 0);
+            EXPECT_LT(r.entry.score.usable_bytes - r.entry.score.peak_bytes, 0);
+            EXPECT_EQ(plan_cell_text(s, r, PlanColumn::rank), "-");
+            EXPECT_EQ(plan_cell_text(s, r, PlanColumn::headroom).front(), '-');
+        }
+    planner_set_fits_only(s, true);
+    EXPECT_EQ(s.planner.view.size(), rows.size() - (size_t)unfit);
+}
+
+TEST(StudioPlanner, ApplyingARowSetsTheLayoutAndTheJobStaysValid) {
+    StudioState s = default_state();
+    run_search(s);
+    const int64_t global_batch = s.job.training.global_batch;
+    int applied = 0;
+    for (int i = 0; i < (int)s.planner.rows.size() && applied < 12; ++i) {
+        const PlanRow row = s.planner.rows[(size_t)i];
+        if (!row.fits) continue;
+        ASSERT_TRUE(planner_apply_row(s, i)) << i;
+        ++applied;
+        const LayoutChoice& c = row.entry.choice;
+        EXPECT_EQ(s.job.parallel.tp, c.tp);
+        EXPECT_EQ(s.job.parallel.pp, c.pp);
+        EXPECT_EQ(s.job.parallel.dp, c.dp);
+        EXPECT_EQ(s.job.parallel.vpp, c.vpp);
+        EXPECT_EQ(s.job.parallel.zero, c.zero);
+        EXPECT_EQ(s.job.parallel.distributed_optimizer, c.distributed_optimizer);
+        EXPECT_EQ(s.job.parallel.sequence_parallel, c.sequence_parallel);
+        EXPECT_EQ(s.job.parallel.recompute, c.recompute);
+        EXPECT_EQ(s.job.parallel.order, plan_cell_text(s, row, PlanColumn::order));
+        EXPECT_EQ(s.job.training.micro_batch, c.micro_batch);
+        EXPECT_EQ(s.job.training.global_batch, global_batch);
+        ASSERT_TRUE(job_valid(s)) << "row " << i << ": " << s.diagnostics[0].message;
+        EXPECT_FALSE(planner_stale(s)) << "a layout-only change leaves the table current";
+        planner_tick(s);
+        EXPECT_TRUE(planner_row_is_job(s, i));
+        ASSERT_EQ(s.planner.job_rank.kind, JobRank::Kind::ranked) << job_rank_text(s);
+        EXPECT_EQ(s.planner.job_rank.rank, row.rank) << "row " << i;
+        EXPECT_EQ(s.planner.job_rank.row, i);
+    }
+    EXPECT_GE(applied, 2);
+    EXPECT_FALSE(planner_apply_row(s, -1));
+    EXPECT_FALSE(planner_apply_row(s, (int)s.planner.rows.size()));
+}
+
+TEST(StudioPlanner, ModelEditsMakeTheResultStaleLayoutEditsDoNot) {
+    StudioState s = default_state();
+    run_search(s);
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 8));
+    planner_tick(s);
+    EXPECT_FALSE(planner_stale(s));
+    EXPECT_EQ(s.planner.job_rank.kind, JobRank::Kind::ranked);
+
+    ASSERT_TRUE(edit_int(s, "model.layers", 40));
+    planner_tick(s);
+    EXPECT_TRUE(planner_stale(s));
+    EXPECT_EQ(s.planner.job_rank.kind, JobRank::Kind::stale);
+    EXPECT_TRUE(contains(job_rank_text(s), "re-run")) << job_rank_text(s);
+    EXPECT_FALSE(planner_apply_row(s, 0)) << "a stale row would not fit the job it was planned for";
+    ASSERT_TRUE(edit_int(s, "model.layers", 32));
+    EXPECT_FALSE(planner_stale(s));
+
+    // Options count too.
+    s.planner.settings.tp_beyond_node = true;
+    EXPECT_TRUE(planner_stale(s));
+    run_search(s);
+    EXPECT_FALSE(planner_stale(s));
+}
+
+TEST(StudioPlanner, RanksAJobThatDoesNotFitAndAnInvalidOne) {
+    StudioState s = default_state();
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 1));
+    ASSERT_TRUE(edit_int(s, "parallel.pp", 1));  // a whole 7B replica with Adam per GPU
+    ASSERT_TRUE(edit_int(s, "parallel.zero", 0)); // nothing sharded
+    set_sequence_parallel(s, false);              // needs tp > 1
+    ASSERT_TRUE(job_valid(s));
+    run_search(s);
+    ASSERT_EQ(s.planner.job_rank.kind, JobRank::Kind::no_fit) << job_rank_text(s);
+    EXPECT_GT(s.planner.job_rank.peak_bytes, s.planner.job_rank.usable_bytes);
+    EXPECT_TRUE(contains(job_rank_text(s), "does not fit")) << job_rank_text(s);
+
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 3));  // does not divide 32 heads: invalid layout
+    planner_tick(s);
+    EXPECT_EQ(s.planner.job_rank.kind, JobRank::Kind::invalid) << job_rank_text(s);
+    // The planner still runs: it replaces the layout.
+    EXPECT_EQ(planner_blocker(s), "") << planner_blocker(s);
+}
+
+TEST(StudioPlanner, AnotherGpuCount) {
+    StudioState s = default_state();
+    s.planner.settings.gpus = 64;
+    run_search(s);
+    for (const PlanRow& r : s.planner.rows) {
+        const LayoutChoice& c = r.entry.choice;
+        EXPECT_EQ(c.tp * c.pp * c.dp * c.cp, 64);
+    }
+    EXPECT_EQ(s.planner.job_rank.kind, JobRank::Kind::different_gpus);
+    EXPECT_TRUE(contains(job_rank_text(s), "32 GPUs")) << job_rank_text(s);
+    // Applying a row moves the job to 64 GPUs (8 nodes) and keeps it valid.
+    ASSERT_TRUE(planner_apply_row(s, 0));
+    EXPECT_EQ(s.job.cluster.nodes, 8);
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    planner_tick(s);
+    EXPECT_EQ(s.planner.job_rank.kind, JobRank::Kind::ranked) << job_rank_text(s);
+    EXPECT_EQ(s.planner.job_rank.rank, 1);
+}
+
+TEST(StudioPlanner, RefusesBadOptionsAndJobs) {
+    StudioState s = default_state();
+    s.planner.settings.gpus = 12;  // not whole nodes of 8
+    EXPECT_TRUE(contains(planner_setting_error(s, "gpus"), "multiple of cluster.gpus_per_node (8)"))
+        << planner_setting_error(s, "gpus");
+    EXPECT_FALSE(planner_start(s));
+    EXPECT_EQ(s.planner.status, PlannerStatus::failed);
+    EXPECT_TRUE(contains(s.planner.error, "gpus")) << s.planner.error;
+    s.planner.settings.gpus = 0;
+    s.planner.settings.top_k = 0;
+    EXPECT_FALSE(planner_setting_error(s, "top_k").empty());
+    s.planner.settings.top_k = 10;
+    s.planner.settings.job_headroom = false;
+    s.planner.settings.headroom = 0.95;
+    EXPECT_FALSE(planner_setting_error(s, "headroom").empty());
+    s.planner.settings.headroom = 0.2;
+    EXPECT_EQ(planner_setting_error(s, "headroom"), "");
+
+    ASSERT_TRUE(edit_int(s, "model.hidden", 4097));  // not divisible by 32 heads
+    EXPECT_TRUE(contains(planner_blocker(s), "model.hidden")) << planner_blocker(s);
+    EXPECT_FALSE(planner_start(s));
+    EXPECT_FALSE(planner_running(s));
+    ASSERT_TRUE(edit_int(s, "model.hidden", 4096));
+    // Headroom: more reserve, fewer fitting layouts.
+    run_search(s);
+    const int64_t with_reserve = s.planner.result->feasible;
+    s.planner.settings.job_headroom = true;
+    run_search(s);
+    EXPECT_LT(with_reserve, s.planner.result->feasible);
+}
+
+TEST(StudioPlanner, CellText) {
+    EXPECT_EQ(group_thousands(0), "0");
+    EXPECT_EQ(group_thousands(999), "999");
+    EXPECT_EQ(group_thousands(1000), "1,000");
+    EXPECT_EQ(group_thousands(1234567), "1,234,567");
+    EXPECT_EQ(group_thousands(-45000), "-45,000");
+    StudioState s = default_state();
+    run_search(s);
+    const PlanRow& r = s.planner.rows[0];
+    EXPECT_EQ(plan_cell_text(s, r, PlanColumn::rank), "1");
+    EXPECT_TRUE(contains(plan_cell_text(s, r, PlanColumn::mfu), "%"));
+    EXPECT_TRUE(contains(plan_cell_text(s, r, PlanColumn::peak), "GiB"));
+    EXPECT_TRUE(contains(plan_cell_text(s, r, PlanColumn::step_s), " s"));
+    for (int c = 0; c < kPlanColumns; ++c) {
+        EXPECT_STRNE(plan_column_label((PlanColumn)c), "?");
+        EXPECT_STRNE(plan_column_help((PlanColumn)c), "");
+    }
+}
