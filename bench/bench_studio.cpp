@@ -185,10 +185,10 @@ int main(int argc, char** argv) {
     StudioState live_streaming = live;
     int next_step = 10001;
 
-    const float plot_x = width * 0.62f, plot_y = height * 0.55f;  // over a plot (crosshair + readout)
+    const float plot_x = width * 0.75f, plot_y = height * 0.4f;  // over the tokens/s plot (crosshair + readout)
     std::vector<Scenario> scenarios = {
         {"layout, 16,384 ranks", &layout, ImVec2(-1, -1), nullptr},
-        {"layout, 16,384 ranks, hovering a rank", &layout_hover, ImVec2(width * 0.6f, height * 0.5f), nullptr},
+        {"layout, 16,384 ranks, mouse over the grid", &layout_hover, ImVec2(width * 0.6f, height * 0.5f), nullptr},
         {"live, 64 ranks x 10,000 steps, per rank", &live, ImVec2(-1, -1), nullptr},
         {"live, same, hovering a plot", &live, ImVec2(plot_x, plot_y), nullptr},
         {"live, same, by TP group (16 means)", &live_grouped, ImVec2(-1, -1), nullptr},
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     std::printf("frame = ImGui::NewFrame + draw_studio + ImGui::Render at %.0fx%.0f, %d frames after 10 warm-up frames\n\n",
                 width, height, frames);
     std::printf("%-52s %10s %10s %10s %10s %9s\n", "scenario", "cpu med", "cpu p95", "wall med", "wall p95", "vertices");
-    bool over = false;
+    std::string over;
     for (Scenario& sc : scenarios) {
         for (int i = 0; i < 10; ++i) {
             if (sc.before_frame) sc.before_frame(*sc.state, i);
@@ -220,11 +220,11 @@ int main(int argc, char** argv) {
             vertices = ImGui::GetDrawData()->TotalVtxCount;
         }
         const double med = percentile(cpu, 0.5), p95 = percentile(cpu, 0.95);
-        over = over || med > 8.0;
+        if (med > 8.0) over += std::string(over.empty() ? "" : "; ") + sc.name;
         std::printf("%-52s %7.2f ms %7.2f ms %7.2f ms %7.2f ms %9d\n", sc.name, med, p95, percentile(wall, 0.5),
                     percentile(wall, 0.95), vertices);
     }
-    std::printf("\ntarget: median under 8 ms per frame: %s\n", over ? "MISSED" : "met");
+    std::printf("\ntarget: median under 8 ms per frame: %s%s\n", over.empty() ? "met" : "missed by: ", over.c_str());
     ImGui::DestroyContext();
     return 0;
 }

@@ -10,6 +10,8 @@ set -u
 studio=${1:?usage: studio_screenshot.sh PTD_STUDIO OUT_DIR}
 out=${2:?usage: studio_screenshot.sh PTD_STUDIO OUT_DIR}
 mkdir -p "$out"
+# ptd-studio keeps its recent-files list under $XDG_CONFIG_HOME: keep the user's out of the tests.
+export XDG_CONFIG_HOME="$out/config"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
@@ -41,28 +43,8 @@ if ! command -v Xvfb >/dev/null 2>&1; then
     exit 77
 fi
 
-xvfb_pid=
-cleanup() { [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null && wait "$xvfb_pid" 2>/dev/null; }
-trap cleanup EXIT
-
-display=
-for n in $(seq 99 140); do
-    [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] && continue
-    Xvfb ":$n" -screen 0 1600x1000x24 -nolisten tcp >"$out/xvfb.log" 2>&1 &
-    xvfb_pid=$!
-    for _ in $(seq 1 100); do  # up to 10 s
-        [ -e "/tmp/.X11-unix/X$n" ] && break
-        kill -0 "$xvfb_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ -e "/tmp/.X11-unix/X$n" ] && kill -0 "$xvfb_pid" 2>/dev/null; then
-        display=":$n"
-        break
-    fi
-    kill "$xvfb_pid" 2>/dev/null
-    wait "$xvfb_pid" 2>/dev/null
-    xvfb_pid=
-done
+. "$(dirname "$0")/xvfb_lib.sh"
+start_xvfb "$out"
 if [ -z "$display" ]; then
     fail "could not start Xvfb on any of :99..:140 ($(tail -3 "$out/xvfb.log" 2>/dev/null))"
     exit 1
@@ -112,6 +94,34 @@ shoot memory_oom --panel memory --set training.micro_batch=32
 shoot memory_pp32 --panel memory --set cluster.nodes=32 --set parallel.tp=2 --set parallel.pp=32
 shoot memory_invalid --panel memory --set parallel.tp=3
 shoot layout_memory --panel layout --color-by memory --set parallel.pp=4
+# The Planner tab once its background search has finished (the screenshot waits for it): the
+# default job, and one whose layout is a listed row (highlighted, "ranks #27").
+shoot planner --panel planner
+shoot planner_job_row --panel planner --set parallel.tp=2 --set parallel.pp=1 --set parallel.zero=2 \
+    --set training.micro_batch=4 --set training.global_batch=256
+# A job opened from a file (--job): its name in the title, the hosts and bandwidth fields.
+shoot job_file --job "$(dirname "$0")/../assets/jobs/llama3-70b-h100.toml" --panel job
+# The Live tab: empty, then a finished run directory written by `ptd launch` (tiny-local,
+# 5 steps; ptd and ptd-engine sit next to ptd-studio), plain and with the hover readout.
+shoot live_empty --panel live
+ptd_bin="$(dirname "$studio")/ptd"
+if [ -x "$ptd_bin" ] && [ -x "$(dirname "$studio")/ptd-engine" ]; then
+    rm -rf "$out/runs"
+    if timeout 120 "$ptd_bin" launch "$(dirname "$0")/../assets/jobs/tiny-local.toml" --steps 5 \
+        --run-root "$out/runs" --run-id live-shot >"$out/live_launch.log" 2>&1; then
+        shoot live --run "$out/runs/live-shot"
+        shoot live_hover --run "$out/runs/live-shot" --mouse 700,400 --frames 5
+    else
+        fail "ptd launch for the live screenshot: $(tail -3 "$out/live_launch.log")"
+    fi
+    # A directory that is not a run: exit 2 with the manifest's path.
+    env -u DISPLAY "$studio" --run "$out" >/dev/null 2>"$out/badrun.err"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "--run on a directory without a manifest: exit $rc, want 2"
+    grep -q "manifest.json" "$out/badrun.err" || fail "--run without a manifest: stderr does not name it: $(cat "$out/badrun.err")"
+else
+    echo "skip: live run screenshots ($ptd_bin or ptd-engine not built)"
+fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all studio checks passed"

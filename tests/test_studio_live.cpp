@@ -437,14 +437,14 @@ TEST(PlotModel, NiceTicksAndUnits) {
         return out;
     };
     EXPECT_EQ(labels(axis_ticks(0, 10.0 * (1 << 30), 5, PlotUnit::bytes)),
-              (std::vector<std::string>{"0 GiB", "2 GiB", "4 GiB", "6 GiB", "8 GiB", "10 GiB"}));
+              (std::vector<std::string>{"0", "2 GiB", "4 GiB", "6 GiB", "8 GiB", "10 GiB"}));
     const std::vector<PlotTick> mib = axis_ticks(0, 1e9, 5, PlotUnit::bytes);  // 954 MiB
-    EXPECT_EQ(labels(mib), (std::vector<std::string>{"0 MiB", "200 MiB", "400 MiB", "600 MiB", "800 MiB"}));
+    EXPECT_EQ(labels(mib), (std::vector<std::string>{"0", "200 MiB", "400 MiB", "600 MiB", "800 MiB"}));
     EXPECT_DOUBLE_EQ(mib[1].value, 200.0 * 1024 * 1024);
     EXPECT_EQ(labels(axis_ticks(0, 0.5, 5, PlotUnit::fraction)),
-              (std::vector<std::string>{"0%", "10%", "20%", "30%", "40%", "50%"}));
+              (std::vector<std::string>{"0", "10%", "20%", "30%", "40%", "50%"}));
     EXPECT_EQ(labels(axis_ticks(0, 25000, 5, PlotUnit::per_second)),
-              (std::vector<std::string>{"0K/s", "5K/s", "10K/s", "15K/s", "20K/s", "25K/s"}));
+              (std::vector<std::string>{"0", "5K/s", "10K/s", "15K/s", "20K/s", "25K/s"}));
     EXPECT_EQ(labels(axis_ticks(2.05, 2.35, 3, PlotUnit::number)), (std::vector<std::string>{"2.1", "2.2", "2.3"}));
     EXPECT_EQ(labels(axis_ticks(1, 3, 10, PlotUnit::step)), (std::vector<std::string>{"1", "2", "3"}));
     EXPECT_EQ(labels(axis_ticks(-1, 1, 2, PlotUnit::number)), (std::vector<std::string>{"-1", "0", "1"}));

@@ -106,7 +106,7 @@ TEST(StudioMemory, SegmentsSumToTheStageTotal) {
 
 TEST(StudioMemory, OverCapacityStageIsFlagged) {
     StudioState s = default_state();
-    ASSERT_TRUE(edit_int(s, "training.micro_batch", 32));  // 7B, tp4·pp2, no recompute: ~130 GiB activations
+    ASSERT_TRUE(edit_int(s, "training.micro_batch", 32));  // 7B, tp4·pp2: stage 0 needs ~146 GiB of the 79.6
     const Estimate& e = *job_estimate(s);
     ASSERT_FALSE(e.fits);
     const MemoryChart c = memory_chart(s, 1000, 300);
@@ -250,6 +250,13 @@ TEST(StudioMemory, PredictedMemoryColoursFollowMemory) {
         EXPECT_GT(warmth(by_memory[i].second), warmth(by_memory[i - 1].second))
             << "rank " << by_memory[i].second << " holds more than rank " << by_memory[i - 1].second;
     }
+    // 7B at pp 4 uses ~15% of an H100: the ramp spans the stages, smallest to largest.
+    const HeatScale hs = predicted_heat_scale(s);
+    EXPECT_TRUE(hs.relative);
+    EXPECT_DOUBLE_EQ(hs.low_bytes, by_memory.front().first);
+    EXPECT_DOUBLE_EQ(hs.full_bytes, by_memory.back().first);
+    EXPECT_DOUBLE_EQ(*predicted_rank_heat(s, by_memory.front().second), 0.0);
+    EXPECT_DOUBLE_EQ(*predicted_rank_heat(s, by_memory.back().second), 1.0);
     for (double f = 0.05; f <= 1.0; f += 0.05) {
         const Rgb a = heat_rgb(f - 0.05), b = heat_rgb(f);
         EXPECT_GT((int)b.r - (int)b.b, (int)a.r - (int)a.b) << f;
@@ -260,6 +267,8 @@ TEST(StudioMemory, PredictedMemoryColoursFollowMemory) {
     const int worst = job_estimate(s)->worst_stage;
     const int r = std::ranges::find_if(L.ranks, [&](const RankPlace& p) { return p.coord[DIM_PP] == worst; }) - L.ranks.begin();
     EXPECT_GT(*predicted_rank_fraction(s, r), 1.0);
+    EXPECT_FALSE(predicted_heat_scale(s).relative) << "near or over capacity the ramp is the usable memory";
+    EXPECT_DOUBLE_EQ(*predicted_rank_heat(s, r), *predicted_rank_fraction(s, r));
     EXPECT_EQ(cell_rgb(s, r).r, kHeatOom.r);
     EXPECT_EQ(cell_rgb(s, r).g, kHeatOom.g);
     set_colour_by(s, ColourBy::dp);

@@ -270,8 +270,8 @@ std::string prompt_text(const StudioState& s) {
             return name + " has unsaved changes. Save them before opening " + base_name(s.file.pending_path) + "?";
         case PendingAction::quit: return name + " has unsaved changes. Save them before quitting?";
         case PendingAction::revert:
-            return "Discard every change to " + name + " since it was " + (s.file.path.empty() ? "started" : "opened or saved") +
-                   "?";
+            return "Discard every change to " + name + " since it was " +
+                   (s.file.path.empty() ? "started" : "opened or saved") + "?";
         case PendingAction::none: break;
     }
     return {};
@@ -338,7 +338,8 @@ void file_dialog_set_folder(StudioState& s, const std::string& folder) {
 void file_dialog_click(StudioState& s, const FolderEntry& e) {
     JobFileState& f = s.file;
     if (e.folder) {
-        file_dialog_set_folder(s, e.name == ".." ? folder_of(f.dialog_folder) : (fs::path(f.dialog_folder) / e.name).string());
+        file_dialog_set_folder(s, e.name == ".." ? folder_of(f.dialog_folder)
+                                                 : (fs::path(f.dialog_folder) / e.name).string());
         return;
     }
     file_dialog_set_path(s, (fs::path(f.dialog_folder) / e.name).string());
@@ -562,7 +563,9 @@ bool set_hosts_text(StudioState& s, const std::string& text) {
             return c == ' ' || c == '\t' || c == '#' || c == '"' || c == '\'' || (unsigned char)c < 0x20;
         });
         if (bad != h.end()) {
-            const char* what = *bad == ' ' || *bad == '\t' ? "a space" : *bad == '#' ? "'#'" : "a quote or control character";
+            const char* what = *bad == ' ' || *bad == '\t' ? "a space"
+                               : *bad == '#'                 ? "'#'"
+                                                             : "a quote or control character";
             f.hosts_error = "line " + std::to_string(n) + ": \"" + h + "\" is not a host name (it contains " + what +
                             "); allowed: one host name or address per line";
             return false;

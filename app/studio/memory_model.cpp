@@ -144,9 +144,9 @@ MemoryChart memory_chart(const StudioState& s, float width, float height) {
         c.bars.push_back(std::move(b));
     }
 
-    // Axis ticks in the chart's unit, about one per 90 px.
+    // Axis ticks in the chart's unit, about one per 70 px.
     const double range = c.scale_bytes / c.unit.bytes;
-    const double step = tick_step(range, std::max(2, (int)((c.bar_x1 - c.bar_x0) / 90.0f)));
+    const double step = tick_step(range, std::max(2, (int)((c.bar_x1 - c.bar_x0) / 70.0f)));
     for (double v = 0; v <= range + 1e-9; v += step)
         c.ticks.push_back({c.x_of(v * c.unit.bytes), step < 1 ? fmt("%.*f", step < 0.1 ? 2 : 1, v) : fmt("%.0f", v)});
     return c;
@@ -344,9 +344,13 @@ HeatScale predicted_heat_scale(const StudioState& s) {
     HeatScale h;
     const Estimate* e = job_estimate(s);
     if (!e || e->stages.empty() || e->usable_bytes <= 0) return h;
-    double largest = 0;
-    for (const StageEstimate& st : e->stages) largest = std::max(largest, st.mem.total());
-    h.relative = largest > 0 && largest < kHeatRelativeBelow * e->usable_bytes;
+    double largest = 0, smallest = e->stages[0].mem.total();
+    for (const StageEstimate& st : e->stages) {
+        largest = std::max(largest, st.mem.total());
+        smallest = std::min(smallest, st.mem.total());
+    }
+    h.relative = largest > smallest * 1.001 && largest < kHeatRelativeBelow * e->usable_bytes;
+    h.low_bytes = h.relative ? smallest : 0;
     h.full_bytes = h.relative ? largest : e->usable_bytes;
     return h;
 }
@@ -354,8 +358,8 @@ HeatScale predicted_heat_scale(const StudioState& s) {
 std::optional<double> predicted_rank_heat(const StudioState& s, int rank) {
     const std::optional<double> b = predicted_rank_bytes(s, rank);
     const HeatScale h = b ? predicted_heat_scale(s) : HeatScale{};
-    if (h.full_bytes <= 0) return std::nullopt;
-    return *b / h.full_bytes;
+    if (h.full_bytes <= h.low_bytes) return std::nullopt;
+    return (*b - h.low_bytes) / (h.full_bytes - h.low_bytes);
 }
 
 Rgb heat_rgb(double fraction) {

@@ -189,17 +189,19 @@ std::optional<double> predicted_rank_fraction(const StudioState& s, int rank);
 // "41.2 GiB" — short enough for a grid cell.
 std::string predicted_rank_short(const StudioState& s, int rank);
 
-// What the grid's heat ramp spans: 0 .. `full_bytes`. That is the usable memory, so colour
-// reads as fullness and past it is OOM; but when even the largest stage uses under
-// kHeatRelativeBelow of it, every cell would be the same cold blue, so the ramp spans
-// 0 .. the largest stage instead (`relative`) and shows which stages are heavier.
+// What the grid's heat ramp spans: `low_bytes` .. `full_bytes`. Normally 0 .. the usable
+// memory, so colour reads as fullness and past it is OOM; but when even the largest stage
+// uses under kHeatRelativeBelow of it, every cell would be the same cold blue, so the ramp
+// spans the smallest .. the largest stage instead (`relative`) and shows which stages are
+// heavier. (Stages that are all the same keep the absolute ramp.)
 inline constexpr double kHeatRelativeBelow = 0.5;
 struct HeatScale {
-    double full_bytes = 0;  // 0 = no estimate
-    bool relative = false;  // full_bytes is the largest stage, not the usable memory
+    double low_bytes = 0;   // the ramp's cold end
+    double full_bytes = 0;  // its hot end; 0 = no estimate
+    bool relative = false;  // low/full are the smallest/largest stage, not 0/the usable memory
 };
 HeatScale predicted_heat_scale(const StudioState& s);
-// A rank's position on the ramp: predicted bytes / HeatScale::full_bytes (> 1 = OOM).
+// A rank's position on the ramp: (predicted bytes − low) / (full − low); > 1 = OOM.
 std::optional<double> predicted_rank_heat(const StudioState& s, int rank);
 // Heat ramp for a fraction of usable memory: blue (empty) → green → yellow → orange (full),
 // each step lighter-to-warmer so the order reads at a glance; past 1 the OOM red.

@@ -436,7 +436,8 @@ void file_dialog(StudioState& s, FileDialog kind) {
     ImGui::SameLine();
     const bool cancel = ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false);
     if (!f.dialog_error.empty()) text_wrapped_coloured(colour::error, f.dialog_error);
-    else if (kind == FileDialog::save_as) ImGui::TextDisabled("The TOML `ptd` reads (docs/job-spec.md); .toml is added when missing.");
+    else if (kind == FileDialog::save_as)
+        ImGui::TextDisabled("The TOML `ptd` reads (docs/job-spec.md); .toml is added when missing.");
 
     if (cancel) {
         file_dialog_close(s);
@@ -453,8 +454,8 @@ void unsaved_prompt(StudioState& s) {
     ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.5f),
                             ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
     ImGui::SetNextWindowSize(ImVec2(460, 0), ImGuiCond_Appearing);
-    if (!ImGui::BeginPopupModal(kPromptPopup, nullptr, ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_AlwaysAutoResize))
-        return;
+    const ImGuiWindowFlags flags = ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_AlwaysAutoResize;
+    if (!ImGui::BeginPopupModal(kPromptPopup, nullptr, flags)) return;
     if (!prompt_visible(s)) {
         ImGui::CloseCurrentPopup();
         ImGui::EndPopup();

@@ -249,7 +249,8 @@ void heat_legend(const StudioState& s) {
     const HeatScale hs = predicted_heat_scale(s);
     ImGui::SameLine(0, 10);
     const float h = ImGui::GetTextLineHeight(), w = 180;
-    ImGui::TextDisabled(hs.relative ? "0" : "0%%");
+    if (hs.relative && e) ImGui::TextDisabled("%s", format_memory(hs.low_bytes, memory_unit(*e)).c_str());
+    else ImGui::TextDisabled("0%%");
     ImGui::SameLine(0, 5);
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::Dummy(ImVec2(w, h));

@@ -294,9 +294,8 @@ constexpr std::array<PlotDef, kLiveMetricCount> kPlots = {{{LiveMetric::loss, Pl
                                                            {LiveMetric::mfu, PlotUnit::fraction, true},
                                                            {LiveMetric::memory, PlotUnit::bytes, true}}};
 
-void readout_tooltip(StudioState& s, const PlotDef& d, double at) {
+void readout_tooltip(StudioState& s, const PlotDef& d, std::vector<LiveReadoutRow> rows) {
     LiveState& live = s.live;
-    std::vector<LiveReadoutRow> rows = live_readout(live, d.metric, at);
     if (rows.empty()) return;
     const std::vector<LiveGroup>& lines = live_lines(live);
     ImGui::BeginTooltip();
@@ -383,10 +382,12 @@ void plots(StudioState& s, ImVec2 size) {
         const PlotInput in = line_plot("##plot", opt, series, cell);
         ImGui::PopID();
         if (in.hovered) {
-            hover = in.mouse_step;
+            // The crosshair snaps to the step the readout shows.
+            std::vector<LiveReadoutRow> rows = live_readout(live, d.metric, in.mouse_step);
+            hover = rows.empty() ? in.mouse_step : (double)rows.front().step;
             if (in.wheel != 0) live_zoom(live, in.mouse_step, in.wheel);
             if (in.double_clicked) live_reset_view(live);
-            if (!ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) readout_tooltip(s, d, in.mouse_step);
+            if (!ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) readout_tooltip(s, d, std::move(rows));
         }
         if (in.drag_steps != 0) live_pan(live, in.drag_steps);
     }

@@ -159,8 +159,9 @@ void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {
         ImGui::TextUnformatted("Click to apply this layout to the job");
     }
     ImGui::Separator();
-    ImGui::Text("peak %s, headroom %s (pipeline stage %d is the most loaded)", plan_cell_text(s, row, PlanColumn::peak).c_str(),
-                plan_cell_text(s, row, PlanColumn::headroom).c_str(), sc.worst_stage);
+    ImGui::Text("peak %s, headroom %s (pipeline stage %d is the most loaded)",
+                plan_cell_text(s, row, PlanColumn::peak).c_str(), plan_cell_text(s, row, PlanColumn::headroom).c_str(),
+                sc.worst_stage);
     const TimeBreakdown& t = sc.time;
     ImGui::Text("step %.3f s: compute %.3f, TP %.3f, PP %.3f, bubble %.3f, DP %.3f, optimizer %.3f", sc.step_s, t.compute,
                 t.tp_comm, t.pp_comm, t.bubble, t.dp_comm, t.optimizer);

@@ -76,6 +76,28 @@ void dashed_polyline(ImDrawList* dl, const ImVec2* pts, int count, ImU32 col, fl
     }
 }
 
+// Bars per pixel column for a dense run of points (x ascending, no NaN), as above.
+static void column_bars(ImDrawList* dl, const ImVec2* pts, int count, ImU32 col) {
+    dl->PrimReserve(count * 6, count * 4);  // at most one bar per point
+    int bars = 0;
+    float prev_last = pts[0].y;
+    for (int i = 0; i < count;) {
+        const float cx = std::floor(pts[i].x);
+        float lo = std::min(prev_last, pts[i].y), hi = std::max(prev_last, pts[i].y);
+        int j = i + 1;
+        for (; j < count && pts[j].x < cx + 1; ++j) {
+            lo = std::min(lo, pts[j].y);
+            hi = std::max(hi, pts[j].y);
+        }
+        prev_last = pts[j - 1].y;
+        // Half a pixel above and below, as the 1 px line would have.
+        dl->PrimRect(ImVec2(cx, std::floor(lo - 0.5f)), ImVec2(cx + 1, std::floor(hi + 0.5f) + 1), col);
+        ++bars;
+        i = j;
+    }
+    dl->PrimUnreserve((count - bars) * 6, (count - bars) * 4);
+}
+
 PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const PlotSeries> series, ImVec2 size) {
     PlotInput in;
     ImGuiIO& io = ImGui::GetIO();
@@ -151,8 +173,15 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
         const PlotSeries& s = series[k];
         const std::vector<PlotPoint>& pts = dec[k]->points;
         g_pixels.clear();
+        // Dense runs (≥ 2 points per pixel column on average) are drawn as one vertical
+        // bar per column, from its lowest to its highest point and joined to the previous
+        // column's last point: the pixels an antialiased 1 px polyline would cover, for a
+        // third of the work (4 vertices and no normals per column instead of 8 and 4).
+        const bool dense = !s.dashed && opt.thickness <= 1.0f && pts.size() >= 2 * (size_t)std::max(1.0f, b.x - a.x);
         auto draw_run = [&] {
-            if (g_pixels.size() >= 2) {
+            if (dense && g_pixels.size() >= 2) {
+                column_bars(dl, g_pixels.data(), (int)g_pixels.size(), s.colour);
+            } else if (g_pixels.size() >= 2) {
                 if (s.dashed) dashed_polyline(dl, g_pixels.data(), (int)g_pixels.size(), s.colour, opt.thickness + 0.5f, 6, 4);
                 else dl->AddPolyline(g_pixels.data(), (int)g_pixels.size(), s.colour, 0, opt.thickness);
             } else if (g_pixels.size() == 1) {

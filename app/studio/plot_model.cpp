@@ -76,7 +76,10 @@ std::vector<PlotTick> axis_ticks(double lo, double hi, int max_ticks, PlotUnit u
     for (int i = 0; i < 1000; ++i) {
         double v = first + i * step;
         if (v > hi + step * 1e-9) break;
-        if (std::fabs(v) < step * 1e-9) v = 0;  // no "-0"
+        if (std::fabs(v) < step * 1e-9) {
+            out.push_back({0, "0"});  // a bare zero: "0 MiB" or "-0" say nothing more
+            continue;
+        }
         char f[16];
         std::snprintf(f, sizeof f, "%%.%df%%s", decimals);
         out.push_back({v, fmt(f, v / p.scale, p.suffix)});
@@ -146,28 +149,48 @@ void decimate_minmax(std::span<const int> steps, std::span<const float> values, 
             continue;
         }
         // The column of point i ends before the first step at or past its right edge.
+        // Steps are usually consecutive integers: guess the end, check it, else scan.
         const double col = std::floor(st[i] * scale + offset);
         const double edge = (col + 1 - offset) / scale;  // first step value in the next column
-        size_t j = i + 1;
-        while (j < i1 && (double)st[j] < edge) ++j;
-        // First, lowest, highest and last of [i, j); a NaN ends the column early.
-        size_t lo = i, hi = i, last = i;
+        size_t j = std::min(i1, i + (size_t)std::max(1.0, std::ceil(edge - st[i])));
+        if (!((double)st[j - 1] < edge && (j == i1 || (double)st[j] >= edge))) {
+            j = i + 1;
+            while (j < i1 && (double)st[j] < edge) ++j;
+        }
+        // Lowest and highest of [i, j) without branches (noisy data defeats the branch
+        // predictor), then where they are; a NaN or infinity in the column takes the slow
+        // path, which ends the column there.
         float mn = v[i], mx = v[i];
+        bool bad = false;
         for (size_t k = i + 1; k < j; ++k) {
             const float f = v[k];
-            if (!std::isfinite(f)) {
-                j = k;  // the NaN is handled by the outer loop
-                break;
+            mn = f < mn ? f : mn;
+            mx = f > mx ? f : mx;
+            bad |= !(f - f == 0.0f);
+        }
+        size_t lo = i, hi = i, last = j - 1;
+        if (!bad) {
+            while (v[lo] != mn) ++lo;
+            while (v[hi] != mx) ++hi;
+        } else {
+            mn = mx = v[i];
+            last = i;
+            for (size_t k = i + 1; k < j; ++k) {
+                const float f = v[k];
+                if (!std::isfinite(f)) {
+                    j = k;  // the outer loop handles the NaN
+                    break;
+                }
+                if (f < mn) {
+                    mn = f;
+                    lo = k;
+                }
+                if (f > mx) {
+                    mx = f;
+                    hi = k;
+                }
+                last = k;
             }
-            if (f < mn) {
-                mn = f;
-                lo = k;
-            }
-            if (f > mx) {
-                mx = f;
-                hi = k;
-            }
-            last = k;
         }
         broken = false;
         out.push_back({px(i), v[i]});
