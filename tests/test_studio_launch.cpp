@@ -160,3 +160,31 @@ TEST(LaunchPanel, StopEndsEveryRankWithoutABanner) {
     EXPECT_TRUE(s.launch.banner.empty()) << s.launch.banner;
     EXPECT_TRUE(ptd_test::survivors_after(run_id, 3).empty());
 }
+
+TEST(LaunchPanel, LaunchingTheEditedJobTurnsTheGridIntoALiveHeatmap) {
+    const PresetCatalog& presets = embedded_presets();
+    auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/tiny-local.toml", presets);
+    ASSERT_TRUE(job) << job.error().str();
+    StudioState s = make_state(presets, *job);
+    ASSERT_EQ(s.launch.which, LaunchWhich::edited);
+    EXPECT_FALSE(live_matches_layout(s));
+    EXPECT_FALSE(live_rank_heat(s, 0));
+    s.launch.run_root = temp_run_root();
+    s.launch.steps = 2;
+    ASSERT_TRUE(launch_start(s)) << s.launch.banner;
+    EXPECT_EQ(s.view.colour_by, ColourBy::live_memory);
+    ASSERT_TRUE(tick_until_finished(s, 120));
+    ASSERT_TRUE(live_matches_layout(s));
+    double hottest = 0;
+    for (int r = 0; r < 4; ++r) {
+        const auto heat = live_rank_heat(s, r);
+        ASSERT_TRUE(heat) << "rank " << r;
+        EXPECT_GT(*heat, 0.0);
+        EXPECT_LE(*heat, 1.0);
+        hottest = std::max(hottest, *heat);
+    }
+    EXPECT_DOUBLE_EQ(hottest, 1.0);  // cpu preset: the ramp spans the ranks
+    // Stage 0 (embedding) holds more than stage 1 (tp 2, pp 2: ranks 2, 3 are stage 1).
+    EXPECT_GT(*live_rank_heat(s, 0), *live_rank_heat(s, 2));
+    EXPECT_NE(rank_tooltip(s, 1).find("live memory"), std::string::npos) << rank_tooltip(s, 1);
+}

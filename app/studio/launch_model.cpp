@@ -118,6 +118,8 @@ bool launch_start(StudioState& s) {
     l.launcher = std::shared_ptr<Launcher>(std::move(*started));
     live_begin(s.live.run, manifest);
     s.live.run.live = true;
+    // The edited job's own ranks: the rank grid turns into a live memory heatmap.
+    if (l.which == LaunchWhich::edited) s.view.colour_by = ColourBy::live_memory;
     l.messages.push_back("run " + manifest.run_id + ": " + std::to_string(manifest.ranks.size()) + " rank(s) on " +
                          std::to_string(manifest.hosts.size()) + " host(s); logs in " + l.run_dir);
     l.console_rank = 0;

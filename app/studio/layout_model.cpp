@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "run_view.h"
 #include "studio_state.h"
 
 namespace ptd::studio {
@@ -82,9 +83,28 @@ Rgb cell_rgb(const StudioState& s, int rank) {
             const std::optional<double> f = predicted_rank_heat(s, rank);
             return f ? heat_rgb(*f) : kHeatNoData;
         }
-        case ColourBy::live_memory: return kHeatNoData;  // the live panel fills this in
+        case ColourBy::live_memory: {
+            const std::optional<double> f = live_rank_heat(s, rank);
+            return f ? heat_rgb(*f) : kHeatNoData;
+        }
         default: return group_rgb(colour_index(s, rank));
     }
+}
+
+bool live_matches_layout(const StudioState& s) {
+    return s.layout && s.live.run.active && (int)s.live.run.ranks.size() == s.layout->world;
+}
+
+std::optional<double> live_rank_heat(const StudioState& s, int rank) {
+    if (!live_matches_layout(s)) return std::nullopt;
+    const std::optional<double> bytes = live_rank_memory_bytes(s, rank);
+    if (!bytes) return std::nullopt;
+    // On GPUs the measure that matters is the device's usable memory, as for the
+    // prediction; the cpu preset's "memory" is nominal, so there the ramp spans the ranks.
+    const Estimate* e = job_estimate(s);
+    if (e && e->usable_bytes > 0 && s.job.cluster.gpu.name != "cpu") return *bytes / e->usable_bytes;
+    const double most = live_max_memory_bytes(s);
+    return most > 0 ? *bytes / most : std::optional<double>{};
 }
 
 int colour_count(const StudioState& s) {
@@ -151,6 +171,9 @@ std::string rank_tooltip(const StudioState& s, int rank) {
         else if (e->usable_bytes > 0) out += " (" + std::to_string((int)std::lround(100 * bytes / e->usable_bytes)) + "%)";
         out += "\n";
     }
+    if (const std::optional<double> live = live_matches_layout(s) ? live_rank_memory_bytes(s, rank) : std::nullopt)
+        out += "live memory " + human_bytes(*live) + " (step " + std::to_string(s.live.run.ranks[rank].last_step) +
+               ", " + s.live.run.ranks[rank].state + ")\n";
     out += "TP group: " + members_text(group_members(s, rank, DIM_TP));
     if (tp_group_spans_nodes(s, rank)) out += "  (spans nodes!)";
     out += "\nPP group: " + members_text(group_members(s, rank, DIM_PP));

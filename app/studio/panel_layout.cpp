@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "run_view.h"
 #include "ui.h"
 
 namespace ptd::studio::ui {
@@ -46,9 +47,15 @@ void toolbar(StudioState& s) {
     text_wrapped_coloured(ImGui::GetColorU32(ImGuiCol_Text), layout_headline(s));
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("Colour by");
-    for (ColourBy c : {ColourBy::tp, ColourBy::pp, ColourBy::dp, ColourBy::predicted_memory}) {
+    for (ColourBy c : {ColourBy::tp, ColourBy::pp, ColourBy::dp, ColourBy::predicted_memory, ColourBy::live_memory}) {
         ImGui::SameLine();
+        // Live memory needs a run of this job in the Live panel (launched or opened).
+        const bool off = c == ColourBy::live_memory && !live_matches_layout(s);
+        ImGui::BeginDisabled(off);
         if (ImGui::RadioButton(colour_by_label(c), s.view.colour_by == c)) set_colour_by(s, c);
+        ImGui::EndDisabled();
+        if (off && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+            ImGui::SetTooltip("Launch this job, or open a run of it in the Live tab, to see each rank's measured memory");
     }
     const float zoom_w = ImGui::CalcTextSize("Zoom  -   +  Fit  000 px cells").x + 8 * ImGui::GetStyle().FramePadding.x;
     flow_same_line(zoom_w, 28);
@@ -83,6 +90,8 @@ void cell_text(ImDrawList* dl, const StudioState& s, const RankLayout& L, int r,
     const RankPlace& p = L.ranks[r];
     if (s.view.colour_by == ColourBy::predicted_memory)
         std::snprintf(l2, sizeof l2, "%s", predicted_rank_short(s, r).c_str());
+    else if (s.view.colour_by == ColourBy::live_memory)
+        std::snprintf(l2, sizeof l2, "%s", live_rank_memory_bytes(s, r) ? human_bytes(*live_rank_memory_bytes(s, r)).c_str() : "-");
     else if (L.degree[DIM_CP] > 1)
         std::snprintf(l2, sizeof l2, "t%d c%d d%d p%d", p.coord[DIM_TP], p.coord[DIM_CP], p.coord[DIM_DP], p.coord[DIM_PP]);
     else
@@ -244,7 +253,33 @@ void canvas(StudioState& s, ImVec2 size) {
 
 // The heat ramp of the memory modes: a gradient from 0 to 100% of the usable memory (or to
 // the largest stage, predicted_heat_scale) and the OOM colour.
+// The live heat ramp: 0 to the usable GPU memory, or (cpu preset) to the largest rank.
+void live_heat_legend(const StudioState& s) {
+    ImGui::SameLine(0, 10);
+    ImGui::TextDisabled("0");
+    ImGui::SameLine(0, 5);
+    const float h = ImGui::GetTextLineHeight(), w = 180;
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(w, h));
+    constexpr int kSteps = 36;
+    for (int i = 0; i < kSteps; ++i) {
+        const Rgb c = heat_rgb((i + 0.5) / kSteps);
+        ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x + w * i / kSteps, p.y + 1),
+                                                  ImVec2(p.x + w * (i + 1) / kSteps + 0.5f, p.y + h - 1),
+                                                  IM_COL32(c.r, c.g, c.b, 255));
+    }
+    ImGui::SameLine(0, 5);
+    const Estimate* e = job_estimate(s);
+    if (e && e->usable_bytes > 0 && s.job.cluster.gpu.name != "cpu")
+        ImGui::TextDisabled("100%% of %s usable (measured, step %d)", format_memory(e->usable_bytes, memory_unit(*e)).c_str(),
+                            s.live.run.max_step);
+    else
+        ImGui::TextDisabled("%s, the largest rank (measured, step %d)", human_bytes(live_max_memory_bytes(s)).c_str(),
+                            s.live.run.max_step);
+}
+
 void heat_legend(const StudioState& s) {
+    if (s.view.colour_by == ColourBy::live_memory) return live_heat_legend(s);
     const Estimate* e = job_estimate(s);
     const HeatScale hs = predicted_heat_scale(s);
     ImGui::SameLine(0, 10);

@@ -182,6 +182,11 @@ int colour_count(const StudioState& s);
 // predicted_heat_scale; kHeatNoData without an estimate; live_memory: kHeatNoData until a
 // live run reports).
 Rgb cell_rgb(const StudioState& s, int rank);
+// Whether the Live panel's run has as many ranks as this layout (then the grid can show it).
+bool live_matches_layout(const StudioState& s);
+// live_memory's ramp position of a rank: its measured memory over the usable GPU memory, or
+// (cpu preset, whose memory is nominal) over the largest rank's; none without live data.
+std::optional<double> live_rank_heat(const StudioState& s, int rank);
 // The rank whose groups are outlined: the pinned one, else the hovered one; -1 = none.
 int active_rank(const StudioState& s);
 // Members of `rank`'s group along `dim` (sorted by rank); empty without a layout.
