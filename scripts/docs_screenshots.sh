@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# docs_screenshots.sh — regenerate the pictures in docs/images/ that docs/studio.md shows,
+# with ptd-studio itself under a private Xvfb (the same --screenshot path the tests use).
+# The Launch and Live pictures come from real runs of the bundled engine.
+#
+#   scripts/docs_screenshots.sh [BUILD_DIR]     (default build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bin=${1:-build}/bin
+out=$root/docs/images
+work=$(mktemp -d /tmp/ptd-docs-shots-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+command -v Xvfb >/dev/null || { echo "docs_screenshots: needs Xvfb (apt-get install xvfb)" >&2; exit 1; }
+. tests/xvfb_lib.sh
+start_xvfb "$work" || { echo "docs_screenshots: could not start Xvfb" >&2; exit 1; }
+
+shoot() {  # NAME ARGS... (run in $work so runs/ lands there; recent files stay out of ~/.config)
+    (cd "$work" && DISPLAY=$display LIBGL_ALWAYS_SOFTWARE=1 XDG_CONFIG_HOME=$work/config \
+        timeout 300 "$root/$bin/ptd-studio" --size 1400x860 --screenshot "$out/$1.png" "${@:2}" | grep '^screenshot')
+}
+
+shoot studio-layout --panel layout --mouse 760,260 --color-by tp
+shoot studio-memory --panel memory --mouse 520,160
+shoot studio-planner --panel planner
+shoot studio-launch --auto-launch --steps 20 --panel launch
+shoot studio-live --auto-launch --steps 40 --panel live --mouse 620,330
+shoot studio-heatmap --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 10 --panel layout --mouse 600,180
+echo "docs_screenshots: wrote $(ls "$out"/studio-*.png | wc -l) pictures to docs/images/"
