@@ -101,6 +101,8 @@ shoot planner_job_row --panel planner --set parallel.tp=2 --set parallel.pp=1 --
     --set training.micro_batch=4 --set training.global_batch=256
 # A job opened from a file (--job): its name in the title, the hosts and bandwidth fields.
 shoot job_file --job "$(dirname "$0")/../assets/jobs/llama3-70b-h100.toml" --panel job
+# The Launch tab before any run: the tiny job chosen, Launch enabled.
+shoot launch --panel launch
 # The Live tab: empty, then a finished run directory written by `ptd launch` (tiny-local,
 # 5 steps; ptd and ptd-engine sit next to ptd-studio), plain and with the hover readout.
 shoot live_empty --panel live

@@ -69,11 +69,14 @@ struct SpawnOptions {
     double seconds_after_kill = 0; // how long the others took to exit after the kill
 };
 
+// A fresh folder per test process. Not named by pid alone: pids are reused, and a folder
+// left by an earlier run would hold stale rank logs that the kill-on-step check could read
+// before the new rank has truncated them.
 fs::path temp_root() {
     static fs::path root = [] {
-        fs::path p = fs::temp_directory_path() / ("ptd-engine-test-" + std::to_string(getpid()));
-        fs::create_directories(p);
-        return p;
+        std::string tmpl = (fs::temp_directory_path() / "ptd-engine-test-XXXXXX").string();
+        const char* made = mkdtemp(tmpl.data());
+        return fs::path(made ? made : tmpl);
     }();
     return root;
 }
@@ -89,6 +92,8 @@ std::vector<RankRun> run_engine(const std::string& job, int world, const std::ve
     for (int r = 0; r < world; ++r) {
         const std::string out = (dir / ("rank" + std::to_string(r) + ".out")).string();
         const std::string err = (dir / ("rank" + std::to_string(r) + ".err")).string();
+        std::ofstream(out, std::ios::trunc);  // empty before the rank starts, not after
+        std::ofstream(err, std::ios::trunc);
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, pgid);
