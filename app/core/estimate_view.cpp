@@ -32,15 +32,6 @@ std::string pad_left(std::string s, int w) { return std::string((size_t)std::max
 
 std::string gib(double bytes) { return fmt("%.2f", bytes / kGiB); }
 
-std::string thousands(double v) {
-    std::string digits = fmt("%.0f", v), out;
-    const size_t n = digits.size();
-    for (size_t i = 0; i < n; ++i) {
-        out += digits[i];
-        if (digits[i] != '-' && (n - i - 1) % 3 == 0 && i + 1 < n) out += ',';
-    }
-    return out;
-}
 
 std::string human_count(double n) {
     if (n >= 1e12) return fmt("%.2fT", n / 1e12);
@@ -81,6 +72,16 @@ nlohmann::json time_json(const TimeBreakdown& t) {
 }
 
 }  // namespace
+
+std::string thousands(double v) {
+    std::string digits = fmt("%.0f", v), out;
+    const size_t n = digits.size();
+    for (size_t i = 0; i < n; ++i) {
+        out += digits[i];
+        if (digits[i] != '-' && (n - i - 1) % 3 == 0 && i + 1 < n) out += ',';
+    }
+    return out;
+}
 
 std::string layout_label(int tp, int pp, int dp, int cp, int ep, int vpp) {
     std::string s = fmt("tp%d·pp%d·dp%d", tp, pp, dp);

@@ -28,4 +28,7 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
 // "tp8·pp4·dp2·vpp5": the degrees greater than one after tp·pp·dp.
 std::string layout_label(int tp, int pp, int dp, int cp, int ep, int vpp);
 
+// A whole number with thousands separators: 1234567 → "1,234,567".
+std::string thousands(double v);
+
 }  // namespace ptd

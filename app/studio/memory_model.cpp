@@ -3,6 +3,8 @@
 // the rank grid uses for predicted memory. Pure arithmetic and text on ptd::Estimate.
 #include "memory_model.h"
 
+#include "estimate_view.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -52,15 +54,7 @@ MemoryUnit memory_unit(const Estimate& e) {
 
 std::string format_memory(double bytes, MemoryUnit u) { return fmt("%.2f %s", bytes / u.bytes, u.name); }
 
-std::string format_thousands(double v) {
-    std::string digits = fmt("%.0f", v), out;
-    const size_t n = digits.size();
-    for (size_t i = 0; i < n; ++i) {
-        out += digits[i];
-        if (digits[i] != '-' && (n - i - 1) % 3 == 0 && i + 1 < n) out += ',';
-    }
-    return out;
-}
+std::string format_thousands(double v) { return thousands(v); }
 
 // ---- Memory per stage ------------------------------------------------------------------
 

@@ -21,27 +21,6 @@ ImU32 blend(ImU32 a, ImU32 b, float t) {
     return ch(IM_COL32_R_SHIFT) | ch(IM_COL32_G_SHIFT) | ch(IM_COL32_B_SHIFT) | (0xFFu << IM_COL32_A_SHIFT);
 }
 
-void draw_invalid(const StudioState& s) {
-    ImGui::Spacing();
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "No rank layout: the job has %zu problem%s", s.diagnostics.size(),
-                  s.diagnostics.size() == 1 ? "" : "s");
-    text_wrapped_coloured(colour::error, buf);
-    ImGui::TextDisabled("Fix the fields marked red in the job panel; the grid comes back as soon as the job is valid.");
-    ImGui::Spacing();
-    ImGui::Separator();
-    ImGui::Spacing();
-    for (const Diagnostic& d : s.diagnostics) {
-        ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
-        ImGui::Bullet();
-        ImGui::TextUnformatted(d.key.empty() ? "job" : d.key.c_str());
-        ImGui::PopStyleColor();
-        ImGui::Indent(ImGui::GetStyle().IndentSpacing + 8);
-        text_wrapped_coloured(colour::error, d.message);
-        ImGui::Unindent(ImGui::GetStyle().IndentSpacing + 8);
-        ImGui::Spacing();
-    }
-}
 
 void toolbar(StudioState& s) {
     text_wrapped_coloured(ImGui::GetColorU32(ImGuiCol_Text), layout_headline(s));
@@ -370,7 +349,7 @@ void selection_line(const StudioState& s) {
 
 void draw_layout_panel(StudioState& s) {
     if (!s.layout) {
-        draw_invalid(s);
+        draw_job_problems(s, "rank layout", "the grid comes back");
         return;
     }
     toolbar(s);

@@ -41,27 +41,6 @@ constexpr ImU32 kGridLine = IM_COL32(255, 255, 255, 18);
 constexpr ImU32 kRowHover = IM_COL32(255, 255, 255, 14);
 constexpr ImU32 kBright = IM_COL32(235, 238, 245, 255);
 
-void draw_invalid(const StudioState& s) {
-    ImGui::Spacing();
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "No estimate: the job has %zu problem%s", s.diagnostics.size(),
-                  s.diagnostics.size() == 1 ? "" : "s");
-    text_wrapped_coloured(colour::error, buf);
-    ImGui::TextDisabled("Fix the fields marked red in the job panel; memory and speed come back as soon as the job is valid.");
-    ImGui::Spacing();
-    ImGui::Separator();
-    ImGui::Spacing();
-    for (const Diagnostic& d : s.diagnostics) {
-        ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
-        ImGui::Bullet();
-        ImGui::TextUnformatted(d.key.empty() ? "job" : d.key.c_str());
-        ImGui::PopStyleColor();
-        ImGui::Indent(ImGui::GetStyle().IndentSpacing + 8);
-        text_wrapped_coloured(colour::error, d.message);
-        ImGui::Unindent(ImGui::GetStyle().IndentSpacing + 8);
-        ImGui::Spacing();
-    }
-}
 
 // A vertical dashed line (dashed_rect would draw it twice, out of phase).
 void dashed_vline(ImDrawList* dl, float x, float y0, float y1, ImU32 col, float thickness, float dash, float gap) {
@@ -315,7 +294,7 @@ void step_time(StudioState& s, const Estimate& e) {
 void draw_memory_panel(StudioState& s) {
     const Estimate* e = job_estimate(s);
     if (!e || e->stages.empty()) {
-        draw_invalid(s);
+        draw_job_problems(s, "estimate", "memory and speed come back");
         return;
     }
 

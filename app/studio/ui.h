@@ -54,6 +54,9 @@ void corner_marker(ImDrawList* dl, ImVec2 a, ImVec2 b, float size, ImU32 col);
 void flow_same_line(float next_w, float spacing);
 // Width legend_item(kind, col, label) takes.
 float legend_item_width(Swatch kind, const char* label);
+// The job's problems, one per key, for a panel that cannot show anything without a valid
+// job: "No <missing>: the job has N problems", then "... <what> come(s) back as soon as ...".
+void draw_job_problems(const StudioState& s, const char* missing, const char* comes_back);
 // A legend entry: a sample swatch drawn by `kind` followed by a label, on the current line.
 void legend_item(Swatch kind, ImU32 col, const char* label);
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 #include "ui.h"
 
@@ -123,6 +124,28 @@ void legend_item(Swatch kind, ImU32 col, const char* label) {
     }
     ImGui::SameLine(0, 5);
     ImGui::TextUnformatted(label);
+}
+
+void draw_job_problems(const StudioState& s, const char* missing, const char* comes_back) {
+    ImGui::Spacing();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "No %s: the job has %zu problem%s", missing, s.diagnostics.size(),
+                  s.diagnostics.size() == 1 ? "" : "s");
+    text_wrapped_coloured(colour::error, buf);
+    ImGui::TextDisabled("Fix the fields marked red in the job panel; %s as soon as the job is valid.", comes_back);
+    ImGui::Spacing();
+    ImGui::Separator();
+    ImGui::Spacing();
+    for (const Diagnostic& d : s.diagnostics) {
+        ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
+        ImGui::Bullet();
+        ImGui::TextUnformatted(d.key.empty() ? "job" : d.key.c_str());
+        ImGui::PopStyleColor();
+        ImGui::Indent(ImGui::GetStyle().IndentSpacing + 8);
+        text_wrapped_coloured(colour::error, d.message);
+        ImGui::Unindent(ImGui::GetStyle().IndentSpacing + 8);
+        ImGui::Spacing();
+    }
 }
 
 }  // namespace ptd::studio::ui
