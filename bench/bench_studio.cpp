@@ -133,6 +133,30 @@ void frame(StudioState& s, ImVec2 mouse, const ui::Frame& f) {
     ImGui::Render();
 }
 
+// The middle of a cell of the layout grid on screen, so the hover path (the tooltip and the
+// outlines of the rank's groups) is timed; (-1, -1) if no cell was found. grid_geometry
+// places cells relative to the canvas, whose screen origin only the panel knows: move the
+// mouse right along a line until the panel reports a hovered rank, step back to the cell's
+// left and top edges, and go to the middle from there.
+ImVec2 mouse_over_a_cell(StudioState& s, const ui::Frame& f, float width, float height) {
+    auto hovered_at = [&](float x, float y) {
+        frame(s, ImVec2(x, y), f);
+        return s.view.hover;
+    };
+    for (float y = std::floor(height * 0.5f); y < height * 0.6f; y += 5) {
+        for (float x = 0; x < width; x += 3) {
+            const int r = hovered_at(x, y);
+            if (r < 0) continue;
+            float left = x, top = y;
+            while (left > 0 && hovered_at(left - 1, y) == r) --left;
+            while (top > 0 && hovered_at(left, top - 1) == r) --top;
+            const GridGeometry g = grid_geometry(s);
+            return ImVec2(left + std::floor(g.cell_w * 0.5f), top + std::floor(g.cell_h * 0.5f));
+        }
+    }
+    return ImVec2(-1, -1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,10 +209,19 @@ int main(int argc, char** argv) {
     StudioState live_streaming = live;
     int next_step = 10001;
 
+    ui::Frame f;
+    const ImVec2 cell = mouse_over_a_cell(layout_hover, f, width, height);
+    if (cell.x >= 0) frame(layout_hover, cell, f);
+    if (cell.x < 0 || layout_hover.view.hover < 0) {
+        std::fprintf(stderr, "bench_studio: found no cell of the layout grid to hover\n");
+        return 1;
+    }
+    std::printf("layout: the mouse hovers rank %d at (%.0f, %.0f)\n", layout_hover.view.hover, cell.x, cell.y);
+
     const float plot_x = width * 0.75f, plot_y = height * 0.4f;  // over the tokens/s plot (crosshair + readout)
     std::vector<Scenario> scenarios = {
         {"layout, 16,384 ranks", &layout, ImVec2(-1, -1), nullptr},
-        {"layout, 16,384 ranks, mouse over the grid", &layout_hover, ImVec2(width * 0.6f, height * 0.5f), nullptr},
+        {"layout, 16,384 ranks, mouse over a rank", &layout_hover, cell, nullptr},
         {"live, 64 ranks x 10,000 steps, per rank", &live, ImVec2(-1, -1), nullptr},
         {"live, same, hovering a plot", &live, ImVec2(plot_x, plot_y), nullptr},
         {"live, same, by TP group (16 means)", &live_grouped, ImVec2(-1, -1), nullptr},
@@ -199,7 +232,6 @@ int main(int argc, char** argv) {
          }},
     };
 
-    ui::Frame f;
     std::printf("frame = ImGui::NewFrame + draw_studio + ImGui::Render at %.0fx%.0f, %d frames after 10 warm-up frames\n\n",
                 width, height, frames);
     std::printf("%-52s %10s %10s %10s %10s %9s\n", "scenario", "cpu med", "cpu p95", "wall med", "wall p95", "vertices");

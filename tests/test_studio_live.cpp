@@ -1,14 +1,16 @@
 // test_studio_live.cpp — the studio's Live panel without a window: LaunchEvents folded
 // into per-rank series, states and bounded logs; lines per rank, TP group and PP stage;
 // the step range (follow, zoom, pan); the hover readout; min/max decimation keeping spikes
-// and ends; axis ticks and units; and a run directory written with RunDirWriter, opened
-// and followed until it finished.
+// and ends, with and without min/max pyramids (which must match brute force exactly, grow
+// and shrink with the series, and keep NaN gaps); axis ticks and units; and a run directory
+// written with RunDirWriter, opened and followed until it finished.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -87,6 +89,32 @@ std::string step_json(int rank, int step, double loss) {
 StudioState fresh_state() {
     const PresetCatalog& presets = embedded_presets();
     return make_state(presets, default_job(presets));
+}
+
+// Every value array of a series has a pyramid equal to one built from scratch.
+void expect_pyramids_current(const LiveSeries& s) {
+    auto check = [](const std::vector<float>& v, const MinMaxPyramid& p, const char* what) {
+        MinMaxPyramid fresh;
+        fresh.assign(v);
+        EXPECT_EQ(p.size(), v.size()) << what;
+        EXPECT_TRUE(p == fresh) << what;
+    };
+    check(s.loss, s.pyramids.loss, "loss");
+    check(s.tokens_per_s, s.pyramids.tokens_per_s, "tokens/s");
+    check(s.mfu, s.pyramids.mfu, "mfu");
+    for (size_t c = 0; c < (size_t)MEM_CAT_COUNT; ++c) {
+        check(s.mem_current[c], s.pyramids.mem_current[c], "memory");
+        check(s.mem_predicted[c], s.pyramids.mem_predicted[c], "predicted memory");
+    }
+}
+
+// The samples decimate_minmax looks at: steps in [lo, hi] plus one on each side.
+std::pair<size_t, size_t> visible(const std::vector<int>& steps, const AxisMap& x) {
+    size_t i0 = 0, i1 = 0;
+    while (i0 < steps.size() && steps[i0] < x.lo) ++i0;
+    i1 = i0;
+    while (i1 < steps.size() && steps[i1] <= x.hi) ++i1;
+    return {i0 > 0 ? i0 - 1 : 0, i1 < steps.size() ? i1 + 1 : i1};
 }
 
 }  // namespace
@@ -216,6 +244,52 @@ TEST(LiveModel, AResumeGoingBackReplacesTheTail) {
     EXPECT_FLOAT_EQ(s.loss.back(), 42.0f);
     EXPECT_EQ(s.mem_current[MEM_TOTAL].size(), 3u);
     EXPECT_EQ(s.mem_predicted[MEM_PARAMS].size(), 3u);
+    expect_pyramids_current(s);
+}
+
+TEST(LiveModel, PyramidsFollowAppendsAndResumes) {
+    LiveState live;
+    live_begin(live.run, manifest8());
+    // Enough steps for several levels, a spike, and a stretch without memory figures (NaN).
+    auto step = [&](int rank, int st, double loss, bool memory = true) {
+        LaunchEvent ev = step_event(rank, st, loss);
+        ev.metric->has_memory = memory;
+        live_apply(live.run, ev);
+    };
+    for (int st = 1; st <= 1000; ++st) step(0, st, 5.0 + std::sin(st * 0.1) + (st == 777 ? 50 : 0), st < 300 || st > 340);
+    const LiveSeries& s = live.run.ranks[0].series;
+    expect_pyramids_current(s);
+    EXPECT_EQ(s.pyramids.loss.level_end(), 10);  // 1000 samples: buckets of up to 512
+    EXPECT_EQ(s.pyramids.loss.buckets(9).size(), 1u);
+    EXPECT_EQ(s.pyramids.loss.buckets(7).size(), 7u);
+    EXPECT_FLOAT_EQ(s.pyramids.loss.buckets(7)[6].hi, (float)(55.0 + std::sin(77.7)));  // steps 769..896
+
+    // A resume from the checkpoint of step 613 (not a bucket boundary), in the NaN stretch
+    // too, then on past the old end: the same as building from the arrays.
+    step(0, 614, 1.0);
+    EXPECT_EQ(s.size(), 614u);
+    expect_pyramids_current(s);
+    step(0, 320, 2.0, false);
+    expect_pyramids_current(s);
+    for (int st = 321; st <= 1500; ++st) step(0, st, 3.0 + std::cos(st * 0.05), st > 330);
+    expect_pyramids_current(s);
+    EXPECT_EQ(s.pyramids.mem_current[MEM_TOTAL].next_gap(0).begin, 299u);  // steps 300..330
+    EXPECT_EQ(s.pyramids.mem_current[MEM_TOTAL].next_gap(0).end, 330u);
+
+    // The plots get them: per rank from the series, per group from the cache (rebuilt with
+    // the means).
+    const SeriesView v = live_line_series(live, 0, LiveMetric::loss, false);
+    ASSERT_NE(v.pyramid, nullptr);
+    EXPECT_EQ(v.pyramid, &s.pyramids.loss);
+    EXPECT_EQ(live_line_series(live, 0, LiveMetric::memory, true).pyramid, &s.pyramids.mem_predicted[MEM_TOTAL]);
+    live.run.live = false;
+    live_set_aggregate(live, LiveAggregate::pp_stage);
+    const SeriesView g = live_line_series(live, 0, LiveMetric::tokens_per_s, false);
+    ASSERT_NE(g.pyramid, nullptr);
+    MinMaxPyramid fresh;
+    fresh.assign(g.values);
+    EXPECT_TRUE(*g.pyramid == fresh);
+    EXPECT_EQ(g.pyramid->size(), 1500u);
 }
 
 // ---- Lines and aggregation ---------------------------------------------------------------
@@ -397,9 +471,23 @@ TEST(PlotModel, DecimationKeepsExtremesAndEnds) {
     decimate_minmax(steps, values, x, out);
     EXPECT_EQ(out.capacity(), cap);
 
+    // The same from a pyramid: columns of whole buckets, the same ends and extremes.
+    MinMaxPyramid pyramid;
+    pyramid.assign(values);
+    std::vector<PlotPoint> fast;
+    decimate_minmax(steps, values, x, fast, &pyramid);
+    EXPECT_LE(fast.size(), 4u * 201u);
+    EXPECT_GE(fast.size(), 2u * 150u);
+    EXPECT_EQ(fast.front().x, out.front().x);
+    EXPECT_EQ(fast.front().y, 7.0f);
+    EXPECT_EQ(fast.back().x, out.back().x);
+    EXPECT_EQ(fast.back().y, -3.0f);
+    EXPECT_EQ(points_y_range(fast).lo, -50.0f);
+    EXPECT_EQ(points_y_range(fast).hi, 100.0f);
+
     // Zoomed in: one point on each side outside the range, nothing else.
     const AxisMap zoom{5000, 5010, 0.0f, 100.0f};
-    decimate_minmax(steps, values, zoom, out);
+    decimate_minmax(steps, values, zoom, out, &pyramid);  // too few steps a column: scanned
     ASSERT_EQ(out.size(), 13u);  // steps 4999..5011, one per column
     EXPECT_LT(out.front().x, 0.0f);
     EXPECT_GT(out.back().x, 100.0f);
@@ -422,6 +510,228 @@ TEST(PlotModel, DecimationBreaksAtNaNAndFlattensConstants) {
     EXPECT_FLOAT_EQ(out[4].x, 400.0f);
     decimate_minmax({}, {}, AxisMap{1, 100, 0, 400}, out);
     EXPECT_TRUE(out.empty());
+}
+
+TEST(PlotModel, PyramidAppendsAndTruncationsEqualARebuild) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> v;
+    for (int i = 0; i < 5000; ++i) v.push_back(i % 700 < 13 || i == 4000 ? NAN : u(rng) * (i % 97 == 0 ? 100.0f : 1.0f));
+    MinMaxPyramid built;
+    for (size_t n = 0; n < v.size();) {  // appended in chunks of 1 to 40
+        n = std::min(v.size(), n + 1 + rng() % 40);
+        built.extend(std::span(v).first(n));
+        if (n % 7 == 0) {
+            MinMaxPyramid fresh;
+            fresh.assign(std::span(v).first(n));
+            ASSERT_TRUE(built == fresh) << n;
+        }
+    }
+    MinMaxPyramid fresh;
+    fresh.assign(v);
+    EXPECT_TRUE(built == fresh);
+    EXPECT_EQ(built.size(), 5000u);
+    EXPECT_EQ(built.level_end(), 13);  // 4096-sample buckets
+    EXPECT_EQ(built.buckets(3).size(), 625u);
+    EXPECT_EQ(built.buckets(12).size(), 1u);
+    // The top bucket: the extremes of the first 4096 samples, NaN skipped.
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < 4096; ++i)
+        if (std::isfinite(v[i])) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+    EXPECT_EQ(built.buckets(12)[0], (MinMax{lo, hi}));
+
+    // Truncations (resumes) to anywhere, then new values: the same as a rebuild.
+    for (int round = 0; round < 30; ++round) {
+        const size_t keep = rng() % (v.size() + 1);
+        v.resize(keep);
+        built.truncate(keep);
+        fresh.assign(v);
+        ASSERT_TRUE(built == fresh) << "truncated to " << keep;
+        const size_t more = rng() % 300;
+        for (size_t i = 0; i < more; ++i) {
+            v.push_back(rng() % 50 == 0 ? NAN : u(rng));
+            if (rng() % 3 == 0) built.extend(v);
+        }
+        built.extend(v);
+        fresh.assign(v);
+        ASSERT_TRUE(built == fresh) << "grown to " << v.size();
+    }
+    built.clear();
+    EXPECT_TRUE(built == MinMaxPyramid{});
+}
+
+TEST(PlotModel, PyramidColumnsMatchBruteForce) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1);
+    int used = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        // Steps mostly consecutive, sometimes with jumps; values noisy, some with NaN runs.
+        const size_t n = 1 + rng() % 20000;
+        std::vector<int> steps(n);
+        std::vector<float> values(n);
+        int st = (int)(rng() % 100) - 50;
+        const bool jumps = trial % 3 == 0, gaps = trial % 2 == 0;
+        for (size_t i = 0; i < n; ++i) {
+            st += 1 + (jumps && rng() % 500 == 0 ? (int)(rng() % 3000) : 0);
+            steps[i] = st;
+            values[i] = std::round(u(rng) * 1000) / 8;  // repeated values: ties between extremes
+        }
+        if (gaps)
+            for (int g = 0; g < 5; ++g) {
+                const size_t a = rng() % n, len = 1 + rng() % (g == 0 ? 2000 : 20);
+                for (size_t i = a; i < std::min(n, a + len); ++i) values[i] = i % 5 == 0 ? INFINITY : NAN;
+            }
+        MinMaxPyramid p;
+        p.assign(values);
+        const double first = steps.front(), last = steps.back();
+        const double lo = first - 100 + (last - first + 200) * std::uniform_real_distribution<double>(0, 0.9)(rng);
+        const double hi = lo + 1 + (last + 100 - lo) * std::uniform_real_distribution<double>(0, 1)(rng);
+        const float p0 = std::uniform_real_distribution<float>(0, 60)(rng);
+        const AxisMap x{lo, hi, p0, p0 + std::uniform_real_distribution<float>(10, 1200)(rng)};
+        const double scale = ((double)x.p1 - x.p0) / (x.hi - x.lo), offset = x.p0 - x.lo * scale;
+        auto col = [&](size_t i) { return std::floor(steps[i] * scale + offset); };  // as decimate_minmax
+        const auto [i0, i1] = visible(steps, x);
+
+        std::vector<ColumnSpan> spans;
+        if (!pyramid_columns(steps, values, p, x, spans)) {
+            EXPECT_LE((double)(i1 - i0), 8.0 * std::max(1.0, (double)x.p1 - x.p0)) << trial;
+            EXPECT_TRUE(spans.empty());
+            continue;
+        }
+        ++used;
+        // The spans and the non-finite samples between them make up [i0, i1) exactly; each
+        // span's extremes are brute force's, exactly.
+        size_t at = i0;
+        for (size_t k = 0; k < spans.size(); ++k) {
+            const ColumnSpan& c = spans[k];
+            for (; at < c.begin; ++at) ASSERT_FALSE(std::isfinite(values[at])) << trial << " " << at;
+            ASSERT_LT(c.begin, c.end);
+            MinMax brute;
+            for (size_t i = c.begin; i < c.end; ++i) {
+                ASSERT_TRUE(std::isfinite(values[i])) << trial << " " << i;
+                brute.lo = std::min(brute.lo, values[i]);
+                brute.hi = std::max(brute.hi, values[i]);
+            }
+            ASSERT_EQ(c.range, brute) << trial << " span " << k;
+            ASSERT_GE(c.lo_at, c.begin);
+            ASSERT_LT(c.lo_at, c.end);
+            ASSERT_GE(c.hi_at, c.begin);
+            ASSERT_LT(c.hi_at, c.end);
+            // One pixel column each, whose edges move by less than a pixel; a new column
+            // without a gap before it is the next one to the right.
+            ASSERT_LE(col(c.end - 1) - col(c.begin), 1.0) << trial << " span " << k;
+            if (k > 0 && c.begin == spans[k - 1].end) {
+                ASSERT_GT(col(c.begin), col(spans[k - 1].begin));
+            }
+            at = c.end;
+        }
+        for (; at < i1; ++at) ASSERT_FALSE(std::isfinite(values[at])) << trial << " " << at;
+
+        // Decimated from the pyramid: steps ascending, the visible extremes and the end
+        // points exact, never more than 4 points per span.
+        std::vector<PlotPoint> out;
+        decimate_minmax(steps, values, x, out, &p);
+        MinMax seen, brute;
+        for (size_t i = i0; i < i1; ++i)
+            if (std::isfinite(values[i])) brute.lo = std::min(brute.lo, values[i]), brute.hi = std::max(brute.hi, values[i]);
+        for (size_t k = 0; k < out.size(); ++k) {
+            if (k > 0) {
+                ASSERT_LE(out[k - 1].x, out[k].x) << trial;
+            }
+            if (std::isnan(out[k].y)) continue;
+            seen.lo = std::min(seen.lo, out[k].y);
+            seen.hi = std::max(seen.hi, out[k].y);
+        }
+        ASSERT_EQ(seen, brute) << trial;
+        ASSERT_LE(out.size(), 5 * spans.size());
+        if (std::isfinite(values[i0])) {
+            ASSERT_EQ(out.front().y, values[i0]) << trial;
+        }
+        if (std::isfinite(values[i1 - 1])) {
+            ASSERT_EQ(out.back().y, values[i1 - 1]) << trial;
+        }
+    }
+    EXPECT_GT(used, 100);  // most trials are dense enough for the pyramid
+}
+
+TEST(PlotModel, PyramidKeepsAOneStepSpikeAtAnyZoom) {
+    const int n = 100000;
+    std::vector<int> steps(n);
+    std::vector<float> values(n);
+    for (int i = 0; i < n; ++i) {
+        steps[(size_t)i] = i + 1;
+        values[(size_t)i] = 2.0f + std::sin(i * 0.001f) * 0.5f;
+    }
+    values[61234] = 40.0f;  // step 61235
+    values[61236] = -9.0f;  // step 61237
+    MinMaxPyramid p;
+    p.assign(values);
+    std::vector<PlotPoint> out;
+    int pyramid_zooms = 0;
+    for (double width = n; width >= 4; width *= 0.83) {
+        for (double t : {0.0, 0.3, 0.5, 0.97}) {
+            const double lo = 61235 - width * t;
+            const AxisMap x{lo, lo + width, 200.5f, 900.5f};
+            std::vector<ColumnSpan> spans;
+            pyramid_zooms += pyramid_columns(steps, values, p, x, spans);
+            decimate_minmax(steps, values, x, out, &p);
+            float top = -1e9f, bottom = 1e9f;
+            for (const PlotPoint& q : out) top = std::max(top, q.y), bottom = std::min(bottom, q.y);
+            ASSERT_EQ(top, 40.0f) << width << " " << t;
+            if (x.hi >= 61236) {  // visible, or the neighbour past the right edge
+                ASSERT_EQ(bottom, -9.0f) << width << " " << t;
+            }
+            // Drawn in the spike's pixel column (or the next: its bucket's middle).
+            const float spike_px = x.to_px(61235);
+            const auto it = std::find_if(out.begin(), out.end(), [](const PlotPoint& q) { return q.y == 40.0f; });
+            ASSERT_LT(std::fabs(it->x - spike_px), 1.0f) << width << " " << t;
+        }
+    }
+    EXPECT_GT(pyramid_zooms, 40);
+    // The whole run on 700 pixels takes a few points per column, not 100,000.
+    decimate_minmax(steps, values, AxisMap{1, (double)n, 200.5f, 900.5f}, out, &p);
+    EXPECT_LE(out.size(), 4u * 702u);
+    EXPECT_FLOAT_EQ(out.front().y, values.front());
+    EXPECT_FLOAT_EQ(out.back().y, values.back());
+}
+
+TEST(PlotModel, PyramidDecimationBreaksAtNaN) {
+    const int n = 10000;
+    std::vector<int> steps(n);
+    std::vector<float> values(n);
+    for (int i = 0; i < n; ++i) {
+        steps[(size_t)i] = i + 1;
+        values[(size_t)i] = (i >= 4000 && i < 4100) || i == 7000 || i < 50 ? NAN : 1.0f + (float)(i % 10);
+    }
+    MinMaxPyramid p;
+    p.assign(values);
+    const AxisMap x{1, (double)n, 0.0f, 200.0f};
+    std::vector<PlotPoint> out;
+    decimate_minmax(steps, values, x, out, &p);
+    ASSERT_FALSE(out.empty());
+    EXPECT_FALSE(std::isnan(out.front().y));  // no break before the first point
+    EXPECT_FALSE(std::isnan(out.back().y));
+    std::vector<size_t> breaks;
+    for (size_t k = 0; k < out.size(); ++k)
+        if (std::isnan(out[k].y)) breaks.push_back(k);
+    ASSERT_EQ(breaks.size(), 2u);
+    // Nothing joins across a gap: the points around a break lie on either side of it.
+    EXPECT_LE(out[breaks[0] - 1].x, x.to_px(4000));
+    EXPECT_GE(out[breaks[0] + 1].x, x.to_px(4101));
+    EXPECT_LE(out[breaks[1] - 1].x, x.to_px(7000));
+    EXPECT_GE(out[breaks[1] + 1].x, x.to_px(7002));
+    EXPECT_FLOAT_EQ(out.front().x, x.to_px(51));
+
+    // A series with no value at all (a category without a prediction) draws nothing.
+    std::fill(values.begin(), values.end(), NAN);
+    p.assign(values);
+    decimate_minmax(steps, values, x, out, &p);
+    EXPECT_TRUE(out.empty());
+    // A pyramid that does not match the series (another size) is not used: the scan draws it.
+    p.truncate(n - 1);
+    values.assign((size_t)n, 3.0f);
+    decimate_minmax(steps, values, x, out, &p);
+    ASSERT_EQ(out.size(), 2u);
 }
 
 TEST(PlotModel, NiceTicksAndUnits) {

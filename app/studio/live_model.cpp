@@ -38,15 +38,26 @@ void note_event(LiveRun& run, std::string text) {
     while (run.events.size() > 200) run.events.pop_front();
 }
 
+// Calls fn(values, pyramid) for every value array of a series and its pyramid.
+template <class Fn>
+void for_each_array(LiveSeries& s, Fn&& fn) {
+    fn(s.loss, s.pyramids.loss);
+    fn(s.tokens_per_s, s.pyramids.tokens_per_s);
+    fn(s.mfu, s.pyramids.mfu);
+    for (size_t c = 0; c < (size_t)MEM_CAT_COUNT; ++c) {
+        fn(s.mem_current[c], s.pyramids.mem_current[c]);
+        fn(s.mem_predicted[c], s.pyramids.mem_predicted[c]);
+    }
+}
+
 // Drop the entries of steps ≥ `step` (a resumed run going back over them).
 void truncate_from(LiveSeries& s, int step) {
     const size_t keep = (size_t)(std::lower_bound(s.steps.begin(), s.steps.end(), step) - s.steps.begin());
     s.steps.resize(keep);
-    s.loss.resize(keep);
-    s.tokens_per_s.resize(keep);
-    s.mfu.resize(keep);
-    for (auto& v : s.mem_current) v.resize(keep);
-    for (auto& v : s.mem_predicted) v.resize(keep);
+    for_each_array(s, [keep](std::vector<float>& v, MinMaxPyramid& p) {
+        v.resize(keep);
+        p.truncate(keep);
+    });
 }
 
 void add_step(LiveRank& r, const MetricRecord& m) {
@@ -61,6 +72,7 @@ void add_step(LiveRank& r, const MetricRecord& m) {
         s.mem_current[(size_t)c].push_back(m.has_memory ? (float)f.current : kNaN);
         s.mem_predicted[(size_t)c].push_back(m.has_memory && f.predicted ? (float)*f.predicted : kNaN);
     }
+    for_each_array(s, [](const std::vector<float>& v, MinMaxPyramid& p) { p.extend(v); });
 }
 
 void set_rank_exit(LiveRank& r, int code) {
@@ -265,16 +277,17 @@ std::vector<LiveGroup> live_groups(const LiveRun& run, LiveAggregate a) {
 
 SeriesView live_rank_series(const LiveRank& r, LiveMetric m, int mem_cat, bool predicted) {
     const LiveSeries& s = r.series;
-    const int c = std::clamp(mem_cat, 0, MEM_CAT_COUNT - 1);
+    const LiveSeries::Pyramids& p = s.pyramids;
+    const size_t c = (size_t)std::clamp(mem_cat, 0, MEM_CAT_COUNT - 1);
     if (predicted) {
         if (m != LiveMetric::memory) return {};
-        return {s.steps, s.mem_predicted[(size_t)c]};
+        return {s.steps, s.mem_predicted[c], &p.mem_predicted[c]};
     }
     switch (m) {
-        case LiveMetric::loss: return {s.steps, s.loss};
-        case LiveMetric::tokens_per_s: return {s.steps, s.tokens_per_s};
-        case LiveMetric::mfu: return {s.steps, s.mfu};
-        case LiveMetric::memory: return {s.steps, s.mem_current[(size_t)c]};
+        case LiveMetric::loss: return {s.steps, s.loss, &p.loss};
+        case LiveMetric::tokens_per_s: return {s.steps, s.tokens_per_s, &p.tokens_per_s};
+        case LiveMetric::mfu: return {s.steps, s.mfu, &p.mfu};
+        case LiveMetric::memory: return {s.steps, s.mem_current[c], &p.mem_current[c]};
     }
     return {};
 }
@@ -364,14 +377,17 @@ SeriesView live_line_series(LiveState& live, int line, LiveMetric m, bool predic
     if (regroup || stale) {
         slot.steps.resize(groups.size());
         slot.values.resize(groups.size());
-        for (size_t g = 0; g < groups.size(); ++g)
+        slot.pyramids.resize(groups.size());
+        for (size_t g = 0; g < groups.size(); ++g) {
             live_mean_series(run, groups[g].members, m, live.view.mem_cat, predicted, slot.steps[g], slot.values[g]);
+            slot.pyramids[g].assign(slot.values[g]);  // O(steps), like the mean itself
+        }
         slot.revision = run.revision;
         slot.aggregate = live.view.aggregate;
         slot.mem_cat = live.view.mem_cat;
         slot.computed_at = now;
     }
-    return {slot.steps[(size_t)line], slot.values[(size_t)line]};
+    return {slot.steps[(size_t)line], slot.values[(size_t)line], &slot.pyramids[(size_t)line]};
 }
 
 bool live_line_visible(const LiveState& live, int line) {

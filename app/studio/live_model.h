@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "plot_model.h"
 #include "ptd/diagnostic.h"
 #include "ptd/launch.h"
 #include "ptd/metrics_event.h"
@@ -44,6 +45,14 @@ struct LiveSeries {
     std::vector<float> loss, tokens_per_s, mfu;  // mfu as a fraction (0.42 = 42 %)
     std::array<std::vector<float>, MEM_CAT_COUNT> mem_current;    // bytes
     std::array<std::vector<float>, MEM_CAT_COUNT> mem_predicted;  // bytes; NaN = no prediction
+    // A min/max pyramid of each value array above, kept in step with it by live_apply (a new
+    // step extends it, a resume truncates it), so the plots decimate a line of any length
+    // in O(pixels) even while their range follows the tail and moves every frame. About
+    // 2 bytes per value.
+    struct Pyramids {
+        MinMaxPyramid loss, tokens_per_s, mfu;
+        std::array<MinMaxPyramid, MEM_CAT_COUNT> mem_current, mem_predicted;
+    } pyramids;
     size_t size() const { return steps.size(); }
 };
 
@@ -111,11 +120,13 @@ struct LiveGroup {
 };
 std::vector<LiveGroup> live_groups(const LiveRun& run, LiveAggregate a);
 
-// A series to plot: steps (strictly increasing) and values of the same length. A view
-// into the run or into LiveView's cache; valid until the next change of either.
+// A series to plot: steps (strictly increasing) and values of the same length, and the
+// values' min/max pyramid (for decimate_minmax). A view into the run or into LiveView's
+// cache; valid until the next change of either.
 struct SeriesView {
     std::span<const int> steps;
     std::span<const float> values;
+    const MinMaxPyramid* pyramid = nullptr;  // nullptr: none (decimation scans)
 };
 // The measured (predicted = false) or predicted series of one rank; memory uses `mem_cat`.
 // Predicted exists only for memory (empty otherwise).
@@ -138,10 +149,10 @@ struct LiveView {
     std::string open_path;                // the "Open run" field
     std::string open_error;               // why the last open failed, "" = it did not
 
-    // Lines of the grouping and the mean series of grouped lines, recomputed when the
-    // run's revision or the grouping changes (at most 4 times a second while a run is live:
-    // a mean over 64 ranks × 10,000 steps is not free every frame). Slots: the metrics,
-    // then memory predicted.
+    // Lines of the grouping and the mean series of grouped lines (with their min/max
+    // pyramids), recomputed when the run's revision or the grouping changes (at most 4
+    // times a second while a run is live: a mean over 64 ranks × 10,000 steps is not free
+    // every frame). Slots: the metrics, then memory predicted.
     struct Cache {
         uint64_t groups_generation = ~0ull;
         LiveAggregate groups_aggregate = LiveAggregate::rank;
@@ -153,6 +164,7 @@ struct LiveView {
             double computed_at = -1;  // steady seconds
             std::vector<std::vector<int>> steps;
             std::vector<std::vector<float>> values;
+            std::vector<MinMaxPyramid> pyramids;
         };
         std::array<Slot, kLiveMetricCount + 1> slots;
     } cache;

@@ -349,13 +349,14 @@ void plots(StudioState& s, ImVec2 size) {
             if (!live_line_visible(live, i)) continue;
             const ImU32 col = group_colour(lines[(size_t)i].id);
             const SeriesView v = live_line_series(live, i, d.metric, false);
-            series.push_back({v.steps, v.values, col, false});
+            series.push_back({v.steps, v.values, col, false, v.pyramid});
         }
         if (d.metric == LiveMetric::memory) {
             for (int i = 0; i < (int)lines.size(); ++i) {
                 if (!live_line_visible(live, i)) continue;
                 const SeriesView p = live_line_series(live, i, d.metric, true);
-                series.push_back({p.steps, p.values, (group_colour(lines[(size_t)i].id) & 0x00FFFFFFu) | 0xD0000000u, true});
+                series.push_back({p.steps, p.values, (group_colour(lines[(size_t)i].id) & 0x00FFFFFFu) | 0xD0000000u, true,
+                                  p.pyramid});
             }
         }
         char subtitle[96] = "";

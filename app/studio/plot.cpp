@@ -1,8 +1,9 @@
 // plot.cpp — the line-plot widget: one InvisibleButton for input, everything else on the
 // window's ImDrawList. Decimation (plot_model.cpp) first, into per-series buffers kept
 // between frames (and reused as is while the data and the step range stay the same: a
-// finished or paused run costs no decimation at all); the y range is then fitted to the
-// decimated points and they are mapped to pixels into one reused buffer.
+// finished or paused run costs no decimation at all; a growing one with pyramids costs
+// O(pixels) per series); the y range is then fitted to the decimated points and they are
+// mapped to pixels into one reused buffer.
 #include "plot.h"
 
 #include <algorithm>
@@ -41,7 +42,7 @@ const CachedSeries& decimated(ImGuiID plot, size_t k, const PlotSeries& s, const
                       c.size == std::min(s.steps.size(), s.values.size()) && c.revision == revision && c.x.lo == x.lo &&
                       c.x.hi == x.hi && c.x.p0 == x.p0 && c.x.p1 == x.p1;
     if (!same) {
-        decimate_minmax(s.steps, s.values, x, c.points);
+        decimate_minmax(s.steps, s.values, x, c.points, s.pyramid);
         c.y = points_y_range(c.points);
         c.steps = s.steps.data();
         c.values = s.values.data();

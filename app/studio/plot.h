@@ -3,8 +3,8 @@
 // or dashed series, a crosshair, and the mouse input a caller needs for zoom, pan and a
 // readout. Every series is min/max-decimated to the pixel columns (plot_model.h) into
 // buffers reused across frames, so 64 series × 10,000 points cost a few thousand vertices
-// each. The caller owns the x range (it is shared between plots); the y range is fitted to
-// what is visible.
+// each; a series that comes with a min/max pyramid is decimated in O(pixels). The caller
+// owns the x range (it is shared between plots); the y range is fitted to what is visible.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,7 @@ struct PlotSeries {
     std::span<const float> values;  // same length; NaN = no value (a gap)
     ImU32 colour = IM_COL32_WHITE;
     bool dashed = false;            // predicted figures
+    const MinMaxPyramid* pyramid = nullptr;  // of `values`, when the caller keeps one
 };
 
 struct PlotOptions {

@@ -1,13 +1,17 @@
-// plot_model.cpp — axis ticks, value labels and min/max decimation for the studio's plots.
+// plot_model.cpp — axis ticks, value labels, min/max pyramids and min/max decimation for
+// the studio's plots.
 #include "plot_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 namespace ptd::studio {
 namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 std::string fmt(const char* f, double v, const char* suffix) {
     char buf[64];
@@ -123,23 +127,207 @@ ValueRange padded_range(double lo, double hi, bool zero_based) {
     return {zero_based && lo >= 0 ? lo : lo - m, hi + m};
 }
 
+// ---- Min/max pyramid -----------------------------------------------------------------
+
+void MinMaxPyramid::extend(std::span<const float> values) {
+    if (values.size() < size_) truncate(values.size());  // cannot be a continuation: follow it
+    constexpr size_t kBase = size_t{1} << kBaseLevel;
+    for (size_t i = size_; i < values.size(); ++i) {
+        if (!std::isfinite(values[i])) {
+            if (!gaps_.empty() && gaps_.back().end == i) ++gaps_.back().end;
+            else gaps_.push_back({i, i + 1});
+        }
+        if ((i + 1) % kBase != 0) continue;
+        // Sample i completes a base bucket; that may complete one of every level above.
+        MinMax m;
+        for (size_t k = i + 1 - kBase; k <= i; ++k) {
+            const float f = values[k];
+            if (!std::isfinite(f)) continue;
+            m.lo = std::min(m.lo, f);
+            m.hi = std::max(m.hi, f);
+        }
+        for (size_t l = 0;; ++l) {
+            if (l == levels_.size()) levels_.emplace_back();
+            std::vector<MinMax>& level = levels_[l];
+            level.push_back(m);
+            if (level.size() % 2 != 0) break;
+            const MinMax& left = level[level.size() - 2];
+            m = {std::min(left.lo, m.lo), std::max(left.hi, m.hi)};
+        }
+    }
+    size_ = values.size();
+}
+
+void MinMaxPyramid::truncate(size_t n) {
+    if (n >= size_) return;
+    size_ = n;
+    // The buckets that lie wholly before n are unchanged; a bucket n cuts is incomplete now.
+    for (size_t l = 0; l < levels_.size(); ++l) levels_[l].resize(n >> (l + kBaseLevel));
+    while (!levels_.empty() && levels_.back().empty()) levels_.pop_back();
+    while (!gaps_.empty() && gaps_.back().begin >= n) gaps_.pop_back();
+    if (!gaps_.empty()) gaps_.back().end = std::min(gaps_.back().end, n);
+}
+
+void MinMaxPyramid::clear() {
+    size_ = 0;
+    levels_.clear();
+    gaps_.clear();
+}
+
+std::span<const MinMax> MinMaxPyramid::buckets(int level) const {
+    if (level < kBaseLevel || level >= level_end()) return {};
+    return levels_[(size_t)(level - kBaseLevel)];
+}
+
+MinMaxPyramid::Gap MinMaxPyramid::next_gap(size_t i) const {
+    const auto it = std::upper_bound(gaps_.begin(), gaps_.end(), i, [](size_t v, const Gap& g) { return v < g.end; });
+    return it == gaps_.end() ? Gap{size_, size_} : *it;
+}
+
+// ---- Decimation --------------------------------------------------------------------------
+
+namespace {
+
+// The samples [first, last) whose steps lie in [x.lo, x.hi], plus one on each side.
+std::pair<size_t, size_t> visible_range(const int* st, size_t n, const AxisMap& x) {
+    size_t i0 = (size_t)(std::lower_bound(st, st + n, x.lo, [](int s, double d) { return (double)s < d; }) - st);
+    size_t i1 = (size_t)(std::upper_bound(st, st + n, x.hi, [](double d, int s) { return d < (double)s; }) - st);
+    if (i0 > 0) --i0;
+    if (i1 < n) ++i1;
+    return {i0, i1};
+}
+
+// Walks the finite runs of the visible range, adding whole buckets of the chosen level (or
+// single samples) to the pixel column of their first sample, and calls emit(ColumnSpan)
+// for each column in order. See pyramid_columns.
+template <class Emit>
+bool walk_pyramid_columns(std::span<const int> steps, std::span<const float> values, const MinMaxPyramid& p,
+                          const AxisMap& x, Emit&& emit) {
+    const size_t n = std::min(steps.size(), values.size());
+    if (n == 0 || !(x.hi > x.lo) || p.size() != values.size()) return false;
+    const int* st = steps.data();
+    const float* v = values.data();
+    const auto [i0, i1] = visible_range(st, n, x);
+    const double cols = std::max(1.0, std::fabs((double)x.p1 - x.p0));
+    const double count = (double)(i1 - i0);
+    constexpr int kb = MinMaxPyramid::kBaseLevel;
+    if (count <= cols * (double)(1 << kb)) return false;
+    // The finest level with at most 2 buckets per column: columns then cost O(1) each, and
+    // a bucket is under a pixel wide, so a column's edges move by less than a pixel.
+    int k = kb;
+    while (k + 1 < p.level_end() && count > 2 * cols * std::ldexp(1.0, k)) ++k;
+    const std::span<const MinMax> level = p.buckets(k);
+    const size_t width = size_t{1} << k;
+    const double scale = ((double)x.p1 - x.p0) / (x.hi - x.lo);
+    const double offset = x.p0 - x.lo * scale;
+    const double steps_per_px = 1.0 / std::fabs(scale);
+
+    ColumnSpan cur;
+    double cur_col = 0;
+    bool open = false;
+    auto add = [&](size_t s, size_t e, MinMax m, size_t at) {
+        const double col = std::floor(st[s] * scale + offset);
+        if (open && cur.end == s && col == cur_col) {
+            cur.end = e;
+            if (m.lo < cur.range.lo) {  // strict: the first of equal extremes stays
+                cur.range.lo = m.lo;
+                cur.lo_at = at;
+            }
+            if (m.hi > cur.range.hi) {
+                cur.range.hi = m.hi;
+                cur.hi_at = at;
+            }
+            return;
+        }
+        if (open) emit(cur);
+        cur = {s, e, m, at, at};
+        cur_col = col;
+        open = true;
+    };
+    auto add_samples = [&](size_t s, size_t e) {
+        for (; s < e; ++s) add(s, s + 1, MinMax{v[s], v[s]}, s);
+    };
+    for (size_t i = i0; i < i1;) {
+        const MinMaxPyramid::Gap gap = p.next_gap(i);
+        if (gap.begin <= i) {  // skip the gap: the next span starts after it
+            i = std::min(i1, gap.end);
+            continue;
+        }
+        // The finite run [i, e): the part before the first bucket boundary and after the
+        // last one sample by sample, whole buckets between them.
+        const size_t e = std::min(gap.begin, i1);
+        size_t s = std::min(e, (i + width - 1) / width * width);
+        add_samples(i, s);
+        for (; s + width <= e; s += width) {
+            // A bucket wider than a pixel (steps far apart there) would put its extremes in
+            // the wrong column: take its samples one by one.
+            if ((double)st[s + width - 1] - st[s] > steps_per_px) add_samples(s, s + width);
+            else add(s, s + width, level[s >> k], s + width / 2);
+        }
+        add_samples(s, e);
+        i = e;
+    }
+    if (open) emit(cur);
+    return true;
+}
+
+// Runs of equal values (a constant prediction) need only their ends: drop the points
+// between two neighbours of the same value.
+void drop_flat_interiors(std::vector<PlotPoint>& out) {
+    size_t w = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (w >= 1 && i + 1 < out.size() && out[i].y == out[w - 1].y && out[i + 1].y == out[i].y) continue;
+        out[w++] = out[i];
+    }
+    out.resize(w);
+}
+
+}  // namespace
+
+bool pyramid_columns(std::span<const int> steps, std::span<const float> values, const MinMaxPyramid& pyramid,
+                     const AxisMap& x, std::vector<ColumnSpan>& out) {
+    out.clear();
+    return walk_pyramid_columns(steps, values, pyramid, x, [&](const ColumnSpan& c) { out.push_back(c); });
+}
+
 void decimate_minmax(std::span<const int> steps, std::span<const float> values, const AxisMap& x,
-                     std::vector<PlotPoint>& out) {
+                     std::vector<PlotPoint>& out, const MinMaxPyramid* pyramid) {
     out.clear();
     const size_t n = std::min(steps.size(), values.size());
     if (n == 0 || !(x.hi > x.lo)) return;
     const int* st = steps.data();
     const float* v = values.data();
-    // The points in range plus one on each side.
-    size_t i0 = (size_t)(std::lower_bound(st, st + n, x.lo, [](int s, double d) { return (double)s < d; }) - st);
-    size_t i1 = (size_t)(std::upper_bound(st, st + n, x.hi, [](double d, int s) { return d < (double)s; }) - st);
-    if (i0 > 0) --i0;
-    if (i1 < n) ++i1;
-
     const double scale = ((double)x.p1 - x.p0) / (x.hi - x.lo);
     const double offset = x.p0 - x.lo * scale;
-    constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     auto px = [&](size_t i) { return (float)(st[i] * scale + offset); };
+
+    if (pyramid) {
+        size_t prev_end = 0;
+        const bool used = walk_pyramid_columns(steps, values, *pyramid, x, [&](const ColumnSpan& c) {
+            if (!out.empty() && c.begin != prev_end) out.push_back({px(prev_end), kNaN});  // a gap
+            prev_end = c.end;
+            const size_t last = c.end - 1;
+            const float first_y = v[c.begin], last_y = v[last];
+            out.push_back({px(c.begin), first_y});
+            if (c.range.lo != c.range.hi) {
+                // The extremes in step order (from one bucket: the one nearer the first
+                // value first). One equal to the first or last value is drawn there already.
+                std::pair<size_t, float> a{c.lo_at, c.range.lo}, b{c.hi_at, c.range.hi};
+                if (b.first < a.first || (b.first == a.first && std::fabs(b.second - first_y) < std::fabs(a.second - first_y)))
+                    std::swap(a, b);
+                for (const auto& [at, y] : {a, b})
+                    if (y != first_y && y != last_y) out.push_back({px(at), y});
+            }
+            if (last != c.begin) out.push_back({px(last), last_y});
+        });
+        if (used) {
+            drop_flat_interiors(out);
+            return;
+        }
+    }
+
+    // The points in range plus one on each side.
+    const auto [i0, i1] = visible_range(st, n, x);
     bool broken = false;  // the last thing emitted is a break
     for (size_t i = i0; i < i1;) {
         if (!std::isfinite(v[i])) {
@@ -205,15 +393,9 @@ void decimate_minmax(std::span<const int> steps, std::span<const float> values, 
         i = j;
     }
     if (!out.empty() && std::isnan(out.back().y)) out.pop_back();
-    // Runs of equal values (a constant prediction) need only their ends: drop the points
-    // between two neighbours of the same value.
-    size_t w = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (w >= 1 && i + 1 < out.size() && out[i].y == out[w - 1].y && out[i + 1].y == out[i].y) continue;
-        out[w++] = out[i];
-    }
-    out.resize(w);
+    drop_flat_interiors(out);
 }
+
 
 ValueRange points_y_range(std::span<const PlotPoint> pts) {
     float lo = std::numeric_limits<float>::infinity(), hi = -std::numeric_limits<float>::infinity();
