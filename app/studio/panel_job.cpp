@@ -277,7 +277,7 @@ void summary(const StudioState& s) {
     std::snprintf(buf, sizeof buf, "%d GPUs (%d node%s \xC3\x97 %d)", j.world, s.job.cluster.nodes,
                   s.job.cluster.nodes == 1 ? "" : "s", s.job.cluster.gpus_per_node);
     summary_row("world size", buf);
-    // dp and accumulation are placeholders while the job is invalid (dp may not be derivable).
+    // dp and accumulation show "-" while the job is invalid (dp may not be derivable then).
     const bool valid = job_valid(s);
     std::snprintf(buf, sizeof buf, "%d replica%s", j.dp, j.dp == 1 ? "" : "s");
     summary_row("data parallel", valid ? buf : "-");
