@@ -25,11 +25,10 @@ namespace {
 const std::string kSrc = PTD_SOURCE_DIR;
 const std::string kBin = PTD_BIN_DIR;
 
-JobSpec load(const std::string& path, const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+JobSpec load(const std::string& path) {
     static auto presets = load_presets();
     auto job = load_job_file(path, *presets);
     EXPECT_TRUE(job.has_value()) << (job ? "" : job.error().str());
-    (void)edits;
     return *job;
 }
 

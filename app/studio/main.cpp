@@ -138,6 +138,17 @@ int main(int argc, char** argv) {
         if (app.get_option("--panel")->count() == 0) state.select_tab = MainTab::live;
     }
 
+    if (launch_steps > 0 && !auto_launch) {
+        std::fprintf(stderr, "ptd-studio: error: --steps %d: only with --auto-launch (the Launch tab has its own stop step)\n",
+                     launch_steps);
+        return ptd::kExitConfig;
+    }
+    if (auto_launch && !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY")) {
+        // Nothing would show the run, and the terminal fallback exits at once.
+        std::fprintf(stderr, "ptd-studio: error: --auto-launch needs a display (DISPLAY is not set); "
+                             "use `ptd launch JOB` in a terminal\n");
+        return ptd::kExitConfig;
+    }
     if (auto_launch) {
         state.launch.steps = launch_steps;
         if (!launch_start(state)) {

@@ -58,7 +58,7 @@ void feed_lines(TransportSink& sink, int rank, bool is_stderr, std::string& part
 
 class LocalTransport final : public HostTransport {
 public:
-    LocalTransport(const LaunchPlan& plan, int host) : plan_(plan), host_(host) {}
+    LocalTransport() = default;
     ~LocalTransport() override {
         signal_all(SIGKILL);  // only ranks still alive, i.e. after an aborted start
         join();
@@ -261,8 +261,6 @@ private:
         }
     }
 
-    const LaunchPlan& plan_;
-    const int host_;
     std::mutex mu_;              // ranks_ membership and reaped flags (signal_all reads them)
     std::vector<LocalRank> ranks_;
     std::thread thread_;
@@ -271,8 +269,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<HostTransport> make_local_transport(const LaunchPlan& plan, int host_index) {
-    return std::make_unique<LocalTransport>(plan, host_index);
+std::unique_ptr<HostTransport> make_local_transport(const LaunchPlan&, int) {
+    return std::make_unique<LocalTransport>();
 }
 
 }  // namespace ptd

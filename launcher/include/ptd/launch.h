@@ -179,6 +179,8 @@ public:
     int wait();
     bool finished() const;
     LaunchOutcome outcome() const;  // final after finished()
+    // The plan being run. Its hosts and job never change; master_port and the ranks' env
+    // are final once the first rank_started event has been returned.
     const LaunchPlan& plan() const;
 
     struct Impl;
