@@ -282,6 +282,29 @@ TEST(JobSpecChecks, BadOrderString) {
     EXPECT_EQ(d.where.line, 13);
 }
 
+// parallel.order has one spelling: all five names, lowercase, each once (issue 12, item 12).
+// "", a partial order and upper case were accepted and then read differently by export.
+TEST(JobSpecChecks, OrderMustBeAFullLowercasePermutation) {
+    struct Case {
+        const char* given;
+        const char* meant;  // the full order it would mean, named in the message
+    };
+    for (Case c : {Case{"", "tp-cp-ep-dp-pp"}, Case{"tp-dp", "tp-ep-dp-cp-pp"}, Case{"TP-PP-DP", "tp-pp-ep-dp-cp"},
+                   Case{"TP-CP-EP-DP-PP", "tp-cp-ep-dp-pp"}, Case{" tp-cp-ep-dp-pp", "tp-cp-ep-dp-pp"}}) {
+        auto d = only_error(load(base_with("pp = 2", std::string("pp = 2\norder = \"") + c.given + "\"")));
+        EXPECT_EQ(d.key, "parallel.order") << c.given;
+        EXPECT_EQ(d.where.line, 13) << c.given;
+        EXPECT_TRUE(contains(d.message, std::string("got \"") + c.given + "\"")) << d.message;
+        EXPECT_TRUE(contains(d.message, "all five of tp, cp, ep, dp, pp")) << d.message;
+        EXPECT_TRUE(contains(d.message, std::string("would mean \"") + c.meant + "\"")) << d.message;
+    }
+    for (const char* ok : {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp", "pp-dp-ep-cp-tp"}) {
+        auto j = load(base_with("pp = 2", std::string("pp = 2\norder = \"") + ok + "\""));
+        ASSERT_TRUE(j) << ok << ": " << j.error().str();
+        EXPECT_EQ(j->parallel.order, ok);
+    }
+}
+
 // ---- round trips ------------------------------------------------------------------------
 
 void expect_same(const ptd::JobSpec& a, const ptd::JobSpec& b) {
@@ -355,7 +378,7 @@ ep = 2
 vpp = 3
 zero = 1
 recompute = "full"
-order = "tp-pp-dp"
+order = "tp-pp-ep-dp-cp"
 layers_per_stage = [1, 1, 1, 1, 1, 1]
 
 [training]

@@ -54,11 +54,11 @@ int main(int argc, char** argv) {
 
     ptd::ExportArgs xa;
     std::string format;
-    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a DeepSpeed config or a torchtitan TOML");
+    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a DeepSpeed config, a torchtitan Python config or a torchtitan v0.2 TOML");
     export_cmd->add_option("JOB", xa.job, "Job spec file, @default or @tiny")->required();
     export_cmd->add_option("--format", format, "Target framework")
         ->required()
-        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan"}));
+        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan", "torchtitan-toml"}));
     export_cmd->add_flag("--plan", xa.plan, "Export the planner's best layout instead of the job's");
     export_cmd->add_option("--set", xa.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
 

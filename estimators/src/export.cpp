@@ -1,14 +1,23 @@
-// export.cpp — JobSpec → Megatron-LM arguments, DeepSpeed ds_config JSON, torchtitan TOML.
+// export.cpp — JobSpec → Megatron-LM arguments, DeepSpeed ds_config JSON, a torchtitan
+// Python config module, or the TOML of torchtitan v0.2.x.
 // Option names were checked against the frameworks' sources (docs/cli.md, "ptd export"):
-//   Megatron-LM  megatron/training/arguments.py (core 0.14-era main, 2025)
-//   DeepSpeed    deepspeed/runtime/config.py, zero/config.py, lr_schedules.py
-//   torchtitan   torchtitan/config/job_config.py (2025)
+//   Megatron-LM  megatron/training/arguments.py, core/transformer/transformer_config.py and
+//                pipeline_parallel_layer_layout.py (main, d98e8a6, 2026-08)
+//   DeepSpeed    deepspeed/runtime/config.py, engine.py, zero/config.py, lr_schedules.py
+//                (master, edaa722, 2026-08)
+//   torchtitan   Python config: torchtitan/trainer.py, config/configs.py, components/optimizer,
+//                distributed/activation_checkpoint.py (main, b5bcd76, 2026-08);
+//                TOML: torchtitan/config/job_config.py of v0.2.2 (73a0e69, identical at
+//                238fa99, the last commit before the Python config refactor)
 // A setting the target cannot express is an error when the run would be a different
 // training run (ZeRO-2/3 in Megatron, fp16 in torchtitan), otherwise a note.
 #include "ptd/export.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 
@@ -23,27 +32,60 @@ const char* to_string(ExportFormat f) {
         case ExportFormat::megatron: return "megatron";
         case ExportFormat::deepspeed: return "deepspeed";
         case ExportFormat::torchtitan: return "torchtitan";
+        case ExportFormat::torchtitan_toml: return "torchtitan-toml";
     }
     return "?";
 }
 
 Result<ExportFormat> parse_export_format(std::string_view word) {
-    for (ExportFormat f : {ExportFormat::megatron, ExportFormat::deepspeed, ExportFormat::torchtitan})
+    std::vector<std::string> words;
+    for (ExportFormat f : kExportFormats) {
         if (word == to_string(f)) return f;
-    std::string hint = closest_match(word, {"megatron", "deepspeed", "torchtitan"});
+        words.push_back(to_string(f));
+    }
+    std::string hint = closest_match(word, words);
     return fail(SourceLoc{}, "--format",
                 "got \"" + std::string(word) + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
-                    "; allowed: megatron, deepspeed, torchtitan");
+                    "; allowed: megatron, deepspeed, torchtitan, torchtitan-toml");
+}
+
+std::string shortest_decimal(double v) {
+    // The shortest digits that read back to v, laid out as Python's repr does: fixed
+    // notation for decimal exponents -4 .. 15 (0.0003, 1500000.0 without ".0"), else
+    // scientific (1e-05, 1e+16).
+    char buf[400];
+    auto sci = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    std::string s(buf, sci.ptr);
+    const size_t e = s.find('e');
+    const int exponent = e == std::string::npos ? 0 : std::atoi(s.c_str() + e + 1);
+    if (exponent < -4 || exponent >= 16 || !std::isfinite(v)) return s;
+    auto fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+    return std::string(buf, fixed.ptr);
+}
+
+double decimal_ratio(double numerator, double denominator) {
+    if (denominator == 0) return 0.0;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.15g", numerator / denominator);
+    return std::strtod(buf, nullptr);
 }
 
 namespace {
 
-std::string num(double v) {
-    std::ostringstream os;
-    os.precision(10);
-    os << v;
-    return os.str();
+std::string num(double v) { return shortest_decimal(v); }
+
+// A Python float literal (always with '.' or an exponent).
+std::string py_float(double v) {
+    std::string s = shortest_decimal(v);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
 }
+
+// SGD means SGD with momentum here: the estimate counts one fp32 momentum buffer per
+// parameter (docs/estimators.md), Megatron-LM's --sgd-momentum defaults to 0.9, and
+// DeepSpeed's "SGD" is torch.optim.SGD whose momentum defaults to 0 — so every export
+// writes this value.
+constexpr double kSgdMomentum = 0.9;
 
 std::unexpected<Error> job_error(const JobSpec& job, const std::string& key, std::string message) {
     return fail(job.where(key), key, std::move(message));
@@ -67,12 +109,6 @@ std::vector<int> stage_layers(const JobSpec& job) {
     std::vector<int> chunks = chunk_layers(job), out((size_t)job.parallel.pp, 0);
     for (size_t k = 0; k < chunks.size(); ++k) out[k % out.size()] += chunks[k];
     return out;
-}
-
-std::string ints(const std::vector<int>& v) {
-    std::string s;
-    for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
-    return s;
 }
 
 // The job's rank order with size-1 dimensions dropped, e.g. "tp-dp-pp".
@@ -115,29 +151,37 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     arg("--tensor-model-parallel-size", I(p.tp));
     arg("--pipeline-model-parallel-size", I(p.pp));
     if (p.pp > 1) {
-        std::vector<int> chunks = chunk_layers(job), stages = stage_layers(job);
+        // Megatron-LM's three ways to split layers over pipeline stages, simplest first
+        // (validate_args and TransformerConfig's checks in comments):
+        //  - even chunks: nothing (layers % pp == 0), or --num-layers-per-virtual-pipeline-stage
+        //    with vpp > 1 (layers/pp divisible by it);
+        //  - vpp = 1, every stage but the first and last equal, each written one > 0:
+        //    --decoder-first/last-pipeline-num-layers (the rest split evenly);
+        //  - anything else: --pipeline-model-parallel-layout, one "|"-separated entry per model
+        //    chunk in model order ("E" embedding first, "L" loss last, "t" per layer), which
+        //    Megatron maps to pipeline rank k mod pp, virtual stage k / pp — our chunk order.
+        const std::vector<int> chunks = chunk_layers(job), stages = stage_layers(job);
         const bool even_chunks = std::adjacent_find(chunks.begin(), chunks.end(), std::not_equal_to<>()) == chunks.end();
-        if (!even_chunks) {
-            if (p.vpp > 1)
-                return job_error(job, "parallel.layers_per_stage",
-                                 "model chunks of " + ints(chunks) + " layers with vpp " + I(p.vpp) +
-                                     ": Megatron-LM's interleaved schedule needs every chunk to hold the same number "
-                                     "of layers (--num-layers-per-virtual-pipeline-stage); allowed: an even split, or vpp = 1");
-            // Megatron splits the layers left by the first/last stage evenly over the others.
-            const int n = (int)stages.size();
-            std::vector<int> middle(stages.begin() + 1, stages.end() - 1);
-            const bool middle_even = std::adjacent_find(middle.begin(), middle.end(), std::not_equal_to<>()) == middle.end();
-            if (!middle_even)
-                return job_error(job, "parallel.layers_per_stage",
-                                 "stages of " + ints(stages) + " layers: Megatron-LM can only make the first and/or last "
-                                 "stage differ (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers) "
-                                 "and splits the rest evenly; this export does not write --pipeline-model-parallel-layout; "
-                                 "allowed: layers_per_stage where all stages but the first and last are equal");
-            const int mid = middle.empty() ? -1 : middle.front();
+        const int n = (int)stages.size();
+        const std::vector<int> middle(stages.begin() + 1, stages.end() - 1);
+        const bool middle_even = std::adjacent_find(middle.begin(), middle.end(), std::not_equal_to<>()) == middle.end();
+        const int mid = middle.empty() ? -1 : middle.front();
+        const bool first_last_fits = p.vpp == 1 && middle_even && stages.front() > 0 && stages.back() > 0 && mid != 0;
+        if (even_chunks && chunks.front() > 0) {
+            if (p.vpp > 1) arg("--num-layers-per-virtual-pipeline-stage", I(chunks.front()));
+        } else if (first_last_fits) {
             if (n == 2 || stages.front() != mid) arg("--decoder-first-pipeline-num-layers", I(stages.front()));
             if (n == 2 || stages.back() != mid) arg("--decoder-last-pipeline-num-layers", I(stages.back()));
-        } else if (p.vpp > 1) {
-            arg("--num-layers-per-virtual-pipeline-stage", I(chunks.front()));
+        } else {
+            std::string layout;
+            for (size_t k = 0; k < chunks.size(); ++k) {
+                if (k) layout += '|';
+                if (k == 0) layout += 'E';
+                if (chunks[k] == 1) layout += 't';
+                else if (chunks[k] > 1) layout += "t*" + I(chunks[k]);
+                if (k + 1 == chunks.size()) layout += 'L';
+            }
+            arg("--pipeline-model-parallel-layout", "\"" + layout + "\"");
         }
     }
     if (p.cp > 1) arg("--context-parallel-size", I(p.cp));
@@ -214,6 +258,10 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         // PTD assumes the usual LLM pre-training betas (GPT-3, Llama): Megatron's default β2 is 0.999.
         arg("--adam-beta1", "0.9");
         arg("--adam-beta2", "0.95");
+    } else {
+        // The estimate counts one fp32 momentum buffer for sgd (kSgdMomentum); written
+        // explicitly although it is Megatron's default.
+        arg("--sgd-momentum", num(kSgdMomentum));
     }
     arg("--lr", num(t.lr));
     arg("--min-lr", num(t.min_lr));
@@ -272,7 +320,8 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
 
     nlohmann::ordered_json opt;
     if (t.optimizer == Optimizer::sgd) {
-        opt = {{"type", "SGD"}, {"params", {{"lr", t.lr}, {"weight_decay", t.weight_decay}}}};
+        // "SGD" is not one of DeepSpeed's own optimizers, so the engine builds torch.optim.SGD.
+        opt = {{"type", "SGD"}, {"params", {{"lr", t.lr}, {"momentum", kSgdMomentum}, {"weight_decay", t.weight_decay}}}};
     } else if (t.optimizer == Optimizer::adamw) {
         opt = {{"type", "AdamW"}, {"params", {{"lr", t.lr}, {"weight_decay", t.weight_decay}, {"betas", {0.9, 0.95}}}}};
     } else {
@@ -281,13 +330,24 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
                {"params", {{"lr", t.lr}, {"weight_decay", t.weight_decay}, {"betas", {0.9, 0.95}}, {"adam_w_mode", false}}}};
     }
     ds["optimizer"] = opt;
+    // WarmupCosineLR (lr_schedules.py) raises unless warmup_num_steps is an integer >= 1,
+    // and warms up over max(2, warmup_num_steps) steps from warmup_min_ratio·lr. So a job
+    // without warmup (0, or 1: our step 0 already gets the full lr) is written as one
+    // warmup step from ratio 1.0 — the full lr from the start, then the cosine.
+    // cos_min_ratio = min_lr / lr lies in [0, 1] (validate_job: min_lr <= lr); the cosine
+    // runs over total_num_steps − warmup (it takes max(1, ·), and warmup <= steps).
+    const bool no_warmup = t.warmup <= 1;
     ds["scheduler"] = {{"type", "WarmupCosineLR"},
                        {"params",
                         {{"total_num_steps", t.steps},
-                         {"warmup_num_steps", t.warmup},
-                         {"warmup_min_ratio", 0.0},
-                         {"cos_min_ratio", t.lr > 0 ? t.min_lr / t.lr : 0.0},
+                         {"warmup_num_steps", no_warmup ? 1 : t.warmup},
+                         {"warmup_min_ratio", no_warmup ? 1.0 : 0.0},
+                         {"cos_min_ratio", t.lr > 0 ? decimal_ratio(t.min_lr, t.lr) : 0.0},
                          {"warmup_type", "linear"}}}};
+    if (no_warmup)
+        out.notes.push_back("training.warmup = " + std::to_string(t.warmup) + ": DeepSpeed's WarmupCosineLR needs "
+                            "warmup_num_steps >= 1 (and warms up over at least 2 steps), so it is written as "
+                            "warmup_num_steps = 1 with warmup_min_ratio = 1.0: the full lr until the cosine starts");
     if (p.recompute == Recompute::full) {
         ds["activation_checkpointing"] = {{"partition_activations", false},
                                           {"contiguous_memory_optimization", false},
@@ -322,53 +382,118 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (p.sequence_parallel)
         out.notes.push_back("parallel.sequence_parallel: Megatron-style sequence parallelism is part of the "
                             "tensor-parallel model code, not ds_config");
-    if (p.order != "tp-cp-ep-dp-pp")
+    if (effective_order(job, p.order) != effective_order(job, "tp-cp-ep-dp-pp"))
         out.notes.push_back("parallel.order = \"" + p.order + "\": rank placement is decided by the launcher and "
                             "the model's process groups, not ds_config");
     out.text = ds.dump(2) + "\n";
     return out;
 }
 
-// ---- torchtitan --------------------------------------------------------------------------
+// ---- torchtitan ---------------------------------------------------------------------------
 
-Result<ExportOutput> export_torchtitan(const JobSpec& job) {
+// What both torchtitan forms share: the checks, the flavor and the layout in its terms.
+struct TitanPlan {
+    const char* flavor = nullptr;   // "8B"/"70B"/"405B", or none
+    bool replicate = false;         // DDP (pure data parallelism, no sharding)
+    int micro_batches = 1;          // per dp rank and step when pipelining
+    std::vector<std::vector<std::string>> chunk_modules;  // per model chunk, pp > 1 only
+    std::vector<std::string> notes;
+};
+
+Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
     const ModelSpec& m = job.model;
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
-    ExportOutput out;
-
+    const std::string fmt = to_string(format);
+    TitanPlan tp;
     if (t.precision == Precision::fp16)
         return job_error(job, "training.precision",
                          "got \"fp16\"; torchtitan's mixed_precision_param allows bfloat16 or float32 only; "
-                         "allowed for --format torchtitan: bf16, fp32");
+                         "allowed for --format " + fmt + ": bf16, fp32");
     if (t.optimizer == Optimizer::sgd)
         return job_error(job, "training.optimizer",
-                         "got \"sgd\"; torchtitan builds Adam and AdamW only; allowed for --format torchtitan: adamw, adam");
+                         "got \"sgd\"; torchtitan builds Adam and AdamW only; allowed for --format " + fmt + ": adamw, adam");
+
+    // torchtitan knows a model by name + flavor; only exact Llama 3 presets map to a flavor.
+    if (job.origin.model_base && m == *job.origin.model_base) {
+        if (job.origin.model_preset == "llama3-8b") tp.flavor = "8B";
+        else if (job.origin.model_preset == "llama3-70b") tp.flavor = "70B";
+        else if (job.origin.model_preset == "llama3-405b") tp.flavor = "405B";
+    }
+    if (!tp.flavor)
+        tp.notes.push_back("model \"" + m.name + "\" has no torchtitan flavor (only the llama3-8b/70b/405b presets "
+                           "map to llama3 8B/70B/405B); register a flavor and set the model");
+
+    // torchtitan's DDP path is for pure data parallelism; with any other dimension the
+    // data-parallel ranks shard with FSDP2.
+    const bool pure_dp = p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1;
+    tp.replicate = pure_dp && p.zero == 0 && !p.distributed_optimizer;
+    if (!tp.replicate && p.dp > 1 && p.zero != 3)
+        tp.notes.push_back("parallel.zero = " + std::to_string(p.zero) + (p.distributed_optimizer ? " + distributed_optimizer" : "") +
+                           ": torchtitan shards data-parallel ranks with FSDP2 (parameters, gradients and optimizer "
+                           "state); written as data_parallel_shard_degree = " + std::to_string(p.dp) +
+                           " with fsdp_reshard_after_forward = \"never\" (≈ ZeRO-2), so memory differs from the estimate");
+
+    if (p.pp > 1) {
+        // Every chunk's modules, in model order: the embedding on the first, the final
+        // norm and output projection on the last (torchtitan's own default split uses
+        // the same names).
+        tp.micro_batches = t.global_batch / (t.micro_batch * p.dp);
+        const std::vector<int> chunks = chunk_layers(job);
+        int layer = 0;
+        for (size_t k = 0; k < chunks.size(); ++k) {
+            std::vector<std::string> mods;
+            if (k == 0) mods.push_back("tok_embeddings");
+            for (int i = 0; i < chunks[k]; ++i) mods.push_back("layers." + std::to_string(layer++));
+            if (k + 1 == chunks.size()) {
+                mods.push_back("norm");
+                mods.push_back(output_module);
+            }
+            tp.chunk_modules.push_back(std::move(mods));
+        }
+    }
+    const std::string order = effective_order(job, p.order);
+    if (order != effective_order(job, "tp-cp-ep-dp-pp"))
+        tp.notes.push_back("parallel.order = \"" + p.order + "\": torchtitan's device mesh is fixed (pp, dp, cp, tp "
+                           "from outermost to innermost)");
+    if (p.recompute == Recompute::selective)
+        tp.notes.push_back("parallel.recompute = \"selective\": torchtitan's op-level selective checkpointing "
+                           "saves every other matmul, not Megatron's attention-core recompute; memory differs");
+    if (t.data != "synthetic")
+        tp.notes.push_back("training.data = \"" + t.data + "\": set a torchtitan dataset and tokenizer");
+    else
+        tp.notes.push_back("training.data = \"synthetic\": torchtitan has no synthetic dataset");
+    if (!t.flash_attention)
+        tp.notes.push_back("training.flash_attention = false: torchtitan always uses scaled_dot_product_attention "
+                           "(flash kernels where available)");
+    return tp;
+}
+
+// The train-config TOML of torchtitan v0.2.x (job_config.py of v0.2.2).
+Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
+    const ModelSpec& m = job.model;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    auto plan = plan_torchtitan(job, ExportFormat::torchtitan_toml, "output");
+    if (!plan) return std::unexpected(plan.error());
+    ExportOutput out;
+    out.notes = plan->notes;
 
     TomlWriter w;
-    w.comment("torchtitan train config written by `ptd export --format torchtitan` from " + job.origin.file);
-    w.comment("keys: torchtitan/config/job_config.py; pass with --job.config_file");
+    w.comment("torchtitan train config written by `ptd export --format torchtitan-toml` from " + job.origin.file);
+    w.comment("for torchtitan up to v0.2.2 (torchtitan/config/job_config.py); pass with --job.config_file");
     w.header("job");
     w.str("description", m.name + " on " + std::to_string(job.world_size()) + " GPUs (ptd export)");
 
     w.header("model");
-    // torchtitan knows a model by name + flavor; only exact Llama 3 presets map to a flavor.
-    const char* flavor = nullptr;
-    if (job.origin.model_base && m == *job.origin.model_base) {
-        if (job.origin.model_preset == "llama3-8b") flavor = "8B";
-        else if (job.origin.model_preset == "llama3-70b") flavor = "70B";
-        else if (job.origin.model_preset == "llama3-405b") flavor = "405B";
-    }
-    if (flavor) {
+    if (plan->flavor) {
         w.str("name", "llama3");
-        w.str("flavor", flavor);
+        w.str("flavor", plan->flavor);
     } else {
         w.comment("no torchtitan flavor matches " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
                   std::to_string(m.hidden) + ", " + std::to_string(m.heads) + " heads, " + std::to_string(m.kv_heads) +
                   " KV heads, ffn " + std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) +
                   "): register one and set name / flavor");
-        out.notes.push_back("model \"" + m.name + "\" has no torchtitan flavor (only the llama3-8b/70b/405b presets "
-                            "map to llama3 8B/70B/405B); register a flavor and set [model] name and flavor");
     }
 
     w.header("optimizer");
@@ -381,7 +506,7 @@ Result<ExportOutput> export_torchtitan(const JobSpec& job) {
     w.header("lr_scheduler");
     w.int_("warmup_steps", t.warmup);
     w.str("decay_type", "cosine");
-    w.dbl("lr_min", t.lr > 0 ? t.min_lr / t.lr : 0.0, "a fraction of lr");
+    w.dbl("min_lr_factor", t.lr > 0 ? decimal_ratio(t.min_lr, t.lr) : 0.0, "min_lr as a fraction of lr");
 
     // With pipelining torchtitan splits each rank's local batch into micro-batches of
     // pipeline_parallel_microbatch_size; without it, global > local·dp means accumulation.
@@ -393,59 +518,159 @@ Result<ExportOutput> export_torchtitan(const JobSpec& job) {
     w.dbl("max_norm", t.grad_clip);
     w.int_("steps", t.steps);
     w.str("mixed_precision_param", t.precision == Precision::bf16 ? "bfloat16" : "float32");
-    w.int_("seed", t.seed);
 
-    // torchtitan's DDP path is for pure data parallelism; with any other dimension the
-    // data-parallel ranks shard with FSDP2.
-    const bool pure_dp = p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1;
-    const bool replicate = pure_dp && p.zero == 0 && !p.distributed_optimizer;
     w.header("parallelism");
-    w.int_("data_parallel_replicate_degree", replicate ? p.dp : 1);
-    w.int_("data_parallel_shard_degree", replicate ? 1 : p.dp);
-    if (!replicate && p.dp > 1 && p.zero != 3) {
+    w.int_("data_parallel_replicate_degree", plan->replicate ? p.dp : 1);
+    w.int_("data_parallel_shard_degree", plan->replicate ? 1 : p.dp);
+    if (!plan->replicate && p.dp > 1 && p.zero != 3)
         w.str("fsdp_reshard_after_forward", "never", "keep gathered parameters to backward (≈ ZeRO-2)");
-        out.notes.push_back("parallel.zero = " + std::to_string(p.zero) + (p.distributed_optimizer ? " + distributed_optimizer" : "") +
-                            ": torchtitan shards data-parallel ranks with FSDP2 (parameters, gradients and optimizer "
-                            "state); written as data_parallel_shard_degree = " + std::to_string(p.dp) +
-                            " with fsdp_reshard_after_forward = \"never\" (≈ ZeRO-2), so memory differs from the estimate");
-    }
     w.int_("tensor_parallel_degree", p.tp);
     if (p.tp > 1 && !p.sequence_parallel)
-        out.notes.push_back("parallel.sequence_parallel = false: torchtitan's tensor parallelism always shards norms "
-                            "and dropout over the sequence (Megatron-style sequence parallelism)");
+        out.notes.push_back("parallel.sequence_parallel = false: torchtitan v0.2's tensor parallelism always shards "
+                            "norms and dropout over the sequence (Megatron-style sequence parallelism)");
     w.int_("pipeline_parallel_degree", p.pp);
     if (p.pp > 1) {
         w.str("pipeline_parallel_schedule", p.vpp > 1 ? "Interleaved1F1B" : "1F1B");
         w.int_("pipeline_parallel_microbatch_size", t.micro_batch);
-        std::vector<std::string> splits;
-        std::vector<int> chunks = chunk_layers(job);
-        int at = 0;
-        for (size_t k = 0; k + 1 < chunks.size(); ++k) splits.push_back("layers." + std::to_string(at += chunks[k]));
-        w.strings("pipeline_parallel_split_points", splits);
+        w.string_lists("module_fqns_per_model_part", plan->chunk_modules);
     }
     w.int_("context_parallel_degree", p.cp);
     if (m.experts > 1) w.int_("expert_parallel_degree", p.ep);
-    if (p.order != "tp-cp-ep-dp-pp")
-        out.notes.push_back("parallel.order = \"" + p.order + "\": torchtitan's device mesh is fixed (pp, dp, cp, tp "
-                            "from outermost to innermost)");
 
     w.header("activation_checkpoint");
     w.str("mode", to_string(p.recompute));
-    if (p.recompute == Recompute::selective) {
-        w.str("selective_ac_option", "op");
-        out.notes.push_back("parallel.recompute = \"selective\": torchtitan's op-level selective checkpointing "
-                            "saves every other matmul, not Megatron's attention-core recompute; memory differs");
-    }
+    if (p.recompute == Recompute::selective) w.str("selective_ac_option", "op");
 
-    if (t.data != "synthetic")
-        out.notes.push_back("training.data = \"" + t.data + "\": set [training] dataset / dataset_path to a torchtitan "
-                            "dataset");
-    else
-        out.notes.push_back("training.data = \"synthetic\": torchtitan has no synthetic dataset; its default is c4_test");
-    if (!t.flash_attention)
-        out.notes.push_back("training.flash_attention = false: torchtitan always uses scaled_dot_product_attention "
-                            "(flash kernels where available)");
+    w.header("debug");
+    w.int_("seed", t.seed);
     out.text = w.text();
+    return out;
+}
+
+std::string py_str(std::string_view s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') { out += "\\n"; continue; }
+        out += c;
+    }
+    return out + "\"";
+}
+
+// A Python module for torchtitan's config system (Feb 2026 on): a function returning a
+// Trainer.Config, run with `-m torchtitan.train --module <file> --config <function>`.
+Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
+    const ModelSpec& m = job.model;
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    auto plan = plan_torchtitan(job, ExportFormat::torchtitan, "lm_head");
+    if (!plan) return std::unexpected(plan.error());
+    ExportOutput out;
+    out.notes = plan->notes;
+
+    // torchtitan checks that each pipeline micro-batch's tokens split evenly over the
+    // sequence-parallel tp ranks and 2·cp context chunks (Trainer.__init__).
+    const long long tokens_per_micro = (long long)t.micro_batch * m.seq_len;
+    const long long divisor = (long long)(p.sequence_parallel || p.tp == 1 ? p.tp : 1) * (p.cp > 1 ? 2 * p.cp : 1);
+    if (tokens_per_micro % divisor != 0)
+        return job_error(job, "model.seq_len",
+                         "micro-batch of " + std::to_string(tokens_per_micro) + " tokens (micro_batch " +
+                             std::to_string(t.micro_batch) + " × seq_len " + std::to_string(m.seq_len) +
+                             "): torchtitan needs it divisible by tp × 2·cp = " + std::to_string(divisor) +
+                             "; allowed for --format torchtitan: seq_len a multiple of " + std::to_string(divisor));
+
+    const char* baseline = !plan->flavor ? "llama3_debugmodel"
+                           : std::string_view(plan->flavor) == "8B" ? "llama3_8b"
+                           : std::string_view(plan->flavor) == "70B" ? "llama3_70b"
+                                                                      : "llama3_405b";
+    std::string py;
+    auto line = [&](const std::string& l = {}) { py += l + "\n"; };
+    line("# torchtitan config written by `ptd export --format torchtitan` from " + job.origin.file);
+    line("# for torchtitan's Python config system (Feb 2026 on; checked against main b5bcd76).");
+    line("# Save it as ptd_job.py where Python finds it (e.g. the torchtitan checkout) and run");
+    line("#   torchrun --nproc_per_node=<GPUs per node> ... -m torchtitan.train --module ptd_job --config ptd_job");
+    line("# on " + std::to_string(job.world_size()) + " GPUs. Data, tokenizer, loss, checkpoints and metrics come from");
+    line("# torchtitan's " + std::string(baseline) + "(); everything ptd plans is set below.");
+    line("from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig");
+    line("from torchtitan.config import ParallelismConfig, TrainingConfig");
+    if (p.recompute != Recompute::none)
+        line(std::string("from torchtitan.distributed.activation_checkpoint import ") +
+             (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC"));
+    line("from torchtitan.models.llama3 import model_registry");
+    line("from torchtitan.models.llama3.config_registry import " + std::string(baseline));
+    line("from torchtitan.trainer import Trainer");
+    line();
+    if (!plan->flavor) {
+        line();
+        line("def _model_spec():");
+        line("    # No torchtitan flavor matches " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
+             std::to_string(m.hidden) + ", " + std::to_string(m.heads) + " heads, " + std::to_string(m.kv_heads) +
+             " KV heads,");
+        line("    # ffn " + std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) +
+             "). Register one and return its ModelSpec here (and set the loss's global_vocab_size).");
+        line("    raise NotImplementedError(" + py_str("ptd export: no torchtitan model flavor matches " + m.name) + ")");
+        line();
+    }
+    line();
+    line("def ptd_job() -> Trainer.Config:");
+    line("    config = " + std::string(baseline) + "()");
+    line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + ")" : "    config.model_spec = _model_spec()");
+    line("    config.optimizer = OptimizersContainer.Config(");
+    line("        param_groups=[");
+    line("            ParamGroupConfig(");
+    line("                pattern=r\".*\",");
+    line(std::string("                optimizer_name=") + (t.optimizer == Optimizer::adam ? "\"Adam\"" : "\"AdamW\"") + ",");
+    line("                optimizer_kwargs={\"lr\": " + py_float(t.lr) + ", \"betas\": (0.9, 0.95), \"weight_decay\": " +
+         py_float(t.weight_decay) + "},");
+    line("            )");
+    line("        ]");
+    line("    )");
+    line("    config.lr_scheduler = LRSchedulersContainer.Config(");
+    line("        warmup_steps=" + std::to_string(t.warmup) + ",");
+    line("        decay_type=\"cosine\",");
+    line("        min_lr_factor=" + py_float(t.lr > 0 ? decimal_ratio(t.min_lr, t.lr) : 0.0) + ",  # min_lr as a fraction of lr");
+    line("    )");
+    line("    config.training = TrainingConfig(");
+    line("        num_tokens_per_microbatch_per_dp_rank=" + std::to_string(tokens_per_micro) + ",  # micro-batch " +
+         std::to_string(t.micro_batch) + " × " + std::to_string(m.seq_len) + " tokens");
+    line("        num_tokens_per_train_step=" + std::to_string((long long)t.global_batch * m.seq_len) + ",  # global batch " +
+         std::to_string(t.global_batch) + " × " + std::to_string(m.seq_len) + " tokens");
+    line("        max_context_length=" + std::to_string(m.seq_len) + ",");
+    line("        max_norm=" + py_float(t.grad_clip) + ",");
+    line("        steps=" + std::to_string(t.steps) + ",");
+    line(std::string("        mixed_precision_param=") + (t.precision == Precision::bf16 ? "\"bfloat16\"" : "\"float32\"") + ",");
+    // Trainer.Config refuses CUDA graphs with pipelining, and with expert parallelism
+    // unless a host-sync-free token dispatcher is configured.
+    if (p.pp > 1 || p.ep > 1) line("        disable_cuda_graphs=True,");
+    line("    )");
+    line("    config.parallelism = ParallelismConfig(");
+    line("        data_parallel_replicate_degree=" + std::to_string(plan->replicate ? p.dp : 1) + ",");
+    line("        data_parallel_shard_degree=" + std::to_string(plan->replicate ? 1 : p.dp) + ",");
+    if (!plan->replicate && p.dp > 1 && p.zero != 3)
+        line("        fsdp_reshard_after_forward=\"never\",  # keep gathered parameters to backward (≈ ZeRO-2)");
+    line("        tensor_parallel_degree=" + std::to_string(p.tp) + ",");
+    if (p.tp > 1) line(std::string("        enable_sequence_parallel=") + (p.sequence_parallel ? "True" : "False") + ",");
+    line("        pipeline_parallel_degree=" + std::to_string(p.pp) + ",");
+    if (p.pp > 1) {
+        line(std::string("        pipeline_parallel_schedule=") + (p.vpp > 1 ? "\"Interleaved1F1B\"" : "\"1F1B\"") + ",");
+        line("        num_pp_microbatches=" + std::to_string(plan->micro_batches) + ",");
+        line("        module_fqns_per_model_part=[");
+        for (const auto& chunk : plan->chunk_modules) {
+            std::string l = "            [";
+            for (size_t i = 0; i < chunk.size(); ++i) l += (i ? ", " : "") + py_str(chunk[i]);
+            line(l + "],");
+        }
+        line("        ],");
+    }
+    line("        context_parallel_degree=" + std::to_string(p.cp) + ",");
+    if (m.experts > 1) line("        expert_parallel_degree=" + std::to_string(p.ep) + ",");
+    line("    )");
+    line(p.recompute == Recompute::full        ? "    config.activation_checkpoint = FullAC.Config()"
+         : p.recompute == Recompute::selective ? "    config.activation_checkpoint = SelectiveAC.Config()"
+                                               : "    config.activation_checkpoint = None");
+    line("    config.debug.seed = " + std::to_string(t.seed));
+    line("    return config");
+    out.text = py;
     return out;
 }
 
@@ -455,9 +680,26 @@ Result<ExportOutput> export_job(const JobSpec& job, ExportFormat format) {
     switch (format) {
         case ExportFormat::megatron: return export_megatron(job);
         case ExportFormat::deepspeed: return export_deepspeed(job);
-        case ExportFormat::torchtitan: return export_torchtitan(job);
+        case ExportFormat::torchtitan: return export_torchtitan_python(job);
+        case ExportFormat::torchtitan_toml: return export_torchtitan_toml(job);
     }
     return fail(SourceLoc{}, "--format", "unknown export format");
+}
+
+std::vector<FormatExportability> exportability(const JobSpec& job) {
+    std::vector<FormatExportability> out;
+    for (ExportFormat f : kExportFormats) {
+        FormatExportability e;
+        e.format = f;
+        if (auto r = export_job(job, f); !r) {
+            e.ok = false;
+            const Diagnostic& d = r.error().diagnostics.front();
+            e.key = d.key;
+            e.reason = d.message;
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
 }
 
 }  // namespace ptd

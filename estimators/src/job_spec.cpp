@@ -248,7 +248,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                "; allowed ep: " + divisors_of(p.dp * p.cp));
 
     // Rank order.
-    if (auto order = parse_rank_order(p.order); !order) {
+    if (auto order = check_canonical_rank_order(p.order); !order) {
         for (Diagnostic d : order.error().diagnostics) {
             d.where = job.where("parallel.order");
             out.push_back(std::move(d));

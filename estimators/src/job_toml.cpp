@@ -632,6 +632,15 @@ void TomlWriter::ints(std::string_view k, const std::vector<int>& v) {
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
     key(k, s + "]");
 }
+void TomlWriter::string_lists(std::string_view k, const std::vector<std::vector<std::string>>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+        s += i ? ", [" : "[";
+        for (size_t j = 0; j < v[i].size(); ++j) s += (j ? ", " : "") + toml_quote(v[i][j]);
+        s += "]";
+    }
+    key(k, s + "]");
+}
 
 // Write the model keys of `m`; with a base, only those that differ from it.
 void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) {

@@ -79,6 +79,7 @@ public:
     void str(std::string_view k, std::string_view v, std::string_view comment = {});
     void strings(std::string_view k, const std::vector<std::string>& v);
     void ints(std::string_view k, const std::vector<int>& v);
+    void string_lists(std::string_view k, const std::vector<std::vector<std::string>>& v);  // [["a", "b"], ["c"]]
     const std::string& text() const { return out_; }
 
 private:

@@ -247,6 +247,31 @@ Result<std::array<Dim, DIM_COUNT>> parse_rank_order(const std::string& order) {
     return parsed->dims;
 }
 
+Result<std::string> check_canonical_rank_order(const std::string& order) {
+    auto parsed = parse_order_full(order);
+    if (!parsed) return std::unexpected(std::move(parsed.error()));
+    // A permutation of all five names spelled exactly: five '-'-separated tokens, each one
+    // of the lowercase names (parse_order_full already rejected unknown and repeated ones).
+    int names = 0;
+    bool exact = !order.empty();
+    size_t start = 0;
+    while (exact) {
+        const size_t dash = order.find('-', start);
+        const std::string token = order.substr(start, dash == std::string::npos ? std::string::npos : dash - start);
+        exact = token == "tp" || token == "cp" || token == "ep" || token == "dp" || token == "pp";
+        ++names;
+        if (dash == std::string::npos) break;
+        start = dash + 1;
+    }
+    if (exact && names == 5) return order;
+    const std::string meant = order_string(*parsed);
+    std::string msg = "got " + quoted(order) + "; allowed: all five of " + kAllowedNames +
+                      ", each once, in lowercase, joined by '-' (fastest-varying first), e.g. " +
+                      quoted(kDefaultOrder) + " (the default)";
+    msg += " — " + quoted(order) + " would mean " + quoted(meant) + "; write that";
+    return std::unexpected(Error(Diagnostic{SourceLoc{}, "parallel.order", std::move(msg)}));
+}
+
 Result<RankLayout> make_layout(const LayoutRequest& req) {
     std::vector<Diagnostic> problems;
     auto problem = [&](std::string key, std::string msg) {

@@ -78,6 +78,13 @@ struct RankLayout {
 // allowed names. Key used in diagnostics: "parallel.order".
 Result<std::array<Dim, DIM_COUNT>> parse_rank_order(const std::string& order);
 
+// The one spelling a job's parallel.order takes: all five names tp, cp, ep, dp, pp, once
+// each, lowercase, joined by '-'. Returns an error under "parallel.order" for anything
+// else (empty, partial, upper case, spaces), saying what was given, what is allowed, and
+// the full order it would mean where that is clear. make_layout itself stays lenient
+// (Megatron's RankGenerator lower-cases and fills in missing names).
+Result<std::string> check_canonical_rank_order(const std::string& order);
+
 // Largest world make_layout accepts (the layout keeps about 72 bytes per rank).
 inline constexpr int kMaxLayoutRanks = 1 << 24;  // 16,777,216
 
