@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ptd/export.h"
 #include "ptd/model_stats.h"
 
 namespace ptd {
@@ -265,6 +266,32 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
     return out;
 }
 
+// Per export format: whether `ptd export --format F` can write this layout, and if not
+// the job key that blocks it (issue 12, item 10).
+nlohmann::json exports_json(const JobSpec& job, const PlanEntry& e) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const FormatExportability& x : exportability(apply_plan_entry(job, e))) {
+        nlohmann::json one = {{"ok", x.ok}};
+        if (!x.ok) {
+            one["key"] = x.key;
+            one["reason"] = x.reason;
+        }
+        out[to_string(x.format)] = one;
+    }
+    return out;
+}
+
+// One line per listed layout that some format cannot express ("rank 3: megatron: ...").
+std::string exports_text(const JobSpec& job, const std::vector<PlanEntry>& entries, const char* list) {
+    std::string out;
+    for (size_t i = 0; i < entries.size(); ++i)
+        for (const FormatExportability& x : exportability(apply_plan_entry(job, entries[i])))
+            if (!x.ok)
+                out += fmt("  %s rank %zu: not exportable to %s (%s): %s\n", list, i + 1, to_string(x.format), x.key.c_str(),
+                           x.reason.c_str());
+    return out;
+}
+
 nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
     const LayoutChoice& c = e.choice;
     const LayoutScore& s = e.score;
@@ -275,7 +302,8 @@ nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
             {"peak_bytes", s.peak_bytes}, {"usable_bytes", s.usable_bytes},
             {"headroom_bytes", s.usable_bytes - s.peak_bytes}, {"fits", s.fits}, {"worst_stage", s.worst_stage},
             {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s}, {"mfu", s.mfu}, {"hfu", s.hfu},
-            {"time", time_json(s.time)}, {"worst_memory", memory_json(s.worst_mem)}};
+            {"time", time_json(s.time)}, {"worst_memory", memory_json(s.worst_mem)},
+            {"exports", exports_json(job, e)}};
 }
 
 }  // namespace
@@ -294,6 +322,12 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
         out += plan_table(job, plan.top, term);
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
         out += plan_table(job, plan.pareto, term);
+    }
+    if (!plan.top.empty()) {
+        const std::string blocked = exports_text(job, plan.top, "top") + exports_text(job, plan.pareto, "Pareto");
+        out += "\n" + bold(term, "export: ") +
+               (blocked.empty() ? std::string("every layout above exports to megatron, deepspeed, torchtitan, torchtitan-toml\n")
+                                : std::string("every layout above exports to each format, except\n") + blocked);
     }
     if (!plan.why_best.empty()) out += "\n" + bold(term, "why: ") + plan.why_best + "\n";
     if (plan.job_rank >= 0)
