@@ -198,6 +198,7 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
         return kExitConfig;
     }
     JobSpec chosen = *job;
+    std::string plan_fallback;  // with --plan: what to say when the best layout cannot be written
     if (a.plan) {
         auto plan = plan_layouts(*job, PlanOptions{});
         if (!plan) {
@@ -211,6 +212,20 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
             return kExitConfig;
         }
         chosen = apply_plan_entry(*job, plan->top.front());
+        for (size_t i = 1; i < plan->top.size() && plan_fallback.empty(); ++i) {
+            const JobSpec other = apply_plan_entry(*job, plan->top[i]);
+            if (export_job(other, a.format)) {
+                const ParallelSpec& q = other.parallel;
+                plan_fallback = "--plan: the planner's best layout cannot be written as --format " +
+                                std::string(to_string(a.format)) + " (the key is named below); the best one that can is rank " +
+                                std::to_string(i + 1) + " of `ptd plan`: " + layout_label(q.tp, q.pp, q.dp, q.cp, q.ep, q.vpp) +
+                                ", zero " + std::to_string(q.zero) + (q.distributed_optimizer ? " + distributed optimizer" : "") +
+                                ", recompute " + to_string(q.recompute) + ", micro-batch " +
+                                std::to_string(other.training.micro_batch) + "; set those keys with --set to export it";
+            }
+        }
+        if (plan_fallback.empty())
+            plan_fallback = "--plan: no layout the planner lists can be written as --format " + std::string(to_string(a.format));
         const ParallelSpec& p = chosen.parallel;
         print_notes(err, a.job, {"--plan: exporting the planner's best layout " +
                                  layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp) + ", micro-batch " +
@@ -218,6 +233,7 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
     }
     auto exported = export_job(chosen, a.format);
     if (!exported) {
+        if (a.plan) print_notes(err, a.job, {plan_fallback});
         print_error(err, exported.error());
         return kExitConfig;
     }

@@ -596,7 +596,7 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     if (p.recompute != Recompute::none)
         line(std::string("from torchtitan.distributed.activation_checkpoint import ") +
              (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC"));
-    line("from torchtitan.models.llama3 import model_registry");
+    if (plan->flavor) line("from torchtitan.models.llama3 import model_registry");
     line("from torchtitan.models.llama3.config_registry import " + std::string(baseline));
     line("from torchtitan.trainer import Trainer");
     line();
