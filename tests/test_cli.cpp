@@ -361,7 +361,7 @@ TEST(CliExport, DeepSpeedJson) {
 }
 
 TEST(CliExport, TorchtitanToml) {
-    Proc r = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format torchtitan");
+    Proc r = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format torchtitan-toml");
     ASSERT_EQ(r.rc, 0) << r.err;
     toml::table doc = toml::parse(r.out);
     EXPECT_EQ(doc["parallelism"]["tensor_parallel_degree"].value_or(0), 2);
@@ -372,6 +372,15 @@ TEST(CliExport, TorchtitanToml) {
     Proc fp16 = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format torchtitan --set training.precision=fp16");
     EXPECT_EQ(fp16.rc, 2);
     EXPECT_TRUE(contains(fp16.err, "training.precision")) << fp16.err;
+}
+
+// --format torchtitan is torchtitan's current Python config (issue 12, item 9).
+TEST(CliExport, TorchtitanPython) {
+    Proc r = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format torchtitan");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "def ptd_job() -> Trainer.Config:")) << r.out;
+    EXPECT_TRUE(contains(r.out, "        tensor_parallel_degree=2,\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "config.model_spec = model_registry(\"8B\")")) << r.out;
 }
 
 TEST(CliExport, PlanAndBadFormat) {
