@@ -338,6 +338,37 @@ TEST(CliPlan, TextTables) {
     EXPECT_EQ(bad.rc, 2);
 }
 
+// Each planner result says per export format whether it can be written, and if not, the
+// key that blocks it; `export --plan` then names the best layout that can (issue 12, item 10).
+TEST(CliPlan, ExportabilityPerFormat) {
+    const std::string fp16 = kJobs + "llama3-8b-h100.toml --set training.precision=fp16";
+    Proc r = run(kPtd + " plan --top 3 --json " + fp16);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto doc = nlohmann::json::parse(r.out);
+    for (const auto& e : doc["top"]) {
+        for (const char* f : {"megatron", "deepspeed", "torchtitan", "torchtitan-toml"}) ASSERT_TRUE(e["exports"].contains(f)) << f;
+        EXPECT_TRUE(e["exports"]["deepspeed"]["ok"].get<bool>());
+        EXPECT_FALSE(e["exports"]["torchtitan"]["ok"].get<bool>());  // torchtitan has no fp16
+        EXPECT_EQ(e["exports"]["torchtitan"]["key"], "training.precision");
+        EXPECT_EQ(e["exports"]["megatron"]["ok"].get<bool>(), e["zero"].get<int>() < 2);
+        if (e["zero"].get<int>() >= 2) EXPECT_EQ(e["exports"]["megatron"]["key"], "parallel.zero");
+    }
+    Proc text = run(kPtd + " plan --top 3 " + fp16);
+    EXPECT_TRUE(contains(text.out, "not exportable to torchtitan (training.precision)")) << text.out;
+
+    // torchtitan can write none of them: the export says so and names the key.
+    Proc tt = run(kPtd + " export --plan --format torchtitan " + fp16);
+    EXPECT_EQ(tt.rc, 2);
+    EXPECT_TRUE(contains(tt.err, "no layout the planner lists can be written as --format torchtitan")) << tt.err;
+    EXPECT_TRUE(contains(tt.err, "error: training.precision")) << tt.err;
+    if (doc["top"][0]["zero"].get<int>() >= 2) {  // today's best: Megatron cannot write it, rank 2+ can
+        Proc mg = run(kPtd + " export --plan --format megatron " + fp16);
+        EXPECT_EQ(mg.rc, 2);
+        EXPECT_TRUE(contains(mg.err, "the best one that can is rank")) << mg.err;
+        EXPECT_TRUE(contains(mg.err, "error: parallel.zero")) << mg.err;
+    }
+}
+
 TEST(CliExport, Megatron) {
     Proc r = run(kPtd + " export " + kJobs + "gpt3-175b-a100.toml --format megatron");
     ASSERT_EQ(r.rc, 0) << r.err;
