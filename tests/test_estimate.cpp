@@ -891,7 +891,7 @@ bool randomize(JobSpec& job, std::mt19937& rng) {
     auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
     auto coin = [&] { return pick(2) == 1; };
     static const int kTp[] = {1, 2, 4, 8}, kPp[] = {1, 2, 3, 4, 6, 8}, kCp[] = {1, 1, 2}, kEp[] = {1, 2, 4, 8};
-    static const char* kOrders[] = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp", "tp-dp-pp", "pp-dp-cp-tp"};
+    static const char* kOrders[] = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp", "tp-ep-dp-pp-cp", "pp-ep-dp-cp-tp"};
     ParallelSpec& p = job.parallel;
     const int world = job.world_size();
     p.tp = kTp[pick(4)];

@@ -428,7 +428,7 @@ TEST(Planner, OptionsRestrictTheSearch) {
         EXPECT_LE(e.score.peak_bytes, 0.7 * cap);
     }
 
-    job.parallel.order = "tp-pp-dp";  // not one of kPlannerOrders
+    job.parallel.order = "tp-pp-ep-dp-cp";  // not one of kPlannerOrders
     PlanResult fixed = plan(job, [&](PlanOptions& o) {
         o.vary_zero = false;
         o.vary_recompute = false;
@@ -441,7 +441,7 @@ TEST(Planner, OptionsRestrictTheSearch) {
         EXPECT_EQ(e.choice.zero, 1);
         EXPECT_FALSE(e.choice.distributed_optimizer);
         EXPECT_EQ(e.choice.recompute, Recompute::selective);
-        EXPECT_EQ(apply_plan_entry(job, e).parallel.order, "tp-pp-dp");
+        EXPECT_EQ(apply_plan_entry(job, e).parallel.order, "tp-pp-ep-dp-cp");
     }
     EXPECT_GE(fixed.job_rank, 0);  // the job's own order is the one searched
 
