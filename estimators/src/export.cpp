@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
