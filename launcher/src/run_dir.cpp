@@ -15,6 +15,7 @@
 #include <limits>
 
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,6 +143,23 @@ Result<void> write_atomically(const std::string& path, const std::string& text) 
         std::remove(tmp.c_str());
         return fail(SourceLoc{path}, "", std::string("cannot replace: ") + std::strerror(err));
     }
+    return {};
+}
+
+// Writes a file that must not exist yet (O_EXCL): a run only ever writes its own files.
+Result<void> write_new_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(SourceLoc{path}, "", std::string("cannot create: ") + std::strerror(errno));
+    bool ok = true;
+    for (size_t off = 0; ok && off < text.size();) {
+        const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        if (ok) off += (size_t)n;
+    }
+    const int saved = errno;
+    if (::close(fd) != 0) ok = false;
+    if (!ok) return fail(SourceLoc{path}, "", std::string("cannot write: ") + std::strerror(saved));
     return {};
 }
 
@@ -345,12 +363,24 @@ Result<RunManifest> read_manifest(const std::string& run_dir) {
 Result<std::unique_ptr<RunDirWriter>> RunDirWriter::create(const std::string& dir, const std::string& job_toml,
                                                            const RunManifest& manifest) {
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir, ec))
-        return fail(SourceLoc{dir}, "", "cannot create the run directory: " + (ec ? ec.message() : "not a directory"));
+    const fs::path parent = fs::path(dir).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    if (ec || (!parent.empty() && !fs::is_directory(parent, ec)))
+        return fail(SourceLoc{parent.string()}, "",
+                    "cannot create the folder for run directories: " + (ec ? ec.message() : "not a directory"));
+    // The run directory is the run's own: made here, never an existing one (whose job.toml
+    // or sbatch.sh would be overwritten).
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+        const int err = errno;
+        if (err == EEXIST)
+            return fail(SourceLoc{dir}, "",
+                        "the run directory already exists (a run with this id, or another file); nothing in it was "
+                        "changed; allowed: a new run id (--run-id) or another run root (--run-root)");
+        return fail(SourceLoc{dir}, "", std::string("cannot create the run directory: ") + std::strerror(err));
+    }
     std::unique_ptr<RunDirWriter> w(new RunDirWriter());
     w->dir_ = dir;
-    if (auto r = write_atomically(dir + "/job.toml", job_toml); !r) return std::unexpected(r.error());
+    if (auto r = write_new_file(dir + "/job.toml", job_toml); !r) return std::unexpected(r.error());
     if (auto r = w->write_manifest(manifest); !r) return std::unexpected(r.error());
     return w;
 }
