@@ -612,6 +612,33 @@ TEST(LocalLaunch, KilledEngineRankEndsTheRunWithItsReport) {
     EXPECT_TRUE(survivors_after("kill-1", 5).empty());
 }
 
+// A MASTER_ADDR the ranks cannot resolve fails at once, naming the address and the host
+// (the engine resolves it before waiting for the store; its timeout is 300 s).
+TEST(LocalLaunch, UnresolvableMasterAddrFailsAtOnce) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "noresolve");
+    o.master_addr = "no-such-host.invalid";
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_EQ(env_of(plan->ranks[1], "MASTER_ADDR"), "no-such-host.invalid");
+    const Collected c = run_to_end(*plan, 60);
+    EXPECT_EQ(c.rc, 1) << c.outcome.reason;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::string stderr_text;
+    for (const std::string& l : c.outcome.last_stderr) stderr_text += l + "\n";
+    EXPECT_NE(stderr_text.find("MASTER_ADDR 'no-such-host.invalid' does not resolve on host " + std::string(host)),
+              std::string::npos)
+        << stderr_text;
+    EXPECT_TRUE(survivors_after("noresolve", 3).empty());
+
+    // A value that cannot be a host name is refused in the plan, naming the flag.
+    o.master_addr = "-oProxyCommand=x";
+    auto bad = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("--master-addr"), std::string::npos) << bad.error().str();
+}
+
 TEST(LocalLaunch, FloodingRankBlocksNoOneAndBadMetricsStayLogText) {
     const std::string dir = make_temp_dir("launch");
     LaunchOptions o = options_in(dir, "flood-1");
@@ -859,6 +886,76 @@ TEST(SshLaunch, MissingRemoteEngineIsReportedAtOnce) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));  // no teardown wait
     EXPECT_EQ(c.rc, 1);
     EXPECT_NE(c.outcome.reason.find("--upload"), std::string::npos) << c.outcome.reason;
+}
+
+// An hf_config job over SSH: the config (always) and the data file (--upload) are sent
+// next to each host's job.toml, which names them there; the ranks train from the copies.
+TEST(SshLaunch, HfConfigJobSendsItsFilesNextToJobToml) {
+    SshSetup s("ssh-hf");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    JobSpec job = load(hf_job_folder(s.dir, /*data=*/true));
+    job.launch.identity = s.sshd.identity;
+    job.launch.connect_timeout_s = 5;
+    s.opts.upload = true;
+    s.opts.steps = 2;
+    auto plan = make_launch_plan(job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 2) << "rank " << r;
+    const std::string remote = plan->hosts[0].remote_dir;
+    EXPECT_EQ(read_file(remote + "/tiny.json"), read_file(s.dir + "/job/cfg/tiny.json"));
+    EXPECT_EQ(read_file(remote + "/corpus.txt"), read_file(s.dir + "/job/data/corpus.txt"));
+    const std::string remote_job = read_file(remote + "/job.toml");
+    EXPECT_NE(remote_job.find("hf_config = \"tiny.json\""), std::string::npos) << remote_job;
+    EXPECT_NE(remote_job.find("data = \"corpus.txt\""), std::string::npos) << remote_job;
+    EXPECT_NE(texts_of(c, LaunchEventKind::host_ready).find("sent job.toml, tiny.json, corpus.txt"), std::string::npos)
+        << texts_of(c, LaunchEventKind::host_ready);
+    EXPECT_TRUE(survivors_after("ssh-hf", 3).empty());
+}
+
+// A hostfile naming an ssh config alias: the ranks rendezvous at the alias's HostName
+// (what the SSH connection reached), not at the alias, which no resolver knows; naming
+// the alias as MASTER_ADDR is refused on the host at once instead of hanging the ranks.
+TEST(SshLaunch, SshConfigAliasGivesTheRanksTheAddressItReaches) {
+    SshSetup s("ssh-alias");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();  // [127.0.0.1]:port, as ssh records the HostName
+    write_file(s.dir + "/ssh_config", "Host myalias\n  HostName 127.0.0.1\n  Port " + std::to_string(s.sshd.port) +
+                                          "\n  User " + s.sshd.user + "\n");
+    write_file(s.dir + "/hosts", "myalias slots=4\n");
+    s.opts.ssh_config = s.dir + "/ssh_config";
+    s.opts.upload = true;
+    s.opts.steps = 2;
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_EQ(plan->master_addr, "127.0.0.1");
+    for (const RankPlan& r : plan->ranks) EXPECT_EQ(env_of(r, "MASTER_ADDR"), "127.0.0.1");
+    const std::string dry = format_dry_run(*plan);
+    EXPECT_NE(dry.find("master: 127.0.0.1:(a free port found on the first host at launch) (MASTER_ADDR from HostName of "
+                       "the first host \"myalias\" in " + s.dir + "/ssh_config)"),
+              std::string::npos)
+        << dry;
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 2) << "rank " << r;
+    auto m = read_manifest(plan->run_dir);
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->master_addr, "127.0.0.1");
+
+    // The alias itself as MASTER_ADDR (what ranks used to get): refused before any rank
+    // starts, naming the address and the host, long before the engines' 300 s timeout.
+    s.opts.master_addr = "myalias";
+    s.opts.run_id = "ssh-alias-2";
+    plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected bad = run_to_end(*plan, 60);
+    EXPECT_EQ(bad.rc, 1);
+    EXPECT_NE(bad.outcome.reason.find("MASTER_ADDR 'myalias' does not resolve on host myalias"), std::string::npos)
+        << bad.outcome.reason;
+    EXPECT_TRUE(texts_of(bad, LaunchEventKind::rank_started).empty());
+    EXPECT_TRUE(survivors_after("ssh-alias-2", 3).empty());
 }
 
 // ---- two hosts: two sshd in their own network namespaces, joined by a bridge ------------
