@@ -3,6 +3,7 @@
 // the real ptd-engine on 4 and 8 ranks, a failing rank, a rank that ignores TERM, a killed
 // engine rank, stop(), and `ptd launch` itself under SIGINT. After every launch no process
 // carrying the run's PTD_RUN_ID may survive.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -464,6 +465,13 @@ TEST(LaunchCommand, HfConfigJobLaunchesLocallyAndUnderSlurm) {
     EXPECT_NE(read_file(run + "/job.toml").find("data = \"" + dir + "/job/data/corpus.txt\""), std::string::npos);
     ASSERT_EQ(run_sbatch_with_shims(dir, run + "/sbatch.sh", 4), 0) << read_file(run + "/rank-0.log");
     for (int r = 0; r < 4; ++r) EXPECT_EQ(last_logged_step(run, r), 2) << "rank " << r << "\n" << read_file(run + "/rank-0.log");
+
+    // Nobody moves a Slurm run's manifest past "starting": `ptd watch` ends on the ranks'
+    // own end events (it used to wait forever).
+    EXPECT_EQ(read_manifest(run)->state, "starting");
+    out = run_capture("timeout 60 " + kBin + "/ptd watch " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("finished: all 4 ranks sent end"), std::string::npos) << out;
 }
 
 // A run never writes into a folder it did not create: not with --run-id naming the job's
@@ -722,6 +730,45 @@ TEST(LaunchCommand, SigintStopsEveryRankAndExits130) {
     auto m = read_manifest(dir + "/sigint-1");
     ASSERT_TRUE(m);
     EXPECT_EQ(m->state, "stopped");
+}
+
+// `ptd launch` SIGKILLed mid-run: its manifest stays "running", but its engines died with
+// it (parent-death signal). `ptd watch` sees the launcher's pid gone and every rank's pid
+// not running, ends, and says so (it used to wait forever).
+TEST(LaunchCommand, WatchEndsARunWhoseLauncherWasKilled) {
+    const std::string dir = make_temp_dir("cmd");
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        const std::string ptd = kBin + "/ptd";
+        execl(ptd.c_str(), "ptd", "launch", (kSrc + "/assets/jobs/tiny-local.toml").c_str(), "--steps", "1000000",
+              "--run-root", dir.c_str(), "--run-id", "killed-1", (char*)nullptr);
+        _exit(127);
+    }
+    // Wait until the real engines train (a step line in every log), then SIGKILL ptd.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto training = [&] {
+        for (int r = 0; r < 4; ++r)
+            if (last_logged_step(dir + "/killed-1", r) < 1) return false;
+        return true;
+    };
+    while (!training() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(training());
+    ASSERT_EQ(read_manifest(dir + "/killed-1")->state, "running");
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(survivors_after("killed-1", 10).empty());
+    EXPECT_EQ(read_manifest(dir + "/killed-1")->state, "running");  // nobody recorded the end
+    int rc = -1;
+    const std::string out = run_capture("timeout 60 " + kBin + "/ptd watch --no-sparklines " + dir + "/killed-1", &rc);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("failed: launcher pid " + std::to_string(pid) + " gone and ranks 0-3 dead (pids not running)"),
+              std::string::npos)
+        << out;
 }
 
 TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {

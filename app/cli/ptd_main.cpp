@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
     watch->add_flag("--once", wa.once, "Print the dashboard of what is there now and exit");
     watch->add_option("--interval", wa.interval, "Seconds between redraws on a terminal (default 1)")->check(CLI::Range(0.05, 3600.0));
     watch->add_flag("--no-sparklines", no_sparklines, "Leave out the loss sparkline column");
+    watch->add_option("--stale-after", wa.stale_after,
+                      "Seconds without output from any unfinished rank after which a run whose manifest never "
+                      "ends (Slurm, a killed launcher) counts as over (default 120)");
 
     ptd::LaunchArgs lca;
     auto* launch = app.add_subcommand("launch", "Start the job's ranks locally or over SSH with a live status per rank");

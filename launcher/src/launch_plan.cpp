@@ -323,7 +323,8 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
             if (h.entry.user.empty()) h.entry.user = job.launch.user;
             if (h.entry.port == 0 && job.launch.port != 22) h.entry.port = job.launch.port;
         }
-        h.display = plan.local ? h.entry.host + " (local)"
+        h.display = opts.slurm   ? h.entry.host  // a node of the allocation
+                    : plan.local ? h.entry.host + " (local)"
                                : (h.entry.user.empty() ? "" : h.entry.user + "@") + h.entry.host +
                                      (h.entry.port ? ":" + std::to_string(h.entry.port) : "");
         // Each host gets its own copy of the job (and engine) under the run directory's

@@ -485,6 +485,8 @@ Result<std::unique_ptr<Launcher>> Launcher::start(LaunchPlan plan) {
     auto impl = std::make_unique<Impl>();
     impl->plan = std::move(plan);
     impl->manifest = initial_manifest(impl->plan);
+    // Who supervises the run: `ptd watch` tells a killed launcher from a live one by it.
+    impl->manifest.launcher = this_launcher();
     auto writer = RunDirWriter::create(impl->plan.run_dir, impl->plan.job_toml, impl->manifest);
     if (!writer) return std::unexpected(writer.error());
     impl->writer = std::move(*writer);
