@@ -360,8 +360,10 @@ TEST(LaunchPlan, JobFilesAreResolvedAgainstTheJobFile) {
     JobSpec ssh_job = job;
     ssh_job.launch.mode = LaunchMode::ssh;
     ssh_job.cluster.hosts = {"host-a"};
+    ssh_job.launch.identity = "keys/id_ed25519";  // a local file too: next to the job
     auto ssh = make_launch_plan(ssh_job, options_in(dir, "files-ssh"));
     ASSERT_TRUE(ssh) << ssh.error().str();
+    EXPECT_EQ(ssh->job.launch.identity, dir + "/job/keys/id_ed25519");
     ASSERT_EQ(ssh->files.size(), 2u);
     EXPECT_EQ(ssh->files[0].remote_name, "tiny.json");
     EXPECT_EQ(ssh->files[1].remote_name, "");

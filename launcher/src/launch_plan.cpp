@@ -292,6 +292,10 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     if (std::string why = run_id_problem(plan.run_id); !why.empty()) return fail(SourceLoc{}, "--run-id", why);
     const std::string root = opts.run_root.empty() ? job.launch.run_dir : opts.run_root;
     plan.run_dir = (fs::absolute(root) / plan.run_id).lexically_normal().string();
+    // launch.identity is a file on this machine, named like every other path of the job:
+    // relative to the job file's folder (as launch.hostfile), not to the current folder.
+    if (std::string& id = plan.job.launch.identity; !id.empty() && fs::path(id).is_relative())
+        id = (job_folder(job) / id).lexically_normal().string();
     plan.upload = opts.upload.value_or(job.launch.upload);
     plan.accept_new_host_keys = opts.accept_new_host_keys.value_or(job.launch.accept_new_host_keys);
     plan.known_hosts = opts.known_hosts;
