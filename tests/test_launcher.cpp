@@ -65,12 +65,18 @@ Collected run_to_end(LaunchPlan plan, double timeout_s, const std::function<void
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     LaunchEvent ev;
     bool stopped = false;
-    while (!run.finished() || run.next_event(ev, 0)) {
+    // Until the `finished` event, which always comes last (testing next_event in the loop
+    // condition as well would drop the event it took whenever the run ended first).
+    for (;;) {
         if (!run.next_event(ev, 0.1)) {
             if (!stopped && std::chrono::steady_clock::now() > until) {
                 ADD_FAILURE() << "launch did not finish within " << timeout_s << " s; stopping it";
                 run.stop();
                 stopped = true;
+            }
+            if (stopped && std::chrono::steady_clock::now() > until + std::chrono::seconds(60)) {
+                ADD_FAILURE() << "launch did not finish 60 s after stop()";
+                break;
             }
             continue;
         }
