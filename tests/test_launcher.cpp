@@ -1103,3 +1103,27 @@ TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
     EXPECT_EQ(f.outcome.failed_host, 1);
     EXPECT_TRUE(survivors_after("two-host-fail", 5).empty());
 }
+
+// A MASTER_ADDR that resolves but that no host answers for (an address on the bridge's
+// subnet that nobody has: ARP fails, "No route to host"): the ranks fail within seconds,
+// naming the address and their host, instead of waiting their whole 300 s timeout.
+TEST(TwoHostLaunch, UnreachableMasterAddrFailsWithinSeconds) {
+    TwoHostNet net;
+    if (!net.skip.empty()) GTEST_SKIP() << net.skip;
+    const std::string dir = make_temp_dir("unreachable");
+    LaunchOptions o = options_in(dir, "unreachable");
+    o.master_addr = "10.231.77.9";
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 1) << c.outcome.reason;
+    std::string stderr_text;
+    for (const std::string& l : c.outcome.last_stderr) stderr_text += l + "\n";
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    EXPECT_NE(stderr_text.find("MASTER_ADDR '10.231.77.9' port " + std::to_string(plan->master_port) +
+                               " cannot be reached from host " + host),
+              std::string::npos)
+        << stderr_text;
+    EXPECT_TRUE(survivors_after("unreachable", 5).empty());
+}

@@ -964,9 +964,23 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int
     constexpr auto kUnreachableFor = std::chrono::seconds(10);
     Clock::time_point unreachable_since{};
     int err = ETIMEDOUT;
+    // A connect that nobody answers (no RST, no SYN-ACK) means dropped packets: say so
+    // after a while instead of sitting silent for the whole timeout, and keep trying.
+    constexpr auto kSilentAttempt = std::chrono::seconds(10);
+    bool warned_silent = false;
     for (;;) {
-        int fd = try_connect(addr, port, deadline, err);
+        const auto attempt_deadline = std::min(deadline, Clock::now() + kSilentAttempt);
+        int fd = try_connect(addr, port, attempt_deadline, err);
         if (fd >= 0) return std::unique_ptr<KvClient>(new KvClientImpl(fd, addr, port));
+        if (err == ETIMEDOUT && attempt_deadline < deadline && !warned_silent) {
+            warned_silent = true;
+            std::fprintf(stderr,
+                         "ptd-engine: no answer from MASTER_ADDR '%s' port %d on host %s for %s s (packets dropped: a "
+                         "firewall, or an address of rank 0's host this host cannot reach); still trying for up to %s s\n",
+                         addr.c_str(), port, local_hostname().c_str(),
+                         format_seconds(std::chrono::duration<double>(kSilentAttempt).count()).c_str(),
+                         format_seconds(timeout_s).c_str());
+        }
         const bool unreachable = err == EHOSTUNREACH || err == ENETUNREACH || err == EADDRNOTAVAIL;
         if (!unreachable) unreachable_since = {};
         else if (unreachable_since == Clock::time_point{}) unreachable_since = Clock::now();
