@@ -3,6 +3,7 @@
 // the real ptd-engine on 4 and 8 ranks, a failing rank, a rank that ignores TERM, a killed
 // engine rank, stop(), and `ptd launch` itself under SIGINT. After every launch no process
 // carrying the run's PTD_RUN_ID may survive.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -64,12 +65,18 @@ Collected run_to_end(LaunchPlan plan, double timeout_s, const std::function<void
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     LaunchEvent ev;
     bool stopped = false;
-    while (!run.finished() || run.next_event(ev, 0)) {
+    // Until the `finished` event, which always comes last (testing next_event in the loop
+    // condition as well would drop the event it took whenever the run ended first).
+    for (;;) {
         if (!run.next_event(ev, 0.1)) {
             if (!stopped && std::chrono::steady_clock::now() > until) {
                 ADD_FAILURE() << "launch did not finish within " << timeout_s << " s; stopping it";
                 run.stop();
                 stopped = true;
+            }
+            if (stopped && std::chrono::steady_clock::now() > until + std::chrono::seconds(60)) {
+                ADD_FAILURE() << "launch did not finish 60 s after stop()";
+                break;
             }
             continue;
         }
@@ -91,6 +98,61 @@ std::string fake_engine(const std::string& dir, const std::string& body) {
     write_file(path, "#!/bin/sh\n[ \"$1\" = --free-port ] && exec " + kBin + "/ptd-engine --free-port\n" +
                          "echo \"fake engine rank $RANK of $WORLD_SIZE\"\n" + body + "\n", 0755);
     return path;
+}
+
+// A job folder with a job that names its files relatively, as users write them:
+// hf_config = "cfg/tiny.json" (a GPT-2-style config small enough to train on 4 CPU ranks)
+// and, with `data`, training.data = "data/corpus.txt".
+std::string hf_job_folder(const std::string& dir, bool data = false) {
+    write_file(dir + "/job/cfg/tiny.json",
+               R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_head": 4, "n_layer": 4,)"
+               R"( "n_positions": 64, "vocab_size": 256, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05})");
+    std::string corpus;
+    for (int i = 0; i < 400; ++i) corpus += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + "\n";
+    if (data) write_file(dir + "/job/data/corpus.txt", corpus);
+    std::string job = read_file(kSrc + "/assets/jobs/tiny-local.toml");
+    job.replace(job.find("preset = \"tiny-gpt\""), std::string("preset = \"tiny-gpt\"").size(), "hf_config = \"cfg/tiny.json\"");
+    if (data) job.replace(job.find("data = \"synthetic\""), std::string("data = \"synthetic\"").size(), "data = \"data/corpus.txt\"");
+    write_file(dir + "/job/job.toml", job);
+    return dir + "/job/job.toml";
+}
+
+// Runs an sbatch script with stand-ins for srun and scontrol: srun starts one process per
+// task with Slurm's variables, as Slurm would. Returns the script's exit status.
+int run_sbatch_with_shims(const std::string& dir, const std::string& script_path, int tasks) {
+    write_file(dir + "/shims/scontrol", "#!/bin/sh\necho 127.0.0.1\n", 0755);
+    write_file(dir + "/shims/srun",
+               "#!/bin/bash\n# srun stand-in: srun [options] cmd...; honours --output=PATTERN with %t\n"
+               "out=; while [[ $1 == -* ]]; do case $1 in --output=*) out=${1#--output=};; esac; shift; done\n"
+               "pids=(); for ((t=0; t<SLURM_NTASKS; t++)); do\n"
+               "  SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
+               "done\nrc=0; for p in \"${pids[@]}\"; do wait $p || rc=$?; done; exit $rc\n",
+               0755);
+    const std::string cmd = "cd / && PATH=" + shell_quote(dir + "/shims") +
+                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_ID=777 SLURM_NTASKS=" + std::to_string(tasks) +
+                            " timeout 120 bash " + shell_quote(script_path) + " >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The last step each rank's log reports.
+int last_logged_step(const std::string& run_dir, int rank) {
+    const std::string log = read_file(run_dir + "/rank-" + std::to_string(rank) + ".log");
+    int steps = 0;
+    std::istringstream lines(log);
+    for (std::string l; std::getline(lines, l);)
+        if (auto m = parse_metrics_line(l); m && m->kind == MetricKind::step && m->rank == rank) steps = m->step;
+    return steps;
+}
+
+std::string run_capture(const std::string& cmd, int* rc = nullptr) {
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = p ? pclose(p) : -1;
+    if (rc) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
 }
 
 }  // namespace
@@ -237,13 +299,100 @@ TEST(LaunchPlan, ErrorsNameTheKey) {
     o = options_in(dir, "../escape");
     plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
     ASSERT_FALSE(plan);
-    EXPECT_NE(plan.error().str().find("run_id"), std::string::npos) << plan.error().str();
+    EXPECT_NE(plan.error().str().find("--run-id"), std::string::npos) << plan.error().str();
 
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     job.launch.mode = LaunchMode::ssh;
     plan = make_launch_plan(job, options_in(dir, "run-g"));
     ASSERT_FALSE(plan);
     EXPECT_NE(plan.error().str().find("needs hosts"), std::string::npos) << plan.error().str();
+}
+
+// Run ids name one folder under the run root; anything else (a path, "..", ".", an option,
+// control characters, a huge string) is refused naming the flag, the value and the rule.
+TEST(LaunchPlan, RunIdIsOnePlainFolderName) {
+    const std::string dir = make_temp_dir("runid");
+    const JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    for (const std::string& bad : {std::string(".."), std::string("."), std::string("../up"), std::string("a/b"),
+                                   std::string("-rf"), std::string(".hidden"), std::string("tab\there"),
+                                   std::string("new\nline"), std::string(300, 'x'), std::string("sp ace")}) {
+        auto plan = make_launch_plan(job, options_in(dir, bad));
+        ASSERT_FALSE(plan) << "accepted run id [" << bad << "]";
+        const std::string e = plan.error().str();
+        EXPECT_NE(e.find("--run-id"), std::string::npos) << e;
+        EXPECT_NE(e.find("allowed: one folder name"), std::string::npos) << e;
+        EXPECT_EQ(e.find('\n'), e.size() - 1) << "one line, control characters escaped: " << e;
+        EXPECT_LT(e.size(), 400u) << "a huge value is cut: " << e;
+    }
+    EXPECT_NE(make_launch_plan(job, options_in(dir, "..")).error().str().find("got \"..\""), std::string::npos);
+    for (const std::string& good : {std::string("run-1"), std::string("2026.01.01_a"), std::string(128, 'r')})
+        EXPECT_TRUE(make_launch_plan(job, options_in(dir, good))) << good;
+    // Generated ids never repeat within one process (the studio launches many times).
+    LaunchOptions o = options_in(dir, "");
+    auto a = make_launch_plan(job, o), b = make_launch_plan(job, o);
+    ASSERT_TRUE(a && b);
+    EXPECT_NE(a->run_id, b->run_id);
+    EXPECT_EQ(run_id_problem(a->run_id), "");
+}
+
+// Every path the job names is resolved against the job file's folder, whatever the
+// current folder: the run directory's job.toml names the files absolutely; over SSH the
+// config goes next to each host's job.toml (data too with --upload).
+TEST(LaunchPlan, JobFilesAreResolvedAgainstTheJobFile) {
+    const std::string dir = make_temp_dir("files");
+    const std::string job_path = hf_job_folder(dir, /*data=*/true);
+    const std::string cwd = fs::current_path();
+    fs::current_path("/");  // the job's relative paths must not depend on this
+    const JobSpec job = load(job_path);
+    const auto refs = job_file_refs(job);
+    ASSERT_EQ(refs.size(), 2u);
+    EXPECT_EQ(refs[0].key, "model.hf_config");
+    EXPECT_EQ(refs[0].written, "cfg/tiny.json");
+    EXPECT_EQ(refs[0].path, dir + "/job/cfg/tiny.json");
+    EXPECT_EQ(refs[1].key, "training.data");
+    EXPECT_EQ(refs[1].path, dir + "/job/data/corpus.txt");
+
+    auto plan = make_launch_plan(job, options_in(dir, "files-local"));
+    fs::current_path(cwd);
+    ASSERT_TRUE(plan) << plan.error().str();
+    static auto presets = load_presets();
+    auto reread = load_job_text(plan->job_toml, plan->run_dir + "/job.toml", *presets);
+    ASSERT_TRUE(reread) << reread.error().str() << "\n" << plan->job_toml;
+    EXPECT_EQ(reread->origin.model_hf_config, dir + "/job/cfg/tiny.json");
+    EXPECT_EQ(reread->training.data, dir + "/job/data/corpus.txt");
+    EXPECT_EQ(reread->model, job.model);
+
+    // SSH without --upload: the config (part of the job) is sent, the data must be there.
+    JobSpec ssh_job = job;
+    ssh_job.launch.mode = LaunchMode::ssh;
+    ssh_job.cluster.hosts = {"host-a"};
+    ssh_job.launch.identity = "keys/id_ed25519";  // a local file too: next to the job
+    auto ssh = make_launch_plan(ssh_job, options_in(dir, "files-ssh"));
+    ASSERT_TRUE(ssh) << ssh.error().str();
+    EXPECT_EQ(ssh->job.launch.identity, dir + "/job/keys/id_ed25519");
+    ASSERT_EQ(ssh->files.size(), 2u);
+    EXPECT_EQ(ssh->files[0].remote_name, "tiny.json");
+    EXPECT_EQ(ssh->files[1].remote_name, "");
+    auto remote = load_job_text(ssh->remote_job_toml, dir + "/job/cfg/job.toml", *presets);  // next to the copy
+    ASSERT_TRUE(remote) << remote.error().str() << "\n" << ssh->remote_job_toml;
+    EXPECT_EQ(remote->origin.model_hf_config, "tiny.json");
+    EXPECT_EQ(remote->training.data, dir + "/job/data/corpus.txt");
+    const std::string dry = format_dry_run(*ssh);
+    EXPECT_NE(dry.find("tiny.json (model.hf_config: " + dir + "/job/cfg/tiny.json)"), std::string::npos) << dry;
+    EXPECT_NE(dry.find("not sent (without --upload): training.data " + dir + "/job/data/corpus.txt"), std::string::npos) << dry;
+    LaunchOptions up = options_in(dir, "files-upload");
+    up.upload = true;
+    ssh = make_launch_plan(ssh_job, up);
+    ASSERT_TRUE(ssh) << ssh.error().str();
+    EXPECT_EQ(ssh->files[1].remote_name, "corpus.txt");
+    EXPECT_NE(ssh->remote_job_toml.find("data = \"corpus.txt\""), std::string::npos) << ssh->remote_job_toml;
+
+    // A file that cannot be sent is named before anything starts.
+    fs::remove(dir + "/job/data/corpus.txt");
+    auto missing = make_launch_plan(ssh_job, up);
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().str().find("training.data"), std::string::npos) << missing.error().str();
+    EXPECT_NE(missing.error().str().find("does not exist"), std::string::npos) << missing.error().str();
 }
 
 // The exact remote command line, run by a real shell: every argument and variable arrives
@@ -293,32 +442,75 @@ TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
     EXPECT_NE(script.find("scontrol show hostnames"), std::string::npos) << script;
     EXPECT_EQ(script.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << script;  // cpu preset
 
-    // Run it for real with stand-ins for srun and scontrol: srun starts one process per
-    // task with Slurm's variables, as Slurm would, and the real engines train.
-    write_file(dir + "/shims/scontrol", "#!/bin/sh\necho 127.0.0.1\n", 0755);
-    write_file(dir + "/shims/srun",
-               "#!/bin/bash\n# srun stand-in: srun [options] cmd...; honours --output=PATTERN with %t\n"
-               "out=; while [[ $1 == -* ]]; do case $1 in --output=*) out=${1#--output=};; esac; shift; done\n"
-               "pids=(); for ((t=0; t<SLURM_NTASKS; t++)); do\n"
-               "  SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
-               "done\nrc=0; for p in \"${pids[@]}\"; do wait $p || rc=$?; done; exit $rc\n",
-               0755);
+    // Run it for real with stand-ins for srun and scontrol: the real engines train.
     fs::create_directories(plan->run_dir);
     write_file(plan->run_dir + "/job.toml", plan->job_toml);
     write_file(plan->run_dir + "/sbatch.sh", script, 0755);
-    const std::string cmd = "cd " + shell_quote(dir) + " && PATH=" + shell_quote(dir + "/shims") +
-                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_ID=777 SLURM_NTASKS=4 timeout 120 bash " +
-                            shell_quote(plan->run_dir + "/sbatch.sh") + " >/dev/null 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(plan->run_dir + "/rank-0.log");
-    for (int r = 0; r < 4; ++r) {
-        const std::string log = read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log");
-        std::string problem;
-        int steps = 0;
-        std::istringstream lines(log);
-        for (std::string l; std::getline(lines, l);)
-            if (auto m = parse_metrics_line(l, &problem); m && m->kind == MetricKind::step && m->rank == r) steps = m->step;
-        EXPECT_EQ(steps, 2) << "rank " << r << ":\n" << log;
+    ASSERT_EQ(run_sbatch_with_shims(dir, plan->run_dir + "/sbatch.sh", 4), 0) << read_file(plan->run_dir + "/rank-0.log");
+    for (int r = 0; r < 4; ++r)
+        EXPECT_EQ(last_logged_step(plan->run_dir, r), 2) << "rank " << r << ":\n"
+                                                         << read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log");
+}
+
+// An hf_config job, launched from another folder: locally, and as the Slurm script
+// `ptd launch --slurm` writes (run by the srun stand-in); both train.
+TEST(LaunchCommand, HfConfigJobLaunchesLocallyAndUnderSlurm) {
+    const std::string dir = make_temp_dir("hf");
+    const std::string job = hf_job_folder(dir, /*data=*/true);
+    int rc = -1;
+    std::string out = run_capture("cd / && " + kBin + "/ptd launch " + shell_quote(job) + " --steps 2 --run-root " +
+                                      shell_quote(dir + "/runs") + " --run-id hf-local",
+                                  &rc);
+    EXPECT_EQ(rc, 0) << out;
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(last_logged_step(dir + "/runs/hf-local", r), 2) << "rank " << r << "\n" << out;
+    EXPECT_NE(read_file(dir + "/runs/hf-local/job.toml").find("hf_config = \"" + dir + "/job/cfg/tiny.json\""), std::string::npos);
+
+    out = run_capture("cd / && " + kBin + "/ptd launch " + shell_quote(job) + " --slurm --steps 2 --run-root " +
+                          shell_quote(dir + "/runs") + " --run-id hf-slurm",
+                      &rc);
+    ASSERT_EQ(rc, 0) << out;
+    const std::string run = dir + "/runs/hf-slurm";
+    EXPECT_NE(read_file(run + "/job.toml").find("data = \"" + dir + "/job/data/corpus.txt\""), std::string::npos);
+    ASSERT_EQ(run_sbatch_with_shims(dir, run + "/sbatch.sh", 4), 0) << read_file(run + "/rank-0.log");
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(last_logged_step(run, r), 2) << "rank " << r << "\n" << read_file(run + "/rank-0.log");
+
+    // Nobody moves a Slurm run's manifest past "starting": `ptd watch` ends on the ranks'
+    // own end events (it used to wait forever).
+    EXPECT_EQ(read_manifest(run)->state, "starting");
+    out = run_capture("timeout 60 " + kBin + "/ptd watch " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("finished: all 4 ranks sent end"), std::string::npos) << out;
+}
+
+// A run never writes into a folder it did not create: not with --run-id naming the job's
+// own folder, not twice with one id, not with --slurm.
+TEST(LaunchCommand, ExistingFoldersAreNeverOverwritten) {
+    const std::string dir = make_temp_dir("overwrite");
+    const std::string job_text = "# my notes: keep this comment\n" + read_file(kSrc + "/assets/jobs/tiny-local.toml");
+    write_file(dir + "/mine/job.toml", job_text);
+    const std::string ptd = kBin + "/ptd launch " + shell_quote(dir + "/mine/job.toml") + " --engine " + kBin + "/ptd-engine ";
+    int rc = -1;
+    for (const std::string& flags : {"--run-root " + dir + " --run-id mine", "--run-root " + dir + "/mine --run-id ..",
+                                     "--run-root " + dir + "/mine/x --run-id ..", "--run-root " + dir + " --run-id mine --slurm",
+                                     "--run-root " + dir + "/mine --run-id job.toml --slurm"}) {
+        const std::string out = run_capture(ptd + flags, &rc);
+        EXPECT_NE(rc, 0) << flags << "\n" << out;
+        EXPECT_TRUE(out.find("already exists") != std::string::npos || out.find("--run-id") != std::string::npos)
+            << flags << "\n" << out;
+        EXPECT_EQ(read_file(dir + "/mine/job.toml"), job_text) << flags;
+        EXPECT_FALSE(fs::exists(dir + "/mine/sbatch.sh")) << flags;
+        EXPECT_FALSE(fs::exists(dir + "/mine/manifest.json")) << flags;
+        EXPECT_FALSE(fs::exists(dir + "/sbatch.sh")) << flags;
     }
+    // The same id twice: the second is refused and the first run's files stay as they were.
+    std::string out = run_capture(ptd + "--steps 1 --run-root " + dir + " --run-id once", &rc);
+    ASSERT_EQ(rc, 0) << out;
+    const std::string manifest = read_file(dir + "/once/manifest.json");
+    out = run_capture(ptd + "--steps 1 --run-root " + dir + " --run-id once --slurm", &rc);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find(dir + "/once: error: the run directory already exists"), std::string::npos) << out;
+    EXPECT_EQ(read_file(dir + "/once/manifest.json"), manifest);
+    EXPECT_FALSE(fs::exists(dir + "/once/sbatch.sh"));
 }
 
 // ---- local launches --------------------------------------------------------------------
@@ -436,6 +628,33 @@ TEST(LocalLaunch, KilledEngineRankEndsTheRunWithItsReport) {
     EXPECT_TRUE(survivors_after("kill-1", 5).empty());
 }
 
+// A MASTER_ADDR the ranks cannot resolve fails at once, naming the address and the host
+// (the engine resolves it before waiting for the store; its timeout is 300 s).
+TEST(LocalLaunch, UnresolvableMasterAddrFailsAtOnce) {
+    const std::string dir = make_temp_dir("launch");
+    LaunchOptions o = options_in(dir, "noresolve");
+    o.master_addr = "no-such-host.invalid";
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_EQ(env_of(plan->ranks[1], "MASTER_ADDR"), "no-such-host.invalid");
+    const Collected c = run_to_end(*plan, 60);
+    EXPECT_EQ(c.rc, 1) << c.outcome.reason;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::string stderr_text;
+    for (const std::string& l : c.outcome.last_stderr) stderr_text += l + "\n";
+    EXPECT_NE(stderr_text.find("MASTER_ADDR 'no-such-host.invalid' does not resolve on host " + std::string(host)),
+              std::string::npos)
+        << stderr_text;
+    EXPECT_TRUE(survivors_after("noresolve", 3).empty());
+
+    // A value that cannot be a host name is refused in the plan, naming the flag.
+    o.master_addr = "-oProxyCommand=x";
+    auto bad = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("--master-addr"), std::string::npos) << bad.error().str();
+}
+
 TEST(LocalLaunch, FloodingRankBlocksNoOneAndBadMetricsStayLogText) {
     const std::string dir = make_temp_dir("launch");
     LaunchOptions o = options_in(dir, "flood-1");
@@ -519,6 +738,45 @@ TEST(LaunchCommand, SigintStopsEveryRankAndExits130) {
     auto m = read_manifest(dir + "/sigint-1");
     ASSERT_TRUE(m);
     EXPECT_EQ(m->state, "stopped");
+}
+
+// `ptd launch` SIGKILLed mid-run: its manifest stays "running", but its engines died with
+// it (parent-death signal). `ptd watch` sees the launcher's pid gone and every rank's pid
+// not running, ends, and says so (it used to wait forever).
+TEST(LaunchCommand, WatchEndsARunWhoseLauncherWasKilled) {
+    const std::string dir = make_temp_dir("cmd");
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        const std::string ptd = kBin + "/ptd";
+        execl(ptd.c_str(), "ptd", "launch", (kSrc + "/assets/jobs/tiny-local.toml").c_str(), "--steps", "1000000",
+              "--run-root", dir.c_str(), "--run-id", "killed-1", (char*)nullptr);
+        _exit(127);
+    }
+    // Wait until the real engines train (a step line in every log), then SIGKILL ptd.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto training = [&] {
+        for (int r = 0; r < 4; ++r)
+            if (last_logged_step(dir + "/killed-1", r) < 1) return false;
+        return true;
+    };
+    while (!training() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(training());
+    ASSERT_EQ(read_manifest(dir + "/killed-1")->state, "running");
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(survivors_after("killed-1", 10).empty());
+    EXPECT_EQ(read_manifest(dir + "/killed-1")->state, "running");  // nobody recorded the end
+    int rc = -1;
+    const std::string out = run_capture("timeout 60 " + kBin + "/ptd watch --no-sparklines " + dir + "/killed-1", &rc);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("failed: launcher pid " + std::to_string(pid) + " gone and ranks 0-3 dead (pids not running)"),
+              std::string::npos)
+        << out;
 }
 
 TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {
@@ -685,6 +943,76 @@ TEST(SshLaunch, MissingRemoteEngineIsReportedAtOnce) {
     EXPECT_NE(c.outcome.reason.find("--upload"), std::string::npos) << c.outcome.reason;
 }
 
+// An hf_config job over SSH: the config (always) and the data file (--upload) are sent
+// next to each host's job.toml, which names them there; the ranks train from the copies.
+TEST(SshLaunch, HfConfigJobSendsItsFilesNextToJobToml) {
+    SshSetup s("ssh-hf");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    JobSpec job = load(hf_job_folder(s.dir, /*data=*/true));
+    job.launch.identity = s.sshd.identity;
+    job.launch.connect_timeout_s = 5;
+    s.opts.upload = true;
+    s.opts.steps = 2;
+    auto plan = make_launch_plan(job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 2) << "rank " << r;
+    const std::string remote = plan->hosts[0].remote_dir;
+    EXPECT_EQ(read_file(remote + "/tiny.json"), read_file(s.dir + "/job/cfg/tiny.json"));
+    EXPECT_EQ(read_file(remote + "/corpus.txt"), read_file(s.dir + "/job/data/corpus.txt"));
+    const std::string remote_job = read_file(remote + "/job.toml");
+    EXPECT_NE(remote_job.find("hf_config = \"tiny.json\""), std::string::npos) << remote_job;
+    EXPECT_NE(remote_job.find("data = \"corpus.txt\""), std::string::npos) << remote_job;
+    EXPECT_NE(texts_of(c, LaunchEventKind::host_ready).find("sent job.toml, tiny.json, corpus.txt"), std::string::npos)
+        << texts_of(c, LaunchEventKind::host_ready);
+    EXPECT_TRUE(survivors_after("ssh-hf", 3).empty());
+}
+
+// A hostfile naming an ssh config alias: the ranks rendezvous at the alias's HostName
+// (what the SSH connection reached), not at the alias, which no resolver knows; naming
+// the alias as MASTER_ADDR is refused on the host at once instead of hanging the ranks.
+TEST(SshLaunch, SshConfigAliasGivesTheRanksTheAddressItReaches) {
+    SshSetup s("ssh-alias");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();  // [127.0.0.1]:port, as ssh records the HostName
+    write_file(s.dir + "/ssh_config", "Host myalias\n  HostName 127.0.0.1\n  Port " + std::to_string(s.sshd.port) +
+                                          "\n  User " + s.sshd.user + "\n");
+    write_file(s.dir + "/hosts", "myalias slots=4\n");
+    s.opts.ssh_config = s.dir + "/ssh_config";
+    s.opts.upload = true;
+    s.opts.steps = 2;
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_EQ(plan->master_addr, "127.0.0.1");
+    for (const RankPlan& r : plan->ranks) EXPECT_EQ(env_of(r, "MASTER_ADDR"), "127.0.0.1");
+    const std::string dry = format_dry_run(*plan);
+    EXPECT_NE(dry.find("master: 127.0.0.1:(a free port found on the first host at launch) (MASTER_ADDR from HostName of "
+                       "the first host \"myalias\" in " + s.dir + "/ssh_config)"),
+              std::string::npos)
+        << dry;
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(c.last_step.count(r) ? c.last_step.at(r) : 0, 2) << "rank " << r;
+    auto m = read_manifest(plan->run_dir);
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->master_addr, "127.0.0.1");
+
+    // The alias itself as MASTER_ADDR (what ranks used to get): refused before any rank
+    // starts, naming the address and the host, long before the engines' 300 s timeout.
+    s.opts.master_addr = "myalias";
+    s.opts.run_id = "ssh-alias-2";
+    plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected bad = run_to_end(*plan, 60);
+    EXPECT_EQ(bad.rc, 1);
+    EXPECT_NE(bad.outcome.reason.find("MASTER_ADDR 'myalias' does not resolve on host myalias"), std::string::npos)
+        << bad.outcome.reason;
+    EXPECT_TRUE(texts_of(bad, LaunchEventKind::rank_started).empty());
+    EXPECT_TRUE(survivors_after("ssh-alias-2", 3).empty());
+}
+
 // ---- two hosts: two sshd in their own network namespaces, joined by a bridge ------------
 
 namespace {
@@ -774,4 +1102,28 @@ TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
     EXPECT_EQ(f.outcome.failed_rank, 3);
     EXPECT_EQ(f.outcome.failed_host, 1);
     EXPECT_TRUE(survivors_after("two-host-fail", 5).empty());
+}
+
+// A MASTER_ADDR that resolves but that no host answers for (an address on the bridge's
+// subnet that nobody has: ARP fails, "No route to host"): the ranks fail within seconds,
+// naming the address and their host, instead of waiting their whole 300 s timeout.
+TEST(TwoHostLaunch, UnreachableMasterAddrFailsWithinSeconds) {
+    TwoHostNet net;
+    if (!net.skip.empty()) GTEST_SKIP() << net.skip;
+    const std::string dir = make_temp_dir("unreachable");
+    LaunchOptions o = options_in(dir, "unreachable");
+    o.master_addr = "10.231.77.9";
+    auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 120);
+    EXPECT_EQ(c.rc, 1) << c.outcome.reason;
+    std::string stderr_text;
+    for (const std::string& l : c.outcome.last_stderr) stderr_text += l + "\n";
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    EXPECT_NE(stderr_text.find("MASTER_ADDR '10.231.77.9' port " + std::to_string(plan->master_port) +
+                               " cannot be reached from host " + host),
+              std::string::npos)
+        << stderr_text;
+    EXPECT_TRUE(survivors_after("unreachable", 5).empty());
 }

@@ -90,6 +90,18 @@ std::string step_line(int rank, int step, double loss, double mem_current = 6916
     return buf;
 }
 
+std::string end_line(int rank, int step) {
+    return R"({"schema":"ptd.metrics/1","event":"end","run_id":"r","rank":)" + std::to_string(rank) + R"(,"step":)" +
+           std::to_string(step) + R"(,"steps_run":)" + std::to_string(step) + R"(,"time":2.0,"seconds":1.0})";
+}
+
+// Sets a file's modification time `seconds_ago` into the past (no sleeping in tests).
+void age_file(const std::string& path, double seconds_ago) {
+    const auto t = fs::file_time_type::clock::now() - std::chrono::duration_cast<fs::file_time_type::duration>(
+                                                            std::chrono::duration<double>(seconds_ago));
+    fs::last_write_time(path, t);
+}
+
 std::string error_line(int rank, const std::string& msg) {
     return R"({"schema":"ptd.metrics/1","event":"error","run_id":"r","rank":)" + std::to_string(rank) +
            R"(,"time":1.0,"message":")" + msg + "\"}";
@@ -351,6 +363,23 @@ TEST(RunDir, WriterCreatesTheLayout) {
     EXPECT_TRUE(contains(bad.error().str(), file + "/sub")) << bad.error().str();
 }
 
+// A run directory is always new: an existing folder (an earlier run with the same id, or
+// the user's own folder) is refused and nothing in it is touched.
+TEST(RunDir, WriterNeverReusesADirectory) {
+    const std::string dir = fresh_dir("reuse");
+    fs::create_directories(dir);
+    spit(dir + "/job.toml", "# mine, with comments\n");
+    auto w = RunDirWriter::create(dir, "[model]\n", sample_manifest());
+    ASSERT_FALSE(w.has_value());
+    EXPECT_TRUE(contains(w.error().str(), dir + ": error: the run directory already exists")) << w.error().str();
+    EXPECT_EQ(slurp(dir + "/job.toml"), "# mine, with comments\n");
+    EXPECT_FALSE(fs::exists(dir + "/manifest.json"));
+    auto first = RunDirWriter::create(dir + "/run", "a", sample_manifest());
+    ASSERT_TRUE(first.has_value());
+    EXPECT_FALSE(RunDirWriter::create(dir + "/run", "b", sample_manifest()).has_value());
+    EXPECT_EQ(slurp(dir + "/run/job.toml"), "a");
+}
+
 TEST(RunDir, WriterIsThreadSafe) {
     const std::string dir = fresh_dir("threads");
     auto w = RunDirWriter::create(dir, "", sample_manifest());
@@ -514,6 +543,101 @@ TEST(RunDir, FinishedRunYieldsFinishedExactlyOnce) {
         EXPECT_EQ(last, 5);
         EXPECT_TRUE(exited);
     }
+}
+
+// A Slurm run: nobody ever moves the manifest past "starting" (ptd launch --slurm wrote
+// it and left). The ranks' own `end` events end the run, and say so.
+TEST(RunDir, RanksThatSentEndEndARunTheManifestNeverEnds) {
+    const std::string dir = fresh_dir("slurm-ended");
+    RunManifest m = sample_manifest();
+    m.state = "starting";
+    auto w = RunDirWriter::create(dir, "job", m);
+    ASSERT_TRUE(w.has_value());
+    auto f = RunFollower::open(dir);
+    ASSERT_TRUE(f.has_value());
+    RunFollower& fl = **f;
+    EXPECT_TRUE(fl.poll().empty());  // queued: no logs yet, nothing to decide
+    EXPECT_FALSE(fl.done());
+    for (int r = 0; r < 4; ++r) (*w)->append_line(r, step_line(r, 1, 5.0));
+    for (int r = 0; r < 3; ++r) (*w)->append_line(r, end_line(r, 1));
+    poll_all(fl, 3);
+    EXPECT_FALSE(fl.done()) << fl.decided();  // rank 3 has not ended, and it wrote just now
+    (*w)->append_line(3, end_line(3, 1));
+    const auto evs = poll_all(fl, 3);
+    ASSERT_TRUE(fl.done());
+    EXPECT_EQ(fl.decided(), "all 4 ranks sent end");
+    EXPECT_EQ(fl.recorded_state(), "starting");
+    EXPECT_EQ(fl.manifest().state, "finished");
+    EXPECT_EQ(count_kind(evs, LaunchEventKind::rank_exited), 4);  // exit 0 each: they ended
+    ASSERT_EQ(evs.back().kind, LaunchEventKind::finished);
+    EXPECT_EQ(evs.back().text, "all 4 ranks sent end");
+}
+
+// Ranks on other machines that stopped writing: the run is over after --stale-after
+// seconds of silence from every rank that has not ended, and the watch says which.
+TEST(RunDir, SilentRanksEndTheRunAfterStaleAfter) {
+    const std::string dir = fresh_dir("silent");
+    RunManifest m = sample_manifest();
+    m.state = "running";
+    auto w = RunDirWriter::create(dir, "job", m);
+    ASSERT_TRUE(w.has_value());
+    for (int r = 0; r < 4; ++r) (*w)->append_line(r, step_line(r, 3, 4.0));
+    (*w)->append_line(0, end_line(0, 3));
+    RunFollowOptions opts;
+    opts.stale_after_s = 120;
+    auto f = RunFollower::open(dir, opts);
+    ASSERT_TRUE(f.has_value());
+    poll_all(**f, 2);
+    EXPECT_FALSE((*f)->done());  // fresh output: still running
+    for (int r = 0; r < 4; ++r) age_file(dir + "/rank-" + std::to_string(r) + ".log", r == 2 ? 130 : 1000);
+    poll_all(**f, 2);
+    ASSERT_TRUE((*f)->done());
+    EXPECT_EQ((*f)->decided(), "no output from ranks 1-3 for 130 s or more (ptd watch --stale-after 120); rank 0 sent end");
+    EXPECT_EQ((*f)->manifest().state, "failed");
+}
+
+// The launcher's pid counts only while it is the same process (start time) on this
+// machine (boot id); a rank's pid only while the process carries the run's PTD_RUN_ID.
+// A pid that was reused by another process does not keep a dead run alive.
+TEST(RunDir, LauncherAndRankPidsAreCheckedNotJustLooked) {
+    const std::string dir = fresh_dir("pids");
+    RunManifest m = sample_manifest();
+    m.local = true;
+    m.state = "running";
+    m.launcher = this_launcher();  // this test process: alive
+    ASSERT_GT(m.launcher.start_time, 0u);
+    ASSERT_FALSE(m.launcher.boot_id.empty());
+    for (auto& r : m.ranks) r.pid = getpid();  // alive, but without PTD_RUN_ID=<run id>
+    auto w = RunDirWriter::create(dir, "job", m);
+    ASSERT_TRUE(w.has_value());
+    for (int r = 0; r < 4; ++r) (*w)->append_line(r, step_line(r, 1, 5.0));
+    auto f = RunFollower::open(dir);
+    ASSERT_TRUE(f.has_value());
+    poll_all(**f, 2);
+    EXPECT_FALSE((*f)->done()) << "a live launcher records the end itself";
+    auto back = read_manifest(dir);
+    ASSERT_TRUE(back) << back.error().str();
+    EXPECT_EQ(back->launcher.pid, m.launcher.pid);
+    EXPECT_EQ(back->launcher.start_time, m.launcher.start_time);
+
+    // The same pid with another start time is another process: the launcher is gone, and
+    // the ranks' pids run something else.
+    m.launcher.start_time += 1;
+    ASSERT_TRUE((*w)->write_manifest(m).has_value());
+    poll_all(**f, 2);
+    ASSERT_TRUE((*f)->done());
+    EXPECT_EQ((*f)->decided(), "launcher pid " + std::to_string(getpid()) + " gone and ranks 0-3 dead (pids not running)");
+
+    // A launcher on another machine (or before a reboot) says nothing about pids here.
+    const std::string dir2 = fresh_dir("pids-elsewhere");
+    m.launcher.boot_id = "00000000-0000-0000-0000-000000000000";
+    auto w2 = RunDirWriter::create(dir2, "job", m);
+    ASSERT_TRUE(w2.has_value());
+    for (int r = 0; r < 4; ++r) (*w2)->append_line(r, step_line(r, 1, 5.0));
+    auto f2 = RunFollower::open(dir2);
+    ASSERT_TRUE(f2.has_value());
+    poll_all(**f2, 2);
+    EXPECT_FALSE((*f2)->done()) << (*f2)->decided();
 }
 
 TEST(RunDir, LargeLogIsReadInChunks) {
@@ -820,6 +944,41 @@ TEST(Watch, FollowsUntilTheRunEnds) {
     EXPECT_EQ(split_lines(text).size(), 6u) << text;  // one dashboard, at the end
     EXPECT_TRUE(contains(text, "finished")) << text;
     EXPECT_TRUE(contains(text, "3.2500")) << text;
+}
+
+// `ptd watch` on a Slurm-style run directory whose manifest never leaves "starting": it
+// ends once every rank sent `end`, and says how it decided; silent ranks end it too.
+TEST(Watch, EndsARunWhoseManifestNeverEnds) {
+    const std::string dir = fresh_dir("watch-slurm");
+    RunManifest m = sample_manifest();
+    m.state = "starting";
+    auto w = RunDirWriter::create(dir, "", m);
+    ASSERT_TRUE(w.has_value());
+    for (int r = 0; r < 4; ++r) {
+        (*w)->append_line(r, step_line(r, 20, 3.0));
+        (*w)->append_line(r, end_line(r, 20));
+    }
+    Proc p = run("timeout 20 " + kPtd + " watch --interval 0.1 " + dir);
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_TRUE(contains(p.out, "finished: all 4 ranks sent end (decided by ptd watch from the ranks: manifest.json still "
+                                "says \"starting\")"))
+        << p.out;
+    EXPECT_TRUE(contains(p.out, "done")) << p.out;
+
+    const std::string quiet = fresh_dir("watch-quiet");
+    auto wq = RunDirWriter::create(quiet, "", m);
+    ASSERT_TRUE(wq.has_value());
+    for (int r = 0; r < 4; ++r) {
+        (*wq)->append_line(r, step_line(r, 7, 3.0));
+        age_file(quiet + "/rank-" + std::to_string(r) + ".log", 600);
+    }
+    p = run("timeout 20 " + kPtd + " watch --interval 0.1 --stale-after 300 " + quiet);
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_TRUE(contains(p.out, "failed: no output from ranks 0-3 for 600 s or more (ptd watch --stale-after 300)")) << p.out;
+
+    Proc bad = run(kPtd + " watch --stale-after nan " + quiet);
+    EXPECT_EQ(bad.rc, 2);
+    EXPECT_TRUE(contains(bad.err, "--stale-after")) << bad.err;
 }
 
 TEST(Watch, TerminalRedrawsInPlace) {

@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
     watch->add_flag("--once", wa.once, "Print the dashboard of what is there now and exit");
     watch->add_option("--interval", wa.interval, "Seconds between redraws on a terminal (default 1)")->check(CLI::Range(0.05, 3600.0));
     watch->add_flag("--no-sparklines", no_sparklines, "Leave out the loss sparkline column");
+    watch->add_option("--stale-after", wa.stale_after,
+                      "Seconds without output from any unfinished rank after which a run whose manifest never "
+                      "ends (Slurm, a killed launcher) counts as over (default 120)");
 
     ptd::LaunchArgs lca;
     auto* launch = app.add_subcommand("launch", "Start the job's ranks locally or over SSH with a live status per rank");
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     launch->add_option("--engine", lca.engine, "Local ptd-engine to run or upload (default: next to ptd, else PATH)");
     launch->add_option("--known-hosts", lca.known_hosts, "known_hosts file (default ~/.ssh/known_hosts)");
     launch->add_option("--ssh-config", lca.ssh_config, "ssh config file (default ~/.ssh/config)");
+    launch->add_option("--master-addr", lca.master_addr, "MASTER_ADDR every rank connects to (default launch.master_addr, else the first host's address)");
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
 

@@ -3,13 +3,15 @@
 // On a TTY the status block is redrawn in place; otherwise each step prints plain lines.
 #include "cmd_launch.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <fstream>
+#include <cstring>
 
 #include "commands.h"
 #include "ptd/launch.h"
@@ -65,14 +67,24 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
     }
     const std::string path = plan.run_dir + "/sbatch.sh";
     {
-        std::ofstream f(path);
-        f << slurm_script(plan);
-        if (!f) {
-            std::fprintf(err, "ptd launch: error: cannot write %s\n", path.c_str());
+        // A new file in the run's own new directory: O_EXCL, never another file.
+        const std::string text = slurm_script(plan);
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+        bool ok = fd >= 0;
+        for (size_t off = 0; ok && off < text.size();) {
+            const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+            if (n < 0 && errno == EINTR) continue;
+            ok = n > 0;
+            if (ok) off += (size_t)n;
+        }
+        const int saved = errno;
+        if (fd >= 0 && ::close(fd) != 0) ok = false;
+        if (!ok) {
+            std::fprintf(err, "ptd launch: error: cannot write %s: %s\n", path.c_str(), std::strerror(saved));
             return kExitRuntime;
         }
     }
-    chmod(path.c_str(), 0755);
+    chmod(path.c_str(), 0755);  // the umask may have narrowed it
     std::fprintf(out, "wrote %s (%zu ranks on %zu nodes)\nsubmit: sbatch %s\nwatch:  ptd watch %s\n", path.c_str(),
                  plan.ranks.size(), plan.hosts.size(), shell_quote(path).c_str(), shell_quote(plan.run_dir).c_str());
     return kExitOk;
@@ -96,6 +108,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     opts.local_engine = a.engine;
     opts.known_hosts = a.known_hosts;
     opts.ssh_config = a.ssh_config;
+    opts.master_addr = a.master_addr;
     opts.engine_args = a.engine_args;
     opts.slurm = a.slurm;
     auto plan = make_launch_plan(*job, opts);
@@ -113,8 +126,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     const bool live = isatty(fileno(out)) && term.width > 20;
     RunView view(initial_manifest(*plan));
     const std::string run_dir = plan->run_dir;
-    std::fprintf(err, "ptd launch: run %s: %zu rank(s) on %zu host(s); logs in %s\n", plan->run_id.c_str(),
-                 plan->ranks.size(), plan->hosts.size(), run_dir.c_str());
+    const std::string started_line = "ptd launch: run " + plan->run_id + ": " + std::to_string(plan->ranks.size()) +
+                                     " rank(s) on " + std::to_string(plan->hosts.size()) + " host(s); logs in " + run_dir;
 
     InterruptGuard guard;
     auto launcher = Launcher::start(std::move(*plan));
@@ -122,6 +135,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         std::fprintf(err, "%s", launcher.error().str().c_str());
         return kExitRuntime;
     }
+    std::fprintf(err, "%s\n", started_line.c_str());
     Launcher& run = **launcher;
     LiveBlock block{out};
     auto message = [&](const std::string& text) {

@@ -24,6 +24,7 @@ struct LaunchArgs {
     std::string engine;           // --engine PATH: the local ptd-engine to run / upload
     std::string known_hosts;      // --known-hosts FILE (default ~/.ssh/known_hosts)
     std::string ssh_config;       // --ssh-config FILE (default ~/.ssh/config)
+    std::string master_addr;      // --master-addr ADDR (default launch.master_addr, else the first host)
     std::vector<std::string> engine_args;  // after `--`: passed to every ptd-engine
 };
 

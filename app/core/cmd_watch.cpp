@@ -4,6 +4,7 @@
 // get one clean table instead of a stream of escape codes.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -74,12 +75,18 @@ void drain(RunFollower& f, RunView& view) {
 }
 
 // Below the dashboard of a failed or stopped run: why, and the failing rank's last lines.
-std::string outcome_text(const RunView& view, const RunManifest& m, const Term& t) {
+// A run whose end the manifest does not record says how the watch decided it was over.
+std::string outcome_text(const RunView& view, const RunFollower& f, const Term& t) {
+    const RunManifest& m = f.manifest();
     std::string out;
     const std::string& state = view.state();
+    if (!f.decided().empty())
+        out += (state == "finished" ? green(t, state) : red(t, state)) + ": " + f.decided() +
+               " (decided by ptd watch from the ranks: manifest.json still says \"" + f.recorded_state() + "\")\n";
     if (state != "failed" && state != "stopped") return out;
     const std::string reason = !m.reason.empty() ? m.reason : view.reason();
-    out += (state == "failed" ? red(t, "failed") : yellow(t, "stopped")) + ": " + (reason.empty() ? "no reason recorded" : reason) + "\n";
+    if (f.decided().empty())
+        out += (state == "failed" ? red(t, "failed") : yellow(t, "stopped")) + ": " + (reason.empty() ? "no reason recorded" : reason) + "\n";
     const int rank = view.failed_rank();
     if (rank < 0) return out;
     const std::vector<std::string> lines = view.last_lines(rank, 10);
@@ -95,7 +102,13 @@ std::string outcome_text(const RunView& view, const RunManifest& m, const Term& 
 }  // namespace
 
 int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
-    auto opened = RunFollower::open(a.run_dir);
+    if (!std::isfinite(a.stale_after) || a.stale_after < 1 || a.stale_after > 1e7) {
+        std::fprintf(err, "ptd watch: error: --stale-after: got %g; allowed: seconds, 1 .. 10000000\n", a.stale_after);
+        return kExitConfig;
+    }
+    RunFollowOptions follow;
+    follow.stale_after_s = a.stale_after;
+    auto opened = RunFollower::open(a.run_dir, follow);
     if (!opened) {
         std::fputs(opened.error().str().c_str(), err);
         return kExitConfig;
@@ -121,7 +134,7 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
         const char* columns = std::getenv("COLUMNS");
         if (!tty && !(columns && *columns)) t.width = 0;
         std::fputs(view.render(t.color, t.width, a.sparklines).c_str(), out);
-        std::fputs(outcome_text(view, follower.manifest(), t).c_str(), out);
+        std::fputs(outcome_text(view, follower, t).c_str(), out);
         std::fflush(out);
         return kExitOk;
     }
@@ -156,7 +169,7 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
         if (follower.done() || g_interrupted) break;
         sleep_interruptible(interval);
     }
-    std::fputs(outcome_text(view, follower.manifest(), t).c_str(), out);
+    std::fputs(outcome_text(view, follower, t).c_str(), out);
     std::fflush(out);
     return kExitOk;
 }

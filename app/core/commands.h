@@ -83,6 +83,7 @@ struct WatchArgs {
     bool once = false;        // print the dashboard of what is there now and exit
     double interval = 1.0;    // seconds between redraws on a terminal
     bool sparklines = true;
+    double stale_after = 120; // a run nobody records the end of is over after this long silent
 };
 int cmd_watch(const WatchArgs& a, FILE* out, FILE* err);
 

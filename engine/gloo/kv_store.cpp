@@ -929,19 +929,73 @@ Result<std::unique_ptr<KvServer>> KvServer::start(const KvServerOptions& options
     return std::unique_ptr<KvServer>(new KvServerImpl(fd, port, options));
 }
 
+// MASTER_ADDR as this host's resolver sees it, before any connect attempt: a name that
+// does not resolve here (an ssh config alias, a typo) never starts to, so waiting the
+// whole timeout would only hide the cause. Temporary DNS failures are retried briefly.
+static Result<void> check_resolves(const std::string& addr, Clock::time_point deadline) {
+    const auto give_up = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+    for (;;) {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* res = nullptr;
+        const int gai = getaddrinfo(addr.c_str(), nullptr, &hints, &res);
+        if (gai == 0) {
+            freeaddrinfo(res);
+            return {};
+        }
+        if (gai == EAI_AGAIN && Clock::now() + std::chrono::milliseconds(200) < give_up) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            continue;
+        }
+        return fail({}, "", "MASTER_ADDR '" + addr + "' does not resolve on host " + local_hostname() + " (" +
+                                (gai == EAI_SYSTEM ? errno_text(errno) : std::string(gai_strerror(gai))) +
+                                "); set launch.master_addr (ptd launch --master-addr) to an address of rank 0's "
+                                "host that every host can resolve, e.g. its IP");
+    }
+}
+
 Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int port, double timeout_s) {
     auto start = Clock::now();
     auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    if (auto ok = check_resolves(addr, deadline); !ok) return std::unexpected(ok.error());
+    // "No route" / "network unreachable" can be a moment's ARP or routing hiccup, but not
+    // for long: the other ranks would wait out their whole timeout for a rank that gave up.
+    constexpr auto kUnreachableFor = std::chrono::seconds(10);
+    Clock::time_point unreachable_since{};
     int err = ETIMEDOUT;
+    // A connect that nobody answers (no RST, no SYN-ACK) means dropped packets: say so
+    // after a while instead of sitting silent for the whole timeout, and keep trying.
+    constexpr auto kSilentAttempt = std::chrono::seconds(10);
+    bool warned_silent = false;
     for (;;) {
-        int fd = try_connect(addr, port, deadline, err);
+        const auto attempt_deadline = std::min(deadline, Clock::now() + kSilentAttempt);
+        int fd = try_connect(addr, port, attempt_deadline, err);
         if (fd >= 0) return std::unique_ptr<KvClient>(new KvClientImpl(fd, addr, port));
+        if (err == ETIMEDOUT && attempt_deadline < deadline && !warned_silent) {
+            warned_silent = true;
+            std::fprintf(stderr,
+                         "ptd-engine: no answer from MASTER_ADDR '%s' port %d on host %s for %s s (packets dropped: a "
+                         "firewall, or an address of rank 0's host this host cannot reach); still trying for up to %s s\n",
+                         addr.c_str(), port, local_hostname().c_str(),
+                         format_seconds(std::chrono::duration<double>(kSilentAttempt).count()).c_str(),
+                         format_seconds(timeout_s).c_str());
+        }
+        const bool unreachable = err == EHOSTUNREACH || err == ENETUNREACH || err == EADDRNOTAVAIL;
+        if (!unreachable) unreachable_since = {};
+        else if (unreachable_since == Clock::time_point{}) unreachable_since = Clock::now();
+        if (unreachable && Clock::now() - unreachable_since >= kUnreachableFor)
+            return fail({}, "", "MASTER_ADDR '" + addr + "' port " + std::to_string(port) + " cannot be reached from host " +
+                                    local_hostname() + ": " + errno_text(err) + " for " +
+                                    format_seconds(std::chrono::duration<double>(kUnreachableFor).count()) +
+                                    " s; set launch.master_addr (ptd launch --master-addr) to an address of rank 0's "
+                                    "host that every host can reach");
         // Rank 0 may not be listening yet: retry until the deadline.
         if (Clock::now() + std::chrono::milliseconds(50) >= deadline) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return fail({}, "", "cannot reach the store at " + addr + ":" + std::to_string(port) + " after " +
-                            format_seconds(timeout_s) + " s: " + errno_text(err));
+    return fail({}, "", "cannot reach the store at " + addr + ":" + std::to_string(port) + " from host " + local_hostname() +
+                            " after " + format_seconds(timeout_s) + " s: " + errno_text(err));
 }
 
 }  // namespace ptd::engine

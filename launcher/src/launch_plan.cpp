@@ -6,16 +6,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <sstream>
 
 #include "ptd/launch.h"
 #include "ptd/layout.h"
+#include "transport.h"
 
 extern char** environ;
 
@@ -84,13 +87,17 @@ static std::string find_local_engine(const JobSpec& job, const LaunchOptions& op
     return "";
 }
 
+// Unique per process and second; a process that launches more than once (the studio)
+// numbers its later runs, since run directories are never reused.
 static std::string make_run_id() {
+    static std::atomic<int> launches{0};
+    const int n = ++launches;
     char buf[32];
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
     gmtime_r(&t, &tm);
     std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-    return std::string(buf) + "-" + std::to_string(getpid());
+    return std::string(buf) + "-" + std::to_string(getpid()) + (n > 1 ? "-" + std::to_string(n) : "");
 }
 
 static int pick_local_free_port() {
@@ -106,16 +113,110 @@ static int pick_local_free_port() {
     return port;
 }
 
-// The job as the ranks read it: the same spec, with a relative data path made absolute
-// (the copy lives in the run directory, not next to the original job file).
-static std::string job_for_ranks(JobSpec job) {
-    std::string& data = job.training.data;
-    if (data != "synthetic" && !data.empty() && fs::path(data).is_relative()) {
-        fs::path base = ".";
-        if (!job.origin.file.empty() && job.origin.file[0] != '<') base = fs::path(job.origin.file).parent_path();
-        data = fs::weakly_canonical(fs::absolute(base / data)).string();
+// The folder relative paths in the job are relative to: the job file's, else the current one.
+static fs::path job_folder(const JobSpec& job) {
+    if (!job.origin.file.empty() && job.origin.file[0] != '<') return fs::absolute(job.origin.file).parent_path();
+    return fs::current_path();
+}
+
+namespace {
+// One path-valued key of the job: how to reach its value, whether it is set, and whether
+// it is part of the job's definition (sent with job.toml) or payload (sent with --upload).
+struct PathKey {
+    const char* key;
+    const std::string& (*get)(const JobSpec&);
+    std::string& (*set)(JobSpec&);
+    bool (*in_use)(const JobSpec&);
+    bool always_sent;
+};
+const PathKey kPathKeys[] = {
+    // save_job_toml writes hf_config only while the model is the imported one.
+    {"model.hf_config", [](const JobSpec& j) -> const std::string& { return j.origin.model_hf_config; },
+     [](JobSpec& j) -> std::string& { return j.origin.model_hf_config; },
+     [](const JobSpec& j) { return !j.origin.model_hf_config.empty() && j.origin.model_base.has_value(); }, true},
+    {"training.data", [](const JobSpec& j) -> const std::string& { return j.training.data; },
+     [](JobSpec& j) -> std::string& { return j.training.data; },
+     [](const JobSpec& j) { return !j.training.data.empty() && j.training.data != "synthetic"; }, false},
+};
+}  // namespace
+
+std::vector<JobFileRef> job_file_refs(const JobSpec& job) {
+    std::vector<JobFileRef> out;
+    const fs::path base = job_folder(job);
+    for (const PathKey& k : kPathKeys) {
+        if (!k.in_use(job)) continue;
+        JobFileRef ref;
+        ref.key = k.key;
+        ref.written = k.get(job);
+        // As the job loader and the engine read it: no "~" expansion.
+        const fs::path p(ref.written);
+        std::error_code ec;
+        fs::path abs = p.is_absolute() ? p : base / p;
+        fs::path canon = fs::weakly_canonical(abs, ec);
+        ref.path = (ec ? abs.lexically_normal() : canon).string();
+        ref.always_sent = k.always_sent;
+        out.push_back(std::move(ref));
     }
+    return out;
+}
+
+// The job with every referenced file named as `name_of` says.
+static std::string job_with_paths(JobSpec job, const std::vector<JobFileRef>& refs,
+                                  const std::function<std::string(const JobFileRef&)>& name_of) {
+    for (const JobFileRef& ref : refs)
+        for (const PathKey& k : kPathKeys)
+            if (ref.key == k.key) k.set(job) = name_of(ref);
     return save_job_toml(job);
+}
+
+// SSH: which files go next to job.toml on every host, under which names (the file's own
+// name unless two files share one, or it is one of the run's own files).
+static void name_remote_copies(std::vector<JobFileRef>& refs, bool upload) {
+    std::set<std::string> taken = {"job.toml", "ptd-engine", "checkpoints"};
+    for (size_t i = 0; i < refs.size(); ++i) {
+        JobFileRef& ref = refs[i];
+        if (!ref.always_sent && !upload) continue;
+        std::string name = fs::path(ref.path).filename().string();
+        if (name.empty() || name == "." || name == "..") name = "file";
+        std::string unique = name;
+        for (int n = 2; taken.count(unique); ++n) unique = std::to_string(n) + "-" + name;
+        taken.insert(unique);
+        ref.remote_name = unique;
+    }
+}
+
+std::string run_id_problem(const std::string& id) {
+    constexpr size_t kMaxRunId = 128;
+    bool ok = !id.empty() && id.size() <= kMaxRunId && std::isalnum((unsigned char)id[0]);
+    for (char c : id) ok = ok && (std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.');
+    if (ok) return "";
+    // The value as given, printable and bounded (it may hold newlines or be huge).
+    std::string shown;
+    for (size_t i = 0; i < id.size() && i < 64; ++i) {
+        const unsigned char c = (unsigned char)id[i];
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            shown += buf;
+        } else {
+            shown += (char)c;
+        }
+    }
+    if (id.size() > 64) shown += "…";
+    return "got \"" + shown + "\"" + (id.size() > 64 ? " (" + std::to_string(id.size()) + " bytes)" : "") +
+           "; allowed: one folder name under the run root, 1 to " + std::to_string(kMaxRunId) +
+           " letters, digits, '.', '_' or '-', starting with a letter or digit (not \".\", \"..\" or a path)";
+}
+
+// A host name or address the ranks can be given as MASTER_ADDR; "" when fine.
+static std::string master_addr_problem(const std::string& a) {
+    if (a.empty()) return "empty; allowed: a host name or IP address of the first host";
+    if (a.size() > 253) return "is " + std::to_string(a.size()) + " characters long; allowed: a host name (at most 253) or IP address";
+    if (a[0] == '-') return "got \"" + a + "\"; allowed: a host name or IP address (not starting with '-')";
+    for (char c : a)
+        if ((unsigned char)c <= ' ' || c == 0x7f || c == '/' || c == '@')
+            return "got \"" + a.substr(0, 64) + "\"; allowed: a host name or IP address (no spaces, control characters, '/' or '@')";
+    return "";
 }
 
 // env, argv and the remote command line of every rank, from the plan's current fields.
@@ -188,11 +289,13 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     if (!layout) return std::unexpected(layout.error());
 
     plan.run_id = opts.run_id.empty() ? make_run_id() : opts.run_id;
-    for (char c : plan.run_id)
-        if (!(std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'))
-            return fail(SourceLoc{}, "run_id", "got \"" + plan.run_id + "\"; allowed: letters, digits, '-', '_', '.'");
+    if (std::string why = run_id_problem(plan.run_id); !why.empty()) return fail(SourceLoc{}, "--run-id", why);
     const std::string root = opts.run_root.empty() ? job.launch.run_dir : opts.run_root;
     plan.run_dir = (fs::absolute(root) / plan.run_id).lexically_normal().string();
+    // launch.identity is a file on this machine, named like every other path of the job:
+    // relative to the job file's folder (as launch.hostfile), not to the current folder.
+    if (std::string& id = plan.job.launch.identity; !id.empty() && fs::path(id).is_relative())
+        id = (job_folder(job) / id).lexically_normal().string();
     plan.upload = opts.upload.value_or(job.launch.upload);
     plan.accept_new_host_keys = opts.accept_new_host_keys.value_or(job.launch.accept_new_host_keys);
     plan.known_hosts = opts.known_hosts;
@@ -224,7 +327,8 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
             if (h.entry.user.empty()) h.entry.user = job.launch.user;
             if (h.entry.port == 0 && job.launch.port != 22) h.entry.port = job.launch.port;
         }
-        h.display = plan.local ? h.entry.host + " (local)"
+        h.display = opts.slurm   ? h.entry.host  // a node of the allocation
+                    : plan.local ? h.entry.host + " (local)"
                                : (h.entry.user.empty() ? "" : h.entry.user + "@") + h.entry.host +
                                      (h.entry.port ? ":" + std::to_string(h.entry.port) : "");
         // Each host gets its own copy of the job (and engine) under the run directory's
@@ -247,9 +351,34 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
         plan.hosts[p.node].ranks.push_back(r);
     }
 
-    plan.master_addr = !job.launch.master_addr.empty() ? job.launch.master_addr
-                       : plan.local                    ? "127.0.0.1"
-                                                       : plan.hosts[0].entry.host;
+    // MASTER_ADDR: what the user set, else this machine, else the address the SSH
+    // connection to the first host reaches (an ssh config alias's HostName: the alias
+    // itself means nothing to the hosts' resolvers). Launcher::start checks on every host
+    // that it resolves there.
+    if (!opts.master_addr.empty()) {
+        if (std::string why = master_addr_problem(opts.master_addr); !why.empty()) return fail(SourceLoc{}, "--master-addr", why);
+        plan.master_addr = opts.master_addr;
+        plan.master_addr_source = "--master-addr";
+        plan.master_addr_given = true;
+    } else if (!job.launch.master_addr.empty()) {
+        if (std::string why = master_addr_problem(job.launch.master_addr); !why.empty())
+            return fail(job.where("launch.master_addr"), "launch.master_addr", why);
+        plan.master_addr = job.launch.master_addr;
+        plan.master_addr_source = "launch.master_addr";
+        plan.master_addr_given = true;
+    } else if (opts.slurm) {
+        plan.master_addr = "$(first node of the allocation)";
+        plan.master_addr_source = "the allocation's first node (scontrol show hostnames)";
+    } else if (plan.local) {
+        plan.master_addr = "127.0.0.1";
+        plan.master_addr_source = "this machine (local run)";
+    } else {
+        const std::string& first = plan.hosts[0].entry.host;
+        plan.master_addr = ssh_reached_host(first, plan.ssh_config);
+        plan.master_addr_source = plan.master_addr == first ? "the first host"
+                                  : "HostName of the first host \"" + first + "\" in " +
+                                        (plan.ssh_config.empty() ? std::string("~/.ssh/config") : plan.ssh_config);
+    }
     plan.master_port = job.launch.master_port;
     if (plan.master_port == 0 && plan.local) {
         plan.master_port = pick_local_free_port();
@@ -258,7 +387,23 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
                         std::string("no free TCP port on 127.0.0.1 (") + std::strerror(errno) +
                             "); allowed: set launch.master_port");
     }
-    plan.job_toml = job_for_ranks(job);
+    // Files the job refers to: absolute in the run directory's job.toml; over SSH, copies
+    // next to each host's job.toml (those files must exist here, as regular files).
+    plan.files = job_file_refs(job);
+    if (!plan.local) name_remote_copies(plan.files, plan.upload);
+    for (const JobFileRef& ref : plan.files) {
+        if (ref.remote_name.empty()) continue;
+        std::error_code ec;
+        if (!fs::is_regular_file(ref.path, ec))
+            return fail(job.where(ref.key), ref.key,
+                        "\"" + ref.written + "\" (" + ref.path + ") " + (fs::exists(ref.path, ec) ? "is not a regular file" : "does not exist") +
+                            "; allowed: a file on this machine, which is sent to every host next to job.toml" +
+                            (ref.always_sent ? "" : " (--upload)"));
+    }
+    plan.job_toml = job_with_paths(job, plan.files, [](const JobFileRef& r) { return r.path; });
+    plan.remote_job_toml = job_with_paths(job, plan.files, [](const JobFileRef& r) {
+        return r.remote_name.empty() ? r.path : r.remote_name;
+    });
     fill_rank_commands(plan);
     return plan;
 }
@@ -281,10 +426,20 @@ std::string format_dry_run(const LaunchPlan& plan) {
     o << "run directory: " << plan.run_dir << "\n";
     o << "master: " << plan.master_addr << ":"
       << (plan.master_port ? std::to_string(plan.master_port) : "(a free port found on the first host at launch)")
-      << "\n";
-    if (!plan.local)
-        o << "files sent to each host: job.toml" << (plan.upload ? " and ptd-engine (" + plan.local_engine + ", SHA-256 checked)" : "")
-          << "\n";
+      << " (MASTER_ADDR from " << plan.master_addr_source << ")\n";
+    if (!plan.local) {
+        o << "files sent to each host (next to job.toml, SHA-256 checked): job.toml";
+        for (const JobFileRef& ref : plan.files)
+            if (!ref.remote_name.empty()) o << ", " << ref.remote_name << " (" << ref.key << ": " << ref.path << ")";
+        if (plan.upload) o << ", ptd-engine (" << plan.local_engine << ")";
+        o << "\n";
+        for (const JobFileRef& ref : plan.files)
+            if (ref.remote_name.empty())
+                o << "not sent (without --upload): " << ref.key << " " << ref.path
+                  << " must exist at that path on every host\n";
+    } else {
+        for (const JobFileRef& ref : plan.files) o << ref.key << ": " << ref.path << "\n";
+    }
     for (size_t h = 0; h < plan.hosts.size(); ++h) {
         const HostPlan& hp = plan.hosts[h];
         o << "\nhost " << h << " " << hp.display << ": ranks " << rank_span(hp.ranks) << "\n";
@@ -320,8 +475,8 @@ std::string slurm_script(const LaunchPlan& plan) {
     o << "#SBATCH --output=" << plan.run_dir << "/slurm-%j.out\n"
       << "set -euo pipefail\n\n"
       << "# The environment contract of ptd-engine (docs/engine.md): rank 0's node hosts the store.\n"
-      << "export MASTER_ADDR=" << (job.launch.master_addr.empty() ? std::string("$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)")
-                                                                     : shell_quote(job.launch.master_addr))
+      << "export MASTER_ADDR=" << (!plan.master_addr_given ? std::string("$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)")
+                                                              : shell_quote(plan.master_addr))
       << "\n"
       << "export MASTER_PORT=" << (job.launch.master_port ? std::to_string(job.launch.master_port) : std::string("$((20000 + SLURM_JOB_ID % 20000))"))
       << "\n"

@@ -182,8 +182,18 @@ bool Launcher::Impl::connect_all() {
         }
         engine_sha = *sha;
     }
-    const std::string job_path = plan.run_dir + "/job.toml";
-    const std::string job_sha = sha256_hex(plan.job_toml);
+    // The files the job refers to that go next to job.toml on every host, hashed once.
+    std::vector<std::pair<const JobFileRef*, std::string>> sent_files;
+    if (!plan.local)
+        for (const JobFileRef& ref : plan.files) {
+            if (ref.remote_name.empty()) continue;
+            auto sha = sha256_file(ref.path);
+            if (!sha) {
+                result.reason = ref.key + ": " + sha.error().str();
+                return false;
+            }
+            sent_files.emplace_back(&ref, *sha);
+        }
     auto bring_up = [&](int h) {
         const HostPlan& hp = plan.hosts[h];
         if (!plan.local) emit_host(LaunchEventKind::host_connecting, h, "connecting to " + hp.display);
@@ -201,11 +211,24 @@ bool Launcher::Impl::connect_all() {
                 }
                 what += ", uploaded ptd-engine (SHA-256 " + engine_sha.substr(0, 12) + "… checked)";
             }
-            if (auto ok = transports[h]->upload(job_path, hp.remote_dir + "/job.toml", job_sha); !ok) {
+            for (const auto& [ref, sha] : sent_files) {
+                if (auto ok = transports[h]->upload(ref->path, hp.remote_dir + "/" + ref->remote_name, sha); !ok) {
+                    errors[h] = ref->key + ": " + ok.error().str();
+                    return;
+                }
+            }
+            if (auto ok = transports[h]->upload_text(plan.remote_job_toml, hp.remote_dir + "/job.toml"); !ok) {
                 errors[h] = ok.error().str();
                 return;
             }
             what += ", sent job.toml";
+            for (const auto& [ref, sha] : sent_files) what += ", " + ref->remote_name;
+            // Every rank connects to MASTER_ADDR: a name only this machine (or its ssh
+            // config) knows would leave the ranks waiting for the store until it times out.
+            if (auto ok = transports[h]->check_resolves(plan.master_addr); !ok) {
+                errors[h] = ok.error().str();
+                return;
+            }
         }
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         char took[32];
@@ -462,6 +485,8 @@ Result<std::unique_ptr<Launcher>> Launcher::start(LaunchPlan plan) {
     auto impl = std::make_unique<Impl>();
     impl->plan = std::move(plan);
     impl->manifest = initial_manifest(impl->plan);
+    // Who supervises the run: `ptd watch` tells a killed launcher from a live one by it.
+    impl->manifest.launcher = this_launcher();
     auto writer = RunDirWriter::create(impl->plan.run_dir, impl->plan.job_toml, impl->manifest);
     if (!writer) return std::unexpected(writer.error());
     impl->writer = std::move(*writer);

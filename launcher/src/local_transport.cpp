@@ -72,6 +72,11 @@ public:
     Result<void> upload(const std::string&, const std::string&, const std::string&) override {
         return fail(SourceLoc{}, "launch.upload", "local ranks run the local engine; nothing to upload");
     }
+    Result<void> upload_text(const std::string&, const std::string&) override {
+        return fail(SourceLoc{}, "launch.upload", "local ranks read the run directory's job.toml; nothing to upload");
+    }
+    // MASTER_ADDR of a local run is this machine's; the engine resolves it first anyway.
+    Result<void> check_resolves(const std::string&) override { return {}; }
 
     Result<int> free_port() override {
         // Same as ptd-engine --free-port, without starting a process.

@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,6 +148,23 @@ Result<void> write_atomically(const std::string& path, const std::string& text) 
     return {};
 }
 
+// Writes a file that must not exist yet (O_EXCL): a run only ever writes its own files.
+Result<void> write_new_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(SourceLoc{path}, "", std::string("cannot create: ") + std::strerror(errno));
+    bool ok = true;
+    for (size_t off = 0; ok && off < text.size();) {
+        const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        if (ok) off += (size_t)n;
+    }
+    const int saved = errno;
+    if (::close(fd) != 0) ok = false;
+    if (!ok) return fail(SourceLoc{path}, "", std::string("cannot write: ") + std::strerror(saved));
+    return {};
+}
+
 // One log line as the event a live launch gives for it: `metric` when it parses as a
 // metrics line, else `output` (the log mixes both streams, so is_stderr stays false).
 LaunchEvent line_event(int rank, int host, std::string line, double t) {
@@ -165,7 +185,87 @@ LaunchEvent line_event(int rank, int host, std::string line, double t) {
 
 std::string log_path(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank) + ".log"; }
 
+// ---- Liveness of processes on this machine, from /proc.
+
+std::string read_small_file(const std::string& path) {
+    std::string text;
+    if (!read_file(path, text)) return "";
+    return text;
+}
+
+std::string this_boot_id() {
+    std::string id = read_small_file("/proc/sys/kernel/random/boot_id");
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    return id;
+}
+
+// State letter and start time (clock ticks since boot) of a process; false when there is
+// no such process.
+bool process_stat(long pid, char& state, unsigned long long& start_time) {
+    if (pid <= 0) return false;
+    const std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+    const size_t close_paren = stat.rfind(')');  // the command name may hold spaces and ')'
+    if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return false;
+    // Fields after the name: 3 state, ..., 22 starttime.
+    const char* p = stat.c_str() + close_paren + 2;
+    state = *p;
+    for (int field = 3; field < 22 && *p; ++field) {
+        while (*p && *p != ' ') ++p;
+        while (*p == ' ') ++p;
+    }
+    start_time = std::strtoull(p, nullptr, 10);
+    return true;
+}
+
+bool running_state(char state) { return state != 'Z' && state != 'X' && state != 'x'; }
+
+// The launcher is alive: the pid runs and started when the manifest says it did.
+bool launcher_alive(const RunLauncherInfo& l) {
+    char state = 0;
+    unsigned long long start = 0;
+    return process_stat(l.pid, state, start) && running_state(state) && (l.start_time == 0 || start == l.start_time);
+}
+
+// A rank's process is alive: the pid runs and carries the run's PTD_RUN_ID (every rank
+// gets it), so another process that reused the pid does not count.
+bool rank_alive(long pid, const std::string& run_id) {
+    char state = 0;
+    unsigned long long start = 0;
+    if (!process_stat(pid, state, start) || !running_state(state)) return false;
+    const std::string env = read_small_file("/proc/" + std::to_string(pid) + "/environ");
+    const std::string needle = "PTD_RUN_ID=" + run_id;
+    for (size_t at = 0; at < env.size();) {
+        const size_t end = env.find('\0', at);
+        if (env.compare(at, (end == std::string::npos ? env.size() : end) - at, needle) == 0) return true;
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
+    return false;
+}
+
+// "rank 5", "ranks 0-3", "ranks 0, 2, 5".
+std::string rank_list(const std::vector<int>& ranks) {
+    if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]);
+    bool contiguous = true;
+    for (size_t i = 1; i < ranks.size(); ++i) contiguous &= ranks[i] == ranks[i - 1] + 1;
+    if (contiguous && !ranks.empty()) return "ranks " + std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+    std::string s = "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+    return s;
+}
+
 }  // namespace
+
+RunLauncherInfo this_launcher() {
+    RunLauncherInfo l;
+    l.pid = (long)getpid();
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) l.host = host;
+    l.boot_id = this_boot_id();
+    char state = 0;
+    process_stat(l.pid, state, l.start_time);
+    return l;
+}
 
 // ---------------------------------------------------------------------------------------
 // Manifest
@@ -236,6 +336,14 @@ std::string manifest_to_json(const RunManifest& m) {
     j["exit_code"] = m.exit_code;
     j["failed_rank"] = m.failed_rank;
     j["reason"] = m.reason;
+    if (m.launcher.pid > 0) {
+        ojson l;
+        l["pid"] = m.launcher.pid;
+        l["host"] = m.launcher.host;
+        l["boot_id"] = m.launcher.boot_id;
+        l["start_time"] = m.launcher.start_time;
+        j["launcher"] = std::move(l);
+    }
     // Invalid UTF-8 (a reason quoting a path) is replaced rather than throwing.
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
@@ -324,6 +432,16 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     rd.integer(j, "", "exit_code", m.exit_code, false, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
     rd.integer(j, "", "failed_rank", m.failed_rank, false, -1);
     rd.string(j, "", "reason", m.reason);
+    if (const json* l = rd.get(j, "", "launcher", false, "an object")) {
+        if (!l->is_object()) {
+            rd.problem("launcher", "got " + describe_json(*l) + ", expected an object");
+        } else {
+            rd.integer(*l, "launcher.", "pid", m.launcher.pid, true, 1, std::numeric_limits<long>::max());
+            rd.string(*l, "launcher.", "host", m.launcher.host);
+            rd.string(*l, "launcher.", "boot_id", m.launcher.boot_id);
+            rd.integer(*l, "launcher.", "start_time", m.launcher.start_time, false, 0, std::numeric_limits<long long>::max());
+        }
+    }
     return rd.result(std::move(m));
 }
 
@@ -345,12 +463,25 @@ Result<RunManifest> read_manifest(const std::string& run_dir) {
 Result<std::unique_ptr<RunDirWriter>> RunDirWriter::create(const std::string& dir, const std::string& job_toml,
                                                            const RunManifest& manifest) {
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir, ec))
-        return fail(SourceLoc{dir}, "", "cannot create the run directory: " + (ec ? ec.message() : "not a directory"));
+    const fs::path parent = fs::path(dir).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    if (ec || (!parent.empty() && !fs::is_directory(parent, ec)))
+        return fail(SourceLoc{dir}, "",
+                    "cannot create the run directory: its folder " + parent.string() + ": " +
+                        (ec ? ec.message() : "not a directory"));
+    // The run directory is the run's own: made here, never an existing one (whose job.toml
+    // or sbatch.sh would be overwritten).
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+        const int err = errno;
+        if (err == EEXIST)
+            return fail(SourceLoc{dir}, "",
+                        "the run directory already exists (a run with this id, or another file); nothing in it was "
+                        "changed; allowed: a new run id (--run-id) or another run root (--run-root)");
+        return fail(SourceLoc{dir}, "", std::string("cannot create the run directory: ") + std::strerror(err));
+    }
     std::unique_ptr<RunDirWriter> w(new RunDirWriter());
     w->dir_ = dir;
-    if (auto r = write_atomically(dir + "/job.toml", job_toml); !r) return std::unexpected(r.error());
+    if (auto r = write_new_file(dir + "/job.toml", job_toml); !r) return std::unexpected(r.error());
     if (auto r = w->write_manifest(manifest); !r) return std::unexpected(r.error());
     return w;
 }
@@ -398,7 +529,7 @@ Result<void> RunDirWriter::write_manifest(const RunManifest& m) {
 // ---------------------------------------------------------------------------------------
 // Follower
 
-Result<std::unique_ptr<RunFollower>> RunFollower::open(const std::string& run_dir) {
+Result<std::unique_ptr<RunFollower>> RunFollower::open(const std::string& run_dir, RunFollowOptions options) {
     std::error_code ec;
     if (!fs::exists(run_dir, ec))
         return fail(SourceLoc{run_dir}, "", "no such run directory");
@@ -408,6 +539,8 @@ Result<std::unique_ptr<RunFollower>> RunFollower::open(const std::string& run_di
     if (!m) return std::unexpected(m.error());
     std::unique_ptr<RunFollower> f(new RunFollower());
     f->dir_ = run_dir;
+    f->options_ = options;
+    f->recorded_state_ = m->state;
     f->manifest_ = std::move(*m);
     return f;
 }
@@ -423,7 +556,10 @@ std::vector<LaunchEvent> RunFollower::poll() {
     //    the lines the writer flushed, so reading the logs after it misses none of them.
     //    A manifest that does not parse (written by hand, or a writer without the rename)
     //    is skipped: the previous one stays until a whole one is there.
-    if (auto m = read_manifest(dir_)) manifest_ = std::move(*m);
+    if (auto m = read_manifest(dir_)) {
+        manifest_ = std::move(*m);
+        recorded_state_ = manifest_.state;
+    }
     if (tails_.size() < manifest_.ranks.size()) {
         for (size_t r = tails_.size(); r < manifest_.ranks.size(); ++r) {
             Tail tail;
@@ -431,7 +567,7 @@ std::vector<LaunchEvent> RunFollower::poll() {
             tails_.push_back(std::move(tail));
         }
     }
-    const bool final_state = is_final_state(manifest_.state);
+    bool final_state = is_final_state(manifest_.state);
     // A later manifest never lists fewer ranks, but a hand-edited one might.
     const size_t n = std::min(tails_.size(), manifest_.ranks.size());
 
@@ -441,6 +577,10 @@ std::vector<LaunchEvent> RunFollower::poll() {
         const RunManifestRank& mr = manifest_.ranks[r];
         struct stat st {};
         const bool exists = ::stat(tail.path.c_str(), &st) == 0;
+        if (exists) {
+            tail.has_log = true;
+            tail.mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+        }
 
         // 2. rank_started once: its pid is known or its log exists.
         if (!tail.started && (mr.pid > 0 || exists)) {
@@ -472,7 +612,11 @@ std::vector<LaunchEvent> RunFollower::poll() {
                         tail.offset += (long)got;
                         if (tail.offset < (long)st.st_size) drained = false;
                         size_t start = 0;
-                        auto emit = [&](std::string line) { out.push_back(line_event((int)r, mr.host, std::move(line), t)); };
+                        auto emit = [&](std::string line) {
+                            out.push_back(line_event((int)r, mr.host, std::move(line), t));
+                            const LaunchEvent& ev = out.back();
+                            if (ev.metric && ev.metric->kind == MetricKind::end) tail.sent_end = true;
+                        };
                         for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
                             tail.partial.append(buf, start, nl - start);
                             emit(std::move(tail.partial));
@@ -492,6 +636,17 @@ std::vector<LaunchEvent> RunFollower::poll() {
                 }
             }
         }
+    }
+
+    // 3b. Nobody may ever write the end into the manifest: derive it from the ranks.
+    if (!final_state && drained && derived_state_.empty()) derive_end(t);
+    if (!final_state && !derived_state_.empty()) {
+        manifest_.state = derived_state_;
+        manifest_.reason = decided_;
+        if (manifest_.ended == 0) manifest_.ended = t;
+        for (size_t r = 0; r < n; ++r)
+            if (tails_[r].sent_end && !manifest_.ranks[r].exit_code) manifest_.ranks[r].exit_code = 0;
+        final_state = true;
     }
 
     // 4. Exits, after the rank's lines.
@@ -535,6 +690,67 @@ std::vector<LaunchEvent> RunFollower::poll() {
         finished_sent_ = true;
     }
     return out;
+}
+
+void RunFollower::derive_end(double now) {
+    const size_t n = std::min(tails_.size(), manifest_.ranks.size());
+    if (n == 0) return;
+    std::vector<int> ended, open;
+    for (size_t r = 0; r < n; ++r) (tails_[r].sent_end ? ended : open).push_back((int)r);
+    auto decide = [&](const char* state, std::string how) {
+        derived_state_ = state;
+        decided_ = std::move(how);
+    };
+    const std::string ended_note = ended.empty() ? "" : "; " + rank_list(ended) + " sent end";
+    if (open.empty()) {
+        decide("finished", n == 1 ? "rank 0 sent end" : "all " + std::to_string(n) + " ranks sent end");
+        return;
+    }
+
+    // The launcher on this machine: while it runs, it records the end itself.
+    const RunLauncherInfo& l = manifest_.launcher;
+    const bool launcher_here = l.pid > 0 && !l.boot_id.empty() && l.boot_id == this_boot_id();
+    bool launcher_gone = false;
+    if (launcher_here) {
+        if (launcher_alive(l)) return;
+        launcher_gone = true;
+        if (manifest_.local) {
+            // Local ranks are this machine's processes: look at each one.
+            std::vector<int> alive, dead, never;
+            for (int r : open) {
+                const long pid = manifest_.ranks[(size_t)r].pid;
+                if (pid <= 0) never.push_back(r);
+                else if (rank_alive(pid, manifest_.run_id)) alive.push_back(r);
+                else dead.push_back(r);
+            }
+            if (!alive.empty()) return;  // they outlived it: follow them until they end
+            std::string how = "launcher pid " + std::to_string(l.pid) + " gone and ";
+            if (!dead.empty()) how += rank_list(dead) + " dead (pids not running)";
+            if (!never.empty()) how += std::string(dead.empty() ? "" : ", ") + rank_list(never) + " never started";
+            decide("failed", how + ended_note);
+            return;
+        }
+    }
+
+    // Ranks elsewhere (SSH hosts, Slurm nodes): only their logs tell. Not before any of
+    // them wrote anything (a Slurm job may wait in the queue for hours).
+    double newest = 0;
+    std::vector<int> silent;
+    for (int r : open) {
+        if (!tails_[(size_t)r].has_log) continue;
+        newest = std::max(newest, tails_[(size_t)r].mtime);
+        silent.push_back(r);
+    }
+    if (silent.empty()) return;
+    const double quiet = now - newest;
+    if (quiet < options_.stale_after_s) return;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.0f", std::floor(quiet));
+    std::string how = "no output from " + rank_list(silent) + " for " + secs + " s" +
+                      (silent.size() > 1 ? " or more" : "") + " (ptd watch --stale-after " +
+                      std::to_string((long long)std::llround(options_.stale_after_s)) + ")";
+    if (launcher_gone) how = "launcher pid " + std::to_string(l.pid) + " gone and " + how;
+    decide("failed", how + ended_note);
 }
 
 }  // namespace ptd

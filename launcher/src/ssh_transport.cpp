@@ -209,6 +209,8 @@ public:
     Result<void> connect() override;
     Result<void> upload(const std::string& local_path, const std::string& remote_path,
                         const std::string& sha256_hex) override;
+    Result<void> upload_text(const std::string& text, const std::string& remote_path) override;
+    Result<void> check_resolves(const std::string& name) override;
     Result<int> free_port() override;
     Result<void> start_rank(const RankPlan& rank, long* pid) override;
     void run_io(TransportSink& sink) override;
@@ -228,6 +230,8 @@ private:
 
     Result<void> check_host_key();
     Result<void> authenticate();
+    Result<void> upload_stream(std::istream& in, const std::string& local_path, const std::string& remote_path,
+                               const std::string& sha256_hex);
 
     // Blocking exec of `command`, before run_io only: stdout, stderr, exit status.
     struct CommandResult {
@@ -486,13 +490,23 @@ Result<SshTransport::CommandResult> SshTransport::run_command(const std::string&
     return done(std::move(res));
 }
 
-Result<void> SshTransport::upload(const std::string& local_path, const std::string& remote_path_in,
+Result<void> SshTransport::upload(const std::string& local_path, const std::string& remote_path,
                                   const std::string& sha256_hex) {
     if (session_ == nullptr) return error("not connected to " + host_);
-    std::string remote_path = remote_relative(remote_path_in);
     std::ifstream in(local_path, std::ios::binary);
     if (!in) return error("cannot read " + local_path + " to upload it: " + std::strerror(errno));
+    return upload_stream(in, local_path, remote_path, sha256_hex);
+}
 
+Result<void> SshTransport::upload_text(const std::string& text, const std::string& remote_path) {
+    if (session_ == nullptr) return error("not connected to " + host_);
+    std::istringstream in(text);
+    return upload_stream(in, "the job text", remote_path, sha256_hex(text));
+}
+
+Result<void> SshTransport::upload_stream(std::istream& in, const std::string& local_path, const std::string& remote_path_in,
+                                         const std::string& sha256_hex) {
+    std::string remote_path = remote_relative(remote_path_in);
     sftp_session sftp = sftp_new(session_);
     if (sftp == nullptr) return error("cannot start SFTP on " + where() + ": " + ssh_error());
     struct SftpCloser {
@@ -556,6 +570,21 @@ Result<void> SshTransport::upload(const std::string& local_path, const std::stri
         return error("upload of " + local_path + " to " + host_ + ":" + remote_path +
                      " is corrupt: expected SHA-256 " + sha256_hex + ", the host computed " + got);
     return {};
+}
+
+// Asked on the host, with the host's own resolver (getent: glibc's NSS, as the engine's
+// getaddrinfo), so an ssh alias or a name only this machine knows is caught before any
+// rank starts instead of as a store timeout minutes later.
+Result<void> SshTransport::check_resolves(const std::string& name) {
+    const std::string command = "getent ahosts " + shell_quote(name);
+    auto r = run_command(command, std::max(10.0, plan_.job.launch.connect_timeout_s));
+    if (!r) return std::unexpected(r.error());
+    if (r->status == 0) return {};
+    if (r->status == 127) return {};  // no getent there: the engine checks it itself
+    return error("MASTER_ADDR '" + name + "' does not resolve on host " + host_ + " (`" + command + "` exited " +
+                 std::to_string(r->status) + (r->status == 2 ? ": not found" : "") +
+                 "); set launch.master_addr (or --master-addr) to an address of the first host that every host "
+                 "can reach, e.g. its IP");
 }
 
 Result<int> SshTransport::free_port() {
@@ -915,6 +944,26 @@ void SshTransport::io_loop() {
 }
 
 }  // namespace
+
+std::string ssh_reached_host(const std::string& host, const std::string& ssh_config) {
+    ssh_session s = ssh_new();
+    if (s == nullptr) return host;
+    int verbosity = SSH_LOG_NOLOG;
+    ssh_options_set(s, SSH_OPTIONS_LOG_VERBOSITY, &verbosity);
+    std::string reached = host;
+    // libssh replaces the host with the config's HostName (after %h expansion) while
+    // parsing, exactly as connect() does before it connects.
+    if (ssh_options_set(s, SSH_OPTIONS_HOST, host.c_str()) == SSH_OK &&
+        ssh_options_parse_config(s, ssh_config.empty() ? nullptr : ssh_config.c_str()) == SSH_OK) {
+        char* h = nullptr;
+        if (ssh_options_get(s, SSH_OPTIONS_HOST, &h) == SSH_OK && h != nullptr) {
+            if (*h) reached = h;
+            ssh_string_free_char(h);
+        }
+    }
+    ssh_free(s);
+    return reached;
+}
 
 std::unique_ptr<HostTransport> make_ssh_transport(const LaunchPlan& plan, int host_index) {
     return std::make_unique<SshTransport>(plan, host_index);

@@ -44,6 +44,11 @@ public:
     // SHA-256 computed on the host against `sha256_hex`. Local transport: not used.
     virtual Result<void> upload(const std::string& local_path, const std::string& remote_path,
                                 const std::string& sha256_hex) = 0;
+    // The same for text made here (the job as the hosts read it).
+    virtual Result<void> upload_text(const std::string& text, const std::string& remote_path) = 0;
+    // Whether `name` (MASTER_ADDR) resolves on this host, asked on the host itself; the
+    // error names the address and the host. Local transport: nothing to check.
+    virtual Result<void> check_resolves(const std::string& name) = 0;
     // A free TCP port on this host (for MASTER_PORT on the first host).
     virtual Result<int> free_port() = 0;
     // Start one rank (rank.argv and rank.env for local, rank.shell_command over SSH) in its
@@ -57,6 +62,11 @@ public:
     // Wait for the I/O thread; after it returns every started rank has been reported.
     virtual void join() = 0;
 };
+
+// The address an SSH connection to `host` reaches: the HostName of its entry in the ssh
+// config (`ssh_config`, "" = ~/.ssh/config), as libssh reads it, else `host` itself.
+// Reads the config file only; no network.
+std::string ssh_reached_host(const std::string& host, const std::string& ssh_config);
 
 // `host_index` is the host's index in plan.hosts.
 std::unique_ptr<HostTransport> make_local_transport(const LaunchPlan& plan, int host_index);

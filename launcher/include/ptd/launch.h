@@ -44,10 +44,32 @@ struct LaunchOptions {
                                      // this executable, else launch.engine on PATH
     std::string known_hosts;         // "" = ~/.ssh/known_hosts
     std::string ssh_config;          // "" = ~/.ssh/config
+    std::string master_addr;         // --master-addr; overrides launch.master_addr
     std::vector<std::string> engine_args;  // extra ptd-engine arguments (after the job's)
     bool slurm = false;              // plan for an sbatch script: Slurm owns the nodes, so no
                                      // hosts are resolved and the engine need not exist here
 };
+
+// A file the job refers to by path (model.hf_config, training.data). The ranks read the
+// job from the run directory, so every such path is resolved against the job file's
+// folder here, once, and the job the ranks read names the file absolutely (local, Slurm,
+// SSH without copies) or by the name of the copy sent next to job.toml (SSH).
+struct JobFileRef {
+    std::string key;                 // "model.hf_config", "training.data"
+    std::string written;             // the value as the job says it
+    std::string path;                // absolute path on this machine
+    bool always_sent = false;        // SSH: sent with job.toml on every launch (part of the
+                                     // job's definition); else only with --upload
+    std::string remote_name;         // SSH: the copy's file name next to job.toml ("" = not sent)
+};
+
+// Every file the job refers to, resolved against the job file's folder (the current
+// folder for a job without a file). Adding a path key to the job spec means adding it here.
+std::vector<JobFileRef> job_file_refs(const JobSpec& job);
+
+// Why `run_id` cannot name a run directory ("" when it can): one plain path component
+// of 1..128 letters, digits, '.', '_' or '-', starting with a letter or digit.
+std::string run_id_problem(const std::string& run_id);
 
 struct HostPlan {
     HostEntry entry;                 // host, user ("" = ssh config/current), port (0 = config/22)
@@ -67,7 +89,11 @@ struct RankPlan {
 
 struct LaunchPlan {
     JobSpec job;
-    std::string job_toml;            // the job as the ranks read it (run_dir/job.toml)
+    std::string job_toml;            // the job as the ranks read it (run_dir/job.toml): every
+                                     // referenced file by its absolute path on this machine
+    std::string remote_job_toml;     // ssh: the copy sent to every host (files sent with it are
+                                     // named by their copies next to it)
+    std::vector<JobFileRef> files;   // the files the job refers to
     std::string run_id;
     std::string run_dir;             // local run directory, absolute: <root>/<run_id>
     bool local = true;               // launch.mode == local: child processes, no SSH
@@ -78,6 +104,9 @@ struct LaunchPlan {
     int steps = 0;                   // --steps for ptd-engine; 0 = the job's training.steps
     std::vector<std::string> engine_args;
     std::string master_addr;
+    std::string master_addr_source;  // where it came from, for the dry run and messages
+    bool master_addr_given = false;  // --master-addr or launch.master_addr (Slurm: else the
+                                     // allocation's first node)
     int master_port = 0;             // 0 until chosen (free port on the first host)
     std::vector<HostPlan> hosts;
     std::vector<RankPlan> ranks;     // by global rank

@@ -27,6 +27,18 @@ struct RunManifestRank {
     std::optional<int> exit_code;  // set once exited (-1 = host lost)
 };
 
+// The `ptd launch` process that supervises a run, so a reader can tell whether it is
+// still there: pid, and what makes the pid unambiguous (the machine's boot and the
+// process's start time, in clock ticks since boot, from /proc/<pid>/stat).
+struct RunLauncherInfo {
+    long pid = 0;              // 0 = no launcher watches this run (--slurm, older manifests)
+    std::string host;          // hostname, for messages
+    std::string boot_id;       // /proc/sys/kernel/random/boot_id of its machine
+    unsigned long long start_time = 0;
+};
+// This process, as a RunLauncherInfo.
+RunLauncherInfo this_launcher();
+
 struct RunManifest {
     std::string run_id;
     std::string job_name;      // job.model.name
@@ -44,6 +56,7 @@ struct RunManifest {
     int exit_code = 0;
     int failed_rank = -1;
     std::string reason;
+    RunLauncherInfo launcher;
 };
 
 // The manifest of a plan before anything started (state "starting").
@@ -72,22 +85,52 @@ private:
     std::map<int, FILE*> logs_;
 };
 
+struct RunFollowOptions {
+    // A run whose manifest is not final and whose launcher is not known to be alive on this
+    // machine counts as over once none of its unfinished ranks wrote a line for this long.
+    double stale_after_s = 120;
+};
+
 // Follows a run directory: each poll() reads what was appended since the last one and
 // returns it as events (rank_started from the manifest, output/metric per line, rank_exited
-// and finished once the manifest says so). Works on live and finished runs alike.
+// and finished once the run is over). Works on live and finished runs alike.
+//
+// The run is over when the manifest says so, or — when nobody will write that (a Slurm
+// run, a launcher that was killed) — when the ranks' own record says so: every rank sent
+// its `end` event; or the launcher's pid on this machine is gone and so is every rank's
+// (checked in /proc with the start time / PTD_RUN_ID, so a reused pid does not count);
+// or no unfinished rank wrote anything for stale_after_s. manifest() then carries the
+// state that was derived, and decided() says how.
 class RunFollower {
 public:
-    static Result<std::unique_ptr<RunFollower>> open(const std::string& run_dir);
+    static Result<std::unique_ptr<RunFollower>> open(const std::string& run_dir, RunFollowOptions options = {});
     ~RunFollower();
     std::vector<LaunchEvent> poll();
     const RunManifest& manifest() const { return manifest_; }
-    bool done() const { return done_; }   // manifest state is final and every log is read
+    bool done() const { return done_; }   // the run is over and every log is read
+    // How the end was decided when the manifest did not record it ("all 8 ranks sent end",
+    // "launcher pid 1234 gone and ranks 0-3 dead (pids not running)", "no output from rank 5
+    // for 120 s"); "" while running or when the manifest says it.
+    const std::string& decided() const { return decided_; }
+    // The manifest's own state, as last read ("starting" for a Slurm run).
+    const std::string& recorded_state() const { return recorded_state_; }
 private:
     RunFollower() = default;
+    void derive_end(double now);
     std::string dir_;
+    RunFollowOptions options_;
     RunManifest manifest_;
-    struct Tail { std::string path; long offset = 0; std::string partial; bool started = false; bool exited = false; };
+    struct Tail {
+        std::string path;
+        long offset = 0;
+        std::string partial;
+        bool started = false, exited = false;
+        bool sent_end = false;   // its log holds the rank's `end` event
+        bool has_log = false;
+        double mtime = 0;        // when its log last changed (Unix seconds)
+    };
     std::vector<Tail> tails_;
+    std::string derived_state_, decided_, recorded_state_;
     bool done_ = false;
     bool finished_sent_ = false;
 };
