@@ -91,6 +91,7 @@ struct LayoutDerived {
     double heads_l, kv_l, d, h, f_l;     // local heads, local KV heads, head dim, hidden, local MLP width
     bool sp, flash, dropout, swiglu, moe, layernorm, cpu;
     bool optimizer_sharded;              // ZeRO ≥ 1 or Megatron's distributed optimizer
+    int zero;                            // ZeRO stage
     Recompute rc;
     StateBytes dense_state, expert_state;
     // Per-layer parameters on one rank.
@@ -394,6 +395,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
                                           ch.distributed_optimizer, (double)L.dp * L.c);
     L.optimizer_sharded = ch.zero >= 1 || ch.distributed_optimizer;
+    L.zero = ch.zero;
     L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
                                            ch.distributed_optimizer, (double)L.edp);
 
@@ -527,8 +529,9 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
     if (es.activation_profile == ActivationProfile::ptd_engine && ctx.job.training.precision == Precision::fp32 &&
-        expert == 0) {
-        // The engine (fp32, dense) shards a flat buffer padded for equal ZeRO-1 shards;
+        expert == 0 && L.zero <= 1) {
+        // What the engine runs (fp32, dense, ZeRO 0 or 1; Megatron's distributed optimizer
+        // maps to ZeRO-1): a flat buffer padded for equal ZeRO-1 shards;
         // its model state is exactly that buffer (params, grads) and Adam m, v of one shard.
         const int N = L.dp * L.c;
         const bool sharded = L.optimizer_sharded && N > 1;
