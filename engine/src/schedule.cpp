@@ -21,14 +21,17 @@
 // mode (PTD_COMM_STRICT_FIFO=1) compares on every receive. Sends leave from a
 // per-(chunk, micro-batch) buffer.
 //
-// Groups, as Megatron posts them (p2p_communication.py: send_forward_recv_backward …):
-// an action's receive is posted in one group with the sends of the action before it, so a
-// stage's send and its neighbour's send towards it are matched together instead of each
-// waiting for the other's receive. The communicator completes a group only when all its
+// Groups, as Megatron posts them (p2p_communication.py): with v = 1 an action's receive is
+// posted in one group with the sends of the action before it (send_forward_recv_backward,
+// send_backward_recv_forward), so a stage's send and its neighbour's send towards it are
+// matched together instead of each waiting for the other's receive. With v > 1 a
+// steady-state forward/backward pair is one unit: its two receives share a group with the
+// previous unit's sends (send_forward_backward_recv_forward_backward); per action is not
+// enough there (see pipeline_units). The communicator completes a group only when all its
 // operations did (a send only once its receive was posted): NCCL's worst case.
 //
-// Why this cannot deadlock (with asynchronous sends): only receives block, so a deadlock
-// needs a cycle of receives
+// Why the order of actions cannot deadlock with asynchronous sends: only receives block,
+// so a deadlock needs a cycle of receives
 // each waiting on an op its peer has not reached yet. The (chunk, micro-batch) of the k-th
 // forward (backward) is the same on every stage, so stage i's k-th forward waits only on
 // stage i − 1's k-th forward (stage 0's: on stage p − 1's (k − p)-th), and the k-th
@@ -38,10 +41,11 @@
 // which stage i ran before reaching its own k-th forward; symmetrically for backwards, and
 // the (v − 1)·p extra warm-ups of every stage cover the wrap-around from stage p − 1 to
 // stage 0 (p forwards earlier). So every receive's send is issued by a peer that waits only
-// on ops that come earlier, and the wait graph is acyclic. With blocking groups the
-// argument needs the sends too; test_engine_train's PipelinePlan tests simulate NCCL's
-// group semantics over pipeline_plan for p ≤ 8, v ≤ 4, m ≤ 4p: every group completes, and
-// the k-th send of every direction carries the check value its k-th receive expects.
+// on ops that come earlier, and the wait graph is acyclic. Blocking groups make sends wait
+// too, and the argument does not carry over by itself: test_engine_train's PipelinePlan
+// tests simulate NCCL's group semantics over pipeline_plan for p ≤ 8, v ≤ 4, m ≤ 4p (every
+// group completes, and the k-th send of every direction carries the check value its k-th
+// receive expects), and the strict ctest entry runs the real thing for p = 2.
 #include <chrono>
 #include <deque>
 #include <vector>
