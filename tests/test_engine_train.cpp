@@ -681,6 +681,20 @@ TEST(EngineTrain, UnsupportedSettingsNameTheKey) {
     EXPECT_NE(runs[0].err.find("training.precision"), std::string::npos) << runs[0].err;
 }
 
+// A bad PTD_COMM_STRICT_FIFO is a usage error even in a single process (no Gloo groups).
+TEST(EngineTrain, BadStrictFifoValueNamesTheVariable) {
+    TinyJob j;
+    const std::string job = write_job(j, "strict-env");
+    const char* before = std::getenv("PTD_COMM_STRICT_FIFO");
+    const std::string saved = before ? before : "";
+    setenv("PTD_COMM_STRICT_FIFO", "on", 1);  // the ranks inherit this process's environment
+    auto runs = run_engine(job, 1);
+    if (before) setenv("PTD_COMM_STRICT_FIFO", saved.c_str(), 1);
+    else unsetenv("PTD_COMM_STRICT_FIFO");
+    EXPECT_EQ(runs[0].exit_code, 2);
+    EXPECT_NE(runs[0].err.find("error: PTD_COMM_STRICT_FIFO: got \"on\"; allowed: 1"), std::string::npos) << runs[0].err;
+}
+
 // ---- gradient check ------------------------------------------------------------------------
 
 // Every layer type of both families (norms, attention with RoPE/GQA, GELU and SwiGLU

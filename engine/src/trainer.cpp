@@ -113,7 +113,10 @@ int connect_run(RunState& s) {
     };
     // Checked here too so that a bad value is an error in a single-process run as well.
     auto strict = strict_fifo_from_env();
-    if (!strict) return setup_error(s, strict.error().str(), 2);
+    if (!strict) {
+        const Diagnostic& d = strict.error().diagnostics.front();
+        return setup_error(s, d.key + ": " + d.message, 2);
+    }
     if (world == 1) {
         s.run_id = std::getenv("PTD_RUN_ID") ? std::getenv("PTD_RUN_ID") : make_run_id();
         s.src.run_id = s.run_id;
