@@ -297,7 +297,8 @@ std::string read_file(const std::string& path) {
 // with its stderr and stdout in files. The destructor kills whatever is left.
 class WorkerRun {
 public:
-    WorkerRun(int world, const std::vector<std::string>& args) : world_(world) {
+    WorkerRun(int world, const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
+        : world_(world) {
         char tmpl[] = "/tmp/ptd_comm_test_XXXXXX";
         dir_ = mkdtemp(tmpl);
         port_ = free_port();
@@ -312,7 +313,7 @@ public:
             for (char** e = environ; *e; ++e) {
                 std::string kv = *e;
                 for (const char* name : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                                         "MASTER_PORT=", "GLOO_SOCKET_IFNAME="})
+                                         "MASTER_PORT=", "GLOO_SOCKET_IFNAME=", "PTD_COMM_STRICT_FIFO="})
                     if (kv.rfind(name, 0) == 0) kv.clear();
                 if (!kv.empty()) env_s.push_back(kv);
             }
@@ -322,6 +323,7 @@ public:
             env_s.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
             env_s.push_back("MASTER_ADDR=127.0.0.1");
             env_s.push_back("MASTER_PORT=" + std::to_string(port_));
+            env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
             std::vector<char*> argv, envp;
             for (auto& s : argv_s) argv.push_back(s.data());
             argv.push_back(nullptr);
@@ -442,9 +444,9 @@ void expect_all_ok(WorkerRun& run) {
     EXPECT_TRUE(run.nothing_left());
 }
 
-void check_run(int tp, int pp, int dp) {
+void check_run(int tp, int pp, int dp, const std::vector<std::string>& env = {}) {
     WorkerRun run(tp * pp * dp, {"--tp", std::to_string(tp), "--pp", std::to_string(pp), "--dp", std::to_string(dp),
-                           "--timeout", "20"});
+                           "--timeout", "20"}, env);
     ASSERT_TRUE(run.wait(40)) << run.describe_all();
     expect_all_ok(run);
 }
@@ -528,4 +530,59 @@ TEST(CommRun, GlooErrorWithoutMonitorNamesGroupOperationAndRanks) {
     // The handler waits 3 s for an abort reason that never comes.
     expect_others_abort(run, 1, 3 + 4, {"world all_reduce_sum (global ranks 0, 1) failed", "no rank was reported failed"});
     EXPECT_TRUE(run.nothing_left());
+}
+
+// ---- the NCCL-shaped point-to-point contract (comm.h) -----------------------------------
+
+// Every operation, typed collectives and grouped FIFO point-to-point included, with the
+// strict checks on: the worker's own traffic keeps the contract.
+TEST(CommRun, World8StrictFifo) { check_run(2, 2, 2, {"PTD_COMM_STRICT_FIFO=1"}); }
+
+// Without strict mode, FIFO matching takes two sends posted in the wrong order for each
+// other: same dtype and size, so the data lands silently in the wrong buffers. This is
+// what strict mode exists to catch.
+TEST(CommRun, MisorderedSendsSwapSilentlyWithoutStrictMode) {
+    WorkerRun run(2, {"--dp", "2", "--mode", "misorder", "--timeout", "20"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(WIFEXITED(run.status(r)) && WEXITSTATUS(run.status(r)) == 0) << run.describe(r);
+    EXPECT_EQ(run.out(1), "A holds 2, B holds 1\n") << run.describe(1);
+}
+
+// Strict mode: the receiver sees that message #0 from rank 0 is not the one it expected,
+// and the run stops with both ranks, the sequence number and both descriptors named.
+TEST(CommRun, StrictFifoCatchesSendsPostedInTheWrongOrder) {
+    WorkerRun run(2, {"--dp", "2", "--mode", "misorder", "--timeout", "20"}, {"PTD_COMM_STRICT_FIFO=1"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    EXPECT_TRUE(WIFEXITED(run.status(1)) && WEXITSTATUS(run.status(1)) == 1) << run.describe(1);
+    const std::string e = run.err(1);
+    for (const char* want : {"ptd-engine: rank 1: error: strict FIFO check failed in the world group (global ranks 0, 1)",
+                             "rank 1 (group rank 1) expected message #0 from rank 0 (group rank 0) to be {f32 × 64, check 1}",
+                             "but rank 0 posted message #0 as {f32 × 64, check 2}"})
+        EXPECT_NE(e.find(want), std::string::npos) << "wanted \"" << want << "\"\n" << run.describe(1);
+    EXPECT_EQ(run.out(1), "") << "the mismatched data must not be used";
+    // The sender is stopped through the store, naming the rank that found the mismatch.
+    expect_others_abort(run, 1, 5, {"rank 1 (pid", "strict FIFO check failed"});
+    EXPECT_TRUE(run.nothing_left());
+}
+
+TEST(CommRun, StrictFifoCatchesAWrongCount) {
+    WorkerRun run(2, {"--dp", "2", "--mode", "miscount", "--timeout", "20"}, {"PTD_COMM_STRICT_FIFO=1"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    EXPECT_TRUE(WIFEXITED(run.status(1)) && WEXITSTATUS(run.status(1)) == 1) << run.describe(1);
+    const std::string e = run.err(1);
+    EXPECT_NE(e.find("expected message #0 from rank 0 (group rank 0) to be {f32 × 64, check 1}, but rank 0 posted "
+                     "message #0 as {f32 × 65, check 1}"),
+              std::string::npos)
+        << run.describe(1);
+    EXPECT_TRUE(run.nothing_left());
+}
+
+// One rank, so that no peer's exit races the check (the value is read before any group).
+TEST(CommRun, BadStrictFifoValueNamesTheVariable) {
+    WorkerRun run(1, {"--timeout", "20"}, {"PTD_COMM_STRICT_FIFO=yes"});
+    ASSERT_TRUE(run.wait(30)) << run.describe_all();
+    for (int r = 0; r < 1; ++r) {
+        EXPECT_TRUE(WIFEXITED(run.status(r)) && WEXITSTATUS(run.status(r)) != 0) << run.describe(r);
+        EXPECT_NE(run.err(r).find("PTD_COMM_STRICT_FIFO: got \"yes\"; allowed: 1"), std::string::npos) << run.describe(r);
+    }
 }

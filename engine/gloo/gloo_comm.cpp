@@ -2,8 +2,11 @@
 // communication path. Each process group is one gloo::rendezvous::Context, rendezvoused
 // through the run's KV store; all of a rank's contexts share one TCP device (one event
 // loop thread). Collectives use Gloo's ring algorithms, so every member of a group gets
-// bit-identical results; uneven reduce-scatter and all-gather are our own rings over
-// unbound buffers. A Gloo exception never escapes: it goes to the failure handler.
+// bit-identical results; reduce-scatter and all-gather (equal counts, as NCCL's) are our
+// own rings over unbound buffers. Point-to-point follows NCCL's contract (comm.h): no
+// tags, FIFO per peer and direction, groups that complete as a whole; strict mode checks
+// a descriptor on every receive. A Gloo exception never escapes: it goes to the failure
+// handler.
 #include "ptd/engine/comm.h"
 
 #include <signal.h>
@@ -35,8 +38,12 @@ namespace {
 // slot. Gloo's own collectives use prefixes 0x01..0x08 there, so these never match them.
 constexpr uint64_t kP2pPrefix = 0x40;
 constexpr uint64_t kRingPrefix = 0x41;
+constexpr uint64_t kP2pHeaderPrefix = 0x42;
 
-uint64_t p2p_slot(uint32_t tag) { return (kP2pPrefix << 56) | tag; }
+// Point-to-point has no tags: the k-th message from a to b travels in slot k of that
+// direction, so the k-th receive b posts from a takes exactly the k-th send (FIFO).
+uint64_t p2p_slot(uint64_t seq) { return (kP2pPrefix << 56) | seq; }
+uint64_t p2p_header_slot(uint64_t seq) { return (kP2pHeaderPrefix << 56) | seq; }
 // One slot per ring step so that a step's message can never be taken for another's.
 uint64_t ring_slot(uint32_t tag, int step) { return (kRingPrefix << 56) | ((uint64_t)tag << 24) | (uint64_t)step; }
 
@@ -51,6 +58,84 @@ std::string join_ranks(const std::vector<int>& ranks) {
     return s;
 }
 
+// ---- element types -----------------------------------------------------------------
+
+// bf16 and f16 are reduced in f32 and rounded back to nearest even, as NCCL does.
+float bf16_to_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // NaN stays NaN (quiet)
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float f16_to_f32(uint16_t h) {
+    _Float16 x;
+    std::memcpy(&x, &h, 2);
+    return (float)x;
+}
+uint16_t f32_to_f16(float f) {
+    const _Float16 x = (_Float16)f;  // IEEE conversion: round to nearest even
+    uint16_t h;
+    std::memcpy(&h, &x, 2);
+    return h;
+}
+
+// How an element is loaded for the arithmetic and stored back.
+template <class T>
+struct Native {
+    using Storage = T;
+    static T load(T x) { return x; }
+    static T store(T x) { return x; }
+};
+struct Bf16 {
+    using Storage = uint16_t;
+    static float load(uint16_t x) { return bf16_to_f32(x); }
+    static uint16_t store(float x) { return f32_to_bf16(x); }
+};
+struct F16 {
+    using Storage = uint16_t;
+    static float load(uint16_t x) { return f16_to_f32(x); }
+    static uint16_t store(float x) { return f32_to_f16(x); }
+};
+
+template <class E, ReduceOp Op>
+void reduce_elements(void* c, const void* a, const void* b, size_t n) {
+    using S = typename E::Storage;
+    S* out = (S*)c;
+    const S* x = (const S*)a;
+    const S* y = (const S*)b;
+    for (size_t i = 0; i < n; ++i) {
+        const auto u = E::load(x[i]), v = E::load(y[i]);
+        if constexpr (Op == ReduceOp::sum) out[i] = E::store(u + v);
+        else out[i] = E::store(u > v ? u : v);
+    }
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <class E>
+ReduceFn reduce_fn_of(ReduceOp op) {
+    return op == ReduceOp::sum ? &reduce_elements<E, ReduceOp::sum> : &reduce_elements<E, ReduceOp::max>;
+}
+
+ReduceFn reduce_fn(DType t, ReduceOp op) {
+    switch (t) {
+        case DType::f32: return reduce_fn_of<Native<float>>(op);
+        case DType::f64: return reduce_fn_of<Native<double>>(op);
+        case DType::i32: return reduce_fn_of<Native<int32_t>>(op);
+        case DType::bf16: return reduce_fn_of<Bf16>(op);
+        case DType::f16: return reduce_fn_of<F16>(op);
+    }
+    return nullptr;
+}
+
+const char* op_name(ReduceOp op) { return op == ReduceOp::sum ? "sum" : "max"; }
+
 // ---- size-1 groups -----------------------------------------------------------------
 
 class SelfCommunicator final : public Communicator {
@@ -60,16 +145,15 @@ public:
     int size() const override { return 1; }
     const std::string& name() const override { return name_; }
     const std::vector<int>& global_ranks() const override { return ranks_; }
-    void all_reduce_sum(float*, int64_t) override {}
-    void all_reduce_max(float*, int64_t) override {}
-    void all_reduce_sum_f64(double*, int64_t) override {}
-    void reduce_scatter_sum(float*, const std::vector<int64_t>&) override {}
-    void all_gather(float*, const std::vector<int64_t>&) override {}
-    void broadcast(float*, int64_t, int) override {}
+    void all_reduce(void*, int64_t, DType, ReduceOp) override {}
+    void reduce_scatter(void*, int64_t, DType, ReduceOp) override {}
+    void all_gather(void*, int64_t, DType) override {}
+    void broadcast(void*, int64_t, DType, int) override {}
     void barrier() override {}
-    void send(const float*, int64_t, int peer, uint32_t) override { misuse("send to", peer); }
-    void recv(float*, int64_t, int peer, uint32_t) override { misuse("recv from", peer); }
-    void wait_sends() override {}
+    void group_start() override {}
+    void group_end() override {}
+    void send(const void*, int64_t, DType, int peer, uint32_t) override { misuse("send to", peer); }
+    void recv(void*, int64_t, DType, int peer, uint32_t) override { misuse("recv from", peer); }
 
 private:
     [[noreturn]] void misuse(const char* what, int peer) {
@@ -118,38 +202,45 @@ private:
 
 // ---- Gloo groups -------------------------------------------------------------------
 
-template <class T>
-void reduce_sum(void* c, const void* a, const void* b, size_t n) {
-    T* out = (T*)c;
-    const T* x = (const T*)a;
-    const T* y = (const T*)b;
-    for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
-}
+// What strict mode sends ahead of each p2p message: who sent it, its place in the
+// sender's FIFO towards this receiver, and what the sender said it is.
+struct P2pHeader {
+    uint64_t magic = 0x50544446494630ull;  // "PTDFIF0": a header, not stray bytes
+    uint64_t seq = 0;
+    int64_t count = 0;
+    uint32_t check = 0;
+    int32_t src = -1;   // sender's group rank
+    uint8_t dtype = 0;
+    uint8_t pad[7] = {};
+};
 
-template <class T>
-void reduce_max(void* c, const void* a, const void* b, size_t n) {
-    T* out = (T*)c;
-    const T* x = (const T*)a;
-    const T* y = (const T*)b;
-    for (size_t i = 0; i < n; ++i) out[i] = x[i] > y[i] ? x[i] : y[i];
+std::string describe_message(DType dtype, int64_t count, uint32_t check) {
+    return std::string("{") + dtype_name(dtype) + " × " + std::to_string(count) + ", check " + std::to_string(check) +
+           "}";
 }
 
 class GlooCommunicator final : public Communicator {
 public:
     GlooCommunicator(std::string name, std::vector<int> global_ranks, std::shared_ptr<gloo::Context> context,
-                     std::chrono::milliseconds timeout, FailureHandler on_failure)
+                     std::chrono::milliseconds timeout, bool strict, FailureHandler on_failure,
+                     FailureHandler on_violation)
         : name_(std::move(name)),
           ranks_(std::move(global_ranks)),
           ctx_(std::move(context)),
           timeout_(timeout),
-          on_failure_(std::move(on_failure)) {}
+          strict_(strict),
+          on_failure_(std::move(on_failure)),
+          on_violation_(std::move(on_violation)),
+          sent_((size_t)ctx_->size, 0),
+          received_((size_t)ctx_->size, 0) {}
 
     ~GlooCommunicator() override {
-        // Normally empty (callers wait_sends()); a buffer destroyed while Gloo may still
+        // Normally empty (every group completes); a buffer destroyed while Gloo may still
         // read it would be a use-after-free inside Gloo, so give pending sends a chance.
-        for (auto& b : pending_sends_) {
+        for (auto& op : ops_) {
             try {
-                b->waitSend(std::chrono::milliseconds(1000));
+                if (op.is_send && op.data) op.data->waitSend(std::chrono::milliseconds(1000));
+                if (op.is_send && op.header_buf) op.header_buf->waitSend(std::chrono::milliseconds(1000));
             } catch (...) {
             }
         }
@@ -160,86 +251,85 @@ public:
     const std::string& name() const override { return name_; }
     const std::vector<int>& global_ranks() const override { return ranks_; }
 
-    void all_reduce_sum(float* x, int64_t n) override { all_reduce(x, n, "all_reduce_sum", &reduce_sum<float>); }
-    void all_reduce_max(float* x, int64_t n) override { all_reduce(x, n, "all_reduce_max", &reduce_max<float>); }
-    void all_reduce_sum_f64(double* x, int64_t n) override {
-        all_reduce(x, n, "all_reduce_sum_f64", &reduce_sum<double>);
+    void all_reduce(void* x, int64_t n, DType t, ReduceOp op) override {
+        const std::string what = std::string("all_reduce_") + op_name(op);
+        check_collective(what.c_str());
+        if (n <= 0) return;
+        switch (t) {
+            case DType::f32: return all_reduce_typed((float*)x, n, what, reduce_fn(t, op));
+            case DType::f64: return all_reduce_typed((double*)x, n, what, reduce_fn(t, op));
+            case DType::i32: return all_reduce_typed((int32_t*)x, n, what, reduce_fn(t, op));
+            case DType::bf16:
+            case DType::f16: return all_reduce_typed((uint16_t*)x, n, what, reduce_fn(t, op));
+        }
     }
 
     // Ring reduce-scatter: in step s a rank sends its partial sum of chunk (r−s−1) to the
     // right and adds the left neighbour's partial sum of chunk (r−s−2) into its own; after
     // size−1 steps chunk r has passed through every rank and ends, complete, at rank r.
     // Each slice's bytes are a plain sum, so any rank can see its own slice exactly.
-    void reduce_scatter_sum(float* x, const std::vector<int64_t>& counts) override {
+    void reduce_scatter(void* x, int64_t count, DType t, ReduceOp op) override {
+        const std::string what = std::string("reduce_scatter_") + op_name(op);
+        check_collective(what.c_str());
+        if (count < 0) misuse(what.c_str(), (int)count);
         const int p = size(), r = rank();
-        check_counts(counts, "reduce_scatter_sum");
-        std::vector<int64_t> offset(p + 1, 0);
-        for (int i = 0; i < p; ++i) offset[i + 1] = offset[i] + counts[i];
-        int64_t max_count = *std::max_element(counts.begin(), counts.end());
-        if (max_count == 0) return;
-        std::vector<float> tmp((size_t)max_count);
+        if (count == 0) return;
+        const size_t es = dtype_size(t), chunk = (size_t)count * es;
+        const ReduceFn fn = reduce_fn(t, op);
+        std::vector<uint8_t> tmp(chunk);
+        uint8_t* bytes = (uint8_t*)x;
         const uint32_t tag = next_tag();
-        guarded("reduce_scatter_sum", [&] {
-            auto send_buf = ctx_->createUnboundBuffer(x, (size_t)offset[p] * sizeof(float));
-            auto recv_buf = ctx_->createUnboundBuffer(tmp.data(), tmp.size() * sizeof(float));
+        guarded(what.c_str(), [&] {
+            auto send_buf = ctx_->createUnboundBuffer(x, chunk * (size_t)p);
+            auto recv_buf = ctx_->createUnboundBuffer(tmp.data(), tmp.size());
             const int right = (r + 1) % p, left = (r + p - 1) % p;
             for (int s = 0; s < p - 1; ++s) {
-                int send_chunk = ((r - s - 1) % p + p) % p;
-                int recv_chunk = ((r - s - 2) % p + p) % p;
-                bool sending = counts[send_chunk] > 0, receiving = counts[recv_chunk] > 0;
-                if (sending)
-                    send_buf->send(right, ring_slot(tag, s), (size_t)offset[send_chunk] * sizeof(float),
-                                   (size_t)counts[send_chunk] * sizeof(float));
-                if (receiving) {
-                    recv_buf->recv(left, ring_slot(tag, s), 0, (size_t)counts[recv_chunk] * sizeof(float));
-                    wait_recv(*recv_buf);
-                    float* dst = x + offset[recv_chunk];
-                    for (int64_t i = 0; i < counts[recv_chunk]; ++i) dst[i] += tmp[(size_t)i];
-                }
+                const int send_chunk = ((r - s - 1) % p + p) % p;
+                const int recv_chunk = ((r - s - 2) % p + p) % p;
+                send_buf->send(right, ring_slot(tag, s), (size_t)send_chunk * chunk, chunk);
+                recv_buf->recv(left, ring_slot(tag, s), 0, chunk);
+                wait_recv(*recv_buf);
+                uint8_t* dst = bytes + (size_t)recv_chunk * chunk;
+                fn(dst, dst, tmp.data(), (size_t)count);
                 // The next step receives into tmp again and one unbound buffer carries
                 // one operation at a time.
-                if (sending) wait_send(*send_buf);
+                wait_send(*send_buf);
             }
         });
     }
 
     // Ring all-gather: in step s a rank forwards chunk (r−s) to the right and receives
     // chunk (r−s−1) from the left, straight into place.
-    void all_gather(float* x, const std::vector<int64_t>& counts) override {
+    void all_gather(void* x, int64_t count, DType t) override {
+        check_collective("all_gather");
+        if (count < 0) misuse("all_gather", (int)count);
         const int p = size(), r = rank();
-        check_counts(counts, "all_gather");
-        std::vector<int64_t> offset(p + 1, 0);
-        for (int i = 0; i < p; ++i) offset[i + 1] = offset[i] + counts[i];
-        if (offset[p] == 0) return;
+        if (count == 0) return;
+        const size_t chunk = (size_t)count * dtype_size(t);
         const uint32_t tag = next_tag();
         guarded("all_gather", [&] {
-            auto send_buf = ctx_->createUnboundBuffer(x, (size_t)offset[p] * sizeof(float));
-            auto recv_buf = ctx_->createUnboundBuffer(x, (size_t)offset[p] * sizeof(float));
+            auto send_buf = ctx_->createUnboundBuffer(x, chunk * (size_t)p);
+            auto recv_buf = ctx_->createUnboundBuffer(x, chunk * (size_t)p);
             const int right = (r + 1) % p, left = (r + p - 1) % p;
             for (int s = 0; s < p - 1; ++s) {
-                int send_chunk = ((r - s) % p + p) % p;
-                int recv_chunk = ((r - s - 1) % p + p) % p;
-                bool sending = counts[send_chunk] > 0, receiving = counts[recv_chunk] > 0;
-                if (sending)
-                    send_buf->send(right, ring_slot(tag, s), (size_t)offset[send_chunk] * sizeof(float),
-                                   (size_t)counts[send_chunk] * sizeof(float));
-                if (receiving) {
-                    recv_buf->recv(left, ring_slot(tag, s), (size_t)offset[recv_chunk] * sizeof(float),
-                                   (size_t)counts[recv_chunk] * sizeof(float));
-                    wait_recv(*recv_buf);
-                }
-                if (sending) wait_send(*send_buf);
+                const int send_chunk = ((r - s) % p + p) % p;
+                const int recv_chunk = ((r - s - 1) % p + p) % p;
+                send_buf->send(right, ring_slot(tag, s), (size_t)send_chunk * chunk, chunk);
+                recv_buf->recv(left, ring_slot(tag, s), (size_t)recv_chunk * chunk, chunk);
+                wait_recv(*recv_buf);
+                wait_send(*send_buf);
             }
         });
     }
 
-    void broadcast(float* x, int64_t n, int root) override {
+    void broadcast(void* x, int64_t n, DType t, int root) override {
+        check_collective("broadcast");
         if (root < 0 || root >= size()) misuse("broadcast from root", root);
         if (n <= 0) return;
         const uint32_t tag = next_tag();
         guarded("broadcast", [&] {
             gloo::BroadcastOptions opts(ctx_);
-            opts.setOutput(x, (size_t)n);  // the root's output doubles as its input
+            opts.setOutput((uint8_t*)x, (size_t)n * dtype_size(t));  // the root's output doubles as its input
             opts.setRoot(root);
             opts.setTag(tag);
             opts.setTimeout(timeout_);
@@ -248,6 +338,7 @@ public:
     }
 
     void barrier() override {
+        check_collective("barrier");
         const uint32_t tag = next_tag();
         guarded("barrier", [&] {
             gloo::BarrierOptions opts(ctx_);
@@ -257,40 +348,140 @@ public:
         });
     }
 
-    void send(const float* x, int64_t n, int peer, uint32_t tag) override {
+    // Groups nest as NCCL's do: only the outermost group_end completes the operations.
+    void group_start() override { ++group_depth_; }
+
+    void group_end() override {
+        if (group_depth_ == 0) misuse("group_end without group_start, depth", 0);
+        if (--group_depth_ == 0) complete_group();
+    }
+
+    void send(const void* x, int64_t n, DType t, int peer, uint32_t check) override {
         check_peer(peer, "send to");
-        if (n <= 0) return;  // both sides know n; an empty message is no message
-        guarded("send", [&] {
-            // Gloo only reads through the pointer, but its buffer type is not const.
-            auto buf = ctx_->createUnboundBuffer(const_cast<float*>(x), (size_t)n * sizeof(float));
-            buf->send(peer, p2p_slot(tag));
-            pending_sends_.push_back(std::move(buf));
-        });
+        if (n > 0) {  // both sides know n; an empty message is no message
+            P2pOp op;
+            op.is_send = true;
+            op.peer = peer;
+            op.seq = sent_[(size_t)peer]++;
+            op.count = n;
+            op.dtype = t;
+            op.check = check;
+            guarded("send", [&] {
+                if (strict_) {
+                    op.header = std::make_unique<P2pHeader>();
+                    op.header->seq = op.seq;
+                    op.header->count = n;
+                    op.header->check = check;
+                    op.header->src = rank();
+                    op.header->dtype = (uint8_t)t;
+                    op.header_buf = ctx_->createUnboundBuffer(op.header.get(), sizeof(P2pHeader));
+                    op.header_buf->send(peer, p2p_header_slot(op.seq));
+                }
+                // Gloo only reads through the pointer, but its buffer type is not const.
+                op.data = ctx_->createUnboundBuffer(const_cast<void*>(x), (size_t)n * dtype_size(t));
+                op.data->send(peer, p2p_slot(op.seq));
+            });
+            ops_.push_back(std::move(op));
+        }
+        if (group_depth_ == 0) complete_group();
     }
 
-    void recv(float* x, int64_t n, int peer, uint32_t tag) override {
+    void recv(void* x, int64_t n, DType t, int peer, uint32_t check) override {
         check_peer(peer, "recv from");
-        if (n <= 0) return;
-        guarded("recv", [&] {
-            auto buf = ctx_->createUnboundBuffer(x, (size_t)n * sizeof(float));
-            buf->recv(peer, p2p_slot(tag));
-            wait_recv(*buf);
-        });
-    }
-
-    void wait_sends() override {
-        guarded("wait_sends", [&] {
-            for (auto& b : pending_sends_) wait_send(*b);
-        });
-        pending_sends_.clear();
+        if (n > 0) {
+            P2pOp op;
+            op.is_send = false;
+            op.peer = peer;
+            op.seq = received_[(size_t)peer]++;
+            op.x = x;
+            op.count = n;
+            op.dtype = t;
+            op.check = check;
+            guarded("recv", [&] {
+                if (strict_) {
+                    // The payload is posted only once the header proved it is the expected
+                    // message (complete_group): a wrong-sized message never lands in x.
+                    op.header = std::make_unique<P2pHeader>();
+                    op.header_buf = ctx_->createUnboundBuffer(op.header.get(), sizeof(P2pHeader));
+                    op.header_buf->recv(peer, p2p_header_slot(op.seq));
+                } else {
+                    op.data = ctx_->createUnboundBuffer(x, (size_t)n * dtype_size(t));
+                    op.data->recv(peer, p2p_slot(op.seq));
+                }
+            });
+            ops_.push_back(std::move(op));
+        }
+        if (group_depth_ == 0) complete_group();
     }
 
 private:
+    struct P2pOp {
+        bool is_send = false;
+        int peer = -1;
+        uint64_t seq = 0;
+        void* x = nullptr;
+        int64_t count = 0;
+        DType dtype = DType::f32;
+        uint32_t check = 0;
+        std::unique_ptr<gloo::transport::UnboundBuffer> data;
+        std::unique_ptr<P2pHeader> header;
+        std::unique_ptr<gloo::transport::UnboundBuffer> header_buf;
+    };
+
+    // Every operation of the group was posted; return once each has completed (NCCL's
+    // worst case: a send completes only when its receive was posted).
+    void complete_group() {
+        guarded(ops_.size() == 1 ? (ops_[0].is_send ? "send" : "recv") : "p2p group", [&] {
+            if (strict_) {
+                for (P2pOp& op : ops_) {
+                    if (op.is_send) continue;
+                    wait_recv(*op.header_buf);
+                    verify(op);
+                    op.data = ctx_->createUnboundBuffer(op.x, (size_t)op.count * dtype_size(op.dtype));
+                    op.data->recv(op.peer, p2p_slot(op.seq));
+                }
+            }
+            for (P2pOp& op : ops_) {
+                if (op.is_send) {
+                    if (op.header_buf) wait_send(*op.header_buf);
+                    wait_send(*op.data);
+                } else {
+                    wait_recv(*op.data);
+                }
+            }
+        });
+        ops_.clear();
+    }
+
+    // Strict mode: the message that arrived in this receive's FIFO position must be the
+    // one the receiver expects there.
+    void verify(const P2pOp& op) {
+        const P2pHeader& h = *op.header;
+        const DType got_dtype = (DType)h.dtype;
+        const bool dtype_ok = h.dtype <= (uint8_t)DType::i32 && got_dtype == op.dtype;
+        if (h.magic == P2pHeader{}.magic && h.seq == op.seq && h.src == op.peer && dtype_ok && h.count == op.count &&
+            h.check == op.check)
+            return;
+        const int me = rank(), peer = op.peer;
+        std::string sent = h.magic != P2pHeader{}.magic || h.dtype > (uint8_t)DType::i32
+                               ? std::string("an unreadable header")
+                               : "message #" + std::to_string(h.seq) + " as " + describe_message(got_dtype, h.count, h.check);
+        std::string msg = "strict FIFO check failed in the " + name_ + " group (global ranks " + join_ranks(ranks_) +
+                          "): rank " + std::to_string(ranks_[(size_t)me]) + " (group rank " + std::to_string(me) +
+                          ") expected message #" + std::to_string(op.seq) + " from rank " +
+                          std::to_string(ranks_[(size_t)peer]) + " (group rank " + std::to_string(peer) + ") to be " +
+                          describe_message(op.dtype, op.count, op.check) + ", but rank " +
+                          std::to_string(ranks_[(size_t)peer]) + " posted " + sent +
+                          "; the two ranks post their point-to-point operations in different orders, which NCCL "
+                          "(no tags, FIFO per peer) would turn into wrong data or a hang";
+        if (on_violation_) on_violation_(msg);
+        failed("recv", msg);
+    }
+
     template <class T>
-    void all_reduce(T* x, int64_t n, const char* op, void (*fn)(void*, const void*, const void*, size_t)) {
-        if (n <= 0) return;
+    void all_reduce_typed(T* x, int64_t n, const std::string& what, ReduceFn fn) {
         const uint32_t tag = next_tag();
-        guarded(op, [&] {
+        guarded(what.c_str(), [&] {
             gloo::AllreduceOptions opts(ctx_);
             opts.setOutput(x, (size_t)n);  // in place
             opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -340,11 +531,10 @@ private:
         if (peer < 0 || peer >= size() || peer == rank()) misuse(what, peer);
     }
 
-    void check_counts(const std::vector<int64_t>& counts, const char* op) {
-        if ((int)counts.size() != size())
-            misuse(op, (int)counts.size());
-        for (auto c : counts)
-            if (c < 0) misuse(op, (int)c);
+    // A collective inside an open p2p group would be ordered differently on NCCL (the
+    // group's operations start only at group_end): not part of the contract.
+    void check_collective(const char* op) {
+        if (group_depth_ > 0) misuse((std::string(op) + " inside a p2p group, depth").c_str(), group_depth_);
     }
 
     [[noreturn]] void misuse(const char* what, int value) {
@@ -357,9 +547,12 @@ private:
     std::vector<int> ranks_;
     std::shared_ptr<gloo::Context> ctx_;
     std::chrono::milliseconds timeout_;
-    FailureHandler on_failure_;
+    bool strict_ = false;
+    FailureHandler on_failure_, on_violation_;
     uint32_t next_tag_ = 0;
-    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> pending_sends_;
+    int group_depth_ = 0;
+    std::vector<uint64_t> sent_, received_;   // per peer: messages posted so far in each direction
+    std::vector<P2pOp> ops_;                  // the open group's operations
 };
 
 bool is_loopback(const std::string& addr) {
@@ -393,9 +586,42 @@ std::unique_ptr<Communicator> make_self_communicator(const std::string& name, in
     return std::make_unique<SelfCommunicator>(name, global_rank);
 }
 
+size_t dtype_size(DType t) {
+    switch (t) {
+        case DType::f32: return 4;
+        case DType::f64: return 8;
+        case DType::bf16: return 2;
+        case DType::f16: return 2;
+        case DType::i32: return 4;
+    }
+    return 0;
+}
+
+const char* dtype_name(DType t) {
+    switch (t) {
+        case DType::f32: return "f32";
+        case DType::f64: return "f64";
+        case DType::bf16: return "bf16";
+        case DType::f16: return "f16";
+        case DType::i32: return "i32";
+    }
+    return "?";
+}
+
+Result<bool> strict_fifo_from_env() {
+    const char* v = std::getenv("PTD_COMM_STRICT_FIFO");
+    if (!v || !*v || std::strcmp(v, "0") == 0) return false;
+    if (std::strcmp(v, "1") == 0) return true;
+    return fail({}, "PTD_COMM_STRICT_FIFO",
+                std::string("got \"") + v + "\"; allowed: 1 (check every point-to-point receive) or 0 / unset (off)");
+}
+
 Result<CommGroups> make_gloo_groups(KvClient& store, const RankLayout& layout, int rank, const CommOptions& options,
-                                    FailureHandler on_failure) {
+                                    FailureHandler on_failure, FailureHandler on_contract_violation) {
     CommGroups groups;
+    auto strict_env = strict_fifo_from_env();
+    if (!strict_env) return std::unexpected(strict_env.error());
+    const bool strict = options.strict_fifo || *strict_env;
     if (rank < 0 || rank >= std::max(layout.world, 1))
         return fail({}, "RANK", "rank " + std::to_string(rank) + " is outside the layout's world of " +
                                     std::to_string(layout.world));
@@ -441,7 +667,8 @@ Result<CommGroups> make_gloo_groups(KvClient& store, const RankLayout& layout, i
             ctx->setTimeout(timeout);
             gloo::rendezvous::PrefixStore prefixed(prefix, kv_store);
             ctx->connectFullMesh(prefixed, device);
-            out = std::make_unique<GlooCommunicator>(name, std::move(members), std::move(ctx), timeout, on_failure);
+            out = std::make_unique<GlooCommunicator>(name, std::move(members), std::move(ctx), timeout, strict,
+                                                     on_failure, on_contract_violation);
         } catch (const gloo::EnforceNotMet& e) {
             return fail({}, "", "cannot set up the " + name + " group " + std::to_string(index) + " (global ranks " +
                                     join_ranks(members) + "): " + e.what());

@@ -254,8 +254,14 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
         m.tensors.push_back(t);
     }
     m.numel = numel;
-    m.params = (float*)be.alloc(MEM_PARAMS, (size_t)numel * sizeof(float), "parameters");
-    m.grads = (float*)be.alloc(MEM_GRADS, (size_t)numel * sizeof(float), "gradients");
+    // ZeRO-1 cuts the buffers into dp equal shards (NCCL's reduce-scatter and all-gather
+    // take one count for all ranks): pad with zeros, exactly as the estimators predict.
+    static_assert(kEngineShardAlign == kShardAlignElements, "the estimators and comm.h disagree on shard padding");
+    m.flat_numel = engine_flat_buffer_elements(numel, c.zero, c.dp);
+    m.params = (float*)be.alloc(MEM_PARAMS, (size_t)m.flat_numel * sizeof(float), "parameters");
+    m.grads = (float*)be.alloc(MEM_GRADS, (size_t)m.flat_numel * sizeof(float), "gradients");
+    be.fill(m.params, 0.0f, m.flat_numel);
+    be.fill(m.grads, 0.0f, m.flat_numel);
     std::vector<float> host;
     for (size_t i = 0; i < plan.size(); ++i) {
         ParamTensor& t = m.tensors[i];
@@ -456,8 +462,6 @@ void norm_backward(Model& m, float* dx, const ParamTensor* w, const ParamTensor*
     else m.be->rmsnorm_backward(dx, w->g, dout, x, rstd, w->p, rows, h);
 }
 
-std::vector<int64_t> equal_counts(int n, int64_t each) { return std::vector<int64_t>((size_t)n, each); }
-
 // Exit of a TP region: the partial sums `full` [R, h] become the complete values — all of
 // them (all-reduce) or, with SP, this rank's rows (reduce-scatter). Returns the [Rl, h] rows.
 const float* tp_reduce(Model& m, float* full, StageComm& c) {
@@ -469,7 +473,7 @@ const float* tp_reduce(Model& m, float* full, StageComm& c) {
         c.tp->all_reduce_sum(full, cfg.rows() * h);
         return full;
     }
-    c.tp->reduce_scatter_sum(full, equal_counts(cfg.tp, cfg.rows_local() * h));
+    c.tp->reduce_scatter(full, cfg.rows_local() * h, DType::f32, ReduceOp::sum);
     return full + cfg.tp_rank * cfg.rows_local() * h;
 }
 
@@ -482,7 +486,7 @@ const float* tp_gather(Model& m, const float* local, float* full, StageComm& c) 
     float* mine = full + cfg.tp_rank * Rl * h;
     if (mine != local) m.be->copy(mine, local, Rl * h);
     ScopedSeconds t(c.tp_seconds);
-    c.tp->all_gather(full, equal_counts(cfg.tp, Rl * h));
+    c.tp->all_gather(full, Rl * h, DType::f32);
     return full;
 }
 

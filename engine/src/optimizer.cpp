@@ -3,7 +3,9 @@
 // ZeRO-1 (Rajbhandari et al. 2020, "P_os"): the flat gradient buffer is reduce-scattered
 // over data parallel so each rank holds the summed gradients of its 1/dp shard; Adam's
 // m and v exist only for the shard; after the update the shards of the parameters are
-// all-gathered. In fp32 training the parameters are their own master copy.
+// all-gathered. In fp32 training the parameters are their own master copy. The flat
+// buffers are padded (build_model) so that the dp shards are equal, as NCCL's
+// reduce-scatter and all-gather require; the padding is zeros and in no tensor.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,11 +26,10 @@ OptimizerState make_optimizer(Backend& be, const Model& model) {
     const EngineConfig& c = model.cfg;
     OptimizerState st;
     if (c.zero >= 1 && c.dp > 1) {
-        // Shards as equal as possible: the first numel % dp ranks hold one element more.
-        st.counts.assign((size_t)c.dp, model.numel / c.dp);
-        for (int64_t i = 0; i < model.numel % c.dp; ++i) ++st.counts[(size_t)i];
-        for (int i = 0; i < c.dp_rank; ++i) st.shard_offset += st.counts[(size_t)i];
-        st.shard_numel = st.counts[(size_t)c.dp_rank];
+        // Equal shards of the padded flat buffer, each a multiple of kShardAlignElements.
+        st.sharded = true;
+        st.shard_numel = model.flat_numel / c.dp;
+        st.shard_offset = st.shard_numel * c.dp_rank;
     } else {
         st.shard_numel = model.numel;
     }
@@ -59,8 +60,8 @@ void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups
         groups.embedding->all_reduce_sum(tied->g, tied->numel);
     }
     if (c.dp > 1) {
-        if (st.counts.empty()) groups.dp->all_reduce_sum(model.grads, model.numel);
-        else groups.dp->reduce_scatter_sum(model.grads, st.counts);
+        if (!st.sharded) groups.dp->all_reduce_sum(model.grads, model.numel);
+        else groups.dp->reduce_scatter(model.grads, st.shard_numel, DType::f32, ReduceOp::sum);
     }
     times.dp_comm += since(t0);
 }
@@ -78,7 +79,7 @@ void for_each_in_shard(Model& model, const OptimizerState& st, F&& f) {
 double local_grad_square_sum(Model& model, const OptimizerState& st) {
     const EngineConfig& c = model.cfg;
     // Without ZeRO every dp replica holds the same summed gradients: count them on replica 0.
-    if (st.counts.empty() && c.dp_rank != 0) return 0.0;
+    if (!st.sharded && c.dp_rank != 0) return 0.0;
     double sum = 0;
     for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
         if (t.in_norm) sum += model.be->sum_squares(model.grads + b, e - b);
@@ -95,11 +96,11 @@ void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float 
         model.be->adamw(model.params + b, model.grads + b, st.m + local, st.v + local, e - b, lr, kAdamBeta1,
                         kAdamBeta2, kAdamEps, t.weight_decay ? weight_decay : 0.0f, clip_scale, st.step);
     });
-    model.be->fill(model.grads, 0.0f, model.numel);
+    model.be->fill(model.grads, 0.0f, model.flat_numel);
     times.optimizer += since(t0);
-    if (!st.counts.empty()) {
+    if (st.sharded) {
         const auto t1 = clock_type::now();
-        groups.dp->all_gather(model.params, st.counts);
+        groups.dp->all_gather(model.params, st.shard_numel, DType::f32);
         times.dp_comm += since(t1);
     }
 }

@@ -14,12 +14,24 @@
 // flight: the activation pool's size (a free list of chunk slots, checked never to run dry).
 //
 // Point-to-point: a chunk's output goes to the next virtual stage (stage i + 1, same chunk;
-// from stage p − 1 to stage 0, chunk + 1), gradients the reverse. Tag = 2·(c·m + j) for
-// the activations the sender's chunk c computed for micro-batch j, + 1 for gradients:
-// unique per (chunk, micro-batch, direction); with v = 1 that is 2j / 2j + 1 as before.
-// Sends are asynchronous from a per-(chunk, micro-batch) buffer, receives block.
+// from stage p − 1 to stage 0, chunk + 1), gradients the reverse. There are no tags (NCCL
+// has none): the k-th message from one stage to another is the k-th receive the other
+// posts from it, and the order below makes those agree. Each message carries a check value
+// 2·(c·m + j) (+1 for gradients), c the sender's chunk, j the micro-batch, which strict
+// mode (PTD_COMM_STRICT_FIFO=1) compares on every receive. Sends leave from a
+// per-(chunk, micro-batch) buffer.
 //
-// Why this cannot deadlock: only receives block, so a deadlock needs a cycle of receives
+// Groups, as Megatron posts them (p2p_communication.py): with v = 1 an action's receive is
+// posted in one group with the sends of the action before it (send_forward_recv_backward,
+// send_backward_recv_forward), so a stage's send and its neighbour's send towards it are
+// matched together instead of each waiting for the other's receive. With v > 1 a
+// steady-state forward/backward pair is one unit: its two receives share a group with the
+// previous unit's sends (send_forward_backward_recv_forward_backward); per action is not
+// enough there (see pipeline_units). The communicator completes a group only when all its
+// operations did (a send only once its receive was posted): NCCL's worst case.
+//
+// Why the order of actions cannot deadlock with asynchronous sends: only receives block,
+// so a deadlock needs a cycle of receives
 // each waiting on an op its peer has not reached yet. The (chunk, micro-batch) of the k-th
 // forward (backward) is the same on every stage, so stage i's k-th forward waits only on
 // stage i − 1's k-th forward (stage 0's: on stage p − 1's (k − p)-th), and the k-th
@@ -29,9 +41,11 @@
 // which stage i ran before reaching its own k-th forward; symmetrically for backwards, and
 // the (v − 1)·p extra warm-ups of every stage cover the wrap-around from stage p − 1 to
 // stage 0 (p forwards earlier). So every receive's send is issued by a peer that waits only
-// on ops that come earlier, and the wait graph is acyclic. (Also checked exhaustively by a
-// simulation of async sends / blocking receives for p ≤ 8, v ≤ 4, m ≤ 5p: no deadlock,
-// and the in-flight peak equals the pool size on every stage.)
+// on ops that come earlier, and the wait graph is acyclic. Blocking groups make sends wait
+// too, and the argument does not carry over by itself: test_engine_train's PipelinePlan
+// tests simulate NCCL's group semantics over pipeline_plan for p ≤ 8, v ≤ 4, m ≤ 4p (every
+// group completes, and the k-th send of every direction carries the check value its k-th
+// receive expects), and the strict ctest entry runs the real thing for p = 2.
 #include <chrono>
 #include <deque>
 #include <vector>
@@ -41,6 +55,96 @@
 #include "timing.h"
 
 namespace ptd::engine {
+
+namespace {
+
+uint32_t check_value(int m, int sender_chunk, int j, int dir) { return (uint32_t)(2 * (sender_chunk * m + j) + dir); }
+
+// What action `a` of stage i receives before it runs and sends after it (peer −1: nothing).
+struct ActionMessages {
+    PipelineP2p recv, send;
+};
+
+ActionMessages action_messages(int p, int i, int v, int m, const PipelineAction& a) {
+    ActionMessages out;
+    const bool embedding = i == 0 && a.chunk == 0, head = i == p - 1 && a.chunk == v - 1;
+    const int c = a.chunk, j = a.micro_batch;
+    if (a.forward) {
+        if (!embedding) {
+            const bool wrap = i == 0;  // from the last stage's previous chunk
+            out.recv = {false, wrap ? p - 1 : i - 1, check_value(m, wrap ? c - 1 : c, j, 0), a};
+        }
+        if (!head) out.send = {true, i == p - 1 ? 0 : i + 1, check_value(m, c, j, 0), a};
+    } else {
+        if (!head) {
+            const bool wrap = i == p - 1;  // from the first stage's next chunk
+            out.recv = {false, wrap ? 0 : i + 1, check_value(m, wrap ? c + 1 : c, j, 1), a};
+        }
+        if (!embedding) out.send = {true, i == 0 ? p - 1 : i - 1, check_value(m, c, j, 1), a};
+    }
+    return out;
+}
+
+}  // namespace
+
+namespace {
+
+// The step's actions in units that share one p2p group before them: every action alone
+// for 1F1B; for interleaved 1F1B the steady state's forward/backward pairs are one unit
+// (Megatron's send_forward_backward_recv_forward_backward). Interleaving needs the pair:
+// a chunk's gradient sent from stage i may be received by its neighbour only after that
+// neighbour's next send towards stage i completes, which needs stage i's next backward
+// receive posted — in the same group as the gradient's send.
+std::vector<std::vector<PipelineAction>> pipeline_units(int p, int i, int v, int m) {
+    std::vector<std::vector<PipelineAction>> out;
+    if (v == 1) {
+        const int warmup = std::min(p - i - 1, m);
+        for (int j = 0; j < warmup; ++j) out.push_back({{true, 0, j}});
+        for (int k = 0; k < m - warmup; ++k) {
+            out.push_back({{true, 0, warmup + k}});
+            out.push_back({{false, 0, k}});
+        }
+        for (int k = m - warmup; k < m; ++k) out.push_back({{false, 0, k}});
+        return out;
+    }
+    const int total = m * v;
+    auto micro = [&](int k) { return (k / (p * v)) * p + k % p; };
+    auto fchunk = [&](int k) { return (k / p) % v; };
+    auto bchunk = [&](int k) { return v - 1 - (k / p) % v; };
+    const int warmup = std::min(2 * (p - i - 1) + (v - 1) * p, total);
+    for (int k = 0; k < warmup; ++k) out.push_back({{true, fchunk(k), micro(k)}});
+    for (int k = 0; k < total - warmup; ++k)
+        out.push_back({{true, fchunk(warmup + k), micro(warmup + k)}, {false, bchunk(k), micro(k)}});
+    for (int k = total - warmup; k < total; ++k) out.push_back({{false, bchunk(k), micro(k)}});
+    return out;
+}
+
+}  // namespace
+
+std::vector<PipelineAction> pipeline_actions(int p, int i, int v, int m) {
+    std::vector<PipelineAction> out;
+    for (const auto& unit : pipeline_units(p, i, v, m)) out.insert(out.end(), unit.begin(), unit.end());
+    return out;
+}
+
+std::vector<PipelinePlanEntry> pipeline_plan(int p, int i, int v, int m) {
+    std::vector<PipelinePlanEntry> plan;
+    std::vector<PipelineP2p> pending;  // sends of the previous unit
+    for (const auto& unit : pipeline_units(p, i, v, m)) {
+        PipelinePlanEntry e;
+        e.group = std::move(pending);
+        pending.clear();
+        e.actions = unit;
+        for (const PipelineAction& a : unit) {
+            const ActionMessages msg = action_messages(p, i, v, m, a);
+            if (msg.recv.peer >= 0) e.group.push_back(msg.recv);
+            if (msg.send.peer >= 0) pending.push_back(msg.send);
+        }
+        plan.push_back(std::move(e));
+    }
+    if (!pending.empty()) plan.push_back({std::move(pending), {}});
+    return plan;
+}
 
 namespace {
 
@@ -60,7 +164,7 @@ struct PipelineRun {
     int idx(int c, int j) const { return c * cfg().grad_accum + j; }
     bool has_embedding(int c) const { return cfg().first && c == 0; }
     bool has_head(int c) const { return cfg().last && c == cfg().vpp - 1; }
-    uint32_t tag(int sender_chunk, int j, int dir) const { return (uint32_t)(2 * idx(sender_chunk, j) + dir); }
+    int64_t message_elements() const { return cfg().rows_local() * cfg().model.hidden; }
 
     // Token ids of micro-batch j: inputs are positions 0..s−1, targets 1..s of each sequence.
     void upload_tokens(int j, int32_t* dst, bool targets) {
@@ -83,7 +187,9 @@ struct PipelineRun {
         if (c.tp_rank == 0) loss_sum += loss;
     }
 
-    void forward(int ch, int j) {
+    // Takes an activation slot for a forward (before its receive: the slot's first layer
+    // input is the receive target).
+    void begin_forward(int ch, int j) {
         const EngineConfig& c = cfg();
         if (free_slots.empty())
             fatal_run_error("internal error: the activation pool (" + std::to_string(c.slots) +
@@ -92,36 +198,58 @@ struct PipelineRun {
         const int slot = free_slots.front();
         free_slots.pop_front();
         slot_of[(size_t)idx(ch, j)] = slot;
+    }
+
+    float* forward_input(int ch, int j) {
+        std::vector<LayerActs>& layers = acts.slot_layers[(size_t)slot_of[(size_t)idx(ch, j)]];
+        return cfg().chunk_layers[(size_t)ch] == 0 ? acts.out.lnf_in : layers[0].ln1_in;
+    }
+
+    float* send_buffer(const PipelineAction& a) {
+        return a.forward ? acts.send_fwd[(size_t)idx(a.chunk, a.micro_batch)]
+                         : acts.send_bwd[(size_t)idx(a.chunk, a.micro_batch)];
+    }
+
+    // Posts one plan group on the pp communicator and waits for all of it.
+    void exchange(const PipelinePlanEntry& e) {
+        if (e.group.empty()) return;
+        const int64_t n = message_elements();
+        const auto t0 = clock_type::now();
+        Communicator& pp = *groups.pp;
+        pp.group_start();
+        for (const PipelineP2p& op : e.group) {
+            if (op.send) pp.send(send_buffer(op.of), n, DType::f32, op.peer, op.check);
+            else pp.recv(op.of.forward ? forward_input(op.of.chunk, op.of.micro_batch) : acts.d_stream, n, DType::f32,
+                         op.peer, op.check);
+        }
+        pp.group_end();
+        // A group with a receive waits for the neighbour's compute; one of sends only
+        // for its receive to be posted.
+        bool receives = false;
+        for (const PipelineP2p& op : e.group) receives |= !op.send;
+        (receives ? times.pipeline_idle : times.pp_comm) += since(t0);
+    }
+
+    void forward(int ch, int j) {
+        const EngineConfig& c = cfg();
+        const int slot = slot_of[(size_t)idx(ch, j)];
         std::vector<LayerActs>& layers = acts.slot_layers[(size_t)slot];
         const int nl = c.chunk_layers[(size_t)ch], l0 = c.chunk_first(ch);
-        const int64_t n = c.rows_local() * c.model.hidden;
-        float* stage_in = nl == 0 ? acts.out.lnf_in : layers[0].ln1_in;
+        float* stage_in = forward_input(ch, j);
         if (has_embedding(ch)) {
             upload_tokens(j, acts.slot_tokens[(size_t)slot], false);
             embedding_forward(model, acts, acts.slot_tokens[(size_t)slot], stage_in, comm);
-        } else {
-            const bool wrap = c.pp_rank == 0;  // from the last stage's previous chunk
-            const auto t0 = clock_type::now();
-            groups.pp->recv(stage_in, n, wrap ? c.pp - 1 : c.pp_rank - 1, tag(wrap ? ch - 1 : ch, j, 0));
-            times.pipeline_idle += since(t0);
         }
-        float* send = acts.send_fwd.empty() ? nullptr : acts.send_fwd[(size_t)idx(ch, j)];
+        float* send = has_head(ch) ? nullptr : send_buffer({true, ch, j});
         for (int li = 0; li < nl; ++li) {
             float* out = li + 1 < nl     ? layers[(size_t)li + 1].ln1_in
                          : has_head(ch) ? acts.out.lnf_in
                                         : send;
             layer_forward(model, acts, l0 + li, layers[(size_t)li], out, comm);
         }
-        if (has_head(ch)) {
-            // Interleaved: this chunk's backward may come later, while the head's buffers
-            // exist once; so the head runs now and its input gradient waits in d_head.
-            if (c.vpp > 1) head(j, acts.d_head[(size_t)j]);
-        } else {
-            const int to = c.pp_rank == c.pp - 1 ? 0 : c.pp_rank + 1;
-            const auto t0 = clock_type::now();
-            groups.pp->send(send, n, to, tag(ch, j, 0));
-            times.pp_comm += since(t0);
-        }
+        // Interleaved: this chunk's backward may come later, while the head's buffers
+        // exist once; so the head runs now and its input gradient waits in d_head.
+        if (has_head(ch) && c.vpp > 1) head(j, acts.d_head[(size_t)j]);
     }
 
     void backward(int ch, int j) {
@@ -129,16 +257,10 @@ struct PipelineRun {
         const int slot = slot_of[(size_t)idx(ch, j)];
         std::vector<LayerActs>& layers = acts.slot_layers[(size_t)slot];
         const int nl = c.chunk_layers[(size_t)ch], l0 = c.chunk_first(ch);
-        const int64_t n = c.rows_local() * c.model.hidden;
-        float* d = acts.d_stream;
+        float* d = acts.d_stream;  // the receive target, unless this chunk holds the head
         if (has_head(ch)) {
             if (c.vpp > 1) d = acts.d_head[(size_t)j];
             else head(j, d);
-        } else {
-            const bool wrap = c.pp_rank == c.pp - 1;  // from the first stage's next chunk
-            const auto t0 = clock_type::now();
-            groups.pp->recv(d, n, wrap ? 0 : c.pp_rank + 1, tag(wrap ? ch + 1 : ch, j, 1));
-            times.pipeline_idle += since(t0);
         }
         for (int li = nl - 1; li >= 0; --li) {
             LayerActs& la = layers[(size_t)li];
@@ -146,16 +268,8 @@ struct PipelineRun {
             if (c.recompute_full) layer_forward(model, acts, l0 + li, la, acts.w_dres, comm);
             layer_backward(model, acts, l0 + li, la, d, d, comm);
         }
-        if (has_embedding(ch)) {
-            embedding_backward(model, acts, acts.slot_tokens[(size_t)slot], d, comm);
-        } else {
-            float* buf = acts.send_bwd[(size_t)idx(ch, j)];
-            model.be->copy(buf, d, n);
-            const int to = c.pp_rank == 0 ? c.pp - 1 : c.pp_rank - 1;
-            const auto t0 = clock_type::now();
-            groups.pp->send(buf, n, to, tag(ch, j, 1));
-            times.pp_comm += since(t0);
-        }
+        if (has_embedding(ch)) embedding_backward(model, acts, acts.slot_tokens[(size_t)slot], d, comm);
+        else model.be->copy(send_buffer({false, ch, j}), d, message_elements());
         free_slots.push_back(slot);
     }
 };
@@ -167,33 +281,15 @@ double run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, co
     const EngineConfig& c = model.cfg;
     PipelineRun run{model, acts, groups, batch, times, StageComm{groups.tp.get(), &times.tp_comm}, 0, {}, {}, {}};
     for (int s = 0; s < c.slots; ++s) run.free_slots.push_back(s);
-    const int m = c.grad_accum, p = c.pp, v = c.vpp;
-    run.slot_of.assign((size_t)(m * v), -1);
-    if (v == 1) {
-        const int warmup = std::min(c.pp - c.pp_rank - 1, m);
-        for (int j = 0; j < warmup; ++j) run.forward(0, j);
-        for (int k = 0; k < m - warmup; ++k) {
-            run.forward(0, warmup + k);
-            run.backward(0, k);
+    run.slot_of.assign((size_t)(c.grad_accum * c.vpp), -1);
+    for (const PipelinePlanEntry& e : pipeline_plan(c.pp, c.pp_rank, c.vpp, c.grad_accum)) {
+        for (const PipelineAction& a : e.actions)
+            if (a.forward) run.begin_forward(a.chunk, a.micro_batch);
+        run.exchange(e);
+        for (const PipelineAction& a : e.actions) {
+            if (a.forward) run.forward(a.chunk, a.micro_batch);
+            else run.backward(a.chunk, a.micro_batch);
         }
-        for (int k = m - warmup; k < m; ++k) run.backward(0, k);
-    } else {
-        const int total = m * v;
-        auto micro = [&](int k) { return (k / (p * v)) * p + k % p; };
-        auto fchunk = [&](int k) { return (k / p) % v; };
-        auto bchunk = [&](int k) { return v - 1 - (k / p) % v; };
-        const int warmup = std::min(2 * (p - c.pp_rank - 1) + (v - 1) * p, total);
-        for (int k = 0; k < warmup; ++k) run.forward(fchunk(k), micro(k));
-        for (int k = 0; k < total - warmup; ++k) {
-            run.forward(fchunk(warmup + k), micro(warmup + k));
-            run.backward(bchunk(k), micro(k));
-        }
-        for (int k = total - warmup; k < total; ++k) run.backward(bchunk(k), micro(k));
-    }
-    if (c.pp > 1) {
-        const auto t0 = clock_type::now();
-        groups.pp->wait_sends();
-        times.pp_comm += since(t0);
     }
     return run.loss_sum;
 }

@@ -111,6 +111,12 @@ int connect_run(RunState& s) {
         j["message"] = message;
         emit_metrics_line(j);
     };
+    // Checked here too so that a bad value is an error in a single-process run as well.
+    auto strict = strict_fifo_from_env();
+    if (!strict) {
+        const Diagnostic& d = strict.error().diagnostics.front();
+        return setup_error(s, d.key + ": " + d.message, 2);
+    }
     if (world == 1) {
         s.run_id = std::getenv("PTD_RUN_ID") ? std::getenv("PTD_RUN_ID") : make_run_id();
         s.src.run_id = s.run_id;
@@ -154,7 +160,10 @@ int connect_run(RunState& s) {
     CommOptions co;
     co.run_id = s.run_id;
     co.timeout_s = s.opt.comm_timeout_s;
-    auto groups = make_gloo_groups(*s.store, s.layout, rank, co, comm_failure_handler());
+    co.strict_fifo = *strict;
+    // A strict-mode mismatch is this rank's finding, not a lost peer: report it as is.
+    auto groups = make_gloo_groups(*s.store, s.layout, rank, co, comm_failure_handler(),
+                                   [](const std::string& what) { fatal_run_error(what); });
     if (!groups) fatal_run_error(groups.error().str());
     s.groups = std::move(*groups);
     return 0;
@@ -348,7 +357,7 @@ void train_one_step(RunState& s) {
     double sums[2] = {loss_sum, local_grad_square_sum(s.model, s.optim)};
     {
         const auto t1 = clock_type::now();
-        s.groups.world->all_reduce_sum_f64(sums, 2);
+        s.groups.world->all_reduce(sums, 2, DType::f64, ReduceOp::sum);
         times.dp_comm += since(t1);
     }
     const double tokens = (double)c.global_batch * c.seq;

@@ -90,6 +90,8 @@ struct LayoutDerived {
     double vocab;                        // padded vocab
     double heads_l, kv_l, d, h, f_l;     // local heads, local KV heads, head dim, hidden, local MLP width
     bool sp, flash, dropout, swiglu, moe, layernorm, cpu;
+    bool optimizer_sharded;              // ZeRO ≥ 1 or Megatron's distributed optimizer
+    int zero;                            // ZeRO stage
     Recompute rc;
     StateBytes dense_state, expert_state;
     // Per-layer parameters on one rank.
@@ -111,6 +113,12 @@ double engine_buffers_bytes(const std::vector<EngineBuffer>& list, double e) {
 }  // namespace
 
 // ---- small formulas -----------------------------------------------------------------------
+
+int64_t engine_flat_buffer_elements(int64_t params, int zero, int dp) {
+    if (zero < 1 || dp <= 1) return params;
+    const int64_t mult = kEngineShardAlign * dp;
+    return (params + mult - 1) / mult * mult;
+}
 
 int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp) {
     const int64_t mult = (int64_t)std::max(vocab_pad, 1) * std::max(tp, 1);
@@ -386,6 +394,8 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
     L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
                                           ch.distributed_optimizer, (double)L.dp * L.c);
+    L.optimizer_sharded = ch.zero >= 1 || ch.distributed_optimizer;
+    L.zero = ch.zero;
     L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
                                            ch.distributed_optimizer, (double)L.edp);
 
@@ -518,6 +528,18 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
     S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
+    if (es.activation_profile == ActivationProfile::ptd_engine && ctx.job.training.precision == Precision::fp32 &&
+        expert == 0 && L.zero <= 1) {
+        // What the engine runs (fp32, dense, ZeRO 0 or 1; Megatron's distributed optimizer
+        // maps to ZeRO-1): a flat buffer padded for equal ZeRO-1 shards;
+        // its model state is exactly that buffer (params, grads) and Adam m, v of one shard.
+        const int N = L.dp * L.c;
+        const bool sharded = L.optimizer_sharded && N > 1;
+        const double flat = (double)engine_flat_buffer_elements((int64_t)dense, sharded ? 1 : 0, N);
+        S.mem.params = 4.0 * flat;
+        S.mem.grads = 4.0 * flat;
+        S.mem.optimizer = (ctx.job.training.optimizer == Optimizer::sgd ? 4.0 : 8.0) * flat / (sharded ? N : 1);
+    }
 
     // Activations.
     const bool engine = es.activation_profile == ActivationProfile::ptd_engine;

@@ -200,6 +200,14 @@ std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_ba
 // Input-stage buffers of the engine, per micro-batch in flight (the token ids).
 std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
 
+// Elements of the engine's flat parameter / gradient buffer for a stage of `params`
+// parameters. With ZeRO-1 over dp > 1 it is padded to a multiple of
+// kEngineShardAlign · dp, so that every dp rank's shard is the same multiple of
+// kEngineShardAlign elements (NCCL's reduce-scatter and all-gather take one count for
+// all ranks); otherwise it is `params`. The engine allocates exactly this.
+constexpr int64_t kEngineShardAlign = 128;
+int64_t engine_flat_buffer_elements(int64_t params, int zero, int dp);
+
 // Padded vocabulary: V rounded up to a multiple of vocab_pad · tp (Megatron
 // --make-vocab-size-divisible-by).
 int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp);

@@ -28,6 +28,38 @@ class KvClient;
 // an error metrics event and exits non-zero).
 using FailureHandler = std::function<void(const std::string& what)>;
 
+// Element types of communication buffers. bf16 and f16 are 2-byte storage types: the CPU
+// reductions widen them to f32 for the arithmetic and round back (to nearest even), as
+// NCCL's reductions do on the device. i32 carries token ids and counters.
+enum class DType : uint8_t { f32, f64, bf16, f16, i32 };
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+enum class ReduceOp : uint8_t { sum, max };
+
+// ZeRO shards and the flat parameter / gradient buffers they cut are padded to this many
+// elements per rank, so that every rank's shard has the same size (NCCL's reduce-scatter
+// and all-gather take one count for all ranks) and every shard starts 512-byte aligned.
+constexpr int64_t kShardAlignElements = 128;
+
+// The interface a NCCL communicator can implement one call to one NCCL call:
+//   - every buffer names its dtype and element count; reductions work in place on device
+//     buffers and return nothing to the host (ncclAllReduce, ncclBroadcast, in place);
+//   - reduce-scatter and all-gather take one count per rank: x holds size()·count
+//     elements and rank r's slice starts at r·count (NCCL's in-place form, recvbuff =
+//     sendbuff + rank·count). Callers pad to equal counts (kShardAlignElements);
+//   - point-to-point has no tags: the k-th send from rank a to rank b is matched with the
+//     k-th receive b posts from a (FIFO per peer and direction), and both sides must agree
+//     on dtype and count. Sends and receives that depend on each other are posted inside
+//     one group_start()/group_end() (ncclGroupStart/End), which makes them progress
+//     together; a send or receive outside a group is a group of its own.
+//
+// Gloo implementation: group_end() (and an ungrouped send or recv) returns only when every
+// operation of the group completed: a send completes only once its receiver posted the
+// matching receive (Gloo moves the data then). That is NCCL's worst case, so an order of
+// groups that completes on Gloo cannot deadlock on NCCL. Strict mode (PTD_COMM_STRICT_FIFO=1)
+// also sends a descriptor with each message and checks it on every receive, see
+// make_gloo_groups.
 class Communicator {
 public:
     virtual ~Communicator() = default;
@@ -36,23 +68,28 @@ public:
     virtual const std::string& name() const = 0;           // "tp", "pp", "dp", "world", "embedding"
     virtual const std::vector<int>& global_ranks() const = 0; // member i → global rank
 
-    virtual void all_reduce_sum(float* x, int64_t n) = 0;
-    virtual void all_reduce_max(float* x, int64_t n) = 0;
-    virtual void all_reduce_sum_f64(double* x, int64_t n) = 0;
-    // x holds Σ counts elements; afterwards this rank's slice (offset Σ counts[<rank],
-    // counts[rank] long) holds the sum over the group. Other slices are unspecified.
-    virtual void reduce_scatter_sum(float* x, const std::vector<int64_t>& counts) = 0;
-    // x holds Σ counts elements; each rank's own slice is sent, all slices are filled.
-    virtual void all_gather(float* x, const std::vector<int64_t>& counts) = 0;
-    virtual void broadcast(float* x, int64_t n, int root) = 0;
+    // x[0..count) ← op over the group, in place. Every member gets the same bits.
+    virtual void all_reduce(void* x, int64_t count, DType dtype, ReduceOp op) = 0;
+    // x holds size()·count elements; afterwards this rank's slice x[rank·count, +count)
+    // holds the reduction over the group. Other slices are unspecified.
+    virtual void reduce_scatter(void* x, int64_t count, DType dtype, ReduceOp op) = 0;
+    // x holds size()·count elements; this rank's slice is sent, every slice is filled.
+    virtual void all_gather(void* x, int64_t count, DType dtype) = 0;
+    virtual void broadcast(void* x, int64_t count, DType dtype, int root) = 0;
     virtual void barrier() = 0;
 
-    // Point-to-point. send() is asynchronous: `x` must stay untouched until wait_sends()
-    // returns. recv() blocks until the message arrived. Messages between one pair with
-    // the same tag arrive in order.
-    virtual void send(const float* x, int64_t n, int peer, uint32_t tag) = 0;
-    virtual void recv(float* x, int64_t n, int peer, uint32_t tag) = 0;
-    virtual void wait_sends() = 0;
+    // Point-to-point (see above). `x` must stay untouched until the group completes.
+    // `check` describes the message for strict mode only (the pipeline schedule passes
+    // what its old tag was: kind, chunk and micro-batch); it is never used for matching,
+    // and a NCCL communicator ignores it. Both sides pass the same value.
+    virtual void group_start() = 0;
+    virtual void group_end() = 0;
+    virtual void send(const void* x, int64_t count, DType dtype, int peer, uint32_t check = 0) = 0;
+    virtual void recv(void* x, int64_t count, DType dtype, int peer, uint32_t check = 0) = 0;
+
+    // Shorthands for the engine's fp32 tensors.
+    void all_reduce_sum(float* x, int64_t n) { all_reduce(x, n, DType::f32, ReduceOp::sum); }
+    void all_reduce_max(float* x, int64_t n) { all_reduce(x, n, DType::f32, ReduceOp::max); }
 };
 
 // A group of size 1: every collective is the identity, p2p is a programmer error.
@@ -71,12 +108,26 @@ struct CommOptions {
     std::string run_id;          // prefix of every key in the store: one run never sees another's keys
     double timeout_s = 300;      // Gloo context timeout (each collective / recv)
     std::string hostname;        // address to listen on for Gloo pairs; "" = MASTER_ADDR's family default
+    bool strict_fifo = false;    // strict p2p checking (also switched on by PTD_COMM_STRICT_FIFO=1)
 };
+
+// PTD_COMM_STRICT_FIFO: unset, "" or "0" → false, "1" → true; anything else is an error
+// naming the variable, the value and what is allowed.
+Result<bool> strict_fifo_from_env();
 
 // Build every group of `rank` under `layout` with Gloo over TCP, rendezvousing through
 // `store` (keys "<run_id>/<group>/<index>/..."). With world == 1 returns self groups.
-// Errors (cannot bind, rendezvous timeout) are reported, not thrown.
+// Errors (cannot bind, rendezvous timeout, a bad PTD_COMM_STRICT_FIFO) are reported, not
+// thrown.
+//
+// Strict mode (options.strict_fifo or PTD_COMM_STRICT_FIFO=1) checks the p2p contract on
+// every receive: each message travels with a header (the per-(sender, receiver) sequence
+// number, dtype, count and check value) and the receiver compares it with what it posted.
+// A mismatch is a schedule bug that NCCL would turn into silently wrong data or a hang;
+// it goes to `on_contract_violation` (default: on_failure) with a message naming both
+// ranks, the sequence number and both descriptors.
 Result<CommGroups> make_gloo_groups(KvClient& store, const RankLayout& layout, int rank,
-                                    const CommOptions& options, FailureHandler on_failure);
+                                    const CommOptions& options, FailureHandler on_failure,
+                                    FailureHandler on_contract_violation = {});
 
 }  // namespace ptd::engine

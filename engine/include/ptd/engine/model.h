@@ -117,9 +117,10 @@ struct Model {
     ParamTensor *lnf_w = nullptr, *lnf_b = nullptr;  // last stage
     ParamTensor *wout = nullptr;                     // last stage output [Vl, h] (== wte when tied and pp == 1)
     bool wout_is_tied_copy = false;                  // tied embeddings, pp > 1: last stage's copy of wte
-    float* params = nullptr;           // flat [numel] (MEM_PARAMS)
-    float* grads = nullptr;            // flat [numel] (MEM_GRADS)
-    int64_t numel = 0;
+    float* params = nullptr;           // flat [flat_numel] (MEM_PARAMS)
+    float* grads = nullptr;            // flat [flat_numel] (MEM_GRADS)
+    int64_t numel = 0;                 // parameters: the tensors fill [0, numel)
+    int64_t flat_numel = 0;            // buffer length: numel, padded for equal ZeRO-1 shards (zeros)
 };
 
 // Builds the stage's tensors, allocates the flat buffers and initialises every element

@@ -43,7 +43,7 @@ inline constexpr float kAdamBeta1 = 0.9f, kAdamBeta2 = 0.95f, kAdamEps = 1e-8f;
 // Optimizer state of one rank: Adam moments over this rank's shard of the flat
 // parameter buffer (the whole buffer without ZeRO; 1/dp of it with ZeRO-1).
 struct OptimizerState {
-    std::vector<int64_t> counts;   // ZeRO-1: shard sizes of every dp rank (Σ = numel)
+    bool sharded = false;          // ZeRO-1 over dp > 1: dp equal shards of the padded flat buffer
     int64_t shard_offset = 0, shard_numel = 0;
     float* m = nullptr;            // [shard_numel] (MEM_OPTIMIZER)
     float* v = nullptr;
@@ -75,9 +75,46 @@ struct StepBatch {
     std::vector<std::vector<int32_t>> sequences;
 };
 
+// ---- the pipeline schedule as data (schedule.cpp) -----------------------------------------
+// run_pipeline_step executes exactly this plan, so a test can check the communication of
+// any p, v and m (FIFO order per direction, no deadlock under NCCL's group semantics)
+// without running a model.
+
+struct PipelineAction {
+    bool forward = true;
+    int chunk = 0, micro_batch = 0;
+};
+
+// One point-to-point operation with the stage `peer` (pp group rank). `check` is what
+// both sides pass to the communicator for strict mode: 2·(c·m + j) + (0 activation |
+// 1 gradient), c the sending chunk, j the micro-batch. A send carries the output of
+// action `of` (its per-(chunk, micro-batch) send buffer); a receive fills the input of
+// action `of`.
+struct PipelineP2p {
+    bool send = false;
+    int peer = -1;
+    uint32_t check = 0;
+    PipelineAction of;
+};
+
+// Post `group` as one p2p group, wait for it, then run `actions` (none in the last
+// entry). A group holds the receives of its actions and the sends of the entry before:
+// per action for 1F1B (Megatron's send_forward_recv_backward and friends), per steady
+// forward/backward pair for interleaved 1F1B (send_forward_backward_recv_forward_backward);
+// the step ends with a group of the last sends.
+struct PipelinePlanEntry {
+    std::vector<PipelineP2p> group;
+    std::vector<PipelineAction> actions;
+};
+
+// Stage pp_rank's actions of one step, in order: 1F1B (vpp = 1) or Megatron's
+// interleaved order (vpp > 1, micro_batches % pp == 0).
+std::vector<PipelineAction> pipeline_actions(int pp, int pp_rank, int vpp, int micro_batches);
+std::vector<PipelinePlanEntry> pipeline_plan(int pp, int pp_rank, int vpp, int micro_batches);
+
 // Runs forward and backward of every micro-batch through this stage with the 1F1B
 // schedule (warm-up forwards, steady one-forward-one-backward, cool-down backwards),
-// point-to-point over groups.pp. Returns Σ loss over the rows this rank computed the loss
+// point-to-point over groups.pp as pipeline_plan says. Returns Σ loss over the rows this rank computed the loss
 // for (last stage, tp rank 0; 0 elsewhere).
 double run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
                          StepTimes& times);
