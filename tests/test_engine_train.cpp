@@ -30,6 +30,7 @@
 
 #include "ptd/engine/model.h"
 #include "ptd/engine/trainer.h"
+#include "ptd/estimate.h"
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
 #include "ptd/presets.h"
@@ -506,6 +507,75 @@ TEST(EngineTrain, FullRecomputeMatchesAndKeepsOnlyLayerInputs) {
     auto runs = run_engine(write_job(j, "recompute"), 4);
     for (size_t r = 0; r < runs.size(); ++r) expect_rank_matches(runs, r, ref, false);
 }
+
+// Selective recompute (Korthikanti et al. 2022, §5; Megatron's --recompute-activations):
+// the attention probabilities [b, H, s, s] are not kept per layer; the backward recomputes
+// them from Q, K, V into one working buffer per stage. The recomputation is bit-identical,
+// so every rank's losses and gradient norms equal those of the same layout without
+// recompute exactly (at the tiny models' near-uniform attention, a tolerance could not tell
+// another layer's probabilities from the right ones); they match the single process as
+// every layout does; every rank's activations equal the estimators' prediction exactly
+// (the first stage with vpp > 1 excepted: token ids per chunk slot, see docs/engine.md)
+// and are smaller than without recompute.
+struct SelectiveCase {
+    std::string preset;
+    int tp, pp, dp, zero;
+    bool sp;
+    int vpp;
+};
+std::string selective_case_name(const SelectiveCase& c) {
+    return vpp_case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, c.vpp});
+}
+void PrintTo(const SelectiveCase& c, std::ostream* os) { *os << selective_case_name(c); }
+
+std::vector<double> grad_norms(const RankRun& r) {
+    std::vector<double> v;
+    for (const json& e : r.of("step")) v.push_back(e["grad_norm"].get<double>());
+    return v;
+}
+
+class EngineSelectiveRecompute : public ::testing::TestWithParam<SelectiveCase> {};
+
+TEST_P(EngineSelectiveRecompute, MatchesNoRecomputeAndKeepsNoProbabilities) {
+    const SelectiveCase& c = GetParam();
+    const std::vector<double>& ref = reference_losses(c.preset);
+    TinyJob j;
+    j.preset = c.preset;
+    j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp, j.vpp = c.vpp;
+    auto plain = run_engine(write_job(j, "plain-" + selective_case_name(c)), j.world());
+    j.recompute = "selective";
+    auto runs = run_engine(write_job(j, "selective-" + selective_case_name(c)), j.world());
+    ASSERT_EQ(runs.size(), (size_t)j.world());
+    for (size_t r = 0; r < runs.size(); ++r) {
+        ASSERT_EQ(plain[r].exit_code, 0) << describe(plain);
+        ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
+        const json start = runs[r].of("start").at(0);
+        EXPECT_EQ(start["layout"]["recompute"], "selective") << "rank " << r;
+        const int stage = start["coords"]["pp"].get<int>();
+        EXPECT_EQ(losses(runs[r]), losses(plain[r])) << "rank " << r;
+        EXPECT_EQ(grad_norms(runs[r]), grad_norms(plain[r])) << "rank " << r;
+        expect_rank_matches(runs, r, ref, j.zero != 0);
+        if (!(stage == 0 && c.vpp > 1)) {
+            EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
+        }
+        EXPECT_LT(activation_peak(runs[r], "peak"), activation_peak(plain[r], "peak")) << "rank " << r;
+    }
+}
+
+// The whole layout matrix (and the single process), plus interleaved 1F1B.
+std::vector<SelectiveCase> selective_cases() {
+    std::vector<SelectiveCase> v;
+    for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
+        v.push_back({preset, 1, 1, 1, 0, false, 1});
+        v.push_back({preset, 2, 2, 1, 0, false, 2});
+        v.push_back({preset, 1, 2, 2, 1, false, 2});
+    }
+    for (const LayoutCase& c : all_layouts()) v.push_back({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, 1});
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EngineSelectiveRecompute, ::testing::ValuesIn(selective_cases()),
+                         [](const auto& info) { return selective_case_name(info.param); });
 
 TEST(EngineTrain, UnevenLayersPerStageMatch) {
     const std::vector<double>& ref = reference_losses("tiny-gpt");

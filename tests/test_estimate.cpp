@@ -249,12 +249,18 @@ TEST(Activations, EngineProfileIsItsBufferList) {
                     const int seq = std::min(m.seq_len, 512);
                     int64_t elements = 0;
                     for (const EngineBuffer& x : engine_layer_buffers(m, b, seq, tp, sp)) {
-                        EXPECT_GE(x.elements, 0) << x.name;
+                        EXPECT_GE(x.elements, 0) << engine_buffer_name(x.id);
                         elements += x.elements;
                     }
                     EXPECT_REL(act(m, b, seq, tp, sp, Recompute::none, false, Precision::fp32,
                                    ActivationProfile::ptd_engine),
                                4.0 * (double)elements)
+                        << name << " tp " << tp << " sp " << sp << " b " << b;
+                    // Selective recompute keeps all but the attention probabilities [b, a/t, s, s].
+                    const double probs = (double)b * (m.heads / tp) * seq * seq;
+                    EXPECT_REL(act(m, b, seq, tp, sp, Recompute::selective, false, Precision::fp32,
+                                   ActivationProfile::ptd_engine),
+                               4.0 * ((double)elements - probs))
                         << name << " tp " << tp << " sp " << sp << " b " << b;
                     // Full recompute keeps only the layer input (sharded with SP).
                     EXPECT_REL(act(m, b, seq, tp, sp, Recompute::full, false, Precision::fp32,
@@ -274,7 +280,7 @@ TEST(Activations, EngineProfileIsItsBufferList) {
         {"ln2.output", bs * 64}, {"mlp.fc1", bs * 128},   {"mlp.act", bs * 128}};
     ASSERT_EQ(v.size(), want.size());
     for (size_t i = 0; i < v.size(); ++i) {
-        EXPECT_EQ(v[i].name, want[i].first);
+        EXPECT_EQ(std::string(engine_buffer_name(v[i].id)), want[i].first);
         EXPECT_EQ(v[i].elements, want[i].second) << want[i].first;
     }
     // tiny-llama (a 4, g 2, d 16, f 176, RMSNorm, SwiGLU): with t = 4 > g every rank keeps
@@ -282,7 +288,7 @@ TEST(Activations, EngineProfileIsItsBufferList) {
     const ModelSpec tl = preset_model("tiny-llama");
     auto find = [](const std::vector<EngineBuffer>& list, const char* name) -> int64_t {
         for (const EngineBuffer& x : list)
-            if (std::string(x.name) == name) return x.elements;
+            if (std::string(engine_buffer_name(x.id)) == name) return x.elements;
         return -1;
     };
     v = engine_layer_buffers(tl, 1, 64, 4, true);
@@ -314,6 +320,41 @@ TEST(Activations, EngineProfileStages) {
     const double T = 2 * 64;
     EXPECT_REL(est.stages[0].mem.activations, 2 * (2 * 4.0 * layer + 4.0 * T));
     EXPECT_REL(est.stages[1].mem.activations, 1 * (2 * 4.0 * layer) + 4.0 * out);
+}
+
+// Recompute on the engine profile: each layer keeps its kept list per micro-batch in
+// flight, and the stage holds one working set (the recomputed buffers) on top. Selective
+// (Korthikanti et al. 2022): the working set is the attention probabilities.
+TEST(Activations, EngineProfileRecomputeKeepsListAndOneWorkingSet) {
+    JobSpec job = load_asset("tiny-local.toml");  // tiny-gpt, cpu, tp2 pp2, b 2, m 4, fp32
+    job.estimate.activation_profile = ActivationProfile::ptd_engine;
+    const ModelSpec& m = job.model;
+    auto bytes = [](const std::vector<EngineBuffer>& v) {
+        double b = 0;
+        for (const EngineBuffer& x : v) b += (double)x.bytes();
+        return b;
+    };
+    for (Recompute rc : {Recompute::selective, Recompute::full}) {
+        job.parallel.recompute = rc;
+        expect_valid(job);
+        const Estimate est = estimate_job(job);
+        const double kept = bytes(engine_layer_buffers(m, 2, 64, 2, false, rc));
+        const double working = bytes(engine_recompute_buffers(m, 2, 64, 2, false, rc));
+        const double all = bytes(engine_layer_buffers(m, 2, 64, 2, false));
+        EXPECT_REL(kept + working, all) << to_string(rc);
+        const double out = bytes(engine_output_buffers(m, 2, 64, 2, (int)est.vocab_padded, false));
+        EXPECT_REL(est.stages[0].mem.activations, 2 * (2 * kept + 4.0 * 2 * 64) + working) << to_string(rc);
+        EXPECT_REL(est.stages[1].mem.activations, 1 * (2 * kept) + working + out) << to_string(rc);
+    }
+    const auto sel = engine_recompute_buffers(m, 2, 64, 2, false, Recompute::selective);
+    ASSERT_EQ(sel.size(), 1u);
+    EXPECT_EQ(sel[0].id, EngineBufferId::attn_probs);
+    EXPECT_EQ(sel[0].dtype, EngineDType::f32);
+    EXPECT_TRUE(engine_recompute_buffers(m, 2, 64, 2, false, Recompute::none).empty());
+    // The dtype follows the precision (the engine's fp32 today; bf16 activations are 2 bytes).
+    for (const EngineBuffer& x : engine_layer_buffers(m, 2, 64, 2, false, Recompute::none, EngineDType::bf16))
+        EXPECT_EQ(x.bytes(), 2 * x.elements) << engine_buffer_name(x.id);
+    EXPECT_EQ(engine_input_buffers(2, 64).at(0).dtype, EngineDType::i32);
 }
 
 // ============================================================================================

@@ -37,8 +37,6 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     if (p.vpp < 1 || (p.vpp > 1 && p.pp < 2))
         return unsupported(job, "parallel.vpp", "got " + std::to_string(p.vpp) + " with pp = " + std::to_string(p.pp) + "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
     if (p.zero > 1) return unsupported(job, "parallel.zero", "got " + std::to_string(p.zero) + "; the engine implements ZeRO stage 0 and 1 (allowed: 0, 1)");
-    if (p.recompute == Recompute::selective)
-        return unsupported(job, "parallel.recompute", "got \"selective\"; the engine recomputes whole layers or nothing (allowed: \"none\", \"full\")");
     if (t.precision != Precision::fp32)
         return unsupported(job, "training.precision", "got a half precision; the CPU engine computes in fp32 (allowed: \"fp32\")");
     if (t.optimizer != Optimizer::adamw)
@@ -64,6 +62,7 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     c.sequence_parallel = p.sequence_parallel && p.tp > 1;
     c.zero = (p.zero >= 1 || p.distributed_optimizer) ? 1 : 0;
     c.recompute_full = p.recompute == Recompute::full;
+    c.recompute_selective = p.recompute == Recompute::selective;
     c.micro_batch = t.micro_batch;
     c.seq = m.seq_len;
     c.global_batch = t.global_batch;
@@ -298,23 +297,54 @@ void free_model(Model& m) {
 
 namespace {
 
-float** layer_slot(LayerActs& a, const std::string& name) {
-    if (name == "ln1.input") return &a.ln1_in;
-    if (name == "ln1.rstd") return &a.ln1_rstd;
-    if (name == "ln1.mean") return &a.ln1_mean;
-    if (name == "ln1.output") return &a.ln1_out;
-    if (name == "attn.q") return &a.q;
-    if (name == "attn.k") return &a.k;
-    if (name == "attn.v") return &a.v;
-    if (name == "attn.probs") return &a.probs;
-    if (name == "attn.context") return &a.ctx;
-    if (name == "ln2.input") return &a.ln2_in;
-    if (name == "ln2.rstd") return &a.ln2_rstd;
-    if (name == "ln2.mean") return &a.ln2_mean;
-    if (name == "ln2.output") return &a.ln2_out;
-    if (name == "mlp.fc1" || name == "mlp.gate") return &a.fc1;
-    if (name == "mlp.up") return &a.fc3;
-    if (name == "mlp.act") return &a.act;
+// Where each buffer of the estimators' list lives. No default: a buffer added to the list
+// without a place here is a -Wswitch warning.
+float** layer_slot(LayerActs& a, EngineBufferId id) {
+    using Id = EngineBufferId;
+    switch (id) {
+    case Id::ln1_input: return &a.ln1_in;
+    case Id::ln1_rstd: return &a.ln1_rstd;
+    case Id::ln1_mean: return &a.ln1_mean;
+    case Id::ln1_output: return &a.ln1_out;
+    case Id::attn_q: return &a.q;
+    case Id::attn_k: return &a.k;
+    case Id::attn_v: return &a.v;
+    case Id::attn_probs: return &a.probs;
+    case Id::attn_context: return &a.ctx;
+    case Id::ln2_input: return &a.ln2_in;
+    case Id::ln2_rstd: return &a.ln2_rstd;
+    case Id::ln2_mean: return &a.ln2_mean;
+    case Id::ln2_output: return &a.ln2_out;
+    case Id::mlp_fc1:
+    case Id::mlp_gate: return &a.fc1;
+    case Id::mlp_up: return &a.fc3;
+    case Id::mlp_act: return &a.act;
+    case Id::moe_router_probs:  // MoE: rejected by make_engine_config
+    case Id::tokens_input:
+    case Id::final_norm_input:
+    case Id::final_norm_rstd:
+    case Id::final_norm_mean:
+    case Id::final_norm_output:
+    case Id::logits_probs:
+    case Id::tokens_targets: return nullptr;
+    }
+    return nullptr;
+}
+
+void* output_slot(OutputActs& o, EngineBufferId id) {
+    using Id = EngineBufferId;
+    switch (id) {
+    case Id::final_norm_input: return &o.lnf_in;
+    case Id::final_norm_rstd: return &o.lnf_rstd;
+    case Id::final_norm_mean: return &o.lnf_mean;
+    case Id::final_norm_output: return &o.lnf_out;
+    case Id::logits_probs: return &o.probs;
+    case Id::tokens_targets: return &o.targets;
+    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_q:
+    case Id::attn_k: case Id::attn_v: case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
+    case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
+    case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input: return nullptr;
+    }
     return nullptr;
 }
 
@@ -324,48 +354,35 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     const ModelSpec& ms = c.model;
     const int64_t R = c.rows(), Rl = c.rows_local(), h = ms.hidden;
     const int64_t HD = c.heads_l() * c.head_dim(), GD = c.kv_l() * c.head_dim(), F = c.ffn_l();
+    const EngineDType act = EngineDType::f32;
     Activations a;
-    // The buffer list is the estimators' ptd-engine profile: what is predicted is what is allocated.
-    const std::vector<EngineBuffer> layer_list = engine_layer_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel);
-    auto alloc_layer = [&](LayerActs& la, bool input_only, bool skip_input) {
-        for (const EngineBuffer& b : layer_list) {
-            const bool is_input = std::string(b.name) == "ln1.input";
-            if ((input_only && !is_input) || (skip_input && is_input)) continue;
-            float** slot = layer_slot(la, b.name);
-            if (!slot) continue;  // (MoE buffers: rejected by make_engine_config)
-            *slot = (float*)be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * sizeof(float), b.name);
-        }
+    auto take = [&](MemCategory cat, const EngineBuffer& b) {
+        void* p = be.alloc(cat, (size_t)b.bytes(), engine_buffer_name(b.id));
+        a.owned.push_back(p);
+        return p;
     };
+    // The buffer lists are the estimators' ptd-engine profile: what is predicted is what is
+    // allocated. Kept per layer and slot, and (recompute) one working set shared by all.
+    const Recompute rc = c.recompute();
+    const auto kept = engine_layer_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act);
+    const auto working = engine_recompute_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act);
+    auto alloc_list = [&](LayerActs& la, const std::vector<EngineBuffer>& list) {
+        for (const EngineBuffer& b : list)
+            if (float** slot = layer_slot(la, b.id)) *slot = (float*)take(MEM_ACTIVATIONS, b);
+    };
+    if (c.layers > 0) alloc_list(a.recompute_layer, working);
     a.slot_layers.assign((size_t)c.slots, std::vector<LayerActs>((size_t)c.slot_layers));
-    if (c.recompute_full && c.layers > 0) alloc_layer(a.recompute_layer, false, true);
     for (int s = 0; s < c.slots; ++s) {
         for (int li = 0; li < c.slot_layers; ++li) {
             LayerActs& la = a.slot_layers[(size_t)s][(size_t)li];
-            if (c.recompute_full) {
-                la = a.recompute_layer;  // working buffers shared; only the input is kept per layer
-                la.ln1_in = nullptr;
-                alloc_layer(la, true, false);
-            } else {
-                alloc_layer(la, false, false);
-            }
+            la = a.recompute_layer;  // the working buffers are shared; the kept ones are per layer
+            alloc_list(la, kept);
         }
-        if (c.first) {
-            const EngineBuffer in = engine_input_buffers(c.micro_batch, c.seq).at(0);  // the token ids
-            a.slot_tokens.push_back((int32_t*)be.alloc(MEM_ACTIVATIONS, (size_t)in.elements * sizeof(int32_t), in.name));
-        }
+        if (c.first) a.slot_tokens.push_back((int32_t*)take(MEM_ACTIVATIONS, engine_input_buffers(c.micro_batch, c.seq).at(0)));
     }
-    if (c.last) {
-        for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel)) {
-            void* p = be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * (b.int32 ? sizeof(int32_t) : sizeof(float)), b.name);
-            const std::string n = b.name;
-            if (n == "final_norm.input") a.out.lnf_in = (float*)p;
-            else if (n == "final_norm.rstd") a.out.lnf_rstd = (float*)p;
-            else if (n == "final_norm.mean") a.out.lnf_mean = (float*)p;
-            else if (n == "final_norm.output") a.out.lnf_out = (float*)p;
-            else if (n == "logits.probs") a.out.probs = (float*)p;
-            else if (n == "tokens.targets") a.out.targets = (int32_t*)p;
-        }
-    }
+    if (c.last)
+        for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel, act))
+            if (void* slot = output_slot(a.out, b.id)) *(void**)slot = take(MEM_ACTIVATIONS, b);
     auto ws = [&](int64_t n, const char* what) { return (float*)be.alloc(MEM_WORKSPACE, (size_t)n * sizeof(float), what); };
     a.w_full = ws(R * h, "workspace.full_rows");
     a.w_dres = ws(Rl * h, "workspace.d_residual");
@@ -405,22 +422,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
 
 void free_activations(Backend& be, Activations& a) {
     auto rel = [&](void* p) { be.release(p); };
-    auto rel_layer = [&](LayerActs& la, bool input_only) {
-        rel(la.ln1_in);
-        if (input_only) return;
-        for (float* p : {la.ln1_mean, la.ln1_rstd, la.ln1_out, la.q, la.k, la.v, la.probs, la.ctx, la.ln2_in,
-                         la.ln2_mean, la.ln2_rstd, la.ln2_out, la.fc1, la.fc3, la.act})
-            rel(p);
-    };
-    const bool recompute = a.recompute_layer.q != nullptr;
-    for (auto& slot : a.slot_layers)
-        for (auto& la : slot) rel_layer(la, recompute);
-    if (recompute) {
-        a.recompute_layer.ln1_in = nullptr;
-        rel_layer(a.recompute_layer, false);
-    }
-    for (auto* p : a.slot_tokens) rel(p);
-    rel(a.out.lnf_in), rel(a.out.lnf_mean), rel(a.out.lnf_rstd), rel(a.out.lnf_out), rel(a.out.probs), rel(a.out.targets);
+    for (void* p : a.owned) rel(p);
     for (float* p : {a.w_full, a.w_dres, a.w_dtmp, a.w_dln, a.w_dq, a.w_dk, a.w_dv, a.w_dctx, a.w_dact, a.w_dfc1,
                      a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
         rel(p);
@@ -593,6 +595,10 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const float*
     g = tp_gather(m, a.w_dres, a.w_full, c);
     be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx);      // dctx = g · Wo
     be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g);          // dWo += gᵀ · ctx
+    // Selective recompute (Korthikanti et al. 2022, §5): the probabilities were not kept;
+    // the attention core runs again from the saved Q, K, V (post-RoPE). The context it
+    // writes again is bit-identical and no longer read (dWo above was its last use).
+    if (cfg.recompute_selective) be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
     be.attention_backward(a.w_dq, a.w_dk, a.w_dv, a.w_dctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
     if (cfg.model.position == Position::rope) {
         be.rope_backward(a.w_dq, B, T, H, D, 0, (float)cfg.model.rope_theta);

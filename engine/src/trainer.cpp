@@ -319,7 +319,7 @@ void emit_start(RunState& s) {
     j["world_size"] = c.world;
     j["coords"] = coords_json(c);
     j["layout"] = {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"zero", c.zero},
-                   {"sequence_parallel", c.sequence_parallel}, {"recompute", c.recompute_full ? "full" : "none"},
+                   {"sequence_parallel", c.sequence_parallel}, {"recompute", to_string(c.recompute())},
                    {"order", s.job.parallel.order}};
     j["model"] = {{"name", s.job.model.name}, {"params", s.params_total}, {"vocab_padded", c.vocab_padded}};
     j["layers"] = {c.layer0, c.layer0 + c.layers};

@@ -104,9 +104,9 @@ struct LayoutDerived {
     int edp;                             // expert data-parallel size (dp·cp/ep)
 };
 
-double engine_buffers_bytes(const std::vector<EngineBuffer>& list, double e) {
+double engine_buffers_bytes(const std::vector<EngineBuffer>& list) {
     double total = 0;
-    for (const EngineBuffer& x : list) total += (double)x.elements * (x.int32 ? 4.0 : e);
+    for (const EngineBuffer& x : list) total += (double)x.bytes();
     return total;
 }
 
@@ -190,12 +190,76 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
 }
 
 // ---- ptd-engine buffers -------------------------------------------------------------------
-// The engine (fp32, no dropout, no flash attention) saves exactly these per layer and
-// micro-batch on one TP rank; `r` marks tensors outside the TP region (sharded by t with
+// The engine (no dropout, no flash attention) saves exactly these per layer and
+// micro-batch on one TP rank; `hr` marks tensors outside the TP region (sharded by t with
 // sequence parallelism). The engine allocates from this list.
 
-std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                               bool sequence_parallel) {
+const char* engine_buffer_name(EngineBufferId id) {
+    switch (id) {
+    case EngineBufferId::ln1_input: return "ln1.input";
+    case EngineBufferId::ln1_rstd: return "ln1.rstd";
+    case EngineBufferId::ln1_mean: return "ln1.mean";
+    case EngineBufferId::ln1_output: return "ln1.output";
+    case EngineBufferId::attn_q: return "attn.q";
+    case EngineBufferId::attn_k: return "attn.k";
+    case EngineBufferId::attn_v: return "attn.v";
+    case EngineBufferId::attn_probs: return "attn.probs";
+    case EngineBufferId::attn_context: return "attn.context";
+    case EngineBufferId::ln2_input: return "ln2.input";
+    case EngineBufferId::ln2_rstd: return "ln2.rstd";
+    case EngineBufferId::ln2_mean: return "ln2.mean";
+    case EngineBufferId::ln2_output: return "ln2.output";
+    case EngineBufferId::moe_router_probs: return "moe.router_probs";
+    case EngineBufferId::mlp_gate: return "mlp.gate";
+    case EngineBufferId::mlp_up: return "mlp.up";
+    case EngineBufferId::mlp_fc1: return "mlp.fc1";
+    case EngineBufferId::mlp_act: return "mlp.act";
+    case EngineBufferId::tokens_input: return "tokens.input";
+    case EngineBufferId::final_norm_input: return "final_norm.input";
+    case EngineBufferId::final_norm_rstd: return "final_norm.rstd";
+    case EngineBufferId::final_norm_mean: return "final_norm.mean";
+    case EngineBufferId::final_norm_output: return "final_norm.output";
+    case EngineBufferId::logits_probs: return "logits.probs";
+    case EngineBufferId::tokens_targets: return "tokens.targets";
+    }
+    return "?";
+}
+
+int64_t engine_dtype_bytes(EngineDType t) {
+    switch (t) {
+    case EngineDType::f32: return 4;
+    case EngineDType::bf16: return 2;
+    case EngineDType::f16: return 2;
+    case EngineDType::i32: return 4;
+    }
+    return 4;
+}
+
+const char* engine_dtype_name(EngineDType t) {
+    switch (t) {
+    case EngineDType::f32: return "f32";
+    case EngineDType::bf16: return "bf16";
+    case EngineDType::f16: return "f16";
+    case EngineDType::i32: return "i32";
+    }
+    return "?";
+}
+
+EngineDType engine_activation_dtype(Precision p) {
+    switch (p) {
+    case Precision::fp32: return EngineDType::f32;
+    case Precision::bf16: return EngineDType::bf16;
+    case Precision::fp16: return EngineDType::f16;
+    }
+    return EngineDType::f32;
+}
+
+namespace {
+
+// Every buffer one layer's forward writes and its backward reads, in allocation order.
+std::vector<EngineBuffer> engine_layer_all(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                           bool sequence_parallel, EngineDType act) {
+    using Id = EngineBufferId;
     const int64_t b = micro_batch, s = seq, h = m.hidden, d = m.head_dim();
     const int64_t heads_l = m.heads / tp;
     const int64_t kv_l = m.kv_heads >= tp ? m.kv_heads / tp : 1;
@@ -204,45 +268,75 @@ std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_bat
     const int64_t hr = sequence_parallel ? h / tp : h;  // residual stream slice
     const bool ln = m.norm == Norm::layernorm;
     std::vector<EngineBuffer> v;
-    v.push_back({"ln1.input", b * s * hr});
-    v.push_back({"ln1.rstd", b * s});
-    if (ln) v.push_back({"ln1.mean", b * s});
-    v.push_back({"ln1.output", b * s * h});
-    v.push_back({"attn.q", b * s * heads_l * d});
-    v.push_back({"attn.k", b * s * kv_l * d});
-    v.push_back({"attn.v", b * s * kv_l * d});
-    v.push_back({"attn.probs", b * heads_l * s * s});
-    v.push_back({"attn.context", b * s * heads_l * d});
-    v.push_back({"ln2.input", b * s * hr});
-    v.push_back({"ln2.rstd", b * s});
-    if (ln) v.push_back({"ln2.mean", b * s});
-    v.push_back({"ln2.output", b * s * h});
-    if (m.experts > 1) v.push_back({"moe.router_probs", b * s * m.experts});
+    auto add = [&](Id id, int64_t n) { v.push_back({id, n, act}); };
+    add(Id::ln1_input, b * s * hr);
+    add(Id::ln1_rstd, b * s);
+    if (ln) add(Id::ln1_mean, b * s);
+    add(Id::ln1_output, b * s * h);
+    add(Id::attn_q, b * s * heads_l * d);
+    add(Id::attn_k, b * s * kv_l * d);
+    add(Id::attn_v, b * s * kv_l * d);
+    add(Id::attn_probs, b * heads_l * s * s);
+    add(Id::attn_context, b * s * heads_l * d);
+    add(Id::ln2_input, b * s * hr);
+    add(Id::ln2_rstd, b * s);
+    if (ln) add(Id::ln2_mean, b * s);
+    add(Id::ln2_output, b * s * h);
+    if (m.experts > 1) add(Id::moe_router_probs, b * s * m.experts);
     if (m.activation == Activation::swiglu) {
-        v.push_back({"mlp.gate", k * b * s * f_l});
-        v.push_back({"mlp.up", k * b * s * f_l});
+        add(Id::mlp_gate, k * b * s * f_l);
+        add(Id::mlp_up, k * b * s * f_l);
     } else {
-        v.push_back({"mlp.fc1", k * b * s * f_l});
+        add(Id::mlp_fc1, k * b * s * f_l);
     }
-    v.push_back({"mlp.act", k * b * s * f_l});
+    add(Id::mlp_act, k * b * s * f_l);
+    return v;
+}
+
+// Whether buffer `id` is rebuilt by the recomputation `rc` (rather than kept).
+bool engine_recomputed(EngineBufferId id, Recompute rc) {
+    switch (rc) {
+    case Recompute::none: return false;
+    case Recompute::selective: return id == EngineBufferId::attn_probs;  // the attention core
+    case Recompute::full: return id != EngineBufferId::ln1_input;        // all but the layer input
+    }
+    return false;
+}
+
+}  // namespace
+
+std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                               bool sequence_parallel, Recompute rc, EngineDType act) {
+    std::vector<EngineBuffer> v;
+    for (const EngineBuffer& x : engine_layer_all(m, micro_batch, seq, tp, sequence_parallel, act))
+        if (!engine_recomputed(x.id, rc)) v.push_back(x);
+    return v;
+}
+
+std::vector<EngineBuffer> engine_recompute_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                   bool sequence_parallel, Recompute rc, EngineDType act) {
+    std::vector<EngineBuffer> v;
+    for (const EngineBuffer& x : engine_layer_all(m, micro_batch, seq, tp, sequence_parallel, act))
+        if (engine_recomputed(x.id, rc)) v.push_back(x);
     return v;
 }
 
 std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq) {
-    return {{"tokens.input", (int64_t)micro_batch * seq, true}};
+    return {{EngineBufferId::tokens_input, (int64_t)micro_batch * seq, EngineDType::i32}};
 }
 
 std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                                int vocab_padded, bool sequence_parallel) {
+                                                int vocab_padded, bool sequence_parallel, EngineDType act) {
+    using Id = EngineBufferId;
     const int64_t b = micro_batch, s = seq, h = m.hidden;
     const int64_t hr = sequence_parallel ? h / tp : h;
     std::vector<EngineBuffer> v;
-    v.push_back({"final_norm.input", b * s * hr});
-    v.push_back({"final_norm.rstd", b * s});
-    if (m.norm == Norm::layernorm) v.push_back({"final_norm.mean", b * s});
-    v.push_back({"final_norm.output", b * s * h});
-    v.push_back({"logits.probs", b * s * (int64_t)vocab_padded / tp});
-    v.push_back({"tokens.targets", b * s, true});
+    v.push_back({Id::final_norm_input, b * s * hr, act});
+    v.push_back({Id::final_norm_rstd, b * s, act});
+    if (m.norm == Norm::layernorm) v.push_back({Id::final_norm_mean, b * s, act});
+    v.push_back({Id::final_norm_output, b * s * h, act});
+    v.push_back({Id::logits_probs, b * s * (int64_t)vocab_padded / tp, act});
+    v.push_back({Id::tokens_targets, b * s, EngineDType::i32});
     return v;
 }
 
@@ -291,11 +385,9 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
 double layer_activation_bytes(const ActivationInputs& in) {
     const ModelSpec& m = *in.model;
     const double e = in.precision == Precision::fp32 ? 4.0 : 2.0;
-    if (in.profile == ActivationProfile::ptd_engine) {
-        if (in.recompute == Recompute::full)
-            return e * in.micro_batch * (double)in.seq * m.hidden / (in.sequence_parallel ? in.tp : 1);
-        return engine_buffers_bytes(engine_layer_buffers(m, in.micro_batch, in.seq, in.tp, in.sequence_parallel), e);
-    }
+    if (in.profile == ActivationProfile::ptd_engine)
+        return engine_buffers_bytes(engine_layer_buffers(m, in.micro_batch, in.seq, in.tp, in.sequence_parallel,
+                                                         in.recompute, engine_activation_dtype(in.precision)));
     LayoutDerived L{};
     L.m = &m;
     L.t = in.tp;
@@ -544,7 +636,8 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     // Activations.
     const bool engine = es.activation_profile == ActivationProfile::ptd_engine;
     const double r = L.sp ? 1.0 / L.t : 1.0;
-    double per_layer, per_layer_full;
+    double per_layer, recompute_working;  // kept per layer; the one layer being recomputed
+    const EngineDType act_dtype = engine_activation_dtype(ctx.job.training.precision);
     if (engine) {
         ActivationInputs in;
         in.model = &m;
@@ -554,14 +647,15 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
         in.ep = L.ep;
         in.sequence_parallel = L.sp;
         in.flash_attention = false;
-        in.recompute = Recompute::none;
+        in.recompute = L.rc;
         in.precision = ctx.job.training.precision;
         in.profile = ActivationProfile::ptd_engine;
-        per_layer_full = layer_activation_bytes(in);
-        per_layer = L.rc == Recompute::full ? L.e * L.tokens * L.h * r : per_layer_full;
+        per_layer = layer_activation_bytes(in);
+        recompute_working =
+            engine_buffers_bytes(engine_recompute_buffers(m, L.b, (int)L.s_local, L.t, L.sp, L.rc, act_dtype));
     } else {
-        per_layer_full = layer_activation_megatron(L, Recompute::none);
         per_layer = layer_activation_megatron(L, L.rc);
+        recompute_working = layer_activation_megatron(L, Recompute::none) - per_layer;
     }
     double stage_extra = 0;  // embedding / output terms for one micro-batch
     if (first && !engine) {
@@ -569,12 +663,12 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
         if (L.dropout) stage_extra += L.tokens * L.h * r;  // embedding dropout mask
     }
     if (first && engine)
-        stage_extra += engine_buffers_bytes(engine_input_buffers(L.b, (int)L.s_local), L.e);
+        stage_extra += engine_buffers_bytes(engine_input_buffers(L.b, (int)L.s_local));
     double output_extra = 0;  // held for one micro-batch (the last stage runs its backward at once)
     if (last) {
         if (engine) {
             output_extra = engine_buffers_bytes(
-                engine_output_buffers(m, L.b, (int)L.s_local, L.t, (int)L.vocab, L.sp), L.e);
+                engine_output_buffers(m, L.b, (int)L.s_local, L.t, (int)L.vocab, L.sp, act_dtype));
         } else {
             // Final norm input and output, and fp32 logits for the vocab-parallel cross entropy.
             output_extra = 2 * L.e * L.tokens * L.h * r + 4.0 * L.tokens * L.vocab / L.t;
@@ -587,7 +681,7 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.mem.activations = chunks * (per_layer * chunk_layers + stage_extra / L.v) + output_extra;
     // During backward one layer's recomputed tensors exist on top of what was saved (its saved
     // part is already counted above).
-    if (L.rc != Recompute::none && layers > 0) S.mem.activations += per_layer_full - per_layer;
+    if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
 
     // Temporary and communication buffers.
     double temp = 0;
@@ -868,6 +962,8 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back("gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT configs");
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
+    if (job.parallel.recompute == Recompute::selective)
+        est.notes.push_back("selective recompute: the attention core is recomputed during backward (its scores are not kept)");
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (fp32 math, no flash attention)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");

@@ -184,18 +184,55 @@ struct ActivationInputs {
 };
 double layer_activation_bytes(const ActivationInputs& in);
 
-// One named buffer of the ptd-engine's per-layer saved activations (elements, not bytes).
-// The engine allocates exactly these, so prediction and measurement share one list.
-struct EngineBuffer {
-    const char* name;
-    int64_t elements;
-    bool int32 = false;  // token ids; everything else is in the activation dtype
+// ---- the ptd-engine's buffer list ------------------------------------------------------------
+// The engine allocates its activations from these lists and the ptd-engine activation
+// profile sums the same lists, so prediction and measurement share one definition. Each
+// buffer is an id (what it holds) and a dtype, not a string: the engine maps every id to
+// its pointer in a switch without a default, so a buffer added here that the engine does
+// not place is a compiler warning (-Wswitch), not a silent mismatch.
+enum class EngineBufferId : uint8_t {
+    // per layer and micro-batch in flight (attn_* after RoPE for q and k)
+    ln1_input, ln1_rstd, ln1_mean, ln1_output,
+    attn_q, attn_k, attn_v, attn_probs, attn_context,
+    ln2_input, ln2_rstd, ln2_mean, ln2_output,
+    moe_router_probs, mlp_gate, mlp_up, mlp_fc1, mlp_act,
+    // first stage, per micro-batch in flight
+    tokens_input,
+    // last stage, held once (the head's forward and backward run back to back)
+    final_norm_input, final_norm_rstd, final_norm_mean, final_norm_output, logits_probs, tokens_targets,
 };
+// "ln1.input", "attn.probs", … (the names the docs and error messages use).
+const char* engine_buffer_name(EngineBufferId id);
+
+// Storage types of engine buffers. Activations are in the precision's activation dtype
+// (engine_activation_dtype); token ids are i32.
+enum class EngineDType : uint8_t { f32, bf16, f16, i32 };
+int64_t engine_dtype_bytes(EngineDType t);
+const char* engine_dtype_name(EngineDType t);
+// f32 for fp32, bf16 for bf16, f16 for fp16.
+EngineDType engine_activation_dtype(Precision p);
+
+struct EngineBuffer {
+    EngineBufferId id;
+    int64_t elements;
+    EngineDType dtype;
+    int64_t bytes() const { return elements * engine_dtype_bytes(dtype); }
+};
+// What one layer keeps between its forward and its backward, per micro-batch in flight:
+// everything with rc = none; without attn.probs with selective (Korthikanti et al. 2022:
+// the attention core is recomputed in the backward); only ln1.input with full.
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                               bool sequence_parallel);
+                                               bool sequence_parallel, Recompute rc = Recompute::none,
+                                               EngineDType act = EngineDType::f32);
+// The working set of the layer being recomputed, held once per stage: nothing with none;
+// attn.probs with selective; every buffer but ln1.input with full.
+std::vector<EngineBuffer> engine_recompute_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                   bool sequence_parallel, Recompute rc,
+                                                   EngineDType act = EngineDType::f32);
 // Output-stage buffers of the engine (final norm, logits, targets), held once.
 std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                                int vocab_padded, bool sequence_parallel);
+                                                int vocab_padded, bool sequence_parallel,
+                                                EngineDType act = EngineDType::f32);
 
 // Input-stage buffers of the engine, per micro-batch in flight (the token ids).
 std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);

@@ -36,6 +36,7 @@ struct EngineConfig {
     bool sequence_parallel = false;
     int zero = 0;                  // 0, or 1 (ZeRO-1; Megatron's distributed optimizer maps here)
     bool recompute_full = false;   // full activation recomputation (keep layer inputs only)
+    bool recompute_selective = false;  // selective: the attention core is recomputed in backward
     int micro_batch = 1, grad_accum = 1, seq = 0;
     int64_t global_batch = 1;      // sequences per step = micro_batch · grad_accum · dp
     int64_t vocab_padded = 0;      // multiple of estimate.vocab_pad · tp
@@ -78,6 +79,9 @@ struct EngineConfig {
     bool layernorm() const { return model.norm == Norm::layernorm; }
     bool swiglu() const { return model.activation == Activation::swiglu; }
     bool output_is_embedding() const { return model.tied_embeddings && pp == 1; }
+    Recompute recompute() const {
+        return recompute_full ? Recompute::full : recompute_selective ? Recompute::selective : Recompute::none;
+    }
 };
 
 // Validates that the engine can run the job on `rank` and derives the config. Errors name
@@ -148,7 +152,10 @@ struct OutputActs {
 struct Activations {
     std::vector<std::vector<LayerActs>> slot_layers;  // [slot][layer of the chunk]
     std::vector<int32_t*> slot_tokens;                // first stage: token ids [R] per slot
-    LayerActs recompute_layer{};                      // full recompute: the one working layer
+    // Recompute: the one working set (full: every buffer but ln1_in; selective: probs),
+    // shared by every layer of every slot. Null members without recompute.
+    LayerActs recompute_layer{};
+    std::vector<void*> owned;                         // every activation buffer, for free_activations
     OutputActs out{};
     // Workspaces for one layer's backward and the output head.
     float *w_full = nullptr;      // [R, max(h, ...)] gathered / partial row-parallel output
