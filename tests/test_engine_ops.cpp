@@ -305,14 +305,71 @@ TEST(EngineOps, SumSquaresInDoubleAndThreadCountIndependent) {
     vecf x = random_vec(n, 4, -3.0f, 3.0f);
     double ref = 0;
     for (float v : x) ref += double(v) * v;
+    // The result is added to a device scalar (nothing returns to the host).
+    auto sum_squares = [&](ptd::engine::Backend& be, int64_t count, double start = 0) {
+        double acc = start;
+        be.sum_squares(&acc, x.data(), count);
+        return acc;
+    };
     auto be1 = backend(1);
-    const double s1 = be1->sum_squares(x.data(), n);
+    const double s1 = sum_squares(*be1, n);
     auto be2 = backend(2);
-    const double s2 = be2->sum_squares(x.data(), n);
+    const double s2 = sum_squares(*be2, n);
     EXPECT_NEAR(s2, ref, 1e-12 * ref);
     EXPECT_EQ(std::bit_cast<uint64_t>(s1), std::bit_cast<uint64_t>(s2));
-    EXPECT_EQ(be2->sum_squares(x.data(), 0), 0.0);
-    EXPECT_EQ(be2->sum_squares(x.data(), 3), double(x[0]) * x[0] + double(x[1]) * x[1] + double(x[2]) * x[2]);
+    EXPECT_EQ(sum_squares(*be2, 0), 0.0);
+    EXPECT_EQ(sum_squares(*be2, 0, 2.5), 2.5);
+    EXPECT_EQ(sum_squares(*be2, 3), double(x[0]) * x[0] + double(x[1]) * x[1] + double(x[2]) * x[2]);
+    EXPECT_EQ(sum_squares(*be2, 3, 1.0), 1.0 + (double(x[0]) * x[0] + double(x[1]) * x[1] + double(x[2]) * x[2]));
+}
+
+// sum_into adds Σ x (in double, index order) to a device scalar.
+TEST(EngineOps, SumIntoAccumulatesInDouble) {
+    auto be = backend();
+    const vecf x = {1.0f, 1e-8f, -0.5f, 3.25f};
+    double acc = 10.0;
+    be->sum_into(&acc, x.data(), 4);
+    EXPECT_EQ(acc, 10.0 + (((1.0 + double(1e-8f)) - 0.5) + 3.25));
+    be->sum_into(&acc, x.data(), 0);
+    EXPECT_EQ(acc, 10.0 + (((1.0 + double(1e-8f)) - 0.5) + 3.25));
+}
+
+// The step's scalars: norm, clip scale (rounded to float, as AdamW applies it) and the
+// found-inf flag are derived on the device.
+TEST(EngineOps, FinishStepScalarsDerivesNormClipAndFoundInf) {
+    using namespace ptd::engine;
+    auto be = backend();
+    double s[STEP_SCALAR_COUNT] = {};
+    s[SCALAR_LOSS_SUM] = 7.0;
+    s[SCALAR_GRAD_SQUARES] = 16.0;
+    be->finish_step_scalars(s, 1.0);
+    EXPECT_EQ(s[SCALAR_GRAD_NORM], 4.0);
+    EXPECT_EQ(s[SCALAR_CLIP_SCALE], (double)(float)(1.0 / (4.0 + 1e-6)));
+    EXPECT_EQ(s[SCALAR_FOUND_INF], 0.0);
+    be->finish_step_scalars(s, 0.0);  // no clipping
+    EXPECT_EQ(s[SCALAR_CLIP_SCALE], 1.0);
+    be->finish_step_scalars(s, 5.0);  // below the threshold
+    EXPECT_EQ(s[SCALAR_CLIP_SCALE], 1.0);
+    s[SCALAR_GRAD_SQUARES] = std::numeric_limits<double>::infinity();
+    be->finish_step_scalars(s, 1.0);
+    EXPECT_EQ(s[SCALAR_FOUND_INF], 1.0);
+    s[SCALAR_GRAD_SQUARES] = 1.0;
+    s[SCALAR_LOSS_SUM] = std::nan("");
+    be->finish_step_scalars(s, 1.0);
+    EXPECT_EQ(s[SCALAR_FOUND_INF], 1.0);
+}
+
+// One micro-batch's [B, T+1] ids become inputs (0..T−1) and targets (1..T) on the device.
+TEST(EngineOps, SplitTokensCutsInputsAndTargets) {
+    auto be = backend();
+    const std::vector<int32_t> seq = {1, 2, 3, 4, 10, 20, 30, 40};  // B 2, T 3
+    std::vector<int32_t> in(6, -1), tg(6, -1);
+    be->split_tokens(in.data(), tg.data(), seq.data(), 2, 3);
+    EXPECT_EQ(in, (std::vector<int32_t>{1, 2, 3, 10, 20, 30}));
+    EXPECT_EQ(tg, (std::vector<int32_t>{2, 3, 4, 20, 30, 40}));
+    std::vector<int32_t> only(6, -1);
+    be->split_tokens(nullptr, only.data(), seq.data(), 2, 3);
+    EXPECT_EQ(only, tg);
 }
 
 // ---- GEMM --------------------------------------------------------------------------------------
@@ -749,7 +806,9 @@ TEST(EngineOps, AdamWMatchesHandComputedUpdate) {
     //   = 1 − 0.01·(2.317566… + 0.1) = 0.975824…
     vecf p = {1.0f, -2.0f, 0.5f}, g = {0.8f, -0.3f, 0.0f}, m = {0.2f, 0.1f, -0.05f}, v = {0.01f, 0.02f, 0.001f};
     const vecf p0 = p, g0 = g, m0 = m, v0 = v;
-    be->adamw(p.data(), g.data(), m.data(), v.data(), 3, lr, b1, b2, eps, wd, gs, 3);
+    double scalars[ptd::engine::STEP_SCALAR_COUNT] = {};
+    scalars[ptd::engine::SCALAR_CLIP_SCALE] = gs;  // the clip factor comes from the device scalars
+    be->adamw(p.data(), g.data(), m.data(), v.data(), 3, lr, b1, b2, eps, wd, scalars, 3);
     EXPECT_NEAR(m[0], 0.22, 1e-7);
     EXPECT_NEAR(v[0], 0.0175, 1e-8);
     EXPECT_NEAR(p[0], 0.9758244, 1e-6);
@@ -764,8 +823,16 @@ TEST(EngineOps, AdamWMatchesHandComputedUpdate) {
     }
     // Step 1 from zero state: m̂ = g, v̂ = g², so p −= lr·(sign(g) + wd·p) up to eps.
     vecf p1 = {2.0f}, g1 = {-3.0f}, m1 = {0.0f}, v1 = {0.0f};
-    be->adamw(p1.data(), g1.data(), m1.data(), v1.data(), 1, lr, b1, b2, eps, wd, 1.0f, 1);
+    scalars[ptd::engine::SCALAR_CLIP_SCALE] = 1.0;
+    be->adamw(p1.data(), g1.data(), m1.data(), v1.data(), 1, lr, b1, b2, eps, wd, scalars, 1);
     EXPECT_NEAR(p1[0], 2.0 - 0.01 * (-1.0 + 0.2), 1e-6);
+    // A step that found a non-finite loss or norm changes nothing.
+    scalars[ptd::engine::SCALAR_FOUND_INF] = 1.0;
+    const vecf p2 = p1, m2 = m1, v2 = v1;
+    be->adamw(p1.data(), g1.data(), m1.data(), v1.data(), 1, lr, b1, b2, eps, wd, scalars, 2);
+    EXPECT_EQ(p1, p2);
+    EXPECT_EQ(m1, m2);
+    EXPECT_EQ(v1, v2);
 }
 
 // ---- determinism ---------------------------------------------------------------------------
@@ -795,7 +862,9 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
         be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 5, rows, C);
         be->position_backward(dwpe.data(), dout.data(), 3, rows, 64, C);
         outs.insert(outs.end(), {dbias, dwte, dwpe});
-        vecf ss = {float(be->sum_squares(x.data(), rows * C))};
+        double ss_acc = 0;
+        be->sum_squares(&ss_acc, x.data(), rows * C);
+        vecf ss = {float(ss_acc)};
         outs.push_back(ss);
         vecf cg(rows * rows);
         be->gemm(false, true, rows, rows, C, 1.0f, x.data(), dout.data(), 0.0f, cg.data());

@@ -577,6 +577,31 @@ std::vector<SelectiveCase> selective_cases() {
 INSTANTIATE_TEST_SUITE_P(Layouts, EngineSelectiveRecompute, ::testing::ValuesIn(selective_cases()),
                          [](const auto& info) { return selective_case_name(info.param); });
 
+// No host round trips inside a step: the loss, Σg², the norm, the clip scale and the
+// found-inf flag stay in the backend's scalar buffer and are downloaded once per step for
+// the metrics line; each micro-batch's token ids are uploaded once (the first stage needs
+// the inputs, the last the targets, a single stage both: still one upload), and a middle
+// stage uploads none. The backend counts its copies; the step line reports them.
+TEST(EngineTrain, OneDeviceReadPerStepAndOneTokenUploadPerMicroBatch) {
+    for (int pp : {1, 3}) {
+        TinyJob j;
+        j.pp = pp;
+        if (pp == 3) j.layers_per_stage = "[2, 1, 1]";
+        auto runs = run_engine(write_job(j, "transfers-pp" + std::to_string(pp)), j.world());
+        for (size_t r = 0; r < runs.size(); ++r) {
+            ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
+            const int stage = runs[r].of("start").at(0)["coords"]["pp"].get<int>();
+            const int m = runs[r].of("start").at(0)["grad_accum"].get<int>();
+            const bool tokens = stage == 0 || stage == pp - 1;
+            for (const json& e : runs[r].of("step")) {
+                EXPECT_EQ(e["host_transfers"]["downloads"], 1) << "pp " << pp << " rank " << r << " step " << e["step"];
+                EXPECT_EQ(e["host_transfers"]["uploads"], tokens ? m : 0)
+                    << "pp " << pp << " rank " << r << " step " << e["step"];
+            }
+        }
+    }
+}
+
 TEST(EngineTrain, UnevenLayersPerStageMatch) {
     const std::vector<double>& ref = reference_losses("tiny-gpt");
     TinyJob j;
@@ -809,7 +834,7 @@ TEST_P(GradCheck, AnalyticMatchesFiniteDifferences) {
             layer_forward(m, a, li, layers[(size_t)li], li + 1 < cfg->layers ? layers[(size_t)li + 1].ln1_in : a.out.lnf_in, c);
     };
     forward();
-    output_forward_backward(m, a, 1.0f, a.d_stream, c);  // gradient of the summed loss
+    output_forward_backward(m, a, 1.0f, a.d_stream, nullptr, c);  // gradient of the summed loss
     for (int li = cfg->layers - 1; li >= 0; --li) layer_backward(m, a, li, layers[(size_t)li], a.d_stream, a.d_stream, c);
     embedding_backward(m, a, a.slot_tokens[0], a.d_stream, c);
     std::vector<float> grads((size_t)m.numel), params((size_t)m.numel);
@@ -819,7 +844,8 @@ TEST_P(GradCheck, AnalyticMatchesFiniteDifferences) {
         float old = params[(size_t)i];
         be->upload(m.params + i, &value, 4);
         forward();
-        const double l = output_forward(m, a, c);
+        double l = 0;
+        output_forward(m, a, &l, c);  // the CPU backend's device memory is host memory
         be->upload(m.params + i, &old, 4);
         return l;
     };

@@ -216,10 +216,33 @@ public:
     }
 
     void upload(void* dst, const void* src_host, size_t bytes) override {
+        ++transfers_.uploads;
+        transfers_.upload_bytes += static_cast<int64_t>(bytes);
         if (bytes) std::memcpy(dst, src_host, bytes);
     }
     void download(void* dst_host, const void* src, size_t bytes) override {
+        ++transfers_.downloads;
+        transfers_.download_bytes += static_cast<int64_t>(bytes);
         if (bytes) std::memcpy(dst_host, src, bytes);
+    }
+    TransferStats transfer_stats() const override { return transfers_; }
+
+    // Host and device memory are the same here; staging blocks carry no category (they are
+    // not device memory) and are not counted in mem_stats.
+    void* alloc_host(size_t bytes, const char* what) override {
+        const size_t body = std::max<size_t>(k_align, (bytes + k_align - 1) / k_align * k_align);
+        void* p = bytes <= SIZE_MAX - k_align ? std::aligned_alloc(k_align, body) : nullptr;
+        if (!p) {
+            std::fprintf(stderr, "ptd-engine: error: out of memory allocating %zu host bytes for %s\n", bytes,
+                         what ? what : "?");
+            std::exit(1);
+        }
+        std::memset(p, 0, body);
+        return p;
+    }
+    void release_host(void* p) override { std::free(p); }
+    void zero(void* x, size_t bytes) override {
+        if (bytes) std::memset(x, 0, bytes);
     }
 
     // ---- elementwise -------------------------------------------------------------------
@@ -246,7 +269,31 @@ public:
 
     // Fixed chunks summed in double (8 running sums, for speed), combined in chunk order:
     // the result does not depend on the thread count.
-    double sum_squares(const float* x, int64_t n) override {
+    void sum_squares(double* acc, const float* x, int64_t n) override { acc[0] += sum_squares_value(x, n); }
+
+    void sum_into(double* acc, const float* x, int64_t n) override {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += x[i];
+        acc[0] += s;
+    }
+
+    void finish_step_scalars(double* s, double max_norm) override {
+        const double norm = std::sqrt(s[SCALAR_GRAD_SQUARES]);
+        s[SCALAR_GRAD_NORM] = norm;
+        s[SCALAR_FOUND_INF] = std::isfinite(norm) && std::isfinite(s[SCALAR_LOSS_SUM]) ? 0.0 : 1.0;
+        // Rounded to float as AdamW applies it.
+        s[SCALAR_CLIP_SCALE] = (max_norm > 0 && norm > max_norm) ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0;
+    }
+
+    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                if (inputs) inputs[b * T + t] = seq[b * (T + 1) + t];
+                if (targets) targets[b * T + t] = seq[b * (T + 1) + t + 1];
+            }
+    }
+
+    double sum_squares_value(const float* x, int64_t n) {
         PTD_REQUIRE(n >= 0, "n = %lld", static_cast<long long>(n));
         constexpr int64_t chunk = 1 << 16;
         const int64_t nchunks = (n + chunk - 1) / chunk;
@@ -712,8 +759,10 @@ public:
 
     // Decoupled weight decay in the same update: p −= lr·(m̂/(√v̂ + eps) + wd·p), p old.
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-               float weight_decay, float grad_scale, int64_t step) override {
+               float weight_decay, const double* scalars, int64_t step) override {
         PTD_REQUIRE(step >= 1, "step = %lld (steps count from 1)", static_cast<long long>(step));
+        if (scalars[SCALAR_FOUND_INF] != 0.0) return;  // skipped step: the weights stay as they are
+        const auto grad_scale = static_cast<float>(scalars[SCALAR_CLIP_SCALE]);
         const auto bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
         const auto bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
         const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
@@ -731,6 +780,7 @@ public:
 
 private:
     MemStats stats_;
+    TransferStats transfers_;
 
     static void check_attention(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
         PTD_REQUIRE(B >= 0 && T >= 0 && H > 0 && G > 0 && D > 0, "bad shape B=%lld T=%lld H=%lld G=%lld D=%lld",

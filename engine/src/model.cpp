@@ -402,6 +402,9 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         a.w_xent = ws(3 * R, "workspace.xent");
     }
     if (c.first && c.sequence_parallel) a.w_embed = ws(R * h, "workspace.embedding");
+    if (c.first || c.last)
+        a.tokens_staging = (int32_t*)be.alloc(MEM_WORKSPACE, (size_t)(c.micro_batch * (c.seq + 1)) * sizeof(int32_t),
+                                              "workspace.tokens_staging");
     if (c.pp > 1) {
         // Chunk ch sends forward unless it holds the output head, backward unless it holds
         // the embedding.
@@ -426,6 +429,7 @@ void free_activations(Backend& be, Activations& a) {
     for (float* p : {a.w_full, a.w_dres, a.w_dtmp, a.w_dln, a.w_dq, a.w_dk, a.w_dv, a.w_dctx, a.w_dact, a.w_dfc1,
                      a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
         rel(p);
+    rel(a.tokens_staging);
     for (float* p : a.send_fwd) rel(p);
     for (float* p : a.send_bwd) rel(p);
     for (float* p : a.d_head) rel(p);
@@ -616,8 +620,9 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const float*
 namespace {
 
 // Final norm, logits and the three TP all-reduces of the vocab-parallel cross entropy.
-// Leaves softmax probabilities in a.out.probs and per-row losses in a.w_loss.
-double output_loss(Model& m, Activations& a, StageComm& c) {
+// Leaves softmax probabilities in a.out.probs and per-row losses in a.w_loss, and adds
+// their sum to the device scalar *loss_acc (when not null).
+void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
     const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
@@ -638,29 +643,25 @@ double output_loss(Model& m, Activations& a, StageComm& c) {
         c.tp->all_reduce_sum(sums, 2 * R);
     }
     be.xent_finish(a.w_loss, o.probs, rowmax, sums, sums + R, R, Vl, v0, V);
-    std::vector<float> loss((size_t)R);
-    be.download(loss.data(), a.w_loss, (size_t)R * sizeof(float));
-    double total = 0;
-    for (float l : loss) total += l;
-    return total;
+    if (loss_acc) be.sum_into(loss_acc, a.w_loss, R);  // stays on the device
 }
 
 }  // namespace
 
-double output_forward(Model& m, Activations& a, StageComm& c) { return output_loss(m, a, c); }
+void output_forward(Model& m, Activations& a, double* loss_acc, StageComm& c) { output_loss(m, a, loss_acc, c); }
 
-double output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, StageComm& c) {
+void output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, double* loss_acc,
+                             StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
     const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
-    const double loss = output_loss(m, a, c);
+    output_loss(m, a, loss_acc, c);
     OutputActs& o = a.out;
     be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits in place
     be.gemm(true, false, Vl, h, R, 1.0f, o.probs, o.lnf_out, 1.0f, m.wout->g);          // dWout += dlᵀ · x
     be.gemm(false, false, R, h, Vl, 1.0f, o.probs, m.wout->p, 0.0f, a.w_dln);           // dx = dl · Wout
     const float* dln = tp_reduce(m, a.w_dln, c);
     norm_backward(m, d_in, m.lnf_w, m.lnf_b, dln, o.lnf_in, o.lnf_mean, o.lnf_rstd, cfg.rows_local());
-    return loss;
 }
 
 }  // namespace ptd::engine

@@ -35,13 +35,16 @@ OptimizerState make_optimizer(Backend& be, const Model& model) {
     }
     st.m = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "adam.m");
     st.v = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "adam.v");
+    st.scalars = (double*)be.alloc(MEM_WORKSPACE, STEP_SCALAR_COUNT * sizeof(double), "step scalars");
     return st;
 }
 
 void free_optimizer(Backend& be, OptimizerState& st) {
     be.release(st.m);
     be.release(st.v);
+    be.release(st.scalars);
     st.m = st.v = nullptr;
+    st.scalars = nullptr;
 }
 
 void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups, StepTimes& times) {
@@ -76,25 +79,25 @@ void for_each_in_shard(Model& model, const OptimizerState& st, F&& f) {
     }
 }
 
-double local_grad_square_sum(Model& model, const OptimizerState& st) {
+void accumulate_grad_squares(Model& model, OptimizerState& st) {
     const EngineConfig& c = model.cfg;
     // Without ZeRO every dp replica holds the same summed gradients: count them on replica 0.
-    if (!st.sharded && c.dp_rank != 0) return 0.0;
-    double sum = 0;
+    if (!st.sharded && c.dp_rank != 0) return;
+    // Summed per tensor range in a device double, then added (the order the host sum had).
+    double* acc = st.scalars + SCALAR_GRAD_SQUARES;
     for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
-        if (t.in_norm) sum += model.be->sum_squares(model.grads + b, e - b);
+        if (t.in_norm) model.be->sum_squares(acc, model.grads + b, e - b);
     });
-    return sum;
 }
 
 void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
-                    float clip_scale, StepTimes& times) {
+                    StepTimes& times) {
     const auto t0 = clock_type::now();
     ++st.step;
     for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
         const int64_t local = b - st.shard_offset;
         model.be->adamw(model.params + b, model.grads + b, st.m + local, st.v + local, e - b, lr, kAdamBeta1,
-                        kAdamBeta2, kAdamEps, t.weight_decay ? weight_decay : 0.0f, clip_scale, st.step);
+                        kAdamBeta2, kAdamEps, t.weight_decay ? weight_decay : 0.0f, st.scalars, st.step);
     });
     model.be->fill(model.grads, 0.0f, model.flat_numel);
     times.optimizer += since(t0);

@@ -155,8 +155,8 @@ struct PipelineRun {
     const StepBatch& batch;
     StepTimes& times;
     StageComm comm;
-    double loss_sum = 0;
-    std::vector<int32_t> host_ids;
+    double* loss_acc = nullptr;        // device scalar the head adds its loss to
+    int staged = -1;                   // the micro-batch whose ids are in acts.tokens_staging
     std::deque<int> free_slots;        // FIFO: with v = 1 micro-batch j gets slot j % slots
     std::vector<int> slot_of;          // [c·m + j]
 
@@ -166,25 +166,30 @@ struct PipelineRun {
     bool has_head(int c) const { return cfg().last && c == cfg().vpp - 1; }
     int64_t message_elements() const { return cfg().rows_local() * cfg().model.hidden; }
 
-    // Token ids of micro-batch j: inputs are positions 0..s−1, targets 1..s of each sequence.
-    void upload_tokens(int j, int32_t* dst, bool targets) {
-        const int64_t b = cfg().micro_batch, s = cfg().seq;
-        const std::vector<int32_t>& seq = batch.sequences[(size_t)j];
-        host_ids.resize((size_t)(b * s));
-        for (int64_t r = 0; r < b; ++r)
-            for (int64_t t = 0; t < s; ++t) host_ids[(size_t)(r * s + t)] = seq[(size_t)(r * (s + 1) + t + (targets ? 1 : 0))];
-        model.be->upload(dst, host_ids.data(), host_ids.size() * sizeof(int32_t));
+    // Token ids of micro-batch j: one upload of its b·(s+1) ids from the backend's host
+    // staging buffer, once per micro-batch on this rank (the first stage's forward, or the
+    // last stage's head, whichever comes first); inputs (positions 0..s−1) and targets
+    // (1..s) are cut from it on the device.
+    const int32_t* stage_tokens(int j) {
+        const int64_t n = cfg().micro_batch * (int64_t)(cfg().seq + 1);
+        if (staged != j) {
+            model.be->upload(acts.tokens_staging, batch.tokens + (int64_t)j * n, (size_t)n * sizeof(int32_t));
+            staged = j;
+        }
+        return acts.tokens_staging;
+    }
+    void split_tokens(int j, int32_t* inputs, int32_t* targets) {
+        model.be->split_tokens(inputs, targets, stage_tokens(j), cfg().micro_batch, cfg().seq);
     }
 
     // The output head of micro-batch j: loss, and the gradient of its input into `d`.
     void head(int j, float* d) {
         const EngineConfig& c = cfg();
-        upload_tokens(j, acts.out.targets, true);
+        split_tokens(j, nullptr, acts.out.targets);
         // Mean over every token of the global batch: 1 / (b · s · m · dp); the DP sum
         // of gradients then needs no further scaling.
         const float scale = (float)(1.0 / ((double)c.rows() * c.grad_accum * c.dp));
-        const double loss = output_forward_backward(model, acts, scale, d, comm);
-        if (c.tp_rank == 0) loss_sum += loss;
+        output_forward_backward(model, acts, scale, d, c.tp_rank == 0 ? loss_acc : nullptr, comm);
     }
 
     // Takes an activation slot for a forward (before its receive: the slot's first layer
@@ -237,7 +242,7 @@ struct PipelineRun {
         const int nl = c.chunk_layers[(size_t)ch], l0 = c.chunk_first(ch);
         float* stage_in = forward_input(ch, j);
         if (has_embedding(ch)) {
-            upload_tokens(j, acts.slot_tokens[(size_t)slot], false);
+            split_tokens(j, acts.slot_tokens[(size_t)slot], nullptr);
             embedding_forward(model, acts, acts.slot_tokens[(size_t)slot], stage_in, comm);
         }
         float* send = has_head(ch) ? nullptr : send_buffer({true, ch, j});
@@ -276,10 +281,10 @@ struct PipelineRun {
 
 }  // namespace
 
-double run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
-                         StepTimes& times) {
+void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
+                       double* loss_acc, StepTimes& times) {
     const EngineConfig& c = model.cfg;
-    PipelineRun run{model, acts, groups, batch, times, StageComm{groups.tp.get(), &times.tp_comm}, 0, {}, {}, {}};
+    PipelineRun run{model, acts, groups, batch, times, StageComm{groups.tp.get(), &times.tp_comm}, loss_acc, -1, {}, {}};
     for (int s = 0; s < c.slots; ++s) run.free_slots.push_back(s);
     run.slot_of.assign((size_t)(c.grad_accum * c.vpp), -1);
     for (const PipelinePlanEntry& e : pipeline_plan(c.pp, c.pp_rank, c.vpp, c.grad_accum)) {
@@ -291,7 +296,6 @@ double run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, co
             else run.backward(a.chunk, a.micro_batch);
         }
     }
-    return run.loss_sum;
 }
 
 }  // namespace ptd::engine

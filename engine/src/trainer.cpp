@@ -47,6 +47,7 @@ struct RunState {
     Model model;
     Activations acts;
     OptimizerState optim;
+    int32_t* host_tokens = nullptr;  // the step's token ids [m][b][s+1] (backend host staging)
     int64_t step = 0;              // optimizer steps completed
     int64_t data_position = 0;     // global sequences consumed
     int64_t resumed_from = -1;
@@ -298,16 +299,16 @@ int resume_run(RunState& s) {
 
 // ---- the step ------------------------------------------------------------------------------
 
+// Reads the step's sequences straight into the backend's host staging buffer.
 StepBatch read_batch(RunState& s) {
     const EngineConfig& c = s.cfg;
     StepBatch b;
-    if (!c.first && !c.last) return b;  // middle stages need no tokens
+    if (!s.host_tokens) return b;  // middle stages need no tokens
     const int64_t first = s.data_position + (int64_t)c.dp_rank * c.grad_accum * c.micro_batch;
-    b.sequences.resize((size_t)c.grad_accum);
-    for (int j = 0; j < c.grad_accum; ++j) {
-        b.sequences[(size_t)j].resize((size_t)(c.micro_batch * (c.seq + 1)));
-        s.data->read_sequences(first + (int64_t)j * c.micro_batch, c.micro_batch, c.seq, b.sequences[(size_t)j].data());
-    }
+    const int64_t per_mb = (int64_t)c.micro_batch * (c.seq + 1);
+    for (int j = 0; j < c.grad_accum; ++j)
+        s.data->read_sequences(first + (int64_t)j * c.micro_batch, c.micro_batch, c.seq, s.host_tokens + j * per_mb);
+    b.tokens = s.host_tokens;
     return b;
 }
 
@@ -350,26 +351,35 @@ void train_one_step(RunState& s) {
     const EngineConfig& c = s.cfg;
     StepTimes times;
     const auto t0 = clock_type::now();
+    const TransferStats transfers0 = s.be->transfer_stats();
     const StepBatch batch = read_batch(s);
-    const double loss_sum = run_pipeline_step(s.model, s.acts, s.groups, batch, times);
+    // The step's scalars stay on the device until the one download after the update.
+    double* scalars = s.optim.scalars;
+    s.be->zero(scalars, STEP_SCALAR_COUNT * sizeof(double));
+    run_pipeline_step(s.model, s.acts, s.groups, batch, scalars + SCALAR_LOSS_SUM, times);
     reduce_gradients(s.model, s.optim, s.groups, times);
+    accumulate_grad_squares(s.model, s.optim);
     // One world all-reduce carries the loss (from the last stage) and Σ g² (from every rank).
-    double sums[2] = {loss_sum, local_grad_square_sum(s.model, s.optim)};
     {
         const auto t1 = clock_type::now();
-        s.groups.world->all_reduce(sums, 2, DType::f64, ReduceOp::sum);
+        static_assert(SCALAR_GRAD_SQUARES == SCALAR_LOSS_SUM + 1, "one f64 all-reduce carries both");
+        s.groups.world->all_reduce(scalars + SCALAR_LOSS_SUM, 2, DType::f64, ReduceOp::sum);
         times.dp_comm += since(t1);
     }
-    const double tokens = (double)c.global_batch * c.seq;
-    const double loss = sums[0] / tokens;
-    const double grad_norm = std::sqrt(sums[1]);
-    if (!std::isfinite(grad_norm) || !std::isfinite(loss))
-        fatal_run_error("step " + std::to_string(s.step + 1) + ": loss " + std::to_string(loss) + ", gradient norm " +
-                        std::to_string(grad_norm) + " is not finite; stopping before the update corrupts the weights");
-    const double clip = s.job.training.grad_clip;
-    const float clip_scale = (clip > 0 && grad_norm > clip) ? (float)(clip / (grad_norm + 1e-6)) : 1.0f;
+    s.be->finish_step_scalars(scalars, s.job.training.grad_clip);
     const double lr = learning_rate(s.job.training, s.step);
-    optimizer_step(s.model, s.optim, s.groups, (float)lr, (float)s.job.training.weight_decay, clip_scale, times);
+    // Skips the update on its own when the loss or the norm is not finite.
+    optimizer_step(s.model, s.optim, s.groups, (float)lr, (float)s.job.training.weight_decay, times);
+    double host[STEP_SCALAR_COUNT];
+    s.be->download(host, scalars, sizeof host);  // the step's one read of the device
+    const TransferStats transfers1 = s.be->transfer_stats();
+    const double tokens = (double)c.global_batch * c.seq;
+    const double loss = host[SCALAR_LOSS_SUM] / tokens;
+    const double grad_norm = host[SCALAR_GRAD_NORM];
+    const double clip_scale = host[SCALAR_CLIP_SCALE];
+    if (host[SCALAR_FOUND_INF] != 0.0)
+        fatal_run_error("step " + std::to_string(s.step + 1) + ": loss " + std::to_string(loss) + ", gradient norm " +
+                        std::to_string(grad_norm) + " is not finite; the update was skipped and the run stops before the weights are corrupted");
     ++s.step;
     s.data_position += c.global_batch;
     times.total = since(t0);
@@ -384,7 +394,9 @@ void train_one_step(RunState& s) {
     j["loss"] = loss;
     j["lr"] = lr;
     j["grad_norm"] = grad_norm;
-    j["clipped"] = clip_scale < 1.0f;
+    j["clipped"] = clip_scale < 1.0;
+    j["host_transfers"] = {{"uploads", transfers1.uploads - transfers0.uploads},
+                           {"downloads", transfers1.downloads - transfers0.downloads}};
     j["tokens"] = tokens;
     j["tokens_per_s"] = tokens_per_s;
     j["tflops"] = tflops;
@@ -408,6 +420,8 @@ void teardown(RunState& s) {
         free_activations(*s.be, s.acts);
         free_optimizer(*s.be, s.optim);
         free_model(s.model);
+        s.be->release_host(s.host_tokens);
+        s.host_tokens = nullptr;
     }
 }
 
@@ -446,6 +460,9 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     s.model = build_model(*s.be, s.cfg, (uint64_t)job.training.seed);
     s.acts = alloc_activations(*s.be, s.cfg);
     s.optim = make_optimizer(*s.be, s.model);
+    if (s.cfg.first || s.cfg.last)
+        s.host_tokens = (int32_t*)s.be->alloc_host(
+            (size_t)s.cfg.grad_accum * s.cfg.micro_batch * (s.cfg.seq + 1) * sizeof(int32_t), "token ids (host staging)");
     if (options.resume)
         if (int rc = resume_run(s)) return rc;
     emit_start(s);

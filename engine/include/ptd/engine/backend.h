@@ -20,6 +20,28 @@
 
 namespace ptd::engine {
 
+// The step's scalars live in one device buffer of STEP_SCALAR_COUNT doubles, so that no
+// reduction returns a value to the host inside a step: the loss sum and Σg² accumulate
+// there, travel together in one f64 all-reduce over the world, the norm, clip scale and
+// found-inf flag are derived there (finish_step_scalars), AdamW reads them there, and the
+// host downloads the buffer once per step, after the update, for the metrics line.
+enum StepScalar : int {
+    SCALAR_LOSS_SUM = 0,   // Σ per-token loss over the rows this rank owns (last stage, tp rank 0)
+    SCALAR_GRAD_SQUARES,   // Σ g² over the gradient elements this rank counts in the norm
+    SCALAR_GRAD_NORM,      // √(world Σ g²)
+    SCALAR_CLIP_SCALE,     // min(1, clip / (‖g‖ + 1e-6)), or 1 without clipping
+    SCALAR_FOUND_INF,      // 1 when the loss or the norm is not finite (the update is skipped), else 0
+    STEP_SCALAR_COUNT
+};
+
+// How many host↔device copies the backend made (counted by upload / download); the
+// trainer reports the per-step difference so that a test can see that a step reads the
+// device exactly once.
+struct TransferStats {
+    int64_t uploads = 0, downloads = 0;
+    int64_t upload_bytes = 0, download_bytes = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -34,13 +56,29 @@ public:
     virtual void reset_peaks() = 0;     // peak := current, per category and total
     virtual void upload(void* dst, const void* src_host, size_t bytes) = 0;
     virtual void download(void* dst_host, const void* src, size_t bytes) = 0;
+    virtual TransferStats transfer_stats() const = 0;
+    // Host staging memory the backend owns (pinned on a GPU, so uploads from it can be
+    // asynchronous): token ids are read into it and uploaded from it. Zero-filled.
+    virtual void* alloc_host(size_t bytes, const char* what) = 0;
+    virtual void release_host(void* p) = 0;  // nullptr is a no-op
+    virtual void zero(void* x, size_t bytes) = 0;  // device memset
 
     // ---- elementwise ------------------------------------------------------------------
     virtual void fill(float* x, float value, int64_t n) = 0;
     virtual void copy(float* dst, const float* src, int64_t n) = 0;
     virtual void add(float* y, const float* x, int64_t n) = 0;             // y += x
     virtual void scale(float* x, float a, int64_t n) = 0;                  // x *= a
-    virtual double sum_squares(const float* x, int64_t n) = 0;            // Σ x², in double
+    // acc[0] += Σ x², summed in double; acc is a device scalar (nothing returns to the host).
+    virtual void sum_squares(double* acc, const float* x, int64_t n) = 0;
+    // acc[0] += Σ x, the sum taken in double from 0 in index order, then added.
+    virtual void sum_into(double* acc, const float* x, int64_t n) = 0;
+    // From s[SCALAR_LOSS_SUM] and s[SCALAR_GRAD_SQUARES] (already reduced over the world):
+    // s[SCALAR_GRAD_NORM], s[SCALAR_CLIP_SCALE] (max_norm ≤ 0: no clipping) and
+    // s[SCALAR_FOUND_INF].
+    virtual void finish_step_scalars(double* s, double max_norm) = 0;
+    // Token ids of one micro-batch: seq [B, T+1] (B sequences of T+1 ids) → inputs [B·T]
+    // (ids 0..T−1 of each) and targets [B·T] (ids 1..T); either may be null.
+    virtual void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) = 0;
 
     // ---- GEMM --------------------------------------------------------------------------
     // C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C. op(A) = A ([M,K]) or Aᵀ (A is
@@ -126,9 +164,11 @@ public:
     // ---- optimizer ---------------------------------------------------------------------
     // AdamW (Loshchilov & Hutter): m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
     // p −= lr · (m̂ / (√v̂ + eps) + wd · p) with m̂ = m/(1−β1^step), v̂ = v/(1−β2^step).
-    // `grad_scale` multiplies g first (clipping). step ≥ 1.
+    // g is first multiplied by (float) scalars[SCALAR_CLIP_SCALE] (clipping); nothing
+    // changes when scalars[SCALAR_FOUND_INF] != 0 (the step is skipped). `scalars` is the
+    // device buffer of finish_step_scalars. step ≥ 1.
     virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, float grad_scale, int64_t step) = 0;
+                       float beta2, float eps, float weight_decay, const double* scalars, int64_t step) = 0;
 };
 
 // The CPU backend: OpenBLAS sgemm, OpenMP elsewhere. `threads` ≤ 0 = OMP default.

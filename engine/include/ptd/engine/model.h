@@ -167,6 +167,7 @@ struct Activations {
     float *w_loss = nullptr;      // [R]
     float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit
     float *w_embed = nullptr;     // [R, h] embedding output before the SP reduce-scatter
+    int32_t* tokens_staging = nullptr;  // first / last stage: one micro-batch's ids [b, s+1] as uploaded
     // Pipeline buffers: one per (chunk, micro-batch) of a step, index c·m + j, so async
     // sends never alias (null where that chunk sends nothing in that direction).
     std::vector<float*> send_fwd, send_bwd;  // [Rl, h] each
@@ -197,10 +198,12 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& acts, const flo
                     StageComm& c);
 
 // Last stage: final norm, logits, vocab-parallel cross entropy and its backward at once.
-// Reads out.lnf_in and out.targets; returns Σ loss over the R rows; writes the gradient
-// of lnf_in to `d_in` ([Rl, h]); `loss_scale` = 1 / (tokens in the global batch).
-double output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, StageComm& c);
-// Forward only (evaluation): Σ loss over the rows.
-double output_forward(Model& m, Activations& a, StageComm& c);
+// Reads out.lnf_in and out.targets; adds Σ loss over the R rows to the device scalar
+// *loss_acc (null: not counted; nothing is read back to the host); writes the gradient of
+// lnf_in to `d_in` ([Rl, h]); `loss_scale` = 1 / (tokens in the global batch).
+void output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, double* loss_acc,
+                             StageComm& c);
+// Forward only (evaluation): adds Σ loss over the rows to *loss_acc.
+void output_forward(Model& m, Activations& a, double* loss_acc, StageComm& c);
 
 }  // namespace ptd::engine

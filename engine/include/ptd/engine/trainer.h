@@ -48,6 +48,7 @@ struct OptimizerState {
     float* m = nullptr;            // [shard_numel] (MEM_OPTIMIZER)
     float* v = nullptr;
     int64_t step = 0;              // optimizer steps taken (Adam's bias-correction t)
+    double* scalars = nullptr;     // [STEP_SCALAR_COUNT] the step's scalars (device, MEM_WORKSPACE)
 };
 OptimizerState make_optimizer(Backend& be, const Model& model);
 void free_optimizer(Backend& be, OptimizerState& st);
@@ -61,18 +62,21 @@ struct StepTimes {
 // tied embedding over its first/last-stage group, then data parallel (all-reduce, or
 // ZeRO-1 reduce-scatter into this rank's shard).
 void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups, StepTimes& times);
-// Σ g² over the gradient elements this rank is responsible for in the global norm
-// (every element of the model is counted on exactly one rank).
-double local_grad_square_sum(Model& model, const OptimizerState& st);
-// AdamW on this rank's shard with the clip factor, then (ZeRO-1) all-gather the
-// parameters over dp; zeroes the gradients.
+// Adds Σ g² over the gradient elements this rank is responsible for in the global norm
+// (every element of the model is counted on exactly one rank) to
+// st.scalars[SCALAR_GRAD_SQUARES], on the device.
+void accumulate_grad_squares(Model& model, OptimizerState& st);
+// AdamW on this rank's shard with the clip factor of st.scalars (skipped when it found a
+// non-finite loss or norm), then (ZeRO-1) all-gather the parameters over dp; zeroes the
+// gradients.
 void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
-                    float clip_scale, StepTimes& times);
+                    StepTimes& times);
 
-// The micro-batches of one step for this rank: token ids [m][b·(s+1)] of the sequences
-// this data-parallel replica trains on (global sequences first + (dp_rank·m + j)·b …).
+// The micro-batches of one step for this rank: token ids [m][b][s+1] of the sequences
+// this data-parallel replica trains on (global sequences first + (dp_rank·m + j)·b …), in
+// host staging memory the backend owns (Backend::alloc_host; null on middle stages).
 struct StepBatch {
-    std::vector<std::vector<int32_t>> sequences;
+    const int32_t* tokens = nullptr;
 };
 
 // ---- the pipeline schedule as data (schedule.cpp) -----------------------------------------
@@ -114,10 +118,11 @@ std::vector<PipelinePlanEntry> pipeline_plan(int pp, int pp_rank, int vpp, int m
 
 // Runs forward and backward of every micro-batch through this stage with the 1F1B
 // schedule (warm-up forwards, steady one-forward-one-backward, cool-down backwards),
-// point-to-point over groups.pp as pipeline_plan says. Returns Σ loss over the rows this rank computed the loss
-// for (last stage, tp rank 0; 0 elsewhere).
-double run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
-                         StepTimes& times);
+// point-to-point over groups.pp as pipeline_plan says. Adds Σ loss over the rows this
+// rank computes the loss for (last stage, tp rank 0; nothing elsewhere) to the device
+// scalar *loss_acc. Each micro-batch's token ids are uploaded once.
+void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
+                       double* loss_acc, StepTimes& times);
 
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).
