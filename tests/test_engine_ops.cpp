@@ -222,6 +222,45 @@ std::unique_ptr<Backend> backend(int threads = 2) { return make_cpu_backend(thre
 
 // ---- memory --------------------------------------------------------------------------------
 
+// Planned memory: once the engine sealed the allocator after start-up, any allocation (an
+// op's scratch, a step's temporary) stops the process naming the buffer.
+TEST(EngineOpsMemory, SealedAllocatorRefusesEveryAllocation) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto be = backend();
+    void* before = be->alloc(MEM_WORKSPACE, 64, "planned");
+    be->seal_allocations(true);
+    EXPECT_DEATH(be->alloc(MEM_WORKSPACE, 64, "late scratch"), "allocation after start-up: 64 bytes for late scratch");
+    EXPECT_DEATH(be->alloc_host(16, "late staging"), "host allocation after start-up: 16 bytes for late staging");
+    be->release(before);  // releasing is fine (teardown)
+    be->seal_allocations(false);
+    be->release(be->alloc(MEM_WORKSPACE, 8, "after teardown"));
+}
+
+// The ops that used to allocate scratch take it from the caller: attention backward (its
+// planned workspace), RoPE (a table built once), the gradient norm (no allocation).
+TEST(EngineOpsMemory, OpsAllocateNothing) {
+    auto be = backend(2);
+    const attn_shape sh{2, 70, 4, 2, 8};
+    const auto [B, T, H, G, D] = sh;
+    vecf q = random_vec(B * T * H * D, 1), k = random_vec(B * T * G * D, 2), v = random_vec(B * T * G * D, 3);
+    vecf ctx(q.size()), probs(B * H * T * T), dctx = random_vec(q.size(), 4), dq(q.size()), dk(k.size()), dv(v.size());
+    vecf ws((size_t)be->attention_backward_workspace(B, T, H, G, D)), table(T * D);
+    be->rope_table(table.data(), T, D, 10000.0f);
+    const MemStats m0 = be->mem_stats();
+    be->seal_allocations(true);
+    be->rope_forward(q.data(), B, T, H, D, 0, table.data(), T);
+    be->attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D);
+    be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), q.data(), k.data(), v.data(), B,
+                           T, H, G, D, ws.data());
+    be->rope_backward(dq.data(), B, T, H, D, 0, table.data(), T);
+    double acc = 0;
+    be->sum_squares(&acc, dq.data(), (int64_t)dq.size());
+    be->seal_allocations(false);
+    const MemStats m1 = be->mem_stats();
+    EXPECT_EQ(m1.total_peak, m0.total_peak);
+    EXPECT_GT(acc, 0.0);
+}
+
 TEST(EngineOpsMemory, AllocTagsAlignsZeroFillsAndTracksPeaks) {
     auto be = backend();
     EXPECT_STREQ(be->name(), "cpu");
@@ -538,25 +577,34 @@ TEST(EngineOps, SwigluForwardAndBackward) {
 
 // ---- attention -----------------------------------------------------------------------------
 
+// attention_backward's scratch, sized as the engine plans it at start-up.
+vecf attention_workspace(const ptd::engine::Backend& be, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    return vecf((size_t)be.attention_backward_workspace(B, T, H, G, D));
+}
+
 TEST(EngineOps, RopeForwardBackward) {
     auto be = backend();
     const int64_t B = 2, T = 5, nh = 3, D = 8;
     const float theta = 10000.0f;
+    // The angle table is built once (at start-up in the engine) for every position used.
+    const int64_t positions = 5000 + T;
+    vecf table(2 * positions * D / 2);
+    be->rope_table(table.data(), positions, D, theta);
     for (int64_t pos0 : {int64_t{0}, int64_t{3}, int64_t{5000}}) {
         vecf x = random_vec(B * T * nh * D, 90), y = x;
-        be->rope_forward(y.data(), B, T, nh, D, pos0, theta);
+        be->rope_forward(y.data(), B, T, nh, D, pos0, table.data(), positions);
         expect_close(y, rope_ref(to_d(x), B, T, nh, D, pos0, theta), 1e-6, 1e-5, "rope pos0=" + std::to_string(pos0));
 
         // backward: the gradient of Σ rope(x) ⊙ R with respect to x
         vecf dy = random_vec(x.size(), 91), dx = dy;
-        be->rope_backward(dx.data(), B, T, nh, D, pos0, theta);
+        be->rope_backward(dx.data(), B, T, nh, D, pos0, table.data(), positions);
         const vecd R = to_d(dy);
         const vecd num =
             numeric_grad([&](const vecd& v) { return dot(rope_ref(v, B, T, nh, D, pos0, theta), R); }, to_d(x));
         expect_close(dx, num, 1e-5, 1e-4, "rope dx pos0=" + std::to_string(pos0));
 
         // the inverse rotation undoes the forward
-        be->rope_backward(y.data(), B, T, nh, D, pos0, theta);
+        be->rope_backward(y.data(), B, T, nh, D, pos0, table.data(), positions);
         expect_close(y, to_d(x), 1e-6, 1e-5, "rope roundtrip");
     }
 }
@@ -600,7 +648,7 @@ TEST(EngineOps, AttentionBackwardFiniteDifferences) {
     vecf dctx = random_vec(ctx.size(), 210);
     vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);  // overwritten, not +=
     be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
-                           a.v.data(), B, T, H, G, D);
+                           a.v.data(), B, T, H, G, D, attention_workspace(*be, B, T, H, G, D).data());
     const vecd R = to_d(dctx), qd = to_d(a.q), kd = to_d(a.k), vd = to_d(a.v);
     auto loss = [&](const vecd& q, const vecd& k, const vecd& v) {
         vecd c, p;
@@ -632,7 +680,7 @@ TEST(EngineOps, AttentionBackwardManyBlocks) {
         vecf dctx = random_vec(ctx.size(), 310);
         vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);
         be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
-                               a.v.data(), B, T, H, G, D);
+                               a.v.data(), B, T, H, G, D, attention_workspace(*be, B, T, H, G, D).data());
         vecd rq, rk, rv;
         attn_bwd_ref(rq, rk, rv, to_d(dctx), to_d(a.q), to_d(a.k), to_d(a.v), s);
         const std::string tag = " T=" + std::to_string(T);
@@ -876,7 +924,7 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
         be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
         const vecf dctx = random_vec(ctx.size(), 705);
         be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
-                               a.v.data(), B, T, H, G, D);
+                               a.v.data(), B, T, H, G, D, attention_workspace(*be, B, T, H, G, D).data());
         outs.insert(outs.end(), {ctx, probs, dq, dk, dv});
         return outs;
     };

@@ -166,6 +166,7 @@ public:
             openblas_set_num_threads(threads);
             omp_set_num_threads(threads);
         }
+        planned_threads_ = omp_get_max_threads();
     }
 
     const char* name() const override { return "cpu"; }
@@ -175,6 +176,8 @@ public:
     void* alloc(MemCategory cat, size_t bytes, const char* what) override {
         PTD_REQUIRE(cat >= 0 && cat < MEM_CATEGORY_COUNT, "bad memory category %d for %s", static_cast<int>(cat),
                     what ? what : "?");
+        PTD_REQUIRE(!sealed_, "allocation after start-up: %zu bytes for %s (%s); all memory is planned at start-up",
+                    bytes, what ? what : "?", category_name(cat));
         const size_t body = (bytes + k_align - 1) / k_align * k_align;
         void* base = nullptr;
         if (bytes <= SIZE_MAX - 2 * k_align) base = std::aligned_alloc(k_align, sizeof(block_header) + body);
@@ -209,6 +212,7 @@ public:
     }
 
     MemStats mem_stats() const override { return stats_; }
+    void seal_allocations(bool sealed) override { sealed_ = sealed; }
 
     void reset_peaks() override {
         for (int c = 0; c < MEM_CATEGORY_COUNT; c++) stats_.peak[c] = stats_.current[c];
@@ -230,6 +234,8 @@ public:
     // Host and device memory are the same here; staging blocks carry no category (they are
     // not device memory) and are not counted in mem_stats.
     void* alloc_host(size_t bytes, const char* what) override {
+        PTD_REQUIRE(!sealed_, "host allocation after start-up: %zu bytes for %s; all memory is planned at start-up",
+                    bytes, what ? what : "?");
         const size_t body = std::max<size_t>(k_align, (bytes + k_align - 1) / k_align * k_align);
         void* p = bytes <= SIZE_MAX - k_align ? std::aligned_alloc(k_align, body) : nullptr;
         if (!p) {
@@ -296,20 +302,26 @@ public:
     double sum_squares_value(const float* x, int64_t n) {
         PTD_REQUIRE(n >= 0, "n = %lld", static_cast<long long>(n));
         constexpr int64_t chunk = 1 << 16;
+        // Chunk partials go through a fixed array, a batch of chunks at a time (no
+        // allocation inside the op); they are still added in chunk order.
+        constexpr int64_t batch = 64;
         const int64_t nchunks = (n + chunk - 1) / chunk;
-        std::vector<double> partial(static_cast<size_t>(nchunks));
-#pragma omp parallel for schedule(static) if (nchunks > 1)
-        for (int64_t ci = 0; ci < nchunks; ci++) {
-            const int64_t i0 = ci * chunk, i1 = std::min(n, i0 + chunk);
-            double acc[8] = {};
-            int64_t i = i0;
-            for (; i + 8 <= i1; i += 8)
-                for (int j = 0; j < 8; j++) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
-            for (; i < i1; i++) acc[0] += static_cast<double>(x[i]) * x[i];
-            partial[ci] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-        }
+        double partial[batch];
         double s = 0.0;
-        for (double p : partial) s += p;
+        for (int64_t c0 = 0; c0 < nchunks; c0 += batch) {
+            const int64_t cn = std::min(batch, nchunks - c0);
+#pragma omp parallel for schedule(static) if (cn > 1)
+            for (int64_t ci = 0; ci < cn; ci++) {
+                const int64_t i0 = (c0 + ci) * chunk, i1 = std::min(n, i0 + chunk);
+                double acc[8] = {};
+                int64_t i = i0;
+                for (; i + 8 <= i1; i += 8)
+                    for (int j = 0; j < 8; j++) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+                for (; i < i1; i++) acc[0] += static_cast<double>(x[i]) * x[i];
+                partial[ci] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            }
+            for (int64_t ci = 0; ci < cn; ci++) s += partial[ci];
+        }
         return s;
     }
 
@@ -514,12 +526,30 @@ public:
     // ---- attention ---------------------------------------------------------------------
 
     // x [B,T,nh,D]: rotate the pairs (i, i + D/2) by the angle (pos0 + t)·theta^(−2i/D).
-    void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, float theta) override {
-        rope(x, B, T, nh, D, pos0, theta, 1.0f);
+    void rope_table(float* table, int64_t positions, int64_t D, float theta) override {
+        PTD_REQUIRE(positions >= 0 && D > 0 && D % 2 == 0, "bad shape positions=%lld D=%lld (even)",
+                    static_cast<long long>(positions), static_cast<long long>(D));
+        PTD_REQUIRE(theta > 0.0f, "theta = %g", static_cast<double>(theta));
+        const int64_t half = D / 2;
+        float* cs = table;
+        float* sn = table + positions * half;
+        for (int64_t i = 0; i < half; i++) {
+            const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / D);
+            for (int64_t t = 0; t < positions; t++) {
+                const double ang = static_cast<double>(t) * freq;
+                cs[t * half + i] = static_cast<float>(std::cos(ang));
+                sn[t * half + i] = static_cast<float>(std::sin(ang));
+            }
+        }
+    }
+    void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
+                      int64_t positions) override {
+        rope(x, B, T, nh, D, pos0, table, positions, 1.0f);
     }
     // The inverse rotation (angle negated): the transpose of the forward's linear map.
-    void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, float theta) override {
-        rope(dx, B, T, nh, D, pos0, theta, -1.0f);
+    void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
+                       int64_t positions) override {
+        rope(dx, B, T, nh, D, pos0, table, positions, -1.0f);
     }
 
     // One task per (b, h, block of query rows [t0, t1)); the block only sees keys < t1:
@@ -560,21 +590,23 @@ public:
     // result is deterministic without atomics.
     void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
                             const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G,
-                            int64_t D) override {
+                            int64_t D, float* workspace) override {
         check_attention(B, T, H, G, D);
         if (B == 0 || T == 0) return;
         const float scale = 1.0f / std::sqrt(static_cast<float>(D));
         const int64_t rep = H / G, nb = (T + k_attn_block - 1) / k_attn_block;
-        const int nthreads = omp_get_max_threads();
-        // Scratch: ρ [B,H,T] and one [T, block] dP/dS tile per thread.
+        // Scratch (planned by the caller, attention_backward_workspace): ρ [B,H,T] and one
+        // [T, block] dP/dS tile per thread.
         const int64_t tile = T * k_attn_block;
-        auto* rho = static_cast<float*>(alloc(MEM_WORKSPACE, sizeof(float) * B * H * T, "attention backward rho"));
-        auto* tiles = static_cast<float*>(
-            alloc(MEM_WORKSPACE, sizeof(float) * tile * nthreads, "attention backward dS tiles"));
+        PTD_REQUIRE(workspace != nullptr, "attention_backward needs its planned workspace");
+        // At most the threads the workspace was planned for (one tile each).
+        const int nt = std::min(omp_get_max_threads(), threads_planned());
+        float* rho = workspace;
+        float* tiles = workspace + B * H * T;
         {
             blas_single_thread single;
             const int64_t tasks1 = B * H * nb;
-#pragma omp parallel for schedule(static, 1)
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
             for (int64_t task = 0; task < tasks1; task++) {
                 float* ds = tiles + tile * omp_get_thread_num();  // [m, t1], ld t1
                 const int64_t qb = task % nb, bh = task / nb, h = bh % H, b = bh / H, g = h / rep;
@@ -599,7 +631,7 @@ public:
                           H * D);
             }
             const int64_t tasks2 = B * G * nb;
-#pragma omp parallel for schedule(static, 1)
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
             for (int64_t task = 0; task < tasks2; task++) {
                 float* ds = tiles + tile * omp_get_thread_num();  // [T − k0, n], ld n
                 const int64_t kb = task % nb, bg = task / nb, g = bg % G, b = bg / G;
@@ -628,8 +660,10 @@ public:
                 }
             }
         }
-        release(tiles);
-        release(rho);
+    }
+
+    int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const override {
+        return B * H * T + T * k_attn_block * threads_planned();
     }
 
     // ---- embedding ---------------------------------------------------------------------
@@ -781,6 +815,8 @@ public:
 private:
     MemStats stats_;
     TransferStats transfers_;
+    bool sealed_ = false;
+    int planned_threads_ = 1;
 
     static void check_attention(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
         PTD_REQUIRE(B >= 0 && T >= 0 && H > 0 && G > 0 && D > 0, "bad shape B=%lld T=%lld H=%lld G=%lld D=%lld",
@@ -811,34 +847,31 @@ private:
     // The angles are formed in double: (pos0 + t)·freq reaches thousands of radians, where
     // fp32 would lose the low bits before cos/sin. One [T, D/2] table per call, shared by
     // every batch row and head.
-    static void rope(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, float theta, float sign) {
-        PTD_REQUIRE(B >= 0 && T >= 0 && nh >= 0 && D > 0 && D % 2 == 0 && pos0 >= 0,
-                    "bad shape B=%lld T=%lld nh=%lld D=%lld (even) pos0=%lld", static_cast<long long>(B),
-                    static_cast<long long>(T), static_cast<long long>(nh), static_cast<long long>(D),
-                    static_cast<long long>(pos0));
-        PTD_REQUIRE(theta > 0.0f, "theta = %g", static_cast<double>(theta));
+    // Threads the per-thread scratch is planned for: the OpenMP maximum when the backend
+    // was made (set_num_threads there), fixed for the run.
+    int threads_planned() const { return planned_threads_; }
+
+    static void rope(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
+                     int64_t positions, float sign) {
+        PTD_REQUIRE(B >= 0 && T >= 0 && nh >= 0 && D > 0 && D % 2 == 0 && pos0 >= 0 && pos0 + T <= positions,
+                    "bad shape B=%lld T=%lld nh=%lld D=%lld (even) pos0=%lld (table of %lld positions)",
+                    static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(nh),
+                    static_cast<long long>(D), static_cast<long long>(pos0), static_cast<long long>(positions));
         const int64_t half = D / 2;
-        std::vector<float> cs(static_cast<size_t>(T * half)), sn(static_cast<size_t>(T * half));
-        for (int64_t i = 0; i < half; i++) {
-            const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / D);
-            for (int64_t t = 0; t < T; t++) {
-                const double ang = static_cast<double>(pos0 + t) * freq;
-                cs[t * half + i] = static_cast<float>(std::cos(ang));
-                sn[t * half + i] = sign * static_cast<float>(std::sin(ang));
-            }
-        }
+        const float* cs = table + pos0 * half;
+        const float* sn = table + (positions + pos0) * half;
         const int64_t bt_rows = B * T;
 #pragma omp parallel for schedule(static) if (bt_rows * nh * D >= k_par_min)
         for (int64_t bt = 0; bt < bt_rows; bt++) {
-            const float* c = cs.data() + (bt % T) * half;
-            const float* s = sn.data() + (bt % T) * half;
+            const float* c = cs + (bt % T) * half;
+            const float* s = sn + (bt % T) * half;
             for (int64_t h = 0; h < nh; h++) {
                 float* x1 = x + (bt * nh + h) * D;
                 float* x2 = x1 + half;
                 for (int64_t i = 0; i < half; i++) {
-                    const float a = x1[i], b = x2[i];
-                    x1[i] = a * c[i] - b * s[i];
-                    x2[i] = a * s[i] + b * c[i];
+                    const float a = x1[i], b = x2[i], si = sign * s[i];
+                    x1[i] = a * c[i] - b * si;
+                    x2[i] = a * si + b * c[i];
                 }
             }
         }

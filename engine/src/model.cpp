@@ -396,6 +396,12 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         a.w_dact = ws(R * F, "workspace.dact");
         a.w_dfc1 = ws(R * F, "workspace.dfc1");
         if (c.swiglu()) a.w_dfc3 = ws(R * F, "workspace.dfc3");
+        a.w_attn_bwd = ws(be.attention_backward_workspace(c.micro_batch, c.seq, c.heads_l(), c.kv_l(), c.head_dim()),
+                          "workspace.attention_backward");
+        if (ms.position == Position::rope) {
+            a.rope_table = ws(c.seq * c.head_dim(), "workspace.rope_table");
+            be.rope_table(a.rope_table, c.seq, c.head_dim(), (float)ms.rope_theta);
+        }
     }
     if (c.last) {
         a.w_loss = ws(R, "workspace.loss");
@@ -430,6 +436,8 @@ void free_activations(Backend& be, Activations& a) {
                      a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
         rel(p);
     rel(a.tokens_staging);
+    rel(a.w_attn_bwd);
+    rel(a.rope_table);
     for (float* p : a.send_fwd) rel(p);
     for (float* p : a.send_bwd) rel(p);
     for (float* p : a.d_head) rel(p);
@@ -543,8 +551,8 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, float* out, S
     linear_forward(be, x.k, x.ln1_out, P.wk, P.bk, R, G * D, h);
     linear_forward(be, x.v, x.ln1_out, P.wv, P.bv, R, G * D, h);
     if (cfg.model.position == Position::rope) {
-        be.rope_forward(x.q, B, T, H, D, 0, (float)cfg.model.rope_theta);
-        be.rope_forward(x.k, B, T, G, D, 0, (float)cfg.model.rope_theta);
+        be.rope_forward(x.q, B, T, H, D, 0, a.rope_table, T);
+        be.rope_forward(x.k, B, T, G, D, 0, a.rope_table, T);
     }
     be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
     linear_forward(be, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
@@ -603,10 +611,10 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const float*
     // the attention core runs again from the saved Q, K, V (post-RoPE). The context it
     // writes again is bit-identical and no longer read (dWo above was its last use).
     if (cfg.recompute_selective) be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
-    be.attention_backward(a.w_dq, a.w_dk, a.w_dv, a.w_dctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
+    be.attention_backward(a.w_dq, a.w_dk, a.w_dv, a.w_dctx, x.probs, x.q, x.k, x.v, B, T, H, G, D, a.w_attn_bwd);
     if (cfg.model.position == Position::rope) {
-        be.rope_backward(a.w_dq, B, T, H, D, 0, (float)cfg.model.rope_theta);
-        be.rope_backward(a.w_dk, B, T, G, D, 0, (float)cfg.model.rope_theta);
+        be.rope_backward(a.w_dq, B, T, H, D, 0, a.rope_table, T);
+        be.rope_backward(a.w_dk, B, T, G, D, 0, a.rope_table, T);
     }
     linear_backward(be, a.w_dln, false, a.w_dq, x.ln1_out, P.wq, P.bq, R, H * D, h);
     linear_backward(be, a.w_dln, true, a.w_dk, x.ln1_out, P.wk, P.bk, R, G * D, h);

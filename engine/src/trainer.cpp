@@ -417,6 +417,7 @@ void train_one_step(RunState& s) {
 
 void teardown(RunState& s) {
     if (s.be) {
+        s.be->seal_allocations(false);
         free_activations(*s.be, s.acts);
         free_optimizer(*s.be, s.optim);
         free_model(s.model);
@@ -465,6 +466,9 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
             (size_t)s.cfg.grad_accum * s.cfg.micro_batch * (s.cfg.seq + 1) * sizeof(int32_t), "token ids (host staging)");
     if (options.resume)
         if (int rc = resume_run(s)) return rc;
+    // Planned memory: everything is allocated by now; from here on an allocation (in an op,
+    // in a step) stops the rank naming the buffer.
+    s.be->seal_allocations(true);
     emit_start(s);
     if (env.rank == 0)
         log_line(s, "training " + job.model.name + " on " + std::to_string(env.world_size) + " rank(s): tp " +

@@ -53,6 +53,10 @@ public:
     virtual void* alloc(MemCategory cat, size_t bytes, const char* what) = 0;
     virtual void release(void* p) = 0;  // nullptr is a no-op
     virtual MemStats mem_stats() const = 0;
+    // Planned memory: once sealed, any alloc or alloc_host is a programmer error that stops
+    // the process naming the buffer (the engine seals after start-up, so no op and no step
+    // allocates). Unsealed again for teardown.
+    virtual void seal_allocations(bool sealed) = 0;
     virtual void reset_peaks() = 0;     // peak := current, per category and total
     virtual void upload(void* dst, const void* src_host, size_t bytes) = 0;
     virtual void download(void* dst_host, const void* src, size_t bytes) = 0;
@@ -113,21 +117,27 @@ public:
 
     // ---- attention ---------------------------------------------------------------------
     // RoPE (rotate-half / NeoX & HF Llama convention: pairs (i, i + D/2)), in place on
-    // x [B,T,nh,D]; position of row t is pos0 + t; freq_i = theta^(−2i/D).
+    // x [B,T,nh,D]; position of row t is pos0 + t; freq_i = theta^(−2i/D). The angles come
+    // from a table built once at start-up (no allocation inside the op): rope_table fills
+    // table [2, positions, D/2] with cos, then sin, of p·freq_i for p < positions; the ops
+    // need pos0 + T ≤ positions.
+    virtual void rope_table(float* table, int64_t positions, int64_t D, float theta) = 0;
     virtual void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
-                              float theta) = 0;
+                              const float* table, int64_t positions) = 0;
     // The inverse rotation applied to a gradient, in place.
     virtual void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
-                               float theta) = 0;
+                               const float* table, int64_t positions) = 0;
     // Causal softmax attention. q [B,T,H,D], k,v [B,T,G,D] with H % G == 0 (query head h
     // uses kv head h / (H/G)); probs [B,H,T,T] saved (entries above the diagonal are 0);
     // ctx [B,T,H,D]; scale 1/√D.
     virtual void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v,
                                    int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) = 0;
-    // dq, dk, dv overwritten.
+    // dq, dk, dv overwritten. `workspace` holds attention_backward_workspace(B, T, H, G, D)
+    // f32 elements of scratch, planned at start-up (the op allocates nothing).
     virtual void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs,
                                     const float* q, const float* k, const float* v, int64_t B, int64_t T,
-                                    int64_t H, int64_t G, int64_t D) = 0;
+                                    int64_t H, int64_t G, int64_t D, float* workspace) = 0;
+    virtual int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const = 0;
 
     // ---- embedding (vocab-parallel) ----------------------------------------------------
     // out[r,:] = wte[tok[r] − v0, :] when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C].

@@ -168,6 +168,8 @@ struct Activations {
     float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit
     float *w_embed = nullptr;     // [R, h] embedding output before the SP reduce-scatter
     int32_t* tokens_staging = nullptr;  // first / last stage: one micro-batch's ids [b, s+1] as uploaded
+    float* w_attn_bwd = nullptr;  // attention_backward's scratch (Backend::attention_backward_workspace)
+    float* rope_table = nullptr;  // RoPE: cos and sin of every position's angles [2, s, D/2], built once
     // Pipeline buffers: one per (chunk, micro-batch) of a step, index c·m + j, so async
     // sends never alias (null where that chunk sends nothing in that direction).
     std::vector<float*> send_fwd, send_bwd;  // [Rl, h] each
