@@ -20,6 +20,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+
+#include "ptd/engine/comm.h"
 #include <memory>
 #include <random>
 #include <string>
@@ -259,6 +261,35 @@ TEST(EngineOpsMemory, OpsAllocateNothing) {
     const MemStats m1 = be->mem_stats();
     EXPECT_EQ(m1.total_peak, m0.total_peak);
     EXPECT_GT(acc, 0.0);
+}
+
+// Streams and events: the stream-checking backend stops a communicator read of memory
+// whose last compute write the comm stream has not waited for (a GPU would send stale
+// data), and accepts it once an event recorded after the write was waited for.
+TEST(EngineStreams, CommReadBeforeTheComputeEventIsCaught) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto be = make_stream_checking_backend(backend());
+    auto comm = make_self_communicator("tp", 0);
+    comm->set_read_observer([&](const void* x, size_t n, const char* op) { be->check_comm_read(x, n, op); });
+    const Event ready = be->create_event("compute done"), done = be->create_event("comm done");
+    auto* a = static_cast<float*>(be->alloc(MEM_WORKSPACE, 64 * sizeof(float), "partial sums"));
+    auto* w = static_cast<float*>(be->alloc(MEM_PARAMS, 64 * sizeof(float), "w"));
+    be->gemm(false, false, 8, 8, 8, 1.0f, w, w, 0.0f, a);  // compute writes a
+    // Without the event the comm stream could read a before the GEMM finished.
+    EXPECT_DEATH(comm->all_reduce_sum(a, 64),
+                 "the comm stream's all_reduce reads 256 bytes of \"partial sums\", written by compute op #1 \\(gemm\\)");
+    {
+        CommOnStream on_comm(*be, ready, done);  // record on compute, wait on comm
+        comm->all_reduce_sum(a, 64);
+        comm->all_gather(a + 16, 16, DType::f32);  // an interior pointer of the same buffer
+    }
+    be->scale(a, 2.0f, 64);  // a new write after the event: not visible to comm again
+    EXPECT_DEATH(comm->reduce_scatter(a, 64, DType::f32, ReduceOp::sum), "written by compute op #2 \\(scale\\)");
+    // Waiting for an event nobody recorded is a bug too.
+    const Event never = be->create_event("never recorded");
+    EXPECT_DEATH(be->wait_event(Stream::comm, never), "never recorded");
+    be->release(a);
+    be->release(w);
 }
 
 TEST(EngineOpsMemory, AllocTagsAlignsZeroFillsAndTracksPeaks) {

@@ -602,6 +602,41 @@ TEST(EngineTrain, OneDeviceReadPerStepAndOneTokenUploadPerMicroBatch) {
     }
 }
 
+// Streams and events: with PTD_STREAM_CHECK=1 the engine runs on the stream-checking
+// backend, which stops a rank when a communicator reads memory whose last compute write the
+// comm stream has not waited for (an event recorded on compute, waited on by comm). Every
+// kind of communication: TP all-reduce, SP all-gather / reduce-scatter, the vocab-parallel
+// loss reductions, pipeline p2p (1F1B and interleaved), the tied-embedding and dp
+// reductions, ZeRO-1 reduce-scatter / all-gather, and the world reduction of the step's
+// scalars. A bad value is a usage error naming the variable.
+TEST(EngineTrain, StreamCheckedRunsOrderCommAfterCompute) {
+    struct Case {
+        std::string preset;
+        int tp, pp, dp, zero;
+        bool sp;
+        int vpp;
+    };
+    setenv("PTD_STREAM_CHECK", "1", 1);
+    for (const Case& c : {Case{"tiny-gpt", 2, 2, 2, 1, true, 1}, Case{"tiny-llama", 2, 2, 2, 1, true, 1},
+                          Case{"tiny-gpt", 2, 2, 1, 0, false, 2}, Case{"tiny-llama", 1, 2, 2, 0, false, 2}}) {
+        TinyJob j;
+        j.preset = c.preset;
+        j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp, j.vpp = c.vpp;
+        const std::string name = "streams-" + vpp_case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, c.vpp});
+        auto runs = run_engine(write_job(j, name), j.world());
+        for (size_t r = 0; r < runs.size(); ++r) {
+            EXPECT_EQ(runs[r].err.find("stream check"), std::string::npos) << name << " rank " << r << ": " << runs[r].err;
+            expect_rank_matches(runs, r, reference_losses(c.preset), j.zero != 0);
+        }
+    }
+    setenv("PTD_STREAM_CHECK", "sometimes", 1);
+    TinyJob j;
+    auto bad = run_engine(write_job(j, "streams-bad"), 1);
+    unsetenv("PTD_STREAM_CHECK");
+    EXPECT_EQ(bad[0].exit_code, 2);
+    EXPECT_NE(bad[0].err.find("PTD_STREAM_CHECK: got \"sometimes\""), std::string::npos) << bad[0].err;
+}
+
 TEST(EngineTrain, UnevenLayersPerStageMatch) {
     const std::vector<double>& ref = reference_losses("tiny-gpt");
     TinyJob j;

@@ -171,6 +171,11 @@ public:
 
     const char* name() const override { return "cpu"; }
 
+    // One stream in effect: everything runs synchronously, so events order nothing.
+    Event create_event(const char*) override { return Event{next_event_++}; }
+    void record_event(Event, Stream) override {}
+    void wait_event(Stream, Event) override {}
+
     // ---- memory ------------------------------------------------------------------------
 
     void* alloc(MemCategory cat, size_t bytes, const char* what) override {
@@ -816,6 +821,7 @@ private:
     MemStats stats_;
     TransferStats transfers_;
     bool sealed_ = false;
+    int next_event_ = 0;
     int planned_threads_ = 1;
 
     static void check_attention(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {

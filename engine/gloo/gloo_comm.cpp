@@ -145,10 +145,11 @@ public:
     int size() const override { return 1; }
     const std::string& name() const override { return name_; }
     const std::vector<int>& global_ranks() const override { return ranks_; }
-    void all_reduce(void*, int64_t, DType, ReduceOp) override {}
-    void reduce_scatter(void*, int64_t, DType, ReduceOp) override {}
-    void all_gather(void*, int64_t, DType) override {}
-    void broadcast(void*, int64_t, DType, int) override {}
+    // The identity, but the buffer is read all the same (as NCCL would): checked.
+    void all_reduce(void* x, int64_t n, DType t, ReduceOp) override { observe_read(x, n, t, "all_reduce"); }
+    void reduce_scatter(void* x, int64_t n, DType t, ReduceOp) override { observe_read(x, n, t, "reduce_scatter"); }
+    void all_gather(void* x, int64_t n, DType t) override { observe_read(x, n, t, "all_gather"); }
+    void broadcast(void* x, int64_t n, DType t, int) override { observe_read(x, n, t, "broadcast"); }
     void barrier() override {}
     void group_start() override {}
     void group_end() override {}
@@ -255,6 +256,7 @@ public:
         const std::string what = std::string("all_reduce_") + op_name(op);
         check_collective(what.c_str());
         if (n <= 0) return;
+        observe_read(x, n, t, what.c_str());
         switch (t) {
             case DType::f32: return all_reduce_typed((float*)x, n, what, reduce_fn(t, op));
             case DType::f64: return all_reduce_typed((double*)x, n, what, reduce_fn(t, op));
@@ -274,6 +276,7 @@ public:
         if (count < 0) misuse(what.c_str(), (int)count);
         const int p = size(), r = rank();
         if (count == 0) return;
+        observe_read(x, count * p, t, what.c_str());
         const size_t es = dtype_size(t), chunk = (size_t)count * es;
         const ReduceFn fn = reduce_fn(t, op);
         std::vector<uint8_t> tmp(chunk);
@@ -305,6 +308,7 @@ public:
         if (count < 0) misuse("all_gather", (int)count);
         const int p = size(), r = rank();
         if (count == 0) return;
+        observe_read((const uint8_t*)x + (size_t)r * count * dtype_size(t), count, t, "all_gather");
         const size_t chunk = (size_t)count * dtype_size(t);
         const uint32_t tag = next_tag();
         guarded("all_gather", [&] {
@@ -326,6 +330,7 @@ public:
         check_collective("broadcast");
         if (root < 0 || root >= size()) misuse("broadcast from root", root);
         if (n <= 0) return;
+        if (rank() == root) observe_read(x, n, t, "broadcast");
         const uint32_t tag = next_tag();
         guarded("broadcast", [&] {
             gloo::BroadcastOptions opts(ctx_);
@@ -358,6 +363,7 @@ public:
 
     void send(const void* x, int64_t n, DType t, int peer, uint32_t check) override {
         check_peer(peer, "send to");
+        if (n > 0) observe_read(x, n, t, "send");
         if (n > 0) {  // both sides know n; an empty message is no message
             P2pOp op;
             op.is_send = true;

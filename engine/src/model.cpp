@@ -175,6 +175,8 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
     Model m;
     m.be = &be;
     m.cfg = c;
+    m.comm_ready = be.create_event("compute work before a communicator call");
+    m.comm_done = be.create_event("a communicator call");
     m.layers.resize((size_t)c.layers);
     std::vector<TensorPlan> plan;
     auto col_parallel = [&](int64_t rows_l, int64_t cols) {  // rows split over TP
@@ -483,6 +485,7 @@ const float* tp_reduce(Model& m, float* full, StageComm& c) {
     const int64_t h = cfg.model.hidden;
     if (cfg.tp == 1) return full;
     ScopedSeconds t(c.tp_seconds);
+    CommOnStream on_comm(*m.be, m.comm_ready, m.comm_done);
     if (!cfg.sequence_parallel) {
         c.tp->all_reduce_sum(full, cfg.rows() * h);
         return full;
@@ -500,6 +503,7 @@ const float* tp_gather(Model& m, const float* local, float* full, StageComm& c) 
     float* mine = full + cfg.tp_rank * Rl * h;
     if (mine != local) m.be->copy(mine, local, Rl * h);
     ScopedSeconds t(c.tp_seconds);
+    CommOnStream on_comm(*m.be, m.comm_ready, m.comm_done);
     c.tp->all_gather(full, Rl * h, DType::f32);
     return full;
 }
@@ -643,11 +647,13 @@ void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
     be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
     if (cfg.tp > 1) {
         ScopedSeconds t(c.tp_seconds);
+        CommOnStream on_comm(be, m.comm_ready, m.comm_done);
         c.tp->all_reduce_max(rowmax, R);
     }
     be.xent_sums(sums, sums + R, o.probs, rowmax, o.targets, R, Vl, v0, V);
     if (cfg.tp > 1) {
         ScopedSeconds t(c.tp_seconds);
+        CommOnStream on_comm(be, m.comm_ready, m.comm_done);
         c.tp->all_reduce_sum(sums, 2 * R);
     }
     be.xent_finish(a.w_loss, o.probs, rowmax, sums, sums + R, R, Vl, v0, V);

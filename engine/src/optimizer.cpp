@@ -49,6 +49,7 @@ void free_optimizer(Backend& be, OptimizerState& st) {
 
 void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups, StepTimes& times) {
     const EngineConfig& c = model.cfg;
+    CommOnStream on_comm(*model.be, model.comm_ready, model.comm_done);  // the whole reduction
     if (c.sequence_parallel) {
         const auto t0 = clock_type::now();
         for (ParamTensor& t : model.tensors)
@@ -103,6 +104,7 @@ void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float 
     times.optimizer += since(t0);
     if (st.sharded) {
         const auto t1 = clock_type::now();
+        CommOnStream on_comm(*model.be, model.comm_ready, model.comm_done);
         groups.dp->all_gather(model.params, st.shard_numel, DType::f32);
         times.dp_comm += since(t1);
     }

@@ -221,6 +221,7 @@ struct PipelineRun {
         const int64_t n = message_elements();
         const auto t0 = clock_type::now();
         Communicator& pp = *groups.pp;
+        CommOnStream on_comm(*model.be, model.comm_ready, model.comm_done);
         pp.group_start();
         for (const PipelineP2p& op : e.group) {
             if (op.send) pp.send(send_buffer(op.of), n, DType::f32, op.peer, op.check);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <thread>
@@ -363,6 +364,7 @@ void train_one_step(RunState& s) {
     {
         const auto t1 = clock_type::now();
         static_assert(SCALAR_GRAD_SQUARES == SCALAR_LOSS_SUM + 1, "one f64 all-reduce carries both");
+        CommOnStream on_comm(*s.be, s.model.comm_ready, s.model.comm_done);
         s.groups.world->all_reduce(scalars + SCALAR_LOSS_SUM, 2, DType::f64, ReduceOp::sum);
         times.dp_comm += since(t1);
     }
@@ -447,8 +449,19 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     s.cfg = *cfg;
     s.threads = options.threads > 0 ? options.threads : default_threads(env);
     s.be = make_cpu_backend(s.threads);
+    // PTD_STREAM_CHECK=1: check the stream/event contract (stream_check.cpp).
+    if (const char* v = std::getenv("PTD_STREAM_CHECK"); v && *v && std::strcmp(v, "0") != 0) {
+        if (std::strcmp(v, "1") != 0)
+            return setup_error(s, std::string("PTD_STREAM_CHECK: got \"") + v +
+                                      "\"; allowed: 1 (check that every communicator read waits for the compute work that wrote its buffer) or 0 / unset (off)");
+        s.be = make_stream_checking_backend(std::move(s.be));
+    }
 
     if (int rc = connect_run(s)) return rc;
+    // The communicator tells the backend what it reads (checked in PTD_STREAM_CHECK mode).
+    for (Communicator* g : {s.groups.world.get(), s.groups.tp.get(), s.groups.pp.get(), s.groups.dp.get(),
+                            s.groups.embedding.get()})
+        if (g) g->set_read_observer([be = s.be.get()](const void* x, size_t n, const char* op) { be->check_comm_read(x, n, op); });
     s.run_dir = options.run_dir.empty() ? "runs/" + s.run_id : options.run_dir;
 
     const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();

@@ -42,10 +42,31 @@ struct TransferStats {
     int64_t upload_bytes = 0, download_bytes = 0;
 };
 
+// Streams and events (CUDA's model). Compute kernels run in order on the compute stream;
+// the communicator runs on its own stream. An event records the work queued on a stream
+// so far; a stream that waits for it runs its later work only after that. The CPU backend
+// runs everything synchronously, so the calls order nothing there — but they are made
+// where a GPU needs them, and the stream-checking backend (make_stream_checking_backend)
+// verifies them.
+enum class Stream : uint8_t { compute, comm };
+struct Event {
+    int id = -1;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;  // "cpu"
+
+    // ---- streams and events ----------------------------------------------------------
+    virtual Event create_event(const char* what) = 0;  // at start-up
+    virtual void record_event(Event e, Stream s) = 0;
+    virtual void wait_event(Stream s, Event e) = 0;
+    // Called by the communicator (Communicator::set_read_observer) before an operation on
+    // the comm stream reads `bytes` at `x`. The stream-checking backend stops the process
+    // when compute work that wrote there is not yet visible to the comm stream; others
+    // ignore it.
+    virtual void check_comm_read(const void* x, size_t bytes, const char* op) {}
 
     // ---- memory --------------------------------------------------------------------
     // Zero-filled allocation tagged with `cat`; `what` names it for error messages.
@@ -181,7 +202,36 @@ public:
                        float beta2, float eps, float weight_decay, const double* scalars, int64_t step) = 0;
 };
 
+// Orders one communicator call between compute work: the comm stream waits for the
+// compute work queued so far (`ready`), and compute waits for the call (`done`). Put one
+// around every collective and p2p group.
+class CommOnStream {
+public:
+    CommOnStream(Backend& be, Event ready, Event done) : be_(be), done_(done) {
+        be_.record_event(ready, Stream::compute);
+        be_.wait_event(Stream::comm, ready);
+    }
+    ~CommOnStream() {
+        be_.record_event(done_, Stream::comm);
+        be_.wait_event(Stream::compute, done_);
+    }
+    CommOnStream(const CommOnStream&) = delete;
+    CommOnStream& operator=(const CommOnStream&) = delete;
+
+private:
+    Backend& be_;
+    Event done_;
+};
+
 // The CPU backend: OpenBLAS sgemm, OpenMP elsewhere. `threads` ≤ 0 = OMP default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// Debug mode (PTD_STREAM_CHECK=1 in ptd-engine): wraps a backend, forwards every call, and
+// checks the stream contract: every compute op's output is stamped with the compute
+// stream's position; an event records a stream's position; a wait makes it visible to the
+// other stream. check_comm_read then stops the process, naming the buffer, the op that
+// wrote it and the communicator operation, when the comm stream reads memory whose last
+// compute write it has not waited for.
+std::unique_ptr<Backend> make_stream_checking_backend(std::unique_ptr<Backend> inner);
 
 }  // namespace ptd::engine

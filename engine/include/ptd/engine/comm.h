@@ -87,9 +87,23 @@ public:
     virtual void send(const void* x, int64_t count, DType dtype, int peer, uint32_t check = 0) = 0;
     virtual void recv(void* x, int64_t count, DType dtype, int peer, uint32_t check = 0) = 0;
 
+    // Debug hook (stream checking): every collective and send calls it with the memory it
+    // is about to read (all_gather: this rank's slice; reduce_scatter, all_reduce,
+    // broadcast at the root, send: the whole buffer). Empty: off.
+    using ReadObserver = std::function<void(const void* x, size_t bytes, const char* op)>;
+    void set_read_observer(ReadObserver f) { read_observer_ = std::move(f); }
+
     // Shorthands for the engine's fp32 tensors.
     void all_reduce_sum(float* x, int64_t n) { all_reduce(x, n, DType::f32, ReduceOp::sum); }
     void all_reduce_max(float* x, int64_t n) { all_reduce(x, n, DType::f32, ReduceOp::max); }
+
+protected:
+    void observe_read(const void* x, int64_t count, DType t, const char* op) const {
+        if (read_observer_) read_observer_(x, (size_t)count * dtype_size(t), op);
+    }
+
+private:
+    ReadObserver read_observer_;
 };
 
 // A group of size 1: every collective is the identity, p2p is a programmer error.

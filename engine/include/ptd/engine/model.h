@@ -125,6 +125,8 @@ struct Model {
     float* grads = nullptr;            // flat [flat_numel] (MEM_GRADS)
     int64_t numel = 0;                 // parameters: the tensors fill [0, numel)
     int64_t flat_numel = 0;            // buffer length: numel, padded for equal ZeRO-1 shards (zeros)
+    // Every communicator call runs between these (CommOnStream): compute → comm → compute.
+    Event comm_ready, comm_done;
 };
 
 // Builds the stage's tensors, allocates the flat buffers and initialises every element

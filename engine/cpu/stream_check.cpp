@@ -1,0 +1,264 @@
+// stream_check.cpp — a debug backend that checks the stream/event contract of ptd-engine
+// on CPU, where both streams run synchronously and a missing event can never show up as a
+// race. It forwards every call to the real backend and keeps logical clocks: each compute
+// op stamps the allocation it writes with the compute stream's position; record_event
+// remembers a stream's position; wait_event makes it visible to the waiting stream. When
+// the communicator is about to read memory (Communicator::set_read_observer →
+// check_comm_read) whose last compute write the comm stream has not waited for, it stops
+// the process naming the buffer, the op that wrote it and the communicator operation —
+// the bug a GPU would show as a collective sending stale data.
+#include <algorithm>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "ptd/engine/backend.h"
+
+namespace ptd::engine {
+
+namespace {
+
+class stream_checking_backend final : public Backend {
+public:
+    explicit stream_checking_backend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
+
+    const char* name() const override { return in_->name(); }
+
+    // ---- streams and events ------------------------------------------------------------
+    Event create_event(const char* what) override {
+        Event e = in_->create_event(what);
+        if ((size_t)e.id >= events_.size()) events_.resize((size_t)e.id + 1);
+        events_[(size_t)e.id] = {what ? what : "?", -1, Stream::compute};
+        return e;
+    }
+    void record_event(Event e, Stream s) override {
+        in_->record_event(e, s);
+        EventState& st = event(e);
+        st.stream = s;
+        st.position = s == Stream::compute ? compute_pos_ : comm_pos_;
+    }
+    void wait_event(Stream s, Event e) override {
+        in_->wait_event(s, e);
+        const EventState& st = event(e);
+        if (st.position < 0) fail("wait for event \"%s\" that was never recorded", st.what);
+        if (s == Stream::comm && st.stream == Stream::compute) comm_sees_compute_ = std::max(comm_sees_compute_, st.position);
+    }
+    void check_comm_read(const void* x, size_t bytes, const char* op) override {
+        ++comm_pos_;
+        Block* b = find(x);
+        if (!b || b->written_at <= comm_sees_compute_) return;
+        fail("the comm stream's %s reads %zu bytes of \"%s\", written by compute op #%lld (%s), but the comm stream "
+             "waited only for compute work up to op #%lld: record an event on the compute stream after the write and "
+             "wait for it on the comm stream before the collective (CommOnStream)",
+             op, bytes, b->what, (long long)b->written_at, b->written_by, (long long)comm_sees_compute_);
+    }
+
+    // ---- memory ------------------------------------------------------------------------
+    void* alloc(MemCategory cat, size_t bytes, const char* what) override {
+        void* p = in_->alloc(cat, bytes, what);
+        blocks_[(uintptr_t)p] = Block{bytes, what ? what : "?", 0, "allocation"};
+        return p;
+    }
+    void release(void* p) override {
+        blocks_.erase((uintptr_t)p);
+        in_->release(p);
+    }
+    MemStats mem_stats() const override { return in_->mem_stats(); }
+    void seal_allocations(bool sealed) override { in_->seal_allocations(sealed); }
+    void reset_peaks() override { in_->reset_peaks(); }
+    void upload(void* dst, const void* src_host, size_t bytes) override {
+        wrote(dst, "upload");
+        in_->upload(dst, src_host, bytes);
+    }
+    void download(void* dst_host, const void* src, size_t bytes) override { in_->download(dst_host, src, bytes); }
+    TransferStats transfer_stats() const override { return in_->transfer_stats(); }
+    void* alloc_host(size_t bytes, const char* what) override { return in_->alloc_host(bytes, what); }
+    void release_host(void* p) override { in_->release_host(p); }
+    void zero(void* x, size_t bytes) override {
+        wrote(x, "zero");
+        in_->zero(x, bytes);
+    }
+
+    // ---- compute ops: stamp every output, then forward -------------------------------
+    void fill(float* x, float value, int64_t n) override { wrote(x, "fill"), in_->fill(x, value, n); }
+    void copy(float* dst, const float* src, int64_t n) override { wrote(dst, "copy"), in_->copy(dst, src, n); }
+    void add(float* y, const float* x, int64_t n) override { wrote(y, "add"), in_->add(y, x, n); }
+    void scale(float* x, float a, int64_t n) override { wrote(x, "scale"), in_->scale(x, a, n); }
+    void sum_squares(double* acc, const float* x, int64_t n) override {
+        wrote(acc, "sum_squares"), in_->sum_squares(acc, x, n);
+    }
+    void sum_into(double* acc, const float* x, int64_t n) override { wrote(acc, "sum_into"), in_->sum_into(acc, x, n); }
+    void finish_step_scalars(double* s, double max_norm) override {
+        wrote(s, "finish_step_scalars"), in_->finish_step_scalars(s, max_norm);
+    }
+    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override {
+        wrote(inputs, "split_tokens"), wrote(targets, "split_tokens");
+        in_->split_tokens(inputs, targets, seq, B, T);
+    }
+    void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B,
+              float beta, float* C) override {
+        wrote(C, "gemm"), in_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+    }
+    void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) override {
+        wrote(y, "bias_add"), in_->bias_add(y, bias, rows, cols);
+    }
+    void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+        wrote(dbias, "bias_grad"), in_->bias_grad(dbias, dy, rows, cols);
+    }
+    void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                           int64_t rows, int64_t C, float eps) override {
+        wrote(out, "layernorm_forward"), wrote(mean, "layernorm_forward"), wrote(rstd, "layernorm_forward");
+        in_->layernorm_forward(out, mean, rstd, x, w, b, rows, C, eps);
+    }
+    void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
+                            const float* rstd, const float* w, int64_t rows, int64_t C) override {
+        wrote(dx, "layernorm_backward"), wrote(dw, "layernorm_backward"), wrote(db, "layernorm_backward");
+        in_->layernorm_backward(dx, dw, db, dout, x, mean, rstd, w, rows, C);
+    }
+    void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
+                         float eps) override {
+        wrote(out, "rmsnorm_forward"), wrote(rstd, "rmsnorm_forward");
+        in_->rmsnorm_forward(out, rstd, x, w, rows, C, eps);
+    }
+    void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
+                          int64_t rows, int64_t C) override {
+        wrote(dx, "rmsnorm_backward"), wrote(dw, "rmsnorm_backward");
+        in_->rmsnorm_backward(dx, dw, dout, x, rstd, w, rows, C);
+    }
+    void gelu_forward(float* out, const float* x, int64_t n) override { wrote(out, "gelu_forward"), in_->gelu_forward(out, x, n); }
+    void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+        wrote(dx, "gelu_backward"), in_->gelu_backward(dx, x, dout, n);
+    }
+    void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override {
+        wrote(out, "swiglu_forward"), in_->swiglu_forward(out, gate, up, n);
+    }
+    void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                         int64_t n) override {
+        wrote(dgate, "swiglu_backward"), wrote(dup, "swiglu_backward");
+        in_->swiglu_backward(dgate, dup, dout, gate, up, n);
+    }
+    void rope_table(float* table, int64_t positions, int64_t D, float theta) override {
+        wrote(table, "rope_table"), in_->rope_table(table, positions, D, theta);
+    }
+    void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
+                      int64_t positions) override {
+        wrote(x, "rope_forward"), in_->rope_forward(x, B, T, nh, D, pos0, table, positions);
+    }
+    void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
+                       int64_t positions) override {
+        wrote(dx, "rope_backward"), in_->rope_backward(dx, B, T, nh, D, pos0, table, positions);
+    }
+    void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
+                           int64_t T, int64_t H, int64_t G, int64_t D) override {
+        wrote(ctx, "attention_forward"), wrote(probs, "attention_forward");
+        in_->attention_forward(ctx, probs, q, k, v, B, T, H, G, D);
+    }
+    void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
+                            const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                            float* workspace) override {
+        wrote(dq, "attention_backward"), wrote(dk, "attention_backward"), wrote(dv, "attention_backward");
+        wrote(workspace, "attention_backward");
+        in_->attention_backward(dq, dk, dv, dctx, probs, q, k, v, B, T, H, G, D, workspace);
+    }
+    int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const override {
+        return in_->attention_backward_workspace(B, T, H, G, D);
+    }
+    void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t Vl, int64_t rows,
+                           int64_t C) override {
+        wrote(out, "embedding_forward"), in_->embedding_forward(out, tokens, wte, v0, Vl, rows, C);
+    }
+    void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                            int64_t rows, int64_t C) override {
+        wrote(dwte, "embedding_backward"), in_->embedding_backward(dwte, dout, tokens, v0, Vl, rows, C);
+    }
+    void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) override {
+        wrote(out, "position_forward"), in_->position_forward(out, wpe, row0, rows, T, C);
+    }
+    void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T, int64_t C) override {
+        wrote(dwpe, "position_backward"), in_->position_backward(dwpe, dout, row0, rows, T, C);
+    }
+    void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
+                      int64_t V_valid) override {
+        wrote(rowmax, "xent_row_max"), in_->xent_row_max(rowmax, logits, rows, Vl, v0, V_valid);
+    }
+    void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        wrote(sumexp, "xent_sums"), wrote(target_logit, "xent_sums");
+        in_->xent_sums(sumexp, target_logit, logits, rowmax, targets, rows, Vl, v0, V_valid);
+    }
+    void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp, const float* target_logit,
+                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        wrote(loss, "xent_finish"), wrote(logits, "xent_finish");
+        in_->xent_finish(loss, logits, rowmax, sumexp, target_logit, rows, Vl, v0, V_valid);
+    }
+    void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
+                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+        wrote(dlogits, "xent_backward"), in_->xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid);
+    }
+    void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+               float weight_decay, const double* scalars, int64_t step) override {
+        wrote(p, "adamw"), wrote(m, "adamw"), wrote(v, "adamw");
+        in_->adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, scalars, step);
+    }
+
+private:
+    struct Block {
+        size_t bytes = 0;
+        const char* what = "?";
+        int64_t written_at = 0;        // compute op that last wrote it (0: none)
+        const char* written_by = "";
+    };
+    struct EventState {
+        const char* what = "?";
+        int64_t position = -1;         // the recording stream's position; −1: never recorded
+        Stream stream = Stream::compute;
+    };
+
+    [[noreturn]] [[gnu::format(printf, 2, 3)]] void fail(const char* fmt, ...) const {
+        std::fprintf(stderr, "ptd-engine: error: stream check: ");
+        va_list ap;
+        va_start(ap, fmt);
+        std::vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        std::fputc('\n', stderr);
+        std::exit(1);
+    }
+    EventState& event(Event e) {
+        if (e.id < 0 || (size_t)e.id >= events_.size()) fail("unknown event %d (create events at start-up)", e.id);
+        return events_[(size_t)e.id];
+    }
+    Block* find(const void* x) {
+        auto it = blocks_.upper_bound((uintptr_t)x);
+        if (it == blocks_.begin()) return nullptr;
+        --it;
+        const uintptr_t p = (uintptr_t)x;
+        return p < it->first + std::max<size_t>(it->second.bytes, 1) ? &it->second : nullptr;
+    }
+    // A compute op writes x: it is the next op on the compute stream.
+    void wrote(const void* x, const char* op) {
+        if (!x) return;
+        ++compute_pos_;
+        if (Block* b = find(x)) {
+            b->written_at = compute_pos_;
+            b->written_by = op;
+        }
+    }
+
+    std::unique_ptr<Backend> in_;
+    std::map<uintptr_t, Block> blocks_;  // filled at start-up only (the allocator is sealed later)
+    std::vector<EventState> events_;     // likewise
+    int64_t compute_pos_ = 0, comm_pos_ = 0;
+    int64_t comm_sees_compute_ = 0;      // compute ops the comm stream has waited for
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_stream_checking_backend(std::unique_ptr<Backend> inner) {
+    return std::make_unique<stream_checking_backend>(std::move(inner));
+}
+
+}  // namespace ptd::engine
