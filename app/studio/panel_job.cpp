@@ -286,6 +286,8 @@ void summary(const StudioState& s) {
     summary_row("tokens per step", human_count((double)j.tokens_per_step).c_str());
     if (valid) {
         summary_row("status", "valid", colour::ok);
+    } else if (std::string why = no_layout_message(s); !why.empty()) {
+        summary_row("status", why.c_str(), colour::accent);
     } else {
         std::snprintf(buf, sizeof buf, "%zu problem%s (in red above)", s.diagnostics.size(),
                       s.diagnostics.size() == 1 ? "" : "s");

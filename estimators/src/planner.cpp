@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <iterator>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +55,45 @@ bool better(const Candidate& a, const Candidate& b) {
 bool dominates(const Candidate& a, const Candidate& b) {
     return a.score.tokens_per_s >= b.score.tokens_per_s && headroom_of(a.score) >= headroom_of(b.score) && better(a, b);
 }
+
+// The best `n` candidates by `better`, without exact twins: layouts with the same predicted
+// tokens/s and peak (rank orders that place no group differently, ...) would fill the list
+// with copies, so only the first of them by ranking is kept. Ordered set + index by
+// (tokens/s, peak): O(log n) per offer, so a caller may ask for every fitting layout.
+class BestKept {
+public:
+    explicit BestKept(size_t n) : n_(n) {}
+    // Returns true when `cand` was a twin of a kept candidate (kept or replacing it).
+    bool offer(const Candidate& cand) {
+        if (n_ == 0) return false;
+        const Key key{cand.score.tokens_per_s, cand.score.peak_bytes};
+        if (auto twin = by_key_.find(key); twin != by_key_.end()) {
+            if (better(cand, *twin->second)) {
+                kept_.erase(twin->second);
+                twin->second = kept_.insert(cand).first;
+            }
+            return true;
+        }
+        if (kept_.size() >= n_) {
+            auto worst = std::prev(kept_.end());
+            if (!better(cand, *worst)) return false;
+            by_key_.erase(Key{worst->score.tokens_per_s, worst->score.peak_bytes});
+            kept_.erase(worst);
+        }
+        by_key_.emplace(key, kept_.insert(cand).first);
+        return false;
+    }
+    std::vector<Candidate> sorted() const { return {kept_.begin(), kept_.end()}; }
+
+private:
+    using Key = std::pair<double, double>;
+    struct Better {
+        bool operator()(const Candidate& a, const Candidate& b) const { return better(a, b); }
+    };
+    size_t n_;
+    std::set<Candidate, Better> kept_;
+    std::map<Key, std::set<Candidate, Better>::iterator> by_key_;
+};
 
 // Everything the enumeration needs, computed once per search.
 struct Space {
@@ -353,8 +395,8 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     LayoutScore own_score;
     if (own_in_space) own_score = evaluate_layout(ctx, own, layers_for(sp, own.pp, own.vpp), nullptr);  // same inputs as in the search
     const size_t keep = (size_t)std::max(options.top_k, 0);
-    std::vector<Candidate> heap, pareto;  // heap front = the worst kept
-    heap.reserve(std::min<size_t>(keep, 1024));
+    BestKept heap(keep);
+    std::vector<Candidate> pareto;
     Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
     smallest.score.peak_bytes = -1;
     // For why_best: the best layout, the best strictly slower one (exact ties, e.g. rank
@@ -364,32 +406,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     int64_t ties = 0;
     int64_t enumerated = 0, higher = 0;
     const size_t keep_unfit = (size_t)std::max(options.top_k_unfit, 0);
-    std::vector<Candidate> unfit;  // heap like `heap`, of layouts that do not fit
-    // Offer `cand` to a bounded heap of the best `n`. Layouts with exactly the same predicted
-    // numbers (rank orders that place no group differently, ...) would fill the list with
-    // copies: only the first by ranking is kept; returns true when `cand` was such a twin.
-    auto keep_best = [](std::vector<Candidate>& h, size_t n, const Candidate& cand) {
-        if (n == 0) return false;
-        auto twin = std::find_if(h.begin(), h.end(), [&](const Candidate& k) {
-            return k.score.tokens_per_s == cand.score.tokens_per_s && k.score.peak_bytes == cand.score.peak_bytes;
-        });
-        if (twin != h.end()) {
-            if (better(cand, *twin)) {
-                *twin = cand;
-                std::make_heap(h.begin(), h.end(), better);
-            }
-            return true;
-        }
-        if (h.size() < n) {
-            h.push_back(cand);
-            std::push_heap(h.begin(), h.end(), better);
-        } else if (better(cand, h.front())) {
-            std::pop_heap(h.begin(), h.end(), better);
-            h.back() = cand;
-            std::push_heap(h.begin(), h.end(), better);
-        }
-        return false;
-    };
+    BestKept unfit(keep_unfit);  // like `heap`, of layouts that do not fit
 
     bool done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
@@ -402,7 +419,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                 return -1;
             if (!cand.score.fits) {
                 if (smallest.score.peak_bytes < 0 || cand.score.peak_bytes < smallest.score.peak_bytes) smallest = cand;
-                keep_best(unfit, keep_unfit, cand);
+                unfit.offer(cand);
                 return 0;
             }
             if (out.feasible++ == 0) {
@@ -417,7 +434,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
             }
             if (own_in_space && cand.score.tokens_per_s > own_score.tokens_per_s) ++higher;
             if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(cand.score.tokens_per_s);
-            if (keep_best(heap, keep, cand)) ++out.equivalent_hidden;
+            if (heap.offer(cand)) ++out.equivalent_hidden;
             // Incremental Pareto front: reject if dominated, else drop what it dominates.
             if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
                 std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
@@ -429,13 +446,12 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     out.enumerated = enumerated;
     if (done && options.progress) options.progress(out.evaluated, out.evaluated);
 
-    std::sort(heap.begin(), heap.end(), better);
+
     std::sort(pareto.begin(), pareto.end(), better);
     auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
-    for (const Candidate& c : heap) out.top.push_back(entry(c));
+    for (const Candidate& c : heap.sorted()) out.top.push_back(entry(c));
     for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
-    std::sort(unfit.begin(), unfit.end(), better);
-    for (const Candidate& c : unfit) out.unfit.push_back(entry(c));
+    for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own_in_space && own_score.fits && done ? (int)higher : -1;
 
@@ -514,6 +530,7 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     // dp and global batch are now part of the plan: saving must write them, not re-derive.
     out.origin.dp_given = true;
     out.origin.global_batch_given = true;
+    out.origin.no_layout = false;  // a bare job now has its layout
     return out;
 }
 
