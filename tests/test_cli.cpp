@@ -450,6 +450,13 @@ TEST(CliIssue12, BareJobPlansEstimatesAndRefusesLayoutCommands) {
         EXPECT_TRUE(contains(r.err, "ptd plan")) << cmd << ": " << r.err;
     }
 
+    // Launching needs a layout too (the placeholder tp1·pp1·dp4 is not one the user chose).
+    const std::string tiny_bare = write_temp("tiny-bare.toml", "[model]\npreset = \"tiny-gpt\"\n[cluster]\nnodes = 1\n"
+                                                               "gpus_per_node = 4\ngpu = \"cpu\"\n[training]\nglobal_batch = 8\n");
+    Proc launch = run(kPtd + " launch " + tiny_bare + " --dry-run");
+    EXPECT_EQ(launch.rc, 2) << launch.out << launch.err;
+    EXPECT_TRUE(contains(launch.err, "no layout chosen")) << launch.err;
+
     // No global batch either: plan and estimate ask for it by name instead of inventing 16,384.
     std::string text = slurp(bare);
     text.replace(text.find("global_batch = 2048"), 19, "micro_batch = 1");
