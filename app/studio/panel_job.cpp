@@ -287,7 +287,7 @@ void summary(const StudioState& s) {
     if (valid) {
         summary_row("status", "valid", colour::ok);
     } else if (std::string why = no_layout_message(s); !why.empty()) {
-        summary_row("status", why.c_str(), colour::accent);
+        summary_row("status", display_text(why).c_str(), colour::accent);
     } else {
         std::snprintf(buf, sizeof buf, "%zu problem%s (in red above)", s.diagnostics.size(),
                       s.diagnostics.size() == 1 ? "" : "s");

@@ -131,7 +131,7 @@ void draw_job_problems(const StudioState& s, const char* missing, const char* co
     ImGui::Spacing();
     if (std::string why = no_layout_message(s); !why.empty()) {
         why[0] = (char)std::toupper((unsigned char)why[0]);
-        text_wrapped_coloured(colour::accent, why + ".");
+        text_wrapped_coloured(colour::accent, display_text(why + "."));
         ImGui::TextDisabled("The job gives a model, a cluster and a global batch; the Planner tab searches every "
                             "layout, and clicking a row applies it. The %s comes back then.", missing);
         return;
