@@ -442,6 +442,9 @@ TEST(CliIssue12, BareJobPlansEstimatesAndRefusesLayoutCommands) {
     EXPECT_EQ(valid.rc, 0) << valid.err;
     EXPECT_TRUE(contains(valid.err, "no layout chosen")) << valid.err;
     EXPECT_TRUE(contains(valid.out, "none chosen")) << valid.out;
+    Proc valid_json = run(kPtd + " validate --json " + bare);
+    ASSERT_EQ(valid_json.rc, 0) << valid_json.err;
+    EXPECT_TRUE(nlohmann::json::parse(valid_json.out)["results"][0]["job"]["parallel"].is_null()) << valid_json.out;
 
     for (const std::string cmd : {"layout", "export --format megatron"}) {
         Proc r = run(kPtd + " " + cmd + " " + bare);
