@@ -216,6 +216,12 @@ void section_cluster(StudioState& s) {
 }
 
 void section_parallel(StudioState& s) {
+    if (!s.job.has_layout()) {  // a bare job: the fields below are placeholders until chosen
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextDisabled("%s", display_text("None chosen yet \u2014 the Planner tab picks one; editing a field "
+                                                "chooses this one.").c_str());
+        ImGui::PopTextWrapPos();
+    }
     int_rows(s, "parallel.");
     row_label("seq. parallel", "Megatron sequence parallelism: split LayerNorm/dropout activations across the TP group");
     {

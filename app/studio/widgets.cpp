@@ -132,8 +132,10 @@ void draw_job_problems(const StudioState& s, const char* missing, const char* co
     if (std::string why = no_layout_message(s); !why.empty()) {
         why[0] = (char)std::toupper((unsigned char)why[0]);
         text_wrapped_coloured(colour::accent, display_text(why + "."));
+        ImGui::PushTextWrapPos(0.0f);
         ImGui::TextDisabled("The job gives a model, a cluster and a global batch; the Planner tab searches every "
                             "layout, and clicking a row applies it. The %s comes back then.", missing);
+        ImGui::PopTextWrapPos();
         return;
     }
     char buf[160];
