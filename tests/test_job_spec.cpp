@@ -593,3 +593,27 @@ tp = 2
     EXPECT_TRUE(contains(d.message, "got \"bf16\"")) << d.message;
     EXPECT_GT(d.where.line, 0);
 }
+
+TEST(JobSpecDefaults, ActivationProfileFollowsTheGpu) {
+    // The `cpu` preset runs only the bundled engine: count its buffers, not Megatron-LM's.
+    const std::string cpu_job = "[model]\npreset = \"tiny-gpt\"\n[cluster]\nnodes = 1\ngpus_per_node = 4\ngpu = \"cpu\"\n"
+                                "[parallel]\ntp = 2\n";
+    auto cpu = load(cpu_job);
+    ASSERT_TRUE(cpu) << cpu.error().str();
+    EXPECT_EQ(cpu->estimate.activation_profile, ptd::ActivationProfile::ptd_engine);
+    auto h100 = load(kBase);
+    ASSERT_TRUE(h100);
+    EXPECT_EQ(h100->estimate.activation_profile, ptd::ActivationProfile::megatron);
+    EXPECT_EQ(ptd::tiny_local_job(presets()).estimate.activation_profile, ptd::ActivationProfile::ptd_engine);
+    // A written profile is kept, also through save and load.
+    auto given = load(cpu_job + "[estimate]\nactivation_profile = \"megatron\"\n");
+    ASSERT_TRUE(given) << given.error().str();
+    EXPECT_EQ(given->estimate.activation_profile, ptd::ActivationProfile::megatron);
+    auto again = load(ptd::save_job_toml(*given));
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->estimate.activation_profile, ptd::ActivationProfile::megatron);
+    auto defaulted_again = load(ptd::save_job_toml(*cpu));
+    ASSERT_TRUE(defaulted_again);
+    EXPECT_TRUE(defaulted_again->origin.activation_profile_defaulted);
+    EXPECT_FALSE(contains(ptd::save_job_toml(*cpu), "activation_profile"));
+}

@@ -126,6 +126,8 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
         job.training.global_batch = job.has_layout() ? job.training.micro_batch * par.dp : 0;
     if (job.origin.precision_defaulted) job.training.precision = default_precision(job.cluster.gpu);
     if (job.origin.flash_attention_defaulted) job.training.flash_attention = default_flash_attention(job.cluster.gpu);
+    if (job.origin.activation_profile_defaulted)
+        job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
     return out;
 }
 
@@ -136,6 +138,10 @@ Precision default_precision(const GpuSpec& gpu) {
 }
 
 bool default_flash_attention(const GpuSpec& gpu) { return gpu.bf16_tflops > 0; }
+
+ActivationProfile default_activation_profile(const GpuSpec& gpu) {
+    return gpu.name == "cpu" ? ActivationProfile::ptd_engine : ActivationProfile::megatron;
+}
 
 std::vector<Diagnostic> require_layout(const JobSpec& job, const std::string& command) {
     if (job.has_layout()) return {};
@@ -357,6 +363,7 @@ JobSpec tiny_local_job(const PresetCatalog& presets) {
     job.training.lr = 1e-3;
     job.training.min_lr = 1e-4;
     job.launch.mode = LaunchMode::local;
+    job.origin.activation_profile_defaulted = true;  // as tiny-local.toml, which does not write it
     derive_job_defaults(job);
     return job;
 }

@@ -489,7 +489,8 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
 static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "estimate");
     EstimateSpec& e = job.estimate;
-    read_enum(r, "activation_profile", e.activation_profile, kProfileWords);
+    if (read_enum(r, "activation_profile", e.activation_profile, kProfileWords))
+        job.origin.activation_profile_defaulted = false;
     read_enum(r, "attention_flops", e.attention_flops, kAttentionFlopsWords);
     r.read_double("cuda_context_gib", e.cuda_context_gib, 0, 1024);
     r.read_double("nccl_gib", e.nccl_gib, 0, 1024);
@@ -541,6 +542,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     };
     // Until [training] says otherwise, precision and flash attention follow the GPU.
     job.origin.precision_defaulted = job.origin.flash_attention_defaulted = true;
+    job.origin.activation_profile_defaulted = true;
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
         const toml::table* t = top.subtable(e.name);
@@ -754,9 +756,11 @@ std::string save_job_toml(const JobSpec& job) {
     if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
     if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
 
-    // [estimate] only when something differs from the defaults.
+    // [estimate] only when something differs from the defaults (the activation profile's
+    // follows the GPU).
     const EstimateSpec& e = job.estimate;
-    const EstimateSpec ed;
+    EstimateSpec ed;
+    ed.activation_profile = default_activation_profile(c.gpu);
     if (e != ed) {
         w.header("estimate");
         if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));

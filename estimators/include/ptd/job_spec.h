@@ -197,6 +197,9 @@ struct JobSpec {
         // (default_precision, default_flash_attention) and saving keeps them unwritten.
         bool precision_defaulted = false;
         bool flash_attention_defaulted = false;
+        // estimate.activation_profile was not written: it follows the GPU
+        // (default_activation_profile); saving writes it only where it differs.
+        bool activation_profile_defaulted = false;
         bool intra_given = false;
         // Things the user should know that are not errors, e.g. HF config fields that were
         // approximated or ignored. `ptd validate` prints them as notes.
@@ -238,6 +241,9 @@ Precision default_precision(const GpuSpec& gpu);
 // Whether fused (flash) attention is assumed when the file does not say: on GPUs with
 // bf16 tensor cores (Ampere and newer, which FlashAttention-2 needs); not on V100 or `cpu`.
 bool default_flash_attention(const GpuSpec& gpu);
+// Which activations the estimator counts when the file does not say: the bundled engine's
+// own buffers on the `cpu` preset (nothing else trains there), Megatron-LM's elsewhere.
+ActivationProfile default_activation_profile(const GpuSpec& gpu);
 
 // For commands that need a chosen layout (layout, export, launch): an error naming the
 // file and what to do when the job has none (no [parallel] table); empty otherwise.
