@@ -637,6 +637,41 @@ TEST(EngineTrain, StreamCheckedRunsOrderCommAfterCompute) {
     EXPECT_NE(bad[0].err.find("PTD_STREAM_CHECK: got \"sometimes\""), std::string::npos) << bad[0].err;
 }
 
+// Planned workspace: every rank's workspace bytes are the estimators' typed workspace list
+// (with attention backward's scratch as the backend states it for the rank's one thread)
+// plus the step scalars and, on the last stage, the gradient stream — nothing else, and
+// the peak equals the current (nothing is allocated during a step; the allocator is sealed).
+TEST(EngineTrain, WorkspaceIsTheEstimatorsList) {
+    static const auto presets = ptd::load_presets();
+    for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
+        TinyJob j;
+        j.preset = preset;
+        j.tp = 2, j.pp = 2, j.sp = true;
+        const std::string path = write_job(j, std::string("workspace-") + preset);
+        auto spec = ptd::load_job_file(path, *presets);
+        ASSERT_TRUE(spec.has_value()) << spec.error().str();
+        const ptd::ModelSpec& m = spec->model;
+        auto runs = run_engine(path, j.world());
+        const auto be = ptd::engine::make_cpu_backend(1);  // each rank runs one thread (OMP_NUM_THREADS=1)
+        for (size_t r = 0; r < runs.size(); ++r) {
+            ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
+            const int stage = runs[r].of("start").at(0)["coords"]["pp"].get<int>();
+            const int b = 2, s = 32;
+            const int64_t scratch =
+                be->attention_backward_workspace(b, s, m.heads / j.tp, m.kv_heads / j.tp, m.hidden / m.heads);
+            double want = 0;
+            for (const ptd::EngineBuffer& x :
+                 ptd::engine_workspace_buffers(m, b, s, j.tp, true, stage == 0, stage == 1, true, scratch))
+                want += (double)x.bytes();
+            want += (int)ptd::engine::STEP_SCALAR_COUNT * 8.0;              // the step's scalars
+            if (stage == 1) want += 4.0 * (b * s / j.tp) * m.hidden;    // the gradient stream (not a p2p target there)
+            const json ws = runs[r].of("step").back()["memory"]["workspace"];
+            EXPECT_EQ(ws["current"].get<double>(), want) << preset << " rank " << r;
+            EXPECT_EQ(ws["peak"].get<double>(), want) << preset << " rank " << r;
+        }
+    }
+}
+
 TEST(EngineTrain, UnevenLayersPerStageMatch) {
     const std::vector<double>& ref = reference_losses("tiny-gpt");
     TinyJob j;

@@ -357,6 +357,45 @@ TEST(Activations, EngineProfileRecomputeKeepsListAndOneWorkingSet) {
     EXPECT_EQ(engine_input_buffers(2, 64).at(0).dtype, EngineDType::i32);
 }
 
+// The engine's workspace list: what each stage holds once, by stage role; token staging
+// is i32 and the loss buffers stay fp32 whatever the activation dtype.
+TEST(Activations, EngineWorkspaceList) {
+    const ModelSpec tl = preset_model("tiny-llama");  // h 64, a 4, g 2, d 16, f 176, RoPE, SwiGLU
+    auto names = [](const std::vector<EngineBuffer>& v) {
+        std::vector<std::string> n;
+        for (const EngineBuffer& x : v) n.push_back(engine_buffer_name(x.id));
+        return n;
+    };
+    const auto first = engine_workspace_buffers(tl, 2, 64, 2, true, true, false, true, 1000);
+    EXPECT_EQ(names(first), (std::vector<std::string>{"workspace.full_rows", "workspace.d_residual",
+                                                      "workspace.d_norm_input", "workspace.d_norm_output",
+                                                      "workspace.dq", "workspace.dk", "workspace.dv", "workspace.dctx",
+                                                      "workspace.dact", "workspace.dfc1", "workspace.dfc3",
+                                                      "workspace.attention_backward", "workspace.rope_table",
+                                                      "workspace.embedding", "workspace.tokens_staging"}));
+    EXPECT_EQ(first[1].elements, 2 * 64 / 2 * 64);           // d_residual: R/t rows with SP
+    EXPECT_EQ(first[4].elements, 2 * 64 * 2 * 16);           // dq: R · H_l · d
+    EXPECT_EQ(first[11].elements, 1000);                     // as the backend states it
+    EXPECT_EQ(first[12].elements, 64 * 16);                  // cos and sin [2, s, d/2]
+    EXPECT_EQ(first.back().elements, 2 * 65);                // b · (s + 1) ids
+    EXPECT_EQ(first.back().dtype, EngineDType::i32);
+    const auto last = engine_workspace_buffers(preset_model("tiny-gpt"), 2, 64, 2, false, false, true, true, 10,
+                                               EngineDType::bf16);
+    const auto nl = names(last);
+    EXPECT_EQ(std::count(nl.begin(), nl.end(), "workspace.rope_table"), 0);  // learned positions
+    EXPECT_EQ(std::count(nl.begin(), nl.end(), "workspace.dfc3"), 0);        // GELU
+    EXPECT_EQ(std::count(nl.begin(), nl.end(), "workspace.embedding"), 0);   // not the first stage
+    for (const EngineBuffer& x : last) {
+        if (x.id == EngineBufferId::ws_loss || x.id == EngineBufferId::ws_xent) {
+            EXPECT_EQ(x.dtype, EngineDType::f32);
+        } else if (x.id == EngineBufferId::ws_full_rows) {
+            EXPECT_EQ(x.dtype, EngineDType::bf16);
+        }
+    }
+    // A middle stage without layers holds only the stream temporaries.
+    EXPECT_EQ(engine_workspace_buffers(tl, 1, 8, 1, false, false, false, false, 5).size(), 4u);
+}
+
 // ============================================================================================
 // Model-state bytes per parameter.
 // ============================================================================================

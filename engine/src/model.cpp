@@ -328,7 +328,11 @@ float** layer_slot(LayerActs& a, EngineBufferId id) {
     case Id::final_norm_mean:
     case Id::final_norm_output:
     case Id::logits_probs:
-    case Id::tokens_targets: return nullptr;
+    case Id::tokens_targets:
+    case Id::ws_full_rows: case Id::ws_d_residual: case Id::ws_d_norm_input: case Id::ws_d_norm_output:
+    case Id::ws_dq: case Id::ws_dk: case Id::ws_dv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
+    case Id::ws_dfc3: case Id::ws_attention_backward: case Id::ws_rope_table: case Id::ws_loss: case Id::ws_xent:
+    case Id::ws_embedding: case Id::ws_tokens_staging: return nullptr;
     }
     return nullptr;
 }
@@ -345,7 +349,41 @@ void* output_slot(OutputActs& o, EngineBufferId id) {
     case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_q:
     case Id::attn_k: case Id::attn_v: case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
     case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
-    case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input: return nullptr;
+    case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input:
+    case Id::ws_full_rows: case Id::ws_d_residual: case Id::ws_d_norm_input: case Id::ws_d_norm_output:
+    case Id::ws_dq: case Id::ws_dk: case Id::ws_dv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
+    case Id::ws_dfc3: case Id::ws_attention_backward: case Id::ws_rope_table: case Id::ws_loss: case Id::ws_xent:
+    case Id::ws_embedding: case Id::ws_tokens_staging: return nullptr;
+    }
+    return nullptr;
+}
+
+void* workspace_slot(Activations& a, EngineBufferId id) {
+    using Id = EngineBufferId;
+    switch (id) {
+    case Id::ws_full_rows: return &a.w_full;
+    case Id::ws_d_residual: return &a.w_dres;
+    case Id::ws_d_norm_input: return &a.w_dtmp;
+    case Id::ws_d_norm_output: return &a.w_dln;
+    case Id::ws_dq: return &a.w_dq;
+    case Id::ws_dk: return &a.w_dk;
+    case Id::ws_dv: return &a.w_dv;
+    case Id::ws_dctx: return &a.w_dctx;
+    case Id::ws_dact: return &a.w_dact;
+    case Id::ws_dfc1: return &a.w_dfc1;
+    case Id::ws_dfc3: return &a.w_dfc3;
+    case Id::ws_attention_backward: return &a.w_attn_bwd;
+    case Id::ws_rope_table: return &a.rope_table;
+    case Id::ws_loss: return &a.w_loss;
+    case Id::ws_xent: return &a.w_xent;
+    case Id::ws_embedding: return &a.w_embed;
+    case Id::ws_tokens_staging: return &a.tokens_staging;
+    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_q:
+    case Id::attn_k: case Id::attn_v: case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
+    case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
+    case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input: case Id::final_norm_input:
+    case Id::final_norm_rstd: case Id::final_norm_mean: case Id::final_norm_output: case Id::logits_probs:
+    case Id::tokens_targets: return nullptr;
     }
     return nullptr;
 }
@@ -354,8 +392,7 @@ void* output_slot(OutputActs& o, EngineBufferId id) {
 
 Activations alloc_activations(Backend& be, const EngineConfig& c) {
     const ModelSpec& ms = c.model;
-    const int64_t R = c.rows(), Rl = c.rows_local(), h = ms.hidden;
-    const int64_t HD = c.heads_l() * c.head_dim(), GD = c.kv_l() * c.head_dim(), F = c.ffn_l();
+    const int64_t Rl = c.rows_local(), h = ms.hidden;
     const EngineDType act = EngineDType::f32;
     Activations a;
     auto take = [&](MemCategory cat, const EngineBuffer& b) {
@@ -385,34 +422,13 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     if (c.last)
         for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel, act))
             if (void* slot = output_slot(a.out, b.id)) *(void**)slot = take(MEM_ACTIVATIONS, b);
-    auto ws = [&](int64_t n, const char* what) { return (float*)be.alloc(MEM_WORKSPACE, (size_t)n * sizeof(float), what); };
-    a.w_full = ws(R * h, "workspace.full_rows");
-    a.w_dres = ws(Rl * h, "workspace.d_residual");
-    a.w_dtmp = ws(Rl * h, "workspace.d_norm_input");
-    a.w_dln = ws(R * h, "workspace.d_norm_output");
-    if (c.layers > 0) {
-        a.w_dq = ws(R * HD, "workspace.dq");
-        a.w_dk = ws(R * GD, "workspace.dk");
-        a.w_dv = ws(R * GD, "workspace.dv");
-        a.w_dctx = ws(R * HD, "workspace.dctx");
-        a.w_dact = ws(R * F, "workspace.dact");
-        a.w_dfc1 = ws(R * F, "workspace.dfc1");
-        if (c.swiglu()) a.w_dfc3 = ws(R * F, "workspace.dfc3");
-        a.w_attn_bwd = ws(be.attention_backward_workspace(c.micro_batch, c.seq, c.heads_l(), c.kv_l(), c.head_dim()),
-                          "workspace.attention_backward");
-        if (ms.position == Position::rope) {
-            a.rope_table = ws(c.seq * c.head_dim(), "workspace.rope_table");
-            be.rope_table(a.rope_table, c.seq, c.head_dim(), (float)ms.rope_theta);
-        }
-    }
-    if (c.last) {
-        a.w_loss = ws(R, "workspace.loss");
-        a.w_xent = ws(3 * R, "workspace.xent");
-    }
-    if (c.first && c.sequence_parallel) a.w_embed = ws(R * h, "workspace.embedding");
-    if (c.first || c.last)
-        a.tokens_staging = (int32_t*)be.alloc(MEM_WORKSPACE, (size_t)(c.micro_batch * (c.seq + 1)) * sizeof(int32_t),
-                                              "workspace.tokens_staging");
+    // Workspace: the estimators' list too; attention backward's scratch is as the backend states it.
+    const int64_t attention_scratch =
+        c.layers > 0 ? be.attention_backward_workspace(c.micro_batch, c.seq, c.heads_l(), c.kv_l(), c.head_dim()) : 0;
+    for (const EngineBuffer& b : engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first,
+                                                          c.last, c.layers > 0, attention_scratch, act))
+        if (void* slot = workspace_slot(a, b.id)) *(void**)slot = take(MEM_WORKSPACE, b);
+    if (a.rope_table) be.rope_table(a.rope_table, c.seq, c.head_dim(), (float)ms.rope_theta);
     if (c.pp > 1) {
         // Chunk ch sends forward unless it holds the output head, backward unless it holds
         // the embedding.
@@ -434,12 +450,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
 void free_activations(Backend& be, Activations& a) {
     auto rel = [&](void* p) { be.release(p); };
     for (void* p : a.owned) rel(p);
-    for (float* p : {a.w_full, a.w_dres, a.w_dtmp, a.w_dln, a.w_dq, a.w_dk, a.w_dv, a.w_dctx, a.w_dact, a.w_dfc1,
-                     a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
-        rel(p);
-    rel(a.tokens_staging);
-    rel(a.w_attn_bwd);
-    rel(a.rope_table);
+    rel(a.d_stream);
     for (float* p : a.send_fwd) rel(p);
     for (float* p : a.send_bwd) rel(p);
     for (float* p : a.d_head) rel(p);

@@ -221,6 +221,23 @@ const char* engine_buffer_name(EngineBufferId id) {
     case EngineBufferId::final_norm_output: return "final_norm.output";
     case EngineBufferId::logits_probs: return "logits.probs";
     case EngineBufferId::tokens_targets: return "tokens.targets";
+    case EngineBufferId::ws_full_rows: return "workspace.full_rows";
+    case EngineBufferId::ws_d_residual: return "workspace.d_residual";
+    case EngineBufferId::ws_d_norm_input: return "workspace.d_norm_input";
+    case EngineBufferId::ws_d_norm_output: return "workspace.d_norm_output";
+    case EngineBufferId::ws_dq: return "workspace.dq";
+    case EngineBufferId::ws_dk: return "workspace.dk";
+    case EngineBufferId::ws_dv: return "workspace.dv";
+    case EngineBufferId::ws_dctx: return "workspace.dctx";
+    case EngineBufferId::ws_dact: return "workspace.dact";
+    case EngineBufferId::ws_dfc1: return "workspace.dfc1";
+    case EngineBufferId::ws_dfc3: return "workspace.dfc3";
+    case EngineBufferId::ws_attention_backward: return "workspace.attention_backward";
+    case EngineBufferId::ws_rope_table: return "workspace.rope_table";
+    case EngineBufferId::ws_loss: return "workspace.loss";
+    case EngineBufferId::ws_xent: return "workspace.xent";
+    case EngineBufferId::ws_embedding: return "workspace.embedding";
+    case EngineBufferId::ws_tokens_staging: return "workspace.tokens_staging";
     }
     return "?";
 }
@@ -323,6 +340,40 @@ std::vector<EngineBuffer> engine_recompute_buffers(const ModelSpec& m, int micro
 
 std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq) {
     return {{EngineBufferId::tokens_input, (int64_t)micro_batch * seq, EngineDType::i32}};
+}
+
+std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                   bool sequence_parallel, bool first, bool last, bool has_layers,
+                                                   int64_t attention_scratch, EngineDType act) {
+    using Id = EngineBufferId;
+    const int64_t R = (int64_t)micro_batch * seq, h = m.hidden, d = m.head_dim();
+    const int64_t Rl = sequence_parallel ? R / tp : R;
+    const int64_t HD = m.heads / tp * d, GD = (m.kv_heads >= tp ? m.kv_heads / tp : 1) * d;
+    const int64_t F = (int64_t)m.ffn_hidden / tp;
+    std::vector<EngineBuffer> v;
+    auto add = [&](Id id, int64_t n, EngineDType t) { v.push_back({id, n, t}); };
+    add(Id::ws_full_rows, R * h, act);
+    add(Id::ws_d_residual, Rl * h, act);
+    add(Id::ws_d_norm_input, Rl * h, act);
+    add(Id::ws_d_norm_output, R * h, act);
+    if (has_layers) {
+        add(Id::ws_dq, R * HD, act);
+        add(Id::ws_dk, R * GD, act);
+        add(Id::ws_dv, R * GD, act);
+        add(Id::ws_dctx, R * HD, act);
+        add(Id::ws_dact, R * F, act);
+        add(Id::ws_dfc1, R * F, act);
+        if (m.activation == Activation::swiglu) add(Id::ws_dfc3, R * F, act);
+        add(Id::ws_attention_backward, attention_scratch, EngineDType::f32);
+        if (m.position == Position::rope) add(Id::ws_rope_table, seq * d, EngineDType::f32);
+    }
+    if (last) {
+        add(Id::ws_loss, R, EngineDType::f32);      // the loss in fp32
+        add(Id::ws_xent, 3 * R, EngineDType::f32);  // row max, Σexp, target logit
+    }
+    if (first && sequence_parallel && tp > 1) add(Id::ws_embedding, R * h, act);
+    if (first || last) add(Id::ws_tokens_staging, (int64_t)micro_batch * (seq + 1), EngineDType::i32);
+    return v;
 }
 
 std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,

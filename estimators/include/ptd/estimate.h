@@ -200,6 +200,9 @@ enum class EngineBufferId : uint8_t {
     tokens_input,
     // last stage, held once (the head's forward and backward run back to back)
     final_norm_input, final_norm_rstd, final_norm_mean, final_norm_output, logits_probs, tokens_targets,
+    // workspace, held once per stage (engine_workspace_buffers)
+    ws_full_rows, ws_d_residual, ws_d_norm_input, ws_d_norm_output, ws_dq, ws_dk, ws_dv, ws_dctx, ws_dact,
+    ws_dfc1, ws_dfc3, ws_attention_backward, ws_rope_table, ws_loss, ws_xent, ws_embedding, ws_tokens_staging,
 };
 // "ln1.input", "attn.probs", … (the names the docs and error messages use).
 const char* engine_buffer_name(EngineBufferId id);
@@ -236,6 +239,17 @@ std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_ba
 
 // Input-stage buffers of the engine, per micro-batch in flight (the token ids).
 std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
+
+// The engine's workspace of one stage (its MEM_WORKSPACE category but the step scalars and,
+// on a single or last stage, the gradient stream), allocated once at start-up: one
+// layer's backward temporaries (when the stage has layers), attention backward's scratch
+// (`attention_scratch` f32 elements: the backend states it, it depends on its threads),
+// the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and cross-entropy
+// buffers (last stage), the SP embedding rows (first stage with SP) and one micro-batch's
+// token ids as uploaded (first or last stage).
+std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                   bool sequence_parallel, bool first, bool last, bool has_layers,
+                                                   int64_t attention_scratch, EngineDType act = EngineDType::f32);
 
 // Elements of the engine's flat parameter / gradient buffer for a stage of `params`
 // parameters. With ZeRO-1 over dp > 1 it is padded to a multiple of
