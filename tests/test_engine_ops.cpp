@@ -270,7 +270,8 @@ TEST(EngineStreams, CommReadBeforeTheComputeEventIsCaught) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     auto be = make_stream_checking_backend(backend());
     auto comm = make_self_communicator("tp", 0);
-    comm->set_read_observer([&](const void* x, size_t n, const char* op) { be->check_comm_read(x, n, op); });
+    comm->set_access_observer(
+        [&](const void* x, size_t n, bool write, const char* op) { be->note_comm_access(x, n, write, op); });
     const Event ready = be->create_event("compute done"), done = be->create_event("comm done");
     auto* a = static_cast<float*>(be->alloc(MEM_WORKSPACE, 64 * sizeof(float), "partial sums"));
     auto* w = static_cast<float*>(be->alloc(MEM_PARAMS, 64 * sizeof(float), "w"));
@@ -285,6 +286,19 @@ TEST(EngineStreams, CommReadBeforeTheComputeEventIsCaught) {
     }
     be->scale(a, 2.0f, 64);  // a new write after the event: not visible to comm again
     EXPECT_DEATH(comm->reduce_scatter(a, 64, DType::f32, ReduceOp::sum), "written by compute op #2 \\(scale\\)");
+    // The other direction: compute must wait for the comm stream before it uses what a
+    // collective wrote (a GPU kernel would read the buffer while the collective runs).
+    {
+        CommOnStream on_comm(*be, ready, done);
+        comm->all_reduce_sum(a, 64);
+    }
+    be->record_event(ready, Stream::compute);
+    be->wait_event(Stream::comm, ready);
+    comm->all_reduce_sum(a, 64);  // no event recorded on comm, none waited for by compute
+    EXPECT_DEATH(be->add(w, a, 64), "compute op add uses \"partial sums\", written by the comm stream's all_reduce");
+    be->record_event(done, Stream::comm);
+    be->wait_event(Stream::compute, done);
+    be->add(w, a, 64);  // now ordered
     // Waiting for an event nobody recorded is a bug too.
     const Event never = be->create_event("never recorded");
     EXPECT_DEATH(be->wait_event(Stream::comm, never), "never recorded");

@@ -3,10 +3,12 @@
 // race. It forwards every call to the real backend and keeps logical clocks: each compute
 // op stamps the allocation it writes with the compute stream's position; record_event
 // remembers a stream's position; wait_event makes it visible to the waiting stream. When
-// the communicator is about to read memory (Communicator::set_read_observer →
-// check_comm_read) whose last compute write the comm stream has not waited for, it stops
-// the process naming the buffer, the op that wrote it and the communicator operation —
-// the bug a GPU would show as a collective sending stale data.
+// the communicator is about to read memory (Communicator::set_access_observer →
+// note_comm_access) whose last compute write the comm stream has not waited for, or when a
+// compute op uses memory the communicator wrote before the compute stream waited for the
+// comm stream's event, it stops the process naming the buffer, the op that wrote it and
+// the op that used it — the bugs a GPU would show as a collective sending stale data, or a
+// kernel reading a receive still in flight.
 #include <algorithm>
 #include <cstdarg>
 #include <cstdint>
@@ -46,11 +48,18 @@ public:
         const EventState& st = event(e);
         if (st.position < 0) fail("wait for event \"%s\" that was never recorded", st.what);
         if (s == Stream::comm && st.stream == Stream::compute) comm_sees_compute_ = std::max(comm_sees_compute_, st.position);
+        if (s == Stream::compute && st.stream == Stream::comm) compute_sees_comm_ = std::max(compute_sees_comm_, st.position);
     }
-    void check_comm_read(const void* x, size_t bytes, const char* op) override {
+    void note_comm_access(const void* x, size_t bytes, bool write, const char* op) override {
         ++comm_pos_;
         Block* b = find(x);
-        if (!b || b->written_at <= comm_sees_compute_) return;
+        if (!b) return;
+        if (write) {
+            b->comm_written_at = comm_pos_;
+            b->comm_written_by = op;
+            return;
+        }
+        if (b->written_at <= comm_sees_compute_) return;
         fail("the comm stream's %s reads %zu bytes of \"%s\", written by compute op #%lld (%s), but the comm stream "
              "waited only for compute work up to op #%lld: record an event on the compute stream after the write and "
              "wait for it on the comm stream before the collective (CommOnStream)",
@@ -71,95 +80,98 @@ public:
     void seal_allocations(bool sealed) override { in_->seal_allocations(sealed); }
     void reset_peaks() override { in_->reset_peaks(); }
     void upload(void* dst, const void* src_host, size_t bytes) override {
-        wrote(dst, "upload");
+        rd(dst, "upload"), wrote(dst, "upload");
         in_->upload(dst, src_host, bytes);
     }
-    void download(void* dst_host, const void* src, size_t bytes) override { in_->download(dst_host, src, bytes); }
+    void download(void* dst_host, const void* src, size_t bytes) override {
+        rd(src, "download");
+        in_->download(dst_host, src, bytes);
+    }
     TransferStats transfer_stats() const override { return in_->transfer_stats(); }
     void* alloc_host(size_t bytes, const char* what) override { return in_->alloc_host(bytes, what); }
     void release_host(void* p) override { in_->release_host(p); }
     void zero(void* x, size_t bytes) override {
-        wrote(x, "zero");
+        rd(x, "zero"), wrote(x, "zero");
         in_->zero(x, bytes);
     }
 
-    // ---- compute ops: stamp every output, then forward -------------------------------
-    void fill(float* x, float value, int64_t n) override { wrote(x, "fill"), in_->fill(x, value, n); }
-    void copy(float* dst, const float* src, int64_t n) override { wrote(dst, "copy"), in_->copy(dst, src, n); }
-    void add(float* y, const float* x, int64_t n) override { wrote(y, "add"), in_->add(y, x, n); }
-    void scale(float* x, float a, int64_t n) override { wrote(x, "scale"), in_->scale(x, a, n); }
-    void sum_squares(double* acc, const float* x, int64_t n) override {
+    // ---- compute ops: check every operand, stamp every output, then forward -------------------------------
+    void fill(float* x, float value, int64_t n) override { rd(x, "fill"); wrote(x, "fill"), in_->fill(x, value, n); }
+    void copy(float* dst, const float* src, int64_t n) override { rd(dst, "copy"), rd(src, "copy"); wrote(dst, "copy"), in_->copy(dst, src, n); }
+    void add(float* y, const float* x, int64_t n) override { rd(y, "add"), rd(x, "add"); wrote(y, "add"), in_->add(y, x, n); }
+    void scale(float* x, float a, int64_t n) override { rd(x, "scale"); wrote(x, "scale"), in_->scale(x, a, n); }
+    void sum_squares(double* acc, const float* x, int64_t n) override { rd(acc, "sum_squares"), rd(x, "sum_squares");
         wrote(acc, "sum_squares"), in_->sum_squares(acc, x, n);
     }
-    void sum_into(double* acc, const float* x, int64_t n) override { wrote(acc, "sum_into"), in_->sum_into(acc, x, n); }
-    void finish_step_scalars(double* s, double max_norm) override {
+    void sum_into(double* acc, const float* x, int64_t n) override { rd(acc, "sum_into"), rd(x, "sum_into"); wrote(acc, "sum_into"), in_->sum_into(acc, x, n); }
+    void finish_step_scalars(double* s, double max_norm) override { rd(s, "finish_step_scalars");
         wrote(s, "finish_step_scalars"), in_->finish_step_scalars(s, max_norm);
     }
-    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override {
+    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override { rd(inputs, "split_tokens"), rd(targets, "split_tokens"), rd(seq, "split_tokens");
         wrote(inputs, "split_tokens"), wrote(targets, "split_tokens");
         in_->split_tokens(inputs, targets, seq, B, T);
     }
     void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B,
-              float beta, float* C) override {
+              float beta, float* C) override { rd(A, "gemm"), rd(B, "gemm"), rd(C, "gemm");
         wrote(C, "gemm"), in_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
     }
-    void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) override { rd(y, "bias_add"), rd(bias, "bias_add");
         wrote(y, "bias_add"), in_->bias_add(y, bias, rows, cols);
     }
-    void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+    void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) override { rd(dbias, "bias_grad"), rd(dy, "bias_grad");
         wrote(dbias, "bias_grad"), in_->bias_grad(dbias, dy, rows, cols);
     }
     void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                           int64_t rows, int64_t C, float eps) override {
+                           int64_t rows, int64_t C, float eps) override { rd(out, "layernorm_forward"), rd(mean, "layernorm_forward"), rd(rstd, "layernorm_forward"), rd(x, "layernorm_forward"), rd(w, "layernorm_forward"), rd(b, "layernorm_forward");
         wrote(out, "layernorm_forward"), wrote(mean, "layernorm_forward"), wrote(rstd, "layernorm_forward");
         in_->layernorm_forward(out, mean, rstd, x, w, b, rows, C, eps);
     }
     void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
-                            const float* rstd, const float* w, int64_t rows, int64_t C) override {
+                            const float* rstd, const float* w, int64_t rows, int64_t C) override { rd(dx, "layernorm_backward"), rd(dw, "layernorm_backward"), rd(db, "layernorm_backward"), rd(dout, "layernorm_backward"), rd(x, "layernorm_backward"), rd(mean, "layernorm_backward"), rd(rstd, "layernorm_backward"), rd(w, "layernorm_backward");
         wrote(dx, "layernorm_backward"), wrote(dw, "layernorm_backward"), wrote(db, "layernorm_backward");
         in_->layernorm_backward(dx, dw, db, dout, x, mean, rstd, w, rows, C);
     }
     void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
-                         float eps) override {
+                         float eps) override { rd(out, "rmsnorm_forward"), rd(rstd, "rmsnorm_forward"), rd(x, "rmsnorm_forward"), rd(w, "rmsnorm_forward");
         wrote(out, "rmsnorm_forward"), wrote(rstd, "rmsnorm_forward");
         in_->rmsnorm_forward(out, rstd, x, w, rows, C, eps);
     }
     void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
-                          int64_t rows, int64_t C) override {
+                          int64_t rows, int64_t C) override { rd(dx, "rmsnorm_backward"), rd(dw, "rmsnorm_backward"), rd(dout, "rmsnorm_backward"), rd(x, "rmsnorm_backward"), rd(rstd, "rmsnorm_backward"), rd(w, "rmsnorm_backward");
         wrote(dx, "rmsnorm_backward"), wrote(dw, "rmsnorm_backward");
         in_->rmsnorm_backward(dx, dw, dout, x, rstd, w, rows, C);
     }
-    void gelu_forward(float* out, const float* x, int64_t n) override { wrote(out, "gelu_forward"), in_->gelu_forward(out, x, n); }
-    void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    void gelu_forward(float* out, const float* x, int64_t n) override { rd(out, "gelu_forward"), rd(x, "gelu_forward"); wrote(out, "gelu_forward"), in_->gelu_forward(out, x, n); }
+    void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override { rd(dx, "gelu_backward"), rd(x, "gelu_backward"), rd(dout, "gelu_backward");
         wrote(dx, "gelu_backward"), in_->gelu_backward(dx, x, dout, n);
     }
-    void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override {
+    void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override { rd(out, "swiglu_forward"), rd(gate, "swiglu_forward"), rd(up, "swiglu_forward");
         wrote(out, "swiglu_forward"), in_->swiglu_forward(out, gate, up, n);
     }
     void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                         int64_t n) override {
+                         int64_t n) override { rd(dgate, "swiglu_backward"), rd(dup, "swiglu_backward"), rd(dout, "swiglu_backward"), rd(gate, "swiglu_backward"), rd(up, "swiglu_backward");
         wrote(dgate, "swiglu_backward"), wrote(dup, "swiglu_backward");
         in_->swiglu_backward(dgate, dup, dout, gate, up, n);
     }
-    void rope_table(float* table, int64_t positions, int64_t D, float theta) override {
+    void rope_table(float* table, int64_t positions, int64_t D, float theta) override { rd(table, "rope_table");
         wrote(table, "rope_table"), in_->rope_table(table, positions, D, theta);
     }
     void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                      int64_t positions) override {
+                      int64_t positions) override { rd(x, "rope_forward"), rd(table, "rope_forward");
         wrote(x, "rope_forward"), in_->rope_forward(x, B, T, nh, D, pos0, table, positions);
     }
     void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                       int64_t positions) override {
+                       int64_t positions) override { rd(dx, "rope_backward"), rd(table, "rope_backward");
         wrote(dx, "rope_backward"), in_->rope_backward(dx, B, T, nh, D, pos0, table, positions);
     }
     void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
-                           int64_t T, int64_t H, int64_t G, int64_t D) override {
+                           int64_t T, int64_t H, int64_t G, int64_t D) override { rd(ctx, "attention_forward"), rd(probs, "attention_forward"), rd(q, "attention_forward"), rd(k, "attention_forward"), rd(v, "attention_forward");
         wrote(ctx, "attention_forward"), wrote(probs, "attention_forward");
         in_->attention_forward(ctx, probs, q, k, v, B, T, H, G, D);
     }
     void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
                             const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
-                            float* workspace) override {
+                            float* workspace) override { rd(dq, "attention_backward"), rd(dk, "attention_backward"), rd(dv, "attention_backward"), rd(dctx, "attention_backward"), rd(probs, "attention_backward"), rd(q, "attention_backward"), rd(k, "attention_backward"), rd(v, "attention_backward"), rd(workspace, "attention_backward");
         wrote(dq, "attention_backward"), wrote(dk, "attention_backward"), wrote(dv, "attention_backward");
         wrote(workspace, "attention_backward");
         in_->attention_backward(dq, dk, dv, dctx, probs, q, k, v, B, T, H, G, D, workspace);
@@ -168,39 +180,39 @@ public:
         return in_->attention_backward_workspace(B, T, H, G, D);
     }
     void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t Vl, int64_t rows,
-                           int64_t C) override {
+                           int64_t C) override { rd(out, "embedding_forward"), rd(tokens, "embedding_forward"), rd(wte, "embedding_forward");
         wrote(out, "embedding_forward"), in_->embedding_forward(out, tokens, wte, v0, Vl, rows, C);
     }
     void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
-                            int64_t rows, int64_t C) override {
+                            int64_t rows, int64_t C) override { rd(dwte, "embedding_backward"), rd(dout, "embedding_backward"), rd(tokens, "embedding_backward");
         wrote(dwte, "embedding_backward"), in_->embedding_backward(dwte, dout, tokens, v0, Vl, rows, C);
     }
-    void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) override {
+    void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) override { rd(out, "position_forward"), rd(wpe, "position_forward");
         wrote(out, "position_forward"), in_->position_forward(out, wpe, row0, rows, T, C);
     }
-    void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T, int64_t C) override {
+    void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T, int64_t C) override { rd(dwpe, "position_backward"), rd(dout, "position_backward");
         wrote(dwpe, "position_backward"), in_->position_backward(dwpe, dout, row0, rows, T, C);
     }
     void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
-                      int64_t V_valid) override {
+                      int64_t V_valid) override { rd(rowmax, "xent_row_max"), rd(logits, "xent_row_max");
         wrote(rowmax, "xent_row_max"), in_->xent_row_max(rowmax, logits, rows, Vl, v0, V_valid);
     }
     void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
-                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override { rd(sumexp, "xent_sums"), rd(target_logit, "xent_sums"), rd(logits, "xent_sums"), rd(rowmax, "xent_sums"), rd(targets, "xent_sums");
         wrote(sumexp, "xent_sums"), wrote(target_logit, "xent_sums");
         in_->xent_sums(sumexp, target_logit, logits, rowmax, targets, rows, Vl, v0, V_valid);
     }
     void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp, const float* target_logit,
-                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override { rd(loss, "xent_finish"), rd(logits, "xent_finish"), rd(rowmax, "xent_finish"), rd(sumexp, "xent_finish"), rd(target_logit, "xent_finish");
         wrote(loss, "xent_finish"), wrote(logits, "xent_finish");
         in_->xent_finish(loss, logits, rowmax, sumexp, target_logit, rows, Vl, v0, V_valid);
     }
     void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
-                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+                       int64_t Vl, int64_t v0, int64_t V_valid) override { rd(dlogits, "xent_backward"), rd(probs, "xent_backward"), rd(targets, "xent_backward");
         wrote(dlogits, "xent_backward"), in_->xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid);
     }
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-               float weight_decay, const double* scalars, int64_t step) override {
+               float weight_decay, const double* scalars, int64_t step) override { rd(p, "adamw"), rd(g, "adamw"), rd(m, "adamw"), rd(v, "adamw"), rd(scalars, "adamw");
         wrote(p, "adamw"), wrote(m, "adamw"), wrote(v, "adamw");
         in_->adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, scalars, step);
     }
@@ -211,6 +223,8 @@ private:
         const char* what = "?";
         int64_t written_at = 0;        // compute op that last wrote it (0: none)
         const char* written_by = "";
+        int64_t comm_written_at = 0;   // comm operation that last wrote it (0: none)
+        const char* comm_written_by = "";
     };
     struct EventState {
         const char* what = "?";
@@ -238,6 +252,18 @@ private:
         const uintptr_t p = (uintptr_t)x;
         return p < it->first + std::max<size_t>(it->second.bytes, 1) ? &it->second : nullptr;
     }
+    // A compute op (or a copy on the compute stream) uses x: the comm operation that last
+    // wrote it must be visible to the compute stream (an event recorded on comm after it,
+    // waited for by compute), or the op would read — or overwrite — memory still in flight.
+    void rd(const void* x, const char* op) {
+        if (!x) return;
+        const Block* b = find(x);
+        if (!b || b->comm_written_at <= compute_sees_comm_) return;
+        fail("compute op %s uses \"%s\", written by the comm stream's %s (comm operation #%lld), but the compute "
+             "stream waited only for comm work up to #%lld: record an event on the comm stream after the collective and "
+             "wait for it on the compute stream (CommOnStream)",
+             op, b->what, b->comm_written_by, (long long)b->comm_written_at, (long long)compute_sees_comm_);
+    }
     // A compute op writes x: it is the next op on the compute stream.
     void wrote(const void* x, const char* op) {
         if (!x) return;
@@ -253,6 +279,7 @@ private:
     std::vector<EventState> events_;     // likewise
     int64_t compute_pos_ = 0, comm_pos_ = 0;
     int64_t comm_sees_compute_ = 0;      // compute ops the comm stream has waited for
+    int64_t compute_sees_comm_ = 0;      // comm operations the compute stream has waited for
 };
 
 }  // namespace

@@ -146,9 +146,18 @@ public:
     const std::string& name() const override { return name_; }
     const std::vector<int>& global_ranks() const override { return ranks_; }
     // The identity, but the buffer is read all the same (as NCCL would): checked.
-    void all_reduce(void* x, int64_t n, DType t, ReduceOp) override { observe_read(x, n, t, "all_reduce"); }
-    void reduce_scatter(void* x, int64_t n, DType t, ReduceOp) override { observe_read(x, n, t, "reduce_scatter"); }
-    void all_gather(void* x, int64_t n, DType t) override { observe_read(x, n, t, "all_gather"); }
+    void all_reduce(void* x, int64_t n, DType t, ReduceOp) override {
+        observe_read(x, n, t, "all_reduce");
+        observe_write(x, n, t, "all_reduce");
+    }
+    void reduce_scatter(void* x, int64_t n, DType t, ReduceOp) override {
+        observe_read(x, n, t, "reduce_scatter");
+        observe_write(x, n, t, "reduce_scatter");
+    }
+    void all_gather(void* x, int64_t n, DType t) override {
+        observe_read(x, n, t, "all_gather");
+        observe_write(x, n, t, "all_gather");
+    }
     void broadcast(void* x, int64_t n, DType t, int) override { observe_read(x, n, t, "broadcast"); }
     void barrier() override {}
     void group_start() override {}
@@ -258,12 +267,13 @@ public:
         if (n <= 0) return;
         observe_read(x, n, t, what.c_str());
         switch (t) {
-            case DType::f32: return all_reduce_typed((float*)x, n, what, reduce_fn(t, op));
-            case DType::f64: return all_reduce_typed((double*)x, n, what, reduce_fn(t, op));
-            case DType::i32: return all_reduce_typed((int32_t*)x, n, what, reduce_fn(t, op));
+            case DType::f32: all_reduce_typed((float*)x, n, what, reduce_fn(t, op)); break;
+            case DType::f64: all_reduce_typed((double*)x, n, what, reduce_fn(t, op)); break;
+            case DType::i32: all_reduce_typed((int32_t*)x, n, what, reduce_fn(t, op)); break;
             case DType::bf16:
-            case DType::f16: return all_reduce_typed((uint16_t*)x, n, what, reduce_fn(t, op));
+            case DType::f16: all_reduce_typed((uint16_t*)x, n, what, reduce_fn(t, op)); break;
         }
+        observe_write(x, n, t, what.c_str());
     }
 
     // Ring reduce-scatter: in step s a rank sends its partial sum of chunk (r−s−1) to the
@@ -299,6 +309,7 @@ public:
                 wait_send(*send_buf);
             }
         });
+        observe_write(x, count * p, t, what.c_str());
     }
 
     // Ring all-gather: in step s a rank forwards chunk (r−s) to the right and receives
@@ -324,6 +335,7 @@ public:
                 wait_send(*send_buf);
             }
         });
+        observe_write(x, count * p, t, "all_gather");
     }
 
     void broadcast(void* x, int64_t n, DType t, int root) override {
@@ -340,6 +352,7 @@ public:
             opts.setTimeout(timeout_);
             gloo::broadcast(opts);
         });
+        if (rank() != root) observe_write(x, n, t, "broadcast");
     }
 
     void barrier() override {
@@ -456,6 +469,8 @@ private:
                 }
             }
         });
+        for (const P2pOp& op : ops_)
+            if (!op.is_send) observe_write(op.x, op.count, op.dtype, "recv");
         ops_.clear();
     }
 

@@ -461,7 +461,9 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     // The communicator tells the backend what it reads (checked in PTD_STREAM_CHECK mode).
     for (Communicator* g : {s.groups.world.get(), s.groups.tp.get(), s.groups.pp.get(), s.groups.dp.get(),
                             s.groups.embedding.get()})
-        if (g) g->set_read_observer([be = s.be.get()](const void* x, size_t n, const char* op) { be->check_comm_read(x, n, op); });
+        if (g) g->set_access_observer([be = s.be.get()](const void* x, size_t n, bool write, const char* op) {
+                be->note_comm_access(x, n, write, op);
+            });
     s.run_dir = options.run_dir.empty() ? "runs/" + s.run_id : options.run_dir;
 
     const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();

@@ -62,11 +62,12 @@ public:
     virtual Event create_event(const char* what) = 0;  // at start-up
     virtual void record_event(Event e, Stream s) = 0;
     virtual void wait_event(Stream s, Event e) = 0;
-    // Called by the communicator (Communicator::set_read_observer) before an operation on
-    // the comm stream reads `bytes` at `x`. The stream-checking backend stops the process
-    // when compute work that wrote there is not yet visible to the comm stream; others
-    // ignore it.
-    virtual void check_comm_read(const void* x, size_t bytes, const char* op) {}
+    // Called by the communicator (Communicator::set_access_observer) before an operation on
+    // the comm stream reads `bytes` at `x` (write = false) and after it wrote them (write =
+    // true). The stream-checking backend stops the process when compute work that wrote
+    // there is not yet visible to the comm stream (and later, when a compute op uses what
+    // the comm stream wrote before waiting for it); other backends ignore it.
+    virtual void note_comm_access(const void* x, size_t bytes, bool write, const char* op) {}
 
     // ---- memory --------------------------------------------------------------------
     // Zero-filled allocation tagged with `cat`; `what` names it for error messages.
@@ -229,9 +230,9 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 // Debug mode (PTD_STREAM_CHECK=1 in ptd-engine): wraps a backend, forwards every call, and
 // checks the stream contract: every compute op's output is stamped with the compute
 // stream's position; an event records a stream's position; a wait makes it visible to the
-// other stream. check_comm_read then stops the process, naming the buffer, the op that
-// wrote it and the communicator operation, when the comm stream reads memory whose last
-// compute write it has not waited for.
+// other stream. The process stops, naming the buffer and both operations, when the comm
+// stream reads memory whose last compute write it has not waited for, or a compute op uses
+// memory whose last comm write the compute stream has not waited for.
 std::unique_ptr<Backend> make_stream_checking_backend(std::unique_ptr<Backend> inner);
 
 }  // namespace ptd::engine

@@ -87,11 +87,13 @@ public:
     virtual void send(const void* x, int64_t count, DType dtype, int peer, uint32_t check = 0) = 0;
     virtual void recv(void* x, int64_t count, DType dtype, int peer, uint32_t check = 0) = 0;
 
-    // Debug hook (stream checking): every collective and send calls it with the memory it
-    // is about to read (all_gather: this rank's slice; reduce_scatter, all_reduce,
-    // broadcast at the root, send: the whole buffer). Empty: off.
-    using ReadObserver = std::function<void(const void* x, size_t bytes, const char* op)>;
-    void set_read_observer(ReadObserver f) { read_observer_ = std::move(f); }
+    // Debug hook (stream checking): every operation calls it with the memory it is about to
+    // read (write = false: all_gather this rank's slice; reduce_scatter, all_reduce,
+    // broadcast at the root, send the whole buffer) and then with the memory it wrote
+    // (write = true: all_reduce, reduce_scatter and all_gather the whole buffer, broadcast
+    // elsewhere than the root, recv its buffer). Empty: off.
+    using AccessObserver = std::function<void(const void* x, size_t bytes, bool write, const char* op)>;
+    void set_access_observer(AccessObserver f) { observer_ = std::move(f); }
 
     // Shorthands for the engine's fp32 tensors.
     void all_reduce_sum(float* x, int64_t n) { all_reduce(x, n, DType::f32, ReduceOp::sum); }
@@ -99,11 +101,14 @@ public:
 
 protected:
     void observe_read(const void* x, int64_t count, DType t, const char* op) const {
-        if (read_observer_) read_observer_(x, (size_t)count * dtype_size(t), op);
+        if (observer_) observer_(x, (size_t)count * dtype_size(t), false, op);
+    }
+    void observe_write(const void* x, int64_t count, DType t, const char* op) const {
+        if (observer_) observer_(x, (size_t)count * dtype_size(t), true, op);
     }
 
 private:
-    ReadObserver read_observer_;
+    AccessObserver observer_;
 };
 
 // A group of size 1: every collective is the identity, p2p is a programmer error.
