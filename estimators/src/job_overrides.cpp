@@ -5,6 +5,7 @@
 #include "ptd/job_overrides.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <toml++/toml.h>
 
@@ -32,7 +33,13 @@ static std::string trim(std::string_view s) {
     return std::string(s.substr(b, e - b + 1));
 }
 
-static SourceLoc override_loc(std::string_view text) { return SourceLoc{"--set " + std::string(text), 0, 0}; }
+// "--set parallel.tp=3", or quoted and shortened when the text is long or has characters
+// that would not show (the location is echoed in every message about the override).
+static SourceLoc override_loc(std::string_view text) {
+    std::string shown = quote_input(text);
+    if (shown != "\"" + std::string(text) + "\"") return SourceLoc{"--set " + shown, 0, 0};
+    return SourceLoc{"--set " + std::string(text), 0, 0};
+}
 
 Result<JobOverride> parse_override(std::string_view text) {
     const SourceLoc where = override_loc(text);
@@ -50,6 +57,13 @@ Result<JobOverride> parse_override(std::string_view text) {
         if (dot == std::string::npos) break;
         start = dot + 1;
     }
+    // The deepest job key has three parts (cluster.gpu.memory_gib); a path of thousands
+    // would build as many nested tables.
+    constexpr size_t kMaxParts = 8;
+    if (o.path.size() > kMaxParts)
+        return fail(where, "",
+                    "the key has " + format_count(o.path.size()) + " dotted parts; allowed: at most " +
+                        std::to_string(kMaxParts) + " (section.key, or cluster.gpu.key)");
     for (const std::string& part : o.path)
         if (part.empty())
             return fail(where, key, "expected section.key=value (e.g. parallel.tp=4); the key has an empty part");
@@ -57,7 +71,7 @@ Result<JobOverride> parse_override(std::string_view text) {
     if (std::find(sections.begin(), sections.end(), o.path[0]) == sections.end()) {
         std::string hint = closest_match(o.path[0], sections);
         return fail(where, key,
-                    "unknown section \"" + o.path[0] + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                    "unknown section " + quote_input(o.path[0]) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                         "; allowed: " + join(sections));
     }
     if (o.path.size() < 2)
@@ -69,28 +83,60 @@ Result<JobOverride> parse_override(std::string_view text) {
 
 // The value as a TOML node. "v = <text>" must parse to exactly that one key; otherwise
 // (a bare word, a path, text with newlines) the text is a plain string.
-static void set_value(toml::table& t, const std::string& key, const std::string& value) {
-    if (value.find_first_of("\r\n") == std::string::npos) {
-        try {
-            const std::string text = "v = " + value;
-            toml::table doc = toml::parse(std::string_view(text), std::string_view("--set"));
-            if (doc.size() == 1)
-                if (const toml::node* n = doc.get("v")) {
-                    t.insert_or_assign(key, *n);
-                    return;
-                }
-        } catch (const toml::parse_error&) {
-            // not TOML value syntax: a bare string
-        }
-    }
-    t.insert_or_assign(key, value);
-}
-
 static std::string dotted(const std::vector<std::string>& path, size_t n) {
     std::string out;
     for (size_t i = 0; i < n && i < path.size(); ++i) out += (i ? "." : "") + path[i];
     return out;
 }
+
+// Text that can only be meant as a number: digits with an optional sign, fraction and
+// exponent ("1e999", "-0.5", "3_000"). If TOML cannot read it, it is an error, not a string.
+static bool looks_numeric(std::string_view v) {
+    if (!v.empty() && (v[0] == '+' || v[0] == '-')) v.remove_prefix(1);
+    if (v.empty() || !(std::isdigit((unsigned char)v[0]) || (v[0] == '.' && v.size() > 1))) return false;
+    for (char c : v)
+        if (!(std::isdigit((unsigned char)c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' || c == '_'))
+            return false;
+    return true;
+}
+
+static Result<void> set_value(toml::table& t, const JobOverride& o) {
+    const std::string& key = o.path.back();
+    const std::string& value = o.value;
+    if (value.find_first_of("\r\n") == std::string::npos) {
+        const std::string text = "v = " + value;
+        std::string why;
+        if (auto deep = check_toml_depth(text, "--set"); !deep) {
+            why = deep.error().diagnostics.front().message;
+        } else {
+            try {
+                toml::table doc = toml::parse(std::string_view(text), std::string_view("--set"));
+                if (doc.size() == 1)
+                    if (const toml::node* n = doc.get("v")) {
+                        t.insert_or_assign(key, *n);
+                        return {};
+                    }
+            } catch (const toml::parse_error& e) {
+                why = std::string(e.description());
+            }
+        }
+        if (looks_numeric(value)) {
+            // toml++ refuses numbers it cannot hold (1e999, 99999999999999999999).
+            const bool is_float = value.find_first_of(".eE") != std::string::npos;
+            return fail(override_loc(o.text), dotted(o.path, o.path.size()),
+                        "got " + quote_input(value) + ", which is out of range for " +
+                            (is_float ? "a double (at most about 1.8e308)" : "a 64-bit integer") +
+                            "; give a number in the key's allowed range");
+        }
+        if (!why.empty() && (value.front() == '[' || value.front() == '{'))
+            return fail(override_loc(o.text), dotted(o.path, o.path.size()),
+                        "got " + quote_input(value) + ", which is not a TOML value: " + why);
+        // not TOML value syntax: a bare string
+    }
+    t.insert_or_assign(key, value);
+    return {};
+}
+
 
 static const char* node_kind(const toml::node& n) {
     switch (n.type()) {
@@ -133,8 +179,7 @@ static Result<void> apply_one(toml::table& doc, const JobOverride& o) {
         }
         t = n->as_table();
     }
-    set_value(*t, o.path.back(), o.value);
-    return {};
+    return set_value(*t, o);
 }
 
 static bool key_under(std::string_view key, std::string_view prefix) {
