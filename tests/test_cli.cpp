@@ -141,7 +141,7 @@ TEST(Cli, LayoutColourOnATty) {
 
 TEST(Cli, LayoutFlagsTpGroupsSpanningNodes) {
     std::string job = write_temp("span.toml",
-                                 "[model]\npreset = \"llama3-70b\"\n[cluster]\nnodes = 4\ngpus_per_node = 8\n"
+                                 "[model]\npreset = \"llama3-405b\"\n[cluster]\nnodes = 4\ngpus_per_node = 8\n"
                                  "gpu = \"h100-sxm\"\n[parallel]\ntp = 16\npp = 2\n");
     Proc r = run(kPtd + " layout " + job);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -475,17 +475,20 @@ TEST(CliOverrides, HugeAndNonFiniteNumbers) {
 // Issue 12 item 15: a 4 MB bad value was echoed in full; every echo is shortened, with
 // the full length.
 TEST(CliOverrides, LongValuesAreShortenedInMessages) {
-    std::string job = write_temp("long_value.toml", "[model]\npreset = \"" + std::string(4 << 20, 'a') +
+    std::string job = write_temp("long_value.toml", "[model]\npreset = \"" + std::string(3 << 20, 'a') +
                                                          "\"\n[cluster]\nnodes = 1\ngpus_per_node = 1\ngpu = \"cpu\"\n");
     Proc r = run(kPtd + " validate " + job);
     EXPECT_EQ(r.rc, 2);
     EXPECT_LT(r.err.size(), 2000u) << r.err.substr(0, 300);
-    EXPECT_TRUE(contains(r.err, "(4,194,304 bytes)")) << r.err.substr(0, 500);
+    EXPECT_TRUE(contains(r.err, "(3,145,728 bytes)")) << r.err.substr(0, 500);
 }
 
 // Issue 12 item 15: the estimate table's columns ran together at ≥ 100 GiB.
 TEST(CliEstimate, ColumnsStaySeparatedAtHundredsOfGib) {
-    Proc r = run(kPtd + " estimate @default --set parallel.tp=1 --set parallel.pp=1 --set training.micro_batch=16");
+    std::string job = write_temp("big_estimate.toml", "[model]\npreset = \"llama3-405b\"\n[cluster]\nnodes = 1\n"
+                                                      "gpus_per_node = 1\ngpu = \"h100-sxm\"\n[training]\n"
+                                                      "micro_batch = 1\nglobal_batch = 1\n");
+    Proc r = run(kPtd + " estimate " + job);
     ASSERT_EQ(r.rc, 0) << r.err;
     std::istringstream lines(r.out);
     std::string line, header, row;

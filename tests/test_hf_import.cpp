@@ -234,7 +234,11 @@ TEST(HfImport, SeqLenOverride) {
     auto r = ptd::import_hf_config_text(kTinyLlama, "cfg.json", 128);
     ASSERT_TRUE(r) << r.error().str();
     EXPECT_EQ(r->model.seq_len, 128);
-    EXPECT_EQ(r->notes, std::vector<std::string>{"seq_len = 128 from max_position_embeddings (set [model] seq_len to train shorter)"});
+    EXPECT_EQ(r->notes, std::vector<std::string>{
+                            "seq_len = 128 from the job's [model] seq_len (the config has max_position_embeddings = 512)"});
+    r = ptd::import_hf_config_text(kTinyLlama, "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->notes, std::vector<std::string>{"seq_len = 512 from max_position_embeddings (set [model] seq_len to train shorter)"});
 
     // With an override the context length may be missing ...
     r = ptd::import_hf_config_text(tiny_llama_without("max_position_embeddings"), "cfg.json", 64);
@@ -502,13 +506,18 @@ TEST(HfImportErrors, ActivationAndArchitectureFlags) {
 TEST(HfImportErrors, FileErrors) {
     auto r = ptd::import_hf_config_file("/nonexistent/dir/config.json");
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().str().find("cannot read /nonexistent/dir/config.json: No such file or directory"),
-              std::string::npos)
-        << r.error().str();
+    EXPECT_EQ(r.error().str(), "/nonexistent/dir/config.json: error: cannot open: No such file or directory\n");
 
+    // Special files go through the shared reader (issue 12 item 4).
     r = ptd::import_hf_config_file(std::string(PTD_SOURCE_DIR) + "/tests/data/hf");
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().str().find("Is a directory"), std::string::npos) << r.error().str();
+    EXPECT_NE(r.error().str().find("is a directory; expected a regular file (a Hugging Face config.json)"),
+              std::string::npos)
+        << r.error().str();
+    r = ptd::import_hf_config_file("/dev/zero");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().str(),
+              "/dev/zero: error: is a character device; expected a regular file (a Hugging Face config.json)\n");
 
     // Diagnostics from a file name the file.
     auto tmp = std::filesystem::temp_directory_path() / "ptd_test_hf_bad.json";
@@ -639,6 +648,30 @@ TEST(HfImport, ExpertFieldsBelongToMixtralOnly) {
     auto e = load_err(tiny_llama_with(R"("num_local_experts": 8, "num_experts_per_tok": 2)"));
     EXPECT_TRUE(has_error(e, "num_local_experts")) << e.str();
     EXPECT_TRUE(has_error(e, "num_experts_per_tok")) << e.str();
+}
+
+}  // namespace
+
+namespace {
+
+// Printing a deeply nested value (every type error shows what was given) recursed once per
+// level; such files are refused before parsing, with the position.
+TEST(HfImport, DeepNestingIsRefused) {
+    std::string deep = "{\"model_type\": \"llama\",\n \"hidden_size\": " + std::string(200000, '[') +
+                       std::string(200000, ']') + "}";
+    auto e = load_err(deep);
+    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str().substr(0, 300);
+    EXPECT_EQ(e.diagnostics[0].where.line, 2);
+    EXPECT_NE(e.diagnostics[0].message.find("nested more than 64 deep"), std::string::npos) << e.str();
+    // Brackets inside strings do not count.
+    auto r = ptd::import_hf_config_text(tiny_llama_with("\"note\": \"" + std::string(100, '[') + "\""), "cfg.json");
+    EXPECT_TRUE(r) << r.error().str();
+}
+
+// A byte-order mark before the object is accepted.
+TEST(HfImport, ByteOrderMarkIsAccepted) {
+    auto r = ptd::import_hf_config_text("\xEF\xBB\xBF" + std::string(kTinyLlama), "cfg.json");
+    EXPECT_TRUE(r) << r.error().str();
 }
 
 }  // namespace

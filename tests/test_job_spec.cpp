@@ -456,8 +456,9 @@ TEST(JobSpec, HfConfigSeqLenFromJobAndNotesKept) {
     auto job = ptd::load_job_file((dir / "job.toml").string(), presets());
     ASSERT_TRUE(job) << job.error().str();
     EXPECT_EQ(job->model.seq_len, 512);
-    ASSERT_FALSE(job->origin.notes.empty());
-    EXPECT_TRUE(contains(job->origin.notes[0], "rope_scaling")) << job->origin.notes[0];
+    ASSERT_EQ(job->origin.notes.size(), 2u);
+    EXPECT_EQ(job->origin.notes[0], "hf_config: seq_len = 512 from the job's [model] seq_len");
+    EXPECT_TRUE(contains(job->origin.notes[1], "rope_scaling")) << job->origin.notes[1];
     fs::remove_all(dir);
 }
 

@@ -752,7 +752,35 @@ void map_gpt_neox(Mapper& m, ModelSpec& s, int seq_override) {
     check_heads(m, s, "hidden_size", "num_attention_heads", nullptr);
 }
 
+// Real config.json files nest 3 or 4 levels (task_specific_params, quantization_config).
+// nlohmann parses any depth, but printing a value (every message shows what was given)
+// recurses once per level: an 8 MB "[[[[..." would overflow the stack. Refused first.
+constexpr int kMaxJsonNesting = 64;
+
+Result<void> check_json_depth(std::string_view text, const std::string& file) {
+    int depth = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '"') {
+            for (++i; i < text.size() && text[i] != '"'; ++i)
+                if (text[i] == '\\') ++i;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonNesting) {
+                auto [line, column] = line_column(text, i);
+                return fail(SourceLoc{file, line, column}, "",
+                            "objects and arrays nested more than " + std::to_string(kMaxJsonNesting) +
+                                " deep; allowed: at most " + std::to_string(kMaxJsonNesting) +
+                                " (a config.json nests 3 or 4)");
+            }
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return {};
+}
+
 Result<HfImport> import_impl(std::string_view text, const std::string& file, int seq_len_override) {
+    if (auto deep = check_json_depth(text, file); !deep) return std::unexpected(deep.error());
     json root;
     try {
         root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true,
