@@ -515,3 +515,48 @@ TEST(CliEstimate, ColumnsStaySeparatedAtHundredsOfGib) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 12 items 4 and 15: /dev/zero as training.data is refused by the shared reader, and
+// the engine's message reads once "error:" on one line (it read
+// "ptd-engine: rank 0: error: /dev/zero: error: training.data: ..." with a line break
+// before anything appended to it, such as the store's "; aborting the run").
+TEST(Engine, SetupErrorsReadAsOneLine) {
+    const std::string env = "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 ";
+    const std::string one_rank =
+        " --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1 --steps 1 --set training.data=";
+    Proc zero = run(env + kEngine + " --job " + kJobs + "tiny-local.toml" + one_rank + "/dev/zero");
+    EXPECT_EQ(zero.rc, 1);
+    EXPECT_EQ(zero.err, "ptd-engine: rank 0: error: /dev/zero: training.data: is a character device; expected a "
+                        "regular file (a data file)\n");
+    auto event = nlohmann::json::parse(zero.out);
+    EXPECT_EQ(event["message"], "/dev/zero: training.data: is a character device; expected a regular file (a data file)");
+}
+
+// A FIFO or /dev/zero as the engine's --job, and a FIFO as a run's manifest, end at once
+// with what they are (they used to hang or grow memory without end).
+TEST(Cli, SpecialFilesAsJobAndManifest) {
+    const std::string dir = ::testing::TempDir() + "/ptd_cli_special_" + std::to_string(getpid());
+    std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/run && mkfifo " + dir + "/job.toml " + dir +
+                 "/run/manifest.json")
+                    .c_str());
+    Proc engine = run(kEngine + " --job " + dir + "/job.toml");
+    EXPECT_EQ(engine.rc, 2);
+    EXPECT_TRUE(contains(engine.err, "job.toml: error: is a FIFO (named pipe); expected a regular file (a job file)"))
+        << engine.err;
+    Proc validate = run(kPtd + " validate /dev/zero");
+    EXPECT_EQ(validate.rc, 2);
+    EXPECT_TRUE(contains(validate.err, "/dev/zero: error: is a character device; expected a regular file (a job file)"))
+        << validate.err;
+    Proc watch = run(kPtd + " watch " + dir + "/run --once");
+    EXPECT_NE(watch.rc, 0);
+    EXPECT_TRUE(contains(watch.err, "manifest.json: error: is a FIFO (named pipe); expected a regular file (a run manifest)"))
+        << watch.err;
+    Proc hosts = run(kPtd + " layout " + kJobs + "tiny-local.toml --hosts " + dir);
+    EXPECT_EQ(hosts.rc, 2);
+    EXPECT_TRUE(contains(hosts.err, "hostfile: is a directory; expected a regular file (a hostfile)")) << hosts.err;
+    std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace

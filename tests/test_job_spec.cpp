@@ -628,3 +628,15 @@ TEST(QuoteInput, UsedByJobMessages) {
 }
 
 }  // namespace
+
+namespace {
+
+// Error::one_line: for messages embedded in another ("ptd-engine: rank 0: error: ..."):
+// no second "error:", no line break.
+TEST(QuoteInput, ErrorOnOneLine) {
+    ptd::Error e({ptd::Diagnostic{{"a.toml", 3, 2}, "parallel.tp", "got 3"}, ptd::Diagnostic{{"a.toml"}, "", "second"}});
+    EXPECT_EQ(e.str(), "a.toml:3:2: error: parallel.tp: got 3\na.toml: error: second\n");
+    EXPECT_EQ(e.one_line(), "a.toml:3:2: parallel.tp: got 3; a.toml: second");
+}
+
+}  // namespace
