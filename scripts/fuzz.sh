@@ -7,6 +7,7 @@
 # Targets (tests/fuzz/fuzz_<target>.cpp):
 #   job_toml   ptd::load_job_text + the save → load round trip
 #   hf_config  ptd::import_hf_config_text
+#   hostfile   ptd::parse_hostfile
 #
 # Environment:
 #   FUZZ_SECONDS  run time per target (default 60)
@@ -16,8 +17,9 @@
 # Dictionaries: tests/fuzz/<target>.dict.
 # Seeds come from tests/fuzz/corpus/<target>/, tests/fuzz/regressions/<target>/ and the
 # bundled inputs (assets/jobs + assets/presets for job_toml, tests/data/hf for
-# hf_config). New interesting inputs are kept in <build>/corpus/<target>/ (not in git),
-# so repeated runs continue where the last one stopped.
+# hf_config; hostfile has only its corpus). New interesting inputs are kept in
+# <build>/corpus/<target>/ (not in git), so repeated runs continue where the last one
+# stopped.
 #
 # On a crash, leak, timeout or out-of-memory, the offending input is copied into
 # tests/fuzz/regressions/<target>/ and the script exits non-zero: commit that file with
@@ -30,7 +32,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
-ALL_TARGETS=(job_toml hf_config)
+ALL_TARGETS=(job_toml hf_config hostfile)
 
 if ! [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || [[ "$SECONDS_PER_TARGET" -eq 0 ]]; then
   echo "fuzz.sh: FUZZ_SECONDS must be a positive whole number of seconds, got '$SECONDS_PER_TARGET'" >&2
@@ -86,7 +88,7 @@ seed_dirs() {
   local dirs=("$ROOT/tests/fuzz/corpus/$target" "$ROOT/tests/fuzz/regressions/$target")
   if [[ "$target" == job_toml ]]; then
     dirs+=("$ROOT/assets/jobs" "$ROOT/assets/presets")
-  else
+  elif [[ "$target" == hf_config ]]; then
     dirs+=("$ROOT/tests/data/hf")
   fi
   local d
