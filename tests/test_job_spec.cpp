@@ -640,3 +640,30 @@ TEST(QuoteInput, ErrorOnOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// A value that looks like a number but that TOML refuses is an error that says why; text
+// that only contains digits and dots or dashes (a version, a date-like run id) stays a string.
+TEST(Overrides, NumberLikeValues) {
+    auto load_set = [](const std::string& set) {
+        return ptd::load_job_text_with_overrides(kBase, "job.toml", {set}, presets());
+    };
+    auto big = load_set("training.lr=1e999");
+    ASSERT_FALSE(big);
+    EXPECT_EQ(big.error().str(), "--set training.lr=1e999: error: training.lr: got \"1e999\", which is out of range for "
+                                 "a double (at most about 1.8e308); give a number in the key's allowed range\n");
+    auto leading_zero = load_set("parallel.tp=04");
+    ASSERT_FALSE(leading_zero);
+    EXPECT_TRUE(contains(leading_zero.error().str(), "got \"04\", which is not a TOML number")) << leading_zero.error().str();
+    auto version = load_set("model.name=1.2.3");
+    ASSERT_TRUE(version) << version.error().str();
+    EXPECT_EQ(version->model.name, "1.2.3");
+    auto dated = load_set("launch.run_dir=runs/2024-01");
+    ASSERT_TRUE(dated) << dated.error().str();
+    auto neg = load_set("training.lr=-1e999");
+    ASSERT_FALSE(neg);
+    EXPECT_TRUE(contains(neg.error().str(), "out of range for a double")) << neg.error().str();
+}
+
+}  // namespace

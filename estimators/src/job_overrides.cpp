@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
 #include <toml++/toml.h>
 
@@ -89,15 +92,46 @@ static std::string dotted(const std::vector<std::string>& path, size_t n) {
     return out;
 }
 
-// Text that can only be meant as a number: digits with an optional sign, fraction and
-// exponent ("1e999", "-0.5", "3_000"). If TOML cannot read it, it is an error, not a string.
+// Text that can only be meant as a decimal number: [sign] digits [. digits] [e [sign]
+// digits], underscores allowed ("1e999", "-0.5", "3_000"). "1.2.3" or "2024-01" are not.
 static bool looks_numeric(std::string_view v) {
-    if (!v.empty() && (v[0] == '+' || v[0] == '-')) v.remove_prefix(1);
-    if (v.empty() || !(std::isdigit((unsigned char)v[0]) || (v[0] == '.' && v.size() > 1))) return false;
-    for (char c : v)
-        if (!(std::isdigit((unsigned char)c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' || c == '_'))
-            return false;
-    return true;
+    size_t i = 0;
+    auto digits = [&] {
+        const size_t start = i;
+        while (i < v.size() && (std::isdigit((unsigned char)v[i]) || v[i] == '_')) ++i;
+        return i > start;
+    };
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+    if (!digits()) return false;
+    if (i < v.size() && v[i] == '.') {
+        ++i;
+        if (!digits()) return false;
+    }
+    if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+        ++i;
+        if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+        if (!digits()) return false;
+    }
+    return i == v.size();
+}
+
+// Why TOML refused a number-like value: out of range (1e999, 2^64), or not TOML's
+// spelling of a number (a leading zero, a misplaced underscore).
+static std::string number_problem(const std::string& value, const std::string& toml_says) {
+    std::string plain;
+    for (char c : value)
+        if (c != '_') plain += c;
+    const bool is_float = plain.find_first_of(".eE") != std::string::npos;
+    errno = 0;
+    const double d = std::strtod(plain.c_str(), nullptr);
+    const bool out_of_range = is_float ? (std::isinf(d) || (errno == ERANGE && std::fabs(d) > 1))
+                                       : std::fabs(d) >= 9.223372036854775807e18;
+    if (out_of_range)
+        return "got " + quote_input(value) + ", which is out of range for " +
+               (is_float ? "a double (at most about 1.8e308)" : "a 64-bit integer") +
+               "; give a number in the key's allowed range";
+    return "got " + quote_input(value) + ", which is not a TOML number (" + toml_says +
+           "); write numbers like 4, 0.5, 3e-4 or 1_000";
 }
 
 static Result<void> set_value(toml::table& t, const JobOverride& o) {
@@ -120,14 +154,8 @@ static Result<void> set_value(toml::table& t, const JobOverride& o) {
                 why = std::string(e.description());
             }
         }
-        if (looks_numeric(value)) {
-            // toml++ refuses numbers it cannot hold (1e999, 99999999999999999999).
-            const bool is_float = value.find_first_of(".eE") != std::string::npos;
-            return fail(override_loc(o.text), dotted(o.path, o.path.size()),
-                        "got " + quote_input(value) + ", which is out of range for " +
-                            (is_float ? "a double (at most about 1.8e308)" : "a 64-bit integer") +
-                            "; give a number in the key's allowed range");
-        }
+        if (looks_numeric(value))  // toml++ refused a number: say why, never "got string"
+            return fail(override_loc(o.text), dotted(o.path, o.path.size()), number_problem(value, why));
         if (!why.empty() && (value.front() == '[' || value.front() == '{'))
             return fail(override_loc(o.text), dotted(o.path, o.path.size()),
                         "got " + quote_input(value) + ", which is not a TOML value: " + why);
