@@ -289,13 +289,13 @@ TEST(EngineOps, Elementwise) {
     auto be = backend();
     const int64_t n = 100003;  // above the parallel threshold, odd
     vecf x = random_vec(n, 2), y = random_vec(n, 3), y0 = y;
-    be->add(y.data(), x.data(), n);
+    be->add(y.data(), x.data(), DType::f32, n);
     for (int64_t i = 0; i < n; i++) ASSERT_EQ(y[i], y0[i] + x[i]);
     be->scale(y.data(), -0.25f, n);
     for (int64_t i = 0; i < n; i++) ASSERT_EQ(y[i], (y0[i] + x[i]) * -0.25f);
-    be->copy(y.data(), x.data(), n);
+    be->copy(y.data(), x.data(), DType::f32, n);
     EXPECT_TRUE(same_bits(x, y));
-    be->fill(y.data(), 1.5f, 7);
+    be->fill(y.data(), DType::f32, 1.5f, 7);
     for (int i = 0; i < 7; i++) EXPECT_EQ(y[i], 1.5f);
     EXPECT_EQ(y[7], x[7]);
 }
@@ -350,13 +350,13 @@ TEST(EngineOps, BiasAddAndGrad) {
     auto be = backend();
     const int64_t rows = 7, cols = 13;
     vecf y = random_vec(rows * cols, 40), bias = random_vec(cols, 41), y0 = y;
-    be->bias_add(y.data(), bias.data(), rows, cols);
+    be->bias_add(y.data(), bias.data(), DType::f32, rows, cols);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) ASSERT_EQ(y[r * cols + c], y0[r * cols + c] + bias[c]);
 
     // dbias += Σ_r dy; finite differences of Σ (y + bias) ⊙ R with respect to bias.
     vecf dy = random_vec(rows * cols, 42), db = random_vec(cols, 43), db0 = db;
-    be->bias_grad(db.data(), dy.data(), rows, cols);
+    be->bias_grad(db.data(), dy.data(), DType::f32, rows, cols);
     const vecd R = to_d(dy);
     const vecd num = numeric_grad(
         [&](const vecd& b) {
@@ -380,7 +380,7 @@ TEST(EngineOps, LayerNormForwardAndBackward) {
     vecf x = random_vec(rows * C, 50, -2.0f, 2.0f), w = random_vec(C, 51), b = random_vec(C, 52);
     for (int64_t i = 0; i < C; i++) x[3 * C + i] += 50.0f;  // a row with |mean| ≫ std
     vecf out(rows * C), mean(rows), rstd(rows);
-    be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
+    be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
     vecd ro, rm, rr;
     ln_ref(ro, rm, rr, to_d(x), to_d(w), to_d(b), rows, C, eps);
     expect_close(out, ro, 1e-5, 1e-5, "layernorm out");
@@ -389,7 +389,7 @@ TEST(EngineOps, LayerNormForwardAndBackward) {
 
     vecf dout = random_vec(rows * C, 53), dx(rows * C, 99.0f), dw = random_vec(C, 54), db = random_vec(C, 55);
     const vecf dw0 = dw, db0 = db;
-    be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), w.data(),
+    be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), w.data(),
                            rows, C);
     const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w), bd = to_d(b);
     auto loss = [&](const vecd& xx, const vecd& ww, const vecd& bb) {
@@ -412,7 +412,7 @@ TEST(EngineOps, RmsNormForwardAndBackward) {
     const float eps = 1e-6f;
     vecf x = random_vec(rows * C, 60, -2.0f, 2.0f), w = random_vec(C, 61);
     vecf out(rows * C), rstd(rows);
-    be->rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), rows, C, eps);
+    be->rmsnorm_forward(DType::f32, out.data(), rstd.data(), x.data(), w.data(), rows, C, eps);
     vecd ro, rr;
     rms_ref(ro, rr, to_d(x), to_d(w), rows, C, eps);
     expect_close(out, ro, 1e-5, 1e-5, "rmsnorm out");
@@ -420,7 +420,7 @@ TEST(EngineOps, RmsNormForwardAndBackward) {
 
     vecf dout = random_vec(rows * C, 62), dx(rows * C, 99.0f), dw = random_vec(C, 63);
     const vecf dw0 = dw;
-    be->rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+    be->rmsnorm_backward(DType::f32, dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
     const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w);
     auto loss = [&](const vecd& xx, const vecd& ww) {
         vecd o, r;
@@ -442,11 +442,11 @@ TEST(EngineOps, GeluForwardAndBackward) {
     for (float v : {-30.0f, -10.0f, -5.0f, -1e-3f, 0.0f, 1e-3f, 5.0f, 10.0f, 30.0f}) x.push_back(v);
     const int64_t n = (int64_t)x.size();
     vecf out(n), dout = random_vec(n, 71), dx(n);
-    be->gelu_forward(out.data(), x.data(), n);
+    be->gelu_forward(DType::f32, out.data(), x.data(), n);
     vecd ref(n);
     for (int64_t i = 0; i < n; i++) ref[i] = gelu_ref(x[i]);
     expect_close(out, ref, 1e-6, 1e-5, "gelu");
-    be->gelu_backward(dx.data(), x.data(), dout.data(), n);
+    be->gelu_backward(DType::f32, dx.data(), x.data(), dout.data(), n);
     const vecd R = to_d(dout);
     const vecd num = numeric_grad(
         [&](const vecd& v) {
@@ -464,11 +464,11 @@ TEST(EngineOps, SwigluForwardAndBackward) {
     vecf gate = random_vec(n, 80, -6.0f, 6.0f), up = random_vec(n, 81, -2.0f, 2.0f);
     gate[0] = -100.0f, gate[1] = 100.0f;
     vecf out(n), dout = random_vec(n, 82), dg(n), du(n);
-    be->swiglu_forward(out.data(), gate.data(), up.data(), n);
+    be->swiglu_forward(DType::f32, out.data(), gate.data(), up.data(), n);
     vecd ref(n);
     for (int64_t i = 0; i < n; i++) ref[i] = silu_ref(gate[i]) * up[i];
     expect_close(out, ref, 1e-6, 1e-5, "swiglu");
-    be->swiglu_backward(dg.data(), du.data(), dout.data(), gate.data(), up.data(), n);
+    be->swiglu_backward(DType::f32, dg.data(), du.data(), dout.data(), gate.data(), up.data(), n);
     const vecd R = to_d(dout), gd = to_d(gate), ud = to_d(up);
     auto loss = [&](const vecd& g, const vecd& u) {
         double s = 0;
@@ -487,20 +487,50 @@ TEST(EngineOps, RopeForwardBackward) {
     const float theta = 10000.0f;
     for (int64_t pos0 : {int64_t{0}, int64_t{3}, int64_t{5000}}) {
         vecf x = random_vec(B * T * nh * D, 90), y = x;
-        be->rope_forward(y.data(), B, T, nh, D, pos0, theta);
+        be->rope_forward(DType::f32, y.data(), nh * D, B, T, nh, D, pos0, theta);
         expect_close(y, rope_ref(to_d(x), B, T, nh, D, pos0, theta), 1e-6, 1e-5, "rope pos0=" + std::to_string(pos0));
 
         // backward: the gradient of Σ rope(x) ⊙ R with respect to x
         vecf dy = random_vec(x.size(), 91), dx = dy;
-        be->rope_backward(dx.data(), B, T, nh, D, pos0, theta);
+        be->rope_backward(DType::f32, dx.data(), nh * D, B, T, nh, D, pos0, theta);
         const vecd R = to_d(dy);
         const vecd num =
             numeric_grad([&](const vecd& v) { return dot(rope_ref(v, B, T, nh, D, pos0, theta), R); }, to_d(x));
         expect_close(dx, num, 1e-5, 1e-4, "rope dx pos0=" + std::to_string(pos0));
 
         // the inverse rotation undoes the forward
-        be->rope_backward(y.data(), B, T, nh, D, pos0, theta);
+        be->rope_backward(DType::f32, y.data(), nh * D, B, T, nh, D, pos0, theta);
         expect_close(y, to_d(x), 1e-6, 1e-5, "rope roundtrip");
+    }
+}
+
+// The backend's attention works on the fused projection [B·T, (H + 2G)·D] (q, k, v
+// column blocks of each token row); the tests keep q, k, v apart and pack them here.
+vecf pack_qkv(const float* q, const float* k, const float* v, int64_t BT, int64_t H, int64_t G, int64_t D) {
+    const int64_t ld = (H + 2 * G) * D;
+    vecf x(BT * ld);
+    for (int64_t r = 0; r < BT; r++) {
+        std::copy(q + r * H * D, q + (r + 1) * H * D, x.begin() + r * ld);
+        std::copy(k + r * G * D, k + (r + 1) * G * D, x.begin() + r * ld + H * D);
+        std::copy(v + r * G * D, v + (r + 1) * G * D, x.begin() + r * ld + (H + G) * D);
+    }
+    return x;
+}
+void attn_fwd(Backend& be, float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
+              int64_t T, int64_t H, int64_t G, int64_t D) {
+    const vecf qkv = pack_qkv(q, k, v, B * T, H, G, D);
+    be.attention_forward(DType::f32, ctx, probs, qkv.data(), B, T, H, G, D);
+}
+void attn_bwd(Backend& be, float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
+              const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    const vecf qkv = pack_qkv(q, k, v, B * T, H, G, D);
+    const int64_t ld = (H + 2 * G) * D;
+    vecf d(qkv.size(), 9.0f);  // garbage: must be overwritten
+    be.attention_backward(DType::f32, d.data(), dctx, probs, qkv.data(), B, T, H, G, D);
+    for (int64_t r = 0; r < B * T; r++) {
+        std::copy(d.begin() + r * ld, d.begin() + r * ld + H * D, dq + r * H * D);
+        std::copy(d.begin() + r * ld + H * D, d.begin() + r * ld + (H + G) * D, dk + r * G * D);
+        std::copy(d.begin() + r * ld + (H + G) * D, d.begin() + (r + 1) * ld, dv + r * G * D);
     }
 }
 
@@ -517,7 +547,7 @@ attn_data make_attn(attn_shape s, uint32_t seed) {
 void check_attention_forward(Backend& be, const attn_data& a) {
     const auto [B, T, H, G, D] = a.s;
     vecf ctx(B * T * H * D, 7.0f), probs(B * H * T * T, 7.0f);  // garbage: must be overwritten
-    be.attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+    attn_fwd(be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
     vecd rc, rp;
     attn_ref(rc, rp, to_d(a.q), to_d(a.k), to_d(a.v), a.s);
     expect_close(ctx, rc, 1e-5, 1e-5, "attention ctx");
@@ -539,10 +569,10 @@ TEST(EngineOps, AttentionBackwardFiniteDifferences) {
     const attn_data a = make_attn({2, 5, 4, 2, 8}, 200);
     const auto [B, T, H, G, D] = a.s;
     vecf ctx(B * T * H * D), probs(B * H * T * T);
-    be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+    attn_fwd(*be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
     vecf dctx = random_vec(ctx.size(), 210);
     vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);  // overwritten, not +=
-    be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+    attn_bwd(*be, dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
                            a.v.data(), B, T, H, G, D);
     const vecd R = to_d(dctx), qd = to_d(a.q), kd = to_d(a.k), vd = to_d(a.v);
     auto loss = [&](const vecd& q, const vecd& k, const vecd& v) {
@@ -571,10 +601,10 @@ TEST(EngineOps, AttentionBackwardManyBlocks) {
         const attn_data a = make_attn(s, 300);
         const auto [B, T, H, G, D] = s;
         vecf ctx(B * T * H * D), probs(B * H * T * T);
-        be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+        attn_fwd(*be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
         vecf dctx = random_vec(ctx.size(), 310);
         vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);
-        be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+        attn_bwd(*be, dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
                                a.v.data(), B, T, H, G, D);
         vecd rq, rk, rv;
         attn_bwd_ref(rq, rk, rv, to_d(dctx), to_d(a.q), to_d(a.k), to_d(a.v), s);
@@ -592,7 +622,7 @@ TEST(EngineOps, EmbeddingVocabParallel) {
     const int64_t rows = 9, C = 13, v0 = 10, Vl = 6;  // this shard holds tokens 10..15
     const std::vector<int32_t> tok = {10, 15, 3, 12, 12, 16, 10, 11, 0};
     vecf wte = random_vec(Vl * C, 400), out(rows * C, 5.0f);
-    be->embedding_forward(out.data(), tok.data(), wte.data(), v0, Vl, rows, C);
+    be->embedding_forward(DType::f32, out.data(), tok.data(), wte.data(), v0, Vl, rows, C);
     auto embed_ref = [&](const vecd& w) {
         vecd o(rows * C, 0.0);
         for (int64_t r = 0; r < rows; r++)
@@ -604,7 +634,7 @@ TEST(EngineOps, EmbeddingVocabParallel) {
 
     vecf dout = random_vec(rows * C, 401), dwte = random_vec(Vl * C, 402);
     const vecf dwte0 = dwte;
-    be->embedding_backward(dwte.data(), dout.data(), tok.data(), v0, Vl, rows, C);
+    be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), v0, Vl, rows, C);
     const vecd R = to_d(dout);
     vecd num = numeric_grad([&](const vecd& w) { return dot(embed_ref(w), R); }, to_d(wte));
     for (size_t i = 0; i < num.size(); i++) num[i] += dwte0[i];
@@ -616,7 +646,7 @@ TEST(EngineOps, LearnedPositions) {
     const int64_t rows = 11, T = 4, C = 13, row0 = 6;  // rows wrap around T, offset row0 (an SP slice)
     vecf wpe = random_vec(T * C, 500), out = random_vec(rows * C, 501);
     const vecf out0 = out;
-    be->position_forward(out.data(), wpe.data(), row0, rows, T, C);
+    be->position_forward(DType::f32, out.data(), wpe.data(), row0, rows, T, C);
     auto pos_ref = [&](const vecd& w) {
         vecd o(rows * C);
         for (int64_t r = 0; r < rows; r++)
@@ -627,7 +657,7 @@ TEST(EngineOps, LearnedPositions) {
 
     vecf dout = random_vec(rows * C, 502), dwpe = random_vec(T * C, 503);
     const vecf dwpe0 = dwpe;
-    be->position_backward(dwpe.data(), dout.data(), row0, rows, T, C);
+    be->position_backward(DType::f32, dwpe.data(), dout.data(), row0, rows, T, C);
     vecd num = numeric_grad([&](const vecd& w) { return dot(pos_ref(w), to_d(dout)); }, to_d(wpe));
     for (size_t i = 0; i < num.size(); i++) num[i] += dwpe0[i];
     expect_close(dwpe, num, 1e-5, 1e-5, "position dwpe");
@@ -783,17 +813,17 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
     auto run_once = [&]() {
         std::vector<vecf> outs;
         vecf out(rows * C), mean(rows), rstd(rows), dx(rows * C), dw(C), db(C);
-        be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
-        be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
+        be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
+        be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
                                w.data(), rows, C);
         outs.insert(outs.end(), {out, dx, dw, db});
         vecf rdx(rows * C), rdw(C);
-        be->rmsnorm_backward(rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+        be->rmsnorm_backward(DType::f32, rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
         outs.insert(outs.end(), {rdx, rdw});
         vecf dbias(C), dwte(5 * C), dwpe(64 * C);
-        be->bias_grad(dbias.data(), dout.data(), rows, C);
-        be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 5, rows, C);
-        be->position_backward(dwpe.data(), dout.data(), 3, rows, 64, C);
+        be->bias_grad(dbias.data(), dout.data(), DType::f32, rows, C);
+        be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), 0, 5, rows, C);
+        be->position_backward(DType::f32, dwpe.data(), dout.data(), 3, rows, 64, C);
         outs.insert(outs.end(), {dbias, dwte, dwpe});
         vecf ss = {float(be->sum_squares(x.data(), rows * C))};
         outs.push_back(ss);
@@ -804,9 +834,9 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
         const attn_data a = make_attn({2, 100, 4, 2, 16}, 704);
         const auto [B, T, H, G, D] = a.s;
         vecf ctx(B * T * H * D), probs(B * H * T * T), dq(a.q.size()), dk(a.k.size()), dv(a.v.size());
-        be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+        attn_fwd(*be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
         const vecf dctx = random_vec(ctx.size(), 705);
-        be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+        attn_bwd(*be, dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
                                a.v.data(), B, T, H, G, D);
         outs.insert(outs.end(), {ctx, probs, dq, dk, dv});
         return outs;
@@ -825,12 +855,12 @@ TEST(EngineOpsDeterminism, CrossRowReductionsIndependentOfThreadCount) {
     auto run = [&](int threads) {
         auto be = backend(threads);
         vecf mean(rows), rstd(rows), out(rows * C), dx(rows * C), dw(C), db(C), dbias(C), dwte(7 * C), dwpe(50 * C);
-        be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), rows, C, 1e-5f);
-        be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
+        be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), rows, C, 1e-5f);
+        be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
                                w.data(), rows, C);
-        be->bias_grad(dbias.data(), dout.data(), rows, C);
-        be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 7, rows, C);
-        be->position_backward(dwpe.data(), dout.data(), 17, rows, 50, C);
+        be->bias_grad(dbias.data(), dout.data(), DType::f32, rows, C);
+        be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), 0, 7, rows, C);
+        be->position_backward(DType::f32, dwpe.data(), dout.data(), 17, rows, 50, C);
         return std::vector<vecf>{dw, db, dbias, dwte, dwpe};
     };
     const auto one = run(1), two = run(2);

@@ -747,10 +747,10 @@ TEST_P(GradCheck, AnalyticMatchesFiniteDifferences) {
     be->download(params.data(), m.params, params.size() * 4);
     auto loss_at = [&](int64_t i, float value) {
         float old = params[(size_t)i];
-        be->upload(m.params + i, &value, 4);
+        be->upload((float*)m.params + i, &value, 4);
         forward();
         const double l = output_forward(m, a, c);
-        be->upload(m.params + i, &old, 4);
+        be->upload((float*)m.params + i, &old, 4);
         return l;
     };
     for (const ParamTensor& t : m.tensors) {
