@@ -621,6 +621,21 @@ TEST_P(ShippedEightRankJobs, TrainWithFallingLossOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, ShippedEightRankJobs, ::testing::Values("gpt", "llama"));
 
+// The shipped bf16 job: 8 ranks TP2·PP2·DP2 (ZeRO-1, SP) reproduce the 1-rank bf16 run of
+// the same job, and every rank's memory is the estimators' prediction.
+TEST(EngineTrain, ShippedBf16EightRankJobMatchesOneRank) {
+    const std::string job = PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank-bf16.toml";
+    auto one = run_engine(job, 1,
+                          {"--steps", "5", "--set", "cluster.gpus_per_node=1", "--set", "parallel.tp=1", "--set",
+                           "parallel.pp=1", "--set", "parallel.sequence_parallel=false"});
+    ASSERT_EQ(one[0].exit_code, 0) << describe(one);
+    EXPECT_EQ(one[0].of("start").at(0)["precision"], "bf16");
+    const std::vector<double> ref = losses(one[0]);
+    ASSERT_EQ(ref.size(), 5u);
+    auto runs = run_engine(job, 8, {"--steps", "5"});
+    for (size_t r = 0; r < runs.size(); ++r) expect_rank_matches(runs, r, ref, true, kLossTolBf16);
+}
+
 // ---- checkpoints ----------------------------------------------------------------------------
 
 TEST(EngineTrain, ResumeIsBitExact) {
