@@ -69,7 +69,7 @@ struct RunState {
 };
 
 constexpr double kInitialLossScale = 65536.0;  // 2^16, as PyTorch's GradScaler starts
-constexpr int64_t kScaleGrowthInterval = 1000;  // Megatron's and PyTorch's default
+constexpr int64_t kScaleGrowthInterval = 1000;  // Megatron's default (--loss-scale-window)
 constexpr double kMinLossScale = 1.0;
 
 void log_line(const RunState& s, const std::string& msg) {
