@@ -66,8 +66,8 @@ global_batch = 1024
 std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
     char buf[200];
     const char* order = c.order >= 0 ? ptd::kPlannerOrders[c.order] : job.parallel.order.c_str();
-    std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d ep%d vpp%d mb%d %s sp=%d recompute=%s order=%s", c.tp, c.pp, c.dp,
-                  c.ep, c.vpp, c.micro_batch,
+    std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d cp%d ep%d vpp%d mb%d %s sp=%d recompute=%s order=%s", c.tp, c.pp,
+                  c.dp, c.cp, c.ep, c.vpp, c.micro_batch,
                   c.distributed_optimizer ? "dist-opt" : ("zero" + std::to_string(c.zero)).c_str(),
                   (int)c.sequence_parallel, ptd::to_string(c.recompute), order);
     return buf;

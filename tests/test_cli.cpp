@@ -455,3 +455,78 @@ TEST(Engine, BadEnvironmentIsAClearError) {
 }
 
 }  // namespace
+
+// ---- issue 12: a bare job (no [parallel]), defaults that follow the GPU ----
+
+TEST(CliIssue12, BareJobPlansEstimatesAndRefusesLayoutCommands) {
+    const std::string bare = kJobs + "llama3-405b-bare.toml";
+    Proc plan = run(kPtd + " plan --top 3 " + bare);
+    ASSERT_EQ(plan.rc, 0) << plan.err;  // before: exit 2, "not divisible by micro_batch·dp = 1·16384"
+    EXPECT_TRUE(contains(plan.out, "top 3 layouts")) << plan.out;
+    EXPECT_TRUE(contains(plan.out, "your layout: none chosen")) << plan.out;
+    EXPECT_FALSE(contains(plan.err, "not divisible")) << plan.err;
+
+    Proc est = run(kPtd + " estimate " + bare);
+    ASSERT_EQ(est.rc, 0) << est.err;
+    EXPECT_TRUE(contains(est.err, "no layout chosen")) << est.err;
+    EXPECT_TRUE(contains(est.err, "the planner's best")) << est.err;
+    EXPECT_TRUE(contains(est.err, "ptd plan")) << est.err;
+    EXPECT_TRUE(contains(est.out, "memory per GPU")) << est.out;
+    Proc est_json = run(kPtd + " estimate --json " + bare);
+    ASSERT_EQ(est_json.rc, 0) << est_json.err;
+    EXPECT_EQ(nlohmann::json::parse(est_json.out)["layout_source"], "planner");
+    Proc own = run(kPtd + " estimate --json " + kJobs + "llama3-8b-h100.toml");
+    EXPECT_EQ(nlohmann::json::parse(own.out)["layout_source"], "job");
+
+    Proc valid = run(kPtd + " validate " + bare);
+    EXPECT_EQ(valid.rc, 0) << valid.err;
+    EXPECT_TRUE(contains(valid.err, "no layout chosen")) << valid.err;
+    EXPECT_TRUE(contains(valid.out, "none chosen")) << valid.out;
+    Proc valid_json = run(kPtd + " validate --json " + bare);
+    ASSERT_EQ(valid_json.rc, 0) << valid_json.err;
+    EXPECT_TRUE(nlohmann::json::parse(valid_json.out)["results"][0]["job"]["parallel"].is_null()) << valid_json.out;
+
+    for (const std::string cmd : {"layout", "export --format megatron"}) {
+        Proc r = run(kPtd + " " + cmd + " " + bare);
+        EXPECT_EQ(r.rc, 2) << cmd;
+        EXPECT_TRUE(contains(r.err, "no layout chosen")) << cmd << ": " << r.err;
+        EXPECT_TRUE(contains(r.err, "ptd plan")) << cmd << ": " << r.err;
+    }
+
+    // Launching needs a layout too (the placeholder tp1·pp1·dp4 is not one the user chose).
+    const std::string tiny_bare = write_temp("tiny-bare.toml", "[model]\npreset = \"tiny-gpt\"\n[cluster]\nnodes = 1\n"
+                                                               "gpus_per_node = 4\ngpu = \"cpu\"\n[training]\nglobal_batch = 8\n");
+    Proc launch = run(kPtd + " launch " + tiny_bare + " --dry-run");
+    EXPECT_EQ(launch.rc, 2) << launch.out << launch.err;
+    EXPECT_TRUE(contains(launch.err, "no layout chosen")) << launch.err;
+
+    // No global batch either: plan and estimate ask for it by name instead of inventing 16,384.
+    std::string text = slurp(bare);
+    text.replace(text.find("global_batch = 2048"), 19, "micro_batch = 1");
+    const std::string no_batch = write_temp("bare-no-batch.toml", text);
+    for (const char* cmd : {"plan", "estimate"}) {
+        Proc r = run(kPtd + " " + cmd + " " + no_batch);
+        EXPECT_EQ(r.rc, 2) << cmd;
+        EXPECT_TRUE(contains(r.err, "training.global_batch")) << cmd << ": " << r.err;
+        EXPECT_TRUE(contains(r.err, "not given")) << cmd << ": " << r.err;
+        EXPECT_TRUE(contains(r.err, no_batch + ":")) << cmd << ": " << r.err;  // located in the file
+    }
+}
+
+TEST(CliIssue12, CpuJobWithoutPrecisionValidatesAndLaunches) {
+    // Before: `got "bf16"` on a job that never wrote a precision.
+    std::string text = slurp(kJobs + "tiny-local.toml");
+    const size_t at = text.find("precision = ");
+    ASSERT_NE(at, std::string::npos);
+    text.erase(at, text.find('\n', at) + 1 - at);
+    const std::string dir = ::testing::TempDir() + "/ptd_cpu_no_precision_" + std::to_string(getpid());
+    text += "run_dir = \"" + dir + "\"\n";  // [launch] is the last table
+    const std::string job = write_temp("tiny-no-precision.toml", text);
+    Proc v = run(kPtd + " validate " + job);
+    ASSERT_EQ(v.rc, 0) << v.err;
+    EXPECT_TRUE(contains(v.out, "fp32")) << v.out;
+    Proc launch = run(kPtd + " launch " + job + " --steps 2");
+    EXPECT_EQ(launch.rc, 0) << launch.out << launch.err;
+    EXPECT_FALSE(contains(launch.err + launch.out, "bf16")) << launch.err;
+    std::system(("rm -rf '" + dir + "'").c_str());
+}

@@ -259,8 +259,10 @@ TEST(JobSpecChecks, DistributedOptimizerExcludesZero) {
 }
 
 TEST(JobSpecChecks, PrecisionMustExistOnGpu) {
-    auto d = only_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"v100-32gb\"")));  // default bf16
+    // A written bf16 on V100 (a missing precision follows the GPU: fp16 there).
+    auto d = only_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"v100-32gb\"").append("precision = \"bf16\"\n")));
     EXPECT_EQ(d.key, "training.precision");
+    EXPECT_TRUE(contains(d.message, "got \"bf16\"")) << d.message;
     EXPECT_TRUE(contains(d.message, "no bf16 support")) << d.message;
     EXPECT_TRUE(contains(d.message, "fp16")) << d.message;
 }
@@ -509,3 +511,132 @@ TEST(JobSpec, UnreadableFileIsAnErrorNotACrash) {
 }
 
 }  // namespace
+
+// ---- issue 12: a bare job (model + cluster + global batch), defaults that follow the GPU ----
+
+namespace {
+const char* kBare = R"(
+[model]
+preset = "llama3-405b"
+
+[cluster]
+nodes = 2048
+gpus_per_node = 8
+gpu = "h100-sxm"
+
+[training]
+global_batch = 2048
+)";
+}  // namespace
+
+TEST(JobSpecBare, NoParallelTableMeansNoLayoutNotAnError) {
+    // Before: "not divisible by micro_batch·dp = 1·16384", a layout the user never wrote.
+    auto job = load(kBare);
+    ASSERT_TRUE(job) << job.error().str();
+    EXPECT_FALSE(job->has_layout());
+    EXPECT_EQ(job->training.global_batch, 2048);
+    EXPECT_TRUE(ptd::validate_job(*job).empty());
+    auto need = ptd::require_layout(*job, "`ptd layout`");
+    ASSERT_EQ(need.size(), 1u);
+    EXPECT_TRUE(contains(need[0].message, "no layout chosen")) << need[0].message;
+    EXPECT_TRUE(contains(need[0].message, "ptd plan")) << need[0].message;
+    EXPECT_TRUE(ptd::require_global_batch(*job, "`ptd plan`").empty());
+}
+
+TEST(JobSpecBare, MissingGlobalBatchIsNotInvented) {
+    // Before: global_batch silently became micro_batch · dp = 16,384 sequences.
+    std::string text = kBare;
+    text.replace(text.find("global_batch = 2048\n"), 20, "micro_batch = 1\n");
+    auto job = load(text);
+    ASSERT_TRUE(job) << job.error().str();
+    EXPECT_EQ(job->training.global_batch, 0);
+    auto need = ptd::require_global_batch(*job, "`ptd plan`");
+    ASSERT_EQ(need.size(), 1u);
+    EXPECT_EQ(need[0].key, "training.global_batch");
+    EXPECT_EQ(need[0].where.file, "job.toml");
+    EXPECT_GT(need[0].where.line, 0);  // the [training] table
+    EXPECT_TRUE(contains(need[0].message, "not given")) << need[0].message;
+    // With a stated layout the global batch still derives from it (documented default).
+    auto with_layout = load(base_with("global_batch = 64\n", ""));
+    ASSERT_TRUE(with_layout);
+    EXPECT_EQ(with_layout->training.global_batch, 2 * 2);
+}
+
+TEST(JobSpecBare, SaveKeepsTheLayoutUnchosen) {
+    auto job = load(kBare);
+    ASSERT_TRUE(job);
+    const std::string saved = ptd::save_job_toml(*job);
+    EXPECT_FALSE(contains(saved, "\n[parallel]\n")) << saved;
+    auto again = load(saved);
+    ASSERT_TRUE(again) << again.error().str() << "\n" << saved;
+    EXPECT_FALSE(again->has_layout());
+    EXPECT_EQ(again->training.global_batch, 2048);
+}
+
+TEST(JobSpecDefaults, PrecisionAndFlashAttentionFollowTheGpu) {
+    // Before: precision defaulted to bf16 everywhere, and `gpu = "cpu"` failed with
+    // `got "bf16"`, a value the user never wrote.
+    struct Case {
+        const char* gpu;
+        ptd::Precision precision;
+        bool flash;
+    };
+    for (Case c : {Case{"cpu", ptd::Precision::fp32, false}, Case{"v100-32gb", ptd::Precision::fp16, false},
+                   Case{"h100-sxm", ptd::Precision::bf16, true}, Case{"a100-80gb", ptd::Precision::bf16, true}}) {
+        auto job = load(R"(
+[model]
+preset = "tiny-gpt"
+[cluster]
+nodes = 1
+gpus_per_node = 4
+gpu = ")" + std::string(c.gpu) + R"("
+[parallel]
+tp = 2
+)");
+        ASSERT_TRUE(job) << c.gpu << ": " << job.error().str();
+        EXPECT_EQ(job->training.precision, c.precision) << c.gpu;
+        EXPECT_EQ(job->training.flash_attention, c.flash) << c.gpu;
+        EXPECT_TRUE(job->origin.precision_defaulted);
+        // Saving keeps them defaulted (a comment), so changing the GPU later re-defaults them.
+        const std::string saved = ptd::save_job_toml(*job);
+        EXPECT_TRUE(contains(saved, "(defaulted for the GPU)")) << saved;
+        auto again = load(saved);
+        ASSERT_TRUE(again) << again.error().str();
+        EXPECT_TRUE(again->origin.precision_defaulted);
+        EXPECT_EQ(again->training.precision, c.precision);
+    }
+    // Written values are kept, and a wrong one is still an error that says it was given.
+    auto given = load(base_with("global_batch = 64\n", "global_batch = 64\nprecision = \"fp32\"\n"));
+    ASSERT_TRUE(given);
+    EXPECT_FALSE(given->origin.precision_defaulted);
+    EXPECT_EQ(given->training.precision, ptd::Precision::fp32);
+    auto bad = load(base_with("gpu = \"h100-sxm\"", "gpu = \"cpu\"").append("precision = \"bf16\"\n"));
+    ptd::Diagnostic d = only_error(bad);
+    EXPECT_EQ(d.key, "training.precision");
+    EXPECT_TRUE(contains(d.message, "got \"bf16\"")) << d.message;
+    EXPECT_GT(d.where.line, 0);
+}
+
+TEST(JobSpecDefaults, ActivationProfileFollowsTheGpu) {
+    // The `cpu` preset runs only the bundled engine: count its buffers, not Megatron-LM's.
+    const std::string cpu_job = "[model]\npreset = \"tiny-gpt\"\n[cluster]\nnodes = 1\ngpus_per_node = 4\ngpu = \"cpu\"\n"
+                                "[parallel]\ntp = 2\n";
+    auto cpu = load(cpu_job);
+    ASSERT_TRUE(cpu) << cpu.error().str();
+    EXPECT_EQ(cpu->estimate.activation_profile, ptd::ActivationProfile::ptd_engine);
+    auto h100 = load(kBase);
+    ASSERT_TRUE(h100);
+    EXPECT_EQ(h100->estimate.activation_profile, ptd::ActivationProfile::megatron);
+    EXPECT_EQ(ptd::tiny_local_job(presets()).estimate.activation_profile, ptd::ActivationProfile::ptd_engine);
+    // A written profile is kept, also through save and load.
+    auto given = load(cpu_job + "[estimate]\nactivation_profile = \"megatron\"\n");
+    ASSERT_TRUE(given) << given.error().str();
+    EXPECT_EQ(given->estimate.activation_profile, ptd::ActivationProfile::megatron);
+    auto again = load(ptd::save_job_toml(*given));
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->estimate.activation_profile, ptd::ActivationProfile::megatron);
+    auto defaulted_again = load(ptd::save_job_toml(*cpu));
+    ASSERT_TRUE(defaulted_again);
+    EXPECT_TRUE(defaulted_again->origin.activation_profile_defaulted);
+    EXPECT_FALSE(contains(ptd::save_job_toml(*cpu), "activation_profile"));
+}

@@ -345,10 +345,13 @@ TEST(Planner, GpusOverrideAndErrors) {
     negative.gpus = -8;
     EXPECT_FALSE(plan_layouts(job, negative));
 
-    // 4 heads and 4 layers cap tp·pp at 16 on 32 ranks, so dp ≥ 2: an odd batch has no layout.
+    // 4 heads and 4 layers cap tp·pp at 16 on 32 ranks, so without context parallelism dp ≥ 2:
+    // an odd batch has no layout (cp 2 would make dp 1 possible).
     JobSpec tiny = make_job("tiny-gpt", "cpu", 8, 4, 32);
     tiny.training.global_batch = 7;
-    auto none = plan_layouts(tiny, {});
+    PlanOptions no_cp;
+    no_cp.vary_cp = false;
+    auto none = plan_layouts(tiny, no_cp);
     ASSERT_FALSE(none);
     EXPECT_EQ(none.error().diagnostics[0].key, "training.global_batch");
     EXPECT_TRUE(contains(none.error().str(), "got 7") && contains(none.error().str(), "dp: 2, 4, 8"))
@@ -556,3 +559,107 @@ TEST(Planner, KeepsNearMissesAndRanksAnyLayout) {
 }
 
 }  // namespace
+
+// ---- issue 12: context parallelism, bare jobs, and clusters too big for the global batch ----
+
+// A job that states no layout (no [parallel] table), as the planner's users write them:
+// model, cluster, global batch.
+JobSpec bare_job(const char* model, const char* gpu, int nodes, int gpn, int gb) {
+    JobSpec job = make_job(model, gpu, nodes, gpn, nodes * gpn);
+    job.origin.no_layout = true;
+    job.training.global_batch = gb;
+    EXPECT_TRUE(validate_job(job).empty()) << format_diagnostics(validate_job(job));
+    return job;
+}
+
+TEST(PlannerIssue12, SearchesContextParallelism) {
+    // Before: cp was kept at the job's 1, and Llama-3 8B on 16,384 GPUs (global batch 2048)
+    // got pp32 with a 92% bubble at 0.6% MFU as its best layout.
+    // With 1024 sequences tp8 leaves dp 2048 > 1024: the pipeline (a bubble) or cp must take
+    // the other factor 2, and cp costs only its overlapped K/V exchange.
+    JobSpec job = bare_job("llama3-8b", "h100-sxm", 2048, 8, 1024);
+    job.cluster.inter_gbps = 50;
+    PlanResult r = plan(job, [&](PlanOptions& o) { o.top_k = 500; });
+    ASSERT_FALSE(r.top.empty());
+    bool some_cp = false;
+    for (const PlanEntry& e : r.top) {
+        some_cp = some_cp || e.choice.cp > 1;
+        EXPECT_EQ(job.model.seq_len % (2 * e.choice.cp), e.choice.cp == 1 ? job.model.seq_len % 2 : 0);
+    }
+    EXPECT_TRUE(some_cp);
+    const PlanEntry& best = r.top.front();
+    EXPECT_GT(best.choice.cp, 1);
+    EXPECT_LT(best.score.time.bubble / best.score.step_s, 0.5);
+    EXPECT_GT(best.score.mfu, 0.1);
+    // Every planned layout (cp included) validates once applied.
+    for (size_t i = 0; i < std::min<size_t>(r.top.size(), 50); ++i) {
+        JobSpec applied = apply_plan_entry(job, r.top[i]);
+        EXPECT_TRUE(validate_job(applied).empty()) << format_diagnostics(validate_job(applied));
+    }
+    // vary_cp = false keeps the job's cp.
+    PlanResult fixed = plan(job, [&](PlanOptions& o) {
+        o.top_k = 500;
+        o.vary_cp = false;
+    });
+    for (const PlanEntry& e : fixed.top) EXPECT_EQ(e.choice.cp, 1);
+    EXPECT_LT(fixed.enumerated, r.enumerated);
+    ASSERT_FALSE(fixed.top.empty());
+    EXPECT_LT(fixed.top.front().score.tokens_per_s, best.score.tokens_per_s);
+    // With cp the estimator divides activations by cp: the same layout otherwise holds less.
+    LayoutChoice c = best.choice;
+    const EstimateContext ctx = make_estimate_context(job);
+    LayoutChoice half = c;
+    half.cp = c.cp / 2, half.dp = c.dp * 2;
+    if (job.training.global_batch % (half.dp * half.micro_batch) == 0) {
+        LayoutScore a = evaluate_layout(ctx, c, best.layers_per_stage, nullptr);
+        LayoutScore b = evaluate_layout(ctx, half, best.layers_per_stage, nullptr);
+        EXPECT_LT(a.worst_mem.activations, b.worst_mem.activations);
+    }
+}
+
+TEST(PlannerIssue12, SaysWhenTheClusterIsTooBigForTheGlobalBatch) {
+    // 64 sequences cannot keep 16,384 GPUs busy: every layout idles in the bubble.
+    JobSpec job = bare_job("llama3-8b", "h100-sxm", 2048, 8, 64);
+    PlanResult r = plan(job);
+    ASSERT_FALSE(r.top.empty());
+    EXPECT_TRUE(contains(r.too_big, "global_batch 64 seqs cannot keep 16,384 GPUs busy")) << r.too_big;
+    EXPECT_TRUE(contains(r.too_big, "larger global batch or fewer GPUs")) << r.too_big;
+    EXPECT_GT(r.busy_gpus, 0);
+    EXPECT_LT(r.busy_gpus, 16384);
+    EXPECT_TRUE(contains(r.too_big, "at most")) << r.too_big;
+    // The GPU count it names does keep the bubble under the threshold.
+    PlanResult smaller = plan(job, [&](PlanOptions& o) { o.gpus = r.busy_gpus; });
+    ASSERT_FALSE(smaller.top.empty());
+    const LayoutScore& s = smaller.top.front().score;
+    EXPECT_LE(s.time.bubble / s.step_s, PlanOptions{}.max_bubble_share);
+    EXPECT_TRUE(smaller.too_big.empty()) << smaller.too_big;
+    // A cluster the batch fills says nothing.
+    EXPECT_TRUE(plan(bare_job("llama3-8b", "h100-sxm", 2, 8, 2048)).too_big.empty());
+
+    // When even one sequence per replica is too many replicas, the error says so plainly.
+    JobSpec tiny = bare_job("tiny-gpt", "cpu", 64, 4, 1);
+    tiny.model.seq_len = 2;  // no context parallelism possible
+    auto none = plan_layouts(tiny, {});
+    ASSERT_FALSE(none);
+    EXPECT_TRUE(contains(none.error().str(), "global_batch 1 seqs cannot keep 256 GPUs busy")) << none.error().str();
+}
+
+TEST(PlannerIssue12, BareJobPlansFromModelAndClusterAlone) {
+    auto job = load_asset("llama3-405b-bare.toml");
+    ASSERT_FALSE(job.has_layout());
+    PlanResult r = plan(job);
+    ASSERT_FALSE(r.top.empty());
+    EXPECT_EQ(r.job_rank, -1);  // no layout of its own to rank
+    for (const PlanEntry& e : r.top) EXPECT_EQ((long long)e.choice.tp * e.choice.pp * e.choice.dp * e.choice.cp, 16384);
+    JobSpec applied = apply_plan_entry(job, r.top.front());
+    EXPECT_TRUE(applied.has_layout());
+    EXPECT_TRUE(validate_job(applied).empty()) << format_diagnostics(validate_job(applied));
+
+    // Without a global batch: an error naming the key, not 16,384 invented sequences.
+    job.training.global_batch = 0;
+    job.origin.global_batch_given = false;
+    auto none = plan_layouts(job, {});
+    ASSERT_FALSE(none);
+    EXPECT_EQ(none.error().diagnostics[0].key, "training.global_batch");
+    EXPECT_TRUE(contains(none.error().str(), "not given")) << none.error().str();
+}

@@ -45,6 +45,7 @@ double column_key(const PlanRow& r, PlanColumn c) {
         case PlanColumn::tp: return ch.tp;
         case PlanColumn::pp: return ch.pp;
         case PlanColumn::dp: return ch.dp;
+        case PlanColumn::cp: return ch.cp;
         case PlanColumn::ep: return ch.ep;
         case PlanColumn::vpp: return ch.vpp;
         case PlanColumn::micro_batch: return ch.micro_batch;
@@ -344,4 +345,73 @@ TEST(StudioPlanner, CellText) {
         EXPECT_STRNE(plan_column_label((PlanColumn)c), "?");
         EXPECT_STRNE(plan_column_help((PlanColumn)c), "");
     }
+}
+
+// ---- issue 12: a bare job (model + cluster + global batch, no [parallel]) ----
+
+namespace {
+StudioState bare_state(bool with_global_batch) {
+    const PresetCatalog& presets = embedded_presets();
+    std::string text = "[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 4\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n";
+    if (with_global_batch) text += "[training]\nglobal_batch = 256\n";
+    auto job = load_job_text(text, "bare.toml", presets);
+    EXPECT_TRUE(job) << (job ? "" : job.error().str());
+    return make_state(presets, job ? *job : default_job(presets));
+}
+}  // namespace
+
+TEST(StudioPlanner, BareJobShowsNoLayoutChosenAndThePlannerWorksOnIt) {
+    StudioState s = bare_state(true);
+    // Not an error about tp1·pp1·dp32 (which the user never wrote): a prompt to plan.
+    EXPECT_TRUE(s.diagnostics.empty()) << s.diagnostics.front().message;
+    EXPECT_FALSE(s.layout);
+    EXPECT_FALSE(job_valid(s));
+    EXPECT_TRUE(contains(no_layout_message(s), "no layout chosen")) << no_layout_message(s);
+    EXPECT_TRUE(contains(no_layout_message(s), "planner")) << no_layout_message(s);
+    EXPECT_EQ(job_estimate(s), nullptr);  // the memory tab shows the prompt, not numbers
+    EXPECT_EQ(s.job.training.global_batch, 256);
+
+    run_search(s);
+    ASSERT_FALSE(s.planner.rows.empty());
+    EXPECT_TRUE(contains(job_rank_text(s), "no layout yet")) << job_rank_text(s);
+    for (int i = 0; i < (int)s.planner.rows.size(); ++i) EXPECT_FALSE(planner_row_is_job(s, i));
+    ASSERT_TRUE(planner_apply_row(s, 0));
+    EXPECT_TRUE(s.job.has_layout());
+    EXPECT_TRUE(job_valid(s)) << (s.diagnostics.empty() ? "" : s.diagnostics.front().message);
+    EXPECT_TRUE(no_layout_message(s).empty());
+    EXPECT_NE(job_estimate(s), nullptr);
+    EXPECT_EQ(s.job.training.global_batch, 256);  // kept, not re-derived
+}
+
+TEST(StudioPlanner, BareJobWithoutGlobalBatchAsksForIt) {
+    StudioState s = bare_state(false);
+    EXPECT_TRUE(s.diagnostics.empty());
+    EXPECT_EQ(s.job.training.global_batch, 0);  // not micro_batch · 32 invented
+    EXPECT_FALSE(planner_start(s));
+    EXPECT_TRUE(contains(s.planner.error, "training.global_batch")) << s.planner.error;
+    ASSERT_TRUE(edit_int(s, "training.global_batch", 128));
+    run_search(s);
+    EXPECT_FALSE(s.planner.rows.empty());
+}
+
+TEST(StudioPlanner, EditingALayoutFieldChoosesTheLayout) {
+    StudioState s = bare_state(true);
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 8));
+    EXPECT_TRUE(s.job.has_layout());
+    EXPECT_TRUE(job_valid(s)) << (s.diagnostics.empty() ? "" : s.diagnostics.front().message);
+    EXPECT_EQ(s.job.parallel.dp, 4);
+}
+
+TEST(StudioPlanner, PrecisionFollowsTheGpuUntilChosen) {
+    StudioState s = bare_state(true);
+    EXPECT_EQ(s.job.training.precision, Precision::bf16);
+    ASSERT_TRUE(set_gpu_preset(s, "v100-32gb"));
+    EXPECT_EQ(s.job.training.precision, Precision::fp16);  // before: bf16, an error on V100
+    EXPECT_FALSE(s.job.training.flash_attention);
+    ASSERT_TRUE(set_gpu_preset(s, "cpu"));
+    EXPECT_EQ(s.job.training.precision, Precision::fp32);
+    EXPECT_TRUE(field_error(s, "training.precision").empty());
+    set_precision(s, Precision::fp32);
+    ASSERT_TRUE(set_gpu_preset(s, "h100-sxm"));
+    EXPECT_EQ(s.job.training.precision, Precision::fp32);  // chosen now: kept
 }

@@ -62,6 +62,10 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
                 std::fprintf(out, "%s", job_summary_text(*job, term).c_str());
             }
             Term err_term = detect_term(err);
+            if (!job->has_layout())
+                std::fprintf(err, "%s: %s no layout chosen (no [parallel] table): `ptd plan %s` searches one%s\n",
+                             path.c_str(), yellow(err_term, "note:").c_str(), path.c_str(),
+                             job->training.global_batch < 1 ? "; it needs training.global_batch, which is not given" : "");
             for (const std::string& note : job->origin.notes)
                 std::fprintf(err, "%s: %s %s\n", path.c_str(), yellow(err_term, "note:").c_str(), note.c_str());
         } else {
@@ -82,6 +86,10 @@ int cmd_layout(const LayoutArgs& a, const PresetCatalog& presets, FILE* out, FIL
     auto job = load_job_arg(a.job, presets, a.sets);
     if (!job) {
         print_error(err, job.error());
+        return kExitConfig;
+    }
+    if (auto no_layout = require_layout(*job, "`ptd layout`"); !no_layout.empty()) {
+        print_error(err, Error(std::move(no_layout)));
         return kExitConfig;
     }
     auto hosts = resolve_hosts(*job, a.hosts);
@@ -155,12 +163,38 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
         print_error(err, job.error());
         return kExitConfig;
     }
+    // A job without a layout (no [parallel] table) is estimated at the planner's best
+    // layout, and says so: the user never wrote tp = pp = 1, dp = world.
+    std::string chosen_by_planner;
+    if (!job->has_layout()) {
+        auto plan = plan_layouts(*job, PlanOptions{});
+        if (!plan) {
+            print_error(err, plan.error());
+            return kExitConfig;
+        }
+        if (plan->top.empty()) {
+            print_error(err, Error(Diagnostic{SourceLoc{job->origin.file}, "parallel",
+                                              "no layout chosen (the job has no [parallel] table), and the planner "
+                                              "finds none that fits: " + plan->why_best}));
+            return kExitConfig;
+        }
+        *job = apply_plan_entry(*job, plan->top.front());
+        const ParallelSpec& p = job->parallel;
+        chosen_by_planner = "no layout chosen in the job (no [parallel] table): estimating the planner's best, " +
+                            layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp) + " micro-batch " +
+                            std::to_string(job->training.micro_batch) + "; `ptd plan " + a.job +
+                            "` lists the alternatives";
+        if (!plan->too_big.empty()) chosen_by_planner += "; " + plan->too_big;
+    }
     const Estimate est = estimate_job(*job);
     if (a.json) {
-        std::fprintf(out, "%s\n", estimate_json(*job, est).dump(2).c_str());
+        nlohmann::json doc = estimate_json(*job, est);
+        doc["layout_source"] = chosen_by_planner.empty() ? "job" : "planner";
+        std::fprintf(out, "%s\n", doc.dump(2).c_str());
         return kExitOk;
     }
     print_notes(err, a.job, job->origin.notes);
+    if (!chosen_by_planner.empty()) print_notes(err, a.job, {chosen_by_planner});
     std::fprintf(out, "%s", render_estimate_text(*job, est, detect_term(out)).c_str());
     return kExitOk;  // an OOM is an answer, not a failure: the table marks it
 }
@@ -199,6 +233,12 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
     }
     JobSpec chosen = *job;
     std::string plan_fallback;  // with --plan: what to say when the best layout cannot be written
+    if (!a.plan) {
+        if (auto no_layout = require_layout(*job, "`ptd export` (without --plan)"); !no_layout.empty()) {
+            print_error(err, Error(std::move(no_layout)));
+            return kExitConfig;
+        }
+    }
     if (a.plan) {
         auto plan = plan_layouts(*job, PlanOptions{});
         if (!plan) {
@@ -244,6 +284,11 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
 
 int print_job_overview(const JobSpec& job, FILE* out, FILE* err) {
     Term term = detect_term(out);
+    if (!job.has_layout()) {
+        std::fprintf(out, "%s\nno layout chosen (no [parallel] table): run `ptd plan %s`\n", job_summary_text(job, term).c_str(),
+                     job.origin.file.c_str());
+        return kExitOk;
+    }
     auto hosts = resolve_hosts(job);
     auto layout = job_layout(job);
     if (!layout || !hosts) {

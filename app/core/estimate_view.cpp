@@ -244,7 +244,7 @@ const char* order_of(const JobSpec& job, const LayoutChoice& c) {
 
 std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries, const Term& term) {
     const std::vector<std::pair<const char*, int>> cols = {
-        {"rank", 5}, {"tp", 4}, {"pp", 4}, {"dp", 5}, {"cp", 4}, {"ep", 4}, {"vpp", 4}, {"mb", 4},
+        {"rank", 5}, {"tp", 4}, {"pp", 4}, {"dp", 6}, {"cp", 5}, {"ep", 4}, {"vpp", 4}, {"mb", 4},
         {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
         {"step s", 9}, {"tokens/s", 12}, {"MFU", 7}};
     std::string out, head;
@@ -260,7 +260,8 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
             order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
             thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)};
         std::string row;
-        for (size_t k = 0; k < cols.size(); ++k) row += pad_left(cells[k], cols[k].second);
+        // A cell wider than its column still gets a space before it (step s of hours, dp 16384).
+        for (size_t k = 0; k < cols.size(); ++k) row += pad_left(cells[k], std::max(cols[k].second, width(cells[k]) + 1));
         out += row + "\n";
     }
     return out;
@@ -330,7 +331,10 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
                                 : std::string("every layout above exports to each format, except\n") + blocked);
     }
     if (!plan.why_best.empty()) out += "\n" + bold(term, "why: ") + plan.why_best + "\n";
-    if (plan.job_rank >= 0)
+    if (!plan.too_big.empty()) out += yellow(term, "too many GPUs: ") + plan.too_big + "\n";
+    if (!job.has_layout())
+        out += bold(term, "your layout: ") + "none chosen (the job has no [parallel] table); `ptd export --plan` exports the best\n";
+    else if (plan.job_rank >= 0)
         out += bold(term, "your layout: ") + fmt("rank %d of %lld feasible (%s)\n", plan.job_rank + 1, (long long)plan.feasible,
                                                  layout_label(job.parallel.tp, job.parallel.pp, job.parallel.dp,
                                                               job.parallel.cp, job.parallel.ep, job.parallel.vpp).c_str());
@@ -359,6 +363,9 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"top", top},
             {"pareto", pareto},
             {"why_best", plan.why_best},
+            {"too_big", plan.too_big},
+            {"busy_gpus", plan.busy_gpus},
+            {"job_has_layout", job.has_layout()},
             {"job_rank", plan.job_rank},
             {"enumerated", plan.enumerated},
             {"evaluated", plan.evaluated},

@@ -61,6 +61,15 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     out += bold(term, "cluster ") + fmt("%d node%s × %d %s = %d GPUs, %.0f GiB each; intra %.0f GB/s, inter %.0f GB/s per GPU\n",
                                         c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
                                         c.intra_gbps, c.inter_gbps);
+    if (!job.has_layout()) {
+        out += bold(term, "parallel") + " none chosen (no [parallel] table): `ptd plan` chooses the layout\n";
+        out += bold(term, "training") +
+               (t.global_batch > 0 ? fmt(" global batch %d (%s tokens/step), %s, %s\n", t.global_batch,
+                                         human_count((double)t.global_batch * m.seq_len).c_str(),
+                                         to_string(t.precision), to_string(t.optimizer))
+                                   : fmt(" global batch not given, %s, %s\n", to_string(t.precision), to_string(t.optimizer)));
+        return out;
+    }
     out += bold(term, "parallel") + fmt(" tp %d × pp %d × dp %d", p.tp, p.pp, p.dp);
     if (p.cp > 1) out += fmt(" × cp %d", p.cp);
     if (p.ep > 1) out += fmt(", ep %d", p.ep);
@@ -236,6 +245,7 @@ nlohmann::json job_json(const JobSpec& job) {
                      {"zero", p.zero}, {"distributed_optimizer", p.distributed_optimizer},
                      {"sequence_parallel", p.sequence_parallel}, {"recompute", to_string(p.recompute)},
                      {"order", p.order}, {"layers_per_stage", p.layers_per_stage}};
+    if (!job.has_layout()) j["parallel"] = nullptr;  // no [parallel] table: the planner's to choose
     j["training"] = {{"micro_batch", t.micro_batch}, {"global_batch", t.global_batch},
                      {"grad_accum", job.grad_accum()}, {"precision", to_string(t.precision)},
                      {"optimizer", to_string(t.optimizer)}, {"steps", t.steps}};

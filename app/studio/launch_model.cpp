@@ -27,6 +27,8 @@ Result<JobSpec> launch_job(const StudioState& s) {
         if (!s.launch.tiny_job) return fail(SourceLoc{"@tiny"}, "", "the built-in tiny job could not be loaded");
         job = *s.launch.tiny_job;
     } else {
+        if (std::string why = no_layout_message(s); !why.empty())
+            return fail(SourceLoc{s.job_label}, "parallel", why + " first: a launch needs tp, pp and dp");
         if (!job_valid(s))
             return fail(SourceLoc{s.job_label}, "",
                         "the job has " + std::to_string(s.diagnostics.size()) + " problem" +

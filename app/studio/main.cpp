@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ptd-studio: no display available (%s); showing the job in the terminal instead\n",
                  reason.c_str());
     std::fflush(stderr);
-    if (!job_valid(state)) {  // only --set can make it so
+    if (!job_valid(state) && no_layout_message(state).empty()) {  // only --set can make it so
         std::fprintf(stderr, "%s", ptd::format_diagnostics(state.diagnostics).c_str());
         return ptd::kExitConfig;
     }

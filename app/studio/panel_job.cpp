@@ -216,6 +216,12 @@ void section_cluster(StudioState& s) {
 }
 
 void section_parallel(StudioState& s) {
+    if (!s.job.has_layout()) {  // a bare job: the fields below are placeholders until chosen
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextDisabled("%s", display_text("None chosen yet \u2014 the Planner tab picks one; editing a field "
+                                                "chooses this one.").c_str());
+        ImGui::PopTextWrapPos();
+    }
     int_rows(s, "parallel.");
     row_label("seq. parallel", "Megatron sequence parallelism: split LayerNorm/dropout activations across the TP group");
     {
@@ -286,6 +292,8 @@ void summary(const StudioState& s) {
     summary_row("tokens per step", human_count((double)j.tokens_per_step).c_str());
     if (valid) {
         summary_row("status", "valid", colour::ok);
+    } else if (std::string why = no_layout_message(s); !why.empty()) {
+        summary_row("status", display_text(why).c_str(), colour::accent);
     } else {
         std::snprintf(buf, sizeof buf, "%zu problem%s (in red above)", s.diagnostics.size(),
                       s.diagnostics.size() == 1 ? "" : "s");

@@ -148,6 +148,9 @@ void status_lines(StudioState& s) {
         ImGui::PopTextWrapPos();
         ImGui::PopStyleColor();
     }
+    if (!p.result->too_big.empty()) {  // the cluster is too big for the global batch
+        text_wrapped_coloured(colour::accent, display_text("Too many GPUs: " + p.result->too_big));
+    }
 }
 
 void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {

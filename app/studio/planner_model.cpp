@@ -97,10 +97,10 @@ std::string fmt(const char* f, double v) {
 int planned_world(const JobSpec& job, const PlannerSettings& st) { return st.gpus > 0 ? st.gpus : job.world_size(); }
 
 // The inputs a search depends on besides the layout: model, cluster (hosts do not matter;
-// nodes not when the search was for a given GPU count), training but micro_batch,
-// [estimate], and cp (the planner keeps it).
+// nodes not when the search was for a given GPU count), training but micro_batch, and
+// [estimate]. Not cp: the planner searches it like tp and pp.
 bool plan_inputs_differ(const JobSpec& a, const JobSpec& b, bool ignore_nodes) {
-    if (a.model != b.model || a.estimate != b.estimate || a.parallel.cp != b.parallel.cp) return true;
+    if (a.model != b.model || a.estimate != b.estimate) return true;
     ClusterSpec ca = a.cluster, cb = b.cluster;
     ca.hosts.clear(), cb.hosts.clear();
     if (ignore_nodes) ca.nodes = cb.nodes;
@@ -141,6 +141,7 @@ bool same_split(const std::vector<int>& a, const std::vector<int>& b, int layers
 bool row_matches(const JobSpec& job, const JobSpec& planned, const PlanRow& r) {
     const LayoutChoice& c = r.entry.choice;
     const ParallelSpec& p = job.parallel;
+    if (!job.has_layout()) return false;  // a bare job's placeholder tp1·pp1 is no row
     return c.tp == p.tp && c.pp == p.pp && c.dp == p.dp && c.cp == p.cp && c.ep == p.ep && c.vpp == p.vpp &&
            c.micro_batch == job.training.micro_batch && c.zero == p.zero &&
            c.distributed_optimizer == p.distributed_optimizer && c.sequence_parallel == p.sequence_parallel &&
@@ -166,6 +167,7 @@ void rebuild_view(PlannerState& p) {
             case PlanColumn::tp: return c.tp;
             case PlanColumn::pp: return c.pp;
             case PlanColumn::dp: return c.dp;
+            case PlanColumn::cp: return c.cp;
             case PlanColumn::ep: return c.ep;
             case PlanColumn::vpp: return c.vpp;
             case PlanColumn::micro_batch: return c.micro_batch;
@@ -219,6 +221,8 @@ void refresh_job_rank(StudioState& s) {
     }
     if (planner_stale(s)) {
         r.kind = JobRank::Kind::stale;
+    } else if (!no_layout_message(s).empty()) {
+        r.kind = JobRank::Kind::no_layout;
     } else if (!job_valid(s)) {
         r.kind = JobRank::Kind::invalid;
     } else if (s.job.world_size() != planned_world(p.planned_job, p.planned_settings)) {
@@ -241,7 +245,7 @@ void refresh_job_rank(StudioState& s) {
             r.kind = JobRank::Kind::no_fit;
         }
     }
-    if (r.kind != JobRank::Kind::stale && r.kind != JobRank::Kind::invalid)
+    if (r.kind != JobRank::Kind::stale && r.kind != JobRank::Kind::invalid && r.kind != JobRank::Kind::no_layout)
         for (int i = 0; i < (int)p.rows.size(); ++i)
             if (row_matches(s.job, p.planned_job, p.rows[i])) {
                 r.row = i;
@@ -285,6 +289,7 @@ const char* plan_column_label(PlanColumn c) {
         case PlanColumn::tp: return "tp";
         case PlanColumn::pp: return "pp";
         case PlanColumn::dp: return "dp";
+        case PlanColumn::cp: return "cp";
         case PlanColumn::ep: return "ep";
         case PlanColumn::vpp: return "vpp";
         case PlanColumn::micro_batch: return "mb";
@@ -307,6 +312,7 @@ const char* plan_column_help(PlanColumn c) {
         case PlanColumn::tp: return "Tensor parallel degree";
         case PlanColumn::pp: return "Pipeline parallel stages";
         case PlanColumn::dp: return "Data parallel replicas";
+        case PlanColumn::cp: return "Context parallel degree: each sequence split over cp ranks (ring attention)";
         case PlanColumn::ep: return "Expert parallel degree (MoE models)";
         case PlanColumn::vpp: return "Virtual pipeline chunks per stage (interleaved 1F1B)";
         case PlanColumn::micro_batch: return "Micro-batch size (sequences per replica per micro-step)";
@@ -340,6 +346,7 @@ std::string plan_cell_text(const StudioState& s, const PlanRow& row, PlanColumn 
         case PlanColumn::tp: return std::to_string(ch.tp);
         case PlanColumn::pp: return std::to_string(ch.pp);
         case PlanColumn::dp: return std::to_string(ch.dp);
+        case PlanColumn::cp: return std::to_string(ch.cp);
         case PlanColumn::ep: return std::to_string(ch.ep);
         case PlanColumn::vpp: return std::to_string(ch.vpp);
         case PlanColumn::micro_batch: return std::to_string(ch.micro_batch);
@@ -361,6 +368,9 @@ std::string planner_blocker(const StudioState& s) {
         if (k.starts_with("model") || k.starts_with("cluster") || k.starts_with("estimate") || k == "parallel.cp")
             return "fix " + d.key + " in the job panel first: " + d.message;
     }
+    if (!s.job.has_layout() && s.job.training.global_batch < 1)
+        return "the job gives no global batch and no layout to derive one from: set training.global_batch "
+               "(sequences per step) in the job panel";
     if (!s.job.origin.global_batch_given && !s.job.origin.dp_given && !field_error(s, "parallel.dp").empty())
         return "the global batch is derived from dp, which cannot be derived (" + field_error(s, "parallel.dp") +
                "): fix tp / pp / cp, or give training.global_batch (untick auto)";
@@ -493,6 +503,7 @@ std::string job_rank_text(const StudioState& s) {
         case JobRank::Kind::none: return {};
         case JobRank::Kind::stale: return "the job changed since this search: re-run to rank it";
         case JobRank::Kind::invalid: return "your job has problems (in red in the job panel): no layout to rank";
+        case JobRank::Kind::no_layout: return "your job has no layout yet: click a row to apply one";
         case JobRank::Kind::different_gpus:
             return "your job uses " + std::to_string(s.job.world_size()) + " GPUs; this search was for " +
                    std::to_string(world);

@@ -43,9 +43,9 @@ std::string planner_setting_error(const StudioState& s, std::string_view key);
 // Table columns, in display order.
 enum class PlanColumn {
     rank, tokens_per_s, mfu, step_s, peak, headroom,
-    tp, pp, dp, ep, vpp, micro_batch, zero, recompute, sp, order
+    tp, pp, dp, cp, ep, vpp, micro_batch, zero, recompute, sp, order
 };
-inline constexpr int kPlanColumns = 16;
+inline constexpr int kPlanColumns = 17;
 const char* plan_column_label(PlanColumn c);  // "#", "tokens/s", "MFU", ..., "order"
 const char* plan_column_help(PlanColumn c);   // one line for the header's tooltip
 
@@ -69,6 +69,7 @@ struct JobRank {
         none,            // no search finished yet
         stale,           // the job's model, cluster or batch changed since (or the options)
         invalid,         // the job has problems: no layout to rank
+        no_layout,       // the job states no layout ([parallel] absent): nothing to rank yet
         different_gpus,  // the search was for another GPU count
         no_fit,          // the layout does not fit (peak > usable)
         ranked,          // rank of `of`

@@ -117,6 +117,9 @@ void recompute(StudioState& s) {
         s.diagnostics.push_back(std::move(d));
     }
     if (!s.diagnostics.empty()) return;
+    // A bare job (no [parallel] table) is valid input for the planner but has no layout to
+    // draw, estimate or launch until one is chosen: no_layout_message() says so.
+    if (!job.has_layout()) return;
 
     const long long world = (long long)job.parallel.tp * job.parallel.pp * job.parallel.dp * job.parallel.cp;
     if (world > kMaxStudioRanks) {
@@ -141,6 +144,7 @@ bool edit_int(StudioState& s, std::string_view key, int value) {
     const IntField* f = find_int_field(key);
     if (!f) return false;
     f->ref(s.job) = value;
+    if (key.starts_with("parallel.")) s.job.origin.no_layout = false;  // the user is choosing the layout
     if (key == "parallel.dp") s.job.origin.dp_given = true;
     if (key == "training.global_batch") s.job.origin.global_batch_given = true;
     recompute(s);
@@ -170,21 +174,25 @@ bool set_gpu_preset(StudioState& s, std::string_view name) {
 
 void set_recompute(StudioState& s, Recompute r) {
     s.job.parallel.recompute = r;
+    s.job.origin.no_layout = false;
     recompute(s);
 }
 
 void set_precision(StudioState& s, Precision p) {
     s.job.training.precision = p;
+    s.job.origin.precision_defaulted = false;  // chosen now; no longer follows the GPU
     recompute(s);
 }
 
 void set_sequence_parallel(StudioState& s, bool on) {
     s.job.parallel.sequence_parallel = on;
+    s.job.origin.no_layout = false;
     recompute(s);
 }
 
 void set_order(StudioState& s, std::string order) {
     s.job.parallel.order = std::move(order);
+    s.job.origin.no_layout = false;
     recompute(s);
 }
 
@@ -195,7 +203,7 @@ bool is_derived(const StudioState& s, std::string_view key) {
 }
 
 bool set_derived(StudioState& s, std::string_view key, bool derived) {
-    if (key == "parallel.dp") s.job.origin.dp_given = !derived;
+    if (key == "parallel.dp") s.job.origin.dp_given = !derived, s.job.origin.no_layout = false;
     else if (key == "training.global_batch") s.job.origin.global_batch_given = !derived;
     else return false;
     recompute(s);
@@ -208,6 +216,13 @@ void revert(StudioState& s) {
 }
 
 bool job_valid(const StudioState& s) { return s.diagnostics.empty() && s.layout.has_value(); }
+
+std::string no_layout_message(const StudioState& s) {
+    if (!s.diagnostics.empty() || s.job.has_layout()) return {};
+    std::string m = "no layout chosen \u2014 run the planner";
+    if (s.job.training.global_batch < 1) m += " (after setting training.global_batch, which the job does not give)";
+    return m;
+}
 
 std::vector<std::string> field_errors(const StudioState& s, std::string_view key) {
     std::vector<std::string> out;

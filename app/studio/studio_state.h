@@ -158,6 +158,10 @@ bool set_derived(StudioState& s, std::string_view key, bool derived);
 void revert(StudioState& s);
 
 bool job_valid(const StudioState& s);
+// For a job without problems that states no layout (no [parallel] table, as a bare model
+// + cluster + global batch): "no layout chosen — run the planner"; "" otherwise. The
+// layout, memory and launch views show it instead of an error; the planner works on it.
+std::string no_layout_message(const StudioState& s);
 // Messages of the diagnostics whose key is exactly `key`; the first one, or "" if none.
 std::vector<std::string> field_errors(const StudioState& s, std::string_view key);
 std::string field_error(const StudioState& s, std::string_view key);

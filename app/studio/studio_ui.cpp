@@ -25,6 +25,9 @@ void top_bar(const StudioState& s) {
     if (job_valid(s)) {
         ImGui::PushStyleColor(ImGuiCol_Text, colour::ok);
         ImGui::TextUnformatted("valid");
+    } else if (std::string why = no_layout_message(s); !why.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
+        ImGui::TextUnformatted(display_text(why).c_str());
     } else {
         ImGui::PushStyleColor(ImGuiCol_Text, colour::error);
         ImGui::Text("%zu problem%s", s.diagnostics.size(), s.diagnostics.size() == 1 ? "" : "s");

@@ -1,5 +1,6 @@
 // widgets.cpp — small custom widgets shared by the panels, drawn with ImDrawList.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -128,6 +129,15 @@ void legend_item(Swatch kind, ImU32 col, const char* label) {
 
 void draw_job_problems(const StudioState& s, const char* missing, const char* comes_back) {
     ImGui::Spacing();
+    if (std::string why = no_layout_message(s); !why.empty()) {
+        why[0] = (char)std::toupper((unsigned char)why[0]);
+        text_wrapped_coloured(colour::accent, display_text(why + "."));
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextDisabled("The job gives a model, a cluster and a global batch; the Planner tab searches every "
+                            "layout, and clicking a row applies it. The %s comes back then.", missing);
+        ImGui::PopTextWrapPos();
+        return;
+    }
     char buf[160];
     std::snprintf(buf, sizeof buf, "No %s: the job has %zu problem%s", missing, s.diagnostics.size(),
                   s.diagnostics.size() == 1 ? "" : "s");

@@ -434,6 +434,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     pick(st.cp, L.c, L.bw_cp, L.lat_cp);
     pick(st.ep, L.ep, L.bw_ep, L.lat_ep);
     pick(st.dp, L.dp, L.bw_dp, L.lat_dp);
+    // Dense gradients reduce over dp·cp (Megatron's data-parallel-with-context group): it
+    // leaves the node when either of its two parts does.
+    if (L.c > 1 && spans_nodes(st.cp, L.c, gpn)) L.bw_dp = inter, L.lat_dp = g_cal.latency_inter_s;
     pick(st.dp * L.ep, L.edp, L.bw_edp, L.lat_edp);
     pick(st.pp, L.p, L.bw_pp, L.lat_pp);
     L.peak = std::max(ctx.peak_flops, 1.0);
@@ -596,6 +599,7 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     double temp = 0;
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
+    if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d;  // ring attention: K/V chunk in flight + next
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
     const bool embedding_group = L.p > 1 && m.tied_embeddings && (first || last);

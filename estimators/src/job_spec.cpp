@@ -120,8 +120,42 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
         }
     }
     if (!job.origin.intra_given) job.cluster.intra_gbps = job.cluster.gpu.link_gbps;
-    if (!job.origin.global_batch_given) job.training.global_batch = job.training.micro_batch * par.dp;
+    // global_batch = micro_batch·dp only when the layout was stated: without one, dp = world
+    // would silently make a global batch of one sequence per GPU (16,384 on 2048 nodes).
+    if (!job.origin.global_batch_given)
+        job.training.global_batch = job.has_layout() ? job.training.micro_batch * par.dp : 0;
+    if (job.origin.precision_defaulted) job.training.precision = default_precision(job.cluster.gpu);
+    if (job.origin.flash_attention_defaulted) job.training.flash_attention = default_flash_attention(job.cluster.gpu);
+    if (job.origin.activation_profile_defaulted)
+        job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
     return out;
+}
+
+Precision default_precision(const GpuSpec& gpu) {
+    if (gpu.bf16_tflops > 0) return Precision::bf16;
+    if (gpu.fp16_tflops > 0) return Precision::fp16;
+    return Precision::fp32;
+}
+
+bool default_flash_attention(const GpuSpec& gpu) { return gpu.bf16_tflops > 0; }
+
+ActivationProfile default_activation_profile(const GpuSpec& gpu) {
+    return gpu.name == "cpu" ? ActivationProfile::ptd_engine : ActivationProfile::megatron;
+}
+
+std::vector<Diagnostic> require_layout(const JobSpec& job, const std::string& command) {
+    if (job.has_layout()) return {};
+    return {{SourceLoc{job.origin.file, 0, 0}, "parallel",
+             "no layout chosen: the job has no [parallel] table, and " + command +
+                 " needs one; run `ptd plan " + job.origin.file +
+                 "` and copy a layout into [parallel] (or use `ptd export --plan` for the planner's best)"}};
+}
+
+std::vector<Diagnostic> require_global_batch(const JobSpec& job, const std::string& command) {
+    if (job.training.global_batch >= 1) return {};
+    return {{job.where("training.global_batch"), "training.global_batch",
+             "not given, and the job states no layout to derive it from; " + command +
+                 " needs the global batch: add `global_batch = N` (sequences per step) under [training]"}};
 }
 
 std::vector<Diagnostic> validate_job(const JobSpec& job) {
@@ -255,9 +289,9 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         }
     }
 
-    // Batch.
+    // Batch. Without a chosen layout dp is a placeholder, so only the planner checks it.
     long long per_step = (long long)t.micro_batch * p.dp;
-    if (per_step > 0 && t.global_batch % per_step != 0)
+    if (job.has_layout() && per_step > 0 && t.global_batch % per_step != 0)
         add("training.global_batch", "got " + s(t.global_batch) + ", not divisible by micro_batch·dp = " +
                                          s(t.micro_batch) + "·" + s(p.dp) + " = " + s(per_step) +
                                          "; allowed: a multiple of " + s(per_step));
@@ -270,7 +304,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
 
     // Precision support on the chosen GPU.
     if (t.precision != Precision::fp32 && c.gpu.peak_tflops(t.precision) <= 0)
-        add("training.precision", std::string("got \"") + to_string(t.precision) + "\", but gpu \"" + c.gpu.name +
+        add("training.precision", std::string(job.origin.precision_defaulted ? "defaulted to \"" : "got \"") +
+                                      to_string(t.precision) + "\", but gpu \"" + c.gpu.name +
                                       "\" has no " + to_string(t.precision) + " support; allowed on this GPU: fp32" +
                                       (c.gpu.fp16_tflops > 0 ? ", fp16" : "") + (c.gpu.bf16_tflops > 0 ? ", bf16" : ""));
 
@@ -328,6 +363,7 @@ JobSpec tiny_local_job(const PresetCatalog& presets) {
     job.training.lr = 1e-3;
     job.training.min_lr = 1e-4;
     job.launch.mode = LaunchMode::local;
+    job.origin.activation_profile_defaulted = true;  // as tiny-local.toml, which does not write it
     derive_job_defaults(job);
     return job;
 }

@@ -439,7 +439,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     TrainingSpec& tr = job.training;
     r.read_int("micro_batch", tr.micro_batch, 1, 1 << 20);
     job.origin.global_batch_given = r.read_int("global_batch", tr.global_batch, 1, 1 << 30);
-    read_enum(r, "precision", tr.precision, kPrecisionWords);
+    if (read_enum(r, "precision", tr.precision, kPrecisionWords)) job.origin.precision_defaulted = false;
     read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
     r.read_double("lr", tr.lr, 0, 10);
     bool min_lr_given = r.read_double("min_lr", tr.min_lr, 0, 10);
@@ -450,7 +450,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("grad_clip", tr.grad_clip, 0, 1e6);
     r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
     r.read_string("data", tr.data);
-    r.read_bool("flash_attention", tr.flash_attention);
+    if (r.read_bool("flash_attention", tr.flash_attention)) job.origin.flash_attention_defaulted = false;
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -489,7 +489,8 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
 static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "estimate");
     EstimateSpec& e = job.estimate;
-    read_enum(r, "activation_profile", e.activation_profile, kProfileWords);
+    if (read_enum(r, "activation_profile", e.activation_profile, kProfileWords))
+        job.origin.activation_profile_defaulted = false;
     read_enum(r, "attention_flops", e.attention_flops, kAttentionFlopsWords);
     r.read_double("cuda_context_gib", e.cuda_context_gib, 0, 1024);
     r.read_double("nccl_gib", e.nccl_gib, 0, 1024);
@@ -539,9 +540,14 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
         {"launch", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_launch(c, t, j); }, false},
         {"estimate", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_estimate(c, t, j); }, false},
     };
+    // Until [training] says otherwise, precision and flash attention follow the GPU.
+    job.origin.precision_defaulted = job.origin.flash_attention_defaulted = true;
+    job.origin.activation_profile_defaulted = true;
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
-        if (const toml::table* t = top.subtable(e.name)) e.read(ctx, *t, job, presets);
+        const toml::table* t = top.subtable(e.name);
+        if (std::string_view(e.name) == "parallel") job.origin.no_layout = t == nullptr;  // the planner's to choose
+        if (t) e.read(ctx, *t, job, presets);
     }
     top.finish();
     if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
@@ -704,6 +710,9 @@ std::string save_job_toml(const JobSpec& job) {
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
     const ParallelSpec& p = job.parallel;
+    if (!job.has_layout()) {
+        w.comment("no [parallel] table: the layout is left to `ptd plan`");
+    } else {
     w.header("parallel");
     w.int_("tp", p.tp);
     w.int_("pp", p.pp);
@@ -718,12 +727,14 @@ std::string save_job_toml(const JobSpec& job) {
     w.str("recompute", to_string(p.recompute));
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+    }
 
     const TrainingSpec& t = job.training;
     w.header("training");
     w.int_("micro_batch", t.micro_batch);
     if (o.global_batch_given) w.int_("global_batch", t.global_batch);
-    w.str("precision", to_string(t.precision));
+    if (o.precision_defaulted) w.comment("precision = \"" + std::string(to_string(t.precision)) + "\" (defaulted for the GPU)");
+    else w.str("precision", to_string(t.precision));
     w.str("optimizer", to_string(t.optimizer));
     w.dbl("lr", t.lr);
     w.dbl("min_lr", t.min_lr);
@@ -733,7 +744,8 @@ std::string save_job_toml(const JobSpec& job) {
     w.dbl("grad_clip", t.grad_clip);
     w.int_("seed", t.seed);
     w.str("data", t.data);
-    w.boolean("flash_attention", t.flash_attention);
+    if (o.flash_attention_defaulted) w.comment(std::string("flash_attention = ") + (t.flash_attention ? "true" : "false") + " (defaulted for the GPU)");
+    else w.boolean("flash_attention", t.flash_attention);
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;
@@ -753,9 +765,11 @@ std::string save_job_toml(const JobSpec& job) {
     if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
     if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
 
-    // [estimate] only when something differs from the defaults.
+    // [estimate] only when something differs from the defaults (the activation profile's
+    // follows the GPU).
     const EstimateSpec& e = job.estimate;
-    const EstimateSpec ed;
+    EstimateSpec ed;
+    ed.activation_profile = default_activation_profile(c.gpu);
     if (e != ed) {
         w.header("estimate");
         if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));

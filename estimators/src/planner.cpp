@@ -1,4 +1,4 @@
-// planner.cpp — exhaustive layout search with safe pruning. Every valid (tp, pp, dp, ep,
+// planner.cpp — exhaustive layout search with safe pruning. Every valid (tp, cp, pp, dp, ep,
 // vpp, micro_batch, zero, recompute, sequence_parallel, order) of the job's model on the
 // world size is scored by evaluate_layout; fitting layouts are ranked by tokens/s in a
 // bounded top-k heap and an incremental Pareto set (throughput vs headroom), so memory
@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <iterator>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,14 +56,54 @@ bool dominates(const Candidate& a, const Candidate& b) {
     return a.score.tokens_per_s >= b.score.tokens_per_s && headroom_of(a.score) >= headroom_of(b.score) && better(a, b);
 }
 
+// The best `n` candidates by `better`, without exact twins: layouts with the same predicted
+// tokens/s and peak (rank orders that place no group differently, ...) would fill the list
+// with copies, so only the first of them by ranking is kept. Ordered set + index by
+// (tokens/s, peak): O(log n) per offer, so a caller may ask for every fitting layout.
+class BestKept {
+public:
+    explicit BestKept(size_t n) : n_(n) {}
+    // Returns true when `cand` was a twin of a kept candidate (kept or replacing it).
+    bool offer(const Candidate& cand) {
+        if (n_ == 0) return false;
+        const Key key{cand.score.tokens_per_s, cand.score.peak_bytes};
+        if (auto twin = by_key_.find(key); twin != by_key_.end()) {
+            if (better(cand, *twin->second)) {
+                kept_.erase(twin->second);
+                twin->second = kept_.insert(cand).first;
+            }
+            return true;
+        }
+        if (kept_.size() >= n_) {
+            auto worst = std::prev(kept_.end());
+            if (!better(cand, *worst)) return false;
+            by_key_.erase(Key{worst->score.tokens_per_s, worst->score.peak_bytes});
+            kept_.erase(worst);
+        }
+        by_key_.emplace(key, kept_.insert(cand).first);
+        return false;
+    }
+    std::vector<Candidate> sorted() const { return {kept_.begin(), kept_.end()}; }
+
+private:
+    using Key = std::pair<double, double>;
+    struct Better {
+        bool operator()(const Candidate& a, const Candidate& b) const { return better(a, b); }
+    };
+    size_t n_;
+    std::set<Candidate, Better> kept_;
+    std::map<Key, std::set<Candidate, Better>::iterator> by_key_;
+};
+
 // Everything the enumeration needs, computed once per search.
 struct Space {
-    int world = 0, cp = 1, layers = 0, global_batch = 0, max_micro_batch = 1, seq_len = 0;
+    int world = 0, layers = 0, global_batch = 0, max_micro_batch = 1, seq_len = 0;
     int experts = 0, job_ep = 1;
     bool vary_ep = true, vary_zero = true;
     int job_zero = 0;
     bool job_distributed_optimizer = false;
     std::vector<int> tps;               // valid tensor-parallel degrees
+    std::vector<int> cps;               // context-parallel degrees (1 first)
     std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
     std::vector<int> orders;            // indices into kPlannerOrders (or −1: the job's)
     std::vector<std::vector<int>> lps;  // layers_per_stage by pp (empty when pp divides layers)
@@ -85,9 +128,13 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
     std::vector<int> mbs, vpps, eps;  // reused per (tp, pp); no allocation in the inner loops
     mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
     const int nr = (int)sp.recomputes.size();
-    for (int tp : sp.tps) {
+    for (int tp : sp.tps)
+    for (int cp : sp.cps) {
+        if (sp.world % ((long long)tp * cp) != 0) continue;
+        // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
+        const bool sp_ok = tp > 1 && sp.seq_len % cp == 0 && (sp.seq_len / cp) % tp == 0;
         for (int pp = 1; pp <= sp.layers; ++pp) {
-            long long replica = (long long)tp * pp * sp.cp;
+            long long replica = (long long)tp * pp * cp;
             if (sp.world % replica != 0) continue;
             const int dp = (int)(sp.world / replica);
             if (sp.global_batch % dp != 0) continue;
@@ -106,12 +153,12 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
             if (sp.experts < 2) {
                 eps.push_back(1);
             } else if (!sp.vary_ep) {
-                if (sp.experts % sp.job_ep == 0 && ((long long)dp * sp.cp) % sp.job_ep == 0) eps.push_back(sp.job_ep);
+                if (sp.experts % sp.job_ep == 0 && ((long long)dp * cp) % sp.job_ep == 0) eps.push_back(sp.job_ep);
             } else {
                 for (int e = 1; e <= sp.experts; ++e)
-                    if (sp.experts % e == 0 && ((long long)dp * sp.cp) % e == 0) eps.push_back(e);
+                    if (sp.experts % e == 0 && ((long long)dp * cp) % e == 0) eps.push_back(e);
             }
-            for (int seq_par = 0; seq_par <= (tp > 1 && sp.seq_len % tp == 0 ? 1 : 0); ++seq_par)
+            for (int seq_par = 0; seq_par <= (sp_ok ? 1 : 0); ++seq_par)
                 for (int ep : eps)
                     for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
                         // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
@@ -122,7 +169,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                             for (int vpp : vpps) {
                                 const std::vector<int>& lps = layers_for(sp, pp, vpp);
                                 LayoutChoice c;
-                                c.tp = tp, c.pp = pp, c.dp = dp, c.cp = sp.cp, c.ep = ep, c.vpp = vpp;
+                                c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
                                 c.zero = zero, c.distributed_optimizer = dist_opt;
                                 c.sequence_parallel = seq_par == 1, c.order = order;
                                 int alive = nr;  // recompute levels that may still fit at larger mb
@@ -209,6 +256,16 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
                    a.score.peak_bytes / unit, b.score.peak_bytes / unit);
 }
 
+// 16384 → "16,384".
+std::string thousands(long long v) {
+    std::string digits = std::to_string(v), s;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+        s += digits[i];
+    }
+    return s;
+}
+
 std::string join(const std::vector<int>& v) {
     std::string s;
     for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
@@ -230,17 +287,20 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                         std::to_string(gpn) + "); allowed: a positive multiple of " + std::to_string(gpn) +
                         " (whole nodes)");
     const ModelSpec& m = job.model;
-    const int cp = std::max(job.parallel.cp, 1);
+    const int cp = std::max(job.parallel.cp, 1);  // the job's, kept when vary_cp is off
     if (m.layers < 1 || m.heads < 1)
         return fail(job.where("model"), "model", "the model has no layers or heads; nothing to plan");
-    if (world % cp != 0)
+    if (!options.vary_cp && world % cp != 0)
         return fail(
             job.where("parallel.cp"), "parallel.cp",
             "got " + std::to_string(cp) + ", which does not divide the " + std::to_string(world) + " GPUs planned for");
-    if (job.training.global_batch < 1)
+    if (job.training.global_batch < 1) {
+        if (!job.origin.global_batch_given)
+            return std::unexpected(Error(require_global_batch(job, "`ptd plan`")));
         return fail(job.where("training.global_batch"), "training.global_batch",
                     "got " + std::to_string(job.training.global_batch) +
                         "; the planner keeps the global batch fixed, so it must be ≥ 1");
+    }
 
     // The job the estimator sees: the planned world size and the asked-for headroom.
     JobSpec planned = job;
@@ -250,7 +310,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     const EstimateContext ctx = make_estimate_context(planned);
 
     Space sp;
-    sp.world = world, sp.cp = cp, sp.layers = m.layers, sp.seq_len = m.seq_len;
+    sp.world = world, sp.layers = m.layers, sp.seq_len = m.seq_len;
     sp.global_batch = job.training.global_batch;
     sp.max_micro_batch = std::max(options.max_micro_batch, 1);
     sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
@@ -259,8 +319,17 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     for (int tp = 1; tp <= m.heads; ++tp) {
         bool kv_ok = m.kv_heads <= 0 || m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
         bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
-        if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= gpn) && (world / cp) % tp == 0)
+        if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= gpn) &&
+            (world / (options.vary_cp ? 1 : cp)) % tp == 0)
             sp.tps.push_back(tp);
+    }
+    // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
+    // causal attention, so cp must divide seq_len / 2; cp divides the world.
+    if (options.vary_cp) {
+        for (int c = 1; c <= world; ++c)
+            if (world % c == 0 && (c == 1 || (m.seq_len > 0 && m.seq_len % (2 * c) == 0))) sp.cps.push_back(c);
+    } else {
+        sp.cps = {cp};
     }
     if (options.vary_recompute)
         sp.recomputes = {Recompute::full, Recompute::selective, Recompute::none};
@@ -289,7 +358,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     int64_t total = 0;
     for_each_layout(sp, false, [&](const LayoutChoice& c, const std::vector<int>& lps, bool) {
         ++total;
-        if (same_choice(c, own) &&
+        if (job.has_layout() && same_choice(c, own) &&
             (own_lps.empty() || own_lps == (lps.empty() ? balanced_layers_per_stage(m.layers, c.pp) : lps)))
             own_in_space = true;
         return 1;
@@ -297,15 +366,25 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     if (total == 0) {
         std::vector<int> dps;
         for (int tp : sp.tps)
-            for (int pp = 1; pp <= m.layers; ++pp)
-                if (world % ((long long)tp * pp * cp) == 0) dps.push_back(world / (tp * pp * cp));
+            for (int c : sp.cps)
+                for (int pp = 1; pp <= m.layers; ++pp)
+                    if (world % ((long long)tp * pp * c) == 0) dps.push_back(world / (tp * pp * c));
         std::sort(dps.begin(), dps.end());
         dps.erase(std::unique(dps.begin(), dps.end()), dps.end());
         if (sp.tps.empty())
             return fail(job.where("parallel.tp"), "parallel.tp",
                         "no tensor-parallel degree is possible: tp must divide heads (" + std::to_string(m.heads) +
-                            "), ffn_hidden and the " + std::to_string(world / cp) + " GPUs per context group" +
-                            (options.tp_beyond_node ? "" : ", and stay within a node"));
+                            "), ffn_hidden and the " + std::to_string(world / (options.vary_cp ? 1 : cp)) +
+                            " GPUs per context group" + (options.tp_beyond_node ? "" : ", and stay within a node"));
+        // Every replica needs at least one sequence per step: with dp > global_batch the
+        // cluster is simply too big for the batch, which is worth saying in those words.
+        if (!dps.empty() && dps.front() > sp.global_batch)
+            return fail(job.where("training.global_batch"), "training.global_batch",
+                        "global_batch " + std::to_string(sp.global_batch) + " seqs cannot keep " +
+                            thousands(world) + " GPUs busy: the fewest data-parallel replicas any layout " +
+                            "of this model leaves is " + std::to_string(dps.front()) +
+                            ", each needing at least one sequence per step; allowed: a global batch that is a "
+                            "multiple of one of dp " + join(dps) + ", or fewer GPUs (--gpus)");
         return fail(job.where("training.global_batch"), "training.global_batch",
                     "got " + std::to_string(sp.global_batch) +
                         ", not divisible by any data-parallel degree possible on " + std::to_string(world) +
@@ -316,8 +395,8 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     LayoutScore own_score;
     if (own_in_space) own_score = evaluate_layout(ctx, own, layers_for(sp, own.pp, own.vpp), nullptr);  // same inputs as in the search
     const size_t keep = (size_t)std::max(options.top_k, 0);
-    std::vector<Candidate> heap, pareto;  // heap front = the worst kept
-    heap.reserve(std::min<size_t>(keep, 1024));
+    BestKept heap(keep);
+    std::vector<Candidate> pareto;
     Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
     smallest.score.peak_bytes = -1;
     // For why_best: the best layout, the best strictly slower one (exact ties, e.g. rank
@@ -327,32 +406,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     int64_t ties = 0;
     int64_t enumerated = 0, higher = 0;
     const size_t keep_unfit = (size_t)std::max(options.top_k_unfit, 0);
-    std::vector<Candidate> unfit;  // heap like `heap`, of layouts that do not fit
-    // Offer `cand` to a bounded heap of the best `n`. Layouts with exactly the same predicted
-    // numbers (rank orders that place no group differently, ...) would fill the list with
-    // copies: only the first by ranking is kept; returns true when `cand` was such a twin.
-    auto keep_best = [](std::vector<Candidate>& h, size_t n, const Candidate& cand) {
-        if (n == 0) return false;
-        auto twin = std::find_if(h.begin(), h.end(), [&](const Candidate& k) {
-            return k.score.tokens_per_s == cand.score.tokens_per_s && k.score.peak_bytes == cand.score.peak_bytes;
-        });
-        if (twin != h.end()) {
-            if (better(cand, *twin)) {
-                *twin = cand;
-                std::make_heap(h.begin(), h.end(), better);
-            }
-            return true;
-        }
-        if (h.size() < n) {
-            h.push_back(cand);
-            std::push_heap(h.begin(), h.end(), better);
-        } else if (better(cand, h.front())) {
-            std::pop_heap(h.begin(), h.end(), better);
-            h.back() = cand;
-            std::push_heap(h.begin(), h.end(), better);
-        }
-        return false;
-    };
+    BestKept unfit(keep_unfit);  // like `heap`, of layouts that do not fit
 
     bool done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
@@ -365,7 +419,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                 return -1;
             if (!cand.score.fits) {
                 if (smallest.score.peak_bytes < 0 || cand.score.peak_bytes < smallest.score.peak_bytes) smallest = cand;
-                keep_best(unfit, keep_unfit, cand);
+                unfit.offer(cand);
                 return 0;
             }
             if (out.feasible++ == 0) {
@@ -380,7 +434,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
             }
             if (own_in_space && cand.score.tokens_per_s > own_score.tokens_per_s) ++higher;
             if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(cand.score.tokens_per_s);
-            if (keep_best(heap, keep, cand)) ++out.equivalent_hidden;
+            if (heap.offer(cand)) ++out.equivalent_hidden;
             // Incremental Pareto front: reject if dominated, else drop what it dominates.
             if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
                 std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
@@ -392,13 +446,12 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     out.enumerated = enumerated;
     if (done && options.progress) options.progress(out.evaluated, out.evaluated);
 
-    std::sort(heap.begin(), heap.end(), better);
+
     std::sort(pareto.begin(), pareto.end(), better);
     auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
-    for (const Candidate& c : heap) out.top.push_back(entry(c));
+    for (const Candidate& c : heap.sorted()) out.top.push_back(entry(c));
     for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
-    std::sort(unfit.begin(), unfit.end(), better);
-    for (const Candidate& c : unfit) out.unfit.push_back(entry(c));
+    for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own_in_space && own_score.fits && done ? (int)higher : -1;
 
@@ -422,6 +475,36 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         if (ties > 0)
             out.why_best += "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") +
                             " with it on tokens/s";
+    }
+    if (!out.cancelled && !out.top.empty() && options.max_bubble_share >= 0) {
+        const LayoutScore& b = out.top.front().score;
+        const double share = b.step_s > 0 ? b.time.bubble / b.step_s : 0;
+        if (share > options.max_bubble_share) {
+            // The global batch is too small for this many GPUs: find how many it can keep
+            // busy (the same search on fewer whole nodes, halving), and say so plainly.
+            PlanOptions sub = options;
+            sub.max_bubble_share = -1, sub.top_k = 1, sub.top_k_unfit = 0, sub.keep_fitting_scores = false;
+            sub.progress = nullptr;
+            for (int nodes = world / gpn / 2; nodes >= 1; nodes /= 2) {
+                sub.gpus = nodes * gpn;
+                auto smaller = plan_layouts(job, sub);
+                if (!smaller || smaller->top.empty()) continue;
+                const LayoutScore& sb = smaller->top.front().score;
+                if (sb.step_s > 0 && sb.time.bubble / sb.step_s <= options.max_bubble_share) {
+                    out.busy_gpus = sub.gpus;
+                    break;
+                }
+            }
+            out.too_big = "global_batch " + std::to_string(sp.global_batch) + " seqs cannot keep " + thousands(world) +
+                          " GPUs busy: the best layout idles " + fmt("%.0f", share * 100) +
+                          "% of each step in the pipeline bubble; ";
+            out.too_big += out.busy_gpus > 0
+                               ? "at most " + thousands(out.busy_gpus) + " GPUs give ≤ " +
+                                     fmt("%.0f", options.max_bubble_share * 100) + "% bubble"
+                               : "no smaller whole-node cluster gives ≤ " + fmt("%.0f", options.max_bubble_share * 100) +
+                                     "% bubble either";
+            out.too_big += "; consider a larger global batch or fewer GPUs";
+        }
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
@@ -447,6 +530,7 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     // dp and global batch are now part of the plan: saving must write them, not re-derive.
     out.origin.dp_given = true;
     out.origin.global_batch_given = true;
+    out.origin.no_layout = false;  // a bare job now has its layout
     return out;
 }
 

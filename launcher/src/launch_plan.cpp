@@ -261,6 +261,9 @@ void set_master_port(LaunchPlan& plan, int port) {
 }
 
 Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opts) {
+    // A job without [parallel] has only placeholder degrees (tp = pp = 1, dp = world).
+    if (auto no_layout = require_layout(job, "`ptd launch`"); !no_layout.empty())
+        return std::unexpected(Error(std::move(no_layout)));
     LaunchPlan plan;
     plan.job = job;
     // --hosts names machines to reach over SSH, whatever the job's mode says.

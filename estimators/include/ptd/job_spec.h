@@ -189,6 +189,17 @@ struct JobSpec {
         std::optional<GpuSpec> gpu_base;
         bool dp_given = false;      // dp was written in the file
         bool global_batch_given = false;
+        // The file has no [parallel] table: the user gave a model, a cluster and (maybe) a
+        // global batch and left the layout to the planner. `parallel` then holds the
+        // defaults (tp = pp = 1, dp = world), which nothing may use as if chosen.
+        bool no_layout = false;
+        // training.precision / flash_attention were not written: they follow the GPU
+        // (default_precision, default_flash_attention) and saving keeps them unwritten.
+        bool precision_defaulted = false;
+        bool flash_attention_defaulted = false;
+        // estimate.activation_profile was not written: it follows the GPU
+        // (default_activation_profile); saving writes it only where it differs.
+        bool activation_profile_defaulted = false;
         bool intra_given = false;
         // Things the user should know that are not errors, e.g. HF config fields that were
         // approximated or ignored. `ptd validate` prints them as notes.
@@ -198,6 +209,8 @@ struct JobSpec {
     } origin;
 
     int world_size() const { return cluster.world_size(); }
+    // Whether the job states its layout ([parallel]); false = the planner must choose one.
+    bool has_layout() const { return !origin.no_layout; }
     int grad_accum() const { return training.grad_accum(parallel.dp); }
     // Location of `key` if it was written, else of its table, else the file itself.
     SourceLoc where(const std::string& key) const;
@@ -216,8 +229,29 @@ Result<JobSpec> load_job_text(std::string_view toml_text, const std::string& fil
 std::vector<Diagnostic> validate_job(const JobSpec& job);
 
 // Derive dp from the world size and global_batch from micro_batch·dp where the file left
-// them out. Returns diagnostics when dp cannot be derived.
+// them out (a job without a layout keeps global_batch 0: nothing stated gives it), and
+// the precision / flash attention that follow the GPU where they were defaulted.
+// Returns diagnostics when dp cannot be derived.
 std::vector<Diagnostic> derive_job_defaults(JobSpec& job);
+
+// The precision a job on `gpu` trains in when the file does not say: bf16 where the GPU
+// has bf16 units, else fp16 where it has fp16 units (V100), else fp32 (the `cpu` preset,
+// whose bundled engine computes in fp32 only).
+Precision default_precision(const GpuSpec& gpu);
+// Whether fused (flash) attention is assumed when the file does not say: on GPUs with
+// bf16 tensor cores (Ampere and newer, which FlashAttention-2 needs); not on V100 or `cpu`.
+bool default_flash_attention(const GpuSpec& gpu);
+// Which activations the estimator counts when the file does not say: the bundled engine's
+// own buffers on the `cpu` preset (nothing else trains there), Megatron-LM's elsewhere.
+ActivationProfile default_activation_profile(const GpuSpec& gpu);
+
+// For commands that need a chosen layout (layout, export, launch): an error naming the
+// file and what to do when the job has none (no [parallel] table); empty otherwise.
+// `command` is the command's name for the message ("ptd layout").
+std::vector<Diagnostic> require_layout(const JobSpec& job, const std::string& command);
+// For commands that need the global batch: an error naming training.global_batch when the
+// job neither gives it nor states a layout to derive it from; empty otherwise.
+std::vector<Diagnostic> require_global_batch(const JobSpec& job, const std::string& command);
 
 // TOML text that load_job_text reads back into an equal spec.
 std::string save_job_toml(const JobSpec& job);

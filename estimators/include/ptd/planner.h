@@ -22,6 +22,7 @@ struct PlanOptions {
     bool vary_recompute = true;
     bool vary_order = true;        // kPlannerOrders, not just the job's order
     bool vary_ep = true;           // MoE: ep over divisors of experts dividing dp
+    bool vary_cp = true;           // context parallel over divisors of the world with seq_len % (2·cp) == 0
     int max_micro_batch = 64;
     bool exhaustive = false;       // no pruning (tests compare)
     // Also keep the best `top_k_unfit` evaluated layouts that do NOT fit (PlanResult::unfit),
@@ -30,6 +31,11 @@ struct PlanOptions {
     int top_k_unfit = 0;
     // Fill PlanResult::fitting_tokens_per_s, so a caller can rank any layout afterwards.
     bool keep_fitting_scores = false;
+    // The cluster is "too big for the global batch" when the best layout idles more than this
+    // share of the step in the pipeline bubble; the planner then searches smaller GPU counts
+    // (whole nodes, halving) for the largest that stays under it and says so (PlanResult::
+    // too_big). < 0 turns the check off.
+    double max_bubble_share = 0.25;
     // Called every so often from the searching thread with (evaluated, estimated total);
     // return false to cancel.
     std::function<bool(int64_t, int64_t)> progress;
@@ -54,6 +60,11 @@ struct PlanResult {
     bool cancelled = false;
     std::vector<PlanEntry> unfit;        // with top_k_unfit: best non-fitting layouts first
     std::vector<double> fitting_tokens_per_s;  // with keep_fitting_scores: every fitting layout's, descending
+    // When the best layout's bubble exceeds max_bubble_share: one line saying the global batch
+    // cannot keep this many GPUs busy, with busy_gpus, the largest GPU count (whole nodes) whose
+    // best layout stays under it (0 = none found down to one node). Empty otherwise.
+    std::string too_big;
+    int busy_gpus = 0;
 };
 
 Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options);
