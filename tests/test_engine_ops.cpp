@@ -960,6 +960,18 @@ TEST(EngineOps16, NormsActivationsAndElementwise) {
         vecf back(n);
         be->convert(back.data(), DType::f32, x16.data(), f.t, n);
         EXPECT_EQ(back, x) << tag;
+        // The vector paths (F16C for fp16) round exactly like the scalar conversion, edge
+        // values included: overflow to inf, subnormals, ties, signed zero, inf.
+        vecf edge = {65504.0f, 65520.0f, 70000.0f, -65536.0f, 1e-8f, 6e-5f, 3e-39f, -0.0f,
+                     1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256,
+                     std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 3.3e38f, 0.1f};
+        for (int rep = 0; rep < 2; rep++) edge.insert(edge.end(), edge.begin(), edge.end());  // 64: the vector loop runs
+        vec16 e16(edge.size());
+        be->convert(e16.data(), f.t, edge.data(), DType::f32, (int64_t)edge.size());
+        EXPECT_EQ(e16, to16(edge, f.t)) << tag;
+        vecf e32(edge.size());
+        be->convert(e32.data(), DType::f32, e16.data(), f.t, (int64_t)edge.size());
+        EXPECT_EQ(e32, from16(e16, f.t)) << tag;
     }
 }
 
