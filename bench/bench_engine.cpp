@@ -548,7 +548,7 @@ bool bench_single(const Options& o, const fs::path& tmp, const ModelShape& m, co
 // ---- 3. communication overhead -----------------------------------------------------------
 
 bool bench_comm(const Options& o, const fs::path& tmp, const ModelShape& m, const RunFigures* base_from_part2) {
-    std::printf("3. Communication overhead — %s, 1 thread per rank, loopback TCP (Gloo).\n"
+    std::printf("3. Communication overhead — %s, fp32, 1 thread per rank, loopback TCP (Gloo).\n"
                 "   Held constant: the model FLOPs per rank per step (one sequence of %d tokens each): 1 rank trains\n"
                 "   1 sequence/step; DP 2 trains 2 (1 per replica); TP 2 trains 2 as one micro-batch of 2 split over\n"
                 "   2 ranks by heads/columns. Overhead = step time / 1-rank step time − 1.\n\n",
