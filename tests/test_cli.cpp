@@ -351,7 +351,9 @@ TEST(CliPlan, ExportabilityPerFormat) {
         EXPECT_FALSE(e["exports"]["torchtitan"]["ok"].get<bool>());  // torchtitan has no fp16
         EXPECT_EQ(e["exports"]["torchtitan"]["key"], "training.precision");
         EXPECT_EQ(e["exports"]["megatron"]["ok"].get<bool>(), e["zero"].get<int>() < 2);
-        if (e["zero"].get<int>() >= 2) EXPECT_EQ(e["exports"]["megatron"]["key"], "parallel.zero");
+        if (e["zero"].get<int>() >= 2) {
+            EXPECT_EQ(e["exports"]["megatron"]["key"], "parallel.zero");
+        }
     }
     Proc text = run(kPtd + " plan --top 3 " + fp16);
     EXPECT_TRUE(contains(text.out, "not exportable to torchtitan (training.precision)")) << text.out;

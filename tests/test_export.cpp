@@ -549,7 +549,9 @@ TEST(ExportPlanner, EveryPlannedLayoutExports) {
                                           (planned.training.precision == Precision::fp16 ||
                                            planned.training.optimizer == Optimizer::sgd);
                 EXPECT_EQ(x.ok, !megatron_cannot && !titan_cannot) << to_string(x.format) << ": " << x.key << ": " << x.reason;
-                if (!x.ok) EXPECT_FALSE(x.key.empty());
+                if (!x.ok) {
+                    EXPECT_FALSE(x.key.empty());
+                }
                 if (x.format == ExportFormat::megatron && out)
                     for (const std::string& v : megatron_violations(megatron_args(out->text), p.dp))
                         ADD_FAILURE() << "Megatron would refuse: " << v << "\n" << out->text;

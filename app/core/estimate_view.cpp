@@ -282,14 +282,36 @@ nlohmann::json exports_json(const JobSpec& job, const PlanEntry& e) {
     return out;
 }
 
-// One line per listed layout that some format cannot express ("rank 3: megatron: ...").
+// Which listed layouts some format cannot express, one line per (format, key, reason) with
+// the ranks it applies to ("Pareto ranks 30-35, 38: not exportable to megatron (...)"), so
+// forty ZeRO-3 rows give one line, not forty.
 std::string exports_text(const JobSpec& job, const std::vector<PlanEntry>& entries, const char* list) {
-    std::string out;
+    struct Blocked {
+        std::string what;          // "megatron (parallel.zero): got 3; ..."
+        std::vector<size_t> ranks;  // 1-based, ascending
+    };
+    std::vector<Blocked> groups;  // in order of first appearance
     for (size_t i = 0; i < entries.size(); ++i)
-        for (const FormatExportability& x : exportability(apply_plan_entry(job, entries[i])))
-            if (!x.ok)
-                out += fmt("  %s rank %zu: not exportable to %s (%s): %s\n", list, i + 1, to_string(x.format), x.key.c_str(),
-                           x.reason.c_str());
+        for (const FormatExportability& x : exportability(apply_plan_entry(job, entries[i]))) {
+            if (x.ok) continue;
+            const std::string what = fmt("%s (%s): %s", to_string(x.format), x.key.c_str(), x.reason.c_str());
+            auto it = std::find_if(groups.begin(), groups.end(), [&](const Blocked& g) { return g.what == what; });
+            if (it == groups.end()) it = groups.insert(groups.end(), Blocked{what, {}});
+            it->ranks.push_back(i + 1);
+        }
+    std::string out;
+    for (const Blocked& g : groups) {
+        std::string ranks;  // runs of consecutive ranks as "a-b"
+        for (size_t k = 0; k < g.ranks.size();) {
+            size_t end = k;
+            while (end + 1 < g.ranks.size() && g.ranks[end + 1] == g.ranks[end] + 1) ++end;
+            ranks += (ranks.empty() ? "" : ", ") + std::to_string(g.ranks[k]);
+            if (end > k) ranks += "-" + std::to_string(g.ranks[end]);
+            k = end + 1;
+        }
+        out += fmt("  %s rank%s %s: not exportable to %s\n", list, g.ranks.size() > 1 ? "s" : "", ranks.c_str(),
+                   g.what.c_str());
+    }
     return out;
 }
 
