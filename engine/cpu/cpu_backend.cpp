@@ -750,6 +750,17 @@ public:
     //   ctx[t0:t1] = P[t0:t1, 0:t1] · V[0:t1]                 (GEMM)
     // Q rows of head h are strided by H·D and K/V rows of kv head g by G·D, which the
     // GEMMs take as leading dimensions: no copies.
+    // The attention products go through the backend's own GEMM op (f32 operands: no
+    // scratch is touched, so the op is safe inside the OpenMP loops below), with the
+    // leading dimensions of the fused qkv rows.
+    void attn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+        Gemm g;
+        g.trans_a = ta, g.trans_b = tb, g.M = m, g.N = n, g.K = k, g.alpha = alpha, g.beta = beta;
+        g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+        gemm(g);
+    }
+
     // q rows ldq apart, k and v rows ldkv apart (column blocks of the fused qkv).
     void attention_forward_f32(float* ctx, float* probs, const float* q, const float* k, const float* v,
                                int64_t ldq, int64_t ldkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
@@ -768,9 +779,9 @@ public:
             const float* k_bg = k + b * T * ldkv + g * D;            // [T, D], ld ldkv
             const float* v_bg = v + b * T * ldkv + g * D;            // [T, D], ld ldkv
             float* ctx_blk = ctx + ((b * T + t0) * H + h) * D;       // [m, D], ld H·D
-            sgemm_raw(false, true, m, t1, D, scale, q_blk, ldq, k_bg, ldkv, 0.0f, p_blk, T);
+            attn_gemm(false, true, m, t1, D, scale, q_blk, ldq, k_bg, ldkv, 0.0f, p_blk, T);
             for (int64_t i = 0; i < m; i++) causal_softmax_row(p_blk + i * T, t0 + i, T);
-            sgemm_raw(false, false, m, D, t1, 1.0f, p_blk, T, v_bg, ldkv, 0.0f, ctx_blk, H * D);
+            attn_gemm(false, false, m, D, t1, 1.0f, p_blk, T, v_bg, ldkv, 0.0f, ctx_blk, H * D);
         }
     }
 
@@ -807,7 +818,7 @@ public:
                 const float* dctx_blk = dctx + ((b * T + t0) * H + h) * D;   // [m, D], ld H·D
                 const float* k_bg = k + b * T * ldkv + g * D;                // [T, D], ld ldkv
                 const float* v_bg = v + b * T * ldkv + g * D;
-                sgemm_raw(false, true, m, t1, D, 1.0f, dctx_blk, H * D, v_bg, ldkv, 0.0f, ds, t1);  // dP
+                attn_gemm(false, true, m, t1, D, 1.0f, dctx_blk, H * D, v_bg, ldkv, 0.0f, ds, t1);  // dP
                 for (int64_t i = 0; i < m; i++) {
                     const int64_t t = t0 + i;
                     const float* pr = p_blk + i * T;
@@ -819,7 +830,7 @@ public:
                     for (int64_t u = t + 1; u < t1; u++) dr[u] = 0.0f;
                     rho[bh * T + t] = r;
                 }
-                sgemm_raw(false, false, m, D, t1, scale, ds, t1, k_bg, ldkv, 0.0f, dq + (b * T + t0) * ldq + h * D,
+                attn_gemm(false, false, m, D, t1, scale, ds, t1, k_bg, ldkv, 0.0f, dq + (b * T + t0) * ldq + h * D,
                           ldq);
             }
             const int64_t tasks2 = B * G * nb;
@@ -837,7 +848,7 @@ public:
                     const float* p_blk = probs + (bh * T + k0) * T + k0;        // [rows, n], ld T
                     const float* dctx_blk = dctx + ((b * T + k0) * H + h) * D;  // [rows, D], ld H·D
                     const float* q_blk = q + (b * T + k0) * ldq + h * D;        // [rows, D], ld ldq
-                    sgemm_raw(false, true, rows, n, D, 1.0f, dctx_blk, H * D, v_blk, ldkv, 0.0f, ds, n);  // dP
+                    attn_gemm(false, true, rows, n, D, 1.0f, dctx_blk, H * D, v_blk, ldkv, 0.0f, ds, n);  // dP
                     for (int64_t i = 0; i < rows; i++) {
                         const float* pr = p_blk + i * T;
                         float* dr = ds + i * n;
@@ -847,8 +858,8 @@ public:
                         for (int64_t u = last; u < n; u++) dr[u] = 0.0f;
                     }
                     const float beta = j == 0 ? 0.0f : 1.0f;  // the first head overwrites
-                    sgemm_raw(true, false, n, D, rows, scale, ds, n, q_blk, ldq, beta, dk_blk, ldkv);
-                    sgemm_raw(true, false, n, D, rows, 1.0f, p_blk, T, dctx_blk, H * D, beta, dv_blk, ldkv);
+                    attn_gemm(true, false, n, D, rows, scale, ds, n, q_blk, ldq, beta, dk_blk, ldkv);
+                    attn_gemm(true, false, n, D, rows, 1.0f, p_blk, T, dctx_blk, H * D, beta, dv_blk, ldkv);
                 }
             }
         }

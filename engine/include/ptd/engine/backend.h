@@ -130,7 +130,9 @@ public:
     // Causal softmax attention on the fused projection qkv [B·T, (H + 2G)·D]: per token
     // row, q (H heads), then k and v (G heads each); query head h uses kv head h / (H/G).
     // probs [B,H,T,T] saved (entries above the diagonal are 0; softmax in f32, stored in
-    // t); ctx [B,T,H,D]; scale 1/√D. The score and context products are strided GEMMs.
+    // t); ctx [B,T,H,D]; scale 1/√D. The score and context products are calls of the
+    // GEMM op below on the qkv rows' leading dimensions (the CPU backend: per block of query
+    // rows; a GPU backend: strided-batched over heads).
     virtual void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T,
                                    int64_t H, int64_t G, int64_t D) = 0;
     // dqkv [B·T, (H + 2G)·D] overwritten, laid out as qkv.
