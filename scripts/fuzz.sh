@@ -7,16 +7,19 @@
 # Targets (tests/fuzz/fuzz_<target>.cpp):
 #   job_toml   ptd::load_job_text + the save → load round trip
 #   hf_config  ptd::import_hf_config_text
+#   hostfile   ptd::parse_hostfile
 #
 # Environment:
 #   FUZZ_SECONDS  run time per target (default 60)
 #   FUZZ_BUILD    build folder (default <repo>/build-fuzz)
 #   CC, CXX       compilers (default clang, clang++; libFuzzer needs clang)
 #
+# Dictionaries: tests/fuzz/<target>.dict.
 # Seeds come from tests/fuzz/corpus/<target>/, tests/fuzz/regressions/<target>/ and the
 # bundled inputs (assets/jobs + assets/presets for job_toml, tests/data/hf for
-# hf_config). New interesting inputs are kept in <build>/corpus/<target>/ (not in git),
-# so repeated runs continue where the last one stopped.
+# hf_config; hostfile has only its corpus). New interesting inputs are kept in
+# <build>/corpus/<target>/ (not in git), so repeated runs continue where the last one
+# stopped.
 #
 # On a crash, leak, timeout or out-of-memory, the offending input is copied into
 # tests/fuzz/regressions/<target>/ and the script exits non-zero: commit that file with
@@ -29,7 +32,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
-ALL_TARGETS=(job_toml hf_config)
+ALL_TARGETS=(job_toml hf_config hostfile)
 
 if ! [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || [[ "$SECONDS_PER_TARGET" -eq 0 ]]; then
   echo "fuzz.sh: FUZZ_SECONDS must be a positive whole number of seconds, got '$SECONDS_PER_TARGET'" >&2
@@ -68,42 +71,15 @@ echo "== building ${TARGETS[*]/#/fuzz_}"
 cmake --build "$BUILD" --target "${TARGETS[@]/#/fuzz_}"
 
 # ---- dictionaries -----------------------------------------------------------------------
-# Tokens libFuzzer splices into inputs, so that it reaches the field-level code quickly.
-DICTS="$BUILD/fuzz-dicts"
-mkdir -p "$DICTS"
-{
-  for w in '{' '}' '[' ']' ':' ',' 'true' 'false' 'null' '0' '-1' '1e400' '4096.0' '2147483648' \
-           '"\\u0000"' '"\\ud800"'; do
-    printf '"%s"\n' "${w//\"/\\\"}"
-  done
-  for k in model_type llama mistral mixtral qwen2 gpt2 gpt_neox _name_or_path \
-           num_hidden_layers hidden_size num_attention_heads num_key_value_heads intermediate_size \
-           vocab_size max_position_embeddings tie_word_embeddings rms_norm_eps rope_theta hidden_act \
-           silu gelu gelu_new attention_bias mlp_bias head_dim sliding_window use_sliding_window \
-           rope_scaling rope_type factor num_local_experts num_experts_per_tok n_layer n_embd n_head \
-           n_positions n_ctx n_inner layer_norm_epsilon activation_function layer_norm_eps rotary_pct \
-           rotary_emb_base use_parallel_residual add_cross_attention pruned_heads; do
-    printf '"\\"%s\\""\n' "$k"
-  done
-} >"$DICTS/hf_config.dict"
-{
-  for w in '[model]' '[cluster]' '[cluster.gpu]' '[parallel]' '[training]' '[launch]' '=' '"' "'" \
-           '[' ']' '{' '}' ',' '.' 'true' 'false' 'nan' 'inf' '-inf' '0' '-1' '1e309' \
-           '9223372036854775807' '1979-05-27T07:32:00Z' '"""' '#'; do
-    printf '"%s"\n' "${w//\"/\\\"}"
-  done
-  for k in preset hf_config name arch layers hidden heads kv_heads ffn_hidden vocab seq_len \
-           tied_embeddings norm activation position bias qkv_bias experts top_k rope_theta norm_eps \
-           nodes gpus_per_node gpu intra_gbps inter_gbps hosts memory_gib bf16_tflops \
-           tp pp dp cp ep vpp zero distributed_optimizer sequence_parallel recompute order \
-           layers_per_stage micro_batch global_batch precision optimizer lr min_lr warmup steps \
-           weight_decay grad_clip seed data mode hostfile user port identity engine upload run_dir \
-           master_addr master_port env accept_new_host_keys connect_timeout_s grace_s \
-           gpt llama rmsnorm layernorm swiglu rope learned selective full bf16 fp16 fp32 adamw sgd \
-           local ssh llama3-8b tiny-gpt mixtral-8x7b h100-sxm a100-80gb cpu; do
-    printf '"%s"\n' "$k"
-  done
-} >"$DICTS/job_toml.dict"
+# Tokens libFuzzer splices into inputs (tests/fuzz/<target>.dict): syntax, nesting openers
+# (deep dotted keys, nested arrays and tables) and field names, so that it reaches the
+# field-level code and the depth limits quickly.
+for t in "${TARGETS[@]}"; do
+  if [[ ! -f "$ROOT/tests/fuzz/$t.dict" ]]; then
+    echo "fuzz.sh: tests/fuzz/$t.dict is missing" >&2
+    exit 2
+  fi
+done
 
 # ---- seeds ------------------------------------------------------------------------------
 # Folders libFuzzer reads seeds from (read-only; new inputs go to the first folder given).
@@ -112,7 +88,7 @@ seed_dirs() {
   local dirs=("$ROOT/tests/fuzz/corpus/$target" "$ROOT/tests/fuzz/regressions/$target")
   if [[ "$target" == job_toml ]]; then
     dirs+=("$ROOT/assets/jobs" "$ROOT/assets/presets")
-  else
+  elif [[ "$target" == hf_config ]]; then
     dirs+=("$ROOT/tests/data/hf")
   fi
   local d
@@ -142,7 +118,7 @@ for target in "${TARGETS[@]}"; do
   rc=0
   # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: over 2 GiB is a leak/bomb.
   "$bin" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-         -print_final_stats=1 -dict="$DICTS/$target.dict" \
+         -print_final_stats=1 -dict="$ROOT/tests/fuzz/$target.dict" \
          -artifact_prefix="$artifacts/" "$work" "${seeds[@]}" >"$log" 2>&1 || rc=$?
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)' "$log" || true
 

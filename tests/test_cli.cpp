@@ -141,7 +141,7 @@ TEST(Cli, LayoutColourOnATty) {
 
 TEST(Cli, LayoutFlagsTpGroupsSpanningNodes) {
     std::string job = write_temp("span.toml",
-                                 "[model]\npreset = \"llama3-70b\"\n[cluster]\nnodes = 4\ngpus_per_node = 8\n"
+                                 "[model]\npreset = \"llama3-405b\"\n[cluster]\nnodes = 4\ngpus_per_node = 8\n"
                                  "gpu = \"h100-sxm\"\n[parallel]\ntp = 16\npp = 2\n");
     Proc r = run(kPtd + " layout " + job);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -532,3 +532,147 @@ TEST(CliIssue12, CpuJobWithoutPrecisionValidatesAndLaunches) {
     EXPECT_FALSE(contains(launch.err + launch.out, "bf16")) << launch.err;
     std::system(("rm -rf '" + dir + "'").c_str());
 }
+namespace {
+
+// Issue 12 item 15: an unknown command names the word, the commands and the nearest one
+// (it used to say only "A subcommand is required").
+TEST(Cli, UnknownCommandIsNamed) {
+    Proc r = run(kPtd + " frobnicate");
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(contains(r.err, "ptd: error: unknown command \"frobnicate\"; allowed: validate, layout, estimate, "
+                                "plan, export, presets, watch, launch"))
+        << r.err;
+    Proc near = run(kPtd + " estimat " + kJobs + "tiny-local.toml");
+    EXPECT_EQ(near.rc, 2);
+    EXPECT_TRUE(contains(near.err, "(did you mean \"estimate\"?)")) << near.err;
+}
+
+// Issue 12 item 14: NaN and the infinities used to pass CLI11's Range (`--headroom nan`
+// became 0, `ptd-engine --timeout nan` was accepted); every floating-point flag refuses them.
+TEST(Cli, FloatingPointFlagsRefuseNanAndInfinity) {
+    for (const char* bad : {"nan", "NaN", "inf", "-inf", "1e999"}) {
+        Proc plan = run(kPtd + " plan @tiny --headroom " + bad);
+        EXPECT_EQ(plan.rc, 2) << bad;
+        EXPECT_TRUE(contains(plan.err, "--headroom: got \"" + std::string(bad) + "\"")) << plan.err;
+        EXPECT_TRUE(contains(plan.err, "allowed: a number 0 .. 0.9")) << plan.err;
+        Proc watch = run(kPtd + " watch . --once --interval " + bad);
+        EXPECT_EQ(watch.rc, 2) << bad;
+        EXPECT_TRUE(contains(watch.err, "--interval: got")) << watch.err;
+        for (const char* flag : {"--timeout", "--stall-timeout"}) {
+            Proc engine = run(kEngine + " --job " + kJobs + "tiny-local.toml " + flag + " " + bad);
+            EXPECT_EQ(engine.rc, 2) << flag << " " << bad;
+            EXPECT_TRUE(contains(engine.err, std::string(flag) + ": got \"" + bad + "\"")) << engine.err;
+        }
+    }
+    Proc nan_msg = run(kPtd + " plan @tiny --headroom nan");
+    EXPECT_TRUE(contains(nan_msg.err, "got \"nan\" (not a number)")) << nan_msg.err;
+    EXPECT_EQ(run(kPtd + " plan @tiny --headroom 0.2").rc, 0);
+}
+
+// Issue 12 item 15: `--set training.lr=1e999` said "got string"; a number TOML cannot hold
+// is out of range, said as such. NaN and infinities in the file or in --set stay refused.
+TEST(CliOverrides, HugeAndNonFiniteNumbers) {
+    Proc big = run(kPtd + " validate @tiny --set training.lr=1e999");
+    EXPECT_EQ(big.rc, 2);
+    EXPECT_TRUE(contains(big.err, "--set training.lr=1e999: error: training.lr: got \"1e999\", which is out of "
+                                  "range for a double"))
+        << big.err;
+    EXPECT_FALSE(contains(big.err, "string")) << big.err;
+    Proc huge_int = run(kPtd + " validate @tiny --set training.steps=99999999999999999999");
+    EXPECT_EQ(huge_int.rc, 2);
+    EXPECT_TRUE(contains(huge_int.err, "out of range for a 64-bit integer")) << huge_int.err;
+    for (const char* v : {"nan", "inf", "-inf", "+nan"}) {
+        Proc r = run(kPtd + " validate @tiny --set estimate.headroom=" + v);
+        EXPECT_EQ(r.rc, 2) << v;
+        EXPECT_TRUE(contains(r.err, "estimate.headroom: got")) << r.err;
+    }
+}
+
+// Issue 12 item 15: a 4 MB bad value was echoed in full; every echo is shortened, with
+// the full length.
+TEST(CliOverrides, LongValuesAreShortenedInMessages) {
+    std::string job = write_temp("long_value.toml", "[model]\npreset = \"" + std::string(3 << 20, 'a') +
+                                                         "\"\n[cluster]\nnodes = 1\ngpus_per_node = 1\ngpu = \"cpu\"\n");
+    Proc r = run(kPtd + " validate " + job);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_LT(r.err.size(), 2000u) << r.err.substr(0, 300);
+    EXPECT_TRUE(contains(r.err, "(3,145,728 bytes)")) << r.err.substr(0, 500);
+}
+
+// Issue 12 item 15: the estimate table's columns ran together at ≥ 100 GiB.
+TEST(CliEstimate, ColumnsStaySeparatedAtHundredsOfGib) {
+    std::string job = write_temp("big_estimate.toml", "[model]\npreset = \"llama3-405b\"\n[cluster]\nnodes = 1\n"
+                                                      "gpus_per_node = 1\ngpu = \"h100-sxm\"\n[training]\n"
+                                                      "micro_batch = 1\nglobal_batch = 1\n");
+    Proc r = run(kPtd + " estimate " + job);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::string line, header, row;
+    while (std::getline(lines, line)) {
+        if (contains(line, "stage ") && contains(line, "params") && header.empty()) header = line;
+        else if (!header.empty() && row.empty() && contains(line, "stage")) row = line;
+    }
+    ASSERT_FALSE(row.empty()) << r.out;
+    // Every number is separated from the next: as many fields as the header has columns.
+    std::istringstream hs(header), rs(row);
+    std::vector<std::string> hcols, rcols;
+    for (std::string w; hs >> w;) hcols.push_back(w);
+    for (std::string w; rs >> w;) rcols.push_back(w);
+    // header: stage layers params grads optimizer activations temp CUDA ctx NCCL frag total capacity status
+    // row:    stage 0 layers params ... capacity status...
+    ASSERT_GE(rcols.size(), 13u) << row;
+    for (size_t i = 2; i < 13; ++i)
+        EXPECT_NE(rcols[i].find_first_of("0123456789"), std::string::npos) << row;
+    bool has_big = false;
+    for (size_t i = 3; i < 13; ++i)
+        if (rcols[i].find('.') != std::string::npos && rcols[i].find('.') >= 3) has_big = true;
+    EXPECT_TRUE(has_big) << "expected a value of at least 100 GiB in: " << row;
+    for (size_t i = 3; i < 13; ++i) EXPECT_LE(std::count(rcols[i].begin(), rcols[i].end(), '.'), 1) << row;
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 12 items 4 and 15: /dev/zero as training.data is refused by the shared reader, and
+// the engine's message reads once "error:" on one line (it read
+// "ptd-engine: rank 0: error: /dev/zero: error: training.data: ..." with a line break
+// before anything appended to it, such as the store's "; aborting the run").
+TEST(Engine, SetupErrorsReadAsOneLine) {
+    const std::string env = "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 ";
+    const std::string one_rank =
+        " --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1 --steps 1 --set training.data=";
+    Proc zero = run(env + kEngine + " --job " + kJobs + "tiny-local.toml" + one_rank + "/dev/zero");
+    EXPECT_EQ(zero.rc, 1);
+    EXPECT_EQ(zero.err, "ptd-engine: rank 0: error: /dev/zero: training.data: is a character device; expected a "
+                        "regular file (a data file)\n");
+    auto event = nlohmann::json::parse(zero.out);
+    EXPECT_EQ(event["message"], "/dev/zero: training.data: is a character device; expected a regular file (a data file)");
+}
+
+// A FIFO or /dev/zero as the engine's --job, and a FIFO as a run's manifest, end at once
+// with what they are (they used to hang or grow memory without end).
+TEST(Cli, SpecialFilesAsJobAndManifest) {
+    const std::string dir = ::testing::TempDir() + "/ptd_cli_special_" + std::to_string(getpid());
+    std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/run && mkfifo " + dir + "/job.toml " + dir +
+                 "/run/manifest.json")
+                    .c_str());
+    Proc engine = run(kEngine + " --job " + dir + "/job.toml");
+    EXPECT_EQ(engine.rc, 2);
+    EXPECT_TRUE(contains(engine.err, "job.toml: error: is a FIFO (named pipe); expected a regular file (a job file)"))
+        << engine.err;
+    Proc validate = run(kPtd + " validate /dev/zero");
+    EXPECT_EQ(validate.rc, 2);
+    EXPECT_TRUE(contains(validate.err, "/dev/zero: error: is a character device; expected a regular file (a job file)"))
+        << validate.err;
+    Proc watch = run(kPtd + " watch " + dir + "/run --once");
+    EXPECT_NE(watch.rc, 0);
+    EXPECT_TRUE(contains(watch.err, "manifest.json: error: is a FIFO (named pipe); expected a regular file (a run manifest)"))
+        << watch.err;
+    Proc hosts = run(kPtd + " layout " + kJobs + "tiny-local.toml --hosts " + dir);
+    EXPECT_EQ(hosts.rc, 2);
+    EXPECT_TRUE(contains(hosts.err, "hostfile: is a directory; expected a regular file (a hostfile)")) << hosts.err;
+    std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace

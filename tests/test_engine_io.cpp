@@ -685,3 +685,53 @@ TEST(Resume, CompatibleAndRefusedWithReasons) {
     err = error_of(check_resume_compatible(m, base, 8));  // world differs
     EXPECT_NE(err.find("different layout"), std::string::npos) << err;
 }
+
+// ---- issue 12: special files -------------------------------------------------------------
+
+#include <sys/stat.h>
+
+#include "ptd/file_read.h"
+
+// /dev/zero or a FIFO as training.data grew memory without end or hung; a directory,
+// device or FIFO is refused by the shared reader before a byte is read. Data files have no
+// size cap (they are large by nature), but must be regular files.
+TEST(SpecialFiles, DataFile) {
+    TempDir tmp;
+    ASSERT_EQ(::mkfifo((tmp / "fifo.txt").c_str(), 0600), 0);
+    fs::create_directories(tmp.path / "folder");
+    const std::string fifo = error_of(open_token_source(tmp / "fifo.txt", 256, 0, tmp.path.string()));
+    EXPECT_EQ(fifo, (tmp / "fifo.txt") + ": error: training.data: is a FIFO (named pipe); expected a regular file (a data file)\n");
+    const std::string zero = error_of(open_token_source("/dev/zero", 256, 0, tmp.path.string()));
+    EXPECT_EQ(zero, "/dev/zero: error: training.data: is a character device; expected a regular file (a data file)\n");
+    const std::string folder = error_of(open_token_source(tmp / "folder", 256, 0, tmp.path.string()));
+    EXPECT_NE(folder.find("is a directory; expected a regular file (a data file)"), std::string::npos) << folder;
+    // Large is fine for data: a sparse 16 MiB text file opens (the engine reads it whole).
+    std::ofstream(tmp / "big.txt");
+    fs::resize_file(tmp / "big.txt", 16u << 20);
+    auto big = open_token_source(tmp / "big.txt", 256, 0, tmp.path.string());
+    EXPECT_TRUE(big.has_value()) << big.error().str();
+}
+
+// The checkpoint manifest and shards go through the same reader; the manifest is capped.
+TEST(SpecialFiles, CheckpointManifestAndShard) {
+    TempDir tmp;
+    ASSERT_EQ(::mkfifo((tmp / "manifest.json").c_str(), 0600), 0);
+    std::string err = error_of(read_manifest(tmp.path.string()));
+    EXPECT_NE(err.find("manifest.json: error: is a FIFO (named pipe); expected a regular file (a checkpoint manifest)"),
+              std::string::npos)
+        << err;
+    fs::remove(tmp.path / "manifest.json");
+    std::ofstream(tmp / "manifest.json");
+    fs::resize_file(tmp.path / "manifest.json", 65u << 20);
+    err = error_of(read_manifest(tmp.path.string()));
+    EXPECT_NE(err.find("is 68,157,440 bytes, more than a checkpoint manifest may be (at most 64 MiB)"), std::string::npos)
+        << err;
+
+    ASSERT_EQ(::mkfifo((tmp / "rank0.shard").c_str(), 0600), 0);
+    err = error_of(read_shard(tmp / "rank0.shard"));
+    EXPECT_NE(err.find("is a FIFO (named pipe); expected a regular file (a checkpoint shard)"), std::string::npos) << err;
+    err = error_of(read_shard("/dev/zero"));
+    EXPECT_NE(err.find("is a character device"), std::string::npos) << err;
+    err = error_of(sha256_file("/dev/zero"));
+    EXPECT_NE(err.find("is a character device"), std::string::npos) << err;
+}

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ptd/hf_import.h"
 #include "ptd/model_stats.h"
@@ -41,6 +42,14 @@ ptd::Error load_err(std::string_view json, const std::string& file = "config.jso
 bool has_note(const HfImport& h, const std::string& part) {
     return std::any_of(h.notes.begin(), h.notes.end(),
                        [&](const std::string& n) { return n.find(part) != std::string::npos; });
+}
+
+// The notes other than the one that says where seq_len came from (which every import has).
+std::vector<std::string> other_notes(const HfImport& h) {
+    std::vector<std::string> out;
+    for (const auto& n : h.notes)
+        if (!n.starts_with("seq_len = ")) out.push_back(n);
+    return out;
 }
 
 std::string all_notes(const HfImport& h) {
@@ -102,7 +111,7 @@ TEST(HfImport, Llama3_8B) {
     EXPECT_DOUBLE_EQ(m.rope_theta, 500000.0);
     EXPECT_DOUBLE_EQ(m.norm_eps, 1e-5);
     // Every field of the hub file is understood; rope_scaling is null.
-    EXPECT_TRUE(h.notes.empty()) << all_notes(h);
+    EXPECT_TRUE(other_notes(h).empty()) << all_notes(h);
     EXPECT_EQ(ptd::count_parameters(m).total, 8'030'261'248LL);
 }
 
@@ -119,7 +128,8 @@ TEST(HfImport, Mistral7B) {
     EXPECT_EQ(m.seq_len, 32768);
     EXPECT_DOUBLE_EQ(m.rope_theta, 10000.0);
     EXPECT_EQ(m.name, "mistral");
-    ASSERT_EQ(h.notes.size(), 1u) << all_notes(h);
+    ASSERT_EQ(other_notes(h).size(), 1u) << all_notes(h);
+    EXPECT_TRUE(has_note(h, "seq_len = 32,768 from max_position_embeddings")) << all_notes(h);
     EXPECT_TRUE(has_note(h, "sliding_window = 4096")) << all_notes(h);
     EXPECT_TRUE(has_note(h, "parameter counts")) << all_notes(h);
     EXPECT_EQ(ptd::count_parameters(m).total, 7'241'732'096LL);
@@ -135,7 +145,7 @@ TEST(HfImport, Mixtral8x7B) {
     EXPECT_EQ(m.kv_heads, 8);
     EXPECT_DOUBLE_EQ(m.rope_theta, 1e6);
     // sliding_window is null: no window, no note; router fields are harmless.
-    EXPECT_TRUE(h.notes.empty()) << all_notes(h);
+    EXPECT_TRUE(other_notes(h).empty()) << all_notes(h);
     auto counts = ptd::count_parameters(m);
     EXPECT_EQ(counts.total, 46'702'792'704LL);
     EXPECT_NEAR(counts.active / 1e9, 12.9, 0.05);  // "12.9B active parameters"
@@ -156,7 +166,7 @@ TEST(HfImport, Qwen2_7B) {
     EXPECT_FALSE(m.bias);
     EXPECT_DOUBLE_EQ(m.norm_eps, 1e-6);
     // use_sliding_window is false, so sliding_window (and max_window_layers) do nothing.
-    EXPECT_TRUE(h.notes.empty()) << all_notes(h);
+    EXPECT_TRUE(other_notes(h).empty()) << all_notes(h);
     EXPECT_EQ(ptd::count_parameters(m).total, 7'615'616'512LL);
 }
 
@@ -178,7 +188,7 @@ TEST(HfImport, Gpt2) {
     EXPECT_EQ(m.position, Position::learned);
     EXPECT_TRUE(m.bias);
     EXPECT_DOUBLE_EQ(m.norm_eps, 1e-5);
-    EXPECT_TRUE(h.notes.empty()) << all_notes(h);
+    EXPECT_TRUE(other_notes(h).empty()) << all_notes(h);
     EXPECT_EQ(ptd::count_parameters(m).total, 124'439'808LL);
 }
 
@@ -201,7 +211,7 @@ TEST(HfImport, GptNeoX20B) {
     EXPECT_DOUBLE_EQ(m.rope_theta, 10000.0);
     EXPECT_TRUE(has_note(h, "rotary_pct = 0.25")) << all_notes(h);
     EXPECT_TRUE(has_note(h, "use_parallel_residual")) << all_notes(h);
-    EXPECT_EQ(h.notes.size(), 2u) << all_notes(h);
+    EXPECT_EQ(other_notes(h).size(), 2u) << all_notes(h);
     EXPECT_EQ(ptd::count_parameters(m).total, 20'554'567'680LL);
 }
 
@@ -224,7 +234,11 @@ TEST(HfImport, SeqLenOverride) {
     auto r = ptd::import_hf_config_text(kTinyLlama, "cfg.json", 128);
     ASSERT_TRUE(r) << r.error().str();
     EXPECT_EQ(r->model.seq_len, 128);
-    EXPECT_TRUE(r->notes.empty());
+    EXPECT_EQ(r->notes, std::vector<std::string>{
+                            "seq_len = 128 from the job's [model] seq_len (the config has max_position_embeddings = 512)"});
+    r = ptd::import_hf_config_text(kTinyLlama, "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->notes, std::vector<std::string>{"seq_len = 512 from max_position_embeddings (set [model] seq_len to train shorter)"});
 
     // With an override the context length may be missing ...
     r = ptd::import_hf_config_text(tiny_llama_without("max_position_embeddings"), "cfg.json", 64);
@@ -278,13 +292,19 @@ TEST(HfImport, UnknownFieldsAreNotedNotIgnored) {
     auto r = ptd::import_hf_config_text(
         tiny_llama_with(R"("quantization_config": {"bits": 4}, "torch_dtype": "bfloat16")"), "cfg.json");
     ASSERT_TRUE(r) << r.error().str();
-    ASSERT_EQ(r->notes.size(), 1u) << all_notes(*r);
-    EXPECT_EQ(r->notes[0], "field quantization_config is not understood by PTD and was ignored");
+    ASSERT_EQ(other_notes(*r).size(), 1u) << all_notes(*r);
+    EXPECT_EQ(other_notes(*r)[0], "field quantization_config = {\"bits\":4} is ignored: weight quantization is a "
+                                  "storage format; PTD counts training in the job's precision");
 
-    // A field of another family is unknown here too (sliding_window on llama).
-    r = ptd::import_hf_config_text(tiny_llama_with(R"("sliding_window": 4096)"), "cfg.json");
+    r = ptd::import_hf_config_text(tiny_llama_with(R"("some_new_field": 3)"), "cfg.json");
     ASSERT_TRUE(r) << r.error().str();
-    EXPECT_TRUE(has_note(*r, "field sliding_window is not understood")) << all_notes(*r);
+    EXPECT_TRUE(has_note(*r, "field some_new_field is not understood by PTD and was ignored")) << all_notes(*r);
+
+    // A field of another family that changes the architecture is an error (sliding_window on llama).
+    auto e = load_err(tiny_llama_with(R"("sliding_window": 4096)"));
+    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
+    EXPECT_EQ(e.diagnostics[0].key, "sliding_window");
+    EXPECT_NE(e.diagnostics[0].message.find("got 4096: sliding-window attention"), std::string::npos) << e.str();
 }
 
 TEST(HfImport, Gpt2NInnerAndNCtx) {
@@ -486,13 +506,18 @@ TEST(HfImportErrors, ActivationAndArchitectureFlags) {
 TEST(HfImportErrors, FileErrors) {
     auto r = ptd::import_hf_config_file("/nonexistent/dir/config.json");
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().str().find("cannot read /nonexistent/dir/config.json: No such file or directory"),
-              std::string::npos)
-        << r.error().str();
+    EXPECT_EQ(r.error().str(), "/nonexistent/dir/config.json: error: cannot open: No such file or directory\n");
 
+    // Special files go through the shared reader (issue 12 item 4).
     r = ptd::import_hf_config_file(std::string(PTD_SOURCE_DIR) + "/tests/data/hf");
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().str().find("Is a directory"), std::string::npos) << r.error().str();
+    EXPECT_NE(r.error().str().find("is a directory; expected a regular file (a Hugging Face config.json)"),
+              std::string::npos)
+        << r.error().str();
+    r = ptd::import_hf_config_file("/dev/zero");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().str(),
+              "/dev/zero: error: is a character device; expected a regular file (a Hugging Face config.json)\n");
 
     // Diagnostics from a file name the file.
     auto tmp = std::filesystem::temp_directory_path() / "ptd_test_hf_bad.json";
@@ -531,6 +556,122 @@ TEST(HfImportErrors, NeverThrowsOnGarbage) {
             EXPECT_FALSE(r.error().str().empty());
         }
     }
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 12 item 13: Llama 3.1 says max_position_embeddings = 131072 (the context after
+// RoPE scaling); the model was pre-trained at 8192, which rope_scaling keeps. Taking 131072
+// silently made `ptd estimate` report a 782 GiB OOM.
+TEST(HfImport, Llama31TakesThePretrainingContextAndSaysSo) {
+    HfImport h = load_ok("llama-3.1-8b.json");
+    EXPECT_EQ(h.model.seq_len, 8192);
+    EXPECT_TRUE(has_note(h, "seq_len = 8,192 from rope_scaling.original_max_position_embeddings")) << all_notes(h);
+    EXPECT_TRUE(has_note(h, "max_position_embeddings = 131,072")) << all_notes(h);
+    EXPECT_TRUE(has_note(h, "llama3")) << all_notes(h);  // the scaling itself is still noted
+    EXPECT_EQ(ptd::count_parameters(h.model).total, 8'030'261'248LL);
+
+    // A job's seq_len wins, and the note says so and what the config had.
+    auto r = ptd::import_hf_config_file(data_path("llama-3.1-8b.json"), 4096);
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->model.seq_len, 4096);
+    EXPECT_TRUE(has_note(*r, "seq_len = 4,096 from the job's [model] seq_len (the config has "
+                             "rope_scaling.original_max_position_embeddings = 8,192, max_position_embeddings = "
+                             "131,072)"))
+        << all_notes(*r);
+
+    // transformers 5 keeps the same fields under rope_parameters.
+    r = ptd::import_hf_config_text(
+        tiny_llama_with(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                           "original_max_position_embeddings": 64})"),
+        "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->model.seq_len, 64);
+    EXPECT_DOUBLE_EQ(r->model.rope_theta, 500000.0);
+    EXPECT_TRUE(has_note(*r, "from rope_parameters.original_max_position_embeddings")) << all_notes(*r);
+
+    auto e = load_err(tiny_llama_with(R"("rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": "4k"})"));
+    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
+    EXPECT_EQ(e.diagnostics[0].key, "rope_scaling");
+    EXPECT_NE(e.str().find("original_max_position_embeddings: got \"4k\""), std::string::npos) << e.str();
+}
+
+bool has_error(const ptd::Error& e, const std::string& key) {
+    return std::any_of(e.diagnostics.begin(), e.diagnostics.end(), [&](const ptd::Diagnostic& d) { return d.key == key; });
+}
+
+// DeepSeek-V3's config relabelled "llama" imported as a 38.6B dense model instead of the
+// 671B MoE it describes: every field that changes the architecture is now an error.
+TEST(HfImport, ArchitectureFieldsOfOtherFamiliesAreErrors) {
+    auto r = ptd::import_hf_config_file(data_path("deepseek-v3-as-llama.json"));
+    ASSERT_FALSE(r) << "imported as " << ptd::count_parameters(r->model).total << " parameters";
+    const ptd::Error& e = r.error();
+    for (const char* key : {"kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+                            "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "first_k_dense_replace", "moe_layer_freq", "num_nextn_predict_layers"})
+        EXPECT_TRUE(has_error(e, key)) << key << "\n" << e.str();
+    const std::string text = e.str();
+    EXPECT_NE(text.find("error: kv_lora_rank: got 512: low-rank compressed keys and values"), std::string::npos) << text;
+    EXPECT_NE(text.find("model_type \"llama\" has no such part"), std::string::npos) << text;
+    // Located at the field's line.
+    for (const ptd::Diagnostic& d : e.diagnostics) EXPECT_GT(d.where.line, 0) << d.key;
+
+    auto q = ptd::import_hf_config_file(data_path("qwen1.5-moe-as-qwen2.json"));
+    ASSERT_FALSE(q);
+    for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "shared_expert_intermediate_size", "decoder_sparse_step"})
+        EXPECT_TRUE(has_error(q.error(), key)) << key << "\n" << q.error().str();
+
+    auto g = ptd::import_hf_config_file(data_path("gemma2-style-as-llama.json"));
+    ASSERT_FALSE(g);
+    EXPECT_TRUE(has_error(g.error(), "layer_types")) << g.error().str();
+    EXPECT_TRUE(has_error(g.error(), "sliding_window")) << g.error().str();
+}
+
+// The "off" values of those fields (DeepSeek-V2-Lite's q_lora_rank: null, Qwen3's
+// all-full layer_types, n_shared_experts 0) change nothing and import quietly.
+TEST(HfImport, ArchitectureFieldsThatAreOffAreAccepted) {
+    auto r = ptd::import_hf_config_text(
+        tiny_llama_with(R"("q_lora_rank": null, "n_shared_experts": 0, "use_sliding_window": false,
+                           "layer_types": ["full_attention", "full_attention"])"),
+        "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_TRUE(other_notes(*r).empty()) << all_notes(*r);
+}
+
+// Mixtral's own expert fields are mapped, not errors; the same fields on llama are.
+TEST(HfImport, ExpertFieldsBelongToMixtralOnly) {
+    HfImport h = load_ok("mixtral-8x7b-v0.1.json");
+    EXPECT_EQ(h.model.experts, 8);
+    auto e = load_err(tiny_llama_with(R"("num_local_experts": 8, "num_experts_per_tok": 2)"));
+    EXPECT_TRUE(has_error(e, "num_local_experts")) << e.str();
+    EXPECT_TRUE(has_error(e, "num_experts_per_tok")) << e.str();
+}
+
+}  // namespace
+
+namespace {
+
+// Printing a deeply nested value (every type error shows what was given) recursed once per
+// level; such files are refused before parsing, with the position.
+TEST(HfImport, DeepNestingIsRefused) {
+    std::string deep = "{\"model_type\": \"llama\",\n \"hidden_size\": " + std::string(200000, '[') +
+                       std::string(200000, ']') + "}";
+    auto e = load_err(deep);
+    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str().substr(0, 300);
+    EXPECT_EQ(e.diagnostics[0].where.line, 2);
+    EXPECT_NE(e.diagnostics[0].message.find("nested more than 64 deep"), std::string::npos) << e.str();
+    // Brackets inside strings do not count.
+    auto r = ptd::import_hf_config_text(tiny_llama_with("\"note\": \"" + std::string(100, '[') + "\""), "cfg.json");
+    EXPECT_TRUE(r) << r.error().str();
+}
+
+// A byte-order mark before the object is accepted.
+TEST(HfImport, ByteOrderMarkIsAccepted) {
+    auto r = ptd::import_hf_config_text("\xEF\xBB\xBF" + std::string(kTinyLlama), "cfg.json");
+    EXPECT_TRUE(r) << r.error().str();
 }
 
 }  // namespace

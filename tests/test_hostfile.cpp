@@ -71,3 +71,65 @@ TEST(Hostfile, ResolveHostsChecksCountAndSlots) {
 }
 
 }  // namespace
+
+// ---- issue 12: special files, byte-order marks, echoed values ------------------------
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ptd/file_read.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A directory given as hostfile said "lists no hosts"; /dev/zero grew memory without
+// end; a FIFO hung. Each is refused by the shared reader with what it is.
+TEST(Hostfile, SpecialAndHugeFilesAreRefused) {
+    const fs::path dir = fs::temp_directory_path() / ("ptd_hostfile_special_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "folder");
+    ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    std::ofstream(dir / "big");
+    fs::resize_file(dir / "big", 2 * ptd::kMiB);
+    const std::string folder = (dir / "folder").string(), fifo = (dir / "fifo").string(), big = (dir / "big").string();
+
+    auto r = ptd::read_hostfile(folder);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().str(), folder + ": error: hostfile: is a directory; expected a regular file (a hostfile)\n");
+    r = ptd::read_hostfile(fifo);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().str(), fifo + ": error: hostfile: is a FIFO (named pipe); expected a regular file (a hostfile)\n");
+    r = ptd::read_hostfile("/dev/zero");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().str(), "/dev/zero: error: hostfile: is a character device; expected a regular file (a hostfile)\n");
+    r = ptd::read_hostfile(big);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().str(), big + ": error: hostfile: is 2,097,152 bytes, more than a hostfile may be (at most 1 MiB)\n");
+
+    // Through a job, too (launch.hostfile / --hosts).
+    ptd::JobSpec job = ptd::default_job(ptd::embedded_presets());
+    auto via_job = ptd::resolve_hosts(job, folder);
+    ASSERT_FALSE(via_job);
+    EXPECT_NE(via_job.error().str().find("is a directory"), std::string::npos) << via_job.error().str();
+    fs::remove_all(dir);
+}
+
+// A UTF-8 byte-order mark is accepted; other invisible characters are shown escaped.
+TEST(Hostfile, ByteOrderMarkIsAcceptedAndOddCharactersAreEscaped) {
+    auto ok = ptd::parse_hostfile("\xEF\xBB\xBFnode1 slots=8\nnode2 slots=8\n", "hosts");
+    ASSERT_TRUE(ok) << ok.error().str();
+    EXPECT_EQ((*ok)[0].host, "node1");
+    auto bad = ptd::parse_hostfile("node1 slots=8\nnode\xE2\x80\x8B" "2 slots=8\n", "hosts");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("invalid host \"node\\u{200B}2\""), std::string::npos) << bad.error().str();
+    auto long_token = ptd::parse_hostfile("node1 slots=" + std::string(100000, '9') + "\n", "hosts");
+    ASSERT_FALSE(long_token);
+    EXPECT_NE(long_token.error().str().find("(100,000 bytes)"), std::string::npos);
+    EXPECT_LT(long_token.error().str().size(), 300u);
+}
+
+}  // namespace

@@ -481,8 +481,9 @@ TEST(JobSpec, HfConfigSeqLenFromJobAndNotesKept) {
     auto job = ptd::load_job_file((dir / "job.toml").string(), presets());
     ASSERT_TRUE(job) << job.error().str();
     EXPECT_EQ(job->model.seq_len, 512);
-    ASSERT_FALSE(job->origin.notes.empty());
-    EXPECT_TRUE(contains(job->origin.notes[0], "rope_scaling")) << job->origin.notes[0];
+    ASSERT_EQ(job->origin.notes.size(), 2u);
+    EXPECT_EQ(job->origin.notes[0], "hf_config: seq_len = 512 from the job's [model] seq_len");
+    EXPECT_TRUE(contains(job->origin.notes[1], "rope_scaling")) << job->origin.notes[1];
     fs::remove_all(dir);
 }
 
@@ -646,3 +647,182 @@ TEST(JobSpecDefaults, ActivationProfileFollowsTheGpu) {
     EXPECT_TRUE(defaulted_again->origin.activation_profile_defaulted);
     EXPECT_FALSE(contains(ptd::save_job_toml(*cpu), "activation_profile"));
 }
+// ---- issue 12: special and huge files, deep TOML, BOMs, echoed values ----------------
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ptd/file_read.h"
+#include "ptd/job_overrides.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh folder with a FIFO, a directory and a sparse file of `big` bytes in it.
+struct SpecialFiles {
+    fs::path dir;
+    explicit SpecialFiles(const std::string& name, uint64_t big) {
+        dir = fs::temp_directory_path() / ("ptd_special_" + std::to_string(::getpid()) + "_" + name);
+        fs::remove_all(dir);
+        fs::create_directories(dir / "folder");
+        EXPECT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+        std::ofstream(dir / "big");
+        fs::resize_file(dir / "big", big);  // sparse: costs no disk
+    }
+    ~SpecialFiles() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    std::string fifo() const { return (dir / "fifo").string(); }
+    std::string folder() const { return (dir / "folder").string(); }
+    std::string big() const { return (dir / "big").string(); }
+};
+
+// /dev/zero as a job file grew memory without limit; a FIFO never ended. Each is refused
+// before a byte is read, naming the path and what it is; an oversized file names its size
+// and the cap. A FIFO with no writer must not hang the open (the test would time out).
+TEST(SpecialFiles, JobFile) {
+    SpecialFiles f("job", 5 * ptd::kMiB);
+    auto zero = ptd::load_job_file("/dev/zero", presets());
+    ASSERT_FALSE(zero);
+    EXPECT_EQ(zero.error().str(), "/dev/zero: error: is a character device; expected a regular file (a job file)\n");
+    auto fifo = ptd::load_job_file(f.fifo(), presets());
+    ASSERT_FALSE(fifo);
+    EXPECT_EQ(fifo.error().str(), f.fifo() + ": error: is a FIFO (named pipe); expected a regular file (a job file)\n");
+    auto folder = ptd::load_job_file(f.folder(), presets());
+    ASSERT_FALSE(folder);
+    EXPECT_EQ(folder.error().str(), f.folder() + ": error: is a directory; expected a regular file (a job file)\n");
+    auto big = ptd::load_job_file(f.big(), presets());
+    ASSERT_FALSE(big);
+    EXPECT_EQ(big.error().str(), f.big() + ": error: is 5,242,880 bytes, more than a job file may be (at most 4 MiB)\n");
+    // The same reader is behind --set on a file.
+    auto with_set = ptd::load_job_file_with_overrides(f.fifo(), {"parallel.tp=2"}, presets());
+    ASSERT_FALSE(with_set);
+    EXPECT_TRUE(contains(with_set.error().str(), "is a FIFO")) << with_set.error().str();
+}
+
+// An hf_config that is not a regular file, or is far larger than any config.json.
+TEST(SpecialFiles, HfConfigFromAJob) {
+    SpecialFiles f("hf", 9 * ptd::kMiB);
+    for (const auto& [path, what] : std::vector<std::pair<std::string, std::string>>{
+             {"/dev/zero", "is a character device; expected a regular file (a Hugging Face config.json)"},
+             {f.fifo(), "is a FIFO (named pipe); expected a regular file (a Hugging Face config.json)"},
+             {f.folder(), "is a directory; expected a regular file (a Hugging Face config.json)"},
+             {f.big(), "is 9,437,184 bytes, more than a Hugging Face config.json may be (at most 8 MiB)"}}) {
+        auto r = load("[model]\nhf_config = \"" + path + "\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n");
+        ASSERT_FALSE(r) << path;
+        EXPECT_TRUE(contains(r.error().str(), "job.toml:2:13: error: model.hf_config:")) << r.error().str();
+        EXPECT_TRUE(contains(r.error().str(), path + ": error: " + what)) << r.error().str();
+    }
+}
+
+// Issue 12 item 5: an 80 KB line with a 40,000-part dotted key overflowed the stack inside
+// toml++ (exit 139). Deep structures are refused first, with the line.
+TEST(DeepToml, DottedKeysHeadersAndNestingAreBounded) {
+    std::string key = "a";
+    for (int i = 0; i < 40000; ++i) key += ".a";
+    auto dotted = load("# a comment\n" + key + " = 1\n");
+    ptd::Diagnostic d = only_error(dotted);
+    EXPECT_EQ(d.where.line, 2);
+    EXPECT_EQ(d.message, "a dotted key of 40,001 parts; allowed: at most 32 parts");
+
+    auto header = load("[" + key + "]\n");
+    EXPECT_EQ(only_error(header).message, "a dotted key of 40,001 parts; allowed: at most 32 parts");
+    auto array_header = load("x = 1\n[[" + key + "]]\n");
+    EXPECT_EQ(only_error(array_header).where.line, 2);
+
+    auto arrays = load("v = " + std::string(100000, '[') + std::string(100000, ']') + "\n");
+    EXPECT_TRUE(contains(only_error(arrays).message, "arrays and inline tables nested more than 32 deep"));
+    std::string inline_tables = "v = ";
+    for (int i = 0; i < 50000; ++i) inline_tables += "{a=";
+    auto tables = load(inline_tables + "1" + std::string(50000, '}') + "\n");
+    EXPECT_TRUE(contains(only_error(tables).message, "nested more than 32 deep"));
+
+    // Dots inside strings, values and comments are not key parts; real files still load.
+    auto fine = load(base_with("[training]", "[training]\ndata = \"a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.1.2.3.4.5.6.7\"\nlr = 3.0e-4 # x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x\n"));
+    EXPECT_TRUE(fine) << fine.error().str();
+}
+
+// The same bound applies to --set (a key of thousands of parts built as many tables).
+TEST(DeepToml, OverridesAreBounded) {
+    std::string key = "training";
+    for (int i = 0; i < 40000; ++i) key += ".a";
+    auto r = ptd::load_job_text_with_overrides(kBase, "job.toml", {key + "=1"}, presets());
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(contains(r.error().str(), "the key has 40,001 dotted parts; allowed: at most 8")) << r.error().str().substr(0, 300);
+    auto deep_value = ptd::load_job_text_with_overrides(kBase, "job.toml",
+                                                        {"training.lr=" + std::string(50000, '[') + std::string(50000, ']')},
+                                                        presets());
+    ASSERT_FALSE(deep_value);
+    EXPECT_TRUE(contains(deep_value.error().str(), "nested more than 32 deep")) << deep_value.error().str().substr(0, 300);
+}
+
+// A UTF-8 byte-order mark at the start of a job file is accepted.
+TEST(JobSpec, ByteOrderMarkIsAccepted) {
+    auto r = load("\xEF\xBB\xBF" + std::string(kBase));
+    EXPECT_TRUE(r) << r.error().str();
+}
+
+// Echoed input is quoted, escaped where it would not show, and shortened with its length.
+TEST(QuoteInput, EscapesAndShortens) {
+    EXPECT_EQ(ptd::quote_input("h100-sxm"), "\"h100-sxm\"");
+    EXPECT_EQ(ptd::quote_input("\xEF\xBB\xBFnode1"), "\"\\u{FEFF}node1\"");
+    EXPECT_EQ(ptd::quote_input("a\tb\nc\x01\x7f\"\\"), "\"a\\tb\\nc\\x01\\x7F\\\"\\\\\"");
+    EXPECT_EQ(ptd::quote_input("bad\xff"), "\"bad\\xFF\"");
+    EXPECT_EQ(ptd::quote_input("Übung"), "\"Übung\"");
+    EXPECT_EQ(ptd::quote_input(std::string(4 << 20, 'a'), 4), "\"aaaa\u2026\" (4,194,304 bytes)");
+    EXPECT_EQ(ptd::format_count(4194304), "4,194,304");
+    EXPECT_EQ(ptd::format_count(999), "999");
+}
+
+TEST(QuoteInput, UsedByJobMessages) {
+    auto r = load(base_with("preset = \"llama3-8b\"", "preset = \"\xEF\xBB\xBFllama3-8b\""));
+    ptd::Diagnostic d = only_error(r);
+    EXPECT_TRUE(contains(d.message, "unknown model preset \"\\u{FEFF}llama3-8b\"")) << d.message;
+    auto long_word = load(base_with("[training]", "[training]\nprecision = \"" + std::string(100000, 'x') + "\""));
+    d = only_error(long_word);
+    EXPECT_TRUE(contains(d.message, "(100,000 bytes)")) << d.message.substr(0, 300);
+    EXPECT_LT(d.message.size(), 300u);
+}
+
+}  // namespace
+
+namespace {
+
+// Error::one_line: for messages embedded in another ("ptd-engine: rank 0: error: ..."):
+// no second "error:", no line break.
+TEST(QuoteInput, ErrorOnOneLine) {
+    ptd::Error e({ptd::Diagnostic{{"a.toml", 3, 2}, "parallel.tp", "got 3"}, ptd::Diagnostic{{"a.toml"}, "", "second"}});
+    EXPECT_EQ(e.str(), "a.toml:3:2: error: parallel.tp: got 3\na.toml: error: second\n");
+    EXPECT_EQ(e.one_line(), "a.toml:3:2: parallel.tp: got 3; a.toml: second");
+}
+
+}  // namespace
+
+namespace {
+
+// A value that looks like a number but that TOML refuses is an error that says why; text
+// that only contains digits and dots or dashes (a version, a date-like run id) stays a string.
+TEST(Overrides, NumberLikeValues) {
+    auto load_set = [](const std::string& set) {
+        return ptd::load_job_text_with_overrides(kBase, "job.toml", {set}, presets());
+    };
+    auto big = load_set("training.lr=1e999");
+    ASSERT_FALSE(big);
+    EXPECT_EQ(big.error().str(), "--set training.lr=1e999: error: training.lr: got \"1e999\", which is out of range for "
+                                 "a double (at most about 1.8e308); give a number in the key's allowed range\n");
+    auto leading_zero = load_set("parallel.tp=04");
+    ASSERT_FALSE(leading_zero);
+    EXPECT_TRUE(contains(leading_zero.error().str(), "got \"04\", which is not a TOML number")) << leading_zero.error().str();
+    auto version = load_set("model.name=1.2.3");
+    ASSERT_TRUE(version) << version.error().str();
+    EXPECT_EQ(version->model.name, "1.2.3");
+    auto dated = load_set("launch.run_dir=runs/2024-01");
+    ASSERT_TRUE(dated) << dated.error().str();
+    auto neg = load_set("training.lr=-1e999");
+    ASSERT_FALSE(neg);
+    EXPECT_TRUE(contains(neg.error().str(), "out of range for a double")) << neg.error().str();
+}
+
+}  // namespace

@@ -1,10 +1,14 @@
 // ptd_main.cpp — the `ptd` command line: validate, layout, presets, estimate, plan and
 // export (docs/cli.md). Exit codes: 0 ok, 2 usage/config error, 1 runtime failure.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cmd_launch.h"
+#include "ptd/cli_number.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -46,7 +50,7 @@ int main(int argc, char** argv) {
     plan->add_option("--top", pl.top, "How many layouts to list (default 10)")->check(CLI::Range(1, 10000));
     plan->add_option("--gpus", pl.gpus, "Plan for this many GPUs (default: the job's cluster)")->check(CLI::Range(1, 1 << 24));
     plan->add_option("--headroom", pl.headroom, "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom)")
-        ->check(CLI::Range(0.0, 0.9));
+        ->check(ptd::cli::FiniteRange(0.0, 0.9));
     plan->add_flag("--tp-beyond-node", pl.tp_beyond_node, "Also try tp larger than a node");
     plan->add_flag("--exhaustive", pl.exhaustive, "Evaluate every layout (no pruning; slower, same answer)");
     plan->add_option("--set", pl.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
     auto* watch = app.add_subcommand("watch", "Show a run directory's dashboard: per-rank state, step, loss, speed, memory");
     watch->add_option("RUN_DIR", wa.run_dir, "Run directory (runs/<run-id>) written by ptd launch")->required();
     watch->add_flag("--once", wa.once, "Print the dashboard of what is there now and exit");
-    watch->add_option("--interval", wa.interval, "Seconds between redraws on a terminal (default 1)")->check(CLI::Range(0.05, 3600.0));
+    watch->add_option("--interval", wa.interval, "Seconds between redraws on a terminal (default 1)")->check(ptd::cli::FiniteRange(0.05, 3600.0));
     watch->add_flag("--no-sparklines", no_sparklines, "Leave out the loss sparkline column");
     watch->add_option("--stale-after", wa.stale_after,
                       "Seconds without output from any unfinished rank after which a run whose manifest never "
@@ -95,6 +99,22 @@ int main(int argc, char** argv) {
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
 
+    // "ptd frobnicate": CLI11 would answer only "A subcommand is required"; name the word,
+    // the commands there are and the nearest one.
+    if (argc > 1 && argv[1][0] != '-') {
+        const std::string word = argv[1];
+        std::vector<std::string> names;
+        for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+        if (std::find(names.begin(), names.end(), word) == names.end()) {
+            std::string list;
+            for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+            const std::string hint = ptd::closest_match(word, names);
+            std::fprintf(stderr, "ptd: error: unknown command %s%s; allowed: %s\nRun 'ptd --help' for usage.\n",
+                         ptd::quote_input(word).c_str(), hint.empty() ? "" : (" (did you mean \"" + hint + "\"?)").c_str(),
+                         list.c_str());
+            return ptd::kExitConfig;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -118,9 +118,16 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     out += "\n" + bold(term, mib ? "memory per GPU, MiB" : "memory per GPU, GiB") +
            dim(term, " (most loaded rank of each pipeline stage)") + "\n";
     const int wl = 12;
-    const std::vector<std::pair<const char*, int>> cols = {
+    std::vector<std::pair<const char*, int>> cols = {
         {"layers", 6}, {"params", 8},  {"grads", 8},    {"optimizer", 10}, {"activations", 12}, {"temp", 7},
         {"CUDA ctx", 9}, {"NCCL", 6}, {"frag", 6},     {"total", 8},      {"capacity", 9}};
+    // Widen a column whose numbers outgrow it (≥ 100 GiB): two spaces before each value.
+    for (const StageEstimate& sg : est.stages) {
+        const double vs[] = {sg.mem.params, sg.mem.grads, sg.mem.optimizer, sg.mem.activations, sg.mem.temp,
+                             sg.mem.cuda_context, sg.mem.nccl, sg.mem.fragmentation, sg.mem.total(), est.capacity_bytes};
+        for (size_t c = 0; c < std::size(vs); ++c)
+            cols[c + 1].second = std::max(cols[c + 1].second, width(fmt("%.2f", vs[c] / unit)) + 2);
+    }
     std::string head = "  " + pad_right("stage", wl);
     for (auto [name, w] : cols) head += pad_left(name, w);
     out += bold(term, head + "  status") + "\n";
@@ -247,21 +254,27 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         {"rank", 5}, {"tp", 4}, {"pp", 4}, {"dp", 6}, {"cp", 5}, {"ep", 4}, {"vpp", 4}, {"mb", 4},
         {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
         {"step s", 9}, {"tokens/s", 12}, {"MFU", 7}};
-    std::string out, head;
-    for (auto [name, w] : cols) head += pad_left(name, w);
-    out += bold(term, head) + "\n";
+    std::vector<std::pair<const char*, int>> widths = cols;
+    std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < entries.size(); ++i) {
         const LayoutChoice& c = entries[i].choice;
         const LayoutScore& s = entries[i].score;
-        const std::string cells[] = {
+        rows.push_back({
             std::to_string(i + 1), std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.dp),
             std::to_string(c.cp), std::to_string(c.ep), std::to_string(c.vpp), std::to_string(c.micro_batch),
             zero_label(c.zero, c.distributed_optimizer), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
             order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
-            thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)};
+            thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)});
+        // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
+        for (size_t k = 0; k < widths.size(); ++k)
+            widths[k].second = std::max(widths[k].second, width(rows.back()[k]) + 2);
+    }
+    std::string out, head;
+    for (auto [name, w] : widths) head += pad_left(name, w);
+    out += bold(term, head) + "\n";
+    for (const auto& cells : rows) {
         std::string row;
-        // A cell wider than its column still gets a space before it (step s of hours, dp 16384).
-        for (size_t k = 0; k < cols.size(); ++k) row += pad_left(cells[k], std::max(cols[k].second, width(cells[k]) + 1));
+        for (size_t k = 0; k < widths.size(); ++k) row += pad_left(cells[k], widths[k].second);
         out += row + "\n";
     }
     return out;

@@ -2,6 +2,7 @@
 // is given), then opens the window; without a display it says so and prints the job's
 // summary and rank layout in the terminal instead. Exit codes: 0 ok, 2 bad arguments or
 // job, 1 a screenshot that could not be taken.
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -108,11 +109,19 @@ int main(int argc, char** argv) {
         const auto eq = kv.find('=');
         int value = 0;
         const std::string key = kv.substr(0, eq);
-        if (eq == std::string::npos || std::sscanf(kv.c_str() + eq + 1, "%d", &value) != 1 || !find_int_field(key)) {
+        // The whole value must be an integer: sscanf("%d") took "8abc" as 8 and overflowed.
+        const char* first = eq == std::string::npos ? nullptr : kv.c_str() + eq + 1;
+        const char* last = kv.c_str() + kv.size();
+        bool whole_int = false;
+        if (first && first != last) {
+            const auto [end, ec] = std::from_chars(first, last, value);
+            whole_int = ec == std::errc() && end == last;
+        }
+        if (!whole_int || !find_int_field(key)) {
             std::string keys;
             for (const IntField& f : int_fields()) keys += std::string(keys.empty() ? "" : ", ") + f.key;
-            std::fprintf(stderr, "ptd-studio: error: --set: got \"%s\"; allowed: KEY=INTEGER with KEY one of %s\n",
-                         kv.c_str(), keys.c_str());
+            std::fprintf(stderr, "ptd-studio: error: --set: got %s; allowed: KEY=INTEGER with KEY one of %s\n",
+                         ptd::quote_input(kv).c_str(), keys.c_str());
             return ptd::kExitConfig;
         }
         edit_int(state, key, value);

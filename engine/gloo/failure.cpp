@@ -31,7 +31,18 @@ void install_failure_reporting(KvClient* store, int rank, std::function<void(con
     g_emit = std::move(emit_error_event);
 }
 
-void fatal_run_error(const std::string& message) {
+// One line, without a leading "error: " (the report adds its own) or a trailing newline:
+// callers pass texts composed from diagnostics, and the store echoes the message inside
+// "...; aborting the run", where a line break or a second "error:" would garble it.
+static std::string one_line_message(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    for (size_t nl; (nl = text.find('\n')) != std::string::npos;) text.replace(nl, 1, "; ");
+    while (text.starts_with("error: ")) text.erase(0, 7);
+    return text;
+}
+
+void fatal_run_error(const std::string& raw_message) {
+    const std::string message = one_line_message(raw_message);
     if (g_failing.exchange(true)) {
         // Another thread is already reporting and will _exit the process; a second
         // report would only blur which failure came first.

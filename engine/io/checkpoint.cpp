@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ptd/file_read.h"
 #include "ptd/sha256.h"
 
 namespace ptd::engine {
@@ -282,14 +283,13 @@ Result<Shard> read_shard(const std::string& path, const std::string& expected_sh
     const SourceLoc loc{path, 0, 0};
     const std::string what = "checkpoint shard \"" + path + "\"";
     std::error_code ec;
-    if (fs::is_directory(path, ec))
-        return fail(loc, "", what + " is a directory, not a file");
-    File file(std::fopen(path.c_str(), "rb"));
-    if (!file.f) {
-        const int err = errno;
-        if (err == ENOENT) return fail(loc, "", what + " does not exist");
-        return fail(loc, "", "cannot open " + what + ": " + sys_error(err));
-    }
+    if (!fs::exists(path, ec)) return fail(loc, "", what + " does not exist");
+    // The shared reader refuses directories, FIFOs and devices before any byte is read.
+    auto opened = open_regular_file(path, file_kind::checkpoint_shard);
+    if (!opened) return std::unexpected(opened.error());
+    File file(::fdopen(opened->fd(), "rb"));
+    if (!file.f) return fail(loc, "", "cannot open " + what + ": " + sys_error(errno));
+    opened->release();  // the FILE owns the descriptor now
     struct stat st {};
     if (::fstat(::fileno(file.f), &st) != 0)
         return fail(loc, "", "cannot stat " + what + ": " + sys_error(errno));
@@ -648,16 +648,9 @@ Result<Manifest> read_manifest(const std::string& dir) {
         if (!fs::exists(path, ec))
             return fail(SourceLoc{path, 0, 0}, "",
                         "checkpoint manifest \"" + path + "\" does not exist (an incomplete checkpoint?)");
-        File file(std::fopen(path.c_str(), "rb"));
-        if (!file.f)
-            return fail(SourceLoc{path, 0, 0}, "",
-                        "cannot open checkpoint manifest \"" + path + "\": " + sys_error(errno));
-        char chunk[65536];
-        size_t got;
-        while ((got = std::fread(chunk, 1, sizeof chunk, file.f)) > 0) text.append(chunk, got);
-        if (std::ferror(file.f))
-            return fail(SourceLoc{path, 0, 0}, "",
-                        "error reading checkpoint manifest \"" + path + "\": " + sys_error(errno));
+        auto read = read_regular_file(path, file_kind::checkpoint_manifest);
+        if (!read) return std::unexpected(read.error());
+        text = std::move(*read);
     }
     Json j;
     try {

@@ -4,6 +4,8 @@
 // read_sequences widens to int32.
 #include "ptd/engine/data.h"
 
+#include "ptd/file_read.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -144,31 +146,10 @@ uint64_t mix64(uint64_t x) {  // SplitMix64 finalizer
     return x ^ (x >> 31);
 }
 
-// Reads a whole file. Errors name the path and the system's reason.
+// Reads a whole data file through the shared reader: regular files only (a FIFO or
+// /dev/zero would block or grow without end); no size cap, data files are large.
 Result<std::vector<uint8_t>> read_whole_file(const std::string& path) {
-    std::error_code ec;
-    if (fs::is_directory(path, ec))
-        return fail(SourceLoc{path, 0, 0}, "training.data",
-                    "\"" + path + "\" is a directory; expected a text file or an llm.c .bin token file");
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f)
-        return fail(SourceLoc{path, 0, 0}, "training.data",
-                    "cannot open \"" + path + "\": " + std::strerror(errno));
-    std::vector<uint8_t> bytes;
-    if (const auto size = fs::file_size(path, ec); !ec) bytes.reserve(size_t(size));
-    uint8_t chunk[1 << 16];
-    for (;;) {
-        const size_t got = std::fread(chunk, 1, sizeof chunk, f);
-        bytes.insert(bytes.end(), chunk, chunk + got);
-        if (got < sizeof chunk) break;
-    }
-    const bool bad = std::ferror(f) != 0;
-    const int err = errno;
-    std::fclose(f);
-    if (bad)
-        return fail(SourceLoc{path, 0, 0}, "training.data",
-                    "error reading \"" + path + "\": " + std::strerror(err));
-    return bytes;
+    return read_regular_file_bytes(path, file_kind::data, "training.data");
 }
 
 Result<std::unique_ptr<TokenSource>> parse_llmc(const std::string& path,

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "ptd/cli_number.h"
 #include "ptd/job_overrides.h"
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
@@ -130,9 +131,9 @@ int main(int argc, char** argv) {
     app.add_option("--threads", opt.threads, "Compute threads per rank (default OMP_NUM_THREADS, else cores / local ranks)")
         ->check(CLI::Range(1, 1024));
     app.add_option("--timeout", opt.comm_timeout_s, "Seconds a collective or receive may wait for a peer (default 300)")
-        ->check(CLI::Range(1.0, 86400.0));
+        ->check(ptd::cli::FiniteRange(1.0, 86400.0));
     app.add_option("--stall-timeout", opt.stall_timeout_s, "Seconds without a heartbeat before a rank counts as stalled (default 60)")
-        ->check(CLI::Range(1.0, 86400.0));
+        ->check(ptd::cli::FiniteRange(1.0, 86400.0));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -80,6 +80,7 @@ void log_line(const RunState& s, const std::string& msg) {
 int setup_error(const RunState& s, const std::string& msg, int code = 2) {
     std::string text = msg;
     while (!text.empty() && text.back() == '\n') text.pop_back();
+    for (size_t nl; (nl = text.find('\n')) != std::string::npos;) text.replace(nl, 1, "; ");
     std::fprintf(stderr, "ptd-engine: rank %d: error: %s\n", s.env.rank, text.c_str());
     nlohmann::json j = metrics_event(s.src, "error");
     j["message"] = text;
@@ -148,11 +149,11 @@ int connect_run(RunState& s) {
         so.world_size = world;
         so.stall_timeout_s = s.opt.stall_timeout_s;
         auto server = KvServer::start(so);
-        if (!server) return setup_error(s, server.error().str(), 1);
+        if (!server) return setup_error(s, server.error().one_line(), 1);
         s.server = std::move(*server);
     }
     auto store = KvClient::connect(s.env.master_addr, s.env.master_port, s.opt.comm_timeout_s);
-    if (!store) return setup_error(s, store.error().str(), 1);
+    if (!store) return setup_error(s, store.error().one_line(), 1);
     s.store = std::move(*store);
     // The run id names every key of this run and its run directory: rank 0 decides.
     if (const char* id = std::getenv("PTD_RUN_ID")) {
@@ -162,7 +163,7 @@ int connect_run(RunState& s) {
         s.store->set("run_id", std::vector<uint8_t>(s.run_id.begin(), s.run_id.end()));
     } else {
         auto v = s.store->get("run_id", s.opt.comm_timeout_s);
-        if (!v) return setup_error(s, v.error().str(), 1);
+        if (!v) return setup_error(s, v.error().one_line(), 1);
         s.run_id.assign(v->begin(), v->end());
     }
     s.src.run_id = s.run_id;
@@ -170,7 +171,7 @@ int connect_run(RunState& s) {
     auto mon = s.store->start_monitor(rank, s.opt.heartbeat_s,
                                       [](const std::string& why) { fatal_run_error("aborting: " + why); },
                                       s.opt.stall_timeout_s);
-    if (!mon) return setup_error(s, mon.error().str(), 1);
+    if (!mon) return setup_error(s, mon.error().one_line(), 1);
     CommOptions co;
     co.run_id = s.run_id;
     co.timeout_s = s.opt.comm_timeout_s;
@@ -178,7 +179,7 @@ int connect_run(RunState& s) {
     // A strict-mode mismatch is this rank's finding, not a lost peer: report it as is.
     auto groups = make_gloo_groups(*s.store, s.layout, rank, co, comm_failure_handler(),
                                    [](const std::string& what) { fatal_run_error(what); });
-    if (!groups) fatal_run_error(groups.error().str());
+    if (!groups) fatal_run_error(groups.error().one_line());
     s.groups = std::move(*groups);
     return 0;
 }
@@ -236,7 +237,7 @@ void write_checkpoint(RunState& s) {
                                     {"adam.v", v.data(), v.size() * sizeof(float)}};
     if (s.optim.master) blobs.push_back({"master", master.data(), master.size() * sizeof(float)});
     auto sha = write_shard(path, s.env.rank, blobs);
-    if (!sha) fatal_run_error(sha.error().str());
+    if (!sha) fatal_run_error(sha.error().one_line());
     const int64_t bytes = (int64_t)fs::file_size(path, ec);
     const std::string entry = *sha + " " + std::to_string(bytes);
     const std::string key_prefix = "ckpt/" + std::to_string(s.step) + "/";
@@ -249,7 +250,7 @@ void write_checkpoint(RunState& s) {
             std::string e = entry;
             if (r != 0) {
                 auto got = s.store->get(key_prefix + std::to_string(r), s.opt.comm_timeout_s);
-                if (!got) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": " + got.error().str());
+                if (!got) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": " + got.error().one_line());
                 e.assign(got->begin(), got->end());
             }
             const size_t sp = e.find(' ');
@@ -261,7 +262,7 @@ void write_checkpoint(RunState& s) {
             man.files.push_back(f);
         }
         auto w = write_manifest(dir, man);
-        if (!w) fatal_run_error(w.error().str());
+        if (!w) fatal_run_error(w.error().one_line());
     }
     nlohmann::json j = metrics_event(s.src, "checkpoint");
     j["step"] = s.step;
@@ -281,20 +282,20 @@ int resume_run(RunState& s) {
         if (s.store) s.store->set("resume_dir", std::vector<uint8_t>(dir.begin(), dir.end()));
     } else {
         auto v = s.store->get("resume_dir", s.opt.comm_timeout_s);
-        if (!v) fatal_run_error(v.error().str());
+        if (!v) fatal_run_error(v.error().one_line());
         dir.assign(v->begin(), v->end());
     }
     if (dir.empty())
         return run_failure(s, "--resume: no complete checkpoint (a step-* directory with manifest.json) under " + s.run_dir + "/checkpoints");
     auto man = read_manifest(dir);
-    if (!man) return run_failure(s, man.error().str());
-    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size); !ok) return run_failure(s, ok.error().str());
+    if (!man) return run_failure(s, man.error().one_line());
+    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size); !ok) return run_failure(s, ok.error().one_line());
     const ManifestFile* mine = nullptr;
     for (const ManifestFile& f : man->files)
         if (f.rank == s.env.rank) mine = &f;
     if (!mine) return run_failure(s, dir + "/manifest.json: no shard listed for rank " + std::to_string(s.env.rank));
     auto shard = read_shard(dir + "/" + mine->file, mine->sha256);
-    if (!shard) return run_failure(s, shard.error().str());
+    if (!shard) return run_failure(s, shard.error().one_line());
     const Blob* state = shard->find("state");
     const Blob* params = shard->find("params");
     const Blob* m = shard->find("adam.m");
@@ -490,10 +491,10 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
                                   std::to_string(job.world_size()) + " ranks (cluster.nodes × cluster.gpus_per_node)");
     const ParallelSpec& p = job.parallel;
     auto layout = make_layout({p.tp, p.cp, p.dp, p.pp, p.ep, job.cluster.gpus_per_node, p.order});
-    if (!layout) return setup_error(s, layout.error().str());
+    if (!layout) return setup_error(s, layout.error().one_line());
     s.layout = std::move(*layout);
     auto cfg = make_engine_config(job, s.layout, env.rank);
-    if (!cfg) return setup_error(s, cfg.error().str());
+    if (!cfg) return setup_error(s, cfg.error().one_line());
     s.cfg = *cfg;
     s.threads = options.threads > 0 ? options.threads : default_threads(env);
     s.loss_scaling = job.training.precision == Precision::fp16;
@@ -513,9 +514,9 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
 
     const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();
     auto data = open_token_source(job.training.data, job.model.vocab, (uint64_t)job.training.seed, job_dir);
-    if (!data) return run_failure(s, data.error().str());
+    if (!data) return run_failure(s, data.error().one_line());
     s.data = std::move(*data);
-    if (auto ok = s.data->check_length(s.cfg.seq); !ok) return run_failure(s, ok.error().str());
+    if (auto ok = s.data->check_length(s.cfg.seq); !ok) return run_failure(s, ok.error().one_line());
 
     compute_prediction(s);
     s.model = build_model(*s.be, s.cfg, (uint64_t)job.training.seed);

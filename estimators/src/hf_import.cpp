@@ -13,7 +13,7 @@
 // code is fuzzed (tests/fuzz/fuzz_hf_config.cpp).
 #include "ptd/hf_import.h"
 
-#include <sys/stat.h>
+#include "ptd/file_read.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -43,8 +43,6 @@ constexpr long long kMaxHeads = 65536;
 constexpr long long kMaxVocab = 1LL << 28;
 constexpr long long kMaxSeq = 1LL << 26;
 constexpr long long kMaxExperts = 65536;
-// config.json files are a few kB; anything this large is not one.
-constexpr size_t kMaxFileBytes = 64u << 20;
 
 const char* const kSupported = "llama, mistral, mixtral, qwen2, gpt2, gpt_neox";
 
@@ -118,8 +116,9 @@ const char* type_phrase(const json& v) {
 
 // The value as written (re-serialised), shortened for messages.
 std::string show(const json& v) {
+    if (v.is_string()) return quote_input(v.get_ref<const std::string&>());
     std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    if (s.size() > 60) s = s.substr(0, 57) + "\u2026 (" + format_count(s.size()) + " characters)";
     return s;
 }
 
@@ -130,9 +129,7 @@ std::string show_key(const std::string& key) {
     for (unsigned char c : key)
         if (c <= ' ' || c == '"' || c == '\\' || c == 0x7F) plain = false;
     if (plain) return key;
-    std::string s = json(key).dump(-1, ' ', false, json::error_handler_t::replace);
-    if (s.size() > 80) s = s.substr(0, 77) + "...";
-    return s;
+    return quote_input(key);
 }
 
 std::string fmt_double(double d) {
@@ -175,6 +172,14 @@ public:
         if (it == root_.end() || it->is_null()) return nullptr;
         return &*it;
     }
+    // The value without marking the key understood; nullptr when absent or null.
+    const json* peek(const std::string& key) const {
+        auto it = root_.find(key);
+        if (it == root_.end() || it->is_null()) return nullptr;
+        return &*it;
+    }
+    bool understood(const std::string& key) const { return known_.count(key) > 0; }
+    const json& root() const { return root_; }
     bool present(const std::string& key) {
         known_.insert(key);
         auto it = root_.find(key);
@@ -335,22 +340,143 @@ void check_default_only(Mapper& m) {
                                 "allowed: {} (no pruning)");
 }
 
+// rope_scaling, and transformers 5's rope_parameters (which also holds rope_theta): the
+// scaling kind is noted (the pre-training length it keeps is read by set_seq_len).
 void note_rope_scaling(Mapper& m) {
-    const json* rs = m.object_field("rope_scaling");
-    if (!rs) return;
-    std::string kind;
-    for (const char* k : {"rope_type", "type"}) {
-        auto it = rs->find(k);
-        if (it != rs->end() && it->is_string()) {
-            kind = it->get<std::string>();
-            break;
+    for (const char* holder : {"rope_scaling", "rope_parameters"}) {
+        const json* rs = m.object_field(holder);
+        if (!rs) continue;
+        std::string kind;
+        for (const char* k : {"rope_type", "type"}) {
+            auto it = rs->find(k);
+            if (it != rs->end() && it->is_string()) {
+                kind = it->get<std::string>();
+                break;
+            }
+        }
+        if (kind == "default" && std::string(holder) == "rope_parameters") continue;  // no scaling
+        std::string factor;
+        if (auto it = rs->find("factor"); it != rs->end() && it->is_number())
+            factor = ", factor " + show(*it);
+        m.note(std::string(holder) + " (" + (kind.empty() ? std::string("unnamed") : "type " + show(json(kind))) +
+               factor + ") is ignored: RoPE scaling changes neither parameter nor FLOP counts");
+    }
+}
+
+// rope_theta, or in transformers 5 configs rope_parameters.rope_theta.
+double read_rope_theta(Mapper& m, double fallback) {
+    if (const json* rp = m.peek("rope_parameters"); rp && rp->is_object() && !m.present("rope_theta")) {
+        auto it = rp->find("rope_theta");
+        if (it != rp->end() && !it->is_null()) {
+            if (it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() > 0 && it->get<double>() <= 1e12)
+                return it->get<double>();
+            m.error("rope_parameters", "rope_theta: got " + show(*it) +
+                                           ", expected a number greater than 0 and at most 1e+12 (the RoPE base)");
+            return fallback;
         }
     }
-    std::string factor;
-    if (auto it = rs->find("factor"); it != rs->end() && it->is_number())
-        factor = ", factor " + show(*it);
-    m.note("rope_scaling (" + (kind.empty() ? std::string("unnamed") : "type " + show(json(kind))) + factor +
-           ") is ignored: RoPE scaling changes neither parameter nor FLOP counts");
+    return m.number_field("rope_theta", 0, 1e12, "the RoPE base", fallback);
+}
+
+// Fields of other model families that change the shapes PTD counts. transformers itself
+// ignores a field its config class does not know, so a DeepSeek-V3 config relabelled
+// "llama" would import as a 38.6B dense model instead of the 671B MoE it describes: each
+// of these is an error (naming the field, its value and what it means) whenever it is
+// set to something other than "off" (null, 0, false, an empty list, or only full
+// attention). Fields the family maps itself are understood before this runs.
+struct ArchitectureField {
+    const char* key;
+    const char* meaning;
+};
+const ArchitectureField kArchitectureFields[] = {
+    {"kv_lora_rank", "low-rank compressed keys and values (multi-head latent attention, DeepSeek-V2/V3)"},
+    {"q_lora_rank", "low-rank compressed queries (multi-head latent attention, DeepSeek-V2/V3)"},
+    {"qk_rope_head_dim", "a separate RoPE part of each query/key head (multi-head latent attention)"},
+    {"qk_nope_head_dim", "a separate non-RoPE part of each query/key head (multi-head latent attention)"},
+    {"v_head_dim", "a value head width different from the query/key heads"},
+    {"n_routed_experts", "routed mixture-of-experts layers (DeepSeek)"},
+    {"n_shared_experts", "shared experts that every token passes through (DeepSeek MoE)"},
+    {"num_experts", "mixture-of-experts layers (Qwen-MoE, OLMoE naming)"},
+    {"num_local_experts", "mixture-of-experts layers (Mixtral naming)"},
+    {"num_experts_per_tok", "tokens routed to several experts (a mixture-of-experts model)"},
+    {"moe_intermediate_size", "expert MLPs with their own width"},
+    {"shared_expert_intermediate_size", "a shared expert MLP with its own width (Qwen-MoE)"},
+    {"first_k_dense_replace", "dense layers before the mixture-of-experts layers (DeepSeek)"},
+    {"moe_layer_freq", "how often a layer is a mixture-of-experts layer"},
+    {"decoder_sparse_step", "how often a layer is a mixture-of-experts layer (Qwen-MoE)"},
+    {"interleave_moe_layer_step", "mixture-of-experts layers interleaved with dense ones (Llama 4)"},
+    {"mlp_only_layers", "dense layers among the mixture-of-experts layers (Qwen-MoE)"},
+    {"num_nextn_predict_layers", "extra multi-token-prediction layers (DeepSeek-V3)"},
+    {"layer_types", "a per-layer attention type (sliding-window layers alternating with full attention)"},
+    {"sliding_window_pattern", "sliding-window layers alternating with full attention (Gemma)"},
+    {"attention_chunk_size", "chunked local attention (Llama 4)"},
+    {"no_rope_layers", "layers without RoPE (Llama 4)"},
+    {"sliding_window", "sliding-window attention, which this model_type does not have"},
+    {"use_sliding_window", "sliding-window attention, which this model_type does not have"},
+    {"num_kv_heads", "grouped key/value heads under another family's name (Falcon)"},
+    {"n_kv_heads", "grouped key/value heads under another family's name"},
+    {"multi_query", "multi-query attention (one key/value head, Falcon/StarCoder)"},
+    {"new_decoder_architecture", "Falcon's parallel attention/MLP block with grouped heads"},
+    {"parallel_attn", "attention and MLP in parallel (Falcon)"},
+    {"encoder_layers", "an encoder stack (an encoder-decoder model)"},
+    {"decoder_layers", "a separate decoder stack (an encoder-decoder model)"},
+    {"text_config", "a multimodal model whose language model is described in text_config"},
+    {"vision_config", "a vision tower (a multimodal model)"},
+    {"audio_config", "an audio tower (a multimodal model)"},
+    {"cross_attention_layers", "cross-attention layers (a multimodal model)"},
+};
+
+// "Off" values of the fields above: null, 0, false, "", [], {}, or a layer_types list of
+// full attention only.
+bool field_is_off(const std::string& key, const json& v) {
+    if (v.is_null()) return true;
+    if (v.is_boolean()) return !v.get<bool>();
+    if (v.is_number()) return v.get<double>() == 0;
+    if (v.is_string()) return v.get_ref<const std::string&>().empty();
+    if (v.is_array() && key == "layer_types")
+        return std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string() && e.get<std::string>() == "full_attention"; });
+    if (v.is_array() || v.is_object()) return v.empty();
+    return false;
+}
+
+void check_architecture_fields(Mapper& m, const std::string& model_type) {
+    for (const ArchitectureField& f : kArchitectureFields) {
+        if (m.understood(f.key)) continue;
+        auto it = m.root().find(f.key);
+        if (it == m.root().end()) continue;
+        m.allow({f.key});
+        if (field_is_off(f.key, *it)) continue;
+        m.error(f.key, "got " + show(*it) + ": " + f.meaning + ". PTD's model_type " + quote_input(model_type) +
+                           " has no such part, so parameter, FLOP and memory counts would be wrong; import "
+                           "the config under its own model_type if PTD supports it (" + kSupported +
+                           "), or write the [model] keys by hand");
+    }
+}
+
+// Fields that are read but change no count PTD makes: a note says why each is ignored.
+void note_harmless_fields(Mapper& m) {
+    struct Harmless {
+        const char* key;
+        const char* why;
+    };
+    static const Harmless kHarmless[] = {
+        {"quantization_config", "weight quantization is a storage format; PTD counts training in the job's precision"},
+        {"partial_rotary_factor", "RoPE on part of each head changes neither parameter nor FLOP counts"},
+        {"attn_logit_softcapping", "capping attention logits changes no count"},
+        {"final_logit_softcapping", "capping output logits changes no count"},
+        {"query_pre_attn_scalar", "an attention scale changes no count"},
+        {"use_qk_norm", "q/k normalisation adds 2 x head_dim parameters per layer, which PTD leaves out"},
+        {"qk_layernorm", "q/k normalisation adds 2 x head_dim parameters per layer, which PTD leaves out"},
+        {"router_aux_loss_coef", "a training loss weight changes no count"},
+        {"output_router_logits", "returning router logits changes no count"},
+    };
+    for (const Harmless& h : kHarmless) {
+        if (m.understood(h.key)) continue;
+        auto it = m.root().find(h.key);
+        if (it == m.root().end()) continue;
+        m.allow({h.key});
+        m.note("field " + std::string(h.key) + " = " + show(*it) + " is ignored: " + h.why);
+    }
 }
 
 // Cross-field checks on the attention shape. Only run when the fields themselves parsed.
@@ -368,7 +494,29 @@ void check_heads(Mapper& m, const ModelSpec& s, const char* hidden_key, const ch
                             "attention shares each key/value head among heads/kv_heads query heads)");
 }
 
-// seq_len from the config's context length, unless overridden.
+// The context the model was pre-trained with, where RoPE scaling (Llama 3.1's "llama3",
+// YaRN, LongRoPE, ...) stretched max_position_embeddings beyond it: the scaling object
+// keeps the original length. Returns the field's name and value, or nothing.
+std::optional<std::pair<std::string, int>> pretraining_context(Mapper& m) {
+    for (const char* holder : {"rope_scaling", "rope_parameters"}) {
+        const json* rs = m.peek(holder);
+        if (!rs || !rs->is_object()) continue;
+        auto it = rs->find("original_max_position_embeddings");
+        if (it == rs->end() || it->is_null()) continue;
+        const std::string field = std::string(holder) + ".original_max_position_embeddings";
+        if (!it->is_number_unsigned() || it->get<uint64_t>() == 0 || it->get<uint64_t>() > (uint64_t)kMaxSeq) {
+            m.error(holder, field + ": got " + show(*it) + ", expected a positive integer at most " +
+                                std::to_string(kMaxSeq) + " (the context length of pre-training)");
+            return std::nullopt;
+        }
+        return std::make_pair(field, (int)it->get<uint64_t>());
+    }
+    return std::nullopt;
+}
+
+// seq_len from the config's context length, unless overridden. A note always says which
+// value was taken and from where: a 131,072-token max_position_embeddings taken silently
+// makes every activation estimate 16 times too large.
 void set_seq_len(Mapper& m, ModelSpec& s, const std::vector<const char*>& keys, int override_len) {
     std::optional<int> ctx;
     const char* used = nullptr;
@@ -380,15 +528,29 @@ void set_seq_len(Mapper& m, ModelSpec& s, const std::vector<const char*>& keys, 
         }
         // An explicit null still counts as "not given" for this key.
     }
+    const auto original = pretraining_context(m);
     if (override_len > 0) {
         s.seq_len = override_len;
+        std::string config_side;
+        if (original) config_side = original->first + " = " + format_count(original->second);
+        if (ctx) config_side += std::string(config_side.empty() ? "" : ", ") + used + " = " + format_count(*ctx);
+        m.note("seq_len = " + format_count(override_len) + " from the job's [model] seq_len" +
+               (config_side.empty() ? std::string() : " (the config has " + config_side + ")"));
         if (ctx && override_len > *ctx)
             m.note("sequence length " + std::to_string(override_len) + " is longer than " + used + " (" +
                    std::to_string(*ctx) + ") the model was built for");
         return;
     }
-    if (ctx) {
+    if (original && (!ctx || original->second <= *ctx)) {
+        s.seq_len = original->second;
+        m.note("seq_len = " + format_count(original->second) + " from " + original->first +
+               ", the context of pre-training" +
+               (ctx ? "; " + std::string(used) + " = " + format_count(*ctx) +
+                          " is the context RoPE scaling extends it to (set [model] seq_len to train longer)"
+                    : std::string()));
+    } else if (ctx) {
         s.seq_len = *ctx;
+        m.note("seq_len = " + format_count(*ctx) + " from " + used + " (set [model] seq_len to train shorter)");
     } else if (!used) {
         // Let int_field write the standard "missing" message for the primary key.
         m.int_field(keys.front(), kMaxSeq, "the context length, used as the training sequence length",
@@ -417,7 +579,7 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     s.tied_embeddings = m.bool_field("tie_word_embeddings", false);
     s.norm_eps = m.number_field("rms_norm_eps", 0, 1, "the RMSNorm epsilon",
                                 fam == Family::mixtral ? 1e-5 : 1e-6);
-    s.rope_theta = m.number_field("rope_theta", 0, 1e12, "the RoPE base", 10000.0);
+    s.rope_theta = read_rope_theta(m, 10000.0);
 
     if (auto act = m.string_field("hidden_act"); act && *act != "silu" && *act != "swish")
         m.error("hidden_act", "got " + show(json(*act)) + ", but llama-style configs must use \"silu\" (a SwiGLU MLP); allowed: silu, swish");
@@ -590,7 +752,35 @@ void map_gpt_neox(Mapper& m, ModelSpec& s, int seq_override) {
     check_heads(m, s, "hidden_size", "num_attention_heads", nullptr);
 }
 
+// Real config.json files nest 3 or 4 levels (task_specific_params, quantization_config).
+// nlohmann parses any depth, but printing a value (every message shows what was given)
+// recurses once per level: an 8 MB "[[[[..." would overflow the stack. Refused first.
+constexpr int kMaxJsonNesting = 64;
+
+Result<void> check_json_depth(std::string_view text, const std::string& file) {
+    int depth = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '"') {
+            for (++i; i < text.size() && text[i] != '"'; ++i)
+                if (text[i] == '\\') ++i;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonNesting) {
+                auto [line, column] = line_column(text, i);
+                return fail(SourceLoc{file, line, column}, "",
+                            "objects and arrays nested more than " + std::to_string(kMaxJsonNesting) +
+                                " deep; allowed: at most " + std::to_string(kMaxJsonNesting) +
+                                " (a config.json nests 3 or 4)");
+            }
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return {};
+}
+
 Result<HfImport> import_impl(std::string_view text, const std::string& file, int seq_len_override) {
+    if (auto deep = check_json_depth(text, file); !deep) return std::unexpected(deep.error());
     json root;
     try {
         root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true,
@@ -644,6 +834,7 @@ Result<HfImport> import_impl(std::string_view text, const std::string& file, int
         default: map_llama_like(m, fam_it->second, s, seq_len_override); break;
     }
     check_default_only(m);
+    check_architecture_fields(m, *model_type);
     auto name = m.string_field("_name_or_path");
     s.name = name && !name->empty() ? *name : *model_type;
 
@@ -656,6 +847,7 @@ Result<HfImport> import_impl(std::string_view text, const std::string& file, int
         });
         return std::unexpected(Error(std::move(m.errors)));
     }
+    note_harmless_fields(m);
     m.note_unknown_fields();
     out.notes = std::move(m.notes);
     return out;
@@ -676,31 +868,9 @@ Result<HfImport> import_hf_config_text(std::string_view json_text, const std::st
 
 Result<HfImport> import_hf_config_file(const std::string& path, int seq_len_override) {
     try {
-        auto cannot = [&](const std::string& why) {
-            return fail(SourceLoc{path, 0, 0}, "", "cannot read " + path + ": " + why);
-        };
-        // Only regular files: a FIFO or /dev/zero would block or never end.
-        struct stat st {};
-        if (::stat(path.c_str(), &st) != 0) return cannot(std::strerror(errno));
-        if (S_ISDIR(st.st_mode)) return cannot(std::strerror(EISDIR));
-        if (!S_ISREG(st.st_mode)) return cannot("not a regular file");
-        if ((uint64_t)st.st_size > kMaxFileBytes)
-            return cannot("the file is " + std::to_string((uint64_t)st.st_size) +
-                          " bytes, far more than a config.json (at most " + std::to_string(kMaxFileBytes) + ")");
-        std::FILE* f = std::fopen(path.c_str(), "rb");
-        if (!f) return cannot(std::strerror(errno));
-        std::string text;
-        char buf[65536];
-        size_t n = 0;
-        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-            text.append(buf, n);
-            if (text.size() > kMaxFileBytes) break;
-        }
-        int err = std::ferror(f) ? errno : 0;
-        std::fclose(f);
-        if (err) return cannot(std::strerror(err));
-        if (text.size() > kMaxFileBytes) return cannot("the file grew past " + std::to_string(kMaxFileBytes) + " bytes");
-        return import_hf_config_text(text, path, seq_len_override);
+        auto text = read_regular_file(path, file_kind::hf_config);
+        if (!text) return std::unexpected(text.error());
+        return import_hf_config_text(*text, path, seq_len_override);
     } catch (const std::exception& e) {
         return fail(SourceLoc{path, 0, 0}, "", "cannot read " + path + ": " + e.what());
     } catch (...) {

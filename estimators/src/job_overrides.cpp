@@ -5,6 +5,10 @@
 #include "ptd/job_overrides.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
 #include <toml++/toml.h>
 
@@ -32,7 +36,13 @@ static std::string trim(std::string_view s) {
     return std::string(s.substr(b, e - b + 1));
 }
 
-static SourceLoc override_loc(std::string_view text) { return SourceLoc{"--set " + std::string(text), 0, 0}; }
+// "--set parallel.tp=3", or quoted and shortened when the text is long or has characters
+// that would not show (the location is echoed in every message about the override).
+static SourceLoc override_loc(std::string_view text) {
+    std::string shown = quote_input(text);
+    if (shown != "\"" + std::string(text) + "\"") return SourceLoc{"--set " + shown, 0, 0};
+    return SourceLoc{"--set " + std::string(text), 0, 0};
+}
 
 Result<JobOverride> parse_override(std::string_view text) {
     const SourceLoc where = override_loc(text);
@@ -50,6 +60,13 @@ Result<JobOverride> parse_override(std::string_view text) {
         if (dot == std::string::npos) break;
         start = dot + 1;
     }
+    // The deepest job key has three parts (cluster.gpu.memory_gib); a path of thousands
+    // would build as many nested tables.
+    constexpr size_t kMaxParts = 8;
+    if (o.path.size() > kMaxParts)
+        return fail(where, "",
+                    "the key has " + format_count(o.path.size()) + " dotted parts; allowed: at most " +
+                        std::to_string(kMaxParts) + " (section.key, or cluster.gpu.key)");
     for (const std::string& part : o.path)
         if (part.empty())
             return fail(where, key, "expected section.key=value (e.g. parallel.tp=4); the key has an empty part");
@@ -57,7 +74,7 @@ Result<JobOverride> parse_override(std::string_view text) {
     if (std::find(sections.begin(), sections.end(), o.path[0]) == sections.end()) {
         std::string hint = closest_match(o.path[0], sections);
         return fail(where, key,
-                    "unknown section \"" + o.path[0] + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                    "unknown section " + quote_input(o.path[0]) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                         "; allowed: " + join(sections));
     }
     if (o.path.size() < 2)
@@ -69,28 +86,85 @@ Result<JobOverride> parse_override(std::string_view text) {
 
 // The value as a TOML node. "v = <text>" must parse to exactly that one key; otherwise
 // (a bare word, a path, text with newlines) the text is a plain string.
-static void set_value(toml::table& t, const std::string& key, const std::string& value) {
-    if (value.find_first_of("\r\n") == std::string::npos) {
-        try {
-            const std::string text = "v = " + value;
-            toml::table doc = toml::parse(std::string_view(text), std::string_view("--set"));
-            if (doc.size() == 1)
-                if (const toml::node* n = doc.get("v")) {
-                    t.insert_or_assign(key, *n);
-                    return;
-                }
-        } catch (const toml::parse_error&) {
-            // not TOML value syntax: a bare string
-        }
-    }
-    t.insert_or_assign(key, value);
-}
-
 static std::string dotted(const std::vector<std::string>& path, size_t n) {
     std::string out;
     for (size_t i = 0; i < n && i < path.size(); ++i) out += (i ? "." : "") + path[i];
     return out;
 }
+
+// Text that can only be meant as a decimal number: [sign] digits [. digits] [e [sign]
+// digits], underscores allowed ("1e999", "-0.5", "3_000"). "1.2.3" or "2024-01" are not.
+static bool looks_numeric(std::string_view v) {
+    size_t i = 0;
+    auto digits = [&] {
+        const size_t start = i;
+        while (i < v.size() && (std::isdigit((unsigned char)v[i]) || v[i] == '_')) ++i;
+        return i > start;
+    };
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+    if (!digits()) return false;
+    if (i < v.size() && v[i] == '.') {
+        ++i;
+        if (!digits()) return false;
+    }
+    if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+        ++i;
+        if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+        if (!digits()) return false;
+    }
+    return i == v.size();
+}
+
+// Why TOML refused a number-like value: out of range (1e999, 2^64), or not TOML's
+// spelling of a number (a leading zero, a misplaced underscore).
+static std::string number_problem(const std::string& value, const std::string& toml_says) {
+    std::string plain;
+    for (char c : value)
+        if (c != '_') plain += c;
+    const bool is_float = plain.find_first_of(".eE") != std::string::npos;
+    errno = 0;
+    const double d = std::strtod(plain.c_str(), nullptr);
+    const bool out_of_range = is_float ? (std::isinf(d) || (errno == ERANGE && std::fabs(d) > 1))
+                                       : std::fabs(d) >= 9.223372036854775807e18;
+    if (out_of_range)
+        return "got " + quote_input(value) + ", which is out of range for " +
+               (is_float ? "a double (at most about 1.8e308)" : "a 64-bit integer") +
+               "; give a number in the key's allowed range";
+    return "got " + quote_input(value) + ", which is not a TOML number (" + toml_says +
+           "); write numbers like 4, 0.5, 3e-4 or 1_000";
+}
+
+static Result<void> set_value(toml::table& t, const JobOverride& o) {
+    const std::string& key = o.path.back();
+    const std::string& value = o.value;
+    if (value.find_first_of("\r\n") == std::string::npos) {
+        const std::string text = "v = " + value;
+        std::string why;
+        if (auto deep = check_toml_depth(text, "--set"); !deep) {
+            why = deep.error().diagnostics.front().message;
+        } else {
+            try {
+                toml::table doc = toml::parse(std::string_view(text), std::string_view("--set"));
+                if (doc.size() == 1)
+                    if (const toml::node* n = doc.get("v")) {
+                        t.insert_or_assign(key, *n);
+                        return {};
+                    }
+            } catch (const toml::parse_error& e) {
+                why = std::string(e.description());
+            }
+        }
+        if (looks_numeric(value))  // toml++ refused a number: say why, never "got string"
+            return fail(override_loc(o.text), dotted(o.path, o.path.size()), number_problem(value, why));
+        if (!why.empty() && (value.front() == '[' || value.front() == '{'))
+            return fail(override_loc(o.text), dotted(o.path, o.path.size()),
+                        "got " + quote_input(value) + ", which is not a TOML value: " + why);
+        // not TOML value syntax: a bare string
+    }
+    t.insert_or_assign(key, value);
+    return {};
+}
+
 
 static const char* node_kind(const toml::node& n) {
     switch (n.type()) {
@@ -133,8 +207,7 @@ static Result<void> apply_one(toml::table& doc, const JobOverride& o) {
         }
         t = n->as_table();
     }
-    set_value(*t, o.path.back(), o.value);
-    return {};
+    return set_value(*t, o);
 }
 
 static bool key_under(std::string_view key, std::string_view prefix) {

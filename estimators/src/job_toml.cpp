@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <sstream>
 
 #include <toml++/toml.h>
 
 #include "job_toml_internal.h"
+#include "ptd/file_read.h"
 #include "ptd/hf_import.h"
 #include "ptd/job_spec.h"
 #include "ptd/presets.h"
@@ -35,7 +35,7 @@ void TomlContext::error(SourceLoc where, std::string key, std::string message) {
 static std::string describe(const toml::node& n) {
     std::ostringstream os;
     switch (n.type()) {
-        case toml::node_type::string: os << "string \"" << n.as_string()->get() << '"'; break;
+        case toml::node_type::string: os << "string " << quote_input(n.as_string()->get()); break;
         case toml::node_type::integer: os << "integer " << n.as_integer()->get(); break;
         case toml::node_type::floating_point: os << "float " << n.as_floating_point()->get(); break;
         case toml::node_type::boolean: os << "boolean " << (n.as_boolean()->get() ? "true" : "false"); break;
@@ -43,9 +43,7 @@ static std::string describe(const toml::node& n) {
         case toml::node_type::table: os << "a table"; break;
         default: os << "a date/time"; break;
     }
-    std::string s = os.str();
-    if (s.size() > 80) s = s.substr(0, 77) + "...";
-    return s;
+    return os.str();
 }
 
 TableReader::TableReader(TomlContext& ctx, const toml::table& table, std::string prefix)
@@ -149,7 +147,7 @@ bool TableReader::read_word(std::string_view key, int& out, const std::vector<st
     for (const std::string& w : words) allowed += (allowed.empty() ? "" : ", ") + w;
     std::string hint = closest_match(s, words);
     ctx_.error(where(key), full(key),
-               "got \"" + s + "\"; allowed: " + allowed + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+               "got " + quote_input(s) + "; allowed: " + allowed + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
     return false;
 }
 
@@ -316,7 +314,7 @@ static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, con
     bool from_scratch = true;
     if (has_preset && has_hf) {
         ctx.error(r.where("hf_config"), "model.hf_config",
-                  "given together with preset \"" + preset + "\"; allowed: one of preset, hf_config, or explicit keys");
+                  "given together with preset " + quote_input(preset) + "; allowed: one of preset, hf_config, or explicit keys");
     } else if (has_preset) {
         if (const ModelSpec* p = presets.find_model(preset)) {
             m = *p;
@@ -326,7 +324,7 @@ static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, con
         } else {
             std::string hint = closest_match(preset, presets.model_names());
             ctx.error(r.where("preset"), "model.preset",
-                      "unknown model preset \"" + preset + "\"" +
+                      "unknown model preset " + quote_input(preset) +
                           (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                           "; allowed: " + preset_list(presets.model_names()));
             from_scratch = false;  // don't pile "missing key" errors on top
@@ -352,7 +350,7 @@ static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, con
         } else {
             for (Diagnostic d : imported.error().diagnostics) {
                 // Point at the hf_config line of the job, and keep the config's own position.
-                d.message = "in hf_config \"" + hf + "\" (" + format_diagnostic(d) + ")";
+                d.message = "in hf_config " + quote_input(hf) + " (" + format_diagnostic(d) + ")";
                 d.where = r.where("hf_config");
                 d.key = "model.hf_config";
                 ctx.diagnostics.push_back(std::move(d));
@@ -385,7 +383,7 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
         }
         std::string hint = closest_match(name, presets.gpu_names());
         ctx.error(r.where("gpu"), std::string(key),
-                  "unknown GPU preset \"" + name + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                  "unknown GPU preset " + quote_input(name) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                       "; allowed: " + preset_list(presets.gpu_names()));
         return false;
     };
@@ -478,7 +476,7 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
         for (char ch : name) ok = ok && (std::isalnum((unsigned char)ch) || ch == '_');
         if (!ok)
             ctx.error(r.where("env"), "launch.env",
-                      "\"" + name + "\" is not an environment variable name; allowed: letters, digits and _ "
+                      quote_input(name) + " is not an environment variable name; allowed: letters, digits and _ "
                                     "(not starting with a digit)");
     }
     if (l.engine.empty()) ctx.error(r.where("engine"), "launch.engine", "empty; allowed: a program name or path");
@@ -503,7 +501,123 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.finish();
 }
 
+// toml++ parses dotted keys, headers and nested arrays / inline tables recursively: a key
+// of 40,000 parts (an 80 KB line) overflowed the stack. This scan runs first and refuses,
+// with the line, any structure deeper than a job could use. It does not validate TOML
+// (toml++ does that next); it only has to find keys, brackets and strings.
+constexpr int kMaxKeyParts = 32;    // cluster.gpu.memory_gib is the deepest real key (3)
+constexpr int kMaxTomlNesting = 32;  // arrays and inline tables inside each other
+
+Result<void> check_toml_depth(std::string_view text, const std::string& file) {
+    const size_t n = text.size();
+    size_t i = 0;
+    int line = 1;
+    size_t line_start = 0;
+    std::vector<char> open;  // '[' array or '{' inline table, innermost last
+    bool expect_key = true;
+    auto here = [&](size_t at) { return SourceLoc{file, line, (int)(at - line_start) + 1}; };
+    auto newline = [&](size_t at) {
+        ++line;
+        line_start = at + 1;
+    };
+    // Skips a string starting at text[i] (a quote), counting the lines of multi-line ones.
+    auto skip_string = [&] {
+        const char q = text[i];
+        const bool triple = i + 2 < n && text[i + 1] == q && text[i + 2] == q;
+        i += triple ? 3 : 1;
+        while (i < n) {
+            const char c = text[i];
+            if (c == '\\' && q == '"') {
+                // An escape; a line-ending backslash still ends a line.
+                i += (i + 1 < n && text[i + 1] != '\n') ? 2 : 1;
+                continue;
+            }
+            if (c == '\n') {
+                if (!triple) return;  // unterminated: toml++ reports it
+                newline(i);
+            }
+            if (c == q && (!triple || (i + 2 < n && text[i + 1] == q && text[i + 2] == q))) {
+                i += triple ? 3 : 1;
+                // A closing """ may be followed by up to two more quotes that belong to the text.
+                while (triple && i < n && text[i] == q) ++i;
+                return;
+            }
+            ++i;
+        }
+    };
+    // A key (bare, quoted, dotted) up to '=' or ']'; fails when it has too many parts.
+    auto scan_key = [&](int nesting) -> Result<void> {
+        const size_t start = i;
+        int parts = 1;
+        while (i < n) {
+            const char c = text[i];
+            if (c == '"' || c == '\'') skip_string();
+            else if (c == '.') {
+                ++parts;
+                ++i;
+            } else if (c == '=' || c == ']' || c == '\n' || c == '#' || c == '{' || c == '[' || c == '}' || c == ',')
+                break;
+            else ++i;
+        }
+        if (parts > kMaxKeyParts || nesting + parts > kMaxKeyParts + kMaxTomlNesting)
+            return fail(here(start), "",
+                        "a dotted key of " + format_count((unsigned long long)parts) + " parts" +
+                            (nesting ? " inside " + std::to_string(nesting) + " nested tables/arrays" : "") +
+                            "; allowed: at most " + std::to_string(kMaxKeyParts) + " parts");
+        return {};
+    };
+    while (i < n) {
+        const char c = text[i];
+        if (c == '\n') {
+            newline(i);
+            ++i;
+            if (open.empty()) expect_key = true;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r') {
+            ++i;
+            continue;
+        }
+        if (c == '#') {
+            while (i < n && text[i] != '\n') ++i;
+            continue;
+        }
+        if (expect_key) {
+            expect_key = false;
+            if (open.empty() && c == '[') {  // [table] or [[array.of.tables]]
+                i += (i + 1 < n && text[i + 1] == '[') ? 2 : 1;
+                if (auto r = scan_key(0); !r) return r;
+                while (i < n && text[i] != '\n') ++i;  // the rest of a header line is ']' and a comment
+                continue;
+            }
+            if (c != '}') {
+                if (auto r = scan_key((int)open.size()); !r) return r;
+                continue;
+            }
+        }
+        if (c == '"' || c == '\'') {
+            skip_string();
+            continue;
+        }
+        if (c == '[' || c == '{') {
+            if ((int)open.size() >= kMaxTomlNesting)
+                return fail(here(i), "",
+                            "arrays and inline tables nested more than " + std::to_string(kMaxTomlNesting) +
+                                " deep; allowed: at most " + std::to_string(kMaxTomlNesting));
+            open.push_back(c);
+            expect_key = c == '{';
+        } else if ((c == ']' || c == '}') && !open.empty()) {
+            open.pop_back();
+        } else if (c == ',' && !open.empty() && open.back() == '{') {
+            expect_key = true;
+        }
+        ++i;
+    }
+    return {};
+}
+
 Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
+    if (auto deep = check_toml_depth(text, file); !deep) return std::unexpected(deep.error());
     try {
         return toml::parse(text, file);
     } catch (const toml::parse_error& e) {
@@ -563,15 +677,8 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     return job;
 }
 
-Result<std::string> read_text_file(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        return fail(SourceLoc{path}, "", "is a folder; expected a file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(SourceLoc{path}, "", std::string("cannot read: ") + std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+Result<std::string> read_text_file(const std::string& path, const FileKind& kind) {
+    return read_regular_file(path, kind);
 }
 
 Result<JobSpec> load_job_file(const std::string& path, const PresetCatalog& presets) {

@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include "ptd/file_read.h"
 #include "ptd/job_spec.h"
 
 namespace ptd {
@@ -56,11 +57,16 @@ private:
     std::vector<std::string> known_;
 };
 
+// Refuses structures deeper than any job uses (dotted keys, headers, nested arrays and
+// inline tables) before toml++, whose recursive parser would overflow the stack on them.
+Result<void> check_toml_depth(std::string_view text, const std::string& file);
+// check_toml_depth, then toml++; a parse error keeps toml++'s line and column.
 Result<toml::table> parse_toml(std::string_view text, const std::string& file);
 // load_job_text on an already-parsed document (`file` names it in diagnostics and anchors
 // relative hf_config paths).
 Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, const PresetCatalog& presets);
-Result<std::string> read_text_file(const std::string& path);
+// A job (or preset) file through the shared reader: regular files only, size-capped.
+Result<std::string> read_text_file(const std::string& path, const FileKind& kind = file_kind::job_toml);
 
 // The [model] keys (also the body of each model preset). from_scratch = no preset or HF
 // config underneath, so arch/layers/hidden/heads/vocab/seq_len are required.

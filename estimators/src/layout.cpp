@@ -30,14 +30,7 @@ struct ParsedOrder {
     bool ep_before_dp = true;
 };
 
-std::string quoted(std::string_view s) {
-    std::string out;
-    out.reserve(s.size() + 2);
-    out += '"';
-    out += s;
-    out += '"';
-    return out;
-}
+std::string quoted(std::string_view s) { return quote_input(s); }  // shortened, escaped
 
 std::string with_commas(int64_t v) {
     std::string digits = std::to_string(v < 0 ? -v : v);

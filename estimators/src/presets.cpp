@@ -138,9 +138,9 @@ Result<PresetCatalog> load_presets() {
     if (dir.empty()) return embedded_presets();
     std::string models_file = dir + "/presets/models.toml";
     std::string gpus_file = dir + "/presets/gpus.toml";
-    auto models = read_text_file(models_file);
+    auto models = read_text_file(models_file, file_kind::preset_toml);
     if (!models) return std::unexpected(models.error());
-    auto gpus = read_text_file(gpus_file);
+    auto gpus = read_text_file(gpus_file, file_kind::preset_toml);
     if (!gpus) return std::unexpected(gpus.error());
     auto cat = parse_presets(*models, models_file, *gpus, gpus_file);
     if (cat) cat->origin = dir;

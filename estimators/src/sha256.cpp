@@ -3,6 +3,8 @@
 // checkpoint shards and job hashes.
 #include "ptd/sha256.h"
 
+#include "ptd/file_read.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
@@ -116,10 +118,14 @@ std::string sha256_hex(const void* data, size_t n) {
 }
 
 Result<std::string> sha256_file(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
+    // Regular files only: hashing a FIFO or /dev/zero would never end.
+    auto opened = open_regular_file(path, FileKind{"a file to hash", 0});
+    if (!opened) return std::unexpected(opened.error());
+    std::FILE* f = ::fdopen(opened->fd(), "rb");
     if (!f)
         return fail(SourceLoc{path, 0, 0}, "",
                     "cannot open \"" + path + "\" to compute its SHA-256: " + std::strerror(errno));
+    opened->release();  // the FILE owns the descriptor now
     Sha256 h;
     std::vector<uint8_t> chunk(1 << 20);
     for (;;) {

@@ -1,6 +1,8 @@
 // hostfile.cpp — DeepSpeed-style hostfiles and the job's host list.
 #include "ptd/hostfile.h"
 
+#include "ptd/file_read.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -24,6 +26,8 @@ static bool parse_port(std::string_view s, int& port) {
 }
 
 Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, const std::string& file) {
+    // A byte-order mark (some Windows editors write one) is not part of the first host.
+    text = strip_utf8_bom(text);
     std::vector<HostEntry> hosts;
     std::vector<Diagnostic> problems;
     auto error = [&](int line, int column, std::string msg) {
@@ -64,14 +68,14 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, const std::
         if (!spec.empty() && spec.front() == '[') {  // [ipv6]:port
             auto close = spec.find(']');
             if (close == std::string_view::npos) {
-                error(line_no, tokens[0].second, "unclosed '[' in \"" + std::string(tokens[0].first) + "\"");
+                error(line_no, tokens[0].second, "unclosed '[' in " + quote_input(tokens[0].first));
                 continue;
             }
             host = spec.substr(1, close - 1);
             std::string_view rest = spec.substr(close + 1);
             if (!rest.empty() && rest.front() == ':') port = rest.substr(1);
             else if (!rest.empty()) {
-                error(line_no, tokens[0].second, "unexpected \"" + std::string(rest) + "\" after ']'");
+                error(line_no, tokens[0].second, "unexpected " + quote_input(rest) + " after ']'");
                 continue;
             }
         } else if (std::count(spec.begin(), spec.end(), ':') == 1) {
@@ -81,13 +85,13 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, const std::
         }
         if (host.empty() || !std::all_of(host.begin(), host.end(), valid_host_char)) {
             error(line_no, tokens[0].second,
-                  "invalid host \"" + std::string(tokens[0].first) +
-                      "\"; allowed: [user@]host[:port] with letters, digits, '-', '.', '_' (IPv6 in brackets)");
+                  "invalid host " + quote_input(tokens[0].first) +
+                      "; allowed: [user@]host[:port] with letters, digits, '-', '.', '_' (IPv6 in brackets)");
             continue;
         }
         e.host = std::string(host);
         if (!port.empty() && !parse_port(port, e.port)) {
-            error(line_no, tokens[0].second, "invalid port \"" + std::string(port) + "\"; allowed: 1 .. 65535");
+            error(line_no, tokens[0].second, "invalid port " + quote_input(port) + "; allowed: 1 .. 65535");
             continue;
         }
         bool ok = true;
@@ -99,13 +103,13 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, const std::
                 auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), slots);
                 if (ec != std::errc() || p != v.data() + v.size() || slots < 1 || slots > 1024) {
                     error(line_no, tokens[t].second,
-                          "invalid slots \"" + std::string(v) + "\"; allowed: an integer 1 .. 1024");
+                          "invalid slots " + quote_input(v) + "; allowed: an integer 1 .. 1024");
                     ok = false;
                 }
                 e.slots = slots;
             } else {
                 error(line_no, tokens[t].second,
-                      "unexpected \"" + std::string(tok) + "\"; allowed after the host: slots=N");
+                      "unexpected " + quote_input(tok) + "; allowed after the host: slots=N");
                 ok = false;
             }
         }
@@ -126,11 +130,9 @@ Result<std::vector<HostEntry>> parse_hostfile(std::string_view text, const std::
 }
 
 Result<std::vector<HostEntry>> read_hostfile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(SourceLoc{path}, "hostfile", std::string("cannot read: ") + std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parse_hostfile(ss.str(), path);
+    auto text = read_regular_file(path, file_kind::hostfile, "hostfile");
+    if (!text) return std::unexpected(text.error());
+    return parse_hostfile(*text, path);
 }
 
 Result<std::vector<HostEntry>> resolve_hosts(const JobSpec& job, const std::string& hostfile_override) {

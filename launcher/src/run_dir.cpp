@@ -7,6 +7,8 @@
 #include "json_describe.h"
 #include "ptd/run_dir.h"
 
+#include "ptd/file_read.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -115,19 +117,6 @@ private:
     std::vector<Diagnostic> diags_;
 };
 
-// Whole file as text; false (errno kept) when it cannot be read.
-bool read_file(const std::string& path, std::string& out) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    out.clear();
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    const bool ok = !std::ferror(f);
-    std::fclose(f);
-    return ok;
-}
-
 // Writes `text` to `path` through `path.tmp` + rename, so readers never see half a file.
 Result<void> write_atomically(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp";
@@ -187,10 +176,18 @@ std::string log_path(const std::string& dir, int rank) { return dir + "/rank-" +
 
 // ---- Liveness of processes on this machine, from /proc.
 
+// A /proc file of this machine (a few hundred bytes; the kernel reports size 0, so the
+// size-capped reader for user files does not apply). "" when it cannot be read.
 std::string read_small_file(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return "";
     std::string text;
-    if (!read_file(path, text)) return "";
-    return text;
+    char buf[4096];
+    size_t n;
+    while (text.size() < (1u << 20) && (n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    const bool ok = !std::ferror(f);
+    std::fclose(f);
+    return ok ? text : "";
 }
 
 std::string this_boot_id() {
@@ -447,14 +444,14 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
 
 Result<RunManifest> read_manifest(const std::string& run_dir) {
     const std::string path = run_dir + "/manifest.json";
-    std::string text;
-    if (!read_file(path, text)) {
-        const int err = errno;
+    std::error_code exists_ec;
+    if (!fs::exists(path, exists_ec))
         return fail(SourceLoc{path}, "",
-                    std::string("cannot read the run manifest: ") + std::strerror(err) +
-                        (err == ENOENT ? " (is this a run directory written by `ptd launch`?)" : ""));
-    }
-    return manifest_from_json(text, path);
+                    std::string("cannot read the run manifest: ") + std::strerror(ENOENT) +
+                        " (is this a run directory written by `ptd launch`?)");
+    auto text = read_regular_file(path, file_kind::run_manifest);  // no FIFO, no endless file
+    if (!text) return std::unexpected(text.error());
+    return manifest_from_json(*text, path);
 }
 
 // ---------------------------------------------------------------------------------------

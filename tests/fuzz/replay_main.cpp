@@ -14,6 +14,7 @@
 
 int ptd_fuzz_job_toml(const uint8_t* data, size_t size);
 int ptd_fuzz_hf_config(const uint8_t* data, size_t size);
+int ptd_fuzz_hostfile(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -76,6 +77,14 @@ TEST(FuzzRegressions, HfConfig) {
     std::printf("[ replayed ] %d hf_config inputs\n", n);
     RecordProperty("replayed", n);
     EXPECT_GT(n, 0) << "no hf_config inputs found under " << PTD_SOURCE_DIR;
+}
+
+TEST(FuzzRegressions, Hostfile) {
+    auto files = concat({files_in("tests/fuzz/corpus/hostfile"), files_in("tests/fuzz/regressions/hostfile")});
+    int n = replay(files, ptd_fuzz_hostfile);
+    std::printf("[ replayed ] %d hostfile inputs\n", n);
+    RecordProperty("replayed", n);
+    EXPECT_GT(n, 0) << "no hostfile inputs found under " << PTD_SOURCE_DIR;
 }
 
 }  // namespace

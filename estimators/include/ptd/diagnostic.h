@@ -41,6 +41,10 @@ struct Error {
     explicit Error(Diagnostic d) { diagnostics.push_back(std::move(d)); }
     explicit Error(std::vector<Diagnostic> ds) : diagnostics(std::move(ds)) {}
     std::string str() const { return format_diagnostics(diagnostics); }
+    // The diagnostics on one line, without the "error: " word and the trailing newline,
+    // joined by "; " — for embedding in a message that already says it is an error
+    // (ptd-engine's "rank 3: error: ...").
+    std::string one_line() const;
 };
 
 template <class T>
@@ -50,6 +54,15 @@ using Result = std::expected<T, Error>;
 inline std::unexpected<Error> fail(SourceLoc where, std::string key, std::string message) {
     return std::unexpected(Error(Diagnostic{std::move(where), std::move(key), std::move(message)}));
 }
+
+// A whole number with thousands separators: 4194304 → "4,194,304".
+std::string format_count(unsigned long long n);
+
+// A value the user gave, as every message echoes it: double-quoted, with control
+// characters, invalid UTF-8 and invisible characters (a byte-order mark, zero-width
+// spaces) escaped as \n, \xEF, \u{FEFF}, and cut after `max_chars` characters with the
+// full length appended: "aaaa…" (4,194,304 bytes).
+std::string quote_input(std::string_view value, size_t max_chars = 60);
 
 // Closest candidate by edit distance, for "did you mean" hints; "" when nothing is close
 // (distance > max(2, len/3)).
