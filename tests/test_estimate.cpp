@@ -269,7 +269,7 @@ TEST(Activations, EngineProfileIsItsBufferList) {
     const int64_t bs = 2 * 64;
     std::vector<std::pair<std::string, int64_t>> want = {
         {"ln1.input", bs * 64},  {"ln1.rstd", bs},        {"ln1.mean", bs},          {"ln1.output", bs * 64},
-        {"attn.q", bs * 32},     {"attn.k", bs * 32},     {"attn.v", bs * 32},       {"attn.probs", 2 * 2 * 64 * 64},
+        {"attn.qkv", bs * 96},   {"attn.probs", 2 * 2 * 64 * 64},
         {"attn.context", bs * 32}, {"ln2.input", bs * 64}, {"ln2.rstd", bs},         {"ln2.mean", bs},
         {"ln2.output", bs * 64}, {"mlp.fc1", bs * 128},   {"mlp.act", bs * 128}};
     ASSERT_EQ(v.size(), want.size());
@@ -286,17 +286,14 @@ TEST(Activations, EngineProfileIsItsBufferList) {
         return -1;
     };
     v = engine_layer_buffers(tl, 1, 64, 4, true);
-    EXPECT_EQ(find(v, "attn.q"), 64 * 1 * 16);
-    EXPECT_EQ(find(v, "attn.k"), 64 * 1 * 16);
-    EXPECT_EQ(find(v, "attn.v"), 64 * 1 * 16);
+    EXPECT_EQ(find(v, "attn.qkv"), 64 * (1 + 2 * 1) * 16);  // q, k, v of one query and one kv head
     EXPECT_EQ(find(v, "ln1.input"), 64 * 64 / 4);
     EXPECT_EQ(find(v, "ln1.mean"), -1);
     EXPECT_EQ(find(v, "mlp.gate"), 64 * 44);
     EXPECT_EQ(find(v, "mlp.up"), 64 * 44);
     EXPECT_EQ(find(v, "mlp.fc1"), -1);
     v = engine_layer_buffers(tl, 1, 64, 2, false);
-    EXPECT_EQ(find(v, "attn.k"), 64 * 1 * 16);
-    EXPECT_EQ(find(v, "attn.q"), 64 * 2 * 16);
+    EXPECT_EQ(find(v, "attn.qkv"), 64 * (2 + 2 * 1) * 16);  // two query heads, one kv head
 }
 
 // A job on the engine profile: stage activations are in-flight × (layers × buffer list +

@@ -39,8 +39,6 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     if (p.zero > 1) return unsupported(job, "parallel.zero", "got " + std::to_string(p.zero) + "; the engine implements ZeRO stage 0 and 1 (allowed: 0, 1)");
     if (p.recompute == Recompute::selective)
         return unsupported(job, "parallel.recompute", "got \"selective\"; the engine recomputes whole layers or nothing (allowed: \"none\", \"full\")");
-    if (t.precision != Precision::fp32)
-        return unsupported(job, "training.precision", "got a half precision; the CPU engine computes in fp32 (allowed: \"fp32\")");
     if (t.optimizer != Optimizer::adamw)
         return unsupported(job, "training.optimizer", "the engine implements AdamW only (allowed: \"adamw\")");
     if (m.kv_heads % p.tp != 0)
@@ -64,6 +62,7 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     c.sequence_parallel = p.sequence_parallel && p.tp > 1;
     c.zero = (p.zero >= 1 || p.distributed_optimizer) ? 1 : 0;
     c.recompute_full = p.recompute == Recompute::full;
+    c.act = t.precision == Precision::bf16 ? DType::bf16 : t.precision == Precision::fp16 ? DType::f16 : DType::f32;
     c.micro_batch = t.micro_batch;
     c.seq = m.seq_len;
     c.global_batch = t.global_batch;
@@ -258,15 +257,18 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
     // take one count for all ranks): pad with zeros, exactly as the estimators predict.
     static_assert(kEngineShardAlign == kShardAlignElements, "the estimators and comm.h disagree on shard padding");
     m.flat_numel = engine_flat_buffer_elements(numel, c.zero, c.dp);
-    m.params = (float*)be.alloc(MEM_PARAMS, (size_t)m.flat_numel * sizeof(float), "parameters");
+    // Mixed precision: the model weights are 16-bit (the f32 master copy belongs to the
+    // optimizer), the gradients are f32 main grads in every precision.
+    m.params = be.alloc(MEM_PARAMS, (size_t)m.flat_numel * dtype_bytes(c.act), "parameters");
     m.grads = (float*)be.alloc(MEM_GRADS, (size_t)m.flat_numel * sizeof(float), "gradients");
-    be.fill(m.params, 0.0f, m.flat_numel);
-    be.fill(m.grads, 0.0f, m.flat_numel);
+    be.fill(m.params, c.act, 0.0f, m.flat_numel);
+    be.fill(m.grads, DType::f32, 0.0f, m.flat_numel);
     std::vector<float> host;
+    std::vector<uint16_t> host16;
     for (size_t i = 0; i < plan.size(); ++i) {
         ParamTensor& t = m.tensors[i];
         const TensorPlan& tp = plan[i];
-        t.p = m.params + t.offset;
+        t.p = dtype_offset(m.params, t.offset, c.act);
         t.g = m.grads + t.offset;
         *tp.slot = &t;
         host.assign((size_t)t.numel, 0.0f);
@@ -281,7 +283,14 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
                     host[(size_t)(r * tp.at.cols + col)] =
                         tp.std * normal_at(key, (tp.at.row0 + r) * tp.at.gcols + tp.at.col0 + col);
         }
-        be.upload(t.p, host.data(), host.size() * sizeof(float));
+        if (c.act == DType::f32) {
+            be.upload(t.p, host.data(), host.size() * sizeof(float));
+        } else {  // the same f32 draw, rounded to nearest even: identical on every layout
+            host16.resize(host.size());
+            for (size_t k = 0; k < host.size(); ++k)
+                host16[k] = c.act == DType::bf16 ? f32_to_bf16_bits(host[k]) : f32_to_f16_bits(host[k]);
+            be.upload(t.p, host16.data(), host16.size() * sizeof(uint16_t));
+        }
     }
     if (c.output_is_embedding()) m.wout = m.wte;
     return m;
@@ -298,24 +307,30 @@ void free_model(Model& m) {
 
 namespace {
 
-float** layer_slot(LayerActs& a, const std::string& name) {
-    if (name == "ln1.input") return &a.ln1_in;
-    if (name == "ln1.rstd") return &a.ln1_rstd;
-    if (name == "ln1.mean") return &a.ln1_mean;
-    if (name == "ln1.output") return &a.ln1_out;
-    if (name == "attn.q") return &a.q;
-    if (name == "attn.k") return &a.k;
-    if (name == "attn.v") return &a.v;
-    if (name == "attn.probs") return &a.probs;
-    if (name == "attn.context") return &a.ctx;
-    if (name == "ln2.input") return &a.ln2_in;
-    if (name == "ln2.rstd") return &a.ln2_rstd;
-    if (name == "ln2.mean") return &a.ln2_mean;
-    if (name == "ln2.output") return &a.ln2_out;
-    if (name == "mlp.fc1" || name == "mlp.gate") return &a.fc1;
-    if (name == "mlp.up") return &a.fc3;
-    if (name == "mlp.act") return &a.act;
-    return nullptr;
+// Stores an allocated buffer of the estimators' list in its field; false for a name the
+// engine does not keep (MoE buffers: rejected by make_engine_config).
+bool set_layer_buffer(LayerActs& a, const std::string& name, void* p) {
+    if (name == "ln1.input") a.ln1_in = p;
+    else if (name == "ln1.rstd") a.ln1_rstd = (float*)p;
+    else if (name == "ln1.mean") a.ln1_mean = (float*)p;
+    else if (name == "ln1.output") a.ln1_out = p;
+    else if (name == "attn.qkv") a.qkv = p;
+    else if (name == "attn.probs") a.probs = p;
+    else if (name == "attn.context") a.ctx = p;
+    else if (name == "ln2.input") a.ln2_in = p;
+    else if (name == "ln2.rstd") a.ln2_rstd = (float*)p;
+    else if (name == "ln2.mean") a.ln2_mean = (float*)p;
+    else if (name == "ln2.output") a.ln2_out = p;
+    else if (name == "mlp.fc1" || name == "mlp.gate") a.fc1 = p;
+    else if (name == "mlp.up") a.fc3 = p;
+    else if (name == "mlp.act") a.act = p;
+    else return false;
+    return true;
+}
+
+// Bytes of one element of a listed buffer: what the estimators count for it.
+size_t buffer_element_bytes(const EngineBuffer& b, DType act) {
+    return b.int32 || b.fp32 ? 4 : (size_t)dtype_bytes(act);
 }
 
 }  // namespace
@@ -331,9 +346,12 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         for (const EngineBuffer& b : layer_list) {
             const bool is_input = std::string(b.name) == "ln1.input";
             if ((input_only && !is_input) || (skip_input && is_input)) continue;
-            float** slot = layer_slot(la, b.name);
-            if (!slot) continue;  // (MoE buffers: rejected by make_engine_config)
-            *slot = (float*)be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * sizeof(float), b.name);
+            if (std::string(b.name).rfind("moe.", 0) == 0) continue;  // (MoE: rejected by make_engine_config)
+            void* p = be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * buffer_element_bytes(b, c.act), b.name);
+            if (!set_layer_buffer(la, b.name, p)) {
+                be.release(p);
+                continue;
+            }
         }
     };
     a.slot_layers.assign((size_t)c.slots, std::vector<LayerActs>((size_t)c.slot_layers));
@@ -356,33 +374,33 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     }
     if (c.last) {
         for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel)) {
-            void* p = be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * (b.int32 ? sizeof(int32_t) : sizeof(float)), b.name);
+            void* p = be.alloc(MEM_ACTIVATIONS, (size_t)b.elements * buffer_element_bytes(b, c.act), b.name);
             const std::string n = b.name;
-            if (n == "final_norm.input") a.out.lnf_in = (float*)p;
+            if (n == "final_norm.input") a.out.lnf_in = p;
             else if (n == "final_norm.rstd") a.out.lnf_rstd = (float*)p;
             else if (n == "final_norm.mean") a.out.lnf_mean = (float*)p;
-            else if (n == "final_norm.output") a.out.lnf_out = (float*)p;
+            else if (n == "final_norm.output") a.out.lnf_out = p;
             else if (n == "logits.probs") a.out.probs = (float*)p;
             else if (n == "tokens.targets") a.out.targets = (int32_t*)p;
         }
     }
-    auto ws = [&](int64_t n, const char* what) { return (float*)be.alloc(MEM_WORKSPACE, (size_t)n * sizeof(float), what); };
+    const size_t e = (size_t)dtype_bytes(c.act);
+    auto ws = [&](int64_t n, const char* what) { return be.alloc(MEM_WORKSPACE, (size_t)n * e, what); };
+    auto ws32 = [&](int64_t n, const char* what) { return (float*)be.alloc(MEM_WORKSPACE, (size_t)n * sizeof(float), what); };
     a.w_full = ws(R * h, "workspace.full_rows");
     a.w_dres = ws(Rl * h, "workspace.d_residual");
     a.w_dtmp = ws(Rl * h, "workspace.d_norm_input");
     a.w_dln = ws(R * h, "workspace.d_norm_output");
     if (c.layers > 0) {
-        a.w_dq = ws(R * HD, "workspace.dq");
-        a.w_dk = ws(R * GD, "workspace.dk");
-        a.w_dv = ws(R * GD, "workspace.dv");
+        a.w_dqkv = ws(R * (HD + 2 * GD), "workspace.dqkv");
         a.w_dctx = ws(R * HD, "workspace.dctx");
         a.w_dact = ws(R * F, "workspace.dact");
         a.w_dfc1 = ws(R * F, "workspace.dfc1");
         if (c.swiglu()) a.w_dfc3 = ws(R * F, "workspace.dfc3");
     }
     if (c.last) {
-        a.w_loss = ws(R, "workspace.loss");
-        a.w_xent = ws(3 * R, "workspace.xent");
+        a.w_loss = ws32(R, "workspace.loss");
+        a.w_xent = ws32(3 * R, "workspace.xent");
     }
     if (c.first && c.sequence_parallel) a.w_embed = ws(R * h, "workspace.embedding");
     if (c.pp > 1) {
@@ -391,15 +409,14 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         for (int ch = 0; ch < c.vpp; ++ch)
             for (int j = 0; j < c.grad_accum; ++j) {
                 const bool fwd = !(c.last && ch == c.vpp - 1), bwd = !(c.first && ch == 0);
-                a.send_fwd.push_back(fwd ? (float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_forward") : nullptr);
-                a.send_bwd.push_back(bwd ? (float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_backward") : nullptr);
+                a.send_fwd.push_back(fwd ? be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * e, "p2p.send_forward") : nullptr);
+                a.send_bwd.push_back(bwd ? be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * e, "p2p.send_backward") : nullptr);
             }
         if (c.vpp > 1 && c.last)
             for (int j = 0; j < c.grad_accum; ++j)
-                a.d_head.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.head_gradient"));
+                a.d_head.push_back(be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * e, "p2p.head_gradient"));
     }
-    a.d_stream = (float*)be.alloc(c.pp > 1 && !c.last ? MEM_COMMUNICATION : MEM_WORKSPACE,
-                                  (size_t)(Rl * h) * sizeof(float), "d_stream");
+    a.d_stream = be.alloc(c.pp > 1 && !c.last ? MEM_COMMUNICATION : MEM_WORKSPACE, (size_t)(Rl * h) * e, "d_stream");
     return a;
 }
 
@@ -408,11 +425,12 @@ void free_activations(Backend& be, Activations& a) {
     auto rel_layer = [&](LayerActs& la, bool input_only) {
         rel(la.ln1_in);
         if (input_only) return;
-        for (float* p : {la.ln1_mean, la.ln1_rstd, la.ln1_out, la.q, la.k, la.v, la.probs, la.ctx, la.ln2_in,
-                         la.ln2_mean, la.ln2_rstd, la.ln2_out, la.fc1, la.fc3, la.act})
+        for (void* p : std::initializer_list<void*>{la.ln1_mean, la.ln1_rstd, la.ln1_out, la.qkv, la.probs, la.ctx,
+                                                    la.ln2_in, la.ln2_mean, la.ln2_rstd, la.ln2_out, la.fc1, la.fc3,
+                                                    la.act})
             rel(p);
     };
-    const bool recompute = a.recompute_layer.q != nullptr;
+    const bool recompute = a.recompute_layer.qkv != nullptr;
     for (auto& slot : a.slot_layers)
         for (auto& la : slot) rel_layer(la, recompute);
     if (recompute) {
@@ -421,195 +439,215 @@ void free_activations(Backend& be, Activations& a) {
     }
     for (auto* p : a.slot_tokens) rel(p);
     rel(a.out.lnf_in), rel(a.out.lnf_mean), rel(a.out.lnf_rstd), rel(a.out.lnf_out), rel(a.out.probs), rel(a.out.targets);
-    for (float* p : {a.w_full, a.w_dres, a.w_dtmp, a.w_dln, a.w_dq, a.w_dk, a.w_dv, a.w_dctx, a.w_dact, a.w_dfc1,
-                     a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
+    for (void* p : std::initializer_list<void*>{a.w_full, a.w_dres, a.w_dtmp, a.w_dln, a.w_dqkv, a.w_dctx, a.w_dact,
+                                                a.w_dfc1, a.w_dfc3, a.w_loss, a.w_xent, a.w_embed, a.d_stream})
         rel(p);
-    for (float* p : a.send_fwd) rel(p);
-    for (float* p : a.send_bwd) rel(p);
-    for (float* p : a.d_head) rel(p);
+    for (void* p : a.send_fwd) rel(p);
+    for (void* p : a.send_bwd) rel(p);
+    for (void* p : a.d_head) rel(p);
     a = Activations{};
 }
 
 // ---- passes -----------------------------------------------------------------------------------
+//
+// Every activation, weight and activation gradient is in cfg.act (written `t` below);
+// weight gradients accumulate into the f32 main grads (GEMMs with an f32 C and beta = 1,
+// as cuBLASLt does for Megatron's gradient-accumulation fusion); norm statistics, logits,
+// softmax and loss are f32.
 
 namespace {
 
-// y [R, out] = x [R, in] · Wᵀ (+ b).
-void linear_forward(Backend& be, float* y, const float* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
+// y [R, out] = x [R, in] · Wᵀ (+ b), the bias fused into the GEMM.
+void linear_forward(Model& m, void* y, const void* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
                     int64_t out, int64_t in) {
-    be.gemm(false, true, R, out, in, 1.0f, x, W->p, 0.0f, y);
-    if (b) be.bias_add(y, b->p, R, out);
+    const DType t = m.cfg.act;
+    Backend::Gemm g;
+    g.trans_b = true, g.M = R, g.N = out, g.K = in;
+    g.A = x, g.a_type = t, g.lda = in;
+    g.B = W->p, g.b_type = t, g.ldb = in;
+    g.C = y, g.c_type = t, g.ldc = out;
+    g.bias = b ? b->p : nullptr;
+    m.be->gemm(g);
 }
-// dW += dyᵀ · x ; db += Σ dy ; dx (= or +=) dy · W.
-void linear_backward(Backend& be, float* dx, bool accumulate_dx, const float* dy, const float* x,
-                     const ParamTensor* W, const ParamTensor* b, int64_t R, int64_t out, int64_t in) {
-    be.gemm(true, false, out, in, R, 1.0f, dy, x, 1.0f, W->g);
-    if (b) be.bias_grad(b->g, dy, R, out);
-    if (dx) be.gemm(false, false, R, in, out, 1.0f, dy, W->p, accumulate_dx ? 1.0f : 0.0f, dx);
+// dW (f32) += dyᵀ · x ; db (f32) += Σ dy ; dx (= or +=) dy · W.
+void linear_backward(Model& m, void* dx, bool accumulate_dx, const void* dy, const void* x, const ParamTensor* W,
+                     const ParamTensor* b, int64_t R, int64_t out, int64_t in) {
+    Backend& be = *m.be;
+    const DType t = m.cfg.act;
+    be.gemm(true, false, out, in, R, 1.0f, dy, x, 1.0f, W->g, t, DType::f32);
+    if (b) be.bias_grad(b->g, dy, t, R, out);
+    if (dx) be.gemm(false, false, R, in, out, 1.0f, dy, W->p, accumulate_dx ? 1.0f : 0.0f, dx, t, t);
 }
 
-void norm_forward(Model& m, float* out, float* mean, float* rstd, const float* x, const ParamTensor* w,
+void norm_forward(Model& m, void* out, float* mean, float* rstd, const void* x, const ParamTensor* w,
                   const ParamTensor* b, int64_t rows) {
     const int64_t h = m.cfg.model.hidden;
     const float eps = (float)m.cfg.model.norm_eps;
-    if (m.cfg.layernorm()) m.be->layernorm_forward(out, mean, rstd, x, w->p, b ? b->p : nullptr, rows, h, eps);
-    else m.be->rmsnorm_forward(out, rstd, x, w->p, rows, h, eps);
+    const DType t = m.cfg.act;
+    if (m.cfg.layernorm()) m.be->layernorm_forward(t, out, mean, rstd, x, w->p, b ? b->p : nullptr, rows, h, eps);
+    else m.be->rmsnorm_forward(t, out, rstd, x, w->p, rows, h, eps);
 }
-void norm_backward(Model& m, float* dx, const ParamTensor* w, const ParamTensor* b, const float* dout,
-                   const float* x, const float* mean, const float* rstd, int64_t rows) {
+void norm_backward(Model& m, void* dx, const ParamTensor* w, const ParamTensor* b, const void* dout, const void* x,
+                   const float* mean, const float* rstd, int64_t rows) {
     const int64_t h = m.cfg.model.hidden;
-    if (m.cfg.layernorm()) m.be->layernorm_backward(dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h);
-    else m.be->rmsnorm_backward(dx, w->g, dout, x, rstd, w->p, rows, h);
+    const DType t = m.cfg.act;
+    if (m.cfg.layernorm()) m.be->layernorm_backward(t, dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h);
+    else m.be->rmsnorm_backward(t, dx, w->g, dout, x, rstd, w->p, rows, h);
 }
 
 // Exit of a TP region: the partial sums `full` [R, h] become the complete values — all of
 // them (all-reduce) or, with SP, this rank's rows (reduce-scatter). Returns the [Rl, h] rows.
-const float* tp_reduce(Model& m, float* full, StageComm& c) {
+// The reduction runs in the activation dtype, as Megatron's.
+const void* tp_reduce(Model& m, void* full, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     const int64_t h = cfg.model.hidden;
     if (cfg.tp == 1) return full;
     ScopedSeconds t(c.tp_seconds);
     if (!cfg.sequence_parallel) {
-        c.tp->all_reduce_sum(full, cfg.rows() * h);
+        c.tp->all_reduce(full, cfg.rows() * h, cfg.act, ReduceOp::sum);
         return full;
     }
-    c.tp->reduce_scatter(full, cfg.rows_local() * h, DType::f32, ReduceOp::sum);
-    return full + cfg.tp_rank * cfg.rows_local() * h;
+    c.tp->reduce_scatter(full, cfg.rows_local() * h, cfg.act, ReduceOp::sum);
+    return dtype_offset(full, cfg.tp_rank * cfg.rows_local() * h, cfg.act);
 }
 
 // Entry of a TP region with SP: this rank's rows [Rl, h] gathered into `full` [R, h].
 // Without SP the rows are already complete and are returned as they are.
-const float* tp_gather(Model& m, const float* local, float* full, StageComm& c) {
+const void* tp_gather(Model& m, const void* local, void* full, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     if (!cfg.sequence_parallel) return local;
     const int64_t h = cfg.model.hidden, Rl = cfg.rows_local();
-    float* mine = full + cfg.tp_rank * Rl * h;
-    if (mine != local) m.be->copy(mine, local, Rl * h);
+    void* mine = dtype_offset(full, cfg.tp_rank * Rl * h, cfg.act);
+    if (mine != local) m.be->copy(mine, local, cfg.act, Rl * h);
     ScopedSeconds t(c.tp_seconds);
-    c.tp->all_gather(full, Rl * h, DType::f32);
+    c.tp->all_gather(full, Rl * h, cfg.act);
     return full;
 }
 
 // Norm of this rank's rows, output gathered to all rows with SP.
-void norm_forward_gathered(Model& m, float* out_full, float* mean, float* rstd, const float* x,
-                           const ParamTensor* w, const ParamTensor* b, StageComm& c) {
+void norm_forward_gathered(Model& m, void* out_full, float* mean, float* rstd, const void* x, const ParamTensor* w,
+                           const ParamTensor* b, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     const int64_t Rl = cfg.rows_local(), h = cfg.model.hidden;
-    float* dst = cfg.sequence_parallel ? out_full + cfg.tp_rank * Rl * h : out_full;
+    void* dst = cfg.sequence_parallel ? dtype_offset(out_full, cfg.tp_rank * Rl * h, cfg.act) : out_full;
     norm_forward(m, dst, mean, rstd, x, w, b, Rl);
     tp_gather(m, dst, out_full, c);
 }
 
 }  // namespace
 
-void embedding_forward(Model& m, Activations& a, const int32_t* tokens, float* out, StageComm& c) {
+void embedding_forward(Model& m, Activations& a, const int32_t* tokens, void* out, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden;
     const int64_t Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
-    float* full = cfg.sequence_parallel ? a.w_embed : out;
-    be.embedding_forward(full, tokens, m.wte->p, v0, Vl, R, h);
-    const float* mine = tp_reduce(m, full, c);
-    if (mine != out) be.copy(out, mine, Rl * h);
-    if (m.wpe) be.position_forward(out, m.wpe->p, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
+    void* full = cfg.sequence_parallel ? a.w_embed : out;
+    be.embedding_forward(t, full, tokens, m.wte->p, v0, Vl, R, h);
+    const void* mine = tp_reduce(m, full, c);
+    if (mine != out) be.copy(out, mine, t, Rl * h);
+    if (m.wpe) be.position_forward(t, out, m.wpe->p, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
 }
 
-void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const float* dout, StageComm& c) {
+void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const void* dout, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden;
     const int64_t Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
-    if (m.wpe) be.position_backward(m.wpe->g, dout, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
-    const float* full = tp_gather(m, dout, a.w_full, c);
-    be.embedding_backward(m.wte->g, full, tokens, v0, Vl, R, h);
+    if (m.wpe) be.position_backward(t, m.wpe->g, dout, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
+    const void* full = tp_gather(m, dout, a.w_full, c);
+    be.embedding_backward(t, m.wte->g, full, tokens, v0, Vl, R, h);
 }
 
-void layer_forward(Model& m, Activations& a, int li, LayerActs& x, float* out, StageComm& c) {
+void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
     const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
+    const int64_t QKV = (H + 2 * G) * D;
 
-    // Attention block: x + Wo·attn(norm1(x)).
+    // Attention block: x + Wo·attn(norm1(x)). Q, K and V in one GEMM: wq, wk, wv (and bq,
+    // bk, bv) are adjacent in the flat buffer, one [(H + 2G)·D, h] weight of this rank's heads.
     norm_forward_gathered(m, x.ln1_out, x.ln1_mean, x.ln1_rstd, x.ln1_in, P.ln1_w, P.ln1_b, c);
-    linear_forward(be, x.q, x.ln1_out, P.wq, P.bq, R, H * D, h);
-    linear_forward(be, x.k, x.ln1_out, P.wk, P.bk, R, G * D, h);
-    linear_forward(be, x.v, x.ln1_out, P.wv, P.bv, R, G * D, h);
+    linear_forward(m, x.qkv, x.ln1_out, P.wq, P.bq, R, QKV, h);
     if (cfg.model.position == Position::rope) {
-        be.rope_forward(x.q, B, T, H, D, 0, (float)cfg.model.rope_theta);
-        be.rope_forward(x.k, B, T, G, D, 0, (float)cfg.model.rope_theta);
+        be.rope_forward(t, x.qkv, QKV, B, T, H, D, 0, (float)cfg.model.rope_theta);
+        be.rope_forward(t, dtype_offset(x.qkv, H * D, t), QKV, B, T, G, D, 0, (float)cfg.model.rope_theta);
     }
-    be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
-    linear_forward(be, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
-    const float* attn = tp_reduce(m, a.w_full, c);
-    be.copy(x.ln2_in, attn, Rl * h);
-    if (P.bo) be.bias_add(x.ln2_in, P.bo->p, Rl, h);
-    be.add(x.ln2_in, x.ln1_in, Rl * h);
+    be.attention_forward(t, x.ctx, x.probs, x.qkv, B, T, H, G, D);
+    linear_forward(m, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
+    const void* attn = tp_reduce(m, a.w_full, c);
+    be.copy(x.ln2_in, attn, t, Rl * h);
+    if (P.bo) be.bias_add(x.ln2_in, P.bo->p, t, Rl, h);
+    be.add(x.ln2_in, x.ln1_in, t, Rl * h);
 
     // MLP block: ln2_in + W2·act(W1·norm2(ln2_in)).
     norm_forward_gathered(m, x.ln2_out, x.ln2_mean, x.ln2_rstd, x.ln2_in, P.ln2_w, P.ln2_b, c);
-    linear_forward(be, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
+    linear_forward(m, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
     if (cfg.swiglu()) {
-        linear_forward(be, x.fc3, x.ln2_out, P.w3, P.b3, R, F, h);
-        be.swiglu_forward(x.act, x.fc1, x.fc3, R * F);
+        linear_forward(m, x.fc3, x.ln2_out, P.w3, P.b3, R, F, h);
+        be.swiglu_forward(t, x.act, x.fc1, x.fc3, R * F);
     } else {
-        be.gelu_forward(x.act, x.fc1, R * F);
+        be.gelu_forward(t, x.act, x.fc1, R * F);
     }
-    linear_forward(be, a.w_full, x.act, P.w2, nullptr, R, h, F);
-    const float* mlp = tp_reduce(m, a.w_full, c);
-    be.copy(out, mlp, Rl * h);
-    if (P.b2) be.bias_add(out, P.b2->p, Rl, h);
-    be.add(out, x.ln2_in, Rl * h);
+    linear_forward(m, a.w_full, x.act, P.w2, nullptr, R, h, F);
+    const void* mlp = tp_reduce(m, a.w_full, c);
+    be.copy(out, mlp, t, Rl * h);
+    if (P.b2) be.bias_add(out, P.b2->p, t, Rl, h);
+    be.add(out, x.ln2_in, t, Rl * h);
 }
 
-void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const float* dout, float* din, StageComm& c) {
+void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* dout, void* din, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
     const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
+    const int64_t QKV = (H + 2 * G) * D;
 
     // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
-    if (P.b2) be.bias_grad(P.b2->g, dout, Rl, h);
-    const float* g = tp_gather(m, dout, a.w_full, c);                       // [R, h]
-    be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact);          // dact = g · W2
-    be.gemm(true, false, h, F, R, 1.0f, g, x.act, 1.0f, P.w2->g);              // dW2 += gᵀ · act
+    if (P.b2) be.bias_grad(P.b2->g, dout, t, Rl, h);
+    const void* g = tp_gather(m, dout, a.w_full, c);                               // [R, h]
+    be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact, t, t);           // dact = g · W2
+    be.gemm(true, false, h, F, R, 1.0f, g, x.act, 1.0f, P.w2->g, t, DType::f32);      // dW2 += gᵀ · act
     if (cfg.swiglu()) {
-        be.swiglu_backward(a.w_dfc1, a.w_dfc3, a.w_dact, x.fc1, x.fc3, R * F);
-        linear_backward(be, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
-        linear_backward(be, a.w_dln, true, a.w_dfc3, x.ln2_out, P.w3, P.b3, R, F, h);
+        be.swiglu_backward(t, a.w_dfc1, a.w_dfc3, a.w_dact, x.fc1, x.fc3, R * F);
+        linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
+        linear_backward(m, a.w_dln, true, a.w_dfc3, x.ln2_out, P.w3, P.b3, R, F, h);
     } else {
-        be.gelu_backward(a.w_dfc1, x.fc1, a.w_dact, R * F);
-        linear_backward(be, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
+        be.gelu_backward(t, a.w_dfc1, x.fc1, a.w_dact, R * F);
+        linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
     }
-    const float* dln2 = tp_reduce(m, a.w_dln, c);
+    const void* dln2 = tp_reduce(m, a.w_dln, c);
     norm_backward(m, a.w_dtmp, P.ln2_w, P.ln2_b, dln2, x.ln2_in, x.ln2_mean, x.ln2_rstd, Rl);
-    be.copy(a.w_dres, dout, Rl * h);
-    be.add(a.w_dres, a.w_dtmp, Rl * h);                                         // d ln2_in
+    be.copy(a.w_dres, dout, t, Rl * h);
+    be.add(a.w_dres, a.w_dtmp, t, Rl * h);                                             // d ln2_in
 
     // Attention block.
-    if (P.bo) be.bias_grad(P.bo->g, a.w_dres, Rl, h);
+    if (P.bo) be.bias_grad(P.bo->g, a.w_dres, t, Rl, h);
     g = tp_gather(m, a.w_dres, a.w_full, c);
-    be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx);      // dctx = g · Wo
-    be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g);          // dWo += gᵀ · ctx
-    be.attention_backward(a.w_dq, a.w_dk, a.w_dv, a.w_dctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
+    be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx, t, t);        // dctx = g · Wo
+    be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g, t, DType::f32);   // dWo += gᵀ · ctx
+    be.attention_backward(t, a.w_dqkv, a.w_dctx, x.probs, x.qkv, B, T, H, G, D);
     if (cfg.model.position == Position::rope) {
-        be.rope_backward(a.w_dq, B, T, H, D, 0, (float)cfg.model.rope_theta);
-        be.rope_backward(a.w_dk, B, T, G, D, 0, (float)cfg.model.rope_theta);
+        be.rope_backward(t, a.w_dqkv, QKV, B, T, H, D, 0, (float)cfg.model.rope_theta);
+        be.rope_backward(t, dtype_offset(a.w_dqkv, H * D, t), QKV, B, T, G, D, 0, (float)cfg.model.rope_theta);
     }
-    linear_backward(be, a.w_dln, false, a.w_dq, x.ln1_out, P.wq, P.bq, R, H * D, h);
-    linear_backward(be, a.w_dln, true, a.w_dk, x.ln1_out, P.wk, P.bk, R, G * D, h);
-    linear_backward(be, a.w_dln, true, a.w_dv, x.ln1_out, P.wv, P.bv, R, G * D, h);
-    const float* dln1 = tp_reduce(m, a.w_dln, c);
+    // The fused QKV backward: one GEMM for dWqkv (wq, wk, wv grads are adjacent too), one for dx.
+    linear_backward(m, a.w_dln, false, a.w_dqkv, x.ln1_out, P.wq, P.bq, R, QKV, h);
+    const void* dln1 = tp_reduce(m, a.w_dln, c);
     norm_backward(m, a.w_dtmp, P.ln1_w, P.ln1_b, dln1, x.ln1_in, x.ln1_mean, x.ln1_rstd, Rl);
-    be.copy(din, a.w_dres, Rl * h);
-    be.add(din, a.w_dtmp, Rl * h);
+    be.copy(din, a.w_dres, t, Rl * h);
+    be.add(din, a.w_dtmp, t, Rl * h);
 }
 
 namespace {
 
-// Final norm, logits and the three TP all-reduces of the vocab-parallel cross entropy.
+// Final norm, logits (f32) and the three TP all-reduces of the vocab-parallel cross entropy.
 // Leaves softmax probabilities in a.out.probs and per-row losses in a.w_loss.
 double output_loss(Model& m, Activations& a, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
@@ -618,7 +656,7 @@ double output_loss(Model& m, Activations& a, StageComm& c) {
     const int64_t V = cfg.model.vocab;
     OutputActs& o = a.out;
     norm_forward_gathered(m, o.lnf_out, o.lnf_mean, o.lnf_rstd, o.lnf_in, m.lnf_w, m.lnf_b, c);
-    be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs);  // logits [R, Vl]
+    be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs, cfg.act, DType::f32);  // logits [R, Vl]
     float* rowmax = a.w_xent;
     float* sums = a.w_xent + R;  // sumexp [R] then target logit [R]: one all-reduce for both
     be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
@@ -643,16 +681,28 @@ double output_loss(Model& m, Activations& a, StageComm& c) {
 
 double output_forward(Model& m, Activations& a, StageComm& c) { return output_loss(m, a, c); }
 
-double output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, StageComm& c) {
+double output_forward_backward(Model& m, Activations& a, float loss_scale, void* d_in, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
     const double loss = output_loss(m, a, c);
     OutputActs& o = a.out;
-    be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits in place
-    be.gemm(true, false, Vl, h, R, 1.0f, o.probs, o.lnf_out, 1.0f, m.wout->g);          // dWout += dlᵀ · x
-    be.gemm(false, false, R, h, Vl, 1.0f, o.probs, m.wout->p, 0.0f, a.w_dln);           // dx = dl · Wout
-    const float* dln = tp_reduce(m, a.w_dln, c);
+    be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits (f32) in place
+    // dWout (f32) += dlᵀ · x and dx (t) = dl · Wout: an f32 dlogits operand against t.
+    Backend::Gemm dw;
+    dw.trans_a = true, dw.M = Vl, dw.N = h, dw.K = R, dw.beta = 1.0f;
+    dw.A = o.probs, dw.a_type = DType::f32, dw.lda = Vl;
+    dw.B = o.lnf_out, dw.b_type = t, dw.ldb = h;
+    dw.C = m.wout->g, dw.c_type = DType::f32, dw.ldc = h;
+    be.gemm(dw);
+    Backend::Gemm dx;
+    dx.M = R, dx.N = h, dx.K = Vl;
+    dx.A = o.probs, dx.a_type = DType::f32, dx.lda = Vl;
+    dx.B = m.wout->p, dx.b_type = t, dx.ldb = h;
+    dx.C = a.w_dln, dx.c_type = t, dx.ldc = h;
+    be.gemm(dx);
+    const void* dln = tp_reduce(m, a.w_dln, c);
     norm_backward(m, d_in, m.lnf_w, m.lnf_b, dln, o.lnf_in, o.lnf_mean, o.lnf_rstd, cfg.rows_local());
     return loss;
 }

@@ -106,7 +106,7 @@ struct LayoutDerived {
 
 double engine_buffers_bytes(const std::vector<EngineBuffer>& list, double e) {
     double total = 0;
-    for (const EngineBuffer& x : list) total += (double)x.elements * (x.int32 ? 4.0 : e);
+    for (const EngineBuffer& x : list) total += (double)x.elements * (x.int32 || x.fp32 ? 4.0 : e);
     return total;
 }
 
@@ -190,9 +190,11 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
 }
 
 // ---- ptd-engine buffers -------------------------------------------------------------------
-// The engine (fp32, no dropout, no flash attention) saves exactly these per layer and
-// micro-batch on one TP rank; `r` marks tensors outside the TP region (sharded by t with
-// sequence parallelism). The engine allocates from this list.
+// The engine (no dropout, no flash attention) saves exactly these per layer and
+// micro-batch on one TP rank; `hr` marks tensors outside the TP region (sharded by t with
+// sequence parallelism). The engine allocates from this list: in the activation dtype
+// (fp32, or bf16/fp16 in mixed precision), except the norm statistics and the logits of
+// the cross entropy, which are fp32 in every precision (as Megatron keeps them).
 
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                bool sequence_parallel) {
@@ -205,17 +207,15 @@ std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_bat
     const bool ln = m.norm == Norm::layernorm;
     std::vector<EngineBuffer> v;
     v.push_back({"ln1.input", b * s * hr});
-    v.push_back({"ln1.rstd", b * s});
-    if (ln) v.push_back({"ln1.mean", b * s});
+    v.push_back({"ln1.rstd", b * s, false, true});
+    if (ln) v.push_back({"ln1.mean", b * s, false, true});
     v.push_back({"ln1.output", b * s * h});
-    v.push_back({"attn.q", b * s * heads_l * d});
-    v.push_back({"attn.k", b * s * kv_l * d});
-    v.push_back({"attn.v", b * s * kv_l * d});
+    v.push_back({"attn.qkv", b * s * (heads_l + 2 * kv_l) * d});  // one GEMM: q, k, v column blocks
     v.push_back({"attn.probs", b * heads_l * s * s});
     v.push_back({"attn.context", b * s * heads_l * d});
     v.push_back({"ln2.input", b * s * hr});
-    v.push_back({"ln2.rstd", b * s});
-    if (ln) v.push_back({"ln2.mean", b * s});
+    v.push_back({"ln2.rstd", b * s, false, true});
+    if (ln) v.push_back({"ln2.mean", b * s, false, true});
     v.push_back({"ln2.output", b * s * h});
     if (m.experts > 1) v.push_back({"moe.router_probs", b * s * m.experts});
     if (m.activation == Activation::swiglu) {
@@ -238,10 +238,10 @@ std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_ba
     const int64_t hr = sequence_parallel ? h / tp : h;
     std::vector<EngineBuffer> v;
     v.push_back({"final_norm.input", b * s * hr});
-    v.push_back({"final_norm.rstd", b * s});
-    if (m.norm == Norm::layernorm) v.push_back({"final_norm.mean", b * s});
+    v.push_back({"final_norm.rstd", b * s, false, true});
+    if (m.norm == Norm::layernorm) v.push_back({"final_norm.mean", b * s, false, true});
     v.push_back({"final_norm.output", b * s * h});
-    v.push_back({"logits.probs", b * s * (int64_t)vocab_padded / tp});
+    v.push_back({"logits.probs", b * s * (int64_t)vocab_padded / tp, false, true});
     v.push_back({"tokens.targets", b * s, true});
     return v;
 }
@@ -531,17 +531,20 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
     S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
-    if (es.activation_profile == ActivationProfile::ptd_engine && ctx.job.training.precision == Precision::fp32 &&
-        expert == 0 && L.zero <= 1) {
-        // What the engine runs (fp32, dense, ZeRO 0 or 1; Megatron's distributed optimizer
-        // maps to ZeRO-1): a flat buffer padded for equal ZeRO-1 shards;
-        // its model state is exactly that buffer (params, grads) and Adam m, v of one shard.
+    if (es.activation_profile == ActivationProfile::ptd_engine && expert == 0 && L.zero <= 1) {
+        // What the engine runs (dense, ZeRO 0 or 1; Megatron's distributed optimizer maps to
+        // ZeRO-1): a flat buffer padded for equal ZeRO-1 shards. fp32: the model state is
+        // exactly that buffer (params, grads) and Adam m, v of one shard. bf16/fp16 (Megatron's
+        // mixed precision): 16-bit params, fp32 main grads, and per optimizer element an fp32
+        // master weight next to m and v, sharded like them.
         const int N = L.dp * L.c;
         const bool sharded = L.optimizer_sharded && N > 1;
         const double flat = (double)engine_flat_buffer_elements((int64_t)dense, sharded ? 1 : 0, N);
-        S.mem.params = 4.0 * flat;
+        const bool half = ctx.job.training.precision != Precision::fp32;
+        const double moments = ctx.job.training.optimizer == Optimizer::sgd ? 4.0 : 8.0;
+        S.mem.params = (half ? 2.0 : 4.0) * flat;
         S.mem.grads = 4.0 * flat;
-        S.mem.optimizer = (ctx.job.training.optimizer == Optimizer::sgd ? 4.0 : 8.0) * flat / (sharded ? N : 1);
+        S.mem.optimizer = (moments + (half ? 4.0 : 0.0)) * flat / (sharded ? N : 1);
     }
 
     // Activations.
@@ -873,7 +876,7 @@ Estimate estimate_job(const JobSpec& job) {
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
-        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (fp32 math, no flash attention)");
+        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "

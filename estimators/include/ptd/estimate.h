@@ -189,7 +189,9 @@ double layer_activation_bytes(const ActivationInputs& in);
 struct EngineBuffer {
     const char* name;
     int64_t elements;
-    bool int32 = false;  // token ids; everything else is in the activation dtype
+    bool int32 = false;  // token ids
+    bool fp32 = false;   // norm statistics and logits: fp32 in every precision
+    // (everything else is in the activation dtype: fp32, or bf16/fp16 in mixed precision)
 };
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                bool sequence_parallel);

@@ -47,6 +47,10 @@ struct OptimizerState {
     int64_t shard_offset = 0, shard_numel = 0;
     float* m = nullptr;            // [shard_numel] (MEM_OPTIMIZER)
     float* v = nullptr;
+    // Mixed precision: the f32 master weights of the shard (MEM_OPTIMIZER, as Megatron's
+    // distributed optimizer counts them); the 16-bit model weights are rounded from them
+    // after each update. Null in fp32 training, where the parameters are their own master.
+    float* master = nullptr;
     int64_t step = 0;              // optimizer steps taken (Adam's bias-correction t)
 };
 OptimizerState make_optimizer(Backend& be, const Model& model);
@@ -64,15 +68,19 @@ void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups
 // Σ g² over the gradient elements this rank is responsible for in the global norm
 // (every element of the model is counted on exactly one rank).
 double local_grad_square_sum(Model& model, const OptimizerState& st);
-// AdamW on this rank's shard with the clip factor, then (ZeRO-1) all-gather the
-// parameters over dp; zeroes the gradients.
+// AdamW on this rank's shard with the clip factor (times 1/loss-scale for fp16), then
+// (ZeRO-1) all-gather the (16-bit) model parameters over dp; zeroes the gradients.
 void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
                     float clip_scale, StepTimes& times);
+// fp16 with an overflow (found inf/NaN in the main grads): no update; zeroes the gradients.
+void skip_optimizer_step(Model& model);
 
 // The micro-batches of one step for this rank: token ids [m][b·(s+1)] of the sequences
 // this data-parallel replica trains on (global sequences first + (dp_rank·m + j)·b …).
 struct StepBatch {
     std::vector<std::vector<int32_t>> sequences;
+    // Multiplies the loss gradient (fp16: the dynamic loss scale; 1 otherwise).
+    float loss_scale = 1.0f;
 };
 
 // ---- the pipeline schedule as data (schedule.cpp) -----------------------------------------
