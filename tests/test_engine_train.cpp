@@ -639,6 +639,39 @@ TEST(EngineTrain, ShippedBf16EightRankJobMatchesOneRank) {
 
 // ---- checkpoints ----------------------------------------------------------------------------
 
+// Runs `job` for 6 steps in one go (run dir `a`) and as 3 + a resumed 3 (run dir `b`) on 4
+// ranks: the resumed steps' losses and grad norms are the same bits, and so are the final
+// checkpoint shards. Returns the bytes of each rank's final shard.
+std::vector<std::string> expect_resume_bit_exact(const std::string& job, const std::string& a, const std::string& b) {
+    auto full = run_engine(job, 4, {"--run-dir", a, "--checkpoint-every", "3"});
+    auto first = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--steps", "3"});
+    auto second = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--resume"});
+    std::vector<std::string> shards;
+    for (auto* runs : {&full, &first, &second})
+        for (auto& r : *runs) {
+            EXPECT_EQ(r.exit_code, 0) << describe(*runs);
+            if (r.exit_code != 0) return shards;
+        }
+    for (int r = 0; r < 4; ++r) {
+        const auto lf = full[(size_t)r].of("step");
+        const auto ls = second[(size_t)r].of("step");
+        EXPECT_EQ(lf.size(), 6u);
+        EXPECT_EQ(ls.size(), 3u);
+        if (lf.size() != 6u || ls.size() != 3u) return shards;
+        for (int k = 0; k < 3; ++k) {
+            EXPECT_EQ(ls[(size_t)k]["step"], lf[(size_t)k + 3]["step"]);
+            // Identical bits print identically (nlohmann writes round-trip doubles).
+            EXPECT_EQ(ls[(size_t)k]["loss"].dump(), lf[(size_t)k + 3]["loss"].dump()) << "rank " << r;
+            EXPECT_EQ(ls[(size_t)k]["grad_norm"].dump(), lf[(size_t)k + 3]["grad_norm"].dump()) << "rank " << r;
+        }
+        // The final weights and optimizer state are the same bytes.
+        const std::string shard = "/checkpoints/step-00000006/rank-0000" + std::to_string(r) + ".bin";
+        shards.push_back(slurp(a + shard));
+        EXPECT_EQ(shards.back(), slurp(b + shard)) << "rank " << r;
+    }
+    return shards;
+}
+
 TEST(EngineTrain, ResumeIsBitExact) {
     TinyJob j;
     j.pp = 2;
@@ -647,26 +680,7 @@ TEST(EngineTrain, ResumeIsBitExact) {
     j.steps = 6;
     const std::string job = write_job(j, "resume");
     const std::string a = (temp_root() / "run-a").string(), b = (temp_root() / "run-b").string();
-    auto full = run_engine(job, 4, {"--run-dir", a, "--checkpoint-every", "3"});
-    auto first = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--steps", "3"});
-    auto second = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--resume"});
-    for (auto* runs : {&full, &first, &second})
-        for (auto& r : *runs) ASSERT_EQ(r.exit_code, 0) << describe(*runs);
-    for (int r = 0; r < 4; ++r) {
-        const auto lf = full[(size_t)r].of("step");
-        const auto ls = second[(size_t)r].of("step");
-        ASSERT_EQ(lf.size(), 6u);
-        ASSERT_EQ(ls.size(), 3u);
-        for (int k = 0; k < 3; ++k) {
-            EXPECT_EQ(ls[(size_t)k]["step"], lf[(size_t)k + 3]["step"]);
-            // Identical bits print identically (nlohmann writes round-trip doubles).
-            EXPECT_EQ(ls[(size_t)k]["loss"].dump(), lf[(size_t)k + 3]["loss"].dump()) << "rank " << r;
-            EXPECT_EQ(ls[(size_t)k]["grad_norm"].dump(), lf[(size_t)k + 3]["grad_norm"].dump()) << "rank " << r;
-        }
-        // The final weights and Adam state are the same bytes.
-        const std::string shard = "/checkpoints/step-00000006/rank-0000" + std::to_string(r) + ".bin";
-        EXPECT_EQ(slurp(a + shard), slurp(b + shard)) << "rank " << r;
-    }
+    EXPECT_EQ(expect_resume_bit_exact(job, a, b).size(), 4u);
     // Resuming with another layout or another job is refused with a clear message.
     TinyJob other = j;
     other.dp = 1;
@@ -695,25 +709,10 @@ TEST(EngineTrain, ResumeIsBitExactInBf16) {
     j.steps = 6;
     const std::string job = write_job(j, "resume-bf16");
     const std::string a = (temp_root() / "run-a-bf16").string(), b = (temp_root() / "run-b-bf16").string();
-    auto full = run_engine(job, 4, {"--run-dir", a, "--checkpoint-every", "3"});
-    auto first = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--steps", "3"});
-    auto second = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--resume"});
-    for (auto* runs : {&full, &first, &second})
-        for (auto& r : *runs) ASSERT_EQ(r.exit_code, 0) << describe(*runs);
-    for (int r = 0; r < 4; ++r) {
-        const auto lf = full[(size_t)r].of("step");
-        const auto ls = second[(size_t)r].of("step");
-        ASSERT_EQ(lf.size(), 6u);
-        ASSERT_EQ(ls.size(), 3u);
-        for (int k = 0; k < 3; ++k) {
-            EXPECT_EQ(ls[(size_t)k]["loss"].dump(), lf[(size_t)k + 3]["loss"].dump()) << "rank " << r;
-            EXPECT_EQ(ls[(size_t)k]["grad_norm"].dump(), lf[(size_t)k + 3]["grad_norm"].dump()) << "rank " << r;
-        }
-        const std::string shard = "/checkpoints/step-00000006/rank-0000" + std::to_string(r) + ".bin";
-        const std::string bytes = slurp(a + shard);
-        EXPECT_EQ(bytes, slurp(b + shard)) << "rank " << r;
-        EXPECT_NE(bytes.find("master"), std::string::npos) << "rank " << r << ": no master blob in the shard";
-    }
+    const std::vector<std::string> shards = expect_resume_bit_exact(job, a, b);
+    ASSERT_EQ(shards.size(), 4u);
+    for (size_t r = 0; r < shards.size(); ++r)
+        EXPECT_NE(shards[r].find("master"), std::string::npos) << "rank " << r << ": no master blob in the shard";
 }
 
 // fp16: a step whose gradients overflow (injected through the test hook on rank 0) is
