@@ -4,10 +4,14 @@
 //      on square sizes and on the GEMM shapes of GPT-2 124M at the engine's token count,
 //      with 1 and 2 OpenBLAS threads, best of several repetitions. The best shape per
 //      thread count is that count's "peak";
+//      Also the bf16 GEMM peak: the engine backend's GEMM op with bf16 operands and result
+//      on the same shapes (this OpenBLAS has no cblas_sbgemm, so it is what bf16 gets);
 //   2. ptd-engine on one rank, GPT-2 124M (preset gpt2-124m, seq_len 256, micro-batch 1,
-//      fp32, synthetic data) with --threads 1 and 2: median step time after a warm-up step,
-//      tokens/s, achieved model GFLOP/s (the engine's PaLM-style count) and MFU against
-//      the *measured* sgemm peak above (the target: ≥ 50 %);
+//      synthetic data) in fp32 and in bf16 with --threads 1 and 2: median step time after
+//      a warm-up step, tokens/s, achieved model GFLOP/s (the engine's PaLM-style count) and
+//      MFU against the *measured* sgemm peak above (the target: ≥ 50 %), for bf16
+//      also against the measured bf16 GEMM peak, and bf16 against fp32 (target: not
+//      slower by more than 10 %);
 //   3. communication overhead: the same model as 1 rank, 2-rank DP and 2-rank TP, one
 //      thread per rank, with the per-rank model FLOPs per step held constant (weak
 //      scaling: 1 sequence per rank per step), the comm share of the step from the
@@ -34,12 +38,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "ptd/engine/backend.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -62,7 +69,7 @@ struct ModelShape {
     double deadline_s = 300;
     std::string describe() const {
         char buf[160];
-        std::snprintf(buf, sizeof buf, "gpt2-124m%s, seq_len %d, fp32, synthetic data, %d steps (step 1 discarded)",
+        std::snprintf(buf, sizeof buf, "gpt2-124m%s, seq_len %d, synthetic data, %d steps (step 1 discarded)",
                       layers == 12 ? "" : (" cut to " + std::to_string(layers) + " layers").c_str(), seq, steps);
         return buf;
     }
@@ -139,6 +146,27 @@ double sgemm_gflops(const GemmShape& s, int min_reps, double min_s) {
     return 2.0 * s.m * s.n * s.k / best / 1e9;
 }
 
+// Best GFLOP/s of the engine backend's GEMM op with bf16 A, B and C (f32 accumulation):
+// what a bf16 run's GEMMs get on this machine.
+double bf16_gemm_gflops(ptd::engine::Backend& be, const GemmShape& s, int min_reps, double min_s) {
+    using ptd::engine::DType;
+    const size_t a = (size_t)s.m * s.k, b = (size_t)s.k * s.n, c = (size_t)s.m * s.n;
+    std::vector<uint16_t> A(a), B(b), C(c);
+    for (size_t i = 0; i < a; i++) A[i] = ptd::engine::f32_to_bf16_bits((float)((i * 7) % 13) * 0.01f);
+    for (size_t i = 0; i < b; i++) B[i] = ptd::engine::f32_to_bf16_bits((float)((i * 5) % 11) * 0.01f);
+    auto call = [&] { be.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, A.data(), B.data(), 0.0f, C.data(), DType::bf16, DType::bf16); };
+    call();
+    double best = 0, spent = 0;
+    for (int rep = 0; rep < min_reps || spent < min_s; ++rep) {
+        const auto t0 = Clock::now();
+        call();
+        const double dt = seconds_since(t0);
+        spent += dt;
+        best = std::max(best, 2.0 * s.m * s.n * s.k / dt / 1e9);
+    }
+    return best;
+}
+
 // Returns the peak (max over shapes) GFLOP/s for 1 and 2 threads: peak[1], peak[2].
 std::map<int, double> bench_sgemm(const Options& o, int tokens) {
     const int R = tokens;  // rows of every activation GEMM in the engine runs below
@@ -175,6 +203,39 @@ std::map<int, double> bench_sgemm(const Options& o, int tokens) {
     openblas_set_num_threads(1);
     std::printf("   %-26s %20s %12.1f %12.1f   (2 thr / 1 thr = %.2f×)\n\n", "peak (max over shapes)", "", peak[1],
                 peak[2], peak[2] / peak[1]);
+    return peak;
+}
+
+// The bf16 GEMM peak per thread count (engine shapes only), as bench_sgemm prints it.
+std::map<int, double> bench_bf16_gemm(const Options& o, int tokens) {
+    const int R = tokens;
+    const std::vector<GemmShape> shapes = {
+        {"QKV fwd x.W^T (NT)", false, true, R, 2304, 768},
+        {"MLP up fwd x.W^T (NT)", false, true, R, 3072, 768},
+        {"MLP down dx = g.W (NN)", false, false, R, 768, 3072},
+        {"LM head fwd x.W^T (NT)", false, true, R, 50304, 768},
+    };
+    const int min_reps = o.quick ? 2 : 3;
+    const double min_s = o.quick ? 0.05 : 0.3;
+    std::printf("   bf16 GEMM peak — the engine backend's GEMM op with bf16 A, B, C (f32 accumulation).\n"
+                "   This OpenBLAS exports no cblas_sbgemm (nm -D libopenblas.so), so the backend widens bf16\n"
+                "   operands to f32 panels for cblas_sgemm and rounds the result: bf16 ≤ sgemm by construction.\n\n");
+    std::printf("   %-26s %6s %6s %6s %12s %12s\n", "shape (bf16)", "M", "N", "K", "1 thr GF/s", "2 thr GF/s");
+    std::map<int, double> peak{{1, 0.0}, {2, 0.0}};
+    for (const GemmShape& s : shapes) {
+        double g[3] = {0, 0, 0};
+        for (int t : {1, 2}) {
+            // A backend per thread count: it sets both OpenBLAS's and OpenMP's thread counts
+            // (the widening loops are OpenMP), as the engine does with --threads t.
+            auto be = ptd::engine::make_cpu_backend(t);
+            g[t] = bf16_gemm_gflops(*be, s, min_reps, min_s);
+            peak[t] = std::max(peak[t], g[t]);
+        }
+        std::printf("   %-26s %6d %6d %6d %12.1f %12.1f\n", s.name, s.m, s.n, s.k, g[1], g[2]);
+        std::fflush(stdout);
+    }
+    openblas_set_num_threads(1);
+    std::printf("   %-26s %20s %12.1f %12.1f\n\n", "bf16 peak (max over shapes)", "", peak[1], peak[2]);
     return peak;
 }
 
@@ -227,6 +288,7 @@ struct Layout {
     int tp = 1, dp = 1, threads = 1;
     int micro_batch = 1, global_batch = 1;
     const char* extra_env = nullptr;  // "NAME=value" added to every rank's environment
+    const char* precision = "fp32";
     int world() const { return tp * dp; }
 };
 
@@ -247,7 +309,7 @@ std::string job_toml(const ModelShape& m, const Layout& l) {
     t << "\n[cluster]\nnodes = 1\ngpus_per_node = " << l.world() << "\ngpu = \"cpu\"\n"
       << "\n[parallel]\ntp = " << l.tp << "\npp = 1\ndp = " << l.dp << "\n"
       << "\n[training]\nmicro_batch = " << l.micro_batch << "\nglobal_batch = " << l.global_batch
-      << "\nprecision = \"fp32\"\noptimizer = \"adamw\"\nlr = 6e-4\nsteps = " << m.steps
+      << "\nprecision = \"" << l.precision << "\"\noptimizer = \"adamw\"\nlr = 6e-4\nsteps = " << m.steps
       << "\ndata = \"synthetic\"\n\n[launch]\nmode = \"local\"\n";
     return t.str();
 }
@@ -424,7 +486,7 @@ bool run_engine(const Options& o, const fs::path& tmp, const ModelShape& m, cons
 // ---- 2. single-process throughput --------------------------------------------------------
 
 bool bench_single(const Options& o, const fs::path& tmp, const ModelShape& m, const std::map<int, double>& peak,
-                  RunFigures& one_thread) {
+                  const std::map<int, double>& bf16_peak, RunFigures& one_thread) {
     std::printf("2. ptd-engine, 1 rank — %s, micro-batch 1 = %d tokens/step\n\n", m.describe().c_str(), m.seq);
     std::printf("   %-9s %8s %9s %10s %9s %9s %11s %9s %7s %6s\n", "threads", "step s", "tok/s", "GFLOP/s", "compute",
                 "optim.", "sgemm peak", "MFU", "wall s", "load");
@@ -435,16 +497,20 @@ bool bench_single(const Options& o, const fs::path& tmp, const ModelShape& m, co
         {"1", 1, 1, 1},
         {"2", 1, 1, 2},
         {"2 (p)", 1, 1, 2, 1, 1, "OMP_WAIT_POLICY=passive"},
+        {"1 bf16", 1, 1, 1, 1, 1, nullptr, "bf16"},
+        {"2 bf16", 1, 1, 2, 1, 1, nullptr, "bf16"},
     };
     bool ok = true;
     std::string verdict;
+    std::map<std::string, RunFigures> by_name;
     for (const Layout& l : rows) {
         RunFigures f;
         if (!run_engine(o, tmp, m, l, f)) {
             ok = false;
             continue;
         }
-        if (l.threads == 1) one_thread = f;
+        by_name[l.name] = f;
+        if (l.threads == 1 && std::string(l.precision) == "fp32") one_thread = f;
         const double mfu = f.gflops_per_rank / peak.at(l.threads);
         std::printf("   %-9s %8.3f %9.1f %10.1f %8.1f%% %8.1f%% %11.1f %8.1f%% %7.1f %6.2f\n", l.name, f.step_s,
                     f.tokens_per_s, f.gflops_per_rank, 100 * f.compute / f.step_s, 100 * f.optimizer / f.step_s,
@@ -456,18 +522,33 @@ bool bench_single(const Options& o, const fs::path& tmp, const ModelShape& m, co
         verdict += buf;
     }
     std::printf("\n   MFU target ≥ 50%% of the measured sgemm peak — %s.\n", verdict.c_str());
+    // bf16 against fp32 at the same thread count, and against the bf16 GEMM peak.
+    for (int t : {1, 2}) {
+        const std::string a = std::to_string(t), b = a + " bf16";
+        if (!by_name.count(a) || !by_name.count(b)) continue;
+        const RunFigures &f32 = by_name[a], &f16 = by_name[b];
+        const double ratio = f16.tokens_per_s / f32.tokens_per_s;
+        std::printf("   bf16, %d thread%s: %.1f tok/s = %.1f%% of fp32 (%.1f tok/s) — target ≥ 90%%: %s; MFU %.1f%% of the\n"
+                    "      sgemm peak, %.1f%% of the measured bf16 GEMM peak (%.1f GFLOP/s)\n",
+                    t, t > 1 ? "s" : "", f16.tokens_per_s, 100 * ratio, f32.tokens_per_s, ratio >= 0.9 ? "met" : "NOT met",
+                    100 * f16.gflops_per_rank / peak.at(t), 100 * f16.gflops_per_rank / bf16_peak.at(t), bf16_peak.at(t));
+    }
     std::printf("   GFLOP/s: the engine's achieved model FLOP/s (6·params + attention with the full s² count, per\n"
                 "   token); MFU: that over the measured sgemm peak for the same thread count. compute / optim.:\n"
                 "   share of the step in forward+backward and in the AdamW update; wall s: the whole run with\n"
                 "   start-up; load: 1-min load average as it ended (> 2 on 2 cores: contended).\n"
-                "   (p): the same run with OMP_WAIT_POLICY=passive in the engine's environment.\n\n");
+                "   (p): the same run with OMP_WAIT_POLICY=passive in the engine's environment.\n"
+                "   bf16: training.precision = \"bf16\" (bf16 weights/activations, fp32 main grads, master weights\n"
+                "   and Adam). Its MFU counts the same model FLOPs; what limits it on this CPU: no bf16 GEMM in\n"
+                "   OpenBLAS, so every bf16 operand is widened to f32 before sgemm and every 16-bit result rounded\n"
+                "   back, extra memory passes that fp32 does not make (see docs/performance.md).\n\n");
     return ok;
 }
 
 // ---- 3. communication overhead -----------------------------------------------------------
 
 bool bench_comm(const Options& o, const fs::path& tmp, const ModelShape& m, const RunFigures* base_from_part2) {
-    std::printf("3. Communication overhead — %s, 1 thread per rank, loopback TCP (Gloo).\n"
+    std::printf("3. Communication overhead — %s, fp32, 1 thread per rank, loopback TCP (Gloo).\n"
                 "   Held constant: the model FLOPs per rank per step (one sequence of %d tokens each): 1 rank trains\n"
                 "   1 sequence/step; DP 2 trains 2 (1 per replica); TP 2 trains 2 as one micro-batch of 2 split over\n"
                 "   2 ranks by heads/columns. Overhead = step time / 1-rank step time − 1.\n\n",
@@ -563,8 +644,9 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
 
     const auto peak = bench_sgemm(o, m.seq);
+    const auto bf16_peak = bench_bf16_gemm(o, m.seq);
     RunFigures one_thread;
-    bool ok = bench_single(o, tmp, m, peak, one_thread);
+    bool ok = bench_single(o, tmp, m, peak, bf16_peak, one_thread);
     ok = bench_comm(o, tmp, m, one_thread.measured_steps > 0 ? &one_thread : nullptr) && ok;
 
     std::printf("total %.0f s; 1-min load average at end %.2f\n", seconds_since(t0), load_average());

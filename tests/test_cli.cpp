@@ -602,8 +602,8 @@ TEST(CliOverrides, LongValuesAreShortenedInMessages) {
 // Issue 12 item 15: the estimate table's columns ran together at ≥ 100 GiB.
 TEST(CliEstimate, ColumnsStaySeparatedAtHundredsOfGib) {
     std::string job = write_temp("big_estimate.toml", "[model]\npreset = \"llama3-405b\"\n[cluster]\nnodes = 1\n"
-                                                      "gpus_per_node = 1\ngpu = \"h100-sxm\"\n[training]\n"
-                                                      "micro_batch = 1\nglobal_batch = 1\n");
+                                                      "gpus_per_node = 1\ngpu = \"h100-sxm\"\n[parallel]\ntp = 1\n"
+                                                      "[training]\nmicro_batch = 1\nglobal_batch = 1\n");
     Proc r = run(kPtd + " estimate " + job);
     ASSERT_EQ(r.rc, 0) << r.err;
     std::istringstream lines(r.out);

@@ -224,6 +224,13 @@ std::unique_ptr<Backend> backend(int threads = 2) { return make_cpu_backend(thre
 
 // ---- memory --------------------------------------------------------------------------------
 
+// attention_backward's scratch, sized as the engine plans it at start-up (the backend
+// states bytes for the precision).
+vecf attention_workspace(const ptd::engine::Backend& be, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                         DType t = DType::f32) {
+    return vecf((size_t)(be.attention_backward_workspace(t, B, T, H, G, D) + 3) / 4);
+}
+
 // Planned memory: once the engine sealed the allocator after start-up, any allocation (an
 // op's scratch, a step's temporary) stops the process naming the buffer.
 TEST(EngineOpsMemory, SealedAllocatorRefusesEveryAllocation) {
@@ -239,28 +246,55 @@ TEST(EngineOpsMemory, SealedAllocatorRefusesEveryAllocation) {
 }
 
 // The ops that used to allocate scratch take it from the caller: attention backward (its
-// planned workspace), RoPE (a table built once), the gradient norm (no allocation).
+// planned workspace), RoPE (a table built once), the gradient norm (no allocation); in
+// bf16/fp16 the CPU backend's widening scratch is planned at start-up too
+// (plan_operand_scratch), so a sealed 16-bit run allocates nothing either.
 TEST(EngineOpsMemory, OpsAllocateNothing) {
-    auto be = backend(2);
-    const attn_shape sh{2, 70, 4, 2, 8};
-    const auto [B, T, H, G, D] = sh;
-    vecf q = random_vec(B * T * H * D, 1), k = random_vec(B * T * G * D, 2), v = random_vec(B * T * G * D, 3);
-    vecf ctx(q.size()), probs(B * H * T * T), dctx = random_vec(q.size(), 4), dq(q.size()), dk(k.size()), dv(v.size());
-    vecf ws((size_t)be->attention_backward_workspace(B, T, H, G, D)), table(T * D);
-    be->rope_table(table.data(), T, D, 10000.0f);
-    const MemStats m0 = be->mem_stats();
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+        SCOPED_TRACE(int(t));
+        auto be = backend(2);
+        const attn_shape sh{2, 70, 4, 2, 8};
+        const auto [B, T, H, G, D] = sh;
+        const int64_t ld = (H + 2 * G) * D, n_qkv = B * T * ld;
+        const size_t e = (size_t)ptd::engine::dtype_bytes(t);
+        std::vector<uint8_t> qkv(n_qkv * e), dqkv(n_qkv * e), ctx(B * T * H * D * e), probs(B * H * T * T * e),
+            dctx(B * T * H * D * e);
+        const vecf q32 = random_vec(n_qkv, 1), d32 = random_vec(B * T * H * D, 4);
+        be->convert(qkv.data(), t, q32.data(), DType::f32, n_qkv);
+        be->convert(dctx.data(), t, d32.data(), DType::f32, B * T * H * D);
+        vecf ws = attention_workspace(*be, B, T, H, G, D, t), table(T * D);
+        be->rope_table(table.data(), T, D, 10000.0f);
+        be->plan_operand_scratch(t, B * H * T * T);  // the largest operand here: probs
+        EXPECT_EQ(be->operand_scratch_bytes(t, B * H * T * T), t == DType::f32 ? 0 : 5 * 4 * B * H * T * T);
+        const MemStats m0 = be->mem_stats();
+        be->seal_allocations(true);
+        be->rope_forward(t, qkv.data(), ld, B, T, H, D, 0, table.data(), T);
+        be->attention_forward(t, ctx.data(), probs.data(), qkv.data(), B, T, H, G, D);
+        be->attention_backward(t, dqkv.data(), dctx.data(), probs.data(), qkv.data(), B, T, H, G, D, ws.data());
+        be->rope_backward(t, dqkv.data(), ld, B, T, H, D, 0, table.data(), T);
+        vecf dq32(n_qkv);
+        be->convert(dq32.data(), DType::f32, dqkv.data(), t, n_qkv);
+        double acc = 0;
+        be->sum_squares(&acc, dq32.data(), n_qkv);
+        be->seal_allocations(false);
+        const MemStats m1 = be->mem_stats();
+        EXPECT_EQ(m1.total_peak, m0.total_peak);
+        EXPECT_GT(acc, 0.0);
+    }
+}
+
+// An operand larger than the planned scratch is a programmer error the sealed backend
+// names, not a silent allocation inside a step.
+TEST(EngineOpsMemory, OperandBeyondThePlannedScratchStops) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto be = backend();
+    be->plan_operand_scratch(DType::bf16, 16);
     be->seal_allocations(true);
-    be->rope_forward(q.data(), B, T, H, D, 0, table.data(), T);
-    be->attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D);
-    be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), q.data(), k.data(), v.data(), B,
-                           T, H, G, D, ws.data());
-    be->rope_backward(dq.data(), B, T, H, D, 0, table.data(), T);
-    double acc = 0;
-    be->sum_squares(&acc, dq.data(), (int64_t)dq.size());
+    std::vector<uint16_t> y(32), x(32);
+    be->add(y.data(), x.data(), DType::bf16, 16);  // fits
+    EXPECT_DEATH(be->add(y.data(), x.data(), DType::bf16, 32),
+                 "allocation after start-up: 128 bytes for 16-bit operand widened to f32");
     be->seal_allocations(false);
-    const MemStats m1 = be->mem_stats();
-    EXPECT_EQ(m1.total_peak, m0.total_peak);
-    EXPECT_GT(acc, 0.0);
 }
 
 // Streams and events: the stream-checking backend stops a communicator read of memory
@@ -295,10 +329,10 @@ TEST(EngineStreams, CommReadBeforeTheComputeEventIsCaught) {
     be->record_event(ready, Stream::compute);
     be->wait_event(Stream::comm, ready);
     comm->all_reduce_sum(a, 64);  // no event recorded on comm, none waited for by compute
-    EXPECT_DEATH(be->add(w, a, 64), "compute op add uses \"partial sums\", written by the comm stream's all_reduce");
+    EXPECT_DEATH(be->add(w, a, DType::f32, 64), "compute op add uses \"partial sums\", written by the comm stream's all_reduce");
     be->record_event(done, Stream::comm);
     be->wait_event(Stream::compute, done);
-    be->add(w, a, 64);  // now ordered
+    be->add(w, a, DType::f32, 64);  // now ordered
     // Waiting for an event nobody recorded is a bug too.
     const Event never = be->create_event("never recorded");
     EXPECT_DEATH(be->wait_event(Stream::comm, never), "never recorded");
@@ -373,13 +407,13 @@ TEST(EngineOps, Elementwise) {
     auto be = backend();
     const int64_t n = 100003;  // above the parallel threshold, odd
     vecf x = random_vec(n, 2), y = random_vec(n, 3), y0 = y;
-    be->add(y.data(), x.data(), n);
+    be->add(y.data(), x.data(), DType::f32, n);
     for (int64_t i = 0; i < n; i++) ASSERT_EQ(y[i], y0[i] + x[i]);
     be->scale(y.data(), -0.25f, n);
     for (int64_t i = 0; i < n; i++) ASSERT_EQ(y[i], (y0[i] + x[i]) * -0.25f);
-    be->copy(y.data(), x.data(), n);
+    be->copy(y.data(), x.data(), DType::f32, n);
     EXPECT_TRUE(same_bits(x, y));
-    be->fill(y.data(), 1.5f, 7);
+    be->fill(y.data(), DType::f32, 1.5f, 7);
     for (int i = 0; i < 7; i++) EXPECT_EQ(y[i], 1.5f);
     EXPECT_EQ(y[7], x[7]);
 }
@@ -418,28 +452,40 @@ TEST(EngineOps, SumIntoAccumulatesInDouble) {
     EXPECT_EQ(acc, 10.0 + (((1.0 + double(1e-8f)) - 0.5) + 3.25));
 }
 
-// The step's scalars: norm, clip scale (rounded to float, as AdamW applies it) and the
-// found-inf flag are derived on the device.
+// The step's scalars: norm (unscaled by the loss scale), clip scale (rounded to float, as
+// AdamW applies it), the grad scale AdamW multiplies by and the found-inf flag — the one
+// overflow check of every precision — are derived on the device.
 TEST(EngineOps, FinishStepScalarsDerivesNormClipAndFoundInf) {
     using namespace ptd::engine;
     auto be = backend();
     double s[STEP_SCALAR_COUNT] = {};
     s[SCALAR_LOSS_SUM] = 7.0;
     s[SCALAR_GRAD_SQUARES] = 16.0;
-    be->finish_step_scalars(s, 1.0);
+    be->finish_step_scalars(s, 1.0, 1.0);
     EXPECT_EQ(s[SCALAR_GRAD_NORM], 4.0);
     EXPECT_EQ(s[SCALAR_CLIP_SCALE], (double)(float)(1.0 / (4.0 + 1e-6)));
+    EXPECT_EQ(s[SCALAR_GRAD_SCALE], s[SCALAR_CLIP_SCALE]);
+    EXPECT_EQ(s[SCALAR_LOSS_SCALE], 1.0);
     EXPECT_EQ(s[SCALAR_FOUND_INF], 0.0);
-    be->finish_step_scalars(s, 0.0);  // no clipping
+    be->finish_step_scalars(s, 0.0, 1.0);  // no clipping
     EXPECT_EQ(s[SCALAR_CLIP_SCALE], 1.0);
-    be->finish_step_scalars(s, 5.0);  // below the threshold
+    be->finish_step_scalars(s, 5.0, 1.0);  // below the threshold
     EXPECT_EQ(s[SCALAR_CLIP_SCALE], 1.0);
-    s[SCALAR_GRAD_SQUARES] = std::numeric_limits<double>::infinity();
-    be->finish_step_scalars(s, 1.0);
+    // fp16: the main grads carry the loss scale 1024; the norm and the clip are unscaled and
+    // AdamW's factor unscales: 64² · 4² = 16 · 1024², so ‖g‖ = 4 again.
+    s[SCALAR_GRAD_SQUARES] = 16.0 * 1024.0 * 1024.0;
+    be->finish_step_scalars(s, 1.0, 1024.0);
+    EXPECT_EQ(s[SCALAR_GRAD_NORM], 4.0);
+    EXPECT_EQ(s[SCALAR_LOSS_SCALE], 1024.0);
+    EXPECT_EQ(s[SCALAR_CLIP_SCALE], (double)(float)(1.0 / (4.0 + 1e-6)));
+    EXPECT_EQ(s[SCALAR_GRAD_SCALE], (double)(float)((double)(float)(1.0 / (4.0 + 1e-6)) / 1024.0));
+    EXPECT_EQ(s[SCALAR_FOUND_INF], 0.0);
+    s[SCALAR_GRAD_SQUARES] = std::numeric_limits<double>::infinity();  // an fp16 overflow
+    be->finish_step_scalars(s, 1.0, 1024.0);
     EXPECT_EQ(s[SCALAR_FOUND_INF], 1.0);
     s[SCALAR_GRAD_SQUARES] = 1.0;
     s[SCALAR_LOSS_SUM] = std::nan("");
-    be->finish_step_scalars(s, 1.0);
+    be->finish_step_scalars(s, 1.0, 1.0);
     EXPECT_EQ(s[SCALAR_FOUND_INF], 1.0);
 }
 
@@ -491,13 +537,13 @@ TEST(EngineOps, BiasAddAndGrad) {
     auto be = backend();
     const int64_t rows = 7, cols = 13;
     vecf y = random_vec(rows * cols, 40), bias = random_vec(cols, 41), y0 = y;
-    be->bias_add(y.data(), bias.data(), rows, cols);
+    be->bias_add(y.data(), bias.data(), DType::f32, rows, cols);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) ASSERT_EQ(y[r * cols + c], y0[r * cols + c] + bias[c]);
 
     // dbias += Σ_r dy; finite differences of Σ (y + bias) ⊙ R with respect to bias.
     vecf dy = random_vec(rows * cols, 42), db = random_vec(cols, 43), db0 = db;
-    be->bias_grad(db.data(), dy.data(), rows, cols);
+    be->bias_grad(db.data(), dy.data(), DType::f32, rows, cols);
     const vecd R = to_d(dy);
     const vecd num = numeric_grad(
         [&](const vecd& b) {
@@ -521,7 +567,7 @@ TEST(EngineOps, LayerNormForwardAndBackward) {
     vecf x = random_vec(rows * C, 50, -2.0f, 2.0f), w = random_vec(C, 51), b = random_vec(C, 52);
     for (int64_t i = 0; i < C; i++) x[3 * C + i] += 50.0f;  // a row with |mean| ≫ std
     vecf out(rows * C), mean(rows), rstd(rows);
-    be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
+    be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
     vecd ro, rm, rr;
     ln_ref(ro, rm, rr, to_d(x), to_d(w), to_d(b), rows, C, eps);
     expect_close(out, ro, 1e-5, 1e-5, "layernorm out");
@@ -530,7 +576,7 @@ TEST(EngineOps, LayerNormForwardAndBackward) {
 
     vecf dout = random_vec(rows * C, 53), dx(rows * C, 99.0f), dw = random_vec(C, 54), db = random_vec(C, 55);
     const vecf dw0 = dw, db0 = db;
-    be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), w.data(),
+    be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), w.data(),
                            rows, C);
     const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w), bd = to_d(b);
     auto loss = [&](const vecd& xx, const vecd& ww, const vecd& bb) {
@@ -553,7 +599,7 @@ TEST(EngineOps, RmsNormForwardAndBackward) {
     const float eps = 1e-6f;
     vecf x = random_vec(rows * C, 60, -2.0f, 2.0f), w = random_vec(C, 61);
     vecf out(rows * C), rstd(rows);
-    be->rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), rows, C, eps);
+    be->rmsnorm_forward(DType::f32, out.data(), rstd.data(), x.data(), w.data(), rows, C, eps);
     vecd ro, rr;
     rms_ref(ro, rr, to_d(x), to_d(w), rows, C, eps);
     expect_close(out, ro, 1e-5, 1e-5, "rmsnorm out");
@@ -561,7 +607,7 @@ TEST(EngineOps, RmsNormForwardAndBackward) {
 
     vecf dout = random_vec(rows * C, 62), dx(rows * C, 99.0f), dw = random_vec(C, 63);
     const vecf dw0 = dw;
-    be->rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+    be->rmsnorm_backward(DType::f32, dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
     const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w);
     auto loss = [&](const vecd& xx, const vecd& ww) {
         vecd o, r;
@@ -583,11 +629,11 @@ TEST(EngineOps, GeluForwardAndBackward) {
     for (float v : {-30.0f, -10.0f, -5.0f, -1e-3f, 0.0f, 1e-3f, 5.0f, 10.0f, 30.0f}) x.push_back(v);
     const int64_t n = (int64_t)x.size();
     vecf out(n), dout = random_vec(n, 71), dx(n);
-    be->gelu_forward(out.data(), x.data(), n);
+    be->gelu_forward(DType::f32, out.data(), x.data(), n);
     vecd ref(n);
     for (int64_t i = 0; i < n; i++) ref[i] = gelu_ref(x[i]);
     expect_close(out, ref, 1e-6, 1e-5, "gelu");
-    be->gelu_backward(dx.data(), x.data(), dout.data(), n);
+    be->gelu_backward(DType::f32, dx.data(), x.data(), dout.data(), n);
     const vecd R = to_d(dout);
     const vecd num = numeric_grad(
         [&](const vecd& v) {
@@ -605,11 +651,11 @@ TEST(EngineOps, SwigluForwardAndBackward) {
     vecf gate = random_vec(n, 80, -6.0f, 6.0f), up = random_vec(n, 81, -2.0f, 2.0f);
     gate[0] = -100.0f, gate[1] = 100.0f;
     vecf out(n), dout = random_vec(n, 82), dg(n), du(n);
-    be->swiglu_forward(out.data(), gate.data(), up.data(), n);
+    be->swiglu_forward(DType::f32, out.data(), gate.data(), up.data(), n);
     vecd ref(n);
     for (int64_t i = 0; i < n; i++) ref[i] = silu_ref(gate[i]) * up[i];
     expect_close(out, ref, 1e-6, 1e-5, "swiglu");
-    be->swiglu_backward(dg.data(), du.data(), dout.data(), gate.data(), up.data(), n);
+    be->swiglu_backward(DType::f32, dg.data(), du.data(), dout.data(), gate.data(), up.data(), n);
     const vecd R = to_d(dout), gd = to_d(gate), ud = to_d(up);
     auto loss = [&](const vecd& g, const vecd& u) {
         double s = 0;
@@ -622,10 +668,6 @@ TEST(EngineOps, SwigluForwardAndBackward) {
 
 // ---- attention -----------------------------------------------------------------------------
 
-// attention_backward's scratch, sized as the engine plans it at start-up.
-vecf attention_workspace(const ptd::engine::Backend& be, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
-    return vecf((size_t)be.attention_backward_workspace(B, T, H, G, D));
-}
 
 TEST(EngineOps, RopeForwardBackward) {
     auto be = backend();
@@ -637,20 +679,51 @@ TEST(EngineOps, RopeForwardBackward) {
     be->rope_table(table.data(), positions, D, theta);
     for (int64_t pos0 : {int64_t{0}, int64_t{3}, int64_t{5000}}) {
         vecf x = random_vec(B * T * nh * D, 90), y = x;
-        be->rope_forward(y.data(), B, T, nh, D, pos0, table.data(), positions);
+        be->rope_forward(DType::f32, y.data(), nh * D, B, T, nh, D, pos0, table.data(), positions);
         expect_close(y, rope_ref(to_d(x), B, T, nh, D, pos0, theta), 1e-6, 1e-5, "rope pos0=" + std::to_string(pos0));
 
         // backward: the gradient of Σ rope(x) ⊙ R with respect to x
         vecf dy = random_vec(x.size(), 91), dx = dy;
-        be->rope_backward(dx.data(), B, T, nh, D, pos0, table.data(), positions);
+        be->rope_backward(DType::f32, dx.data(), nh * D, B, T, nh, D, pos0, table.data(), positions);
         const vecd R = to_d(dy);
         const vecd num =
             numeric_grad([&](const vecd& v) { return dot(rope_ref(v, B, T, nh, D, pos0, theta), R); }, to_d(x));
         expect_close(dx, num, 1e-5, 1e-4, "rope dx pos0=" + std::to_string(pos0));
 
         // the inverse rotation undoes the forward
-        be->rope_backward(y.data(), B, T, nh, D, pos0, table.data(), positions);
+        be->rope_backward(DType::f32, y.data(), nh * D, B, T, nh, D, pos0, table.data(), positions);
         expect_close(y, to_d(x), 1e-6, 1e-5, "rope roundtrip");
+    }
+}
+
+// The backend's attention works on the fused projection [B·T, (H + 2G)·D] (q, k, v
+// column blocks of each token row); the tests keep q, k, v apart and pack them here.
+vecf pack_qkv(const float* q, const float* k, const float* v, int64_t BT, int64_t H, int64_t G, int64_t D) {
+    const int64_t ld = (H + 2 * G) * D;
+    vecf x(BT * ld);
+    for (int64_t r = 0; r < BT; r++) {
+        std::copy(q + r * H * D, q + (r + 1) * H * D, x.begin() + r * ld);
+        std::copy(k + r * G * D, k + (r + 1) * G * D, x.begin() + r * ld + H * D);
+        std::copy(v + r * G * D, v + (r + 1) * G * D, x.begin() + r * ld + (H + G) * D);
+    }
+    return x;
+}
+void attn_fwd(Backend& be, float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
+              int64_t T, int64_t H, int64_t G, int64_t D) {
+    const vecf qkv = pack_qkv(q, k, v, B * T, H, G, D);
+    be.attention_forward(DType::f32, ctx, probs, qkv.data(), B, T, H, G, D);
+}
+void attn_bwd(Backend& be, float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
+              const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    const vecf qkv = pack_qkv(q, k, v, B * T, H, G, D);
+    const int64_t ld = (H + 2 * G) * D;
+    vecf d(qkv.size(), 9.0f);  // garbage: must be overwritten
+    be.attention_backward(DType::f32, d.data(), dctx, probs, qkv.data(), B, T, H, G, D,
+                          attention_workspace(be, B, T, H, G, D).data());
+    for (int64_t r = 0; r < B * T; r++) {
+        std::copy(d.begin() + r * ld, d.begin() + r * ld + H * D, dq + r * H * D);
+        std::copy(d.begin() + r * ld + H * D, d.begin() + r * ld + (H + G) * D, dk + r * G * D);
+        std::copy(d.begin() + r * ld + (H + G) * D, d.begin() + (r + 1) * ld, dv + r * G * D);
     }
 }
 
@@ -667,7 +740,7 @@ attn_data make_attn(attn_shape s, uint32_t seed) {
 void check_attention_forward(Backend& be, const attn_data& a) {
     const auto [B, T, H, G, D] = a.s;
     vecf ctx(B * T * H * D, 7.0f), probs(B * H * T * T, 7.0f);  // garbage: must be overwritten
-    be.attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+    attn_fwd(be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
     vecd rc, rp;
     attn_ref(rc, rp, to_d(a.q), to_d(a.k), to_d(a.v), a.s);
     expect_close(ctx, rc, 1e-5, 1e-5, "attention ctx");
@@ -689,11 +762,11 @@ TEST(EngineOps, AttentionBackwardFiniteDifferences) {
     const attn_data a = make_attn({2, 5, 4, 2, 8}, 200);
     const auto [B, T, H, G, D] = a.s;
     vecf ctx(B * T * H * D), probs(B * H * T * T);
-    be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+    attn_fwd(*be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
     vecf dctx = random_vec(ctx.size(), 210);
     vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);  // overwritten, not +=
-    be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
-                           a.v.data(), B, T, H, G, D, attention_workspace(*be, B, T, H, G, D).data());
+    attn_bwd(*be, dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+                           a.v.data(), B, T, H, G, D);
     const vecd R = to_d(dctx), qd = to_d(a.q), kd = to_d(a.k), vd = to_d(a.v);
     auto loss = [&](const vecd& q, const vecd& k, const vecd& v) {
         vecd c, p;
@@ -721,11 +794,11 @@ TEST(EngineOps, AttentionBackwardManyBlocks) {
         const attn_data a = make_attn(s, 300);
         const auto [B, T, H, G, D] = s;
         vecf ctx(B * T * H * D), probs(B * H * T * T);
-        be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+        attn_fwd(*be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
         vecf dctx = random_vec(ctx.size(), 310);
         vecf dq(a.q.size(), 9.0f), dk(a.k.size(), 9.0f), dv(a.v.size(), 9.0f);
-        be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
-                               a.v.data(), B, T, H, G, D, attention_workspace(*be, B, T, H, G, D).data());
+        attn_bwd(*be, dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+                               a.v.data(), B, T, H, G, D);
         vecd rq, rk, rv;
         attn_bwd_ref(rq, rk, rv, to_d(dctx), to_d(a.q), to_d(a.k), to_d(a.v), s);
         const std::string tag = " T=" + std::to_string(T);
@@ -742,7 +815,7 @@ TEST(EngineOps, EmbeddingVocabParallel) {
     const int64_t rows = 9, C = 13, v0 = 10, Vl = 6;  // this shard holds tokens 10..15
     const std::vector<int32_t> tok = {10, 15, 3, 12, 12, 16, 10, 11, 0};
     vecf wte = random_vec(Vl * C, 400), out(rows * C, 5.0f);
-    be->embedding_forward(out.data(), tok.data(), wte.data(), v0, Vl, rows, C);
+    be->embedding_forward(DType::f32, out.data(), tok.data(), wte.data(), v0, Vl, rows, C);
     auto embed_ref = [&](const vecd& w) {
         vecd o(rows * C, 0.0);
         for (int64_t r = 0; r < rows; r++)
@@ -754,7 +827,7 @@ TEST(EngineOps, EmbeddingVocabParallel) {
 
     vecf dout = random_vec(rows * C, 401), dwte = random_vec(Vl * C, 402);
     const vecf dwte0 = dwte;
-    be->embedding_backward(dwte.data(), dout.data(), tok.data(), v0, Vl, rows, C);
+    be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), v0, Vl, rows, C);
     const vecd R = to_d(dout);
     vecd num = numeric_grad([&](const vecd& w) { return dot(embed_ref(w), R); }, to_d(wte));
     for (size_t i = 0; i < num.size(); i++) num[i] += dwte0[i];
@@ -766,7 +839,7 @@ TEST(EngineOps, LearnedPositions) {
     const int64_t rows = 11, T = 4, C = 13, row0 = 6;  // rows wrap around T, offset row0 (an SP slice)
     vecf wpe = random_vec(T * C, 500), out = random_vec(rows * C, 501);
     const vecf out0 = out;
-    be->position_forward(out.data(), wpe.data(), row0, rows, T, C);
+    be->position_forward(DType::f32, out.data(), wpe.data(), row0, rows, T, C);
     auto pos_ref = [&](const vecd& w) {
         vecd o(rows * C);
         for (int64_t r = 0; r < rows; r++)
@@ -777,7 +850,7 @@ TEST(EngineOps, LearnedPositions) {
 
     vecf dout = random_vec(rows * C, 502), dwpe = random_vec(T * C, 503);
     const vecf dwpe0 = dwpe;
-    be->position_backward(dwpe.data(), dout.data(), row0, rows, T, C);
+    be->position_backward(DType::f32, dwpe.data(), dout.data(), row0, rows, T, C);
     vecd num = numeric_grad([&](const vecd& w) { return dot(pos_ref(w), to_d(dout)); }, to_d(wpe));
     for (size_t i = 0; i < num.size(); i++) num[i] += dwpe0[i];
     expect_close(dwpe, num, 1e-5, 1e-5, "position dwpe");
@@ -890,6 +963,282 @@ TEST(EngineOps, CrossEntropyTwoShardsEqualsOneShard) {
 
 // ---- optimizer -----------------------------------------------------------------------------
 
+// ---- 16-bit storage (bf16, fp16) ----------------------------------------------------------
+//
+// Every op with its 16-bit operands in bf16 and in fp16 against the double reference
+// evaluated on the same (already rounded) inputs. The kernels compute in f32 and round
+// each 16-bit result once, so a 16-bit output may be off by half a unit in the last place
+// of its format: 2^-9 relative for bf16 (8 significant bits), 2^-12 for fp16 (11). The
+// tolerance is twice the unit, 2^-7 / 2^-10, plus a small absolute term for results near
+// zero (whose error is set by the magnitude of what was summed). Results in f32 (main
+// grads, logits) get the f32 tolerance of the fp32 tests.
+
+struct Half {
+    DType t;
+    double unit;  // relative spacing of the format near 1: 2^-7 (bf16), 2^-10 (fp16)
+    const char* name;
+};
+const Half kHalves[] = {{DType::bf16, 1.0 / 128, "bf16"}, {DType::f16, 1.0 / 1024, "fp16"}};
+
+using vec16 = std::vector<uint16_t>;
+vec16 to16(const vecf& v, DType t) {
+    vec16 o(v.size());
+    for (size_t i = 0; i < v.size(); i++) o[i] = t == DType::bf16 ? f32_to_bf16_bits(v[i]) : f32_to_f16_bits(v[i]);
+    return o;
+}
+vecf from16(const vec16& v, DType t) {
+    vecf o(v.size());
+    for (size_t i = 0; i < v.size(); i++) o[i] = t == DType::bf16 ? bf16_bits_to_f32(v[i]) : f16_bits_to_f32(v[i]);
+    return o;
+}
+// What a buffer of type t holds for v.
+vecf rounded(const vecf& v, DType t) { return from16(to16(v, t), t); }
+double max_abs(const vecd& v) {
+    double m = 0;
+    for (double x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+// 16-bit result against the double reference: 2 units relative, and 2 units of the largest
+// reference value absolute (the output's rounding, and that of any 16-bit intermediate).
+void expect_close16(const vec16& actual, DType t, const vecd& expected, double unit, const std::string& what,
+                    double units = 1.0) {
+    expect_close(from16(actual, t), expected, units * unit * (max_abs(expected) * 0.05 + 1e-6), units * unit, what);
+}
+
+TEST(EngineOps16, GemmPlainBatchedBiasAndMixed) {
+    auto be = backend();
+    for (const Half& f : kHalves) {
+        const std::string tag = std::string(" ") + f.name;
+        // Fused bias, 16-bit C, Bᵀ (a linear layer): C = A·Bᵀ + bias.
+        const int64_t M = 9, N = 6, K = 70;
+        vecf A = rounded(random_vec(M * K, 1), f.t), B = rounded(random_vec(N * K, 2), f.t), bias = rounded(random_vec(N, 3), f.t);
+        vec16 A16 = to16(A, f.t), B16 = to16(B, f.t), b16 = to16(bias, f.t), C16(M * N, 0x7777);
+        Backend::Gemm g;
+        g.trans_b = true, g.M = M, g.N = N, g.K = K;
+        g.A = A16.data(), g.a_type = f.t, g.lda = K;
+        g.B = B16.data(), g.b_type = f.t, g.ldb = K;
+        g.C = C16.data(), g.c_type = f.t, g.ldc = N;
+        g.bias = b16.data();
+        be->gemm(g);
+        vecd ref(M * N);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = bias[j];
+                for (int64_t p = 0; p < K; p++) s += (double)A[i * K + p] * B[j * K + p];
+                ref[i * N + j] = s;
+            }
+        expect_close16(C16, f.t, ref, f.unit, "gemm + bias" + tag);
+        // Weight gradient: f32 C += Aᵀ·B (beta = 1), the main-grad accumulation.
+        vecf C32 = random_vec(K * N, 4), C32_0 = C32;
+        vecf X = rounded(random_vec(M * N, 5), f.t);
+        vec16 X16 = to16(X, f.t);
+        be->gemm(true, false, K, N, M, 1.0f, A16.data(), X16.data(), 1.0f, C32.data(), f.t, DType::f32);
+        vecd ref2(K * N);
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = C32_0[i * N + j];
+                for (int64_t p = 0; p < M; p++) s += (double)A[p * K + i] * X[p * N + j];
+                ref2[i * N + j] = s;
+            }
+        expect_close(C32, ref2, 1e-5, 1e-5, "gemm f32 accumulate" + tag);
+        // Strided batch with leading dimensions: 3 heads of width 8 inside rows of 40
+        // (the attention scores S_h = Q_h·K_hᵀ of a fused qkv), 16-bit C [3, T, T].
+        const int64_t T = 5, Dh = 8, ld = 40, nb = 3;
+        vecf Q = rounded(random_vec(T * ld, 6), f.t);
+        vec16 Q16 = to16(Q, f.t), S16(nb * T * T, 0x7777);
+        Backend::Gemm sg;
+        sg.trans_b = true, sg.M = T, sg.N = T, sg.K = Dh, sg.alpha = 0.5f, sg.batch = nb;
+        sg.A = Q16.data(), sg.a_type = f.t, sg.lda = ld, sg.stride_a = Dh;
+        sg.B = Q16.data() + 16, sg.b_type = f.t, sg.ldb = ld, sg.stride_b = Dh;  // "k" starts at column 16
+        sg.C = S16.data(), sg.c_type = f.t, sg.ldc = T, sg.stride_c = T * T;
+        be->gemm(sg);
+        vecd ref3(nb * T * T);
+        for (int64_t h = 0; h < nb; h++)
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t j = 0; j < T; j++) {
+                    double s = 0;
+                    for (int64_t p = 0; p < Dh; p++) s += (double)Q[i * ld + h * Dh + p] * Q[j * ld + 16 + h * Dh + p];
+                    ref3[(h * T + i) * T + j] = 0.5 * s;
+                }
+        expect_close16(S16, f.t, ref3, f.unit, "strided batched gemm" + tag);
+        // Mixed: f32 A (dlogits) against a 16-bit B, 16-bit C.
+        vecf Af = random_vec(M * K, 7);
+        vec16 D16(M * N, 0x7777);
+        Backend::Gemm mg;
+        mg.M = M, mg.N = N, mg.K = K;
+        mg.A = Af.data(), mg.a_type = DType::f32, mg.lda = K;
+        mg.B = B16.data(), mg.b_type = f.t, mg.ldb = K, mg.trans_b = true;
+        mg.C = D16.data(), mg.c_type = f.t, mg.ldc = N;
+        be->gemm(mg);
+        vecd ref4(M * N);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < K; p++) s += (double)Af[i * K + p] * B[j * K + p];
+                ref4[i * N + j] = s;
+            }
+        expect_close16(D16, f.t, ref4, f.unit, "mixed f32 × 16-bit gemm" + tag);
+    }
+}
+
+TEST(EngineOps16, NormsActivationsAndElementwise) {
+    auto be = backend();
+    for (const Half& f : kHalves) {
+        const std::string tag = std::string(" ") + f.name;
+        const int64_t rows = 7, C = 48;
+        vecf x = rounded(random_vec(rows * C, 50, -2.0f, 2.0f), f.t), w = rounded(random_vec(C, 51), f.t),
+             b = rounded(random_vec(C, 52), f.t), dout = rounded(random_vec(rows * C, 53), f.t);
+        vec16 x16 = to16(x, f.t), w16 = to16(w, f.t), b16 = to16(b, f.t), d16 = to16(dout, f.t), out16(rows * C);
+        vecf mean(rows), rstd(rows);
+        be->layernorm_forward(f.t, out16.data(), mean.data(), rstd.data(), x16.data(), w16.data(), b16.data(), rows, C, 1e-5f);
+        vecd ro, rm, rr;
+        ln_ref(ro, rm, rr, to_d(x), to_d(w), to_d(b), rows, C, 1e-5);
+        expect_close16(out16, f.t, ro, f.unit, "layernorm out" + tag);
+        expect_close(rstd, rr, 1e-5, 1e-5, "layernorm rstd (f32)" + tag);
+        expect_close(mean, rm, 1e-6, 1e-5, "layernorm mean (f32)" + tag);
+        // Backward: dx (16-bit) and dw, db (f32 main grads, +=) against differences of Σ out·dout.
+        vec16 dx16(rows * C);
+        vecf dw(C, 0.0f), db(C, 0.0f);
+        be->layernorm_backward(f.t, dx16.data(), dw.data(), db.data(), d16.data(), x16.data(), mean.data(), rstd.data(),
+                               w16.data(), rows, C);
+        const vecd R = to_d(dout);
+        auto ln_loss = [&](const vecd& xx, const vecd& ww, const vecd& bb) {
+            vecd o, m_, r_;
+            ln_ref(o, m_, r_, xx, ww, bb, rows, C, 1e-5);
+            return dot(o, R);
+        };
+        const vecd ndx = numeric_grad([&](const vecd& v) { return ln_loss(v, to_d(w), to_d(b)); }, to_d(x));
+        const vecd ndw = numeric_grad([&](const vecd& v) { return ln_loss(to_d(x), v, to_d(b)); }, to_d(w));
+        expect_close16(dx16, f.t, ndx, f.unit, "layernorm dx" + tag);
+        expect_close(dw, ndw, 1e-4, 1e-4, "layernorm dw (f32)" + tag);
+        // RMSNorm forward.
+        vecf rs(rows);
+        be->rmsnorm_forward(f.t, out16.data(), rs.data(), x16.data(), w16.data(), rows, C, 1e-5f);
+        vecd rro, rrr;
+        rms_ref(rro, rrr, to_d(x), to_d(w), rows, C, 1e-5);
+        expect_close16(out16, f.t, rro, f.unit, "rmsnorm out" + tag);
+        // GELU, SwiGLU, residual add, bias add.
+        const int64_t n = rows * C;
+        vec16 g16(n), g2(n);
+        be->gelu_forward(f.t, g16.data(), x16.data(), n);
+        be->swiglu_forward(f.t, g2.data(), x16.data(), d16.data(), n);
+        vecd rg(n), rsw(n), radd(n), rbias(n);
+        for (int64_t i = 0; i < n; i++) {
+            rg[i] = gelu_ref(x[i]);
+            rsw[i] = silu_ref(x[i]) * dout[i];
+            radd[i] = (double)x[i] + dout[i];
+            rbias[i] = (double)x[i] + b[i % C];
+        }
+        expect_close16(g16, f.t, rg, f.unit, "gelu" + tag);
+        expect_close16(g2, f.t, rsw, f.unit, "swiglu" + tag);
+        vec16 y16 = x16;
+        be->add(y16.data(), d16.data(), f.t, n);
+        expect_close16(y16, f.t, radd, f.unit, "add" + tag);
+        y16 = x16;
+        be->bias_add(y16.data(), b16.data(), f.t, rows, C);
+        expect_close16(y16, f.t, rbias, f.unit, "bias_add" + tag);
+        // GELU backward against the derivative of the reference.
+        vec16 gd16(n);
+        be->gelu_backward(f.t, gd16.data(), x16.data(), d16.data(), n);
+        vecd rgd(n);
+        for (int64_t i = 0; i < n; i++) rgd[i] = dout[i] * (gelu_ref(x[i] + 1e-6) - gelu_ref(x[i] - 1e-6)) / 2e-6;
+        expect_close16(gd16, f.t, rgd, f.unit, "gelu backward" + tag);
+        // bias_grad: f32 += Σ over 16-bit rows.
+        vecf dbias(C, 0.0f);
+        be->bias_grad(dbias.data(), d16.data(), f.t, rows, C);
+        vecd rdb(C, 0.0);
+        for (int64_t i = 0; i < n; i++) rdb[i % C] += dout[i];
+        expect_close(dbias, rdb, 1e-5, 1e-5, "bias_grad (f32)" + tag);
+        // convert: round to nearest even both ways.
+        vecf back(n);
+        be->convert(back.data(), DType::f32, x16.data(), f.t, n);
+        EXPECT_EQ(back, x) << tag;
+        // The vector paths (F16C for fp16) round exactly like the scalar conversion, edge
+        // values included: overflow to inf, subnormals, ties, signed zero, inf.
+        vecf edge = {65504.0f, 65520.0f, 70000.0f, -65536.0f, 1e-8f, 6e-5f, 3e-39f, -0.0f,
+                     1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256,
+                     std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 3.3e38f, 0.1f};
+        for (int rep = 0; rep < 2; rep++) edge.insert(edge.end(), edge.begin(), edge.end());  // 64: the vector loop runs
+        vec16 e16(edge.size());
+        be->convert(e16.data(), f.t, edge.data(), DType::f32, (int64_t)edge.size());
+        EXPECT_EQ(e16, to16(edge, f.t)) << tag;
+        vecf e32(edge.size());
+        be->convert(e32.data(), DType::f32, e16.data(), f.t, (int64_t)edge.size());
+        EXPECT_EQ(e32, from16(e16, f.t)) << tag;
+    }
+}
+
+TEST(EngineOps16, RopeAttentionEmbeddingAndAdamW) {
+    auto be = backend();
+    for (const Half& f : kHalves) {
+        const std::string tag = std::string(" ") + f.name;
+        // Attention on a fused qkv, GQA H/G = 2, two 64-row blocks.
+        const attn_shape sh{1, 70, 4, 2, 8};
+        const auto [B, T, H, G, D] = sh;
+        const int64_t ld = (H + 2 * G) * D;
+        vecf q = rounded(random_vec(B * T * H * D, 60, -2.0f, 2.0f), f.t), k = rounded(random_vec(B * T * G * D, 61, -2.0f, 2.0f), f.t),
+             v = rounded(random_vec(B * T * G * D, 62), f.t);
+        const vecf qkv = pack_qkv(q.data(), k.data(), v.data(), B * T, H, G, D);
+        vec16 qkv16 = to16(qkv, f.t), ctx16(B * T * H * D), p16(B * H * T * T);
+        be->attention_forward(f.t, ctx16.data(), p16.data(), qkv16.data(), B, T, H, G, D);
+        vecd rc, rp;
+        attn_ref(rc, rp, to_d(q), to_d(k), to_d(v), sh);
+        expect_close16(p16, f.t, rp, f.unit, "attention probs" + tag);
+        expect_close16(ctx16, f.t, rc, f.unit, "attention ctx" + tag);
+        const vecf dctx = rounded(random_vec(B * T * H * D, 63), f.t);
+        vec16 dctx16 = to16(dctx, f.t), dqkv16(B * T * ld, 0x7777);
+        be->attention_backward(f.t, dqkv16.data(), dctx16.data(), p16.data(), qkv16.data(), B, T, H, G, D,
+                               attention_workspace(*be, B, T, H, G, D, f.t).data());
+        vecd rq, rk, rv;
+        attn_bwd_ref(rq, rk, rv, to_d(dctx), to_d(q), to_d(k), to_d(v), sh);
+        vecd rqkv(B * T * ld);
+        for (int64_t r = 0; r < B * T; r++) {
+            for (int64_t i = 0; i < H * D; i++) rqkv[r * ld + i] = rq[r * H * D + i];
+            for (int64_t i = 0; i < G * D; i++) rqkv[r * ld + H * D + i] = rk[r * G * D + i];
+            for (int64_t i = 0; i < G * D; i++) rqkv[r * ld + (H + G) * D + i] = rv[r * G * D + i];
+        }
+        // The saved probabilities are themselves rounded: a few units more.
+        expect_close16(dqkv16, f.t, rqkv, f.unit, "attention dqkv" + tag, 4.0);
+        // RoPE on the q block of the fused rows (k, v columns untouched).
+        vec16 r16 = qkv16;
+        vecf table(2 * (T + 3) * D / 2);
+        be->rope_table(table.data(), T + 3, D, 10000.0f);
+        be->rope_forward(f.t, r16.data(), ld, B, T, H, D, 3, table.data(), T + 3);
+        const vecd rr = rope_ref(to_d(q), B, T, H, D, 3, 10000.0);
+        vec16 q_out(B * T * H * D);
+        for (int64_t r = 0; r < B * T; r++)
+            for (int64_t i = 0; i < H * D; i++) q_out[r * H * D + i] = r16[r * ld + i];
+        expect_close16(q_out, f.t, rr, f.unit, "rope" + tag);
+        for (int64_t r = 0; r < B * T; r++)
+            for (int64_t i = H * D; i < ld; i++) ASSERT_EQ(r16[r * ld + i], qkv16[r * ld + i]) << "rope touched k/v" << tag;
+        // Embedding: rows copied as they are; backward into f32.
+        const int64_t Vl = 5, C = 16, rows = 6;
+        vecf wte = rounded(random_vec(Vl * C, 64), f.t);
+        vec16 wte16 = to16(wte, f.t), e16(rows * C);
+        std::vector<int32_t> tok = {0, 4, 7, 2, 2, 9};  // v0 = 2: tokens 2..6 are here
+        be->embedding_forward(f.t, e16.data(), tok.data(), wte16.data(), 2, Vl, rows, C);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < C; c++) {
+                const int64_t t = tok[r] - 2;
+                EXPECT_EQ(e16[r * C + c], t >= 0 && t < Vl ? wte16[t * C + c] : 0) << tag;
+            }
+        vecf dwte(Vl * C, 0.0f);
+        be->embedding_backward(f.t, dwte.data(), e16.data(), tok.data(), 2, Vl, rows, C);
+        vecd rdw(Vl * C, 0.0);
+        for (int64_t r = 0; r < rows; r++)
+            if (tok[r] - 2 >= 0 && tok[r] - 2 < Vl)
+                for (int64_t c = 0; c < C; c++) rdw[(tok[r] - 2) * C + c] += wte[(tok[r] - 2) * C + c];
+        expect_close(dwte, rdw, 1e-6, 1e-6, "embedding backward (f32)" + tag);
+        // AdamW on f32 master weights writes the rounded model copy.
+        vecf p = random_vec(64, 65), g = random_vec(64, 66), m(64, 0.0f), vv(64, 0.0f);
+        vec16 model16(64);
+        double unit[ptd::engine::STEP_SCALAR_COUNT] = {};
+        unit[ptd::engine::SCALAR_GRAD_SCALE] = 1.0;
+        be->adamw(p.data(), g.data(), m.data(), vv.data(), 64, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, unit, 1, model16.data(), f.t);
+        EXPECT_EQ(model16, to16(p, f.t)) << "the model copy is the master rounded to nearest even" << tag;
+    }
+}
+
 TEST(EngineOps, AdamWMatchesHandComputedUpdate) {
     auto be = backend();
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
@@ -900,7 +1249,7 @@ TEST(EngineOps, AdamWMatchesHandComputedUpdate) {
     vecf p = {1.0f, -2.0f, 0.5f}, g = {0.8f, -0.3f, 0.0f}, m = {0.2f, 0.1f, -0.05f}, v = {0.01f, 0.02f, 0.001f};
     const vecf p0 = p, g0 = g, m0 = m, v0 = v;
     double scalars[ptd::engine::STEP_SCALAR_COUNT] = {};
-    scalars[ptd::engine::SCALAR_CLIP_SCALE] = gs;  // the clip factor comes from the device scalars
+    scalars[ptd::engine::SCALAR_GRAD_SCALE] = gs;  // the clip (and unscale) factor comes from the device scalars
     be->adamw(p.data(), g.data(), m.data(), v.data(), 3, lr, b1, b2, eps, wd, scalars, 3);
     EXPECT_NEAR(m[0], 0.22, 1e-7);
     EXPECT_NEAR(v[0], 0.0175, 1e-8);
@@ -916,7 +1265,7 @@ TEST(EngineOps, AdamWMatchesHandComputedUpdate) {
     }
     // Step 1 from zero state: m̂ = g, v̂ = g², so p −= lr·(sign(g) + wd·p) up to eps.
     vecf p1 = {2.0f}, g1 = {-3.0f}, m1 = {0.0f}, v1 = {0.0f};
-    scalars[ptd::engine::SCALAR_CLIP_SCALE] = 1.0;
+    scalars[ptd::engine::SCALAR_GRAD_SCALE] = 1.0;
     be->adamw(p1.data(), g1.data(), m1.data(), v1.data(), 1, lr, b1, b2, eps, wd, scalars, 1);
     EXPECT_NEAR(p1[0], 2.0 - 0.01 * (-1.0 + 0.2), 1e-6);
     // A step that found a non-finite loss or norm changes nothing.
@@ -943,17 +1292,17 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
     auto run_once = [&]() {
         std::vector<vecf> outs;
         vecf out(rows * C), mean(rows), rstd(rows), dx(rows * C), dw(C), db(C);
-        be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
-        be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
+        be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
+        be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
                                w.data(), rows, C);
         outs.insert(outs.end(), {out, dx, dw, db});
         vecf rdx(rows * C), rdw(C);
-        be->rmsnorm_backward(rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+        be->rmsnorm_backward(DType::f32, rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
         outs.insert(outs.end(), {rdx, rdw});
         vecf dbias(C), dwte(5 * C), dwpe(64 * C);
-        be->bias_grad(dbias.data(), dout.data(), rows, C);
-        be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 5, rows, C);
-        be->position_backward(dwpe.data(), dout.data(), 3, rows, 64, C);
+        be->bias_grad(dbias.data(), dout.data(), DType::f32, rows, C);
+        be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), 0, 5, rows, C);
+        be->position_backward(DType::f32, dwpe.data(), dout.data(), 3, rows, 64, C);
         outs.insert(outs.end(), {dbias, dwte, dwpe});
         double ss_acc = 0;
         be->sum_squares(&ss_acc, x.data(), rows * C);
@@ -966,10 +1315,10 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
         const attn_data a = make_attn({2, 100, 4, 2, 16}, 704);
         const auto [B, T, H, G, D] = a.s;
         vecf ctx(B * T * H * D), probs(B * H * T * T), dq(a.q.size()), dk(a.k.size()), dv(a.v.size());
-        be->attention_forward(ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
+        attn_fwd(*be, ctx.data(), probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T, H, G, D);
         const vecf dctx = random_vec(ctx.size(), 705);
-        be->attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
-                               a.v.data(), B, T, H, G, D, attention_workspace(*be, B, T, H, G, D).data());
+        attn_bwd(*be, dq.data(), dk.data(), dv.data(), dctx.data(), probs.data(), a.q.data(), a.k.data(),
+                 a.v.data(), B, T, H, G, D);
         outs.insert(outs.end(), {ctx, probs, dq, dk, dv});
         return outs;
     };
@@ -987,12 +1336,12 @@ TEST(EngineOpsDeterminism, CrossRowReductionsIndependentOfThreadCount) {
     auto run = [&](int threads) {
         auto be = backend(threads);
         vecf mean(rows), rstd(rows), out(rows * C), dx(rows * C), dw(C), db(C), dbias(C), dwte(7 * C), dwpe(50 * C);
-        be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), rows, C, 1e-5f);
-        be->layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
+        be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), rows, C, 1e-5f);
+        be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
                                w.data(), rows, C);
-        be->bias_grad(dbias.data(), dout.data(), rows, C);
-        be->embedding_backward(dwte.data(), dout.data(), tok.data(), 0, 7, rows, C);
-        be->position_backward(dwpe.data(), dout.data(), 17, rows, 50, C);
+        be->bias_grad(dbias.data(), dout.data(), DType::f32, rows, C);
+        be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), 0, 7, rows, C);
+        be->position_backward(DType::f32, dwpe.data(), dout.data(), 17, rows, 50, C);
         return std::vector<vecf>{dw, db, dbias, dwte, dwpe};
     };
     const auto one = run(1), two = run(2);

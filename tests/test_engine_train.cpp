@@ -196,6 +196,7 @@ struct TinyJob {
     std::string data = text_corpus();
     std::string recompute = "none";
     std::string layers_per_stage;  // e.g. "[1, 3]"; empty = balanced
+    std::string precision = "fp32";
     int world() const { return tp * pp * dp; }
 };
 
@@ -207,7 +208,7 @@ std::string write_job(const TinyJob& j, const std::string& name) {
       << "[parallel]\ntp = " << j.tp << "\npp = " << j.pp << "\nvpp = " << j.vpp << "\nzero = " << j.zero
       << "\nsequence_parallel = " << (j.sp ? "true" : "false") << "\nrecompute = \"" << j.recompute << "\"\n"
       << (j.layers_per_stage.empty() ? "" : "layers_per_stage = " + j.layers_per_stage + "\n") << "\n"
-      << "[training]\nmicro_batch = 2\nglobal_batch = 8\nprecision = \"fp32\"\nlr = " << j.lr
+      << "[training]\nmicro_batch = 2\nglobal_batch = 8\nprecision = \"" << j.precision << "\"\nlr = " << j.lr
       << "\nmin_lr = 1e-4\nwarmup = 2\nsteps = " << j.steps << "\ndata = \"" << j.data << "\"\n";
     return p.string();
 }
@@ -261,34 +262,49 @@ std::vector<LayoutCase> all_layouts() {
     return v;
 }
 
-const std::vector<double>& reference_losses(const std::string& preset) {
+const std::vector<double>& reference_losses(const std::string& preset, const std::string& precision = "fp32") {
     static std::map<std::string, std::vector<double>> cache;
-    auto it = cache.find(preset);
+    const std::string key = preset + "/" + precision;
+    auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     TinyJob j;
     j.preset = preset;
-    auto runs = run_engine(write_job(j, "ref-" + preset), 1);
+    j.precision = precision;
+    auto runs = run_engine(write_job(j, "ref-" + preset + "-" + precision), 1);
     EXPECT_EQ(runs[0].exit_code, 0) << describe(runs);
-    return cache[preset] = losses(runs[0]);
+    return cache[key] = losses(runs[0]);
 }
 
+// Relative loss tolerances against the single-process run over 5 steps. fp32: layouts sum
+// in different orders (~1e-6). bf16 against the 1-rank bf16 run: every layout rounds
+// different partial results to bf16 (8 significant bits, unit 2^-8 ≈ 4e-3: TP
+// all-reduces of activations, SP gathers, another GEMM split); the loss averages over
+// thousands of such roundings, and the 8-rank layouts differ by 1e-5 to 3e-5. 1e-3 is a
+// quarter of a bf16 unit. bf16 against the fp32 run: the rounding of every weight and
+// activation too; seen: 1.6e-4, allowed: 5e-3 (slightly above one bf16 unit).
+constexpr double kLossTolFp32 = 1e-5;
+constexpr double kLossTolBf16 = 1e-3;
+constexpr double kLossTolBf16VsFp32 = 5e-3;
+
 // Rank r of a finished run against the single-process reference: it exited 0, printed
-// every step, its losses agree within 1e-5 relative, and its memory matches the
-// estimators' prediction — params/grads/optimizer exactly (ZeRO-1 shards are equal: the
-// flat buffer is padded to a multiple of 128·dp on both sides) and activations within 5%.
-void expect_rank_matches(const std::vector<RankRun>& runs, size_t r, const std::vector<double>& ref, bool zero) {
+// every step, its losses agree within `tol` relative (default: fp32), and its memory
+// matches the estimators' prediction — params/grads/optimizer exactly (ZeRO-1 shards are
+// equal: the flat buffer is padded to a multiple of 128·dp on both sides; bf16: 16-bit
+// params, fp32 main grads, fp32 master + m + v) and activations within 2%.
+void expect_rank_matches(const std::vector<RankRun>& runs, size_t r, const std::vector<double>& ref, bool zero,
+                         double tol = kLossTolFp32) {
     ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
     const std::vector<double> l = losses(runs[r]);
     ASSERT_EQ(l.size(), ref.size()) << "rank " << r << " printed " << l.size() << " step lines";
     for (size_t k = 0; k < l.size(); ++k)
-        EXPECT_NEAR(l[k], ref[k], 1e-5 * std::abs(ref[k])) << "rank " << r << " step " << k + 1;
+        EXPECT_NEAR(l[k], ref[k], tol * std::abs(ref[k])) << "rank " << r << " step " << k + 1;
     const json mem = runs[r].of("step").back()["memory"];
     for (const char* cat : {"params", "grads", "optimizer"}) {
         const double cur = mem[cat]["current"].get<double>(), pred = mem[cat]["predicted"].get<double>();
         EXPECT_EQ(cur, pred) << "rank " << r << " " << cat << (zero ? " (ZeRO-1)" : "");
     }
     const double act = mem["activations"]["peak"].get<double>(), act_pred = mem["activations"]["predicted"].get<double>();
-    EXPECT_NEAR(act, act_pred, 0.05 * act_pred) << "rank " << r << " activations";
+    EXPECT_NEAR(act, act_pred, 0.02 * act_pred) << "rank " << r << " activations";
 }
 
 double activation_peak(const RankRun& run, const char* field) {
@@ -312,6 +328,48 @@ TEST_P(EngineLayouts, ReproducesSingleProcessLossesAndPredictedMemory) {
 
 INSTANTIATE_TEST_SUITE_P(AllWorldsUpTo8, EngineLayouts, ::testing::ValuesIn(all_layouts()),
                          [](const auto& info) { return case_name(info.param); });
+
+// The same matrix in bf16 (Megatron's mixed precision): each layout against the 1-rank
+// bf16 run, and against the fp32 run with a looser tolerance; memory = prediction with
+// 16-bit params and activations.
+class EngineLayoutsBf16 : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(EngineLayoutsBf16, ReproducesSingleProcessBf16LossesAndPredictedMemory) {
+    const LayoutCase& c = GetParam();
+    const std::vector<double>& ref = reference_losses(c.preset, "bf16");
+    const std::vector<double>& ref32 = reference_losses(c.preset);
+    ASSERT_EQ(ref.size(), 5u);
+    EXPECT_LT(ref.back(), ref.front()) << "the bf16 reference loss does not go down";
+    TinyJob j;
+    j.preset = c.preset;
+    j.precision = "bf16";
+    j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
+    auto runs = run_engine(write_job(j, case_name(c) + "-bf16"), j.world());
+    ASSERT_EQ(runs.size(), (size_t)j.world());
+    for (size_t r = 0; r < runs.size(); ++r) {
+        expect_rank_matches(runs, r, ref, j.zero != 0, kLossTolBf16);
+        const std::vector<double> l = losses(runs[r]);
+        for (size_t k = 0; k < l.size() && k < ref32.size(); ++k)
+            EXPECT_NEAR(l[k], ref32[k], kLossTolBf16VsFp32 * ref32[k]) << "rank " << r << " step " << k + 1 << " vs fp32";
+        EXPECT_EQ(runs[r].of("start").at(0)["precision"], "bf16");
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWorldsUpTo8, EngineLayoutsBf16, ::testing::ValuesIn(all_layouts()),
+                         [](const auto& info) { return case_name(info.param); });
+
+// The single-process runs themselves: bf16 and fp16 follow the fp32 losses.
+TEST(EngineTrain, HalfPrecisionSingleProcessFollowsFp32) {
+    for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
+        const std::vector<double>& ref32 = reference_losses(preset);
+        for (const char* prec : {"bf16", "fp16"}) {
+            const std::vector<double>& l = reference_losses(preset, prec);
+            ASSERT_EQ(l.size(), ref32.size()) << preset << " " << prec;
+            for (size_t k = 0; k < l.size(); ++k)
+                EXPECT_NEAR(l[k], ref32[k], kLossTolBf16VsFp32 * ref32[k]) << preset << " " << prec << " step " << k + 1;
+        }
+    }
+}
 
 // ---- the schedule's point-to-point plan under NCCL's semantics ----------------------------
 
@@ -479,6 +537,27 @@ INSTANTIATE_TEST_SUITE_P(Vpp2, EngineInterleaved,
                                            VppCase{"tiny-llama", 1, 2, 2, 1, false, 2}),
                          [](const auto& info) { return vpp_case_name(info.param); });
 
+class EngineInterleavedBf16 : public ::testing::TestWithParam<VppCase> {};
+
+TEST_P(EngineInterleavedBf16, ReproducesSingleProcessBf16Losses) {
+    const VppCase& c = GetParam();
+    const std::vector<double>& ref = reference_losses(c.preset, "bf16");
+    TinyJob j;
+    j.preset = c.preset;
+    j.precision = "bf16";
+    j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp, j.vpp = c.vpp;
+    auto runs = run_engine(write_job(j, vpp_case_name(c) + "-bf16"), j.world());
+    ASSERT_EQ(runs.size(), (size_t)j.world());
+    for (size_t r = 0; r < runs.size(); ++r) expect_rank_matches(runs, r, ref, j.zero != 0, kLossTolBf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vpp2, EngineInterleavedBf16,
+                         ::testing::Values(VppCase{"tiny-gpt", 2, 2, 1, 0, true, 2},
+                                           VppCase{"tiny-gpt", 1, 2, 2, 1, false, 2},
+                                           VppCase{"tiny-llama", 2, 2, 1, 0, true, 2},
+                                           VppCase{"tiny-llama", 1, 2, 2, 1, false, 2}),
+                         [](const auto& info) { return vpp_case_name(info.param); });
+
 TEST(EngineTrain, InterleavedNeedsMicroBatchesAMultipleOfPp) {
     // global_batch 8, micro_batch 2, dp 1 → m = 4 micro-batches, not a multiple of pp = 3
     // (the model gets 6 layers so that pp · vpp = 6 chunks split it evenly).
@@ -522,9 +601,11 @@ struct SelectiveCase {
     int tp, pp, dp, zero;
     bool sp;
     int vpp;
+    std::string precision = "fp32";  // bf16/fp16: against the 1-rank run of that precision
 };
 std::string selective_case_name(const SelectiveCase& c) {
-    return vpp_case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, c.vpp});
+    return vpp_case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, c.vpp}) +
+           (c.precision == "fp32" ? "" : "_" + c.precision);
 }
 void PrintTo(const SelectiveCase& c, std::ostream* os) { *os << selective_case_name(c); }
 
@@ -538,9 +619,11 @@ class EngineSelectiveRecompute : public ::testing::TestWithParam<SelectiveCase> 
 
 TEST_P(EngineSelectiveRecompute, MatchesNoRecomputeAndKeepsNoProbabilities) {
     const SelectiveCase& c = GetParam();
-    const std::vector<double>& ref = reference_losses(c.preset);
+    const std::vector<double>& ref = reference_losses(c.preset, c.precision);
+    const double tol = c.precision == "fp32" ? kLossTolFp32 : kLossTolBf16;
     TinyJob j;
     j.preset = c.preset;
+    j.precision = c.precision;
     j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp, j.vpp = c.vpp;
     auto plain = run_engine(write_job(j, "plain-" + selective_case_name(c)), j.world());
     j.recompute = "selective";
@@ -554,7 +637,7 @@ TEST_P(EngineSelectiveRecompute, MatchesNoRecomputeAndKeepsNoProbabilities) {
         const int stage = start["coords"]["pp"].get<int>();
         EXPECT_EQ(losses(runs[r]), losses(plain[r])) << "rank " << r;
         EXPECT_EQ(grad_norms(runs[r]), grad_norms(plain[r])) << "rank " << r;
-        expect_rank_matches(runs, r, ref, j.zero != 0);
+        expect_rank_matches(runs, r, ref, j.zero != 0, tol);
         if (!(stage == 0 && c.vpp > 1)) {
             EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
         }
@@ -571,6 +654,14 @@ std::vector<SelectiveCase> selective_cases() {
         v.push_back({preset, 1, 2, 2, 1, false, 2});
     }
     for (const LayoutCase& c : all_layouts()) v.push_back({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, 1});
+    // Mixed precision: the recomputed probabilities are 16-bit as the kept ones were, so the
+    // recompute is bit-identical there too.
+    for (const char* prec : {"bf16", "fp16"})
+        for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
+            v.push_back({preset, 1, 1, 1, 0, false, 1, prec});
+            v.push_back({preset, 2, 2, 2, 1, true, 1, prec});
+        }
+    v.push_back({"tiny-gpt", 2, 2, 1, 0, false, 2, "bf16"});
     return v;
 }
 
@@ -583,11 +674,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EngineSelectiveRecompute, ::testing::ValuesIn(
 // the inputs, the last the targets, a single stage both: still one upload), and a middle
 // stage uploads none. The backend counts its copies; the step line reports them.
 TEST(EngineTrain, OneDeviceReadPerStepAndOneTokenUploadPerMicroBatch) {
+    for (const char* precision : {"fp32", "bf16", "fp16"})
     for (int pp : {1, 3}) {
         TinyJob j;
         j.pp = pp;
+        j.precision = precision;
         if (pp == 3) j.layers_per_stage = "[2, 1, 1]";
-        auto runs = run_engine(write_job(j, "transfers-pp" + std::to_string(pp)), j.world());
+        auto runs = run_engine(write_job(j, std::string("transfers-") + precision + "-pp" + std::to_string(pp)), j.world());
         for (size_t r = 0; r < runs.size(); ++r) {
             ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
             const int stage = runs[r].of("start").at(0)["coords"]["pp"].get<int>();
@@ -615,18 +708,27 @@ TEST(EngineTrain, StreamCheckedRunsOrderCommAfterCompute) {
         int tp, pp, dp, zero;
         bool sp;
         int vpp;
+        std::string precision = "fp32";
+        std::string recompute = "none";
     };
     setenv("PTD_STREAM_CHECK", "1", 1);
     for (const Case& c : {Case{"tiny-gpt", 2, 2, 2, 1, true, 1}, Case{"tiny-llama", 2, 2, 2, 1, true, 1},
-                          Case{"tiny-gpt", 2, 2, 1, 0, false, 2}, Case{"tiny-llama", 1, 2, 2, 0, false, 2}}) {
+                          Case{"tiny-gpt", 2, 2, 1, 0, false, 2}, Case{"tiny-llama", 1, 2, 2, 0, false, 2},
+                          Case{"tiny-gpt", 2, 2, 2, 1, true, 1, "bf16"}, Case{"tiny-llama", 2, 2, 2, 1, true, 1, "bf16", "selective"},
+                          Case{"tiny-gpt", 2, 2, 1, 0, false, 2, "bf16"}, Case{"tiny-llama", 2, 2, 2, 1, true, 1, "fp16"},
+                          Case{"tiny-gpt", 1, 2, 2, 0, false, 2, "fp16", "selective"}}) {
         TinyJob j;
         j.preset = c.preset;
+        j.precision = c.precision;
+        j.recompute = c.recompute;
         j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp, j.vpp = c.vpp;
-        const std::string name = "streams-" + vpp_case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, c.vpp});
+        const std::string name = "streams-" + vpp_case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp, c.vpp}) + "-" +
+                                 c.precision + "-" + c.recompute;
         auto runs = run_engine(write_job(j, name), j.world());
         for (size_t r = 0; r < runs.size(); ++r) {
             EXPECT_EQ(runs[r].err.find("stream check"), std::string::npos) << name << " rank " << r << ": " << runs[r].err;
-            expect_rank_matches(runs, r, reference_losses(c.preset), j.zero != 0);
+            expect_rank_matches(runs, r, reference_losses(c.preset, c.precision), j.zero != 0,
+                                c.precision == "fp32" ? kLossTolFp32 : kLossTolBf16);
         }
     }
     setenv("PTD_STREAM_CHECK", "sometimes", 1);
@@ -638,38 +740,58 @@ TEST(EngineTrain, StreamCheckedRunsOrderCommAfterCompute) {
 }
 
 // Planned workspace: every rank's workspace bytes are the estimators' typed workspace list
-// (with attention backward's scratch as the backend states it for the rank's one thread)
-// plus the step scalars and, on the last stage, the gradient stream — nothing else, and
-// the peak equals the current (nothing is allocated during a step; the allocator is sealed).
+// (with attention backward's scratch as the backend states it for the rank's one thread,
+// and in bf16/fp16 the backend's 16-bit operand scratch for the largest operand) plus the
+// step scalars and, on the last stage, the gradient stream — nothing else, and the peak
+// equals the current (nothing is allocated during a step; the allocator is sealed, in
+// every precision).
 TEST(EngineTrain, WorkspaceIsTheEstimatorsList) {
     static const auto presets = ptd::load_presets();
-    for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
-        TinyJob j;
-        j.preset = preset;
-        j.tp = 2, j.pp = 2, j.sp = true;
-        const std::string path = write_job(j, std::string("workspace-") + preset);
-        auto spec = ptd::load_job_file(path, *presets);
-        ASSERT_TRUE(spec.has_value()) << spec.error().str();
-        const ptd::ModelSpec& m = spec->model;
-        auto runs = run_engine(path, j.world());
-        const auto be = ptd::engine::make_cpu_backend(1);  // each rank runs one thread (OMP_NUM_THREADS=1)
-        for (size_t r = 0; r < runs.size(); ++r) {
-            ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
-            const int stage = runs[r].of("start").at(0)["coords"]["pp"].get<int>();
-            const int b = 2, s = 32;
-            const int64_t scratch =
-                be->attention_backward_workspace(b, s, m.heads / j.tp, m.kv_heads / j.tp, m.hidden / m.heads);
-            double want = 0;
-            for (const ptd::EngineBuffer& x :
-                 ptd::engine_workspace_buffers(m, b, s, j.tp, true, stage == 0, stage == 1, true, scratch))
-                want += (double)x.bytes();
-            want += (int)ptd::engine::STEP_SCALAR_COUNT * 8.0;              // the step's scalars
-            if (stage == 1) want += 4.0 * (b * s / j.tp) * m.hidden;    // the gradient stream (not a p2p target there)
-            const json ws = runs[r].of("step").back()["memory"]["workspace"];
-            EXPECT_EQ(ws["current"].get<double>(), want) << preset << " rank " << r;
-            EXPECT_EQ(ws["peak"].get<double>(), want) << preset << " rank " << r;
+    using ptd::engine::DType;
+    for (const char* precision : {"fp32", "bf16", "fp16"})
+        for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
+            TinyJob j;
+            j.preset = preset;
+            j.precision = precision;
+            j.tp = 2, j.pp = 2, j.sp = true;
+            const std::string path = write_job(j, std::string("workspace-") + preset + "-" + precision);
+            auto spec = ptd::load_job_file(path, *presets);
+            ASSERT_TRUE(spec.has_value()) << spec.error().str();
+            const ptd::ModelSpec& m = spec->model;
+            const ptd::EngineDType act = ptd::engine_activation_dtype(spec->training.precision);
+            const DType t = act == ptd::EngineDType::bf16 ? DType::bf16 : act == ptd::EngineDType::f16 ? DType::f16 : DType::f32;
+            auto runs = run_engine(path, j.world());
+            const auto be = ptd::engine::make_cpu_backend(1);  // each rank runs one thread (OMP_NUM_THREADS=1)
+            for (size_t r = 0; r < runs.size(); ++r) {
+                ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
+                const int stage = runs[r].of("start").at(0)["coords"]["pp"].get<int>();
+                const int64_t vocab_l = runs[r].of("start").at(0)["model"]["vocab_padded"].get<int64_t>() / j.tp;
+                const int b = 2, s = 32;
+                const int64_t H = m.heads / j.tp, G = m.kv_heads / j.tp, D = m.hidden / m.heads;
+                const int64_t scratch = be->attention_backward_workspace(t, b, s, H, G, D) / 4;
+                // The largest operand an op gets: a listed buffer or a weight matrix.
+                int64_t largest = std::max({(H + 2 * G) * D * m.hidden, (int64_t)m.ffn_hidden / j.tp * m.hidden,
+                                            vocab_l * m.hidden});
+                auto seen = [&](const std::vector<ptd::EngineBuffer>& l) {
+                    for (const ptd::EngineBuffer& x : l) largest = std::max(largest, x.elements);
+                };
+                seen(ptd::engine_layer_buffers(m, b, s, j.tp, true, ptd::Recompute::none, act));
+                if (stage == 1) seen(ptd::engine_output_buffers(m, b, s, j.tp, (int)vocab_l * j.tp, true, act));
+                seen(ptd::engine_workspace_buffers(m, b, s, j.tp, true, stage == 0, stage == 1, true, scratch, act));
+                const int64_t operand_scratch = be->operand_scratch_bytes(t, largest) / 4;
+                EXPECT_EQ(operand_scratch == 0, t == DType::f32);
+                double want = 0;
+                for (const ptd::EngineBuffer& x : ptd::engine_workspace_buffers(
+                         m, b, s, j.tp, true, stage == 0, stage == 1, true, scratch, act, operand_scratch))
+                    want += (double)x.bytes();
+                want += (int)ptd::engine::STEP_SCALAR_COUNT * 8.0;  // the step's scalars
+                if (stage == 1)  // the gradient stream (not a p2p target there)
+                    want += (double)ptd::engine_dtype_bytes(act) * (b * s / j.tp) * m.hidden;
+                const json ws = runs[r].of("step").back()["memory"]["workspace"];
+                EXPECT_EQ(ws["current"].get<double>(), want) << preset << " " << precision << " rank " << r;
+                EXPECT_EQ(ws["peak"].get<double>(), want) << preset << " " << precision << " rank " << r;
+            }
         }
-    }
 }
 
 TEST(EngineTrain, UnevenLayersPerStageMatch) {
@@ -708,7 +830,55 @@ TEST_P(ShippedEightRankJobs, TrainWithFallingLossOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, ShippedEightRankJobs, ::testing::Values("gpt", "llama"));
 
+// The shipped bf16 job: 8 ranks TP2·PP2·DP2 (ZeRO-1, SP) reproduce the 1-rank bf16 run of
+// the same job, and every rank's memory is the estimators' prediction.
+TEST(EngineTrain, ShippedBf16EightRankJobMatchesOneRank) {
+    const std::string job = PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank-bf16.toml";
+    auto one = run_engine(job, 1,
+                          {"--steps", "5", "--set", "cluster.gpus_per_node=1", "--set", "parallel.tp=1", "--set",
+                           "parallel.pp=1", "--set", "parallel.sequence_parallel=false"});
+    ASSERT_EQ(one[0].exit_code, 0) << describe(one);
+    EXPECT_EQ(one[0].of("start").at(0)["precision"], "bf16");
+    const std::vector<double> ref = losses(one[0]);
+    ASSERT_EQ(ref.size(), 5u);
+    auto runs = run_engine(job, 8, {"--steps", "5"});
+    for (size_t r = 0; r < runs.size(); ++r) expect_rank_matches(runs, r, ref, true, kLossTolBf16);
+}
+
 // ---- checkpoints ----------------------------------------------------------------------------
+
+// Runs `job` for 6 steps in one go (run dir `a`) and as 3 + a resumed 3 (run dir `b`) on 4
+// ranks: the resumed steps' losses and grad norms are the same bits, and so are the final
+// checkpoint shards. Returns the bytes of each rank's final shard.
+std::vector<std::string> expect_resume_bit_exact(const std::string& job, const std::string& a, const std::string& b) {
+    auto full = run_engine(job, 4, {"--run-dir", a, "--checkpoint-every", "3"});
+    auto first = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--steps", "3"});
+    auto second = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--resume"});
+    std::vector<std::string> shards;
+    for (auto* runs : {&full, &first, &second})
+        for (auto& r : *runs) {
+            EXPECT_EQ(r.exit_code, 0) << describe(*runs);
+            if (r.exit_code != 0) return shards;
+        }
+    for (int r = 0; r < 4; ++r) {
+        const auto lf = full[(size_t)r].of("step");
+        const auto ls = second[(size_t)r].of("step");
+        EXPECT_EQ(lf.size(), 6u);
+        EXPECT_EQ(ls.size(), 3u);
+        if (lf.size() != 6u || ls.size() != 3u) return shards;
+        for (int k = 0; k < 3; ++k) {
+            EXPECT_EQ(ls[(size_t)k]["step"], lf[(size_t)k + 3]["step"]);
+            // Identical bits print identically (nlohmann writes round-trip doubles).
+            EXPECT_EQ(ls[(size_t)k]["loss"].dump(), lf[(size_t)k + 3]["loss"].dump()) << "rank " << r;
+            EXPECT_EQ(ls[(size_t)k]["grad_norm"].dump(), lf[(size_t)k + 3]["grad_norm"].dump()) << "rank " << r;
+        }
+        // The final weights and optimizer state are the same bytes.
+        const std::string shard = "/checkpoints/step-00000006/rank-0000" + std::to_string(r) + ".bin";
+        shards.push_back(slurp(a + shard));
+        EXPECT_EQ(shards.back(), slurp(b + shard)) << "rank " << r;
+    }
+    return shards;
+}
 
 TEST(EngineTrain, ResumeIsBitExact) {
     TinyJob j;
@@ -718,26 +888,7 @@ TEST(EngineTrain, ResumeIsBitExact) {
     j.steps = 6;
     const std::string job = write_job(j, "resume");
     const std::string a = (temp_root() / "run-a").string(), b = (temp_root() / "run-b").string();
-    auto full = run_engine(job, 4, {"--run-dir", a, "--checkpoint-every", "3"});
-    auto first = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--steps", "3"});
-    auto second = run_engine(job, 4, {"--run-dir", b, "--checkpoint-every", "3", "--resume"});
-    for (auto* runs : {&full, &first, &second})
-        for (auto& r : *runs) ASSERT_EQ(r.exit_code, 0) << describe(*runs);
-    for (int r = 0; r < 4; ++r) {
-        const auto lf = full[(size_t)r].of("step");
-        const auto ls = second[(size_t)r].of("step");
-        ASSERT_EQ(lf.size(), 6u);
-        ASSERT_EQ(ls.size(), 3u);
-        for (int k = 0; k < 3; ++k) {
-            EXPECT_EQ(ls[(size_t)k]["step"], lf[(size_t)k + 3]["step"]);
-            // Identical bits print identically (nlohmann writes round-trip doubles).
-            EXPECT_EQ(ls[(size_t)k]["loss"].dump(), lf[(size_t)k + 3]["loss"].dump()) << "rank " << r;
-            EXPECT_EQ(ls[(size_t)k]["grad_norm"].dump(), lf[(size_t)k + 3]["grad_norm"].dump()) << "rank " << r;
-        }
-        // The final weights and Adam state are the same bytes.
-        const std::string shard = "/checkpoints/step-00000006/rank-0000" + std::to_string(r) + ".bin";
-        EXPECT_EQ(slurp(a + shard), slurp(b + shard)) << "rank " << r;
-    }
+    EXPECT_EQ(expect_resume_bit_exact(job, a, b).size(), 4u);
     // Resuming with another layout or another job is refused with a clear message.
     TinyJob other = j;
     other.dp = 1;
@@ -751,6 +902,70 @@ TEST(EngineTrain, ResumeIsBitExact) {
     auto diff = run_engine(write_job(changed, "resume-lr"), 4, {"--run-dir", b, "--resume"});
     EXPECT_NE(diff[0].exit_code, 0);
     EXPECT_NE(diff[0].err.find("different job"), std::string::npos) << diff[0].err;
+}
+
+// bf16: the checkpoint holds the 16-bit model weights and the f32 master shard (ZeRO-1:
+// each rank's own); a resumed run continues bit for bit.
+TEST(EngineTrain, ResumeIsBitExactInBf16) {
+    TinyJob j;
+    j.preset = "tiny-llama";
+    j.precision = "bf16";
+    j.tp = 2;
+    j.dp = 2;
+    j.zero = 1;
+    j.sp = true;
+    j.steps = 6;
+    const std::string job = write_job(j, "resume-bf16");
+    const std::string a = (temp_root() / "run-a-bf16").string(), b = (temp_root() / "run-b-bf16").string();
+    const std::vector<std::string> shards = expect_resume_bit_exact(job, a, b);
+    ASSERT_EQ(shards.size(), 4u);
+    for (size_t r = 0; r < shards.size(); ++r)
+        EXPECT_NE(shards[r].find("master"), std::string::npos) << "rank " << r << ": no master blob in the shard";
+}
+
+// fp16: a step whose gradients overflow (injected through the test hook on rank 0) is
+// skipped on every rank, the loss scale halves, and the metrics line says so; the steps
+// before it are those of a run without the overflow.
+TEST(EngineTrain, Fp16OverflowSkipsTheStepAndLowersTheScale) {
+    TinyJob j;
+    j.precision = "fp16";
+    j.dp = 2;
+    j.zero = 1;
+    const std::string job = write_job(j, "fp16-overflow");
+    auto clean = run_engine(job, 2);
+    setenv("PTD_ENGINE_INJECT_OVERFLOW_STEP", "3", 1);  // the ranks inherit this process's environment
+    auto hit = run_engine(job, 2);
+    setenv("PTD_ENGINE_INJECT_OVERFLOW_STEP", "three", 1);
+    auto bad = run_engine(job, 1 + 1);
+    unsetenv("PTD_ENGINE_INJECT_OVERFLOW_STEP");
+    for (auto* runs : {&clean, &hit})
+        for (auto& r : *runs) ASSERT_EQ(r.exit_code, 0) << describe(*runs);
+    for (int r = 0; r < 2; ++r) {
+        const auto sc = clean[(size_t)r].of("step"), sh = hit[(size_t)r].of("step");
+        ASSERT_EQ(sc.size(), 5u);
+        ASSERT_EQ(sh.size(), 5u);
+        for (int k = 0; k < 5; ++k) {
+            const bool skipped = k == 2;
+            EXPECT_EQ(sh[(size_t)k]["skipped"].get<bool>(), skipped) << "rank " << r << " step " << k + 1;
+            EXPECT_EQ(sh[(size_t)k]["skipped_steps"].get<int>(), k >= 2 ? 1 : 0) << "rank " << r << " step " << k + 1;
+            EXPECT_EQ(sh[(size_t)k]["loss_scale"].get<double>(), k <= 2 ? 65536.0 : 32768.0) << "rank " << r << " step " << k + 1;
+            EXPECT_FALSE(sc[(size_t)k]["skipped"].get<bool>());
+            // The overflow check is the step scalars' found-inf flag, read with the rest in
+            // the step's one download: no extra read on the skipped step.
+            EXPECT_EQ(sh[(size_t)k]["host_transfers"]["downloads"], 1) << "rank " << r << " step " << k + 1;
+            EXPECT_EQ(sc[(size_t)k]["loss_scale"].get<double>(), 65536.0);
+        }
+        // Up to the overflow (its forward included) both runs are the same.
+        for (int k = 0; k < 3; ++k)
+            EXPECT_EQ(sh[(size_t)k]["loss"].dump(), sc[(size_t)k]["loss"].dump()) << "rank " << r << " step " << k + 1;
+        // Step 4 runs on step 2's weights (step 3 made no update): another loss.
+        EXPECT_NE(sh[3]["loss"].dump(), sc[3]["loss"].dump()) << "rank " << r;
+    }
+    EXPECT_NE(hit[0].err.find("step skipped, loss scale now 32768"), std::string::npos) << hit[0].err;
+    for (auto& r : bad) {
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find("PTD_ENGINE_INJECT_OVERFLOW_STEP"), std::string::npos) << r.err;
+    }
 }
 
 TEST(EngineTrain, TruncatedCheckpointIsAClearError) {
@@ -839,11 +1054,12 @@ TEST(EngineTrain, UnsupportedSettingsNameTheKey) {
     TinyJob j;
     const std::string job = write_job(j, "unsupported");
     std::string text = slurp(job);
-    text.replace(text.find("precision = \"fp32\""), 18, "precision = \"bf16\"");
+    // (bf16 and fp16 are supported now; the optimizer is one setting the engine still refuses.)
+    text.replace(text.find("precision = \"fp32\""), 18, "precision = \"fp32\"\noptimizer = \"sgd\"");
     std::ofstream(job) << text;
     auto runs = run_engine(job, 1);
     EXPECT_EQ(runs[0].exit_code, 2);
-    EXPECT_NE(runs[0].err.find("training.precision"), std::string::npos) << runs[0].err;
+    EXPECT_NE(runs[0].err.find("training.optimizer"), std::string::npos) << runs[0].err;
 }
 
 // A bad PTD_COMM_STRICT_FIFO is a usage error even in a single process (no Gloo groups).
@@ -912,11 +1128,11 @@ TEST_P(GradCheck, AnalyticMatchesFiniteDifferences) {
     be->download(params.data(), m.params, params.size() * 4);
     auto loss_at = [&](int64_t i, float value) {
         float old = params[(size_t)i];
-        be->upload(m.params + i, &value, 4);
+        be->upload((float*)m.params + i, &value, 4);
         forward();
         double l = 0;
         output_forward(m, a, &l, c);  // the CPU backend's device memory is host memory
-        be->upload(m.params + i, &old, 4);
+        be->upload((float*)m.params + i, &old, 4);
         return l;
     };
     for (const ParamTensor& t : m.tensors) {

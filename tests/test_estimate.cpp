@@ -275,7 +275,7 @@ TEST(Activations, EngineProfileIsItsBufferList) {
     const int64_t bs = 2 * 64;
     std::vector<std::pair<std::string, int64_t>> want = {
         {"ln1.input", bs * 64},  {"ln1.rstd", bs},        {"ln1.mean", bs},          {"ln1.output", bs * 64},
-        {"attn.q", bs * 32},     {"attn.k", bs * 32},     {"attn.v", bs * 32},       {"attn.probs", 2 * 2 * 64 * 64},
+        {"attn.qkv", bs * 96},   {"attn.probs", 2 * 2 * 64 * 64},
         {"attn.context", bs * 32}, {"ln2.input", bs * 64}, {"ln2.rstd", bs},         {"ln2.mean", bs},
         {"ln2.output", bs * 64}, {"mlp.fc1", bs * 128},   {"mlp.act", bs * 128}};
     ASSERT_EQ(v.size(), want.size());
@@ -292,17 +292,14 @@ TEST(Activations, EngineProfileIsItsBufferList) {
         return -1;
     };
     v = engine_layer_buffers(tl, 1, 64, 4, true);
-    EXPECT_EQ(find(v, "attn.q"), 64 * 1 * 16);
-    EXPECT_EQ(find(v, "attn.k"), 64 * 1 * 16);
-    EXPECT_EQ(find(v, "attn.v"), 64 * 1 * 16);
+    EXPECT_EQ(find(v, "attn.qkv"), 64 * (1 + 2 * 1) * 16);  // q, k, v of one query and one kv head
     EXPECT_EQ(find(v, "ln1.input"), 64 * 64 / 4);
     EXPECT_EQ(find(v, "ln1.mean"), -1);
     EXPECT_EQ(find(v, "mlp.gate"), 64 * 44);
     EXPECT_EQ(find(v, "mlp.up"), 64 * 44);
     EXPECT_EQ(find(v, "mlp.fc1"), -1);
     v = engine_layer_buffers(tl, 1, 64, 2, false);
-    EXPECT_EQ(find(v, "attn.k"), 64 * 1 * 16);
-    EXPECT_EQ(find(v, "attn.q"), 64 * 2 * 16);
+    EXPECT_EQ(find(v, "attn.qkv"), 64 * (2 + 2 * 1) * 16);  // two query heads, one kv head
 }
 
 // A job on the engine profile: stage activations are in-flight × (layers × buffer list +
@@ -351,9 +348,17 @@ TEST(Activations, EngineProfileRecomputeKeepsListAndOneWorkingSet) {
     EXPECT_EQ(sel[0].id, EngineBufferId::attn_probs);
     EXPECT_EQ(sel[0].dtype, EngineDType::f32);
     EXPECT_TRUE(engine_recompute_buffers(m, 2, 64, 2, false, Recompute::none).empty());
-    // The dtype follows the precision (the engine's fp32 today; bf16 activations are 2 bytes).
-    for (const EngineBuffer& x : engine_layer_buffers(m, 2, 64, 2, false, Recompute::none, EngineDType::bf16))
-        EXPECT_EQ(x.bytes(), 2 * x.elements) << engine_buffer_name(x.id);
+    // The dtype follows the precision: bf16 activations are 2 bytes, the norm statistics
+    // stay f32 (4 bytes) in every precision.
+    for (const EngineBuffer& x : engine_layer_buffers(m, 2, 64, 2, false, Recompute::none, EngineDType::bf16)) {
+        const std::string n = engine_buffer_name(x.id);
+        const bool stats = n.find("rstd") != std::string::npos || n.find("mean") != std::string::npos;
+        EXPECT_EQ(x.bytes(), (stats ? 4 : 2) * x.elements) << n;
+    }
+    // Selective recompute in bf16: the recomputed probabilities are bf16 too.
+    const auto sel16 = engine_recompute_buffers(m, 2, 64, 2, false, Recompute::selective, EngineDType::bf16);
+    ASSERT_EQ(sel16.size(), 1u);
+    EXPECT_EQ(sel16[0].dtype, EngineDType::bf16);
     EXPECT_EQ(engine_input_buffers(2, 64).at(0).dtype, EngineDType::i32);
 }
 
@@ -369,16 +374,22 @@ TEST(Activations, EngineWorkspaceList) {
     const auto first = engine_workspace_buffers(tl, 2, 64, 2, true, true, false, true, 1000);
     EXPECT_EQ(names(first), (std::vector<std::string>{"workspace.full_rows", "workspace.d_residual",
                                                       "workspace.d_norm_input", "workspace.d_norm_output",
-                                                      "workspace.dq", "workspace.dk", "workspace.dv", "workspace.dctx",
+                                                      "workspace.dqkv", "workspace.dctx",
                                                       "workspace.dact", "workspace.dfc1", "workspace.dfc3",
                                                       "workspace.attention_backward", "workspace.rope_table",
                                                       "workspace.embedding", "workspace.tokens_staging"}));
     EXPECT_EQ(first[1].elements, 2 * 64 / 2 * 64);           // d_residual: R/t rows with SP
-    EXPECT_EQ(first[4].elements, 2 * 64 * 2 * 16);           // dq: R · H_l · d
-    EXPECT_EQ(first[11].elements, 1000);                     // as the backend states it
-    EXPECT_EQ(first[12].elements, 64 * 16);                  // cos and sin [2, s, d/2]
+    EXPECT_EQ(first[4].elements, 2 * 64 * (2 + 2 * 1) * 16); // dqkv: R · (H_l + 2 G_l) · d
+    EXPECT_EQ(first[9].elements, 1000);                      // as the backend states it
+    EXPECT_EQ(first[10].elements, 64 * 16);                  // cos and sin [2, s, d/2]
     EXPECT_EQ(first.back().elements, 2 * 65);                // b · (s + 1) ids
     EXPECT_EQ(first.back().dtype, EngineDType::i32);
+    // bf16/fp16: the backend's 16-bit operand scratch (as it states it) is listed last, f32.
+    const auto half = engine_workspace_buffers(tl, 2, 64, 2, true, true, false, true, 1000, EngineDType::bf16, 777);
+    EXPECT_EQ(half.back().id, EngineBufferId::ws_operand_scratch);
+    EXPECT_EQ(half.back().elements, 777);
+    EXPECT_EQ(half.back().dtype, EngineDType::f32);
+    EXPECT_EQ(half.size(), first.size() + 1);
     const auto last = engine_workspace_buffers(preset_model("tiny-gpt"), 2, 64, 2, false, false, true, true, 10,
                                                EngineDType::bf16);
     const auto nl = names(last);

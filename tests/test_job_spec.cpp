@@ -611,7 +611,13 @@ tp = 2
     ASSERT_TRUE(given);
     EXPECT_FALSE(given->origin.precision_defaulted);
     EXPECT_EQ(given->training.precision, ptd::Precision::fp32);
-    auto bad = load(base_with("gpu = \"h100-sxm\"", "gpu = \"cpu\"").append("precision = \"bf16\"\n"));
+    // The cpu preset allows bf16 when written (the engine stores 16-bit, computes in fp32)
+    // although it defaults to fp32; a GPU without bf16 refuses it.
+    auto cpu_bf16 = load(base_with("gpu = \"h100-sxm\"", "gpu = \"cpu\"").append("precision = \"bf16\"\n"));
+    ASSERT_TRUE(cpu_bf16) << cpu_bf16.error().str();
+    EXPECT_EQ(cpu_bf16->training.precision, ptd::Precision::bf16);
+    EXPECT_FALSE(cpu_bf16->training.flash_attention);
+    auto bad = load(base_with("gpu = \"h100-sxm\"", "gpu = \"v100-32gb\"").append("precision = \"bf16\"\n"));
     ptd::Diagnostic d = only_error(bad);
     EXPECT_EQ(d.key, "training.precision");
     EXPECT_TRUE(contains(d.message, "got \"bf16\"")) << d.message;

@@ -5,10 +5,14 @@
 // carrying the run's PTD_RUN_ID may survive.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -333,6 +337,43 @@ TEST(LaunchPlan, RunIdIsOnePlainFolderName) {
     ASSERT_TRUE(a && b);
     EXPECT_NE(a->run_id, b->run_id);
     EXPECT_EQ(run_id_problem(a->run_id), "");
+}
+
+// Files libssh reads by itself (--ssh-config, launch.identity, --known-hosts) must be
+// regular files: a FIFO would hang the connect. And PTD_SSH_KEEPALIVE_S must be a number.
+TEST(LaunchPlan, SshFilesMustBeRegularAndKeepaliveANumber) {
+    const std::string dir = make_temp_dir("sshfiles");
+    const JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    const std::string fifo = dir + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    for (const char* key : {"--ssh-config", "--known-hosts", "launch.identity"}) {
+        LaunchOptions o = options_in(dir, "");
+        JobSpec j = job;
+        if (key == std::string("--ssh-config")) o.ssh_config = fifo;
+        if (key == std::string("--known-hosts")) o.known_hosts = fifo;
+        if (key == std::string("launch.identity")) j.launch.identity = fifo;
+        auto plan = make_launch_plan(j, o);
+        ASSERT_FALSE(plan) << key << ": a FIFO was accepted";
+        const std::string e = plan.error().str();
+        EXPECT_NE(e.find("FIFO"), std::string::npos) << e;
+        EXPECT_NE(e.find(key), std::string::npos) << e;
+    }
+    LaunchOptions missing = options_in(dir, "");
+    missing.ssh_config = dir + "/no-such-config";
+    EXPECT_FALSE(make_launch_plan(job, missing)) << "a named ssh config that does not exist";
+    LaunchOptions dev_null = options_in(dir, "");
+    dev_null.ssh_config = "/dev/null";  // `ssh -F /dev/null`
+    EXPECT_TRUE(make_launch_plan(job, dev_null));
+
+    for (const char* bad : {"nan", "inf", "0.1", "5s", ""}) {
+        setenv("PTD_SSH_KEEPALIVE_S", bad, 1);
+        auto plan = make_launch_plan(job, options_in(dir, ""));
+        ASSERT_FALSE(plan) << "PTD_SSH_KEEPALIVE_S=" << bad;
+        EXPECT_NE(plan.error().str().find("PTD_SSH_KEEPALIVE_S"), std::string::npos) << plan.error().str();
+    }
+    setenv("PTD_SSH_KEEPALIVE_S", "2.5", 1);
+    EXPECT_TRUE(make_launch_plan(job, options_in(dir, "")));
+    unsetenv("PTD_SSH_KEEPALIVE_S");
 }
 
 // Every path the job names is resolved against the job file's folder, whatever the
@@ -1019,8 +1060,12 @@ namespace {
 
 // Two "hosts" 10.231.77.2 and .3 (namespaces ptdh1, ptdh2) on a bridge with this machine
 // at .1. Needs root and `ip netns`; otherwise says why, and the test is skipped.
+// The namespace and bridge names are fixed, so two test processes (ctest -j2 runs both
+// two-host tests at once) would tear down each other's hosts: a file lock held for the
+// fixture's lifetime makes them take turns.
 struct TwoHostNet {
     std::string skip;
+    int lock_fd = -1;
     static int sh(const std::string& cmd) { return std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()); }
     static void teardown() {
         sh("ip netns del ptdh1; ip netns del ptdh2; ip link del ptdv1; ip link del ptdv2; ip link del ptdbr0");
@@ -1028,6 +1073,11 @@ struct TwoHostNet {
     TwoHostNet() {
         if (geteuid() != 0) {
             skip = "network namespaces need root (ip netns)";
+            return;
+        }
+        lock_fd = open("/tmp/ptd-test-two-host-net.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX) != 0) {
+            skip = std::string("cannot lock /tmp/ptd-test-two-host-net.lock: ") + std::strerror(errno);
             return;
         }
         teardown();  // leftovers of an interrupted run
@@ -1051,6 +1101,7 @@ struct TwoHostNet {
     }
     ~TwoHostNet() {
         if (skip.empty()) teardown();
+        if (lock_fd >= 0) close(lock_fd);  // releases the lock
     }
 };
 

@@ -66,23 +66,10 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
         return kExitRuntime;
     }
     const std::string path = plan.run_dir + "/sbatch.sh";
-    {
-        // A new file in the run's own new directory: O_EXCL, never another file.
-        const std::string text = slurm_script(plan);
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-        bool ok = fd >= 0;
-        for (size_t off = 0; ok && off < text.size();) {
-            const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-            if (n < 0 && errno == EINTR) continue;
-            ok = n > 0;
-            if (ok) off += (size_t)n;
-        }
-        const int saved = errno;
-        if (fd >= 0 && ::close(fd) != 0) ok = false;
-        if (!ok) {
-            std::fprintf(err, "ptd launch: error: cannot write %s: %s\n", path.c_str(), std::strerror(saved));
-            return kExitRuntime;
-        }
+    // A new file in the run's own new directory: O_EXCL, never another file.
+    if (auto w = write_new_file(path, slurm_script(plan), 0755); !w) {
+        std::fprintf(err, "ptd launch: %s\n", w.error().one_line().c_str());
+        return kExitRuntime;
     }
     chmod(path.c_str(), 0755);  // the umask may have narrowed it
     std::fprintf(out, "wrote %s (%zu ranks on %zu nodes)\nsubmit: sbatch %s\nwatch:  ptd watch %s\n", path.c_str(),

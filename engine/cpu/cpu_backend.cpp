@@ -16,6 +16,7 @@
 // category) in front of the 64-byte aligned pointer handed out, so release() knows what
 // to subtract without a map.
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -157,10 +158,34 @@ inline int64_t valid_columns(int64_t Vl, int64_t v0, int64_t V_valid) {
 // enough that the causal mask wastes little (≈ block/2 columns per row).
 constexpr int64_t k_attn_block = 64;
 
+// ---- fp16 conversions -------------------------------------------------------------------
+
+// The portable build (x86-64-v2) has no F16C, so _Float16 conversions are library calls;
+// where the CPU has F16C (every x86-64 since 2013), 8 elements convert per instruction.
+// Both round to nearest even, so the results are the same bits.
+[[gnu::target("avx,f16c")]] void f16_to_f32_f16c(float* dst, const uint16_t* src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    for (; i < n; i++) dst[i] = f16_bits_to_f32(src[i]);
+}
+[[gnu::target("avx,f16c")]] void f32_to_f16_f16c(uint16_t* dst, const float* src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) dst[i] = f32_to_f16_bits(src[i]);
+}
+const bool k_has_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+
 // ---- the backend -----------------------------------------------------------------------
 
 class cpu_backend final : public Backend {
 public:
+    ~cpu_backend() override {
+        for (float* p : scratch_) release(p);
+    }
+
     explicit cpu_backend(int threads) {
         if (threads > 0) {
             openblas_set_num_threads(threads);
@@ -258,17 +283,17 @@ public:
 
     // ---- elementwise -------------------------------------------------------------------
 
-    void fill(float* x, float value, int64_t n) override {
+    void fill_f32(float* x, float value, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) x[i] = value;
     }
 
-    void copy(float* dst, const float* src, int64_t n) override {
+    void copy_f32(float* dst, const float* src, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) dst[i] = src[i];
     }
 
-    void add(float* y, const float* x, int64_t n) override {
+    void add_f32(float* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) y[i] += x[i];
     }
@@ -288,12 +313,17 @@ public:
         acc[0] += s;
     }
 
-    void finish_step_scalars(double* s, double max_norm) override {
-        const double norm = std::sqrt(s[SCALAR_GRAD_SQUARES]);
+    void finish_step_scalars(double* s, double max_norm, double loss_scale) override {
+        PTD_REQUIRE(loss_scale > 0, "loss scale %g", loss_scale);
+        // The main grads carry the loss scale; the norm is reported (and clipped) unscaled.
+        const double norm = std::sqrt(s[SCALAR_GRAD_SQUARES]) / loss_scale;
+        s[SCALAR_LOSS_SCALE] = loss_scale;
         s[SCALAR_GRAD_NORM] = norm;
         s[SCALAR_FOUND_INF] = std::isfinite(norm) && std::isfinite(s[SCALAR_LOSS_SUM]) ? 0.0 : 1.0;
-        // Rounded to float as AdamW applies it.
-        s[SCALAR_CLIP_SCALE] = (max_norm > 0 && norm > max_norm) ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0;
+        // Rounded to float as AdamW applies it; unscale and clip in one factor.
+        const float clip = (max_norm > 0 && norm > max_norm) ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0f;
+        s[SCALAR_CLIP_SCALE] = clip;
+        s[SCALAR_GRAD_SCALE] = static_cast<float>(static_cast<double>(clip) / loss_scale);
     }
 
     void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override {
@@ -332,26 +362,272 @@ public:
 
     // ---- GEMM --------------------------------------------------------------------------
 
-    void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-              const float* B, float beta, float* C) override {
-        PTD_REQUIRE(M >= 0 && N >= 0 && K >= 0, "negative shape M=%lld N=%lld K=%lld", static_cast<long long>(M),
-                    static_cast<long long>(N), static_cast<long long>(K));
-        (void)blas_int(M, "M");
-        (void)blas_int(N, "N");
-        (void)blas_int(K, "K");
-        if (M == 0 || N == 0) return;
-        if (K == 0) {  // empty sum: C = beta·C (BLAS would reject lda = 0)
-            if (beta == 0.0f) fill(C, 0.0f, M * N);
-            else scale(C, beta, M * N);
+    // ---- 16-bit storage ------------------------------------------------------------------
+    // Every kernel below computes in f32. A bf16/f16 operand is widened into a scratch
+    // buffer first and a 16-bit result rounded back once (to nearest even) at the end,
+    // so the 16-bit paths run the very same f32 kernels: what differs from an fp32 run is
+    // only the rounding of what is stored. The scratch buffers (workspace) are planned at
+    // start-up for the largest operand (plan_operand_scratch); after the allocator is
+    // sealed, an operand larger than planned stops the process naming it.
+
+    void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override {
+        PTD_REQUIRE(n >= 0 && is_float_type(dst_t) && is_float_type(src_t), "n = %lld, dst %d, src %d",
+                    static_cast<long long>(n), static_cast<int>(dst_t), static_cast<int>(src_t));
+        if (n == 0 || dst == src) return;
+        if (dst_t == src_t) {
+            if (dst_t == DType::f32) copy_f32(static_cast<float*>(dst), static_cast<const float*>(src), n);
+            else std::memcpy(dst, src, static_cast<size_t>(n) * 2);
             return;
         }
-        // A is [M,K] (lda K), or [K,M] (lda M) when transposed; B is [K,N] (ldb N), or
-        // [N,K] (ldb K) when transposed; C is [M,N] (ldc N).
-        sgemm_raw(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
+        const auto* s16 = static_cast<const uint16_t*>(src);
+        const auto* s32 = static_cast<const float*>(src);
+        auto* d16 = static_cast<uint16_t*>(dst);
+        auto* d32 = static_cast<float*>(dst);
+        if (dst_t == DType::f32 && src_t == DType::bf16) {
+#pragma omp parallel for simd schedule(static) if (n >= k_par_min)
+            for (int64_t i = 0; i < n; i++) d32[i] = bf16_bits_to_f32(s16[i]);
+        } else if (dst_t == DType::f32) {
+            constexpr int64_t chunk = 1 << 14;  // whole chunks per thread, multiples of 8
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+            for (int64_t c = 0; c < n; c += chunk) {
+                const int64_t m = std::min(chunk, n - c);
+                if (k_has_f16c) f16_to_f32_f16c(d32 + c, s16 + c, m);
+                else
+                    for (int64_t i = c; i < c + m; i++) d32[i] = f16_bits_to_f32(s16[i]);
+            }
+        } else if (dst_t == DType::bf16 && src_t == DType::f32) {
+#pragma omp parallel for simd schedule(static) if (n >= k_par_min)
+            for (int64_t i = 0; i < n; i++) d16[i] = f32_to_bf16_bits(s32[i]);
+        } else if (src_t == DType::f32) {
+            constexpr int64_t chunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+            for (int64_t c = 0; c < n; c += chunk) {
+                const int64_t m = std::min(chunk, n - c);
+                if (k_has_f16c) f32_to_f16_f16c(d16 + c, s32 + c, m);
+                else
+                    for (int64_t i = c; i < c + m; i++) d16[i] = f32_to_f16_bits(s32[i]);
+            }
+        } else {  // bf16 ↔ f16, through f32
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+            for (int64_t i = 0; i < n; i++) {
+                const float f = src_t == DType::bf16 ? bf16_bits_to_f32(s16[i]) : f16_bits_to_f32(s16[i]);
+                d16[i] = dst_t == DType::bf16 ? f32_to_bf16_bits(f) : f32_to_f16_bits(f);
+            }
+        }
+    }
+
+    void fill(void* x, DType t, float value, int64_t n) override {
+        check_type(t, "x");
+        if (t == DType::f32) return fill_f32(static_cast<float*>(x), value, n);
+        const uint16_t bits = t == DType::bf16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
+        auto* x16 = static_cast<uint16_t*>(x);
+#pragma omp parallel for schedule(static) if (n >= k_par_min)
+        for (int64_t i = 0; i < n; i++) x16[i] = bits;
+    }
+
+    void add(void* y, const void* x, DType t, int64_t n) override {
+        check_type(t, "y");
+        if (t == DType::f32) return add_f32(static_cast<float*>(y), static_cast<const float*>(x), n);
+        float* yw = widen_out(0, y, t, n, true);
+        add_f32(yw, widen(1, x, t, n), n);
+        narrow(y, t, yw, n);
+    }
+
+    // ---- GEMM --------------------------------------------------------------------------
+
+    void gemm(const Gemm& g) override {
+        PTD_REQUIRE(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 0, "negative shape M=%lld N=%lld K=%lld batch=%lld",
+                    static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
+                    static_cast<long long>(g.batch));
+        check_type(g.a_type, "A");
+        check_type(g.b_type, "B");
+        check_type(g.c_type, "C");
+        const int64_t a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
+        const int64_t b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
+        PTD_REQUIRE(g.lda >= std::max<int64_t>(a_cols, 1) && g.ldb >= std::max<int64_t>(b_cols, 1) &&
+                        g.ldc >= std::max<int64_t>(g.N, 1),
+                    "leading dimensions lda=%lld ldb=%lld ldc=%lld too small for M=%lld N=%lld K=%lld (trans %d %d)",
+                    static_cast<long long>(g.lda), static_cast<long long>(g.ldb), static_cast<long long>(g.ldc),
+                    static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
+                    g.trans_a, g.trans_b);
+        (void)blas_int(g.M, "M");
+        (void)blas_int(g.N, "N");
+        (void)blas_int(g.K, "K");
+        (void)blas_int(g.lda, "lda");
+        (void)blas_int(g.ldb, "ldb");
+        (void)blas_int(g.ldc, "ldc");
+        if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+        auto extent = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+            return (g.batch - 1) * stride + (rows - 1) * ld + cols;
+        };
+        const int64_t c_n = extent(g.M, g.N, g.ldc, g.stride_c);
+        const float* A = g.K ? widen(0, g.A, g.a_type, extent(a_rows, a_cols, g.lda, g.stride_a)) : nullptr;
+        const float* B = g.K ? widen(1, g.B, g.b_type, extent(b_rows, b_cols, g.ldb, g.stride_b)) : nullptr;
+        float* C = widen_out(2, g.C, g.c_type, c_n, g.beta != 0.0f);
+        const float* bias = g.bias ? widen(3, g.bias, g.c_type, g.N) : nullptr;
+        for (int64_t i = 0; i < g.batch; i++) {
+            float* Ci = C + i * g.stride_c;
+            if (g.K == 0) {  // empty sum: C = beta·C (BLAS would reject lda = 0)
+                for (int64_t r = 0; r < g.M; r++)
+                    for (int64_t c = 0; c < g.N; c++) Ci[r * g.ldc + c] = g.beta == 0.0f ? 0.0f : Ci[r * g.ldc + c] * g.beta;
+            } else {
+                sgemm_raw(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A + i * g.stride_a, g.lda, B + i * g.stride_b,
+                          g.ldb, g.beta, Ci, g.ldc);
+            }
+            if (bias) {
+#pragma omp parallel for schedule(static) if (g.M * g.N >= k_par_min)
+                for (int64_t r = 0; r < g.M; r++) {
+                    float* cr = Ci + r * g.ldc;
+                    for (int64_t c = 0; c < g.N; c++) cr[c] += bias[c];
+                }
+            }
+        }
+        if (g.c_type != DType::f32) {  // round only the M×N results, not what lies between rows
+            for (int64_t i = 0; i < g.batch; i++)
+#pragma omp parallel for schedule(static) if (g.M * g.N >= k_par_min)
+                for (int64_t r = 0; r < g.M; r++) {
+                    const int64_t off = i * g.stride_c + r * g.ldc;
+                    convert(dtype_offset(g.C, off, g.c_type), g.c_type, C + off, DType::f32, g.N);
+                }
+        }
+    }
+
+    void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) override {
+        check_type(t, "y");
+        float* yw = widen_out(0, y, t, rows * cols, true);
+        bias_add_f32(yw, widen(1, bias, t, cols), rows, cols);
+        narrow(y, t, yw, rows * cols);
+    }
+
+    void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) override {
+        check_type(t, "dy");
+        bias_grad_f32(dbias, widen(0, dy, t, rows * cols), rows, cols);
+    }
+
+    // ---- norms, activations, attention, embedding: typed entry points -----------------
+
+    void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* x, const void* w, const void* b,
+                           int64_t rows, int64_t C, float eps) override {
+        check_type(t, "x");
+        float* o = widen_out(3, out, t, rows * C, false);
+        layernorm_forward_f32(o, mean, rstd, widen(0, x, t, rows * C), widen(1, w, t, C), widen(2, b, t, C), rows, C,
+                              eps);
+        narrow(out, t, o, rows * C);
+    }
+    void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x, const float* mean,
+                            const float* rstd, const void* w, int64_t rows, int64_t C) override {
+        check_type(t, "x");
+        float* d = widen_out(3, dx, t, rows * C, false);
+        layernorm_backward_f32(d, dw, db, widen(0, dout, t, rows * C), widen(1, x, t, rows * C), mean, rstd,
+                               widen(2, w, t, C), rows, C);
+        narrow(dx, t, d, rows * C);
+    }
+    void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
+                         float eps) override {
+        check_type(t, "x");
+        float* o = widen_out(3, out, t, rows * C, false);
+        rmsnorm_forward_f32(o, rstd, widen(0, x, t, rows * C), widen(1, w, t, C), rows, C, eps);
+        narrow(out, t, o, rows * C);
+    }
+    void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
+                          const void* w, int64_t rows, int64_t C) override {
+        check_type(t, "x");
+        float* d = widen_out(3, dx, t, rows * C, false);
+        rmsnorm_backward_f32(d, dw, widen(0, dout, t, rows * C), widen(1, x, t, rows * C), rstd, widen(2, w, t, C),
+                             rows, C);
+        narrow(dx, t, d, rows * C);
+    }
+    void gelu_forward(DType t, void* out, const void* x, int64_t n) override {
+        check_type(t, "x");
+        float* o = widen_out(1, out, t, n, false);
+        gelu_forward_f32(o, widen(0, x, t, n), n);
+        narrow(out, t, o, n);
+    }
+    void gelu_backward(DType t, void* dx, const void* x, const void* dout, int64_t n) override {
+        check_type(t, "x");
+        float* d = widen_out(2, dx, t, n, false);
+        gelu_backward_f32(d, widen(0, x, t, n), widen(1, dout, t, n), n);
+        narrow(dx, t, d, n);
+    }
+    void swiglu_forward(DType t, void* out, const void* gate, const void* up, int64_t n) override {
+        check_type(t, "gate");
+        float* o = widen_out(2, out, t, n, false);
+        swiglu_forward_f32(o, widen(0, gate, t, n), widen(1, up, t, n), n);
+        narrow(out, t, o, n);
+    }
+    void swiglu_backward(DType t, void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                         int64_t n) override {
+        check_type(t, "gate");
+        float* dg = widen_out(3, dgate, t, n, false);
+        float* du = widen_out(4, dup, t, n, false);
+        swiglu_backward_f32(dg, du, widen(0, dout, t, n), widen(1, gate, t, n), widen(2, up, t, n), n);
+        narrow(dgate, t, dg, n);
+        narrow(dup, t, du, n);
+    }
+
+    void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G,
+                           int64_t D) override {
+        check_type(t, "qkv");
+        check_attention(B, T, H, G, D);
+        const int64_t ld = (H + 2 * G) * D;
+        const float* x = widen(0, qkv, t, B * T * ld);
+        float* p = widen_out(1, probs, t, B * H * T * T, false);
+        float* c = widen_out(2, ctx, t, B * T * H * D, false);
+        attention_forward_f32(c, p, x, x + H * D, x + (H + G) * D, ld, ld, B, T, H, G, D);
+        narrow(probs, t, p, B * H * T * T);
+        narrow(ctx, t, c, B * T * H * D);
+    }
+    // 16-bit operands are widened in the operand scratch (planned); ρ and the dP/dS tiles
+    // are f32 in `workspace` in every precision.
+    void attention_backward(DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv, int64_t B,
+                            int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) override {
+        check_type(t, "qkv");
+        check_attention(B, T, H, G, D);
+        const int64_t ld = (H + 2 * G) * D;
+        const float* x = widen(0, qkv, t, B * T * ld);
+        float* d = widen_out(3, dqkv, t, B * T * ld, false);
+        attention_backward_f32(d, d + H * D, d + (H + G) * D, widen(2, dctx, t, B * T * H * D),
+                               widen(1, probs, t, B * H * T * T), x, x + H * D, x + (H + G) * D, ld, ld, B, T, H, G, D,
+                               static_cast<float*>(workspace));
+        narrow(dqkv, t, d, B * T * ld);
+    }
+
+    void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
+                           int64_t rows, int64_t C) override {
+        check_type(t, "wte");
+        if (t == DType::f32)
+            return embedding_forward_f32(static_cast<float*>(out), tokens, static_cast<const float*>(wte), v0, Vl, rows,
+                                         C);
+        // A lookup copies rows: no arithmetic, so the 16-bit bytes move as they are.
+        const size_t row_bytes = static_cast<size_t>(C) * 2;
+#pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t tk = static_cast<int64_t>(tokens[r]) - v0;
+            char* outr = static_cast<char*>(out) + r * row_bytes;
+            if (tk >= 0 && tk < Vl) std::memcpy(outr, static_cast<const char*>(wte) + tk * row_bytes, row_bytes);
+            else std::memset(outr, 0, row_bytes);
+        }
+    }
+    void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                            int64_t rows, int64_t C) override {
+        check_type(t, "dout");
+        embedding_backward_f32(dwte, widen(0, dout, t, rows * C), tokens, v0, Vl, rows, C);
+    }
+    void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
+                          int64_t C) override {
+        check_type(t, "out");
+        float* o = widen_out(1, out, t, rows * C, true);
+        position_forward_f32(o, widen(0, wpe, t, T * C), row0, rows, T, C);
+        narrow(out, t, o, rows * C);
+    }
+    void position_backward(DType t, float* dwpe, const void* dout, int64_t row0, int64_t rows, int64_t T,
+                           int64_t C) override {
+        check_type(t, "dout");
+        position_backward_f32(dwpe, widen(0, dout, t, rows * C), row0, rows, T, C);
     }
 
     // y [rows, cols] += bias [cols] on every row.
-    void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) override {
+    void bias_add_f32(float* y, const float* bias, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static) if (rows * cols >= k_par_min)
         for (int64_t r = 0; r < rows; r++) {
             float* yr = y + r * cols;
@@ -360,7 +636,7 @@ public:
     }
 
     // dbias [cols] += Σ_r dy [rows, cols]: columns split over threads, rows in order.
-    void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) override {
+    void bias_grad_f32(float* dbias, const float* dy, int64_t rows, int64_t cols) {
         parallel_columns(cols, rows * cols, [&](int64_t c0, int64_t c1) {
             for (int64_t r = 0; r < rows; r++) {
                 const float* dyr = dy + r * cols;
@@ -373,8 +649,8 @@ public:
 
     // out, x [rows, C]; w, b [C]; mean, rstd [rows]. Two passes (mean, then variance)
     // rather than E[x²] − mean², which cancels badly when |mean| ≫ std.
-    void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                           int64_t rows, int64_t C, float eps) override {
+    void layernorm_forward_f32(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                           int64_t rows, int64_t C, float eps) {
         PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
                     static_cast<long long>(C));
         const float inv_c = 1.0f / static_cast<float>(C);
@@ -399,8 +675,8 @@ public:
     // With n = (x − mean)·rstd and g = dout·w (llm.c):
     //   dx = rstd · (g − mean(g) − n · mean(g·n))   (overwritten)
     //   dw += Σ_r dout·n, db += Σ_r dout           (a second pass, split by columns).
-    void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
-                            const float* rstd, const float* w, int64_t rows, int64_t C) override {
+    void layernorm_backward_f32(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
+                            const float* rstd, const float* w, int64_t rows, int64_t C) {
         PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
                     static_cast<long long>(C));
         const float inv_c = 1.0f / static_cast<float>(C);
@@ -437,8 +713,8 @@ public:
     }
 
     // out, x [rows, C]; w [C]; rstd [rows] = 1/√(mean(x²) + eps).
-    void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
-                         float eps) override {
+    void rmsnorm_forward_f32(float* out, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
+                         float eps) {
         PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
                     static_cast<long long>(C));
         const float inv_c = 1.0f / static_cast<float>(C);
@@ -457,8 +733,8 @@ public:
 
     // With n = x·rstd and g = dout·w: dx = rstd · (g − n · mean(g·n)) (overwritten);
     // dw += Σ_r dout·n (split by columns).
-    void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
-                          int64_t rows, int64_t C) override {
+    void rmsnorm_backward_f32(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
+                          int64_t rows, int64_t C) {
         PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
                     static_cast<long long>(C));
         const float inv_c = 1.0f / static_cast<float>(C);
@@ -488,7 +764,7 @@ public:
 
     // 0.5·x·(1 + tanh(a)) = x·σ(2a), a = √(2/π)(x + 0.044715x³): one exp, no tanh, and no
     // cancellation for large negative x.
-    void gelu_forward(float* out, const float* x, int64_t n) override {
+    void gelu_forward_f32(float* out, const float* x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) {
             const float xi = x[i];
@@ -499,7 +775,7 @@ public:
 
     // gelu'(x) = σ(2a) + x · 2σ(2a)(1 − σ(2a)) · a'(x), a' = √(2/π)(1 + 3·0.044715x²)
     // (the same as 0.5(1 + tanh a) + 0.5x·sech²(a)·a', as 4σ(1−σ) = sech²).
-    void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    void gelu_backward_f32(float* dx, const float* x, const float* dout, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) {
             const float xi = x[i];
@@ -511,14 +787,14 @@ public:
     }
 
     // out = silu(gate)·up, silu(g) = g·σ(g).
-    void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override {
+    void swiglu_forward_f32(float* out, const float* gate, const float* up, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
     }
 
     // dup = dout·silu(g); dgate = dout·up·silu'(g), silu'(g) = σ(g)(1 + g(1 − σ(g))).
-    void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                         int64_t n) override {
+    void swiglu_backward_f32(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                         int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= k_par_min)
         for (int64_t i = 0; i < n; i++) {
             const float g = gate[i], s = sigmoid(g), d = dout[i];
@@ -531,6 +807,9 @@ public:
     // ---- attention ---------------------------------------------------------------------
 
     // x [B,T,nh,D]: rotate the pairs (i, i + D/2) by the angle (pos0 + t)·theta^(−2i/D).
+    // The table's angles are formed in double: p·freq reaches thousands of radians, where
+    // fp32 would lose the low bits before cos/sin. Built once at start-up, shared by every
+    // call, batch row and head.
     void rope_table(float* table, int64_t positions, int64_t D, float theta) override {
         PTD_REQUIRE(positions >= 0 && D > 0 && D % 2 == 0, "bad shape positions=%lld D=%lld (even)",
                     static_cast<long long>(positions), static_cast<long long>(D));
@@ -547,14 +826,14 @@ public:
             }
         }
     }
-    void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                      int64_t positions) override {
-        rope(x, B, T, nh, D, pos0, table, positions, 1.0f);
+    void rope_forward(DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                      const float* table, int64_t positions) override {
+        rope_typed(t, x, ld, B, T, nh, D, pos0, table, positions, 1.0f);
     }
     // The inverse rotation (angle negated): the transpose of the forward's linear map.
-    void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                       int64_t positions) override {
-        rope(dx, B, T, nh, D, pos0, table, positions, -1.0f);
+    void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                       const float* table, int64_t positions) override {
+        rope_typed(t, dx, ld, B, T, nh, D, pos0, table, positions, -1.0f);
     }
 
     // One task per (b, h, block of query rows [t0, t1)); the block only sees keys < t1:
@@ -563,8 +842,20 @@ public:
     //   ctx[t0:t1] = P[t0:t1, 0:t1] · V[0:t1]                 (GEMM)
     // Q rows of head h are strided by H·D and K/V rows of kv head g by G·D, which the
     // GEMMs take as leading dimensions: no copies.
-    void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
-                           int64_t T, int64_t H, int64_t G, int64_t D) override {
+    // The attention products go through the backend's own GEMM op (f32 operands: no
+    // scratch is touched, so the op is safe inside the OpenMP loops below), with the
+    // leading dimensions of the fused qkv rows.
+    void attn_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+        Gemm g;
+        g.trans_a = ta, g.trans_b = tb, g.M = m, g.N = n, g.K = k, g.alpha = alpha, g.beta = beta;
+        g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+        gemm(g);
+    }
+
+    // q rows ldq apart, k and v rows ldkv apart (column blocks of the fused qkv).
+    void attention_forward_f32(float* ctx, float* probs, const float* q, const float* k, const float* v,
+                               int64_t ldq, int64_t ldkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
         check_attention(B, T, H, G, D);
         if (B == 0 || T == 0) return;
         const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -576,13 +867,13 @@ public:
             const int64_t qb = task % nqb, bh = task / nqb, h = bh % H, b = bh / H, g = h / rep;
             const int64_t t0 = qb * k_attn_block, t1 = std::min(T, t0 + k_attn_block), m = t1 - t0;
             float* p_blk = probs + (bh * T + t0) * T;                // [m, T], ld T
-            const float* q_blk = q + ((b * T + t0) * H + h) * D;     // [m, D], ld H·D
-            const float* k_bg = k + (b * T * G + g) * D;             // [T, D], ld G·D
-            const float* v_bg = v + (b * T * G + g) * D;             // [T, D], ld G·D
+            const float* q_blk = q + (b * T + t0) * ldq + h * D;     // [m, D], ld ldq
+            const float* k_bg = k + b * T * ldkv + g * D;            // [T, D], ld ldkv
+            const float* v_bg = v + b * T * ldkv + g * D;            // [T, D], ld ldkv
             float* ctx_blk = ctx + ((b * T + t0) * H + h) * D;       // [m, D], ld H·D
-            sgemm_raw(false, true, m, t1, D, scale, q_blk, H * D, k_bg, G * D, 0.0f, p_blk, T);
+            attn_gemm(false, true, m, t1, D, scale, q_blk, ldq, k_bg, ldkv, 0.0f, p_blk, T);
             for (int64_t i = 0; i < m; i++) causal_softmax_row(p_blk + i * T, t0 + i, T);
-            sgemm_raw(false, false, m, D, t1, 1.0f, p_blk, T, v_bg, G * D, 0.0f, ctx_blk, H * D);
+            attn_gemm(false, false, m, D, t1, 1.0f, p_blk, T, v_bg, ldkv, 0.0f, ctx_blk, H * D);
         }
     }
 
@@ -593,9 +884,10 @@ public:
     // GEMM of the four, instead of a [B,H,T,T] dS buffer) and sums the query heads of the
     // group in order into dk, dv — each element of dk/dv is written by one task, so the
     // result is deterministic without atomics.
-    void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
-                            const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G,
-                            int64_t D, float* workspace) override {
+    // q, dq rows ldq apart; k, v, dk, dv rows ldkv apart. `workspace`: ρ and the tiles (f32).
+    void attention_backward_f32(float* dq, float* dk, float* dv, const float* dctx, const float* probs,
+                                const float* q, const float* k, const float* v, int64_t ldq, int64_t ldkv, int64_t B,
+                                int64_t T, int64_t H, int64_t G, int64_t D, float* workspace) {
         check_attention(B, T, H, G, D);
         if (B == 0 || T == 0) return;
         const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -618,9 +910,9 @@ public:
                 const int64_t t0 = qb * k_attn_block, t1 = std::min(T, t0 + k_attn_block), m = t1 - t0;
                 const float* p_blk = probs + (bh * T + t0) * T;              // [m, T], ld T
                 const float* dctx_blk = dctx + ((b * T + t0) * H + h) * D;   // [m, D], ld H·D
-                const float* k_bg = k + (b * T * G + g) * D;                 // [T, D], ld G·D
-                const float* v_bg = v + (b * T * G + g) * D;
-                sgemm_raw(false, true, m, t1, D, 1.0f, dctx_blk, H * D, v_bg, G * D, 0.0f, ds, t1);  // dP
+                const float* k_bg = k + b * T * ldkv + g * D;                // [T, D], ld ldkv
+                const float* v_bg = v + b * T * ldkv + g * D;
+                attn_gemm(false, true, m, t1, D, 1.0f, dctx_blk, H * D, v_bg, ldkv, 0.0f, ds, t1);  // dP
                 for (int64_t i = 0; i < m; i++) {
                     const int64_t t = t0 + i;
                     const float* pr = p_blk + i * T;
@@ -632,8 +924,8 @@ public:
                     for (int64_t u = t + 1; u < t1; u++) dr[u] = 0.0f;
                     rho[bh * T + t] = r;
                 }
-                sgemm_raw(false, false, m, D, t1, scale, ds, t1, k_bg, G * D, 0.0f, dq + ((b * T + t0) * H + h) * D,
-                          H * D);
+                attn_gemm(false, false, m, D, t1, scale, ds, t1, k_bg, ldkv, 0.0f, dq + (b * T + t0) * ldq + h * D,
+                          ldq);
             }
             const int64_t tasks2 = B * G * nb;
 #pragma omp parallel for schedule(static, 1) num_threads(nt)
@@ -642,15 +934,15 @@ public:
                 const int64_t kb = task % nb, bg = task / nb, g = bg % G, b = bg / G;
                 const int64_t k0 = kb * k_attn_block, k1 = std::min(T, k0 + k_attn_block), n = k1 - k0;
                 const int64_t rows = T - k0;  // query rows t ≥ k0 see these keys
-                const float* v_blk = v + ((b * T + k0) * G + g) * D;  // [n, D], ld G·D
-                float* dk_blk = dk + ((b * T + k0) * G + g) * D;      // [n, D], ld G·D
-                float* dv_blk = dv + ((b * T + k0) * G + g) * D;
+                const float* v_blk = v + (b * T + k0) * ldkv + g * D;  // [n, D], ld ldkv
+                float* dk_blk = dk + (b * T + k0) * ldkv + g * D;      // [n, D], ld ldkv
+                float* dv_blk = dv + (b * T + k0) * ldkv + g * D;
                 for (int64_t j = 0; j < rep; j++) {
                     const int64_t h = g * rep + j, bh = b * H + h;
                     const float* p_blk = probs + (bh * T + k0) * T + k0;        // [rows, n], ld T
                     const float* dctx_blk = dctx + ((b * T + k0) * H + h) * D;  // [rows, D], ld H·D
-                    const float* q_blk = q + ((b * T + k0) * H + h) * D;        // [rows, D], ld H·D
-                    sgemm_raw(false, true, rows, n, D, 1.0f, dctx_blk, H * D, v_blk, G * D, 0.0f, ds, n);  // dP
+                    const float* q_blk = q + (b * T + k0) * ldq + h * D;        // [rows, D], ld ldq
+                    attn_gemm(false, true, rows, n, D, 1.0f, dctx_blk, H * D, v_blk, ldkv, 0.0f, ds, n);  // dP
                     for (int64_t i = 0; i < rows; i++) {
                         const float* pr = p_blk + i * T;
                         float* dr = ds + i * n;
@@ -660,22 +952,36 @@ public:
                         for (int64_t u = last; u < n; u++) dr[u] = 0.0f;
                     }
                     const float beta = j == 0 ? 0.0f : 1.0f;  // the first head overwrites
-                    sgemm_raw(true, false, n, D, rows, scale, ds, n, q_blk, H * D, beta, dk_blk, G * D);
-                    sgemm_raw(true, false, n, D, rows, 1.0f, p_blk, T, dctx_blk, H * D, beta, dv_blk, G * D);
+                    attn_gemm(true, false, n, D, rows, scale, ds, n, q_blk, ldq, beta, dk_blk, ldkv);
+                    attn_gemm(true, false, n, D, rows, 1.0f, p_blk, T, dctx_blk, H * D, beta, dv_blk, ldkv);
                 }
             }
         }
     }
 
-    int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const override {
-        return B * H * T + T * k_attn_block * threads_planned();
+    // Bytes: ρ [B,H,T] and one [T, block] tile per planned thread, f32 whatever t is (the
+    // kernel computes in f32; its 16-bit operands are widened in the operand scratch).
+    int64_t attention_backward_workspace(DType, int64_t B, int64_t T, int64_t H, int64_t,
+                                         int64_t) const override {
+        return static_cast<int64_t>(sizeof(float)) * (B * H * T + T * k_attn_block * threads_planned());
+    }
+
+    // Every slot of the widening scratch holds the largest operand (f32); nothing in fp32,
+    // where no operand is widened.
+    int64_t operand_scratch_bytes(DType t, int64_t largest_operand) const override {
+        check_type(t, "t");
+        return t == DType::f32 ? 0 : k_scratch_slots * static_cast<int64_t>(sizeof(float)) * largest_operand;
+    }
+    void plan_operand_scratch(DType t, int64_t largest_operand) override {
+        if (operand_scratch_bytes(t, largest_operand) == 0) return;
+        for (int slot = 0; slot < k_scratch_slots; slot++) scratch(slot, largest_operand);
     }
 
     // ---- embedding ---------------------------------------------------------------------
 
     // out [rows, C]; wte [Vl, C] holds the vocabulary rows v0..v0+Vl−1 (vocab-parallel).
-    void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t Vl, int64_t rows,
-                           int64_t C) override {
+    void embedding_forward_f32(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t Vl, int64_t rows,
+                           int64_t C) {
 #pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
         for (int64_t r = 0; r < rows; r++) {
             const int64_t t = static_cast<int64_t>(tokens[r]) - v0;
@@ -686,8 +992,8 @@ public:
     }
 
     // Rows with the same token hit the same dwte row: split by columns, rows in order.
-    void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
-                            int64_t rows, int64_t C) override {
+    void embedding_backward_f32(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                            int64_t rows, int64_t C) {
         parallel_columns(C, rows * C, [&](int64_t c0, int64_t c1) {
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t t = static_cast<int64_t>(tokens[r]) - v0;
@@ -700,7 +1006,7 @@ public:
     }
 
     // out [rows, C] += wpe [T, C] at position (row0 + r) mod T.
-    void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) override {
+    void position_forward_f32(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) {
         PTD_REQUIRE(T > 0 && row0 >= 0, "T = %lld, row0 = %lld", static_cast<long long>(T),
                     static_cast<long long>(row0));
 #pragma omp parallel for schedule(static) if (rows * C >= k_par_min)
@@ -712,8 +1018,8 @@ public:
     }
 
     // A task per position p: its rows are r ≡ p − row0 (mod T), summed in row order.
-    void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T,
-                           int64_t C) override {
+    void position_backward_f32(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T,
+                           int64_t C) {
         PTD_REQUIRE(T > 0 && row0 >= 0, "T = %lld, row0 = %lld", static_cast<long long>(T),
                     static_cast<long long>(row0));
         const int64_t shift = row0 % T;
@@ -798,10 +1104,10 @@ public:
 
     // Decoupled weight decay in the same update: p −= lr·(m̂/(√v̂ + eps) + wd·p), p old.
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-               float weight_decay, const double* scalars, int64_t step) override {
+               float weight_decay, const double* scalars, int64_t step, void* model_p, DType model_t) override {
         PTD_REQUIRE(step >= 1, "step = %lld (steps count from 1)", static_cast<long long>(step));
         if (scalars[SCALAR_FOUND_INF] != 0.0) return;  // skipped step: the weights stay as they are
-        const auto grad_scale = static_cast<float>(scalars[SCALAR_CLIP_SCALE]);
+        const auto grad_scale = static_cast<float>(scalars[SCALAR_GRAD_SCALE]);
         const auto bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
         const auto bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
         const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
@@ -815,6 +1121,7 @@ public:
             const float mhat = mi * inv_bc1, vhat = vi * inv_bc2;
             p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
         }
+        if (model_p) convert(model_p, model_t, p, DType::f32, n);
     }
 
 private:
@@ -823,6 +1130,45 @@ private:
     bool sealed_ = false;
     int next_event_ = 0;
     int planned_threads_ = 1;
+
+    // Grow-only f32 scratch buffers for widened 16-bit operands, one per operand slot
+    // of an op (ops never nest, so slots are reused across ops).
+    static constexpr int k_scratch_slots = 5;
+    float* scratch_[k_scratch_slots] = {};
+    int64_t scratch_cap_[k_scratch_slots] = {};
+
+    static bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+    static void check_type(DType t, const char* operand) {
+        PTD_REQUIRE(is_float_type(t), "operand %s has dtype %d; allowed: f32, bf16, f16", operand, static_cast<int>(t));
+    }
+    float* scratch(int slot, int64_t n) {
+        if (n > scratch_cap_[slot]) {
+            release(scratch_[slot]);
+            scratch_[slot] = static_cast<float*>(alloc(MEM_WORKSPACE, sizeof(float) * static_cast<size_t>(n),
+                                                       "16-bit operand widened to f32"));
+            scratch_cap_[slot] = n;
+        }
+        return scratch_[slot];
+    }
+    // x (t) as f32: x itself when t is f32, else a widened copy in scratch slot `slot`.
+    const float* widen(int slot, const void* x, DType t, int64_t n) {
+        if (t == DType::f32 || x == nullptr) return static_cast<const float*>(x);
+        float* w = scratch(slot, n);
+        convert(w, DType::f32, x, t, n);
+        return w;
+    }
+    // Where an f32 kernel writes an output x (t): x itself, or scratch (widened from x
+    // first when the kernel accumulates into it).
+    float* widen_out(int slot, void* x, DType t, int64_t n, bool load) {
+        if (t == DType::f32) return static_cast<float*>(x);
+        float* w = scratch(slot, n);
+        if (load) convert(w, DType::f32, x, t, n);
+        return w;
+    }
+    // Rounds a scratch result back into x (t); nothing to do for f32.
+    void narrow(void* x, DType t, const float* w, int64_t n) {
+        if (t != DType::f32) convert(x, t, w, DType::f32, n);
+    }
 
     static void check_attention(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
         PTD_REQUIRE(B >= 0 && T >= 0 && H > 0 && G > 0 && D > 0, "bad shape B=%lld T=%lld H=%lld G=%lld D=%lld",
@@ -850,19 +1196,27 @@ private:
         for (int64_t u = t + 1; u < T; u++) row[u] = 0.0f;
     }
 
-    // The angles are formed in double: (pos0 + t)·freq reaches thousands of radians, where
-    // fp32 would lose the low bits before cos/sin. One [T, D/2] table per call, shared by
-    // every batch row and head.
     // Threads the per-thread scratch is planned for: the OpenMP maximum when the backend
     // was made (set_num_threads there), fixed for the run.
     int threads_planned() const { return planned_threads_; }
 
-    static void rope(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                     int64_t positions, float sign) {
-        PTD_REQUIRE(B >= 0 && T >= 0 && nh >= 0 && D > 0 && D % 2 == 0 && pos0 >= 0 && pos0 + T <= positions,
-                    "bad shape B=%lld T=%lld nh=%lld D=%lld (even) pos0=%lld (table of %lld positions)",
+    void rope_typed(DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                    const float* table, int64_t positions, float sign) {
+        check_type(t, "x");
+        const int64_t n = B * T == 0 ? 0 : (B * T - 1) * ld + nh * D;
+        float* w = widen_out(0, x, t, n, true);
+        rope(w, ld, B, T, nh, D, pos0, table, positions, sign);
+        narrow(x, t, w, n);  // the columns between rows (k, v of the fused qkv) round-trip exactly
+    }
+
+    static void rope(float* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                     const float* table, int64_t positions, float sign) {
+        PTD_REQUIRE(B >= 0 && T >= 0 && nh >= 0 && D > 0 && D % 2 == 0 && pos0 >= 0 && pos0 + T <= positions &&
+                        ld >= nh * D,
+                    "bad shape B=%lld T=%lld nh=%lld D=%lld (even) pos0=%lld ld=%lld (table of %lld positions)",
                     static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(nh),
-                    static_cast<long long>(D), static_cast<long long>(pos0), static_cast<long long>(positions));
+                    static_cast<long long>(D), static_cast<long long>(pos0), static_cast<long long>(ld),
+                    static_cast<long long>(positions));
         const int64_t half = D / 2;
         const float* cs = table + pos0 * half;
         const float* sn = table + (positions + pos0) * half;
@@ -872,7 +1226,7 @@ private:
             const float* c = cs + (bt % T) * half;
             const float* s = sn + (bt % T) * half;
             for (int64_t h = 0; h < nh; h++) {
-                float* x1 = x + (bt * nh + h) * D;
+                float* x1 = x + bt * ld + h * D;
                 float* x2 = x1 + half;
                 for (int64_t i = 0; i < half; i++) {
                     const float a = x1[i], b = x2[i], si = sign * s[i];

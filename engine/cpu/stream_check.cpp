@@ -95,126 +95,188 @@ public:
         in_->zero(x, bytes);
     }
 
-    // ---- compute ops: check every operand, stamp every output, then forward -------------------------------
-    void fill(float* x, float value, int64_t n) override { rd(x, "fill"); wrote(x, "fill"), in_->fill(x, value, n); }
-    void copy(float* dst, const float* src, int64_t n) override { rd(dst, "copy"), rd(src, "copy"); wrote(dst, "copy"), in_->copy(dst, src, n); }
-    void add(float* y, const float* x, int64_t n) override { rd(y, "add"), rd(x, "add"); wrote(y, "add"), in_->add(y, x, n); }
-    void scale(float* x, float a, int64_t n) override { rd(x, "scale"); wrote(x, "scale"), in_->scale(x, a, n); }
-    void sum_squares(double* acc, const float* x, int64_t n) override { rd(acc, "sum_squares"), rd(x, "sum_squares");
+    // ---- compute ops: check every operand (rd), stamp every output (wrote), then forward -------
+    // Reads are listed first, the outputs last; an in/out operand is both.
+    void fill(void* x, DType t, float value, int64_t n) override {
+        rd(x, "fill");
+        wrote(x, "fill"), in_->fill(x, t, value, n);
+    }
+    void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override {
+        rd(dst, "convert"), rd(src, "convert");
+        wrote(dst, "convert"), in_->convert(dst, dst_t, src, src_t, n);
+    }
+    void add(void* y, const void* x, DType t, int64_t n) override {
+        rd(y, "add"), rd(x, "add");
+        wrote(y, "add"), in_->add(y, x, t, n);
+    }
+    void scale(float* x, float a, int64_t n) override {
+        rd(x, "scale");
+        wrote(x, "scale"), in_->scale(x, a, n);
+    }
+    void sum_squares(double* acc, const float* x, int64_t n) override {
+        rd(acc, "sum_squares"), rd(x, "sum_squares");
         wrote(acc, "sum_squares"), in_->sum_squares(acc, x, n);
     }
-    void sum_into(double* acc, const float* x, int64_t n) override { rd(acc, "sum_into"), rd(x, "sum_into"); wrote(acc, "sum_into"), in_->sum_into(acc, x, n); }
-    void finish_step_scalars(double* s, double max_norm) override { rd(s, "finish_step_scalars");
-        wrote(s, "finish_step_scalars"), in_->finish_step_scalars(s, max_norm);
+    void sum_into(double* acc, const float* x, int64_t n) override {
+        rd(acc, "sum_into"), rd(x, "sum_into");
+        wrote(acc, "sum_into"), in_->sum_into(acc, x, n);
     }
-    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override { rd(inputs, "split_tokens"), rd(targets, "split_tokens"), rd(seq, "split_tokens");
+    void finish_step_scalars(double* s, double max_norm, double loss_scale) override {
+        rd(s, "finish_step_scalars");
+        wrote(s, "finish_step_scalars"), in_->finish_step_scalars(s, max_norm, loss_scale);
+    }
+    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override {
+        rd(inputs, "split_tokens"), rd(targets, "split_tokens"), rd(seq, "split_tokens");
         wrote(inputs, "split_tokens"), wrote(targets, "split_tokens");
         in_->split_tokens(inputs, targets, seq, B, T);
     }
-    void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B,
-              float beta, float* C) override { rd(A, "gemm"), rd(B, "gemm"), rd(C, "gemm");
-        wrote(C, "gemm"), in_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+    void gemm(const Gemm& g) override {
+        rd(g.A, "gemm"), rd(g.B, "gemm"), rd(g.C, "gemm"), rd(g.bias, "gemm");
+        wrote(g.C, "gemm"), in_->gemm(g);
     }
-    void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) override { rd(y, "bias_add"), rd(bias, "bias_add");
-        wrote(y, "bias_add"), in_->bias_add(y, bias, rows, cols);
+    void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) override {
+        rd(y, "bias_add"), rd(bias, "bias_add");
+        wrote(y, "bias_add"), in_->bias_add(y, bias, t, rows, cols);
     }
-    void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) override { rd(dbias, "bias_grad"), rd(dy, "bias_grad");
-        wrote(dbias, "bias_grad"), in_->bias_grad(dbias, dy, rows, cols);
+    void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) override {
+        rd(dbias, "bias_grad"), rd(dy, "bias_grad");
+        wrote(dbias, "bias_grad"), in_->bias_grad(dbias, dy, t, rows, cols);
     }
-    void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                           int64_t rows, int64_t C, float eps) override { rd(out, "layernorm_forward"), rd(mean, "layernorm_forward"), rd(rstd, "layernorm_forward"), rd(x, "layernorm_forward"), rd(w, "layernorm_forward"), rd(b, "layernorm_forward");
-        wrote(out, "layernorm_forward"), wrote(mean, "layernorm_forward"), wrote(rstd, "layernorm_forward");
-        in_->layernorm_forward(out, mean, rstd, x, w, b, rows, C, eps);
+    void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* x, const void* w, const void* b,
+                           int64_t rows, int64_t C, float eps) override {
+        const char* op = "layernorm_forward";
+        rd(out, op), rd(mean, op), rd(rstd, op), rd(x, op), rd(w, op), rd(b, op);
+        wrote(out, op), wrote(mean, op), wrote(rstd, op);
+        in_->layernorm_forward(t, out, mean, rstd, x, w, b, rows, C, eps);
     }
-    void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
-                            const float* rstd, const float* w, int64_t rows, int64_t C) override { rd(dx, "layernorm_backward"), rd(dw, "layernorm_backward"), rd(db, "layernorm_backward"), rd(dout, "layernorm_backward"), rd(x, "layernorm_backward"), rd(mean, "layernorm_backward"), rd(rstd, "layernorm_backward"), rd(w, "layernorm_backward");
-        wrote(dx, "layernorm_backward"), wrote(dw, "layernorm_backward"), wrote(db, "layernorm_backward");
-        in_->layernorm_backward(dx, dw, db, dout, x, mean, rstd, w, rows, C);
+    void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x, const float* mean,
+                            const float* rstd, const void* w, int64_t rows, int64_t C) override {
+        const char* op = "layernorm_backward";
+        rd(dx, op), rd(dw, op), rd(db, op), rd(dout, op), rd(x, op), rd(mean, op), rd(rstd, op), rd(w, op);
+        wrote(dx, op), wrote(dw, op), wrote(db, op);
+        in_->layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C);
     }
-    void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
-                         float eps) override { rd(out, "rmsnorm_forward"), rd(rstd, "rmsnorm_forward"), rd(x, "rmsnorm_forward"), rd(w, "rmsnorm_forward");
-        wrote(out, "rmsnorm_forward"), wrote(rstd, "rmsnorm_forward");
-        in_->rmsnorm_forward(out, rstd, x, w, rows, C, eps);
+    void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
+                         float eps) override {
+        const char* op = "rmsnorm_forward";
+        rd(out, op), rd(rstd, op), rd(x, op), rd(w, op);
+        wrote(out, op), wrote(rstd, op);
+        in_->rmsnorm_forward(t, out, rstd, x, w, rows, C, eps);
     }
-    void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
-                          int64_t rows, int64_t C) override { rd(dx, "rmsnorm_backward"), rd(dw, "rmsnorm_backward"), rd(dout, "rmsnorm_backward"), rd(x, "rmsnorm_backward"), rd(rstd, "rmsnorm_backward"), rd(w, "rmsnorm_backward");
-        wrote(dx, "rmsnorm_backward"), wrote(dw, "rmsnorm_backward");
-        in_->rmsnorm_backward(dx, dw, dout, x, rstd, w, rows, C);
+    void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
+                          const void* w, int64_t rows, int64_t C) override {
+        const char* op = "rmsnorm_backward";
+        rd(dx, op), rd(dw, op), rd(dout, op), rd(x, op), rd(rstd, op), rd(w, op);
+        wrote(dx, op), wrote(dw, op);
+        in_->rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C);
     }
-    void gelu_forward(float* out, const float* x, int64_t n) override { rd(out, "gelu_forward"), rd(x, "gelu_forward"); wrote(out, "gelu_forward"), in_->gelu_forward(out, x, n); }
-    void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override { rd(dx, "gelu_backward"), rd(x, "gelu_backward"), rd(dout, "gelu_backward");
-        wrote(dx, "gelu_backward"), in_->gelu_backward(dx, x, dout, n);
+    void gelu_forward(DType t, void* out, const void* x, int64_t n) override {
+        rd(out, "gelu_forward"), rd(x, "gelu_forward");
+        wrote(out, "gelu_forward"), in_->gelu_forward(t, out, x, n);
     }
-    void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override { rd(out, "swiglu_forward"), rd(gate, "swiglu_forward"), rd(up, "swiglu_forward");
-        wrote(out, "swiglu_forward"), in_->swiglu_forward(out, gate, up, n);
+    void gelu_backward(DType t, void* dx, const void* x, const void* dout, int64_t n) override {
+        rd(dx, "gelu_backward"), rd(x, "gelu_backward"), rd(dout, "gelu_backward");
+        wrote(dx, "gelu_backward"), in_->gelu_backward(t, dx, x, dout, n);
     }
-    void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                         int64_t n) override { rd(dgate, "swiglu_backward"), rd(dup, "swiglu_backward"), rd(dout, "swiglu_backward"), rd(gate, "swiglu_backward"), rd(up, "swiglu_backward");
-        wrote(dgate, "swiglu_backward"), wrote(dup, "swiglu_backward");
-        in_->swiglu_backward(dgate, dup, dout, gate, up, n);
+    void swiglu_forward(DType t, void* out, const void* gate, const void* up, int64_t n) override {
+        rd(out, "swiglu_forward"), rd(gate, "swiglu_forward"), rd(up, "swiglu_forward");
+        wrote(out, "swiglu_forward"), in_->swiglu_forward(t, out, gate, up, n);
     }
-    void rope_table(float* table, int64_t positions, int64_t D, float theta) override { rd(table, "rope_table");
+    void swiglu_backward(DType t, void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                         int64_t n) override {
+        const char* op = "swiglu_backward";
+        rd(dgate, op), rd(dup, op), rd(dout, op), rd(gate, op), rd(up, op);
+        wrote(dgate, op), wrote(dup, op);
+        in_->swiglu_backward(t, dgate, dup, dout, gate, up, n);
+    }
+    void rope_table(float* table, int64_t positions, int64_t D, float theta) override {
+        rd(table, "rope_table");
         wrote(table, "rope_table"), in_->rope_table(table, positions, D, theta);
     }
-    void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                      int64_t positions) override { rd(x, "rope_forward"), rd(table, "rope_forward");
-        wrote(x, "rope_forward"), in_->rope_forward(x, B, T, nh, D, pos0, table, positions);
+    void rope_forward(DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                      const float* table, int64_t positions) override {
+        rd(x, "rope_forward"), rd(table, "rope_forward");
+        wrote(x, "rope_forward"), in_->rope_forward(t, x, ld, B, T, nh, D, pos0, table, positions);
     }
-    void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0, const float* table,
-                       int64_t positions) override { rd(dx, "rope_backward"), rd(table, "rope_backward");
-        wrote(dx, "rope_backward"), in_->rope_backward(dx, B, T, nh, D, pos0, table, positions);
+    void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                       const float* table, int64_t positions) override {
+        rd(dx, "rope_backward"), rd(table, "rope_backward");
+        wrote(dx, "rope_backward"), in_->rope_backward(t, dx, ld, B, T, nh, D, pos0, table, positions);
     }
-    void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
-                           int64_t T, int64_t H, int64_t G, int64_t D) override { rd(ctx, "attention_forward"), rd(probs, "attention_forward"), rd(q, "attention_forward"), rd(k, "attention_forward"), rd(v, "attention_forward");
-        wrote(ctx, "attention_forward"), wrote(probs, "attention_forward");
-        in_->attention_forward(ctx, probs, q, k, v, B, T, H, G, D);
+    void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T, int64_t H,
+                           int64_t G, int64_t D) override {
+        const char* op = "attention_forward";
+        rd(ctx, op), rd(probs, op), rd(qkv, op);
+        wrote(ctx, op), wrote(probs, op);
+        in_->attention_forward(t, ctx, probs, qkv, B, T, H, G, D);
     }
-    void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
-                            const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
-                            float* workspace) override { rd(dq, "attention_backward"), rd(dk, "attention_backward"), rd(dv, "attention_backward"), rd(dctx, "attention_backward"), rd(probs, "attention_backward"), rd(q, "attention_backward"), rd(k, "attention_backward"), rd(v, "attention_backward"), rd(workspace, "attention_backward");
-        wrote(dq, "attention_backward"), wrote(dk, "attention_backward"), wrote(dv, "attention_backward");
-        wrote(workspace, "attention_backward");
-        in_->attention_backward(dq, dk, dv, dctx, probs, q, k, v, B, T, H, G, D, workspace);
+    void attention_backward(DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv, int64_t B,
+                            int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) override {
+        const char* op = "attention_backward";
+        rd(dqkv, op), rd(dctx, op), rd(probs, op), rd(qkv, op), rd(workspace, op);
+        wrote(dqkv, op), wrote(workspace, op);
+        in_->attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, workspace);
     }
-    int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const override {
-        return in_->attention_backward_workspace(B, T, H, G, D);
+    int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
+                                         int64_t D) const override {
+        return in_->attention_backward_workspace(t, B, T, H, G, D);
     }
-    void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t Vl, int64_t rows,
-                           int64_t C) override { rd(out, "embedding_forward"), rd(tokens, "embedding_forward"), rd(wte, "embedding_forward");
-        wrote(out, "embedding_forward"), in_->embedding_forward(out, tokens, wte, v0, Vl, rows, C);
+    int64_t operand_scratch_bytes(DType t, int64_t largest_operand) const override {
+        return in_->operand_scratch_bytes(t, largest_operand);
     }
-    void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
-                            int64_t rows, int64_t C) override { rd(dwte, "embedding_backward"), rd(dout, "embedding_backward"), rd(tokens, "embedding_backward");
-        wrote(dwte, "embedding_backward"), in_->embedding_backward(dwte, dout, tokens, v0, Vl, rows, C);
+    // The scratch is the inner backend's own, private to its ops: no stream can reach it.
+    void plan_operand_scratch(DType t, int64_t largest_operand) override {
+        in_->plan_operand_scratch(t, largest_operand);
     }
-    void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C) override { rd(out, "position_forward"), rd(wpe, "position_forward");
-        wrote(out, "position_forward"), in_->position_forward(out, wpe, row0, rows, T, C);
+    void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
+                           int64_t rows, int64_t C) override {
+        rd(out, "embedding_forward"), rd(tokens, "embedding_forward"), rd(wte, "embedding_forward");
+        wrote(out, "embedding_forward"), in_->embedding_forward(t, out, tokens, wte, v0, Vl, rows, C);
     }
-    void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T, int64_t C) override { rd(dwpe, "position_backward"), rd(dout, "position_backward");
-        wrote(dwpe, "position_backward"), in_->position_backward(dwpe, dout, row0, rows, T, C);
+    void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                            int64_t rows, int64_t C) override {
+        rd(dwte, "embedding_backward"), rd(dout, "embedding_backward"), rd(tokens, "embedding_backward");
+        wrote(dwte, "embedding_backward"), in_->embedding_backward(t, dwte, dout, tokens, v0, Vl, rows, C);
+    }
+    void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
+                          int64_t C) override {
+        rd(out, "position_forward"), rd(wpe, "position_forward");
+        wrote(out, "position_forward"), in_->position_forward(t, out, wpe, row0, rows, T, C);
+    }
+    void position_backward(DType t, float* dwpe, const void* dout, int64_t row0, int64_t rows, int64_t T,
+                           int64_t C) override {
+        rd(dwpe, "position_backward"), rd(dout, "position_backward");
+        wrote(dwpe, "position_backward"), in_->position_backward(t, dwpe, dout, row0, rows, T, C);
     }
     void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
-                      int64_t V_valid) override { rd(rowmax, "xent_row_max"), rd(logits, "xent_row_max");
+                      int64_t V_valid) override {
+        rd(rowmax, "xent_row_max"), rd(logits, "xent_row_max");
         wrote(rowmax, "xent_row_max"), in_->xent_row_max(rowmax, logits, rows, Vl, v0, V_valid);
     }
     void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
-                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override { rd(sumexp, "xent_sums"), rd(target_logit, "xent_sums"), rd(logits, "xent_sums"), rd(rowmax, "xent_sums"), rd(targets, "xent_sums");
-        wrote(sumexp, "xent_sums"), wrote(target_logit, "xent_sums");
+                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const char* op = "xent_sums";
+        rd(sumexp, op), rd(target_logit, op), rd(logits, op), rd(rowmax, op), rd(targets, op);
+        wrote(sumexp, op), wrote(target_logit, op);
         in_->xent_sums(sumexp, target_logit, logits, rowmax, targets, rows, Vl, v0, V_valid);
     }
     void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp, const float* target_logit,
-                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override { rd(loss, "xent_finish"), rd(logits, "xent_finish"), rd(rowmax, "xent_finish"), rd(sumexp, "xent_finish"), rd(target_logit, "xent_finish");
-        wrote(loss, "xent_finish"), wrote(logits, "xent_finish");
+                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const char* op = "xent_finish";
+        rd(loss, op), rd(logits, op), rd(rowmax, op), rd(sumexp, op), rd(target_logit, op);
+        wrote(loss, op), wrote(logits, op);
         in_->xent_finish(loss, logits, rowmax, sumexp, target_logit, rows, Vl, v0, V_valid);
     }
     void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
-                       int64_t Vl, int64_t v0, int64_t V_valid) override { rd(dlogits, "xent_backward"), rd(probs, "xent_backward"), rd(targets, "xent_backward");
+                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+        rd(dlogits, "xent_backward"), rd(probs, "xent_backward"), rd(targets, "xent_backward");
         wrote(dlogits, "xent_backward"), in_->xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid);
     }
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-               float weight_decay, const double* scalars, int64_t step) override { rd(p, "adamw"), rd(g, "adamw"), rd(m, "adamw"), rd(v, "adamw"), rd(scalars, "adamw");
-        wrote(p, "adamw"), wrote(m, "adamw"), wrote(v, "adamw");
-        in_->adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, scalars, step);
+               float weight_decay, const double* scalars, int64_t step, void* model_p, DType model_t) override {
+        rd(p, "adamw"), rd(g, "adamw"), rd(m, "adamw"), rd(v, "adamw"), rd(scalars, "adamw"), rd(model_p, "adamw");
+        wrote(p, "adamw"), wrote(m, "adamw"), wrote(v, "adamw"), wrote(model_p, "adamw");
+        in_->adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, scalars, step, model_p, model_t);
     }
 
 private:

@@ -37,8 +37,6 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     if (p.vpp < 1 || (p.vpp > 1 && p.pp < 2))
         return unsupported(job, "parallel.vpp", "got " + std::to_string(p.vpp) + " with pp = " + std::to_string(p.pp) + "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
     if (p.zero > 1) return unsupported(job, "parallel.zero", "got " + std::to_string(p.zero) + "; the engine implements ZeRO stage 0 and 1 (allowed: 0, 1)");
-    if (t.precision != Precision::fp32)
-        return unsupported(job, "training.precision", "got a half precision; the CPU engine computes in fp32 (allowed: \"fp32\")");
     if (t.optimizer != Optimizer::adamw)
         return unsupported(job, "training.optimizer", "the engine implements AdamW only (allowed: \"adamw\")");
     if (m.kv_heads % p.tp != 0)
@@ -63,6 +61,7 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     c.zero = (p.zero >= 1 || p.distributed_optimizer) ? 1 : 0;
     c.recompute_full = p.recompute == Recompute::full;
     c.recompute_selective = p.recompute == Recompute::selective;
+    c.act = t.precision == Precision::bf16 ? DType::bf16 : t.precision == Precision::fp16 ? DType::f16 : DType::f32;
     c.micro_batch = t.micro_batch;
     c.seq = m.seq_len;
     c.global_batch = t.global_batch;
@@ -259,15 +258,18 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
     // take one count for all ranks): pad with zeros, exactly as the estimators predict.
     static_assert(kEngineShardAlign == kShardAlignElements, "the estimators and comm.h disagree on shard padding");
     m.flat_numel = engine_flat_buffer_elements(numel, c.zero, c.dp);
-    m.params = (float*)be.alloc(MEM_PARAMS, (size_t)m.flat_numel * sizeof(float), "parameters");
+    // Mixed precision: the model weights are 16-bit (the f32 master copy belongs to the
+    // optimizer), the gradients are f32 main grads in every precision.
+    m.params = be.alloc(MEM_PARAMS, (size_t)m.flat_numel * dtype_bytes(c.act), "parameters");
     m.grads = (float*)be.alloc(MEM_GRADS, (size_t)m.flat_numel * sizeof(float), "gradients");
-    be.fill(m.params, 0.0f, m.flat_numel);
-    be.fill(m.grads, 0.0f, m.flat_numel);
+    be.fill(m.params, c.act, 0.0f, m.flat_numel);
+    be.fill(m.grads, DType::f32, 0.0f, m.flat_numel);
     std::vector<float> host;
+    std::vector<uint16_t> host16;
     for (size_t i = 0; i < plan.size(); ++i) {
         ParamTensor& t = m.tensors[i];
         const TensorPlan& tp = plan[i];
-        t.p = m.params + t.offset;
+        t.p = dtype_offset(m.params, t.offset, c.act);
         t.g = m.grads + t.offset;
         *tp.slot = &t;
         host.assign((size_t)t.numel, 0.0f);
@@ -282,7 +284,14 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
                     host[(size_t)(r * tp.at.cols + col)] =
                         tp.std * normal_at(key, (tp.at.row0 + r) * tp.at.gcols + tp.at.col0 + col);
         }
-        be.upload(t.p, host.data(), host.size() * sizeof(float));
+        if (c.act == DType::f32) {
+            be.upload(t.p, host.data(), host.size() * sizeof(float));
+        } else {  // the same f32 draw, rounded to nearest even: identical on every layout
+            host16.resize(host.size());
+            for (size_t k = 0; k < host.size(); ++k)
+                host16[k] = c.act == DType::bf16 ? f32_to_bf16_bits(host[k]) : f32_to_f16_bits(host[k]);
+            be.upload(t.p, host16.data(), host16.size() * sizeof(uint16_t));
+        }
     }
     if (c.output_is_embedding()) m.wout = m.wte;
     return m;
@@ -300,27 +309,26 @@ void free_model(Model& m) {
 namespace {
 
 // Where each buffer of the estimators' list lives. No default: a buffer added to the list
-// without a place here is a -Wswitch warning.
-float** layer_slot(LayerActs& a, EngineBufferId id) {
+// without a place here is a -Wswitch warning. The dtype is the list's (cfg.act, f32 for
+// norm statistics and logits, i32 for token ids); the fields say which.
+bool set_layer_buffer(LayerActs& a, EngineBufferId id, void* p) {
     using Id = EngineBufferId;
     switch (id) {
-    case Id::ln1_input: return &a.ln1_in;
-    case Id::ln1_rstd: return &a.ln1_rstd;
-    case Id::ln1_mean: return &a.ln1_mean;
-    case Id::ln1_output: return &a.ln1_out;
-    case Id::attn_q: return &a.q;
-    case Id::attn_k: return &a.k;
-    case Id::attn_v: return &a.v;
-    case Id::attn_probs: return &a.probs;
-    case Id::attn_context: return &a.ctx;
-    case Id::ln2_input: return &a.ln2_in;
-    case Id::ln2_rstd: return &a.ln2_rstd;
-    case Id::ln2_mean: return &a.ln2_mean;
-    case Id::ln2_output: return &a.ln2_out;
+    case Id::ln1_input: a.ln1_in = p; return true;
+    case Id::ln1_rstd: a.ln1_rstd = (float*)p; return true;
+    case Id::ln1_mean: a.ln1_mean = (float*)p; return true;
+    case Id::ln1_output: a.ln1_out = p; return true;
+    case Id::attn_qkv: a.qkv = p; return true;
+    case Id::attn_probs: a.probs = p; return true;
+    case Id::attn_context: a.ctx = p; return true;
+    case Id::ln2_input: a.ln2_in = p; return true;
+    case Id::ln2_rstd: a.ln2_rstd = (float*)p; return true;
+    case Id::ln2_mean: a.ln2_mean = (float*)p; return true;
+    case Id::ln2_output: a.ln2_out = p; return true;
     case Id::mlp_fc1:
-    case Id::mlp_gate: return &a.fc1;
-    case Id::mlp_up: return &a.fc3;
-    case Id::mlp_act: return &a.act;
+    case Id::mlp_gate: a.fc1 = p; return true;
+    case Id::mlp_up: a.fc3 = p; return true;
+    case Id::mlp_act: a.act = p; return true;
     case Id::moe_router_probs:  // MoE: rejected by make_engine_config
     case Id::tokens_input:
     case Id::final_norm_input:
@@ -330,62 +338,62 @@ float** layer_slot(LayerActs& a, EngineBufferId id) {
     case Id::logits_probs:
     case Id::tokens_targets:
     case Id::ws_full_rows: case Id::ws_d_residual: case Id::ws_d_norm_input: case Id::ws_d_norm_output:
-    case Id::ws_dq: case Id::ws_dk: case Id::ws_dv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
+    case Id::ws_dqkv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
     case Id::ws_dfc3: case Id::ws_attention_backward: case Id::ws_rope_table: case Id::ws_loss: case Id::ws_xent:
-    case Id::ws_embedding: case Id::ws_tokens_staging: return nullptr;
+    case Id::ws_embedding: case Id::ws_tokens_staging: case Id::ws_operand_scratch: return false;
     }
-    return nullptr;
+    return false;
 }
 
-void* output_slot(OutputActs& o, EngineBufferId id) {
+bool set_output_buffer(OutputActs& o, EngineBufferId id, void* p) {
     using Id = EngineBufferId;
     switch (id) {
-    case Id::final_norm_input: return &o.lnf_in;
-    case Id::final_norm_rstd: return &o.lnf_rstd;
-    case Id::final_norm_mean: return &o.lnf_mean;
-    case Id::final_norm_output: return &o.lnf_out;
-    case Id::logits_probs: return &o.probs;
-    case Id::tokens_targets: return &o.targets;
-    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_q:
-    case Id::attn_k: case Id::attn_v: case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
+    case Id::final_norm_input: o.lnf_in = p; return true;
+    case Id::final_norm_rstd: o.lnf_rstd = (float*)p; return true;
+    case Id::final_norm_mean: o.lnf_mean = (float*)p; return true;
+    case Id::final_norm_output: o.lnf_out = p; return true;
+    case Id::logits_probs: o.probs = (float*)p; return true;
+    case Id::tokens_targets: o.targets = (int32_t*)p; return true;
+    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_qkv:
+    case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
     case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
     case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input:
     case Id::ws_full_rows: case Id::ws_d_residual: case Id::ws_d_norm_input: case Id::ws_d_norm_output:
-    case Id::ws_dq: case Id::ws_dk: case Id::ws_dv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
+    case Id::ws_dqkv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
     case Id::ws_dfc3: case Id::ws_attention_backward: case Id::ws_rope_table: case Id::ws_loss: case Id::ws_xent:
-    case Id::ws_embedding: case Id::ws_tokens_staging: return nullptr;
+    case Id::ws_embedding: case Id::ws_tokens_staging: case Id::ws_operand_scratch: return false;
     }
-    return nullptr;
+    return false;
 }
 
-void* workspace_slot(Activations& a, EngineBufferId id) {
+// The operand scratch is the backend's own (plan_operand_scratch): it has no field here.
+bool set_workspace_buffer(Activations& a, EngineBufferId id, void* p) {
     using Id = EngineBufferId;
     switch (id) {
-    case Id::ws_full_rows: return &a.w_full;
-    case Id::ws_d_residual: return &a.w_dres;
-    case Id::ws_d_norm_input: return &a.w_dtmp;
-    case Id::ws_d_norm_output: return &a.w_dln;
-    case Id::ws_dq: return &a.w_dq;
-    case Id::ws_dk: return &a.w_dk;
-    case Id::ws_dv: return &a.w_dv;
-    case Id::ws_dctx: return &a.w_dctx;
-    case Id::ws_dact: return &a.w_dact;
-    case Id::ws_dfc1: return &a.w_dfc1;
-    case Id::ws_dfc3: return &a.w_dfc3;
-    case Id::ws_attention_backward: return &a.w_attn_bwd;
-    case Id::ws_rope_table: return &a.rope_table;
-    case Id::ws_loss: return &a.w_loss;
-    case Id::ws_xent: return &a.w_xent;
-    case Id::ws_embedding: return &a.w_embed;
-    case Id::ws_tokens_staging: return &a.tokens_staging;
-    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_q:
-    case Id::attn_k: case Id::attn_v: case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
+    case Id::ws_full_rows: a.w_full = p; return true;
+    case Id::ws_d_residual: a.w_dres = p; return true;
+    case Id::ws_d_norm_input: a.w_dtmp = p; return true;
+    case Id::ws_d_norm_output: a.w_dln = p; return true;
+    case Id::ws_dqkv: a.w_dqkv = p; return true;
+    case Id::ws_dctx: a.w_dctx = p; return true;
+    case Id::ws_dact: a.w_dact = p; return true;
+    case Id::ws_dfc1: a.w_dfc1 = p; return true;
+    case Id::ws_dfc3: a.w_dfc3 = p; return true;
+    case Id::ws_attention_backward: a.w_attn_bwd = p; return true;
+    case Id::ws_rope_table: a.rope_table = (float*)p; return true;
+    case Id::ws_loss: a.w_loss = (float*)p; return true;
+    case Id::ws_xent: a.w_xent = (float*)p; return true;
+    case Id::ws_embedding: a.w_embed = p; return true;
+    case Id::ws_tokens_staging: a.tokens_staging = (int32_t*)p; return true;
+    case Id::ws_operand_scratch:
+    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_qkv:
+    case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
     case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
     case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input: case Id::final_norm_input:
     case Id::final_norm_rstd: case Id::final_norm_mean: case Id::final_norm_output: case Id::logits_probs:
-    case Id::tokens_targets: return nullptr;
+    case Id::tokens_targets: return false;
     }
-    return nullptr;
+    return false;
 }
 
 }  // namespace
@@ -393,21 +401,32 @@ void* workspace_slot(Activations& a, EngineBufferId id) {
 Activations alloc_activations(Backend& be, const EngineConfig& c) {
     const ModelSpec& ms = c.model;
     const int64_t Rl = c.rows_local(), h = ms.hidden;
-    const EngineDType act = EngineDType::f32;
+    const EngineDType act = c.act == DType::bf16 ? EngineDType::bf16 : c.act == DType::f16 ? EngineDType::f16 : EngineDType::f32;
+    const size_t e = (size_t)dtype_bytes(c.act);
     Activations a;
     auto take = [&](MemCategory cat, const EngineBuffer& b) {
         void* p = be.alloc(cat, (size_t)b.bytes(), engine_buffer_name(b.id));
         a.owned.push_back(p);
         return p;
     };
+    // The largest operand an op is given (elements): every listed buffer, and the weights
+    // (the fused QKV weight, the MLP and output matrices, the learned positions). The
+    // backend plans its 16-bit operand scratch for it.
+    int64_t largest_operand = 0;
+    auto seen = [&](const std::vector<EngineBuffer>& list) {
+        for (const EngineBuffer& b : list) largest_operand = std::max(largest_operand, b.elements);
+    };
     // The buffer lists are the estimators' ptd-engine profile: what is predicted is what is
     // allocated. Kept per layer and slot, and (recompute) one working set shared by all.
     const Recompute rc = c.recompute();
     const auto kept = engine_layer_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act);
     const auto working = engine_recompute_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act);
+    seen(kept), seen(working);
     auto alloc_list = [&](LayerActs& la, const std::vector<EngineBuffer>& list) {
-        for (const EngineBuffer& b : list)
-            if (float** slot = layer_slot(la, b.id)) *slot = (float*)take(MEM_ACTIVATIONS, b);
+        for (const EngineBuffer& b : list) {
+            LayerActs probe{};  // only buffers with a place here are allocated
+            if (set_layer_buffer(probe, b.id, nullptr)) set_layer_buffer(la, b.id, take(MEM_ACTIVATIONS, b));
+        }
     };
     if (c.layers > 0) alloc_list(a.recompute_layer, working);
     a.slot_layers.assign((size_t)c.slots, std::vector<LayerActs>((size_t)c.slot_layers));
@@ -419,15 +438,35 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         }
         if (c.first) a.slot_tokens.push_back((int32_t*)take(MEM_ACTIVATIONS, engine_input_buffers(c.micro_batch, c.seq).at(0)));
     }
-    if (c.last)
-        for (const EngineBuffer& b : engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel, act))
-            if (void* slot = output_slot(a.out, b.id)) *(void**)slot = take(MEM_ACTIVATIONS, b);
-    // Workspace: the estimators' list too; attention backward's scratch is as the backend states it.
-    const int64_t attention_scratch =
-        c.layers > 0 ? be.attention_backward_workspace(c.micro_batch, c.seq, c.heads_l(), c.kv_l(), c.head_dim()) : 0;
+    if (c.last) {
+        const auto out = engine_output_buffers(ms, c.micro_batch, c.seq, c.tp, (int)c.vocab_padded, c.sequence_parallel, act);
+        seen(out);
+        for (const EngineBuffer& b : out) {
+            OutputActs probe{};
+            if (set_output_buffer(probe, b.id, nullptr)) set_output_buffer(a.out, b.id, take(MEM_ACTIVATIONS, b));
+        }
+    }
+    // Workspace: the estimators' list too; attention backward's scratch and the 16-bit
+    // operand scratch are as the backend states them (bytes, listed as f32 elements).
+    const int64_t attention_scratch_bytes =
+        c.layers > 0 ? be.attention_backward_workspace(c.act, c.micro_batch, c.seq, c.heads_l(), c.kv_l(), c.head_dim()) : 0;
+    auto f32_elements = [](int64_t bytes) { return (bytes + 3) / 4; };
+    const int64_t HD = c.heads_l() * c.head_dim(), GD = c.kv_l() * c.head_dim();
+    if (c.layers > 0)
+        largest_operand = std::max({largest_operand, (HD + 2 * GD) * h, HD * h, c.ffn_l() * h});
+    if (c.first || c.last) largest_operand = std::max(largest_operand, c.vocab_l() * h);
+    if (c.first && ms.position == Position::learned) largest_operand = std::max(largest_operand, (int64_t)c.seq * h);
+    const auto probe_ws = engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first, c.last,
+                                                   c.layers > 0, f32_elements(attention_scratch_bytes), act);
+    seen(probe_ws);
+    a.operand_scratch_bytes = be.operand_scratch_bytes(c.act, largest_operand);
     for (const EngineBuffer& b : engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first,
-                                                          c.last, c.layers > 0, attention_scratch, act))
-        if (void* slot = workspace_slot(a, b.id)) *(void**)slot = take(MEM_WORKSPACE, b);
+                                                          c.last, c.layers > 0, f32_elements(attention_scratch_bytes),
+                                                          act, f32_elements(a.operand_scratch_bytes))) {
+        Activations probe{};
+        if (set_workspace_buffer(probe, b.id, nullptr)) set_workspace_buffer(a, b.id, take(MEM_WORKSPACE, b));
+    }
+    be.plan_operand_scratch(c.act, largest_operand);
     if (a.rope_table) be.rope_table(a.rope_table, c.seq, c.head_dim(), (float)ms.rope_theta);
     if (c.pp > 1) {
         // Chunk ch sends forward unless it holds the output head, backward unless it holds
@@ -435,15 +474,14 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         for (int ch = 0; ch < c.vpp; ++ch)
             for (int j = 0; j < c.grad_accum; ++j) {
                 const bool fwd = !(c.last && ch == c.vpp - 1), bwd = !(c.first && ch == 0);
-                a.send_fwd.push_back(fwd ? (float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_forward") : nullptr);
-                a.send_bwd.push_back(bwd ? (float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.send_backward") : nullptr);
+                a.send_fwd.push_back(fwd ? be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * e, "p2p.send_forward") : nullptr);
+                a.send_bwd.push_back(bwd ? be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * e, "p2p.send_backward") : nullptr);
             }
         if (c.vpp > 1 && c.last)
             for (int j = 0; j < c.grad_accum; ++j)
-                a.d_head.push_back((float*)be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * sizeof(float), "p2p.head_gradient"));
+                a.d_head.push_back(be.alloc(MEM_COMMUNICATION, (size_t)(Rl * h) * e, "p2p.head_gradient"));
     }
-    a.d_stream = (float*)be.alloc(c.pp > 1 && !c.last ? MEM_COMMUNICATION : MEM_WORKSPACE,
-                                  (size_t)(Rl * h) * sizeof(float), "d_stream");
+    a.d_stream = be.alloc(c.pp > 1 && !c.last ? MEM_COMMUNICATION : MEM_WORKSPACE, (size_t)(Rl * h) * e, "d_stream");
     return a;
 }
 
@@ -451,198 +489,218 @@ void free_activations(Backend& be, Activations& a) {
     auto rel = [&](void* p) { be.release(p); };
     for (void* p : a.owned) rel(p);
     rel(a.d_stream);
-    for (float* p : a.send_fwd) rel(p);
-    for (float* p : a.send_bwd) rel(p);
-    for (float* p : a.d_head) rel(p);
+    for (void* p : a.send_fwd) rel(p);
+    for (void* p : a.send_bwd) rel(p);
+    for (void* p : a.d_head) rel(p);
     a = Activations{};
 }
 
 // ---- passes -----------------------------------------------------------------------------------
+//
+// Every activation, weight and activation gradient is in cfg.act (written `t` below);
+// weight gradients accumulate into the f32 main grads (GEMMs with an f32 C and beta = 1,
+// as cuBLASLt does for Megatron's gradient-accumulation fusion); norm statistics, logits,
+// softmax and loss are f32.
 
 namespace {
 
-// y [R, out] = x [R, in] · Wᵀ (+ b).
-void linear_forward(Backend& be, float* y, const float* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
+// y [R, out] = x [R, in] · Wᵀ (+ b), the bias fused into the GEMM.
+void linear_forward(Model& m, void* y, const void* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
                     int64_t out, int64_t in) {
-    be.gemm(false, true, R, out, in, 1.0f, x, W->p, 0.0f, y);
-    if (b) be.bias_add(y, b->p, R, out);
+    const DType t = m.cfg.act;
+    Backend::Gemm g;
+    g.trans_b = true, g.M = R, g.N = out, g.K = in;
+    g.A = x, g.a_type = t, g.lda = in;
+    g.B = W->p, g.b_type = t, g.ldb = in;
+    g.C = y, g.c_type = t, g.ldc = out;
+    g.bias = b ? b->p : nullptr;
+    m.be->gemm(g);
 }
-// dW += dyᵀ · x ; db += Σ dy ; dx (= or +=) dy · W.
-void linear_backward(Backend& be, float* dx, bool accumulate_dx, const float* dy, const float* x,
-                     const ParamTensor* W, const ParamTensor* b, int64_t R, int64_t out, int64_t in) {
-    be.gemm(true, false, out, in, R, 1.0f, dy, x, 1.0f, W->g);
-    if (b) be.bias_grad(b->g, dy, R, out);
-    if (dx) be.gemm(false, false, R, in, out, 1.0f, dy, W->p, accumulate_dx ? 1.0f : 0.0f, dx);
+// dW (f32) += dyᵀ · x ; db (f32) += Σ dy ; dx (= or +=) dy · W.
+void linear_backward(Model& m, void* dx, bool accumulate_dx, const void* dy, const void* x, const ParamTensor* W,
+                     const ParamTensor* b, int64_t R, int64_t out, int64_t in) {
+    Backend& be = *m.be;
+    const DType t = m.cfg.act;
+    be.gemm(true, false, out, in, R, 1.0f, dy, x, 1.0f, W->g, t, DType::f32);
+    if (b) be.bias_grad(b->g, dy, t, R, out);
+    if (dx) be.gemm(false, false, R, in, out, 1.0f, dy, W->p, accumulate_dx ? 1.0f : 0.0f, dx, t, t);
 }
 
-void norm_forward(Model& m, float* out, float* mean, float* rstd, const float* x, const ParamTensor* w,
+void norm_forward(Model& m, void* out, float* mean, float* rstd, const void* x, const ParamTensor* w,
                   const ParamTensor* b, int64_t rows) {
     const int64_t h = m.cfg.model.hidden;
     const float eps = (float)m.cfg.model.norm_eps;
-    if (m.cfg.layernorm()) m.be->layernorm_forward(out, mean, rstd, x, w->p, b ? b->p : nullptr, rows, h, eps);
-    else m.be->rmsnorm_forward(out, rstd, x, w->p, rows, h, eps);
+    const DType t = m.cfg.act;
+    if (m.cfg.layernorm()) m.be->layernorm_forward(t, out, mean, rstd, x, w->p, b ? b->p : nullptr, rows, h, eps);
+    else m.be->rmsnorm_forward(t, out, rstd, x, w->p, rows, h, eps);
 }
-void norm_backward(Model& m, float* dx, const ParamTensor* w, const ParamTensor* b, const float* dout,
-                   const float* x, const float* mean, const float* rstd, int64_t rows) {
+void norm_backward(Model& m, void* dx, const ParamTensor* w, const ParamTensor* b, const void* dout, const void* x,
+                   const float* mean, const float* rstd, int64_t rows) {
     const int64_t h = m.cfg.model.hidden;
-    if (m.cfg.layernorm()) m.be->layernorm_backward(dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h);
-    else m.be->rmsnorm_backward(dx, w->g, dout, x, rstd, w->p, rows, h);
+    const DType t = m.cfg.act;
+    if (m.cfg.layernorm()) m.be->layernorm_backward(t, dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h);
+    else m.be->rmsnorm_backward(t, dx, w->g, dout, x, rstd, w->p, rows, h);
 }
 
 // Exit of a TP region: the partial sums `full` [R, h] become the complete values — all of
 // them (all-reduce) or, with SP, this rank's rows (reduce-scatter). Returns the [Rl, h] rows.
-const float* tp_reduce(Model& m, float* full, StageComm& c) {
+// The reduction runs in the activation dtype, as Megatron's.
+const void* tp_reduce(Model& m, void* full, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     const int64_t h = cfg.model.hidden;
     if (cfg.tp == 1) return full;
     ScopedSeconds t(c.tp_seconds);
     CommOnStream on_comm(*m.be, m.comm_ready, m.comm_done);
     if (!cfg.sequence_parallel) {
-        c.tp->all_reduce_sum(full, cfg.rows() * h);
+        c.tp->all_reduce(full, cfg.rows() * h, cfg.act, ReduceOp::sum);
         return full;
     }
-    c.tp->reduce_scatter(full, cfg.rows_local() * h, DType::f32, ReduceOp::sum);
-    return full + cfg.tp_rank * cfg.rows_local() * h;
+    c.tp->reduce_scatter(full, cfg.rows_local() * h, cfg.act, ReduceOp::sum);
+    return dtype_offset(full, cfg.tp_rank * cfg.rows_local() * h, cfg.act);
 }
 
 // Entry of a TP region with SP: this rank's rows [Rl, h] gathered into `full` [R, h].
 // Without SP the rows are already complete and are returned as they are.
-const float* tp_gather(Model& m, const float* local, float* full, StageComm& c) {
+const void* tp_gather(Model& m, const void* local, void* full, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     if (!cfg.sequence_parallel) return local;
     const int64_t h = cfg.model.hidden, Rl = cfg.rows_local();
-    float* mine = full + cfg.tp_rank * Rl * h;
-    if (mine != local) m.be->copy(mine, local, Rl * h);
+    void* mine = dtype_offset(full, cfg.tp_rank * Rl * h, cfg.act);
+    if (mine != local) m.be->copy(mine, local, cfg.act, Rl * h);
     ScopedSeconds t(c.tp_seconds);
     CommOnStream on_comm(*m.be, m.comm_ready, m.comm_done);
-    c.tp->all_gather(full, Rl * h, DType::f32);
+    c.tp->all_gather(full, Rl * h, cfg.act);
     return full;
 }
 
 // Norm of this rank's rows, output gathered to all rows with SP.
-void norm_forward_gathered(Model& m, float* out_full, float* mean, float* rstd, const float* x,
-                           const ParamTensor* w, const ParamTensor* b, StageComm& c) {
+void norm_forward_gathered(Model& m, void* out_full, float* mean, float* rstd, const void* x, const ParamTensor* w,
+                           const ParamTensor* b, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     const int64_t Rl = cfg.rows_local(), h = cfg.model.hidden;
-    float* dst = cfg.sequence_parallel ? out_full + cfg.tp_rank * Rl * h : out_full;
+    void* dst = cfg.sequence_parallel ? dtype_offset(out_full, cfg.tp_rank * Rl * h, cfg.act) : out_full;
     norm_forward(m, dst, mean, rstd, x, w, b, Rl);
     tp_gather(m, dst, out_full, c);
 }
 
 }  // namespace
 
-void embedding_forward(Model& m, Activations& a, const int32_t* tokens, float* out, StageComm& c) {
+void embedding_forward(Model& m, Activations& a, const int32_t* tokens, void* out, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden;
     const int64_t Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
-    float* full = cfg.sequence_parallel ? a.w_embed : out;
-    be.embedding_forward(full, tokens, m.wte->p, v0, Vl, R, h);
-    const float* mine = tp_reduce(m, full, c);
-    if (mine != out) be.copy(out, mine, Rl * h);
-    if (m.wpe) be.position_forward(out, m.wpe->p, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
+    void* full = cfg.sequence_parallel ? a.w_embed : out;
+    be.embedding_forward(t, full, tokens, m.wte->p, v0, Vl, R, h);
+    const void* mine = tp_reduce(m, full, c);
+    if (mine != out) be.copy(out, mine, t, Rl * h);
+    if (m.wpe) be.position_forward(t, out, m.wpe->p, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
 }
 
-void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const float* dout, StageComm& c) {
+void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const void* dout, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden;
     const int64_t Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
-    if (m.wpe) be.position_backward(m.wpe->g, dout, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
-    const float* full = tp_gather(m, dout, a.w_full, c);
-    be.embedding_backward(m.wte->g, full, tokens, v0, Vl, R, h);
+    if (m.wpe) be.position_backward(t, m.wpe->g, dout, cfg.sequence_parallel ? cfg.tp_rank * Rl : 0, Rl, cfg.seq, h);
+    const void* full = tp_gather(m, dout, a.w_full, c);
+    be.embedding_backward(t, m.wte->g, full, tokens, v0, Vl, R, h);
 }
 
-void layer_forward(Model& m, Activations& a, int li, LayerActs& x, float* out, StageComm& c) {
+void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
     const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
+    const int64_t QKV = (H + 2 * G) * D;
 
-    // Attention block: x + Wo·attn(norm1(x)).
+    // Attention block: x + Wo·attn(norm1(x)). Q, K and V in one GEMM: wq, wk, wv (and bq,
+    // bk, bv) are adjacent in the flat buffer, one [(H + 2G)·D, h] weight of this rank's heads.
     norm_forward_gathered(m, x.ln1_out, x.ln1_mean, x.ln1_rstd, x.ln1_in, P.ln1_w, P.ln1_b, c);
-    linear_forward(be, x.q, x.ln1_out, P.wq, P.bq, R, H * D, h);
-    linear_forward(be, x.k, x.ln1_out, P.wk, P.bk, R, G * D, h);
-    linear_forward(be, x.v, x.ln1_out, P.wv, P.bv, R, G * D, h);
+    linear_forward(m, x.qkv, x.ln1_out, P.wq, P.bq, R, QKV, h);
     if (cfg.model.position == Position::rope) {
-        be.rope_forward(x.q, B, T, H, D, 0, a.rope_table, T);
-        be.rope_forward(x.k, B, T, G, D, 0, a.rope_table, T);
+        be.rope_forward(t, x.qkv, QKV, B, T, H, D, 0, a.rope_table, T);
+        be.rope_forward(t, dtype_offset(x.qkv, H * D, t), QKV, B, T, G, D, 0, a.rope_table, T);
     }
-    be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
-    linear_forward(be, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
-    const float* attn = tp_reduce(m, a.w_full, c);
-    be.copy(x.ln2_in, attn, Rl * h);
-    if (P.bo) be.bias_add(x.ln2_in, P.bo->p, Rl, h);
-    be.add(x.ln2_in, x.ln1_in, Rl * h);
+    be.attention_forward(t, x.ctx, x.probs, x.qkv, B, T, H, G, D);
+    linear_forward(m, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
+    const void* attn = tp_reduce(m, a.w_full, c);
+    be.copy(x.ln2_in, attn, t, Rl * h);
+    if (P.bo) be.bias_add(x.ln2_in, P.bo->p, t, Rl, h);
+    be.add(x.ln2_in, x.ln1_in, t, Rl * h);
 
     // MLP block: ln2_in + W2·act(W1·norm2(ln2_in)).
     norm_forward_gathered(m, x.ln2_out, x.ln2_mean, x.ln2_rstd, x.ln2_in, P.ln2_w, P.ln2_b, c);
-    linear_forward(be, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
+    linear_forward(m, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
     if (cfg.swiglu()) {
-        linear_forward(be, x.fc3, x.ln2_out, P.w3, P.b3, R, F, h);
-        be.swiglu_forward(x.act, x.fc1, x.fc3, R * F);
+        linear_forward(m, x.fc3, x.ln2_out, P.w3, P.b3, R, F, h);
+        be.swiglu_forward(t, x.act, x.fc1, x.fc3, R * F);
     } else {
-        be.gelu_forward(x.act, x.fc1, R * F);
+        be.gelu_forward(t, x.act, x.fc1, R * F);
     }
-    linear_forward(be, a.w_full, x.act, P.w2, nullptr, R, h, F);
-    const float* mlp = tp_reduce(m, a.w_full, c);
-    be.copy(out, mlp, Rl * h);
-    if (P.b2) be.bias_add(out, P.b2->p, Rl, h);
-    be.add(out, x.ln2_in, Rl * h);
+    linear_forward(m, a.w_full, x.act, P.w2, nullptr, R, h, F);
+    const void* mlp = tp_reduce(m, a.w_full, c);
+    be.copy(out, mlp, t, Rl * h);
+    if (P.b2) be.bias_add(out, P.b2->p, t, Rl, h);
+    be.add(out, x.ln2_in, t, Rl * h);
 }
 
-void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const float* dout, float* din, StageComm& c) {
+void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* dout, void* din, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
     const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
     const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
+    const int64_t QKV = (H + 2 * G) * D;
 
     // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
-    if (P.b2) be.bias_grad(P.b2->g, dout, Rl, h);
-    const float* g = tp_gather(m, dout, a.w_full, c);                       // [R, h]
-    be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact);          // dact = g · W2
-    be.gemm(true, false, h, F, R, 1.0f, g, x.act, 1.0f, P.w2->g);              // dW2 += gᵀ · act
+    if (P.b2) be.bias_grad(P.b2->g, dout, t, Rl, h);
+    const void* g = tp_gather(m, dout, a.w_full, c);                               // [R, h]
+    be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact, t, t);           // dact = g · W2
+    be.gemm(true, false, h, F, R, 1.0f, g, x.act, 1.0f, P.w2->g, t, DType::f32);      // dW2 += gᵀ · act
     if (cfg.swiglu()) {
-        be.swiglu_backward(a.w_dfc1, a.w_dfc3, a.w_dact, x.fc1, x.fc3, R * F);
-        linear_backward(be, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
-        linear_backward(be, a.w_dln, true, a.w_dfc3, x.ln2_out, P.w3, P.b3, R, F, h);
+        be.swiglu_backward(t, a.w_dfc1, a.w_dfc3, a.w_dact, x.fc1, x.fc3, R * F);
+        linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
+        linear_backward(m, a.w_dln, true, a.w_dfc3, x.ln2_out, P.w3, P.b3, R, F, h);
     } else {
-        be.gelu_backward(a.w_dfc1, x.fc1, a.w_dact, R * F);
-        linear_backward(be, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
+        be.gelu_backward(t, a.w_dfc1, x.fc1, a.w_dact, R * F);
+        linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
     }
-    const float* dln2 = tp_reduce(m, a.w_dln, c);
+    const void* dln2 = tp_reduce(m, a.w_dln, c);
     norm_backward(m, a.w_dtmp, P.ln2_w, P.ln2_b, dln2, x.ln2_in, x.ln2_mean, x.ln2_rstd, Rl);
-    be.copy(a.w_dres, dout, Rl * h);
-    be.add(a.w_dres, a.w_dtmp, Rl * h);                                         // d ln2_in
+    be.copy(a.w_dres, dout, t, Rl * h);
+    be.add(a.w_dres, a.w_dtmp, t, Rl * h);                                             // d ln2_in
 
     // Attention block.
-    if (P.bo) be.bias_grad(P.bo->g, a.w_dres, Rl, h);
+    if (P.bo) be.bias_grad(P.bo->g, a.w_dres, t, Rl, h);
     g = tp_gather(m, a.w_dres, a.w_full, c);
-    be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx);      // dctx = g · Wo
-    be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g);          // dWo += gᵀ · ctx
+    be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx, t, t);        // dctx = g · Wo
+    be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g, t, DType::f32);   // dWo += gᵀ · ctx
     // Selective recompute (Korthikanti et al. 2022, §5): the probabilities were not kept;
-    // the attention core runs again from the saved Q, K, V (post-RoPE). The context it
+    // the attention core runs again from the saved fused qkv (post-RoPE). The context it
     // writes again is bit-identical and no longer read (dWo above was its last use).
-    if (cfg.recompute_selective) be.attention_forward(x.ctx, x.probs, x.q, x.k, x.v, B, T, H, G, D);
-    be.attention_backward(a.w_dq, a.w_dk, a.w_dv, a.w_dctx, x.probs, x.q, x.k, x.v, B, T, H, G, D, a.w_attn_bwd);
+    if (cfg.recompute_selective) be.attention_forward(t, x.ctx, x.probs, x.qkv, B, T, H, G, D);
+    be.attention_backward(t, a.w_dqkv, a.w_dctx, x.probs, x.qkv, B, T, H, G, D, a.w_attn_bwd);
     if (cfg.model.position == Position::rope) {
-        be.rope_backward(a.w_dq, B, T, H, D, 0, a.rope_table, T);
-        be.rope_backward(a.w_dk, B, T, G, D, 0, a.rope_table, T);
+        be.rope_backward(t, a.w_dqkv, QKV, B, T, H, D, 0, a.rope_table, T);
+        be.rope_backward(t, dtype_offset(a.w_dqkv, H * D, t), QKV, B, T, G, D, 0, a.rope_table, T);
     }
-    linear_backward(be, a.w_dln, false, a.w_dq, x.ln1_out, P.wq, P.bq, R, H * D, h);
-    linear_backward(be, a.w_dln, true, a.w_dk, x.ln1_out, P.wk, P.bk, R, G * D, h);
-    linear_backward(be, a.w_dln, true, a.w_dv, x.ln1_out, P.wv, P.bv, R, G * D, h);
-    const float* dln1 = tp_reduce(m, a.w_dln, c);
+    // The fused QKV backward: one GEMM for dWqkv (wq, wk, wv grads are adjacent too), one for dx.
+    linear_backward(m, a.w_dln, false, a.w_dqkv, x.ln1_out, P.wq, P.bq, R, QKV, h);
+    const void* dln1 = tp_reduce(m, a.w_dln, c);
     norm_backward(m, a.w_dtmp, P.ln1_w, P.ln1_b, dln1, x.ln1_in, x.ln1_mean, x.ln1_rstd, Rl);
-    be.copy(din, a.w_dres, Rl * h);
-    be.add(din, a.w_dtmp, Rl * h);
+    be.copy(din, a.w_dres, t, Rl * h);
+    be.add(din, a.w_dtmp, t, Rl * h);
 }
 
 namespace {
 
-// Final norm, logits and the three TP all-reduces of the vocab-parallel cross entropy.
+// Final norm, logits (f32) and the three TP all-reduces of the vocab-parallel cross entropy.
 // Leaves softmax probabilities in a.out.probs and per-row losses in a.w_loss, and adds
 // their sum to the device scalar *loss_acc (when not null).
 void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
@@ -652,7 +710,7 @@ void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
     const int64_t V = cfg.model.vocab;
     OutputActs& o = a.out;
     norm_forward_gathered(m, o.lnf_out, o.lnf_mean, o.lnf_rstd, o.lnf_in, m.lnf_w, m.lnf_b, c);
-    be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs);  // logits [R, Vl]
+    be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs, cfg.act, DType::f32);  // logits [R, Vl]
     float* rowmax = a.w_xent;
     float* sums = a.w_xent + R;  // sumexp [R] then target logit [R]: one all-reduce for both
     be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
@@ -675,17 +733,29 @@ void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
 
 void output_forward(Model& m, Activations& a, double* loss_acc, StageComm& c) { output_loss(m, a, loss_acc, c); }
 
-void output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, double* loss_acc,
+void output_forward_backward(Model& m, Activations& a, float loss_scale, void* d_in, double* loss_acc,
                              StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
+    const DType t = cfg.act;
     const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
     output_loss(m, a, loss_acc, c);
     OutputActs& o = a.out;
-    be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits in place
-    be.gemm(true, false, Vl, h, R, 1.0f, o.probs, o.lnf_out, 1.0f, m.wout->g);          // dWout += dlᵀ · x
-    be.gemm(false, false, R, h, Vl, 1.0f, o.probs, m.wout->p, 0.0f, a.w_dln);           // dx = dl · Wout
-    const float* dln = tp_reduce(m, a.w_dln, c);
+    be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits (f32) in place
+    // dWout (f32) += dlᵀ · x and dx (t) = dl · Wout: an f32 dlogits operand against t.
+    Backend::Gemm dw;
+    dw.trans_a = true, dw.M = Vl, dw.N = h, dw.K = R, dw.beta = 1.0f;
+    dw.A = o.probs, dw.a_type = DType::f32, dw.lda = Vl;
+    dw.B = o.lnf_out, dw.b_type = t, dw.ldb = h;
+    dw.C = m.wout->g, dw.c_type = DType::f32, dw.ldc = h;
+    be.gemm(dw);
+    Backend::Gemm dx;
+    dx.M = R, dx.N = h, dx.K = Vl;
+    dx.A = o.probs, dx.a_type = DType::f32, dx.lda = Vl;
+    dx.B = m.wout->p, dx.b_type = t, dx.ldb = h;
+    dx.C = a.w_dln, dx.c_type = t, dx.ldc = h;
+    be.gemm(dx);
+    const void* dln = tp_reduce(m, a.w_dln, c);
     norm_backward(m, d_in, m.lnf_w, m.lnf_b, dln, o.lnf_in, o.lnf_mean, o.lnf_rstd, cfg.rows_local());
 }
 

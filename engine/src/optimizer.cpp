@@ -3,7 +3,10 @@
 // ZeRO-1 (Rajbhandari et al. 2020, "P_os"): the flat gradient buffer is reduce-scattered
 // over data parallel so each rank holds the summed gradients of its 1/dp shard; Adam's
 // m and v exist only for the shard; after the update the shards of the parameters are
-// all-gathered. In fp32 training the parameters are their own master copy. The flat
+// all-gathered. In fp32 training the parameters are their own master copy; in bf16/fp16
+// (Megatron's mixed precision and distributed optimizer) the optimizer keeps f32 master
+// weights for its shard next to m and v, updates them from the f32 main grads, and
+// rounds them into the 16-bit model weights, which are then all-gathered. The flat
 // buffers are padded (build_model) so that the dp shards are equal, as NCCL's
 // reduce-scatter and all-gather require; the padding is zeros and in no tensor.
 #include <algorithm>
@@ -35,15 +38,23 @@ OptimizerState make_optimizer(Backend& be, const Model& model) {
     }
     st.m = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "adam.m");
     st.v = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "adam.v");
+    // The step's scalars (loss, Σg², loss scale, norm, clip and grad scale, found-inf): one
+    // device buffer in every precision, allocated here, before the allocator is sealed.
     st.scalars = (double*)be.alloc(MEM_WORKSPACE, STEP_SCALAR_COUNT * sizeof(double), "step scalars");
+    if (c.mixed()) {
+        // Megatron initialises the main params from the model params (bf16 → f32, exact).
+        st.master = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "master_params");
+        be.convert(st.master, DType::f32, dtype_offset(model.params, st.shard_offset, c.act), c.act, st.shard_numel);
+    }
     return st;
 }
 
 void free_optimizer(Backend& be, OptimizerState& st) {
     be.release(st.m);
     be.release(st.v);
+    be.release(st.master);
     be.release(st.scalars);
-    st.m = st.v = nullptr;
+    st.m = st.v = st.master = nullptr;
     st.scalars = nullptr;
 }
 
@@ -94,18 +105,23 @@ void accumulate_grad_squares(Model& model, OptimizerState& st) {
 void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
                     StepTimes& times) {
     const auto t0 = clock_type::now();
+    // Counted before the device knows whether the step is skipped; the trainer takes it
+    // back after its one read of the step scalars when found-inf was set.
     ++st.step;
     for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
         const int64_t local = b - st.shard_offset;
-        model.be->adamw(model.params + b, model.grads + b, st.m + local, st.v + local, e - b, lr, kAdamBeta1,
-                        kAdamBeta2, kAdamEps, t.weight_decay ? weight_decay : 0.0f, st.scalars, st.step);
+        const DType act = model.cfg.act;
+        float* p = st.master ? st.master + local : (float*)model.params + b;
+        model.be->adamw(p, model.grads + b, st.m + local, st.v + local, e - b, lr, kAdamBeta1, kAdamBeta2, kAdamEps,
+                        t.weight_decay ? weight_decay : 0.0f, st.scalars, st.step,
+                        st.master ? dtype_offset(model.params, b, act) : nullptr, act);
     });
-    model.be->fill(model.grads, 0.0f, model.flat_numel);
+    model.be->fill(model.grads, DType::f32, 0.0f, model.flat_numel);
     times.optimizer += since(t0);
     if (st.sharded) {
         const auto t1 = clock_type::now();
         CommOnStream on_comm(*model.be, model.comm_ready, model.comm_done);
-        groups.dp->all_gather(model.params, st.shard_numel, DType::f32);
+        groups.dp->all_gather(model.params, st.shard_numel, model.cfg.act);
         times.dp_comm += since(t1);
     }
 }

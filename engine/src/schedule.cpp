@@ -183,12 +183,13 @@ struct PipelineRun {
     }
 
     // The output head of micro-batch j: loss, and the gradient of its input into `d`.
-    void head(int j, float* d) {
+    void head(int j, void* d) {
         const EngineConfig& c = cfg();
         split_tokens(j, nullptr, acts.out.targets);
         // Mean over every token of the global batch: 1 / (b · s · m · dp); the DP sum
         // of gradients then needs no further scaling.
-        const float scale = (float)(1.0 / ((double)c.rows() * c.grad_accum * c.dp));
+        // The fp16 loss scale multiplies it too (unscaled again in AdamW's grad scale).
+        const float scale = (float)((double)batch.loss_scale / ((double)c.rows() * c.grad_accum * c.dp));
         output_forward_backward(model, acts, scale, d, c.tp_rank == 0 ? loss_acc : nullptr, comm);
     }
 
@@ -205,12 +206,12 @@ struct PipelineRun {
         slot_of[(size_t)idx(ch, j)] = slot;
     }
 
-    float* forward_input(int ch, int j) {
+    void* forward_input(int ch, int j) {
         std::vector<LayerActs>& layers = acts.slot_layers[(size_t)slot_of[(size_t)idx(ch, j)]];
         return cfg().chunk_layers[(size_t)ch] == 0 ? acts.out.lnf_in : layers[0].ln1_in;
     }
 
-    float* send_buffer(const PipelineAction& a) {
+    void* send_buffer(const PipelineAction& a) {
         return a.forward ? acts.send_fwd[(size_t)idx(a.chunk, a.micro_batch)]
                          : acts.send_bwd[(size_t)idx(a.chunk, a.micro_batch)];
     }
@@ -224,8 +225,8 @@ struct PipelineRun {
         CommOnStream on_comm(*model.be, model.comm_ready, model.comm_done);
         pp.group_start();
         for (const PipelineP2p& op : e.group) {
-            if (op.send) pp.send(send_buffer(op.of), n, DType::f32, op.peer, op.check);
-            else pp.recv(op.of.forward ? forward_input(op.of.chunk, op.of.micro_batch) : acts.d_stream, n, DType::f32,
+            if (op.send) pp.send(send_buffer(op.of), n, cfg().act, op.peer, op.check);
+            else pp.recv(op.of.forward ? forward_input(op.of.chunk, op.of.micro_batch) : acts.d_stream, n, cfg().act,
                          op.peer, op.check);
         }
         pp.group_end();
@@ -241,14 +242,14 @@ struct PipelineRun {
         const int slot = slot_of[(size_t)idx(ch, j)];
         std::vector<LayerActs>& layers = acts.slot_layers[(size_t)slot];
         const int nl = c.chunk_layers[(size_t)ch], l0 = c.chunk_first(ch);
-        float* stage_in = forward_input(ch, j);
+        void* stage_in = forward_input(ch, j);
         if (has_embedding(ch)) {
             split_tokens(j, acts.slot_tokens[(size_t)slot], nullptr);
             embedding_forward(model, acts, acts.slot_tokens[(size_t)slot], stage_in, comm);
         }
-        float* send = has_head(ch) ? nullptr : send_buffer({true, ch, j});
+        void* send = has_head(ch) ? nullptr : send_buffer({true, ch, j});
         for (int li = 0; li < nl; ++li) {
-            float* out = li + 1 < nl     ? layers[(size_t)li + 1].ln1_in
+            void* out = li + 1 < nl     ? layers[(size_t)li + 1].ln1_in
                          : has_head(ch) ? acts.out.lnf_in
                                         : send;
             layer_forward(model, acts, l0 + li, layers[(size_t)li], out, comm);
@@ -263,7 +264,7 @@ struct PipelineRun {
         const int slot = slot_of[(size_t)idx(ch, j)];
         std::vector<LayerActs>& layers = acts.slot_layers[(size_t)slot];
         const int nl = c.chunk_layers[(size_t)ch], l0 = c.chunk_first(ch);
-        float* d = acts.d_stream;  // the receive target, unless this chunk holds the head
+        void* d = acts.d_stream;  // the receive target, unless this chunk holds the head
         if (has_head(ch)) {
             if (c.vpp > 1) d = acts.d_head[(size_t)j];
             else head(j, d);
@@ -275,7 +276,7 @@ struct PipelineRun {
             layer_backward(model, acts, l0 + li, la, d, d, comm);
         }
         if (has_embedding(ch)) embedding_backward(model, acts, acts.slot_tokens[(size_t)slot], d, comm);
-        else model.be->copy(send_buffer({false, ch, j}), d, message_elements());
+        else model.be->copy(send_buffer({false, ch, j}), d, c.act, message_elements());
         free_slots.push_back(slot);
     }
 };

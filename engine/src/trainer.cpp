@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "ptd/engine/checkpoint.h"
@@ -58,7 +59,20 @@ struct RunState {
     double model_flops_per_token = 0;
     double peak_tflops = 0;
     int64_t params_total = 0;
+    // fp16 dynamic loss scaling (Micikevicius et al. 2018, §3.2; Megatron's
+    // DynamicGradScaler): the loss gradient is multiplied by loss_scale; a step whose main
+    // grads hold an inf/NaN is skipped and the scale halved; after kScaleGrowthInterval
+    // good steps in a row it doubles.
+    bool loss_scaling = false;
+    double loss_scale = 1.0;
+    int64_t good_steps = 0;        // since the last overflow or growth
+    int64_t skipped_steps = 0;     // in the whole run (restored on resume)
+    int64_t inject_overflow_step = -1;  // test hook: PTD_ENGINE_INJECT_OVERFLOW_STEP
 };
+
+constexpr double kInitialLossScale = 65536.0;  // 2^16, as PyTorch's GradScaler starts
+constexpr int64_t kScaleGrowthInterval = 1000;  // Megatron's default (--loss-scale-window)
+constexpr double kMinLossScale = 1.0;
 
 void log_line(const RunState& s, const std::string& msg) {
     std::fprintf(stderr, "ptd-engine: rank %d: %s\n", s.env.rank, msg.c_str());
@@ -200,20 +214,31 @@ void write_checkpoint(RunState& s) {
     fs::create_directories(dir, ec);
     if (ec) fatal_run_error("cannot create checkpoint directory " + dir + ": " + ec.message());
     Backend& be = *s.be;
-    std::vector<float> params((size_t)s.model.numel), m((size_t)s.optim.shard_numel), v((size_t)s.optim.shard_numel);
-    be.download(params.data(), s.model.params, params.size() * sizeof(float));
+    // params: the model weights as stored (16-bit in mixed precision); master: the f32
+    // master weights of this rank's shard (mixed precision only).
+    std::vector<uint8_t> params((size_t)s.model.numel * dtype_bytes(s.cfg.act));
+    std::vector<float> m((size_t)s.optim.shard_numel), v((size_t)s.optim.shard_numel),
+        master(s.optim.master ? (size_t)s.optim.shard_numel : 0);
+    be.download(params.data(), s.model.params, params.size());
     be.download(m.data(), s.optim.m, m.size() * sizeof(float));
     be.download(v.data(), s.optim.v, v.size() * sizeof(float));
+    if (s.optim.master) be.download(master.data(), s.optim.master, master.size() * sizeof(float));
     nlohmann::json state = {{"step", s.step},           {"data_position", s.data_position},
                             {"numel", s.model.numel},   {"shard_offset", s.optim.shard_offset},
                             {"shard_numel", s.optim.shard_numel}, {"optimizer_step", s.optim.step}};
+    if (s.loss_scaling) {
+        state["loss_scale"] = s.loss_scale;
+        state["good_steps"] = s.good_steps;
+        state["skipped_steps"] = s.skipped_steps;
+    }
     const std::string state_text = state.dump();
     const std::string path = dir + "/" + shard_file_name(s.env.rank);
-    auto sha = write_shard(path, s.env.rank,
-                           {{"state", state_text.data(), state_text.size()},
-                            {"params", params.data(), params.size() * sizeof(float)},
-                            {"adam.m", m.data(), m.size() * sizeof(float)},
-                            {"adam.v", v.data(), v.size() * sizeof(float)}});
+    std::vector<BlobView> blobs = {{"state", state_text.data(), state_text.size()},
+                                    {"params", params.data(), params.size()},
+                                    {"adam.m", m.data(), m.size() * sizeof(float)},
+                                    {"adam.v", v.data(), v.size() * sizeof(float)}};
+    if (s.optim.master) blobs.push_back({"master", master.data(), master.size() * sizeof(float)});
+    auto sha = write_shard(path, s.env.rank, blobs);
     if (!sha) fatal_run_error(sha.error().one_line());
     const int64_t bytes = (int64_t)fs::file_size(path, ec);
     const std::string entry = *sha + " " + std::to_string(bytes);
@@ -282,8 +307,12 @@ int resume_run(RunState& s) {
     nlohmann::json st = nlohmann::json::parse(std::string(state->bytes.begin(), state->bytes.end()), nullptr, false);
     if (st.is_discarded() || !st.contains("step") || !st.contains("numel"))
         return run_failure(s, dir + "/" + mine->file + ": the state blob is not valid JSON with step and numel");
+    const Blob* master = shard->find("master");
+    if (s.optim.master && (!master || (int64_t)master->bytes.size() != s.optim.shard_numel * 4))
+        return run_failure(s, dir + "/" + mine->file + ": the master blob (f32 master weights of " +
+                                  std::to_string(s.optim.shard_numel) + " elements) is missing or has another size");
     const int64_t numel = st["numel"].get<int64_t>();
-    if (numel != s.model.numel || (int64_t)params->bytes.size() != numel * 4 ||
+    if (numel != s.model.numel || (int64_t)params->bytes.size() != numel * dtype_bytes(s.cfg.act) ||
         (int64_t)m->bytes.size() != s.optim.shard_numel * 4 || (int64_t)v->bytes.size() != s.optim.shard_numel * 4)
         return run_failure(s, dir + "/" + mine->file + ": holds " + std::to_string(numel) + " parameters and " +
                            std::to_string(m->bytes.size() / 4) + " optimizer elements; this rank has " +
@@ -291,6 +320,12 @@ int resume_run(RunState& s) {
     s.be->upload(s.model.params, params->bytes.data(), params->bytes.size());
     s.be->upload(s.optim.m, m->bytes.data(), m->bytes.size());
     s.be->upload(s.optim.v, v->bytes.data(), v->bytes.size());
+    if (s.optim.master) s.be->upload(s.optim.master, master->bytes.data(), master->bytes.size());
+    if (s.loss_scaling && st.contains("loss_scale")) {
+        s.loss_scale = st["loss_scale"].get<double>();
+        s.good_steps = st.value("good_steps", (int64_t)0);
+        s.skipped_steps = st.value("skipped_steps", (int64_t)0);
+    }
     s.step = st["step"].get<int64_t>();
     s.data_position = st["data_position"].get<int64_t>();
     s.optim.step = st["optimizer_step"].get<int64_t>();
@@ -340,6 +375,7 @@ void emit_start(RunState& s) {
     j["seq_len"] = c.seq;
     j["threads"] = s.threads;
     j["backend"] = s.be->name();
+    j["precision"] = to_string(s.job.training.precision);
     j["data"] = s.data->describe();
     j["run_dir"] = s.run_dir;
     j["steps"] = s.job.training.steps;
@@ -354,12 +390,16 @@ void train_one_step(RunState& s) {
     StepTimes times;
     const auto t0 = clock_type::now();
     const TransferStats transfers0 = s.be->transfer_stats();
-    const StepBatch batch = read_batch(s);
+    StepBatch batch = read_batch(s);
+    batch.loss_scale = (float)s.loss_scale;
     // The step's scalars stay on the device until the one download after the update.
     double* scalars = s.optim.scalars;
     s.be->zero(scalars, STEP_SCALAR_COUNT * sizeof(double));
     run_pipeline_step(s.model, s.acts, s.groups, batch, scalars + SCALAR_LOSS_SUM, times);
     reduce_gradients(s.model, s.optim, s.groups, times);
+    // Test hook: an overflow in one main-grad element of rank 0, as an fp16 overflow leaves it.
+    if (s.step + 1 == s.inject_overflow_step && s.env.rank == 0)
+        s.be->fill(s.model.grads, DType::f32, std::numeric_limits<float>::infinity(), 1);
     accumulate_grad_squares(s.model, s.optim);
     // One world all-reduce carries the loss (from the last stage) and Σ g² (from every rank).
     {
@@ -369,7 +409,7 @@ void train_one_step(RunState& s) {
         s.groups.world->all_reduce(scalars + SCALAR_LOSS_SUM, 2, DType::f64, ReduceOp::sum);
         times.dp_comm += since(t1);
     }
-    s.be->finish_step_scalars(scalars, s.job.training.grad_clip);
+    s.be->finish_step_scalars(scalars, s.job.training.grad_clip, s.loss_scale);
     const double lr = learning_rate(s.job.training, s.step);
     // Skips the update on its own when the loss or the norm is not finite.
     optimizer_step(s.model, s.optim, s.groups, (float)lr, (float)s.job.training.weight_decay, times);
@@ -378,11 +418,26 @@ void train_one_step(RunState& s) {
     const TransferStats transfers1 = s.be->transfer_stats();
     const double tokens = (double)c.global_batch * c.seq;
     const double loss = host[SCALAR_LOSS_SUM] / tokens;
-    const double grad_norm = host[SCALAR_GRAD_NORM];
+    const double grad_norm = host[SCALAR_GRAD_NORM];  // unscaled (finish_step_scalars)
     const double clip_scale = host[SCALAR_CLIP_SCALE];
-    if (host[SCALAR_FOUND_INF] != 0.0)
+    const double scale_used = host[SCALAR_LOSS_SCALE];
+    // The one overflow check of every precision: finish_step_scalars set found-inf on the
+    // device and AdamW skipped the update there. fp16 lowers the scale and goes on; fp32 and
+    // bf16 have no loss scale to lower, so a non-finite loss or norm stops the run.
+    const bool found_inf = host[SCALAR_FOUND_INF] != 0.0;
+    if (found_inf && !s.loss_scaling)
         fatal_run_error("step " + std::to_string(s.step + 1) + ": loss " + std::to_string(loss) + ", gradient norm " +
                         std::to_string(grad_norm) + " is not finite; the update was skipped and the run stops before the weights are corrupted");
+    if (found_inf) {
+        // fp16 overflow: every rank saw the same all-reduced sums, so all skipped together.
+        --s.optim.step;  // the skipped update does not count for Adam's bias correction
+        s.loss_scale = std::max(kMinLossScale, s.loss_scale * 0.5);
+        s.good_steps = 0;
+        ++s.skipped_steps;
+    } else if (s.loss_scaling && ++s.good_steps >= kScaleGrowthInterval) {
+        s.loss_scale *= 2.0;
+        s.good_steps = 0;
+    }
     ++s.step;
     s.data_position += c.global_batch;
     times.total = since(t0);
@@ -400,6 +455,11 @@ void train_one_step(RunState& s) {
     j["clipped"] = clip_scale < 1.0;
     j["host_transfers"] = {{"uploads", transfers1.uploads - transfers0.uploads},
                            {"downloads", transfers1.downloads - transfers0.downloads}};
+    if (s.loss_scaling) {
+        j["loss_scale"] = scale_used;
+        j["skipped"] = found_inf;
+        j["skipped_steps"] = s.skipped_steps;
+    }
     j["tokens"] = tokens;
     j["tokens_per_s"] = tokens_per_s;
     j["tflops"] = tflops;
@@ -415,6 +475,9 @@ void train_one_step(RunState& s) {
                       (long long)s.step, s.job.training.steps, loss, lr, grad_norm, tokens_per_s, tflops,
                       100.0 * (s.peak_tflops > 0 ? tflops / s.peak_tflops : 0.0));
         log_line(s, buf);
+        if (found_inf)
+            log_line(s, "step " + std::to_string(s.step) + ": gradient overflow at loss scale " +
+                            std::to_string(scale_used) + "; step skipped, loss scale now " + std::to_string(s.loss_scale));
     }
 }
 
@@ -449,6 +512,16 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     if (!cfg) return setup_error(s, cfg.error().one_line());
     s.cfg = *cfg;
     s.threads = options.threads > 0 ? options.threads : default_threads(env);
+    s.loss_scaling = job.training.precision == Precision::fp16;
+    if (s.loss_scaling) s.loss_scale = kInitialLossScale;
+    if (const char* inj = std::getenv("PTD_ENGINE_INJECT_OVERFLOW_STEP")) {
+        char* end = nullptr;
+        const long long k = std::strtoll(inj, &end, 10);
+        if (!*inj || *end || k < 1)
+            return setup_error(s, std::string("PTD_ENGINE_INJECT_OVERFLOW_STEP: got \"") + inj +
+                                      "\"; allowed: a step number ≥ 1 (a test hook: that step's gradients overflow)");
+        s.inject_overflow_step = k;
+    }
     s.be = make_cpu_backend(s.threads);
     // PTD_STREAM_CHECK=1: check the stream/event contract (stream_check.cpp).
     if (const char* v = std::getenv("PTD_STREAM_CHECK"); v && *v && std::strcmp(v, "0") != 0) {

@@ -192,7 +192,9 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
 // ---- ptd-engine buffers -------------------------------------------------------------------
 // The engine (no dropout, no flash attention) saves exactly these per layer and
 // micro-batch on one TP rank; `hr` marks tensors outside the TP region (sharded by t with
-// sequence parallelism). The engine allocates from this list.
+// sequence parallelism). The engine allocates from this list: in the activation dtype
+// (fp32, or bf16/fp16 in mixed precision), except the norm statistics and the logits of
+// the cross entropy, which are fp32 in every precision (as Megatron keeps them).
 
 const char* engine_buffer_name(EngineBufferId id) {
     switch (id) {
@@ -200,9 +202,7 @@ const char* engine_buffer_name(EngineBufferId id) {
     case EngineBufferId::ln1_rstd: return "ln1.rstd";
     case EngineBufferId::ln1_mean: return "ln1.mean";
     case EngineBufferId::ln1_output: return "ln1.output";
-    case EngineBufferId::attn_q: return "attn.q";
-    case EngineBufferId::attn_k: return "attn.k";
-    case EngineBufferId::attn_v: return "attn.v";
+    case EngineBufferId::attn_qkv: return "attn.qkv";
     case EngineBufferId::attn_probs: return "attn.probs";
     case EngineBufferId::attn_context: return "attn.context";
     case EngineBufferId::ln2_input: return "ln2.input";
@@ -225,9 +225,7 @@ const char* engine_buffer_name(EngineBufferId id) {
     case EngineBufferId::ws_d_residual: return "workspace.d_residual";
     case EngineBufferId::ws_d_norm_input: return "workspace.d_norm_input";
     case EngineBufferId::ws_d_norm_output: return "workspace.d_norm_output";
-    case EngineBufferId::ws_dq: return "workspace.dq";
-    case EngineBufferId::ws_dk: return "workspace.dk";
-    case EngineBufferId::ws_dv: return "workspace.dv";
+    case EngineBufferId::ws_dqkv: return "workspace.dqkv";
     case EngineBufferId::ws_dctx: return "workspace.dctx";
     case EngineBufferId::ws_dact: return "workspace.dact";
     case EngineBufferId::ws_dfc1: return "workspace.dfc1";
@@ -238,6 +236,7 @@ const char* engine_buffer_name(EngineBufferId id) {
     case EngineBufferId::ws_xent: return "workspace.xent";
     case EngineBufferId::ws_embedding: return "workspace.embedding";
     case EngineBufferId::ws_tokens_staging: return "workspace.tokens_staging";
+    case EngineBufferId::ws_operand_scratch: return "workspace.operand_scratch";
     }
     return "?";
 }
@@ -285,28 +284,27 @@ std::vector<EngineBuffer> engine_layer_all(const ModelSpec& m, int micro_batch, 
     const int64_t hr = sequence_parallel ? h / tp : h;  // residual stream slice
     const bool ln = m.norm == Norm::layernorm;
     std::vector<EngineBuffer> v;
-    auto add = [&](Id id, int64_t n) { v.push_back({id, n, act}); };
-    add(Id::ln1_input, b * s * hr);
-    add(Id::ln1_rstd, b * s);
-    if (ln) add(Id::ln1_mean, b * s);
-    add(Id::ln1_output, b * s * h);
-    add(Id::attn_q, b * s * heads_l * d);
-    add(Id::attn_k, b * s * kv_l * d);
-    add(Id::attn_v, b * s * kv_l * d);
-    add(Id::attn_probs, b * heads_l * s * s);
-    add(Id::attn_context, b * s * heads_l * d);
-    add(Id::ln2_input, b * s * hr);
-    add(Id::ln2_rstd, b * s);
-    if (ln) add(Id::ln2_mean, b * s);
-    add(Id::ln2_output, b * s * h);
-    if (m.experts > 1) add(Id::moe_router_probs, b * s * m.experts);
+    auto add = [&](Id id, int64_t n, EngineDType t) { v.push_back({id, n, t}); };
+    const EngineDType f32 = EngineDType::f32;  // norm statistics: f32 in every precision
+    add(Id::ln1_input, b * s * hr, act);
+    add(Id::ln1_rstd, b * s, f32);
+    if (ln) add(Id::ln1_mean, b * s, f32);
+    add(Id::ln1_output, b * s * h, act);
+    add(Id::attn_qkv, b * s * (heads_l + 2 * kv_l) * d, act);  // one GEMM: q, k, v column blocks
+    add(Id::attn_probs, b * heads_l * s * s, act);
+    add(Id::attn_context, b * s * heads_l * d, act);
+    add(Id::ln2_input, b * s * hr, act);
+    add(Id::ln2_rstd, b * s, f32);
+    if (ln) add(Id::ln2_mean, b * s, f32);
+    add(Id::ln2_output, b * s * h, act);
+    if (m.experts > 1) add(Id::moe_router_probs, b * s * m.experts, act);
     if (m.activation == Activation::swiglu) {
-        add(Id::mlp_gate, k * b * s * f_l);
-        add(Id::mlp_up, k * b * s * f_l);
+        add(Id::mlp_gate, k * b * s * f_l, act);
+        add(Id::mlp_up, k * b * s * f_l, act);
     } else {
-        add(Id::mlp_fc1, k * b * s * f_l);
+        add(Id::mlp_fc1, k * b * s * f_l, act);
     }
-    add(Id::mlp_act, k * b * s * f_l);
+    add(Id::mlp_act, k * b * s * f_l, act);
     return v;
 }
 
@@ -344,7 +342,8 @@ std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq) {
 
 std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                    bool sequence_parallel, bool first, bool last, bool has_layers,
-                                                   int64_t attention_scratch, EngineDType act) {
+                                                   int64_t attention_scratch, EngineDType act,
+                                                   int64_t operand_scratch) {
     using Id = EngineBufferId;
     const int64_t R = (int64_t)micro_batch * seq, h = m.hidden, d = m.head_dim();
     const int64_t Rl = sequence_parallel ? R / tp : R;
@@ -357,9 +356,7 @@ std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro
     add(Id::ws_d_norm_input, Rl * h, act);
     add(Id::ws_d_norm_output, R * h, act);
     if (has_layers) {
-        add(Id::ws_dq, R * HD, act);
-        add(Id::ws_dk, R * GD, act);
-        add(Id::ws_dv, R * GD, act);
+        add(Id::ws_dqkv, R * (HD + 2 * GD), act);
         add(Id::ws_dctx, R * HD, act);
         add(Id::ws_dact, R * F, act);
         add(Id::ws_dfc1, R * F, act);
@@ -373,6 +370,7 @@ std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro
     }
     if (first && sequence_parallel && tp > 1) add(Id::ws_embedding, R * h, act);
     if (first || last) add(Id::ws_tokens_staging, (int64_t)micro_batch * (seq + 1), EngineDType::i32);
+    if (operand_scratch > 0) add(Id::ws_operand_scratch, operand_scratch, EngineDType::f32);
     return v;
 }
 
@@ -383,10 +381,10 @@ std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_ba
     const int64_t hr = sequence_parallel ? h / tp : h;
     std::vector<EngineBuffer> v;
     v.push_back({Id::final_norm_input, b * s * hr, act});
-    v.push_back({Id::final_norm_rstd, b * s, act});
-    if (m.norm == Norm::layernorm) v.push_back({Id::final_norm_mean, b * s, act});
+    v.push_back({Id::final_norm_rstd, b * s, EngineDType::f32});
+    if (m.norm == Norm::layernorm) v.push_back({Id::final_norm_mean, b * s, EngineDType::f32});
     v.push_back({Id::final_norm_output, b * s * h, act});
-    v.push_back({Id::logits_probs, b * s * (int64_t)vocab_padded / tp, act});
+    v.push_back({Id::logits_probs, b * s * (int64_t)vocab_padded / tp, EngineDType::f32});  // f32 softmax and loss
     v.push_back({Id::tokens_targets, b * s, EngineDType::i32});
     return v;
 }
@@ -674,17 +672,20 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
     S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
-    if (es.activation_profile == ActivationProfile::ptd_engine && ctx.job.training.precision == Precision::fp32 &&
-        expert == 0 && L.zero <= 1) {
-        // What the engine runs (fp32, dense, ZeRO 0 or 1; Megatron's distributed optimizer
-        // maps to ZeRO-1): a flat buffer padded for equal ZeRO-1 shards;
-        // its model state is exactly that buffer (params, grads) and Adam m, v of one shard.
+    if (es.activation_profile == ActivationProfile::ptd_engine && expert == 0 && L.zero <= 1) {
+        // What the engine runs (dense, ZeRO 0 or 1; Megatron's distributed optimizer maps to
+        // ZeRO-1): a flat buffer padded for equal ZeRO-1 shards. fp32: the model state is
+        // exactly that buffer (params, grads) and Adam m, v of one shard. bf16/fp16 (Megatron's
+        // mixed precision): 16-bit params, fp32 main grads, and per optimizer element an fp32
+        // master weight next to m and v, sharded like them.
         const int N = L.dp * L.c;
         const bool sharded = L.optimizer_sharded && N > 1;
         const double flat = (double)engine_flat_buffer_elements((int64_t)dense, sharded ? 1 : 0, N);
-        S.mem.params = 4.0 * flat;
+        const bool half = ctx.job.training.precision != Precision::fp32;
+        const double moments = ctx.job.training.optimizer == Optimizer::sgd ? 4.0 : 8.0;
+        S.mem.params = (half ? 2.0 : 4.0) * flat;
         S.mem.grads = 4.0 * flat;
-        S.mem.optimizer = (ctx.job.training.optimizer == Optimizer::sgd ? 4.0 : 8.0) * flat / (sharded ? N : 1);
+        S.mem.optimizer = (moments + (half ? 4.0 : 0.0)) * flat / (sharded ? N : 1);
     }
 
     // Activations.
@@ -1020,7 +1021,7 @@ Estimate estimate_job(const JobSpec& job) {
     if (job.parallel.recompute == Recompute::selective)
         est.notes.push_back("selective recompute: the attention core is recomputed during backward (its scores are not kept)");
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
-        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (fp32 math, no flash attention)");
+        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "

@@ -131,13 +131,16 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     return out;
 }
 
+// 16-bit is the default where the device computes it faster than fp32 (matrix units). A
+// device that only stores 16-bit and computes in fp32 — the cpu preset, whose bf16/fp16
+// peaks equal its fp32 peak — allows bf16/fp16 but defaults to fp32.
 Precision default_precision(const GpuSpec& gpu) {
-    if (gpu.bf16_tflops > 0) return Precision::bf16;
-    if (gpu.fp16_tflops > 0) return Precision::fp16;
+    if (gpu.bf16_tflops > gpu.fp32_tflops) return Precision::bf16;
+    if (gpu.fp16_tflops > gpu.fp32_tflops) return Precision::fp16;
     return Precision::fp32;
 }
 
-bool default_flash_attention(const GpuSpec& gpu) { return gpu.bf16_tflops > 0; }
+bool default_flash_attention(const GpuSpec& gpu) { return gpu.bf16_tflops > gpu.fp32_tflops; }
 
 ActivationProfile default_activation_profile(const GpuSpec& gpu) {
     return gpu.name == "cpu" ? ActivationProfile::ptd_engine : ActivationProfile::megatron;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -15,7 +16,9 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
+#include "ptd/file_read.h"
 #include "ptd/launch.h"
 #include "ptd/layout.h"
 #include "transport.h"
@@ -303,6 +306,24 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     plan.accept_new_host_keys = opts.accept_new_host_keys.value_or(job.launch.accept_new_host_keys);
     plan.known_hosts = opts.known_hosts;
     plan.ssh_config = opts.ssh_config;
+    // Files libssh reads by itself: a FIFO there would hang the connect and /dev/zero would
+    // grow libssh's buffers, so each must be a regular file of a sensible size (checked by
+    // name here, before any host is contacted). known_hosts and the key may not exist yet.
+    for (auto [path, key, kind] : {std::tuple{plan.ssh_config, "--ssh-config", file_kind::ssh_config},
+                                   std::tuple{plan.job.launch.identity, "launch.identity", file_kind::ssh_identity},
+                                   std::tuple{plan.known_hosts, "--known-hosts", file_kind::known_hosts}}) {
+        std::error_code ec;
+        if (path.empty() || path == "/dev/null") continue;  // `ssh -F /dev/null`: no config at all
+        if (!fs::exists(path, ec) && !fs::is_symlink(path, ec) && key != std::string("--ssh-config")) continue;
+        if (auto f = open_regular_file(path, kind, key); !f) return std::unexpected(f.error());
+    }
+    if (const char* k = std::getenv("PTD_SSH_KEEPALIVE_S")) {
+        char* end = nullptr;
+        const double v = std::strtod(k, &end);
+        if (*k == '\0' || *end != '\0' || !std::isfinite(v) || v < 0.2 || v > 3600)
+            return fail(SourceLoc{}, "PTD_SSH_KEEPALIVE_S",
+                        "got " + quote_input(k) + "; allowed: seconds between SSH keepalives, 0.2 .. 3600");
+    }
     plan.steps = opts.steps;
     plan.engine_args = opts.engine_args;
     for (const std::string& n : job.launch.env)

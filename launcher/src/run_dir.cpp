@@ -137,22 +137,6 @@ Result<void> write_atomically(const std::string& path, const std::string& text) 
     return {};
 }
 
-// Writes a file that must not exist yet (O_EXCL): a run only ever writes its own files.
-Result<void> write_new_file(const std::string& path, const std::string& text) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return fail(SourceLoc{path}, "", std::string("cannot create: ") + std::strerror(errno));
-    bool ok = true;
-    for (size_t off = 0; ok && off < text.size();) {
-        const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        if (ok) off += (size_t)n;
-    }
-    const int saved = errno;
-    if (::close(fd) != 0) ok = false;
-    if (!ok) return fail(SourceLoc{path}, "", std::string("cannot write: ") + std::strerror(saved));
-    return {};
-}
 
 // One log line as the event a live launch gives for it: `metric` when it parses as a
 // metrics line, else `output` (the log mixes both streams, so is_stderr stays false).
@@ -252,6 +236,22 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+Result<void> write_new_file(const std::string& path, const std::string& text, unsigned mode) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0) return fail(SourceLoc{path}, "", std::string("cannot create: ") + std::strerror(errno));
+    bool ok = true;
+    for (size_t off = 0; ok && off < text.size();) {
+        const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        if (ok) off += (size_t)n;
+    }
+    const int saved = errno;
+    if (::close(fd) != 0) ok = false;
+    if (!ok) return fail(SourceLoc{path}, "", std::string("cannot write: ") + std::strerror(saved));
+    return {};
+}
 
 RunLauncherInfo this_launcher() {
     RunLauncherInfo l;

@@ -6,6 +6,7 @@
 // call (blocking mode); from run_io() on, only the I/O thread touches the session
 // (non-blocking mode, driven by an ssh_event). signal_all() just queues the signal and
 // wakes the I/O thread through an eventfd.
+#include "ptd/file_read.h"
 #include "transport.h"
 
 #include <libssh/callbacks.h>
@@ -493,6 +494,9 @@ Result<SshTransport::CommandResult> SshTransport::run_command(const std::string&
 Result<void> SshTransport::upload(const std::string& local_path, const std::string& remote_path,
                                   const std::string& sha256_hex) {
     if (session_ == nullptr) return error("not connected to " + host_);
+    // A regular file only: a FIFO or /dev/zero would never finish uploading.
+    if (auto f = open_regular_file(local_path, file_kind::data, "upload"); !f)
+        return error("cannot upload " + local_path + ": " + f.error().one_line());
     std::ifstream in(local_path, std::ios::binary);
     if (!in) return error("cannot read " + local_path + " to upload it: " + std::strerror(errno));
     return upload_stream(in, local_path, remote_path, sha256_hex);

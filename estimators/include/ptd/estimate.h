@@ -193,7 +193,7 @@ double layer_activation_bytes(const ActivationInputs& in);
 enum class EngineBufferId : uint8_t {
     // per layer and micro-batch in flight (attn_* after RoPE for q and k)
     ln1_input, ln1_rstd, ln1_mean, ln1_output,
-    attn_q, attn_k, attn_v, attn_probs, attn_context,
+    attn_qkv, attn_probs, attn_context,
     ln2_input, ln2_rstd, ln2_mean, ln2_output,
     moe_router_probs, mlp_gate, mlp_up, mlp_fc1, mlp_act,
     // first stage, per micro-batch in flight
@@ -201,14 +201,16 @@ enum class EngineBufferId : uint8_t {
     // last stage, held once (the head's forward and backward run back to back)
     final_norm_input, final_norm_rstd, final_norm_mean, final_norm_output, logits_probs, tokens_targets,
     // workspace, held once per stage (engine_workspace_buffers)
-    ws_full_rows, ws_d_residual, ws_d_norm_input, ws_d_norm_output, ws_dq, ws_dk, ws_dv, ws_dctx, ws_dact,
+    ws_full_rows, ws_d_residual, ws_d_norm_input, ws_d_norm_output, ws_dqkv, ws_dctx, ws_dact,
     ws_dfc1, ws_dfc3, ws_attention_backward, ws_rope_table, ws_loss, ws_xent, ws_embedding, ws_tokens_staging,
+    ws_operand_scratch,
 };
 // "ln1.input", "attn.probs", … (the names the docs and error messages use).
 const char* engine_buffer_name(EngineBufferId id);
 
 // Storage types of engine buffers. Activations are in the precision's activation dtype
-// (engine_activation_dtype); token ids are i32.
+// (engine_activation_dtype); norm statistics, logits and the loss are f32 in every
+// precision (as Megatron keeps them); token ids are i32.
 enum class EngineDType : uint8_t { f32, bf16, f16, i32 };
 int64_t engine_dtype_bytes(EngineDType t);
 const char* engine_dtype_name(EngineDType t);
@@ -246,10 +248,13 @@ std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
 // (`attention_scratch` f32 elements: the backend states it, it depends on its threads),
 // the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and cross-entropy
 // buffers (last stage), the SP embedding rows (first stage with SP) and one micro-batch's
-// token ids as uploaded (first or last stage).
+// token ids as uploaded (first or last stage), and the backend's scratch for 16-bit
+// operands (`operand_scratch` f32 elements, as the backend states it: the CPU backend
+// widens 16-bit operands to f32 panels; 0 in fp32 and on a GPU).
 std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                    bool sequence_parallel, bool first, bool last, bool has_layers,
-                                                   int64_t attention_scratch, EngineDType act = EngineDType::f32);
+                                                   int64_t attention_scratch, EngineDType act = EngineDType::f32,
+                                                   int64_t operand_scratch = 0);
 
 // Elements of the engine's flat parameter / gradient buffer for a stage of `params`
 // parameters. With ZeRO-1 over dp > 1 it is padded to a multiple of

@@ -32,6 +32,9 @@ inline constexpr FileKind run_manifest{"a run manifest", 64 * kMiB};
 inline constexpr FileKind checkpoint_manifest{"a checkpoint manifest", 64 * kMiB};
 inline constexpr FileKind data{"a data file", 0};
 inline constexpr FileKind checkpoint_shard{"a checkpoint shard", 0};
+inline constexpr FileKind ssh_config{"an ssh config file", 1 * kMiB};
+inline constexpr FileKind ssh_identity{"an SSH private key", 1 * kMiB};
+inline constexpr FileKind known_hosts{"a known_hosts file", 64 * kMiB};
 }  // namespace file_kind
 
 // An open regular file (owns the descriptor; move-only).

@@ -235,11 +235,13 @@ std::vector<Diagnostic> validate_job(const JobSpec& job);
 std::vector<Diagnostic> derive_job_defaults(JobSpec& job);
 
 // The precision a job on `gpu` trains in when the file does not say: bf16 where the GPU
-// has bf16 units, else fp16 where it has fp16 units (V100), else fp32 (the `cpu` preset,
-// whose bundled engine computes in fp32 only).
+// computes bf16 faster than fp32, else fp16 where it computes fp16 faster (V100), else
+// fp32 (the `cpu` preset: the bundled engine stores bf16/fp16 but computes in fp32, so
+// its 16-bit peaks equal its fp32 peak and 16-bit is allowed, not the default).
 Precision default_precision(const GpuSpec& gpu);
 // Whether fused (flash) attention is assumed when the file does not say: on GPUs with
-// bf16 tensor cores (Ampere and newer, which FlashAttention-2 needs); not on V100 or `cpu`.
+// bf16 tensor cores (Ampere and newer, which FlashAttention-2 needs: bf16 faster than
+// fp32); not on V100 or `cpu`.
 bool default_flash_attention(const GpuSpec& gpu);
 // Which activations the estimator counts when the file does not say: the bundled engine's
 // own buffers on the `cpu` preset (nothing else trains there), Megatron-LM's elsewhere.

@@ -67,6 +67,10 @@ std::string manifest_to_json(const RunManifest& m);
 Result<RunManifest> manifest_from_json(const std::string& text, const std::string& file);
 Result<RunManifest> read_manifest(const std::string& run_dir);
 
+// Writes `text` to a file that must not exist yet (O_EXCL, then `mode` as the umask lets
+// it): a run only ever writes its own files, never one a user already had.
+Result<void> write_new_file(const std::string& path, const std::string& text, unsigned mode = 0644);
+
 // Writes a run directory. Thread-safe. Every line is flushed as written so `ptd watch`
 // and a crash both see it; the manifest is replaced atomically (tmp + rename).
 class RunDirWriter {

@@ -4,7 +4,15 @@
 // changes to model, schedule or optimizer code.
 //
 // Conventions for every op:
-//   - fp32, row-major, contiguous; pointers are device pointers of this backend.
+//   - Every operand has a stated dtype. Ops that take a `DType t` hold the operands the
+//     contract marks "(t)" in t ∈ {f32, bf16, f16}: activations and 16-bit parameters.
+//     Operands marked "(f32)" are always f32: norm statistics, the loss and softmax of
+//     the cross entropy, fp32 main gradients (accumulated into), master weights and Adam
+//     state. Token ids are i32. 16-bit operands are storage only: the arithmetic is f32
+//     and results are rounded to nearest even once, when stored.
+//   - With t = f32 every op computes exactly what the fp32-only engine did (same bits).
+//   - Row-major, contiguous unless a leading dimension says otherwise; pointers are
+//     device pointers of this backend.
 //   - "rows" = number of token rows (micro_batch · seq, or the SP slice of it).
 //   - B batch, T sequence, H query heads (local), G key/value heads (local), D head dim.
 //   - Outputs are overwritten unless the contract says "+=" (accumulate).
@@ -12,10 +20,12 @@
 //     (static work partition, no atomics in reductions).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "ptd/engine/dtype.h"
 #include "ptd/engine/mem.h"
 
 namespace ptd::engine {
@@ -24,13 +34,17 @@ namespace ptd::engine {
 // reduction returns a value to the host inside a step: the loss sum and Σg² accumulate
 // there, travel together in one f64 all-reduce over the world, the norm, clip scale and
 // found-inf flag are derived there (finish_step_scalars), AdamW reads them there, and the
-// host downloads the buffer once per step, after the update, for the metrics line.
+// host downloads the buffer once per step, after the update, for the metrics line and
+// the fp16 loss scaler.
 enum StepScalar : int {
     SCALAR_LOSS_SUM = 0,   // Σ per-token loss over the rows this rank owns (last stage, tp rank 0)
     SCALAR_GRAD_SQUARES,   // Σ g² over the gradient elements this rank counts in the norm
-    SCALAR_GRAD_NORM,      // √(world Σ g²)
+    SCALAR_LOSS_SCALE,     // the loss scale this step's gradients carry (fp16; 1 otherwise)
+    SCALAR_GRAD_NORM,      // √(world Σ g²) / loss scale: the norm of the unscaled gradients
     SCALAR_CLIP_SCALE,     // min(1, clip / (‖g‖ + 1e-6)), or 1 without clipping
-    SCALAR_FOUND_INF,      // 1 when the loss or the norm is not finite (the update is skipped), else 0
+    SCALAR_GRAD_SCALE,     // clip scale / loss scale: what AdamW multiplies g by (unscale and clip in one)
+    SCALAR_FOUND_INF,      // 1 when the loss or the norm is not finite — an fp16 overflow, or a
+                           // diverged fp32/bf16 run — and the update is skipped, else 0
     STEP_SCALAR_COUNT
 };
 
@@ -90,92 +104,146 @@ public:
     virtual void zero(void* x, size_t bytes) = 0;  // device memset
 
     // ---- elementwise ------------------------------------------------------------------
-    virtual void fill(float* x, float value, int64_t n) = 0;
-    virtual void copy(float* dst, const float* src, int64_t n) = 0;
-    virtual void add(float* y, const float* x, int64_t n) = 0;             // y += x
-    virtual void scale(float* x, float a, int64_t n) = 0;                  // x *= a
-    // acc[0] += Σ x², summed in double; acc is a device scalar (nothing returns to the host).
+    virtual void fill(void* x, DType t, float value, int64_t n) = 0;                // x (t) = value
+    // dst (dst_t) = src (src_t), converted (rounded to nearest even when narrowing).
+    virtual void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) = 0;
+    void copy(void* dst, const void* src, DType t, int64_t n) { convert(dst, t, src, t, n); }  // dst (t) = src (t)
+    virtual void add(void* y, const void* x, DType t, int64_t n) = 0;            // y (t) += x (t)
+    virtual void scale(float* x, float a, int64_t n) = 0;                          // x (f32) *= a
+    // acc[0] (f64) += Σ x² of x (f32), summed in double; acc is a device scalar (nothing
+    // returns to the host).
     virtual void sum_squares(double* acc, const float* x, int64_t n) = 0;
-    // acc[0] += Σ x, the sum taken in double from 0 in index order, then added.
+    // acc[0] (f64) += Σ x of x (f32), the sum taken in double from 0 in index order, then added.
     virtual void sum_into(double* acc, const float* x, int64_t n) = 0;
-    // From s[SCALAR_LOSS_SUM] and s[SCALAR_GRAD_SQUARES] (already reduced over the world):
-    // s[SCALAR_GRAD_NORM], s[SCALAR_CLIP_SCALE] (max_norm ≤ 0: no clipping) and
-    // s[SCALAR_FOUND_INF].
-    virtual void finish_step_scalars(double* s, double max_norm) = 0;
-    // Token ids of one micro-batch: seq [B, T+1] (B sequences of T+1 ids) → inputs [B·T]
-    // (ids 0..T−1 of each) and targets [B·T] (ids 1..T); either may be null.
+    // From s[SCALAR_LOSS_SUM], s[SCALAR_GRAD_SQUARES] (already reduced over the world) and
+    // the loss scale the step's gradients carry (1 without fp16 loss scaling; a kernel
+    // argument, not a transfer): s[SCALAR_LOSS_SCALE], s[SCALAR_GRAD_NORM] (unscaled),
+    // s[SCALAR_CLIP_SCALE] (max_norm ≤ 0: no clipping), s[SCALAR_GRAD_SCALE] and
+    // s[SCALAR_FOUND_INF] — the one overflow check of every precision.
+    virtual void finish_step_scalars(double* s, double max_norm, double loss_scale) = 0;
+    // Token ids of one micro-batch: seq [B, T+1] (i32; B sequences of T+1 ids) → inputs
+    // [B·T] (ids 0..T−1 of each) and targets [B·T] (ids 1..T), i32; either may be null.
     virtual void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) = 0;
 
     // ---- GEMM --------------------------------------------------------------------------
-    // C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C. op(A) = A ([M,K]) or Aᵀ (A is
-    // [K,M]) when trans_a; op(B) = B ([K,N]) or Bᵀ (B is [N,K]) when trans_b.
-    virtual void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                      const float* A, const float* B, float beta, float* C) = 0;
-    virtual void bias_add(float* y, const float* bias, int64_t rows, int64_t cols) = 0;  // y[r,:] += bias
-    virtual void bias_grad(float* dbias, const float* dy, int64_t rows, int64_t cols) = 0; // dbias += Σ_r dy[r,:]
+    // One op for plain, strided-batched and bias-fused GEMMs (cuBLASLt's matmul, in
+    // row-major terms). For each batch index i < batch:
+    //   C_i[M,N] = alpha · op(A_i) · op(B_i) + beta · C_i (+ bias[N] on every row)
+    // with X_i = X + i · stride_x (elements). op(A) = A ([M,K], lda ≥ K) or Aᵀ (A is [K,M],
+    // lda ≥ M) when trans_a; op(B) = B ([K,N], ldb ≥ N) or Bᵀ (B is [N,K], ldb ≥ K) when
+    // trans_b; C is [M,N] with ldc ≥ N. A and B are f32, bf16 or f16 each (a 16-bit
+    // operand is widened); C is f32 (weight gradients accumulate into f32 main grads with
+    // beta = 1, logits for the f32 loss) or 16-bit (rounded once from the f32 result);
+    // bias has C's 16-bit type, or f32 when C is f32. Accumulation is f32.
+    struct Gemm {
+        bool trans_a = false, trans_b = false;
+        int64_t M = 0, N = 0, K = 0;
+        float alpha = 1.0f, beta = 0.0f;
+        const void* A = nullptr;
+        DType a_type = DType::f32;
+        int64_t lda = 0, stride_a = 0;
+        const void* B = nullptr;
+        DType b_type = DType::f32;
+        int64_t ldb = 0, stride_b = 0;
+        void* C = nullptr;
+        DType c_type = DType::f32;
+        int64_t ldc = 0, stride_c = 0;
+        int64_t batch = 1;
+        const void* bias = nullptr;  // [N] or null
+    };
+    virtual void gemm(const Gemm& g) = 0;
+    // The dense case: contiguous operands of one type t, no batch, no bias.
+    void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+              const void* B, float beta, void* C, DType t = DType::f32, DType c_type = DType::f32) {
+        Gemm g;
+        g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.alpha = alpha, g.beta = beta;
+        g.A = A, g.a_type = t, g.lda = std::max<int64_t>(trans_a ? M : K, 1);
+        g.B = B, g.b_type = t, g.ldb = std::max<int64_t>(trans_b ? K : N, 1);
+        g.C = C, g.c_type = c_type, g.ldc = std::max<int64_t>(N, 1);
+        gemm(g);
+    }
+    virtual void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) = 0;  // y[r,:] (t) += bias (t)
+    virtual void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) = 0;  // dbias (f32) += Σ_r dy[r,:] (t)
 
     // ---- norms -------------------------------------------------------------------------
     // LayerNorm: out = (x − mean)·rstd·w + b per row of C; saves mean[rows], rstd[rows].
-    virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
-                                   const float* b, int64_t rows, int64_t C, float eps) = 0;
-    // dx = (overwritten) input gradient; dw += , db += .
-    virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
-                                    const float* mean, const float* rstd, const float* w, int64_t rows,
+    // out, x, w, b (t); mean, rstd (f32) — the statistics are f32 in every precision.
+    virtual void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* x, const void* w,
+                                   const void* b, int64_t rows, int64_t C, float eps) = 0;
+    // dx (t, overwritten) input gradient; dw, db (f32 main grads) +=; dout, x, w (t).
+    virtual void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x,
+                                    const float* mean, const float* rstd, const void* w, int64_t rows,
                                     int64_t C) = 0;
-    // RMSNorm: out = x·rstd·w, rstd = 1/sqrt(mean(x²) + eps).
-    virtual void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t rows,
+    // RMSNorm: out = x·rstd·w, rstd = 1/sqrt(mean(x²) + eps). Types as LayerNorm.
+    virtual void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows,
                                  int64_t C, float eps) = 0;
-    virtual void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x,
-                                  const float* rstd, const float* w, int64_t rows, int64_t C) = 0;
+    virtual void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x,
+                                  const float* rstd, const void* w, int64_t rows, int64_t C) = 0;
 
-    // ---- activations -------------------------------------------------------------------
+    // ---- activations (every operand t) ---------------------------------------------------
     // GELU, tanh approximation (GPT-2): out = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))).
-    virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;
-    virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;  // dx = dout·gelu'(x)
+    virtual void gelu_forward(DType t, void* out, const void* x, int64_t n) = 0;
+    virtual void gelu_backward(DType t, void* dx, const void* x, const void* dout, int64_t n) = 0;  // dx = dout·gelu'(x)
     // SwiGLU: out = silu(gate) · up.
-    virtual void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) = 0;
-    virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
-                                 const float* up, int64_t n) = 0;
+    virtual void swiglu_forward(DType t, void* out, const void* gate, const void* up, int64_t n) = 0;
+    virtual void swiglu_backward(DType t, void* dgate, void* dup, const void* dout, const void* gate,
+                                 const void* up, int64_t n) = 0;
 
-    // ---- attention ---------------------------------------------------------------------
+    // ---- attention (every tensor t; softmax statistics f32) ----------------------------
     // RoPE (rotate-half / NeoX & HF Llama convention: pairs (i, i + D/2)), in place on
-    // x [B,T,nh,D]; position of row t is pos0 + t; freq_i = theta^(−2i/D). The angles come
-    // from a table built once at start-up (no allocation inside the op): rope_table fills
-    // table [2, positions, D/2] with cos, then sin, of p·freq_i for p < positions; the ops
-    // need pos0 + T ≤ positions.
+    // x [B,T,nh,D] whose token rows are ld elements apart (ld ≥ nh·D: q and k are column
+    // blocks of the fused qkv); position of row t is pos0 + t; freq_i = theta^(−2i/D). The
+    // angles come from a table built once at start-up (no allocation inside the op):
+    // rope_table fills table [2, positions, D/2] (f32) with cos, then sin, of p·freq_i for
+    // p < positions; the ops need pos0 + T ≤ positions.
     virtual void rope_table(float* table, int64_t positions, int64_t D, float theta) = 0;
-    virtual void rope_forward(float* x, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
-                              const float* table, int64_t positions) = 0;
+    virtual void rope_forward(DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D,
+                              int64_t pos0, const float* table, int64_t positions) = 0;
     // The inverse rotation applied to a gradient, in place.
-    virtual void rope_backward(float* dx, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
-                               const float* table, int64_t positions) = 0;
-    // Causal softmax attention. q [B,T,H,D], k,v [B,T,G,D] with H % G == 0 (query head h
-    // uses kv head h / (H/G)); probs [B,H,T,T] saved (entries above the diagonal are 0);
-    // ctx [B,T,H,D]; scale 1/√D.
-    virtual void attention_forward(float* ctx, float* probs, const float* q, const float* k, const float* v,
-                                   int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) = 0;
-    // dq, dk, dv overwritten. `workspace` holds attention_backward_workspace(B, T, H, G, D)
-    // f32 elements of scratch, planned at start-up (the op allocates nothing).
-    virtual void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* probs,
-                                    const float* q, const float* k, const float* v, int64_t B, int64_t T,
-                                    int64_t H, int64_t G, int64_t D, float* workspace) = 0;
-    virtual int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const = 0;
+    virtual void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D,
+                               int64_t pos0, const float* table, int64_t positions) = 0;
+    // Causal softmax attention on the fused projection qkv [B·T, (H + 2G)·D]: per token
+    // row, q (H heads), then k and v (G heads each); query head h uses kv head h / (H/G).
+    // probs [B,H,T,T] saved (entries above the diagonal are 0; softmax in f32, stored in
+    // t); ctx [B,T,H,D]; scale 1/√D. The score and context products are calls of the
+    // GEMM op below on the qkv rows' leading dimensions (the CPU backend: per block of query
+    // rows; a GPU backend: strided-batched over heads).
+    virtual void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T,
+                                   int64_t H, int64_t G, int64_t D) = 0;
+    // dqkv [B·T, (H + 2G)·D] overwritten, laid out as qkv. `workspace` holds
+    // attention_backward_workspace(t, B, T, H, G, D) bytes of scratch planned at start-up
+    // (the op allocates nothing); the backend states the size for the precision t, as its
+    // kernels need it.
+    virtual void attention_backward(DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv,
+                                    int64_t B, int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) = 0;
+    virtual int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
+                                                 int64_t D) const = 0;
+    // Scratch the backend keeps for 16-bit operands of the other ops (the CPU backend widens
+    // them to f32 panels; a GPU kernel reads 16-bit directly and states 0): bytes for ops of
+    // dtype t whose largest operand has `largest_operand` elements. plan_operand_scratch
+    // allocates it at start-up, before the allocator is sealed; an op whose operand needs
+    // more than was planned is a programmer error that stops the process.
+    virtual int64_t operand_scratch_bytes(DType t, int64_t largest_operand) const = 0;
+    virtual void plan_operand_scratch(DType t, int64_t largest_operand) = 0;
 
     // ---- embedding (vocab-parallel) ----------------------------------------------------
-    // out[r,:] = wte[tok[r] − v0, :] when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C].
-    virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0,
+    // out[r,:] (t) = wte[tok[r] − v0, :] (t) when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C];
+    // tokens i32.
+    virtual void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0,
                                    int64_t Vl, int64_t rows, int64_t C) = 0;
-    // dwte[tok[r] − v0, :] += dout[r,:] for rows in range (deterministic order).
-    virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0,
+    // dwte[tok[r] − v0, :] (f32) += dout[r,:] (t) for rows in range (deterministic order).
+    virtual void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0,
                                     int64_t Vl, int64_t rows, int64_t C) = 0;
-    // Learned positions: out[r,:] += wpe[(row0 + r) % T, :]; backward: dwpe[(row0 + r) % T,:] += dout[r,:].
-    virtual void position_forward(float* out, const float* wpe, int64_t row0, int64_t rows, int64_t T,
+    // Learned positions: out[r,:] (t) += wpe[(row0 + r) % T, :] (t); backward:
+    // dwpe[(row0 + r) % T,:] (f32) += dout[r,:] (t).
+    virtual void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
                                   int64_t C) = 0;
-    virtual void position_backward(float* dwpe, const float* dout, int64_t row0, int64_t rows, int64_t T,
+    virtual void position_backward(DType t, float* dwpe, const void* dout, int64_t row0, int64_t rows, int64_t T,
                                    int64_t C) = 0;
 
-    // ---- vocab-parallel cross entropy (Megatron) ---------------------------------------
-    // logits [rows, Vl] hold the columns v0..v0+Vl−1 of the padded vocabulary; only
+    // ---- vocab-parallel cross entropy (Megatron), all f32 ------------------------------
+    // logits [rows, Vl] (f32: the output GEMM writes f32 in every precision, so softmax
+    // and loss are f32) hold the columns v0..v0+Vl−1 of the padded vocabulary; only
     // global columns < V_valid take part (padding is masked out). Between the steps the
     // caller all-reduces over the TP group (max for xent_row_max, sum for the others).
     virtual void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
@@ -196,11 +264,16 @@ public:
     // ---- optimizer ---------------------------------------------------------------------
     // AdamW (Loshchilov & Hutter): m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
     // p −= lr · (m̂ / (√v̂ + eps) + wd · p) with m̂ = m/(1−β1^step), v̂ = v/(1−β2^step).
-    // g is first multiplied by (float) scalars[SCALAR_CLIP_SCALE] (clipping); nothing
-    // changes when scalars[SCALAR_FOUND_INF] != 0 (the step is skipped). `scalars` is the
-    // device buffer of finish_step_scalars. step ≥ 1.
+    // g (f32 main grads) is first multiplied by (float) scalars[SCALAR_GRAD_SCALE]
+    // (clipping, and 1/loss-scale with fp16); nothing changes when
+    // scalars[SCALAR_FOUND_INF] != 0 (the step is skipped). `scalars` is the device buffer
+    // of finish_step_scalars (f64). step ≥ 1.
+    // p (f32: the master weights, or the parameters themselves in fp32 training), g, m, v
+    // (f32). When model_p is not null, the updated p is also stored there in model_t (the
+    // 16-bit model weights the next forward reads), rounded to nearest even.
     virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, const double* scalars, int64_t step) = 0;
+                       float beta2, float eps, float weight_decay, const double* scalars, int64_t step,
+                       void* model_p = nullptr, DType model_t = DType::f32) = 0;
 };
 
 // Orders one communicator call between compute work: the comm stream waits for the
@@ -224,7 +297,7 @@ private:
     Event done_;
 };
 
-// The CPU backend: OpenBLAS sgemm, OpenMP elsewhere. `threads` ≤ 0 = OMP default.
+// The CPU backend: OpenBLAS sgemm (16-bit operands widened to f32 panels), OpenMP elsewhere. `threads` ≤ 0 = OMP default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 // Debug mode (PTD_STREAM_CHECK=1 in ptd-engine): wraps a backend, forwards every call, and

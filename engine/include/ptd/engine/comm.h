@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ptd/diagnostic.h"
+#include "ptd/engine/dtype.h"
 #include "ptd/layout.h"
 
 namespace ptd::engine {
@@ -31,7 +32,6 @@ using FailureHandler = std::function<void(const std::string& what)>;
 // Element types of communication buffers. bf16 and f16 are 2-byte storage types: the CPU
 // reductions widen them to f32 for the arithmetic and round back (to nearest even), as
 // NCCL's reductions do on the device. i32 carries token ids and counters.
-enum class DType : uint8_t { f32, f64, bf16, f16, i32 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 

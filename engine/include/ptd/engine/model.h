@@ -37,6 +37,11 @@ struct EngineConfig {
     int zero = 0;                  // 0, or 1 (ZeRO-1; Megatron's distributed optimizer maps here)
     bool recompute_full = false;   // full activation recomputation (keep layer inputs only)
     bool recompute_selective = false;  // selective: the attention core is recomputed in backward
+    // training.precision: f32, or bf16 / f16 mixed precision (Megatron's recipe): the model
+    // weights, activations and their gradients in `act`; main grads, master weights, Adam
+    // state, norm statistics, softmax and loss in f32.
+    DType act = DType::f32;
+    bool mixed() const { return act != DType::f32; }
     int micro_batch = 1, grad_accum = 1, seq = 0;
     int64_t global_batch = 1;      // sequences per step = micro_batch · grad_accum · dp
     int64_t vocab_padded = 0;      // multiple of estimate.vocab_pad · tp
@@ -96,14 +101,16 @@ struct ParamTensor {
     bool weight_decay = false;   // matrices decay; norms, biases and positions do not
     bool tp_partial_grad = false;// SP: each TP rank sees only its rows → grads summed over tp
     bool in_norm = true;         // counted in the global grad norm on this rank (each element once)
-    float* p = nullptr;
-    float* g = nullptr;
+    void* p = nullptr;     // model weights (cfg.act: f32, or the 16-bit copy in mixed precision)
+    float* g = nullptr;    // f32 (main) gradient
 };
 
 // Pointers into Model::tensors for one layer (null when the family has no such tensor).
 struct LayerParams {
     ParamTensor *ln1_w = nullptr, *ln1_b = nullptr;
-    ParamTensor *wq = nullptr, *wk = nullptr, *wv = nullptr;  // [H·D, h], [G·D, h], [G·D, h]
+    // [H·D, h], [G·D, h], [G·D, h], adjacent in the flat buffer: together the one
+    // [(H + 2G)·D, h] weight of the fused QKV GEMM (and bq, bk, bv its one bias).
+    ParamTensor *wq = nullptr, *wk = nullptr, *wv = nullptr;
     ParamTensor *bq = nullptr, *bk = nullptr, *bv = nullptr;
     ParamTensor *wo = nullptr, *bo = nullptr;                 // [h, H·D], [h]
     ParamTensor *ln2_w = nullptr, *ln2_b = nullptr;
@@ -121,8 +128,8 @@ struct Model {
     ParamTensor *lnf_w = nullptr, *lnf_b = nullptr;  // last stage
     ParamTensor *wout = nullptr;                     // last stage output [Vl, h] (== wte when tied and pp == 1)
     bool wout_is_tied_copy = false;                  // tied embeddings, pp > 1: last stage's copy of wte
-    float* params = nullptr;           // flat [flat_numel] (MEM_PARAMS)
-    float* grads = nullptr;            // flat [flat_numel] (MEM_GRADS)
+    void* params = nullptr;            // flat [flat_numel] in cfg.act (MEM_PARAMS)
+    float* grads = nullptr;            // flat [flat_numel], f32 main grads (MEM_GRADS)
     int64_t numel = 0;                 // parameters: the tensors fill [0, numel)
     int64_t flat_numel = 0;            // buffer length: numel, padded for equal ZeRO-1 shards (zeros)
     // Every communicator call runs between these (CommOnStream): compute → comm → compute.
@@ -137,15 +144,22 @@ void free_model(Model& m);
 
 // The saved activations of one layer for one micro-batch in flight (see
 // estimators' engine_layer_buffers for the list and shapes).
+// Pointers typed void* hold cfg.act elements; mean/rstd and the logits are always f32.
 struct LayerActs {
-    float *ln1_in, *ln1_mean, *ln1_rstd, *ln1_out;   // ln1_in [Rl,h] is the layer input
-    float *q, *k, *v, *probs, *ctx;                    // [R,H·D], [R,G·D] ×2, [b,H,s,s], [R,H·D]
-    float *ln2_in, *ln2_mean, *ln2_rstd, *ln2_out;
-    float *fc1, *fc3, *act;                            // gpt: fc1 = pre-GELU; llama: fc1 = gate, fc3 = up; act [R,F]
+    void* ln1_in;                                      // [Rl,h], the layer input
+    float *ln1_mean, *ln1_rstd;                        // [R] (f32)
+    void* ln1_out;                                     // [R,h]
+    void *qkv, *probs, *ctx;                           // [R,(H+2G)·D], [b,H,s,s], [R,H·D]
+    void* ln2_in;
+    float *ln2_mean, *ln2_rstd;
+    void* ln2_out;
+    void *fc1, *fc3, *act;                             // gpt: fc1 = pre-GELU; llama: fc1 = gate, fc3 = up; act [R,F]
 };
 struct OutputActs {
-    float *lnf_in, *lnf_mean, *lnf_rstd, *lnf_out;    // [Rl,h], [R], [R], [R,h]
-    float* probs;                                     // logits → softmax [R, Vl]
+    void* lnf_in;                                     // [Rl,h]
+    float *lnf_mean, *lnf_rstd;                       // [R] (f32)
+    void* lnf_out;                                    // [R,h]
+    float* probs;                                     // logits → softmax [R, Vl] (f32)
     int32_t* targets;                                 // [R]
 };
 
@@ -160,25 +174,29 @@ struct Activations {
     std::vector<void*> owned;                         // every activation buffer, for free_activations
     OutputActs out{};
     // Workspaces for one layer's backward and the output head.
-    float *w_full = nullptr;      // [R, max(h, ...)] gathered / partial row-parallel output
-    float *w_dres = nullptr;      // [Rl, h] gradient of the residual stream
-    float *w_dtmp = nullptr;      // [Rl, h]
-    float *w_dln = nullptr;       // [R, h] gradient of a norm output (partial before the TP reduce)
-    float *w_dq = nullptr, *w_dk = nullptr, *w_dv = nullptr, *w_dctx = nullptr;
-    float *w_dact = nullptr, *w_dfc1 = nullptr, *w_dfc3 = nullptr;
-    float *w_loss = nullptr;      // [R]
-    float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit
-    float *w_embed = nullptr;     // [R, h] embedding output before the SP reduce-scatter
+    // (cfg.act unless marked f32)
+    void *w_full = nullptr;       // [R, max(h, ...)] gathered / partial row-parallel output
+    void *w_dres = nullptr;       // [Rl, h] gradient of the residual stream
+    void *w_dtmp = nullptr;       // [Rl, h]
+    void *w_dln = nullptr;        // [R, h] gradient of a norm output (partial before the TP reduce)
+    void *w_dqkv = nullptr, *w_dctx = nullptr;  // [R, (H+2G)·D], [R, H·D]
+    void *w_dact = nullptr, *w_dfc1 = nullptr, *w_dfc3 = nullptr;
+    float *w_loss = nullptr;      // [R] (f32)
+    float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit (f32)
+    void *w_embed = nullptr;      // [R, h] embedding output before the SP reduce-scatter
     int32_t* tokens_staging = nullptr;  // first / last stage: one micro-batch's ids [b, s+1] as uploaded
-    float* w_attn_bwd = nullptr;  // attention_backward's scratch (Backend::attention_backward_workspace)
-    float* rope_table = nullptr;  // RoPE: cos and sin of every position's angles [2, s, D/2], built once
+    void* w_attn_bwd = nullptr;   // attention_backward's scratch (Backend::attention_backward_workspace bytes)
+    float* rope_table = nullptr;  // RoPE: cos and sin of every position's angles [2, s, D/2] (f32), built once
+    // The backend's scratch for 16-bit operands (Backend::plan_operand_scratch): owned by
+    // the backend, planned at start-up; here only its size, for the workspace list.
+    int64_t operand_scratch_bytes = 0;
     // Pipeline buffers: one per (chunk, micro-batch) of a step, index c·m + j, so async
     // sends never alias (null where that chunk sends nothing in that direction).
-    std::vector<float*> send_fwd, send_bwd;  // [Rl, h] each
+    std::vector<void*> send_fwd, send_bwd;   // [Rl, h] each (cfg.act)
     // vpp > 1, last stage: the output head runs at the end of the last chunk's forward; the
     // gradient of its input [Rl, h] waits here (one per micro-batch) for that chunk's backward.
-    std::vector<float*> d_head;
-    float* d_stream = nullptr;               // [Rl, h] gradient flowing down the stage (p2p receive target)
+    std::vector<void*> d_head;
+    void* d_stream = nullptr;                // [Rl, h] gradient flowing down the stage (p2p receive target)
 };
 Activations alloc_activations(Backend& be, const EngineConfig& cfg);
 void free_activations(Backend& be, Activations& a);
@@ -190,22 +208,23 @@ struct StageComm {
 };
 
 // Forward of the embedding (first stage): tokens [R] on device → out [Rl, h].
-void embedding_forward(Model& m, Activations& a, const int32_t* tokens, float* out, StageComm& c);
+void embedding_forward(Model& m, Activations& a, const int32_t* tokens, void* out, StageComm& c);
 // Backward: dout [Rl, h] → wte (and wpe) grads.
-void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const float* dout, StageComm& c);
+void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const void* dout, StageComm& c);
 
 // Forward of local layer `li` for the micro-batch whose buffers are `acts`; writes the
 // layer output [Rl, h] to `out`.
-void layer_forward(Model& m, Activations& a, int li, LayerActs& acts, float* out, StageComm& c);
+void layer_forward(Model& m, Activations& a, int li, LayerActs& acts, void* out, StageComm& c);
 // Backward: dout [Rl, h] → din [Rl, h] (may alias dout); accumulates parameter grads.
-void layer_backward(Model& m, Activations& a, int li, LayerActs& acts, const float* dout, float* din,
+void layer_backward(Model& m, Activations& a, int li, LayerActs& acts, const void* dout, void* din,
                     StageComm& c);
 
 // Last stage: final norm, logits, vocab-parallel cross entropy and its backward at once.
 // Reads out.lnf_in and out.targets; adds Σ loss over the R rows to the device scalar
-// *loss_acc (null: not counted; nothing is read back to the host); writes the gradient of
-// lnf_in to `d_in` ([Rl, h]); `loss_scale` = 1 / (tokens in the global batch).
-void output_forward_backward(Model& m, Activations& a, float loss_scale, float* d_in, double* loss_acc,
+// *loss_acc (f64; null: not counted; nothing is read back to the host); writes the
+// gradient of lnf_in to `d_in` ([Rl, h], cfg.act); `loss_scale` = 1 / (tokens in the
+// global batch), times the fp16 loss scale.
+void output_forward_backward(Model& m, Activations& a, float loss_scale, void* d_in, double* loss_acc,
                              StageComm& c);
 // Forward only (evaluation): adds Σ loss over the rows to *loss_acc.
 void output_forward(Model& m, Activations& a, double* loss_acc, StageComm& c);

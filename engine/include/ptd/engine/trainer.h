@@ -47,6 +47,10 @@ struct OptimizerState {
     int64_t shard_offset = 0, shard_numel = 0;
     float* m = nullptr;            // [shard_numel] (MEM_OPTIMIZER)
     float* v = nullptr;
+    // Mixed precision: the f32 master weights of the shard (MEM_OPTIMIZER, as Megatron's
+    // distributed optimizer counts them); the 16-bit model weights are rounded from them
+    // after each update. Null in fp32 training, where the parameters are their own master.
+    float* master = nullptr;
     int64_t step = 0;              // optimizer steps taken (Adam's bias-correction t)
     double* scalars = nullptr;     // [STEP_SCALAR_COUNT] the step's scalars (device, MEM_WORKSPACE)
 };
@@ -64,11 +68,12 @@ struct StepTimes {
 void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups, StepTimes& times);
 // Adds Σ g² over the gradient elements this rank is responsible for in the global norm
 // (every element of the model is counted on exactly one rank) to
-// st.scalars[SCALAR_GRAD_SQUARES], on the device.
+// st.scalars[SCALAR_GRAD_SQUARES], on the device (the f32 main grads, loss-scaled in fp16).
 void accumulate_grad_squares(Model& model, OptimizerState& st);
-// AdamW on this rank's shard with the clip factor of st.scalars (skipped when it found a
-// non-finite loss or norm), then (ZeRO-1) all-gather the parameters over dp; zeroes the
-// gradients.
+// AdamW on this rank's shard with the grad scale of st.scalars (clip factor, times
+// 1/loss-scale for fp16), skipped on the device when found-inf is set there (an fp16
+// overflow, or a non-finite loss or norm); then (ZeRO-1) all-gather the (16-bit) model
+// parameters over dp; zeroes the gradients.
 void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
                     StepTimes& times);
 
@@ -77,6 +82,8 @@ void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float 
 // host staging memory the backend owns (Backend::alloc_host; null on middle stages).
 struct StepBatch {
     const int32_t* tokens = nullptr;
+    // Multiplies the loss gradient (fp16: the dynamic loss scale; 1 otherwise).
+    float loss_scale = 1.0f;
 };
 
 // ---- the pipeline schedule as data (schedule.cpp) -----------------------------------------
