@@ -1,0 +1,105 @@
+// runtime.h — the thin host-side layer over the CUDA runtime that the CUDA backend uses:
+// device memory, copies, memset, streams, events, synchronisation and memory info.
+// Two implementations behind one declaration: runtime_cuda.cpp calls cudart (namespace
+// ptd::cuda::dev, built with ENABLE_CUDA), runtime_sim.cpp backs "device" memory with host
+// memory and runs every stream synchronously (namespace ptd::cuda::sim, always built).
+// A .cpp selects the simulator by defining PTD_CUDA_SIM before including this header.
+// Kept C++20 and free of CUDA headers and <expected>: nvcc-compiled kernels include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#if defined(PTD_CUDA_SIM)
+#define PTD_CUDA_NS sim
+namespace ptd::cuda::sim {
+struct Stream;  // runtime_sim.cpp
+struct Event;
+using StreamHandle = Stream*;
+using EventHandle = Event*;
+}  // namespace ptd::cuda::sim
+#else
+#define PTD_CUDA_NS dev
+struct CUstream_st;  // = cudaStream_t / cudaEvent_t without including cuda_runtime.h
+struct CUevent_st;
+namespace ptd::cuda::dev {
+using StreamHandle = CUstream_st*;
+using EventHandle = CUevent_st*;
+}  // namespace ptd::cuda::dev
+#endif
+
+namespace ptd::cuda::PTD_CUDA_NS {
+
+// The result of a runtime call: code 0 is success; otherwise the CUDA error code (the sim
+// uses the same numbers for the errors it can raise) and a message that names the call, its
+// arguments and, in the real runtime, the file:line of the cudart call.
+struct Status {
+    int code = 0;
+    std::string message;
+    bool ok() const { return code == 0; }
+};
+// The error codes the simulator raises (cudaError_t's values).
+enum : int {
+    kErrInvalidValue = 1,        // cudaErrorInvalidValue
+    kErrMemoryAllocation = 2,    // cudaErrorMemoryAllocation
+    kErrInvalidDevicePointer = 17,  // cudaErrorInvalidDevicePointer
+    kErrNoDevice = 100,          // cudaErrorNoDevice
+    kErrInvalidResourceHandle = 400,  // cudaErrorInvalidResourceHandle
+};
+
+enum class CopyKind { host_to_device, device_to_host, device_to_device, host_to_host };
+
+// Devices. The sim has exactly one device, 0.
+Status device_count(int* count);
+Status set_device(int device);
+Status device_synchronize();
+// Free and total device memory. The sim reports capacity - allocated bytes against its
+// configurable capacity (sim_set_capacity).
+Status mem_get_info(size_t* free_bytes, size_t* total_bytes);
+
+// Device memory: 256-byte aligned (as cudaMalloc). `tag` names the buffer in error messages
+// and in the sim's allocation table.
+Status malloc_device(void** ptr, size_t bytes, const char* tag);
+Status free_device(void* ptr);  // nullptr is a no-op, as cudaFree
+
+// Copies and memset: the *_async forms are ordered on `stream` (nullptr = the default
+// stream); the plain forms complete before returning.
+Status memcpy_async(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream);
+Status memcpy_sync(void* dst, const void* src, size_t bytes, CopyKind kind);
+Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream);
+
+// Streams and events. event_record + stream_wait_event order work across streams without
+// blocking the host.
+Status stream_create(StreamHandle* stream);
+Status stream_destroy(StreamHandle stream);
+Status stream_synchronize(StreamHandle stream);
+Status event_create(EventHandle* event);  // timing enabled
+Status event_destroy(EventHandle event);
+Status event_record(EventHandle event, StreamHandle stream);
+Status stream_wait_event(StreamHandle stream, EventHandle event);
+Status event_synchronize(EventHandle event);
+// Milliseconds between two recorded events (the sim: host time between the records).
+Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end);
+
+#if defined(PTD_CUDA_SIM)
+// Simulator only: the capacity mem_get_info reports and malloc_device enforces (default
+// 80 GiB, an H100's), the bytes currently allocated, and whether ptr lies inside a live
+// allocation of at least `bytes` bytes from ptr.
+void sim_set_capacity(size_t bytes);
+size_t sim_allocated_bytes();
+bool sim_is_device_range(const void* ptr, size_t bytes);
+#endif
+
+// Prints "file:line: expr: message" and aborts when a Status is not ok — for callers where a
+// runtime failure is fatal (llm.c's cudaCheck).
+[[noreturn]] void check_failed(const Status& status, const char* expr, const char* file, int line);
+
+}  // namespace ptd::cuda::PTD_CUDA_NS
+
+#define PTD_CUDA_CHECK(expr)                                                                     \
+    do {                                                                                         \
+        const ::ptd::cuda::PTD_CUDA_NS::Status ptd_check_status_ = (expr);                      \
+        if (!ptd_check_status_.ok())                                                             \
+            ::ptd::cuda::PTD_CUDA_NS::check_failed(ptd_check_status_, #expr, __FILE__, __LINE__); \
+    } while (0)
