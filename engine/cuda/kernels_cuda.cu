@@ -9,3 +9,8 @@
 #include "kernels/rope.cuh"
 
 // ---- kernb ----
+#include "kernels/attention.cuh"
+#include "kernels/xent.cuh"
+#include "kernels/embedding.cuh"
+#include "kernels/reduce.cuh"
+#include "kernels/optimizer.cuh"

@@ -18,30 +18,17 @@
 #pragma once
 
 #include <cmath>
-#include <cstdint>
 
-#include "../dialect.cuh"
-#include "reduce.cuh"
+#include "common.cuh"
+#include "reduce.cuh"  // tensor_list_find
 
-namespace ptd::cuda::PTD_CUDA_NS {
-
-// One tensor of the AdamW list. `start` = Σ n of the entries before it (tensor_list_starts).
-struct AdamWTensor {
-    float* p;
-    const float* g;
-    float* m;
-    float* v;
-    void* model_p;       // the 16-bit model copy of p, or null
-    int64_t n;
-    int64_t start;
-    float weight_decay;  // 0 for the tensors without decay
-};
+namespace ptd::cuda::PTD_CUDA_NS::kern {
 
 constexpr int k_adamw_threads = 256;
 constexpr int64_t k_adamw_per_block = 4 * k_adamw_threads;
 
 // One IEEE operation each, rounded to nearest even, never fused with its neighbour.
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(PTD_CUDA_SIM)
 __device__ __forceinline__ float op_mul(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float op_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float op_sub(float a, float b) { return __fsub_rn(a, b); }
@@ -58,8 +45,8 @@ inline float op_sqrt(float a) { return std::sqrt(a); }
 template <class MT>
 __global__ void adamw_kernel(const AdamWTensor* list, int count, int64_t total, float lr, float beta1, float beta2,
                              float eps, float inv_bc1, float inv_bc2, const double* scalars) {
-    if (scalars[k_scalar_found_inf] != 0.0) return;  // skipped step
-    const float grad_scale = (float)scalars[k_scalar_clip_scale];
+    if (scalars[k_step_scalar_found_inf] != 0.0) return;  // skipped step
+    const float grad_scale = (float)scalars[k_step_scalar_clip_scale];
     const int64_t lo = (int64_t)blockIdx.x * k_adamw_per_block;
     const int64_t hi = lo + k_adamw_per_block < total ? lo + k_adamw_per_block : total;
     if (lo >= hi) return;
@@ -86,20 +73,27 @@ __global__ void adamw_kernel(const AdamWTensor* list, int count, int64_t total, 
     }
 }
 
-// One AdamW step over the list (device memory, `count` entries with `start` filled, total
-// = Σ n). model_t names the type of every entry's model_p (f32 when none has one).
-// scalars: the device step scalars. step ≥ 1. The bias corrections are formed here on the
-// host exactly as the CPU backend forms them.
-template <class MT>
-void launch_adamw(const AdamWTensor* list, int count, int64_t total, float lr, float beta1, float beta2, float eps,
-                  int64_t step, const double* scalars, StreamHandle stream) {
-    if (count <= 0 || total <= 0) return;
+}  // namespace ptd::cuda::PTD_CUDA_NS::kern
+
+namespace ptd::cuda::PTD_CUDA_NS {
+
+void adamw(const AdamWTensor* list, int count, int64_t total, float lr, float beta1, float beta2, float eps,
+           int64_t step, const double* scalars, DType model_t, StreamHandle stream) {
+    using namespace kern;
+    PTD_KERNEL_REQUIRE(step >= 1, "adamw", "step < 1 (steps count from 1)");
+    PTD_KERNEL_REQUIRE(count >= 0 && total >= 0, "adamw", "negative count or total");
+    if (count == 0 || total == 0) return;
+    // The bias corrections exactly as the CPU backend forms them (double power, f32 inverse).
     const auto bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
     const auto bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
     const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
-    const int64_t blocks = (total + k_adamw_per_block - 1) / k_adamw_per_block;
-    PTD_LAUNCH(adamw_kernel<MT>, dim3((unsigned)blocks), dim3(k_adamw_threads), 0, stream, list, count, total, lr,
-               beta1, beta2, eps, inv_bc1, inv_bc2, scalars);
+    const unsigned blocks = (unsigned)ceil_div(total, k_adamw_per_block);
+    dispatch_type(model_t, "adamw", [&](auto tag) {
+        using MT = decltype(tag);
+        auto kernel = adamw_kernel<MT>;
+        PTD_LAUNCH(kernel, blocks, k_adamw_threads, 0, stream, list, count, total, lr, beta1, beta2, eps, inv_bc1,
+                   inv_bc2, scalars);
+    });
 }
 
 }  // namespace ptd::cuda::PTD_CUDA_NS

@@ -14,26 +14,12 @@
 // bits of a double.
 #pragma once
 
-#include <cmath>
-#include <cstdint>
+#include "common.cuh"
 
-#include "../dialect.cuh"
-
-namespace ptd::cuda::PTD_CUDA_NS {
-
-// The step scalars' slots; the same numbers as ptd::engine::StepScalar in backend.h (the
-// kernels cannot include that header; the tests check that the two agree).
-enum KStepScalar : int {
-    k_scalar_loss_sum = 0,
-    k_scalar_grad_squares = 1,
-    k_scalar_grad_norm = 2,
-    k_scalar_clip_scale = 3,
-    k_scalar_found_inf = 4,
-    k_step_scalar_count = 5
-};
+namespace ptd::cuda::PTD_CUDA_NS::kern {
 
 constexpr int k_sumsq_threads = 256;        // a power of two (the block tree halves it)
-constexpr int k_sumsq_max_blocks = 1024;    // = the doubles of the planned workspace
+constexpr int k_sumsq_max_blocks = 1024;    // = sum_squares_workspace_doubles()
 constexpr int64_t k_sumsq_min_per_block = 8 * k_sumsq_threads;
 
 // Blocks of stage 1 for n elements: a function of n only.
@@ -69,14 +55,6 @@ __global__ void sumsq_partials_kernel(double* partials, const float* x, int64_t 
     const double s = block_sum_double(sumsq_strided(x, lo, hi), sh);
     if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
-
-// One entry of a tensor list (device memory): x [n] (f32); `start` = Σ n of the entries
-// before it (sum_squares_list_starts fills it on the host).
-struct SumSquaresTensor {
-    const float* x;
-    int64_t n;
-    int64_t start;
-};
 
 // Index of the entry that holds global element i (entries with n = 0 are skipped over):
 // the last entry with start ≤ i, by binary search.
@@ -146,50 +124,48 @@ __device__ __forceinline__ bool finite_double(double x) { return x - x == 0.0; }
 // over the world). The clip scale is rounded to float, as AdamW applies it.
 __global__ void finish_step_scalars_kernel(double* s, double max_norm) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    const double norm = sqrt(s[k_scalar_grad_squares]);
-    s[k_scalar_grad_norm] = norm;
-    s[k_scalar_found_inf] = finite_double(norm) && finite_double(s[k_scalar_loss_sum]) ? 0.0 : 1.0;
-    s[k_scalar_clip_scale] = (max_norm > 0 && norm > max_norm) ? (double)(float)(max_norm / (norm + 1e-6)) : 1.0;
+    const double norm = sqrt(s[k_step_scalar_grad_squares]);
+    s[k_step_scalar_grad_norm] = norm;
+    s[k_step_scalar_found_inf] = finite_double(norm) && finite_double(s[k_step_scalar_loss_sum]) ? 0.0 : 1.0;
+    s[k_step_scalar_clip_scale] = (max_norm > 0 && norm > max_norm) ? (double)(float)(max_norm / (norm + 1e-6)) : 1.0;
 }
 
-// Fills `start` of each entry (host memory, before the list is uploaded); returns the total.
-template <class E>
-int64_t tensor_list_starts(E* list, int count) {
-    int64_t total = 0;
-    for (int k = 0; k < count; k++) {
-        list[k].start = total;
-        total += list[k].n;
-    }
-    return total;
+}  // namespace ptd::cuda::PTD_CUDA_NS::kern
+
+namespace ptd::cuda::PTD_CUDA_NS {
+
+int64_t sum_squares_workspace_doubles() { return kern::k_sumsq_max_blocks; }
+
+void sum_squares(double* acc, const float* x, int64_t n, double* workspace, StreamHandle stream) {
+    using namespace kern;
+    PTD_KERNEL_REQUIRE(n >= 0, "sum_squares", "n < 0");
+    if (n == 0) return;
+    const int64_t blocks = sumsq_blocks(n), per_block = ceil_div(n, blocks);
+    PTD_LAUNCH(sumsq_partials_kernel, (unsigned)blocks, k_sumsq_threads, 0, stream, workspace, x, n, per_block);
+    PTD_LAUNCH(sumsq_finish_kernel, 1, k_sumsq_threads, 0, stream, acc, (const double*)workspace, (int)blocks);
 }
 
-// acc[0] += Σ x², x [n] (f32). workspace: k_sumsq_max_blocks doubles (planned).
-inline void launch_sum_squares(double* acc, const float* x, int64_t n, double* workspace, StreamHandle stream) {
-    if (n <= 0) return;
-    const int64_t blocks = sumsq_blocks(n), per_block = (n + blocks - 1) / blocks;
-    PTD_LAUNCH(sumsq_partials_kernel, dim3((unsigned)blocks), dim3(k_sumsq_threads), 0, stream, workspace, x, n,
+void sum_squares_list(double* acc, const SumSquaresTensor* list, int count, int64_t total, double* workspace,
+                      StreamHandle stream) {
+    using namespace kern;
+    PTD_KERNEL_REQUIRE(count >= 0 && total >= 0, "sum_squares_list", "negative count or total");
+    if (count == 0 || total == 0) return;
+    const int64_t blocks = sumsq_blocks(total), per_block = ceil_div(total, blocks);
+    PTD_LAUNCH(sumsq_list_partials_kernel, (unsigned)blocks, k_sumsq_threads, 0, stream, workspace, list, count, total,
                per_block);
-    PTD_LAUNCH(sumsq_finish_kernel, dim3(1), dim3(k_sumsq_threads), 0, stream, acc, workspace, (int)blocks);
+    PTD_LAUNCH(sumsq_finish_kernel, 1, k_sumsq_threads, 0, stream, acc, (const double*)workspace, (int)blocks);
 }
 
-// acc[0] += Σ over the list's tensors of Σ x². list: device memory, `count` entries with
-// `start` filled, total = Σ n.
-inline void launch_sum_squares_list(double* acc, const SumSquaresTensor* list, int count, int64_t total,
-                                    double* workspace, StreamHandle stream) {
-    if (count <= 0 || total <= 0) return;
-    const int64_t blocks = sumsq_blocks(total), per_block = (total + blocks - 1) / blocks;
-    PTD_LAUNCH(sumsq_list_partials_kernel, dim3((unsigned)blocks), dim3(k_sumsq_threads), 0, stream, workspace, list,
-               count, total, per_block);
-    PTD_LAUNCH(sumsq_finish_kernel, dim3(1), dim3(k_sumsq_threads), 0, stream, acc, workspace, (int)blocks);
+void sum_into(double* acc, const float* x, int64_t n, StreamHandle stream) {
+    using namespace kern;
+    PTD_KERNEL_REQUIRE(n >= 0, "sum_into", "n < 0");
+    if (n == 0) return;
+    PTD_LAUNCH(sum_into_kernel, 1, k_sumsq_threads, 0, stream, acc, x, n);
 }
 
-inline void launch_sum_into(double* acc, const float* x, int64_t n, StreamHandle stream) {
-    if (n <= 0) return;
-    PTD_LAUNCH(sum_into_kernel, dim3(1), dim3(k_sumsq_threads), 0, stream, acc, x, n);
-}
-
-inline void launch_finish_step_scalars(double* s, double max_norm, StreamHandle stream) {
-    PTD_LAUNCH(finish_step_scalars_kernel, dim3(1), dim3(1), 0, stream, s, max_norm);
+void finish_step_scalars(double* s, double max_norm, StreamHandle stream) {
+    using namespace kern;
+    PTD_LAUNCH(finish_step_scalars_kernel, 1, 1, 0, stream, s, max_norm);
 }
 
 }  // namespace ptd::cuda::PTD_CUDA_NS
