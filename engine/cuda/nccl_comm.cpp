@@ -182,6 +182,42 @@ bool abort_nccl_communicators(const std::string& why) {
     return g_watchdog && g_watchdog->abort_all(why);
 }
 
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(KvClient& store, const NcclGroupKey& key,
+                                                             const CommOptions& options, FailureHandler on_failure,
+                                                             cudaStream_t comm_stream, float* barrier_scratch) {
+    int device = -1;
+    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+        return fail({}, "", std::string("cannot create a NCCL communicator: cudaGetDevice: ") + cudaGetErrorString(e));
+    auto id = exchange_nccl_id(store, key, nccl_new_unique_id, options.timeout_s);
+    if (!id) return std::unexpected(id.error());
+    ncclUniqueId nid;
+    std::memcpy(&nid, id->data(), kNcclUniqueIdBytes);
+    ncclComm_t comm = nullptr;
+    if (ncclResult_t r = ncclCommInitRank(&comm, (int)key.members.size(), nid, key.group_rank); r != ncclSuccess)
+        return fail({}, "", "cannot set up the NCCL " + key.group + " group " + std::to_string(key.index) +
+                                " (global ranks " + join_ranks(key.members) + ") on device " + std::to_string(device) +
+                                ": ncclCommInitRank: " + nccl_error_text(r, comm));
+    auto c = std::make_unique<NcclCommunicator>(key.group, key.index, key.members, key.group_rank, comm, comm_stream,
+                                                barrier_scratch, on_failure);
+    WatchedComm w;
+    w.owner = c.get();
+    w.name = c->label();
+    w.async_error = [comm]() -> std::string {
+        ncclResult_t st = ncclSuccess;
+        if (ncclResult_t r = ncclCommGetAsyncError(comm, &st); r != ncclSuccess)
+            return std::string("ncclCommGetAsyncError: ") + ncclGetErrorString(r);
+        return st == ncclSuccess || st == ncclInProgress ? std::string() : nccl_error_text(st, comm);
+    };
+    w.abort = [comm] { ncclCommAbort(comm); };
+    {
+        std::lock_guard lock(g_watchdog_mu);
+        if (!g_watchdog)
+            g_watchdog = std::make_unique<CommWatchdog>([&store] { return store.abort_reason(0); }, on_failure);
+        g_watchdog->watch(std::move(w));
+    }
+    return std::unique_ptr<Communicator>(std::move(c));
+}
+
 Result<CommGroups> make_nccl_groups(KvClient& store, const RankLayout& layout, int rank, const CommOptions& options,
                                     FailureHandler on_failure, cudaStream_t comm_stream) {
     CommGroups groups;
@@ -200,7 +236,7 @@ Result<CommGroups> make_nccl_groups(KvClient& store, const RankLayout& layout, i
     }
     int device = -1;
     if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-        return fail({}, "", std::string("cannot create NCCL communicators: cudaGetDevice: ") + cudaGetErrorString(e));
+        return fail({}, "", std::string("cannot create the NCCL communicators: cudaGetDevice: ") + cudaGetErrorString(e));
     // The barrier's one float, shared by the groups and freed with the process; allocated
     // while device_memory.nccl_buffers is measured (free memory before and after this
     // function), so it is accounted there.
@@ -208,72 +244,23 @@ Result<CommGroups> make_nccl_groups(KvClient& store, const RankLayout& layout, i
     if (cudaError_t e = cudaMalloc((void**)&scratch, sizeof(float)); e != cudaSuccess)
         return fail({}, "", std::string("cannot allocate the NCCL barrier buffer on device ") + std::to_string(device) +
                                 ": " + cudaGetErrorString(e));
-    {
-        std::lock_guard lock(g_watchdog_mu);
-        if (!g_watchdog)
-            g_watchdog = std::make_unique<CommWatchdog>([&store] { return store.abort_reason(0); }, on_failure);
-    }
 
-    // The same order and numbering as make_gloo_groups: ncclCommInitRank blocks until all
-    // members of the group joined, so any other order could leave two ranks each waiting
-    // in a group the other has not reached yet.
-    auto build = [&](const std::string& name, int index, std::vector<int> members,
-                     std::unique_ptr<Communicator>& out) -> Result<void> {
-        auto me = std::find(members.begin(), members.end(), rank);
-        if (members.size() == 1) {
-            out = make_self_communicator(name, rank);
-            return {};
+    // The same order and numbering as make_gloo_groups (nccl_group_keys):
+    // ncclCommInitRank blocks until all members of the group joined, so any other order
+    // could leave two ranks each waiting in a group the other has not reached yet.
+    for (NcclGroupKey& key : nccl_group_keys(layout, rank, options.run_id)) {
+        std::unique_ptr<Communicator>& out = key.group == "world" ? groups.world
+                                             : key.group == "tp"  ? groups.tp
+                                             : key.group == "pp"  ? groups.pp
+                                             : key.group == "dp"  ? groups.dp
+                                                                  : groups.embedding;
+        if (key.members.size() == 1) {
+            out = make_self_communicator(key.group, rank);
+            continue;
         }
-        NcclGroupKey key{options.run_id, name, index, members, (int)(me - members.begin())};
-        auto id = exchange_nccl_id(store, key, nccl_new_unique_id, options.timeout_s);
-        if (!id) return std::unexpected(id.error());
-        ncclUniqueId nid;
-        std::memcpy(&nid, id->data(), kNcclUniqueIdBytes);
-        ncclComm_t comm = nullptr;
-        if (ncclResult_t r = ncclCommInitRank(&comm, (int)members.size(), nid, key.group_rank); r != ncclSuccess)
-            return fail({}, "", "cannot set up the NCCL " + name + " group " + std::to_string(index) + " (global ranks " +
-                                    join_ranks(members) + ") on device " + std::to_string(device) + ": ncclCommInitRank: " +
-                                    nccl_error_text(r, comm));
-        auto c = std::make_unique<NcclCommunicator>(name, index, std::move(members), key.group_rank, comm, comm_stream,
-                                                    scratch, on_failure);
-        WatchedComm w;
-        w.owner = c.get();
-        w.name = c->label();
-        w.async_error = [comm]() -> std::string {
-            ncclResult_t st = ncclSuccess;
-            if (ncclResult_t r = ncclCommGetAsyncError(comm, &st); r != ncclSuccess)
-                return std::string("ncclCommGetAsyncError: ") + ncclGetErrorString(r);
-            return st == ncclSuccess || st == ncclInProgress ? std::string() : nccl_error_text(st, comm);
-        };
-        w.abort = [comm] { ncclCommAbort(comm); };
-        {
-            std::lock_guard lock(g_watchdog_mu);
-            g_watchdog->watch(std::move(w));
-        }
-        out = std::move(c);
-        return {};
-    };
-    auto members_of = [&](Dim d) {
-        const GroupSet& gs = layout.groups[d];
-        int g = gs.group_of[rank];
-        return std::pair{g, std::vector<int>(gs.begin(g), gs.end(g))};
-    };
-
-    std::vector<int> all(layout.world);
-    for (int i = 0; i < layout.world; ++i) all[i] = i;
-    if (auto r = build("world", 0, all, groups.world); !r) return std::unexpected(r.error());
-    const std::pair<const char*, Dim> dims[] = {{"tp", DIM_TP}, {"pp", DIM_PP}, {"dp", DIM_DP}};
-    std::unique_ptr<Communicator>* slots[] = {&groups.tp, &groups.pp, &groups.dp};
-    for (int i = 0; i < 3; ++i) {
-        auto [g, members] = members_of(dims[i].second);
-        if (auto r = build(dims[i].first, g, std::move(members), *slots[i]); !r) return std::unexpected(r.error());
-    }
-    if (layout.degree[DIM_PP] > 1) {
-        auto [g, members] = members_of(DIM_PP);
-        if (rank == members.front() || rank == members.back()) {
-            std::vector<int> ends{members.front(), members.back()};
-            if (auto r = build("embedding", g, std::move(ends), groups.embedding); !r) return std::unexpected(r.error());
-        }
+        auto c = make_nccl_communicator(store, key, options, on_failure, comm_stream, scratch);
+        if (!c) return std::unexpected(c.error());
+        out = std::move(*c);
     }
     return groups;
 }

@@ -34,6 +34,14 @@ Result<NcclUniqueIdBytes> nccl_new_unique_id();
 Result<CommGroups> make_nccl_groups(KvClient& store, const RankLayout& layout, int rank, const CommOptions& options,
                                     FailureHandler on_failure, cudaStream_t comm_stream);
 
+// One communicator: exchanges the group's id through `store`, ncclCommInitRank on the
+// current device, watched by the process's watchdog. `members.size()` may be 1 (a real
+// NCCL communicator of one rank; make_nccl_groups uses self communicators there).
+// `barrier_scratch` is one device float the barrier reduces (shared by all groups).
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(KvClient& store, const NcclGroupKey& key,
+                                                             const CommOptions& options, FailureHandler on_failure,
+                                                             cudaStream_t comm_stream, float* barrier_scratch);
+
 // Abort every NCCL communicator of this process now (idempotent; false when there was
 // nothing left to abort). For the store monitor's abort callback, before it exits: a
 // collective then cannot keep the GPU busy waiting for a peer that is gone.

@@ -20,6 +20,31 @@ std::string describe_group(const NcclGroupKey& g) {
 
 }  // namespace
 
+std::vector<NcclGroupKey> nccl_group_keys(const RankLayout& layout, int rank, const std::string& run_id) {
+    std::vector<NcclGroupKey> keys;
+    auto add = [&](const char* name, int index, std::vector<int> members) {
+        const int group_rank = (int)(std::find(members.begin(), members.end(), rank) - members.begin());
+        keys.push_back(NcclGroupKey{run_id, name, index, std::move(members), group_rank});
+    };
+    auto members_of = [&](Dim d) {
+        const GroupSet& gs = layout.groups[d];
+        const int g = gs.group_of[rank];
+        return std::pair{g, std::vector<int>(gs.begin(g), gs.end(g))};
+    };
+    std::vector<int> all(layout.world);
+    for (int i = 0; i < layout.world; ++i) all[i] = i;
+    add("world", 0, std::move(all));
+    for (auto [name, dim] : {std::pair{"tp", DIM_TP}, std::pair{"pp", DIM_PP}, std::pair{"dp", DIM_DP}}) {
+        auto [g, members] = members_of(dim);
+        add(name, g, std::move(members));
+    }
+    if (layout.degree[DIM_PP] > 1) {
+        auto [g, members] = members_of(DIM_PP);
+        if (rank == members.front() || rank == members.back()) add("embedding", g, {members.front(), members.back()});
+    }
+    return keys;
+}
+
 std::string nccl_id_key(const NcclGroupKey& g) {
     return g.run_id + "/nccl/" + g.group + "/" + std::to_string(g.index) + "/unique_id";
 }

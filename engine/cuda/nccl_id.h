@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ptd/diagnostic.h"
+#include "ptd/layout.h"
 
 namespace ptd::engine {
 
@@ -32,6 +33,12 @@ struct NcclGroupKey {
     std::vector<int> members;    // global ranks; members[0] creates the id
     int group_rank = 0;          // this rank's index in members
 };
+
+// Every group `rank` belongs to under `layout`, in the order every rank must create them
+// (world, tp, pp, dp, then embedding — the first and last stage of its pipeline when
+// pp > 1) and numbered as make_gloo_groups numbers them. Groups of one member are
+// included (make_nccl_groups gives them self communicators, no id).
+std::vector<NcclGroupKey> nccl_group_keys(const RankLayout& layout, int rank, const std::string& run_id);
 
 // "<run_id>/nccl/<group>/<index>/unique_id": under the run id like the Gloo rendezvous
 // keys ("<run_id>/<group>/<index>/…"), in a namespace of its own so the two never meet.
