@@ -251,6 +251,104 @@ TEST(LaunchPlan, HostfileMapsRanksToHostsAndGpus) {
     EXPECT_NE(dry.find("ssh alice@host-a:2222 printf"), std::string::npos) << dry;
 }
 
+// Issue 14: a GPU job over a 2-node hostfile runs one rank per GPU per host, and the dry
+// run names, per rank, its host, LOCAL_RANK, CUDA_VISIBLE_DEVICES and the backend.
+TEST(LaunchPlan, DryRunShowsEveryRanksHostGpuAndBackend) {
+    const std::string dir = make_temp_dir("plan");
+    write_file(dir + "/hosts", "gpu-a slots=8\ngpu-b slots=8\n");
+    JobSpec job = load(kSrc + "/assets/jobs/llama3-8b-h100.toml");  // 8 × h100-sxm per node, tp 2 · dp 4
+    job.cluster.nodes = 2;
+    job.parallel.dp = 8;
+    auto plan = make_launch_plan(job, [&] {
+        auto o = options_in(dir, "run-gpu");
+        o.hostfile = dir + "/hosts";
+        return o;
+    }());
+    ASSERT_TRUE(plan) << plan.error().str();
+    ASSERT_EQ(plan->ranks.size(), 16u);
+    EXPECT_EQ(plan->hosts[0].ranks.size(), 8u);
+    EXPECT_EQ(plan->hosts[1].ranks.size(), 8u);
+    const std::string dry = format_dry_run(*plan);
+    EXPECT_NE(dry.find("backend: --backend auto (ptd-engine's default): cuda on each rank's GPU where the host's "
+                       "ptd-engine has CUDA and sees it, else cpu with a warning\n"),
+              std::string::npos)
+        << dry;
+    for (const RankPlan& r : plan->ranks) {
+        const std::string host = r.rank < 8 ? "gpu-a" : "gpu-b";
+        const std::string local = std::to_string(r.rank % 8);
+        EXPECT_NE(dry.find("  rank " + std::to_string(r.rank) + " (tp " + std::to_string(r.tp) + ", pp 0, dp " +
+                           std::to_string(r.dp) + ", local " + local + "):\n    device: host " + host + ", LOCAL_RANK " +
+                           local + ", CUDA_VISIBLE_DEVICES=" + local + " (cuda:0 in the engine), --backend auto\n"),
+                  std::string::npos)
+            << "rank " << r.rank << "\n" << dry;
+        EXPECT_EQ(std::count(r.argv.begin(), r.argv.end(), "--backend"), 0);  // auto: the engine's default
+    }
+}
+
+TEST(LaunchPlan, BackendFlagReachesEveryRankTheDryRunAndTheSlurmScript) {
+    const std::string dir = make_temp_dir("plan");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.gpu.name = "h100-sxm";
+    auto o = options_in(dir, "run-be");
+    o.backend = "cuda";
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    for (const RankPlan& r : plan->ranks) {
+        auto at = std::find(r.argv.begin(), r.argv.end(), "--backend");
+        ASSERT_NE(at, r.argv.end());
+        ASSERT_NE(at + 1, r.argv.end());
+        EXPECT_EQ(*(at + 1), "cuda");
+    }
+    const std::string dry = format_dry_run(*plan);
+    EXPECT_NE(dry.find("backend: --backend cuda (ptd launch --backend): every rank must see its GPU, else it exits "
+                       "saying why\n"),
+              std::string::npos)
+        << dry;
+    EXPECT_NE(dry.find("device: host localhost, LOCAL_RANK 3, CUDA_VISIBLE_DEVICES=3 (cuda:0 in the engine), --backend cuda\n"),
+              std::string::npos)
+        << dry;
+    o.slurm = true;
+    auto slurm = make_launch_plan(job, o);
+    ASSERT_TRUE(slurm) << slurm.error().str();
+    EXPECT_NE(slurm_script(*slurm).find(" --backend cuda"), std::string::npos) << slurm_script(*slurm);
+
+    // A CPU job says so; the backend given after -- is what the dry run reports.
+    JobSpec cpu = load(kSrc + "/assets/jobs/tiny-local.toml");
+    auto oc = options_in(dir, "run-cpu");
+    oc.engine_args = {"--backend", "cpu"};
+    auto cpu_plan = make_launch_plan(cpu, oc);
+    ASSERT_TRUE(cpu_plan) << cpu_plan.error().str();
+    const std::string cpu_dry = format_dry_run(*cpu_plan);
+    EXPECT_NE(cpu_dry.find("backend: --backend cpu (the engine arguments after --): the CPU backend\n"), std::string::npos)
+        << cpu_dry;
+    EXPECT_NE(cpu_dry.find("device: host localhost, LOCAL_RANK 0, CUDA_VISIBLE_DEVICES not set (cluster.gpu = \"cpu\"), "
+                           "--backend cpu\n"),
+              std::string::npos)
+        << cpu_dry;
+}
+
+TEST(LaunchPlan, BadOrTwiceGivenBackendIsRejectedBeforeAnyRankStarts) {
+    const std::string dir = make_temp_dir("plan");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    auto o = options_in(dir, "run-bad");
+    o.backend = "gpu";
+    auto bad = make_launch_plan(job, o);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("--backend: got \"gpu\"; allowed: auto, cpu, cuda, cuda-sim"), std::string::npos)
+        << bad.error().str();
+    o.backend = "";
+    o.engine_args = {"--backend=CUDA"};
+    auto bad_after = make_launch_plan(job, o);
+    ASSERT_FALSE(bad_after);
+    EXPECT_NE(bad_after.error().str().find("-- --backend: got \"CUDA\""), std::string::npos) << bad_after.error().str();
+    o.backend = "cpu";
+    o.engine_args = {"--backend", "cuda"};
+    auto twice = make_launch_plan(job, o);
+    ASSERT_FALSE(twice);
+    EXPECT_NE(twice.error().str().find("--backend: given twice (--backend cpu and -- --backend cuda)"), std::string::npos)
+        << twice.error().str();
+}
+
 TEST(LaunchPlan, ForwardsNamedEnvironmentOnly) {
     const std::string dir = make_temp_dir("plan");
     setenv("NCCL_DEBUG", "INFO", 1);
@@ -743,6 +841,26 @@ TEST(LaunchCommand, DryRunConnectsNowhere) {
     EXPECT_NE(out.find("ssh nobody@192.0.2.1 printf"), std::string::npos) << out;
     EXPECT_NE(out.find("export RANK=3;"), std::string::npos) << out;
     EXPECT_FALSE(fs::exists(dir + "/dry"));  // nothing created
+}
+
+// The shipped single-node H100 job: 8 local ranks, one GPU each, as the dry run prints it.
+TEST(LaunchCommand, DryRunOfTheShippedGpuJobShowsOneGpuPerRank) {
+    const std::string dir = make_temp_dir("cmd");
+    const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/llama3-8b-h100.toml --dry-run --run-root " + dir +
+                            " --run-id gpu --backend cuda 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_NE(out.find("8 rank(s) on 1 host(s)"), std::string::npos) << out;
+    for (int r = 0; r < 8; ++r)
+        EXPECT_NE(out.find("LOCAL_RANK " + std::to_string(r) + ", CUDA_VISIBLE_DEVICES=" + std::to_string(r) +
+                           " (cuda:0 in the engine), --backend cuda\n"),
+                  std::string::npos)
+            << out;
+    EXPECT_NE(out.find("--run-dir " + dir + "/gpu --backend cuda\n"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir + "/gpu"));  // nothing created
 }
 
 TEST(LaunchCommand, SigintStopsEveryRankAndExits130) {

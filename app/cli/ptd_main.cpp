@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
     launch->add_option("--known-hosts", lca.known_hosts, "known_hosts file (default ~/.ssh/known_hosts)");
     launch->add_option("--ssh-config", lca.ssh_config, "ssh config file (default ~/.ssh/config)");
     launch->add_option("--master-addr", lca.master_addr, "MASTER_ADDR every rank connects to (default launch.master_addr, else the first host's address)");
+    launch->add_option("--backend", lca.backend,
+                       "ptd-engine --backend for every rank: auto (default: CUDA for a GPU job where the host has it), "
+                       "cpu, cuda, cuda-sim");
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
 

@@ -97,6 +97,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     opts.ssh_config = a.ssh_config;
     opts.master_addr = a.master_addr;
     opts.engine_args = a.engine_args;
+    opts.backend = a.backend;
     opts.slurm = a.slurm;
     auto plan = make_launch_plan(*job, opts);
     if (!plan) {

@@ -26,6 +26,7 @@ struct LaunchArgs {
     std::string ssh_config;       // --ssh-config FILE (default ~/.ssh/config)
     std::string master_addr;      // --master-addr ADDR (default launch.master_addr, else the first host)
     std::vector<std::string> engine_args;  // after `--`: passed to every ptd-engine
+    std::string backend;          // --backend for every ptd-engine ("" = its default, auto)
 };
 
 // Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or

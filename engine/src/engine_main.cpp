@@ -22,6 +22,7 @@
 #include "ptd/presets.h"
 #include "ptd/engine/trainer.h"
 #include "ptd/rank_env.h"
+#include "device_select.h"
 #ifdef PTD_HAVE_CUDA
 #include "cuda_devices.h"
 #endif
@@ -43,6 +44,19 @@ int list_devices() {
     std::printf("cpu (CPU-only build: configure with nvcc on PATH or -DENABLE_CUDA=ON for CUDA)\n");
 #endif
     return 0;
+}
+
+// What this binary and machine offer for --backend (asked only when the choice needs it:
+// creating a CUDA context costs time and memory).
+ptd::engine::CudaProbe probe_cuda() {
+    ptd::engine::CudaProbe probe;
+#ifdef PTD_HAVE_CUDA
+    probe.built_with_cuda = true;
+    char buf[8192];
+    probe.device_count = ptd_cuda_describe_devices(buf, sizeof buf);
+    if (probe.device_count < 0) probe.error = buf;
+#endif
+    return probe;
 }
 
 // One JSON line: this rank's coordinates, node and groups under the job's layout.
@@ -115,7 +129,12 @@ int main(int argc, char** argv) {
     bool describe = false, devices = false, want_free_port = false;
     app.add_option("--job", job_path, "Job spec (TOML)")->check(CLI::ExistingFile);
     app.add_flag("--describe", describe, "Print this rank's coordinates and groups as one JSON line");
-    app.add_flag("--devices", devices, "List the devices this build can use");
+    app.add_flag("--devices,--list-devices", devices, "List the devices this build can use");
+    std::string backend_flag = "auto";
+    app.add_option("--backend", backend_flag,
+                   "Compute backend: auto (CUDA for a GPU job when built with CUDA and a device is visible, else the "
+                   "CPU with a warning), cpu, cuda, cuda-sim (the CUDA simulator)")
+        ->capture_default_str();
     app.add_flag("--free-port", want_free_port, "Print a TCP port free on this host (the launcher's MASTER_PORT) and exit");
     ptd::engine::TrainOptions opt;
     std::vector<std::string> overrides;
@@ -145,6 +164,11 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (devices) return list_devices();
+    auto backend_request = ptd::engine::parse_backend_request(backend_flag);
+    if (!backend_request) {
+        std::fprintf(stderr, "ptd-engine: %s", backend_request.error().str().c_str());
+        return 2;
+    }
     if (want_free_port) return print_free_port();
     if (job_path.empty()) {
         std::fprintf(stderr, "ptd-engine: error: --job is required (or --devices); run with --help\n");
@@ -166,6 +190,16 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (describe) return describe_rank(*job, *env);
+    const bool needs_probe = *backend_request == ptd::engine::BackendRequest::cuda ||
+                             (*backend_request == ptd::engine::BackendRequest::auto_select && job->cluster.gpu.name != "cpu");
+    auto backend = ptd::engine::choose_backend(*backend_request, job->cluster.gpu.name,
+                                               needs_probe ? probe_cuda() : ptd::engine::CudaProbe{}, env->local_rank);
+    if (!backend) {
+        std::fprintf(stderr, "ptd-engine: rank %d: %s", env->rank, backend.error().str().c_str());
+        return 2;
+    }
+    if (!backend->warning.empty()) std::fprintf(stderr, "ptd-engine: rank %d: warning: %s\n", env->rank, backend->warning.c_str());
+    opt.backend = &*backend;
     opt.job_path = job_path;
     return ptd::engine::run_training(*job, *env, opt);
 }

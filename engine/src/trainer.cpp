@@ -24,6 +24,7 @@
 #include "ptd/engine/metrics.h"
 #include "ptd/estimate.h"
 #include "ptd/layout.h"
+#include "device_select.h"
 #include "timing.h"
 
 namespace ptd::engine {
@@ -42,6 +43,7 @@ struct RunState {
     EngineConfig cfg;
     int threads = 1;
     std::unique_ptr<Backend> be;
+    BackendChoice backend;         // which backend and device (--backend)
     std::unique_ptr<KvServer> server;
     std::unique_ptr<KvClient> store;
     CommGroups groups;
@@ -375,6 +377,7 @@ void emit_start(RunState& s) {
     j["seq_len"] = c.seq;
     j["threads"] = s.threads;
     j["backend"] = s.be->name();
+    j["device"] = s.backend.to_json();
     j["precision"] = to_string(s.job.training.precision);
     j["data"] = s.data->describe();
     j["run_dir"] = s.run_dir;
@@ -522,7 +525,12 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
                                       "\"; allowed: a step number ≥ 1 (a test hook: that step's gradients overflow)");
         s.inject_overflow_step = k;
     }
-    s.be = make_cpu_backend(s.threads);
+    const BackendChoice cpu_choice;
+    const BackendChoice& backend = options.backend ? *options.backend : cpu_choice;
+    auto be = make_backend(backend, s.threads);
+    if (!be) return setup_error(s, be.error().one_line(), 2);
+    s.be = std::move(*be);
+    s.backend = backend;
     // PTD_STREAM_CHECK=1: check the stream/event contract (stream_check.cpp).
     if (const char* v = std::getenv("PTD_STREAM_CHECK"); v && *v && std::strcmp(v, "0") != 0) {
         if (std::strcmp(v, "1") != 0)
@@ -562,7 +570,8 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     if (env.rank == 0)
         log_line(s, "training " + job.model.name + " on " + std::to_string(env.world_size) + " rank(s): tp " +
                         std::to_string(s.cfg.tp) + " · pp " + std::to_string(s.cfg.pp) + " · dp " +
-                        std::to_string(s.cfg.dp) + ", " + s.data->describe() + ", run dir " + s.run_dir);
+                        std::to_string(s.cfg.dp) + ", " + s.data->describe() + ", run dir " + s.run_dir +
+                        ", backend " + s.backend.describe());
 
     const int64_t stop = options.stop_at_step >= 0 ? options.stop_at_step : job.training.steps;
     const auto t_run = clock_type::now();

@@ -222,6 +222,15 @@ static std::string master_addr_problem(const std::string& a) {
     return "";
 }
 
+// The value of a --backend among the extra engine arguments ("" = none).
+static std::string backend_in_engine_args(const std::vector<std::string>& args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--backend") return i + 1 < args.size() ? args[i + 1] : std::string();  // the engine says it lacks a value
+        if (args[i].starts_with("--backend=")) return args[i].substr(10);
+    }
+    return "";
+}
+
 // env, argv and the remote command line of every rank, from the plan's current fields.
 static void fill_rank_commands(LaunchPlan& plan) {
     const bool gpus = plan.job.cluster.gpu.name != "cpu";
@@ -244,6 +253,10 @@ static void fill_rank_commands(LaunchPlan& plan) {
         if (plan.steps > 0) {
             r.argv.push_back("--steps");
             r.argv.push_back(std::to_string(plan.steps));
+        }
+        if (!plan.backend.empty()) {
+            r.argv.push_back("--backend");
+            r.argv.push_back(plan.backend);
         }
         for (const std::string& a : plan.engine_args) r.argv.push_back(a);
 
@@ -326,6 +339,18 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     }
     plan.steps = opts.steps;
     plan.engine_args = opts.engine_args;
+    // --backend: checked here (a typo must not start N ranks that all fail) against the
+    // names ptd-engine takes, and only once: `ptd launch --backend` or `-- --backend`.
+    for (const auto& [given, where] : {std::pair{opts.backend, std::string("--backend")},
+                                       std::pair{backend_in_engine_args(opts.engine_args), std::string("-- --backend")}}) {
+        if (!given.empty() && given != "auto" && given != "cpu" && given != "cuda" && given != "cuda-sim")
+            return fail(SourceLoc{}, where, "got " + quote_input(given) + "; allowed: auto, cpu, cuda, cuda-sim");
+    }
+    if (!opts.backend.empty() && !backend_in_engine_args(opts.engine_args).empty())
+        return fail(SourceLoc{}, "--backend",
+                    "given twice (--backend " + opts.backend + " and -- --backend " +
+                        backend_in_engine_args(opts.engine_args) + "); allowed: one of them");
+    plan.backend = opts.backend;
     for (const std::string& n : job.launch.env)
         if (!valid_env_name(n))
             return fail(job.where("launch.env"), "launch.env",
@@ -464,13 +489,45 @@ std::string format_dry_run(const LaunchPlan& plan) {
     } else {
         for (const JobFileRef& ref : plan.files) o << ref.key << ": " << ref.path << "\n";
     }
+    // The backend every rank is told to use, and what that means for this job.
+    const bool gpus = plan.job.cluster.gpu.name != "cpu";
+    std::string backend = plan.backend, backend_from = "ptd launch --backend";
+    if (backend.empty()) {
+        backend = backend_in_engine_args(plan.engine_args);
+        backend_from = "the engine arguments after --";
+    }
+    if (backend.empty()) {
+        backend = "auto";
+        backend_from = "ptd-engine's default";
+    }
+    o << "backend: --backend " << backend << " (" << backend_from << "): ";
+    if (backend == "auto" && gpus)
+        o << "cuda on each rank's GPU where the host's ptd-engine has CUDA and sees it, else cpu with a warning\n";
+    else if (backend == "auto")
+        o << "cpu (cluster.gpu = \"cpu\")\n";
+    else if (backend == "cuda")
+        o << "every rank must see its GPU, else it exits saying why\n";
+    else if (backend == "cuda-sim")
+        o << "the CUDA simulator on each host's CPU\n";
+    else
+        o << "the CPU backend\n";
     for (size_t h = 0; h < plan.hosts.size(); ++h) {
         const HostPlan& hp = plan.hosts[h];
         o << "\nhost " << h << " " << hp.display << ": ranks " << rank_span(hp.ranks) << "\n";
         for (int r : hp.ranks) {
             const RankPlan& rp = plan.ranks[r];
             o << "  rank " << r << " (tp " << rp.tp << ", pp " << rp.pp << ", dp " << rp.dp << ", local " << rp.local_rank
-              << "):\n    ";
+              << "):\n";
+            // The device line: where the rank runs and which GPU it gets (the launcher
+            // narrows CUDA_VISIBLE_DEVICES to one GPU, which the engine sees as cuda:0).
+            o << "    device: host " << hp.entry.host << ", LOCAL_RANK " << rp.local_rank << ", ";
+            std::string cvd;
+            for (const auto& [k, v] : rp.env)
+                if (k == "CUDA_VISIBLE_DEVICES") cvd = v;
+            if (!cvd.empty())
+                o << "CUDA_VISIBLE_DEVICES=" << cvd << " (cuda:0 in the engine), --backend " << backend << "\n    ";
+            else
+                o << "CUDA_VISIBLE_DEVICES not set (cluster.gpu = \"cpu\"), --backend " << backend << "\n    ";
             if (plan.local) {
                 for (const auto& [k, v] : rp.env) o << k << "=" << shell_quote(v) << " ";
                 for (size_t i = 0; i < rp.argv.size(); ++i) o << (i ? " " : "") << shell_quote(rp.argv[i]);
@@ -513,6 +570,7 @@ std::string slurm_script(const LaunchPlan& plan) {
     for (const std::string& a : std::vector<std::string>{engine, "--job", plan.run_dir + "/job.toml", "--run-dir", plan.run_dir})
         args += " " + shell_quote(a);
     if (plan.steps > 0) args += " --steps " + std::to_string(plan.steps);
+    if (!plan.backend.empty()) args += " --backend " + shell_quote(plan.backend);
     for (const std::string& a : plan.engine_args) args += " " + shell_quote(a);
     // One task per rank: Slurm's task id is the global rank (block distribution puts
     // consecutive ranks on a node, as make_layout's node = rank / gpus_per_node does).

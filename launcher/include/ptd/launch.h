@@ -46,6 +46,8 @@ struct LaunchOptions {
     std::string ssh_config;          // "" = ~/.ssh/config
     std::string master_addr;         // --master-addr; overrides launch.master_addr
     std::vector<std::string> engine_args;  // extra ptd-engine arguments (after the job's)
+    std::string backend;             // --backend for every ptd-engine: auto, cpu, cuda, cuda-sim;
+                                     // "" = not passed (the engine's default, auto)
     bool slurm = false;              // plan for an sbatch script: Slurm owns the nodes, so no
                                      // hosts are resolved and the engine need not exist here
 };
@@ -103,6 +105,7 @@ struct LaunchPlan {
     std::string known_hosts, ssh_config;
     int steps = 0;                   // --steps for ptd-engine; 0 = the job's training.steps
     std::vector<std::string> engine_args;
+    std::string backend;             // --backend every rank is given ("" = none: auto)
     std::string master_addr;
     std::string master_addr_source;  // where it came from, for the dry run and messages
     bool master_addr_given = false;  // --master-addr or launch.master_addr (Slurm: else the
@@ -124,7 +127,8 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
 // Set plan.master_port and rebuild every rank's env/argv/shell_command to match.
 void set_master_port(LaunchPlan& plan, int port);
 
-// The dry run: per host, the exact command line and environment of every rank.
+// The dry run: per host, the exact command line and environment of every rank, and per
+// rank the device it will use (host, LOCAL_RANK, CUDA_VISIBLE_DEVICES, the backend).
 std::string format_dry_run(const LaunchPlan& plan);
 
 // A Slurm batch script that starts the same ranks with srun (one task per rank) and the

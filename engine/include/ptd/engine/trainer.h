@@ -20,6 +20,7 @@
 namespace ptd::engine {
 
 class TokenSource;
+struct BackendChoice;  // engine/src/device_select.h
 
 struct TrainOptions {
     std::string job_path;          // for messages and the relative data path
@@ -31,6 +32,9 @@ struct TrainOptions {
     double comm_timeout_s = 300;   // every collective / receive
     double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
     double heartbeat_s = 1.0;
+    // The backend and device ptd-engine chose (--backend); null = the CPU backend. Must
+    // outlive run_training.
+    const BackendChoice* backend = nullptr;
 };
 
 // Step index k is 0-based; lr(k) ramps linearly over `warmup` steps, then follows a

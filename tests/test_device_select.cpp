@@ -1,0 +1,298 @@
+// test_device_select.cpp — `ptd-engine --backend` and the device of each rank
+// (engine/src/device_select.h): every branch of the pure choice function, the backend
+// factory, the GPU memory accounting, and the engine binary's flag as a process.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "device_select.h"
+#include "ptd/engine/backend.h"
+
+using namespace ptd::engine;
+
+namespace {
+
+// A fake environment: only the variables in `vars` are set.
+std::function<const char*(const char*)> env_of(std::map<std::string, std::string> vars) {
+    auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+    return [shared](const char* name) -> const char* {
+        auto it = shared->find(name);
+        return it == shared->end() ? nullptr : it->second.c_str();
+    };
+}
+
+const auto kNoEnv = env_of({});
+const CudaProbe kNoCudaBuild{false, -1, ""};
+const CudaProbe kNoDriver{true, -1, "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version"};
+const CudaProbe kZeroDevices{true, 0, ""};
+const CudaProbe kFourGpus{true, 4, ""};
+const CudaProbe kOneGpu{true, 1, ""};
+
+std::string message(const ptd::Error& e) { return e.str(); }
+
+}  // namespace
+
+TEST(BackendRequest, ParsesEveryNameAndRejectsOthers) {
+    EXPECT_EQ(*parse_backend_request("auto"), BackendRequest::auto_select);
+    EXPECT_EQ(*parse_backend_request("cpu"), BackendRequest::cpu);
+    EXPECT_EQ(*parse_backend_request("cuda"), BackendRequest::cuda);
+    EXPECT_EQ(*parse_backend_request("cuda-sim"), BackendRequest::cuda_sim);
+    auto bad = parse_backend_request("gpu");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(message(bad.error()).find("--backend: got \"gpu\"; allowed: auto, cpu, cuda, cuda-sim"), std::string::npos)
+        << message(bad.error());
+    EXPECT_FALSE(parse_backend_request("CUDA"));
+    EXPECT_FALSE(parse_backend_request(""));
+}
+
+TEST(ChooseBackend, CpuIsCpuWhateverTheJobAndMachine) {
+    for (const CudaProbe& p : {kNoCudaBuild, kNoDriver, kFourGpus}) {
+        auto c = choose_backend(BackendRequest::cpu, "h100-sxm", p, 3, kNoEnv);
+        ASSERT_TRUE(c);
+        EXPECT_EQ(c->kind, BackendKind::cpu);
+        EXPECT_EQ(c->device, -1);
+        EXPECT_TRUE(c->warning.empty());
+    }
+}
+
+TEST(ChooseBackend, CudaSimNeedsNoDevice) {
+    auto c = choose_backend(BackendRequest::cuda_sim, "h100-sxm", kNoCudaBuild, 0, kNoEnv);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->kind, BackendKind::cuda_sim);
+    EXPECT_EQ(c->device, -1);
+    EXPECT_EQ(c->to_json()["backend"], "cuda-sim");
+}
+
+TEST(ChooseBackend, AutoOnACpuJobIsCpuWithoutAWarning) {
+    auto c = choose_backend(BackendRequest::auto_select, "cpu", kFourGpus, 0, kNoEnv);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->kind, BackendKind::cpu);
+    EXPECT_TRUE(c->warning.empty());
+}
+
+TEST(ChooseBackend, AutoOnAGpuJobPicksCudaAndTheLocalRanksDevice) {
+    auto c = choose_backend(BackendRequest::auto_select, "h100-sxm", kFourGpus, 2, kNoEnv);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->kind, BackendKind::cuda);
+    EXPECT_EQ(c->device, 2);
+    EXPECT_TRUE(c->warning.empty());
+    EXPECT_EQ(c->device_source, "LOCAL_RANK 2 of 4 visible device(s), CUDA_VISIBLE_DEVICES unset");
+    EXPECT_EQ(c->describe(), "cuda device 2 (LOCAL_RANK 2 of 4 visible device(s), CUDA_VISIBLE_DEVICES unset)");
+    const auto j = c->to_json();
+    EXPECT_EQ(j["backend"], "cuda");
+    EXPECT_EQ(j["requested"], "auto");
+    EXPECT_EQ(j["ordinal"], 2);
+    EXPECT_TRUE(j["fallback"].is_null());
+}
+
+TEST(ChooseBackend, AutoFallsBackToCpuWithAWarningWhenBuiltWithoutCuda) {
+    auto c = choose_backend(BackendRequest::auto_select, "h100-sxm", kNoCudaBuild, 0, kNoEnv);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->kind, BackendKind::cpu);
+    EXPECT_NE(c->warning.find("GPU preset \"h100-sxm\""), std::string::npos) << c->warning;
+    EXPECT_NE(c->warning.find("built without CUDA"), std::string::npos) << c->warning;
+    EXPECT_NE(c->warning.find("-DENABLE_CUDA=ON"), std::string::npos) << c->warning;  // how to build it
+    EXPECT_NE(c->warning.find("training on the CPU instead"), std::string::npos) << c->warning;
+    EXPECT_EQ(c->to_json()["fallback"], c->warning);
+}
+
+TEST(ChooseBackend, AutoFallsBackWithTheCudaErrorAndVisibleDevicesWhenNoDevice) {
+    auto c = choose_backend(BackendRequest::auto_select, "a100-80gb", kNoDriver, 0, env_of({{"CUDA_VISIBLE_DEVICES", "1"}}));
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->kind, BackendKind::cpu);
+    EXPECT_NE(c->warning.find("CUDA driver version is insufficient"), std::string::npos) << c->warning;
+    EXPECT_NE(c->warning.find("CUDA_VISIBLE_DEVICES=\"1\""), std::string::npos) << c->warning;
+
+    auto none = choose_backend(BackendRequest::auto_select, "h100-sxm", kZeroDevices, 0, env_of({{"CUDA_VISIBLE_DEVICES", ""}}));
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->kind, BackendKind::cpu);
+    EXPECT_NE(none->warning.find("no CUDA device is visible (CUDA_VISIBLE_DEVICES=\"\" (no device))"), std::string::npos)
+        << none->warning;
+}
+
+TEST(ChooseBackend, ExplicitCudaWithoutCudaOrDeviceIsAnError) {
+    auto no_build = choose_backend(BackendRequest::cuda, "h100-sxm", kNoCudaBuild, 0, kNoEnv);
+    ASSERT_FALSE(no_build);
+    EXPECT_NE(message(no_build.error()).find("--backend: got \"cuda\", but this ptd-engine was built without CUDA"),
+              std::string::npos)
+        << message(no_build.error());
+
+    auto no_driver = choose_backend(BackendRequest::cuda, "h100-sxm", kNoDriver, 0, kNoEnv);
+    ASSERT_FALSE(no_driver);
+    EXPECT_NE(message(no_driver.error()).find("CUDA driver version is insufficient"), std::string::npos);
+    EXPECT_NE(message(no_driver.error()).find("CUDA_VISIBLE_DEVICES unset"), std::string::npos);
+
+    auto zero = choose_backend(BackendRequest::cuda, "cpu", kZeroDevices, 0, kNoEnv);
+    ASSERT_FALSE(zero);
+    EXPECT_NE(message(zero.error()).find("no CUDA device is visible"), std::string::npos);
+}
+
+TEST(ChooseBackend, ExplicitCudaOnACpuJobUsesTheDevice) {
+    auto c = choose_backend(BackendRequest::cuda, "cpu", kOneGpu, 0, kNoEnv);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->kind, BackendKind::cuda);
+    EXPECT_EQ(c->device, 0);
+}
+
+TEST(ChooseBackend, OneVisibleDeviceMeansDeviceZeroWhateverTheLocalRank) {
+    // ptd launch narrows CUDA_VISIBLE_DEVICES to the rank's GPU: LOCAL_RANK 5 sees one device.
+    for (const char* cvd : {"5", " 5 ", "GPU-8f3c2a10-1b2c-4d5e-8f90-0123456789ab"}) {
+        auto c = choose_backend(BackendRequest::cuda, "h100-sxm", kOneGpu, 5, env_of({{"CUDA_VISIBLE_DEVICES", cvd}}));
+        ASSERT_TRUE(c) << cvd << ": " << message(c.error());
+        EXPECT_EQ(c->device, 0) << cvd;
+        EXPECT_NE(c->device_source.find("the one device this rank sees"), std::string::npos) << c->device_source;
+    }
+}
+
+TEST(ChooseBackend, SeveralVisibleDevicesAreIndexedByLocalRank) {
+    auto c = choose_backend(BackendRequest::auto_select, "h100-sxm", kFourGpus, 3, env_of({{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}));
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->device, 3);
+    EXPECT_NE(c->device_source.find("CUDA_VISIBLE_DEVICES=\"4,5,6,7\""), std::string::npos) << c->device_source;
+}
+
+TEST(ChooseBackend, LocalRankOutsideTheVisibleDevicesIsAnErrorNamingBoth) {
+    for (BackendRequest r : {BackendRequest::cuda, BackendRequest::auto_select}) {
+        auto c = choose_backend(r, "h100-sxm", kFourGpus, 5, env_of({{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}}));
+        ASSERT_FALSE(c) << backend_request_name(r);
+        const std::string m = message(c.error());
+        EXPECT_NE(m.find("LOCAL_RANK: got 5, but 4 CUDA device(s) are visible"), std::string::npos) << m;
+        EXPECT_NE(m.find("CUDA_VISIBLE_DEVICES=\"0,1,2,3\""), std::string::npos) << m;
+        EXPECT_NE(m.find("allowed: LOCAL_RANK 0 .. 3"), std::string::npos) << m;
+    }
+}
+
+TEST(MakeBackend, CpuIsTheCpuBackendAndCudaKindsSayTheyAreNotBuiltYet) {
+    BackendChoice cpu;
+    auto be = make_backend(cpu, 1);
+    ASSERT_TRUE(be);
+    EXPECT_STREQ((*be)->name(), "cpu");
+    for (BackendKind k : {BackendKind::cuda, BackendKind::cuda_sim}) {
+        BackendChoice c;
+        c.kind = k;
+        c.device = 0;
+        auto none = make_backend(c, 1);
+        ASSERT_FALSE(none);
+        EXPECT_NE(none.error().str().find("not in this build yet"), std::string::npos) << none.error().str();
+    }
+}
+
+// ---- GPU memory accounting -------------------------------------------------------------
+
+TEST(DeviceMemory, ContextIsTotalMinusFreeAtStartAndNcclIsTheDropAcrossInit) {
+    constexpr int64_t GiB = 1LL << 30, MiB = 1LL << 20;
+    DeviceMemReadings r;
+    r.at_start = DeviceMemInfo{80 * GiB - 530 * MiB, 80 * GiB};
+    r.before_comm = DeviceMemInfo{70 * GiB, 80 * GiB};  // our allocations happened in between
+    r.after_comm = DeviceMemInfo{70 * GiB - 610 * MiB, 80 * GiB};
+    const DeviceMemAccounting a = account_device_memory(r);
+    ASSERT_TRUE(a.cuda_context_bytes && a.nccl_buffer_bytes && a.total_bytes);
+    EXPECT_EQ(*a.cuda_context_bytes, 530 * MiB);
+    EXPECT_EQ(*a.nccl_buffer_bytes, 610 * MiB);
+    EXPECT_EQ(*a.total_bytes, 80 * GiB);
+    EXPECT_EQ(a.note, "");
+    const auto j = device_memory_json(a);
+    EXPECT_EQ(j["cuda_context"], 530 * MiB);
+    EXPECT_EQ(j["nccl_buffers"], 610 * MiB);
+    EXPECT_EQ(j["total"], 80 * GiB);
+    EXPECT_TRUE(j["note"].is_null());
+}
+
+TEST(DeviceMemory, NoCommunicatorInitMeansNoNcclFigureAndANote) {
+    DeviceMemReadings r;
+    r.at_start = DeviceMemInfo{900, 1000};
+    const DeviceMemAccounting a = account_device_memory(r);
+    EXPECT_EQ(a.cuda_context_bytes, 100);
+    EXPECT_FALSE(a.nccl_buffer_bytes);
+    EXPECT_NE(a.note.find("nccl_buffers: no cudaMemGetInfo readings"), std::string::npos) << a.note;
+    EXPECT_TRUE(device_memory_json(a)["nccl_buffers"].is_null());
+}
+
+TEST(DeviceMemory, ImpossibleReadingsAreNotMeasuredNotClamped) {
+    DeviceMemReadings r;
+    r.at_start = DeviceMemInfo{1200, 1000};     // free > total
+    r.before_comm = DeviceMemInfo{500, 1000};
+    r.after_comm = DeviceMemInfo{700, 1000};    // free grew across init
+    const DeviceMemAccounting a = account_device_memory(r);
+    EXPECT_FALSE(a.cuda_context_bytes);
+    EXPECT_FALSE(a.nccl_buffer_bytes);
+    EXPECT_NE(a.note.find("implausible reading at start-up (free 1200 of total 1000 bytes)"), std::string::npos) << a.note;
+    EXPECT_NE(a.note.find("free memory grew by 200 bytes"), std::string::npos) << a.note;
+
+    DeviceMemReadings none;
+    const DeviceMemAccounting b = account_device_memory(none);
+    EXPECT_FALSE(b.cuda_context_bytes || b.nccl_buffer_bytes || b.total_bytes);
+    EXPECT_NE(b.note.find("cuda_context: no cudaMemGetInfo reading at start-up"), std::string::npos) << b.note;
+}
+
+// ---- the engine binary -----------------------------------------------------------------
+
+namespace {
+
+struct Proc {
+    int rc = -1;
+    std::string out;
+};
+
+Proc run(const std::string& cmd) {
+    Proc p;
+    FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+    if (!f) return p;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) p.out.append(buf.data(), n);
+    int st = pclose(f);
+    p.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return p;
+}
+
+const std::string kEngine = std::string(PTD_BIN_DIR) + "/ptd-engine";
+const std::string kTinyJob = std::string(PTD_SOURCE_DIR) + "/assets/jobs/tiny-local.toml";
+// The tiny job as one rank on a GPU preset (fp32: the job then trains on the CPU too).
+const std::string kOneRank = " --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1 "
+                             "--set training.precision=fp32 --steps 1 --run-dir " +
+                             std::string(PTD_BIN_DIR) + "/../test_device_select_run";
+
+}  // namespace
+
+TEST(EngineBackendFlag, BadValueIsAUsageErrorNamingTheFlag) {
+    Proc p = run(kEngine + " --job " + kTinyJob + " --backend gpu");
+    EXPECT_EQ(p.rc, 2) << p.out;
+    EXPECT_NE(p.out.find("--backend: got \"gpu\"; allowed: auto, cpu, cuda, cuda-sim"), std::string::npos) << p.out;
+}
+
+TEST(EngineBackendFlag, ListDevicesStillWorks) {
+    Proc p = run(kEngine + " --list-devices");
+    EXPECT_EQ(p.rc, 0) << p.out;
+    EXPECT_NE(p.out.find("cpu"), std::string::npos) << p.out;
+}
+
+TEST(EngineBackendFlag, StartEventCarriesTheBackendAndDevice) {
+    Proc p = run("WORLD_SIZE=1 RANK=0 " + kEngine + " --job " + kTinyJob + kOneRank + " --backend cpu");
+    ASSERT_EQ(p.rc, 0) << p.out;
+    EXPECT_NE(p.out.find("\"device\":{\"backend\":\"cpu\",\"fallback\":null,\"ordinal\":null,\"requested\":\"cpu\""),
+              std::string::npos)
+        << p.out;
+    EXPECT_NE(p.out.find(", backend cpu\n"), std::string::npos) << p.out;  // the start-up line
+}
+
+// This machine has no usable GPU (or a CPU-only build): auto on a GPU job warns and trains
+// on the CPU, an explicit cuda exits with the reason.
+TEST(EngineBackendFlag, AutoOnAGpuJobWithoutADeviceWarnsAndCudaFails) {
+    Proc probe = run(kEngine + " --devices");
+    if (probe.out.find("cuda:") != std::string::npos) GTEST_SKIP() << "a CUDA device is visible here: " << probe.out;
+    Proc a = run("WORLD_SIZE=1 RANK=0 " + kEngine + " --job " + kTinyJob + kOneRank + " --set cluster.gpu=h100-sxm");
+    ASSERT_EQ(a.rc, 0) << a.out;
+    EXPECT_NE(a.out.find("ptd-engine: rank 0: warning: --backend auto: the job runs on GPU preset \"h100-sxm\", but "),
+              std::string::npos)
+        << a.out;
+    EXPECT_NE(a.out.find("\"fallback\":\"--backend auto"), std::string::npos) << a.out;
+
+    Proc c = run("WORLD_SIZE=1 RANK=0 " + kEngine + " --job " + kTinyJob + kOneRank +
+                 " --set cluster.gpu=h100-sxm --backend cuda");
+    EXPECT_EQ(c.rc, 2) << c.out;
+    EXPECT_NE(c.out.find("error: --backend: got \"cuda\", but "), std::string::npos) << c.out;
+}
