@@ -264,8 +264,8 @@ TEST(EngineOpsMemory, OpsAllocateNothing) {
         be->convert(dctx.data(), t, d32.data(), DType::f32, B * T * H * D);
         vecf ws = attention_workspace(*be, B, T, H, G, D, t), table(T * D);
         be->rope_table(table.data(), T, D, 10000.0f);
-        be->plan_operand_scratch(t, B * H * T * T);  // the largest operand here: probs
-        EXPECT_EQ(be->operand_scratch_bytes(t, B * H * T * T), t == DType::f32 ? 0 : 5 * 4 * B * H * T * T);
+        be->plan_operand_scratch(t, B * H * T * T, 0);  // the largest operand here: probs
+        EXPECT_EQ(be->operand_scratch_bytes(t, B * H * T * T, 0), t == DType::f32 ? 0 : 5 * 4 * B * H * T * T);
         const MemStats m0 = be->mem_stats();
         be->seal_allocations(true);
         be->rope_forward(t, qkv.data(), ld, B, T, H, D, 0, table.data(), T);
@@ -288,7 +288,7 @@ TEST(EngineOpsMemory, OpsAllocateNothing) {
 TEST(EngineOpsMemory, OperandBeyondThePlannedScratchStops) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     auto be = backend();
-    be->plan_operand_scratch(DType::bf16, 16);
+    be->plan_operand_scratch(DType::bf16, 16, 0);
     be->seal_allocations(true);
     std::vector<uint16_t> y(32), x(32);
     be->add(y.data(), x.data(), DType::bf16, 16);  // fits

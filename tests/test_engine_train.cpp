@@ -778,7 +778,7 @@ TEST(EngineTrain, WorkspaceIsTheEstimatorsList) {
                 seen(ptd::engine_layer_buffers(m, b, s, j.tp, true, ptd::Recompute::none, act));
                 if (stage == 1) seen(ptd::engine_output_buffers(m, b, s, j.tp, (int)vocab_l * j.tp, true, act));
                 seen(ptd::engine_workspace_buffers(m, b, s, j.tp, true, stage == 0, stage == 1, true, scratch, act));
-                const int64_t operand_scratch = be->operand_scratch_bytes(t, largest) / 4;
+                const int64_t operand_scratch = be->operand_scratch_bytes(t, largest, 0) / 4;
                 EXPECT_EQ(operand_scratch == 0, t == DType::f32);
                 double want = 0;
                 for (const ptd::EngineBuffer& x : ptd::engine_workspace_buffers(

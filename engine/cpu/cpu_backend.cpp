@@ -968,12 +968,12 @@ public:
 
     // Every slot of the widening scratch holds the largest operand (f32); nothing in fp32,
     // where no operand is widened.
-    int64_t operand_scratch_bytes(DType t, int64_t largest_operand) const override {
+    int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t) const override {
         check_type(t, "t");
         return t == DType::f32 ? 0 : k_scratch_slots * static_cast<int64_t>(sizeof(float)) * largest_operand;
     }
-    void plan_operand_scratch(DType t, int64_t largest_operand) override {
-        if (operand_scratch_bytes(t, largest_operand) == 0) return;
+    void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
+        if (operand_scratch_bytes(t, largest_operand, widest_row) == 0) return;
         for (int slot = 0; slot < k_scratch_slots; slot++) scratch(slot, largest_operand);
     }
 

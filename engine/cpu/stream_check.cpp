@@ -221,12 +221,12 @@ public:
                                          int64_t D) const override {
         return in_->attention_backward_workspace(t, B, T, H, G, D);
     }
-    int64_t operand_scratch_bytes(DType t, int64_t largest_operand) const override {
-        return in_->operand_scratch_bytes(t, largest_operand);
+    int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const override {
+        return in_->operand_scratch_bytes(t, largest_operand, widest_row);
     }
     // The scratch is the inner backend's own, private to its ops: no stream can reach it.
-    void plan_operand_scratch(DType t, int64_t largest_operand) override {
-        in_->plan_operand_scratch(t, largest_operand);
+    void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
+        in_->plan_operand_scratch(t, largest_operand, widest_row);
     }
     void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
                            int64_t rows, int64_t C) override {

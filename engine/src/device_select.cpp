@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "ptd/engine/backend.h"
+#include "cuda_backend.h"
 
 namespace ptd::engine {
 
@@ -131,14 +132,14 @@ nlohmann::json BackendChoice::to_json() const {
 Result<std::unique_ptr<Backend>> make_backend(const BackendChoice& choice, int threads) {
     switch (choice.kind) {
         case BackendKind::cpu: return make_cpu_backend(threads);
+        case BackendKind::cuda_sim: return ptd::cuda::sim::make_cuda_backend(0);
         case BackendKind::cuda:
-        case BackendKind::cuda_sim:
-            // integrator: construct the CUDA backend (device = choice.device) and the
-            // simulator build of it here once engine/cuda/cuda_backend.cpp exists.
-            return fail({}, "--backend",
-                        std::string("the ") + backend_kind_name(choice.kind) +
-                            " backend is not in this build yet (issue 14: engine/cuda/cuda_backend.cpp); allowed: cpu" +
-                            (choice.requested == BackendRequest::auto_select ? " (pass --backend cpu)" : ""));
+#ifdef PTD_HAVE_CUDA
+            return ptd::cuda::dev::make_cuda_backend(choice.device);
+#else
+            // choose_backend never picks cuda in a build without it.
+            return fail({}, "--backend", "this ptd-engine was built without CUDA; allowed: cpu, cuda-sim");
+#endif
     }
     return fail({}, "--backend", "unknown backend kind");
 }

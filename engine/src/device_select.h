@@ -70,7 +70,7 @@ Result<BackendChoice> choose_backend(BackendRequest request, const std::string& 
                                      int local_rank, const std::function<const char*(const char*)>& getenv_fn = {});
 
 // The one factory of compute backends. `threads` is for the CPU backend.
-// integrator: cuda and cuda-sim return "not in this build yet" until cuda_backend.cpp exists.
+// cuda-sim is the CUDA backend under the simulator (engine/cuda/cuda_backend.cpp).
 Result<std::unique_ptr<Backend>> make_backend(const BackendChoice& choice, int threads);
 
 // ---- GPU memory the tagged allocator cannot see (issue 14, item 4) ------------------

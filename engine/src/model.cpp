@@ -459,14 +459,17 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     const auto probe_ws = engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first, c.last,
                                                    c.layers > 0, f32_elements(attention_scratch_bytes), act);
     seen(probe_ws);
-    a.operand_scratch_bytes = be.operand_scratch_bytes(c.act, largest_operand);
+    // The widest row a row reduction sees: the norms' C, the biases of the fused QKV and
+    // of the MLP's column-parallel layer.
+    const int64_t widest_row = std::max({h, HD + 2 * GD, 2 * c.ffn_l()});
+    a.operand_scratch_bytes = be.operand_scratch_bytes(c.act, largest_operand, widest_row);
     for (const EngineBuffer& b : engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first,
                                                           c.last, c.layers > 0, f32_elements(attention_scratch_bytes),
                                                           act, f32_elements(a.operand_scratch_bytes))) {
         Activations probe{};
         if (set_workspace_buffer(probe, b.id, nullptr)) set_workspace_buffer(a, b.id, take(MEM_WORKSPACE, b));
     }
-    be.plan_operand_scratch(c.act, largest_operand);
+    be.plan_operand_scratch(c.act, largest_operand, widest_row);
     if (a.rope_table) be.rope_table(a.rope_table, c.seq, c.head_dim(), (float)ms.rope_theta);
     if (c.pp > 1) {
         // Chunk ch sends forward unless it holds the output head, backward unless it holds

@@ -218,13 +218,16 @@ public:
                                     int64_t B, int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) = 0;
     virtual int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
                                                  int64_t D) const = 0;
-    // Scratch the backend keeps for 16-bit operands of the other ops (the CPU backend widens
-    // them to f32 panels; a GPU kernel reads 16-bit directly and states 0): bytes for ops of
-    // dtype t whose largest operand has `largest_operand` elements. plan_operand_scratch
-    // allocates it at start-up, before the allocator is sealed; an op whose operand needs
-    // more than was planned is a programmer error that stops the process.
-    virtual int64_t operand_scratch_bytes(DType t, int64_t largest_operand) const = 0;
-    virtual void plan_operand_scratch(DType t, int64_t largest_operand) = 0;
+    // Scratch the backend keeps for its ops, stated by the backend and planned at start-up
+    // (plan_operand_scratch allocates it before the allocator is sealed): the CPU backend
+    // widens 16-bit operands to f32 panels (none in f32); a GPU backend reads 16-bit
+    // directly but needs the partial sums of its deterministic row reductions (norm and
+    // bias gradients) and of Σx². Bytes for ops of dtype t whose largest operand has
+    // `largest_operand` elements and whose row-reduced operands (norm input, bias gradient)
+    // have at most `widest_row` columns. An op whose operand needs more than was planned is
+    // a programmer error that stops the process.
+    virtual int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const = 0;
+    virtual void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) = 0;
 
     // ---- embedding (vocab-parallel) ----------------------------------------------------
     // out[r,:] (t) = wte[tok[r] − v0, :] (t) when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C];

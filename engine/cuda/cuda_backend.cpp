@@ -1,0 +1,519 @@
+// cuda_backend.cpp — the CUDA compute backend of ptd-engine (the contract is backend.h): a
+// thin adapter from Backend's ops to our kernels (kernels.h), cuBLASLt (blaslt.h) and the
+// CUDA runtime (runtime.h). Compiled twice from this one source: with PTD_CUDA_SIM it is
+// the `cuda-sim` backend (namespace ptd::cuda::sim: the kernels run in the CUDA simulator,
+// GEMMs in the cuBLASLt reference, "device" memory is host memory), without it the `cuda`
+// backend (namespace ptd::cuda::dev: nvcc kernels, cuBLASLt, cudart). Everything a GPU run
+// does, the simulator run does, call for call.
+//
+// Streams: one compute stream (every kernel and GEMM) and one comm stream (the
+// communicator's), ordered by the engine's events (CommOnStream). Memory: every device
+// allocation is tagged and counted here (MemStats), at start-up only (seal_allocations);
+// the kernels' own scratch — the row reductions of norm and bias gradients and the Σx²
+// partials — is "operand scratch", stated by operand_scratch_bytes and planned at
+// start-up like every other buffer.
+//
+// Row-major ↔ cuBLASLt: a row-major C[M,N] = op(A)·op(B) is the column-major
+// Cᵀ[N,M] = op(B)ᵀ·op(A)ᵀ, so gemm() passes B in cuBLASLt's A slot (trans = trans_b, ld =
+// ldb) and A in its B slot, with m = N, n = M; a row-major bias[N] added to every row is
+// cuBLASLt's bias along m.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "blaslt.h"
+#include "cuda_backend.h"
+#include "kernels.h"
+#include "ptd/engine/backend.h"
+#include "runtime.h"
+
+namespace ptd::cuda::PTD_CUDA_NS {
+namespace {
+
+using engine::DType;
+using engine::Event;
+using engine::MemCategory;
+using engine::MemStats;
+using engine::Stream;
+using engine::TransferStats;
+
+// A broken contract is a bug in the caller: say which op and why, then stop (as the CPU
+// backend does).
+[[noreturn]] [[gnu::format(printf, 3, 4)]] void fail(const char* backend, const char* op, const char* fmt, ...) {
+    std::fprintf(stderr, "ptd-engine: error: %s backend: %s: ", backend, op);
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    std::fputc('\n', stderr);
+    std::exit(1);
+}
+
+DTypeLt lt_type(DType t, const char* backend, const char* what) {
+    switch (t) {
+        case DType::f32: return DTypeLt::f32;
+        case DType::bf16: return DTypeLt::bf16;
+        case DType::f16: return DTypeLt::f16;
+        default: fail(backend, "gemm", "%s: dtype %d is not f32, bf16 or f16", what, (int)t);
+    }
+}
+
+constexpr const char* k_backend_name =
+#if defined(PTD_CUDA_SIM)
+    "cuda-sim";
+#else
+    "cuda";
+#endif
+
+// Floats of the row-reduction scratch for rows up to any count and `widest` columns: the
+// kernels cap their row chunks, so this bound holds for every call.
+int64_t row_reduce_floats_for(int64_t widest) { return row_reduce_workspace_floats(int64_t{1} << 40, widest); }
+
+class CudaBackend final : public engine::Backend {
+public:
+    explicit CudaBackend(int device) : device_(device) {
+        PTD_CUDA_CHECK(set_device(device));
+        PTD_CUDA_CHECK(stream_create(&compute_));
+        PTD_CUDA_CHECK(stream_create(&comm_));
+        PTD_CUDA_CHECK(lt_prepare(compute_));
+    }
+    ~CudaBackend() override {
+        device_synchronize();
+        for (auto& [p, b] : blocks_) free_device(p);
+        for (EventHandle e : events_) event_destroy(e);
+        release_host_all();
+        lt_release();
+        stream_destroy(comm_);
+        stream_destroy(compute_);
+    }
+
+    const char* name() const override { return k_backend_name; }
+
+    // ---- streams and events ----------------------------------------------------------
+    Event create_event(const char* what) override {
+        if (sealed_) fail(k_backend_name, "create_event", "event %s created after start-up", what ? what : "?");
+        EventHandle e = nullptr;
+        PTD_CUDA_CHECK(event_create(&e));
+        events_.push_back(e);
+        return Event{(int)events_.size() - 1};
+    }
+    void record_event(Event e, Stream s) override { PTD_CUDA_CHECK(event_record(event(e), stream(s))); }
+    void wait_event(Stream s, Event e) override { PTD_CUDA_CHECK(stream_wait_event(stream(s), event(e))); }
+
+    // ---- memory --------------------------------------------------------------------
+    void* alloc(MemCategory cat, size_t bytes, const char* what) override {
+        if (cat < 0 || cat >= engine::MEM_CATEGORY_COUNT)
+            fail(k_backend_name, "alloc", "bad memory category %d for %s", (int)cat, what ? what : "?");
+        if (sealed_)
+            fail(k_backend_name, "alloc",
+                 "allocation after start-up: %zu bytes for %s; all memory is planned at start-up", bytes,
+                 what ? what : "?");
+        void* p = nullptr;
+        const Status st = malloc_device(&p, std::max<size_t>(bytes, 1), what ? what : "?");
+        if (!st.ok())
+            fail(k_backend_name, "alloc", "out of device memory allocating %zu bytes for %s: %s", bytes,
+                 what ? what : "?", st.message.c_str());
+        PTD_CUDA_CHECK(memset_async(p, 0, std::max<size_t>(bytes, 1), compute_));
+        blocks_[p] = Block{cat, (int64_t)bytes};
+        stats_.current[cat] += (int64_t)bytes;
+        stats_.peak[cat] = std::max(stats_.peak[cat], stats_.current[cat]);
+        stats_.total_current += (int64_t)bytes;
+        stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+        return p;
+    }
+    void release(void* p) override {
+        if (!p) return;
+        auto it = blocks_.find(p);
+        if (it == blocks_.end())
+            fail(k_backend_name, "release", "%p was not allocated by this backend, or was released twice", p);
+        stats_.current[it->second.cat] -= it->second.bytes;
+        stats_.total_current -= it->second.bytes;
+        blocks_.erase(it);
+        PTD_CUDA_CHECK(device_synchronize());  // nothing queued may still use it
+        PTD_CUDA_CHECK(free_device(p));
+    }
+    MemStats mem_stats() const override { return stats_; }
+    void seal_allocations(bool sealed) override { sealed_ = sealed; }
+    void reset_peaks() override {
+        for (int c = 0; c < engine::MEM_CATEGORY_COUNT; c++) stats_.peak[c] = stats_.current[c];
+        stats_.total_peak = stats_.total_current;
+    }
+    // Uploads are ordered on the compute stream; the host buffer may be reused at once
+    // (the copy is complete when memcpy returns for pageable memory, as here).
+    void upload(void* dst, const void* src_host, size_t bytes) override {
+        ++transfers_.uploads;
+        transfers_.upload_bytes += (int64_t)bytes;
+        if (bytes) PTD_CUDA_CHECK(memcpy_async(dst, src_host, bytes, CopyKind::host_to_device, compute_));
+        if (bytes) PTD_CUDA_CHECK(stream_synchronize(compute_));
+    }
+    // The one place the host waits for the device: after the compute stream (which has
+    // waited for every comm event) has produced what is read.
+    void download(void* dst_host, const void* src, size_t bytes) override {
+        ++transfers_.downloads;
+        transfers_.download_bytes += (int64_t)bytes;
+        if (bytes) PTD_CUDA_CHECK(memcpy_async(dst_host, src, bytes, CopyKind::device_to_host, compute_));
+        PTD_CUDA_CHECK(stream_synchronize(compute_));
+    }
+    TransferStats transfer_stats() const override { return transfers_; }
+    // Host staging (token ids). Pageable memory: the upload above is synchronous for it.
+    void* alloc_host(size_t bytes, const char* what) override {
+        if (sealed_)
+            fail(k_backend_name, "alloc_host", "host allocation after start-up: %zu bytes for %s", bytes,
+                 what ? what : "?");
+        const size_t body = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+        void* p = std::aligned_alloc(256, body);
+        if (!p) fail(k_backend_name, "alloc_host", "out of host memory allocating %zu bytes for %s", bytes, what ? what : "?");
+        std::memset(p, 0, body);
+        host_blocks_.push_back(p);
+        return p;
+    }
+    void release_host(void* p) override {
+        if (!p) return;
+        auto it = std::find(host_blocks_.begin(), host_blocks_.end(), p);
+        if (it == host_blocks_.end()) fail(k_backend_name, "release_host", "%p is not a host block of this backend", p);
+        host_blocks_.erase(it);
+        std::free(p);
+    }
+    void zero(void* x, size_t bytes) override {
+        if (bytes) PTD_CUDA_CHECK(memset_async(x, 0, bytes, compute_));
+    }
+
+    // ---- elementwise ------------------------------------------------------------------
+    void fill(void* x, DType t, float value, int64_t n) override { cuda::PTD_CUDA_NS::fill(x, t, value, n, compute_); }
+    void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) override {
+        cuda::PTD_CUDA_NS::convert(dst, dst_t, src, src_t, n, compute_);
+    }
+    void add(void* y, const void* x, DType t, int64_t n) override { cuda::PTD_CUDA_NS::add(y, x, t, n, compute_); }
+    void scale(float* x, float a, int64_t n) override { cuda::PTD_CUDA_NS::scale(x, a, n, compute_); }
+    void sum_squares(double* acc, const float* x, int64_t n) override {
+        cuda::PTD_CUDA_NS::sum_squares(acc, x, n, planned(sumsq_ws_, "sum_squares"), compute_);
+    }
+    void sum_into(double* acc, const float* x, int64_t n) override {
+        cuda::PTD_CUDA_NS::sum_into(acc, x, n, compute_);
+    }
+    void finish_step_scalars(double* s, double max_norm, double loss_scale) override {
+        if (!(loss_scale > 0)) fail(k_backend_name, "finish_step_scalars", "loss scale %g", loss_scale);
+        cuda::PTD_CUDA_NS::finish_step_scalars(s, max_norm, loss_scale, compute_);
+    }
+    void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t B, int64_t T) override {
+        cuda::PTD_CUDA_NS::split_tokens(inputs, targets, seq, B, T, compute_);
+    }
+
+    // ---- GEMM --------------------------------------------------------------------------
+    void gemm(const Gemm& g) override {
+        if (g.M < 0 || g.N < 0 || g.K < 0 || g.batch < 1)
+            fail(k_backend_name, "gemm", "M %lld N %lld K %lld batch %lld", (long long)g.M, (long long)g.N,
+                 (long long)g.K, (long long)g.batch);
+        if (g.M == 0 || g.N == 0) return;
+        LtMatmul p;
+        p.m = g.N, p.n = g.M, p.k = g.K;
+        p.alpha = g.alpha, p.beta = g.beta;
+        p.trans_a = g.trans_b, p.A = g.B, p.a_type = lt_type(g.b_type, k_backend_name, "B");
+        p.lda = g.ldb, p.stride_a = g.stride_b;
+        p.trans_b = g.trans_a, p.B = g.A, p.b_type = lt_type(g.a_type, k_backend_name, "A");
+        p.ldb = g.lda, p.stride_b = g.stride_a;
+        p.C = g.C, p.c_type = lt_type(g.c_type, k_backend_name, "C"), p.ldc = g.ldc, p.stride_c = g.stride_c;
+        p.D = g.C, p.d_type = p.c_type, p.ldd = g.ldc, p.stride_d = g.stride_c;
+        p.batch = g.batch;
+        if (g.bias) {
+            p.epilogue = Epilogue::bias;
+            p.bias = g.bias;
+            p.bias_type = p.d_type;
+        }
+        if (g.K == 0) {
+            // cuBLASLt rejects k = 0; the result is beta·C (+ bias), which is what the CPU does.
+            if (g.beta == 0.0f) fill_matrix_zero(g);
+            else if (g.beta != 1.0f) fail(k_backend_name, "gemm", "K = 0 with beta %g", g.beta);
+            if (g.bias) fail(k_backend_name, "gemm", "K = 0 with a bias");
+            return;
+        }
+        const Status st = lt_matmul(p, compute_);
+        if (!st.ok()) fail(k_backend_name, "gemm", "%s", st.message.c_str());
+    }
+    void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) override {
+        cuda::PTD_CUDA_NS::bias_add(y, bias, t, rows, cols, compute_);
+    }
+    void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) override {
+        cuda::PTD_CUDA_NS::bias_grad(dbias, dy, t, rows, cols, row_ws(rows, cols, "bias_grad"), compute_);
+    }
+
+    // ---- norms -------------------------------------------------------------------------
+    void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* x, const void* w, const void* b,
+                           int64_t rows, int64_t C, float eps) override {
+        cuda::PTD_CUDA_NS::layernorm_forward(t, out, mean, rstd, x, w, b, rows, C, eps, compute_);
+    }
+    void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x,
+                            const float* mean, const float* rstd, const void* w, int64_t rows, int64_t C) override {
+        cuda::PTD_CUDA_NS::layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C, false,
+                                              row_ws(rows, C, "layernorm_backward"), compute_);
+    }
+    void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
+                         float eps) override {
+        cuda::PTD_CUDA_NS::rmsnorm_forward(t, out, rstd, x, w, rows, C, eps, compute_);
+    }
+    void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
+                          const void* w, int64_t rows, int64_t C) override {
+        cuda::PTD_CUDA_NS::rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C, false,
+                                            row_ws(rows, C, "rmsnorm_backward"), compute_);
+    }
+
+    // ---- activations -------------------------------------------------------------------
+    void gelu_forward(DType t, void* out, const void* x, int64_t n) override {
+        cuda::PTD_CUDA_NS::gelu_forward(t, out, x, n, compute_);
+    }
+    void gelu_backward(DType t, void* dx, const void* x, const void* dout, int64_t n) override {
+        cuda::PTD_CUDA_NS::gelu_backward(t, dx, x, dout, n, compute_);
+    }
+    void swiglu_forward(DType t, void* out, const void* gate, const void* up, int64_t n) override {
+        cuda::PTD_CUDA_NS::swiglu_forward(t, out, gate, up, n, compute_);
+    }
+    void swiglu_backward(DType t, void* dgate, void* dup, const void* dout, const void* gate, const void* up,
+                         int64_t n) override {
+        cuda::PTD_CUDA_NS::swiglu_backward(t, dgate, dup, dout, gate, up, n, compute_);
+    }
+
+    // ---- attention ---------------------------------------------------------------------
+    void rope_table(float* table, int64_t positions, int64_t D, float theta) override {
+        cuda::PTD_CUDA_NS::rope_table(table, positions, D, theta, compute_);
+    }
+    void rope_forward(DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                      const float* table, int64_t positions) override {
+        cuda::PTD_CUDA_NS::rope_forward(t, x, ld, B, T, nh, D, pos0, table, positions, compute_);
+    }
+    void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D, int64_t pos0,
+                       const float* table, int64_t positions) override {
+        cuda::PTD_CUDA_NS::rope_backward(t, dx, ld, B, T, nh, D, pos0, table, positions, compute_);
+    }
+
+    // Attention as strided-batched GEMMs around the fused causal softmax (kernels.h,
+    // "attention softmax", has the layouts). The scores go into the probabilities buffer
+    // (type t, scaled by 1/√D in the GEMM's alpha) and the softmax rewrites them in place:
+    // in 16-bit the scores are rounded once before the softmax, as llm.c does; the CPU
+    // backend keeps them in f32 — the tests hold the difference to the format's tolerance.
+    void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T, int64_t H,
+                           int64_t G, int64_t D) override {
+        check_attention("attention_forward", B, T, H, G, D);
+        if (B == 0 || T == 0) return;
+        const int64_t ld = (H + 2 * G) * D, rep = H / G, TT = T * T, e = engine::dtype_bytes(t);
+        const float scale = 1.0f / std::sqrt((float)D);
+        const char* base = static_cast<const char*>(qkv);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t g = 0; g < (rep == 1 ? 1 : G); g++) {
+                // One strided batch: every head (G = H) or the rep query heads of kv head g.
+                const int64_t h0 = rep == 1 ? 0 : g * rep, nb = rep == 1 ? H : rep;
+                const int64_t kv_stride = rep == 1 ? D : 0;
+                const int64_t kv_col = rep == 1 ? H * D : (H + g) * D;
+                Gemm s;  // S[b,h] [T,T] = scale · Q[b,h] · K[b,g]ᵀ
+                s.trans_b = true, s.M = T, s.N = T, s.K = D, s.alpha = scale;
+                s.A = base + (b * T * ld + h0 * D) * e, s.a_type = t, s.lda = ld, s.stride_a = D;
+                s.B = base + (b * T * ld + kv_col) * e, s.b_type = t, s.ldb = ld, s.stride_b = kv_stride;
+                s.C = static_cast<char*>(probs) + ((b * H + h0) * TT) * e, s.c_type = t, s.ldc = T, s.stride_c = TT;
+                s.batch = nb;
+                gemm(s);
+            }
+        attention_softmax_forward(t, probs, t, probs, B * H, T, 1.0f, compute_);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t g = 0; g < (rep == 1 ? 1 : G); g++) {
+                const int64_t h0 = rep == 1 ? 0 : g * rep, nb = rep == 1 ? H : rep;
+                const int64_t kv_stride = rep == 1 ? D : 0;
+                const int64_t v_col = rep == 1 ? (H + G) * D : (H + G + g) * D;
+                Gemm c;  // ctx[b,:,h,:] [T,D] = P[b,h] · V[b,g]
+                c.M = T, c.N = D, c.K = T;
+                c.A = static_cast<const char*>(probs) + ((b * H + h0) * TT) * e, c.a_type = t, c.lda = T, c.stride_a = TT;
+                c.B = base + (b * T * ld + v_col) * e, c.b_type = t, c.ldb = ld, c.stride_b = kv_stride;
+                c.C = static_cast<char*>(ctx) + (b * T * H * D + h0 * D) * e, c.c_type = t, c.ldc = H * D, c.stride_c = D;
+                c.batch = nb;
+                gemm(c);
+            }
+    }
+    void attention_backward(DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv, int64_t B,
+                            int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) override {
+        check_attention("attention_backward", B, T, H, G, D);
+        if (B == 0 || T == 0) return;
+        const int64_t ld = (H + 2 * G) * D, rep = H / G, TT = T * T, e = engine::dtype_bytes(t);
+        const float scale = 1.0f / std::sqrt((float)D);
+        const char* x = static_cast<const char*>(qkv);
+        const char* dc = static_cast<const char*>(dctx);
+        const char* P = static_cast<const char*>(probs);
+        char* W = static_cast<char*>(workspace);  // dP, then dS [B·H, T, T] (t)
+        char* dx = static_cast<char*>(dqkv);
+        auto heads = [&](int64_t g) { return rep == 1 ? std::pair<int64_t, int64_t>{0, H} : std::pair{g * rep, rep}; };
+        const int64_t groups = rep == 1 ? 1 : G, kv_stride = rep == 1 ? D : 0;
+        // dP[b,h] = dctx[b,:,h,:] · V[b,g]ᵀ
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t g = 0; g < groups; g++) {
+                const auto [h0, nb] = heads(g);
+                Gemm s;
+                s.trans_b = true, s.M = T, s.N = T, s.K = D;
+                s.A = dc + (b * T * H * D + h0 * D) * e, s.a_type = t, s.lda = H * D, s.stride_a = D;
+                s.B = x + (b * T * ld + (H + G) * D + (rep == 1 ? 0 : g * D)) * e, s.b_type = t, s.ldb = ld,
+                s.stride_b = kv_stride;
+                s.C = W + ((b * H + h0) * TT) * e, s.c_type = t, s.ldc = T, s.stride_c = TT;
+                s.batch = nb;
+                gemm(s);
+            }
+        attention_softmax_backward(t, probs, t, W, W, B * H, T, scale, compute_);  // W = dS (scale folded in)
+        for (int64_t b = 0; b < B; b++) {
+            // dq[b,h] = dS[b,h] · K[b,g]
+            for (int64_t g = 0; g < groups; g++) {
+                const auto [h0, nb] = heads(g);
+                Gemm q;
+                q.M = T, q.N = D, q.K = T;
+                q.A = W + ((b * H + h0) * TT) * e, q.a_type = t, q.lda = T, q.stride_a = TT;
+                q.B = x + (b * T * ld + H * D + (rep == 1 ? 0 : g * D)) * e, q.b_type = t, q.ldb = ld,
+                q.stride_b = kv_stride;
+                q.C = dx + (b * T * ld + h0 * D) * e, q.c_type = t, q.ldc = ld, q.stride_c = D;
+                q.batch = nb;
+                gemm(q);
+            }
+            // dk[b,g] = Σ_h dS[b,h]ᵀ · Q[b,h]   and   dv[b,g] = Σ_h P[b,h]ᵀ · dctx[b,:,h,:]
+            // With G = H each is one batch over the heads; with G < H the rep heads of a
+            // group accumulate (beta 1 after the first).
+            const int64_t n_batches = rep == 1 ? 1 : G * rep;
+            for (int64_t i = 0; i < n_batches; i++) {
+                const int64_t h = rep == 1 ? 0 : i, g = rep == 1 ? 0 : i / rep, nb = rep == 1 ? H : 1;
+                const float beta = rep == 1 || i % rep == 0 ? 0.0f : 1.0f;
+                Gemm k;
+                k.trans_a = true, k.M = T, k.N = D, k.K = T, k.beta = beta;
+                k.A = W + ((b * H + h) * TT) * e, k.a_type = t, k.lda = T, k.stride_a = TT;
+                k.B = x + (b * T * ld + h * D) * e, k.b_type = t, k.ldb = ld, k.stride_b = D;
+                k.C = dx + (b * T * ld + (H + g) * D) * e, k.c_type = t, k.ldc = ld, k.stride_c = D;
+                k.batch = nb;
+                gemm(k);
+                Gemm v = k;
+                v.A = P + ((b * H + h) * TT) * e;
+                v.B = dc + (b * T * H * D + h * D) * e, v.ldb = H * D, v.stride_b = D;
+                v.C = dx + (b * T * ld + (H + G + g) * D) * e;
+                gemm(v);
+            }
+        }
+    }
+    // dP / dS for every (b, h): [B·H, T, T] in t.
+    int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t, int64_t) const override {
+        return B * H * T * T * engine::dtype_bytes(t);
+    }
+    // The kernels read 16-bit operands directly (no widening), but the row reductions of
+    // the norm and bias gradients and the Σx² partials need scratch: planned here.
+    int64_t operand_scratch_bytes(DType, int64_t, int64_t widest_row) const override {
+        return (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1)) +
+               (int64_t)sizeof(double) * sum_squares_workspace_doubles();
+    }
+    void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
+        if (scratch_) return;
+        widest_ = std::max<int64_t>(widest_row, 1);
+        scratch_ = static_cast<char*>(
+            alloc(engine::MEM_WORKSPACE, (size_t)operand_scratch_bytes(t, largest_operand, widest_row), "operand scratch"));
+        row_ws_ = reinterpret_cast<float*>(scratch_ + sizeof(double) * sum_squares_workspace_doubles());
+        sumsq_ws_ = reinterpret_cast<double*>(scratch_);
+    }
+
+    // ---- embedding ---------------------------------------------------------------------
+    void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
+                           int64_t rows, int64_t C) override {
+        cuda::PTD_CUDA_NS::embedding_forward(t, out, tokens, wte, v0, Vl, rows, C, compute_);
+    }
+    void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                            int64_t rows, int64_t C) override {
+        embedding_backward_scan(t, dwte, dout, tokens, v0, Vl, rows, C, compute_);
+    }
+    void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
+                          int64_t C) override {
+        cuda::PTD_CUDA_NS::position_forward(t, out, wpe, row0, rows, T, C, compute_);
+    }
+    void position_backward(DType t, float* dwpe, const void* dout, int64_t row0, int64_t rows, int64_t T,
+                           int64_t C) override {
+        cuda::PTD_CUDA_NS::position_backward(t, dwpe, dout, row0, rows, T, C, compute_);
+    }
+
+    // ---- cross entropy -------------------------------------------------------------------
+    void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0,
+                      int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_row_max(rowmax, logits, rows, Vl, v0, V_valid, compute_);
+    }
+    void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                   const int32_t* targets, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_sums(sumexp, target_logit, logits, rowmax, targets, rows, Vl, v0, V_valid, compute_);
+    }
+    void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp, const float* target_logit,
+                     int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_finish(loss, logits, rowmax, sumexp, target_logit, rows, Vl, v0, V_valid, compute_);
+    }
+    void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
+                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid, compute_);
+    }
+
+    // ---- optimizer -----------------------------------------------------------------------
+    void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+               float weight_decay, const double* scalars, int64_t step, void* model_p, DType model_t) override {
+        if (step < 1) fail(k_backend_name, "adamw", "step = %lld (steps count from 1)", (long long)step);
+        cuda::PTD_CUDA_NS::adamw_range(p, g, m, v, model_p, n, lr, beta1, beta2, eps, weight_decay, step, scalars,
+                                        model_t, compute_);
+    }
+
+private:
+    struct Block {
+        MemCategory cat;
+        int64_t bytes;
+    };
+
+    StreamHandle stream(Stream s) const { return s == Stream::compute ? compute_ : comm_; }
+    EventHandle event(Event e) const {
+        if (e.id < 0 || e.id >= (int)events_.size()) fail(k_backend_name, "event", "unknown event %d", e.id);
+        return events_[(size_t)e.id];
+    }
+    template <class T>
+    T* planned(T* p, const char* op) const {
+        if (!p) fail(k_backend_name, op, "its scratch was not planned (plan_operand_scratch at start-up)");
+        return p;
+    }
+    float* row_ws(int64_t rows, int64_t cols, const char* op) const {
+        planned(row_ws_, op);
+        if (row_reduce_workspace_floats(rows, cols) > row_reduce_floats_for(widest_))
+            fail(k_backend_name, op, "%lld columns, but the scratch was planned for %lld", (long long)cols,
+                 (long long)widest_);
+        return row_ws_;
+    }
+    void check_attention(const char* op, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const {
+        if (B < 0 || T < 0 || H <= 0 || G <= 0 || D <= 0 || H % G != 0)
+            fail(k_backend_name, op, "B %lld T %lld H %lld G %lld D %lld", (long long)B, (long long)T, (long long)H,
+                 (long long)G, (long long)D);
+    }
+    void fill_matrix_zero(const Gemm& g) {
+        const int e = engine::dtype_bytes(g.c_type);
+        for (int64_t i = 0; i < g.batch; i++)
+            for (int64_t r = 0; r < g.M; r++)
+                PTD_CUDA_CHECK(memset_async(static_cast<char*>(g.C) + (i * g.stride_c + r * g.ldc) * e, 0,
+                                            (size_t)(g.N * e), compute_));
+    }
+    void release_host_all() {
+        for (void* p : host_blocks_) std::free(p);
+        host_blocks_.clear();
+    }
+
+    int device_;
+    StreamHandle compute_ = nullptr, comm_ = nullptr;
+    std::vector<EventHandle> events_;
+    std::map<void*, Block> blocks_;
+    std::vector<void*> host_blocks_;
+    MemStats stats_;
+    TransferStats transfers_;
+    bool sealed_ = false;
+    char* scratch_ = nullptr;
+    float* row_ws_ = nullptr;
+    double* sumsq_ws_ = nullptr;
+    int64_t widest_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace ptd::cuda::PTD_CUDA_NS
