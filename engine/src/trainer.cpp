@@ -538,6 +538,8 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
                         std::to_string(s.cfg.tp) + " · pp " + std::to_string(s.cfg.pp) + " · dp " +
                         std::to_string(s.cfg.dp) + ", " + s.data->describe() + ", run dir " + s.run_dir +
                         ", backend " + s.backend.describe());
+    else if (s.backend.kind == BackendKind::cuda)
+        log_line(s, "backend " + s.backend.describe());  // every rank's GPU, not only rank 0's
 
     const int64_t stop = options.stop_at_step >= 0 ? options.stop_at_step : job.training.steps;
     const auto t_run = clock_type::now();
