@@ -25,6 +25,9 @@
 #include "ptd/layout.h"
 #include "device_select.h"
 #include "timing.h"
+#ifdef PTD_HAVE_NCCL
+#include "nccl_comm.h"
+#endif
 
 namespace ptd::engine {
 
@@ -171,7 +174,13 @@ int connect_run(RunState& s) {
     s.src.run_id = s.run_id;
     install_failure_reporting(s.store.get(), rank, emit_error);
     auto mon = s.store->start_monitor(rank, s.opt.heartbeat_s,
-                                      [](const std::string& why) { fatal_run_error("aborting: " + why); },
+                                      [](const std::string& why) {
+#ifdef PTD_HAVE_NCCL
+                                          // A NCCL kernel waiting for the dead peer must end first.
+                                          abort_nccl_communicators(why);
+#endif
+                                          fatal_run_error("aborting: " + why);
+                                      },
                                       s.opt.stall_timeout_s);
     if (!mon) return setup_error(s, mon.error().one_line(), 1);
     CommOptions co;
