@@ -290,6 +290,8 @@ TEST(EngineBackendFlag, AutoOnAGpuJobWithoutADeviceWarnsAndCudaFails) {
               std::string::npos)
         << a.out;
     EXPECT_NE(a.out.find("\"fallback\":\"--backend auto"), std::string::npos) << a.out;
+    EXPECT_NE(a.out.find("\"event\":\"warning\",\"message\":\"--backend auto: the job runs on GPU preset"), std::string::npos)
+        << a.out;  // what ptd launch shows above its dashboard
 
     Proc c = run("WORLD_SIZE=1 RANK=0 " + kEngine + " --job " + kTinyJob + kOneRank +
                  " --set cluster.gpu=h100-sxm --backend cuda");

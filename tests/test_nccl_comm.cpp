@@ -297,8 +297,8 @@ TEST(CommWatchdog, AsyncErrorAbortsEveryCommunicatorThenReportsOnce) {
     EXPECT_EQ(comms.aborts["tp group 0 (global ranks 0, 1)"], 1);  // the healthy one too
     EXPECT_EQ(comms.aborts["dp group 1 (global ranks 1, 3)"], 1);
     ASSERT_EQ(reports.messages.size(), 1u);
-    EXPECT_EQ(reports.messages[0], "NCCL dp group 1 (global ranks 1, 3) failed asynchronously: remote process exited or "
-                                   "there was a network error (NCCL communicators aborted)");
+    EXPECT_EQ(reports.messages[0], "dp group 1 (global ranks 1, 3) asynchronous NCCL operation: remote process exited or "
+                                   "there was a network error (every NCCL communicator aborted)");
     EXPECT_EQ(comms.events.back(), "report");  // aborted before reporting (the report exits)
 }
 
@@ -345,7 +345,10 @@ TEST(CommWatchdog, PeerDeclaredDeadByTheStoreAbortsEveryCommunicator) {
     waitpid(child, &status, 0);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
     ASSERT_TRUE(reports.wait_for_one(60)) << "the watchdog never reported the dead peer";
-    EXPECT_NE(reports.messages[0].find("peer rank 1 (pid " + std::to_string(child)), std::string::npos) << reports.messages[0];
+    EXPECT_NE(reports.messages[0].find("the NCCL watchdog's abort of every communicator: peer rank 1 (pid " +
+                                       std::to_string(child)),
+              std::string::npos)
+        << reports.messages[0];
     EXPECT_NE(reports.messages[0].find("died"), std::string::npos) << reports.messages[0];
     std::lock_guard lock(comms.mu);
     EXPECT_EQ(comms.aborts["world group 0 (global ranks 0, 1)"], 1);

@@ -52,13 +52,14 @@ bool CommWatchdog::poll_once() {
     if (reported_.load()) return true;
     std::string what;
     if (std::string reason = peer_failure_ ? peer_failure_() : ""; !reason.empty()) {
-        what = "peer " + reason + " (NCCL communicators aborted)";
+        // "<context>: <detail>" as comm_failure_handler (failure.h) splits it.
+        what = "the NCCL watchdog's abort of every communicator: peer " + reason;
     } else if (!aborted_.load()) {
         std::lock_guard lock(mu_);
         for (const WatchedComm& c : comms_) {
             if (!c.async_error) continue;
             if (std::string err = c.async_error(); !err.empty()) {
-                what = "NCCL " + c.name + " failed asynchronously: " + err + " (NCCL communicators aborted)";
+                what = c.name + " asynchronous NCCL operation: " + err + " (every NCCL communicator aborted)";
                 break;
             }
         }

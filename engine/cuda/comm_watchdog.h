@@ -3,7 +3,10 @@
 // ncclCommAbort (from another thread) ends them. So one watchdog per rank polls every
 // communicator's asynchronous error and the KV store's liveness verdict, and on the first
 // sign of trouble aborts EVERY communicator of the rank (a collective on any of them may
-// be the one waiting), then reports once through the FailureHandler (which exits).
+// be the one waiting), then reports once through the FailureHandler (which exits), with
+// "<context>: <detail>" as comm_failure_handler expects:
+//   "the NCCL watchdog's abort of every communicator: peer rank 3 (pid … on host-a) died: …"
+//   "tp group 1 (global ranks 2, 3) asynchronous NCCL operation: remote process exited … (every NCCL communicator aborted)"
 // PyTorch's ProcessGroupNCCL watchdog does the same job.
 //
 // Plain C++: a communicator is watched through two callbacks (its async error, its

@@ -5,6 +5,7 @@
 // against nccl.h and the CUDA runtime API; no device code here.
 #include "nccl_comm.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>

@@ -54,7 +54,12 @@ ptd::engine::CudaProbe probe_cuda() {
     probe.built_with_cuda = true;
     char buf[8192];
     probe.device_count = ptd_cuda_describe_devices(buf, sizeof buf);
-    if (probe.device_count < 0) probe.error = buf;
+    if (probe.device_count < 0) {
+        // "file.cu:14: cudaGetDeviceCount: <CUDA's text>": the user needs the call and the text.
+        std::string text = buf;
+        if (size_t at = text.find(": cuda"); at != std::string::npos) text.erase(0, at + 2);
+        probe.error = text;
+    }
 #endif
     return probe;
 }

@@ -26,6 +26,9 @@
 #include "ptd/layout.h"
 #include "device_select.h"
 #include "timing.h"
+#ifdef PTD_HAVE_NCCL
+#include "nccl_comm.h"
+#endif
 
 namespace ptd::engine {
 
@@ -173,7 +176,13 @@ int connect_run(RunState& s) {
     s.src.run_id = s.run_id;
     install_failure_reporting(s.store.get(), rank, emit_error);
     auto mon = s.store->start_monitor(rank, s.opt.heartbeat_s,
-                                      [](const std::string& why) { fatal_run_error("aborting: " + why); },
+                                      [](const std::string& why) {
+#ifdef PTD_HAVE_NCCL
+                                          // A NCCL kernel waiting for the dead peer must end first.
+                                          abort_nccl_communicators(why);
+#endif
+                                          fatal_run_error("aborting: " + why);
+                                      },
                                       s.opt.stall_timeout_s);
     if (!mon) return setup_error(s, mon.error().one_line(), 1);
     CommOptions co;
@@ -572,6 +581,15 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
                         std::to_string(s.cfg.tp) + " · pp " + std::to_string(s.cfg.pp) + " · dp " +
                         std::to_string(s.cfg.dp) + ", " + s.data->describe() + ", run dir " + s.run_dir +
                         ", backend " + s.backend.describe());
+    else if (s.backend.kind == BackendKind::cuda)
+        log_line(s, "backend " + s.backend.describe());  // every rank's GPU, not only rank 0's
+    if (!s.backend.warning.empty() && env.local_rank == 0) {
+        // --backend auto fell back to the CPU: a warning event (which ptd launch shows), once
+        // per host; every rank's stderr has the line too.
+        nlohmann::json w = metrics_event(s.src, "warning");
+        w["message"] = s.backend.warning;
+        emit_metrics_line(w);
+    }
 
     const int64_t stop = options.stop_at_step >= 0 ? options.stop_at_step : job.training.steps;
     const auto t_run = clock_type::now();
