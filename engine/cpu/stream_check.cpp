@@ -221,6 +221,10 @@ public:
                                          int64_t D) const override {
         return in_->attention_backward_workspace(t, B, T, H, G, D);
     }
+    void* native_stream(Stream s) const override { return in_->native_stream(s); }
+    bool device_mem_info(int64_t* free_bytes, int64_t* total_bytes) const override {
+        return in_->device_mem_info(free_bytes, total_bytes);
+    }
     int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const override {
         return in_->operand_scratch_bytes(t, largest_operand, widest_row);
     }

@@ -95,6 +95,17 @@ public:
     }
 
     const char* name() const override { return k_backend_name; }
+#if defined(PTD_CUDA_SIM)
+    void* native_stream(Stream) const override { return nullptr; }  // the sim's streams are not cudaStream_t
+#else
+    void* native_stream(Stream s) const override { return stream(s); }
+#endif
+    bool device_mem_info(int64_t* free_bytes, int64_t* total_bytes) const override {
+        size_t f = 0, t = 0;
+        if (!mem_get_info(&f, &t).ok()) return false;
+        *free_bytes = (int64_t)f, *total_bytes = (int64_t)t;
+        return true;
+    }
 
     // ---- streams and events ----------------------------------------------------------
     Event create_event(const char* what) override {
@@ -514,6 +525,17 @@ private:
 
 }  // namespace
 
-std::unique_ptr<engine::Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<engine::Backend> make_cuda_backend(int device, std::string* error) {
+    int count = 0;
+    Status st = device_count(&count);
+    if (st.ok() && (device < 0 || device >= count))
+        st = Status{kErrInvalidValue, "device " + std::to_string(device) + " of " + std::to_string(count) + " visible"};
+    if (st.ok()) st = set_device(device);
+    if (!st.ok()) {
+        if (error) *error = st.message;
+        return nullptr;
+    }
+    return std::make_unique<CudaBackend>(device);
+}
 
 }  // namespace ptd::cuda::PTD_CUDA_NS

@@ -5,18 +5,21 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 namespace ptd::engine {
 class Backend;
 }
 
 namespace ptd::cuda::sim {
-// The simulated device has the ordinal 0 only.
-std::unique_ptr<engine::Backend> make_cuda_backend(int device);
+// The simulated device has the ordinal 0 only. Null with *error set when the device
+// cannot be used.
+std::unique_ptr<engine::Backend> make_cuda_backend(int device, std::string* error);
 }  // namespace ptd::cuda::sim
 
 namespace ptd::cuda::dev {
 // Selects `device` (cudaSetDevice) for this thread and creates the streams and the
-// cuBLASLt handle and workspace; a CUDA failure stops the process with its location.
-std::unique_ptr<engine::Backend> make_cuda_backend(int device);
+// cuBLASLt handle and workspace. Null with *error set (the CUDA error text) when the device
+// cannot be selected; a later CUDA failure stops the process with its location.
+std::unique_ptr<engine::Backend> make_cuda_backend(int device, std::string* error);
 }  // namespace ptd::cuda::dev

@@ -132,14 +132,22 @@ nlohmann::json BackendChoice::to_json() const {
 Result<std::unique_ptr<Backend>> make_backend(const BackendChoice& choice, int threads) {
     switch (choice.kind) {
         case BackendKind::cpu: return make_cpu_backend(threads);
-        case BackendKind::cuda_sim: return ptd::cuda::sim::make_cuda_backend(0);
-        case BackendKind::cuda:
+        case BackendKind::cuda_sim:
+        case BackendKind::cuda: {
+            std::string error;
+            std::unique_ptr<Backend> be;
+            if (choice.kind == BackendKind::cuda_sim) be = ptd::cuda::sim::make_cuda_backend(0, &error);
 #ifdef PTD_HAVE_CUDA
-            return ptd::cuda::dev::make_cuda_backend(choice.device);
+            else be = ptd::cuda::dev::make_cuda_backend(choice.device, &error);
 #else
-            // choose_backend never picks cuda in a build without it.
-            return fail({}, "--backend", "this ptd-engine was built without CUDA; allowed: cpu, cuda-sim");
+            else error = "this ptd-engine was built without CUDA; allowed: cpu, cuda-sim";
 #endif
+            if (!be)
+                return fail({}, "--backend",
+                            std::string("cannot start the ") + backend_kind_name(choice.kind) + " backend on " +
+                                choice.describe() + ": " + error);
+            return be;
+        }
     }
     return fail({}, "--backend", "unknown backend kind");
 }

@@ -47,6 +47,7 @@ struct RunState {
     int threads = 1;
     std::unique_ptr<Backend> be;
     BackendChoice backend;         // which backend and device (--backend)
+    DeviceMemReadings device_mem;  // cudaMemGetInfo around communicator set-up (CUDA backends)
     std::unique_ptr<KvServer> server;
     std::unique_ptr<KvClient> store;
     CommGroups groups;
@@ -190,6 +191,17 @@ int connect_run(RunState& s) {
     co.timeout_s = s.opt.comm_timeout_s;
     co.strict_fifo = *strict;
     // A strict-mode mismatch is this rank's finding, not a lost peer: report it as is.
+#ifdef PTD_HAVE_NCCL
+    // The CUDA backend's collectives run in NCCL on its comm stream; the CPU and the
+    // simulator (host memory) use Gloo.
+    if (s.backend.kind == BackendKind::cuda) {
+        auto groups = make_nccl_groups(*s.store, s.layout, rank, co, comm_failure_handler(),
+                                       static_cast<cudaStream_t>(s.be->native_stream(Stream::comm)));
+        if (!groups) fatal_run_error(groups.error().one_line());
+        s.groups = std::move(*groups);
+        return 0;
+    }
+#endif
     auto groups = make_gloo_groups(*s.store, s.layout, rank, co, comm_failure_handler(),
                                    [](const std::string& what) { fatal_run_error(what); });
     if (!groups) fatal_run_error(groups.error().one_line());
@@ -387,6 +399,7 @@ void emit_start(RunState& s) {
     j["threads"] = s.threads;
     j["backend"] = s.be->name();
     j["device"] = s.backend.to_json();
+    if (s.backend.kind != BackendKind::cpu) j["device_memory"] = device_memory_json(account_device_memory(s.device_mem));
     j["precision"] = to_string(s.job.training.precision);
     j["data"] = s.data->describe();
     j["run_dir"] = s.run_dir;
@@ -548,7 +561,15 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
         s.be = make_stream_checking_backend(std::move(s.be));
     }
 
+    // GPU memory the tagged allocator cannot see: readings around communicator set-up.
+    auto mem_reading = [&]() -> std::optional<DeviceMemInfo> {
+        int64_t f = 0, t = 0;
+        if (!s.be->device_mem_info(&f, &t)) return std::nullopt;
+        return DeviceMemInfo{f, t};
+    };
+    s.device_mem.at_start = s.device_mem.before_comm = mem_reading();
     if (int rc = connect_run(s)) return rc;
+    s.device_mem.after_comm = mem_reading();
     // The communicator tells the backend what it reads (checked in PTD_STREAM_CHECK mode).
     for (Communicator* g : {s.groups.world.get(), s.groups.tp.get(), s.groups.pp.get(), s.groups.dp.get(),
                             s.groups.embedding.get()})

@@ -82,6 +82,12 @@ public:
     // there is not yet visible to the comm stream (and later, when a compute op uses what
     // the comm stream wrote before waiting for it); other backends ignore it.
     virtual void note_comm_access(const void* x, size_t bytes, bool write, const char* op) {}
+    // The runtime's handle of stream s (a cudaStream_t on the CUDA backend, for the NCCL
+    // communicator); null where streams are not real (CPU, the simulator).
+    virtual void* native_stream(Stream s) const { return nullptr; }
+    // Free and total device memory now (cudaMemGetInfo), for the memory the tagged
+    // allocator cannot see (CUDA context, NCCL buffers); false where there is no device.
+    virtual bool device_mem_info(int64_t* free_bytes, int64_t* total_bytes) const { return false; }
 
     // ---- memory --------------------------------------------------------------------
     // Zero-filled allocation tagged with `cat`; `what` names it for error messages.
