@@ -188,6 +188,24 @@ TEST(CudaSimWarp, ShufflesAndVotes) {
     }
 }
 
+TEST(CudaSimWarp, SyncwarpOrdersLanesAndItsMutantFails) {
+    const int n = 128;
+    std::vector<int> in(n), out(n);
+    for (int i = 0; i < n; ++i) in[i] = i * 3;
+    int mutant_failures = 0;
+    for (int launch = 0; launch < 10; ++launch) {
+        PTD_LAUNCH((tk::warp_reverse<true>), 1, n, 0, nullptr, in.data(), out.data());
+        for (int t = 0; t < n; ++t) ASSERT_EQ(out[t], in[t - t % 32 + 31 - t % 32]) << seed_note();
+        PTD_LAUNCH((tk::warp_reverse<false>), 1, n, 0, nullptr, in.data(), out.data());
+        for (int t = 0; t < n; ++t)
+            if (out[t] != in[t - t % 32 + 31 - t % 32]) {
+                ++mutant_failures;
+                break;
+            }
+    }
+    EXPECT_EQ(mutant_failures, 10) << "without __syncwarp, lanes read their neighbours' slots before the write";
+}
+
 TEST(CudaSimWarp, WarpReductionsAndPartialWarpPoison) {
     // 48 threads: warp 1 has 16 lanes; a shuffle from a lane that does not exist reads poison.
     const int n = 48;
