@@ -136,6 +136,11 @@ TEST(CudaSimSchedule, ThreadOrderChangesPerLaunchAndReplaysFromTheSeed) {
     sim::set_seed(12345);
     const std::vector<unsigned> a = arrival_order(), b = arrival_order();
     EXPECT_NE(a, b) << "two launches ran their threads in the same order";
+    sim::set_seed(12345);
+    EXPECT_EQ(arrival_order(), a) << "the same base seed must replay the same order";
+    EXPECT_EQ(arrival_order(), b);
+    sim::set_seed(54321);
+    EXPECT_NE(arrival_order(), a) << "another base seed, another order";
     std::vector<unsigned> sorted = a;
     std::sort(sorted.begin(), sorted.end());
     for (unsigned i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);

@@ -586,6 +586,7 @@ void set_max_dynamic_smem(const char* kernel_name, const char* file, int line, c
 void set_seed(uint64_t base) {
     g_base_seed = base;
     g_base_seed_set = true;
+    tl_sim.launches = 0;  // launch numbering restarts: the next launches replay those after the last set_seed(base)
 }
 uint64_t base_seed() {
     if (!g_base_seed_set.load()) {

@@ -254,7 +254,9 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state);
 void set_max_dynamic_smem(const char* kernel_name, const char* file, int line, const void* kernel, size_t bytes);
 
 // Seeds: launch i of this OS thread runs with seed mix(base, i); base comes from
-// PTD_CUDA_SIM_SEED (default 1) or set_seed. Tests print last_launch_seed() on a failure.
+// PTD_CUDA_SIM_SEED (default 1) or set_seed, which also restarts this thread's launch
+// numbering (so set_seed(b) twice replays the same launches). Tests print
+// last_launch_seed() on a failure.
 void set_seed(uint64_t base);
 uint64_t base_seed();
 uint64_t last_launch_seed();
