@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "blaslt.h"
@@ -149,6 +150,24 @@ TEST(CudaSimSchedule, ThreadOrderChangesPerLaunchAndReplaysFromTheSeed) {
     std::iota(identity.begin(), identity.end(), 0u);
     EXPECT_NE(a, identity);
     sim::set_seed(saved);
+}
+
+// Each host thread has its own simulator state: launches from two threads at once (as two
+// engine ranks in one process would make them) do not disturb each other.
+TEST(CudaSimSchedule, LaunchesFromTwoHostThreadsAtOnce) {
+    bool ok[2] = {false, false};
+    std::thread t0([&] {
+        ok[0] = true;
+        for (int launch = 0; launch < 10; ++launch) ok[0] = ok[0] && tree_sum_correct<true>(launch);
+    });
+    std::thread t1([&] {
+        ok[1] = true;
+        for (int launch = 0; launch < 10; ++launch) ok[1] = ok[1] && mean_var_correct<true>(launch);
+    });
+    t0.join();
+    t1.join();
+    EXPECT_TRUE(ok[0]);
+    EXPECT_TRUE(ok[1]);
 }
 
 // ---- poison ---------------------------------------------------------------------------------

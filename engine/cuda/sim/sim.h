@@ -7,6 +7,9 @@
 // read shows up as NaN; divergent barriers, mismatched warp participation and launch limits
 // are reported with the launch's seed and abort. Speed, memory coalescing, bank conflicts and
 // real concurrency are out of its reach (docs/engine.md, "The CUDA simulator").
+// Each host thread has its own simulator state, so threads may launch at the same time. A
+// fiber has a 256 KiB stack with a guard page below it: a kernel that overflows it dies with
+// SIGSEGV.
 // Never includes a CUDA header: the simulator builds on machines without the CUDA toolkit.
 #pragma once
 
