@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(PTD_CUDA_SIM_UCONTEXT)
 #include <ucontext.h>
 #endif
 
@@ -25,8 +25,12 @@ namespace ptd::cuda::sim {
 
 // ---- fibers -----------------------------------------------------------------------------
 // x86-64: a hand-written switch (callee-saved registers, MXCSR and the x87 control word);
-// ~10 ns, against ~1 µs for swapcontext's signal-mask system call. Elsewhere: ucontext.
-#if defined(__x86_64__)
+// ~10 ns, against ~1 µs for swapcontext's signal-mask system call. Elsewhere (or with
+// PTD_CUDA_SIM_UCONTEXT defined, to test that path): ucontext.
+#if defined(__x86_64__) && !defined(PTD_CUDA_SIM_UCONTEXT)
+#define PTD_SIM_ASM_SWITCH 1
+#endif
+#if defined(PTD_SIM_ASM_SWITCH)
 extern "C" void ptd_sim_switch(void** save_sp, void* load_sp);
 extern "C" void ptd_sim_fiber_start();
 asm(R"(
@@ -85,7 +89,7 @@ struct ThreadState {
     uint64_t value = 0, result = 0;
     // its fiber
     char* stack_lo = nullptr;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     void* sp = nullptr;
 #else
     ucontext_t context;
@@ -110,7 +114,7 @@ struct BlockState {
     size_t static_used = 0;
     std::byte* static_arena = nullptr;
     std::byte* dynamic = nullptr;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     void* scheduler_sp = nullptr;
 #else
     ucontext_t scheduler_context;
@@ -147,7 +151,6 @@ struct Simulator {
     std::vector<char*> stacks;  // each kGuardBytes + kStackBytes, guard page at the low end
     BlockState block;
     std::vector<std::byte> static_arena_storage, dynamic_storage;
-    std::vector<int> runnable;
     uint64_t launches = 0, last_seed = 0;
     ~Simulator() {
         for (char* s : stacks) munmap(s, kGuardBytes + kStackBytes);
@@ -230,7 +233,7 @@ ThreadState& current_thread(const char* what) {
 
 void switch_to_thread(BlockState& b, ThreadState& t) {
     tl_thread = &t;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     ptd_sim_switch(&b.scheduler_sp, t.sp);
 #else
     swapcontext(&b.scheduler_context, &t.context);
@@ -239,7 +242,7 @@ void switch_to_thread(BlockState& b, ThreadState& t) {
 }
 void yield_to_scheduler(ThreadState& t) {
     BlockState& b = *tl_block;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     ptd_sim_switch(&t.sp, b.scheduler_sp);
 #else
     swapcontext(&t.context, &b.scheduler_context);
@@ -267,7 +270,7 @@ namespace {
 
 void init_fiber(BlockState& b, ThreadState& t) {
     char* top = t.stack_lo + kStackBytes;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     // The frame ptd_sim_switch pops: CSR slot, r15, r14, r13, r12, rbx, rbp, return address.
     auto* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t{15});
     *--sp = 0;  // padding (keeps the frame 16-byte aligned)
@@ -339,8 +342,15 @@ void resolve_warp(BlockState& b, int first, int count) {
     for (int l = 0; l < count; ++l) lanes[l].wait = Wait::runnable;
 }
 
+// The threads of a block between two barriers (a "stretch") run warp by warp: a pick takes
+// one warp and runs each of its runnable lanes, in a random order, until that lane reaches its
+// next sync point; a warp whose lanes all wait at the same warp collective is resolved at once
+// and can be picked again, so warps drift apart as on the GPU. Which warp goes next follows
+// one of two policies, drawn per stretch: a random priority order (one warp runs all the way
+// to the barrier before the next starts — the largest drift) or a uniform random choice.
 void run_block(Simulator& s, BlockState& b) {
     const int n = (int)b.threads.size();
+    const int warps = (n + 31) / 32;
     for (int i = 0; i < n; ++i) {
         ThreadState& t = b.threads[i];
         t.wait = Wait::runnable;
@@ -349,25 +359,65 @@ void run_block(Simulator& s, BlockState& b) {
     b.shared.clear();
     b.static_used = 0;
     Rng rng{b.seed};
-    std::vector<int>& runnable = s.runnable;
-    runnable.resize(n);
-    std::iota(runnable.begin(), runnable.end(), 0);
-    for (;;) {
-        // Fisher–Yates: a fresh order for every stretch between sync points.
-        for (int i = (int)runnable.size() - 1; i > 0; --i) std::swap(runnable[i], runnable[rng.below((uint32_t)i + 1)]);
-        for (int i : runnable) switch_to_thread(b, b.threads[i]);
-        runnable.clear();
-        // Warp collectives first: a warp whose lanes all arrived goes on.
-        for (int first = 0; first < n; first += 32) {
-            const int count = std::min(32, n - first);
-            bool any = false;
-            for (int l = 0; l < count && !any; ++l) any = b.threads[first + l].wait == Wait::warp;
-            if (!any) continue;
-            resolve_warp(b, first, count);
-            for (int l = 0; l < count; ++l) runnable.push_back(first + l);
+    struct Warp {
+        int first, count, runnable, waiting, done;  // done: at the barrier or exited
+        uint8_t lanes[32];
+    };
+    std::vector<Warp> ws(warps);
+    std::vector<int> priority(warps), candidates;
+    candidates.reserve(warps);
+    auto release_all = [&] {
+        for (int w = 0; w < warps; ++w) {
+            Warp& wp = ws[w];
+            wp.first = w * 32;
+            wp.count = std::min(32, n - wp.first);
+            wp.runnable = wp.count;
+            wp.waiting = wp.done = 0;
+            for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
+            priority[w] = w;
         }
-        if (!runnable.empty()) continue;
-        // Then the barrier: every thread must wait at the same __syncthreads.
+        for (int w = warps - 1; w > 0; --w) std::swap(priority[w], priority[rng.below((uint32_t)w + 1)]);
+    };
+    release_all();
+    bool by_priority = rng.next() & 1;
+    for (;;) {
+        int pick = -1;
+        if (by_priority) {
+            for (int w : priority)
+                if (ws[w].runnable > 0) {
+                    pick = w;
+                    break;
+                }
+        } else {
+            candidates.clear();
+            for (int w = 0; w < warps; ++w)
+                if (ws[w].runnable > 0) candidates.push_back(w);
+            if (!candidates.empty()) pick = candidates[rng.below((uint32_t)candidates.size())];
+        }
+        if (pick >= 0) {
+            Warp& wp = ws[pick];
+            uint8_t order[32];
+            const int count = wp.runnable;
+            std::memcpy(order, wp.lanes, (size_t)count);
+            for (int i = count - 1; i > 0; --i) std::swap(order[i], order[rng.below((uint32_t)i + 1)]);
+            wp.runnable = 0;
+            for (int i = 0; i < count; ++i) {
+                ThreadState& t = b.threads[wp.first + order[i]];
+                switch_to_thread(b, t);
+                if (t.wait == Wait::warp)
+                    ++wp.waiting;
+                else
+                    ++wp.done;
+            }
+            if (wp.waiting > 0 && wp.waiting + wp.done == wp.count) {
+                resolve_warp(b, wp.first, wp.count);  // fails unless every lane waits at the same op
+                wp.waiting = 0;
+                wp.runnable = wp.count;
+                for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
+            }
+            continue;
+        }
+        // No thread can run: every thread waits at a barrier or has exited.
         const ThreadState* waiting = nullptr;
         const ThreadState* gone = nullptr;
         for (const ThreadState& t : b.threads) {
@@ -384,10 +434,9 @@ void run_block(Simulator& s, BlockState& b) {
         if (gone)
             fail("__syncthreads in divergent code: " + describe(*waiting) + ", but " + describe(*gone) +
                  " (every thread of the block must reach the same barrier)");
-        for (int i = 0; i < n; ++i) {
-            b.threads[i].wait = Wait::runnable;
-            runnable.push_back(i);
-        }
+        for (ThreadState& t : b.threads) t.wait = Wait::runnable;
+        release_all();
+        by_priority = rng.next() & 1;
     }
 }
 
@@ -537,6 +586,7 @@ void set_max_dynamic_smem(const char* kernel_name, const char* file, int line, c
 void set_seed(uint64_t base) {
     g_base_seed = base;
     g_base_seed_set = true;
+    tl_sim.launches = 0;  // launch numbering restarts: the next launches replay those after the last set_seed(base)
 }
 uint64_t base_seed() {
     if (!g_base_seed_set.load()) {
@@ -592,8 +642,8 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
     // Blocks in a shuffled order: block i runs as number (a·i + c) mod count, a coprime to count.
     const uint64_t blocks = (uint64_t)gd.x * gd.y * gd.z;
     Rng rng{b.seed ^ 0x5bd1e995u};
-    uint64_t a = blocks > 1 ? (rng.next() % blocks) | 1 : 1;
-    while (std::gcd(a, blocks) != 1) a = (a + 2) % blocks | 1;
+    uint64_t a = blocks > 1 ? 1 + rng.next() % (blocks - 1) : 1;
+    while (std::gcd(a, blocks) != 1) ++a;  // ends at blocks + 1 at the latest
     const uint64_t c = blocks > 1 ? rng.next() % blocks : 0;
     tl_block = &b;
     for (uint64_t i = 0; i < blocks; ++i) {
