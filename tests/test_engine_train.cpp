@@ -769,11 +769,13 @@ TEST(EngineTrain, WorkspaceIsTheEstimatorsList) {
                 const int b = 2, s = 32;
                 const int64_t H = m.heads / j.tp, G = m.kv_heads / j.tp, D = m.hidden / m.heads;
                 const int64_t scratch = be->attention_backward_workspace(t, b, s, H, G, D) / 4;
-                // The largest operand an op gets: a listed buffer or a weight matrix.
+                // The largest 16-bit operand an op gets: a listed buffer in the activation
+                // dtype or a weight matrix.
                 int64_t largest = std::max({(H + 2 * G) * D * m.hidden, (int64_t)m.ffn_hidden / j.tp * m.hidden,
                                             vocab_l * m.hidden});
                 auto seen = [&](const std::vector<ptd::EngineBuffer>& l) {
-                    for (const ptd::EngineBuffer& x : l) largest = std::max(largest, x.elements);
+                    for (const ptd::EngineBuffer& x : l)
+                        if (x.dtype == act) largest = std::max(largest, x.elements);
                 };
                 seen(ptd::engine_layer_buffers(m, b, s, j.tp, true, ptd::Recompute::none, act));
                 if (stage == 1) seen(ptd::engine_output_buffers(m, b, s, j.tp, (int)vocab_l * j.tp, true, act));

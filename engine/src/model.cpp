@@ -409,12 +409,14 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         a.owned.push_back(p);
         return p;
     };
-    // The largest operand an op is given (elements): every listed buffer, and the weights
-    // (the fused QKV weight, the MLP and output matrices, the learned positions). The
-    // backend plans its 16-bit operand scratch for it.
+    // The largest 16-bit operand an op is given (elements): every listed buffer in the
+    // activation dtype (f32 operands — statistics, logits — are never widened), and the
+    // weights (the fused QKV weight, the MLP and output matrices, the learned positions).
+    // The backend plans its 16-bit operand scratch for it.
     int64_t largest_operand = 0;
     auto seen = [&](const std::vector<EngineBuffer>& list) {
-        for (const EngineBuffer& b : list) largest_operand = std::max(largest_operand, b.elements);
+        for (const EngineBuffer& b : list)
+            if (b.dtype == act) largest_operand = std::max(largest_operand, b.elements);
     };
     // The buffer lists are the estimators' ptd-engine profile: what is predicted is what is
     // allocated. Kept per layer and slot, and (recompute) one working set shared by all.
