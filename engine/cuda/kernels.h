@@ -110,26 +110,26 @@ void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t 
 namespace ptd::cuda::PTD_CUDA_NS {
 
 // ---- attention softmax (kernels/attention.cuh) -----------------------------------------
-// Attention is three strided-batched GEMMs (blaslt.h, issued by the backend) around two
-// kernels. With qkv [B·T, (H + 2G)·D] (t) — per token row q (H heads), then k and v (G heads
-// each) — ld = (H + 2G)·D, and query head h using kv head g = h / (H/G), every (b, h) is one
-// batch entry of row-major operands (the backend maps them to cuBLASLt's column-major terms):
-//   scores  S[b,h] [T, T] = Q[b,h] · K[b,g]ᵀ     Q[b,h] = qkv + b·T·ld + h·D       (rows ld apart)
-//                                                 K[b,g] = qkv + b·T·ld + (H + g)·D (rows ld apart)
-//           S (f32, or t) contiguous [B·H, T, T], batch stride T·T; alpha = 1/√D and
-//           scale = 1 below, or alpha = 1 and scale = 1/√D (the same up to one rounding).
-//   probs   attention_softmax_forward → P (t) [B·H, T, T] (the saved probabilities)
-//   ctx     ctx[b,:,h,:] [T, D] = P[b,h] · V[b,g]  V[b,g] = qkv + b·T·ld + (H + G + g)·D;
-//           ctx [B, T, H, D]: rows H·D apart, batch entry h at offset h·D.
-// With G = H the (b, h) entries of one b are a strided batch of H (stride D in qkv and ctx,
-// T·T in S/P); with G < H each kv head's rep = H/G query heads are one batch (Q stride D, K/V
-// stride 0) per (b, g).
-//   backward:  dP[b,h] [T, T] = dctx[b,:,h,:] · V[b,g]ᵀ   into the workspace W (f32 or t),
-//              attention_softmax_backward: W ← dS = scale · P ⊙ (dP − ρ) in place,
-//              dq[b,h] = dS · K[b,g]            (alpha 1: the scale is in dS),
-//              dk[b,g] = Σ_{h of g} dSᵀ · Q[b,h] (beta 0 for the first head, then beta 1),
-//              dv[b,g] = Σ_{h of g} Pᵀ · dctx[b,:,h,:]   — dq, dk, dv written into dqkv [B·T, ld]
-//              at the column offsets of q, k, v. W holds B·H·T·T elements of its type.
+// Attention is strided-batched GEMMs (blaslt.h, issued by the backend) around two kernels.
+// With qkv [B·T, (H + 2G)·D] (t) — per token row q (H heads), then k and v (G heads each) —
+// ld = (H + 2G)·D, and query head h using kv head g = h / (H/G), the row-major operands of
+// (b, h) are (the backend maps them to cuBLASLt's column-major terms, Cᵀ = op(B)ᵀ·op(A)ᵀ):
+//   Q[b,h] = qkv + b·T·ld + h·D,  K[b,g] = qkv + b·T·ld + (H + g)·D,  V[b,g] = … + (H + G + g)·D
+//            ([T, D], rows ld apart);  dctx[b,h] = dctx + b·T·H·D + h·D ([T, D], rows H·D apart)
+//   S[b,h], P[b,h], W[b,h] = base + (b·H + h)·T·T  ([T, T], contiguous: the [B·H, T, T] buffers)
+// One GEMM per head h, a strided batch over b (batch strides T·ld, T·H·D, H·T·T), so that no
+// batch's output block overlaps another's (the reference layer rejects interleaved output
+// batches):
+//   forward   S[b,h] = Q·Kᵀ (f32, or t; alpha = 1/√D and softmax scale 1 — or alpha 1 and
+//             scale 1/√D), attention_softmax_forward over all B·H·T rows → P (t, saved),
+//             ctx[b,h] = P[b,h]·V[b,g]  (ctx [B, T, H, D] (t): rows H·D apart, head at h·D);
+//   backward  W[b,h] = dctx[b,h]·V[b,g]ᵀ (dP, into the workspace W of B·H·T·T elements of f32
+//             or t), attention_softmax_backward W ← dS = scale·P ⊙ (dP − ρ) in place, then
+//             dq[b,h] = W[b,h]·K[b,g] (alpha 1: the scale is in dS), dk[b,g] += W[b,h]ᵀ·Q[b,h],
+//             dv[b,g] += P[b,h]ᵀ·dctx[b,h] (beta 0 for the first head of the group, then 1),
+//             all written into dqkv [B·T, ld] at the offsets of q, k, v.
+// tests/test_cuda_kernels.cpp (AttentionWithReferenceGemmsMatchesCpuBackend) runs exactly
+// these calls through the reference layer against the CPU backend's attention.
 // scores [BH, T, T] (scores_t = f32 or probs_t) → probs [BH, T, T] (probs_t): per row t of
 // each (b, h), softmax of scale·scores over the keys u ≤ t in f32, 0 above the diagonal,
 // rounded once to probs_t. probs may be scores itself (in place) when the types agree.
