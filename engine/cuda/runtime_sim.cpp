@@ -1,0 +1,254 @@
+// runtime_sim.cpp — runtime.h for the simulator: "device" memory is host memory (256-byte
+// aligned, poisoned with 0xFF at allocation so a read of never-written device memory gives
+// NaN), tracked in a table so copies and memsets check that their device side lies inside a
+// live allocation and their host side does not; one device with a configurable capacity for
+// mem_get_info; streams run synchronously, so events only record host time.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "runtime.h"
+
+namespace ptd::cuda::sim {
+
+struct Stream {};
+struct Event {
+    bool recorded = false;
+    std::chrono::steady_clock::time_point when;
+};
+
+namespace {
+
+struct Allocation {
+    size_t bytes;
+    std::string tag;
+};
+struct State {
+    std::mutex mutex;
+    std::map<uintptr_t, Allocation> allocations;  // by start address
+    size_t allocated = 0;
+    size_t capacity = size_t{80} << 30;
+    std::set<Stream*> streams;
+    std::set<Event*> events;
+};
+State& state() {
+    static State s;
+    return s;
+}
+
+Status error(int code, std::string message) { return Status{code, std::move(message)}; }
+
+// The allocation containing [p, p + bytes), or nullptr. Caller holds the mutex.
+const Allocation* find_range(State& s, const void* p, size_t bytes, uintptr_t* start = nullptr) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = s.allocations.upper_bound(a);
+    if (it == s.allocations.begin()) return nullptr;
+    --it;
+    if (a < it->first || a + bytes > it->first + it->second.bytes) return nullptr;
+    if (start) *start = it->first;
+    return &it->second;
+}
+bool overlaps_device(State& s, const void* p, size_t bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = s.allocations.upper_bound(a + (bytes ? bytes - 1 : 0));
+    if (it == s.allocations.begin()) return false;
+    --it;
+    return it->first + it->second.bytes > a;
+}
+std::string hex(const void* p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", p);
+    return buf;
+}
+bool stream_ok(State& s, StreamHandle stream) { return stream == nullptr || s.streams.count(stream) != 0; }
+
+// Checks one side of a copy: device sides must lie inside one allocation, host sides outside all.
+Status check_side(State& s, const void* p, size_t bytes, bool device, const char* call, const char* side) {
+    if (bytes == 0) return {};
+    if (!p) return error(kErrInvalidValue, std::string(call) + ": " + side + " is null");
+    if (device) {
+        if (!find_range(s, p, bytes))
+            return error(kErrInvalidValue, std::string(call) + ": " + side + " " + hex(p) + " + " +
+                                               std::to_string(bytes) + " bytes is not inside one device allocation");
+    } else if (overlaps_device(s, p, bytes)) {
+        return error(kErrInvalidValue, std::string(call) + ": " + side + " " + hex(p) +
+                                           " is device memory but the copy kind says host");
+    }
+    return {};
+}
+
+}  // namespace
+
+Status device_count(int* count) {
+    *count = 1;
+    return {};
+}
+Status set_device(int device) {
+    if (device != 0)
+        return error(101, "set_device(" + std::to_string(device) + "): the simulator has one device, 0");  // cudaErrorInvalidDevice
+    return {};
+}
+Status device_synchronize() { return {}; }
+
+Status mem_get_info(size_t* free_bytes, size_t* total_bytes) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    *total_bytes = s.capacity;
+    *free_bytes = s.capacity > s.allocated ? s.capacity - s.allocated : 0;
+    return {};
+}
+
+Status malloc_device(void** ptr, size_t bytes, const char* tag) {
+    *ptr = nullptr;
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    const size_t rounded = (bytes + 255) / 256 * 256;
+    if (s.allocated + rounded > s.capacity)
+        return error(kErrMemoryAllocation, "malloc_device(" + std::to_string(bytes) + " bytes, '" + (tag ? tag : "") +
+                                               "'): out of memory, " + std::to_string(s.allocated) + " of " +
+                                               std::to_string(s.capacity) + " bytes in use");
+    void* p = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
+    if (!p)
+        return error(kErrMemoryAllocation,
+                     "malloc_device(" + std::to_string(bytes) + " bytes, '" + (tag ? tag : "") + "'): host allocation failed");
+    std::memset(p, 0xff, rounded == 0 ? 256 : rounded);  // poison: uninitialised device memory reads as NaN
+    s.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, tag ? tag : ""};
+    s.allocated += rounded;
+    *ptr = p;
+    return {};
+}
+
+Status free_device(void* ptr) {
+    if (!ptr) return {};
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    auto it = s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == s.allocations.end())
+        return error(kErrInvalidValue, "free_device(" + hex(ptr) + "): not the start of a live device allocation");
+    s.allocated -= (it->second.bytes + 255) / 256 * 256;
+    s.allocations.erase(it);
+    std::free(ptr);
+    return {};
+}
+
+Status memcpy_async(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) {
+    State& s = state();
+    {
+        std::lock_guard lock(s.mutex);
+        if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "memcpy_async: unknown stream");
+        const bool dst_dev = kind == CopyKind::host_to_device || kind == CopyKind::device_to_device;
+        const bool src_dev = kind == CopyKind::device_to_host || kind == CopyKind::device_to_device;
+        if (Status e = check_side(s, dst, bytes, dst_dev, "memcpy", "dst"); !e.ok()) return e;
+        if (Status e = check_side(s, src, bytes, src_dev, "memcpy", "src"); !e.ok()) return e;
+    }
+    if (bytes) std::memmove(dst, src, bytes);
+    return {};
+}
+Status memcpy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+    return memcpy_async(dst, src, bytes, kind, nullptr);
+}
+Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream) {
+    State& s = state();
+    {
+        std::lock_guard lock(s.mutex);
+        if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "memset_async: unknown stream");
+        if (Status e = check_side(s, dst, bytes, true, "memset", "dst"); !e.ok()) return e;
+    }
+    if (bytes) std::memset(dst, value, bytes);
+    return {};
+}
+
+Status stream_create(StreamHandle* stream) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    *stream = new Stream;
+    s.streams.insert(*stream);
+    return {};
+}
+Status stream_destroy(StreamHandle stream) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!stream || !s.streams.erase(stream)) return error(kErrInvalidResourceHandle, "stream_destroy: unknown stream");
+    delete stream;
+    return {};
+}
+Status stream_synchronize(StreamHandle stream) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "stream_synchronize: unknown stream");
+    return {};
+}
+Status event_create(EventHandle* event) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    *event = new Event;
+    s.events.insert(*event);
+    return {};
+}
+Status event_destroy(EventHandle event) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!event || !s.events.erase(event)) return error(kErrInvalidResourceHandle, "event_destroy: unknown event");
+    delete event;
+    return {};
+}
+Status event_record(EventHandle event, StreamHandle stream) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!event || !s.events.count(event)) return error(kErrInvalidResourceHandle, "event_record: unknown event");
+    if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "event_record: unknown stream");
+    event->recorded = true;
+    event->when = std::chrono::steady_clock::now();
+    return {};
+}
+Status stream_wait_event(StreamHandle stream, EventHandle event) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!event || !s.events.count(event)) return error(kErrInvalidResourceHandle, "stream_wait_event: unknown event");
+    if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "stream_wait_event: unknown stream");
+    return {};  // the recorded work is already done: streams run synchronously
+}
+Status event_synchronize(EventHandle event) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!event || !s.events.count(event)) return error(kErrInvalidResourceHandle, "event_synchronize: unknown event");
+    return {};
+}
+Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!start || !end || !s.events.count(start) || !s.events.count(end))
+        return error(kErrInvalidResourceHandle, "event_elapsed_ms: unknown event");
+    if (!start->recorded || !end->recorded)
+        return error(kErrInvalidResourceHandle, "event_elapsed_ms: an event was never recorded");
+    *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    return {};
+}
+
+void sim_set_capacity(size_t bytes) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    s.capacity = bytes;
+}
+size_t sim_allocated_bytes() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    return s.allocated;
+}
+bool sim_is_device_range(const void* ptr, size_t bytes) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    return find_range(s, ptr, bytes) != nullptr;
+}
+
+void check_failed(const Status& status, const char* expr, const char* file, int line) {
+    std::fprintf(stderr, "%s:%d: %s failed (error %d): %s\n", file, line, expr, status.code, status.message.c_str());
+    std::fflush(stderr);
+    std::abort();
+}
+
+}  // namespace ptd::cuda::sim
