@@ -147,7 +147,6 @@ struct Simulator {
     std::vector<char*> stacks;  // each kGuardBytes + kStackBytes, guard page at the low end
     BlockState block;
     std::vector<std::byte> static_arena_storage, dynamic_storage;
-    std::vector<int> runnable;
     uint64_t launches = 0, last_seed = 0;
     ~Simulator() {
         for (char* s : stacks) munmap(s, kGuardBytes + kStackBytes);
@@ -339,8 +338,15 @@ void resolve_warp(BlockState& b, int first, int count) {
     for (int l = 0; l < count; ++l) lanes[l].wait = Wait::runnable;
 }
 
+// The threads of a block between two barriers (a "stretch") run warp by warp: a pick takes
+// one warp and runs each of its runnable lanes, in a random order, until that lane reaches its
+// next sync point; a warp whose lanes all wait at the same warp collective is resolved at once
+// and can be picked again, so warps drift apart as on the GPU. Which warp goes next follows
+// one of two policies, drawn per stretch: a random priority order (one warp runs all the way
+// to the barrier before the next starts — the largest drift) or a uniform random choice.
 void run_block(Simulator& s, BlockState& b) {
     const int n = (int)b.threads.size();
+    const int warps = (n + 31) / 32;
     for (int i = 0; i < n; ++i) {
         ThreadState& t = b.threads[i];
         t.wait = Wait::runnable;
@@ -349,25 +355,65 @@ void run_block(Simulator& s, BlockState& b) {
     b.shared.clear();
     b.static_used = 0;
     Rng rng{b.seed};
-    std::vector<int>& runnable = s.runnable;
-    runnable.resize(n);
-    std::iota(runnable.begin(), runnable.end(), 0);
-    for (;;) {
-        // Fisher–Yates: a fresh order for every stretch between sync points.
-        for (int i = (int)runnable.size() - 1; i > 0; --i) std::swap(runnable[i], runnable[rng.below((uint32_t)i + 1)]);
-        for (int i : runnable) switch_to_thread(b, b.threads[i]);
-        runnable.clear();
-        // Warp collectives first: a warp whose lanes all arrived goes on.
-        for (int first = 0; first < n; first += 32) {
-            const int count = std::min(32, n - first);
-            bool any = false;
-            for (int l = 0; l < count && !any; ++l) any = b.threads[first + l].wait == Wait::warp;
-            if (!any) continue;
-            resolve_warp(b, first, count);
-            for (int l = 0; l < count; ++l) runnable.push_back(first + l);
+    struct Warp {
+        int first, count, runnable, waiting, done;  // done: at the barrier or exited
+        uint8_t lanes[32];
+    };
+    std::vector<Warp> ws(warps);
+    std::vector<int> priority(warps), candidates;
+    candidates.reserve(warps);
+    auto release_all = [&] {
+        for (int w = 0; w < warps; ++w) {
+            Warp& wp = ws[w];
+            wp.first = w * 32;
+            wp.count = std::min(32, n - wp.first);
+            wp.runnable = wp.count;
+            wp.waiting = wp.done = 0;
+            for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
+            priority[w] = w;
         }
-        if (!runnable.empty()) continue;
-        // Then the barrier: every thread must wait at the same __syncthreads.
+        for (int w = warps - 1; w > 0; --w) std::swap(priority[w], priority[rng.below((uint32_t)w + 1)]);
+    };
+    release_all();
+    bool by_priority = rng.next() & 1;
+    for (;;) {
+        int pick = -1;
+        if (by_priority) {
+            for (int w : priority)
+                if (ws[w].runnable > 0) {
+                    pick = w;
+                    break;
+                }
+        } else {
+            candidates.clear();
+            for (int w = 0; w < warps; ++w)
+                if (ws[w].runnable > 0) candidates.push_back(w);
+            if (!candidates.empty()) pick = candidates[rng.below((uint32_t)candidates.size())];
+        }
+        if (pick >= 0) {
+            Warp& wp = ws[pick];
+            uint8_t order[32];
+            const int count = wp.runnable;
+            std::memcpy(order, wp.lanes, (size_t)count);
+            for (int i = count - 1; i > 0; --i) std::swap(order[i], order[rng.below((uint32_t)i + 1)]);
+            wp.runnable = 0;
+            for (int i = 0; i < count; ++i) {
+                ThreadState& t = b.threads[wp.first + order[i]];
+                switch_to_thread(b, t);
+                if (t.wait == Wait::warp)
+                    ++wp.waiting;
+                else
+                    ++wp.done;
+            }
+            if (wp.waiting > 0 && wp.waiting + wp.done == wp.count) {
+                resolve_warp(b, wp.first, wp.count);  // fails unless every lane waits at the same op
+                wp.waiting = 0;
+                wp.runnable = wp.count;
+                for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
+            }
+            continue;
+        }
+        // No thread can run: every thread waits at a barrier or has exited.
         const ThreadState* waiting = nullptr;
         const ThreadState* gone = nullptr;
         for (const ThreadState& t : b.threads) {
@@ -384,10 +430,9 @@ void run_block(Simulator& s, BlockState& b) {
         if (gone)
             fail("__syncthreads in divergent code: " + describe(*waiting) + ", but " + describe(*gone) +
                  " (every thread of the block must reach the same barrier)");
-        for (int i = 0; i < n; ++i) {
-            b.threads[i].wait = Wait::runnable;
-            runnable.push_back(i);
-        }
+        for (ThreadState& t : b.threads) t.wait = Wait::runnable;
+        release_all();
+        by_priority = rng.next() & 1;
     }
 }
 
@@ -592,8 +637,8 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
     // Blocks in a shuffled order: block i runs as number (a·i + c) mod count, a coprime to count.
     const uint64_t blocks = (uint64_t)gd.x * gd.y * gd.z;
     Rng rng{b.seed ^ 0x5bd1e995u};
-    uint64_t a = blocks > 1 ? (rng.next() % blocks) | 1 : 1;
-    while (std::gcd(a, blocks) != 1) a = (a + 2) % blocks | 1;
+    uint64_t a = blocks > 1 ? 1 + rng.next() % (blocks - 1) : 1;
+    while (std::gcd(a, blocks) != 1) ++a;  // ends at blocks + 1 at the latest
     const uint64_t c = blocks > 1 ? rng.next() % blocks : 0;
     tl_block = &b;
     for (uint64_t i = 0; i < blocks; ++i) {
