@@ -1209,10 +1209,12 @@ TEST(CudaKernelsKernb, SplitTokens) {
 
 // ---- step reductions and scalars ----------------------------------------------------------------------
 
+// In long double (64-bit mantissa), so that the reference's own rounding stays far below
+// the 1e-12 the kernel is held to (a plain double sum of 2M terms drifts by ~1e-12 itself).
 double sumsq_ref(const Host& x) {
-    double s = 0.0;
-    for (int64_t i = 0; i < x.n; i++) s += static_cast<double>(x.get(i)) * x.get(i);
-    return s;
+    long double s = 0.0L;
+    for (int64_t i = 0; i < x.n; i++) s += static_cast<long double>(x.get(i)) * x.get(i);
+    return static_cast<double>(s);
 }
 
 // n: empty, single, odd, below one block's share, several blocks, more than the maximum
@@ -1232,7 +1234,7 @@ TEST(CudaKernelsKernb, SumSquaresMatchesDoubleAndCpu) {
             const double got = acc.host()[0], want = 0.5 + sumsq_ref(x);
             EXPECT_NEAR(got, want, 1e-12 * want) << "sum_squares n=" << n;
             const double cpu = 0.5 + cpu_backend().sum_squares(reinterpret_cast<const float*>(x.data()), n);
-            EXPECT_NEAR(got, cpu, 1e-12 * want) << "sum_squares vs cpu n=" << n;
+            EXPECT_NEAR(got, cpu, 1e-11 * want) << "sum_squares vs cpu n=" << n;  // the CPU's own chunked double sums
         }
 }
 
