@@ -939,6 +939,20 @@ void gpu_attention_backward(DType t, Dev& dqkv, Dev& dctx, Dev& probs, Dev& qkv,
     }
 }
 
+// The CPU backend's attention backward, with the planned workspace helper mem's backend.h
+// asks for when this tree has that form (main's allocates its own scratch).
+template <class BE>
+void cpu_attention_backward(BE& be, DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv,
+                            int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    if constexpr (requires(void* ws) { be.attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, ws); }) {
+        const int64_t bytes = be.attention_backward_workspace(t, B, T, H, G, D);
+        std::vector<double> ws(static_cast<size_t>((bytes + 7) / 8) + 1);
+        be.attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, static_cast<void*>(ws.data()));
+    } else {
+        be.attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D);
+    }
+}
+
 double attn_rtol(DType t) { return t == DType::f32 ? 2e-5 : t == DType::bf16 ? 3.0 / 256 : 3.0 / 2048; }
 
 TEST(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
@@ -952,8 +966,8 @@ TEST(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
             Host ctx = nan_host(t, B * T * H * D), probs = nan_host(t, B * H * T * T), dqkv = nan_host(t, B * T * ld);
             Host c_ctx = ctx, c_probs = probs, c_dqkv = dqkv;
             cpu_backend().attention_forward(t, c_ctx.data(), c_probs.data(), qkv.data(), B, T, H, G, D);
-            cpu_backend().attention_backward(t, c_dqkv.data(), dctx.data(), c_probs.data(), qkv.data(), B, T, H, G,
-                                             D);
+            cpu_attention_backward(cpu_backend(), t, c_dqkv.data(), dctx.data(), c_probs.data(), qkv.data(), B, T, H,
+                                   G, D);
             {
                 Dev dQKV(qkv), dCTX(ctx), dP(probs);
                 gpu_attention_forward(t, dCTX, dP, dQKV, s);
@@ -1207,6 +1221,45 @@ TEST(CudaKernelsKernb, SplitTokens) {
         }
 }
 
+// ---- the CPU backend's step-scalar ops, in whichever form this tree's backend.h has --------
+// main's (Σx² returned, AdamW's gradient factor an argument) or helper mem's step-scalar
+// contract (Σx² accumulated into a device double, AdamW reading the scalars). Once mem's
+// backend.h is merged the second branch of each is dead and can go.
+
+template <class BE>
+double cpu_sum_squares(BE& be, const float* x, int64_t n) {
+    if constexpr (requires(double* acc) { be.sum_squares(acc, x, n); }) {
+        double acc = 0.0;
+        be.sum_squares(&acc, x, n);
+        return acc;
+    } else {
+        return be.sum_squares(x, n);
+    }
+}
+
+template <class BE>
+void cpu_adamw(BE& be, float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1, float b2,
+               float eps, float wd, const double* scalars, int64_t step, void* model_p, DType model_t) {
+    if constexpr (requires { be.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, scalars, step, model_p, model_t); }) {
+        be.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, scalars, step, model_p, model_t);
+    } else {
+        if (scalars[kc::k_step_scalar_found_inf] != 0.0) return;
+        be.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, static_cast<float>(scalars[kc::k_step_scalar_grad_scale]), step,
+                 model_p, model_t);
+    }
+}
+
+// The CPU backend's finish_step_scalars when this tree has it (false otherwise).
+template <class BE>
+bool cpu_finish_step_scalars(BE& be, double* s, double max_norm, double loss_scale) {
+    if constexpr (requires { be.finish_step_scalars(s, max_norm, loss_scale); }) {
+        be.finish_step_scalars(s, max_norm, loss_scale);
+        return true;
+    } else {
+        return false;
+    }
+}
+
 // ---- step reductions and scalars ----------------------------------------------------------------------
 
 // In long double (64-bit mantissa), so that the reference's own rounding stays far below
@@ -1233,7 +1286,7 @@ TEST(CudaKernelsKernb, SumSquaresMatchesDoubleAndCpu) {
             }
             const double got = acc.host()[0], want = 0.5 + sumsq_ref(x);
             EXPECT_NEAR(got, want, 1e-12 * want) << "sum_squares n=" << n;
-            const double cpu = 0.5 + cpu_backend().sum_squares(reinterpret_cast<const float*>(x.data()), n);
+            const double cpu = 0.5 + cpu_sum_squares(cpu_backend(), reinterpret_cast<const float*>(x.data()), n);
             EXPECT_NEAR(got, cpu, 1e-11 * want) << "sum_squares vs cpu n=" << n;  // the CPU's own chunked double sums
         }
 }
@@ -1278,33 +1331,46 @@ TEST(CudaKernelsKernb, SumIntoIsTheCpuLossSumBitForBit) {
     }
 }
 
-// The CPU backend's finish_step_scalars formula, in double.
-std::vector<double> finish_ref(std::vector<double> s, double max_norm) {
-    const double norm = std::sqrt(s[kc::k_step_scalar_grad_squares]);
+// The finish_step_scalars formula of backend.h (helper mem's contract), in double.
+std::vector<double> finish_ref(std::vector<double> s, double max_norm, double loss_scale) {
+    const double norm = std::sqrt(s[kc::k_step_scalar_grad_squares]) / loss_scale;
+    s[kc::k_step_scalar_loss_scale] = loss_scale;
     s[kc::k_step_scalar_grad_norm] = norm;
     s[kc::k_step_scalar_found_inf] = std::isfinite(norm) && std::isfinite(s[kc::k_step_scalar_loss_sum]) ? 0.0 : 1.0;
-    s[kc::k_step_scalar_clip_scale] =
-        (max_norm > 0 && norm > max_norm) ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0;
+    const float clip = (max_norm > 0 && norm > max_norm) ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0f;
+    s[kc::k_step_scalar_clip_scale] = clip;
+    s[kc::k_step_scalar_grad_scale] = static_cast<float>(static_cast<double>(clip) / loss_scale);
     return s;
+}
+
+void expect_scalars_equal(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+    for (int k = 0; k < kc::k_step_scalar_count; k++) {
+        if (std::isnan(want[k])) EXPECT_TRUE(std::isnan(got[k])) << what << " slot " << k;
+        else EXPECT_EQ(got[k], want[k]) << what << " slot " << k;
+    }
 }
 
 TEST(CudaKernelsKernb, FinishStepScalars) {
     struct Case {
-        double loss, squares, max_norm;
+        double loss, squares, max_norm, loss_scale;
     };
-    const Case cases[] = {{12.5, 9.0, 1.0},  {12.5, 0.25, 1.0},      {3.0, 4.0, 0.0}, {3.0, INFINITY, 1.0},
-                          {NAN, 4.0, 1.0},   {3.0, NAN, 0.0},        {0.0, 0.0, 1.0}, {1e6, 1e30, 0.5}};
+    const Case cases[] = {{12.5, 9.0, 1.0, 1.0},      {12.5, 0.25, 1.0, 1.0}, {3.0, 4.0, 0.0, 1.0},
+                          {3.0, INFINITY, 1.0, 1.0},  {NAN, 4.0, 1.0, 1.0},   {3.0, NAN, 0.0, 1.0},
+                          {0.0, 0.0, 1.0, 1.0},       {1e6, 1e30, 0.5, 1.0},  {7.0, 9.0e8, 1.0, 65536.0},
+                          {7.0, 9.0e8, 0.0, 1024.0},  {7.0, 1e300 * 1e10, 1.0, 65536.0}};
     for (const Case& c : cases) {
+        const std::string what = "loss " + std::to_string(c.loss) + " squares " + std::to_string(c.squares) +
+                                 " max_norm " + std::to_string(c.max_norm) + " loss_scale " +
+                                 std::to_string(c.loss_scale);
         std::vector<double> s(kc::k_step_scalar_count, -7.0);
         s[kc::k_step_scalar_loss_sum] = c.loss, s[kc::k_step_scalar_grad_squares] = c.squares;
         DevDoubles d(s);
-        kc::finish_step_scalars(d.get(), c.max_norm, nullptr);
-        const std::vector<double> got = d.host(), want = finish_ref(s, c.max_norm);
-        for (int k = 0; k < kc::k_step_scalar_count; k++) {
-            if (std::isnan(want[k])) EXPECT_TRUE(std::isnan(got[k])) << "slot " << k;
-            else EXPECT_EQ(got[k], want[k]) << "slot " << k << " loss " << c.loss << " squares " << c.squares
-                                            << " max_norm " << c.max_norm;
-        }
+        kc::finish_step_scalars(d.get(), c.max_norm, c.loss_scale, nullptr);
+        const std::vector<double> got = d.host();
+        expect_scalars_equal(got, finish_ref(s, c.max_norm, c.loss_scale), what + " vs formula");
+        std::vector<double> cpu = s;
+        if (cpu_finish_step_scalars(cpu_backend(), cpu.data(), c.max_norm, c.loss_scale))
+            expect_scalars_equal(got, cpu, what + " vs cpu");
     }
 }
 
@@ -1346,18 +1412,17 @@ TEST(CudaKernelsKernb, AdamwMultiTensorMatchesCpuBitForBit) {
         const int64_t total = kc::tensor_list_starts(list.data(), count);
         DevArray<kc::AdamWTensor> dl(list);
         std::vector<double> scalars(kc::k_step_scalar_count, 0.0);
-        scalars[kc::k_step_scalar_clip_scale] = static_cast<float>(0.8 / (1.3 + 1e-6));
+        scalars[kc::k_step_scalar_grad_scale] = static_cast<float>(0.8 / (1.3 + 1e-6));
         DevDoubles ds(scalars);
         const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
         for (int64_t step = 1; step <= 3; step++) {
             kc::adamw(dl.get(), count, total, lr, b1, b2, eps, step, ds.get(), has_model ? model_t : DType::f32,
                       nullptr);
             for (size_t k = 0; k < std::size(sizes); k++)
-                cpu_backend().adamw(reinterpret_cast<float*>(cp[k].data()), reinterpret_cast<const float*>(g[k].data()),
-                                    reinterpret_cast<float*>(cm[k].data()), reinterpret_cast<float*>(cv[k].data()),
-                                    sizes[k], lr, b1, b2, eps, decay[k],
-                                    static_cast<float>(scalars[kc::k_step_scalar_clip_scale]), step,
-                                    has_model ? cmodel[k].data() : nullptr, model_t);
+                cpu_adamw(cpu_backend(), reinterpret_cast<float*>(cp[k].data()),
+                          reinterpret_cast<const float*>(g[k].data()), reinterpret_cast<float*>(cm[k].data()),
+                          reinterpret_cast<float*>(cv[k].data()), sizes[k], lr, b1, b2, eps, decay[k], scalars.data(),
+                          step, has_model ? cmodel[k].data() : nullptr, model_t);
         }
         for (size_t k = 0; k < std::size(sizes); k++) {
             const std::string tag = std::string("adamw model ") + type_name(model_t) + " tensor " + std::to_string(k);
@@ -1379,7 +1444,7 @@ TEST(CudaKernelsKernb, AdamwSkipsTheStepWhenFoundInf) {
     const int64_t total = kc::tensor_list_starts(list.data(), 1);
     DevArray<kc::AdamWTensor> dl(list);
     std::vector<double> scalars(kc::k_step_scalar_count, 0.0);
-    scalars[kc::k_step_scalar_clip_scale] = 1.0, scalars[kc::k_step_scalar_found_inf] = 1.0;
+    scalars[kc::k_step_scalar_grad_scale] = 1.0, scalars[kc::k_step_scalar_found_inf] = 1.0;
     DevDoubles ds(scalars);
     kc::adamw(dl.get(), 1, total, 1e-3f, 0.9f, 0.95f, 1e-8f, 1, ds.get(), DType::bf16, nullptr);
     dp.to(p), dm.to(m), dv.to(v), dmodel.to(model);

@@ -192,13 +192,16 @@ void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t
 
 // ---- step reductions and scalars (kernels/reduce.cuh) -------------------------------------
 // The step scalars: one device buffer of k_step_scalar_count doubles, slots as
-// ptd::engine::StepScalar in backend.h (the tests check that they agree).
+// ptd::engine::StepScalar in backend.h (helper mem's step-scalar contract; the integration
+// must keep the two in step).
 constexpr int k_step_scalar_loss_sum = 0;      // Σ per-token loss
-constexpr int k_step_scalar_grad_squares = 1;  // Σ g²
-constexpr int k_step_scalar_grad_norm = 2;     // √(world Σ g²)
-constexpr int k_step_scalar_clip_scale = 3;    // min(1, clip / (‖g‖ + 1e-6)) rounded to float, or 1
-constexpr int k_step_scalar_found_inf = 4;     // 1 when the loss or the norm is not finite
-constexpr int k_step_scalar_count = 5;
+constexpr int k_step_scalar_grad_squares = 1;  // Σ g² (of the loss-scaled gradients)
+constexpr int k_step_scalar_loss_scale = 2;    // the loss scale the gradients carry (1 without fp16)
+constexpr int k_step_scalar_grad_norm = 3;     // √(world Σ g²) / loss scale
+constexpr int k_step_scalar_clip_scale = 4;    // min(1, clip / (‖g‖ + 1e-6)) rounded to float, or 1
+constexpr int k_step_scalar_grad_scale = 5;    // clip scale / loss scale rounded to float: AdamW's factor on g
+constexpr int k_step_scalar_found_inf = 6;     // 1 when the loss or the norm is not finite
+constexpr int k_step_scalar_count = 7;
 
 // A tensor list for the multi-tensor launches lives in device memory (built once at
 // start-up); `start` = Σ n of the entries before it (tensor_list_starts fills it).
@@ -241,14 +244,17 @@ void sum_squares_list(double* acc, const SumSquaresTensor* list, int count, int6
 // acc[0] += Σ x (f32 [n]) summed in double from 0 in index order (the CPU backend's loss sum,
 // bit for bit).
 void sum_into(double* acc, const float* x, int64_t n, StreamHandle stream);
-// s[grad_norm] = √s[grad_squares]; s[found_inf] = 0 or 1 (norm or loss sum not finite);
+// From s[loss_sum] and s[grad_squares] (already reduced over the world) and the loss scale
+// the gradients carry (> 0; 1 without fp16 loss scaling): s[loss_scale], s[grad_norm] =
+// √s[grad_squares] / loss_scale, s[found_inf] = 0 or 1 (norm or loss sum not finite),
 // s[clip_scale] = (float)(max_norm / (norm + 1e-6)) when max_norm > 0 and norm > max_norm,
-// else 1 — the CPU backend's finish_step_scalars on the device.
-void finish_step_scalars(double* s, double max_norm, StreamHandle stream);
+// else 1, s[grad_scale] = (float)(clip_scale / loss_scale) — the CPU backend's
+// finish_step_scalars on the device, the same bits.
+void finish_step_scalars(double* s, double max_norm, double loss_scale, StreamHandle stream);
 
 // ---- optimizer (kernels/optimizer.cuh) -----------------------------------------------------
 // AdamW over every tensor of the list in one launch (list in device memory, `start` filled,
-// total = Σ n), reading g·(float)scalars[clip_scale], and changing nothing when
+// total = Σ n), reading g·(float)scalars[grad_scale], and changing nothing when
 // scalars[found_inf] ≠ 0. The f32 arithmetic is the CPU backend's adamw, operation for
 // operation (no FMA contraction): p, m, v are the same bits; model_p (model_t, every entry
 // the same type) gets p rounded to nearest even. step ≥ 1.
