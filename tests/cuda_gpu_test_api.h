@@ -32,5 +32,7 @@ void launch_warp_ops(const int* in, int* out, int threads);
 void launch_scale2_bf16(const uint16_t* x, uint16_t* y, int64_t n);
 // Conversions through cuda_bf16.h / cuda_fp16.h on the device, one per element.
 void launch_convert(const float* in, uint16_t* bf16_out, uint16_t* f16_out, int64_t n);
+// Widening of the same 16-bit patterns read as bf16 and as f16.
+void launch_widen(const uint16_t* bits, float* from_bf16, float* from_f16, int64_t n);
 
 }  // namespace cuda_gpu_test
