@@ -688,6 +688,21 @@ TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
         }
 }
 
+// A broken contract is a caller bug: the launch function stops the process naming the op.
+TEST_F(CudaKernels, ContractViolationsStopNamingTheOp) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    Host h = random_host(DType::f32, 64, 71);
+    Dev d(h);
+    EXPECT_DEATH(kc::convert(d.get(), DType::bf16, d.get(), DType::f32, 8, nullptr), "convert: dst == src");
+    EXPECT_DEATH(kc::layernorm_forward(DType::f32, d.get(), d.f(), d.f(), d.get(), d.get(), d.get(), 2, 0, 1e-5f,
+                                       nullptr),
+                 "layernorm_forward: needs rows >= 0 and C > 0");
+    EXPECT_DEATH(kc::rope_forward(DType::f32, d.get(), 8, 1, 4, 1, 8, 2, d.f(), 5, nullptr),
+                 "rope_forward: pos0 \\+ T exceeds the positions of the table");
+    EXPECT_DEATH(kc::rope_forward(DType::f32, d.get(), 4, 1, 1, 1, 8, 0, d.f(), 5, nullptr), "rope_forward: ld < nh");
+    EXPECT_DEATH(kc::fill(d.get(), DType::i32, 0.0f, 4, nullptr), "fill: dtype must be f32, bf16 or f16");
+}
+
 }  // namespace
 
 // ---- kernb ----
