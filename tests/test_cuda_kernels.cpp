@@ -344,10 +344,12 @@ struct NormShape {
 };
 // Rows: one, fewer than the 8 row lanes, not a multiple of 8 or of the 32-row chunk, and
 // enough for several chunks of uneven length (300 → 10 chunks of 30; 1100 → 35 of 32, the
-// last one short). C: below one vector, not a multiple of 8, vectors, and many vectors.
-const NormShape k_norm_shapes[] = {{1, 8, false},  {1, 3, false},  {5, 7, false},   {37, 19, false},
-                                   {33, 64, false}, {300, 40, false}, {67, 256, true}, {1100, 24, false},
-                                   {9, 776, false}};
+// last one short). C: below one vector, not a multiple of 8, vectors, many vectors, and
+// rows longer than one pass of the block (scalar 1030 > 512 threads; 4104 = 513 vectors >
+// 512 threads), so a thread strides the row more than once.
+const NormShape k_norm_shapes[] = {{1, 8, false},   {1, 3, false},     {5, 7, false},   {37, 19, false},
+                                   {33, 64, false},  {300, 40, false},  {67, 256, true}, {1100, 24, false},
+                                   {9, 776, false},  {2, 1030, false},  {3, 4104, false}};
 
 // Double references. x, dout [rows, C]; w, b [C].
 struct LnRef {
