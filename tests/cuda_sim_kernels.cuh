@@ -95,6 +95,17 @@ __global__ void warp_ops(const int* __restrict__ in, int* __restrict__ out) {
     o[7] = __all_sync(0xffffffffu, v >= 0);
 }
 
+// Each warp reverses its 32 values through shared memory; only __syncwarp orders the write
+// of one lane before the read of another (kSync = false is the mutant without it).
+template <bool kSync>
+__global__ void warp_reverse(const int* __restrict__ in, int* __restrict__ out) {
+    PTD_SHARED(int, buf, 1024);
+    const int t = threadIdx.x, lane = t % 32, base = t - lane;
+    buf[t] = in[t];
+    if constexpr (kSync) __syncwarp();
+    out[t] = max(min(buf[base + 31 - lane], 1000000), -1000000);
+}
+
 // Float shuffles and the dialect's warp reductions.
 __global__ void warp_reduce(const float* __restrict__ in, float* __restrict__ sum, float* __restrict__ max,
                             float* __restrict__ from_lane_31) {

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "blaslt.h"
@@ -136,6 +137,11 @@ TEST(CudaSimSchedule, ThreadOrderChangesPerLaunchAndReplaysFromTheSeed) {
     sim::set_seed(12345);
     const std::vector<unsigned> a = arrival_order(), b = arrival_order();
     EXPECT_NE(a, b) << "two launches ran their threads in the same order";
+    sim::set_seed(12345);
+    EXPECT_EQ(arrival_order(), a) << "the same base seed must replay the same order";
+    EXPECT_EQ(arrival_order(), b);
+    sim::set_seed(54321);
+    EXPECT_NE(arrival_order(), a) << "another base seed, another order";
     std::vector<unsigned> sorted = a;
     std::sort(sorted.begin(), sorted.end());
     for (unsigned i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);
@@ -144,6 +150,24 @@ TEST(CudaSimSchedule, ThreadOrderChangesPerLaunchAndReplaysFromTheSeed) {
     std::iota(identity.begin(), identity.end(), 0u);
     EXPECT_NE(a, identity);
     sim::set_seed(saved);
+}
+
+// Each host thread has its own simulator state: launches from two threads at once (as two
+// engine ranks in one process would make them) do not disturb each other.
+TEST(CudaSimSchedule, LaunchesFromTwoHostThreadsAtOnce) {
+    bool ok[2] = {false, false};
+    std::thread t0([&] {
+        ok[0] = true;
+        for (int launch = 0; launch < 10; ++launch) ok[0] = ok[0] && tree_sum_correct<true>(launch);
+    });
+    std::thread t1([&] {
+        ok[1] = true;
+        for (int launch = 0; launch < 10; ++launch) ok[1] = ok[1] && mean_var_correct<true>(launch);
+    });
+    t0.join();
+    t1.join();
+    EXPECT_TRUE(ok[0]);
+    EXPECT_TRUE(ok[1]);
 }
 
 // ---- poison ---------------------------------------------------------------------------------
@@ -186,6 +210,24 @@ TEST(CudaSimWarp, ShufflesAndVotes) {
         EXPECT_EQ(o[6], any ? 1 : 0) << "any lane " << t;
         EXPECT_EQ(o[7], all ? 1 : 0) << "all lane " << t;
     }
+}
+
+TEST(CudaSimWarp, SyncwarpOrdersLanesAndItsMutantFails) {
+    const int n = 128;
+    std::vector<int> in(n), out(n);
+    for (int i = 0; i < n; ++i) in[i] = i * 3;
+    int mutant_failures = 0;
+    for (int launch = 0; launch < 10; ++launch) {
+        PTD_LAUNCH((tk::warp_reverse<true>), 1, n, 0, nullptr, in.data(), out.data());
+        for (int t = 0; t < n; ++t) ASSERT_EQ(out[t], in[t - t % 32 + 31 - t % 32]) << seed_note();
+        PTD_LAUNCH((tk::warp_reverse<false>), 1, n, 0, nullptr, in.data(), out.data());
+        for (int t = 0; t < n; ++t)
+            if (out[t] != in[t - t % 32 + 31 - t % 32]) {
+                ++mutant_failures;
+                break;
+            }
+    }
+    EXPECT_EQ(mutant_failures, 10) << "without __syncwarp, lanes read their neighbours' slots before the write";
 }
 
 TEST(CudaSimWarp, WarpReductionsAndPartialWarpPoison) {

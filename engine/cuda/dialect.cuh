@@ -4,7 +4,8 @@
 // kernel sources run in CI without a GPU (docs/engine.md, "The CUDA simulator").
 //
 // What a kernel may use (the contract of /work/wt/cuda-design.md):
-//   __global__ __device__ __host__ __forceinline__ __restrict__ __launch_bounds__(..) __align__(n)
+//   __global__ __device__ __host__ __constant__ __forceinline__ __restrict__ __launch_bounds__(..)
+//   __align__(n) (never a bare __shared__: use the macros below)
 //   threadIdx blockIdx blockDim gridDim (.x/.y/.z) warpSize dim3
 //   __syncthreads __syncwarp __shfl_sync __shfl_xor_sync __shfl_down_sync __shfl_up_sync
 //   __ballot_sync __any_sync __all_sync (full mask)
@@ -19,7 +20,8 @@
 //   bf16 f16 to_f32(x) from_f32<T>(float) bf16_bits/f16_bits, bf16_from_bits/f16_from_bits
 //   warp_reduce_sum/max, block_reduce_sum/max(v, smem32), grid_stride(n), Pack128<T>,
 //   load128/load128cs/store128/store128cs
-//   math: expf logf tanhf sqrtf rsqrtf fmaxf fminf fabsf __expf __logf __fdividef __ldg
+//   math: expf logf tanhf sqrtf rsqrtf fmaxf fminf fabsf __expf __logf __fdividef __ldg, min/max
+//   (int, unsigned, long long, float), __popc __ffs __clz, __float_as_uint and friends
 // Everything of ours lives in namespace ptd::cuda::PTD_CUDA_NS (dev under nvcc, sim under
 // the simulator), so both builds of a kernel can be linked into one binary.
 #pragma once

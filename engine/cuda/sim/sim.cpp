@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(PTD_CUDA_SIM_UCONTEXT)
 #include <ucontext.h>
 #endif
 
@@ -25,8 +25,12 @@ namespace ptd::cuda::sim {
 
 // ---- fibers -----------------------------------------------------------------------------
 // x86-64: a hand-written switch (callee-saved registers, MXCSR and the x87 control word);
-// ~10 ns, against ~1 µs for swapcontext's signal-mask system call. Elsewhere: ucontext.
-#if defined(__x86_64__)
+// ~10 ns, against ~1 µs for swapcontext's signal-mask system call. Elsewhere (or with
+// PTD_CUDA_SIM_UCONTEXT defined, to test that path): ucontext.
+#if defined(__x86_64__) && !defined(PTD_CUDA_SIM_UCONTEXT)
+#define PTD_SIM_ASM_SWITCH 1
+#endif
+#if defined(PTD_SIM_ASM_SWITCH)
 extern "C" void ptd_sim_switch(void** save_sp, void* load_sp);
 extern "C" void ptd_sim_fiber_start();
 asm(R"(
@@ -85,7 +89,7 @@ struct ThreadState {
     uint64_t value = 0, result = 0;
     // its fiber
     char* stack_lo = nullptr;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     void* sp = nullptr;
 #else
     ucontext_t context;
@@ -110,7 +114,7 @@ struct BlockState {
     size_t static_used = 0;
     std::byte* static_arena = nullptr;
     std::byte* dynamic = nullptr;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     void* scheduler_sp = nullptr;
 #else
     ucontext_t scheduler_context;
@@ -229,7 +233,7 @@ ThreadState& current_thread(const char* what) {
 
 void switch_to_thread(BlockState& b, ThreadState& t) {
     tl_thread = &t;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     ptd_sim_switch(&b.scheduler_sp, t.sp);
 #else
     swapcontext(&b.scheduler_context, &t.context);
@@ -238,7 +242,7 @@ void switch_to_thread(BlockState& b, ThreadState& t) {
 }
 void yield_to_scheduler(ThreadState& t) {
     BlockState& b = *tl_block;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     ptd_sim_switch(&t.sp, b.scheduler_sp);
 #else
     swapcontext(&t.context, &b.scheduler_context);
@@ -266,7 +270,7 @@ namespace {
 
 void init_fiber(BlockState& b, ThreadState& t) {
     char* top = t.stack_lo + kStackBytes;
-#if defined(__x86_64__)
+#if defined(PTD_SIM_ASM_SWITCH)
     // The frame ptd_sim_switch pops: CSR slot, r15, r14, r13, r12, rbx, rbp, return address.
     auto* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t{15});
     *--sp = 0;  // padding (keeps the frame 16-byte aligned)
@@ -582,6 +586,7 @@ void set_max_dynamic_smem(const char* kernel_name, const char* file, int line, c
 void set_seed(uint64_t base) {
     g_base_seed = base;
     g_base_seed_set = true;
+    tl_sim.launches = 0;  // launch numbering restarts: the next launches replay those after the last set_seed(base)
 }
 uint64_t base_seed() {
     if (!g_base_seed_set.load()) {

@@ -7,6 +7,9 @@
 // read shows up as NaN; divergent barriers, mismatched warp participation and launch limits
 // are reported with the launch's seed and abort. Speed, memory coalescing, bank conflicts and
 // real concurrency are out of its reach (docs/engine.md, "The CUDA simulator").
+// Each host thread has its own simulator state, so threads may launch at the same time. A
+// fiber has a 256 KiB stack with a guard page below it: a kernel that overflows it dies with
+// SIGSEGV.
 // Never includes a CUDA header: the simulator builds on machines without the CUDA toolkit.
 #pragma once
 
@@ -27,7 +30,8 @@
 
 // ---- qualifiers ----------------------------------------------------------------------
 #define __global__ inline
-#define __device__ inline
+#define __device__ inline      // functions, and __device__ variables (C++17 inline variables)
+#define __constant__ inline
 #define __host__
 #define __forceinline__
 #define __noinline__
@@ -253,7 +257,9 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state);
 void set_max_dynamic_smem(const char* kernel_name, const char* file, int line, const void* kernel, size_t bytes);
 
 // Seeds: launch i of this OS thread runs with seed mix(base, i); base comes from
-// PTD_CUDA_SIM_SEED (default 1) or set_seed. Tests print last_launch_seed() on a failure.
+// PTD_CUDA_SIM_SEED (default 1) or set_seed, which also restarts this thread's launch
+// numbering (so set_seed(b) twice replays the same launches). Tests print
+// last_launch_seed() on a failure.
 void set_seed(uint64_t base);
 uint64_t base_seed();
 uint64_t last_launch_seed();
@@ -407,3 +413,14 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+// CUDA's global min/max overloads (host and device there), for the types kernels use.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
