@@ -16,7 +16,12 @@
 // Ops whose result is exactly defined (fill, convert, add, scale; the RoPE table) must match
 // the CPU backend bit for bit; so must the fused residual + norm match add + norm on this
 // backend, and every op repeated must give identical bits (determinism).
-#ifndef PTD_CUDA_SIM
+//
+// The same file builds twice: test_cuda_kernels (the simulator, always) and, with
+// ENABLE_CUDA, test_cuda_kernels_gpu (PTD_CUDA_KERNELS_ON_DEVICE: the nvcc kernels on a real
+// GPU, ctest label `gpu`, every test skipped with the runtime's message when no device is
+// visible).
+#if !defined(PTD_CUDA_KERNELS_ON_DEVICE) && !defined(PTD_CUDA_SIM)
 #define PTD_CUDA_SIM 1
 #endif
 
@@ -174,12 +179,24 @@ ptd::engine::Backend& cpu_backend() {
 
 const DType k_types[] = {DType::f32, DType::bf16, DType::f16};
 
+// Every test needs a device: the simulator always has one; the GPU build skips cleanly
+// without one (no driver, no GPU visible).
+class CudaKernels : public ::testing::Test {
+protected:
+    void SetUp() override {
+        int count = 0;
+        const kc::Status st = kc::device_count(&count);
+        if (!st.ok() || count == 0)
+            GTEST_SKIP() << "no CUDA device: " << (st.ok() ? std::string("0 devices visible") : st.message);
+    }
+};
+
 // ---- elementwise ----------------------------------------------------------------------------
 
 // n spans: empty, below one vector, one vector, vector + tail, many vectors + tail.
 const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003};
 
-TEST(CudaKernels, FillMatchesCpuBitForBit) {
+TEST_F(CudaKernels, FillMatchesCpuBitForBit) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -192,7 +209,7 @@ TEST(CudaKernels, FillMatchesCpuBitForBit) {
             }
 }
 
-TEST(CudaKernels, ConvertEveryPairMatchesCpuBitForBit) {
+TEST_F(CudaKernels, ConvertEveryPairMatchesCpuBitForBit) {
     for (DType dt : k_types)
         for (DType st : k_types)
             for (int64_t n : k_lengths)
@@ -212,7 +229,7 @@ TEST(CudaKernels, ConvertEveryPairMatchesCpuBitForBit) {
                 }
 }
 
-TEST(CudaKernels, AddAndScaleMatchCpuBitForBit) {
+TEST_F(CudaKernels, AddAndScaleMatchCpuBitForBit) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -250,7 +267,7 @@ double gelu_grad_d(double x) {
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * da;
 }
 
-TEST(CudaKernels, GeluForwardBackward) {
+TEST_F(CudaKernels, GeluForwardBackward) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -283,7 +300,7 @@ TEST(CudaKernels, GeluForwardBackward) {
             }
 }
 
-TEST(CudaKernels, SwigluForwardBackward) {
+TEST_F(CudaKernels, SwigluForwardBackward) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -327,10 +344,12 @@ struct NormShape {
 };
 // Rows: one, fewer than the 8 row lanes, not a multiple of 8 or of the 32-row chunk, and
 // enough for several chunks of uneven length (300 → 10 chunks of 30; 1100 → 35 of 32, the
-// last one short). C: below one vector, not a multiple of 8, vectors, and many vectors.
-const NormShape k_norm_shapes[] = {{1, 8, false},  {1, 3, false},  {5, 7, false},   {37, 19, false},
-                                   {33, 64, false}, {300, 40, false}, {67, 256, true}, {1100, 24, false},
-                                   {9, 776, false}};
+// last one short). C: below one vector, not a multiple of 8, vectors, many vectors, and
+// rows longer than one pass of the block (scalar 1030 > 512 threads; 4104 = 513 vectors >
+// 512 threads), so a thread strides the row more than once.
+const NormShape k_norm_shapes[] = {{1, 8, false},   {1, 3, false},     {5, 7, false},   {37, 19, false},
+                                   {33, 64, false},  {300, 40, false},  {67, 256, true}, {1100, 24, false},
+                                   {9, 776, false},  {2, 1030, false},  {3, 4104, false}};
 
 // Double references. x, dout [rows, C]; w, b [C].
 struct LnRef {
@@ -443,12 +462,12 @@ void check_norm(bool layer, DType t, const NormShape& s) {
     }
 }
 
-TEST(CudaKernels, LayerNormForwardBackward) {
+TEST_F(CudaKernels, LayerNormForwardBackward) {
     for (DType t : k_types)
         for (const NormShape& s : k_norm_shapes) check_norm(true, t, s);
 }
 
-TEST(CudaKernels, RmsNormForwardBackward) {
+TEST_F(CudaKernels, RmsNormForwardBackward) {
     for (DType t : k_types)
         for (const NormShape& s : k_norm_shapes) check_norm(false, t, s);
 }
@@ -520,7 +539,7 @@ void check_fused(bool layer, DType t, const NormShape& s) {
     expect_near(tag + " accumulate_dx", t, g_acc, want, 16, &scale, 1.0);
 }
 
-TEST(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
+TEST_F(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
     for (DType t : k_types)
         for (const NormShape& s : k_norm_shapes) {
             check_fused(true, t, s);
@@ -528,7 +547,7 @@ TEST(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
         }
 }
 
-TEST(CudaKernels, BiasGradMatchesCpuAndDouble) {
+TEST_F(CudaKernels, BiasGradMatchesCpuAndDouble) {
     const NormShape shapes[] = {{1, 5, false}, {7, 8, false}, {40, 3, false}, {300, 33, false}, {1100, 16, true},
                                 {70, 260, false}};
     for (DType t : k_types)
@@ -558,7 +577,7 @@ TEST(CudaKernels, BiasGradMatchesCpuAndDouble) {
 
 // Same inputs, same bits: the row reductions run twice, each launch with a different thread
 // order in the simulator.
-TEST(CudaKernels, RowReductionsAreDeterministic) {
+TEST_F(CudaKernels, RowReductionsAreDeterministic) {
     const int64_t rows = 1100, C = 40;
     for (DType t : {DType::f32, DType::bf16}) {
         Host x = random_host(t, rows * C, 51), dout = random_host(t, rows * C, 52), w = random_host(t, C, 53);
@@ -601,7 +620,7 @@ std::vector<float> rope_table_ref(int64_t positions, int64_t D, float theta) {
     return tab;
 }
 
-TEST(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
+TEST_F(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
     for (int64_t D : {2, 6, 64, 128})
         for (int64_t positions : {1, 37, 300}) {
             Host tab = nan_host(DType::f32, positions * D);
@@ -623,7 +642,7 @@ struct RopeShape {
     bool misaligned;
 };
 
-TEST(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
+TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
     // D/2 = 8, 16 (vector path, with and without extra columns between rows), 3 and 7 (scalar);
     // ld with an odd number of extra columns (rows not 16-byte aligned); single row.
     const RopeShape shapes[] = {{2, 5, 3, 16, 0, 0, false},  {1, 7, 2, 32, 64, 3, false}, {2, 3, 2, 6, 5, 1, false},
@@ -669,6 +688,21 @@ TEST(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
             expect_near(tag + " backward vs cpu", t, back, c_back, 4, &scale);
             expect_near(tag + " backward vs double", t, back, want_b, 4, &scale);
         }
+}
+
+// A broken contract is a caller bug: the launch function stops the process naming the op.
+TEST_F(CudaKernels, ContractViolationsStopNamingTheOp) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    Host h = random_host(DType::f32, 64, 71);
+    Dev d(h);
+    EXPECT_DEATH(kc::convert(d.get(), DType::bf16, d.get(), DType::f32, 8, nullptr), "convert: dst == src");
+    EXPECT_DEATH(kc::layernorm_forward(DType::f32, d.get(), d.f(), d.f(), d.get(), d.get(), d.get(), 2, 0, 1e-5f,
+                                       nullptr),
+                 "layernorm_forward: needs rows >= 0 and C > 0");
+    EXPECT_DEATH(kc::rope_forward(DType::f32, d.get(), 8, 1, 4, 1, 8, 2, d.f(), 5, nullptr),
+                 "rope_forward: pos0 \\+ T exceeds the positions of the table");
+    EXPECT_DEATH(kc::rope_forward(DType::f32, d.get(), 4, 1, 1, 1, 8, 0, d.f(), 5, nullptr), "rope_forward: ld < nh");
+    EXPECT_DEATH(kc::fill(d.get(), DType::i32, 0.0f, 4, nullptr), "fill: dtype must be f32, bf16 or f16");
 }
 
 }  // namespace
