@@ -722,9 +722,14 @@ TEST_F(CudaKernels, ContractViolationsStopNamingTheOp) {
 //     tensor, 2e-5 in f32, 3 ulp of the 16-bit format otherwise (the GPU path rounds the
 //     probabilities and dS to t before the GEMMs that consume them; the CPU does not).
 #include "blaslt.h"
-#include "sim/sim.h"  // set_seed
+#if defined(PTD_CUDA_SIM)
+#include "sim/sim.h"  // set_seed: the thread order of the simulator's launches
+#endif
 
 namespace {
+
+// Skips without a device, as CudaKernels (the GPU build of this file).
+class CudaKernelsKernb : public CudaKernels {};
 
 // ---- helpers ----------------------------------------------------------------------------------
 
@@ -849,7 +854,7 @@ std::vector<double> causal_softmax_ref(const Host& scores, int64_t rows, int64_t
     return p;
 }
 
-TEST(CudaKernelsKernb, AttentionSoftmaxForwardMatchesDouble) {
+TEST_F(CudaKernelsKernb, AttentionSoftmaxForwardMatchesDouble) {
     // T = 1 (a single key), T < 8, T a multiple of 8 (the vector path), T = 8k + 1.
     for (DType pt : k_types)
         for (DType st : {DType::f32, pt})
@@ -871,7 +876,7 @@ TEST(CudaKernelsKernb, AttentionSoftmaxForwardMatchesDouble) {
                 }
 }
 
-TEST(CudaKernelsKernb, AttentionSoftmaxForwardInPlace) {
+TEST_F(CudaKernelsKernb, AttentionSoftmaxForwardInPlace) {
     for (DType t : k_types) {
         const int64_t BH = 2, T = 24, rows = BH * T;
         Host s = random_host(t, rows * T, 71, -4, 4), p = nan_host(t, rows * T);
@@ -886,7 +891,7 @@ TEST(CudaKernelsKernb, AttentionSoftmaxForwardInPlace) {
     }
 }
 
-TEST(CudaKernelsKernb, AttentionSoftmaxBackwardMatchesDouble) {
+TEST_F(CudaKernelsKernb, AttentionSoftmaxBackwardMatchesDouble) {
     for (DType pt : k_types)
         for (DType gt : {DType::f32, pt})
             for (int64_t T : {1, 6, 8, 25})
@@ -989,7 +994,7 @@ void cpu_attention_backward(BE& be, DType t, void* dqkv, const void* dctx, const
 
 double attn_rtol(DType t) { return t == DType::f32 ? 2e-5 : t == DType::bf16 ? 3.0 / 256 : 3.0 / 2048; }
 
-TEST(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
+TEST_F(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
     for (DType t : k_types)
         for (const AttnShape& s : k_attn_shapes) {
             const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, ld = (H + 2 * G) * D;
@@ -1042,7 +1047,7 @@ std::vector<int32_t> xent_targets(int64_t rows, int64_t V_valid, int64_t V_total
 
 // The four phases on tp shards (Vl columns each), with the TP all-reduces done on the host,
 // once on this backend and once on the CPU backend; compares loss, probabilities and dlogits.
-TEST(CudaKernelsKernb, XentFourPhasesMatchCpuOnTensorParallelShards) {
+TEST_F(CudaKernelsKernb, XentFourPhasesMatchCpuOnTensorParallelShards) {
     for (int tp : {1, 2, 3})
         for (const XentShape& s : k_xent_shapes) {
             const int64_t rows = s.rows, Vl = s.Vl, V_valid = std::max<int64_t>(1, tp * Vl - s.V_valid_pad);
@@ -1117,7 +1122,7 @@ TEST(CudaKernelsKernb, XentFourPhasesMatchCpuOnTensorParallelShards) {
         }
 }
 
-TEST(CudaKernelsKernb, XentFusedMatchesCpuFourPhases) {
+TEST_F(CudaKernelsKernb, XentFusedMatchesCpuFourPhases) {
     for (const XentShape& s : k_xent_shapes)
         for (bool with_grad : {true, false})
             for (bool in_place : {false, true}) {
@@ -1165,7 +1170,7 @@ struct EmbShape {
 const EmbShape k_emb_shapes[] = {{1, 1, false}, {5, 7, false}, {9, 8, false}, {33, 24, false}, {20, 16, true},
                                  {300, 40, false}};
 
-TEST(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
+TEST_F(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
     for (DType t : k_types)
         for (const EmbShape& s : k_emb_shapes) {
             const int64_t rows = s.rows, C = s.C, Vl = 11, v0 = 6;  // shard [6, 17) of a vocabulary of 30
@@ -1197,7 +1202,7 @@ TEST(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
         }
 }
 
-TEST(CudaKernelsKernb, EmbeddingBackwardPlanGroupsRowsByToken) {
+TEST_F(CudaKernelsKernb, EmbeddingBackwardPlanGroupsRowsByToken) {
     const std::vector<int32_t> tokens = {7, 3, 7, 12, 3, 5, 7, 40};  // shard [3, 13): 40 is outside
     std::vector<int32_t> st(static_cast<size_t>(kc::embedding_backward_staging_ints(8)), -1);
     ASSERT_EQ(kc::embedding_backward_plan(st.data(), tokens.data(), 8, 3, 10), 4);  // tokens 3, 5, 7, 12
@@ -1209,7 +1214,7 @@ TEST(CudaKernelsKernb, EmbeddingBackwardPlanGroupsRowsByToken) {
     EXPECT_EQ(std::vector<int32_t>(order, order + 7), (std::vector<int32_t>{1, 4, 5, 0, 2, 6, 3}));
 }
 
-TEST(CudaKernelsKernb, PositionForwardBackwardMatchCpuBitForBit) {
+TEST_F(CudaKernelsKernb, PositionForwardBackwardMatchCpuBitForBit) {
     for (DType t : k_types)
         for (const EmbShape& s : k_emb_shapes)
             for (int64_t row0 : {0, 5}) {
@@ -1236,7 +1241,7 @@ TEST(CudaKernelsKernb, PositionForwardBackwardMatchCpuBitForBit) {
             }
 }
 
-TEST(CudaKernelsKernb, SplitTokens) {
+TEST_F(CudaKernelsKernb, SplitTokens) {
     for (int64_t B : {1, 3})
         for (int64_t T : {1, 5, 300}) {
             std::vector<int32_t> seq(static_cast<size_t>(B * (T + 1)));
@@ -1308,7 +1313,7 @@ double sumsq_ref(const Host& x) {
 // block count times the minimum share (blocks then take larger slices).
 const int64_t k_sumsq_lengths[] = {0, 1, 7, 1003, 70001, 2100000};
 
-TEST(CudaKernelsKernb, SumSquaresMatchesDoubleAndCpu) {
+TEST_F(CudaKernelsKernb, SumSquaresMatchesDoubleAndCpu) {
     DevDoubles ws(std::vector<double>(static_cast<size_t>(kc::sum_squares_workspace_doubles()), NAN));
     for (int64_t n : k_sumsq_lengths)
         for (bool mis : {false, true}) {
@@ -1325,7 +1330,7 @@ TEST(CudaKernelsKernb, SumSquaresMatchesDoubleAndCpu) {
         }
 }
 
-TEST(CudaKernelsKernb, SumSquaresListIsOneReductionOverEveryTensor) {
+TEST_F(CudaKernelsKernb, SumSquaresListIsOneReductionOverEveryTensor) {
     // Tensors of every size above, empty ones between them, as the gradient list has them.
     std::vector<Host> xs;
     for (int64_t n : k_sumsq_lengths) xs.push_back(random_host(DType::f32, n, 151 + static_cast<uint32_t>(n), -2, 2));
@@ -1350,7 +1355,7 @@ TEST(CudaKernelsKernb, SumSquaresListIsOneReductionOverEveryTensor) {
     }
 }
 
-TEST(CudaKernelsKernb, SumIntoIsTheCpuLossSumBitForBit) {
+TEST_F(CudaKernelsKernb, SumIntoIsTheCpuLossSumBitForBit) {
     for (int64_t n : {1, 7, 256, 1000, 5000}) {
         Host x = random_host(DType::f32, n, 161 + static_cast<uint32_t>(n), 0, 11);
         double want = 0.0;
@@ -1384,7 +1389,7 @@ void expect_scalars_equal(const std::vector<double>& got, const std::vector<doub
     }
 }
 
-TEST(CudaKernelsKernb, FinishStepScalars) {
+TEST_F(CudaKernelsKernb, FinishStepScalars) {
     struct Case {
         double loss, squares, max_norm, loss_scale;
     };
@@ -1413,7 +1418,7 @@ TEST(CudaKernelsKernb, FinishStepScalars) {
 // Three tensors (odd sizes, one empty, one without decay) updated for three steps, with a
 // clip scale from the step scalars; p, m, v and the 16-bit model copy must be the CPU
 // backend's bits.
-TEST(CudaKernelsKernb, AdamwMultiTensorMatchesCpuBitForBit) {
+TEST_F(CudaKernelsKernb, AdamwMultiTensorMatchesCpuBitForBit) {
     const int64_t sizes[] = {1003, 0, 4099, 17};
     const float decay[] = {0.1f, 0.1f, 0.0f, 0.1f};
     for (DType model_t : k_types) {
@@ -1469,7 +1474,7 @@ TEST(CudaKernelsKernb, AdamwMultiTensorMatchesCpuBitForBit) {
     }
 }
 
-TEST(CudaKernelsKernb, AdamwSkipsTheStepWhenFoundInf) {
+TEST_F(CudaKernelsKernb, AdamwSkipsTheStepWhenFoundInf) {
     Host p = random_host(DType::f32, 300, 181), g = random_host(DType::f32, 300, 182), m = random_host(DType::f32, 300, 183);
     Host v = random_host(DType::f32, 300, 184, 0, 1), model = nan_host(DType::bf16, 300);
     const Host p0 = p, m0 = m, v0 = v, model0 = model;
@@ -1491,8 +1496,9 @@ TEST(CudaKernelsKernb, AdamwSkipsTheStepWhenFoundInf) {
 // ---- determinism ----------------------------------------------------------------------------------------
 
 // Every reduction of this section twice, under two simulator seeds (a different thread order
-// between barriers in every launch): the same bits.
-TEST(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
+// between barriers in every launch): the same bits. On a GPU (the gpu build) the two runs
+// are two real schedules.
+TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
     const int64_t BH = 3, T = 40, rows = 37, Vl = 200, C = 24, n = 90001;
     Host s = random_host(DType::bf16, BH * T * T, 191, -4, 4), dp = random_host(DType::bf16, BH * T * T, 192);
     Host logits = random_host(DType::f32, rows * Vl, 193, -6, 6), x = random_host(DType::f32, n, 194);
@@ -1503,9 +1509,15 @@ TEST(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
     const int64_t buckets = kc::embedding_backward_plan(staging.data(), tokens.data(), rows, 0, 5);
     std::vector<Host> first;
     std::vector<double> first_sq;
+#if defined(PTD_CUDA_SIM)
     const uint64_t saved_seed = ptd::cuda::sim::base_seed();
+#else
+    const uint64_t saved_seed = 1;
+#endif
     for (uint64_t seed : {saved_seed, saved_seed ^ uint64_t{987654321}}) {
+#if defined(PTD_CUDA_SIM)
         ptd::cuda::sim::set_seed(seed);
+#endif
         Host p = nan_host(DType::bf16, BH * T * T), ds = nan_host(DType::f32, BH * T * T);
         Host loss = nan_host(DType::f32, rows), dl = nan_host(DType::f32, rows * Vl);
         Host dwte(DType::f32, 5 * C);
@@ -1537,7 +1549,9 @@ TEST(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
             EXPECT_EQ(acc.host()[0], first_sq[0]) << "sum_squares, second seed";
         }
     }
+#if defined(PTD_CUDA_SIM)
     ptd::cuda::sim::set_seed(saved_seed);
+#endif
 }
 
 }  // namespace
