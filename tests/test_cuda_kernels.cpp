@@ -1517,6 +1517,8 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
     for (uint64_t seed : {saved_seed, saved_seed ^ uint64_t{987654321}}) {
 #if defined(PTD_CUDA_SIM)
         ptd::cuda::sim::set_seed(seed);
+#else
+        (void)seed;
 #endif
         Host p = nan_host(DType::bf16, BH * T * T), ds = nan_host(DType::f32, BH * T * T);
         Host loss = nan_host(DType::f32, rows), dl = nan_host(DType::f32, rows * Vl);
