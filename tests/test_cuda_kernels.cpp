@@ -938,16 +938,20 @@ TEST_F(CudaKernelsKernb, AttentionSoftmaxBackwardMatchesDouble) {
 // The forward as the CUDA backend will run it (the layouts of kernels.h): per query head h
 // (kv head g = h / rep), f32 scores for every b by one strided-batched GEMM, the softmax
 // kernel over all of them, then per head the context GEMM batched over b.
-void gpu_attention_forward(DType t, Dev& ctx, Dev& probs, Dev& qkv, const AttnShape& s) {
+// scores_in_probs: the scores go in t straight into probs and the softmax runs in place —
+// what a backend does without a forward workspace (backend.h plans none).
+void gpu_attention_forward(DType t, Dev& ctx, Dev& probs, Dev& qkv, const AttnShape& s, bool scores_in_probs) {
     const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, rep = H / G, ld = (H + 2 * G) * D;
-    Host scores_h = nan_host(DType::f32, B * H * T * T);
-    Dev scores(scores_h);
+    const DType st = scores_in_probs ? t : DType::f32;
+    Host scores_h = nan_host(DType::f32, scores_in_probs ? 1 : B * H * T * T);
+    Dev scores_f32(scores_h);
+    Dev& scores = scores_in_probs ? probs : scores_f32;
     const auto at = [&](Dev& d, int64_t elems, DType ty) { return d.ptr + elems * ptd::engine::dtype_bytes(ty); };
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     for (int64_t h = 0; h < H; h++)
         rm_gemm(false, true, T, T, D, scale, at(qkv, h * D, t), t, ld, T * ld, at(qkv, (H + h / rep) * D, t), t, ld,
-                T * ld, 0.0f, at(scores, h * T * T, DType::f32), DType::f32, T, H * T * T, B);
-    kc::attention_softmax_forward(t, probs.get(), DType::f32, scores.get(), B * H, T, 1.0f, nullptr);
+                T * ld, 0.0f, at(scores, h * T * T, st), st, T, H * T * T, B);
+    kc::attention_softmax_forward(t, probs.get(), st, scores.get(), B * H, T, 1.0f, nullptr);
     for (int64_t h = 0; h < H; h++)
         rm_gemm(false, false, T, D, T, 1.0f, at(probs, h * T * T, t), t, T, H * T * T,
                 at(qkv, (H + G + h / rep) * D, t), t, ld, T * ld, 0.0f, at(ctx, h * D, t), t, H * D, T * H * D, B);
@@ -1007,10 +1011,16 @@ TEST_F(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
             cpu_backend().attention_forward(t, c_ctx.data(), c_probs.data(), qkv.data(), B, T, H, G, D);
             cpu_attention_backward(cpu_backend(), t, c_dqkv.data(), dctx.data(), c_probs.data(), qkv.data(), B, T, H,
                                    G, D);
+            Host ctx2 = ctx, probs2 = probs;
             {
                 Dev dQKV(qkv), dCTX(ctx), dP(probs);
-                gpu_attention_forward(t, dCTX, dP, dQKV, s);
+                gpu_attention_forward(t, dCTX, dP, dQKV, s, false);
                 dCTX.to(ctx), dP.to(probs);
+            }
+            {
+                Dev dQKV(qkv), dCTX(ctx2), dP(probs2);
+                gpu_attention_forward(t, dCTX, dP, dQKV, s, true);
+                dCTX.to(ctx2), dP.to(probs2);
             }
             {
                 // The backward from the CPU's probabilities, so that it is compared alone.
@@ -1020,6 +1030,9 @@ TEST_F(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
             }
             expect_near(tag + " probs", t, probs, c_probs, 16);
             expect_close_to_scale(tag + " ctx", ctx, c_ctx, attn_rtol(t));
+            // Scores rounded to t before the softmax: one more 16-bit rounding of its argument.
+            expect_close_to_scale(tag + " probs, scores in place", probs2, c_probs, attn_rtol(t));
+            expect_close_to_scale(tag + " ctx, scores in place", ctx2, c_ctx, attn_rtol(t));
             expect_close_to_scale(tag + " dqkv", dqkv, c_dqkv, attn_rtol(t));
         }
 }

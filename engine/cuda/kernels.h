@@ -120,8 +120,11 @@ namespace ptd::cuda::PTD_CUDA_NS {
 // One GEMM per head h, a strided batch over b (batch strides T·ld, T·H·D, H·T·T), so that no
 // batch's output block overlaps another's (the reference layer rejects interleaved output
 // batches):
-//   forward   S[b,h] = Q·Kᵀ (f32, or t; alpha = 1/√D and softmax scale 1 — or alpha 1 and
-//             scale 1/√D), attention_softmax_forward over all B·H·T rows → P (t, saved),
+//   forward   S[b,h] = Q·Kᵀ (alpha = 1/√D and softmax scale 1 — or alpha 1 and scale 1/√D)
+//             in f32 into a scratch buffer, or — backend.h plans no forward workspace — in t
+//             straight into the probs buffer, the softmax then running in place (one more
+//             16-bit rounding, of the scores, as llm.c); attention_softmax_forward over all
+//             B·H·T rows → P (t, saved),
 //             ctx[b,h] = P[b,h]·V[b,g]  (ctx [B, T, H, D] (t): rows H·D apart, head at h·D);
 //   backward  W[b,h] = dctx[b,h]·V[b,g]ᵀ (dP, into the workspace W of B·H·T·T elements of f32
 //             or t), attention_softmax_backward W ← dS = scale·P ⊙ (dP − ρ) in place, then
