@@ -637,6 +637,23 @@ TEST_F(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
         }
 }
 
+// The CPU backend's RoPE in either form of backend.h: main's (angles from theta inside the
+// op) or helper mem's (angles from a table built once by rope_table). Both form the same
+// f32 angles, so the reference is the same.
+template <class Be>
+void cpu_rope(Be& be, bool forward, DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D,
+              int64_t pos0, float theta, int64_t positions) {
+    if constexpr (requires(float* tab) { be.rope_table(tab, positions, D, theta); }) {
+        std::vector<float> tab(static_cast<size_t>(positions * D));
+        be.rope_table(tab.data(), positions, D, theta);
+        if (forward) be.rope_forward(t, x, ld, B, T, nh, D, pos0, tab.data(), positions);
+        else be.rope_backward(t, x, ld, B, T, nh, D, pos0, tab.data(), positions);
+    } else {
+        if (forward) be.rope_forward(t, x, ld, B, T, nh, D, pos0, theta);
+        else be.rope_backward(t, x, ld, B, T, nh, D, pos0, theta);
+    }
+}
+
 struct RopeShape {
     int64_t B, T, nh, D, extra_cols, pos0;  // ld = nh·D + extra_cols
     bool misaligned;
@@ -665,8 +682,8 @@ TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
                 dF.to(fwd), dB.to(back);
             }
             Host c_fwd = x, c_back = x;
-            cpu_backend().rope_forward(t, c_fwd.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta);
-            cpu_backend().rope_backward(t, c_back.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta);
+            cpu_rope(cpu_backend(), true, t, c_fwd.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta, positions);
+            cpu_rope(cpu_backend(), false, t, c_back.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta, positions);
             // Double reference; the columns beyond nh·D (k, v of the fused qkv) stay untouched.
             const std::vector<float> tabr = rope_table_ref(positions, s.D, theta);
             std::vector<double> want_f(n), want_b(n), scale(n);
