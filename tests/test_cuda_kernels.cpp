@@ -193,8 +193,10 @@ protected:
 
 // ---- elementwise ----------------------------------------------------------------------------
 
-// n spans: empty, below one vector, one vector, vector + tail, many vectors + tail.
-const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003};
+// n spans: empty, below one vector, one vector, vector + tail, many vectors + tail, and
+// enough that a thread goes round the grid-stride loop several times (the simulator caps a
+// grid-stride launch at 16 blocks of 256 threads: 70001 = 8751 vectors, or 70001 scalars).
+const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003, 70001};
 
 TEST_F(CudaKernels, FillMatchesCpuBitForBit) {
     for (DType t : k_types)
@@ -663,7 +665,8 @@ TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
     // D/2 = 8, 16 (vector path, with and without extra columns between rows), 3 and 7 (scalar);
     // ld with an odd number of extra columns (rows not 16-byte aligned); single row.
     const RopeShape shapes[] = {{2, 5, 3, 16, 0, 0, false},  {1, 7, 2, 32, 64, 3, false}, {2, 3, 2, 6, 5, 1, false},
-                                {1, 1, 1, 14, 0, 9, false},  {3, 4, 2, 16, 3, 2, false},  {2, 9, 4, 16, 32, 0, true}};
+                                {1, 1, 1, 14, 0, 9, false},  {3, 4, 2, 16, 3, 2, false},  {2, 9, 4, 16, 32, 0, true},
+                                {2, 64, 8, 64, 0, 5, false}};  // 8192 groups of 8 > 16 blocks · 256 threads
     const float theta = 10000.0f;
     for (DType t : k_types)
         for (const RopeShape& s : shapes) {
