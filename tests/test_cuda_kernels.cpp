@@ -193,8 +193,10 @@ protected:
 
 // ---- elementwise ----------------------------------------------------------------------------
 
-// n spans: empty, below one vector, one vector, vector + tail, many vectors + tail.
-const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003};
+// n spans: empty, below one vector, one vector, vector + tail, many vectors + tail, and
+// enough that a thread goes round the grid-stride loop several times (the simulator caps a
+// grid-stride launch at 16 blocks of 256 threads: 70001 = 8751 vectors, or 70001 scalars).
+const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003, 70001};
 
 TEST_F(CudaKernels, FillMatchesCpuBitForBit) {
     for (DType t : k_types)
@@ -637,6 +639,23 @@ TEST_F(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
         }
 }
 
+// The CPU backend's RoPE in either form of backend.h: main's (angles from theta inside the
+// op) or helper mem's (angles from a table built once by rope_table). Both form the same
+// f32 angles, so the reference is the same.
+template <class Be>
+void cpu_rope(Be& be, bool forward, DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D,
+              int64_t pos0, float theta, int64_t positions) {
+    if constexpr (requires(float* tab) { be.rope_table(tab, positions, D, theta); }) {
+        std::vector<float> tab(static_cast<size_t>(positions * D));
+        be.rope_table(tab.data(), positions, D, theta);
+        if (forward) be.rope_forward(t, x, ld, B, T, nh, D, pos0, tab.data(), positions);
+        else be.rope_backward(t, x, ld, B, T, nh, D, pos0, tab.data(), positions);
+    } else {
+        if (forward) be.rope_forward(t, x, ld, B, T, nh, D, pos0, theta);
+        else be.rope_backward(t, x, ld, B, T, nh, D, pos0, theta);
+    }
+}
+
 struct RopeShape {
     int64_t B, T, nh, D, extra_cols, pos0;  // ld = nh·D + extra_cols
     bool misaligned;
@@ -646,7 +665,8 @@ TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
     // D/2 = 8, 16 (vector path, with and without extra columns between rows), 3 and 7 (scalar);
     // ld with an odd number of extra columns (rows not 16-byte aligned); single row.
     const RopeShape shapes[] = {{2, 5, 3, 16, 0, 0, false},  {1, 7, 2, 32, 64, 3, false}, {2, 3, 2, 6, 5, 1, false},
-                                {1, 1, 1, 14, 0, 9, false},  {3, 4, 2, 16, 3, 2, false},  {2, 9, 4, 16, 32, 0, true}};
+                                {1, 1, 1, 14, 0, 9, false},  {3, 4, 2, 16, 3, 2, false},  {2, 9, 4, 16, 32, 0, true},
+                                {2, 64, 8, 64, 0, 5, false}};  // 8192 groups of 8 > 16 blocks · 256 threads
     const float theta = 10000.0f;
     for (DType t : k_types)
         for (const RopeShape& s : shapes) {
@@ -665,8 +685,8 @@ TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
                 dF.to(fwd), dB.to(back);
             }
             Host c_fwd = x, c_back = x;
-            cpu_backend().rope_forward(t, c_fwd.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta);
-            cpu_backend().rope_backward(t, c_back.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta);
+            cpu_rope(cpu_backend(), true, t, c_fwd.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta, positions);
+            cpu_rope(cpu_backend(), false, t, c_back.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta, positions);
             // Double reference; the columns beyond nh·D (k, v of the fused qkv) stay untouched.
             const std::vector<float> tabr = rope_table_ref(positions, s.D, theta);
             std::vector<double> want_f(n), want_b(n), scale(n);

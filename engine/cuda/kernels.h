@@ -15,9 +15,10 @@
 // the chunks in index order).
 //
 // Numerics relative to the CPU backend (what tests/test_cuda_kernels.cpp holds them to):
-// element-wise ops and norms differ only in summation order and in expf vs the CPU's
-// polynomial exp — a few f32 ulp; a 16-bit output is the same f32 value rounded once, so
-// it is within one 16-bit ulp of the CPU's. A contract violation (bad shape, bad dtype)
+// fill, convert, add and scale give the same bits; the other ops differ only in summation
+// order, expf vs the CPU's polynomial exp and (on the device) fused multiply-adds — a few
+// f32 ulp; a 16-bit output is the same f32 value rounded once, so it is within one 16-bit
+// ulp of the CPU's. A contract violation (bad shape, bad dtype)
 // prints the op and aborts: it is a bug in the caller.
 #pragma once
 
@@ -59,8 +60,8 @@ void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void*
 // The residual add fused into the norm that follows it (one read of x and residual, one
 // write of each result): res_out (t) = x + residual, rounded once to t and stored; then
 // out, mean, rstd = layernorm_forward of that stored (rounded) res_out. The result is
-// therefore bit-for-bit what add(residual, x) followed by layernorm_forward(out, residual)
-// computes. res_out may be x or residual (the residual stream updated in place); out must
+// therefore bit for bit what add(residual, x) followed by layernorm_forward(out, residual)
+// of this file compute (the same reduction code runs in both). res_out may be x or residual (the residual stream updated in place); out must
 // not overlap the inputs.
 void layernorm_residual_forward(DType t, void* res_out, void* out, float* mean, float* rstd, const void* x,
                                 const void* residual, const void* w, const void* b, int64_t rows, int64_t C,
