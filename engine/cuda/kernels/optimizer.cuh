@@ -5,9 +5,10 @@
 // concatenation, whichever tensors they fall in, so one launch covers every parameter of
 // the shard however many tensors it has. Per element, exactly the CPU backend's f32
 // arithmetic in the same order, each operation rounded on its own (__fmul_rn & co. under
-// nvcc, which never contracts them into FMAs; host C++ on x86-64 does not either), so the
-// updated master weights and moments are the same bits as the CPU backend's; the 16-bit
-// model weights the next forward reads are rounded from them to nearest even.
+// nvcc, which never contracts them into FMAs; the simulator build, like the CPU backend,
+// targets baseline x86-64, which has no FMA to contract into), so the updated master
+// weights and moments are the same bits as the CPU backend's; the 16-bit model weights the
+// next forward reads are rounded from them to nearest even.
 //
 // The factor on g (clip scale / loss scale) and the found-inf flag come from the device
 // step scalars (finish_step_scalars): nothing is read back to the host; a step with

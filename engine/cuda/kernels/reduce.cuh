@@ -1,7 +1,7 @@
 // reduce.cuh — the step's device reductions and scalars: Σx² of f32 gradients into a
 // device double (one tensor, or a list of tensors in one launch), the loss sum, and the
-// step scalars (norm, clip scale, found-inf) derived on the device — nothing returns to the
-// host inside a step (backend.h: StepScalar).
+// step scalars (norm, clip and gradient scale, found-inf) derived on the device — nothing
+// returns to the host inside a step (backend.h: StepScalar).
 //
 // Σx² is a two-stage deterministic reduction, as a GPU does it without float atomics:
 //   stage 1  a grid of at most k_sumsq_max_blocks blocks; block b owns one contiguous slice
