@@ -16,7 +16,12 @@
 // Ops whose result is exactly defined (fill, convert, add, scale; the RoPE table) must match
 // the CPU backend bit for bit; so must the fused residual + norm match add + norm on this
 // backend, and every op repeated must give identical bits (determinism).
-#ifndef PTD_CUDA_SIM
+//
+// The same file builds twice: test_cuda_kernels (the simulator, always) and, with
+// ENABLE_CUDA, test_cuda_kernels_gpu (PTD_CUDA_KERNELS_ON_DEVICE: the nvcc kernels on a real
+// GPU, ctest label `gpu`, every test skipped with the runtime's message when no device is
+// visible).
+#if !defined(PTD_CUDA_KERNELS_ON_DEVICE) && !defined(PTD_CUDA_SIM)
 #define PTD_CUDA_SIM 1
 #endif
 
@@ -174,12 +179,26 @@ ptd::engine::Backend& cpu_backend() {
 
 const DType k_types[] = {DType::f32, DType::bf16, DType::f16};
 
+// Every test needs a device: the simulator always has one; the GPU build skips cleanly
+// without one (no driver, no GPU visible).
+class CudaKernels : public ::testing::Test {
+protected:
+    void SetUp() override {
+        int count = 0;
+        const kc::Status st = kc::device_count(&count);
+        if (!st.ok() || count == 0)
+            GTEST_SKIP() << "no CUDA device: " << (st.ok() ? std::string("0 devices visible") : st.message);
+    }
+};
+
 // ---- elementwise ----------------------------------------------------------------------------
 
-// n spans: empty, below one vector, one vector, vector + tail, many vectors + tail.
-const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003};
+// n spans: empty, below one vector, one vector, vector + tail, many vectors + tail, and
+// enough that a thread goes round the grid-stride loop several times (the simulator caps a
+// grid-stride launch at 16 blocks of 256 threads: 70001 = 8751 vectors, or 70001 scalars).
+const int64_t k_lengths[] = {0, 1, 7, 8, 9, 1003, 70001};
 
-TEST(CudaKernels, FillMatchesCpuBitForBit) {
+TEST_F(CudaKernels, FillMatchesCpuBitForBit) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -192,7 +211,7 @@ TEST(CudaKernels, FillMatchesCpuBitForBit) {
             }
 }
 
-TEST(CudaKernels, ConvertEveryPairMatchesCpuBitForBit) {
+TEST_F(CudaKernels, ConvertEveryPairMatchesCpuBitForBit) {
     for (DType dt : k_types)
         for (DType st : k_types)
             for (int64_t n : k_lengths)
@@ -212,7 +231,7 @@ TEST(CudaKernels, ConvertEveryPairMatchesCpuBitForBit) {
                 }
 }
 
-TEST(CudaKernels, AddAndScaleMatchCpuBitForBit) {
+TEST_F(CudaKernels, AddAndScaleMatchCpuBitForBit) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -250,7 +269,7 @@ double gelu_grad_d(double x) {
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * da;
 }
 
-TEST(CudaKernels, GeluForwardBackward) {
+TEST_F(CudaKernels, GeluForwardBackward) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -283,7 +302,7 @@ TEST(CudaKernels, GeluForwardBackward) {
             }
 }
 
-TEST(CudaKernels, SwigluForwardBackward) {
+TEST_F(CudaKernels, SwigluForwardBackward) {
     for (DType t : k_types)
         for (int64_t n : k_lengths)
             for (bool mis : {false, true}) {
@@ -327,10 +346,12 @@ struct NormShape {
 };
 // Rows: one, fewer than the 8 row lanes, not a multiple of 8 or of the 32-row chunk, and
 // enough for several chunks of uneven length (300 → 10 chunks of 30; 1100 → 35 of 32, the
-// last one short). C: below one vector, not a multiple of 8, vectors, and many vectors.
-const NormShape k_norm_shapes[] = {{1, 8, false},  {1, 3, false},  {5, 7, false},   {37, 19, false},
-                                   {33, 64, false}, {300, 40, false}, {67, 256, true}, {1100, 24, false},
-                                   {9, 776, false}};
+// last one short). C: below one vector, not a multiple of 8, vectors, many vectors, and
+// rows longer than one pass of the block (scalar 1030 > 512 threads; 4104 = 513 vectors >
+// 512 threads), so a thread strides the row more than once.
+const NormShape k_norm_shapes[] = {{1, 8, false},   {1, 3, false},     {5, 7, false},   {37, 19, false},
+                                   {33, 64, false},  {300, 40, false},  {67, 256, true}, {1100, 24, false},
+                                   {9, 776, false},  {2, 1030, false},  {3, 4104, false}};
 
 // Double references. x, dout [rows, C]; w, b [C].
 struct LnRef {
@@ -443,12 +464,12 @@ void check_norm(bool layer, DType t, const NormShape& s) {
     }
 }
 
-TEST(CudaKernels, LayerNormForwardBackward) {
+TEST_F(CudaKernels, LayerNormForwardBackward) {
     for (DType t : k_types)
         for (const NormShape& s : k_norm_shapes) check_norm(true, t, s);
 }
 
-TEST(CudaKernels, RmsNormForwardBackward) {
+TEST_F(CudaKernels, RmsNormForwardBackward) {
     for (DType t : k_types)
         for (const NormShape& s : k_norm_shapes) check_norm(false, t, s);
 }
@@ -520,7 +541,7 @@ void check_fused(bool layer, DType t, const NormShape& s) {
     expect_near(tag + " accumulate_dx", t, g_acc, want, 16, &scale, 1.0);
 }
 
-TEST(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
+TEST_F(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
     for (DType t : k_types)
         for (const NormShape& s : k_norm_shapes) {
             check_fused(true, t, s);
@@ -528,7 +549,7 @@ TEST(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
         }
 }
 
-TEST(CudaKernels, BiasGradMatchesCpuAndDouble) {
+TEST_F(CudaKernels, BiasGradMatchesCpuAndDouble) {
     const NormShape shapes[] = {{1, 5, false}, {7, 8, false}, {40, 3, false}, {300, 33, false}, {1100, 16, true},
                                 {70, 260, false}};
     for (DType t : k_types)
@@ -558,7 +579,7 @@ TEST(CudaKernels, BiasGradMatchesCpuAndDouble) {
 
 // Same inputs, same bits: the row reductions run twice, each launch with a different thread
 // order in the simulator.
-TEST(CudaKernels, RowReductionsAreDeterministic) {
+TEST_F(CudaKernels, RowReductionsAreDeterministic) {
     const int64_t rows = 1100, C = 40;
     for (DType t : {DType::f32, DType::bf16}) {
         Host x = random_host(t, rows * C, 51), dout = random_host(t, rows * C, 52), w = random_host(t, C, 53);
@@ -601,7 +622,7 @@ std::vector<float> rope_table_ref(int64_t positions, int64_t D, float theta) {
     return tab;
 }
 
-TEST(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
+TEST_F(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
     for (int64_t D : {2, 6, 64, 128})
         for (int64_t positions : {1, 37, 300}) {
             Host tab = nan_host(DType::f32, positions * D);
@@ -618,16 +639,34 @@ TEST(CudaKernels, RopeTableMatchesCpuFormulaBitForBit) {
         }
 }
 
+// The CPU backend's RoPE in either form of backend.h: main's (angles from theta inside the
+// op) or helper mem's (angles from a table built once by rope_table). Both form the same
+// f32 angles, so the reference is the same.
+template <class Be>
+void cpu_rope(Be& be, bool forward, DType t, void* x, int64_t ld, int64_t B, int64_t T, int64_t nh, int64_t D,
+              int64_t pos0, float theta, int64_t positions) {
+    if constexpr (requires(float* tab) { be.rope_table(tab, positions, D, theta); }) {
+        std::vector<float> tab(static_cast<size_t>(positions * D));
+        be.rope_table(tab.data(), positions, D, theta);
+        if (forward) be.rope_forward(t, x, ld, B, T, nh, D, pos0, tab.data(), positions);
+        else be.rope_backward(t, x, ld, B, T, nh, D, pos0, tab.data(), positions);
+    } else {
+        if (forward) be.rope_forward(t, x, ld, B, T, nh, D, pos0, theta);
+        else be.rope_backward(t, x, ld, B, T, nh, D, pos0, theta);
+    }
+}
+
 struct RopeShape {
     int64_t B, T, nh, D, extra_cols, pos0;  // ld = nh·D + extra_cols
     bool misaligned;
 };
 
-TEST(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
+TEST_F(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
     // D/2 = 8, 16 (vector path, with and without extra columns between rows), 3 and 7 (scalar);
     // ld with an odd number of extra columns (rows not 16-byte aligned); single row.
     const RopeShape shapes[] = {{2, 5, 3, 16, 0, 0, false},  {1, 7, 2, 32, 64, 3, false}, {2, 3, 2, 6, 5, 1, false},
-                                {1, 1, 1, 14, 0, 9, false},  {3, 4, 2, 16, 3, 2, false},  {2, 9, 4, 16, 32, 0, true}};
+                                {1, 1, 1, 14, 0, 9, false},  {3, 4, 2, 16, 3, 2, false},  {2, 9, 4, 16, 32, 0, true},
+                                {2, 64, 8, 64, 0, 5, false}};  // 8192 groups of 8 > 16 blocks · 256 threads
     const float theta = 10000.0f;
     for (DType t : k_types)
         for (const RopeShape& s : shapes) {
@@ -646,8 +685,8 @@ TEST(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
                 dF.to(fwd), dB.to(back);
             }
             Host c_fwd = x, c_back = x;
-            cpu_backend().rope_forward(t, c_fwd.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta);
-            cpu_backend().rope_backward(t, c_back.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta);
+            cpu_rope(cpu_backend(), true, t, c_fwd.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta, positions);
+            cpu_rope(cpu_backend(), false, t, c_back.data(), ld, s.B, s.T, s.nh, s.D, s.pos0, theta, positions);
             // Double reference; the columns beyond nh·D (k, v of the fused qkv) stay untouched.
             const std::vector<float> tabr = rope_table_ref(positions, s.D, theta);
             std::vector<double> want_f(n), want_b(n), scale(n);
@@ -671,6 +710,883 @@ TEST(CudaKernels, RopeForwardBackwardOnFusedQkvColumns) {
         }
 }
 
+// A broken contract is a caller bug: the launch function stops the process naming the op.
+TEST_F(CudaKernels, ContractViolationsStopNamingTheOp) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    Host h = random_host(DType::f32, 64, 71);
+    Dev d(h);
+    EXPECT_DEATH(kc::convert(d.get(), DType::bf16, d.get(), DType::f32, 8, nullptr), "convert: dst == src");
+    EXPECT_DEATH(kc::layernorm_forward(DType::f32, d.get(), d.f(), d.f(), d.get(), d.get(), d.get(), 2, 0, 1e-5f,
+                                       nullptr),
+                 "layernorm_forward: needs rows >= 0 and C > 0");
+    EXPECT_DEATH(kc::rope_forward(DType::f32, d.get(), 8, 1, 4, 1, 8, 2, d.f(), 5, nullptr),
+                 "rope_forward: pos0 \\+ T exceeds the positions of the table");
+    EXPECT_DEATH(kc::rope_forward(DType::f32, d.get(), 4, 1, 1, 1, 8, 0, d.f(), 5, nullptr), "rope_forward: ld < nh");
+    EXPECT_DEATH(kc::fill(d.get(), DType::i32, 0.0f, 4, nullptr), "fill: dtype must be f32, bf16 or f16");
+}
+
 }  // namespace
 
 // ---- kernb ----
+// Attention softmax, cross entropy, embedding and positions, the step reductions and
+// scalars, AdamW and split_tokens (engine/cuda/kernels/{attention,xent,embedding,reduce,
+// optimizer}.cuh). Tolerances:
+//   - embedding and position forward/backward, split_tokens, sum_into, finish_step_scalars
+//     and AdamW (p, m, v and the 16-bit model copy) must equal the CPU backend bit for bit:
+//     they do the same f32/f64 operations in the same order;
+//   - softmax and cross entropy: a few f32 ulp (expf vs the CPU's polynomial exp, the
+//     order of the row sums), plus one 16-bit ulp for 16-bit probabilities;
+//   - Σx²: relative 1e-12 against a double reference (both sum doubles, in other orders);
+//   - attention composed with the reference cuBLASLt layer (the GEMM layouts kernels.h
+//     states) against the CPU backend's attention: relative to the magnitude of the
+//     tensor, 2e-5 in f32, 3 ulp of the 16-bit format otherwise (the GPU path rounds the
+//     probabilities and dS to t before the GEMMs that consume them; the CPU does not).
+#include "blaslt.h"
+#if defined(PTD_CUDA_SIM)
+#include "sim/sim.h"  // set_seed: the thread order of the simulator's launches
+#endif
+
+namespace {
+
+// Skips without a device, as CudaKernels (the GPU build of this file).
+class CudaKernelsKernb : public CudaKernels {};
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+// i32 device buffer from host values.
+struct DevInts {
+    void* base = nullptr;
+    int64_t n = 0;
+    explicit DevInts(const std::vector<int32_t>& v) : n(static_cast<int64_t>(v.size())) {
+        PTD_CUDA_CHECK(kc::malloc_device(&base, std::max<size_t>(4, v.size() * 4), "test ints"));
+        if (!v.empty())
+            PTD_CUDA_CHECK(kc::memcpy_sync(base, v.data(), v.size() * 4, kc::CopyKind::host_to_device));
+    }
+    DevInts(const DevInts&) = delete;
+    DevInts& operator=(const DevInts&) = delete;
+    ~DevInts() { (void)kc::free_device(base); }
+    int32_t* get() { return static_cast<int32_t*>(base); }
+    std::vector<int32_t> host() const {
+        std::vector<int32_t> v(static_cast<size_t>(n));
+        PTD_CUDA_CHECK(kc::device_synchronize());
+        if (n) PTD_CUDA_CHECK(kc::memcpy_sync(v.data(), base, v.size() * 4, kc::CopyKind::device_to_host));
+        return v;
+    }
+};
+
+// Device doubles (the step scalars, Σx² accumulators, workspaces).
+struct DevDoubles {
+    void* base = nullptr;
+    size_t n = 0;
+    explicit DevDoubles(const std::vector<double>& v) : n(v.size()) {
+        PTD_CUDA_CHECK(kc::malloc_device(&base, std::max<size_t>(8, n * 8), "test doubles"));
+        if (n) PTD_CUDA_CHECK(kc::memcpy_sync(base, v.data(), n * 8, kc::CopyKind::host_to_device));
+    }
+    DevDoubles(const DevDoubles&) = delete;
+    DevDoubles& operator=(const DevDoubles&) = delete;
+    ~DevDoubles() { (void)kc::free_device(base); }
+    double* get() { return static_cast<double*>(base); }
+    std::vector<double> host() const {
+        std::vector<double> v(n);
+        PTD_CUDA_CHECK(kc::device_synchronize());
+        if (n) PTD_CUDA_CHECK(kc::memcpy_sync(v.data(), base, n * 8, kc::CopyKind::device_to_host));
+        return v;
+    }
+};
+
+// A raw device copy of a trivially copyable array (the multi-tensor lists).
+template <class E>
+struct DevArray {
+    void* base = nullptr;
+    explicit DevArray(const std::vector<E>& v) {
+        PTD_CUDA_CHECK(kc::malloc_device(&base, std::max<size_t>(1, v.size()) * sizeof(E), "test list"));
+        if (!v.empty())
+            PTD_CUDA_CHECK(kc::memcpy_sync(base, v.data(), v.size() * sizeof(E), kc::CopyKind::host_to_device));
+    }
+    DevArray(const DevArray&) = delete;
+    DevArray& operator=(const DevArray&) = delete;
+    ~DevArray() { (void)kc::free_device(base); }
+    const E* get() const { return static_cast<const E*>(base); }
+};
+
+// |got − want| ≤ rtol · max|want| for every element: for composed results whose error is
+// relative to the tensor's magnitude, not to each element.
+void expect_close_to_scale(const std::string& what, const Host& got, const Host& want, double rtol) {
+    ASSERT_EQ(got.n, want.n) << what;
+    double mag = 0.0;
+    for (int64_t i = 0; i < want.n; i++) mag = std::max(mag, std::fabs(static_cast<double>(want.get(i))));
+    int bad = 0;
+    for (int64_t i = 0; i < got.n; i++) {
+        const double g = got.get(i), w = want.get(i);
+        if (!(std::fabs(g - w) <= rtol * mag)) {
+            ADD_FAILURE() << what << " [" << i << "] = " << g << ", expected " << w << " (tol " << rtol * mag << ")";
+            if (++bad == 5) return;
+        }
+    }
+}
+
+kc::DTypeLt lt_type(DType t) {
+    return t == DType::f32 ? kc::DTypeLt::f32 : t == DType::bf16 ? kc::DTypeLt::bf16 : kc::DTypeLt::f16;
+}
+
+// Row-major, batched: C_i[M,N] = alpha·op(A_i)·op(B_i) + beta·C_i (lda/ldb/ldc as row-major
+// leading dimensions, strides in elements) through the cuBLASLt layer, mapped to its
+// column-major terms as the backend will: Cᵀ = op(B)ᵀ·op(A)ᵀ.
+void rm_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, DType at, int64_t lda,
+             int64_t sa, const void* B, DType bt, int64_t ldb, int64_t sb, float beta, void* C, DType ct, int64_t ldc,
+             int64_t sc, int64_t batch) {
+    kc::LtMatmul p;
+    p.trans_a = tb, p.trans_b = ta;
+    p.m = N, p.n = M, p.k = K;
+    p.alpha = alpha, p.beta = beta;
+    p.A = B, p.a_type = lt_type(bt), p.lda = ldb, p.stride_a = sb;
+    p.B = A, p.b_type = lt_type(at), p.ldb = lda, p.stride_b = sa;
+    p.C = C, p.c_type = lt_type(ct), p.ldc = ldc, p.stride_c = sc;
+    p.D = C, p.d_type = lt_type(ct), p.ldd = ldc, p.stride_d = sc;
+    p.batch = batch;
+    PTD_CUDA_CHECK(kc::lt_matmul(p, nullptr));
+}
+
+struct AttnShape {
+    int64_t B, T, H, G, D;
+};
+const AttnShape k_attn_shapes[] = {{1, 1, 1, 1, 4}, {2, 7, 3, 3, 5}, {1, 16, 4, 2, 8}, {2, 9, 2, 1, 16}};
+
+// ---- attention softmax: the kernels alone, against a double reference --------------------------
+
+// P[t,u] of scale·scores over u ≤ t, 0 above; scores as stored (already rounded to their type).
+// mag (optional): per element, |P|·(|scale·s| + |max|) — the error of the f32 exponent's
+// argument, relative to P.
+std::vector<double> causal_softmax_ref(const Host& scores, int64_t rows, int64_t T, double scale,
+                                       std::vector<double>* mag = nullptr) {
+    std::vector<double> p(static_cast<size_t>(rows * T), 0.0);
+    if (mag) mag->assign(p.size(), 0.0);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t t = r % T;
+        double mx = -INFINITY, s = 0.0;
+        for (int64_t u = 0; u <= t; u++) mx = std::max(mx, scale * scores.get(r * T + u));
+        for (int64_t u = 0; u <= t; u++) s += std::exp(scale * scores.get(r * T + u) - mx);
+        for (int64_t u = 0; u <= t; u++) {
+            p[r * T + u] = std::exp(scale * scores.get(r * T + u) - mx) / s;
+            if (mag) (*mag)[r * T + u] = p[r * T + u] * (std::fabs(scale * scores.get(r * T + u)) + std::fabs(mx));
+        }
+    }
+    return p;
+}
+
+TEST_F(CudaKernelsKernb, AttentionSoftmaxForwardMatchesDouble) {
+    // T = 1 (a single key), T < 8, T a multiple of 8 (the vector path), T = 8k + 1.
+    for (DType pt : k_types)
+        for (DType st : {DType::f32, pt})
+            for (int64_t T : {1, 5, 16, 17})
+                for (bool mis : {false, true}) {
+                    const int64_t BH = 3, rows = BH * T;
+                    const std::string tag = std::string("softmax fwd scores ") + type_name(st) + " T=" +
+                                            std::to_string(T) + (mis ? " misaligned" : "");
+                    Host s = random_host(st, rows * T, 61 + static_cast<uint32_t>(T), -6, 6, mis);
+                    Host p = nan_host(pt, rows * T, mis);
+                    {
+                        Dev dS(s), dP(p);
+                        kc::attention_softmax_forward(pt, dP.get(), st, dS.get(), BH, T, 0.7f, nullptr);
+                        dP.to(p);
+                    }
+                    std::vector<double> mag;
+                    const std::vector<double> want = causal_softmax_ref(s, rows, T, 0.7, &mag);
+                    expect_near(tag, pt, p, want, 8, &mag);
+                }
+}
+
+TEST_F(CudaKernelsKernb, AttentionSoftmaxForwardInPlace) {
+    for (DType t : k_types) {
+        const int64_t BH = 2, T = 24, rows = BH * T;
+        Host s = random_host(t, rows * T, 71, -4, 4), p = nan_host(t, rows * T);
+        {
+            Dev dS(s);
+            kc::attention_softmax_forward(t, dS.get(), t, dS.get(), BH, T, 1.3f, nullptr);
+            dS.to(p);
+        }
+        std::vector<double> mag;
+        const std::vector<double> want = causal_softmax_ref(s, rows, T, 1.3, &mag);
+        expect_near("softmax fwd in place", t, p, want, 8, &mag);
+    }
+}
+
+TEST_F(CudaKernelsKernb, AttentionSoftmaxBackwardMatchesDouble) {
+    for (DType pt : k_types)
+        for (DType gt : {DType::f32, pt})
+            for (int64_t T : {1, 6, 8, 25})
+                for (bool mis : {false, true})
+                    for (bool in_place : {false, true}) {
+                        const int64_t BH = 2, rows = BH * T;
+                        const std::string tag = std::string("softmax bwd grad ") + type_name(gt) + " T=" +
+                                                std::to_string(T) + (mis ? " misaligned" : "") +
+                                                (in_place ? " in place" : "");
+                        // Probabilities as the forward makes them (causal, rows summing to 1).
+                        Host s = random_host(DType::f32, rows * T, 81, -3, 3, mis), p = nan_host(pt, rows * T, mis);
+                        {
+                            Dev dS(s), dP(p);
+                            kc::attention_softmax_forward(pt, dP.get(), DType::f32, dS.get(), BH, T, 1.0f, nullptr);
+                            dP.to(p);
+                        }
+                        Host dp = random_host(gt, rows * T, 82, -1, 1, mis), ds = nan_host(gt, rows * T, mis);
+                        const double scale = 0.35;
+                        std::vector<double> want(static_cast<size_t>(rows * T), 0.0), mag(want.size(), 0.0);
+                        for (int64_t r = 0; r < rows; r++) {
+                            const int64_t t = r % T;
+                            double rho = 0.0, rho_mag = 0.0;
+                            for (int64_t u = 0; u <= t; u++)
+                                rho += p.get(r * T + u) * dp.get(r * T + u),
+                                    rho_mag += std::fabs(p.get(r * T + u) * dp.get(r * T + u));
+                            for (int64_t u = 0; u <= t; u++) {
+                                want[r * T + u] = scale * p.get(r * T + u) * (dp.get(r * T + u) - rho);
+                                mag[r * T + u] = 4 * scale * std::fabs(p.get(r * T + u)) * (std::fabs(dp.get(r * T + u)) + rho_mag);
+                            }
+                        }
+                        {
+                            Dev dP(p), dDP(dp), dDS(ds);
+                            void* out = in_place ? dDP.get() : dDS.get();
+                            kc::attention_softmax_backward(pt, dP.get(), gt, out, dDP.get(), BH, T,
+                                                           static_cast<float>(scale), nullptr);
+                            (in_place ? dDP : dDS).to(ds);
+                        }
+                        expect_near(tag, gt, ds, want, 8, &mag);
+                    }
+}
+
+// ---- attention: the kernels between the reference cuBLASLt GEMMs, against the CPU backend ------
+
+// The forward as the CUDA backend will run it (the layouts of kernels.h): per query head h
+// (kv head g = h / rep), f32 scores for every b by one strided-batched GEMM, the softmax
+// kernel over all of them, then per head the context GEMM batched over b.
+// scores_in_probs: the scores go in t straight into probs and the softmax runs in place —
+// what a backend does without a forward workspace (backend.h plans none).
+void gpu_attention_forward(DType t, Dev& ctx, Dev& probs, Dev& qkv, const AttnShape& s, bool scores_in_probs) {
+    const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, rep = H / G, ld = (H + 2 * G) * D;
+    const DType st = scores_in_probs ? t : DType::f32;
+    Host scores_h = nan_host(DType::f32, scores_in_probs ? 1 : B * H * T * T);
+    Dev scores_f32(scores_h);
+    Dev& scores = scores_in_probs ? probs : scores_f32;
+    const auto at = [&](Dev& d, int64_t elems, DType ty) { return d.ptr + elems * ptd::engine::dtype_bytes(ty); };
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    for (int64_t h = 0; h < H; h++)
+        rm_gemm(false, true, T, T, D, scale, at(qkv, h * D, t), t, ld, T * ld, at(qkv, (H + h / rep) * D, t), t, ld,
+                T * ld, 0.0f, at(scores, h * T * T, st), st, T, H * T * T, B);
+    kc::attention_softmax_forward(t, probs.get(), st, scores.get(), B * H, T, 1.0f, nullptr);
+    for (int64_t h = 0; h < H; h++)
+        rm_gemm(false, false, T, D, T, 1.0f, at(probs, h * T * T, t), t, T, H * T * T,
+                at(qkv, (H + G + h / rep) * D, t), t, ld, T * ld, 0.0f, at(ctx, h * D, t), t, H * D, T * H * D, B);
+}
+
+// The backward: dP into the workspace (t), the softmax backward in place (dS, scaled), then
+// per head dq, and dk/dv summed over the query heads of each kv head (beta = 1 after the
+// group's first head) — every GEMM a strided batch over b.
+void gpu_attention_backward(DType t, Dev& dqkv, Dev& dctx, Dev& probs, Dev& qkv, const AttnShape& s) {
+    const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, rep = H / G, ld = (H + 2 * G) * D;
+    Host w_h = nan_host(t, B * H * T * T);
+    Dev w(w_h);
+    const auto at = [&](Dev& d, int64_t elems) { return d.ptr + elems * ptd::engine::dtype_bytes(t); };
+    for (int64_t h = 0; h < H; h++)
+        rm_gemm(false, true, T, T, D, 1.0f, at(dctx, h * D), t, H * D, T * H * D, at(qkv, (H + G + h / rep) * D), t,
+                ld, T * ld, 0.0f, at(w, h * T * T), t, T, H * T * T, B);
+    kc::attention_softmax_backward(t, probs.get(), t, w.get(), w.get(), B * H, T,
+                                   1.0f / std::sqrt(static_cast<float>(D)), nullptr);
+    for (int64_t h = 0; h < H; h++) {
+        const int64_t g = h / rep;
+        const float beta = h % rep == 0 ? 0.0f : 1.0f;  // the group's first head overwrites
+        rm_gemm(false, false, T, D, T, 1.0f, at(w, h * T * T), t, T, H * T * T, at(qkv, (H + g) * D), t, ld, T * ld,
+                0.0f, at(dqkv, h * D), t, ld, T * ld, B);
+        rm_gemm(true, false, T, D, T, 1.0f, at(w, h * T * T), t, T, H * T * T, at(qkv, h * D), t, ld, T * ld, beta,
+                at(dqkv, (H + g) * D), t, ld, T * ld, B);
+        rm_gemm(true, false, T, D, T, 1.0f, at(probs, h * T * T), t, T, H * T * T, at(dctx, h * D), t, H * D,
+                T * H * D, beta, at(dqkv, (H + G + g) * D), t, ld, T * ld, B);
+    }
+}
+
+// The CPU backend's attention backward, with the planned workspace helper mem's backend.h
+// asks for when this tree has that form (main's allocates its own scratch).
+template <class BE>
+void cpu_attention_backward(BE& be, DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv,
+                            int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    if constexpr (requires(void* ws) { be.attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, ws); }) {
+        const int64_t bytes = be.attention_backward_workspace(t, B, T, H, G, D);
+        std::vector<double> ws(static_cast<size_t>((bytes + 7) / 8) + 1);
+        be.attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, static_cast<void*>(ws.data()));
+    } else {
+        be.attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D);
+    }
+}
+
+double attn_rtol(DType t) { return t == DType::f32 ? 2e-5 : t == DType::bf16 ? 3.0 / 256 : 3.0 / 2048; }
+
+TEST_F(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
+    for (DType t : k_types)
+        for (const AttnShape& s : k_attn_shapes) {
+            const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, ld = (H + 2 * G) * D;
+            const std::string tag = std::string("attention ") + type_name(t) + " B=" + std::to_string(B) +
+                                    " T=" + std::to_string(T) + " H=" + std::to_string(H) + " G=" + std::to_string(G) +
+                                    " D=" + std::to_string(D);
+            Host qkv = random_host(t, B * T * ld, 91, -2, 2), dctx = random_host(t, B * T * H * D, 92, -1, 1);
+            Host ctx = nan_host(t, B * T * H * D), probs = nan_host(t, B * H * T * T), dqkv = nan_host(t, B * T * ld);
+            Host c_ctx = ctx, c_probs = probs, c_dqkv = dqkv;
+            cpu_backend().attention_forward(t, c_ctx.data(), c_probs.data(), qkv.data(), B, T, H, G, D);
+            cpu_attention_backward(cpu_backend(), t, c_dqkv.data(), dctx.data(), c_probs.data(), qkv.data(), B, T, H,
+                                   G, D);
+            Host ctx2 = ctx, probs2 = probs;
+            {
+                Dev dQKV(qkv), dCTX(ctx), dP(probs);
+                gpu_attention_forward(t, dCTX, dP, dQKV, s, false);
+                dCTX.to(ctx), dP.to(probs);
+            }
+            {
+                Dev dQKV(qkv), dCTX(ctx2), dP(probs2);
+                gpu_attention_forward(t, dCTX, dP, dQKV, s, true);
+                dCTX.to(ctx2), dP.to(probs2);
+            }
+            {
+                // The backward from the CPU's probabilities, so that it is compared alone.
+                Dev dQKV(qkv), dDCTX(dctx), dP(c_probs), dDQKV(dqkv);
+                gpu_attention_backward(t, dDQKV, dDCTX, dP, dQKV, s);
+                dDQKV.to(dqkv);
+            }
+            expect_near(tag + " probs", t, probs, c_probs, 16);
+            expect_close_to_scale(tag + " ctx", ctx, c_ctx, attn_rtol(t));
+            // Scores rounded to t before the softmax: one more 16-bit rounding of its argument.
+            expect_close_to_scale(tag + " probs, scores in place", probs2, c_probs, attn_rtol(t));
+            expect_close_to_scale(tag + " ctx, scores in place", ctx2, c_ctx, attn_rtol(t));
+            expect_close_to_scale(tag + " dqkv", dqkv, c_dqkv, attn_rtol(t));
+        }
+}
+
+}  // namespace
+
+namespace {
+
+// ---- vocab-parallel cross entropy --------------------------------------------------------------
+
+struct XentShape {
+    int64_t rows, Vl, V_valid_pad;  // V_valid = tp · Vl − V_valid_pad (padding at the end)
+};
+// Single row; Vl < 8; Vl not a multiple of 8; a multiple of 8 (the vector path) with
+// padding; rows beyond a block's count.
+const XentShape k_xent_shapes[] = {{1, 5, 0}, {3, 7, 2}, {5, 64, 5}, {37, 100, 13}, {2, 1, 0}};
+
+std::vector<int32_t> xent_targets(int64_t rows, int64_t V_valid, int64_t V_total, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; r++) t[r] = static_cast<int32_t>(rng() % static_cast<uint32_t>(V_valid));
+    if (rows > 2 && V_total > V_valid) t[1] = static_cast<int32_t>(V_total - 1);  // a padding column: absent
+    return t;
+}
+
+// The four phases on tp shards (Vl columns each), with the TP all-reduces done on the host,
+// once on this backend and once on the CPU backend; compares loss, probabilities and dlogits.
+TEST_F(CudaKernelsKernb, XentFourPhasesMatchCpuOnTensorParallelShards) {
+    for (int tp : {1, 2, 3})
+        for (const XentShape& s : k_xent_shapes) {
+            const int64_t rows = s.rows, Vl = s.Vl, V_valid = std::max<int64_t>(1, tp * Vl - s.V_valid_pad);
+            const std::string tag = "xent tp=" + std::to_string(tp) + " rows=" + std::to_string(rows) +
+                                    " Vl=" + std::to_string(Vl) + " V_valid=" + std::to_string(V_valid);
+            const std::vector<int32_t> targets = xent_targets(rows, V_valid, tp * Vl, 101 + tp);
+            std::vector<Host> logits, c_logits;
+            for (int k = 0; k < tp; k++) logits.push_back(random_host(DType::f32, rows * Vl, 102 + k, -8, 8));
+            c_logits = logits;
+            // Phase 1 + max all-reduce.
+            std::vector<float> rowmax(rows, -INFINITY), c_rowmax(rows, -INFINITY);
+            std::vector<Host> part(tp);
+            DevInts dT(targets);
+            for (int k = 0; k < tp; k++) {
+                Host m = nan_host(DType::f32, rows);
+                Dev dL(logits[k]), dM(m);
+                kc::xent_row_max(dM.f(), dL.f(), rows, Vl, k * Vl, V_valid, nullptr);
+                dM.to(m);
+                std::vector<float> cm(rows);
+                cpu_backend().xent_row_max(cm.data(), reinterpret_cast<const float*>(c_logits[k].data()), rows, Vl,
+                                           k * Vl, V_valid);
+                for (int64_t r = 0; r < rows; r++) {
+                    EXPECT_EQ(m.get(r), cm[r]) << tag << " row max, shard " << k << " row " << r;  // exact: a max
+                    rowmax[r] = std::max(rowmax[r], m.get(r)), c_rowmax[r] = std::max(c_rowmax[r], cm[r]);
+                }
+            }
+            // Phase 2 + sum all-reduce.
+            std::vector<float> sums(2 * rows, 0.0f), c_sums(2 * rows, 0.0f);
+            Host rm(DType::f32, rows);
+            for (int64_t r = 0; r < rows; r++) rm.set(r, rowmax[r]);
+            for (int k = 0; k < tp; k++) {
+                Host se = nan_host(DType::f32, rows), tl = nan_host(DType::f32, rows);
+                Dev dL(logits[k]), dRM(rm), dSE(se), dTL(tl);
+                kc::xent_sums(dSE.f(), dTL.f(), dL.f(), dRM.f(), dT.get(), rows, Vl, k * Vl, V_valid, nullptr);
+                dSE.to(se), dTL.to(tl);
+                std::vector<float> cse(rows), ctl(rows);
+                cpu_backend().xent_sums(cse.data(), ctl.data(), reinterpret_cast<const float*>(c_logits[k].data()),
+                                        c_rowmax.data(), targets.data(), rows, Vl, k * Vl, V_valid);
+                for (int64_t r = 0; r < rows; r++) {
+                    EXPECT_EQ(tl.get(r), ctl[r]) << tag << " target logit, shard " << k << " row " << r;
+                    EXPECT_NEAR(se.get(r), cse[r], 8 * k_eps32 * cse[r]) << tag << " sumexp, shard " << k;
+                    sums[r] += se.get(r), sums[rows + r] += tl.get(r);
+                    c_sums[r] += cse[r], c_sums[rows + r] += ctl[r];
+                }
+            }
+            // Phases 3 and 4 per shard.
+            Host se(DType::f32, rows), tl(DType::f32, rows);
+            for (int64_t r = 0; r < rows; r++) se.set(r, sums[r]), tl.set(r, sums[rows + r]);
+            for (int k = 0; k < tp; k++) {
+                Host loss = nan_host(DType::f32, rows);
+                Host c_loss = loss;
+                Host probs = nan_host(DType::f32, rows * Vl), dl = nan_host(DType::f32, rows * Vl);
+                {
+                    Dev dL(logits[k]), dRM(rm), dSE(se), dTL(tl), dLoss(loss), dDL(dl);
+                    kc::xent_finish(dLoss.f(), dL.f(), dRM.f(), dSE.f(), dTL.f(), rows, Vl, k * Vl, V_valid, nullptr);
+                    dL.to(probs), dLoss.to(loss);
+                    kc::xent_backward(dDL.f(), dL.f(), dT.get(), 0.25f, rows, Vl, k * Vl, V_valid, nullptr);
+                    dDL.to(dl);
+                }
+                auto* cl = reinterpret_cast<float*>(c_logits[k].data());
+                cpu_backend().xent_finish(reinterpret_cast<float*>(c_loss.data()), cl, c_rowmax.data(), c_sums.data(),
+                                          c_sums.data() + rows, rows, Vl, k * Vl, V_valid);
+                Host c_probs = c_logits[k];
+                cpu_backend().xent_backward(cl, cl, targets.data(), 0.25f, rows, Vl, k * Vl, V_valid);  // in place
+                std::vector<double> loss_scale(rows);
+                for (int64_t r = 0; r < rows; r++) loss_scale[r] = 8.0 + std::fabs(rowmax[r]);
+                expect_near(tag + " loss", DType::f32, loss, c_loss, 16, &loss_scale);
+                expect_near(tag + " probs", DType::f32, probs, c_probs, 16);
+                std::vector<double> one(rows * Vl, 0.25);  // scale·1: the −1 of the target column
+                expect_near(tag + " dlogits", DType::f32, dl, c_logits[k], 16, &one);
+            }
+        }
+}
+
+TEST_F(CudaKernelsKernb, XentFusedMatchesCpuFourPhases) {
+    for (const XentShape& s : k_xent_shapes)
+        for (bool with_grad : {true, false})
+            for (bool in_place : {false, true}) {
+                if (!with_grad && in_place) continue;
+                const int64_t rows = s.rows, Vl = s.Vl, V_valid = std::max<int64_t>(1, Vl - s.V_valid_pad);
+                const std::string tag = "xent_fused rows=" + std::to_string(rows) + " Vl=" + std::to_string(Vl) +
+                                        (with_grad ? "" : " loss only") + (in_place ? " in place" : "");
+                const std::vector<int32_t> targets = xent_targets(rows, V_valid, Vl, 111);
+                Host logits = random_host(DType::f32, rows * Vl, 112, -8, 8);
+                // The CPU backend: the four phases (tp = 1, no all-reduce).
+                Host c = logits, c_loss = nan_host(DType::f32, rows);
+                std::vector<float> mx(rows), se(rows), tl(rows);
+                auto* cl = reinterpret_cast<float*>(c.data());
+                cpu_backend().xent_row_max(mx.data(), cl, rows, Vl, 0, V_valid);
+                cpu_backend().xent_sums(se.data(), tl.data(), cl, mx.data(), targets.data(), rows, Vl, 0, V_valid);
+                cpu_backend().xent_finish(reinterpret_cast<float*>(c_loss.data()), cl, mx.data(), se.data(), tl.data(),
+                                          rows, Vl, 0, V_valid);
+                cpu_backend().xent_backward(cl, cl, targets.data(), 0.5f, rows, Vl, 0, V_valid);
+                Host loss = nan_host(DType::f32, rows), dl = nan_host(DType::f32, rows * Vl);
+                {
+                    DevInts dT(targets);
+                    Dev dL(logits), dLoss(loss), dDL(dl);
+                    float* out = !with_grad ? nullptr : in_place ? dL.f() : dDL.f();
+                    kc::xent_fused(dLoss.f(), out, dL.f(), dT.get(), 0.5f, rows, Vl, 0, V_valid, nullptr);
+                    dLoss.to(loss);
+                    if (in_place) dL.to(dl);
+                    else if (with_grad) dDL.to(dl);
+                }
+                std::vector<double> loss_scale(rows);
+                for (int64_t r = 0; r < rows; r++) loss_scale[r] = 8.0 + std::fabs(mx[r]);
+                expect_near(tag + " loss", DType::f32, loss, c_loss, 16, &loss_scale);
+                if (with_grad) {
+                    std::vector<double> half(rows * Vl, 0.5);
+                    expect_near(tag + " dlogits", DType::f32, dl, c, 16, &half);
+                }
+            }
+}
+
+// ---- embedding and positions ------------------------------------------------------------------------
+
+struct EmbShape {
+    int64_t rows, C;
+    bool misaligned;
+};
+const EmbShape k_emb_shapes[] = {{1, 1, false}, {5, 7, false}, {9, 8, false}, {33, 24, false}, {20, 16, true},
+                                 {300, 40, false}};
+
+TEST_F(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
+    for (DType t : k_types)
+        for (const EmbShape& s : k_emb_shapes) {
+            const int64_t rows = s.rows, C = s.C, Vl = 11, v0 = 6;  // shard [6, 17) of a vocabulary of 30
+            const std::string tag = std::string("embedding ") + type_name(t) + " rows=" + std::to_string(rows) +
+                                    " C=" + std::to_string(C) + (s.misaligned ? " misaligned" : "");
+            std::mt19937 rng(121 + static_cast<uint32_t>(rows));
+            std::vector<int32_t> tokens(rows);
+            for (auto& tk : tokens) tk = static_cast<int32_t>(rng() % 30);  // about a third in the shard
+            if (rows > 3) tokens[0] = tokens[3] = 9;                          // repeats in one bucket
+            Host wte = random_host(t, Vl * C, 122, -2, 2, s.misaligned), out = nan_host(t, rows * C, s.misaligned);
+            Host c_out = out;
+            Host dout = random_host(t, rows * C, 123, -1, 1, s.misaligned);
+            Host dwte = random_host(DType::f32, Vl * C, 124, -1, 1, s.misaligned);
+            Host c_dwte = dwte;
+            std::vector<int32_t> staging(static_cast<size_t>(kc::embedding_backward_staging_ints(rows)), -1);
+            const int64_t buckets = kc::embedding_backward_plan(staging.data(), tokens.data(), rows, v0, Vl);
+            {
+                DevInts dT(tokens), dStage(staging);
+                Dev dW(wte), dO(out), dD(dout), dDW(dwte);
+                kc::embedding_forward(t, dO.get(), dT.get(), dW.get(), v0, Vl, rows, C, nullptr);
+                kc::embedding_backward(t, dDW.f(), dD.get(), dStage.get(), buckets, rows, C, nullptr);
+                dO.to(out), dDW.to(dwte);
+            }
+            cpu_backend().embedding_forward(t, c_out.data(), tokens.data(), wte.data(), v0, Vl, rows, C);
+            cpu_backend().embedding_backward(t, reinterpret_cast<float*>(c_dwte.data()), dout.data(), tokens.data(),
+                                             v0, Vl, rows, C);
+            expect_bits_equal(tag + " forward", out, c_out);
+            expect_bits_equal(tag + " backward", dwte, c_dwte);
+        }
+}
+
+TEST_F(CudaKernelsKernb, EmbeddingBackwardPlanGroupsRowsByToken) {
+    const std::vector<int32_t> tokens = {7, 3, 7, 12, 3, 5, 7, 40};  // shard [3, 13): 40 is outside
+    std::vector<int32_t> st(static_cast<size_t>(kc::embedding_backward_staging_ints(8)), -1);
+    ASSERT_EQ(kc::embedding_backward_plan(st.data(), tokens.data(), 8, 3, 10), 4);  // tokens 3, 5, 7, 12
+    const int32_t* start = st.data();
+    const int32_t* token = st.data() + 9;
+    const int32_t* order = st.data() + 17;
+    EXPECT_EQ(std::vector<int32_t>(start, start + 5), (std::vector<int32_t>{0, 2, 3, 6, 7}));
+    EXPECT_EQ(std::vector<int32_t>(token, token + 4), (std::vector<int32_t>{0, 2, 4, 9}));
+    EXPECT_EQ(std::vector<int32_t>(order, order + 7), (std::vector<int32_t>{1, 4, 5, 0, 2, 6, 3}));
+}
+
+TEST_F(CudaKernelsKernb, PositionForwardBackwardMatchCpuBitForBit) {
+    for (DType t : k_types)
+        for (const EmbShape& s : k_emb_shapes)
+            for (int64_t row0 : {0, 5}) {
+                const int64_t rows = s.rows, C = s.C, T = 7;  // rows > T: positions wrap (micro-batch of B rows of T)
+                const std::string tag = std::string("position ") + type_name(t) + " rows=" + std::to_string(rows) +
+                                        " C=" + std::to_string(C) + " row0=" + std::to_string(row0) +
+                                        (s.misaligned ? " misaligned" : "");
+                Host wpe = random_host(t, T * C, 131, -1, 1, s.misaligned), out = random_host(t, rows * C, 132, -1, 1, s.misaligned);
+                Host c_out = out;
+                Host dout = random_host(t, rows * C, 133, -1, 1, s.misaligned);
+                Host dwpe = random_host(DType::f32, T * C, 134, -1, 1, s.misaligned);
+                Host c_dwpe = dwpe;
+                {
+                    Dev dW(wpe), dO(out), dD(dout), dDW(dwpe);
+                    kc::position_forward(t, dO.get(), dW.get(), row0, rows, T, C, nullptr);
+                    kc::position_backward(t, dDW.f(), dD.get(), row0, rows, T, C, nullptr);
+                    dO.to(out), dDW.to(dwpe);
+                }
+                cpu_backend().position_forward(t, c_out.data(), wpe.data(), row0, rows, T, C);
+                cpu_backend().position_backward(t, reinterpret_cast<float*>(c_dwpe.data()), dout.data(), row0, rows,
+                                                T, C);
+                expect_bits_equal(tag + " forward", out, c_out);
+                expect_bits_equal(tag + " backward", dwpe, c_dwpe);
+            }
+}
+
+TEST_F(CudaKernelsKernb, SplitTokens) {
+    for (int64_t B : {1, 3})
+        for (int64_t T : {1, 5, 300}) {
+            std::vector<int32_t> seq(static_cast<size_t>(B * (T + 1)));
+            for (size_t i = 0; i < seq.size(); i++) seq[i] = static_cast<int32_t>(1000 + i);
+            std::vector<int32_t> want_in, want_tg;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t t = 0; t < T; t++)
+                    want_in.push_back(seq[b * (T + 1) + t]), want_tg.push_back(seq[b * (T + 1) + t + 1]);
+            DevInts dS(seq), dI(std::vector<int32_t>(B * T, -1)), dTg(std::vector<int32_t>(B * T, -1));
+            kc::split_tokens(dI.get(), dTg.get(), dS.get(), B, T, nullptr);
+            EXPECT_EQ(dI.host(), want_in) << "B=" << B << " T=" << T;
+            EXPECT_EQ(dTg.host(), want_tg) << "B=" << B << " T=" << T;
+            DevInts dTg2(std::vector<int32_t>(B * T, -1));
+            kc::split_tokens(nullptr, dTg2.get(), dS.get(), B, T, nullptr);  // targets only
+            EXPECT_EQ(dTg2.host(), want_tg);
+        }
+}
+
+// ---- the CPU backend's step-scalar ops, in whichever form this tree's backend.h has --------
+// main's (Σx² returned, AdamW's gradient factor an argument) or helper mem's step-scalar
+// contract (Σx² accumulated into a device double, AdamW reading the scalars). Once mem's
+// backend.h is merged the second branch of each is dead and can go.
+
+template <class BE>
+double cpu_sum_squares(BE& be, const float* x, int64_t n) {
+    if constexpr (requires(double* acc) { be.sum_squares(acc, x, n); }) {
+        double acc = 0.0;
+        be.sum_squares(&acc, x, n);
+        return acc;
+    } else {
+        return be.sum_squares(x, n);
+    }
+}
+
+template <class BE>
+void cpu_adamw(BE& be, float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1, float b2,
+               float eps, float wd, const double* scalars, int64_t step, void* model_p, DType model_t) {
+    if constexpr (requires { be.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, scalars, step, model_p, model_t); }) {
+        be.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, scalars, step, model_p, model_t);
+    } else {
+        if (scalars[kc::k_step_scalar_found_inf] != 0.0) return;
+        be.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, static_cast<float>(scalars[kc::k_step_scalar_grad_scale]), step,
+                 model_p, model_t);
+    }
+}
+
+// The CPU backend's finish_step_scalars when this tree has it (false otherwise).
+template <class BE>
+bool cpu_finish_step_scalars(BE& be, double* s, double max_norm, double loss_scale) {
+    if constexpr (requires { be.finish_step_scalars(s, max_norm, loss_scale); }) {
+        be.finish_step_scalars(s, max_norm, loss_scale);
+        return true;
+    } else {
+        return false;
+    }
+}
+
+// ---- step reductions and scalars ----------------------------------------------------------------------
+
+// In long double (64-bit mantissa), so that the reference's own rounding stays far below
+// the 1e-12 the kernel is held to (a plain double sum of 2M terms drifts by ~1e-12 itself).
+double sumsq_ref(const Host& x) {
+    long double s = 0.0L;
+    for (int64_t i = 0; i < x.n; i++) s += static_cast<long double>(x.get(i)) * x.get(i);
+    return static_cast<double>(s);
+}
+
+// n: empty, single, odd, below one block's share, several blocks, more than the maximum
+// block count times the minimum share (blocks then take larger slices).
+const int64_t k_sumsq_lengths[] = {0, 1, 7, 1003, 70001, 2100000};
+
+TEST_F(CudaKernelsKernb, SumSquaresMatchesDoubleAndCpu) {
+    DevDoubles ws(std::vector<double>(static_cast<size_t>(kc::sum_squares_workspace_doubles()), NAN));
+    for (int64_t n : k_sumsq_lengths)
+        for (bool mis : {false, true}) {
+            Host x = random_host(DType::f32, n, 141 + static_cast<uint32_t>(n), -3, 3, mis);
+            DevDoubles acc(std::vector<double>{0.5});
+            {
+                Dev dX(x);
+                kc::sum_squares(acc.get(), dX.f(), n, ws.get(), nullptr);
+            }
+            const double got = acc.host()[0], want = 0.5 + sumsq_ref(x);
+            EXPECT_NEAR(got, want, 1e-12 * want) << "sum_squares n=" << n;
+            const double cpu = 0.5 + cpu_sum_squares(cpu_backend(), reinterpret_cast<const float*>(x.data()), n);
+            EXPECT_NEAR(got, cpu, 1e-11 * want) << "sum_squares vs cpu n=" << n;  // the CPU's own chunked double sums
+        }
+}
+
+TEST_F(CudaKernelsKernb, SumSquaresListIsOneReductionOverEveryTensor) {
+    // Tensors of every size above, empty ones between them, as the gradient list has them.
+    std::vector<Host> xs;
+    for (int64_t n : k_sumsq_lengths) xs.push_back(random_host(DType::f32, n, 151 + static_cast<uint32_t>(n), -2, 2));
+    std::vector<std::unique_ptr<Dev>> ds;
+    std::vector<kc::SumSquaresTensor> list;
+    double want = 1.25;
+    for (const Host& x : xs) {
+        ds.push_back(std::make_unique<Dev>(x));
+        list.push_back({ds.back()->f(), x.n, -1});
+        want += sumsq_ref(x);
+    }
+    for (int count : {1, 2, static_cast<int>(list.size())}) {
+        double w = 1.25;
+        for (int k = 0; k < count; k++) w += sumsq_ref(xs[k]);
+        std::vector<kc::SumSquaresTensor> l(list.begin(), list.begin() + count);
+        const int64_t total = kc::tensor_list_starts(l.data(), count);
+        DevArray<kc::SumSquaresTensor> dl(l);
+        DevDoubles acc(std::vector<double>{1.25});
+        DevDoubles ws(std::vector<double>(static_cast<size_t>(kc::sum_squares_workspace_doubles()), NAN));
+        kc::sum_squares_list(acc.get(), dl.get(), count, total, ws.get(), nullptr);
+        EXPECT_NEAR(acc.host()[0], w, 1e-12 * w) << "sum_squares_list count=" << count;
+    }
+}
+
+TEST_F(CudaKernelsKernb, SumIntoIsTheCpuLossSumBitForBit) {
+    for (int64_t n : {1, 7, 256, 1000, 5000}) {
+        Host x = random_host(DType::f32, n, 161 + static_cast<uint32_t>(n), 0, 11);
+        double want = 0.0;
+        for (int64_t i = 0; i < n; i++) want += x.get(i);
+        want = 3.0 + want;
+        DevDoubles acc(std::vector<double>{3.0});
+        {
+            Dev dX(x);
+            kc::sum_into(acc.get(), dX.f(), n, nullptr);
+        }
+        EXPECT_EQ(acc.host()[0], want) << "sum_into n=" << n;
+    }
+}
+
+// The finish_step_scalars formula of backend.h (helper mem's contract), in double.
+std::vector<double> finish_ref(std::vector<double> s, double max_norm, double loss_scale) {
+    const double norm = std::sqrt(s[kc::k_step_scalar_grad_squares]) / loss_scale;
+    s[kc::k_step_scalar_loss_scale] = loss_scale;
+    s[kc::k_step_scalar_grad_norm] = norm;
+    s[kc::k_step_scalar_found_inf] = std::isfinite(norm) && std::isfinite(s[kc::k_step_scalar_loss_sum]) ? 0.0 : 1.0;
+    const float clip = (max_norm > 0 && norm > max_norm) ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0f;
+    s[kc::k_step_scalar_clip_scale] = clip;
+    s[kc::k_step_scalar_grad_scale] = static_cast<float>(static_cast<double>(clip) / loss_scale);
+    return s;
+}
+
+void expect_scalars_equal(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+    for (int k = 0; k < kc::k_step_scalar_count; k++) {
+        if (std::isnan(want[k])) EXPECT_TRUE(std::isnan(got[k])) << what << " slot " << k;
+        else EXPECT_EQ(got[k], want[k]) << what << " slot " << k;
+    }
+}
+
+TEST_F(CudaKernelsKernb, FinishStepScalars) {
+    struct Case {
+        double loss, squares, max_norm, loss_scale;
+    };
+    const Case cases[] = {{12.5, 9.0, 1.0, 1.0},      {12.5, 0.25, 1.0, 1.0}, {3.0, 4.0, 0.0, 1.0},
+                          {3.0, INFINITY, 1.0, 1.0},  {NAN, 4.0, 1.0, 1.0},   {3.0, NAN, 0.0, 1.0},
+                          {0.0, 0.0, 1.0, 1.0},       {1e6, 1e30, 0.5, 1.0},  {7.0, 9.0e8, 1.0, 65536.0},
+                          {7.0, 9.0e8, 0.0, 1024.0},  {7.0, 1e300 * 1e10, 1.0, 65536.0}};
+    for (const Case& c : cases) {
+        const std::string what = "loss " + std::to_string(c.loss) + " squares " + std::to_string(c.squares) +
+                                 " max_norm " + std::to_string(c.max_norm) + " loss_scale " +
+                                 std::to_string(c.loss_scale);
+        std::vector<double> s(kc::k_step_scalar_count, -7.0);
+        s[kc::k_step_scalar_loss_sum] = c.loss, s[kc::k_step_scalar_grad_squares] = c.squares;
+        DevDoubles d(s);
+        kc::finish_step_scalars(d.get(), c.max_norm, c.loss_scale, nullptr);
+        const std::vector<double> got = d.host();
+        expect_scalars_equal(got, finish_ref(s, c.max_norm, c.loss_scale), what + " vs formula");
+        std::vector<double> cpu = s;
+        if (cpu_finish_step_scalars(cpu_backend(), cpu.data(), c.max_norm, c.loss_scale))
+            expect_scalars_equal(got, cpu, what + " vs cpu");
+    }
+}
+
+// ---- AdamW --------------------------------------------------------------------------------------------
+
+// Three tensors (odd sizes, one empty, one without decay) updated for three steps, with a
+// clip scale from the step scalars; p, m, v and the 16-bit model copy must be the CPU
+// backend's bits.
+TEST_F(CudaKernelsKernb, AdamwMultiTensorMatchesCpuBitForBit) {
+    const int64_t sizes[] = {1003, 0, 4099, 17};
+    const float decay[] = {0.1f, 0.1f, 0.0f, 0.1f};
+    for (DType model_t : k_types) {
+        const bool has_model = model_t != DType::f32;
+        std::vector<Host> p, g, m, v, model;
+        for (size_t k = 0; k < std::size(sizes); k++) {
+            const auto n = sizes[k];
+            const uint32_t sd = 171 + 10 * static_cast<uint32_t>(k);
+            p.push_back(random_host(DType::f32, n, sd, -1, 1));
+            g.push_back(random_host(DType::f32, n, sd + 1, -0.1f, 0.1f));
+            m.push_back(random_host(DType::f32, n, sd + 2, -0.01f, 0.01f));
+            v.push_back(random_host(DType::f32, n, sd + 3, 0.0f, 0.001f));
+            model.push_back(nan_host(model_t, n));
+        }
+        std::vector<Host> cp = p, cm = m, cv = v, cmodel = model;
+        std::vector<std::unique_ptr<Dev>> keep;
+        auto dev = [&](Host& h) {
+            keep.push_back(std::make_unique<Dev>(h));
+            return keep.back().get();
+        };
+        std::vector<Dev*> dp, dm, dv, dmodel;
+        std::vector<kc::AdamWTensor> list;
+        for (size_t k = 0; k < std::size(sizes); k++) {
+            dp.push_back(dev(p[k])), dm.push_back(dev(m[k])), dv.push_back(dev(v[k])), dmodel.push_back(dev(model[k]));
+            Dev* dg = dev(g[k]);
+            list.push_back({dp[k]->f(), dg->f(), dm[k]->f(), dv[k]->f(), has_model ? dmodel[k]->get() : nullptr,
+                            sizes[k], -1, decay[k]});
+        }
+        const int count = static_cast<int>(list.size());
+        const int64_t total = kc::tensor_list_starts(list.data(), count);
+        DevArray<kc::AdamWTensor> dl(list);
+        std::vector<double> scalars(kc::k_step_scalar_count, 0.0);
+        scalars[kc::k_step_scalar_grad_scale] = static_cast<float>(0.8 / (1.3 + 1e-6));
+        DevDoubles ds(scalars);
+        const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+        for (int64_t step = 1; step <= 3; step++) {
+            kc::adamw(dl.get(), count, total, lr, b1, b2, eps, step, ds.get(), has_model ? model_t : DType::f32,
+                      nullptr);
+            for (size_t k = 0; k < std::size(sizes); k++)
+                cpu_adamw(cpu_backend(), reinterpret_cast<float*>(cp[k].data()),
+                          reinterpret_cast<const float*>(g[k].data()), reinterpret_cast<float*>(cm[k].data()),
+                          reinterpret_cast<float*>(cv[k].data()), sizes[k], lr, b1, b2, eps, decay[k], scalars.data(),
+                          step, has_model ? cmodel[k].data() : nullptr, model_t);
+        }
+        for (size_t k = 0; k < std::size(sizes); k++) {
+            const std::string tag = std::string("adamw model ") + type_name(model_t) + " tensor " + std::to_string(k);
+            dp[k]->to(p[k]), dm[k]->to(m[k]), dv[k]->to(v[k]), dmodel[k]->to(model[k]);
+            expect_bits_equal(tag + " p", p[k], cp[k]);
+            expect_bits_equal(tag + " m", m[k], cm[k]);
+            expect_bits_equal(tag + " v", v[k], cv[k]);
+            if (has_model) expect_bits_equal(tag + " model copy", model[k], cmodel[k]);
+        }
+    }
+}
+
+TEST_F(CudaKernelsKernb, AdamwSkipsTheStepWhenFoundInf) {
+    Host p = random_host(DType::f32, 300, 181), g = random_host(DType::f32, 300, 182), m = random_host(DType::f32, 300, 183);
+    Host v = random_host(DType::f32, 300, 184, 0, 1), model = nan_host(DType::bf16, 300);
+    const Host p0 = p, m0 = m, v0 = v, model0 = model;
+    Dev dp(p), dg(g), dm(m), dv(v), dmodel(model);
+    std::vector<kc::AdamWTensor> list = {{dp.f(), dg.f(), dm.f(), dv.f(), dmodel.get(), 300, -1, 0.1f}};
+    const int64_t total = kc::tensor_list_starts(list.data(), 1);
+    DevArray<kc::AdamWTensor> dl(list);
+    std::vector<double> scalars(kc::k_step_scalar_count, 0.0);
+    scalars[kc::k_step_scalar_grad_scale] = 1.0, scalars[kc::k_step_scalar_found_inf] = 1.0;
+    DevDoubles ds(scalars);
+    kc::adamw(dl.get(), 1, total, 1e-3f, 0.9f, 0.95f, 1e-8f, 1, ds.get(), DType::bf16, nullptr);
+    dp.to(p), dm.to(m), dv.to(v), dmodel.to(model);
+    expect_bits_equal("adamw found-inf p", p, p0);
+    expect_bits_equal("adamw found-inf m", m, m0);
+    expect_bits_equal("adamw found-inf v", v, v0);
+    expect_bits_equal("adamw found-inf model", model, model0);
+}
+
+// ---- determinism ----------------------------------------------------------------------------------------
+
+// Every reduction of this section twice, under two simulator seeds (a different thread order
+// between barriers in every launch): the same bits. On a GPU (the gpu build) the two runs
+// are two real schedules.
+TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
+    const int64_t BH = 3, T = 40, rows = 37, Vl = 200, C = 24, n = 90001;
+    Host s = random_host(DType::bf16, BH * T * T, 191, -4, 4), dp = random_host(DType::bf16, BH * T * T, 192);
+    Host logits = random_host(DType::f32, rows * Vl, 193, -6, 6), x = random_host(DType::f32, n, 194);
+    Host dout = random_host(DType::bf16, rows * C, 195);
+    std::vector<int32_t> targets = xent_targets(rows, Vl - 3, Vl, 196), tokens(rows);
+    for (int64_t r = 0; r < rows; r++) tokens[r] = static_cast<int32_t>(r % 5);
+    std::vector<int32_t> staging(static_cast<size_t>(kc::embedding_backward_staging_ints(rows)));
+    const int64_t buckets = kc::embedding_backward_plan(staging.data(), tokens.data(), rows, 0, 5);
+    std::vector<Host> first;
+    std::vector<double> first_sq;
+#if defined(PTD_CUDA_SIM)
+    const uint64_t saved_seed = ptd::cuda::sim::base_seed();
+#else
+    const uint64_t saved_seed = 1;
+#endif
+    for (uint64_t seed : {saved_seed, saved_seed ^ uint64_t{987654321}}) {
+#if defined(PTD_CUDA_SIM)
+        ptd::cuda::sim::set_seed(seed);
+#else
+        (void)seed;
+#endif
+        Host p = nan_host(DType::bf16, BH * T * T), ds = nan_host(DType::f32, BH * T * T);
+        Host loss = nan_host(DType::f32, rows), dl = nan_host(DType::f32, rows * Vl);
+        Host dwte(DType::f32, 5 * C);
+        for (int64_t i = 0; i < 5 * C; i++) dwte.set(i, 0.0f);
+        DevDoubles acc(std::vector<double>{0.0});
+        {
+            Dev dS(s), dP(p), dDP(dp), dDS(ds), dL(logits), dLoss(loss), dDL(dl), dX(x), dD(dout), dW(dwte);
+            DevInts dT(targets), dStage(staging);
+            DevDoubles ws(std::vector<double>(static_cast<size_t>(kc::sum_squares_workspace_doubles())));
+            kc::attention_softmax_forward(DType::bf16, dP.get(), DType::bf16, dS.get(), BH, T, 0.5f, nullptr);
+            Host dpf(DType::f32, BH * T * T);
+            for (int64_t i = 0; i < dpf.n; i++) dpf.set(i, dp.get(i));
+            Dev dDPF(dpf);
+            kc::attention_softmax_backward(DType::bf16, dP.get(), DType::f32, dDS.get(), dDPF.get(), BH, T, 0.5f,
+                                           nullptr);
+            kc::xent_fused(dLoss.f(), dDL.f(), dL.f(), dT.get(), 1.0f, rows, Vl, 0, Vl - 3, nullptr);
+            kc::sum_squares(acc.get(), dX.f(), n, ws.get(), nullptr);
+            kc::embedding_backward(DType::bf16, dW.f(), dD.get(), dStage.get(), buckets, rows, C, nullptr);
+            dP.to(p), dDS.to(ds), dLoss.to(loss), dDL.to(dl), dW.to(dwte);
+        }
+        const std::vector<Host> now = {p, ds, loss, dl, dwte};
+        if (first.empty()) {
+            first = now;
+            first_sq = acc.host();
+        } else {
+            const char* names[] = {"softmax forward", "softmax backward", "xent_fused loss", "xent_fused dlogits",
+                                   "embedding backward"};
+            for (size_t k = 0; k < now.size(); k++) expect_bits_equal(std::string(names[k]) + ", second seed", now[k], first[k]);
+            EXPECT_EQ(acc.host()[0], first_sq[0]) << "sum_squares, second seed";
+        }
+    }
+#if defined(PTD_CUDA_SIM)
+    ptd::cuda::sim::set_seed(saved_seed);
+#endif
+}
+
+}  // namespace

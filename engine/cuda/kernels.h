@@ -15,9 +15,10 @@
 // the chunks in index order).
 //
 // Numerics relative to the CPU backend (what tests/test_cuda_kernels.cpp holds them to):
-// element-wise ops and norms differ only in summation order and in expf vs the CPU's
-// polynomial exp — a few f32 ulp; a 16-bit output is the same f32 value rounded once, so
-// it is within one 16-bit ulp of the CPU's. A contract violation (bad shape, bad dtype)
+// fill, convert, add and scale give the same bits; the other ops differ only in summation
+// order, expf vs the CPU's polynomial exp and (on the device) fused multiply-adds — a few
+// f32 ulp; a 16-bit output is the same f32 value rounded once, so it is within one 16-bit
+// ulp of the CPU's. A contract violation (bad shape, bad dtype)
 // prints the op and aborts: it is a bug in the caller.
 #pragma once
 
@@ -59,8 +60,8 @@ void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void*
 // The residual add fused into the norm that follows it (one read of x and residual, one
 // write of each result): res_out (t) = x + residual, rounded once to t and stored; then
 // out, mean, rstd = layernorm_forward of that stored (rounded) res_out. The result is
-// therefore bit-for-bit what add(residual, x) followed by layernorm_forward(out, residual)
-// computes. res_out may be x or residual (the residual stream updated in place); out must
+// therefore bit for bit what add(residual, x) followed by layernorm_forward(out, residual)
+// of this file compute (the same reduction code runs in both). res_out may be x or residual (the residual stream updated in place); out must
 // not overlap the inputs.
 void layernorm_residual_forward(DType t, void* res_out, void* out, float* mean, float* rstd, const void* x,
                                 const void* residual, const void* w, const void* b, int64_t rows, int64_t C,
@@ -110,26 +111,29 @@ void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t 
 namespace ptd::cuda::PTD_CUDA_NS {
 
 // ---- attention softmax (kernels/attention.cuh) -----------------------------------------
-// Attention is three strided-batched GEMMs (blaslt.h, issued by the backend) around two
-// kernels. With qkv [B·T, (H + 2G)·D] (t) — per token row q (H heads), then k and v (G heads
-// each) — ld = (H + 2G)·D, and query head h using kv head g = h / (H/G), every (b, h) is one
-// batch entry of row-major operands (the backend maps them to cuBLASLt's column-major terms):
-//   scores  S[b,h] [T, T] = Q[b,h] · K[b,g]ᵀ     Q[b,h] = qkv + b·T·ld + h·D       (rows ld apart)
-//                                                 K[b,g] = qkv + b·T·ld + (H + g)·D (rows ld apart)
-//           S (f32, or t) contiguous [B·H, T, T], batch stride T·T; alpha = 1/√D and
-//           scale = 1 below, or alpha = 1 and scale = 1/√D (the same up to one rounding).
-//   probs   attention_softmax_forward → P (t) [B·H, T, T] (the saved probabilities)
-//   ctx     ctx[b,:,h,:] [T, D] = P[b,h] · V[b,g]  V[b,g] = qkv + b·T·ld + (H + G + g)·D;
-//           ctx [B, T, H, D]: rows H·D apart, batch entry h at offset h·D.
-// With G = H the (b, h) entries of one b are a strided batch of H (stride D in qkv and ctx,
-// T·T in S/P); with G < H each kv head's rep = H/G query heads are one batch (Q stride D, K/V
-// stride 0) per (b, g).
-//   backward:  dP[b,h] [T, T] = dctx[b,:,h,:] · V[b,g]ᵀ   into the workspace W (f32 or t),
-//              attention_softmax_backward: W ← dS = scale · P ⊙ (dP − ρ) in place,
-//              dq[b,h] = dS · K[b,g]            (alpha 1: the scale is in dS),
-//              dk[b,g] = Σ_{h of g} dSᵀ · Q[b,h] (beta 0 for the first head, then beta 1),
-//              dv[b,g] = Σ_{h of g} Pᵀ · dctx[b,:,h,:]   — dq, dk, dv written into dqkv [B·T, ld]
-//              at the column offsets of q, k, v. W holds B·H·T·T elements of its type.
+// Attention is strided-batched GEMMs (blaslt.h, issued by the backend) around two kernels.
+// With qkv [B·T, (H + 2G)·D] (t) — per token row q (H heads), then k and v (G heads each) —
+// ld = (H + 2G)·D, and query head h using kv head g = h / (H/G), the row-major operands of
+// (b, h) are (the backend maps them to cuBLASLt's column-major terms, Cᵀ = op(B)ᵀ·op(A)ᵀ):
+//   Q[b,h] = qkv + b·T·ld + h·D,  K[b,g] = qkv + b·T·ld + (H + g)·D,  V[b,g] = … + (H + G + g)·D
+//            ([T, D], rows ld apart);  dctx[b,h] = dctx + b·T·H·D + h·D ([T, D], rows H·D apart)
+//   S[b,h], P[b,h], W[b,h] = base + (b·H + h)·T·T  ([T, T], contiguous: the [B·H, T, T] buffers)
+// One GEMM per head h, a strided batch over b (batch strides T·ld, T·H·D, H·T·T), so that no
+// batch's output block overlaps another's (the reference layer rejects interleaved output
+// batches):
+//   forward   S[b,h] = Q·Kᵀ (alpha = 1/√D and softmax scale 1 — or alpha 1 and scale 1/√D)
+//             in f32 into a scratch buffer, or — backend.h plans no forward workspace — in t
+//             straight into the probs buffer, the softmax then running in place (one more
+//             16-bit rounding, of the scores, as llm.c); attention_softmax_forward over all
+//             B·H·T rows → P (t, saved),
+//             ctx[b,h] = P[b,h]·V[b,g]  (ctx [B, T, H, D] (t): rows H·D apart, head at h·D);
+//   backward  W[b,h] = dctx[b,h]·V[b,g]ᵀ (dP, into the workspace W of B·H·T·T elements of f32
+//             or t), attention_softmax_backward W ← dS = scale·P ⊙ (dP − ρ) in place, then
+//             dq[b,h] = W[b,h]·K[b,g] (alpha 1: the scale is in dS), dk[b,g] += W[b,h]ᵀ·Q[b,h],
+//             dv[b,g] += P[b,h]ᵀ·dctx[b,h] (beta 0 for the first head of the group, then 1),
+//             all written into dqkv [B·T, ld] at the offsets of q, k, v.
+// tests/test_cuda_kernels.cpp (AttentionWithReferenceGemmsMatchesCpuBackend) runs exactly
+// these calls through the reference layer against the CPU backend's attention.
 // scores [BH, T, T] (scores_t = f32 or probs_t) → probs [BH, T, T] (probs_t): per row t of
 // each (b, h), softmax of scale·scores over the keys u ≤ t in f32, 0 above the diagonal,
 // rounded once to probs_t. probs may be scores itself (in place) when the types agree.
@@ -192,13 +196,16 @@ void split_tokens(int32_t* inputs, int32_t* targets, const int32_t* seq, int64_t
 
 // ---- step reductions and scalars (kernels/reduce.cuh) -------------------------------------
 // The step scalars: one device buffer of k_step_scalar_count doubles, slots as
-// ptd::engine::StepScalar in backend.h (the tests check that they agree).
+// ptd::engine::StepScalar in backend.h (helper mem's step-scalar contract; the integration
+// must keep the two in step).
 constexpr int k_step_scalar_loss_sum = 0;      // Σ per-token loss
-constexpr int k_step_scalar_grad_squares = 1;  // Σ g²
-constexpr int k_step_scalar_grad_norm = 2;     // √(world Σ g²)
-constexpr int k_step_scalar_clip_scale = 3;    // min(1, clip / (‖g‖ + 1e-6)) rounded to float, or 1
-constexpr int k_step_scalar_found_inf = 4;     // 1 when the loss or the norm is not finite
-constexpr int k_step_scalar_count = 5;
+constexpr int k_step_scalar_grad_squares = 1;  // Σ g² (of the loss-scaled gradients)
+constexpr int k_step_scalar_loss_scale = 2;    // the loss scale the gradients carry (1 without fp16)
+constexpr int k_step_scalar_grad_norm = 3;     // √(world Σ g²) / loss scale
+constexpr int k_step_scalar_clip_scale = 4;    // min(1, clip / (‖g‖ + 1e-6)) rounded to float, or 1
+constexpr int k_step_scalar_grad_scale = 5;    // clip scale / loss scale rounded to float: AdamW's factor on g
+constexpr int k_step_scalar_found_inf = 6;     // 1 when the loss or the norm is not finite
+constexpr int k_step_scalar_count = 7;
 
 // A tensor list for the multi-tensor launches lives in device memory (built once at
 // start-up); `start` = Σ n of the entries before it (tensor_list_starts fills it).
@@ -241,14 +248,17 @@ void sum_squares_list(double* acc, const SumSquaresTensor* list, int count, int6
 // acc[0] += Σ x (f32 [n]) summed in double from 0 in index order (the CPU backend's loss sum,
 // bit for bit).
 void sum_into(double* acc, const float* x, int64_t n, StreamHandle stream);
-// s[grad_norm] = √s[grad_squares]; s[found_inf] = 0 or 1 (norm or loss sum not finite);
+// From s[loss_sum] and s[grad_squares] (already reduced over the world) and the loss scale
+// the gradients carry (> 0; 1 without fp16 loss scaling): s[loss_scale], s[grad_norm] =
+// √s[grad_squares] / loss_scale, s[found_inf] = 0 or 1 (norm or loss sum not finite),
 // s[clip_scale] = (float)(max_norm / (norm + 1e-6)) when max_norm > 0 and norm > max_norm,
-// else 1 — the CPU backend's finish_step_scalars on the device.
-void finish_step_scalars(double* s, double max_norm, StreamHandle stream);
+// else 1, s[grad_scale] = (float)(clip_scale / loss_scale) — the CPU backend's
+// finish_step_scalars on the device, the same bits.
+void finish_step_scalars(double* s, double max_norm, double loss_scale, StreamHandle stream);
 
 // ---- optimizer (kernels/optimizer.cuh) -----------------------------------------------------
 // AdamW over every tensor of the list in one launch (list in device memory, `start` filled,
-// total = Σ n), reading g·(float)scalars[clip_scale], and changing nothing when
+// total = Σ n), reading g·(float)scalars[grad_scale], and changing nothing when
 // scalars[found_inf] ≠ 0. The f32 arithmetic is the CPU backend's adamw, operation for
 // operation (no FMA contraction): p, m, v are the same bits; model_p (model_t, every entry
 // the same type) gets p rounded to nearest even. step ≥ 1.

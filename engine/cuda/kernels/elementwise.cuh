@@ -107,6 +107,7 @@ void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n, St
     using namespace kern;
     PTD_KERNEL_REQUIRE(n >= 0, "convert", "n < 0");
     if (dst == src && dst_t == src_t) return;
+    PTD_KERNEL_REQUIRE(dst != src, "convert", "dst == src with different types (no in-place conversion)");
     dispatch_type(dst_t, "convert", [&](auto dtag) {
         using TD = decltype(dtag);
         dispatch_type(src_t, "convert", [&](auto stag) {

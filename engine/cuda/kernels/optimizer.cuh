@@ -5,13 +5,14 @@
 // concatenation, whichever tensors they fall in, so one launch covers every parameter of
 // the shard however many tensors it has. Per element, exactly the CPU backend's f32
 // arithmetic in the same order, each operation rounded on its own (__fmul_rn & co. under
-// nvcc, which never contracts them into FMAs; host C++ on x86-64 does not either), so the
-// updated master weights and moments are the same bits as the CPU backend's; the 16-bit
-// model weights the next forward reads are rounded from them to nearest even.
+// nvcc, which never contracts them into FMAs; the simulator build, like the CPU backend,
+// targets baseline x86-64, which has no FMA to contract into), so the updated master
+// weights and moments are the same bits as the CPU backend's; the 16-bit model weights the
+// next forward reads are rounded from them to nearest even.
 //
-// The clip scale and the found-inf flag come from the device step scalars
-// (finish_step_scalars): nothing is read back to the host; a step with found-inf ≠ 0
-// leaves everything as it is.
+// The factor on g (clip scale / loss scale) and the found-inf flag come from the device
+// step scalars (finish_step_scalars): nothing is read back to the host; a step with
+// found-inf ≠ 0 leaves everything as it is.
 //
 // Shapes: per entry, p, g, m, v [n] (f32) — p the master weights (or the parameters
 // themselves in fp32 training) — and model_p [n] (MT) or null.
@@ -46,7 +47,7 @@ template <class MT>
 __global__ void adamw_kernel(const AdamWTensor* list, int count, int64_t total, float lr, float beta1, float beta2,
                              float eps, float inv_bc1, float inv_bc2, const double* scalars) {
     if (scalars[k_step_scalar_found_inf] != 0.0) return;  // skipped step
-    const float grad_scale = (float)scalars[k_step_scalar_clip_scale];
+    const float grad_scale = (float)scalars[k_step_scalar_grad_scale];  // unscale and clip
     const int64_t lo = (int64_t)blockIdx.x * k_adamw_per_block;
     const int64_t hi = lo + k_adamw_per_block < total ? lo + k_adamw_per_block : total;
     if (lo >= hi) return;

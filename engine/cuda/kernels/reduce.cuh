@@ -1,7 +1,7 @@
 // reduce.cuh — the step's device reductions and scalars: Σx² of f32 gradients into a
 // device double (one tensor, or a list of tensors in one launch), the loss sum, and the
-// step scalars (norm, clip scale, found-inf) derived on the device — nothing returns to the
-// host inside a step (backend.h: StepScalar).
+// step scalars (norm, clip and gradient scale, found-inf) derived on the device — nothing
+// returns to the host inside a step (backend.h: StepScalar).
 //
 // Σx² is a two-stage deterministic reduction, as a GPU does it without float atomics:
 //   stage 1  a grid of at most k_sumsq_max_blocks blocks; block b owns one contiguous slice
@@ -120,14 +120,18 @@ __global__ void sum_into_kernel(double* acc, const float* x, int64_t n) {
 // x − x is 0 for every finite x, NaN for ±inf and NaN.
 __device__ __forceinline__ bool finite_double(double x) { return x - x == 0.0; }
 
-// s[norm], s[clip scale], s[found inf] from s[loss sum] and s[grad squares] (already reduced
-// over the world). The clip scale is rounded to float, as AdamW applies it.
-__global__ void finish_step_scalars_kernel(double* s, double max_norm) {
+// The step scalars from s[loss sum] and s[grad squares] (already reduced over the world) and
+// the loss scale the gradients carry: the unscaled norm, found-inf, the clip scale and
+// AdamW's factor on g, each rounded to float where AdamW applies it (kernels.h).
+__global__ void finish_step_scalars_kernel(double* s, double max_norm, double loss_scale) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    const double norm = sqrt(s[k_step_scalar_grad_squares]);
+    const double norm = sqrt(s[k_step_scalar_grad_squares]) / loss_scale;
+    s[k_step_scalar_loss_scale] = loss_scale;
     s[k_step_scalar_grad_norm] = norm;
     s[k_step_scalar_found_inf] = finite_double(norm) && finite_double(s[k_step_scalar_loss_sum]) ? 0.0 : 1.0;
-    s[k_step_scalar_clip_scale] = (max_norm > 0 && norm > max_norm) ? (double)(float)(max_norm / (norm + 1e-6)) : 1.0;
+    const float clip = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+    s[k_step_scalar_clip_scale] = clip;
+    s[k_step_scalar_grad_scale] = (float)((double)clip / loss_scale);
 }
 
 }  // namespace ptd::cuda::PTD_CUDA_NS::kern
@@ -163,9 +167,10 @@ void sum_into(double* acc, const float* x, int64_t n, StreamHandle stream) {
     PTD_LAUNCH(sum_into_kernel, 1, k_sumsq_threads, 0, stream, acc, x, n);
 }
 
-void finish_step_scalars(double* s, double max_norm, StreamHandle stream) {
+void finish_step_scalars(double* s, double max_norm, double loss_scale, StreamHandle stream) {
     using namespace kern;
-    PTD_LAUNCH(finish_step_scalars_kernel, 1, 1, 0, stream, s, max_norm);
+    PTD_KERNEL_REQUIRE(loss_scale > 0, "finish_step_scalars", "loss_scale must be > 0");
+    PTD_LAUNCH(finish_step_scalars_kernel, 1, 1, 0, stream, s, max_norm, loss_scale);
 }
 
 }  // namespace ptd::cuda::PTD_CUDA_NS

@@ -1,0 +1,101 @@
+# cuda_resources.cmake — the resource check of the CUDA kernels (issue 14, item 5): the one
+# view of the real device code we have without a GPU. Compiles the device build of the
+# kernels (engine/cuda/kernels_cuda.cu) to a cubin for every architecture with
+# `-Xptxas -v`, prints each kernel's registers / stack frame / spills, and fails naming the
+# kernel when a hot kernel spills registers or has a local-memory stack frame (both mean
+# local-memory traffic in a memory-bound kernel). Cold kernels (run once at start-up) may
+# use the stack: COLD is a regex of their demangled names.
+#
+# Run by ctest (tests/CMakeLists.txt, only with ENABLE_CUDA):
+#   cmake -DNVCC=... -DSOURCE=... -DINCLUDES=dir1,dir2 -DARCHS=80,90 -DFLAGS="..." -DCOLD=regex
+#         -DWORK_DIR=... -P cuda_resources.cmake
+# (lists are comma-separated: a ';' would be split by add_test before it gets here)
+cmake_minimum_required(VERSION 3.25)
+
+foreach(var NVCC SOURCE ARCHS WORK_DIR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "cuda_resources.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+find_program(CXXFILT c++filt)
+string(REPLACE "," ";" INCLUDES "${INCLUDES}")
+string(REPLACE "," ";" ARCHS "${ARCHS}")
+
+set(include_flags)
+foreach(dir IN LISTS INCLUDES)
+  list(APPEND include_flags "-I${dir}")
+endforeach()
+separate_arguments(extra_flags UNIX_COMMAND "${FLAGS}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+set(failures)
+set(kernel_count 0)
+foreach(arch IN LISTS ARCHS)
+  string(REGEX REPLACE "[^0-9a-z]" "" arch "${arch}")
+  set(cubin "${WORK_DIR}/kernels_sm${arch}.cubin")
+  execute_process(
+    COMMAND "${NVCC}" ${extra_flags} -std=c++20 -cubin "-arch=sm_${arch}" -Xptxas -v ${include_flags} "${SOURCE}"
+            -o "${cubin}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "nvcc failed for sm_${arch} (exit ${rc}):\n${out}\n${err}")
+  endif()
+  set(report "${out}\n${err}")
+  string(REPLACE ";" "," report "${report}")
+  string(REPLACE "\n" ";" lines "${report}")
+
+  # ptxas prints, per entry function:
+  #   Compiling entry function '<mangled>' for 'sm_90'
+  #   Function properties for <mangled>
+  #       <F> bytes stack frame, <S> bytes spill stores, <L> bytes spill loads
+  #   Used <R> registers, used <B> barriers[, <N> bytes cumulative stack size][, ...]
+  set(entry "")
+  set(frame 0)
+  set(spill_st 0)
+  set(spill_ld 0)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "Compiling entry function '([^']+)'")
+      set(entry "${CMAKE_MATCH_1}")
+      set(frame 0)
+      set(spill_st 0)
+      set(spill_ld 0)
+    elseif(entry AND line MATCHES "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads")
+      set(frame ${CMAKE_MATCH_1})
+      set(spill_st ${CMAKE_MATCH_2})
+      set(spill_ld ${CMAKE_MATCH_3})
+    elseif(entry AND line MATCHES "Used ([0-9]+) registers")
+      set(regs ${CMAKE_MATCH_1})
+      if(line MATCHES "([0-9]+) bytes cumulative stack size" AND CMAKE_MATCH_1 GREATER frame)
+        set(frame ${CMAKE_MATCH_1})  # the kernel's own frame plus what its callees use
+      endif()
+      set(name "${entry}")
+      if(CXXFILT)
+        execute_process(COMMAND "${CXXFILT}" "${entry}" OUTPUT_VARIABLE name OUTPUT_STRIP_TRAILING_WHITESPACE)
+      endif()
+      math(EXPR kernel_count "${kernel_count} + 1")
+      set(cold FALSE)
+      if(COLD AND name MATCHES "${COLD}")
+        set(cold TRUE)
+      endif()
+      set(tag "")
+      if(cold)
+        set(tag " (cold)")
+      endif()
+      message("sm_${arch} ${regs} registers, ${frame} B stack, ${spill_st}/${spill_ld} B spill st/ld${tag}: ${name}")
+      if(NOT cold AND (frame GREATER 0 OR spill_st GREATER 0 OR spill_ld GREATER 0))
+        list(APPEND failures
+             "sm_${arch}: ${name}: ${frame} bytes stack frame, ${spill_st} bytes spill stores, ${spill_ld} bytes spill loads")
+      endif()
+      set(entry "")
+    endif()
+  endforeach()
+endforeach()
+
+if(kernel_count EQUAL 0)
+  message(FATAL_ERROR "no kernel found in the ptxas report of ${SOURCE}: did the -Xptxas -v output format change?")
+endif()
+if(failures)
+  list(JOIN failures "\n  " text)
+  message(FATAL_ERROR "hot kernels with local-memory traffic (a stack frame or register spills):\n  ${text}")
+endif()
+message("resource check passed: ${kernel_count} kernel builds, no spills or stack frames in hot kernels")
