@@ -918,6 +918,17 @@ TEST(CudaSimBlasLt, RejectsWhatCublasLtRejects) {
         EXPECT_NE(message(p).find("makes the batches of D overlap"), std::string::npos);
     }
     {
+        // Side by side inside the leading dimension (per-head outputs in the columns of
+        // one [T, H·D] row-major matrix): disjoint, so allowed.
+        auto p = base();
+        p.batch = 2;
+        p.ldc = p.ldd = 8;
+        p.stride_c = p.stride_d = 4;
+        EXPECT_EQ(message(p), "");
+        p.stride_c = p.stride_d = 3;  // rows 3..6 of batch 1 overlap rows 0..3 of batch 0
+        EXPECT_NE(message(p).find("makes the batches of D overlap"), std::string::npos);
+    }
+    {
         auto p = base();
         p.k = 0;
         EXPECT_NE(message(p).find("must be at least 1"), std::string::npos);

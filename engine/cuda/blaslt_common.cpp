@@ -75,9 +75,17 @@ Status lt_validate(const LtMatmul& p) {
     if (p.batch > 1) {
         if (p.stride_a < 0 || p.stride_b < 0 || p.stride_c < 0 || p.stride_d < 0)
             return invalid(p, "batch strides must not be negative");
-        if (p.stride_d < p.ldd * p.n)
-            return invalid(p, "stride_d = " + num(p.stride_d) + " makes the batches of D overlap (ldd·n = " +
-                                  num(p.ldd * p.n) + ")");
+        // The batches of D must not share an element. Two layouts guarantee it: one after
+        // the other (stride_d ≥ ldd·n), or side by side inside each column's leading
+        // dimension (stride_d ≥ m and the last batch's rows end by ldd) — e.g. per-head
+        // outputs written into the columns of [B,T,H,D] rows. cuBLASLt does not check this;
+        // an overlap would make the result depend on its algorithm.
+        const bool blocked = p.stride_d >= p.ldd * p.n;
+        const bool interleaved = p.stride_d >= p.m && (p.batch - 1) * p.stride_d + p.m <= p.ldd;
+        if (!blocked && !interleaved)
+            return invalid(p, "stride_d = " + num(p.stride_d) + " makes the batches of D overlap (allowed: stride_d ≥ ldd·n = " +
+                                  num(p.ldd * p.n) + ", or stride_d ≥ m = " + num(p.m) +
+                                  " with (batch − 1)·stride_d + m ≤ ldd = " + num(p.ldd) + ")");
     }
     if (uses_bias(p.epilogue)) {
         if (!p.bias) return invalid(p, "the epilogue needs a bias pointer");

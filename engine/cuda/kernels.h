@@ -264,5 +264,22 @@ void finish_step_scalars(double* s, double max_norm, double loss_scale, StreamHa
 // the same type) gets p rounded to nearest even. step ≥ 1.
 void adamw(const AdamWTensor* list, int count, int64_t total, float lr, float beta1, float beta2, float eps,
            int64_t step, const double* scalars, DType model_t, StreamHandle stream);
+// The same update for one tensor whose pointers are passed by value (no device list): what
+// Backend::adamw does per call. model_p (model_t) may be null.
+void adamw_range(float* p, const float* g, float* m, float* v, void* model_p, int64_t n, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, int64_t step, const double* scalars, DType model_t,
+                 StreamHandle stream);
 
+}  // namespace ptd::cuda::PTD_CUDA_NS
+
+// ---- scatter (kernels/scatter.cuh) -----------------------------------------------------------
+namespace ptd::cuda::PTD_CUDA_NS {
+// y [rows, C] (t) += bias [C] (t) on every row (f32 sum, rounded once): the bias of the
+// row-parallel layers, added after the TP all-reduce.
+void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t C, StreamHandle stream);
+// dwte[tok[r] − v0, :] (f32) += dout[r, :] (t) for every row whose token is in [v0, v0 + Vl),
+// rows of one token added in increasing row order (the CPU backend's bits), from the device's
+// token ids alone: no host plan, no workspace, no atomics (scatter.cuh says how).
+void embedding_backward_scan(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                             int64_t rows, int64_t C, StreamHandle stream);
 }  // namespace ptd::cuda::PTD_CUDA_NS
