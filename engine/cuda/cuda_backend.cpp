@@ -238,6 +238,33 @@ public:
             p.bias = g.bias;
             p.bias_type = p.d_type;
         }
+        if (g.a_type != g.b_type) {
+            // cuBLASLt multiplies operands of one type. The engine mixes them where an f32
+            // gradient meets 16-bit activations or weights (the output layer's dlogits):
+            // widen the 16-bit operand into the planned scratch and multiply in f32, the
+            // CPU backend's arithmetic. (A GPU-speed alternative, Megatron's, narrows
+            // dlogits to 16-bit first; it changes the numerics, so it waits for a GPU check.)
+            Gemm w = g;
+            const bool widen_a = g.a_type != DType::f32;
+            const int64_t rows = widen_a ? (g.trans_a ? g.K : g.M) : (g.trans_b ? g.N : g.K);
+            const int64_t cols = widen_a ? (g.trans_a ? g.M : g.K) : (g.trans_b ? g.K : g.N);
+            const int64_t ld = widen_a ? g.lda : g.ldb, stride = widen_a ? g.stride_a : g.stride_b;
+            const int64_t span = (g.batch - 1) * stride + (rows - 1) * ld + cols;  // elements the operand covers
+            float* f = widen_ws(span, "gemm");
+            convert(f, DType::f32, widen_a ? g.A : g.B, widen_a ? g.a_type : g.b_type, span);
+            if (widen_a) w.A = f, w.a_type = DType::f32;
+            else w.B = f, w.b_type = DType::f32;
+            if (g.c_type == DType::f32) return gemm(w);
+            // f32 × f32 → 16-bit is not a cuBLASLt combination either: the product goes to
+            // f32 scratch (contiguous [M, N] per batch) and is rounded once into C.
+            if (g.beta != 0.0f || g.bias || g.batch != 1 || g.ldc != g.N)
+                fail(k_backend_name, "gemm", "a mixed-type GEMM into 16-bit C needs beta 0, no bias, batch 1, ldc = N");
+            float* out = widen_ws(span + g.M * g.N, "gemm") + span;
+            w.C = out, w.c_type = DType::f32, w.ldc = g.N, w.stride_c = 0;
+            gemm(w);
+            convert(g.C, g.c_type, out, DType::f32, g.M * g.N);
+            return;
+        }
         if (g.K == 0) {
             // cuBLASLt rejects k = 0; the result is beta·C (+ bias), which is what the CPU does.
             if (g.beta == 0.0f) fill_matrix_zero(g);
@@ -412,17 +439,24 @@ public:
     }
     // The kernels read 16-bit operands directly (no widening), but the row reductions of
     // the norm and bias gradients and the Σx² partials need scratch: planned here.
-    int64_t operand_scratch_bytes(DType, int64_t, int64_t widest_row) const override {
-        return (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1)) +
-               (int64_t)sizeof(double) * sum_squares_workspace_doubles();
+    // With 16-bit activations, also f32 room for two of the largest 16-bit operands, for the
+    // GEMMs that mix one with an f32 operand (gemm() widens it, and stages a 16-bit result).
+    int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const override {
+        return (int64_t)sizeof(double) * sum_squares_workspace_doubles() +
+               (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1)) +
+               (t == DType::f32 ? 0 : 2 * (int64_t)sizeof(float) * largest_operand);
     }
     void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
         if (scratch_) return;
         widest_ = std::max<int64_t>(widest_row, 1);
         scratch_ = static_cast<char*>(
             alloc(engine::MEM_WORKSPACE, (size_t)operand_scratch_bytes(t, largest_operand, widest_row), "operand scratch"));
-        row_ws_ = reinterpret_cast<float*>(scratch_ + sizeof(double) * sum_squares_workspace_doubles());
         sumsq_ws_ = reinterpret_cast<double*>(scratch_);
+        row_ws_ = reinterpret_cast<float*>(scratch_ + sizeof(double) * sum_squares_workspace_doubles());
+        if (t != DType::f32) {
+            widen_ws_ = row_ws_ + row_reduce_floats_for(widest_);
+            widen_floats_ = 2 * largest_operand;
+        }
     }
 
     // ---- embedding ---------------------------------------------------------------------
@@ -492,6 +526,12 @@ private:
                  (long long)widest_);
         return row_ws_;
     }
+    float* widen_ws(int64_t floats, const char* op) const {
+        if (!widen_ws_ || floats > widen_floats_)
+            fail(k_backend_name, op, "a 16-bit operand of %lld elements to widen, but %lld were planned",
+                 (long long)floats, (long long)widen_floats_);
+        return widen_ws_;
+    }
     void check_attention(const char* op, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const {
         if (B < 0 || T < 0 || H <= 0 || G <= 0 || D <= 0 || H % G != 0)
             fail(k_backend_name, op, "B %lld T %lld H %lld G %lld D %lld", (long long)B, (long long)T, (long long)H,
@@ -520,6 +560,8 @@ private:
     char* scratch_ = nullptr;
     float* row_ws_ = nullptr;
     double* sumsq_ws_ = nullptr;
+    float* widen_ws_ = nullptr;  // f32 copy of a 16-bit GEMM operand (mixed-type GEMMs)
+    int64_t widen_floats_ = 0;
     int64_t widest_ = 1;
 };
 

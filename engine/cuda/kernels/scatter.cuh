@@ -62,7 +62,7 @@ __global__ void embedding_backward_scan_kernel(float* dwte, const T* dout, const
 
     const int64_t c = ((int64_t)blockIdx.y * blockDim.x + tid) * N;
     const bool active = c < C;
-    float acc[N];
+    float acc[N] = {};
     if (active) load_n<float, N>(dwte + row_in_shard * C + c, acc);
     for (int64_t base = r; base < rows; base += blockDim.x) {
         const int64_t i = base + tid;
