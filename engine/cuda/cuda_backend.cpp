@@ -156,13 +156,13 @@ public:
         for (int c = 0; c < engine::MEM_CATEGORY_COUNT; c++) stats_.peak[c] = stats_.current[c];
         stats_.total_peak = stats_.total_current;
     }
-    // Uploads are ordered on the compute stream; the host buffer may be reused at once
-    // (the copy is complete when memcpy returns for pageable memory, as here).
+    // Uploads are ordered on the compute stream and do not wait: from pageable host memory
+    // cudaMemcpyAsync returns once the source has been staged, so the caller may reuse it
+    // at once (the token staging is refilled only after the step's one download).
     void upload(void* dst, const void* src_host, size_t bytes) override {
         ++transfers_.uploads;
         transfers_.upload_bytes += (int64_t)bytes;
         if (bytes) PTD_CUDA_CHECK(memcpy_async(dst, src_host, bytes, CopyKind::host_to_device, compute_));
-        if (bytes) PTD_CUDA_CHECK(stream_synchronize(compute_));
     }
     // The one place the host waits for the device: after the compute stream (which has
     // waited for every comm event) has produced what is read.
