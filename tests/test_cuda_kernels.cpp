@@ -1218,13 +1218,11 @@ TEST_F(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
             Host dout = random_host(t, rows * C, 123, -1, 1, s.misaligned);
             Host dwte = random_host(DType::f32, Vl * C, 124, -1, 1, s.misaligned);
             Host c_dwte = dwte;
-            std::vector<int32_t> staging(static_cast<size_t>(kc::embedding_backward_staging_ints(rows)), -1);
-            const int64_t buckets = kc::embedding_backward_plan(staging.data(), tokens.data(), rows, v0, Vl);
             {
-                DevInts dT(tokens), dStage(staging);
+                DevInts dT(tokens);
                 Dev dW(wte), dO(out), dD(dout), dDW(dwte);
                 kc::embedding_forward(t, dO.get(), dT.get(), dW.get(), v0, Vl, rows, C, nullptr);
-                kc::embedding_backward(t, dDW.f(), dD.get(), dStage.get(), buckets, rows, C, nullptr);
+                kc::embedding_backward(t, dDW.f(), dD.get(), dT.get(), v0, Vl, rows, C, nullptr);
                 dO.to(out), dDW.to(dwte);
             }
             cpu_backend().embedding_forward(t, c_out.data(), tokens.data(), wte.data(), v0, Vl, rows, C);
@@ -1233,18 +1231,6 @@ TEST_F(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
             expect_bits_equal(tag + " forward", out, c_out);
             expect_bits_equal(tag + " backward", dwte, c_dwte);
         }
-}
-
-TEST_F(CudaKernelsKernb, EmbeddingBackwardPlanGroupsRowsByToken) {
-    const std::vector<int32_t> tokens = {7, 3, 7, 12, 3, 5, 7, 40};  // shard [3, 13): 40 is outside
-    std::vector<int32_t> st(static_cast<size_t>(kc::embedding_backward_staging_ints(8)), -1);
-    ASSERT_EQ(kc::embedding_backward_plan(st.data(), tokens.data(), 8, 3, 10), 4);  // tokens 3, 5, 7, 12
-    const int32_t* start = st.data();
-    const int32_t* token = st.data() + 9;
-    const int32_t* order = st.data() + 17;
-    EXPECT_EQ(std::vector<int32_t>(start, start + 5), (std::vector<int32_t>{0, 2, 3, 6, 7}));
-    EXPECT_EQ(std::vector<int32_t>(token, token + 4), (std::vector<int32_t>{0, 2, 4, 9}));
-    EXPECT_EQ(std::vector<int32_t>(order, order + 7), (std::vector<int32_t>{1, 4, 5, 0, 2, 6, 3}));
 }
 
 TEST_F(CudaKernelsKernb, PositionForwardBackwardMatchCpuBitForBit) {
@@ -1538,8 +1524,6 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
     Host dout = random_host(DType::bf16, rows * C, 195);
     std::vector<int32_t> targets = xent_targets(rows, Vl - 3, Vl, 196), tokens(rows);
     for (int64_t r = 0; r < rows; r++) tokens[r] = static_cast<int32_t>(r % 5);
-    std::vector<int32_t> staging(static_cast<size_t>(kc::embedding_backward_staging_ints(rows)));
-    const int64_t buckets = kc::embedding_backward_plan(staging.data(), tokens.data(), rows, 0, 5);
     std::vector<Host> first;
     std::vector<double> first_sq;
 #if defined(PTD_CUDA_SIM)
@@ -1560,7 +1544,7 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
         DevDoubles acc(std::vector<double>{0.0});
         {
             Dev dS(s), dP(p), dDP(dp), dDS(ds), dL(logits), dLoss(loss), dDL(dl), dX(x), dD(dout), dW(dwte);
-            DevInts dT(targets), dStage(staging);
+            DevInts dT(targets), dTok(tokens);
             DevDoubles ws(std::vector<double>(static_cast<size_t>(kc::sum_squares_workspace_doubles())));
             kc::attention_softmax_forward(DType::bf16, dP.get(), DType::bf16, dS.get(), BH, T, 0.5f, nullptr);
             Host dpf(DType::f32, BH * T * T);
@@ -1570,7 +1554,7 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
                                            nullptr);
             kc::xent_fused(dLoss.f(), dDL.f(), dL.f(), dT.get(), 1.0f, rows, Vl, 0, Vl - 3, nullptr);
             kc::sum_squares(acc.get(), dX.f(), n, ws.get(), nullptr);
-            kc::embedding_backward(DType::bf16, dW.f(), dD.get(), dStage.get(), buckets, rows, C, nullptr);
+            kc::embedding_backward(DType::bf16, dW.f(), dD.get(), dTok.get(), 0, 5, rows, C, nullptr);
             dP.to(p), dDS.to(ds), dLoss.to(loss), dDL.to(dl), dW.to(dwte);
         }
         const std::vector<Host> now = {p, ds, loss, dl, dwte};

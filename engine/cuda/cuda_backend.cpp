@@ -466,7 +466,7 @@ public:
     }
     void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
                             int64_t rows, int64_t C) override {
-        embedding_backward_scan(t, dwte, dout, tokens, v0, Vl, rows, C, compute_);
+        cuda::PTD_CUDA_NS::embedding_backward(t, dwte, dout, tokens, v0, Vl, rows, C, compute_);
     }
     void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
                           int64_t C) override {

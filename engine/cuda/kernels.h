@@ -168,22 +168,11 @@ void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t*
 // out [rows, C] (t) = wte [Vl, C] (t) row tokens[r] − v0, or 0 outside [v0, v0 + Vl).
 void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
                        int64_t rows, int64_t C, StreamHandle stream);
-// The embedding backward is deterministic without atomics: per micro-batch the host groups
-// the rows by token (it holds the ids before it uploads them) into a staging buffer of
-// embedding_backward_staging_ints(rows) = 3·rows + 1 int32, which goes to the device with
-// the ids. Layout, with nb buckets (the distinct in-shard tokens, ascending) and n_in rows
-// whose token is in the shard:
-//   [0, nb]                   bucket_start: bucket i's rows are bucket_rows[start[i], start[i+1])
-//   [rows + 1, rows + 1 + nb) bucket_token: the dwte row (token − v0) of bucket i
-//   [2·rows + 1, … + n_in)    bucket_rows: row indices, grouped by bucket, ascending within one
-// embedding_backward_plan fills it (host memory) from the host's tokens and returns nb.
-int64_t embedding_backward_staging_ints(int64_t rows);
-int64_t embedding_backward_plan(int32_t* staging, const int32_t* tokens, int64_t rows, int64_t v0, int64_t Vl);
-// dwte[token − v0, :] (f32) += dout[r, :] (t) for each row r of each bucket, in row order
-// (the CPU backend's order: the same bits). staging: the device copy of the plan; buckets:
-// what the plan returned.
-void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* staging, int64_t buckets, int64_t rows,
-                        int64_t C, StreamHandle stream);
+// dwte[tok[r] − v0, :] (f32) += dout[r, :] (t) for every row whose token is in [v0, v0 + Vl),
+// the rows of one token added in increasing row order (the CPU backend's bits), from the
+// device's token ids alone: no host plan, no workspace, no atomics (embedding.cuh says how).
+void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                        int64_t rows, int64_t C, StreamHandle stream);
 // out[r, :] (t) += wpe[(row0 + r) % T, :] (t); backward dwpe[p, :] (f32) += dout rows
 // r ≡ p − row0 (mod T) in row order (the same bits as the CPU backend).
 void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C,
@@ -272,14 +261,9 @@ void adamw_range(float* p, const float* g, float* m, float* v, void* model_p, in
 
 }  // namespace ptd::cuda::PTD_CUDA_NS
 
-// ---- scatter (kernels/scatter.cuh) -----------------------------------------------------------
+// ---- bias (kernels/bias.cuh) -----------------------------------------------------------
 namespace ptd::cuda::PTD_CUDA_NS {
 // y [rows, C] (t) += bias [C] (t) on every row (f32 sum, rounded once): the bias of the
 // row-parallel layers, added after the TP all-reduce.
 void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t C, StreamHandle stream);
-// dwte[tok[r] − v0, :] (f32) += dout[r, :] (t) for every row whose token is in [v0, v0 + Vl),
-// rows of one token added in increasing row order (the CPU backend's bits), from the device's
-// token ids alone: no host plan, no workspace, no atomics (scatter.cuh says how).
-void embedding_backward_scan(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
-                             int64_t rows, int64_t C, StreamHandle stream);
 }  // namespace ptd::cuda::PTD_CUDA_NS

@@ -18,4 +18,4 @@
 #include "kernels/embedding.cuh"
 #include "kernels/reduce.cuh"
 #include "kernels/optimizer.cuh"
-#include "kernels/scatter.cuh"
+#include "kernels/bias.cuh"

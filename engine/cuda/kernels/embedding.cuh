@@ -9,15 +9,17 @@
 //   split_tokens        seq [B, T+1] (i32) → inputs [B·T] (ids 0..T−1 of each sequence),
 //                       targets [B·T] (ids 1..T)
 //
-// The embedding backward is llm.c's: many rows hit one dwte row, so instead of atomics the
-// host — which holds the micro-batch's token ids before it uploads them — groups the rows
-// by token in a staging buffer (embedding_backward_plan, layout in kernels.h) that goes up
-// with the ids; a thread then owns 8 (or 1) columns of one token's dwte row and adds that
-// token's rows in increasing row order: d = ((d + x_r0) + x_r1) + … — the CPU backend's
-// order, so the result is the same bits. The position backward does the same per position.
+// The embedding backward: many rows hit one dwte row, and the backend has only the
+// device's token ids (no host-side plan), so it runs one block per (row r, block of
+// columns). The block first decides whether r is the first row holding its token (a
+// block-wide scan of tok[0 .. r)); only such "leader" blocks work: they walk the rows
+// r .. rows−1 a tile at a time, staging the tile's token matches in shared memory, and each
+// thread adds the matching rows of its columns in increasing row order: d = ((d + x_r0) +
+// x_r1) + … — the CPU backend's order, so the same bits, without atomics or workspace.
+// O(rows²/threads) token compares per column block (about 1 ms for 8k rows on an H100,
+// estimated). The position backward adds the rows of each position in order.
 #pragma once
 
-#include <algorithm>
 
 #include "common.cuh"
 
@@ -53,26 +55,45 @@ PTD_UNROLL
     }
 }
 
-// dwte[token, c .. c+N) (f32) += Σ over the bucket's rows, in row order. Grid: x = bucket,
-// y = block of columns.
+// Grid: x = row r, y = block of k_embed_threads·N columns. Block size k_embed_threads.
 template <class T, int N>
-__global__ void embedding_backward_kernel(float* dwte, const T* dout, const int32_t* staging, int64_t rows, int64_t C) {
-    const int64_t b = blockIdx.x;
-    const int64_t c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * N;
-    if (c >= C) return;
-    const int32_t* start = staging;
-    const int32_t* token = staging + rows + 1;
-    const int32_t* order = staging + 2 * rows + 1;
-    float* dst = dwte + (int64_t)token[b] * C + c;
-    float acc[N];
-    load_n<float, N>(dst, acc);
-    for (int32_t i = start[b]; i < start[b + 1]; i++) {
-        float x[N];
-        load_n<T, N>(dout + (int64_t)order[i] * C + c, x);
+__global__ void embedding_backward_kernel(float* dwte, const T* dout, const int32_t* tokens, int64_t v0,
+                                               int64_t Vl, int64_t rows, int64_t C) {
+    PTD_SHARED(int, seen_before, 1);
+    PTD_SHARED(int, match, k_embed_threads);
+    const int64_t r = blockIdx.x;
+    const int tid = threadIdx.x;
+    const int32_t tok = tokens[r];
+    const int64_t row_in_shard = (int64_t)tok - v0;
+    if (row_in_shard < 0 || row_in_shard >= Vl) return;  // uniform across the block
+    if (tid == 0) seen_before[0] = 0;
+    __syncthreads();
+    int found = 0;
+    for (int64_t i = tid; i < r; i += blockDim.x) found |= tokens[i] == tok;
+    if (found) seen_before[0] = 1;  // every writer stores the same value
+    __syncthreads();
+    if (seen_before[0]) return;  // uniform: r is not the first row of its token
+
+    const int64_t c = ((int64_t)blockIdx.y * blockDim.x + tid) * N;
+    const bool active = c < C;
+    float acc[N] = {};
+    if (active) load_n<float, N>(dwte + row_in_shard * C + c, acc);
+    for (int64_t base = r; base < rows; base += blockDim.x) {
+        const int64_t i = base + tid;
+        match[tid] = i < rows && tokens[i] == tok;
+        __syncthreads();
+        const int64_t tile = rows - base < (int64_t)blockDim.x ? rows - base : (int64_t)blockDim.x;
+        if (active)
+            for (int64_t j = 0; j < tile; j++) {
+                if (!match[j]) continue;
+                float x[N];
+                load_n<T, N>(dout + (base + j) * C + c, x);
 PTD_UNROLL
-        for (int k = 0; k < N; k++) acc[k] += x[k];
+                for (int k = 0; k < N; k++) acc[k] += x[k];
+            }
+        __syncthreads();  // the next tile overwrites match[]
     }
-    store_n<float, N>(dst, acc);
+    if (active) store_n<float, N>(dwte + row_in_shard * C + c, acc);
 }
 
 // out [rows, C] (T) += wpe [Tp, C] (T) at position (row0 + r) mod Tp; f32 sum, rounded once.
@@ -137,33 +158,6 @@ inline void check_rows_c(const char* op, int64_t rows, int64_t C) {
 
 namespace ptd::cuda::PTD_CUDA_NS {
 
-int64_t embedding_backward_staging_ints(int64_t rows) { return 3 * rows + 1; }
-
-int64_t embedding_backward_plan(int32_t* staging, const int32_t* tokens, int64_t rows, int64_t v0, int64_t Vl) {
-    int32_t* start = staging;
-    int32_t* token = staging + rows + 1;
-    int32_t* order = staging + 2 * rows + 1;
-    int64_t n_in = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t t = (int64_t)tokens[r] - v0;
-        if (t >= 0 && t < Vl) order[n_in++] = (int32_t)r;
-    }
-    // (token, row) pairs are distinct, so this order is total: no stable sort needed.
-    std::sort(order, order + n_in, [&](int32_t a, int32_t b) {
-        return tokens[a] != tokens[b] ? tokens[a] < tokens[b] : a < b;
-    });
-    int64_t nb = 0;
-    for (int64_t i = 0; i < n_in; i++) {
-        if (i == 0 || tokens[order[i]] != tokens[order[i - 1]]) {
-            start[nb] = (int32_t)i;
-            token[nb] = (int32_t)(tokens[order[i]] - v0);
-            nb++;
-        }
-    }
-    start[nb] = (int32_t)n_in;
-    return nb;
-}
-
 void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
                        int64_t rows, int64_t C, StreamHandle stream) {
     using namespace kern;
@@ -185,19 +179,27 @@ void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wt
     });
 }
 
-void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* staging, int64_t buckets, int64_t rows,
-                        int64_t C, StreamHandle stream) {
+void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
+                             int64_t rows, int64_t C, StreamHandle stream) {
     using namespace kern;
-    check_rows_c("embedding_backward", rows, C);
-    PTD_KERNEL_REQUIRE(buckets >= 0 && buckets <= rows, "embedding_backward", "buckets outside [0, rows]");
-    if (buckets == 0 || C == 0) return;
+    PTD_KERNEL_REQUIRE(rows >= 0 && C >= 0 && Vl >= 0, "embedding_backward", "negative shape");
+    PTD_KERNEL_REQUIRE(rows < (int64_t)1 << 31, "embedding_backward", "rows ≥ 2^31");
+    if (rows == 0 || C == 0 || Vl == 0) return;
     dispatch_type(t, "embedding_backward", [&](auto tag) {
         using T = decltype(tag);
-        auto* d = static_cast<const T*>(dout);
-        launch_columns<T>(embedding_backward_kernel<T, k_vec>, embedding_backward_kernel<T, 1>,
-                          C % k_vec == 0 && all_aligned16(dwte, d), buckets, C, stream, dwte, d, staging, rows, C);
+        const T* d = static_cast<const T*>(dout);
+        const bool vec = C % k_vec == 0 && all_aligned16(dwte, d);
+        const unsigned cblocks = (unsigned)ceil_div(vec ? C / k_vec : C, k_embed_threads);
+        const dim3 grid((unsigned)rows, cblocks);
+        if (vec)
+            PTD_LAUNCH((embedding_backward_kernel<T, k_vec>), grid, k_embed_threads, 0, stream, dwte, d, tokens,
+                       v0, Vl, rows, C);
+        else
+            PTD_LAUNCH((embedding_backward_kernel<T, 1>), grid, k_embed_threads, 0, stream, dwte, d, tokens, v0,
+                       Vl, rows, C);
     });
 }
+
 
 void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C,
                       StreamHandle stream) {
