@@ -694,7 +694,8 @@ std::string pad(const std::string& text, size_t width) {
 
 std::string gib(double bytes) {
     char b[32];
-    std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    if (bytes < 1024.0 * 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
     return b;
 }
 
@@ -805,7 +806,8 @@ bool bench_device(const Options& o, const fs::path& tmp, const DeviceSection& se
         if (mp.micro_batch == 0) continue;
         const int64_t R = (int64_t)mp.micro_batch * sec.seq, C = mp.spec.hidden, F = mp.spec.ffn_hidden,
                       H = mp.spec.heads, hd = mp.spec.head_dim(), Vp = mp.vocab_padded;
-        std::printf("   %s, micro-batch %d: R = %lld token rows\n", mp.preset.c_str(), mp.micro_batch, (long long)R);
+        std::printf("   %s, micro-batch %d (predicted device memory %s): R = %lld token rows\n", mp.preset.c_str(),
+                    mp.micro_batch, gib(mp.predicted_bytes).c_str(), (long long)R);
         row("  QKV fwd x·Wᵀ (NT)", {false, true, R, 3 * C, C});
         row("  attn proj fwd (NT)", {false, true, R, C, C});
         row("  attn scores Q·Kᵀ per head (NT)", {false, true, sec.seq, sec.seq, hd, (int64_t)mp.micro_batch * H});
@@ -856,7 +858,10 @@ bool bench_device(const Options& o, const fs::path& tmp, const DeviceSection& se
             }
             std::string err = f.failure;
             std::transform(err.begin(), err.end(), err.begin(), [](unsigned char c) { return (char)std::tolower(c); });
-            if (err.find("out of memory") == std::string::npos || mb == 1) break;
+            // The CUDA backend says "out of device memory allocating ...: ... out of memory".
+            const bool oom = err.find("out of memory") != std::string::npos ||
+                             err.find("out of device memory") != std::string::npos;
+            if (!oom || mb == 1) break;
             std::printf("   %s: out of device memory at micro-batch %d; trying %d\n", mp.preset.c_str(), mb, mb / 2);
         }
         if (!ran) {
