@@ -952,6 +952,17 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (!o.gpu_preset.empty()) {
+        // Checked up front, so a typo fails before any run (and also where no device is).
+        auto presets = ptd::load_presets();
+        if (presets && !presets->find_gpu(o.gpu_preset)) {
+            std::string allowed;
+            for (const std::string& n : presets->gpu_names()) allowed += (allowed.empty() ? "" : ", ") + n;
+            std::fprintf(stderr, "bench_engine: --gpu-preset: got \"%s\"; allowed: %s\n", o.gpu_preset.c_str(),
+                         allowed.c_str());
+            return 2;
+        }
+    }
     if (o.engine.empty()) o.engine = default_engine_path();
     if (access(o.engine.c_str(), X_OK) != 0) {
         std::fprintf(stderr, "bench_engine: cannot execute the engine '%s'; build ptd-engine or pass --engine PATH\n",
