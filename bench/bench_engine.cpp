@@ -16,11 +16,22 @@
 //      thread per rank, with the per-rank model FLOPs per step held constant (weak
 //      scaling: 1 sequence per rank per step), the comm share of the step from the
 //      engine's time split and the step-time overhead against the 1-rank run.
+//   4. with --backend cuda, the GPU instead (issue 14): the device's measured bf16 GEMM peak
+//      (the engine's cuBLASLt layer, lt_matmul, on square 4096/8192 and on the GPT-2 shapes,
+//      best of several repetitions timed with CUDA events), then ptd-engine --backend cuda
+//      on one GPU training GPT-2 124M/350M/774M at T = 1024 in bf16 with the largest
+//      power-of-two micro-batch whose predicted memory fits the device: tokens/s and MFU
+//      against the measured peak and the GPU preset's nominal peak (989.4 TFLOP/s for an
+//      H100 SXM), beside the target (≥ 50 % MFU on one H100, llm.c's CUDA trainer being the
+//      anchor). Without a device it prints "no CUDA device: <the CUDA error>" and exits 0.
+//      --backend cuda-sim runs the same code on the CUDA simulator with tiny shapes and
+//      tiny-gpt: a smoke row CI can run, whose figures measure the simulator, not a GPU.
 // Ranks are real ptd-engine processes (torchrun environment, loopback TCP) whose job files
 // are written to a temp folder; every child is reaped, and a failed run prints its stderr
 // tail and makes the bench exit non-zero.
 //
-//   ./build/bin/bench_engine [--quick] [--engine PATH]
+//   ./build/bin/bench_engine [--quick] [--engine PATH] [--backend cpu|cuda|cuda-sim[,...]]
+//                            [--gpu-preset NAME]
 #include <cblas.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -46,7 +57,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_gpu.h"
 #include "ptd/engine/backend.h"
+#include "ptd/estimate.h"
+#include "ptd/job_spec.h"
+#include "ptd/presets.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -59,18 +74,23 @@ namespace {
 struct Options {
     bool quick = false;
     std::string engine;  // default: ptd-engine next to this binary
+    // Sections to run, in this order: the CPU (parts 1-3), the CUDA device, the simulator.
+    bool cpu = true, cuda = false, cuda_sim = false;
+    std::string gpu_preset;  // --backend cuda: the job's GPU preset (default: from the device name)
 };
 
-// What every engine run of parts 2 and 3 trains.
+// What every engine run of parts 2 and 3 trains (the GPU section sets preset and gpu).
 struct ModelShape {
-    int layers = 12;  // gpt2-124m
+    std::string preset = "gpt2-124m";
+    std::string gpu = "cpu";  // the job's cluster.gpu preset
+    int layers = 0;   // 0: the preset's
     int seq = 256;    // cut from the preset's 1024, like assets/jobs/gpt2-124m-local.toml
     int steps = 5;    // per run; the first is a warm-up and is discarded
     double deadline_s = 300;
     std::string describe() const {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "gpt2-124m%s, seq_len %d, synthetic data, %d steps (step 1 discarded)",
-                      layers == 12 ? "" : (" cut to " + std::to_string(layers) + " layers").c_str(), seq, steps);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s%s, seq_len %d, synthetic data, %d steps (step 1 discarded)", preset.c_str(),
+                      layers == 0 ? "" : (" cut to " + std::to_string(layers) + " layers").c_str(), seq, steps);
         return buf;
     }
 };
@@ -289,6 +309,7 @@ struct Layout {
     int micro_batch = 1, global_batch = 1;
     const char* extra_env = nullptr;  // "NAME=value" added to every rank's environment
     const char* precision = "fp32";
+    const char* backend = nullptr;  // ptd-engine --backend (nullptr: the engine's default)
     int world() const { return tp * dp; }
 };
 
@@ -299,14 +320,15 @@ struct RunFigures {
     double wall_s = 0;
     double load = 0;  // 1-min load average when the run ended
     int measured_steps = 0;
+    std::string failure;  // a failed run: every rank's stderr (to tell out-of-memory from other errors)
 };
 
 std::string job_toml(const ModelShape& m, const Layout& l) {
     std::ostringstream t;
     t << "# written by bench_engine: " << l.name << "\n"
-      << "[model]\npreset = \"gpt2-124m\"\nseq_len = " << m.seq << "\n";
-    if (m.layers != 12) t << "layers = " << m.layers << "\n";
-    t << "\n[cluster]\nnodes = 1\ngpus_per_node = " << l.world() << "\ngpu = \"cpu\"\n"
+      << "[model]\npreset = \"" << m.preset << "\"\nseq_len = " << m.seq << "\n";
+    if (m.layers != 0) t << "layers = " << m.layers << "\n";
+    t << "\n[cluster]\nnodes = 1\ngpus_per_node = " << l.world() << "\ngpu = \"" << m.gpu << "\"\n"
       << "\n[parallel]\ntp = " << l.tp << "\npp = 1\ndp = " << l.dp << "\n"
       << "\n[training]\nmicro_batch = " << l.micro_batch << "\nglobal_batch = " << l.global_batch
       << "\nprecision = \"" << l.precision << "\"\noptimizer = \"adamw\"\nlr = 6e-4\nsteps = " << m.steps
@@ -359,6 +381,7 @@ bool run_engine(const Options& o, const fs::path& tmp, const ModelShape& m, cons
             if (l.extra_env) putenv(const_cast<char*>(l.extra_env));
             std::vector<std::string> args = {o.engine, "--job", job.string(), "--steps", std::to_string(m.steps),
                                              "--threads", thr, "--run-dir", (dir / "run-dir").string()};
+            if (l.backend) args.insert(args.end(), {"--backend", l.backend});
             std::vector<char*> argv;
             for (auto& a : args) argv.push_back(a.data());
             argv.push_back(nullptr);
@@ -433,7 +456,9 @@ bool run_engine(const Options& o, const fs::path& tmp, const ModelShape& m, cons
             std::printf("   rank %d: %s %d, %zu step line(s); stderr tail:\n", r,
                         WIFSIGNALED(st) ? "killed by signal" : "exit code", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
                         steps[(size_t)r].size());
-            std::istringstream es(tail_lines(slurp(dir / ("rank" + std::to_string(r) + ".err")), 12));
+            const std::string err = slurp(dir / ("rank" + std::to_string(r) + ".err"));
+            fig.failure += err;
+            std::istringstream es(tail_lines(err, 12));
             for (std::string line; std::getline(es, line);) std::printf("     | %s\n", line.c_str());
         }
         return false;
@@ -584,6 +609,293 @@ bool bench_comm(const Options& o, const fs::path& tmp, const ModelShape& m, cons
     return ok;
 }
 
+// ---- 4. the CUDA device (--backend cuda) and its simulator smoke row (--backend cuda-sim) ---
+
+// One build's device side (bench_gpu.h), picked at run time.
+struct DeviceApi {
+    bench_gpu::DeviceInfo (*open)();
+    bench_gpu::GemmTiming (*time_gemm)(const bench_gpu::GemmCase&, const bench_gpu::TimingPlan&);
+    void (*close)();
+};
+
+// What the section measures: the GPU figures the issue asks for, or the same code path on
+// the simulator at sizes it finishes in seconds.
+struct DeviceSection {
+    bool sim = false;
+    const char* backend = "cuda";             // ptd-engine --backend
+    DeviceApi api{};
+    std::vector<std::string> models;          // presets, trained one after another
+    int seq = 1024;
+    std::vector<int64_t> squares;             // square GEMM sizes for the peak
+    int max_micro_batch = 64;
+    int64_t tokens_per_step = 1 << 19;        // micro-batches accumulate to about this (llm.c's 0.5M)
+    int steps = 5;
+    double deadline_s = 600;
+    bench_gpu::TimingPlan plan;
+    // FLOP/s unit of the tables: the simulator's figures are GFLOP/s at best.
+    const char* unit = "TFLOP/s";
+    double unit_scale = 1e12;
+};
+
+// The GPU preset of a device, from the name the CUDA runtime reports ("" when none fits).
+std::string gpu_preset_for_device(std::string name) {
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return (char)std::tolower(c); });
+    auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    if (has("h100")) return has("pcie") ? "h100-pcie" : "h100-sxm";
+    if (has("h200")) return "h200";
+    if (has("b200")) return "b200";
+    if (has("a100")) return has("40gb") ? "a100-40gb" : "a100-80gb";
+    if (has("l40s")) return "l40s";
+    if (has("4090")) return "rtx4090";
+    return "";
+}
+
+// The job run_engine writes for this model and layout, as the engine loads it, with the
+// engine's activation profile (what the trainer predicts its memory with).
+ptd::Result<ptd::JobSpec> load_bench_job(const ptd::PresetCatalog& presets, const ModelShape& m, const Layout& l) {
+    auto job = ptd::load_job_text(job_toml(m, l), "bench_engine job (" + m.preset + ")", presets);
+    if (job) job->estimate.activation_profile = ptd::ActivationProfile::ptd_engine;
+    return job;
+}
+
+// Device bytes the estimators predict for the job's rank: its worst stage's total (model
+// states, activations, temporaries, CUDA context, NCCL buffers, fragmentation).
+double predicted_device_bytes(const ptd::JobSpec& job) {
+    const ptd::Estimate est = ptd::estimate_job(job);
+    return est.stages[(size_t)est.worst_stage].mem.total();
+}
+
+struct ModelPlan {
+    std::string preset;
+    ptd::ModelSpec spec;
+    int64_t vocab_padded = 0;
+    int micro_batch = 0;  // 0: not even 1 fits
+    double predicted_bytes = 0;
+};
+
+// Layout of one engine run of the section: 1 rank, bf16, micro-batches accumulated to about
+// tokens_per_step tokens.
+Layout device_layout(const DeviceSection& sec, const std::string& name_storage, int micro_batch) {
+    const int64_t per_micro = (int64_t)micro_batch * sec.seq;
+    const int accum = (int)std::max<int64_t>(1, (sec.tokens_per_step + per_micro - 1) / per_micro);
+    Layout l{name_storage.c_str(), 1, 1, 1, micro_batch, micro_batch * accum};
+    l.precision = "bf16";
+    l.backend = sec.backend;
+    return l;
+}
+
+// `text` padded with spaces to `width` columns: printf's %-*s counts bytes, and the shape
+// names hold multi-byte characters (ᵀ, ·).
+std::string pad(const std::string& text, size_t width) {
+    size_t cols = 0;
+    for (unsigned char c : text) cols += (c & 0xC0) != 0x80;
+    return text + std::string(width > cols ? width - cols : 0, ' ');
+}
+
+std::string gib(double bytes) {
+    char b[32];
+    if (bytes < 1024.0 * 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    return b;
+}
+
+bool bench_device(const Options& o, const fs::path& tmp, const DeviceSection& sec) {
+    const char* what = sec.sim ? "the CUDA simulator (--backend cuda-sim)" : "the CUDA device (--backend cuda)";
+    std::printf("4. ptd-engine on %s\n", what);
+    if (sec.sim)
+        std::printf("   SIMULATOR FIGURES — a smoke row that runs the GPU section's code on the CPU (kernels as fibers,\n"
+                    "   GEMMs in the host cuBLASLt reference). They measure the simulator, never a GPU; no MFU target\n"
+                    "   applies.\n");
+    if (!sec.api.open) {
+        std::printf("   no CUDA device: this bench_engine was built without CUDA (nvcc was not found at configure time,\n"
+                    "   or -DENABLE_CUDA=OFF); the GPU figures were not measured.\n\n");
+        return true;
+    }
+    const bench_gpu::DeviceInfo dev = sec.api.open();
+    if (!dev.error.empty()) {
+        std::printf("   no CUDA device: %s\n   (the GPU section is skipped; its figures were not measured)\n\n",
+                    dev.error.c_str());
+        return true;
+    }
+    auto presets = ptd::load_presets();
+    if (!presets) {
+        std::printf("   FAILED: cannot load the presets: %s\n", presets.error().str().c_str());
+        sec.api.close();
+        return false;
+    }
+    std::string gpu = "cpu";  // the simulator's jobs run on the cpu preset, as the EngineCudaSim tests
+    std::string gpu_note;
+    if (!sec.sim) {
+        gpu = o.gpu_preset.empty() ? gpu_preset_for_device(dev.name) : o.gpu_preset;
+        if (gpu.empty()) {
+            gpu = "h100-sxm";
+            gpu_note = " (the device is not among the GPU presets: the jobs name h100-sxm, and MFU against a nominal "
+                       "peak is not shown; pass --gpu-preset NAME)";
+        } else if (!presets->find_gpu(gpu)) {
+            std::printf("   FAILED: --gpu-preset: got \"%s\"; allowed: the [sections] of assets/presets/gpus.toml\n",
+                        gpu.c_str());
+            sec.api.close();
+            return false;
+        }
+    }
+    const ptd::GpuSpec* gpu_spec = presets->find_gpu(gpu);
+    const double nominal = (!sec.sim && gpu_note.empty() && gpu_spec) ? gpu_spec->bf16_tflops : 0.0;
+    std::printf("   device: %s; %s free of %s at start (this process's context included)\n", dev.line.c_str(),
+                gib((double)dev.free_bytes).c_str(), gib((double)dev.total_bytes).c_str());
+    if (!sec.sim) {
+        char peak_text[64] = "";
+        if (nominal > 0) std::snprintf(peak_text, sizeof peak_text, ", nominal dense bf16 peak %.1f TFLOP/s", nominal);
+        std::printf("   GPU preset of the jobs: %s%s%s\n", gpu.c_str(), peak_text, gpu_note.c_str());
+    }
+
+    // Per model: the largest power-of-two micro-batch (≤ max) whose predicted memory fits.
+    std::vector<ModelPlan> plans;
+    for (const std::string& preset : sec.models) {
+        ModelPlan mp;
+        mp.preset = preset;
+        ModelShape m;
+        m.preset = preset;
+        m.gpu = gpu;
+        m.seq = sec.seq;
+        m.steps = sec.steps;
+        for (int mb = 1; mb <= sec.max_micro_batch; mb *= 2) {
+            const std::string name = preset;
+            auto job = load_bench_job(*presets, m, device_layout(sec, name, mb));
+            if (!job) {
+                std::printf("   FAILED: the bench's job for %s does not load:\n%s\n", preset.c_str(), job.error().str().c_str());
+                sec.api.close();
+                return false;
+            }
+            mp.spec = job->model;
+            mp.vocab_padded = ptd::padded_vocab(job->model.vocab, job->estimate.vocab_pad, 1);
+            const double bytes = predicted_device_bytes(*job);
+            if (bytes > (double)dev.free_bytes) break;
+            mp.micro_batch = mb;
+            mp.predicted_bytes = bytes;
+        }
+        plans.push_back(mp);
+    }
+
+    // The bf16 GEMM peak: squares, then each model's GEMMs at its micro-batch's token rows.
+    char calls[64] = "one call";
+    if (sec.plan.rep_ms > 0) std::snprintf(calls, sizeof calls, "as many calls as fill ~%.0f ms", sec.plan.rep_ms);
+    std::printf("\n   bf16 GEMM peak — lt_matmul (ptd-engine's cuBLASLt layer: compute f32, its cached heuristic\n"
+                "   algorithm), bf16 A and B of random values; C bf16, or f32 += for a weight gradient. Best of %d\n"
+                "   repetitions of %s, timed with CUDA events%s.\n\n",
+                sec.plan.reps, calls, sec.sim ? " (the simulator: host time)" : "");
+    std::printf("   %s %6s %6s %6s %6s %10s %10s\n", pad("shape (row-major C = op(A)·op(B))", 34).c_str(), "M", "N", "K",
+                "batch", "ms/call", sec.unit);
+    double peak = 0;
+    std::string peak_name;
+    bool ok = true;
+    auto row = [&](const std::string& name, const bench_gpu::GemmCase& g) {
+        const bench_gpu::GemmTiming t = sec.api.time_gemm(g, sec.plan);
+        if (!t.error.empty()) {
+            std::printf("   %s FAILED: %s\n", pad(name, 34).c_str(), t.error.c_str());
+            ok = false;
+            return;
+        }
+        const double tf = g.flop() / (t.best_ms * 1e-3) / sec.unit_scale;
+        std::printf("   %s %6lld %6lld %6lld %6lld %10.4f %10.1f\n", pad(name, 34).c_str(), (long long)g.m,
+                    (long long)g.n, (long long)g.k, (long long)g.batch, t.best_ms, tf);
+        std::fflush(stdout);
+        if (tf > peak) peak = tf, peak_name = name;
+    };
+    for (int64_t n : sec.squares) row("square " + std::to_string(n) + " (NN)", {false, false, n, n, n});
+    for (const ModelPlan& mp : plans) {
+        if (mp.micro_batch == 0) continue;
+        const int64_t R = (int64_t)mp.micro_batch * sec.seq, C = mp.spec.hidden, F = mp.spec.ffn_hidden,
+                      H = mp.spec.heads, hd = mp.spec.head_dim(), Vp = mp.vocab_padded;
+        std::printf("   %s, micro-batch %d (predicted device memory %s): R = %lld token rows\n", mp.preset.c_str(),
+                    mp.micro_batch, gib(mp.predicted_bytes).c_str(), (long long)R);
+        row("  QKV fwd x·Wᵀ (NT)", {false, true, R, 3 * C, C});
+        row("  attn proj fwd (NT)", {false, true, R, C, C});
+        row("  attn scores Q·Kᵀ per head (NT)", {false, true, sec.seq, sec.seq, hd, (int64_t)mp.micro_batch * H});
+        row("  MLP up fwd (NT)", {false, true, R, F, C});
+        row("  MLP down fwd (NT)", {false, true, R, C, F});
+        row("  MLP up dW += gᵀ·x (TN, f32)", {true, false, F, C, R, 1, true});
+        row("  LM head fwd (NT)", {false, true, R, Vp, C});
+    }
+    sec.api.close();
+    if (peak <= 0) {
+        std::printf("\n   FAILED: no GEMM ran; the engine runs are skipped.\n\n");
+        return false;
+    }
+    std::printf("   %s %41s %10.1f", pad("measured peak (max over shapes)", 34).c_str(), "", peak);
+    if (nominal > 0) std::printf("  = %.1f%% of the nominal %.1f (%s)", 100 * peak / nominal, nominal, gpu.c_str());
+    std::printf("\n   (best: %s)\n\n", peak_name.substr(peak_name.find_first_not_of(' ')).c_str());
+
+    // The engine on each model.
+    std::printf("   ptd-engine --backend %s, 1 rank, bf16, seq_len %d, synthetic data, %d steps (step 1 discarded);\n"
+                "   micro-batch: the largest power of two ≤ %d whose predicted device memory (the estimators' total:\n"
+                "   model states, activations, temporaries, CUDA context, NCCL, fragmentation) fits the free memory\n"
+                "   above (halved on an out-of-memory failure); micro-batches accumulate to ≥ %lld tokens per step.\n\n",
+                sec.backend, sec.seq, sec.steps, sec.max_micro_batch, (long long)sec.tokens_per_step);
+    std::printf("   %-11s %4s %5s %9s %8s %10s %9s %8s %8s %10s %10s\n", "model", "mb", "accum", "tok/step", "step s",
+                "tok/s", sec.unit, "compute", "optim.", "MFU meas.", "MFU nom.");
+    std::string verdict;
+    for (ModelPlan& mp : plans) {
+        if (mp.micro_batch == 0) {
+            std::printf("   %-11s does not fit: even micro-batch 1 is predicted above the free memory\n", mp.preset.c_str());
+            ok = false;
+            continue;
+        }
+        ModelShape m;
+        m.preset = mp.preset;
+        m.gpu = gpu;
+        m.seq = sec.seq;
+        m.steps = sec.steps;
+        m.deadline_s = sec.deadline_s;
+        RunFigures f;
+        Layout l;
+        bool ran = false;
+        for (int mb = mp.micro_batch; mb >= 1; mb /= 2) {
+            l = device_layout(sec, mp.preset, mb);
+            f = RunFigures{};
+            if (run_engine(o, tmp, m, l, f)) {
+                ran = true;
+                break;
+            }
+            std::string err = f.failure;
+            std::transform(err.begin(), err.end(), err.begin(), [](unsigned char c) { return (char)std::tolower(c); });
+            // The CUDA backend says "out of device memory allocating ...: ... out of memory".
+            const bool oom = err.find("out of memory") != std::string::npos ||
+                             err.find("out of device memory") != std::string::npos;
+            if (!oom || mb == 1) break;
+            std::printf("   %s: out of device memory at micro-batch %d; trying %d\n", mp.preset.c_str(), mb, mb / 2);
+        }
+        if (!ran) {
+            ok = false;
+            continue;
+        }
+        const double tflops = f.gflops_per_rank / 1000.0;  // the tables' unit: tflops · 1e12 / unit_scale
+        char nom[32] = "—";
+        if (nominal > 0) std::snprintf(nom, sizeof nom, "%.1f%%", 100 * tflops / nominal);
+        std::printf("   %-11s %4d %5d %9d %8.3f %10.0f %9.1f %7.1f%% %7.1f%% %9.1f%% %10s\n", mp.preset.c_str(),
+                    l.micro_batch, l.global_batch / l.micro_batch, l.global_batch * sec.seq, f.step_s, f.tokens_per_s,
+                    tflops * 1e12 / sec.unit_scale, 100 * f.compute / f.step_s, 100 * f.optimizer / f.step_s,
+                    100 * tflops * 1e12 / sec.unit_scale / peak, nom);
+        std::fflush(stdout);
+        if (!sec.sim && nominal > 0) {
+            char b[96];
+            std::snprintf(b, sizeof b, "%s%s %.1f%% %s", verdict.empty() ? "" : "; ", mp.preset.c_str(),
+                          100 * tflops / nominal, tflops / nominal >= 0.5 ? "met" : "NOT met");
+            verdict += b;
+        }
+    }
+    std::printf("\n   %s: the engine's model FLOPs (6·params + attention with the full s² count, per token) per\n"
+                "   second; MFU meas.: over the measured GEMM peak above; MFU nom.: over the GPU preset's nominal\n"
+                "   dense bf16 peak (Megatron's, torchtitan's and llm.c's convention).\n", sec.unit);
+    if (sec.sim)
+        std::printf("   Simulator figures: they show that the GPU section runs end to end, not how fast a GPU is.\n\n");
+    else if (!verdict.empty())
+        std::printf("   Target ≥ 50%% MFU (nominal) on one H100 — llm.c's CUDA trainer is the anchor: %s.\n\n",
+                    verdict.c_str());
+    else
+        std::printf("   Target ≥ 50%% MFU (nominal) on one H100: not judged (no nominal peak for this device).\n\n");
+    return ok;
+}
+
 std::string default_engine_path() {
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -599,13 +911,55 @@ int main(int argc, char** argv) {
         if (a == "--quick") o.quick = true;
         else if (a == "--engine" && i + 1 < argc) o.engine = argv[++i];
         else if (a.rfind("--engine=", 0) == 0) o.engine = a.substr(9);
+        else if (a == "--backend" || a.rfind("--backend=", 0) == 0) {
+            std::string list = a == "--backend" ? (i + 1 < argc ? argv[++i] : "") : a.substr(10);
+            o.cpu = o.cuda = o.cuda_sim = false;
+            std::stringstream ls(list);
+            bool any = false;
+            for (std::string item; std::getline(ls, item, ',');) {
+                any = true;
+                if (item == "cpu") o.cpu = true;
+                else if (item == "cuda") o.cuda = true;
+                else if (item == "cuda-sim") o.cuda_sim = true;
+                else {
+                    std::fprintf(stderr, "bench_engine: --backend: got \"%s\"; allowed: cpu, cuda, cuda-sim, or a "
+                                         "comma-separated list of them\n", item.c_str());
+                    return 2;
+                }
+            }
+            if (!any) {
+                std::fprintf(stderr, "bench_engine: --backend: no value; allowed: cpu, cuda, cuda-sim, or a "
+                                     "comma-separated list of them\n");
+                return 2;
+            }
+        } else if (a == "--gpu-preset" && i + 1 < argc) o.gpu_preset = argv[++i];
+        else if (a.rfind("--gpu-preset=", 0) == 0) o.gpu_preset = a.substr(13);
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: bench_engine [--quick] [--engine PATH]\n"
-                        "  --quick        fewer steps and a 2-layer, 128-token model (a smoke run)\n"
-                        "  --engine PATH  the ptd-engine to measure (default: next to this program)\n");
+            std::printf("usage: bench_engine [--quick] [--engine PATH] [--backend LIST] [--gpu-preset NAME]\n"
+                        "  --quick            fewer steps and smaller models (a smoke run)\n"
+                        "  --engine PATH      the ptd-engine to measure (default: next to this program)\n"
+                        "  --backend LIST     sections to run, comma-separated (default: cpu):\n"
+                        "                       cpu       parts 1-3: this CPU's sgemm peak, ptd-engine on the CPU\n"
+                        "                       cuda      the GPU: measured bf16 GEMM peak, GPT-2 124M/350M/774M\n"
+                        "                                 at T = 1024, tokens/s and MFU (no device: says so, exit 0)\n"
+                        "                       cuda-sim  the GPU section's code on the CUDA simulator, tiny sizes\n"
+                        "                                 (simulator figures, never GPU figures)\n"
+                        "  --gpu-preset NAME  with cuda: the GPU preset of the jobs and of the nominal peak\n"
+                        "                     (default: from the device's name, e.g. h100-sxm)\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_engine: unknown argument '%s'; run with --help\n", a.c_str());
+            return 2;
+        }
+    }
+    if (!o.gpu_preset.empty()) {
+        // Checked up front, so a typo fails before any run (and also where no device is).
+        auto presets = ptd::load_presets();
+        if (presets && !presets->find_gpu(o.gpu_preset)) {
+            std::string allowed;
+            for (const std::string& n : presets->gpu_names()) allowed += (allowed.empty() ? "" : ", ") + n;
+            std::fprintf(stderr, "bench_engine: --gpu-preset: got \"%s\"; allowed: %s\n", o.gpu_preset.c_str(),
+                         allowed.c_str());
             return 2;
         }
     }
@@ -634,20 +988,60 @@ int main(int argc, char** argv) {
     const fs::path tmp = tmp_c;
 
     const unsigned cores = std::thread::hardware_concurrency();
-    std::printf("bench_engine — ptd-engine (CPU) against this machine's sgemm peak%s\n", o.quick ? " [--quick]" : "");
-    std::printf("engine: %s; %u hardware threads; 1-min load average at start %.2f; job files in %s\n\n",
-                o.engine.c_str(), cores, load_average(), tmp.c_str());
-    const double busy = busy_percent(1.0);
-    if (busy > 10)
-        std::printf("WARNING: this machine is already %.0f%% busy; the figures below will be low and noisy. Re-run it "
-                    "when it is idle.\n\n", busy);
     const auto t0 = Clock::now();
+    bool ok = true;
+    if (o.cpu) {
+        std::printf("bench_engine — ptd-engine (CPU) against this machine's sgemm peak%s\n", o.quick ? " [--quick]" : "");
+        std::printf("engine: %s; %u hardware threads; 1-min load average at start %.2f; job files in %s\n\n",
+                    o.engine.c_str(), cores, load_average(), tmp.c_str());
+        const double busy = busy_percent(1.0);
+        if (busy > 10)
+            std::printf("WARNING: this machine is already %.0f%% busy; the figures below will be low and noisy. Re-run it "
+                        "when it is idle.\n\n", busy);
 
-    const auto peak = bench_sgemm(o, m.seq);
-    const auto bf16_peak = bench_bf16_gemm(o, m.seq);
-    RunFigures one_thread;
-    bool ok = bench_single(o, tmp, m, peak, bf16_peak, one_thread);
-    ok = bench_comm(o, tmp, m, one_thread.measured_steps > 0 ? &one_thread : nullptr) && ok;
+        const auto peak = bench_sgemm(o, m.seq);
+        const auto bf16_peak = bench_bf16_gemm(o, m.seq);
+        RunFigures one_thread;
+        ok = bench_single(o, tmp, m, peak, bf16_peak, one_thread);
+        ok = bench_comm(o, tmp, m, one_thread.measured_steps > 0 ? &one_thread : nullptr) && ok;
+    }
+    if (o.cuda || o.cuda_sim)
+        std::printf("bench_engine — ptd-engine's CUDA backend%s; engine: %s; job files in %s\n\n",
+                    o.quick ? " [--quick]" : "", o.engine.c_str(), tmp.c_str());
+    if (o.cuda) {
+        DeviceSection sec;
+#ifdef PTD_BENCH_HAVE_CUDA
+        sec.api = {bench_gpu::dev::open_device, bench_gpu::dev::time_gemm, bench_gpu::dev::close_device};
+#endif
+        sec.models = {"gpt2-124m", "gpt2-350m", "gpt2-774m"};
+        sec.squares = {4096, 8192};
+        if (o.quick) {
+            sec.models = {"gpt2-124m"};
+            sec.squares = {4096};
+            sec.tokens_per_step = 1 << 17;
+            sec.steps = 3;
+            sec.plan = {3, 10};
+        }
+        ok = bench_device(o, tmp, sec) && ok;
+    }
+    if (o.cuda_sim) {
+        // Sizes the simulator finishes in seconds: tiny-gpt (4 layers, width 64) at 64 tokens.
+        DeviceSection sec;
+        sec.sim = true;
+        sec.backend = "cuda-sim";
+        sec.api = {bench_gpu::sim::open_device, bench_gpu::sim::time_gemm, bench_gpu::sim::close_device};
+        sec.models = {"tiny-gpt"};
+        sec.seq = 64;
+        sec.squares = {64};
+        sec.max_micro_batch = 2;
+        sec.tokens_per_step = 128;
+        sec.steps = 3;
+        sec.deadline_s = 300;
+        sec.plan = {2, 0};
+        sec.unit = "GFLOP/s";
+        sec.unit_scale = 1e9;
+        ok = bench_device(o, tmp, sec) && ok;
+    }
 
     std::printf("total %.0f s; 1-min load average at end %.2f\n", seconds_since(t0), load_average());
     if (ok) {
