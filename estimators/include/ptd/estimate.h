@@ -246,7 +246,7 @@ std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
 // on a single or last stage, the gradient stream), allocated once at start-up: one
 // layer's backward temporaries (when the stage has layers), attention backward's scratch
 // (`attention_scratch` f32 elements: the backend states it, it depends on its threads),
-// the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and cross-entropy
+// the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and (tp > 1) cross-entropy
 // buffers (last stage), the SP embedding rows (first stage with SP) and one micro-batch's
 // token ids as uploaded (first or last stage), and the backend's scratch for 16-bit
 // operands (`operand_scratch` f32 elements, as the backend states it: the CPU backend
