@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_backend.h"
 #include "kernels.h"
 #include "ptd/engine/backend.h"
 
@@ -1574,3 +1575,132 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
 }
 
 }  // namespace
+
+// ---- the CUDA backend's fused ops (cuda_backend.cpp over the kernels) -------------------------------
+
+// Backend::plan_adamw / adamw_step on the CUDA backend: the ranges become one device list
+// (MEM_WORKSPACE, adamw_plan_bytes of it, released by an empty plan), and each step is one
+// multi-tensor launch with the same bits as the CPU backend's per-range loop — master
+// weights, moments and the rounded 16-bit model weights, over three steps (the last skipped).
+TEST_F(CudaKernels, BackendAdamwStepIsTheCpuLoopBitForBit) {
+    std::string error;
+    auto be = kc::make_cuda_backend(0, &error);
+    ASSERT_TRUE(be) << error;
+    auto cpu = ptd::engine::make_cpu_backend(1);
+    using ptd::engine::Backend;
+    const int64_t sizes[] = {1003, 0, 4099, 17};
+    const float decay[] = {0.1f, 0.1f, 0.0f, 0.05f};
+    for (DType model_t : {DType::f32, DType::bf16}) {
+        const bool has_model = model_t != DType::f32;
+        std::vector<Host> p, g, m, v, model;
+        std::vector<void*> on_device;
+        auto upload = [&](Host& h) {
+            void* d = be->alloc(ptd::engine::MEM_OPTIMIZER, std::max<size_t>(h.size_bytes(), 1), "test range");
+            be->upload(d, h.data(), h.size_bytes());
+            on_device.push_back(d);
+            return d;
+        };
+        std::vector<Backend::AdamWRange> dev_ranges, cpu_ranges;
+        for (size_t k = 0; k < std::size(sizes); k++) {
+            const uint32_t sd = 271 + 10 * static_cast<uint32_t>(k);
+            p.push_back(random_host(DType::f32, sizes[k], sd, -1, 1));
+            g.push_back(random_host(DType::f32, sizes[k], sd + 1, -0.1f, 0.1f));
+            m.push_back(random_host(DType::f32, sizes[k], sd + 2, -0.01f, 0.01f));
+            v.push_back(random_host(DType::f32, sizes[k], sd + 3, 0.0f, 0.001f));
+            model.push_back(nan_host(model_t, sizes[k]));
+        }
+        for (size_t k = 0; k < std::size(sizes); k++) {
+            Backend::AdamWRange d;
+            d.p = static_cast<float*>(upload(p[k])), d.g = static_cast<float*>(upload(g[k]));
+            d.m = static_cast<float*>(upload(m[k])), d.v = static_cast<float*>(upload(v[k]));
+            d.model_p = has_model ? upload(model[k]) : nullptr;
+            d.n = sizes[k], d.weight_decay = decay[k];
+            dev_ranges.push_back(d);
+            Backend::AdamWRange c = d;
+            c.p = reinterpret_cast<float*>(p[k].data()), c.g = reinterpret_cast<const float*>(g[k].data());
+            c.m = reinterpret_cast<float*>(m[k].data()), c.v = reinterpret_cast<float*>(v[k].data());
+            c.model_p = has_model ? model[k].data() : nullptr;
+            cpu_ranges.push_back(c);
+        }
+        const int count = static_cast<int>(std::size(sizes));
+        const int64_t ws0 = be->mem_stats().current[ptd::engine::MEM_WORKSPACE];
+        be->plan_adamw(dev_ranges.data(), count);
+        EXPECT_EQ(be->mem_stats().current[ptd::engine::MEM_WORKSPACE] - ws0, be->adamw_plan_bytes(count));
+        EXPECT_GT(be->adamw_plan_bytes(count), 0);
+        cpu->plan_adamw(cpu_ranges.data(), count);
+        std::vector<double> scalars(ptd::engine::STEP_SCALAR_COUNT, 0.0);
+        scalars[ptd::engine::SCALAR_GRAD_SCALE] = static_cast<float>(0.8 / (1.3 + 1e-6));
+        auto* ds = static_cast<double*>(be->alloc(ptd::engine::MEM_WORKSPACE, scalars.size() * 8, "scalars"));
+        const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+        for (int64_t step = 1; step <= 3; step++) {
+            if (step == 3) scalars[ptd::engine::SCALAR_FOUND_INF] = 1.0;
+            be->upload(ds, scalars.data(), scalars.size() * 8);
+            be->adamw_step(lr, b1, b2, eps, ds, step, model_t);
+            cpu->adamw_step(lr, b1, b2, eps, scalars.data(), step, model_t);
+        }
+        for (size_t k = 0; k < std::size(sizes); k++) {
+            const std::string tag = std::string("adamw_step model ") + type_name(model_t) + " range " + std::to_string(k);
+            Host hp(DType::f32, sizes[k]), hm(DType::f32, sizes[k]), hv(DType::f32, sizes[k]), hmodel(model_t, sizes[k]);
+            be->download(hp.data(), dev_ranges[k].p, hp.size_bytes());
+            be->download(hm.data(), dev_ranges[k].m, hm.size_bytes());
+            be->download(hv.data(), dev_ranges[k].v, hv.size_bytes());
+            expect_bits_equal(tag + " p", hp, p[k]);
+            expect_bits_equal(tag + " m", hm, m[k]);
+            expect_bits_equal(tag + " v", hv, v[k]);
+            if (has_model) {
+                be->download(hmodel.data(), dev_ranges[k].model_p, hmodel.size_bytes());
+                expect_bits_equal(tag + " model copy", hmodel, model[k]);
+            }
+        }
+        be->plan_adamw(nullptr, 0);
+        EXPECT_EQ(be->mem_stats().current[ptd::engine::MEM_WORKSPACE] - ws0, 8 * scalars.size());
+        be->release(ds);
+        for (void* d : on_device) be->release(d);
+    }
+}
+
+// Backend::xent_fused on the CUDA backend (one launch) against the CPU backend's fused op
+// (the four phases' bits): odd and vector-width rows, padding, in place and loss only.
+// The kernel sums Σexp online in its own order and uses expf: equal within f32 rounding.
+TEST_F(CudaKernels, BackendXentFusedMatchesCpu) {
+    std::string error;
+    auto be = kc::make_cuda_backend(0, &error);
+    ASSERT_TRUE(be) << error;
+    auto cpu = ptd::engine::make_cpu_backend(1);
+    struct Case {
+        int64_t rows, Vl, V_valid;
+    };
+    for (const Case c : {Case{5, 1037, 1031}, Case{4, 64, 64}, Case{3, 24, 19}}) {
+        const std::string tag = "xent_fused rows " + std::to_string(c.rows) + " Vl " + std::to_string(c.Vl);
+        Host logits = random_host(DType::f32, c.rows * c.Vl, 91 + static_cast<uint32_t>(c.Vl), -8, 8);
+        std::vector<int32_t> tgt(static_cast<size_t>(c.rows));
+        for (int64_t r = 0; r < c.rows; r++) tgt[r] = static_cast<int32_t>((r * 37 + 5) % c.V_valid);
+        auto* dl = static_cast<float*>(be->alloc(ptd::engine::MEM_ACTIVATIONS, logits.size_bytes(), "logits"));
+        auto* dloss = static_cast<float*>(be->alloc(ptd::engine::MEM_WORKSPACE, c.rows * 4, "loss"));
+        auto* dt = static_cast<int32_t*>(be->alloc(ptd::engine::MEM_ACTIVATIONS, c.rows * 4, "targets"));
+        be->upload(dl, logits.data(), logits.size_bytes());
+        be->upload(dt, tgt.data(), tgt.size() * 4);
+        Host want_d = logits, want_loss(DType::f32, c.rows), want_loss_only(DType::f32, c.rows);
+        auto* wd = reinterpret_cast<float*>(want_d.data());
+        cpu->xent_fused(reinterpret_cast<float*>(want_loss_only.data()), nullptr, wd, tgt.data(), 0.5f, c.rows, c.Vl, 0,
+                        c.V_valid);
+        cpu->xent_fused(reinterpret_cast<float*>(want_loss.data()), wd, wd, tgt.data(), 0.5f, c.rows, c.Vl, 0, c.V_valid);
+        Host loss(DType::f32, c.rows), d(DType::f32, c.rows * c.Vl);
+        be->xent_fused(dloss, nullptr, dl, dt, 0.5f, c.rows, c.Vl, 0, c.V_valid);  // loss only: logits untouched
+        be->download(d.data(), dl, d.size_bytes());
+        expect_bits_equal(tag + " logits after the loss-only call", d, logits);
+        be->download(loss.data(), dloss, loss.size_bytes());
+        for (int64_t r = 0; r < c.rows; r++) EXPECT_NEAR(loss.get(r), want_loss_only.get(r), 2e-6 * std::abs(want_loss_only.get(r)) + 2e-6) << tag << " row " << r;
+        be->xent_fused(dloss, dl, dl, dt, 0.5f, c.rows, c.Vl, 0, c.V_valid);  // in place
+        be->download(loss.data(), dloss, loss.size_bytes());
+        be->download(d.data(), dl, d.size_bytes());
+        for (int64_t r = 0; r < c.rows; r++) EXPECT_NEAR(loss.get(r), want_loss.get(r), 2e-6 * std::abs(want_loss.get(r)) + 2e-6) << tag << " row " << r;
+        int bad = 0;
+        for (int64_t i = 0; i < d.n && bad < 5; i++)
+            if (!(std::abs(d.get(i) - want_d.get(i)) <= 1e-6 * std::abs(want_d.get(i)) + 1e-9)) {
+                ADD_FAILURE() << tag << " dlogits[" << i << "] = " << d.get(i) << ", CPU " << want_d.get(i);
+                ++bad;
+            }
+        be->release(dl), be->release(dloss), be->release(dt);
+    }
+}

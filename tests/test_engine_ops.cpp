@@ -961,7 +961,144 @@ TEST(EngineOps, CrossEntropyTwoShardsEqualsOneShard) {
     }
 }
 
+// tp = 1: xent_fused is the four phases in one op, the same bits — loss, and dlogits in
+// place of the logits or in a separate buffer; logits only read when dlogits is null. Shapes
+// below and above the parallel threshold, padding columns, a target in the padding, and a
+// shard that does not start at 0 (v0 = 8: the targets outside it count as logit 0, as
+// xent_sums has it).
+TEST(EngineOps, CrossEntropyFusedEqualsTheFourPhases) {
+    auto be = backend(2);
+    struct Case {
+        int64_t rows, Vl, v0, V_valid;
+    };
+    for (const Case c : {Case{7, 16, 0, 13}, Case{5, 16, 8, 13}, Case{33, 1037, 0, 1031}, Case{3, 8, 0, 8}}) {
+        const int64_t rows = c.rows, Vl = c.Vl, v0 = c.v0, V_valid = c.V_valid;
+        const std::string what = "rows " + std::to_string(rows) + " Vl " + std::to_string(Vl) + " v0 " + std::to_string(v0);
+        vecf logits = random_vec(rows * Vl, 620 + (uint32_t)rows, -6.0f, 6.0f);
+        std::vector<int32_t> tgt(rows);
+        for (int64_t r = 0; r < rows; r++) tgt[r] = (int32_t)((r * 7 + 3) % (v0 + Vl));
+        tgt[0] = (int32_t)(v0 + Vl - 1);  // a padding column when V_valid < v0 + Vl
+        const float scale = 0.375f;
+        // The four phases (the tp > 1 path with no other shard).
+        vecf rowmax(rows), sumexp(rows), tlogit(rows), loss4(rows), d4 = logits;
+        be->xent_row_max(rowmax.data(), d4.data(), rows, Vl, v0, V_valid);
+        be->xent_sums(sumexp.data(), tlogit.data(), d4.data(), rowmax.data(), tgt.data(), rows, Vl, v0, V_valid);
+        be->xent_finish(loss4.data(), d4.data(), rowmax.data(), sumexp.data(), tlogit.data(), rows, Vl, v0, V_valid);
+        be->xent_backward(d4.data(), d4.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        // Fused, in place.
+        vecf loss(rows, -1.0f), d = logits;
+        be->xent_fused(loss.data(), d.data(), d.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        EXPECT_TRUE(same_bits(loss, loss4)) << what << ": loss";
+        EXPECT_TRUE(same_bits(d, d4)) << what << ": dlogits in place";
+        // Fused into a separate buffer: the logits stay as they were.
+        vecf loss2(rows), d2(rows * Vl, 7.0f), l2 = logits;
+        be->xent_fused(loss2.data(), d2.data(), l2.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        EXPECT_TRUE(same_bits(loss2, loss4)) << what;
+        EXPECT_TRUE(same_bits(d2, d4)) << what << ": dlogits";
+        EXPECT_TRUE(same_bits(l2, logits)) << what << ": logits written";
+        // Loss only (evaluation).
+        vecf loss3(rows), l3 = logits;
+        be->xent_fused(loss3.data(), nullptr, l3.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        EXPECT_TRUE(same_bits(loss3, loss4)) << what << ": loss without dlogits";
+        EXPECT_TRUE(same_bits(l3, logits)) << what << ": logits written without dlogits";
+    }
+    // Against the double reference too (the four phases' own test, repeated for the fused op).
+    const int64_t rows = 7, V = 16, V_valid = 13;
+    vecf logits = random_vec(rows * V, 630, -5.0f, 5.0f);
+    const std::vector<int32_t> tgt = {0, 12, 4, 7, 3, 12, 1};
+    vecf loss(rows);
+    be->xent_fused(loss.data(), nullptr, logits.data(), tgt.data(), 1.0f, rows, V, 0, V_valid);
+    vecd rl, rp;
+    xent_ref(rl, rp, to_d(logits), tgt, rows, V, V_valid);
+    expect_close(loss, rl, 1e-5, 1e-5, "fused xent loss");
+}
+
 // ---- optimizer -----------------------------------------------------------------------------
+
+// The multi-tensor AdamW (plan_adamw once, adamw_step per step) is the per-range adamw
+// calls, bit for bit: ranges of different lengths and weight decays, with and without
+// 16-bit model weights, over two steps, then a skipped step (found-inf); a new plan
+// replaces the list and an empty plan updates nothing.
+TEST(EngineOps, AdamWStepEqualsThePerRangeCalls) {
+    auto be = backend(2);
+    const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+    const int64_t sizes[] = {5, 40000, 1, 129};  // one above the parallel threshold
+    const float decays[] = {0.1f, 0.0f, 0.1f, 0.05f};
+    for (DType mt : {DType::f32, DType::bf16}) {
+        const bool with_model = mt != DType::f32;
+        int64_t total = 0;
+        for (int64_t n : sizes) total += n;
+        const vecf p0 = random_vec(total, 700, -1.0f, 1.0f), g = random_vec(total, 701, -2.0f, 2.0f);
+        vecf pa = p0, ma(total), va(total), pb = p0, mb(total), vb(total);
+        std::vector<uint16_t> wa(with_model ? total : 0), wb(with_model ? total : 0);
+        std::vector<Backend::AdamWRange> ranges;
+        for (int64_t k = 0, off = 0; k < 4; off += sizes[k], k++) {
+            Backend::AdamWRange r;
+            r.p = pb.data() + off, r.g = g.data() + off, r.m = mb.data() + off, r.v = vb.data() + off;
+            r.model_p = with_model ? (void*)(wb.data() + off) : nullptr;
+            r.n = sizes[k], r.weight_decay = decays[k];
+            ranges.push_back(r);
+        }
+        EXPECT_EQ(be->adamw_plan_bytes(4), 0);  // host memory on the CPU backend
+        be->plan_adamw(ranges.data(), (int)ranges.size());
+        double scalars[STEP_SCALAR_COUNT] = {};
+        scalars[SCALAR_GRAD_SCALE] = 0.75;
+        for (int64_t step = 1; step <= 3; step++) {
+            if (step == 3) scalars[SCALAR_FOUND_INF] = 1.0;  // skipped: nothing changes
+            for (int64_t k = 0, off = 0; k < 4; off += sizes[k], k++)
+                be->adamw(pa.data() + off, g.data() + off, ma.data() + off, va.data() + off, sizes[k], lr, b1, b2, eps,
+                          decays[k], scalars, step, with_model ? (void*)(wa.data() + off) : nullptr, mt);
+            be->adamw_step(lr, b1, b2, eps, scalars, step, mt);
+            const std::string what = std::string(with_model ? "bf16" : "f32") + " step " + std::to_string(step);
+            EXPECT_TRUE(same_bits(pa, pb)) << what << ": p";
+            EXPECT_TRUE(same_bits(ma, mb)) << what << ": m";
+            EXPECT_TRUE(same_bits(va, vb)) << what << ": v";
+            EXPECT_EQ(wa, wb) << what << ": model weights";
+        }
+        EXPECT_FALSE(same_bits(pb, p0));
+        // A new plan of one range replaces the list; an empty plan updates nothing.
+        scalars[SCALAR_FOUND_INF] = 0.0;
+        be->plan_adamw(ranges.data() + 2, 1);
+        const vecf before = pb;
+        be->adamw_step(lr, b1, b2, eps, scalars, 4, mt);
+        for (int64_t i = 0; i < total; i++)
+            if ((pb[i] != before[i]) != (i == sizes[0] + sizes[1])) ADD_FAILURE() << "element " << i << " of " << total;
+        be->plan_adamw(nullptr, 0);
+        const vecf after = pb;
+        be->adamw_step(lr, b1, b2, eps, scalars, 5, mt);
+        EXPECT_TRUE(same_bits(pb, after));
+    }
+}
+
+// The stream checker sees adamw_step's reads: a planned gradient that a collective wrote
+// without the compute stream waiting for it stops the process.
+TEST(EngineStreams, AdamWStepReadsEveryPlannedRange) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto be = make_stream_checking_backend(backend());
+    auto comm = make_self_communicator("dp", 0);
+    comm->set_access_observer(
+        [&](const void* x, size_t n, bool write, const char* op) { be->note_comm_access(x, n, write, op); });
+    const Event ready = be->create_event("compute done"), done = be->create_event("comm done");
+    auto* g = static_cast<float*>(be->alloc(MEM_GRADS, 64 * sizeof(float), "grads"));
+    auto* state = static_cast<float*>(be->alloc(MEM_OPTIMIZER, 3 * 64 * sizeof(float), "p m v"));
+    auto* scalars = static_cast<double*>(be->alloc(MEM_WORKSPACE, STEP_SCALAR_COUNT * sizeof(double), "scalars"));
+    Backend::AdamWRange r[2];
+    for (int k = 0; k < 2; k++) {
+        r[k].p = state + 32 * k, r[k].m = state + 64 + 32 * k, r[k].v = state + 128 + 32 * k;
+        r[k].g = g + 32 * k, r[k].n = 32;
+    }
+    be->plan_adamw(r, 2);
+    be->record_event(ready, Stream::compute);
+    be->wait_event(Stream::comm, ready);
+    comm->all_reduce_sum(g + 32, 32);  // the second range's gradients, compute not waiting
+    EXPECT_DEATH(be->adamw_step(1e-3f, 0.9f, 0.95f, 1e-8f, scalars, 1, DType::f32),
+                 "compute op adamw_step uses \"grads\", written by the comm stream's all_reduce");
+    be->record_event(done, Stream::comm);
+    be->wait_event(Stream::compute, done);
+    be->adamw_step(1e-3f, 0.9f, 0.95f, 1e-8f, scalars, 1, DType::f32);
+    be->plan_adamw(nullptr, 0);
+    be->release(g), be->release(state), be->release(scalars);
+}
 
 // ---- 16-bit storage (bf16, fp16) ----------------------------------------------------------
 //

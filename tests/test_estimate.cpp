@@ -403,6 +403,11 @@ TEST(Activations, EngineWorkspaceList) {
             EXPECT_EQ(x.dtype, EngineDType::bf16);
         }
     }
+    // tp = 1: the fused cross entropy needs no statistics buffer between all-reduces.
+    const auto nl1 = names(engine_workspace_buffers(preset_model("tiny-gpt"), 2, 64, 1, false, false, true, true, 10));
+    EXPECT_EQ(std::count(nl1.begin(), nl1.end(), "workspace.xent"), 0);
+    EXPECT_EQ(std::count(nl1.begin(), nl1.end(), "workspace.loss"), 1);
+    EXPECT_EQ(std::count(nl.begin(), nl.end(), "workspace.xent"), 1);  // tp = 2
     // A middle stage without layers holds only the stream temporaries.
     EXPECT_EQ(engine_workspace_buffers(tl, 1, 8, 1, false, false, false, false, 5).size(), 4u);
 }

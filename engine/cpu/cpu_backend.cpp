@@ -154,6 +154,21 @@ inline int64_t valid_columns(int64_t Vl, int64_t v0, int64_t V_valid) {
     return std::clamp<int64_t>(V_valid - v0, 0, Vl);
 }
 
+// Per-row pieces of the cross entropy, shared by the four phases and xent_fused so that
+// the fused op computes the same bits.
+inline float xent_max_of_row(const float* lr, int64_t nv) {
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 0; c < nv; c++) mx = std::max(mx, lr[c]);
+    return mx;
+}
+inline float xent_sumexp_of_row(const float* lr, float mx, int64_t nv) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < nv; c++) s += fast_exp(lr[c] - mx);
+    return s;
+}
+
 // Query/key block of the attention GEMMs: big enough for OpenBLAS to run near peak, small
 // enough that the causal mask wastes little (≈ block/2 columns per row).
 constexpr int64_t k_attn_block = 64;
@@ -1042,11 +1057,7 @@ public:
         const int64_t nv = valid_columns(Vl, v0, V_valid);
 #pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
         for (int64_t r = 0; r < rows; r++) {
-            const float* lr = logits + r * Vl;
-            float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-            for (int64_t c = 0; c < nv; c++) mx = std::max(mx, lr[c]);
-            rowmax[r] = mx;
+            rowmax[r] = xent_max_of_row(logits + r * Vl, nv);
         }
     }
 
@@ -1056,11 +1067,7 @@ public:
 #pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
         for (int64_t r = 0; r < rows; r++) {
             const float* lr = logits + r * Vl;
-            const float mx = rowmax[r];
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int64_t c = 0; c < nv; c++) s += fast_exp(lr[c] - mx);
-            sumexp[r] = s;
+            sumexp[r] = xent_sumexp_of_row(lr, rowmax[r], nv);
             // A target in a padding column would be a data bug; like xent_backward, treat it
             // as absent rather than read a masked logit.
             const int64_t t = static_cast<int64_t>(targets[r]) - v0;
@@ -1100,6 +1107,34 @@ public:
         }
     }
 
+    // The four phases row by row: max, Σexp and the target logit stay in registers, and
+    // the probabilities are not stored (dlogits gets scale · p directly).
+    void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
+                    int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const int64_t nv = valid_columns(Vl, v0, V_valid);
+#pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
+        for (int64_t r = 0; r < rows; r++) {
+            const float* lr = logits + r * Vl;
+            const float mx = xent_max_of_row(lr, nv);
+            const float sum = xent_sumexp_of_row(lr, mx, nv);
+            const int64_t t = static_cast<int64_t>(targets[r]) - v0;
+            const bool here = t >= 0 && t < nv;
+            const float target_logit = here ? lr[t] : 0.0f;
+            loss[r] = std::log(sum) + mx - target_logit;
+            if (!dlogits) continue;
+            const float inv = 1.0f / sum;
+            const float p_target = here ? fast_exp(target_logit - mx) * inv : 0.0f;  // before dlogits overwrites it
+            float* dr = dlogits + r * Vl;
+#pragma omp simd
+            for (int64_t c = 0; c < nv; c++) {
+                const float p = fast_exp(lr[c] - mx) * inv;  // xent_finish's probability, rounded as stored there
+                dr[c] = scale * p;
+            }
+            for (int64_t c = nv; c < Vl; c++) dr[c] = 0.0f;
+            if (here) dr[t] = scale * (p_target - 1.0f);
+        }
+    }
+
     // ---- optimizer ---------------------------------------------------------------------
 
     // Decoupled weight decay in the same update: p −= lr·(m̂/(√v̂ + eps) + wd·p), p old.
@@ -1124,12 +1159,25 @@ public:
         if (model_p) convert(model_p, model_t, p, DType::f32, n);
     }
 
+    // The planned ranges live in host memory; a step is the per-range loop.
+    int64_t adamw_plan_bytes(int) const override { return 0; }
+    void plan_adamw(const AdamWRange* ranges, int count) override {
+        PTD_REQUIRE(count >= 0 && (count == 0 || ranges), "plan_adamw: %d ranges", count);
+        adamw_ranges_.assign(ranges, ranges + count);
+    }
+    void adamw_step(float lr, float beta1, float beta2, float eps, const double* scalars, int64_t step,
+                    DType model_t) override {
+        for (const AdamWRange& r : adamw_ranges_)
+            adamw(r.p, r.g, r.m, r.v, r.n, lr, beta1, beta2, eps, r.weight_decay, scalars, step, r.model_p, model_t);
+    }
+
 private:
     MemStats stats_;
     TransferStats transfers_;
     bool sealed_ = false;
     int next_event_ = 0;
     int planned_threads_ = 1;
+    std::vector<AdamWRange> adamw_ranges_;  // plan_adamw's list
 
     // Grow-only f32 scratch buffers for widened 16-bit operands, one per operand slot
     // of an op (ops never nest, so slots are reused across ops).

@@ -276,11 +276,32 @@ public:
         rd(dlogits, "xent_backward"), rd(probs, "xent_backward"), rd(targets, "xent_backward");
         wrote(dlogits, "xent_backward"), in_->xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid);
     }
+    void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
+                    int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        const char* op = "xent_fused";
+        rd(loss, op), rd(dlogits, op), rd(logits, op), rd(targets, op);
+        wrote(loss, op), wrote(dlogits, op);
+        in_->xent_fused(loss, dlogits, logits, targets, scale, rows, Vl, v0, V_valid);
+    }
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
                float weight_decay, const double* scalars, int64_t step, void* model_p, DType model_t) override {
         rd(p, "adamw"), rd(g, "adamw"), rd(m, "adamw"), rd(v, "adamw"), rd(scalars, "adamw"), rd(model_p, "adamw");
         wrote(p, "adamw"), wrote(m, "adamw"), wrote(v, "adamw"), wrote(model_p, "adamw");
         in_->adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, scalars, step, model_p, model_t);
+    }
+    int64_t adamw_plan_bytes(int count) const override { return in_->adamw_plan_bytes(count); }
+    // The checker keeps its own copy of the ranges: a step reads and writes every one.
+    void plan_adamw(const AdamWRange* ranges, int count) override {
+        in_->plan_adamw(ranges, count);
+        adamw_ranges_.assign(ranges, ranges + count);
+    }
+    void adamw_step(float lr, float beta1, float beta2, float eps, const double* scalars, int64_t step,
+                    DType model_t) override {
+        const char* op = "adamw_step";
+        rd(scalars, op);
+        for (const AdamWRange& r : adamw_ranges_) rd(r.p, op), rd(r.g, op), rd(r.m, op), rd(r.v, op), rd(r.model_p, op);
+        for (const AdamWRange& r : adamw_ranges_) wrote(r.p, op), wrote(r.m, op), wrote(r.v, op), wrote(r.model_p, op);
+        in_->adamw_step(lr, beta1, beta2, eps, scalars, step, model_t);
     }
 
 private:
@@ -343,6 +364,7 @@ private:
     std::unique_ptr<Backend> in_;
     std::map<uintptr_t, Block> blocks_;  // filled at start-up only (the allocator is sealed later)
     std::vector<EventState> events_;     // likewise
+    std::vector<AdamWRange> adamw_ranges_;  // plan_adamw's list, for adamw_step's reads and writes
     int64_t compute_pos_ = 0, comm_pos_ = 0;
     int64_t comm_sees_compute_ = 0;      // compute ops the comm stream has waited for
     int64_t compute_sees_comm_ = 0;      // comm operations the compute stream has waited for

@@ -495,12 +495,49 @@ public:
         cuda::PTD_CUDA_NS::xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid, compute_);
     }
 
+    // tp = 1: one launch (kernels.h) — online max and Σexp, then loss and gradient.
+    void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
+                    int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_fused(loss, dlogits, logits, targets, scale, rows, Vl, v0, V_valid, compute_);
+    }
+
     // ---- optimizer -----------------------------------------------------------------------
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
                float weight_decay, const double* scalars, int64_t step, void* model_p, DType model_t) override {
         if (step < 1) fail(k_backend_name, "adamw", "step = %lld (steps count from 1)", (long long)step);
         cuda::PTD_CUDA_NS::adamw_range(p, g, m, v, model_p, n, lr, beta1, beta2, eps, weight_decay, step, scalars,
                                         model_t, compute_);
+    }
+    // The multi-tensor AdamW: the planned ranges as a device list of AdamWTensor (uploaded
+    // once here, at start-up), one launch per step over all of them.
+    int64_t adamw_plan_bytes(int count) const override { return (int64_t)count * (int64_t)sizeof(AdamWTensor); }
+    void plan_adamw(const AdamWRange* ranges, int count) override {
+        if (count < 0 || (count > 0 && !ranges)) fail(k_backend_name, "plan_adamw", "%d ranges", count);
+        release(adamw_list_);
+        adamw_list_ = nullptr;
+        adamw_host_.clear();
+        adamw_total_ = 0;
+        if (count == 0) return;
+        int with_model = 0;
+        for (int k = 0; k < count; k++) {
+            const AdamWRange& r = ranges[k];
+            if (r.n < 0) fail(k_backend_name, "plan_adamw", "range %d has n = %lld", k, (long long)r.n);
+            adamw_host_.push_back(AdamWTensor{r.p, r.g, r.m, r.v, r.model_p, r.n, 0, r.weight_decay});
+            with_model += r.model_p != nullptr;
+        }
+        if (with_model != 0 && with_model != count)
+            fail(k_backend_name, "plan_adamw", "%d of %d ranges have model weights: all or none must", with_model, count);
+        adamw_has_model_ = with_model != 0;
+        adamw_total_ = tensor_list_starts(adamw_host_.data(), count);
+        const size_t bytes = (size_t)adamw_plan_bytes(count);
+        adamw_list_ = static_cast<AdamWTensor*>(alloc(engine::MEM_WORKSPACE, bytes, "adamw tensor list"));
+        upload(adamw_list_, adamw_host_.data(), bytes);
+    }
+    void adamw_step(float lr, float beta1, float beta2, float eps, const double* scalars, int64_t step,
+                    DType model_t) override {
+        if (step < 1) fail(k_backend_name, "adamw_step", "step = %lld (steps count from 1)", (long long)step);
+        cuda::PTD_CUDA_NS::adamw(adamw_list_, (int)adamw_host_.size(), adamw_total_, lr, beta1, beta2, eps, step,
+                                 scalars, adamw_has_model_ ? model_t : DType::f32, compute_);
     }
 
 private:
@@ -563,6 +600,10 @@ private:
     float* widen_ws_ = nullptr;  // f32 copy of a 16-bit GEMM operand (mixed-type GEMMs)
     int64_t widen_floats_ = 0;
     int64_t widest_ = 1;
+    AdamWTensor* adamw_list_ = nullptr;     // plan_adamw's device list (MEM_WORKSPACE)
+    std::vector<AdamWTensor> adamw_host_;   // its host copy (the upload's source, and the count)
+    int64_t adamw_total_ = 0;               // Σ n of the list
+    bool adamw_has_model_ = false;          // the ranges carry 16-bit model weights
 };
 
 }  // namespace

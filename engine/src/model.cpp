@@ -705,10 +705,13 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
 
 namespace {
 
-// Final norm, logits (f32) and the three TP all-reduces of the vocab-parallel cross entropy.
-// Leaves softmax probabilities in a.out.probs and per-row losses in a.w_loss, and adds
-// their sum to the device scalar *loss_acc (when not null).
-void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
+// Final norm, logits (f32) and the vocab-parallel cross entropy: per-row losses in
+// a.w_loss, their sum added to the device scalar *loss_acc (when not null) and, with
+// `loss_scale` given (backward), dlogits = loss_scale · (softmax − onehot) in place of the
+// logits in a.out.probs. With tp = 1 no all-reduce separates the phases: one fused op
+// (one kernel on a GPU). With tp > 1 Megatron's four phases around the TP all-reduces
+// (max, then Σexp and the target logit).
+void output_loss(Model& m, Activations& a, double* loss_acc, const float* loss_scale, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
     const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
@@ -716,6 +719,12 @@ void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
     OutputActs& o = a.out;
     norm_forward_gathered(m, o.lnf_out, o.lnf_mean, o.lnf_rstd, o.lnf_in, m.lnf_w, m.lnf_b, c);
     be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs, cfg.act, DType::f32);  // logits [R, Vl]
+    if (cfg.tp == 1) {
+        be.xent_fused(a.w_loss, loss_scale ? o.probs : nullptr, o.probs, o.targets, loss_scale ? *loss_scale : 0.0f,
+                      R, Vl, v0, V);
+        if (loss_acc) be.sum_into(loss_acc, a.w_loss, R);
+        return;
+    }
     float* rowmax = a.w_xent;
     float* sums = a.w_xent + R;  // sumexp [R] then target logit [R]: one all-reduce for both
     be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
@@ -732,21 +741,23 @@ void output_loss(Model& m, Activations& a, double* loss_acc, StageComm& c) {
     }
     be.xent_finish(a.w_loss, o.probs, rowmax, sums, sums + R, R, Vl, v0, V);
     if (loss_acc) be.sum_into(loss_acc, a.w_loss, R);  // stays on the device
+    if (loss_scale) be.xent_backward(o.probs, o.probs, o.targets, *loss_scale, R, Vl, v0, V);  // dlogits (f32) in place
 }
 
 }  // namespace
 
-void output_forward(Model& m, Activations& a, double* loss_acc, StageComm& c) { output_loss(m, a, loss_acc, c); }
+void output_forward(Model& m, Activations& a, double* loss_acc, StageComm& c) {
+    output_loss(m, a, loss_acc, nullptr, c);
+}
 
 void output_forward_backward(Model& m, Activations& a, float loss_scale, void* d_in, double* loss_acc,
                              StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
     const DType t = cfg.act;
-    const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l(), v0 = cfg.tp_rank * Vl;
-    output_loss(m, a, loss_acc, c);
+    const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l();
+    output_loss(m, a, loss_acc, &loss_scale, c);  // dlogits (f32) in o.probs
     OutputActs& o = a.out;
-    be.xent_backward(o.probs, o.probs, o.targets, loss_scale, R, Vl, v0, cfg.model.vocab);  // dlogits (f32) in place
     // dWout (f32) += dlᵀ · x and dx (t) = dl · Wout: an f32 dlogits operand against t.
     Backend::Gemm dw;
     dw.trans_a = true, dw.M = Vl, dw.N = h, dw.K = R, dw.beta = 1.0f;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "ptd/engine/trainer.h"
 #include "timing.h"
@@ -25,7 +26,17 @@ double learning_rate(const TrainingSpec& t, int64_t k) {
     return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(3.14159265358979323846 * progress));
 }
 
-OptimizerState make_optimizer(Backend& be, const Model& model) {
+// Calls f(tensor, begin, end) for the part of each tensor that lies in this rank's shard.
+template <class F>
+void for_each_in_shard(Model& model, const OptimizerState& st, F&& f) {
+    const int64_t lo = st.shard_offset, hi = st.shard_offset + st.shard_numel;
+    for (ParamTensor& t : model.tensors) {
+        const int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
+        if (b < e) f(t, b, e);
+    }
+}
+
+OptimizerState make_optimizer(Backend& be, Model& model, float weight_decay) {
     const EngineConfig& c = model.cfg;
     OptimizerState st;
     if (c.zero >= 1 && c.dp > 1) {
@@ -46,10 +57,26 @@ OptimizerState make_optimizer(Backend& be, const Model& model) {
         st.master = (float*)be.alloc(MEM_OPTIMIZER, (size_t)st.shard_numel * sizeof(float), "master_params");
         be.convert(st.master, DType::f32, dtype_offset(model.params, st.shard_offset, c.act), c.act, st.shard_numel);
     }
+    // The update of every tensor range of the shard, planned once: the backend keeps the
+    // list (a GPU backend in device memory) and runs it as one multi-tensor AdamW per step.
+    std::vector<Backend::AdamWRange> ranges;
+    for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
+        const int64_t local = b - st.shard_offset;
+        Backend::AdamWRange r;
+        r.p = st.master ? st.master + local : (float*)model.params + b;
+        r.g = model.grads + b;
+        r.m = st.m + local, r.v = st.v + local;
+        r.model_p = st.master ? dtype_offset(model.params, b, c.act) : nullptr;
+        r.n = e - b;
+        r.weight_decay = t.weight_decay ? weight_decay : 0.0f;
+        ranges.push_back(r);
+    });
+    be.plan_adamw(ranges.data(), (int)ranges.size());
     return st;
 }
 
 void free_optimizer(Backend& be, OptimizerState& st) {
+    be.plan_adamw(nullptr, 0);
     be.release(st.m);
     be.release(st.v);
     be.release(st.master);
@@ -81,16 +108,6 @@ void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups
     times.dp_comm += since(t0);
 }
 
-// Calls f(tensor, begin, end) for the part of each tensor that lies in this rank's shard.
-template <class F>
-void for_each_in_shard(Model& model, const OptimizerState& st, F&& f) {
-    const int64_t lo = st.shard_offset, hi = st.shard_offset + st.shard_numel;
-    for (ParamTensor& t : model.tensors) {
-        const int64_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
-        if (b < e) f(t, b, e);
-    }
-}
-
 void accumulate_grad_squares(Model& model, OptimizerState& st) {
     const EngineConfig& c = model.cfg;
     // Without ZeRO every dp replica holds the same summed gradients: count them on replica 0.
@@ -102,20 +119,12 @@ void accumulate_grad_squares(Model& model, OptimizerState& st) {
     });
 }
 
-void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
-                    StepTimes& times) {
+void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, StepTimes& times) {
     const auto t0 = clock_type::now();
     // Counted before the device knows whether the step is skipped; the trainer takes it
     // back after its one read of the step scalars when found-inf was set.
     ++st.step;
-    for_each_in_shard(model, st, [&](ParamTensor& t, int64_t b, int64_t e) {
-        const int64_t local = b - st.shard_offset;
-        const DType act = model.cfg.act;
-        float* p = st.master ? st.master + local : (float*)model.params + b;
-        model.be->adamw(p, model.grads + b, st.m + local, st.v + local, e - b, lr, kAdamBeta1, kAdamBeta2, kAdamEps,
-                        t.weight_decay ? weight_decay : 0.0f, st.scalars, st.step,
-                        st.master ? dtype_offset(model.params, b, act) : nullptr, act);
-    });
+    model.be->adamw_step(lr, kAdamBeta1, kAdamBeta2, kAdamEps, st.scalars, st.step, model.cfg.act);  // make_optimizer's plan
     model.be->fill(model.grads, DType::f32, 0.0f, model.flat_numel);
     times.optimizer += since(t0);
     if (st.sharded) {

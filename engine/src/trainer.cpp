@@ -437,7 +437,7 @@ void train_one_step(RunState& s) {
     s.be->finish_step_scalars(scalars, s.job.training.grad_clip, s.loss_scale);
     const double lr = learning_rate(s.job.training, s.step);
     // Skips the update on its own when the loss or the norm is not finite.
-    optimizer_step(s.model, s.optim, s.groups, (float)lr, (float)s.job.training.weight_decay, times);
+    optimizer_step(s.model, s.optim, s.groups, (float)lr, times);
     double host[STEP_SCALAR_COUNT];
     s.be->download(host, scalars, sizeof host);  // the step's one read of the device
     const TransferStats transfers1 = s.be->transfer_stats();
@@ -587,7 +587,7 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     compute_prediction(s);
     s.model = build_model(*s.be, s.cfg, (uint64_t)job.training.seed);
     s.acts = alloc_activations(*s.be, s.cfg);
-    s.optim = make_optimizer(*s.be, s.model);
+    s.optim = make_optimizer(*s.be, s.model, (float)s.job.training.weight_decay);
     if (s.cfg.first || s.cfg.last)
         s.host_tokens = (int32_t*)s.be->alloc_host(
             (size_t)s.cfg.grad_accum * s.cfg.micro_batch * (s.cfg.seq + 1) * sizeof(int32_t), "token ids (host staging)");

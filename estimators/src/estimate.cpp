@@ -366,7 +366,9 @@ std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro
     }
     if (last) {
         add(Id::ws_loss, R, EngineDType::f32);      // the loss in fp32
-        add(Id::ws_xent, 3 * R, EngineDType::f32);  // row max, Σexp, target logit
+        // Row max, Σexp, target logit between the TP all-reduces; tp = 1 runs the fused
+        // cross entropy, which keeps them in registers.
+        if (tp > 1) add(Id::ws_xent, 3 * R, EngineDType::f32);
     }
     if (first && sequence_parallel && tp > 1) add(Id::ws_embedding, R * h, act);
     if (first || last) add(Id::ws_tokens_staging, (int64_t)micro_batch * (seq + 1), EngineDType::i32);

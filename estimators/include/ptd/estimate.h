@@ -242,11 +242,13 @@ std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_ba
 // Input-stage buffers of the engine, per micro-batch in flight (the token ids).
 std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
 
-// The engine's workspace of one stage (its MEM_WORKSPACE category but the step scalars and,
-// on a single or last stage, the gradient stream), allocated once at start-up: one
+// The engine's workspace of one stage (its MEM_WORKSPACE category but the step scalars, the
+// backend's AdamW range list (Backend::adamw_plan_bytes: 0 on the CPU, one 64-byte entry per
+// tensor range on a GPU) and, on a single or last stage, the gradient stream), allocated
+// once at start-up: one
 // layer's backward temporaries (when the stage has layers), attention backward's scratch
 // (`attention_scratch` f32 elements: the backend states it, it depends on its threads),
-// the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and cross-entropy
+// the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and (tp > 1) cross-entropy
 // buffers (last stage), the SP embedding rows (first stage with SP) and one micro-batch's
 // token ids as uploaded (first or last stage), and the backend's scratch for 16-bit
 // operands (`operand_scratch` f32 elements, as the backend states it: the CPU backend

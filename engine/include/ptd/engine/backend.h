@@ -269,6 +269,16 @@ public:
     // dlogits = scale · (probs − onehot(target)) (masked columns 0). dlogits may alias probs.
     virtual void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale,
                                int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
+    // The four phases in one op, for a shard that holds every valid column (tp = 1, where
+    // no all-reduce separates them): loss[r] as xent_finish computes it and, when dlogits is
+    // not null, dlogits = scale · (softmax − onehot(target)) as xent_backward computes it
+    // (masked columns 0). logits are only read (no probabilities are stored); dlogits may
+    // alias logits. Needs no scratch. The CPU backend runs the four phases' arithmetic row
+    // by row (the same bits as the four calls); a GPU backend one kernel that reads a row
+    // twice (online max and Σexp, then loss and gradient), equal to the four phases up to
+    // the summation order of Σexp.
+    virtual void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
+                            int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
 
     // ---- optimizer ---------------------------------------------------------------------
     // AdamW (Loshchilov & Hutter): m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
@@ -283,6 +293,30 @@ public:
     virtual void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                        float beta2, float eps, float weight_decay, const double* scalars, int64_t step,
                        void* model_p = nullptr, DType model_t = DType::f32) = 0;
+
+    // AdamW over many ranges in one op (one launch on a GPU: a multi-tensor update over the
+    // whole optimizer shard). plan_adamw, at start-up, states the ranges — every range of
+    // this rank's shard, each with its own weight decay (0 for tensors without decay) —
+    // and the backend keeps them: the CPU backend in host memory, the CUDA backend as a
+    // device list it allocates then (MEM_WORKSPACE, adamw_plan_bytes(count) bytes: part of
+    // the backend's stated scratch, like the operand scratch). A later plan replaces the
+    // list (before the allocator is sealed); plan_adamw(nullptr, 0) drops it (teardown).
+    // adamw_step then does exactly adamw(r.p, r.g, r.m, r.v, r.n, lr, beta1, beta2, eps,
+    // r.weight_decay, scalars, step, r.model_p, model_t) for every planned range r, in
+    // order — the same bits as those calls. model_p is null in every range or in none.
+    struct AdamWRange {
+        float* p = nullptr;        // f32 master weights (or the parameters in fp32 training)
+        const float* g = nullptr;  // f32 main grads
+        float* m = nullptr;        // f32 Adam moments
+        float* v = nullptr;
+        void* model_p = nullptr;   // the 16-bit model weights rounded from p, or null
+        int64_t n = 0;
+        float weight_decay = 0.0f;
+    };
+    virtual int64_t adamw_plan_bytes(int count) const = 0;
+    virtual void plan_adamw(const AdamWRange* ranges, int count) = 0;
+    virtual void adamw_step(float lr, float beta1, float beta2, float eps, const double* scalars, int64_t step,
+                            DType model_t) = 0;
 };
 
 // Orders one communicator call between compute work: the comm stream waits for the

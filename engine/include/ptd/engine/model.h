@@ -182,7 +182,7 @@ struct Activations {
     void *w_dqkv = nullptr, *w_dctx = nullptr;  // [R, (H+2G)·D], [R, H·D]
     void *w_dact = nullptr, *w_dfc1 = nullptr, *w_dfc3 = nullptr;
     float *w_loss = nullptr;      // [R] (f32)
-    float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit (f32)
+    float *w_xent = nullptr;      // [3R]: rowmax, sumexp, target logit (f32); tp > 1 only
     void *w_embed = nullptr;      // [R, h] embedding output before the SP reduce-scatter
     int32_t* tokens_staging = nullptr;  // first / last stage: one micro-batch's ids [b, s+1] as uploaded
     void* w_attn_bwd = nullptr;   // attention_backward's scratch (Backend::attention_backward_workspace bytes)

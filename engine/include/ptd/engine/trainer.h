@@ -58,7 +58,9 @@ struct OptimizerState {
     int64_t step = 0;              // optimizer steps taken (Adam's bias-correction t)
     double* scalars = nullptr;     // [STEP_SCALAR_COUNT] the step's scalars (device, MEM_WORKSPACE)
 };
-OptimizerState make_optimizer(Backend& be, const Model& model);
+// Also plans the backend's AdamW over the shard's tensor ranges (Backend::plan_adamw), each
+// with weight_decay or 0 (tensors without decay).
+OptimizerState make_optimizer(Backend& be, Model& model, float weight_decay);
 void free_optimizer(Backend& be, OptimizerState& st);
 
 // Wall time of one step by what it waited for, seconds.
@@ -77,9 +79,9 @@ void accumulate_grad_squares(Model& model, OptimizerState& st);
 // AdamW on this rank's shard with the grad scale of st.scalars (clip factor, times
 // 1/loss-scale for fp16), skipped on the device when found-inf is set there (an fp16
 // overflow, or a non-finite loss or norm); then (ZeRO-1) all-gather the (16-bit) model
-// parameters over dp; zeroes the gradients.
-void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, float weight_decay,
-                    StepTimes& times);
+// parameters over dp; zeroes the gradients. One Backend::adamw_step over the ranges
+// make_optimizer planned (their weight decay included).
+void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float lr, StepTimes& times);
 
 // The micro-batches of one step for this rank: token ids [m][b][s+1] of the sequences
 // this data-parallel replica trains on (global sequences first + (dp_rank·m + j)·b …), in
