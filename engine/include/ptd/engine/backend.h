@@ -167,7 +167,7 @@ public:
         //             once): the GELU backward fused into the GEMM that makes its dout.
         //   bias_grad the product as C above, and bias_grad (f32) += Σ_k op(A)[i, k] for
         //             i < M — bias_grad(bias_grad, A, a_type, K, M) — the bias gradient of
-        //             a weight-gradient GEMM dW += dyᵀ·x (needs trans_a, lda = M).
+        //             a weight-gradient GEMM dW += dyᵀ·x (needs trans_a, lda = max(M, 1)).
         // Epilogues need batch 1, beta 0 (gelu_aux, dgelu) and no bias (dgelu, bias_grad).
         enum class Epilogue : uint8_t { none, gelu_aux, dgelu, bias_grad };
         Epilogue epilogue = Epilogue::none;
@@ -204,10 +204,10 @@ public:
         const bool gelu = g.epilogue == Gemm::Epilogue::gelu_aux || g.epilogue == Gemm::Epilogue::dgelu;
         const char* why = nullptr;
         if (g.batch != 1) why = "batch must be 1";
-        else if (gelu && (!g.aux || g.beta != 0.0f || g.ldc != g.N)) why = "gelu epilogues need aux, beta 0, ldc = N";
+        else if (gelu && (!g.aux || g.beta != 0.0f || g.ldc != std::max<int64_t>(g.N, 1))) why = "gelu epilogues need aux, beta 0, ldc = N";
         else if (g.epilogue != Gemm::Epilogue::gelu_aux && g.bias) why = "only gelu_aux takes a bias";
-        else if (g.epilogue == Gemm::Epilogue::bias_grad && (!g.bias_grad || !g.trans_a || g.lda != g.M))
-            why = "bias_grad needs the f32 output, trans_a and lda = M";
+        else if (g.epilogue == Gemm::Epilogue::bias_grad && (!g.bias_grad || !g.trans_a || g.lda != std::max<int64_t>(g.M, 1)))
+            why = "bias_grad needs the f32 output, trans_a and lda = max(M, 1)";
         if (!why) return;
         std::fprintf(stderr, "ptd-engine: gemm epilogue %d (M %lld N %lld K %lld): %s\n", (int)g.epilogue,
                      (long long)g.M, (long long)g.N, (long long)g.K, why);
