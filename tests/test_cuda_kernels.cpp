@@ -1704,3 +1704,139 @@ TEST_F(CudaKernels, BackendXentFusedMatchesCpu) {
         be->release(dl), be->release(dloss), be->release(dt);
     }
 }
+
+// ---- the cuda-sim Backend's fused ops (issue 14): the adapter over the kernels and cuBLASLt ----
+//
+// add_norm_forward (one *_residual_forward kernel) against add + norm on the same backend, bit
+// for bit; the GEMM's gelu_aux / dgelu epilogues (cuBLASLt's GELU_AUX_BIAS / DGELU through the
+// reference layer) and the unfused fallback against the CPU backend's separate ops: the
+// epilogue applies GELU to the unrounded pre-activation in double, the CPU to the stored
+// (rounded) one in f32 — 1e-5 relative in f32, two 16-bit units in bf16.
+#if defined(PTD_CUDA_SIM)
+#include "cuda_backend.h"
+
+namespace {
+
+struct SimBuf {
+    ptd::engine::Backend& be;
+    void* p;
+    size_t bytes;
+    SimBuf(ptd::engine::Backend& b, size_t n_bytes) : be(b), p(b.alloc(ptd::engine::MEM_ACTIVATIONS, n_bytes, "test")), bytes(n_bytes) {}
+    ~SimBuf() { be.release(p); }
+};
+// v rounded to t, as the bytes a buffer of type t holds (through the CPU backend's convert).
+std::vector<float> typed_bytes(ptd::engine::Backend& cpu, DType t, const std::vector<float>& v) {
+    std::vector<float> o(v.size());
+    cpu.convert(o.data(), t, v.data(), DType::f32, (int64_t)v.size());
+    return o;
+}
+std::vector<float> as_f32(ptd::engine::Backend& cpu, DType t, const std::vector<float>& bytes, int64_t n) {
+    std::vector<float> o(n);
+    cpu.convert(o.data(), DType::f32, bytes.data(), t, n);
+    return o;
+}
+std::vector<float> randv(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+TEST(CudaSimBackendFused, AddNormForwardEqualsAddThenNormBitForBit) {
+    std::string err;
+    auto be = ptd::cuda::sim::make_cuda_backend(0, &err);
+    ASSERT_TRUE(be) << err;
+    auto cpu = ptd::engine::make_cpu_backend(1);
+    const int64_t rows = 5, C = 37;
+    for (DType t : {DType::f32, DType::bf16})
+        for (auto kind : {ptd::engine::Backend::NormKind::layernorm, ptd::engine::Backend::NormKind::rmsnorm}) {
+            const size_t tb = t == DType::f32 ? 4 : 2, n = rows * C;
+            const auto xv = typed_bytes(*cpu, t, randv(n, 1)), rv = typed_bytes(*cpu, t, randv(n, 2));
+            const auto wv = typed_bytes(*cpu, t, randv(C, 3)), bv = typed_bytes(*cpu, t, randv(C, 4));
+            SimBuf x(*be, n * tb), r(*be, n * tb), w(*be, C * tb), b(*be, C * tb), out0(*be, n * tb), out1(*be, n * tb);
+            SimBuf st0(*be, 2 * rows * 4), st1(*be, 2 * rows * 4), res(*be, n * tb);
+            be->upload(w.p, wv.data(), C * tb), be->upload(b.p, bv.data(), C * tb);
+            // Unfused: residual += x, then the norm of it.
+            be->upload(x.p, xv.data(), n * tb), be->upload(r.p, rv.data(), n * tb);
+            be->add(r.p, x.p, t, n);
+            float* m0 = static_cast<float*>(st0.p);
+            if (kind == ptd::engine::Backend::NormKind::layernorm)
+                be->layernorm_forward(t, out0.p, m0, m0 + rows, r.p, w.p, b.p, rows, C, 1e-5f);
+            else be->rmsnorm_forward(t, out0.p, m0 + rows, r.p, w.p, rows, C, 1e-5f);
+            std::vector<char> want_res(n * tb), want_out(n * tb), want_st(2 * rows * 4, 0);
+            be->download(want_res.data(), r.p, n * tb), be->download(want_out.data(), out0.p, n * tb);
+            be->download(want_st.data(), st0.p, 2 * rows * 4);
+            // Fused, into a third buffer.
+            be->upload(r.p, rv.data(), n * tb);
+            float* m1 = static_cast<float*>(st1.p);
+            be->add_norm_forward(t, res.p, out1.p, m1, m1 + rows, x.p, r.p, w.p,
+                                 kind == ptd::engine::Backend::NormKind::layernorm ? b.p : nullptr, rows, C, 1e-5f, kind);
+            std::vector<char> got_res(n * tb), got_out(n * tb), got_st(2 * rows * 4, 0);
+            be->download(got_res.data(), res.p, n * tb), be->download(got_out.data(), out1.p, n * tb);
+            be->download(got_st.data(), st1.p, 2 * rows * 4);
+            const std::string tag = std::string(t == DType::f32 ? "f32" : "bf16") +
+                                    (kind == ptd::engine::Backend::NormKind::layernorm ? " layernorm" : " rmsnorm");
+            EXPECT_EQ(got_res, want_res) << tag << " res_out";
+            EXPECT_EQ(got_out, want_out) << tag << " out";
+            EXPECT_EQ(got_st, want_st) << tag << " mean, rstd";
+        }
+}
+
+TEST(CudaSimBackendFused, GeluEpiloguesFollowTheCpuSeparateOps) {
+    using Gemm = ptd::engine::Backend::Gemm;
+    std::string err;
+    auto be = ptd::cuda::sim::make_cuda_backend(0, &err);
+    ASSERT_TRUE(be) << err;
+    auto cpu = ptd::engine::make_cpu_backend(1);
+    const int64_t R = 7, h = 9;
+    for (int64_t F : {16, 12})  // 16: cuBLASLt's epilogues; 12 (aux ld not a multiple of 8): the fallback
+        for (DType t : {DType::f32, DType::bf16}) {
+            const size_t tb = t == DType::f32 ? 4 : 2;
+            const std::string tag = std::string(t == DType::f32 ? "f32" : "bf16") + " F " + std::to_string(F);
+            const auto xv = typed_bytes(*cpu, t, randv(R * h, 5)), wv = typed_bytes(*cpu, t, randv(F * h, 6));
+            const auto bv = typed_bytes(*cpu, t, randv(F, 7)), gv = typed_bytes(*cpu, t, randv(R * h, 8));
+            const auto w2v = typed_bytes(*cpu, t, randv(h * F, 9));
+            // The CPU: the separate ops.
+            Gemm g;
+            g.trans_b = true, g.M = R, g.N = F, g.K = h;
+            g.a_type = g.b_type = g.c_type = t, g.lda = h, g.ldb = h, g.ldc = F;
+            std::vector<float> fc1(R * F), act(R * F), dact(R * F), dfc1(R * F);
+            g.A = xv.data(), g.B = wv.data(), g.bias = bv.data(), g.C = fc1.data();
+            cpu->gemm(g);
+            cpu->gelu_forward(t, act.data(), fc1.data(), R * F);
+            cpu->gemm(false, false, R, F, h, 1.0f, gv.data(), w2v.data(), 0.0f, dact.data(), t, t);
+            cpu->gelu_backward(t, dfc1.data(), fc1.data(), dact.data(), R * F);
+            // The sim backend: one GEMM each, with the epilogue.
+            SimBuf x(*be, R * h * tb), w(*be, F * h * tb), b(*be, F * tb), gy(*be, R * h * tb), w2(*be, h * F * tb);
+            SimBuf aux(*be, R * F * tb), out(*be, R * F * tb), dout(*be, R * F * tb);
+            be->upload(x.p, xv.data(), x.bytes), be->upload(w.p, wv.data(), w.bytes), be->upload(b.p, bv.data(), b.bytes);
+            be->upload(gy.p, gv.data(), gy.bytes), be->upload(w2.p, w2v.data(), w2.bytes);
+            g.A = x.p, g.B = w.p, g.bias = b.p, g.C = out.p, g.epilogue = Gemm::Epilogue::gelu_aux, g.aux = aux.p;
+            be->gemm(g);
+            std::vector<float> fwd_aux(R * F), got_act(R * F), got_dfc1(R * F);
+            be->download(fwd_aux.data(), aux.p, aux.bytes), be->download(got_act.data(), out.p, out.bytes);
+            // The backward reads the CPU's pre-activation, so both sides start from one input.
+            be->upload(aux.p, fc1.data(), aux.bytes);
+            Gemm d;
+            d.M = R, d.N = F, d.K = h, d.a_type = d.b_type = d.c_type = t, d.lda = h, d.ldb = F, d.ldc = F;
+            d.A = gy.p, d.B = w2.p, d.C = dout.p, d.epilogue = Gemm::Epilogue::dgelu, d.aux = aux.p;
+            be->gemm(d);
+            be->download(got_dfc1.data(), dout.p, dout.bytes);
+            auto close = [&](const std::vector<float>& got_bytes, const std::vector<float>& want_bytes, const char* what) {
+                const auto a = as_f32(*cpu, t, got_bytes, R * F), e = as_f32(*cpu, t, want_bytes, R * F);
+                double scale = 0;
+                for (float v : e) scale = std::max(scale, (double)std::fabs(v));
+                const double tol = t == DType::f32 ? 1e-5 : 2.0 / 128;
+                for (int64_t i = 0; i < R * F; i++)
+                    ASSERT_LE(std::fabs((double)a[i] - e[i]), tol * (std::fabs((double)e[i]) + 0.05 * scale))
+                        << tag << " " << what << " element " << i << ": " << a[i] << " vs the CPU's " << e[i];
+            };
+            close(fwd_aux, fc1, "gelu_aux: aux (pre-activation)");
+            close(got_act, act, "gelu_aux: C = gelu(pre-activation)");
+            close(got_dfc1, dfc1, "dgelu");
+        }
+}
+
+}  // namespace
+#endif

@@ -1485,4 +1485,123 @@ TEST(EngineOpsDeterminism, CrossRowReductionsIndependentOfThreadCount) {
     for (size_t i = 0; i < one.size(); i++) EXPECT_TRUE(same_bits(one[i], two[i])) << "output " << i;
 }
 
+// ---- fused ops (issue 14): the CPU runs them as the unfused sequence, bit for bit ----------
+
+// A device buffer of n elements of type t holding v rounded to t (4 bytes per element of
+// storage, enough for every type).
+struct TypedBuf {
+    DType t;
+    vecf store;
+    TypedBuf(Backend& be, DType type, const vecf& v) : t(type), store(v.size()) { be.convert(store.data(), t, v.data(), DType::f32, (int64_t)v.size()); }
+    void* p() { return store.data(); }
+    size_t bytes() const { return store.size() * (t == DType::f32 ? 4 : 2); }
+};
+bool same_bytes(const TypedBuf& a, const TypedBuf& b) { return std::memcmp(a.store.data(), b.store.data(), a.bytes()) == 0; }
+bool same_floats(const vecf& a, const vecf& b) { return std::memcmp(a.data(), b.data(), a.size() * 4) == 0; }
+
+// add_norm_forward = (copy,) add, then the norm — every type, both kinds, res_out = x,
+// = residual or its own buffer, on the CPU backend and through the stream checker.
+TEST(EngineOpsFused, AddNormForwardEqualsAddThenNorm) {
+    const int64_t rows = 5, C = 37;  // C not a multiple of any vector width
+    const float eps = 1e-5f;
+    for (bool checked : {false, true})
+        for (DType t : {DType::f32, DType::bf16, DType::f16})
+            for (auto kind : {Backend::NormKind::layernorm, Backend::NormKind::rmsnorm})
+                for (int alias = 0; alias < 3; alias++) {  // 0: res_out = x, 1: = residual, 2: its own
+                    auto be = checked ? make_stream_checking_backend(backend()) : backend();
+                    const std::string tag = std::string(t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "fp16") + (kind == Backend::NormKind::layernorm ? " ln" : " rms") +
+                                            " alias " + std::to_string(alias) + (checked ? " checked" : "");
+                    const vecf xv = random_vec(rows * C, 11), rv = random_vec(rows * C, 12);
+                    const vecf wv = random_vec(C, 13), bv = random_vec(C, 14);
+                    TypedBuf w(*be, t, wv), b(*be, t, bv);
+                    // Unfused: y = x; y += residual; norm(y).
+                    TypedBuf y(*be, t, xv), r(*be, t, rv), out0(*be, t, vecf(rows * C));
+                    vecf mean0(rows, -1), rstd0(rows, -1);
+                    be->add(y.p(), r.p(), t, rows * C);
+                    if (kind == Backend::NormKind::layernorm)
+                        be->layernorm_forward(t, out0.p(), mean0.data(), rstd0.data(), y.p(), w.p(), b.p(), rows, C, eps);
+                    else be->rmsnorm_forward(t, out0.p(), rstd0.data(), y.p(), w.p(), rows, C, eps);
+                    // Fused.
+                    TypedBuf x1(*be, t, xv), r1(*be, t, rv), own(*be, t, vecf(rows * C, 7.0f)), out1(*be, t, vecf(rows * C));
+                    vecf mean1(rows, -2), rstd1(rows, -2);
+                    TypedBuf& res = alias == 0 ? x1 : alias == 1 ? r1 : own;
+                    be->add_norm_forward(t, res.p(), out1.p(), mean1.data(), rstd1.data(), x1.p(), r1.p(), w.p(),
+                                         kind == Backend::NormKind::layernorm ? b.p() : nullptr, rows, C, eps, kind);
+                    EXPECT_TRUE(same_bytes(res, y)) << "res_out " << tag;
+                    EXPECT_TRUE(same_bytes(out1, out0)) << "out " << tag;
+                    EXPECT_TRUE(same_floats(rstd1, rstd0)) << "rstd " << tag;
+                    if (kind == Backend::NormKind::layernorm) {
+                        EXPECT_TRUE(same_floats(mean1, mean0)) << "mean " << tag;
+                    }
+                    if (alias != 0) {
+                        EXPECT_TRUE(same_bytes(x1, TypedBuf(*be, t, xv))) << "x untouched " << tag;
+                    }
+                }
+}
+
+// Gemm epilogues = the plain GEMM then gelu_forward / gelu_backward / bias_grad, in every
+// type (the MLP's fc1 forward, the dgelu of its backward, a weight-gradient GEMM's bias).
+TEST(EngineOpsFused, GemmEpiloguesEqualTheSeparateOps) {
+    const int64_t R = 7, F = 12, h = 9;
+    for (bool checked : {false, true})
+        for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+            auto be = checked ? make_stream_checking_backend(backend()) : backend();
+            const std::string tag = std::string(t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "fp16") + (checked ? " checked" : "");
+            const vecf xv = random_vec(R * h, 21), wv = random_vec(F * h, 22), bv = random_vec(F, 23);
+            TypedBuf x(*be, t, xv), w(*be, t, wv), b(*be, t, bv);
+            // Forward: fc1 = x·Wᵀ + b, act = gelu(fc1).
+            Backend::Gemm g;
+            g.trans_b = true, g.M = R, g.N = F, g.K = h;
+            g.A = x.p(), g.a_type = t, g.lda = h, g.B = w.p(), g.b_type = t, g.ldb = h, g.c_type = t, g.ldc = F;
+            g.bias = b.p();
+            TypedBuf fc1_0(*be, t, vecf(R * F)), act0(*be, t, vecf(R * F));
+            g.C = fc1_0.p();
+            be->gemm(g);
+            be->gelu_forward(t, act0.p(), fc1_0.p(), R * F);
+            TypedBuf fc1_1(*be, t, vecf(R * F, 3.0f)), act1(*be, t, vecf(R * F, 3.0f));
+            g.C = act1.p(), g.epilogue = Backend::Gemm::Epilogue::gelu_aux, g.aux = fc1_1.p();
+            be->gemm(g);
+            EXPECT_TRUE(same_bytes(fc1_1, fc1_0)) << "gelu_aux: aux " << tag;
+            EXPECT_TRUE(same_bytes(act1, act0)) << "gelu_aux: C " << tag;
+
+            // Backward: dfc1 = (g·W2) · gelu'(fc1), W2 [h, F].
+            const vecf gv = random_vec(R * h, 24), w2v = random_vec(h * F, 25);
+            TypedBuf gy(*be, t, gv), w2(*be, t, w2v), dact(*be, t, vecf(R * F)), dfc0(*be, t, vecf(R * F));
+            TypedBuf dfc1(*be, t, vecf(R * F, 5.0f));
+            be->gemm(false, false, R, F, h, 1.0f, gy.p(), w2.p(), 0.0f, dact.p(), t, t);
+            be->gelu_backward(t, dfc0.p(), fc1_0.p(), dact.p(), R * F);
+            Backend::Gemm d;
+            d.M = R, d.N = F, d.K = h;
+            d.A = gy.p(), d.a_type = t, d.lda = h, d.B = w2.p(), d.b_type = t, d.ldb = F;
+            d.C = dfc1.p(), d.c_type = t, d.ldc = F;
+            d.epilogue = Backend::Gemm::Epilogue::dgelu, d.aux = fc1_0.p();
+            be->gemm(d);
+            EXPECT_TRUE(same_bytes(dfc1, dfc0)) << "dgelu " << tag;
+
+            // Weight gradient with the bias gradient: dW (f32) += dyᵀ·x, db (f32) += Σ_r dy.
+            vecf dw0 = random_vec(F * h, 26), db0 = random_vec(F, 27);
+            vecf dw1 = dw0, db1 = db0;
+            be->gemm(true, false, F, h, R, 1.0f, dfc0.p(), x.p(), 1.0f, dw0.data(), t, DType::f32);
+            be->bias_grad(db0.data(), dfc0.p(), t, R, F);
+            Backend::Gemm wg;
+            wg.trans_a = true, wg.M = F, wg.N = h, wg.K = R, wg.beta = 1.0f;
+            wg.A = dfc0.p(), wg.a_type = t, wg.lda = F, wg.B = x.p(), wg.b_type = t, wg.ldb = h;
+            wg.C = dw1.data(), wg.c_type = DType::f32, wg.ldc = h;
+            wg.epilogue = Backend::Gemm::Epilogue::bias_grad, wg.bias_grad = db1.data();
+            be->gemm(wg);
+            EXPECT_TRUE(same_floats(dw1, dw0)) << "bias_grad: dW " << tag;
+            EXPECT_TRUE(same_floats(db1, db0)) << "bias_grad: db " << tag;
+        }
+}
+
+// An epilogue on a shape it does not support is a programmer error that stops the process.
+TEST(EngineOpsFused, EpilogueOnUnsupportedShapeStops) {
+    auto be = backend();
+    vecf a(4, 1.0f), b(4, 1.0f), c(4), aux(4);
+    Backend::Gemm g;
+    g.M = 2, g.N = 2, g.K = 2, g.A = a.data(), g.lda = 2, g.B = b.data(), g.ldb = 2, g.C = c.data(), g.ldc = 2;
+    g.epilogue = Backend::Gemm::Epilogue::dgelu, g.aux = aux.data(), g.beta = 1.0f;
+    EXPECT_EXIT(be->gemm(g), ::testing::ExitedWithCode(1), "gelu epilogues need aux, beta 0");
+}
+
 }  // namespace

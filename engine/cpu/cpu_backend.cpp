@@ -451,6 +451,7 @@ public:
     // ---- GEMM --------------------------------------------------------------------------
 
     void gemm(const Gemm& g) override {
+        if (g.epilogue != Gemm::Epilogue::none) return gemm_epilogue_unfused(g);  // the separate ops, same bits
         PTD_REQUIRE(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 0, "negative shape M=%lld N=%lld K=%lld batch=%lld",
                     static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
                     static_cast<long long>(g.batch));

@@ -132,7 +132,18 @@ public:
     }
     void gemm(const Gemm& g) override {
         rd(g.A, "gemm"), rd(g.B, "gemm"), rd(g.C, "gemm"), rd(g.bias, "gemm");
+        rd(g.aux, "gemm"), rd(g.bias_grad, "gemm");
+        if (g.epilogue == Gemm::Epilogue::gelu_aux) wrote(g.aux, "gemm");
+        if (g.epilogue == Gemm::Epilogue::bias_grad) wrote(g.bias_grad, "gemm");
         wrote(g.C, "gemm"), in_->gemm(g);
+    }
+    void add_norm_forward(DType t, void* res_out, void* out, float* mean, float* rstd, const void* x,
+                          const void* residual, const void* w, const void* b, int64_t rows, int64_t C, float eps,
+                          NormKind kind) override {
+        const char* op = "add_norm_forward";
+        rd(res_out, op), rd(out, op), rd(mean, op), rd(rstd, op), rd(x, op), rd(residual, op), rd(w, op), rd(b, op);
+        wrote(res_out, op), wrote(out, op), wrote(mean, op), wrote(rstd, op);
+        in_->add_norm_forward(t, res_out, out, mean, rstd, x, residual, w, b, rows, C, eps, kind);
     }
     void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) override {
         rd(y, "bias_add"), rd(bias, "bias_add");

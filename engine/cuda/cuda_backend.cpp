@@ -223,6 +223,17 @@ public:
             fail(k_backend_name, "gemm", "M %lld N %lld K %lld batch %lld", (long long)g.M, (long long)g.N,
                  (long long)g.K, (long long)g.batch);
         if (g.M == 0 || g.N == 0) return;
+        if (g.epilogue != Gemm::Epilogue::none) {
+            require_epilogue_shape(g);
+            // GELU forward/backward fuse into cuBLASLt's GELU_AUX(_BIAS) / DGELU epilogues where
+            // cuBLASLt takes them: one operand type, K > 0, and aux's leading dimension (N, m in
+            // cuBLASLt's terms) a multiple of 8. The bias gradient stays the GEMM plus the
+            // deterministic bias_grad kernel: BGRADB overwrites its output (the f32 main grads
+            // accumulate over micro-batches) and its reduction order is not documented.
+            const bool lt_gelu = g.epilogue != Gemm::Epilogue::bias_grad && g.a_type == g.b_type && g.K > 0 &&
+                                 g.N % 8 == 0;
+            if (!lt_gelu) return gemm_epilogue_unfused(g);
+        }
         LtMatmul p;
         p.m = g.N, p.n = g.M, p.k = g.K;
         p.alpha = g.alpha, p.beta = g.beta;
@@ -237,6 +248,13 @@ public:
             p.epilogue = Epilogue::bias;
             p.bias = g.bias;
             p.bias_type = p.d_type;
+        }
+        if (g.epilogue == Gemm::Epilogue::gelu_aux || g.epilogue == Gemm::Epilogue::dgelu) {
+            // aux is row-major [M, N] with ld ldc = N: cuBLASLt's column-major m×n, ld_aux = N.
+            p.epilogue = g.epilogue == Gemm::Epilogue::dgelu ? Epilogue::dgelu
+                         : g.bias                            ? Epilogue::gelu_aux_bias
+                                                             : Epilogue::gelu_aux;
+            p.aux = g.aux, p.ld_aux = g.ldc, p.stride_aux = 0;
         }
         if (g.a_type != g.b_type) {
             // cuBLASLt multiplies operands of one type. The engine mixes them where an f32
@@ -295,6 +313,17 @@ public:
     void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
                          float eps) override {
         cuda::PTD_CUDA_NS::rmsnorm_forward(t, out, rstd, x, w, rows, C, eps, compute_);
+    }
+    // One kernel: the residual add in the norm's first pass (kernels/norms.cuh), the same bits
+    // as add + norm.
+    void add_norm_forward(DType t, void* res_out, void* out, float* mean, float* rstd, const void* x,
+                          const void* residual, const void* w, const void* b, int64_t rows, int64_t C, float eps,
+                          NormKind kind) override {
+        if (kind == NormKind::layernorm)
+            cuda::PTD_CUDA_NS::layernorm_residual_forward(t, res_out, out, mean, rstd, x, residual, w, b, rows, C, eps,
+                                                          compute_);
+        else
+            cuda::PTD_CUDA_NS::rmsnorm_residual_forward(t, res_out, out, rstd, x, residual, w, rows, C, eps, compute_);
     }
     void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
                           const void* w, int64_t rows, int64_t C) override {

@@ -509,9 +509,11 @@ void free_activations(Backend& be, Activations& a) {
 
 namespace {
 
-// y [R, out] = x [R, in] · Wᵀ (+ b), the bias fused into the GEMM.
+// y [R, out] = x [R, in] · Wᵀ (+ b), the bias fused into the GEMM. With `gelu_pre` (the MLP's
+// fc1): gelu_pre = that result (kept for the backward) and y = gelu(gelu_pre), the GELU
+// fused into the GEMM's epilogue.
 void linear_forward(Model& m, void* y, const void* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
-                    int64_t out, int64_t in) {
+                    int64_t out, int64_t in, void* gelu_pre = nullptr) {
     const DType t = m.cfg.act;
     Backend::Gemm g;
     g.trans_b = true, g.M = R, g.N = out, g.K = in;
@@ -519,6 +521,7 @@ void linear_forward(Model& m, void* y, const void* x, const ParamTensor* W, cons
     g.B = W->p, g.b_type = t, g.ldb = in;
     g.C = y, g.c_type = t, g.ldc = out;
     g.bias = b ? b->p : nullptr;
+    if (gelu_pre) g.epilogue = Backend::Gemm::Epilogue::gelu_aux, g.aux = gelu_pre;
     m.be->gemm(g);
 }
 // dW (f32) += dyᵀ · x ; db (f32) += Σ dy ; dx (= or +=) dy · W.
@@ -526,8 +529,13 @@ void linear_backward(Model& m, void* dx, bool accumulate_dx, const void* dy, con
                      const ParamTensor* b, int64_t R, int64_t out, int64_t in) {
     Backend& be = *m.be;
     const DType t = m.cfg.act;
-    be.gemm(true, false, out, in, R, 1.0f, dy, x, 1.0f, W->g, t, DType::f32);
-    if (b) be.bias_grad(b->g, dy, t, R, out);
+    Backend::Gemm dw;  // dW += dyᵀ · x, with db += Σ_r dy as its epilogue
+    dw.trans_a = true, dw.M = out, dw.N = in, dw.K = R, dw.beta = 1.0f;
+    dw.A = dy, dw.a_type = t, dw.lda = std::max<int64_t>(out, 1);
+    dw.B = x, dw.b_type = t, dw.ldb = std::max<int64_t>(in, 1);
+    dw.C = W->g, dw.c_type = DType::f32, dw.ldc = std::max<int64_t>(in, 1);
+    if (b) dw.epilogue = Backend::Gemm::Epilogue::bias_grad, dw.bias_grad = b->g;
+    be.gemm(dw);
     if (dx) be.gemm(false, false, R, in, out, 1.0f, dy, W->p, accumulate_dx ? 1.0f : 0.0f, dx, t, t);
 }
 
@@ -587,6 +595,18 @@ void norm_forward_gathered(Model& m, void* out_full, float* mean, float* rstd, c
     norm_forward(m, dst, mean, rstd, x, w, b, Rl);
     tp_gather(m, dst, out_full, c);
 }
+// res_out = x + residual (this rank's [Rl, h] rows, the residual stream), then
+// norm_forward_gathered of it: the add fused into the norm (Backend::add_norm_forward).
+void add_norm_forward_gathered(Model& m, void* res_out, void* out_full, float* mean, float* rstd, const void* x,
+                               const void* residual, const ParamTensor* w, const ParamTensor* b, StageComm& c) {
+    const EngineConfig& cfg = m.cfg;
+    const int64_t Rl = cfg.rows_local(), h = cfg.model.hidden;
+    void* dst = cfg.sequence_parallel ? dtype_offset(out_full, cfg.tp_rank * Rl * h, cfg.act) : out_full;
+    const auto kind = cfg.layernorm() ? Backend::NormKind::layernorm : Backend::NormKind::rmsnorm;
+    m.be->add_norm_forward(cfg.act, res_out, dst, mean, rstd, x, residual, w->p, b ? b->p : nullptr, Rl, h,
+                           (float)cfg.model.norm_eps, kind);
+    tp_gather(m, dst, out_full, c);
+}
 
 }  // namespace
 
@@ -634,18 +654,21 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
     be.attention_forward(t, x.ctx, x.probs, x.qkv, B, T, H, G, D);
     linear_forward(m, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
     const void* attn = tp_reduce(m, a.w_full, c);
-    be.copy(x.ln2_in, attn, t, Rl * h);
-    if (P.bo) be.bias_add(x.ln2_in, P.bo->p, t, Rl, h);
-    be.add(x.ln2_in, x.ln1_in, t, Rl * h);
+    if (P.bo) {  // its own rounding before the residual add, as without the fusion
+        be.copy(x.ln2_in, attn, t, Rl * h);
+        be.bias_add(x.ln2_in, P.bo->p, t, Rl, h);
+        attn = x.ln2_in;
+    }
 
-    // MLP block: ln2_in + W2·act(W1·norm2(ln2_in)).
-    norm_forward_gathered(m, x.ln2_out, x.ln2_mean, x.ln2_rstd, x.ln2_in, P.ln2_w, P.ln2_b, c);
-    linear_forward(m, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
+    // MLP block: ln2_in + W2·act(W1·norm2(ln2_in)), ln2_in = attention output + ln1_in formed
+    // by the norm's kernel.
+    add_norm_forward_gathered(m, x.ln2_in, x.ln2_out, x.ln2_mean, x.ln2_rstd, attn, x.ln1_in, P.ln2_w, P.ln2_b, c);
     if (cfg.swiglu()) {
+        linear_forward(m, x.fc1, x.ln2_out, P.w1, P.b1, R, F, h);
         linear_forward(m, x.fc3, x.ln2_out, P.w3, P.b3, R, F, h);
         be.swiglu_forward(t, x.act, x.fc1, x.fc3, R * F);
     } else {
-        be.gelu_forward(t, x.act, x.fc1, R * F);
+        linear_forward(m, x.act, x.ln2_out, P.w1, P.b1, R, F, h, x.fc1);  // fc1 kept, act = gelu(fc1)
     }
     linear_forward(m, a.w_full, x.act, P.w2, nullptr, R, h, F);
     const void* mlp = tp_reduce(m, a.w_full, c);
@@ -666,14 +689,20 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
     // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
     if (P.b2) be.bias_grad(P.b2->g, dout, t, Rl, h);
     const void* g = tp_gather(m, dout, a.w_full, c);                               // [R, h]
-    be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact, t, t);           // dact = g · W2
     be.gemm(true, false, h, F, R, 1.0f, g, x.act, 1.0f, P.w2->g, t, DType::f32);      // dW2 += gᵀ · act
     if (cfg.swiglu()) {
+        be.gemm(false, false, R, F, h, 1.0f, g, P.w2->p, 0.0f, a.w_dact, t, t);       // dact = g · W2
         be.swiglu_backward(t, a.w_dfc1, a.w_dfc3, a.w_dact, x.fc1, x.fc3, R * F);
         linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
         linear_backward(m, a.w_dln, true, a.w_dfc3, x.ln2_out, P.w3, P.b3, R, F, h);
     } else {
-        be.gelu_backward(t, a.w_dfc1, x.fc1, a.w_dact, R * F);
+        Backend::Gemm d;  // dfc1 = (g · W2) · gelu'(fc1): the GELU backward as the GEMM's epilogue
+        d.M = R, d.N = F, d.K = h;
+        d.A = g, d.a_type = t, d.lda = h;
+        d.B = P.w2->p, d.b_type = t, d.ldb = F;
+        d.C = a.w_dfc1, d.c_type = t, d.ldc = F;
+        d.epilogue = Backend::Gemm::Epilogue::dgelu, d.aux = x.fc1;
+        be.gemm(d);
         linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
     }
     const void* dln2 = tp_reduce(m, a.w_dln, c);

@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "ptd/engine/dtype.h"
@@ -156,8 +158,61 @@ public:
         int64_t ldc = 0, stride_c = 0;
         int64_t batch = 1;
         const void* bias = nullptr;  // [N] or null
+        // What runs on the result before it is stored (cuBLASLt's epilogues; the CPU runs the
+        // separate ops below in the same order, so the bits equal the unfused sequence):
+        //   none      C as above.
+        //   gelu_aux  aux (c_type, [M,N], ld ldc) = the pre-activation as C above (bias
+        //             included, rounded once), then C = gelu_forward(aux): the MLP's fc1.
+        //   dgelu     C = gelu_backward(x = aux, dout = the product as C above, rounded
+        //             once): the GELU backward fused into the GEMM that makes its dout.
+        //   bias_grad the product as C above, and bias_grad (f32) += Σ_k op(A)[i, k] for
+        //             i < M — bias_grad(bias_grad, A, a_type, K, M) — the bias gradient of
+        //             a weight-gradient GEMM dW += dyᵀ·x (needs trans_a, lda = max(M, 1)).
+        // Epilogues need batch 1, beta 0 (gelu_aux, dgelu) and no bias (dgelu, bias_grad).
+        enum class Epilogue : uint8_t { none, gelu_aux, dgelu, bias_grad };
+        Epilogue epilogue = Epilogue::none;
+        void* aux = nullptr;         // gelu_aux (written), dgelu (read)
+        float* bias_grad = nullptr;  // bias_grad (+=)
     };
     virtual void gemm(const Gemm& g) = 0;
+    // A GEMM with an epilogue as the separate ops it fuses (the plain GEMM, then
+    // gelu_forward / gelu_backward / bias_grad): the CPU backend's implementation, and the
+    // reference every other backend's fused epilogue is tested against.
+    void gemm_epilogue_unfused(const Gemm& g) {
+        require_epilogue_shape(g);
+        Gemm plain = g;
+        plain.epilogue = Gemm::Epilogue::none, plain.aux = nullptr, plain.bias_grad = nullptr;
+        const int64_t n = g.M * g.N;
+        switch (g.epilogue) {
+            case Gemm::Epilogue::none: return gemm(plain);
+            case Gemm::Epilogue::gelu_aux:
+                plain.C = g.aux;
+                gemm(plain);
+                return gelu_forward(g.c_type, g.C, g.aux, n);
+            case Gemm::Epilogue::dgelu:
+                gemm(plain);
+                return gelu_backward(g.c_type, g.C, g.aux, g.C, n);
+            case Gemm::Epilogue::bias_grad:
+                gemm(plain);
+                return bias_grad(g.bias_grad, g.A, g.a_type, g.K, g.M);
+        }
+    }
+    // The shapes an epilogue supports (Gemm::Epilogue); anything else is a programmer error
+    // that stops the process.
+    static void require_epilogue_shape(const Gemm& g) {
+        if (g.epilogue == Gemm::Epilogue::none) return;
+        const bool gelu = g.epilogue == Gemm::Epilogue::gelu_aux || g.epilogue == Gemm::Epilogue::dgelu;
+        const char* why = nullptr;
+        if (g.batch != 1) why = "batch must be 1";
+        else if (gelu && (!g.aux || g.beta != 0.0f || g.ldc != std::max<int64_t>(g.N, 1))) why = "gelu epilogues need aux, beta 0, ldc = N";
+        else if (g.epilogue != Gemm::Epilogue::gelu_aux && g.bias) why = "only gelu_aux takes a bias";
+        else if (g.epilogue == Gemm::Epilogue::bias_grad && (!g.bias_grad || !g.trans_a || g.lda != std::max<int64_t>(g.M, 1)))
+            why = "bias_grad needs the f32 output, trans_a and lda = max(M, 1)";
+        if (!why) return;
+        std::fprintf(stderr, "ptd-engine: gemm epilogue %d (M %lld N %lld K %lld): %s\n", (int)g.epilogue,
+                     (long long)g.M, (long long)g.N, (long long)g.K, why);
+        std::exit(1);
+    }
     // The dense case: contiguous operands of one type t, no batch, no bias.
     void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
               const void* B, float beta, void* C, DType t = DType::f32, DType c_type = DType::f32) {
@@ -185,6 +240,25 @@ public:
                                  int64_t C, float eps) = 0;
     virtual void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x,
                                   const float* rstd, const void* w, int64_t rows, int64_t C) = 0;
+    // The residual add fused into the norm that follows it: res_out (t) = x + residual
+    // (rounded once, stored: the residual stream), then out, mean, rstd = the norm of kind
+    // `kind` of the stored res_out (rmsnorm: b and mean unused, may be null). res_out may be
+    // x or residual; out overlaps none of them. The default is that unfused sequence (copy,
+    // add, norm: the CPU backend's bits); a GPU backend runs one kernel.
+    enum class NormKind : uint8_t { layernorm, rmsnorm };
+    virtual void add_norm_forward(DType t, void* res_out, void* out, float* mean, float* rstd, const void* x,
+                                  const void* residual, const void* w, const void* b, int64_t rows, int64_t C,
+                                  float eps, NormKind kind) {
+        const int64_t n = rows * C;
+        if (res_out == residual) {
+            add(res_out, x, t, n);
+        } else {
+            if (res_out != x) copy(res_out, x, t, n);
+            add(res_out, residual, t, n);
+        }
+        if (kind == NormKind::layernorm) layernorm_forward(t, out, mean, rstd, res_out, w, b, rows, C, eps);
+        else rmsnorm_forward(t, out, rstd, res_out, w, rows, C, eps);
+    }
 
     // ---- activations (every operand t) ---------------------------------------------------
     // GELU, tanh approximation (GPT-2): out = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))).
