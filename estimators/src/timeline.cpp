@@ -128,49 +128,141 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
     return makespan;
 }
 
+namespace {
+
+// The schedule of (p, v, m) compiled to a topological order of its blocks: for each,
+// the positions of the block before it on its stage and of the block it waits for
+// (0 = none: position 0 holds time 0) and which duration it takes. Evaluating it is one
+// max and one add per block. The planner asks for few distinct (p, v, m) — the short
+// schedules of pipeline_makespan depend on p and v only — so a few are kept per thread.
+struct CompiledSchedule {
+    int p = 0, v = 0, m = 0;
+    struct Step {
+        int32_t prev, dep, dur;  // positions (1-based) and index into [fwd…, bwd…]
+    };
+    std::vector<Step> steps;
+    std::vector<int32_t> last;  // per stage: position of its last block
+};
+
+CompiledSchedule compile_schedule(int p, int v, int m) {
+    CompiledSchedule cs;
+    cs.p = p, cs.v = v, cs.m = m;
+    std::vector<double> ones((size_t)p * v, 1.0), end((size_t)p);
+    std::vector<PlacedOp> placed;
+    PipelineDurations d{p, v, m, ones, ones};
+    simulate_pipeline(d, end, &placed);  // the placement order is a topological order
+    const size_t cells = (size_t)p * v * m;
+    std::vector<int32_t> fpos(cells, 0), bpos(cells, 0), stage_pos((size_t)p, 0);
+    auto at = [&](int stage, int chunk, int mb) { return ((size_t)chunk * m + mb) * p + stage; };
+    cs.steps.reserve(placed.size());
+    for (size_t k = 0; k < placed.size(); ++k) {
+        const PlacedOp& po = placed[k];
+        const int s = po.stage, c = po.op.chunk, i = po.op.micro_batch;
+        const int32_t pos = (int32_t)k + 1;
+        int32_t dep = 0;
+        if (po.op.pass == Pass::forward) {
+            if (s > 0) dep = fpos[at(s - 1, c, i)];
+            else if (c > 0) dep = fpos[at(p - 1, c - 1, i)];
+            fpos[at(s, c, i)] = pos;
+        } else {
+            if (s < p - 1) dep = bpos[at(s + 1, c, i)];
+            else if (c < v - 1) dep = bpos[at(0, c + 1, i)];
+            else dep = fpos[at(s, c, i)];
+            bpos[at(s, c, i)] = pos;
+        }
+        const int32_t dur = (po.op.pass == Pass::forward ? 0 : p * v) + c * p + s;
+        cs.steps.push_back({stage_pos[(size_t)s], dep, dur});
+        stage_pos[(size_t)s] = pos;
+    }
+    cs.last = stage_pos;
+    return cs;
+}
+
+const CompiledSchedule& compiled_schedule(int p, int v, int m) {
+    thread_local std::vector<CompiledSchedule> cache;
+    thread_local size_t next = 0;
+    for (const CompiledSchedule& cs : cache)
+        if (cs.p == p && cs.v == v && cs.m == m) return cs;
+    constexpr size_t kKept = 256;
+    if (cache.size() < kKept) {
+        cache.push_back(compile_schedule(p, v, m));
+        return cache.back();
+    }
+    cache[next] = compile_schedule(p, v, m);
+    const CompiledSchedule& out = cache[next];
+    next = (next + 1) % kKept;
+    return out;
+}
+
+// The makespan of a compiled schedule for durations d (m from the schedule).
+double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std::span<double> stage_end) {
+    thread_local std::vector<double> end, dur;
+    end.resize(cs.steps.size() + 1);
+    end[0] = 0;
+    const size_t pv = (size_t)cs.p * cs.v;
+    dur.resize(2 * pv);
+    std::copy(d.fwd.begin(), d.fwd.end(), dur.begin());
+    std::copy(d.bwd.begin(), d.bwd.end(), dur.begin() + (ptrdiff_t)pv);
+    const CompiledSchedule::Step* st = cs.steps.data();
+    double* e = end.data();
+    const double* du = dur.data();
+    for (size_t k = 0, n = cs.steps.size(); k < n; ++k) e[k + 1] = std::max(e[st[k].prev], e[st[k].dep]) + du[st[k].dur];
+    double makespan = 0;
+    for (int s = 0; s < cs.p; ++s) {
+        stage_end[(size_t)s] = e[cs.last[(size_t)s]];
+        makespan = std::max(makespan, stage_end[(size_t)s]);
+    }
+    return makespan;
+}
+
+}  // namespace
+
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     const int p = d.p, v = d.v, m = d.m;
-    // One micro-batch through the slowest stage (all its chunks, forward and backward).
+    // One micro-batch through the slowest stage (all its chunks, forward and backward):
+    // no steady state adds less per micro-batch.
     double t_max = 0;
     for (int s = 0; s < p; ++s) {
         double t = 0;
         for (int c = 0; c < v; ++c) t += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)];
         t_max = std::max(t_max, t);
     }
-    if (p == 1) {
+    if (p == 1) {  // gradient accumulation: m micro-batches back to back
         stage_end[0] = m * t_max;
         return stage_end[0];
     }
     // Short schedules are placed block by block. Longer ones reach a steady state in which
-    // each further micro-batch adds exactly t_max to every stage's end (the slowest stage
-    // runs back to back; for the interleaved schedule per group of p micro-batches). How soon depends on how close the
-    // other stages come to the slowest, so the shortcut checks it: it places schedules of
-    // m1 and m1 + q micro-batches and adds (m − m1 − q)·t_max only when every stage's end
-    // moved by exactly q·t_max; otherwise it doubles m1, down to the full simulation.
-    // (Interleaved with m not a multiple of p — which Megatron-LM's planner-side checks and
-    // ours do not produce — always takes the full simulation: its partial last group can
-    // look steady for a while and then change.)
+    // each further q micro-batches (1; for the interleaved schedule a group of p) add the
+    // same time to every stage's end: one slowest-stage micro-batch each for 1F1B with its
+    // usual stages, more when a chain across stages is slower (interleaved chunks going
+    // round the ring), never less than t_max. The shortcut places schedules of m1, m1 + q and m1 + 2q micro-batches
+    // (compiled, cached per thread) and, when both increments agree on every stage, adds
+    // the rest arithmetically; otherwise it doubles m1, down to the full simulation.
+    // (Interleaved with m not a multiple of p — which the planner never asks for — always
+    // takes the full simulation: its partial last group breaks the period.)
     if (v > 1 && m % p != 0) return simulate_pipeline(d, stage_end);
     const int q = v <= 1 ? 1 : p;
     int m1 = 2 * p;
-    thread_local std::vector<double> before;
-    while (m1 + q < m) {
-        PipelineDurations shortened = d;
-        shortened.m = m1;
-        before.resize((size_t)p);
-        simulate_pipeline(shortened, before);
-        shortened.m = m1 + q;
-        simulate_pipeline(shortened, stage_end);
+    thread_local std::vector<double> e0, e1;
+    while (m1 + 2 * q < m) {
+        e0.resize((size_t)p);
+        e1.resize((size_t)p);
+        run_compiled(compiled_schedule(p, v, m1), d, e0);
+        run_compiled(compiled_schedule(p, v, m1 + q), d, e1);
+        run_compiled(compiled_schedule(p, v, m1 + 2 * q), d, stage_end);
         bool steady = true;
-        const double step = q * t_max;
-        for (int s = 0; s < p && steady; ++s)
-            steady = std::abs(stage_end[(size_t)s] - before[(size_t)s] - step) <= 1e-12 * stage_end[(size_t)s];
+        for (int s = 0; s < p && steady; ++s) {
+            const double a = e1[(size_t)s] - e0[(size_t)s], b = stage_end[(size_t)s] - e1[(size_t)s];
+            // Equal increments at the slowest stage's rate or above: a plateau at a
+            // faster stage's rate (before the slowest takes over) is not the steady state.
+            steady = std::abs(a - b) <= 1e-10 * stage_end[(size_t)s] && b >= q * t_max * (1 - 1e-12);
+        }
         if (steady) {
-            const double extra = (double)(m - m1 - q) * t_max;
+            const double groups = (double)(m - m1 - 2 * q) / q;
             double makespan = 0;
-            for (double& e : stage_end) {
-                e += extra;
-                makespan = std::max(makespan, e);
+            for (int s = 0; s < p; ++s) {
+                stage_end[(size_t)s] += groups * (stage_end[(size_t)s] - e1[(size_t)s]);
+                makespan = std::max(makespan, stage_end[(size_t)s]);
             }
             return makespan;
         }
