@@ -106,13 +106,13 @@ shoot job_file --job "$(dirname "$0")/../assets/jobs/llama3-70b-h100.toml" --pan
 # not record one yet), the last stage's backwards 1.5× longer and outlined; and hovering.
 tiny8="$(dirname "$0")/../assets/jobs/tiny-gpt-8rank.toml"
 shoot schedule --job "$tiny8" --panel schedule
-shoot schedule_interleaved --panel schedule --set parallel.pp=4 --set parallel.vpp=2 --set training.global_batch=64
+shoot schedule_interleaved --panel schedule --set parallel.pp=4 --set parallel.vpp=2 --set training.global_batch=16
 fixture="$(dirname "$studio")/write_timeline_fixture"
 if [ -x "$fixture" ]; then
     rm -rf "$out/timeline-run"
     if "$fixture" "$tiny8" "$out/timeline-run" >"$out/fixture.log" 2>&1; then
         shoot schedule_measured --job "$tiny8" --panel schedule --timeline "$out/timeline-run"
-        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1000,330 --frames 5
+        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1020,360 --frames 5
     else
         fail "write_timeline_fixture: $(cat "$out/fixture.log")"
     fi
