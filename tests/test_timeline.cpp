@@ -4,7 +4,7 @@
 // worked by hand, the steady-state shortcut the planner uses against the full simulation,
 // the predicted timeline's makespan against estimate_job's step time on every asset job
 // and a layout matrix, the measured-timeline files (round trip, every kind of damage),
-// and the Chrome trace JSON's required fields.
+// the Chrome trace JSON's required fields, and the bounds the planner screens layouts with.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -174,6 +174,43 @@ TEST(Simulation, SteadyStateShortcutEqualsFullSimulation) {
     EXPECT_GT(checked, 1000);
 }
 
+// Issue 16 follow-up: the planner screens layouts with bounds instead of simulating each.
+// They must enclose the simulation for any durations (random interleaved chunks too),
+// the lower bound per stage as well, and be tight where they can: the lower bound is
+// exact for equal 1F1B stages and for p = 1.
+TEST(Simulation, BoundsEncloseTheSimulation) {
+    std::mt19937 rng(1616);
+    std::uniform_real_distribution<double> u(0.05, 3.0);
+    int checked = 0;
+    for (int p = 1; p <= 7; ++p)
+        for (int v = 1; v <= 4; ++v)
+            for (int m = 1; m <= 6 * p + 2; ++m)
+                for (int trial = 0; trial < 4; ++trial) {
+                    if (v > 1 && (p == 1 || m % p != 0)) continue;  // what the estimator runs
+                    std::vector<double> f((size_t)p * v), b((size_t)p * v), full((size_t)p), lo((size_t)p);
+                    for (size_t k = 0; k < f.size(); ++k) f[k] = u(rng), b[k] = trial == 0 ? 2 * f[k] : u(rng) * 2;
+                    PipelineDurations d{p, v, m, f, b};
+                    const double sim = simulate_pipeline(d, full);
+                    const double lower = pipeline_makespan_lower(d, lo), upper = pipeline_makespan_upper(d);
+                    const std::string what = "p " + std::to_string(p) + " v " + std::to_string(v) + " m " +
+                                             std::to_string(m) + " trial " + std::to_string(trial);
+                    EXPECT_LE(lower, sim * (1 + 1e-12)) << what;
+                    EXPECT_GE(upper, sim * (1 - 1e-12)) << what;
+                    for (int s = 0; s < p; ++s) EXPECT_LE(lo[(size_t)s], full[(size_t)s] * (1 + 1e-12)) << what << " stage " << s;
+                    if (p == 1) {
+                        EXPECT_REL(lower, sim) << what;
+                    }
+                    ++checked;
+                }
+    EXPECT_GT(checked, 500);
+    for (int p : {2, 4, 8})
+        for (int m : {1, 3, 8, 32}) {
+            std::vector<double> f((size_t)p, 1.0), b((size_t)p, 2.0), end((size_t)p);
+            PipelineDurations d{p, 1, m, f, b};
+            EXPECT_REL(pipeline_makespan_lower(d, end), simulate_pipeline(d, end)) << p << " " << m;
+        }
+}
+
 const PresetCatalog& presets() { return embedded_presets(); }
 
 JobSpec load_asset(const std::string& name) {
@@ -188,6 +225,15 @@ void expect_timeline_matches_estimate(const JobSpec& job, const std::string& wha
     EXPECT_REL(t.makespan_s, est.step_s) << what;
     EXPECT_REL(t.pipeline_s, est.pipeline_s) << what;
     EXPECT_REL(est.time.total(), est.step_s) << what;
+    // The planner's screening bounds enclose the simulated step time, memory unchanged.
+    {
+        StepBounds bounds;
+        const EstimateContext ctx = make_estimate_context(job);
+        const LayoutScore screened = evaluate_layout(ctx, layout_choice_of(job), job.parallel.layers_per_stage, nullptr, &bounds);
+        EXPECT_LE(bounds.lo_s, est.step_s * (1 + 1e-12)) << what;
+        EXPECT_GE(bounds.hi_s, est.step_s * (1 - 1e-12)) << what;
+        EXPECT_EQ(screened.peak_bytes, evaluate_layout(ctx, layout_choice_of(job), job.parallel.layers_per_stage, nullptr).peak_bytes) << what;
+    }
     // Every block of every micro-batch and chunk on every stage, once each way.
     const int p = job.parallel.pp, v = std::max(1, job.parallel.vpp), m = est.micro_batches;
     int fwd = 0, bwd = 0;

@@ -8,6 +8,7 @@
 #include "ptd/timeline.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 
@@ -673,7 +674,8 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
 }  // namespace
 
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage,
-                            Estimate* detail) {
+                            Estimate* detail, StepBounds* bounds) {
+    assert(!(detail && bounds));
     const JobSpec& job = ctx.job;
     const ModelSpec& m = job.model;
     const EstimateSpec& es = job.estimate;
@@ -868,13 +870,17 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     }
     PipelineDurations pd;
     pd.p = p, pd.v = v, pd.m = L.mbs, pd.fwd = fwd_d, pd.bwd = bwd_d;
-    const double pipeline = pipeline_makespan(pd, stage_end);
+    // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
+    const double pipeline = bounds ? pipeline_makespan_lower(pd, stage_end) : pipeline_makespan(pd, stage_end);
 
     // The tail: each stage's exposed gradient reduction from the end of its last backward;
     // all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
     // and the exposed parameter gather. The step ends with the slowest.
-    double sync = pipeline;
-    for (int i = 0; i < p; ++i) sync = std::max(sync, stage_end[(size_t)i] + tails[(size_t)i].grad_exposed_s);
+    double sync = pipeline, grad_exposed_max = 0;
+    for (int i = 0; i < p; ++i) {
+        sync = std::max(sync, stage_end[(size_t)i] + tails[(size_t)i].grad_exposed_s);
+        grad_exposed_max = std::max(grad_exposed_max, tails[(size_t)i].grad_exposed_s);
+    }
     double after = 0, after_opt = 0;
     for (int i = 0; i < p; ++i) {
         const StageTail& t = tails[(size_t)i];
@@ -884,6 +890,11 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         }
     }
     const double step = sync + after;
+    if (bounds) {
+        // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
+        bounds->lo_s = step;
+        bounds->hi_s = std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after);
+    }
 
     // The breakdown: m micro-batches through the slowest stage, the rest of the schedule's
     // makespan is bubble; after it the exposed DP time and the last stage's optimizer.

@@ -271,6 +271,39 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     return simulate_pipeline(d, stage_end);
 }
 
+double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo) {
+    const int p = d.p, v = d.v, m = d.m;
+    assert((int)stage_end_lo.size() == p);
+    double fill = 0, drain = 0, lower = 0;  // chunk 0's forwards / backwards on the stages before s
+    for (int s = 0; s < p; ++s) {
+        double busy = 0;
+        for (int c = 0; c < v; ++c) busy += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)];
+        stage_end_lo[(size_t)s] = fill + m * busy;
+        lower = std::max(lower, stage_end_lo[(size_t)s] + drain);
+        fill += d.fwd[(size_t)s];
+        drain += d.bwd[(size_t)s];
+    }
+    return lower;
+}
+
+double pipeline_makespan_upper(const PipelineDurations& d) {
+    double longest = 0;
+    for (double x : d.fwd) longest = std::max(longest, x);
+    for (double x : d.bwd) longest = std::max(longest, x);
+    struct Unit {
+        int p, v, m;
+        double makespan;
+    };
+    thread_local std::vector<Unit> cache;
+    for (const Unit& u : cache)
+        if (u.p == d.p && u.v == d.v && u.m == d.m) return longest * u.makespan;
+    std::vector<double> ones((size_t)d.p * d.v, 1.0), end((size_t)d.p);
+    const double unit = pipeline_makespan(PipelineDurations{d.p, d.v, d.m, ones, ones}, end);
+    if (cache.size() >= 4096) cache.clear();
+    cache.push_back(Unit{d.p, d.v, d.m, unit});
+    return longest * unit;
+}
+
 // ---- the predicted timeline -------------------------------------------------------------
 
 const char* block_kind_name(BlockKind k) {

@@ -162,8 +162,15 @@ EstimateContext make_estimate_context(const JobSpec& job);
 // to stages 1.., sparing the first, which holds the most activations). With `detail`,
 // fills every stage; without, evaluates only the stages that can be the worst (≤ 4).
 // The layout must be valid (divisibility checked by the caller).
+// With `bounds` (the planner's screening pass, no `detail`): the schedule is not simulated;
+// bounds gets the step time's lower and upper bound (timeline.h pipeline_makespan_lower /
+// _upper plus the tail) and the score's step_s / tokens_per_s are the optimistic ends
+// (step_s = lo_s). Memory (peak_bytes, fits) is exact either way.
+struct StepBounds {
+    double lo_s = 0, hi_s = 0;
+};
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,
-                            const std::vector<int>& layers_per_stage, Estimate* detail);
+                            const std::vector<int>& layers_per_stage, Estimate* detail, StepBounds* bounds = nullptr);
 
 // Full estimate of a valid job (validate_job empty).
 Estimate estimate_job(const JobSpec& job);

@@ -78,6 +78,19 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
 // stages). What the planner calls: no allocation after the first call on a thread.
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end);
 
+// Bounds on simulate_pipeline's makespan without placing blocks, so the planner can screen
+// every layout and simulate only those whose rank the bounds leave open (docs/planner.md).
+// Lower: stage s cannot start before micro-batch 0 has gone forward through chunk 0 of the
+// stages before it, then is busy m·T_s (T_s: its forward + backward over all chunks), and
+// the last chunk-0 backward still has to go back through those stages. Fills
+// stage_end_lo[s] (p entries) with that stage's own floor (start + busy time) and returns
+// the largest floor. Exact for p = 1.
+double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo);
+// Upper: the simulation is monotone in every duration, so raising every block to the
+// longest one, T, gives a schedule of equal blocks whose makespan is T times that of unit
+// blocks (which only depends on p, v, m; computed once per thread and cached).
+double pipeline_makespan_upper(const PipelineDurations& d);
+
 // ---- 2. the predicted timeline --------------------------------------------------------
 
 // What a block is. The same kinds serve predicted and measured timelines.
