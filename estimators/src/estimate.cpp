@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 namespace ptd {
@@ -855,6 +856,22 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
     // only when all stages take equally long.
     const int v = L.v;
+    // A chunk's time depends only on its layer count and whether it holds the embedding or
+    // the output layer: a few kinds however many chunks (a balanced split has ≤ 4).
+    struct KnownChunk {
+        double layers;
+        bool first, last;
+        ChunkTime time;
+    };
+    KnownChunk known[8];
+    int n_known = 0;
+    auto chunk_time = [&](double layers, bool first, bool last) -> ChunkTime {
+        for (int k = 0; k < n_known; ++k)
+            if (known[k].layers == layers && known[k].first == first && known[k].last == last) return known[k].time;
+        const ChunkTime ct = block_time(L, lt, layers, first, last);
+        if (n_known < 8) known[n_known++] = KnownChunk{layers, first, last, ct};
+        return ct;
+    };
     fwd_d.resize((size_t)p * v);
     bwd_d.resize((size_t)p * v);
     for (int i = 0; i < p; ++i) {
@@ -862,7 +879,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         for (int c = 0; c < v; ++c) {
             const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]
                                                                 : (double)layers / v;
-            const ChunkTime ct = block_time(L, lt, chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
+            const ChunkTime ct = chunk_time(chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
             fwd_d[(size_t)(c * p + i)] = ct.fwd.total();
             bwd_d[(size_t)(c * p + i)] = ct.bwd.total();
             if (detail) detail->stages[(size_t)i].chunks.push_back(ct);
@@ -893,7 +910,8 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     if (bounds) {
         // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
         bounds->lo_s = step;
-        bounds->hi_s = std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after);
+        bounds->hi_s = bounds->want_hi ? std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after)
+                                       : std::numeric_limits<double>::infinity();
     }
 
     // The breakdown: m micro-batches through the slowest stage, the rest of the schedule's

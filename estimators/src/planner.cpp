@@ -422,6 +422,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
             const int64_t seq = enumerated++;
             if (pruned) return 0;
             StepBounds bounds;
+            bounds.want_hi = own_in_space && own_score.fits;  // only job_rank uses the upper bound
             const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
             ++out.evaluated;
             if (options.progress && out.evaluated % 4096 == 0 &&

@@ -4,6 +4,10 @@
 #include "ptd/timeline.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
+#include <limits>
+#include <unordered_map>
 #include <cassert>
 #include <cerrno>
 #include <charconv>
@@ -268,6 +272,9 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
         }
         m1 *= 2;  // stays a multiple of p
     }
+    // Short schedules recur across the planner's layouts (same p, v, m, other durations):
+    // small ones are compiled once and cached like the shortcut's.
+    if ((long long)2 * m * v * p <= 16384) return run_compiled(compiled_schedule(p, v, m), d, stage_end);
     return simulate_pipeline(d, stage_end);
 }
 
@@ -287,21 +294,47 @@ double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> sta
 }
 
 double pipeline_makespan_upper(const PipelineDurations& d) {
-    double longest = 0;
-    for (double x : d.fwd) longest = std::max(longest, x);
-    for (double x : d.bwd) longest = std::max(longest, x);
-    struct Unit {
-        int p, v, m;
-        double makespan;
+    double f_max = 0, b_max = 0;
+    for (double x : d.fwd) f_max = std::max(f_max, x);
+    for (double x : d.bwd) b_max = std::max(b_max, x);
+    // The schedule with every forward f_max and every backward b_max is at least as long.
+    // Its makespan is the longest path through the schedule's blocks, a·f + b·r per path,
+    // so g(r) = makespan(f = 1, b = r) is convex and piecewise linear in r: the chord
+    // between two sampled ratios lies above it. Ratios outside the samples fall back to
+    // max(f, b) times the unit-block makespan g(1).
+    static constexpr double kRatios[] = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0};
+    constexpr size_t kN = std::size(kRatios);
+    constexpr size_t kOne = 3;  // kRatios[kOne] == 1
+    // Samples are simulated on first use (NaN until then): a layout needs two of them.
+    thread_local std::unordered_map<uint64_t, std::array<double, kN>> cache;
+    const uint64_t key = (uint64_t)d.p << 42 | (uint64_t)d.v << 21 | (uint64_t)d.m;
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+        if (cache.size() >= 65536) cache.clear();
+        std::array<double, kN> unknown;
+        unknown.fill(std::numeric_limits<double>::quiet_NaN());
+        it = cache.emplace(key, unknown).first;
+    }
+    std::array<double, kN>& g = it->second;
+    auto sample = [&](size_t k) {
+        if (std::isnan(g[k])) {
+            thread_local std::vector<double> ones, ratio, end;
+            ones.assign((size_t)d.p * d.v, 1.0);
+            ratio.assign((size_t)d.p * d.v, kRatios[k]);
+            end.resize((size_t)d.p);
+            g[k] = pipeline_makespan(PipelineDurations{d.p, d.v, d.m, ones, ratio}, end);
+        }
+        return g[k];
     };
-    thread_local std::vector<Unit> cache;
-    for (const Unit& u : cache)
-        if (u.p == d.p && u.v == d.v && u.m == d.m) return longest * u.makespan;
-    std::vector<double> ones((size_t)d.p * d.v, 1.0), end((size_t)d.p);
-    const double unit = pipeline_makespan(PipelineDurations{d.p, d.v, d.m, ones, ones}, end);
-    if (cache.size() >= 4096) cache.clear();
-    cache.push_back(Unit{d.p, d.v, d.m, unit});
-    return longest * unit;
+    if (f_max > 0) {
+        const double r = b_max / f_max;
+        for (size_t k = 0; k + 1 < kN; ++k)
+            if (r >= kRatios[k] && r <= kRatios[k + 1]) {
+                const double w = (r - kRatios[k]) / (kRatios[k + 1] - kRatios[k]);
+                return f_max * ((1 - w) * sample(k) + w * sample(k + 1));
+            }
+    }
+    return std::max(f_max, b_max) * sample(kOne);
 }
 
 // ---- the predicted timeline -------------------------------------------------------------

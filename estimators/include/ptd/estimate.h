@@ -167,6 +167,7 @@ EstimateContext make_estimate_context(const JobSpec& job);
 // _upper plus the tail) and the score's step_s / tokens_per_s are the optimistic ends
 // (step_s = lo_s). Memory (peak_bytes, fits) is exact either way.
 struct StepBounds {
+    bool want_hi = true;  // false: hi_s is left +∞ (the upper bound costs a little more)
     double lo_s = 0, hi_s = 0;
 };
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,

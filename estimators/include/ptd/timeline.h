@@ -86,9 +86,11 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
 // stage_end_lo[s] (p entries) with that stage's own floor (start + busy time) and returns
 // the largest floor. Exact for p = 1.
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo);
-// Upper: the simulation is monotone in every duration, so raising every block to the
-// longest one, T, gives a schedule of equal blocks whose makespan is T times that of unit
-// blocks (which only depends on p, v, m; computed once per thread and cached).
+// Upper: the simulation is monotone in every duration, so raising every forward block to
+// the longest forward and every backward to the longest backward gives a schedule of equal
+// blocks at least as long; its makespan, per unit forward, is convex in the backward /
+// forward ratio, so it is bounded by the chord between ratios sampled once per (p, v, m)
+// and cached per thread.
 double pipeline_makespan_upper(const PipelineDurations& d);
 
 // ---- 2. the predicted timeline --------------------------------------------------------
