@@ -700,7 +700,17 @@ TEST(PlannerIssue16, ScreeningFindsWhatSimulatingEveryLayoutFinds) {
             PlanResult all = plan(cs.job, [&](PlanOptions& o) {
                 options(o);
                 o.simulate_all = true;
+                o.keep_fitting_scores = true;  // every fitting layout's simulated tokens/s
             });
+            // Against the plain list of every fitting layout's simulated tokens/s: the best,
+            // and the job's rank (1 + strictly faster).
+            ASSERT_EQ((int64_t)all.fitting_tokens_per_s.size(), all.feasible) << what;
+            if (!fast.top.empty()) {
+                EXPECT_EQ(fast.top.front().score.tokens_per_s, all.fitting_tokens_per_s.front()) << what;
+            }
+            if (fast.job_rank >= 0) {
+                EXPECT_EQ(fast.job_rank + 1, plan_rank_of(all, estimate_job(cs.job).tokens_per_s)) << what;
+            }
             EXPECT_EQ(all.simulated, all.evaluated) << what;
             EXPECT_LE(fast.simulated, fast.evaluated) << what;
             EXPECT_EQ(fast.feasible, all.feasible) << what;
