@@ -4,7 +4,10 @@
 // bounded top-k heap and an incremental Pareto set (throughput vs headroom), so memory
 // stays small however large the search. Pruning relies only on the estimator's proven
 // monotonicity (peak memory grows with micro_batch, and none ≥ selective ≥ full
-// recompute), so it never drops a layout that fits. docs/planner.md explains the search.
+// recompute), so it never drops a layout that fits. The step time comes from a simulation
+// of the pipeline schedule, too costly for every layout: a screening pass bounds it, and
+// only layouts whose place the bounds leave open are simulated (branch and bound), so
+// the answers equal simulating all. docs/planner.md explains the search.
 #include "ptd/planner.h"
 
 #include <algorithm>
