@@ -101,6 +101,29 @@ shoot planner_job_row --panel planner --set parallel.tp=2 --set parallel.pp=1 --
     --set training.micro_batch=4 --set training.global_batch=256
 # A job opened from a file (--job): its name in the title, the hosts and bandwidth fields.
 shoot job_file --job "$(dirname "$0")/../assets/jobs/llama3-70b-h100.toml" --panel job
+# The Schedule tab: the tiny 8-rank job's predicted 1F1B timeline; then with a measured
+# timeline under it (written by write_timeline_fixture with TimelineWriter: ptd-engine does
+# not record one yet), the last stage's backwards 1.5× longer and outlined; and hovering.
+tiny8="$(dirname "$0")/../assets/jobs/tiny-gpt-8rank.toml"
+shoot schedule --job "$tiny8" --panel schedule
+shoot schedule_interleaved --panel schedule --set parallel.pp=4 --set parallel.vpp=2 --set training.global_batch=16
+fixture="$(dirname "$studio")/write_timeline_fixture"
+if [ -x "$fixture" ]; then
+    rm -rf "$out/timeline-run"
+    if "$fixture" "$tiny8" "$out/timeline-run" >"$out/fixture.log" 2>&1; then
+        shoot schedule_measured --job "$tiny8" --panel schedule --timeline "$out/timeline-run"
+        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1020,360 --frames 5
+    else
+        fail "write_timeline_fixture: $(cat "$out/fixture.log")"
+    fi
+    # A directory without a timeline: exit 2 naming the folder.
+    env -u DISPLAY "$studio" --job "$tiny8" --timeline "$out" >/dev/null 2>"$out/badtimeline.err"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "--timeline without a timeline folder: exit $rc, want 2"
+    grep -q "no timeline folder" "$out/badtimeline.err" || fail "--timeline: stderr does not say 'no timeline folder': $(cat "$out/badtimeline.err")"
+else
+    fail "write_timeline_fixture not next to ptd-studio ($fixture)"
+fi
 # The Launch tab before any run: the tiny job chosen, Launch enabled.
 shoot launch --panel launch
 # The Live tab: empty, then a finished run directory written by `ptd launch` (tiny-local,

@@ -675,4 +675,42 @@ TEST(Cli, SpecialFilesAsJobAndManifest) {
     std::system(("rm -rf " + dir).c_str());
 }
 
+// ---- ptd schedule / ptd trace (issue 16) -------------------------------------------------
+
+TEST(CliSchedule, ChartLegendJsonAndTrace) {
+    const std::string trace = ::testing::TempDir() + "ptd-schedule-trace.json";
+    Proc r = run(kPtd + " schedule " + kJobs + "tiny-gpt-8rank.toml --trace " + trace);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* s : {"Schedule: 1F1B, p = 2, m = 4", "micro-batch 2 × accumulation 4 × DP 2 = global batch 16",
+                          "stage 0 ", "stage 1 ", "0▒", "3█", "·", "┬", "bubble"})
+        EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
+    EXPECT_FALSE(contains(r.out, "\x1b[")) << "no colour when stdout is a file";
+    const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
+    ASSERT_TRUE(doc["traceEvents"].is_array());
+    int x = 0;
+    for (const auto& e : doc["traceEvents"]) x += e["ph"] == "X";
+    EXPECT_GT(x, 16);
+
+    Proc j = run(kPtd + " schedule " + kJobs + "tiny-gpt-8rank.toml --json");
+    ASSERT_EQ(j.rc, 0) << j.err;
+    const nlohmann::json sj = nlohmann::json::parse(j.out);
+    EXPECT_EQ(sj["schema"], "ptd.schedule/1");
+    Proc est = run(kPtd + " estimate " + kJobs + "tiny-gpt-8rank.toml --json");
+    ASSERT_EQ(est.rc, 0) << est.err;
+    const double step = nlohmann::json::parse(est.out)["step_s"].get<double>();
+    EXPECT_NEAR(sj["step_s"].get<double>(), step, 1e-9 * step);
+}
+
+TEST(CliSchedule, MissingTimelineIsAnError) {
+    const std::string dir = ::testing::TempDir();
+    Proc r = run(kPtd + " schedule " + kJobs + "tiny-gpt-8rank.toml --steps-of " + dir);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(contains(r.err, "no timeline folder")) << r.err;
+    Proc t = run(kPtd + " trace " + dir + " -o " + dir + "/t.json");
+    EXPECT_EQ(t.rc, 2);
+    EXPECT_TRUE(contains(t.err, "no timeline folder")) << t.err;
+    Proc u = run(kPtd + " trace " + dir);
+    EXPECT_EQ(u.rc, 2) << "-o is required";
+}
+
 }  // namespace

@@ -1,7 +1,8 @@
 // test_planner.cpp — the layout planner: pruning never changes the answer (compared with
 // exhaustive search under tight memory), the estimator properties pruning relies on,
 // every planned layout fits and validates, the job's own rank, options, MoE, errors,
-// cancellation and the why-best line.
+// cancellation, the why-best line, and (issue 16) that screening layouts by step-time
+// bounds finds what simulating every schedule finds.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -662,4 +663,84 @@ TEST(PlannerIssue12, BareJobPlansFromModelAndClusterAlone) {
     ASSERT_FALSE(none);
     EXPECT_EQ(none.error().diagnostics[0].key, "training.global_batch");
     EXPECT_TRUE(contains(none.error().str(), "not given")) << none.error().str();
+}
+
+// ---- issue 16 follow-up: screening by bounds, simulating only where they leave a doubt ----
+
+// The planner simulates the pipeline schedule only for layouts whose place the step-time
+// bounds leave open. Everything it reports must equal simulating every layout: the top-k,
+// the Pareto front, the near misses, the job's rank, why-best, the hidden twins; on small
+// jobs (every layout simulated is cheap there), tight and loose memory, with and without a
+// layout of their own, plus the asset jobs.
+TEST(PlannerIssue16, ScreeningFindsWhatSimulatingEveryLayoutFinds) {
+    struct Case {
+        JobSpec job;
+        std::string what;
+    };
+    std::vector<Case> cases;
+    cases.push_back({make_job("tiny-gpt", "cpu", 1, 4, 16), "tiny-gpt 1×4"});
+    cases.push_back({make_job("gpt2-124m", "a100-80gb", 2, 8, 64), "gpt2-124m 2×8"});
+    cases.push_back({make_job("llama2-7b", "h100-sxm", 4, 8, 128), "llama2-7b 4×8"});
+    {
+        JobSpec tight = make_job("llama2-7b", "h100-sxm", 2, 8, 64);
+        tight.cluster.gpu.memory_gib = 30;
+        cases.push_back({tight, "llama2-7b 2×8 at 30 GiB"});
+    }
+    cases.push_back({bare_job("llama2-7b", "h100-sxm", 4, 8, 256), "bare llama2-7b 4×8"});
+    for (const char* name : kAssetJobs) cases.push_back({load_asset(name), name});
+    int64_t saved = 0;
+    for (const Case& cs : cases) {
+        for (int top_k : {1, 10}) {
+            const std::string what = cs.what + " top " + std::to_string(top_k);
+            auto options = [&](PlanOptions& o) {
+                o.top_k = top_k;
+                o.top_k_unfit = 5;
+            };
+            PlanResult fast = plan(cs.job, options);
+            PlanResult all = plan(cs.job, [&](PlanOptions& o) {
+                options(o);
+                o.simulate_all = true;
+                o.keep_fitting_scores = true;  // every fitting layout's simulated tokens/s
+            });
+            // Against the plain list of every fitting layout's simulated tokens/s: the best,
+            // and the job's rank (1 + strictly faster).
+            ASSERT_EQ((int64_t)all.fitting_tokens_per_s.size(), all.feasible) << what;
+            if (!fast.top.empty()) {
+                EXPECT_EQ(fast.top.front().score.tokens_per_s, all.fitting_tokens_per_s.front()) << what;
+            }
+            if (fast.job_rank >= 0) {
+                EXPECT_EQ(fast.job_rank + 1, plan_rank_of(all, estimate_job(cs.job).tokens_per_s)) << what;
+            }
+            EXPECT_EQ(all.simulated, all.evaluated) << what;
+            EXPECT_LE(fast.simulated, fast.evaluated) << what;
+            EXPECT_EQ(fast.feasible, all.feasible) << what;
+            EXPECT_EQ(fast.job_rank, all.job_rank) << what;
+            EXPECT_EQ(fast.why_best, all.why_best) << what;
+            EXPECT_EQ(fast.equivalent_hidden, all.equivalent_hidden) << what;
+            expect_same_entries(fast.top, all.top, what + " top");
+            expect_same_entries(fast.pareto, all.pareto, what + " pareto");
+            expect_same_entries(fast.unfit, all.unfit, what + " unfit");
+            saved += fast.evaluated - fast.simulated;
+        }
+    }
+    EXPECT_GT(saved, 0) << "screening never spared a simulation";
+}
+
+// What the planner prints for a layout is that layout's `ptd estimate`: step time and
+// tokens/s of every listed entry (top and Pareto) equal estimate_job of the applied job.
+TEST(PlannerIssue16, ListedNumbersAreTheSimulatedEstimate) {
+    for (const char* name : {"llama3-405b-bare.toml", "gpt3-175b-a100.toml", "llama3-70b-h100.toml"}) {
+        const JobSpec job = load_asset(name);
+        PlanResult r = plan(job);
+        ASSERT_FALSE(r.top.empty()) << name;
+        EXPECT_LT(r.simulated, r.evaluated) << name;
+        std::vector<PlanEntry> listed = r.top;
+        listed.insert(listed.end(), r.pareto.begin(), r.pareto.end());
+        for (const PlanEntry& e : listed) {
+            const Estimate est = estimate_job(apply_plan_entry(job, e));
+            EXPECT_EQ(est.step_s, e.score.step_s) << name << " " << describe(e.choice);
+            EXPECT_EQ(est.tokens_per_s, e.score.tokens_per_s) << name << " " << describe(e.choice);
+            EXPECT_EQ(est.time.bubble, e.score.time.bubble) << name << " " << describe(e.choice);
+        }
+    }
 }

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cmd_launch.h"
+#include "cmd_schedule.h"
 #include "ptd/cli_number.h"
 #include "commands.h"
 
@@ -43,6 +44,19 @@ int main(int argc, char** argv) {
     estimate->add_option("JOB", ea.job, "Job spec file, @default or @tiny")->required();
     estimate->add_option("--set", ea.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     estimate->add_flag("--json", ea.json, "Machine-readable estimate (schema ptd.estimate/1)");
+
+    ptd::ScheduleArgs sa;
+    auto* schedule = app.add_subcommand("schedule", "Draw the predicted pipeline timeline of a job (and a run's measured one under it)");
+    schedule->add_option("JOB", sa.job, "Job spec file, @default or @tiny")->required();
+    schedule->add_option("--set", sa.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+    schedule->add_option("--steps-of", sa.steps_of, "Run directory whose measured timeline (timeline/rank-*.tsv) is drawn under the prediction")->type_name("RUN_DIR");
+    schedule->add_option("--trace", sa.trace, "Also write the predicted timeline as Chrome trace JSON (Perfetto, chrome://tracing)")->type_name("FILE");
+    schedule->add_flag("--json", sa.json, "Machine-readable timeline (schema ptd.schedule/1)");
+
+    ptd::TraceArgs ta;
+    auto* trace = app.add_subcommand("trace", "Write a run's measured timeline as Chrome trace JSON (Perfetto, chrome://tracing)");
+    trace->add_option("RUN_DIR", ta.run_dir, "Run directory with timeline/rank-*.tsv files")->required();
+    trace->add_option("-o,--output", ta.out, "Trace file to write")->required()->type_name("FILE");
 
     ptd::PlanArgs pl;
     auto* plan = app.add_subcommand("plan", "Search every layout of the job's model and rank those that fit");
@@ -132,6 +146,7 @@ int main(int argc, char** argv) {
     }
 
     // A run directory carries its own job: no presets needed.
+    if (*trace) return ptd::cmd_trace(ta, stdout, stderr);
     if (*watch) {
         wa.sparklines = !no_sparklines;
         return ptd::cmd_watch(wa, stdout, stderr);
@@ -152,6 +167,7 @@ int main(int argc, char** argv) {
     if (*presets_cmd) return ptd::cmd_presets(pa, *presets, stdout, stderr);
     if (*estimate) return ptd::cmd_estimate(ea, *presets, stdout, stderr);
     if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);
+    if (*schedule) return ptd::cmd_schedule(sa, *presets, stdout, stderr);
     if (*export_cmd) {
         xa.format = *ptd::parse_export_format(format);  // CLI11 checked the word
         return ptd::cmd_export(xa, *presets, stdout, stderr);

@@ -375,8 +375,9 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
                                                               job.parallel.cp, job.parallel.ep, job.parallel.vpp).c_str());
     else
         out += bold(term, "your layout: ") + "not ranked (it does not fit, or lies outside the search space)\n";
-    out += dim(term, fmt("searched %lld layouts, evaluated %lld, %lld fit, in %.2f s%s\n", (long long)plan.enumerated,
-                         (long long)plan.evaluated, (long long)plan.feasible, plan.seconds,
+    out += dim(term, fmt("searched %lld layouts, evaluated %lld (%lld schedules simulated), %lld fit, in %.2f s%s\n",
+                         (long long)plan.enumerated, (long long)plan.evaluated, (long long)plan.simulated,
+                         (long long)plan.feasible, plan.seconds,
                          plan.cancelled ? " (cancelled)" : ""));
     if (plan.equivalent_hidden > 0)
         out += dim(term, fmt("%lld fitting layouts with exactly the same predicted numbers as a listed one are not repeated\n",
@@ -404,6 +405,7 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"job_rank", plan.job_rank},
             {"enumerated", plan.enumerated},
             {"evaluated", plan.evaluated},
+            {"simulated", plan.simulated},
             {"feasible", plan.feasible},
             {"equivalent_hidden", plan.equivalent_hidden},
             {"seconds", plan.seconds},

@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
     app.add_option("--job", job_arg, "Job spec (TOML), or @default (7B on 4×8 H100) / @tiny")->capture_default_str();
     app.add_option("--screenshot", screenshot, "Render a few frames, save the window as this PNG and exit (needs a display; Xvfb works)");
     app.add_option("--frames", frames, "Frames to render before the screenshot")->check(CLI::Range(1, 1000))->capture_default_str();
-    app.add_option("--panel", panel, "Tab to show first: layout, memory, planner, launch, live or job (the job file)")
-        ->check(CLI::IsMember({"layout", "memory", "planner", "launch", "live", "job"}))->capture_default_str();
+    app.add_option("--panel", panel, "Tab to show first: layout, memory, planner, schedule, launch, live or job (the job file)")
+        ->check(CLI::IsMember({"layout", "memory", "planner", "schedule", "launch", "live", "job"}))->capture_default_str();
     app.add_option("--size", size, "Window size WIDTHxHEIGHT")->capture_default_str();
     app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage, DP replica or predicted memory")
         ->check(CLI::IsMember({"tp", "pp", "dp", "memory"}))->capture_default_str();
@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
                  "the Live tab; with --screenshot, the picture is taken once the run has ended");
     app.add_option("--steps", launch_steps, "With --auto-launch: stop the run after this step")->check(CLI::Range(1, 1 << 30));
     std::string run_dir;
+    std::string timeline_dir;
+    app.add_option("--timeline", timeline_dir, "Show this run directory's measured timeline (timeline/rank-*.tsv) under the prediction in the Schedule tab");
     app.add_option("--run", run_dir, "Open this run directory (ptd launch's runs/<run-id>) in the Live tab, followed while it runs");
     app.add_option("--mouse", mouse, "With --screenshot: put the mouse at window pixel X,Y (shows hover and tooltips)");
     try {
@@ -145,6 +147,11 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 10000 && state.live.follower && live_tick(state); ++i) {
         }
         if (app.get_option("--panel")->count() == 0) state.select_tab = MainTab::live;
+    }
+
+    if (!timeline_dir.empty() && !schedule_load_measured(state, timeline_dir)) {
+        std::fprintf(stderr, "%s", state.schedule.measured_error.c_str());
+        return ptd::kExitConfig;
     }
 
     if (launch_steps > 0 && !auto_launch) {

@@ -282,12 +282,13 @@ const char* main_tab_name(MainTab t) {
         case MainTab::launch: return "launch";
         case MainTab::live: return "live";
         case MainTab::job_file: return "job";
+        case MainTab::schedule: return "schedule";
     }
     return "layout";
 }
 
 std::optional<MainTab> parse_main_tab(std::string_view name) {
-    for (MainTab t : {MainTab::layout, MainTab::memory, MainTab::planner, MainTab::launch, MainTab::live, MainTab::job_file})
+    for (MainTab t : {MainTab::layout, MainTab::memory, MainTab::planner, MainTab::launch, MainTab::live, MainTab::job_file, MainTab::schedule})
         if (name == main_tab_name(t)) return t;
     return std::nullopt;
 }

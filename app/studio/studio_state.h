@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule_model.h"
 #include "group_colours.h"
 #include "job_file_model.h"
 #include "planner_model.h"
@@ -58,8 +59,8 @@ const char* colour_by_label(ColourBy c);
 inline bool colour_is_heat(ColourBy c) { return c == ColourBy::predicted_memory || c == ColourBy::live_memory; }
 
 // Which tab the main area shows.
-enum class MainTab { layout, memory, planner, launch, live, job_file };
-// "layout", "memory", "planner", "launch", "live", "job" (the --panel names).
+enum class MainTab { layout, memory, planner, launch, live, job_file, schedule };
+// "layout", "memory", "planner", "launch", "live", "job", "schedule" (the --panel names).
 const char* main_tab_name(MainTab t);
 std::optional<MainTab> parse_main_tab(std::string_view name);
 
@@ -121,6 +122,7 @@ struct StudioState {
     PlannerState planner;        // planner_model.h: the Planner tab and its background search
     JobFileState file;           // job_file_model.h: open/save, recent files, unsaved-changes prompt
     LiveState live;                          // the Live tab: a launched or opened run (live_model.h)
+    ScheduleViewState schedule;              // the Schedule tab (schedule_model.h)
     MainTab tab = MainTab::layout;           // the tab shown last frame
     std::optional<MainTab> select_tab;        // a tab to switch to on the next frame
 };

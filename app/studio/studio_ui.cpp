@@ -67,6 +67,7 @@ void draw_studio(StudioState& s, const Frame& f) {
         static constexpr Tab tabs[] = {{"Rank layout", MainTab::layout, draw_layout_panel},
                                        {"Memory & speed", MainTab::memory, draw_memory_panel},
                                        {"Planner", MainTab::planner, draw_planner_panel},
+                                       {"Schedule", MainTab::schedule, draw_schedule_panel},
                                        {"Launch", MainTab::launch, draw_launch_panel},
                                        {"Live", MainTab::live, draw_live_panel},
                                        {"Job file", MainTab::job_file, draw_job_file_panel}};

@@ -75,5 +75,6 @@ void draw_memory_panel(StudioState& s);    // panel_memory.cpp: memory per stage
 void draw_planner_panel(StudioState& s);   // panel_planner.cpp
 void draw_launch_panel(StudioState& s);    // panel_launch.cpp
 void draw_live_panel(StudioState& s);      // panel_live.cpp
+void draw_schedule_panel(StudioState& s);  // panel_schedule.cpp: the pipeline timeline
 
 }  // namespace ptd::studio::ui

@@ -5,8 +5,12 @@
 // Every term is written out in docs/estimators.md with its source.
 #include "ptd/estimate.h"
 
+#include "ptd/timeline.h"
+
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 namespace ptd {
@@ -648,6 +652,56 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     return lt;
 }
 
+// One micro-batch's forward and backward blocks through `layers` layers on one rank
+// (`first`: with the embedding, `last`: with the final norm, output layer and loss).
+// Linear in layers, so a stage's chunks add up to the stage. p2p is one hop each way.
+ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last) {
+    ChunkTime c;
+    BlockTime &F = c.fwd, &B = c.bwd;
+    const double T = L.tokens;
+    F.compute = layers * (lt.gemm + lt.attn + lt.elem);
+    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem);
+    if (L.rc == Recompute::full) B.recompute = F.compute;
+    else if (L.rc == Recompute::selective) B.recompute = layers * lt.attn;  // core attention forward again
+    if (last) {
+        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h);
+        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
+        F.compute += logits + ce;
+        B.compute += 2.0 * logits + ce;
+    }
+    if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
+    // TP: two all-reduces per layer forward and two backward (all-gather + reduce-scatter with
+    // SP: same volume); full recompute repeats the forward ones.
+    if (L.t > 1) {
+        const double msg = L.e * T * L.h;
+        const double one = L.sp ? 2.0 * gather_time(msg, L.t, L.bw_tp, L.lat_tp) : all_reduce_time(msg, L.t, L.bw_tp, L.lat_tp);
+        F.tp = layers * 2.0 * one;
+        B.tp = layers * (2.0 + (L.rc == Recompute::full ? 2.0 : 0.0)) * one;
+        if (first) F.tp += one;                       // vocab-parallel embedding
+        if (last) F.tp += 3.0 * (L.lat_tp + 4.0 * T / L.bw_tp);  // cross-entropy max / sum / target
+    }
+    if (L.c > 1) {
+        // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
+        // overlapped with the attention core, the excess is exposed.
+        const double kv = 2.0 * L.e * T * L.kv_l * L.d;
+        const double t_ring = (L.c - 1) * (kv / L.bw_cp + L.lat_cp);
+        F.cp = layers * std::max(0.0, t_ring - lt.attn);
+        B.cp = layers * std::max(0.0, 2.0 * t_ring - lt.attn_bwd);
+    }
+    if (L.moe && L.ep > 1) {
+        const double tok = L.e * T * L.m->top_k * L.h;
+        const double a2a = tok * (L.ep - 1) / L.ep / L.bw_ep + L.lat_ep;
+        F.ep = layers * 2.0 * a2a;  // dispatch + combine, forward and backward
+        B.ep = layers * 2.0 * a2a;
+    }
+    if (L.p > 1) {
+        const double hop = L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0) / L.bw_pp + L.lat_pp;
+        F.p2p = hop;  // the activation forward
+        B.p2p = hop;  // the gradient backward
+    }
+    return c;
+}
+
 struct StageEval {
     MemoryBreakdown mem;
     double act_per_mb = 0, in_flight = 0, params = 0;
@@ -750,52 +804,24 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     const bool embedding_group = L.p > 1 && m.tied_embeddings && (first || last);
     S.mem.nccl = L.cpu ? 0.0 : es.nccl_gib * kGiB * (L.nccl_groups + (embedding_group ? 1 : 0));
 
-    // Time per micro-batch.
-    const double T = L.tokens;
-    S.fwd = layers * (lt.gemm + lt.attn + lt.elem);
-    S.bwd = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem);
-    if (L.rc == Recompute::full) S.recompute = S.fwd;
-    else if (L.rc == Recompute::selective) S.recompute = layers * lt.attn;  // core attention forward again
-    if (last) {
-        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h);
-        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
-        S.fwd += logits + ce;
-        S.bwd += 2.0 * logits + ce;
-    }
-    if (first) S.fwd += L.e * T * L.h / L.hbm;  // embedding gather
-    // TP: two all-reduces per layer forward and two backward (all-gather + reduce-scatter with
-    // SP: same volume); full recompute repeats the forward ones.
-    if (L.t > 1) {
-        const double msg = L.e * T * L.h;
-        const double one = L.sp ? 2.0 * gather_time(msg, L.t, L.bw_tp, L.lat_tp) : all_reduce_time(msg, L.t, L.bw_tp, L.lat_tp);
-        const double per_layer_colls = 4.0 + (L.rc == Recompute::full ? 2.0 : 0.0);
-        S.tp = layers * per_layer_colls * one;
-        if (first) S.tp += one;                       // vocab-parallel embedding
-        if (last) S.tp += 3.0 * (L.lat_tp + 4.0 * T / L.bw_tp);  // cross-entropy max / sum / target
-    }
-    if (L.c > 1) {
-        // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
-        // overlapped with the attention core, the excess is exposed.
-        const double kv = 2.0 * L.e * T * L.kv_l * L.d;
-        const double t_ring = (L.c - 1) * (kv / L.bw_cp + L.lat_cp);
-        S.cp = layers * (std::max(0.0, t_ring - lt.attn) + std::max(0.0, 2.0 * t_ring - lt.attn_bwd));
-    }
-    if (L.moe && L.ep > 1) {
-        const double tok = L.e * T * m.top_k * L.h;
-        const double a2a = tok * (L.ep - 1) / L.ep / L.bw_ep + L.lat_ep;
-        S.ep = layers * 4.0 * a2a;  // dispatch + combine, forward and backward
-    }
-    if (L.p > 1) {
-        const double hop = L.e * T * L.h * r / L.bw_pp + L.lat_pp;
-        S.p2p = 2.0 * L.v * hop;  // activation forward and gradient backward per chunk
-    }
+    // Time per micro-batch: the stage's v chunks together (block_time is linear in layers;
+    // the embedding and output terms fall on the first and last chunk).
+    const ChunkTime ct = block_time(L, lt, layers, first, last);
+    S.fwd = ct.fwd.compute;
+    S.bwd = ct.bwd.compute;
+    S.recompute = ct.bwd.recompute;
+    S.tp = ct.fwd.tp + ct.bwd.tp;
+    S.cp = ct.fwd.cp + ct.bwd.cp;
+    S.ep = ct.fwd.ep + ct.bwd.ep;
+    S.p2p = L.v * (ct.fwd.p2p + ct.bwd.p2p);  // one hop each way per chunk
     return S;  // ZeRO buffers and DP traffic are added by the caller, which knows the layout
 }
 
 }  // namespace
 
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage,
-                            Estimate* detail) {
+                            Estimate* detail, StepBounds* bounds) {
+    assert(!(detail && bounds));
     const JobSpec& job = ctx.job;
     const ModelSpec& m = job.model;
     const EstimateSpec& es = job.estimate;
@@ -850,8 +876,14 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
     LayoutScore score;
     score.usable_bytes = usable;
-    double worst_total = -1, t_mb_max = 0, dp_exposed = 0, opt_max = 0;
+    double worst_total = -1, t_mb_max = 0;
     StageEval worst_time_stage{};
+    // Per stage: the tail after its last backward (filled for the evaluated stages, then
+    // copied to the stages each one stands for), and the block durations of every chunk.
+    thread_local std::vector<StageTail> tails;
+    thread_local std::vector<double> fwd_d, bwd_d, stage_end;
+    tails.assign((size_t)p, StageTail{});
+    stage_end.assign((size_t)p, 0.0);
     if (detail) {
         detail->stages.clear();
         detail->stages.reserve((size_t)p);
@@ -900,28 +932,28 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         if (p > 1 && m.tied_embeddings && (i == 0 || i == p - 1))  // embedding-group all-reduce
             S.dp_grad += all_reduce_time(grad_e * L.output_params, 2, L.bw_pp, L.lat_pp);
 
-        // Exposed DP time. Gradient reduction overlaps the backward of the last micro-batch;
-        // stage i finishes its last backward i backward-steps before stage 0, which is slack.
-        // Parameter gathering overlaps the first forward of the next iteration. ZeRO-3's
-        // per-micro-batch traffic overlaps all compute (prefetch).
-        double exposed;
-        const double slack = i * S.bwd;
+        // Exposed DP time. Gradient reduction overlaps the backward of the last micro-batch
+        // (from the end of the stage's last backward block, the schedule simulation below
+        // places it); parameter gathering overlaps the first forward of the next iteration.
+        // ZeRO-3's per-micro-batch traffic overlaps all compute (prefetch) but for the last
+        // micro-batch's reduce-scatter.
+        StageTail tail;
+        tail.grad_s = S.dp_grad;
+        tail.param_s = S.dp_param;
         if (ch.zero == 3) {
-            exposed = std::max(0.0, S.dp_grad + S.dp_param - L.mbs * (S.fwd + S.bwd)) + S.dp_grad / L.mbs;
+            tail.grad_exposed_s = std::max(0.0, S.dp_grad + S.dp_param - L.mbs * (S.fwd + S.bwd)) + S.dp_grad / L.mbs;
         } else {
-            const double g = es.overlap_grad_reduce ? std::max(0.0, S.dp_grad - S.bwd) : S.dp_grad;
-            const double pg = es.overlap_param_gather ? std::max(0.0, S.dp_param - S.fwd) : S.dp_param;
-            exposed = std::max(0.0, g - slack) + pg;
+            tail.grad_exposed_s = es.overlap_grad_reduce ? std::max(0.0, S.dp_grad - S.bwd) : S.dp_grad;
+            tail.param_exposed_s = es.overlap_param_gather ? std::max(0.0, S.dp_param - S.fwd) : S.dp_param;
         }
-        dp_exposed = std::max(dp_exposed, exposed);
 
         // Optimizer step: memory bound over this rank's optimizer shard. Adam touches
         // grad (4), master (4+4), m (4+4), v (4+4), writes the weight: ~30 bytes/param.
         const bool sharded = ch.zero >= 1 || ch.distributed_optimizer;
         const double opt_params = dense_params / (sharded ? N : 1) + expert_params / (sharded ? L.edp : 1);
         const double opt_bytes = job.training.optimizer == Optimizer::sgd ? 18.0 : 30.0;
-        const double t_opt = opt_params * opt_bytes / L.hbm;
-        opt_max = std::max(opt_max, t_opt);
+        tail.optimizer_s = opt_params * opt_bytes / L.hbm;
+        tails[(size_t)i] = tail;
 
         const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
         if (t_mb > t_mb_max) {
@@ -952,11 +984,83 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
             se.ep_s = S.ep;
             se.p2p_s = S.p2p;
             se.dp_s = S.dp_grad + S.dp_param;
+            se.tail = tails[(size_t)i];
             detail->stages.push_back(se);
         }
     }
 
-    // Pipeline: m micro-batches through the slowest stage plus the fill/drain bubble.
+    // Stages not evaluated (the balanced-split shortcut) have the tail of the stage of their
+    // kind: the first, those with one layer more (1..extra), the rest of the middle, the last.
+    if (!all_stages)
+        for (int i = 0; i < p; ++i) {
+            const int rep = i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
+            tails[(size_t)i] = tails[(size_t)rep];
+        }
+
+    // The pipeline schedule: every chunk's forward and backward block, placed by the
+    // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
+    // only when all stages take equally long.
+    const int v = L.v;
+    // A chunk's time depends only on its layer count and whether it holds the embedding or
+    // the output layer: a few kinds however many chunks (a balanced split has ≤ 4).
+    struct KnownChunk {
+        double layers;
+        bool first, last;
+        ChunkTime time;
+    };
+    KnownChunk known[8];
+    int n_known = 0;
+    auto chunk_time = [&](double layers, bool first, bool last) -> ChunkTime {
+        for (int k = 0; k < n_known; ++k)
+            if (known[k].layers == layers && known[k].first == first && known[k].last == last) return known[k].time;
+        const ChunkTime ct = block_time(L, lt, layers, first, last);
+        if (n_known < 8) known[n_known++] = KnownChunk{layers, first, last, ct};
+        return ct;
+    };
+    fwd_d.resize((size_t)p * v);
+    bwd_d.resize((size_t)p * v);
+    for (int i = 0; i < p; ++i) {
+        const int layers = stage_layers(i);
+        for (int c = 0; c < v; ++c) {
+            const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]
+                                                                : (double)layers / v;
+            const ChunkTime ct = chunk_time(chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
+            fwd_d[(size_t)(c * p + i)] = ct.fwd.total();
+            bwd_d[(size_t)(c * p + i)] = ct.bwd.total();
+            if (detail) detail->stages[(size_t)i].chunks.push_back(ct);
+        }
+    }
+    PipelineDurations pd;
+    pd.p = p, pd.v = v, pd.m = L.mbs, pd.fwd = fwd_d, pd.bwd = bwd_d;
+    // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
+    const double pipeline = bounds ? pipeline_makespan_lower(pd, stage_end) : pipeline_makespan(pd, stage_end);
+
+    // The tail: each stage's exposed gradient reduction from the end of its last backward;
+    // all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
+    // and the exposed parameter gather. The step ends with the slowest.
+    double sync = pipeline, grad_exposed_max = 0;
+    for (int i = 0; i < p; ++i) {
+        sync = std::max(sync, stage_end[(size_t)i] + tails[(size_t)i].grad_exposed_s);
+        grad_exposed_max = std::max(grad_exposed_max, tails[(size_t)i].grad_exposed_s);
+    }
+    double after = 0, after_opt = 0;
+    for (int i = 0; i < p; ++i) {
+        const StageTail& t = tails[(size_t)i];
+        if (t.optimizer_s + t.param_exposed_s > after) {
+            after = t.optimizer_s + t.param_exposed_s;
+            after_opt = t.optimizer_s;
+        }
+    }
+    const double step = sync + after;
+    if (bounds) {
+        // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
+        bounds->lo_s = step;
+        bounds->hi_s = bounds->want_hi ? std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after)
+                                       : std::numeric_limits<double>::infinity();
+    }
+
+    // The breakdown: m micro-batches through the slowest stage, the rest of the schedule's
+    // makespan is bubble; after it the exposed DP time and the last stage's optimizer.
     const StageEval& W = worst_time_stage;
     TimeBreakdown tb;
     tb.compute = L.mbs * (W.fwd + W.bwd + W.recompute);
@@ -964,12 +1068,11 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     tb.cp_comm = L.mbs * W.cp;
     tb.ep_comm = L.mbs * W.ep;
     tb.pp_comm = L.mbs * W.p2p;
-    tb.bubble = p > 1 ? (double)(p - 1) / L.v * t_mb_max : 0.0;
-    tb.dp_comm = dp_exposed;
-    tb.optimizer = opt_max;
+    tb.bubble = std::max(0.0, pipeline - L.mbs * t_mb_max);
+    tb.optimizer = after_opt;
+    tb.dp_comm = (sync - pipeline) + (after - after_opt);  // both ≥ 0
 
     const int world = L.t * L.p * L.dp * L.c;
-    const double step = tb.total();
     const double tokens = (double)job.training.global_batch * m.seq_len;
     const FlopsEstimate fl = flops_per_token(m, ch.recompute, es.attention_flops, L.vocab);
     score.peak_bytes = worst_total;
@@ -989,6 +1092,9 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         detail->vocab_padded = L.vocab;
         detail->flops = fl;
         detail->time = tb;
+        detail->pipeline_s = pipeline;
+        detail->tail_sync_s = sync;
+        for (int i = 0; i < p; ++i) detail->stages[(size_t)i].pipeline_end_s = stage_end[(size_t)i];
         detail->step_s = step;
         detail->tokens_per_s = score.tokens_per_s;
         detail->model_tflops_per_gpu = score.tokens_per_s * fl.model_per_token / world / 1e12;

@@ -4,7 +4,10 @@
 // bounded top-k heap and an incremental Pareto set (throughput vs headroom), so memory
 // stays small however large the search. Pruning relies only on the estimator's proven
 // monotonicity (peak memory grows with micro_batch, and none ≥ selective ≥ full
-// recompute), so it never drops a layout that fits. docs/planner.md explains the search.
+// recompute), so it never drops a layout that fits. The step time comes from a simulation
+// of the pipeline schedule, too costly for every layout: a screening pass bounds it, and
+// only layouts whose place the bounds leave open are simulated (branch and bound), so
+// the answers equal simulating all. docs/planner.md explains the search.
 #include "ptd/planner.h"
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -84,6 +88,12 @@ public:
         return false;
     }
     std::vector<Candidate> sorted() const { return {kept_.begin(), kept_.end()}; }
+    // The tokens/s a layout must reach to still enter (or tie into) the list; −∞ while it
+    // has room, +∞ when it keeps nothing.
+    double entry_tokens_per_s() const {
+        if (n_ == 0) return std::numeric_limits<double>::infinity();
+        return kept_.size() < n_ ? -std::numeric_limits<double>::infinity() : std::prev(kept_.end())->score.tokens_per_s;
+    }
 
 private:
     using Key = std::pair<double, double>;
@@ -395,65 +405,166 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     LayoutScore own_score;
     if (own_in_space) own_score = evaluate_layout(ctx, own, layers_for(sp, own.pp, own.vpp), nullptr);  // same inputs as in the search
     const size_t keep = (size_t)std::max(options.top_k, 0);
-    BestKept heap(keep);
-    std::vector<Candidate> pareto;
+    const size_t keep_unfit = (size_t)std::max(options.top_k_unfit, 0);
+    const double tokens_per_step = (double)job.training.global_batch * m.seq_len;
+
+    // Pass 1, screening: every layout's memory (exact: pruning and feasibility need it) and
+    // bounds on its step time, without simulating the pipeline schedule.
+    struct Screened {
+        LayoutChoice choice;
+        int64_t seq;
+        double peak_bytes, lo_s, hi_s;
+        bool fits;
+    };
+    std::vector<Screened> screened;
     Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
     smallest.score.peak_bytes = -1;
-    // For why_best: the best layout, the best strictly slower one (exact ties, e.g. rank
-    // orders that change no group's placement, would make an empty comparison) and the ties.
-    Candidate best, runner;
-    bool have_runner = false;
-    int64_t ties = 0;
-    int64_t enumerated = 0, higher = 0;
-    const size_t keep_unfit = (size_t)std::max(options.top_k_unfit, 0);
-    BestKept unfit(keep_unfit);  // like `heap`, of layouts that do not fit
-
+    int64_t enumerated = 0;
     bool done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
-            Candidate cand{c, {}, enumerated++};
+            const int64_t seq = enumerated++;
             if (pruned) return 0;
-            cand.score = evaluate_layout(ctx, c, lps, nullptr);
+            StepBounds bounds;
+            bounds.want_hi = own_in_space && own_score.fits;  // only job_rank uses the upper bound
+            const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
             ++out.evaluated;
             if (options.progress && out.evaluated % 4096 == 0 &&
                 !options.progress(out.evaluated, out.evaluated * total / enumerated))
                 return -1;
-            if (!cand.score.fits) {
-                if (smallest.score.peak_bytes < 0 || cand.score.peak_bytes < smallest.score.peak_bytes) smallest = cand;
-                unfit.offer(cand);
+            screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
+            if (!score.fits) {
+                if (smallest.score.peak_bytes < 0 || score.peak_bytes < smallest.score.peak_bytes)
+                    smallest = Candidate{c, score, seq};
                 return 0;
             }
-            if (out.feasible++ == 0) {
-                best = cand;
-            } else if (cand.score.tokens_per_s > best.score.tokens_per_s) {
-                runner = best, have_runner = true, best = cand, ties = 0;
-            } else if (cand.score.tokens_per_s == best.score.tokens_per_s) {
-                ++ties;
-                if (better(cand, best)) best = cand;
-            } else if (!have_runner || better(cand, runner)) {
-                runner = cand, have_runner = true;
-            }
-            if (own_in_space && cand.score.tokens_per_s > own_score.tokens_per_s) ++higher;
-            if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(cand.score.tokens_per_s);
-            if (heap.offer(cand)) ++out.equivalent_hidden;
-            // Incremental Pareto front: reject if dominated, else drop what it dominates.
-            if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
-                std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
-                pareto.push_back(cand);
-            }
+            ++out.feasible;
             return 1;
         });
     out.cancelled = !done;
     out.enumerated = enumerated;
-    if (done && options.progress) options.progress(out.evaluated, out.evaluated);
 
+    // Pass 2: simulate the schedule only where the bounds leave a layout's place open. The
+    // bounds carry a relative slack far above rounding, so "cannot reach" is never a
+    // rounding artefact; every number reported is the simulated one.
+    constexpr double kSlack = 1e-9;
+    auto most_tokens = [&](const Screened& r) { return tokens_per_step / r.lo_s * (1 + kSlack); };
+    auto least_tokens = [&](const Screened& r) { return tokens_per_step / r.hi_s * (1 - kSlack); };
+    std::vector<int32_t> exact_of(screened.size(), -1);  // index into `exact`
+    std::vector<Candidate> exact;
+    auto simulate = [&](size_t i) -> const Candidate& {
+        if (exact_of[i] < 0) {
+            const Screened& r = screened[i];
+            exact_of[i] = (int32_t)exact.size();
+            exact.push_back(Candidate{r.choice, evaluate_layout(ctx, r.choice, layers_for(sp, r.choice.pp, r.choice.vpp), nullptr), r.seq});
+            ++out.simulated;
+        }
+        return exact[(size_t)exact_of[i]];
+    };
+    std::vector<size_t> fitting, unfitting;
+    for (size_t i = 0; i < screened.size(); ++i) (screened[i].fits ? fitting : unfitting).push_back(i);
+    // Most promising first (smallest step-time floor), enumeration order on ties.
+    auto by_promise = [&](size_t a, size_t b) {
+        return screened[a].lo_s != screened[b].lo_s ? screened[a].lo_s < screened[b].lo_s : a < b;
+    };
+
+    // Branch and bound for a ranked list: visit by promise, simulate, stop once the next
+    // layout's best possible tokens/s is below what the list needs (and below the
+    // runner-up's, for why_best).
+    BestKept heap(keep);
+    double first = -1, second = -1;  // the two highest distinct simulated tokens/s
+    if (options.simulate_all)
+        for (size_t i = 0; i < screened.size(); ++i) simulate(i);
+    if (options.keep_fitting_scores) {
+        for (size_t i : fitting) {
+            simulate(i);
+            if (options.progress && out.simulated % 4096 == 0 && !options.progress(out.evaluated, out.evaluated)) {
+                out.cancelled = true;
+                break;
+            }
+        }
+    }
+    std::sort(fitting.begin(), fitting.end(), by_promise);
+    for (size_t i : fitting) {
+        const double need = std::min(heap.entry_tokens_per_s(), second >= 0 ? second : -1.0);
+        if (most_tokens(screened[i]) < need) break;
+        const Candidate& c = simulate(i);
+        heap.offer(c);
+        const double t = c.score.tokens_per_s;
+        if (t > first) second = first, first = t;
+        else if (t < first && t > second) second = t;
+    }
+    // The Pareto front (throughput vs headroom): by headroom, most first. A layout whose
+    // best possible tokens/s is below the fastest simulated one with at least its headroom
+    // is dominated by that one, and so is anything it would dominate.
+    {
+        std::vector<size_t> by_room = fitting;
+        std::sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
+            return screened[a].peak_bytes != screened[b].peak_bytes ? screened[a].peak_bytes < screened[b].peak_bytes : a < b;
+        });
+        double fastest = -1;
+        for (size_t i : by_room) {
+            if (exact_of[i] < 0 && most_tokens(screened[i]) < fastest) continue;
+            fastest = std::max(fastest, simulate(i).score.tokens_per_s);
+        }
+    }
+    // The job's own rank: layouts surely faster or surely not count without simulation.
+    int64_t higher = 0;
+    if (own_in_space && own_score.fits)
+        for (size_t i : fitting) {
+            if (exact_of[i] < 0 && least_tokens(screened[i]) > own_score.tokens_per_s) ++higher;
+            else if (exact_of[i] < 0 && most_tokens(screened[i]) <= own_score.tokens_per_s) continue;
+            else if (simulate(i).score.tokens_per_s > own_score.tokens_per_s) ++higher;
+        }
+    // Near misses, ranked like `top`.
+    BestKept unfit(keep_unfit);
+    std::sort(unfitting.begin(), unfitting.end(), by_promise);
+    for (size_t i : unfitting) {
+        if (most_tokens(screened[i]) < unfit.entry_tokens_per_s()) break;
+        unfit.offer(simulate(i));
+    }
+
+    // What the simulated layouts decide, in enumeration order: best, runner-up, ties, the
+    // Pareto front, the listed layouts' twins.
+    std::vector<const Candidate*> fit_exact;
+    for (const Candidate& c : exact)
+        if (c.score.fits) fit_exact.push_back(&c);
+    std::sort(fit_exact.begin(), fit_exact.end(), [](const Candidate* a, const Candidate* b) { return a->seq < b->seq; });
+    Candidate best, runner;
+    bool have_best = false, have_runner = false;
+    int64_t ties = 0;
+    std::vector<Candidate> pareto;
+    for (const Candidate* each : fit_exact) {
+        const Candidate& cand = *each;
+        const double t = cand.score.tokens_per_s;
+        if (t == first) {
+            if (!have_best || better(cand, best)) best = cand;
+            ties += have_best ? 1 : 0;
+            have_best = true;
+        } else if (t == second && (!have_runner || better(cand, runner))) {
+            runner = cand, have_runner = true;
+        }
+        if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(t);
+        if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
+            std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
+            pareto.push_back(cand);
+        }
+    }
+    const std::vector<Candidate> listed = heap.sorted();
+    {
+        std::set<std::pair<double, double>> keys;
+        for (const Candidate& c : listed) keys.emplace(c.score.tokens_per_s, c.score.peak_bytes);
+        for (const Candidate* c : fit_exact) out.equivalent_hidden += keys.count({c->score.tokens_per_s, c->score.peak_bytes});
+        out.equivalent_hidden -= (int64_t)listed.size();
+    }
+    if (done && options.progress) options.progress(out.evaluated, out.evaluated);
 
     std::sort(pareto.begin(), pareto.end(), better);
     auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
-    for (const Candidate& c : heap.sorted()) out.top.push_back(entry(c));
+    for (const Candidate& c : listed) out.top.push_back(entry(c));
     for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
     for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
-    out.job_rank = own_in_space && own_score.fits && done ? (int)higher : -1;
+    out.job_rank = own_in_space && own_score.fits && !out.cancelled ? (int)higher : -1;
 
     if (out.cancelled) {
         out.why_best = "search cancelled after " + std::to_string(out.evaluated) + " of about " +
@@ -465,7 +576,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                        fmt("%.1f", capacity) + " GiB";
         if (ctx.job.estimate.headroom > 0)
             out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
-    } else if (!have_runner) {
+    } else if (!have_runner) {  // one distinct tokens/s among the fitting layouts
         out.why_best = label(ctx, best.choice, nullptr) +
                        (ties == 0 ? " is the only layout that fits"
                                   : " ties all " + std::to_string(ties) +

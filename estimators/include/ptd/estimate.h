@@ -41,10 +41,35 @@ struct TimeBreakdown {
     double cp_comm = 0;       // exposed context-parallel K/V exchange
     double ep_comm = 0;       // MoE token all-to-all (dispatch + combine)
     double pp_comm = 0;       // point-to-point activation / gradient sends
-    double bubble = 0;        // (p − 1)/v × one micro-batch through the slowest stage
+    double bubble = 0;        // schedule makespan − m × one micro-batch through the slowest stage
+                              // ((p − 1)/v × that micro-batch when the stages are equal)
     double dp_comm = 0;       // exposed gradient reduction / parameter gathering (after overlap)
-    double optimizer = 0;     // the optimizer step (memory bound)
+    double optimizer = 0;     // the optimizer step of the stage that finishes last (memory bound)
     double total() const { return compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer; }
+};
+
+// One forward or backward block: one micro-batch through one model chunk of one stage.
+// Its parts run one after the other on the stage (TP/CP/EP collectives are exposed time
+// inside the block; p2p is the hop across the stage boundary that goes with it).
+struct BlockTime {
+    double compute = 0;    // GEMMs, attention, element-wise work (backward: without recompute)
+    double recompute = 0;  // backward only: the forward again (full) or the attention core (selective)
+    double tp = 0, cp = 0, ep = 0, p2p = 0;
+    double total() const { return compute + recompute + tp + cp + ep + p2p; }
+};
+struct ChunkTime {
+    BlockTime fwd, bwd;
+};
+
+// What a stage does after its last backward block, seconds. The gradient reduction
+// starts during the last backward (overlap_grad_reduce) and its excess is exposed; every
+// stage then waits for the slowest (the gradient-norm all-reduce over the model-parallel
+// group that clipping needs), runs its optimizer step and the exposed part of the
+// parameter all-gather (distributed optimizer / ZeRO without overlap_param_gather).
+struct StageTail {
+    double grad_s = 0, grad_exposed_s = 0;
+    double param_s = 0, param_exposed_s = 0;
+    double optimizer_s = 0;
 };
 
 // One pipeline stage, seen from its most loaded rank.
@@ -60,6 +85,9 @@ struct StageEstimate {
     // Per micro-batch on this stage, seconds.
     double fwd_s = 0, bwd_s = 0, recompute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, p2p_s = 0;
     double dp_s = 0;               // this stage's whole DP traffic per iteration (before overlap)
+    std::vector<ChunkTime> chunks; // per virtual chunk (v entries): one micro-batch's blocks
+    StageTail tail;
+    double pipeline_end_s = 0;     // when this stage's last backward block ends
 };
 
 struct FlopsEstimate {
@@ -80,6 +108,8 @@ struct Estimate {
     double vocab_padded = 0;
     FlopsEstimate flops;
     TimeBreakdown time;
+    double pipeline_s = 0;              // the last backward block ends (the schedule's makespan)
+    double tail_sync_s = 0;             // every stage's exposed gradient reduction is done
     double step_s = 0;
     double tokens_per_s = 0;            // whole job
     double model_tflops_per_gpu = 0;    // model FLOPs / step time / GPUs
@@ -132,8 +162,16 @@ EstimateContext make_estimate_context(const JobSpec& job);
 // to stages 1.., sparing the first, which holds the most activations). With `detail`,
 // fills every stage; without, evaluates only the stages that can be the worst (≤ 4).
 // The layout must be valid (divisibility checked by the caller).
+// With `bounds` (the planner's screening pass, no `detail`): the schedule is not simulated;
+// bounds gets the step time's lower and upper bound (timeline.h pipeline_makespan_lower /
+// _upper plus the tail) and the score's step_s / tokens_per_s are the optimistic ends
+// (step_s = lo_s). Memory (peak_bytes, fits) is exact either way.
+struct StepBounds {
+    bool want_hi = true;  // false: hi_s is left +∞ (the upper bound costs a little more)
+    double lo_s = 0, hi_s = 0;
+};
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,
-                            const std::vector<int>& layers_per_stage, Estimate* detail);
+                            const std::vector<int>& layers_per_stage, Estimate* detail, StepBounds* bounds = nullptr);
 
 // Full estimate of a valid job (validate_job empty).
 Estimate estimate_job(const JobSpec& job);

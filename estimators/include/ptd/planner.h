@@ -25,6 +25,7 @@ struct PlanOptions {
     bool vary_cp = true;           // context parallel over divisors of the world with seq_len % (2·cp) == 0
     int max_micro_batch = 64;
     bool exhaustive = false;       // no pruning (tests compare)
+    bool simulate_all = false;     // simulate every layout's schedule, no screening by bounds (tests compare)
     // Also keep the best `top_k_unfit` evaluated layouts that do NOT fit (PlanResult::unfit),
     // ranked and de-duplicated like `top`. With pruning these are the near misses: layouts
     // past the first micro-batch / recompute step that overflows are not evaluated.
@@ -51,7 +52,8 @@ struct PlanResult {
     std::vector<PlanEntry> top;          // best first, at most top_k, all fit
     std::vector<PlanEntry> pareto;       // fit; no other fitting layout is both faster and has more headroom
     int64_t enumerated = 0;              // layouts considered (incl. pruned)
-    int64_t evaluated = 0;               // evaluate_layout calls
+    int64_t evaluated = 0;               // layouts scored (memory exact, step time bounded)
+    int64_t simulated = 0;               // of those, how many needed the schedule simulation (docs/planner.md)
     int64_t feasible = 0;                // layouts that fit
     int64_t equivalent_hidden = 0;       // fitting layouts left out of `top` because one listed has the same predicted numbers
     double seconds = 0;

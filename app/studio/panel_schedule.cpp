@@ -1,0 +1,162 @@
+// panel_schedule.cpp — the Schedule tab: the predicted pipeline timeline as a Gantt chart
+// (rows = stages, micro-batches coloured and numbered, the bubble shaded, hover tooltips),
+// the batch legend with the job's numbers, and a toggle that puts a run's measured
+// timeline under it on the same time axis with the blocks that differ outlined. The data
+// lives in schedule_model.h; this file only draws it (InvisibleButton + ImDrawList).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ui.h"
+
+namespace ptd::studio::ui {
+namespace {
+
+ImU32 with_alpha(ImU32 c, int a) { return (c & 0x00FFFFFFu) | ((ImU32)a << 24); }
+ImU32 darker(ImU32 c) {
+    const int r = (int)(c & 0xFF) * 3 / 5, g = (int)((c >> 8) & 0xFF) * 3 / 5, b = (int)((c >> 16) & 0xFF) * 3 / 5;
+    return IM_COL32(r, g, b, 255);
+}
+
+ImU32 block_colour(const TimelineBlock& b) {
+    switch (b.kind) {
+        case BlockKind::forward: return group_colour(std::max(0, b.micro_batch));
+        case BlockKind::backward: return darker(group_colour(std::max(0, b.micro_batch)));
+        case BlockKind::recompute: return IM_COL32(200, 170, 60, 255);
+        case BlockKind::optimizer: return IM_COL32(90, 200, 210, 255);
+        default: return IM_COL32(190, 110, 230, 255);
+    }
+}
+
+std::string time_label(double s) {
+    char buf[32];
+    if (s >= 1) std::snprintf(buf, sizeof buf, "%.2f s", s);
+    else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+    else std::snprintf(buf, sizeof buf, "%.0f us", s * 1e6);
+    return buf;
+}
+
+}  // namespace
+
+void draw_schedule_panel(StudioState& s) {
+    schedule_refresh(s);
+    ScheduleViewState& v = s.schedule;
+    if (!v.predicted) {
+        if (std::string why = no_layout_message(s); !why.empty()) text_wrapped_coloured(colour::accent, display_text(why));
+        else draw_job_problems(s, "schedule", "The timeline comes back");
+        return;
+    }
+    const Timeline& t = *v.predicted;
+    char head[256];
+    std::snprintf(head, sizeof head, "%s, p = %d, %d micro-batches per replica; step %s (pipeline drains at %s)",
+                  t.schedule.c_str(), t.stages, t.micro_batches, time_label(t.makespan_s).c_str(),
+                  time_label(t.pipeline_s).c_str());
+    ImGui::TextUnformatted(display_text(head).c_str());
+    ImGui::PushStyleColor(ImGuiCol_Text, colour::accent);
+    ImGui::TextUnformatted(display_text(batch_legend(t)).c_str());
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    help_marker("A micro-batch is what one pipeline pass carries. Each data-parallel replica accumulates "
+                "gradients over its micro-batches; all replicas together make the global batch.");
+
+    // The measured timeline toggle.
+    bool show = v.show_measured;
+    if (ImGui::Checkbox("Measured timeline under the prediction", &show)) {
+        if (show && v.measured.empty()) {
+            const std::string dir = v.run_dir.empty() ? s.live.dir : v.run_dir;
+            if (!dir.empty()) schedule_load_measured(s, dir);
+            else v.measured_error = "no run directory: launch the job or open a run (Live tab) first";
+        }
+        v.show_measured = show && !v.measured.empty();
+    }
+    if (!v.measured_error.empty()) {
+        ImGui::SameLine();
+        text_wrapped_coloured(colour::warning, display_text(v.measured_error));
+    } else if (v.show_measured) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s, step %d; outlined red: off the prediction by > 20%%", v.run_dir.c_str(), v.measured_step);
+    }
+
+    // Legend.
+    legend_item(Swatch::fill, group_colour(0), "forward (colour = micro-batch)");
+    ImGui::SameLine(0, 12);
+    legend_item(Swatch::fill, darker(group_colour(0)), "backward");
+    ImGui::SameLine(0, 12);
+    legend_item(Swatch::fill, IM_COL32(200, 170, 60, 255), "recompute");
+    ImGui::SameLine(0, 12);
+    legend_item(Swatch::fill, IM_COL32(190, 110, 230, 255), "DP communication");
+    ImGui::SameLine(0, 12);
+    legend_item(Swatch::fill, IM_COL32(90, 200, 210, 255), "optimizer");
+    ImGui::SameLine(0, 12);
+    legend_item(Swatch::fill, IM_COL32(70, 60, 60, 255), "bubble (idle)");
+
+    // The chart.
+    const std::vector<GanttRow> rows = gantt_rows(v);
+    const double span = std::max(gantt_span(v), 1e-12);
+    const float label_w = 70, row_h = std::clamp(ImGui::GetContentRegionAvail().y / (float)(rows.size() + 2), 18.0f, 44.0f);
+    const float comm_h = 6, axis_h = 22, gap = 4;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float width = std::max(100.0f, ImGui::GetContentRegionAvail().x);
+    const float height = rows.size() * (row_h + comm_h + gap) + axis_h + (v.show_measured ? 14.0f : 0.0f);
+    ImGui::InvisibleButton("##gantt", ImVec2(width, height));
+    const bool hovered = ImGui::IsItemHovered();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float x0 = origin.x + label_w, plot_w = width - label_w - 8;
+    auto xt = [&](double sec) { return x0 + (float)(sec / span) * plot_w; };
+    dl->AddRectFilled(origin, ImVec2(origin.x + width, origin.y + height), colour::canvas);
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    v.hover_row = v.hover_block = -1;
+
+    float y = origin.y + 2;
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const GanttRow& row = rows[r];
+        if (row.measured && (r == 0 || !rows[r - 1].measured)) {
+            dl->AddText(ImVec2(origin.x + 4, y), colour::text_dim, "measured");
+            y += 14;
+        }
+        dl->AddText(ImVec2(origin.x + 4, y + row_h / 2 - 7), row.measured ? colour::warning : colour::text_dim, row.label.c_str());
+        // The bubble: the row's background where nothing runs.
+        const double row_end = row.measured ? span : t.makespan_s;
+        dl->AddRectFilled(ImVec2(x0, y), ImVec2(xt(row_end), y + row_h), IM_COL32(70, 60, 60, 255));
+        const std::vector<TimelineBlock>& list = row.measured ? v.measured : t.blocks;
+        for (size_t k = 0; k < list.size(); ++k) {
+            const TimelineBlock& b = list[k];
+            if (b.row != row.id) continue;
+            const bool comm = b.stream != kStreamCompute;
+            const float top = comm ? y + row_h + 1 : y, bottom = comm ? y + row_h + comm_h : y + row_h;
+            const ImVec2 a(xt(b.start_s), top), c(std::max(xt(b.end_s), xt(b.start_s) + 1.0f), bottom);
+            dl->AddRectFilled(a, c, block_colour(b));
+            if (!comm) dl->AddRect(a, c, with_alpha(colour::background, 160));
+            if (row.measured && measured_differs(v, (int)k)) dl->AddRect(a, c, colour::error, 0, 0, 2.0f);
+            if (!comm && b.micro_batch >= 0) {
+                char num[16];
+                std::snprintf(num, sizeof num, "%d", b.micro_batch);
+                const ImVec2 ts = ImGui::CalcTextSize(num);
+                if (c.x - a.x > ts.x + 2) dl->AddText(ImVec2((a.x + c.x - ts.x) / 2, (a.y + c.y - ts.y) / 2), colour::cell_text, num);
+            }
+            if (hovered && mouse.x >= a.x && mouse.x < c.x && mouse.y >= a.y && mouse.y < c.y) {
+                v.hover_row = (int)r;
+                v.hover_block = (int)k;
+                dl->AddRect(a, c, colour::tp_outline, 0, 0, 2.0f);
+            }
+        }
+        y += row_h + comm_h + gap;
+    }
+    // Time axis.
+    dl->AddLine(ImVec2(x0, y), ImVec2(x0 + plot_w, y), colour::text_dim);
+    for (int k = 0; k <= 5; ++k) {
+        const double sec = span * k / 5;
+        const float x = xt(sec);
+        dl->AddLine(ImVec2(x, y), ImVec2(x, y + 4), colour::text_dim);
+        const std::string lab = time_label(sec);
+        const float w = ImGui::CalcTextSize(lab.c_str()).x;
+        dl->AddText(ImVec2(std::min(x - w / 2, x0 + plot_w - w), y + 5), colour::text_dim, lab.c_str());
+    }
+    if (v.hover_block >= 0) {
+        ImGui::BeginTooltip();
+        ImGui::TextUnformatted(display_text(block_tooltip(v, rows[(size_t)v.hover_row], v.hover_block)).c_str());
+        ImGui::EndTooltip();
+    }
+}
+
+}  // namespace ptd::studio::ui

@@ -1,0 +1,691 @@
+// timeline.cpp — the pipeline schedule (Megatron-LM's 1F1B and interleaved 1F1B orders),
+// the event simulation that places its blocks (the estimator's step time comes from it),
+// the predicted timeline of a job, the measured-timeline files and Chrome trace JSON.
+#include "ptd/timeline.h"
+
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <limits>
+#include <unordered_map>
+#include <cassert>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "ptd/estimate.h"
+#include "ptd/file_read.h"
+
+namespace ptd {
+
+// ---- the schedule ---------------------------------------------------------------------
+
+int schedule_warmup(int p, int v, int m, int stage) {
+    if (v <= 1) return std::min(p - stage - 1, m);
+    // forward_backward_pipelining_with_interleaving, microbatch_group_size_per_vp_stage = p.
+    return std::min(2 * (p - stage - 1) + (v - 1) * p, m * v);
+}
+
+namespace {
+
+// Forward (or backward) block k of a stage → (chunk, micro-batch): Megatron's tables,
+// micro-batches in groups of p (the last group may be smaller), each group through
+// every chunk in turn.
+ScheduleOp virtual_op(int p, int v, int m, int k, Pass pass) {
+    ScheduleOp op;
+    op.pass = pass;
+    if (v <= 1) {
+        op.chunk = 0;
+        op.micro_batch = k;
+        return op;
+    }
+    const int g = p, full = m / g;
+    if (k < full * g * v) {
+        const int group = k / (g * v), rem = k % (g * v);
+        op.chunk = rem / g;
+        op.micro_batch = group * g + rem % g;
+    } else {
+        const int rem = k - full * g * v, r = m - full * g;
+        op.chunk = rem / r;
+        op.micro_batch = full * g + rem % r;
+    }
+    if (pass == Pass::backward) op.chunk = v - 1 - op.chunk;
+    return op;
+}
+
+}  // namespace
+
+ScheduleOp schedule_op(int p, int v, int m, int stage, int j) {
+    const int n = m * v, w = schedule_warmup(p, v, m, stage);
+    assert(j >= 0 && j < 2 * n);
+    if (j < w) return virtual_op(p, v, m, j, Pass::forward);
+    const int steady = 2 * (n - w);
+    if (j < w + steady) {
+        const int q = j - w;
+        return q % 2 == 0 ? virtual_op(p, v, m, w + q / 2, Pass::forward) : virtual_op(p, v, m, q / 2, Pass::backward);
+    }
+    return virtual_op(p, v, m, (n - w) + (j - w - steady), Pass::backward);
+}
+
+std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage) {
+    std::vector<ScheduleOp> out;
+    out.reserve((size_t)2 * m * v);
+    for (int j = 0; j < 2 * m * v; ++j) out.push_back(schedule_op(p, v, m, stage, j));
+    return out;
+}
+
+double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out) {
+    const int p = d.p, v = d.v, m = d.m, ops = 2 * m * v;
+    assert(p >= 1 && v >= 1 && m >= 1 && (int)d.fwd.size() == p * v && (int)d.bwd.size() == p * v);
+    assert((int)stage_end.size() == p);
+    thread_local std::vector<double> fend, bend, clock;
+    thread_local std::vector<int> pos;
+    const size_t cells = (size_t)p * v * m;
+    fend.assign(cells, -1.0);
+    bend.assign(cells, -1.0);
+    clock.assign((size_t)p, 0.0);
+    pos.assign((size_t)p, 0);
+    auto at = [&](int stage, int chunk, int mb) { return ((size_t)chunk * m + mb) * p + stage; };
+    if (out) out->reserve(out->size() + (size_t)p * ops);
+    long long remaining = (long long)p * ops;
+    // Sweeps alternate direction: forwards flow to higher stages, backwards to lower ones.
+    for (int sweep = 0; remaining > 0; ++sweep) {
+        bool progressed = false;
+        for (int k = 0; k < p; ++k) {
+            const int s = sweep % 2 == 0 ? k : p - 1 - k;
+            while (pos[(size_t)s] < ops) {
+                const ScheduleOp op = schedule_op(p, v, m, s, pos[(size_t)s]);
+                const int c = op.chunk, i = op.micro_batch;
+                double ready = 0;
+                if (op.pass == Pass::forward) {
+                    if (s > 0) ready = fend[at(s - 1, c, i)];
+                    else if (c > 0) ready = fend[at(p - 1, c - 1, i)];
+                } else {
+                    if (s < p - 1) ready = bend[at(s + 1, c, i)];
+                    else if (c < v - 1) ready = bend[at(0, c + 1, i)];
+                    else ready = fend[at(s, c, i)];
+                }
+                if (ready < 0) break;  // the block it waits for is not placed yet
+                const double start = std::max(clock[(size_t)s], ready);
+                const double dur = op.pass == Pass::forward ? d.fwd[(size_t)(c * p + s)] : d.bwd[(size_t)(c * p + s)];
+                const double end = start + dur;
+                (op.pass == Pass::forward ? fend : bend)[at(s, c, i)] = end;
+                clock[(size_t)s] = end;
+                if (out) out->push_back(PlacedOp{s, op, start, end});
+                ++pos[(size_t)s];
+                --remaining;
+                progressed = true;
+            }
+        }
+        assert(progressed && "pipeline schedule deadlocked: the order has a cycle");
+        if (!progressed) break;
+    }
+    double makespan = 0;
+    for (int s = 0; s < p; ++s) {
+        stage_end[(size_t)s] = clock[(size_t)s];
+        makespan = std::max(makespan, clock[(size_t)s]);
+    }
+    return makespan;
+}
+
+namespace {
+
+// The schedule of (p, v, m) compiled to a topological order of its blocks: for each,
+// the positions of the block before it on its stage and of the block it waits for
+// (0 = none: position 0 holds time 0) and which duration it takes. Evaluating it is one
+// max and one add per block. The planner asks for few distinct (p, v, m) — the short
+// schedules of pipeline_makespan depend on p and v only — so a few are kept per thread.
+struct CompiledSchedule {
+    int p = 0, v = 0, m = 0;
+    struct Step {
+        int32_t prev, dep, dur;  // positions (1-based) and index into [fwd…, bwd…]
+    };
+    std::vector<Step> steps;
+    std::vector<int32_t> last;  // per stage: position of its last block
+};
+
+CompiledSchedule compile_schedule(int p, int v, int m) {
+    CompiledSchedule cs;
+    cs.p = p, cs.v = v, cs.m = m;
+    std::vector<double> ones((size_t)p * v, 1.0), end((size_t)p);
+    std::vector<PlacedOp> placed;
+    PipelineDurations d{p, v, m, ones, ones};
+    simulate_pipeline(d, end, &placed);  // the placement order is a topological order
+    const size_t cells = (size_t)p * v * m;
+    std::vector<int32_t> fpos(cells, 0), bpos(cells, 0), stage_pos((size_t)p, 0);
+    auto at = [&](int stage, int chunk, int mb) { return ((size_t)chunk * m + mb) * p + stage; };
+    cs.steps.reserve(placed.size());
+    for (size_t k = 0; k < placed.size(); ++k) {
+        const PlacedOp& po = placed[k];
+        const int s = po.stage, c = po.op.chunk, i = po.op.micro_batch;
+        const int32_t pos = (int32_t)k + 1;
+        int32_t dep = 0;
+        if (po.op.pass == Pass::forward) {
+            if (s > 0) dep = fpos[at(s - 1, c, i)];
+            else if (c > 0) dep = fpos[at(p - 1, c - 1, i)];
+            fpos[at(s, c, i)] = pos;
+        } else {
+            if (s < p - 1) dep = bpos[at(s + 1, c, i)];
+            else if (c < v - 1) dep = bpos[at(0, c + 1, i)];
+            else dep = fpos[at(s, c, i)];
+            bpos[at(s, c, i)] = pos;
+        }
+        const int32_t dur = (po.op.pass == Pass::forward ? 0 : p * v) + c * p + s;
+        cs.steps.push_back({stage_pos[(size_t)s], dep, dur});
+        stage_pos[(size_t)s] = pos;
+    }
+    cs.last = stage_pos;
+    return cs;
+}
+
+const CompiledSchedule& compiled_schedule(int p, int v, int m) {
+    thread_local std::vector<CompiledSchedule> cache;
+    thread_local size_t next = 0;
+    for (const CompiledSchedule& cs : cache)
+        if (cs.p == p && cs.v == v && cs.m == m) return cs;
+    constexpr size_t kKept = 256;
+    if (cache.size() < kKept) {
+        cache.push_back(compile_schedule(p, v, m));
+        return cache.back();
+    }
+    cache[next] = compile_schedule(p, v, m);
+    const CompiledSchedule& out = cache[next];
+    next = (next + 1) % kKept;
+    return out;
+}
+
+// The makespan of a compiled schedule for durations d (m from the schedule).
+double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std::span<double> stage_end) {
+    thread_local std::vector<double> end, dur;
+    end.resize(cs.steps.size() + 1);
+    end[0] = 0;
+    const size_t pv = (size_t)cs.p * cs.v;
+    dur.resize(2 * pv);
+    std::copy(d.fwd.begin(), d.fwd.end(), dur.begin());
+    std::copy(d.bwd.begin(), d.bwd.end(), dur.begin() + (ptrdiff_t)pv);
+    const CompiledSchedule::Step* st = cs.steps.data();
+    double* e = end.data();
+    const double* du = dur.data();
+    for (size_t k = 0, n = cs.steps.size(); k < n; ++k) e[k + 1] = std::max(e[st[k].prev], e[st[k].dep]) + du[st[k].dur];
+    double makespan = 0;
+    for (int s = 0; s < cs.p; ++s) {
+        stage_end[(size_t)s] = e[cs.last[(size_t)s]];
+        makespan = std::max(makespan, stage_end[(size_t)s]);
+    }
+    return makespan;
+}
+
+}  // namespace
+
+double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
+    const int p = d.p, v = d.v, m = d.m;
+    // One micro-batch through the slowest stage (all its chunks, forward and backward):
+    // no steady state adds less per micro-batch.
+    double t_max = 0;
+    for (int s = 0; s < p; ++s) {
+        double t = 0;
+        for (int c = 0; c < v; ++c) t += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)];
+        t_max = std::max(t_max, t);
+    }
+    if (p == 1) {  // gradient accumulation: m micro-batches back to back
+        stage_end[0] = m * t_max;
+        return stage_end[0];
+    }
+    // Short schedules are placed block by block. Longer ones reach a steady state in which
+    // each further q micro-batches (1; for the interleaved schedule a group of p) add the
+    // same time to every stage's end: one slowest-stage micro-batch each for 1F1B with its
+    // usual stages, more when a chain across stages is slower (interleaved chunks going
+    // round the ring), never less than t_max. The shortcut places schedules of m1, m1 + q and m1 + 2q micro-batches
+    // (compiled, cached per thread) and, when both increments agree on every stage, adds
+    // the rest arithmetically; otherwise it doubles m1, down to the full simulation.
+    // (Interleaved with m not a multiple of p — which the planner never asks for — always
+    // takes the full simulation: its partial last group breaks the period.)
+    if (v > 1 && m % p != 0) return simulate_pipeline(d, stage_end);
+    const int q = v <= 1 ? 1 : p;
+    int m1 = 2 * p;
+    thread_local std::vector<double> e0, e1;
+    while (m1 + 2 * q < m) {
+        e0.resize((size_t)p);
+        e1.resize((size_t)p);
+        run_compiled(compiled_schedule(p, v, m1), d, e0);
+        run_compiled(compiled_schedule(p, v, m1 + q), d, e1);
+        run_compiled(compiled_schedule(p, v, m1 + 2 * q), d, stage_end);
+        bool steady = true;
+        for (int s = 0; s < p && steady; ++s) {
+            const double a = e1[(size_t)s] - e0[(size_t)s], b = stage_end[(size_t)s] - e1[(size_t)s];
+            // Equal increments at the slowest stage's rate or above: a plateau at a
+            // faster stage's rate (before the slowest takes over) is not the steady state.
+            steady = std::abs(a - b) <= 1e-10 * stage_end[(size_t)s] && b >= q * t_max * (1 - 1e-12);
+        }
+        if (steady) {
+            const double groups = (double)(m - m1 - 2 * q) / q;
+            double makespan = 0;
+            for (int s = 0; s < p; ++s) {
+                stage_end[(size_t)s] += groups * (stage_end[(size_t)s] - e1[(size_t)s]);
+                makespan = std::max(makespan, stage_end[(size_t)s]);
+            }
+            return makespan;
+        }
+        m1 *= 2;  // stays a multiple of p
+    }
+    // Short schedules recur across the planner's layouts (same p, v, m, other durations):
+    // small ones are compiled once and cached like the shortcut's.
+    if ((long long)2 * m * v * p <= 16384) return run_compiled(compiled_schedule(p, v, m), d, stage_end);
+    return simulate_pipeline(d, stage_end);
+}
+
+double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo) {
+    const int p = d.p, v = d.v, m = d.m;
+    assert((int)stage_end_lo.size() == p);
+    double fill = 0, drain = 0, lower = 0;  // chunk 0's forwards / backwards on the stages before s
+    for (int s = 0; s < p; ++s) {
+        double busy = 0;
+        for (int c = 0; c < v; ++c) busy += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)];
+        stage_end_lo[(size_t)s] = fill + m * busy;
+        lower = std::max(lower, stage_end_lo[(size_t)s] + drain);
+        fill += d.fwd[(size_t)s];
+        drain += d.bwd[(size_t)s];
+    }
+    return lower;
+}
+
+double pipeline_makespan_upper(const PipelineDurations& d) {
+    double f_max = 0, b_max = 0;
+    for (double x : d.fwd) f_max = std::max(f_max, x);
+    for (double x : d.bwd) b_max = std::max(b_max, x);
+    // The schedule with every forward f_max and every backward b_max is at least as long.
+    // Its makespan is the longest path through the schedule's blocks, a·f + b·r per path,
+    // so g(r) = makespan(f = 1, b = r) is convex and piecewise linear in r: the chord
+    // between two sampled ratios lies above it. Ratios outside the samples fall back to
+    // max(f, b) times the unit-block makespan g(1).
+    static constexpr double kRatios[] = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0};
+    constexpr size_t kN = std::size(kRatios);
+    constexpr size_t kOne = 3;  // kRatios[kOne] == 1
+    // Samples are simulated on first use (NaN until then): a layout needs two of them.
+    thread_local std::unordered_map<uint64_t, std::array<double, kN>> cache;
+    const uint64_t key = (uint64_t)d.p << 42 | (uint64_t)d.v << 21 | (uint64_t)d.m;
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+        if (cache.size() >= 65536) cache.clear();
+        std::array<double, kN> unknown;
+        unknown.fill(std::numeric_limits<double>::quiet_NaN());
+        it = cache.emplace(key, unknown).first;
+    }
+    std::array<double, kN>& g = it->second;
+    auto sample = [&](size_t k) {
+        if (std::isnan(g[k])) {
+            thread_local std::vector<double> ones, ratio, end;
+            ones.assign((size_t)d.p * d.v, 1.0);
+            ratio.assign((size_t)d.p * d.v, kRatios[k]);
+            end.resize((size_t)d.p);
+            g[k] = pipeline_makespan(PipelineDurations{d.p, d.v, d.m, ones, ratio}, end);
+        }
+        return g[k];
+    };
+    if (f_max > 0) {
+        const double r = b_max / f_max;
+        for (size_t k = 0; k + 1 < kN; ++k)
+            if (r >= kRatios[k] && r <= kRatios[k + 1]) {
+                const double w = (r - kRatios[k]) / (kRatios[k + 1] - kRatios[k]);
+                return f_max * ((1 - w) * sample(k) + w * sample(k + 1));
+            }
+    }
+    return std::max(f_max, b_max) * sample(kOne);
+}
+
+// ---- the predicted timeline -------------------------------------------------------------
+
+const char* block_kind_name(BlockKind k) {
+    switch (k) {
+        case BlockKind::forward: return "fwd";
+        case BlockKind::backward: return "bwd";
+        case BlockKind::recompute: return "recompute";
+        case BlockKind::send: return "send";
+        case BlockKind::recv: return "recv";
+        case BlockKind::tp_comm: return "tp";
+        case BlockKind::dp_comm: return "dp";
+        case BlockKind::optimizer: return "optimizer";
+    }
+    return "?";
+}
+
+std::optional<BlockKind> block_kind_from_name(std::string_view name) {
+    for (int i = 0; i < kBlockKindCount; ++i)
+        if (name == block_kind_name((BlockKind)i)) return (BlockKind)i;
+    return std::nullopt;
+}
+
+Timeline predicted_timeline(const JobSpec& job) {
+    const Estimate est = estimate_job(job);
+    Timeline t;
+    const int p = (int)est.stages.size(), v = std::max(1, job.parallel.vpp), m = est.micro_batches;
+    t.stages = p, t.vpp = v, t.micro_batches = m;
+    t.micro_batch = job.training.micro_batch, t.dp = job.parallel.dp, t.global_batch = job.training.global_batch;
+    t.tp = job.parallel.tp, t.cp = job.parallel.cp;
+    t.schedule = p <= 1 ? "no pipeline (gradient accumulation)"
+               : v > 1  ? "interleaved 1F1B (v = " + std::to_string(v) + ")"
+                        : "1F1B";
+    std::vector<double> fwd((size_t)p * v), bwd((size_t)p * v), stage_end((size_t)p);
+    for (int s = 0; s < p; ++s)
+        for (int c = 0; c < v; ++c) {
+            fwd[(size_t)(c * p + s)] = est.stages[(size_t)s].chunks[(size_t)c].fwd.total();
+            bwd[(size_t)(c * p + s)] = est.stages[(size_t)s].chunks[(size_t)c].bwd.total();
+        }
+    std::vector<PlacedOp> placed;
+    PipelineDurations pd;
+    pd.p = p, pd.v = v, pd.m = m, pd.fwd = fwd, pd.bwd = bwd;
+    t.pipeline_s = simulate_pipeline(pd, stage_end, &placed);
+
+    t.blocks.reserve(placed.size() * 2 + (size_t)p * 3);
+    for (const PlacedOp& po : placed) {
+        const BlockTime& bt = po.op.pass == Pass::forward ? est.stages[(size_t)po.stage].chunks[(size_t)po.op.chunk].fwd
+                                                          : est.stages[(size_t)po.stage].chunks[(size_t)po.op.chunk].bwd;
+        TimelineBlock b;
+        b.row = po.stage;
+        b.micro_batch = po.op.micro_batch;
+        b.chunk = po.op.chunk;
+        double start = po.start_s;
+        if (po.op.pass == Pass::backward && bt.recompute > 0) {
+            TimelineBlock r = b;
+            r.kind = BlockKind::recompute;
+            r.start_s = start;
+            r.end_s = start + bt.recompute;
+            r.compute_s = bt.recompute;
+            t.blocks.push_back(r);
+            start = r.end_s;
+        }
+        b.kind = po.op.pass == Pass::forward ? BlockKind::forward : BlockKind::backward;
+        b.start_s = start;
+        b.end_s = po.end_s;
+        b.compute_s = bt.compute, b.tp_s = bt.tp, b.cp_s = bt.cp, b.ep_s = bt.ep, b.p2p_s = bt.p2p;
+        t.blocks.push_back(b);
+    }
+
+    // The tail (estimate.h StageTail): gradient reduction ending its exposed part after the
+    // stage's last backward; after every stage's (the clipping all-reduce) the optimizer
+    // step, then the exposed parameter gather.
+    const bool zero3 = job.parallel.zero == 3;
+    double sync = t.pipeline_s;
+    for (int s = 0; s < p; ++s) sync = std::max(sync, stage_end[(size_t)s] + est.stages[(size_t)s].tail.grad_exposed_s);
+    for (int s = 0; s < p; ++s) {
+        const StageTail& tl = est.stages[(size_t)s].tail;
+        const double e = stage_end[(size_t)s];
+        if (tl.grad_s > 0) {
+            TimelineBlock g;
+            g.kind = BlockKind::dp_comm;
+            g.row = s;
+            g.stream = kStreamComm;
+            const double shown = zero3 ? tl.grad_exposed_s : tl.grad_s;
+            g.start_s = e + tl.grad_exposed_s - shown;
+            g.end_s = e + tl.grad_exposed_s;
+            g.overlapped_s = zero3 ? tl.grad_s + tl.param_s - tl.grad_exposed_s : shown - tl.grad_exposed_s;
+            t.blocks.push_back(g);
+        }
+        if (tl.optimizer_s > 0) {
+            TimelineBlock o;
+            o.kind = BlockKind::optimizer;
+            o.row = s;
+            o.start_s = sync;
+            o.end_s = sync + tl.optimizer_s;
+            t.blocks.push_back(o);
+        }
+        if (tl.param_exposed_s > 0) {
+            TimelineBlock g;
+            g.kind = BlockKind::dp_comm;
+            g.row = s;
+            g.stream = kStreamComm;
+            g.start_s = sync + tl.optimizer_s;
+            g.end_s = g.start_s + tl.param_exposed_s;
+            g.overlapped_s = tl.param_s - tl.param_exposed_s;
+            t.blocks.push_back(g);
+        }
+    }
+    std::stable_sort(t.blocks.begin(), t.blocks.end(), [](const TimelineBlock& a, const TimelineBlock& b) {
+        return a.row != b.row ? a.row < b.row : a.start_s < b.start_s;
+    });
+    t.busy_s.assign((size_t)p, 0.0);
+    t.makespan_s = t.pipeline_s;
+    for (const TimelineBlock& b : t.blocks) {
+        if (b.stream == kStreamCompute) t.busy_s[(size_t)b.row] += b.end_s - b.start_s;
+        t.makespan_s = std::max(t.makespan_s, b.end_s);
+    }
+    return t;
+}
+
+std::string batch_legend(const Timeline& t) {
+    return "micro-batch " + std::to_string(t.micro_batch) + " × accumulation " + std::to_string(t.micro_batches) +
+           " × DP " + std::to_string(t.dp) + " = global batch " + std::to_string(t.global_batch) + " sequences";
+}
+
+// ---- measured-timeline files -------------------------------------------------------------
+
+std::string timeline_file_name(int rank) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "rank-%05d.tsv", rank);
+    return buf;
+}
+
+Result<TimelineWriter> TimelineWriter::open(const std::string& path, const MeasuredRankHeader& h) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return fail(SourceLoc{path}, "", std::string("cannot create the timeline file: ") + std::strerror(errno));
+    std::fprintf(f, "ptd-timeline 1 rank=%d stage=%d dp=%d tp=%d cp=%d\n", h.rank, h.stage, h.dp, h.tp, h.cp);
+    std::fprintf(f, "# kind\tstep\tmicro_batch\tchunk\tstream\tstart_ns\tend_ns\n");
+    return TimelineWriter(f, path);
+}
+
+TimelineWriter::~TimelineWriter() {
+    if (file_) std::fclose(file_);
+}
+
+void TimelineWriter::record(BlockKind kind, int step, int micro_batch, int chunk, int stream, int64_t start_ns,
+                            int64_t end_ns) {
+    assert(file_ && end_ns >= start_ns);
+    std::fprintf(file_, "%s\t%d\t%d\t%d\t%d\t%lld\t%lld\n", block_kind_name(kind), step, micro_batch, chunk, stream,
+                 (long long)start_ns, (long long)end_ns);
+}
+
+Result<void> TimelineWriter::flush() {
+    if (file_ && (std::fflush(file_) != 0 || std::ferror(file_)))
+        return fail(SourceLoc{path_}, "", std::string("cannot write the timeline file: ") + std::strerror(errno));
+    return {};
+}
+
+Result<void> TimelineWriter::close() {
+    if (!file_) return {};
+    const bool bad = std::fflush(file_) != 0 || std::ferror(file_);
+    const int err = errno;
+    const bool close_bad = std::fclose(file_) != 0;
+    file_ = nullptr;
+    if (bad || close_bad)
+        return fail(SourceLoc{path_}, "", std::string("cannot write the timeline file: ") + std::strerror(err));
+    return {};
+}
+
+namespace {
+
+template <class T>
+bool parse_int(std::string_view s, T& out) {
+    if (s.empty()) return false;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+Result<MeasuredRank> parse_measured_rank(std::string_view text, const std::string& path) {
+    MeasuredRank out;
+    text = strip_utf8_bom(text);
+    int line_no = 0;
+    bool header_seen = false;
+    size_t at = 0;
+    auto bad = [&](int column, const std::string& key, const std::string& msg) {
+        return fail(SourceLoc{path, line_no, column}, key, msg);
+    };
+    while (at < text.size()) {
+        size_t nl = text.find('\n', at);
+        const bool last_line = nl == std::string_view::npos;
+        std::string_view line = text.substr(at, last_line ? std::string_view::npos : nl - at);
+        at = last_line ? text.size() : nl + 1;
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (!header_seen) {
+            // ptd-timeline 1 rank=R stage=S dp=D tp=T cp=C
+            constexpr std::string_view magic = "ptd-timeline 1";
+            if (line.substr(0, magic.size()) != magic)
+                return bad(1, "header", "got " + quote_input(line) + "; expected the first line \"ptd-timeline 1 rank=R stage=S dp=D tp=T cp=C\" (a ptd timeline file, version 1)");
+            std::string_view rest = line.substr(magic.size());
+            const char* keys[] = {"rank", "stage", "dp", "tp", "cp"};
+            int* fields[] = {&out.header.rank, &out.header.stage, &out.header.dp, &out.header.tp, &out.header.cp};
+            for (int k = 0; k < 5; ++k) {
+                const std::string want = std::string(" ") + keys[k] + "=";
+                size_t pos = rest.find(want);
+                if (pos == std::string_view::npos)
+                    return bad(1, keys[k], std::string("missing ") + keys[k] + "= in the header " + quote_input(line));
+                std::string_view val = rest.substr(pos + want.size());
+                val = val.substr(0, val.find(' '));
+                if (!parse_int(val, *fields[k]) || *fields[k] < 0)
+                    return bad((int)(magic.size() + pos + want.size() + 1), keys[k],
+                               "got " + quote_input(val) + "; allowed: a whole number ≥ 0");
+            }
+            header_seen = true;
+            continue;
+        }
+        if (line.empty() || line.front() == '#') continue;
+        std::string_view f[7];
+        int n = 0;
+        size_t col[7] = {};
+        size_t s = 0;
+        while (n < 8) {
+            size_t tab = line.find('\t', s);
+            if (n == 7) return bad((int)s + 1, "line", "more than 7 tab-separated fields; expected kind, step, micro_batch, chunk, stream, start_ns, end_ns");
+            col[n] = s;
+            f[n++] = line.substr(s, tab == std::string_view::npos ? std::string_view::npos : tab - s);
+            if (tab == std::string_view::npos) break;
+            s = tab + 1;
+        }
+        if (n < 7)
+            return bad(1, "line", "got " + std::to_string(n) + " tab-separated field" + (n == 1 ? "" : "s") + " in " +
+                                      quote_input(line) + "; expected 7: kind, step, micro_batch, chunk, stream, start_ns, end_ns (the file may be cut short)");
+        TimelineBlock b;
+        b.row = out.header.rank;
+        auto kind = block_kind_from_name(f[0]);
+        if (!kind) {
+            std::string allowed;
+            for (int k = 0; k < kBlockKindCount; ++k) allowed += (k ? ", " : "") + std::string(block_kind_name((BlockKind)k));
+            return bad(1, "kind", "got " + quote_input(f[0]) + "; allowed: " + allowed);
+        }
+        b.kind = *kind;
+        int64_t start = 0, end = 0;
+        struct IntField {
+            const char* name;
+            int* out;
+            int min;
+        } ints[] = {{"step", &b.step, 0}, {"micro_batch", &b.micro_batch, -1}, {"chunk", &b.chunk, -1}, {"stream", &b.stream, 0}};
+        for (int k = 0; k < 4; ++k)
+            if (!parse_int(f[k + 1], *ints[k].out) || *ints[k].out < ints[k].min)
+                return bad((int)col[k + 1] + 1, ints[k].name,
+                           "got " + quote_input(f[k + 1]) + "; allowed: a whole number ≥ " + std::to_string(ints[k].min));
+        if (!parse_int(f[5], start) || start < 0)
+            return bad((int)col[5] + 1, "start_ns", "got " + quote_input(f[5]) + "; allowed: nanoseconds, a whole number ≥ 0");
+        if (!parse_int(f[6], end) || end < start)
+            return bad((int)col[6] + 1, "end_ns",
+                       "got " + quote_input(f[6]) + "; allowed: nanoseconds, a whole number ≥ start_ns (" + std::to_string(start) + ")");
+        b.start_s = (double)start * 1e-9;
+        b.end_s = (double)end * 1e-9;
+        out.blocks.push_back(b);
+    }
+    if (!header_seen) return fail(SourceLoc{path, 1, 1}, "header", "empty file; expected the header \"ptd-timeline 1 rank=R stage=S dp=D tp=T cp=C\"");
+    return out;
+}
+
+Result<MeasuredRank> read_measured_rank(const std::string& path) {
+    static constexpr FileKind kind{"a timeline file", 256 * kMiB};
+    auto text = read_regular_file(path, kind);
+    if (!text) return std::unexpected(text.error());
+    return parse_measured_rank(*text, path);
+}
+
+Result<std::vector<MeasuredRank>> read_measured_timeline(const std::string& run_dir) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(run_dir) / "timeline";
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+        return fail(SourceLoc{dir.string()}, "", "no timeline folder; the run recorded no measured timeline (expected " +
+                                                     dir.string() + "/rank-NNNNN.tsv files)");
+    std::vector<std::string> files;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.rfind("rank-", 0) == 0 && name.size() > 9 && name.substr(name.size() - 4) == ".tsv")
+            files.push_back(it->path().string());
+    }
+    if (ec) return fail(SourceLoc{dir.string()}, "", "cannot list the folder: " + ec.message());
+    if (files.empty()) return fail(SourceLoc{dir.string()}, "", "no rank-NNNNN.tsv files in the folder");
+    std::sort(files.begin(), files.end());
+    std::vector<MeasuredRank> out;
+    for (const std::string& f : files) {
+        auto r = read_measured_rank(f);
+        if (!r) return std::unexpected(r.error());
+        out.push_back(std::move(*r));
+    }
+    std::sort(out.begin(), out.end(), [](const MeasuredRank& a, const MeasuredRank& b) { return a.header.rank < b.header.rank; });
+    return out;
+}
+
+// ---- Chrome trace JSON -----------------------------------------------------------------
+
+std::string chrome_trace_json(const std::vector<TimelineBlock>& blocks, const char* what) {
+    using nlohmann::json;
+    json events = json::array();
+    std::vector<std::pair<int, int>> tracks;  // (pid, tid) seen
+    std::vector<int> pids;
+    for (const TimelineBlock& b : blocks) {
+        if (std::find(pids.begin(), pids.end(), b.row) == pids.end()) pids.push_back(b.row);
+        const std::pair<int, int> tr{b.row, b.stream};
+        if (std::find(tracks.begin(), tracks.end(), tr) == tracks.end()) tracks.push_back(tr);
+    }
+    std::sort(pids.begin(), pids.end());
+    std::sort(tracks.begin(), tracks.end());
+    for (int pid : pids) {
+        events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                          {"args", {{"name", std::string(what) + " " + std::to_string(pid)}}}});
+        events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+    }
+    for (auto [pid, tid] : tracks)
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
+                          {"args", {{"name", tid == kStreamCompute ? "compute" : tid == kStreamComm ? "communication" : "stream " + std::to_string(tid)}}}});
+    auto us = [](double s) { return s * 1e6; };
+    const bool chunked = std::any_of(blocks.begin(), blocks.end(), [](const TimelineBlock& b) { return b.chunk > 0; });
+    for (const TimelineBlock& b : blocks) {
+        std::string name = block_kind_name(b.kind);
+        if (b.micro_batch >= 0) name += " mb " + std::to_string(b.micro_batch);
+        if (chunked && b.chunk >= 0) name += " chunk " + std::to_string(b.chunk);
+        json args = {{"step", b.step}};
+        if (b.micro_batch >= 0) args["micro_batch"] = b.micro_batch;
+        if (b.chunk >= 0) args["chunk"] = b.chunk;
+        if (b.overlapped_s > 0) args["overlapped_ms"] = b.overlapped_s * 1e3;
+        events.push_back({{"name", name}, {"cat", block_kind_name(b.kind)}, {"ph", "X"}, {"ts", us(b.start_s)},
+                          {"dur", us(b.end_s - b.start_s)}, {"pid", b.row}, {"tid", b.stream}, {"args", args}});
+        // Predicted blocks: their parts as nested slices (compute first, then the
+        // communication inside the block, the p2p hop last).
+        const double parts[] = {b.compute_s, b.tp_s, b.cp_s, b.ep_s, b.p2p_s};
+        const char* names[] = {"compute", "TP comm", "CP comm", "EP all-to-all", "p2p"};
+        int nonzero = 0;
+        for (double x : parts) nonzero += x > 0;
+        if (nonzero < 2) continue;
+        double at = b.start_s;
+        for (int k = 0; k < 5; ++k) {
+            if (parts[k] <= 0) continue;
+            events.push_back({{"name", names[k]}, {"cat", "part"}, {"ph", "X"}, {"ts", us(at)}, {"dur", us(parts[k])},
+                              {"pid", b.row}, {"tid", b.stream}});
+            at += parts[k];
+        }
+    }
+    json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+    return doc.dump(1) + "\n";
+}
+
+}  // namespace ptd
