@@ -540,7 +540,7 @@ TEST(Cli, UnknownCommandIsNamed) {
     Proc r = run(kPtd + " frobnicate");
     EXPECT_EQ(r.rc, 2);
     EXPECT_TRUE(contains(r.err, "ptd: error: unknown command \"frobnicate\"; allowed: validate, layout, estimate, "
-                                "plan, export, presets, watch, launch"))
+                                "schedule, trace, plan, export, presets, watch, launch"))
         << r.err;
     Proc near = run(kPtd + " estimat " + kJobs + "tiny-local.toml");
     EXPECT_EQ(near.rc, 2);
