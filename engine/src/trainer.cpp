@@ -60,7 +60,11 @@ struct RunState {
     // The measured timeline (TrainOptions::timeline_steps): open while steps are recorded.
     std::optional<TimelineWriter> timeline;
     int64_t timeline_first_step = 0;
-    std::optional<clock_type::time_point> timeline_epoch;
+    // The measured timeline's time base: a steady-clock point and the wall-clock time
+    // (ns since the Unix epoch) it was taken at. Every rank writes wall-clock ns, so the
+    // ranks of one host share one time axis (across hosts, as far as their clocks agree);
+    // readers subtract the earliest block.
+    std::optional<std::pair<clock_type::time_point, int64_t>> timeline_epoch;
     size_t timeline_reserve = 0;
     int64_t data_position = 0;     // global sequences consumed
     int64_t resumed_from = -1;
@@ -415,14 +419,21 @@ void emit_start(RunState& s) {
     emit_metrics_line(j);
 }
 
-// Writes one recorded step through the rank's TimelineWriter (times in ns since the
-// first recorded block of this rank) and flushes it, so a run that dies later keeps
+// Writes one recorded step through the rank's TimelineWriter (times in wall-clock ns, see
+// timeline_epoch) and flushes it, so a run that dies later keeps
 // the steps already recorded.
 void write_timeline_step(RunState& s, const TimelineRecorder& rec, int step) {
     if (rec.blocks.empty()) return;
-    if (!s.timeline_epoch) s.timeline_epoch = rec.blocks.front().start;
+    if (!s.timeline_epoch) {
+        const clock_type::time_point steady = clock_type::now();
+        const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+        s.timeline_epoch = {steady, wall};
+    }
     auto ns = [&](clock_type::time_point t) {
-        return (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(t - *s.timeline_epoch).count();
+        return s.timeline_epoch->second +
+               (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(t - s.timeline_epoch->first).count();
     };
     for (const RecordedBlock& b : rec.blocks)
         s.timeline->record(b.kind, step, b.micro_batch, b.chunk, b.stream, ns(b.start), ns(b.end));
