@@ -233,6 +233,10 @@ int cmd_trace(const TraceArgs& a, FILE* out, FILE* err) {
     }
     std::vector<TimelineBlock> blocks;
     for (const MeasuredRank& r : *ranks) blocks.insert(blocks.end(), r.blocks.begin(), r.blocks.end());
+    // The engine writes wall-clock times: start the trace at the earliest block of any rank.
+    double t0 = INFINITY;
+    for (const TimelineBlock& b : blocks) t0 = std::min(t0, b.start_s);
+    for (TimelineBlock& b : blocks) b.start_s -= t0, b.end_s -= t0;
     std::ofstream f(a.out, std::ios::binary);
     f << chrome_trace_json(blocks, "rank");
     f.close();

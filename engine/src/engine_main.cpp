@@ -158,6 +158,14 @@ int main(int argc, char** argv) {
         ->check(ptd::cli::FiniteRange(1.0, 86400.0));
     app.add_option("--stall-timeout", opt.stall_timeout_s, "Seconds without a heartbeat before a rank counts as stalled (default 60)")
         ->check(ptd::cli::FiniteRange(1.0, 86400.0));
+    int timeline_steps = 3;
+    bool timeline_all = false;
+    auto* timeline_steps_opt =
+        app.add_option("--timeline-steps", timeline_steps,
+                       "Record the measured timeline (run dir timeline/rank-NNNNN.tsv) for the first N steps; 0 = off")
+            ->check(CLI::Range(0, 1 << 30))
+            ->capture_default_str();
+    app.add_flag("--timeline-all", timeline_all, "Record the measured timeline on every step")->excludes(timeline_steps_opt);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -204,6 +212,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (!backend->warning.empty()) std::fprintf(stderr, "ptd-engine: rank %d: warning: %s\n", env->rank, backend->warning.c_str());
+    opt.timeline_steps = timeline_all ? -1 : timeline_steps;
     opt.backend = &*backend;
     opt.job_path = job_path;
     return ptd::engine::run_training(*job, *env, opt);

@@ -235,6 +235,18 @@ struct PipelineRun {
         bool receives = false;
         for (const PipelineP2p& op : e.group) receives |= !op.send;
         (receives ? times.pipeline_idle : times.pp_comm) += since(t0);
+        if (times.timeline) {
+            // One block per group: a receive if it holds one (named by its first receive),
+            // else a send (named by its first send).
+            const PipelineP2p* named = &e.group.front();
+            for (const PipelineP2p& op : e.group)
+                if (!op.send) {
+                    named = &op;
+                    break;
+                }
+            times.timeline->add(receives ? BlockKind::recv : BlockKind::send, named->of.micro_batch, named->of.chunk,
+                                kStreamComm, t0);
+        }
     }
 
     void forward(int ch, int j) {
@@ -294,8 +306,12 @@ void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, cons
             if (a.forward) run.begin_forward(a.chunk, a.micro_batch);
         run.exchange(e);
         for (const PipelineAction& a : e.actions) {
+            const auto t0 = clock_type::now();
             if (a.forward) run.forward(a.chunk, a.micro_batch);
             else run.backward(a.chunk, a.micro_batch);
+            if (times.timeline)
+                times.timeline->add(a.forward ? BlockKind::forward : BlockKind::backward, a.micro_batch, a.chunk,
+                                    kStreamCompute, t0);
         }
     }
 }

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <vector>
+
+#include "ptd/timeline.h"
 
 namespace ptd::engine {
 
@@ -19,6 +22,21 @@ struct ScopedSeconds {
     explicit ScopedSeconds(double* a) : acc(a) {}
     ~ScopedSeconds() {
         if (acc) *acc += since(t0);
+    }
+};
+
+// The measured timeline of one step (docs/engine.md, "Measured timeline"): one vector
+// push per block while the step runs, written through TimelineWriter after it, so the
+// recording costs no I/O inside the step.
+struct RecordedBlock {
+    BlockKind kind;
+    int micro_batch, chunk, stream;
+    clock_type::time_point start, end;
+};
+struct TimelineRecorder {
+    std::vector<RecordedBlock> blocks;
+    void add(BlockKind kind, int micro_batch, int chunk, int stream, clock_type::time_point start) {
+        blocks.push_back({kind, micro_batch, chunk, stream, start, clock_type::now()});
     }
 };
 

@@ -57,6 +57,15 @@ struct RunState {
     OptimizerState optim;
     int32_t* host_tokens = nullptr;  // the step's token ids [m][b][s+1] (backend host staging)
     int64_t step = 0;              // optimizer steps completed
+    // The measured timeline (TrainOptions::timeline_steps): open while steps are recorded.
+    std::optional<TimelineWriter> timeline;
+    int64_t timeline_first_step = 0;
+    // The measured timeline's time base: a steady-clock point and the wall-clock time
+    // (ns since the Unix epoch) it was taken at. Every rank writes wall-clock ns, so the
+    // ranks of one host share one time axis (across hosts, as far as their clocks agree);
+    // readers subtract the earliest block.
+    std::optional<std::pair<clock_type::time_point, int64_t>> timeline_epoch;
+    size_t timeline_reserve = 0;
     int64_t data_position = 0;     // global sequences consumed
     int64_t resumed_from = -1;
     MetricsSource src;
@@ -410,6 +419,28 @@ void emit_start(RunState& s) {
     emit_metrics_line(j);
 }
 
+// Writes one recorded step through the rank's TimelineWriter (times in wall-clock ns, see
+// timeline_epoch) and flushes it, so a run that dies later keeps
+// the steps already recorded.
+void write_timeline_step(RunState& s, const TimelineRecorder& rec, int step) {
+    if (rec.blocks.empty()) return;
+    if (!s.timeline_epoch) {
+        const clock_type::time_point steady = clock_type::now();
+        const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+        s.timeline_epoch = {steady, wall};
+    }
+    auto ns = [&](clock_type::time_point t) {
+        return s.timeline_epoch->second +
+               (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(t - s.timeline_epoch->first).count();
+    };
+    for (const RecordedBlock& b : rec.blocks)
+        s.timeline->record(b.kind, step, b.micro_batch, b.chunk, b.stream, ns(b.start), ns(b.end));
+    s.timeline_reserve = std::max(s.timeline_reserve, rec.blocks.size());
+    if (auto ok = s.timeline->flush(); !ok) fatal_run_error("measured timeline: " + ok.error().one_line());
+}
+
 void train_one_step(RunState& s) {
     const EngineConfig& c = s.cfg;
     StepTimes times;
@@ -420,8 +451,15 @@ void train_one_step(RunState& s) {
     // The step's scalars stay on the device until the one download after the update.
     double* scalars = s.optim.scalars;
     s.be->zero(scalars, STEP_SCALAR_COUNT * sizeof(double));
+    TimelineRecorder recorder;
+    if (s.timeline && (s.opt.timeline_steps < 0 || s.step - s.timeline_first_step < s.opt.timeline_steps)) {
+        recorder.blocks.reserve(s.timeline_reserve);
+        times.timeline = &recorder;
+    }
     run_pipeline_step(s.model, s.acts, s.groups, batch, scalars + SCALAR_LOSS_SUM, times);
+    const auto t_reduce = clock_type::now();
     reduce_gradients(s.model, s.optim, s.groups, times);
+    if (times.timeline) times.timeline->add(BlockKind::dp_comm, -1, -1, kStreamComm, t_reduce);
     // Test hook: an overflow in one main-grad element of rank 0, as an fp16 overflow leaves it.
     if (s.step + 1 == s.inject_overflow_step && s.env.rank == 0)
         s.be->fill(s.model.grads, DType::f32, std::numeric_limits<float>::infinity(), 1);
@@ -433,11 +471,14 @@ void train_one_step(RunState& s) {
         CommOnStream on_comm(*s.be, s.model.comm_ready, s.model.comm_done);
         s.groups.world->all_reduce(scalars + SCALAR_LOSS_SUM, 2, DType::f64, ReduceOp::sum);
         times.dp_comm += since(t1);
+        if (times.timeline) times.timeline->add(BlockKind::dp_comm, -1, -1, kStreamComm, t1);
     }
     s.be->finish_step_scalars(scalars, s.job.training.grad_clip, s.loss_scale);
     const double lr = learning_rate(s.job.training, s.step);
     // Skips the update on its own when the loss or the norm is not finite.
+    const auto t_optimizer = clock_type::now();
     optimizer_step(s.model, s.optim, s.groups, (float)lr, times);
+    if (times.timeline) times.timeline->add(BlockKind::optimizer, -1, -1, kStreamCompute, t_optimizer);
     double host[STEP_SCALAR_COUNT];
     s.be->download(host, scalars, sizeof host);  // the step's one read of the device
     const TransferStats transfers1 = s.be->transfer_stats();
@@ -463,6 +504,7 @@ void train_one_step(RunState& s) {
         s.loss_scale *= 2.0;
         s.good_steps = 0;
     }
+    if (times.timeline) write_timeline_step(s, recorder, (int)s.step + 1);
     ++s.step;
     s.data_position += c.global_batch;
     times.total = since(t0);
@@ -615,6 +657,18 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     const int64_t stop = options.stop_at_step >= 0 ? options.stop_at_step : job.training.steps;
     const auto t_run = clock_type::now();
     const int64_t first_step = s.step;
+    if (options.timeline_steps != 0) {
+        // Every rank writes its own file; the folder may already exist (a peer made it, or a resume).
+        const std::string dir = s.run_dir + "/timeline";
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec) return run_failure(s, "measured timeline: cannot create " + dir + ": " + ec.message());
+        auto w = TimelineWriter::open(dir + "/" + timeline_file_name(env.rank),
+                                      {env.rank, s.cfg.pp_rank, s.cfg.dp_rank, s.cfg.tp_rank, 0});
+        if (!w) return run_failure(s, w.error().one_line());
+        s.timeline.emplace(std::move(*w));
+        s.timeline_first_step = s.step;
+    }
     while (s.step < stop) {
         train_one_step(s);
         if (options.checkpoint_every > 0 && (s.step % options.checkpoint_every == 0 || s.step == stop))

@@ -32,6 +32,9 @@ struct TrainOptions {
     double comm_timeout_s = 300;   // every collective / receive
     double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
     double heartbeat_s = 1.0;
+    // Record the measured timeline (run_dir/timeline/rank-NNNNN.tsv) for the first N steps
+    // of this process; 0 = off, −1 = every step (--timeline-steps, --timeline-all).
+    int timeline_steps = 3;
     // The backend and device ptd-engine chose (--backend); null = the CPU backend. Must
     // outlive run_training.
     const BackendChoice* backend = nullptr;
@@ -64,8 +67,12 @@ OptimizerState make_optimizer(Backend& be, Model& model, float weight_decay);
 void free_optimizer(Backend& be, OptimizerState& st);
 
 // Wall time of one step by what it waited for, seconds.
+struct TimelineRecorder;  // timing.h
+
 struct StepTimes {
     double total = 0, compute = 0, tp_comm = 0, pp_comm = 0, pipeline_idle = 0, dp_comm = 0, optimizer = 0;
+    // Set on the steps whose measured timeline is recorded (TrainOptions::timeline_steps).
+    TimelineRecorder* timeline = nullptr;
 };
 
 // Sums the step's gradients where they are partial: SP-replicated tensors over tp, the
