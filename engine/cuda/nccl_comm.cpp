@@ -222,19 +222,9 @@ Result<std::unique_ptr<Communicator>> make_nccl_communicator(KvClient& store, co
 Result<CommGroups> make_nccl_groups(KvClient& store, const RankLayout& layout, int rank, const CommOptions& options,
                                     FailureHandler on_failure, cudaStream_t comm_stream) {
     CommGroups groups;
-    if (rank < 0 || rank >= std::max(layout.world, 1))
-        return fail({}, "RANK", "rank " + std::to_string(rank) + " is outside the layout's world of " +
-                                    std::to_string(layout.world));
-    if (layout.degree[DIM_CP] > 1)
-        return fail({}, "parallel.cp", "context parallelism (cp = " + std::to_string(layout.degree[DIM_CP]) +
-                                           ") is not supported by ptd-engine; allowed: 1");
-    if (layout.world <= 1) {
-        groups.world = make_self_communicator("world", rank);
-        groups.tp = make_self_communicator("tp", rank);
-        groups.pp = make_self_communicator("pp", rank);
-        groups.dp = make_self_communicator("dp", rank);
-        return groups;
-    }
+    auto single = single_process_groups(layout, rank);
+    if (!single) return std::unexpected(single.error());
+    if (*single) return std::move(**single);
     int device = -1;
     if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
         return fail({}, "", std::string("cannot create the NCCL communicators: cudaGetDevice: ") + cudaGetErrorString(e));

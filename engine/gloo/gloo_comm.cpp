@@ -603,6 +603,22 @@ gloo::transport::tcp::attr device_attr(const CommOptions& options) {
 
 }  // namespace
 
+Result<std::optional<CommGroups>> single_process_groups(const RankLayout& layout, int rank) {
+    if (rank < 0 || rank >= std::max(layout.world, 1))
+        return fail({}, "RANK", "rank " + std::to_string(rank) + " is outside the layout's world of " +
+                                    std::to_string(layout.world));
+    if (layout.degree[DIM_CP] > 1)
+        return fail({}, "parallel.cp", "context parallelism (cp = " + std::to_string(layout.degree[DIM_CP]) +
+                                           ") is not supported by ptd-engine; allowed: 1");
+    if (layout.world > 1) return std::optional<CommGroups>{};
+    CommGroups groups;
+    groups.world = make_self_communicator("world", rank);
+    groups.tp = make_self_communicator("tp", rank);
+    groups.pp = make_self_communicator("pp", rank);
+    groups.dp = make_self_communicator("dp", rank);
+    return std::optional<CommGroups>{std::move(groups)};
+}
+
 std::unique_ptr<Communicator> make_self_communicator(const std::string& name, int global_rank) {
     return std::make_unique<SelfCommunicator>(name, global_rank);
 }
@@ -643,19 +659,9 @@ Result<CommGroups> make_gloo_groups(KvClient& store, const RankLayout& layout, i
     auto strict_env = strict_fifo_from_env();
     if (!strict_env) return std::unexpected(strict_env.error());
     const bool strict = options.strict_fifo || *strict_env;
-    if (rank < 0 || rank >= std::max(layout.world, 1))
-        return fail({}, "RANK", "rank " + std::to_string(rank) + " is outside the layout's world of " +
-                                    std::to_string(layout.world));
-    if (layout.degree[DIM_CP] > 1)
-        return fail({}, "parallel.cp", "context parallelism (cp = " + std::to_string(layout.degree[DIM_CP]) +
-                                           ") is not supported by ptd-engine; allowed: 1");
-    if (layout.world <= 1) {
-        groups.world = make_self_communicator("world", rank);
-        groups.tp = make_self_communicator("tp", rank);
-        groups.pp = make_self_communicator("pp", rank);
-        groups.dp = make_self_communicator("dp", rank);
-        return groups;
-    }
+    auto single = single_process_groups(layout, rank);
+    if (!single) return std::unexpected(single.error());
+    if (*single) return std::move(**single);
 
     // A rank whose peer died must get an error from Gloo, not be killed by SIGPIPE
     // writing to that peer's socket before anything could be reported.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,12 @@ private:
 
 // A group of size 1: every collective is the identity, p2p is a programmer error.
 std::unique_ptr<Communicator> make_self_communicator(const std::string& name, int global_rank);
+
+struct CommGroups;
+// What every group factory checks first (make_gloo_groups, make_nccl_groups): the rank is
+// inside the layout and cp = 1 (errors name RANK / parallel.cp). A one-rank world gets
+// its self groups; a larger one nullopt (the factory builds real groups).
+Result<std::optional<CommGroups>> single_process_groups(const RankLayout& layout, int rank);
 
 // The groups one rank belongs to.
 struct CommGroups {
