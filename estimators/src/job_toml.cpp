@@ -406,6 +406,8 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     }
     job.origin.intra_given = r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
     r.read_double("inter_gbps", c.inter_gbps, 1e-6, 1e7);
+    r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
+    r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
     r.read_string_array("hosts", c.hosts);
     for (size_t i = 0; i < c.hosts.size(); ++i)
         if (c.hosts[i].empty())
@@ -814,6 +816,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (gpu_is_preset) w.str("gpu", o.gpu_preset);
     if (o.intra_given || c.intra_gbps != c.gpu.link_gbps) w.dbl("intra_gbps", c.intra_gbps, "GB/s per GPU");
     w.dbl("inter_gbps", c.inter_gbps, "GB/s per GPU");
+    if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
+    if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
     const ParallelSpec& p = job.parallel;

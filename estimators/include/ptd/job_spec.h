@@ -90,6 +90,8 @@ struct ClusterSpec {
     GpuSpec gpu;
     double intra_gbps = 0;      // per-GPU bandwidth inside a node; default gpu.link_gbps
     double inter_gbps = 25.0;   // per-GPU bandwidth across nodes (one 200 Gb/s NIC per GPU)
+    double host_memory_gib = 0; // host RAM per node, GiB (offload); 0 = not given (the cluster preset's, else unchecked)
+    double pcie_gbps = 0;       // host↔GPU bandwidth per GPU, GB/s one direction; 0 = not given (from the GPU generation)
     std::vector<std::string> hosts;  // optional; when given, one per node
 
     int world_size() const { return nodes * gpus_per_node; }
