@@ -319,26 +319,31 @@ double log_error_sq(const std::vector<Run>& runs) {
     return n ? sum / n : 0;
 }
 
+// Fits the kernel efficiencies of each GPU generation on that generation's calibration runs
+// (at most ten per generation): gemm_eff_max and flash_eff by grid search, minimising the
+// mean squared log error of the step time. gemm_half_dim (the GEMM shape factor) is shared by
+// all generations and keeps its value. Generations without calibration runs keep the default.
 void fit(std::vector<Run>& runs) {
     ptd::TimeModelConstants& c = ptd::time_model_constants();
-    ptd::TimeModelConstants best = c;
-    double best_err = 1e30;
-    for (double eff = 0.50; eff <= 0.951; eff += 0.01)
-        for (double d0 : {8.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 192.0, 256.0})
-            for (double fl : {0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70}) {
-                c.gemm_eff_max = eff;
-                c.gemm_half_dim = d0;
-                c.flash_eff = fl;
-                double err = log_error_sq(runs);
-                if (err < best_err) {
-                    best_err = err;
-                    best = c;
-                }
+    for (int g = 0; g < ptd::kGpuGenerationCount; ++g) {
+        const ptd::GpuGeneration gen = (ptd::GpuGeneration)g;
+        std::vector<Run> mine;
+        for (const Run& r : runs)
+            if (r.skip.empty() && r.use == "calibrate" && r.job.cluster.gpu.generation == gen) mine.push_back(r);
+        if (mine.empty()) continue;
+        ptd::KernelEfficiency best = c.kernel(gen);
+        double best_err = 1e30;
+        for (double eff = 0.40; eff <= 0.951; eff += 0.01)
+            for (double fl = 0.20; fl <= 0.801; fl += 0.05) {
+                c.by_generation[g] = ptd::KernelEfficiency{eff, fl};
+                const double err = log_error_sq(mine);
+                if (err < best_err) best_err = err, best = c.by_generation[g];
             }
-    c = best;
-    std::printf("fit (calibration runs only): gemm_eff_max = %.2f, gemm_half_dim = %.0f, flash_eff = %.2f, "
-                "rms log error %.3f\n\n",
-                best.gemm_eff_max, best.gemm_half_dim, best.flash_eff, std::sqrt(best_err));
+        c.by_generation[g] = best;
+        std::printf("fit %-9s (%zu calibration runs): gemm_eff_max = %.2f, flash_eff = %.2f, rms log error %.3f\n",
+                    ptd::to_string(gen), mine.size(), best.gemm_eff_max, best.flash_eff, std::sqrt(best_err));
+    }
+    std::printf("\n");
 }
 
 std::string layout_of(const Run& r) {
@@ -561,6 +566,10 @@ int main(int argc, char** argv) {
     }
     std::printf("time model: gemm_eff_max %.2f, gemm_half_dim %.0f, flash_eff %.2f, comm_eff %.2f, hbm_eff %.2f\n",
                 c.gemm_eff_max, c.gemm_half_dim, c.flash_eff, c.comm_eff, c.hbm_eff);
+    for (int g = 0; g < ptd::kGpuGenerationCount; ++g)
+        if (c.by_generation[g].gemm_eff_max > 0 || c.by_generation[g].flash_eff > 0)
+            std::printf("  %s: gemm_eff_max %.2f, flash_eff %.2f\n", ptd::to_string((ptd::GpuGeneration)g),
+                        c.kernel((ptd::GpuGeneration)g).gemm_eff_max, c.kernel((ptd::GpuGeneration)g).flash_eff);
     std::printf("published figures are converted to seconds per iteration (FLOP/s figures with the source's own FLOPs\n"
                 "formula); TF columns are TFLOP/s per GPU in that convention (PaLM-style where the source gives none).\n"
                 "layout: tp·pp·dp, c = context parallel, v = virtual stages, z3 = FSDP / ZeRO-3.\n\n");

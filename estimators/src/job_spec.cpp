@@ -40,6 +40,11 @@ const char* to_string(Optimizer v) {
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
+const char* to_string(GpuGeneration v) {
+    static const char* const words[kGpuGenerationCount] = {"other", "volta", "ampere", "ada",
+                                                           "hopper", "blackwell", "cdna3", "cpu"};
+    return words[(int)v];
+}
 
 double GpuSpec::peak_tflops(Precision p) const {
     switch (p) {

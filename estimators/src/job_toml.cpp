@@ -244,6 +244,8 @@ static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"}
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
 static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
+static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
+                                                          "hopper", "blackwell", "cdna3", "cpu"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
 
@@ -294,6 +296,7 @@ void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch) {
     r.read_double("fp8_tflops", g.fp8_tflops, 0, 1e7);
     r.read_double("hbm_gbps", g.hbm_gbps, 0, 1e7);
     r.read_double("link_gbps", g.link_gbps, 0, 1e7);
+    read_enum(r, "generation", g.generation, kGenerationWords);
 }
 
 static std::string preset_list(const std::vector<std::string>& names) {
@@ -791,6 +794,7 @@ void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
     if (differs(&GpuSpec::fp8_tflops)) w.dbl("fp8_tflops", g.fp8_tflops);
     if (differs(&GpuSpec::hbm_gbps)) w.dbl("hbm_gbps", g.hbm_gbps);
     if (differs(&GpuSpec::link_gbps)) w.dbl("link_gbps", g.link_gbps);
+    if (differs(&GpuSpec::generation)) w.str("generation", to_string(g.generation));
 }
 
 std::string save_job_toml(const JobSpec& job) {

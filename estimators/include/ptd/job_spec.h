@@ -24,6 +24,11 @@ enum class Optimizer { adamw, adam, sgd };
 enum class LaunchMode { local, ssh };
 enum class ActivationProfile { megatron, ptd_engine };  // TOML: "megatron", "ptd-engine"
 enum class AttentionFlops { full, causal };             // attention-score FLOPs convention
+// The accelerator's architecture generation: kernel efficiencies (GEMM and attention
+// fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
+// "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
+enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
+inline constexpr int kGpuGenerationCount = 8;
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -36,6 +41,7 @@ const char* to_string(Optimizer v);
 const char* to_string(LaunchMode v);
 const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
+const char* to_string(GpuGeneration v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -78,6 +84,7 @@ struct GpuSpec {
     double fp8_tflops = 0;
     double hbm_gbps = 0;        // device memory bandwidth
     double link_gbps = 0;       // intra-node GPU↔GPU link (NVLink/xGMI/PCIe) per GPU
+    GpuGeneration generation = GpuGeneration::other;  // selects the calibrated kernel efficiencies
 
     // Dense peak for the math precision used by `p` (fp32 → fp32, bf16 → bf16, ...).
     double peak_tflops(Precision p) const;
