@@ -138,6 +138,14 @@ std::string apply_run_to_job(Run& r) {
     if (r.fsdp) j.parallel.zero = 3;  // FSDP FULL_SHARD / ZeRO-3 is ZeRO stage 3
     if (r.overlap_grad_reduce) j.estimate.overlap_grad_reduce = *r.overlap_grad_reduce;
     if (r.overlap_param_gather) j.estimate.overlap_param_gather = *r.overlap_param_gather;
+    // Whose kernels ran it: NeMo and MegaScale build on Megatron-LM; llm-foundry is PyTorch
+    // FSDP (Composer); "other" (e.g. the Llama 3 paper's own stack) keeps the default.
+    if (r.framework == "deepspeed") j.training.framework = ptd::Framework::deepspeed;
+    else if (r.framework == "torchtitan") j.training.framework = ptd::Framework::torchtitan;
+    else if (r.framework == "llm-foundry") j.training.framework = ptd::Framework::pytorch_fsdp;
+    else j.training.framework = ptd::Framework::megatron;
+    j.training.torch_compile = r.torch_compile &&
+                               (r.framework == "torchtitan" || r.framework == "llm-foundry");
 
     // ---- INTEGRATOR: wire these when the issue-15 JobSpec fields land --------------------
     //   r.fp8 (delayed/current/tensorwise/rowwise)   -> the FP8 recipe field (item 3)
@@ -145,7 +153,6 @@ std::string apply_run_to_job(Run& r) {
     //                                                   until then inter_gbps carries the network
     //   r.tp_comm_overlap                            -> the TP overlap key (item 2)
     //   r.schedule (zb-h1 / dualpipe)                -> the schedule field (item 5)
-    //   r.framework, r.torch_compile                 -> per-framework efficiency, if modelled
     // Remove the matching skip below once a key is wired.
     // ------------------------------------------------------------------------------------
     if (r.fp8 != "none") return "fp8 = " + r.fp8 + ": FP8 training is not modelled yet (issue 15 item 3)";

@@ -53,6 +53,23 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
 
 namespace est {
 
+void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
+    const TimeModelConstants& k = g_cal;
+    const GpuGeneration gen = job.cluster.gpu.generation;
+    const KernelEfficiency kern = k.kernel(gen);
+    L.gemm_eff_max = kern.gemm_eff_max;
+    L.flash_eff = kern.flash_eff;
+    L.elementwise_factor = 1.0;
+    const Framework fw = job.training.framework;
+    // Megatron-LM / NeMo use Transformer Engine: cuDNN fused attention (FlashAttention-3
+    // class on Hopper and later) and fused norm / activation / RoPE kernels. The others run
+    // PyTorch's SDPA (FlashAttention-2 kernels) and, unless compiled, eager elementwise ops.
+    if (fw != Framework::megatron && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
+        L.flash_eff *= k.fa2_hopper_fraction;
+    if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile)
+        L.elementwise_factor = k.eager_elementwise_factor;
+}
+
 double gemm_time(double peak, double m, double n, double k, double eff_max) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
@@ -92,7 +109,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // Element-wise: two norms, two residual adds, bias/activation, dropout — about 16 reads or
     // writes of a hidden-sized tensor and 3 of the MLP-sized one (4 for SwiGLU).
     const double r = L.sp ? 1.0 / L.t : 1.0;
-    lt.elem = L.e * T * (16.0 * h * r + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
+    lt.elem = L.elementwise_factor * L.e * T * (16.0 * h * r + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
     return lt;
 }
 

@@ -40,9 +40,13 @@ struct LayoutDerived {
     int edp;                             // expert data-parallel size (dp·cp/ep)
     // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
     double gemm_eff_max, flash_eff;
+    double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
 };
 
 // ---- compute.cpp ----------------------------------------------------------------------------
+// The framework's and GPU generation's kernel efficiencies into L (gemm_eff_max, flash_eff,
+// elementwise_factor).
+void assign_kernel_profile(const JobSpec& job, LayoutDerived& L);
 // Seconds for an m×n×k GEMM at the shape-dependent efficiency (0 for an empty shape).
 double gemm_time(double peak, double m, double n, double k, double eff_max);
 // Forward time of one transformer layer on one rank for one micro-batch.

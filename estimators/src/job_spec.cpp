@@ -40,6 +40,10 @@ const char* to_string(Optimizer v) {
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
+const char* to_string(Framework v) {
+    static const char* const words[] = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
+    return words[(int)v];
+}
 const char* to_string(GpuGeneration v) {
     static const char* const words[kGpuGenerationCount] = {"other", "volta", "ampere", "ada",
                                                            "hopper", "blackwell", "cdna3", "cpu"};
@@ -309,6 +313,10 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (t.warmup > t.steps)
         add("training.warmup", "got " + s(t.warmup) + " warmup steps for " + s(t.steps) +
                                    " training steps; allowed: 0 .. steps");
+
+    if (t.torch_compile && t.framework != Framework::torchtitan && t.framework != Framework::pytorch_fsdp)
+        add("training.torch_compile", std::string("true with framework \"") + to_string(t.framework) +
+                                          "\"; allowed: true only with framework \"torchtitan\" or \"pytorch-fsdp\"");
 
     // Precision support on the chosen GPU.
     if (t.precision != Precision::fp32 && c.gpu.peak_tflops(t.precision) <= 0)

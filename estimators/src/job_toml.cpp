@@ -244,6 +244,7 @@ static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"}
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
 static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
+static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};
 
@@ -444,6 +445,8 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     job.origin.global_batch_given = r.read_int("global_batch", tr.global_batch, 1, 1 << 30);
     if (read_enum(r, "precision", tr.precision, kPrecisionWords)) job.origin.precision_defaulted = false;
     read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
+    read_enum(r, "framework", tr.framework, kFrameworkWords);
+    r.read_bool("torch_compile", tr.torch_compile);
     r.read_double("lr", tr.lr, 0, 10);
     bool min_lr_given = r.read_double("min_lr", tr.min_lr, 0, 10);
     if (!min_lr_given) tr.min_lr = tr.lr / 10;
@@ -861,6 +864,8 @@ std::string save_job_toml(const JobSpec& job) {
     w.str("data", t.data);
     if (o.flash_attention_defaulted) w.comment(std::string("flash_attention = ") + (t.flash_attention ? "true" : "false") + " (defaulted for the GPU)");
     else w.boolean("flash_attention", t.flash_attention);
+    if (t.framework != Framework::megatron) w.str("framework", to_string(t.framework));
+    if (t.torch_compile) w.boolean("torch_compile", true);
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;

@@ -201,6 +201,16 @@ struct TimeModelConstants {
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
     KernelEfficiency by_generation[kGpuGenerationCount] = {};
+    // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
+    // stacks, DeepSpeed) run FlashAttention-2 kernels, which on Hopper and later reach a
+    // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where
+    // FlashAttention-3 reaches ~75% (Shah et al. 2024, arXiv 2407.08608, §1 and §4.1).
+    double fa2_hopper_fraction = 0.47;
+    // Eager PyTorch elementwise work moves this many times the bytes of fused kernels
+    // (docs/estimators.md counts a Llama layer: fp32 upcasts in RMSNorm and RoPE, separate
+    // SiLU and multiply, residual adds, SDPA layout copies ≈ 78 vs 30 hidden-sized passes).
+    // torch.compile fuses them back to the fused count.
+    double eager_elementwise_factor = 2.6;
     // The generation's efficiencies with the defaults filled in.
     KernelEfficiency kernel(GpuGeneration g) const {
         KernelEfficiency k = by_generation[(int)g];

@@ -27,6 +27,11 @@ enum class AttentionFlops { full, causal };             // attention-score FLOPs
 // The accelerator's architecture generation: kernel efficiencies (GEMM and attention
 // fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
 // "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
+// The training framework whose kernels run the job (its fused kernels, attention kernel and
+// elementwise fusion set the compute efficiency). TOML words: "megatron" (Megatron-LM, NeMo,
+// Megatron-Bridge: Transformer Engine / cuDNN kernels), "deepspeed" (Megatron-DeepSpeed),
+// "torchtitan", "pytorch-fsdp" (PyTorch FSDP stacks such as llm-foundry, HF accelerate).
+enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp };
 enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
 inline constexpr int kGpuGenerationCount = 8;
 
@@ -42,6 +47,7 @@ const char* to_string(LaunchMode v);
 const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
 const char* to_string(GpuGeneration v);
+const char* to_string(Framework v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -127,6 +133,8 @@ struct TrainingSpec {
     int global_batch = 0;       // sequences per step; 0 in the file = micro_batch · dp
     Precision precision = Precision::bf16;
     Optimizer optimizer = Optimizer::adamw;
+    Framework framework = Framework::megatron;  // whose kernels run the model (time model)
+    bool torch_compile = false; // torch.compile fuses the elementwise ops (torchtitan, pytorch-fsdp only)
     double lr = 3e-4;           // peak learning rate
     double min_lr = 3e-5;       // cosine floor
     int warmup = 0;             // warmup steps
