@@ -64,9 +64,9 @@ TEST(Collectives, TreeBeatsRingForSmallMessagesAtScale) {
     // A ring pays 2(n−1) network steps of ≥ 2.7 µs (LL): over 1.3 ms; the tree's log2 depth far less.
     const double ring_floor = 2.0 * 255 * 2.7e-6;
     EXPECT_LT(nccl_time(Collective::all_reduce, 64e3, g), 0.25 * ring_floor);
-    // Large messages run at the ring's bandwidth (tree's is 0.92 of it): within 2%.
+    // Large messages run at the ring's bandwidth (tree's is 0.92 of it), plus the ring's 2·255 network steps of 14 µs: within 5%.
     const double big = 4e9, ring_bw_time = 2.0 * 255 / 256 * big / g.bus_inter;
-    EXPECT_NEAR(nccl_time(Collective::all_reduce, big, g) / ring_bw_time, 1.0, 0.02);
+    EXPECT_NEAR(nccl_time(Collective::all_reduce, big, g) / ring_bw_time, 1.0, 0.05);
     // The crossover: small messages grow like log(nodes), not like nodes.
     GroupNet small = g;
     small.n = small.nodes = 16;
@@ -155,7 +155,7 @@ TEST(ClusterPresets, BadPresetOrKeyIsLocated) {
     auto bad = load("preset = \"dgx-h10\"\nnodes = 2");
     ASSERT_FALSE(bad);
     std::string msg = bad.error().str();
-    EXPECT_NE(msg.find("job.toml:5:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("job.toml:4:"), std::string::npos) << msg;
     EXPECT_NE(msg.find("cluster.preset"), std::string::npos) << msg;
     EXPECT_NE(msg.find("did you mean \"dgx-h100\""), std::string::npos) << msg;
     EXPECT_NE(msg.find("allowed"), std::string::npos) << msg;
@@ -163,7 +163,7 @@ TEST(ClusterPresets, BadPresetOrKeyIsLocated) {
     auto key = load("preset = \"dgx-h100\"\nnodes = 2\nnic_gbs = 400.0");
     ASSERT_FALSE(key);
     msg = key.error().str();
-    EXPECT_NE(msg.find("job.toml:7:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("job.toml:6:"), std::string::npos) << msg;
     EXPECT_NE(msg.find("nic_gbps"), std::string::npos) << msg;
 
     auto both = load("preset = \"dgx-h100\"\nnodes = 2\nnic_gbps = 400.0\ninter_gbps = 50.0");
