@@ -108,6 +108,16 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                t.global_batch, est.micro_batches, to_string(t.precision),
                p.distributed_optimizer ? "distributed optimizer" : fmt("zero %d", p.zero).c_str(),
                to_string(p.recompute), p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
+    {  // nccl: the network the collective times assume
+        const ClusterSpec& c = job.cluster;
+        const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
+        out += dim(term, fmt("network: %d × %.0f Gb/s NICs per node%s, NVLink %.0f GB/s%s", nics,
+                             c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1),
+                             c.rail_optimized ? " (rail-optimised)" : "", c.intra_gbps > 0 ? c.intra_gbps : c.gpu.link_gbps,
+                             c.nvls ? " with SHARP (NVLS)" : "") +
+                         (job.origin.network_source.empty() ? "" : " · " + job.origin.network_source)) +
+               "\n";
+    }
 
     // Memory: one row per run of consecutive stages with the same breakdown.
     // Tiny jobs (the CPU engine's) would read 0.00 GiB everywhere: show them in MiB.

@@ -61,6 +61,15 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     out += bold(term, "cluster ") + fmt("%d node%s × %d %s = %d GPUs, %.0f GiB each; intra %.0f GB/s, inter %.0f GB/s per GPU\n",
                                         c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
                                         c.intra_gbps, c.inter_gbps);
+    {  // nccl: the network the collectives model uses (collectives.cpp)
+        const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
+        out += bold(term, "network ") + fmt("%d × %.0f Gb/s NICs per node%s%s", nics,
+                                            c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1),
+                                            c.rail_optimized ? ", rail-optimised" : ", not rail-optimised",
+                                            c.nvls ? ", NVLink SHARP" : "");
+        if (!job.origin.network_source.empty()) out += " (" + job.origin.network_source + ")";
+        out += "\n";
+    }
     if (!job.has_layout()) {
         out += bold(term, "parallel") + " none chosen (no [parallel] table): `ptd plan` chooses the layout\n";
         out += bold(term, "training") +

@@ -1,8 +1,18 @@
-// collectives.cpp — how long communication takes: which parallel groups leave the node
-// (from the rank order), the bandwidth and latency each group sees, ring collective times,
-// and the TP / CP / EP / p2p / DP traffic of a layout.
-// Sources: ring all-reduce 2(n−1)/n·bytes/bw and all-gather / reduce-scatter (n−1)/n —
+// collectives.cpp — how long communication takes: where each parallel group sits on the
+// nodes (members per node, nodes, from the rank order), the bus bandwidth NCCL gets over
+// NVLink and over the group's NICs, NCCL's ring / tree / NVLS algorithms with its LL / LL128 /
+// Simple protocols picked the way its tuner picks them, and the TP / CP / EP / p2p / DP traffic
+// of a layout.
+// Sources: ring all-reduce 2(n−1)/n·bytes/busbw and all-gather / reduce-scatter (n−1)/n —
 // the nccl-tests "bus bandwidth" definition (NVIDIA nccl-tests doc/PERFORMANCE.md);
+// algorithm / protocol latencies and bandwidth factors — NCCL src/graph/tuning.cc
+// (ncclTopoTuneModel: baseLatencies, hwLatencies, tree 0.92, LL 0.5, LL128 120/128);
+// NVLink SHARP gain — nccl-tests issue #212 and NCCL issues #1455 / #2140 (H100 8 GPUs:
+// ring 370 → NVLS 480 GB/s busbw, no gain at ≤ 4 GPUs); a group with k GPUs per node driving
+// k NICs — nccl-tests issue #100 (HGX A100, 4 × 200 Gb/s: 91 GB/s busbw) and NCCL issue #1168
+// (4 vs 8 GPUs per node: 45 vs 90 GB/s); Megatron's DDP bucket max(40M, 1M·dp) elements —
+// Megatron-LM core/distributed/distributed_data_parallel.py; DeepSpeed's reduce / allgather
+// bucket 5e8 and ZeRO-3 prefetch bucket 5e7 elements — DeepSpeed config docs;
 // Megatron's TP all-reduces per layer — Shoeybi et al. 2019 §3, with sequence parallelism
 // Korthikanti et al. 2022 §4.2; ring attention's K/V exchange — Liu et al. 2023;
 // ZeRO traffic — Rajbhandari et al. 2020 §7; Megatron's distributed optimizer —
@@ -10,18 +20,17 @@
 #include "estimate_internal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace ptd::est {
 
 namespace {
 
-// Does a group of `n` ranks with rank stride `stride` cross a node boundary?
-inline bool spans_nodes(int stride, int n, int gpus_per_node) {
-    if (n <= 1) return false;
-    long long span = (long long)stride * n;
-    return span > gpus_per_node || gpus_per_node % span != 0;
-}
+// NVLink SHARP all-reduce bus bandwidth over ring's at 8 GPUs of a node: 480 / 370 GB/s on
+// H100 (nccl-tests #212, NCCL #2140; B300: 845 / 695). Grows from 4 GPUs (no gain) to 8.
+constexpr double kNvlsGain8 = 480.0 / 370.0 - 1.0;
 
 // are appended in Megatron's default order. Cheap: no allocation.
 struct Strides {
@@ -63,26 +72,128 @@ Strides order_strides(const char* order, int tp, int cp, int ep, int dp, int pp)
 
 }  // namespace
 
+// Members of the group holding rank 0 that sit on node 0: the group is the set of
+// i·stride_a + j·stride_b (i < n_a, j < n_b); rank orders place every group alike, so this k
+// holds for all of them. A one-dimensional group passes n_b = 1.
+static int members_on_first_node(int stride_a, int n_a, int stride_b, int n_b, int gpn) {
+    int k = 0;
+    for (int j = 0; j < n_b && (long long)j * stride_b < gpn; ++j)
+        for (int i = 0; i < n_a && (long long)i * stride_a + (long long)j * stride_b < gpn; ++i) ++k;
+    return std::max(k, 1);
+}
+
 void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived& L) {
     const TimeModelConstants& k = time_model_constants();
     Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
-    const int gpn = cl.gpus_per_node;
+    const int gpn = std::max(cl.gpus_per_node, 1);
     const double intra = (cl.intra_gbps > 0 ? cl.intra_gbps : cl.gpu.link_gbps) * 1e9 * k.comm_eff;
-    const double inter = cl.inter_gbps * 1e9 * k.comm_eff;
-    auto pick = [&](int stride, int n, double& bw, double& lat) {
-        bool out = spans_nodes(stride, n, gpn);
-        bw = out ? inter : intra;
-        lat = out ? k.latency_inter_s : k.latency_intra_s;
+    // Each GPU's share of the node's NIC line rate: a group with k members on a node has
+    // k shares, because NCCL's channels spread its rings over the NICs nearest its GPUs and
+    // the node's other groups of the same kind use the rest at the same time.
+    const double share = cl.inter_gbps * 1e9 * k.comm_eff;
+    auto fill = [&](GroupNet& g, int n, int members) {
+        g.n = std::max(n, 1);
+        g.per_node = std::clamp(members, 1, g.n);
+        g.nodes = (g.n + g.per_node - 1) / g.per_node;
+        g.bus_intra = intra;
+        g.bus_inter = share * g.per_node;
+        // NVLink SHARP reduces in the NVSwitch; measured on 8 H100 it lifts ring's 370 GB/s
+        // busbw to 480 GB/s and gives nothing up to 4 GPUs (NCCL issue #1455).
+        g.nvls_gain = cl.nvls && g.nodes == 1 ? 1.0 + kNvlsGain8 * std::clamp((g.per_node - 4) / 4.0, 0.0, 1.0) : 1.0;
     };
-    pick(st.tp, L.t, L.bw_tp, L.lat_tp);
-    pick(st.cp, L.c, L.bw_cp, L.lat_cp);
-    pick(st.ep, L.ep, L.bw_ep, L.lat_ep);
-    pick(st.dp, L.dp, L.bw_dp, L.lat_dp);
-    // Dense gradients reduce over dp·cp (Megatron's data-parallel-with-context group): it
-    // leaves the node when either of its two parts does.
-    if (L.c > 1 && spans_nodes(st.cp, L.c, gpn)) L.bw_dp = inter, L.lat_dp = k.latency_inter_s;
-    pick(st.dp * L.ep, L.edp, L.bw_edp, L.lat_edp);
-    pick(st.pp, L.p, L.bw_pp, L.lat_pp);
+    fill(L.net_tp, L.t, members_on_first_node(st.tp, L.t, 1, 1, gpn));
+    fill(L.net_cp, L.c, members_on_first_node(st.cp, L.c, 1, 1, gpn));
+    fill(L.net_ep, L.ep, members_on_first_node(st.ep, L.ep, 1, 1, gpn));
+    // Dense gradients reduce over dp·cp (Megatron's data-parallel-with-context group).
+    fill(L.net_dp, L.dp * L.c, members_on_first_node(st.dp, L.dp, st.cp, L.c, gpn));
+    fill(L.net_edp, L.edp, members_on_first_node(st.dp * L.ep, L.edp, 1, 1, gpn));
+    fill(L.net_pp, L.p, members_on_first_node(st.pp, L.p, 1, 1, gpn));
+    // The single-number view (large-message ring bus bandwidth, one-step latency) that the
+    // older formulas below read.
+    auto legacy = [&](const GroupNet& g, double& bw, double& lat) {
+        bw = g.nodes > 1 ? std::min(g.bus_intra, g.bus_inter) : g.bus_intra;
+        lat = g.nodes > 1 ? k.latency_inter_s : k.latency_intra_s;
+    };
+    legacy(L.net_tp, L.bw_tp, L.lat_tp);
+    legacy(L.net_cp, L.bw_cp, L.lat_cp);
+    legacy(L.net_ep, L.bw_ep, L.lat_ep);
+    legacy(L.net_dp, L.bw_dp, L.lat_dp);
+    legacy(L.net_edp, L.bw_edp, L.lat_edp);
+    legacy(L.net_pp, L.bw_pp, L.lat_pp);
+}
+
+// ---- NCCL's cost model ------------------------------------------------------------------------
+// Constants from NCCL src/graph/tuning.cc (ncclTunerConstantsDefaults), microseconds.
+// Index: protocol LL, LL128, Simple.
+namespace {
+constexpr int kProtocols = 3;
+constexpr double kBaseLatRing[kProtocols] = {6.6, 14.0, 8.4};
+constexpr double kBaseLatTree[kProtocols] = {6.8, 14.0, 8.4};
+constexpr double kNvlinkLatRing[kProtocols] = {0.6, 1.9, 3.4};  // per ring step over NVLink
+constexpr double kNvlinkLatTree[kProtocols] = {0.6, 1.25, 4.0};
+constexpr double kNetLatRing[kProtocols] = {2.7, 4.0, 14.0};    // per ring step over the network
+constexpr double kNetLatTree[kProtocols] = {5.0, 8.5, 14.0};
+constexpr double kNetOverhead = 1.0;                             // per network step (x86 Intel); ×3 for Simple
+constexpr double kNvlsLat = 25.0;                                // NVLS Simple over NVLink
+// Bus-bandwidth factors per protocol: LL moves 8 bytes per 16 (flag words), LL128 120 of 128.
+constexpr double kRingProtoBw[kProtocols] = {0.5, 0.92, 1.0};
+constexpr double kTreeProtoBwNet[kProtocols] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
+constexpr double kTreeAllReduceBw = 0.92;                        // tree all-reduce vs ring, NCCL's tuner
+}  // namespace
+
+double nccl_time(Collective c, double bytes, const GroupNet& g) {
+    const int n = g.n;
+    if (n <= 1 || bytes <= 0) return 0;
+    const bool ar = c == Collective::all_reduce;
+    const bool multi = g.nodes > 1;
+    const double bus = multi ? std::min(g.bus_intra, g.bus_inter) : g.bus_intra;
+    if (bus <= 0) return std::numeric_limits<double>::infinity();
+    const int steps = ar ? 2 * (n - 1) : n - 1;
+    const int inter_steps = multi ? (ar ? 2 * (g.nodes - 1) : g.nodes - 1) : 0;
+    const double wire = (ar ? 2.0 : 1.0) * (n - 1) / n * bytes;  // bytes each rank moves (busbw definition)
+    const bool one_per_node = g.per_node == 1;
+    double best = std::numeric_limits<double>::infinity();
+    for (int p = 0; p < kProtocols; ++p) {
+        // Ring: every step pays its hop; the node's ring leaves it over the group's NICs.
+        double intra_lat = kNvlinkLatRing[p];
+        if (multi) intra_lat = std::max(intra_lat, kNetOverhead * (p == 2 ? 3.0 : 1.0));
+        const double inter_lat = one_per_node ? kNetLatTree[p] : kNetLatRing[p];
+        const double ring_lat = kBaseLatRing[p] + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
+        best = std::min(best, ring_lat * 1e-6 + wire / (bus * kRingProtoBw[p]));
+        // Tree (all-reduce across nodes): a chain inside the node, a double binary tree across
+        // nodes — log latency, the same bandwidth as the ring up to NCCL's 0.92.
+        if (ar && multi) {
+            int log2_nodes = 0;
+            while ((1 << (log2_nodes + 1)) <= g.nodes) ++log2_nodes;
+            const double tree_lat =
+                kBaseLatTree[p] + 2.0 * ((g.per_node - 1) * kNvlinkLatTree[p] + log2_nodes * kNetLatTree[p]);
+            const double tree_bus = bus * kTreeAllReduceBw * kTreeProtoBwNet[p];
+            best = std::min(best, tree_lat * 1e-6 + 2.0 * bytes / tree_bus);
+        }
+    }
+    // NVLink SHARP: the switch reduces; one pass up and down, Simple protocol only.
+    if (ar && !multi && g.nvls_gain > 1.0) best = std::min(best, kNvlsLat * 1e-6 + wire / (bus * g.nvls_gain));
+    return best;
+}
+
+double p2p_time(double bytes, const GroupNet& g) {
+    if (g.n <= 1 || bytes <= 0) return 0;
+    // Only one GPU of the node sends across, over its own NIC: one share, not k.
+    const bool multi = g.nodes > 1;
+    const double bw = multi ? std::min(g.bus_intra, g.bus_inter / g.per_node) : g.bus_intra;
+    const double lat = kBaseLatRing[2] + (multi ? kNetLatRing[2] : kNvlinkLatRing[2]);
+    return lat * 1e-6 + bytes / bw;
+}
+
+double all_to_all_time(double bytes, const GroupNet& g) {
+    if (g.n <= 1 || bytes <= 0) return 0;
+    // Each rank keeps 1/n, sends (k−1)/n over NVLink and (n−k)/n to other nodes; the node's
+    // k ranks share the group's k NIC shares.
+    const double n = g.n, k = g.per_node;
+    double t = (k - 1) / n * bytes / g.bus_intra;
+    if (g.nodes > 1) t = std::max(t, k * (n - k) / n * bytes / g.bus_inter);
+    const double lat = kBaseLatRing[2] + (g.nodes > 1 ? kNetLatRing[2] : kNvlinkLatRing[2]);
+    return lat * 1e-6 + t;
 }
 
 double all_reduce_time(double bytes, int n, double bw, double lat) {
@@ -96,63 +207,92 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
     // TP: two all-reduces per layer forward and two backward (all-gather + reduce-scatter with
-    // SP: same volume); full recompute repeats the forward ones.
+    // SP: same volume); full recompute repeats the forward ones. Each is one NCCL call on the
+    // layer's activation, so the message size is that activation.
     if (L.t > 1) {
         const double msg = L.e * T * L.h;
-        const double one = L.sp ? 2.0 * gather_time(msg, L.t, L.bw_tp, L.lat_tp) : all_reduce_time(msg, L.t, L.bw_tp, L.lat_tp);
+        const double one = L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp)
+                                : nccl_time(Collective::all_reduce, msg, L.net_tp);
         F.tp = layers * 2.0 * one;
         B.tp = layers * (2.0 + (L.rc == Recompute::full ? 2.0 : 0.0)) * one;
-        if (first) F.tp += one;                       // vocab-parallel embedding
-        if (last) F.tp += 3.0 * (L.lat_tp + 4.0 * T / L.bw_tp);  // cross-entropy max / sum / target
+        if (first) F.tp += one;  // vocab-parallel embedding
+        if (last) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }
     if (L.c > 1) {
         // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
         // overlapped with the attention core, the excess is exposed.
         const double kv = 2.0 * L.e * T * L.kv_l * L.d;
-        const double t_ring = (L.c - 1) * (kv / L.bw_cp + L.lat_cp);
+        const double t_ring = (L.c - 1) * p2p_time(kv, L.net_cp);
         F.cp = layers * std::max(0.0, t_ring - lt.attn);
         B.cp = layers * std::max(0.0, 2.0 * t_ring - lt.attn_bwd);
     }
     if (L.moe && L.ep > 1) {
         const double tok = L.e * T * L.m->top_k * L.h;
-        const double a2a = tok * (L.ep - 1) / L.ep / L.bw_ep + L.lat_ep;
+        const double a2a = all_to_all_time(tok, L.net_ep);
         F.ep = layers * 2.0 * a2a;  // dispatch + combine, forward and backward
         B.ep = layers * 2.0 * a2a;
     }
     if (L.p > 1) {
-        const double hop = L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0) / L.bw_pp + L.lat_pp;
+        const double hop = p2p_time(L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0), L.net_pp);
         F.p2p = hop;  // the activation forward
         B.p2p = hop;  // the gradient backward
     }
 }
 
+// Bytes of one NCCL call in the data-parallel reduction, by framework: Megatron's DDP buckets
+// max(40M, 1M·dp) elements (its distributed optimizer uses the same buckets for the gradient
+// reduce-scatter and the parameter all-gather); DeepSpeed ZeRO-1/2 reduce_bucket_size and
+// allgather_bucket_size 5e8 elements; ZeRO-3 gathers parameters in prefetch buckets of 5e7.
+static double dp_bucket_elements(const LayoutDerived& L, int n, bool param_gather) {
+    if (L.zero == 0) return std::max(40e6, 1e6 * n);
+    if (L.zero == 3 && param_gather) return 5e7;
+    return 5e8;
+}
+
+// `elements` of `bytes_per` each over group g, in buckets: each bucket is one NCCL call.
+static double bucketed(Collective c, double elements, double bytes_per, double bucket, const GroupNet& g) {
+    if (elements <= 0) return 0;
+    const double calls = std::ceil(elements / bucket);
+    return calls * nccl_time(c, elements / calls * bytes_per, g);
+}
+
 DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int stage, double dense_params,
                      double expert_params) {
     const JobSpec& job = ctx.job;
-    const int p = L.p, N = L.dp * L.c;
+    const int p = L.p;
     DpTraffic out;
     // Gradient bytes on the wire: Megatron reduces bf16 runs' fp32 main grads; DeepSpeed
     // and fp16 reduce in the parameter dtype.
     const bool megatron_grads = L.zero == 0;
     const double grad_e = job.training.precision == Precision::fp32 ? 4.0
                         : (megatron_grads && job.training.precision == Precision::bf16 ? 4.0 : 2.0);
-    auto dp_cost = [&](double params, int n, double bw, double lat) {
+    auto dp_cost = [&](double params, const GroupNet& g) {
+        const int n = g.n;
         if (n <= 1 || params <= 0) return;
+        const double grad_bucket = dp_bucket_elements(L, n, false), param_bucket = dp_bucket_elements(L, n, true);
         if (L.zero == 3) {
             // Per micro-batch: gather weights for forward and backward, reduce-scatter grads.
-            out.grad_s += L.mbs * gather_time(grad_e * params, n, bw, lat);
-            out.param_s += L.mbs * 2.0 * gather_time(L.e * params, n, bw, lat);
+            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
+            out.param_s += L.mbs * 2.0 * bucketed(Collective::all_gather, params, L.e, param_bucket, g);
         } else if (L.optimizer_sharded) {
-            out.grad_s += gather_time(grad_e * params, n, bw, lat);
-            out.param_s += gather_time(L.e * params, n, bw, lat);
+            out.grad_s += bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
+            out.param_s += bucketed(Collective::all_gather, params, L.e, param_bucket, g);
         } else {
-            out.grad_s += all_reduce_time(grad_e * params, n, bw, lat);
+            out.grad_s += bucketed(Collective::all_reduce, params, grad_e, grad_bucket, g);
         }
     };
-    dp_cost(dense_params, N, L.bw_dp, L.lat_dp);
-    dp_cost(expert_params, L.edp, L.bw_edp, L.lat_edp);
-    if (p > 1 && job.model.tied_embeddings && (stage == 0 || stage == p - 1))  // embedding-group all-reduce
-        out.grad_s += all_reduce_time(grad_e * L.output_params, 2, L.bw_pp, L.lat_pp);
+    dp_cost(dense_params, L.net_dp);
+    dp_cost(expert_params, L.net_edp);
+    if (p > 1 && job.model.tied_embeddings && (stage == 0 || stage == p - 1)) {  // embedding-group all-reduce
+        // Two ranks, first and last stage: one per node when the pipeline leaves the node.
+        GroupNet pair = L.net_pp;
+        pair.n = 2;
+        pair.per_node = L.net_pp.nodes > 1 ? 1 : 2;
+        pair.nodes = L.net_pp.nodes > 1 ? 2 : 1;
+        pair.bus_inter = L.net_pp.bus_inter / L.net_pp.per_node;
+        pair.nvls_gain = 1;
+        out.grad_s += nccl_time(Collective::all_reduce, grad_e * L.output_params, pair);
+    }
     return out;
 }
 

@@ -16,6 +16,18 @@ namespace ptd::est {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// ---- nccl: one communicator's placement and fabric (collectives.cpp) ------------------------
+// How a parallel group sits on the nodes (members per node from the rank order) and the bus
+// bandwidths NCCL sees for it. Filled by assign_group_links, read by nccl_time.
+struct GroupNet {
+    int n = 1;               // ranks in the group
+    int per_node = 1;        // members on one node (k)
+    int nodes = 1;           // nodes the group spans
+    double bus_intra = 0;    // NVLink bus bandwidth per rank, bytes/s (after comm_eff)
+    double bus_inter = 0;    // the group's per-node NIC bandwidth, bytes/s (k NICs' worth, after comm_eff)
+    double nvls_gain = 1;    // NVLink SHARP all-reduce bus-bandwidth gain inside a node (1 = none)
+};
+
 // Everything one evaluation needs, derived from the context + layout once (estimate.cpp).
 struct LayoutDerived {
     const ModelSpec* m;
@@ -41,6 +53,8 @@ struct LayoutDerived {
     // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
     double gemm_eff_max, flash_eff;
     double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
+    // ---- nccl: each group's placement and fabric (collectives.cpp) ----
+    GroupNet net_tp, net_cp, net_ep, net_dp, net_edp, net_pp;
 };
 
 // ---- compute.cpp ----------------------------------------------------------------------------
@@ -64,6 +78,15 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
 // One ring collective moving `bytes` per rank over n ranks.
 double all_reduce_time(double bytes, int n, double bw, double lat);
 double gather_time(double bytes, int n, double bw, double lat);  // all-gather or reduce-scatter
+// ---- nccl: collectives as NCCL runs them (ring / tree / NVLS, LL / LL128 / Simple) ----
+enum class Collective { all_reduce, all_gather };  // all_gather also stands for reduce-scatter
+// Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the
+// gathered output) over group g: the fastest algorithm and protocol, as NCCL's tuner picks.
+double nccl_time(Collective c, double bytes, const GroupNet& g);
+// One point-to-point send of `bytes` between neighbouring members of g (pipeline, ring attention).
+double p2p_time(double bytes, const GroupNet& g);
+// All-to-all (expert dispatch / combine) of `bytes` per rank over g.
+double all_to_all_time(double bytes, const GroupNet& g);
 // The TP, CP, EP and p2p parts of one micro-batch's blocks through `layers` layers.
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);
 // One stage's data-parallel traffic per iteration, before overlap.

@@ -345,6 +345,9 @@ JobSpec default_job(const PresetCatalog& presets) {
     job.cluster.gpu = *gpu;
     job.origin.gpu_preset = gpu->name;
     job.cluster.inter_gbps = 50.0;  // one 400 Gb/s NIC per GPU, as on DGX H100
+    job.cluster.nics_per_node = 8;  // nccl: the DGX H100 network (assets/presets/clusters.toml)
+    job.cluster.nvls = true;
+    job.origin.network_source = "dgx-h100, the default for gpu h100-sxm";
     job.parallel.tp = 4;
     job.parallel.pp = 2;
     job.parallel.zero = 1;

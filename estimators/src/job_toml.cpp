@@ -370,12 +370,78 @@ static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, con
     r.finish();
 }
 
+// nccl: the network. Base: the cluster preset, else the first cluster preset on the job's GPU
+// (defaults suit the hardware the job names), else one NIC per GPU at inter_gbps. Then the
+// table's own nics_per_node / nic_gbps / rail_optimized / nvls, and inter_gbps (each GPU's
+// share of the NIC line rate) as an override of the per-GPU figure.
+static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job, const PresetCatalog& presets,
+                                 const ClusterPreset* cluster_preset) {
+    ClusterSpec& c = job.cluster;
+    const int gpn = std::max(c.gpus_per_node, 1);
+    const ClusterPreset* net = cluster_preset;
+    if (!net && !job.origin.gpu_preset.empty()) net = presets.default_cluster_for_gpu(job.origin.gpu_preset);
+    double nic_gbps = 8.0 * c.inter_gbps;
+    c.nics_per_node = 0;  // one NIC per GPU, at inter_gbps
+    if (net) {
+        // A node with other GPU count than the preset's keeps its NICs per GPU.
+        c.nics_per_node = std::max(1, (int)std::lround((double)net->nics_per_node * gpn / net->gpus_per_node));
+        nic_gbps = net->nic_gbps;
+        c.rail_optimized = net->rail_optimized;
+        c.nvls = net->nvls;
+        job.origin.network_source = cluster_preset ? "cluster preset " + net->name
+                                                   : net->name + ", the default for gpu " + job.origin.gpu_preset;
+    } else {
+        job.origin.network_source = "one NIC per GPU at inter_gbps (no cluster preset for this GPU)";
+    }
+    int nics = 0;
+    double nic = 0;
+    const bool nics_given = r.read_int("nics_per_node", nics, 1, 1024);
+    const bool nic_given = r.read_double("nic_gbps", nic, 1e-3, 1e5);
+    r.read_bool("rail_optimized", c.rail_optimized);
+    r.read_bool("nvls", c.nvls);
+    if (nics_given) c.nics_per_node = nics;
+    if (nic_given) nic_gbps = nic;
+    if (nic_given && job.origin.inter_given)
+        ctx.error(r.where("inter_gbps"), "cluster.inter_gbps",
+                  "both inter_gbps (GB/s per GPU) and nic_gbps (Gb/s per NIC) give the network bandwidth; "
+                  "allowed: one of them (inter_gbps = nics_per_node · nic_gbps / 8 / gpus_per_node)");
+    if (nics_given || nic_given || net) job.origin.network_source += nics_given || nic_given ? ", with the file's NIC keys" : "";
+    if (!job.origin.inter_given) c.inter_gbps = (c.nics_per_node > 0 ? c.nics_per_node : gpn) * nic_gbps / 8.0 / gpn;
+    else job.origin.network_source += ", inter_gbps from the file";
+}
+
 static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, const PresetCatalog& presets) {
     TableReader r(ctx, t, "cluster");
     ClusterSpec& c = job.cluster;
+    // nccl: a cluster preset gives gpu, gpus_per_node, intra/host/PCIe figures and the network;
+    // every key the table writes itself overrides it.
+    const ClusterPreset* cluster_preset = nullptr;
+    if (std::string name; r.read_string("preset", name)) {
+        cluster_preset = presets.find_cluster(name);
+        const GpuSpec* g = cluster_preset ? presets.find_gpu(cluster_preset->gpu) : nullptr;
+        if (cluster_preset && g) {
+            c.gpus_per_node = cluster_preset->gpus_per_node;
+            c.gpu = *g;
+            job.origin.gpu_preset = cluster_preset->gpu;
+            job.origin.gpu_base = *g;
+            c.intra_gbps = cluster_preset->intra_gbps;
+            c.host_memory_gib = cluster_preset->host_memory_gib;
+            c.pcie_gbps = cluster_preset->pcie_gbps;
+            job.origin.cluster_preset = name;
+        } else {
+            cluster_preset = nullptr;
+            std::string hint = closest_match(name, presets.cluster_names());
+            ctx.error(r.where("preset"), "cluster.preset",
+                      "unknown cluster preset " + quote_input(name) +
+                          (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                          "; allowed: " + preset_list(presets.cluster_names()));
+        }
+    }
     r.require("nodes", "an integer ≥ 1");
-    r.require("gpus_per_node", "an integer ≥ 1");
-    r.require("gpu", "a GPU preset name (string) or a [cluster.gpu] table");
+    if (!cluster_preset) {
+        r.require("gpus_per_node", "an integer ≥ 1");
+        r.require("gpu", "a GPU preset name (string) or a [cluster.gpu] table");
+    }
     r.read_int("nodes", c.nodes, 1, 1 << 20);
     r.read_int("gpus_per_node", c.gpus_per_node, 1, 1024);
     auto use_preset = [&](const std::string& name, std::string_view key) {
@@ -409,7 +475,8 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
         gr.finish();
     }
     job.origin.intra_given = r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
-    r.read_double("inter_gbps", c.inter_gbps, 1e-6, 1e7);
+    job.origin.inter_given = r.read_double("inter_gbps", c.inter_gbps, 1e-6, 1e7);
+    read_cluster_network(ctx, r, job, presets, cluster_preset);
     r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
     r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
     r.read_string_array("hosts", c.hosts);
@@ -816,6 +883,7 @@ std::string save_job_toml(const JobSpec& job) {
 
     const ClusterSpec& c = job.cluster;
     w.header("cluster");
+    if (!o.cluster_preset.empty()) w.str("preset", o.cluster_preset);
     w.int_("nodes", c.nodes);
     w.int_("gpus_per_node", c.gpus_per_node);
     const GpuSpec* gpu_base = o.gpu_base && !o.gpu_preset.empty() ? &*o.gpu_base : nullptr;
@@ -823,6 +891,11 @@ std::string save_job_toml(const JobSpec& job) {
     if (gpu_is_preset) w.str("gpu", o.gpu_preset);
     if (o.intra_given || c.intra_gbps != c.gpu.link_gbps) w.dbl("intra_gbps", c.intra_gbps, "GB/s per GPU");
     w.dbl("inter_gbps", c.inter_gbps, "GB/s per GPU");
+    if (c.nics_per_node > 0 || !c.rail_optimized || c.nvls) {
+        if (c.nics_per_node > 0) w.int_("nics_per_node", c.nics_per_node);
+        w.boolean("rail_optimized", c.rail_optimized);
+        w.boolean("nvls", c.nvls, "NVLink SHARP");
+    }
     if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
     if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);

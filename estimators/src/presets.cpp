@@ -33,6 +33,22 @@ std::vector<std::string> PresetCatalog::gpu_names() const {
     return out;
 }
 
+const ClusterPreset* PresetCatalog::find_cluster(std::string_view name) const {
+    for (const ClusterPreset& c : clusters)
+        if (c.name == name) return &c;
+    return nullptr;
+}
+std::vector<std::string> PresetCatalog::cluster_names() const {
+    std::vector<std::string> out;
+    for (const ClusterPreset& c : clusters) out.push_back(c.name);
+    return out;
+}
+const ClusterPreset* PresetCatalog::default_cluster_for_gpu(std::string_view gpu) const {
+    for (const ClusterPreset& c : clusters)
+        if (c.gpu == gpu) return &c;
+    return nullptr;
+}
+
 // Each top-level table of a preset document is one preset named by its key.
 // toml++ keeps keys sorted, so presets are visited in source-line order to keep the file's
 // order (families together, small to large).
@@ -95,6 +111,39 @@ Result<PresetCatalog> parse_presets(std::string_view models_toml, const std::str
     return cat;
 }
 
+Result<void> parse_cluster_presets(PresetCatalog& cat, std::string_view clusters_toml, const std::string& file) {
+    auto doc = parse_toml(clusters_toml, file);
+    if (!doc) return std::unexpected(doc.error());
+    TomlContext ctx;
+    ctx.file = file;
+    std::vector<ClusterPreset> out;
+    read_preset_tables(ctx, *doc, "cluster", [&](const std::string& name, const toml::table& t) {
+        TableReader r(ctx, t, name);
+        ClusterPreset c;
+        c.name = name;
+        for (const char* key : {"description", "gpu", "gpus_per_node", "nics_per_node", "nic_gbps", "rail_optimized",
+                                "nvls", "intra_gbps", "host_memory_gib", "pcie_gbps"})
+            r.require(key, "every cluster preset writes all its keys (see the file's header)");
+        r.read_string("description", c.description);
+        if (r.read_string("gpu", c.gpu) && !cat.find_gpu(c.gpu))
+            ctx.error(r.where("gpu"), name + ".gpu",
+                      "unknown GPU preset \"" + c.gpu + "\"; allowed: a preset of gpus.toml");
+        r.read_int("gpus_per_node", c.gpus_per_node, 1, 1024);
+        r.read_int("nics_per_node", c.nics_per_node, 1, 64);
+        r.read_double("nic_gbps", c.nic_gbps, 1e-3, 1e5);
+        r.read_bool("rail_optimized", c.rail_optimized);
+        r.read_bool("nvls", c.nvls);
+        r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
+        r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
+        r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
+        r.finish();
+        out.push_back(std::move(c));
+    });
+    if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
+    cat.clusters = std::move(out);
+    return {};
+}
+
 static fs::path executable_dir() {
     std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -143,7 +192,21 @@ Result<PresetCatalog> load_presets() {
     auto gpus = read_text_file(gpus_file, file_kind::preset_toml);
     if (!gpus) return std::unexpected(gpus.error());
     auto cat = parse_presets(*models, models_file, *gpus, gpus_file);
-    if (cat) cat->origin = dir;
+    if (!cat) return cat;
+    cat->origin = dir;
+    // nccl: clusters.toml is newer than the other two; an assets folder without it (an older
+    // copy) gets the embedded cluster presets, a malformed one is an error.
+    std::string clusters_file = dir + "/presets/clusters.toml";
+    std::error_code ec;
+    if (fs::exists(clusters_file, ec)) {
+        auto text = read_text_file(clusters_file, file_kind::preset_toml);
+        if (!text) return std::unexpected(text.error());
+        if (auto ok = parse_cluster_presets(*cat, *text, clusters_file); !ok) return std::unexpected(ok.error());
+    } else {
+        // The embedded cluster presets whose GPU this folder's gpus.toml has.
+        for (const ClusterPreset& c : embedded_presets().clusters)
+            if (cat->find_gpu(c.gpu)) cat->clusters.push_back(c);
+    }
     return cat;
 }
 
@@ -156,6 +219,14 @@ const PresetCatalog& embedded_presets() {
             std::fprintf(stderr, "ptd: internal error: embedded presets do not parse:\n%s",
                          parsed.error().str().c_str());
             std::abort();
+        }
+        if (parsed) {
+            if (auto ok = parse_cluster_presets(*parsed, embedded_clusters_toml(), "<embedded>/presets/clusters.toml");
+                !ok) {
+                std::fprintf(stderr, "ptd: internal error: embedded cluster presets do not parse:\n%s",
+                             ok.error().str().c_str());
+                std::abort();
+            }
         }
         parsed->origin = "<embedded>";
         return *parsed;

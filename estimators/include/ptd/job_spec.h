@@ -105,6 +105,12 @@ struct ClusterSpec {
     double inter_gbps = 25.0;   // per-GPU bandwidth across nodes (one 200 Gb/s NIC per GPU)
     double host_memory_gib = 0; // host RAM per node, GiB (offload); 0 = not given (the cluster preset's, else unchecked)
     double pcie_gbps = 0;       // host↔GPU bandwidth per GPU, GB/s one direction; 0 = not given (from the GPU generation)
+    // nccl (issue 15): the network as NCCL uses it. inter_gbps above is each GPU's share of
+    // the node's NIC line rate (nics_per_node · nic Gb/s / 8 / gpus_per_node); a group with k
+    // members on a node drives k shares at once (collectives.cpp). 0 NICs = one per GPU.
+    int nics_per_node = 0;      // compute NICs per node (cluster preset, else the GPU's default cluster)
+    bool rail_optimized = true; // NIC i of every node on the same leaf switch (rail)
+    bool nvls = false;          // NVLink SHARP (NVSwitch gen3+): in-switch all-reduce inside a node
     std::vector<std::string> hosts;  // optional; when given, one per node
 
     int world_size() const { return nodes * gpus_per_node; }
@@ -218,6 +224,12 @@ struct JobSpec {
         // (default_activation_profile); saving writes it only where it differs.
         bool activation_profile_defaulted = false;
         bool intra_given = false;
+        // nccl: [cluster] preset = "..." (a cluster preset), whether inter_gbps was written, and
+        // where the network came from ("cluster preset dgx-h100", "dgx-h100, the default for
+        // gpu h100-sxm", ...), for `ptd validate` / `ptd estimate`.
+        std::string cluster_preset;
+        bool inter_given = false;
+        std::string network_source;
         // Things the user should know that are not errors, e.g. HF config fields that were
         // approximated or ignored. `ptd validate` prints them as notes.
         std::vector<std::string> notes;

@@ -12,16 +12,43 @@
 
 namespace ptd {
 
+// nccl: one node / network preset of assets/presets/clusters.toml.
+struct ClusterPreset {
+    std::string name, description;
+    std::string gpu;              // GPU preset name
+    int gpus_per_node = 8;
+    int nics_per_node = 8;
+    double nic_gbps = 0;          // Gb/s per NIC
+    bool rail_optimized = true;
+    bool nvls = false;
+    double intra_gbps = 0;        // GB/s per GPU, one direction
+    double host_memory_gib = 0;
+    double pcie_gbps = 0;
+    // Each GPU's share of the node's NIC line rate, GB/s (ClusterSpec::inter_gbps).
+    double inter_gbps_per_gpu() const { return nics_per_node * nic_gbps / 8.0 / gpus_per_node; }
+};
+
 struct PresetCatalog {
     std::vector<ModelSpec> models;  // in file order (sorted by source line)
     std::vector<GpuSpec> gpus;      // in file order
+    std::vector<ClusterPreset> clusters;  // nccl: in file order
     std::string origin;             // folder the files came from, or "<embedded>"
 
     const ModelSpec* find_model(std::string_view name) const;  // nullptr if unknown
     const GpuSpec* find_gpu(std::string_view name) const;
     std::vector<std::string> model_names() const;
     std::vector<std::string> gpu_names() const;
+    const ClusterPreset* find_cluster(std::string_view name) const;
+    std::vector<std::string> cluster_names() const;
+    // The network a job naming `gpu` (a GPU preset) gets without a cluster preset: the first
+    // cluster preset on that GPU; nullptr when none uses it.
+    const ClusterPreset* default_cluster_for_gpu(std::string_view gpu) const;
 };
+
+// nccl: parse assets/presets/clusters.toml into cat.clusters (GPU names checked against
+// cat.gpus). Errors name the file, line, key and what is allowed.
+Result<void> parse_cluster_presets(PresetCatalog& cat, std::string_view clusters_toml, const std::string& file);
+std::string_view embedded_clusters_toml();
 
 // Parse the two preset documents. Top-level tables are preset names; their keys are the
 // [model] keys of a job (models) and the [cluster.gpu] keys (gpus).
