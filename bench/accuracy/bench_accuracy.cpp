@@ -149,8 +149,6 @@ std::string apply_run_to_job(Run& r) {
 
     // ---- INTEGRATOR: wire these when the issue-15 JobSpec fields land --------------------
     //   r.fp8 (delayed/current/tensorwise/rowwise)   -> the FP8 recipe field (item 3)
-    //   r.cluster, r.nics_per_node, r.nic_gbps       -> the cluster preset / NIC fields (item 1);
-    //                                                   until then inter_gbps carries the network
     //   r.tp_comm_overlap                            -> the TP overlap key (item 2)
     //   r.schedule (zb-h1 / dualpipe)                -> the schedule field (item 5)
     // Remove the matching skip below once a key is wired.
@@ -240,6 +238,28 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         j.cluster.nodes = get<int>(t, "gpus", 8) / j.cluster.gpus_per_node;
         j.cluster.intra_gbps = j.cluster.gpu.link_gbps;
         j.cluster.inter_gbps = get<double>(t, "inter_gbps", 25.0);
+        // The network as a job file would get it (job_toml.cpp read_cluster_network): the named
+        // cluster preset, else the default cluster of the GPU; the run's own NIC count and
+        // per-NIC GB/s (this file's unit) or its per-GPU inter_gbps override.
+        {
+            const ptd::ClusterPreset* net = !r.cluster.empty() ? presets.find_cluster(r.cluster)
+                                                               : presets.default_cluster_for_gpu(gpu);
+            const int gpn = std::max(j.cluster.gpus_per_node, 1);
+            double nic_gbit = 8.0 * get<double>(t, "inter_gbps", 25.0);  // Gb/s per NIC, one NIC per GPU
+            j.cluster.nics_per_node = 0;
+            if (net) {
+                j.cluster.nics_per_node = std::max(1, (int)std::lround((double)net->nics_per_node * gpn / net->gpus_per_node));
+                nic_gbit = net->nic_gbps;
+                j.cluster.rail_optimized = net->rail_optimized;
+                j.cluster.nvls = net->nvls;
+                if (net->intra_gbps > 0 && net->gpu == gpu) j.cluster.intra_gbps = net->intra_gbps;
+            }
+            if (r.nics_per_node > 0) j.cluster.nics_per_node = r.nics_per_node;
+            if (r.nic_gbps > 0) nic_gbit = 8.0 * r.nic_gbps;
+            const int nics = j.cluster.nics_per_node > 0 ? j.cluster.nics_per_node : gpn;
+            j.cluster.inter_gbps = t.contains("inter_gbps") && r.nic_gbps <= 0 ? get<double>(t, "inter_gbps", 25.0)
+                                                                               : nics * nic_gbit / 8.0 / gpn;
+        }
         ptd::ParallelSpec& p = j.parallel;
         p.tp = get<int>(t, "tp", 1);
         p.pp = get<int>(t, "pp", 1);
