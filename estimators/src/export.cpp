@@ -240,6 +240,32 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     arg("--global-batch-size", I(t.global_batch));
     if (t.precision == Precision::bf16) arg("--bf16");
     else if (t.precision == Precision::fp16) arg("--fp16");
+    if (t.fp8 != Fp8Recipe::none) {
+        // fp8 (issue 15 point 3): Megatron-LM's Transformer-Engine arguments (arguments.py:
+        // --fp8-format e4m3|hybrid, --fp8-recipe tensorwise|delayed|mxfp8|blockwise; its
+        // "tensorwise" builds TE's Float8CurrentScaling).
+        if (t.fp8 == Fp8Recipe::rowwise)
+            return job_error(job, "training.fp8",
+                             "got \"rowwise\"; Megatron-LM's --fp8-recipe has no row-wise scaling (torchao's recipe); "
+                             "allowed for --format megatron: \"delayed\", \"current\", \"tensorwise\", \"mxfp8\"");
+        arg("--fp8-format", to_string(t.fp8_format));
+        arg("--fp8-recipe", t.fp8 == Fp8Recipe::delayed ? "delayed" : t.fp8 == Fp8Recipe::mxfp8 ? "mxfp8" : "tensorwise");
+        if (t.fp8 == Fp8Recipe::delayed) {
+            // Megatron's defaults (history 1, most_recent) differ from TE's DelayedScaling
+            // defaults (1024, max), which the estimate and the job key follow.
+            arg("--fp8-amax-history-len", I(t.fp8_amax_history_len));
+            arg("--fp8-amax-compute-algo", "max");
+        }
+        if (t.fp8 == Fp8Recipe::tensorwise)
+            out.notes.push_back("training.fp8 = \"tensorwise\": Megatron-LM's --fp8-recipe tensorwise runs Transformer "
+                                "Engine's Float8CurrentScaling (ptd's \"current\"), which caches FP8 weights per step "
+                                "and keeps FP8 activations, unlike torchao's tensorwise that the estimate modelled");
+        if (t.fp8_bf16_first_layers > 0 || t.fp8_bf16_last_layers > 0) {
+            arg("--first-last-layers-bf16");
+            arg("--num-layers-at-start-in-bf16", I(t.fp8_bf16_first_layers));
+            arg("--num-layers-at-end-in-bf16", I(t.fp8_bf16_last_layers));
+        }
+    }
     if (p.recompute == Recompute::selective) {
         arg("--recompute-granularity", "selective");
     } else if (p.recompute == Recompute::full) {
@@ -300,6 +326,11 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     ds["gradient_accumulation_steps"] = job.grad_accum();
     ds["gradient_clipping"] = t.grad_clip;
     ds["bf16"] = {{"enabled", t.precision == Precision::bf16}};
+    if (t.fp8 != Fp8Recipe::none)
+        out.notes.push_back(std::string("training.fp8 = \"") + to_string(t.fp8) +
+                            "\": DeepSpeed has no native FP8 training; ds_config trains in bf16 (the estimate "
+                            "assumed FP8 GEMMs). Wrap the model's linear layers in Transformer Engine "
+                            "(te.fp8_autocast) in the training script, or export to Megatron-LM or torchtitan");
     if (t.precision == Precision::fp16) ds["fp16"] = {{"enabled", true}, {"loss_scale", 0}};  // 0 = dynamic
     else ds["fp16"] = {{"enabled", false}};
 
@@ -397,6 +428,9 @@ struct TitanPlan {
     int micro_batches = 1;          // per dp rank and step when pipelining
     std::vector<std::vector<std::string>> chunk_modules;  // per model chunk, pp > 1 only
     std::vector<std::string> notes;
+    // fp8 (issue 15 point 3): torchao converter wanted, and the modules it must skip.
+    bool fp8 = false;
+    std::vector<std::string> fp8_filter_fqns;
 };
 
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
@@ -465,6 +499,35 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (!t.flash_attention)
         tp.notes.push_back("training.flash_attention = false: torchtitan always uses scaled_dot_product_attention "
                            "(flash kernels where available)");
+    if (t.fp8 != Fp8Recipe::none) {
+        // fp8 (issue 15 point 3): torchao's float8 / mx converters. torchao has no delayed
+        // scaling (removed); its tensorwise recipe is dynamic (current) scaling.
+        if (t.fp8 == Fp8Recipe::delayed)
+            return job_error(job, "training.fp8",
+                             "got \"delayed\"; torchtitan's float8 (torchao) scales dynamically and has no delayed "
+                             "scaling; allowed for --format " + fmt + ": \"tensorwise\", \"rowwise\", \"mxfp8\", "
+                             "\"current\" (written as tensorwise)");
+        if (t.fp8 == Fp8Recipe::current)
+            tp.notes.push_back("training.fp8 = \"current\": written as torchao's tensorwise recipe (dynamic per-tensor "
+                               "scaling, the same scaling); torchao re-casts weights every micro-batch and keeps bf16 "
+                               "activations, unlike Transformer Engine's current scaling that the estimate modelled");
+        if (t.fp8_format != Fp8Format::hybrid)
+            tp.notes.push_back(std::string("training.fp8_format = \"") + to_string(t.fp8_format) +
+                               "\": torchtitan has no format key; torchao's recipe fixes the FP8 formats");
+        tp.fp8 = true;
+        tp.fp8_filter_fqns.push_back(output_module);  // the output layer stays bf16, as the estimate assumes
+        for (int i = 0; i < t.fp8_bf16_first_layers; ++i) tp.fp8_filter_fqns.push_back("layers." + std::to_string(i) + ".");
+        for (int i = m.layers - t.fp8_bf16_last_layers; i < m.layers; ++i)
+            tp.fp8_filter_fqns.push_back("layers." + std::to_string(i) + ".");
+        if (format == ExportFormat::torchtitan) {
+            std::string skip;
+            for (const std::string& f : tp.fp8_filter_fqns) skip += (skip.empty() ? "" : ", ") + f;
+            tp.notes.push_back(std::string("training.fp8 = \"") + to_string(t.fp8) +
+                               "\": not written into this Python config (torchtitan's converter classes change between "
+                               "versions); add Float8LinearConverter / MXLinearConverter to config.model_converters with "
+                               "filter_fqns = [" + skip + "], or use --format torchtitan-toml");
+        }
+    }
     return tp;
 }
 
@@ -494,6 +557,7 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
                   " KV heads, ffn " + std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) +
                   "): register one and set name / flavor");
     }
+    if (plan->fp8) w.strings("converters", {t.fp8 == Fp8Recipe::mxfp8 ? "mx" : "float8"});
 
     w.header("optimizer");
     w.str("name", t.optimizer == Optimizer::adam ? "Adam" : "AdamW");
@@ -517,6 +581,17 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     w.dbl("max_norm", t.grad_clip);
     w.int_("steps", t.steps);
     w.str("mixed_precision_param", t.precision == Precision::bf16 ? "bfloat16" : "float32");
+    if (plan->fp8) {
+        // fp8 (issue 15 point 3): torchtitan v0.2 job_config.py — model.converters ["float8"]
+        // with [float8] recipe_name, or ["mx"] with [mx] (Blackwell); filter_fqns skips modules
+        // by substring (the output layer, and the bf16 first / last layers).
+        const bool mx = t.fp8 == Fp8Recipe::mxfp8;
+        w.header(mx ? "mx" : "float8");
+        w.str("recipe_name", mx ? "mxfp8" : t.fp8 == Fp8Recipe::rowwise ? "rowwise" : "tensorwise");
+        w.strings("filter_fqns", plan->fp8_filter_fqns);
+        w.header("compile");
+        w.boolean("enable", true, "torchao's FP8 casts are fused by torch.compile (the estimate assumes it)");
+    }
 
     w.header("parallelism");
     w.int_("data_parallel_replicate_degree", plan->replicate ? p.dp : 1);
