@@ -200,8 +200,8 @@ TEST(Fp8Export, TorchtitanTomlConverter) {
     auto out = export_job(job("llama3-70b-h100.toml", {"training.fp8=rowwise", "training.fp8_bf16_last_layers=1"}),
                           ExportFormat::torchtitan_toml);
     ASSERT_TRUE(out) << out.error().str();
-    EXPECT_TRUE(contains(out->text, "converters = [\"float8\"]")) << out->text;
-    EXPECT_TRUE(contains(out->text, "[float8]\nrecipe_name = \"rowwise\"")) << out->text;
+    EXPECT_TRUE(contains(out->text, "converters = [\"quantize.linear.float8\"]")) << out->text;
+    EXPECT_TRUE(contains(out->text, "[quantize.linear.float8]\nrecipe_name = \"rowwise\"")) << out->text;
     EXPECT_TRUE(contains(out->text, "filter_fqns = [\"output\", \"layers.79.\"]")) << out->text;
     EXPECT_TRUE(contains(out->text, "[compile]\nenable = true")) << out->text;
 
@@ -211,8 +211,25 @@ TEST(Fp8Export, TorchtitanTomlConverter) {
 
     auto mx = export_job(job("llama3-70b-h100.toml", {"training.fp8=mxfp8", "cluster.gpu=b200"}), ExportFormat::torchtitan_toml);
     ASSERT_TRUE(mx) << mx.error().str();
-    EXPECT_TRUE(contains(mx->text, "converters = [\"mx\"]")) << mx->text;
-    EXPECT_TRUE(contains(mx->text, "[mx]\nrecipe_name = \"mxfp8\"")) << mx->text;
+    EXPECT_TRUE(contains(mx->text, "converters = [\"quantize.linear.mx\"]")) << mx->text;
+    EXPECT_TRUE(contains(mx->text, "[quantize.linear.mx]\nfilter_fqns = [\"output\"]")) << mx->text;
+}
+
+// torchtitan's current Python config: the converter in model_registry(..., converters=[...]).
+TEST(Fp8Export, TorchtitanPythonConverter) {
+    auto rw = export_job(job("llama3-70b-h100.toml", {"training.fp8=rowwise", "training.fp8_bf16_first_layers=1"}),
+                         ExportFormat::torchtitan);
+    ASSERT_TRUE(rw) << rw.error().str();
+    EXPECT_TRUE(contains(rw->text, "from torchtitan.components.quantization import Float8LinearConverter")) << rw->text;
+    EXPECT_TRUE(contains(rw->text, "config.compile.enable = True")) << rw->text;
+    EXPECT_TRUE(contains(rw->text, "Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\", \"layers.0.\"]"))
+        << rw->text;
+    auto tw = export_job(job("llama3-70b-h100.toml", {"training.fp8=tensorwise"}), ExportFormat::torchtitan);
+    ASSERT_FALSE(tw);
+    EXPECT_EQ(tw.error().diagnostics.front().key, "training.fp8");
+    auto mx = export_job(job("llama3-70b-h100.toml", {"training.fp8=mxfp8", "cluster.gpu=b200"}), ExportFormat::torchtitan);
+    ASSERT_TRUE(mx) << mx.error().str();
+    EXPECT_TRUE(contains(mx->text, "MXFP8LinearConverter.Config(fqns=[\"layers.\"]")) << mx->text;
 }
 
 TEST(Fp8Export, DeepSpeedSaysItHasNoFp8) {

@@ -431,6 +431,7 @@ struct TitanPlan {
     // fp8 (issue 15 point 3): torchao converter wanted, and the modules it must skip.
     bool fp8 = false;
     std::vector<std::string> fp8_filter_fqns;
+    std::vector<std::string> fp8_layers;  // mxfp8, Python form: the layers to convert (fqns)
 };
 
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
@@ -519,14 +520,21 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
         for (int i = 0; i < t.fp8_bf16_first_layers; ++i) tp.fp8_filter_fqns.push_back("layers." + std::to_string(i) + ".");
         for (int i = m.layers - t.fp8_bf16_last_layers; i < m.layers; ++i)
             tp.fp8_filter_fqns.push_back("layers." + std::to_string(i) + ".");
-        if (format == ExportFormat::torchtitan) {
-            std::string skip;
-            for (const std::string& f : tp.fp8_filter_fqns) skip += (skip.empty() ? "" : ", ") + f;
+        // The Python config (main b5bcd76): Float8LinearConverter offers rowwise recipes only;
+        // MXFP8LinearConverter converts the Linear modules whose name contains an entry of fqns.
+        if (format == ExportFormat::torchtitan && (t.fp8 == Fp8Recipe::tensorwise || t.fp8 == Fp8Recipe::current))
+            return job_error(job, "training.fp8",
+                             std::string("got \"") + to_string(t.fp8) +
+                                 "\"; torchtitan's Float8LinearConverter (current config system) has rowwise recipes only; "
+                                 "allowed for --format torchtitan: \"rowwise\", \"mxfp8\" (tensorwise: --format "
+                                 "torchtitan-toml, v0.2)");
+        if (format == ExportFormat::torchtitan && !tp.flavor)
             tp.notes.push_back(std::string("training.fp8 = \"") + to_string(t.fp8) +
-                               "\": not written into this Python config (torchtitan's converter classes change between "
-                               "versions); add Float8LinearConverter / MXLinearConverter to config.model_converters with "
-                               "filter_fqns = [" + skip + "], or use --format torchtitan-toml");
-        }
+                               "\": pass the FP8 converter to model_registry(..., converters=[...]) once the model is "
+                               "registered");
+        if (t.fp8 == Fp8Recipe::mxfp8)
+            for (int i = t.fp8_bf16_first_layers; i < m.layers - t.fp8_bf16_last_layers; ++i)
+                tp.fp8_layers.push_back("layers." + std::to_string(i) + ".");
     }
     return tp;
 }
@@ -557,7 +565,7 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
                   " KV heads, ffn " + std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) +
                   "): register one and set name / flavor");
     }
-    if (plan->fp8) w.strings("converters", {t.fp8 == Fp8Recipe::mxfp8 ? "mx" : "float8"});
+    if (plan->fp8) w.strings("converters", {t.fp8 == Fp8Recipe::mxfp8 ? "quantize.linear.mx" : "quantize.linear.float8"});
 
     w.header("optimizer");
     w.str("name", t.optimizer == Optimizer::adam ? "Adam" : "AdamW");
@@ -582,12 +590,14 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     w.int_("steps", t.steps);
     w.str("mixed_precision_param", t.precision == Precision::bf16 ? "bfloat16" : "float32");
     if (plan->fp8) {
-        // fp8 (issue 15 point 3): torchtitan v0.2 job_config.py — model.converters ["float8"]
-        // with [float8] recipe_name, or ["mx"] with [mx] (Blackwell); filter_fqns skips modules
-        // by substring (the output layer, and the bf16 first / last layers).
+        // fp8 (issue 15 point 3): torchtitan v0.2.x job_config.py — model.converters
+        // ["quantize.linear.float8"] with [quantize.linear.float8] recipe_name, or
+        // ["quantize.linear.mx"] with [quantize.linear.mx] (Blackwell; its default recipe
+        // mxfp8_cublas); filter_fqns skips modules whose name contains an entry
+        // (components/quantization/utils.py module_filter_fn): the output layer, bf16 layers.
         const bool mx = t.fp8 == Fp8Recipe::mxfp8;
-        w.header(mx ? "mx" : "float8");
-        w.str("recipe_name", mx ? "mxfp8" : t.fp8 == Fp8Recipe::rowwise ? "rowwise" : "tensorwise");
+        w.header(mx ? "quantize.linear.mx" : "quantize.linear.float8");
+        if (!mx) w.str("recipe_name", t.fp8 == Fp8Recipe::rowwise ? "rowwise" : "tensorwise");
         w.strings("filter_fqns", plan->fp8_filter_fqns);
         w.header("compile");
         w.boolean("enable", true, "torchao's FP8 casts are fused by torch.compile (the estimate assumes it)");
@@ -670,6 +680,9 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     if (p.recompute != Recompute::none)
         line(std::string("from torchtitan.distributed.activation_checkpoint import ") +
              (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC"));
+    if (plan->fp8)
+        line(std::string("from torchtitan.components.quantization import ") +
+             (t.fp8 == Fp8Recipe::mxfp8 ? "MXFP8LinearConverter" : "Float8LinearConverter"));
     if (plan->flavor) line("from torchtitan.models.llama3 import model_registry");
     line("from torchtitan.models.llama3.config_registry import " + std::string(baseline));
     line("from torchtitan.trainer import Trainer");
@@ -688,7 +701,29 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line();
     line("def ptd_job() -> Trainer.Config:");
     line("    config = " + std::string(baseline) + "()");
-    line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + ")" : "    config.model_spec = _model_spec()");
+    if (plan->flavor && plan->fp8) {
+        // fp8 (issue 15 point 3): the converter goes into the model spec; torch.compile fuses the casts.
+        auto py_list = [](const std::vector<std::string>& v) {
+            std::string l = "[";
+            for (size_t i = 0; i < v.size(); ++i) l += (i ? ", " : "") + py_str(v[i]);
+            return l + "]";
+        };
+        line("    config.compile.enable = True  # torchao's FP8 casts are fused by torch.compile");
+        line("    config.model_spec = model_registry(");
+        line("        " + py_str(plan->flavor) + ",");
+        line("        converters=[");
+        if (t.fp8 == Fp8Recipe::mxfp8)
+            line("            MXFP8LinearConverter.Config(fqns=" +
+                 (t.fp8_bf16_first_layers + t.fp8_bf16_last_layers > 0 ? py_list(plan->fp8_layers) : std::string("[\"layers.\"]")) +
+                 ", model_compile_enabled=True),  # the transformer layers, not lm_head");
+        else
+            line("            Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=" + py_list(plan->fp8_filter_fqns) +
+                 ", model_compile_enabled=True),");
+        line("        ],");
+        line("    )");
+    } else {
+        line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + ")" : "    config.model_spec = _model_spec()");
+    }
     line("    config.optimizer = OptimizersContainer.Config(");
     line("        param_groups=[");
     line("            ParamGroupConfig(");
