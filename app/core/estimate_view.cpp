@@ -105,7 +105,10 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                                     job.world_size(), job.cluster.gpu.name.c_str());
     out += " · " + layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp);
     out += fmt(" · mb %d · global %d · %d micro-batches · %s · %s · recompute %s · SP %s · flash %s\n", t.micro_batch,
-               t.global_batch, est.micro_batches, to_string(t.precision),
+               t.global_batch, est.micro_batches,
+               (std::string(to_string(t.precision)) +
+                (t.fp8 != Fp8Recipe::none ? std::string(" + fp8 ") + to_string(t.fp8) : std::string()))  // issue 15 fp8
+                   .c_str(),
                p.distributed_optimizer ? "distributed optimizer" : fmt("zero %d", p.zero).c_str(),
                to_string(p.recompute), p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
     {  // nccl: the network the collective times assume

@@ -5,6 +5,14 @@
 // flash attention's causal block skipping — Dao 2023 (FlashAttention-2) §3.1; the
 // d/(d + d0) shape factor and its constants — fitted on the calibration runs
 // (docs/accuracy.md). docs/estimators.md writes every term out.
+// FP8 (issue 15 point 3): which GEMMs run at the FP8 peak — Transformer Engine's fp8_autocast
+// covers te.Linear / LayerNormLinear / LayerNormMLP / GroupedLinear (QKV, proj, FC1, FC2 and
+// the experts: fprop, dgrad and wgrad); the attention core (fused/flash attention, TE's FP8
+// DPA is off by default), Megatron's output layer (a ColumnParallelLinear outside the FP8
+// region), the MoE router and the embedding stay bf16 (TE docs "Using FP8 with Transformer
+// Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
+// nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
+// quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
 #include "estimate_internal.h"
 
 #include <algorithm>
@@ -70,6 +78,38 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
         L.elementwise_factor = k.eager_elementwise_factor;
 }
 
+// Bytes of HBM traffic per element to bring one bf16 GEMM operand into the FP8 forms its
+// GEMMs read. Reading bf16 is 2 bytes, each FP8 copy written is 1.
+// Transformer Engine (TE 1.x/2.x, Hopper): one fused cast-transpose kernel writes the
+// rowwise copy (fprop / dgrad) and the columnwise (transposed) copy wgrad needs, since
+// Hopper's FP8 GEMM takes only the TN layout: 2 + 1 + 1 = 4. Delayed scaling takes the scale
+// from the amax history and records the amax in the same pass; current scaling
+// (Float8CurrentScaling) first reads the tensor once more for its amax: 6. MXFP8 (Blackwell)
+// computes each 1×32 block's E8M0 scale inside the pass, rowwise and columnwise: 2 + 2 + 2/32.
+// TE caches FP8 weights across a step's micro-batches (Megatron passes is_first_microbatch),
+// so a weight is quantized once per step. Inputs are cast in the forward, output gradients
+// in the backward (E5M2 with the hybrid format).
+// torchao Float8Linear (torchtitan tensorwise / rowwise, dynamic scaling): each cast reads
+// the tensor for its amax (per tensor or per row) and again to write one FP8 orientation:
+// 2 + 2 + 1 = 5 per cast. It saves the bf16 input and weight for backward and casts them
+// again there (Xᵀ for wgrad, Wᵀ for dgrad), and casts the output gradient twice (dgrad,
+// wgrad); weights every micro-batch (no cache).
+Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
+    Fp8CastBytes c;
+    const double steps = 1.0 / std::max(mbs, 1);
+    switch (recipe) {
+        case Fp8Recipe::none: break;
+        case Fp8Recipe::delayed: c.in_fwd = c.grad_bwd = 4.0, c.weight_fwd = 4.0 * steps; break;
+        case Fp8Recipe::current: c.in_fwd = c.grad_bwd = 6.0, c.weight_fwd = 6.0 * steps; break;
+        case Fp8Recipe::mxfp8: c.in_fwd = c.grad_bwd = 4.0 + 2.0 / 32.0, c.weight_fwd = c.in_fwd * steps; break;
+        case Fp8Recipe::tensorwise:
+        case Fp8Recipe::rowwise:
+            c.in_fwd = 5.0, c.grad_bwd = 10.0, c.in_bwd = 5.0, c.weight_fwd = 5.0, c.weight_bwd = 5.0;
+            break;
+    }
+    return c;
+}
+
 double gemm_time(double peak, double m, double n, double k, double eff_max) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
@@ -79,18 +119,34 @@ double gemm_time(double peak, double m, double n, double k, double eff_max) {
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
     const double T = L.tokens, h = L.h, d = L.d, hd = L.heads_l * d, kvd = L.kv_l * d;
-    lt.gemm += gemm_time(L.peak, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
-    lt.gemm += gemm_time(L.peak, T, h, hd, L.gemm_eff_max);            // output projection
+    // fp8: the linear layers' GEMMs at the FP8 peak on the same efficiency curve; the router,
+    // attention core and output layer stay at `peak` (bf16).
+    const bool fp8 = L.fp8 != Fp8Recipe::none;
+    const double lin = fp8 ? L.peak_fp8 : L.peak;
+    lt.gemm += gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
+    lt.gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);            // output projection
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
         const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
         const double per_expert_tokens = T * k * L.ep / L.m->experts;  // balanced routing
-        lt.gemm += experts_l * (gemm_time(L.peak, per_expert_tokens, mats_in * L.f_l, h, L.gemm_eff_max) +
-                                gemm_time(L.peak, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
+        lt.gemm += experts_l * (gemm_time(lin, per_expert_tokens, mats_in * L.f_l, h, L.gemm_eff_max) +
+                                gemm_time(lin, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
         lt.gemm += gemm_time(L.peak, T, L.m->experts, h, L.gemm_eff_max);  // router
     } else {
-        lt.gemm += gemm_time(L.peak, T, mats_in * L.f_l, h, L.gemm_eff_max);
-        lt.gemm += gemm_time(L.peak, T, h, L.f_l, L.gemm_eff_max);
+        lt.gemm += gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+        lt.gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
+    }
+    if (fp8) {
+        // Quantization traffic (fp8_cast_bytes) of the four linear layers. The inputs of QKV
+        // and FC1 (norm outputs) and the output gradients of proj and FC2 are cast on the
+        // rank's sequence shard under sequence parallelism (TE casts before the all-gather);
+        // the others are local to the TP rank. MoE experts see k·T routed tokens.
+        const double r = L.sp ? 1.0 / L.t : 1.0, k = L.moe ? L.m->top_k : 1.0;
+        const double inputs = T * h * r + T * hd + k * T * h * (L.moe ? 1.0 : r) + k * T * L.f_l;
+        const double grads = T * (hd + 2 * kvd) + T * h * r + k * T * mats_in * L.f_l + k * T * h * (L.moe ? 1.0 : r);
+        const Fp8CastBytes& c = L.fp8_cast;
+        lt.fp8_cast = (c.in_fwd * inputs + c.weight_fwd * L.layer_linear_params) / L.hbm;
+        lt.fp8_cast_bwd = (c.grad_bwd * grads + c.in_bwd * inputs + c.weight_bwd * L.layer_linear_params) / L.hbm;
     }
     // Attention core: QKᵀ and PV per head; queries are local (s / cp), keys span s.
     const double s_keys = L.s_local * L.c;
@@ -118,8 +174,22 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
-    F.compute = layers * (lt.gemm + lt.attn + lt.elem);
-    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem);
+    F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast);
+    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd);
+    // fp8: the model's first / last layers kept in bf16 (Megatron --first-last-layers-bf16)
+    // sit in the block that holds the embedding / the output layer.
+    double bf16_layers = 0;
+    if (L.fp8 != Fp8Recipe::none) {
+        if (first) bf16_layers += std::min<double>(L.fp8_bf16_first, layers);
+        if (last) bf16_layers += std::min<double>(L.fp8_bf16_last, layers - bf16_layers);
+    }
+    if (bf16_layers > 0) {
+        LayoutDerived Lb = L;
+        Lb.fp8 = Fp8Recipe::none;
+        const LayerTime b = layer_forward_time(Lb);
+        F.compute += bf16_layers * (b.gemm + b.elem - lt.gemm - lt.elem - lt.fp8_cast);
+        B.compute += bf16_layers * (2.0 * (b.gemm + b.elem - lt.gemm - lt.elem) - lt.fp8_cast_bwd);
+    }
     if (L.rc == Recompute::full) B.recompute = F.compute;
     else if (L.rc == Recompute::selective) B.recompute = layers * lt.attn;  // core attention forward again
     if (last) {

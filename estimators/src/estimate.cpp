@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace ptd {
@@ -123,6 +124,31 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * time_model_constants().hbm_eff;
     assign_kernel_profile(job, L);
     L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
+
+    // fp8 (issue 15 point 3): the linear layers' GEMMs at the FP8 peak; what the recipe adds
+    // in quantization traffic and memory (compute.cpp, memory.cpp; docs/estimators.md).
+    const TrainingSpec& tr = job.training;
+    L.fp8 = tr.precision == Precision::bf16 && cl.gpu.fp8_tflops > 0 ? tr.fp8 : Fp8Recipe::none;
+    if (L.fp8 != Fp8Recipe::none) {
+        L.fp8_te = L.fp8 == Fp8Recipe::delayed || L.fp8 == Fp8Recipe::current || L.fp8 == Fp8Recipe::mxfp8;
+        L.peak_fp8 = cl.gpu.fp8_tflops * 1e12;
+        L.fp8_cast = fp8_cast_bytes(L.fp8, L.mbs);
+        // TE keeps the FP8 input a linear layer's wgrad needs (its columnwise copy) instead of
+        // the bf16 input; MXFP8 adds one E8M0 scale per 32 elements. torchao keeps bf16.
+        const double mx_scales = L.fp8 == Fp8Recipe::mxfp8 ? 1.0 / 32.0 : 0.0;
+        L.fp8_saved_bytes = L.fp8_te ? 1.0 + mx_scales : L.e;
+        // TE caches each weight's FP8 rowwise (fprop) and columnwise (dgrad; Hopper's FP8
+        // GEMM is TN-only, so a transposed copy) data for the step.
+        L.fp8_weight_bytes = L.fp8_te ? 2.0 * (1.0 + mx_scales) : 0.0;
+        // Delayed scaling: per linear module an fp32 amax history for 3 forward (input,
+        // weight, output) and 2 backward (grad output, grad input) tensors, plus scale and
+        // scale_inv per tensor; 4 linear modules (QKV, proj, FC1, FC2) per layer.
+        L.fp8_state_bytes_per_layer =
+            L.fp8 == Fp8Recipe::delayed ? 4.0 * 5.0 * 4.0 * (tr.fp8_amax_history_len + 2.0) : 0.0;
+        L.layer_linear_params = h * hd * 2 + h * kvd * 2 + (mats_in + 1.0) * h * L.f_l * (L.moe ? (double)m.experts / L.ep : 1.0);
+        L.fp8_bf16_first = tr.fp8_bf16_first_layers;
+        L.fp8_bf16_last = tr.fp8_bf16_last_layers;
+    }
     return L;
 }
 
@@ -418,6 +444,27 @@ Estimate estimate_job(const JobSpec& job) {
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
+    if (const TrainingSpec& tr = job.training; tr.fp8 != Fp8Recipe::none) {
+        // fp8 (issue 15 point 3): say which GEMMs the FP8 peak applies to and what it costs.
+        const bool te = tr.fp8 == Fp8Recipe::delayed || tr.fp8 == Fp8Recipe::current || tr.fp8 == Fp8Recipe::mxfp8;
+        char peak[64];
+        std::snprintf(peak, sizeof peak, "%.0f", job.cluster.gpu.fp8_tflops);
+        est.notes.push_back(std::string("fp8 \"") + to_string(tr.fp8) + "\" (" + to_string(tr.fp8_format) +
+                            "): the linear layers' GEMMs run at the FP8 peak (" + peak +
+                            " TFLOP/s) plus memory-bound quantization passes; attention core, output layer" +
+                            (m.experts > 1 ? ", router" : "") + " and embedding stay bf16; MFU/HFU are against the bf16 peak");
+        if (te)
+            est.notes.push_back("fp8 (Transformer Engine): params include the cached FP8 weights (rowwise + transposed, "
+                                "2 bytes per linear weight)" +
+                                std::string(tr.fp8 == Fp8Recipe::delayed ? " and the amax history" : "") +
+                                "; linear inputs are saved for backward in FP8 (1 byte)");
+        else
+            est.notes.push_back("fp8 (torchao): weights are cast every micro-batch, nothing cached; bf16 inputs are saved "
+                                "and cast again in backward");
+        if (tr.fp8_bf16_first_layers + tr.fp8_bf16_last_layers > 0)
+            est.notes.push_back("fp8: the first " + std::to_string(tr.fp8_bf16_first_layers) + " and last " +
+                                std::to_string(tr.fp8_bf16_last_layers) + " transformer layers run in bf16");
+    }
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "
                             "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");

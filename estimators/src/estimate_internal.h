@@ -26,6 +26,11 @@ struct GroupNet {
     double bus_intra = 0;    // NVLink bus bandwidth per rank, bytes/s (after comm_eff)
     double bus_inter = 0;    // the group's per-node NIC bandwidth, bytes/s (k NICs' worth, after comm_eff)
     double nvls_gain = 1;    // NVLink SHARP all-reduce bus-bandwidth gain inside a node (1 = none)
+// fp8 (issue 15 point 3): HBM bytes per element that quantizing one linear layer's operands
+// to FP8 moves (compute.cpp, fp8_cast_bytes, documents each figure).
+struct Fp8CastBytes {
+    double in_fwd = 0, grad_bwd = 0, in_bwd = 0;  // per input / output-gradient element
+    double weight_fwd = 0, weight_bwd = 0;        // per weight element and micro-batch
 };
 
 // Everything one evaluation needs, derived from the context + layout once (estimate.cpp).
@@ -55,6 +60,16 @@ struct LayoutDerived {
     double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
     // ---- nccl: each group's placement and fabric (collectives.cpp) ----
     GroupNet net_tp, net_cp, net_ep, net_dp, net_edp, net_pp;
+    // ---- fp8 (issue 15 point 3; derived in estimate.cpp, used by compute.cpp and memory.cpp) ----
+    Fp8Recipe fp8;                       // none: every GEMM at `peak`
+    bool fp8_te;                         // a Transformer Engine recipe (delayed, current, mxfp8)
+    double peak_fp8;                     // FLOP/s of the FP8 tensor cores (the linear layers' GEMMs)
+    Fp8CastBytes fp8_cast;               // memory-bound quantization traffic per operand element
+    double fp8_saved_bytes;              // bytes per element of a linear input TE saves for wgrad
+    double fp8_weight_bytes;             // bytes per weight element of TE's cached FP8 weights
+    double fp8_state_bytes_per_layer;    // amax history + scales of one layer's FP8 linears
+    double layer_linear_params;          // one layer's linear-layer weights on one rank (FP8 GEMM operands)
+    int fp8_bf16_first, fp8_bf16_last;   // transformer layers kept in bf16 at the model's ends
 };
 
 // ---- compute.cpp ----------------------------------------------------------------------------
@@ -67,7 +82,11 @@ double gemm_time(double peak, double m, double n, double k, double eff_max);
 struct LayerTime {
     double gemm = 0, attn = 0, elem = 0;  // forward
     double attn_bwd = 0;                   // attention core backward
+    double fp8_cast = 0, fp8_cast_bwd = 0; // fp8: quantizing the linear layers' operands (forward, backward)
 };
+// fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
+// Transformer Engine amortizes its cached FP8 weights).
+Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
 LayerTime layer_forward_time(const LayoutDerived& L);
 // The compute and recompute parts of one micro-batch's blocks through `layers` layers.
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);

@@ -240,6 +240,32 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     arg("--global-batch-size", I(t.global_batch));
     if (t.precision == Precision::bf16) arg("--bf16");
     else if (t.precision == Precision::fp16) arg("--fp16");
+    if (t.fp8 != Fp8Recipe::none) {
+        // fp8 (issue 15 point 3): Megatron-LM's Transformer-Engine arguments (arguments.py:
+        // --fp8-format e4m3|hybrid, --fp8-recipe tensorwise|delayed|mxfp8|blockwise; its
+        // "tensorwise" builds TE's Float8CurrentScaling).
+        if (t.fp8 == Fp8Recipe::rowwise)
+            return job_error(job, "training.fp8",
+                             "got \"rowwise\"; Megatron-LM's --fp8-recipe has no row-wise scaling (torchao's recipe); "
+                             "allowed for --format megatron: \"delayed\", \"current\", \"tensorwise\", \"mxfp8\"");
+        arg("--fp8-format", to_string(t.fp8_format));
+        arg("--fp8-recipe", t.fp8 == Fp8Recipe::delayed ? "delayed" : t.fp8 == Fp8Recipe::mxfp8 ? "mxfp8" : "tensorwise");
+        if (t.fp8 == Fp8Recipe::delayed) {
+            // Megatron's defaults (history 1, most_recent) differ from TE's DelayedScaling
+            // defaults (1024, max), which the estimate and the job key follow.
+            arg("--fp8-amax-history-len", I(t.fp8_amax_history_len));
+            arg("--fp8-amax-compute-algo", "max");
+        }
+        if (t.fp8 == Fp8Recipe::tensorwise)
+            out.notes.push_back("training.fp8 = \"tensorwise\": Megatron-LM's --fp8-recipe tensorwise runs Transformer "
+                                "Engine's Float8CurrentScaling (ptd's \"current\"), which caches FP8 weights per step "
+                                "and keeps FP8 activations, unlike torchao's tensorwise that the estimate modelled");
+        if (t.fp8_bf16_first_layers > 0 || t.fp8_bf16_last_layers > 0) {
+            arg("--first-last-layers-bf16");
+            arg("--num-layers-at-start-in-bf16", I(t.fp8_bf16_first_layers));
+            arg("--num-layers-at-end-in-bf16", I(t.fp8_bf16_last_layers));
+        }
+    }
     if (p.recompute == Recompute::selective) {
         arg("--recompute-granularity", "selective");
     } else if (p.recompute == Recompute::full) {
@@ -300,6 +326,11 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     ds["gradient_accumulation_steps"] = job.grad_accum();
     ds["gradient_clipping"] = t.grad_clip;
     ds["bf16"] = {{"enabled", t.precision == Precision::bf16}};
+    if (t.fp8 != Fp8Recipe::none)
+        out.notes.push_back(std::string("training.fp8 = \"") + to_string(t.fp8) +
+                            "\": DeepSpeed has no native FP8 training; ds_config trains in bf16 (the estimate "
+                            "assumed FP8 GEMMs). Wrap the model's linear layers in Transformer Engine "
+                            "(te.fp8_autocast) in the training script, or export to Megatron-LM or torchtitan");
     if (t.precision == Precision::fp16) ds["fp16"] = {{"enabled", true}, {"loss_scale", 0}};  // 0 = dynamic
     else ds["fp16"] = {{"enabled", false}};
 
@@ -397,6 +428,10 @@ struct TitanPlan {
     int micro_batches = 1;          // per dp rank and step when pipelining
     std::vector<std::vector<std::string>> chunk_modules;  // per model chunk, pp > 1 only
     std::vector<std::string> notes;
+    // fp8 (issue 15 point 3): torchao converter wanted, and the modules it must skip.
+    bool fp8 = false;
+    std::vector<std::string> fp8_filter_fqns;
+    std::vector<std::string> fp8_layers;  // mxfp8, Python form: the layers to convert (fqns)
 };
 
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
@@ -465,6 +500,42 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (!t.flash_attention)
         tp.notes.push_back("training.flash_attention = false: torchtitan always uses scaled_dot_product_attention "
                            "(flash kernels where available)");
+    if (t.fp8 != Fp8Recipe::none) {
+        // fp8 (issue 15 point 3): torchao's float8 / mx converters. torchao has no delayed
+        // scaling (removed); its tensorwise recipe is dynamic (current) scaling.
+        if (t.fp8 == Fp8Recipe::delayed)
+            return job_error(job, "training.fp8",
+                             "got \"delayed\"; torchtitan's float8 (torchao) scales dynamically and has no delayed "
+                             "scaling; allowed for --format " + fmt + ": \"tensorwise\", \"rowwise\", \"mxfp8\", "
+                             "\"current\" (written as tensorwise)");
+        if (t.fp8 == Fp8Recipe::current)
+            tp.notes.push_back("training.fp8 = \"current\": written as torchao's tensorwise recipe (dynamic per-tensor "
+                               "scaling, the same scaling); torchao re-casts weights every micro-batch and keeps bf16 "
+                               "activations, unlike Transformer Engine's current scaling that the estimate modelled");
+        if (t.fp8_format != Fp8Format::hybrid)
+            tp.notes.push_back(std::string("training.fp8_format = \"") + to_string(t.fp8_format) +
+                               "\": torchtitan has no format key; torchao's recipe fixes the FP8 formats");
+        tp.fp8 = true;
+        tp.fp8_filter_fqns.push_back(output_module);  // the output layer stays bf16, as the estimate assumes
+        for (int i = 0; i < t.fp8_bf16_first_layers; ++i) tp.fp8_filter_fqns.push_back("layers." + std::to_string(i) + ".");
+        for (int i = m.layers - t.fp8_bf16_last_layers; i < m.layers; ++i)
+            tp.fp8_filter_fqns.push_back("layers." + std::to_string(i) + ".");
+        // The Python config (main b5bcd76): Float8LinearConverter offers rowwise recipes only;
+        // MXFP8LinearConverter converts the Linear modules whose name contains an entry of fqns.
+        if (format == ExportFormat::torchtitan && (t.fp8 == Fp8Recipe::tensorwise || t.fp8 == Fp8Recipe::current))
+            return job_error(job, "training.fp8",
+                             std::string("got \"") + to_string(t.fp8) +
+                                 "\"; torchtitan's Float8LinearConverter (current config system) has rowwise recipes only; "
+                                 "allowed for --format torchtitan: \"rowwise\", \"mxfp8\" (tensorwise: --format "
+                                 "torchtitan-toml, v0.2)");
+        if (format == ExportFormat::torchtitan && !tp.flavor)
+            tp.notes.push_back(std::string("training.fp8 = \"") + to_string(t.fp8) +
+                               "\": pass the FP8 converter to model_registry(..., converters=[...]) once the model is "
+                               "registered");
+        if (t.fp8 == Fp8Recipe::mxfp8)
+            for (int i = t.fp8_bf16_first_layers; i < m.layers - t.fp8_bf16_last_layers; ++i)
+                tp.fp8_layers.push_back("layers." + std::to_string(i) + ".");
+    }
     return tp;
 }
 
@@ -494,6 +565,7 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
                   " KV heads, ffn " + std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) +
                   "): register one and set name / flavor");
     }
+    if (plan->fp8) w.strings("converters", {t.fp8 == Fp8Recipe::mxfp8 ? "quantize.linear.mx" : "quantize.linear.float8"});
 
     w.header("optimizer");
     w.str("name", t.optimizer == Optimizer::adam ? "Adam" : "AdamW");
@@ -517,6 +589,19 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     w.dbl("max_norm", t.grad_clip);
     w.int_("steps", t.steps);
     w.str("mixed_precision_param", t.precision == Precision::bf16 ? "bfloat16" : "float32");
+    if (plan->fp8) {
+        // fp8 (issue 15 point 3): torchtitan v0.2.x job_config.py — model.converters
+        // ["quantize.linear.float8"] with [quantize.linear.float8] recipe_name, or
+        // ["quantize.linear.mx"] with [quantize.linear.mx] (Blackwell; its default recipe
+        // mxfp8_cublas); filter_fqns skips modules whose name contains an entry
+        // (components/quantization/utils.py module_filter_fn): the output layer, bf16 layers.
+        const bool mx = t.fp8 == Fp8Recipe::mxfp8;
+        w.header(mx ? "quantize.linear.mx" : "quantize.linear.float8");
+        if (!mx) w.str("recipe_name", t.fp8 == Fp8Recipe::rowwise ? "rowwise" : "tensorwise");
+        w.strings("filter_fqns", plan->fp8_filter_fqns);
+        w.header("compile");
+        w.boolean("enable", true, "torchao's FP8 casts are fused by torch.compile (the estimate assumes it)");
+    }
 
     w.header("parallelism");
     w.int_("data_parallel_replicate_degree", plan->replicate ? p.dp : 1);
@@ -595,6 +680,9 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     if (p.recompute != Recompute::none)
         line(std::string("from torchtitan.distributed.activation_checkpoint import ") +
              (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC"));
+    if (plan->fp8)
+        line(std::string("from torchtitan.components.quantization import ") +
+             (t.fp8 == Fp8Recipe::mxfp8 ? "MXFP8LinearConverter" : "Float8LinearConverter"));
     if (plan->flavor) line("from torchtitan.models.llama3 import model_registry");
     line("from torchtitan.models.llama3.config_registry import " + std::string(baseline));
     line("from torchtitan.trainer import Trainer");
@@ -613,7 +701,29 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line();
     line("def ptd_job() -> Trainer.Config:");
     line("    config = " + std::string(baseline) + "()");
-    line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + ")" : "    config.model_spec = _model_spec()");
+    if (plan->flavor && plan->fp8) {
+        // fp8 (issue 15 point 3): the converter goes into the model spec; torch.compile fuses the casts.
+        auto py_list = [](const std::vector<std::string>& v) {
+            std::string l = "[";
+            for (size_t i = 0; i < v.size(); ++i) l += (i ? ", " : "") + py_str(v[i]);
+            return l + "]";
+        };
+        line("    config.compile.enable = True  # torchao's FP8 casts are fused by torch.compile");
+        line("    config.model_spec = model_registry(");
+        line("        " + py_str(plan->flavor) + ",");
+        line("        converters=[");
+        if (t.fp8 == Fp8Recipe::mxfp8)
+            line("            MXFP8LinearConverter.Config(fqns=" +
+                 (t.fp8_bf16_first_layers + t.fp8_bf16_last_layers > 0 ? py_list(plan->fp8_layers) : std::string("[\"layers.\"]")) +
+                 ", model_compile_enabled=True),  # the transformer layers, not lm_head");
+        else
+            line("            Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=" + py_list(plan->fp8_filter_fqns) +
+                 ", model_compile_enabled=True),");
+        line("        ],");
+        line("    )");
+    } else {
+        line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + ")" : "    config.model_spec = _model_spec()");
+    }
     line("    config.optimizer = OptimizersContainer.Config(");
     line("        param_groups=[");
     line("            ParamGroupConfig(");

@@ -49,6 +49,18 @@ const char* to_string(GpuGeneration v) {
                                                            "hopper", "blackwell", "cdna3", "cpu"};
     return words[(int)v];
 }
+const char* to_string(Fp8Recipe v) {
+    switch (v) {
+        case Fp8Recipe::none: return "none";
+        case Fp8Recipe::delayed: return "delayed";
+        case Fp8Recipe::current: return "current";
+        case Fp8Recipe::tensorwise: return "tensorwise";
+        case Fp8Recipe::rowwise: return "rowwise";
+        case Fp8Recipe::mxfp8: return "mxfp8";
+    }
+    return "?";
+}
+const char* to_string(Fp8Format v) { return v == Fp8Format::hybrid ? "hybrid" : "e4m3"; }
 
 double GpuSpec::peak_tflops(Precision p) const {
     switch (p) {
@@ -153,6 +165,11 @@ bool default_flash_attention(const GpuSpec& gpu) { return gpu.bf16_tflops > gpu.
 
 ActivationProfile default_activation_profile(const GpuSpec& gpu) {
     return gpu.name == "cpu" ? ActivationProfile::ptd_engine : ActivationProfile::megatron;
+}
+
+bool gpu_has_mxfp8(const GpuSpec& gpu) {
+    // Block-scaled (MX) FP8 tensor cores arrived with Blackwell.
+    return gpu.fp8_tflops > 0 && gpu.generation == GpuGeneration::blackwell;
 }
 
 std::vector<Diagnostic> require_layout(const JobSpec& job, const std::string& command) {
@@ -324,6 +341,35 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                       to_string(t.precision) + "\", but gpu \"" + c.gpu.name +
                                       "\" has no " + to_string(t.precision) + " support; allowed on this GPU: fp32" +
                                       (c.gpu.fp16_tflops > 0 ? ", fp16" : "") + (c.gpu.bf16_tflops > 0 ? ", bf16" : ""));
+
+    // FP8 (issue 15 point 3): an autocast on top of bf16 mixed precision, on FP8 tensor cores.
+    if (t.fp8 != Fp8Recipe::none) {
+        const std::string recipe = std::string("got \"") + to_string(t.fp8) + "\"";
+        if (t.precision != Precision::bf16)
+            add("training.fp8", recipe + " with precision \"" + to_string(t.precision) +
+                                    "\": FP8 GEMMs run inside bf16 mixed precision (bf16 weights and activations "
+                                    "around them); allowed: precision = \"bf16\", or fp8 = \"none\"");
+        if (c.gpu.fp8_tflops <= 0)
+            add("training.fp8", recipe + ", but gpu \"" + c.gpu.name + "\"" +
+                                    (c.gpu.description.empty() ? std::string() : " (" + c.gpu.description + ")") +
+                                    " has no FP8 tensor cores (fp8_tflops = 0; FP8 needs Hopper, Ada or newer); "
+                                    "allowed on this GPU: fp8 = \"none\"");
+        else if (t.fp8 == Fp8Recipe::mxfp8 && !gpu_has_mxfp8(c.gpu))
+            add("training.fp8", recipe + ", but gpu \"" + c.gpu.name +
+                                    "\" has no MXFP8 (block-scaled) tensor cores, which need NVIDIA Blackwell "
+                                    "(B200, GB200); allowed on this GPU: \"delayed\", \"current\", \"tensorwise\", "
+                                    "\"rowwise\", \"none\"");
+        const long long bf16_layers = (long long)t.fp8_bf16_first_layers + t.fp8_bf16_last_layers;
+        if (bf16_layers >= m.layers && m.layers > 0)
+            add("training.fp8_bf16_first_layers",
+                "fp8_bf16_first_layers + fp8_bf16_last_layers = " + s(bf16_layers) + " for a model of " +
+                    s(m.layers) + " layers: no layer would run in FP8; allowed: a sum below layers");
+        if (bf16_layers > 0 && t.fp8 == Fp8Recipe::delayed)
+            add("training.fp8_bf16_first_layers",
+                "bf16 first/last layers with fp8 = \"delayed\": Megatron-LM refuses this (delayed scaling's amax "
+                "reduction assumes one FP8 region per step); allowed: fp8 = \"current\" or \"mxfp8\", or 0 "
+                "bf16 layers");
+    }
 
     // Hosts.
     if (!c.hosts.empty() && (int)c.hosts.size() != c.nodes)

@@ -247,6 +247,9 @@ static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};
+// In Fp8Recipe / Fp8Format order.
+static const std::vector<std::string> kFp8RecipeWords = {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"};
+static const std::vector<std::string> kFp8FormatWords = {"hybrid", "e4m3"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
 
@@ -524,6 +527,12 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
     r.read_string("data", tr.data);
     if (r.read_bool("flash_attention", tr.flash_attention)) job.origin.flash_attention_defaulted = false;
+    // fp8 (issue 15 point 3)
+    read_enum(r, "fp8", tr.fp8, kFp8RecipeWords);
+    read_enum(r, "fp8_format", tr.fp8_format, kFp8FormatWords);
+    r.read_int("fp8_amax_history_len", tr.fp8_amax_history_len, 1, 1 << 20);
+    r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
+    r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -939,6 +948,14 @@ std::string save_job_toml(const JobSpec& job) {
     else w.boolean("flash_attention", t.flash_attention);
     if (t.framework != Framework::megatron) w.str("framework", to_string(t.framework));
     if (t.torch_compile) w.boolean("torch_compile", true);
+    {  // fp8 (issue 15 point 3): written where it differs from the default
+        const TrainingSpec d;
+        if (t.fp8 != d.fp8) w.str("fp8", to_string(t.fp8));
+        if (t.fp8_format != d.fp8_format) w.str("fp8_format", to_string(t.fp8_format));
+        if (t.fp8_amax_history_len != d.fp8_amax_history_len) w.int_("fp8_amax_history_len", t.fp8_amax_history_len);
+        if (t.fp8_bf16_first_layers != d.fp8_bf16_first_layers) w.int_("fp8_bf16_first_layers", t.fp8_bf16_first_layers);
+        if (t.fp8_bf16_last_layers != d.fp8_bf16_last_layers) w.int_("fp8_bf16_last_layers", t.fp8_bf16_last_layers);
+    }
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;

@@ -7,6 +7,12 @@
 // generalised to GQA, SwiGLU, MoE and flash attention; in-flight micro-batches of 1F1B and
 // the interleaved schedule — Narayanan et al. 2021 §2.2; the ptd-engine profile is the
 // engine's own buffer list (engine_buffers.cpp). docs/estimators.md writes every term out.
+// FP8 (issue 15 point 3): Transformer Engine's cached FP8 weights (rowwise + columnwise copy,
+// the latter because Hopper's FP8 GEMM is TN-only; TE 2.x Float8Tensor / MXFP8Tensor usages),
+// delayed scaling's amax history (recipe.DelayedScaling amax_history_len), and the FP8 copy
+// of each linear input TE saves for wgrad instead of the bf16 input (te.Linear's
+// save_for_backward of the quantized input, columnwise usage only). torchao's Float8Linear
+// saves the bf16 tensors, so its activations stay those of bf16.
 #include "estimate_internal.h"
 
 #include <algorithm>
@@ -101,6 +107,13 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     } else {
         bytes += e * T * L.f_l * (L.swiglu ? 3.0 : 2.0);  // FC1 out (gate + up for SwiGLU) + activation
     }
+    if (L.fp8 != Fp8Recipe::none && L.fp8_te) {
+        // TE keeps the FP8 inputs of QKV (LN1 output), proj (context), FC1 (LN2 output, or the
+        // permuted tokens of MoE) and FC2 (activation output) instead of bf16 ones.
+        const double k = L.moe ? L.m->top_k : 1.0;
+        const double linear_inputs = T * h * r + T * hd + (L.moe ? k * T * h : T * h * r) + k * T * L.f_l;
+        bytes -= (e - L.fp8_saved_bytes) * linear_inputs;
+    }
     return bytes;
 }
 
@@ -162,6 +175,15 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     }
     S.params = dense + expert;
     S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
+    // fp8: layers of this stage that run in FP8 (the model's first / last layers may stay bf16).
+    double fp8_layers = 0;
+    if (L.fp8 != Fp8Recipe::none) {
+        double bf16 = first ? std::min<double>(L.fp8_bf16_first, layers) : 0.0;
+        if (last) bf16 += std::min<double>(L.fp8_bf16_last, layers - bf16);
+        fp8_layers = layers - bf16;
+        // TE's FP8 weight cache and amax history are weights of the step: counted with params.
+        S.mem.params += fp8_layers * (L.layer_linear_params * L.fp8_weight_bytes + L.fp8_state_bytes_per_layer);
+    }
     S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
     if (es.activation_profile == ActivationProfile::ptd_engine && expert == 0 && L.zero <= 1) {
@@ -226,6 +248,12 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     S.act_per_mb = per_layer * layers + stage_extra;
     S.in_flight = chunks / L.v;
     S.mem.activations = chunks * (per_layer * chunk_layers + stage_extra / L.v) + output_extra;
+    if (!engine && L.fp8 != Fp8Recipe::none && fp8_layers < layers) {
+        // bf16 layers of the first / last chunk keep bf16 inputs: chunks / v micro-batches hold them.
+        LayoutDerived Lb = L;
+        Lb.fp8 = Fp8Recipe::none;
+        S.mem.activations += chunks / L.v * (layers - fp8_layers) * (layer_activation_megatron(Lb, L.rc) - per_layer);
+    }
     // During backward one layer's recomputed tensors exist on top of what was saved (its saved
     // part is already counted above).
     if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;

@@ -34,6 +34,14 @@ enum class AttentionFlops { full, causal };             // attention-score FLOPs
 enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp };
 enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
 inline constexpr int kGpuGenerationCount = 8;
+// FP8 training (issue 15 point 3): which recipe runs the linear layers' GEMMs in FP8 on top
+// of bf16 mixed precision. delayed / current / mxfp8: Transformer Engine's DelayedScaling,
+// Float8CurrentScaling, MXFP8BlockScaling (Megatron-LM); tensorwise / rowwise: torchao's
+// float8 recipes (torchtitan). TOML words: "none", "delayed", "current", "tensorwise",
+// "rowwise", "mxfp8".
+enum class Fp8Recipe { none, delayed, current, tensorwise, rowwise, mxfp8 };
+// hybrid: E4M3 forward, E5M2 gradients (TE Format.HYBRID); e4m3: E4M3 everywhere.
+enum class Fp8Format { hybrid, e4m3 };
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -48,6 +56,8 @@ const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
 const char* to_string(GpuGeneration v);
 const char* to_string(Framework v);
+const char* to_string(Fp8Recipe v);
+const char* to_string(Fp8Format v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -150,6 +160,12 @@ struct TrainingSpec {
     int seed = 1234;
     std::string data = "synthetic";  // "synthetic", a text file, or an llm.c .bin token file
     bool flash_attention = true;     // fused attention: no s×s score/softmax tensors kept
+    // ---- fp8 (issue 15 point 3): FP8 linear-layer GEMMs on top of bf16 ----
+    Fp8Recipe fp8 = Fp8Recipe::none;
+    Fp8Format fp8_format = Fp8Format::hybrid;
+    int fp8_amax_history_len = 1024;  // delayed scaling's amax window (TE's default; Megatron's is 1)
+    int fp8_bf16_first_layers = 0;    // transformer layers kept in bf16 at the start (Megatron
+    int fp8_bf16_last_layers = 0;     // --first-last-layers-bf16) and at the end
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
@@ -275,6 +291,10 @@ bool default_flash_attention(const GpuSpec& gpu);
 // Which activations the estimator counts when the file does not say: the bundled engine's
 // own buffers on the `cpu` preset (nothing else trains there), Megatron-LM's elsewhere.
 ActivationProfile default_activation_profile(const GpuSpec& gpu);
+// Whether the GPU's tensor cores compute MX (microscaling, 1×32 block-scaled) FP8: NVIDIA
+// Blackwell (B100/B200/B300, GB200/GB300). GpuSpec has no architecture field, so the preset
+// name and description are read; MXFP8 needs this, the other FP8 recipes only fp8_tflops > 0.
+bool gpu_has_mxfp8(const GpuSpec& gpu);
 
 // For commands that need a chosen layout (layout, export, launch): an error naming the
 // file and what to do when the job has none (no [parallel] table); empty otherwise.
