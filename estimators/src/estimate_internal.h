@@ -26,6 +26,8 @@ struct GroupNet {
     double bus_intra = 0;    // NVLink bus bandwidth per rank, bytes/s (after comm_eff)
     double bus_inter = 0;    // the group's per-node NIC bandwidth, bytes/s (k NICs' worth, after comm_eff)
     double nvls_gain = 1;    // NVLink SHARP all-reduce bus-bandwidth gain inside a node (1 = none)
+};
+
 // fp8 (issue 15 point 3): HBM bytes per element that quantizing one linear layer's operands
 // to FP8 moves (compute.cpp, fp8_cast_bytes, documents each figure).
 struct Fp8CastBytes {
