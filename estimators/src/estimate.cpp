@@ -122,6 +122,11 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.peak = std::max(ctx.peak_flops, 1.0);
     L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * time_model_constants().hbm_eff;
     L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
+    // overlap: the job's settings; the param gather only exists with a sharded optimizer, TP
+    // overlap only with sequence parallelism (overlap.cpp).
+    L.overlap_grad_reduce = job.parallel.overlap_grad_reduce;
+    L.overlap_param_gather = job.parallel.overlap_param_gather && L.optimizer_sharded;
+    L.tp_comm_overlap = job.parallel.tp_comm_overlap && L.sp;
     return L;
 }
 
@@ -132,6 +137,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     ChunkTime c;
     block_compute(L, lt, layers, first, last, c);
     block_comm(L, lt, layers, first, last, c);
+    hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     return c;
 }
 
