@@ -267,3 +267,24 @@ TEST(OverlapTime, Zero3PerLayerPrefetchBeatsNoPrefetch) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(OverlapMemory, DeeperFsdpPrefetchHoldsMoreGatheredLayers) {
+    std::string text = kJob;
+    text.replace(text.find("tp = 2"), 6, "tp = 1");
+    text.replace(text.find("sequence_parallel = true\n"), 25, "");
+    text.replace(text.find("distributed_optimizer = true"), 28, "zero = 3");
+    auto j = ptd::load_job_text(text, "job.toml", presets());
+    ASSERT_TRUE(j) << j.error().str();
+    const double one = ptd::estimate_job(*j).stages[0].mem.temp;
+    j->parallel.fsdp_prefetch = 3;
+    const double three = ptd::estimate_job(*j).stages[0].mem.temp;
+    j->parallel.fsdp_prefetch = 0;
+    const double none = ptd::estimate_job(*j).stages[0].mem.temp;
+    // One gathered layer per prefetch step: 1 + d layers are held.
+    EXPECT_NEAR(three - one, 2 * (one - none), 1e-6 * one);
+    EXPECT_GT(one, none);
+}
+
+}  // namespace
