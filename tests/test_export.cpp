@@ -52,7 +52,8 @@ const std::set<std::string> kMegatronOptions = {
     "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--optimizer", "--adam-beta1", "--adam-beta2", "--lr", "--min-lr", "--lr-decay-style",
     "--lr-warmup-iters", "--train-iters", "--weight-decay", "--clip-grad", "--seed", "--mock-data", "--tokenizer-type",
-    "--vocab-size", "--data-path", "--pipeline-model-parallel-layout", "--sgd-momentum"};
+    "--vocab-size", "--data-path", "--pipeline-model-parallel-layout", "--sgd-momentum",
+    "--tp-comm-overlap"};
 
 // "--flag value" per line, every line but the last ending in " \".
 std::vector<std::pair<std::string, std::string>> megatron_args(const std::string& text) {
@@ -172,7 +173,10 @@ TEST(ExportMegatron, Gpt3PaperLayout) {
 }
 
 TEST(ExportMegatron, LlamaInterleavedDistributedOptimizer) {
-    auto out = export_job(job("llama3-70b-h100.toml"), ExportFormat::megatron);
+    // The overlap keys are off by default (Megatron-LM's), so the job turns them on.
+    auto out = export_job(job("llama3-70b-h100.toml", {"parallel.overlap_grad_reduce=true",
+                                                       "parallel.overlap_param_gather=true"}),
+                          ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     auto args = megatron_args(out->text);
     for (const auto& [flag, value] : args) EXPECT_TRUE(kMegatronOptions.contains(flag)) << flag;

@@ -382,6 +382,9 @@ zero = 1
 recompute = "full"
 order = "tp-pp-ep-dp-cp"
 layers_per_stage = [1, 1, 1, 1, 1, 1]
+overlap_grad_reduce = true
+overlap_param_gather = true
+fsdp_prefetch = 2
 
 [training]
 micro_batch = 1
@@ -409,8 +412,6 @@ nccl_gib = 0.25
 fragmentation = 0.1
 headroom = 0.05
 vocab_pad = 64
-overlap_grad_reduce = false
-overlap_param_gather = false
 zero_bucket_elements = 2e8
 )";
     auto job = load(text);
@@ -423,8 +424,10 @@ zero_bucket_elements = 2e8
     EXPECT_EQ(job->estimate.fragmentation, 0.1);
     EXPECT_EQ(job->estimate.headroom, 0.05);
     EXPECT_EQ(job->estimate.vocab_pad, 64);
-    EXPECT_FALSE(job->estimate.overlap_grad_reduce);
-    EXPECT_FALSE(job->estimate.overlap_param_gather);
+    EXPECT_TRUE(job->parallel.overlap_grad_reduce);
+    EXPECT_TRUE(job->parallel.overlap_param_gather);
+    EXPECT_FALSE(job->parallel.tp_comm_overlap);
+    EXPECT_EQ(job->parallel.fsdp_prefetch, 2);
     EXPECT_EQ(job->estimate.zero_bucket_elements, 2e8);
     EXPECT_EQ(job->cluster.gpu.memory_gib, 79.5);
     EXPECT_EQ(job->cluster.gpu.bf16_tflops, 312.0);

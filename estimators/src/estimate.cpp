@@ -149,6 +149,11 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.fp8_bf16_first = tr.fp8_bf16_first_layers;
         L.fp8_bf16_last = tr.fp8_bf16_last_layers;
     }
+    // overlap: the job's settings; the param gather only exists with a sharded optimizer, TP
+    // overlap only with sequence parallelism (overlap.cpp).
+    L.overlap_grad_reduce = job.parallel.overlap_grad_reduce;
+    L.overlap_param_gather = job.parallel.overlap_param_gather && L.optimizer_sharded;
+    L.tp_comm_overlap = job.parallel.tp_comm_overlap && L.sp;
     return L;
 }
 
@@ -159,6 +164,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     ChunkTime c;
     block_compute(L, lt, layers, first, last, c);
     block_comm(L, lt, layers, first, last, c);
+    hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     return c;
 }
 

@@ -72,6 +72,9 @@ struct LayoutDerived {
     double fp8_state_bytes_per_layer;    // amax history + scales of one layer's FP8 linears
     double layer_linear_params;          // one layer's linear-layer weights on one rank (FP8 GEMM operands)
     int fp8_bf16_first, fp8_bf16_last;   // transformer layers kept in bf16 at the model's ends
+    // overlap (overlap.cpp): the job's parallel.* overlap settings as they apply to this layout.
+    bool overlap_grad_reduce, overlap_param_gather;
+    bool tp_comm_overlap;                // only with sequence parallelism (tp > 1)
 };
 
 // ---- compute.cpp ----------------------------------------------------------------------------
@@ -139,5 +142,15 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
 // `fwd_s` / `bwd_s`: one micro-batch's forward / backward compute on the stage.
 StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const DpTraffic& dp, double dense_params,
                      double expert_params, double fwd_s, double bwd_s);
+// Extra time of `comm_s` of communication run beside a `window_s` compute window: the excess
+// over the window, at least the slowdown the concurrent collective causes the compute
+// (TimeModelConstants::overlap_slowdown).
+double overlapped_cost(double comm_s, double window_s);
+// A pass over `units` units, each gathered (comm_s[i]) before it computes (compute_s[i]), the
+// gathers running up to `depth` units ahead: the time beyond the compute, with contention.
+double prefetched_pass_exposed(const double* comm_s, const double* compute_s, int units, int depth);
+// parallel.tp_comm_overlap: shrinks the TP time of `layers` layers' blocks in `c` to what the
+// GEMMs do not hide (Transformer Engine userbuffers).
+void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "job_toml_internal.h"
+#include "ptd/model_stats.h"
 
 namespace ptd {
 
@@ -190,8 +191,10 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (p.zero == 1)
         out.notes.push_back("parallel.zero = 1 is written as --use-distributed-optimizer, Megatron-LM's sharding of "
                             "optimizer state over data-parallel ranks (the ZeRO-1 equivalent)");
-    if (e.overlap_grad_reduce) arg("--overlap-grad-reduce");
-    if (e.overlap_param_gather && (p.distributed_optimizer || p.zero == 1)) arg("--overlap-param-gather");
+    if (p.overlap_grad_reduce) arg("--overlap-grad-reduce");
+    if (p.overlap_param_gather && (p.distributed_optimizer || p.zero == 1)) arg("--overlap-param-gather");
+    // Transformer Engine userbuffers (needs --sequence-parallel, which validate_job requires).
+    if (p.tp_comm_overlap && p.tp > 1) arg("--tp-comm-overlap");
     const std::string order = effective_order(job, p.order);
     if (order == effective_order(job, "tp-cp-ep-pp-dp") && order != effective_order(job, "tp-cp-ep-dp-pp"))
         arg("--use-tp-pp-dp-mapping");
@@ -338,12 +341,23 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     const long long bucket = std::llround(e.zero_bucket_elements);
     nlohmann::ordered_json zero;
     zero["stage"] = stage;
-    zero["overlap_comm"] = e.overlap_grad_reduce;
+    zero["overlap_comm"] = p.overlap_grad_reduce;
     zero["contiguous_gradients"] = true;
     zero["reduce_bucket_size"] = bucket;
-    if (stage == 3) zero["stage3_prefetch_bucket_size"] = bucket;
-    else zero["allgather_bucket_size"] = bucket;
+    if (stage == 3) {
+        // parallel.fsdp_prefetch layers ahead, in parameters (0 turns prefetching off).
+        const ParamCounts pc = count_parameters(job.model);
+        zero["stage3_prefetch_bucket_size"] = (long long)p.fsdp_prefetch * pc.per_layer;
+    } else {
+        zero["allgather_bucket_size"] = bucket;
+    }
     ds["zero_optimization"] = zero;
+    if (p.overlap_param_gather && stage != 3)
+        out.notes.push_back("parallel.overlap_param_gather: DeepSpeed ZeRO-1/2 all-gathers the updated parameters "
+                            "inside step(), not behind the next forward; there is no ds_config key for it");
+    if (p.tp_comm_overlap)
+        out.notes.push_back("parallel.tp_comm_overlap: tensor-parallel GEMM/communication overlap is part of the "
+                            "model code (Megatron-DeepSpeed with Transformer Engine: --tp-comm-overlap), not ds_config");
     if (p.distributed_optimizer)
         out.notes.push_back("parallel.distributed_optimizer is written as ZeRO stage 1 (the same sharding of "
                             "optimizer state over data-parallel ranks)");
@@ -490,6 +504,14 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (order != effective_order(job, "tp-cp-ep-dp-pp"))
         tp.notes.push_back("parallel.order = \"" + p.order + "\": torchtitan's device mesh is fixed (pp, dp, cp, tp "
                            "from outermost to innermost)");
+    // overlap: FSDP2 always overlaps its collectives and prefetches one module ahead.
+    if (!p.overlap_grad_reduce && p.dp > 1)
+        tp.notes.push_back("parallel.overlap_grad_reduce = false: torchtitan's FSDP2 / DDP always overlap the "
+                           "gradient reduction with the backward; the estimate assumed no overlap");
+    if (p.zero == 3 && p.fsdp_prefetch != 1)
+        tp.notes.push_back("parallel.fsdp_prefetch = " + std::to_string(p.fsdp_prefetch) +
+                           ": FSDP2 prefetches one module ahead; other depths need set_modules_to_forward_prefetch / "
+                           "set_modules_to_backward_prefetch in the model code");
     if (p.recompute == Recompute::selective)
         tp.notes.push_back("parallel.recompute = \"selective\": torchtitan's op-level selective checkpointing "
                            "saves every other matmul, not Megatron's attention-core recompute; memory differs");
@@ -620,6 +642,14 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     }
     w.int_("context_parallel_degree", p.cp);
     if (m.experts > 1) w.int_("expert_parallel_degree", p.ep);
+    // parallel.tp_comm_overlap: async TP, which torchtitan runs only under torch.compile.
+    const bool async_tp = p.tp_comm_overlap && p.tp > 1;
+    if (async_tp) w.boolean("enable_async_tensor_parallel", true, "parallel.tp_comm_overlap (needs [compile])");
+    if (async_tp) {
+        w.header("compile");
+        w.boolean("enable", true);
+        w.strings("components", {"model", "loss"});
+    }
 
     w.header("activation_checkpoint");
     w.str("mode", to_string(p.recompute));
@@ -676,7 +706,9 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line("# on " + std::to_string(job.world_size()) + " GPUs. Data, tokenizer, loss, checkpoints and metrics come from");
     line("# torchtitan's " + std::string(baseline) + "(); everything ptd plans is set below.");
     line("from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig");
-    line("from torchtitan.config import ParallelismConfig, TrainingConfig");
+    const bool async_tp = p.tp_comm_overlap && p.tp > 1;  // parallel.tp_comm_overlap
+    line(async_tp ? "from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig"
+                  : "from torchtitan.config import ParallelismConfig, TrainingConfig");
     if (p.recompute != Recompute::none)
         line(std::string("from torchtitan.distributed.activation_checkpoint import ") +
              (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC"));
@@ -774,6 +806,8 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line("        context_parallel_degree=" + std::to_string(p.cp) + ",");
     if (m.experts > 1) line("        expert_parallel_degree=" + std::to_string(p.ep) + ",");
     line("    )");
+    if (async_tp)  // async TP runs only under torch.compile (CompileConfig.__post_init__)
+        line("    config.compile = CompileConfig(enable=True, enable_async_tensor_parallel=True)  # parallel.tp_comm_overlap");
     line(p.recompute == Recompute::full        ? "    config.activation_checkpoint = FullAC.Config()"
          : p.recompute == Recompute::selective ? "    config.activation_checkpoint = SelectiveAC.Config()"
                                                : "    config.activation_checkpoint = None");

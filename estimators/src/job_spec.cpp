@@ -300,6 +300,20 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 ": both shard the optimizer; allowed: distributed_optimizer = true with zero = 0, or "
                 "distributed_optimizer = false");
 
+    // Overlap: the combinations Megatron-LM refuses (megatron/training/arguments.py asserts).
+    if (p.overlap_param_gather && p.zero == 0 && !p.distributed_optimizer)
+        add("parallel.overlap_param_gather",
+            "true without a sharded optimizer: there is no parameter all-gather to overlap; allowed: true with "
+            "distributed_optimizer = true or zero ≥ 1, else false");
+    if (p.overlap_param_gather && p.zero != 3 && !p.overlap_grad_reduce && (p.zero != 0 || p.distributed_optimizer))
+        add("parallel.overlap_param_gather",
+            "true with overlap_grad_reduce = false (Megatron-LM: \"Must use --overlap-param-gather with "
+            "--overlap-grad-reduce\"); allowed: overlap_grad_reduce = true too, or false");
+    if (p.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel)
+        add("parallel.tp_comm_overlap",
+            "true with sequence_parallel = false: Transformer Engine overlaps the all-gather / reduce-scatter of "
+            "sequence parallelism with the GEMMs; allowed: sequence_parallel = true, or false");
+
     // Experts.
     if (p.ep > 1 && m.experts < 2)
         add("parallel.ep", "got " + s(p.ep) + " for a dense model; allowed: ep = 1 unless experts ≥ 2");

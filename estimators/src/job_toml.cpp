@@ -505,6 +505,11 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     read_enum(r, "recompute", p.recompute, kRecomputeWords);
     r.read_string("order", p.order);
     r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
+    // overlap (docs/job-spec.md): communication that runs concurrently with compute.
+    r.read_bool("overlap_grad_reduce", p.overlap_grad_reduce);
+    r.read_bool("overlap_param_gather", p.overlap_param_gather);
+    r.read_bool("tp_comm_overlap", p.tp_comm_overlap);
+    r.read_int("fsdp_prefetch", p.fsdp_prefetch, 0, 64);
     r.finish();
 }
 
@@ -579,8 +584,17 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("fragmentation", e.fragmentation, 0, 0.9);
     r.read_double("headroom", e.headroom, 0, 0.9);
     r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
-    r.read_bool("overlap_grad_reduce", e.overlap_grad_reduce);
-    r.read_bool("overlap_param_gather", e.overlap_param_gather);
+    // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
+    // spelling is refused with the new place rather than read, since its old default (on) differs.
+    for (const char* moved : {"overlap_grad_reduce", "overlap_param_gather"}) {
+        bool ignored = false;
+        if (r.read_bool(moved, ignored) || r.has(moved))
+            ctx.error(r.where(moved), std::string("estimate.") + moved,
+                      std::string("moved to [parallel]: write parallel.") + moved + " = " + (ignored ? "true" : "false") +
+                          " there (its default is now false, as in Megatron-LM without --" +
+                          (std::string_view(moved) == "overlap_grad_reduce" ? "overlap-grad-reduce" : "overlap-param-gather") +
+                          "); allowed in [estimate]: not this key");
+    }
     r.read_double("zero_bucket_elements", e.zero_bucket_elements, 1, 1e12);
     r.finish();
 }
@@ -927,6 +941,11 @@ std::string save_job_toml(const JobSpec& job) {
     w.str("recompute", to_string(p.recompute));
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+    const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
+    if (p.overlap_grad_reduce != pd.overlap_grad_reduce) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
+    if (p.overlap_param_gather != pd.overlap_param_gather) w.boolean("overlap_param_gather", p.overlap_param_gather);
+    if (p.tp_comm_overlap != pd.tp_comm_overlap) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
+    if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
     }
 
     const TrainingSpec& t = job.training;
@@ -989,8 +1008,6 @@ std::string save_job_toml(const JobSpec& job) {
         if (e.fragmentation != ed.fragmentation) w.dbl("fragmentation", e.fragmentation);
         if (e.headroom != ed.headroom) w.dbl("headroom", e.headroom);
         if (e.vocab_pad != ed.vocab_pad) w.int_("vocab_pad", e.vocab_pad);
-        if (e.overlap_grad_reduce != ed.overlap_grad_reduce) w.boolean("overlap_grad_reduce", e.overlap_grad_reduce);
-        if (e.overlap_param_gather != ed.overlap_param_gather) w.boolean("overlap_param_gather", e.overlap_param_gather);
         if (e.zero_bucket_elements != ed.zero_bucket_elements) w.dbl("zero_bucket_elements", e.zero_bucket_elements);
     }
 

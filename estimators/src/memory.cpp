@@ -278,10 +278,12 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
         // DeepSpeed reduce and all-gather buckets in the training dtype.
         S.mem.temp += 2.0 * L.e * std::min(bucket, S.params);
     } else if (L.zero == 3) {
-        // Gathered parameters of the current and the prefetched layer (or the embedding).
+        // Gathered parameters of the current and the prefetched layers (or the embedding):
+        // 1 + parallel.fsdp_prefetch of them (overlap.cpp).
         const double biggest = std::max(L.layer_dense_params + L.layer_expert_params,
                                         (i == 0 || i == p - 1) ? L.embed_params : 0.0);
-        S.mem.temp += 2.0 * L.e * std::min(biggest, bucket);
+        const double held = 1.0 + std::max(0, ctx.job.parallel.fsdp_prefetch);
+        S.mem.temp += held * L.e * std::min(biggest, bucket);
     }
     const double allocated = S.mem.model_states() + S.mem.activations + S.mem.temp;
     S.mem.fragmentation = es.fragmentation * allocated;

@@ -1,36 +1,175 @@
-// overlap.cpp — what communication hides behind compute, and what is left exposed after a
-// stage's last backward block: the data-parallel gradient reduction (Megatron's
-// overlap_grad_reduce starts it during the last backward), the parameter all-gather of a
-// sharded optimizer (overlap_param_gather hides it behind the next forward), ZeRO-3's
-// per-micro-batch gathers (prefetched), and the optimizer step itself (memory bound).
-// Sources: Megatron-LM's DDP and distributed optimizer (docs/source/api-guide/
-// dist_optimizer.md; arguments --overlap-grad-reduce, --overlap-param-gather); ZeRO-3
-// prefetching — Rajbhandari et al. 2020 §7 and DeepSpeed's stage3_prefetch_bucket_size.
-// docs/estimators.md writes every term out.
+// overlap.cpp — what communication hides behind compute, what is left exposed, and what the
+// hiding costs the compute it runs beside:
+//  - the data-parallel gradient reduction (parallel.overlap_grad_reduce: Megatron-LM starts a
+//    bucket's reduction as soon as its gradients are ready in the last micro-batch's backward;
+//    the last bucket, ready when the backward ends, stays exposed);
+//  - the sharded optimizer's parameter all-gather (parallel.overlap_param_gather: bucket by
+//    bucket during the next forward, the first bucket exposed);
+//  - the tensor-parallel all-gather / reduce-scatter of sequence parallelism
+//    (parallel.tp_comm_overlap: Transformer Engine's userbuffers pipeline them with the
+//    adjacent GEMMs in t ring steps; the last reduce-scatter step cannot overlap);
+//  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
+//    parallel.fsdp_prefetch layers ahead;
+//  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
+//    SMs and memory bandwidth), TimeModelConstants::overlap_slowdown;
+//  - and the optimizer step itself (memory bound).
+// Sources: Megatron-LM's DDP and distributed optimizer (docs/source/api-guide/dist_optimizer.md;
+// megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce,
+// overlap_param_gather, bucket_size default max(40M, 1M·dp) parameters; megatron/training/
+// arguments.py); Transformer Engine userbuffers, Megatron's tp_comm_overlap
+// (megatron/core/model_parallel_config.py: ring-exchange AG/RS overlap with the GEMMs);
+// ZeRO-3 prefetching — Rajbhandari et al. 2020 §7, DeepSpeed stage3_prefetch_bucket_size;
+// FSDP2 (torch fully_shard: per-module all-gather one module ahead, reduce-scatter after each
+// module's backward; torchtitan reshards after forward without pipelining); SM contention —
+// Lee et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated
+// Distributed Deep Learning" (arXiv 2507.03114): compute overlapped with NCCL collectives is
+// 18.9% slower on average (A100, H100, MI250, MI210; max 40%). docs/estimators.md writes every
+// term out.
 #include "estimate_internal.h"
 
 #include <algorithm>
 
 namespace ptd::est {
 
+double overlapped_cost(double comm_s, double window_s) {
+    if (comm_s <= 0) return 0;
+    const double sigma = time_model_constants().overlap_slowdown;
+    // While the collective runs, compute advances at 1/(1 + σ): a window of w seconds of
+    // compute beside c seconds of communication ends after max(c, w + c·σ/(1 + σ)).
+    return std::max(comm_s - window_s, comm_s * sigma / (1.0 + sigma));
+}
+
+double prefetched_pass_exposed(const double* comm_s, const double* compute_s, int units, int depth) {
+    // Two streams: unit i's gather may start once the one before it is gathered and a buffer
+    // is free (unit i − 1 − depth has finished computing); its compute once it is gathered and
+    // the previous unit has computed. depth 0: nothing is fetched before it is needed.
+    constexpr int kMaxDepth = 64;
+    double done[kMaxDepth + 1];  // compute end of the last depth + 1 units (ring)
+    const int ring = std::min(depth, kMaxDepth) + 1;
+    double comm_end = 0, comp_end = 0, compute_sum = 0, comm_sum = 0;
+    for (int i = 0; i < units; ++i) {
+        const double gate = i - ring >= 0 ? done[(i - ring) % ring] : 0.0;
+        comm_end = std::max(comm_end, gate) + comm_s[i];
+        comp_end = std::max(comp_end, comm_end) + compute_s[i];
+        done[i % ring] = comp_end;
+        compute_sum += compute_s[i];
+        comm_sum += comm_s[i];
+    }
+    const double exposed = std::max(0.0, comp_end - compute_sum);
+    // The communication that ran beside compute slowed it (SM contention).
+    const double sigma = time_model_constants().overlap_slowdown;
+    const double hidden = depth > 0 ? std::max(0.0, comm_sum - exposed) : 0.0;
+    return exposed + hidden * sigma / (1.0 + sigma);
+}
+
+void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
+    if (!L.tp_comm_overlap || L.t <= 1 || !L.sp || layers <= 0) return;
+    // One layer's TP traffic as the collectives model counts it (the embedding and the
+    // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
+    ChunkTime one;
+    block_comm(L, lt, 1.0, false, false, one);
+    auto exposed = [&](double comm, double gemm) {
+        // Half of it is reduce-scatter; its last ring step follows the last GEMM piece.
+        const double residue = 0.5 * comm / L.t;
+        return residue + overlapped_cost(comm - residue, gemm);
+    };
+    // Backward: data- and weight-gradient GEMMs (2× forward); with full recompute the
+    // recomputed forward's GEMMs and collectives too.
+    const double bwd_gemm = 2.0 * lt.gemm + (L.rc == Recompute::full ? lt.gemm : 0.0);
+    c.fwd.tp -= layers * (one.fwd.tp - exposed(one.fwd.tp, lt.gemm));
+    c.bwd.tp -= layers * (one.bwd.tp - exposed(one.bwd.tp, bwd_gemm));
+}
+
+namespace {
+
+// Parameters per DP bucket: Megatron's DDP default max(40M, 1M·dp) (distributed_data_parallel_
+// config.py), DeepSpeed's reduce / all-gather bucket for ZeRO-1/2 (estimate.zero_bucket_elements).
+double bucket_params(const EstimateContext& ctx, const LayoutDerived& L) {
+    if (L.zero >= 1) return ctx.job.estimate.zero_bucket_elements;
+    return std::max(40e6, 1e6 * L.dp * L.c);
+}
+
+// ZeRO-3 / FSDP: every micro-batch gathers each layer's parameters for its forward and again
+// for its backward and reduce-scatters its gradients after the backward (DeepSpeed ZeRO-3;
+// FSDP2 as torchtitan runs it without pipelining, reshard_after_forward). Units in forward
+// order: the embedding, the layers, the output layer (and final norm).
+double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double dense_params, double expert_params,
+                     int layers, double fwd_s, double bwd_s) {
+    const JobSpec& job = ctx.job;
+    const int N = L.dp * L.c;
+    const double grad_e = job.training.precision == Precision::fp32 ? 4.0 : 2.0;
+    auto gather = [&](double dense, double expert, double bytes_per) {
+        return gather_time(bytes_per * dense, N, L.bw_dp, L.lat_dp) +
+               gather_time(bytes_per * expert, L.edp, L.bw_edp, L.lat_edp);
+    };
+    const double layer_dense = layers > 0 ? L.layer_dense_params : 0.0;
+    const double layer_expert = layers > 0 ? expert_params / layers : 0.0;
+    const double ends = std::max(0.0, dense_params - layers * layer_dense);
+    const double embed = std::min(ends, L.embed_params), out = ends - embed;
+
+    // Compute per unit: one layer from the layer model, the ends take the rest of the stage's.
+    const LayerTime lt = layer_forward_time(L);
+    ChunkTime one;
+    block_compute(L, lt, 1.0, false, false, one);
+    const double lf = one.fwd.compute, lb = one.bwd.compute;
+    const double ef = std::max(0.0, fwd_s - layers * lf), eb = std::max(0.0, bwd_s - layers * lb);
+    const double emb_share = ends > 0 ? embed / ends : 0.5;
+
+    thread_local std::vector<double> comm, comp;
+    const int n = layers + 2;
+    comm.assign((size_t)n, 0.0);
+    comp.assign((size_t)n, 0.0);
+    // Forward.
+    comm[0] = gather(embed, 0, L.e), comp[0] = ef * emb_share;
+    for (int i = 1; i <= layers; ++i) comm[(size_t)i] = gather(layer_dense, layer_expert, L.e), comp[(size_t)i] = lf;
+    comm[(size_t)n - 1] = gather(out, 0, L.e), comp[(size_t)n - 1] = ef * (1 - emb_share);
+    const int depth = std::max(0, job.parallel.fsdp_prefetch);
+    const double fwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth);
+    // Backward, output first: each unit's gather plus the reduce-scatter of the unit before
+    // it (ready when that unit's backward ends); the last unit's reduce-scatter follows.
+    auto rs = [&](int unit) {
+        if (unit == 0) return gather(embed, 0, grad_e);
+        if (unit == n - 1) return gather(out, 0, grad_e);
+        return gather(layer_dense, layer_expert, grad_e);
+    };
+    for (int k = 0; k < n; ++k) {
+        const int unit = n - 1 - k;
+        const double g = unit == 0 ? gather(embed, 0, L.e)
+                         : unit == n - 1 ? gather(out, 0, L.e)
+                                         : gather(layer_dense, layer_expert, L.e);
+        comm[(size_t)k] = g + (k > 0 ? rs(unit + 1) : 0.0);
+        comp[(size_t)k] = unit == 0 ? eb * emb_share : unit == n - 1 ? eb * (1 - emb_share) : lb;
+    }
+    const double bwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth) + rs(0);
+    return L.mbs * (fwd_exposed + bwd_exposed);
+}
+
+}  // namespace
+
 StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const DpTraffic& dp, double dense_params,
                      double expert_params, double fwd_s, double bwd_s) {
     const JobSpec& job = ctx.job;
-    const EstimateSpec& es = job.estimate;
     const int N = L.dp * L.c;
-    // Exposed DP time. Gradient reduction overlaps the backward of the last micro-batch
-    // (from the end of the stage's last backward block, the schedule simulation below
-    // places it); parameter gathering overlaps the first forward of the next iteration.
-    // ZeRO-3's per-micro-batch traffic overlaps all compute (prefetch) but for the last
-    // micro-batch's reduce-scatter.
     StageTail tail;
     tail.grad_s = dp.grad_s;
     tail.param_s = dp.param_s;
     if (L.zero == 3) {
-        tail.grad_exposed_s = std::max(0.0, dp.grad_s + dp.param_s - L.mbs * (fwd_s + bwd_s)) + dp.grad_s / L.mbs;
+        // Per layer and micro-batch (zero3_exposed); ZeRO-3 needs pp = 1, so the stage holds
+        // every layer and what is exposed inside its blocks may as well be added after them.
+        tail.grad_exposed_s = dp.grad_s + dp.param_s > 0
+                                  ? zero3_exposed(ctx, L, dense_params, expert_params, L.m->layers, fwd_s, bwd_s)
+                                  : 0.0;
     } else {
-        tail.grad_exposed_s = es.overlap_grad_reduce ? std::max(0.0, dp.grad_s - bwd_s) : dp.grad_s;
-        tail.param_exposed_s = es.overlap_param_gather ? std::max(0.0, dp.param_s - fwd_s) : dp.param_s;
+        // Megatron's buckets: the last one to fill (the first layers' gradients) is reduced
+        // after the backward; the first one gathered before the forward can start.
+        const double stage_params = dense_params + expert_params;
+        const double last_bucket = stage_params > 0 ? std::min(1.0, bucket_params(ctx, L) / stage_params) : 1.0;
+        tail.grad_exposed_s = L.overlap_grad_reduce ? last_bucket * dp.grad_s +
+                                                          overlapped_cost((1 - last_bucket) * dp.grad_s, bwd_s)
+                                                    : dp.grad_s;
+        tail.param_exposed_s = L.overlap_param_gather ? last_bucket * dp.param_s +
+                                                            overlapped_cost((1 - last_bucket) * dp.param_s, fwd_s)
+                                                      : dp.param_s;
     }
 
     // Optimizer step: memory bound over this rank's optimizer shard. Adam touches

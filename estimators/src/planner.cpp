@@ -637,6 +637,11 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.recompute = c.recompute;
     if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
     p.layers_per_stage = entry.layers_per_stage;
+    // overlap: the job's overlap keys stay, but where the chosen layout has nothing for them to
+    // act on (no sharded optimizer, no sequence parallelism) they are cleared, as the estimate
+    // ignored them (validate_job refuses those combinations).
+    if (c.zero == 0 && !c.distributed_optimizer) p.overlap_param_gather = false;
+    if (c.tp > 1 && !c.sequence_parallel) p.tp_comm_overlap = false;
     out.training.micro_batch = c.micro_batch;
     // dp and global batch are now part of the plan: saving must write them, not re-derive.
     out.origin.dp_given = true;

@@ -140,6 +140,12 @@ struct ParallelSpec {
     Recompute recompute = Recompute::none;
     std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
     std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
+    // overlap: which communication runs concurrently with compute (docs/job-spec.md gives the
+    // Megatron-LM / DeepSpeed / torchtitan equivalents; defaults are Megatron-LM's without flags).
+    bool overlap_grad_reduce = false;   // DP gradient reduction during the last micro-batch's backward
+    bool overlap_param_gather = false;  // sharded optimizer's parameter all-gather during the next forward
+    bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter pipelined with the GEMMs (needs SP)
+    int fsdp_prefetch = 1;              // ZeRO-3 / FSDP: layers gathered ahead of the one computing (0 = none)
 
     bool operator==(const ParallelSpec&) const = default;
 };
@@ -200,8 +206,6 @@ struct EstimateSpec {
     double fragmentation = 0.05;     // caching-allocator reserve, fraction of allocated bytes
     double headroom = 0.0;           // fraction of device memory a layout must leave free to fit
     int vocab_pad = 128;             // vocab padded to a multiple of vocab_pad · tp
-    bool overlap_grad_reduce = true; // DP gradient reduction overlaps the last backward
-    bool overlap_param_gather = true;// sharded-optimizer param all-gather overlaps the first forward
     double zero_bucket_elements = 5e8;  // DeepSpeed reduce/allgather bucket size (elements)
 
     bool operator==(const EstimateSpec&) const = default;
