@@ -1,0 +1,263 @@
+// memory.cpp — bytes on one rank of each pipeline stage: model states (weights, gradients,
+// optimizer state per precision, optimizer and ZeRO stage), activations saved for backward
+// at the schedule's peak, temporary and communication buffers, and the fixed overheads.
+// Sources: mixed-precision state bytes — Micikevicius et al. 2018 and Megatron-LM's
+// distributed optimizer doc (docs/source/api-guide/dist_optimizer.md); ZeRO 2 + 2 + K —
+// Rajbhandari et al. 2020 §3; activations per layer — Korthikanti et al. 2022 §4 (Table 2)
+// generalised to GQA, SwiGLU, MoE and flash attention; in-flight micro-batches of 1F1B and
+// the interleaved schedule — Narayanan et al. 2021 §2.2; the ptd-engine profile is the
+// engine's own buffer list (engine_buffers.cpp). docs/estimators.md writes every term out.
+#include "estimate_internal.h"
+
+#include <algorithm>
+
+namespace ptd {
+
+// ---- small formulas -----------------------------------------------------------------------
+
+int64_t engine_flat_buffer_elements(int64_t params, int zero, int dp) {
+    if (zero < 1 || dp <= 1) return params;
+    const int64_t mult = kEngineShardAlign * dp;
+    return (params + mult - 1) / mult * mult;
+}
+
+int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp) {
+    const int64_t mult = (int64_t)std::max(vocab_pad, 1) * std::max(tp, 1);
+    return (vocab + mult - 1) / mult * mult;
+}
+
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero, bool distributed_optimizer,
+                                 double shard) {
+    const double N = std::max(shard, 1.0);
+    const double moments = optimizer == Optimizer::sgd ? 4.0 : 8.0;  // momentum, or Adam m + v
+    StateBytes b;
+    if (precision == Precision::fp32) {
+        // fp32 weights and grads; no master copy.
+        b.params = zero >= 3 ? 4.0 / N : 4.0;
+        b.grads = zero >= 2 ? 4.0 / N : 4.0;
+        b.optimizer = (zero >= 1 || distributed_optimizer) ? moments / N : moments;
+        return b;
+    }
+    if (zero == 0) {
+        // Megatron-LM: bf16 keeps an fp32 main-grad buffer (grads 4 bytes, never sharded);
+        // fp16 keeps fp16 grads plus an fp32 copy in the optimizer (docs/distrib_optimizer).
+        const bool bf16 = precision == Precision::bf16;
+        b.params = 2.0;
+        b.grads = bf16 ? 4.0 : 2.0;
+        const double opt = 4.0 + moments + (bf16 ? 0.0 : 4.0);  // master (+ fp32 grads for fp16)
+        b.optimizer = distributed_optimizer ? opt / N : opt;
+        return b;
+    }
+    // DeepSpeed ZeRO (Rajbhandari et al. 2020): 2 + 2 + K with K = 12 for Adam.
+    b.params = zero >= 3 ? 2.0 / N : 2.0;
+    b.grads = zero >= 2 ? 2.0 / N : 2.0;
+    b.optimizer = (4.0 + moments) / N;
+    return b;
+}
+
+std::vector<int> balanced_layers_per_stage(int layers, int pp) {
+    std::vector<int> out((size_t)std::max(pp, 1), layers / std::max(pp, 1));
+    int extra = layers % std::max(pp, 1);
+    // The first stage holds the most in-flight micro-batches; give the remainder to the next ones.
+    for (int i = 1; i < pp && extra > 0; ++i, --extra) ++out[(size_t)i];
+    if (extra > 0) ++out[0];  // only when pp == 1
+    return out;
+}
+
+// ---- activations --------------------------------------------------------------------------
+
+namespace est {
+
+// Bytes one layer saves for backward, one micro-batch, one rank, recompute = none unless
+// the profile says otherwise. Megatron profile: Korthikanti et al. 2022 §4, generalised.
+double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
+    const double T = L.tokens, e = L.e, h = L.h;
+    const double r = L.sp ? 1.0 / L.t : 1.0;  // outside the TP region: sharded only with SP
+    const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const double s = L.s_local * L.c;          // keys span the whole sequence (CP ring)
+    if (rc == Recompute::full) return e * T * h * r;  // the layer input only
+    double bytes = 0;
+    // Attention block: LN1 input and output, Q, K, V, context (input of the output projection).
+    bytes += 2 * e * T * h * r;
+    bytes += e * T * (hd + 2 * kvd) + e * T * hd;
+    if (L.dropout) bytes += T * h * r;  // attention-output dropout mask (1 byte)
+    if (rc == Recompute::selective) {
+        // Core attention is recomputed from Q, K, V: nothing of it is kept.
+    } else if (L.flash) {
+        bytes += 4.0 * T * L.heads_l;  // fp32 log-sum-exp per query row and head
+    } else {
+        const double scores = L.heads_l * L.tokens * s;  // b · a/t · s_local · s
+        bytes += e * scores;                        // softmax output
+        if (L.dropout) bytes += scores + e * scores;  // dropout mask + dropout output
+    }
+    // MLP block: LN2 input and output, FC1 output(s), activation output.
+    bytes += 2 * e * T * h * r;
+    if (L.dropout) bytes += T * h * r;
+    if (L.moe) {
+        const double k = L.m->top_k;
+        bytes += 4.0 * T * r * L.m->experts;           // router probabilities (fp32)
+        bytes += e * T * k * h;                        // permuted tokens (expert inputs)
+        bytes += e * T * k * L.f_l * (L.swiglu ? 3.0 : 2.0);
+    } else {
+        bytes += e * T * L.f_l * (L.swiglu ? 3.0 : 2.0);  // FC1 out (gate + up for SwiGLU) + activation
+    }
+    return bytes;
+}
+
+}  // namespace est
+
+double layer_activation_bytes(const ActivationInputs& in) {
+    const ModelSpec& m = *in.model;
+    const double e = in.precision == Precision::fp32 ? 4.0 : 2.0;
+    if (in.profile == ActivationProfile::ptd_engine)
+        return est::engine_buffers_bytes(engine_layer_buffers(m, in.micro_batch, in.seq, in.tp, in.sequence_parallel,
+                                                         in.recompute, engine_activation_dtype(in.precision)));
+    est::LayoutDerived L{};
+    L.m = &m;
+    L.t = in.tp;
+    L.c = 1;
+    L.ep = in.ep;
+    L.b = in.micro_batch;
+    L.s_local = in.seq;
+    L.tokens = (double)in.micro_batch * in.seq;
+    L.e = e;
+    L.h = m.hidden;
+    L.d = m.head_dim();
+    L.heads_l = (double)m.heads / in.tp;
+    L.kv_l = m.kv_heads >= in.tp ? (double)m.kv_heads / in.tp : 1.0;
+    L.f_l = (double)m.ffn_hidden / in.tp;
+    L.sp = in.sequence_parallel && in.tp > 1;
+    L.flash = in.flash_attention;
+    L.dropout = m.arch == Arch::gpt;
+    L.swiglu = m.activation == Activation::swiglu;
+    L.moe = m.experts > 1;
+    L.rc = in.recompute;
+    return est::layer_activation_megatron(L, in.recompute);
+}
+
+namespace est {
+
+// Micro-batches (chunks / v) whose activations stage i holds at the 1F1B peak.
+// Non-interleaved: min(p − i, m). Interleaved (Megatron): warm-up chunks
+// 2·(p − i − 1) + (v − 1)·p, plus the one being computed, at most m·v.
+double in_flight_chunks(const LayoutDerived& L, int i) {
+    if (L.v <= 1) return std::min(L.p - i, L.mbs);
+    double chunks = 2.0 * (L.p - i - 1) + (double)(L.v - 1) * L.p + 1;
+    return std::min(chunks, (double)L.mbs * L.v);
+}
+
+StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int i, int layers) {
+    const EstimateSpec& es = ctx.job.estimate;
+    const ModelSpec& m = *L.m;
+    const bool first = i == 0, last = i == L.p - 1;
+    StageMemory S;
+
+    // Parameters on this rank.
+    double dense = layers * L.layer_dense_params;
+    const double expert = layers * L.layer_expert_params;
+    if (first) dense += L.embed_params;
+    if (last) {
+        dense += L.final_norm_params;
+        if (!m.tied_embeddings || L.p > 1) dense += L.output_params;  // tied + p = 1 shares the embedding
+    }
+    S.params = dense + expert;
+    S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
+    S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
+    S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
+    if (es.activation_profile == ActivationProfile::ptd_engine && expert == 0 && L.zero <= 1) {
+        // What the engine runs (dense, ZeRO 0 or 1; Megatron's distributed optimizer maps to
+        // ZeRO-1): a flat buffer padded for equal ZeRO-1 shards. fp32: the model state is
+        // exactly that buffer (params, grads) and Adam m, v of one shard. bf16/fp16 (Megatron's
+        // mixed precision): 16-bit params, fp32 main grads, and per optimizer element an fp32
+        // master weight next to m and v, sharded like them.
+        const int N = L.dp * L.c;
+        const bool sharded = L.optimizer_sharded && N > 1;
+        const double flat = (double)engine_flat_buffer_elements((int64_t)dense, sharded ? 1 : 0, N);
+        const bool half = ctx.job.training.precision != Precision::fp32;
+        const double moments = ctx.job.training.optimizer == Optimizer::sgd ? 4.0 : 8.0;
+        S.mem.params = (half ? 2.0 : 4.0) * flat;
+        S.mem.grads = 4.0 * flat;
+        S.mem.optimizer = (moments + (half ? 4.0 : 0.0)) * flat / (sharded ? N : 1);
+    }
+
+    // Activations.
+    const bool engine = es.activation_profile == ActivationProfile::ptd_engine;
+    const double r = L.sp ? 1.0 / L.t : 1.0;
+    double per_layer, recompute_working;  // kept per layer; the one layer being recomputed
+    const EngineDType act_dtype = engine_activation_dtype(ctx.job.training.precision);
+    if (engine) {
+        ActivationInputs in;
+        in.model = &m;
+        in.micro_batch = L.b;
+        in.seq = (int)L.s_local;
+        in.tp = L.t;
+        in.ep = L.ep;
+        in.sequence_parallel = L.sp;
+        in.flash_attention = false;
+        in.recompute = L.rc;
+        in.precision = ctx.job.training.precision;
+        in.profile = ActivationProfile::ptd_engine;
+        per_layer = layer_activation_bytes(in);
+        recompute_working =
+            engine_buffers_bytes(engine_recompute_buffers(m, L.b, (int)L.s_local, L.t, L.sp, L.rc, act_dtype));
+    } else {
+        per_layer = layer_activation_megatron(L, L.rc);
+        recompute_working = layer_activation_megatron(L, Recompute::none) - per_layer;
+    }
+    double stage_extra = 0;  // embedding / output terms for one micro-batch
+    if (first && !engine) {
+        stage_extra += 4.0 * L.tokens;                     // token ids (int32)
+        if (L.dropout) stage_extra += L.tokens * L.h * r;  // embedding dropout mask
+    }
+    if (first && engine)
+        stage_extra += engine_buffers_bytes(engine_input_buffers(L.b, (int)L.s_local));
+    double output_extra = 0;  // held for one micro-batch (the last stage runs its backward at once)
+    if (last) {
+        if (engine) {
+            output_extra = engine_buffers_bytes(
+                engine_output_buffers(m, L.b, (int)L.s_local, L.t, (int)L.vocab, L.sp, act_dtype));
+        } else {
+            // Final norm input and output, and fp32 logits for the vocab-parallel cross entropy.
+            output_extra = 2 * L.e * L.tokens * L.h * r + 4.0 * L.tokens * L.vocab / L.t;
+        }
+    }
+    const double chunks = in_flight_chunks(L, i);
+    const double chunk_layers = (double)layers / L.v;
+    S.act_per_mb = per_layer * layers + stage_extra;
+    S.in_flight = chunks / L.v;
+    S.mem.activations = chunks * (per_layer * chunk_layers + stage_extra / L.v) + output_extra;
+    // During backward one layer's recomputed tensors exist on top of what was saved (its saved
+    // part is already counted above).
+    if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
+
+    // Temporary and communication buffers.
+    double temp = 0;
+    if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
+    if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
+    if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d;  // ring attention: K/V chunk in flight + next
+    S.mem.temp = temp;
+    S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
+    const bool embedding_group = L.p > 1 && m.tied_embeddings && (first || last);
+    S.mem.nccl = L.cpu ? 0.0 : es.nccl_gib * kGiB * (L.nccl_groups + (embedding_group ? 1 : 0));
+    return S;
+}
+
+void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int i, StageMemory& S) {
+    const EstimateSpec& es = ctx.job.estimate;
+    const double bucket = es.zero_bucket_elements;
+    const int p = L.p;
+    if (L.zero == 1 || L.zero == 2) {
+        // DeepSpeed reduce and all-gather buckets in the training dtype.
+        S.mem.temp += 2.0 * L.e * std::min(bucket, S.params);
+    } else if (L.zero == 3) {
+        // Gathered parameters of the current and the prefetched layer (or the embedding).
+        const double biggest = std::max(L.layer_dense_params + L.layer_expert_params,
+                                        (i == 0 || i == p - 1) ? L.embed_params : 0.0);
+        S.mem.temp += 2.0 * L.e * std::min(biggest, bucket);
+    }
+    const double allocated = S.mem.model_states() + S.mem.activations + S.mem.temp;
+    S.mem.fragmentation = es.fragmentation * allocated;
+}
+
+}  // namespace est
+}  // namespace ptd
