@@ -67,6 +67,12 @@ void apply_framework(const toml::table& t, Run& r) {
     const std::string style = get<std::string>(t, "recompute_style", "megatron");
     if (style != "megatron" && style != "torchtitan-op")
         bad_value(t, "recompute_style", style, "\"megatron\" or \"torchtitan-op\"");
+    r.job.parallel.recompute_style =
+        style == "torchtitan-op" ? ptd::RecomputeStyle::torchtitan_op : ptd::RecomputeStyle::megatron;
+    // torchtitan computes the loss as F.cross_entropy(pred.float(), labels) (train.py,
+    // components/loss.py); Megatron-LM and Megatron-DeepSpeed use the vocab-parallel one.
+    r.job.estimate.cross_entropy =
+        r.framework == "torchtitan" ? ptd::CrossEntropyImpl::pytorch : ptd::CrossEntropyImpl::megatron;
 }
 
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
