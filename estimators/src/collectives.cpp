@@ -142,6 +142,11 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
             // Per micro-batch: gather weights for forward and backward, reduce-scatter grads.
             out.grad_s += L.mbs * gather_time(grad_e * params, n, bw, lat);
             out.param_s += L.mbs * 2.0 * gather_time(L.e * params, n, bw, lat);
+        } else if (L.zero == 2 && p > 1) {
+            // FSDP-style ZeRO-2 under a pipeline: every micro-batch's gradients are
+            // reduce-scattered into the shards; the updated parameters are gathered once.
+            out.grad_s += L.mbs * gather_time(grad_e * params, n, bw, lat);
+            out.param_s += gather_time(L.e * params, n, bw, lat);
         } else if (L.optimizer_sharded) {
             out.grad_s += gather_time(grad_e * params, n, bw, lat);
             out.param_s += gather_time(L.e * params, n, bw, lat);

@@ -28,6 +28,11 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
     tail.param_s = dp.param_s;
     if (L.zero == 3) {
         tail.grad_exposed_s = std::max(0.0, dp.grad_s + dp.param_s - L.mbs * (fwd_s + bwd_s)) + dp.grad_s / L.mbs;
+    } else if (L.zero == 2 && L.p > 1) {
+        // Per-micro-batch reduce-scatters (collectives.cpp) hide behind the backwards but
+        // the last micro-batch's; the parameter gather as below.
+        tail.grad_exposed_s = std::max(0.0, dp.grad_s - L.mbs * bwd_s) + dp.grad_s / L.mbs;
+        tail.param_exposed_s = es.overlap_param_gather ? std::max(0.0, dp.param_s - fwd_s) : dp.param_s;
     } else {
         tail.grad_exposed_s = es.overlap_grad_reduce ? std::max(0.0, dp.grad_s - bwd_s) : dp.grad_s;
         tail.param_exposed_s = es.overlap_param_gather ? std::max(0.0, dp.param_s - fwd_s) : dp.param_s;
