@@ -1372,4 +1372,30 @@ TEST(MemoryTruth, Llama3_405bPublishedLayoutFits) {
     EXPECT_FALSE(d.fits);
 }
 
+// ZeRO-2 under a pipeline reduce-scatters every micro-batch's gradients (the data-parallel
+// traffic grows by one reduce-scatter per micro-batch), the distributed optimizer once per
+// step; the per-micro-batch traffic hides behind the backwards but the last.
+TEST(MemoryTruth, ZeroTwoPipelineTraffic) {
+    JobSpec job = load_asset("llama3-70b-h100.toml");  // tp 8, pp 4, vpp 5, dp 2
+    job.parallel.distributed_optimizer = false;
+    job.parallel.zero = 2;
+    expect_valid(job);
+    auto dp_at = [&](int global_batch) {
+        JobSpec j = job;
+        j.training.global_batch = global_batch;  // m = global_batch / 2
+        return estimate_job(j).stages[1].dp_s;
+    };
+    const double d1 = dp_at(64), d2 = dp_at(128), d3 = dp_at(192);
+    EXPECT_GT(d2 - d1, 0.0);
+    EXPECT_NEAR(d3 - d2, d2 - d1, 1e-9 * d3);  // linear in m: one reduce-scatter per micro-batch
+    const Estimate est = estimate_job(job);
+    for (const StageEstimate& st : est.stages) EXPECT_LE(st.tail.grad_exposed_s, st.tail.grad_s);
+    JobSpec dist = job;
+    dist.parallel.zero = 0;
+    dist.parallel.distributed_optimizer = true;
+    JobSpec dist2 = dist;
+    dist2.training.global_batch = 2 * dist.training.global_batch;
+    EXPECT_NEAR(estimate_job(dist2).stages[1].dp_s, estimate_job(dist).stages[1].dp_s, 1e-12);
+}
+
 }  // namespace

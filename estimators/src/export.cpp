@@ -301,7 +301,7 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
         return job_error(job, "parallel.zero",
                          "got " + std::to_string(p.zero) + " with pp = " + std::to_string(p.pp) +
                              "; DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; allowed for --format "
-                             "deepspeed: zero 0 or 1 with pp > 1 (torchtitan runs FSDP with pipelining)");
+                             "deepspeed: zero 0 or 1 with pp > 1");
     ExportOutput out;
     nlohmann::ordered_json ds;
     ds["train_batch_size"] = t.global_batch;

@@ -267,8 +267,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
 
     // ZeRO / optimizer sharding.
     // ZeRO-2 with a pipeline is FSDP with parameters kept unsharded between micro-batches
-    // (torchtitan's reshard_after_forward = False under PP; the Llama 3 paper's FSDP): each
-    // micro-batch's gradients are reduce-scattered into the sharded accumulator. ZeRO-3
+    // and gradients sharded (the Llama 3 paper's FSDP, §3.3.2): each micro-batch's gradients
+    // are reduce-scattered into the sharded accumulator. ZeRO-3
     // would re-gather every stage's parameters for every micro-batch's forward and backward.
     if (p.zero >= 3 && p.pp > 1)
         add("parallel.zero", "got " + s(p.zero) + " with pp = " + s(p.pp) +
