@@ -107,7 +107,12 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     out += fmt(" · mb %d · global %d · %d micro-batches · %s · %s · recompute %s · SP %s · flash %s\n", t.micro_batch,
                t.global_batch, est.micro_batches, to_string(t.precision),
                p.distributed_optimizer ? "distributed optimizer" : fmt("zero %d", p.zero).c_str(),
-               to_string(p.recompute), p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
+               (std::string(to_string(p.recompute)) +
+                (p.recompute == Recompute::selective && p.recompute_style != RecomputeStyle::megatron
+                     ? std::string(" (") + to_string(p.recompute_style) + ")"
+                     : std::string()))
+                   .c_str(),
+               p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
 
     // Memory: one row per run of consecutive stages with the same breakdown.
     // Tiny jobs (the CPU engine's) would read 0.00 GiB everywhere: show them in MiB.
