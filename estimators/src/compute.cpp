@@ -19,10 +19,11 @@ TimeModelConstants& time_model_constants() { return g_cal; }
 
 // Each GEMM dimension d contributes d / (d + d0): under-filled tiles, wave quantisation and
 // memory-bound small shapes all bite on the smallest dimension.
-double gemm_efficiency(double m, double n, double k) {
+double gemm_efficiency(double m, double n, double k, double eff_max) {
     const double d0 = g_cal.gemm_half_dim;
-    return g_cal.gemm_eff_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0));
+    return eff_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0));
 }
+double gemm_efficiency(double m, double n, double k) { return gemm_efficiency(m, n, k, g_cal.gemm_eff_max); }
 
 FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
                               double vocab_padded) {
@@ -52,37 +53,37 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
 
 namespace est {
 
-double gemm_time(double peak, double m, double n, double k) {
+double gemm_time(double peak, double m, double n, double k, double eff_max) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
-    return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k));
+    return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
 }
 
 // shape-dependent efficiency, attention core, and memory-bound element-wise work.
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
     const double T = L.tokens, h = L.h, d = L.d, hd = L.heads_l * d, kvd = L.kv_l * d;
-    lt.gemm += gemm_time(L.peak, T, hd + 2 * kvd, h);  // QKV
-    lt.gemm += gemm_time(L.peak, T, h, hd);            // output projection
+    lt.gemm += gemm_time(L.peak, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
+    lt.gemm += gemm_time(L.peak, T, h, hd, L.gemm_eff_max);            // output projection
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
         const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
         const double per_expert_tokens = T * k * L.ep / L.m->experts;  // balanced routing
-        lt.gemm += experts_l * (gemm_time(L.peak, per_expert_tokens, mats_in * L.f_l, h) +
-                                gemm_time(L.peak, per_expert_tokens, h, L.f_l));
-        lt.gemm += gemm_time(L.peak, T, L.m->experts, h);  // router
+        lt.gemm += experts_l * (gemm_time(L.peak, per_expert_tokens, mats_in * L.f_l, h, L.gemm_eff_max) +
+                                gemm_time(L.peak, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
+        lt.gemm += gemm_time(L.peak, T, L.m->experts, h, L.gemm_eff_max);  // router
     } else {
-        lt.gemm += gemm_time(L.peak, T, mats_in * L.f_l, h);
-        lt.gemm += gemm_time(L.peak, T, h, L.f_l);
+        lt.gemm += gemm_time(L.peak, T, mats_in * L.f_l, h, L.gemm_eff_max);
+        lt.gemm += gemm_time(L.peak, T, h, L.f_l, L.gemm_eff_max);
     }
     // Attention core: QKᵀ and PV per head; queries are local (s / cp), keys span s.
     const double s_keys = L.s_local * L.c;
     const double core_flops = 4.0 * L.b * L.heads_l * L.s_local * s_keys * d;
     if (L.flash) {
         // Flash kernels skip fully masked blocks: half the scores are computed.
-        lt.attn = 0.5 * core_flops / (L.peak * g_cal.flash_eff);
+        lt.attn = 0.5 * core_flops / (L.peak * L.flash_eff);
         lt.attn_bwd = 2.5 * lt.attn;  // five GEMMs in the backward vs two forward
     } else {
-        const double eff = gemm_efficiency(L.s_local, s_keys, d);
+        const double eff = gemm_efficiency(L.s_local, s_keys, d, L.gemm_eff_max);
         const double scores = L.b * L.heads_l * L.s_local * s_keys;
         // Scale + mask + softmax (+ dropout) read and write the score tensor.
         lt.attn = core_flops / (L.peak * eff) + (L.dropout ? 6.0 : 4.0) * L.e * scores / L.hbm;
@@ -105,7 +106,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     if (L.rc == Recompute::full) B.recompute = F.compute;
     else if (L.rc == Recompute::selective) B.recompute = layers * lt.attn;  // core attention forward again
     if (last) {
-        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h);
+        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
         const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
         F.compute += logits + ce;
         B.compute += 2.0 * logits + ce;

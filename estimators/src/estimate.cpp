@@ -122,6 +122,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     assign_group_links(cl, layout_choice_order(ctx, ch), L);
     L.peak = std::max(ctx.peak_flops, 1.0);
     L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * time_model_constants().hbm_eff;
+    const KernelEfficiency kern = time_model_constants().kernel(cl.gpu.generation);
+    L.gemm_eff_max = kern.gemm_eff_max;
+    L.flash_eff = kern.flash_eff;
     L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
     return L;
 }

@@ -39,11 +39,13 @@ struct LayoutDerived {
     double peak, hbm;
     int nccl_groups;                     // communicators with > 1 rank (excluding the embedding group)
     int edp;                             // expert data-parallel size (dp·cp/ep)
+    // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
+    double gemm_eff_max, flash_eff;
 };
 
 // ---- compute.cpp ----------------------------------------------------------------------------
 // Seconds for an m×n×k GEMM at the shape-dependent efficiency (0 for an empty shape).
-double gemm_time(double peak, double m, double n, double k);
+double gemm_time(double peak, double m, double n, double k, double eff_max);
 // Forward time of one transformer layer on one rank for one micro-batch.
 struct LayerTime {
     double gemm = 0, attn = 0, elem = 0;  // forward

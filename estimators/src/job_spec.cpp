@@ -42,6 +42,11 @@ const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ?
 const char* to_string(CrossEntropyImpl v) { return v == CrossEntropyImpl::megatron ? "megatron" : "pytorch"; }
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
+const char* to_string(GpuGeneration v) {
+    static const char* const words[kGpuGenerationCount] = {"other", "volta", "ampere", "ada",
+                                                           "hopper", "blackwell", "cdna3", "cpu"};
+    return words[(int)v];
+}
 
 double GpuSpec::peak_tflops(Precision p) const {
     switch (p) {

@@ -246,6 +246,8 @@ static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"}
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
 static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch"};
+static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
+                                                          "hopper", "blackwell", "cdna3", "cpu"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
 
@@ -296,6 +298,7 @@ void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch) {
     r.read_double("fp8_tflops", g.fp8_tflops, 0, 1e7);
     r.read_double("hbm_gbps", g.hbm_gbps, 0, 1e7);
     r.read_double("link_gbps", g.link_gbps, 0, 1e7);
+    read_enum(r, "generation", g.generation, kGenerationWords);
 }
 
 static std::string preset_list(const std::vector<std::string>& names) {
@@ -408,6 +411,8 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     }
     job.origin.intra_given = r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
     r.read_double("inter_gbps", c.inter_gbps, 1e-6, 1e7);
+    r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
+    r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
     r.read_string_array("hosts", c.hosts);
     for (size_t i = 0; i < c.hosts.size(); ++i)
         if (c.hosts[i].empty())
@@ -794,6 +799,7 @@ void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
     if (differs(&GpuSpec::fp8_tflops)) w.dbl("fp8_tflops", g.fp8_tflops);
     if (differs(&GpuSpec::hbm_gbps)) w.dbl("hbm_gbps", g.hbm_gbps);
     if (differs(&GpuSpec::link_gbps)) w.dbl("link_gbps", g.link_gbps);
+    if (differs(&GpuSpec::generation)) w.str("generation", to_string(g.generation));
 }
 
 std::string save_job_toml(const JobSpec& job) {
@@ -819,6 +825,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (gpu_is_preset) w.str("gpu", o.gpu_preset);
     if (o.intra_given || c.intra_gbps != c.gpu.link_gbps) w.dbl("intra_gbps", c.intra_gbps, "GB/s per GPU");
     w.dbl("inter_gbps", c.inter_gbps, "GB/s per GPU");
+    if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
+    if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
     const ParallelSpec& p = job.parallel;

@@ -194,16 +194,14 @@ double loss_logit_bytes(const LayoutDerived& L, CrossEntropyImpl ce) {
 // PyTorch's cuBLAS workspace, allocated through the caching allocator once per (handle,
 // stream) that runs GEMMs: one for the compute stream. Default size (aten/src/ATen/cuda/
 // CublasHandlePool.cpp, parseChosenWorkspaceSize): ":4096:8" = 32 MiB on sm90 and later,
-// ":4096:2:16:8" = 8.125 MiB before. The GPU presets carry no compute capability, so the
-// Hopper/Blackwell presets are recognised by name; estimate.cublas_workspace_mib overrides.
+// ":4096:2:16:8" = 8.125 MiB before, chosen here by the GPU's generation (Hopper and
+// Blackwell are sm90+); estimate.cublas_workspace_mib overrides.
 double cublas_workspace_bytes(const JobSpec& job) {
     const EstimateSpec& es = job.estimate;
     if (es.cublas_workspace_mib >= 0) return es.cublas_workspace_mib * 1024.0 * 1024.0;
-    const std::string& g = job.cluster.gpu.name;
-    if (g == "cpu") return 0;
-    const bool sm90_or_later = g.starts_with("h100") || g.starts_with("h200") || g.starts_with("h20") ||
-                               g.starts_with("gh200") || g.starts_with("b200") || g.starts_with("b100") ||
-                               g.starts_with("gb200") || g.starts_with("b300") || g.starts_with("gb300");
+    const GpuGeneration g = job.cluster.gpu.generation;
+    if (g == GpuGeneration::cpu || job.cluster.gpu.name == "cpu") return 0;
+    const bool sm90_or_later = g == GpuGeneration::hopper || g == GpuGeneration::blackwell;
     return sm90_or_later ? 32.0 * 1024 * 1024 : (4096.0 * 2 + 16.0 * 8) * 1024;
 }
 

@@ -188,10 +188,26 @@ std::vector<int> balanced_layers_per_stage(int layers, int pp);
 // ---- the time model's constants ---------------------------------------------------------
 // Fitted by bench/accuracy on the calibration runs (docs/accuracy.md); process-wide, and
 // only bench/accuracy changes them (to fit). Everything else reads.
+// Kernel efficiencies of one GPU generation; 0 = use the generation-independent default.
+struct KernelEfficiency {
+    double gemm_eff_max = 0;        // best fraction of dense peak a large GEMM reaches
+    double flash_eff = 0;           // flash attention: fraction of peak on the executed (causal) FLOPs
+};
 struct TimeModelConstants {
-    double gemm_eff_max = 0.86;     // best fraction of dense peak a large GEMM reaches
+    double gemm_eff_max = 0.86;     // best fraction of dense peak a large GEMM reaches (default)
     double gemm_half_dim = 128.0;   // a GEMM dimension this size halves that dimension's factor
-    double flash_eff = 0.65;        // flash attention: fraction of peak on the executed (causal) FLOPs
+    double flash_eff = 0.65;        // flash attention: fraction of peak on the executed (causal) FLOPs (default)
+    // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
+    // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
+    // clocks under the power limit, tensor-core pipeline, attention kernels available).
+    KernelEfficiency by_generation[kGpuGenerationCount] = {};
+    // The generation's efficiencies with the defaults filled in.
+    KernelEfficiency kernel(GpuGeneration g) const {
+        KernelEfficiency k = by_generation[(int)g];
+        if (k.gemm_eff_max <= 0) k.gemm_eff_max = gemm_eff_max;
+        if (k.flash_eff <= 0) k.flash_eff = flash_eff;
+        return k;
+    }
     double comm_eff = 0.80;         // NCCL bus bandwidth / link bandwidth, large messages
     double hbm_eff = 0.80;          // memory-bound kernels: fraction of HBM bandwidth
     double latency_intra_s = 15e-6; // per collective inside a node
@@ -199,8 +215,10 @@ struct TimeModelConstants {
 };
 TimeModelConstants& time_model_constants();
 
-// Fraction of peak a GEMM (m × k)·(k × n) reaches: gemm_eff_max · Π d/(d + gemm_half_dim).
+// Fraction of peak a GEMM (m × k)·(k × n) reaches: eff_max · Π d/(d + gemm_half_dim), with
+// eff_max the generation's gemm_eff_max (the default one when none is given).
 double gemm_efficiency(double m, double n, double k);
+double gemm_efficiency(double m, double n, double k, double eff_max);
 
 // ---- pieces, exposed for tests and docs (each is one formula) --------------------------
 

@@ -33,6 +33,11 @@ enum class RecomputeStyle { megatron, torchtitan_op };
 // F.cross_entropy(logits.float()) (log-softmax output and its gradients as new tensors).
 // TOML: "megatron", "pytorch".
 enum class CrossEntropyImpl { megatron, pytorch };
+// The accelerator's architecture generation: kernel efficiencies (GEMM and attention
+// fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
+// "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
+enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
+inline constexpr int kGpuGenerationCount = 8;
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -47,6 +52,7 @@ const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
 const char* to_string(RecomputeStyle v);
 const char* to_string(CrossEntropyImpl v);
+const char* to_string(GpuGeneration v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -89,6 +95,7 @@ struct GpuSpec {
     double fp8_tflops = 0;
     double hbm_gbps = 0;        // device memory bandwidth
     double link_gbps = 0;       // intra-node GPU↔GPU link (NVLink/xGMI/PCIe) per GPU
+    GpuGeneration generation = GpuGeneration::other;  // selects the calibrated kernel efficiencies
 
     // Dense peak for the math precision used by `p` (fp32 → fp32, bf16 → bf16, ...).
     double peak_tflops(Precision p) const;
@@ -101,6 +108,8 @@ struct ClusterSpec {
     GpuSpec gpu;
     double intra_gbps = 0;      // per-GPU bandwidth inside a node; default gpu.link_gbps
     double inter_gbps = 25.0;   // per-GPU bandwidth across nodes (one 200 Gb/s NIC per GPU)
+    double host_memory_gib = 0; // host RAM per node, GiB (offload); 0 = not given (the cluster preset's, else unchecked)
+    double pcie_gbps = 0;       // host↔GPU bandwidth per GPU, GB/s one direction; 0 = not given (from the GPU generation)
     std::vector<std::string> hosts;  // optional; when given, one per node
 
     int world_size() const { return nodes * gpus_per_node; }

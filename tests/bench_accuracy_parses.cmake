@@ -1,0 +1,46 @@
+# bench_accuracy_parses — runs bench_accuracy on the real bench/accuracy/published_runs.toml and
+# checks that it exits 0 and prints the per-generation summary (no error thresholds: the figures
+# are bench results, not assertions), then feeds it broken run files and checks each is refused
+# with exit 2 and a message naming the file, the line and the key.
+#   cmake -DBENCH=<bench_accuracy> -DWORK_DIR=<scratch dir> -P bench_accuracy_parses.cmake
+execute_process(COMMAND ${BENCH} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "bench_accuracy exited ${rc}:\n${err}")
+endif()
+foreach(expected "summary by generation" "summary by source" "summary by framework"
+                 "\nA100 +calibrate" "\nA100 +check" "\nH100 +calibrate" "\nH100 +check"
+                 "measured memory")
+  if(NOT out MATCHES "${expected}")
+    message(FATAL_ERROR "bench_accuracy output lacks \"${expected}\":\n${out}")
+  endif()
+endforeach()
+
+execute_process(COMMAND ${BENCH} --generation H100 --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"by\": \"generation\", \"group\": \"H100\"" OR out MATCHES "\"generation\": \"A100\"")
+  message(FATAL_ERROR "bench_accuracy --generation H100 --json: exit ${rc}, output:\n${out}\n${err}")
+endif()
+
+# Bad input: each case is a run file, and what the refusal must say.
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(base "[[run]]\nname = \"x-1\"\ngpu = \"h100-sxm\"\ngpus = 8\nlayers = 2\nhidden = 256\nheads = 4\nglobal_batch = 8\ndp = 8\niteration_s = 1.0\n")
+set(case_names unknown_key bad_fp8 bad_framework fsdp_zero memory_kind)
+set(case_unknown_key "${base}flash_attn = true\n")
+set(want_unknown_key ":11: unknown run key \"flash_attn\"")
+set(case_bad_fp8 "${base}fp8 = \"e4m3\"\n")
+set(want_bad_fp8 ":11: run key \"fp8\" is \"e4m3\"; allowed: none, delayed, current, tensorwise, rowwise")
+set(case_bad_framework "${base}framework = \"megatron-lm\"\n")
+set(want_bad_framework ":11: run key \"framework\" is \"megatron-lm\"")
+set(case_fsdp_zero "${base}fsdp = true\nzero = 1\n")
+set(want_fsdp_zero ":12: run \"x-1\": fsdp = true means zero = 3, not 1")
+set(case_memory_kind "${base}memory_gib_measured = 40.0\n")
+set(want_memory_kind "memory_gib_measured and memory_kind go together")
+foreach(name IN LISTS case_names)
+  set(file ${WORK_DIR}/${name}.toml)
+  file(WRITE ${file} "${case_${name}}")
+  execute_process(COMMAND ${BENCH} ${file} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${err}" "${file}" at_file)
+  string(FIND "${err}" "${want_${name}}" at_want)
+  if(NOT rc EQUAL 2 OR at_file EQUAL -1 OR at_want EQUAL -1)
+    message(FATAL_ERROR "case ${name}: want exit 2 and \"${file}...${want_${name}}\", got exit ${rc}:\n${err}${out}")
+  endif()
+endforeach()
