@@ -85,11 +85,14 @@ double layer_activation_torchtitan_op(const LayoutDerived& L) {
     const double r = L.sp ? 1.0 / L.t : 1.0;
     const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const double k = L.moe ? L.m->top_k : 1.0;  // MoE: the routed copies, as a dense MLP each
-    std::vector<double> mm = {hd, kvd, kvd, h};  // local output width of each matmul, forward order
-    if (L.swiglu) mm.insert(mm.end(), {k * L.f_l, k * L.f_l, k * h});
-    else mm.insert(mm.end(), {k * L.f_l, k * h});
+    // Local output width of each matmul in forward order (a fixed array: the planner calls
+    // this for every layout and allocates nothing).
+    const double swiglu_mm[7] = {hd, kvd, kvd, h, k * L.f_l, k * L.f_l, k * h};
+    const double gelu_mm[6] = {hd, kvd, kvd, h, k * L.f_l, k * h};
+    const double* mm = L.swiglu ? swiglu_mm : gelu_mm;
+    const int n_mm = L.swiglu ? 7 : 6;
     double bytes = e * T * h * r;  // the checkpoint's input (the block input)
-    for (size_t i = 0; i < mm.size(); i += 2) bytes += e * T * mm[i];  // the 1st, 3rd, ... matmul
+    for (int i = 0; i < n_mm; i += 2) bytes += e * T * mm[i];  // the 1st, 3rd, ... matmul
     if (L.flash) bytes += e * T * hd + 4.0 * T * L.heads_l;  // SDPA output + fp32 log-sum-exp
     if (L.sp) bytes += 2.0 * e * T * h * r;                 // the two reduce-scatter outputs
     return bytes;
