@@ -674,7 +674,8 @@ TEST(Params, GqaReplicatesKvWhenTpExceedsKvHeads) {
 // Narayanan et al. 2021 §2.2.1 (1F1B): stage i holds at most p − i micro-batches' activations
 // (m if fewer). Korthikanti §4.2.3: first stage = L layers' worth regardless of p; the
 // first stage adds token ids and the embedding dropout mask, the last the final-norm
-// input/output and the fp32 logits of the vocab-parallel cross entropy (4·s·b·V/t).
+// input/output and the logits at the vocab-parallel cross entropy's peak: the 16-bit
+// logits and their fp32 copy, (2 + 4)·s·b·V/t.
 // GPT-3 job: fp16, t 8, p 8, m 96, full recompute, no flash attention (as in 2021).
 TEST(Pipeline, FirstMiddleLastGpt3) {
     JobSpec job = load_asset("gpt3-175b-a100.toml");
@@ -691,7 +692,7 @@ TEST(Pipeline, FirstMiddleLastGpt3) {
         const StageEstimate& st = est.stages[(size_t)i];
         EXPECT_EQ(st.in_flight, 8 - i) << i;
         double want = (8 - i) * (12 * per_layer + (i == 0 ? 4 * s * b + sbh : 0.0)) + working;
-        if (i == 7) want += 2 * 2 * sbh + 4 * s * b * Vp / t;
+        if (i == 7) want += 2 * 2 * sbh + (2 + 4) * s * b * Vp / t;
         EXPECT_REL(st.mem.activations, want) << "stage " << i;
         EXPECT_REL(st.act_per_microbatch, 12 * per_layer + (i == 0 ? 4 * s * b + sbh : 0.0)) << i;
     }
@@ -728,7 +729,7 @@ TEST(Pipeline, InterleavedFirstStage) {
     EXPECT_REL(est.stages[0].in_flight, layers_held / (L / p));
     // Last stage: (v − 1)·p + 1 chunks of L/(p·v) layers, plus the output terms.
     const double Vp = 129024, h = 8192;
-    EXPECT_REL(est.stages[3].mem.activations, 17 * 4 * per_layer + 2 * 2 * T * h / 8 + 4 * T * Vp / 8 + working);
+    EXPECT_REL(est.stages[3].mem.activations, 17 * 4 * per_layer + 2 * 2 * T * h / 8 + (2 + 4) * T * Vp / 8 + working);
     // m < p: at most m micro-batches (m·v chunks).
     JobSpec few = job;
     few.training.global_batch = 4;  // m = 2
@@ -879,9 +880,12 @@ TEST(Overheads, ContextNcclFragmentationHeadroomFromJob) {
 // Temporary buffers (estimate.cpp evaluate_stage): with SP the TP region gathers the whole
 // sequence (e·b·s·h); with p > 1 one send and one receive buffer of the stage boundary
 // activation (2·e·b·s·h/t with SP); ZeRO-1/2 add DeepSpeed's reduce and all-gather buckets
-// (2 × min(bucket, params) elements in the training dtype).
+// (2 × min(bucket, params) elements in the training dtype); every GPU stage holds PyTorch's
+// cuBLAS workspace (32 MiB on the default job's H100).
 TEST(Overheads, TempBuffers) {
     JobSpec job = default_job(presets());  // bf16, tp 4, pp 2, SP, zero 1, b 1, s 4096
+    ASSERT_EQ(job.cluster.gpu.name, "h100-sxm");
+    job.estimate.cublas_workspace_mib = 0;  // the workspace has its own test
     const double T = 4096, h = 4096, t = 4;
     Estimate est = estimate_job(job);
     for (const StageEstimate& st : est.stages)
@@ -1223,6 +1227,175 @@ TEST(Properties, MfuAtLongContext) {
         EXPECT_REL(causal.step_s, full.step_s);
         EXPECT_LT(causal.mfu, full.mfu);
     }
+}
+
+// ============================================================================================
+// Memory as the allocator sees it (issue 15 point 7).
+// ============================================================================================
+
+// A Llama 3 8B job on one H100 node: tp 1, dp 8, b 1, s 8192, flash, bf16.
+JobSpec llama8b_node() {
+    JobSpec job = default_job(presets());
+    job.model = preset_model("llama3-8b");
+    job.cluster.nodes = 1;
+    job.cluster.gpus_per_node = 8;
+    job.parallel = {};
+    job.parallel.dp = 8;
+    job.training.micro_batch = 1;
+    job.training.global_batch = 8;
+    job.training.precision = Precision::bf16;
+    job.training.flash_attention = true;
+    return job;
+}
+
+// torchtitan's op-level selective AC (parallelize_llama.py _save_list / _custom_policy)
+// keeps the block input, every other matmul output in forward order (Q, V, w1, w2 of
+// Q K V O w1 w3 w2) and the flash attention output + fp32 log-sum-exp; Megatron's
+// selective recompute keeps everything but the attention core. Both drop what the other
+// keeps, so the two differ, and no recompute / full recompute do not depend on the style.
+TEST(MemoryTruth, RecomputeStyleSavedSets) {
+    JobSpec job = llama8b_node();
+    job.parallel.recompute = Recompute::selective;
+    const double T = 8192, h = 4096, hd = 4096, kvd = 1024, f = 14336, a = 32, e = 2;
+    job.parallel.recompute_style = RecomputeStyle::torchtitan_op;
+    expect_valid(job);
+    const Estimate titan = estimate_job(job);
+    const double titan_layer = e * T * h + e * T * hd + e * T * kvd + e * T * f + e * T * h + e * T * hd + 4 * T * a;
+    // First stage: 32 layers + int32 token ids.
+    EXPECT_REL(titan.stages[0].act_per_microbatch, 32 * titan_layer + 4 * T);
+    job.parallel.recompute_style = RecomputeStyle::megatron;
+    const Estimate mega = estimate_job(job);
+    const double mega_layer = act(job.model, 1, 8192, 1, false, Recompute::selective, true);
+    EXPECT_REL(mega.stages[0].act_per_microbatch, 32 * mega_layer + 4 * T);
+    EXPECT_LT(titan_layer, mega_layer);  // Llama: op-level SAC drops K, O, w3 and both norms
+    // The layer being recomputed holds the whole no-recompute set either way (31 layers kept
+    // plus the full set of the one in backward).
+    EXPECT_REL(titan.stages[0].mem.activations - 31 * titan_layer, mega.stages[0].mem.activations - 31 * mega_layer);
+    for (Recompute rc : {Recompute::none, Recompute::full}) {
+        job.parallel.recompute = rc;
+        job.parallel.recompute_style = RecomputeStyle::torchtitan_op;
+        const double a1 = estimate_job(job).stages[0].mem.activations;
+        job.parallel.recompute_style = RecomputeStyle::megatron;
+        EXPECT_REL(estimate_job(job).stages[0].mem.activations, a1);
+    }
+    // The key round-trips through TOML and a bad word names the key and the allowed words.
+    job.parallel.recompute = Recompute::selective;
+    job.parallel.recompute_style = RecomputeStyle::torchtitan_op;
+    auto back = load_job_text(save_job_toml(job), "<saved>", presets());
+    ASSERT_TRUE(back) << back.error().str();
+    EXPECT_EQ(back->parallel.recompute_style, RecomputeStyle::torchtitan_op);
+    auto bad = load_job_text("[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\n"
+                             "gpu = \"h100-sxm\"\n[parallel]\nrecompute = \"selective\"\nrecompute_style = \"op\"\n",
+                             "bad.toml", presets());
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("parallel.recompute_style"), std::string::npos) << bad.error().str();
+    EXPECT_NE(bad.error().str().find("torchtitan-op"), std::string::npos) << bad.error().str();
+}
+
+// The last stage's logits at the loss's peak, per rank T × V_p/t elements: Megatron's
+// vocab-parallel cross entropy holds the 16-bit logits and their fp32 copy together
+// (e + 4 bytes; 4 in fp32, where .float() is the same tensor); PyTorch's
+// F.cross_entropy(logits.float()) holds the fp32 log-softmax output, nll_loss's gradient and
+// log_softmax_backward's output at the start of the backward (12 bytes). Only the last
+// stage changes.
+TEST(MemoryTruth, LastStageLogitsPeak) {
+    JobSpec job = load_asset("llama3-70b-h100.toml");  // tp 8, pp 4, vpp 5, SP, bf16
+    const double T = 8192, Vp = 129024, t = 8, h = 8192;
+    const Estimate mega = estimate_job(job);
+    ASSERT_EQ(job.estimate.cross_entropy, CrossEntropyImpl::megatron);
+    job.estimate.cross_entropy = CrossEntropyImpl::pytorch;
+    const Estimate torch = estimate_job(job);
+    for (int i = 0; i < 3; ++i) EXPECT_REL(torch.stages[(size_t)i].mem.activations, mega.stages[(size_t)i].mem.activations);
+    EXPECT_REL(torch.stages[3].mem.activations - mega.stages[3].mem.activations, (12.0 - (2 + 4)) * T * Vp / t);
+    // fp32 training: the cast is a no-op, so Megatron's peak is the fp32 logits alone.
+    JobSpec f32 = job;
+    f32.training.precision = Precision::fp32;
+    f32.estimate.cross_entropy = CrossEntropyImpl::megatron;
+    const Estimate m32 = estimate_job(f32);
+    f32.estimate.cross_entropy = CrossEntropyImpl::pytorch;
+    const Estimate t32 = estimate_job(f32);
+    EXPECT_REL(t32.stages[3].mem.activations - m32.stages[3].mem.activations, (12.0 - 4.0) * T * Vp / t);
+    (void)h;
+}
+
+// PyTorch's cuBLAS workspace (CublasHandlePool.cpp): ":4096:8" = 32 MiB on sm90 and later,
+// ":4096:2:16:8" = 8.125 MiB before; none on the cpu preset; the job key overrides.
+TEST(MemoryTruth, CublasWorkspace) {
+    JobSpec job = llama8b_node();
+    job.estimate.cublas_workspace_mib = 0;
+    const double base = estimate_job(job).stages[0].mem.temp;
+    job.estimate.cublas_workspace_mib = -1;  // the GPU's default
+    EXPECT_REL(estimate_job(job).stages[0].mem.temp - base, 32.0 * 1024 * 1024);
+    JobSpec a100 = job;
+    a100.cluster.gpu = *presets().find_gpu("a100-80gb");
+    a100.training.flash_attention = true;
+    a100.estimate.cublas_workspace_mib = 0;
+    const double a_base = estimate_job(a100).stages[0].mem.temp;
+    a100.estimate.cublas_workspace_mib = -1;
+    EXPECT_REL(estimate_job(a100).stages[0].mem.temp - a_base, (4096.0 * 2 + 16 * 8) * 1024);
+    job.estimate.cublas_workspace_mib = 64;
+    EXPECT_REL(estimate_job(job).stages[0].mem.temp - base, 64.0 * 1024 * 1024);
+}
+
+// Llama 3 405B as the paper ran it (arXiv 2407.21783 §3.3, Table 4): TP 8, PP 16, DP 128 on
+// 80 GB H100s, seq 8192, no activation checkpointing, the first and last stage one layer
+// short, FSDP sharding optimizer state AND gradients over DP with parameters kept whole
+// between micro-batches (zero = 2 under a pipeline). Modelled as Megatron's distributed
+// optimizer (fp32 main grads kept whole, 4 bytes per parameter: 11.9 GiB per GPU here) it
+// did not fit; a run that happened must.
+TEST(MemoryTruth, Llama3_405bPublishedLayoutFits) {
+    JobSpec job = load_asset("llama3-405b-bare.toml");
+    job.origin.no_layout = false;
+    job.parallel = {};
+    job.parallel.tp = 8;
+    job.parallel.pp = 16;
+    job.parallel.dp = 128;  // the bare job's 16,384 GPUs (Table 4's second row)
+    job.parallel.sequence_parallel = true;
+    job.parallel.recompute = Recompute::none;
+    job.parallel.zero = 2;
+    job.parallel.layers_per_stage = {7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7};
+    job.training.micro_batch = 1;
+    job.training.flash_attention = true;
+    job.training.precision = Precision::bf16;
+    expect_valid(job);
+    const Estimate est = estimate_job(job);
+    EXPECT_TRUE(est.fits) << est.stages[(size_t)est.worst_stage].mem.total() / kGiB << " GiB";
+    // Gradients are sharded over the 128 data-parallel ranks (2 bytes / 128 per parameter).
+    const StageEstimate& s1 = est.stages[1];
+    EXPECT_REL(s1.mem.grads, 2.0 / 128 * s1.params_count);
+    // The distributed-optimizer reading keeps 4-byte fp32 main grads whole and does not fit.
+    JobSpec dist = job;
+    dist.parallel.zero = 0;
+    dist.parallel.distributed_optimizer = true;
+    const Estimate d = estimate_job(dist);
+    EXPECT_REL(d.stages[1].mem.grads, 4.0 * s1.params_count);
+    EXPECT_FALSE(d.fits);
+}
+
+// ZeRO-2 under a pipeline reduce-scatters every micro-batch's gradients (the data-parallel
+// traffic grows by one reduce-scatter per micro-batch), the distributed optimizer once per
+// step; the per-micro-batch traffic hides behind the backwards but the last.
+TEST(MemoryTruth, ZeroTwoPipelineTraffic) {
+    JobSpec job = load_asset("llama3-70b-h100.toml");  // tp 8, pp 4, vpp 5, dp 2
+    job.parallel.distributed_optimizer = false;
+    job.parallel.zero = 2;
+    expect_valid(job);
+    auto dp_at = [&](int global_batch) {
+        JobSpec j = job;
+        j.training.global_batch = global_batch;  // m = global_batch / 2
+        return estimate_job(j).stages[1].dp_s;
+    };
+    const double d1 = dp_at(64), d2 = dp_at(128), d3 = dp_at(192);
+    EXPECT_GT(d2 - d1, 0.0);
+    EXPECT_NEAR(d3 - d2, d2 - d1, 1e-9 * d3);  // linear in m: one reduce-scatter per micro-batch
+    const Estimate est = estimate_job(job);
+    for (const StageEstimate& st : est.stages) EXPECT_LE(st.tail.grad_exposed_s, st.tail.grad_s);
+    JobSpec dist = job;
+    dist.parallel.zero = 0;
+    dist.parallel.distributed_optimizer = true;
+    JobSpec dist2 = dist;
+    dist2.training.global_batch = 2 * dist.training.global_batch;
+    EXPECT_NEAR(estimate_job(dist2).stages[1].dp_s, estimate_job(dist).stages[1].dp_s, 1e-12);
 }
 
 }  // namespace

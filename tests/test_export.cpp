@@ -655,4 +655,18 @@ TEST(JobOverrides, BuiltInJobs) {
     for (const Diagnostic& d : bad.error().diagnostics) EXPECT_EQ(d.where.line, 0) << format_diagnostic(d);
 }
 
+// ZeRO-2 with pp > 1 is a valid job (FSDP keeping parameters whole, as the Llama 3 paper's),
+// but DeepSpeed's pipeline engine supports ZeRO 0 or 1 only: the export says so.
+TEST(ExportDeepSpeed, ZeroTwoWithPipelineRefused) {
+    auto out = export_job(job("llama3-70b-h100.toml", {"parallel.distributed_optimizer=false", "parallel.zero=2"}),
+                          ExportFormat::deepspeed);
+    ASSERT_FALSE(out);
+    const Diagnostic& d = out.error().diagnostics.front();
+    EXPECT_EQ(d.key, "parallel.zero");
+    EXPECT_TRUE(contains(d.message, "zero 0 or 1 with pp > 1")) << d.message;
+    // torchtitan runs FSDP under pipelining.
+    EXPECT_TRUE(export_job(job("llama3-70b-h100.toml", {"parallel.distributed_optimizer=false", "parallel.zero=2"}),
+                           ExportFormat::torchtitan_toml));
+}
+
 }  // namespace

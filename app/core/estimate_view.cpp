@@ -110,7 +110,12 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                 (t.fp8 != Fp8Recipe::none ? std::string(" + fp8 ") + to_string(t.fp8) : std::string()))  // issue 15 fp8
                    .c_str(),
                p.distributed_optimizer ? "distributed optimizer" : fmt("zero %d", p.zero).c_str(),
-               to_string(p.recompute), p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
+               (std::string(to_string(p.recompute)) +
+                (p.recompute == Recompute::selective && p.recompute_style != RecomputeStyle::megatron
+                     ? std::string(" (") + to_string(p.recompute_style) + ")"
+                     : std::string()))
+                   .c_str(),
+               p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
     {  // nccl: the network the collective times assume
         const ClusterSpec& c = job.cluster;
         const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;

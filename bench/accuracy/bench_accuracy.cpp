@@ -136,8 +136,14 @@ std::string calibration_group(const std::string& generation) {
 std::string apply_run_to_job(Run& r) {
     ptd::JobSpec& j = r.job;
     if (r.fsdp) j.parallel.zero = 3;  // FSDP FULL_SHARD / ZeRO-3 is ZeRO stage 3
-    if (r.overlap_grad_reduce) j.estimate.overlap_grad_reduce = *r.overlap_grad_reduce;
-    if (r.overlap_param_gather) j.estimate.overlap_param_gather = *r.overlap_param_gather;
+    // Overlap: what the source states; unstated, what the stack does in its published
+    // configurations (NeMo / Megatron-Bridge performance recipes turn both overlaps on, FSDP
+    // and DeepSpeed's overlap_comm always overlap); the param gather only exists with a
+    // sharded optimizer. TP overlap only where the source says so.
+    const bool sharded = j.parallel.zero >= 1 || j.parallel.distributed_optimizer;
+    j.parallel.overlap_grad_reduce = r.overlap_grad_reduce.value_or(true);
+    j.parallel.overlap_param_gather = sharded && j.parallel.overlap_grad_reduce && r.overlap_param_gather.value_or(true);
+    j.parallel.tp_comm_overlap = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.tp_comm_overlap.value_or(false);
     // Whose kernels ran it: NeMo and MegaScale build on Megatron-LM; llm-foundry is PyTorch
     // FSDP (Composer); "other" (e.g. the Llama 3 paper's own stack) keeps the default.
     if (r.framework == "deepspeed") j.training.framework = ptd::Framework::deepspeed;
@@ -149,7 +155,6 @@ std::string apply_run_to_job(Run& r) {
 
     // ---- INTEGRATOR: wire these when the issue-15 JobSpec fields land --------------------
     //   r.fp8 (delayed/current/tensorwise/rowwise)   -> the FP8 recipe field (item 3)
-    //   r.tp_comm_overlap                            -> the TP overlap key (item 2)
     //   r.schedule (zb-h1 / dualpipe)                -> the schedule field (item 5)
     // Remove the matching skip below once a key is wired.
     // ------------------------------------------------------------------------------------

@@ -274,6 +274,11 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
             // Per micro-batch: gather weights for forward and backward, reduce-scatter grads.
             out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
             out.param_s += L.mbs * 2.0 * bucketed(Collective::all_gather, params, L.e, param_bucket, g);
+        } else if (L.zero == 2 && p > 1) {
+            // FSDP-style ZeRO-2 under a pipeline: every micro-batch's gradients are
+            // reduce-scattered into the shards; the updated parameters are gathered once.
+            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
+            out.param_s += bucketed(Collective::all_gather, params, L.e, param_bucket, g);
         } else if (L.optimizer_sharded) {
             out.grad_s += bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
             out.param_s += bucketed(Collective::all_gather, params, L.e, param_bucket, g);

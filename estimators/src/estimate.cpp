@@ -88,6 +88,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.layernorm = m.norm == Norm::layernorm;
     L.cpu = ctx.cpu_device;
     L.rc = ch.recompute;
+    L.rc_style = job.parallel.recompute_style;
     L.edp = std::max(1, L.dp * L.c / L.ep);
     // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.

@@ -48,6 +48,7 @@ struct LayoutDerived {
     bool optimizer_sharded;              // ZeRO ≥ 1 or Megatron's distributed optimizer
     int zero;                            // ZeRO stage
     Recompute rc;
+    RecomputeStyle rc_style;             // what recompute = selective saves (parallel.recompute_style)
     StateBytes dense_state, expert_state;
     // Per-layer parameters on one rank.
     double layer_dense_params, layer_expert_params;

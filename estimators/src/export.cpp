@@ -271,6 +271,10 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     }
     if (p.recompute == Recompute::selective) {
         arg("--recompute-granularity", "selective");
+        if (p.recompute_style == RecomputeStyle::torchtitan_op)
+            out.notes.push_back("parallel.recompute_style = \"torchtitan-op\": Megatron-LM has no op-level selective "
+                                "checkpointing; --recompute-granularity selective recomputes the attention core, which "
+                                "keeps a different set of activations (ptd estimate --set parallel.recompute_style=megatron)");
     } else if (p.recompute == Recompute::full) {
         arg("--recompute-granularity", "full");
         arg("--recompute-method", "uniform");
@@ -322,6 +326,11 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const EstimateSpec& e = job.estimate;
+    if (p.zero >= 2 && p.pp > 1)
+        return job_error(job, "parallel.zero",
+                         "got " + std::to_string(p.zero) + " with pp = " + std::to_string(p.pp) +
+                             "; DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; allowed for --format "
+                             "deepspeed: zero 0 or 1 with pp > 1");
     ExportOutput out;
     nlohmann::ordered_json ds;
     ds["train_batch_size"] = t.global_batch;
@@ -512,9 +521,11 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
         tp.notes.push_back("parallel.fsdp_prefetch = " + std::to_string(p.fsdp_prefetch) +
                            ": FSDP2 prefetches one module ahead; other depths need set_modules_to_forward_prefetch / "
                            "set_modules_to_backward_prefetch in the model code");
-    if (p.recompute == Recompute::selective)
-        tp.notes.push_back("parallel.recompute = \"selective\": torchtitan's op-level selective checkpointing "
-                           "saves every other matmul, not Megatron's attention-core recompute; memory differs");
+    if (p.recompute == Recompute::selective && p.recompute_style == RecomputeStyle::megatron)
+        tp.notes.push_back("parallel.recompute = \"selective\" with recompute_style = \"megatron\": torchtitan's "
+                           "op-level selective checkpointing (selective_ac_option = \"op\") saves every other matmul, "
+                           "not Megatron's attention-core recompute; memory differs (estimate it with "
+                           "--set parallel.recompute_style=torchtitan-op)");
     if (t.data != "synthetic")
         tp.notes.push_back("training.data = \"" + t.data + "\": set a torchtitan dataset and tokenizer");
     else

@@ -38,6 +38,8 @@ const char* to_string(Optimizer v) {
     return "?";
 }
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
+const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ? "megatron" : "torchtitan-op"; }
+const char* to_string(CrossEntropyImpl v) { return v == CrossEntropyImpl::megatron ? "megatron" : "pytorch"; }
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
 const char* to_string(Framework v) {
@@ -290,10 +292,14 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     }
 
     // ZeRO / optimizer sharding.
-    if (p.zero >= 2 && p.pp > 1)
+    // ZeRO-2 with a pipeline is FSDP with parameters kept unsharded between micro-batches
+    // and gradients sharded (the Llama 3 paper's FSDP, §3.3.2): each micro-batch's gradients
+    // are reduce-scattered into the sharded accumulator. ZeRO-3
+    // would re-gather every stage's parameters for every micro-batch's forward and backward.
+    if (p.zero >= 3 && p.pp > 1)
         add("parallel.zero", "got " + s(p.zero) + " with pp = " + s(p.pp) +
-                                 ": ZeRO-2/3 shard gradients that pipeline micro-batches keep accumulating "
-                                 "(DeepSpeed refuses this too); allowed: zero 0 or 1 with pp > 1");
+                                 ": ZeRO-3 re-gathers the parameters for every pipeline micro-batch "
+                                 "(DeepSpeed refuses this too); allowed: zero 0, 1 or 2 with pp > 1");
     if (p.distributed_optimizer && p.zero != 0)
         add("parallel.distributed_optimizer",
             "true together with zero = " + s(p.zero) +

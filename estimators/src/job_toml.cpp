@@ -245,6 +245,8 @@ static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
 static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
+static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
+static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch"};
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};
 // In Fp8Recipe / Fp8Format order.
@@ -503,6 +505,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("distributed_optimizer", p.distributed_optimizer);
     r.read_bool("sequence_parallel", p.sequence_parallel);
     read_enum(r, "recompute", p.recompute, kRecomputeWords);
+    read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords);
     r.read_string("order", p.order);
     r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
     // overlap (docs/job-spec.md): communication that runs concurrently with compute.
@@ -582,6 +585,8 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("cuda_context_gib", e.cuda_context_gib, 0, 1024);
     r.read_double("nccl_gib", e.nccl_gib, 0, 1024);
     r.read_double("fragmentation", e.fragmentation, 0, 0.9);
+    read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords);
+    r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
     r.read_double("headroom", e.headroom, 0, 0.9);
     r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
     // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
@@ -939,6 +944,7 @@ std::string save_job_toml(const JobSpec& job) {
     w.boolean("distributed_optimizer", p.distributed_optimizer);
     w.boolean("sequence_parallel", p.sequence_parallel);
     w.str("recompute", to_string(p.recompute));
+    if (p.recompute_style != RecomputeStyle::megatron) w.str("recompute_style", to_string(p.recompute_style));
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
     const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
@@ -1009,6 +1015,8 @@ std::string save_job_toml(const JobSpec& job) {
         if (e.headroom != ed.headroom) w.dbl("headroom", e.headroom);
         if (e.vocab_pad != ed.vocab_pad) w.int_("vocab_pad", e.vocab_pad);
         if (e.zero_bucket_elements != ed.zero_bucket_elements) w.dbl("zero_bucket_elements", e.zero_bucket_elements);
+        if (e.cross_entropy != ed.cross_entropy) w.str("cross_entropy", to_string(e.cross_entropy));
+        if (e.cublas_workspace_mib != ed.cublas_workspace_mib) w.dbl("cublas_workspace_mib", e.cublas_workspace_mib);
     }
 
     // A GPU that is not exactly a preset is written as a table (it must come after the

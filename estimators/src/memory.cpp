@@ -16,6 +16,8 @@
 #include "estimate_internal.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace ptd {
 
@@ -74,6 +76,34 @@ std::vector<int> balanced_layers_per_stage(int layers, int pp) {
 
 namespace est {
 
+// Bytes one layer keeps under torchtitan's op-level selective activation checkpointing
+// (torchtitan parallelize_llama.py, `_save_list` and `_custom_policy`; selective_ac_option
+// = "op"). The block is a checkpoint whose policy saves the output of every aten.mm except
+// each second one (counted per block in forward order), the outputs of the SDPA flash /
+// efficient kernels (attention output + fp32 log-sum-exp) and of the TP reduce-scatters;
+// everything else (norms, RoPE, SwiGLU, the dropped matmuls) runs again in backward from
+// the saved block input. Matmuls in order: Q, K, V, O, then w1 (gate), w3 (up), w2 (down)
+// for SwiGLU or fc1, fc2 for GELU, so Q, V, w1, w2 (SwiGLU) or Q, V, fc1 (GELU) are saved.
+// Under TP a matmul's local output is its shard (column-parallel) or the full-width
+// partial sum before the reduction (row-parallel O and down projection).
+double layer_activation_torchtitan_op(const LayoutDerived& L) {
+    const double T = L.tokens, e = L.e, h = L.h;
+    const double r = L.sp ? 1.0 / L.t : 1.0;
+    const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const double k = L.moe ? L.m->top_k : 1.0;  // MoE: the routed copies, as a dense MLP each
+    // Local output width of each matmul in forward order (a fixed array: the planner calls
+    // this for every layout and allocates nothing).
+    const double swiglu_mm[7] = {hd, kvd, kvd, h, k * L.f_l, k * L.f_l, k * h};
+    const double gelu_mm[6] = {hd, kvd, kvd, h, k * L.f_l, k * h};
+    const double* mm = L.swiglu ? swiglu_mm : gelu_mm;
+    const int n_mm = L.swiglu ? 7 : 6;
+    double bytes = e * T * h * r;  // the checkpoint's input (the block input)
+    for (int i = 0; i < n_mm; i += 2) bytes += e * T * mm[i];  // the 1st, 3rd, ... matmul
+    if (L.flash) bytes += e * T * hd + 4.0 * T * L.heads_l;  // SDPA output + fp32 log-sum-exp
+    if (L.sp) bytes += 2.0 * e * T * h * r;                 // the two reduce-scatter outputs
+    return bytes;
+}
+
 // Bytes one layer saves for backward, one micro-batch, one rank, recompute = none unless
 // the profile says otherwise. Megatron profile: Korthikanti et al. 2022 §4, generalised.
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
@@ -82,6 +112,7 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const double s = L.s_local * L.c;          // keys span the whole sequence (CP ring)
     if (rc == Recompute::full) return e * T * h * r;  // the layer input only
+    if (rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) return layer_activation_torchtitan_op(L);
     double bytes = 0;
     // Attention block: LN1 input and output, Q, K, V, context (input of the output projection).
     bytes += 2 * e * T * h * r;
@@ -157,6 +188,37 @@ double in_flight_chunks(const LayoutDerived& L, int i) {
     if (L.v <= 1) return std::min(L.p - i, L.mbs);
     double chunks = 2.0 * (L.p - i - 1) + (double)(L.v - 1) * L.p + 1;
     return std::min(chunks, (double)L.mbs * L.v);
+}
+
+// Bytes per logit element (one rank's T × V_p/t logits) alive at the loss's peak, with
+// every saved activation still held (the last stage runs the backward right after).
+// megatron: GPTModel casts the 16-bit logits to fp32 (`output.float()`) and
+// _VocabParallelCrossEntropy works in place on that copy (exp in place, softmax saved,
+// gradient written into it), so the 16-bit logits and the fp32 copy exist together while
+// the copy is made, and again when the fp32 gradient is cast back for the output layer:
+// e + 4 bytes (4 in fp32, where .float() is the same tensor).
+// pytorch: F.cross_entropy(logits.float()) (torchtitan's loss) keeps the fp32
+// log-softmax output for backward; at the start of the backward nll_loss's gradient
+// (a dense fp32 tensor) and log_softmax_backward's output exist beside it: 3 × 4 bytes
+// (the 16-bit logits and the fp32 copy are freed by then; in the forward at most
+// e + 4 + 4 are alive, less than 12).
+double loss_logit_bytes(const LayoutDerived& L, CrossEntropyImpl ce) {
+    if (ce == CrossEntropyImpl::pytorch) return 12.0;
+    return L.e >= 4.0 ? 4.0 : L.e + 4.0;
+}
+
+// PyTorch's cuBLAS workspace, allocated through the caching allocator once per (handle,
+// stream) that runs GEMMs: one for the compute stream. Default size (aten/src/ATen/cuda/
+// CublasHandlePool.cpp, parseChosenWorkspaceSize): ":4096:8" = 32 MiB on sm90 and later,
+// ":4096:2:16:8" = 8.125 MiB before, chosen here by the GPU's generation (Hopper and
+// Blackwell are sm90+); estimate.cublas_workspace_mib overrides.
+double cublas_workspace_bytes(const JobSpec& job) {
+    const EstimateSpec& es = job.estimate;
+    if (es.cublas_workspace_mib >= 0) return es.cublas_workspace_mib * 1024.0 * 1024.0;
+    const GpuGeneration g = job.cluster.gpu.generation;
+    if (g == GpuGeneration::cpu || job.cluster.gpu.name == "cpu") return 0;
+    const bool sm90_or_later = g == GpuGeneration::hopper || g == GpuGeneration::blackwell;
+    return sm90_or_later ? 32.0 * 1024 * 1024 : (4096.0 * 2 + 16.0 * 8) * 1024;
 }
 
 StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int i, int layers) {
@@ -239,8 +301,8 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
             output_extra = engine_buffers_bytes(
                 engine_output_buffers(m, L.b, (int)L.s_local, L.t, (int)L.vocab, L.sp, act_dtype));
         } else {
-            // Final norm input and output, and fp32 logits for the vocab-parallel cross entropy.
-            output_extra = 2 * L.e * L.tokens * L.h * r + 4.0 * L.tokens * L.vocab / L.t;
+            // Final norm input and output, and the logits' copies alive at the loss's peak.
+            output_extra = 2 * L.e * L.tokens * L.h * r + loss_logit_bytes(L, es.cross_entropy) * L.tokens * L.vocab / L.t;
         }
     }
     const double chunks = in_flight_chunks(L, i);
@@ -263,6 +325,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
     if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d;  // ring attention: K/V chunk in flight + next
+    if (!engine) temp += cublas_workspace_bytes(ctx.job);  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
     const bool embedding_group = L.p > 1 && m.tied_embeddings && (first || last);

@@ -159,6 +159,11 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
         tail.grad_exposed_s = dp.grad_s + dp.param_s > 0
                                   ? zero3_exposed(ctx, L, dense_params, expert_params, L.m->layers, fwd_s, bwd_s)
                                   : 0.0;
+    } else if (L.zero == 2 && L.p > 1) {
+        // Per-micro-batch reduce-scatters (collectives.cpp) hide behind the backwards but
+        // the last micro-batch's; the parameter gather as below.
+        tail.grad_exposed_s = overlapped_cost(dp.grad_s * (L.mbs - 1) / L.mbs, (L.mbs - 1) * bwd_s) + dp.grad_s / L.mbs;
+        tail.param_exposed_s = L.overlap_param_gather ? overlapped_cost(dp.param_s, fwd_s) : dp.param_s;
     } else {
         // Megatron's buckets: the last one to fill (the first layers' gradients) is reduced
         // after the backward; the first one gathered before the forward can start.

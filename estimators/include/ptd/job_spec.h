@@ -24,6 +24,15 @@ enum class Optimizer { adamw, adam, sgd };
 enum class LaunchMode { local, ssh };
 enum class ActivationProfile { megatron, ptd_engine };  // TOML: "megatron", "ptd-engine"
 enum class AttentionFlops { full, causal };             // attention-score FLOPs convention
+// What "selective" recomputation saves: Megatron's attention-core recompute (Korthikanti
+// 2022 §5) or torchtitan's op-level selective checkpointing (every other matmul output and
+// the attention outputs saved). TOML: "megatron", "torchtitan-op".
+enum class RecomputeStyle { megatron, torchtitan_op };
+// How the loss is computed from the logits on the last stage: Megatron's vocab-parallel
+// cross entropy (fp32 copy of the logits, softmax and gradient in place) or PyTorch's
+// F.cross_entropy(logits.float()) (log-softmax output and its gradients as new tensors).
+// TOML: "megatron", "pytorch".
+enum class CrossEntropyImpl { megatron, pytorch };
 // The accelerator's architecture generation: kernel efficiencies (GEMM and attention
 // fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
 // "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
@@ -54,6 +63,8 @@ const char* to_string(Optimizer v);
 const char* to_string(LaunchMode v);
 const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
+const char* to_string(RecomputeStyle v);
+const char* to_string(CrossEntropyImpl v);
 const char* to_string(GpuGeneration v);
 const char* to_string(Framework v);
 const char* to_string(Fp8Recipe v);
@@ -138,6 +149,7 @@ struct ParallelSpec {
     bool distributed_optimizer = false;  // Megatron's sharded fp32 optimizer (zero must be 0)
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
+    RecomputeStyle recompute_style = RecomputeStyle::megatron;  // what recompute = selective saves
     std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
     std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
     // overlap: which communication runs concurrently with compute (docs/job-spec.md gives the
@@ -207,6 +219,8 @@ struct EstimateSpec {
     double headroom = 0.0;           // fraction of device memory a layout must leave free to fit
     int vocab_pad = 128;             // vocab padded to a multiple of vocab_pad · tp
     double zero_bucket_elements = 5e8;  // DeepSpeed reduce/allgather bucket size (elements)
+    CrossEntropyImpl cross_entropy = CrossEntropyImpl::megatron;  // the loss's logits copies on the last stage
+    double cublas_workspace_mib = -1;   // cuBLAS workspace per process; < 0 = the GPU's default (0 on cpu)
 
     bool operator==(const EstimateSpec&) const = default;
 };

@@ -1,0 +1,260 @@
+// bench_memory — predicted vs MEASURED per-GPU memory of published training runs. Reads
+// bench/accuracy/published_memory.toml (each run's own configuration and measured figure)
+// and compares the estimator's worst stage with it, in the allocator's view the source
+// measured:
+//   max_reserved   model states + activations + temporary buffers + fragmentation
+//                  (the caching allocator's segments; no CUDA context, no NCCL buffers)
+//   max_allocated  model states + activations + temporary buffers (live tensors only)
+//   nvidia-smi     everything, CUDA context and NCCL buffers included
+// It prints the error per run, the median and worst |error| per source and overall, and
+// whether each layout is predicted to fit on the GPUs it ran on (a run that happened must
+// fit).
+//
+//   bench_memory [RUNS.toml] [--verbose]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "ptd/estimate.h"
+#include "ptd/presets.h"
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct Run {
+    std::string name, source, table, framework, kind, skip;  // skip: why the run cannot be modelled
+    bool compile = false, float8 = false;
+    double measured_gib = 0, device_gib = 0;
+    ptd::JobSpec job;
+};
+
+std::string g_path;
+
+// A key's value, or `fallback` when absent; a value of the wrong type is an error naming
+// the file, line and key.
+template <class T>
+T get(const toml::table& t, const char* key, T fallback) {
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    std::optional<T> v = n->value<T>();
+    if (!v) {
+        std::fprintf(stderr, "%s:%d: run key \"%s\" has the wrong type\n", g_path.c_str(),
+                     (int)n->source().begin.line, key);
+        std::exit(2);
+    }
+    return *v;
+}
+
+[[noreturn]] void bad_value(const toml::table& t, const char* key, const std::string& got, const char* allowed) {
+    const toml::node* n = t.get(key);
+    std::fprintf(stderr, "%s:%d: run key \"%s\" = \"%s\"; allowed: %s\n", g_path.c_str(),
+                 n ? (int)n->source().begin.line : 0, key, got.c_str(), allowed);
+    std::exit(2);
+}
+
+// What the framework that produced the measurement runs, as job keys.
+void apply_framework(const toml::table& t, Run& r) {
+    if (r.framework != "torchtitan" && r.framework != "megatron" && r.framework != "deepspeed")
+        bad_value(t, "framework", r.framework, "\"torchtitan\", \"megatron\" or \"deepspeed\"");
+    const std::string style = get<std::string>(t, "recompute_style", "megatron");
+    if (style != "megatron" && style != "torchtitan-op")
+        bad_value(t, "recompute_style", style, "\"megatron\" or \"torchtitan-op\"");
+    r.job.parallel.recompute_style =
+        style == "torchtitan-op" ? ptd::RecomputeStyle::torchtitan_op : ptd::RecomputeStyle::megatron;
+    // torchtitan computes the loss as F.cross_entropy(pred.float(), labels) (train.py,
+    // components/loss.py); Megatron-LM and Megatron-DeepSpeed use the vocab-parallel one.
+    r.job.estimate.cross_entropy =
+        r.framework == "torchtitan" ? ptd::CrossEntropyImpl::pytorch : ptd::CrossEntropyImpl::megatron;
+}
+
+std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
+    std::vector<Run> runs;
+    toml::table doc;
+    try {
+        doc = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        std::fprintf(stderr, "%s:%d:%d: invalid TOML: %s\n", path.c_str(), (int)e.source().begin.line,
+                     (int)e.source().begin.column, std::string(e.description()).c_str());
+        std::exit(2);
+    }
+    const toml::array* arr = doc["run"].as_array();
+    if (!arr || arr->empty()) {
+        std::fprintf(stderr, "%s: no [[run]] entries\n", path.c_str());
+        std::exit(2);
+    }
+    g_path = path;
+    for (const toml::node& n : *arr) {
+        if (!n.is_table()) {
+            std::fprintf(stderr, "%s:%d: each [[run]] must be a table\n", path.c_str(), (int)n.source().begin.line);
+            std::exit(2);
+        }
+        const toml::table& t = *n.as_table();
+        Run r;
+        r.name = get<std::string>(t, "name", "?");
+        r.source = get<std::string>(t, "source", "");
+        r.table = get<std::string>(t, "table", "");
+        r.framework = get<std::string>(t, "framework", "");
+        r.kind = get<std::string>(t, "memory_kind", "");
+        if (r.kind != "max_reserved" && r.kind != "max_allocated" && r.kind != "nvidia-smi")
+            bad_value(t, "memory_kind", r.kind, "\"max_reserved\", \"max_allocated\" or \"nvidia-smi\"");
+        r.measured_gib = get<double>(t, "measured_gib", 0.0);
+        if (!(r.measured_gib > 0)) bad_value(t, "measured_gib", std::to_string(r.measured_gib), "a figure > 0 GiB");
+        r.compile = get<bool>(t, "compile", false);
+        r.float8 = get<bool>(t, "float8", false);
+
+        ptd::JobSpec& j = r.job;
+        const std::string model = get<std::string>(t, "model", "");
+        if (const ptd::ModelSpec* m = presets.find_model(model)) j.model = *m;
+        else bad_value(t, "model", model, "a model preset from assets/presets/models.toml");
+        j.model.seq_len = get<int>(t, "seq_len", j.model.seq_len);
+        const std::string gpu = get<std::string>(t, "gpu", "");
+        if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
+        else bad_value(t, "gpu", gpu, "a GPU preset from assets/presets/gpus.toml");
+        // The device the run had (e.g. H100 96 GB, not the 80 GB preset).
+        j.cluster.gpu.memory_gib = get<double>(t, "memory_gib", j.cluster.gpu.memory_gib);
+        r.device_gib = j.cluster.gpu.memory_gib;
+        j.cluster.gpus_per_node = get<int>(t, "gpus_per_node", 8);
+        const int gpus = get<int>(t, "gpus", 8);
+        j.cluster.gpus_per_node = std::min(j.cluster.gpus_per_node, gpus);
+        j.cluster.nodes = gpus / j.cluster.gpus_per_node;
+        j.cluster.intra_gbps = j.cluster.gpu.link_gbps;
+        j.cluster.inter_gbps = get<double>(t, "inter_gbps", 50.0);
+        ptd::ParallelSpec& p = j.parallel;
+        p.tp = get<int>(t, "tp", 1);
+        p.pp = get<int>(t, "pp", 1);
+        p.dp = get<int>(t, "dp", 1);
+        p.cp = get<int>(t, "cp", 1);
+        p.vpp = get<int>(t, "vpp", 1);
+        p.zero = get<int>(t, "zero", 0);
+        p.distributed_optimizer = get<bool>(t, "distributed_optimizer", false);
+        p.sequence_parallel = get<bool>(t, "sequence_parallel", false);
+        const std::string rc = get<std::string>(t, "recompute", "none");
+        if (rc != "none" && rc != "selective" && rc != "full")
+            bad_value(t, "recompute", rc, "\"none\", \"selective\" or \"full\"");
+        p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
+        if (j.model.layers % (p.pp * p.vpp) != 0)
+            p.layers_per_stage = ptd::balanced_layers_per_stage(j.model.layers, p.pp * p.vpp);
+        ptd::TrainingSpec& tr = j.training;
+        tr.micro_batch = get<int>(t, "micro_batch", 1);
+        tr.global_batch = get<int>(t, "global_batch", tr.micro_batch * p.dp);
+        const std::string prec = get<std::string>(t, "precision", "bf16");
+        if (prec != "bf16" && prec != "fp16" && prec != "fp32")
+            bad_value(t, "precision", prec, "\"bf16\", \"fp16\" or \"fp32\"");
+        tr.precision = prec == "fp16" ? ptd::Precision::fp16 : prec == "fp32" ? ptd::Precision::fp32 : ptd::Precision::bf16;
+        tr.optimizer = ptd::Optimizer::adamw;
+        tr.flash_attention = get<bool>(t, "flash_attention", true);
+        apply_framework(t, r);
+
+        if (j.world_size() != gpus) r.skip = "layout does not multiply to the GPU count";
+        if (r.skip.empty()) {
+            auto problems = ptd::validate_job(j);
+            if (!problems.empty()) r.skip = "not a PTD layout: " + problems[0].key + ": " + problems[0].message;
+        }
+        runs.push_back(std::move(r));
+    }
+    return runs;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The part of the worst stage's prediction that the measured kind covers.
+double predicted_bytes(const ptd::MemoryBreakdown& m, const std::string& kind) {
+    const double allocated = m.model_states() + m.activations + m.temp;
+    if (kind == "max_allocated") return allocated;
+    if (kind == "max_reserved") return allocated + m.fragmentation;
+    return m.total();
+}
+
+const char* view_of(const std::string& kind) {
+    if (kind == "max_allocated") return "allocated: states + activations + temp";
+    if (kind == "max_reserved") return "reserved: allocated + fragmentation; no CUDA context, no NCCL";
+    return "nvidia-smi: reserved + CUDA context + NCCL buffers";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_memory.toml";
+    bool verbose = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--verbose")) verbose = true;
+        else if (argv[i][0] == '-') {
+            std::fprintf(stderr, "bench_memory: unknown option %s; allowed: [RUNS.toml] [--verbose]\n", argv[i]);
+            return 2;
+        } else path = argv[i];
+    }
+    auto presets = ptd::load_presets();
+    if (!presets) {
+        std::fprintf(stderr, "bench_memory: presets: %s\n", presets.error().one_line().c_str());
+        return 2;
+    }
+    std::vector<Run> runs = load_runs(path, *presets);
+
+    std::map<std::string, std::vector<double>> by_source;
+    std::vector<double> all, no_compile;
+    int modelled = 0, fit_fail = 0;
+    std::printf("%-38s %5s %-13s %-12s %9s %9s %8s  %s\n", "run", "GPUs", "layout", "kind", "meas GiB",
+                "pred GiB", "error", "fits device");
+    for (const Run& r : runs) {
+        char layout[48];
+        const ptd::ParallelSpec& p = r.job.parallel;
+        std::snprintf(layout, sizeof layout, "%d·%d·%d·%d%s", p.tp, p.pp, p.dp, p.cp,
+                      p.vpp > 1 ? ("v" + std::to_string(p.vpp)).c_str() : "");
+        if (!r.skip.empty()) {
+            std::printf("%-38s %5d %-13s skipped: %s\n", r.name.c_str(), r.job.world_size(), layout, r.skip.c_str());
+            continue;
+        }
+        const ptd::Estimate est = ptd::estimate_job(r.job);
+        const ptd::StageEstimate& w = est.stages[(size_t)est.worst_stage];
+        // The measured figure is the maximum over all GPUs: compare with the stage whose
+        // prediction in the measured view is largest.
+        double pred = 0;
+        for (const ptd::StageEstimate& s : est.stages) pred = std::max(pred, predicted_bytes(s.mem, r.kind));
+        pred /= kGiB;
+        const double err = pred / r.measured_gib - 1.0;
+        ++modelled;
+        if (!est.fits) ++fit_fail;
+        by_source[r.source].push_back(std::fabs(err));
+        all.push_back(std::fabs(err));
+        if (!r.compile) no_compile.push_back(std::fabs(err));
+        std::printf("%-38s %5d %-13s %-12s %9.1f %9.1f %+7.1f%%  %s %.1f of %.1f GiB%s%s\n", r.name.c_str(),
+                    r.job.world_size(), layout, r.kind.c_str(), r.measured_gib, pred, 100 * err,
+                    est.fits ? "fits" : "OOM", w.mem.total() / kGiB, r.device_gib, r.compile ? " · compile" : "",
+                    r.float8 ? " · float8" : "");
+        if (verbose) {
+            const ptd::MemoryBreakdown& m = w.mem;
+            std::printf("    worst stage %d: params %.2f grads %.2f optimizer %.2f activations %.2f temp %.2f "
+                        "frag %.2f ctx %.2f nccl %.2f GiB\n    view: %s\n",
+                        w.stage, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
+                        m.temp / kGiB, m.fragmentation / kGiB, m.cuda_context / kGiB, m.nccl / kGiB,
+                        view_of(r.kind));
+        }
+    }
+    std::printf("\nper source                                                    runs  median |err|  worst |err|\n");
+    for (const auto& [src, errs] : by_source)
+        std::printf("%-60.60s %5zu %12.1f%% %11.1f%%\n", src.c_str(), errs.size(), 100 * median(errs),
+                    100 * *std::max_element(errs.begin(), errs.end()));
+    if (!all.empty()) {
+        std::printf("%-60s %5zu %12.1f%% %11.1f%%\n", "all modelled runs", all.size(), 100 * median(all),
+                    100 * *std::max_element(all.begin(), all.end()));
+        if (!no_compile.empty())
+            std::printf("%-60s %5zu %12.1f%% %11.1f%%\n", "without torch.compile", no_compile.size(),
+                        100 * median(no_compile), 100 * *std::max_element(no_compile.begin(), no_compile.end()));
+    }
+    std::printf("modelled %d of %zu runs; predicted OOM on the GPUs they ran on: %d\n", modelled, runs.size(),
+                fit_fail);
+    return 0;
+}
