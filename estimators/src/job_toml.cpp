@@ -431,6 +431,20 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     read_enum(r, "recompute", p.recompute, kRecomputeWords);
     r.read_string("order", p.order);
     r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
+    // offload: "nvme" (ZeRO-Infinity) is named so its rejection says why, not just "unknown".
+    if (std::string device; r.read_string("offload_optimizer", device)) {
+        if (device == "none" || device == "cpu")
+            p.offload_optimizer = device == "cpu" ? OffloadDevice::cpu : OffloadDevice::none;
+        else
+            ctx.error(r.where("offload_optimizer"), "parallel.offload_optimizer",
+                      "got " + quote_input(device) +
+                          (device == "nvme" ? std::string("; NVMe offload (ZeRO-Infinity) is not modelled: its "
+                                                          "speed depends on the drives' bandwidth, which the "
+                                                          "estimator does not know")
+                                            : std::string()) +
+                          "; allowed: none, cpu");
+    }
+    r.read_bool("offload_params", p.offload_params);
     r.finish();
 }
 
@@ -838,6 +852,8 @@ std::string save_job_toml(const JobSpec& job) {
     w.str("recompute", to_string(p.recompute));
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+    if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
+    if (p.offload_params) w.boolean("offload_params", p.offload_params);
     }
 
     const TrainingSpec& t = job.training;

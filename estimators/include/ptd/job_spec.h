@@ -24,6 +24,7 @@ enum class Optimizer { adamw, adam, sgd };
 enum class LaunchMode { local, ssh };
 enum class ActivationProfile { megatron, ptd_engine };  // TOML: "megatron", "ptd-engine"
 enum class AttentionFlops { full, causal };             // attention-score FLOPs convention
+enum class OffloadDevice { none, cpu };                 // where offloaded states live (offload)
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -36,6 +37,7 @@ const char* to_string(Optimizer v);
 const char* to_string(LaunchMode v);
 const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
+const char* to_string(OffloadDevice v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -111,6 +113,11 @@ struct ParallelSpec {
     Recompute recompute = Recompute::none;
     std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
     std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
+    // offload: ZeRO-Offload / Megatron's --optimizer-cpu-offload (fp32 master weights, optimizer
+    // states and the optimizer step in host memory; needs a sharded optimizer), and ZeRO-3's
+    // offload_param (the 16-bit parameter shard in host memory; needs zero = 3).
+    OffloadDevice offload_optimizer = OffloadDevice::none;
+    bool offload_params = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
