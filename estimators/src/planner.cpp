@@ -266,6 +266,14 @@ std::string offload_clause(const LayoutScore& s, const char* who) {
            fmt(" offloads %.1f GiB per node to host memory for %.3g s of PCIe + CPU optimizer per step",
                s.host_bytes_per_node / kGiB, s.time.offload);
 }
+// The same for a pair: said once when both offload.
+std::string offload_clause(const LayoutScore& a, const LayoutScore& b) {
+    if (a.host_bytes_per_node > 0 && b.host_bytes_per_node > 0)
+        return fmt("; both offload to host memory (%.1f vs %.1f GiB per node", a.host_bytes_per_node / kGiB,
+                   b.host_bytes_per_node / kGiB) +
+               fmt(", %.3g s vs %.3g s of PCIe + CPU optimizer per step)", a.time.offload, b.time.offload);
+    return offload_clause(a, "the winner") + offload_clause(b, "the runner-up");
+}
 
 // One line: why the best layout beats the runner-up, the best strictly slower layout (the
 // step-time term with the largest saving, the bubble share and the peak memory).
@@ -300,9 +308,7 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
     double unit = std::max(a.score.peak_bytes, b.score.peak_bytes) < kGiB ? kGiB / 1024 : kGiB;
     s += fmt(unit == kGiB ? ", peak %.1f vs %.1f GiB per GPU" : ", peak %.1f vs %.1f MiB per GPU",
              a.score.peak_bytes / unit, b.score.peak_bytes / unit);
-    for (const Candidate* o : {&a, &b})
-        s += offload_clause(o->score, o == &a ? "the winner" : "the runner-up");
-    return s;
+    return s + offload_clause(a.score, b.score);
 }
 
 // 16384 → "16,384".
