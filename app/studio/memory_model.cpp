@@ -184,6 +184,7 @@ std::string stage_tooltip(const StudioState& s, int index) {
     out += "  NCCL        " + v(m.nccl) + "\n";
     out += "  fragment.   " + v(m.fragmentation) + "\n";
     out += "total         " + v(m.total()) + "\n";
+    if (m.host > 0) out += "host (offload)" + v(m.host) + "  not on the GPU\n";
     out += "usable        " + v(e->usable_bytes);
     if (e->usable_bytes < e->capacity_bytes) out += fmt("  (of %.2f %s)", e->capacity_bytes / u.bytes, u.name);
     out += "\n";

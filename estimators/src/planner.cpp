@@ -465,22 +465,44 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     std::vector<Screened> screened;
     Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
     smallest.score.peak_bytes = -1;
+    Candidate least_host;  // offload: the least host need among layouts that fit the GPU but not the host
+    least_host.score.host_bytes_per_node = -1;
     int64_t enumerated = 0;
+    // offload: the search visits a layout's offload variants right after the layout itself.
+    // Offloading takes exactly its states (and their fragmentation) off each stage, so when the
+    // layout's worst stage minus what offload takes off it still exceeds the usable memory, the
+    // variant cannot fit and is skipped like a pruned layout (only when pruning).
+    LayoutScore last_plain;
+    bool last_plain_valid = false;
+    const double fragmentation = ctx.job.estimate.fragmentation;
     bool done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
             const int64_t seq = enumerated++;
+            const bool variant = options.vary_zero && (c.offload_optimizer != OffloadDevice::none || c.offload_params);
+            if (!variant) last_plain_valid = false;
             if (pruned) return 0;
+            if (variant && last_plain_valid && !options.exhaustive) {
+                const MemoryBreakdown& w = last_plain.worst_mem;
+                const double removed = w.optimizer + (c.zero >= 2 ? w.grads : 0.0) + (c.offload_params ? w.params : 0.0);
+                if (last_plain.peak_bytes - removed * (1 + fragmentation) > last_plain.usable_bytes) return 0;
+            }
             StepBounds bounds;
             bounds.want_hi = own_in_space && own_score.fits;  // only job_rank uses the upper bound
             const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
+            if (!variant) last_plain = score, last_plain_valid = true;
             ++out.evaluated;
             if (options.progress && out.evaluated % 4096 == 0 &&
                 !options.progress(out.evaluated, out.evaluated * total / enumerated))
                 return -1;
             screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
             if (!score.fits) {
-                if (smallest.score.peak_bytes < 0 || score.peak_bytes < smallest.score.peak_bytes)
+                if (score.peak_bytes <= score.usable_bytes) {  // offload: only the host RAM is short
+                    if (least_host.score.host_bytes_per_node < 0 ||
+                        score.host_bytes_per_node < least_host.score.host_bytes_per_node)
+                        least_host = Candidate{c, score, seq};
+                } else if (smallest.score.peak_bytes < 0 || score.peak_bytes < smallest.score.peak_bytes) {
                     smallest = Candidate{c, score, seq};
+                }
                 return 0;
             }
             ++out.feasible;
@@ -617,15 +639,22 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                        std::to_string(total) + " layouts; the ranking covers only those";
     } else if (out.feasible == 0) {
         double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
-        out.why_best = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) +
-                       " GiB per GPU at " + label(ctx, smallest.choice, nullptr) + ", capacity " +
-                       fmt("%.1f", capacity) + " GiB";
-        if (ctx.job.estimate.headroom > 0)
-            out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
-        const LayoutScore& ss = smallest.score;  // offload: it may fit the GPU but not the host
-        if (ss.host_capacity_bytes > 0 && ss.host_bytes_per_node > ss.host_capacity_bytes)
-            out.why_best += fmt("; its offloaded states need %.0f GiB of host memory per node, more than the %.0f GiB there",
-                                ss.host_bytes_per_node / kGiB, ss.host_capacity_bytes / kGiB);
+        if (smallest.score.peak_bytes >= 0) {
+            out.why_best = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) +
+                           " GiB per GPU at " + label(ctx, smallest.choice, nullptr) + ", capacity " +
+                           fmt("%.1f", capacity) + " GiB";
+            if (ctx.job.estimate.headroom > 0)
+                out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
+        } else {
+            out.why_best = "no layout fits";
+        }
+        // offload: layouts that fit the GPUs only by offloading more than the host RAM holds.
+        const LayoutScore& lh = least_host.score;
+        if (lh.host_bytes_per_node >= 0)
+            out.why_best += fmt("; offloading fits the GPUs (%.1f GiB per GPU", lh.peak_bytes / kGiB) + " at " +
+                            label(ctx, least_host.choice, nullptr) +
+                            fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
+                                lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
     } else if (!have_runner) {  // one distinct tokens/s among the fitting layouts
         out.why_best = label(ctx, best.choice, nullptr) +
                        (ties == 0 ? " is the only layout that fits"
