@@ -189,6 +189,10 @@ TEST(Offload, PlannerDoesNotOffloadWhereLayoutsFitWithout) {
         EXPECT_EQ(e.choice.offload_optimizer, OffloadDevice::none);
         EXPECT_FALSE(e.choice.offload_params);
     }
+    // Not even where offload would buy headroom: the Pareto front (speed vs headroom) would
+    // list offloaded layouts if the search tried them on layouts that fit.
+    ASSERT_FALSE(r->pareto.empty());
+    for (const PlanEntry& e : r->pareto) EXPECT_EQ(e.score.host_bytes_per_node, 0) << e.choice.tp << " " << e.choice.zero;
 }
 
 TEST(Offload, PlannerFindsNothingWhenTheHostIsTooSmallAndSaysWhy) {

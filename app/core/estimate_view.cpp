@@ -160,7 +160,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     if (est.usable_bytes < est.capacity_bytes)
         out += dim(term, fmt("  usable %.2f of %.2f GiB (estimate.headroom %.0f%%)\n", est.usable_bytes / kGiB,
                              est.capacity_bytes / kGiB, job.estimate.headroom * 100));
-    if (!est.fits)
+    if (!est.fits && (est.stages.empty() || est.stages[(size_t)est.worst_stage].mem.total() > est.usable_bytes))  // else the host RAM (below)
         out += red(term, fmt("  OOM: stage %d needs %.2f GiB, %.2f GiB more than the %.2f GiB usable",
                              est.stages.empty() ? 0 : est.stages[(size_t)est.worst_stage].stage,
                              est.stages.empty() ? 0.0 : est.stages[(size_t)est.worst_stage].mem.total() / kGiB,
