@@ -12,6 +12,7 @@
 #include "ptd/export.h"
 #include "ptd/planner.h"
 #include "ptd/presets.h"
+#include "ptd/timeline.h"
 
 namespace {
 
@@ -127,6 +128,17 @@ TEST(Offload, PcieCopiesAndTheCpuOptimizerStepAppearInTheStepTime) {
     EXPECT_NEAR(fast.pcie_gbps, 100, 1e-9);
     // The breakdown still adds up to the step.
     EXPECT_NEAR(off.time.total(), off.step_s, 1e-9 * off.step_s);
+}
+
+TEST(Offload, PredictedTimelineEndsWithTheOffloadStep) {
+    for (const char* layout : {"dp = 8\nzero = 2\nrecompute = \"full\"\noffload_optimizer = \"cpu\"",
+                               "dp = 8\nzero = 3\noffload_optimizer = \"cpu\"\noffload_params = true",
+                               "tp = 2\npp = 2\ndp = 2\ndistributed_optimizer = true\noffload_optimizer = \"cpu\""}) {
+        const JobSpec j = job_13b(layout);
+        const Estimate e = estimate_job(j);
+        ASSERT_GT(e.time.offload, 0) << layout;
+        EXPECT_NEAR(predicted_timeline(j).makespan_s, e.step_s, 1e-9 * e.step_s) << layout;
+    }
 }
 
 TEST(Offload, ParameterOffloadFetchesTheShardForEveryGather) {
