@@ -243,6 +243,31 @@ TEST(CliEstimate, OversizedJobShowsOomAndExitsZero) {
     }
 }
 
+// offload: the host memory line, per GPU and per node against the node's RAM; a node short of
+// host RAM is said there, not as a GPU OOM; the JSON carries the host figures.
+TEST(CliEstimate, OffloadShowsHostMemoryPerNode) {
+    const std::string sets = " --set parallel.zero=2 --set parallel.distributed_optimizer=false"
+                             " --set parallel.offload_optimizer=cpu";
+    Proc r = run(kPtd + " estimate " + kJobs + "llama3-8b-h100.toml" + sets);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "offload: optimizer cpu")) << r.out;
+    EXPECT_TRUE(contains(r.out, "host memory (offloaded): ")) << r.out;
+    EXPECT_TRUE(contains(r.out, "GiB per node of 2048 GiB host RAM (the GPU generation's DGX)")) << r.out;
+    EXPECT_TRUE(contains(r.out, "offload PCIe+CPU")) << r.out;
+    Proc small = run(kPtd + " estimate " + kJobs + "llama3-8b-h100.toml" + sets + " --set cluster.host_memory_gib=1");
+    EXPECT_EQ(small.rc, 0) << small.err;
+    EXPECT_TRUE(contains(small.out, "of 1 GiB host RAM (cluster.host_memory_gib): does NOT fit")) << small.out;
+    EXPECT_FALSE(contains(small.out, "OOM:")) << small.out;  // the GPUs have room
+    Proc j = run(kPtd + " estimate --json " + kJobs + "llama3-8b-h100.toml" + sets + " --set cluster.host_memory_gib=1");
+    ASSERT_EQ(j.rc, 0) << j.err;
+    const auto doc = nlohmann::json::parse(j.out);
+    EXPECT_FALSE(doc["fits"].get<bool>());
+    EXPECT_FALSE(doc["host"]["fits"].get<bool>());
+    EXPECT_GT(doc["host"]["bytes_per_node"].get<double>(), doc["host"]["capacity_bytes_per_node"].get<double>());
+    EXPECT_GT(doc["stages"][0]["memory"]["host"].get<double>(), 0);
+    EXPECT_GT(doc["time"]["offload"].get<double>(), 0);
+}
+
 TEST(CliEstimate, JsonSchema) {
     Proc r = run(kPtd + " estimate --json " + kJobs + "llama3-70b-h100.toml");
     ASSERT_EQ(r.rc, 0) << r.err;

@@ -53,7 +53,10 @@ const std::set<std::string> kMegatronOptions = {
     "--recompute-num-layers", "--optimizer", "--adam-beta1", "--adam-beta2", "--lr", "--min-lr", "--lr-decay-style",
     "--lr-warmup-iters", "--train-iters", "--weight-decay", "--clip-grad", "--seed", "--mock-data", "--tokenizer-type",
     "--vocab-size", "--data-path", "--pipeline-model-parallel-layout", "--sgd-momentum",
-    "--tp-comm-overlap"};
+    "--tp-comm-overlap",
+    // offload (Megatron-Core's HybridDeviceOptimizer)
+    "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--use-precision-aware-optimizer",
+    "--overlap-cpu-optimizer-d2h-h2d"};
 
 // "--flag value" per line, every line but the last ending in " \".
 std::vector<std::pair<std::string, std::string>> megatron_args(const std::string& text) {
@@ -382,7 +385,8 @@ TEST(ExportTorchtitanToml, ParsesWithDegrees) {
         {"model", {"name", "flavor"}},
         {"optimizer", {"name", "lr", "beta1", "beta2", "weight_decay"}},
         {"lr_scheduler", {"warmup_steps", "decay_type", "min_lr_factor"}},
-        {"training", {"local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps", "mixed_precision_param"}},
+        {"training", {"local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps", "mixed_precision_param",
+                      "enable_cpu_offload"}},
         {"parallelism",
          {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
           "tensor_parallel_degree", "pipeline_parallel_degree", "pipeline_parallel_schedule",
@@ -416,7 +420,7 @@ TEST(ExportTorchtitanToml, ParsesWithDegrees) {
 // keyword arguments of the dataclasses the module builds.
 const std::set<std::string> kTitanTraining = {"num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step",
                                               "max_context_length", "max_norm", "steps", "mixed_precision_param",
-                                              "disable_cuda_graphs"};
+                                              "disable_cuda_graphs", "enable_cpu_offload"};
 const std::set<std::string> kTitanParallelism = {
     "data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward", "tensor_parallel_degree",
     "enable_sequence_parallel", "pipeline_parallel_degree", "pipeline_parallel_schedule", "num_pp_microbatches",

@@ -52,6 +52,10 @@ const char* attention_convention(AttentionFlops c) {
 }
 
 std::string zero_label(int zero, bool dist_opt) { return dist_opt ? "dopt" : std::to_string(zero); }
+// offload: "+o" optimizer offloaded to host, "+op" optimizer and parameters.
+std::string offload_suffix(OffloadDevice opt, bool params) {
+    return params ? "+op" : opt != OffloadDevice::none ? "+o" : "";
+}
 
 // Plain status text (colour is added after padding so the columns line up).
 std::string status_text(const Estimate& est, const MemoryBreakdown& mem) {
@@ -63,13 +67,14 @@ std::string status_text(const Estimate& est, const MemoryBreakdown& mem) {
 nlohmann::json memory_json(const MemoryBreakdown& m) {
     return {{"params", m.params},           {"grads", m.grads},   {"optimizer", m.optimizer},
             {"activations", m.activations}, {"temp", m.temp},     {"cuda_context", m.cuda_context},
-            {"nccl", m.nccl},               {"fragmentation", m.fragmentation}, {"total", m.total()}};
+            {"nccl", m.nccl},               {"fragmentation", m.fragmentation}, {"total", m.total()},
+            {"host", m.host}};
 }
 
 nlohmann::json time_json(const TimeBreakdown& t) {
     return {{"compute", t.compute}, {"tp_comm", t.tp_comm}, {"cp_comm", t.cp_comm},     {"ep_comm", t.ep_comm},
             {"pp_comm", t.pp_comm}, {"bubble", t.bubble},   {"dp_comm", t.dp_comm},     {"optimizer", t.optimizer},
-            {"total", t.total()}};
+            {"offload", t.offload}, {"total", t.total()}};
 }
 
 }  // namespace
@@ -126,6 +131,8 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                          (job.origin.network_source.empty() ? "" : " · " + job.origin.network_source)) +
                "\n";
     }
+    if (p.offload_optimizer != OffloadDevice::none || p.offload_params)
+        out += fmt("offload: optimizer %s · parameters %s\n", to_string(p.offload_optimizer), p.offload_params ? "cpu" : "none");
 
     // Memory: one row per run of consecutive stages with the same breakdown.
     // Tiny jobs (the CPU engine's) would read 0.00 GiB everywhere: show them in MiB.
@@ -171,12 +178,26 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     if (est.usable_bytes < est.capacity_bytes)
         out += dim(term, fmt("  usable %.2f of %.2f GiB (estimate.headroom %.0f%%)\n", est.usable_bytes / kGiB,
                              est.capacity_bytes / kGiB, job.estimate.headroom * 100));
-    if (!est.fits)
+    if (!est.fits && (est.stages.empty() || est.stages[(size_t)est.worst_stage].mem.total() > est.usable_bytes))  // else the host RAM (below)
         out += red(term, fmt("  OOM: stage %d needs %.2f GiB, %.2f GiB more than the %.2f GiB usable",
                              est.stages.empty() ? 0 : est.stages[(size_t)est.worst_stage].stage,
                              est.stages.empty() ? 0.0 : est.stages[(size_t)est.worst_stage].mem.total() / kGiB,
                              est.stages.empty() ? 0.0 : (est.stages[(size_t)est.worst_stage].mem.total() - est.usable_bytes) / kGiB,
                              est.usable_bytes / kGiB)) + "\n";
+
+    // offload: host memory per GPU (each stage's) and per node, against the node's RAM.
+    if (est.host_bytes_per_node > 0) {
+        double per_gpu = 0;
+        for (const StageEstimate& sg : est.stages) per_gpu = std::max(per_gpu, sg.mem.host);
+        std::string line = fmt("  host memory (offloaded): %.2f GiB per GPU, %.2f GiB per node", per_gpu / kGiB,
+                               est.host_bytes_per_node / kGiB);
+        if (est.host_capacity_bytes > 0)
+            line += fmt(" of %.0f GiB host RAM%s", est.host_capacity_bytes / kGiB,
+                        job.cluster.host_memory_gib > 0 ? " (cluster.host_memory_gib)" : " (the GPU generation's DGX)");
+        else
+            line += " (host RAM unknown: set cluster.host_memory_gib to check it)";
+        out += (est.host_fits ? line : red(term, line + ": does NOT fit")) + "\n";
+    }
 
     // Time.
     const TimeBreakdown& tb = est.time;
@@ -188,6 +209,9 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     for (auto [name, s] : rows)
         out += "  " + pad_right(name, 16) + pad_left(fmt("%.3f s", s), 12) +
                pad_left(fmt("%.1f%%", total > 0 ? 100.0 * s / total : 0.0), 8) + "\n";
+    if (tb.offload > 0)  // offload: PCIe copies and the CPU optimizer step the GPU waits for
+        out += "  " + pad_right("offload PCIe+CPU", 16) + pad_left(fmt("%.3f s", tb.offload), 12) +
+               pad_left(fmt("%.1f%%", total > 0 ? 100.0 * tb.offload / total : 0.0), 8) + "\n";
     out += "  " + bold(term, pad_right("total step", 16) + pad_left(fmt("%.3f s", est.step_s), 12)) + "\n";
 
     // Throughput and utilisation.
@@ -234,8 +258,12 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
           {"zero", p.zero}, {"distributed_optimizer", p.distributed_optimizer},
           {"sequence_parallel", p.sequence_parallel}, {"recompute", to_string(p.recompute)}, {"order", p.order},
           {"micro_batch", t.micro_batch}, {"global_batch", t.global_batch}, {"micro_batches", est.micro_batches},
-          {"precision", to_string(t.precision)}, {"flash_attention", t.flash_attention}}},
+          {"precision", to_string(t.precision)}, {"flash_attention", t.flash_attention},
+          {"offload_optimizer", to_string(p.offload_optimizer)}, {"offload_params", p.offload_params}}},
         {"capacity_bytes", est.capacity_bytes},
+        {"host",
+         {{"bytes_per_node", est.host_bytes_per_node}, {"capacity_bytes_per_node", est.host_capacity_bytes},
+          {"fits", est.host_fits}, {"pcie_gbps", est.pcie_gbps}}},
         {"usable_bytes", est.usable_bytes},
         {"fits", est.fits},
         {"worst_stage", est.worst_stage},
@@ -280,7 +308,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         rows.push_back({
             std::to_string(i + 1), std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.dp),
             std::to_string(c.cp), std::to_string(c.ep), std::to_string(c.vpp), std::to_string(c.micro_batch),
-            zero_label(c.zero, c.distributed_optimizer), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
+            zero_label(c.zero, c.distributed_optimizer) + offload_suffix(c.offload_optimizer, c.offload_params), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
             order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
             thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)});
         // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
@@ -357,6 +385,8 @@ nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
             {"headroom_bytes", s.usable_bytes - s.peak_bytes}, {"fits", s.fits}, {"worst_stage", s.worst_stage},
             {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s}, {"mfu", s.mfu}, {"hfu", s.hfu},
             {"time", time_json(s.time)}, {"worst_memory", memory_json(s.worst_mem)},
+            {"offload_optimizer", to_string(c.offload_optimizer)}, {"offload_params", c.offload_params},
+            {"host_bytes_per_node", s.host_bytes_per_node},
             {"exports", exports_json(job, e)}};
 }
 

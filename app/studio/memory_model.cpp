@@ -184,6 +184,7 @@ std::string stage_tooltip(const StudioState& s, int index) {
     out += "  NCCL        " + v(m.nccl) + "\n";
     out += "  fragment.   " + v(m.fragmentation) + "\n";
     out += "total         " + v(m.total()) + "\n";
+    if (m.host > 0) out += "host (offload)" + v(m.host) + "  not on the GPU\n";
     out += "usable        " + v(e->usable_bytes);
     if (e->usable_bytes < e->capacity_bytes) out += fmt("  (of %.2f %s)", e->capacity_bytes / u.bytes, u.name);
     out += "\n";
@@ -204,7 +205,9 @@ std::string memory_headline(const StudioState& s) {
     if (total > e->usable_bytes)
         return fmt("OOM: stage %d needs %s, %s more than the %s usable", w.stage, format_memory(total, u).c_str(),
                    format_memory(total - e->usable_bytes, u).c_str(), format_memory(e->usable_bytes, u).c_str());
-    return fmt("fits: worst stage %d uses %s of %s usable (%.0f%%)", w.stage, format_memory(total, u).c_str(),
+    return fmt(e->host_fits ? "fits: worst stage %d uses %s of %s usable (%.0f%%)"
+                            : "GPU fits, the node's host RAM does not (offload): worst stage %d uses %s of %s usable (%.0f%%)",
+               w.stage, format_memory(total, u).c_str(),
                format_memory(e->usable_bytes, u).c_str(), e->usable_bytes > 0 ? 100 * total / e->usable_bytes : 0.0);
 }
 

@@ -319,6 +319,17 @@ void draw_memory_panel(StudioState& s) {
             ImGui::SetTooltip("The largest stage when it uses under 10%% of the usable memory, else the GPU's memory");
     }
     text_wrapped_coloured(e->fits ? colour::ok : colour::error, memory_headline(s));
+    if (e->host_bytes_per_node > 0) {  // offload: what the node's host RAM holds
+        char host[192];
+        if (e->host_capacity_bytes > 0)
+            std::snprintf(host, sizeof host, "Host memory (offloaded): %.1f GiB per node of %.0f GiB%s",
+                          e->host_bytes_per_node / (1024.0 * 1024 * 1024), e->host_capacity_bytes / (1024.0 * 1024 * 1024),
+                          e->host_fits ? "" : " - does not fit");
+        else
+            std::snprintf(host, sizeof host, "Host memory (offloaded): %.1f GiB per node (host RAM not given: unchecked)",
+                          e->host_bytes_per_node / (1024.0 * 1024 * 1024));
+        text_wrapped_coloured(e->host_fits ? colour::ok : colour::error, host);
+    }
     ImGui::Spacing();
 
     // Room for the rows: what is left after the legend and the speed section (as measured

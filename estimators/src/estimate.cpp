@@ -43,6 +43,8 @@ LayoutChoice layout_choice_of(const JobSpec& job) {
     c.distributed_optimizer = p.distributed_optimizer;
     c.sequence_parallel = p.sequence_parallel;
     c.recompute = p.recompute;
+    c.offload_optimizer = p.offload_optimizer;  // offload
+    c.offload_params = p.offload_params;
     c.order = -1;
     for (int i = 0; i < kPlannerOrderCount; ++i)
         if (p.order == kPlannerOrders[i]) c.order = i;
@@ -155,6 +157,14 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.overlap_grad_reduce = job.parallel.overlap_grad_reduce;
     L.overlap_param_gather = job.parallel.overlap_param_gather && L.optimizer_sharded;
     L.tp_comm_overlap = job.parallel.tp_comm_overlap && L.sp;
+    // offload: what moves to host memory, and the host side's bandwidth, CPU and RAM.
+    L.offload_optimizer = ch.offload_optimizer != OffloadDevice::none;
+    L.offload_params = ch.offload_params;
+    const HostLinkDefaults host = host_link_defaults(cl);
+    L.pcie = std::max(host.pcie_gbps, 1e-3) * 1e9;
+    L.cpu_adam_params_per_s = kCpuAdamParamsPerNodeS;
+    L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
+    L.host_capacity_bytes = host.host_memory_gib * kGiB;
     return L;
 }
 
@@ -256,7 +266,9 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // copied to the stages each one stands for), and the block durations of every chunk.
     thread_local std::vector<StageTail> tails;
     thread_local std::vector<double> fwd_d, bwd_d, stage_end;
+    thread_local std::vector<double> stage_host;  // offload: host bytes per GPU of each stage
     tails.assign((size_t)p, StageTail{});
+    stage_host.assign((size_t)p, 0.0);
     stage_end.assign((size_t)p, 0.0);
     if (detail) {
         detail->stages.clear();
@@ -274,6 +286,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
         const StageTail tail = stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
         tails[(size_t)i] = tail;
+        stage_host[(size_t)i] = S.sm.mem.host;
 
         const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
         if (t_mb > t_mb_max) {
@@ -315,6 +328,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         for (int i = 0; i < p; ++i) {
             const int rep = i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
             tails[(size_t)i] = tails[(size_t)rep];
+            stage_host[(size_t)i] = stage_host[(size_t)rep];
         }
 
     // The pipeline schedule: every chunk's forward and backward block, placed by the
@@ -363,12 +377,13 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         sync = std::max(sync, stage_end[(size_t)i] + tails[(size_t)i].grad_exposed_s);
         grad_exposed_max = std::max(grad_exposed_max, tails[(size_t)i].grad_exposed_s);
     }
-    double after = 0, after_opt = 0;
+    double after = 0, after_opt = 0, after_offload = 0;
     for (int i = 0; i < p; ++i) {
         const StageTail& t = tails[(size_t)i];
-        if (t.optimizer_s + t.param_exposed_s > after) {
-            after = t.optimizer_s + t.param_exposed_s;
+        if (t.optimizer_s + t.param_exposed_s + t.offload_s > after) {
+            after = t.optimizer_s + t.param_exposed_s + t.offload_s;
             after_opt = t.optimizer_s;
+            after_offload = t.offload_s;
         }
     }
     const double step = sync + after;
@@ -390,13 +405,21 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     tb.pp_comm = L.mbs * W.p2p;
     tb.bubble = std::max(0.0, pipeline - L.mbs * t_mb_max);
     tb.optimizer = after_opt;
-    tb.dp_comm = (sync - pipeline) + (after - after_opt);  // both ≥ 0
+    tb.offload = after_offload;
+    tb.dp_comm = (sync - pipeline) + (after - after_opt - after_offload);  // both ≥ 0
 
     const int world = L.t * L.p * L.dp * L.c;
     const double tokens = (double)job.training.global_batch * m.seq_len;
     const FlopsEstimate fl = flops_per_token(m, ch.recompute, es.attention_flops, L.vocab);
     score.peak_bytes = worst_total;
     score.fits = worst_total <= usable;
+    // offload: the node's host RAM holds what its GPUs offloaded; a layout that does not fit
+    // there does not fit.
+    if (L.offload_optimizer || L.offload_params) {
+        score.host_bytes_per_node = host_bytes_per_node(L, layout_choice_order(ctx, ch), stage_host);
+        score.host_capacity_bytes = L.host_capacity_bytes;
+        if (L.host_capacity_bytes > 0 && score.host_bytes_per_node > L.host_capacity_bytes) score.fits = false;
+    }
     score.step_s = step;
     score.tokens_per_s = step > 0 ? tokens / step : 0;
     score.mfu = score.tokens_per_s * fl.model_per_token / (world * L.peak);
@@ -408,6 +431,10 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         detail->capacity_bytes = capacity;
         detail->usable_bytes = usable;
         detail->fits = score.fits;
+        detail->host_bytes_per_node = score.host_bytes_per_node;  // offload
+        detail->host_capacity_bytes = score.host_capacity_bytes;
+        detail->host_fits = L.host_capacity_bytes <= 0 || score.host_bytes_per_node <= L.host_capacity_bytes;
+        detail->pcie_gbps = L.pcie / 1e9;
         detail->micro_batches = L.mbs;
         detail->vocab_padded = L.vocab;
         detail->flops = fl;
@@ -471,6 +498,18 @@ Estimate estimate_job(const JobSpec& job) {
         if (tr.fp8_bf16_first_layers + tr.fp8_bf16_last_layers > 0)
             est.notes.push_back("fp8: the first " + std::to_string(tr.fp8_bf16_first_layers) + " and last " +
                                 std::to_string(tr.fp8_bf16_last_layers) + " transformer layers run in bf16");
+    }
+    if (ch.offload_optimizer != OffloadDevice::none || ch.offload_params) {
+        char buf[320];
+        std::snprintf(buf, sizeof buf,
+                      "offload: %.1f GiB of host memory per node (%s), %.0f GB/s host<->GPU per GPU%s, CPU optimizer "
+                      "at %.1f B params/s per node (DeepSpeed CPU-Adam, ZeRO-Offload paper)",
+                      est.host_bytes_per_node / kGiB,
+                      est.host_capacity_bytes > 0 ? (est.host_fits ? "fits the node's RAM" : "MORE than the node's RAM")
+                                                  : "host RAM unknown: not checked",
+                      est.pcie_gbps, job.cluster.pcie_gbps > 0 ? " (cluster.pcie_gbps)" : " (default for the GPU)",
+                      kCpuAdamParamsPerNodeS / 1e9);
+        est.notes.push_back(buf);
     }
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "

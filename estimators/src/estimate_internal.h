@@ -76,7 +76,19 @@ struct LayoutDerived {
     // overlap (overlap.cpp): the job's parallel.* overlap settings as they apply to this layout.
     bool overlap_grad_reduce, overlap_param_gather;
     bool tp_comm_overlap;                // only with sequence parallelism (tp > 1)
+    // offload (memory.cpp / overlap.cpp)
+    bool offload_optimizer, offload_params;
+    double pcie;                         // host↔GPU bytes/s per GPU, one direction
+    double cpu_adam_params_per_s;        // the node's CPU optimizer throughput (all its cores)
+    int gpus_per_node;
+    double host_capacity_bytes;          // host RAM per node; 0 = unknown (not checked)
 };
+
+// offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. ZeRO-Offload
+// (Ren et al. 2021, §5 and its CPU-Adam latency table): 10 B parameters in about 2.6 s on a
+// DGX-2's two 24-core Xeon Platinum 8168 (AVX512). Newer hosts have more cores and memory
+// bandwidth (the step is memory bound), so this is on the slow side for DGX A100 / H100.
+constexpr double kCpuAdamParamsPerNodeS = 4e9;
 
 // ---- compute.cpp ----------------------------------------------------------------------------
 // The framework's and GPU generation's kernel efficiencies into L (gemm_eff_max, flash_eff,
@@ -137,6 +149,15 @@ struct StageMemory {
 StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int stage, int layers);
 // Adds the ZeRO buffers of the stage's layout and the fragmentation over everything allocated.
 void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int stage, StageMemory& sm);
+// offload: host RAM per node and host↔GPU bandwidth per GPU that the cluster gives, else the
+// GPU generation's DGX/HGX figures (0 host RAM = unknown: not checked).
+struct HostLinkDefaults {
+    double host_memory_gib = 0, pcie_gbps = 0;
+};
+HostLinkDefaults host_link_defaults(const ClusterSpec& cl);
+// offload: the most loaded node's host bytes, from each stage's per-GPU host bytes and where
+// the rank order puts the stages' ranks.
+double host_bytes_per_node(const LayoutDerived& L, const char* order, const std::vector<double>& stage_host);
 
 // ---- overlap.cpp ----------------------------------------------------------------------------
 // What stage `stage` does after its last backward: exposed DP traffic and its optimizer step.

@@ -21,6 +21,13 @@ const char* to_string(Recompute v) {
     }
     return "?";
 }
+const char* to_string(OffloadDevice v) {
+    switch (v) {
+        case OffloadDevice::none: return "none";
+        case OffloadDevice::cpu: return "cpu";
+    }
+    return "?";
+}
 const char* to_string(Precision v) {
     switch (v) {
         case Precision::fp32: return "fp32";
@@ -305,6 +312,24 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             "true together with zero = " + s(p.zero) +
                 ": both shard the optimizer; allowed: distributed_optimizer = true with zero = 0, or "
                 "distributed_optimizer = false");
+    // Offload (ZeRO-Offload, ZeRO-Infinity): DeepSpeed offloads the optimizer of ZeRO 1-3 and
+    // parameters only under ZeRO-3; Megatron offloads its distributed optimizer's states.
+    if (p.offload_optimizer != OffloadDevice::none && p.zero == 0 && !p.distributed_optimizer)
+        add("parallel.offload_optimizer",
+            std::string("got \"") + to_string(p.offload_optimizer) +
+                "\" with zero = 0 and no distributed optimizer: only a sharded optimizer is offloaded "
+                "(DeepSpeed's offload_optimizer needs ZeRO 1-3, Megatron's --optimizer-cpu-offload its "
+                "distributed optimizer); allowed: zero = 1, 2 or 3, or distributed_optimizer = true, or "
+                "offload_optimizer = \"none\"");
+    if (p.offload_params && p.zero != 3)
+        add("parallel.offload_params", "true with zero = " + s(p.zero) +
+                                           ": parameters are offloaded only when ZeRO-3 shards them "
+                                           "(DeepSpeed's offload_param is valid for stage 3 only); allowed: "
+                                           "offload_params = true with zero = 3, or false");
+    if ((p.offload_optimizer != OffloadDevice::none || p.offload_params) && job.cluster.gpu.name == "cpu")
+        add(p.offload_params ? "parallel.offload_params" : "parallel.offload_optimizer",
+            "offload on the cpu preset: its ranks already train in host memory; allowed: offload_optimizer = "
+            "\"none\" and offload_params = false on cpu");
 
     // Overlap: the combinations Megatron-LM refuses (megatron/training/arguments.py asserts).
     if (p.overlap_param_gather && p.zero == 0 && !p.distributed_optimizer)

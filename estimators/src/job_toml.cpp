@@ -513,6 +513,20 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("overlap_param_gather", p.overlap_param_gather);
     r.read_bool("tp_comm_overlap", p.tp_comm_overlap);
     r.read_int("fsdp_prefetch", p.fsdp_prefetch, 0, 64);
+    // offload: "nvme" (ZeRO-Infinity) is named so its rejection says why, not just "unknown".
+    if (std::string device; r.read_string("offload_optimizer", device)) {
+        if (device == "none" || device == "cpu")
+            p.offload_optimizer = device == "cpu" ? OffloadDevice::cpu : OffloadDevice::none;
+        else
+            ctx.error(r.where("offload_optimizer"), "parallel.offload_optimizer",
+                      "got " + quote_input(device) +
+                          (device == "nvme" ? std::string("; NVMe offload (ZeRO-Infinity) is not modelled: its "
+                                                          "speed depends on the drives' bandwidth, which the "
+                                                          "estimator does not know")
+                                            : std::string()) +
+                          "; allowed: none, cpu");
+    }
+    r.read_bool("offload_params", p.offload_params);
     r.finish();
 }
 
@@ -952,6 +966,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.overlap_param_gather != pd.overlap_param_gather) w.boolean("overlap_param_gather", p.overlap_param_gather);
     if (p.tp_comm_overlap != pd.tp_comm_overlap) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
     if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
+    if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
+    if (p.offload_params) w.boolean("offload_params", p.offload_params);
     }
 
     const TrainingSpec& t = job.training;

@@ -13,9 +13,14 @@
 // of each linear input TE saves for wgrad instead of the bf16 input (te.Linear's
 // save_for_backward of the quantized input, columnwise usage only). torchao's Float8Linear
 // saves the bf16 tensors, so its activations stay those of bf16.
+// Offload: what leaves the GPU for host memory — ZeRO-Offload (Ren et al. 2021 §4), ZeRO-3
+// offload_param (ZeRO-Infinity, Rajbhandari et al. 2021); host RAM per node from NVIDIA's DGX
+// datasheets, PCIe per GPU from the link generation (host_link_defaults).
 #include "estimate_internal.h"
 
 #include <algorithm>
+#include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -263,6 +268,24 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         S.mem.grads = 4.0 * flat;
         S.mem.optimizer = (moments + (half ? 4.0 : 0.0)) * flat / (sharded ? N : 1);
     }
+    // offload (ZeRO-Offload, Ren et al. 2021 §4; Megatron's HybridDeviceOptimizer): the fp32
+    // master weights and moments of this rank's optimizer shard live in host memory, next to an
+    // fp32 copy of its gradient shard that the CPU steps on (DeepSpeed's pinned fp32 gradient
+    // partition; Megatron copies its main grads). The GPU keeps its 16-bit parameters and its
+    // gradient buffers as without offload. ZeRO-3's offload_param (ZeRO-Infinity, Rajbhandari
+    // et al. 2021) moves the 16-bit parameter shard to host memory as well.
+    if (L.offload_optimizer) {
+        const double shard = dense / ((double)L.dp * L.c) + expert / L.edp;
+        S.mem.host += S.mem.optimizer + 4.0 * shard;
+        S.mem.optimizer = 0;
+        // ZeRO-2/3 (DeepSpeed's partitioned gradients) copy each reduced bucket to the host
+        // partition at once: no gradient shard stays on the GPU beyond the buckets (temp).
+        if (L.zero >= 2) S.mem.grads = 0;
+    }
+    if (L.offload_params) {
+        S.mem.host += S.mem.params;
+        S.mem.params = 0;
+    }
 
     // Activations.
     const bool engine = es.activation_profile == ActivationProfile::ptd_engine;
@@ -350,6 +373,70 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
     }
     const double allocated = S.mem.model_states() + S.mem.activations + S.mem.temp;
     S.mem.fragmentation = es.fragmentation * allocated;
+}
+
+// ---- offload: the host side ---------------------------------------------------------------
+
+// Host RAM per node and host↔GPU bandwidth per GPU by GPU generation, where the cluster does not
+// give them. Host RAM is the NVIDIA DGX system memory of that generation (DGX-1 V100 512 GB;
+// DGX A100 320 GB 1 TB, 640 GB 2 TB; DGX H100 / H200 / B200 2 TB: NVIDIA's DGX datasheets);
+// other GPUs have no reference system, so their host RAM stays unknown and unchecked. PCIe:
+// what a x16 link achieves per direction, about 80% of its raw rate (Gen3 16, Gen4 32, Gen5
+// 64 GB/s): 12, 25 and 50 GB/s. GPUs that share a PCIe switch's uplink to the CPU get less
+// when they copy at once; set cluster.pcie_gbps for such a system.
+HostLinkDefaults host_link_defaults(const ClusterSpec& cl) {
+    HostLinkDefaults d;
+    const std::string& g = cl.gpu.name;
+    auto is = [&](const char* prefix) { return g.rfind(prefix, 0) == 0; };
+    d.pcie_gbps = 25.0;  // PCIe Gen4 x16: the common case for other GPUs
+    if (is("v100")) d.pcie_gbps = 12.0, d.host_memory_gib = 512;
+    else if (g == "a100-40gb") d.host_memory_gib = 1024;
+    else if (is("a100")) d.host_memory_gib = 2048;
+    else if (g == "h100-sxm" || is("h200") || is("b200")) d.pcie_gbps = 50.0, d.host_memory_gib = 2048;
+    else if (is("h100") || is("mi300")) d.pcie_gbps = 50.0;
+    if (cl.host_memory_gib > 0) d.host_memory_gib = cl.host_memory_gib;
+    if (cl.pcie_gbps > 0) d.pcie_gbps = cl.pcie_gbps;
+    return d;
+}
+
+double host_bytes_per_node(const LayoutDerived& L, const char* order, const std::vector<double>& stage_host) {
+    // The pipeline dimension's rank stride: the product of the degrees written before "pp" in
+    // the order (dimensions left out follow in Megatron's order tp, cp, dp, pp; ep lives inside dp).
+    const char* names[4] = {"tp", "cp", "dp", "pp"};
+    const long long sizes[4] = {L.t, L.c, L.dp, L.p};
+    bool seen[4] = {false, false, false, false};
+    long long stride = 1;
+    bool pp_found = false;
+    for (const char* q = order; *q && !pp_found;) {
+        const char* dash = std::strchr(q, '-');
+        const size_t len = dash ? (size_t)(dash - q) : std::strlen(q);
+        for (int i = 0; i < 4; ++i)
+            if (!seen[i] && len == 2 && std::strncmp(q, names[i], 2) == 0) {
+                seen[i] = true;
+                if (i == 3) pp_found = true;
+                else stride *= sizes[i];
+            }
+        if (!dash) break;
+        q = dash + 1;
+    }
+    for (int i = 0; i < 3 && !pp_found; ++i)
+        if (!seen[i]) stride *= sizes[i];
+    const long long gpn = L.gpus_per_node, p = L.p;
+    const long long world = (long long)L.t * L.c * L.dp * L.p;
+    double worst_stage = 0;
+    for (double b : stage_host) worst_stage = std::max(worst_stage, b);
+    // A node holds one stage's ranks only (the usual: pp outermost over whole nodes).
+    if (p == 1 || stride % gpn == 0) return (double)gpn * worst_stage;
+    // Else the stages of a node's ranks repeat with period lcm(gpn, stride·p) ranks: sum each
+    // node of one period.
+    const long long period = std::min(world, std::lcm(gpn, stride * p));
+    double worst = 0;
+    for (long long first = 0; first < period; first += gpn) {
+        double node = 0;
+        for (long long r = first; r < first + gpn && r < world; ++r) node += stage_host[(size_t)((r / stride) % p)];
+        worst = std::max(worst, node);
+    }
+    return worst;
 }
 
 }  // namespace est

@@ -23,8 +23,9 @@
 // module's backward; torchtitan reshards after forward without pipelining); SM contention —
 // Lee et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated
 // Distributed Deep Learning" (arXiv 2507.03114): compute overlapped with NCCL collectives is
-// 18.9% slower on average (A100, H100, MI250, MI210; max 40%). docs/estimators.md writes every
-// term out.
+// 18.9% slower on average (A100, H100, MI250, MI210; max 40%). Offload: the PCIe copies and
+// the CPU optimizer step of ZeRO-Offload (Ren et al. 2021 §4, CPU-Adam throughput from its §5
+// measurements) and Megatron's --optimizer-cpu-offload. docs/estimators.md writes every term out.
 #include "estimate_internal.h"
 
 #include <algorithm>
@@ -183,6 +184,33 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
     const double opt_params = dense_params / (sharded ? N : 1) + expert_params / (sharded ? L.edp : 1);
     const double opt_bytes = job.training.optimizer == Optimizer::sgd ? 18.0 : 30.0;
     tail.optimizer_s = opt_params * opt_bytes / L.hbm;
+
+    // offload (ZeRO-Offload, Ren et al. 2021 §4.1-4.2): each step the gradient shard goes
+    // device→host (16-bit in DeepSpeed, Megatron's fp32 main grads), the CPU steps (every GPU
+    // process of the node shares its cores), the updated 16-bit parameters come back. The
+    // gradient copy overlaps the last backward as the reduction does; the parameter copy is
+    // pipelined with the CPU step (DeepSpeed's CPU-Adam copies each updated tile while the next
+    // steps; Megatron's --overlap-cpu-optimizer-d2h-h2d), so the longer of the two shows.
+    // ZeRO-3's offload_param fetches the shard host→device before each gather (forward and
+    // backward of every micro-batch), prefetched behind compute on the copy engines. The
+    // one-step delayed parameter update (DPU) is not modelled: it changes the training math.
+    if (L.offload_optimizer || L.offload_params) {
+        const double param_bytes = opt_params * L.e;  // this rank's 16-bit parameter shard
+        if (L.offload_optimizer) {
+            tail.offload_d2h_s = opt_params * (L.zero == 0 ? 4.0 : L.e) / L.pcie;
+            tail.cpu_optimizer_s = opt_params * L.gpus_per_node / L.cpu_adam_params_per_s;
+            tail.offload_h2d_s = L.offload_params ? 0.0 : param_bytes / L.pcie;  // with offload_params they stay on host
+            tail.optimizer_s = 0;  // the GPU no longer steps
+        } else {
+            tail.offload_d2h_s = param_bytes / L.pcie;  // GPU step, then the shard goes back to host
+        }
+        if (L.offload_params) tail.offload_param_fetch_s = 2.0 * L.mbs * param_bytes / L.pcie;
+        const double d2h_exposed = L.offload_optimizer && es.overlap_grad_reduce
+                                       ? std::max(0.0, tail.offload_d2h_s - bwd_s)
+                                       : tail.offload_d2h_s;
+        const double fetch_exposed = std::max(0.0, tail.offload_param_fetch_s - L.mbs * (fwd_s + bwd_s));
+        tail.offload_s = d2h_exposed + std::max(tail.cpu_optimizer_s, tail.offload_h2d_s) + fetch_exposed;
+    }
     return tail;
 }
 

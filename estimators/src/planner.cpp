@@ -32,7 +32,8 @@ double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes;
 bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
     return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.vpp == b.vpp &&
            a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
-           a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order;
+           a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
+           a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params;
 }
 
 // A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
@@ -112,6 +113,8 @@ struct Space {
     bool vary_ep = true, vary_zero = true;
     int job_zero = 0;
     bool job_distributed_optimizer = false;
+    OffloadDevice job_offload_optimizer = OffloadDevice::none;  // offload, when zero is not varied
+    bool job_offload_params = false;
     std::vector<int> tps;               // valid tensor-parallel degrees
     std::vector<int> cps;               // context-parallel degrees (1 first)
     std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
@@ -182,7 +185,17 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                 c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
                                 c.zero = zero, c.distributed_optimizer = dist_opt;
                                 c.sequence_parallel = seq_par == 1, c.order = order;
+                                if (!sp.vary_zero) {
+                                    c.offload_optimizer = sp.job_offload_optimizer;
+                                    c.offload_params = sp.job_offload_params;
+                                }
+                                // offload: with the search varying ZeRO, a sharded optimizer may
+                                // also be offloaded (+ ZeRO-3's parameters), but only where the
+                                // same layout does not fit without: offload buys memory with PCIe
+                                // and CPU time, so it is in the space only where it is needed.
+                                const int n_offload = !sp.vary_zero || (zero == 0 && !dist_opt) ? 0 : zero == 3 ? 2 : 1;
                                 int alive = nr;  // recompute levels that may still fit at larger mb
+                                int alive_offload[2] = {nr, nr};
                                 for (int mb : mbs) {
                                     if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
                                     c.micro_batch = mb;
@@ -193,6 +206,16 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                         if (fit < 0) return false;
                                         // Memory only grows with mb and with less recompute.
                                         if (!pruned && fit == 0 && prune) alive = r;
+                                        if (fit == 1) continue;  // fits without offload (pruned: does not)
+                                        for (int k = 0; k < n_offload; ++k) {
+                                            LayoutChoice o = c;
+                                            o.offload_optimizer = OffloadDevice::cpu;
+                                            o.offload_params = k == 1;
+                                            const bool pruned_o = prune && r >= alive_offload[k];
+                                            const int fit_o = visit(o, lps, pruned_o);
+                                            if (fit_o < 0) return false;
+                                            if (!pruned_o && fit_o == 0 && prune) alive_offload[k] = r;
+                                        }
                                     }
                                 }
                             }
@@ -223,6 +246,9 @@ std::string label(const EstimateContext& ctx, const LayoutChoice& c, const Layou
     if (!other || c.sequence_parallel != other->sequence_parallel) s += c.sequence_parallel ? " sp" : " no-sp";
     if (!other || c.recompute != other->recompute) s += std::string(" recompute ") + to_string(c.recompute);
     if (other && c.order != other->order) s += " order " + order_name(ctx, c.order);
+    if ((!other && (c.offload_optimizer != OffloadDevice::none || c.offload_params)) ||
+        (other && (c.offload_optimizer != other->offload_optimizer || c.offload_params != other->offload_params)))
+        s += c.offload_params ? " offload optimizer+params" : c.offload_optimizer != OffloadDevice::none ? " offload optimizer" : " no offload";
     return s;
 }
 
@@ -230,6 +256,23 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
     char buf[128];
     std::snprintf(buf, sizeof buf, f, a, b, c);
     return buf;
+}
+
+// offload: what an offloading layout trades — device memory moved to host RAM for PCIe and
+// CPU time per step ("" for a layout without offload).
+std::string offload_clause(const LayoutScore& s, const char* who) {
+    if (s.host_bytes_per_node <= 0) return "";
+    return std::string("; ") + who +
+           fmt(" offloads %.1f GiB per node to host memory for %.3g s of PCIe + CPU optimizer per step",
+               s.host_bytes_per_node / kGiB, s.time.offload);
+}
+// The same for a pair: said once when both offload.
+std::string offload_clause(const LayoutScore& a, const LayoutScore& b) {
+    if (a.host_bytes_per_node > 0 && b.host_bytes_per_node > 0)
+        return fmt("; both offload to host memory (%.1f vs %.1f GiB per node", a.host_bytes_per_node / kGiB,
+                   b.host_bytes_per_node / kGiB) +
+               fmt(", %.3g s vs %.3g s of PCIe + CPU optimizer per step)", a.time.offload, b.time.offload);
+    return offload_clause(a, "the winner") + offload_clause(b, "the runner-up");
 }
 
 // One line: why the best layout beats the runner-up, the best strictly slower layout (the
@@ -249,7 +292,8 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
                           {"pipeline send/recv", ta.pp_comm, tb.pp_comm},
                           {"pipeline bubble", ta.bubble, tb.bubble},
                           {"exposed DP communication", ta.dp_comm, tb.dp_comm},
-                          {"optimizer step", ta.optimizer, tb.optimizer}};
+                          {"optimizer step", ta.optimizer, tb.optimizer},
+                          {"offload PCIe + CPU optimizer", ta.offload, tb.offload}};
     const Term* best = &terms[0];
     for (const Term& t : terms)
         if (t.b - t.a > best->b - best->a) best = &t;
@@ -262,8 +306,9 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
     if (sa > 0 || sb > 0) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);
     // Small models (the cpu preset) peak below a GiB; keep their digits.
     double unit = std::max(a.score.peak_bytes, b.score.peak_bytes) < kGiB ? kGiB / 1024 : kGiB;
-    return s + fmt(unit == kGiB ? ", peak %.1f vs %.1f GiB per GPU" : ", peak %.1f vs %.1f MiB per GPU",
-                   a.score.peak_bytes / unit, b.score.peak_bytes / unit);
+    s += fmt(unit == kGiB ? ", peak %.1f vs %.1f GiB per GPU" : ", peak %.1f vs %.1f MiB per GPU",
+             a.score.peak_bytes / unit, b.score.peak_bytes / unit);
+    return s + offload_clause(a.score, b.score);
 }
 
 // 16384 → "16,384".
@@ -326,6 +371,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
     sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
     sp.job_distributed_optimizer = job.parallel.distributed_optimizer;
+    sp.job_offload_optimizer = job.parallel.offload_optimizer, sp.job_offload_params = job.parallel.offload_params;
     for (int tp = 1; tp <= m.heads; ++tp) {
         bool kv_ok = m.kv_heads <= 0 || m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
         bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
@@ -371,7 +417,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         if (job.has_layout() && same_choice(c, own) &&
             (own_lps.empty() || own_lps == (lps.empty() ? balanced_layers_per_stage(m.layers, c.pp) : lps)))
             own_in_space = true;
-        return 1;
+        return 0;  // "does not fit": the count includes every offload variant the search may visit
     });
     if (total == 0) {
         std::vector<int> dps;
@@ -419,22 +465,44 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     std::vector<Screened> screened;
     Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
     smallest.score.peak_bytes = -1;
+    Candidate least_host;  // offload: the least host need among layouts that fit the GPU but not the host
+    least_host.score.host_bytes_per_node = -1;
     int64_t enumerated = 0;
+    // offload: the search visits a layout's offload variants right after the layout itself.
+    // Offloading takes exactly its states (and their fragmentation) off each stage, so when the
+    // layout's worst stage minus what offload takes off it still exceeds the usable memory, the
+    // variant cannot fit and is skipped like a pruned layout (only when pruning).
+    LayoutScore last_plain;
+    bool last_plain_valid = false;
+    const double fragmentation = ctx.job.estimate.fragmentation;
     bool done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
             const int64_t seq = enumerated++;
+            const bool variant = options.vary_zero && (c.offload_optimizer != OffloadDevice::none || c.offload_params);
+            if (!variant) last_plain_valid = false;
             if (pruned) return 0;
+            if (variant && last_plain_valid && !options.exhaustive) {
+                const MemoryBreakdown& w = last_plain.worst_mem;
+                const double removed = w.optimizer + (c.zero >= 2 ? w.grads : 0.0) + (c.offload_params ? w.params : 0.0);
+                if (last_plain.peak_bytes - removed * (1 + fragmentation) > last_plain.usable_bytes) return 0;
+            }
             StepBounds bounds;
             bounds.want_hi = own_in_space && own_score.fits;  // only job_rank uses the upper bound
             const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
+            if (!variant) last_plain = score, last_plain_valid = true;
             ++out.evaluated;
             if (options.progress && out.evaluated % 4096 == 0 &&
                 !options.progress(out.evaluated, out.evaluated * total / enumerated))
                 return -1;
             screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
             if (!score.fits) {
-                if (smallest.score.peak_bytes < 0 || score.peak_bytes < smallest.score.peak_bytes)
+                if (score.peak_bytes <= score.usable_bytes) {  // offload: only the host RAM is short
+                    if (least_host.score.host_bytes_per_node < 0 ||
+                        score.host_bytes_per_node < least_host.score.host_bytes_per_node)
+                        least_host = Candidate{c, score, seq};
+                } else if (smallest.score.peak_bytes < 0 || score.peak_bytes < smallest.score.peak_bytes) {
                     smallest = Candidate{c, score, seq};
+                }
                 return 0;
             }
             ++out.feasible;
@@ -571,16 +639,28 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                        std::to_string(total) + " layouts; the ranking covers only those";
     } else if (out.feasible == 0) {
         double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
-        out.why_best = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) +
-                       " GiB per GPU at " + label(ctx, smallest.choice, nullptr) + ", capacity " +
-                       fmt("%.1f", capacity) + " GiB";
-        if (ctx.job.estimate.headroom > 0)
-            out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
+        if (smallest.score.peak_bytes >= 0) {
+            out.why_best = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) +
+                           " GiB per GPU at " + label(ctx, smallest.choice, nullptr) + ", capacity " +
+                           fmt("%.1f", capacity) + " GiB";
+            if (ctx.job.estimate.headroom > 0)
+                out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
+        } else {
+            out.why_best = "no layout fits";
+        }
+        // offload: layouts that fit the GPUs only by offloading more than the host RAM holds.
+        const LayoutScore& lh = least_host.score;
+        if (lh.host_bytes_per_node >= 0)
+            out.why_best += fmt("; offloading fits the GPUs (%.1f GiB per GPU", lh.peak_bytes / kGiB) + " at " +
+                            label(ctx, least_host.choice, nullptr) +
+                            fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
+                                lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
     } else if (!have_runner) {  // one distinct tokens/s among the fitting layouts
         out.why_best = label(ctx, best.choice, nullptr) +
                        (ties == 0 ? " is the only layout that fits"
                                   : " ties all " + std::to_string(ties) +
-                                        " other fitting layouts on tokens/s and is listed first");
+                                        " other fitting layouts on tokens/s and is listed first") +
+                       offload_clause(best.score, "it");
     } else {
         out.why_best = why_best_line(ctx, best, runner);
         if (ties > 0)
@@ -635,6 +715,8 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.distributed_optimizer = c.distributed_optimizer;
     p.sequence_parallel = c.sequence_parallel;
     p.recompute = c.recompute;
+    p.offload_optimizer = c.offload_optimizer;  // offload
+    p.offload_params = c.offload_params;
     if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
     p.layers_per_stage = entry.layers_per_stage;
     // overlap: the job's overlap keys stay, but where the chosen layout has nothing for them to

@@ -433,12 +433,20 @@ Timeline predicted_timeline(const JobSpec& job) {
             o.end_s = sync + tl.optimizer_s;
             t.blocks.push_back(o);
         }
+        if (tl.offload_s > 0) {  // offload: the exposed PCIe copies and the CPU optimizer step
+            TimelineBlock o;
+            o.kind = BlockKind::optimizer;
+            o.row = s;
+            o.start_s = sync + tl.optimizer_s;
+            o.end_s = o.start_s + tl.offload_s;
+            t.blocks.push_back(o);
+        }
         if (tl.param_exposed_s > 0) {
             TimelineBlock g;
             g.kind = BlockKind::dp_comm;
             g.row = s;
             g.stream = kStreamComm;
-            g.start_s = sync + tl.optimizer_s;
+            g.start_s = sync + tl.optimizer_s + tl.offload_s;
             g.end_s = g.start_s + tl.param_exposed_s;
             g.overlapped_s = tl.param_s - tl.param_exposed_s;
             t.blocks.push_back(g);

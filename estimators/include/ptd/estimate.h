@@ -28,6 +28,9 @@ struct MemoryBreakdown {
     double cuda_context = 0;  // estimate.cuda_context_gib
     double nccl = 0;          // estimate.nccl_gib × communicators with > 1 rank
     double fragmentation = 0; // estimate.fragmentation × (everything allocated above)
+    // offload: bytes this rank keeps in HOST memory (offloaded optimizer states, fp32 gradient
+    // copy, parameter shard). Not device memory: not in total().
+    double host = 0;
 
     double model_states() const { return params + grads + optimizer; }
     double overheads() const { return temp + cuda_context + nccl + fragmentation; }
@@ -45,7 +48,8 @@ struct TimeBreakdown {
                               // ((p − 1)/v × that micro-batch when the stages are equal)
     double dp_comm = 0;       // exposed gradient reduction / parameter gathering (after overlap)
     double optimizer = 0;     // the optimizer step of the stage that finishes last (memory bound)
-    double total() const { return compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer; }
+    double offload = 0;       // offload: exposed PCIe copies and the CPU optimizer step (host side)
+    double total() const { return compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer + offload; }
 };
 
 // One forward or backward block: one micro-batch through one model chunk of one stage.
@@ -70,6 +74,11 @@ struct StageTail {
     double grad_s = 0, grad_exposed_s = 0;
     double param_s = 0, param_exposed_s = 0;
     double optimizer_s = 0;
+    // offload: gradients device→host, the CPU optimizer step (the node's CPU shared by its
+    // GPUs' processes), updated 16-bit parameters host→device, ZeRO-3's parameter shard
+    // fetched from host for every gather; offload_s is what of them the step waits for.
+    double offload_d2h_s = 0, cpu_optimizer_s = 0, offload_h2d_s = 0, offload_param_fetch_s = 0;
+    double offload_s = 0;
 };
 
 // One pipeline stage, seen from its most loaded rank.
@@ -118,6 +127,13 @@ struct Estimate {
     double mfu = 0, hfu = 0;
     ParamCounts params;                 // whole-model counts
     std::vector<std::string> notes;     // assumptions worth telling the user
+    // offload: host memory per node (the most loaded node: the sum of its GPUs' mem.host) and
+    // the host RAM it is checked against (cluster.host_memory_gib, else the GPU generation's
+    // DGX figure; 0 = unknown, unchecked). fits includes host_fits.
+    double host_bytes_per_node = 0;
+    double host_capacity_bytes = 0;
+    bool host_fits = true;
+    double pcie_gbps = 0;               // host↔GPU GB/s per GPU used for the offload traffic
 };
 
 // A layout choice the planner varies. Everything else comes from the job.
@@ -129,6 +145,8 @@ struct LayoutChoice {
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
     int order = 0;                 // index into kPlannerOrders (layout_choice_order)
+    OffloadDevice offload_optimizer = OffloadDevice::none;  // offload
+    bool offload_params = false;                           // offload (zero 3 only)
 };
 
 // The rank orders the planner tries: TP innermost (Megatron default), then others.
@@ -146,6 +164,8 @@ struct LayoutScore {
     int worst_stage = 0;
     TimeBreakdown time;
     MemoryBreakdown worst_mem;
+    double host_bytes_per_node = 0;  // offload: see Estimate
+    double host_capacity_bytes = 0;
 };
 
 // Model- and cluster-derived constants computed once per job, reused for every layout.

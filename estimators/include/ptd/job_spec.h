@@ -51,6 +51,7 @@ inline constexpr int kGpuGenerationCount = 8;
 enum class Fp8Recipe { none, delayed, current, tensorwise, rowwise, mxfp8 };
 // hybrid: E4M3 forward, E5M2 gradients (TE Format.HYBRID); e4m3: E4M3 everywhere.
 enum class Fp8Format { hybrid, e4m3 };
+enum class OffloadDevice { none, cpu };                 // where offloaded states live (offload)
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -69,6 +70,7 @@ const char* to_string(GpuGeneration v);
 const char* to_string(Framework v);
 const char* to_string(Fp8Recipe v);
 const char* to_string(Fp8Format v);
+const char* to_string(OffloadDevice v);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -158,6 +160,11 @@ struct ParallelSpec {
     bool overlap_param_gather = false;  // sharded optimizer's parameter all-gather during the next forward
     bool tp_comm_overlap = false;       // TP all-gather / reduce-scatter pipelined with the GEMMs (needs SP)
     int fsdp_prefetch = 1;              // ZeRO-3 / FSDP: layers gathered ahead of the one computing (0 = none)
+    // offload: ZeRO-Offload / Megatron's --optimizer-cpu-offload (fp32 master weights, optimizer
+    // states and the optimizer step in host memory; needs a sharded optimizer), and ZeRO-3's
+    // offload_param (the 16-bit parameter shard in host memory; needs zero = 3).
+    OffloadDevice offload_optimizer = OffloadDevice::none;
+    bool offload_params = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
