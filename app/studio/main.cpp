@@ -2,6 +2,7 @@
 // is given), then opens the window; without a display it says so and prints the job's
 // summary and rank layout in the terminal instead. Exit codes: 0 ok, 2 bad arguments or
 // job, 1 a screenshot that could not be taken.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,17 @@ void print_live_summary(const ptd::studio::StudioState& s, FILE* out) {
                  run.ranks.size());
     for (const auto& r : run.ranks) std::fprintf(out, " %d=%d", r.rank, r.last_step);
     std::fprintf(out, "\n");
+    // The Schedule tab picks up the ended run's measured timeline (schedule_model.h).
+    const auto& v = s.schedule;
+    if (v.show_measured) {
+        std::vector<int> ranks;
+        for (const auto& b : v.measured)
+            if (std::find(ranks.begin(), ranks.end(), b.row) == ranks.end()) ranks.push_back(b.row);
+        std::fprintf(out, "schedule: measured timeline of %s, step %d, %zu ranks, %zu blocks\n", v.run_dir.c_str(),
+                     v.measured_step, ranks.size(), v.measured.size());
+    } else if (!v.measured_error.empty()) {
+        std::fprintf(out, "schedule: no measured timeline: %s\n", v.measured_error.c_str());
+    }
 }
 
 bool env_set(const char* name) {
