@@ -112,7 +112,7 @@ if [ -x "$fixture" ]; then
     rm -rf "$out/timeline-run"
     if "$fixture" "$tiny8" "$out/timeline-run" >"$out/fixture.log" 2>&1; then
         shoot schedule_measured --job "$tiny8" --panel schedule --timeline "$out/timeline-run"
-        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1020,360 --frames 5
+        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1020,390 --frames 5
     else
         fail "write_timeline_fixture: $(cat "$out/fixture.log")"
     fi
