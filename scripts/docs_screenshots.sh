@@ -27,4 +27,7 @@ shoot studio-planner --panel planner
 shoot studio-launch --auto-launch --steps 20 --panel launch
 shoot studio-live --auto-launch --steps 40 --panel live --mouse 620,330
 shoot studio-heatmap --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 10 --panel layout --mouse 600,180
+# The Schedule tab after a launched run of the 8-rank job: its measured timeline (the engine
+# records the first 3 steps) under the prediction.
+shoot studio-schedule-measured --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 5 --panel schedule
 echo "docs_screenshots: wrote $(ls "$out"/studio-*.png | wc -l) pictures to docs/images/"

@@ -112,10 +112,17 @@ if [ -x "$fixture" ]; then
     rm -rf "$out/timeline-run"
     if "$fixture" "$tiny8" "$out/timeline-run" >"$out/fixture.log" 2>&1; then
         shoot schedule_measured --job "$tiny8" --panel schedule --timeline "$out/timeline-run"
-        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1020,360 --frames 5
+        shoot schedule_hover --job "$tiny8" --panel schedule --timeline "$out/timeline-run" --mouse 1020,390 --frames 5
+        # Rows = the ranks of replica 0 (ranks 0, 1, 4, 5), its measured ranks under them.
+        shoot schedule_replica --job "$tiny8" --panel schedule --replica 0 --timeline "$out/timeline-run"
     else
         fail "write_timeline_fixture: $(cat "$out/fixture.log")"
     fi
+    # A replica the job does not have: exit 2 naming the allowed range.
+    env -u DISPLAY "$studio" --job "$tiny8" --replica 2 >/dev/null 2>"$out/badreplica.err"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "--replica 2 on a DP 2 job: exit $rc, want 2"
+    grep -q "allowed: 0..1" "$out/badreplica.err" || fail "--replica 2: stderr does not say 'allowed: 0..1': $(cat "$out/badreplica.err")"
     # A directory without a timeline: exit 2 naming the folder.
     env -u DISPLAY "$studio" --job "$tiny8" --timeline "$out" >/dev/null 2>"$out/badtimeline.err"
     rc=$?

@@ -20,6 +20,7 @@ TEST(EngineTimeline, EightRankRunRecordsEveryBlockInScheduleOrder) {
     tj.pp = 2;
     tj.dp = 2;
     tj.steps = 3;
+    tj.recompute = "full";  // the recompute forwards are recorded as their own blocks
     const std::string job = write_job(tj, "timeline-8rank");
     const std::string run_dir = (temp_root() / "timeline-run").string();
     const auto runs = run_engine(job, 8, {"--run-dir", run_dir, "--timeline-steps", "2"});
@@ -43,6 +44,32 @@ TEST(EngineTimeline, EightRankRunRecordsEveryBlockInScheduleOrder) {
             if (b.kind == ptd::BlockKind::dp_comm) ++dp_by_step[b.step];
             if (b.kind == ptd::BlockKind::optimizer) ++optimizer_by_step[b.step];
         }
+        // Inside every forward and backward block: its TP collectives (TP 2) as `tp` blocks on
+        // the communication stream; inside every backward: its recompute forwards on the
+        // compute stream. Both tagged with the block's micro-batch and chunk.
+        auto inside = [&](const ptd::TimelineBlock& outer, ptd::BlockKind kind, int stream) {
+            int n = 0;
+            for (const ptd::TimelineBlock& b : rank.blocks)
+                if (b.kind == kind && b.stream == stream && b.step == outer.step && b.micro_batch == outer.micro_batch &&
+                    b.chunk == outer.chunk && b.start_s >= outer.start_s && b.end_s <= outer.end_s)
+                    ++n;
+            return n;
+        };
+        int tp_blocks = 0, recompute_blocks = 0;
+        for (const ptd::TimelineBlock& b : rank.blocks) {
+            tp_blocks += b.kind == ptd::BlockKind::tp_comm;
+            recompute_blocks += b.kind == ptd::BlockKind::recompute;
+            if (b.kind == ptd::BlockKind::tp_comm) EXPECT_EQ(b.stream, ptd::kStreamComm);
+            if (b.kind != ptd::BlockKind::forward && b.kind != ptd::BlockKind::backward) continue;
+            EXPECT_GE(inside(b, ptd::BlockKind::tp_comm, ptd::kStreamComm), 1)
+                << "rank " << rank.header.rank << " step " << b.step << " " << ptd::block_kind_name(b.kind) << " mb "
+                << b.micro_batch;
+            if (b.kind == ptd::BlockKind::backward)
+                EXPECT_GE(inside(b, ptd::BlockKind::recompute, ptd::kStreamCompute), 1)
+                    << "rank " << rank.header.rank << " step " << b.step << " bwd mb " << b.micro_batch;
+        }
+        EXPECT_GT(tp_blocks, 0);
+        EXPECT_GT(recompute_blocks, 0);
         // Steps 1 and 2 recorded, step 3 not (--timeline-steps 2).
         ASSERT_EQ(compute_by_step.size(), 2u) << "rank " << rank.header.rank;
         for (int step : {1, 2}) {

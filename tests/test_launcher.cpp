@@ -20,6 +20,7 @@
 #include "ptd/launch.h"
 #include "ptd/presets.h"
 #include "ptd/run_dir.h"
+#include "ptd/timeline.h"
 
 using namespace ptd;
 using namespace ptd_test;
@@ -1011,6 +1012,22 @@ TEST(SshLaunch, FourEngineRanksThroughSshdWithUpload) {
     ASSERT_TRUE(m) << m.error().str();
     for (const RunManifestRank& r : m->ranks) EXPECT_GT(r.pid, 1) << "rank " << r.rank;  // remote pids arrive too
     EXPECT_EQ(m->state, "finished");
+    // The measured timeline: each rank wrote it into its host's folder, the launcher
+    // collected it into RUN_DIR/timeline, where `ptd trace` and the studio read it.
+    EXPECT_NE(texts_of(c, LaunchEventKind::host_ready).find("collected 4 measured-timeline files"), std::string::npos)
+        << texts_of(c, LaunchEventKind::host_ready);
+    for (int r = 0; r < 4; ++r) {
+        const std::string name = "/timeline/" + timeline_file_name(r);
+        EXPECT_EQ(read_file(plan->run_dir + name), read_file(plan->hosts[0].remote_dir + name)) << name;
+    }
+    auto measured = read_measured_timeline(plan->run_dir);
+    ASSERT_TRUE(measured) << measured.error().str();
+    ASSERT_EQ(measured->size(), 4u);
+    for (const MeasuredRank& mr : *measured) {
+        int fwd = 0;
+        for (const TimelineBlock& b : mr.blocks) fwd += b.kind == BlockKind::forward;
+        EXPECT_GT(fwd, 0) << "rank " << mr.header.rank;
+    }
 }
 
 TEST(SshLaunch, UnknownHostKeyIsRefusedUnlessAccepted) {

@@ -507,6 +507,49 @@ TEST_F(SshTransportTest, UploadChecksTheHash) {
     std::filesystem::remove_all(std::string(home) + "/ptd-ssh-test-" + std::to_string(getpid()));
 }
 
+// The launcher brings the ranks' measured-timeline files home with download(): byte-exact,
+// a missing file is "none" (not an error), too large or not a file is an error naming it,
+// and a path that is the local file itself (a shared run directory) stays whole.
+TEST_F(SshTransportTest, DownloadCopiesFilesBack) {
+    sshd.trust_host_key();
+    auto plan = make_plan(sshd);
+    auto t = connected(plan);
+    ASSERT_TRUE(t);
+    std::string data(300 * 1024 + 17, '\0');
+    std::mt19937 rng(11);
+    for (char& ch : data) ch = (char)(rng() & 0xff);
+    const std::string remote_dir = sshd.dir + "/host-0 dir/timeline";
+    std::filesystem::create_directories(remote_dir);
+    std::filesystem::create_directories(sshd.dir + "/local/timeline");
+    SshdFixture::write_file(remote_dir + "/rank-00001.tsv", data);
+    const std::string local = sshd.dir + "/local/timeline/rank-00001.tsv";
+
+    auto got = t->download(remote_dir + "/rank-00001.tsv", local, 1 << 20);
+    ASSERT_TRUE(got.has_value()) << got.error().str();
+    EXPECT_TRUE(*got);
+    EXPECT_EQ(SshdFixture::read_file(local), data);
+    EXPECT_FALSE(std::filesystem::exists(local + ".part"));
+
+    auto missing = t->download(remote_dir + "/rank-00002.tsv", sshd.dir + "/local/timeline/rank-00002.tsv", 1 << 20);
+    ASSERT_TRUE(missing.has_value()) << missing.error().str();
+    EXPECT_FALSE(*missing);
+    EXPECT_FALSE(std::filesystem::exists(sshd.dir + "/local/timeline/rank-00002.tsv"));
+
+    auto big = t->download(remote_dir + "/rank-00001.tsv", sshd.dir + "/local/big.tsv", 1000);
+    ASSERT_FALSE(big.has_value());
+    EXPECT_NE(big.error().str().find("rank-00001.tsv"), std::string::npos) << big.error().str();
+    EXPECT_NE(big.error().str().find("1000"), std::string::npos) << big.error().str();
+
+    auto dir = t->download(remote_dir, sshd.dir + "/local/dir.tsv", 1 << 20);
+    ASSERT_FALSE(dir.has_value());
+    EXPECT_NE(dir.error().str().find("not a regular file"), std::string::npos) << dir.error().str();
+
+    // The host shares the run directory: the file is copied onto itself and stays whole.
+    auto same = t->download(local, local, 1 << 20);
+    ASSERT_TRUE(same.has_value()) << same.error().str();
+    EXPECT_EQ(SshdFixture::read_file(local), data);
+}
+
 TEST_F(SshTransportTest, FreePortRunsTheEngine) {
     sshd.trust_host_key();
     auto plan = make_plan(sshd);

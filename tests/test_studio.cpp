@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "studio_state.h"
@@ -254,4 +255,138 @@ TEST(StudioState, LargeLayoutsPickInConstantTime) {
     const GridGeometry g = grid_geometry(s);
     const int last = 16383;
     EXPECT_EQ(pick_rank(s, g.cell_x(last) + 2, g.cell_y(last) + 2), last);
+}
+
+// ---- the Schedule tab's model (schedule_model.h) -------------------------------------------
+
+// Rows = the ranks of one data-parallel replica: exactly the ranks make_layout puts in that
+// replica, each drawn with its own stage's predicted blocks; an index past dp − 1 falls back
+// to the stages.
+TEST(StudioSchedule, ReplicaRowsAreThatReplicasRanksOnTheirStages) {
+    StudioState s = default_state();  // tp 4 · pp 2 · dp 4
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.predicted);
+    EXPECT_EQ(gantt_rows(s.schedule).size(), 2u);  // stages
+    schedule_set_rows(s, 1);
+    const std::vector<GanttRow> rows = gantt_rows(s.schedule);
+    ASSERT_EQ(rows.size(), 8u);
+    std::vector<int> want;
+    for (int r = 0; r < s.layout->world; ++r)
+        if (s.layout->ranks[(size_t)r].coord[DIM_DP] == 1) want.push_back(r);
+    for (size_t k = 0; k < rows.size(); ++k) {
+        EXPECT_EQ(rows[k].rank, want[k]);
+        EXPECT_EQ(rows[k].id, s.layout->ranks[(size_t)want[k]].coord[DIM_PP]) << rows[k].label;
+        EXPECT_FALSE(rows[k].measured);
+        EXPECT_NE(rows[k].label.find("rank " + std::to_string(want[k])), std::string::npos) << rows[k].label;
+    }
+    const int hit = block_at(s.schedule, rows[0], s.schedule.predicted->blocks[0].start_s);
+    EXPECT_GE(hit, 0);
+    EXPECT_NE(block_tooltip(s.schedule, rows[0], hit).find("on rank " + std::to_string(want[0])), std::string::npos);
+
+    // Measured rows follow the choice: only the chosen replica's ranks.
+    ScheduleViewState& v = s.schedule;
+    v.measured.clear();
+    v.measured_stage.clear();
+    v.measured_dp.clear();
+    for (int r = 0; r < s.layout->world; ++r) {
+        TimelineBlock b;
+        b.row = r;
+        b.micro_batch = 0;
+        b.end_s = 1e-3;
+        v.measured.push_back(b);
+        v.measured_stage.push_back(s.layout->ranks[(size_t)r].coord[DIM_PP]);
+        v.measured_dp.push_back(s.layout->ranks[(size_t)r].coord[DIM_DP]);
+    }
+    v.show_measured = true;
+    std::vector<int> measured_rows;
+    for (const GanttRow& row : gantt_rows(v))
+        if (row.measured) measured_rows.push_back(row.id);
+    EXPECT_EQ(measured_rows, want);
+
+    schedule_set_rows(s, 4);  // dp = 4: replicas 0..3
+    EXPECT_EQ(v.replica, -1);
+    v.show_measured = false;
+    EXPECT_EQ(gantt_rows(v).size(), 2u);
+}
+
+// Wheel zoom keeps the time under the cursor in place, never zooms out past the whole
+// span, and panning stays inside it.
+TEST(StudioSchedule, ZoomKeepsTheCursorTimeAndPanStaysInside) {
+    ScheduleViewState v;
+    const double span = 10;
+    EXPECT_EQ(schedule_view(v, span), std::make_pair(0.0, span));
+    schedule_zoom(v, span, 4.0, 0.5);
+    auto [a, b] = schedule_view(v, span);
+    EXPECT_DOUBLE_EQ(b - a, 5.0);
+    EXPECT_DOUBLE_EQ((4.0 - a) / (b - a), 0.4);  // 4 s was 40% across, and still is
+    schedule_pan(v, span, 100);
+    std::tie(a, b) = schedule_view(v, span);
+    EXPECT_DOUBLE_EQ(a, 5.0);
+    EXPECT_DOUBLE_EQ(b, 10.0);
+    schedule_pan(v, span, -100);
+    EXPECT_DOUBLE_EQ(schedule_view(v, span).first, 0.0);
+    for (int k = 0; k < 200; ++k) schedule_zoom(v, span, 3.0, 0.5);
+    std::tie(a, b) = schedule_view(v, span);
+    EXPECT_NEAR(b - a, span * 1e-6, 1e-12);
+    EXPECT_LE(a, 3.0);
+    EXPECT_GE(b, 3.0);
+    schedule_zoom(v, span, 3.0, 1e9);  // all the way out: the whole span
+    EXPECT_EQ(schedule_view(v, span), std::make_pair(0.0, span));
+    schedule_zoom(v, span, 1.0, 0.1);
+    schedule_fit(v);
+    EXPECT_EQ(schedule_view(v, span), std::make_pair(0.0, span));
+}
+
+// A measured backward holds its recompute forwards: it is compared with the predicted
+// recompute + backward, and the recompute parts themselves are never marked.
+TEST(StudioSchedule, MeasuredBackwardIsComparedWithRecomputePlusBackward) {
+    StudioState s = default_state();
+    set_recompute(s, Recompute::full);
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.predicted);
+    ScheduleViewState& v = s.schedule;
+    const TimelineBlock* rec = nullptr;
+    const TimelineBlock* bwd = nullptr;
+    for (size_t k = 0; k + 1 < v.predicted->blocks.size(); ++k)
+        if (v.predicted->blocks[k].kind == BlockKind::recompute && v.predicted->blocks[k + 1].kind == BlockKind::backward) {
+            rec = &v.predicted->blocks[k];
+            bwd = &v.predicted->blocks[k + 1];
+            break;
+        }
+    ASSERT_TRUE(rec && bwd);
+    TimelineBlock m = *bwd;  // measured: the whole backward, recompute inside
+    m.row = 0;
+    m.start_s = rec->start_s;
+    TimelineBlock part = *rec;
+    part.row = 0;
+    part.end_s = part.start_s + (rec->end_s - rec->start_s) * 0.1;  // one layer's recompute
+    v.measured = {part, m};
+    v.measured_stage = {bwd->row, bwd->row};
+    v.measured_dp = {0, 0};
+    EXPECT_FALSE(measured_differs(v, 1));
+    EXPECT_FALSE(measured_differs(v, 0));
+    EXPECT_TRUE(nested_block(v.measured[0]));
+    EXPECT_FALSE(nested_block(v.measured[1]));
+    v.measured[1].end_s += 2 * (bwd->end_s - rec->start_s);  // really off: marked
+    EXPECT_TRUE(measured_differs(v, 1));
+}
+
+// Measured blocks the prediction carries inside its blocks (TP collectives, p2p transfers)
+// are not marked as differing; a forward without any counterpart is.
+TEST(StudioSchedule, CommunicationPartsAreNotMarked) {
+    StudioState s = default_state();
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.predicted);
+    ScheduleViewState& v = s.schedule;
+    for (BlockKind k : {BlockKind::tp_comm, BlockKind::send, BlockKind::recv, BlockKind::forward}) {
+        TimelineBlock b;
+        b.kind = k;
+        b.stream = k == BlockKind::forward ? kStreamCompute : kStreamComm;
+        b.micro_batch = 999;  // no predicted block has it
+        b.end_s = 1e-3;
+        v.measured = {b};
+        v.measured_stage = {0};
+        v.measured_dp = {0};
+        EXPECT_EQ(measured_differs(v, 0), k == BlockKind::forward) << block_kind_name(k);
+    }
 }

@@ -508,3 +508,54 @@ TEST(Trace, MeasuredTraceIsValidTraceEventJson) {
 }
 
 }  // namespace
+
+namespace {
+
+// Nesting in the trace: with full recompute every predicted backward's slice spans its
+// recompute and its own part, the recompute slice lies inside it (same process and
+// thread), and a block with TP communication has a "TP comm" part slice inside it.
+TEST(Trace, PredictedRecomputeAndTpAreNestedInTheirBlocks) {
+    JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    job.parallel.recompute = Recompute::full;
+    ASSERT_GT(job.parallel.tp, 1);
+    const Timeline t = predicted_timeline(job);
+    const std::string text = chrome_trace_json(t.blocks, "stage");
+    validate_trace(text, t.blocks.size());
+    const auto doc = nlohmann::json::parse(text);
+    std::vector<nlohmann::json> slices;
+    for (const auto& e : doc["traceEvents"])
+        if (e["ph"] == "X") slices.push_back(e);
+    auto within = [](const nlohmann::json& in, const nlohmann::json& out) {
+        const double eps = 1e-6;
+        return in["pid"] == out["pid"] && in["tid"] == out["tid"] && in["ts"].get<double>() >= out["ts"].get<double>() - eps &&
+               in["ts"].get<double>() + in["dur"].get<double>() <= out["ts"].get<double>() + out["dur"].get<double>() + eps;
+    };
+    int backwards = 0, tp_parts = 0;
+    for (const auto& b : slices) {
+        if (b["cat"] != "bwd") continue;
+        ++backwards;
+        int nested_recompute = 0, nested_tp = 0;
+        for (const auto& e : slices) {
+            if (!within(e, b)) continue;
+            nested_recompute += e["cat"] == "recompute" && e["args"]["micro_batch"] == b["args"]["micro_batch"];
+            nested_tp += e["name"] == "TP comm";
+        }
+        EXPECT_EQ(nested_recompute, 1) << b.dump();
+        EXPECT_GE(nested_tp, 1) << b.dump();
+        tp_parts += nested_tp;
+        // The slice is the whole backward block of the estimate: recompute + the rest.
+        const TimelineBlock* rec = nullptr;
+        const TimelineBlock* bwd = nullptr;
+        for (const TimelineBlock& blk : t.blocks)
+            if (blk.row == b["pid"] && blk.micro_batch == b["args"]["micro_batch"] && blk.chunk == b["args"]["chunk"]) {
+                if (blk.kind == BlockKind::recompute) rec = &blk;
+                if (blk.kind == BlockKind::backward) bwd = &blk;
+            }
+        ASSERT_TRUE(rec && bwd);
+        EXPECT_NEAR(b["dur"].get<double>(), (bwd->end_s - rec->start_s) * 1e6, 1e-6);
+    }
+    EXPECT_EQ(backwards, t.stages * t.micro_batches * t.vpp);
+    EXPECT_GT(tp_parts, 0);
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 // is given), then opens the window; without a display it says so and prints the job's
 // summary and rank layout in the terminal instead. Exit codes: 0 ok, 2 bad arguments or
 // job, 1 a screenshot that could not be taken.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,17 @@ void print_live_summary(const ptd::studio::StudioState& s, FILE* out) {
                  run.ranks.size());
     for (const auto& r : run.ranks) std::fprintf(out, " %d=%d", r.rank, r.last_step);
     std::fprintf(out, "\n");
+    // The Schedule tab picks up the ended run's measured timeline (schedule_model.h).
+    const auto& v = s.schedule;
+    if (v.show_measured) {
+        std::vector<int> ranks;
+        for (const auto& b : v.measured)
+            if (std::find(ranks.begin(), ranks.end(), b.row) == ranks.end()) ranks.push_back(b.row);
+        std::fprintf(out, "schedule: measured timeline of %s, step %d, %zu ranks, %zu blocks\n", v.run_dir.c_str(),
+                     v.measured_step, ranks.size(), v.measured.size());
+    } else if (!v.measured_error.empty()) {
+        std::fprintf(out, "schedule: no measured timeline: %s\n", v.measured_error.c_str());
+    }
 }
 
 bool env_set(const char* name) {
@@ -51,6 +63,9 @@ int main(int argc, char** argv) {
     app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage, DP replica or predicted memory")
         ->check(CLI::IsMember({"tp", "pp", "dp", "memory"}))->capture_default_str();
     app.add_option("--select", select, "Pin this rank: its TP, PP and DP groups are outlined");
+    int replica = -1;
+    app.add_option("--replica", replica, "Schedule tab: rows = the ranks of this data-parallel replica (default: the stages)")
+        ->check(CLI::Range(0, 1 << 30));
     app.add_option("--set", sets, "Edit a number after loading, as in the job panel, e.g. --set parallel.tp=8 (repeatable)");
     bool auto_launch = false;
     int launch_steps = 0;
@@ -149,6 +164,19 @@ int main(int argc, char** argv) {
         if (app.get_option("--panel")->count() == 0) state.select_tab = MainTab::live;
     }
 
+    if (replica >= 0) {
+        schedule_refresh(state);
+        const int dp = state.layout ? state.layout->degree[ptd::DIM_DP] : 0;
+        if (!state.schedule.predicted || replica >= dp) {
+            std::fprintf(stderr, "ptd-studio: error: --replica %d: %s\n", replica,
+                         state.schedule.predicted ? ("the job has " + std::to_string(dp) + " data-parallel replica" +
+                                                     (dp == 1 ? "" : "s") + "; allowed: 0.." + std::to_string(dp - 1))
+                                                        .c_str()
+                                                  : "the job has no valid layout to draw");
+            return ptd::kExitConfig;
+        }
+        schedule_set_rows(state, replica);
+    }
     if (!timeline_dir.empty() && !schedule_load_measured(state, timeline_dir)) {
         std::fprintf(stderr, "%s", state.schedule.measured_error.c_str());
         return ptd::kExitConfig;

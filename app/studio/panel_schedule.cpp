@@ -1,5 +1,6 @@
 // panel_schedule.cpp — the Schedule tab: the predicted pipeline timeline as a Gantt chart
-// (rows = stages, micro-batches coloured and numbered, the bubble shaded, hover tooltips),
+// (rows = stages or the ranks of one data-parallel replica, micro-batches coloured and
+// numbered, the bubble shaded, hover tooltips, wheel zoom and drag pan),
 // the batch legend with the job's numbers, and a toggle that puts a run's measured
 // timeline under it on the same time axis with the blocks that differ outlined. The data
 // lives in schedule_model.h; this file only draws it (InvisibleButton + ImDrawList).
@@ -63,7 +64,7 @@ void draw_schedule_panel(StudioState& s) {
     bool show = v.show_measured;
     if (ImGui::Checkbox("Measured timeline under the prediction", &show)) {
         if (show && v.measured.empty()) {
-            const std::string dir = v.run_dir.empty() ? s.live.dir : v.run_dir;
+            const std::string dir = v.run_dir.empty() ? live_run_dir(s) : v.run_dir;
             if (!dir.empty()) schedule_load_measured(s, dir);
             else v.measured_error = "no run directory: launch the job or open a run (Live tab) first";
         }
@@ -84,16 +85,37 @@ void draw_schedule_panel(StudioState& s) {
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(200, 170, 60, 255), "recompute");
     ImGui::SameLine(0, 12);
-    legend_item(Swatch::fill, IM_COL32(190, 110, 230, 255), "DP communication");
+    legend_item(Swatch::fill, IM_COL32(190, 110, 230, 255), v.show_measured ? "communication (DP; measured: TP, p2p)" : "DP communication");
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(90, 200, 210, 255), "optimizer");
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(70, 60, 60, 255), "bubble (idle)");
 
+    // Rows (stages, or the ranks of one data-parallel replica) and the zoom.
+    {
+        const int dp = std::max(1, t.dp);
+        std::string current = v.replica < 0 ? "stages" : "replica " + std::to_string(v.replica) + " ranks";
+        ImGui::SetNextItemWidth(170);
+        if (ImGui::BeginCombo("Rows", current.c_str())) {
+            if (ImGui::Selectable("stages", v.replica < 0)) schedule_set_rows(s, -1);
+            for (int k = 0; k < dp && k < 4096; ++k) {
+                const std::string name = "replica " + std::to_string(k) + " ranks";
+                if (ImGui::Selectable(name.c_str(), v.replica == k)) schedule_set_rows(s, k);
+            }
+            ImGui::EndCombo();
+        }
+        ImGui::SameLine();
+        if (ImGui::Button("Fit")) schedule_fit(v);
+        ImGui::SameLine();
+        ImGui::TextDisabled("wheel over the chart: zoom; drag: pan");
+    }
+
     // The chart.
     const std::vector<GanttRow> rows = gantt_rows(v);
     const double span = std::max(gantt_span(v), 1e-12);
-    const float label_w = 70, row_h = std::clamp(ImGui::GetContentRegionAvail().y / (float)(rows.size() + 2), 18.0f, 44.0f);
+    const auto [view0, view1] = schedule_view(v, span);
+    const double view_w = std::max(view1 - view0, 1e-15);
+    const float label_w = v.replica >= 0 ? 120.0f : 70.0f, row_h = std::clamp(ImGui::GetContentRegionAvail().y / (float)(rows.size() + 2), 18.0f, 44.0f);
     const float comm_h = 6, axis_h = 22, gap = 4;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float width = std::max(100.0f, ImGui::GetContentRegionAvail().x);
@@ -102,10 +124,17 @@ void draw_schedule_panel(StudioState& s) {
     const bool hovered = ImGui::IsItemHovered();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float x0 = origin.x + label_w, plot_w = width - label_w - 8;
-    auto xt = [&](double sec) { return x0 + (float)(sec / span) * plot_w; };
+    auto xt = [&](double sec) { return x0 + (float)((sec - view0) / view_w) * plot_w; };
     dl->AddRectFilled(origin, ImVec2(origin.x + width, origin.y + height), colour::canvas);
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     v.hover_row = v.hover_block = -1;
+    // Zoom around the cursor's time with the wheel; drag to pan.
+    if (hovered && ImGui::GetIO().MouseWheel != 0 && mouse.x >= x0) {
+        const double at = view0 + (mouse.x - x0) / plot_w * view_w;
+        schedule_zoom(v, span, at, std::pow(0.8, (double)ImGui::GetIO().MouseWheel));
+    }
+    if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f))
+        schedule_pan(v, span, -(double)ImGui::GetIO().MouseDelta.x / plot_w * view_w);
 
     float y = origin.y + 2;
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -115,16 +144,21 @@ void draw_schedule_panel(StudioState& s) {
             y += 14;
         }
         dl->AddText(ImVec2(origin.x + 4, y + row_h / 2 - 7), row.measured ? colour::warning : colour::text_dim, row.label.c_str());
+        dl->PushClipRect(ImVec2(x0, y - 1), ImVec2(x0 + plot_w + 1, y + row_h + comm_h + 1), true);
         // The bubble: the row's background where nothing runs.
         const double row_end = row.measured ? span : t.makespan_s;
-        dl->AddRectFilled(ImVec2(x0, y), ImVec2(xt(row_end), y + row_h), IM_COL32(70, 60, 60, 255));
+        dl->AddRectFilled(ImVec2(xt(0), y), ImVec2(xt(row_end), y + row_h), IM_COL32(70, 60, 60, 255));
         const std::vector<TimelineBlock>& list = row.measured ? v.measured : t.blocks;
+        // Blocks first, then the parts nested in them (measured recompute forwards).
+        for (int pass = 0; pass < 2; ++pass)
         for (size_t k = 0; k < list.size(); ++k) {
             const TimelineBlock& b = list[k];
-            if (b.row != row.id) continue;
+            if (b.row != row.id || nested_block(b) != (pass == 1)) continue;
+            if (b.end_s < view0 || b.start_s > view1) continue;
             const bool comm = b.stream != kStreamCompute;
             const float top = comm ? y + row_h + 1 : y, bottom = comm ? y + row_h + comm_h : y + row_h;
-            const ImVec2 a(xt(b.start_s), top), c(std::max(xt(b.end_s), xt(b.start_s) + 1.0f), bottom);
+            const float inset = pass == 1 ? row_h * 0.2f : 0.0f;  // a nested part: a thinner bar inside its block
+            const ImVec2 a(xt(b.start_s), top + inset), c(std::max(xt(b.end_s), xt(b.start_s) + 1.0f), bottom - inset);
             dl->AddRectFilled(a, c, block_colour(b));
             if (!comm) dl->AddRect(a, c, with_alpha(colour::background, 160));
             if (row.measured && measured_differs(v, (int)k)) dl->AddRect(a, c, colour::error, 0, 0, 2.0f);
@@ -134,18 +168,19 @@ void draw_schedule_panel(StudioState& s) {
                 const ImVec2 ts = ImGui::CalcTextSize(num);
                 if (c.x - a.x > ts.x + 2) dl->AddText(ImVec2((a.x + c.x - ts.x) / 2, (a.y + c.y - ts.y) / 2), colour::cell_text, num);
             }
-            if (hovered && mouse.x >= a.x && mouse.x < c.x && mouse.y >= a.y && mouse.y < c.y) {
+            if (hovered && mouse.x >= std::max(a.x, x0) && mouse.x < c.x && mouse.y >= a.y && mouse.y < c.y) {
                 v.hover_row = (int)r;
                 v.hover_block = (int)k;
                 dl->AddRect(a, c, colour::tp_outline, 0, 0, 2.0f);
             }
         }
+        dl->PopClipRect();
         y += row_h + comm_h + gap;
     }
     // Time axis.
     dl->AddLine(ImVec2(x0, y), ImVec2(x0 + plot_w, y), colour::text_dim);
     for (int k = 0; k <= 5; ++k) {
-        const double sec = span * k / 5;
+        const double sec = view0 + view_w * k / 5;
         const float x = xt(sec);
         dl->AddLine(ImVec2(x, y), ImVec2(x, y + 4), colour::text_dim);
         const std::string lab = time_label(sec);

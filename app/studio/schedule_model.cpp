@@ -5,20 +5,93 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "cmd_schedule.h"
 #include "studio_state.h"
 
 namespace ptd::studio {
 
+std::string live_run_dir(const StudioState& s) {
+    const std::string& id = s.live.run.manifest.run_id;
+    auto names_run = [&](const std::string& d) { return !d.empty() && std::filesystem::path(d).filename() == id; };
+    if (names_run(s.launch.run_dir)) return s.launch.run_dir;
+    if (names_run(s.live.dir)) return s.live.dir;
+    return s.live.dir.empty() ? s.launch.run_dir : s.live.dir;
+}
+
+namespace {
+
+void follow_ended_run(StudioState& s) {
+    ScheduleViewState& v = s.schedule;
+    const LiveRun& run = s.live.run;
+    if (!run.active || run.live || (run.state != "finished" && run.state != "failed" && run.state != "stopped")) return;
+    const std::string dir = live_run_dir(s);
+    if (dir.empty() || dir == v.followed_run) return;
+    v.followed_run = dir;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(std::filesystem::path(dir) / "timeline", ec)) return;  // recorded none
+    schedule_load_measured(s, dir);
+}
+
+}  // namespace
+
 void schedule_refresh(StudioState& s) {
     ScheduleViewState& v = s.schedule;
+    follow_ended_run(s);
     if (v.revision == s.revision) return;
     v.revision = s.revision;
     v.predicted.reset();
     v.hover_row = v.hover_block = -1;
     if (job_valid(s) && s.job.has_layout()) v.predicted = predicted_timeline(s.job);
+    schedule_set_rows(s, v.replica);  // the job's layout may have changed
+    schedule_fit(v);
 }
+
+void schedule_set_rows(StudioState& s, int replica) {
+    ScheduleViewState& v = s.schedule;
+    v.replica_ranks.clear();
+    v.hover_row = v.hover_block = -1;
+    if (!v.predicted || !s.layout || replica < 0 || replica >= s.layout->degree[DIM_DP]) {
+        v.replica = -1;
+        return;
+    }
+    v.replica = replica;
+    const RankLayout& l = *s.layout;
+    for (int pp = 0; pp < l.degree[DIM_PP]; ++pp)
+        for (int cp = 0; cp < l.degree[DIM_CP]; ++cp)
+            for (int tp = 0; tp < l.degree[DIM_TP]; ++tp)
+                v.replica_ranks.push_back({l.rank_of(tp, cp, replica, pp), pp, tp, cp});
+    std::sort(v.replica_ranks.begin(), v.replica_ranks.end(),
+              [](const auto& a, const auto& b) { return a.rank < b.rank; });
+}
+
+std::pair<double, double> schedule_view(const ScheduleViewState& v, double span) {
+    if (v.view_t1 <= v.view_t0 || span <= 0) return {0.0, span};
+    return {v.view_t0, v.view_t1};
+}
+
+void schedule_zoom(ScheduleViewState& v, double span, double at_s, double factor) {
+    if (span <= 0 || !(factor > 0)) return;
+    auto [t0, t1] = schedule_view(v, span);
+    const double width = std::clamp((t1 - t0) * factor, span * 1e-6, span);
+    const double frac = t1 > t0 ? std::clamp((at_s - t0) / (t1 - t0), 0.0, 1.0) : 0.5;
+    double n0 = at_s - frac * width;
+    n0 = std::clamp(n0, 0.0, span - width);
+    if (width >= span) return schedule_fit(v);
+    v.view_t0 = n0;
+    v.view_t1 = n0 + width;
+}
+
+void schedule_pan(ScheduleViewState& v, double span, double delta_s) {
+    auto [t0, t1] = schedule_view(v, span);
+    const double width = t1 - t0;
+    if (width >= span) return;  // the whole span is shown: nothing to pan
+    v.view_t0 = std::clamp(t0 + delta_s, 0.0, span - width);
+    v.view_t1 = v.view_t0 + width;
+}
+
+bool nested_block(const TimelineBlock& b) { return b.kind == BlockKind::recompute && b.stream == kStreamCompute; }
 
 bool schedule_load_measured(StudioState& s, const std::string& run_dir) {
     ScheduleViewState& v = s.schedule;
@@ -32,11 +105,13 @@ bool schedule_load_measured(StudioState& s, const std::string& run_dir) {
         return false;
     }
     v.measured = measured_step(*ranks, &v.measured_step);
+    v.measured_dp.clear();
     for (const TimelineBlock& b : v.measured) {
-        int stage = 0;
+        int stage = 0, dp = 0;
         for (const MeasuredRank& r : *ranks)
-            if (r.header.rank == b.row) stage = r.header.stage;
+            if (r.header.rank == b.row) stage = r.header.stage, dp = r.header.dp;
         v.measured_stage.push_back(stage);
+        v.measured_dp.push_back(dp);
     }
     v.show_measured = true;
     return true;
@@ -44,12 +119,24 @@ bool schedule_load_measured(StudioState& s, const std::string& run_dir) {
 
 std::vector<GanttRow> gantt_rows(const ScheduleViewState& v) {
     std::vector<GanttRow> rows;
-    if (v.predicted)
+    if (v.predicted && v.replica >= 0) {
+        const bool tp = v.predicted->tp > 1, cp = v.predicted->cp > 1;
+        for (const auto& r : v.replica_ranks) {
+            std::string label = "rank " + std::to_string(r.rank) + " (s" + std::to_string(r.stage);
+            if (tp) label += " t" + std::to_string(r.tp);
+            if (cp) label += " c" + std::to_string(r.cp);
+            rows.push_back({false, r.stage, label + ")", r.rank});
+        }
+    } else if (v.predicted) {
         for (int st = 0; st < v.predicted->stages; ++st) rows.push_back({false, st, "stage " + std::to_string(st)});
+    }
     if (v.show_measured) {
         std::vector<int> ranks;
-        for (const TimelineBlock& b : v.measured)
+        for (size_t k = 0; k < v.measured.size(); ++k) {
+            const TimelineBlock& b = v.measured[k];
+            if (v.replica >= 0 && k < v.measured_dp.size() && v.measured_dp[k] != v.replica) continue;
             if (std::find(ranks.begin(), ranks.end(), b.row) == ranks.end()) ranks.push_back(b.row);
+        }
         std::sort(ranks.begin(), ranks.end());
         for (int r : ranks) rows.push_back({true, r, "rank " + std::to_string(r)});
     }
@@ -91,11 +178,26 @@ const TimelineBlock* predicted_counterpart(const ScheduleViewState& v, int i) {
 }
 
 bool measured_differs(const ScheduleViewState& v, int i) {
+    // Parts of a block (a recompute forward inside its backward, a TP collective, a p2p
+    // transfer) have no block of their own in the prediction: they are not compared.
+    if (i >= 0 && i < (int)v.measured.size()) {
+        const TimelineBlock& b = v.measured[(size_t)i];
+        if (nested_block(b) || b.kind == BlockKind::tp_comm || b.kind == BlockKind::send || b.kind == BlockKind::recv)
+            return false;
+    }
     const TimelineBlock* p = predicted_counterpart(v, i);
     if (!p) return true;
     const TimelineBlock& m = v.measured[(size_t)i];
-    const double tol = 0.2 * (p->end_s - p->start_s);
-    return std::abs((m.end_s - m.start_s) - (p->end_s - p->start_s)) > tol || std::abs(m.start_s - p->start_s) > tol;
+    // The engine's backward holds its recompute forwards; the prediction draws that part as
+    // a block just before: compare the measured backward with both.
+    double p_start = p->start_s;
+    if (p->kind == BlockKind::backward && v.predicted)
+        for (const TimelineBlock& r : v.predicted->blocks)
+            if (r.kind == BlockKind::recompute && r.row == p->row && r.micro_batch == p->micro_batch &&
+                r.chunk == p->chunk && r.end_s == p->start_s)
+                p_start = r.start_s;
+    const double tol = 0.2 * (p->end_s - p_start);
+    return std::abs((m.end_s - m.start_s) - (p->end_s - p_start)) > tol || std::abs(m.start_s - p_start) > tol;
 }
 
 namespace {
@@ -125,7 +227,8 @@ std::string block_tooltip(const ScheduleViewState& v, const GanttRow& row, int i
     std::string t = kind_words(b->kind);
     if (b->micro_batch >= 0) t += ", micro-batch " + std::to_string(b->micro_batch);
     if (b->chunk >= 0 && v.predicted && v.predicted->vpp > 1) t += ", chunk " + std::to_string(b->chunk);
-    t += (row.measured ? " on rank " : " on stage ") + std::to_string(row.id) + (row.measured ? " (measured)" : " (predicted)");
+    if (!row.measured && row.rank >= 0) t += " on rank " + std::to_string(row.rank) + ", stage " + std::to_string(row.id) + " (predicted)";
+    else t += (row.measured ? " on rank " : " on stage ") + std::to_string(row.id) + (row.measured ? " (measured)" : " (predicted)");
     t += "\nstart " + ms(b->start_s) + ", duration " + ms(b->end_s - b->start_s);
     if (!row.measured && b->compute_s > 0 && (b->tp_s + b->cp_s + b->ep_s + b->p2p_s) > 0) {
         t += "\ncompute " + ms(b->compute_s);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ptd/timeline.h"
@@ -26,23 +27,60 @@ struct ScheduleViewState {
     bool show_measured = false;         // the toggle
     int hover_row = -1, hover_block = -1;  // -1 none; row ≥ stages: measured rows
     bool hover_measured = false;
+    // Rows: the stages (replica −1) or the ranks of data-parallel replica `replica`: its
+    // pp·cp·tp ranks in rank order, each drawn with its stage's predicted blocks, and of
+    // the measured ranks only that replica's.
+    int replica = -1;
+    struct ReplicaRank {
+        int rank = 0, stage = 0, tp = 0, cp = 0;
+    };
+    std::vector<ReplicaRank> replica_ranks;  // filled by schedule_set_rows
+    std::vector<int> measured_dp;       // per measured block: its rank's data-parallel index
+    // The visible time window (seconds); view_t1 ≤ view_t0 = the whole span ("fit").
+    double view_t0 = 0, view_t1 = 0;
+    std::string followed_run;  // the ended run whose timeline was loaded on its own
 };
 
-// Recompute the prediction when the job changed (cheap when it did not).
+// Recompute the prediction when the job changed (cheap when it did not), and follow the
+// run of the Live tab: once it has ended (a launch from the studio or a followed run
+// directory), its measured timeline, if it recorded one, goes under the prediction once.
 void schedule_refresh(StudioState& s);
+// The run directory of the run the Live tab shows ("" = none): the studio's own launch or
+// the directory opened.
+std::string live_run_dir(const StudioState& s);
 // Load the measured timeline of a run directory (timeline/rank-*.tsv): the last step every
 // rank recorded. Returns false and sets measured_error on failure; turns the toggle on.
 bool schedule_load_measured(StudioState& s, const std::string& run_dir);
 
-// Rows of the chart: predicted stages, then (toggle on) the measured ranks in order.
+// Choose the rows: −1 = stages, k = the ranks of data-parallel replica k (clamped to
+// nothing else: an index outside 0..dp−1 falls back to stages).
+void schedule_set_rows(StudioState& s, int replica);
+
+// Rows of the chart: predicted stages (or the chosen replica's ranks), then (toggle on) the
+// measured ranks in order (of the chosen replica only).
 struct GanttRow {
     bool measured = false;
-    int id = 0;  // stage or rank
+    int id = 0;  // the blocks' row: stage (predicted) or rank (measured)
     std::string label;
+    int rank = -1;  // predicted rows in replica mode: the rank the row stands for
 };
 std::vector<GanttRow> gantt_rows(const ScheduleViewState& v);
 // The common time span (seconds) of both timelines.
 double gantt_span(const ScheduleViewState& v);
+
+// The visible window [t0, t1] for a chart of `span` seconds: the whole span until zoomed.
+std::pair<double, double> schedule_view(const ScheduleViewState& v, double span);
+// Zoom by `factor` (< 1 in, > 1 out) keeping time `at_s` under the cursor; never wider
+// than the span nor narrower than a millionth of it; stays inside [0, span].
+void schedule_zoom(ScheduleViewState& v, double span, double at_s, double factor);
+// Shift the window by `delta_s` seconds, kept inside [0, span].
+void schedule_pan(ScheduleViewState& v, double span, double delta_s);
+// Back to the whole span.
+inline void schedule_fit(ScheduleViewState& v) { v.view_t0 = v.view_t1 = 0; }
+
+// Blocks drawn inside another block (a measured recompute forward inside its backward):
+// drawn after the others so they stay visible.
+bool nested_block(const TimelineBlock& b);
 
 // Blocks of one row on the compute stream (stream 0), and the index into the timeline's
 // block list of the one at time t (−1 = idle: the bubble).
@@ -53,7 +91,8 @@ const TimelineBlock* row_block(const ScheduleViewState& v, const GanttRow& row, 
 // chunk), or nullptr.
 const TimelineBlock* predicted_counterpart(const ScheduleViewState& v, int measured_index);
 // A measured block differs when its duration or its start is off the prediction by more
-// than 20% of the predicted duration (or it has no counterpart).
+// than 20% of the predicted duration (or it has no counterpart). Parts of blocks (measured
+// recompute forwards, TP collectives, p2p transfers) are never marked.
 bool measured_differs(const ScheduleViewState& v, int measured_index);
 
 // "fwd micro-batch 3 chunk 0 on stage 1: 1.20 ms → 2.45 ms (1.25 ms): compute 1.1 ms, TP

@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
             ->check(CLI::Range(0, 1 << 30))
             ->capture_default_str();
     app.add_flag("--timeline-all", timeline_all, "Record the measured timeline on every step")->excludes(timeline_steps_opt);
+    app.add_option("--timeline-dir", opt.timeline_dir,
+                   "Folder for the measured timeline files (default RUN_DIR/timeline; ptd launch over SSH sets it)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

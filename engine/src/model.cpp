@@ -562,7 +562,7 @@ const void* tp_reduce(Model& m, void* full, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     const int64_t h = cfg.model.hidden;
     if (cfg.tp == 1) return full;
-    ScopedSeconds t(c.tp_seconds);
+    ScopedTpComm t(c);
     CommOnStream on_comm(*m.be, m.comm_ready, m.comm_done);
     if (!cfg.sequence_parallel) {
         c.tp->all_reduce(full, cfg.rows() * h, cfg.act, ReduceOp::sum);
@@ -580,7 +580,7 @@ const void* tp_gather(Model& m, const void* local, void* full, StageComm& c) {
     const int64_t h = cfg.model.hidden, Rl = cfg.rows_local();
     void* mine = dtype_offset(full, cfg.tp_rank * Rl * h, cfg.act);
     if (mine != local) m.be->copy(mine, local, cfg.act, Rl * h);
-    ScopedSeconds t(c.tp_seconds);
+    ScopedTpComm t(c);
     CommOnStream on_comm(*m.be, m.comm_ready, m.comm_done);
     c.tp->all_gather(full, Rl * h, cfg.act);
     return full;
@@ -758,13 +758,13 @@ void output_loss(Model& m, Activations& a, double* loss_acc, const float* loss_s
     float* sums = a.w_xent + R;  // sumexp [R] then target logit [R]: one all-reduce for both
     be.xent_row_max(rowmax, o.probs, R, Vl, v0, V);
     if (cfg.tp > 1) {
-        ScopedSeconds t(c.tp_seconds);
+        ScopedTpComm t(c);
         CommOnStream on_comm(be, m.comm_ready, m.comm_done);
         c.tp->all_reduce_max(rowmax, R);
     }
     be.xent_sums(sums, sums + R, o.probs, rowmax, o.targets, R, Vl, v0, V);
     if (cfg.tp > 1) {
-        ScopedSeconds t(c.tp_seconds);
+        ScopedTpComm t(c);
         CommOnStream on_comm(be, m.comm_ready, m.comm_done);
         c.tp->all_reduce_sum(sums, 2 * R);
     }

@@ -284,7 +284,12 @@ struct PipelineRun {
         for (int li = nl - 1; li >= 0; --li) {
             LayerActs& la = layers[(size_t)li];
             // Full recompute: rebuild this layer's saved tensors from its kept input first.
-            if (c.recompute_full) layer_forward(model, acts, l0 + li, la, acts.w_dres, comm);
+            if (c.recompute_full) {
+                const auto t0 = clock_type::now();
+                layer_forward(model, acts, l0 + li, la, acts.w_dres, comm);
+                // Recorded as its own block, nested in the backward block that holds it.
+                if (times.timeline) times.timeline->add(BlockKind::recompute, j, ch, kStreamCompute, t0);
+            }
             layer_backward(model, acts, l0 + li, la, d, d, comm);
         }
         if (has_embedding(ch)) embedding_backward(model, acts, acts.slot_tokens[(size_t)slot], d, comm);
@@ -306,6 +311,9 @@ void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, cons
             if (a.forward) run.begin_forward(a.chunk, a.micro_batch);
         run.exchange(e);
         for (const PipelineAction& a : e.actions) {
+            run.comm.timeline = times.timeline;
+            run.comm.micro_batch = a.micro_batch;
+            run.comm.chunk = a.chunk;
             const auto t0 = clock_type::now();
             if (a.forward) run.forward(a.chunk, a.micro_batch);
             else run.backward(a.chunk, a.micro_batch);

@@ -40,4 +40,17 @@ struct TimelineRecorder {
     }
 };
 
+// The time of one TP collective: added to the step's tp_comm and, on recorded steps, a
+// `tp` block on the communication stream (docs/engine.md, "Measured timeline").
+template <class Comm>
+struct ScopedTpComm {
+    const Comm& c;
+    clock_type::time_point t0 = clock_type::now();
+    explicit ScopedTpComm(const Comm& comm) : c(comm) {}
+    ~ScopedTpComm() {
+        if (c.tp_seconds) *c.tp_seconds += since(t0);
+        if (c.timeline) c.timeline->add(BlockKind::tp_comm, c.micro_batch, c.chunk, kStreamComm, t0);
+    }
+};
+
 }  // namespace ptd::engine

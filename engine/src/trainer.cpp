@@ -659,7 +659,7 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     const int64_t first_step = s.step;
     if (options.timeline_steps != 0) {
         // Every rank writes its own file; the folder may already exist (a peer made it, or a resume).
-        const std::string dir = s.run_dir + "/timeline";
+        const std::string dir = options.timeline_dir.empty() ? s.run_dir + "/timeline" : options.timeline_dir;
         std::error_code ec;
         fs::create_directories(dir, ec);
         if (ec) return run_failure(s, "measured timeline: cannot create " + dir + ": " + ec.message());

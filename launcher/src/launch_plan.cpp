@@ -258,6 +258,12 @@ static void fill_rank_commands(LaunchPlan& plan) {
             r.argv.push_back("--backend");
             r.argv.push_back(plan.backend);
         }
+        // Over SSH each host writes its measured timeline into its own folder; the launcher
+        // collects the files into RUN_DIR/timeline when the ranks are done (launcher.cpp).
+        if (!plan.local) {
+            r.argv.push_back("--timeline-dir");
+            r.argv.push_back(h.remote_dir + "/timeline");
+        }
         for (const std::string& a : plan.engine_args) r.argv.push_back(a);
 
         // sshd starts the command in a new session, so the shell's pid ($$) is also the

@@ -11,10 +11,12 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <thread>
 
 #include "ptd/run_dir.h"
 #include "ptd/sha256.h"
+#include "ptd/timeline.h"
 #include "transport.h"
 
 namespace ptd {
@@ -136,6 +138,7 @@ struct Launcher::Impl final : TransportSink {
     static int blamed_rank(const std::string& message, int world);
     void blame_cause(const std::vector<int>& blamed, const std::vector<int>& exit_code);
     void run();
+    void collect_timelines();
     bool connect_all();
     bool start_all();
     void supervise();
@@ -446,6 +449,7 @@ void Launcher::Impl::supervise() {
         }
     }
     for (auto& t : transports) t->join();
+    collect_timelines();
     blame_cause(blamed, exit_code);
     // Lines that arrived between the last exit and the join.
     {
@@ -455,6 +459,45 @@ void Launcher::Impl::supervise() {
         raw.clear();
     }
     finish(result.exit_code, result.stopped_by_user ? "stopped" : result.exit_code ? "failed" : "finished");
+}
+
+// Over SSH every host's ranks wrote their measured timeline (the engine's --timeline-dir,
+// launch_plan.cpp) into the host's own folder; bring each rank's file to RUN_DIR/timeline,
+// where `ptd trace`, `ptd schedule --steps-of` and the studio read it. After every rank has
+// exited, whatever the outcome: a failed run's first steps are worth seeing too. A file a
+// rank did not write (timeline off, died before its first step) is skipped; a copy that
+// fails is a warning, not a failed run.
+void Launcher::Impl::collect_timelines() {
+    if (plan.local) return;
+    constexpr int64_t kMaxTimelineFile = 256ll << 20;  // the reader's limit (timeline.cpp)
+    const std::string local_dir = plan.run_dir + "/timeline";
+    for (size_t h = 0; h < plan.hosts.size() && h < transports.size(); ++h) {
+        const HostPlan& hp = plan.hosts[h];
+        int copied = 0;
+        std::string problem;
+        for (int rank : hp.ranks) {
+            if (rank < 0 || rank >= (int)rank_started.size() || !rank_started[(size_t)rank]) continue;
+            std::error_code ec;
+            std::filesystem::create_directories(local_dir, ec);
+            if (ec) {
+                problem = "cannot create " + local_dir + ": " + ec.message();
+                break;
+            }
+            const std::string name = timeline_file_name(rank);
+            auto got = transports[h]->download(hp.remote_dir + "/timeline/" + name, local_dir + "/" + name, kMaxTimelineFile);
+            if (!got) {
+                problem = got.error().one_line();
+                break;
+            }
+            copied += *got ? 1 : 0;
+        }
+        if (!problem.empty())
+            emit_host(LaunchEventKind::host_ready, (int)h, "warning: measured timeline not collected: " + problem);
+        else if (copied > 0)
+            emit_host(LaunchEventKind::host_ready, (int)h,
+                      "collected " + std::to_string(copied) + " measured-timeline file" + (copied == 1 ? "" : "s") +
+                          " into " + local_dir);
+    }
 }
 
 void Launcher::Impl::finish(int exit_code, std::string state) {

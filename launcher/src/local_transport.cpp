@@ -75,6 +75,9 @@ public:
     Result<void> upload_text(const std::string&, const std::string&) override {
         return fail(SourceLoc{}, "launch.upload", "local ranks read the run directory's job.toml; nothing to upload");
     }
+    Result<bool> download(const std::string&, const std::string&, int64_t) override {
+        return fail(SourceLoc{}, "launch", "local ranks write into the run directory itself; nothing to download");
+    }
     // MASTER_ADDR of a local run is this machine's; the engine resolves it first anyway.
     Result<void> check_resolves(const std::string&) override { return {}; }
 

@@ -28,6 +28,7 @@
 #include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -211,6 +212,7 @@ public:
     Result<void> upload(const std::string& local_path, const std::string& remote_path,
                         const std::string& sha256_hex) override;
     Result<void> upload_text(const std::string& text, const std::string& remote_path) override;
+    Result<bool> download(const std::string& remote_path, const std::string& local_path, int64_t max_bytes) override;
     Result<void> check_resolves(const std::string& name) override;
     Result<int> free_port() override;
     Result<void> start_rank(const RankPlan& rank, long* pid) override;
@@ -282,6 +284,7 @@ private:
     std::string host_, user_, engine_;
     unsigned port_ = 22;
     ssh_session session_ = nullptr;
+    bool lost_ = false;  // the I/O thread gave the connection up (lose_host)
     ssh_callbacks_struct session_callbacks_{};
     std::vector<std::unique_ptr<RankChannel>> ranks_;
     std::deque<ControlChannel> controls_;
@@ -574,6 +577,74 @@ Result<void> SshTransport::upload_stream(std::istream& in, const std::string& lo
         return error("upload of " + local_path + " to " + host_ + ":" + remote_path +
                      " is corrupt: expected SHA-256 " + sha256_hex + ", the host computed " + got);
     return {};
+}
+
+Result<bool> SshTransport::download(const std::string& remote_path_in, const std::string& local_path,
+                                    int64_t max_bytes) {
+    if (session_ == nullptr) return error("not connected to " + host_);
+    if (lost_) return error("cannot copy " + host_ + ":" + remote_path_in + ": the connection to " + where() + " was lost");
+    if (io_thread_.joinable()) return error("internal error: download while the I/O thread runs");
+    ssh_set_blocking(session_, 1);  // io_loop left the session non-blocking
+    const std::string remote_path = remote_relative(remote_path_in);
+    const std::string from = host_ + ":" + remote_path;
+    sftp_session sftp = sftp_new(session_);
+    if (sftp == nullptr) return error("cannot start SFTP on " + where() + ": " + ssh_error());
+    struct SftpCloser {
+        sftp_session s;
+        ~SftpCloser() { sftp_free(s); }
+    } closer{sftp};
+    if (sftp_init(sftp) != SSH_OK)
+        return error("cannot start SFTP on " + where() + ": " + ssh_error() + "; the host's sshd needs an sftp Subsystem");
+    sftp_attributes a = sftp_stat(sftp, remote_path.c_str());
+    if (a == nullptr) {
+        if (sftp_get_error(sftp) == SSH_FX_NO_SUCH_FILE) return false;
+        return error("cannot read " + from + ": " + ssh_error());
+    }
+    const bool regular = a->type == SSH_FILEXFER_TYPE_REGULAR;
+    const uint64_t size = a->size;
+    sftp_attributes_free(a);
+    if (!regular) return error("cannot copy " + from + ": not a regular file");
+    if (max_bytes >= 0 && size > (uint64_t)max_bytes)
+        return error("cannot copy " + from + ": " + std::to_string(size) + " bytes, more than the " +
+                     std::to_string(max_bytes) + " allowed for it");
+    sftp_file f = sftp_open(sftp, remote_path.c_str(), O_RDONLY, 0);
+    if (f == nullptr) return error("cannot read " + from + ": " + ssh_error());
+    struct FileCloser {
+        sftp_file f;
+        ~FileCloser() { sftp_close(f); }
+    } file_closer{f};
+    const std::string part = local_path + ".part";
+    std::ofstream out(part, std::ios::binary | std::ios::trunc);
+    if (!out) return error("cannot create " + part + ": " + std::strerror(errno));
+    std::vector<char> buf(upload_chunk);
+    uint64_t got = 0;
+    for (;;) {
+        ssize_t n = sftp_read(f, buf.data(), buf.size());
+        if (n < 0) {
+            out.close();
+            std::remove(part.c_str());
+            return error("reading " + from + " failed: " + ssh_error());
+        }
+        if (n == 0) break;
+        got += (uint64_t)n;
+        if (max_bytes >= 0 && got > (uint64_t)max_bytes) {  // grew after the stat
+            out.close();
+            std::remove(part.c_str());
+            return error("cannot copy " + from + ": more than the " + std::to_string(max_bytes) + " bytes allowed for it");
+        }
+        out.write(buf.data(), n);
+    }
+    out.close();
+    if (!out) {
+        std::remove(part.c_str());
+        return error("writing " + part + " failed: " + std::strerror(errno));
+    }
+    if (std::rename(part.c_str(), local_path.c_str()) != 0) {
+        const int e = errno;
+        std::remove(part.c_str());
+        return error("cannot rename " + part + " to " + local_path + ": " + std::strerror(e));
+    }
+    return true;
 }
 
 // Asked on the host, with the host's own resolver (getent: glibc's NSS, as the engine's
@@ -897,6 +968,7 @@ void SshTransport::kill_leftovers() {
 }
 
 void SshTransport::lose_host(const std::string& why) {
+    lost_ = true;
     sink_->host_lost(host_index_, why);
     for (auto& r : ranks_) finish_rank(*r, -1);
 }

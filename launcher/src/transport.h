@@ -9,6 +9,7 @@
 //   it does once every started rank has exited or the host is lost.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,13 @@ public:
                                 const std::string& sha256_hex) = 0;
     // The same for text made here (the job as the hosts read it).
     virtual Result<void> upload_text(const std::string& text, const std::string& remote_path) = 0;
+    // Copy `remote_path` on the host to `local_path` (written as local_path + ".part", then
+    // renamed over it, so a run directory this machine shares with the host stays whole
+    // even when both paths are one file). For after join(): the ranks' output files.
+    // false: the host has no such file. A file over `max_bytes` or not a regular file is an
+    // error naming it. Local transport: not used.
+    virtual Result<bool> download(const std::string& remote_path, const std::string& local_path,
+                                  int64_t max_bytes) = 0;
     // Whether `name` (MASTER_ADDR) resolves on this host, asked on the host itself; the
     // error names the address and the host. Local transport: nothing to check.
     virtual Result<void> check_resolves(const std::string& name) = 0;

@@ -202,9 +202,14 @@ Activations alloc_activations(Backend& be, const EngineConfig& cfg);
 void free_activations(Backend& be, Activations& a);
 
 // Communication and time accounting the passes use.
+struct TimelineRecorder;  // timing.h
 struct StageComm {
     Communicator* tp = nullptr;
     double* tp_seconds = nullptr;   // time spent in TP collectives is added here
+    // On recorded steps: every TP collective becomes a `tp` block on the communication
+    // stream, tagged with the block (micro-batch, chunk) it runs inside.
+    TimelineRecorder* timeline = nullptr;
+    int micro_batch = -1, chunk = -1;
 };
 
 // Forward of the embedding (first stage): tokens [R] on device → out [Rl, h].

@@ -35,6 +35,9 @@ struct TrainOptions {
     // Record the measured timeline (run_dir/timeline/rank-NNNNN.tsv) for the first N steps
     // of this process; 0 = off, −1 = every step (--timeline-steps, --timeline-all).
     int timeline_steps = 3;
+    // Where the timeline files go; "" = run_dir/timeline. `ptd launch` over SSH stages them
+    // in the host's own folder (run_dir/host-H/timeline) and collects them afterwards.
+    std::string timeline_dir;
     // The backend and device ptd-engine chose (--backend); null = the CPU backend. Must
     // outlive run_training.
     const BackendChoice* backend = nullptr;
