@@ -205,7 +205,7 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
             tail.offload_d2h_s = param_bytes / L.pcie;  // GPU step, then the shard goes back to host
         }
         if (L.offload_params) tail.offload_param_fetch_s = 2.0 * L.mbs * param_bytes / L.pcie;
-        const double d2h_exposed = L.offload_optimizer && es.overlap_grad_reduce
+        const double d2h_exposed = L.offload_optimizer && L.overlap_grad_reduce
                                        ? std::max(0.0, tail.offload_d2h_s - bwd_s)
                                        : tail.offload_d2h_s;
         const double fetch_exposed = std::max(0.0, tail.offload_param_fetch_s - L.mbs * (fwd_s + bwd_s));
