@@ -102,6 +102,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     const double T = L.tokens;
     F.compute = layers * (lt.gemm + lt.attn + lt.elem);
     B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem);
+    B.wgrad = layers * lt.gemm;  // zb: of the two backward GEMMs per forward one, the weight gradient
     if (L.rc == Recompute::full) B.recompute = F.compute;
     else if (L.rc == Recompute::selective) B.recompute = layers * lt.attn;  // core attention forward again
     if (last) {
@@ -109,6 +110,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
         F.compute += logits + ce;
         B.compute += 2.0 * logits + ce;
+        B.wgrad += logits;
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
 }

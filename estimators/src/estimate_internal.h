@@ -38,6 +38,8 @@ struct LayoutDerived {
     double peak, hbm;
     int nccl_groups;                     // communicators with > 1 rank (excluding the embedding group)
     int edp;                             // expert data-parallel size (dp·cp/ep)
+    // zb: the pipeline schedule, resolved (never automatic).
+    PipelineSchedule schedule;
 };
 
 // ---- compute.cpp ----------------------------------------------------------------------------
@@ -74,6 +76,10 @@ double engine_buffers_bytes(const std::vector<EngineBuffer>& list);
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc);
 // Micro-batch chunks whose activations stage i holds at the schedule's peak.
 double in_flight_chunks(const LayoutDerived& L, int i);
+// zb: ZB-H1 micro-batches whose W stage i has deferred at the peak (their B done), and the
+// bytes one of them keeps per layer (the weight-gradient GEMMs' inputs and output gradients).
+double zb_deferred_w(const LayoutDerived& L, int i);
+double zb_pending_w_bytes_per_layer(const LayoutDerived& L);
 struct StageMemory {
     MemoryBreakdown mem;    // without fragmentation (stage_memory_finish adds it)
     double params = 0;      // parameters on the rank (dense + expert)

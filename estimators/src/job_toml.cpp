@@ -239,6 +239,8 @@ static const std::vector<std::string> kNormWords = {"layernorm", "rmsnorm"};
 static const std::vector<std::string> kActivationWords = {"gelu", "swiglu"};
 static const std::vector<std::string> kPositionWords = {"learned", "rope"};
 static const std::vector<std::string> kRecomputeWords = {"none", "selective", "full"};
+// zb: in PipelineSchedule's order.
+static const std::vector<std::string> kScheduleWords = {"auto", "1f1b", "interleaved", "zb-h1", "dualpipe"};
 static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
 static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
@@ -431,6 +433,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     read_enum(r, "recompute", p.recompute, kRecomputeWords);
     r.read_string("order", p.order);
     r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
+    read_enum(r, "schedule", p.schedule, kScheduleWords);  // zb
     r.finish();
 }
 
@@ -838,6 +841,7 @@ std::string save_job_toml(const JobSpec& job) {
     w.str("recompute", to_string(p.recompute));
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+    if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
     }
 
     const TrainingSpec& t = job.training;

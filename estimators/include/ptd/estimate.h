@@ -56,6 +56,9 @@ struct BlockTime {
     double recompute = 0;  // backward only: the forward again (full) or the attention core (selective)
     double tp = 0, cp = 0, ep = 0, p2p = 0;
     double total() const { return compute + recompute + tp + cp + ep + p2p; }
+    // zb: backward only, the part of `compute` that is weight-gradient GEMMs (ZB-H1's W block;
+    // the rest of the backward — input-gradient GEMMs, attention, element-wise — is B).
+    double wgrad = 0;
 };
 struct ChunkTime {
     BlockTime fwd, bwd;
@@ -129,6 +132,7 @@ struct LayoutChoice {
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
     int order = 0;                 // index into kPlannerOrders (layout_choice_order)
+    PipelineSchedule schedule = PipelineSchedule::automatic;  // zb: resolved by vpp when automatic
 };
 
 // The rank orders the planner tries: TP innermost (Megatron default), then others.

@@ -24,6 +24,9 @@ enum class Optimizer { adamw, adam, sgd };
 enum class LaunchMode { local, ssh };
 enum class ActivationProfile { megatron, ptd_engine };  // TOML: "megatron", "ptd-engine"
 enum class AttentionFlops { full, causal };             // attention-score FLOPs convention
+// The pipeline schedule (zb: issue 15 point 5). automatic = Megatron-LM's choice: 1F1B, or
+// the interleaved 1F1B when vpp > 1. TOML: "auto", "1f1b", "interleaved", "zb-h1", "dualpipe".
+enum class PipelineSchedule : uint8_t { automatic, one_f_one_b, interleaved, zb_h1, dualpipe };
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -36,6 +39,9 @@ const char* to_string(Optimizer v);
 const char* to_string(LaunchMode v);
 const char* to_string(ActivationProfile v);
 const char* to_string(AttentionFlops v);
+const char* to_string(PipelineSchedule v);
+// The schedule a job runs: `automatic` resolved by vpp.
+PipelineSchedule effective_schedule(PipelineSchedule s, int vpp);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -111,6 +117,8 @@ struct ParallelSpec {
     Recompute recompute = Recompute::none;
     std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
     std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
+    // zb: the pipeline schedule (docs/job-spec.md, docs/estimators.md "Schedules").
+    PipelineSchedule schedule = PipelineSchedule::automatic;
 
     bool operator==(const ParallelSpec&) const = default;
 };
