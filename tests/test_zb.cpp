@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "ptd/estimate.h"
+#include "ptd/export.h"
+#include "ptd/planner.h"
 #include "ptd/presets.h"
 #include "ptd/timeline.h"
 
@@ -300,6 +302,63 @@ TEST(ScheduleKey, TomlReadsAndWritesTheWord) {
     EXPECT_NE(msg.find("bad.toml:5"), std::string::npos) << msg;
     EXPECT_NE(msg.find("zb-h2"), std::string::npos) << msg;
     EXPECT_NE(msg.find("dualpipe"), std::string::npos) << msg;
+}
+
+// The planner picks ZB-H1 only when the framework runs it: off by default (stock
+// Megatron-LM), on with try_zb_h1 or when the job names it; then its best pipelined
+// layout is ZB-H1 (same memory as 1F1B at stage 0, a shorter step).
+TEST(ZbPlanner, PicksZbH1OnlyWhereAFrameworkRunsIt) {
+    JobSpec j = llama_job(PipelineSchedule::automatic, 4, 64);
+    PlanOptions opt;
+    opt.top_k = 50;
+    opt.vary_cp = false;
+    opt.vary_order = false;
+    auto count_zb = [](const PlanResult& r) {
+        int n = 0;
+        for (const PlanEntry& e : r.top) n += e.choice.schedule == PipelineSchedule::zb_h1;
+        return n;
+    };
+    auto plain = plan_layouts(j, opt);
+    ASSERT_TRUE(plain) << plain.error().str();
+    EXPECT_EQ(count_zb(*plain), 0);
+    for (const PlanEntry& e : plain->top) EXPECT_NE(e.choice.schedule, PipelineSchedule::dualpipe);
+    opt.try_zb_h1 = true;
+    auto zb = plan_layouts(j, opt);
+    ASSERT_TRUE(zb);
+    EXPECT_GT(count_zb(*zb), 0);
+    // Among pipelined layouts the first ZB-H1 one beats its 1F1B twin.
+    for (const PlanEntry& e : zb->top) {
+        if (e.choice.schedule != PipelineSchedule::zb_h1) continue;
+        LayoutChoice twin = e.choice;
+        twin.schedule = PipelineSchedule::automatic;
+        const EstimateContext ctx = make_estimate_context(apply_plan_entry(j, e));
+        const LayoutScore a = evaluate_layout(ctx, twin, e.layers_per_stage, nullptr);
+        EXPECT_GT(e.score.tokens_per_s, a.tokens_per_s);
+        const JobSpec applied = apply_plan_entry(j, e);
+        EXPECT_EQ(applied.parallel.schedule, PipelineSchedule::zb_h1);
+        break;
+    }
+    // The job naming zb-h1 is searched with it, without the option.
+    opt.try_zb_h1 = false;
+    auto named = plan_layouts(llama_job(PipelineSchedule::zb_h1, 4, 64), opt);
+    ASSERT_TRUE(named);
+    EXPECT_GT(count_zb(*named), 0);
+}
+
+// Export refuses ZB-H1 and DualPipe for every format, naming the key and what runs them.
+TEST(ZbExport, RefusesAndNamesWhatRunsTheSchedule) {
+    for (ExportFormat f : kExportFormats) {
+        auto r = export_job(llama_job(PipelineSchedule::zb_h1, 4, 64), f);
+        ASSERT_FALSE(r) << to_string(f);
+        const std::string msg = r.error().str();
+        EXPECT_NE(msg.find("parallel.schedule"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("sail-sg/zero-bubble-pipeline-parallelism"), std::string::npos) << msg;
+        auto d = export_job(llama_job(PipelineSchedule::dualpipe, 4, 64), f);
+        ASSERT_FALSE(d);
+        EXPECT_NE(d.error().str().find("deepseek-ai/DualPipe"), std::string::npos) << d.error().str();
+        EXPECT_TRUE(export_job(llama_job(PipelineSchedule::one_f_one_b, 4, 64), f) || f != ExportFormat::megatron);
+    }
+    EXPECT_TRUE(export_job(llama_job(PipelineSchedule::one_f_one_b, 4, 64), ExportFormat::megatron));
 }
 
 }  // namespace
