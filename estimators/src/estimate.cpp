@@ -439,6 +439,14 @@ Estimate estimate_job(const JobSpec& job) {
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
+    // zb: what the non-Megatron schedules change, and where it comes from.
+    if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::zb_h1)
+        est.notes.push_back("schedule zb-h1: each backward split into B (input gradient) and W (weight gradient, deferred "
+                            "into the bubbles; Qi et al. 2023); stage s also keeps the weight-gradient operands of its "
+                            "min(s, …) deferred W blocks; runs in sail-sg/zero-bubble-pipeline-parallelism, not stock Megatron-LM");
+    if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::dualpipe)
+        est.notes.push_back("schedule dualpipe: the DeepSeek-V3 report's closed form (Table 2, no block order simulated); "
+                            "each rank holds stages i and p−1−i (2× parameters) and p + 1 micro-batches in flight");
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "
                             "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");
