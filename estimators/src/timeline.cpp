@@ -1,4 +1,6 @@
-// timeline.cpp — the pipeline schedule (Megatron-LM's 1F1B and interleaved 1F1B orders),
+// timeline.cpp — the pipeline schedule (Megatron-LM's 1F1B and interleaved 1F1B orders,
+// ZB-H1 of Qi et al. 2023 / sail-sg's zero-bubble fork, DualPipe's closed form from the
+// DeepSeek-V3 report, arXiv 2412.19437 Table 2),
 // the event simulation that places its blocks (the estimator's step time comes from it),
 // the predicted timeline of a job, the measured-timeline files and Chrome trace JSON.
 #include "ptd/timeline.h"

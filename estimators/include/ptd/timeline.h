@@ -1,7 +1,8 @@
 // timeline.h — one training step as a timeline: which block (forward, backward,
 // recompute, communication, optimizer) runs on which pipeline stage when. Three parts:
 //   1. the pipeline schedule as Megatron-LM runs it (1F1B = PipeDream-Flush, and the
-//      interleaved 1F1B of Narayanan et al. 2021) and an event simulation that places its
+//      interleaved 1F1B of Narayanan et al. 2021), ZB-H1 (Qi et al. 2023, backward split
+//      into B and W) and DualPipe's closed form (DeepSeek-V3 report), and an event simulation that places its
 //      blocks; the estimator takes its step time from this simulation, so the predicted
 //      timeline's makespan is the predicted step time by construction;
 //   2. predicted_timeline(): the whole step of a job as data (blocks per stage, the DP
