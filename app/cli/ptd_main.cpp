@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
     plan->add_option("--headroom", pl.headroom, "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom)")
         ->check(ptd::cli::FiniteRange(0.0, 0.9));
     plan->add_flag("--tp-beyond-node", pl.tp_beyond_node, "Also try tp larger than a node");
+    // zb: schedules stock Megatron-LM / DeepSpeed / torchtitan cannot run.
+    plan->add_flag("--zb-h1", pl.try_zb_h1, "Also try the ZB-H1 zero-bubble schedule (sail-sg's zero-bubble Megatron-LM fork runs it)");
+    plan->add_flag("--dualpipe", pl.try_dualpipe, "Also try DualPipe (deepseek-ai/DualPipe runs it)");
     plan->add_flag("--exhaustive", pl.exhaustive, "Evaluate every layout (no pruning; slower, same answer)");
     plan->add_option("--set", pl.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     plan->add_flag("--json", pl.json, "Machine-readable plan (schema ptd.plan/1)");

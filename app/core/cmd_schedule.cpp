@@ -37,6 +37,7 @@ std::string paint(const Term& t, BlockKind k, const std::string& cell) {
         case BlockKind::recompute: c = "\x1b[33m"; break;
         case BlockKind::dp_comm: case BlockKind::send: case BlockKind::recv: case BlockKind::tp_comm: c = "\x1b[35m"; break;
         case BlockKind::optimizer: c = "\x1b[36m"; break;
+        case BlockKind::weight_grad: c = "\x1b[92m"; break;  // zb: ZB-H1's W, beside backward's green
     }
     return std::string(c) + cell + "\x1b[0m";
 }
@@ -47,6 +48,7 @@ const char* fill_of(BlockKind k) {
         case BlockKind::backward: return "█";
         case BlockKind::recompute: return "▓";
         case BlockKind::optimizer: return "o";
+        case BlockKind::weight_grad: return "░";  // zb
         default: return "~";
     }
 }
@@ -170,6 +172,9 @@ std::string render_schedule_text(const Timeline& t, const std::vector<TimelineBl
          " backward  " + paint(term, BlockKind::recompute, "▓") + " recompute  · idle (bubble)  " +
          paint(term, BlockKind::dp_comm, "~") + " DP communication  " + paint(term, BlockKind::optimizer, "o") +
          " optimizer; digits: micro-batch\n";
+    // zb: ZB-H1's deferred weight-gradient blocks, named only where the schedule has them.
+    if (std::any_of(t.blocks.begin(), t.blocks.end(), [](const TimelineBlock& b) { return b.kind == BlockKind::weight_grad; }))
+        s += "  " + paint(term, BlockKind::weight_grad, "░") + " weight gradient (ZB-H1's W block, deferred into the bubbles)\n";
     char line[256];
     std::snprintf(line, sizeof line, "  pipeline drains at %s; bubble %.1f%% of the step on the busiest stage\n",
                   fmt_time(t.pipeline_s).c_str(), t.makespan_s > 0 ? 100.0 * (t.pipeline_s - busy) / t.makespan_s : 0.0);

@@ -210,6 +210,7 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     opt.gpus = a.gpus;
     opt.headroom = a.headroom;
     opt.tp_beyond_node = a.tp_beyond_node;
+    opt.try_zb_h1 = a.try_zb_h1, opt.try_dualpipe = a.try_dualpipe;  // zb
     opt.exhaustive = a.exhaustive;
     auto plan = plan_layouts(*job, opt);
     if (!plan) {

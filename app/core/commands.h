@@ -60,6 +60,7 @@ struct PlanArgs {
     int gpus = 0;             // 0 = the job's world size
     double headroom = -1;     // < 0 = the job's estimate.headroom
     bool tp_beyond_node = false;
+    bool try_zb_h1 = false, try_dualpipe = false;  // zb: --zb-h1, --dualpipe
     bool exhaustive = false;
     bool json = false;        // schema ptd.plan/1
 };

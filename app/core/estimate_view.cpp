@@ -307,7 +307,11 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         const LayoutScore& s = entries[i].score;
         rows.push_back({
             std::to_string(i + 1), std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.dp),
-            std::to_string(c.cp), std::to_string(c.ep), std::to_string(c.vpp), std::to_string(c.micro_batch),
+            std::to_string(c.cp), std::to_string(c.ep),
+            // zb: ZB-H1 / DualPipe run one chunk per stage: the vpp cell names the schedule.
+            c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe)
+                ? std::string(to_string(c.schedule)) : std::to_string(c.vpp),
+            std::to_string(c.micro_batch),
             zero_label(c.zero, c.distributed_optimizer) + offload_suffix(c.offload_optimizer, c.offload_params), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
             order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
             thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)});
@@ -374,7 +378,17 @@ std::string exports_text(const JobSpec& job, const std::vector<PlanEntry>& entri
     return out;
 }
 
+nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e);
+
 nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
+    const LayoutChoice& c = e.choice;
+    nlohmann::json j = entry_json_base(job, e);
+    if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
+        j["schedule"] = to_string(c.schedule);  // zb: only where it is not Megatron-LM's own
+    return j;
+}
+
+nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e) {
     const LayoutChoice& c = e.choice;
     const LayoutScore& s = e.score;
     return {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"cp", c.cp}, {"ep", c.ep}, {"vpp", c.vpp},

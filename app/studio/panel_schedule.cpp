@@ -25,6 +25,7 @@ ImU32 block_colour(const TimelineBlock& b) {
         case BlockKind::backward: return darker(group_colour(std::max(0, b.micro_batch)));
         case BlockKind::recompute: return IM_COL32(200, 170, 60, 255);
         case BlockKind::optimizer: return IM_COL32(90, 200, 210, 255);
+        case BlockKind::weight_grad: return darker(darker(group_colour(std::max(0, b.micro_batch))));  // zb: ZB-H1's W
         default: return IM_COL32(190, 110, 230, 255);
     }
 }

@@ -216,6 +216,7 @@ std::string kind_words(BlockKind k) {
         case BlockKind::tp_comm: return "TP collective";
         case BlockKind::dp_comm: return "DP communication";
         case BlockKind::optimizer: return "optimizer step";
+        case BlockKind::weight_grad: return "weight gradient (W)";  // zb
     }
     return "?";
 }

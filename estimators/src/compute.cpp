@@ -176,6 +176,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     const double T = L.tokens;
     F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast);
     B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd);
+    B.wgrad = layers * lt.gemm;  // zb: of the two backward GEMMs per forward one, the weight gradient
     // fp8: the model's first / last layers kept in bf16 (Megatron --first-last-layers-bf16)
     // sit in the block that holds the embedding / the output layer.
     double bf16_layers = 0;
@@ -197,6 +198,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
         F.compute += logits + ce;
         B.compute += 2.0 * logits + ce;
+        B.wgrad += logits;
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
 }

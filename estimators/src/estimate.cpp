@@ -45,6 +45,7 @@ LayoutChoice layout_choice_of(const JobSpec& job) {
     c.recompute = p.recompute;
     c.offload_optimizer = p.offload_optimizer;  // offload
     c.offload_params = p.offload_params;
+    c.schedule = p.schedule;  // zb
     c.order = -1;
     for (int i = 0; i < kPlannerOrderCount; ++i)
         if (p.order == kPlannerOrders[i]) c.order = i;
@@ -165,6 +166,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.cpu_adam_params_per_s = kCpuAdamParamsPerNodeS;
     L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
     L.host_capacity_bytes = host.host_memory_gib * kGiB;
+    L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
     return L;
 }
 
@@ -280,8 +282,9 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         StageEval S = evaluate_stage(ctx, L, lt, i, layers);
 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
-        const double dense_params = S.sm.params - layers * L.layer_expert_params;
-        const double expert_params = layers * L.layer_expert_params;
+        // zb: DualPipe ranks hold two stages' experts (stage_memory counts the mirror stage).
+        const double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params;
+        const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
         const StageTail tail = stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
@@ -351,6 +354,11 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         if (n_known < 8) known[n_known++] = KnownChunk{layers, first, last, ct};
         return ct;
     };
+    // zb: ZB-H1 runs the backward as B then, later, W; DualPipe's pairs hide communication.
+    const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
+    thread_local std::vector<double> wgt_d, hidden_d;
+    wgt_d.assign(split_w || dualpipe ? (size_t)p * v : 0, 0.0);
+    hidden_d.assign(dualpipe ? (size_t)p : 0, 0.0);
     fwd_d.resize((size_t)p * v);
     bwd_d.resize((size_t)p * v);
     for (int i = 0; i < p; ++i) {
@@ -361,13 +369,26 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
             const ChunkTime ct = chunk_time(chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
             fwd_d[(size_t)(c * p + i)] = ct.fwd.total();
             bwd_d[(size_t)(c * p + i)] = ct.bwd.total();
+            if (split_w || dualpipe) {
+                wgt_d[(size_t)(c * p + i)] = ct.bwd.wgrad;
+                bwd_d[(size_t)(c * p + i)] -= ct.bwd.wgrad;
+            }
+            // DualPipe: in an F&B pair one direction's all-to-all and p2p run under the other's
+            // computation, as far as that computation lasts.
+            if (dualpipe)
+                hidden_d[(size_t)i] = std::min(ct.fwd.ep + ct.fwd.p2p + ct.bwd.ep + ct.bwd.p2p,
+                                               ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute);
             if (detail) detail->stages[(size_t)i].chunks.push_back(ct);
         }
     }
     PipelineDurations pd;
     pd.p = p, pd.v = v, pd.m = L.mbs, pd.fwd = fwd_d, pd.bwd = bwd_d;
+    pd.schedule = L.schedule, pd.wgt = wgt_d;  // zb
     // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
-    const double pipeline = bounds ? pipeline_makespan_lower(pd, stage_end) : pipeline_makespan(pd, stage_end);
+    // DualPipe's closed form is as cheap as its bounds: exact either way.
+    const double pipeline = dualpipe ? dualpipe_makespan(pd, hidden_d, stage_end)
+                          : bounds   ? pipeline_makespan_lower(pd, stage_end)
+                                     : pipeline_makespan(pd, stage_end);
 
     // The tail: each stage's exposed gradient reduction from the end of its last backward;
     // all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
@@ -390,7 +411,8 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     if (bounds) {
         // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
         bounds->lo_s = step;
-        bounds->hi_s = bounds->want_hi ? std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after)
+        bounds->hi_s = dualpipe          ? step
+                     : bounds->want_hi ? std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after)
                                        : std::numeric_limits<double>::infinity();
     }
 
@@ -511,6 +533,14 @@ Estimate estimate_job(const JobSpec& job) {
                       kCpuAdamParamsPerNodeS / 1e9);
         est.notes.push_back(buf);
     }
+    // zb: what the non-Megatron schedules change, and where it comes from.
+    if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::zb_h1)
+        est.notes.push_back("schedule zb-h1: each backward split into B (input gradient) and W (weight gradient, deferred "
+                            "into the bubbles; Qi et al. 2023); stage s also keeps the weight-gradient operands of its "
+                            "min(s, …) deferred W blocks; runs in sail-sg/zero-bubble-pipeline-parallelism, not stock Megatron-LM");
+    if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::dualpipe)
+        est.notes.push_back("schedule dualpipe: the DeepSeek-V3 report's closed form (Table 2, no block order simulated); "
+                            "each rank holds stages i and p−1−i (2× parameters) and p + 1 micro-batches in flight");
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "
                             "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");

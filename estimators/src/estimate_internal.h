@@ -82,6 +82,8 @@ struct LayoutDerived {
     double cpu_adam_params_per_s;        // the node's CPU optimizer throughput (all its cores)
     int gpus_per_node;
     double host_capacity_bytes;          // host RAM per node; 0 = unknown (not checked)
+    // zb: the pipeline schedule, resolved (never automatic).
+    PipelineSchedule schedule;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. ZeRO-Offload
@@ -140,6 +142,10 @@ double engine_buffers_bytes(const std::vector<EngineBuffer>& list);
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc);
 // Micro-batch chunks whose activations stage i holds at the schedule's peak.
 double in_flight_chunks(const LayoutDerived& L, int i);
+// zb: ZB-H1 micro-batches whose W stage i has deferred at the peak (their B done), and the
+// bytes one of them keeps per layer (the weight-gradient GEMMs' inputs and output gradients).
+double zb_deferred_w(const LayoutDerived& L, int i);
+double zb_pending_w_bytes_per_layer(const LayoutDerived& L);
 struct StageMemory {
     MemoryBreakdown mem;    // without fragmentation (stage_memory_finish adds it)
     double params = 0;      // parameters on the rank (dense + expert)

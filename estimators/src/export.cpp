@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -129,7 +130,29 @@ std::string effective_order(const JobSpec& job, std::string_view order) {
 
 // ---- Megatron-LM ------------------------------------------------------------------------
 
+// zb: ZB-H1 and DualPipe run in neither stock Megatron-LM, DeepSpeed nor torchtitan. The
+// refusal names what can run the plan: sail-sg/zero-bubble-pipeline-parallelism (a fork of
+// Megatron-LM with ZB-H1) and deepseek-ai/DualPipe (a PyTorch schedule to build a trainer
+// on). torchtitan's schedules (PyTorch's get_schedule_class: "1F1B", "Interleaved1F1B",
+// "GPipe", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV") hold two or
+// more stages per rank for the zero-bubble and DualPipe kinds: other schedules than ZB-H1
+// (one stage per rank) and DualPipe (two mirrored stages, 2× parameters).
+std::optional<std::unexpected<Error>> unsupported_schedule(const JobSpec& job, const char* framework) {
+    const PipelineSchedule s = job.parallel.pp > 1 ? effective_schedule(job.parallel.schedule, job.parallel.vpp)
+                                                   : PipelineSchedule::one_f_one_b;
+    if (s != PipelineSchedule::zb_h1 && s != PipelineSchedule::dualpipe) return std::nullopt;
+    const std::string runner = s == PipelineSchedule::zb_h1
+        ? "ZB-H1 runs in sail-sg/zero-bubble-pipeline-parallelism (a Megatron-LM fork); torchtitan's "
+          "\"ZBVZeroBubble\" / \"InterleavedZeroBubble\" are other (two-stage-per-rank) schedules"
+        : "DualPipe runs with deepseek-ai/DualPipe (a PyTorch schedule, no trainer); torchtitan's "
+          "\"DualPipeV\" is its V-shaped variant (one copy of the parameters)";
+    return job_error(job, "parallel.schedule",
+                     std::string("got \"") + to_string(s) + "\"; " + framework + " cannot run it. " + runner +
+                         "; allowed for this format: \"1f1b\", \"interleaved\" (vpp ≥ 2) or \"auto\"");
+}
+
 Result<ExportOutput> export_megatron(const JobSpec& job) {
+    if (auto bad = unsupported_schedule(job, "Megatron-LM")) return *bad;  // zb
     const ModelSpec& m = job.model;
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
@@ -331,6 +354,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
 // ---- DeepSpeed ---------------------------------------------------------------------------
 
 Result<ExportOutput> export_deepspeed(const JobSpec& job) {
+    if (auto bad = unsupported_schedule(job, "DeepSpeed")) return *bad;  // zb
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const EstimateSpec& e = job.estimate;
@@ -471,6 +495,7 @@ struct TitanPlan {
 };
 
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
+    if (auto bad = unsupported_schedule(job, "torchtitan")) return *bad;  // zb
     const ModelSpec& m = job.model;
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;

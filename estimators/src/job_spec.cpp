@@ -44,6 +44,20 @@ const char* to_string(Optimizer v) {
     }
     return "?";
 }
+const char* to_string(PipelineSchedule v) {
+    switch (v) {
+        case PipelineSchedule::automatic: return "auto";
+        case PipelineSchedule::one_f_one_b: return "1f1b";
+        case PipelineSchedule::interleaved: return "interleaved";
+        case PipelineSchedule::zb_h1: return "zb-h1";
+        case PipelineSchedule::dualpipe: return "dualpipe";
+    }
+    return "?";
+}
+PipelineSchedule effective_schedule(PipelineSchedule s, int vpp) {
+    if (s != PipelineSchedule::automatic) return s;
+    return vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+}
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ? "megatron" : "torchtitan-op"; }
 const char* to_string(CrossEntropyImpl v) { return v == CrossEntropyImpl::megatron ? "megatron" : "pytorch"; }
@@ -260,6 +274,29 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (p.vpp > 1 && p.pp < 2)
         add("parallel.vpp", "got " + s(p.vpp) + " with pp = " + s(p.pp) +
                                 "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
+    // zb: schedules that need a pipeline, or a given number of chunks per stage.
+    if (p.schedule == PipelineSchedule::interleaved && p.vpp < 2)
+        add("parallel.schedule", "got \"interleaved\" with vpp = " + s(p.vpp) +
+                                     "; the interleaved schedule needs vpp ≥ 2; allowed: vpp ≥ 2, or schedule = \"1f1b\"");
+    if (p.schedule != PipelineSchedule::automatic && p.schedule != PipelineSchedule::interleaved && p.vpp > 1)
+        add("parallel.schedule", std::string("got \"") + to_string(p.schedule) + "\" with vpp = " + s(p.vpp) +
+                                     "; only the interleaved schedule runs several chunks per stage; allowed: "
+                                     "vpp = 1, or schedule = \"interleaved\"");
+    if ((p.schedule == PipelineSchedule::zb_h1 || p.schedule == PipelineSchedule::dualpipe) && p.pp < 2)
+        add("parallel.schedule", std::string("got \"") + to_string(p.schedule) + "\" with pp = " + s(p.pp) +
+                                     "; a pipeline schedule needs pp ≥ 2; allowed: pp ≥ 2, or schedule = \"auto\"");
+    if (p.schedule == PipelineSchedule::dualpipe && p.pp >= 2) {
+        // DualPipe feeds micro-batches from both ends: an even number of ranks, and at least
+        // 2·pp micro-batches, an even number, half fed from each end (DeepSeek's DualPipe
+        // asserts num_ranks % 2 == 0, num_chunks % 2 == 0 and num_chunks ≥ 2·num_ranks).
+        const long long mbs = t.micro_batch > 0 && p.dp > 0 ? t.global_batch / ((long long)t.micro_batch * p.dp) : 0;
+        if (p.pp % 2 != 0)
+            add("parallel.schedule", "got \"dualpipe\" with pp = " + s(p.pp) + "; DualPipe pairs rank i with rank pp−1−i; allowed: an even pp");
+        else if (mbs > 0 && (mbs < 2LL * p.pp || mbs % 2 != 0))
+            add("parallel.schedule", "got \"dualpipe\" with " + s(mbs) + " micro-batches per step and pp = " + s(p.pp) +
+                                         "; DualPipe needs an even number of at least 2·pp = " + s(2LL * p.pp) +
+                                         " micro-batches; allowed: global_batch ≥ 2·pp·micro_batch·dp, or another schedule");
+    }
     if (p.layers_per_stage.empty()) {
         long long chunks = (long long)p.pp * p.vpp;
         if (chunks > 0 && m.layers % chunks != 0)

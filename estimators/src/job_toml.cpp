@@ -239,6 +239,8 @@ static const std::vector<std::string> kNormWords = {"layernorm", "rmsnorm"};
 static const std::vector<std::string> kActivationWords = {"gelu", "swiglu"};
 static const std::vector<std::string> kPositionWords = {"learned", "rope"};
 static const std::vector<std::string> kRecomputeWords = {"none", "selective", "full"};
+// zb: in PipelineSchedule's order.
+static const std::vector<std::string> kScheduleWords = {"auto", "1f1b", "interleaved", "zb-h1", "dualpipe"};
 static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
 static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
@@ -527,6 +529,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
                           "; allowed: none, cpu");
     }
     r.read_bool("offload_params", p.offload_params);
+    read_enum(r, "schedule", p.schedule, kScheduleWords);  // zb
     r.finish();
 }
 
@@ -968,6 +971,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
     if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
+    if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
     }
 
     const TrainingSpec& t = job.training;

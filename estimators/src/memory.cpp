@@ -190,6 +190,9 @@ namespace est {
 // Non-interleaved: min(p − i, m). Interleaved (Megatron): warm-up chunks
 // 2·(p − i − 1) + (v − 1)·p, plus the one being computed, at most m·v.
 double in_flight_chunks(const LayoutDerived& L, int i) {
+    // zb: DualPipe holds PP + 1 micro-batch chunks at its peak (DeepSeek-V3 report, Table 2),
+    // counted on every rank. ZB-H1 keeps 1F1B's (its deferred W are zb_deferred_w).
+    if (L.schedule == PipelineSchedule::dualpipe) return std::min(L.p + 1, L.mbs);
     if (L.v <= 1) return std::min(L.p - i, L.mbs);
     double chunks = 2.0 * (L.p - i - 1) + (double)(L.v - 1) * L.p + 1;
     return std::min(chunks, (double)L.mbs * L.v);
@@ -226,6 +229,24 @@ double cublas_workspace_bytes(const JobSpec& job) {
     return sm90_or_later ? 32.0 * 1024 * 1024 : (4096.0 * 2 + 16.0 * 8) * 1024;
 }
 
+double zb_deferred_w(const LayoutDerived& L, int i) {
+    if (L.schedule != PipelineSchedule::zb_h1) return 0;
+    const int warmup = std::min(L.p - i - 1, L.mbs);
+    return std::min(i, L.mbs - warmup);  // timeline.h schedule_op_zb_h1: d
+}
+
+double zb_pending_w_bytes_per_layer(const LayoutDerived& L) {
+    // A deferred W keeps, per linear layer, its input and the gradient of its output (the
+    // two operands of the weight-gradient GEMM); the rest of the micro-batch's activations
+    // were freed by its B. Column-parallel inputs and row-parallel outputs are sequence-
+    // sharded under sequence parallelism (Megatron saves them sharded).
+    const double r = L.sp ? 1.0 / L.t : 1.0, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const double mats_in = L.swiglu ? 2.0 : 1.0, k = L.moe ? L.m->top_k : 1.0;
+    const double inputs = L.h * r + hd + k * (L.h * r + L.f_l);
+    const double out_grads = (hd + 2 * kvd) + L.h * r + k * (mats_in * L.f_l + L.h * r);
+    return L.e * L.tokens * (inputs + out_grads);
+}
+
 StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int i, int layers) {
     const EstimateSpec& es = ctx.job.estimate;
     const ModelSpec& m = *L.m;
@@ -240,8 +261,18 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         dense += L.final_norm_params;
         if (!m.tied_embeddings || L.p > 1) dense += L.output_params;  // tied + p = 1 shares the embedding
     }
-    S.params = dense + expert;
-    S.mem.params = dense * L.dense_state.params + expert * L.expert_state.params;
+    if (L.schedule == PipelineSchedule::dualpipe) {
+        // zb: DualPipe's rank i also holds stage p − 1 − i (the other direction): two stages'
+        // parameters, their gradients and optimizer state (DeepSeek-V3 report, Table 2:
+        // "Parameter 2×"). The mirror stage has as many layers (DualPipe splits evenly).
+        const int mirror = L.p - 1 - i;
+        dense += layers * L.layer_dense_params;
+        if (mirror == 0) dense += L.embed_params;
+        if (mirror == L.p - 1) dense += L.final_norm_params + L.output_params;
+    }
+    const double expert_all = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * expert;
+    S.params = dense + expert_all;
+    S.mem.params = dense * L.dense_state.params + expert_all * L.expert_state.params;
     // fp8: layers of this stage that run in FP8 (the model's first / last layers may stay bf16).
     double fp8_layers = 0;
     if (L.fp8 != Fp8Recipe::none) {
@@ -251,8 +282,8 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         // TE's FP8 weight cache and amax history are weights of the step: counted with params.
         S.mem.params += fp8_layers * (L.layer_linear_params * L.fp8_weight_bytes + L.fp8_state_bytes_per_layer);
     }
-    S.mem.grads = dense * L.dense_state.grads + expert * L.expert_state.grads;
-    S.mem.optimizer = dense * L.dense_state.optimizer + expert * L.expert_state.optimizer;
+    S.mem.grads = dense * L.dense_state.grads + expert_all * L.expert_state.grads;
+    S.mem.optimizer = dense * L.dense_state.optimizer + expert_all * L.expert_state.optimizer;
     if (es.activation_profile == ActivationProfile::ptd_engine && expert == 0 && L.zero <= 1) {
         // What the engine runs (dense, ZeRO 0 or 1; Megatron's distributed optimizer maps to
         // ZeRO-1): a flat buffer padded for equal ZeRO-1 shards. fp32: the model state is
@@ -342,6 +373,8 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     // During backward one layer's recomputed tensors exist on top of what was saved (its saved
     // part is already counted above).
     if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
+    // zb: ZB-H1's deferred W blocks keep their weight-gradient operands.
+    S.mem.activations += zb_deferred_w(L, i) * zb_pending_w_bytes_per_layer(L) * layers;
 
     // Temporary and communication buffers.
     double temp = 0;

@@ -33,7 +33,8 @@ bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
     return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.vpp == b.vpp &&
            a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
            a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
-           a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params;
+           a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params &&
+           effective_schedule(a.schedule, a.vpp) == effective_schedule(b.schedule, b.vpp);  // zb: "1f1b" = auto at vpp 1
 }
 
 // A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
@@ -111,6 +112,7 @@ struct Space {
     int world = 0, layers = 0, global_batch = 0, max_micro_batch = 1, seq_len = 0;
     int experts = 0, job_ep = 1;
     bool vary_ep = true, vary_zero = true;
+    bool try_zb_h1 = false, try_dualpipe = false;  // zb
     int job_zero = 0;
     bool job_distributed_optimizer = false;
     OffloadDevice job_offload_optimizer = OffloadDevice::none;  // offload, when zero is not varied
@@ -179,9 +181,16 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                         bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
                         if (zero >= 2 && pp > 1) continue;
                         for (int order : sp.orders)
-                            for (int vpp : vpps) {
+                            for (int vpp : vpps)
+                            for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
+                                // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
+                                // DualPipe on an even pp and an even split.
+                                if (sched != PipelineSchedule::automatic && (pp < 2 || vpp > 1)) continue;
+                                if (sched == PipelineSchedule::zb_h1 && !sp.try_zb_h1) continue;
+                                if (sched == PipelineSchedule::dualpipe && (!sp.try_dualpipe || pp % 2 != 0 || sp.layers % pp != 0)) continue;
                                 const std::vector<int>& lps = layers_for(sp, pp, vpp);
                                 LayoutChoice c;
+                                c.schedule = sched;
                                 c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
                                 c.zero = zero, c.distributed_optimizer = dist_opt;
                                 c.sequence_parallel = seq_par == 1, c.order = order;
@@ -198,6 +207,8 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                 int alive_offload[2] = {nr, nr};
                                 for (int mb : mbs) {
                                     if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
+                                    if (sched == PipelineSchedule::dualpipe && ((per_replica / mb) < 2 * pp || (per_replica / mb) % 2 != 0))
+                                        continue;  // DualPipe: an even m ≥ 2·pp
                                     c.micro_batch = mb;
                                     for (int r = 0; r < nr; ++r) {
                                         c.recompute = sp.recomputes[r];
@@ -235,6 +246,8 @@ std::string label(const LayoutChoice& c) {
     if (c.cp > 1) s += "·cp" + std::to_string(c.cp);
     if (c.ep > 1) s += "·ep" + std::to_string(c.ep);
     if (c.vpp > 1) s += " vpp" + std::to_string(c.vpp);
+    if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
+        s += std::string(" ") + to_string(c.schedule);  // zb
     return s + " mb" + std::to_string(c.micro_batch);
 }
 
@@ -370,6 +383,9 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.max_micro_batch = std::max(options.max_micro_batch, 1);
     sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
     sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
+    // zb: a job that names ZB-H1 or DualPipe runs where they exist: search them too.
+    sp.try_zb_h1 = options.try_zb_h1 || job.parallel.schedule == PipelineSchedule::zb_h1;
+    sp.try_dualpipe = options.try_dualpipe || job.parallel.schedule == PipelineSchedule::dualpipe;
     sp.job_distributed_optimizer = job.parallel.distributed_optimizer;
     sp.job_offload_optimizer = job.parallel.offload_optimizer, sp.job_offload_params = job.parallel.offload_params;
     for (int tp = 1; tp <= m.heads; ++tp) {
@@ -717,6 +733,7 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.recompute = c.recompute;
     p.offload_optimizer = c.offload_optimizer;  // offload
     p.offload_params = c.offload_params;
+    p.schedule = c.schedule;  // zb
     if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
     p.layers_per_stage = entry.layers_per_stage;
     // overlap: the job's overlap keys stay, but where the chosen layout has nothing for them to

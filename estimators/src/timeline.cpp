@@ -1,4 +1,6 @@
-// timeline.cpp — the pipeline schedule (Megatron-LM's 1F1B and interleaved 1F1B orders),
+// timeline.cpp — the pipeline schedule (Megatron-LM's 1F1B and interleaved 1F1B orders,
+// ZB-H1 of Qi et al. 2023 / sail-sg's zero-bubble fork, DualPipe's closed form from the
+// DeepSeek-V3 report, arXiv 2412.19437 Table 2),
 // the event simulation that places its blocks (the estimator's step time comes from it),
 // the predicted timeline of a job, the measured-timeline files and Chrome trace JSON.
 #include "ptd/timeline.h"
@@ -78,9 +80,50 @@ std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage) {
     return out;
 }
 
+ScheduleOp schedule_op_zb_h1(int p, int m, int stage, int j) {
+    assert(j >= 0 && j < 3 * m);
+    const int w = std::min(p - stage - 1, m), d = std::min(stage, m - w), triples = m - w - d;
+    auto op = [](Pass pass, int mb) { return ScheduleOp{pass, 0, mb}; };
+    if (j < w) return op(Pass::forward, j);  // warm-up, as 1F1B
+    j -= w;
+    if (j < 2 * d) return op(j % 2 == 0 ? Pass::forward : Pass::backward, j % 2 == 0 ? w + j / 2 : j / 2);  // W deferred
+    j -= 2 * d;
+    if (j < 3 * triples) {
+        const int k = d + j / 3;
+        return j % 3 == 0 ? op(Pass::forward, w + k) : j % 3 == 1 ? op(Pass::backward, k) : op(Pass::weight, k - d);
+    }
+    j -= 3 * triples;
+    if (j < 2 * w) {  // cool-down
+        const int k = m - w + j / 2;
+        return j % 2 == 0 ? op(Pass::backward, k) : op(Pass::weight, k - d);
+    }
+    j -= 2 * w;
+    return op(Pass::weight, m - d + j);  // the deferred W blocks fill the end
+}
+
+int schedule_block_count(PipelineSchedule sched, int v, int m) {
+    return sched == PipelineSchedule::zb_h1 ? 3 * m : 2 * m * v;
+}
+
+ScheduleOp schedule_op(PipelineSchedule sched, int p, int v, int m, int stage, int j) {
+    assert(sched != PipelineSchedule::dualpipe);
+    if (sched == PipelineSchedule::zb_h1) return schedule_op_zb_h1(p, m, stage, j);
+    return schedule_op(p, v, m, stage, j);
+}
+
+std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int m, int stage) {
+    std::vector<ScheduleOp> out;
+    const int n = schedule_block_count(sched, v, m);
+    out.reserve((size_t)n);
+    for (int j = 0; j < n; ++j) out.push_back(schedule_op(sched, p, v, m, stage, j));
+    return out;
+}
+
 double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out) {
-    const int p = d.p, v = d.v, m = d.m, ops = 2 * m * v;
+    const PipelineSchedule sched = d.schedule;
+    const int p = d.p, v = d.v, m = d.m, ops = schedule_block_count(sched, v, m);
     assert(p >= 1 && v >= 1 && m >= 1 && (int)d.fwd.size() == p * v && (int)d.bwd.size() == p * v);
+    assert(sched != PipelineSchedule::dualpipe && (sched != PipelineSchedule::zb_h1 || (v == 1 && (int)d.wgt.size() == p)));
     assert((int)stage_end.size() == p);
     thread_local std::vector<double> fend, bend, clock;
     thread_local std::vector<int> pos;
@@ -98,10 +141,12 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
         for (int k = 0; k < p; ++k) {
             const int s = sweep % 2 == 0 ? k : p - 1 - k;
             while (pos[(size_t)s] < ops) {
-                const ScheduleOp op = schedule_op(p, v, m, s, pos[(size_t)s]);
+                const ScheduleOp op = schedule_op(sched, p, v, m, s, pos[(size_t)s]);
                 const int c = op.chunk, i = op.micro_batch;
                 double ready = 0;
-                if (op.pass == Pass::forward) {
+                if (op.pass == Pass::weight) {
+                    ready = bend[at(s, c, i)];  // its B, earlier on the same stage
+                } else if (op.pass == Pass::forward) {
                     if (s > 0) ready = fend[at(s - 1, c, i)];
                     else if (c > 0) ready = fend[at(p - 1, c - 1, i)];
                 } else {
@@ -111,9 +156,10 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
                 }
                 if (ready < 0) break;  // the block it waits for is not placed yet
                 const double start = std::max(clock[(size_t)s], ready);
-                const double dur = op.pass == Pass::forward ? d.fwd[(size_t)(c * p + s)] : d.bwd[(size_t)(c * p + s)];
+                const size_t cell = (size_t)(c * p + s);
+                const double dur = op.pass == Pass::forward ? d.fwd[cell] : op.pass == Pass::backward ? d.bwd[cell] : d.wgt[cell];
                 const double end = start + dur;
-                (op.pass == Pass::forward ? fend : bend)[at(s, c, i)] = end;
+                if (op.pass != Pass::weight) (op.pass == Pass::forward ? fend : bend)[at(s, c, i)] = end;
                 clock[(size_t)s] = end;
                 if (out) out->push_back(PlacedOp{s, op, start, end});
                 ++pos[(size_t)s];
@@ -140,6 +186,7 @@ namespace {
 // max and one add per block. The planner asks for few distinct (p, v, m) — the short
 // schedules of pipeline_makespan depend on p and v only — so a few are kept per thread.
 struct CompiledSchedule {
+    PipelineSchedule sched = PipelineSchedule::automatic;
     int p = 0, v = 0, m = 0;
     struct Step {
         int32_t prev, dep, dur;  // positions (1-based) and index into [fwd…, bwd…]
@@ -148,12 +195,12 @@ struct CompiledSchedule {
     std::vector<int32_t> last;  // per stage: position of its last block
 };
 
-CompiledSchedule compile_schedule(int p, int v, int m) {
+CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m) {
     CompiledSchedule cs;
-    cs.p = p, cs.v = v, cs.m = m;
+    cs.sched = sched, cs.p = p, cs.v = v, cs.m = m;
     std::vector<double> ones((size_t)p * v, 1.0), end((size_t)p);
     std::vector<PlacedOp> placed;
-    PipelineDurations d{p, v, m, ones, ones};
+    PipelineDurations d{p, v, m, ones, ones, sched, sched == PipelineSchedule::zb_h1 ? std::span<const double>(ones) : std::span<const double>()};
     simulate_pipeline(d, end, &placed);  // the placement order is a topological order
     const size_t cells = (size_t)p * v * m;
     std::vector<int32_t> fpos(cells, 0), bpos(cells, 0), stage_pos((size_t)p, 0);
@@ -164,7 +211,9 @@ CompiledSchedule compile_schedule(int p, int v, int m) {
         const int s = po.stage, c = po.op.chunk, i = po.op.micro_batch;
         const int32_t pos = (int32_t)k + 1;
         int32_t dep = 0;
-        if (po.op.pass == Pass::forward) {
+        if (po.op.pass == Pass::weight) {
+            dep = bpos[at(s, c, i)];
+        } else if (po.op.pass == Pass::forward) {
             if (s > 0) dep = fpos[at(s - 1, c, i)];
             else if (c > 0) dep = fpos[at(p - 1, c - 1, i)];
             fpos[at(s, c, i)] = pos;
@@ -174,7 +223,7 @@ CompiledSchedule compile_schedule(int p, int v, int m) {
             else dep = fpos[at(s, c, i)];
             bpos[at(s, c, i)] = pos;
         }
-        const int32_t dur = (po.op.pass == Pass::forward ? 0 : p * v) + c * p + s;
+        const int32_t dur = (po.op.pass == Pass::forward ? 0 : po.op.pass == Pass::backward ? p * v : 2 * p * v) + c * p + s;
         cs.steps.push_back({stage_pos[(size_t)s], dep, dur});
         stage_pos[(size_t)s] = pos;
     }
@@ -182,17 +231,17 @@ CompiledSchedule compile_schedule(int p, int v, int m) {
     return cs;
 }
 
-const CompiledSchedule& compiled_schedule(int p, int v, int m) {
+const CompiledSchedule& compiled_schedule(PipelineSchedule sched, int p, int v, int m) {
     thread_local std::vector<CompiledSchedule> cache;
     thread_local size_t next = 0;
     for (const CompiledSchedule& cs : cache)
-        if (cs.p == p && cs.v == v && cs.m == m) return cs;
+        if (cs.sched == sched && cs.p == p && cs.v == v && cs.m == m) return cs;
     constexpr size_t kKept = 256;
     if (cache.size() < kKept) {
-        cache.push_back(compile_schedule(p, v, m));
+        cache.push_back(compile_schedule(sched, p, v, m));
         return cache.back();
     }
-    cache[next] = compile_schedule(p, v, m);
+    cache[next] = compile_schedule(sched, p, v, m);
     const CompiledSchedule& out = cache[next];
     next = (next + 1) % kKept;
     return out;
@@ -204,9 +253,10 @@ double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std:
     end.resize(cs.steps.size() + 1);
     end[0] = 0;
     const size_t pv = (size_t)cs.p * cs.v;
-    dur.resize(2 * pv);
+    dur.resize(3 * pv);
     std::copy(d.fwd.begin(), d.fwd.end(), dur.begin());
     std::copy(d.bwd.begin(), d.bwd.end(), dur.begin() + (ptrdiff_t)pv);
+    std::copy(d.wgt.begin(), d.wgt.end(), dur.begin() + (ptrdiff_t)(2 * pv));
     const CompiledSchedule::Step* st = cs.steps.data();
     double* e = end.data();
     const double* du = dur.data();
@@ -221,14 +271,18 @@ double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std:
 
 }  // namespace
 
-double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
+namespace {
+
+double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> stage_end) {
     const int p = d.p, v = d.v, m = d.m;
+    const PipelineSchedule sched = d.schedule;
+    const bool split = sched == PipelineSchedule::zb_h1;
     // One micro-batch through the slowest stage (all its chunks, forward and backward):
     // no steady state adds less per micro-batch.
     double t_max = 0;
     for (int s = 0; s < p; ++s) {
         double t = 0;
-        for (int c = 0; c < v; ++c) t += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)];
+        for (int c = 0; c < v; ++c) t += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)] + (split ? d.wgt[(size_t)(c * p + s)] : 0.0);
         t_max = std::max(t_max, t);
     }
     if (p == 1) {  // gradient accumulation: m micro-batches back to back
@@ -251,9 +305,9 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     while (m1 + 2 * q < m) {
         e0.resize((size_t)p);
         e1.resize((size_t)p);
-        run_compiled(compiled_schedule(p, v, m1), d, e0);
-        run_compiled(compiled_schedule(p, v, m1 + q), d, e1);
-        run_compiled(compiled_schedule(p, v, m1 + 2 * q), d, stage_end);
+        run_compiled(compiled_schedule(sched, p, v, m1), d, e0);
+        run_compiled(compiled_schedule(sched, p, v, m1 + q), d, e1);
+        run_compiled(compiled_schedule(sched, p, v, m1 + 2 * q), d, stage_end);
         bool steady = true;
         for (int s = 0; s < p && steady; ++s) {
             const double a = e1[(size_t)s] - e0[(size_t)s], b = stage_end[(size_t)s] - e1[(size_t)s];
@@ -274,19 +328,125 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     }
     // Short schedules recur across the planner's layouts (same p, v, m, other durations):
     // small ones are compiled once and cached like the shortcut's.
-    if ((long long)2 * m * v * p <= 16384) return run_compiled(compiled_schedule(p, v, m), d, stage_end);
+    if ((long long)schedule_block_count(sched, v, m) * p <= 16384) return run_compiled(compiled_schedule(sched, p, v, m), d, stage_end);
     return simulate_pipeline(d, stage_end);
+}
+
+// Remembered makespans, keyed by everything the result depends on (schedule, p, v, m and
+// every duration, compared exactly), so a repeated question costs a hash and a compare.
+// The planner asks repeated questions: layouts that differ only in ZeRO stage, optimizer
+// sharding or a memory-only choice have the same blocks. Direct-mapped, per thread; its
+// entries keep their buffers, so nothing is allocated once they have grown.
+struct MakespanMemo {
+    struct Entry {
+        uint64_t hash = 0;
+        int p = 0, v = 0, m = 0;
+        PipelineSchedule sched = PipelineSchedule::automatic;
+        bool used = false;
+        uint64_t stamp = 0;  // last use
+        std::vector<double> durations, stage_end;
+        double makespan = 0;
+    };
+    static constexpr size_t kEntries = 8192;
+    std::vector<Entry> entries = std::vector<Entry>(kEntries);
+    uint64_t clock = 0;
+};
+
+uint64_t hash_durations(const PipelineDurations& d) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    auto mix = [&](uint64_t x) {
+        h ^= x;
+        h *= 1099511628211ull;
+        h ^= h >> 29;
+    };
+    mix((uint64_t)d.p << 40 ^ (uint64_t)d.v << 20 ^ (uint64_t)d.m ^ (uint64_t)d.schedule << 60);
+    for (auto span : {d.fwd, d.bwd, d.wgt})
+        for (double x : span) {
+            uint64_t bits;
+            std::memcpy(&bits, &x, sizeof bits);
+            mix(bits);
+        }
+    // splitmix64's finaliser: the slot index takes the low bits, which FNV leaves weak.
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+bool same_durations(const std::vector<double>& kept, const PipelineDurations& d) {
+    const size_t n1 = d.fwd.size(), n2 = d.bwd.size(), n3 = d.wgt.size();
+    if (kept.size() != n1 + n2 + n3) return false;
+    return std::equal(d.fwd.begin(), d.fwd.end(), kept.begin()) &&
+           std::equal(d.bwd.begin(), d.bwd.end(), kept.begin() + (ptrdiff_t)n1) &&
+           std::equal(d.wgt.begin(), d.wgt.end(), kept.begin() + (ptrdiff_t)(n1 + n2));
+}
+
+}  // namespace
+
+double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
+    if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
+    thread_local MakespanMemo memo;
+    const uint64_t h = hash_durations(d);
+    // Two ways per set: a question replaces the older of the two.
+    const size_t set = (size_t)(h % (MakespanMemo::kEntries / 2)) * 2;
+    for (size_t k = set; k < set + 2; ++k) {
+        MakespanMemo::Entry& e = memo.entries[k];
+        if (e.used && e.hash == h && e.p == d.p && e.v == d.v && e.m == d.m && e.sched == d.schedule &&
+            same_durations(e.durations, d)) {
+            std::copy(e.stage_end.begin(), e.stage_end.end(), stage_end.begin());
+            e.stamp = ++memo.clock;
+            return e.makespan;
+        }
+    }
+    MakespanMemo::Entry& e = memo.entries[memo.entries[set].stamp <= memo.entries[set + 1].stamp ? set : set + 1];
+    e.stamp = ++memo.clock;
+    const double makespan = pipeline_makespan_uncached(d, stage_end);
+    e.used = true;
+    e.hash = h;
+    e.p = d.p, e.v = d.v, e.m = d.m, e.sched = d.schedule;
+    e.durations.assign(d.fwd.begin(), d.fwd.end());
+    e.durations.insert(e.durations.end(), d.bwd.begin(), d.bwd.end());
+    e.durations.insert(e.durations.end(), d.wgt.begin(), d.wgt.end());
+    e.stage_end.assign(stage_end.begin(), stage_end.end());
+    e.makespan = makespan;
+    return makespan;
+}
+
+double dualpipe_makespan(const PipelineDurations& d, std::span<const double> fb_hidden, std::span<double> stage_end) {
+    const int p = d.p, m = d.m;
+    assert(d.v == 1 && p >= 2 && p % 2 == 0 && (int)stage_end.size() == p);
+    double makespan = 0;
+    for (int r = 0; r < p; ++r) {
+        // Rank r runs stage r for one direction and stage p − 1 − r for the other, half the
+        // micro-batches each: per micro-batch the mean of the two.
+        const int mirror = p - 1 - r, half_rank = std::min(r, mirror);
+        auto mean = [&](std::span<const double> x) { return x.empty() ? 0.0 : 0.5 * (x[(size_t)r] + x[(size_t)mirror]); };
+        const double f = mean(d.fwd), w = mean(d.wgt), b_full = mean(d.bwd) + w, hidden = mean(fb_hidden);
+        const double f_and_b = f + b_full - hidden;
+        // F&B pairs on this rank in DeepSeek's DualPipe.step(): 2·(m/2 − p + h + 1) in the
+        // main phase (the middle ranks' first one not overlapped) and p/2 − h − 1 after it.
+        const double pairs = std::max(0, m - 3 * p / 2 + half_rank + 1 - (half_rank == p / 2 - 1 ? 1 : 0));
+        const double bubble = std::max(0.0, (p / 2.0 - 1.0) * (f_and_b + b_full - 3.0 * w));
+        stage_end[(size_t)r] = m * (f + b_full) - pairs * hidden + bubble;
+        makespan = std::max(makespan, stage_end[(size_t)r]);
+    }
+    return makespan;
 }
 
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo) {
     const int p = d.p, v = d.v, m = d.m;
     assert((int)stage_end_lo.size() == p);
+    assert(d.schedule != PipelineSchedule::dualpipe && "DualPipe's closed form needs no bounds");
+    // ZB-H1: a stage may end with deferred W blocks while the stages before it drain, so
+    // only each stage's own floor bounds the makespan (no drain term).
+    const bool split = d.schedule == PipelineSchedule::zb_h1;
     double fill = 0, drain = 0, lower = 0;  // chunk 0's forwards / backwards on the stages before s
     for (int s = 0; s < p; ++s) {
         double busy = 0;
-        for (int c = 0; c < v; ++c) busy += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)];
+        for (int c = 0; c < v; ++c) busy += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)] + (split ? d.wgt[(size_t)(c * p + s)] : 0.0);
         stage_end_lo[(size_t)s] = fill + m * busy;
-        lower = std::max(lower, stage_end_lo[(size_t)s] + drain);
+        lower = std::max(lower, stage_end_lo[(size_t)s] + (split ? 0.0 : drain));
         fill += d.fwd[(size_t)s];
         drain += d.bwd[(size_t)s];
     }
@@ -297,6 +457,16 @@ double pipeline_makespan_upper(const PipelineDurations& d) {
     double f_max = 0, b_max = 0;
     for (double x : d.fwd) f_max = std::max(f_max, x);
     for (double x : d.bwd) b_max = std::max(b_max, x);
+    assert(d.schedule != PipelineSchedule::dualpipe && "DualPipe's closed form needs no bounds");
+    if (d.schedule == PipelineSchedule::zb_h1) {
+        // Every block raised to the longest of all: equal F, B and W blocks take
+        // 3m + p − 1 blocks' time (the paper's bubble (p − 1)(F + B − W) at F = B = W), and
+        // p − m more when m < p (the fill and drain are not covered); tests/test_zb.cpp
+        // checks both against the simulation.
+        double u = std::max(f_max, b_max);
+        for (double x : d.wgt) u = std::max(u, x);
+        return u * (3.0 * d.m + d.p - 1 + std::max(0, d.p - d.m));
+    }
     // The schedule with every forward f_max and every backward b_max is at least as long.
     // Its makespan is the longest path through the schedule's blocks, a·f + b·r per path,
     // so g(r) = makespan(f = 1, b = r) is convex and piecewise linear in r: the chord
@@ -349,6 +519,7 @@ const char* block_kind_name(BlockKind k) {
         case BlockKind::tp_comm: return "tp";
         case BlockKind::dp_comm: return "dp";
         case BlockKind::optimizer: return "optimizer";
+        case BlockKind::weight_grad: return "wgrad";
     }
     return "?";
 }
@@ -366,19 +537,32 @@ Timeline predicted_timeline(const JobSpec& job) {
     t.stages = p, t.vpp = v, t.micro_batches = m;
     t.micro_batch = job.training.micro_batch, t.dp = job.parallel.dp, t.global_batch = job.training.global_batch;
     t.tp = job.parallel.tp, t.cp = job.parallel.cp;
+    const PipelineSchedule sched = p > 1 ? effective_schedule(job.parallel.schedule, v) : PipelineSchedule::one_f_one_b;
     t.schedule = p <= 1 ? "no pipeline (gradient accumulation)"
+               : sched == PipelineSchedule::zb_h1    ? "ZB-H1 (zero bubble; W deferred)"
+               : sched == PipelineSchedule::dualpipe ? "DualPipe (closed form: no block order simulated)"
                : v > 1  ? "interleaved 1F1B (v = " + std::to_string(v) + ")"
                         : "1F1B";
-    std::vector<double> fwd((size_t)p * v), bwd((size_t)p * v), stage_end((size_t)p);
+    const bool split_w = sched == PipelineSchedule::zb_h1;
+    std::vector<double> fwd((size_t)p * v), bwd((size_t)p * v), wgt(split_w ? (size_t)p * v : 0), stage_end((size_t)p);
     for (int s = 0; s < p; ++s)
         for (int c = 0; c < v; ++c) {
-            fwd[(size_t)(c * p + s)] = est.stages[(size_t)s].chunks[(size_t)c].fwd.total();
-            bwd[(size_t)(c * p + s)] = est.stages[(size_t)s].chunks[(size_t)c].bwd.total();
+            const ChunkTime& ct = est.stages[(size_t)s].chunks[(size_t)c];
+            fwd[(size_t)(c * p + s)] = ct.fwd.total();
+            bwd[(size_t)(c * p + s)] = ct.bwd.total() - (split_w ? ct.bwd.wgrad : 0.0);
+            if (split_w) wgt[(size_t)(c * p + s)] = ct.bwd.wgrad;
         }
     std::vector<PlacedOp> placed;
     PipelineDurations pd;
     pd.p = p, pd.v = v, pd.m = m, pd.fwd = fwd, pd.bwd = bwd;
-    t.pipeline_s = simulate_pipeline(pd, stage_end, &placed);
+    pd.schedule = sched, pd.wgt = wgt;
+    if (sched == PipelineSchedule::dualpipe) {
+        // The estimate's closed form: each rank's end, no blocks.
+        t.pipeline_s = est.pipeline_s;
+        for (int s = 0; s < p; ++s) stage_end[(size_t)s] = est.stages[(size_t)s].pipeline_end_s;
+    } else {
+        t.pipeline_s = simulate_pipeline(pd, stage_end, &placed);
+    }
 
     t.blocks.reserve(placed.size() * 2 + (size_t)p * 3);
     for (const PlacedOp& po : placed) {
@@ -388,6 +572,14 @@ Timeline predicted_timeline(const JobSpec& job) {
         b.row = po.stage;
         b.micro_batch = po.op.micro_batch;
         b.chunk = po.op.chunk;
+        if (po.op.pass == Pass::weight) {  // ZB-H1's W: weight-gradient GEMMs only
+            b.kind = BlockKind::weight_grad;
+            b.start_s = po.start_s;
+            b.end_s = po.end_s;
+            b.compute_s = bt.wgrad;
+            t.blocks.push_back(b);
+            continue;
+        }
         double start = po.start_s;
         if (po.op.pass == Pass::backward && bt.recompute > 0) {
             TimelineBlock r = b;
@@ -401,7 +593,8 @@ Timeline predicted_timeline(const JobSpec& job) {
         b.kind = po.op.pass == Pass::forward ? BlockKind::forward : BlockKind::backward;
         b.start_s = start;
         b.end_s = po.end_s;
-        b.compute_s = bt.compute, b.tp_s = bt.tp, b.cp_s = bt.cp, b.ep_s = bt.ep, b.p2p_s = bt.p2p;
+        b.compute_s = bt.compute - (split_w && po.op.pass == Pass::backward ? bt.wgrad : 0.0);
+        b.tp_s = bt.tp, b.cp_s = bt.cp, b.ep_s = bt.ep, b.p2p_s = bt.p2p;
         t.blocks.push_back(b);
     }
 

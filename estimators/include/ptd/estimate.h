@@ -60,6 +60,9 @@ struct BlockTime {
     double recompute = 0;  // backward only: the forward again (full) or the attention core (selective)
     double tp = 0, cp = 0, ep = 0, p2p = 0;
     double total() const { return compute + recompute + tp + cp + ep + p2p; }
+    // zb: backward only, the part of `compute` that is weight-gradient GEMMs (ZB-H1's W block;
+    // the rest of the backward — input-gradient GEMMs, attention, element-wise — is B).
+    double wgrad = 0;
 };
 struct ChunkTime {
     BlockTime fwd, bwd;
@@ -147,6 +150,7 @@ struct LayoutChoice {
     int order = 0;                 // index into kPlannerOrders (layout_choice_order)
     OffloadDevice offload_optimizer = OffloadDevice::none;  // offload
     bool offload_params = false;                           // offload (zero 3 only)
+    PipelineSchedule schedule = PipelineSchedule::automatic;  // zb: resolved by vpp when automatic
 };
 
 // The rank orders the planner tries: TP innermost (Megatron default), then others.

@@ -52,6 +52,9 @@ enum class Fp8Recipe { none, delayed, current, tensorwise, rowwise, mxfp8 };
 // hybrid: E4M3 forward, E5M2 gradients (TE Format.HYBRID); e4m3: E4M3 everywhere.
 enum class Fp8Format { hybrid, e4m3 };
 enum class OffloadDevice { none, cpu };                 // where offloaded states live (offload)
+// The pipeline schedule (zb: issue 15 point 5). automatic = Megatron-LM's choice: 1F1B, or
+// the interleaved 1F1B when vpp > 1. TOML: "auto", "1f1b", "interleaved", "zb-h1", "dualpipe".
+enum class PipelineSchedule : uint8_t { automatic, one_f_one_b, interleaved, zb_h1, dualpipe };
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -71,6 +74,9 @@ const char* to_string(Framework v);
 const char* to_string(Fp8Recipe v);
 const char* to_string(Fp8Format v);
 const char* to_string(OffloadDevice v);
+const char* to_string(PipelineSchedule v);
+// The schedule a job runs: `automatic` resolved by vpp.
+PipelineSchedule effective_schedule(PipelineSchedule s, int vpp);
 
 // Decoder-only transformer shape. Defaults that depend on `arch` are filled by the loader:
 //   gpt:   layernorm, gelu, learned positions, tied embeddings, biases, ffn = 4·hidden
@@ -165,6 +171,8 @@ struct ParallelSpec {
     // offload_param (the 16-bit parameter shard in host memory; needs zero = 3).
     OffloadDevice offload_optimizer = OffloadDevice::none;
     bool offload_params = false;
+    // zb: the pipeline schedule (docs/job-spec.md, docs/estimators.md "Schedules").
+    PipelineSchedule schedule = PipelineSchedule::automatic;
 
     bool operator==(const ParallelSpec&) const = default;
 };

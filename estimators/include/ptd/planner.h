@@ -23,6 +23,12 @@ struct PlanOptions {
     bool vary_order = true;        // kPlannerOrders, not just the job's order
     bool vary_ep = true;           // MoE: ep over divisors of experts dividing dp
     bool vary_cp = true;           // context parallel over divisors of the world with seq_len % (2·cp) == 0
+    // zb: schedules beyond Megatron-LM's 1F1B / interleaved, tried only where the framework
+    // the job will run on has them (ZB-H1: sail-sg's zero-bubble fork of Megatron-LM;
+    // DualPipe: deepseek-ai/DualPipe). Off by default: stock Megatron-LM, DeepSpeed and
+    // torchtitan cannot run a ZB-H1 or DualPipe plan (docs/planner.md).
+    bool try_zb_h1 = false;
+    bool try_dualpipe = false;
     int max_micro_batch = 64;
     bool exhaustive = false;       // no pruning (tests compare)
     bool simulate_all = false;     // simulate every layout's schedule, no screening by bounds (tests compare)

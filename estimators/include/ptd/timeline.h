@@ -1,7 +1,8 @@
 // timeline.h — one training step as a timeline: which block (forward, backward,
 // recompute, communication, optimizer) runs on which pipeline stage when. Three parts:
 //   1. the pipeline schedule as Megatron-LM runs it (1F1B = PipeDream-Flush, and the
-//      interleaved 1F1B of Narayanan et al. 2021) and an event simulation that places its
+//      interleaved 1F1B of Narayanan et al. 2021), ZB-H1 (Qi et al. 2023, backward split
+//      into B and W) and DualPipe's closed form (DeepSeek-V3 report), and an event simulation that places its
 //      blocks; the estimator takes its step time from this simulation, so the predicted
 //      timeline's makespan is the predicted step time by construction;
 //   2. predicted_timeline(): the whole step of a job as data (blocks per stage, the DP
@@ -26,7 +27,9 @@ namespace ptd {
 
 // ---- 1. the schedule --------------------------------------------------------------------
 
-enum class Pass : uint8_t { forward, backward };
+// backward: the whole backward (1F1B, interleaved), or only its input-gradient part B when the
+// schedule splits it (ZB-H1), whose weight-gradient part W is then a block of its own.
+enum class Pass : uint8_t { forward, backward, weight };
 
 // One block of the schedule on one stage: a micro-batch through one model chunk.
 struct ScheduleOp {
@@ -49,6 +52,21 @@ ScheduleOp schedule_op(int p, int v, int m, int stage, int j);
 // Every block of one stage in order (2·m·v of them).
 std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage);
 
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", arXiv 2401.10241, §3 and
+// Fig. 3; the order of sail-sg/zero-bubble-pipeline-parallelism's ZB-H1 schedule): the
+// backward split into B (input gradient, on the critical path) and W (weight gradient).
+// Stage s runs 1F1B's min(p − s − 1, m) warm-up forwards, then d = min(s, m − warm-up)
+// forward/B pairs whose W it defers, then forward/B/W triples, then the cool-down B/W
+// pairs, then the d deferred W blocks: W fills the bubbles at the end. Micro-batches in
+// flight (forward done, W not) never exceed 1F1B's p − s + … bound of stage 0 (p).
+// The j-th block (0 ≤ j < 3·m) of stage `stage`.
+ScheduleOp schedule_op_zb_h1(int p, int m, int stage, int j);
+// Blocks per stage of a schedule (2·m·v; 3·m for ZB-H1) and the j-th of them; `sched` is
+// resolved (effective_schedule) — DualPipe has no block order here (dualpipe_makespan).
+int schedule_block_count(PipelineSchedule sched, int v, int m);
+ScheduleOp schedule_op(PipelineSchedule sched, int p, int v, int m, int stage, int j);
+std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int m, int stage);
+
 // A placed block.
 struct PlacedOp {
     int stage = 0;
@@ -61,6 +79,10 @@ struct PlacedOp {
 struct PipelineDurations {
     int p = 1, v = 1, m = 1;
     std::span<const double> fwd, bwd;
+    // zb: the schedule (resolved; automatic = 1F1B / interleaved by v) and, for ZB-H1, the
+    // W blocks' durations (bwd then holds B only).
+    PipelineSchedule schedule = PipelineSchedule::automatic;
+    std::span<const double> wgt;
 };
 
 // Places every block of the schedule as early as its dependencies allow: a forward
@@ -76,6 +98,9 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
 // per micro-batch, so blocks are placed for a short schedule and the rest is added
 // (tests/test_timeline.cpp checks it against simulate_pipeline on a matrix of uneven
 // stages). What the planner calls: no allocation after the first call on a thread.
+// Results are remembered per thread, keyed by the schedule, p, v, m and every duration
+// (exact compare), so a repeated question is answered without placing blocks. DualPipe:
+// dualpipe_makespan with no hidden communication.
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end);
 
 // Bounds on simulate_pipeline's makespan without placing blocks, so the planner can screen
@@ -84,7 +109,8 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
 // stages before it, then is busy m·T_s (T_s: its forward + backward over all chunks), and
 // the last chunk-0 backward still has to go back through those stages. Fills
 // stage_end_lo[s] (p entries) with that stage's own floor (start + busy time) and returns
-// the largest floor. Exact for p = 1.
+// the largest floor. Exact for p = 1. ZB-H1: the floors only (W may end a stage while the
+// stages before it drain). Not for DualPipe (a closed form, evaluated directly).
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo);
 // Upper: the simulation is monotone in every duration, so raising every forward block to
 // the longest forward and every backward to the longest backward gives a schedule of equal
@@ -92,6 +118,20 @@ double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> sta
 // forward ratio, so it is bounded by the chord between ratios sampled once per (p, v, m)
 // and cached per thread.
 double pipeline_makespan_upper(const PipelineDurations& d);
+
+// DualPipe (DeepSeek-V3 technical report, arXiv 2412.19437, §3.2.1 and Table 2), v = 1:
+// rank i holds stage i and stage p − 1 − i, half the micro-batches enter from each end, and a
+// forward chunk of one direction runs beside a backward chunk of the other ("F&B", the
+// communication of one hidden under the computation of the other). No block order is
+// simulated: the paper's closed form. Per rank: m micro-batches through its two stages'
+// worth of work at the mean of its two stages (F, B = input gradient, W from d), the F&B
+// pairs (m − 3p/2 + h + 1 on the rank h from the nearer end, counted from DeepSeek's
+// DualPipe.step()) shortened by their hidden communication
+// (seconds per pair), plus the bubble (p/2 − 1)·(F&B + B − 3W) of Table 2 (≥ 0), with B
+// there the whole backward (B + W here).
+// `fb_hidden` (p entries, may be empty): seconds of communication per stage that a pair
+// hides. Fills stage_end (p entries) with each rank's end and returns the latest.
+double dualpipe_makespan(const PipelineDurations& d, std::span<const double> fb_hidden, std::span<double> stage_end);
 
 // ---- 2. the predicted timeline --------------------------------------------------------
 
@@ -105,9 +145,10 @@ enum class BlockKind : uint8_t {
     tp_comm,     // tensor/context/expert-parallel collective (measured)
     dp_comm,     // gradient reduction / parameter gather over the data-parallel group
     optimizer,
+    weight_grad,  // zb: ZB-H1's W block, the weight-gradient half of a backward run later
 };
-inline constexpr int kBlockKindCount = 8;
-const char* block_kind_name(BlockKind k);  // "fwd", "bwd", "recompute", "send", "recv", "tp", "dp", "optimizer"
+inline constexpr int kBlockKindCount = 9;
+const char* block_kind_name(BlockKind k);  // "fwd", "bwd", "recompute", "send", "recv", "tp", "dp", "optimizer", "wgrad"
 std::optional<BlockKind> block_kind_from_name(std::string_view name);
 
 // Streams: 0 = compute, 1 = communication (the DP tail, and measured collectives).
