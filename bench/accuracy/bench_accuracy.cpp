@@ -153,14 +153,21 @@ std::string apply_run_to_job(Run& r) {
     j.training.torch_compile = r.torch_compile &&
                                (r.framework == "torchtitan" || r.framework == "llm-foundry");
 
-    // ---- INTEGRATOR: wire these when the issue-15 JobSpec fields land --------------------
-    //   r.fp8 (delayed/current/tensorwise/rowwise)   -> the FP8 recipe field (item 3)
-    //   r.schedule (zb-h1 / dualpipe)                -> the schedule field (item 5)
-    // Remove the matching skip below once a key is wired.
-    // ------------------------------------------------------------------------------------
-    if (r.fp8 != "none") return "fp8 = " + r.fp8 + ": FP8 training is not modelled yet (issue 15 item 3)";
-    if (r.schedule == "zb-h1" || r.schedule == "dualpipe")
-        return "schedule = " + r.schedule + " is not modelled yet (issue 15 item 5)";
+    // FP8: the recipe runs inside bf16 mixed precision (training.fp8).
+    if (r.fp8 != "none") {
+        j.training.precision = ptd::Precision::bf16;
+        j.training.fp8 = r.fp8 == "delayed"    ? ptd::Fp8Recipe::delayed
+                       : r.fp8 == "current"    ? ptd::Fp8Recipe::current
+                       : r.fp8 == "tensorwise" ? ptd::Fp8Recipe::tensorwise
+                                               : ptd::Fp8Recipe::rowwise;
+    }
+    // The pipeline schedule as the source names it (unstated: Megatron's choice by vpp).
+    if (r.schedule == "zb-h1") j.parallel.schedule = ptd::PipelineSchedule::zb_h1;
+    else if (r.schedule == "dualpipe") j.parallel.schedule = ptd::PipelineSchedule::dualpipe;
+    // PyTorch stacks compute the loss with F.cross_entropy on fp32 logits; torchtitan's
+    // "selective" is op-level selective checkpointing (memory.cpp).
+    if (r.framework == "torchtitan" || r.framework == "llm-foundry") j.estimate.cross_entropy = ptd::CrossEntropyImpl::pytorch;
+    if (r.framework == "torchtitan") j.parallel.recompute_style = ptd::RecomputeStyle::torchtitan_op;
     if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";
 }
@@ -272,8 +279,14 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.cp = get<int>(t, "cp", 1);
         p.vpp = get<int>(t, "vpp", 1);
         p.zero = get<int>(t, "zero", 0);
-        p.distributed_optimizer = get<bool>(t, "distributed_optimizer", false);
-        p.sequence_parallel = get<bool>(t, "sequence_parallel", false);
+        // Keys a source leaves unstated take the value its stack runs with: NeMo and
+        // Megatron-Bridge recipes use the distributed optimizer, sequence parallelism with TP
+        // and Transformer Engine's fused attention; torchtitan and llm-foundry use flash
+        // attention (SDPA). The 2021-22 Megatron and DeepSpeed papers predate flash attention.
+        const bool nemo = r.framework == "nemo";
+        const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
+        p.distributed_optimizer = get<bool>(t, "distributed_optimizer", nemo && p.zero == 0 && !r.fsdp);
+        p.sequence_parallel = get<bool>(t, "sequence_parallel", nemo && p.tp > 1);
         const std::string rc = get_word(t, "recompute", "none", {"none", "selective", "full"});
         p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
         // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
@@ -285,7 +298,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         const std::string prec = get_word(t, "precision", "bf16", {"bf16", "fp16", "fp32"});
         tr.precision = prec == "fp16" ? ptd::Precision::fp16 : prec == "fp32" ? ptd::Precision::fp32 : ptd::Precision::bf16;
         tr.optimizer = ptd::Optimizer::adam;
-        tr.flash_attention = get<bool>(t, "flash_attention", false);
+        tr.flash_attention = get<bool>(t, "flash_attention", modern);
 
         if (r.skip.empty()) r.skip = apply_run_to_job(r);
         if (r.skip.empty()) {
@@ -363,17 +376,25 @@ void fit(std::vector<Run>& runs) {
         for (const Run& r : runs)
             if (r.skip.empty() && r.use == "calibrate" && r.job.cluster.gpu.generation == gen) mine.push_back(r);
         if (mine.empty()) continue;
+        // flash_eff is fitted only where at least five calibration runs use flash attention;
+        // with fewer it would absorb whatever else those runs differ in (on A100 most are the
+        // pre-flash Megatron papers), so it keeps the default.
+        int flash_runs = 0;
+        for (const Run& r : mine) flash_runs += r.job.training.flash_attention ? 1 : 0;
+        const bool fit_flash = flash_runs >= 5;
         ptd::KernelEfficiency best = c.kernel(gen);
         double best_err = 1e30;
         for (double eff = 0.40; eff <= 0.951; eff += 0.01)
             for (double fl = 0.20; fl <= 0.801; fl += 0.05) {
-                c.by_generation[g] = ptd::KernelEfficiency{eff, fl};
+                if (!fit_flash && std::abs(fl - c.flash_eff) > 0.01) continue;
+                c.by_generation[g] = ptd::KernelEfficiency{eff, fit_flash ? fl : 0.0};
                 const double err = log_error_sq(mine);
                 if (err < best_err) best_err = err, best = c.by_generation[g];
             }
         c.by_generation[g] = best;
-        std::printf("fit %-9s (%zu calibration runs): gemm_eff_max = %.2f, flash_eff = %.2f, rms log error %.3f\n",
-                    ptd::to_string(gen), mine.size(), best.gemm_eff_max, best.flash_eff, std::sqrt(best_err));
+        std::printf("fit %-9s (%zu calibration runs, %d with flash): gemm_eff_max = %.2f, flash_eff = %.2f%s, rms log error %.3f\n",
+                    ptd::to_string(gen), mine.size(), flash_runs, best.gemm_eff_max, c.kernel(gen).flash_eff,
+                    fit_flash ? "" : " (default, not fitted)", std::sqrt(best_err));
     }
     std::printf("\n");
 }
