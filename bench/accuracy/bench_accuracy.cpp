@@ -24,6 +24,7 @@
 
 #include "ptd/estimate.h"
 #include "ptd/presets.h"
+#include "run_file.h"
 
 namespace {
 
@@ -175,23 +176,12 @@ std::string apply_run_to_job(Run& r) {
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
     std::vector<Run> runs;
     toml::table doc;
-    try {
-        doc = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        std::fprintf(stderr, "%s:%d:%d: invalid TOML: %s\n", path.c_str(), (int)e.source().begin.line,
-                     (int)e.source().begin.column, std::string(e.description()).c_str());
-        std::exit(2);
-    }
-    const toml::array* arr = doc["run"].as_array();
-    if (!arr) {
-        std::fprintf(stderr, "%s: no [[run]] entries\n", path.c_str());
-        std::exit(2);
-    }
+    const std::vector<const toml::table*> tables = load_run_tables(path, doc);
     g_path = path;
     std::set<std::string> names;
-    for (const toml::node& n : *arr) {
-        if (!n.is_table()) fail_at(&n, 0, "each [[run]] must be a table");
-        const toml::table& t = *n.as_table();
+    for (const toml::table* table : tables) {
+        const toml::table& t = *table;
+        const toml::node& n = t;
         for (const auto& [key, value] : t)
             if (!kRunKeys.count(std::string(key.str())))
                 fail_at(&value, (int)n.source().begin.line,

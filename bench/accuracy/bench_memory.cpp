@@ -24,6 +24,7 @@
 
 #include "ptd/estimate.h"
 #include "ptd/presets.h"
+#include "run_file.h"
 
 namespace {
 
@@ -78,25 +79,10 @@ void apply_framework(const toml::table& t, Run& r) {
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
     std::vector<Run> runs;
     toml::table doc;
-    try {
-        doc = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        std::fprintf(stderr, "%s:%d:%d: invalid TOML: %s\n", path.c_str(), (int)e.source().begin.line,
-                     (int)e.source().begin.column, std::string(e.description()).c_str());
-        std::exit(2);
-    }
-    const toml::array* arr = doc["run"].as_array();
-    if (!arr || arr->empty()) {
-        std::fprintf(stderr, "%s: no [[run]] entries\n", path.c_str());
-        std::exit(2);
-    }
+    const std::vector<const toml::table*> tables = load_run_tables(path, doc);
     g_path = path;
-    for (const toml::node& n : *arr) {
-        if (!n.is_table()) {
-            std::fprintf(stderr, "%s:%d: each [[run]] must be a table\n", path.c_str(), (int)n.source().begin.line);
-            std::exit(2);
-        }
-        const toml::table& t = *n.as_table();
+    for (const toml::table* table : tables) {
+        const toml::table& t = *table;
         Run r;
         r.name = get<std::string>(t, "name", "?");
         r.source = get<std::string>(t, "source", "");

@@ -266,14 +266,17 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
     const bool megatron_grads = L.zero == 0;
     const double grad_e = job.training.precision == Precision::fp32 ? 4.0
                         : (megatron_grads && job.training.precision == Precision::bf16 ? 4.0 : 2.0);
-    auto dp_cost = [&](double params, const GroupNet& g) {
+    auto dp_cost = [&](double params, const GroupNet& g, double layer_params) {
         const int n = g.n;
         if (n <= 1 || params <= 0) return;
         const double grad_bucket = dp_bucket_elements(L, n, false), param_bucket = dp_bucket_elements(L, n, true);
         if (L.zero == 3) {
-            // Per micro-batch: gather weights for forward and backward, reduce-scatter grads.
-            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
-            out.param_s += L.mbs * 2.0 * bucketed(Collective::all_gather, params, L.e, param_bucket, g);
+            // Per micro-batch: gather weights for forward and backward, reduce-scatter grads,
+            // one message per wrapped layer (FSDP units, DeepSpeed's per-module gathers), as
+            // overlap.cpp's per-layer prefetch model sends them.
+            const double unit = std::max(layer_params, 1.0);
+            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, unit, g);
+            out.param_s += L.mbs * 2.0 * bucketed(Collective::all_gather, params, L.e, unit, g);
         } else if (L.zero == 2 && p > 1) {
             // FSDP-style ZeRO-2 under a pipeline: every micro-batch's gradients are
             // reduce-scattered into the shards; the updated parameters are gathered once.
@@ -286,8 +289,8 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
             out.grad_s += bucketed(Collective::all_reduce, params, grad_e, grad_bucket, g);
         }
     };
-    dp_cost(dense_params, L.net_dp);
-    dp_cost(expert_params, L.net_edp);
+    dp_cost(dense_params, L.net_dp, L.layer_dense_params);
+    dp_cost(expert_params, L.net_edp, L.layer_expert_params);
     if (p > 1 && job.model.tied_embeddings && (stage == 0 || stage == p - 1)) {  // embedding-group all-reduce
         // Two ranks, first and last stage: one per node when the pipeline leaves the node.
         GroupNet pair = L.net_pp;

@@ -97,11 +97,12 @@ double bucket_params(const EstimateContext& ctx, const LayoutDerived& L) {
 double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double dense_params, double expert_params,
                      int layers, double fwd_s, double bwd_s) {
     const JobSpec& job = ctx.job;
-    const int N = L.dp * L.c;
     const double grad_e = job.training.precision == Precision::fp32 ? 4.0 : 2.0;
+    // One unit's all-gather (or reduce-scatter, the same bus traffic) as NCCL runs it over
+    // the DP group and the expert-DP group (collectives.cpp).
     auto gather = [&](double dense, double expert, double bytes_per) {
-        return gather_time(bytes_per * dense, N, L.bw_dp, L.lat_dp) +
-               gather_time(bytes_per * expert, L.edp, L.bw_edp, L.lat_edp);
+        return nccl_time(Collective::all_gather, bytes_per * dense, L.net_dp) +
+               nccl_time(Collective::all_gather, bytes_per * expert, L.net_edp);
     };
     const double layer_dense = layers > 0 ? L.layer_dense_params : 0.0;
     const double layer_expert = layers > 0 ? expert_params / layers : 0.0;
