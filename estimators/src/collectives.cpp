@@ -108,18 +108,6 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     fill(L.net_dp, L.dp * L.c, members_on_first_node(st.dp, L.dp, st.cp, L.c, gpn));
     fill(L.net_edp, L.edp, members_on_first_node(st.dp * L.ep, L.edp, 1, 1, gpn));
     fill(L.net_pp, L.p, members_on_first_node(st.pp, L.p, 1, 1, gpn));
-    // The single-number view (large-message ring bus bandwidth, one-step latency) that the
-    // older formulas below read.
-    auto legacy = [&](const GroupNet& g, double& bw, double& lat) {
-        bw = g.nodes > 1 ? std::min(g.bus_intra, g.bus_inter) : g.bus_intra;
-        lat = g.nodes > 1 ? k.latency_inter_s : k.latency_intra_s;
-    };
-    legacy(L.net_tp, L.bw_tp, L.lat_tp);
-    legacy(L.net_cp, L.bw_cp, L.lat_cp);
-    legacy(L.net_ep, L.bw_ep, L.lat_ep);
-    legacy(L.net_dp, L.bw_dp, L.lat_dp);
-    legacy(L.net_edp, L.bw_edp, L.lat_edp);
-    legacy(L.net_pp, L.bw_pp, L.lat_pp);
 }
 
 // ---- NCCL's cost model ------------------------------------------------------------------------
@@ -194,13 +182,6 @@ double all_to_all_time(double bytes, const GroupNet& g) {
     if (g.nodes > 1) t = std::max(t, k * (n - k) / n * bytes / g.bus_inter);
     const double lat = kBaseLatRing[2] + (g.nodes > 1 ? kNetLatRing[2] : kNvlinkLatRing[2]);
     return lat * 1e-6 + t;
-}
-
-double all_reduce_time(double bytes, int n, double bw, double lat) {
-    return n <= 1 ? 0 : 2.0 * bytes * (n - 1) / n / bw + lat;
-}
-double gather_time(double bytes, int n, double bw, double lat) {
-    return n <= 1 ? 0 : bytes * (n - 1) / n / bw + lat;
 }
 
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {

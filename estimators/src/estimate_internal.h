@@ -53,8 +53,6 @@ struct LayoutDerived {
     // Per-layer parameters on one rank.
     double layer_dense_params, layer_expert_params;
     double embed_params, output_params, final_norm_params;
-    // Bandwidths (bytes/s, after efficiency) and latencies per group (collectives.cpp).
-    double bw_tp, bw_cp, bw_ep, bw_dp, bw_edp, bw_pp, lat_tp, lat_cp, lat_ep, lat_dp, lat_edp, lat_pp;
     double peak, hbm;
     int nccl_groups;                     // communicators with > 1 rank (excluding the embedding group)
     int edp;                             // expert data-parallel size (dp·cp/ep)
@@ -115,8 +113,6 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
 // Fills L's per-group bandwidths and latencies from the cluster and the rank order.
 void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived& L);
 // One ring collective moving `bytes` per rank over n ranks.
-double all_reduce_time(double bytes, int n, double bw, double lat);
-double gather_time(double bytes, int n, double bw, double lat);  // all-gather or reduce-scatter
 // ---- nccl: collectives as NCCL runs them (ring / tree / NVLS, LL / LL128 / Simple) ----
 enum class Collective { all_reduce, all_gather };  // all_gather also stands for reduce-scatter
 // Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the

@@ -249,8 +249,6 @@ struct TimeModelConstants {
     }
     double comm_eff = 0.80;         // NCCL bus bandwidth / link bandwidth, large messages
     double hbm_eff = 0.80;          // memory-bound kernels: fraction of HBM bandwidth
-    double latency_intra_s = 15e-6; // per collective inside a node
-    double latency_inter_s = 30e-6; // per collective across nodes
     // overlap: compute running beside a NCCL collective is this much slower (SM and memory-
     // bandwidth contention). Lee et al. 2025 (arXiv 2507.03114) measured 18.9% on average
     // (A100/H100/MI250/MI210, max 40%); NCCL's default 16–32 channels are one SM each, 12–24%
