@@ -225,6 +225,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
 // reduce-scatter and the parameter all-gather); DeepSpeed ZeRO-1/2 reduce_bucket_size and
 // allgather_bucket_size 5e8 elements; ZeRO-3 gathers parameters in prefetch buckets of 5e7.
 static double dp_bucket_elements(const LayoutDerived& L, int n, bool param_gather) {
+    if (L.ds_pipe) return 5e8;  // dsthru: the pipeline engine's MEMORY_OPT_ALLREDUCE_SIZE (overlap.cpp)
     if (L.zero == 0) return std::max(40e6, 1e6 * n);
     if (L.zero == 3 && param_gather) return 5e7;
     return 5e8;
@@ -244,7 +245,9 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
     DpTraffic out;
     // Gradient bytes on the wire: Megatron reduces bf16 runs' fp32 main grads; DeepSpeed
     // and fp16 reduce in the parameter dtype.
-    const bool megatron_grads = L.zero == 0;
+    // dsthru: DeepSpeed's pipeline engine reduces the 16-bit .grad tensors
+    // (engine.py _get_gradients_for_reduction), whatever its ZeRO stage.
+    const bool megatron_grads = L.zero == 0 && !L.ds_pipe;
     const double grad_e = job.training.precision == Precision::fp32 ? 4.0
                         : (megatron_grads && job.training.precision == Precision::bf16 ? 4.0 : 2.0);
     auto dp_cost = [&](double params, const GroupNet& g, double layer_params) {

@@ -13,6 +13,13 @@
 // Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
 // nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
 // quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
+// dsthru — DeepSpeed's pipeline engine accumulates gradients outside the GEMMs
+// (ds_grad_accum_bytes): deepspeed/runtime/pipe/engine.py _exec_backward_pass (clear_lp_grads
+// before, update_hp_grads after each micro-batch's backward), runtime/bf16_optimizer.py
+// (_update_hp_grad: hp_grad.add_(lp.grad.to(fp32))), runtime/engine.py
+// _do_optimizer_sanity_check (bf16 with pipeline parallelism always takes BF16_Optimizer);
+// Megatron-LM instead fuses the accumulation into the weight-gradient GEMM
+// (--gradient-accumulation-fusion, main_grad), which costs nothing extra.
 #include "estimate_internal.h"
 
 #include <algorithm>
@@ -110,6 +117,19 @@ Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
     return c;
 }
 
+// dsthru: per parameter and micro-batch. bf16 (BF16_Optimizer): the 16-bit gradients are
+// zeroed before the backward (write 2), autograd adds each new gradient into them
+// (AccumulateGrad in place: read 2 + 2, write 2), and update_hp_grads adds them into the fp32
+// gradients (lp.to(fp32): read 2, write 4; add_: read 4 + 4, write 4): 26 bytes. fp16 / fp32
+// (FP16_Optimizer, ZeRO-1): autograd accumulates into .grad from the second micro-batch on
+// (read 2e, write e), the first one's gradient is taken as it is.
+double ds_grad_accum_bytes(Precision precision, int mbs) {
+    if (precision == Precision::bf16) return 2.0 + 6.0 + 18.0;
+    const double e = precision == Precision::fp32 ? 4.0 : 2.0;
+    const double m = std::max(mbs, 1);
+    return 3.0 * e * (m - 1.0) / m;
+}
+
 double gemm_time(double peak, double m, double n, double k, double eff_max) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
@@ -201,6 +221,13 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         B.wgrad += logits;
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
+    // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its
+    // backward, on the compute stream (ds_grad_accum_bytes).
+    if (L.grad_accum_bytes > 0) {
+        const double params = layers * (L.layer_dense_params + L.layer_expert_params) + (first ? L.embed_params : 0.0) +
+                              (last ? L.output_params + L.final_norm_params : 0.0);
+        B.compute += L.grad_accum_bytes * params / L.hbm;
+    }
 }
 
 }  // namespace est

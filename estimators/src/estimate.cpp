@@ -167,6 +167,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
     L.host_capacity_bytes = host.host_memory_gib * kGiB;
     L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
+    // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
+    L.ds_pipe = job.training.framework == Framework::deepspeed && L.p > 1;
+    L.grad_accum_bytes = L.ds_pipe ? ds_grad_accum_bytes(job.training.precision, L.mbs) : 0.0;
     return L;
 }
 

@@ -82,6 +82,12 @@ struct LayoutDerived {
     double host_capacity_bytes;          // host RAM per node; 0 = unknown (not checked)
     // zb: the pipeline schedule, resolved (never automatic).
     PipelineSchedule schedule;
+    // dsthru: DeepSpeed's PipelineEngine runs the step (training.framework = deepspeed, pp > 1):
+    // gradients accumulate through autograd (and, in bf16, into the BF16_Optimizer's fp32
+    // copy) after every micro-batch's backward, and the data-parallel reduction is the
+    // schedule's last instruction (compute.cpp, overlap.cpp, collectives.cpp).
+    bool ds_pipe;
+    double grad_accum_bytes;             // HBM bytes per parameter per micro-batch backward
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. ZeRO-Offload
@@ -106,6 +112,9 @@ struct LayerTime {
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
 LayerTime layer_forward_time(const LayoutDerived& L);
+// dsthru: HBM bytes per parameter that DeepSpeed's pipeline engine moves after each
+// micro-batch's backward to accumulate gradients (precision: the model's 16-bit type).
+double ds_grad_accum_bytes(Precision precision, int mbs);
 // The compute and recompute parts of one micro-batch's blocks through `layers` layers.
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);
 

@@ -12,6 +12,12 @@
 //    parallel.fsdp_prefetch layers ahead;
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
 //    SMs and memory bandwidth), TimeModelConstants::overlap_slowdown;
+//  - DeepSpeed's pipeline engine (dsthru): its TrainSchedule issues ReduceGrads, then
+//    OptimizerStep, as the last instructions of the step's last pipeline step, after the final
+//    backward (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps; pipe/engine.py
+//    _exec_reduce_grads: allreduce_gradients / buffered_allreduce_fallback in buckets of
+//    MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements): nothing of the reduction (nor ZeRO-1's
+//    parameter all-gather after the step) overlaps the backward, whatever overlap_comm says;
 //  - and the optimizer step itself (memory bound).
 // Sources: Megatron-LM's DDP and distributed optimizer (docs/source/api-guide/dist_optimizer.md;
 // megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce,
@@ -161,6 +167,11 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
         tail.grad_exposed_s = dp.grad_s + dp.param_s > 0
                                   ? zero3_exposed(ctx, L, dense_params, expert_params, L.m->layers, fwd_s, bwd_s)
                                   : 0.0;
+    } else if (L.ds_pipe) {
+        // dsthru: DeepSpeed's pipeline engine reduces after the last backward and gathers
+        // ZeRO-1's updated parameters after the step: both exposed.
+        tail.grad_exposed_s = dp.grad_s;
+        tail.param_exposed_s = dp.param_s;
     } else if (L.zero == 2 && L.p > 1) {
         // Per-micro-batch reduce-scatters (collectives.cpp) hide behind the backwards but
         // the last micro-batch's; the parameter gather as below.
