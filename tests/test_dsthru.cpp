@@ -84,6 +84,18 @@ TEST(DsPipeGradAccum, OnlyThePipelineEngine) {
     EXPECT_DOUBLE_EQ(a.stages[0].bwd_s, b.stages[0].bwd_s);
 }
 
+TEST(DsPipeGradAccum, TheEstimateSaysWhatTheEngineAdds) {
+    auto has_note = [](const Estimate& e) {
+        for (const std::string& n : e.notes)
+            if (n.find("deepspeed pipeline engine") != std::string::npos && n.find("26 bytes") != std::string::npos)
+                return true;
+        return false;
+    };
+    EXPECT_TRUE(has_note(estimate_job(job("deepspeed", "precision = \"bf16\"\n"))));
+    EXPECT_FALSE(has_note(estimate_job(job("megatron"))));
+    EXPECT_FALSE(has_note(estimate_job(job("deepspeed", "", 1))));
+}
+
 // ---- the data-parallel reduction ----------------------------------------------------------
 
 TEST(DsPipeGradReduce, ExposedAfterTheLastBackwardWhateverOverlapSays) {

@@ -536,6 +536,14 @@ Estimate estimate_job(const JobSpec& job) {
                       kCpuAdamParamsPerNodeS / 1e9);
         est.notes.push_back(buf);
     }
+    // dsthru: what DeepSpeed's pipeline engine adds to the step.
+    if (job.training.framework == Framework::deepspeed && job.parallel.pp > 1)
+        est.notes.push_back(std::string("deepspeed pipeline engine: gradients accumulate outside the GEMMs after every "
+                                        "micro-batch's backward (") +
+                            (job.training.precision == Precision::bf16
+                                 ? "BF16_Optimizer: 26 bytes of HBM traffic per parameter"
+                                 : "autograd adds into .grad from the second micro-batch on: 3 accesses per gradient element") +
+                            "), and the data-parallel reduction runs after the last backward (not overlapped)");
     // zb: what the non-Megatron schedules change, and where it comes from.
     if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::zb_h1)
         est.notes.push_back("schedule zb-h1: each backward split into B (input gradient) and W (weight gradient, deferred "
