@@ -1,6 +1,7 @@
 // test_dsthru.cpp — throughput causes of DeepSpeed-era pipeline runs and torchtitan runs:
 // DeepSpeed's pipeline engine (its gradient accumulation outside the GEMMs, its data-parallel
-// reduction after the last backward, in 5e8-element buckets of 16-bit gradients) and the
+// reduction after the last backward, in 5e8-element buckets of 16-bit gradients, its blocking
+// paired p2p of TP-partitioned tensors) and the
 // Grand Teton H100 (96 GB HBM2e, 500 W) GPU preset the torchtitan benchmarks ran on.
 // Each test fails when its mechanism is taken out.
 #include <string>
@@ -118,6 +119,32 @@ TEST(DsPipeGradReduce, SixteenBitGradientsInHalfBillionElementBuckets) {
         const double ratio = a.stages[i].tail.grad_s / b.stages[i].tail.grad_s;
         EXPECT_GT(ratio, 0.45) << i;
         EXPECT_LT(ratio, 0.5) << i;
+    }
+}
+
+// ---- p2p ------------------------------------------------------------------------------------
+
+JobSpec with_tp(JobSpec j, int tp, int dp) {
+    j.parallel.tp = tp;
+    j.parallel.dp = dp;
+    return j;
+}
+
+TEST(DsPipeP2p, BlockingPairedExchangeIsTwoHopsPerBlock) {
+    // tp = 1: nothing partitioned; each forward and backward step pays its neighbour's two
+    // transfers one after the other (RecvActivation then SendGrad, SendActivation then RecvGrad).
+    const Estimate a = estimate_job(with_tp(job("deepspeed"), 1, 8)), b = estimate_job(with_tp(job("megatron"), 1, 8));
+    ASSERT_GT(b.stages[0].p2p_s, 0.0);
+    for (size_t i = 0; i < a.stages.size(); ++i) EXPECT_DOUBLE_EQ(a.stages[i].p2p_s, 2.0 * b.stages[i].p2p_s) << i;
+}
+
+TEST(DsPipeP2p, TensorParallelRanksSendTheirSliceAndGatherOverNvlink) {
+    // tp = 8 across the node, the pipeline across nodes: 1/8 of the activation on the NIC
+    // (twice), the rest over NVLink, instead of the whole activation on the NIC.
+    const Estimate a = estimate_job(with_tp(job("deepspeed"), 8, 1)), b = estimate_job(with_tp(job("megatron"), 8, 1));
+    for (size_t i = 0; i < a.stages.size(); ++i) {
+        EXPECT_GT(a.stages[i].p2p_s, 0.0) << i;
+        EXPECT_LT(a.stages[i].p2p_s, 0.6 * b.stages[i].p2p_s) << i;
     }
 }
 

@@ -13,6 +13,9 @@
 // (4 vs 8 GPUs per node: 45 vs 90 GB/s); Megatron's DDP bucket max(40M, 1M·dp) elements —
 // Megatron-LM core/distributed/distributed_data_parallel.py; DeepSpeed's reduce / allgather
 // bucket 5e8 and ZeRO-3 prefetch bucket 5e7 elements — DeepSpeed config docs;
+// DeepSpeed's pipeline p2p (dsthru) — deepspeed/runtime/pipe/schedule.py TrainSchedule (the
+// exchange instructions and their order), pipe/p2p.py (blocking send / recv), pipe/engine.py
+// (pipe_partitioned, grad_partitioned: PartitionedTensor over the slice-parallel group);
 // Megatron's TP all-reduces per layer — Shoeybi et al. 2019 §3, with sequence parallelism
 // Korthikanti et al. 2022 §4.2; ring attention's K/V exchange — Liu et al. 2023;
 // ZeRO traffic — Rajbhandari et al. 2020 §7; Megatron's distributed optimizer —
@@ -213,7 +216,20 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         F.ep = layers * 2.0 * a2a;  // dispatch + combine, forward and backward
         B.ep = layers * 2.0 * a2a;
     }
-    if (L.p > 1) {
+    if (L.p > 1 && L.ds_pipe) {
+        // dsthru: DeepSpeed's TrainSchedule opens each step with a blocking, paired exchange
+        // with one neighbour (forward step: RecvActivation then SendGrad; backward step:
+        // SendActivation then RecvGrad), one transfer after the other: two hops per block.
+        // With TP > 1 (pipe_partitioned / grad_partitioned, on by default) each TP rank sends
+        // its 1/t slice and the receiver all-gathers the whole tensor over the TP group
+        // before its forward / backward. Under sequence parallelism the tensor is a shard already.
+        const double act = L.e * T * L.h;
+        const bool partitioned = L.t > 1 && !L.sp;
+        const double hop = p2p_time(partitioned ? act / L.t : act * (L.sp ? 1.0 / L.t : 1.0), L.net_pp);
+        const double gather = partitioned ? nccl_time(Collective::all_gather, act, L.net_tp) : 0.0;
+        F.p2p = 2.0 * hop + gather;
+        B.p2p = 2.0 * hop + gather;
+    } else if (L.p > 1) {
         const double hop = p2p_time(L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0), L.net_pp);
         F.p2p = hop;  // the activation forward
         B.p2p = hop;  // the gradient backward
