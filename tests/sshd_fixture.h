@@ -60,6 +60,7 @@ public:
 
     std::string address = "127.0.0.1";  // where sshd listens
     std::string netns;                   // network namespace it runs in ("" = ours)
+    bool sftp_subsystem = true;          // false: a server without SFTP (set before start())
 
     // Start sshd; "" on success, else why not (the caller skips the test with it). With
     // `in_netns`, sshd runs inside that network namespace (ip netns exec) listening on
@@ -106,7 +107,7 @@ public:
                        // Up to 64 ranks on this one host (a channel each; sshd allows 10 by default).
                        "MaxSessions 64\n"
                        "LogLevel " + std::string(getenv("PTD_TEST_KEEP_SSHD") ? "DEBUG1" : "VERBOSE") + "\n"
-                       "Subsystem sftp internal-sftp\n"
+                       + std::string(sftp_subsystem ? "Subsystem sftp internal-sftp\n" : "") +
                        // The user's shell runs each command; keep it away from the user's
                        // ~/.bashrc (slow, chatty, or holding locks such as pyenv's rehash
                        // lock when a test SIGKILLs a session mid-startup). The working

@@ -27,6 +27,7 @@
 
 #include "free_port.h"
 
+#include "ptd/engine/comm.h"
 #include "ptd/engine/kv_store.h"
 
 using namespace ptd::engine;
@@ -585,4 +586,16 @@ TEST(CommRun, BadStrictFifoValueNamesTheVariable) {
         EXPECT_TRUE(WIFEXITED(run.status(r)) && WEXITSTATUS(run.status(r)) != 0) << run.describe(r);
         EXPECT_NE(run.err(r).find("PTD_COMM_STRICT_FIFO: got \"yes\"; allowed: 1"), std::string::npos) << run.describe(r);
     }
+}
+
+// The Gloo and NCCL communicators name a failed group by its global ranks through one
+// join_ranks (comm.h): small groups in full, a large one shortened to its ends.
+TEST(CommGroupText, JoinRanksShortensLargeGroups) {
+    EXPECT_EQ(join_ranks({}), "");
+    EXPECT_EQ(join_ranks({5}), "5");
+    EXPECT_EQ(join_ranks({0, 8, 16, 24, 32, 40, 48, 56}), "0, 8, 16, 24, 32, 40, 48, 56");
+    std::vector<int> big(1024);
+    for (int i = 0; i < 1024; ++i) big[(size_t)i] = i;
+    EXPECT_EQ(join_ranks(big), "0, 1, 2, 3, …, 1023 (1024 ranks)");
+    EXPECT_EQ(join_ranks({0, 1, 2, 3, 4, 5, 6, 7, 9}), "0, 1, 2, 3, …, 9 (9 ranks)");
 }

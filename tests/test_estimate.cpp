@@ -21,27 +21,22 @@
 #include "ptd/model_stats.h"
 #include "ptd/presets.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
+using namespace ptd_test;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Exact formulas: relative 1e-9 (the arithmetic is in doubles on integers < 2^53 mostly).
 #define EXPECT_REL(got, want) EXPECT_NEAR((got), (want), 1e-9 * std::abs((double)(want)) + 1e-9)
 
-const PresetCatalog& presets() { return embedded_presets(); }
-
 ModelSpec preset_model(const char* name) {
     const ModelSpec* m = presets().find_model(name);
     EXPECT_NE(m, nullptr) << name;
     return m ? *m : ModelSpec{};
-}
-
-JobSpec load_asset(const std::string& name) {
-    auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/" + name, presets());
-    EXPECT_TRUE(job) << name << ": " << (job ? "" : job.error().str());
-    return job ? *job : JobSpec{};
 }
 
 void expect_valid(const JobSpec& job) {

@@ -17,27 +17,13 @@
 #include "ptd/planner.h"
 #include "ptd/presets.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
 
-const std::string kJobs = PTD_SOURCE_DIR "/assets/jobs/";
-
-const PresetCatalog& presets() { return embedded_presets(); }
-
-JobSpec job(const std::string& file, const std::vector<std::string>& sets = {}) {
-    auto j = load_job_file_with_overrides(kJobs + file, sets, presets());
-    EXPECT_TRUE(j) << (j ? "" : j.error().str());
-    return j ? *j : JobSpec{};
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
-
-bool any_note(const ExportOutput& o, const std::string& sub) {
-    for (const std::string& n : o.notes)
-        if (contains(n, sub)) return true;
-    return false;
-}
+using namespace ptd_test;
 
 // Megatron-LM options this exporter may write (megatron/training/arguments.py).
 const std::set<std::string> kMegatronOptions = {
@@ -155,7 +141,7 @@ std::vector<std::string> megatron_violations(const std::vector<std::pair<std::st
 }
 
 TEST(ExportMegatron, Gpt3PaperLayout) {
-    auto out = export_job(job("gpt3-175b-a100.toml"), ExportFormat::megatron);
+    auto out = export_job(load_asset("gpt3-175b-a100.toml"), ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     auto args = megatron_args(out->text);
     for (const auto& [flag, value] : args) EXPECT_TRUE(kMegatronOptions.contains(flag)) << flag;
@@ -177,8 +163,8 @@ TEST(ExportMegatron, Gpt3PaperLayout) {
 
 TEST(ExportMegatron, LlamaInterleavedDistributedOptimizer) {
     // The overlap keys are off by default (Megatron-LM's), so the job turns them on.
-    auto out = export_job(job("llama3-70b-h100.toml", {"parallel.overlap_grad_reduce=true",
-                                                       "parallel.overlap_param_gather=true"}),
+    auto out = export_job(load_asset("llama3-70b-h100.toml", {"parallel.overlap_grad_reduce=true",
+                                                              "parallel.overlap_param_gather=true"}),
                           ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     auto args = megatron_args(out->text);
@@ -200,7 +186,7 @@ TEST(ExportMegatron, LlamaInterleavedDistributedOptimizer) {
 
 TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {
     for (const char* z : {"parallel.zero=2", "parallel.zero=3"}) {
-        auto out = export_job(job("llama3-8b-h100.toml", {z}), ExportFormat::megatron);
+        auto out = export_job(load_asset("llama3-8b-h100.toml", {z}), ExportFormat::megatron);
         ASSERT_FALSE(out) << z;
         const Diagnostic& d = out.error().diagnostics.front();
         EXPECT_EQ(d.key, "parallel.zero");
@@ -209,7 +195,7 @@ TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {
         EXPECT_EQ(d.where.file, std::string("--set ") + z);  // the override, not a file line
     }
     // ZeRO-1 is Megatron's distributed optimizer, said in a note.
-    auto one = export_job(job("llama3-8b-h100.toml"), ExportFormat::megatron);
+    auto one = export_job(load_asset("llama3-8b-h100.toml"), ExportFormat::megatron);
     ASSERT_TRUE(one);
     EXPECT_TRUE(contains(one->text, "--use-distributed-optimizer"));
     EXPECT_TRUE(any_note(*one, "ZeRO-1 equivalent"));
@@ -219,7 +205,7 @@ TEST(ExportMegatron, UnevenStages) {
     const std::vector<std::string> base = {"parallel.pp=4", "parallel.dp=1"};
     auto first_last = base;
     first_last.push_back("parallel.layers_per_stage=[6, 9, 9, 8]");
-    auto out = export_job(job("llama3-8b-h100.toml", first_last), ExportFormat::megatron);
+    auto out = export_job(load_asset("llama3-8b-h100.toml", first_last), ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     auto args = megatron_args(out->text);
     EXPECT_EQ(value_of(args, "--decoder-first-pipeline-num-layers"), "6");
@@ -227,7 +213,7 @@ TEST(ExportMegatron, UnevenStages) {
 
     auto first_only = base;
     first_only.push_back("parallel.layers_per_stage=[5, 9, 9, 9]");
-    out = export_job(job("llama3-8b-h100.toml", first_only), ExportFormat::megatron);
+    out = export_job(load_asset("llama3-8b-h100.toml", first_only), ExportFormat::megatron);
     ASSERT_TRUE(out);
     args = megatron_args(out->text);
     EXPECT_EQ(value_of(args, "--decoder-first-pipeline-num-layers"), "5");
@@ -236,7 +222,7 @@ TEST(ExportMegatron, UnevenStages) {
     // Any other split (issue 12, item 10: it was an error) is Megatron's explicit layout.
     auto middle = base;
     middle.push_back("parallel.layers_per_stage=[6, 9, 8, 9]");
-    out = export_job(job("llama3-8b-h100.toml", middle), ExportFormat::megatron);
+    out = export_job(load_asset("llama3-8b-h100.toml", middle), ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     args = megatron_args(out->text);
     EXPECT_EQ(value_of(args, "--pipeline-model-parallel-layout"), "\"Et*6|t*9|t*8|t*9L\"");
@@ -244,8 +230,8 @@ TEST(ExportMegatron, UnevenStages) {
     EXPECT_TRUE(megatron_violations(args, 1).empty());
 
     // Uneven chunks with vpp: one layout entry per chunk, in model order.
-    out = export_job(job("llama3-8b-h100.toml", {"parallel.pp=4", "parallel.dp=1", "parallel.vpp=2",
-                                                 "parallel.layers_per_stage=[3, 4, 4, 4, 5, 4, 4, 4]"}),
+    out = export_job(load_asset("llama3-8b-h100.toml", {"parallel.pp=4", "parallel.dp=1", "parallel.vpp=2",
+                                                        "parallel.layers_per_stage=[3, 4, 4, 4, 5, 4, 4, 4]"}),
                      ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     args = megatron_args(out->text);
@@ -255,7 +241,7 @@ TEST(ExportMegatron, UnevenStages) {
 }
 
 TEST(ExportDeepSpeed, ConfigMatchesJob) {
-    JobSpec j = job("llama3-8b-h100.toml");
+    JobSpec j = load_asset("llama3-8b-h100.toml");
     auto out = export_job(j, ExportFormat::deepspeed);
     ASSERT_TRUE(out) << out.error().str();
     auto ds = nlohmann::json::parse(out->text);
@@ -299,8 +285,8 @@ std::vector<std::string> deepspeed_scheduler_violations(const nlohmann::json& sc
 TEST(ExportDeepSpeed, SchedulerAcceptedForEveryWarmup) {
     for (const char* warmup : {"0", "1", "2", "5", "100"})
         for (const char* min_lr : {"0", "3e-5", "3e-4"}) {
-            auto out = export_job(job("llama3-8b-h100.toml", {std::string("training.warmup=") + warmup,
-                                                              std::string("training.min_lr=") + min_lr}),
+            auto out = export_job(load_asset("llama3-8b-h100.toml", {std::string("training.warmup=") + warmup,
+                                                                     std::string("training.min_lr=") + min_lr}),
                                   ExportFormat::deepspeed);
             ASSERT_TRUE(out) << out.error().str();
             auto ds = nlohmann::json::parse(out->text);
@@ -321,12 +307,12 @@ TEST(ExportDeepSpeed, SchedulerAcceptedForEveryWarmup) {
 // The estimate counts a momentum buffer for sgd; DeepSpeed's "SGD" (torch.optim.SGD) has
 // none unless told, so every export writes the same momentum (issue 12, item 8).
 TEST(ExportSgd, MomentumMatchesTheEstimate) {
-    auto ds = export_job(job("llama3-8b-h100.toml", {"training.optimizer=sgd"}), ExportFormat::deepspeed);
+    auto ds = export_job(load_asset("llama3-8b-h100.toml", {"training.optimizer=sgd"}), ExportFormat::deepspeed);
     ASSERT_TRUE(ds) << ds.error().str();
     auto cfg = nlohmann::json::parse(ds->text);
     EXPECT_EQ(cfg["optimizer"]["type"], "SGD");
     EXPECT_DOUBLE_EQ(cfg["optimizer"]["params"]["momentum"].get<double>(), 0.9);
-    auto mg = export_job(job("llama3-8b-h100.toml", {"training.optimizer=sgd"}), ExportFormat::megatron);
+    auto mg = export_job(load_asset("llama3-8b-h100.toml", {"training.optimizer=sgd"}), ExportFormat::megatron);
     ASSERT_TRUE(mg) << mg.error().str();
     EXPECT_EQ(value_of(megatron_args(mg->text), "--sgd-momentum"), "0.9");
     EXPECT_EQ(value_of(megatron_args(mg->text), "--adam-beta1"), "<absent>");
@@ -342,7 +328,7 @@ TEST(ExportNumbers, ShortestDecimals) {
     EXPECT_EQ(std::stod(shortest_decimal(1.0 / 3)), 1.0 / 3);
     EXPECT_EQ(shortest_decimal(500000), "500000");
     EXPECT_EQ(decimal_ratio(3e-4, 3e-3), 0.1);
-    JobSpec tiny = job("tiny-llama-8rank.toml");
+    JobSpec tiny = load_asset("tiny-llama-8rank.toml");
     ASSERT_NE(tiny.training.min_lr / tiny.training.lr, 0.1);  // the case that printed badly
     for (ExportFormat f : kExportFormats) {
         auto out = export_job(tiny, f);
@@ -358,8 +344,8 @@ TEST(ExportNumbers, ShortestDecimals) {
 }
 
 TEST(ExportDeepSpeed, ZeroThreeFp16AndFullRecompute) {
-    auto out = export_job(job("llama3-8b-h100.toml", {"parallel.zero=3", "training.precision=fp16", "parallel.recompute=full",
-                                                      "training.optimizer=adam"}),
+    auto out = export_job(load_asset("llama3-8b-h100.toml", {"parallel.zero=3", "training.precision=fp16", "parallel.recompute=full",
+                                                             "training.optimizer=adam"}),
                           ExportFormat::deepspeed);
     ASSERT_TRUE(out) << out.error().str();
     auto ds = nlohmann::json::parse(out->text);
@@ -377,7 +363,7 @@ TEST(ExportDeepSpeed, ZeroThreeFp16AndFullRecompute) {
 // The legacy TOML form: keys of torchtitan/config/job_config.py at v0.2.2 (73a0e69),
 // identical at 238fa99, the last commit before the Python config refactor.
 TEST(ExportTorchtitanToml, ParsesWithDegrees) {
-    auto out = export_job(job("llama3-70b-h100.toml"), ExportFormat::torchtitan_toml);
+    auto out = export_job(load_asset("llama3-70b-h100.toml"), ExportFormat::torchtitan_toml);
     ASSERT_TRUE(out) << out.error().str();
     toml::table doc = toml::parse(out->text);
     const std::map<std::string, std::set<std::string>> allowed = {
@@ -457,7 +443,7 @@ std::map<std::string, std::string> kwargs_of(const std::string& text, const std:
 }
 
 TEST(ExportTorchtitan, PythonConfigUsesCurrentFields) {
-    auto out = export_job(job("llama3-70b-h100.toml"), ExportFormat::torchtitan);
+    auto out = export_job(load_asset("llama3-70b-h100.toml"), ExportFormat::torchtitan);
     ASSERT_TRUE(out) << out.error().str();
     const std::string& py = out->text;
     EXPECT_TRUE(contains(py, "def ptd_job() -> Trainer.Config:\n    config = llama3_70b()\n"));
@@ -493,7 +479,7 @@ TEST(ExportTorchtitan, PythonConfigUsesCurrentFields) {
     EXPECT_TRUE(contains(py, "config.debug.seed = 1234\n"));
 
     // No recomputation is None; full is FullAC; the job's own sequence-parallel choice is kept.
-    auto none = export_job(job("llama3-8b-h100.toml", {"parallel.recompute=none", "parallel.sequence_parallel=false"}),
+    auto none = export_job(load_asset("llama3-8b-h100.toml", {"parallel.recompute=none", "parallel.sequence_parallel=false"}),
                            ExportFormat::torchtitan);
     ASSERT_TRUE(none) << none.error().str();
     EXPECT_TRUE(contains(none->text, "config.activation_checkpoint = None\n"));
@@ -503,20 +489,20 @@ TEST(ExportTorchtitan, PythonConfigUsesCurrentFields) {
 
 TEST(ExportTorchtitan, UnsupportedSettingsAreErrors) {
     for (ExportFormat f : {ExportFormat::torchtitan, ExportFormat::torchtitan_toml}) {
-        auto fp16 = export_job(job("llama3-8b-h100.toml", {"training.precision=fp16"}), f);
+        auto fp16 = export_job(load_asset("llama3-8b-h100.toml", {"training.precision=fp16"}), f);
         ASSERT_FALSE(fp16);
         EXPECT_EQ(fp16.error().diagnostics.front().key, "training.precision");
-        auto sgd = export_job(job("llama3-8b-h100.toml", {"training.optimizer=sgd"}), f);
+        auto sgd = export_job(load_asset("llama3-8b-h100.toml", {"training.optimizer=sgd"}), f);
         ASSERT_FALSE(sgd);
         EXPECT_EQ(sgd.error().diagnostics.front().key, "training.optimizer");
     }
     // A model without a torchtitan flavor still exports, with a note and no guessed flavor.
-    auto gpt = export_job(job("gpt2-124m-local.toml"), ExportFormat::torchtitan_toml);
+    auto gpt = export_job(load_asset("gpt2-124m-local.toml"), ExportFormat::torchtitan_toml);
     ASSERT_TRUE(gpt) << gpt.error().str();
     toml::table doc = toml::parse(gpt->text);
     EXPECT_FALSE(doc["model"]["flavor"]);
     EXPECT_TRUE(any_note(*gpt, "no torchtitan flavor"));
-    auto py = export_job(job("gpt2-124m-local.toml"), ExportFormat::torchtitan);
+    auto py = export_job(load_asset("gpt2-124m-local.toml"), ExportFormat::torchtitan);
     ASSERT_TRUE(py) << py.error().str();
     EXPECT_TRUE(contains(py->text, "config.model_spec = _model_spec()"));
     EXPECT_TRUE(contains(py->text, "raise NotImplementedError(\"ptd export: no torchtitan model flavor matches gpt2-124m\")"));
@@ -529,11 +515,11 @@ TEST(ExportPlanner, EveryPlannedLayoutExports) {
     std::vector<JobSpec> jobs;
     for (const char* f : {"gpt3-175b-a100.toml", "llama3-70b-h100.toml", "llama3-8b-h100.toml", "gpt2-124m-local.toml",
                           "tiny-llama-8rank.toml"})
-        jobs.push_back(job(f));
+        jobs.push_back(load_asset(f));
     // Llama 3 405B on 16,384 H100s: the planner's best is tp8·pp32·vpp3 with uneven chunks.
-    jobs.push_back(job("llama3-70b-h100.toml", {"model.preset=llama3-405b", "cluster.nodes=2048", "parallel.tp=8",
-                                                "parallel.pp=2", "parallel.vpp=1", "parallel.dp=1024",
-                                                "training.global_batch=2048"}));
+    jobs.push_back(load_asset("llama3-70b-h100.toml", {"model.preset=llama3-405b", "cluster.nodes=2048", "parallel.tp=8",
+                                                       "parallel.pp=2", "parallel.vpp=1", "parallel.dp=1024",
+                                                       "training.global_batch=2048"}));
     int layouts = 0, uneven = 0;
     for (const JobSpec& j : jobs) {
         SCOPED_TRACE(j.origin.file + " " + j.model.name);
@@ -598,9 +584,9 @@ TEST(JobOverrides, ParseSplitsKeyAndValue) {
 }
 
 TEST(JobOverrides, ValuesAreTypedLikeTheFile) {
-    JobSpec j = job("llama3-8b-h100.toml", {"parallel.recompute=full", "training.lr=1e-4", "training.flash_attention=false",
-                                            "parallel.tp=4", "parallel.dp=2", "estimate.headroom=0.1",
-                                            "estimate.attention_flops=\"causal\"", "launch.env=[\"NCCL_DEBUG\"]"});
+    JobSpec j = load_asset("llama3-8b-h100.toml", {"parallel.recompute=full", "training.lr=1e-4", "training.flash_attention=false",
+                                                   "parallel.tp=4", "parallel.dp=2", "estimate.headroom=0.1",
+                                                   "estimate.attention_flops=\"causal\"", "launch.env=[\"NCCL_DEBUG\"]"});
     EXPECT_EQ(j.parallel.recompute, Recompute::full);
     EXPECT_DOUBLE_EQ(j.training.lr, 1e-4);
     EXPECT_FALSE(j.training.flash_attention);
@@ -635,13 +621,13 @@ TEST(JobOverrides, ErrorsNameTheOverride) {
 
 TEST(JobOverrides, GpuKeysAndPresets) {
     // `gpu = "h100-sxm"` becomes a [cluster.gpu] table on that preset.
-    JobSpec j = job("llama3-8b-h100.toml", {"cluster.gpu.memory_gib=40"});
+    JobSpec j = load_asset("llama3-8b-h100.toml", {"cluster.gpu.memory_gib=40"});
     EXPECT_DOUBLE_EQ(j.cluster.gpu.memory_gib, 40);
     EXPECT_EQ(j.cluster.gpu.bf16_tflops, presets().find_gpu("h100-sxm")->bf16_tflops);
-    JobSpec a100 = job("llama3-8b-h100.toml", {"cluster.gpu=a100-80gb"});
+    JobSpec a100 = load_asset("llama3-8b-h100.toml", {"cluster.gpu=a100-80gb"});
     EXPECT_EQ(a100.cluster.gpu.name, "a100-80gb");
     // A new model preset replaces the model (the file's keys belonged to the old one).
-    JobSpec m = job("gpt2-124m-local.toml", {"model.preset=tiny-gpt", "model.seq_len=32"});
+    JobSpec m = load_asset("gpt2-124m-local.toml", {"model.preset=tiny-gpt", "model.seq_len=32"});
     EXPECT_EQ(m.model.name, "tiny-gpt");
     EXPECT_EQ(m.model.seq_len, 32);
     EXPECT_EQ(m.model.layers, presets().find_model("tiny-gpt")->layers);
@@ -662,14 +648,14 @@ TEST(JobOverrides, BuiltInJobs) {
 // ZeRO-2 with pp > 1 is a valid job (FSDP keeping parameters whole, as the Llama 3 paper's),
 // but DeepSpeed's pipeline engine supports ZeRO 0 or 1 only: the export says so.
 TEST(ExportDeepSpeed, ZeroTwoWithPipelineRefused) {
-    auto out = export_job(job("llama3-70b-h100.toml", {"parallel.distributed_optimizer=false", "parallel.zero=2"}),
+    auto out = export_job(load_asset("llama3-70b-h100.toml", {"parallel.distributed_optimizer=false", "parallel.zero=2"}),
                           ExportFormat::deepspeed);
     ASSERT_FALSE(out);
     const Diagnostic& d = out.error().diagnostics.front();
     EXPECT_EQ(d.key, "parallel.zero");
     EXPECT_TRUE(contains(d.message, "zero 0 or 1 with pp > 1")) << d.message;
     // torchtitan runs FSDP under pipelining.
-    EXPECT_TRUE(export_job(job("llama3-70b-h100.toml", {"parallel.distributed_optimizer=false", "parallel.zero=2"}),
+    EXPECT_TRUE(export_job(load_asset("llama3-70b-h100.toml", {"parallel.distributed_optimizer=false", "parallel.zero=2"}),
                            ExportFormat::torchtitan_toml));
 }
 

@@ -12,33 +12,13 @@
 #include "ptd/job_overrides.h"
 #include "ptd/presets.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
 
-const std::string kJobs = PTD_SOURCE_DIR "/assets/jobs/";
-
-const PresetCatalog& presets() { return embedded_presets(); }
-
-JobSpec job(const std::string& file, const std::vector<std::string>& sets = {}) {
-    auto j = load_job_file_with_overrides(kJobs + file, sets, presets());
-    EXPECT_TRUE(j) << (j ? "" : j.error().str());
-    return j ? *j : JobSpec{};
-}
-
-// The diagnostics of loading `file` with `sets`, joined (empty when it loads).
-std::string load_error(const std::string& file, const std::vector<std::string>& sets) {
-    auto j = load_job_file_with_overrides(kJobs + file, sets, presets());
-    return j ? std::string() : j.error().str();
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
-
-bool any_note(const ExportOutput& o, const std::string& sub) {
-    for (const std::string& n : o.notes)
-        if (contains(n, sub)) return true;
-    return false;
-}
+using namespace ptd_test;
 
 // The text from TOML: what a user writes, not what a test builds.
 const char* kFp8Job = R"(
@@ -77,7 +57,7 @@ TEST(Fp8Keys, ReadAndWrittenBack) {
     ASSERT_TRUE(again) << again.error().str();
     EXPECT_EQ(again->training, j->training);
     // A job without FP8 writes no fp8 key (existing job files keep their text).
-    EXPECT_FALSE(contains(save_job_toml(job("llama3-70b-h100.toml")), "fp8"));
+    EXPECT_FALSE(contains(save_job_toml(load_asset("llama3-70b-h100.toml")), "fp8"));
 }
 
 TEST(Fp8Keys, UnknownRecipeNamesTheChoices) {
@@ -124,29 +104,29 @@ TEST(Fp8Keys, DelayedRefusesBf16Layers) {
 // The FP8 GEMMs are twice as fast at peak, but the attention core, the output layer and the
 // quantization passes are not: faster than bf16, short of 2×.
 TEST(Fp8Estimate, FasterThanBf16ButShortOfTwice) {
-    const Estimate bf16 = estimate_job(job("llama3-70b-h100.toml"));
+    const Estimate bf16 = estimate_job(load_asset("llama3-70b-h100.toml"));
     for (const char* recipe : {"delayed", "current", "tensorwise", "rowwise"}) {
-        const Estimate fp8 = estimate_job(job("llama3-70b-h100.toml", {std::string("training.fp8=") + recipe}));
+        const Estimate fp8 = estimate_job(load_asset("llama3-70b-h100.toml", {std::string("training.fp8=") + recipe}));
         EXPECT_LT(fp8.step_s, bf16.step_s) << recipe;
         EXPECT_LT(fp8.time.compute, bf16.time.compute) << recipe;
         EXPECT_GT(fp8.time.compute, 0.5 * bf16.time.compute) << recipe;
     }
     // Current scaling reads each tensor once more for its amax than delayed scaling.
-    const Estimate delayed = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=delayed"}));
-    const Estimate current = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=current"}));
+    const Estimate delayed = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed"}));
+    const Estimate current = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current"}));
     EXPECT_GT(current.time.compute, delayed.time.compute);
     // Layers kept in bf16 cost time back.
-    const Estimate edges = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=current", "training.fp8_bf16_first_layers=2",
-                                                                     "training.fp8_bf16_last_layers=2"}));
+    const Estimate edges = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current", "training.fp8_bf16_first_layers=2",
+                                                                            "training.fp8_bf16_last_layers=2"}));
     EXPECT_GT(edges.time.compute, current.time.compute);
 }
 
 // TE caches each FP8 weight twice (rowwise + transposed): 2 bytes per linear weight of each
 // FP8 layer on top of bf16's model states; torchao caches nothing.
 TEST(Fp8Estimate, WeightCopiesAddTwoBytesPerLinearWeight) {
-    const JobSpec base = job("llama3-70b-h100.toml");
+    const JobSpec base = load_asset("llama3-70b-h100.toml");
     const Estimate bf16 = estimate_job(base);
-    const Estimate fp8 = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=current"}));
+    const Estimate fp8 = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current"}));
     ASSERT_EQ(bf16.stages.size(), fp8.stages.size());
     const ModelSpec& m = base.model;
     const double t = 8, h = m.hidden, d = m.head_dim();
@@ -158,17 +138,17 @@ TEST(Fp8Estimate, WeightCopiesAddTwoBytesPerLinearWeight) {
         // The FP8 copies of linear inputs TE saves for wgrad are smaller than bf16 ones.
         EXPECT_LT(fp8.stages[i].mem.activations, bf16.stages[i].mem.activations) << i;
     }
-    const Estimate titan = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=tensorwise"}));
+    const Estimate titan = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=tensorwise"}));
     EXPECT_EQ(titan.stages[0].mem.params, bf16.stages[0].mem.params);
     EXPECT_EQ(titan.stages[0].mem.activations, bf16.stages[0].mem.activations);
     // Delayed scaling adds the amax history (fp32, per FP8 tensor): larger with a longer window.
-    const Estimate d16 = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=delayed", "training.fp8_amax_history_len=16"}));
-    const Estimate d1024 = estimate_job(job("llama3-70b-h100.toml", {"training.fp8=delayed"}));
+    const Estimate d16 = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed", "training.fp8_amax_history_len=16"}));
+    const Estimate d1024 = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed"}));
     EXPECT_GT(d1024.stages[0].mem.params, d16.stages[0].mem.params);
 }
 
 TEST(Fp8Export, MegatronFlags) {
-    auto out = export_job(job("llama3-70b-h100.toml", {"training.fp8=delayed", "training.fp8_amax_history_len=512"}),
+    auto out = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed", "training.fp8_amax_history_len=512"}),
                           ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     EXPECT_TRUE(contains(out->text, "--fp8-format hybrid")) << out->text;
@@ -176,8 +156,8 @@ TEST(Fp8Export, MegatronFlags) {
     EXPECT_TRUE(contains(out->text, "--fp8-amax-history-len 512")) << out->text;
     EXPECT_TRUE(contains(out->text, "--fp8-amax-compute-algo max")) << out->text;
 
-    auto cs = export_job(job("llama3-70b-h100.toml", {"training.fp8=current", "training.fp8_format=e4m3",
-                                                      "training.fp8_bf16_first_layers=1", "training.fp8_bf16_last_layers=2"}),
+    auto cs = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current", "training.fp8_format=e4m3",
+                                                             "training.fp8_bf16_first_layers=1", "training.fp8_bf16_last_layers=2"}),
                          ExportFormat::megatron);
     ASSERT_TRUE(cs) << cs.error().str();
     EXPECT_TRUE(contains(cs->text, "--fp8-format e4m3")) << cs->text;
@@ -187,17 +167,17 @@ TEST(Fp8Export, MegatronFlags) {
     EXPECT_TRUE(contains(cs->text, "--num-layers-at-start-in-bf16 1")) << cs->text;
     EXPECT_TRUE(contains(cs->text, "--num-layers-at-end-in-bf16 2")) << cs->text;
 
-    auto rw = export_job(job("llama3-70b-h100.toml", {"training.fp8=rowwise"}), ExportFormat::megatron);
+    auto rw = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=rowwise"}), ExportFormat::megatron);
     ASSERT_FALSE(rw);
     EXPECT_EQ(rw.error().diagnostics.front().key, "training.fp8");
 
-    auto none = export_job(job("llama3-70b-h100.toml"), ExportFormat::megatron);
+    auto none = export_job(load_asset("llama3-70b-h100.toml"), ExportFormat::megatron);
     ASSERT_TRUE(none);
     EXPECT_FALSE(contains(none->text, "--fp8")) << none->text;
 }
 
 TEST(Fp8Export, TorchtitanTomlConverter) {
-    auto out = export_job(job("llama3-70b-h100.toml", {"training.fp8=rowwise", "training.fp8_bf16_last_layers=1"}),
+    auto out = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=rowwise", "training.fp8_bf16_last_layers=1"}),
                           ExportFormat::torchtitan_toml);
     ASSERT_TRUE(out) << out.error().str();
     EXPECT_TRUE(contains(out->text, "converters = [\"quantize.linear.float8\"]")) << out->text;
@@ -205,11 +185,11 @@ TEST(Fp8Export, TorchtitanTomlConverter) {
     EXPECT_TRUE(contains(out->text, "filter_fqns = [\"output\", \"layers.79.\"]")) << out->text;
     EXPECT_TRUE(contains(out->text, "[compile]\nenable = true")) << out->text;
 
-    auto delayed = export_job(job("llama3-70b-h100.toml", {"training.fp8=delayed"}), ExportFormat::torchtitan_toml);
+    auto delayed = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed"}), ExportFormat::torchtitan_toml);
     ASSERT_FALSE(delayed);
     EXPECT_EQ(delayed.error().diagnostics.front().key, "training.fp8");
 
-    auto mx = export_job(job("llama3-70b-h100.toml", {"training.fp8=mxfp8", "cluster.gpu=b200"}), ExportFormat::torchtitan_toml);
+    auto mx = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=mxfp8", "cluster.gpu=b200"}), ExportFormat::torchtitan_toml);
     ASSERT_TRUE(mx) << mx.error().str();
     EXPECT_TRUE(contains(mx->text, "converters = [\"quantize.linear.mx\"]")) << mx->text;
     EXPECT_TRUE(contains(mx->text, "[quantize.linear.mx]\nfilter_fqns = [\"output\"]")) << mx->text;
@@ -217,23 +197,23 @@ TEST(Fp8Export, TorchtitanTomlConverter) {
 
 // torchtitan's current Python config: the converter in model_registry(..., converters=[...]).
 TEST(Fp8Export, TorchtitanPythonConverter) {
-    auto rw = export_job(job("llama3-70b-h100.toml", {"training.fp8=rowwise", "training.fp8_bf16_first_layers=1"}),
+    auto rw = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=rowwise", "training.fp8_bf16_first_layers=1"}),
                          ExportFormat::torchtitan);
     ASSERT_TRUE(rw) << rw.error().str();
     EXPECT_TRUE(contains(rw->text, "from torchtitan.components.quantization import Float8LinearConverter")) << rw->text;
     EXPECT_TRUE(contains(rw->text, "config.compile.enable = True")) << rw->text;
     EXPECT_TRUE(contains(rw->text, "Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\", \"layers.0.\"]"))
         << rw->text;
-    auto tw = export_job(job("llama3-70b-h100.toml", {"training.fp8=tensorwise"}), ExportFormat::torchtitan);
+    auto tw = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=tensorwise"}), ExportFormat::torchtitan);
     ASSERT_FALSE(tw);
     EXPECT_EQ(tw.error().diagnostics.front().key, "training.fp8");
-    auto mx = export_job(job("llama3-70b-h100.toml", {"training.fp8=mxfp8", "cluster.gpu=b200"}), ExportFormat::torchtitan);
+    auto mx = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=mxfp8", "cluster.gpu=b200"}), ExportFormat::torchtitan);
     ASSERT_TRUE(mx) << mx.error().str();
     EXPECT_TRUE(contains(mx->text, "MXFP8LinearConverter.Config(fqns=[\"layers.\"]")) << mx->text;
 }
 
 TEST(Fp8Export, DeepSpeedSaysItHasNoFp8) {
-    auto out = export_job(job("llama3-70b-h100.toml", {"training.fp8=current"}), ExportFormat::deepspeed);
+    auto out = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current"}), ExportFormat::deepspeed);
     ASSERT_TRUE(out) << out.error().str();
     EXPECT_TRUE(any_note(*out, "DeepSpeed has no native FP8"));
 }

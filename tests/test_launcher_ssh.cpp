@@ -1,7 +1,8 @@
 // test_launcher_ssh.cpp — the SSH transport against a real OpenSSH server on 127.0.0.1
 // (tests/sshd_fixture.h): host keys (known, unknown, accepted, changed), auth failures,
-// output and exit codes, argument quoting, killing process groups, a lost host, upload
-// and the remote free-port query. Skipped when sshd is not installed.
+// output and exit codes, argument quoting, killing process groups, a lost host, upload,
+// download, a host without SFTP and the remote free-port query. Skipped when sshd is not
+// installed.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -548,6 +549,37 @@ TEST_F(SshTransportTest, DownloadCopiesFilesBack) {
     auto same = t->download(local, local, 1 << 20);
     ASSERT_TRUE(same.has_value()) << same.error().str();
     EXPECT_EQ(SshdFixture::read_file(local), data);
+}
+
+// Uploads (the engine, job.toml) and downloads (timelines) share one SFTP setup: on a host
+// whose sshd has no sftp subsystem both fail naming the host, the file and libssh's words,
+// and neither blames `upload = false` (job.toml goes over SFTP whatever upload says).
+TEST(SshTransportNoSftp, UploadAndDownloadNameHostPathAndCause) {
+    unsetenv("SSH_AUTH_SOCK");
+    SshdFixture sshd;
+    sshd.sftp_subsystem = false;
+    if (std::string why = sshd.start(); !why.empty()) GTEST_SKIP() << why;
+    sshd.trust_host_key();
+    auto plan = make_plan(sshd);
+    auto t = ptd::make_ssh_transport(plan, 0);
+    auto c = t->connect();
+    ASSERT_TRUE(c.has_value()) << c.error().str();
+
+    const std::string job_path = sshd.dir + "/run/host-0/job.toml";
+    auto up = t->upload_text("[model]\n", job_path);
+    ASSERT_FALSE(up.has_value());
+    const std::string up_msg = up.error().str();
+    const std::string tl_path = sshd.dir + "/run/host-0/timeline/rank-00000.tsv";
+    auto down = t->download(tl_path, sshd.dir + "/rank-00000.tsv", 1 << 20);
+    ASSERT_FALSE(down.has_value());
+    const std::string down_msg = down.error().str();
+    for (const auto& [msg, path] : {std::pair{up_msg, job_path}, std::pair{down_msg, tl_path}}) {
+        EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(sshd.port)), std::string::npos) << msg;
+        EXPECT_NE(msg.find(path), std::string::npos) << msg;
+        EXPECT_NE(msg.find("subsystem"), std::string::npos) << msg;  // libssh's own message
+        EXPECT_NE(msg.find("sftp Subsystem"), std::string::npos) << msg;
+        EXPECT_EQ(msg.find("upload = false"), std::string::npos) << msg;
+    }
 }
 
 TEST_F(SshTransportTest, FreePortRunsTheEngine) {

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "ptd/job_layout.h"
 #include "ptd/layout.h"
+#include "ptd/presets.h"
 
 using namespace ptd;
 
@@ -630,4 +632,36 @@ TEST(LayoutScale, HundredThousandRanks) {
     EXPECT_EQ(l.rank_of(7, 0, 3124, 3), 99999);
     EXPECT_EQ(l.ranks[99999].coord[DIM_DP], 3124);
     EXPECT_EQ(l.groups[DIM_PP].begin(0)[3], 75000);
+}
+
+// ptd-engine, the launcher, `ptd` and the studio take a job's layout from job_layout(): every
+// layout key of the job reaches make_layout (a key dropped there would place ranks
+// differently in one of them).
+TEST(JobLayout, TakesEveryLayoutKeyOfTheJob) {
+    JobSpec job = default_job(embedded_presets());
+    job.parallel.tp = 2;
+    job.parallel.cp = 2;
+    job.parallel.dp = 2;
+    job.parallel.pp = 2;
+    job.parallel.ep = 2;
+    job.parallel.order = "pp-dp-ep-cp-tp";
+    job.cluster.gpus_per_node = 4;
+    auto l = job_layout(job);
+    ASSERT_TRUE(l.has_value()) << l.error().str();
+    EXPECT_EQ(l->req.tp, 2);
+    EXPECT_EQ(l->req.cp, 2);
+    EXPECT_EQ(l->req.dp, 2);
+    EXPECT_EQ(l->req.pp, 2);
+    EXPECT_EQ(l->req.ep, 2);
+    EXPECT_EQ(l->req.gpus_per_node, 4);
+    EXPECT_EQ(l->req.order, "pp-dp-ep-cp-tp");
+    EXPECT_EQ(l->world, 16);
+    EXPECT_EQ(l->nodes, 4);
+    const RankLayout direct = build({.tp = 2, .cp = 2, .dp = 2, .pp = 2, .ep = 2, .gpus_per_node = 4,
+                                     .order = "pp-dp-ep-cp-tp"});
+    for (int r = 0; r < 16; ++r)
+        for (int d = 0; d < DIM_COUNT; ++d) EXPECT_EQ(l->ranks[(size_t)r].coord[d], direct.ranks[(size_t)r].coord[d]);
+
+    job.parallel.order = "tp-qq";  // make_layout's own check, reached through the job
+    EXPECT_FALSE(job_layout(job).has_value());
 }

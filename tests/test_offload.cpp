@@ -14,14 +14,14 @@
 #include "ptd/presets.h"
 #include "ptd/timeline.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
+using namespace ptd_test;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-const PresetCatalog& presets() { return embedded_presets(); }
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // Llama 2 13B on one node of 8 A100 40GB (the ZeRO-Offload question: TP, ZeRO-DP or offload?).
 // `parallel` is the [parallel] table's body, `cluster_extra` more [cluster] keys.
@@ -33,9 +33,7 @@ Result<JobSpec> load_13b(const std::string& parallel, const std::string& cluster
                          "offload.toml", presets());
 }
 JobSpec job_13b(const std::string& parallel, const std::string& cluster_extra = "") {
-    auto j = load_13b(parallel, cluster_extra);
-    EXPECT_TRUE(j) << (j ? "" : j.error().str());
-    return j ? *j : JobSpec{};
+    return loaded(load_13b(parallel, cluster_extra));
 }
 
 TEST(Offload, OptimizerOffloadMovesTheOptimizerStatesToHostMemory) {
@@ -151,11 +149,9 @@ TEST(Offload, ParameterOffloadFetchesTheShardForEveryGather) {
 
 // A 1.5B model on one 24 GB GPU: nothing fits without offload (16 bytes per parameter).
 JobSpec one_gpu_job() {
-    auto j = load_job_text("[model]\npreset = \"gpt2-1.5b\"\n[cluster]\nnodes = 1\ngpus_per_node = 1\ngpu = \"rtx4090\"\n"
-                           "[training]\nglobal_batch = 8\nprecision = \"bf16\"\n",
-                           "one-gpu.toml", presets());
-    EXPECT_TRUE(j) << (j ? "" : j.error().str());
-    return j ? *j : JobSpec{};
+    return job_from_text("[model]\npreset = \"gpt2-1.5b\"\n[cluster]\nnodes = 1\ngpus_per_node = 1\ngpu = \"rtx4090\"\n"
+                         "[training]\nglobal_batch = 8\nprecision = \"bf16\"\n",
+                         "one-gpu.toml");
 }
 
 TEST(Offload, PlannerOffloadsWhenNothingFitsWithout) {

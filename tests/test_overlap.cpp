@@ -13,13 +13,13 @@
 #include "ptd/export.h"
 #include "ptd/presets.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
+using namespace ptd_test;
 
-const PresetCatalog& presets() { return embedded_presets(); }
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // Llama 3 8B on 4 nodes of 8 H100: tp 2 with SP, dp 16 across nodes, distributed optimizer.
 const char* kJob = R"(
@@ -49,9 +49,7 @@ JobSpec job_with(const std::string& parallel_lines) {
     std::string text = kJob;
     const std::string anchor = "recompute = \"selective\"\n";
     text.replace(text.find(anchor), anchor.size(), anchor + parallel_lines);
-    auto j = load(text);
-    EXPECT_TRUE(j) << (j ? "" : j.error().str());
-    return j ? *j : JobSpec{};
+    return loaded(load(text));
 }
 
 // ---- keys --------------------------------------------------------------------------------

@@ -13,12 +13,13 @@
 #include "ptd/planner.h"
 #include "ptd/presets.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
+using namespace ptd_test;
 
-const PresetCatalog& presets() { return embedded_presets(); }
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // A valid job: `model` on nodes × gpn `gpu`, global batch gb, laid out tp1·pp1·dp(world).
 JobSpec make_job(const char* model, const char* gpu, int nodes, int gpn, int gb) {
@@ -40,12 +41,6 @@ JobSpec make_job(const char* model, const char* gpu, int nodes, int gpn, int gb)
     job.parallel.dp = nodes * gpn;
     EXPECT_TRUE(validate_job(job).empty()) << format_diagnostics(validate_job(job));
     return job;
-}
-
-JobSpec load_asset(const std::string& name) {
-    auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/" + name, presets());
-    EXPECT_TRUE(job) << name << ": " << (job ? "" : job.error().str());
-    return job ? *job : JobSpec{};
 }
 
 const char* const kAssetJobs[] = {"tiny-local.toml", "gpt2-124m-local.toml", "llama3-8b-h100.toml",

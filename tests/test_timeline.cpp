@@ -22,9 +22,12 @@
 #include "ptd/presets.h"
 #include "ptd/timeline.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
+using namespace ptd_test;
 namespace fs = std::filesystem;
 
 #define EXPECT_REL(got, want) EXPECT_NEAR((got), (want), 1e-9 * std::abs((double)(want)) + 1e-12)
@@ -209,14 +212,6 @@ TEST(Simulation, BoundsEncloseTheSimulation) {
             PipelineDurations d{p, 1, m, f, b};
             EXPECT_REL(pipeline_makespan_lower(d, end), simulate_pipeline(d, end)) << p << " " << m;
         }
-}
-
-const PresetCatalog& presets() { return embedded_presets(); }
-
-JobSpec load_asset(const std::string& name) {
-    auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/" + name, presets());
-    EXPECT_TRUE(job) << name << ": " << (job ? "" : job.error().str());
-    return job ? *job : JobSpec{};
 }
 
 void expect_timeline_matches_estimate(const JobSpec& job, const std::string& what) {

@@ -18,9 +18,12 @@
 #include "ptd/presets.h"
 #include "ptd/timeline.h"
 
+#include "job_test_util.h"
+
 namespace {
 
 using namespace ptd;
+using namespace ptd_test;
 
 #define EXPECT_REL(got, want) EXPECT_NEAR((got), (want), 1e-9 * std::abs((double)(want)) + 1e-12)
 
@@ -181,12 +184,8 @@ TEST(DualPipe, ClosedFormOfTheReport) {
 
 // ---- the estimator ------------------------------------------------------------------------
 
-const PresetCatalog& presets() { return embedded_presets(); }
-
 JobSpec llama_job(PipelineSchedule sched, int pp, int global_batch) {
-    auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/llama3-8b-h100.toml", presets());
-    EXPECT_TRUE(job);
-    JobSpec j = *job;
+    JobSpec j = load_asset("llama3-8b-h100.toml");
     const int world = j.world_size();
     j.parallel.tp = 2;
     j.parallel.pp = pp;
@@ -225,9 +224,7 @@ TEST(ZbH1Estimate, ShorterStepSamePeakActivations) {
     // GPT-3 (GELU, full attention heads), no recompute: a deferred W's operands (32·sbh/…
     // in the paper's terms) are less than a micro-batch's activations, so no stage passes
     // 1F1B's peak: the paper's "same peak memory as 1F1B".
-    auto gpt = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/gpt3-175b-a100.toml", presets());
-    ASSERT_TRUE(gpt);
-    JobSpec g1 = *gpt;
+    JobSpec g1 = load_asset("gpt3-175b-a100.toml");
     g1.parallel.recompute = Recompute::none;
     g1.parallel.sequence_parallel = true;
     g1.parallel.schedule = PipelineSchedule::one_f_one_b;

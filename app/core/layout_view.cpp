@@ -10,19 +10,6 @@
 
 namespace ptd {
 
-Result<RankLayout> job_layout(const JobSpec& job) {
-    const ParallelSpec& p = job.parallel;
-    LayoutRequest req;
-    req.tp = p.tp;
-    req.cp = p.cp;
-    req.dp = p.dp;
-    req.pp = p.pp;
-    req.ep = p.ep;
-    req.gpus_per_node = job.cluster.gpus_per_node;
-    req.order = p.order;
-    return make_layout(req);
-}
-
 static int digits(long long v) {
     int d = 1;
     while (v >= 10) {

@@ -10,6 +10,7 @@
 #include "ptd/hostfile.h"
 #include "ptd/job_spec.h"
 #include "group_colours.h"
+#include "ptd/job_layout.h"  // job_layout: the layout these views draw
 #include "ptd/layout.h"
 #include "term.h"
 
@@ -19,9 +20,6 @@ struct LayoutViewOptions {
     ColorBy color_by = ColorBy::tp;
     int max_nodes = 16;  // nodes drawn before eliding the middle; 0 = all
 };
-
-// The layout of the job's parallel settings (make_layout with the job's degrees).
-Result<RankLayout> job_layout(const JobSpec& job);
 
 // Node grid + legend + group summary + warnings, ending in a newline.
 std::string render_layout_text(const JobSpec& job, const RankLayout& layout,

@@ -44,15 +44,6 @@ ncclDataType_t nccl_type(DType t) {
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::max ? ncclMax : ncclSum; }
 
-std::string join_ranks(const std::vector<int>& ranks) {
-    const size_t shown = ranks.size() <= 8 ? ranks.size() : 4;
-    std::string s;
-    for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-    if (shown < ranks.size())
-        s += ", …, " + std::to_string(ranks.back()) + " (" + std::to_string(ranks.size()) + " ranks)";
-    return s;
-}
-
 // NCCL's error string plus its last detailed message when it has one.
 std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
     std::string text = ncclGetErrorString(r);

@@ -32,6 +32,16 @@
 #include "ptd/engine/kv_store.h"
 
 namespace ptd::engine {
+
+std::string join_ranks(const std::vector<int>& ranks) {
+    const size_t shown = ranks.size() <= 8 ? ranks.size() : 4;
+    std::string s;
+    for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+    if (shown < ranks.size())
+        s += ", …, " + std::to_string(ranks.back()) + " (" + std::to_string(ranks.size()) + " ranks)";
+    return s;
+}
+
 namespace {
 
 // Slot prefixes for the messages we send ourselves, in the top byte of Gloo's 64-bit
@@ -46,17 +56,6 @@ uint64_t p2p_slot(uint64_t seq) { return (kP2pPrefix << 56) | seq; }
 uint64_t p2p_header_slot(uint64_t seq) { return (kP2pHeaderPrefix << 56) | seq; }
 // One slot per ring step so that a step's message can never be taken for another's.
 uint64_t ring_slot(uint32_t tag, int step) { return (kRingPrefix << 56) | ((uint64_t)tag << 24) | (uint64_t)step; }
-
-// "0, 1, 2, 3"; a large group is shortened to its ends ("0, 1, 2, 3, …, 1023 (1024 ranks)")
-// so an error line stays readable.
-std::string join_ranks(const std::vector<int>& ranks) {
-    const size_t shown = ranks.size() <= 8 ? ranks.size() : 4;
-    std::string s;
-    for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-    if (shown < ranks.size())
-        s += ", …, " + std::to_string(ranks.back()) + " (" + std::to_string(ranks.size()) + " ranks)";
-    return s;
-}
 
 // ---- element types -----------------------------------------------------------------
 

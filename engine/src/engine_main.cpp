@@ -17,6 +17,7 @@
 
 #include "ptd/cli_number.h"
 #include "ptd/job_overrides.h"
+#include "ptd/job_layout.h"
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
 #include "ptd/presets.h"
@@ -66,7 +67,6 @@ ptd::engine::CudaProbe probe_cuda() {
 
 // One JSON line: this rank's coordinates, node and groups under the job's layout.
 int describe_rank(const ptd::JobSpec& job, const ptd::RankEnv& env) {
-    const ptd::ParallelSpec& p = job.parallel;
     if (env.world_size != job.world_size()) {
         std::fprintf(stderr,
                      "ptd-engine: error: WORLD_SIZE: got %d, but the job has %d ranks (cluster.nodes × "
@@ -74,7 +74,7 @@ int describe_rank(const ptd::JobSpec& job, const ptd::RankEnv& env) {
                      env.world_size, job.world_size(), job.world_size());
         return 2;
     }
-    auto layout = ptd::make_layout({p.tp, p.cp, p.dp, p.pp, p.ep, job.cluster.gpus_per_node, p.order});
+    auto layout = ptd::job_layout(job);
     if (!layout) {
         std::fprintf(stderr, "ptd-engine: %s", layout.error().str().c_str());
         return 2;

@@ -23,6 +23,7 @@
 #include "ptd/engine/kv_store.h"
 #include "ptd/engine/metrics.h"
 #include "ptd/estimate.h"
+#include "ptd/job_layout.h"
 #include "ptd/layout.h"
 #include "device_select.h"
 #include "timing.h"
@@ -571,8 +572,7 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     if (env.world_size != job.world_size())
         return setup_error(s, "WORLD_SIZE: got " + std::to_string(env.world_size) + ", but the job has " +
                                   std::to_string(job.world_size()) + " ranks (cluster.nodes × cluster.gpus_per_node)");
-    const ParallelSpec& p = job.parallel;
-    auto layout = make_layout({p.tp, p.cp, p.dp, p.pp, p.ep, job.cluster.gpus_per_node, p.order});
+    auto layout = job_layout(job);
     if (!layout) return setup_error(s, layout.error().one_line());
     s.layout = std::move(*layout);
     auto cfg = make_engine_config(job, s.layout, env.rank);

@@ -90,10 +90,11 @@ struct LayoutDerived {
     double grad_accum_bytes;             // HBM bytes per parameter per micro-batch backward
 };
 
-// offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. ZeRO-Offload
-// (Ren et al. 2021, §5 and its CPU-Adam latency table): 10 B parameters in about 2.6 s on a
-// DGX-2's two 24-core Xeon Platinum 8168 (AVX512). Newer hosts have more cores and memory
-// bandwidth (the step is memory bound), so this is on the slow side for DGX A100 / H100.
+// offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
+// memory bound (~30 bytes per parameter). DeepSpeed's measured 10 B step on a DGX-2 host
+// (ZeRO-Offload tutorial log: ~6.3 s, 1.6e9/s) scaled by host memory bandwidth gives ~3.9e9/s
+// for a DGX H100; the ZeRO-Offload paper's DGX-2 microbenchmark as cited (10 B in ~2.6 s) and
+// SuperOffload's GH200 figure (8 B in 0.77 s) bracket it. docs/estimators.md, "CPU-Adam rate".
 constexpr double kCpuAdamParamsPerNodeS = 4e9;
 
 // ---- compute.cpp ----------------------------------------------------------------------------

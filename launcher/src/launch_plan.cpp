@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "ptd/file_read.h"
+#include "ptd/job_layout.h"
 #include "ptd/launch.h"
 #include "ptd/layout.h"
 #include "transport.h"
@@ -302,15 +303,7 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     }
     if (!hosts) return std::unexpected(hosts.error());
 
-    LayoutRequest req;
-    req.tp = job.parallel.tp;
-    req.cp = job.parallel.cp;
-    req.dp = job.parallel.dp;
-    req.pp = job.parallel.pp;
-    req.ep = job.parallel.ep;
-    req.gpus_per_node = job.cluster.gpus_per_node;
-    req.order = job.parallel.order;
-    auto layout = make_layout(req);
+    auto layout = job_layout(job);
     if (!layout) return std::unexpected(layout.error());
 
     plan.run_id = opts.run_id.empty() ? make_run_id() : opts.run_id;

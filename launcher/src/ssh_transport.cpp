@@ -32,9 +32,11 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "ptd/sha256.h"
@@ -235,6 +237,13 @@ private:
     Result<void> authenticate();
     Result<void> upload_stream(std::istream& in, const std::string& local_path, const std::string& remote_path,
                                const std::string& sha256_hex);
+    // An SFTP session on the connection, freed when it goes out of scope.
+    struct SftpFree {
+        void operator()(sftp_session s) const { sftp_free(s); }
+    };
+    using SftpSession = std::unique_ptr<std::remove_pointer_t<sftp_session>, SftpFree>;
+    // Uploads and downloads both start SFTP here; `purpose` ("write PATH") goes in the error.
+    Result<SftpSession> open_sftp(const std::string& purpose);
 
     // Blocking exec of `command`, before run_io only: stdout, stderr, exit status.
     struct CommandResult {
@@ -494,6 +503,16 @@ Result<SshTransport::CommandResult> SshTransport::run_command(const std::string&
     return done(std::move(res));
 }
 
+// Every SSH launch needs the host's SFTP subsystem, not only `launch.upload`: job.toml (and
+// the job's extra files) go out over it and the measured timelines come back over it.
+Result<SshTransport::SftpSession> SshTransport::open_sftp(const std::string& purpose) {
+    SftpSession sftp(sftp_new(session_));
+    if (sftp != nullptr && sftp_init(sftp.get()) == SSH_OK) return sftp;
+    return error("cannot start SFTP on " + where() + " to " + purpose + ": " + ssh_error() +
+                 "; the host's sshd needs an sftp Subsystem (job.toml goes out and the measured "
+                 "timelines come back over it)");
+}
+
 Result<void> SshTransport::upload(const std::string& local_path, const std::string& remote_path,
                                   const std::string& sha256_hex) {
     if (session_ == nullptr) return error("not connected to " + host_);
@@ -514,15 +533,9 @@ Result<void> SshTransport::upload_text(const std::string& text, const std::strin
 Result<void> SshTransport::upload_stream(std::istream& in, const std::string& local_path, const std::string& remote_path_in,
                                          const std::string& sha256_hex) {
     std::string remote_path = remote_relative(remote_path_in);
-    sftp_session sftp = sftp_new(session_);
-    if (sftp == nullptr) return error("cannot start SFTP on " + where() + ": " + ssh_error());
-    struct SftpCloser {
-        sftp_session s;
-        ~SftpCloser() { sftp_free(s); }
-    } closer{sftp};
-    if (sftp_init(sftp) != SSH_OK)
-        return error("cannot start SFTP on " + where() + ": " + ssh_error() +
-                     "; the host's sshd needs an sftp Subsystem (upload = false copies nothing)");
+    auto session = open_sftp("write " + remote_path);
+    if (!session) return std::unexpected(session.error());
+    sftp_session sftp = session->get();
 
     // mkdir -p of the parent folders; "exists" is fine, anything else shows at open.
     for (size_t slash = remote_path.find('/', 1); slash != std::string::npos;
@@ -587,14 +600,9 @@ Result<bool> SshTransport::download(const std::string& remote_path_in, const std
     ssh_set_blocking(session_, 1);  // io_loop left the session non-blocking
     const std::string remote_path = remote_relative(remote_path_in);
     const std::string from = host_ + ":" + remote_path;
-    sftp_session sftp = sftp_new(session_);
-    if (sftp == nullptr) return error("cannot start SFTP on " + where() + ": " + ssh_error());
-    struct SftpCloser {
-        sftp_session s;
-        ~SftpCloser() { sftp_free(s); }
-    } closer{sftp};
-    if (sftp_init(sftp) != SSH_OK)
-        return error("cannot start SFTP on " + where() + ": " + ssh_error() + "; the host's sshd needs an sftp Subsystem");
+    auto session = open_sftp("read " + remote_path);
+    if (!session) return std::unexpected(session.error());
+    sftp_session sftp = session->get();
     sftp_attributes a = sftp_stat(sftp, remote_path.c_str());
     if (a == nullptr) {
         if (sftp_get_error(sftp) == SSH_FX_NO_SUCH_FILE) return false;

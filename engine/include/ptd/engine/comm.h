@@ -43,6 +43,11 @@ enum class ReduceOp : uint8_t { sum, max };
 // and all-gather take one count for all ranks) and every shard starts 512-byte aligned.
 constexpr int64_t kShardAlignElements = 128;
 
+// Global ranks of a group for an error line, "0, 1, 2, 3"; a large group is shortened to
+// its ends ("0, 1, 2, 3, …, 1023 (1024 ranks)") so the line stays readable. The Gloo and
+// NCCL communicators both name their groups this way (defined in gloo_comm.cpp).
+std::string join_ranks(const std::vector<int>& ranks);
+
 // The interface a NCCL communicator can implement one call to one NCCL call:
 //   - every buffer names its dtype and element count; reductions work in place on device
 //     buffers and return nothing to the host (ncclAllReduce, ncclBroadcast, in place);
