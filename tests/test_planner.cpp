@@ -795,7 +795,8 @@ TEST(PlannerWhy, RunnerUpWhenTheJobIsBestOrHasNoLayout) {
     EXPECT_FALSE(contains(bare.why_best, "your layout")) << bare.why_best;
 }
 
-// A job layout that does not fit is why another is preferred: the line opens with that.
+// A job layout that does not fit is why another is preferred: the line opens with that, then
+// compares the best with it (what else is traded) or says it would have been faster.
 TEST(PlannerWhy, SaysWhenTheJobsLayoutDoesNotFit) {
     JobSpec job = load_asset("llama3-70b-h100.toml");
     job.parallel.tp = 1, job.parallel.pp = 1, job.parallel.vpp = 1, job.parallel.cp = 1;
@@ -803,14 +804,22 @@ TEST(PlannerWhy, SaysWhenTheJobsLayoutDoesNotFit) {
     job.parallel.zero = 0, job.parallel.distributed_optimizer = false, job.parallel.sequence_parallel = false;
     job.parallel.overlap_param_gather = false, job.parallel.tp_comm_overlap = false;
     job.parallel.layers_per_stage.clear();
-    ASSERT_TRUE(validate_job(job).empty()) << format_diagnostics(validate_job(job));
-    ASSERT_FALSE(estimate_job(job).fits);  // 70B of unsharded weights and Adam states per GPU
-    const PlanResult r = plan(job);
-    ASSERT_FALSE(r.top.empty());
-    EXPECT_EQ(r.job_rank, -1);
-    EXPECT_EQ(r.why_best.rfind("your layout tp1·pp1·dp" + std::to_string(job.parallel.dp), 0), 0u) << r.why_best;
-    EXPECT_TRUE(contains(r.why_best, " does not fit (peak ") && contains(r.why_best, " GiB usable); ")) << r.why_best;
-    EXPECT_TRUE(contains(r.why_best, " beats ")) << r.why_best;
+    for (Recompute rc : {Recompute::selective, Recompute::full}) {
+        job.parallel.recompute = rc;
+        ASSERT_TRUE(validate_job(job).empty()) << format_diagnostics(validate_job(job));
+        const Estimate own = estimate_job(job);
+        ASSERT_FALSE(own.fits);  // 70B of unsharded weights and Adam states per GPU
+        const PlanResult r = plan(job);
+        ASSERT_FALSE(r.top.empty());
+        EXPECT_EQ(r.job_rank, -1);
+        const std::string& w = r.why_best;
+        EXPECT_EQ(w.rfind("your layout tp1·pp1·dp" + std::to_string(job.parallel.dp), 0), 0u) << w;
+        EXPECT_TRUE(contains(w, " does not fit (peak ") && contains(w, " GiB usable)")) << w;
+        if (own.tokens_per_s < r.top[0].score.tokens_per_s)  // what else the best trades against it
+            EXPECT_TRUE(contains(w, " beats your layout ") && contains(w, " less memory (peak ")) << w;
+        else
+            EXPECT_TRUE(contains(w, ", though it would be ") && contains(w, " faster than the best that fits; ")) << w;
+    }
 }
 
 // Every line says what is paid, and no gain reads "0.0%": the runner-up of a large search is

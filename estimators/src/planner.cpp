@@ -352,7 +352,7 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
     else if (more < 0.05) s += ", same memory (" + peak + ")";
     double sa = a.score.step_s > 0 ? ta.bubble / a.score.step_s : 0,
            sb = b.score.step_s > 0 ? tb.bubble / b.score.step_s : 0;
-    if (sa > 0 || sb > 0) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);
+    if (sa > 1e-9 || sb > 1e-9) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);  // not rounding residue
     return s + offload_clause(a.score, b.score, b_is_job ? "your layout" : "the runner-up");
 }
 
@@ -692,7 +692,8 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         own_score = evaluate_layout(ctx, own, job.parallel.layers_per_stage, nullptr);
         own_scored = true;
     }
-    const bool vs_own = have_best && own_scored && own_score.fits && own_score.tokens_per_s < best.score.tokens_per_s;
+    // Compared also when it does not fit: the line then says that first and what else it costs.
+    const bool vs_own = have_best && own_scored && own_score.tokens_per_s < best.score.tokens_per_s;
     if (out.cancelled) {
         out.why_best = "search cancelled after " + std::to_string(out.evaluated) + " of about " +
                        std::to_string(total) + " layouts; the ranking covers only those";
@@ -741,7 +742,13 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         out.why_best = "your layout " + label(ctx, own, nullptr) + " does not fit (" +
                        fmt(unit == kGiB ? "peak %.1f GiB per GPU, %.1f GiB usable" : "peak %.1f MiB per GPU, %.1f MiB usable",
                            own_score.peak_bytes / unit, own_score.usable_bytes / unit) +
-                       "); " + out.why_best;
+                       ")" +
+                       (have_best && own_score.tokens_per_s > best.score.tokens_per_s
+                            ? ", though it would be " +
+                                  gain_text((own_score.tokens_per_s / best.score.tokens_per_s - 1) * 100) +
+                                  " faster than the best that fits"
+                            : std::string()) +
+                       "; " + out.why_best;
     } else if (have_best && own_scored && own_score.fits && own_score.tokens_per_s > best.score.tokens_per_s) {
         out.why_best = "your layout " + label(ctx, own, nullptr) + " lies outside the planner's search space and is " +
                        gain_text((own_score.tokens_per_s / best.score.tokens_per_s - 1) * 100) +
