@@ -5,6 +5,7 @@
 // bounds finds what simulating every schedule finds.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -457,7 +458,9 @@ TEST(Planner, OptionsRestrictTheSearch) {
     EXPECT_EQ(max_tp, 2);
     EXPECT_GT(max_tp_beyond, 2);
 
-    PlanResult none = plan(job, [&](PlanOptions& o) { o.top_k = 0; });
+    // why: the job as `all` planned it; the order set above took its own layout out of the
+    // space, and the why line compares the best with the job's own layout when that is ranked.
+    PlanResult none = plan(load_asset("llama3-8b-h100.toml"), [&](PlanOptions& o) { o.top_k = 0; });
     EXPECT_TRUE(none.top.empty());
     EXPECT_EQ(none.feasible, all.feasible);
     EXPECT_EQ(none.why_best, all.why_best);
@@ -737,5 +740,113 @@ TEST(PlannerIssue16, ListedNumbersAreTheSimulatedEstimate) {
             EXPECT_EQ(est.tokens_per_s, e.score.tokens_per_s) << name << " " << describe(e.choice);
             EXPECT_EQ(est.time.bubble, e.score.time.bubble) << name << " " << describe(e.choice);
         }
+    }
+}
+
+// ---- why: the why-best line says what the best layout trades, against the job's own layout ----
+
+// The gain in the line, parsed back: "... by 56% tokens/s" → 56.
+static double why_gain(const std::string& why) {
+    const size_t by = why.find(" by ");
+    if (by == std::string::npos) return -1;
+    return why.compare(by + 4, 5, "under") == 0 ? 0.005 : std::atof(why.c_str() + by + 4);
+}
+
+// When the job's own layout fits and ranks below the best, the line compares the best with it
+// (what the user asked about), not with a near twin of the best, and says what is traded:
+// the term saved, what is paid for it, and the memory either way.
+TEST(PlannerWhy, ComparesWithTheJobsOwnLayout) {
+    const JobSpec job = load_asset("gpt3-175b-a100.toml");  // tp8·pp8·dp16, full recompute
+    const PlanResult r = plan(job);
+    ASSERT_GT(r.job_rank, 0);
+    ASSERT_FALSE(r.top.empty());
+    const std::string& w = r.why_best;
+    const LayoutChoice& c = r.top[0].choice;
+    EXPECT_EQ(w.rfind("tp" + std::to_string(c.tp) + "·pp" + std::to_string(c.pp) + "·dp" + std::to_string(c.dp), 0), 0u) << w;
+    EXPECT_TRUE(contains(w, " beats your layout tp8·pp8·dp16 mb1 ")) << w;
+    EXPECT_TRUE(contains(w, "recompute full")) << w;  // the job's setting where the best differs
+    // The gain is the best's over the job's own estimate.
+    const double own = estimate_job(job).tokens_per_s;
+    EXPECT_NEAR(why_gain(w), (r.top[0].score.tokens_per_s / own - 1) * 100, 0.5) << w;
+    EXPECT_TRUE(contains(w, "% less ") && contains(w, " s per step)")) << w;
+    EXPECT_TRUE(contains(w, "; it pays ")) << w;
+    EXPECT_TRUE(contains(w, " more memory (peak ") || contains(w, " less memory (peak ") ||
+                contains(w, ", same memory (peak "))
+        << w;
+    EXPECT_EQ(w.find('\n'), std::string::npos);
+}
+
+// The job's own layout at the top (or no layout at all): the runner-up is the comparison.
+TEST(PlannerWhy, RunnerUpWhenTheJobIsBestOrHasNoLayout) {
+    const JobSpec job = load_asset("gpt3-175b-a100.toml");
+    const PlanResult first = plan(job);
+    ASSERT_FALSE(first.top.empty());
+    const JobSpec best = apply_plan_entry(job, first.top[0]);
+    const PlanResult again = plan(best);
+    EXPECT_EQ(again.job_rank, 0);
+    EXPECT_FALSE(contains(again.why_best, "your layout")) << again.why_best;
+    EXPECT_TRUE(contains(again.why_best, " beats ")) << again.why_best;
+    const PlanResult bare = plan(load_asset("llama3-405b-bare.toml"));
+    EXPECT_FALSE(contains(bare.why_best, "your layout")) << bare.why_best;
+}
+
+// A job layout that does not fit is why another is preferred: the line opens with that, then
+// compares the best with it (what else is traded) or says it would have been faster.
+TEST(PlannerWhy, SaysWhenTheJobsLayoutDoesNotFit) {
+    JobSpec job = load_asset("llama3-70b-h100.toml");
+    job.parallel.tp = 1, job.parallel.pp = 1, job.parallel.vpp = 1, job.parallel.cp = 1;
+    job.parallel.dp = job.world_size();
+    job.parallel.zero = 0, job.parallel.distributed_optimizer = false, job.parallel.sequence_parallel = false;
+    job.parallel.overlap_param_gather = false, job.parallel.tp_comm_overlap = false;
+    job.parallel.layers_per_stage.clear();
+    for (Recompute rc : {Recompute::selective, Recompute::full}) {
+        job.parallel.recompute = rc;
+        ASSERT_TRUE(validate_job(job).empty()) << format_diagnostics(validate_job(job));
+        const Estimate own = estimate_job(job);
+        ASSERT_FALSE(own.fits);  // 70B of unsharded weights and Adam states per GPU
+        const PlanResult r = plan(job);
+        ASSERT_FALSE(r.top.empty());
+        EXPECT_EQ(r.job_rank, -1);
+        const std::string& w = r.why_best;
+        EXPECT_EQ(w.rfind("your layout tp1·pp1·dp" + std::to_string(job.parallel.dp), 0), 0u) << w;
+        EXPECT_TRUE(contains(w, " does not fit (peak ") && contains(w, " GiB usable)")) << w;
+        if (own.tokens_per_s < r.top[0].score.tokens_per_s)  // what else the best trades against it
+            EXPECT_TRUE(contains(w, " beats your layout ") && contains(w, " less memory (peak ")) << w;
+        else
+            EXPECT_TRUE(contains(w, ", though it would be ") && contains(w, " faster than the best that fits; ")) << w;
+    }
+}
+
+// Every line says what is paid, and no gain reads "0.0%": the runner-up of a large search is
+// often within a hair of the best, so small gains keep their digits.
+TEST(PlannerWhy, NamesTheTradeAndNeverReadsZeroPercent) {
+    for (const char* name : kAssetJobs) {
+        const JobSpec job = load_asset(name);
+        for (const JobSpec& j : {job, apply_plan_entry(job, plan(job).top.at(0))}) {  // vs own, vs runner-up
+            const PlanResult r = plan(j);
+            const std::string& w = r.why_best;
+            if (!contains(w, " beats ")) continue;
+            EXPECT_TRUE(contains(w, "; it pays ")) << name << ": " << w;
+            EXPECT_FALSE(contains(w, "by 0.0%") || contains(w, "by 0%")) << name << ": " << w;
+            EXPECT_GT(why_gain(w), 0) << name << ": " << w;
+            EXPECT_FALSE(contains(w, "e-1")) << name << ": " << w;  // no rounding residue like 8.88e-16 s
+        }
+    }
+}
+
+// A job layout the search does not hold (here a rank order outside kPlannerOrders) is still
+// what the user asked about: it is scored as `ptd estimate` scores it, and the line compares
+// the best with it (or says it is faster than anything searched), and says it lies outside.
+TEST(PlannerWhy, ComparesWithTheJobsLayoutOutsideTheSearchSpace) {
+    JobSpec job = load_asset("llama3-8b-h100.toml");
+    job.parallel.order = "tp-pp-ep-dp-cp";  // not one of kPlannerOrders
+    ASSERT_TRUE(validate_job(job).empty());
+    const PlanResult r = plan(job);
+    ASSERT_FALSE(r.top.empty());
+    EXPECT_EQ(r.job_rank, -1);
+    EXPECT_TRUE(contains(r.why_best, "your layout ")) << r.why_best;
+    EXPECT_TRUE(contains(r.why_best, "lies outside the planner's search space")) << r.why_best;
+    if (estimate_job(job).tokens_per_s < r.top[0].score.tokens_per_s) {
+        EXPECT_TRUE(contains(r.why_best, " beats your layout ") && contains(r.why_best, "order tp-pp-ep-dp-cp")) << r.why_best;
     }
 }

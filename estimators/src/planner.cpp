@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iterator>
@@ -279,18 +280,30 @@ std::string offload_clause(const LayoutScore& s, const char* who) {
            fmt(" offloads %.1f GiB per node to host memory for %.3g s of PCIe + CPU optimizer per step",
                s.host_bytes_per_node / kGiB, s.time.offload);
 }
-// The same for a pair: said once when both offload.
-std::string offload_clause(const LayoutScore& a, const LayoutScore& b) {
+// The same for a pair: said once when both offload. `b_who` names the second layout ("the
+// runner-up", "your layout").
+std::string offload_clause(const LayoutScore& a, const LayoutScore& b, const char* b_who = "the runner-up") {
     if (a.host_bytes_per_node > 0 && b.host_bytes_per_node > 0)
         return fmt("; both offload to host memory (%.1f vs %.1f GiB per node", a.host_bytes_per_node / kGiB,
                    b.host_bytes_per_node / kGiB) +
                fmt(", %.3g s vs %.3g s of PCIe + CPU optimizer per step)", a.time.offload, b.time.offload);
-    return offload_clause(a, "the winner") + offload_clause(b, "the runner-up");
+    return offload_clause(a, "the winner") + offload_clause(b, b_who);
 }
 
-// One line: why the best layout beats the runner-up, the best strictly slower layout (the
-// step-time term with the largest saving, the bubble share and the peak memory).
-std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const Candidate& b) {
+// A throughput gain in percent, with the digits that keep it from reading "0.0%".
+std::string gain_text(double pct) {
+    if (pct >= 1) return fmt("%.0f%%", pct);
+    if (pct >= 0.1) return fmt("%.1f%%", pct);
+    if (pct >= 0.01) return fmt("%.2f%%", pct);
+    return "under 0.01%";
+}
+
+// One line: why layout `a` (the best) beats `b`, a strictly slower one: the runner-up, or the
+// job's own layout when the search ranks it (b_is_job; what the user asked about, rather than
+// a near twin of the winner). It says what is traded: the step-time terms `a` saves most (the
+// largest, and the next when it saves at least a quarter as much), the terms it pays more for
+// (up to two, each over 0.5% of b's step), the peak memory either way, and the bubble shares.
+std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const Candidate& b, bool b_is_job = false) {
     std::string la = label(ctx, a.choice, &b.choice), lb = label(ctx, b.choice, &a.choice);
     const TimeBreakdown &ta = a.score.time, &tb = b.score.time;
     double ra = a.score.tokens_per_s, rb = b.score.tokens_per_s;
@@ -307,21 +320,40 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
                           {"exposed DP communication", ta.dp_comm, tb.dp_comm},
                           {"optimizer step", ta.optimizer, tb.optimizer},
                           {"offload PCIe + CPU optimizer", ta.offload, tb.offload}};
-    const Term* best = &terms[0];
-    for (const Term& t : terms)
-        if (t.b - t.a > best->b - best->a) best = &t;
-    double gain = (ra / rb - 1) * 100;
-    std::string s = la + " beats " + lb + " by " + fmt(gain < 1 ? "%.1f" : "%.0f", gain) + "% tokens/s: ";
-    s += fmt("%.0f", best->b > 0 ? (best->b - best->a) / best->b * 100 : 0) + "% less " + best->name +
-         fmt(" (%.3g s vs %.3g s per step)", best->a, best->b);
-    double sa = a.score.step_s > 0 ? ta.bubble / a.score.step_s : 0,
-           sb = b.score.step_s > 0 ? tb.bubble / b.score.step_s : 0;
-    if (sa > 0 || sb > 0) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);
+    std::vector<const Term*> saves, costs;  // largest change first
+    for (const Term& t : terms) (t.b > t.a ? saves : costs).push_back(&t);
+    std::stable_sort(saves.begin(), saves.end(), [](const Term* x, const Term* y) { return x->b - x->a > y->b - y->a; });
+    std::stable_sort(costs.begin(), costs.end(), [](const Term* x, const Term* y) { return x->a - x->b > y->a - y->b; });
+    const double notable = 0.005 * b.score.step_s;
+    // Times as "%.3g" seconds; rounding residue of a term that is zero (a bubble of 1e-16 s) reads 0.
+    auto secs = [](double v) { return fmt("%.3g", std::abs(v) < 1e-9 ? 0.0 : v); };
+    std::string s = la + " beats " + (b_is_job ? "your layout " : "") + lb + " by " + gain_text((ra / rb - 1) * 100) +
+                    " tokens/s: ";
+    // a is strictly faster, so some term is smaller; guard anyway (equal times never get here).
+    const Term* top = saves.empty() ? &terms[0] : saves[0];
+    s += fmt("%.0f", top->b > 0 ? (top->b - top->a) / top->b * 100 : 0) + "% less " + top->name + " (" +
+         secs(top->a) + " s vs " + secs(top->b) + " s per step)";
+    if (saves.size() > 1 && saves[1]->b - saves[1]->a >= 0.25 * (top->b - top->a) && saves[1]->b - saves[1]->a > notable)
+        s += fmt(" and %.0f", (saves[1]->b - saves[1]->a) / saves[1]->b * 100) + "% less " + saves[1]->name + " (" +
+             secs(saves[1]->a) + " s vs " + secs(saves[1]->b) + " s)";
+    std::string paid;
+    for (size_t i = 0; i < costs.size() && i < 2; ++i)
+        if (costs[i]->a - costs[i]->b > notable)
+            paid += (paid.empty() ? "" : ", ") + secs(costs[i]->a - costs[i]->b) + " s more " + costs[i]->name + " (" +
+                    secs(costs[i]->a) + " s vs " + secs(costs[i]->b) + " s)";
     // Small models (the cpu preset) peak below a GiB; keep their digits.
     double unit = std::max(a.score.peak_bytes, b.score.peak_bytes) < kGiB ? kGiB / 1024 : kGiB;
-    s += fmt(unit == kGiB ? ", peak %.1f vs %.1f GiB per GPU" : ", peak %.1f vs %.1f MiB per GPU",
-             a.score.peak_bytes / unit, b.score.peak_bytes / unit);
-    return s + offload_clause(a.score, b.score);
+    const char* u = unit == kGiB ? "GiB" : "MiB";
+    const double more = (a.score.peak_bytes - b.score.peak_bytes) / unit;
+    const std::string peak = fmt("peak %.1f vs %.1f ", a.score.peak_bytes / unit, b.score.peak_bytes / unit) + u + " per GPU";
+    if (more >= 0.05) paid += (paid.empty() ? "" : " and ") + fmt("%.1f ", more) + u + " more memory (" + peak + ")";
+    s += paid.empty() ? "; it pays nothing in step time" : "; it pays " + paid;
+    if (more <= -0.05) s += fmt(" and even needs %.1f ", -more) + u + " less memory (" + peak + ")";
+    else if (more < 0.05) s += ", same memory (" + peak + ")";
+    double sa = a.score.step_s > 0 ? ta.bubble / a.score.step_s : 0,
+           sb = b.score.step_s > 0 ? tb.bubble / b.score.step_s : 0;
+    if (sa > 1e-9 || sb > 1e-9) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);  // not rounding residue
+    return s + offload_clause(a.score, b.score, b_is_job ? "your layout" : "the runner-up");
 }
 
 // 16384 → "16,384".
@@ -650,6 +682,18 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own_in_space && own_score.fits && !out.cancelled ? (int)higher : -1;
 
+    // why: the job's own layout, the why line's second party where it is slower than the best.
+    // Ranked by the search: its score from there. Outside the search space (an order not in
+    // kPlannerOrders, a custom stage split, a micro-batch above max_micro_batch, tp beyond a
+    // node) but valid on this world: scored as `ptd estimate` scores it.
+    bool own_scored = own_in_space;
+    if (!own_in_space && !out.cancelled && out.feasible > 0 && job.has_layout() && world == job.world_size() &&
+        validate_job(job).empty()) {
+        own_score = evaluate_layout(ctx, own, job.parallel.layers_per_stage, nullptr);
+        own_scored = true;
+    }
+    // Compared also when it does not fit: the line then says that first and what else it costs.
+    const bool vs_own = have_best && own_scored && own_score.tokens_per_s < best.score.tokens_per_s;
     if (out.cancelled) {
         out.why_best = "search cancelled after " + std::to_string(out.evaluated) + " of about " +
                        std::to_string(total) + " layouts; the ranking covers only those";
@@ -671,6 +715,14 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                             label(ctx, least_host.choice, nullptr) +
                             fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
                                 lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
+    } else if (vs_own) {
+        // why: the job's own layout is what the user asked about; compare with it rather
+        // than with the runner-up (often a near twin of the best).
+        out.why_best = why_best_line(ctx, best, Candidate{own, own_score, -1}, true);
+        if (!own_in_space) out.why_best += "; your layout lies outside the planner's search space";
+        if (ties > 0)
+            out.why_best += "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") +
+                            " with it on tokens/s";
     } else if (!have_runner) {  // one distinct tokens/s among the fitting layouts
         out.why_best = label(ctx, best.choice, nullptr) +
                        (ties == 0 ? " is the only layout that fits"
@@ -682,6 +734,25 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         if (ties > 0)
             out.why_best += "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") +
                             " with it on tokens/s";
+    }
+    // why: a job layout that does not fit is why the planner prefers another; one outside the
+    // search space that is faster than everything searched is worth saying too. Either first.
+    if (!out.cancelled && out.feasible > 0 && own_scored && !own_score.fits) {
+        const double unit = own_score.usable_bytes < kGiB ? kGiB / 1024 : kGiB;
+        out.why_best = "your layout " + label(ctx, own, nullptr) + " does not fit (" +
+                       fmt(unit == kGiB ? "peak %.1f GiB per GPU, %.1f GiB usable" : "peak %.1f MiB per GPU, %.1f MiB usable",
+                           own_score.peak_bytes / unit, own_score.usable_bytes / unit) +
+                       ")" +
+                       (have_best && own_score.tokens_per_s > best.score.tokens_per_s
+                            ? ", though it would be " +
+                                  gain_text((own_score.tokens_per_s / best.score.tokens_per_s - 1) * 100) +
+                                  " faster than the best that fits"
+                            : std::string()) +
+                       "; " + out.why_best;
+    } else if (have_best && own_scored && own_score.fits && own_score.tokens_per_s > best.score.tokens_per_s) {
+        out.why_best = "your layout " + label(ctx, own, nullptr) + " lies outside the planner's search space and is " +
+                       gain_text((own_score.tokens_per_s / best.score.tokens_per_s - 1) * 100) +
+                       " faster than the best it found; " + out.why_best;
     }
     if (!out.cancelled && !out.top.empty() && options.max_bubble_share >= 0) {
         const LayoutScore& b = out.top.front().score;

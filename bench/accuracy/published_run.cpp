@@ -1,0 +1,305 @@
+// published_run.cpp — reads bench/accuracy/published_runs.toml into Runs (see published_run.h):
+// every key checked, the sources' unstated keys given their stack's defaults, the network from
+// the cluster presets, the published figure converted to seconds per iteration.
+#include "published_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include <toml++/toml.h>
+
+#include "run_file.h"
+
+// FLOPs per iteration the way each source counts them.
+double source_flops(const Run& r, const std::string& convention) {
+    const ptd::ModelSpec& m = r.job.model;
+    const double B = r.job.training.global_batch, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
+    if (convention == "narayanan-eq3-with-recompute")  // Narayanan et al. 2021 eq. 3
+        return 96.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+    if (convention == "korthikanti-eq7-model")  // Korthikanti et al. 2022 eq. 7
+        return 72.0 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+    // PaLM-style model FLOPs (Llama 3 paper, NeMo model TFLOP/s): our full-s² count.
+    ptd::FlopsEstimate f = ptd::flops_per_token(m, ptd::Recompute::none, ptd::AttentionFlops::full, (double)V);
+    return f.model_per_token * B * s;
+}
+
+namespace {
+
+// Every key a [[run]] may hold. Anything else is a typo or a key this bench does not know,
+// and is an error rather than silently ignored.
+const std::set<std::string> kRunKeys = {
+    "name", "source", "use", "framework", "gpu", "gpus", "gpus_per_node", "cluster", "inter_gbps",
+    "nics_per_node", "nic_gbps", "arch", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
+    "seq_len", "tp", "pp", "dp", "cp", "vpp", "schedule", "micro_batch", "global_batch", "recompute",
+    "sequence_parallel", "flash_attention", "distributed_optimizer", "zero", "fsdp", "overlap_grad_reduce",
+    "overlap_param_gather", "tp_comm_overlap", "torch_compile", "precision", "fp8", "iteration_s",
+    "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_gib_measured", "memory_kind",
+    "flops_convention", "note"};
+
+std::string g_path;
+
+[[noreturn]] void fail_at(const toml::node* n, int fallback_line, const std::string& msg) {
+    const int line = n ? (int)n->source().begin.line : fallback_line;
+    std::fprintf(stderr, "%s:%d: %s\n", g_path.c_str(), line, msg.c_str());
+    std::exit(2);
+}
+
+// A key's value, or `fallback` when absent. A value of the wrong type is an error naming
+// the file, line and key (never a silent default).
+template <class T>
+T get(const toml::table& t, const char* key, T fallback) {
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    std::optional<T> v = n->value<T>();
+    if (!v) fail_at(n, 0, std::string("run key \"") + key + "\" has the wrong type");
+    return *v;
+}
+
+std::optional<bool> get_optional_bool(const toml::table& t, const char* key) {
+    if (!t.get(key)) return std::nullopt;
+    return get<bool>(t, key, false);
+}
+
+// A string key that must be one of `allowed`.
+std::string get_word(const toml::table& t, const char* key, const std::string& fallback,
+                     std::initializer_list<const char*> allowed) {
+    const std::string v = get<std::string>(t, key, fallback);
+    for (const char* a : allowed)
+        if (v == a) return v;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    fail_at(t.get(key), 0, std::string("run key \"") + key + "\" is \"" + v + "\"; allowed: " + list);
+}
+
+}  // namespace
+
+std::string generation_of(const std::string& gpu) {
+    if (gpu.rfind("v100", 0) == 0) return "V100";
+    if (gpu.rfind("a100", 0) == 0) return "A100";
+    if (gpu.rfind("h100", 0) == 0) return "H100";
+    if (gpu.rfind("h200", 0) == 0) return "H200";
+    if (gpu.rfind("b200", 0) == 0 || gpu.rfind("gb200", 0) == 0) return "B200";
+    return gpu;
+}
+
+// The group whose calibration runs are capped at ten (issue 15: A100, H100, H200/B200).
+std::string calibration_group(const std::string& generation) {
+    return generation == "H200" || generation == "B200" ? "H200/B200" : generation;
+}
+
+namespace {
+
+// Hands the run's issue-15 keys to the job. Keys with a JobSpec field on main are mapped;
+// the others are marked for the integrator. Returns why the run cannot be modelled yet
+// ("" = it can).
+std::string apply_run_to_job(Run& r) {
+    ptd::JobSpec& j = r.job;
+    if (r.fsdp) j.parallel.zero = 3;  // FSDP FULL_SHARD / ZeRO-3 is ZeRO stage 3
+    // Overlap: what the source states; unstated, what the stack does in its published
+    // configurations (NeMo / Megatron-Bridge performance recipes turn both overlaps on, FSDP
+    // and DeepSpeed's overlap_comm always overlap); the param gather only exists with a
+    // sharded optimizer. TP overlap only where the source says so.
+    const bool sharded = j.parallel.zero >= 1 || j.parallel.distributed_optimizer;
+    j.parallel.overlap_grad_reduce = r.overlap_grad_reduce.value_or(true);
+    j.parallel.overlap_param_gather = sharded && j.parallel.overlap_grad_reduce && r.overlap_param_gather.value_or(true);
+    j.parallel.tp_comm_overlap = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.tp_comm_overlap.value_or(false);
+    // Whose kernels ran it: NeMo and MegaScale build on Megatron-LM; llm-foundry is PyTorch
+    // FSDP (Composer); "other" (e.g. the Llama 3 paper's own stack) keeps the default.
+    if (r.framework == "deepspeed") j.training.framework = ptd::Framework::deepspeed;
+    else if (r.framework == "torchtitan") j.training.framework = ptd::Framework::torchtitan;
+    else if (r.framework == "llm-foundry") j.training.framework = ptd::Framework::pytorch_fsdp;
+    else j.training.framework = ptd::Framework::megatron;
+    j.training.torch_compile = r.torch_compile &&
+                               (r.framework == "torchtitan" || r.framework == "llm-foundry");
+
+    // FP8: the recipe runs inside bf16 mixed precision (training.fp8).
+    if (r.fp8 != "none") {
+        j.training.precision = ptd::Precision::bf16;
+        j.training.fp8 = r.fp8 == "delayed"    ? ptd::Fp8Recipe::delayed
+                       : r.fp8 == "current"    ? ptd::Fp8Recipe::current
+                       : r.fp8 == "tensorwise" ? ptd::Fp8Recipe::tensorwise
+                                               : ptd::Fp8Recipe::rowwise;
+    }
+    // The pipeline schedule as the source names it (unstated: Megatron's choice by vpp).
+    if (r.schedule == "zb-h1") j.parallel.schedule = ptd::PipelineSchedule::zb_h1;
+    else if (r.schedule == "dualpipe") j.parallel.schedule = ptd::PipelineSchedule::dualpipe;
+    // PyTorch stacks compute the loss with F.cross_entropy on fp32 logits; torchtitan's
+    // "selective" is op-level selective checkpointing (memory.cpp).
+    if (r.framework == "torchtitan" || r.framework == "llm-foundry") j.estimate.cross_entropy = ptd::CrossEntropyImpl::pytorch;
+    if (r.framework == "torchtitan") j.parallel.recompute_style = ptd::RecomputeStyle::torchtitan_op;
+    if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
+    return "";
+}
+
+}  // namespace
+
+std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
+    std::vector<Run> runs;
+    toml::table doc;
+    const std::vector<const toml::table*> tables = load_run_tables(path, doc);
+    g_path = path;
+    std::set<std::string> names;
+    for (const toml::table* table : tables) {
+        const toml::table& t = *table;
+        const toml::node& n = t;
+        for (const auto& [key, value] : t)
+            if (!kRunKeys.count(std::string(key.str())))
+                fail_at(&value, (int)n.source().begin.line,
+                        "unknown run key \"" + std::string(key.str()) +
+                            "\" (see the key list at the top of published_runs.toml)");
+        Run r;
+        r.line = (int)n.source().begin.line;
+        r.name = get<std::string>(t, "name", "");
+        if (r.name.empty()) fail_at(&n, 0, "run has no name");
+        if (!names.insert(r.name).second) fail_at(t.get("name"), 0, "run name \"" + r.name + "\" is used twice");
+        r.source_tag = r.name.substr(0, r.name.find('-'));
+        r.source = get<std::string>(t, "source", "");
+        r.use = get_word(t, "use", "check", {"calibrate", "check"});
+        r.framework = get_word(t, "framework", "other",
+                               {"megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed", "megascale", "other"});
+        r.convention = get_word(t, "flops_convention", "",
+                                {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
+                                 "nemo-model-tflops"});
+        r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise"});
+        r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200"});
+        r.schedule = get_word(t, "schedule", "", {"", "1f1b", "interleaved", "zb-h1", "dualpipe"});
+        r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
+        r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
+        r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
+        r.fsdp = get<bool>(t, "fsdp", false);
+        r.torch_compile = get<bool>(t, "torch_compile", false);
+        r.nics_per_node = get<int>(t, "nics_per_node", 0);
+        r.nic_gbps = get<double>(t, "nic_gbps", 0.0);
+        r.memory_gib_measured = get<double>(t, "memory_gib_measured", 0.0);
+        r.memory_kind = get_word(t, "memory_kind", "", {"", "max_reserved", "max_allocated", "nvidia-smi"});
+        if ((r.memory_gib_measured > 0) != !r.memory_kind.empty())
+            fail_at(&n, 0, "run \"" + r.name + "\": memory_gib_measured and memory_kind go together");
+        if (r.fsdp && t.get("zero") && get<int>(t, "zero", 3) != 3)
+            fail_at(t.get("zero"), 0, "run \"" + r.name + "\": fsdp = true means zero = 3, not " +
+                                           std::to_string(get<int>(t, "zero", 3)));
+
+        ptd::JobSpec& j = r.job;
+        ptd::ModelSpec& m = j.model;
+        m.name = r.name;
+        m.arch = get_word(t, "arch", "gpt", {"gpt", "llama"}) == "llama" ? ptd::Arch::llama : ptd::Arch::gpt;
+        m.layers = get<int>(t, "layers", 0);
+        m.hidden = get<int>(t, "hidden", 0);
+        m.heads = get<int>(t, "heads", 0);
+        m.kv_heads = get<int>(t, "kv_heads", m.heads);
+        m.ffn_hidden = get<int>(t, "ffn_hidden", 4 * m.hidden);
+        m.vocab = get<int>(t, "vocab", 51200);
+        m.seq_len = get<int>(t, "seq_len", 2048);
+        ptd::ModelKeysGiven given;
+        given.kv_heads = given.ffn_hidden = true;
+        ptd::fill_model_defaults(m, given);
+        const std::string gpu = get<std::string>(t, "gpu", "a100-80gb");
+        r.generation = generation_of(gpu);
+        if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
+        else r.skip = "no GPU preset \"" + gpu + "\" in PTD";
+        j.cluster.gpus_per_node = get<int>(t, "gpus_per_node", 8);
+        j.cluster.nodes = get<int>(t, "gpus", 8) / j.cluster.gpus_per_node;
+        j.cluster.intra_gbps = j.cluster.gpu.link_gbps;
+        j.cluster.inter_gbps = get<double>(t, "inter_gbps", 25.0);
+        // The network as a job file would get it (job_toml.cpp read_cluster_network): the named
+        // cluster preset, else the default cluster of the GPU; the run's own NIC count and
+        // per-NIC GB/s (this file's unit) or its per-GPU inter_gbps override.
+        {
+            const ptd::ClusterPreset* net = !r.cluster.empty() ? presets.find_cluster(r.cluster)
+                                                               : presets.default_cluster_for_gpu(gpu);
+            const int gpn = std::max(j.cluster.gpus_per_node, 1);
+            double nic_gbit = 8.0 * get<double>(t, "inter_gbps", 25.0);  // Gb/s per NIC, one NIC per GPU
+            j.cluster.nics_per_node = 0;
+            if (net) {
+                j.cluster.nics_per_node = std::max(1, (int)std::lround((double)net->nics_per_node * gpn / net->gpus_per_node));
+                nic_gbit = net->nic_gbps;
+                j.cluster.rail_optimized = net->rail_optimized;
+                j.cluster.nvls = net->nvls;
+                if (net->intra_gbps > 0 && net->gpu == gpu) j.cluster.intra_gbps = net->intra_gbps;
+            }
+            if (r.nics_per_node > 0) j.cluster.nics_per_node = r.nics_per_node;
+            if (r.nic_gbps > 0) nic_gbit = 8.0 * r.nic_gbps;
+            const int nics = j.cluster.nics_per_node > 0 ? j.cluster.nics_per_node : gpn;
+            j.cluster.inter_gbps = t.contains("inter_gbps") && r.nic_gbps <= 0 ? get<double>(t, "inter_gbps", 25.0)
+                                                                               : nics * nic_gbit / 8.0 / gpn;
+        }
+        ptd::ParallelSpec& p = j.parallel;
+        p.tp = get<int>(t, "tp", 1);
+        p.pp = get<int>(t, "pp", 1);
+        p.dp = get<int>(t, "dp", 1);
+        p.cp = get<int>(t, "cp", 1);
+        p.vpp = get<int>(t, "vpp", 1);
+        p.zero = get<int>(t, "zero", 0);
+        // Keys a source leaves unstated take the value its stack runs with: NeMo and
+        // Megatron-Bridge recipes use the distributed optimizer, sequence parallelism with TP
+        // and Transformer Engine's fused attention; torchtitan and llm-foundry use flash
+        // attention (SDPA). The 2021-22 Megatron and DeepSpeed papers predate flash attention.
+        const bool nemo = r.framework == "nemo";
+        const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
+        p.distributed_optimizer = get<bool>(t, "distributed_optimizer", nemo && p.zero == 0 && !r.fsdp);
+        p.sequence_parallel = get<bool>(t, "sequence_parallel", nemo && p.tp > 1);
+        const std::string rc = get_word(t, "recompute", "none", {"none", "selective", "full"});
+        p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
+        // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
+        if (p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)
+            p.layers_per_stage = ptd::balanced_layers_per_stage(m.layers, p.pp * p.vpp);
+        ptd::TrainingSpec& tr = j.training;
+        tr.micro_batch = get<int>(t, "micro_batch", 1);
+        tr.global_batch = get<int>(t, "global_batch", 0);
+        const std::string prec = get_word(t, "precision", "bf16", {"bf16", "fp16", "fp32"});
+        tr.precision = prec == "fp16" ? ptd::Precision::fp16 : prec == "fp32" ? ptd::Precision::fp32 : ptd::Precision::bf16;
+        tr.optimizer = ptd::Optimizer::adam;
+        tr.flash_attention = get<bool>(t, "flash_attention", modern);
+
+        if (r.skip.empty()) r.skip = apply_run_to_job(r);
+        if (r.skip.empty()) {
+            auto problems = ptd::validate_job(j);
+            if (!problems.empty()) r.skip = "invalid layout: " + problems[0].key + ": " + problems[0].message;
+        }
+        const int gpus = j.world_size();
+        r.source_flops = source_flops(r, r.convention);
+        const double iter = get<double>(t, "iteration_s", 0.0);
+        const double tokens = get<double>(t, "tokens_per_s", 0.0);
+        const double tflops = get<double>(t, "tflops_per_gpu", 0.0);
+        const double mfu = get<double>(t, "mfu", 0.0);
+        char buf[96] = "";
+        if (iter > 0) {
+            r.published_step = iter;
+            std::snprintf(buf, sizeof buf, "%.2f s/iter", iter);
+        } else if (tokens > 0) {  // per GPU, as NeMo, torchtitan and llm-foundry report it
+            r.published_step = (double)tr.global_batch * m.seq_len / (tokens * gpus);
+            std::snprintf(buf, sizeof buf, "%.0f tok/s/GPU", tokens);
+        } else if (tflops > 0) {
+            r.published_step = r.source_flops / (tflops * 1e12 * gpus);
+            std::snprintf(buf, sizeof buf, "%.0f TFLOP/s", tflops);
+        } else if (mfu > 0 && j.cluster.gpu.peak_tflops(tr.precision) > 0) {
+            r.published_step = r.source_flops / (mfu * j.cluster.gpu.peak_tflops(tr.precision) * 1e12 * gpus);
+            std::snprintf(buf, sizeof buf, "MFU %.1f%%", mfu * 100);
+        } else if (r.skip.empty()) {
+            r.skip = "no published throughput figure";
+        }
+        r.published_what = buf;
+        runs.push_back(std::move(r));
+    }
+    // Issue 15: at most ten calibration runs per GPU generation.
+    std::map<std::string, int> calibrating;
+    for (const Run& r : runs)
+        if (r.use == "calibrate" && ++calibrating[calibration_group(r.generation)] > 10) {
+            std::fprintf(stderr, "%s:%d: run \"%s\" is the 11th use = \"calibrate\" run of %s; at most 10 per generation\n",
+                         path.c_str(), r.line, r.name.c_str(), calibration_group(r.generation).c_str());
+            std::exit(2);
+        }
+    return runs;
+}
+
+std::string layout_of(const Run& r) {
+    const ptd::ParallelSpec& p = r.job.parallel;
+    std::string s = std::to_string(p.tp) + "·" + std::to_string(p.pp) + "·" + std::to_string(p.dp);
+    if (p.cp > 1) s += "c" + std::to_string(p.cp);
+    if (p.vpp > 1) s += "v" + std::to_string(p.vpp);
+    if (p.zero == 3) s += "z3";
+    return s;
+}
