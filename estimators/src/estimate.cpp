@@ -167,6 +167,14 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
     L.host_capacity_bytes = host.host_memory_gib * kGiB;
     L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
+    // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
+    // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
+    const bool torchtitan = job.training.framework == Framework::torchtitan;
+    L.dtensor_sp = torchtitan && L.sp;
+    L.loss_parallel = torchtitan && L.t > 1 && es.cross_entropy == CrossEntropyImpl::pytorch;
+    L.torch_pipelining = torchtitan && L.p > 1;
+    L.titan_model = torchtitan;
+    L.titan_eager = torchtitan && !job.training.torch_compile;
     return L;
 }
 

@@ -82,6 +82,12 @@ struct LayoutDerived {
     double host_capacity_bytes;          // host RAM per node; 0 = unknown (not checked)
     // zb: the pipeline schedule, resolved (never automatic).
     PipelineSchedule schedule;
+    // ---- ttmem: how PyTorch's runtime holds tensors under torchtitan (memory.cpp) ----
+    bool dtensor_sp;                     // torchtitan TP: DTensor SequenceParallel (all-gathered linear inputs saved)
+    bool loss_parallel;                  // torchtitan TP: loss_parallel's vocab-sharded cross entropy
+    bool torch_pipelining;               // torchtitan PP: torch.distributed.pipelining's stage buffers
+    bool titan_model;                    // torchtitan's Llama code: repeat_kv copies K and V to all heads
+    bool titan_eager;                    // ... run eagerly (no torch.compile): fp32 norm and RoPE copies
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. ZeRO-Offload
