@@ -15,6 +15,12 @@ foreach(expected "summary by generation" "summary by source" "summary by framewo
   endif()
 endforeach()
 
+# ttmem: bench_accuracy reads FSDP with pp > 1 as bench_memory does (run_file.h
+# apply_fsdp_layout), so no measured-memory row is refused for its ZeRO stage.
+if(out MATCHES "max_reserved[^\n]*skipped: invalid layout: parallel.zero")
+  message(FATAL_ERROR "bench_accuracy skips a measured-memory run for its ZeRO stage:\n${out}")
+endif()
+
 execute_process(COMMAND ${BENCH} --generation H100 --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "\"by\": \"generation\", \"group\": \"H100\"" OR out MATCHES "\"generation\": \"A100\"")
   message(FATAL_ERROR "bench_accuracy --generation H100 --json: exit ${rc}, output:\n${out}\n${err}")

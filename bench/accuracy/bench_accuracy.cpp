@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ptd/estimate.h"
+#include "run_file.h"
 #include "ptd/presets.h"
 #include "published_run.h"
 
@@ -35,7 +36,8 @@ void predict_all(std::vector<Run>& runs) {
         if (!r.skip.empty()) continue;
         const ptd::Estimate e = ptd::estimate_job(r.job);
         r.predicted_step = e.step_s;
-        if (!e.stages.empty()) r.predicted_memory_gib = e.stages[e.worst_stage].mem.total() / (1024.0 * 1024 * 1024);
+        // The source's allocator view, worst stage in that view (run_file.h, as bench_memory).
+        if (!e.stages.empty() && !r.memory_kind.empty()) r.predicted_memory_gib = predicted_view_gib(e, r.memory_kind);
     }
 }
 

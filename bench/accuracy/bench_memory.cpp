@@ -72,8 +72,16 @@ void apply_framework(const toml::table& t, Run& r) {
         style == "torchtitan-op" ? ptd::RecomputeStyle::torchtitan_op : ptd::RecomputeStyle::megatron;
     // torchtitan computes the loss as F.cross_entropy(pred.float(), labels) (train.py,
     // components/loss.py); Megatron-LM and Megatron-DeepSpeed use the vocab-parallel one.
-    r.job.estimate.cross_entropy =
-        r.framework == "torchtitan" ? ptd::CrossEntropyImpl::pytorch : ptd::CrossEntropyImpl::megatron;
+    r.job.estimate.cross_entropy = r.framework == "torchtitan" ? pytorch_cross_entropy(get<bool>(t, "compiled_loss", false))
+                                                              : ptd::CrossEntropyImpl::megatron;
+    // The stack's runtime (memory.cpp selects torchtitan's DTensor TP, loss_parallel and
+    // torch.distributed.pipelining by it), torch.compile and torchao's float8 (tensorwise,
+    // the recipe of both sources' runs), as bench_accuracy hands them to the job.
+    r.job.training.framework = r.framework == "torchtitan" ? ptd::Framework::torchtitan
+                             : r.framework == "deepspeed"  ? ptd::Framework::deepspeed
+                                                           : ptd::Framework::megatron;
+    r.job.training.torch_compile = r.compile && r.framework == "torchtitan";
+    if (r.float8) r.job.training.fp8 = ptd::Fp8Recipe::tensorwise;
 }
 
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
@@ -89,12 +97,12 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.table = get<std::string>(t, "table", "");
         r.framework = get<std::string>(t, "framework", "");
         r.kind = get<std::string>(t, "memory_kind", "");
+        r.compile = get<bool>(t, "compile", false);
+        r.float8 = get<bool>(t, "float8", false);
         if (r.kind != "max_reserved" && r.kind != "max_allocated" && r.kind != "nvidia-smi")
             bad_value(t, "memory_kind", r.kind, "\"max_reserved\", \"max_allocated\" or \"nvidia-smi\"");
         r.measured_gib = get<double>(t, "measured_gib", 0.0);
         if (!(r.measured_gib > 0)) bad_value(t, "measured_gib", std::to_string(r.measured_gib), "a figure > 0 GiB");
-        r.compile = get<bool>(t, "compile", false);
-        r.float8 = get<bool>(t, "float8", false);
 
         ptd::JobSpec& j = r.job;
         const std::string model = get<std::string>(t, "model", "");
@@ -121,6 +129,11 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.vpp = get<int>(t, "vpp", 1);
         p.zero = get<int>(t, "zero", 0);
         p.distributed_optimizer = get<bool>(t, "distributed_optimizer", false);
+        if (get<bool>(t, "fsdp", false)) {
+            if (t.get("zero") || t.get("distributed_optimizer"))
+                bad_value(t, "fsdp", "true", "fsdp alone: it sets zero / distributed_optimizer (run_file.h)");
+            apply_fsdp_layout(p);
+        }
         p.sequence_parallel = get<bool>(t, "sequence_parallel", false);
         const std::string rc = get<std::string>(t, "recompute", "none");
         if (rc != "none" && rc != "selective" && rc != "full")
@@ -154,14 +167,6 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// The part of the worst stage's prediction that the measured kind covers.
-double predicted_bytes(const ptd::MemoryBreakdown& m, const std::string& kind) {
-    const double allocated = m.model_states() + m.activations + m.temp;
-    if (kind == "max_allocated") return allocated;
-    if (kind == "max_reserved") return allocated + m.fragmentation;
-    return m.total();
 }
 
 const char* view_of(const std::string& kind) {
@@ -207,9 +212,7 @@ int main(int argc, char** argv) {
         const ptd::StageEstimate& w = est.stages[(size_t)est.worst_stage];
         // The measured figure is the maximum over all GPUs: compare with the stage whose
         // prediction in the measured view is largest.
-        double pred = 0;
-        for (const ptd::StageEstimate& s : est.stages) pred = std::max(pred, predicted_bytes(s.mem, r.kind));
-        pred /= kGiB;
+        const double pred = predicted_view_gib(est, r.kind);
         const double err = pred / r.measured_gib - 1.0;
         ++modelled;
         if (!est.fits) ++fit_fail;

@@ -38,7 +38,7 @@ const std::set<std::string> kRunKeys = {
     "sequence_parallel", "flash_attention", "distributed_optimizer", "zero", "fsdp", "overlap_grad_reduce",
     "overlap_param_gather", "tp_comm_overlap", "torch_compile", "precision", "fp8", "iteration_s",
     "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_gib_measured", "memory_kind",
-    "flops_convention", "note"};
+    "flops_convention", "note", "compiled_loss"};
 
 std::string g_path;
 
@@ -98,7 +98,7 @@ namespace {
 // ("" = it can).
 std::string apply_run_to_job(Run& r) {
     ptd::JobSpec& j = r.job;
-    if (r.fsdp) j.parallel.zero = 3;  // FSDP FULL_SHARD / ZeRO-3 is ZeRO stage 3
+    if (r.fsdp) apply_fsdp_layout(j.parallel);  // ZeRO-3, or with pp > 1 what torchtitan runs (run_file.h)
     // Overlap: what the source states; unstated, what the stack does in its published
     // configurations (NeMo / Megatron-Bridge performance recipes turn both overlaps on, FSDP
     // and DeepSpeed's overlap_comm always overlap); the param gather only exists with a
@@ -129,7 +129,7 @@ std::string apply_run_to_job(Run& r) {
     else if (r.schedule == "dualpipe") j.parallel.schedule = ptd::PipelineSchedule::dualpipe;
     // PyTorch stacks compute the loss with F.cross_entropy on fp32 logits; torchtitan's
     // "selective" is op-level selective checkpointing (memory.cpp).
-    if (r.framework == "torchtitan" || r.framework == "llm-foundry") j.estimate.cross_entropy = ptd::CrossEntropyImpl::pytorch;
+    if (r.framework == "torchtitan" || r.framework == "llm-foundry") j.estimate.cross_entropy = pytorch_cross_entropy(r.compiled_loss);
     if (r.framework == "torchtitan") j.parallel.recompute_style = ptd::RecomputeStyle::torchtitan_op;
     if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";
@@ -172,6 +172,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
         r.fsdp = get<bool>(t, "fsdp", false);
         r.torch_compile = get<bool>(t, "torch_compile", false);
+        r.compiled_loss = get<bool>(t, "compiled_loss", false);
         r.nics_per_node = get<int>(t, "nics_per_node", 0);
         r.nic_gbps = get<double>(t, "nic_gbps", 0.0);
         r.memory_gib_measured = get<double>(t, "memory_gib_measured", 0.0);

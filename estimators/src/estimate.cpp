@@ -170,6 +170,14 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
     L.ds_pipe = job.training.framework == Framework::deepspeed && L.p > 1;
     L.grad_accum_bytes = L.ds_pipe ? ds_grad_accum_bytes(job.training.precision, L.mbs) : 0.0;
+    // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
+    // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
+    const bool torchtitan = job.training.framework == Framework::torchtitan;
+    L.dtensor_sp = torchtitan && L.sp;
+    L.loss_parallel = torchtitan && L.t > 1 && es.cross_entropy == CrossEntropyImpl::pytorch;
+    L.torch_pipelining = torchtitan && L.p > 1;
+    L.titan_model = torchtitan;
+    L.titan_eager = torchtitan && !job.training.torch_compile;
     return L;
 }
 

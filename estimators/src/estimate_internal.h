@@ -88,6 +88,12 @@ struct LayoutDerived {
     // schedule's last instruction (compute.cpp, overlap.cpp, collectives.cpp).
     bool ds_pipe;
     double grad_accum_bytes;             // HBM bytes per parameter per micro-batch backward
+    // ---- ttmem: how PyTorch's runtime holds tensors under torchtitan (memory.cpp) ----
+    bool dtensor_sp;                     // torchtitan TP: DTensor SequenceParallel (all-gathered linear inputs saved)
+    bool loss_parallel;                  // torchtitan TP: loss_parallel's vocab-sharded cross entropy
+    bool torch_pipelining;               // torchtitan PP: torch.distributed.pipelining's stage buffers
+    bool titan_model;                    // torchtitan's Llama code: repeat_kv copies K and V to all heads
+    bool titan_eager;                    // ... run eagerly (no torch.compile): fp32 norm and RoPE copies
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is

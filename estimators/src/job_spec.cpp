@@ -60,7 +60,9 @@ PipelineSchedule effective_schedule(PipelineSchedule s, int vpp) {
 }
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ? "megatron" : "torchtitan-op"; }
-const char* to_string(CrossEntropyImpl v) { return v == CrossEntropyImpl::megatron ? "megatron" : "pytorch"; }
+const char* to_string(CrossEntropyImpl v) {
+    return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
+}
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
 const char* to_string(Framework v) {

@@ -13,6 +13,12 @@
 // of each linear input TE saves for wgrad instead of the bf16 input (te.Linear's
 // save_for_backward of the quantized input, columnwise usage only). torchao's Float8Linear
 // saves the bf16 tensors, so its activations stay those of bf16.
+// torchtitan / PyTorch runtime (ttmem, training.framework = "torchtitan"): DTensor sequence
+// parallelism saves the all-gathered linear inputs (torchtitan parallelize_llama.py apply_tp;
+// torchao float8_tensor_parallel.py gathers them in float8), loss_parallel's backward
+// (torch/distributed/tensor/parallel/loss.py), the compiled loss (torchtitan
+// components/loss.py), torch.distributed.pipelining's per-micro-batch receive buffers and
+// kept outputs (torch/distributed/pipelining/stage.py).
 // Offload: what leaves the GPU for host memory — ZeRO-Offload (Ren et al. 2021 §4), ZeRO-3
 // offload_param (ZeRO-Infinity, Rajbhandari et al. 2021); host RAM per node from NVIDIA's DGX
 // datasheets, PCIe per GPU from the link generation (host_link_defaults).
@@ -109,6 +115,17 @@ double layer_activation_torchtitan_op(const LayoutDerived& L) {
     return bytes;
 }
 
+// ttmem: bytes per element of the all-gathered input a DTensor column-parallel linear saves.
+// torchtitan's TP (parallelize_llama.py apply_tp) gathers the sequence-sharded norm output
+// with PrepareModuleInput(Shard(1) -> Replicate()) in front of the attention and the MLP, an
+// autograd op of its own (its backward is a reduce-scatter that needs nothing saved); the
+// matmuls of Q, K, V (and of w1, w3) then save that gathered, full-sequence tensor, where
+// Megatron's sequence parallelism saves the sharded norm output and gathers it again in
+// backward (Korthikanti et al. 2022 §4.2.2). With torchao float8 TP (Float8ColwiseParallel /
+// PrepareFloat8ModuleInput, tensorwise recipe) the input is cast to float8 before the
+// all-gather, so the gathered tensor holds 1 byte per element.
+double dtensor_gathered_bytes(const LayoutDerived& L) { return L.fp8 == Fp8Recipe::tensorwise ? 1.0 : L.e; }
+
 // Bytes one layer saves for backward, one micro-batch, one rank, recompute = none unless
 // the profile says otherwise. Megatron profile: Korthikanti et al. 2022 §4, generalised.
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
@@ -143,6 +160,15 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     } else {
         bytes += e * T * L.f_l * (L.swiglu ? 3.0 : 2.0);  // FC1 out (gate + up for SwiGLU) + activation
     }
+    if (L.dtensor_sp) bytes += 2.0 * dtensor_gathered_bytes(L) * T * h * (1.0 - r);
+    // ttmem: torchtitan's Attention (models/llama/model.py) expands K and V to all heads with
+    // repeat_kv (expand + reshape: a copy) before SDPA, which saves the expanded tensors.
+    if (L.titan_model) bytes += 2.0 * e * T * (hd - kvd);
+    // ttmem: run eagerly, its RMSNorm (models/norms.py) computes in fp32 (pow and the multiply
+    // save x.float(), the weight multiply the 16-bit normalised tensor: 4 + e where the profile
+    // counts 2e), and apply_rotary_emb multiplies complex fp32 views of Q and K (the multiply
+    // saves them: 4 bytes per element); torch.compile fuses both away.
+    if (L.titan_eager) bytes += 2.0 * (4.0 - e) * T * h * r + 4.0 * T * (hd + kvd);
     if (L.fp8 != Fp8Recipe::none && L.fp8_te) {
         // TE keeps the FP8 inputs of QKV (LN1 output), proj (context), FC1 (LN2 output, or the
         // permuted tokens of MoE) and FC2 (activation output) instead of bf16 ones.
@@ -210,9 +236,44 @@ double in_flight_chunks(const LayoutDerived& L, int i) {
 // (a dense fp32 tensor) and log_softmax_backward's output exist beside it: 3 × 4 bytes
 // (the 16-bit logits and the fp32 copy are freed by then; in the forward at most
 // e + 4 + 4 are alive, less than 12).
+// ttmem — loss_parallel (torchtitan with TP: the vocab-sharded DTensor logits under
+// torch.distributed.tensor.parallel.loss_parallel, torch/distributed/tensor/parallel/loss.py):
+// its nll_loss backward handler (_nll_loss_and_log_softmax_backward) builds
+// grad_input = zeros_like(x), then (grad_input + exp(x)) * grad_output, so the saved fp32
+// log-softmax x, grad_input, exp(x) and their sum are alive together: 16 bytes.
+// pytorch-compiled (torchtitan's components/loss.py compiles the loss with training.compile):
+// AOTAutograd's partitioner keeps the 16-bit logits (the graph input) and recomputes the
+// softmax inside the fused backward kernel, which writes the 16-bit gradient: 2e bytes.
 double loss_logit_bytes(const LayoutDerived& L, CrossEntropyImpl ce) {
-    if (ce == CrossEntropyImpl::pytorch) return 12.0;
+    if (ce == CrossEntropyImpl::pytorch_compiled) return 2.0 * L.e;
+    if (ce == CrossEntropyImpl::pytorch) return L.loss_parallel ? 16.0 : 12.0;
     return L.e >= 4.0 ? 4.0 : L.e + 4.0;
+}
+
+// ttmem: bytes torch.distributed.pipelining (torchtitan's PP) holds on rank i besides the
+// saved activations, over one step (torch/distributed/pipelining/stage.py):
+//   - _prepare_forward_infra allocates one receive buffer per micro-batch for each stage that
+//     receives activations (every stage but the global first), once, for the whole run; the
+//     buffer of an in-flight micro-batch is its first layer's saved input (already counted);
+//   - _prepare_backward_infra likewise one gradient receive buffer per micro-batch for each
+//     stage that sends (every stage but the global last);
+//   - forward_one_chunk appends every output to output_chunks, cleared only when the next
+//     step starts: the m stage outputs of each sending stage, and all m micro-batches' 16-bit
+//     logits on the last stage (the schedule merges them after the last backward).
+// A stage's input and output are sequence-sharded under TP (torchtitan's pipeline_llama.py
+// gives the stages seq_len / tp as their input shape).
+double torch_pipelining_bytes(const LayoutDerived& L, int i, double in_flight) {
+    if (!L.torch_pipelining) return 0;
+    const bool first = i == 0, last = i == L.p - 1;
+    const double boundary = L.e * L.tokens * L.h * (L.sp ? 1.0 / L.t : 1.0);
+    const double m = L.mbs;
+    const double receiving = L.v - (first ? 1.0 : 0.0), sending = L.v - (last ? 1.0 : 0.0);
+    const double in_flight_received = in_flight * receiving / L.v;
+    double bytes = std::max(0.0, receiving * m - in_flight_received) * boundary;  // activation receive buffers
+    bytes += sending * m * boundary;                                              // gradient receive buffers
+    bytes += sending * m * boundary;                                              // output_chunks
+    if (last) bytes += m * L.e * L.tokens * L.vocab / L.t;                        // the logits in output_chunks
+    return bytes;
 }
 
 // PyTorch's cuBLAS workspace, allocated through the caching allocator once per (handle,
@@ -357,9 +418,14 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         } else {
             // Final norm input and output, and the logits' copies alive at the loss's peak.
             output_extra = 2 * L.e * L.tokens * L.h * r + loss_logit_bytes(L, es.cross_entropy) * L.tokens * L.vocab / L.t;
+            // ttmem: torchtitan's output projection is ColwiseParallel(input_layouts=Shard(1)):
+            // its matmul saves the all-gathered 16-bit input (the output layer stays bf16 under
+            // float8: filter_fqns = ["output"]).
+            if (L.dtensor_sp) output_extra += L.e * L.tokens * L.h * (1.0 - r);
         }
     }
     const double chunks = in_flight_chunks(L, i);
+    if (!engine) output_extra += torch_pipelining_bytes(L, i, chunks);
     const double chunk_layers = (double)layers / L.v;
     S.act_per_mb = per_layer * layers + stage_extra;
     S.in_flight = chunks / L.v;

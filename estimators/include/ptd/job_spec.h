@@ -31,8 +31,11 @@ enum class RecomputeStyle { megatron, torchtitan_op };
 // How the loss is computed from the logits on the last stage: Megatron's vocab-parallel
 // cross entropy (fp32 copy of the logits, softmax and gradient in place) or PyTorch's
 // F.cross_entropy(logits.float()) (log-softmax output and its gradients as new tensors).
-// TOML: "megatron", "pytorch".
-enum class CrossEntropyImpl { megatron, pytorch };
+// pytorch_compiled (ttmem): the same loss under torch.compile, as torchtitan builds it since
+// 2025 (components/loss.py build_cross_entropy_loss compiles it with training.compile): the
+// fused kernels keep only the 16-bit logits and write their 16-bit gradient.
+// TOML: "megatron", "pytorch", "pytorch-compiled".
+enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled };
 // The accelerator's architecture generation: kernel efficiencies (GEMM and attention
 // fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
 // "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
