@@ -56,6 +56,8 @@ struct Run {
     std::string memory_kind;                // max_reserved | max_allocated | nvidia-smi
     double predicted_step = 0;              // filled by predict_all()
     double predicted_memory_gib = 0;
+    double capacity_gib = 0;                // l405: usable memory of the GPU the run used
+    bool predicted_fits = true;             // l405: the estimate's fit on that GPU
 };
 
 // FLOPs per iteration the way each source counts them.
@@ -80,7 +82,9 @@ const std::set<std::string> kRunKeys = {
     "sequence_parallel", "flash_attention", "distributed_optimizer", "zero", "fsdp", "overlap_grad_reduce",
     "overlap_param_gather", "tp_comm_overlap", "torch_compile", "precision", "fp8", "iteration_s",
     "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_gib_measured", "memory_kind",
-    "flops_convention", "note"};
+    "flops_convention", "note",
+    // l405: Megatron's pipeline-split accounting and the interleaved group size N
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size"};
 
 std::string g_path;
 
@@ -279,8 +283,13 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.sequence_parallel = get<bool>(t, "sequence_parallel", nemo && p.tp > 1);
         const std::string rc = get_word(t, "recompute", "none", {"none", "selective", "full"});
         p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
+        // l405: the embedding / loss counted in the split (Megatron's flags), and N.
+        p.account_for_embedding_in_pipeline_split = get<bool>(t, "account_for_embedding_in_pipeline_split", false);
+        p.account_for_loss_in_pipeline_split = get<bool>(t, "account_for_loss_in_pipeline_split", false);
+        p.microbatch_group_size = get<int>(t, "microbatch_group_size", 0);
+        const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
         // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
-        if (p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)
+        if (split_extra == 0 && p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)
             p.layers_per_stage = ptd::balanced_layers_per_stage(m.layers, p.pp * p.vpp);
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
@@ -339,7 +348,24 @@ void predict_all(std::vector<Run>& runs) {
         const ptd::Estimate e = ptd::estimate_job(r.job);
         r.predicted_step = e.step_s;
         if (!e.stages.empty()) r.predicted_memory_gib = e.stages[e.worst_stage].mem.total() / (1024.0 * 1024 * 1024);
+        r.capacity_gib = e.usable_bytes / (1024.0 * 1024 * 1024);
+        r.predicted_fits = e.fits;
     }
+}
+
+// l405: a run that happened cannot be an OOM. The published runs the memory model predicts
+// to overflow the GPUs they ran on, one line each (as bench_memory's last line counts them).
+void print_oom(const std::vector<Run>& runs) {
+    int modelled = 0, oom = 0;
+    for (const Run& r : runs)
+        if (r.skip.empty()) {
+            ++modelled;
+            if (!r.predicted_fits) ++oom;
+        }
+    std::printf("modelled %d runs; predicted OOM on the GPUs they ran on: %d\n", modelled, oom);
+    for (const Run& r : runs)
+        if (r.skip.empty() && !r.predicted_fits)
+            std::printf("  %-52s predicted %.1f GiB > %.1f GiB usable\n", r.name.c_str(), r.predicted_memory_gib, r.capacity_gib);
 }
 
 double log_error_sq(const std::vector<Run>& runs) {
@@ -622,5 +648,6 @@ int main(int argc, char** argv) {
     print_summary(runs, "source");
     print_summary(runs, "framework");
     print_memory(runs);
+    print_oom(runs);  // l405
     return 0;
 }
