@@ -38,7 +38,25 @@ void predict_all(std::vector<Run>& runs) {
         r.predicted_step = e.step_s;
         // The source's allocator view, worst stage in that view (run_file.h, as bench_memory).
         if (!e.stages.empty() && !r.memory_kind.empty()) r.predicted_memory_gib = predicted_view_gib(e, r.memory_kind);
+        if (!e.stages.empty()) r.predicted_total_gib = e.stages[e.worst_stage].mem.total() / (1024.0 * 1024 * 1024);
+        r.capacity_gib = e.usable_bytes / (1024.0 * 1024 * 1024);
+        r.predicted_fits = e.fits;
     }
+}
+
+// l405: a run that happened cannot be an OOM. The published runs the memory model predicts
+// to overflow the GPUs they ran on, one line each (as bench_memory's last line counts them).
+void print_oom(const std::vector<Run>& runs) {
+    int modelled = 0, oom = 0;
+    for (const Run& r : runs)
+        if (r.skip.empty()) {
+            ++modelled;
+            if (!r.predicted_fits) ++oom;
+        }
+    std::printf("modelled %d runs; predicted OOM on the GPUs they ran on: %d\n", modelled, oom);
+    for (const Run& r : runs)
+        if (r.skip.empty() && !r.predicted_fits)
+            std::printf("  %-52s predicted %.1f GiB > %.1f GiB usable\n", r.name.c_str(), r.predicted_total_gib, r.capacity_gib);
 }
 
 double log_error_sq(const std::vector<Run>& runs) {
@@ -312,5 +330,6 @@ int main(int argc, char** argv) {
     print_summary(runs, "source");
     print_summary(runs, "framework");
     print_memory(runs);
+    print_oom(runs);  // l405
     return 0;
 }

@@ -38,7 +38,9 @@ const std::set<std::string> kRunKeys = {
     "sequence_parallel", "flash_attention", "distributed_optimizer", "zero", "fsdp", "overlap_grad_reduce",
     "overlap_param_gather", "tp_comm_overlap", "torch_compile", "precision", "fp8", "iteration_s",
     "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_gib_measured", "memory_kind",
-    "flops_convention", "note", "compiled_loss"};
+    "flops_convention", "note", "compiled_loss",
+    // l405: Megatron's pipeline-split accounting and the interleaved group size N
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size"};
 
 std::string g_path;
 
@@ -244,8 +246,13 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.sequence_parallel = get<bool>(t, "sequence_parallel", nemo && p.tp > 1);
         const std::string rc = get_word(t, "recompute", "none", {"none", "selective", "full"});
         p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
+        // l405: the embedding / loss counted in the split (Megatron's flags), and N.
+        p.account_for_embedding_in_pipeline_split = get<bool>(t, "account_for_embedding_in_pipeline_split", false);
+        p.account_for_loss_in_pipeline_split = get<bool>(t, "account_for_loss_in_pipeline_split", false);
+        p.microbatch_group_size = get<int>(t, "microbatch_group_size", 0);
+        const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
         // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
-        if (p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)
+        if (split_extra == 0 && p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)
             p.layers_per_stage = ptd::balanced_layers_per_stage(m.layers, p.pp * p.vpp);
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);

@@ -178,6 +178,13 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.torch_pipelining = torchtitan && L.p > 1;
     L.titan_model = torchtitan;
     L.titan_eager = torchtitan && !job.training.torch_compile;
+    // l405: the interleaved group size N as the job gives it (validate_job: pp ≤ N ≤ m), p when
+    // not given (Megatron's default); a layout the planner tries with another pp or fewer
+    // micro-batches keeps Megatron's range [p, max(p, m)].
+    L.mb_group = job.parallel.microbatch_group_size > 0
+                     ? std::clamp(job.parallel.microbatch_group_size, L.p, std::max(L.p, L.mbs))
+                     : L.p;
+    L.chunk_layers = nullptr;  // set by evaluate_layout where the chunks of a stage differ
     return L;
 }
 
@@ -217,7 +224,7 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
 
 }  // namespace
 
-LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage,
+LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage_given,
                             Estimate* detail, StepBounds* bounds) {
     assert(!(detail && bounds));
     const JobSpec& job = ctx.job;
@@ -226,6 +233,23 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     LayoutDerived L = derive(ctx, ch);
     const LayerTime lt = layer_forward_time(L);
     const int p = L.p;
+    // l405: Megatron's --account-for-embedding/loss-in-pipeline-split: layers + 1 (+ 1) split
+    // evenly into p·v chunks, the first chunk of the first stage and the last chunk of the last
+    // stage holding one transformer layer fewer (transformer_config / get_num_layers_to_build).
+    // Where the count does not divide (a layout the planner tries), the split given is kept.
+    const int split_extra = (job.parallel.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                            (job.parallel.account_for_loss_in_pipeline_split ? 1 : 0);
+    const int pv = p * L.v;
+    thread_local std::vector<int> accounted_split;
+    const bool use_accounted = split_extra > 0 && (int)layers_per_stage_given.size() != pv &&
+                               (m.layers + split_extra) % pv == 0 && (m.layers + split_extra) / pv >= 1;
+    if (use_accounted) {
+        accounted_split.assign((size_t)pv, (m.layers + split_extra) / pv);
+        if (job.parallel.account_for_embedding_in_pipeline_split) --accounted_split.front();
+        if (job.parallel.account_for_loss_in_pipeline_split) --accounted_split.back();
+    }
+    const std::vector<int>& layers_per_stage = use_accounted ? accounted_split : layers_per_stage_given;
+    if (L.v > 1 && (int)layers_per_stage.size() == pv) L.chunk_layers = layers_per_stage.data();
 
     // Layers of stage i: from the explicit list (pp or pp·vpp entries), else balanced.
     const int n_lps = (int)layers_per_stage.size();
@@ -395,6 +419,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     PipelineDurations pd;
     pd.p = p, pd.v = v, pd.m = L.mbs, pd.fwd = fwd_d, pd.bwd = bwd_d;
     pd.schedule = L.schedule, pd.wgt = wgt_d;  // zb
+    pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
     // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
     // DualPipe's closed form is as cheap as its bounds: exact either way.
     const double pipeline = dualpipe ? dualpipe_makespan(pd, hidden_d, stage_end)

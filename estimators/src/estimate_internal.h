@@ -94,6 +94,12 @@ struct LayoutDerived {
     bool torch_pipelining;               // torchtitan PP: torch.distributed.pipelining's stage buffers
     bool titan_model;                    // torchtitan's Llama code: repeat_kv copies K and V to all heads
     bool titan_eager;                    // ... run eagerly (no torch.compile): fp32 norm and RoPE copies
+    // ---- l405: uneven model chunks and the interleaved group size ----
+    int mb_group;                        // interleaved: micro-batches per chunk group (Megatron's N; p by default)
+    // Transformer layers of every model chunk, chunk c of stage i at [c·p + i] (p·v entries),
+    // where the chunks of a stage differ (an explicit pp·vpp split, or the embedding / loss
+    // counted in the split); null = each chunk holds its stage's layers / v.
+    const int* chunk_layers;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -154,6 +160,9 @@ double engine_buffers_bytes(const std::vector<EngineBuffer>& list);
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc);
 // Micro-batch chunks whose activations stage i holds at the schedule's peak.
 double in_flight_chunks(const LayoutDerived& L, int i);
+// l405: transformer layers × micro-batches whose activations stage i holds at that peak: the
+// chunks of its first in_flight_chunks forwards in the schedule's order (uneven chunks).
+double in_flight_layers(const LayoutDerived& L, int i, int layers);
 // zb: ZB-H1 micro-batches whose W stage i has deferred at the peak (their B done), and the
 // bytes one of them keeps per layer (the weight-gradient GEMMs' inputs and output gradients).
 double zb_deferred_w(const LayoutDerived& L, int i);

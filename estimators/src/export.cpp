@@ -98,6 +98,15 @@ std::vector<int> chunk_layers(const JobSpec& job) {
     const ParallelSpec& p = job.parallel;
     const int chunks = p.pp * p.vpp;
     if (p.layers_per_stage.size() == (size_t)chunks) return p.layers_per_stage;
+    // l405: the embedding / loss counted as a layer each (validate_job: the count divides).
+    if (p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split) {
+        const int slots = job.model.layers + (p.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                          (p.account_for_loss_in_pipeline_split ? 1 : 0);
+        std::vector<int> out((size_t)chunks, slots / chunks);
+        if (p.account_for_embedding_in_pipeline_split) --out.front();
+        if (p.account_for_loss_in_pipeline_split) --out.back();
+        return out;
+    }
     std::vector<int> out((size_t)chunks);
     for (int k = 0; k < chunks; ++k)
         out[(size_t)k] = p.layers_per_stage.empty() ? job.model.layers / chunks
@@ -190,7 +199,17 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         const bool middle_even = std::adjacent_find(middle.begin(), middle.end(), std::not_equal_to<>()) == middle.end();
         const int mid = middle.empty() ? -1 : middle.front();
         const bool first_last_fits = p.vpp == 1 && middle_even && stages.front() > 0 && stages.back() > 0 && mid != 0;
-        if (even_chunks && chunks.front() > 0) {
+        const bool accounted = p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
+        if (accounted) {
+            // l405: Megatron's own flags (arguments.py): layers + embedding + loss split evenly
+            // into chunks of --num-layers-per-virtual-pipeline-stage.
+            if (p.account_for_embedding_in_pipeline_split) arg("--account-for-embedding-in-pipeline-split");
+            if (p.account_for_loss_in_pipeline_split) arg("--account-for-loss-in-pipeline-split");
+            if (p.vpp > 1)
+                arg("--num-layers-per-virtual-pipeline-stage",
+                    I((m.layers + (p.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                       (p.account_for_loss_in_pipeline_split ? 1 : 0)) / ((long long)p.pp * p.vpp)));
+        } else if (even_chunks && chunks.front() > 0) {
             if (p.vpp > 1) arg("--num-layers-per-virtual-pipeline-stage", I(chunks.front()));
         } else if (first_last_fits) {
             if (n == 2 || stages.front() != mid) arg("--decoder-first-pipeline-num-layers", I(stages.front()));
@@ -206,6 +225,22 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
             }
             arg("--pipeline-model-parallel-layout", "\"" + layout + "\"");
         }
+    }
+    if (p.pp > 1 && p.vpp > 1 && p.microbatch_group_size > 0) {
+        // l405: schedules.py (forward_backward_pipelining_with_interleaving) raises for a group
+        // size outside [pp, micro-batches] and for a last group smaller than pp.
+        const long long mbs = t.global_batch / std::max(1LL, (long long)t.micro_batch * p.dp);
+        const long long n = p.microbatch_group_size;
+        if (n < p.pp || n > mbs)
+            return job_error(job, "parallel.microbatch_group_size",
+                             "got " + I(n) + "; Megatron-LM's interleaved schedule needs pp ≤ N ≤ micro-batches per step; "
+                             "allowed for --format megatron: " + I(p.pp) + " to " + I(mbs));
+        if (mbs % n != 0 && mbs % n < p.pp)
+            return job_error(job, "parallel.microbatch_group_size",
+                             "got " + I(n) + " with " + I(mbs) + " micro-batches per step: the last group holds " + I(mbs % n) +
+                                 " < pp = " + I(p.pp) + " (Megatron-LM raises: dependency bubbles); allowed for --format "
+                                 "megatron: N dividing " + I(mbs) + ", or leaving a last group of at least pp");
+        if (n != p.pp) arg("--microbatch-group-size-per-virtual-pipeline-stage", I(n));
     }
     if (p.cp > 1) arg("--context-parallel-size", I(p.cp));
     if (m.experts > 1) arg("--expert-model-parallel-size", I(p.ep));
@@ -460,6 +495,10 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (p.vpp > 1)
         out.notes.push_back("parallel.vpp = " + std::to_string(p.vpp) +
                             ": DeepSpeed's pipeline engine has no interleaved schedule; expect a larger bubble");
+    if (p.pp > 1 && (p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split))  // l405
+        out.notes.push_back("parallel.account_for_*_in_pipeline_split: DeepSpeed's PipelineModule splits by "
+                            "partition_method (\"parameters\" by default, or \"type:transformer\"); give the embedding "
+                            "and the loss layer's share there");
     if (p.cp > 1)
         out.notes.push_back("parallel.cp = " + std::to_string(p.cp) +
                             ": DeepSpeed has no ring-attention context parallelism in ds_config; DeepSpeed-Ulysses "
@@ -565,6 +604,10 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (order != effective_order(job, "tp-cp-ep-dp-pp"))
         tp.notes.push_back("parallel.order = \"" + p.order + "\": torchtitan's device mesh is fixed (pp, dp, cp, tp "
                            "from outermost to innermost)");
+    if (p.pp > 1 && p.vpp > 1 && p.microbatch_group_size > 0 && p.microbatch_group_size != p.pp)  // l405
+        tp.notes.push_back("parallel.microbatch_group_size = " + std::to_string(p.microbatch_group_size) +
+                           ": PyTorch's Interleaved1F1B runs micro-batches in groups of pp; the estimate assumed groups of " +
+                           std::to_string(p.microbatch_group_size));
     // overlap: FSDP2 always overlaps its collectives and prefetches one module ahead.
     if (!p.overlap_grad_reduce && p.dp > 1)
         tp.notes.push_back("parallel.overlap_grad_reduce = false: torchtitan's FSDP2 / DDP always overlap the "

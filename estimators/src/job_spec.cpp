@@ -299,7 +299,27 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                          "; DualPipe needs an even number of at least 2·pp = " + s(2LL * p.pp) +
                                          " micro-batches; allowed: global_batch ≥ 2·pp·micro_batch·dp, or another schedule");
     }
-    if (p.layers_per_stage.empty()) {
+    // l405: Megatron's --account-for-{embedding,loss}-in-pipeline-split count the embedding and
+    // the loss as a layer each: (layers + 1 + 1) must split evenly into pp·vpp chunks
+    // (megatron/training/arguments.py), and they cannot be combined with an explicit split
+    // (Megatron refuses them with --decoder-first/last-pipeline-num-layers).
+    const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
+    if (split_extra > 0 && !p.layers_per_stage.empty())
+        add(p.account_for_embedding_in_pipeline_split ? "parallel.account_for_embedding_in_pipeline_split"
+                                                      : "parallel.account_for_loss_in_pipeline_split",
+            "true together with layers_per_stage; the split either counts the embedding / loss as layers or is "
+            "given explicitly; allowed: one of the two");
+    if (split_extra > 0 && p.layers_per_stage.empty()) {
+        const long long chunks = (long long)p.pp * p.vpp, slots = (long long)m.layers + split_extra;
+        if (chunks > 0 && slots % chunks != 0)
+            add("parallel.pp", "layers + " + std::string(split_extra == 2 ? "embedding + loss" : p.account_for_embedding_in_pipeline_split ? "embedding" : "loss") +
+                                   " = " + s(slots) + " is not divisible by pp·vpp = " + s(p.pp) + "·" + s(p.vpp) + " = " +
+                                   s(chunks) + " (account_for_*_in_pipeline_split); allowed: pp·vpp dividing " + s(slots) +
+                                   ", or the flags off");
+        else if (chunks > 0 && slots / chunks < 1)
+            add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(slots) +
+                                   " layers (embedding / loss counted); allowed: at most one chunk per layer");
+    } else if (p.layers_per_stage.empty()) {
         long long chunks = (long long)p.pp * p.vpp;
         if (chunks > 0 && m.layers % chunks != 0)
             add("parallel.pp", "layers (" + s(m.layers) + ") is not divisible by pp·vpp = " + s(p.pp) + "·" +
@@ -335,6 +355,29 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                         break;
                     }
         }
+    }
+
+    // l405: the interleaved schedule's group size N (Megatron's
+    // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N). Megatron-LM's
+    // schedules.py raises for N outside [pp, micro-batches] and for a last group smaller than
+    // pp; its order with N < pp deadlocks the schedule simulation (the Llama 3 paper's own
+    // schedule runs N < pp with another warm-up, which is not modelled).
+    if (p.microbatch_group_size > 0) {
+        const long long mbs = t.micro_batch > 0 && p.dp > 0 ? t.global_batch / ((long long)t.micro_batch * p.dp) : 0;
+        const long long n = p.microbatch_group_size;
+        if (p.vpp < 2)
+            add("parallel.microbatch_group_size", "got " + s(n) + " with vpp = " + s(p.vpp) +
+                                                      "; only the interleaved schedule groups micro-batches per chunk; "
+                                                      "allowed: vpp ≥ 2, or leave it out (= pp)");
+        else if (n < p.pp || (mbs > 0 && n > mbs))
+            add("parallel.microbatch_group_size",
+                "got " + s(n) + "; Megatron-LM's interleaved schedule needs pp ≤ N ≤ micro-batches per step; allowed: " +
+                    s(p.pp) + " to " + (mbs > 0 ? s(mbs) + " (global_batch / (micro_batch·dp))" : std::string("the micro-batches per step")));
+        else if (mbs > 0 && mbs % n != 0 && mbs % n < p.pp)
+            add("parallel.microbatch_group_size",
+                "got " + s(n) + " with " + s(mbs) + " micro-batches per step: the last group holds " + s(mbs % n) +
+                    " < pp = " + s(p.pp) + " micro-batches (Megatron-LM raises: dependency bubbles); allowed: N dividing " +
+                    s(mbs) + ", or one that leaves a last group of at least pp");
     }
 
     // ZeRO / optimizer sharding.

@@ -530,6 +530,10 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     }
     r.read_bool("offload_params", p.offload_params);
     read_enum(r, "schedule", p.schedule, kScheduleWords);  // zb
+    // l405: the pipeline split's embedding / loss accounting and the interleaved group size.
+    r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
+    r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
+    r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     r.finish();
 }
 
@@ -972,6 +976,10 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
     if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
+    // l405
+    if (p.account_for_embedding_in_pipeline_split) w.boolean("account_for_embedding_in_pipeline_split", true);
+    if (p.account_for_loss_in_pipeline_split) w.boolean("account_for_loss_in_pipeline_split", true);
+    if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
     }
 
     const TrainingSpec& t = job.training;

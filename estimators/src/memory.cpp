@@ -213,15 +213,36 @@ double layer_activation_bytes(const ActivationInputs& in) {
 namespace est {
 
 // Micro-batches (chunks / v) whose activations stage i holds at the 1F1B peak.
-// Non-interleaved: min(p − i, m). Interleaved (Megatron): warm-up chunks
-// 2·(p − i − 1) + (v − 1)·p, plus the one being computed, at most m·v.
+// Non-interleaved: min(p − i, m). Interleaved (Megatron, schedules.py
+// get_pp_rank_microbatches): warm-up chunks 2·(p − i − 1) + (v − 1)·N with N the
+// micro-batch group size (--microbatch-group-size-per-virtual-pipeline-stage, p by
+// default), plus the one being computed, at most m·v.
 double in_flight_chunks(const LayoutDerived& L, int i) {
     // zb: DualPipe holds PP + 1 micro-batch chunks at its peak (DeepSeek-V3 report, Table 2),
     // counted on every rank. ZB-H1 keeps 1F1B's (its deferred W are zb_deferred_w).
     if (L.schedule == PipelineSchedule::dualpipe) return std::min(L.p + 1, L.mbs);
     if (L.v <= 1) return std::min(L.p - i, L.mbs);
-    double chunks = 2.0 * (L.p - i - 1) + (double)(L.v - 1) * L.p + 1;
+    double chunks = 2.0 * (L.p - i - 1) + (double)(L.v - 1) * L.mb_group + 1;
     return std::min(chunks, (double)L.mbs * L.v);
+}
+
+// l405: the forwards stage i has run when it holds the most are its first in_flight_chunks
+// ones in Megatron's order (schedules.py get_schedule_table: micro-batches in groups of N,
+// each group through chunk 0, 1, …, v − 1; the last group may be smaller). With uneven
+// chunks the layers they hold are summed chunk by chunk; even chunks give chunks · layers / v.
+double in_flight_layers(const LayoutDerived& L, int i, int layers) {
+    const double chunks = in_flight_chunks(L, i);
+    if (!L.chunk_layers || L.v <= 1) return chunks * layers / L.v;
+    const int n = std::max(1, std::min(L.mb_group, L.mbs)), m = L.mbs, v = L.v, full = m / n;
+    const int count = (int)chunks;
+    double held = 0;
+    for (int k = 0; k < count; ++k) {
+        int chunk;
+        if (k < full * n * v) chunk = (k % (n * v)) / n;
+        else chunk = (k - full * n * v) / (m - full * n);
+        held += L.chunk_layers[(size_t)(chunk * L.p + i)];
+    }
+    return held;
 }
 
 // Bytes per logit element (one rank's T × V_p/t logits) alive at the loss's peak, with
@@ -426,10 +447,10 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     }
     const double chunks = in_flight_chunks(L, i);
     if (!engine) output_extra += torch_pipelining_bytes(L, i, chunks);
-    const double chunk_layers = (double)layers / L.v;
     S.act_per_mb = per_layer * layers + stage_extra;
     S.in_flight = chunks / L.v;
-    S.mem.activations = chunks * (per_layer * chunk_layers + stage_extra / L.v) + output_extra;
+    // l405: the layers those chunks hold (uneven chunks summed in the schedule's order).
+    S.mem.activations = per_layer * in_flight_layers(L, i, layers) + chunks * stage_extra / L.v + output_extra;
     if (!engine && L.fp8 != Fp8Recipe::none && fp8_layers < layers) {
         // bf16 layers of the first / last chunk keep bf16 inputs: chunks / v micro-batches hold them.
         LayoutDerived Lb = L;
@@ -459,7 +480,14 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
     const EstimateSpec& es = ctx.job.estimate;
     const double bucket = es.zero_bucket_elements;
     const int p = L.p;
-    if (L.zero == 1 || L.zero == 2) {
+    if (L.zero == 2 && p > 1) {
+        // l405: at the pipeline's activation peak only the reduce bucket is alive: ZeRO-2 (and
+        // FSDP with gradients sharded) reduce-scatters each micro-batch's gradients during its
+        // backward; the all-gather bucket serves the parameter update after the last backward,
+        // when the activations are freed (DeepSpeed stage_1_and_2.py: reduce_bucket_size in the
+        // backward hooks, allgather_bucket_size in step()).
+        S.mem.temp += L.e * std::min(bucket, S.params);
+    } else if (L.zero == 1 || L.zero == 2) {
         // DeepSpeed reduce and all-gather buckets in the training dtype.
         S.mem.temp += 2.0 * L.e * std::min(bucket, S.params);
     } else if (L.zero == 3) {

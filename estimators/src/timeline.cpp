@@ -26,18 +26,20 @@ namespace ptd {
 
 // ---- the schedule ---------------------------------------------------------------------
 
-int schedule_warmup(int p, int v, int m, int stage) {
+int schedule_warmup(int p, int v, int m, int stage, int group) {
     if (v <= 1) return std::min(p - stage - 1, m);
-    // forward_backward_pipelining_with_interleaving, microbatch_group_size_per_vp_stage = p.
-    return std::min(2 * (p - stage - 1) + (v - 1) * p, m * v);
+    // forward_backward_pipelining_with_interleaving (get_pp_rank_microbatches): the group
+    // size N = microbatch_group_size_per_vp_stage, p by default (l405).
+    const int n = group > 0 ? group : p;
+    return std::min(2 * (p - stage - 1) + (v - 1) * n, m * v);
 }
 
 namespace {
 
 // Forward (or backward) block k of a stage → (chunk, micro-batch): Megatron's tables,
-// micro-batches in groups of p (the last group may be smaller), each group through
-// every chunk in turn.
-ScheduleOp virtual_op(int p, int v, int m, int k, Pass pass) {
+// micro-batches in groups of N (get_schedule_table; N = `group`, p when 0; the last group
+// may be smaller), each group through every chunk in turn.
+ScheduleOp virtual_op(int p, int v, int m, int k, Pass pass, int group) {
     ScheduleOp op;
     op.pass = pass;
     if (v <= 1) {
@@ -45,7 +47,7 @@ ScheduleOp virtual_op(int p, int v, int m, int k, Pass pass) {
         op.micro_batch = k;
         return op;
     }
-    const int g = p, full = m / g;
+    const int g = group > 0 ? group : p, full = m / g;
     if (k < full * g * v) {
         const int group = k / (g * v), rem = k % (g * v);
         op.chunk = rem / g;
@@ -61,22 +63,23 @@ ScheduleOp virtual_op(int p, int v, int m, int k, Pass pass) {
 
 }  // namespace
 
-ScheduleOp schedule_op(int p, int v, int m, int stage, int j) {
-    const int n = m * v, w = schedule_warmup(p, v, m, stage);
+ScheduleOp schedule_op(int p, int v, int m, int stage, int j, int group) {
+    const int n = m * v, w = schedule_warmup(p, v, m, stage, group);
     assert(j >= 0 && j < 2 * n);
-    if (j < w) return virtual_op(p, v, m, j, Pass::forward);
+    if (j < w) return virtual_op(p, v, m, j, Pass::forward, group);
     const int steady = 2 * (n - w);
     if (j < w + steady) {
         const int q = j - w;
-        return q % 2 == 0 ? virtual_op(p, v, m, w + q / 2, Pass::forward) : virtual_op(p, v, m, q / 2, Pass::backward);
+        return q % 2 == 0 ? virtual_op(p, v, m, w + q / 2, Pass::forward, group)
+                          : virtual_op(p, v, m, q / 2, Pass::backward, group);
     }
-    return virtual_op(p, v, m, (n - w) + (j - w - steady), Pass::backward);
+    return virtual_op(p, v, m, (n - w) + (j - w - steady), Pass::backward, group);
 }
 
-std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage) {
+std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage, int group) {
     std::vector<ScheduleOp> out;
     out.reserve((size_t)2 * m * v);
-    for (int j = 0; j < 2 * m * v; ++j) out.push_back(schedule_op(p, v, m, stage, j));
+    for (int j = 0; j < 2 * m * v; ++j) out.push_back(schedule_op(p, v, m, stage, j, group));
     return out;
 }
 
@@ -105,17 +108,17 @@ int schedule_block_count(PipelineSchedule sched, int v, int m) {
     return sched == PipelineSchedule::zb_h1 ? 3 * m : 2 * m * v;
 }
 
-ScheduleOp schedule_op(PipelineSchedule sched, int p, int v, int m, int stage, int j) {
+ScheduleOp schedule_op(PipelineSchedule sched, int p, int v, int m, int stage, int j, int group) {
     assert(sched != PipelineSchedule::dualpipe);
     if (sched == PipelineSchedule::zb_h1) return schedule_op_zb_h1(p, m, stage, j);
-    return schedule_op(p, v, m, stage, j);
+    return schedule_op(p, v, m, stage, j, group);
 }
 
-std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int m, int stage) {
+std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int m, int stage, int group) {
     std::vector<ScheduleOp> out;
     const int n = schedule_block_count(sched, v, m);
     out.reserve((size_t)n);
-    for (int j = 0; j < n; ++j) out.push_back(schedule_op(sched, p, v, m, stage, j));
+    for (int j = 0; j < n; ++j) out.push_back(schedule_op(sched, p, v, m, stage, j, group));
     return out;
 }
 
@@ -141,7 +144,7 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
         for (int k = 0; k < p; ++k) {
             const int s = sweep % 2 == 0 ? k : p - 1 - k;
             while (pos[(size_t)s] < ops) {
-                const ScheduleOp op = schedule_op(sched, p, v, m, s, pos[(size_t)s]);
+                const ScheduleOp op = schedule_op(sched, p, v, m, s, pos[(size_t)s], d.group);
                 const int c = op.chunk, i = op.micro_batch;
                 double ready = 0;
                 if (op.pass == Pass::weight) {
@@ -188,6 +191,7 @@ namespace {
 struct CompiledSchedule {
     PipelineSchedule sched = PipelineSchedule::automatic;
     int p = 0, v = 0, m = 0;
+    int group = 0;  // l405: the interleaved group size (0 = p)
     struct Step {
         int32_t prev, dep, dur;  // positions (1-based) and index into [fwd…, bwd…]
     };
@@ -195,12 +199,12 @@ struct CompiledSchedule {
     std::vector<int32_t> last;  // per stage: position of its last block
 };
 
-CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m) {
+CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m, int group) {
     CompiledSchedule cs;
-    cs.sched = sched, cs.p = p, cs.v = v, cs.m = m;
+    cs.sched = sched, cs.p = p, cs.v = v, cs.m = m, cs.group = group;
     std::vector<double> ones((size_t)p * v, 1.0), end((size_t)p);
     std::vector<PlacedOp> placed;
-    PipelineDurations d{p, v, m, ones, ones, sched, sched == PipelineSchedule::zb_h1 ? std::span<const double>(ones) : std::span<const double>()};
+    PipelineDurations d{p, v, m, ones, ones, sched, sched == PipelineSchedule::zb_h1 ? std::span<const double>(ones) : std::span<const double>(), group};
     simulate_pipeline(d, end, &placed);  // the placement order is a topological order
     const size_t cells = (size_t)p * v * m;
     std::vector<int32_t> fpos(cells, 0), bpos(cells, 0), stage_pos((size_t)p, 0);
@@ -231,17 +235,17 @@ CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m) {
     return cs;
 }
 
-const CompiledSchedule& compiled_schedule(PipelineSchedule sched, int p, int v, int m) {
+const CompiledSchedule& compiled_schedule(PipelineSchedule sched, int p, int v, int m, int group) {
     thread_local std::vector<CompiledSchedule> cache;
     thread_local size_t next = 0;
     for (const CompiledSchedule& cs : cache)
-        if (cs.sched == sched && cs.p == p && cs.v == v && cs.m == m) return cs;
+        if (cs.sched == sched && cs.p == p && cs.v == v && cs.m == m && cs.group == group) return cs;
     constexpr size_t kKept = 256;
     if (cache.size() < kKept) {
-        cache.push_back(compile_schedule(sched, p, v, m));
+        cache.push_back(compile_schedule(sched, p, v, m, group));
         return cache.back();
     }
-    cache[next] = compile_schedule(sched, p, v, m);
+    cache[next] = compile_schedule(sched, p, v, m, group);
     const CompiledSchedule& out = cache[next];
     next = (next + 1) % kKept;
     return out;
@@ -298,16 +302,18 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     // the rest arithmetically; otherwise it doubles m1, down to the full simulation.
     // (Interleaved with m not a multiple of p — which the planner never asks for — always
     // takes the full simulation: its partial last group breaks the period.)
-    if (v > 1 && m % p != 0) return simulate_pipeline(d, stage_end);
-    const int q = v <= 1 ? 1 : p;
-    int m1 = 2 * p;
+    // l405: the period of the interleaved schedule is its group of N micro-batches (p by default).
+    const int group = v > 1 && d.group > 0 && d.group != p ? d.group : 0, g = group > 0 ? group : p;
+    if (v > 1 && m % g != 0) return simulate_pipeline(d, stage_end);
+    const int q = v <= 1 ? 1 : g;
+    int m1 = v <= 1 ? 2 * p : g * ((2 * p + g - 1) / g);
     thread_local std::vector<double> e0, e1;
     while (m1 + 2 * q < m) {
         e0.resize((size_t)p);
         e1.resize((size_t)p);
-        run_compiled(compiled_schedule(sched, p, v, m1), d, e0);
-        run_compiled(compiled_schedule(sched, p, v, m1 + q), d, e1);
-        run_compiled(compiled_schedule(sched, p, v, m1 + 2 * q), d, stage_end);
+        run_compiled(compiled_schedule(sched, p, v, m1, group), d, e0);
+        run_compiled(compiled_schedule(sched, p, v, m1 + q, group), d, e1);
+        run_compiled(compiled_schedule(sched, p, v, m1 + 2 * q, group), d, stage_end);
         bool steady = true;
         for (int s = 0; s < p && steady; ++s) {
             const double a = e1[(size_t)s] - e0[(size_t)s], b = stage_end[(size_t)s] - e1[(size_t)s];
@@ -324,11 +330,11 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
             }
             return makespan;
         }
-        m1 *= 2;  // stays a multiple of p
+        m1 *= 2;  // stays a multiple of the group
     }
     // Short schedules recur across the planner's layouts (same p, v, m, other durations):
     // small ones are compiled once and cached like the shortcut's.
-    if ((long long)schedule_block_count(sched, v, m) * p <= 16384) return run_compiled(compiled_schedule(sched, p, v, m), d, stage_end);
+    if ((long long)schedule_block_count(sched, v, m) * p <= 16384) return run_compiled(compiled_schedule(sched, p, v, m, group), d, stage_end);
     return simulate_pipeline(d, stage_end);
 }
 
@@ -342,6 +348,7 @@ struct MakespanMemo {
         uint64_t hash = 0;
         int p = 0, v = 0, m = 0;
         PipelineSchedule sched = PipelineSchedule::automatic;
+        int group = 0;  // l405
         bool used = false;
         uint64_t stamp = 0;  // last use
         std::vector<double> durations, stage_end;
@@ -360,6 +367,7 @@ uint64_t hash_durations(const PipelineDurations& d) {
         h ^= h >> 29;
     };
     mix((uint64_t)d.p << 40 ^ (uint64_t)d.v << 20 ^ (uint64_t)d.m ^ (uint64_t)d.schedule << 60);
+    mix((uint64_t)d.group);  // l405
     for (auto span : {d.fwd, d.bwd, d.wgt})
         for (double x : span) {
             uint64_t bits;
@@ -393,7 +401,7 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     for (size_t k = set; k < set + 2; ++k) {
         MakespanMemo::Entry& e = memo.entries[k];
         if (e.used && e.hash == h && e.p == d.p && e.v == d.v && e.m == d.m && e.sched == d.schedule &&
-            same_durations(e.durations, d)) {
+            e.group == d.group && same_durations(e.durations, d)) {
             std::copy(e.stage_end.begin(), e.stage_end.end(), stage_end.begin());
             e.stamp = ++memo.clock;
             return e.makespan;
@@ -404,7 +412,7 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     const double makespan = pipeline_makespan_uncached(d, stage_end);
     e.used = true;
     e.hash = h;
-    e.p = d.p, e.v = d.v, e.m = d.m, e.sched = d.schedule;
+    e.p = d.p, e.v = d.v, e.m = d.m, e.sched = d.schedule, e.group = d.group;
     e.durations.assign(d.fwd.begin(), d.fwd.end());
     e.durations.insert(e.durations.end(), d.bwd.begin(), d.bwd.end());
     e.durations.insert(e.durations.end(), d.wgt.begin(), d.wgt.end());
@@ -477,7 +485,8 @@ double pipeline_makespan_upper(const PipelineDurations& d) {
     constexpr size_t kOne = 3;  // kRatios[kOne] == 1
     // Samples are simulated on first use (NaN until then): a layout needs two of them.
     thread_local std::unordered_map<uint64_t, std::array<double, kN>> cache;
-    const uint64_t key = (uint64_t)d.p << 42 | (uint64_t)d.v << 21 | (uint64_t)d.m;
+    // l405: + the group size N (p < 2^15, v ≤ 1024, m < 2^22, N < 2^16 in any job).
+    const uint64_t key = (uint64_t)d.p << 49 | (uint64_t)d.v << 38 | (uint64_t)d.m << 16 | (uint64_t)(d.group & 0xffff);
     auto it = cache.find(key);
     if (it == cache.end()) {
         if (cache.size() >= 65536) cache.clear();
@@ -492,7 +501,9 @@ double pipeline_makespan_upper(const PipelineDurations& d) {
             ones.assign((size_t)d.p * d.v, 1.0);
             ratio.assign((size_t)d.p * d.v, kRatios[k]);
             end.resize((size_t)d.p);
-            g[k] = pipeline_makespan(PipelineDurations{d.p, d.v, d.m, ones, ratio}, end);
+            PipelineDurations unit{d.p, d.v, d.m, ones, ratio};
+            unit.group = d.group;  // l405
+            g[k] = pipeline_makespan(unit, end);
         }
         return g[k];
     };
@@ -556,6 +567,7 @@ Timeline predicted_timeline(const JobSpec& job) {
     PipelineDurations pd;
     pd.p = p, pd.v = v, pd.m = m, pd.fwd = fwd, pd.bwd = bwd;
     pd.schedule = sched, pd.wgt = wgt;
+    pd.group = v > 1 ? job.parallel.microbatch_group_size : 0;  // l405: Megatron's N (0 = p)
     if (sched == PipelineSchedule::dualpipe) {
         // The estimate's closed form: each rank's end, no blocks.
         t.pipeline_s = est.pipeline_s;

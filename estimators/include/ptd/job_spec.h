@@ -176,6 +176,17 @@ struct ParallelSpec {
     bool offload_params = false;
     // zb: the pipeline schedule (docs/job-spec.md, docs/estimators.md "Schedules").
     PipelineSchedule schedule = PipelineSchedule::automatic;
+    // l405: Megatron-LM's --account-for-embedding-in-pipeline-split / --account-for-loss-in-
+    // pipeline-split: the input embedding / the output layer and loss count as one layer each
+    // when the layers are split into pp·vpp chunks, so the first / last chunk holds one
+    // transformer layer fewer (the Llama 3 paper's 126 = 16·8 − 2 layout).
+    bool account_for_embedding_in_pipeline_split = false;
+    bool account_for_loss_in_pipeline_split = false;
+    // l405: Megatron's --microbatch-group-size-per-virtual-pipeline-stage (the Llama 3 paper's
+    // N): micro-batches run through one model chunk before the next; interleaved schedule
+    // only; 0 = pp (Megatron's default). Allowed: pp ≤ N ≤ micro-batches per step.
+    int microbatch_group_size = 0;
+    int mb_group_size() const { return microbatch_group_size > 0 ? microbatch_group_size : pp; }
 
     bool operator==(const ParallelSpec&) const = default;
 };

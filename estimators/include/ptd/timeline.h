@@ -40,17 +40,18 @@ struct ScheduleOp {
 };
 
 // Forward blocks a stage runs before its first backward (Megatron-LM schedules.py):
-// 1F1B min(p − s − 1, m); interleaved min(2·(p − s − 1) + (v − 1)·p, m·v).
-int schedule_warmup(int p, int v, int m, int stage);
+// 1F1B min(p − s − 1, m); interleaved min(2·(p − s − 1) + (v − 1)·N, m·v), N = `group`
+// (l405: --microbatch-group-size-per-virtual-pipeline-stage; 0 = p, Megatron's default).
+int schedule_warmup(int p, int v, int m, int stage, int group = 0);
 
 // The j-th block (0 ≤ j < 2·m·v) of stage `stage`: warm-up forwards, then one forward and
 // one backward alternating, then the cool-down backwards. Interleaved chunks follow
-// Megatron's table: micro-batches in groups of p, each group through chunk 0, 1, …, v−1
-// (forward) or v−1, …, 0 (backward).
-ScheduleOp schedule_op(int p, int v, int m, int stage, int j);
+// Megatron's table: micro-batches in groups of N (`group`, 0 = p), each group through
+// chunk 0, 1, …, v−1 (forward) or v−1, …, 0 (backward).
+ScheduleOp schedule_op(int p, int v, int m, int stage, int j, int group = 0);
 
 // Every block of one stage in order (2·m·v of them).
-std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage);
+std::vector<ScheduleOp> stage_schedule(int p, int v, int m, int stage, int group = 0);
 
 // ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", arXiv 2401.10241, §3 and
 // Fig. 3; the order of sail-sg/zero-bubble-pipeline-parallelism's ZB-H1 schedule): the
@@ -64,8 +65,8 @@ ScheduleOp schedule_op_zb_h1(int p, int m, int stage, int j);
 // Blocks per stage of a schedule (2·m·v; 3·m for ZB-H1) and the j-th of them; `sched` is
 // resolved (effective_schedule) — DualPipe has no block order here (dualpipe_makespan).
 int schedule_block_count(PipelineSchedule sched, int v, int m);
-ScheduleOp schedule_op(PipelineSchedule sched, int p, int v, int m, int stage, int j);
-std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int m, int stage);
+ScheduleOp schedule_op(PipelineSchedule sched, int p, int v, int m, int stage, int j, int group = 0);
+std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int m, int stage, int group = 0);
 
 // A placed block.
 struct PlacedOp {
@@ -83,6 +84,7 @@ struct PipelineDurations {
     // W blocks' durations (bwd then holds B only).
     PipelineSchedule schedule = PipelineSchedule::automatic;
     std::span<const double> wgt;
+    int group = 0;  // l405: interleaved micro-batch group size N; 0 = p (Megatron's default)
 };
 
 // Places every block of the schedule as early as its dependencies allow: a forward
