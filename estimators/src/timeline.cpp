@@ -273,6 +273,108 @@ double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std:
 
 namespace {
 
+// pspeed: 1F1B (v = 1) without placing blocks one by one. Round r of stage s is its forward
+// of micro-batch r + w_s (w_s = p − 1 − s warm-up forwards) and then its backward of
+// micro-batch r; a forward waits for the previous stage's forward of the round before, a
+// backward for the next stage's backward of the same round (the last stage's for its own
+// forward). With T_s = f_s + b_s and ψ(a) = b_0 + … + b_a, the end of stage a's forward in
+// round r plus ψ(a) is a longest walk over rounds in which each round is spent on one stage
+// and earns its T, a walk moves at most one stage deeper per round and any number of stages
+// up (a jump collects the backwards it passes, which ψ accounts for); the warm-up earns f on
+// the rounds a stage waits. The longest such walk spends every round it need not spend
+// elsewhere on one stage k (its "loop stage"): the stages it must descend through on the way
+// to k and out of it, and T_k for the rest. So for m ≥ 2p − 1 (every walk's descents fit
+// before the cool-down) each stage's end is a maximum over loop stages k of lines in m:
+//   y0_c   = T_0 + … + T_c + (p − 1 − c)·max(f_0 … f_c)           (forward of round 0 on c)
+//   In_k   = max( max_{c ≥ k−1} y0_c,  max_{c < k−1} y0_c + Σ_{j=c+1}^{k−1} (T_j − T_k) )
+//   W(ρ)   = max_k In_k + (m − p + ρ)·T_k + Σ_{j=k+1}^{ρ} (T_j − T_k)   (0 ≤ ρ < p)
+//   end_s  = max_{ρ ≥ s} [ W(ρ) + (p − 1 − ρ)·max(b_s … b_ρ) ] − (b_0 + … + b_{s−1})
+// where W(ρ) is the best walk at round m − p + ρ that respects the cool-down (stage a has
+// no forward after round m − p + a), and the last term the cool-down's backwards, the
+// rounds after ρ spent on the stage with the longest backward among s … ρ. Stages with equal
+// T give equal lines (descending through equal stages costs nothing), so only the first of
+// each run of equal T is a loop stage, and runs of equal b share their suffix maximum: a
+// balanced split (≤ 4 kinds of stage) costs O(p). Equal to simulate_pipeline up to rounding
+// (tests/test_pspeed.cpp checks it against the simulation and the previous shortcut).
+double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> stage_end) {
+    const int p = d.p, m = d.m;
+    const double *f = d.fwd.data(), *b = d.bwd.data();
+    assert(p >= 2 && m >= 2 * p - 1 && d.v == 1);
+    thread_local std::vector<double> T, y0, suffix_y0, W;
+    T.resize((size_t)p), y0.resize((size_t)p), suffix_y0.resize((size_t)p);
+    W.assign((size_t)p, -std::numeric_limits<double>::infinity());
+    double sum_t = 0, max_f = -std::numeric_limits<double>::infinity();
+    for (int c = 0; c < p; ++c) {
+        T[(size_t)c] = f[c] + b[c];
+        sum_t += T[(size_t)c];
+        max_f = std::max(max_f, f[c]);
+        y0[(size_t)c] = sum_t + (p - 1 - c) * max_f;
+    }
+    double best = -std::numeric_limits<double>::infinity();
+    for (int c = p - 1; c >= 0; --c) suffix_y0[(size_t)c] = best = std::max(best, y0[(size_t)c]);
+    for (int k = 0; k < p; ++k) {
+        const double tk = T[(size_t)k];
+        if (k > 0 && tk == T[(size_t)k - 1]) continue;  // same lines as the run's first stage
+        double in = suffix_y0[(size_t)std::max(k - 1, 0)], descent = 0;
+        for (int c = k - 2; c >= 0; --c) {
+            descent += T[(size_t)c + 1] - tk;
+            in = std::max(in, y0[(size_t)c] + descent);
+        }
+        double exit = 0;
+        for (int rho = 0; rho < p; ++rho) {
+            if (rho > k) exit += T[(size_t)rho] - tk;
+            W[(size_t)rho] = std::max(W[(size_t)rho], in + (double)(m - p + rho) * tk + exit);
+        }
+    }
+    // end_s = max_{j ≥ s} H_j − Σ_{i<s} b_i with H_j = max_{ρ ≥ j} W(ρ) + (p − 1 − ρ)·b_j.
+    double b_before = 0;
+    for (int s = 0; s < p; ++s) b_before += b[s];
+    double h = -std::numeric_limits<double>::infinity(), suffix_h = h, makespan = 0;
+    for (int j = p - 1; j >= 0; --j) {
+        if (j < p - 1 && b[j] == b[j + 1]) {
+            h = std::max(h, W[(size_t)j] + (p - 1 - j) * b[j]);
+        } else {
+            h = -std::numeric_limits<double>::infinity();
+            for (int rho = j; rho < p; ++rho) h = std::max(h, W[(size_t)rho] + (p - 1 - rho) * b[j]);
+        }
+        suffix_h = std::max(suffix_h, h);
+        b_before -= b[j];
+        stage_end[(size_t)j] = suffix_h - b_before;
+        makespan = std::max(makespan, stage_end[(size_t)j]);
+    }
+    return makespan;
+}
+
+// pspeed: 1F1B with p ≤ m < 2p − 1 micro-batches, placed round by round (the closed form
+// above needs more): each block's end is max(end of the block before it on its stage, end
+// of the block it waits for) + its duration, the operations simulate_pipeline performs on
+// the same operands, so every end is bit-identical to it. No schedule table to build.
+double one_f_one_b_rounds(const PipelineDurations& d, std::span<double> stage_end) {
+    const int p = d.p, m = d.m;
+    const double *f = d.fwd.data(), *b = d.bwd.data();
+    assert(p >= 2 && m >= p && d.v == 1);
+    thread_local std::vector<double> clock, last_fwd;
+    clock.assign((size_t)p, 0.0);
+    last_fwd.assign((size_t)p, 0.0);
+    double* ck = clock.data();
+    double* lf = last_fwd.data();
+    for (int r = -(p - 1); r < m; ++r) {
+        // Forwards of round r: stages s with r + w_s in [0, m). Descending, so lf[s − 1] still
+        // holds the previous stage's forward of round r − 1 (the same micro-batch).
+        const int s_lo = std::max(0, r - m + p), s_hi = std::min(p - 1, r + p - 1);
+        for (int s = s_hi; s >= s_lo; --s) lf[s] = ck[s] = std::max(ck[s], s > 0 ? lf[s - 1] : 0.0) + f[s];
+        if (r < 0) continue;  // warm-up: no backward yet
+        double below = ck[p - 1];  // the last stage's backward waits for its own forward
+        for (int s = p - 1; s >= 0; --s) below = ck[s] = std::max(ck[s], below) + b[s];
+    }
+    double makespan = 0;
+    for (int s = 0; s < p; ++s) {
+        stage_end[(size_t)s] = ck[s];
+        makespan = std::max(makespan, ck[s]);
+    }
+    return makespan;
+}
+
 double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> stage_end) {
     const int p = d.p, v = d.v, m = d.m;
     const PipelineSchedule sched = d.schedule;
@@ -299,6 +401,8 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     // (Interleaved with m not a multiple of p — which the planner never asks for — always
     // takes the full simulation: its partial last group breaks the period.)
     if (v > 1 && m % p != 0) return simulate_pipeline(d, stage_end);
+    if (v == 1 && !split && m >= 2 * p - 1) return one_f_one_b_closed_form(d, stage_end);  // pspeed
+    if (v == 1 && !split && m >= p) return one_f_one_b_rounds(d, stage_end);
     const int q = v <= 1 ? 1 : p;
     int m1 = 2 * p;
     thread_local std::vector<double> e0, e1;
@@ -382,11 +486,22 @@ bool same_durations(const std::vector<double>& kept, const PipelineDurations& d)
            std::equal(d.wgt.begin(), d.wgt.end(), kept.begin() + (ptrdiff_t)(n1 + n2));
 }
 
+MakespanMemo& makespan_memo() {
+    thread_local MakespanMemo memo;
+    return memo;
+}
+
 }  // namespace
+
+void clear_pipeline_makespan_memo() {
+    MakespanMemo& memo = makespan_memo();
+    for (MakespanMemo::Entry& e : memo.entries) e.used = false, e.stamp = 0;
+    memo.clock = 0;
+}
 
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
-    thread_local MakespanMemo memo;
+    MakespanMemo& memo = makespan_memo();
     const uint64_t h = hash_durations(d);
     // Two ways per set: a question replaces the older of the two.
     const size_t set = (size_t)(h % (MakespanMemo::kEntries / 2)) * 2;
