@@ -501,6 +501,9 @@ void clear_pipeline_makespan_memo() {
 
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
+    // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy.
+    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= 2 * d.p - 1))
+        return pipeline_makespan_uncached(d, stage_end);
     MakespanMemo& memo = makespan_memo();
     const uint64_t h = hash_durations(d);
     // Two ways per set: a question replaces the older of the two.
