@@ -1,7 +1,6 @@
 // test_pspeed.cpp — the planner's fast evaluation path gives the slow path's numbers
-// (estimators/src/timeline.cpp). pipeline_makespan answers 1F1B with a closed form over
-// "loop stages" (m ≥ 2p − 1) or round by round (p ≤ m < 2p − 1) instead of placing every
-// block; these tests hold it to simulate_pipeline, the block-by-block event simulation:
+// (estimators/src/timeline.cpp). pipeline_makespan answers 1F1B (m ≥ p) with a closed form
+// over "loop stages" instead of placing every block; these tests hold it to simulate_pipeline, the block-by-block event simulation:
 // every stage's end within 1e-12 relative, on random stage durations (few kinds of stage as
 // a balanced split has, or all different, near-ties included) and on the durations
 // evaluate_layout builds for a few hundred varied layouts (1F1B, interleaved, ZB-H1, uneven
@@ -43,6 +42,8 @@ TEST(OneFOneBFastPath, EqualsTheSimulationOnRandomStages) {
     std::uniform_real_distribution<double> u(0.2, 2.0);
     for (int trial = 0; trial < 600; ++trial) {
         const int p = 2 + (int)(rng() % 40);
+        // m from p (the closed form's least) up; a quarter below 2p − 1, where how soon a walk
+        // can reach its loop stage limits it.
         const int m = trial % 4 == 0 ? p + (int)(rng() % p) : p + (int)(rng() % (8 * p));
         const int kinds = trial % 5 == 4 ? p : 1 + (int)(rng() % 4);
         std::vector<double> kf((size_t)kinds), kb((size_t)kinds);
@@ -58,20 +59,18 @@ TEST(OneFOneBFastPath, EqualsTheSimulationOnRandomStages) {
     }
 }
 
-// Below 2p − 1 micro-batches the rounds are placed one by one with the simulation's own
-// operations: bit-identical, not just close.
-TEST(OneFOneBFastPath, ShortSchedulesAreBitIdentical) {
-    std::mt19937_64 rng(15);
-    std::uniform_real_distribution<double> u(0.2, 2.0);
-    for (int p = 2; p <= 24; ++p)
-        for (int m = p; m < 2 * p - 1; ++m) {
-            std::vector<double> f((size_t)p), b((size_t)p), slow((size_t)p), fast((size_t)p);
-            for (int s = 0; s < p; ++s) f[(size_t)s] = u(rng), b[(size_t)s] = u(rng);
-            const PipelineDurations d{p, 1, m, f, b, PipelineSchedule::automatic, {}};
-            clear_pipeline_makespan_memo();
-            EXPECT_EQ(pipeline_makespan(d, fast), simulate_pipeline(d, slow)) << p << " " << m;
-            EXPECT_EQ(fast, slow) << p << " " << m;
-        }
+// Few micro-batches (p ≤ m < 2p − 1) and stages that get lighter with depth: the best walk
+// would loop on the first stage, but a walk must have descended far enough by the
+// cool-down, so the entries that count are limited (c_lo in timeline.cpp).
+TEST(OneFOneBFastPath, FewMicroBatchesAndHeavyFirstStages) {
+    for (int p = 2; p <= 16; ++p)
+        for (int m = p; m < 2 * p; ++m)
+            for (double slope : {0.25, 0.5, 1.0}) {
+                std::vector<double> f((size_t)p), b((size_t)p);
+                for (int s = 0; s < p; ++s) f[(size_t)s] = 1.0 + slope * (p - s), b[(size_t)s] = 1.5 + slope * (p - s) * 0.75;
+                expect_same_ends(PipelineDurations{p, 1, m, f, b, PipelineSchedule::automatic, {}},
+                                 "p " + std::to_string(p) + " m " + std::to_string(m));
+            }
 }
 
 // The case that cost the old path milliseconds: Llama-3 70B on pp 64 (16 two-layer stages,
@@ -83,7 +82,7 @@ TEST(OneFOneBFastPath, SlowTakeoverOfTheSlowestStage) {
     f[0] = 0.00570892818;
     for (int s = 1; s <= 16; ++s) f[(size_t)s] = 0.0094421689, b[(size_t)s] = 0.0166169538;
     f[p - 1] = 0.00861243361, b[p - 1] = 0.0151867639;
-    for (int m : {127, 128, 200, 256, 512, 1024}) expect_same_ends(PipelineDurations{p, 1, m, f, b, PipelineSchedule::automatic, {}}, "m " + std::to_string(m));
+    for (int m : {64, 100, 127, 128, 200, 256, 512, 1024}) expect_same_ends(PipelineDurations{p, 1, m, f, b, PipelineSchedule::automatic, {}}, "m " + std::to_string(m));
 }
 
 const char* kLlama70b = R"(

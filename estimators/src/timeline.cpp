@@ -283,25 +283,27 @@ namespace {
 // up (a jump collects the backwards it passes, which ψ accounts for); the warm-up earns f on
 // the rounds a stage waits. The longest such walk spends every round it need not spend
 // elsewhere on one stage k (its "loop stage"): the stages it must descend through on the way
-// to k and out of it, and T_k for the rest. So for m ≥ 2p − 1 (every walk's descents fit
-// before the cool-down) each stage's end is a maximum over loop stages k of lines in m:
+// to k and out of it, and T_k for the rest (at least one round). So for m ≥ p each stage's
+// end is a maximum over loop stages k of lines in m:
 //   y0_c   = T_0 + … + T_c + (p − 1 − c)·max(f_0 … f_c)           (forward of round 0 on c)
-//   In_k   = max( max_{c ≥ k−1} y0_c,  max_{c < k−1} y0_c + Σ_{j=c+1}^{k−1} (T_j − T_k) )
+//   In_k   = max( max_{c ≥ k−1} y0_c,  max_{c_lo ≤ c < k−1} y0_c + Σ_{j=c+1}^{k−1} (T_j − T_k) )
 //   W(ρ)   = max_k In_k + (m − p + ρ)·T_k + Σ_{j=k+1}^{ρ} (T_j − T_k)   (0 ≤ ρ < p)
 //   end_s  = max_{ρ ≥ s} [ W(ρ) + (p − 1 − ρ)·max(b_s … b_ρ) ] − (b_0 + … + b_{s−1})
 // where W(ρ) is the best walk at round m − p + ρ that respects the cool-down (stage a has
-// no forward after round m − p + a), and the last term the cool-down's backwards, the
-// rounds after ρ spent on the stage with the longest backward among s … ρ. Stages with equal
+// no forward after round m − p + a), c_lo = k − (m − p) − ρ when ρ ≤ k (the walk must reach
+// k in time; 0 otherwise, and always when m ≥ 2p − 1), and the last term the cool-down's
+// backwards, the rounds after ρ spent on the stage with the longest backward among s … ρ
+// (the cool-down only lets a stage repeat backwards from round m − p + s on). Stages with equal
 // T give equal lines (descending through equal stages costs nothing), so only the first of
 // each run of equal T is a loop stage, and runs of equal b share their suffix maximum: a
 // balanced split (≤ 4 kinds of stage) costs O(p). Equal to simulate_pipeline up to rounding
-// (tests/test_pspeed.cpp checks it against the simulation and the previous shortcut).
+// (tests/test_pspeed.cpp checks it against the simulation; m < p keeps the general path).
 double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> stage_end) {
     const int p = d.p, m = d.m;
     const double *f = d.fwd.data(), *b = d.bwd.data();
-    assert(p >= 2 && m >= 2 * p - 1 && d.v == 1);
-    thread_local std::vector<double> T, y0, suffix_y0, W;
-    T.resize((size_t)p), y0.resize((size_t)p), suffix_y0.resize((size_t)p);
+    assert(p >= 2 && m >= p && d.v == 1);
+    thread_local std::vector<double> T, y0, suffix_y0, W, in_from;
+    T.resize((size_t)p), y0.resize((size_t)p), suffix_y0.resize((size_t)p), in_from.resize((size_t)p);
     W.assign((size_t)p, -std::numeric_limits<double>::infinity());
     double sum_t = 0, max_f = -std::numeric_limits<double>::infinity();
     for (int c = 0; c < p; ++c) {
@@ -315,15 +317,20 @@ double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> sta
     for (int k = 0; k < p; ++k) {
         const double tk = T[(size_t)k];
         if (k > 0 && tk == T[(size_t)k - 1]) continue;  // same lines as the run's first stage
-        double in = suffix_y0[(size_t)std::max(k - 1, 0)], descent = 0;
+        // in_from[c]: In_k over entries from stages ≥ c (jumps from c ≥ k − 1, descents below).
+        for (int c = std::max(k - 1, 0); c < p; ++c) in_from[(size_t)c] = suffix_y0[(size_t)c];
+        double descent = 0;
         for (int c = k - 2; c >= 0; --c) {
             descent += T[(size_t)c + 1] - tk;
-            in = std::max(in, y0[(size_t)c] + descent);
+            in_from[(size_t)c] = std::max(in_from[(size_t)c + 1], y0[(size_t)c] + descent);
         }
         double exit = 0;
         for (int rho = 0; rho < p; ++rho) {
             if (rho > k) exit += T[(size_t)rho] - tk;
-            W[(size_t)rho] = std::max(W[(size_t)rho], in + (double)(m - p + rho) * tk + exit);
+            // At least one round on k: a walk that ends on k (ρ ≤ k) after m − p + ρ rounds
+            // can have descended from c ≥ k − (m − p) − ρ only (no limit when m ≥ 2p − 1).
+            const int c_lo = rho > k ? 0 : std::max(0, k - (m - p) - rho);
+            W[(size_t)rho] = std::max(W[(size_t)rho], in_from[(size_t)c_lo] + (double)(m - p + rho) * tk + exit);
         }
     }
     // end_s = max_{j ≥ s} H_j − Σ_{i<s} b_i with H_j = max_{ρ ≥ j} W(ρ) + (p − 1 − ρ)·b_j.
@@ -341,36 +348,6 @@ double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> sta
         b_before -= b[j];
         stage_end[(size_t)j] = suffix_h - b_before;
         makespan = std::max(makespan, stage_end[(size_t)j]);
-    }
-    return makespan;
-}
-
-// pspeed: 1F1B with p ≤ m < 2p − 1 micro-batches, placed round by round (the closed form
-// above needs more): each block's end is max(end of the block before it on its stage, end
-// of the block it waits for) + its duration, the operations simulate_pipeline performs on
-// the same operands, so every end is bit-identical to it. No schedule table to build.
-double one_f_one_b_rounds(const PipelineDurations& d, std::span<double> stage_end) {
-    const int p = d.p, m = d.m;
-    const double *f = d.fwd.data(), *b = d.bwd.data();
-    assert(p >= 2 && m >= p && d.v == 1);
-    thread_local std::vector<double> clock, last_fwd;
-    clock.assign((size_t)p, 0.0);
-    last_fwd.assign((size_t)p, 0.0);
-    double* ck = clock.data();
-    double* lf = last_fwd.data();
-    for (int r = -(p - 1); r < m; ++r) {
-        // Forwards of round r: stages s with r + w_s in [0, m). Descending, so lf[s − 1] still
-        // holds the previous stage's forward of round r − 1 (the same micro-batch).
-        const int s_lo = std::max(0, r - m + p), s_hi = std::min(p - 1, r + p - 1);
-        for (int s = s_hi; s >= s_lo; --s) lf[s] = ck[s] = std::max(ck[s], s > 0 ? lf[s - 1] : 0.0) + f[s];
-        if (r < 0) continue;  // warm-up: no backward yet
-        double below = ck[p - 1];  // the last stage's backward waits for its own forward
-        for (int s = p - 1; s >= 0; --s) below = ck[s] = std::max(ck[s], below) + b[s];
-    }
-    double makespan = 0;
-    for (int s = 0; s < p; ++s) {
-        stage_end[(size_t)s] = ck[s];
-        makespan = std::max(makespan, ck[s]);
     }
     return makespan;
 }
@@ -401,8 +378,7 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     // (Interleaved with m not a multiple of p — which the planner never asks for — always
     // takes the full simulation: its partial last group breaks the period.)
     if (v > 1 && m % p != 0) return simulate_pipeline(d, stage_end);
-    if (v == 1 && !split && m >= 2 * p - 1) return one_f_one_b_closed_form(d, stage_end);  // pspeed
-    if (v == 1 && !split && m >= p) return one_f_one_b_rounds(d, stage_end);
+    if (v == 1 && !split && m >= p) return one_f_one_b_closed_form(d, stage_end);  // pspeed
     const int q = v <= 1 ? 1 : p;
     int m1 = 2 * p;
     thread_local std::vector<double> e0, e1;
@@ -502,7 +478,7 @@ void clear_pipeline_makespan_memo() {
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
     // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy.
-    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= 2 * d.p - 1))
+    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= d.p))
         return pipeline_makespan_uncached(d, stage_end);
     MakespanMemo& memo = makespan_memo();
     const uint64_t h = hash_durations(d);
