@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -108,39 +110,62 @@ void bench_evaluate(const ptd::JobSpec& job) {
     //  warm: the passes repeat without clearing, so from the second pass on every makespan
     //        is a memo lookup: an upper bound, not what a search sees.
     // The compiled schedules (per p, v, m; timeline.cpp) stay cached in both, as in a search.
+    // Beside the wall-clock rates, the rate per second of this thread's CPU time: on a
+    // machine shared with other work the wall rate also counts the time the thread waited.
     double checksum = 0;
-    auto measure = [&](bool cold, double& best, double& median, int64_t& calls) {
+    auto cpu_now = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    };
+    struct Rates {
+        double best = 0, median = 0, on_cpu = 0;
+        int64_t calls = 0;
+    };
+    auto measure = [&](bool cold) {
         std::vector<double> rates;
-        calls = 0;
+        Rates r;
+        int64_t timed_calls = 0;
+        double cpu = 0;
         for (int run = 0; run < 8; ++run) {
             int64_t n = 0;
-            double elapsed = 0;
+            double elapsed = 0, run_cpu = 0;
             while (elapsed < 0.2) {
                 if (cold) ptd::clear_pipeline_makespan_memo();  // outside the timed part
                 const auto t0 = Clock::now();
+                const double c0 = cpu_now();
                 for (const ptd::LayoutChoice& c : choices)
                     checksum += ptd::evaluate_layout(ctx, c, lps[c.pp], nullptr).tokens_per_s;
+                run_cpu += cpu_now() - c0;
                 elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
                 n += (int64_t)choices.size();
             }
-            if (run > 0) rates.push_back(n / elapsed);  // run 0 warms caches and the CPU up
-            calls += n;
+            if (run > 0) {  // run 0 warms caches and the CPU up
+                rates.push_back(n / elapsed);
+                timed_calls += n;
+                cpu += run_cpu;
+            }
+            r.calls += n;
         }
         std::sort(rates.begin(), rates.end());
-        best = rates.back();
-        median = rates[rates.size() / 2];
+        r.best = rates.back();
+        r.median = rates[rates.size() / 2];
+        r.on_cpu = timed_calls / cpu;
+        return r;
     };
-    double cold_best, cold_median, warm_best, warm_median;
-    int64_t cold_calls, warm_calls;
-    measure(true, cold_best, cold_median, cold_calls);
-    measure(false, warm_best, warm_median, warm_calls);
-    std::printf("evaluate_layout (no detail), llama3-70b on 64×8 h100-sxm, %zu distinct layouts, one thread:\n",
+    const Rates cold = measure(true), warm = measure(false);
+    double load[3] = {0, 0, 0};
+    const bool have_load = getloadavg(load, 3) == 3;
+    std::printf("evaluate_layout (no detail), llama3-70b on 64×8 h100-sxm, %zu distinct layouts, one thread",
                 choices.size());
-    std::printf("  cold (makespan memo cleared before each pass, %lld calls): %.3g layouts/s best, %.3g median "
-                "(%.2f µs each; target ≥ 1e6/s)\n",
-                (long long)cold_calls, cold_best, cold_median, 1e6 / cold_best);
-    std::printf("  warm (passes repeated, makespans from the memo, %lld calls): %.3g layouts/s best, %.3g median%s\n\n",
-                (long long)warm_calls, warm_best, warm_median, checksum < 0 ? " (unreachable)" : "");
+    if (have_load) std::printf(" (load average %.2f %.2f %.2f)", load[0], load[1], load[2]);
+    std::printf(":\n");
+    std::printf("  cold (makespan memo cleared before each pass, %lld calls): %.3g layouts/s best, %.3g median, "
+                "%.3g per CPU second (%.2f µs each at best; target ≥ 1e6/s)\n",
+                (long long)cold.calls, cold.best, cold.median, cold.on_cpu, 1e6 / cold.best);
+    std::printf("  warm (passes repeated, makespans from the memo, %lld calls): %.3g layouts/s best, %.3g median, "
+                "%.3g per CPU second%s\n\n",
+                (long long)warm.calls, warm.best, warm.median, warm.on_cpu, checksum < 0 ? " (unreachable)" : "");
 }
 
 void bench_plan(const char* title, const ptd::JobSpec& job) {
