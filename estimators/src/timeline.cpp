@@ -318,19 +318,27 @@ double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> sta
         const double tk = T[(size_t)k];
         if (k > 0 && tk == T[(size_t)k - 1]) continue;  // same lines as the run's first stage
         // in_from[c]: In_k over entries from stages ≥ c (jumps from c ≥ k − 1, descents below).
-        for (int c = std::max(k - 1, 0); c < p; ++c) in_from[(size_t)c] = suffix_y0[(size_t)c];
-        double descent = 0;
+        // At least one round on k: a walk that ends on k (ρ ≤ k) after m − p + ρ rounds can
+        // have descended from c ≥ k − (m − p) − ρ only; no limit when m − p ≥ k (always when
+        // m ≥ 2p − 1), and then only in_from[0] is needed.
+        const bool limited = m - p < k;
+        if (limited)
+            for (int c = std::max(k - 1, 0); c < p; ++c) in_from[(size_t)c] = suffix_y0[(size_t)c];
+        double in = suffix_y0[(size_t)std::max(k - 1, 0)], descent = 0;
         for (int c = k - 2; c >= 0; --c) {
             descent += T[(size_t)c + 1] - tk;
-            in_from[(size_t)c] = std::max(in_from[(size_t)c + 1], y0[(size_t)c] + descent);
+            in = std::max(in, y0[(size_t)c] + descent);
+            if (limited) in_from[(size_t)c] = in;
+        }
+        const int last_on_k = std::min(k, p - 1);
+        for (int rho = 0; rho <= last_on_k; ++rho) {
+            const double entry = limited ? in_from[(size_t)std::max(0, k - (m - p) - rho)] : in;
+            W[(size_t)rho] = std::max(W[(size_t)rho], entry + (double)(m - p + rho) * tk);
         }
         double exit = 0;
-        for (int rho = 0; rho < p; ++rho) {
-            if (rho > k) exit += T[(size_t)rho] - tk;
-            // At least one round on k: a walk that ends on k (ρ ≤ k) after m − p + ρ rounds
-            // can have descended from c ≥ k − (m − p) − ρ only (no limit when m ≥ 2p − 1).
-            const int c_lo = rho > k ? 0 : std::max(0, k - (m - p) - rho);
-            W[(size_t)rho] = std::max(W[(size_t)rho], in_from[(size_t)c_lo] + (double)(m - p + rho) * tk + exit);
+        for (int rho = last_on_k + 1; rho < p; ++rho) {
+            exit += T[(size_t)rho] - tk;
+            W[(size_t)rho] = std::max(W[(size_t)rho], in + (double)(m - p + rho) * tk + exit);
         }
     }
     // end_s = max_{j ≥ s} H_j − Σ_{i<s} b_i with H_j = max_{ρ ≥ j} W(ρ) + (p − 1 − ρ)·b_j.
