@@ -48,15 +48,15 @@ Strides order_strides(const char* order, int tp, int cp, int ep, int dp, int pp)
     int seq[5];
     int count = 0;
     for (const char* p = order; *p && count < 5;) {
-        const char* dash = std::strchr(p, '-');
-        size_t len = dash ? (size_t)(dash - p) : std::strlen(p);
-        for (int i = 0; i < 5; ++i)
-            if (!seen[i] && len == 2 && std::strncmp(p, names[i], 2) == 0) {
+        size_t len = 0;  // pspeed: one pass over the token, no libc calls (per layout)
+        while (p[len] && p[len] != '-') ++len;
+        for (int i = 0; i < 5 && len == 2; ++i)
+            if (!seen[i] && p[0] == names[i][0] && p[1] == names[i][1]) {
                 seen[i] = 1;
                 seq[count++] = i;
             }
-        if (!dash) break;
-        p = dash + 1;
+        if (!p[len]) break;
+        p += len + 1;
     }
     for (int i = 0; i < 5; ++i)
         if (!seen[i]) seq[count++] = i;

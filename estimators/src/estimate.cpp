@@ -304,9 +304,11 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     thread_local std::vector<StageTail> tails;
     thread_local std::vector<double> fwd_d, bwd_d, stage_end;
     thread_local std::vector<double> stage_host;  // offload: host bytes per GPU of each stage
-    tails.assign((size_t)p, StageTail{});
+    // pspeed: sized, not filled: every entry read below is written first (tails of stages
+    // not evaluated are read through the stage that stands for them, tail_of).
+    tails.resize((size_t)p);
     stage_host.assign((size_t)p, 0.0);
-    stage_end.assign((size_t)p, 0.0);
+    stage_end.resize((size_t)p);
     if (detail) {
         detail->stages.clear();
         detail->stages.reserve((size_t)p);
@@ -362,12 +364,12 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
     // Stages not evaluated (the balanced-split shortcut) have the tail of the stage of their
     // kind: the first, those with one layer more (1..extra), the rest of the middle, the last.
-    if (!all_stages)
-        for (int i = 0; i < p; ++i) {
-            const int rep = i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
-            tails[(size_t)i] = tails[(size_t)rep];
-            stage_host[(size_t)i] = stage_host[(size_t)rep];
-        }
+    auto rep_of = [&](int i) {
+        return all_stages ? i : i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
+    };
+    auto tail_of = [&](int i) -> const StageTail& { return tails[(size_t)rep_of(i)]; };
+    if (!all_stages && (L.offload_optimizer || L.offload_params))
+        for (int i = 0; i < p; ++i) stage_host[(size_t)i] = stage_host[(size_t)rep_of(i)];
 
     // The pipeline schedule: every chunk's forward and backward block, placed by the
     // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
@@ -375,19 +377,26 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     const int v = L.v;
     // A chunk's time depends only on its layer count and whether it holds the embedding or
     // the output layer: a few kinds however many chunks (a balanced split has ≤ 4).
+    // pspeed: each kind keeps its block totals, and the kind of the chunk before is tried
+    // first (a split's stages come in runs of one kind), so a stage costs two loads.
     struct KnownChunk {
         double layers;
         bool first, last;
         ChunkTime time;
+        double fwd_total, bwd_total;
     };
     KnownChunk known[8];
-    int n_known = 0;
-    auto chunk_time = [&](double layers, bool first, bool last) -> ChunkTime {
+    KnownChunk spare;  // a ninth kind and beyond (explicit lists), not kept
+    int n_known = 0, last_kind = -1;
+    auto chunk_kind = [&](double layers, bool first, bool last) -> const KnownChunk& {
+        auto same = [&](const KnownChunk& k) { return k.layers == layers && k.first == first && k.last == last; };
+        if (last_kind >= 0 && same(known[last_kind])) return known[last_kind];
         for (int k = 0; k < n_known; ++k)
-            if (known[k].layers == layers && known[k].first == first && known[k].last == last) return known[k].time;
+            if (same(known[k])) return known[last_kind = k];
         const ChunkTime ct = block_time(L, lt, layers, first, last);
-        if (n_known < 8) known[n_known++] = KnownChunk{layers, first, last, ct};
-        return ct;
+        KnownChunk& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
+        slot = KnownChunk{layers, first, last, ct, ct.fwd.total(), ct.bwd.total()};
+        return slot;
     };
     // zb: ZB-H1 runs the backward as B then, later, W; DualPipe's pairs hide communication.
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
@@ -401,9 +410,10 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         for (int c = 0; c < v; ++c) {
             const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]
                                                                 : (double)layers / v;
-            const ChunkTime ct = chunk_time(chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
-            fwd_d[(size_t)(c * p + i)] = ct.fwd.total();
-            bwd_d[(size_t)(c * p + i)] = ct.bwd.total();
+            const KnownChunk& kind = chunk_kind(chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
+            const ChunkTime& ct = kind.time;
+            fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
+            bwd_d[(size_t)(c * p + i)] = kind.bwd_total;
             if (split_w || dualpipe) {
                 wgt_d[(size_t)(c * p + i)] = ct.bwd.wgrad;
                 bwd_d[(size_t)(c * p + i)] -= ct.bwd.wgrad;
@@ -431,12 +441,12 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // and the exposed parameter gather. The step ends with the slowest.
     double sync = pipeline, grad_exposed_max = 0;
     for (int i = 0; i < p; ++i) {
-        sync = std::max(sync, stage_end[(size_t)i] + tails[(size_t)i].grad_exposed_s);
-        grad_exposed_max = std::max(grad_exposed_max, tails[(size_t)i].grad_exposed_s);
+        sync = std::max(sync, stage_end[(size_t)i] + tail_of(i).grad_exposed_s);
+        grad_exposed_max = std::max(grad_exposed_max, tail_of(i).grad_exposed_s);
     }
     double after = 0, after_opt = 0, after_offload = 0;
     for (int i = 0; i < p; ++i) {
-        const StageTail& t = tails[(size_t)i];
+        const StageTail& t = tail_of(i);
         if (t.optimizer_s + t.param_exposed_s + t.offload_s > after) {
             after = t.optimizer_s + t.param_exposed_s + t.offload_s;
             after_opt = t.optimizer_s;

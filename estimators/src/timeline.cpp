@@ -277,6 +277,93 @@ double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std:
 
 namespace {
 
+// pspeed: 1F1B (v = 1) without placing blocks one by one. Round r of stage s is its forward
+// of micro-batch r + w_s (w_s = p − 1 − s warm-up forwards) and then its backward of
+// micro-batch r; a forward waits for the previous stage's forward of the round before, a
+// backward for the next stage's backward of the same round (the last stage's for its own
+// forward). With T_s = f_s + b_s and ψ(a) = b_0 + … + b_a, the end of stage a's forward in
+// round r plus ψ(a) is a longest walk over rounds in which each round is spent on one stage
+// and earns its T, a walk moves at most one stage deeper per round and any number of stages
+// up (a jump collects the backwards it passes, which ψ accounts for); the warm-up earns f on
+// the rounds a stage waits. The longest such walk spends every round it need not spend
+// elsewhere on one stage k (its "loop stage"): the stages it must descend through on the way
+// to k and out of it, and T_k for the rest (at least one round). So for m ≥ p each stage's
+// end is a maximum over loop stages k of lines in m:
+//   y0_c   = T_0 + … + T_c + (p − 1 − c)·max(f_0 … f_c)           (forward of round 0 on c)
+//   In_k   = max( max_{c ≥ k−1} y0_c,  max_{c_lo ≤ c < k−1} y0_c + Σ_{j=c+1}^{k−1} (T_j − T_k) )
+//   W(ρ)   = max_k In_k + (m − p + ρ)·T_k + Σ_{j=k+1}^{ρ} (T_j − T_k)   (0 ≤ ρ < p)
+//   end_s  = max_{ρ ≥ s} [ W(ρ) + (p − 1 − ρ)·max(b_s … b_ρ) ] − (b_0 + … + b_{s−1})
+// where W(ρ) is the best walk at round m − p + ρ that respects the cool-down (stage a has
+// no forward after round m − p + a), c_lo = k − (m − p) − ρ when ρ ≤ k (the walk must reach
+// k in time; 0 otherwise, and always when m ≥ 2p − 1), and the last term the cool-down's
+// backwards, the rounds after ρ spent on the stage with the longest backward among s … ρ
+// (the cool-down only lets a stage repeat backwards from round m − p + s on). Stages with equal
+// T give equal lines (descending through equal stages costs nothing), so only the first of
+// each run of equal T is a loop stage, and runs of equal b share their suffix maximum: a
+// balanced split (≤ 4 kinds of stage) costs O(p). Equal to simulate_pipeline up to rounding
+// (tests/test_pspeed.cpp checks it against the simulation; m < p keeps the general path).
+double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> stage_end) {
+    const int p = d.p, m = d.m;
+    const double *f = d.fwd.data(), *b = d.bwd.data();
+    assert(p >= 2 && m >= p && d.v == 1);
+    thread_local std::vector<double> T, y0, suffix_y0, W, in_from;
+    T.resize((size_t)p), y0.resize((size_t)p), suffix_y0.resize((size_t)p), in_from.resize((size_t)p);
+    W.assign((size_t)p, -std::numeric_limits<double>::infinity());
+    double sum_t = 0, max_f = -std::numeric_limits<double>::infinity();
+    for (int c = 0; c < p; ++c) {
+        T[(size_t)c] = f[c] + b[c];
+        sum_t += T[(size_t)c];
+        max_f = std::max(max_f, f[c]);
+        y0[(size_t)c] = sum_t + (p - 1 - c) * max_f;
+    }
+    double best = -std::numeric_limits<double>::infinity();
+    for (int c = p - 1; c >= 0; --c) suffix_y0[(size_t)c] = best = std::max(best, y0[(size_t)c]);
+    for (int k = 0; k < p; ++k) {
+        const double tk = T[(size_t)k];
+        if (k > 0 && tk == T[(size_t)k - 1]) continue;  // same lines as the run's first stage
+        // in_from[c]: In_k over entries from stages ≥ c (jumps from c ≥ k − 1, descents below).
+        // At least one round on k: a walk that ends on k (ρ ≤ k) after m − p + ρ rounds can
+        // have descended from c ≥ k − (m − p) − ρ only; no limit when m − p ≥ k (always when
+        // m ≥ 2p − 1), and then only in_from[0] is needed.
+        const bool limited = m - p < k;
+        if (limited)
+            for (int c = std::max(k - 1, 0); c < p; ++c) in_from[(size_t)c] = suffix_y0[(size_t)c];
+        double in = suffix_y0[(size_t)std::max(k - 1, 0)], descent = 0;
+        for (int c = k - 2; c >= 0; --c) {
+            descent += T[(size_t)c + 1] - tk;
+            in = std::max(in, y0[(size_t)c] + descent);
+            if (limited) in_from[(size_t)c] = in;
+        }
+        const int last_on_k = std::min(k, p - 1);
+        for (int rho = 0; rho <= last_on_k; ++rho) {
+            const double entry = limited ? in_from[(size_t)std::max(0, k - (m - p) - rho)] : in;
+            W[(size_t)rho] = std::max(W[(size_t)rho], entry + (double)(m - p + rho) * tk);
+        }
+        double exit = 0;
+        for (int rho = last_on_k + 1; rho < p; ++rho) {
+            exit += T[(size_t)rho] - tk;
+            W[(size_t)rho] = std::max(W[(size_t)rho], in + (double)(m - p + rho) * tk + exit);
+        }
+    }
+    // end_s = max_{j ≥ s} H_j − Σ_{i<s} b_i with H_j = max_{ρ ≥ j} W(ρ) + (p − 1 − ρ)·b_j.
+    double b_before = 0;
+    for (int s = 0; s < p; ++s) b_before += b[s];
+    double h = -std::numeric_limits<double>::infinity(), suffix_h = h, makespan = 0;
+    for (int j = p - 1; j >= 0; --j) {
+        if (j < p - 1 && b[j] == b[j + 1]) {
+            h = std::max(h, W[(size_t)j] + (p - 1 - j) * b[j]);
+        } else {
+            h = -std::numeric_limits<double>::infinity();
+            for (int rho = j; rho < p; ++rho) h = std::max(h, W[(size_t)rho] + (p - 1 - rho) * b[j]);
+        }
+        suffix_h = std::max(suffix_h, h);
+        b_before -= b[j];
+        stage_end[(size_t)j] = suffix_h - b_before;
+        makespan = std::max(makespan, stage_end[(size_t)j]);
+    }
+    return makespan;
+}
+
 double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> stage_end) {
     const int p = d.p, v = d.v, m = d.m;
     const PipelineSchedule sched = d.schedule;
@@ -305,6 +392,7 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     // l405: the period of the interleaved schedule is its group of N micro-batches (p by default).
     const int group = v > 1 && d.group > 0 && d.group != p ? d.group : 0, g = group > 0 ? group : p;
     if (v > 1 && m % g != 0) return simulate_pipeline(d, stage_end);
+    if (v == 1 && !split && m >= p) return one_f_one_b_closed_form(d, stage_end);  // pspeed
     const int q = v <= 1 ? 1 : g;
     int m1 = v <= 1 ? 2 * p : g * ((2 * p + g - 1) / g);
     thread_local std::vector<double> e0, e1;
@@ -390,11 +478,25 @@ bool same_durations(const std::vector<double>& kept, const PipelineDurations& d)
            std::equal(d.wgt.begin(), d.wgt.end(), kept.begin() + (ptrdiff_t)(n1 + n2));
 }
 
+MakespanMemo& makespan_memo() {
+    thread_local MakespanMemo memo;
+    return memo;
+}
+
 }  // namespace
+
+void clear_pipeline_makespan_memo() {
+    MakespanMemo& memo = makespan_memo();
+    for (MakespanMemo::Entry& e : memo.entries) e.used = false, e.stamp = 0;
+    memo.clock = 0;
+}
 
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
-    thread_local MakespanMemo memo;
+    // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy.
+    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= d.p))
+        return pipeline_makespan_uncached(d, stage_end);
+    MakespanMemo& memo = makespan_memo();
     const uint64_t h = hash_durations(d);
     // Two ways per set: a question replaces the older of the two.
     const size_t set = (size_t)(h % (MakespanMemo::kEntries / 2)) * 2;

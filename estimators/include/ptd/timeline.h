@@ -104,6 +104,9 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
 // (exact compare), so a repeated question is answered without placing blocks. DualPipe:
 // dualpipe_makespan with no hidden communication.
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end);
+// Forgets this thread's remembered makespans (not the compiled schedules, which depend on
+// p, v and m only), so a benchmark can time evaluations of layouts it has not seen.
+void clear_pipeline_makespan_memo();
 
 // Bounds on simulate_pipeline's makespan without placing blocks, so the planner can screen
 // every layout and simulate only those whose rank the bounds leave open (docs/planner.md).
