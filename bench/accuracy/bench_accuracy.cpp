@@ -45,7 +45,7 @@ struct Run {
     // Issue 15 keys the estimator on main does not take yet. They are parsed and checked
     // here and handed to the job in apply_run_to_job(); see the INTEGRATOR marks there.
     std::string fp8 = "none";               // none | delayed | current | tensorwise | rowwise
-    std::string cluster;                    // dgx-a100 | dgx-h100 | hgx-h200 | dgx-b200; "" = none named
+    std::string cluster;                    // dgx-a100 | dgx-h100 | hgx-h200 | dgx-b200 | gb200-nvl72; "" = none named
     std::string schedule;                   // 1f1b | interleaved | zb-h1 | dualpipe; "" = not stated
     std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
     bool fsdp = false;                      // FSDP / ZeRO-3 (zero = 3)
@@ -201,7 +201,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                 {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
                                  "nemo-model-tflops"});
         r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise"});
-        r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200"});
+        r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"});
         r.schedule = get_word(t, "schedule", "", {"", "1f1b", "interleaved", "zb-h1", "dualpipe"});
         r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
         r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
@@ -255,6 +255,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                 j.cluster.rail_optimized = net->rail_optimized;
                 j.cluster.nvls = net->nvls;
                 if (net->intra_gbps > 0 && net->gpu == gpu) j.cluster.intra_gbps = net->intra_gbps;
+                // gb200: the preset's NVLink domain, as a job file gets it (job_toml.cpp).
+                if (!r.cluster.empty() || net->gpus_per_node == gpn) j.cluster.nvlink_domain = net->nvlink_domain;
             }
             if (r.nics_per_node > 0) j.cluster.nics_per_node = r.nics_per_node;
             if (r.nic_gbps > 0) nic_gbit = 8.0 * r.nic_gbps;
