@@ -10,6 +10,7 @@
 #include "ptd/estimate.h"
 #include "ptd/export.h"
 #include "ptd/job_spec.h"
+#include "ptd/planner.h"
 #include "ptd/presets.h"
 
 namespace {
@@ -235,6 +236,31 @@ TEST(Gb200, EstimatePricesTensorParallelInTheRackAsNvlink) {
     const Estimate ea = estimate_job(*a), eb = estimate_job(*b);
     EXPECT_GT(eb.time.tp_comm, 3.0 * ea.time.tp_comm);
     EXPECT_LT(ea.step_s, eb.step_s);
+}
+
+TEST(Gb200, PlannerLetsTensorParallelReachTheNvlinkDomain) {
+    // NVIDIA's own GB200 layout for Nemotron-4 340B is TP 8 on 4-GPU trays: within NVLink's
+    // reach on NVL72, so the planner must consider it (tp ≤ the domain, not the node).
+    const std::string text =
+        "[model]\narch = \"gpt\"\nlayers = 96\nhidden = 18432\nheads = 96\nkv_heads = 8\nffn_hidden = 73728\n"
+        "vocab = 256000\nseq_len = 4096\n[cluster]\npreset = \"gb200-nvl72\"\nnodes = 32\n%s\n"
+        "[parallel]\ntp = 8\npp = 4\nvpp = 12\ndistributed_optimizer = true\nsequence_parallel = true\n"
+        "[training]\nmicro_batch = 1\nglobal_batch = 32\n";
+    char rack[1024], trays[1024];
+    std::snprintf(rack, sizeof rack, text.c_str(), "");
+    std::snprintf(trays, sizeof trays, text.c_str(), "nvlink_domain = 4");
+    auto in_rack = load_job_text(rack, "rack.toml", embedded_presets());
+    auto on_trays = load_job_text(trays, "trays.toml", embedded_presets());
+    ASSERT_TRUE(in_rack) << in_rack.error().str();
+    ASSERT_TRUE(on_trays) << on_trays.error().str();
+    PlanOptions o;
+    o.vary_order = false, o.vary_cp = false;
+    auto a = plan_layouts(*in_rack, o);
+    auto b = plan_layouts(*on_trays, o);
+    ASSERT_TRUE(a) << a.error().str();
+    ASSERT_TRUE(b) << b.error().str();
+    EXPECT_GE(a->job_rank, 0);   // TP 8 searched: two trays of one NVLink domain
+    EXPECT_EQ(b->job_rank, -1);  // 4-GPU NVLink islands: TP 8 is beyond NVLink, not searched
 }
 
 TEST(Gb200, ExportsSayTheFrameworksHaveNoSettingForTheDomain) {
