@@ -95,7 +95,7 @@ double GpuSpec::peak_tflops(Precision p) const {
     return 0;
 }
 
-int ClusterSpec::job_nvlink_domain() const {
+int ClusterSpec::job_nvlink_domain_filled() const {
     const int gpn = std::max(gpus_per_node, 1);
     const long long world = std::max(world_size(), gpn);
     if (nvlink_domain <= gpn) return gpn;

@@ -151,7 +151,10 @@ struct ClusterSpec {
     // least one node; a domain larger than the job is the job; otherwise the largest multiple
     // of gpus_per_node ≤ nvlink_domain that divides the GPU count, so every domain holds the
     // same ranks (128 GPUs on 72-GPU NVL72 racks: 64 per rack, as a block scheduler places them).
-    int job_nvlink_domain() const;
+    int job_nvlink_domain() const {
+        return nvlink_domain <= gpus_per_node ? (gpus_per_node > 1 ? gpus_per_node : 1) : job_nvlink_domain_filled();
+    }
+    int job_nvlink_domain_filled() const;  // the case nvlink_domain > gpus_per_node
     bool operator==(const ClusterSpec&) const = default;
 };
 
