@@ -128,6 +128,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                              c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1),
                              c.rail_optimized ? " (rail-optimised)" : "", c.intra_gbps > 0 ? c.intra_gbps : c.gpu.link_gbps,
                              c.nvls ? " with SHARP (NVLS)" : "") +
+                         " · NVLink domain " + describe_nvlink_domain(job) +  // gb200
                          (job.origin.network_source.empty() ? "" : " · " + job.origin.network_source)) +
                "\n";
     }

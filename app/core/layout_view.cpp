@@ -54,6 +54,7 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
                                             c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1),
                                             c.rail_optimized ? ", rail-optimised" : ", not rail-optimised",
                                             c.nvls ? ", NVLink SHARP" : "");
+        out += "; NVLink domain " + describe_nvlink_domain(job);  // gb200
         if (!job.origin.network_source.empty()) out += " (" + job.origin.network_source + ")";
         out += "\n";
     }

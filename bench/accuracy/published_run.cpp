@@ -167,7 +167,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                 {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
                                  "nemo-model-tflops"});
         r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise"});
-        r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200"});
+        r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"});
         r.schedule = get_word(t, "schedule", "", {"", "1f1b", "interleaved", "zb-h1", "dualpipe"});
         r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
         r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
@@ -222,6 +222,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                 j.cluster.rail_optimized = net->rail_optimized;
                 j.cluster.nvls = net->nvls;
                 if (net->intra_gbps > 0 && net->gpu == gpu) j.cluster.intra_gbps = net->intra_gbps;
+                // gb200: the preset's NVLink domain, as a job file gets it (job_toml.cpp).
+                if (!r.cluster.empty() || net->gpus_per_node == gpn) j.cluster.nvlink_domain = net->nvlink_domain;
             }
             if (r.nics_per_node > 0) j.cluster.nics_per_node = r.nics_per_node;
             if (r.nic_gbps > 0) nic_gbit = 8.0 * r.nic_gbps;

@@ -20,6 +20,11 @@
 // Korthikanti et al. 2022 §4.2; ring attention's K/V exchange — Liu et al. 2023;
 // ZeRO traffic — Rajbhandari et al. 2020 §7; Megatron's distributed optimizer —
 // Megatron-LM docs/source/api-guide/dist_optimizer.md. docs/estimators.md writes them out.
+// gb200: an NVLink domain of several nodes (GB200 NVL72) is one NCCL node — with MNNVL, NCCL
+// (src/init.cc, src/mnnvl.cc; NCCL >= 2.25) fuses the hosts of one NVLink clique into one
+// topology, so rings and NVLS run over NVLink inside it and leave it over the NICs of the
+// group's members; nccl-tests on one NVL72 rack: 835-847 GB/s all-reduce busbw (coreweave/
+// nccl-tests README). Groups are therefore placed per domain, not per host.
 #include "estimate_internal.h"
 
 #include <algorithm>
@@ -88,11 +93,15 @@ static int members_on_first_node(int stride_a, int n_a, int stride_b, int n_b, i
 void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived& L) {
     const TimeModelConstants& k = time_model_constants();
     Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
-    const int gpn = std::max(cl.gpus_per_node, 1);
+    // gb200: NCCL's "node" is the NVLink domain (one host unless NVLink switches join several):
+    // ranks fill hosts, then domains, so a group's members per domain decide NVLink vs NICs.
+    const int gpn = std::max(cl.job_nvlink_domain(), 1);
     const double intra = (cl.intra_gbps > 0 ? cl.intra_gbps : cl.gpu.link_gbps) * 1e9 * k.comm_eff;
     // Each GPU's share of the node's NIC line rate: a group with k members on a node has
     // k shares, because NCCL's channels spread its rings over the NICs nearest its GPUs and
-    // the node's other groups of the same kind use the rest at the same time.
+    // the node's other groups of the same kind use the rest at the same time. The share is
+    // per host (its NICs over its GPUs); in a multi-host NVLink domain the k members of the
+    // domain sit on their own hosts, each with its own share: still k shares.
     const double share = cl.inter_gbps * 1e9 * k.comm_eff;
     auto fill = [&](GroupNet& g, int n, int members) {
         g.n = std::max(n, 1);

@@ -21,8 +21,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // bandwidths NCCL sees for it. Filled by assign_group_links, read by nccl_time.
 struct GroupNet {
     int n = 1;               // ranks in the group
-    int per_node = 1;        // members on one node (k)
-    int nodes = 1;           // nodes the group spans
+    int per_node = 1;        // members on one node (k); gb200: node = NVLink domain (cluster.nvlink_domain)
+    int nodes = 1;           // nodes (NVLink domains) the group spans
     double bus_intra = 0;    // NVLink bus bandwidth per rank, bytes/s (after comm_eff)
     double bus_inter = 0;    // the group's per-node NIC bandwidth, bytes/s (k NICs' worth, after comm_eff)
     double nvls_gain = 1;    // NVLink SHARP all-reduce bus-bandwidth gain inside a node (1 = none)

@@ -121,6 +121,17 @@ std::vector<int> stage_layers(const JobSpec& job) {
     return out;
 }
 
+// gb200: a multi-node NVLink domain (GB200 NVL72) has no framework setting: NCCL finds it by
+// itself (MNNVL, NCCL src/mnnvl.cc: NCCL >= 2.25, cuMem and IMEX channels). "" for one node.
+std::string nvlink_domain_note(const JobSpec& job, std::string_view framework) {
+    const ClusterSpec& c = job.cluster;
+    if (c.job_nvlink_domain() <= c.gpus_per_node) return "";
+    return "cluster.nvlink_domain: NVLink domain " + describe_nvlink_domain(job) + "; " + std::string(framework) +
+           " has no setting for it: NCCL uses it by itself (multi-node NVLink, MNNVL: NCCL >= 2.25 with "
+           "NCCL_CUMEM_ENABLE=1 and an IMEX channel, NCCL_MNNVL_ENABLE=1 to insist). The estimate assumes the "
+           "launcher fills nodes, then domains, in rank order (e.g. SLURM --segment = nodes per domain)";
+}
+
 // The job's rank order with size-1 dimensions dropped, e.g. "tp-dp-pp".
 std::string effective_order(const JobSpec& job, std::string_view order) {
     const ParallelSpec& p = job.parallel;
@@ -267,6 +278,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     else if (order != effective_order(job, "tp-cp-ep-dp-pp"))
         out.notes.push_back("parallel.order = \"" + p.order + "\": Megatron-LM places ranks tp-cp-ep-dp-pp (or tp-cp-ep-pp-dp "
                             "with --use-tp-pp-dp-mapping); this order has no flag, so ranks will be placed differently");
+    if (std::string note = nvlink_domain_note(job, "Megatron-LM / NeMo"); !note.empty()) out.notes.push_back(note);  // gb200
 
     // Model.
     arg("--num-layers", I(m.layers));
@@ -513,6 +525,7 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (effective_order(job, p.order) != effective_order(job, "tp-cp-ep-dp-pp"))
         out.notes.push_back("parallel.order = \"" + p.order + "\": rank placement is decided by the launcher and "
                             "the model's process groups, not ds_config");
+    if (std::string note = nvlink_domain_note(job, "DeepSpeed"); !note.empty()) out.notes.push_back(note);  // gb200
     out.text = ds.dump(2) + "\n";
     return out;
 }
@@ -608,6 +621,7 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
         tp.notes.push_back("parallel.microbatch_group_size = " + std::to_string(p.microbatch_group_size) +
                            ": PyTorch's Interleaved1F1B runs micro-batches in groups of pp; the estimate assumed groups of " +
                            std::to_string(p.microbatch_group_size));
+    if (std::string note = nvlink_domain_note(job, "torchtitan"); !note.empty()) tp.notes.push_back(note);  // gb200
     // overlap: FSDP2 always overlaps its collectives and prefetches one module ahead.
     if (!p.overlap_grad_reduce && p.dp > 1)
         tp.notes.push_back("parallel.overlap_grad_reduce = false: torchtitan's FSDP2 / DDP always overlap the "

@@ -1,6 +1,7 @@
 // job_spec.cpp — enum names, arch defaults, cross-field validation and the built-in jobs.
 #include "ptd/job_spec.h"
 
+#include <algorithm>
 #include <cassert>
 #include <numeric>
 
@@ -94,6 +95,29 @@ double GpuSpec::peak_tflops(Precision p) const {
         case Precision::fp16: return fp16_tflops;
     }
     return 0;
+}
+
+int ClusterSpec::job_nvlink_domain_filled() const {
+    const int gpn = std::max(gpus_per_node, 1);
+    const long long world = std::max(world_size(), gpn);
+    if (nvlink_domain <= gpn) return gpn;
+    if (nvlink_domain >= world) return (int)world;
+    for (int d = nvlink_domain / gpn * gpn; d > gpn; d -= gpn)
+        if (world % d == 0) return d;
+    return gpn;
+}
+
+std::string describe_nvlink_domain(const JobSpec& job) {
+    const ClusterSpec& c = job.cluster;
+    const int gpn = std::max(c.gpus_per_node, 1), d = c.job_nvlink_domain();
+    if (d <= gpn) return "one node (" + std::to_string(gpn) + " GPUs)";
+    std::string out = std::to_string(d) + " GPUs = " + std::to_string(d / gpn) + " nodes";
+    if (d == c.world_size() && d < c.nvlink_domain)
+        out += " (the whole job, inside one " + std::to_string(c.nvlink_domain) + "-GPU domain)";
+    else if (d != c.nvlink_domain)
+        out += " (domains of " + std::to_string(c.nvlink_domain) + " GPUs, filled " + std::to_string(d) +
+               " each by this job's " + std::to_string(c.world_size()) + " GPUs)";
+    return out;
 }
 
 SourceLoc JobSpec::where(const std::string& key) const {
@@ -496,6 +520,41 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 "bf16 first/last layers with fp8 = \"delayed\": Megatron-LM refuses this (delayed scaling's amax "
                 "reduction assumes one FP8 region per step); allowed: fp8 = \"current\" or \"mxfp8\", or 0 "
                 "bf16 layers");
+    }
+
+    // gb200: the NVLink domain is whole hosts; a written one also fits the cluster and is filled
+    // evenly (the collective model places every group alike). A cluster preset's rack is the
+    // hardware's: the job fills as much of it as it evenly can (ClusterSpec::job_nvlink_domain).
+    if (c.nvlink_domain > 0 && c.gpus_per_node > 0) {
+        const std::string from = job.origin.nvlink_domain_given
+                                     ? ""
+                                     : " (from " + job.origin.network_source + ")";
+        if (c.nvlink_domain % c.gpus_per_node != 0)
+            add("cluster.nvlink_domain", "got " + s(c.nvlink_domain) + from + " with gpus_per_node " +
+                                             s(c.gpus_per_node) +
+                                             ": an NVLink domain is made of whole nodes; allowed: a multiple of " +
+                                             s(c.gpus_per_node));
+        else if (job.origin.nvlink_domain_given && c.nvlink_domain > c.world_size())
+            add("cluster.nvlink_domain", "got " + s(c.nvlink_domain) + ", more than the cluster's " +
+                                             s(c.world_size()) + " GPUs (" + s(c.nodes) + " nodes × " +
+                                             s(c.gpus_per_node) + "); allowed: a multiple of gpus_per_node up to " +
+                                             s(c.world_size()));
+        else if (job.origin.nvlink_domain_given && c.world_size() % c.nvlink_domain != 0) {
+            std::string fits;
+            for (long long d = c.gpus_per_node; d <= c.world_size(); d += c.gpus_per_node)
+                if (c.world_size() % d == 0) {
+                    if (fits.size() > 120) {
+                        fits += ", ...";
+                        break;
+                    }
+                    fits += (fits.empty() ? "" : ", ") + s(d);
+                }
+            add("cluster.nvlink_domain", "got " + s(c.nvlink_domain) + ": the cluster's " + s(c.world_size()) +
+                                             " GPUs do not fill domains of " + s(c.nvlink_domain) +
+                                             " evenly (ranks fill hosts, then domains; every domain must hold the "
+                                             "same ranks); allowed: a multiple of gpus_per_node dividing " +
+                                             s(c.world_size()) + ": " + fits);
+        }
     }
 
     // Hosts.

@@ -397,6 +397,9 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
         c.nvls = net->nvls;
         job.origin.network_source = cluster_preset ? "cluster preset " + net->name
                                                    : net->name + ", the default for gpu " + job.origin.gpu_preset;
+        // gb200: the preset's NVLink domain — a default preset's only where this job's nodes are
+        // the preset's (4-GPU GB200 trays); a named preset's always (validate_job names a mismatch).
+        c.nvlink_domain = cluster_preset || net->gpus_per_node == gpn ? net->nvlink_domain : 0;
     } else {
         job.origin.network_source = "one NIC per GPU at inter_gbps (no cluster preset for this GPU)";
     }
@@ -406,6 +409,7 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
     const bool nic_given = r.read_double("nic_gbps", nic, 1e-3, 1e5);
     r.read_bool("rail_optimized", c.rail_optimized);
     r.read_bool("nvls", c.nvls);
+    job.origin.nvlink_domain_given = r.read_int("nvlink_domain", c.nvlink_domain, 1, 1 << 20);  // gb200
     if (nics_given) c.nics_per_node = nics;
     if (nic_given) nic_gbps = nic;
     if (nic_given && job.origin.inter_given)
@@ -945,6 +949,9 @@ std::string save_job_toml(const JobSpec& job) {
         w.boolean("rail_optimized", c.rail_optimized);
         w.boolean("nvls", c.nvls, "NVLink SHARP");
     }
+    // gb200: written when the file gave it; otherwise the (default) cluster preset gives it again.
+    if (o.nvlink_domain_given)
+        w.int_("nvlink_domain", c.nvlink_domain, "GPUs per NVLink domain");
     if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
     if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);

@@ -420,10 +420,12 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.try_dualpipe = options.try_dualpipe || job.parallel.schedule == PipelineSchedule::dualpipe;
     sp.job_distributed_optimizer = job.parallel.distributed_optimizer;
     sp.job_offload_optimizer = job.parallel.offload_optimizer, sp.job_offload_params = job.parallel.offload_params;
+    // gb200: TP stays within NVLink's reach — a node, or a multi-node NVLink domain (NVL72).
+    const int nvlink_reach = planned.cluster.job_nvlink_domain();
     for (int tp = 1; tp <= m.heads; ++tp) {
         bool kv_ok = m.kv_heads <= 0 || m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
         bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
-        if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= gpn) &&
+        if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= nvlink_reach) &&
             (world / (options.vary_cp ? 1 : cp)) % tp == 0)
             sp.tps.push_back(tp);
     }

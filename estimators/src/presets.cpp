@@ -136,6 +136,11 @@ Result<void> parse_cluster_presets(PresetCatalog& cat, std::string_view clusters
         r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
         r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
         r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
+        // gb200: optional — a domain of several nodes (GB200 NVL72), made of whole nodes.
+        if (r.read_int("nvlink_domain", c.nvlink_domain, 1, 1 << 20) && c.nvlink_domain % c.gpus_per_node != 0)
+            ctx.error(r.where("nvlink_domain"), name + ".nvlink_domain",
+                      "got " + std::to_string(c.nvlink_domain) + " with gpus_per_node " +
+                          std::to_string(c.gpus_per_node) + "; allowed: a multiple of gpus_per_node");
         r.finish();
         out.push_back(std::move(c));
     });

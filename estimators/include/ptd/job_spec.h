@@ -144,8 +144,20 @@ struct ClusterSpec {
     bool rail_optimized = true; // NIC i of every node on the same leaf switch (rail)
     bool nvls = false;          // NVLink SHARP (NVSwitch gen3+): in-switch all-reduce inside a node
     std::vector<std::string> hosts;  // optional; when given, one per node
+    // gb200: GPUs per NVLink domain — several hosts joined by NVLink switches (GB200 NVL72: 18
+    // trays of 4 GPUs, 72 GPUs in one domain). 0 (or ≤ gpus_per_node) = the domain is one node.
+    // As written (cluster.nvlink_domain) or the cluster preset's; see job_nvlink_domain().
+    int nvlink_domain = 0;
 
     int world_size() const { return nodes * gpus_per_node; }
+    // gb200: the job's GPUs per NVLink domain, as its ranks fill hosts and then domains: at
+    // least one node; a domain larger than the job is the job; otherwise the largest multiple
+    // of gpus_per_node ≤ nvlink_domain that divides the GPU count, so every domain holds the
+    // same ranks (128 GPUs on 72-GPU NVL72 racks: 64 per rack, as a block scheduler places them).
+    int job_nvlink_domain() const {
+        return nvlink_domain <= gpus_per_node ? (gpus_per_node > 1 ? gpus_per_node : 1) : job_nvlink_domain_filled();
+    }
+    int job_nvlink_domain_filled() const;  // the case nvlink_domain > gpus_per_node
     bool operator==(const ClusterSpec&) const = default;
 };
 
@@ -293,6 +305,7 @@ struct JobSpec {
         std::string cluster_preset;
         bool inter_given = false;
         std::string network_source;
+        bool nvlink_domain_given = false;  // gb200: cluster.nvlink_domain was written (else the preset's, or one node)
         // Things the user should know that are not errors, e.g. HF config fields that were
         // approximated or ignored. `ptd validate` prints them as notes.
         std::vector<std::string> notes;
@@ -325,6 +338,9 @@ std::vector<Diagnostic> validate_job(const JobSpec& job);
 // the precision / flash attention that follow the GPU where they were defaulted.
 // Returns diagnostics when dp cannot be derived.
 std::vector<Diagnostic> derive_job_defaults(JobSpec& job);
+// gb200: the NVLink domain the estimate assumes, for `ptd validate` / `ptd estimate`:
+// "one node (8 GPUs)" or "64 GPUs = 16 nodes (...how it follows from the preset...)".
+std::string describe_nvlink_domain(const JobSpec& job);
 
 // The precision a job on `gpu` trains in when the file does not say: bf16 where the GPU
 // computes bf16 faster than fp32, else fp16 where it computes fp16 faster (V100), else

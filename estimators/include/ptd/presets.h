@@ -24,6 +24,7 @@ struct ClusterPreset {
     double intra_gbps = 0;        // GB/s per GPU, one direction
     double host_memory_gib = 0;
     double pcie_gbps = 0;
+    int nvlink_domain = 0;        // gb200: GPUs per NVLink domain (optional key; 0 = one node)
     // Each GPU's share of the node's NIC line rate, GB/s (ClusterSpec::inter_gbps).
     double inter_gbps_per_gpu() const { return nics_per_node * nic_gbps / 8.0 / gpus_per_node; }
 };
