@@ -40,7 +40,9 @@ const std::set<std::string> kRunKeys = {
     "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_gib_measured", "memory_kind",
     "flops_convention", "note", "compiled_loss",
     // l405: Megatron's pipeline-split accounting and the interleaved group size N
-    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size"};
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size",
+    // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
+    "scatter_gather_tensors_in_pipeline"};
 
 std::string g_path;
 
@@ -252,6 +254,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.account_for_embedding_in_pipeline_split = get<bool>(t, "account_for_embedding_in_pipeline_split", false);
         p.account_for_loss_in_pipeline_split = get<bool>(t, "account_for_loss_in_pipeline_split", false);
         p.microbatch_group_size = get<int>(t, "microbatch_group_size", 0);
+        p.scatter_gather_tensors_in_pipeline = get<bool>(t, "scatter_gather_tensors_in_pipeline", false);  // p2psg
         const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
         // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
         if (split_extra == 0 && p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)

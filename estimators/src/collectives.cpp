@@ -16,6 +16,8 @@
 // DeepSpeed's pipeline p2p (dsthru) — deepspeed/runtime/pipe/schedule.py TrainSchedule (the
 // exchange instructions and their order), pipe/p2p.py (blocking send / recv), pipe/engine.py
 // (pipe_partitioned, grad_partitioned: PartitionedTensor over the slice-parallel group);
+// p2psg: Megatron-LM's scatter/gather pipeline send — Narayanan et al. 2021 §4.1 and
+// megatron/p2p_communication.py (Jan 2021 – Mar 2023; skipped under sequence parallelism);
 // Megatron's TP all-reduces per layer — Shoeybi et al. 2019 §3, with sequence parallelism
 // Korthikanti et al. 2022 §4.2; ring attention's K/V exchange — Liu et al. 2023;
 // ZeRO traffic — Rajbhandari et al. 2020 §7; Megatron's distributed optimizer —
@@ -238,6 +240,15 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         const double gather = partitioned ? nccl_time(Collective::all_gather, act, L.net_tp) : 0.0;
         F.p2p = 2.0 * hop + gather;
         B.p2p = 2.0 * hop + gather;
+    } else if (L.p2p_scatter_gather) {
+        // p2psg: Megatron-LM's scatter/gather send (Narayanan et al. 2021 §4.1): each TP rank
+        // sends its 1/t of the flattened activation (split_tensor_into_1d_equal_chunks) and the
+        // receiver rebuilds it with an all-gather over the TP group (gather_split_1d_tensor),
+        // in the activation's forward and the gradient's backward alike.
+        const double act = L.e * T * L.h;
+        const double gather = nccl_time(Collective::all_gather, act, L.net_tp);
+        F.p2p = p2p_time(act / L.t, L.net_pp) + gather;
+        B.p2p = F.p2p;
     } else if (L.p > 1) {
         const double hop = p2p_time(L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0), L.net_pp);
         F.p2p = hop;  // the activation forward

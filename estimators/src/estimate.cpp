@@ -170,6 +170,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
     L.ds_pipe = job.training.framework == Framework::deepspeed && L.p > 1;
     L.grad_accum_bytes = L.ds_pipe ? ds_grad_accum_bytes(job.training.precision, L.mbs) : 0.0;
+    // p2psg: Megatron-LM (2021 – early 2023) splits the p2p tensor over the TP ranks unless
+    // sequence parallelism already has (p2p_communication.py: `not args.sequence_parallel`).
+    L.p2p_scatter_gather = job.parallel.scatter_gather_tensors_in_pipeline && !L.ds_pipe && L.p > 1 && L.t > 1 && !L.sp;
     // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
     // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
     const bool torchtitan = job.training.framework == Framework::torchtitan;

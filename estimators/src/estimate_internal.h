@@ -100,6 +100,8 @@ struct LayoutDerived {
     // where the chunks of a stage differ (an explicit pp·vpp split, or the embedding / loss
     // counted in the split); null = each chunk holds its stage's layers / v.
     const int* chunk_layers;
+    // ---- p2psg: Megatron-LM's scatter/gather pipeline send (collectives.cpp block_comm) ----
+    bool p2p_scatter_gather;             // each TP rank sends 1/t of the activation, the receiver all-gathers
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is

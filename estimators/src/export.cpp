@@ -256,6 +256,14 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (p.cp > 1) arg("--context-parallel-size", I(p.cp));
     if (m.experts > 1) arg("--expert-model-parallel-size", I(p.ep));
     if (p.sequence_parallel) arg("--sequence-parallel");
+    // p2psg: the scatter/gather pipeline send was Megatron-LM's default from Feb 2021 until
+    // Megatron-Core dropped it (Mar 2023); today's Megatron-LM has neither the code nor, since
+    // Apr 2026, the --no-scatter-gather-tensors-in-pipeline flag, so there is nothing to pass.
+    if (p.scatter_gather_tensors_in_pipeline && p.pp > 1 && p.tp > 1 && !p.sequence_parallel)
+        out.notes.push_back("parallel.scatter_gather_tensors_in_pipeline = true: Megatron-LM sent 1/tp of each "
+                            "pipeline activation per rank only from Feb 2021 to Mar 2023 (on by default there); "
+                            "current Megatron-LM sends the whole tensor without --sequence-parallel, so expect the "
+                            "estimate's pipeline send / recv to be low; --sequence-parallel shards it instead");
     if (p.distributed_optimizer || p.zero == 1) arg("--use-distributed-optimizer");
     if (p.offload_optimizer == OffloadDevice::cpu) {
         // offload: Megatron-Core's HybridDeviceOptimizer (arguments.py: it needs the

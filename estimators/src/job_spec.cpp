@@ -485,6 +485,12 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (t.torch_compile && t.framework != Framework::torchtitan && t.framework != Framework::pytorch_fsdp)
         add("training.torch_compile", std::string("true with framework \"") + to_string(t.framework) +
                                           "\"; allowed: true only with framework \"torchtitan\" or \"pytorch-fsdp\"");
+    // p2psg: the scatter/gather send is Megatron-LM's (DeepSpeed's pipeline engine partitions
+    // its p2p tensors on its own: pipe_partitioned; torchtitan / FSDP have no such option).
+    if (p.scatter_gather_tensors_in_pipeline && t.framework != Framework::megatron)
+        add("parallel.scatter_gather_tensors_in_pipeline",
+            std::string("true with framework \"") + to_string(t.framework) +
+                "\"; allowed: true only with framework \"megatron\" (Megatron-LM's --scatter-gather-tensors-in-pipeline)");
 
     // Precision support on the chosen GPU.
     if (t.precision != Precision::fp32 && c.gpu.peak_tflops(t.precision) <= 0)

@@ -538,6 +538,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
     r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
+    r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
     r.finish();
 }
 
@@ -987,6 +988,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.account_for_embedding_in_pipeline_split) w.boolean("account_for_embedding_in_pipeline_split", true);
     if (p.account_for_loss_in_pipeline_split) w.boolean("account_for_loss_in_pipeline_split", true);
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
+    if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
     }
 
     const TrainingSpec& t = job.training;

@@ -199,6 +199,13 @@ struct ParallelSpec {
     // only; 0 = pp (Megatron's default). Allowed: pp ≤ N ≤ micro-batches per step.
     int microbatch_group_size = 0;
     int mb_group_size() const { return microbatch_group_size > 0 ? microbatch_group_size : pp; }
+    // p2psg: Megatron-LM's scatter/gather optimisation of the pipeline send / recv (Narayanan
+    // et al. 2021 §4.1; megatron/p2p_communication.py, default on from Feb 2021 with
+    // --no-scatter-gather-tensors-in-pipeline to disable): without sequence parallelism each
+    // TP rank sends 1/tp of the activation and the receiver all-gathers it over NVLink.
+    // Megatron-Core dropped it in March 2023 (the flag was ignored, then removed), so it is off
+    // by default here: true describes Megatron-LM of 2021 – early 2023. framework megatron only.
+    bool scatter_gather_tensors_in_pipeline = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
