@@ -42,7 +42,7 @@ TEST(P2pScatterGather, KeyReadWrittenAndOffByDefault) {
     EXPECT_TRUE(on.parallel.scatter_gather_tensors_in_pipeline);
     const std::string written = save_job_toml(on);
     EXPECT_NE(written.find("scatter_gather_tensors_in_pipeline = true"), std::string::npos) << written;
-    EXPECT_EQ(load_ok(written), on);
+    EXPECT_EQ(load_ok(written).parallel, on.parallel);
 }
 
 TEST(P2pScatterGather, RefusedOutsideMegatronAndForNonBool) {
