@@ -62,6 +62,7 @@ PipelineSchedule effective_schedule(PipelineSchedule s, int vpp) {
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ? "megatron" : "torchtitan-op"; }
 const char* to_string(CrossEntropyImpl v) {
+    if (v == CrossEntropyImpl::fused) return "fused";  // oompt
     return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
 }
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
