@@ -159,6 +159,10 @@ TEST(Simulation, SteadyStateShortcutEqualsFullSimulation) {
                     // times the check can take a plateau for the steady state (seen: p 4, v 2,
                     // m 24), see docs/estimators.md.
                     if (trial >= 4 && v > 1) continue;
+                    // oompt: an interleaved last group of 0 < m mod p < p micro-batches (m > p) is
+                    // refused by Megatron-LM and by job validation; its block order can have a
+                    // cycle, which the simulation reports by stopping (test_oompt).
+                    if (v > 1 && m > p && m % p != 0) continue;
                     if (trial < 4)
                         for (int c = 0; c < v; ++c)
                             for (int s = 0; s < p; ++s) {

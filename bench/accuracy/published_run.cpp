@@ -134,6 +134,10 @@ std::string apply_run_to_job(Run& r) {
     // PyTorch stacks compute the loss with F.cross_entropy on fp32 logits; torchtitan's
     // "selective" is op-level selective checkpointing (memory.cpp).
     if (r.framework == "torchtitan" || r.framework == "llm-foundry") j.estimate.cross_entropy = pytorch_cross_entropy(r.compiled_loss);
+    // oompt: llm-foundry's ComposerMPTCausalLM takes loss_fn "fused_crossentropy" unless the
+    // yaml says otherwise (llmfoundry/models/mpt/modeling_mpt.py at 061f2c7; none of the
+    // benchmark yamls does): flash-attn's fused cross entropy.
+    if (r.framework == "llm-foundry") j.estimate.cross_entropy = ptd::CrossEntropyImpl::fused;
     if (r.framework == "torchtitan") j.parallel.recompute_style = ptd::RecomputeStyle::torchtitan_op;
     if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";

@@ -62,6 +62,7 @@ PipelineSchedule effective_schedule(PipelineSchedule s, int vpp) {
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ? "megatron" : "torchtitan-op"; }
 const char* to_string(CrossEntropyImpl v) {
+    if (v == CrossEntropyImpl::fused) return "fused";  // oompt
     return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
 }
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
@@ -402,6 +403,20 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 "got " + s(n) + " with " + s(mbs) + " micro-batches per step: the last group holds " + s(mbs % n) +
                     " < pp = " + s(p.pp) + " micro-batches (Megatron-LM raises: dependency bubbles); allowed: N dividing " +
                     s(mbs) + ", or one that leaves a last group of at least pp");
+    }
+    // oompt: the same rule with N left at pp. A last group of 0 < m mod pp < pp micro-batches
+    // (m > pp) is what Megatron-LM's schedules.py refuses ("dependency bubbles"), and its block
+    // order then has a cycle: the schedule simulation would deadlock. m < pp stays allowed: one
+    // group of all m micro-batches (the Llama 3 paper's "fewer micro-batches than stages").
+    if (p.vpp >= 2 && p.microbatch_group_size == 0 && p.pp >= 2 && t.micro_batch > 0 && p.dp > 0) {
+        const long long mbs = t.global_batch / ((long long)t.micro_batch * p.dp);
+        if (mbs > p.pp && mbs % p.pp != 0)
+            add("training.global_batch",
+                "gives " + s(mbs) + " micro-batches per step (global_batch / (micro_batch·dp)) with pp = " + s(p.pp) +
+                    " and vpp = " + s(p.vpp) + ": the interleaved schedule's last group holds " + s(mbs % p.pp) +
+                    " < pp micro-batches (Megatron-LM raises: dependency bubbles); allowed: a multiple of pp (" +
+                    s(p.pp) + "), fewer than pp, or parallel.microbatch_group_size = N with pp ≤ N ≤ " + s(mbs) +
+                    " leaving a last group of 0 or at least pp");
     }
 
     // ZeRO / optimizer sharding.

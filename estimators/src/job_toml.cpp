@@ -248,7 +248,7 @@ static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"}
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
 static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
-static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled"};
+static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused"};
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};
 // In Fp8Recipe / Fp8Format order.

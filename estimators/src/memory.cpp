@@ -265,7 +265,13 @@ double in_flight_layers(const LayoutDerived& L, int i, int layers) {
 // pytorch-compiled (torchtitan's components/loss.py compiles the loss with training.compile):
 // AOTAutograd's partitioner keeps the 16-bit logits (the graph input) and recomputes the
 // softmax inside the fused backward kernel, which writes the 16-bit gradient: 2e bytes.
+// oompt — fused (flash-attn's CrossEntropyLoss, llm-foundry's "fused_crossentropy"): the
+// forward saves the 16-bit logits and an fp32 log-sum-exp per row (negligible beside V);
+// the backward writes the gradient into a new 16-bit tensor (inplace_backward defaults to
+// False): 2e bytes. Composer's trainer keeps the model outputs (state.outputs) through the
+// backward, so the logits are alive at that point whatever the loss frees.
 double loss_logit_bytes(const LayoutDerived& L, CrossEntropyImpl ce) {
+    if (ce == CrossEntropyImpl::fused) return 2.0 * L.e;
     if (ce == CrossEntropyImpl::pytorch_compiled) return 2.0 * L.e;
     if (ce == CrossEntropyImpl::pytorch) return L.loss_parallel ? 16.0 : 12.0;
     return L.e >= 4.0 ? 4.0 : L.e + 4.0;

@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -170,8 +172,16 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
                 progressed = true;
             }
         }
-        assert(progressed && "pipeline schedule deadlocked: the order has a cycle");
-        if (!progressed) break;
+        // oompt: a block order with a cycle (e.g. Megatron's interleaved order with a group size
+        // N < pp, which job validation refuses) leaves blocks unplaced; the makespan of the
+        // placed ones would be wrong, so this check stays on in release builds.
+        if (!progressed) {
+            std::fprintf(stderr,
+                         "ptd: internal error: pipeline schedule deadlocked (p = %d, v = %d, m = %d, group = %d): "
+                         "the block order has a cycle\n",
+                         p, v, m, d.group);
+            std::abort();
+        }
     }
     double makespan = 0;
     for (int s = 0; s < p; ++s) {

@@ -35,7 +35,11 @@ enum class RecomputeStyle { megatron, torchtitan_op };
 // 2025 (components/loss.py build_cross_entropy_loss compiles it with training.compile): the
 // fused kernels keep only the 16-bit logits and write their 16-bit gradient.
 // TOML: "megatron", "pytorch", "pytorch-compiled".
-enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled };
+// fused (oompt): flash-attn's fused cross entropy (flash_attn.losses.cross_entropy, the CUDA
+// xentropy kernel from Apex in flash-attn 1.x, Triton in 2.x), llm-foundry's default loss_fn
+// "fused_crossentropy": it saves the 16-bit logits and an fp32 log-sum-exp per row and writes
+// a 16-bit gradient. TOML: "fused".
+enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled, fused };
 // The accelerator's architecture generation: kernel efficiencies (GEMM and attention
 // fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
 // "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
