@@ -198,6 +198,16 @@ struct ParallelSpec {
     // N): micro-batches run through one model chunk before the next; interleaved schedule
     // only; 0 = pp (Megatron's default). Allowed: pp ≤ N ≤ micro-batches per step.
     int microbatch_group_size = 0;
+    // oomnemo: Megatron-core's DistributedDataParallelConfig.grad_reduce_in_fp32 (Megatron-LM:
+    // fp32 main grads unless --grad-reduce-in-bf16): bf16 runs without ZeRO keep and reduce an
+    // fp32 gradient buffer. NeMo 2.0 / Megatron-Bridge performance recipes set it false: the
+    // gradient buffer and its reduction are bf16.
+    bool grad_reduce_in_fp32 = true;
+    // oomnemo: Megatron-core's activation offloading (TransformerConfig cpu_offloading = true,
+    // cpu_offloading_activations, cpu_offloading_num_layers = N; Transformer Engine's
+    // get_cpu_offload_context): the saved activations of N of the layers go to host memory
+    // during forward and come back before their backward. 0 = off; needs pp = 1 and N < layers.
+    int activation_offload_layers = 0;
     int mb_group_size() const { return microbatch_group_size > 0 ? microbatch_group_size : pp; }
 
     bool operator==(const ParallelSpec&) const = default;
