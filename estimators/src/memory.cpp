@@ -22,6 +22,11 @@
 // Offload: what leaves the GPU for host memory — ZeRO-Offload (Ren et al. 2021 §4), ZeRO-3
 // offload_param (ZeRO-Infinity, Rajbhandari et al. 2021); host RAM per node from NVIDIA's DGX
 // datasheets, PCIe per GPU from the link generation (host_link_defaults).
+// NeMo / Megatron-Bridge (oomnemo): bf16 gradient buffers (Megatron-core DDP config
+// grad_reduce_in_fp32 = False in the NeMo 2.0 and Megatron-Bridge performance recipes),
+// TE's FP8 weights held as a shard under ZeRO-3 / Megatron-FSDP (fp8_param_gather), and
+// Megatron-core's activation offloading (TransformerConfig cpu_offloading_num_layers;
+// Transformer Engine's get_cpu_offload_context).
 #include "estimate_internal.h"
 
 #include <algorithm>
