@@ -1,7 +1,8 @@
 // test_oomnemo.cpp — what NeMo / Megatron-Bridge runs hold that plain Megatron-LM runs do not
 // (issue 15: a published run cannot be predicted OOM): bf16 gradient buffers and reduction
 // (parallel.grad_reduce_in_fp32 = false), TE's FP8 weights under ZeRO-3 / Megatron-FSDP held
-// as a shard, and Megatron-core's activation offloading (parallel.activation_offload_layers).
+// as a shard, FP8 primary weights (training.fp8_param_gather) and Megatron-core's activation
+// offloading (parallel.activation_offload_layers).
 // One test per mechanism: the key read, checked and written back, and its effect on memory.
 #include <string>
 
@@ -100,6 +101,28 @@ micro_batch = 1
     EXPECT_GT(added, 0.0);
     EXPECT_LT(added, 2.2 * kGiB);
     EXPECT_GT(added, 1.5 * kGiB);
+}
+
+TEST(OomNemo, Fp8ParamGatherDropsTheBf16Weights) {
+    const JobSpec cached = job_from_text(llama8b_job("", "fp8 = \"delayed\"\n"));
+    const JobSpec primary = job_from_text(llama8b_job("", "fp8 = \"delayed\"\nfp8_param_gather = true\n"));
+    EXPECT_TRUE(primary.training.fp8_param_gather);
+    const Estimate a = estimate_job(cached), b = estimate_job(primary);
+    ASSERT_FALSE(a.stages.empty());
+    ASSERT_FALSE(b.stages.empty());
+    // Llama 3 8B: 32 layers of 4096·(4096 + 1024 + 1024 + 4096) + 3·4096·14336 linear weights
+    // (~6.98e9), each 2 bytes of bf16 fewer; everything else as with the weight cache.
+    const double linear = 32.0 * (4096.0 * (4096 + 1024 + 1024 + 4096) + 3.0 * 4096 * 14336);
+    EXPECT_NEAR(a.stages[0].mem.params - b.stages[0].mem.params, 2.0 * linear, 1e-6 * linear);
+    EXPECT_DOUBLE_EQ(a.stages[0].mem.optimizer, b.stages[0].mem.optimizer);
+    EXPECT_TRUE(contains(save_job_toml(primary), "fp8_param_gather = true"));
+    auto out = export_job(primary, ExportFormat::megatron);
+    ASSERT_TRUE(out) << out.error().str();
+    EXPECT_TRUE(contains(out->text, "--fp8-param-gather")) << out->text;
+    // Only Transformer Engine recipes have FP8 primary weights.
+    auto bad = load_job_text(llama8b_job("", "fp8_param_gather = true\n"), "nofp8.toml", presets());
+    ASSERT_FALSE(bad);
+    EXPECT_TRUE(contains(bad.error().str(), "training.fp8_param_gather")) << bad.error().str();
 }
 
 TEST(OomNemo, ActivationOffloadMovesLayersToHost) {

@@ -133,6 +133,9 @@ std::string apply_run_to_job(Run& r) {
                        : r.fp8 == "current"    ? ptd::Fp8Recipe::current
                        : r.fp8 == "tensorwise" ? ptd::Fp8Recipe::tensorwise
                                                : ptd::Fp8Recipe::rowwise;
+        // oomnemo: NeMo 2.0's and Megatron-Bridge's FP8 mixed-precision recipes
+        // (bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed) set "fp8_param_gather = True".
+        j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current");
     }
     // The pipeline schedule as the source names it (unstated: Megatron's choice by vpp).
     if (r.schedule == "zb-h1") j.parallel.schedule = ptd::PipelineSchedule::zb_h1;

@@ -351,6 +351,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
             arg("--num-layers-at-start-in-bf16", I(t.fp8_bf16_first_layers));
             arg("--num-layers-at-end-in-bf16", I(t.fp8_bf16_last_layers));
         }
+        if (t.fp8_param_gather) arg("--fp8-param-gather");  // oomnemo
     }
     if (p.recompute == Recompute::selective) {
         arg("--recompute-granularity", "selective");

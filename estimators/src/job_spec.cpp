@@ -381,6 +381,13 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         }
     }
 
+    // oomnemo: FP8 primary weights are Transformer Engine's (Float8Tensor parameters).
+    if (job.training.fp8_param_gather && job.training.fp8 != Fp8Recipe::delayed &&
+        job.training.fp8 != Fp8Recipe::current && job.training.fp8 != Fp8Recipe::mxfp8)
+        add("training.fp8_param_gather", std::string("true with training.fp8 = \"") + to_string(job.training.fp8) +
+                                             "\"; FP8 primary weights are Transformer Engine's; allowed: fp8 = "
+                                             "\"delayed\", \"current\" or \"mxfp8\", or fp8_param_gather = false");
+
     // oomnemo: Megatron-core raises for CPU offloading with pipeline parallelism
     // (TransformerConfig: "Currently there is no support for Pipeline parallelism with CPU
     // offloading") and for cpu_offloading_num_layers outside [0, num_layers).

@@ -568,6 +568,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_amax_history_len", tr.fp8_amax_history_len, 1, 1 << 20);
     r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
+    r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -1019,6 +1020,7 @@ std::string save_job_toml(const JobSpec& job) {
         if (t.fp8_amax_history_len != d.fp8_amax_history_len) w.int_("fp8_amax_history_len", t.fp8_amax_history_len);
         if (t.fp8_bf16_first_layers != d.fp8_bf16_first_layers) w.int_("fp8_bf16_first_layers", t.fp8_bf16_first_layers);
         if (t.fp8_bf16_last_layers != d.fp8_bf16_last_layers) w.int_("fp8_bf16_last_layers", t.fp8_bf16_last_layers);
+        if (t.fp8_param_gather != d.fp8_param_gather) w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo
     }
 
     const LaunchSpec& l = job.launch;

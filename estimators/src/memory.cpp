@@ -373,6 +373,10 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         // fp8_param_gather = True), so only this rank's shard of them persists.
         const double fp8_shard = L.zero >= 3 ? (double)L.dp * L.c : 1.0;
         S.mem.params += fp8_layers * (L.layer_linear_params * L.fp8_weight_bytes / fp8_shard + L.fp8_state_bytes_per_layer);
+        // oomnemo: FP8 primary weights (--fp8-param-gather): the FP8 copy above is the weight;
+        // the bf16 one does not exist (the fp32 main weights stay in the optimizer).
+        if (ctx.job.training.fp8_param_gather && L.fp8_te)
+            S.mem.params -= fp8_layers * L.layer_linear_params * L.dense_state.params;
     }
     S.mem.grads = dense * L.dense_state.grads + expert_all * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert_all * L.expert_state.optimizer;

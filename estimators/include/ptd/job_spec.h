@@ -235,6 +235,10 @@ struct TrainingSpec {
     int fp8_amax_history_len = 1024;  // delayed scaling's amax window (TE's default; Megatron's is 1)
     int fp8_bf16_first_layers = 0;    // transformer layers kept in bf16 at the start (Megatron
     int fp8_bf16_last_layers = 0;     // --first-last-layers-bf16) and at the end
+    // oomnemo: Megatron-LM's --fp8-param-gather (FP8 primary weights; NeMo 2.0 and
+    // Megatron-Bridge FP8 recipes set fp8_param_gather = True): the FP8 layers' linear weights
+    // exist only as FP8 (+ TE's transposed copy), no bf16 copy; Transformer Engine recipes only.
+    bool fp8_param_gather = false;
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
