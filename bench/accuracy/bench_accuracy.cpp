@@ -5,6 +5,10 @@
 // framework and GPU generation, separately for the calibration and the checking runs.
 //
 //   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json]
+//                  [--memory RUN]
+//
+// --memory RUN prints that run's per-stage memory breakdown (estimate_job's MemoryBreakdown,
+// GiB) and nothing else: the way to see why a published run is predicted to overflow.
 //
 // --fit searches the time model's constants (gemm_eff_max, gemm_half_dim, flash_eff) that
 // minimise the mean squared log error over the calibration runs only (of the selected
@@ -46,6 +50,32 @@ void predict_all(std::vector<Run>& runs) {
 
 // l405: a run that happened cannot be an OOM. The published runs the memory model predicts
 // to overflow the GPUs they ran on, one line each (as bench_memory's last line counts them).
+// oomnemo: one run's per-stage memory breakdown, GiB (--memory RUN).
+int print_memory_breakdown(const std::vector<Run>& runs, const std::string& name) {
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.name == name; });
+    if (it == runs.end()) {
+        std::fprintf(stderr, "bench_accuracy: --memory: no run named \"%s\" in the runs file\n", name.c_str());
+        return 2;
+    }
+    if (!it->skip.empty()) {
+        std::fprintf(stderr, "bench_accuracy: --memory: run \"%s\" is not modelled: %s\n", name.c_str(), it->skip.c_str());
+        return 2;
+    }
+    const ptd::Estimate e = ptd::estimate_job(it->job);
+    const double G = 1024.0 * 1024 * 1024;
+    std::printf("%s: usable %.1f GiB, worst stage %d, %s\n", name.c_str(), e.usable_bytes / G, e.worst_stage,
+                e.fits ? "fits" : "predicted OOM");
+    std::printf("stage layers inflight   params    grads optimizer activations   temp  context   nccl   frag    total   host\n");
+    for (const ptd::StageEstimate& s : e.stages) {
+        const ptd::MemoryBreakdown& m = s.mem;
+        std::printf("%5d %6d %8.2f %8.2f %8.2f %9.2f %11.2f %6.2f %8.2f %6.2f %6.2f %8.2f %6.2f\n", s.stage, s.layers,
+                    s.in_flight, m.params / G, m.grads / G, m.optimizer / G, m.activations / G, m.temp / G,
+                    m.cuda_context / G, m.nccl / G, m.fragmentation / G, m.total() / G, m.host / G);
+    }
+    for (const std::string& n : e.notes) std::printf("note: %s\n", n.c_str());
+    return 0;
+}
+
 void print_oom(const std::vector<Run>& runs) {
     int modelled = 0, oom = 0;
     for (const Run& r : runs)
@@ -273,12 +303,19 @@ void print_json(const std::vector<Run>& runs) {
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_runs.toml";
     bool do_fit = false, json = false;
-    std::string generation;
-    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json]\n";
+    std::string generation, memory_run;
+    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json] [--memory RUN]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--fit") == 0) do_fit = true;
         else if (std::strcmp(argv[i], "--verbose") == 0) g_verbose = true;
         else if (std::strcmp(argv[i], "--json") == 0) json = true;
+        else if (std::strcmp(argv[i], "--memory") == 0) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_accuracy: --memory needs a run name\n");
+                return 2;
+            }
+            memory_run = argv[++i];
+        }
         else if (std::strcmp(argv[i], "--generation") == 0) {
             if (i + 1 >= argc) {
                 std::fprintf(stderr, "bench_accuracy: --generation needs a value (A100, H100, H200, B200, V100)\n");
@@ -308,6 +345,7 @@ int main(int argc, char** argv) {
     std::vector<Run> runs = load_runs(path, *presets);
     if (!generation.empty())
         std::erase_if(runs, [&](const Run& r) { return r.generation != generation; });
+    if (!memory_run.empty()) return print_memory_breakdown(runs, memory_run);
     const ptd::TimeModelConstants& c = ptd::time_model_constants();
     if (do_fit) fit(runs);
     predict_all(runs);

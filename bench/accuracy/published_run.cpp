@@ -42,7 +42,10 @@ const std::set<std::string> kRunKeys = {
     // l405: Megatron's pipeline-split accounting and the interleaved group size N
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size",
     // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
-    "scatter_gather_tensors_in_pipeline"};
+    "scatter_gather_tensors_in_pipeline",
+
+    // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
+    "grad_reduce_in_fp32", "activation_offload_layers"};
 
 std::string g_path;
 
@@ -111,6 +114,12 @@ std::string apply_run_to_job(Run& r) {
     j.parallel.overlap_grad_reduce = r.overlap_grad_reduce.value_or(true);
     j.parallel.overlap_param_gather = sharded && j.parallel.overlap_grad_reduce && r.overlap_param_gather.value_or(true);
     j.parallel.tp_comm_overlap = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.tp_comm_overlap.value_or(false);
+    // oomnemo: NeMo 2.0 and Megatron-Bridge performance recipes reduce gradients in bf16
+    // (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py
+    // set_llama3_common_configs: "cfg.ddp.grad_reduce_in_fp32 = False"); plain Megatron-LM
+    // keeps fp32 main grads for bf16 unless --grad-reduce-in-bf16.
+    j.parallel.grad_reduce_in_fp32 = r.grad_reduce_in_fp32.value_or(r.framework != "nemo");
+    j.parallel.activation_offload_layers = r.activation_offload_layers;
     // Whose kernels ran it: NeMo and MegaScale build on Megatron-LM; llm-foundry is PyTorch
     // FSDP (Composer); "other" (e.g. the Llama 3 paper's own stack) keeps the default.
     if (r.framework == "deepspeed") j.training.framework = ptd::Framework::deepspeed;
@@ -127,6 +136,9 @@ std::string apply_run_to_job(Run& r) {
                        : r.fp8 == "current"    ? ptd::Fp8Recipe::current
                        : r.fp8 == "tensorwise" ? ptd::Fp8Recipe::tensorwise
                                                : ptd::Fp8Recipe::rowwise;
+        // oomnemo: NeMo 2.0's and Megatron-Bridge's FP8 mixed-precision recipes
+        // (bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed) set "fp8_param_gather = True".
+        j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current");
     }
     // The pipeline schedule as the source names it (unstated: Megatron's choice by vpp).
     if (r.schedule == "zb-h1") j.parallel.schedule = ptd::PipelineSchedule::zb_h1;
@@ -178,6 +190,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
         r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
+        r.grad_reduce_in_fp32 = get_optional_bool(t, "grad_reduce_in_fp32");  // oomnemo
+        r.activation_offload_layers = get<int>(t, "activation_offload_layers", 0);
         r.fsdp = get<bool>(t, "fsdp", false);
         r.torch_compile = get<bool>(t, "torch_compile", false);
         r.compiled_loss = get<bool>(t, "compiled_loss", false);

@@ -284,8 +284,10 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
     // dsthru: DeepSpeed's pipeline engine reduces the 16-bit .grad tensors
     // (engine.py _get_gradients_for_reduction), whatever its ZeRO stage.
     const bool megatron_grads = L.zero == 0 && !L.ds_pipe;
+    // oomnemo: unless the job reduces them in bf16 (grad_reduce_in_fp32 = false).
     const double grad_e = job.training.precision == Precision::fp32 ? 4.0
-                        : (megatron_grads && job.training.precision == Precision::bf16 ? 4.0 : 2.0);
+                        : (megatron_grads && job.training.precision == Precision::bf16 &&
+                                   job.parallel.grad_reduce_in_fp32 ? 4.0 : 2.0);
     auto dp_cost = [&](double params, const GroupNet& g, double layer_params) {
         const int n = g.n;
         if (n <= 1 || params <= 0) return;

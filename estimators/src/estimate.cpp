@@ -101,6 +101,12 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.zero = ch.zero;
     L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
                                            ch.distributed_optimizer, (double)L.edp);
+    // oomnemo: grad_reduce_in_fp32 = false (Megatron-core DDP config; NeMo / Megatron-Bridge
+    // performance recipes): the main-grad buffer is bf16, 2 bytes per parameter, not 4.
+    if (!job.parallel.grad_reduce_in_fp32 && ch.zero == 0 && job.training.precision == Precision::bf16) {
+        L.dense_state.grads = std::min(L.dense_state.grads, 2.0);
+        L.expert_state.grads = std::min(L.expert_state.grads, 2.0);
+    }
 
     // Parameters of one layer on one TP rank.
     const double h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;

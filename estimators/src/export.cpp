@@ -277,6 +277,11 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         out.notes.push_back("parallel.zero = 1 is written as --use-distributed-optimizer, Megatron-LM's sharding of "
                             "optimizer state over data-parallel ranks (the ZeRO-1 equivalent)");
     if (p.overlap_grad_reduce) arg("--overlap-grad-reduce");
+    if (!p.grad_reduce_in_fp32 && job.training.precision == Precision::bf16) arg("--grad-reduce-in-bf16");  // oomnemo
+    if (p.activation_offload_layers > 0) out.notes.push_back(
+        "parallel.activation_offload_layers = " + std::to_string(p.activation_offload_layers) +
+        " is Megatron-core's TransformerConfig cpu_offloading / cpu_offloading_num_layers (NeMo, Megatron-Bridge); "
+        "Megatron-LM's pretrain_gpt.py has no command-line flag for it");
     if (p.overlap_param_gather && (p.distributed_optimizer || p.zero == 1)) arg("--overlap-param-gather");
     // Transformer Engine userbuffers (needs --sequence-parallel, which validate_job requires).
     if (p.tp_comm_overlap && p.tp > 1) arg("--tp-comm-overlap");
@@ -354,6 +359,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
             arg("--num-layers-at-start-in-bf16", I(t.fp8_bf16_first_layers));
             arg("--num-layers-at-end-in-bf16", I(t.fp8_bf16_last_layers));
         }
+        if (t.fp8_param_gather) arg("--fp8-param-gather");  // oomnemo
     }
     if (p.recompute == Recompute::selective) {
         arg("--recompute-granularity", "selective");

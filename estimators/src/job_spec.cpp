@@ -382,6 +382,27 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         }
     }
 
+    // oomnemo: FP8 primary weights are Transformer Engine's (Float8Tensor parameters).
+    if (job.training.fp8_param_gather && job.training.fp8 != Fp8Recipe::delayed &&
+        job.training.fp8 != Fp8Recipe::current && job.training.fp8 != Fp8Recipe::mxfp8)
+        add("training.fp8_param_gather", std::string("true with training.fp8 = \"") + to_string(job.training.fp8) +
+                                             "\"; FP8 primary weights are Transformer Engine's; allowed: fp8 = "
+                                             "\"delayed\", \"current\" or \"mxfp8\", or fp8_param_gather = false");
+
+    // oomnemo: Megatron-core raises for CPU offloading with pipeline parallelism
+    // (TransformerConfig: "Currently there is no support for Pipeline parallelism with CPU
+    // offloading") and for cpu_offloading_num_layers outside [0, num_layers).
+    if (p.activation_offload_layers > 0) {
+        if (p.pp > 1)
+            add("parallel.activation_offload_layers", "got " + s(p.activation_offload_layers) + " with pp = " + s(p.pp) +
+                                                          "; Megatron-core offloads activations only without pipeline "
+                                                          "parallelism; allowed: pp = 1, or 0");
+        else if (p.activation_offload_layers >= job.model.layers)
+            add("parallel.activation_offload_layers", "got " + s(p.activation_offload_layers) + " with " +
+                                                          s(job.model.layers) + " layers; allowed: 0 to " +
+                                                          s(job.model.layers - 1) + " (fewer than model.layers)");
+    }
+
     // l405: the interleaved schedule's group size N (Megatron's
     // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N). Megatron-LM's
     // schedules.py raises for N outside [pp, micro-batches] and for a last group smaller than

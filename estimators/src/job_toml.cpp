@@ -519,6 +519,8 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("overlap_param_gather", p.overlap_param_gather);
     r.read_bool("tp_comm_overlap", p.tp_comm_overlap);
     r.read_int("fsdp_prefetch", p.fsdp_prefetch, 0, 64);
+    r.read_bool("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
+    r.read_int("activation_offload_layers", p.activation_offload_layers, 0, 100000);
     // offload: "nvme" (ZeRO-Infinity) is named so its rejection says why, not just "unknown".
     if (std::string device; r.read_string("offload_optimizer", device)) {
         if (device == "none" || device == "cpu")
@@ -567,6 +569,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_amax_history_len", tr.fp8_amax_history_len, 1, 1 << 20);
     r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
+    r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -981,6 +984,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.overlap_param_gather != pd.overlap_param_gather) w.boolean("overlap_param_gather", p.overlap_param_gather);
     if (p.tp_comm_overlap != pd.tp_comm_overlap) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
     if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
+    if (p.grad_reduce_in_fp32 != pd.grad_reduce_in_fp32) w.boolean("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
+    if (p.activation_offload_layers != pd.activation_offload_layers) w.int_("activation_offload_layers", p.activation_offload_layers);
     if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
     if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
@@ -1017,6 +1022,7 @@ std::string save_job_toml(const JobSpec& job) {
         if (t.fp8_amax_history_len != d.fp8_amax_history_len) w.int_("fp8_amax_history_len", t.fp8_amax_history_len);
         if (t.fp8_bf16_first_layers != d.fp8_bf16_first_layers) w.int_("fp8_bf16_first_layers", t.fp8_bf16_first_layers);
         if (t.fp8_bf16_last_layers != d.fp8_bf16_last_layers) w.int_("fp8_bf16_last_layers", t.fp8_bf16_last_layers);
+        if (t.fp8_param_gather != d.fp8_param_gather) w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo
     }
 
     const LaunchSpec& l = job.launch;

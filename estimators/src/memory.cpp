@@ -22,6 +22,11 @@
 // Offload: what leaves the GPU for host memory — ZeRO-Offload (Ren et al. 2021 §4), ZeRO-3
 // offload_param (ZeRO-Infinity, Rajbhandari et al. 2021); host RAM per node from NVIDIA's DGX
 // datasheets, PCIe per GPU from the link generation (host_link_defaults).
+// NeMo / Megatron-Bridge (oomnemo): bf16 gradient buffers (Megatron-core DDP config
+// grad_reduce_in_fp32 = False in the NeMo 2.0 and Megatron-Bridge performance recipes),
+// TE's FP8 weights held as a shard under ZeRO-3 / Megatron-FSDP (fp8_param_gather), and
+// Megatron-core's activation offloading (TransformerConfig cpu_offloading_num_layers;
+// Transformer Engine's get_cpu_offload_context).
 #include "estimate_internal.h"
 
 #include <algorithm>
@@ -368,7 +373,16 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         if (last) bf16 += std::min<double>(L.fp8_bf16_last, layers - bf16);
         fp8_layers = layers - bf16;
         // TE's FP8 weight cache and amax history are weights of the step: counted with params.
-        S.mem.params += fp8_layers * (L.layer_linear_params * L.fp8_weight_bytes + L.fp8_state_bytes_per_layer);
+        // oomnemo: under ZeRO-3 / Megatron-FSDP no rank holds the whole layers' weights between
+        // their uses: a layer's FP8 weights exist while it is gathered (Megatron-FSDP with
+        // fp8_param_gather gathers them in FP8; Megatron-Bridge's FP8 recipes set
+        // fp8_param_gather = True), so only this rank's shard of them persists.
+        const double fp8_shard = L.zero >= 3 ? (double)L.dp * L.c : 1.0;
+        S.mem.params += fp8_layers * (L.layer_linear_params * L.fp8_weight_bytes / fp8_shard + L.fp8_state_bytes_per_layer);
+        // oomnemo: FP8 primary weights (--fp8-param-gather): the FP8 copy above is the weight;
+        // the bf16 one does not exist (the fp32 main weights stay in the optimizer).
+        if (ctx.job.training.fp8_param_gather && L.fp8_te)
+            S.mem.params -= fp8_layers * L.layer_linear_params * L.dense_state.params;
     }
     S.mem.grads = dense * L.dense_state.grads + expert_all * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert_all * L.expert_state.optimizer;
@@ -462,6 +476,15 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         LayoutDerived Lb = L;
         Lb.fp8 = Fp8Recipe::none;
         S.mem.activations += chunks / L.v * (layers - fp8_layers) * (layer_activation_megatron(Lb, L.rc) - per_layer);
+    }
+    // oomnemo: Megatron-core activation offloading (cpu_offloading_num_layers = N, pp = 1 only;
+    // Transformer Engine's get_cpu_offload_context): the tensors N layers save for backward are
+    // copied to pinned host memory during forward and reloaded one layer ahead of backward, so
+    // the GPU keeps those of the other layers plus the one layer in transfer.
+    if (const int off = std::min(ctx.job.parallel.activation_offload_layers, layers - 1); off > 0 && L.p == 1) {
+        const double moved = (off - 1.0) * per_layer;  // the layer being copied stays on the GPU
+        S.mem.activations -= moved;
+        S.mem.host += off * per_layer;
     }
     // During backward one layer's recomputed tensors exist on top of what was saved (its saved
     // part is already counted above).

@@ -202,6 +202,16 @@ struct ParallelSpec {
     // N): micro-batches run through one model chunk before the next; interleaved schedule
     // only; 0 = pp (Megatron's default). Allowed: pp ≤ N ≤ micro-batches per step.
     int microbatch_group_size = 0;
+    // oomnemo: Megatron-core's DistributedDataParallelConfig.grad_reduce_in_fp32 (Megatron-LM:
+    // fp32 main grads unless --grad-reduce-in-bf16): bf16 runs without ZeRO keep and reduce an
+    // fp32 gradient buffer. NeMo 2.0 / Megatron-Bridge performance recipes set it false: the
+    // gradient buffer and its reduction are bf16.
+    bool grad_reduce_in_fp32 = true;
+    // oomnemo: Megatron-core's activation offloading (TransformerConfig cpu_offloading = true,
+    // cpu_offloading_activations, cpu_offloading_num_layers = N; Transformer Engine's
+    // get_cpu_offload_context): the saved activations of N of the layers go to host memory
+    // during forward and come back before their backward. 0 = off; needs pp = 1 and N < layers.
+    int activation_offload_layers = 0;
     int mb_group_size() const { return microbatch_group_size > 0 ? microbatch_group_size : pp; }
     // p2psg: Megatron-LM's scatter/gather optimisation of the pipeline send / recv (Narayanan
     // et al. 2021 §4.1; megatron/p2p_communication.py, default on from Feb 2021 with
@@ -236,6 +246,10 @@ struct TrainingSpec {
     int fp8_amax_history_len = 1024;  // delayed scaling's amax window (TE's default; Megatron's is 1)
     int fp8_bf16_first_layers = 0;    // transformer layers kept in bf16 at the start (Megatron
     int fp8_bf16_last_layers = 0;     // --first-last-layers-bf16) and at the end
+    // oomnemo: Megatron-LM's --fp8-param-gather (FP8 primary weights; NeMo 2.0 and
+    // Megatron-Bridge FP8 recipes set fp8_param_gather = True): the FP8 layers' linear weights
+    // exist only as FP8 (+ TE's transposed copy), no bf16 copy; Transformer Engine recipes only.
+    bool fp8_param_gather = false;
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
