@@ -43,7 +43,6 @@ const std::set<std::string> kRunKeys = {
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size",
     // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
     "scatter_gather_tensors_in_pipeline",
-
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
     "grad_reduce_in_fp32", "activation_offload_layers"};
 
