@@ -480,7 +480,10 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     tb.cp_comm = L.mbs * W.cp;
     tb.ep_comm = L.mbs * W.ep;
     tb.pp_comm = L.mbs * W.p2p;
-    tb.bubble = std::max(0.0, pipeline - L.mbs * t_mb_max);
+    // The makespan adds the same durations in another order (closed forms, simulation), so a
+    // residue at rounding level is not a bubble (a single stage has none).
+    const double idle = pipeline - L.mbs * t_mb_max;
+    tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
     tb.optimizer = after_opt;
     tb.offload = after_offload;
     tb.dp_comm = (sync - pipeline) + (after - after_opt - after_offload);  // both ≥ 0
