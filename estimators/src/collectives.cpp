@@ -94,7 +94,6 @@ static int members_on_first_node(int stride_a, int n_a, int stride_b, int n_b, i
 
 void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived& L) {
     const TimeModelConstants& k = time_model_constants();
-    Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
     // gb200: NCCL's "node" is the NVLink domain (one host unless NVLink switches join several):
     // ranks fill hosts, then domains, so a group's members per domain decide NVLink vs NICs.
     const int gpn = std::max(cl.job_nvlink_domain(), 1);
@@ -105,6 +104,27 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     // per host (its NICs over its GPUs); in a multi-host NVLink domain the k members of the
     // domain sit on their own hosts, each with its own share: still k shares.
     const double share = cl.inter_gbps * 1e9 * k.comm_eff;
+    // pspeed2: the planner asks for the same groups over and over (a layout's micro-batch,
+    // ZeRO stage and recompute do not move them): the last answer per thread is kept, keyed
+    // by every input below, the order string by its text.
+    struct Kept {
+        char order[40];
+        int t, c, ep, dp, p, edp, gpn;
+        double intra, share;
+        bool nvls;
+        GroupNet tp, cp, ep_, dp_, edp_, pp;
+    };
+    thread_local Kept kept{};
+    thread_local bool kept_valid = false;
+    const size_t order_len = std::strlen(order);
+    if (kept_valid && kept.t == L.t && kept.c == L.c && kept.ep == L.ep && kept.dp == L.dp && kept.p == L.p &&
+        kept.edp == L.edp && kept.gpn == gpn && kept.intra == intra && kept.share == share && kept.nvls == cl.nvls &&
+        std::strcmp(kept.order, order) == 0) {
+        L.net_tp = kept.tp, L.net_cp = kept.cp, L.net_ep = kept.ep_, L.net_dp = kept.dp_, L.net_edp = kept.edp_,
+        L.net_pp = kept.pp;
+        return;
+    }
+    Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
     auto fill = [&](GroupNet& g, int n, int members) {
         g.n = std::max(n, 1);
         g.per_node = std::clamp(members, 1, g.n);
@@ -122,6 +142,14 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     fill(L.net_dp, L.dp * L.c, members_on_first_node(st.dp, L.dp, st.cp, L.c, gpn));
     fill(L.net_edp, L.edp, members_on_first_node(st.dp * L.ep, L.edp, 1, 1, gpn));
     fill(L.net_pp, L.p, members_on_first_node(st.pp, L.p, 1, 1, gpn));
+    kept_valid = order_len < sizeof kept.order;
+    if (kept_valid) {
+        std::memcpy(kept.order, order, order_len + 1);
+        kept.t = L.t, kept.c = L.c, kept.ep = L.ep, kept.dp = L.dp, kept.p = L.p, kept.edp = L.edp, kept.gpn = gpn;
+        kept.intra = intra, kept.share = share, kept.nvls = cl.nvls;
+        kept.tp = L.net_tp, kept.cp = L.net_cp, kept.ep_ = L.net_ep, kept.dp_ = L.net_dp, kept.edp_ = L.net_edp;
+        kept.pp = L.net_pp;
+    }
 }
 
 // ---- NCCL's cost model ------------------------------------------------------------------------

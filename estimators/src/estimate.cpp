@@ -214,13 +214,45 @@ struct StageEval {
     DpTraffic dp;  // per iteration, before overlap
 };
 
+// pspeed2: one evaluation's block times by kind of chunk. A chunk's time depends only on its
+// layer count and whether it holds the embedding or the output layer, so a layout has a few
+// kinds however many chunks (a balanced split ≤ 4); with v = 1 a stage is its one chunk, and
+// evaluate_stage and the pipeline's durations ask the same question. Each kind keeps its
+// block totals; the kind asked for last is tried first (a split's stages come in runs).
+struct ChunkKinds {
+    struct Kind {
+        double layers;
+        bool first, last;
+        ChunkTime time;
+        double fwd_total, bwd_total;
+    };
+    Kind known[8];
+    Kind spare;  // a ninth kind and beyond (explicit lists), not kept
+    int n_known = 0, last_kind = -1;
+    const Kind& get(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last) {
+        if (last_kind >= 0 && known[last_kind].layers == layers && known[last_kind].first == first &&
+            known[last_kind].last == last)
+            return known[last_kind];
+        return find(L, lt, layers, first, last);
+    }
+    [[gnu::noinline]] const Kind& find(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last) {
+        auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last; };
+        for (int k = 0; k < n_known; ++k)
+            if (same(known[k])) return known[last_kind = k];
+        const ChunkTime ct = block_time(L, lt, layers, first, last);
+        Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
+        slot = Kind{layers, first, last, ct, ct.fwd.total(), ct.bwd.total()};
+        return slot;
+    }
+};
+
 StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, const LayerTime& lt, int i,
-                         int layers) {
+                         int layers, ChunkKinds& kinds) {
     StageEval S;
     S.sm = stage_memory(ctx, L, i, layers);
     // Time per micro-batch: the stage's v chunks together (block_time is linear in layers;
     // the embedding and output terms fall on the first and last chunk).
-    const ChunkTime ct = block_time(L, lt, layers, i == 0, i == L.p - 1);
+    const ChunkTime ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1).time;  // pspeed2
     S.fwd = ct.fwd.compute;
     S.bwd = ct.bwd.compute;
     S.recompute = ct.bwd.recompute;
@@ -322,10 +354,11 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         detail->stages.clear();
         detail->stages.reserve((size_t)p);
     }
+    ChunkKinds kinds;  // pspeed2: block times by kind of chunk, shared with the schedule below
     for (int k = 0; k < count; ++k) {
         const int i = all_stages ? k : cand[k];
         const int layers = stage_layers(i);
-        StageEval S = evaluate_stage(ctx, L, lt, i, layers);
+        StageEval S = evaluate_stage(ctx, L, lt, i, layers, kinds);
 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
         // zb: DualPipe ranks hold two stages' experts (stage_memory counts the mirror stage).
@@ -384,29 +417,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
     // only when all stages take equally long.
     const int v = L.v;
-    // A chunk's time depends only on its layer count and whether it holds the embedding or
-    // the output layer: a few kinds however many chunks (a balanced split has ≤ 4).
-    // pspeed: each kind keeps its block totals, and the kind of the chunk before is tried
-    // first (a split's stages come in runs of one kind), so a stage costs two loads.
-    struct KnownChunk {
-        double layers;
-        bool first, last;
-        ChunkTime time;
-        double fwd_total, bwd_total;
-    };
-    KnownChunk known[8];
-    KnownChunk spare;  // a ninth kind and beyond (explicit lists), not kept
-    int n_known = 0, last_kind = -1;
-    auto chunk_kind = [&](double layers, bool first, bool last) -> const KnownChunk& {
-        auto same = [&](const KnownChunk& k) { return k.layers == layers && k.first == first && k.last == last; };
-        if (last_kind >= 0 && same(known[last_kind])) return known[last_kind];
-        for (int k = 0; k < n_known; ++k)
-            if (same(known[k])) return known[last_kind = k];
-        const ChunkTime ct = block_time(L, lt, layers, first, last);
-        KnownChunk& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
-        slot = KnownChunk{layers, first, last, ct, ct.fwd.total(), ct.bwd.total()};
-        return slot;
-    };
+    // Chunk times by kind (ChunkKinds, pspeed2): with v = 1 the stages above asked already.
     // zb: ZB-H1 runs the backward as B then, later, W; DualPipe's pairs hide communication.
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
     thread_local std::vector<double> wgt_d, hidden_d;
@@ -419,7 +430,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         for (int c = 0; c < v; ++c) {
             const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]
                                                                 : (double)layers / v;
-            const KnownChunk& kind = chunk_kind(chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
+            const ChunkKinds::Kind& kind = kinds.get(L, lt, chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
             const ChunkTime& ct = kind.time;
             fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
             bwd_d[(size_t)(c * p + i)] = kind.bwd_total;
@@ -448,14 +459,18 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // The tail: each stage's exposed gradient reduction from the end of its last backward;
     // all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
     // and the exposed parameter gather. The step ends with the slowest.
+    // pspeed2: by runs of stages that share a tail (rep_of), and the step's "after" over the
+    // evaluated stages only, which visit each tail once in the same order.
     double sync = pipeline, grad_exposed_max = 0;
-    for (int i = 0; i < p; ++i) {
-        sync = std::max(sync, stage_end[(size_t)i] + tail_of(i).grad_exposed_s);
-        grad_exposed_max = std::max(grad_exposed_max, tail_of(i).grad_exposed_s);
+    for (int i = 0; i < p;) {
+        const double g = tail_of(i).grad_exposed_s;
+        const int run_end = all_stages ? i + 1 : i == 0 ? 1 : i == p - 1 ? p : i <= extra ? std::min(extra + 1, p - 1) : p - 1;
+        for (; i < run_end; ++i) sync = std::max(sync, stage_end[(size_t)i] + g);
+        grad_exposed_max = std::max(grad_exposed_max, g);
     }
     double after = 0, after_opt = 0, after_offload = 0;
-    for (int i = 0; i < p; ++i) {
-        const StageTail& t = tail_of(i);
+    for (int k = 0; k < count; ++k) {
+        const StageTail& t = tails[(size_t)(all_stages ? k : cand[k])];
         if (t.optimizer_s + t.param_exposed_s + t.offload_s > after) {
             after = t.optimizer_s + t.param_exposed_s + t.offload_s;
             after_opt = t.optimizer_s;

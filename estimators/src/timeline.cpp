@@ -378,6 +378,7 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     const int p = d.p, v = d.v, m = d.m;
     const PipelineSchedule sched = d.schedule;
     const bool split = sched == PipelineSchedule::zb_h1;
+    if (p > 1 && v == 1 && !split && m >= p) return one_f_one_b_closed_form(d, stage_end);  // pspeed (pspeed2: first)
     // One micro-batch through the slowest stage (all its chunks, forward and backward):
     // no steady state adds less per micro-batch.
     double t_max = 0;
@@ -402,7 +403,6 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     // l405: the period of the interleaved schedule is its group of N micro-batches (p by default).
     const int group = v > 1 && d.group > 0 && d.group != p ? d.group : 0, g = group > 0 ? group : p;
     if (v > 1 && m % g != 0) return simulate_pipeline(d, stage_end);
-    if (v == 1 && !split && m >= p) return one_f_one_b_closed_form(d, stage_end);  // pspeed
     const int q = v <= 1 ? 1 : g;
     int m1 = v <= 1 ? 2 * p : g * ((2 * p + g - 1) / g);
     thread_local std::vector<double> e0, e1;
