@@ -171,9 +171,10 @@ constexpr double kTreeProtoBwNet[kProtocols] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
 constexpr double kTreeAllReduceBw = 0.92;                        // tree all-reduce vs ring, NCCL's tuner
 }  // namespace
 
-double nccl_time(Collective c, double bytes, const GroupNet& g) {
+namespace {
+
+double nccl_time_uncached(Collective c, double bytes, const GroupNet& g) {
     const int n = g.n;
-    if (n <= 1 || bytes <= 0) return 0;
     const bool ar = c == Collective::all_reduce;
     const bool multi = g.nodes > 1;
     const double bus = multi ? std::min(g.bus_intra, g.bus_inter) : g.bus_intra;
@@ -204,6 +205,36 @@ double nccl_time(Collective c, double bytes, const GroupNet& g) {
     // NVLink SHARP: the switch reduces; one pass up and down, Simple protocol only.
     if (ar && !multi && g.nvls_gain > 1.0) best = std::min(best, kNvlsLat * 1e-6 + wire / (bus * g.nvls_gain));
     return best;
+}
+
+}  // namespace
+
+double nccl_time(Collective c, double bytes, const GroupNet& g) {
+    if (g.n <= 1 || bytes <= 0) return 0;
+    // pspeed2: the planner asks the same questions across layouts (a stage's gradient buckets
+    // do not change with the micro-batch or recompute, a layer's TP message not with the ZeRO
+    // stage), so answers are kept per thread in a small direct-mapped table keyed by every
+    // input; a hit costs a hash and a compare instead of NCCL's tuner over its algorithms.
+    struct Entry {
+        double bytes = 0, bus_intra = 0, bus_inter = 0, nvls_gain = 0;
+        int n = 0, per_node = 0, nodes = 0;  // n = 0: empty (never asked: n > 1)
+        Collective c = Collective::all_reduce;
+        double seconds = 0;
+    };
+    constexpr size_t kEntries = 256;
+    thread_local Entry kept[kEntries];
+    uint64_t h;
+    std::memcpy(&h, &bytes, sizeof h);
+    h ^= (uint64_t)g.n * 0x9e3779b97f4a7c15ull ^ (uint64_t)g.nodes << 48 ^ (uint64_t)c << 63;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    Entry& e = kept[(h >> 40) % kEntries];
+    if (e.n == g.n && e.bytes == bytes && e.c == c && e.per_node == g.per_node && e.nodes == g.nodes &&
+        e.bus_intra == g.bus_intra && e.bus_inter == g.bus_inter && e.nvls_gain == g.nvls_gain)
+        return e.seconds;
+    const double seconds = nccl_time_uncached(c, bytes, g);
+    e = Entry{bytes, g.bus_intra, g.bus_inter, g.nvls_gain, g.n, g.per_node, g.nodes, c, seconds};
+    return seconds;
 }
 
 double p2p_time(double bytes, const GroupNet& g) {

@@ -425,7 +425,26 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     hidden_d.assign(dualpipe ? (size_t)p : 0, 0.0);
     fwd_d.resize((size_t)p * v);
     bwd_d.resize((size_t)p * v);
-    for (int i = 0; i < p; ++i) {
+    // pspeed2: a balanced split with one chunk per stage (the planner's common case) has runs
+    // of equal stages, the same runs as the tails' (rep_of): one chunk kind per run, no detail.
+    const bool by_runs = v == 1 && !all_stages;
+    for (int i = 0; by_runs && i < p;) {
+        const ChunkKinds::Kind& kind = kinds.get(L, lt, (double)stage_layers(i), i == 0, i == p - 1);
+        const ChunkTime& ct = kind.time;
+        const double wgrad = split_w || dualpipe ? ct.bwd.wgrad : 0.0;
+        const double bwd = split_w || dualpipe ? kind.bwd_total - wgrad : kind.bwd_total;
+        const double hidden = dualpipe ? std::min(ct.fwd.ep + ct.fwd.p2p + ct.bwd.ep + ct.bwd.p2p,
+                                                  ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute)
+                                       : 0.0;
+        const int run_end = i == 0 ? 1 : i == p - 1 ? p : i <= extra ? std::min(extra + 1, p - 1) : p - 1;
+        for (; i < run_end; ++i) {
+            fwd_d[(size_t)i] = kind.fwd_total;
+            bwd_d[(size_t)i] = bwd;
+            if (split_w || dualpipe) wgt_d[(size_t)i] = wgrad;
+            if (dualpipe) hidden_d[(size_t)i] = hidden;
+        }
+    }
+    for (int i = 0; i < p && !by_runs; ++i) {
         const int layers = stage_layers(i);
         for (int c = 0; c < v; ++c) {
             const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]

@@ -501,10 +501,16 @@ void clear_pipeline_makespan_memo() {
     memo.clock = 0;
 }
 
+// pspeed2: the pipeline depth from which 1F1B's closed form goes through the memo.
+constexpr int kMemoFrom1F1B = 16;
+
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
-    // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy.
-    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= d.p))
+    // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy
+    // on short pipelines; pspeed2: its loops grow with p times the kinds of stage, the memo's
+    // with p alone, so from 16 stages on a repeated question (layouts that differ in ZeRO
+    // stage, optimizer sharding or offload only) is answered from the memo.
+    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= d.p) && d.p < kMemoFrom1F1B)
         return pipeline_makespan_uncached(d, stage_end);
     MakespanMemo& memo = makespan_memo();
     const uint64_t h = hash_durations(d);
