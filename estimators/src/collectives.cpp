@@ -225,7 +225,9 @@ double nccl_time(Collective c, double bytes, const GroupNet& g) {
     thread_local Entry kept[kEntries];
     uint64_t h;
     std::memcpy(&h, &bytes, sizeof h);
-    h ^= (uint64_t)g.n * 0x9e3779b97f4a7c15ull ^ (uint64_t)g.nodes << 48 ^ (uint64_t)c << 63;
+    // The collective is left out of the slot: a layout with and without sequence parallelism
+    // asks all-gather and all-reduce of the same message and group, and the key tells them apart.
+    h ^= (uint64_t)g.n * 0x9e3779b97f4a7c15ull ^ (uint64_t)g.nodes << 48;
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ull;
     Entry& e = kept[(h >> 40) % kEntries];
