@@ -113,7 +113,8 @@ void bench_evaluate(const ptd::JobSpec& job) {
     //        evaluates each layout about once). The issue's ≥ 1e6/s target applies to this one.
     //  warm: the passes repeat without clearing, so from the second pass on every makespan
     //        is a memo lookup: an upper bound, not what a search sees.
-    // The compiled schedules (per p, v, m; timeline.cpp) stay cached in both, as in a search.
+    // The compiled schedules (per p, v, m; timeline.cpp) stay cached in both, as in a search,
+    // and so do the NCCL costs and group placements kept per thread (collectives.cpp, pspeed2).
     // Beside the wall-clock rates, the rate per second of this thread's CPU time: on a
     // machine shared with other work the wall rate also counts the time the thread waited.
     double checksum = 0;
