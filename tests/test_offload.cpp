@@ -115,7 +115,8 @@ TEST(Offload, PcieCopiesAndTheCpuOptimizerStepAppearInTheStepTime) {
     const StageTail& t = off.stages[0].tail;
     const double shard = off.stages[0].params_count / 8;
     // The node's CPU steps all 8 GPUs' shards; 16-bit gradients down, 16-bit parameters up.
-    EXPECT_NEAR(t.cpu_optimizer_s, 8 * shard / 4e9, 1e-9);
+    // bits: at the host CPU's rate, the DGX A100's 2 × EPYC 7742 (a100-40gb's default cluster).
+    EXPECT_NEAR(t.cpu_optimizer_s, 8 * shard / 2.6e9, 1e-9);
     EXPECT_NEAR(t.offload_h2d_s, 2 * shard / (25e9), 1e-9);
     EXPECT_NEAR(t.offload_d2h_s, 2 * shard / (25e9), 1e-9);
     EXPECT_NEAR(off.time.offload, t.offload_s, 1e-12);

@@ -51,6 +51,9 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
             if (job) {
                 r["job"] = job_json(*job);
                 r["notes"] = job->origin.notes;
+                // bits: valid for PTD, refused by the framework the job names.
+                if (auto refused = job->training.framework == Framework::megatron ? megatron_interleaved_refusal(*job) : std::nullopt)
+                    r["warnings"] = diagnostics_json(Error(*refused));
             }
             else r["errors"] = diagnostics_json(job.error());
             results.push_back(std::move(r));
@@ -68,6 +71,11 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
                              job->training.global_batch < 1 ? "; it needs training.global_batch, which is not given" : "");
             for (const std::string& note : job->origin.notes)
                 std::fprintf(err, "%s: %s %s\n", path.c_str(), yellow(err_term, "note:").c_str(), note.c_str());
+            // bits: valid for PTD, refused by the framework the job names (training.framework).
+            if (auto refused = job->training.framework == Framework::megatron ? megatron_interleaved_refusal(*job) : std::nullopt)
+                std::fprintf(err, "%s%s: %s %s: Megatron-LM would refuse this layout: %s\n", path.c_str(),
+                             refused->where.line > 0 ? (":" + std::to_string(refused->where.line)).c_str() : "",
+                             yellow(err_term, "warning:").c_str(), refused->key.c_str(), refused->message.c_str());
         } else {
             print_error(err, job.error());
             std::fprintf(err, "%s: %zu problem%s\n", path.c_str(), job.error().diagnostics.size(),

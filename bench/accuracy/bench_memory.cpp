@@ -39,19 +39,11 @@ struct Run {
 
 std::string g_path;
 
-// A key's value, or `fallback` when absent; a value of the wrong type is an error naming
-// the file, line and key.
+// A key's value, or `fallback` when absent (run_file.h run_key: a wrong type is an error
+// naming the file, line and key).
 template <class T>
 T get(const toml::table& t, const char* key, T fallback) {
-    const toml::node* n = t.get(key);
-    if (!n) return fallback;
-    std::optional<T> v = n->value<T>();
-    if (!v) {
-        std::fprintf(stderr, "%s:%d: run key \"%s\" has the wrong type\n", g_path.c_str(),
-                     (int)n->source().begin.line, key);
-        std::exit(2);
-    }
-    return *v;
+    return run_key<T>(g_path, t, key, fallback);
 }
 
 [[noreturn]] void bad_value(const toml::table& t, const char* key, const std::string& got, const char* allowed) {
@@ -121,26 +113,10 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         j.cluster.nodes = gpus / j.cluster.gpus_per_node;
         j.cluster.intra_gbps = j.cluster.gpu.link_gbps;
         j.cluster.inter_gbps = get<double>(t, "inter_gbps", 50.0);
-        ptd::ParallelSpec& p = j.parallel;
-        p.tp = get<int>(t, "tp", 1);
-        p.pp = get<int>(t, "pp", 1);
-        p.dp = get<int>(t, "dp", 1);
-        p.cp = get<int>(t, "cp", 1);
-        p.vpp = get<int>(t, "vpp", 1);
-        p.zero = get<int>(t, "zero", 0);
-        p.distributed_optimizer = get<bool>(t, "distributed_optimizer", false);
-        if (get<bool>(t, "fsdp", false)) {
-            if (t.get("zero") || t.get("distributed_optimizer"))
-                bad_value(t, "fsdp", "true", "fsdp alone: it sets zero / distributed_optimizer (run_file.h)");
-            apply_fsdp_layout(p);
-        }
-        p.sequence_parallel = get<bool>(t, "sequence_parallel", false);
-        const std::string rc = get<std::string>(t, "recompute", "none");
-        if (rc != "none" && rc != "selective" && rc != "full")
-            bad_value(t, "recompute", rc, "\"none\", \"selective\" or \"full\"");
-        p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
-        if (j.model.layers % (p.pp * p.vpp) != 0)
-            p.layers_per_stage = ptd::balanced_layers_per_stage(j.model.layers, p.pp * p.vpp);
+        // The layout keys, read as published_runs.toml's are (run_file.h read_run_layout; the
+        // measuring stacks' unstated keys are off).
+        read_run_layout(g_path, t, j.model.layers, RunLayoutDefaults{}, j.parallel);
+        const ptd::ParallelSpec& p = j.parallel;
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", tr.micro_batch * p.dp);

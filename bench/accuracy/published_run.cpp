@@ -49,20 +49,13 @@ const std::set<std::string> kRunKeys = {
 std::string g_path;
 
 [[noreturn]] void fail_at(const toml::node* n, int fallback_line, const std::string& msg) {
-    const int line = n ? (int)n->source().begin.line : fallback_line;
-    std::fprintf(stderr, "%s:%d: %s\n", g_path.c_str(), line, msg.c_str());
-    std::exit(2);
+    run_file_fail(g_path, n, fallback_line, msg);
 }
 
-// A key's value, or `fallback` when absent. A value of the wrong type is an error naming
-// the file, line and key (never a silent default).
+// A key's value, or `fallback` when absent (run_file.h run_key: a wrong type is an error).
 template <class T>
 T get(const toml::table& t, const char* key, T fallback) {
-    const toml::node* n = t.get(key);
-    if (!n) return fallback;
-    std::optional<T> v = n->value<T>();
-    if (!v) fail_at(n, 0, std::string("run key \"") + key + "\" has the wrong type");
-    return *v;
+    return run_key<T>(g_path, t, key, fallback);
 }
 
 std::optional<bool> get_optional_bool(const toml::table& t, const char* key) {
@@ -73,12 +66,7 @@ std::optional<bool> get_optional_bool(const toml::table& t, const char* key) {
 // A string key that must be one of `allowed`.
 std::string get_word(const toml::table& t, const char* key, const std::string& fallback,
                      std::initializer_list<const char*> allowed) {
-    const std::string v = get<std::string>(t, key, fallback);
-    for (const char* a : allowed)
-        if (v == a) return v;
-    std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail_at(t.get(key), 0, std::string("run key \"") + key + "\" is \"" + v + "\"; allowed: " + list);
+    return run_word(g_path, t, key, fallback, allowed);
 }
 
 }  // namespace
@@ -104,7 +92,6 @@ namespace {
 // ("" = it can).
 std::string apply_run_to_job(Run& r) {
     ptd::JobSpec& j = r.job;
-    if (r.fsdp) apply_fsdp_layout(j.parallel);  // ZeRO-3, or with pp > 1 what torchtitan runs (run_file.h)
     // Overlap: what the source states; unstated, what the stack does in its published
     // configurations (NeMo / Megatron-Bridge performance recipes turn both overlaps on, FSDP
     // and DeepSpeed's overlap_comm always overlap); the param gather only exists with a
@@ -191,7 +178,6 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
         r.grad_reduce_in_fp32 = get_optional_bool(t, "grad_reduce_in_fp32");  // oomnemo
         r.activation_offload_layers = get<int>(t, "activation_offload_layers", 0);
-        r.fsdp = get<bool>(t, "fsdp", false);
         r.torch_compile = get<bool>(t, "torch_compile", false);
         r.compiled_loss = get<bool>(t, "compiled_loss", false);
         r.nics_per_node = get<int>(t, "nics_per_node", 0);
@@ -200,9 +186,6 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.memory_kind = get_word(t, "memory_kind", "", {"", "max_reserved", "max_allocated", "nvidia-smi"});
         if ((r.memory_gib_measured > 0) != !r.memory_kind.empty())
             fail_at(&n, 0, "run \"" + r.name + "\": memory_gib_measured and memory_kind go together");
-        if (r.fsdp && t.get("zero") && get<int>(t, "zero", 3) != 3)
-            fail_at(t.get("zero"), 0, "run \"" + r.name + "\": fsdp = true means zero = 3, not " +
-                                           std::to_string(get<int>(t, "zero", 3)));
 
         ptd::JobSpec& j = r.job;
         ptd::ModelSpec& m = j.model;
@@ -251,31 +234,14 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                                                                : nics * nic_gbit / 8.0 / gpn;
         }
         ptd::ParallelSpec& p = j.parallel;
-        p.tp = get<int>(t, "tp", 1);
-        p.pp = get<int>(t, "pp", 1);
-        p.dp = get<int>(t, "dp", 1);
-        p.cp = get<int>(t, "cp", 1);
-        p.vpp = get<int>(t, "vpp", 1);
-        p.zero = get<int>(t, "zero", 0);
         // Keys a source leaves unstated take the value its stack runs with: NeMo and
         // Megatron-Bridge recipes use the distributed optimizer, sequence parallelism with TP
         // and Transformer Engine's fused attention; torchtitan and llm-foundry use flash
         // attention (SDPA). The 2021-22 Megatron and DeepSpeed papers predate flash attention.
+        // The layout keys (with FSDP as run_file.h reads it): read_run_layout, as bench_memory.
         const bool nemo = r.framework == "nemo";
         const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
-        p.distributed_optimizer = get<bool>(t, "distributed_optimizer", nemo && p.zero == 0 && !r.fsdp);
-        p.sequence_parallel = get<bool>(t, "sequence_parallel", nemo && p.tp > 1);
-        const std::string rc = get_word(t, "recompute", "none", {"none", "selective", "full"});
-        p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
-        // l405: the embedding / loss counted in the split (Megatron's flags), and N.
-        p.account_for_embedding_in_pipeline_split = get<bool>(t, "account_for_embedding_in_pipeline_split", false);
-        p.account_for_loss_in_pipeline_split = get<bool>(t, "account_for_loss_in_pipeline_split", false);
-        p.microbatch_group_size = get<int>(t, "microbatch_group_size", 0);
-        p.scatter_gather_tensors_in_pipeline = get<bool>(t, "scatter_gather_tensors_in_pipeline", false);  // p2psg
-        const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
-        // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
-        if (split_extra == 0 && p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)
-            p.layers_per_stage = ptd::balanced_layers_per_stage(m.layers, p.pp * p.vpp);
+        r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", 0);

@@ -4,11 +4,14 @@
 // "file:line: message" and exit status 2, as every other error in these files does.
 // ttmem: it also holds what both benches must read the same way: a run's FSDP under pipeline
 // parallelism, its loss, and the part of a prediction that a measured memory figure covers.
+// bits (D6): and the [[run]]'s layout keys (read_run_layout), read by one code path for both.
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,4 +87,75 @@ inline double predicted_view_gib(const ptd::Estimate& e, const std::string& kind
     double worst = 0;
     for (const ptd::StageEstimate& s : e.stages) worst = std::max(worst, predicted_view_bytes(s.mem, kind));
     return worst / (1024.0 * 1024.0 * 1024.0);
+}
+
+// bits (D6): "file:line: message" on stderr and exit status 2, the line of `n` (else `fallback_line`).
+[[noreturn]] inline void run_file_fail(const std::string& path, const toml::node* n, int fallback_line,
+                                       const std::string& msg) {
+    const int line = n ? (int)n->source().begin.line : fallback_line;
+    std::fprintf(stderr, "%s:%d: %s\n", path.c_str(), line, msg.c_str());
+    std::exit(2);
+}
+
+// A run key's value, or `fallback` when absent. A value of the wrong type is an error naming
+// the file, line and key (never a silent default).
+template <class T>
+T run_key(const std::string& path, const toml::table& t, const char* key, T fallback) {
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    std::optional<T> v = n->value<T>();
+    if (!v) run_file_fail(path, n, 0, std::string("run key \"") + key + "\" has the wrong type");
+    return *v;
+}
+
+// A string run key that must be one of `allowed`.
+inline std::string run_word(const std::string& path, const toml::table& t, const char* key, const std::string& fallback,
+                            std::initializer_list<const char*> allowed) {
+    const std::string v = run_key<std::string>(path, t, key, fallback);
+    for (const char* a : allowed)
+        if (v == a) return v;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    run_file_fail(path, t.get(key), 0, std::string("run key \"") + key + "\" is \"" + v + "\"; allowed: " + list);
+}
+
+// What a run leaves unstated takes its stack's value (published_run.cpp: NeMo and
+// Megatron-Bridge recipes use the distributed optimizer, and sequence parallelism with TP).
+struct RunLayoutDefaults {
+    bool distributed_optimizer = false;  // with zero 0 and no fsdp
+    bool sequence_parallel = false;      // with tp > 1
+};
+
+// The [[run]]'s layout keys into `p`: tp, pp, dp, cp, vpp, zero, distributed_optimizer, fsdp
+// (apply_fsdp_layout; zero, when written, must be 3, and distributed_optimizer is not
+// written with it), sequence_parallel, recompute, the pipeline-split accounting and the
+// interleaved group size (l405), the scatter/gather pipeline send (p2psg); an uneven split
+// balanced over model chunks, the shortfall on the first and last chunk. Returns fsdp.
+inline bool read_run_layout(const std::string& path, const toml::table& t, int layers, const RunLayoutDefaults& d,
+                            ptd::ParallelSpec& p) {
+    p.tp = run_key<int>(path, t, "tp", 1);
+    p.pp = run_key<int>(path, t, "pp", 1);
+    p.dp = run_key<int>(path, t, "dp", 1);
+    p.cp = run_key<int>(path, t, "cp", 1);
+    p.vpp = run_key<int>(path, t, "vpp", 1);
+    p.zero = run_key<int>(path, t, "zero", 0);
+    const bool fsdp = run_key<bool>(path, t, "fsdp", false);
+    if (fsdp && t.get("zero") && p.zero != 3)
+        run_file_fail(path, t.get("zero"), 0, "run key \"zero\" is " + std::to_string(p.zero) + " with fsdp = true; allowed: 3, or leave it out (fsdp sets it, run_file.h)");
+    if (fsdp && t.get("distributed_optimizer"))
+        run_file_fail(path, t.get("distributed_optimizer"), 0,
+                      "run key \"distributed_optimizer\" with fsdp = true; allowed: fsdp alone (it sets zero / distributed_optimizer, run_file.h)");
+    p.distributed_optimizer = run_key<bool>(path, t, "distributed_optimizer", d.distributed_optimizer && p.zero == 0 && !fsdp);
+    if (fsdp) apply_fsdp_layout(p);
+    p.sequence_parallel = run_key<bool>(path, t, "sequence_parallel", d.sequence_parallel && p.tp > 1);
+    const std::string rc = run_word(path, t, "recompute", "none", {"none", "selective", "full"});
+    p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
+    p.account_for_embedding_in_pipeline_split = run_key<bool>(path, t, "account_for_embedding_in_pipeline_split", false);
+    p.account_for_loss_in_pipeline_split = run_key<bool>(path, t, "account_for_loss_in_pipeline_split", false);
+    p.microbatch_group_size = run_key<int>(path, t, "microbatch_group_size", 0);
+    p.scatter_gather_tensors_in_pipeline = run_key<bool>(path, t, "scatter_gather_tensors_in_pipeline", false);
+    const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
+    if (split_extra == 0 && p.pp * p.vpp > 0 && layers % (p.pp * p.vpp) != 0)
+        p.layers_per_stage = ptd::balanced_layers_per_stage(layers, p.pp * p.vpp);
+    return fsdp;
 }

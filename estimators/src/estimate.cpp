@@ -169,7 +169,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.offload_params = ch.offload_params;
     const HostLinkDefaults host = host_link_defaults(cl);
     L.pcie = std::max(host.pcie_gbps, 1e-3) * 1e9;
-    L.cpu_adam_params_per_s = kCpuAdamParamsPerNodeS;
+    L.cpu_adam_params_per_s = cpu_adam_params_per_s(cl);  // bits: per host CPU (cluster preset)
     L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
     L.host_capacity_bytes = host.host_memory_gib * kGiB;
     L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
@@ -614,15 +614,19 @@ Estimate estimate_job(const JobSpec& job) {
                                 std::to_string(tr.fp8_bf16_last_layers) + " transformer layers run in bf16");
     }
     if (ch.offload_optimizer != OffloadDevice::none || ch.offload_params) {
-        char buf[320];
+        char buf[512];
         std::snprintf(buf, sizeof buf,
                       "offload: %.1f GiB of host memory per node (%s), %.0f GB/s host<->GPU per GPU%s, CPU optimizer "
-                      "at %.1f B params/s per node (DeepSpeed CPU-Adam, ZeRO-Offload paper)",
+                      "at %.1f B params/s per node (DeepSpeed CPU-Adam; %s)",
                       est.host_bytes_per_node / kGiB,
                       est.host_capacity_bytes > 0 ? (est.host_fits ? "fits the node's RAM" : "MORE than the node's RAM")
                                                   : "host RAM unknown: not checked",
                       est.pcie_gbps, job.cluster.pcie_gbps > 0 ? " (cluster.pcie_gbps)" : " (default for the GPU)",
-                      kCpuAdamParamsPerNodeS / 1e9);
+                      cpu_adam_params_per_s(job.cluster) / 1e9,
+                      job.cluster.cpu_adam_params_per_s > 0
+                          ? (job.origin.cluster_preset.empty() ? "cluster.cpu_adam_params_per_s or the GPU's default cluster preset"
+                                                               : "cluster.cpu_adam_params_per_s or cluster preset")
+                          : "host CPU unknown: an H100-era x86 node assumed, set cluster.cpu_adam_params_per_s");
         est.notes.push_back(buf);
     }
     // dsthru: what DeepSpeed's pipeline engine adds to the step.
@@ -633,6 +637,10 @@ Estimate estimate_job(const JobSpec& job) {
                                  ? "BF16_Optimizer: 26 bytes of HBM traffic per parameter"
                                  : "autograd adds into .grad from the second micro-batch on: 3 accesses per gradient element") +
                             "), and the data-parallel reduction runs after the last backward (not overlapped)");
+    // bits: a layout PTD simulates but Megatron-LM's interleaved schedule refuses.
+    if (job.training.framework == Framework::megatron)
+        if (auto refused = megatron_interleaved_refusal(job))
+            est.notes.push_back("Megatron-LM would refuse this layout: " + refused->key + ": " + refused->message);
     // zb: what the non-Megatron schedules change, and where it comes from.
     if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::zb_h1)
         est.notes.push_back("schedule zb-h1: each backward split into B (input gradient) and W (weight gradient, deferred "

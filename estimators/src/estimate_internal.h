@@ -110,6 +110,12 @@ struct LayoutDerived {
 // for a DGX H100; the ZeRO-Offload paper's DGX-2 microbenchmark as cited (10 B in ~2.6 s) and
 // SuperOffload's GH200 figure (8 B in 0.77 s) bracket it. docs/estimators.md, "CPU-Adam rate".
 constexpr double kCpuAdamParamsPerNodeS = 4e9;
+// bits: the node's rate: cluster.cpu_adam_params_per_s (the job's, else its cluster preset's,
+// per host CPU in assets/presets/clusters.toml), else kCpuAdamParamsPerNodeS for a host that
+// no preset describes.
+inline double cpu_adam_params_per_s(const ClusterSpec& cl) {
+    return cl.cpu_adam_params_per_s > 0 ? cl.cpu_adam_params_per_s : kCpuAdamParamsPerNodeS;
+}
 
 // ---- compute.cpp ----------------------------------------------------------------------------
 // The framework's and GPU generation's kernel efficiencies into L (gemm_eff_max, flash_eff,

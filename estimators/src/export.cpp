@@ -237,6 +237,9 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
             arg("--pipeline-model-parallel-layout", "\"" + layout + "\"");
         }
     }
+    // bits: the interleaved layouts PTD simulates but Megatron-LM refuses (fewer micro-batches
+    // per step than the group size N, default pp; job_spec.h megatron_runs_interleaved).
+    if (auto refused = megatron_interleaved_refusal(job)) return std::unexpected(Error(std::move(*refused)));
     if (p.pp > 1 && p.vpp > 1 && p.microbatch_group_size > 0) {
         // l405: schedules.py (forward_backward_pipelining_with_interleaving) raises for a group
         // size outside [pp, micro-batches] and for a last group smaller than pp.

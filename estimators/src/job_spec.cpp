@@ -661,4 +661,54 @@ JobSpec tiny_local_job(const PresetCatalog& presets) {
     return job;
 }
 
+// bits: Megatron-LM's refusal of an interleaved layout (megatron_runs_interleaved). The
+// messages quote Megatron-core's schedules.py (forward_backward_pipelining_with_interleaving,
+// core_r0.10 and later; core_r0.8/0.9 asked for m divisible by pp instead).
+std::optional<Diagnostic> megatron_interleaved_refusal(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    if (p.pp < 2 || p.vpp < 2 || t.micro_batch < 1 || p.dp < 1 || t.global_batch < 1) return std::nullopt;
+    if (effective_schedule(p.schedule, p.vpp) != PipelineSchedule::interleaved) return std::nullopt;
+    const long long per_mb = (long long)t.micro_batch * p.dp;  // sequences per micro-batch step
+    const long long m = t.global_batch / per_mb;
+    if (megatron_runs_interleaved(p.pp, p.vpp, m, p.microbatch_group_size)) return std::nullopt;
+    auto s = [](long long v) { return std::to_string(v); };
+    const bool n_given = p.microbatch_group_size > 0;
+    const long long n = p.mb_group_size();
+    const std::string micro = s(m) + " micro-batch" + (m == 1 ? "" : "es") + " per step (global_batch " +
+                              s(t.global_batch) + " / (micro_batch " + s(t.micro_batch) + " · dp " + s(p.dp) + "))";
+    const std::string n_words = n_given ? "N = " + s(n) : "N = pp = " + s(n) + " (parallel.microbatch_group_size left out)";
+    std::string key, msg;
+    if (n < p.pp || n > m) {
+        // Megatron: ValueError "The number of contiguous micro-batches in a virtual pipeline
+        // stage should range in [PP=p , M=m]".
+        const long long least = per_mb * std::max<long long>(p.pp, n);
+        key = n_given && (n < p.pp || m >= p.pp) ? "parallel.microbatch_group_size" : "training.global_batch";
+        msg = (key == "training.global_batch" ? "gives " + micro + " with pp = " + s(p.pp) + ", vpp = " + s(p.vpp) + " and " + n_words
+                                              : "got " + s(n) + " with pp = " + s(p.pp) + ", vpp = " + s(p.vpp) + " and " + micro) +
+              ": Megatron-LM's interleaved schedule refuses it (schedules.py: \"The number of contiguous micro-batches in a "
+              "virtual pipeline stage should range in [PP=" + s(p.pp) + " , M=" + s(m) + "]\"; before Megatron-core 0.10: "
+              "\"number of microbatches (" + s(m) + ") is not divisible by pipeline-model-parallel-size (" + s(p.pp) +
+              ")\"); PTD simulates it, Megatron-LM does not run it; allowed for Megatron-LM: pp ≤ N ≤ micro-batches per step" +
+              (key == "parallel.microbatch_group_size"
+                   ? ": N from " + s(p.pp) + " to " + s(m) + " (--set parallel.microbatch_group_size=" + s(p.pp) + ")"
+                   : "; fix: a global batch of at least " + s(least) + " = micro_batch · dp · " +
+                         s(least / per_mb) + ", a multiple of it (--set training.global_batch=" + s(least) +
+                         "), a smaller micro_batch or dp, or vpp = 1 (--set parallel.vpp=1)");
+    } else {
+        // Megatron: RuntimeError "The remainder of M (the total micro-batches) divided by N ...
+        // should be 0, or larger than or equal to the pipeline-parallel size, but it is r".
+        key = n_given ? "parallel.microbatch_group_size" : "training.global_batch";
+        msg = (n_given ? "got " + s(n) + " with " + micro : "gives " + micro + " with " + n_words) +
+              ": the last group holds " + s(m % n) + " < pp = " + s(p.pp) +
+              " micro-batches; Megatron-LM's interleaved schedule refuses it (schedules.py: \"The remainder of M (the "
+              "total micro-batches) divided by N (number of contiguous micro-batches in a virtual pipeline stage) should "
+              "be 0, or larger than or equal to the pipeline-parallel size, but it is " + s(m % n) + "\"); allowed for "
+              "Megatron-LM: " + (n_given ? "N dividing " + s(m) + ", or leaving a last group of at least pp"
+                                         : "micro-batches per step a multiple of pp (--set training.global_batch=" +
+                                               s(per_mb * (m / p.pp + 1) * p.pp) + ")");
+    }
+    return Diagnostic{job.where(key), key, std::move(msg)};
+}
+
 }  // namespace ptd

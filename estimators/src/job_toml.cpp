@@ -400,6 +400,8 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
         // gb200: the preset's NVLink domain — a default preset's only where this job's nodes are
         // the preset's (4-GPU GB200 trays); a named preset's always (validate_job names a mismatch).
         c.nvlink_domain = cluster_preset || net->gpus_per_node == gpn ? net->nvlink_domain : 0;
+        // bits: the host CPU of the same node (a named preset's was set with its other host keys).
+        c.cpu_adam_params_per_s = net->cpu_adam_params_per_s;
     } else {
         job.origin.network_source = "one NIC per GPU at inter_gbps (no cluster preset for this GPU)";
     }
@@ -438,6 +440,7 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
             c.intra_gbps = cluster_preset->intra_gbps;
             c.host_memory_gib = cluster_preset->host_memory_gib;
             c.pcie_gbps = cluster_preset->pcie_gbps;
+            c.cpu_adam_params_per_s = cluster_preset->cpu_adam_params_per_s;  // bits
             job.origin.cluster_preset = name;
         } else {
             cluster_preset = nullptr;
@@ -490,6 +493,7 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     read_cluster_network(ctx, r, job, presets, cluster_preset);
     r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
     r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
+    r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
     r.read_string_array("hosts", c.hosts);
     for (size_t i = 0; i < c.hosts.size(); ++i)
         if (c.hosts[i].empty())
@@ -958,6 +962,7 @@ std::string save_job_toml(const JobSpec& job) {
         w.int_("nvlink_domain", c.nvlink_domain, "GPUs per NVLink domain");
     if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
     if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
+    if (c.cpu_adam_params_per_s > 0) w.dbl("cpu_adam_params_per_s", c.cpu_adam_params_per_s, "CPU-Adam parameters/s per node");  // bits
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
     const ParallelSpec& p = job.parallel;

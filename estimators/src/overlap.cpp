@@ -30,8 +30,10 @@
 // Lee et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated
 // Distributed Deep Learning" (arXiv 2507.03114): compute overlapped with NCCL collectives is
 // 18.9% slower on average (A100, H100, MI250, MI210; max 40%). Offload: the PCIe copies and
-// the CPU optimizer step of ZeRO-Offload (Ren et al. 2021 §4, CPU-Adam throughput from its §5
-// measurements) and Megatron's --optimizer-cpu-offload. docs/estimators.md writes every term out.
+// the CPU optimizer step of ZeRO-Offload (Ren et al. 2021 §4) and Megatron's
+// --optimizer-cpu-offload, at the host CPU's CPU-Adam rate (bits: cluster presets, from
+// DeepSpeed's DGX-2 log scaled by DRAM bandwidth and SuperOffload's GH200 figure).
+// docs/estimators.md writes every term out.
 #include "estimate_internal.h"
 
 #include <algorithm>

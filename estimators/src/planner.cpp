@@ -126,7 +126,19 @@ struct Space {
     // Interleaved schedules on an uneven split: per model chunk, balanced over pp·vpp chunks
     // (the first and last chunks one layer short, as Llama 3 405B ran), by [pp][vpp].
     std::vector<std::vector<std::vector<int>>> chunk_lps;
+    // bits: the job runs Megatron-LM's interleaved schedule (training.framework = "megatron":
+    // Megatron-LM, NeMo, Megatron-Bridge), with the job's group size N (0 = pp).
+    bool megatron_schedule = false;
+    int job_mb_group = 0;
 };
+
+// bits: the interleaved group size a layout is scored (estimate.cpp derive) and applied
+// (apply_plan_entry) with: the job's N in Megatron's range [pp, max(pp, m)], 0 (= pp) when
+// the job leaves it out or the layout does not interleave.
+int plan_mb_group(int job_group, int pp, int vpp, long long microbatches) {
+    if (job_group <= 0 || vpp < 2) return 0;
+    return (int)std::clamp<long long>(job_group, pp, std::max<long long>(pp, microbatches));
+}
 
 // The layers_per_stage the search passes for (pp, vpp): empty for an even split.
 const std::vector<int>& layers_for(const Space& sp, int pp, int vpp) {
@@ -208,6 +220,10 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                 int alive_offload[2] = {nr, nr};
                                 for (int mb : mbs) {
                                     if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
+                                    if (vpp > 1 && sp.megatron_schedule &&
+                                        !megatron_runs_interleaved(pp, vpp, per_replica / mb,
+                                                                   plan_mb_group(sp.job_mb_group, pp, vpp, per_replica / mb)))
+                                        continue;  // bits: Megatron-LM refuses it (job_spec.h)
                                     if (sched == PipelineSchedule::dualpipe && ((per_replica / mb) < 2 * pp || (per_replica / mb) % 2 != 0))
                                         continue;  // DualPipe: an even m ≥ 2·pp
                                     c.micro_batch = mb;
@@ -415,6 +431,8 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.max_micro_batch = std::max(options.max_micro_batch, 1);
     sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
     sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
+    sp.megatron_schedule = job.training.framework == Framework::megatron;  // bits
+    sp.job_mb_group = job.parallel.microbatch_group_size;
     // zb: a job that names ZB-H1 or DualPipe runs where they exist: search them too.
     sp.try_zb_h1 = options.try_zb_h1 || job.parallel.schedule == PipelineSchedule::zb_h1;
     sp.try_dualpipe = options.try_dualpipe || job.parallel.schedule == PipelineSchedule::dualpipe;
@@ -815,6 +833,10 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     if (c.zero == 0 && !c.distributed_optimizer) p.overlap_param_gather = false;
     if (c.tp > 1 && !c.sequence_parallel) p.tp_comm_overlap = false;
     out.training.micro_batch = c.micro_batch;
+    // bits: the group size the layout was scored with (a job's N outside the new layout's range,
+    // or on a layout without interleaving, would not validate or export).
+    p.microbatch_group_size = plan_mb_group(job.parallel.microbatch_group_size, c.pp, c.vpp,
+                                            c.micro_batch * c.dp > 0 ? job.training.global_batch / ((long long)c.micro_batch * c.dp) : 0);
     // dp and global batch are now part of the plan: saving must write them, not re-derive.
     out.origin.dp_given = true;
     out.origin.global_batch_given = true;

@@ -122,7 +122,7 @@ Result<void> parse_cluster_presets(PresetCatalog& cat, std::string_view clusters
         ClusterPreset c;
         c.name = name;
         for (const char* key : {"description", "gpu", "gpus_per_node", "nics_per_node", "nic_gbps", "rail_optimized",
-                                "nvls", "intra_gbps", "host_memory_gib", "pcie_gbps"})
+                                "nvls", "intra_gbps", "host_memory_gib", "pcie_gbps", "cpu_adam_params_per_s"})
             r.require(key, "every cluster preset writes all its keys (see the file's header)");
         r.read_string("description", c.description);
         if (r.read_string("gpu", c.gpu) && !cat.find_gpu(c.gpu))
@@ -136,6 +136,7 @@ Result<void> parse_cluster_presets(PresetCatalog& cat, std::string_view clusters
         r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
         r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
         r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
+        r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
         // gb200: optional — a domain of several nodes (GB200 NVL72), made of whole nodes.
         if (r.read_int("nvlink_domain", c.nvlink_domain, 1, 1 << 20) && c.nvlink_domain % c.gpus_per_node != 0)
             ctx.error(r.where("nvlink_domain"), name + ".nvlink_domain",

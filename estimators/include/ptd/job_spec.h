@@ -141,6 +141,9 @@ struct ClusterSpec {
     double inter_gbps = 25.0;   // per-GPU bandwidth across nodes (one 200 Gb/s NIC per GPU)
     double host_memory_gib = 0; // host RAM per node, GiB (offload); 0 = not given (the cluster preset's, else unchecked)
     double pcie_gbps = 0;       // host↔GPU bandwidth per GPU, GB/s one direction; 0 = not given (from the GPU generation)
+    // bits: parameters per second DeepSpeed's CPU-Adam updates on one node with all its CPUs
+    // (offload); the cluster preset's (named, else the GPU's default cluster), else 0 = not known.
+    double cpu_adam_params_per_s = 0;
     // nccl (issue 15): the network as NCCL uses it. inter_gbps above is each GPU's share of
     // the node's NIC line rate (nics_per_node · nic Gb/s / 8 / gpus_per_node); a group with k
     // members on a node drives k shares at once (collectives.cpp). 0 NICs = one per GPU.
@@ -357,6 +360,25 @@ Result<JobSpec> load_job_text(std::string_view toml_text, const std::string& fil
 // Cross-field checks on an already-typed spec (the studio calls this after each edit).
 // Empty = valid. Each check has its own message naming the keys involved.
 std::vector<Diagnostic> validate_job(const JobSpec& job);
+
+// bits: where Megatron-LM's interleaved schedule refuses a layout that PTD can simulate.
+// forward_backward_pipelining_with_interleaving (schedules.py) raises unless, with N the
+// micro-batch group size (--microbatch-group-size-per-virtual-pipeline-stage, default pp) and
+// m the micro-batches per step, pp ≤ N ≤ m and m mod N is 0 or ≥ pp (core ≥ 0.10; up to core
+// 0.9: m a multiple of pp). validate_job refuses every such case but one: m < pp with N left
+// at pp, which PTD runs as one group of m. True when Megatron-LM runs (pp, vpp, m, N);
+// N = 0 means pp. Layouts without interleaving always run.
+inline bool megatron_runs_interleaved(int pp, int vpp, long long microbatches, long long group) {
+    if (pp < 2 || vpp < 2) return true;
+    const long long n = group > 0 ? group : pp;
+    if (n < pp || n > microbatches) return false;
+    const long long last = microbatches % n;
+    return last == 0 || last >= pp;
+}
+// The refusal for a job (framework-independent: what `ptd export --format megatron` refuses
+// and, for training.framework = "megatron", what `ptd validate` / `ptd estimate` warn about):
+// the key, what was given, what Megatron-LM allows and the fix; nullopt when it runs.
+std::optional<Diagnostic> megatron_interleaved_refusal(const JobSpec& job);
 
 // Derive dp from the world size and global_batch from micro_batch·dp where the file left
 // them out (a job without a layout keeps global_batch 0: nothing stated gives it), and
