@@ -254,8 +254,10 @@ static const std::vector<std::string> kGenerationWords = {"other", "volta", "amp
 // In Fp8Recipe / Fp8Format order.
 static const std::vector<std::string> kFp8RecipeWords = {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"};
 static const std::vector<std::string> kFp8FormatWords = {"hybrid", "e4m3"};
-// oom4: in StateDtype order (validate_job says which a key allows).
-static const std::vector<std::string> kStateDtypeWords = {"fp32", "bf16", "fp16", "fp8", "none"};
+// oom4: the words each optimizer-state key takes (moments in StateDtype order; the master
+// copy has no fp8 but may be none).
+static const std::vector<std::string> kMainParamsDtypeWords = {"fp32", "bf16", "fp16", "none"};
+static const std::vector<std::string> kMomentDtypeWords = {"fp32", "bf16", "fp16", "fp8"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
 
@@ -573,9 +575,10 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
     r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
-    read_enum(r, "main_params_dtype", tr.main_params_dtype, kStateDtypeWords);  // oom4
-    read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kStateDtypeWords);
-    read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kStateDtypeWords);
+    if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords))  // oom4
+        tr.main_params_dtype = i == 3 ? StateDtype::none : (StateDtype)i;
+    read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
+    read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
