@@ -15,6 +15,7 @@
 #include "ptd/presets.h"
 
 #include "job_test_util.h"
+#include "published_run.h"
 
 namespace {
 
@@ -292,6 +293,31 @@ TEST(Oom4Nemotron340b, TheDgxcLayoutFitsWithItsOptimizerStates) {
     // No dropout: the masks would add to every in-flight layer of stage 0.
     const Estimate masks = estimate_job(job_from_text(nemotron340b_job(apex_bf16 + "main_params_dtype = \"none\"\n", "")));
     EXPECT_GT(masks.stages[0].mem.activations, w16.activations);
+}
+
+// The published rows themselves (bench/accuracy/published_runs.toml, read as bench_accuracy
+// reads them): the three Nemotron-4 340B rows on 128 H100 carry the states their configs
+// give and fit the GPUs they ran on; the 2,048-GPU row of the same release as well.
+TEST(Oom4Nemotron340b, ThePublishedRowsFit) {
+    const std::vector<::Run> runs = load_runs(PTD_SOURCE_DIR "/bench/accuracy/published_runs.toml", presets());
+    int seen = 0;
+    for (const ::Run& r : runs) {
+        const bool dgxc = r.name.rfind("dgxc2411-nemotron4-340b-", 0) == 0;
+        if (!dgxc && r.name != "nemo2407-nemotron-340b-h100-fp8") continue;
+        ++seen;
+        ASSERT_TRUE(r.skip.empty()) << r.name << ": " << r.skip;
+        EXPECT_EQ(r.job.training.exp_avg_dtype, StateDtype::bf16) << r.name;
+        EXPECT_EQ(r.job.training.exp_avg_sq_dtype, StateDtype::bf16) << r.name;
+        EXPECT_FALSE(r.job.model.dropout_on()) << r.name;
+        EXPECT_EQ(r.job.parallel.recompute, Recompute::selective) << r.name;
+        // NeMo stores a bf16 master shard only with fp8_params (the DGXC FP8 run).
+        const bool fp8_params = r.name == "dgxc2411-nemotron4-340b-128gpu-fp8";
+        EXPECT_EQ(r.job.training.main_params_dtype, fp8_params ? StateDtype::bf16 : StateDtype::none) << r.name;
+        EXPECT_EQ(r.job.training.fp8_param_gather, fp8_params) << r.name;
+        const Estimate e = estimate_job(r.job);
+        EXPECT_TRUE(e.fits) << r.name << ": " << e.stages[e.worst_stage].mem.total() / kGiB << " GiB";
+    }
+    EXPECT_EQ(seen, 4);
 }
 
 }  // namespace
