@@ -43,7 +43,7 @@ set(want_memory_kind "memory_gib_measured and memory_kind go together")
 # oom4: the optimizer-state dtype keys take their own words
 list(APPEND case_names bad_state_dtype)
 set(case_bad_state_dtype "${base}main_params_dtype = \"fp8\"\n")
-set(want_bad_state_dtype ":11: run key \"main_params_dtype\" is \"fp8\"; allowed: fp32, bf16, fp16, none")
+set(want_bad_state_dtype ":11: run key \"main_params_dtype\" is \"fp8\"; allowed: fp32, bf16, fp16, none, fp32-remainders")
 foreach(name IN LISTS case_names)
   set(file ${WORK_DIR}/${name}.toml)
   file(WRITE ${file} "${case_${name}}")

@@ -85,6 +85,10 @@ TEST(Oom4StateDtypes, BadValuesNameTheKeyAndWhatIsAllowed) {
     err = load_text_error(llama8b_job("precision = \"fp32\"\nmain_params_dtype = \"bf16\"\n"));
     EXPECT_TRUE(contains(err, "training.main_params_dtype")) << err;
     EXPECT_TRUE(contains(err, "fp32")) << err;
+    // The remainders complete bf16 weights only.
+    err = load_text_error(llama8b_job("precision = \"fp16\"\nmain_params_dtype = \"fp32-remainders\"\n"));
+    EXPECT_TRUE(contains(err, "fp32-remainders")) << err;
+    EXPECT_TRUE(contains(err, "bf16")) << err;
     // SGD keeps no second moment.
     err = load_text_error(llama8b_job("optimizer = \"sgd\"\nexp_avg_sq_dtype = \"bf16\"\n"));
     EXPECT_TRUE(contains(err, "training.exp_avg_sq_dtype")) << err;
@@ -173,6 +177,18 @@ TEST(Oom4StateDtypes, Exports) {
     auto unsharded = export_job(job_from_text(llama8b_job("exp_avg_dtype = \"bf16\"\n", "")), ExportFormat::megatron);
     ASSERT_FALSE(unsharded);
     EXPECT_TRUE(contains(unsharded.error().str(), "distributed")) << unsharded.error().str();
+    // fp32 master weights stored as 16-bit remainders beside the bf16 weights: Megatron-LM's
+    // precision-aware optimizer does that by default (store_param_remainders = True).
+    const JobSpec rem = job_from_text(llama8b_job("main_params_dtype = \"fp32-remainders\"\n"));
+    EXPECT_EQ(rem.training.main_params_dtype, StateDtype::fp32_remainders);
+    EXPECT_TRUE(contains(save_job_toml(rem), "main_params_dtype = \"fp32-remainders\""));
+    auto rem_out = export_job(rem, ExportFormat::megatron);
+    ASSERT_TRUE(rem_out) << rem_out.error().str();
+    EXPECT_TRUE(contains(rem_out->text, "--use-precision-aware-optimizer")) << rem_out->text;
+    EXPECT_FALSE(contains(rem_out->text, "--main-params-dtype")) << rem_out->text;
+    const Estimate er = estimate_job(rem);
+    ASSERT_FALSE(er.stages.empty());
+    EXPECT_NEAR(er.stages[0].mem.optimizer / er.stages[0].params_count, (2.0 + 8.0) / 8, 1e-9);
     // DeepSpeed and torchtitan keep fp32 states.
     for (ExportFormat f : {ExportFormat::deepspeed, ExportFormat::torchtitan}) {
         auto o = export_job(j, f);

@@ -293,9 +293,10 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             auto state_dtype = [&](const char* key, std::initializer_list<const char*> allowed) {
                 const std::string w = get_word(t, key, "fp32", allowed);
                 return w == "bf16" ? ptd::StateDtype::bf16 : w == "fp16" ? ptd::StateDtype::fp16
-                     : w == "fp8"  ? ptd::StateDtype::fp8  : w == "none" ? ptd::StateDtype::none : ptd::StateDtype::fp32;
+                     : w == "fp8"  ? ptd::StateDtype::fp8  : w == "none" ? ptd::StateDtype::none
+                     : w == "fp32-remainders" ? ptd::StateDtype::fp32_remainders : ptd::StateDtype::fp32;
             };
-            tr.main_params_dtype = state_dtype("main_params_dtype", {"fp32", "bf16", "fp16", "none"});
+            tr.main_params_dtype = state_dtype("main_params_dtype", {"fp32", "bf16", "fp16", "none", "fp32-remainders"});
             tr.exp_avg_dtype = state_dtype("exp_avg_dtype", {"fp32", "bf16", "fp16", "fp8"});
             tr.exp_avg_sq_dtype = state_dtype("exp_avg_sq_dtype", {"fp32", "bf16", "fp16", "fp8"});
         }

@@ -418,19 +418,22 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         const bool states = t.main_params_dtype != StateDtype::fp32 || t.exp_avg_dtype != StateDtype::fp32 ||
                             t.exp_avg_sq_dtype != StateDtype::fp32;
         if (states) {
-            if (t.main_params_dtype != StateDtype::fp32 && t.main_params_dtype != StateDtype::fp16)
+            if (t.main_params_dtype != StateDtype::fp32 && t.main_params_dtype != StateDtype::fp16 &&
+                t.main_params_dtype != StateDtype::fp32_remainders)
                 return job_error(job, "training.main_params_dtype",
                                  std::string("got \"") + to_string(t.main_params_dtype) +
                                      "\"; Megatron-LM's --main-params-dtype takes fp32 or fp16 (a bf16 master shard, or "
                                      "none, is Apex DistributedFusedAdam's in NeMo 1.x); allowed for --format megatron: "
-                                     "\"fp32\", \"fp16\"");
+                                     "\"fp32\", \"fp32-remainders\", \"fp16\"");
             if (!p.distributed_optimizer && p.zero != 1)
                 return job_error(job, "training.exp_avg_dtype",
                                  "optimizer states below fp32 without a sharded optimizer; Megatron-LM's "
                                  "--use-precision-aware-optimizer needs --use-distributed-optimizer; allowed for --format "
                                  "megatron: parallel.distributed_optimizer = true (or zero = 1), or fp32 states");
             if (p.offload_optimizer != OffloadDevice::cpu) arg("--use-precision-aware-optimizer");
-            if (t.main_params_dtype != StateDtype::fp32) arg("--main-params-dtype", to_string(t.main_params_dtype));
+            // fp32-remainders: --main-params-dtype fp32 with OptimizerConfig.store_param_remainders,
+            // True by default (Transformer Engine ≥ 2.1).
+            if (t.main_params_dtype == StateDtype::fp16) arg("--main-params-dtype", "fp16");
             if (t.exp_avg_dtype != StateDtype::fp32) arg("--exp-avg-dtype", to_string(t.exp_avg_dtype));
             if (t.exp_avg_sq_dtype != StateDtype::fp32) arg("--exp-avg-sq-dtype", to_string(t.exp_avg_sq_dtype));
         }

@@ -90,11 +90,11 @@ const char* to_string(Fp8Recipe v) {
 const char* to_string(Fp8Format v) { return v == Fp8Format::hybrid ? "hybrid" : "e4m3"; }
 // oom4: optimizer state dtypes.
 const char* to_string(StateDtype v) {
-    static const char* const words[] = {"fp32", "bf16", "fp16", "fp8", "none"};
+    static const char* const words[] = {"fp32", "bf16", "fp16", "fp8", "none", "fp32-remainders"};
     return words[(int)v];
 }
 double state_dtype_bytes(StateDtype v) {
-    static const double bytes[] = {4.0, 2.0, 2.0, 1.0, 0.0};
+    static const double bytes[] = {4.0, 2.0, 2.0, 1.0, 0.0, 2.0};
     return bytes[(int)v];
 }
 
@@ -409,9 +409,14 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             add("training.main_params_dtype", std::string("got \"") + to_string(tr.main_params_dtype) +
                                                   "\" with precision = \"fp32\", which has no master copy; allowed: "
                                                   "\"fp32\", or precision = \"bf16\" / \"fp16\"");
+        // The remainders complete a bf16 weight's 16 bits to fp32: bf16 weights only.
+        if (tr.main_params_dtype == StateDtype::fp32_remainders && tr.precision != Precision::bf16)
+            add("training.main_params_dtype", std::string("got \"fp32-remainders\" with precision = \"") +
+                                                  to_string(tr.precision) + "\"; the 16-bit remainders complete bf16 "
+                                                  "weights to fp32; allowed: precision = \"bf16\", or another dtype");
         for (const auto& [key, v] : {std::pair{"training.exp_avg_dtype", tr.exp_avg_dtype},
                                      std::pair{"training.exp_avg_sq_dtype", tr.exp_avg_sq_dtype}})
-            if (v == StateDtype::none)
+            if (v == StateDtype::none || v == StateDtype::fp32_remainders)
                 add(key, "got \"none\"; allowed: \"fp32\", \"bf16\", \"fp16\", \"fp8\"");
         if (tr.optimizer == Optimizer::sgd && tr.exp_avg_sq_dtype != StateDtype::fp32)
             add("training.exp_avg_sq_dtype", std::string("got \"") + to_string(tr.exp_avg_sq_dtype) +

@@ -256,7 +256,7 @@ static const std::vector<std::string> kFp8RecipeWords = {"none", "delayed", "cur
 static const std::vector<std::string> kFp8FormatWords = {"hybrid", "e4m3"};
 // oom4: the words each optimizer-state key takes (moments in StateDtype order; the master
 // copy has no fp8 but may be none).
-static const std::vector<std::string> kMainParamsDtypeWords = {"fp32", "bf16", "fp16", "none"};
+static const std::vector<std::string> kMainParamsDtypeWords = {"fp32", "bf16", "fp16", "none", "fp32-remainders"};
 static const std::vector<std::string> kMomentDtypeWords = {"fp32", "bf16", "fp16", "fp8"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
@@ -576,7 +576,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
     r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
     if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords))  // oom4
-        tr.main_params_dtype = i == 3 ? StateDtype::none : (StateDtype)i;
+        tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
     read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
     read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
     if (tr.data.empty())

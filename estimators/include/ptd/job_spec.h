@@ -66,8 +66,10 @@ enum class PipelineSchedule : uint8_t { automatic, one_f_one_b, interleaved, zb_
 // --main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; NeMo 1.x's Apex
 // DistributedFusedAdam `dtype`). none (main params only): no separate master copy, the
 // optimizer updates the 16-bit weights themselves (Apex with dtype = the parameters' dtype,
-// store_params = False). TOML: "fp32", "bf16", "fp16", "fp8", "none".
-enum class StateDtype : uint8_t { fp32, bf16, fp16, fp8, none };
+// store_params = False). fp32_remainders (main params only): an fp32 master rebuilt from the
+// bf16 weight and a 16-bit remainder, 2 bytes (Transformer Engine FusedAdam / Apex
+// store_param_remainders). TOML: "fp32", "bf16", "fp16", "fp8", "none", "fp32-remainders".
+enum class StateDtype : uint8_t { fp32, bf16, fp16, fp8, none, fp32_remainders };
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -89,7 +91,7 @@ const char* to_string(Fp8Format v);
 const char* to_string(OffloadDevice v);
 const char* to_string(PipelineSchedule v);
 const char* to_string(StateDtype v);
-double state_dtype_bytes(StateDtype v);  // oom4: 4, 2, 2, 1, 0
+double state_dtype_bytes(StateDtype v);  // oom4: 4, 2, 2, 1, 0, 2
 // The schedule a job runs: `automatic` resolved by vpp.
 PipelineSchedule effective_schedule(PipelineSchedule s, int vpp);
 
