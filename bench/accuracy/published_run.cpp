@@ -44,7 +44,9 @@ const std::set<std::string> kRunKeys = {
     // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
     "scatter_gather_tensors_in_pipeline",
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
-    "grad_reduce_in_fp32", "activation_offload_layers"};
+    "grad_reduce_in_fp32", "activation_offload_layers",
+    // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
+    "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather"};
 
 std::string g_path;
 
@@ -125,6 +127,8 @@ std::string apply_run_to_job(Run& r) {
         // oomnemo: NeMo 2.0's and Megatron-Bridge's FP8 mixed-precision recipes
         // (bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed) set "fp8_param_gather = True".
         j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current");
+        // oom4: where the source (or its stack's recipe) says otherwise, e.g. NeMo 1.x's fp8_params.
+        if (r.fp8_param_gather) j.training.fp8_param_gather = *r.fp8_param_gather;
     }
     // The pipeline schedule as the source names it (unstated: Megatron's choice by vpp).
     if (r.schedule == "zb-h1") j.parallel.schedule = ptd::PipelineSchedule::zb_h1;
@@ -178,6 +182,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
         r.grad_reduce_in_fp32 = get_optional_bool(t, "grad_reduce_in_fp32");  // oomnemo
         r.activation_offload_layers = get<int>(t, "activation_offload_layers", 0);
+        r.fp8_param_gather = get_optional_bool(t, "fp8_param_gather");  // oom4
         r.torch_compile = get<bool>(t, "torch_compile", false);
         r.compiled_loss = get<bool>(t, "compiled_loss", false);
         r.nics_per_node = get<int>(t, "nics_per_node", 0);
@@ -201,6 +206,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         ptd::ModelKeysGiven given;
         given.kv_heads = given.ffn_hidden = true;
         ptd::fill_model_defaults(m, given);
+        if (t.get("dropout")) m.dropout = get<bool>(t, "dropout", true);  // oom4: unset = by arch
         const std::string gpu = get<std::string>(t, "gpu", "a100-80gb");
         r.generation = generation_of(gpu);
         if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
@@ -249,6 +255,17 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         tr.precision = prec == "fp16" ? ptd::Precision::fp16 : prec == "fp32" ? ptd::Precision::fp32 : ptd::Precision::bf16;
         tr.optimizer = ptd::Optimizer::adam;
         tr.flash_attention = get<bool>(t, "flash_attention", modern);
+        {  // oom4: the optimizer states' dtypes where the source (or its recipe) states them
+            auto state_dtype = [&](const char* key, std::initializer_list<const char*> allowed) {
+                const std::string w = get_word(t, key, "fp32", allowed);
+                return w == "bf16" ? ptd::StateDtype::bf16 : w == "fp16" ? ptd::StateDtype::fp16
+                     : w == "fp8"  ? ptd::StateDtype::fp8  : w == "none" ? ptd::StateDtype::none
+                     : w == "fp32-remainders" ? ptd::StateDtype::fp32_remainders : ptd::StateDtype::fp32;
+            };
+            tr.main_params_dtype = state_dtype("main_params_dtype", {"fp32", "bf16", "fp16", "none", "fp32-remainders"});
+            tr.exp_avg_dtype = state_dtype("exp_avg_dtype", {"fp32", "bf16", "fp16", "fp8"});
+            tr.exp_avg_sq_dtype = state_dtype("exp_avg_sq_dtype", {"fp32", "bf16", "fp16", "fp8"});
+        }
 
         if (r.skip.empty()) r.skip = apply_run_to_job(r);
         if (r.skip.empty()) {

@@ -85,7 +85,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.f_l = (double)m.ffn_hidden / L.t;
     L.sp = ch.sequence_parallel && L.t > 1;
     L.flash = job.training.flash_attention;
-    L.dropout = m.arch == Arch::gpt;
+    L.dropout = m.dropout_on();  // oom4: model.dropout, else by arch
     L.swiglu = m.activation == Activation::swiglu;
     L.moe = m.experts > 1;
     L.layernorm = m.norm == Norm::layernorm;
@@ -95,12 +95,13 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.edp = std::max(1, L.dp * L.c / L.ep);
     // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
+    const OptimizerStateWidths widths = optimizer_state_widths(job.training);  // oom4
     L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
-                                          ch.distributed_optimizer, (double)L.dp * L.c);
+                                          ch.distributed_optimizer, (double)L.dp * L.c, widths);
     L.optimizer_sharded = ch.zero >= 1 || ch.distributed_optimizer;
     L.zero = ch.zero;
     L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
-                                           ch.distributed_optimizer, (double)L.edp);
+                                           ch.distributed_optimizer, (double)L.edp, widths);
     // oomnemo: grad_reduce_in_fp32 = false (Megatron-core DDP config; NeMo / Megatron-Bridge
     // performance recipes): the main-grad buffer is bf16, 2 bytes per parameter, not 4.
     if (!job.parallel.grad_reduce_in_fp32 && ch.zero == 0 && job.training.precision == Precision::bf16) {
@@ -583,8 +584,15 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back("vocab padded from " + std::to_string(m.vocab) + " to " +
                             std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +
                             std::to_string(job.estimate.vocab_pad) + " · " + std::to_string(t) + ")");
-    if (job.estimate.activation_profile == ActivationProfile::megatron && m.arch == Arch::gpt)
-        est.notes.push_back("gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT configs");
+    if (job.estimate.activation_profile == ActivationProfile::megatron && m.dropout_on())
+        est.notes.push_back(m.dropout ? "model.dropout = true: dropout masks counted (1 byte per element)"
+                                      : "gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT "
+                                        "configs (model.dropout = false: none)");
+    if (const TrainingSpec& tr = job.training; tr.main_params_dtype != StateDtype::fp32 ||
+                                               tr.exp_avg_dtype != StateDtype::fp32 || tr.exp_avg_sq_dtype != StateDtype::fp32)
+        est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
+                            ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
+                            " (fp32 each by default)");
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
     if (job.parallel.recompute == Recompute::selective)

@@ -171,6 +171,26 @@ std::optional<std::unexpected<Error>> unsupported_schedule(const JobSpec& job, c
                          "; allowed for this format: \"1f1b\", \"interleaved\" (vpp ≥ 2) or \"auto\"");
 }
 
+// oom4: optimizer states other than fp32 (training.main_params_dtype, exp_avg_dtype,
+// exp_avg_sq_dtype), for a framework without a key for them: DeepSpeed's and torchtitan's
+// optimizers keep fp32 master weights and moments.
+std::optional<std::unexpected<Error>> unsupported_state_dtypes(const JobSpec& job, const char* framework) {
+    const TrainingSpec& t = job.training;
+    const std::pair<const char*, StateDtype> states[] = {{"training.main_params_dtype", t.main_params_dtype},
+                                                         {"training.exp_avg_dtype", t.exp_avg_dtype},
+                                                         {"training.exp_avg_sq_dtype", t.exp_avg_sq_dtype}};
+    const char* key = nullptr;
+    StateDtype v = StateDtype::fp32;
+    for (const auto& [k, dtype] : states)
+        if (!key && dtype != StateDtype::fp32) key = k, v = dtype;
+    if (!key) return std::nullopt;
+    return job_error(job, key,
+                     std::string("got \"") + to_string(v) + "\"; " + framework +
+                         " keeps fp32 master weights and Adam moments (lower-precision optimizer states are Megatron-LM's "
+                         "--use-precision-aware-optimizer or NeMo 1.x's Apex DistributedFusedAdam dtype); allowed for this "
+                         "format: \"fp32\"");
+}
+
 Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (auto bad = unsupported_schedule(job, "Megatron-LM")) return *bad;  // zb
     const ModelSpec& m = job.model;
@@ -329,6 +349,12 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         arg("--num-experts", I(m.experts));
         arg("--moe-router-topk", I(m.top_k));
     }
+    // oom4: the estimate counts no dropout masks for a model without dropout (model.dropout, by
+    // arch: llama has none); Megatron-LM's defaults are 0.1 each.
+    if (!m.dropout_on()) {
+        arg("--hidden-dropout", "0.0");
+        arg("--attention-dropout", "0.0");
+    }
     if (t.flash_attention) arg("--use-flash-attn");
     else arg("--attention-backend", "unfused");
 
@@ -390,6 +416,31 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         // explicitly although it is Megatron's default.
         arg("--sgd-momentum", num(kSgdMomentum));
     }
+    {  // oom4: optimizer state dtypes — Megatron-LM's precision-aware optimizer (TE FusedAdam),
+        // which only runs with the distributed optimizer (megatron/core/optimizer/__init__.py).
+        const bool states = t.main_params_dtype != StateDtype::fp32 || t.exp_avg_dtype != StateDtype::fp32 ||
+                            t.exp_avg_sq_dtype != StateDtype::fp32;
+        if (states) {
+            if (t.main_params_dtype != StateDtype::fp32 && t.main_params_dtype != StateDtype::fp16 &&
+                t.main_params_dtype != StateDtype::fp32_remainders)
+                return job_error(job, "training.main_params_dtype",
+                                 std::string("got \"") + to_string(t.main_params_dtype) +
+                                     "\"; Megatron-LM's --main-params-dtype takes fp32 or fp16 (a bf16 master shard, or "
+                                     "none, is Apex DistributedFusedAdam's in NeMo 1.x); allowed for --format megatron: "
+                                     "\"fp32\", \"fp32-remainders\", \"fp16\"");
+            if (!p.distributed_optimizer && p.zero != 1)
+                return job_error(job, "training.exp_avg_dtype",
+                                 "optimizer states below fp32 without a sharded optimizer; Megatron-LM's "
+                                 "--use-precision-aware-optimizer needs --use-distributed-optimizer; allowed for --format "
+                                 "megatron: parallel.distributed_optimizer = true (or zero = 1), or fp32 states");
+            if (p.offload_optimizer != OffloadDevice::cpu) arg("--use-precision-aware-optimizer");
+            // fp32-remainders: --main-params-dtype fp32 with OptimizerConfig.store_param_remainders,
+            // True by default (Transformer Engine ≥ 2.1).
+            if (t.main_params_dtype == StateDtype::fp16) arg("--main-params-dtype", "fp16");
+            if (t.exp_avg_dtype != StateDtype::fp32) arg("--exp-avg-dtype", to_string(t.exp_avg_dtype));
+            if (t.exp_avg_sq_dtype != StateDtype::fp32) arg("--exp-avg-sq-dtype", to_string(t.exp_avg_sq_dtype));
+        }
+    }
     arg("--lr", num(t.lr));
     arg("--min-lr", num(t.min_lr));
     arg("--lr-decay-style", "cosine");
@@ -419,6 +470,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
 
 Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (auto bad = unsupported_schedule(job, "DeepSpeed")) return *bad;  // zb
+    if (auto bad = unsupported_state_dtypes(job, "DeepSpeed")) return *bad;  // oom4
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const EstimateSpec& e = job.estimate;
@@ -565,6 +617,7 @@ struct TitanPlan {
 
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
     if (auto bad = unsupported_schedule(job, "torchtitan")) return *bad;  // zb
+    if (auto bad = unsupported_state_dtypes(job, "torchtitan")) return *bad;  // oom4
     const ModelSpec& m = job.model;
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;

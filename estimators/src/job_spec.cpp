@@ -88,6 +88,15 @@ const char* to_string(Fp8Recipe v) {
     return "?";
 }
 const char* to_string(Fp8Format v) { return v == Fp8Format::hybrid ? "hybrid" : "e4m3"; }
+// oom4: optimizer state dtypes.
+const char* to_string(StateDtype v) {
+    static const char* const words[] = {"fp32", "bf16", "fp16", "fp8", "none", "fp32-remainders"};
+    return words[(int)v];
+}
+double state_dtype_bytes(StateDtype v) {
+    static const double bytes[] = {4.0, 2.0, 2.0, 1.0, 0.0, 2.0};
+    return bytes[(int)v];
+}
 
 double GpuSpec::peak_tflops(Precision p) const {
     switch (p) {
@@ -388,6 +397,39 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("training.fp8_param_gather", std::string("true with training.fp8 = \"") + to_string(job.training.fp8) +
                                              "\"; FP8 primary weights are Transformer Engine's; allowed: fp8 = "
                                              "\"delayed\", \"current\" or \"mxfp8\", or fp8_param_gather = false");
+
+    // oom4: optimizer state precision. A master copy exists only under 16-bit mixed precision
+    // (fp32 training updates its fp32 weights); the moments have no "none"; the bundled engine
+    // keeps fp32 master weights and moments.
+    {
+        const TrainingSpec& tr = job.training;
+        if (tr.main_params_dtype == StateDtype::fp8)
+            add("training.main_params_dtype", "got \"fp8\"; allowed: \"fp32\", \"bf16\", \"fp16\", \"none\"");
+        else if (tr.main_params_dtype != StateDtype::fp32 && tr.precision == Precision::fp32)
+            add("training.main_params_dtype", std::string("got \"") + to_string(tr.main_params_dtype) +
+                                                  "\" with precision = \"fp32\", which has no master copy; allowed: "
+                                                  "\"fp32\", or precision = \"bf16\" / \"fp16\"");
+        // The remainders complete a bf16 weight's 16 bits to fp32: bf16 weights only.
+        if (tr.main_params_dtype == StateDtype::fp32_remainders && tr.precision != Precision::bf16)
+            add("training.main_params_dtype", std::string("got \"fp32-remainders\" with precision = \"") +
+                                                  to_string(tr.precision) + "\"; the 16-bit remainders complete bf16 "
+                                                  "weights to fp32; allowed: precision = \"bf16\", or another dtype");
+        for (const auto& [key, v] : {std::pair{"training.exp_avg_dtype", tr.exp_avg_dtype},
+                                     std::pair{"training.exp_avg_sq_dtype", tr.exp_avg_sq_dtype}})
+            if (v == StateDtype::none || v == StateDtype::fp32_remainders)
+                add(key, "got \"none\"; allowed: \"fp32\", \"bf16\", \"fp16\", \"fp8\"");
+        if (tr.optimizer == Optimizer::sgd && tr.exp_avg_sq_dtype != StateDtype::fp32)
+            add("training.exp_avg_sq_dtype", std::string("got \"") + to_string(tr.exp_avg_sq_dtype) +
+                                                  "\" with optimizer = \"sgd\", which keeps no second moment; allowed: "
+                                                  "\"fp32\" (SGD's momentum is exp_avg_dtype)");
+        const bool low = tr.main_params_dtype != StateDtype::fp32 || tr.exp_avg_dtype != StateDtype::fp32 ||
+                         tr.exp_avg_sq_dtype != StateDtype::fp32;
+        if (low && job.estimate.activation_profile == ActivationProfile::ptd_engine)
+            add("training.main_params_dtype", "a state dtype other than \"fp32\" with estimate.activation_profile = "
+                                              "\"ptd-engine\": the bundled engine keeps fp32 master weights and "
+                                              "moments; allowed: \"fp32\" for main_params_dtype, exp_avg_dtype and "
+                                              "exp_avg_sq_dtype, or activation_profile = \"megatron\"");
+    }
 
     // oomnemo: Megatron-core raises for CPU offloading with pipeline parallelism
     // (TransformerConfig: "Currently there is no support for Pipeline parallelism with CPU

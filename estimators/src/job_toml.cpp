@@ -254,6 +254,10 @@ static const std::vector<std::string> kGenerationWords = {"other", "volta", "amp
 // In Fp8Recipe / Fp8Format order.
 static const std::vector<std::string> kFp8RecipeWords = {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"};
 static const std::vector<std::string> kFp8FormatWords = {"hybrid", "e4m3"};
+// oom4: the words each optimizer-state key takes (moments in StateDtype order; the master
+// copy has no fp8 but may be none).
+static const std::vector<std::string> kMainParamsDtypeWords = {"fp32", "bf16", "fp16", "none", "fp32-remainders"};
+static const std::vector<std::string> kMomentDtypeWords = {"fp32", "bf16", "fp16", "fp8"};
 
 constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
 
@@ -288,6 +292,7 @@ void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool f
     r.read_int("top_k", m.top_k, 0, 65536);
     r.read_double("rope_theta", m.rope_theta, 1e-9, 1e12);
     r.read_double("norm_eps", m.norm_eps, 0, 1);
+    if (bool dropout = false; r.read_bool("dropout", dropout)) m.dropout = dropout;  // oom4
     if (m.experts > 1 && !r.has("top_k") && from_scratch) m.top_k = 2;
 }
 
@@ -574,6 +579,10 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
     r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
+    if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords))  // oom4
+        tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
+    read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
+    read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -912,6 +921,7 @@ void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) 
     if (differs(&ModelSpec::top_k)) w.int_("top_k", m.top_k);
     if (differs(&ModelSpec::rope_theta)) w.dbl("rope_theta", m.rope_theta);
     if (differs(&ModelSpec::norm_eps)) w.dbl("norm_eps", m.norm_eps);
+    if (m.dropout && differs(&ModelSpec::dropout)) w.boolean("dropout", *m.dropout);  // oom4
 }
 
 void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
@@ -1028,6 +1038,12 @@ std::string save_job_toml(const JobSpec& job) {
         if (t.fp8_bf16_first_layers != d.fp8_bf16_first_layers) w.int_("fp8_bf16_first_layers", t.fp8_bf16_first_layers);
         if (t.fp8_bf16_last_layers != d.fp8_bf16_last_layers) w.int_("fp8_bf16_last_layers", t.fp8_bf16_last_layers);
         if (t.fp8_param_gather != d.fp8_param_gather) w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo
+    }
+    {  // oom4: optimizer state dtypes, where they differ from the default
+        const TrainingSpec d;
+        if (t.main_params_dtype != d.main_params_dtype) w.str("main_params_dtype", to_string(t.main_params_dtype));
+        if (t.exp_avg_dtype != d.exp_avg_dtype) w.str("exp_avg_dtype", to_string(t.exp_avg_dtype));
+        if (t.exp_avg_sq_dtype != d.exp_avg_sq_dtype) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
     }
 
     const LaunchSpec& l = job.launch;

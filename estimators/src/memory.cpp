@@ -52,8 +52,28 @@ int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp) {
 
 StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero, bool distributed_optimizer,
                                  double shard) {
+    return state_bytes_per_param(precision, optimizer, zero, distributed_optimizer, shard, OptimizerStateWidths{});
+}
+
+// oom4: the states' widths from the job. Megatron-LM's precision-aware optimizer
+// (--use-precision-aware-optimizer; Transformer Engine's FusedAdam keeps master_param,
+// exp_avg, exp_avg_sq in the dtypes given) and Apex's DistributedFusedAdam (NeMo 1.x optim
+// `dtype` for exp_avg / exp_avg_sq and, with store_params, the master shard; with
+// store_params = False no master shard: "none").
+OptimizerStateWidths optimizer_state_widths(const TrainingSpec& t) {
+    OptimizerStateWidths w;
+    w.main = state_dtype_bytes(t.main_params_dtype);
+    w.exp_avg = state_dtype_bytes(t.exp_avg_dtype);
+    w.exp_avg_sq = state_dtype_bytes(t.exp_avg_sq_dtype);
+    return w;
+}
+
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero, bool distributed_optimizer,
+                                 double shard, const OptimizerStateWidths& widths) {
     const double N = std::max(shard, 1.0);
-    const double moments = optimizer == Optimizer::sgd ? 4.0 : 8.0;  // momentum, or Adam m + v
+    // momentum (SGD: exp_avg), or Adam's m + v; fp32 each by default (4 + 4)
+    const double moments = optimizer == Optimizer::sgd ? widths.exp_avg : widths.exp_avg + widths.exp_avg_sq;
+    const double master = widths.main;  // fp32 master weights by default (mixed precision only)
     StateBytes b;
     if (precision == Precision::fp32) {
         // fp32 weights and grads; no master copy.
@@ -68,14 +88,14 @@ StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int z
         const bool bf16 = precision == Precision::bf16;
         b.params = 2.0;
         b.grads = bf16 ? 4.0 : 2.0;
-        const double opt = 4.0 + moments + (bf16 ? 0.0 : 4.0);  // master (+ fp32 grads for fp16)
+        const double opt = master + moments + (bf16 ? 0.0 : 4.0);  // master (+ fp32 grads for fp16)
         b.optimizer = distributed_optimizer ? opt / N : opt;
         return b;
     }
     // DeepSpeed ZeRO (Rajbhandari et al. 2020): 2 + 2 + K with K = 12 for Adam.
     b.params = zero >= 3 ? 2.0 / N : 2.0;
     b.grads = zero >= 2 ? 2.0 / N : 2.0;
-    b.optimizer = (4.0 + moments) / N;
+    b.optimizer = (master + moments) / N;
     return b;
 }
 
@@ -208,7 +228,7 @@ double layer_activation_bytes(const ActivationInputs& in) {
     L.f_l = (double)m.ffn_hidden / in.tp;
     L.sp = in.sequence_parallel && in.tp > 1;
     L.flash = in.flash_attention;
-    L.dropout = m.arch == Arch::gpt;
+    L.dropout = m.dropout_on();  // oom4
     L.swiglu = m.activation == Activation::swiglu;
     L.moe = m.experts > 1;
     L.rc = in.recompute;

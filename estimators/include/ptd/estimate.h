@@ -377,5 +377,14 @@ struct StateBytes {
 };
 StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero,
                                  bool distributed_optimizer, double shard);
+// oom4: bytes per element of the optimizer's states (training.main_params_dtype,
+// exp_avg_dtype, exp_avg_sq_dtype); the defaults are fp32 throughout, which the overload
+// above uses.
+struct OptimizerStateWidths {
+    double main = 4.0, exp_avg = 4.0, exp_avg_sq = 4.0;
+};
+OptimizerStateWidths optimizer_state_widths(const TrainingSpec& training);
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero,
+                                 bool distributed_optimizer, double shard, const OptimizerStateWidths& widths);
 
 }  // namespace ptd

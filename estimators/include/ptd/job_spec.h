@@ -62,6 +62,14 @@ enum class OffloadDevice { none, cpu };                 // where offloaded state
 // The pipeline schedule (zb: issue 15 point 5). automatic = Megatron-LM's choice: 1F1B, or
 // the interleaved 1F1B when vpp > 1. TOML: "auto", "1f1b", "interleaved", "zb-h1", "dualpipe".
 enum class PipelineSchedule : uint8_t { automatic, one_f_one_b, interleaved, zb_h1, dualpipe };
+// oom4: the dtype an optimizer state is stored in (Megatron-LM's precision-aware optimizer:
+// --main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; NeMo 1.x's Apex
+// DistributedFusedAdam `dtype`). none (main params only): no separate master copy, the
+// optimizer updates the 16-bit weights themselves (Apex with dtype = the parameters' dtype,
+// store_params = False). fp32_remainders (main params only): an fp32 master rebuilt from the
+// bf16 weight and a 16-bit remainder, 2 bytes (Transformer Engine FusedAdam / Apex
+// store_param_remainders). TOML: "fp32", "bf16", "fp16", "fp8", "none", "fp32-remainders".
+enum class StateDtype : uint8_t { fp32, bf16, fp16, fp8, none, fp32_remainders };
 
 // Enum <-> the lower-case word used in TOML and on the CLI.
 const char* to_string(Arch v);
@@ -82,6 +90,8 @@ const char* to_string(Fp8Recipe v);
 const char* to_string(Fp8Format v);
 const char* to_string(OffloadDevice v);
 const char* to_string(PipelineSchedule v);
+const char* to_string(StateDtype v);
+double state_dtype_bytes(StateDtype v);  // oom4: 4, 2, 2, 1, 0, 2
 // The schedule a job runs: `automatic` resolved by vpp.
 PipelineSchedule effective_schedule(PipelineSchedule s, int vpp);
 
@@ -108,8 +118,14 @@ struct ModelSpec {
     int top_k = 0;              // experts each token is routed to (MoE only)
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
+    // oom4: hidden / attention dropout (Megatron-LM --hidden-dropout, --attention-dropout;
+    // NeMo hidden_dropout, attention_dropout, ffn_dropout). Unset = by arch: Megatron-LM's GPT
+    // defaults (0.1) for gpt, none for llama. Off = no dropout masks are saved (PyTorch's
+    // dropout returns its input at p = 0).
+    std::optional<bool> dropout;
 
     int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+    bool dropout_on() const { return dropout.value_or(arch == Arch::gpt); }  // oom4
     bool operator==(const ModelSpec&) const = default;
 };
 
@@ -253,6 +269,14 @@ struct TrainingSpec {
     // Megatron-Bridge FP8 recipes set fp8_param_gather = True): the FP8 layers' linear weights
     // exist only as FP8 (+ TE's transposed copy), no bf16 copy; Transformer Engine recipes only.
     bool fp8_param_gather = false;
+    // oom4: optimizer state precision (docs/job-spec.md). main_params_dtype: the master copy of
+    // the weights (fp32; fp16 / bf16 a 16-bit copy; none = the 16-bit weights are the master);
+    // exp_avg_dtype / exp_avg_sq_dtype: Adam's first and second moment (SGD: the momentum is
+    // exp_avg). Megatron-LM: --use-precision-aware-optimizer with --main-params-dtype,
+    // --exp-avg-dtype, --exp-avg-sq-dtype; NeMo 1.x: optim.dtype of distributed_fused_adam.
+    StateDtype main_params_dtype = StateDtype::fp32;
+    StateDtype exp_avg_dtype = StateDtype::fp32;
+    StateDtype exp_avg_sq_dtype = StateDtype::fp32;
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
