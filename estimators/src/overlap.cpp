@@ -8,6 +8,9 @@
 //  - the tensor-parallel all-gather / reduce-scatter of sequence parallelism
 //    (parallel.tp_comm_overlap: Transformer Engine's userbuffers pipeline them with the
 //    adjacent GEMMs in t ring steps; the last reduce-scatter step cannot overlap);
+//  - PyTorch's micro-pipelined TP (parallel.async_tp, torchtitan's enable_async_tensor_parallel):
+//    which all-gathers / reduce-scatters Inductor fuses with a matmul and what each fused op
+//    leaves exposed (tt405, hide_tp_comm_async below);
 //  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
 //    parallel.fsdp_prefetch layers ahead;
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
@@ -24,6 +27,9 @@
 // overlap_param_gather, bucket_size default max(40M, 1M·dp) parameters; megatron/training/
 // arguments.py); Transformer Engine userbuffers, Megatron's tp_comm_overlap
 // (megatron/core/model_parallel_config.py: ring-exchange AG/RS overlap with the GEMMs);
+// PyTorch's async TP — torch/_inductor/fx_passes/micro_pipeline_tp.py (fuse_all_gather_matmul,
+// fuse_matmul_reduce_scatter) and torch/distributed/_symmetric_memory/__init__.py (the fused
+// ops' pipelines), torchtitan parallelize_llama.py apply_tp (enable_async_tp);
 // ZeRO-3 prefetching — Rajbhandari et al. 2020 §7, DeepSpeed stage3_prefetch_bucket_size;
 // FSDP2 (torch fully_shard: per-module all-gather one module ahead, reduce-scatter after each
 // module's backward; torchtitan reshards after forward without pipelining); SM contention —
@@ -69,7 +75,55 @@ double prefetched_pass_exposed(const double* comm_s, const double* compute_s, in
     return exposed + hidden * sigma / (1.0 + sigma);
 }
 
+namespace {
+
+// tt405: PyTorch's micro-pipelined TP (torch/_inductor/fx_passes/micro_pipeline_tp.py, run by
+// Inductor on the compiled forward and backward graphs; the fused ops in
+// torch/distributed/_symmetric_memory/__init__.py). The pass fuses
+//   - an all-gather with the matmuls that take its output as their left operand
+//     (fused_all_gather_matmul): the sequence-parallel gather in front of Q, K, V and in front
+//     of the MLP's w1 (w3) in forward, and in backward the gather of the gradient of a
+//     row-parallel output (wo, w2) with its data-gradient matmul;
+//   - a matmul whose output only feeds a reduce-scatter (fused_matmul_reduce_scatter): wo and
+//     w2 in forward. In backward the reduce-scatter of a column-parallel input's gradient
+//     takes the SUM of the Q, K, V (w1, w3) data-gradient matmuls, not one matmul's output,
+//     so it stays an NCCL reduce-scatter, exposed.
+// A fused all-gather first copies the local shard into the symmetric buffer and waits on a
+// barrier (exposed: a read and write of T/t × h), then copy-engine p2p copies of the other
+// shards run beside the matmul of the shard before (_pipelined_all_gather_and_consume). A
+// fused reduce-scatter produces one chunk per peer beside the peers' copies, then sums the t
+// partial chunks (exposed: read T × h, write T/t × h; _pipelined_produce_and_all2all). The
+// copies' transfer time is the NCCL all-gather's (collectives.cpp); what the matmul does not
+// cover is exposed, and compute beside it is slowed by overlap_slowdown (overlapped_cost).
+// Under full recompute the recomputed forward is fused like the forward. MoE expert matmuls
+// are grouped GEMMs after the token dispatch, not consumers the pass matches: the MLP's
+// collectives stay NCCL ones.
+void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const double lin = L.fp8 != Fp8Recipe::none ? L.peak_fp8 : L.peak;
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    const double coll = nccl_time(Collective::all_gather, L.e * T * h, L.net_tp);  // one AG or RS (block_comm)
+    const double qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);
+    const double proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);
+    const double up = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+    const double down = gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
+    const double shard_move = 2.0 * L.e * T * h / L.t / L.hbm;
+    const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
+    auto gather_mm = [&](double gemm) { return shard_move + overlapped_cost(coll, gemm); };
+    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
+    const bool dense = !L.moe;
+    const double fwd = gather_mm(qkv) + mm_scatter(proj) + (dense ? gather_mm(up) + mm_scatter(down) : 2.0 * coll);
+    const double bwd = gather_mm(proj) + (dense ? gather_mm(down) : coll) + 2.0 * coll;
+    const bool full = L.rc == Recompute::full;
+    // block_comm's per-layer TP time: 4 collectives forward, 4 backward (+ 4 recomputed).
+    c.fwd.tp -= layers * (4.0 * coll - fwd);
+    c.bwd.tp -= layers * ((full ? 8.0 : 4.0) * coll - bwd - (full ? fwd : 0.0));
+}
+
+}  // namespace
+
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
+    if (L.async_tp && layers > 0) return hide_tp_comm_async(L, layers, c);  // tt405
     if (!L.tp_comm_overlap || L.t <= 1 || !L.sp || layers <= 0) return;
     // One layer's TP traffic as the collectives model counts it (the embedding and the
     // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
