@@ -107,4 +107,23 @@ TEST(AsyncTp, SelectedByTheKey) {
     EXPECT_DOUBLE_EQ(tp_time(sets), titan);
 }
 
+// torch.distributed.pipelining with FSDP2 (torchtitan's PP): the stage runs every FSDP unit's
+// post-backward (the gradient reduce-scatter) after its last micro-batch's backward has
+// returned, so none of the reduction hides behind backward compute; Megatron's buckets with
+// overlap_grad_reduce start during that backward. Same layout (torchtitan compiled).
+TEST(TorchPipeliningFsdp, GradientReductionAfterTheLastBackwardIsExposed) {
+    const std::vector<std::string> layout = {"parallel.pp=4",          "parallel.vpp=1",
+                                             "parallel.dp=2",          "parallel.recompute=full",
+                                             "parallel.overlap_grad_reduce=true", "training.global_batch=16"};
+    auto dp_time = [&](const std::string& framework) {
+        std::vector<std::string> sets = layout;
+        sets.push_back("training.framework=" + framework);
+        if (framework == "torchtitan") sets.push_back("training.torch_compile=true");
+        return estimate_job(load_asset("llama3-70b-h100.toml", sets)).time.dp_comm;
+    };
+    const double megatron = dp_time("megatron"), titan = dp_time("torchtitan");
+    EXPECT_GT(megatron, 0);
+    EXPECT_GT(titan, 1.5 * megatron) << "torchtitan's PP reduces after the stage's backward, not beside it";
+}
+
 }  // namespace

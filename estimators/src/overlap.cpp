@@ -11,6 +11,8 @@
 //  - PyTorch's micro-pipelined TP (parallel.async_tp, torchtitan's enable_async_tensor_parallel):
 //    which all-gathers / reduce-scatters Inductor fuses with a matmul and what each fused op
 //    leaves exposed (tt405, hide_tp_comm_async below);
+//  - torch.distributed.pipelining with FSDP2 (torchtitan's PP): the gradient reduce-scatters
+//    start after the stage's last backward, all exposed (tt405, stage_tail);
 //  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
 //    parallel.fsdp_prefetch layers ahead;
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
@@ -226,6 +228,20 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
         // ZeRO-1's updated parameters after the step: both exposed.
         tail.grad_exposed_s = dp.grad_s;
         tail.param_exposed_s = dp.param_s;
+    } else if (L.torch_pipelining) {
+        // tt405: torch.distributed.pipelining with FSDP2 (torchtitan's PP): the stage's
+        // backward_maybe_with_nosync turns FSDP's gradient sync off for every micro-batch but
+        // runs the post-backward of every FSDP unit (its reduce-scatter) only after the last
+        // micro-batch's whole backward has returned (stage.py: `if last_backward: ...
+        // post_backward()`), so no gradient reduction overlaps backward compute. The
+        // parameters are gathered in the next step's first forward, one unit ahead (FSDP2's
+        // implicit prefetch), as the buckets below.
+        const double stage_params = dense_params + expert_params;
+        const double first_unit = stage_params > 0 ? std::min(1.0, bucket_params(ctx, L) / stage_params) : 1.0;
+        tail.grad_exposed_s = dp.grad_s;
+        tail.param_exposed_s = L.overlap_param_gather ? first_unit * dp.param_s +
+                                                            overlapped_cost((1 - first_unit) * dp.param_s, fwd_s)
+                                                      : dp.param_s;
     } else if (L.zero == 2 && L.p > 1) {
         // Per-micro-batch reduce-scatters (collectives.cpp) hide behind the backwards but
         // the last micro-batch's; the parameter gather as below.
