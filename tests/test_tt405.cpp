@@ -126,4 +126,24 @@ TEST(TorchPipeliningFsdp, GradientReductionAfterTheLastBackwardIsExposed) {
     EXPECT_GT(titan, 1.5 * megatron) << "torchtitan's PP reduces after the stage's backward, not beside it";
 }
 
+// torchao's float8 TP (torchtitan apply_tp with float8: PrepareFloat8ModuleInput) casts the
+// norm output to float8 BEFORE the sequence-parallel all-gather ("so that ... we perform fp8
+// allgather only once"): the forward's two gathers per layer, and the recomputed forward's,
+// carry 1 byte per element; nothing else changes. Plain TP (no async), so the difference is
+// exactly those gathers.
+TEST(AsyncTp, Float8TensorwiseGathersTheInputInFloat8) {
+    const double bf16 = tp_time(titan_2d());
+    const double f8 = tp_time(titan_2d({"training.fp8=tensorwise"}));
+    const JobSpec j = load_asset("llama3-70b-h100.toml", titan_2d());
+    est::LayoutDerived L{};
+    L.t = 8, L.c = 1, L.dp = 8, L.p = 1, L.ep = 1, L.edp = 8;
+    est::assign_group_links(j.cluster, j.parallel.order.c_str(), L);
+    const double tokens = (double)j.training.micro_batch * j.model.seq_len;
+    const double g16 = est::nccl_time(est::Collective::all_gather, 2.0 * tokens * j.model.hidden, L.net_tp);
+    const double g8 = est::nccl_time(est::Collective::all_gather, 1.0 * tokens * j.model.hidden, L.net_tp);
+    const double mbs = (double)j.training.global_batch / (j.training.micro_batch * 8);
+    // 2 gathers forward + 2 recomputed (full recompute) per layer and micro-batch.
+    EXPECT_NEAR(bf16 - f8, mbs * j.model.layers * 4.0 * (g16 - g8), 1e-9 * bf16);
+}
+
 }  // namespace

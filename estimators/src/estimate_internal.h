@@ -202,6 +202,9 @@ double overlapped_cost(double comm_s, double window_s);
 // A pass over `units` units, each gathered (comm_s[i]) before it computes (compute_s[i]), the
 // gathers running up to `depth` units ahead: the time beyond the compute, with contention.
 double prefetched_pass_exposed(const double* comm_s, const double* compute_s, int units, int depth);
+// ttmem / tt405 (memory.cpp): bytes per element of the input torchtitan's DTensor TP
+// all-gathers in front of a column-parallel linear (1 under torchao float8 tensorwise).
+double dtensor_gathered_bytes(const LayoutDerived& L);
 // parallel.tp_comm_overlap: shrinks the TP time of `layers` layers' blocks in `c` to what the
 // GEMMs do not hide (Transformer Engine userbuffers); parallel.async_tp: to what PyTorch's
 // micro-pipelined TP leaves exposed (tt405).

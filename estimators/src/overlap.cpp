@@ -105,21 +105,29 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double lin = L.fp8 != Fp8Recipe::none ? L.peak_fp8 : L.peak;
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     const double coll = nccl_time(Collective::all_gather, L.e * T * h, L.net_tp);  // one AG or RS (block_comm)
+    // The forward's gathers of the norm output (float8 under torchao float8 TP, block_comm).
+    const double in_bytes = L.dtensor_sp ? dtensor_gathered_bytes(L) : L.e;
+    const double coll_in = nccl_time(Collective::all_gather, in_bytes * T * h, L.net_tp);
     const double qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);
     const double proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);
     const double up = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
     const double down = gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
-    const double shard_move = 2.0 * L.e * T * h / L.t / L.hbm;
     const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
-    auto gather_mm = [&](double gemm) { return shard_move + overlapped_cost(coll, gemm); };
+    // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
+    auto gather_mm = [&](double c, double bytes, double gemm) {
+        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm);
+    };
     auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
     const bool dense = !L.moe;
-    const double fwd = gather_mm(qkv) + mm_scatter(proj) + (dense ? gather_mm(up) + mm_scatter(down) : 2.0 * coll);
-    const double bwd = gather_mm(proj) + (dense ? gather_mm(down) : coll) + 2.0 * coll;
+    const double fwd = gather_mm(coll_in, in_bytes, qkv) + mm_scatter(proj) +
+                       (dense ? gather_mm(coll_in, in_bytes, up) + mm_scatter(down) : coll_in + coll);
+    const double bwd = gather_mm(coll, L.e, proj) + (dense ? gather_mm(coll, L.e, down) : coll) + 2.0 * coll;
     const bool full = L.rc == Recompute::full;
-    // block_comm's per-layer TP time: 4 collectives forward, 4 backward (+ 4 recomputed).
-    c.fwd.tp -= layers * (4.0 * coll - fwd);
-    c.bwd.tp -= layers * ((full ? 8.0 : 4.0) * coll - bwd - (full ? fwd : 0.0));
+    // block_comm's per-layer TP time: 2 gathers of the input + 2 reduce-scatters forward, 4
+    // collectives backward (+ the forward's again when recomputed).
+    const double block_fwd = 2.0 * coll_in + 2.0 * coll;
+    c.fwd.tp -= layers * (block_fwd - fwd);
+    c.bwd.tp -= layers * (4.0 * coll + (full ? block_fwd : 0.0) - bwd - (full ? fwd : 0.0));
 }
 
 }  // namespace
