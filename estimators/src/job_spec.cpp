@@ -493,15 +493,15 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         if (!p.sequence_parallel)
             add("parallel.async_tp",
                 "true with sequence_parallel = false: micro-pipelined TP decomposes the all-gather / reduce-scatter "
-                "of sequence parallelism; allowed: sequence_parallel = true, or false");
+                "of sequence parallelism; allowed: sequence_parallel = true, or async_tp = false");
         if (!job.training.torch_compile)
             add("parallel.async_tp",
                 "true with training.torch_compile = false: the micro_pipeline_tp pass runs inside Inductor (torchtitan: "
-                "\"Async TP requires --training.compile\"); allowed: torch_compile = true, or false");
+                "\"Async TP requires --training.compile\"); allowed: training.torch_compile = true, or async_tp = false");
         if (p.tp_comm_overlap)
             add("parallel.async_tp",
                 "true with tp_comm_overlap = true: PyTorch's async TP and Transformer Engine's userbuffers are two "
-                "implementations of the same overlap; allowed: one of them");
+                "implementations of the same overlap; allowed: one of them true");
     }
 
     // Experts.
