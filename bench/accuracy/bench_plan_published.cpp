@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
             same.parallel.recompute = b.recompute;
             same.parallel.sequence_parallel = same.parallel.tp > 1 && b.sequence_parallel;
             if (!same.parallel.sequence_parallel) same.parallel.tp_comm_overlap = false;
+            if (!same.parallel.sequence_parallel) same.parallel.async_tp = false;  // tt405
             if (ptd::validate_job(same).empty()) {
                 const ptd::Estimate e = ptd::estimate_job(same);
                 ptd::LayoutScore s;

@@ -43,6 +43,8 @@ const std::set<std::string> kRunKeys = {
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size",
     // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
     "scatter_gather_tensors_in_pipeline",
+    // tt405: PyTorch's micro-pipelined TP (torchtitan's enable_async_tensor_parallel)
+    "async_tp",
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
     "grad_reduce_in_fp32", "activation_offload_layers",
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
@@ -102,6 +104,7 @@ std::string apply_run_to_job(Run& r) {
     j.parallel.overlap_grad_reduce = r.overlap_grad_reduce.value_or(true);
     j.parallel.overlap_param_gather = sharded && j.parallel.overlap_grad_reduce && r.overlap_param_gather.value_or(true);
     j.parallel.tp_comm_overlap = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.tp_comm_overlap.value_or(false);
+    j.parallel.async_tp = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.async_tp;  // tt405
     // oomnemo: NeMo 2.0 and Megatron-Bridge performance recipes reduce gradients in bf16
     // (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py
     // set_llama3_common_configs: "cfg.ddp.grad_reduce_in_fp32 = False"); plain Megatron-LM
@@ -180,6 +183,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
         r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
+        r.async_tp = get<bool>(t, "async_tp", false);  // tt405
         r.grad_reduce_in_fp32 = get_optional_bool(t, "grad_reduce_in_fp32");  // oomnemo
         r.activation_offload_layers = get<int>(t, "activation_offload_layers", 0);
         r.fp8_param_gather = get_optional_bool(t, "fp8_param_gather");  // oom4

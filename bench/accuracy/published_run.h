@@ -28,6 +28,7 @@ struct Run {
     std::string cluster;                    // dgx-a100 | dgx-h100 | hgx-h200 | dgx-b200 | gb200-nvl72; "" = none named
     std::string schedule;                   // 1f1b | interleaved | zb-h1 | dualpipe; "" = not stated
     std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+    bool async_tp = false;                  // tt405: PyTorch's micro-pipelined TP (torchtitan enable_async_tensor_parallel)
     std::optional<bool> grad_reduce_in_fp32;  // oomnemo: unstated = the stack's default (apply_run_to_job)
     int activation_offload_layers = 0;        // oomnemo: Megatron-core cpu_offloading_num_layers
     std::optional<bool> fp8_param_gather;     // oom4: unstated = the stack's default (apply_run_to_job)

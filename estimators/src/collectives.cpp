@@ -271,6 +271,18 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
                                 : nccl_time(Collective::all_reduce, msg, L.net_tp);
         F.tp = layers * 2.0 * one;
         B.tp = layers * (2.0 + (L.rc == Recompute::full ? 2.0 : 0.0)) * one;
+        // tt405: torchao's float8 TP under torchtitan (parallelize_llama.py apply_tp:
+        // PrepareFloat8ModuleInput in front of the attention and the MLP) casts the norm output
+        // to float8 before the sequence-parallel all-gather, so the forward's two gathers per
+        // layer (and the recomputed forward's) carry 1 byte per element; the reduce-scatters and
+        // the backward's gathers of gradients stay 16-bit.
+        if (L.sp && L.dtensor_sp) {
+            const double gather16 = nccl_time(Collective::all_gather, msg, L.net_tp);
+            const double gather8 = nccl_time(Collective::all_gather, dtensor_gathered_bytes(L) * T * L.h, L.net_tp);
+            const double saved = gather16 - gather8;
+            F.tp -= layers * 2.0 * saved;
+            if (L.rc == Recompute::full) B.tp -= layers * 2.0 * saved;
+        }
         if (first) F.tp += one;  // vocab-parallel embedding
         if (last) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }

@@ -195,6 +195,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
                      ? std::clamp(job.parallel.microbatch_group_size, L.p, std::max(L.p, L.mbs))
                      : L.p;
     L.chunk_layers = nullptr;  // set by evaluate_layout where the chunks of a stage differ
+    // tt405: PyTorch's micro-pipelined TP (torchtitan enable_async_tensor_parallel), sequence
+    // parallel only (validate_job); overlap.cpp hide_tp_comm.
+    L.async_tp = job.parallel.async_tp && L.sp && L.t > 1;
     return L;
 }
 

@@ -102,6 +102,8 @@ struct LayoutDerived {
     const int* chunk_layers;
     // ---- p2psg: Megatron-LM's scatter/gather pipeline send (collectives.cpp block_comm) ----
     bool p2p_scatter_gather;             // each TP rank sends 1/t of the activation, the receiver all-gathers
+    // ---- tt405: PyTorch's micro-pipelined (async) TP (overlap.cpp hide_tp_comm) ----
+    bool async_tp;                       // parallel.async_tp with sequence parallelism, tp > 1
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -206,8 +208,12 @@ double overlapped_cost(double comm_s, double window_s);
 // A pass over `units` units, each gathered (comm_s[i]) before it computes (compute_s[i]), the
 // gathers running up to `depth` units ahead: the time beyond the compute, with contention.
 double prefetched_pass_exposed(const double* comm_s, const double* compute_s, int units, int depth);
+// ttmem / tt405 (memory.cpp): bytes per element of the input torchtitan's DTensor TP
+// all-gathers in front of a column-parallel linear (1 under torchao float8 tensorwise).
+double dtensor_gathered_bytes(const LayoutDerived& L);
 // parallel.tp_comm_overlap: shrinks the TP time of `layers` layers' blocks in `c` to what the
-// GEMMs do not hide (Transformer Engine userbuffers).
+// GEMMs do not hide (Transformer Engine userbuffers); parallel.async_tp: to what PyTorch's
+// micro-pipelined TP leaves exposed (tt405).
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -308,6 +308,11 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (p.overlap_param_gather && (p.distributed_optimizer || p.zero == 1)) arg("--overlap-param-gather");
     // Transformer Engine userbuffers (needs --sequence-parallel, which validate_job requires).
     if (p.tp_comm_overlap && p.tp > 1) arg("--tp-comm-overlap");
+    // tt405: PyTorch's micro-pipelined TP has no Megatron-LM flag; TE's userbuffers is the nearest.
+    if (p.async_tp && p.tp > 1)
+        out.notes.push_back("parallel.async_tp: PyTorch's micro-pipelined TP (torchtitan's enable_async_tensor_parallel) "
+                            "has no Megatron-LM flag; the nearest is Transformer Engine's userbuffers "
+                            "(--tp-comm-overlap, parallel.tp_comm_overlap)");
     const std::string order = effective_order(job, p.order);
     if (order == effective_order(job, "tp-cp-ep-pp-dp") && order != effective_order(job, "tp-cp-ep-dp-pp"))
         arg("--use-tp-pp-dp-mapping");
@@ -516,6 +521,9 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (p.overlap_param_gather && stage != 3)
         out.notes.push_back("parallel.overlap_param_gather: DeepSpeed ZeRO-1/2 all-gathers the updated parameters "
                             "inside step(), not behind the next forward; there is no ds_config key for it");
+    if (p.async_tp && p.tp > 1)  // tt405
+        out.notes.push_back("parallel.async_tp: PyTorch's micro-pipelined TP is torchtitan's (Inductor) feature; "
+                            "DeepSpeed has no ds_config key for it");
     if (p.tp_comm_overlap)
         out.notes.push_back("parallel.tp_comm_overlap: tensor-parallel GEMM/communication overlap is part of the "
                             "model code (Megatron-DeepSpeed with Transformer Engine: --tp-comm-overlap), not ds_config");
@@ -834,8 +842,10 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     w.int_("context_parallel_degree", p.cp);
     if (m.experts > 1) w.int_("expert_parallel_degree", p.ep);
     // parallel.tp_comm_overlap: async TP, which torchtitan runs only under torch.compile.
-    const bool async_tp = p.tp_comm_overlap && p.tp > 1;
-    if (async_tp) w.boolean("enable_async_tensor_parallel", true, "parallel.tp_comm_overlap (needs [compile])");
+    const bool async_tp = (p.tp_comm_overlap || p.async_tp) && p.tp > 1;  // tt405: parallel.async_tp is the same key
+    if (async_tp)
+        w.boolean("enable_async_tensor_parallel", true,
+                  p.async_tp ? "parallel.async_tp (needs [compile])" : "parallel.tp_comm_overlap (needs [compile])");
     if (async_tp) {
         w.header("compile");
         w.boolean("enable", true);
@@ -897,7 +907,7 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line("# on " + std::to_string(job.world_size()) + " GPUs. Data, tokenizer, loss, checkpoints and metrics come from");
     line("# torchtitan's " + std::string(baseline) + "(); everything ptd plans is set below.");
     line("from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig");
-    const bool async_tp = p.tp_comm_overlap && p.tp > 1;  // parallel.tp_comm_overlap
+    const bool async_tp = (p.tp_comm_overlap || p.async_tp) && p.tp > 1;  // parallel.tp_comm_overlap / async_tp (tt405)
     line(async_tp ? "from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig"
                   : "from torchtitan.config import ParallelismConfig, TrainingConfig");
     if (p.recompute != Recompute::none)
@@ -999,7 +1009,8 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     if (m.experts > 1) line("        expert_parallel_degree=" + std::to_string(p.ep) + ",");
     line("    )");
     if (async_tp)  // async TP runs only under torch.compile (CompileConfig.__post_init__)
-        line("    config.compile = CompileConfig(enable=True, enable_async_tensor_parallel=True)  # parallel.tp_comm_overlap");
+        line(std::string("    config.compile = CompileConfig(enable=True, enable_async_tensor_parallel=True)  # ") +
+             (p.async_tp ? "parallel.async_tp" : "parallel.tp_comm_overlap"));
     line(p.recompute == Recompute::full        ? "    config.activation_checkpoint = FullAC.Config()"
          : p.recompute == Recompute::selective ? "    config.activation_checkpoint = SelectiveAC.Config()"
                                                : "    config.activation_checkpoint = None");

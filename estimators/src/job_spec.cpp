@@ -528,6 +528,23 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("parallel.tp_comm_overlap",
             "true with sequence_parallel = false: Transformer Engine overlaps the all-gather / reduce-scatter of "
             "sequence parallelism with the GEMMs; allowed: sequence_parallel = true, or false");
+    // tt405: torchtitan's async TP (parallelize_llama.py: "Async TP requires --training.compile";
+    // its TP plan is always sequence parallel); it and Transformer Engine's userbuffers are two
+    // implementations of the same overlap, not stacked.
+    if (p.async_tp && p.tp > 1) {
+        if (!p.sequence_parallel)
+            add("parallel.async_tp",
+                "true with sequence_parallel = false: micro-pipelined TP decomposes the all-gather / reduce-scatter "
+                "of sequence parallelism; allowed: sequence_parallel = true, or async_tp = false");
+        if (!job.training.torch_compile)
+            add("parallel.async_tp",
+                "true with training.torch_compile = false: the micro_pipeline_tp pass runs inside Inductor (torchtitan: "
+                "\"Async TP requires --training.compile\"); allowed: training.torch_compile = true, or async_tp = false");
+        if (p.tp_comm_overlap)
+            add("parallel.async_tp",
+                "true with tp_comm_overlap = true: PyTorch's async TP and Transformer Engine's userbuffers are two "
+                "implementations of the same overlap; allowed: one of them true");
+    }
 
     // Experts.
     if (p.ep > 1 && m.experts < 2)

@@ -8,6 +8,11 @@
 //  - the tensor-parallel all-gather / reduce-scatter of sequence parallelism
 //    (parallel.tp_comm_overlap: Transformer Engine's userbuffers pipeline them with the
 //    adjacent GEMMs in t ring steps; the last reduce-scatter step cannot overlap);
+//  - PyTorch's micro-pipelined TP (parallel.async_tp, torchtitan's enable_async_tensor_parallel):
+//    which all-gathers / reduce-scatters Inductor fuses with a matmul and what each fused op
+//    leaves exposed (tt405, hide_tp_comm_async below);
+//  - torch.distributed.pipelining with FSDP2 (torchtitan's PP): the gradient reduce-scatters
+//    start after the stage's last backward, all exposed (tt405, stage_tail);
 //  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
 //    parallel.fsdp_prefetch layers ahead;
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
@@ -24,6 +29,9 @@
 // overlap_param_gather, bucket_size default max(40M, 1M·dp) parameters; megatron/training/
 // arguments.py); Transformer Engine userbuffers, Megatron's tp_comm_overlap
 // (megatron/core/model_parallel_config.py: ring-exchange AG/RS overlap with the GEMMs);
+// PyTorch's async TP — torch/_inductor/fx_passes/micro_pipeline_tp.py (fuse_all_gather_matmul,
+// fuse_matmul_reduce_scatter) and torch/distributed/_symmetric_memory/__init__.py (the fused
+// ops' pipelines), torchtitan parallelize_llama.py apply_tp (enable_async_tp);
 // ZeRO-3 prefetching — Rajbhandari et al. 2020 §7, DeepSpeed stage3_prefetch_bucket_size;
 // FSDP2 (torch fully_shard: per-module all-gather one module ahead, reduce-scatter after each
 // module's backward; torchtitan reshards after forward without pipelining); SM contention —
@@ -71,7 +79,63 @@ double prefetched_pass_exposed(const double* comm_s, const double* compute_s, in
     return exposed + hidden * sigma / (1.0 + sigma);
 }
 
+namespace {
+
+// tt405: PyTorch's micro-pipelined TP (torch/_inductor/fx_passes/micro_pipeline_tp.py, run by
+// Inductor on the compiled forward and backward graphs; the fused ops in
+// torch/distributed/_symmetric_memory/__init__.py). The pass fuses
+//   - an all-gather with the matmuls that take its output as their left operand
+//     (fused_all_gather_matmul): the sequence-parallel gather in front of Q, K, V and in front
+//     of the MLP's w1 (w3) in forward, and in backward the gather of the gradient of a
+//     row-parallel output (wo, w2) with its data-gradient matmul;
+//   - a matmul whose output only feeds a reduce-scatter (fused_matmul_reduce_scatter): wo and
+//     w2 in forward. In backward the reduce-scatter of a column-parallel input's gradient
+//     takes the SUM of the Q, K, V (w1, w3) data-gradient matmuls, not one matmul's output,
+//     so it stays an NCCL reduce-scatter, exposed.
+// A fused all-gather first copies the local shard into the symmetric buffer and waits on a
+// barrier (exposed: a read and write of T/t × h), then copy-engine p2p copies of the other
+// shards run beside the matmul of the shard before (_pipelined_all_gather_and_consume). A
+// fused reduce-scatter produces one chunk per peer beside the peers' copies, then sums the t
+// partial chunks (exposed: read T × h, write T/t × h; _pipelined_produce_and_all2all). The
+// copies' transfer time is the NCCL all-gather's (collectives.cpp); what the matmul does not
+// cover is exposed, and compute beside it is slowed by overlap_slowdown (overlapped_cost).
+// Under full recompute the recomputed forward is fused like the forward. MoE expert matmuls
+// are grouped GEMMs after the token dispatch, not consumers the pass matches: the MLP's
+// collectives stay NCCL ones.
+void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const double lin = L.fp8 != Fp8Recipe::none ? L.peak_fp8 : L.peak;
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    const double coll = nccl_time(Collective::all_gather, L.e * T * h, L.net_tp);  // one AG or RS (block_comm)
+    // The forward's gathers of the norm output (float8 under torchao float8 TP, block_comm).
+    const double in_bytes = L.dtensor_sp ? dtensor_gathered_bytes(L) : L.e;
+    const double coll_in = nccl_time(Collective::all_gather, in_bytes * T * h, L.net_tp);
+    const double qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);
+    const double proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);
+    const double up = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+    const double down = gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
+    const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
+    // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
+    auto gather_mm = [&](double c, double bytes, double gemm) {
+        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm);
+    };
+    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
+    const bool dense = !L.moe;
+    const double fwd = gather_mm(coll_in, in_bytes, qkv) + mm_scatter(proj) +
+                       (dense ? gather_mm(coll_in, in_bytes, up) + mm_scatter(down) : coll_in + coll);
+    const double bwd = gather_mm(coll, L.e, proj) + (dense ? gather_mm(coll, L.e, down) : coll) + 2.0 * coll;
+    const bool full = L.rc == Recompute::full;
+    // block_comm's per-layer TP time: 2 gathers of the input + 2 reduce-scatters forward, 4
+    // collectives backward (+ the forward's again when recomputed).
+    const double block_fwd = 2.0 * coll_in + 2.0 * coll;
+    c.fwd.tp -= layers * (block_fwd - fwd);
+    c.bwd.tp -= layers * (4.0 * coll + (full ? block_fwd : 0.0) - bwd - (full ? fwd : 0.0));
+}
+
+}  // namespace
+
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
+    if (L.async_tp && layers > 0) return hide_tp_comm_async(L, layers, c);  // tt405
     if (!L.tp_comm_overlap || L.t <= 1 || !L.sp || layers <= 0) return;
     // One layer's TP traffic as the collectives model counts it (the embedding and the
     // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
@@ -174,6 +238,20 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
         // ZeRO-1's updated parameters after the step: both exposed.
         tail.grad_exposed_s = dp.grad_s;
         tail.param_exposed_s = dp.param_s;
+    } else if (L.torch_pipelining) {
+        // tt405: torch.distributed.pipelining with FSDP2 (torchtitan's PP): the stage's
+        // backward_maybe_with_nosync turns FSDP's gradient sync off for every micro-batch but
+        // runs the post-backward of every FSDP unit (its reduce-scatter) only after the last
+        // micro-batch's whole backward has returned (stage.py: `if last_backward: ...
+        // post_backward()`), so no gradient reduction overlaps backward compute. The
+        // parameters are gathered in the next step's first forward, one unit ahead (FSDP2's
+        // implicit prefetch), as the buckets below.
+        const double stage_params = dense_params + expert_params;
+        const double first_unit = stage_params > 0 ? std::min(1.0, bucket_params(ctx, L) / stage_params) : 1.0;
+        tail.grad_exposed_s = dp.grad_s;
+        tail.param_exposed_s = L.overlap_param_gather ? first_unit * dp.param_s +
+                                                            overlapped_cost((1 - first_unit) * dp.param_s, fwd_s)
+                                                      : dp.param_s;
     } else if (L.zero == 2 && L.p > 1) {
         // Per-micro-batch reduce-scatters (collectives.cpp) hide behind the backwards but
         // the last micro-batch's; the parameter gather as below.

@@ -231,6 +231,11 @@ struct ParallelSpec {
     // get_cpu_offload_context): the saved activations of N of the layers go to host memory
     // during forward and come back before their backward. 0 = off; needs pp = 1 and N < layers.
     int activation_offload_layers = 0;
+    // tt405: PyTorch's micro-pipelined ("async") TP — torchtitan's enable_async_tensor_parallel:
+    // Inductor's micro_pipeline_tp pass fuses each all-gather with the matmuls that consume it
+    // and each matmul with the reduce-scatter of its output, decomposed into tp steps over
+    // SymmetricMemory (copy-engine p2p copies). Needs sequence_parallel and torch_compile (tp > 1).
+    bool async_tp = false;
     int mb_group_size() const { return microbatch_group_size > 0 ? microbatch_group_size : pp; }
     // p2psg: Megatron-LM's scatter/gather optimisation of the pipeline send / recv (Narayanan
     // et al. 2021 §4.1; megatron/p2p_communication.py, default on from Feb 2021 with
