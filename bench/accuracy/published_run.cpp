@@ -43,6 +43,8 @@ const std::set<std::string> kRunKeys = {
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size",
     // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
     "scatter_gather_tensors_in_pipeline",
+    // recomp: Megatron-LM's asynchronous dgrad all-reduce (Sep 2021 on)
+    "async_tensor_model_parallel_allreduce",
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
     "grad_reduce_in_fp32", "activation_offload_layers"};
 
@@ -272,6 +274,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.account_for_loss_in_pipeline_split = get<bool>(t, "account_for_loss_in_pipeline_split", false);
         p.microbatch_group_size = get<int>(t, "microbatch_group_size", 0);
         p.scatter_gather_tensors_in_pipeline = get<bool>(t, "scatter_gather_tensors_in_pipeline", false);  // p2psg
+        p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
         const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
         // Uneven splits: balanced over model chunks, the shortfall on the first and last chunk.
         if (split_extra == 0 && p.pp * p.vpp > 0 && m.layers % (p.pp * p.vpp) != 0)

@@ -102,6 +102,10 @@ struct LayoutDerived {
     const int* chunk_layers;
     // ---- p2psg: Megatron-LM's scatter/gather pipeline send (collectives.cpp block_comm) ----
     bool p2p_scatter_gather;             // each TP rank sends 1/t of the activation, the receiver all-gathers
+    // ---- recomp: Megatron's asynchronous TP collectives in a column-parallel linear's backward
+    // (overlap.cpp hide_tp_dgrad): parallel.async_tensor_model_parallel_allreduce, framework
+    // megatron, tp > 1, weight gradients computed in the backward (not ZB-H1 / DualPipe's W) ----
+    bool tp_dgrad_async;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -122,6 +126,10 @@ struct LayerTime {
     double gemm = 0, attn = 0, elem = 0;  // forward
     double attn_bwd = 0;                   // attention core backward
     double fp8_cast = 0, fp8_cast_bwd = 0; // fp8: quantizing the linear layers' operands (forward, backward)
+    // recomp: the forward GEMMs of the column-parallel linears (QKV; the dense MLP's FC1, 0
+    // with MoE), part of `gemm`: their backward's data- and weight-gradient GEMMs take as long
+    // and hide the asynchronous TP collectives (overlap.cpp hide_tp_dgrad).
+    double gemm_qkv = 0, gemm_fc1 = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
@@ -203,5 +211,9 @@ double prefetched_pass_exposed(const double* comm_s, const double* compute_s, in
 // parallel.tp_comm_overlap: shrinks the TP time of `layers` layers' blocks in `c` to what the
 // GEMMs do not hide (Transformer Engine userbuffers).
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
+// recomp: L.tp_dgrad_async (without tp_comm_overlap): in the backward of QKV and FC1 Megatron
+// runs the input gradient's all-reduce (SP: reduce-scatter) beside the weight-gradient GEMM
+// and, with SP, the input's re-all-gather beside the data-gradient GEMM; shrinks c.bwd.tp.
+void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -87,6 +87,36 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
     c.bwd.tp -= layers * (one.bwd.tp - exposed(one.bwd.tp, bwd_gemm));
 }
 
+// recomp: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
+// (megatron/core/tensor_parallel/layers.py; megatron/mpu/layers.py from Sep 2021, flag
+// --no-async-tensor-model-parallel-allreduce to turn it off until 2023), relying on
+// CUDA_DEVICE_MAX_CONNECTIONS=1 for the order: without SP the input gradient's all-reduce is
+// issued before the weight-gradient GEMM and waited for after it; with SP the saved input
+// shard is re-all-gathered beside the data-gradient GEMM and the input gradient
+// reduce-scattered beside the weight-gradient GEMM. Korthikanti et al. 2022 §6.2 name this
+// overlap as why a full recompute costs 39% of the 22B layer, not 33%: the recomputed
+// forward's all-reduces have nothing to hide behind. Only the column-parallel linears (QKV,
+// the dense MLP's FC1) have it; the row-parallel linears' backward all-gather under SP
+// stays exposed, and MoE expert layers' TP communication is the token dispatcher's.
+void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
+    if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
+    const double msg = L.e * L.tokens * L.h;
+    double delta = 0;  // change of one layer's backward TP time
+    for (const double window : {lt.gemm_qkv, lt.gemm_fc1}) {
+        if (window <= 0) continue;
+        if (!L.sp) {
+            // block_comm counted this all-reduce exposed.
+            const double ar = nccl_time(Collective::all_reduce, msg, L.net_tp);
+            delta += overlapped_cost(ar, window) - ar;
+        } else {
+            // block_comm counted the reduce-scatter exposed and not the re-gather.
+            const double ag = nccl_time(Collective::all_gather, msg, L.net_tp);  // = reduce-scatter
+            delta += overlapped_cost(ag, window) + overlapped_cost(ag, window) - ag;
+        }
+    }
+    c.bwd.tp = std::max(0.0, c.bwd.tp + layers * delta);
+}
+
 namespace {
 
 // Parameters per DP bucket: Megatron's DDP default max(40M, 1M·dp) (distributed_data_parallel_
