@@ -5,6 +5,10 @@
 // flash attention's causal block skipping — Dao 2023 (FlashAttention-2) §3.1; the
 // d/(d + d0) shape factor and its constants — fitted on the calibration runs
 // (docs/accuracy.md). docs/estimators.md writes every term out.
+// recomp: the memory-bound passes (element-wise work inside / outside the TP region, the
+// non-flash softmax and dropout) follow Megatron-LM's kernels (ParallelTransformerLayer,
+// fused bias-dropout-add, FusedScaleMaskSoftmax) and are checked term by term against
+// Korthikanti et al. 2022 Table 4 (the 22B layer's forward / backward / recompute times).
 // FP8 (issue 15 point 3): which GEMMs run at the FP8 peak — Transformer Engine's fp8_autocast
 // covers te.Linear / LayerNormLinear / LayerNormMLP / GroupedLinear (QKV, proj, FC1, FC2 and
 // the experts: fprop, dgrad and wgrad); the attention core (fused/flash attention, TE's FP8

@@ -8,6 +8,9 @@
 //  - the tensor-parallel all-gather / reduce-scatter of sequence parallelism
 //    (parallel.tp_comm_overlap: Transformer Engine's userbuffers pipeline them with the
 //    adjacent GEMMs in t ring steps; the last reduce-scatter step cannot overlap);
+//  - Megatron's asynchronous TP collectives in a column-parallel linear's backward (recomp:
+//    parallel.async_tensor_model_parallel_allreduce; the input gradient's all-reduce or
+//    reduce-scatter beside the weight-gradient GEMM, hide_tp_dgrad);
 //  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
 //    parallel.fsdp_prefetch layers ahead;
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
@@ -88,16 +91,18 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
 }
 
 // recomp: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
-// (megatron/core/tensor_parallel/layers.py; megatron/mpu/layers.py from Sep 2021, flag
-// --no-async-tensor-model-parallel-allreduce to turn it off until 2023), relying on
-// CUDA_DEVICE_MAX_CONNECTIONS=1 for the order: without SP the input gradient's all-reduce is
-// issued before the weight-gradient GEMM and waited for after it; with SP the saved input
-// shard is re-all-gathered beside the data-gradient GEMM and the input gradient
-// reduce-scattered beside the weight-gradient GEMM. Korthikanti et al. 2022 §6.2 name this
-// overlap as why a full recompute costs 39% of the 22B layer, not 33%: the recomputed
-// forward's all-reduces have nothing to hide behind. Only the column-parallel linears (QKV,
-// the dense MLP's FC1) have it; the row-parallel linears' backward all-gather under SP
-// stays exposed, and MoE expert layers' TP communication is the token dispatcher's.
+// (megatron/core/tensor_parallel/layers.py; megatron/mpu/layers.py from Sep 2021, when
+// --no-async-tensor-model-parallel-allreduce could turn it off — until Apr 2024, ignored
+// since), relying on CUDA_DEVICE_MAX_CONNECTIONS=1 for the order, and Transformer Engine's
+// Linear / LayerNormLinear backward ("overlap dgrad-RS/AR with wgrad", transformer_engine/
+// pytorch/module/linear.py): without SP the input gradient's all-reduce is issued before the
+// weight-gradient GEMM and waited for after it; with SP the saved input shard is
+// re-all-gathered beside the data-gradient GEMM and the input gradient reduce-scattered
+// beside the weight-gradient GEMM. Korthikanti et al. 2022 §6.2 name this overlap as why a
+// full recompute costs 39% of the 22B layer, not 33%: the recomputed forward's all-reduces
+// have nothing to hide behind. Only the column-parallel linears (QKV, the dense MLP's FC1)
+// have it; the row-parallel linears' backward all-gather under SP stays exposed, and MoE
+// expert layers' TP communication is the token dispatcher's.
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
     const double msg = L.e * L.tokens * L.h;

@@ -223,7 +223,7 @@ struct ParallelSpec {
     // recomp: Megatron-LM's asynchronous TP collectives in a column-parallel linear's backward
     // (the input gradient's all-reduce — with SP reduce-scatter — beside the weight-gradient
     // GEMM). On from Sep 2021 (--no-async-tensor-model-parallel-allreduce turned it off until
-    // 2023; Megatron-Core and Transformer Engine always do it); false describes Megatron-LM
+    // Apr 2024, then was ignored; Megatron-Core and Transformer Engine always do it); false describes Megatron-LM
     // before Sep 2021 (Narayanan et al. 2021). framework megatron only.
     bool async_tensor_model_parallel_allreduce = true;
 
