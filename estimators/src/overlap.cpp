@@ -106,18 +106,13 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
     const double msg = L.e * L.tokens * L.h;
+    // Without SP: the all-reduce block_comm counted exposed. With SP: the reduce-scatter it
+    // counted exposed (the same time as an all-gather) and the re-gather it did not count.
+    const double one = nccl_time(L.sp ? Collective::all_gather : Collective::all_reduce, msg, L.net_tp);
     double delta = 0;  // change of one layer's backward TP time
     for (const double window : {lt.gemm_qkv, lt.gemm_fc1}) {
         if (window <= 0) continue;
-        if (!L.sp) {
-            // block_comm counted this all-reduce exposed.
-            const double ar = nccl_time(Collective::all_reduce, msg, L.net_tp);
-            delta += overlapped_cost(ar, window) - ar;
-        } else {
-            // block_comm counted the reduce-scatter exposed and not the re-gather.
-            const double ag = nccl_time(Collective::all_gather, msg, L.net_tp);  // = reduce-scatter
-            delta += overlapped_cost(ag, window) + overlapped_cost(ag, window) - ag;
-        }
+        delta += (L.sp ? 2.0 : 1.0) * overlapped_cost(one, window) - one;
     }
     c.bwd.tp = std::max(0.0, c.bwd.tp + layers * delta);
 }
