@@ -45,6 +45,8 @@ const std::set<std::string> kRunKeys = {
     "scatter_gather_tensors_in_pipeline",
     // tt405: PyTorch's micro-pipelined TP (torchtitan's enable_async_tensor_parallel)
     "async_tp",
+    // recomp: Megatron-LM's asynchronous dgrad all-reduce (Sep 2021 on)
+    "async_tensor_model_parallel_allreduce",
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
     "grad_reduce_in_fp32", "activation_offload_layers",
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
@@ -252,6 +254,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         const bool nemo = r.framework == "nemo";
         const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
         r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
+        p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", 0);

@@ -5,6 +5,10 @@
 // flash attention's causal block skipping — Dao 2023 (FlashAttention-2) §3.1; the
 // d/(d + d0) shape factor and its constants — fitted on the calibration runs
 // (docs/accuracy.md). docs/estimators.md writes every term out.
+// recomp: the memory-bound passes (element-wise work inside / outside the TP region, the
+// non-flash softmax and dropout) follow Megatron-LM's kernels (ParallelTransformerLayer,
+// fused bias-dropout-add, FusedScaleMaskSoftmax) and are checked term by term against
+// Korthikanti et al. 2022 Table 4 (the 22B layer's forward / backward / recompute times).
 // FP8 (issue 15 point 3): which GEMMs run at the FP8 peak — Transformer Engine's fp8_autocast
 // covers te.Linear / LayerNormLinear / LayerNormMLP / GroupedLinear (QKV, proj, FC1, FC2 and
 // the experts: fprop, dgrad and wgrad); the attention core (fused/flash attention, TE's FP8
@@ -143,7 +147,8 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // attention core and output layer stay at `peak` (bf16).
     const bool fp8 = L.fp8 != Fp8Recipe::none;
     const double lin = fp8 ? L.peak_fp8 : L.peak;
-    lt.gemm += gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
+    lt.gemm_qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
+    lt.gemm += lt.gemm_qkv;
     lt.gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);            // output projection
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
@@ -153,7 +158,8 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
                                 gemm_time(lin, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
         lt.gemm += gemm_time(L.peak, T, L.m->experts, h, L.gemm_eff_max);  // router
     } else {
-        lt.gemm += gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+        lt.gemm_fc1 = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+        lt.gemm += lt.gemm_fc1;
         lt.gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
     }
     if (fp8) {
@@ -178,14 +184,31 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     } else {
         const double eff = gemm_efficiency(L.s_local, s_keys, d, L.gemm_eff_max);
         const double scores = L.b * L.heads_l * L.s_local * s_keys;
-        // Scale + mask + softmax (+ dropout) read and write the score tensor.
-        lt.attn = core_flops / (L.peak * eff) + (L.dropout ? 6.0 : 4.0) * L.e * scores / L.hbm;
-        lt.attn_bwd = 2.0 * lt.attn;
+        const double core_gemm = core_flops / (L.peak * eff);
+        // recomp: the score tensor's memory-bound passes as Megatron-LM runs them (Korthikanti
+        // et al. 2022 Table 4: the selective recompute, i.e. this forward, takes 1.3 ms of the
+        // 22B layer). Forward: the fused scale-mask-softmax kernel reads the scores and writes
+        // the probabilities (2e); dropout reads them, writes its output and a 1-byte mask
+        // (2e + 1). Backward: dropout's backward reads the gradient and the mask and writes
+        // (2e + 1); the fused softmax backward reads the gradient and the probabilities and
+        // writes (3e). The two batched GEMMs become four in the backward.
+        const double drop = L.dropout ? 2.0 * L.e + 1.0 : 0.0;
+        lt.attn = core_gemm + (2.0 * L.e + drop) * scores / L.hbm;
+        lt.attn_bwd = 2.0 * core_gemm + (3.0 * L.e + drop) * scores / L.hbm;
     }
-    // Element-wise: two norms, two residual adds, bias/activation, dropout — about 16 reads or
-    // writes of a hidden-sized tensor and 3 of the MLP-sized one (4 for SwiGLU).
+    // Element-wise: about 16 reads or writes of a hidden-sized tensor and 3 of the MLP-sized
+    // one (4 for SwiGLU). recomp: of the 16, those outside the tensor-parallel region run on
+    // the whole T·h on every TP rank without sequence parallelism (Megatron's
+    // ParallelTransformerLayer: every rank holds the all-reduced output) and on T·h/t with
+    // it: two norms (read + write: 4) and two bias-dropout-adds (read the branch and the
+    // residual, write: 6; plus a 1-byte dropout mask each where dropout is on). The rest —
+    // the QKV bias or RoPE and the attention layout copies — works on the rank's own heads
+    // (T·a_l·d), split t ways with or without sequence parallelism.
     const double r = L.sp ? 1.0 / L.t : 1.0;
-    lt.elem = L.elementwise_factor * L.e * T * (16.0 * h * r + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
+    // 16 − 11: a GPT layer in 16-bit (dropout on) keeps the total of 16 at tp = 1.
+    const double outside = 10.0 + (L.dropout ? 2.0 / L.e : 0.0), inside = 5.0;
+    lt.elem = L.elementwise_factor * L.e * T *
+              (outside * h * r + inside * hd + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
     return lt;
 }
 

@@ -198,6 +198,11 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // tt405: PyTorch's micro-pipelined TP (torchtitan enable_async_tensor_parallel), sequence
     // parallel only (validate_job); overlap.cpp hide_tp_comm.
     L.async_tp = job.parallel.async_tp && L.sp && L.t > 1;
+    // recomp: Megatron-LM (Sep 2021 on; Megatron-Core and Transformer Engine's linears always)
+    // runs a column-parallel linear's backward collectives asynchronously beside its GEMMs
+    // (overlap.cpp hide_tp_dgrad). ZB-H1 / DualPipe defer the weight gradient: nothing to hide behind.
+    L.tp_dgrad_async = job.parallel.async_tensor_model_parallel_allreduce && job.training.framework == Framework::megatron &&
+                       L.t > 1 && L.schedule != PipelineSchedule::zb_h1 && L.schedule != PipelineSchedule::dualpipe;
     return L;
 }
 
@@ -209,6 +214,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     block_compute(L, lt, layers, first, last, c);
     block_comm(L, lt, layers, first, last, c);
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
+    hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
     return c;
 }
 

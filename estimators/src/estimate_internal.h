@@ -104,6 +104,10 @@ struct LayoutDerived {
     bool p2p_scatter_gather;             // each TP rank sends 1/t of the activation, the receiver all-gathers
     // ---- tt405: PyTorch's micro-pipelined (async) TP (overlap.cpp hide_tp_comm) ----
     bool async_tp;                       // parallel.async_tp with sequence parallelism, tp > 1
+    // ---- recomp: Megatron's asynchronous TP collectives in a column-parallel linear's backward
+    // (overlap.cpp hide_tp_dgrad): parallel.async_tensor_model_parallel_allreduce, framework
+    // megatron, tp > 1, weight gradients computed in the backward (not ZB-H1 / DualPipe's W) ----
+    bool tp_dgrad_async;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -130,6 +134,10 @@ struct LayerTime {
     double gemm = 0, attn = 0, elem = 0;  // forward
     double attn_bwd = 0;                   // attention core backward
     double fp8_cast = 0, fp8_cast_bwd = 0; // fp8: quantizing the linear layers' operands (forward, backward)
+    // recomp: the forward GEMMs of the column-parallel linears (QKV; the dense MLP's FC1, 0
+    // with MoE), part of `gemm`: their backward's data- and weight-gradient GEMMs take as long
+    // and hide the asynchronous TP collectives (overlap.cpp hide_tp_dgrad).
+    double gemm_qkv = 0, gemm_fc1 = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
@@ -215,5 +223,9 @@ double dtensor_gathered_bytes(const LayoutDerived& L);
 // GEMMs do not hide (Transformer Engine userbuffers); parallel.async_tp: to what PyTorch's
 // micro-pipelined TP leaves exposed (tt405).
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
+// recomp: L.tp_dgrad_async (without tp_comm_overlap): in the backward of QKV and FC1 Megatron
+// runs the input gradient's all-reduce (SP: reduce-scatter) beside the weight-gradient GEMM
+// and, with SP, the input's re-all-gather beside the data-gradient GEMM; shrinks c.bwd.tp.
+void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -287,6 +287,13 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
                             "pipeline activation per rank only from Feb 2021 to Mar 2023 (on by default there); "
                             "current Megatron-LM sends the whole tensor without --sequence-parallel, so expect the "
                             "estimate's pipeline send / recv to be low; --sequence-parallel shards it instead");
+    // recomp: --no-async-tensor-model-parallel-allreduce turned the overlap off from Sep 2021
+    // until Apr 2024; Megatron-LM has ignored it since and removed it in Jan 2026.
+    if (!p.async_tensor_model_parallel_allreduce && p.tp > 1)
+        out.notes.push_back("parallel.async_tensor_model_parallel_allreduce = false: Megatron-LM before Sep 2021 (or "
+                            "--no-async-tensor-model-parallel-allreduce until Apr 2024) left the backward TP "
+                            "all-reduce exposed; current Megatron-LM always runs it beside the weight-gradient GEMM, "
+                            "so expect the estimate's TP time to be high");
     if (p.distributed_optimizer || p.zero == 1) arg("--use-distributed-optimizer");
     if (p.offload_optimizer == OffloadDevice::cpu) {
         // offload: Megatron-Core's HybridDeviceOptimizer (arguments.py: it needs the

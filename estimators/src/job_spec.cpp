@@ -586,6 +586,13 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("parallel.scatter_gather_tensors_in_pipeline",
             std::string("true with framework \"") + to_string(t.framework) +
                 "\"; allowed: true only with framework \"megatron\" (Megatron-LM's --scatter-gather-tensors-in-pipeline)");
+    // recomp: turning off the asynchronous dgrad all-reduce is Megatron-LM's flag; the other
+    // frameworks' TP backward is modelled without that overlap whatever the key says.
+    if (!p.async_tensor_model_parallel_allreduce && t.framework != Framework::megatron)
+        add("parallel.async_tensor_model_parallel_allreduce",
+            std::string("false with framework \"") + to_string(t.framework) +
+                "\"; allowed: false only with framework \"megatron\" (Megatron-LM's "
+                "--no-async-tensor-model-parallel-allreduce)");
 
     // Precision support on the chosen GPU.
     if (t.precision != Precision::fp32 && c.gpu.peak_tflops(t.precision) <= 0)

@@ -551,6 +551,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
+    r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     r.finish();
 }
 
@@ -1011,6 +1012,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.account_for_loss_in_pipeline_split) w.boolean("account_for_loss_in_pipeline_split", true);
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
     if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
+    if (!p.async_tensor_model_parallel_allreduce) w.boolean("async_tensor_model_parallel_allreduce", false);  // recomp
     }
 
     const TrainingSpec& t = job.training;

@@ -13,6 +13,9 @@
 //    leaves exposed (tt405, hide_tp_comm_async below);
 //  - torch.distributed.pipelining with FSDP2 (torchtitan's PP): the gradient reduce-scatters
 //    start after the stage's last backward, all exposed (tt405, stage_tail);
+//  - Megatron's asynchronous TP collectives in a column-parallel linear's backward (recomp:
+//    parallel.async_tensor_model_parallel_allreduce; the input gradient's all-reduce or
+//    reduce-scatter beside the weight-gradient GEMM, hide_tp_dgrad);
 //  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
 //    parallel.fsdp_prefetch layers ahead;
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
@@ -151,6 +154,33 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
     const double bwd_gemm = 2.0 * lt.gemm + (L.rc == Recompute::full ? lt.gemm : 0.0);
     c.fwd.tp -= layers * (one.fwd.tp - exposed(one.fwd.tp, lt.gemm));
     c.bwd.tp -= layers * (one.bwd.tp - exposed(one.bwd.tp, bwd_gemm));
+}
+
+// recomp: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
+// (megatron/core/tensor_parallel/layers.py; megatron/mpu/layers.py from Sep 2021, when
+// --no-async-tensor-model-parallel-allreduce could turn it off — until Apr 2024, ignored
+// since), relying on CUDA_DEVICE_MAX_CONNECTIONS=1 for the order, and Transformer Engine's
+// Linear / LayerNormLinear backward ("overlap dgrad-RS/AR with wgrad", transformer_engine/
+// pytorch/module/linear.py): without SP the input gradient's all-reduce is issued before the
+// weight-gradient GEMM and waited for after it; with SP the saved input shard is
+// re-all-gathered beside the data-gradient GEMM and the input gradient reduce-scattered
+// beside the weight-gradient GEMM. Korthikanti et al. 2022 §6.2 name this overlap as why a
+// full recompute costs 39% of the 22B layer, not 33%: the recomputed forward's all-reduces
+// have nothing to hide behind. Only the column-parallel linears (QKV, the dense MLP's FC1)
+// have it; the row-parallel linears' backward all-gather under SP stays exposed, and MoE
+// expert layers' TP communication is the token dispatcher's.
+void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
+    if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
+    const double msg = L.e * L.tokens * L.h;
+    // Without SP: the all-reduce block_comm counted exposed. With SP: the reduce-scatter it
+    // counted exposed (the same time as an all-gather) and the re-gather it did not count.
+    const double one = nccl_time(L.sp ? Collective::all_gather : Collective::all_reduce, msg, L.net_tp);
+    double delta = 0;  // change of one layer's backward TP time
+    for (const double window : {lt.gemm_qkv, lt.gemm_fc1}) {
+        if (window <= 0) continue;
+        delta += (L.sp ? 2.0 : 1.0) * overlapped_cost(one, window) - one;
+    }
+    c.bwd.tp = std::max(0.0, c.bwd.tp + layers * delta);
 }
 
 namespace {

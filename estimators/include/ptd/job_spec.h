@@ -244,6 +244,12 @@ struct ParallelSpec {
     // Megatron-Core dropped it in March 2023 (the flag was ignored, then removed), so it is off
     // by default here: true describes Megatron-LM of 2021 – early 2023. framework megatron only.
     bool scatter_gather_tensors_in_pipeline = false;
+    // recomp: Megatron-LM's asynchronous TP collectives in a column-parallel linear's backward
+    // (the input gradient's all-reduce — with SP reduce-scatter — beside the weight-gradient
+    // GEMM). On from Sep 2021 (--no-async-tensor-model-parallel-allreduce turned it off until
+    // Apr 2024, then was ignored; Megatron-Core and Transformer Engine always do it); false describes Megatron-LM
+    // before Sep 2021 (Narayanan et al. 2021). framework megatron only.
+    bool async_tensor_model_parallel_allreduce = true;
 
     bool operator==(const ParallelSpec&) const = default;
 };
