@@ -304,3 +304,29 @@ TEST(EngineBackendFlag, AutoOnAGpuJobWithoutADeviceWarnsAndCudaFails) {
     EXPECT_EQ(c.rc, 2) << c.out;
     EXPECT_NE(c.out.find("error: --backend: got \"cuda\", but "), std::string::npos) << c.out;
 }
+
+// libcublasLt costs every process that maps it ~0.5 s of CPU at start; the CPU backend never
+// calls it, so it is loaded at the first cuBLASLt call (engine/cuda/cublaslt_lazy.cpp), not
+// at start. This binary links the whole engine, as ptd-engine does: nothing is mapped
+// before that call, and the call then loads the library and reaches it.
+#if defined(PTD_HAVE_CUDA)
+#include <cublasLt.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace {
+bool cublaslt_mapped() {
+    std::ifstream maps("/proc/self/maps");
+    std::stringstream ss;
+    ss << maps.rdbuf();
+    return ss.str().find("libcublasLt") != std::string::npos;
+}
+}  // namespace
+
+TEST(CudaLibraries, CublasLtIsLoadedAtItsFirstCallNotAtStart) {
+    EXPECT_FALSE(cublaslt_mapped()) << "libcublasLt was mapped at process start";
+    EXPECT_STREQ(cublasLtGetStatusName(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
+    EXPECT_TRUE(cublaslt_mapped()) << "the first cuBLASLt call did not load libcublasLt";
+}
+#endif
