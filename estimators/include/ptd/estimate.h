@@ -225,12 +225,13 @@ struct TimeModelConstants {
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
     // Refitted 2026-11-24 (after the DeepSpeed-pipeline, torchtitan-part, p2p scatter/gather and
-    // bf16-gradient causes) by `bench_accuracy --fit` (docs/accuracy.md): ampere on 10 A100 runs,
+    // bf16-gradient causes; again after Megatron's asynchronous dgrad collectives, the
+    // element-wise work inside/outside the TP region, async TP and float8 TP gathers) by `bench_accuracy --fit` (docs/accuracy.md): ampere on 10 A100 runs,
     // hopper on 11 H100/H200 runs, blackwell on 2 B200 runs; flash_eff only where ≥ 5 of them
     // use flash attention (else the default). Order: other, volta, ampere, ada, hopper,
     // blackwell, cdna3, cpu.
     KernelEfficiency by_generation[kGpuGenerationCount] = {
-        {}, {}, {0.82, 0.0}, {}, {0.72, 0.45}, {0.57, 0.0}, {}, {}};
+        {}, {}, {0.78, 0.0}, {}, {0.68, 0.50}, {0.56, 0.0}, {}, {}};
     // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
     // stacks, DeepSpeed) run FlashAttention-2 kernels, which on Hopper and later reach a
     // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where
