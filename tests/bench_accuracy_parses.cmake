@@ -37,7 +37,7 @@ set(want_bad_fp8 ":11: run key \"fp8\" is \"e4m3\"; allowed: none, delayed, curr
 set(case_bad_framework "${base}framework = \"megatron-lm\"\n")
 set(want_bad_framework ":11: run key \"framework\" is \"megatron-lm\"")
 set(case_fsdp_zero "${base}fsdp = true\nzero = 1\n")
-set(want_fsdp_zero ":12: run \"x-1\": fsdp = true means zero = 3, not 1")
+set(want_fsdp_zero ":12: run key \"zero\" is 1 with fsdp = true; allowed: 3, or leave it out")
 set(case_memory_kind "${base}memory_gib_measured = 40.0\n")
 set(want_memory_kind "memory_gib_measured and memory_kind go together")
 # oom4: the optimizer-state dtype keys take their own words

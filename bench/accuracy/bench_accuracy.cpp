@@ -173,7 +173,11 @@ struct Summary {
 std::vector<Summary> summarise(const std::vector<Run>& runs, const std::string& by) {
     std::map<std::pair<std::string, std::string>, std::vector<const Run*>> groups;
     for (const Run& r : runs) {
-        const std::string& key = by == "generation" ? r.generation : by == "framework" ? r.framework : r.source_tag;
+        static const std::string all = "all";  // by == "all": one group per use, every run
+        const std::string& key = by == "all"          ? all
+                                 : by == "generation" ? r.generation
+                                 : by == "framework"  ? r.framework
+                                                      : r.source_tag;
         groups[{key, r.use}].push_back(&r);
     }
     std::vector<Summary> out;
@@ -283,7 +287,7 @@ void print_json(const std::vector<Run>& runs) {
     }
     std::printf("],\n \"summary\": [");
     first = true;
-    for (const char* by : {"generation", "source", "framework"})
+    for (const char* by : {"all", "generation", "source", "framework"})
         for (const Summary& s : summarise(runs, by)) {
             std::printf("%s\n  {\"by\": %s, \"group\": %s, \"use\": %s, \"runs\": %d, \"skipped\": %d", first ? "" : ",",
                         json_string(s.by).c_str(), json_string(s.group).c_str(), json_string(s.use).c_str(), s.runs,
@@ -364,6 +368,7 @@ int main(int argc, char** argv) {
                 "layout: tp·pp·dp, c = context parallel, v = virtual stages, z3 = FSDP / ZeRO-3.\n\n");
     report(runs, "calibrate");
     report(runs, "check");
+    print_summary(runs, "all");
     print_summary(runs, "generation");
     print_summary(runs, "source");
     print_summary(runs, "framework");
