@@ -14,6 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include "job_test_util.h"
+#include "planner_test_jobs.h"
+
 #include "ptd/estimate.h"
 #include "ptd/planner.h"
 #include "ptd/presets.h"
@@ -85,50 +88,9 @@ TEST(OneFOneBFastPath, SlowTakeoverOfTheSlowestStage) {
     for (int m : {64, 100, 127, 128, 200, 256, 512, 1024}) expect_same_ends(PipelineDurations{p, 1, m, f, b, PipelineSchedule::automatic, {}}, "m " + std::to_string(m));
 }
 
-const char* kLlama70b = R"(
-[model]
-preset = "llama3-70b"
-
-[cluster]
-nodes = 64
-gpus_per_node = 8
-gpu = "h100-sxm"
-
-[parallel]
-tp = 8
-pp = 4
-
-[training]
-micro_batch = 1
-global_batch = 1024
-)";
-
-const char* kMixtral = R"(
-[model]
-preset = "mixtral-8x7b"
-
-[cluster]
-nodes = 16
-gpus_per_node = 8
-gpu = "h100-sxm"
-
-[parallel]
-tp = 2
-pp = 4
-ep = 8
-
-[training]
-micro_batch = 1
-global_batch = 512
-)";
-
-JobSpec load(const char* text) {
-    auto presets = load_presets();
-    EXPECT_TRUE(presets.has_value());
-    auto job = load_job_text(text, "<test>", *presets);
-    EXPECT_TRUE(job.has_value()) << (job ? "" : job.error().str());
-    return *job;
-}
+JobSpec load(const char* text) { return ptd_test::job_from_text(text); }
+const char* const kLlama70b = ptd_test::kLlama70bPlannerJob;
+const char* const kMixtral = ptd_test::kMixtralPlannerJob;
 
 // The durations evaluate_layout gives the schedule, rebuilt from its detail (estimate.cpp:
 // fwd / bwd per chunk, ZB-H1's W blocks out of the backward).
