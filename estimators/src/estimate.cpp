@@ -191,9 +191,8 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // l405: the interleaved group size N as the job gives it (validate_job: pp ≤ N ≤ m), p when
     // not given (Megatron's default); a layout the planner tries with another pp or fewer
     // micro-batches keeps Megatron's range [p, max(p, m)].
-    L.mb_group = job.parallel.microbatch_group_size > 0
-                     ? std::clamp(job.parallel.microbatch_group_size, L.p, std::max(L.p, L.mbs))
-                     : L.p;
+    const long long mb_group = microbatch_group_in_range(job.parallel.microbatch_group_size, L.p, L.mbs);
+    L.mb_group = mb_group > 0 ? (int)mb_group : L.p;
     L.chunk_layers = nullptr;  // set by evaluate_layout where the chunks of a stage differ
     // tt405: PyTorch's micro-pipelined TP (torchtitan enable_async_tensor_parallel), sequence
     // parallel only (validate_job); overlap.cpp hide_tp_comm.

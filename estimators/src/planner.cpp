@@ -136,8 +136,7 @@ struct Space {
 // (apply_plan_entry) with: the job's N in Megatron's range [pp, max(pp, m)], 0 (= pp) when
 // the job leaves it out or the layout does not interleave.
 int plan_mb_group(int job_group, int pp, int vpp, long long microbatches) {
-    if (job_group <= 0 || vpp < 2) return 0;
-    return (int)std::clamp<long long>(job_group, pp, std::max<long long>(pp, microbatches));
+    return vpp < 2 ? 0 : (int)microbatch_group_in_range(job_group, pp, microbatches);
 }
 
 // The layers_per_stage the search passes for (pp, vpp): empty for an even split.

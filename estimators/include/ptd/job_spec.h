@@ -4,6 +4,7 @@
 // docs/job-spec.md lists every key with its default and Megatron-LM/DeepSpeed equivalent.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -409,6 +410,14 @@ inline bool megatron_runs_interleaved(int pp, int vpp, long long microbatches, l
     if (n < pp || n > microbatches) return false;
     const long long last = microbatches % n;
     return last == 0 || last >= pp;
+}
+// The job's interleaved group size N (parallel.microbatch_group_size) kept in Megatron-LM's
+// range [pp, max(pp, m)] for a layout with `pp` stages and `microbatches` per step — what a
+// layout the planner tries with another pp or fewer micro-batches is scored (estimate.cpp
+// derive) and written (apply_plan_entry) with; 0 (= pp) when the job leaves N out.
+inline long long microbatch_group_in_range(long long job_group, int pp, long long microbatches) {
+    if (job_group <= 0) return 0;
+    return std::clamp<long long>(job_group, pp, std::max<long long>(pp, microbatches));
 }
 // The refusal for a job (framework-independent: what `ptd export --format megatron` refuses
 // and, for training.framework = "megatron", what `ptd validate` / `ptd estimate` warn about):
