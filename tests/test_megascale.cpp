@@ -31,8 +31,9 @@ bool is_family_row(const ::Run& r) {
     return starts_with(r.name, "megascale24-") || starts_with(r.name, "nemotron4r-");
 }
 
-// Table 2, Table 3 and Figure 9 rows. MegaScale builds on Megatron-LM commit 285068c8 (Jan 2023), which has no --overlap-grad-reduce,
-// no TP comm overlap and no separate PP send/recv overlap: Table 3 adds each as MegaScale's own.
+// The Table 2, Table 3 and Figure 9 rows. MegaScale builds on Megatron-LM commit 285068c8 (Jan
+// 2023), which has no --overlap-grad-reduce, no TP comm overlap and no separate PP send/recv
+// overlap: Table 3 adds each as MegaScale's own.
 // Unset, the bench would give the baseline NeMo's overlaps (apply_run_to_job), so the rows must
 // say false and the loader must hand that to the job.
 TEST(MegascaleRows, BaselineRunsWithoutMegaScalesOverlaps) {
