@@ -105,6 +105,12 @@ namespace {
 // Under full recompute the recomputed forward is fused like the forward. MoE expert matmuls
 // are grouped GEMMs after the token dispatch, not consumers the pass matches: the MLP's
 // collectives stay NCCL ones.
+// ttasync: the pass fuses an all-gather only with the matmuls (aten.mm / aten._scaled_mm,
+// optionally behind a reshape) that read the gathered tensor itself (micro_pipeline_tp.py
+// _find_consumer_matmuls). Under torchao rowwise float8 the gathered tensor is bf16 and its
+// consumers are the quantization ops (L.fp8_cast_after_tp_gather), so no gather is fused —
+// forward or backward — and only the matmul → reduce-scatter fusions remain (torchtitan
+// issue 866: rowwise with async TP ran at about vanilla TP's speed).
 void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const double lin = L.fp8 != Fp8Recipe::none ? L.peak_fp8 : L.peak;
@@ -120,6 +126,7 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
     // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
     auto gather_mm = [&](double c, double bytes, double gemm) {
+        if (L.fp8_cast_after_tp_gather) return c;  // ttasync: an NCCL all-gather, exposed
         return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm);
     };
     auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
