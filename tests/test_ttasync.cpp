@@ -3,7 +3,8 @@
 //  - torchtitan's op-level selective checkpointing recomputes, in the backward, the matmuls
 //    its policy drops that the backward reads (K, the SwiGLU up projection; eagerly also the
 //    output projection) and the element-wise forward, not the attention core (compute.cpp
-//    op_sac_recompute);
+//    op_sac_recompute), and gathers the TP inputs again (collectives.cpp block_comm);
+//  - torchtitan's Llama runs wq, wk, wv and w1, w3 as separate GEMMs (compute.cpp titan_qkv_gemm);
 //  - torchao rowwise float8 under torchtitan's TP gathers in bf16 and quantizes the gathered,
 //    full-sequence tensors (compute.cpp, LayoutDerived::fp8_cast_after_tp_gather);
 //  - so async TP cannot fuse those gathers with a matmul: only the matmul → reduce-scatter
@@ -97,6 +98,53 @@ TEST(OpSac, TheJobsRecomputeStyleSelectsIt) {
         return estimate_job(j).time.compute;
     };
     EXPECT_NE(compute("torchtitan-op"), compute("megatron"));
+}
+
+// The backward gathers the attention and MLP inputs again (the policy saves the reduce-
+// scatters' outputs, not the gathers'): two more all-gathers per layer in the backward, in the
+// forward's width; Megatron's selective recompute keeps its backward collectives as they were.
+TEST(OpSac, TheBackwardGathersTheInputsAgain) {
+    auto L = llama_layer(8, true);
+    const JobSpec j = load_asset("llama3-70b-h100.toml");
+    est::assign_group_links(j.cluster, j.parallel.order.c_str(), L);
+    L.dtensor_sp = true;
+    L.rc = Recompute::selective;
+    L.rc_style = RecomputeStyle::megatron;
+    ChunkTime meg, op;
+    est::block_comm(L, est::layer_forward_time(L), 4.0, false, false, meg);
+    L.rc_style = RecomputeStyle::torchtitan_op;
+    est::block_comm(L, est::layer_forward_time(L), 4.0, false, false, op);
+    const double gather = est::nccl_time(est::Collective::all_gather, 2.0 * L.tokens * L.h, L.net_tp);
+    EXPECT_NEAR(op.bwd.tp - meg.bwd.tp, 4.0 * 2.0 * gather, 1e-12);
+    EXPECT_DOUBLE_EQ(op.fwd.tp, meg.fwd.tp);
+    // Under async TP the recomputed K and w3 read them first: each is fused with that matmul,
+    // so less of them shows than the NCCL gathers, but not nothing.
+    L.async_tp = true;
+    ChunkTime async_op = op;
+    est::hide_tp_comm(L, est::layer_forward_time(L), 4.0, async_op);
+    L.rc_style = RecomputeStyle::megatron;
+    ChunkTime async_meg = meg;
+    est::hide_tp_comm(L, est::layer_forward_time(L), 4.0, async_meg);
+    const double more = async_op.bwd.tp - async_meg.bwd.tp;
+    EXPECT_GT(more, 0.0);
+    EXPECT_LT(more, 4.0 * 2.0 * gather);
+}
+
+// ---- torchtitan's separate linears ----
+
+// torchtitan's Llama has wq, wk, wv and w1, w3 as separate nn.Linear layers: the K and V
+// projections are GEMMs of their own narrow output (kv_heads·d/t = 128 at tp 8), slower on the
+// efficiency curve than as part of one fused QKV GEMM; Megatron fuses them.
+TEST(TitanModel, SeparateProjectionGemms) {
+    auto L = llama_layer(8, true);
+    const double fused = est::layer_forward_time(L).gemm_qkv;
+    L.titan_model = true;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    const double T = L.tokens;
+    EXPECT_DOUBLE_EQ(lt.gemm_qkv, gemm(L, L.peak, T, 512, 4096) + 2.0 * gemm(L, L.peak, T, 128, 4096));
+    EXPECT_GT(lt.gemm_qkv, fused);
+    EXPECT_DOUBLE_EQ(lt.gemm_fc1, 2.0 * gemm(L, L.peak, T, 1792, 4096));
+    EXPECT_DOUBLE_EQ(est::titan_qkv_gemm(L, L.peak), lt.gemm_qkv);
 }
 
 // ---- torchao rowwise float8 under torchtitan's TP ----

@@ -139,6 +139,21 @@ double gemm_time(double peak, double m, double n, double k, double eff_max) {
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
 }
 
+// ttasync: the attention's input projections and a dense MLP's input projection(s) as the
+// model runs them: torchtitan's Llama (models/llama3/model.py Attention, FeedForward) has
+// separate wq, wk, wv and w1, w3 linears, so K and V are GEMMs of their own kv_heads·d/t wide
+// output; Megatron-LM (and the default) fuses them into linear_qkv and linear_fc1.
+double titan_qkv_gemm(const LayoutDerived& L, double peak) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    if (!L.titan_model) return gemm_time(peak, T, hd + 2 * kvd, h, L.gemm_eff_max);
+    return gemm_time(peak, T, hd, h, L.gemm_eff_max) + 2.0 * gemm_time(peak, T, kvd, h, L.gemm_eff_max);
+}
+double titan_up_gemm(const LayoutDerived& L, double peak) {
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    if (!L.titan_model || !L.swiglu) return gemm_time(peak, L.tokens, mats_in * L.f_l, L.h, L.gemm_eff_max);
+    return 2.0 * gemm_time(peak, L.tokens, L.f_l, L.h, L.gemm_eff_max);
+}
+
 // ttasync: the backward's recompute under torchtitan's op-level selective checkpointing
 // (parallelize_llama.py `_save_list` / `_custom_policy`, selective_ac_option = "op", at
 // torchtitan 820504e and since). The policy saves the outputs of every second aten.mm (the
@@ -192,7 +207,10 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // attention core and output layer stay at `peak` (bf16).
     const bool fp8 = L.fp8 != Fp8Recipe::none;
     const double lin = fp8 ? L.peak_fp8 : L.peak;
-    lt.gemm_qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
+    // ttasync: torchtitan's Llama (models/llama3/model.py) keeps wq, wk, wv and the SwiGLU's
+    // w1, w3 as separate nn.Linear layers: five GEMMs where Megatron's fused linear_qkv and
+    // linear_fc1 run two, each on its own (narrower) output width (titan_gemms).
+    lt.gemm_qkv = titan_qkv_gemm(L, lin);
     lt.gemm += lt.gemm_qkv;
     lt.gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);            // output projection
     const double mats_in = L.swiglu ? 2.0 : 1.0;
@@ -203,7 +221,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
                                 gemm_time(lin, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
         lt.gemm += gemm_time(L.peak, T, L.m->experts, h, L.gemm_eff_max);  // router
     } else {
-        lt.gemm_fc1 = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+        lt.gemm_fc1 = titan_up_gemm(L, lin);
         lt.gemm += lt.gemm_fc1;
         lt.gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
     }

@@ -151,6 +151,11 @@ struct LayerTime {
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
 LayerTime layer_forward_time(const LayoutDerived& L);
+// ttasync: one micro-batch's forward GEMM time of the attention input projections (Q, K, V)
+// and of a dense MLP's input projection(s), at `peak`: separate GEMMs for torchtitan's Llama
+// (L.titan_model), fused ones otherwise.
+double titan_qkv_gemm(const LayoutDerived& L, double peak);
+double titan_up_gemm(const LayoutDerived& L, double peak);
 // dsthru: HBM bytes per parameter that DeepSpeed's pipeline engine moves after each
 // micro-batch's backward to accumulate gradients (precision: the model's 16-bit type).
 double ds_grad_accum_bytes(Precision precision, int mbs);
