@@ -4,6 +4,7 @@
 // collectives Inductor's micro_pipeline_tp pass fuses with a matmul and leaves the others
 // exposed (overlap.cpp hide_tp_comm_async). Before it, a torchtitan async-TP run was either
 // plain TP or Transformer Engine's userbuffers (tp_comm_overlap), which hides nearly all.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -99,12 +100,19 @@ TEST(AsyncTp, HidesTheFusedCollectivesOnly) {
 
 // The model is selected by the key, not by the framework's name: a Megatron job with the key
 // set (which validation allows outside torchtitan only with compile) gets the same hiding.
+// ttasync: behind matmuls of the model's own shapes — torchtitan's Llama runs wq, wk, wv and
+// w1, w3 as separate GEMMs (compute.cpp titan_qkv_gemm), slower than fused ones, so its
+// windows are a little longer and it hides a little more.
 TEST(AsyncTp, SelectedByTheKey) {
     const double titan = tp_time(titan_2d({"parallel.async_tp=true"}));
     std::vector<std::string> sets = titan_2d({"parallel.async_tp=true"});
     for (auto& s : sets)
         if (s == "training.framework=torchtitan") s = "training.framework=pytorch-fsdp";
-    EXPECT_DOUBLE_EQ(tp_time(sets), titan);
+    std::vector<std::string> plain = sets;
+    plain.erase(std::find(plain.begin(), plain.end(), "parallel.async_tp=true"));
+    EXPECT_LT(tp_time(sets), 0.8 * tp_time(plain));
+    EXPECT_GE(tp_time(sets), titan);
+    EXPECT_NEAR(tp_time(sets), titan, 0.05 * titan);
 }
 
 // torch.distributed.pipelining with FSDP2 (torchtitan's PP): the stage runs every FSDP unit's

@@ -283,6 +283,12 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
             F.tp -= layers * 2.0 * saved;
             if (L.rc == Recompute::full) B.tp -= layers * 2.0 * saved;
         }
+        // ttasync: torchtitan's op-level selective checkpointing saves the TP reduce-scatters'
+        // outputs but not the all-gathers' (parallelize_llama.py _save_list: reduce_scatter_tensor
+        // only), so the backward gathers the attention and MLP inputs again — for the recomputed
+        // K and w3 and for the weight gradients — in the forward's width.
+        if (L.sp && L.dtensor_sp && L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op)
+            B.tp += layers * 2.0 * nccl_time(Collective::all_gather, dtensor_gathered_bytes(L) * T * L.h, L.net_tp);
         if (first) F.tp += one;  // vocab-parallel embedding
         if (last) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }

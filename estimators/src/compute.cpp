@@ -139,6 +139,66 @@ double gemm_time(double peak, double m, double n, double k, double eff_max) {
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
 }
 
+// ttasync: the attention's input projections and a dense MLP's input projection(s) as the
+// model runs them: torchtitan's Llama (models/llama3/model.py Attention, FeedForward) has
+// separate wq, wk, wv and w1, w3 linears, so K and V are GEMMs of their own kv_heads·d/t wide
+// output; Megatron-LM (and the default) fuses them into linear_qkv and linear_fc1.
+double titan_qkv_gemm(const LayoutDerived& L, double peak) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    if (!L.titan_model) return gemm_time(peak, T, hd + 2 * kvd, h, L.gemm_eff_max);
+    return gemm_time(peak, T, hd, h, L.gemm_eff_max) + 2.0 * gemm_time(peak, T, kvd, h, L.gemm_eff_max);
+}
+double titan_up_gemm(const LayoutDerived& L, double peak) {
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    if (!L.titan_model || !L.swiglu) return gemm_time(peak, L.tokens, mats_in * L.f_l, L.h, L.gemm_eff_max);
+    return 2.0 * gemm_time(peak, L.tokens, L.f_l, L.h, L.gemm_eff_max);
+}
+
+// ttasync: the backward's recompute under torchtitan's op-level selective checkpointing
+// (parallelize_llama.py `_save_list` / `_custom_policy`, selective_ac_option = "op", at
+// torchtitan 820504e and since). The policy saves the outputs of every second aten.mm (the
+// 1st, 3rd, ...: Q, V, w1 and w2 for SwiGLU; Q, V, fc1 for GELU, in forward order), of SDPA
+// and of the TP reduce-scatters; every other op is PREFER_RECOMPUTE. What the backward
+// needs again is therefore recomputed: K (SDPA's backward reads it) and, for SwiGLU, the
+// up projection w3 (SiLU(w1 x)·w3 x's backward reads it), the norms, RoPE and activation
+// (the element-wise forward), and the quantization of the recomputed matmuls' operands.
+// The attention core is saved, so it is not run again (Megatron's selective recomputes
+// exactly that). Run eagerly, torch.utils.checkpoint replays the block's forward up to the
+// last tensor the backward needs, so the output projection (the 4th mm) runs again too, and
+// for GELU fc2 (the 6th); compiled (a per-block torch.compile), AOTAutograd's partitioner
+// recomputes only what the backward graph reads, and those two outputs only feed the
+// reduce-scatter (saved) and the residual add. MoE: the routed up projection of each expert.
+double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const bool fp8 = L.fp8 != Fp8Recipe::none;
+    const double lin = fp8 ? L.peak_fp8 : L.peak;
+    double gemm = gemm_time(lin, T, kvd, h, L.gemm_eff_max);  // K
+    double weights = kvd * h;
+    if (L.swiglu) {
+        if (L.moe) {
+            const double experts_l = (double)L.m->experts / L.ep, per_expert_tokens = T * L.m->top_k * L.ep / L.m->experts;
+            gemm += experts_l * gemm_time(lin, per_expert_tokens, L.f_l, h, L.gemm_eff_max);
+            weights += experts_l * L.f_l * h;
+        } else {
+            gemm += gemm_time(lin, T, L.f_l, h, L.gemm_eff_max);  // w3
+            weights += L.f_l * h;
+        }
+    }
+    if (L.titan_eager) {
+        gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);  // O
+        weights += h * hd;
+        if (!L.swiglu && !L.moe) gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max), weights += h * L.f_l;  // fc2
+    }
+    double cast = 0;
+    if (fp8) {
+        // The recomputed matmuls' inputs (the attention and MLP inputs, on the shard where
+        // float8 TP casts before the gather) and their weights, quantized for the forward again.
+        const double r = L.sp && !L.fp8_cast_after_tp_gather ? 1.0 / L.t : 1.0;
+        cast = (L.fp8_cast.in_fwd * 2.0 * T * h * r + L.fp8_cast.weight_fwd * weights) / L.hbm;
+    }
+    return gemm + lt.elem + cast;
+}
+
 // shape-dependent efficiency, attention core, and memory-bound element-wise work.
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
@@ -147,7 +207,10 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // attention core and output layer stay at `peak` (bf16).
     const bool fp8 = L.fp8 != Fp8Recipe::none;
     const double lin = fp8 ? L.peak_fp8 : L.peak;
-    lt.gemm_qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);  // QKV
+    // ttasync: torchtitan's Llama (models/llama3/model.py) keeps wq, wk, wv and the SwiGLU's
+    // w1, w3 as separate nn.Linear layers: five GEMMs where Megatron's fused linear_qkv and
+    // linear_fc1 run two, each on its own (narrower) output width (titan_gemms).
+    lt.gemm_qkv = titan_qkv_gemm(L, lin);
     lt.gemm += lt.gemm_qkv;
     lt.gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);            // output projection
     const double mats_in = L.swiglu ? 2.0 : 1.0;
@@ -158,7 +221,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
                                 gemm_time(lin, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
         lt.gemm += gemm_time(L.peak, T, L.m->experts, h, L.gemm_eff_max);  // router
     } else {
-        lt.gemm_fc1 = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+        lt.gemm_fc1 = titan_up_gemm(L, lin);
         lt.gemm += lt.gemm_fc1;
         lt.gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
     }
@@ -167,7 +230,9 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         // and FC1 (norm outputs) and the output gradients of proj and FC2 are cast on the
         // rank's sequence shard under sequence parallelism (TE casts before the all-gather);
         // the others are local to the TP rank. MoE experts see k·T routed tokens.
-        const double r = L.sp ? 1.0 / L.t : 1.0, k = L.moe ? L.m->top_k : 1.0;
+        // ttasync: torchao rowwise under torchtitan's TP gathers in bf16 and casts after the
+        // gather (L.fp8_cast_after_tp_gather): those casts see the whole sequence, t times the shard.
+        const double r = L.sp && !L.fp8_cast_after_tp_gather ? 1.0 / L.t : 1.0, k = L.moe ? L.m->top_k : 1.0;
         const double inputs = T * h * r + T * hd + k * T * h * (L.moe ? 1.0 : r) + k * T * L.f_l;
         const double grads = T * (hd + 2 * kvd) + T * h * r + k * T * mats_in * L.f_l + k * T * h * (L.moe ? 1.0 : r);
         const Fp8CastBytes& c = L.fp8_cast;
@@ -209,6 +274,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     const double outside = 10.0 + (L.dropout ? 2.0 / L.e : 0.0), inside = 5.0;
     lt.elem = L.elementwise_factor * L.e * T *
               (outside * h * r + inside * hd + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
+    if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
     return lt;
 }
 
@@ -235,7 +301,8 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         B.compute += bf16_layers * (2.0 * (b.gemm + b.elem - lt.gemm - lt.elem) - lt.fp8_cast_bwd);
     }
     if (L.rc == Recompute::full) B.recompute = F.compute;
-    else if (L.rc == Recompute::selective) B.recompute = layers * lt.attn;  // core attention forward again
+    else if (L.rc == Recompute::selective)  // core attention forward again (Megatron); ttasync: op-level SAC
+        B.recompute = layers * (L.rc_style == RecomputeStyle::torchtitan_op ? lt.op_sac_recompute : lt.attn);
     if (last) {
         const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
         const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32

@@ -202,6 +202,10 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // (overlap.cpp hide_tp_dgrad). ZB-H1 / DualPipe defer the weight gradient: nothing to hide behind.
     L.tp_dgrad_async = job.parallel.async_tensor_model_parallel_allreduce && job.training.framework == Framework::megatron &&
                        L.t > 1 && L.schedule != PipelineSchedule::zb_h1 && L.schedule != PipelineSchedule::dualpipe;
+    // ttasync: torchao rowwise float8 under torchtitan's sequence-parallel TP quantizes after
+    // the bf16 all-gather (parallelize_llama.py apply_tp: enable_float8_tensorwise_tp only for
+    // tensorwise recipes).
+    L.fp8_cast_after_tp_gather = L.dtensor_sp && L.t > 1 && L.fp8 == Fp8Recipe::rowwise;
     return L;
 }
 

@@ -108,6 +108,11 @@ struct LayoutDerived {
     // (overlap.cpp hide_tp_dgrad): parallel.async_tensor_model_parallel_allreduce, framework
     // megatron, tp > 1, weight gradients computed in the backward (not ZB-H1 / DualPipe's W) ----
     bool tp_dgrad_async;
+    // ---- ttasync: torchao float8 rowwise under torchtitan's TP (compute.cpp, overlap.cpp) ----
+    // apply_tp (torchtitan parallelize_llama.py, 2025) takes Float8ColwiseParallel /
+    // PrepareFloat8ModuleInput only for tensorwise recipes; rowwise runs plain DTensor TP, so the
+    // sequence-parallel all-gathers carry bf16 and the linears quantize the gathered tensors.
+    bool fp8_cast_after_tp_gather;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -138,11 +143,19 @@ struct LayerTime {
     // with MoE), part of `gemm`: their backward's data- and weight-gradient GEMMs take as long
     // and hide the asynchronous TP collectives (overlap.cpp hide_tp_dgrad).
     double gemm_qkv = 0, gemm_fc1 = 0;
+    // ttasync: what torchtitan's op-level selective checkpointing runs again in the backward
+    // (recompute = selective, recompute_style = torchtitan-op; compute.cpp op_sac_recompute).
+    double op_sac_recompute = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
 LayerTime layer_forward_time(const LayoutDerived& L);
+// ttasync: one micro-batch's forward GEMM time of the attention input projections (Q, K, V)
+// and of a dense MLP's input projection(s), at `peak`: separate GEMMs for torchtitan's Llama
+// (L.titan_model), fused ones otherwise.
+double titan_qkv_gemm(const LayoutDerived& L, double peak);
+double titan_up_gemm(const LayoutDerived& L, double peak);
 // dsthru: HBM bytes per parameter that DeepSpeed's pipeline engine moves after each
 // micro-batch's backward to accumulate gradients (precision: the model's 16-bit type).
 double ds_grad_accum_bytes(Precision precision, int mbs);

@@ -105,21 +105,27 @@ namespace {
 // Under full recompute the recomputed forward is fused like the forward. MoE expert matmuls
 // are grouped GEMMs after the token dispatch, not consumers the pass matches: the MLP's
 // collectives stay NCCL ones.
+// ttasync: the pass fuses an all-gather only with the matmuls (aten.mm / aten._scaled_mm,
+// optionally behind a reshape) that read the gathered tensor itself (micro_pipeline_tp.py
+// _find_consumer_matmuls). Under torchao rowwise float8 the gathered tensor is bf16 and its
+// consumers are the quantization ops (L.fp8_cast_after_tp_gather), so no gather is fused —
+// forward or backward — and only the matmul → reduce-scatter fusions remain (torchtitan
+// issue 866: rowwise with async TP ran at about vanilla TP's speed).
 void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const double lin = L.fp8 != Fp8Recipe::none ? L.peak_fp8 : L.peak;
-    const double mats_in = L.swiglu ? 2.0 : 1.0;
     const double coll = nccl_time(Collective::all_gather, L.e * T * h, L.net_tp);  // one AG or RS (block_comm)
     // The forward's gathers of the norm output (float8 under torchao float8 TP, block_comm).
     const double in_bytes = L.dtensor_sp ? dtensor_gathered_bytes(L) : L.e;
     const double coll_in = nccl_time(Collective::all_gather, in_bytes * T * h, L.net_tp);
-    const double qkv = gemm_time(lin, T, hd + 2 * kvd, h, L.gemm_eff_max);
+    const double qkv = titan_qkv_gemm(L, lin);  // ttasync: wq, wk, wv share the fused gather
     const double proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);
-    const double up = gemm_time(lin, T, mats_in * L.f_l, h, L.gemm_eff_max);
+    const double up = titan_up_gemm(L, lin);
     const double down = gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
     const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
     // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
     auto gather_mm = [&](double c, double bytes, double gemm) {
+        if (L.fp8_cast_after_tp_gather) return c;  // ttasync: an NCCL all-gather, exposed
         return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm);
     };
     auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
@@ -128,11 +134,20 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
                        (dense ? gather_mm(coll_in, in_bytes, up) + mm_scatter(down) : coll_in + coll);
     const double bwd = gather_mm(coll, L.e, proj) + (dense ? gather_mm(coll, L.e, down) : coll) + 2.0 * coll;
     const bool full = L.rc == Recompute::full;
+    // ttasync: under torchtitan's op-level selective checkpointing the backward gathers the two
+    // inputs again (block_comm); the recomputed K and, for a dense SwiGLU MLP, w3 read them
+    // as their left operand, so each gather is fused with that matmul.
+    const bool op_sac = L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op;
+    const double sac_block = op_sac ? 2.0 * coll_in : 0.0;
+    const double sac_async = op_sac ? gather_mm(coll_in, in_bytes, gemm_time(lin, T, kvd, h, L.gemm_eff_max)) +
+                                          (dense && L.swiglu ? gather_mm(coll_in, in_bytes, gemm_time(lin, T, L.f_l, h, L.gemm_eff_max))
+                                                             : coll_in)
+                                    : 0.0;
     // block_comm's per-layer TP time: 2 gathers of the input + 2 reduce-scatters forward, 4
     // collectives backward (+ the forward's again when recomputed).
     const double block_fwd = 2.0 * coll_in + 2.0 * coll;
     c.fwd.tp -= layers * (block_fwd - fwd);
-    c.bwd.tp -= layers * (4.0 * coll + (full ? block_fwd : 0.0) - bwd - (full ? fwd : 0.0));
+    c.bwd.tp -= layers * (4.0 * coll + (full ? block_fwd : 0.0) + sac_block - bwd - (full ? fwd : 0.0) - sac_async);
 }
 
 }  // namespace
