@@ -140,10 +140,6 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (L.async_tp && layers > 0) return hide_tp_comm_async(L, layers, c);  // tt405
     if (!L.tp_comm_overlap || L.t <= 1 || !L.sp || layers <= 0) return;
-    // One layer's TP traffic as the collectives model counts it (the embedding and the
-    // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
-    ChunkTime one;
-    block_comm(L, lt, 1.0, false, false, one);
     auto exposed = [&](double comm, double gemm) {
         // Half of it is reduce-scatter; its last ring step follows the last GEMM piece.
         const double residue = 0.5 * comm / L.t;
@@ -163,6 +159,10 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
         c.bwd.tp -= layers * (attn_bwd - exposed(attn_bwd, attn_bwd_gemm));
         return;
     }
+    // One layer's TP traffic as the collectives model counts it (the embedding and the
+    // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
+    ChunkTime one;
+    block_comm(L, lt, 1.0, false, false, one);
     const double bwd_gemm = 2.0 * lt.gemm + (full ? lt.gemm : 0.0);
     c.fwd.tp -= layers * (one.fwd.tp - exposed(one.fwd.tp, lt.gemm));
     c.bwd.tp -= layers * (one.bwd.tp - exposed(one.bwd.tp, bwd_gemm));
