@@ -8,13 +8,15 @@
 //   - Transformer Engine's userbuffers (tp_comm_overlap) hide the attention's TP collectives
 //     only: the dispatcher's stay exposed;
 //   - permute / unpermute (and the sort by local expert) are memory-bound passes on top of the
-//     GEMMs.
+//     GEMMs;
+//   - the Megatron export asks for that dispatcher (Megatron's default is allgather).
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "estimate_internal.h"
 #include "ptd/estimate.h"
+#include "ptd/export.h"
 #include "ptd/presets.h"
 
 namespace {
@@ -117,6 +119,28 @@ TEST(Moe, DispatcherPassesAddMemoryBoundTime) {
     ptd::est::block_compute(LayoutDerived{}, one, 1.0, false, false, c);
     EXPECT_NEAR(c.fwd.compute, one.gemm + one.attn + one.elem + one.moe_dispatch, 1e-12);
     EXPECT_NEAR(c.bwd.compute, 2 * one.gemm + one.attn_bwd + 2 * one.elem + one.moe_dispatch_bwd, 1e-12);
+}
+
+TEST(Moe, MegatronExportAsksForTheAllToAllDispatcher) {
+    auto job = load_job_text(job_text(2, 4, 8, 2), "moe.toml", embedded_presets());
+    ASSERT_TRUE(job.has_value()) << job.error().str();
+    auto out = export_job(*job, ExportFormat::megatron);
+    ASSERT_TRUE(out.has_value()) << out.error().str();
+    EXPECT_NE(out->text.find("--moe-token-dispatcher-type alltoall"), std::string::npos) << out->text;
+    for (const std::string& n : out->notes) EXPECT_EQ(n.find("MoELayer"), std::string::npos) << n;
+    // tp > 1 without SP: Megatron-core's MoELayer raises in training; the export says so.
+    job->parallel.sequence_parallel = false;
+    auto no_sp = export_job(*job, ExportFormat::megatron);
+    ASSERT_TRUE(no_sp.has_value()) << no_sp.error().str();
+    bool noted = false;
+    for (const std::string& n : no_sp->notes) noted = noted || n.find("sequence_parallel = true") != std::string::npos;
+    EXPECT_TRUE(noted);
+    // A dense job gets no dispatcher flag.
+    auto dense = load_job_text(job_text(2, 1, 0, 0), "dense.toml", embedded_presets());
+    ASSERT_TRUE(dense.has_value());
+    auto dense_out = export_job(*dense, ExportFormat::megatron);
+    ASSERT_TRUE(dense_out.has_value());
+    EXPECT_EQ(dense_out->text.find("--moe-token-dispatcher-type"), std::string::npos);
 }
 
 }  // namespace
