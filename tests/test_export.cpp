@@ -44,7 +44,9 @@ const std::set<std::string> kMegatronOptions = {
     "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--use-precision-aware-optimizer",
     "--overlap-cpu-optimizer-d2h-h2d",
     // oom4: dropout off, the precision-aware optimizer's state dtypes
-    "--hidden-dropout", "--attention-dropout", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype"};
+    "--hidden-dropout", "--attention-dropout", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    // moe: the all-to-all token dispatcher the estimate models
+    "--moe-token-dispatcher-type"};
 
 // "--flag value" per line, every line but the last ending in " \".
 std::vector<std::pair<std::string, std::string>> megatron_args(const std::string& text) {

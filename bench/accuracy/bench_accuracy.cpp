@@ -365,7 +365,7 @@ int main(int argc, char** argv) {
                         c.kernel((ptd::GpuGeneration)g).gemm_eff_max, c.kernel((ptd::GpuGeneration)g).flash_eff);
     std::printf("published figures are converted to seconds per iteration (FLOP/s figures with the source's own FLOPs\n"
                 "formula); TF columns are TFLOP/s per GPU in that convention (PaLM-style where the source gives none).\n"
-                "layout: tp·pp·dp, c = context parallel, v = virtual stages, z3 = FSDP / ZeRO-3.\n\n");
+                "layout: tp·pp·dp, c = context parallel, v = virtual stages, e = expert parallel, z3 = FSDP / ZeRO-3.\n\n");
     report(runs, "calibrate");
     report(runs, "check");
     print_summary(runs, "all");

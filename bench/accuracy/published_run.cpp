@@ -50,7 +50,9 @@ const std::set<std::string> kRunKeys = {
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
     "grad_reduce_in_fp32", "activation_offload_layers",
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
-    "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather"};
+    "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather",
+    // moe: Mixture-of-Experts (model.experts, model.top_k, parallel.ep)
+    "experts", "top_k", "ep"};
 
 std::string g_path;
 
@@ -213,6 +215,19 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         given.kv_heads = given.ffn_hidden = true;
         ptd::fill_model_defaults(m, given);
         if (t.get("dropout")) m.dropout = get<bool>(t, "dropout", true);  // oom4: unset = by arch
+        {  // moe: routed experts per layer and experts per token, as model.experts / model.top_k
+            m.experts = get<int>(t, "experts", 0);
+            m.top_k = get<int>(t, "top_k", 0);
+            if (m.experts == 1 || m.experts < 0)
+                fail_at(t.get("experts"), 0, "run key \"experts\" is " + std::to_string(m.experts) +
+                                                  "; allowed: 0 (dense MLP) or at least 2");
+            if (m.experts > 1 && (m.top_k < 1 || m.top_k > m.experts))
+                fail_at(t.get("top_k") ? t.get("top_k") : t.get("experts"), 0,
+                        "run key \"top_k\" is " + std::to_string(m.top_k) + " with experts = " +
+                            std::to_string(m.experts) + "; allowed: 1 .. experts");
+            if (m.experts == 0 && t.get("top_k"))
+                fail_at(t.get("top_k"), 0, "run key \"top_k\" without \"experts\"; allowed: top_k with experts >= 2");
+        }
         const std::string gpu = get<std::string>(t, "gpu", "a100-80gb");
         r.generation = generation_of(gpu);
         if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
@@ -255,6 +270,12 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
         r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
         p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
+        // moe: expert parallelism (Megatron --expert-model-parallel-size; validate_job checks that it
+        // divides the experts and dp·cp). Megatron-core's expert tensor parallelism is PTD's tp.
+        p.ep = get<int>(t, "ep", 1);
+        if (p.ep < 1) fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + "; allowed: 1 or more");
+        if (p.ep > 1 && m.experts < 2)
+            fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + " for a dense model; allowed: 1 unless experts >= 2");
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", 0);
@@ -320,6 +341,7 @@ std::string layout_of(const Run& r) {
     std::string s = std::to_string(p.tp) + "·" + std::to_string(p.pp) + "·" + std::to_string(p.dp);
     if (p.cp > 1) s += "c" + std::to_string(p.cp);
     if (p.vpp > 1) s += "v" + std::to_string(p.vpp);
+    if (p.ep > 1) s += "e" + std::to_string(p.ep);  // moe
     if (p.zero == 3) s += "z3";
     return s;
 }

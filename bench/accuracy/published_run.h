@@ -55,5 +55,5 @@ std::string calibration_group(const std::string& generation);
 // Every [[run]] of `path`, in file order; a bad file stops the program with "file:line: message"
 // and exit status 2. Runs that cannot be modelled carry the reason in Run::skip.
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets);
-// "tp·pp·dp" with c = context parallel, v = virtual stages, z3 = FSDP / ZeRO-3.
+// "tp·pp·dp" with c = context parallel, v = virtual stages, e = expert parallel, z3 = FSDP / ZeRO-3.
 std::string layout_of(const Run& r);

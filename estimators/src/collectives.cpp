@@ -259,18 +259,43 @@ double all_to_all_time(double bytes, const GroupNet& g) {
     return lat * 1e-6 + t;
 }
 
+double tp_attention_comm(const LayoutDerived& L) {
+    if (L.t <= 1) return 0;
+    const double msg = L.e * L.tokens * L.h;
+    return L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp) : nccl_time(Collective::all_reduce, msg, L.net_tp);
+}
+
+// moe: Megatron-core's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/
+// token_dispatcher.py, core_r0.9.0 on) with tp > 1: token_permutation all-to-alls the k routed
+// copies of the rank's sequence-parallel shard over EP, then gather_from_sequence_parallel_region
+// all-gathers them over TP (every TP rank computes all routed tokens on its 1/t of each expert);
+// token_unpermutation reduce-scatters the expert output over TP before the all-to-all back. The
+// backward runs the pair the other way round. MoELayer refuses TP without SP in training.
+double tp_mlp_comm(const LayoutDerived& L) {
+    if (L.t <= 1) return 0;
+    if (!L.moe) return tp_attention_comm(L);
+    return 2.0 * nccl_time(Collective::all_gather, L.e * L.m->top_k * L.tokens * L.h, L.net_tp);
+}
+
+double ep_all_to_all_bytes(const LayoutDerived& L) {
+    const double shard = L.sp ? 1.0 / L.t : 1.0;  // without SP every TP rank holds (and sends) all T tokens
+    return L.e * L.tokens * shard * L.m->top_k * L.h;
+}
+
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
     // TP: two all-reduces per layer forward and two backward (all-gather + reduce-scatter with
     // SP: same volume); full recompute repeats the forward ones. Each is one NCCL call on the
-    // layer's activation, so the message size is that activation.
+    // layer's activation, so the message size is that activation. moe: an MoE layer's pair is
+    // its token dispatcher's, on the k routed copies (tp_mlp_comm).
     if (L.t > 1) {
         const double msg = L.e * T * L.h;
         const double one = L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp)
                                 : nccl_time(Collective::all_reduce, msg, L.net_tp);
-        F.tp = layers * 2.0 * one;
-        B.tp = layers * (2.0 + (L.rc == Recompute::full ? 2.0 : 0.0)) * one;
+        const double layer = tp_attention_comm(L) + tp_mlp_comm(L);  // = 2 · one for a dense layer
+        F.tp = layers * layer;
+        B.tp = layers * (1.0 + (L.rc == Recompute::full ? 1.0 : 0.0)) * layer;
         // tt405: torchao's float8 TP under torchtitan (parallelize_llama.py apply_tp:
         // PrepareFloat8ModuleInput in front of the attention and the MLP) casts the norm output
         // to float8 before the sequence-parallel all-gather, so the forward's two gathers per
@@ -301,8 +326,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         B.cp = layers * std::max(0.0, 2.0 * t_ring - lt.attn_bwd);
     }
     if (L.moe && L.ep > 1) {
-        const double tok = L.e * T * L.m->top_k * L.h;
-        const double a2a = all_to_all_time(tok, L.net_ep);
+        const double a2a = all_to_all_time(ep_all_to_all_bytes(L), L.net_ep);  // moe: the SP shard's copies
         F.ep = layers * 2.0 * a2a;  // dispatch + combine, forward and backward
         B.ep = layers * 2.0 * a2a;
     }

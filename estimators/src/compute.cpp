@@ -212,14 +212,32 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // linear_fc1 run two, each on its own (narrower) output width (titan_gemms).
     lt.gemm_qkv = titan_qkv_gemm(L, lin);
     lt.gemm += lt.gemm_qkv;
-    lt.gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);            // output projection
+    lt.gemm_proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);  // output projection
+    lt.gemm += lt.gemm_proj;
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
         const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
         const double per_expert_tokens = T * k * L.ep / L.m->experts;  // balanced routing
         lt.gemm += experts_l * (gemm_time(lin, per_expert_tokens, mats_in * L.f_l, h, L.gemm_eff_max) +
                                 gemm_time(lin, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
-        lt.gemm += gemm_time(L.peak, T, L.m->experts, h, L.gemm_eff_max);  // router
+        // moe: the router's gating GEMM runs on the rank's sequence-parallel shard (MoELayer's
+        // input is [s/t, b, h] under SP; TopKRouter before the dispatcher's TP all-gather).
+        const double T_shard = T * (L.sp ? 1.0 / L.t : 1.0);
+        lt.gemm += gemm_time(L.peak, T_shard, L.m->experts, h, L.gemm_eff_max);  // router
+        // moe: the dispatcher's memory-bound passes (Megatron-core moe_utils.py permute /
+        // unpermute, token_dispatcher.py MoEAlltoAllTokenDispatcher, core_r0.9.0), in bytes of
+        // hidden-sized rows, R = k·T_shard routed copies the rank sends, G = k·T after the TP
+        // all-gather (R when t = 1). Forward: permute's gather reads and writes R (2R);
+        // unpermute's scatter zero-fills, reads and writes R (3R), weighs by the probabilities
+        // (read + write R: 2R) and sums the k copies (read R, write T_shard). With more than one
+        // local expert sort_chunks_by_idxs reorders G after the all-gather and back before the
+        // reduce-scatter (split + cat, read + write: 4G). Backward mirrors them: the sum's
+        // expand (read T_shard, write R), the weighting's two gradients (read 2R, write R), the
+        // scatter's gather (2R), the gather's scatter-add into a zero-filled T_shard (read R,
+        // write 2·T_shard), and the sorts (4G).
+        const double R = k * T_shard, G = k * T, sorts = experts_l > 1 ? 4.0 * G : 0.0;
+        lt.moe_dispatch = L.e * h * (8.0 * R + T_shard + sorts) / L.hbm;
+        lt.moe_dispatch_bwd = L.e * h * (7.0 * R + 3.0 * T_shard + sorts) / L.hbm;
     } else {
         lt.gemm_fc1 = titan_up_gemm(L, lin);
         lt.gemm += lt.gemm_fc1;
@@ -283,8 +301,8 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
-    F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast);
-    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd);
+    F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch);
+    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd);
     B.wgrad = layers * lt.gemm;  // zb: of the two backward GEMMs per forward one, the weight gradient
     // fp8: the model's first / last layers kept in bf16 (Megatron --first-last-layers-bf16)
     // sit in the block that holds the embedding / the output layer.

@@ -146,6 +146,13 @@ struct LayerTime {
     // ttasync: what torchtitan's op-level selective checkpointing runs again in the backward
     // (recompute = selective, recompute_style = torchtitan-op; compute.cpp op_sac_recompute).
     double op_sac_recompute = 0;
+
+    // ---- moe: the attention output projection's forward GEMM, part of `gemm` (with gemm_qkv the
+    // GEMMs Transformer Engine's userbuffers overlap in an MoE layer: overlap.cpp hide_tp_comm) ----
+    double gemm_proj = 0;
+    // moe: the token dispatcher's memory-bound passes of one MoE layer (permute, sort by local
+    // expert, unpermute with the router probabilities), forward and backward (compute.cpp).
+    double moe_dispatch = 0, moe_dispatch_bwd = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
@@ -175,6 +182,15 @@ double nccl_time(Collective c, double bytes, const GroupNet& g);
 double p2p_time(double bytes, const GroupNet& g);
 // All-to-all (expert dispatch / combine) of `bytes` per rank over g.
 double all_to_all_time(double bytes, const GroupNet& g);
+// moe: one layer's TP collectives in one direction (forward, or backward without recompute):
+// the attention's (two all-reduces, or all-gather + reduce-scatter with SP, on T·h), and an MoE
+// layer's token dispatcher's (all-gather + reduce-scatter on the k·T·h routed tokens over TP,
+// Megatron-core MoEAlltoAllTokenDispatcher); a dense layer's MLP is another attention-sized pair.
+double tp_attention_comm(const LayoutDerived& L);
+double tp_mlp_comm(const LayoutDerived& L);
+// moe: bytes each rank sends in one expert-parallel all-to-all (dispatch or combine): its k
+// routed copies of the tokens it holds — under sequence parallelism its T/t shard.
+double ep_all_to_all_bytes(const LayoutDerived& L);
 // The TP, CP, EP and p2p parts of one micro-batch's blocks through `layers` layers.
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);
 // One stage's data-parallel traffic per iteration, before overlap.

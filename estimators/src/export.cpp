@@ -360,6 +360,12 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (m.experts > 1) {
         arg("--num-experts", I(m.experts));
         arg("--moe-router-topk", I(m.top_k));
+        // moe: the estimate models Megatron-core's all-to-all token dispatcher (collectives.cpp
+        // ep_all_to_all_bytes, tp_mlp_comm); Megatron's default is "allgather".
+        arg("--moe-token-dispatcher-type", "alltoall");
+        if (p.tp > 1 && !p.sequence_parallel)
+            out.notes.push_back("model.experts with parallel.tp > 1 and no sequence parallelism: Megatron-core's MoELayer "
+                                "raises in training unless --sequence-parallel is set; set parallel.sequence_parallel = true");
     }
     // oom4: the estimate counts no dropout masks for a model without dropout (model.dropout, by
     // arch: llama has none); Megatron-LM's defaults are 0.1 each.

@@ -155,10 +155,6 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (L.async_tp && layers > 0) return hide_tp_comm_async(L, layers, c);  // tt405
     if (!L.tp_comm_overlap || L.t <= 1 || !L.sp || layers <= 0) return;
-    // One layer's TP traffic as the collectives model counts it (the embedding and the
-    // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
-    ChunkTime one;
-    block_comm(L, lt, 1.0, false, false, one);
     auto exposed = [&](double comm, double gemm) {
         // Half of it is reduce-scatter; its last ring step follows the last GEMM piece.
         const double residue = 0.5 * comm / L.t;
@@ -166,7 +162,23 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
     };
     // Backward: data- and weight-gradient GEMMs (2× forward); with full recompute the
     // recomputed forward's GEMMs and collectives too.
-    const double bwd_gemm = 2.0 * lt.gemm + (L.rc == Recompute::full ? lt.gemm : 0.0);
+    const bool full = L.rc == Recompute::full;
+    if (L.moe) {
+        // moe: userbuffers pair the attention's TE linears (QKV, proj) with their collectives;
+        // an MoE layer's all-gather and reduce-scatter are the token dispatcher's NCCL calls
+        // between the all-to-alls (tp_mlp_comm) and stay exposed — Megatron-core's
+        // MoEAlltoAllTokenDispatcher has no userbuffers path (token_dispatcher.py).
+        const double attn = tp_attention_comm(L), attn_gemm = lt.gemm_qkv + lt.gemm_proj;
+        const double attn_bwd = attn * (full ? 2.0 : 1.0), attn_bwd_gemm = attn_gemm * (full ? 3.0 : 2.0);
+        c.fwd.tp -= layers * (attn - exposed(attn, attn_gemm));
+        c.bwd.tp -= layers * (attn_bwd - exposed(attn_bwd, attn_bwd_gemm));
+        return;
+    }
+    // One layer's TP traffic as the collectives model counts it (the embedding and the
+    // cross-entropy collectives of the first and last chunk are not GEMM-adjacent: they stay).
+    ChunkTime one;
+    block_comm(L, lt, 1.0, false, false, one);
+    const double bwd_gemm = 2.0 * lt.gemm + (full ? lt.gemm : 0.0);
     c.fwd.tp -= layers * (one.fwd.tp - exposed(one.fwd.tp, lt.gemm));
     c.bwd.tp -= layers * (one.bwd.tp - exposed(one.bwd.tp, bwd_gemm));
 }
