@@ -50,7 +50,9 @@ const std::set<std::string> kRunKeys = {
     // oomnemo: Megatron-core's DDP grad_reduce_in_fp32 and cpu_offloading_num_layers
     "grad_reduce_in_fp32", "activation_offload_layers",
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
-    "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather"};
+    "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather",
+    // papers: each TP rank keeps 1/tp of the full-recompute checkpoints (parallel.distribute_saved_activations)
+    "distribute_saved_activations"};
 
 std::string g_path;
 
@@ -255,6 +257,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
         r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
         p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
+        p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", 0);

@@ -108,6 +108,10 @@ struct LayoutDerived {
     // (overlap.cpp hide_tp_dgrad): parallel.async_tensor_model_parallel_allreduce, framework
     // megatron, tp > 1, weight gradients computed in the backward (not ZB-H1 / DualPipe's W) ----
     bool tp_dgrad_async;
+    // ---- papers: parallel.distribute_saved_activations as it applies to this layout (full
+    // recompute, tp > 1, no sequence parallelism): each TP rank keeps 1/t of every checkpointed
+    // layer input (memory.cpp) and all-gathers it before the layer's recompute (collectives.cpp) ----
+    bool distribute_saved;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is

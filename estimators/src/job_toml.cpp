@@ -552,6 +552,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
     r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
+    r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
     r.finish();
 }
 
@@ -1013,6 +1014,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
     if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
     if (!p.async_tensor_model_parallel_allreduce) w.boolean("async_tensor_model_parallel_allreduce", false);  // recomp
+    if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
     }
 
     const TrainingSpec& t = job.training;

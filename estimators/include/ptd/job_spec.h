@@ -251,6 +251,14 @@ struct ParallelSpec {
     // Apr 2024, then was ignored; Megatron-Core and Transformer Engine always do it); false describes Megatron-LM
     // before Sep 2021 (Narayanan et al. 2021). framework megatron only.
     bool async_tensor_model_parallel_allreduce = true;
+    // papers: full recompute keeps only each layer's input; with this set, each TP rank keeps
+    // 1/tp of it and the checkpoint function all-gathers it over the TP group before the
+    // layer's recompute (Megatron-LM --distribute-saved-activations, earlier
+    // --distribute-checkpointed-activations: tensor_parallel/random.py CheckpointFunction;
+    // metaseq / fairscale --distribute-checkpointed-activations; DeepSpeed
+    // activation_checkpointing.partition_activations). Needs recompute = full and tp > 1;
+    // with sequence parallelism the input is already sharded and Megatron ignores it.
+    bool distribute_saved_activations = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
