@@ -112,6 +112,7 @@ struct LayoutDerived {
     // recompute, tp > 1, no sequence parallelism): each TP rank keeps 1/t of every checkpointed
     // layer input (memory.cpp) and all-gathers it before the layer's recompute (collectives.cpp) ----
     bool distribute_saved;
+    bool softmax_unfused;                // training.masked_softmax_fusion = false, no flash (compute.cpp)
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is

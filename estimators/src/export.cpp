@@ -368,6 +368,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         arg("--attention-dropout", "0.0");
     }
     if (t.flash_attention) arg("--use-flash-attn");
+    if (!t.masked_softmax_fusion) arg("--no-masked-softmax-fusion");  // papers
     else arg("--attention-backend", "unfused");
 
     // Batch, precision, recomputation.
@@ -581,6 +582,9 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
                             "recompute the attention core in the model code (Megatron-DeepSpeed: its recompute flags)");
     }
 
+    if (!t.masked_softmax_fusion)  // papers
+        out.notes.push_back("training.masked_softmax_fusion = false: the attention softmax is model code "
+                            "(Megatron-DeepSpeed: --no-masked-softmax-fusion)");
     // What lives outside ds_config.
     out.notes.push_back("the model ([model], flash_attention, vocab padding), the data and the seed are set in the "
                         "training script; ds_config carries batch, precision, ZeRO, optimizer and schedule");

@@ -593,6 +593,11 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             std::string("false with framework \"") + to_string(t.framework) +
                 "\"; allowed: false only with framework \"megatron\" (Megatron-LM's "
                 "--no-async-tensor-model-parallel-allreduce)");
+    // papers: the fused scale-mask-softmax exists only where the scores are materialised.
+    if (!t.masked_softmax_fusion && t.flash_attention)
+        add("training.masked_softmax_fusion",
+            "false with flash_attention = true; allowed: false only with flash_attention = false (flash "
+            "attention never materialises the scores the softmax fusion works on)");
     // papers: the saved layer inputs are split over the TP group, so it takes full recompute and
     // tp > 1 (Megatron-LM arguments.py asserts both); torchtitan and PyTorch FSDP have no such option.
     if (p.distribute_saved_activations) {

@@ -586,6 +586,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
     read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
     read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
+    r.read_bool("masked_softmax_fusion", tr.masked_softmax_fusion);  // papers
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -1051,6 +1052,7 @@ std::string save_job_toml(const JobSpec& job) {
         if (t.exp_avg_dtype != d.exp_avg_dtype) w.str("exp_avg_dtype", to_string(t.exp_avg_dtype));
         if (t.exp_avg_sq_dtype != d.exp_avg_sq_dtype) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
     }
+    if (!t.masked_softmax_fusion) w.boolean("masked_softmax_fusion", false);  // papers
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;

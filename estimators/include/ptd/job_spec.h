@@ -297,6 +297,12 @@ struct TrainingSpec {
     StateDtype main_params_dtype = StateDtype::fp32;
     StateDtype exp_avg_dtype = StateDtype::fp32;
     StateDtype exp_avg_sq_dtype = StateDtype::fp32;
+    // papers: without flash attention, the attention scores' scale, causal mask and softmax
+    // run as one fused kernel (Megatron-LM's FusedScaleMaskSoftmax, default since 2020; GPT-NeoX
+    // scaled_upper_triang_masked_softmax_fusion). false = Megatron-LM --no-masked-softmax-fusion,
+    // or code before the fused kernel (Megatron-LM 2019): scale, mask and softmax are separate
+    // PyTorch ops, each a pass over the b·a·s² scores (compute.cpp, docs/estimators.md).
+    bool masked_softmax_fusion = true;
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
