@@ -368,8 +368,8 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         arg("--attention-dropout", "0.0");
     }
     if (t.flash_attention) arg("--use-flash-attn");
-    if (!t.masked_softmax_fusion) arg("--no-masked-softmax-fusion");  // papers
     else arg("--attention-backend", "unfused");
+    if (!t.masked_softmax_fusion) arg("--no-masked-softmax-fusion");  // papers
 
     // Batch, precision, recomputation.
     arg("--micro-batch-size", I(t.micro_batch));
