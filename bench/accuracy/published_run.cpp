@@ -52,7 +52,11 @@ const std::set<std::string> kRunKeys = {
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
     "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather",
     // moe: Mixture-of-Experts (model.experts, model.top_k, parallel.ep)
-    "experts", "top_k", "ep"};
+    "experts", "top_k", "ep",
+    // papers: each TP rank keeps 1/tp of the full-recompute checkpoints (parallel.distribute_saved_activations)
+    "distribute_saved_activations",
+    // papers: the attention softmax as separate scale / mask / softmax ops (training.masked_softmax_fusion)
+    "masked_softmax_fusion"};
 
 std::string g_path;
 
@@ -276,6 +280,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         if (p.ep < 1) fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + "; allowed: 1 or more");
         if (p.ep > 1 && m.experts < 2)
             fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + " for a dense model; allowed: 1 unless experts >= 2");
+
+        p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", 0);
@@ -283,6 +289,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         tr.precision = prec == "fp16" ? ptd::Precision::fp16 : prec == "fp32" ? ptd::Precision::fp32 : ptd::Precision::bf16;
         tr.optimizer = ptd::Optimizer::adam;
         tr.flash_attention = get<bool>(t, "flash_attention", modern);
+        tr.masked_softmax_fusion = get<bool>(t, "masked_softmax_fusion", true);  // papers
         {  // oom4: the optimizer states' dtypes where the source (or its recipe) states them
             auto state_dtype = [&](const char* key, std::initializer_list<const char*> allowed) {
                 const std::string w = get_word(t, key, "fp32", allowed);

@@ -314,6 +314,10 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         // K and w3 and for the weight gradients — in the forward's width.
         if (L.sp && L.dtensor_sp && L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op)
             B.tp += layers * 2.0 * nccl_time(Collective::all_gather, dtensor_gathered_bytes(L) * T * L.h, L.net_tp);
+
+        // papers: the distributed checkpoint is all-gathered over the TP group before each
+        // layer's recompute (Megatron tensor_parallel/random.py gather_split_1d_tensor).
+        if (L.distribute_saved) B.tp += layers * nccl_time(Collective::all_gather, msg, L.net_tp);
         if (first) F.tp += one;  // vocab-parallel embedding
         if (last) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }

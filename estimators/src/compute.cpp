@@ -276,8 +276,14 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         // (2e + 1); the fused softmax backward reads the gradient and the probabilities and
         // writes (3e). The two batched GEMMs become four in the backward.
         const double drop = L.dropout ? 2.0 * L.e + 1.0 : 0.0;
-        lt.attn = core_gemm + (2.0 * L.e + drop) * scores / L.hbm;
-        lt.attn_bwd = 2.0 * core_gemm + (3.0 * L.e + drop) * scores / L.hbm;
+        // papers: unfused (training.masked_softmax_fusion = false; Megatron-LM's
+        // FusedScaleMaskSoftmax.forward_torch_softmax, and the 2019 code's separate ops): the
+        // scale and the causal mask are passes of their own before the softmax, each reading
+        // and writing the scores (+2e each, the mask's 1-byte bool where it is a masked_fill),
+        // and their backward passes repeat them on the gradient (+2e each).
+        const double unfused = L.softmax_unfused ? 4.0 * L.e + 1.0 : 0.0;
+        lt.attn = core_gemm + (2.0 * L.e + drop + unfused) * scores / L.hbm;
+        lt.attn_bwd = 2.0 * core_gemm + (3.0 * L.e + drop + unfused) * scores / L.hbm;
     }
     // Element-wise: about 16 reads or writes of a hidden-sized tensor and 3 of the MLP-sized
     // one (4 for SwiGLU). recomp: of the 16, those outside the tensor-parallel region run on

@@ -180,6 +180,10 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // p2psg: Megatron-LM (2021 – early 2023) splits the p2p tensor over the TP ranks unless
     // sequence parallelism already has (p2p_communication.py: `not args.sequence_parallel`).
     L.p2p_scatter_gather = job.parallel.scatter_gather_tensors_in_pipeline && !L.ds_pipe && L.p > 1 && L.t > 1 && !L.sp;
+    // papers: Megatron's CheckpointFunction splits the saved input only without sequence
+    // parallelism (transformer_block.py: distribute_saved_activations and not sequence_parallel).
+    L.distribute_saved = job.parallel.distribute_saved_activations && L.rc == Recompute::full && L.t > 1 && !L.sp;
+    L.softmax_unfused = !job.training.masked_softmax_fusion && !L.flash;  // papers
     // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
     // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
     const bool torchtitan = job.training.framework == Framework::torchtitan;

@@ -113,6 +113,12 @@ struct LayoutDerived {
     // PrepareFloat8ModuleInput only for tensorwise recipes; rowwise runs plain DTensor TP, so the
     // sequence-parallel all-gathers carry bf16 and the linears quantize the gathered tensors.
     bool fp8_cast_after_tp_gather;
+
+    // ---- papers: parallel.distribute_saved_activations as it applies to this layout (full
+    // recompute, tp > 1, no sequence parallelism): each TP rank keeps 1/t of every checkpointed
+    // layer input (memory.cpp) and all-gathers it before the layer's recompute (collectives.cpp) ----
+    bool distribute_saved;
+    bool softmax_unfused;                // training.masked_softmax_fusion = false, no flash (compute.cpp)
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is

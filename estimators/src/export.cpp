@@ -375,6 +375,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     }
     if (t.flash_attention) arg("--use-flash-attn");
     else arg("--attention-backend", "unfused");
+    if (!t.masked_softmax_fusion) arg("--no-masked-softmax-fusion");  // papers
 
     // Batch, precision, recomputation.
     arg("--micro-batch-size", I(t.micro_batch));
@@ -418,6 +419,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         arg("--recompute-granularity", "full");
         arg("--recompute-method", "uniform");
         arg("--recompute-num-layers", "1");
+        if (p.distribute_saved_activations) arg("--distribute-saved-activations");  // papers
     }
 
     // Optimizer and schedule.
@@ -575,7 +577,8 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
                             "warmup_num_steps >= 1 (and warms up over at least 2 steps), so it is written as "
                             "warmup_num_steps = 1 with warmup_min_ratio = 1.0: the full lr until the cosine starts");
     if (p.recompute == Recompute::full) {
-        ds["activation_checkpointing"] = {{"partition_activations", false},
+        // papers: partition_activations splits each checkpoint over the model-parallel group.
+        ds["activation_checkpointing"] = {{"partition_activations", p.distribute_saved_activations},
                                           {"contiguous_memory_optimization", false},
                                           {"cpu_checkpointing", false}};
         out.notes.push_back("parallel.recompute = \"full\": activation_checkpointing configures "
@@ -585,6 +588,9 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
                             "recompute the attention core in the model code (Megatron-DeepSpeed: its recompute flags)");
     }
 
+    if (!t.masked_softmax_fusion)  // papers
+        out.notes.push_back("training.masked_softmax_fusion = false: the attention softmax is model code "
+                            "(Megatron-DeepSpeed: --no-masked-softmax-fusion)");
     // What lives outside ds_config.
     out.notes.push_back("the model ([model], flash_attention, vocab padding), the data and the seed are set in the "
                         "training script; ds_config carries batch, precision, ZeRO, optimizer and schedule");
@@ -733,6 +739,12 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (!t.flash_attention)
         tp.notes.push_back("training.flash_attention = false: torchtitan always uses scaled_dot_product_attention "
                            "(flash kernels where available)");
+    // papers: torchtitan's activation checkpointing keeps every saved layer input whole.
+    if (job.parallel.distribute_saved_activations && job.parallel.recompute == Recompute::full && job.parallel.tp > 1 &&
+        !job.parallel.sequence_parallel)
+        tp.notes.push_back("parallel.distribute_saved_activations = true: torchtitan has no equivalent; each TP rank "
+                           "keeps the whole checkpointed layer input, tp times what the estimate counted "
+                           "(ptd estimate --set parallel.distribute_saved_activations=false)");
     if (t.fp8 != Fp8Recipe::none) {
         // fp8 (issue 15 point 3): torchao's float8 / mx converters. torchao has no delayed
         // scaling (removed); its tensorwise recipe is dynamic (current) scaling.

@@ -593,6 +593,25 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             std::string("false with framework \"") + to_string(t.framework) +
                 "\"; allowed: false only with framework \"megatron\" (Megatron-LM's "
                 "--no-async-tensor-model-parallel-allreduce)");
+    // papers: the fused scale-mask-softmax exists only where the scores are materialised.
+    if (!t.masked_softmax_fusion && t.flash_attention)
+        add("training.masked_softmax_fusion",
+            "false with flash_attention = true; allowed: false only with flash_attention = false (flash "
+            "attention never materialises the scores the softmax fusion works on)");
+    // papers: the saved layer inputs are split over the TP group, so it takes full recompute and
+    // tp > 1 (Megatron-LM arguments.py asserts both); torchtitan and PyTorch FSDP have no such option.
+    if (p.distribute_saved_activations) {
+        if (p.recompute != Recompute::full || p.tp < 2)
+            add("parallel.distribute_saved_activations",
+                "true with recompute = \"" + std::string(to_string(p.recompute)) + "\" and tp = " + s(p.tp) +
+                    "; allowed: true only with recompute = \"full\" and tp > 1 (it splits each checkpointed "
+                    "layer input over the TP group)");
+        if (t.framework == Framework::torchtitan || t.framework == Framework::pytorch_fsdp)
+            add("parallel.distribute_saved_activations",
+                std::string("true with framework \"") + to_string(t.framework) +
+                    "\"; allowed: true only with framework \"megatron\" (--distribute-saved-activations) or "
+                    "\"deepspeed\" (activation_checkpointing.partition_activations)");
+    }
 
     // Precision support on the chosen GPU.
     if (t.precision != Precision::fp32 && c.gpu.peak_tflops(t.precision) <= 0)

@@ -552,6 +552,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
     r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
+    r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
     r.finish();
 }
 
@@ -585,6 +586,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
     read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
     read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
+    r.read_bool("masked_softmax_fusion", tr.masked_softmax_fusion);  // papers
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
     r.finish();
@@ -1013,6 +1015,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
     if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
     if (!p.async_tensor_model_parallel_allreduce) w.boolean("async_tensor_model_parallel_allreduce", false);  // recomp
+    if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
     }
 
     const TrainingSpec& t = job.training;
@@ -1049,6 +1052,7 @@ std::string save_job_toml(const JobSpec& job) {
         if (t.exp_avg_dtype != d.exp_avg_dtype) w.str("exp_avg_dtype", to_string(t.exp_avg_dtype));
         if (t.exp_avg_sq_dtype != d.exp_avg_sq_dtype) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
     }
+    if (!t.masked_softmax_fusion) w.boolean("masked_softmax_fusion", false);  // papers
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;

@@ -158,7 +158,7 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     const double r = L.sp ? 1.0 / L.t : 1.0;  // outside the TP region: sharded only with SP
     const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const double s = L.s_local * L.c;          // keys span the whole sequence (CP ring)
-    if (rc == Recompute::full) return e * T * h * r;  // the layer input only
+    if (rc == Recompute::full) return e * T * h * r / (L.distribute_saved ? L.t : 1.0);  // the layer input only (papers: 1/t of it when distributed)
     if (rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) return layer_activation_torchtitan_op(L);
     double bytes = 0;
     // Attention block: LN1 input and output, Q, K, V, context (input of the output projection).

@@ -251,6 +251,14 @@ struct ParallelSpec {
     // Apr 2024, then was ignored; Megatron-Core and Transformer Engine always do it); false describes Megatron-LM
     // before Sep 2021 (Narayanan et al. 2021). framework megatron only.
     bool async_tensor_model_parallel_allreduce = true;
+    // papers: full recompute keeps only each layer's input; with this set, each TP rank keeps
+    // 1/tp of it and the checkpoint function all-gathers it over the TP group before the
+    // layer's recompute (Megatron-LM --distribute-saved-activations, earlier
+    // --distribute-checkpointed-activations: tensor_parallel/random.py CheckpointFunction;
+    // metaseq / fairscale --distribute-checkpointed-activations; DeepSpeed
+    // activation_checkpointing.partition_activations). Needs recompute = full and tp > 1;
+    // with sequence parallelism the input is already sharded and Megatron ignores it.
+    bool distribute_saved_activations = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
@@ -289,6 +297,12 @@ struct TrainingSpec {
     StateDtype main_params_dtype = StateDtype::fp32;
     StateDtype exp_avg_dtype = StateDtype::fp32;
     StateDtype exp_avg_sq_dtype = StateDtype::fp32;
+    // papers: without flash attention, the attention scores' scale, causal mask and softmax
+    // run as one fused kernel (Megatron-LM's FusedScaleMaskSoftmax, default since 2020; GPT-NeoX
+    // scaled_upper_triang_masked_softmax_fusion). false = Megatron-LM --no-masked-softmax-fusion,
+    // or code before the fused kernel (Megatron-LM 2019): scale, mask and softmax are separate
+    // PyTorch ops, each a pass over the b·a·s² scores (compute.cpp, docs/estimators.md).
+    bool masked_softmax_fusion = true;
 
     int grad_accum(int dp) const { return global_batch / (micro_batch * dp); }
     bool operator==(const TrainingSpec&) const = default;
