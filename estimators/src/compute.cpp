@@ -17,6 +17,9 @@
 // Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
 // nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
 // quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
+// fp8eff — an FP8 GEMM's longer reduction dimension (fp8_reduction_factor): measured curves of
+// H100 cuBLAS bf16 GEMMs (XLA xla/service/gpu/model/matmul_interpolator_data.h, sm_90) and H800
+// FP8 GEMMs (DeepGEMM README 2025-03-25) by shape.
 // dsthru — DeepSpeed's pipeline engine accumulates gradients outside the GEMMs
 // (ds_grad_accum_bytes): deepspeed/runtime/pipe/engine.py _exec_backward_pass (clear_lp_grads
 // before, update_hp_grads after each micro-batch's backward), runtime/bf16_optimizer.py
@@ -227,8 +230,9 @@ double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
     const double T = L.tokens, h = L.h, d = L.d, hd = L.heads_l * d, kvd = L.kv_l * d;
-    // fp8: the linear layers' GEMMs at the FP8 peak on the same efficiency curve; the router,
-    // attention core and output layer stay at `peak` (bf16).
+    // fp8: the linear layers' GEMMs at the FP8 peak on the same efficiency curve, with the
+    // longer reduction FP8 needs (fp8eff: linear_gemm_time); the router, attention core and
+    // output layer stay at `peak` (bf16).
     const bool fp8 = L.fp8 != Fp8Recipe::none;
     // ttasync: torchtitan's Llama (models/llama3/model.py) keeps wq, wk, wv and the SwiGLU's
     // w1, w3 as separate nn.Linear layers: five GEMMs where Megatron's fused linear_qkv and
