@@ -17,6 +17,9 @@
 // Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
 // nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
 // quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
+// fp8eff — an FP8 GEMM's longer reduction dimension (fp8_reduction_factor): measured curves of
+// H100 cuBLAS bf16 GEMMs (XLA xla/service/gpu/model/matmul_interpolator_data.h, sm_90) and H800
+// FP8 GEMMs (DeepGEMM README 2025-03-25) by shape.
 // dsthru — DeepSpeed's pipeline engine accumulates gradients outside the GEMMs
 // (ds_grad_accum_bytes): deepspeed/runtime/pipe/engine.py _exec_backward_pass (clear_lp_grads
 // before, update_hp_grads after each micro-batch's backward), runtime/bf16_optimizer.py
@@ -139,19 +142,47 @@ double gemm_time(double peak, double m, double n, double k, double eff_max) {
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
 }
 
+// fp8eff: an FP8 GEMM needs a longer reduction (K) dimension than a bf16 one to reach the
+// same fraction of its peak. Each output tile pays a fixed time outside the K loop — filling
+// the pipeline, converting the fp32 accumulators and writing the bf16 output tile — while
+// the K loop runs `rate` (peak_fp8 / peak, 2 on Hopper and Blackwell) times faster, so the
+// K dimension's half-point d0 grows to rate·d0; tile and wave quantisation over M and N
+// are the same. Measured: the d/(d + d0) curve through H100 cuBLAS bf16 GEMMs (XLA's
+// matmul_interpolator_data.h, sm_90, M·N·K up to 16384·4096·4096) fits K's d0 = 190
+// (E 0.90; with d0 = 128 on all three: E 0.86, rms 5%, the defaults here), through H800
+// FP8 GEMMs (DeepGEMM README 2025-03-25, "Normal GEMMs for dense models", M = 4096) K's
+// d0 = 380: twice bf16's. The same harness on B200 (XLA's sm_100 table, bf16 and e4m3 at
+// M = 4096, N ≥ 1024) gives K's d0 ≈ 650 for bf16 and ≈ 1280 for FP8: 1.95 – 2.0×, with the
+// same large-shape fraction (E 0.74 – 0.77 vs 0.75 – 0.83). The large-shape ceiling is left
+// alone: per-tensor-scaled FP8 GEMMs approach 2× bf16 at large M, K, N (torchao float8 README,
+// "Derivation"; FBGEMM PR 2546: row-wise FP8 1.88 – 2.09× bf16 on H100). Each linear layer
+// runs three GEMMs whose reduction dimension differs (fprop K = in_features, dgrad K =
+// out_features, wgrad K = tokens) and the model times the backward as twice the forward
+// (symmetric in m, n, k), so every pass takes the mean of the three roles' factors.
+double fp8_reduction_factor(double m, double n, double k, double rate) {
+    const double d0 = g_cal.gemm_half_dim, d0_fp8 = std::max(rate, 1.0) * d0;
+    auto role = [&](double K) { return (K + d0_fp8) / (K + d0); };
+    return (role(m) + role(n) + role(k)) / 3.0;
+}
+
+double linear_gemm_time(const LayoutDerived& L, double m, double n, double k) {
+    if (L.fp8 == Fp8Recipe::none) return gemm_time(L.peak, m, n, k, L.gemm_eff_max);
+    return gemm_time(L.peak_fp8, m, n, k, L.gemm_eff_max) * fp8_reduction_factor(m, n, k, L.peak_fp8 / L.peak);
+}
+
 // ttasync: the attention's input projections and a dense MLP's input projection(s) as the
 // model runs them: torchtitan's Llama (models/llama3/model.py Attention, FeedForward) has
 // separate wq, wk, wv and w1, w3 linears, so K and V are GEMMs of their own kv_heads·d/t wide
 // output; Megatron-LM (and the default) fuses them into linear_qkv and linear_fc1.
-double titan_qkv_gemm(const LayoutDerived& L, double peak) {
+double titan_qkv_gemm(const LayoutDerived& L) {
     const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
-    if (!L.titan_model) return gemm_time(peak, T, hd + 2 * kvd, h, L.gemm_eff_max);
-    return gemm_time(peak, T, hd, h, L.gemm_eff_max) + 2.0 * gemm_time(peak, T, kvd, h, L.gemm_eff_max);
+    if (!L.titan_model) return linear_gemm_time(L, T, hd + 2 * kvd, h);
+    return linear_gemm_time(L, T, hd, h) + 2.0 * linear_gemm_time(L, T, kvd, h);
 }
-double titan_up_gemm(const LayoutDerived& L, double peak) {
+double titan_up_gemm(const LayoutDerived& L) {
     const double mats_in = L.swiglu ? 2.0 : 1.0;
-    if (!L.titan_model || !L.swiglu) return gemm_time(peak, L.tokens, mats_in * L.f_l, L.h, L.gemm_eff_max);
-    return 2.0 * gemm_time(peak, L.tokens, L.f_l, L.h, L.gemm_eff_max);
+    if (!L.titan_model || !L.swiglu) return linear_gemm_time(L, L.tokens, mats_in * L.f_l, L.h);
+    return 2.0 * linear_gemm_time(L, L.tokens, L.f_l, L.h);
 }
 
 // ttasync: the backward's recompute under torchtitan's op-level selective checkpointing
@@ -171,23 +202,22 @@ double titan_up_gemm(const LayoutDerived& L, double peak) {
 double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
     const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const bool fp8 = L.fp8 != Fp8Recipe::none;
-    const double lin = fp8 ? L.peak_fp8 : L.peak;
-    double gemm = gemm_time(lin, T, kvd, h, L.gemm_eff_max);  // K
+    double gemm = linear_gemm_time(L, T, kvd, h);  // K
     double weights = kvd * h;
     if (L.swiglu) {
         if (L.moe) {
             const double experts_l = (double)L.m->experts / L.ep, per_expert_tokens = T * L.m->top_k * L.ep / L.m->experts;
-            gemm += experts_l * gemm_time(lin, per_expert_tokens, L.f_l, h, L.gemm_eff_max);
+            gemm += experts_l * linear_gemm_time(L, per_expert_tokens, L.f_l, h);
             weights += experts_l * L.f_l * h;
         } else {
-            gemm += gemm_time(lin, T, L.f_l, h, L.gemm_eff_max);  // w3
+            gemm += linear_gemm_time(L, T, L.f_l, h);  // w3
             weights += L.f_l * h;
         }
     }
     if (L.titan_eager) {
-        gemm += gemm_time(lin, T, h, hd, L.gemm_eff_max);  // O
+        gemm += linear_gemm_time(L, T, h, hd);  // O
         weights += h * hd;
-        if (!L.swiglu && !L.moe) gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max), weights += h * L.f_l;  // fc2
+        if (!L.swiglu && !L.moe) gemm += linear_gemm_time(L, T, h, L.f_l), weights += h * L.f_l;  // fc2
     }
     double cast = 0;
     if (fp8) {
@@ -203,23 +233,23 @@ double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
     const double T = L.tokens, h = L.h, d = L.d, hd = L.heads_l * d, kvd = L.kv_l * d;
-    // fp8: the linear layers' GEMMs at the FP8 peak on the same efficiency curve; the router,
-    // attention core and output layer stay at `peak` (bf16).
+    // fp8: the linear layers' GEMMs at the FP8 peak on the same efficiency curve, with the
+    // longer reduction FP8 needs (fp8eff: linear_gemm_time); the router, attention core and
+    // output layer stay at `peak` (bf16).
     const bool fp8 = L.fp8 != Fp8Recipe::none;
-    const double lin = fp8 ? L.peak_fp8 : L.peak;
     // ttasync: torchtitan's Llama (models/llama3/model.py) keeps wq, wk, wv and the SwiGLU's
     // w1, w3 as separate nn.Linear layers: five GEMMs where Megatron's fused linear_qkv and
     // linear_fc1 run two, each on its own (narrower) output width (titan_gemms).
-    lt.gemm_qkv = titan_qkv_gemm(L, lin);
+    lt.gemm_qkv = titan_qkv_gemm(L);
     lt.gemm += lt.gemm_qkv;
-    lt.gemm_proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);  // output projection
+    lt.gemm_proj = linear_gemm_time(L, T, h, hd);  // output projection
     lt.gemm += lt.gemm_proj;
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
         const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
         const double per_expert_tokens = T * k * L.ep / L.m->experts;  // balanced routing
-        lt.gemm += experts_l * (gemm_time(lin, per_expert_tokens, mats_in * L.f_l, h, L.gemm_eff_max) +
-                                gemm_time(lin, per_expert_tokens, h, L.f_l, L.gemm_eff_max));
+        lt.gemm += experts_l * (linear_gemm_time(L, per_expert_tokens, mats_in * L.f_l, h) +
+                                linear_gemm_time(L, per_expert_tokens, h, L.f_l));
         // moe: the router's gating GEMM runs on the rank's sequence-parallel shard (MoELayer's
         // input is [s/t, b, h] under SP; TopKRouter before the dispatcher's TP all-gather).
         const double T_shard = T * (L.sp ? 1.0 / L.t : 1.0);
@@ -239,9 +269,9 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         lt.moe_dispatch = L.e * h * (8.0 * R + T_shard + sorts) / L.hbm;
         lt.moe_dispatch_bwd = L.e * h * (7.0 * R + 3.0 * T_shard + sorts) / L.hbm;
     } else {
-        lt.gemm_fc1 = titan_up_gemm(L, lin);
+        lt.gemm_fc1 = titan_up_gemm(L);
         lt.gemm += lt.gemm_fc1;
-        lt.gemm += gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
+        lt.gemm += linear_gemm_time(L, T, h, L.f_l);
     }
     if (fp8) {
         // Quantization traffic (fp8_cast_bytes) of the four linear layers. The inputs of QKV

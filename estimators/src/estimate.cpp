@@ -619,11 +619,14 @@ Estimate estimate_job(const JobSpec& job) {
     if (const TrainingSpec& tr = job.training; tr.fp8 != Fp8Recipe::none) {
         // fp8 (issue 15 point 3): say which GEMMs the FP8 peak applies to and what it costs.
         const bool te = tr.fp8 == Fp8Recipe::delayed || tr.fp8 == Fp8Recipe::current || tr.fp8 == Fp8Recipe::mxfp8;
-        char peak[64];
+        char peak[64], rate[32];
         std::snprintf(peak, sizeof peak, "%.0f", job.cluster.gpu.fp8_tflops);
+        // fp8eff: the reduction length grows with the math rate (compute.cpp fp8_reduction_factor).
+        std::snprintf(rate, sizeof rate, "%.3g", job.cluster.gpu.fp8_tflops / std::max(job.cluster.gpu.peak_tflops(tr.precision), 1e-9));
         est.notes.push_back(std::string("fp8 \"") + to_string(tr.fp8) + "\" (" + to_string(tr.fp8_format) +
                             "): the linear layers' GEMMs run at the FP8 peak (" + peak +
-                            " TFLOP/s) plus memory-bound quantization passes; attention core, output layer" +
+                            " TFLOP/s; an FP8 GEMM needs " + rate + "× bf16's reduction length for the same efficiency)"
+                            " plus memory-bound quantization passes; attention core, output layer" +
                             (m.experts > 1 ? ", router" : "") + " and embedding stay bf16; MFU/HFU are against the bf16 peak");
         if (te)
             est.notes.push_back("fp8 (Transformer Engine): params include the cached FP8 weights (rowwise + transposed, "

@@ -165,10 +165,15 @@ struct LayerTime {
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
 LayerTime layer_forward_time(const LayoutDerived& L);
 // ttasync: one micro-batch's forward GEMM time of the attention input projections (Q, K, V)
-// and of a dense MLP's input projection(s), at `peak`: separate GEMMs for torchtitan's Llama
-// (L.titan_model), fused ones otherwise.
-double titan_qkv_gemm(const LayoutDerived& L, double peak);
-double titan_up_gemm(const LayoutDerived& L, double peak);
+// and of a dense MLP's input projection(s) (linear_gemm_time): separate GEMMs for torchtitan's
+// Llama (L.titan_model), fused ones otherwise.
+double titan_qkv_gemm(const LayoutDerived& L);
+double titan_up_gemm(const LayoutDerived& L);
+// fp8eff: a linear layer's m×n×k GEMM, one pass: at `peak` in bf16; with an FP8 recipe at
+// `peak_fp8`, times fp8_reduction_factor (the longer reduction dimension FP8 needs to reach
+// the same fraction of its peak; rate = peak_fp8 / peak; compute.cpp gives the sources).
+double fp8_reduction_factor(double m, double n, double k, double rate);
+double linear_gemm_time(const LayoutDerived& L, double m, double n, double k);
 // dsthru: HBM bytes per parameter that DeepSpeed's pipeline engine moves after each
 // micro-batch's backward to accumulate gradients (precision: the model's 16-bit type).
 double ds_grad_accum_bytes(Precision precision, int mbs);

@@ -113,15 +113,14 @@ namespace {
 // issue 866: rowwise with async TP ran at about vanilla TP's speed).
 void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
-    const double lin = L.fp8 != Fp8Recipe::none ? L.peak_fp8 : L.peak;
     const double coll = nccl_time(Collective::all_gather, L.e * T * h, L.net_tp);  // one AG or RS (block_comm)
     // The forward's gathers of the norm output (float8 under torchao float8 TP, block_comm).
     const double in_bytes = L.dtensor_sp ? dtensor_gathered_bytes(L) : L.e;
     const double coll_in = nccl_time(Collective::all_gather, in_bytes * T * h, L.net_tp);
-    const double qkv = titan_qkv_gemm(L, lin);  // ttasync: wq, wk, wv share the fused gather
-    const double proj = gemm_time(lin, T, h, hd, L.gemm_eff_max);
-    const double up = titan_up_gemm(L, lin);
-    const double down = gemm_time(lin, T, h, L.f_l, L.gemm_eff_max);
+    const double qkv = titan_qkv_gemm(L);  // ttasync: wq, wk, wv share the fused gather
+    const double proj = linear_gemm_time(L, T, h, hd);
+    const double up = titan_up_gemm(L);
+    const double down = linear_gemm_time(L, T, h, L.f_l);
     const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
     // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
     auto gather_mm = [&](double c, double bytes, double gemm) {
@@ -139,8 +138,8 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     // as their left operand, so each gather is fused with that matmul.
     const bool op_sac = L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op;
     const double sac_block = op_sac ? 2.0 * coll_in : 0.0;
-    const double sac_async = op_sac ? gather_mm(coll_in, in_bytes, gemm_time(lin, T, kvd, h, L.gemm_eff_max)) +
-                                          (dense && L.swiglu ? gather_mm(coll_in, in_bytes, gemm_time(lin, T, L.f_l, h, L.gemm_eff_max))
+    const double sac_async = op_sac ? gather_mm(coll_in, in_bytes, linear_gemm_time(L, T, kvd, h)) +
+                                          (dense && L.swiglu ? gather_mm(coll_in, in_bytes, linear_gemm_time(L, T, L.f_l, h))
                                                              : coll_in)
                                     : 0.0;
     // block_comm's per-layer TP time: 2 gathers of the input + 2 reduce-scatters forward, 4
