@@ -130,10 +130,12 @@ std::string apply_run_to_job(Run& r) {
         j.training.fp8 = r.fp8 == "delayed"    ? ptd::Fp8Recipe::delayed
                        : r.fp8 == "current"    ? ptd::Fp8Recipe::current
                        : r.fp8 == "tensorwise" ? ptd::Fp8Recipe::tensorwise
+                       : r.fp8 == "mxfp8"      ? ptd::Fp8Recipe::mxfp8  // blackwell: TE MXFP8BlockScaling
                                                : ptd::Fp8Recipe::rowwise;
         // oomnemo: NeMo 2.0's and Megatron-Bridge's FP8 mixed-precision recipes
         // (bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed) set "fp8_param_gather = True".
-        j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current");
+        // blackwell: Megatron-Bridge's bf16_with_mxfp8_mixed sets it too (training/mixed_precision.py).
+        j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current" || r.fp8 == "mxfp8");
         // oom4: where the source (or its stack's recipe) says otherwise, e.g. NeMo 1.x's fp8_params.
         if (r.fp8_param_gather) j.training.fp8_param_gather = *r.fp8_param_gather;
     }
@@ -181,7 +183,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.convention = get_word(t, "flops_convention", "",
                                 {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
                                  "nemo-model-tflops"});
-        r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise"});
+        r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"});
         r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"});
         r.schedule = get_word(t, "schedule", "", {"", "1f1b", "interleaved", "zb-h1", "dualpipe"});
         r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
