@@ -52,7 +52,9 @@ const std::set<std::string> kRunKeys = {
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
     "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather",
     // moe: Mixture-of-Experts (model.experts, model.top_k, parallel.ep)
-    "experts", "top_k", "ep"};
+    "experts", "top_k", "ep",
+    // blackwell: Megatron's --overlap-p2p-communication (interleaved schedule)
+    "overlap_p2p_comm"};
 
 std::string g_path;
 
@@ -109,6 +111,11 @@ std::string apply_run_to_job(Run& r) {
     j.parallel.overlap_param_gather = sharded && j.parallel.overlap_grad_reduce && r.overlap_param_gather.value_or(true);
     j.parallel.tp_comm_overlap = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.tp_comm_overlap.value_or(false);
     j.parallel.async_tp = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.async_tp;  // tt405
+    // blackwell: the pipeline hop beside the next chunk's compute only where the source or its
+    // recipe says so (NeMo 2.0's MegatronCommOverlapCallback and Megatron-Bridge's
+    // CommOverlapConfig set it with vpp > 1; Megatron-LM before 2023 and the papers' stacks
+    // had no such overlap), so an unset key leaves every hop exposed.
+    j.parallel.overlap_p2p_comm = r.overlap_p2p_comm.value_or(false);
     // oomnemo: NeMo 2.0 and Megatron-Bridge performance recipes reduce gradients in bf16
     // (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py
     // set_llama3_common_configs: "cfg.ddp.grad_reduce_in_fp32 = False"); plain Megatron-LM
@@ -190,6 +197,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
         r.async_tp = get<bool>(t, "async_tp", false);  // tt405
+        r.overlap_p2p_comm = get_optional_bool(t, "overlap_p2p_comm");  // blackwell
         r.grad_reduce_in_fp32 = get_optional_bool(t, "grad_reduce_in_fp32");  // oomnemo
         r.activation_offload_layers = get<int>(t, "activation_offload_layers", 0);
         r.fp8_param_gather = get_optional_bool(t, "fp8_param_gather");  // oom4

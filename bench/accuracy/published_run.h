@@ -32,6 +32,7 @@ struct Run {
     std::optional<bool> grad_reduce_in_fp32;  // oomnemo: unstated = the stack's default (apply_run_to_job)
     int activation_offload_layers = 0;        // oomnemo: Megatron-core cpu_offloading_num_layers
     std::optional<bool> fp8_param_gather;     // oom4: unstated = the stack's default (apply_run_to_job)
+    std::optional<bool> overlap_p2p_comm;     // blackwell: unstated = false (apply_run_to_job)
     bool fsdp = false;                      // FSDP / ZeRO-3 (zero = 3)
     bool torch_compile = false;
     bool compiled_loss = false;             // ttmem: the loss ran under torch.compile (run_file.h)

@@ -180,6 +180,11 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // p2psg: Megatron-LM (2021 – early 2023) splits the p2p tensor over the TP ranks unless
     // sequence parallelism already has (p2p_communication.py: `not args.sequence_parallel`).
     L.p2p_scatter_gather = job.parallel.scatter_gather_tensors_in_pipeline && !L.ds_pipe && L.p > 1 && L.t > 1 && !L.sp;
+    // blackwell: Megatron's overlap_p2p_comm acts in its interleaved schedule only
+    // (schedules.py forward_backward_pipelining_with_interleaving; arguments.py turns it off
+    // otherwise); DeepSpeed, torchtitan and the ZB-H1 / DualPipe paths send their own way.
+    L.overlap_p2p = job.parallel.overlap_p2p_comm && job.training.framework == Framework::megatron && L.p > 1 &&
+                    L.v > 1 && L.schedule == PipelineSchedule::interleaved;
     // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
     // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
     const bool torchtitan = job.training.framework == Framework::torchtitan;
@@ -218,6 +223,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     block_comm(L, lt, layers, first, last, c);
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
+    hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
     return c;
 }
 

@@ -113,6 +113,9 @@ struct LayoutDerived {
     // PrepareFloat8ModuleInput only for tensorwise recipes; rowwise runs plain DTensor TP, so the
     // sequence-parallel all-gathers carry bf16 and the linears quantize the gathered tensors.
     bool fp8_cast_after_tp_gather;
+    // ---- blackwell: Megatron's overlapped pipeline send / receive (overlap.cpp hide_p2p) ----
+    // parallel.overlap_p2p_comm under the interleaved schedule, framework megatron.
+    bool overlap_p2p;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -256,5 +259,8 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
 // runs the input gradient's all-reduce (SP: reduce-scatter) beside the weight-gradient GEMM
 // and, with SP, the input's re-all-gather beside the data-gradient GEMM; shrinks c.bwd.tp.
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
+// blackwell: L.overlap_p2p: a chunk's pipeline hop runs beside the next chunk's compute (the
+// same work in a balanced split); shrinks c.fwd.p2p / c.bwd.p2p to what that compute leaves.
+void hide_p2p(const LayoutDerived& L, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -251,6 +251,14 @@ struct ParallelSpec {
     // Apr 2024, then was ignored; Megatron-Core and Transformer Engine always do it); false describes Megatron-LM
     // before Sep 2021 (Narayanan et al. 2021). framework megatron only.
     bool async_tensor_model_parallel_allreduce = true;
+    // blackwell: Megatron's --overlap-p2p-communication (ModelParallelConfig.overlap_p2p_comm):
+    // the interleaved schedule posts each chunk's pipeline send / receive asynchronously and
+    // waits for it only before the chunk that needs it, so the hop runs beside the next chunk's
+    // compute. Megatron-LM's training scripts turn it on by default and force it off without
+    // interleaving (arguments.py); NeMo 2.0's MegatronCommOverlapCallback and Megatron-Bridge's
+    // CommOverlapConfig set it for vpp > 1. framework megatron, vpp > 1 only; false = every hop
+    // exposed (Megatron-LM before 2023, --no-overlap-p2p-communication).
+    bool overlap_p2p_comm = true;
 
     bool operator==(const ParallelSpec&) const = default;
 };
