@@ -56,7 +56,9 @@ const std::set<std::string> kRunKeys = {
     // papers: each TP rank keeps 1/tp of the full-recompute checkpoints (parallel.distribute_saved_activations)
     "distribute_saved_activations",
     // papers: the attention softmax as separate scale / mask / softmax ops (training.masked_softmax_fusion)
-    "masked_softmax_fusion"};
+    "masked_softmax_fusion",
+    // blackwell: Megatron's --overlap-p2p-communication (interleaved schedule)
+    "overlap_p2p_comm"};
 
 std::string g_path;
 
@@ -113,6 +115,11 @@ std::string apply_run_to_job(Run& r) {
     j.parallel.overlap_param_gather = sharded && j.parallel.overlap_grad_reduce && r.overlap_param_gather.value_or(true);
     j.parallel.tp_comm_overlap = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.tp_comm_overlap.value_or(false);
     j.parallel.async_tp = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.async_tp;  // tt405
+    // blackwell: the pipeline hop beside the next chunk's compute only where the source or its
+    // recipe says so (NeMo 2.0's MegatronCommOverlapCallback and Megatron-Bridge's
+    // CommOverlapConfig set it with vpp > 1; Megatron-LM before 2023 and the papers' stacks
+    // had no such overlap), so an unset key leaves every hop exposed.
+    j.parallel.overlap_p2p_comm = r.overlap_p2p_comm.value_or(false);
     // oomnemo: NeMo 2.0 and Megatron-Bridge performance recipes reduce gradients in bf16
     // (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py
     // set_llama3_common_configs: "cfg.ddp.grad_reduce_in_fp32 = False"); plain Megatron-LM
@@ -134,10 +141,12 @@ std::string apply_run_to_job(Run& r) {
         j.training.fp8 = r.fp8 == "delayed"    ? ptd::Fp8Recipe::delayed
                        : r.fp8 == "current"    ? ptd::Fp8Recipe::current
                        : r.fp8 == "tensorwise" ? ptd::Fp8Recipe::tensorwise
+                       : r.fp8 == "mxfp8"      ? ptd::Fp8Recipe::mxfp8  // blackwell: TE MXFP8BlockScaling
                                                : ptd::Fp8Recipe::rowwise;
         // oomnemo: NeMo 2.0's and Megatron-Bridge's FP8 mixed-precision recipes
         // (bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed) set "fp8_param_gather = True".
-        j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current");
+        // blackwell: Megatron-Bridge's bf16_with_mxfp8_mixed sets it too (training/mixed_precision.py).
+        j.training.fp8_param_gather = r.framework == "nemo" && (r.fp8 == "delayed" || r.fp8 == "current" || r.fp8 == "mxfp8");
         // oom4: where the source (or its stack's recipe) says otherwise, e.g. NeMo 1.x's fp8_params.
         if (r.fp8_param_gather) j.training.fp8_param_gather = *r.fp8_param_gather;
     }
@@ -185,13 +194,14 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.convention = get_word(t, "flops_convention", "",
                                 {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
                                  "nemo-model-tflops"});
-        r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise"});
+        r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"});
         r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"});
         r.schedule = get_word(t, "schedule", "", {"", "1f1b", "interleaved", "zb-h1", "dualpipe"});
         r.overlap_grad_reduce = get_optional_bool(t, "overlap_grad_reduce");
         r.overlap_param_gather = get_optional_bool(t, "overlap_param_gather");
         r.tp_comm_overlap = get_optional_bool(t, "tp_comm_overlap");
         r.async_tp = get<bool>(t, "async_tp", false);  // tt405
+        r.overlap_p2p_comm = get_optional_bool(t, "overlap_p2p_comm");  // blackwell
         r.grad_reduce_in_fp32 = get_optional_bool(t, "grad_reduce_in_fp32");  // oomnemo
         r.activation_offload_layers = get<int>(t, "activation_offload_layers", 0);
         r.fp8_param_gather = get_optional_bool(t, "fp8_param_gather");  // oom4

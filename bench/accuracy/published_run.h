@@ -24,7 +24,7 @@ struct Run {
 
     // Issue 15 keys the estimator on main does not take yet. They are parsed and checked
     // here and handed to the job in apply_run_to_job(); see the INTEGRATOR marks there.
-    std::string fp8 = "none";               // none | delayed | current | tensorwise | rowwise
+    std::string fp8 = "none";               // none | delayed | current | tensorwise | rowwise | mxfp8 (blackwell)
     std::string cluster;                    // dgx-a100 | dgx-h100 | hgx-h200 | dgx-b200 | gb200-nvl72; "" = none named
     std::string schedule;                   // 1f1b | interleaved | zb-h1 | dualpipe; "" = not stated
     std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
@@ -32,6 +32,7 @@ struct Run {
     std::optional<bool> grad_reduce_in_fp32;  // oomnemo: unstated = the stack's default (apply_run_to_job)
     int activation_offload_layers = 0;        // oomnemo: Megatron-core cpu_offloading_num_layers
     std::optional<bool> fp8_param_gather;     // oom4: unstated = the stack's default (apply_run_to_job)
+    std::optional<bool> overlap_p2p_comm;     // blackwell: unstated = false (apply_run_to_job)
     bool fsdp = false;                      // FSDP / ZeRO-3 (zero = 3)
     bool torch_compile = false;
     bool compiled_loss = false;             // ttmem: the loss ran under torch.compile (run_file.h)

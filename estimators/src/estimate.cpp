@@ -184,6 +184,12 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // parallelism (transformer_block.py: distribute_saved_activations and not sequence_parallel).
     L.distribute_saved = job.parallel.distribute_saved_activations && L.rc == Recompute::full && L.t > 1 && !L.sp;
     L.softmax_unfused = !job.training.masked_softmax_fusion && !L.flash;  // papers
+
+    // blackwell: Megatron's overlap_p2p_comm acts in its interleaved schedule only
+    // (schedules.py forward_backward_pipelining_with_interleaving; arguments.py turns it off
+    // otherwise); DeepSpeed, torchtitan and the ZB-H1 / DualPipe paths send their own way.
+    L.overlap_p2p = job.parallel.overlap_p2p_comm && job.training.framework == Framework::megatron && L.p > 1 &&
+                    L.v > 1 && L.schedule == PipelineSchedule::interleaved;
     // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
     // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
     const bool torchtitan = job.training.framework == Framework::torchtitan;
@@ -222,6 +228,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     block_comm(L, lt, layers, first, last, c);
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
+    hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
     return c;
 }
 

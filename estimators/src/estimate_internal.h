@@ -119,6 +119,10 @@ struct LayoutDerived {
     // layer input (memory.cpp) and all-gathers it before the layer's recompute (collectives.cpp) ----
     bool distribute_saved;
     bool softmax_unfused;                // training.masked_softmax_fusion = false, no flash (compute.cpp)
+
+    // ---- blackwell: Megatron's overlapped pipeline send / receive (overlap.cpp hide_p2p) ----
+    // parallel.overlap_p2p_comm under the interleaved schedule, framework megatron.
+    bool overlap_p2p;
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -267,5 +271,8 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
 // runs the input gradient's all-reduce (SP: reduce-scatter) beside the weight-gradient GEMM
 // and, with SP, the input's re-all-gather beside the data-gradient GEMM; shrinks c.bwd.tp.
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
+// blackwell: L.overlap_p2p: a chunk's pipeline hop runs beside the next chunk's compute (the
+// same work in a balanced split); shrinks c.fwd.p2p / c.bwd.p2p to what that compute leaves.
+void hide_p2p(const LayoutDerived& L, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -315,6 +315,9 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (p.overlap_param_gather && (p.distributed_optimizer || p.zero == 1)) arg("--overlap-param-gather");
     // Transformer Engine userbuffers (needs --sequence-parallel, which validate_job requires).
     if (p.tp_comm_overlap && p.tp > 1) arg("--tp-comm-overlap");
+    // blackwell: Megatron-LM overlaps the interleaved schedule's p2p by default (arguments.py
+    // --no-overlap-p2p-communication); a job that keeps every hop exposed says so.
+    if (!p.overlap_p2p_comm && p.pp > 1 && p.vpp > 1) arg("--no-overlap-p2p-communication");
     // tt405: PyTorch's micro-pipelined TP has no Megatron-LM flag; TE's userbuffers is the nearest.
     if (p.async_tp && p.tp > 1)
         out.notes.push_back("parallel.async_tp: PyTorch's micro-pipelined TP (torchtitan's enable_async_tensor_parallel) "

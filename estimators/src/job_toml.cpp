@@ -531,6 +531,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
     r.read_int("activation_offload_layers", p.activation_offload_layers, 0, 100000);
     r.read_bool("async_tp", p.async_tp);  // tt405
+    r.read_bool("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
     // offload: "nvme" (ZeRO-Infinity) is named so its rejection says why, not just "unknown".
     if (std::string device; r.read_string("offload_optimizer", device)) {
         if (device == "none" || device == "cpu")
@@ -1006,6 +1007,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.grad_reduce_in_fp32 != pd.grad_reduce_in_fp32) w.boolean("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
     if (p.activation_offload_layers != pd.activation_offload_layers) w.int_("activation_offload_layers", p.activation_offload_layers);
     if (p.async_tp != pd.async_tp) w.boolean("async_tp", p.async_tp);  // tt405
+    if (p.overlap_p2p_comm != pd.overlap_p2p_comm) w.boolean("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
     if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
     if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb

@@ -195,6 +195,21 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
 // have nothing to hide behind. Only the column-parallel linears (QKV, the dense MLP's FC1)
 // have it; the row-parallel linears' backward all-gather under SP stays exposed, and MoE
 // expert layers' TP communication is the token dispatcher's.
+// blackwell: Megatron-core's interleaved schedule with overlap_p2p_comm
+// (megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving,
+// p2p_communication.py send_forward_recv_forward / send_backward_recv_backward with
+// overlap_p2p_comm=True): after a chunk's forward its output send and the next input's receive
+// are posted as async isend / irecv and waited for only before the chunk that consumes them, and
+// the same in the backward; the hop runs while the rank computes its next chunk. The next chunk
+// is the same work in a balanced split, so the window is this chunk's compute; NCCL's p2p
+// kernels slow it like any collective (overlapped_cost). The warm-up's first receive and the
+// cool-down's last send are inside the pipeline bubble the schedule already counts.
+void hide_p2p(const LayoutDerived& L, ChunkTime& c) {
+    if (!L.overlap_p2p) return;
+    c.fwd.p2p = overlapped_cost(c.fwd.p2p, c.fwd.compute);
+    c.bwd.p2p = overlapped_cost(c.bwd.p2p, c.bwd.compute);
+}
+
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
     const double msg = L.e * L.tokens * L.h;

@@ -260,6 +260,15 @@ struct ParallelSpec {
     // with sequence parallelism the input is already sharded and Megatron ignores it.
     bool distribute_saved_activations = false;
 
+    // blackwell: Megatron's --overlap-p2p-communication (ModelParallelConfig.overlap_p2p_comm):
+    // the interleaved schedule posts each chunk's pipeline send / receive asynchronously and
+    // waits for it only before the chunk that needs it, so the hop runs beside the next chunk's
+    // compute. Megatron-LM's training scripts turn it on by default and force it off without
+    // interleaving (arguments.py); NeMo 2.0's MegatronCommOverlapCallback and Megatron-Bridge's
+    // CommOverlapConfig set it for vpp > 1. framework megatron, vpp > 1 only; false = every hop
+    // exposed (Megatron-LM before 2023, --no-overlap-p2p-communication).
+    bool overlap_p2p_comm = true;
+
     bool operator==(const ParallelSpec&) const = default;
 };
 
