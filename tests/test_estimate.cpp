@@ -1393,4 +1393,32 @@ TEST(MemoryTruth, ZeroTwoPipelineTraffic) {
     EXPECT_NEAR(estimate_job(dist2).stages[1].dp_s, estimate_job(dist).stages[1].dp_s, 1e-12);
 }
 
+// A GPU generation no published run calibrates (Ada: L40S) takes the mean of the calibrated
+// generations' GEMM ceilings, not the generic default that every calibrated generation lands
+// well below, and the estimate says so; a calibrated one (H100) keeps its own and says nothing.
+TEST(Calibration, UncalibratedGenerationTakesTheMeanAndSaysSo) {
+    const TimeModelConstants& c = time_model_constants();
+    ASSERT_FALSE(c.calibrated(GpuGeneration::ada));
+    ASSERT_TRUE(c.calibrated(GpuGeneration::hopper));
+    double sum = 0;
+    int n = 0;
+    for (const KernelEfficiency& k : c.by_generation)
+        if (k.gemm_eff_max > 0) sum += k.gemm_eff_max, ++n;
+    ASSERT_GT(n, 1);
+    EXPECT_DOUBLE_EQ(c.kernel(GpuGeneration::ada).gemm_eff_max, sum / n);
+    EXPECT_LT(c.kernel(GpuGeneration::ada).gemm_eff_max, c.gemm_eff_max);
+    EXPECT_DOUBLE_EQ(c.kernel(GpuGeneration::hopper).gemm_eff_max, c.by_generation[(int)GpuGeneration::hopper].gemm_eff_max);
+    EXPECT_DOUBLE_EQ(c.kernel(GpuGeneration::cpu).gemm_eff_max, c.gemm_eff_max);  // the engine's own
+
+    auto has_note = [](const Estimate& e) {
+        for (const std::string& note : e.notes)
+            if (contains(note, "no published run calibrates")) return true;
+        return false;
+    };
+    JobSpec l40s = load_asset("llama3-8b-h100.toml", {"cluster.gpu=l40s"});
+    const Estimate e = estimate_job(l40s);
+    EXPECT_TRUE(has_note(e));
+    EXPECT_FALSE(has_note(estimate_job(load_asset("llama3-8b-h100.toml"))));
+}
+
 }  // namespace

@@ -13,19 +13,14 @@
 #include "ptd/estimate.h"
 #include "ptd/presets.h"
 
-#include "published_run.h"
+#include "published_runs_test_util.h"
 
 namespace {
 
 using namespace ptd;
 
-const std::vector<::Run>& published_runs() {
-    static const std::vector<::Run> runs =
-        load_runs(PTD_SOURCE_DIR "/bench/accuracy/published_runs.toml", ptd::embedded_presets());
-    return runs;
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+using ptd_test::published_runs;
+using ptd_test::starts_with;
 
 bool is_family_row(const ::Run& r) {
     return starts_with(r.name, "megascale24-") || starts_with(r.name, "nemotron4r-");
@@ -116,14 +111,7 @@ TEST(MegascaleRows, NemotronReportRowsHaveWholeLayouts) {
 
 // Issue 15: a run that happened cannot be an OOM.
 TEST(MegascaleRows, EveryPublishedLayoutFitsItsGpus) {
-    int seen = 0;
-    for (const ::Run& r : published_runs()) {
-        if (!is_family_row(r)) continue;
-        ++seen;
-        const Estimate e = estimate_job(r.job);
-        EXPECT_TRUE(e.fits) << r.name << ": " << e.stages[e.worst_stage].mem.total() / (1024.0 * 1024 * 1024) << " GiB";
-    }
-    EXPECT_EQ(seen, 18);
+    ptd_test::expect_family_fits(is_family_row, 18);
 }
 
 }  // namespace

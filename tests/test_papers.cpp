@@ -142,7 +142,9 @@ TEST(PapersPublishedRows, StateTheirSettingsAndFit) {
         if (!ours) continue;
         ++seen;
         ASSERT_TRUE(r.skip.empty()) << r.name << ": " << r.skip;
-        EXPECT_EQ(r.use, "check") << r.name;
+        // The one V100 calibration run (the Megatron-LM 2019 single-GPU baseline: no
+        // communication); every other row of the family checks the constants.
+        EXPECT_EQ(r.use, r.name == "megatron19-1.2b-1gpu" ? "calibrate" : "check") << r.name;
         const Estimate e = estimate_job(r.job);
         EXPECT_TRUE(e.fits) << r.name << ": " << e.stages[e.worst_stage].mem.total() / kGiB << " GiB";
         if (r.name == "opt22-175b-992gpu") {

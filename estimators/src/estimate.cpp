@@ -623,6 +623,16 @@ Estimate estimate_job(const JobSpec& job) {
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
+    if (const GpuGeneration gen = job.cluster.gpu.generation;
+        gen != GpuGeneration::cpu && !time_model_constants().calibrated(gen)) {
+        // No published run of this GPU generation is in the calibration set (docs/accuracy.md):
+        // say so, with the ceiling it gets instead.
+        char eff[16];
+        std::snprintf(eff, sizeof eff, "%.2f", time_model_constants().kernel(gen).gemm_eff_max);
+        est.notes.push_back(std::string("no published run calibrates ") + to_string(gen) +
+                            " GPUs: GEMMs reach at most " + eff +
+                            " of peak (the mean of the calibrated generations); step time and MFU are less certain");
+    }
     if (const TrainingSpec& tr = job.training; tr.fp8 != Fp8Recipe::none) {
         // fp8 (issue 15 point 3): say which GEMMs the FP8 peak applies to and what it costs.
         const bool te = tr.fp8 == Fp8Recipe::delayed || tr.fp8 == Fp8Recipe::current || tr.fp8 == Fp8Recipe::mxfp8;

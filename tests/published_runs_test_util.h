@@ -1,0 +1,41 @@
+// published_runs_test_util.h — the published runs of bench/accuracy/published_runs.toml, read
+// once per test executable exactly as bench_accuracy reads them, for the tests that pin what a
+// family of rows' notes claim (test_megascale, test_blackwell, ...).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ptd/estimate.h"
+#include "ptd/presets.h"
+
+#include "published_run.h"
+
+namespace ptd_test {
+
+// Every run of the data file (loaded on first use; load_runs exits on a malformed file).
+inline const std::vector<::Run>& published_runs() {
+    static const std::vector<::Run> runs =
+        load_runs(PTD_SOURCE_DIR "/bench/accuracy/published_runs.toml", ptd::embedded_presets());
+    return runs;
+}
+
+inline bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Issue 15: a run that happened cannot be an OOM. Expects every row `in_family` selects to be
+// predicted to fit the GPUs it ran on, and that there are `expected_rows` of them.
+inline void expect_family_fits(const std::function<bool(const ::Run&)>& in_family, int expected_rows) {
+    int seen = 0;
+    for (const ::Run& r : published_runs()) {
+        if (!in_family(r)) continue;
+        ++seen;
+        const ptd::Estimate e = ptd::estimate_job(r.job);
+        EXPECT_TRUE(e.fits) << r.name << ": " << e.stages[e.worst_stage].mem.total() / (1024.0 * 1024 * 1024) << " GiB";
+    }
+    EXPECT_EQ(seen, expected_rows);
+}
+
+}  // namespace ptd_test
