@@ -52,25 +52,6 @@ micro_batch = 1
 global_batch = 2048
 )";
 
-const char* kLlama70b = R"(
-[model]
-preset = "llama3-70b"
-
-[cluster]
-nodes = 64
-gpus_per_node = 8
-gpu = "h100-sxm"
-inter_gbps = 50.0
-
-[parallel]
-tp = 8
-pp = 4
-
-[training]
-micro_batch = 1
-global_batch = 1024
-)";
-
 std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
     char buf[200];
     const char* order = c.order >= 0 ? ptd::kPlannerOrders[c.order] : job.parallel.order.c_str();
@@ -224,11 +205,12 @@ int main(int argc, char** argv) {
         if (!job) std::printf("%s\n", job.error().str().c_str());
         return job;
     };
-    auto l70 = load(kLlama70b, "<llama3-70b 64×8>");
     auto l405 = load(kLlama405b, "<llama3-405b 2048×8>");
     const std::string assets = ptd::find_assets_dir();  // the source tree's assets/ from a build folder
+    auto l70 = ptd::load_job_file(assets + "/jobs/llama3-70b-h100-64nodes.toml", *presets);
     auto gpt3 = ptd::load_job_file(assets + "/jobs/gpt3-175b-a100.toml", *presets);
     if (!l70 || !l405 || !gpt3) {
+        if (!l70) std::printf("%s\n", l70.error().str().c_str());
         if (!gpt3) std::printf("%s\n", gpt3.error().str().c_str());
         return 1;
     }

@@ -50,4 +50,24 @@ inline bool any_note(const ptd::ExportOutput& o, const std::string& sub) {
     return false;
 }
 
+// Llama 3 8B on one node of 8 H100 (TP1 PP1 DP8, micro-batch 1, `global_batch` sequences per
+// step), as a job file: `parallel_extra` and `training_extra` are appended to those sections
+// (training_extra may open further sections after it).
+inline std::string llama8b_h100x8_job(const std::string& parallel_extra, const std::string& training_extra,
+                                      int global_batch) {
+    return R"(
+[model]
+preset = "llama3-8b"
+[cluster]
+nodes = 1
+gpus_per_node = 8
+gpu = "h100-sxm"
+[parallel]
+tp = 1
+pp = 1
+dp = 8
+)" + parallel_extra + "\n[training]\nglobal_batch = " + std::to_string(global_batch) + "\nmicro_batch = 1\n" +
+           training_extra;
+}
+
 }  // namespace ptd_test

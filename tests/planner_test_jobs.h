@@ -1,30 +1,13 @@
-// planner_test_jobs.h — the two planner-scale jobs whose layouts the planner-speed tests
+// planner_test_jobs.h — the planner-scale jobs whose layouts the planner-speed tests
 // (test_pspeed, test_pspeed2) score by the thousand: Llama 3 70B on 64 H100 nodes with the
-// cluster's NVLink SHARP (bench_planner's job, its 50 GB/s per GPU across nodes), and
-// Mixtral 8x7B with expert parallelism — groups on and off the node, all-reduce and
-// all-gather. Load them with job_test_util.h's job_from_text.
+// cluster's NVLink SHARP (bench_planner's job: assets/jobs/llama3-70b-h100-64nodes.toml,
+// kLlama70bPlannerAsset), and Mixtral 8x7B with expert parallelism — groups on and off the
+// node, all-reduce and all-gather (load it with job_test_util.h's job_from_text).
 #pragma once
 
 namespace ptd_test {
 
-inline constexpr const char* kLlama70bPlannerJob = R"(
-[model]
-preset = "llama3-70b"
-
-[cluster]
-nodes = 64
-gpus_per_node = 8
-gpu = "h100-sxm"
-inter_gbps = 50.0
-
-[parallel]
-tp = 8
-pp = 4
-
-[training]
-micro_batch = 1
-global_batch = 1024
-)";
+inline constexpr const char* kLlama70bPlannerAsset = "llama3-70b-h100-64nodes.toml";  // load_asset
 
 inline constexpr const char* kMixtralPlannerJob = R"(
 [model]

@@ -26,22 +26,7 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // Llama 3 8B on 8 H100: TP1 PP1 DP8, distributed optimizer.
 std::string llama8b_job(const std::string& training_extra, const std::string& parallel_extra = "distributed_optimizer = true") {
-    return R"(
-[model]
-preset = "llama3-8b"
-[cluster]
-nodes = 1
-gpus_per_node = 8
-gpu = "h100-sxm"
-[parallel]
-tp = 1
-pp = 1
-dp = 8
-)" + parallel_extra + R"(
-[training]
-global_batch = 64
-micro_batch = 1
-)" + training_extra;
+    return llama8b_h100x8_job(parallel_extra, training_extra, 64);
 }
 
 std::string load_text_error(const std::string& text) {

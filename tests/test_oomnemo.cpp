@@ -24,24 +24,7 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // Llama 3 8B on 8 H100 the way dgxc-benchmarking ran it: TP1 PP1, distributed optimizer.
 std::string llama8b_job(const std::string& parallel_extra, const std::string& training_extra = "") {
-    return R"(
-[model]
-preset = "llama3-8b"
-[cluster]
-nodes = 1
-gpus_per_node = 8
-gpu = "h100-sxm"
-[parallel]
-tp = 1
-pp = 1
-dp = 8
-distributed_optimizer = true
-overlap_grad_reduce = true
-)" + parallel_extra + R"(
-[training]
-global_batch = 128
-micro_batch = 1
-)" + training_extra;
+    return llama8b_h100x8_job("distributed_optimizer = true\noverlap_grad_reduce = true\n" + parallel_extra, training_extra, 128);
 }
 
 TEST(OomNemo, GradReduceInBf16HalvesTheGradientBufferAndItsReduction) {

@@ -89,7 +89,6 @@ TEST(OneFOneBFastPath, SlowTakeoverOfTheSlowestStage) {
 }
 
 JobSpec load(const char* text) { return ptd_test::job_from_text(text); }
-const char* const kLlama70b = ptd_test::kLlama70bPlannerJob;
 const char* const kMixtral = ptd_test::kMixtralPlannerJob;
 
 // The durations evaluate_layout gives the schedule, rebuilt from its detail (estimate.cpp:
@@ -117,7 +116,7 @@ PipelineDurations durations_of(const Estimate& est, const LayoutChoice& c, std::
 // durations, and the estimate without detail (the planner's call: the balanced-split
 // shortcut, no detail) equals the one with it.
 TEST(EvaluateLayoutFastPath, PipelineEqualsTheSimulationOverVariedLayouts) {
-    const JobSpec l70 = load(kLlama70b), mix = load(kMixtral);
+    const JobSpec l70 = ptd_test::load_asset(ptd_test::kLlama70bPlannerAsset), mix = load(kMixtral);
     int checked = 0, one_f_one_b = 0, interleaved = 0, zb = 0, uneven = 0;
     auto check = [&](const JobSpec& job, const LayoutChoice& c, const std::vector<int>& lps) {
         const EstimateContext ctx = make_estimate_context(job);

@@ -27,7 +27,6 @@ namespace {
 using namespace ptd;
 
 JobSpec load(const char* text) { return ptd_test::job_from_text(text); }
-const char* const kLlama70b = ptd_test::kLlama70bPlannerJob;
 const char* const kMixtral = ptd_test::kMixtralPlannerJob;
 
 struct Case {
@@ -110,7 +109,7 @@ std::vector<Case> planner_cases(const EstimateContext& l70, const EstimateContex
 // computed) equals the same layout scored in one thread after hundreds of others in a
 // shuffled order (answers kept from layouts that share groups, messages or pipelines).
 TEST(Pspeed2KeptAnswers, ScoreDoesNotDependOnWhatWasEvaluatedBefore) {
-    const JobSpec l70_job = load(kLlama70b), mix_job = load(kMixtral);
+    const JobSpec l70_job = ptd_test::load_asset(ptd_test::kLlama70bPlannerAsset), mix_job = load(kMixtral);
     const EstimateContext l70 = make_estimate_context(l70_job), mix = make_estimate_context(mix_job);
     std::vector<Case> cases = planner_cases(l70, mix);
     ASSERT_GT(cases.size(), 1000u);
@@ -136,7 +135,7 @@ TEST(Pspeed2KeptAnswers, ScoreDoesNotDependOnWhatWasEvaluatedBefore) {
 // collective, group size, all-reduce vs all-gather of the same TP message), scored alternately:
 // each gets its own time, not the one kept for the layout asked before.
 TEST(Pspeed2KeptAnswers, LayoutsThatShareGroupsOrMessagesKeepTheirOwnScores) {
-    const JobSpec job = load(kLlama70b);
+    const JobSpec job = ptd_test::load_asset(ptd_test::kLlama70bPlannerAsset);
     const EstimateContext ctx = make_estimate_context(job);
     // Layouts whose DP groups differ only in placement (rank order), size or the ZeRO
     // collective: scored alternately, each must keep its own score.
@@ -167,7 +166,7 @@ TEST(Pspeed2KeptAnswers, LayoutsThatShareGroupsOrMessagesKeepTheirOwnScores) {
 // of equal stages; with detail every stage is evaluated one by one. Both give the same bits,
 // with the remainder's extra layer on 0 … p − 2 stages and for 1F1B, ZB-H1 and DualPipe.
 TEST(Pspeed2BalancedRuns, RunsGiveWhatEveryStageGives) {
-    const JobSpec job = load(kLlama70b);
+    const JobSpec job = ptd_test::load_asset(ptd_test::kLlama70bPlannerAsset);
     const EstimateContext ctx = make_estimate_context(job);
     int checked = 0, with_extra = 0, zb = 0, dualpipe = 0;
     for (int pp : {2, 3, 4, 5, 6, 7, 8, 9, 16, 32, 64, 79, 80})
