@@ -22,8 +22,8 @@ struct Run {
     std::string published_what; // what the source stated
     double source_flops = 0;    // FLOPs per iteration as the source counts them
 
-    // Issue 15 keys the estimator on main does not take yet. They are parsed and checked
-    // here and handed to the job in apply_run_to_job(); see the INTEGRATOR marks there.
+    // Run keys kept as the file states them (unset stays distinguishable where the stack's
+    // default depends on the framework); apply_run_to_job() turns them into the job's fields.
     std::string fp8 = "none";               // none | delayed | current | tensorwise | rowwise | mxfp8 (blackwell)
     std::string cluster;                    // dgx-a100 | dgx-h100 | hgx-h200 | dgx-b200 | gb200-nvl72; "" = none named
     std::string schedule;                   // 1f1b | interleaved | zb-h1 | dualpipe; "" = not stated

@@ -182,19 +182,6 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
     c.bwd.tp -= layers * (one.bwd.tp - exposed(one.bwd.tp, bwd_gemm));
 }
 
-// recomp: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
-// (megatron/core/tensor_parallel/layers.py; megatron/mpu/layers.py from Sep 2021, when
-// --no-async-tensor-model-parallel-allreduce could turn it off — until Apr 2024, ignored
-// since), relying on CUDA_DEVICE_MAX_CONNECTIONS=1 for the order, and Transformer Engine's
-// Linear / LayerNormLinear backward ("overlap dgrad-RS/AR with wgrad", transformer_engine/
-// pytorch/module/linear.py): without SP the input gradient's all-reduce is issued before the
-// weight-gradient GEMM and waited for after it; with SP the saved input shard is
-// re-all-gathered beside the data-gradient GEMM and the input gradient reduce-scattered
-// beside the weight-gradient GEMM. Korthikanti et al. 2022 §6.2 name this overlap as why a
-// full recompute costs 39% of the 22B layer, not 33%: the recomputed forward's all-reduces
-// have nothing to hide behind. Only the column-parallel linears (QKV, the dense MLP's FC1)
-// have it; the row-parallel linears' backward all-gather under SP stays exposed, and MoE
-// expert layers' TP communication is the token dispatcher's.
 // blackwell: Megatron-core's interleaved schedule with overlap_p2p_comm
 // (megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving,
 // p2p_communication.py send_forward_recv_forward / send_backward_recv_backward with
@@ -210,6 +197,19 @@ void hide_p2p(const LayoutDerived& L, ChunkTime& c) {
     c.bwd.p2p = overlapped_cost(c.bwd.p2p, c.bwd.compute);
 }
 
+// recomp: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
+// (megatron/core/tensor_parallel/layers.py; megatron/mpu/layers.py from Sep 2021, when
+// --no-async-tensor-model-parallel-allreduce could turn it off — until Apr 2024, ignored
+// since), relying on CUDA_DEVICE_MAX_CONNECTIONS=1 for the order, and Transformer Engine's
+// Linear / LayerNormLinear backward ("overlap dgrad-RS/AR with wgrad", transformer_engine/
+// pytorch/module/linear.py): without SP the input gradient's all-reduce is issued before the
+// weight-gradient GEMM and waited for after it; with SP the saved input shard is
+// re-all-gathered beside the data-gradient GEMM and the input gradient reduce-scattered
+// beside the weight-gradient GEMM. Korthikanti et al. 2022 §6.2 name this overlap as why a
+// full recompute costs 39% of the 22B layer, not 33%: the recomputed forward's all-reduces
+// have nothing to hide behind. Only the column-parallel linears (QKV, the dense MLP's FC1)
+// have it; the row-parallel linears' backward all-gather under SP stays exposed, and MoE
+// expert layers' TP communication is the token dispatcher's.
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
     const double msg = L.e * L.tokens * L.h;
