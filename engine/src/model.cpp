@@ -43,6 +43,10 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
         return unsupported(job, "parallel.tp", "got " + std::to_string(p.tp) + ", but the engine shards KV heads (" + std::to_string(m.kv_heads) + ") without replication; tp must divide model.kv_heads");
     if (m.heads % m.kv_heads != 0) return unsupported(job, "model.kv_heads", "heads must be a multiple of kv_heads");
     if (m.hidden % m.heads != 0) return unsupported(job, "model.hidden", "hidden must be a multiple of heads");
+    if (m.head_dim_given != 0 && m.head_dim_given * m.heads != m.hidden)
+        return unsupported(job, "model.head_dim", "got " + std::to_string(m.head_dim_given) + "; the engine's heads are hidden / heads wide (allowed: 0 or " + std::to_string(m.hidden / m.heads) + ")");
+    if (m.mla()) return unsupported(job, "model.kv_lora_rank", "the engine has no multi-head latent attention; allowed: 0");
+    if (m.mtp_layers != 0) return unsupported(job, "model.mtp_layers", "the engine has no multi-token prediction; allowed: 0");
     if (m.position == Position::rope && (m.hidden / m.heads) % 2 != 0)
         return unsupported(job, "model.heads", "RoPE needs an even head dimension");
 

@@ -258,9 +258,9 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     const ClusterSpec& c = job.cluster;
 
     // Model shape.
-    if (m.heads > 0 && m.hidden % m.heads != 0)
+    if (m.heads > 0 && m.head_dim_given == 0 && m.hidden % m.heads != 0)
         add("model.hidden", "hidden " + s(m.hidden) + " is not divisible by heads " + s(m.heads) +
-                                "; allowed: a multiple of heads (head_dim = hidden / heads)");
+                                "; allowed: a multiple of heads (head_dim = hidden / heads), or set model.head_dim");
     if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
         add("model.kv_heads", "got " + s(m.kv_heads) + ", but heads " + s(m.heads) +
                                   " must be a multiple of kv_heads; allowed kv_heads: " + divisors_of(m.heads));
@@ -274,6 +274,36 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                " experts; allowed: 1 .. experts");
     if (m.experts == 0 && m.top_k != 0)
         add("model.top_k", "got " + s(m.top_k) + " but the model is dense (experts = 0); allowed: 0 or set experts");
+    // mla: MoE shape keys need experts; MLA needs its three widths and has no GQA.
+    auto moe_only = [&](const char* key, long long v) {
+        if (m.experts < 2 && v != 0)
+            add(std::string("model.") + key, "got " + s(v) + " for a dense model (experts = " + s(m.experts) +
+                                                 "); allowed: 0, or set experts ≥ 2");
+    };
+    moe_only("moe_ffn_hidden", m.moe_ffn_hidden);
+    moe_only("shared_expert_ffn_hidden", m.shared_expert_ffn_hidden);
+    moe_only("first_dense_layers", m.first_dense_layers);
+    if (m.experts >= 2 && m.first_dense_layers >= m.layers && m.layers > 0)
+        add("model.first_dense_layers", "got " + s(m.first_dense_layers) + " with " + s(m.layers) +
+                                            " layers: no MoE layer would remain; allowed: 0 .. " + s(m.layers - 1));
+    if (!m.mla()) {
+        for (auto [key, v] : {std::pair<const char*, int>{"q_lora_rank", m.q_lora_rank},
+                              {"qk_rope_head_dim", m.qk_rope_head_dim}, {"v_head_dim", m.v_head_dim}})
+            if (v != 0)
+                add(std::string("model.") + key, "got " + s(v) + " without kv_lora_rank: it describes multi-head "
+                                                 "latent attention; allowed: 0, or set kv_lora_rank > 0 (MLA)");
+    } else {
+        if (m.qk_rope_head_dim < 1)
+            add("model.qk_rope_head_dim", "not given with kv_lora_rank " + s(m.kv_lora_rank) +
+                                              "; allowed: the RoPE width per head (DeepSeek-V3: 64)");
+        if (m.v_head_dim < 1)
+            add("model.v_head_dim", "not given with kv_lora_rank " + s(m.kv_lora_rank) +
+                                        "; allowed: the value width per head (DeepSeek-V3: 128)");
+        if (m.kv_heads != 0 && m.kv_heads != m.heads)
+            add("model.kv_heads", "got " + s(m.kv_heads) + " with MLA (kv_lora_rank " + s(m.kv_lora_rank) +
+                                      "): every head has its own key and value; allowed: " + s(m.heads) +
+                                      " (= heads)");
+    }
 
     // World size.
     long long product = (long long)p.tp * p.pp * p.dp * p.cp;
@@ -294,6 +324,12 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (m.ffn_hidden > 0 && m.ffn_hidden % p.tp != 0)
         add("parallel.tp", "got " + s(p.tp) + ", but ffn_hidden (" + s(m.ffn_hidden) +
                                ") must be divisible by tp; allowed tp: " + divisors_of(m.ffn_hidden));
+    if (m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % p.tp != 0)
+        add("parallel.tp", "got " + s(p.tp) + ", but moe_ffn_hidden (" + s(m.moe_ffn_hidden) +
+                               ") must be divisible by tp; allowed tp: " + divisors_of(m.moe_ffn_hidden));
+    if (m.shared_expert_ffn_hidden > 0 && m.shared_expert_ffn_hidden % p.tp != 0)
+        add("parallel.tp", "got " + s(p.tp) + ", but shared_expert_ffn_hidden (" + s(m.shared_expert_ffn_hidden) +
+                               ") must be divisible by tp; allowed tp: " + divisors_of(m.shared_expert_ffn_hidden));
     if (p.sequence_parallel && p.tp == 1)
         add("parallel.sequence_parallel",
             "true with tp = 1: sequence parallelism splits activations across the TP group; allowed: "

@@ -124,8 +124,28 @@ struct ModelSpec {
     // defaults (0.1) for gpt, none for llama. Off = no dropout masks are saved (PyTorch's
     // dropout returns its input at p = 0).
     std::optional<bool> dropout;
+    // mla: shapes of recent open models (Qwen3, DeepSeek-V2/V3). 0 = the classic layout.
+    int head_dim_given = 0;           // attention head width d when ≠ hidden / heads (HF head_dim,
+                                      // Megatron --kv-channels); with MLA the query/key width
+                                      // without the RoPE part (HF qk_nope_head_dim, --qk-head-dim)
+    int moe_ffn_hidden = 0;           // each routed expert's MLP width (HF moe_intermediate_size,
+                                      // --moe-ffn-hidden-size); 0 = ffn_hidden
+    int shared_expert_ffn_hidden = 0; // total MLP width of the shared experts every token passes
+                                      // (--moe-shared-expert-intermediate-size; HF n_shared_experts ×
+                                      // moe_intermediate_size); 0 = none
+    int first_dense_layers = 0;       // leading layers of a MoE model with a dense MLP of ffn_hidden
+                                      // (HF first_k_dense_replace; --moe-layer-freq [0]*k+[1]*(L−k))
+    int q_lora_rank = 0;              // MLA query compression rank; 0 = queries projected directly
+    int kv_lora_rank = 0;             // MLA key/value compression rank; > 0 turns MLA on
+    int qk_rope_head_dim = 0;         // MLA: decoupled RoPE query/key width per head (--qk-pos-emb-head-dim)
+    int v_head_dim = 0;               // MLA: value width per head (--v-head-dim)
+    int mtp_layers = 0;               // multi-token prediction depth (DeepSeek-V3; --mtp-num-layers)
 
-    int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+    // Query/key head width without any RoPE part: head_dim_given, else hidden / heads.
+    int head_dim() const { return head_dim_given > 0 ? head_dim_given : (heads > 0 ? hidden / heads : 0); }
+    // Routed experts' MLP width.
+    int expert_ffn_hidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn_hidden; }
+    bool mla() const { return kv_lora_rank > 0; }
     bool dropout_on() const { return dropout.value_or(arch == Arch::gpt); }  // oom4
     bool operator==(const ModelSpec&) const = default;
 };
