@@ -262,6 +262,19 @@ double all_to_all_time(double bytes, const GroupNet& g) {
 double tp_attention_comm(const LayoutDerived& L) {
     if (L.t <= 1) return 0;
     const double msg = L.e * L.tokens * L.h;
+    if (L.mla) {
+        // mla: Megatron-core MLASelfAttention's down projections are duplicated on every TP rank
+        // and read the rank's own input, so the attention's entry collective carries the latents
+        // (q_lora, or h without query compression; kv_lora; the RoPE key part) instead of h:
+        // under SP the up projections' all-gathers (and k_pos_emb's) in the forward, their
+        // reduce-scatters in the backward; without SP the backward's all-reduce of the latent
+        // gradients (copy_to_tensor_model_parallel_region). The exit (linear_proj) stays h
+        // wide. Without SP the per-direction figure is the mean of the forward (h) and backward
+        // (latent) all-reduce, so that forward + backward is exact.
+        const double latent = L.e * L.tokens * ((L.q_lora > 0 ? L.q_lora : L.h) + L.kv_lora + L.d_rope);
+        return L.sp ? nccl_time(Collective::all_gather, latent, L.net_tp) + nccl_time(Collective::all_gather, msg, L.net_tp)
+                    : 0.5 * (nccl_time(Collective::all_reduce, msg, L.net_tp) + nccl_time(Collective::all_reduce, latent, L.net_tp));
+    }
     return L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp) : nccl_time(Collective::all_reduce, msg, L.net_tp);
 }
 
@@ -324,7 +337,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
     if (L.c > 1) {
         // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
         // overlapped with the attention core, the excess is exposed.
-        const double kv = 2.0 * L.e * T * L.kv_l * L.d;
+        const double kv = L.mla ? L.e * T * L.kv_l * (L.d_qk + L.d_v) : 2.0 * L.e * T * L.kv_l * L.d;  // mla: K d + dr, V dv
         const double t_ring = (L.c - 1) * p2p_time(kv, L.net_cp);
         F.cp = layers * std::max(0.0, t_ring - lt.attn);
         B.cp = layers * std::max(0.0, 2.0 * t_ring - lt.attn_bwd);
@@ -360,6 +373,29 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         const double hop = p2p_time(L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0), L.net_pp);
         F.p2p = hop;  // the activation forward
         B.p2p = hop;  // the gradient backward
+    }
+    if (last && L.mtp > 0) {
+        // mla: each MTP module on the last stage: the vocab-parallel embedding of the shifted
+        // tokens, eh_proj's input all-gather (2h wide under SP) and its output's gather over
+        // the h dimension (gather_output = False, then gathered), its transformer layer's TP
+        // and EP collectives, and its loss's three all-reduces; the backward mirrors them.
+        double f = 0, b = 0;
+        if (L.t > 1) {
+            const double msg = L.e * T * L.h;
+            const double emb = L.sp ? nccl_time(Collective::all_gather, msg, L.net_tp) : nccl_time(Collective::all_reduce, msg, L.net_tp);
+            const double eh = (L.sp ? nccl_time(Collective::all_gather, 2.0 * msg, L.net_tp) : 0.0) +
+                              nccl_time(Collective::all_gather, msg, L.net_tp);
+            const double layer = tp_attention_comm(L) + tp_mlp_comm(L);
+            f += emb + eh + layer + 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);
+            b += eh + (1.0 + (L.rc == Recompute::full ? 1.0 : 0.0)) * layer;
+        }
+        F.tp += L.mtp * f;
+        B.tp += L.mtp * b;
+        if (L.moe && L.ep > 1) {
+            const double a2a = all_to_all_time(ep_all_to_all_bytes(L), L.net_ep);
+            F.ep += L.mtp * 2.0 * a2a;
+            B.ep += L.mtp * 2.0 * a2a;
+        }
     }
 }
 

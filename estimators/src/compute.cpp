@@ -52,20 +52,33 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
     FlopsEstimate f;
     f.convention = convention;
     const double h = m.hidden, d = m.head_dim(), a = m.heads, g = m.kv_heads, F = m.ffn_hidden;
-    const double attn_params = 2.0 * h * a * d + 2.0 * h * g * d;            // Q, O + K, V
+    double attn_params = 2.0 * h * a * d + 2.0 * h * g * d;                  // Q, O + K, V
+    // mla: MLA's projections (Megatron-LM training.py num_floating_point_operations, less its
+    // latent-norm terms): q_down h·q_lora and q_up q_lora·a·(d + dr) (or one h·a·(d + dr)),
+    // kv_down h·(kv_lora + dr), kv_up kv_lora·a·(d + dv), out a·dv·h.
+    const double dr = m.mla() ? m.qk_rope_head_dim : 0.0, dv = m.mla() && m.v_head_dim > 0 ? m.v_head_dim : d;
+    if (m.mla()) {
+        const double ql = m.q_lora_rank, kl = m.kv_lora_rank;
+        attn_params = (ql > 0 ? h * ql + ql * a * (d + dr) : h * a * (d + dr)) + h * (kl + dr) + kl * a * (d + dv) + a * dv * h;
+    }
     const double mats = m.activation == Activation::swiglu ? 3.0 : 2.0;
     const double k = m.experts > 1 ? m.top_k : 1;
     const double mlp_params = k * mats * h * F + (m.experts > 1 ? h * m.experts : 0.0);
     const double layer_params = attn_params + mlp_params;
     f.params_matmul = m.layers * layer_params + vocab_padded * h;
+    // mla: each MTP module runs one more transformer layer, its eh_proj (2h × h) and one more
+    // pass through the output layer (Megatron-LM training.py counts all three in model FLOPs).
+    if (m.mtp_layers > 0) f.params_matmul += m.mtp_layers * (layer_params + 2.0 * h * h + vocab_padded * h);
     // Attention scores: QKᵀ and softmax·V, 2 FLOPs per multiply-add, ×3 for fwd + bwd:
     // 12·L·a·d·s per token with every score counted (PaLM), half for causal masking.
     double attn = 12.0 * m.layers * a * d * m.seq_len;
+    // mla: QKᵀ over d + dr, softmax·V over dv: 6·(L + MTP)·a·(d + dr + dv)·s.
+    if (m.mla() || m.mtp_layers > 0) attn = 6.0 * (m.layers + m.mtp_layers) * a * (d + dr + dv) * m.seq_len;
     if (convention == AttentionFlops::causal) attn *= 0.5;
     f.attention_per_token = attn;
     f.model_per_token = 6.0 * f.params_matmul + attn;
     double extra = 0;
-    if (recompute == Recompute::full) extra = 2.0 * m.layers * layer_params + attn / 3.0;
+    if (recompute == Recompute::full) extra = 2.0 * (m.layers + m.mtp_layers) * layer_params + attn / 3.0;
     // Selective recomputes the core attention forward. Flash kernels also recompute scores in
     // their backward, but that is the kernel's own cost, not a recompute pass.
     else if (recompute == Recompute::selective) extra = attn / 3.0;
@@ -185,6 +198,61 @@ double titan_up_gemm(const LayoutDerived& L) {
     return 2.0 * linear_gemm_time(L, L.tokens, L.f_l, L.h);
 }
 
+void assign_attention_widths(const ModelSpec& m, LayoutDerived& L) {
+    L.mla = m.mla();
+    L.d_qk = L.d_v = L.d;
+    if (L.mla) {
+        L.d_rope = m.qk_rope_head_dim;
+        L.d_qk = L.d + L.d_rope;
+        L.d_v = m.v_head_dim > 0 ? m.v_head_dim : L.d;
+        L.q_lora = m.q_lora_rank;
+        L.kv_lora = m.kv_lora_rank;
+        L.kv_l = L.heads_l;  // K and V per query head after the up projection
+    }
+    L.mtp = m.mtp_layers;
+}
+
+// mla: one rank's attention parameters. Classic: Q and O are h × a_l·d, K and V h × g_l·d.
+// MLA (Megatron-core MLASelfAttention, gpt_layer_specs.py): linear_q_down_proj h × q_lora and
+// linear_kv_down_proj h × (kv_lora + dr) are TELinear(parallel_mode = "duplicated"), whole on
+// every TP rank; linear_q_up_proj q_lora × a·(d + dr) (or linear_q_proj h × a·(d + dr)) and
+// linear_kv_up_proj kv_lora × a·(d + dv) are column-parallel, linear_proj a·dv × h
+// row-parallel; the q / kv latent norms (fused into the up projections' LayerNormLinear)
+// replicated. No biases (DeepSeek-V2/V3 have none).
+double attention_params_per_rank(const LayoutDerived& L, bool with_norms) {
+    const double h = L.h, a_l = L.heads_l;
+    if (!L.mla) {
+        double w = 2.0 * h * a_l * L.d + 2.0 * h * L.kv_l * L.d;
+        if (with_norms && L.m->bias) w += a_l * L.d + 2.0 * L.kv_l * L.d + h;
+        else if (with_norms && L.m->qkv_bias) w += a_l * L.d + 2.0 * L.kv_l * L.d;
+        return w;
+    }
+    const double norm = L.layernorm ? 2.0 : 1.0;
+    double w = L.q_lora > 0 ? h * L.q_lora + L.q_lora * a_l * L.d_qk : h * a_l * L.d_qk;
+    w += h * (L.kv_lora + L.d_rope) + L.kv_lora * a_l * (L.d + L.d_v) + a_l * L.d_v * h;
+    if (with_norms) w += norm * (L.q_lora + L.kv_lora);
+    return w;
+}
+
+// mla: MLA's input projections, one micro-batch forward. The duplicated down projections run
+// on the rank's sequence shard under sequence parallelism (their input is [s/t, b, h]) and on
+// all T tokens on every rank without it; the column-parallel up projections on T tokens (their
+// latent input all-gathered under SP). *column_parallel_part: the up projections' share (the
+// GEMMs whose backward hides the TP collectives, LayerTime::gemm_qkv).
+double mla_qkv_gemm(const LayoutDerived& L, double* column_parallel_part) {
+    const double T = L.tokens, T_down = L.sp ? T / L.t : T, h = L.h, a_l = L.heads_l;
+    double down = linear_gemm_time(L, T_down, L.kv_lora + L.d_rope, h), up = 0;
+    if (L.q_lora > 0) {
+        down += linear_gemm_time(L, T_down, L.q_lora, h);
+        up += linear_gemm_time(L, T, a_l * L.d_qk, L.q_lora);
+    } else {
+        up += linear_gemm_time(L, T, a_l * L.d_qk, h);
+    }
+    up += linear_gemm_time(L, T, a_l * (L.d + L.d_v), L.kv_lora);
+    if (column_parallel_part) *column_parallel_part = up;
+    return down + up;
+}
+
 // ttasync: the backward's recompute under torchtitan's op-level selective checkpointing
 // (parallelize_llama.py `_save_list` / `_custom_policy`, selective_ac_option = "op", at
 // torchtitan 820504e and since). The policy saves the outputs of every second aten.mm (the
@@ -240,9 +308,15 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // ttasync: torchtitan's Llama (models/llama3/model.py) keeps wq, wk, wv and the SwiGLU's
     // w1, w3 as separate nn.Linear layers: five GEMMs where Megatron's fused linear_qkv and
     // linear_fc1 run two, each on its own (narrower) output width (titan_gemms).
-    lt.gemm_qkv = titan_qkv_gemm(L);
-    lt.gemm += lt.gemm_qkv;
-    lt.gemm_proj = linear_gemm_time(L, T, h, hd);  // output projection
+    if (L.mla) {
+        // mla: down and up projections; the output projection reads a_l·dv.
+        lt.gemm += mla_qkv_gemm(L, &lt.gemm_qkv);
+        lt.gemm_proj = linear_gemm_time(L, T, h, L.heads_l * L.d_v);
+    } else {
+        lt.gemm_qkv = titan_qkv_gemm(L);
+        lt.gemm += lt.gemm_qkv;
+        lt.gemm_proj = linear_gemm_time(L, T, h, hd);  // output projection
+    }
     lt.gemm += lt.gemm_proj;
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
@@ -281,21 +355,28 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         // ttasync: torchao rowwise under torchtitan's TP gathers in bf16 and casts after the
         // gather (L.fp8_cast_after_tp_gather): those casts see the whole sequence, t times the shard.
         const double r = L.sp && !L.fp8_cast_after_tp_gather ? 1.0 / L.t : 1.0, k = L.moe ? L.m->top_k : 1.0;
-        const double inputs = T * h * r + T * hd + k * T * h * (L.moe ? 1.0 : r) + k * T * L.f_l;
-        const double grads = T * (hd + 2 * kvd) + T * h * r + k * T * mats_in * L.f_l + k * T * h * (L.moe ? 1.0 : r);
+        double inputs = T * h * r + T * hd + k * T * h * (L.moe ? 1.0 : r) + k * T * L.f_l;
+        double grads = T * (hd + 2 * kvd) + T * h * r + k * T * mats_in * L.f_l + k * T * h * (L.moe ? 1.0 : r);
+        if (L.mla) {
+            // mla: the up projections' latent inputs and proj's a_l·dv input; the down
+            // projections' (replicated) and the up projections' output gradients.
+            inputs += T * r * (L.q_lora + L.kv_lora) + T * L.heads_l * L.d_v - T * hd;
+            grads += T * r * (L.q_lora + L.kv_lora + L.d_rope) + T * L.heads_l * (L.d_qk + L.d + L.d_v) - T * (hd + 2 * kvd);
+        }
         const Fp8CastBytes& c = L.fp8_cast;
         lt.fp8_cast = (c.in_fwd * inputs + c.weight_fwd * L.layer_linear_params) / L.hbm;
         lt.fp8_cast_bwd = (c.grad_bwd * grads + c.in_bwd * inputs + c.weight_bwd * L.layer_linear_params) / L.hbm;
     }
     // Attention core: QKᵀ and PV per head; queries are local (s / cp), keys span s.
     const double s_keys = L.s_local * L.c;
-    const double core_flops = 4.0 * L.b * L.heads_l * L.s_local * s_keys * d;
+    double core_flops = 4.0 * L.b * L.heads_l * L.s_local * s_keys * d;
+    if (L.mla) core_flops = 2.0 * L.b * L.heads_l * L.s_local * s_keys * (L.d_qk + L.d_v);  // mla: QKᵀ over d + dr, PV over dv
     if (L.flash) {
         // Flash kernels skip fully masked blocks: half the scores are computed.
         lt.attn = 0.5 * core_flops / (L.peak * L.flash_eff);
         lt.attn_bwd = 2.5 * lt.attn;  // five GEMMs in the backward vs two forward
     } else {
-        const double eff = gemm_efficiency(L.s_local, s_keys, d, L.gemm_eff_max);
+        const double eff = gemm_efficiency(L.s_local, s_keys, L.mla ? L.d_qk : d, L.gemm_eff_max);
         const double scores = L.b * L.heads_l * L.s_local * s_keys;
         const double core_gemm = core_flops / (L.peak * eff);
         // recomp: the score tensor's memory-bound passes as Megatron-LM runs them (Korthikanti
@@ -328,6 +409,11 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     const double outside = 10.0 + (L.dropout ? 2.0 / L.e : 0.0), inside = 5.0;
     lt.elem = L.elementwise_factor * L.e * T *
               (outside * h * r + inside * hd + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
+    // mla: the per-head passes span Q, K (d + dr) and V (dv) instead of d, and the two latent
+    // norms read and write the q / kv latents (on the rank's sequence shard under SP).
+    if (L.mla)
+        lt.elem += L.elementwise_factor * L.e * T *
+                   (inside * L.heads_l * ((2.0 * L.d_qk + L.d_v) / 3.0 - d) + 2.0 * r * (L.q_lora + L.kv_lora)) / L.hbm;
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
     return lt;
 }
@@ -363,6 +449,22 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         F.compute += logits + ce;
         B.compute += 2.0 * logits + ce;
         B.wgrad += logits;
+    }
+    if (last && L.mtp > 0) {
+        // mla: each MTP module on the last stage: the embedding of the shifted tokens, enorm
+        // and hnorm, eh_proj (T × h/t × 2h), its transformer layer (this model's layer, with
+        // its recompute), its final norm and a second pass through the output layer and loss.
+        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
+        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;
+        const double eh = linear_gemm_time(L, T, L.h / L.t, 2.0 * L.h);
+        const double norms = L.e * T * L.h * (1.0 + 3.0 * 2.0) / L.hbm;  // embedding gather, 3 norms
+        const double layer_f = lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch;
+        F.compute += L.mtp * (layer_f + eh + norms + logits + ce);
+        B.compute += L.mtp * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd +
+                              2.0 * eh + 2.0 * norms + 2.0 * logits + ce);
+        B.wgrad += L.mtp * (lt.gemm + eh + logits);
+        if (L.rc == Recompute::full) B.recompute += L.mtp * layer_f;
+        else if (L.rc == Recompute::selective) B.recompute += L.mtp * lt.attn;
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
     // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its

@@ -109,11 +109,16 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.expert_state.grads = std::min(L.expert_state.grads, 2.0);
     }
 
+    // mla: per-head widths (head_dim ≠ hidden / heads needs nothing more: every width below is
+    // heads_l · d) and MLA's latent widths; K and V exist per query head after the up projection.
+    assign_attention_widths(m, L);
+
     // Parameters of one layer on one TP rank.
     const double h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     double attn = h * hd * 2 + h * kvd * 2;
     if (m.bias) attn += hd + 2 * kvd + h;
     else if (m.qkv_bias) attn += hd + 2 * kvd;
+    if (L.mla) attn = attention_params_per_rank(L, true);  // mla
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     double expert = (mats_in + 1.0) * h * L.f_l;
     if (m.bias) expert += mats_in * L.f_l + h;
@@ -128,6 +133,13 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.embed_params = L.vocab * h / L.t + (m.position == Position::learned ? (double)m.seq_len * h : 0.0);
     L.output_params = L.vocab * h / L.t;  // untied, or the tied copy on the last stage when p > 1
     L.final_norm_params = norm;
+    // mla: each MTP module (Megatron-core MultiTokenPredictionLayer) on the last stage: its
+    // transformer layer (the model's last layer kind), enorm, hnorm, its final norm and eh_proj
+    // (ColumnParallelLinear 2h → h, no bias); the embedding and output layer are shared.
+    if (L.mtp > 0) {
+        L.mtp_params = L.mtp * (L.layer_dense_params + L.layer_expert_params + 2.0 * h * h / L.t + 3.0 * norm);
+        L.mtp_expert_params = L.mtp * L.layer_expert_params;
+    }
 
     // Which groups leave the node, from the rank order (collectives.cpp).
     assign_group_links(cl, layout_choice_order(ctx, ch), L);
@@ -157,6 +169,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.fp8_state_bytes_per_layer =
             L.fp8 == Fp8Recipe::delayed ? 4.0 * 5.0 * 4.0 * (tr.fp8_amax_history_len + 2.0) : 0.0;
         L.layer_linear_params = h * hd * 2 + h * kvd * 2 + (mats_in + 1.0) * h * L.f_l * (L.moe ? (double)m.experts / L.ep : 1.0);
+        if (L.mla) L.layer_linear_params += attention_params_per_rank(L, false) - (h * hd * 2 + h * kvd * 2);  // mla
         L.fp8_bf16_first = tr.fp8_bf16_first_layers;
         L.fp8_bf16_last = tr.fp8_bf16_last_layers;
     }
@@ -386,7 +399,8 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
         // zb: DualPipe ranks hold two stages' experts (stage_memory counts the mirror stage).
-        const double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params;
+        const double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params +
+                                     (i == p - 1 ? L.mtp_expert_params : 0.0);  // mla: the MTP modules' experts
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);

@@ -123,6 +123,15 @@ struct LayoutDerived {
     // ---- blackwell: Megatron's overlapped pipeline send / receive (overlap.cpp hide_p2p) ----
     // parallel.overlap_p2p_comm under the interleaved schedule, framework megatron.
     bool overlap_p2p;
+
+    // ---- mla: attention widths when head_dim ≠ hidden / heads and under multi-head latent
+    // attention (derive; compute.cpp, memory.cpp, collectives.cpp), and the multi-token
+    // prediction modules on the last stage (Megatron-core multi_token_prediction.py) ----
+    bool mla;                            // model.kv_lora_rank > 0 (MLASelfAttention)
+    double d_qk, d_v;                    // per-head query/key and value width: d, d; MLA: d + rope, v_head_dim
+    double q_lora, kv_lora, d_rope;      // MLA latent widths (q_lora 0: queries projected from h) and RoPE width
+    int mtp;                             // model.mtp_layers (MTP depth)
+    double mtp_params, mtp_expert_params;  // one rank's parameters of the MTP modules, and their routed-expert part
 };
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
@@ -181,6 +190,14 @@ double linear_gemm_time(const LayoutDerived& L, double m, double n, double k);
 // dsthru: HBM bytes per parameter that DeepSpeed's pipeline engine moves after each
 // micro-batch's backward to accumulate gradients (precision: the model's 16-bit type).
 double ds_grad_accum_bytes(Precision precision, int mbs);
+// mla: L's per-head widths, MLA latent widths and MTP depth from the model (L.d, L.heads_l set).
+void assign_attention_widths(const ModelSpec& m, LayoutDerived& L);
+// mla: one rank's parameters of one layer's attention (weights, biases, latent norms): Q, K, V, O
+// with head width d (Q and O h × a·d), or MLA's down / up projections (the down projections
+// replicated across TP, Megatron-core TELinear parallel_mode "duplicated").
+double attention_params_per_rank(const LayoutDerived& L, bool with_norms);
+// mla: the attention's input projections' forward GEMM time, MLA's down and up projections.
+double mla_qkv_gemm(const LayoutDerived& L, double* column_parallel_part);
 // The compute and recompute parts of one micro-batch's blocks through `layers` layers.
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);
 

@@ -163,7 +163,18 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     double bytes = 0;
     // Attention block: LN1 input and output, Q, K, V, context (input of the output projection).
     bytes += 2 * e * T * h * r;
-    bytes += e * T * (hd + 2 * kvd) + e * T * hd;
+    if (L.mla) {
+        // mla: Megatron-core MLASelfAttention saves the q / kv latents twice (the latent norm's
+        // input, and its output as the column-parallel up projection's input; sequence-sharded
+        // under SP), Q and K of width d + dr and V of width dv per local head (the core
+        // attention's inputs; the fused MLA RoPE writes new query / key tensors and the up
+        // projections' outputs are freed), and the a_l·dv context. The k_pos_emb RoPE part is
+        // not saved (fused_apply_mla_rope_for_kv needs only the cos / sin tables).
+        bytes += 2.0 * e * T * r * (L.q_lora + L.kv_lora);
+        bytes += e * T * L.heads_l * (2.0 * L.d_qk + L.d_v) + e * T * L.heads_l * L.d_v;
+    } else {
+        bytes += e * T * (hd + 2 * kvd) + e * T * hd;
+    }
     if (L.dropout) bytes += T * h * r;  // attention-output dropout mask (1 byte)
     if (rc == Recompute::selective) {
         // Core attention is recomputed from Q, K, V: nothing of it is kept.
@@ -198,7 +209,9 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         // TE keeps the FP8 inputs of QKV (LN1 output), proj (context), FC1 (LN2 output, or the
         // permuted tokens of MoE) and FC2 (activation output) instead of bf16 ones.
         const double k = L.moe ? L.m->top_k : 1.0;
-        const double linear_inputs = T * h * r + T * hd + (L.moe ? k * T * h : T * h * r) + k * T * L.f_l;
+        double linear_inputs = T * h * r + T * hd + (L.moe ? k * T * h : T * h * r) + k * T * L.f_l;
+        // mla: the up projections' latent inputs (their norm inputs stay 16-bit) and a_l·dv.
+        if (L.mla) linear_inputs += T * r * (L.q_lora + L.kv_lora) + T * L.heads_l * L.d_v - T * hd;
         bytes -= (e - L.fp8_saved_bytes) * linear_inputs;
     }
     return bytes;
@@ -232,6 +245,7 @@ double layer_activation_bytes(const ActivationInputs& in) {
     L.swiglu = m.activation == Activation::swiglu;
     L.moe = m.experts > 1;
     L.rc = in.recompute;
+    est::assign_attention_widths(m, L);  // mla
     return est::layer_activation_megatron(L, in.recompute);
 }
 
@@ -355,8 +369,12 @@ double zb_pending_w_bytes_per_layer(const LayoutDerived& L) {
     // sharded under sequence parallelism (Megatron saves them sharded).
     const double r = L.sp ? 1.0 / L.t : 1.0, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
     const double mats_in = L.swiglu ? 2.0 : 1.0, k = L.moe ? L.m->top_k : 1.0;
-    const double inputs = L.h * r + hd + k * (L.h * r + L.f_l);
-    const double out_grads = (hd + 2 * kvd) + L.h * r + k * (mats_in * L.f_l + L.h * r);
+    double inputs = L.h * r + hd + k * (L.h * r + L.f_l);
+    double out_grads = (hd + 2 * kvd) + L.h * r + k * (mats_in * L.f_l + L.h * r);
+    if (L.mla) {  // mla: the up projections' latent inputs, proj's a_l·dv; down and up outputs
+        inputs += r * (L.q_lora + L.kv_lora) + L.heads_l * L.d_v - hd;
+        out_grads += r * (L.q_lora + L.kv_lora + L.d_rope) + L.heads_l * (L.d_qk + L.d + L.d_v) - (hd + 2 * kvd);
+    }
     return L.e * L.tokens * (inputs + out_grads);
 }
 
@@ -368,11 +386,16 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
 
     // Parameters on this rank.
     double dense = layers * L.layer_dense_params;
-    const double expert = layers * L.layer_expert_params;
+    const double expert = layers * L.layer_expert_params + (last ? L.mtp_expert_params : 0.0);  // mla: + MTP experts
     if (first) dense += L.embed_params;
     if (last) {
         dense += L.final_norm_params;
         if (!m.tied_embeddings || L.p > 1) dense += L.output_params;  // tied + p = 1 shares the embedding
+        // mla: the MTP modules, and (p > 1, untied) the word embedding they read, which
+        // Megatron-core's GPTModel builds on the MTP stage too (kept equal to the first stage's
+        // through the embedding group, as a tied output layer is).
+        dense += L.mtp_params - L.mtp_expert_params;
+        if (L.mtp > 0 && L.p > 1 && !m.tied_embeddings) dense += L.embed_params;
     }
     if (L.schedule == PipelineSchedule::dualpipe) {
         // zb: DualPipe's rank i also holds stage p − 1 − i (the other direction): two stages'
@@ -483,6 +506,13 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
             // its matmul saves the all-gathered 16-bit input (the output layer stays bf16 under
             // float8: filter_fqns = ["output"]).
             if (L.dtensor_sp) output_extra += L.e * L.tokens * L.h * (1.0 - r);
+            // mla: each MTP module's saved tensors, alive at the main loss's peak (GPTModel
+            // runs the MTP modules and their losses first): its transformer layer's, enorm and
+            // hnorm inputs and outputs (the latter two eh_proj's 2h-wide input), its final norm's
+            // input and output, and its loss's fp32 softmax over the rank's vocabulary shard
+            // (_VocabParallelCrossEntropy saves exp_logits).
+            if (L.mtp > 0)
+                output_extra += L.mtp * (per_layer + 6.0 * L.e * L.tokens * L.h * r + 4.0 * L.tokens * L.vocab / L.t);
         }
     }
     const double chunks = in_flight_chunks(L, i);
@@ -516,7 +546,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     double temp = 0;
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
-    if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d;  // ring attention: K/V chunk in flight + next
+    if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d * (L.mla ? (L.d_qk + L.d_v) / (2.0 * L.d) : 1.0);  // ring attention: K/V chunk in flight + next (mla: K d + dr, V dv wide)
     if (!engine) temp += cublas_workspace_bytes(ctx.job);  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;

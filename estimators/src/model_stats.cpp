@@ -1,6 +1,8 @@
 // model_stats.cpp — parameter counting, part by part.
 #include "ptd/model_stats.h"
 
+#include <algorithm>
+
 namespace ptd {
 
 ParamCounts count_parameters(const ModelSpec& m) {
@@ -11,28 +13,64 @@ ParamCounts count_parameters(const ModelSpec& m) {
     c.embedding = V * h + (m.position == Position::learned ? (int64_t)m.seq_len * h : 0);
     c.output = m.tied_embeddings ? 0 : V * h;
 
-    // Attention: Q and O are h×h, K and V are h×kv. Biases: all four with `bias`, only Q/K/V
-    // with `qkv_bias`.
-    c.attention = 2 * h * h + 2 * h * kv;
-    if (m.bias) c.attention += h + 2 * kv + h;
-    else if (m.qkv_bias) c.attention += h + 2 * kv;
+    // Attention: Q and O are h × a·d, K and V are h×kv (mla: a·d ≠ h when head_dim is given,
+    // e.g. Qwen3-32B: 5120 × 64·128). Biases: all four with `bias`, only Q/K/V with `qkv_bias`.
+    const int64_t ad = (int64_t)m.heads * m.head_dim();
+    c.attention = 2 * h * ad + 2 * h * kv;
+    if (m.bias) c.attention += ad + 2 * kv + h;
+    else if (m.qkv_bias) c.attention += ad + 2 * kv;
+    const int64_t norm_w = m.norm == Norm::layernorm ? 2 : 1;  // weight (+ bias) per element
+    if (m.mla()) {
+        // mla: multi-head latent attention (DeepSeek-V2 §2.1; Megatron-core MLASelfAttention;
+        // HF deepseek_v3 q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,
+        // kv_a_layernorm, kv_b_proj, o_proj): q_down h × q_lora, its norm, q_up
+        // q_lora × a·(d + dr) (or q_proj h × a·(d + dr)); kv_down h × (kv_lora + dr), its norm,
+        // kv_up kv_lora × a·(d + dv); out a·dv × h. No biases.
+        const int64_t a = m.heads, d = m.head_dim(), dr = m.qk_rope_head_dim;
+        const int64_t dv = m.v_head_dim > 0 ? m.v_head_dim : d, ql = m.q_lora_rank, kl = m.kv_lora_rank;
+        c.attention = (ql > 0 ? h * ql + norm_w * ql + ql * a * (d + dr) : h * a * (d + dr)) + h * (kl + dr) +
+                      norm_w * kl + kl * a * (d + dv) + a * dv * h;
+    }
 
     // One expert's MLP: GELU has up (h→f) and down (f→h); SwiGLU has gate and up (h→f) and down.
-    int64_t expert = (m.activation == Activation::swiglu ? 3 : 2) * h * f;
-    if (m.bias) expert += (m.activation == Activation::swiglu ? 2 * f : f) + h;
+    // mla: the routed experts' width is moe_ffn_hidden where given (expert_ffn_hidden); the
+    // shared experts and the first dense layers' MLP (HF n_shared_experts, first_k_dense_replace)
+    // are counted so that a DeepSeek-V3 total is whole. (Helper moe2 owns these keys in the
+    // estimators; this count only follows their definitions in job_spec.h.)
+    const int64_t mats = m.activation == Activation::swiglu ? 3 : 2;
+    auto mlp_of = [&](int64_t width) {
+        int64_t w = mats * h * width;
+        if (m.bias) w += (m.activation == Activation::swiglu ? 2 * width : width) + h;
+        return w;
+    };
+    const int64_t expert = m.experts > 1 ? mlp_of(m.expert_ffn_hidden()) : mlp_of(f);
     const int64_t experts = m.experts > 1 ? m.experts : 1;
     const int64_t router = m.experts > 1 ? h * m.experts : 0;
-    c.mlp = experts * expert + router;
-    c.mlp_active = (m.experts > 1 ? (int64_t)m.top_k : 1) * expert + router;
+    const int64_t shared = m.experts > 1 && m.shared_expert_ffn_hidden > 0 ? mlp_of(m.shared_expert_ffn_hidden) : 0;
+    c.mlp = experts * expert + router + shared;
+    c.mlp_active = (m.experts > 1 ? (int64_t)m.top_k : 1) * expert + router + shared;
+    const int64_t dense_layers = m.experts > 1 ? std::min(m.first_dense_layers, m.layers) : 0;
+    c.dense_mlp = dense_layers > 0 ? mlp_of(f) : 0;
 
-    const int64_t norm = m.norm == Norm::layernorm ? 2 * h : h;  // weight (+ bias)
+    const int64_t norm = norm_w * h;  // weight (+ bias)
     c.norms = 2 * norm;
     c.final_norm = norm;
 
     c.per_layer = c.attention + c.mlp + c.norms;
-    c.total = c.embedding + c.output + m.layers * c.per_layer + c.final_norm;
+    const int64_t dense_layer = c.attention + c.dense_mlp + c.norms;
+    c.total = c.embedding + c.output + (m.layers - dense_layers) * c.per_layer + dense_layers * dense_layer + c.final_norm;
     c.non_embedding = c.total - c.embedding - c.output;
-    c.active = c.embedding + c.output + m.layers * (c.attention + c.mlp_active + c.norms) + c.final_norm;
+    c.active = c.embedding + c.output + (m.layers - dense_layers) * (c.attention + c.mlp_active + c.norms) +
+               dense_layers * dense_layer + c.final_norm;
+    // mla: each MTP module (DeepSeek-V3 §2.2; Megatron-core MultiTokenPredictionLayer): enorm,
+    // hnorm, eh_proj 2h × h (no bias), one transformer layer of the model's last kind and its
+    // final norm; embedding and output head are the main model's (not counted again).
+    if (m.mtp_layers > 0) {
+        const int64_t last_layer = dense_layers < m.layers ? c.per_layer : dense_layer;
+        c.mtp = (int64_t)m.mtp_layers * (2 * norm + 2 * h * h + last_layer + norm);
+        c.mtp_active = (int64_t)m.mtp_layers * (2 * norm + 2 * h * h + norm +
+                                                (dense_layers < m.layers ? c.attention + c.mlp_active + c.norms : dense_layer));
+    }
     return c;
 }
 

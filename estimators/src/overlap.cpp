@@ -152,7 +152,8 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
 }  // namespace
 
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
-    if (L.async_tp && layers > 0) return hide_tp_comm_async(L, layers, c);  // tt405
+    // tt405; mla: not for MLA layers, whose TP collectives this pass does not describe (kept exposed)
+    if (L.async_tp && layers > 0 && !L.mla) return hide_tp_comm_async(L, layers, c);
     if (!L.tp_comm_overlap || L.t <= 1 || !L.sp || layers <= 0) return;
     auto exposed = [&](double comm, double gemm) {
         // Half of it is reduce-scatter; its last ring step follows the last GEMM piece.

@@ -20,6 +20,10 @@ struct ParamCounts {
     int64_t total = 0;           // everything, counting tied embeddings once
     int64_t non_embedding = 0;   // total − embedding − output (PaLM's N for 6N)
     int64_t active = 0;          // parameters one token touches (MoE: top_k experts)
+    // ---- mla ----
+    int64_t dense_mlp = 0;       // per layer: MLP of the first_dense_layers of a MoE model (0 if none)
+    int64_t mtp = 0;             // the MTP modules (mtp_layers), not in total: embedding and head shared
+    int64_t mtp_active = 0;      // of mtp, what one token touches
 };
 
 // Exact count for the architecture PTD models (no vocabulary padding).
