@@ -207,6 +207,12 @@ TEST(Mla, MtpFlopsMemoryAndTimeOnTheLastStage) {
     EXPECT_GT(mp.stages[3].params_count - bp.stages[3].params_count, mp.vocab_padded * h / 2);
     EXPECT_GT(mp.stages[3].bwd_s, bp.stages[3].bwd_s);
     EXPECT_GT(mp.stages[3].tp_s, bp.stages[3].tp_s);
+    // The copy joins the embedding group with the first stage (Megatron-core LanguageModule:
+    // shared_embedding on the MTP stage): its communicator and its gradient all-reduce.
+    EXPECT_TRUE(mp.stages[3].has_embedding);
+    EXPECT_FALSE(bp.stages[3].has_embedding);
+    EXPECT_GT(mp.stages[3].mem.nccl, bp.stages[3].mem.nccl);
+    EXPECT_GT(mp.stages[0].mem.nccl, bp.stages[0].mem.nccl);
 }
 
 }  // namespace

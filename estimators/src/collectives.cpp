@@ -456,7 +456,9 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
     };
     dp_cost(dense_params, L.net_dp, L.layer_dense_params);
     dp_cost(expert_params, L.net_edp, L.layer_expert_params);
-    if (p > 1 && job.model.tied_embeddings && (stage == 0 || stage == p - 1)) {  // embedding-group all-reduce
+    // mla: with MTP the last stage's embedding copy (Megatron-core LanguageModule: shared_embedding
+    // on the mtp_process stage) is all-reduced with the first stage's the same way.
+    if (p > 1 && (job.model.tied_embeddings || L.mtp > 0) && (stage == 0 || stage == p - 1)) {  // embedding-group all-reduce
         // Two ranks, first and last stage: one per node when the pipeline leaves the node.
         GroupNet pair = L.net_pp;
         pair.n = 2;

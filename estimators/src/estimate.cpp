@@ -423,7 +423,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
             StageEstimate se;
             se.stage = i;
             se.layers = layers;
-            se.has_embedding = i == 0 || (i == p - 1 && m.tied_embeddings && p > 1);
+            se.has_embedding = i == 0 || (i == p - 1 && (m.tied_embeddings || m.mtp_layers > 0) && p > 1);  // mla: MTP's copy
             se.has_output = i == p - 1;
             se.in_flight = S.sm.in_flight;
             se.params_count = S.sm.params;

@@ -550,7 +550,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (!engine) temp += cublas_workspace_bytes(ctx.job);  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
-    const bool embedding_group = L.p > 1 && m.tied_embeddings && (first || last);
+    const bool embedding_group = L.p > 1 && (m.tied_embeddings || L.mtp > 0) && (first || last);  // mla: MTP's embedding copy
     S.mem.nccl = L.cpu ? 0.0 : es.nccl_gib * kGiB * (L.nccl_groups + (embedding_group ? 1 : 0));
     return S;
 }
