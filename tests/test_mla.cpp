@@ -15,6 +15,8 @@
 
 #include "job_test_util.h"
 #include "ptd/estimate.h"
+#include "ptd/engine/model.h"
+#include "ptd/layout.h"
 #include "ptd/model_stats.h"
 
 namespace {
@@ -71,6 +73,34 @@ TEST(Mla, Qwen3HeadDimParameters) {
         "ffn_hidden = 12288\nvocab = 151936\nseq_len = 4096\n[cluster]\nnodes = 1\ngpus_per_node = 8\n"
         "gpu = \"h100-sxm\"\n[parallel]\ntp = 8\n[training]\nmicro_batch = 1\nglobal_batch = 64\n").model;
     EXPECT_EQ(count_parameters(m8).total, 8190726144LL);
+}
+
+TEST(Mla, Qwen3QkLayerNorm) {
+    // Qwen3's q_norm / k_norm (model.qk_layernorm): 2·128 RMSNorm weights per layer — Qwen3-8B
+    // is then exactly its checkpoint's 8,190,735,360 — and, per layer and rank, a saved copy of
+    // the norms' inputs (the local Q and K heads: e·T·(a_l + g_l)·d) and a memory-bound pass.
+    auto job = [](bool qk_norm, int layers) {
+        return "[model]\narch = \"llama\"\nlayers = " + std::to_string(layers) +
+               "\nhidden = 4096\nheads = 32\nkv_heads = 8\nhead_dim = 128\nffn_hidden = 12288\nvocab = 151936\n"
+               "seq_len = 4096\nqk_layernorm = " + (qk_norm ? "true" : "false") +
+               "\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n[parallel]\ntp = 8\n"
+               "sequence_parallel = true\n[training]\nmicro_batch = 1\nglobal_batch = 64\n";
+    };
+    EXPECT_EQ(count_parameters(job_from_text(job(true, 36)).model).total, 8190735360LL);
+    const Estimate on = estimate_of(job(true, 36)), off = estimate_of(job(false, 36));
+    EXPECT_DOUBLE_EQ(on.stages[0].params_count - off.stages[0].params_count, 36 * 2.0 * 128);
+    EXPECT_DOUBLE_EQ(on.stages[0].act_per_microbatch - off.stages[0].act_per_microbatch, 36 * 2.0 * 4096 * (4 + 1) * 128);
+    EXPECT_GT(on.stages[0].fwd_s, off.stages[0].fwd_s);
+    EXPECT_EQ(on.flops.model_per_token, off.flops.model_per_token);  // not a matmul
+    // Written back by the canonical TOML, and read again the same.
+    const JobSpec j = job_from_text(job(true, 36));
+    EXPECT_TRUE(job_from_text(save_job_toml(j)).model.qk_layernorm);
+    // The CPU engine has no such norms: it refuses the key by name instead of ignoring it.
+    auto layout = make_layout({1, 1, 1, 1, 1, 1, "tp-cp-ep-dp-pp"});
+    ASSERT_TRUE(layout.has_value());
+    const auto refused = engine::make_engine_config(j, *layout, 0);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().str().find("model.qk_layernorm"), std::string::npos) << refused.error().str();
 }
 
 TEST(Mla, Qwen3HeadDimFlopsAndRankParameters) {

@@ -47,6 +47,7 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
         return unsupported(job, "model.head_dim", "got " + std::to_string(m.head_dim_given) + "; the engine's heads are hidden / heads wide (allowed: 0 or " + std::to_string(m.hidden / m.heads) + ")");
     if (m.mla()) return unsupported(job, "model.kv_lora_rank", "the engine has no multi-head latent attention; allowed: 0");
     if (m.mtp_layers != 0) return unsupported(job, "model.mtp_layers", "the engine has no multi-token prediction; allowed: 0");
+    if (m.qk_layernorm) return unsupported(job, "model.qk_layernorm", "the engine has no query / key norms; allowed: false");
     if (m.position == Position::rope && (m.hidden / m.heads) % 2 != 0)
         return unsupported(job, "model.heads", "RoPE needs an even head dimension");
 

@@ -119,6 +119,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     if (m.bias) attn += hd + 2 * kvd + h;
     else if (m.qkv_bias) attn += hd + 2 * kvd;
     if (L.mla) attn = attention_params_per_rank(L, true);  // mla
+    else if (m.qk_layernorm) attn += 2.0 * (L.layernorm ? 2.0 : 1.0) * L.d;  // mla: q / k norms, replicated
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     double expert = (mats_in + 1.0) * h * L.f_l;
     if (m.bias) expert += mats_in * L.f_l + h;

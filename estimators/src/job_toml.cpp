@@ -303,6 +303,7 @@ void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool f
     r.read_int("qk_rope_head_dim", m.qk_rope_head_dim, 0, 65536);
     r.read_int("v_head_dim", m.v_head_dim, 0, 65536);
     r.read_int("mtp_layers", m.mtp_layers, 0, 64);
+    r.read_bool("qk_layernorm", m.qk_layernorm);  // mla
     if (m.experts > 1 && !r.has("top_k") && from_scratch) m.top_k = 2;
 }
 
@@ -948,6 +949,7 @@ void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) 
     if (given(&ModelSpec::qk_rope_head_dim)) w.int_("qk_rope_head_dim", m.qk_rope_head_dim);
     if (given(&ModelSpec::v_head_dim)) w.int_("v_head_dim", m.v_head_dim);
     if (given(&ModelSpec::mtp_layers)) w.int_("mtp_layers", m.mtp_layers);
+    if (base ? m.qk_layernorm != base->qk_layernorm : m.qk_layernorm) w.boolean("qk_layernorm", m.qk_layernorm);
 }
 
 void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {

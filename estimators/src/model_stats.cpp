@@ -20,6 +20,9 @@ ParamCounts count_parameters(const ModelSpec& m) {
     if (m.bias) c.attention += ad + 2 * kv + h;
     else if (m.qkv_bias) c.attention += ad + 2 * kv;
     const int64_t norm_w = m.norm == Norm::layernorm ? 2 : 1;  // weight (+ bias) per element
+    // mla: Qwen3's q_norm / k_norm (Megatron --qk-layernorm: TENorm over one head's width, shared
+    // by the heads): 2·d weights.
+    if (m.qk_layernorm && !m.mla()) c.attention += 2 * norm_w * m.head_dim();
     if (m.mla()) {
         // mla: multi-head latent attention (DeepSeek-V2 §2.1; Megatron-core MLASelfAttention;
         // HF deepseek_v3 q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,

@@ -140,6 +140,8 @@ struct ModelSpec {
     int qk_rope_head_dim = 0;         // MLA: decoupled RoPE query/key width per head (--qk-pos-emb-head-dim)
     int v_head_dim = 0;               // MLA: value width per head (--v-head-dim)
     int mtp_layers = 0;               // multi-token prediction depth (DeepSeek-V3; --mtp-num-layers)
+    bool qk_layernorm = false;        // mla: a norm over each head's query and key (Qwen3, --qk-layernorm;
+                                      // HF q_norm / k_norm); MLA's latent norms are counted regardless
 
     // Query/key head width without any RoPE part: head_dim_given, else hidden / heads.
     int head_dim() const { return head_dim_given > 0 ? head_dim_given : (heads > 0 ? hidden / heads : 0); }
