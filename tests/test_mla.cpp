@@ -245,4 +245,25 @@ TEST(Mla, MtpFlopsMemoryAndTimeOnTheLastStage) {
     EXPECT_GT(mp.stages[0].mem.nccl, bp.stages[0].mem.nccl);
 }
 
+TEST(Mla, MtpOnDualPipesMirrorStage) {
+    // DualPipe's rank 0 also holds the last stage (its mirror), so it holds the MTP module too;
+    // the last rank holds it once, with the embedding copy the MTP input reads.
+    auto job = [](int mtp) {
+        return "[model]\narch = \"llama\"\nlayers = 8\nhidden = 2048\nheads = 16\nkv_heads = 16\nffn_hidden = 1408\n"
+               "vocab = 102400\nseq_len = 4096\nexperts = 8\ntop_k = 2\nhead_dim = 128\nkv_lora_rank = 512\n"
+               "qk_rope_head_dim = 64\nv_head_dim = 128\nmtp_layers = " + std::to_string(mtp) +
+               "\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n[parallel]\npp = 4\ndp = 2\nep = 2\n"
+               "schedule = \"dualpipe\"\n[training]\nmicro_batch = 1\nglobal_batch = 64\n";
+    };
+    const Estimate base = estimate_of(job(0)), mtp = estimate_of(job(1));
+    const double h = 2048;
+    const double first = mtp.stages[0].params_count - base.stages[0].params_count;
+    const double last = mtp.stages[3].params_count - base.stages[3].params_count;
+    const double middle = mtp.stages[1].params_count - base.stages[1].params_count;
+    EXPECT_EQ(middle, 0.0);
+    // Its params: a whole MoE layer (8 experts on ep 2: 4 here) with MLA, 3 norms and eh_proj.
+    EXPECT_GT(first, 2.0 * h * h);
+    EXPECT_DOUBLE_EQ(last - first, mtp.vocab_padded * h);  // the MTP stage's embedding copy
+}
+
 }  // namespace

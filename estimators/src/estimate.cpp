@@ -401,7 +401,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
         // zb: DualPipe ranks hold two stages' experts (stage_memory counts the mirror stage).
         const double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params +
-                                     (i == p - 1 ? L.mtp_expert_params : 0.0);  // mla: the MTP modules' experts
+                                     mtp_expert_params_on(L, i);  // mla: the MTP modules' experts
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
@@ -633,6 +633,21 @@ Estimate estimate_job(const JobSpec& job) {
                             " (fp32 each by default)");
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
+    // mla: what MLA and MTP change, where a reader would not guess it.
+    if (m.mla())
+        est.notes.push_back("multi-head latent attention: the q / kv down projections are replicated on every TP rank "
+                            "(Megatron-core TELinear \"duplicated\"); the attention's entry TP collective carries the "
+                            "latents (" + std::to_string(m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden) + " + " +
+                            std::to_string(m.kv_lora_rank) + " + " + std::to_string(m.qk_rope_head_dim) + " wide), not hidden");
+    if (m.mtp_layers > 0) {
+        char mtp_b[32];
+        std::snprintf(mtp_b, sizeof mtp_b, "%.2fB", (double)est.params.mtp / 1e9);
+        est.notes.push_back("mtp_layers " + std::to_string(m.mtp_layers) + ": the last stage runs the MTP module(s) (a "
+                            "transformer layer, eh_proj, another output-layer pass and loss each) and holds their " +
+                            mtp_b + " parameters (not in the model's total)" +
+                            (job.parallel.pp > 1 && !m.tied_embeddings ? " and a copy of the word embedding" : "") +
+                            "; model FLOPs count them, as Megatron-LM's do");
+    }
     if (job.parallel.recompute == Recompute::selective)
         est.notes.push_back("selective recompute: the attention core is recomputed during backward (its scores are not kept)");
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)

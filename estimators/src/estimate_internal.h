@@ -253,6 +253,9 @@ struct StageMemory {
     double in_flight = 0;   // micro-batches held at the peak
 };
 StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int stage, int layers);
+// mla: routed-expert parameters of the MTP modules on stage i's rank (the last stage; with
+// DualPipe also rank 0, which holds the last stage as its mirror).
+double mtp_expert_params_on(const LayoutDerived& L, int i);
 // Adds the ZeRO buffers of the stage's layout and the fragmentation over everything allocated.
 void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int stage, StageMemory& sm);
 // offload: host RAM per node and host↔GPU bandwidth per GPU that the cluster gives, else the

@@ -381,6 +381,11 @@ double zb_pending_w_bytes_per_layer(const LayoutDerived& L) {
     return L.e * L.tokens * (inputs + out_grads);
 }
 
+double mtp_expert_params_on(const LayoutDerived& L, int i) {
+    const bool holds = i == L.p - 1 || (L.schedule == PipelineSchedule::dualpipe && i == 0);
+    return holds ? L.mtp_expert_params : 0.0;
+}
+
 StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int i, int layers) {
     const EstimateSpec& es = ctx.job.estimate;
     const ModelSpec& m = *L.m;
@@ -389,7 +394,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
 
     // Parameters on this rank.
     double dense = layers * L.layer_dense_params;
-    const double expert = layers * L.layer_expert_params + (last ? L.mtp_expert_params : 0.0);  // mla: + MTP experts
+    const double expert = layers * L.layer_expert_params;
     if (first) dense += L.embed_params;
     if (last) {
         dense += L.final_norm_params;
@@ -408,8 +413,10 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         dense += layers * L.layer_dense_params;
         if (mirror == 0) dense += L.embed_params;
         if (mirror == L.p - 1) dense += L.final_norm_params + L.output_params;
+        if (mirror == L.p - 1 && !last) dense += L.mtp_params - L.mtp_expert_params;  // mla: the MTP modules
     }
-    const double expert_all = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * expert;
+    // mla: the MTP modules' experts, on the last stage (and DualPipe's rank 0, its mirror).
+    const double expert_all = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * expert + mtp_expert_params_on(L, i);
     S.params = dense + expert_all;
     S.mem.params = dense * L.dense_state.params + expert_all * L.expert_state.params;
     // fp8: layers of this stage that run in FP8 (the model's first / last layers may stay bf16).

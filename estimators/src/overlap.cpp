@@ -217,10 +217,16 @@ void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, C
     // Without SP: the all-reduce block_comm counted exposed. With SP: the reduce-scatter it
     // counted exposed (the same time as an all-gather) and the re-gather it did not count.
     const double one = nccl_time(L.sp ? Collective::all_gather : Collective::all_reduce, msg, L.net_tp);
+    // mla: MLA's up projections' backward collective carries the latents (collectives.cpp
+    // tp_attention_comm), not h.
+    const double one_qkv = !L.mla ? one
+                         : nccl_time(L.sp ? Collective::all_gather : Collective::all_reduce,
+                                     L.e * L.tokens * ((L.q_lora > 0 ? L.q_lora : L.h) + L.kv_lora + L.d_rope), L.net_tp);
     double delta = 0;  // change of one layer's backward TP time
-    for (const double window : {lt.gemm_qkv, lt.gemm_fc1}) {
+    for (int k = 0; k < 2; ++k) {
+        const double window = k == 0 ? lt.gemm_qkv : lt.gemm_fc1, coll = k == 0 ? one_qkv : one;
         if (window <= 0) continue;
-        delta += (L.sp ? 2.0 : 1.0) * overlapped_cost(one, window) - one;
+        delta += (L.sp ? 2.0 : 1.0) * overlapped_cost(coll, window) - coll;
     }
     c.bwd.tp = std::max(0.0, c.bwd.tp + layers * delta);
 }
