@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "estimate_internal.h"
 #include "job_test_util.h"
 #include "ptd/estimate.h"
 #include "ptd/engine/model.h"
@@ -264,6 +265,33 @@ TEST(Mla, MtpOnDualPipesMirrorStage) {
     // Its params: a whole MoE layer (8 experts on ep 2: 4 here) with MLA, 3 norms and eh_proj.
     EXPECT_GT(first, 2.0 * h * h);
     EXPECT_DOUBLE_EQ(last - first, mtp.vocab_padded * h);  // the MTP stage's embedding copy
+}
+
+TEST(Mla, AsyncDgradHidesTheLatentCollective) {
+    // Megatron's asynchronous dgrad (overlap.cpp hide_tp_dgrad) runs a column-parallel linear's
+    // input-gradient collective beside its weight-gradient GEMM. MLA's column-parallel linears
+    // are the up projections, whose input is the latent: the collective it hides is
+    // latent-wide (what block_comm counted), not h-wide.
+    const ModelSpec m = job_from_text(mla_dense(512, 0)).model;
+    est::LayoutDerived L{};
+    L.m = &m;
+    L.t = 8;
+    L.sp = true;
+    L.e = 2;
+    L.tokens = 4096;
+    L.h = 7168;
+    L.mla = true;
+    L.q_lora = 1536, L.kv_lora = 512, L.d_rope = 64;
+    L.tp_dgrad_async = true;
+    L.net_tp.n = 8, L.net_tp.per_node = 8, L.net_tp.nodes = 1;
+    L.net_tp.bus_intra = 360e9, L.net_tp.bus_inter = 50e9;
+    est::LayerTime lt;
+    lt.gemm_qkv = 1.0;  // a window that hides everything but the contention
+    ChunkTime c;
+    c.bwd.tp = 1.0;
+    est::hide_tp_dgrad(L, lt, 1.0, c);
+    const double latent = est::nccl_time(est::Collective::all_gather, 2.0 * 4096 * (1536 + 512 + 64), L.net_tp);
+    EXPECT_DOUBLE_EQ(c.bwd.tp, 1.0 + 2.0 * est::overlapped_cost(latent, 1.0) - latent);
 }
 
 }  // namespace
