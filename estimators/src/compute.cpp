@@ -210,6 +210,7 @@ void assign_attention_widths(const ModelSpec& m, LayoutDerived& L) {
         L.kv_l = L.heads_l;  // K and V per query head after the up projection
     }
     L.mtp = m.mtp_layers;
+    L.qk_norm = m.qk_layernorm && !L.mla;
 }
 
 // mla: one rank's attention parameters. Classic: Q and O are h × a_l·d, K and V h × g_l·d.
@@ -225,7 +226,7 @@ double attention_params_per_rank(const LayoutDerived& L, bool with_norms) {
         double w = 2.0 * h * a_l * L.d + 2.0 * h * L.kv_l * L.d;
         if (with_norms && L.m->bias) w += a_l * L.d + 2.0 * L.kv_l * L.d + h;
         else if (with_norms && L.m->qkv_bias) w += a_l * L.d + 2.0 * L.kv_l * L.d;
-        if (with_norms && L.m->qk_layernorm) w += 2.0 * (L.layernorm ? 2.0 : 1.0) * L.d;
+        if (with_norms && L.qk_norm) w += 2.0 * (L.layernorm ? 2.0 : 1.0) * L.d;
         return w;
     }
     const double norm = L.layernorm ? 2.0 : 1.0;
@@ -413,7 +414,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     // mla: the per-head passes span Q, K (d + dr) and V (dv) instead of d, and the two latent
     // norms read and write the q / kv latents (on the rank's sequence shard under SP).
     // mla: --qk-layernorm (non-MLA): the q / k norms read and write the local Q and K heads.
-    if (L.m->qk_layernorm && !L.mla) lt.elem += L.elementwise_factor * L.e * T * 2.0 * (hd + kvd) / L.hbm;
+    if (L.qk_norm) lt.elem += L.elementwise_factor * L.e * T * 2.0 * (hd + kvd) / L.hbm;
     if (L.mla)
         lt.elem += L.elementwise_factor * L.e * T *
                    (inside * L.heads_l * ((2.0 * L.d_qk + L.d_v) / 3.0 - d) + 2.0 * r * (L.q_lora + L.kv_lora)) / L.hbm;

@@ -131,6 +131,7 @@ struct LayoutDerived {
     double d_qk, d_v;                    // per-head query/key and value width: d, d; MLA: d + rope, v_head_dim
     double q_lora, kv_lora, d_rope;      // MLA latent widths (q_lora 0: queries projected from h) and RoPE width
     int mtp;                             // model.mtp_layers (MTP depth)
+    bool qk_norm;                        // model.qk_layernorm on a non-MLA model (per-head q / k norms)
     double mtp_params, mtp_expert_params;  // one rank's parameters of the MTP modules, and their routed-expert part
 };
 

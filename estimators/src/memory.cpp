@@ -176,7 +176,7 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         bytes += e * T * (hd + 2 * kvd) + e * T * hd;
         // mla: --qk-layernorm: the q / k norms save their inputs (the RoPE after them is fused
         // and saves nothing); their per-row fp32 statistics are left out (1/d of it).
-        if (L.m->qk_layernorm) bytes += e * T * (hd + kvd);
+        if (L.qk_norm) bytes += e * T * (hd + kvd);
     }
     if (L.dropout) bytes += T * h * r;  // attention-output dropout mask (1 byte)
     if (rc == Recompute::selective) {
