@@ -11,7 +11,7 @@ namespace ptd {
 struct ParamCounts {
     int64_t embedding = 0;       // token embedding V·h (+ learned positions s·h)
     int64_t output = 0;          // untied output projection V·h (0 when tied)
-    int64_t attention = 0;       // per layer: Q, K, V, O weights and biases
+    int64_t attention = 0;       // per layer: Q, K, V, O weights and biases (mla: MLA projections, latent / q-k norms)
     int64_t mlp = 0;             // per layer: MLP (all experts for MoE, + router)
     int64_t mlp_active = 0;      // per layer: MLP weights one token uses (top_k experts)
     int64_t norms = 0;           // per layer: the two norms
