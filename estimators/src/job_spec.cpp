@@ -592,7 +592,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (p.ep > 1 && p.etp() == p.tp && ((long long)p.dp * p.cp) % p.ep != 0)
         add("parallel.ep", "got " + s(p.ep) + ", but ep must divide dp·cp = " + s((long long)p.dp * p.cp) +
                                "; allowed ep: " + divisors_of(p.dp * p.cp) +
-                               " (or set expert_tp to fold the experts over tp·cp·dp)");
+                               " (or an expert_tp other than tp, which folds the experts over tp·cp·dp)");
     // moe2: MoE parallel folding (Megatron-core parallel_state.py initialize_model_parallel with
     // --expert-tensor-parallel-size): the expert groups cut each stage's tp·cp·dp ranks into
     // expert_tp × ep × expert-dp, so ep·expert_tp must divide tp·cp·dp; the routed experts'
