@@ -13,6 +13,7 @@
 #include "estimate_internal.h"
 #include "ptd/estimate.h"
 #include "ptd/export.h"
+#include "ptd/job_layout.h"
 #include "ptd/model_stats.h"
 #include "ptd/presets.h"
 
@@ -283,6 +284,34 @@ TEST(Moe2SharedExpert, OverlapHidesTheAllToAllBehindTheSharedExperts) {
     const Estimate overlap = estimate_job(load_ok(folded_job("expert_tp = 1\nmoe_shared_expert_overlap = true\n")));
     EXPECT_LT(overlap.stages[0].ep_s, plain.stages[0].ep_s);
     EXPECT_DOUBLE_EQ(overlap.stages[0].fwd_s, plain.stages[0].fwd_s);  // the shared GEMMs still run
+}
+
+}  // namespace
+
+namespace {
+
+// moe2: `ptd layout`'s rank groups under MoE parallel folding (Megatron-core's expert
+// RankGenerator over "tp-ep-dp-pp" with tp = expert_tp inside each stage's tp·cp·dp ranks).
+TEST(Moe2Layout, FoldedExpertGroups) {
+    // DeepSeek-V3's TP 2, EP 64, expert_tp 1 on 64 GPUs: one EP group of ranks 0..63 (8 nodes),
+    // expert-DP groups of one rank.
+    auto folded = job_layout(load_ok(folded_job("expert_tp = 1\n")));
+    ASSERT_TRUE(folded.has_value()) << folded.error().str();
+    ASSERT_EQ(folded->ep_groups.size, 64);
+    ASSERT_EQ(folded->ep_groups.count, 1);
+    for (int k = 0; k < 64; ++k) EXPECT_EQ(folded->ep_groups.begin(0)[k], k);
+    EXPECT_EQ(folded->ep_groups.spans_nodes[0], 1);
+    EXPECT_EQ(folded->expert_dp_groups.size, 1);
+    // TP 4, expert_tp 2, EP 8 on 64 GPUs: EP groups step by expert_tp (0, 2, …, 14), the
+    // expert-DP groups by expert_tp·ep (0, 16, 32, 48); rank 1 is in the second of each.
+    auto mixed = job_layout(load_ok(small_job(1, 3, "expert_tp = 2\n", 8, 4, 8)));
+    ASSERT_TRUE(mixed.has_value()) << mixed.error().str();
+    ASSERT_EQ(mixed->ep_groups.size, 8);
+    ASSERT_EQ(mixed->expert_dp_groups.size, 4);
+    const int g = mixed->ep_groups.group_of[1], x = mixed->expert_dp_groups.group_of[1];
+    for (int k = 0; k < 8; ++k) EXPECT_EQ(mixed->ep_groups.begin(g)[k], 1 + 2 * k);
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(mixed->expert_dp_groups.begin(x)[k], 1 + 16 * k);
+    EXPECT_EQ(mixed->ep_groups.begin(mixed->ep_groups.group_of[0])[1], 2);
 }
 
 }  // namespace
