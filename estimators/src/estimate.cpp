@@ -717,6 +717,25 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
                             ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
                             " (fp32 each by default)");
+    // moe2: what the MoE-side keys make of the layers and of the expert groups.
+    if (const ParallelSpec& pa = job.parallel; m.experts > 1 && (m.moe_ffn_hidden > 0 || m.shared_expert_ffn_hidden > 0 ||
+                                                                  m.first_dense_layers > 0 || pa.etp() != pa.tp)) {
+        std::string s = "MoE: " + std::to_string(m.experts) + " routed experts of " + std::to_string(m.expert_ffn_hidden()) +
+                        " (top-" + std::to_string(m.top_k) + ")";
+        if (m.shared_expert_ffn_hidden > 0)
+            s += " + shared experts of " + std::to_string(m.shared_expert_ffn_hidden) + " on every token" +
+                 (pa.moe_shared_expert_overlap ? " (overlapped with the all-to-all)" : "");
+        if (m.first_dense_layers > 0)
+            s += "; the first " + std::to_string(m.first_dense_layers) + " layers dense (MLP of " +
+                 std::to_string(m.ffn_hidden) + ")";
+        if (pa.etp() != pa.tp) {
+            const long long block = (long long)pa.tp * pa.cp * pa.dp;
+            s += "; expert_tp " + std::to_string(pa.etp()) + " ≠ tp " + std::to_string(pa.tp) +
+                 " (MoE parallel folding): EP groups of " + std::to_string(pa.ep) + " ranks " + std::to_string(pa.etp()) +
+                 " apart, expert states sharded over expert-DP " + std::to_string(block / ((long long)pa.etp() * pa.ep));
+        }
+        est.notes.push_back(s);
+    }
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
     if (job.parallel.recompute == Recompute::selective)
