@@ -113,15 +113,18 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
         double intra, share;
         bool nvls;
         GroupNet tp, cp, ep_, dp_, edp_, pp;
+        int etp;           // moe2
+        GroupNet etp_;     // moe2
     };
     thread_local Kept kept{};
     thread_local bool kept_valid = false;
     const size_t order_len = std::strlen(order);
     if (kept_valid && kept.t == L.t && kept.c == L.c && kept.ep == L.ep && kept.dp == L.dp && kept.p == L.p &&
         kept.edp == L.edp && kept.gpn == gpn && kept.intra == intra && kept.share == share && kept.nvls == cl.nvls &&
-        std::strcmp(kept.order, order) == 0) {
+        kept.etp == L.etp && std::strcmp(kept.order, order) == 0) {
         L.net_tp = kept.tp, L.net_cp = kept.cp, L.net_ep = kept.ep_, L.net_dp = kept.dp_, L.net_edp = kept.edp_,
         L.net_pp = kept.pp;
+        L.net_etp = kept.etp_;  // moe2
         return;
     }
     Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
@@ -142,6 +145,16 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     fill(L.net_dp, L.dp * L.c, members_on_first_node(st.dp, L.dp, st.cp, L.c, gpn));
     fill(L.net_edp, L.edp, members_on_first_node(st.dp * L.ep, L.edp, 1, 1, gpn));
     fill(L.net_pp, L.p, members_on_first_node(st.pp, L.p, 1, 1, gpn));
+    L.net_etp = L.net_tp;
+    // moe2: MoE parallel folding (Megatron-core parallel_state.py, expert RankGenerator over
+    // "tp-ep-dp-pp" with tp = expert_tp, cp = 1): inside a stage's tp·cp·dp consecutive ranks
+    // (the default order, which validate_job requires for expert_tp ≠ tp) the expert-TP group is
+    // etp consecutive ranks, the EP group ep ranks etp apart, the expert-DP group the rest.
+    if (L.etp > 0 && L.etp != L.t) {
+        fill(L.net_etp, L.etp, members_on_first_node(1, L.etp, 1, 1, gpn));
+        fill(L.net_ep, L.ep, members_on_first_node(L.etp, L.ep, 1, 1, gpn));
+        fill(L.net_edp, L.edp, members_on_first_node(L.etp * L.ep, L.edp, 1, 1, gpn));
+    }
     kept_valid = order_len < sizeof kept.order;
     if (kept_valid) {
         std::memcpy(kept.order, order, order_len + 1);
@@ -149,6 +162,7 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
         kept.intra = intra, kept.share = share, kept.nvls = cl.nvls;
         kept.tp = L.net_tp, kept.cp = L.net_cp, kept.ep_ = L.net_ep, kept.dp_ = L.net_dp, kept.edp_ = L.net_edp;
         kept.pp = L.net_pp;
+        kept.etp = L.etp, kept.etp_ = L.net_etp;  // moe2
     }
 }
 
@@ -284,10 +298,21 @@ double tp_attention_comm(const LayoutDerived& L) {
 // all-gathers them over TP (every TP rank computes all routed tokens on its 1/t of each expert);
 // token_unpermutation reduce-scatters the expert output over TP before the all-to-all back. The
 // backward runs the pair the other way round. MoELayer refuses TP without SP in training.
+// moe2: with expert_tp ≠ tp (MoE parallel folding) the dispatcher's all-gather / reduce-scatter
+// run over the expert-TP group (token_dispatcher.py: tp_group = the expert tensor parallel
+// group) on the k copies of the etp members' shards — none when etp = 1; the shared experts
+// (SharedExpertMLP) add a dense MLP's pair over TP.
 double tp_mlp_comm(const LayoutDerived& L) {
+    if (L.moe && L.etp > 0 && L.etp != L.t) {
+        const double etp = L.etp > 1 ? 2.0 * nccl_time(Collective::all_gather, L.e * L.m->top_k * L.tokens * moe_token_scale(L) * L.h,
+                                                       L.net_etp)
+                                     : 0.0;
+        return etp + (L.fs_l > 0 ? tp_attention_comm(L) : 0.0);
+    }
     if (L.t <= 1) return 0;
     if (!L.moe) return tp_attention_comm(L);
-    return 2.0 * nccl_time(Collective::all_gather, L.e * L.m->top_k * L.tokens * L.h, L.net_tp);
+    const double shared = L.fs_l > 0 ? tp_attention_comm(L) : 0.0;  // moe2
+    return 2.0 * nccl_time(Collective::all_gather, L.e * L.m->top_k * L.tokens * L.h, L.net_tp) + shared;
 }
 
 double ep_all_to_all_bytes(const LayoutDerived& L) {
@@ -302,7 +327,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
     // SP: same volume); full recompute repeats the forward ones. Each is one NCCL call on the
     // layer's activation, so the message size is that activation. moe: an MoE layer's pair is
     // its token dispatcher's, on the k routed copies (tp_mlp_comm).
-    if (L.t > 1) {
+    if (L.t > 1 || (L.moe && L.etp > 1 && L.etp != L.t)) {  // moe2: expert TP beyond tp
         const double msg = L.e * T * L.h;
         const double one = L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp)
                                 : nccl_time(Collective::all_reduce, msg, L.net_tp);
@@ -331,8 +356,8 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         // papers: the distributed checkpoint is all-gathered over the TP group before each
         // layer's recompute (Megatron tensor_parallel/random.py gather_split_1d_tensor).
         if (L.distribute_saved) B.tp += layers * nccl_time(Collective::all_gather, msg, L.net_tp);
-        if (first) F.tp += one;  // vocab-parallel embedding
-        if (last) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
+        if (first && L.t > 1) F.tp += one;  // vocab-parallel embedding
+        if (last && L.t > 1) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }
     if (L.c > 1) {
         // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
@@ -346,6 +371,12 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         const double a2a = all_to_all_time(ep_all_to_all_bytes(L), L.net_ep);  // moe: the SP shard's copies
         F.ep = layers * 2.0 * a2a;  // dispatch + combine, forward and backward
         B.ep = layers * 2.0 * a2a;
+        // moe2: --moe-shared-expert-overlap runs the shared experts' MLP beside the dispatch and
+        // combine; the all-to-all time it covers is hidden (their GEMMs stay in compute).
+        if (L.shared_overlap) {
+            F.ep = layers * std::max(0.0, 2.0 * a2a - lt.gemm_shared);
+            B.ep = layers * std::max(0.0, 2.0 * a2a - 2.0 * lt.gemm_shared);
+        }
     }
     if (L.p > 1 && L.ds_pipe) {
         // dsthru: DeepSpeed's TrainSchedule opens each step with a blocking, paired exchange

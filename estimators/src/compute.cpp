@@ -63,12 +63,20 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
     }
     const double mats = m.activation == Activation::swiglu ? 3.0 : 2.0;
     const double k = m.experts > 1 ? m.top_k : 1;
-    const double mlp_params = k * mats * h * F + (m.experts > 1 ? h * m.experts : 0.0);
-    const double layer_params = attn_params + mlp_params;
-    f.params_matmul = m.layers * layer_params + vocab_padded * h;
-    // mla: each MTP module runs one more transformer layer, its eh_proj (2h × h) and one more
-    // pass through the output layer (Megatron-LM training.py counts all three in model FLOPs).
-    if (m.mtp_layers > 0) f.params_matmul += m.mtp_layers * (layer_params + 2.0 * h * h + vocab_padded * h);
+    // moe2: routed experts of moe_ffn_hidden (expert_ffn_hidden), the shared experts' MLP on
+    // every token, and the first first_dense_layers layers with a dense MLP of ffn_hidden.
+    const bool moe = m.experts > 1;
+    const double F_routed = moe ? m.expert_ffn_hidden() : F;
+    const double mlp_params = k * mats * h * F_routed + (moe ? h * m.experts + mats * h * m.shared_expert_ffn_hidden : 0.0);
+    const double dense_layers = moe ? m.first_dense_layers : 0.0;
+    const double layer_params_sum = (m.layers - dense_layers) * (attn_params + mlp_params) +
+                                    dense_layers * (attn_params + mats * h * F);
+    f.params_matmul = layer_params_sum + vocab_padded * h;
+    // mla: each MTP module runs one more transformer layer (the model's last kind), its eh_proj
+    // (2h × h) and one more pass through the output layer (Megatron-LM training.py counts all
+    // three in model FLOPs).
+    const double last_layer_params = attn_params + (moe && m.layers > dense_layers ? mlp_params : mats * h * F);
+    if (m.mtp_layers > 0) f.params_matmul += m.mtp_layers * (last_layer_params + 2.0 * h * h + vocab_padded * h);
     // Attention scores: QKᵀ and softmax·V, 2 FLOPs per multiply-add, ×3 for fwd + bwd:
     // 12·L·a·d·s per token with every score counted (PaLM), half for causal masking.
     double attn = 12.0 * m.layers * a * d * m.seq_len;
@@ -78,7 +86,7 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
     f.attention_per_token = attn;
     f.model_per_token = 6.0 * f.params_matmul + attn;
     double extra = 0;
-    if (recompute == Recompute::full) extra = 2.0 * (m.layers + m.mtp_layers) * layer_params + attn / 3.0;
+    if (recompute == Recompute::full) extra = 2.0 * (layer_params_sum + m.mtp_layers * last_layer_params) + attn / 3.0;
     // Selective recomputes the core attention forward. Flash kernels also recompute scores in
     // their backward, but that is the kernel's own cost, not a recompute pass.
     else if (recompute == Recompute::selective) extra = attn / 3.0;
@@ -276,7 +284,8 @@ double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
     double weights = kvd * h;
     if (L.swiglu) {
         if (L.moe) {
-            const double experts_l = (double)L.m->experts / L.ep, per_expert_tokens = T * L.m->top_k * L.ep / L.m->experts;
+            const double experts_l = (double)L.m->experts / L.ep,
+                         per_expert_tokens = T * moe_token_scale(L) * L.m->top_k * L.ep / L.m->experts;  // moe2
             gemm += experts_l * linear_gemm_time(L, per_expert_tokens, L.f_l, h);
             weights += experts_l * L.f_l * h;
         } else {
@@ -323,9 +332,17 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     const double mats_in = L.swiglu ? 2.0 : 1.0;
     if (L.moe) {
         const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
-        const double per_expert_tokens = T * k * L.ep / L.m->experts;  // balanced routing
+        // moe2: the rows each local expert gets are the expert-TP group's gathered tokens
+        // (moe_token_scale: T/t · etp under SP; T when etp = t), routed to E/ep local experts.
+        const double per_expert_tokens = T * moe_token_scale(L) * k * L.ep / L.m->experts;  // balanced routing
         lt.gemm += experts_l * (linear_gemm_time(L, per_expert_tokens, mats_in * L.f_l, h) +
                                 linear_gemm_time(L, per_expert_tokens, h, L.f_l));
+        // moe2: the shared experts (Megatron-core SharedExpertMLP): a dense MLP of
+        // shared_expert_ffn_hidden / t on every token of the layer, column- then row-parallel.
+        if (L.fs_l > 0) {
+            lt.gemm_shared = linear_gemm_time(L, T, mats_in * L.fs_l, h) + linear_gemm_time(L, T, h, L.fs_l);
+            lt.gemm += lt.gemm_shared;
+        }
         // moe: the router's gating GEMM runs on the rank's sequence-parallel shard (MoELayer's
         // input is [s/t, b, h] under SP; TopKRouter before the dispatcher's TP all-gather).
         const double T_shard = T * (L.sp ? 1.0 / L.t : 1.0);
@@ -341,7 +358,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         // expand (read T_shard, write R), the weighting's two gradients (read 2R, write R), the
         // scatter's gather (2R), the gather's scatter-add into a zero-filled T_shard (read R,
         // write 2·T_shard), and the sorts (4G).
-        const double R = k * T_shard, G = k * T, sorts = experts_l > 1 ? 4.0 * G : 0.0;
+        const double R = k * T_shard, G = k * T * moe_token_scale(L), sorts = experts_l > 1 ? 4.0 * G : 0.0;  // moe2: G gathered over etp
         lt.moe_dispatch = L.e * h * (8.0 * R + T_shard + sorts) / L.hbm;
         lt.moe_dispatch_bwd = L.e * h * (7.0 * R + 3.0 * T_shard + sorts) / L.hbm;
     } else {
@@ -364,6 +381,14 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
             // projections' (replicated) and the up projections' output gradients.
             inputs += T * r * (L.q_lora + L.kv_lora) + T * L.heads_l * L.d_v - T * hd;
             grads += T * r * (L.q_lora + L.kv_lora + L.d_rope) + T * L.heads_l * (L.d_qk + L.d + L.d_v) - T * (hd + 2 * kvd);
+        }
+        if (L.moe && L.moe_g > 0 && L.moe_g != 1.0) {  // moe2: the experts' gathered rows
+            inputs += (L.moe_g - 1.0) * k * T * (h + L.f_l);
+            grads += (L.moe_g - 1.0) * k * T * (mats_in * L.f_l + h);
+        }
+        if (L.fs_l > 0) {  // moe2: the shared experts' FC1 / FC2 operands (a dense MLP's)
+            inputs += T * h * r + T * L.fs_l;
+            grads += T * mats_in * L.fs_l + T * h * r;
         }
         const Fp8CastBytes& c = L.fp8_cast;
         lt.fp8_cast = (c.in_fwd * inputs + c.weight_fwd * L.layer_linear_params) / L.hbm;
@@ -418,6 +443,10 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     if (L.mla)
         lt.elem += L.elementwise_factor * L.e * T *
                    (inside * L.heads_l * ((2.0 * L.d_qk + L.d_v) / 3.0 - d) + 2.0 * r * (L.q_lora + L.kv_lora)) / L.hbm;
+    // moe2: the experts' activation passes over the gathered rows, and the shared experts'.
+    if (L.moe && L.moe_g > 0 && L.moe_g != 1.0)
+        lt.elem += L.elementwise_factor * L.e * T * (L.moe_g - 1.0) * (L.swiglu ? 4.0 : 3.0) * L.f_l * L.m->top_k / L.hbm;
+    if (L.fs_l > 0) lt.elem += L.elementwise_factor * L.e * T * (L.swiglu ? 4.0 : 3.0) * L.fs_l / L.hbm;
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
     return lt;
 }

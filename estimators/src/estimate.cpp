@@ -46,6 +46,7 @@ LayoutChoice layout_choice_of(const JobSpec& job) {
     c.offload_optimizer = p.offload_optimizer;  // offload
     c.offload_params = p.offload_params;
     c.schedule = p.schedule;  // zb
+    c.etp = p.expert_tp;      // moe2: 0 = tp
     c.order = -1;
     for (int i = 0; i < kPlannerOrderCount; ++i)
         if (p.order == kPlannerOrders[i]) c.order = i;
@@ -83,6 +84,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.heads_l = (double)m.heads / L.t;
     L.kv_l = m.kv_heads >= L.t ? (double)m.kv_heads / L.t : 1.0;  // GQA: replicated when t > g
     L.f_l = (double)m.ffn_hidden / L.t;
+    // moe2: the routed experts' width (moe_ffn_hidden, else ffn_hidden) splits over expert TP.
+    L.etp = m.experts > 1 && ch.etp > 0 ? ch.etp : L.t;
+    if (m.experts > 1 && (L.etp != L.t || m.moe_ffn_hidden > 0)) L.f_l = (double)m.expert_ffn_hidden() / L.etp;
     L.sp = ch.sequence_parallel && L.t > 1;
     L.flash = job.training.flash_attention;
     L.dropout = m.dropout_on();  // oom4: model.dropout, else by arch
@@ -93,6 +97,8 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.rc = ch.recompute;
     L.rc_style = job.parallel.recompute_style;
     L.edp = std::max(1, L.dp * L.c / L.ep);
+    // moe2: MoE parallel folding: the expert-DP group is what is left of tp·cp·dp after etp·ep.
+    if (L.etp != L.t) L.edp = std::max(1, L.t * L.c * L.dp / (L.etp * L.ep));
     // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
     const OptimizerStateWidths widths = optimizer_state_widths(job.training);  // oom4
@@ -127,6 +133,12 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     if (L.moe) {
         L.layer_dense_params = attn + 2 * norm + h * m.experts;  // router replicated
         L.layer_expert_params = expert * m.experts / L.ep;
+        // moe2: the shared experts are one dense MLP of their width, TP-split (SharedExpertMLP):
+        // dense parameters, reduced and sharded over DP like the attention's.
+        if (m.shared_expert_ffn_hidden > 0) {
+            L.fs_l = (double)m.shared_expert_ffn_hidden / L.t;
+            L.layer_dense_params += (mats_in + 1.0) * h * L.fs_l + (m.bias ? mats_in * L.fs_l + h : 0.0);
+        }
     } else {
         L.layer_dense_params = attn + 2 * norm + expert;
         L.layer_expert_params = 0;
@@ -142,12 +154,18 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.mtp_expert_params = L.mtp * L.layer_expert_params;
     }
 
+    // moe2: tokens one rank's experts see: its dispatched SP shard gathered over expert TP.
+    L.moe_g = L.etp == L.t ? 1.0 : (L.sp ? 1.0 / L.t : 1.0) * L.etp;
+    L.shared_overlap = job.parallel.moe_shared_expert_overlap && L.fs_l > 0;
+    L.first_dense = L.moe ? m.first_dense_layers : 0;
+    L.dense_layer = nullptr, L.stage_dense = nullptr, L.chunk_dense = nullptr;  // evaluate_layout
     // Which groups leave the node, from the rank order (collectives.cpp).
     assign_group_links(cl, layout_choice_order(ctx, ch), L);
     L.peak = std::max(ctx.peak_flops, 1.0);
     L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * time_model_constants().hbm_eff;
     assign_kernel_profile(job, L);
     L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
+    if (L.moe && L.etp != L.t) L.nccl_groups += (L.etp > 1) + (L.ep == 1 && L.edp > 1);  // moe2: ETP, expert-DP
 
     // fp8 (issue 15 point 3): the linear layers' GEMMs at the FP8 peak; what the recipe adds
     // in quantization traffic and memory (compute.cpp, memory.cpp; docs/estimators.md).
@@ -171,6 +189,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
             L.fp8 == Fp8Recipe::delayed ? 4.0 * 5.0 * 4.0 * (tr.fp8_amax_history_len + 2.0) : 0.0;
         L.layer_linear_params = h * hd * 2 + h * kvd * 2 + (mats_in + 1.0) * h * L.f_l * (L.moe ? (double)m.experts / L.ep : 1.0);
         if (L.mla) L.layer_linear_params += attention_params_per_rank(L, false) - (h * hd * 2 + h * kvd * 2);  // mla
+        if (L.fs_l > 0) L.layer_linear_params += (mats_in + 1.0) * h * L.fs_l;  // moe2: shared experts
         L.fp8_bf16_first = tr.fp8_bf16_first_layers;
         L.fp8_bf16_last = tr.fp8_bf16_last_layers;
     }
@@ -246,6 +265,51 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     return c;
 }
 
+// moe2: the layout as one of an MoE model's first_dense_layers sees it: a dense MLP of
+// ffn_hidden / t instead of the router, routed and shared experts (Megatron --moe-layer-freq,
+// HF first_k_dense_replace). Everything else — attention, groups, states — is L's.
+LayoutDerived dense_layer_view(const LayoutDerived& L) {
+    LayoutDerived D = L;
+    const ModelSpec& m = *L.m;
+    const double h = L.h, mats_in = L.swiglu ? 2.0 : 1.0;
+    auto mlp = [&](double w) { return (mats_in + 1.0) * h * w + (m.bias ? mats_in * w + h : 0.0); };
+    D.moe = false;
+    D.f_l = (double)m.ffn_hidden / L.t;
+    D.layer_dense_params = L.layer_dense_params - h * m.experts - (L.fs_l > 0 ? mlp(L.fs_l) : 0.0) + mlp(D.f_l);
+    D.layer_expert_params = 0;
+    if (L.fp8 != Fp8Recipe::none)
+        D.layer_linear_params = L.layer_linear_params - (mats_in + 1.0) * h * (L.f_l * m.experts / L.ep + L.fs_l) +
+                                (mats_in + 1.0) * h * D.f_l;
+    D.fs_l = 0, D.moe_g = 1.0, D.shared_overlap = false;
+    D.first_dense = 0, D.dense_layer = nullptr, D.stage_dense = nullptr, D.chunk_dense = nullptr;
+    return D;
+}
+
+// moe2: a chunk of `layers` layers of which `dense` are dense-MLP layers (L.dense_layer):
+// each kind's blocks through its layers, the chunk's one pipeline hop counted once.
+ChunkTime block_time_mixed(const LayoutDerived& L, const LayerTime& lt, const LayerTime& lt_dense, double layers,
+                           double dense, bool first, bool last) {
+    if (dense <= 0 || !L.dense_layer) return block_time(L, lt, layers, first, last);
+    const LayoutDerived& D = *L.dense_layer;
+    ChunkTime c, d;
+    const double moe_layers = layers - dense;
+    block_compute(L, lt, moe_layers, first, last, c);
+    block_comm(L, lt, moe_layers, first, last, c);
+    hide_tp_comm(L, lt, moe_layers, c);
+    hide_tp_dgrad(L, lt, moe_layers, c);
+    block_compute(D, lt_dense, dense, false, false, d);
+    block_comm(D, lt_dense, dense, false, false, d);
+    hide_tp_comm(D, lt_dense, dense, d);
+    hide_tp_dgrad(D, lt_dense, dense, d);
+    auto add = [](BlockTime& a, const BlockTime& b) {
+        a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.cp += b.cp, a.ep += b.ep, a.wgrad += b.wgrad;
+    };
+    add(c.fwd, d.fwd);
+    add(c.bwd, d.bwd);
+    hide_p2p(L, c);
+    return c;
+}
+
 struct StageEval {
     StageMemory sm;
     double fwd = 0, bwd = 0, recompute = 0, tp = 0, cp = 0, ep = 0, p2p = 0;  // per micro-batch
@@ -261,25 +325,29 @@ struct ChunkKinds {
     struct Kind {
         double layers;
         bool first, last;
+        double dense;  // moe2: dense-MLP layers among them
         ChunkTime time;
         double fwd_total, bwd_total;
     };
     Kind known[8];
     Kind spare;  // a ninth kind and beyond (explicit lists), not kept
     int n_known = 0, last_kind = -1;
-    const Kind& get(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last) {
+    const LayerTime* lt_dense = nullptr;  // moe2: a dense-MLP layer's times (L.dense_layer)
+    const Kind& get(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, double dense = 0) {
         if (last_kind >= 0 && known[last_kind].layers == layers && known[last_kind].first == first &&
-            known[last_kind].last == last)
+            known[last_kind].last == last && known[last_kind].dense == dense)
             return known[last_kind];
-        return find(L, lt, layers, first, last);
+        return find(L, lt, layers, first, last, dense);
     }
-    [[gnu::noinline]] const Kind& find(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last) {
-        auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last; };
+    [[gnu::noinline]] const Kind& find(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last,
+                                       double dense) {
+        auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last && k.dense == dense; };
         for (int k = 0; k < n_known; ++k)
             if (same(known[k])) return known[last_kind = k];
-        const ChunkTime ct = block_time(L, lt, layers, first, last);
+        const ChunkTime ct = dense > 0 && lt_dense ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
+                                                   : block_time(L, lt, layers, first, last);
         Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
-        slot = Kind{layers, first, last, ct, ct.fwd.total(), ct.bwd.total()};
+        slot = Kind{layers, first, last, dense, ct, ct.fwd.total(), ct.bwd.total()};
         return slot;
     }
 };
@@ -290,7 +358,7 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.sm = stage_memory(ctx, L, i, layers);
     // Time per micro-batch: the stage's v chunks together (block_time is linear in layers;
     // the embedding and output terms fall on the first and last chunk).
-    const ChunkTime ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1).time;  // pspeed2
+    const ChunkTime ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1, L.stage_dense ? L.stage_dense[i] : 0.0).time;  // pspeed2
     S.fwd = ct.fwd.compute;
     S.bwd = ct.bwd.compute;
     S.recompute = ct.bwd.recompute;
@@ -344,6 +412,33 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         return base + (i >= 1 && i <= extra ? 1 : 0);
     };
 
+    // moe2: where an MoE model's first_dense_layers sit: dense-MLP layers per model chunk (in
+    // layer order, chunk c of stage i is model chunk c·p + i) and per stage.
+    thread_local std::vector<double> chunk_dense_v, stage_dense_v;
+    LayoutDerived dense_view;
+    LayerTime lt_dense;
+    bool dense_beyond_first = false;
+    if (L.first_dense > 0) {
+        dense_view = dense_layer_view(L);
+        lt_dense = layer_forward_time(dense_view);
+        chunk_dense_v.assign((size_t)p * L.v, 0.0);
+        stage_dense_v.assign((size_t)p, 0.0);
+        double start = 0;
+        for (int j = 0; j < p * L.v; ++j) {
+            const int i = j % p;
+            const double size = n_lps == p * L.v && L.v > 1 ? (double)layers_per_stage[(size_t)j] : (double)stage_layers(i) / L.v;
+            const double dense = std::clamp((double)L.first_dense - start, 0.0, size);
+            chunk_dense_v[(size_t)j] = dense;
+            stage_dense_v[(size_t)i] += dense;
+            start += size;
+            if (i > 0 && dense > 0) dense_beyond_first = true;
+        }
+        L.dense_layer = &dense_view;
+        L.chunk_dense = chunk_dense_v.data();
+        L.stage_dense = stage_dense_v.data();
+    }
+    auto dense_of_stage = [&](int i) { return L.stage_dense ? L.stage_dense[(size_t)i] : 0.0; };
+
     // Stages that can be the worst: with a balanced split, the first, the first of each run
     // of equal middle stages (most in flight), and the last. Otherwise every stage.
     int cand[4];
@@ -356,7 +451,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         for (int i = 0; i < p && balanced; ++i)
             balanced = layers_per_stage[(size_t)i] == (p == 1 ? m.layers : base + (i >= 1 && i <= extra ? 1 : 0));
     }
-    const bool all_stages = detail != nullptr || !balanced;
+    const bool all_stages = detail != nullptr || !balanced || dense_beyond_first;  // moe2: dense layers past stage 0
     if (!all_stages) {
         auto add = [&](int i) {
             if (i < 0 || i >= p) return;
@@ -393,6 +488,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         detail->stages.reserve((size_t)p);
     }
     ChunkKinds kinds;  // pspeed2: block times by kind of chunk, shared with the schedule below
+    if (L.dense_layer) kinds.lt_dense = &lt_dense;  // moe2
     for (int k = 0; k < count; ++k) {
         const int i = all_stages ? k : cand[k];
         const int layers = stage_layers(i);
@@ -400,8 +496,12 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
         // zb: DualPipe ranks hold two stages' experts (stage_memory counts the mirror stage).
-        const double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params +
-                                     mtp_expert_params_on(L, i);  // mla: the MTP modules' experts
+        double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params;
+        if (L.stage_dense)  // moe2: only the MoE layers hold experts (DualPipe: and the mirror stage's)
+            expert_params = (layers - L.stage_dense[i] +
+                             (L.schedule == PipelineSchedule::dualpipe ? layers - L.stage_dense[p - 1 - i] : 0.0)) *
+                            L.layer_expert_params;
+        expert_params += mtp_expert_params_on(L, i);  // mla: the MTP modules' experts
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
@@ -468,7 +568,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // of equal stages, the same runs as the tails' (rep_of): one chunk kind per run, no detail.
     const bool by_runs = v == 1 && !all_stages;
     for (int i = 0; by_runs && i < p;) {
-        const ChunkKinds::Kind& kind = kinds.get(L, lt, (double)stage_layers(i), i == 0, i == p - 1);
+        const ChunkKinds::Kind& kind = kinds.get(L, lt, (double)stage_layers(i), i == 0, i == p - 1, dense_of_stage(i));
         const ChunkTime& ct = kind.time;
         const double wgrad = split_w || dualpipe ? ct.bwd.wgrad : 0.0;
         const double bwd = split_w || dualpipe ? kind.bwd_total - wgrad : kind.bwd_total;
@@ -488,7 +588,8 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         for (int c = 0; c < v; ++c) {
             const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]
                                                                 : (double)layers / v;
-            const ChunkKinds::Kind& kind = kinds.get(L, lt, chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1);
+            const ChunkKinds::Kind& kind = kinds.get(L, lt, chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1,
+                                                     L.chunk_dense ? L.chunk_dense[(size_t)(c * p + i)] : 0.0);
             const ChunkTime& ct = kind.time;
             fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
             bwd_d[(size_t)(c * p + i)] = kind.bwd_total;
@@ -631,6 +732,25 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
                             ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
                             " (fp32 each by default)");
+    // moe2: what the MoE-side keys make of the layers and of the expert groups.
+    if (const ParallelSpec& pa = job.parallel; m.experts > 1 && (m.moe_ffn_hidden > 0 || m.shared_expert_ffn_hidden > 0 ||
+                                                                  m.first_dense_layers > 0 || pa.etp() != pa.tp)) {
+        std::string s = "MoE: " + std::to_string(m.experts) + " routed experts of " + std::to_string(m.expert_ffn_hidden()) +
+                        " (top-" + std::to_string(m.top_k) + ")";
+        if (m.shared_expert_ffn_hidden > 0)
+            s += " + shared experts of " + std::to_string(m.shared_expert_ffn_hidden) + " on every token" +
+                 (pa.moe_shared_expert_overlap ? " (overlapped with the all-to-all)" : "");
+        if (m.first_dense_layers > 0)
+            s += "; the first " + std::to_string(m.first_dense_layers) + " layers dense (MLP of " +
+                 std::to_string(m.ffn_hidden) + ")";
+        if (pa.etp() != pa.tp) {
+            const long long block = (long long)pa.tp * pa.cp * pa.dp;
+            s += "; expert_tp " + std::to_string(pa.etp()) + " ≠ tp " + std::to_string(pa.tp) +
+                 " (MoE parallel folding): EP groups of " + std::to_string(pa.ep) + " ranks " + std::to_string(pa.etp()) +
+                 " apart, expert states sharded over expert-DP " + std::to_string(block / ((long long)pa.etp() * pa.ep));
+        }
+        est.notes.push_back(s);
+    }
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
     // mla: what MLA and MTP change, where a reader would not guess it.

@@ -133,7 +133,29 @@ struct LayoutDerived {
     int mtp;                             // model.mtp_layers (MTP depth)
     bool qk_norm;                        // model.qk_layernorm on a non-MLA model (per-head q / k norms)
     double mtp_params, mtp_expert_params;  // one rank's parameters of the MTP modules, and their routed-expert part
+    // ---- moe2: expert width, shared experts, dense first layers, expert TP (estimate.cpp derive).
+    // For an MoE layer f_l above is the routed experts' width per expert-TP rank
+    // (expert_ffn_hidden / etp); dense layers of an MoE model are scored through dense_layer. ----
+    int etp;                             // expert tensor parallel (parallel.expert_tp; = t when 0)
+    double fs_l;                         // shared experts' MLP width per TP rank (0 = none)
+    // Tokens the experts of one rank see per micro-batch relative to `tokens`: the expert-TP
+    // group all-gathers its members' dispatched shards (T/t · etp under SP); 1 when etp = t
+    // (today's model); 0 in a LayoutDerived built elsewhere = 1 (moe_token_scale).
+    double moe_g;
+    bool shared_overlap;                 // parallel.moe_shared_expert_overlap
+    GroupNet net_etp;                    // the expert-TP group (collectives.cpp; = net_tp when etp = t)
+    int first_dense;                     // model.first_dense_layers of an MoE model (0 otherwise)
+    // The same layout seen by one of the first_dense dense-MLP layers (moe off, f_l = ffn / t,
+    // its parameters); null when first_dense = 0. Set by evaluate_layout.
+    const LayoutDerived* dense_layer;
+    // Dense-MLP layers per stage (p entries, all its chunks) and per model chunk [c·p + i]
+    // (p·v entries); null when first_dense = 0 (every layer is an MoE layer).
+    const double* stage_dense;
+    const double* chunk_dense;
 };
+
+// moe2: see LayoutDerived::moe_g.
+inline double moe_token_scale(const LayoutDerived& L) { return L.moe_g > 0 ? L.moe_g : 1.0; }
 
 // offload: what DeepSpeed's CPU-Adam updates per second on one node, all cores. The step is
 // memory bound (~30 bytes per parameter). DeepSpeed's measured 10 B step on a DGX-2 host
@@ -173,6 +195,10 @@ struct LayerTime {
     // moe: the token dispatcher's memory-bound passes of one MoE layer (permute, sort by local
     // expert, unpermute with the router probabilities), forward and backward (compute.cpp).
     double moe_dispatch = 0, moe_dispatch_bwd = 0;
+
+    // ---- moe2: the shared experts' forward GEMMs (part of `gemm`), which
+    // parallel.moe_shared_expert_overlap runs beside the dispatcher's all-to-all ----
+    double gemm_shared = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).

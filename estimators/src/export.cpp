@@ -278,6 +278,9 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     }
     if (p.cp > 1) arg("--context-parallel-size", I(p.cp));
     if (m.experts > 1) arg("--expert-model-parallel-size", I(p.ep));
+    // moe2: MoE parallel folding; Megatron's default is tp, so written only where it differs.
+    if (m.experts > 1 && p.etp() != p.tp) arg("--expert-tensor-parallel-size", I(p.etp()));
+    if (m.experts > 1 && p.moe_shared_expert_overlap) arg("--moe-shared-expert-overlap");
     if (p.sequence_parallel) arg("--sequence-parallel");
     // p2psg: the scatter/gather pipeline send was Megatron-LM's default from Feb 2021 until
     // Megatron-Core dropped it (Mar 2023); today's Megatron-LM has neither the code nor, since

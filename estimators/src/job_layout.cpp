@@ -13,6 +13,7 @@ Result<RankLayout> job_layout(const JobSpec& job) {
     req.ep = p.ep;
     req.gpus_per_node = job.cluster.gpus_per_node;
     req.order = p.order;
+    req.etp = job.model.experts > 1 ? p.expert_tp : 0;  // moe2
     return make_layout(req);
 }
 

@@ -324,7 +324,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (m.ffn_hidden > 0 && m.ffn_hidden % p.tp != 0)
         add("parallel.tp", "got " + s(p.tp) + ", but ffn_hidden (" + s(m.ffn_hidden) +
                                ") must be divisible by tp; allowed tp: " + divisors_of(m.ffn_hidden));
-    if (m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % p.tp != 0)
+    // moe2: with expert_tp ≠ tp the routed experts split expert_tp ways (checked below), not tp.
+    if (m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % p.tp != 0 && p.etp() == p.tp)
         add("parallel.tp", "got " + s(p.tp) + ", but moe_ffn_hidden (" + s(m.moe_ffn_hidden) +
                                ") must be divisible by tp; allowed tp: " + divisors_of(m.moe_ffn_hidden));
     if (m.shared_expert_ffn_hidden > 0 && m.shared_expert_ffn_hidden % p.tp != 0)
@@ -588,9 +589,37 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (p.ep > 1 && m.experts > 1 && m.experts % p.ep != 0)
         add("parallel.ep", "got " + s(p.ep) + ", but experts (" + s(m.experts) +
                                ") must be divisible by ep; allowed ep: " + divisors_of(m.experts));
-    if (p.ep > 1 && ((long long)p.dp * p.cp) % p.ep != 0)
+    if (p.ep > 1 && p.etp() == p.tp && ((long long)p.dp * p.cp) % p.ep != 0)
         add("parallel.ep", "got " + s(p.ep) + ", but ep must divide dp·cp = " + s((long long)p.dp * p.cp) +
-                               "; allowed ep: " + divisors_of(p.dp * p.cp));
+                               "; allowed ep: " + divisors_of(p.dp * p.cp) +
+                               " (or an expert_tp other than tp, which folds the experts over tp·cp·dp)");
+    // moe2: MoE parallel folding (Megatron-core parallel_state.py initialize_model_parallel with
+    // --expert-tensor-parallel-size): the expert groups cut each stage's tp·cp·dp ranks into
+    // expert_tp × ep × expert-dp, so ep·expert_tp must divide tp·cp·dp; the routed experts'
+    // width splits expert_tp ways.
+    if (p.expert_tp != 0 && p.expert_tp != p.tp) {
+        const long long block = (long long)p.tp * p.cp * p.dp;
+        const int expert_width = m.expert_ffn_hidden();
+        if (m.experts < 2)
+            add("parallel.expert_tp", "got " + s(p.expert_tp) + " for a dense model (experts = " + s(m.experts) +
+                                          "); allowed: 0 (= tp) unless experts ≥ 2");
+        else if (block % ((long long)p.ep * p.expert_tp) != 0)
+            add("parallel.expert_tp", "got " + s(p.expert_tp) + " with ep " + s(p.ep) + ": ep·expert_tp = " +
+                                          s((long long)p.ep * p.expert_tp) + " must divide tp·cp·dp = " + s(p.tp) + "·" +
+                                          s(p.cp) + "·" + s(p.dp) + " = " + s(block) +
+                                          " (Megatron's expert groups fold those ranks); allowed" +
+                                          (block % p.ep == 0 ? " expert_tp: " + divisors_of((int)(block / p.ep))
+                                                             : ": an ep dividing " + s(block) + ", then expert_tp dividing " +
+                                                                   s(block) + " / ep"));
+        if (m.experts >= 2 && expert_width > 0 && expert_width % p.expert_tp != 0)
+            add("parallel.expert_tp", "got " + s(p.expert_tp) + ", but the routed experts' width (" +
+                                          (m.moe_ffn_hidden > 0 ? "moe_ffn_hidden " : "ffn_hidden ") + s(expert_width) +
+                                          ") must be divisible by expert_tp; allowed: " + divisors_of(expert_width));
+        if (m.experts >= 2 && p.order != "tp-cp-ep-dp-pp")
+            add("parallel.expert_tp", "got " + s(p.expert_tp) + " with order \"" + p.order +
+                                          "\": the folded expert groups are laid out over Megatron's default order "
+                                          "only; allowed: order = \"tp-cp-ep-dp-pp\", or expert_tp = 0 (= tp)");
+    }
 
     // Rank order.
     if (auto order = check_canonical_rank_order(p.order); !order) {

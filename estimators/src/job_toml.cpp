@@ -563,6 +563,8 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
+    r.read_int("expert_tp", p.expert_tp, 0, 1 << 20);  // moe2: 0 = tp
+    r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
     r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
     r.finish();
@@ -1041,6 +1043,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
     if (!p.async_tensor_model_parallel_allreduce) w.boolean("async_tensor_model_parallel_allreduce", false);  // recomp
     if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
+    if (p.expert_tp > 0) w.int_("expert_tp", p.expert_tp);  // moe2
+    if (p.moe_shared_expert_overlap) w.boolean("moe_shared_expert_overlap", true);  // moe2
     }
 
     const TrainingSpec& t = job.training;

@@ -319,7 +319,19 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
         }
         const int64_t data = static_cast<int64_t>(req.dp) * req.cp;
         // Only for worlds within the limit: dp·cp ≤ 2^24 keeps the divisor list cheap.
-        if (degrees_ok && req.ep >= 1 && data % req.ep != 0) {
+        // moe2: folded expert groups (etp ≠ tp) are checked below instead.
+        const bool folded = req.etp > 0 && req.etp != req.tp;
+        if (folded && degrees_ok && req.ep >= 1 && (data * req.tp) % ((int64_t)req.ep * req.etp) != 0) {
+            problem("parallel.expert_tp", "got " + std::to_string(req.etp) + " with ep " + std::to_string(req.ep) +
+                                              ": ep·expert_tp must divide tp·cp·dp = " + with_commas(data * req.tp));
+            degrees_ok = false;
+        }
+        if (folded && degrees_ok && req.order != "tp-cp-ep-dp-pp") {
+            problem("parallel.expert_tp", "got " + std::to_string(req.etp) + " with order \"" + req.order +
+                                              "\"; allowed: the default order tp-cp-ep-dp-pp, or expert_tp = 0 (= tp)");
+            degrees_ok = false;
+        }
+        if (!folded && degrees_ok && req.ep >= 1 && data % req.ep != 0) {
             problem("parallel.ep", "got " + std::to_string(req.ep) + ", but ep must divide dp·cp = " +
                                        with_commas(data) + " (dp " + std::to_string(req.dp) + " × cp " +
                                        std::to_string(req.cp) + "); allowed ep: " + divisors_text(data));
@@ -393,7 +405,8 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
     const int ep = req.ep;
     const int cp = L.degree[DIM_CP], dp = L.degree[DIM_DP];
     const int ndata = cp * dp;
-    const int edp = ndata / ep;
+    const bool folded_groups = req.etp > 0 && req.etp != req.tp;  // moe2: built below
+    const int edp = folded_groups ? 1 : ndata / ep;
     int pos_cp = 0, pos_dp = 0;
     for (int i = 0; i < DIM_COUNT; ++i) {
         if (L.order[i] == DIM_CP) pos_cp = i;
@@ -421,7 +434,7 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
     XG.members.resize(static_cast<size_t>(world));
     XG.group_of.resize(static_cast<size_t>(world));
     int32_t next_e = 0, next_x = 0;
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < world && !folded_groups; ++r) {
         const RankPlace& p = L.ranks[static_cast<size_t>(r)];
         const int d = p.coord[fast] + n_fast * p.coord[slow];
         const int e = ep_fast ? d % ep : d / edp;
@@ -446,6 +459,36 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
                 XG.group_of[static_cast<size_t>(m)] = next_x;
             }
             ++next_x;
+        }
+    }
+    // moe2: MoE parallel folding (Megatron-core parallel_state.py: a second RankGenerator over
+    // "tp-ep-dp-pp" with tp = expert_tp, cp = 1): inside each stage's block of tp·cp·dp
+    // consecutive ranks (default order: pp outermost) rank a + etp·(e + ep·x) has expert-TP
+    // coordinate a, expert coordinate e and expert-DP coordinate x.
+    if (folded_groups) {
+        const int etp = req.etp, block = L.degree[DIM_TP] * ndata, fedp = block / (etp * ep);
+        XG.size = fedp;
+        XG.count = world / fedp;
+        XG.members.resize(static_cast<size_t>(world));
+        next_e = 0, next_x = 0;
+        for (int r = 0; r < world; ++r) {
+            const int local = r % block, base = r - local, a = local % etp, e = (local / etp) % ep, x = local / (etp * ep);
+            if (e == 0) {
+                int32_t* out = EG.members.data() + static_cast<int64_t>(next_e) * ep;
+                for (int k = 0; k < ep; ++k) {
+                    out[k] = base + a + etp * (k + ep * x);
+                    EG.group_of[static_cast<size_t>(out[k])] = next_e;
+                }
+                ++next_e;
+            }
+            if (x == 0) {
+                int32_t* out = XG.members.data() + static_cast<int64_t>(next_x) * fedp;
+                for (int k = 0; k < fedp; ++k) {
+                    out[k] = base + a + etp * (e + ep * k);
+                    XG.group_of[static_cast<size_t>(out[k])] = next_x;
+                }
+                ++next_x;
+            }
         }
     }
     fill_spans(EG, L.ranks);

@@ -194,8 +194,13 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     if (L.moe) {
         const double k = L.m->top_k;
         bytes += 4.0 * T * r * L.m->experts;           // router probabilities (fp32)
-        bytes += e * T * k * h;                        // permuted tokens (expert inputs)
-        bytes += e * T * k * L.f_l * (L.swiglu ? 3.0 : 2.0);
+        // moe2: the experts' rows are the expert-TP group's gathered tokens (moe_token_scale).
+        const double Tg = T * moe_token_scale(L);
+        bytes += e * Tg * k * h;                        // permuted tokens (expert inputs)
+        bytes += e * Tg * k * L.f_l * (L.swiglu ? 3.0 : 2.0);
+        // moe2: the shared experts' MLP saves its FC1 output(s) and activation like a dense MLP
+        // (its input is LN2's output, counted above).
+        if (L.fs_l > 0) bytes += e * T * L.fs_l * (L.swiglu ? 3.0 : 2.0);
     } else {
         bytes += e * T * L.f_l * (L.swiglu ? 3.0 : 2.0);  // FC1 out (gate + up for SwiGLU) + activation
     }
@@ -215,6 +220,9 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         double linear_inputs = T * h * r + T * hd + (L.moe ? k * T * h : T * h * r) + k * T * L.f_l;
         // mla: the up projections' latent inputs (their norm inputs stay 16-bit) and a_l·dv.
         if (L.mla) linear_inputs += T * r * (L.q_lora + L.kv_lora) + T * L.heads_l * L.d_v - T * hd;
+        if (L.moe && (L.moe_g > 0 && L.moe_g != 1.0))  // moe2: the gathered expert rows
+            linear_inputs += (moe_token_scale(L) - 1.0) * k * T * (h + L.f_l);
+        if (L.fs_l > 0) linear_inputs += T * L.fs_l;  // moe2: the shared experts' FC2 input
         bytes -= (e - L.fp8_saved_bytes) * linear_inputs;
     }
     return bytes;
@@ -378,6 +386,11 @@ double zb_pending_w_bytes_per_layer(const LayoutDerived& L) {
         inputs += r * (L.q_lora + L.kv_lora) + L.heads_l * L.d_v - hd;
         out_grads += r * (L.q_lora + L.kv_lora + L.d_rope) + L.heads_l * (L.d_qk + L.d + L.d_v) - (hd + 2 * kvd);
     }
+    if (L.moe && L.moe_g > 0 && L.moe_g != 1.0) {  // moe2: the experts' gathered rows
+        inputs += (L.moe_g - 1.0) * k * (L.h * r + L.f_l);
+        out_grads += (L.moe_g - 1.0) * k * (mats_in * L.f_l + L.h * r);
+    }
+    if (L.fs_l > 0) inputs += L.fs_l, out_grads += mats_in * L.fs_l;  // moe2: shared experts' FC2 input, FC1 output
     return L.e * L.tokens * (inputs + out_grads);
 }
 
@@ -394,7 +407,13 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
 
     // Parameters on this rank.
     double dense = layers * L.layer_dense_params;
-    const double expert = layers * L.layer_expert_params;
+    double expert = layers * L.layer_expert_params;
+    // moe2: the stage's dense-MLP layers (model.first_dense_layers) hold no experts.
+    const double dense_mlp_layers = L.stage_dense ? L.stage_dense[(size_t)i] : 0.0;
+    if (dense_mlp_layers > 0) {
+        dense = (layers - dense_mlp_layers) * L.layer_dense_params + dense_mlp_layers * L.dense_layer->layer_dense_params;
+        expert = (layers - dense_mlp_layers) * L.layer_expert_params;
+    }
     if (first) dense += L.embed_params;
     if (last) {
         dense += L.final_norm_params;
@@ -410,13 +429,19 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         // parameters, their gradients and optimizer state (DeepSeek-V3 report, Table 2:
         // "Parameter 2×"). The mirror stage has as many layers (DualPipe splits evenly).
         const int mirror = L.p - 1 - i;
+        if (L.stage_dense)  // moe2: the mirror stage's own dense-MLP layers
+            dense += (layers - L.stage_dense[(size_t)mirror]) * L.layer_dense_params +
+                     L.stage_dense[(size_t)mirror] * L.dense_layer->layer_dense_params;
+        else
         dense += layers * L.layer_dense_params;
         if (mirror == 0) dense += L.embed_params;
         if (mirror == L.p - 1) dense += L.final_norm_params + L.output_params;
         if (mirror == L.p - 1 && !last) dense += L.mtp_params - L.mtp_expert_params;  // mla: the MTP modules
     }
-    // mla: the MTP modules' experts, on the last stage (and DualPipe's rank 0, its mirror).
-    const double expert_all = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * expert + mtp_expert_params_on(L, i);
+    double expert_all = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * expert;
+    if (L.stage_dense && L.schedule == PipelineSchedule::dualpipe)  // moe2
+        expert_all = expert + (layers - L.stage_dense[(size_t)(L.p - 1 - i)]) * L.layer_expert_params;
+    expert_all += mtp_expert_params_on(L, i);  // mla: the MTP modules' experts, on the last stage (and DualPipe's rank 0)
     S.params = dense + expert_all;
     S.mem.params = dense * L.dense_state.params + expert_all * L.expert_state.params;
     // fp8: layers of this stage that run in FP8 (the model's first / last layers may stay bf16).
@@ -431,11 +456,15 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         // fp8_param_gather gathers them in FP8; Megatron-Bridge's FP8 recipes set
         // fp8_param_gather = True), so only this rank's shard of them persists.
         const double fp8_shard = L.zero >= 3 ? (double)L.dp * L.c : 1.0;
-        S.mem.params += fp8_layers * (L.layer_linear_params * L.fp8_weight_bytes / fp8_shard + L.fp8_state_bytes_per_layer);
+        // moe2: a stage with dense-MLP layers has the mean of its layers' linear weights.
+        const double linear = dense_mlp_layers > 0 ? ((layers - dense_mlp_layers) * L.layer_linear_params +
+                                                      dense_mlp_layers * L.dense_layer->layer_linear_params) / layers
+                                                   : L.layer_linear_params;
+        S.mem.params += fp8_layers * (linear * L.fp8_weight_bytes / fp8_shard + L.fp8_state_bytes_per_layer);
         // oomnemo: FP8 primary weights (--fp8-param-gather): the FP8 copy above is the weight;
         // the bf16 one does not exist (the fp32 main weights stay in the optimizer).
         if (ctx.job.training.fp8_param_gather && L.fp8_te)
-            S.mem.params -= fp8_layers * L.layer_linear_params * L.dense_state.params;
+            S.mem.params -= fp8_layers * linear * L.dense_state.params;
     }
     S.mem.grads = dense * L.dense_state.grads + expert_all * L.expert_state.grads;
     S.mem.optimizer = dense * L.dense_state.optimizer + expert_all * L.expert_state.optimizer;
@@ -496,6 +525,14 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     } else {
         per_layer = layer_activation_megatron(L, L.rc);
         recompute_working = layer_activation_megatron(L, Recompute::none) - per_layer;
+        if (dense_mlp_layers > 0) {
+            // moe2: the stage's mean layer (exact without interleaving, where every in-flight
+            // micro-batch holds all the stage's layers); the larger recompute working set.
+            const double dense_saved = layer_activation_megatron(*L.dense_layer, L.rc);
+            const double dense_working = layer_activation_megatron(*L.dense_layer, Recompute::none) - dense_saved;
+            per_layer = ((layers - dense_mlp_layers) * per_layer + dense_mlp_layers * dense_saved) / layers;
+            recompute_working = std::max(recompute_working, dense_working);
+        }
     }
     double stage_extra = 0;  // embedding / output terms for one micro-batch
     if (first && !engine) {
@@ -550,7 +587,10 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     // part is already counted above).
     if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
     // zb: ZB-H1's deferred W blocks keep their weight-gradient operands.
-    S.mem.activations += zb_deferred_w(L, i) * zb_pending_w_bytes_per_layer(L) * layers;
+    S.mem.activations += zb_deferred_w(L, i) * (dense_mlp_layers > 0  // moe2: each layer kind's operands
+                                                    ? (layers - dense_mlp_layers) * zb_pending_w_bytes_per_layer(L) +
+                                                          dense_mlp_layers * zb_pending_w_bytes_per_layer(*L.dense_layer)
+                                                    : zb_pending_w_bytes_per_layer(L) * layers);
 
     // Temporary and communication buffers.
     double temp = 0;

@@ -35,44 +35,47 @@ ParamCounts count_parameters(const ModelSpec& m) {
                       norm_w * kl + kl * a * (d + dv) + a * dv * h;
     }
 
-    // One expert's MLP: GELU has up (h→f) and down (f→h); SwiGLU has gate and up (h→f) and down.
-    // mla: the routed experts' width is moe_ffn_hidden where given (expert_ffn_hidden); the
-    // shared experts and the first dense layers' MLP (HF n_shared_experts, first_k_dense_replace)
-    // are counted so that a DeepSeek-V3 total is whole. (Helper moe2 owns these keys in the
-    // estimators; this count only follows their definitions in job_spec.h.)
-    const int64_t mats = m.activation == Activation::swiglu ? 3 : 2;
-    auto mlp_of = [&](int64_t width) {
-        int64_t w = mats * h * width;
-        if (m.bias) w += (m.activation == Activation::swiglu ? 2 * width : width) + h;
-        return w;
+    // One MLP of width w: GELU has up (h→w) and down (w→h); SwiGLU has gate and up (h→w) and down.
+    auto mlp_of = [&](int64_t w) {
+        int64_t n = (m.activation == Activation::swiglu ? 3 : 2) * h * w;
+        if (m.bias) n += (m.activation == Activation::swiglu ? 2 * w : w) + h;
+        return n;
     };
-    const int64_t expert = m.experts > 1 ? mlp_of(m.expert_ffn_hidden()) : mlp_of(f);
-    const int64_t experts = m.experts > 1 ? m.experts : 1;
-    const int64_t router = m.experts > 1 ? h * m.experts : 0;
-    const int64_t shared = m.experts > 1 && m.shared_expert_ffn_hidden > 0 ? mlp_of(m.shared_expert_ffn_hidden) : 0;
-    c.mlp = experts * expert + router + shared;
-    c.mlp_active = (m.experts > 1 ? (int64_t)m.top_k : 1) * expert + router + shared;
-    const int64_t dense_layers = m.experts > 1 ? std::min(m.first_dense_layers, m.layers) : 0;
-    c.dense_mlp = dense_layers > 0 ? mlp_of(f) : 0;
+    // moe2: routed experts have model.moe_ffn_hidden (expert_ffn_hidden), the shared experts
+    // shared_expert_ffn_hidden (one MLP of that width, Megatron-core SharedExpertMLP), the first
+    // first_dense_layers layers a dense MLP of ffn_hidden.
+    const bool moe = m.experts > 1;
+    const int64_t expert = mlp_of(moe ? m.expert_ffn_hidden() : f);
+    const int64_t experts = moe ? m.experts : 1;
+    const int64_t router = moe ? h * m.experts : 0;
+    c.shared_expert = moe && m.shared_expert_ffn_hidden > 0 ? mlp_of(m.shared_expert_ffn_hidden) : 0;
+    c.mlp = experts * expert + router + c.shared_expert;
+    c.mlp_active = (moe ? (int64_t)m.top_k : 1) * expert + router + c.shared_expert;
+    c.dense_mlp = mlp_of(f);
+    c.moe_layers = moe ? m.layers - m.first_dense_layers : 0;
+    const int64_t dense_layers = m.layers - c.moe_layers;
 
     const int64_t norm = norm_w * h;  // weight (+ bias)
     c.norms = 2 * norm;
     c.final_norm = norm;
 
     c.per_layer = c.attention + c.mlp + c.norms;
-    const int64_t dense_layer = c.attention + c.dense_mlp + c.norms;
-    c.total = c.embedding + c.output + (m.layers - dense_layers) * c.per_layer + dense_layers * dense_layer + c.final_norm;
+    // moe2: a dense model's layers are all dense (dense_mlp = mlp); a MoE model's first
+    // first_dense_layers are.
+    const int64_t dense_layer = c.attention + (moe ? c.dense_mlp : c.mlp) + c.norms;
+    c.total = c.embedding + c.output + c.moe_layers * c.per_layer + dense_layers * dense_layer + c.final_norm;
     c.non_embedding = c.total - c.embedding - c.output;
-    c.active = c.embedding + c.output + (m.layers - dense_layers) * (c.attention + c.mlp_active + c.norms) +
+    c.active = c.embedding + c.output + c.moe_layers * (c.attention + c.mlp_active + c.norms) +
                dense_layers * dense_layer + c.final_norm;
     // mla: each MTP module (DeepSeek-V3 §2.2; Megatron-core MultiTokenPredictionLayer): enorm,
     // hnorm, eh_proj 2h × h (no bias), one transformer layer of the model's last kind and its
     // final norm; embedding and output head are the main model's (not counted again).
     if (m.mtp_layers > 0) {
-        const int64_t last_layer = dense_layers < m.layers ? c.per_layer : dense_layer;
+        const bool last_moe = c.moe_layers > 0;
+        const int64_t last_layer = last_moe ? c.per_layer : dense_layer;
         c.mtp = (int64_t)m.mtp_layers * (2 * norm + 2 * h * h + last_layer + norm);
         c.mtp_active = (int64_t)m.mtp_layers * (2 * norm + 2 * h * h + norm +
-                                                (dense_layers < m.layers ? c.attention + c.mlp_active + c.norms : dense_layer));
+                                                (last_moe ? c.attention + c.mlp_active + c.norms : dense_layer));
     }
     return c;
 }

@@ -112,6 +112,7 @@ private:
 struct Space {
     int world = 0, layers = 0, global_batch = 0, max_micro_batch = 1, seq_len = 0;
     int experts = 0, job_ep = 1;
+    int job_etp = 0;  // moe2: parallel.expert_tp the job fixes (0 = tp: the search keeps etp = tp)
     bool vary_ep = true, vary_zero = true;
     bool try_zb_h1 = false, try_dualpipe = false;  // zb
     int job_zero = 0;
@@ -179,11 +180,19 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
             eps.clear();
             if (sp.experts < 2) {
                 eps.push_back(1);
-            } else if (!sp.vary_ep) {
-                if (sp.experts % sp.job_ep == 0 && ((long long)dp * cp) % sp.job_ep == 0) eps.push_back(sp.job_ep);
             } else {
-                for (int e = 1; e <= sp.experts; ++e)
-                    if (sp.experts % e == 0 && ((long long)dp * cp) % e == 0) eps.push_back(e);
+                // moe2: with the job's expert_tp ≠ tp the expert groups fold tp·cp·dp (ep·etp divides it).
+                const bool folded = sp.job_etp > 0 && sp.job_etp != tp;
+                auto ep_ok = [&](int e) {
+                    return sp.experts % e == 0 && (folded ? ((long long)tp * cp * dp) % ((long long)e * sp.job_etp) == 0
+                                                          : ((long long)dp * cp) % e == 0);
+                };
+                if (!sp.vary_ep) {
+                    if (ep_ok(sp.job_ep)) eps.push_back(sp.job_ep);
+                } else {
+                    for (int e = 1; e <= sp.experts; ++e)
+                        if (ep_ok(e)) eps.push_back(e);
+                }
             }
             for (int seq_par = 0; seq_par <= (sp_ok ? 1 : 0); ++seq_par)
                 for (int ep : eps)
@@ -193,6 +202,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                         bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
                         if (zero >= 2 && pp > 1) continue;
                         for (int order : sp.orders)
+                            if (!(sp.job_etp > 0 && sp.job_etp != tp && sp.experts > 1 && order != 0))  // moe2: folding needs the default order
                             for (int vpp : vpps)
                             for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
                                 // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
@@ -204,6 +214,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                 LayoutChoice c;
                                 c.schedule = sched;
                                 c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
+                                c.etp = sp.job_etp;  // moe2
                                 c.zero = zero, c.distributed_optimizer = dist_opt;
                                 c.sequence_parallel = seq_par == 1, c.order = order;
                                 if (!sp.vary_zero) {
@@ -429,6 +440,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.global_batch = job.training.global_batch;
     sp.max_micro_batch = std::max(options.max_micro_batch, 1);
     sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
+    sp.job_etp = m.experts > 1 ? job.parallel.expert_tp : 0;  // moe2
     sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
     sp.megatron_schedule = job.training.framework == Framework::megatron;  // bits
     sp.job_mb_group = job.parallel.microbatch_group_size;
@@ -442,6 +454,10 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     for (int tp = 1; tp <= m.heads; ++tp) {
         bool kv_ok = m.kv_heads <= 0 || m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
         bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
+        // moe2: the shared experts split tp ways; the routed experts too unless expert_tp is fixed.
+        if (m.experts > 1 && m.shared_expert_ffn_hidden > 0 && m.shared_expert_ffn_hidden % tp != 0) ffn_ok = false;
+        if (m.experts > 1 && m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % tp != 0 && (sp.job_etp == 0 || sp.job_etp == tp))
+            ffn_ok = false;
         if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= nvlink_reach) &&
             (world / (options.vary_cp ? 1 : cp)) % tp == 0)
             sp.tps.push_back(tp);

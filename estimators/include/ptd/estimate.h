@@ -151,6 +151,7 @@ struct LayoutChoice {
     OffloadDevice offload_optimizer = OffloadDevice::none;  // offload
     bool offload_params = false;                           // offload (zero 3 only)
     PipelineSchedule schedule = PipelineSchedule::automatic;  // zb: resolved by vpp when automatic
+    int etp = 0;  // moe2: expert tensor parallel (parallel.expert_tp); 0 = tp
 };
 
 // The rank orders the planner tries: TP innermost (Megatron default), then others.

@@ -291,6 +291,16 @@ struct ParallelSpec {
     // exposed (Megatron-LM before 2023, --no-overlap-p2p-communication).
     bool overlap_p2p_comm = true;
 
+    // moe2: Megatron-core's --expert-tensor-parallel-size ("MoE parallel folding",
+    // parallel_state.py initialize_model_parallel): the routed experts' weights split expert_tp
+    // ways while attention and dense MLPs keep tp; the expert groups fold the tp·cp·dp ranks of
+    // a stage into expert_tp × ep × expert-dp. 0 = tp (the experts split like the dense layers).
+    int expert_tp = 0;
+    int etp() const { return expert_tp > 0 ? expert_tp : tp; }
+    // moe2: Megatron's --moe-shared-expert-overlap: the shared experts' MLP runs beside the
+    // token dispatcher's all-to-all (Megatron-core SharedExpertMLP on its own stream).
+    bool moe_shared_expert_overlap = false;
+
     bool operator==(const ParallelSpec&) const = default;
 };
 

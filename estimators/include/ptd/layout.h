@@ -25,6 +25,10 @@ struct LayoutRequest {
     int ep = 1;                 // expert parallel; divides dp·cp
     int gpus_per_node = 8;
     std::string order = "tp-cp-ep-dp-pp";
+    // moe2: expert tensor parallel (parallel.expert_tp; 0 = tp). Otherwise: MoE parallel
+    // folding — the expert groups regroup each stage's tp·cp·dp consecutive ranks (the default
+    // order only) as etp × ep × expert-dp, and ep·etp must divide tp·cp·dp instead.
+    int etp = 0;
 };
 
 // One rank's place.

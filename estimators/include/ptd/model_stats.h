@@ -21,9 +21,13 @@ struct ParamCounts {
     int64_t non_embedding = 0;   // total − embedding − output (PaLM's N for 6N)
     int64_t active = 0;          // parameters one token touches (MoE: top_k experts)
     // ---- mla ----
-    int64_t dense_mlp = 0;       // per layer: MLP of the first_dense_layers of a MoE model (0 if none)
     int64_t mtp = 0;             // the MTP modules (mtp_layers), not in total: embedding and head shared
     int64_t mtp_active = 0;      // of mtp, what one token touches
+    // moe2: MoE models with shared experts and dense first layers (per layer, as above; mlp and
+    // mlp_active are an MoE layer's and include the shared experts).
+    int64_t shared_expert = 0;   // per MoE layer: the shared experts' MLP (every token passes it)
+    int64_t dense_mlp = 0;       // per dense layer (model.first_dense_layers): MLP of ffn_hidden
+    int moe_layers = 0;          // layers with routed experts (layers − first_dense_layers; 0 = dense model)
 };
 
 // Exact count for the architecture PTD models (no vocabulary padding).
