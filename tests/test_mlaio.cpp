@@ -11,6 +11,7 @@
 
 #include "ptd/hf_import.h"
 #include "ptd/job_spec.h"
+#include "ptd/model_stats.h"
 
 #include "job_test_util.h"
 
@@ -233,6 +234,53 @@ TEST(MlaioImport, DeepSeekV2LiteShapes) {
     EXPECT_EQ(r->model.kv_lora_rank, 512);
     EXPECT_EQ(r->model.shared_expert_ffn_hidden, 4096);
     EXPECT_EQ(r->model.mtp_layers, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- presets ---------------------------------------------------------------------------
+
+// Each new preset has the shape its Hugging Face config.json imports to (the preset keeps
+// the pre-training context, 4096, where the config gives the extended one).
+TEST(MlaioPresets, MatchTheirHuggingFaceConfigs) {
+    const std::pair<const char*, const char*> pairs[] = {{"deepseek-v3", "deepseek-v3.json"},
+                                                         {"qwen3-8b", "qwen3-8b.json"},
+                                                         {"qwen3-32b", "qwen3-32b.json"},
+                                                         {"qwen3-30b-a3b", "qwen3-30b-a3b.json"},
+                                                         {"qwen3-235b-a22b", "qwen3-235b-a22b.json"}};
+    for (const auto& [preset, file] : pairs) {
+        SCOPED_TRACE(preset);
+        const ptd::ModelSpec* p = presets().find_model(preset);
+        ASSERT_NE(p, nullptr);
+        const ptd::ModelSpec h = import_ok(file).model;
+        EXPECT_EQ(p->seq_len, 4096);
+        EXPECT_EQ(p->arch, h.arch);
+        EXPECT_EQ(p->layers, h.layers);
+        EXPECT_EQ(p->hidden, h.hidden);
+        EXPECT_EQ(p->heads, h.heads);
+        EXPECT_EQ(p->kv_heads, h.kv_heads);
+        EXPECT_EQ(p->ffn_hidden, h.ffn_hidden);
+        EXPECT_EQ(p->vocab, h.vocab);
+        EXPECT_EQ(p->tied_embeddings, h.tied_embeddings);
+        EXPECT_EQ(p->qkv_bias, h.qkv_bias);
+        EXPECT_EQ(p->rope_theta, h.rope_theta);
+        EXPECT_EQ(p->norm_eps, h.norm_eps);
+        EXPECT_EQ(p->experts, h.experts);
+        EXPECT_EQ(p->top_k, h.top_k);
+        EXPECT_EQ(p->head_dim_given, h.head_dim_given);
+        EXPECT_EQ(p->moe_ffn_hidden, h.moe_ffn_hidden);
+        EXPECT_EQ(p->shared_expert_ffn_hidden, h.shared_expert_ffn_hidden);
+        EXPECT_EQ(p->first_dense_layers, h.first_dense_layers);
+        EXPECT_EQ(p->q_lora_rank, h.q_lora_rank);
+        EXPECT_EQ(p->kv_lora_rank, h.kv_lora_rank);
+        EXPECT_EQ(p->qk_rope_head_dim, h.qk_rope_head_dim);
+        EXPECT_EQ(p->v_head_dim, h.v_head_dim);
+        EXPECT_EQ(p->mtp_layers, h.mtp_layers);
+    }
+    // Qwen3 8B uses none of the new keys, so today's count already holds: 8.2B published.
+    EXPECT_NEAR(ptd::count_parameters(*presets().find_model("qwen3-8b")).total / 1e9, 8.19, 0.01);
 }
 
 }  // namespace
