@@ -18,6 +18,7 @@
 #include "ptd/model_stats.h"
 
 #include "job_test_util.h"
+#include "layout_view.h"
 
 namespace {
 
@@ -511,6 +512,37 @@ TEST(MlaioExport, DeepSpeedRefusesWhatNoModelCodeHas) {
                               ptd::ExportFormat::deepspeed);
     ASSERT_TRUE(ok) << ok.error().str();
     EXPECT_TRUE(any_note(*ok, "DeepseekV3ForCausalLM")) << ok->notes.front();
+}
+
+}  // namespace
+
+namespace {
+
+// ---- display ---------------------------------------------------------------------------
+
+// `ptd validate` / `ptd layout` describe the model with one more line when it sets the new
+// keys (and the studio's job panel shows the same text); classic models are unchanged.
+TEST(MlaioDisplay, SummaryNamesTheNewKeys) {
+    const ptd::ModelSpec& ds = *presets().find_model("deepseek-v3");
+    EXPECT_EQ(ptd::model_shape_details(ds),
+              "MLA: q_lora 1536, kv_lora 512, q/k heads 128 + 64 RoPE, v heads 128; experts 2048 wide, shared experts "
+              "2048, first 3 layers dense (ffn 18432); MTP 1");
+    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("qwen3-30b-a3b")), "head_dim 128; experts 768 wide");
+    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("qwen3-8b")), "");
+    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("mixtral-8x7b")), "");
+
+    const ptd::JobSpec job = preset_job("deepseek-v3", "tp = 8\ndp = 128\nep = 64\nsequence_parallel = true");
+    const std::string text = ptd::job_summary_text(job, ptd::Term{});
+    EXPECT_TRUE(contains(text, "\n        MLA: q_lora 1536, kv_lora 512")) << text;
+    const nlohmann::json j = ptd::job_json(job);
+    EXPECT_EQ(j["model"]["kv_lora_rank"], 512);
+    EXPECT_EQ(j["model"]["first_dense_layers"], 3);
+    EXPECT_EQ(j["model"]["mtp_layers"], 1);
+
+    const ptd::JobSpec llama = preset_job("llama3-8b", "tp = 8\ndp = 128");
+    const std::string plain = ptd::job_summary_text(llama, ptd::Term{});
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), '\n'), std::count(text.begin(), text.end(), '\n') - 1) << plain;
+    EXPECT_FALSE(ptd::job_json(llama)["model"].contains("head_dim"));
 }
 
 }  // namespace
