@@ -595,8 +595,8 @@ MoeFields read_qwen3_moe(Mapper& m) {
     f.top_k = m.int_field("num_experts_per_tok", kMaxExperts, "experts each token is routed to", std::nullopt);
     f.expert_ffn = m.int_field("moe_intermediate_size", kMaxDim * 8, "each expert's MLP width", std::nullopt);
     if (auto step = count_field(m, "decoder_sparse_step", kMaxLayers, "every n-th layer is sparse", 1); step && *step != 1)
-        m.error("decoder_sparse_step", "got " + std::to_string(*step) + ": only every " + std::to_string(*step) +
-                                           "-th layer is a mixture-of-experts layer, the rest dense; PTD models dense "
+        m.error("decoder_sparse_step", "got " + std::to_string(*step) + ": one layer in " + std::to_string(*step) +
+                                           " is a mixture-of-experts layer, the others dense; PTD models dense "
                                            "layers only before the MoE layers (first_dense_layers); allowed: 1");
     if (const json* only = m.get("mlp_only_layers"); only && !(only->is_array() && only->empty()))
         m.error("mlp_only_layers", "got " + show(*only) + ": these layers have a dense MLP among the mixture-of-"
@@ -638,9 +638,9 @@ MoeFields read_deepseek_moe(Mapper& m) {
     auto shared = count_field(m, "n_shared_experts", kMaxExperts, "shared experts every token passes", 0);
     auto dense = count_field(m, "first_k_dense_replace", kMaxLayers, "leading layers with a dense MLP", 0);
     if (auto freq = count_field(m, "moe_layer_freq", kMaxLayers, "every n-th layer is an MoE layer", 1); freq && *freq != 1)
-        m.error("moe_layer_freq", "got " + std::to_string(*freq) + ": only every " + std::to_string(*freq) +
-                                      "-th layer after first_k_dense_replace is a mixture-of-experts layer; PTD models "
-                                      "dense layers only before the MoE layers (first_dense_layers); allowed: 1");
+        m.error("moe_layer_freq", "got " + std::to_string(*freq) + ": after first_k_dense_replace, one layer in " +
+                                      std::to_string(*freq) + " is a mixture-of-experts layer, the others dense; PTD "
+                                      "models dense layers only before the MoE layers (first_dense_layers); allowed: 1");
     if (shared && f.expert_ffn) {
         if ((long long)*shared * *f.expert_ffn > kMaxDim * 8)
             m.error("n_shared_experts", "got " + std::to_string(*shared) + ": n_shared_experts × moe_intermediate_size is "
