@@ -152,7 +152,7 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
                      to_string(m.arch), pc.total / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
                      m.vocab, m.seq_len,
                      (std::string(m.experts > 1 ? " MoE " + std::to_string(m.experts) + "×top-" + std::to_string(m.top_k) : "") +
-                      (model_shape_details(m).empty() ? "" : "; " + model_shape_details(m)))  // mlaio
+                      (model_shape_details(m).empty() ? "" : (m.experts > 1 ? "; " : " ") + model_shape_details(m)))  // mlaio
                          .c_str());
     }
     std::fprintf(out, "\n%s\n", bold(t, "gpus      name        memory   fp32   tf32   bf16   fp16    fp8  TFLOP/s dense   HBM GB/s  link GB/s").c_str());
