@@ -415,6 +415,10 @@ TEST(MlaioExport, MegatronQwen3) {
                                            ptd::ExportFormat::megatron));
     EXPECT_EQ(flag(args, "--kv-channels"), "128");
     EXPECT_EQ(flag(args, "--num-query-groups"), "8");
+    auto q32 = ptd::export_job(preset_job("qwen3-32b", "tp = 8\ndp = 128\nsequence_parallel = true"),
+                               ptd::ExportFormat::megatron);
+    ASSERT_TRUE(q32);
+    EXPECT_TRUE(any_note(*q32, "add --qk-layernorm")) << q32->notes.size();
     EXPECT_EQ(flag(args, "--multi-latent-attention"), "<absent>");
     args = megatron_pairs(export_text(preset_job("qwen3-30b-a3b", "tp = 1\ndp = 1024\nep = 8"), ptd::ExportFormat::megatron));
     EXPECT_EQ(flag(args, "--moe-ffn-hidden-size"), "768");
