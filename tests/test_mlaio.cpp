@@ -473,6 +473,12 @@ TEST(MlaioExport, TorchtitanFlavors) {
     const std::string q235 = export_text(preset_job("qwen3-235b-a22b", "tp = 2\ndp = 512\nep = 16\nsequence_parallel = true"),
                                          ptd::ExportFormat::torchtitan);
     EXPECT_TRUE(contains(q235, "    config = qwen3_debugmodel()")) << q235;
+    {
+        auto r235 = ptd::export_job(preset_job("qwen3-235b-a22b", "tp = 2\ndp = 512\nep = 16\nsequence_parallel = true"),
+                                    ptd::ExportFormat::torchtitan);
+        ASSERT_TRUE(r235);
+        EXPECT_TRUE(any_note(*r235, "set config.hf_assets_path to the model's tokenizer"));
+    }
     EXPECT_TRUE(contains(q235, "config.model_spec = model_registry(\"235B-A22B\")")) << q235;
     EXPECT_TRUE(contains(q235, "config.loss = ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(global_vocab_size="
                                "decoder_vocab_size(config.model_spec)))")) << q235;

@@ -1038,6 +1038,10 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     const std::string baseline = plan->baseline ? plan->baseline : family + "_debugmodel";
     const bool set_loss = plan->flavor && !plan->baseline;
     const bool mtp_loss = plan->flavor && m.mtp_layers > 0;
+    if (set_loss)
+        out.notes.push_back("torchtitan has no Trainer.Config baseline for " + family + " " + plan->flavor + ": data, "
+                            "tokenizer and checkpoints come from " + baseline + "() (a test tokenizer); set "
+                            "config.hf_assets_path to the model's tokenizer");
     std::string py;
     auto line = [&](const std::string& l = {}) { py += l + "\n"; };
     line("# torchtitan config written by `ptd export --format torchtitan` from " + job.origin.file);
