@@ -457,18 +457,31 @@ TEST(HfImportErrors, TopLevelNotObject) {
     EXPECT_EQ(load_err("\n  true").diagnostics.at(0).where.line, 2);
 }
 
-TEST(HfImportErrors, HeadDimMismatch) {
-    auto e = load_err(tiny_llama_with(R"("head_dim": 128)"));
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "head_dim");
-    EXPECT_NE(e.diagnostics[0].message.find(
-                  "unsupported: head_dim 128 differs from hidden_size/num_attention_heads 64"),
-              std::string::npos)
-        << e.str();
+// mlaio: a head_dim other than hidden/heads (Qwen3) is modelled (model.head_dim), no longer
+// refused; equal to hidden/heads it changes nothing.
+TEST(HfImport, HeadDimOtherThanHiddenOverHeadsIsModelled) {
+    auto r = ptd::import_hf_config_text(tiny_llama_with(R"("head_dim": 128)"), "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->model.head_dim_given, 128);
+    EXPECT_EQ(r->model.head_dim(), 128);
 
-    // Equal to hidden/heads is fine.
-    auto r = ptd::import_hf_config_text(tiny_llama_with(R"("head_dim": 64)"), "cfg.json");
-    EXPECT_TRUE(r) << r.error().str();
+    r = ptd::import_hf_config_text(tiny_llama_with(R"("head_dim": 64)"), "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->model.head_dim_given, 0);
+
+    // A given head_dim frees hidden from being a multiple of heads; the grouping still counts.
+    std::string s = kTinyLlama;
+    s.replace(s.find("\"num_attention_heads\": 4"), 24, "\"num_attention_heads\": 6");
+    r = ptd::import_hf_config_text(s, "cfg.json");
+    EXPECT_FALSE(r);
+    auto with = tiny_llama_with(R"("head_dim": 32)");
+    with.replace(with.find("\"num_attention_heads\": 4"), 24, "\"num_attention_heads\": 6");
+    r = ptd::import_hf_config_text(with, "cfg.json");
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->model.head_dim_given, 32);
+
+    auto e = load_err(tiny_llama_with(R"("head_dim": 0)"));
+    EXPECT_EQ(e.diagnostics.at(0).key, "head_dim");
 }
 
 TEST(HfImportErrors, HeadShapes) {

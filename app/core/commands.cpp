@@ -132,6 +132,7 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
                               {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
                               {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len},
                               {"experts", m.experts}, {"top_k", m.top_k}, {"parameters", pc.total}});
+            add_model_shape_json(models.back(), m);  // mlaio
         }
         for (const GpuSpec& g : presets.gpus)
             gpus.push_back({{"name", g.name}, {"description", g.description}, {"memory_gib", g.memory_gib},
@@ -149,7 +150,10 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
         ParamCounts pc = count_parameters(m);
         std::fprintf(out, "          %-15s %-6s %6.2fB %6d %7d %6d %3d %6d %8d %6d%s\n", m.name.c_str(),
                      to_string(m.arch), pc.total / 1e9, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden,
-                     m.vocab, m.seq_len, m.experts > 1 ? (" MoE " + std::to_string(m.experts) + "×top-" + std::to_string(m.top_k)).c_str() : "");
+                     m.vocab, m.seq_len,
+                     (std::string(m.experts > 1 ? " MoE " + std::to_string(m.experts) + "×top-" + std::to_string(m.top_k) : "") +
+                      (model_shape_details(m).empty() ? "" : (m.experts > 1 ? "; " : " ") + model_shape_details(m)))  // mlaio
+                         .c_str());
     }
     std::fprintf(out, "\n%s\n", bold(t, "gpus      name        memory   fp32   tf32   bf16   fp16    fp8  TFLOP/s dense   HBM GB/s  link GB/s").c_str());
     for (const GpuSpec& g : presets.gpus)

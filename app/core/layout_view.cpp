@@ -45,6 +45,7 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     if (m.experts > 1) out += fmt(", %s active (%d experts, top-%d)", human_count((double)pc.active).c_str(), m.experts, m.top_k);
     out += fmt("\n        %d layers, hidden %d, %d heads (%d KV), ffn %d, vocab %d, seq %d\n", m.layers, m.hidden,
                m.heads, m.kv_heads, m.ffn_hidden, m.vocab, m.seq_len);
+    if (const std::string details = model_shape_details(m); !details.empty()) out += "        " + details + "\n";  // mlaio
     out += bold(term, "cluster ") + fmt("%d node%s × %d %s = %d GPUs, %.0f GiB each; intra %.0f GB/s, inter %.0f GB/s per GPU\n",
                                         c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
                                         c.intra_gbps, c.inter_gbps);
@@ -219,6 +220,45 @@ nlohmann::json layout_json(const JobSpec& job, const RankLayout& L, const std::v
     return j;
 }
 
+std::string model_shape_details(const ModelSpec& m) {
+    std::vector<std::string> parts;
+    if (m.mla()) {
+        parts.push_back(fmt("MLA: q_lora %s, kv_lora %d, q/k heads %d + %d RoPE, v heads %d",
+                            m.q_lora_rank > 0 ? std::to_string(m.q_lora_rank).c_str() : "none", m.kv_lora_rank,
+                            m.head_dim(), m.qk_rope_head_dim, m.v_head_dim));
+    } else if (m.head_dim_given > 0) {
+        parts.push_back(fmt("head_dim %d", m.head_dim_given));
+    }
+    if (m.experts > 1) {
+        std::string moe;
+        if (m.moe_ffn_hidden > 0) moe = fmt("experts %d wide", m.moe_ffn_hidden);
+        if (m.shared_expert_ffn_hidden > 0)
+            moe += (moe.empty() ? "" : ", ") + fmt("shared experts %d", m.shared_expert_ffn_hidden);
+        if (m.first_dense_layers > 0)
+            moe += (moe.empty() ? "" : ", ") + fmt("first %d layer%s dense (ffn %d)", m.first_dense_layers,
+                                                   m.first_dense_layers == 1 ? "" : "s", m.ffn_hidden);
+        if (!moe.empty()) parts.push_back(moe);
+    }
+    if (m.mtp_layers > 0) parts.push_back(fmt("MTP %d", m.mtp_layers));
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+}
+
+void add_model_shape_json(nlohmann::json& model, const ModelSpec& m) {
+    const std::pair<const char*, int> keys[] = {{"head_dim", m.head_dim_given},
+                                                {"moe_ffn_hidden", m.moe_ffn_hidden},
+                                                {"shared_expert_ffn_hidden", m.shared_expert_ffn_hidden},
+                                                {"first_dense_layers", m.first_dense_layers},
+                                                {"q_lora_rank", m.q_lora_rank},
+                                                {"kv_lora_rank", m.kv_lora_rank},
+                                                {"qk_rope_head_dim", m.qk_rope_head_dim},
+                                                {"v_head_dim", m.v_head_dim},
+                                                {"mtp_layers", m.mtp_layers}};
+    for (const auto& [key, v] : keys)
+        if (v != 0) model[key] = v;
+}
+
 nlohmann::json job_json(const JobSpec& job) {
     using nlohmann::json;
     const ModelSpec& m = job.model;
@@ -235,6 +275,7 @@ nlohmann::json job_json(const JobSpec& job) {
                   {"activation", to_string(m.activation)}, {"position", to_string(m.position)}, {"bias", m.bias},
                   {"qkv_bias", m.qkv_bias}, {"experts", m.experts}, {"top_k", m.top_k}, {"rope_theta", m.rope_theta},
                   {"norm_eps", m.norm_eps}, {"parameters", pc.total}, {"active_parameters", pc.active}};
+    add_model_shape_json(j["model"], m);  // mlaio: only the keys the model sets
     j["cluster"] = {{"nodes", c.nodes}, {"gpus_per_node", c.gpus_per_node}, {"world_size", c.world_size()},
                     {"gpu", c.gpu.name}, {"memory_gib", c.gpu.memory_gib}, {"intra_gbps", c.intra_gbps},
                     {"inter_gbps", c.inter_gbps}, {"hosts", c.hosts}};

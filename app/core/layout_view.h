@@ -32,4 +32,11 @@ nlohmann::json layout_json(const JobSpec& job, const RankLayout& layout, const s
 std::string job_summary_text(const JobSpec& job, const Term& term);
 nlohmann::json job_json(const JobSpec& job);
 
+// mlaio: the shape keys of recent open models that the model sets (head_dim ≠ hidden/heads,
+// MLA ranks, routed experts' width, shared experts, dense first layers, MTP), as one line for
+// the CLI summaries and the studio's job panel; "" for the classic layout.
+std::string model_shape_details(const ModelSpec& m);
+// The same keys for JSON (only those set), merged into a model object.
+void add_model_shape_json(nlohmann::json& model, const ModelSpec& m);
+
 }  // namespace ptd

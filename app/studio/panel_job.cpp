@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "layout_view.h"  // mlaio: model_shape_details
 #include "ui.h"  // before imgui_stdlib.h, which needs imgui.h
 
 #include <imgui_stdlib.h>
@@ -89,8 +90,8 @@ void enum_combo(StudioState& s, const char* id, const char* key, E current, std:
 
 // A Hugging Face config.json as the model: a path and Import; errors in red underneath.
 void hf_import_row(StudioState& s) {
-    row_label("HF config", "Import a Hugging Face config.json as the model (Llama, Mistral, Mixtral, Qwen2, GPT-2, "
-                           "GPT-NeoX); the job's seq_len is kept");
+    row_label("HF config", "Import a Hugging Face config.json as the model (Llama, Mistral, Mixtral, Qwen2, Qwen3, "
+                           "Qwen3-MoE, DeepSeek-V2/V3, GPT-2, GPT-NeoX); the job's seq_len is kept");
     const bool bad = !s.file.hf_error.empty() || !field_error(s, "model.hf_config").empty();
     const float button_w = ImGui::CalcTextSize("Import").x + ImGui::GetStyle().FramePadding.x * 2;
     bool go = false;
@@ -136,6 +137,9 @@ void section_model(StudioState& s) {
     std::snprintf(arch, sizeof arch, "%s: %s, %s, %s%s", to_string(m.arch), to_string(m.norm), to_string(m.activation),
                   to_string(m.position), m.tied_embeddings ? ", tied embeddings" : "");
     text_wrapped_coloured(colour::text_dim, arch);
+    // mlaio: head_dim, MLA ranks, experts' width, shared experts, dense first layers, MTP.
+    if (const std::string details = model_shape_details(m); !details.empty())
+        text_wrapped_coloured(colour::text_dim, details);
     ImGui::Unindent(kLabelCol);
     hf_import_row(s);
     int_rows(s, "model.");

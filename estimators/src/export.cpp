@@ -252,6 +252,9 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
                 if (k == 0) layout += 'E';
                 if (chunks[k] == 1) layout += 't';
                 else if (chunks[k] > 1) layout += "t*" + I(chunks[k]);
+                // mlaio: pipeline_parallel_layer_layout.py validate_layer_layout counts "m" (MTP)
+                // against --mtp-num-layers, after every decoder layer, in the last chunk.
+                if (k + 1 == chunks.size() && m.mtp_layers > 0) layout += m.mtp_layers == 1 ? "m" : "m*" + I(m.mtp_layers);
                 if (k + 1 == chunks.size()) layout += 'L';
             }
             arg("--pipeline-model-parallel-layout", "\"" + layout + "\"");
@@ -343,6 +346,30 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         arg("--group-query-attention");
         arg("--num-query-groups", I(m.kv_heads));
     }
+    {  // mlaio: head width and multi-head latent attention (arguments.py main d98e8a6: --kv-channels
+       // and --multi-latent-attention from TransformerConfig via ArgumentGroupFactory, _add_mla_args'
+       // --q-lora-rank (default None: queries projected directly) --kv-lora-rank --qk-head-dim
+       // --qk-pos-emb-head-dim --v-head-dim; validate_args asserts hidden % heads == 0 unless
+       // --kv-channels is given). --qk-layernorm builds MLA's RMSNorms on the query and key/value
+       // latents (gpt_layer_specs: IdentityOp without it), which DeepSeek-V2/V3 have.
+        if (m.head_dim_given > 0) arg("--kv-channels", I(m.head_dim_given));
+        if (m.mla()) {
+            arg("--multi-latent-attention");
+            if (m.q_lora_rank > 0) arg("--q-lora-rank", I(m.q_lora_rank));
+            arg("--kv-lora-rank", I(m.kv_lora_rank));
+            arg("--qk-head-dim", I(m.head_dim()));
+            arg("--qk-pos-emb-head-dim", I(m.qk_rope_head_dim));
+            arg("--v-head-dim", I(m.v_head_dim));
+            arg("--qk-layernorm");
+        }
+        if (m.mtp_layers > 0) arg("--mtp-num-layers", I(m.mtp_layers));
+        // Qwen3 normalises each head's query and key (q_norm / k_norm); PTD's model has no key for
+        // it (the estimate leaves those 2 × head_dim parameters per layer out), so the presets say so.
+        if (job.origin.model_preset.starts_with("qwen3"))
+            out.notes.push_back("model.preset = \"" + job.origin.model_preset + "\": Qwen3 has an RMSNorm on each head's "
+                                "query and key; add --qk-layernorm for Qwen3's architecture (Megatron-Bridge's Qwen3 "
+                                "providers set qk_layernorm), which PTD's model keys do not express");
+    }
     arg("--seq-length", I(m.seq_len));
     arg("--max-position-embeddings", I(m.seq_len));
     arg("--make-vocab-size-divisible-by", I(e.vocab_pad));
@@ -369,6 +396,14 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         // moe: the estimate models Megatron-core's all-to-all token dispatcher (collectives.cpp
         // ep_all_to_all_bytes, tp_mlp_comm); Megatron's default is "allgather".
         arg("--moe-token-dispatcher-type", "alltoall");
+        // mlaio: the experts' own width, the shared experts (one MLP of their total width, as
+        // TransformerConfig.moe_shared_expert_intermediate_size documents) and the dense first
+        // layers as --moe-layer-freq's list pattern (arguments.py moe_freq_type: digits, [ ] ( ) + *
+        // only; gpt_layer_specs asserts its length is num_layers).
+        if (m.moe_ffn_hidden > 0) arg("--moe-ffn-hidden-size", I(m.moe_ffn_hidden));
+        if (m.shared_expert_ffn_hidden > 0) arg("--moe-shared-expert-intermediate-size", I(m.shared_expert_ffn_hidden));
+        if (m.first_dense_layers > 0)
+            arg("--moe-layer-freq", "\"([0]*" + I(m.first_dense_layers) + "+[1]*" + I(m.layers - m.first_dense_layers) + ")\"");
         if (p.tp > 1 && !p.sequence_parallel)
             out.notes.push_back("model.experts with parallel.tp > 1 and no sequence parallelism: Megatron-core's MoELayer "
                                 "raises in training unless --sequence-parallel is set; set parallel.sequence_parallel = true");
@@ -505,7 +540,32 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
                          "got " + std::to_string(p.zero) + " with pp = " + std::to_string(p.pp) +
                              "; DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; allowed for --format "
                              "deepspeed: zero 0 or 1 with pp > 1");
+    // mlaio: ds_config carries no model, so what matters is whether some model code DeepSpeed
+    // trains has the part. Multi-token prediction: none (Megatron-DeepSpeed has no MTP, and
+    // transformers' DeepseekV3ForCausalLM drops the MTP module's weights). MLA: transformers'
+    // DeepseekV3ForCausalLM has it, without tensor or pipeline parallelism; Megatron-DeepSpeed,
+    // which supplies those, has no MLA.
+    if (job.model.mtp_layers > 0)
+        return job_error(job, "model.mtp_layers",
+                         "got " + std::to_string(job.model.mtp_layers) + "; no model code DeepSpeed trains has "
+                         "multi-token prediction (Megatron-DeepSpeed has none; transformers' DeepseekV3ForCausalLM "
+                         "leaves the MTP module out); allowed for --format deepspeed: 0, or --format megatron / torchtitan");
+    if (job.model.mla() && (p.tp > 1 || p.pp > 1))
+        return job_error(job, "model.kv_lora_rank",
+                         "got " + std::to_string(job.model.kv_lora_rank) + " (multi-head latent attention) with tp " +
+                             std::to_string(p.tp) + " × pp " + std::to_string(p.pp) + "; Megatron-DeepSpeed, which "
+                             "DeepSpeed's tensor / pipeline parallelism needs, has no MLA; allowed for --format "
+                             "deepspeed: tp = pp = 1 (transformers' DeepseekV3ForCausalLM under ZeRO), or --format "
+                             "megatron / torchtitan");
     ExportOutput out;
+    if (job.model.moe_ffn_hidden > 0 || job.model.shared_expert_ffn_hidden > 0 || job.model.first_dense_layers > 0)
+        out.notes.push_back("model.moe_ffn_hidden / shared_expert_ffn_hidden / first_dense_layers: the experts' width, the "
+                            "shared experts and the dense first layers are built by the model code "
+                            "(deepspeed.moe.layer.MoE wraps the expert module it is given)");
+    if (job.model.mla())
+        out.notes.push_back("model.kv_lora_rank: multi-head latent attention is transformers' DeepseekV3ForCausalLM "
+                            "(model_type deepseek_v3) in the training script; its routed experts run without expert "
+                            "parallelism there");
     nlohmann::ordered_json ds;
     ds["train_batch_size"] = t.global_batch;
     ds["train_micro_batch_size_per_gpu"] = t.micro_batch;
@@ -637,6 +697,10 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
 // What both torchtitan forms share: the checks, the flavor and the layout in its terms.
 struct TitanPlan {
     const char* flavor = nullptr;   // "8B"/"70B"/"405B", or none
+    // mlaio: the torchtitan model family (torchtitan/models/<family>) and its Trainer.Config
+    // baseline for the flavor (none: the family's debugmodel, with the loss's vocabulary set).
+    const char* family = "llama3";
+    const char* baseline = nullptr;
     bool replicate = false;         // DDP (pure data parallelism, no sharding)
     int micro_batches = 1;          // per dp rank and step when pipelining
     std::vector<std::vector<std::string>> chunk_modules;  // per model chunk, pp > 1 only
@@ -664,15 +728,61 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
         return job_error(job, "training.optimizer",
                          "got \"sgd\"; torchtitan builds Adam and AdamW only; allowed for --format " + fmt + ": adamw, adam");
 
-    // torchtitan knows a model by name + flavor; only exact Llama 3 presets map to a flavor.
-    if (job.origin.model_base && m == *job.origin.model_base) {
-        if (job.origin.model_preset == "llama3-8b") tp.flavor = "8B";
-        else if (job.origin.model_preset == "llama3-70b") tp.flavor = "70B";
-        else if (job.origin.model_preset == "llama3-405b") tp.flavor = "405B";
+    // torchtitan knows a model by name + flavor; only exact presets map to a flavor.
+    // mlaio: Qwen3 (torchtitan/models/qwen3: 8B, 32B, 30B-A3B, 235B-A22B) and DeepSeek-V3
+    // (models/deepseek_v3: 671B, whose model_registry takes num_mtp_layers, so mtp_layers may
+    // differ from the preset's) beside Llama 3; baselines from each family's config_registry.py.
+    struct TitanFlavor {
+        const char* preset;
+        const char* family;
+        const char* flavor;
+        const char* baseline;
+    };
+    static const TitanFlavor kFlavors[] = {
+        {"llama3-8b", "llama3", "8B", "llama3_8b"},       {"llama3-70b", "llama3", "70B", "llama3_70b"},
+        {"llama3-405b", "llama3", "405B", "llama3_405b"}, {"qwen3-8b", "qwen3", "8B", nullptr},
+        {"qwen3-32b", "qwen3", "32B", "qwen3_32b"},       {"qwen3-30b-a3b", "qwen3", "30B-A3B", "qwen3_30b_a3b"},
+        {"qwen3-235b-a22b", "qwen3", "235B-A22B", nullptr}, {"deepseek-v3", "deepseek_v3", "671B", "deepseek_v3_671b"}};
+    if (job.origin.model_base) {
+        ModelSpec same = m;
+        same.mtp_layers = job.origin.model_base->mtp_layers;
+        for (const TitanFlavor& f : kFlavors)
+            if (same == *job.origin.model_base && job.origin.model_preset == f.preset &&
+                (m.mtp_layers == 0 || std::string_view(f.family) == "deepseek_v3")) {
+                tp.flavor = f.flavor;
+                tp.family = f.family;
+                tp.baseline = f.baseline;
+            }
     }
-    if (!tp.flavor)
+    if (!tp.flavor) {
+        // The family whose model code has the model's parts, for the flavor to register.
+        if (m.mla() || m.mtp_layers > 0 || m.shared_expert_ffn_hidden > 0 || m.first_dense_layers > 0)
+            tp.family = "deepseek_v3";
+        else if (m.head_dim_given > 0 || m.moe_ffn_hidden > 0)
+            tp.family = "qwen3";
         tp.notes.push_back("model \"" + m.name + "\" has no torchtitan flavor (only the llama3-8b/70b/405b presets "
-                           "map to llama3 8B/70B/405B); register a flavor and set the model");
+                           "map to llama3 8B/70B/405B" +
+                           std::string(std::string_view(tp.family) == "llama3" ? "" : ", qwen3-* to qwen3, deepseek-v3 to deepseek_v3 671B") +
+                           "); register a flavor" +
+                           (std::string_view(tp.family) == "llama3" ? std::string() : " in torchtitan/models/" + std::string(tp.family)) +
+                           " and set the model");
+    }
+    // mlaio: torchtitan's DeepSeek-V3 MTP (models/deepseek_v3/MTP.md) rejects pipeline and
+    // context parallelism; v0.2.x (the TOML form) has no MTP at all.
+    if (m.mtp_layers > 0 && format == ExportFormat::torchtitan_toml)
+        return job_error(job, "model.mtp_layers",
+                         "got " + std::to_string(m.mtp_layers) + "; torchtitan v0.2.x has no multi-token prediction "
+                         "(torchtitan's DeepSeek-V3 gained model_registry(..., num_mtp_layers=N) after the Python-config "
+                         "refactor); allowed for --format " + fmt + ": 0, or --format torchtitan");
+    if (m.mtp_layers > 0 && (p.pp > 1 || p.cp > 1))
+        return job_error(job, p.pp > 1 ? "parallel.pp" : "parallel.cp",
+                         "got " + std::to_string(p.pp > 1 ? p.pp : p.cp) + " with model.mtp_layers = " +
+                             std::to_string(m.mtp_layers) + "; torchtitan's multi-token prediction rejects pipeline and "
+                             "context parallelism (models/deepseek_v3/MTP.md); allowed for --format " + fmt + ": 1, or "
+                             "model.mtp_layers = 0, or --format megatron");
+    if (m.mtp_layers > 0 && !tp.flavor)
+        tp.notes.push_back("model.mtp_layers = " + std::to_string(m.mtp_layers) + ": pass num_mtp_layers=" +
+                           std::to_string(m.mtp_layers) + " to the deepseek_v3 model_registry and use MTPLoss");
 
     // offload: torchtitan's training.enable_cpu_offload puts FSDP2's CPUOffloadPolicy on every
     // module: parameters, gradients and optimizer state go to host memory together.
@@ -808,7 +918,7 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
 
     w.header("model");
     if (plan->flavor) {
-        w.str("name", "llama3");
+        w.str("name", plan->family);  // mlaio: llama3, qwen3 or deepseek_v3 (v0.2.2 has all three)
         w.str("flavor", plan->flavor);
     } else {
         w.comment("no torchtitan flavor matches " + m.name + " (" + std::to_string(m.layers) + " layers, hidden " +
@@ -925,10 +1035,16 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
                              "): torchtitan needs it divisible by tp × 2·cp = " + std::to_string(divisor) +
                              "; allowed for --format torchtitan: seq_len a multiple of " + std::to_string(divisor));
 
-    const char* baseline = !plan->flavor ? "llama3_debugmodel"
-                           : std::string_view(plan->flavor) == "8B" ? "llama3_8b"
-                           : std::string_view(plan->flavor) == "70B" ? "llama3_70b"
-                                                                      : "llama3_405b";
+    // mlaio: the family's own baseline for the flavor, else its debugmodel (whose loss is then
+    // given the model's vocabulary, as each baseline derives it: decoder_vocab_size(model_spec)).
+    const std::string family = plan->family;
+    const std::string baseline = plan->baseline ? plan->baseline : family + "_debugmodel";
+    const bool set_loss = plan->flavor && !plan->baseline;
+    const bool mtp_loss = plan->flavor && m.mtp_layers > 0;
+    if (set_loss)
+        out.notes.push_back("torchtitan has no Trainer.Config baseline for " + family + " " + plan->flavor + ": data, "
+                            "tokenizer and checkpoints come from " + baseline + "() (a test tokenizer); set "
+                            "config.hf_assets_path to the model's tokenizer");
     std::string py;
     auto line = [&](const std::string& l = {}) { py += l + "\n"; };
     line("# torchtitan config written by `ptd export --format torchtitan` from " + job.origin.file);
@@ -936,7 +1052,7 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line("# Save it as ptd_job.py where Python finds it (e.g. the torchtitan checkout) and run");
     line("#   torchrun --nproc_per_node=<GPUs per node> ... -m torchtitan.train --module ptd_job --config ptd_job");
     line("# on " + std::to_string(job.world_size()) + " GPUs. Data, tokenizer, loss, checkpoints and metrics come from");
-    line("# torchtitan's " + std::string(baseline) + "(); everything ptd plans is set below.");
+    line("# torchtitan's " + baseline + "(); everything ptd plans is set below.");
     line("from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig");
     const bool async_tp = (p.tp_comm_overlap || p.async_tp) && p.tp > 1;  // parallel.tp_comm_overlap / async_tp (tt405)
     line(async_tp ? "from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig"
@@ -947,8 +1063,10 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     if (plan->fp8)
         line(std::string("from torchtitan.components.quantization import ") +
              (t.fp8 == Fp8Recipe::mxfp8 ? "MXFP8LinearConverter" : "Float8LinearConverter"));
-    if (plan->flavor) line("from torchtitan.models.llama3 import model_registry");
-    line("from torchtitan.models.llama3.config_registry import " + std::string(baseline));
+    if (set_loss && !mtp_loss) line("from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss");
+    if (set_loss || mtp_loss) line("from torchtitan.models.common.config_utils import decoder_vocab_size");
+    if (plan->flavor) line("from torchtitan.models." + family + " import " + (mtp_loss ? "MTPLoss, " : "") + "model_registry");
+    line("from torchtitan.models." + family + ".config_registry import " + baseline);
     line("from torchtitan.trainer import Trainer");
     line();
     if (!plan->flavor) {
@@ -964,7 +1082,7 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     }
     line();
     line("def ptd_job() -> Trainer.Config:");
-    line("    config = " + std::string(baseline) + "()");
+    line("    config = " + baseline + "()");
     if (plan->flavor && plan->fp8) {
         // fp8 (issue 15 point 3): the converter goes into the model spec; torch.compile fuses the casts.
         auto py_list = [](const std::vector<std::string>& v) {
@@ -974,7 +1092,7 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
         };
         line("    config.compile.enable = True  # torchao's FP8 casts are fused by torch.compile");
         line("    config.model_spec = model_registry(");
-        line("        " + py_str(plan->flavor) + ",");
+        line("        " + py_str(plan->flavor) + "," + (mtp_loss ? " num_mtp_layers=" + std::to_string(m.mtp_layers) + "," : ""));
         line("        converters=[");
         if (t.fp8 == Fp8Recipe::mxfp8)
             line("            MXFP8LinearConverter.Config(fqns=" +
@@ -986,8 +1104,16 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
         line("        ],");
         line("    )");
     } else {
-        line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + ")" : "    config.model_spec = _model_spec()");
+        const std::string mtp_arg = mtp_loss ? ", num_mtp_layers=" + std::to_string(m.mtp_layers) : "";  // mlaio
+        line(plan->flavor ? "    config.model_spec = model_registry(" + py_str(plan->flavor) + mtp_arg + ")" : "    config.model_spec = _model_spec()");
     }
+    // mlaio: DeepSeek-V3's multi-token prediction trains with MTPLoss (deepseek_v3_debugmodel_mtp);
+    // a debugmodel baseline's loss is sized for the debug vocabulary.
+    if (mtp_loss)
+        line("    config.loss = MTPLoss.Config(global_vocab_size=decoder_vocab_size(config.model_spec))");
+    else if (set_loss)
+        line("    config.loss = ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(global_vocab_size="
+             "decoder_vocab_size(config.model_spec)))");
     line("    config.optimizer = OptimizersContainer.Config(");
     line("        param_groups=[");
     line("            ParamGroupConfig(");

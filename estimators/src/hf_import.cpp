@@ -5,7 +5,8 @@
 //      column computed from the byte offset the parser gives;
 //   2. find where each top-level key is written (a small scanner over the already-valid
 //      text) so that field errors point at their line;
-//   3. map the fields of one family (llama-like, gpt2, gpt_neox) through typed getters
+//   3. map the fields of one family (llama-like — Llama, Mistral, Mixtral, Qwen2/3, Qwen3-MoE,
+//      DeepSeek-V2/V3 —, gpt2, gpt_neox) through typed getters
 //      that collect every problem instead of stopping at the first;
 //   4. every top-level field neither mapped nor on the family's allow-list of harmless
 //      fields becomes a note "field X is not understood by PTD and was ignored".
@@ -44,9 +45,13 @@ constexpr long long kMaxVocab = 1LL << 28;
 constexpr long long kMaxSeq = 1LL << 26;
 constexpr long long kMaxExperts = 65536;
 
-const char* const kSupported = "llama, mistral, mixtral, qwen2, gpt2, gpt_neox";
+const char* const kSupported =
+    "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox";
 
-enum class Family { llama, mistral, mixtral, qwen2, gpt2, gpt_neox };
+// mlaio: qwen3 / qwen3_moe (head_dim ≠ hidden/heads, q/k norms, 128 experts) and
+// deepseek_v2 / deepseek_v3 (multi-head latent attention, shared experts, dense first
+// layers, multi-token prediction) map onto the ModelSpec keys of the same names.
+enum class Family { llama, mistral, mixtral, qwen2, gpt2, gpt_neox, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 };
 
 // ---- text positions ------------------------------------------------------------------
 
@@ -482,7 +487,8 @@ void note_harmless_fields(Mapper& m) {
 // Cross-field checks on the attention shape. Only run when the fields themselves parsed.
 void check_heads(Mapper& m, const ModelSpec& s, const char* hidden_key, const char* heads_key,
                  const char* kv_key) {
-    if (s.hidden % s.heads != 0) {
+    // mlaio: a given head_dim (Qwen3, MLA's qk_nope_head_dim) frees hidden from being heads × d.
+    if (s.head_dim_given == 0 && s.hidden % s.heads != 0) {
         m.error(heads_key, "hidden size " + std::to_string(s.hidden) + " (" + hidden_key +
                                ") is not divisible by " + std::to_string(s.heads) + " heads; PTD needs a "
                                "whole head dimension hidden/heads");
@@ -560,6 +566,162 @@ void set_seq_len(Mapper& m, ModelSpec& s, const std::vector<const char*>& keys, 
 
 // ---- families ------------------------------------------------------------------------
 
+// mlaio: a count that may be 0 (n_shared_experts, first_k_dense_replace); null or absent
+// gives `fallback`.
+std::optional<int> count_field(Mapper& m, const std::string& key, long long max, const char* what, int fallback) {
+    const json* v = m.peek(key);
+    m.allow({key.c_str()});
+    if (!v) return fallback;
+    if (v->is_number_unsigned() && v->get<uint64_t>() == 0) return 0;
+    return m.int_field(key, max, what, std::nullopt);
+}
+
+// mlaio: the MoE shape of qwen3_moe and DeepSeek, read before the base shape is known.
+struct MoeFields {
+    bool present = false;               // an MoE model (experts > 0)
+    std::optional<int> experts, top_k, expert_ffn;
+    int shared_ffn = 0, dense_first = 0;
+    const char* experts_key = "";
+};
+
+// qwen3_moe (transformers' Qwen3MoeDecoderLayer): layer i is sparse when i is not in
+// mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0. PTD models every
+// layer sparse, so only decoder_sparse_step 1 with mlp_only_layers empty is accepted.
+MoeFields read_qwen3_moe(Mapper& m) {
+    MoeFields f;
+    f.present = true;
+    f.experts_key = "num_experts";
+    f.experts = m.int_field("num_experts", kMaxExperts, "routed experts per MoE layer", std::nullopt);
+    f.top_k = m.int_field("num_experts_per_tok", kMaxExperts, "experts each token is routed to", std::nullopt);
+    f.expert_ffn = m.int_field("moe_intermediate_size", kMaxDim * 8, "each expert's MLP width", std::nullopt);
+    if (auto step = count_field(m, "decoder_sparse_step", kMaxLayers, "every n-th layer is sparse", 1); step && *step != 1)
+        m.error("decoder_sparse_step", "got " + std::to_string(*step) + ": one layer in " + std::to_string(*step) +
+                                           " is a mixture-of-experts layer, the others dense; PTD models dense "
+                                           "layers only before the MoE layers (first_dense_layers); allowed: 1");
+    if (const json* only = m.get("mlp_only_layers"); only && !(only->is_array() && only->empty()))
+        m.error("mlp_only_layers", "got " + show(*only) + ": these layers have a dense MLP among the mixture-of-"
+                                   "experts layers, which PTD cannot place; allowed: [] (every layer sparse)");
+    m.allow({"router_aux_loss_coef", "output_router_logits", "max_window_layers"});
+    if (const json* n = m.get("norm_topk_prob"))
+        m.note("norm_topk_prob = " + show(*n) + " is ignored: how the top-k routing weights are normalised changes no count");
+    return f;
+}
+
+// DeepSeek-V2/V3 (transformers' DeepseekV3DecoderLayer): layer i has the MoE block when
+// n_routed_experts is set, i >= first_k_dense_replace and i % moe_layer_freq == 0; the
+// shared experts are n_shared_experts MLPs of moe_intermediate_size, run as one MLP of
+// n_shared_experts × moe_intermediate_size (Megatron --moe-shared-expert-intermediate-size).
+MoeFields read_deepseek_moe(Mapper& m) {
+    MoeFields f;
+    f.experts_key = "n_routed_experts";
+    f.present = m.present("n_routed_experts") && !field_is_off("n_routed_experts", *m.peek("n_routed_experts"));
+    // Routing details: which experts win, not how many run or how wide they are.
+    std::vector<std::string> routing;
+    for (const char* k : {"n_group", "topk_group", "topk_method", "routed_scaling_factor", "scoring_func",
+                          "norm_topk_prob", "aux_loss_alpha", "seq_aux", "ep_size"})
+        if (const json* v = m.get(k)) routing.push_back(std::string(k) + " = " + show(*v));
+    if (!routing.empty()) {
+        std::string list;
+        for (const auto& r : routing) list += (list.empty() ? "" : ", ") + r;
+        m.note(list + " are ignored: routing and load-balancing details change no parameter, FLOP or memory count");
+    }
+    if (!f.present) {
+        // Without routed experts every layer is dense (transformers builds no MoE block), so
+        // the other MoE fields describe nothing.
+        for (const char* k : {"num_experts_per_tok", "moe_intermediate_size", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq"})
+            m.allow({k});
+        return f;
+    }
+    f.experts = m.int_field("n_routed_experts", kMaxExperts, "routed experts per MoE layer", std::nullopt);
+    f.top_k = m.int_field("num_experts_per_tok", kMaxExperts, "experts each token is routed to", std::nullopt);
+    f.expert_ffn = m.int_field("moe_intermediate_size", kMaxDim * 8, "each routed expert's MLP width", std::nullopt);
+    auto shared = count_field(m, "n_shared_experts", kMaxExperts, "shared experts every token passes", 0);
+    auto dense = count_field(m, "first_k_dense_replace", kMaxLayers, "leading layers with a dense MLP", 0);
+    if (auto freq = count_field(m, "moe_layer_freq", kMaxLayers, "every n-th layer is an MoE layer", 1); freq && *freq != 1)
+        m.error("moe_layer_freq", "got " + std::to_string(*freq) + ": after first_k_dense_replace, one layer in " +
+                                      std::to_string(*freq) + " is a mixture-of-experts layer, the others dense; PTD "
+                                      "models dense layers only before the MoE layers (first_dense_layers); allowed: 1");
+    if (shared && f.expert_ffn) {
+        if ((long long)*shared * *f.expert_ffn > kMaxDim * 8)
+            m.error("n_shared_experts", "got " + std::to_string(*shared) + ": n_shared_experts × moe_intermediate_size is "
+                                        "too large (at most " + std::to_string(kMaxDim * 8) + ")");
+        else
+            f.shared_ffn = *shared * *f.expert_ffn;
+    }
+    if (dense) f.dense_first = *dense;
+    return f;
+}
+
+// Multi-head latent attention (DeepSeek-V2/V3): queries through a q_lora_rank bottleneck
+// (null: projected directly, DeepSeek-V2-Lite), keys and values from a kv_lora_rank latent,
+// heads of qk_nope_head_dim + qk_rope_head_dim (queries/keys) and v_head_dim (values).
+struct MlaFields {
+    std::optional<int> kv_lora, nope, rope, v;
+    int q_lora = 0;
+    bool q_lora_ok = true;
+};
+
+MlaFields read_mla(Mapper& m) {
+    MlaFields f;
+    f.kv_lora = m.int_field("kv_lora_rank", kMaxDim, "the key/value latent width of multi-head latent attention", std::nullopt);
+    if (!m.root().contains("q_lora_rank")) {
+        m.int_field("q_lora_rank", kMaxDim, "the query latent width, or null for directly projected queries", std::nullopt);
+        f.q_lora_ok = false;
+    } else if (m.present("q_lora_rank")) {
+        auto q = m.int_field("q_lora_rank", kMaxDim, "the query latent width, or null for directly projected queries", std::nullopt);
+        f.q_lora_ok = q.has_value();
+        f.q_lora = q.value_or(0);
+    }
+    f.nope = m.int_field("qk_nope_head_dim", kMaxHeads, "each query/key head's width without RoPE", std::nullopt);
+    f.rope = m.int_field("qk_rope_head_dim", kMaxHeads, "each query/key head's RoPE width", std::nullopt);
+    f.v = m.int_field("v_head_dim", kMaxHeads, "each value head's width", std::nullopt);
+    if (m.present("attention_bias") && m.bool_field("attention_bias", false))
+        m.error("attention_bias", "got true (biases on MLA's projections), which PTD cannot model; allowed: false");
+    m.allow({"rope_interleave", "mscale", "mscale_all_dim"});
+    return f;
+}
+
+void apply_mla(Mapper& m, const MlaFields& f, ModelSpec& s) {
+    if (!(f.kv_lora && f.nope && f.rope && f.v && f.q_lora_ok)) return;
+    s.kv_lora_rank = *f.kv_lora;
+    s.q_lora_rank = f.q_lora;
+    s.head_dim_given = *f.nope;
+    s.qk_rope_head_dim = *f.rope;
+    s.v_head_dim = *f.v;
+    if (s.kv_heads != s.heads)
+        m.note("num_key_value_heads = " + std::to_string(s.kv_heads) + " is ignored: multi-head latent attention "
+               "gives every one of the " + std::to_string(s.heads) + " heads its own key and value");
+    s.kv_heads = s.heads;
+    m.note("multi-head latent attention: the RMSNorms on the query and key/value latents (q_lora_rank + "
+           "kv_lora_rank parameters per layer) are left out");
+}
+
+void apply_moe(Mapper& m, const MoeFields& f, ModelSpec& s) {
+    if (!f.present || !(f.experts && f.top_k && f.expert_ffn)) return;
+    if (*f.experts < 2) {
+        m.error(f.experts_key, "got " + std::to_string(*f.experts) + ", but a mixture-of-experts model needs at least "
+                               "2 experts; allowed: 2 or more");
+        return;
+    }
+    if (*f.top_k > *f.experts) {
+        m.error("num_experts_per_tok", "got " + std::to_string(*f.top_k) + ", but only " + std::to_string(*f.experts) +
+                                           " experts exist (" + f.experts_key + ")");
+        return;
+    }
+    if (f.dense_first >= s.layers) {
+        m.error("first_k_dense_replace", "got " + std::to_string(f.dense_first) + " with " + std::to_string(s.layers) +
+                                             " layers (num_hidden_layers): no mixture-of-experts layer would remain; "
+                                             "allowed: 0 .. " + std::to_string(s.layers - 1));
+        return;
+    }
+    s.experts = *f.experts;
+    s.top_k = *f.top_k;
+    s.moe_ffn_hidden = *f.expert_ffn;
+    s.shared_expert_ffn_hidden = f.shared_ffn;
+    s.first_dense_layers = f.dense_first;
+}
+
+
 void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     s.arch = Arch::llama;
     s.norm = Norm::rmsnorm;
@@ -585,7 +747,9 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
         m.error("hidden_act", "got " + show(json(*act)) + ", but llama-style configs must use \"silu\" (a SwiGLU MLP); allowed: silu, swish");
 
     // Biases. Llama's attention_bias puts a bias on q, k, v and o; mlp_bias on gate/up/down.
-    bool attention_bias = fam == Family::llama && m.bool_field("attention_bias", false);
+    // mlaio: Qwen3's attention_bias is Llama's (q, k, v and o); DeepSeek's is checked in map_deepseek.
+    const bool llama_biases = fam == Family::llama || fam == Family::qwen3 || fam == Family::qwen3_moe;
+    bool attention_bias = llama_biases && m.bool_field("attention_bias", false);
     bool mlp_bias = fam == Family::llama && m.bool_field("mlp_bias", false);
     if (attention_bias && mlp_bias) {
         s.bias = true;
@@ -615,9 +779,10 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     }
 
     // Sliding-window attention: same weights, fewer attended tokens.
-    if (fam == Family::mistral || fam == Family::mixtral || fam == Family::qwen2) {
-        bool use_window = fam != Family::qwen2;
-        if (fam == Family::qwen2) {
+    const bool qwen = fam == Family::qwen2 || fam == Family::qwen3 || fam == Family::qwen3_moe;  // mlaio
+    if (fam == Family::mistral || fam == Family::mixtral || qwen) {
+        bool use_window = !qwen;
+        if (qwen) {
             use_window = m.bool_field("use_sliding_window", false);
             m.allow({"max_window_layers"});
         }
@@ -632,8 +797,25 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
 
     note_rope_scaling(m);
     m.allow({"attention_dropout", "pretraining_tp"});
+    // mlaio: the MoE and MLA fields of qwen3_moe and DeepSeek; checked against the shape below.
+    MoeFields moe;
+    if (fam == Family::qwen3_moe) moe = read_qwen3_moe(m);
+    MlaFields mla;
+    const bool deepseek = fam == Family::deepseek_v2 || fam == Family::deepseek_v3;
+    std::optional<int> mtp = 0;
+    if (deepseek) {
+        mla = read_mla(m);
+        moe = read_deepseek_moe(m);
+        // DeepSeek-V3's multi-token-prediction modules (V2 has none: the field is then an error).
+        if (fam == Family::deepseek_v3)
+            mtp = count_field(m, "num_nextn_predict_layers", 64, "multi-token-prediction modules", 0);
+    }
+    if (fam == Family::qwen3 || fam == Family::qwen3_moe)
+        m.note("Qwen3's q_norm / k_norm (an RMSNorm over each head's query and key, 2 x head_dim parameters per "
+               "layer) are left out");
     std::optional<int> head_dim;
-    if (m.present("head_dim")) head_dim = m.int_field("head_dim", kMaxDim, "the per-head width", std::nullopt);
+    if (deepseek) m.allow({"head_dim"});  // transformers writes qk_rope_head_dim there; MLA's widths are read above
+    else if (m.present("head_dim")) head_dim = m.int_field("head_dim", kMaxHeads, "the per-head width", std::nullopt);
 
     if (!(layers && hidden && heads && kv && ffn && vocab)) return;
     s.layers = *layers;
@@ -642,14 +824,13 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     s.kv_heads = *kv;
     s.ffn_hidden = *ffn;
     s.vocab = *vocab;
-    check_heads(m, s, "hidden_size", "num_attention_heads", "num_key_value_heads");
-
-    if (head_dim && s.hidden % s.heads == 0 && *head_dim != s.hidden / s.heads) {
-        m.error("head_dim", "unsupported: head_dim " + std::to_string(*head_dim) +
-                                    " differs from hidden_size/num_attention_heads " +
-                                    std::to_string(s.hidden / s.heads) +
-                                    "; PTD models attention with head_dim = hidden/heads");
-    }
+    // mlaio: head_dim ≠ hidden/heads (Qwen3: 128 with hidden 5120 and 64 heads) is modelled
+    // (ModelSpec::head_dim_given, Megatron --kv-channels); equal to it, it changes nothing.
+    if (head_dim && (s.hidden % s.heads != 0 || *head_dim != s.hidden / s.heads)) s.head_dim_given = *head_dim;
+    if (deepseek) apply_mla(m, mla, s);
+    check_heads(m, s, "hidden_size", "num_attention_heads", deepseek ? nullptr : "num_key_value_heads");
+    apply_moe(m, moe, s);
+    if (mtp) s.mtp_layers = *mtp;
 }
 
 bool is_gelu(const std::string& a) { return a.starts_with("gelu") || a == "quick_gelu"; }
@@ -812,7 +993,10 @@ Result<HfImport> import_impl(std::string_view text, const std::string& file, int
     }
     static const std::vector<std::pair<std::string, Family>> kFamilies = {
         {"llama", Family::llama}, {"mistral", Family::mistral}, {"mixtral", Family::mixtral},
-        {"qwen2", Family::qwen2}, {"gpt2", Family::gpt2},       {"gpt_neox", Family::gpt_neox}};
+        {"qwen2", Family::qwen2}, {"gpt2", Family::gpt2},       {"gpt_neox", Family::gpt_neox},
+        // mlaio
+        {"qwen3", Family::qwen3}, {"qwen3_moe", Family::qwen3_moe}, {"deepseek_v2", Family::deepseek_v2},
+        {"deepseek_v3", Family::deepseek_v3}};
     auto fam_it = std::find_if(kFamilies.begin(), kFamilies.end(),
                                [&](const auto& f) { return f.first == *model_type; });
     if (fam_it == kFamilies.end()) {

@@ -4,8 +4,8 @@
 // crash and scripts/fuzz.sh saves under tests/fuzz/regressions/hf_config/):
 //   * import_hf_config_text never throws and never crashes;
 //   * a failure carries at least one diagnostic, each naming the file, and formats;
-//   * a success is a model PTD can count: positive sizes, whole head dimension, kv_heads
-//     dividing heads, top_k within experts.
+//   * a success is a model PTD can count: positive sizes, whole head dimension (or a given
+//     head_dim), kv_heads dividing heads, top_k within experts, an MoE layer after the dense ones.
 // The body is ptd_fuzz_hf_config() so that tests/fuzz/replay_main.cpp can replay the
 // corpus in the normal build; LLVMFuzzerTestOneInput exists only with PTD_FUZZ_ENTRY.
 #include <algorithm>
@@ -48,7 +48,9 @@ void check(std::string_view text, int seq_override) {
     if (m.layers <= 0 || m.hidden <= 0 || m.heads <= 0 || m.kv_heads <= 0 || m.ffn_hidden <= 0 ||
         m.vocab <= 0 || m.seq_len <= 0)
         property_failed("non-positive size in an imported model", text, desc);
-    if (m.hidden % m.heads != 0) property_failed("hidden not divisible by heads", text, desc);
+    // mlaio: a given head_dim (Qwen3, MLA's qk_nope_head_dim) is the head width instead.
+    if (m.head_dim_given == 0 && m.hidden % m.heads != 0) property_failed("hidden not divisible by heads", text, desc);
+    if (m.experts > 1 && m.first_dense_layers >= m.layers) property_failed("no MoE layer left", text, desc);
     if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) property_failed("bad kv_heads", text, desc);
     if (m.experts < 0 || m.top_k < 0 || (m.experts > 0 && (m.top_k < 1 || m.top_k > m.experts)))
         property_failed("bad experts/top_k", text, desc);
