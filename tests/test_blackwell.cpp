@@ -38,7 +38,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool is_family_row(const ::Run& r) {
     for (const char* tag : {"mbridge2509-", "mbridge2604-", "mbridge2606-", "nemo2502-", "nemo2504-", "nemo2507-"})
         if (starts_with(r.name, tag)) return r.job.model.experts == 0;
-    return starts_with(r.name, "mbridge2511-") &&
+    return starts_with(r.name, "mbridge2511-") && r.job.model.experts == 0 &&  // mlarows: its MoE rows are not this block's
            (ends_with(r.name, "-mxfp8") || r.name == "mbridge2511-llama3-8b-gb200-fp8");
 }
 

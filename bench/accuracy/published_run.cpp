@@ -58,7 +58,11 @@ const std::set<std::string> kRunKeys = {
     // papers: the attention softmax as separate scale / mask / softmax ops (training.masked_softmax_fusion)
     "masked_softmax_fusion",
     // blackwell: Megatron's --overlap-p2p-communication (interleaved schedule)
-    "overlap_p2p_comm"};
+    "overlap_p2p_comm",
+    // mlarows: recent open models' shapes (model.* of the same name), the experts' own tensor
+    // parallelism (Megatron --expert-tensor-parallel-size) and an explicit pipeline split
+    "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
+    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "expert_tp", "layers_per_stage"};
 
 std::string g_path;
 
@@ -242,6 +246,45 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             if (m.experts == 0 && t.get("top_k"))
                 fail_at(t.get("top_k"), 0, "run key \"top_k\" without \"experts\"; allowed: top_k with experts >= 2");
         }
+        {  // mlarows: the shape keys of recent open models (ModelSpec, docs/job-spec.md [model]), checked
+           // where they are read so a typo stops the bench instead of skipping the run
+            auto shape_key = [&](const char* key) {
+                const int v = get<int>(t, key, 0);
+                if (v < 0)
+                    fail_at(t.get(key), 0, std::string("run key \"") + key + "\" is " + std::to_string(v) +
+                                               "; allowed: 0 (not used) or more");
+                return v;
+            };
+            m.head_dim_given = shape_key("head_dim");
+            m.moe_ffn_hidden = shape_key("moe_ffn_hidden");
+            m.shared_expert_ffn_hidden = shape_key("shared_expert_ffn_hidden");
+            m.first_dense_layers = shape_key("first_dense_layers");
+            m.q_lora_rank = shape_key("q_lora_rank");
+            m.kv_lora_rank = shape_key("kv_lora_rank");
+            m.qk_rope_head_dim = shape_key("qk_rope_head_dim");
+            m.v_head_dim = shape_key("v_head_dim");
+            m.mtp_layers = shape_key("mtp_layers");
+            for (const char* key : {"moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers"})
+                if (m.experts < 2 && get<int>(t, key, 0) != 0)
+                    fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: 0 unless experts >= 2");
+            if (m.experts >= 2 && m.first_dense_layers >= m.layers)
+                fail_at(t.get("first_dense_layers"), 0, "run key \"first_dense_layers\" is " + std::to_string(m.first_dense_layers) +
+                                                            " with " + std::to_string(m.layers) + " layers; allowed: 0 .. layers - 1");
+            if (!m.mla()) {
+                for (const char* key : {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"})
+                    if (get<int>(t, key, 0) != 0)
+                        fail_at(t.get(key), 0, std::string("run key \"") + key +
+                                                   "\" without \"kv_lora_rank\"; allowed: 0, or kv_lora_rank > 0 (MLA)");
+            } else {
+                for (const char* key : {"qk_rope_head_dim", "v_head_dim"})
+                    if (get<int>(t, key, 0) < 1)
+                        fail_at(t.get("kv_lora_rank"), 0, std::string("run key \"kv_lora_rank\" without \"") + key +
+                                                              "\"; allowed: MLA with qk_rope_head_dim and v_head_dim >= 1");
+                if (t.get("kv_heads") && m.kv_heads != m.heads)
+                    fail_at(t.get("kv_heads"), 0, "run key \"kv_heads\" is " + std::to_string(m.kv_heads) +
+                                                      " with kv_lora_rank (MLA); allowed: heads (" + std::to_string(m.heads) + ") or leave it out");
+            }
+        }
         const std::string gpu = get<std::string>(t, "gpu", "a100-80gb");
         r.generation = generation_of(gpu);
         if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
@@ -285,11 +328,20 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
         p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
         // moe: expert parallelism (Megatron --expert-model-parallel-size; validate_job checks that it
-        // divides the experts and dp·cp). Megatron-core's expert tensor parallelism is PTD's tp.
+        // divides the experts and, with expert_tp, tp·cp·dp).
         p.ep = get<int>(t, "ep", 1);
         if (p.ep < 1) fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + "; allowed: 1 or more");
         if (p.ep > 1 && m.experts < 2)
             fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + " for a dense model; allowed: 1 unless experts >= 2");
+
+        // mlarows: the experts' own tensor parallelism (Megatron --expert-tensor-parallel-size, "MoE
+        // parallel folding"), parallel.expert_tp; unset = tp, as Megatron-core defaults it.
+        const int expert_tp = get<int>(t, "expert_tp", p.tp);
+        if (expert_tp < 1)
+            fail_at(t.get("expert_tp"), 0, "run key \"expert_tp\" is " + std::to_string(expert_tp) + "; allowed: 1 or more");
+        if (t.get("expert_tp") && m.experts < 2)
+            fail_at(t.get("expert_tp"), 0, "run key \"expert_tp\" for a dense model; allowed: expert_tp with experts >= 2");
+        p.expert_tp = expert_tp == p.tp ? 0 : expert_tp;
 
         p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;

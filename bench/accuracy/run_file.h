@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
@@ -129,8 +130,9 @@ struct RunLayoutDefaults {
 // The [[run]]'s layout keys into `p`: tp, pp, dp, cp, vpp, zero, distributed_optimizer, fsdp
 // (apply_fsdp_layout; zero, when written, must be 3, and distributed_optimizer is not
 // written with it), sequence_parallel, recompute, the pipeline-split accounting and the
-// interleaved group size (l405), the scatter/gather pipeline send (p2psg); an uneven split
-// balanced over model chunks, the shortfall on the first and last chunk. Returns fsdp.
+// interleaved group size (l405), the scatter/gather pipeline send (p2psg); an explicit split
+// (layers_per_stage, mlarows), else an uneven split balanced over model chunks, the shortfall
+// on the first and last chunk. Returns fsdp.
 inline bool read_run_layout(const std::string& path, const toml::table& t, int layers, const RunLayoutDefaults& d,
                             ptd::ParallelSpec& p) {
     p.tp = run_key<int>(path, t, "tp", 1);
@@ -154,8 +156,24 @@ inline bool read_run_layout(const std::string& path, const toml::table& t, int l
     p.account_for_loss_in_pipeline_split = run_key<bool>(path, t, "account_for_loss_in_pipeline_split", false);
     p.microbatch_group_size = run_key<int>(path, t, "microbatch_group_size", 0);
     p.scatter_gather_tensors_in_pipeline = run_key<bool>(path, t, "scatter_gather_tensors_in_pipeline", false);
+    // mlarows: an explicit split (Megatron-Bridge's pipeline_model_parallel_layout, Megatron's
+    // --decoder-first/last-pipeline-num-layers), pp or pp·vpp entries of at least one layer each;
+    // validate_job checks the count and the sum, as for a job file's parallel.layers_per_stage.
+    if (const toml::node* n = t.get("layers_per_stage")) {
+        const toml::array* arr = n->as_array();
+        if (!arr || arr->empty())
+            run_file_fail(path, n, 0, "run key \"layers_per_stage\" must be a non-empty array of integers (transformer layers per pipeline chunk)");
+        p.layers_per_stage.clear();
+        for (const toml::node& e : *arr) {
+            const std::optional<int64_t> v = e.value<int64_t>();
+            if (!v || *v < 1 || *v > 100000)
+                run_file_fail(path, &e, 0, "run key \"layers_per_stage\" has an entry that is not an integer 1 .. 100000; "
+                                           "allowed: transformer layers per pipeline chunk, each at least 1");
+            p.layers_per_stage.push_back((int)*v);
+        }
+    }
     const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
-    if (split_extra == 0 && p.pp * p.vpp > 0 && layers % (p.pp * p.vpp) != 0)
+    if (split_extra == 0 && p.layers_per_stage.empty() && p.pp * p.vpp > 0 && layers % (p.pp * p.vpp) != 0)
         p.layers_per_stage = ptd::balanced_layers_per_stage(layers, p.pp * p.vpp);
     return fsdp;
 }
