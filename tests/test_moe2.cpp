@@ -77,6 +77,8 @@ TEST(Moe2Params, DeepSeekV3MatchesThePublishedCounts) {
     EXPECT_EQ(c.mlp, (int64_t)(256 * expert + expert + h * 256));   // routed + shared + router
     EXPECT_EQ(c.mlp_active, (int64_t)(8 * expert + expert + h * 256));
     const Totals t = with_attention(job.model, c, mla_attention(h, 128, 1536, 512, 128, 64, 128));
+    // With the mla helper's attention count merged, the reference attention is count_parameters' own.
+    EXPECT_EQ((double)c.attention, mla_attention(h, 128, 1536, 512, 128, 64, 128));
     // DeepSeek-V3 report (arXiv 2412.19437) §1 / the model card: 671B total, 37B activated per
     // token (the 14B MTP module apart); 37B leaves the input embedding out, we count it (0.9B).
     EXPECT_NEAR(t.total / 671e9, 1.0, 0.002) << t.total;
@@ -90,11 +92,13 @@ TEST(Moe2Params, Qwen3MoeMatchPublishedCounts) {
     EXPECT_EQ(cs.moe_layers, 48);
     EXPECT_EQ(cs.shared_expert, 0);
     const Totals ts = with_attention(small.model, cs, gqa_attention(2048, 32, 4, 128));
+    EXPECT_EQ((double)cs.attention, gqa_attention(2048, 32, 4, 128));  // count_parameters' own (mla)
     EXPECT_NEAR(ts.total / 30.5e9, 1.0, 0.01) << ts.total;   // Qwen3-30B-A3B: 30.5B total
     EXPECT_NEAR(ts.active / 3.3e9, 1.0, 0.02) << ts.active;  // 3.3B activated
     const JobSpec big = load_ok(std::string(kQwen3_235B) + kNode);
     const ParamCounts cb = count_parameters(big.model);
     const Totals tb = with_attention(big.model, cb, gqa_attention(4096, 64, 4, 128));
+    EXPECT_EQ((double)cb.attention, gqa_attention(4096, 64, 4, 128));  // count_parameters' own (mla)
     EXPECT_NEAR(tb.total / 235e9, 1.0, 0.01) << tb.total;   // Qwen3-235B-A22B: 235B total
     EXPECT_NEAR(tb.active / 22e9, 1.0, 0.02) << tb.active;  // 22B activated
 }
