@@ -229,6 +229,7 @@ std::string model_shape_details(const ModelSpec& m) {
     } else if (m.head_dim_given > 0) {
         parts.push_back(fmt("head_dim %d", m.head_dim_given));
     }
+    if (m.qk_layernorm && !m.mla()) parts.push_back("q/k norms");
     if (m.experts > 1) {
         std::string moe;
         if (m.moe_ffn_hidden > 0) moe = fmt("experts %d wide", m.moe_ffn_hidden);
@@ -257,6 +258,7 @@ void add_model_shape_json(nlohmann::json& model, const ModelSpec& m) {
                                                 {"mtp_layers", m.mtp_layers}};
     for (const auto& [key, v] : keys)
         if (v != 0) model[key] = v;
+    if (m.qk_layernorm) model["qk_layernorm"] = true;
 }
 
 nlohmann::json job_json(const JobSpec& job) {

@@ -62,7 +62,7 @@ const std::set<std::string> kRunKeys = {
     // mlarows: recent open models' shapes (model.* of the same name), the experts' own tensor
     // parallelism (Megatron --expert-tensor-parallel-size) and an explicit pipeline split
     "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
-    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "expert_tp", "layers_per_stage"};
+    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage"};
 
 std::string g_path;
 
@@ -264,6 +264,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             m.qk_rope_head_dim = shape_key("qk_rope_head_dim");
             m.v_head_dim = shape_key("v_head_dim");
             m.mtp_layers = shape_key("mtp_layers");
+            m.qk_layernorm = get<bool>(t, "qk_layernorm", false);  // mla: Qwen3's per-head q / k norms
             for (const char* key : {"moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers"})
                 if (m.experts < 2 && get<int>(t, key, 0) != 0)
                     fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: 0 unless experts >= 2");

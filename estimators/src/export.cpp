@@ -360,15 +360,11 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
             arg("--qk-head-dim", I(m.head_dim()));
             arg("--qk-pos-emb-head-dim", I(m.qk_rope_head_dim));
             arg("--v-head-dim", I(m.v_head_dim));
-            arg("--qk-layernorm");
         }
+        // --qk-layernorm: MLA's latent norms (above), or the per-head query / key norms of
+        // model.qk_layernorm (Qwen3; Megatron-Bridge's Qwen3 providers set qk_layernorm).
+        if (m.mla() || m.qk_layernorm) arg("--qk-layernorm");
         if (m.mtp_layers > 0) arg("--mtp-num-layers", I(m.mtp_layers));
-        // Qwen3 normalises each head's query and key (q_norm / k_norm); PTD's model has no key for
-        // it (the estimate leaves those 2 × head_dim parameters per layer out), so the presets say so.
-        if (job.origin.model_preset.starts_with("qwen3"))
-            out.notes.push_back("model.preset = \"" + job.origin.model_preset + "\": Qwen3 has an RMSNorm on each head's "
-                                "query and key; add --qk-layernorm for Qwen3's architecture (Megatron-Bridge's Qwen3 "
-                                "providers set qk_layernorm), which PTD's model keys do not express");
     }
     arg("--seq-length", I(m.seq_len));
     arg("--max-position-embeddings", I(m.seq_len));

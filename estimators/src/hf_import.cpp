@@ -470,8 +470,8 @@ void note_harmless_fields(Mapper& m) {
         {"attn_logit_softcapping", "capping attention logits changes no count"},
         {"final_logit_softcapping", "capping output logits changes no count"},
         {"query_pre_attn_scalar", "an attention scale changes no count"},
-        {"use_qk_norm", "q/k normalisation adds 2 x head_dim parameters per layer, which PTD leaves out"},
-        {"qk_layernorm", "q/k normalisation adds 2 x head_dim parameters per layer, which PTD leaves out"},
+        {"use_qk_norm", "q/k normalisation (2 x head_dim parameters per layer) is read for Qwen3 only; set model.qk_layernorm = true in the job for this family"},
+        {"qk_layernorm", "q/k normalisation (2 x head_dim parameters per layer) is read for Qwen3 only; set model.qk_layernorm = true in the job for this family"},
         {"router_aux_loss_coef", "a training loss weight changes no count"},
         {"output_router_logits", "returning router logits changes no count"},
     };
@@ -810,9 +810,8 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
         if (fam == Family::deepseek_v3)
             mtp = count_field(m, "num_nextn_predict_layers", 64, "multi-token-prediction modules", 0);
     }
-    if (fam == Family::qwen3 || fam == Family::qwen3_moe)
-        m.note("Qwen3's q_norm / k_norm (an RMSNorm over each head's query and key, 2 x head_dim parameters per "
-               "layer) are left out");
+    // Qwen3's q_norm / k_norm (an RMSNorm over each head's query and key): model.qk_layernorm.
+    const bool qk_norm = fam == Family::qwen3 || fam == Family::qwen3_moe;
     std::optional<int> head_dim;
     if (deepseek) m.allow({"head_dim"});  // transformers writes qk_rope_head_dim there; MLA's widths are read above
     else if (m.present("head_dim")) head_dim = m.int_field("head_dim", kMaxHeads, "the per-head width", std::nullopt);
@@ -831,6 +830,7 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     check_heads(m, s, "hidden_size", "num_attention_heads", deepseek ? nullptr : "num_key_value_heads");
     apply_moe(m, moe, s);
     if (mtp) s.mtp_layers = *mtp;
+    s.qk_layernorm = qk_norm;
 }
 
 bool is_gelu(const std::string& a) { return a.starts_with("gelu") || a == "quick_gelu"; }
