@@ -777,6 +777,37 @@ Estimate estimate_job(const JobSpec& job) {
         }
         est.notes.push_back(s);
     }
+    // deepep: what the dispatcher backend and the all-to-all overlap did to the EP time.
+    if (const ParallelSpec& pa = job.parallel;
+        m.experts > 1 && pa.ep > 1 && (pa.moe_dispatcher != MoeDispatcher::alltoall || pa.moe_a2a_overlap)) {
+        const LayoutDerived D = derive(ctx, ch);
+        char buf[160];
+        std::string s = "EP all-to-all (deepep):";
+        if (pa.moe_dispatcher != MoeDispatcher::alltoall) {
+            s += pa.moe_dispatcher == MoeDispatcher::deepep ? " DeepEP" : " HybridEP";
+            if (D.net_ep.nodes > 1) {
+                std::snprintf(buf, sizeof buf,
+                              " sends a token once per remote node holding its experts: %.2f remote nodes on average (the "
+                              "EP group spans %d), vs %.2f remote copies for the all-to-all",
+                              D.ep_remote_nodes, D.net_ep.nodes,
+                              (double)m.top_k * (D.net_ep.n - D.net_ep.per_node) / D.net_ep.n);
+                s += buf;
+            } else {
+                s += " inside one NVLink domain: the same traffic as the all-to-all";
+            }
+        }
+        if (pa.moe_a2a_overlap) {
+            if (D.a2a_paired > 0) {
+                std::snprintf(buf, sizeof buf, "%s%.0f%% of the blocks run their dispatch / combine beside another "
+                                               "micro-batch's compute (combined 1F1B)",
+                              pa.moe_dispatcher != MoeDispatcher::alltoall ? "; " : " ", 100.0 * D.a2a_paired);
+                s += buf;
+            } else {
+                s += " overlap off for this layout (it needs vpp with pp > 1 and no full recompute)";
+            }
+        }
+        est.notes.push_back(s);
+    }
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
     // mla: what MLA and MTP change, where a reader would not guess it.
