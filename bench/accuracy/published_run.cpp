@@ -62,7 +62,9 @@ const std::set<std::string> kRunKeys = {
     // mlarows: recent open models' shapes (model.* of the same name), the experts' own tensor
     // parallelism (Megatron --expert-tensor-parallel-size) and an explicit pipeline split
     "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
-    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage"};
+    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage",
+    // deepep: the MoE token dispatcher's backend, the EP all-to-all overlap, group-limited routing
+    "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk"};
 
 std::string g_path;
 
@@ -265,6 +267,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             m.v_head_dim = shape_key("v_head_dim");
             m.mtp_layers = shape_key("mtp_layers");
             m.qk_layernorm = get<bool>(t, "qk_layernorm", false);  // mla: Qwen3's per-head q / k norms
+            m.moe_router_num_groups = shape_key("moe_router_num_groups");  // deepep
+            m.moe_router_group_topk = shape_key("moe_router_group_topk");  // deepep
             for (const char* key : {"moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers"})
                 if (m.experts < 2 && get<int>(t, key, 0) != 0)
                     fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: 0 unless experts >= 2");
@@ -343,6 +347,17 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         if (t.get("expert_tp") && m.experts < 2)
             fail_at(t.get("expert_tp"), 0, "run key \"expert_tp\" for a dense model; allowed: expert_tp with experts >= 2");
         p.expert_tp = expert_tp == p.tp ? 0 : expert_tp;
+        // deepep: Megatron-core's token dispatcher (flex with the deepep / hybridep backend, or the
+        // all-to-all one) and --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap);
+        // validate_job checks the overlap's preconditions.
+        const std::string dispatcher = get_word(t, "moe_dispatcher", "alltoall", {"alltoall", "deepep", "hybridep"});
+        p.moe_dispatcher = dispatcher == "deepep"     ? ptd::MoeDispatcher::deepep
+                         : dispatcher == "hybridep" ? ptd::MoeDispatcher::hybridep
+                                                    : ptd::MoeDispatcher::alltoall;
+        p.moe_a2a_overlap = get<bool>(t, "moe_a2a_overlap", false);
+        for (const char* key : {"moe_dispatcher", "moe_a2a_overlap"})
+            if (t.get(key) && m.experts < 2)
+                fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: with experts >= 2");
 
         p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;

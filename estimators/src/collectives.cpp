@@ -320,6 +320,56 @@ double ep_all_to_all_bytes(const LayoutDerived& L) {
     return L.e * L.tokens * shard * L.m->top_k * L.h;
 }
 
+// deepep: P(none of k picks without replacement from `pool` items falls among `subset`):
+// C(pool − subset, k) / C(pool, k).
+static double none_among(double pool, double subset, int k) {
+    double q = 1.0;
+    for (int i = 0; i < k; ++i) {
+        if (pool - subset - i <= 0) return 0.0;
+        q *= (pool - subset - i) / (pool - i);
+    }
+    return q;
+}
+
+double expected_expert_nodes(int experts, int top_k, int nodes, int num_groups, int group_topk) {
+    if (nodes <= 1 || experts < 1 || top_k < 1) return nodes >= 1 ? 1.0 : 0.0;
+    const double E = experts, N = nodes;
+    // Balanced routing, no group limit: each node holds E/N experts and is missed by all k
+    // picks with probability C(E − E/N, k) / C(E, k).
+    const double unlimited = N * (1.0 - none_among(E, E / N, top_k));
+    if (num_groups < 1 || group_topk < 1) return unlimited;
+    const double G = num_groups;
+    if (num_groups % nodes == 0)  // groups inside nodes (DeepSeek-V3: one group per node): the nodes of the picked groups
+        return std::min(unlimited, N * (1.0 - none_among(G, G / N, group_topk)));
+    if (nodes % num_groups == 0) {  // a group spans N/G nodes; each picked group takes ~k/group_topk experts
+        const int per_group = std::max(1, top_k / group_topk);
+        return std::min(unlimited, group_topk * (N / G) * (1.0 - none_among(E / G, E / N, per_group)));
+    }
+    return std::min(unlimited, (double)group_topk * std::ceil(N / G));  // groups straddle nodes: a bound
+}
+
+// deepep: one dispatch (or combine) of the rank's routed tokens. The all-to-all dispatcher
+// sends every routed copy: k per token (all_to_all_time). DeepEP's internode kernels (DeepEP
+// README / docs/legacy.md: "forwarding data from NVLink domain to RDMA domain", aligned with
+// DeepSeek-V3's node-limited routing, arXiv 2412.19437 §3.2.2) and NVIDIA's HybridEP (DeepEP
+// hybrid-ep branch docs/README_Hybrid-EP.md: inter-node RDMA, intra-node NVLink with TMA) send
+// a token over the network once per destination node, to the GPU of the same local index,
+// which forwards it over NVLink to the node's GPUs holding its experts. The network carries
+// (expected distinct remote nodes) × h per token instead of (remote copies) × h; NVLink carries
+// the copies to the node's other GPUs, directly or forwarded, and runs beside the network.
+// Megatron-core dispatches in bf16 for both backends (transformer_config.py:
+// moe_dispatch_fwd_dtype other than bf16 needs the ncclep backend).
+double ep_dispatch_time(const LayoutDerived& L) {
+    const double bytes = ep_all_to_all_bytes(L);
+    const GroupNet& g = L.net_ep;
+    if (!L.node_dedup || g.nodes <= 1 || g.n <= 1 || bytes <= 0) return all_to_all_time(bytes, g);
+    const double n = g.n, k = g.per_node;
+    const double nvlink = bytes * ((k - 1) / n + (n - k) / n * (k - 1) / k) / g.bus_intra;
+    const double network = k * bytes / L.m->top_k * L.ep_remote_nodes / g.bus_inter;  // the node's k ranks, k NIC shares
+    const double lat = kBaseLatRing[2] + kNetLatRing[2];
+    return lat * 1e-6 + std::max(nvlink, network);
+}
+
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
@@ -368,7 +418,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         B.cp = layers * std::max(0.0, 2.0 * t_ring - lt.attn_bwd);
     }
     if (L.moe && L.ep > 1) {
-        const double a2a = all_to_all_time(ep_all_to_all_bytes(L), L.net_ep);  // moe: the SP shard's copies
+        const double a2a = ep_dispatch_time(L);  // moe: the SP shard's copies; deepep: by dispatcher
         F.ep = layers * 2.0 * a2a;  // dispatch + combine, forward and backward
         B.ep = layers * 2.0 * a2a;
         // moe2: --moe-shared-expert-overlap runs the shared experts' MLP beside the dispatch and
@@ -423,7 +473,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         F.tp += L.mtp * f;
         B.tp += L.mtp * b;
         if (L.moe && L.ep > 1) {
-            const double a2a = all_to_all_time(ep_all_to_all_bytes(L), L.net_ep);
+            const double a2a = ep_dispatch_time(L);  // deepep
             F.ep += L.mtp * 2.0 * a2a;
             B.ep += L.mtp * 2.0 * a2a;
         }

@@ -249,6 +249,30 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // the bf16 all-gather (parallelize_llama.py apply_tp: enable_float8_tensorwise_tp only for
     // tensorwise recipes).
     L.fp8_cast_after_tp_gather = L.dtensor_sp && L.t > 1 && L.fp8 == Fp8Recipe::rowwise;
+    // deepep: the flex dispatcher's DeepEP / HybridEP kernels send a token once per node that
+    // holds any of its experts (collectives.cpp ep_dispatch_time): the expected other nodes,
+    // each node hit with the same probability.
+    L.node_dedup = L.moe && L.ep > 1 && job.parallel.moe_dispatcher != MoeDispatcher::alltoall;
+    L.ep_remote_nodes = 0;
+    if (L.node_dedup && L.net_ep.nodes > 1) {
+        const double N = L.net_ep.nodes;
+        L.ep_remote_nodes = expected_expert_nodes(m.experts, m.top_k, L.net_ep.nodes, m.moe_router_num_groups,
+                                                  m.moe_router_group_topk) * (N - 1.0) / N;
+    }
+    // deepep: --overlap-moe-expert-parallel-comm pairs one micro-batch's forward with another's
+    // backward in the 1F1B steady state (pipeline_parallel/combined_1f1b.py): without PP all
+    // but the first forward and the last backward (m − 1 of m); interleaved, all but the warm-up
+    // forwards and the cool-down backwards, (p − rank − 1)·2 + (v − 1)·N + 1 of the m·v per rank
+    // (schedules.py get_pp_rank_microbatches, one extra warm-up forward with the overlap), taken
+    // at the mean rank. Megatron refuses pp > 1 without vpp and full recompute (validate_job);
+    // a planner layout outside those preconditions runs without the overlap.
+    L.a2a_paired = 0;
+    if (job.parallel.moe_a2a_overlap && L.moe && L.ep > 1 && (L.p == 1 || L.v > 1) && L.rc != Recompute::full &&
+        L.schedule != PipelineSchedule::zb_h1 && L.schedule != PipelineSchedule::dualpipe) {
+        const double blocks = (double)L.mbs * L.v;
+        const double warmup = L.p > 1 ? (L.p - 1.0) + (L.v - 1.0) * L.mb_group + 1.0 : 1.0;
+        L.a2a_paired = std::max(0.0, blocks - warmup) / blocks;
+    }
     return L;
 }
 
@@ -261,6 +285,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     block_comm(L, lt, layers, first, last, c);
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
+    hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
     hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
     return c;
 }
@@ -306,6 +331,7 @@ ChunkTime block_time_mixed(const LayoutDerived& L, const LayerTime& lt, const La
     };
     add(c.fwd, d.fwd);
     add(c.bwd, d.bwd);
+    hide_ep_a2a(L, c);  // deepep: the whole chunk's compute is the paired window
     hide_p2p(L, c);
     return c;
 }
@@ -748,6 +774,37 @@ Estimate estimate_job(const JobSpec& job) {
             s += "; expert_tp " + std::to_string(pa.etp()) + " ≠ tp " + std::to_string(pa.tp) +
                  " (MoE parallel folding): EP groups of " + std::to_string(pa.ep) + " ranks " + std::to_string(pa.etp()) +
                  " apart, expert states sharded over expert-DP " + std::to_string(block / ((long long)pa.etp() * pa.ep));
+        }
+        est.notes.push_back(s);
+    }
+    // deepep: what the dispatcher backend and the all-to-all overlap did to the EP time.
+    if (const ParallelSpec& pa = job.parallel;
+        m.experts > 1 && pa.ep > 1 && (pa.moe_dispatcher != MoeDispatcher::alltoall || pa.moe_a2a_overlap)) {
+        const LayoutDerived D = derive(ctx, ch);
+        char buf[160];
+        std::string s = "EP all-to-all (deepep):";
+        if (pa.moe_dispatcher != MoeDispatcher::alltoall) {
+            s += pa.moe_dispatcher == MoeDispatcher::deepep ? " DeepEP" : " HybridEP";
+            if (D.net_ep.nodes > 1) {
+                std::snprintf(buf, sizeof buf,
+                              " sends a token once per remote node holding its experts: %.2f remote nodes on average (the "
+                              "EP group spans %d), vs %.2f remote copies for the all-to-all",
+                              D.ep_remote_nodes, D.net_ep.nodes,
+                              (double)m.top_k * (D.net_ep.n - D.net_ep.per_node) / D.net_ep.n);
+                s += buf;
+            } else {
+                s += " inside one NVLink domain: the same traffic as the all-to-all";
+            }
+        }
+        if (pa.moe_a2a_overlap) {
+            if (D.a2a_paired > 0) {
+                std::snprintf(buf, sizeof buf, "%s%.0f%% of the blocks run their dispatch / combine beside another "
+                                               "micro-batch's compute (combined 1F1B)",
+                              pa.moe_dispatcher != MoeDispatcher::alltoall ? "; " : " ", 100.0 * D.a2a_paired);
+                s += buf;
+            } else {
+                s += " overlap off for this layout (it needs vpp with pp > 1 and no full recompute)";
+            }
         }
         est.notes.push_back(s);
     }

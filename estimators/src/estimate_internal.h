@@ -152,6 +152,12 @@ struct LayoutDerived {
     // (p·v entries); null when first_dense = 0 (every layer is an MoE layer).
     const double* stage_dense;
     const double* chunk_dense;
+
+    // ---- deepep: the MoE token dispatcher's backend and the EP all-to-all overlap (estimate.cpp
+    // derive, collectives.cpp ep_dispatch_time, overlap.cpp hide_ep_a2a) ----
+    bool node_dedup = false;        // parallel.moe_dispatcher deepep / hybridep: hierarchical kernels
+    double ep_remote_nodes = 0;     // expected distinct other nodes (NVLink domains) holding a token's experts
+    double a2a_paired = 0;          // moe_a2a_overlap: share of the blocks run beside another micro-batch's; 0 = off
 };
 
 // moe2: see LayoutDerived::moe_g.
@@ -225,6 +231,9 @@ void assign_attention_widths(const ModelSpec& m, LayoutDerived& L);
 double attention_params_per_rank(const LayoutDerived& L, bool with_norms);
 // mla: the attention's input projections' forward GEMM time, MLA's down and up projections.
 double mla_qkv_gemm(const LayoutDerived& L, double* column_parallel_part);
+// deepep: expected distinct nodes among a token's top_k experts when `experts` experts sit
+// evenly on `nodes` nodes, with group-limited routing (num_groups / group_topk; 0 = none).
+double expected_expert_nodes(int experts, int top_k, int nodes, int num_groups, int group_topk);
 // The compute and recompute parts of one micro-batch's blocks through `layers` layers.
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);
 
@@ -250,6 +259,8 @@ double tp_mlp_comm(const LayoutDerived& L);
 // moe: bytes each rank sends in one expert-parallel all-to-all (dispatch or combine): its k
 // routed copies of the tokens it holds — under sequence parallelism its T/t shard.
 double ep_all_to_all_bytes(const LayoutDerived& L);
+// deepep: one dispatch or combine of the rank's routed tokens by L's dispatcher backend.
+double ep_dispatch_time(const LayoutDerived& L);
 // The TP, CP, EP and p2p parts of one micro-batch's blocks through `layers` layers.
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c);
 // One stage's data-parallel traffic per iteration, before overlap.
@@ -321,5 +332,8 @@ void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, C
 // blackwell: L.overlap_p2p: a chunk's pipeline hop runs beside the next chunk's compute (the
 // same work in a balanced split); shrinks c.fwd.p2p / c.bwd.p2p to what that compute leaves.
 void hide_p2p(const LayoutDerived& L, ChunkTime& c);
+// deepep: parallel.moe_a2a_overlap — the chunk's dispatch / combine beside the paired
+// micro-batch's compute (Megatron-core combined 1F1B schedule).
+void hide_ep_a2a(const LayoutDerived& L, ChunkTime& c);
 
 }  // namespace ptd::est

@@ -284,6 +284,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     // moe2: MoE parallel folding; Megatron's default is tp, so written only where it differs.
     if (m.experts > 1 && p.etp() != p.tp) arg("--expert-tensor-parallel-size", I(p.etp()));
     if (m.experts > 1 && p.moe_shared_expert_overlap) arg("--moe-shared-expert-overlap");
+    if (m.experts > 1 && p.moe_a2a_overlap) arg("--overlap-moe-expert-parallel-comm");  // deepep
     if (p.sequence_parallel) arg("--sequence-parallel");
     // p2psg: the scatter/gather pipeline send was Megatron-LM's default from Feb 2021 until
     // Megatron-Core dropped it (Mar 2023); today's Megatron-LM has neither the code nor, since
@@ -391,7 +392,19 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
         arg("--moe-router-topk", I(m.top_k));
         // moe: the estimate models Megatron-core's all-to-all token dispatcher (collectives.cpp
         // ep_all_to_all_bytes, tp_mlp_comm); Megatron's default is "allgather".
-        arg("--moe-token-dispatcher-type", "alltoall");
+        // deepep: parallel.moe_dispatcher deepep / hybridep is the flex dispatcher with that backend
+        // (Megatron-core transformer_config.py moe_flex_dispatcher_backend; --moe-enable-deepep is
+        // its deprecated spelling of deepep).
+        if (p.moe_dispatcher == MoeDispatcher::alltoall) {
+            arg("--moe-token-dispatcher-type", "alltoall");
+        } else {
+            arg("--moe-token-dispatcher-type", "flex");
+            arg("--moe-flex-dispatcher-backend", p.moe_dispatcher == MoeDispatcher::deepep ? "deepep" : "hybridep");
+        }
+        if (m.moe_router_num_groups > 0) {  // deepep: group-limited routing
+            arg("--moe-router-num-groups", I(m.moe_router_num_groups));
+            arg("--moe-router-group-topk", I(m.moe_router_group_topk));
+        }
         // mlaio: the experts' own width, the shared experts (one MLP of their total width, as
         // TransformerConfig.moe_shared_expert_intermediate_size documents) and the dense first
         // layers as --moe-layer-freq's list pattern (arguments.py moe_freq_type: digits, [ ] ( ) + *
@@ -677,6 +690,11 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
         out.notes.push_back("parallel.ep = " + std::to_string(p.ep) +
                             ": expert parallelism is set in the model code (deepspeed.moe.layer.MoE(ep_size=" +
                             std::to_string(p.ep) + "))");
+    // deepep: DeepSpeed-MoE's layer exchanges tokens with its own all-to-all.
+    if (p.moe_dispatcher != MoeDispatcher::alltoall || p.moe_a2a_overlap)
+        out.notes.push_back("parallel.moe_dispatcher / moe_a2a_overlap: Megatron-core's flex dispatcher (DeepEP / "
+                            "HybridEP) and --overlap-moe-expert-parallel-comm have no ds_config equivalent; "
+                            "DeepSpeed-MoE runs a plain all-to-all, so expect more EP time than the estimate's");
     if (p.sequence_parallel)
         out.notes.push_back("parallel.sequence_parallel: Megatron-style sequence parallelism is part of the "
                             "tensor-parallel model code, not ds_config");
@@ -779,6 +797,11 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (m.mtp_layers > 0 && !tp.flavor)
         tp.notes.push_back("model.mtp_layers = " + std::to_string(m.mtp_layers) + ": pass num_mtp_layers=" +
                            std::to_string(m.mtp_layers) + " to the deepseek_v3 model_registry and use MTPLoss");
+    // deepep: the keys name Megatron-core's dispatcher and schedule; nothing is written for them here.
+    if (m.experts > 1 && (p.moe_dispatcher != MoeDispatcher::alltoall || p.moe_a2a_overlap))
+        tp.notes.push_back("parallel.moe_dispatcher / moe_a2a_overlap: Megatron-core's flex dispatcher (DeepEP / HybridEP) "
+                           "and --overlap-moe-expert-parallel-comm; this export writes no torchtitan setting for them, so "
+                           "its expert-parallel all-to-all is torchtitan's own");
 
     // offload: torchtitan's training.enable_cpu_offload puts FSDP2's CPUOffloadPolicy on every
     // module: parameters, gradients and optimizer state go to host memory together.

@@ -651,6 +651,59 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("parallel.scatter_gather_tensors_in_pipeline",
             std::string("true with framework \"") + to_string(t.framework) +
                 "\"; allowed: true only with framework \"megatron\" (Megatron-LM's --scatter-gather-tensors-in-pipeline)");
+    // deepep: the flex dispatcher's backends and the EP all-to-all overlap are Megatron-core's;
+    // the overlap's preconditions are TransformerConfig.__post_init__'s
+    // (overlap_moe_expert_parallel_comm): EP > 1, vpp with pp > 1, no full recompute, a 16-bit
+    // model, no --moe-shared-expert-overlap, at most one MTP layer; its schedules are 1F1B and
+    // interleaved only (pipeline_parallel/combined_1f1b.py).
+    if (p.moe_dispatcher != MoeDispatcher::alltoall || p.moe_a2a_overlap) {
+        const char* key = p.moe_dispatcher != MoeDispatcher::alltoall ? "parallel.moe_dispatcher" : "parallel.moe_a2a_overlap";
+        if (m.experts < 2)
+            add(key, "set for a dense model (experts = " + s(m.experts) + "); allowed: the default (alltoall, "
+                     "no overlap) unless experts ≥ 2");
+        if (t.framework != Framework::megatron)
+            add(key, std::string("set with framework \"") + to_string(t.framework) +
+                         "\"; allowed: only with framework \"megatron\" (Megatron-core's MoE token dispatcher)");
+    }
+    if (p.moe_a2a_overlap && m.experts >= 2) {
+        auto refuse = [&](const std::string& why, const std::string& allowed) {
+            add("parallel.moe_a2a_overlap", "true " + why + "; allowed: " + allowed +
+                                                " (Megatron's --overlap-moe-expert-parallel-comm requires it)");
+        };
+        if (job.has_layout() && p.ep < 2) refuse("with ep = " + s(p.ep), "ep ≥ 2, or false");
+        if (job.has_layout() && p.pp > 1 && p.vpp < 2)
+            refuse("with pp = " + s(p.pp) + " and no vpp", "vpp ≥ 2 when pp > 1, or false");
+        if (p.recompute == Recompute::full) refuse("with recompute = \"full\"", "recompute \"none\" or \"selective\"");
+        if (t.precision == Precision::fp32) refuse("with precision \"fp32\"", "precision \"bf16\" or \"fp16\"");
+        if (p.moe_shared_expert_overlap)
+            refuse("with moe_shared_expert_overlap = true", "one of the two overlaps");
+        if (m.mtp_layers > 1) refuse("with mtp_layers = " + s(m.mtp_layers), "mtp_layers 0 or 1");
+        if (p.schedule == PipelineSchedule::zb_h1 || p.schedule == PipelineSchedule::dualpipe)
+            refuse(std::string("with schedule \"") + to_string(p.schedule) + "\"",
+                   "schedule \"auto\", \"1f1b\" or \"interleaved\" (the combined 1F1B schedule)");
+    }
+    // deepep: group-limited routing (Megatron-core router.py group_limited_topk): num_groups
+    // equal groups of experts, group_topk of them per token, top_k experts among those.
+    if (m.moe_router_num_groups > 0 || m.moe_router_group_topk > 0) {
+        const int g = m.moe_router_num_groups, gk = m.moe_router_group_topk;
+        if (m.experts < 2)
+            add(g > 0 ? "model.moe_router_num_groups" : "model.moe_router_group_topk",
+                "set for a dense model (experts = " + s(m.experts) + "); allowed: 0 unless experts ≥ 2");
+        else if (g < 1 || gk < 1)
+            add(g < 1 ? "model.moe_router_num_groups" : "model.moe_router_group_topk",
+                "missing: moe_router_num_groups = " + s(g) + ", moe_router_group_topk = " + s(gk) +
+                    "; allowed: both ≥ 1 (group-limited routing) or both 0");
+        else if (m.experts % g != 0)
+            add("model.moe_router_num_groups", "got " + s(g) + ", which does not divide experts = " + s(m.experts) +
+                                                   "; allowed: " + divisors_of(m.experts));
+        else if (gk > g)
+            add("model.moe_router_group_topk", "got " + s(gk) + " with moe_router_num_groups = " + s(g) +
+                                                   "; allowed: 1 .. " + s(g));
+        else if ((long long)gk * (m.experts / g) < m.top_k)
+            add("model.moe_router_group_topk", "got " + s(gk) + ": " + s(gk) + " groups of " + s(m.experts / g) +
+                                                   " experts hold fewer than top_k = " + s(m.top_k) +
+                                                   "; allowed: at least " + s((m.top_k + m.experts / g - 1) / (m.experts / g)));
+    }
     // recomp: turning off the asynchronous dgrad all-reduce is Megatron-LM's flag; the other
     // frameworks' TP backward is modelled without that overlap whatever the key says.
     if (!p.async_tensor_model_parallel_allreduce && t.framework != Framework::megatron)

@@ -241,6 +241,7 @@ static const std::vector<std::string> kPositionWords = {"learned", "rope"};
 static const std::vector<std::string> kRecomputeWords = {"none", "selective", "full"};
 // zb: in PipelineSchedule's order.
 static const std::vector<std::string> kScheduleWords = {"auto", "1f1b", "interleaved", "zb-h1", "dualpipe"};
+static const std::vector<std::string> kMoeDispatcherWords = {"alltoall", "deepep", "hybridep"};  // deepep
 static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
 static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
@@ -304,6 +305,8 @@ void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool f
     r.read_int("v_head_dim", m.v_head_dim, 0, 65536);
     r.read_int("mtp_layers", m.mtp_layers, 0, 64);
     r.read_bool("qk_layernorm", m.qk_layernorm);  // mla
+    r.read_int("moe_router_num_groups", m.moe_router_num_groups, 0, 1 << 20);  // deepep
+    r.read_int("moe_router_group_topk", m.moe_router_group_topk, 0, 1 << 20);  // deepep
     if (m.experts > 1 && !r.has("top_k") && from_scratch) m.top_k = 2;
 }
 
@@ -565,6 +568,8 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
     r.read_int("expert_tp", p.expert_tp, 0, 1 << 20);  // moe2: 0 = tp
     r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
+    read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords);  // deepep
+    r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap);  // deepep
     r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
     r.finish();
@@ -952,6 +957,8 @@ void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) 
     if (given(&ModelSpec::v_head_dim)) w.int_("v_head_dim", m.v_head_dim);
     if (given(&ModelSpec::mtp_layers)) w.int_("mtp_layers", m.mtp_layers);
     if (base ? m.qk_layernorm != base->qk_layernorm : m.qk_layernorm) w.boolean("qk_layernorm", m.qk_layernorm);
+    if (given(&ModelSpec::moe_router_num_groups)) w.int_("moe_router_num_groups", m.moe_router_num_groups);  // deepep
+    if (given(&ModelSpec::moe_router_group_topk)) w.int_("moe_router_group_topk", m.moe_router_group_topk);  // deepep
 }
 
 void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
@@ -1045,6 +1052,9 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
     if (p.expert_tp > 0) w.int_("expert_tp", p.expert_tp);  // moe2
     if (p.moe_shared_expert_overlap) w.boolean("moe_shared_expert_overlap", true);  // moe2
+    if (p.moe_dispatcher != MoeDispatcher::alltoall)  // deepep
+        w.str("moe_dispatcher", kMoeDispatcherWords[(size_t)p.moe_dispatcher]);
+    if (p.moe_a2a_overlap) w.boolean("moe_a2a_overlap", true);  // deepep
     }
 
     const TrainingSpec& t = job.training;

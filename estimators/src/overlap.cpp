@@ -18,6 +18,8 @@
 //    reduce-scatter beside the weight-gradient GEMM, hide_tp_dgrad);
 //  - ZeRO-3 / FSDP per-layer parameter gathers and gradient reduce-scatters, prefetched
 //    parallel.fsdp_prefetch layers ahead;
+//  - the MoE dispatch / combine all-to-alls beside another micro-batch's compute
+//    (deepep: parallel.moe_a2a_overlap, Megatron-core's combined 1F1B schedule, hide_ep_a2a);
 //  - SM contention: compute that runs beside a collective is slowed (NCCL's kernels occupy
 //    SMs and memory bandwidth), TimeModelConstants::overlap_slowdown;
 //  - DeepSpeed's pipeline engine (dsthru): its TrainSchedule issues ReduceGrads, then
@@ -196,6 +198,24 @@ void hide_p2p(const LayoutDerived& L, ChunkTime& c) {
     if (!L.overlap_p2p) return;
     c.fwd.p2p = overlapped_cost(c.fwd.p2p, c.fwd.compute);
     c.bwd.p2p = overlapped_cost(c.bwd.p2p, c.bwd.compute);
+}
+
+// deepep: Megatron-core's --overlap-moe-expert-parallel-comm (combined_1f1b.py: "the forward
+// pass of Transformer layers for one micro-batch runs in parallel with the backward pass of
+// another ... EP A2A in forward step is hidden by the attention/mlp computation in the backward
+// step, and vice versa"): in a paired step the chunk's forward and backward all-to-alls run on
+// the communication stream beside the pair's compute (forward, backward and its recompute), at
+// the SM-contention cost of overlapped_cost; the unpaired warm-up forwards and cool-down
+// backwards (1 − a2a_paired of them) keep theirs exposed. Both directions keep their share.
+void hide_ep_a2a(const LayoutDerived& L, ChunkTime& c) {
+    if (L.a2a_paired <= 0) return;
+    const double comm = c.fwd.ep + c.bwd.ep;
+    if (comm <= 0) return;
+    const double window = c.fwd.compute + c.bwd.compute + c.bwd.recompute;
+    const double exposed = (1.0 - L.a2a_paired) * comm + L.a2a_paired * overlapped_cost(comm, window);
+    const double keep = exposed / comm;
+    c.fwd.ep *= keep;
+    c.bwd.ep *= keep;
 }
 
 // recomp: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward

@@ -59,6 +59,10 @@ inline constexpr int kGpuGenerationCount = 8;
 enum class Fp8Recipe { none, delayed, current, tensorwise, rowwise, mxfp8 };
 // hybrid: E4M3 forward, E5M2 gradients (TE Format.HYBRID); e4m3: E4M3 everywhere.
 enum class Fp8Format { hybrid, e4m3 };
+// deepep: Megatron-core's MoE token dispatcher for expert parallelism: the all-to-all one
+// (--moe-token-dispatcher-type alltoall), or the flex dispatcher with DeepEP's or NVIDIA's
+// HybridEP fused kernels (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend ...).
+enum class MoeDispatcher : uint8_t { alltoall, deepep, hybridep };
 enum class OffloadDevice { none, cpu };                 // where offloaded states live (offload)
 // The pipeline schedule (zb: issue 15 point 5). automatic = Megatron-LM's choice: 1F1B, or
 // the interleaved 1F1B when vpp > 1. TOML: "auto", "1f1b", "interleaved", "zb-h1", "dualpipe".
@@ -142,6 +146,11 @@ struct ModelSpec {
     int mtp_layers = 0;               // multi-token prediction depth (DeepSeek-V3; --mtp-num-layers)
     bool qk_layernorm = false;        // mla: a norm over each head's query and key (Qwen3, --qk-layernorm;
                                       // HF q_norm / k_norm); MLA's latent norms are counted regardless
+    // deepep: group-limited routing (HF n_group / topk_group; Megatron --moe-router-num-groups /
+    // --moe-router-group-topk; DeepSeek-V3: 8 / 4): the experts form num_groups equal groups and
+    // each token picks its top_k experts inside its group_topk best groups. 0 / 0 = unlimited.
+    int moe_router_num_groups = 0;
+    int moe_router_group_topk = 0;
 
     // Query/key head width without any RoPE part: head_dim_given, else hidden / heads.
     int head_dim() const { return head_dim_given > 0 ? head_dim_given : (heads > 0 ? hidden / heads : 0); }
@@ -300,6 +309,12 @@ struct ParallelSpec {
     // moe2: Megatron's --moe-shared-expert-overlap: the shared experts' MLP runs beside the
     // token dispatcher's all-to-all (Megatron-core SharedExpertMLP on its own stream).
     bool moe_shared_expert_overlap = false;
+    // deepep: the token dispatcher (MoeDispatcher above); alltoall = today's model.
+    MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
+    // deepep: Megatron's --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap):
+    // the combined 1F1B schedule (pipeline_parallel/combined_1f1b.py) runs one micro-batch's
+    // forward beside another's backward, each one's dispatch / combine under the other's compute.
+    bool moe_a2a_overlap = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
