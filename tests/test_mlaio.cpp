@@ -100,7 +100,8 @@ TEST(MlaioImport, DeepSeekV3) {
     EXPECT_FALSE(m.tied_embeddings);
     EXPECT_FALSE(m.qkv_bias);
     const std::string notes = notes_of(h);
-    EXPECT_TRUE(contains(notes, "n_group = 8")) << notes;
+    EXPECT_EQ(m.moe_router_num_groups, 8);  // n_group / topk_group: group-limited routing (deepep)
+    EXPECT_EQ(m.moe_router_group_topk, 4);
     EXPECT_TRUE(contains(notes, "routing and load-balancing details")) << notes;
     EXPECT_TRUE(contains(notes, "latents (q_lora_rank + kv_lora_rank parameters per layer) are left out")) << notes;
     EXPECT_FALSE(contains(notes, "not understood")) << notes;
@@ -376,7 +377,8 @@ TEST(MlaioExport, MegatronDeepSeekV3) {
                                         "--moe-shared-expert-intermediate-size", "--moe-layer-freq",
                                         // MoE flags a dense model does not get
                                         "--num-experts", "--moe-router-topk", "--moe-token-dispatcher-type",
-                                        "--expert-model-parallel-size", "--expert-tensor-parallel-size"};
+                                        "--expert-model-parallel-size", "--expert-tensor-parallel-size",
+                                        "--moe-router-num-groups", "--moe-router-group-topk"};
     std::set<std::string> dense;
     for (const auto& [f, v] : megatron_pairs(export_text(
              preset_job("llama3-70b", "tp = 2\npp = 16\ndp = 32\nsequence_parallel = true\ndistributed_optimizer = true\n"
@@ -536,9 +538,9 @@ TEST(MlaioDisplay, SummaryNamesTheNewKeys) {
     const ptd::ModelSpec& ds = *presets().find_model("deepseek-v3");
     EXPECT_EQ(ptd::model_shape_details(ds),
               "MLA: q_lora 1536, kv_lora 512, q/k heads 128 + 64 RoPE, v heads 128; experts 2048 wide, shared experts "
-              "2048, first 3 layers dense (ffn 18432); MTP 1");
-    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("qwen3-30b-a3b")), "head_dim 128; experts 768 wide");
-    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("qwen3-8b")), "");
+              "2048, first 3 layers dense (ffn 18432), routing within 4 of 8 groups; MTP 1");
+    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("qwen3-30b-a3b")), "head_dim 128; q/k norms; experts 768 wide");
+    EXPECT_EQ(ptd::model_shape_details(*presets().find_model("qwen3-8b")), "q/k norms");
     EXPECT_EQ(ptd::model_shape_details(*presets().find_model("mixtral-8x7b")), "");
 
     const ptd::JobSpec job = preset_job("deepseek-v3", "tp = 8\ndp = 128\nep = 64\nsequence_parallel = true");

@@ -238,6 +238,9 @@ std::string model_shape_details(const ModelSpec& m) {
         if (m.first_dense_layers > 0)
             moe += (moe.empty() ? "" : ", ") + fmt("first %d layer%s dense (ffn %d)", m.first_dense_layers,
                                                    m.first_dense_layers == 1 ? "" : "s", m.ffn_hidden);
+        if (m.moe_router_num_groups > 0)  // deepep: group-limited routing
+            moe += (moe.empty() ? "" : ", ") + fmt("routing within %d of %d groups", m.moe_router_group_topk,
+                                                   m.moe_router_num_groups);
         if (!moe.empty()) parts.push_back(moe);
     }
     if (m.mtp_layers > 0) parts.push_back(fmt("MTP %d", m.mtp_layers));
@@ -255,7 +258,9 @@ void add_model_shape_json(nlohmann::json& model, const ModelSpec& m) {
                                                 {"kv_lora_rank", m.kv_lora_rank},
                                                 {"qk_rope_head_dim", m.qk_rope_head_dim},
                                                 {"v_head_dim", m.v_head_dim},
-                                                {"mtp_layers", m.mtp_layers}};
+                                                {"mtp_layers", m.mtp_layers},
+                                                {"moe_router_num_groups", m.moe_router_num_groups},
+                                                {"moe_router_group_topk", m.moe_router_group_topk}};
     for (const auto& [key, v] : keys)
         if (v != 0) model[key] = v;
     if (m.qk_layernorm) model["qk_layernorm"] = true;

@@ -581,6 +581,7 @@ struct MoeFields {
     bool present = false;               // an MoE model (experts > 0)
     std::optional<int> experts, top_k, expert_ffn;
     int shared_ffn = 0, dense_first = 0;
+    int groups = 0, group_topk = 0;     // deepep: node-limited routing (n_group / topk_group)
     const char* experts_key = "";
 };
 
@@ -617,7 +618,18 @@ MoeFields read_deepseek_moe(Mapper& m) {
     f.present = m.present("n_routed_experts") && !field_is_off("n_routed_experts", *m.peek("n_routed_experts"));
     // Routing details: which experts win, not how many run or how wide they are.
     std::vector<std::string> routing;
-    for (const char* k : {"n_group", "topk_group", "topk_method", "routed_scaling_factor", "scoring_func",
+    // deepep: n_group / topk_group (DeepSeek's group-limited routing: each token's experts come
+    // from topk_group of n_group groups) are model.moe_router_num_groups / moe_router_group_topk
+    // (Megatron --moe-router-num-groups / --moe-router-group-topk), which bound the nodes a
+    // token's dispatch reaches; one group is no limit.
+    if (f.present) {
+        auto groups = count_field(m, "n_group", kMaxExperts, "expert groups for group-limited routing", 0);
+        auto group_topk = count_field(m, "topk_group", kMaxExperts, "groups each token's experts come from", 0);
+        if (groups && group_topk && *groups > 1) f.groups = *groups, f.group_topk = *group_topk;
+    } else {
+        m.allow({"n_group", "topk_group"});
+    }
+    for (const char* k : {"topk_method", "routed_scaling_factor", "scoring_func",
                           "norm_topk_prob", "aux_loss_alpha", "seq_aux", "ep_size"})
         if (const json* v = m.get(k)) routing.push_back(std::string(k) + " = " + show(*v));
     if (!routing.empty()) {
@@ -719,6 +731,8 @@ void apply_moe(Mapper& m, const MoeFields& f, ModelSpec& s) {
     s.moe_ffn_hidden = *f.expert_ffn;
     s.shared_expert_ffn_hidden = f.shared_ffn;
     s.first_dense_layers = f.dense_first;
+    s.moe_router_num_groups = f.groups;  // deepep
+    s.moe_router_group_topk = f.group_topk;
 }
 
 
