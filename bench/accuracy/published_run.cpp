@@ -62,7 +62,9 @@ const std::set<std::string> kRunKeys = {
     // mlarows: recent open models' shapes (model.* of the same name), the experts' own tensor
     // parallelism (Megatron --expert-tensor-parallel-size) and an explicit pipeline split
     "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
-    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "expert_tp", "layers_per_stage"};
+    "qk_rope_head_dim", "v_head_dim", "mtp_layers", "expert_tp", "layers_per_stage",
+    // recmod: Megatron-core's selective recompute modules (parallel.recompute_modules)
+    "recompute_modules"};
 
 std::string g_path;
 

@@ -96,6 +96,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.cpu = ctx.cpu_device;
     L.rc = ch.recompute;
     L.rc_style = job.parallel.recompute_style;
+    L.rc_modules = job.parallel.recompute_modules;  // recmod
     L.edp = std::max(1, L.dp * L.c / L.ep);
     // moe2: MoE parallel folding: the expert-DP group is what is left of tp·cp·dp after etp·ep.
     if (L.etp != L.t) L.edp = std::max(1, L.t * L.c * L.dp / (L.etp * L.ep));
@@ -664,7 +665,9 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
     const int world = L.t * L.p * L.dp * L.c;
     const double tokens = (double)job.training.global_batch * m.seq_len;
-    const FlopsEstimate fl = flops_per_token(m, ch.recompute, es.attention_flops, L.vocab);
+    const FlopsEstimate fl = flops_per_token(  // recmod: Megatron's recompute_modules
+        m, ch.recompute, job.parallel.recompute_style == RecomputeStyle::megatron ? job.parallel.recompute_modules : kRecomputeCoreAttn,
+        es.attention_flops, L.vocab);
     score.peak_bytes = worst_total;
     score.fits = worst_total <= usable;
     // offload: the node's host RAM holds what its GPUs offloaded; a layout that does not fit
