@@ -7,6 +7,8 @@
 //   - bad words, recompute != "selective", torchtitan-op style and modules the model lacks are
 //     refused with the file and line; exports: Megatron-LM writes --recompute-modules,
 //     torchtitan and DeepSpeed refuse.
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include "job_test_util.h"
 #include "ptd/estimate.h"
 #include "ptd/export.h"
+#include "published_runs_test_util.h"
 
 namespace {
 
@@ -249,6 +252,62 @@ TEST(Recmod, MegatronWritesTheModulesOthersRefuse) {
         EXPECT_TRUE(contains(out.error().str(), "parallel.recompute_modules")) << out.error().str();
         EXPECT_TRUE(contains(out.error().str(), "no per-module selective recompute")) << out.error().str();
     }
+}
+
+// ---- the published-runs loader and the DeepSeek-V3 rows ----
+
+std::vector<::Run> load_run_text(const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + name;
+    {
+        std::ofstream f(path);
+        f << text;
+    }
+    std::vector<::Run> runs = load_runs(path, embedded_presets());
+    std::remove(path.c_str());
+    return runs;
+}
+
+const char* kDenseRun =
+    "[[run]]\nname = \"x-1\"\nframework = \"nemo\"\ngpu = \"h100-sxm\"\ngpus = 8\narch = \"llama\"\nlayers = 4\n"
+    "hidden = 256\nheads = 4\ndp = 8\nglobal_batch = 16\niteration_s = 1.0\n";
+
+TEST(RecmodLoader, RecomputeModulesReachTheJob) {
+    const auto runs = load_run_text("recmod_ok.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"mlp\", \"layernorm\"]\n");
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_TRUE(runs[0].skip.empty()) << runs[0].skip;
+    EXPECT_EQ(runs[0].job.parallel.recompute_modules, kRecomputeMlp | kRecomputeLayernorm);
+    // Without recompute = "selective" the job's validation message skips the row.
+    const auto none = load_run_text("recmod_none.toml", std::string(kDenseRun) + "recompute_modules = [\"mlp\"]\n");
+    ASSERT_EQ(none.size(), 1u);
+    EXPECT_NE(none[0].skip.find("parallel.recompute_modules"), std::string::npos) << none[0].skip;
+}
+
+TEST(RecmodLoader, UnknownWordNamesTheFileAndLine) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(load_run_text("recmod_bad.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"attention\"]\n"),
+                ::testing::ExitedWithCode(2), "recmod_bad.toml:14: run key \"recompute_modules\" has \"attention\"; allowed: core_attn, ");
+}
+
+TEST(RecmodLoader, DeepSeekV3RowsRecomputeWhatTheirRecipesDo) {
+    int mla_up = 0, core = 0;
+    for (const ::Run& r : ptd_test::published_runs()) {
+        if (r.name.find("deepseek-v3") == std::string::npos) continue;
+        const ParallelSpec& p = r.job.parallel;
+        EXPECT_TRUE(r.skip.empty()) << r.name << ": " << r.skip;
+        EXPECT_EQ(p.recompute, Recompute::selective) << r.name;
+        if (p.recompute_modules & kRecomputeMlaUpProj) {
+            ++mla_up;
+            // Only the B200 MXFP8 PP8 VP2 recipe adds the dense layers' MLPs.
+            EXPECT_EQ(p.recompute_modules, r.name == "mbridge2604-deepseek-v3-b200-mxfp8" ? kRecomputeMlaUpProj | kRecomputeMlp
+                                                                                          : (uint32_t)kRecomputeMlaUpProj)
+                << r.name;
+        } else {
+            ++core;
+            EXPECT_EQ(p.recompute_modules, (uint32_t)kRecomputeCoreAttn) << r.name;
+        }
+    }
+    EXPECT_EQ(mla_up, 7);
+    EXPECT_EQ(core, 3);
 }
 
 }  // namespace
