@@ -17,6 +17,7 @@
 #include "job_test_util.h"
 #include "ptd/estimate.h"
 #include "ptd/export.h"
+#include "ptd/planner.h"
 #include "published_runs_test_util.h"
 
 namespace {
@@ -232,6 +233,21 @@ TEST(Recmod, BadWordsAndCombinationsAreRefusedWithTheirLine) {
     std::string moe_on_dense = dense;
     moe_on_dense.replace(moe_on_dense.find("[\"mla_up_proj\"]"), 15, "[\"moe_act\"]");
     EXPECT_TRUE(contains(load_error_of(moe_on_dense), "experts > 1"));
+}
+
+// A planned layout with another recompute than the job's selective drops the module list, so
+// the planned job still validates (and exports).
+TEST(Recmod, PlanEntryWithOtherRecomputeDropsTheList) {
+    const JobSpec job = job_from_text(mini_v3("recompute = \"selective\"\nrecompute_modules = [\"mla_up_proj\"]\n"), "recmod.toml");
+    PlanEntry entry;
+    entry.choice.tp = 2, entry.choice.pp = 1, entry.choice.dp = 4, entry.choice.cp = 1, entry.choice.ep = 4, entry.choice.vpp = 1;
+    entry.choice.micro_batch = 1, entry.choice.sequence_parallel = true;
+    for (Recompute rc : {Recompute::none, Recompute::full, Recompute::selective}) {
+        entry.choice.recompute = rc;
+        const JobSpec planned = apply_plan_entry(job, entry);
+        EXPECT_TRUE(validate_job(planned).empty()) << to_string(rc) << ": " << format_diagnostics(validate_job(planned));
+        EXPECT_EQ(planned.parallel.recompute_modules, rc == Recompute::selective ? (uint32_t)kRecomputeMlaUpProj : (uint32_t)kRecomputeCoreAttn);
+    }
 }
 
 // ---- exports ----

@@ -771,8 +771,16 @@ Estimate estimate_job(const JobSpec& job) {
                             (job.parallel.pp > 1 && !m.tied_embeddings ? " and a copy of the word embedding" : "") +
                             "; model FLOPs count them, as Megatron-LM's do");
     }
-    if (job.parallel.recompute == Recompute::selective)
+    if (job.parallel.recompute == Recompute::selective && (job.parallel.recompute_modules == kRecomputeCoreAttn ||
+                                                           job.parallel.recompute_style != RecomputeStyle::megatron))
         est.notes.push_back("selective recompute: the attention core is recomputed during backward (its scores are not kept)");
+    else if (job.parallel.recompute == Recompute::selective) {  // recmod: Megatron-core's module list
+        std::string words;
+        for (const std::string& w : recompute_module_words(job.parallel.recompute_modules)) words += (words.empty() ? "" : ", ") + w;
+        est.notes.push_back("selective recompute of Megatron-core modules " + words +
+                            ": their saved tensors are not kept and their forward (with its collectives) runs again during "
+                            "backward; hardware FLOPs count it, model FLOPs do not");
+    }
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
