@@ -18,6 +18,7 @@
 #include "ptd/estimate.h"
 #include "ptd/export.h"
 #include "ptd/planner.h"
+#include "estimate_view.h"
 #include "published_runs_test_util.h"
 
 namespace {
@@ -248,6 +249,15 @@ TEST(Recmod, PlanEntryWithOtherRecomputeDropsTheList) {
         EXPECT_TRUE(validate_job(planned).empty()) << to_string(rc) << ": " << format_diagnostics(validate_job(planned));
         EXPECT_EQ(planned.parallel.recompute_modules, rc == Recompute::selective ? (uint32_t)kRecomputeMlaUpProj : (uint32_t)kRecomputeCoreAttn);
     }
+}
+
+// The estimate's header names the modules where they differ from the default.
+TEST(Recmod, EstimateHeaderNamesTheModules) {
+    const JobSpec listed = job_from_text(mini_v3("recompute = \"selective\"\nrecompute_modules = [\"mlp\", \"layernorm\"]\n"), "recmod.toml");
+    const std::string text = render_estimate_text(listed, estimate_job(listed), Term{});
+    EXPECT_TRUE(contains(text, "recompute selective (layernorm, mlp) ·")) << text;
+    const JobSpec plain = job_from_text(mini_v3("recompute = \"selective\"\n"), "recmod.toml");
+    EXPECT_TRUE(contains(render_estimate_text(plain, estimate_job(plain), Term{}), "recompute selective ·"));
 }
 
 // ---- exports ----
