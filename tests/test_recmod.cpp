@@ -223,6 +223,9 @@ TEST(Recmod, BadWordsAndCombinationsAreRefusedWithTheirLine) {
     EXPECT_TRUE(contains(titan, "recompute_style = \"torchtitan-op\"")) << titan;
 
     EXPECT_TRUE(contains(load_error_of(mini_v3("recompute = \"selective\"\nrecompute_modules = []\n")), "non-empty"));
+    EXPECT_TRUE(contains(load_error_of(mini_v3("recompute = \"selective\"\nrecompute_modules = [\"mlp\"]\n") +
+                                       "[estimate]\nactivation_profile = \"ptd-engine\"\n"),
+                         "[\"mlp\"] with estimate.activation_profile = \"ptd-engine\""));
 
     // Modules the model does not have (Megatron-core refuses mla_up_proj without MLA).
     const std::string dense =

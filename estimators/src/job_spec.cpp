@@ -714,6 +714,10 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 given + " names \"mlp\" but every layer is an MoE layer (Megatron recomputes only dense MLPs "
                         "with it); allowed: mlp with a dense model or first_dense_layers > 0 (\"moe\" recomputes "
                         "the MoE layer)");
+        if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
+            add("parallel.recompute_modules",
+                given + " with estimate.activation_profile = \"ptd-engine\"; allowed: only with the \"megatron\" "
+                        "profile (the bundled engine's buffer list has no Megatron-core modules)");
         if ((has(kRecomputeMoeAct) || has(kRecomputeLayernorm)) && t.fp8 == Fp8Recipe::delayed)
             add("parallel.recompute_modules",
                 given + " names \"moe_act\" / \"layernorm\" with fp8 = \"delayed\"; allowed: those with "
