@@ -118,6 +118,15 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                (std::string(to_string(p.recompute)) +
                 (p.recompute == Recompute::selective && p.recompute_style != RecomputeStyle::megatron
                      ? std::string(" (") + to_string(p.recompute_style) + ")"
+                     : std::string()) +
+                (p.recompute == Recompute::selective && p.recompute_style == RecomputeStyle::megatron &&
+                         p.recompute_modules != kRecomputeCoreAttn  // recmod: Megatron-core's module list
+                     ? [&] {
+                           std::string words;
+                           for (const std::string& w : recompute_module_words(p.recompute_modules))
+                               words += (words.empty() ? " (" : ", ") + w;
+                           return words + ")";
+                       }()
                      : std::string()))
                    .c_str(),
                p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");

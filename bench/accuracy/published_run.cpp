@@ -64,7 +64,9 @@ const std::set<std::string> kRunKeys = {
     "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
     "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage",
     // deepep: the MoE token dispatcher's backend, the EP all-to-all overlap, group-limited routing
-    "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk"};
+    "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk",
+    // recmod: Megatron-core's selective recompute modules (parallel.recompute_modules)
+    "recompute_modules"};
 
 std::string g_path;
 

@@ -152,6 +152,27 @@ inline bool read_run_layout(const std::string& path, const toml::table& t, int l
     p.sequence_parallel = run_key<bool>(path, t, "sequence_parallel", d.sequence_parallel && p.tp > 1);
     const std::string rc = run_word(path, t, "recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
+    // recmod: Megatron-core's --recompute-modules (parallel.recompute_modules); validate_job
+    // checks that it goes with recompute = "selective" and the model's features.
+    if (const toml::node* n = t.get("recompute_modules")) {
+        const toml::array* arr = n->as_array();
+        if (!arr || arr->empty())
+            run_file_fail(path, n, 0, "run key \"recompute_modules\" must be a non-empty array of Megatron-core module words");
+        p.recompute_modules = 0;
+        for (const toml::node& e : *arr) {
+            const std::optional<std::string> w = e.value<std::string>();
+            int bit = -1;
+            std::string allowed;
+            for (int k = 0; k < ptd::kRecomputeModuleCount; ++k) {
+                if (w && *w == ptd::recompute_module_word(k)) bit = k;
+                allowed += std::string(k ? ", " : "") + ptd::recompute_module_word(k);
+            }
+            if (bit < 0)
+                run_file_fail(path, &e, 0, "run key \"recompute_modules\" has " + (w ? "\"" + *w + "\"" : std::string("a non-string entry")) +
+                                               "; allowed: " + allowed);
+            p.recompute_modules |= 1u << bit;
+        }
+    }
     p.account_for_embedding_in_pipeline_split = run_key<bool>(path, t, "account_for_embedding_in_pipeline_split", false);
     p.account_for_loss_in_pipeline_split = run_key<bool>(path, t, "account_for_loss_in_pipeline_split", false);
     p.microbatch_group_size = run_key<int>(path, t, "microbatch_group_size", 0);

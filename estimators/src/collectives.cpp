@@ -406,6 +406,15 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         // papers: the distributed checkpoint is all-gathered over the TP group before each
         // layer's recompute (Megatron tensor_parallel/random.py gather_split_1d_tensor).
         if (L.distribute_saved) B.tp += layers * nccl_time(Collective::all_gather, msg, L.net_tp);
+        // recmod: a recomputed module's forward collectives run again in the backward: a dense
+        // MLP's (all-gather + reduce-scatter under SP, else the all-reduce), the MoE layer's TP /
+        // expert-TP pair, and MLA's latent all-gather in front of the up projections (SP only).
+        if (!L.moe && rc_module(L, kRecomputeMlp))
+            B.tp += layers * (L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp)
+                                   : nccl_time(Collective::all_reduce, msg, L.net_tp));
+        if (L.moe && rc_module(L, kRecomputeMoe)) B.tp += layers * tp_mlp_comm(L);
+        if (L.mla && L.sp && rc_module(L, kRecomputeMlaUpProj))
+            B.tp += layers * nccl_time(Collective::all_gather, L.e * T * ((L.q_lora > 0 ? L.q_lora : L.h) + L.kv_lora), L.net_tp);
         if (first && L.t > 1) F.tp += one;  // vocab-parallel embedding
         if (last && L.t > 1) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }
@@ -427,6 +436,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
             F.ep = layers * std::max(0.0, 2.0 * a2a - lt.gemm_shared);
             B.ep = layers * std::max(0.0, 2.0 * a2a - 2.0 * lt.gemm_shared);
         }
+        if (rc_module(L, kRecomputeMoe)) B.ep += layers * 2.0 * a2a;  // recmod: dispatch + combine again
     }
     if (L.p > 1 && L.ds_pipe) {
         // dsthru: DeepSpeed's TrainSchedule opens each step with a blocking, paired exchange

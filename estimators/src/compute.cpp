@@ -49,6 +49,11 @@ double gemm_efficiency(double m, double n, double k) { return gemm_efficiency(m,
 
 FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
                               double vocab_padded) {
+    return flops_per_token(m, recompute, kRecomputeCoreAttn, convention, vocab_padded);
+}
+
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t recompute_modules,
+                              AttentionFlops convention, double vocab_padded) {
     FlopsEstimate f;
     f.convention = convention;
     const double h = m.hidden, d = m.head_dim(), a = m.heads, g = m.kv_heads, F = m.ffn_hidden;
@@ -89,7 +94,23 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, Attention
     if (recompute == Recompute::full) extra = 2.0 * (layer_params_sum + m.mtp_layers * last_layer_params) + attn / 3.0;
     // Selective recomputes the core attention forward. Flash kernels also recompute scores in
     // their backward, but that is the kernel's own cost, not a recompute pass.
-    else if (recompute == Recompute::selective) extra = attn / 3.0;
+    else if (recompute == Recompute::selective) {
+        // recmod: core_attn repeats the attention core's forward; the other modules repeat
+        // their forward GEMMs (2 FLOPs per multiply-add; norms and activations count none) in
+        // each layer that has the module, MTP layers as the model's last layer.
+        if (recompute_modules & kRecomputeCoreAttn) extra = attn / 3.0;
+        const bool last_moe = moe && m.layers > dense_layers;
+        const double moe_layers = moe ? m.layers - dense_layers + (last_moe ? m.mtp_layers : 0.0) : 0.0;
+        const double dense_mlps = (moe ? dense_layers : (double)m.layers) + (last_moe ? 0.0 : m.mtp_layers);
+        if ((recompute_modules & kRecomputeMlaUpProj) && m.mla()) {
+            const double ql = m.q_lora_rank, kl = m.kv_lora_rank;
+            extra += 2.0 * (m.layers + m.mtp_layers) * ((ql > 0 ? ql : h) * a * (d + dr) + kl * a * (d + dv));
+        }
+        if (recompute_modules & kRecomputeMlp) extra += 2.0 * dense_mlps * mats * h * F;
+        if (recompute_modules & kRecomputeMoe) extra += 2.0 * moe_layers * mlp_params;
+        else if ((recompute_modules & kRecomputeSharedExperts) && moe)
+            extra += 2.0 * moe_layers * mats * h * m.shared_expert_ffn_hidden;
+    }
     f.hardware_per_token = f.model_per_token + extra;
     return f;
 }
@@ -308,6 +329,48 @@ double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
     return gemm + lt.elem + cast;
 }
 
+// recmod: the forward work Megatron-core's recompute_modules other than core_attn (which is
+// lt.attn, block_compute) run again in one layer's backward (transformer_layer.py, mlp.py,
+// moe/moe_layer.py, moe/experts.py, moe/shared_experts.py, multi_latent_attention.py):
+// layernorm: both norms (read + write the hidden row each; FP8: their outputs cast again);
+// mla_up_proj: the up projections' GEMMs and the fused RoPE (read and write Q, K, V);
+// mlp (a dense layer): FC1, the activation, FC2; moe: the router, the dispatcher's forward
+// passes, every local expert's GEMMs and activation, and the shared experts; moe_act: the
+// experts' activation; shared_experts: their MLP. The collectives these forwards repeat
+// are in collectives.cpp block_comm.
+static double module_recompute_time(const LayoutDerived& L, const LayerTime& lt) {
+    const double T = L.tokens, h = L.h, r = L.sp ? 1.0 / L.t : 1.0;
+    const double x = L.elementwise_factor * L.e / L.hbm;  // seconds per element read or written
+    const bool fp8 = L.fp8 != Fp8Recipe::none;
+    const double mats_in = L.swiglu ? 2.0 : 1.0, act = L.swiglu ? 3.0 : 2.0;  // activation: read 2f (1f), write f
+    double t = 0;
+    if (rc_module(L, kRecomputeLayernorm)) {
+        t += x * 4.0 * T * h * r;
+        if (fp8) t += L.fp8_cast.in_fwd * (T * h * r + (L.moe ? 0.0 : T * h * r)) / L.hbm;
+    }
+    if (L.mla && rc_module(L, kRecomputeMlaUpProj))
+        t += lt.gemm_qkv + x * 2.0 * T * L.heads_l * (2.0 * L.d_qk + L.d_v);
+    if (L.moe) {
+        const double k = L.m->top_k, Tg = T * moe_token_scale(L) * k;
+        const double experts_l = (double)L.m->experts / L.ep, per_expert_tokens = Tg * L.ep / L.m->experts;
+        const double shared = L.fs_l > 0 ? lt.gemm_shared + x * act * T * L.fs_l : 0.0;
+        if (rc_module(L, kRecomputeMoe)) {
+            t += experts_l * (linear_gemm_time(L, per_expert_tokens, mats_in * L.f_l, h) +
+                              linear_gemm_time(L, per_expert_tokens, h, L.f_l)) +
+                 gemm_time(L.peak, T * r, L.m->experts, h, L.gemm_eff_max) + lt.moe_dispatch + x * act * Tg * L.f_l +
+                 shared;
+        } else {
+            if (rc_module(L, kRecomputeMoeAct)) t += x * act * Tg * L.f_l;
+            if (rc_module(L, kRecomputeSharedExperts)) t += shared;
+        }
+    } else if (rc_module(L, kRecomputeMlp)) {
+        t += lt.gemm_fc1 +
+             linear_gemm_time(L, T, h, L.f_l) + x * act * T * L.f_l;
+        if (fp8) t += L.fp8_cast.in_fwd * (T * h * r + T * L.f_l) / L.hbm;
+    }
+    return t;
+}
+
 // shape-dependent efficiency, attention core, and memory-bound element-wise work.
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
@@ -448,6 +511,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         lt.elem += L.elementwise_factor * L.e * T * (L.moe_g - 1.0) * (L.swiglu ? 4.0 : 3.0) * L.f_l * L.m->top_k / L.hbm;
     if (L.fs_l > 0) lt.elem += L.elementwise_factor * L.e * T * (L.swiglu ? 4.0 : 3.0) * L.fs_l / L.hbm;
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
+    if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::megatron) lt.module_recompute = module_recompute_time(L, lt);  // recmod
     return lt;
 }
 
@@ -475,7 +539,9 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     }
     if (L.rc == Recompute::full) B.recompute = F.compute;
     else if (L.rc == Recompute::selective)  // core attention forward again (Megatron); ttasync: op-level SAC
-        B.recompute = layers * (L.rc_style == RecomputeStyle::torchtitan_op ? lt.op_sac_recompute : lt.attn);
+        B.recompute = layers * (L.rc_style == RecomputeStyle::torchtitan_op
+                                    ? lt.op_sac_recompute
+                                    : (rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);  // recmod
     if (last) {
         const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
         const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
@@ -497,7 +563,8 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
                               2.0 * eh + 2.0 * norms + 2.0 * logits + ce);
         B.wgrad += L.mtp * (lt.gemm + eh + logits);
         if (L.rc == Recompute::full) B.recompute += L.mtp * layer_f;
-        else if (L.rc == Recompute::selective) B.recompute += L.mtp * lt.attn;
+        else if (L.rc == Recompute::selective)  // recmod: the MTP layer's modules as the model's layers
+            B.recompute += L.mtp * ((rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
     // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its

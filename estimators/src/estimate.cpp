@@ -96,6 +96,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.cpu = ctx.cpu_device;
     L.rc = ch.recompute;
     L.rc_style = job.parallel.recompute_style;
+    L.rc_modules = job.parallel.recompute_modules;  // recmod
     L.edp = std::max(1, L.dp * L.c / L.ep);
     // moe2: MoE parallel folding: the expert-DP group is what is left of tp·cp·dp after etp·ep.
     if (L.etp != L.t) L.edp = std::max(1, L.t * L.c * L.dp / (L.etp * L.ep));
@@ -690,7 +691,9 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
     const int world = L.t * L.p * L.dp * L.c;
     const double tokens = (double)job.training.global_batch * m.seq_len;
-    const FlopsEstimate fl = flops_per_token(m, ch.recompute, es.attention_flops, L.vocab);
+    const FlopsEstimate fl = flops_per_token(  // recmod: Megatron's recompute_modules
+        m, ch.recompute, job.parallel.recompute_style == RecomputeStyle::megatron ? job.parallel.recompute_modules : kRecomputeCoreAttn,
+        es.attention_flops, L.vocab);
     score.peak_bytes = worst_total;
     score.fits = worst_total <= usable;
     // offload: the node's host RAM holds what its GPUs offloaded; a layout that does not fit
@@ -825,8 +828,16 @@ Estimate estimate_job(const JobSpec& job) {
                             (job.parallel.pp > 1 && !m.tied_embeddings ? " and a copy of the word embedding" : "") +
                             "; model FLOPs count them, as Megatron-LM's do");
     }
-    if (job.parallel.recompute == Recompute::selective)
+    if (job.parallel.recompute == Recompute::selective && (job.parallel.recompute_modules == kRecomputeCoreAttn ||
+                                                           job.parallel.recompute_style != RecomputeStyle::megatron))
         est.notes.push_back("selective recompute: the attention core is recomputed during backward (its scores are not kept)");
+    else if (job.parallel.recompute == Recompute::selective) {  // recmod: Megatron-core's module list
+        std::string words;
+        for (const std::string& w : recompute_module_words(job.parallel.recompute_modules)) words += (words.empty() ? "" : ", ") + w;
+        est.notes.push_back("selective recompute of Megatron-core modules " + words +
+                            ": their saved tensors are not kept and their forward (with its collectives) runs again during "
+                            "backward; hardware FLOPs count it, model FLOPs do not");
+    }
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
         est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");

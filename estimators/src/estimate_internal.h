@@ -158,7 +158,19 @@ struct LayoutDerived {
     bool node_dedup = false;        // parallel.moe_dispatcher deepep / hybridep: hierarchical kernels
     double ep_remote_nodes = 0;     // expected distinct other nodes (NVLink domains) holding a token's experts
     double a2a_paired = 0;          // moe_a2a_overlap: share of the blocks run beside another micro-batch's; 0 = off
+    // ---- recmod: Megatron-core's recompute_modules (parallel.recompute_modules) under
+    // recompute = selective, recompute_style = megatron; 0 (a LayoutDerived built by hand) =
+    // the default ["core_attn"] (rc_module) ----
+    uint32_t rc_modules;
 };
+
+// recmod: whether the layout's selective recompute runs Megatron module `bit` (RecomputeModuleBit).
+// `rc`: the recompute asked about (memory.cpp asks for none to size the working set).
+inline bool rc_module(const LayoutDerived& L, Recompute rc, uint32_t bit) {
+    if (rc != Recompute::selective || L.rc_style != RecomputeStyle::megatron) return false;
+    return ((L.rc_modules ? L.rc_modules : (uint32_t)kRecomputeCoreAttn) & bit) != 0;
+}
+inline bool rc_module(const LayoutDerived& L, uint32_t bit) { return rc_module(L, L.rc, bit); }
 
 // moe2: see LayoutDerived::moe_g.
 inline double moe_token_scale(const LayoutDerived& L) { return L.moe_g > 0 ? L.moe_g : 1.0; }
@@ -205,6 +217,10 @@ struct LayerTime {
     // ---- moe2: the shared experts' forward GEMMs (part of `gemm`), which
     // parallel.moe_shared_expert_overlap runs beside the dispatcher's all-to-all ----
     double gemm_shared = 0;
+
+    // ---- recmod: the forward work Megatron-core's recompute_modules other than core_attn run
+    // again in the backward, one layer (compute.cpp module_recompute_time) ----
+    double module_recompute = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).

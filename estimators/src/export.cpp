@@ -191,6 +191,21 @@ std::optional<std::unexpected<Error>> unsupported_state_dtypes(const JobSpec& jo
                          "format: \"fp32\"");
 }
 
+// recmod: Megatron-core's per-module selective recompute (parallel.recompute_modules other than
+// the default ["core_attn"]) for a framework without it: DeepSpeed's activation checkpointing
+// wraps whole layers (deepspeed.checkpointing.checkpoint), torchtitan's ActivationCheckpoint
+// is full, per-layer or op-level (selective_ac_option); neither names modules.
+std::optional<std::unexpected<Error>> unsupported_recompute_modules(const JobSpec& job, const char* framework) {
+    const ParallelSpec& p = job.parallel;
+    if (p.recompute != Recompute::selective || p.recompute_modules == kRecomputeCoreAttn) return std::nullopt;
+    std::string words;
+    for (const std::string& w : recompute_module_words(p.recompute_modules)) words += (words.empty() ? "\"" : ", \"") + w + "\"";
+    return job_error(job, "parallel.recompute_modules",
+                     "got [" + words + "]; " + framework +
+                         " has no per-module selective recompute (it is Megatron-core's --recompute-modules); allowed "
+                         "for this format: [\"core_attn\"] (the default), or recompute = \"full\" / \"none\"");
+}
+
 Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (auto bad = unsupported_schedule(job, "Megatron-LM")) return *bad;  // zb
     const ModelSpec& m = job.model;
@@ -461,6 +476,11 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     }
     if (p.recompute == Recompute::selective) {
         arg("--recompute-granularity", "selective");
+        if (p.recompute_modules != kRecomputeCoreAttn) {  // recmod: Megatron-core's module list
+            std::string words;
+            for (const std::string& w : recompute_module_words(p.recompute_modules)) words += (words.empty() ? "" : " ") + w;
+            arg("--recompute-modules", words);
+        }
         if (p.recompute_style == RecomputeStyle::torchtitan_op)
             out.notes.push_back("parallel.recompute_style = \"torchtitan-op\": Megatron-LM has no op-level selective "
                                 "checkpointing; --recompute-granularity selective recomputes the attention core, which "
@@ -541,6 +561,7 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
 Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (auto bad = unsupported_schedule(job, "DeepSpeed")) return *bad;  // zb
     if (auto bad = unsupported_state_dtypes(job, "DeepSpeed")) return *bad;  // oom4
+    if (auto bad = unsupported_recompute_modules(job, "DeepSpeed")) return *bad;  // recmod
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const EstimateSpec& e = job.estimate;
@@ -729,6 +750,7 @@ struct TitanPlan {
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
     if (auto bad = unsupported_schedule(job, "torchtitan")) return *bad;  // zb
     if (auto bad = unsupported_state_dtypes(job, "torchtitan")) return *bad;  // oom4
+    if (auto bad = unsupported_recompute_modules(job, "torchtitan")) return *bad;  // recmod
     const ModelSpec& m = job.model;
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;

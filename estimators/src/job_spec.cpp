@@ -61,6 +61,18 @@ PipelineSchedule effective_schedule(PipelineSchedule s, int vpp) {
 }
 const char* to_string(LaunchMode v) { return v == LaunchMode::local ? "local" : "ssh"; }
 const char* to_string(RecomputeStyle v) { return v == RecomputeStyle::megatron ? "megatron" : "torchtitan-op"; }
+// recmod: Megatron-core's recompute_modules words (transformer_config.py), bit i = word i.
+const char* recompute_module_word(int i) {
+    static constexpr const char* kWords[kRecomputeModuleCount] = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
+                                                                  "mlp",       "moe",     "shared_experts"};
+    return i >= 0 && i < kRecomputeModuleCount ? kWords[i] : "?";
+}
+std::vector<std::string> recompute_module_words(uint32_t modules) {
+    std::vector<std::string> out;
+    for (int i = 0; i < kRecomputeModuleCount; ++i)
+        if (modules & (1u << i)) out.emplace_back(recompute_module_word(i));
+    return out;
+}
 const char* to_string(CrossEntropyImpl v) {
     if (v == CrossEntropyImpl::fused) return "fused";  // oompt
     return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
@@ -716,6 +728,54 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("training.masked_softmax_fusion",
             "false with flash_attention = true; allowed: false only with flash_attention = false (flash "
             "attention never materialises the scores the softmax fusion works on)");
+    // recmod: recompute_modules is Megatron-core's list for recompute_granularity = selective
+    // (transformer_config.py __post_init__ checks the words and the model features they need).
+    if (p.recompute_modules != kRecomputeCoreAttn) {
+        const std::string given = [&] {
+            std::string w;
+            for (const std::string& word : recompute_module_words(p.recompute_modules))
+                w += (w.empty() ? "\"" : ", \"") + word + "\"";
+            return "[" + w + "]";
+        }();
+        const auto has = [&](uint32_t bit) { return (p.recompute_modules & bit) != 0; };
+        if (p.recompute_modules == 0)
+            add("parallel.recompute_modules",
+                "[] (nothing to recompute); allowed: a non-empty list (recompute = \"none\" recomputes nothing)");
+        else if (p.recompute != Recompute::selective)
+            add("parallel.recompute_modules",
+                given + " with recompute = \"" + std::string(to_string(p.recompute)) +
+                    "\"; allowed: only with recompute = \"selective\" (Megatron-LM --recompute-granularity selective)");
+        else if (p.recompute_style != RecomputeStyle::megatron)
+            add("parallel.recompute_modules",
+                given + " with recompute_style = \"" + std::string(to_string(p.recompute_style)) +
+                    "\"; allowed: only with recompute_style = \"megatron\" (the module list is Megatron-core's; "
+                    "torchtitan's op-level checkpointing has no modules)");
+        if (has(kRecomputeMlaUpProj) && !m.mla())
+            add("parallel.recompute_modules",
+                given + " names \"mla_up_proj\" but the model has no multi-latent attention (kv_lora_rank = 0); "
+                        "allowed: mla_up_proj only with kv_lora_rank > 0");
+        if ((has(kRecomputeMoe) || has(kRecomputeMoeAct)) && m.experts <= 1)
+            add("parallel.recompute_modules",
+                given + " names \"moe\" / \"moe_act\" but the model is dense (experts = " + s(m.experts) +
+                    "); allowed: moe and moe_act only with experts > 1");
+        if (has(kRecomputeSharedExperts) && (m.experts <= 1 || m.shared_expert_ffn_hidden <= 0))
+            add("parallel.recompute_modules",
+                given + " names \"shared_experts\" but the model has no shared experts; allowed: shared_experts "
+                        "only with experts > 1 and shared_expert_ffn_hidden > 0");
+        if (has(kRecomputeMlp) && m.experts > 1 && m.first_dense_layers <= 0)
+            add("parallel.recompute_modules",
+                given + " names \"mlp\" but every layer is an MoE layer (Megatron recomputes only dense MLPs "
+                        "with it); allowed: mlp with a dense model or first_dense_layers > 0 (\"moe\" recomputes "
+                        "the MoE layer)");
+        if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
+            add("parallel.recompute_modules",
+                given + " with estimate.activation_profile = \"ptd-engine\"; allowed: only with the \"megatron\" "
+                        "profile (the bundled engine's buffer list has no Megatron-core modules)");
+        if ((has(kRecomputeMoeAct) || has(kRecomputeLayernorm)) && t.fp8 == Fp8Recipe::delayed)
+            add("parallel.recompute_modules",
+                given + " names \"moe_act\" / \"layernorm\" with fp8 = \"delayed\"; allowed: those with "
+                        "another FP8 recipe or none (Megatron-core: delayed scaling does not support them)");
+    }
     // papers: the saved layer inputs are split over the TP group, so it takes full recompute and
     // tp > 1 (Megatron-LM arguments.py asserts both); torchtitan and PyTorch FSDP have no such option.
     if (p.distribute_saved_activations) {

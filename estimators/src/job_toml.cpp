@@ -535,6 +535,25 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("sequence_parallel", p.sequence_parallel);
     read_enum(r, "recompute", p.recompute, kRecomputeWords);
     read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords);
+    // recmod: Megatron-core's module words, each located where it is wrong.
+    if (std::vector<std::string> words; r.read_string_array("recompute_modules", words)) {
+        uint32_t modules = 0;
+        for (size_t i = 0; i < words.size(); ++i) {
+            int bit = -1;
+            for (int k = 0; k < kRecomputeModuleCount; ++k)
+                if (words[i] == recompute_module_word(k)) bit = k;
+            if (bit < 0) {
+                std::string allowed;
+                for (int k = 0; k < kRecomputeModuleCount; ++k)
+                    allowed += std::string(k ? ", " : "") + recompute_module_word(k);
+                ctx.error(r.where("recompute_modules"), "parallel.recompute_modules[" + std::to_string(i) + "]",
+                          "got " + quote_input(words[i]) + "; allowed: " + allowed);
+                continue;
+            }
+            modules |= 1u << bit;
+        }
+        p.recompute_modules = modules;
+    }
     r.read_string("order", p.order);
     r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
     // overlap (docs/job-spec.md): communication that runs concurrently with compute.
@@ -1029,6 +1048,7 @@ std::string save_job_toml(const JobSpec& job) {
     w.boolean("sequence_parallel", p.sequence_parallel);
     w.str("recompute", to_string(p.recompute));
     if (p.recompute_style != RecomputeStyle::megatron) w.str("recompute_style", to_string(p.recompute_style));
+    if (p.recompute_modules != kRecomputeCoreAttn) w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
     const ParallelSpec pd;  // overlap keys: only where they differ from the defaults

@@ -179,7 +179,7 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         if (L.qk_norm) bytes += e * T * (hd + kvd);
     }
     if (L.dropout) bytes += T * h * r;  // attention-output dropout mask (1 byte)
-    if (rc == Recompute::selective) {
+    if (rc_module(L, rc, kRecomputeCoreAttn)) {  // recmod: "core_attn", the default module
         // Core attention is recomputed from Q, K, V: nothing of it is kept.
     } else if (L.flash) {
         bytes += 4.0 * T * L.heads_l;  // fp32 log-sum-exp per query row and head
@@ -204,6 +204,40 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     } else {
         bytes += e * T * L.f_l * (L.swiglu ? 3.0 : 2.0);  // FC1 out (gate + up for SwiGLU) + activation
     }
+    // recmod: Megatron-core's other recompute_modules drop what their module saved above; each
+    // runs again in the backward from the input it keeps (compute.cpp module_recompute_time).
+    // layernorm / moe_act / mla_up_proj discard their output (CheckpointWithoutOutput) and
+    // recompute it before the consumer's backward: under FP8 the consumer then saves the
+    // original input (set_save_original_input), so no FP8 copy stays either. mlp / moe /
+    // shared_experts are checkpointed modules that keep only their input (LN2's output, kept).
+    double fp8_dropped_inputs = 0;  // of the FP8 linear inputs counted below, those dropped here
+    if (rc_module(L, rc, kRecomputeLayernorm)) {
+        bytes -= 2.0 * e * T * h * r;  // LN1 and LN2 outputs (their inputs are the residual stream)
+        fp8_dropped_inputs += T * h * r + (L.moe ? 0.0 : T * h * r);  // QKV's input; a dense FC1's
+    }
+    if (L.mla && rc_module(L, rc, kRecomputeMlaUpProj))
+        bytes -= e * T * L.heads_l * (2.0 * L.d_qk + L.d_v);  // Q, K, V: the up projections + RoPE again
+    const double mlp_kept = L.swiglu ? 3.0 : 2.0;  // FC1 output(s) and the activation output
+    if (L.moe) {
+        const double k = L.m->top_k, Tg = T * moe_token_scale(L);
+        if (rc_module(L, rc, kRecomputeMoe)) {
+            bytes -= 4.0 * T * r * L.m->experts + e * Tg * k * h + e * Tg * k * L.f_l * mlp_kept +
+                     (L.fs_l > 0 ? e * T * L.fs_l * mlp_kept : 0.0);
+            fp8_dropped_inputs += Tg * k * (h + L.f_l) + (L.fs_l > 0 ? T * L.fs_l : 0.0);
+        } else {
+            if (rc_module(L, rc, kRecomputeMoeAct)) {
+                bytes -= e * Tg * k * L.f_l;  // the experts' activation output (FC2's input)
+                fp8_dropped_inputs += Tg * k * L.f_l;
+            }
+            if (L.fs_l > 0 && rc_module(L, rc, kRecomputeSharedExperts)) {
+                bytes -= e * T * L.fs_l * mlp_kept;
+                fp8_dropped_inputs += T * L.fs_l;
+            }
+        }
+    } else if (rc_module(L, rc, kRecomputeMlp)) {
+        bytes -= e * T * L.f_l * mlp_kept;
+        fp8_dropped_inputs += T * L.f_l;  // FC2's input
+    }
     if (L.dtensor_sp) bytes += 2.0 * dtensor_gathered_bytes(L) * T * h * (1.0 - r);
     // ttmem: torchtitan's Attention (models/llama/model.py) expands K and V to all heads with
     // repeat_kv (expand + reshape: a copy) before SDPA, which saves the expanded tensors.
@@ -223,6 +257,7 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         if (L.moe && (L.moe_g > 0 && L.moe_g != 1.0))  // moe2: the gathered expert rows
             linear_inputs += (moe_token_scale(L) - 1.0) * k * T * (h + L.f_l);
         if (L.fs_l > 0) linear_inputs += T * L.fs_l;  // moe2: the shared experts' FC2 input
+        linear_inputs -= fp8_dropped_inputs;  // recmod: not kept at all under recompute_modules
         bytes -= (e - L.fp8_saved_bytes) * linear_inputs;
     }
     return bytes;

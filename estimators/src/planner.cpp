@@ -837,6 +837,9 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.distributed_optimizer = c.distributed_optimizer;
     p.sequence_parallel = c.sequence_parallel;
     p.recompute = c.recompute;
+    // recmod: the job's module list belongs to its selective recompute; another choice drops it
+    // (validate_job allows a list only with selective), as the estimate ignored it.
+    if (c.recompute != Recompute::selective) p.recompute_modules = kRecomputeCoreAttn;
     p.offload_optimizer = c.offload_optimizer;  // offload
     p.offload_params = c.offload_params;
     p.schedule = c.schedule;  // zb

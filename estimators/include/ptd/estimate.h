@@ -287,6 +287,10 @@ double gemm_efficiency(double m, double n, double k, double eff_max);
 // full = 12·L·a·d·s attention term, causal = half of it.
 FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
                               double vocab_padded);
+// recmod: with Megatron-core's recompute_modules (RecomputeModuleBit) for recompute =
+// selective: hardware FLOPs add the GEMMs each module repeats (the form above = ["core_attn"]).
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t recompute_modules,
+                              AttentionFlops convention, double vocab_padded);
 
 // Activation bytes one transformer layer saves for backward, for one micro-batch on one
 // TP rank (Korthikanti et al. 2022 terms for `megatron`; the engine's buffer list for

@@ -29,6 +29,26 @@ enum class AttentionFlops { full, causal };             // attention-score FLOPs
 // 2022 §5) or torchtitan's op-level selective checkpointing (every other matmul output and
 // the attention outputs saved). TOML: "megatron", "torchtitan-op".
 enum class RecomputeStyle { megatron, torchtitan_op };
+// recmod: Megatron-core's selective recompute is a list of modules (TransformerConfig
+// recompute_modules, --recompute-modules): one bit each in ParallelSpec::recompute_modules.
+// core_attn: the attention core (today's "selective"); moe_act: the routed experts'
+// activation; layernorm: input_layernorm and pre_mlp_layernorm; mla_up_proj: MLA's up
+// projections and RoPE; mlp: a dense layer's MLP; moe: the whole MoE layer; shared_experts:
+// the MoE layer's shared experts. TOML words are the Megatron names.
+enum RecomputeModuleBit : uint32_t {
+    kRecomputeCoreAttn = 1u << 0,
+    kRecomputeMoeAct = 1u << 1,
+    kRecomputeLayernorm = 1u << 2,
+    kRecomputeMlaUpProj = 1u << 3,
+    kRecomputeMlp = 1u << 4,
+    kRecomputeMoe = 1u << 5,
+    kRecomputeSharedExperts = 1u << 6,
+};
+inline constexpr int kRecomputeModuleCount = 7;
+// The Megatron word of bit i (0 .. kRecomputeModuleCount - 1), in Megatron's documented order.
+const char* recompute_module_word(int i);
+// The words of a bit set, in that order (the TOML array and --recompute-modules).
+std::vector<std::string> recompute_module_words(uint32_t modules);
 // How the loss is computed from the logits on the last stage: Megatron's vocab-parallel
 // cross entropy (fp32 copy of the logits, softmax and gradient in place) or PyTorch's
 // F.cross_entropy(logits.float()) (log-softmax output and its gradients as new tensors).
@@ -228,6 +248,9 @@ struct ParallelSpec {
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
     RecomputeStyle recompute_style = RecomputeStyle::megatron;  // what recompute = selective saves
+    // recmod: which modules recompute = "selective" recomputes (RecomputeModuleBit; TOML
+    // recompute_modules = ["core_attn", ...]); the default is Megatron's ["core_attn"].
+    uint32_t recompute_modules = kRecomputeCoreAttn;
     std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
     std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
     // overlap: which communication runs concurrently with compute (docs/job-spec.md gives the
