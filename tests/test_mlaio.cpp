@@ -385,8 +385,9 @@ TEST(MlaioExport, MegatronDeepSeekV3) {
                                       "layers_per_stage = [3, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7]"),
              ptd::ExportFormat::megatron)))
         dense.insert(f);
-    for (const auto& [f, v] : args)
+    for (const auto& [f, v] : args) {
         if (!dense.count(f)) EXPECT_TRUE(kNew.count(f)) << f;
+    }
 
     // A Llama job gets none of them: exports of the classic layout are unchanged.
     for (const char* f : {"--kv-channels", "--multi-latent-attention", "--mtp-num-layers", "--moe-layer-freq",
