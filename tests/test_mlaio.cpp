@@ -386,7 +386,9 @@ TEST(MlaioExport, MegatronDeepSeekV3) {
              ptd::ExportFormat::megatron)))
         dense.insert(f);
     for (const auto& [f, v] : args) {
-        if (!dense.count(f)) EXPECT_TRUE(kNew.count(f)) << f;
+        if (!dense.count(f)) {
+            EXPECT_TRUE(kNew.count(f)) << f;
+        }
     }
 
     // A Llama job gets none of them: exports of the classic layout are unchanged.
