@@ -385,7 +385,7 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     S.sm = stage_memory(ctx, L, i, layers);
     // Time per micro-batch: the stage's v chunks together (block_time is linear in layers;
     // the embedding and output terms fall on the first and last chunk).
-    const ChunkTime ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1, L.stage_dense ? L.stage_dense[i] : 0.0).time;  // pspeed2
+    const ChunkTime& ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1, L.stage_dense ? L.stage_dense[i] : 0.0).time;  // pspeed2
     S.fwd = ct.fwd.compute;
     S.bwd = ct.bwd.compute;
     S.recompute = ct.bwd.recompute;
@@ -441,9 +441,11 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
 
     // moe2: where an MoE model's first_dense_layers sit: dense-MLP layers per model chunk (in
     // layer order, chunk c of stage i is model chunk c·p + i) and per stage.
+    // pspeed: per thread, not per call: a LayoutDerived is ~900 bytes whose default members
+    // would be initialised for every layout the planner scores, MoE or not.
     thread_local std::vector<double> chunk_dense_v, stage_dense_v;
-    LayoutDerived dense_view;
-    LayerTime lt_dense;
+    thread_local LayoutDerived dense_view;
+    thread_local LayerTime lt_dense;
     bool dense_beyond_first = false;
     if (L.first_dense > 0) {
         dense_view = dense_layer_view(L);
