@@ -3,6 +3,8 @@
 // family of rows' notes claim (test_megascale, test_blackwell, ...).
 #pragma once
 
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +22,19 @@ namespace ptd_test {
 inline const std::vector<::Run>& published_runs() {
     static const std::vector<::Run> runs =
         load_runs(PTD_SOURCE_DIR "/bench/accuracy/published_runs.toml", ptd::embedded_presets());
+    return runs;
+}
+
+// One small run file in the test's scratch directory, read as bench_accuracy reads it (for the
+// loader's own tests: keys reaching the job, bad input refused).
+inline std::vector<::Run> load_run_text(const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + name;
+    {
+        std::ofstream f(path);
+        f << text;
+    }
+    std::vector<::Run> runs = load_runs(path, ptd::embedded_presets());
+    std::remove(path.c_str());
     return runs;
 }
 

@@ -18,6 +18,7 @@
 #include "ptd/presets.h"
 
 #include "published_run.h"
+#include "published_runs_test_util.h"
 
 namespace {
 
@@ -195,24 +196,13 @@ TEST(DeepepExport, MegatronFlags) {
         EXPECT_EQ(plain->text.find(flag), std::string::npos) << flag;
 }
 
-std::vector<::Run> load_text(const std::string& name, const std::string& text) {
-    const std::string path = ::testing::TempDir() + name;
-    {
-        std::ofstream f(path);
-        f << text;
-    }
-    std::vector<::Run> runs = load_runs(path, embedded_presets());
-    std::remove(path.c_str());
-    return runs;
-}
-
 TEST(DeepepLoader, RunKeysReachTheJob) {
     const std::string run =
         "[[run]]\nname = \"x-1\"\nframework = \"nemo\"\ngpu = \"h100-sxm\"\ngpus = 16\ngpus_per_node = 8\narch = \"llama\"\n"
         "layers = 4\nhidden = 256\nheads = 4\nexperts = 8\ntop_k = 2\nglobal_batch = 32\niteration_s = 1.0\n"
         "dp = 16\nep = 8\nmoe_dispatcher = \"deepep\"\nmoe_a2a_overlap = true\nmoe_router_num_groups = 4\n"
         "moe_router_group_topk = 2\n";
-    const auto runs = load_text("deepep_keys.toml", run);
+    const auto runs = ptd_test::load_run_text("deepep_keys.toml", run);
     ASSERT_EQ(runs.size(), 1u);
     EXPECT_TRUE(runs[0].skip.empty()) << runs[0].skip;
     EXPECT_EQ(runs[0].job.parallel.moe_dispatcher, MoeDispatcher::deepep);

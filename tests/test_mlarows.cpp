@@ -16,22 +16,11 @@
 #include "ptd/presets.h"
 
 #include "published_run.h"
+#include "published_runs_test_util.h"
 
 namespace {
 
 using namespace ptd;
-
-// One small run file in the test's scratch directory, read as bench_accuracy reads it.
-std::vector<::Run> load_text(const std::string& name, const std::string& text) {
-    const std::string path = ::testing::TempDir() + name;
-    {
-        std::ofstream f(path);
-        f << text;
-    }
-    std::vector<::Run> runs = load_runs(path, embedded_presets());
-    std::remove(path.c_str());
-    return runs;
-}
 
 const char* kMoeBase =
     "[[run]]\nname = \"x-1\"\nframework = \"nemo\"\ngpu = \"h100-sxm\"\ngpus = 8\narch = \"llama\"\nlayers = 6\n"
@@ -47,18 +36,18 @@ std::string moe_run(const std::string& name, const std::string& extra) {
 
 TEST(MlarowsLoader, LayersPerStageReachesTheJob) {
     // Six layers over pp 2 · vpp 2 chunks, the first and last chunk holding fewer.
-    const auto runs = load_text("mlarows_split.toml", moe_run("x-1", "pp = 2\ndp = 4\nvpp = 2\nlayers_per_stage = [1, 2, 2, 1]\n"));
+    const auto runs = ptd_test::load_run_text("mlarows_split.toml", moe_run("x-1", "pp = 2\ndp = 4\nvpp = 2\nlayers_per_stage = [1, 2, 2, 1]\n"));
     ASSERT_EQ(runs.size(), 1u);
     EXPECT_TRUE(runs[0].skip.empty()) << runs[0].skip;
     EXPECT_EQ(runs[0].job.parallel.layers_per_stage, (std::vector<int>{1, 2, 2, 1}));
     // An explicit split that does not sum to the layers is the job's validation message.
-    const auto bad = load_text("mlarows_split_sum.toml", moe_run("x-1", "pp = 2\ndp = 4\nlayers_per_stage = [2, 2]\n"));
+    const auto bad = ptd_test::load_run_text("mlarows_split_sum.toml", moe_run("x-1", "pp = 2\ndp = 4\nlayers_per_stage = [2, 2]\n"));
     ASSERT_EQ(bad.size(), 1u);
     EXPECT_NE(bad[0].skip.find("parallel.layers_per_stage"), std::string::npos) << bad[0].skip;
 }
 
 TEST(MlarowsLoader, ShapeKeysReachTheModel) {
-    const auto runs = load_text("mlarows_shape.toml",
+    const auto runs = ptd_test::load_run_text("mlarows_shape.toml",
                                 moe_run("x-1",
                                         "dp = 8\nffn_hidden = 1024\nmoe_ffn_hidden = 256\nshared_expert_ffn_hidden = 256\n"
                                     "first_dense_layers = 1\nhead_dim = 128\nq_lora_rank = 96\nkv_lora_rank = 64\n"
@@ -82,7 +71,7 @@ TEST(MlarowsLoader, ShapeKeysReachTheModel) {
 // A run whose experts are split differently from the attention carries its expert_tp into
 // parallel.expert_tp (MoE parallel folding); expert_tp = tp is the default (0).
 TEST(MlarowsLoader, ExpertTpReachesTheJob) {
-    const auto runs = load_text("mlarows_etp.toml",
+    const auto runs = ptd_test::load_run_text("mlarows_etp.toml",
                                 moe_run("x-1", "tp = 2\ndp = 4\nexpert_tp = 1\n") +
                                     moe_run("x-2", "tp = 2\ndp = 4\nexpert_tp = 2\n"));
     ASSERT_EQ(runs.size(), 2u);

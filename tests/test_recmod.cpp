@@ -285,35 +285,24 @@ TEST(Recmod, MegatronWritesTheModulesOthersRefuse) {
 
 // ---- the published-runs loader and the DeepSeek-V3 rows ----
 
-std::vector<::Run> load_run_text(const std::string& name, const std::string& text) {
-    const std::string path = ::testing::TempDir() + name;
-    {
-        std::ofstream f(path);
-        f << text;
-    }
-    std::vector<::Run> runs = load_runs(path, embedded_presets());
-    std::remove(path.c_str());
-    return runs;
-}
-
 const char* kDenseRun =
     "[[run]]\nname = \"x-1\"\nframework = \"nemo\"\ngpu = \"h100-sxm\"\ngpus = 8\narch = \"llama\"\nlayers = 4\n"
     "hidden = 256\nheads = 4\ndp = 8\nglobal_batch = 16\niteration_s = 1.0\n";
 
 TEST(RecmodLoader, RecomputeModulesReachTheJob) {
-    const auto runs = load_run_text("recmod_ok.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"mlp\", \"layernorm\"]\n");
+    const auto runs = ptd_test::load_run_text("recmod_ok.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"mlp\", \"layernorm\"]\n");
     ASSERT_EQ(runs.size(), 1u);
     EXPECT_TRUE(runs[0].skip.empty()) << runs[0].skip;
     EXPECT_EQ(runs[0].job.parallel.recompute_modules, kRecomputeMlp | kRecomputeLayernorm);
     // Without recompute = "selective" the job's validation message skips the row.
-    const auto none = load_run_text("recmod_none.toml", std::string(kDenseRun) + "recompute_modules = [\"mlp\"]\n");
+    const auto none = ptd_test::load_run_text("recmod_none.toml", std::string(kDenseRun) + "recompute_modules = [\"mlp\"]\n");
     ASSERT_EQ(none.size(), 1u);
     EXPECT_NE(none[0].skip.find("parallel.recompute_modules"), std::string::npos) << none[0].skip;
 }
 
 TEST(RecmodLoader, UnknownWordNamesTheFileAndLine) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_EXIT(load_run_text("recmod_bad.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"attention\"]\n"),
+    EXPECT_EXIT(ptd_test::load_run_text("recmod_bad.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"attention\"]\n"),
                 ::testing::ExitedWithCode(2), "recmod_bad.toml:14: run key \"recompute_modules\" has \"attention\"; allowed: core_attn, ");
 }
 
