@@ -250,19 +250,8 @@ std::string model_shape_details(const ModelSpec& m) {
 }
 
 void add_model_shape_json(nlohmann::json& model, const ModelSpec& m) {
-    const std::pair<const char*, int> keys[] = {{"head_dim", m.head_dim_given},
-                                                {"moe_ffn_hidden", m.moe_ffn_hidden},
-                                                {"shared_expert_ffn_hidden", m.shared_expert_ffn_hidden},
-                                                {"first_dense_layers", m.first_dense_layers},
-                                                {"q_lora_rank", m.q_lora_rank},
-                                                {"kv_lora_rank", m.kv_lora_rank},
-                                                {"qk_rope_head_dim", m.qk_rope_head_dim},
-                                                {"v_head_dim", m.v_head_dim},
-                                                {"mtp_layers", m.mtp_layers},
-                                                {"moe_router_num_groups", m.moe_router_num_groups},
-                                                {"moe_router_group_topk", m.moe_router_group_topk}};
-    for (const auto& [key, v] : keys)
-        if (v != 0) model[key] = v;
+    for (const ModelShapeKey& k : model_shape_keys())
+        if (m.*k.member != 0) model[k.name] = m.*k.member;
     if (m.qk_layernorm) model["qk_layernorm"] = true;
 }
 

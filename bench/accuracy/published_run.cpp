@@ -259,18 +259,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                                "; allowed: 0 (not used) or more");
                 return v;
             };
-            m.head_dim_given = shape_key("head_dim");
-            m.moe_ffn_hidden = shape_key("moe_ffn_hidden");
-            m.shared_expert_ffn_hidden = shape_key("shared_expert_ffn_hidden");
-            m.first_dense_layers = shape_key("first_dense_layers");
-            m.q_lora_rank = shape_key("q_lora_rank");
-            m.kv_lora_rank = shape_key("kv_lora_rank");
-            m.qk_rope_head_dim = shape_key("qk_rope_head_dim");
-            m.v_head_dim = shape_key("v_head_dim");
-            m.mtp_layers = shape_key("mtp_layers");
+            for (const ptd::ModelShapeKey& k : ptd::model_shape_keys()) m.*k.member = shape_key(k.name);
             m.qk_layernorm = get<bool>(t, "qk_layernorm", false);  // mla: Qwen3's per-head q / k norms
-            m.moe_router_num_groups = shape_key("moe_router_num_groups");  // deepep
-            m.moe_router_group_topk = shape_key("moe_router_group_topk");  // deepep
             for (const char* key : {"moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers"})
                 if (m.experts < 2 && get<int>(t, key, 0) != 0)
                     fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: 0 unless experts >= 2");

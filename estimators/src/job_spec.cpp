@@ -251,6 +251,23 @@ std::vector<Diagnostic> require_layout(const JobSpec& job, const std::string& co
                  "` and copy a layout into [parallel] (or use `ptd export --plan` for the planner's best)"}};
 }
 
+const std::vector<ModelShapeKey>& model_shape_keys() {
+    static const std::vector<ModelShapeKey> keys = {
+        {"head_dim", &ModelSpec::head_dim_given, 65536},           // 0 = hidden / heads
+        {"moe_ffn_hidden", &ModelSpec::moe_ffn_hidden, 1 << 27},   // 0 = ffn_hidden
+        {"shared_expert_ffn_hidden", &ModelSpec::shared_expert_ffn_hidden, 1 << 27},
+        {"first_dense_layers", &ModelSpec::first_dense_layers, 100000},
+        {"q_lora_rank", &ModelSpec::q_lora_rank, 1 << 24},
+        {"kv_lora_rank", &ModelSpec::kv_lora_rank, 1 << 24},
+        {"qk_rope_head_dim", &ModelSpec::qk_rope_head_dim, 65536},
+        {"v_head_dim", &ModelSpec::v_head_dim, 65536},
+        {"mtp_layers", &ModelSpec::mtp_layers, 64},
+        {"moe_router_num_groups", &ModelSpec::moe_router_num_groups, 1 << 20},  // deepep
+        {"moe_router_group_topk", &ModelSpec::moe_router_group_topk, 1 << 20},  // deepep
+    };
+    return keys;
+}
+
 std::vector<Diagnostic> require_global_batch(const JobSpec& job, const std::string& command) {
     if (job.training.global_batch >= 1) return {};
     return {{job.where("training.global_batch"), "training.global_batch",

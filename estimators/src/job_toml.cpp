@@ -295,18 +295,8 @@ void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool f
     r.read_double("norm_eps", m.norm_eps, 0, 1);
     if (bool dropout = false; r.read_bool("dropout", dropout)) m.dropout = dropout;  // oom4
     // mla: recent open models' shapes.
-    r.read_int("head_dim", m.head_dim_given, 0, 65536);  // 0 = hidden / heads
-    r.read_int("moe_ffn_hidden", m.moe_ffn_hidden, 0, kMaxDim * 8);  // 0 = ffn_hidden
-    r.read_int("shared_expert_ffn_hidden", m.shared_expert_ffn_hidden, 0, kMaxDim * 8);
-    r.read_int("first_dense_layers", m.first_dense_layers, 0, 100000);
-    r.read_int("q_lora_rank", m.q_lora_rank, 0, kMaxDim);
-    r.read_int("kv_lora_rank", m.kv_lora_rank, 0, kMaxDim);
-    r.read_int("qk_rope_head_dim", m.qk_rope_head_dim, 0, 65536);
-    r.read_int("v_head_dim", m.v_head_dim, 0, 65536);
-    r.read_int("mtp_layers", m.mtp_layers, 0, 64);
+    for (const ModelShapeKey& k : model_shape_keys()) r.read_int(k.name, m.*k.member, 0, k.max);
     r.read_bool("qk_layernorm", m.qk_layernorm);  // mla
-    r.read_int("moe_router_num_groups", m.moe_router_num_groups, 0, 1 << 20);  // deepep
-    r.read_int("moe_router_group_topk", m.moe_router_group_topk, 0, 1 << 20);  // deepep
     if (m.experts > 1 && !r.has("top_k") && from_scratch) m.top_k = 2;
 }
 
@@ -966,18 +956,9 @@ void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) 
     if (m.dropout && differs(&ModelSpec::dropout)) w.boolean("dropout", *m.dropout);  // oom4
     // mla: written when set (without a base) or when they differ from the base's.
     auto given = [&](auto member) { return base ? m.*member != base->*member : m.*member != 0; };
-    if (given(&ModelSpec::head_dim_given)) w.int_("head_dim", m.head_dim_given);
-    if (given(&ModelSpec::moe_ffn_hidden)) w.int_("moe_ffn_hidden", m.moe_ffn_hidden);
-    if (given(&ModelSpec::shared_expert_ffn_hidden)) w.int_("shared_expert_ffn_hidden", m.shared_expert_ffn_hidden);
-    if (given(&ModelSpec::first_dense_layers)) w.int_("first_dense_layers", m.first_dense_layers);
-    if (given(&ModelSpec::q_lora_rank)) w.int_("q_lora_rank", m.q_lora_rank);
-    if (given(&ModelSpec::kv_lora_rank)) w.int_("kv_lora_rank", m.kv_lora_rank);
-    if (given(&ModelSpec::qk_rope_head_dim)) w.int_("qk_rope_head_dim", m.qk_rope_head_dim);
-    if (given(&ModelSpec::v_head_dim)) w.int_("v_head_dim", m.v_head_dim);
-    if (given(&ModelSpec::mtp_layers)) w.int_("mtp_layers", m.mtp_layers);
+    for (const ModelShapeKey& k : model_shape_keys())
+        if (given(k.member)) w.int_(k.name, m.*k.member);
     if (base ? m.qk_layernorm != base->qk_layernorm : m.qk_layernorm) w.boolean("qk_layernorm", m.qk_layernorm);
-    if (given(&ModelSpec::moe_router_num_groups)) w.int_("moe_router_num_groups", m.moe_router_num_groups);  // deepep
-    if (given(&ModelSpec::moe_router_group_topk)) w.int_("moe_router_group_topk", m.moe_router_group_topk);  // deepep
 }
 
 void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {

@@ -181,6 +181,16 @@ struct ModelSpec {
     bool operator==(const ModelSpec&) const = default;
 };
 
+// mla: the integer model keys of recent open models' shapes (0 = the classic layout), under
+// their TOML names — one list for the job file's reader and writer, the JSON view and the
+// published-runs loader.
+struct ModelShapeKey {
+    const char* name;        // the [model] key
+    int ModelSpec::*member;  // the field it sets
+    int max;                 // the largest value allowed (0 is always allowed)
+};
+const std::vector<ModelShapeKey>& model_shape_keys();
+
 // One accelerator's figures. Peaks are dense (no sparsity), in TFLOP/s; 0 = the
 // precision has no hardware support. Bandwidths are GB/s (1e9 bytes/s) per direction.
 struct GpuSpec {
