@@ -15,6 +15,7 @@
 
 #include "estimate_internal.h"
 #include "job_test_util.h"
+#include "layer_test_util.h"
 #include "ptd/estimate.h"
 #include "ptd/export.h"
 #include "ptd/planner.h"
@@ -27,17 +28,10 @@ using namespace ptd;
 using ptd_test::contains;
 using ptd_test::job_from_text;
 
-// A bare Llama-style layer for the compute / memory functions: T = 4096 tokens, h = 4096,
-// 32 heads of 128, SwiGLU MLP of 14336, tp = 8 with SP, flash attention, bf16.
+// The bare Llama-style layer of layer_test_util.h under selective recompute of `modules`.
 est::LayoutDerived bare_layer(uint32_t modules) {
-    est::LayoutDerived L{};
-    L.t = 8, L.p = 1, L.v = 1, L.c = 1, L.ep = 1, L.dp = 1, L.b = 1, L.mbs = 1;
-    L.s_local = 4096, L.tokens = 4096, L.e = 2, L.vocab = 128256;
-    L.h = 4096, L.d = 128, L.d_qk = 128, L.d_v = 128, L.heads_l = 4, L.kv_l = 1, L.f_l = 14336.0 / 8;
-    L.sp = true, L.flash = true, L.dropout = false, L.swiglu = true;
-    L.peak = 989e12, L.hbm = 0.8 * 3350e9, L.gemm_eff_max = 0.68, L.flash_eff = 0.5, L.elementwise_factor = 1.0;
-    L.fp8 = Fp8Recipe::none;
-    L.rc = Recompute::selective, L.rc_style = RecomputeStyle::megatron, L.rc_modules = modules;
+    est::LayoutDerived L = ptd_test::llama_layer_tp8();
+    L.rc = Recompute::selective, L.rc_modules = modules;
     return L;
 }
 

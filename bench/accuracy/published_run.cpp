@@ -66,7 +66,9 @@ const std::set<std::string> kRunKeys = {
     // deepep: the MoE token dispatcher's backend, the EP all-to-all overlap, group-limited routing
     "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk",
     // recmod: Megatron-core's selective recompute modules (parallel.recompute_modules)
-    "recompute_modules"};
+    "recompute_modules",
+    // menorm: the norms save their output, not their input (estimate.memory_efficient_norm)
+    "memory_efficient_norm"};
 
 std::string g_path;
 
@@ -169,6 +171,7 @@ std::string apply_run_to_job(Run& r) {
     // benchmark yamls does): flash-attn's fused cross entropy.
     if (r.framework == "llm-foundry") j.estimate.cross_entropy = ptd::CrossEntropyImpl::fused;
     if (r.framework == "torchtitan") j.parallel.recompute_style = ptd::RecomputeStyle::torchtitan_op;
+    j.estimate.memory_efficient_norm = r.memory_efficient_norm;  // menorm
     if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";
 }
@@ -215,6 +218,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.fp8_param_gather = get_optional_bool(t, "fp8_param_gather");  // oom4
         r.torch_compile = get<bool>(t, "torch_compile", false);
         r.compiled_loss = get<bool>(t, "compiled_loss", false);
+        r.memory_efficient_norm = get<bool>(t, "memory_efficient_norm", false);  // menorm
         r.nics_per_node = get<int>(t, "nics_per_node", 0);
         r.nic_gbps = get<double>(t, "nic_gbps", 0.0);
         r.memory_gib_measured = get<double>(t, "memory_gib_measured", 0.0);

@@ -36,6 +36,7 @@ struct Run {
     bool fsdp = false;                      // FSDP / ZeRO-3 (zero = 3)
     bool torch_compile = false;
     bool compiled_loss = false;             // ttmem: the loss ran under torch.compile (run_file.h)
+    bool memory_efficient_norm = false;     // menorm: estimate.memory_efficient_norm
     int nics_per_node = 0;                  // 0 = not stated
     double nic_gbps = 0;                    // GB/s per NIC; 0 = not stated
     double memory_gib_measured = 0;         // 0 = the source reports no memory

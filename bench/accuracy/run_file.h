@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -99,12 +100,20 @@ inline double predicted_view_gib(const ptd::Estimate& e, const std::string& kind
 }
 
 // A run key's value, or `fallback` when absent. A value of the wrong type is an error naming
-// the file, line and key (never a silent default).
+// the file, line and key (never a silent default). toml++'s value<T>() converts between
+// booleans and numbers (`sequence_parallel = 1` read as true, `tp = true` as 1, `tp = 2.0` as
+// 2), so only the exact TOML type is taken: a boolean for bool, an integer for int, a string
+// for strings; a number of either kind for double.
 template <class T>
 T run_key(const std::string& path, const toml::table& t, const char* key, T fallback) {
     const toml::node* n = t.get(key);
     if (!n) return fallback;
-    std::optional<T> v = n->value<T>();
+    bool exact_type = true;
+    if constexpr (std::is_same_v<T, bool>) exact_type = n->is_boolean();
+    else if constexpr (std::is_integral_v<T>) exact_type = n->is_integer();
+    else if constexpr (std::is_floating_point_v<T>) exact_type = n->is_number();
+    else exact_type = n->is_string();
+    std::optional<T> v = exact_type ? n->value<T>() : std::nullopt;
     if (!v) run_file_fail(path, n, 0, std::string("run key \"") + key + "\" has the wrong type");
     return *v;
 }

@@ -162,6 +162,9 @@ struct LayoutDerived {
     // recompute = selective, recompute_style = megatron; 0 (a LayoutDerived built by hand) =
     // the default ["core_attn"] (rc_module) ----
     uint32_t rc_modules;
+    // ---- menorm: estimate.memory_efficient_norm — the pre-norms keep their output, not their
+    // input (memory.cpp layer_activation_megatron, the final norm in stage_activation) ----
+    bool norm_saves_output;
 };
 
 // recmod: whether the layout's selective recompute runs Megatron module `bit` (RecomputeModuleBit).

@@ -396,6 +396,20 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     }
     arg("--normalization", m.norm == Norm::rmsnorm ? "RMSNorm" : "LayerNorm");
     arg("--norm-epsilon", num(m.norm_eps));
+    // menorm: Megatron-core passes memory_efficient to Apex's FusedLayerNorm only (its local,
+    // non-Transformer-Engine layer spec); an RMSNorm or a TE norm keeps its input.
+    if (job.estimate.memory_efficient_norm) {
+        if (m.norm == Norm::layernorm) {
+            arg("--memory-efficient-layer-norm");
+            out.notes.push_back("estimate.memory_efficient_norm: --memory-efficient-layer-norm takes effect with "
+                                "--transformer-impl local (Apex FusedLayerNorm); with Transformer Engine layers the "
+                                "norms keep their inputs and use more activation memory than estimated");
+        } else {
+            out.notes.push_back("estimate.memory_efficient_norm with RMSNorm: Megatron-LM's --memory-efficient-layer-norm "
+                                "covers LayerNorm only, so the run's norms keep their inputs and use more activation "
+                                "memory than estimated (Apex's FusedRMSNorm has memory_efficient=True in model code)");
+        }
+    }
     if (m.activation == Activation::swiglu) arg("--swiglu");
     if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
     if (!m.bias) {
@@ -687,6 +701,9 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (!t.masked_softmax_fusion)  // papers
         out.notes.push_back("training.masked_softmax_fusion = false: the attention softmax is model code "
                             "(Megatron-DeepSpeed: --no-masked-softmax-fusion)");
+    if (job.estimate.memory_efficient_norm)  // menorm
+        out.notes.push_back("estimate.memory_efficient_norm: the norms are model code (Megatron-DeepSpeed: "
+                            "--memory-efficient-layer-norm, LayerNorm only; Apex FusedRMSNorm memory_efficient=True)");
     // What lives outside ds_config.
     out.notes.push_back("the model ([model], flash_attention, vocab padding), the data and the seed are set in the "
                         "training script; ds_config carries batch, precision, ZeRO, optimizer and schedule");
@@ -819,6 +836,9 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     if (m.mtp_layers > 0 && !tp.flavor)
         tp.notes.push_back("model.mtp_layers = " + std::to_string(m.mtp_layers) + ": pass num_mtp_layers=" +
                            std::to_string(m.mtp_layers) + " to the deepseek_v3 model_registry and use MTPLoss");
+    if (job.estimate.memory_efficient_norm)  // menorm
+        tp.notes.push_back("estimate.memory_efficient_norm: torchtitan's RMSNorm keeps its input; a norm that saves "
+                           "its output instead (Apex FusedRMSNorm memory_efficient=True) is a model-code change");
     // deepep: the keys name Megatron-core's dispatcher and schedule; nothing is written for them here.
     if (m.experts > 1 && (p.moe_dispatcher != MoeDispatcher::alltoall || p.moe_a2a_overlap))
         tp.notes.push_back("parallel.moe_dispatcher / moe_a2a_overlap: Megatron-core's flex dispatcher (DeepEP / HybridEP) "

@@ -793,6 +793,14 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 given + " names \"moe_act\" / \"layernorm\" with fp8 = \"delayed\"; allowed: those with "
                         "another FP8 recipe or none (Megatron-core: delayed scaling does not support them)");
     }
+    // menorm: a recomputed norm (recompute_modules "layernorm") runs again from its input, which a
+    // memory-efficient norm does not keep; Megatron-core's layernorm module recomputes the TE norm,
+    // and --memory-efficient-layer-norm is the local (Apex) norm's option.
+    if (job.estimate.memory_efficient_norm && p.recompute == Recompute::selective &&
+        p.recompute_style == RecomputeStyle::megatron && (p.recompute_modules & kRecomputeLayernorm) != 0)
+        add("estimate.memory_efficient_norm",
+            "true with parallel.recompute_modules naming \"layernorm\"; allowed: one of the two (the recomputed "
+            "norm needs the input a memory-efficient norm frees)");
     // papers: the saved layer inputs are split over the TP group, so it takes full recompute and
     // tp > 1 (Megatron-LM arguments.py asserts both); torchtitan and PyTorch FSDP have no such option.
     if (p.distribute_saved_activations) {

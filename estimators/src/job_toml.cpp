@@ -661,6 +661,7 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("fragmentation", e.fragmentation, 0, 0.9);
     read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords);
     r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
+    r.read_bool("memory_efficient_norm", e.memory_efficient_norm);  // menorm
     r.read_double("headroom", e.headroom, 0, 0.9);
     r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
     // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
@@ -1129,6 +1130,7 @@ std::string save_job_toml(const JobSpec& job) {
         if (e.zero_bucket_elements != ed.zero_bucket_elements) w.dbl("zero_bucket_elements", e.zero_bucket_elements);
         if (e.cross_entropy != ed.cross_entropy) w.str("cross_entropy", to_string(e.cross_entropy));
         if (e.cublas_workspace_mib != ed.cublas_workspace_mib) w.dbl("cublas_workspace_mib", e.cublas_workspace_mib);
+        if (e.memory_efficient_norm != ed.memory_efficient_norm) w.boolean("memory_efficient_norm", e.memory_efficient_norm);  // menorm
     }
 
     // A GPU that is not exactly a preset is written as a table (it must come after the

@@ -238,6 +238,19 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         bytes -= e * T * L.f_l * mlp_kept;
         fp8_dropped_inputs += T * L.f_l;  // FC2's input
     }
+    // menorm: memory-efficient norms (estimate.memory_efficient_norm; Apex memory_efficient = True)
+    // save their output, not their input. The output is the next linear's input and is counted
+    // above already, so LN1's and LN2's inputs (the residual stream) and MLA's latent-norm inputs
+    // are freed. Under Transformer Engine FP8 the linear keeps an FP8 copy of that output (the
+    // block below), so a norm feeding an FP8 linear keeps a 16-bit tensor of its own and frees
+    // nothing: LN1 (QKV or MLA's down projections), the latent norms, a dense LN2 (FC1). An MoE
+    // LN2 feeds the router, a 16-bit GEMM that keeps the output, so its input is still freed.
+    // A recomputed norm (recompute_modules "layernorm") needs its input: refused by validation.
+    if (L.norm_saves_output && !rc_module(L, rc, kRecomputeLayernorm)) {
+        const bool fp8_linears = L.fp8 != Fp8Recipe::none && L.fp8_te;
+        if (!fp8_linears) bytes -= e * T * h * r + (L.mla ? e * T * r * (L.q_lora + L.kv_lora) : 0.0);  // LN1, latents
+        if (!fp8_linears || L.moe) bytes -= e * T * h * r;  // LN2
+    }
     if (L.dtensor_sp) bytes += 2.0 * dtensor_gathered_bytes(L) * T * h * (1.0 - r);
     // ttmem: torchtitan's Attention (models/llama/model.py) expands K and V to all heads with
     // repeat_kv (expand + reshape: a copy) before SDPA, which saves the expanded tensors.
@@ -584,6 +597,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         } else {
             // Final norm input and output, and the logits' copies alive at the loss's peak.
             output_extra = 2 * L.e * L.tokens * L.h * r + loss_logit_bytes(L, es.cross_entropy) * L.tokens * L.vocab / L.t;
+            if (L.norm_saves_output) output_extra -= L.e * L.tokens * L.h * r;  // menorm: the output only (bf16 output layer)
             // ttmem: torchtitan's output projection is ColwiseParallel(input_layouts=Shard(1)):
             // its matmul saves the all-gathered 16-bit input (the output layer stays bf16 under
             // float8: filter_fqns = ["output"]).

@@ -429,6 +429,11 @@ struct EstimateSpec {
     double zero_bucket_elements = 5e8;  // DeepSpeed reduce/allgather bucket size (elements)
     CrossEntropyImpl cross_entropy = CrossEntropyImpl::megatron;  // the loss's logits copies on the last stage
     double cublas_workspace_mib = -1;   // cuBLAS workspace per process; < 0 = the GPU's default (0 on cpu)
+    // menorm: the pre-norms (LN1, LN2, the final norm, MLA's latent norms) save their output for
+    // backward instead of their input, as Apex's FusedLayerNorm / FusedRMSNorm with
+    // memory_efficient = True do (Megatron-LM --memory-efficient-layer-norm). The output is the
+    // next linear's input, kept anyway, so the norm's input (the residual stream) is freed.
+    bool memory_efficient_norm = false;
 
     bool operator==(const EstimateSpec&) const = default;
 };
