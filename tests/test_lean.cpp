@@ -116,6 +116,29 @@ TEST(UbChunking, Fp8ConfigsCutTheReduceScatterGemmsByRingExchange) {
     EXPECT_NEAR(u.bwd, cut(1024, 4096) + cut(3584, 4096), 1e-9 * u.bwd);
 }
 
+// PyTorch's async TP (torchtitan) fuses gather→matmul and matmul→scatter and runs the matmul
+// shard by shard as well: t matmuls of T/t rows, no SM margin. The forward's fused ops each
+// cost their transfer beside the matmul plus the pieces' (T + t·d0) / (T + d0) − 1 of it.
+TEST(UbChunking, AsyncTpRunsItsFusedMatmulsShardByShard) {
+    const JobSpec j = load_asset("llama3-70b-h100.toml");
+    est::LayoutDerived L = llama_layer(8, 4096, 132);
+    L.tp_comm_overlap = false, L.async_tp = true;
+    est::assign_group_links(j.cluster, j.parallel.order.c_str(), L);
+    const est::LayerTime lt = est::layer_forward_time(L);
+    ChunkTime c;
+    est::block_comm(L, lt, 1.0, false, false, c);
+    est::hide_tp_comm(L, lt, 1.0, c);
+    const double T = 4096, h = 4096, t = 8, d0 = 128, cut = (T + t * d0) / (T + d0) - 1;
+    const double coll = est::nccl_time(est::Collective::all_gather, 2.0 * T * h, L.net_tp);
+    const double copy_in = 2.0 * 2.0 * T * h / t / L.hbm, partial_sum = 2.0 * T * h * (1 + 1 / t) / L.hbm;
+    const double qkv = gemm(L, T, 512 + 2 * 128, h), proj = gemm(L, T, h, 512), up = gemm(L, T, 2 * 1792, h),
+                 down = gemm(L, T, h, 1792);
+    auto gather_mm = [&](double g) { return copy_in + est::overlapped_cost(coll, g) + cut * g; };
+    auto mm_scatter = [&](double g) { return est::overlapped_cost(coll, g) + partial_sum + cut * g; };
+    EXPECT_NEAR(c.fwd.tp, gather_mm(qkv) + mm_scatter(proj) + gather_mm(up) + mm_scatter(down), 1e-12);
+    EXPECT_GT(cut * (qkv + proj + up + down), 0.05 * c.fwd.tp);
+}
+
 // An MoE layer: only the attention's QKV and proj are userbuffers GEMMs (the experts' GEMMs
 // follow the token dispatcher's NCCL collectives).
 TEST(UbChunking, MoeLayersCutOnlyTheAttentionGemms) {

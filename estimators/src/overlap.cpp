@@ -124,12 +124,17 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double up = titan_up_gemm(L);
     const double down = linear_gemm_time(L, T, h, L.f_l);
     const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
+    // lean: a fused op runs its matmul shard by shard, t matmuls of T/t rows (one per peer's
+    // shard in _pipelined_all_gather_and_consume, one per output chunk in
+    // _pipelined_produce_and_all2all), which reach less of the peak: the M factor of
+    // gemm_efficiency, as for userbuffers' ring exchange (ub_chunking_cost), no SM margin.
+    const double d0 = time_model_constants().gemm_half_dim, cut = (T + L.t * d0) / (T + d0) - 1.0;
     // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
     auto gather_mm = [&](double c, double bytes, double gemm) {
         if (L.fp8_cast_after_tp_gather) return c;  // ttasync: an NCCL all-gather, exposed
-        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm);
+        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm) + cut * gemm;
     };
-    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
+    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum + cut * gemm; };
     const bool dense = !L.moe;
     const double fwd = gather_mm(coll_in, in_bytes, qkv) + mm_scatter(proj) +
                        (dense ? gather_mm(coll_in, in_bytes, up) + mm_scatter(down) : coll_in + coll);
