@@ -26,6 +26,21 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES "\"by\": \"generation\", \"group\": \"H100\
   message(FATAL_ERROR "bench_accuracy --generation H100 --json: exit ${rc}, output:\n${out}\n${err}")
 endif()
 
+# lean: --csv prints one header line and one line per modelled run, with the signed error and
+# the step's terms; combined with --generation it keeps only that generation's runs.
+execute_process(COMMAND ${BENCH} --generation H100 --csv RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^name,source_tag,framework,generation,use,gpus,"
+   OR NOT out MATCHES ",published_s,predicted_s,error,compute_s,tp_s,cp_s,ep_s,pp_s,bubble_s,dp_s,optimizer_s,"
+   OR NOT out MATCHES "\nllama3-t4-405b-8k-8192gpu,llama3,other,H100,calibrate,8192,"
+   OR out MATCHES ",A100," OR out MATCHES "summary by")
+  message(FATAL_ERROR "bench_accuracy --generation H100 --csv: exit ${rc}, output:\n${out}\n${err}")
+endif()
+string(REGEX MATCHALL "\n" csv_lines "${out}")
+list(LENGTH csv_lines csv_count)
+if(csv_count LESS 90)
+  message(FATAL_ERROR "bench_accuracy --generation H100 --csv printed ${csv_count} lines, expected the header and every H100 run")
+endif()
+
 # Bad input: each case is a run file, and what the refusal must say.
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(base "[[run]]\nname = \"x-1\"\ngpu = \"h100-sxm\"\ngpus = 8\nlayers = 2\nhidden = 256\nheads = 4\nglobal_batch = 8\ndp = 8\niteration_s = 1.0\n")

@@ -5,7 +5,12 @@
 // framework and GPU generation, separately for the calibration and the checking runs.
 //
 //   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json]
-//                  [--memory RUN]
+//                  [--memory RUN] [--csv]
+//
+// --csv (lean) prints one comma-separated line per modelled run: its layout, shape, stack
+// settings, published and predicted step and every term of the predicted step, for reading
+// the signed error against run features in a spreadsheet or script (docs/accuracy.md, "The
+// optimistic lean").
 //
 // --memory RUN prints that run's per-stage memory breakdown (estimate_job's MemoryBreakdown,
 // GiB) and nothing else: the way to see why a published run is predicted to overflow.
@@ -162,6 +167,41 @@ void report(const std::vector<Run>& runs, const char* use) {
     std::printf("\n");
 }
 
+// lean: one CSV line per modelled run, the features the signed error can be read against
+// (layout, shape, stack settings) and the terms of the predicted step (TimeBreakdown, seconds).
+// Text fields hold no commas (run names, tags and enum words), so nothing is quoted.
+void print_csv(const std::vector<Run>& runs) {
+    std::printf("name,source_tag,framework,generation,use,gpus,nodes,gpus_per_node,tp,pp,dp,cp,ep,vpp,zero,"
+                "distributed_optimizer,sequence_parallel,recompute,micro_batch,global_batch,micro_batches,seq_len,"
+                "layers,hidden,params,active_params,experts,fp8,flash_attention,tp_comm_overlap,overlap_grad_reduce,"
+                "overlap_param_gather,overlap_p2p_comm,torch_compile,inter_gbps,nics_per_node,published_s,"
+                "predicted_s,error,compute_s,tp_s,cp_s,ep_s,pp_s,bubble_s,dp_s,optimizer_s,offload_s,"
+                "dp_traffic_s,model_tflops_per_gpu,mfu\n");
+    for (const Run& r : runs) {
+        if (!r.skip.empty()) continue;
+        const ptd::JobSpec& j = r.job;
+        const ptd::Estimate e = ptd::estimate_job(j);
+        const ptd::TimeBreakdown& t = e.time;
+        const double dp_traffic = e.stages.empty() ? 0.0 : e.stages[e.worst_stage].dp_s;
+        const double active = (double)e.params.non_embedding -
+                              (double)j.model.layers * (double)(e.params.mlp - e.params.mlp_active);
+        std::printf("%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.6g,%.6g,%d,%s,%d,%d,%d,"
+                    "%d,%d,%d,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                    r.name.c_str(), r.source_tag.c_str(), r.framework.c_str(), r.generation.c_str(), r.use.c_str(),
+                    j.world_size(), j.cluster.nodes, j.cluster.gpus_per_node, j.parallel.tp, j.parallel.pp,
+                    j.parallel.dp, j.parallel.cp, j.parallel.ep, j.parallel.vpp, j.parallel.zero,
+                    (int)j.parallel.distributed_optimizer, (int)j.parallel.sequence_parallel,
+                    ptd::to_string(j.parallel.recompute), j.training.micro_batch, j.training.global_batch,
+                    e.micro_batches, j.model.seq_len, j.model.layers, j.model.hidden, (double)e.params.non_embedding,
+                    active, j.model.experts, ptd::to_string(j.training.fp8), (int)j.training.flash_attention,
+                    (int)j.parallel.tp_comm_overlap, (int)j.parallel.overlap_grad_reduce,
+                    (int)j.parallel.overlap_param_gather, (int)j.parallel.overlap_p2p_comm,
+                    (int)j.training.torch_compile, j.cluster.inter_gbps, j.cluster.nics_per_node, r.published_step,
+                    r.predicted_step, error_of(r), t.compute, t.tp_comm, t.cp_comm, t.ep_comm, t.pp_comm, t.bubble,
+                    t.dp_comm, t.optimizer, t.offload, dp_traffic, e.model_tflops_per_gpu, e.mfu);
+    }
+}
+
 // One line of a summary: a group's modelled runs, median |error| and the worst run.
 struct Summary {
     std::string by, group, use;
@@ -306,13 +346,14 @@ void print_json(const std::vector<Run>& runs) {
 
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_runs.toml";
-    bool do_fit = false, json = false;
+    bool do_fit = false, json = false, csv = false;
     std::string generation, memory_run;
-    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json] [--memory RUN]\n";
+    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json] [--memory RUN] [--csv]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--fit") == 0) do_fit = true;
         else if (std::strcmp(argv[i], "--verbose") == 0) g_verbose = true;
         else if (std::strcmp(argv[i], "--json") == 0) json = true;
+        else if (std::strcmp(argv[i], "--csv") == 0) csv = true;  // lean
         else if (std::strcmp(argv[i], "--memory") == 0) {
             if (i + 1 >= argc) {
                 std::fprintf(stderr, "bench_accuracy: --memory needs a run name\n");
@@ -355,6 +396,10 @@ int main(int argc, char** argv) {
     predict_all(runs);
     if (json) {
         print_json(runs);
+        return 0;
+    }
+    if (csv) {  // lean
+        print_csv(runs);
         return 0;
     }
     std::printf("time model: gemm_eff_max %.2f, gemm_half_dim %.0f, flash_eff %.2f, comm_eff %.2f, hbm_eff %.2f\n",

@@ -123,6 +123,15 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     const KernelEfficiency kern = k.kernel(gen);
     L.gemm_eff_max = kern.gemm_eff_max;
     L.flash_eff = kern.flash_eff;
+    // lean: SMs per GPU by generation (V100 80, A100 108, H100 / H200 132, B200 / GB200 148;
+    // the vendors' whitepapers), for the userbuffers SM margin (overlap.cpp ub_chunking_cost).
+    switch (gen) {
+        case GpuGeneration::volta: L.sms = 80; break;
+        case GpuGeneration::ampere: L.sms = 108; break;
+        case GpuGeneration::hopper: L.sms = 132; break;
+        case GpuGeneration::blackwell: L.sms = 148; break;
+        default: L.sms = 0; break;  // unknown: no margin charged
+    }
     L.elementwise_factor = 1.0;
     const Framework fw = job.training.framework;
     // Megatron-LM / NeMo use Transformer Engine: cuDNN fused attention (FlashAttention-3

@@ -165,6 +165,11 @@ struct LayoutDerived {
     // ---- menorm: estimate.memory_efficient_norm — the pre-norms keep their output, not their
     // input (memory.cpp layer_activation_megatron, the final norm in stage_activation) ----
     bool norm_saves_output;
+
+    // ---- lean: streaming multiprocessors of the job's GPU (compute.cpp assign_kernel_profile),
+    // for the SMs Transformer Engine's pipelined userbuffers reduce-scatter takes from the GEMM
+    // beside it (overlap.cpp ub_chunking_cost); 0 (a LayoutDerived built by hand) = no margin ----
+    int sms;
 };
 
 // recmod: whether the layout's selective recompute runs Megatron module `bit` (RecomputeModuleBit).
@@ -344,6 +349,14 @@ double dtensor_gathered_bytes(const LayoutDerived& L);
 // GEMMs do not hide (Transformer Engine userbuffers); parallel.async_tp: to what PyTorch's
 // micro-pipelined TP leaves exposed (tt405).
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
+// lean: one layer's extra GEMM time, seconds, from Transformer Engine's userbuffers running the
+// GEMMs beside their TP collectives in pieces (ring exchange: t row blocks; pipelined
+// reduce-scatter: 4 row blocks on the SMs the collective leaves), forward and backward
+// (without recompute); 0 with t = 1. hide_tp_comm adds it under parallel.tp_comm_overlap.
+struct UbChunking {
+    double fwd = 0, bwd = 0;
+};
+UbChunking ub_chunking_cost(const LayoutDerived& L, const LayerTime& lt);
 // recomp: L.tp_dgrad_async (without tp_comm_overlap): in the backward of QKV and FC1 Megatron
 // runs the input gradient's all-reduce (SP: reduce-scatter) beside the weight-gradient GEMM
 // and, with SP, the input's re-all-gather beside the data-gradient GEMM; shrinks c.bwd.tp.

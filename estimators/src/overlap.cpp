@@ -124,12 +124,17 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     const double up = titan_up_gemm(L);
     const double down = linear_gemm_time(L, T, h, L.f_l);
     const double partial_sum = L.e * T * h * (1.0 + 1.0 / L.t) / L.hbm;
+    // lean: a fused op runs its matmul shard by shard, t matmuls of T/t rows (one per peer's
+    // shard in _pipelined_all_gather_and_consume, one per output chunk in
+    // _pipelined_produce_and_all2all), which reach less of the peak: the M factor of
+    // gemm_efficiency, as for userbuffers' ring exchange (ub_chunking_cost), no SM margin.
+    const double d0 = time_model_constants().gemm_half_dim, cut = (T + L.t * d0) / (T + d0) - 1.0;
     // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
     auto gather_mm = [&](double c, double bytes, double gemm) {
         if (L.fp8_cast_after_tp_gather) return c;  // ttasync: an NCCL all-gather, exposed
-        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm);
+        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm) + cut * gemm;
     };
-    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum; };
+    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum + cut * gemm; };
     const bool dense = !L.moe;
     const double fwd = gather_mm(coll_in, in_bytes, qkv) + mm_scatter(proj) +
                        (dense ? gather_mm(coll_in, in_bytes, up) + mm_scatter(down) : coll_in + coll);
@@ -153,6 +158,53 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
 
 }  // namespace
 
+// lean: what Transformer Engine's userbuffers cost the GEMMs they overlap (TE
+// transformer_engine/pytorch/module/base.py initialize_ub, default methods and configs; NeMo's
+// and Megatron-Bridge's tp_overlap_configs/userbuffers.py for the performance recipes). Each
+// GEMM next to a TP all-gather or reduce-scatter runs in pieces, not whole:
+//  - "ring_exchange" (QKV and FC1 forward with their all-gather; proj and FC2 data gradient
+//    with theirs): t GEMMs of T/t rows each, one per ring step (num_splits = tp size), the
+//    copies on the copy engines;
+//  - "pipeline" (proj and FC2 forward with their reduce-scatter, bf16): 4 GEMMs of T/4 rows
+//    (num_splits 4) on the SMs the reduce-scatter kernel leaves (set_sm_margin: 24 SMs beside
+//    proj, 16 beside FC2 in the Llama 3 70B H100 config — the recipes use 16 – 32 and 8 – 24;
+//    TE's default is 16 each); every FP8 config runs these two as "ring_exchange" instead
+//    (t pieces, 1 SM), so under a Transformer Engine FP8 recipe they are cut like the others;
+//  - "bulk" (QKV / FC1 data and weight gradients): the GEMM runs whole beside the collective,
+//    which overlapped_cost already charges.
+// Smaller pieces reach less of the peak (gemm_efficiency's M factor; FP8's longer reduction,
+// fp8_reduction_factor), so a layer's forward pays Σ splits·g(T/splits) / (1 − margin) − g(T)
+// over its four GEMMs and its backward over the two ring-exchange data gradients.
+UbChunking ub_chunking_cost(const LayoutDerived& L, const LayerTime& lt) {
+    UbChunking u;
+    const double T = L.tokens, t = L.t, h = L.h;
+    if (T <= 0 || t <= 1) return u;
+    const bool rs_ring = L.fp8 != Fp8Recipe::none;  // FP8 configs: the reduce-scatter GEMMs by ring exchange
+    const double rs_splits = rs_ring ? t : 4.0;
+    const double margin_proj = L.sms > 0 && !rs_ring ? 24.0 / L.sms : 0.0, margin_fc2 = L.sms > 0 && !rs_ring ? 16.0 / L.sms : 0.0;
+    auto pieces = [&](double m, double n, double k, double splits, double margin) {
+        const double whole = linear_gemm_time(L, m, n, k);
+        return std::max(0.0, splits * linear_gemm_time(L, m / splits, n, k) / (1.0 - margin) - whole);
+    };
+    if (L.mla) {
+        // MLA's projections are several GEMMs (lt.gemm_qkv): the same row split, by its M factor.
+        const double d0 = time_model_constants().gemm_half_dim;
+        const double ring = (T + t * d0) / (T + d0) - 1.0, pipe = (T + rs_splits * d0) / (T + d0) / (1.0 - margin_proj) - 1.0;
+        u.fwd = ring * lt.gemm_qkv + pipe * lt.gemm_proj;
+        u.bwd = ring * lt.gemm_proj;
+        return u;
+    }
+    const double hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    u.fwd = pieces(T, hd + 2.0 * kvd, h, t, 0.0) + pieces(T, h, hd, rs_splits, margin_proj);
+    u.bwd = pieces(T, hd, h, t, 0.0);
+    if (!L.moe) {  // moe: the experts' GEMMs are not userbuffers GEMMs (hide_tp_comm)
+        const double mats_in = L.swiglu ? 2.0 : 1.0;
+        u.fwd += pieces(T, mats_in * L.f_l, h, t, 0.0) + pieces(T, h, L.f_l, rs_splits, margin_fc2);
+        u.bwd += pieces(T, L.f_l, h, t, 0.0);
+    }
+    return u;
+}
+
 void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     // tt405; mla: not for MLA layers, whose TP collectives this pass does not describe (kept exposed)
     if (L.async_tp && layers > 0 && !L.mla) return hide_tp_comm_async(L, layers, c);
@@ -165,6 +217,11 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
     // Backward: data- and weight-gradient GEMMs (2× forward); with full recompute the
     // recomputed forward's GEMMs and collectives too.
     const bool full = L.rc == Recompute::full;
+    // lean: the GEMMs run in pieces beside their collectives (ub_chunking_cost), counted with
+    // the TP time they hide; the recomputed forward (full recompute) runs in pieces again.
+    const UbChunking chunking = ub_chunking_cost(L, lt);
+    c.fwd.tp += layers * chunking.fwd;
+    c.bwd.tp += layers * (chunking.bwd + (full ? chunking.fwd : 0.0));
     if (L.moe) {
         // moe: userbuffers pair the attention's TE linears (QKV, proj) with their collectives;
         // an MoE layer's all-gather and reduce-scatter are the token dispatcher's NCCL calls
