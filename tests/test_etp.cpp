@@ -224,4 +224,55 @@ TEST(Etp, MoeCandidatesGrowByTheDivisorsOfTp) {
     }
 }
 
+// ---- torchtitan exports: the experts' split must be one torchtitan runs ----
+// torchtitan v0.2.x (the TOML form) splits the routed experts expert_tensor_parallel_degree ways
+// when ep > 1 (1 by default, or tp) and tp ways when ep = 1; torchtitan main (the Python form)
+// removed expert TP (#3167): ep > 1 means expert_tp 1. The planner's folded winners export to
+// both; an unfolded tp > 1, ep > 1 layout only to the TOML form, which now writes the degree.
+const char* kQwen3_30B = R"(
+[model]
+preset = "qwen3-30b-a3b"
+[cluster]
+nodes = 2
+gpus_per_node = 8
+gpu = "h100-sxm"
+[parallel]
+tp = 2
+ep = 8
+sequence_parallel = true
+[training]
+micro_batch = 1
+global_batch = 64
+)";
+
+JobSpec qwen30(int expert_tp, int ep = 8) {
+    JobSpec job = load_ok(kQwen3_30B);
+    job.parallel.expert_tp = expert_tp, job.parallel.ep = ep;
+    EXPECT_TRUE(validate_job(job).empty());
+    return job;
+}
+
+TEST(Etp, TorchtitanExportsWriteOrRefuseTheExpertsSplit) {
+    // expert_tp = tp (2) under ep 8: v0.2.x is told so; main cannot run it.
+    auto toml = export_job(qwen30(0), ExportFormat::torchtitan_toml);
+    ASSERT_TRUE(toml) << toml.error().str();
+    EXPECT_NE(toml->text.find("expert_tensor_parallel_degree = 2"), std::string::npos) << toml->text;
+    auto main_form = export_job(qwen30(0), ExportFormat::torchtitan);
+    ASSERT_FALSE(main_form);
+    EXPECT_NE(main_form.error().str().find("parallel.expert_tp: got 2 (= tp) with tp 2 and ep 8"), std::string::npos)
+        << main_form.error().str();
+    // expert_tp 1 (folded): torchtitan's default in v0.2.x, the only split on main.
+    auto folded_toml = export_job(qwen30(1), ExportFormat::torchtitan_toml);
+    ASSERT_TRUE(folded_toml) << folded_toml.error().str();
+    EXPECT_EQ(folded_toml->text.find("expert_tensor_parallel_degree"), std::string::npos);
+    EXPECT_TRUE(export_job(qwen30(1), ExportFormat::torchtitan)) << "expert_tp 1 under ep 8";
+    // ep 1: torchtitan splits the experts tp ways; expert_tp 1 cannot be written.
+    for (ExportFormat f : {ExportFormat::torchtitan, ExportFormat::torchtitan_toml}) {
+        EXPECT_TRUE(export_job(qwen30(0, 1), f)) << to_string(f);
+        auto refused = export_job(qwen30(1, 1), f);
+        ASSERT_FALSE(refused) << to_string(f);
+        EXPECT_NE(refused.error().str().find("parallel.expert_tp: got 1 with tp 2 and ep 1"), std::string::npos);
+    }
+}
+
 }  // namespace

@@ -487,8 +487,6 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
             (world / (options.vary_cp ? 1 : cp)) % tp == 0)
             sp.tps.push_back(tp);
     }
-    // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
-    // causal attention, so cp must divide seq_len / 2; cp divides the world.
     // etp: the expert_tp values per tp: expert_tp = tp (0) first, then tp's other divisors, largest first.
     sp.etps.resize(sp.tps.empty() ? 1 : (size_t)sp.tps.back() + 1);
     for (int tp : sp.tps) {
@@ -498,6 +496,8 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
             for (int d = tp - 1; d >= 1; --d)
                 if (tp % d == 0) list.push_back(d);
     }
+    // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
+    // causal attention, so cp must divide seq_len / 2; cp divides the world.
     if (options.vary_cp) {
         for (int c = 1; c <= world; ++c)
             if (world % c == 0 && (c == 1 || (m.seq_len > 0 && m.seq_len % (2 * c) == 0))) sp.cps.push_back(c);
