@@ -438,7 +438,9 @@ TEST(MlaioExport, MegatronQwen3) {
 // torchtitan has Qwen3 and DeepSeek-V3 models (torchtitan/models/qwen3, deepseek_v3, main
 // b5bcd76; v0.2.2 for the TOML form): the exact presets map to their flavors.
 TEST(MlaioExport, TorchtitanFlavors) {
-    const ptd::JobSpec ds = preset_job("deepseek-v3", "tp = 8\ndp = 128\nep = 64\nsequence_parallel = true");
+    // etp: torchtitan main splits the routed experts over ep only (no expert TP, #3167), so the
+    // jobs exported to it with tp > 1 and ep > 1 say expert_tp = 1.
+    const ptd::JobSpec ds = preset_job("deepseek-v3", "tp = 8\ndp = 128\nep = 64\nexpert_tp = 1\nsequence_parallel = true");
     const std::string py = export_text(ds, ptd::ExportFormat::torchtitan);
     EXPECT_TRUE(contains(py, "from torchtitan.models.deepseek_v3 import MTPLoss, model_registry")) << py;
     EXPECT_TRUE(contains(py, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_671b")) << py;
@@ -461,7 +463,7 @@ TEST(MlaioExport, TorchtitanFlavors) {
     // Without MTP the same preset is still DeepSeek-V3 671B, in both forms.
     const ptd::JobSpec no_mtp = loaded(ptd::load_job_text(
         "[model]\npreset = \"deepseek-v3\"\nmtp_layers = 0\n[cluster]\ngpu = \"h100-sxm\"\nnodes = 128\ngpus_per_node = 8\n"
-        "[parallel]\ntp = 8\npp = 2\ndp = 64\nep = 64\nsequence_parallel = true\nlayers_per_stage = [30, 31]\n"
+        "[parallel]\ntp = 8\npp = 2\ndp = 64\nep = 64\nexpert_tp = 1\nsequence_parallel = true\nlayers_per_stage = [30, 31]\n"
         "[training]\nmicro_batch = 1\nglobal_batch = 64\n",
         "job.toml", presets()));
     const std::string toml = export_text(no_mtp, ptd::ExportFormat::torchtitan_toml);
@@ -475,11 +477,11 @@ TEST(MlaioExport, TorchtitanFlavors) {
     EXPECT_TRUE(contains(q32, "from torchtitan.models.qwen3.config_registry import qwen3_32b")) << q32;
     EXPECT_TRUE(contains(q32, "config.model_spec = model_registry(\"32B\")")) << q32;
     EXPECT_FALSE(contains(q32, "config.loss")) << q32;
-    const std::string q235 = export_text(preset_job("qwen3-235b-a22b", "tp = 2\ndp = 512\nep = 16\nsequence_parallel = true"),
+    const std::string q235 = export_text(preset_job("qwen3-235b-a22b", "tp = 2\ndp = 512\nep = 16\nexpert_tp = 1\nsequence_parallel = true"),
                                          ptd::ExportFormat::torchtitan);
     EXPECT_TRUE(contains(q235, "    config = qwen3_debugmodel()")) << q235;
     {
-        auto r235 = ptd::export_job(preset_job("qwen3-235b-a22b", "tp = 2\ndp = 512\nep = 16\nsequence_parallel = true"),
+        auto r235 = ptd::export_job(preset_job("qwen3-235b-a22b", "tp = 2\ndp = 512\nep = 16\nexpert_tp = 1\nsequence_parallel = true"),
                                     ptd::ExportFormat::torchtitan);
         ASSERT_TRUE(r235);
         EXPECT_TRUE(any_note(*r235, "set config.hf_assets_path to the model's tokenizer"));

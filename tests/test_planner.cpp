@@ -366,7 +366,9 @@ TEST(Planner, MixtureOfExpertsVariesExpertParallelism) {
     int with_ep = 0;
     for (const PlanEntry& e : r.top) {
         EXPECT_EQ(8 % e.choice.ep, 0);
-        EXPECT_EQ((e.choice.dp * e.choice.cp) % e.choice.ep, 0);
+        // etp: ep divides dp·cp, or with the experts folded (expert_tp ≠ tp) ep·expert_tp divides tp·cp·dp.
+        if (e.choice.etp == 0 || e.choice.etp == e.choice.tp) EXPECT_EQ((e.choice.dp * e.choice.cp) % e.choice.ep, 0);
+        else EXPECT_EQ((e.choice.tp * e.choice.dp * e.choice.cp) % (e.choice.ep * e.choice.etp), 0);
         with_ep += e.choice.ep > 1;
     }
     EXPECT_GT(with_ep, 0) << "no fitting layout with ep > 1";

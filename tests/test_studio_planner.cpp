@@ -47,6 +47,7 @@ double column_key(const PlanRow& r, PlanColumn c) {
         case PlanColumn::dp: return ch.dp;
         case PlanColumn::cp: return ch.cp;
         case PlanColumn::ep: return ch.ep;
+        case PlanColumn::etp: return ch.etp > 0 ? ch.etp : ch.tp;
         case PlanColumn::vpp: return ch.vpp;
         case PlanColumn::micro_batch: return ch.micro_batch;
         case PlanColumn::zero: return ch.distributed_optimizer ? 0.5 : ch.zero;

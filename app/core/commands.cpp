@@ -191,9 +191,8 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
             return kExitConfig;
         }
         *job = apply_plan_entry(*job, plan->top.front());
-        const ParallelSpec& p = job->parallel;
         chosen_by_planner = "no layout chosen in the job (no [parallel] table): estimating the planner's best, " +
-                            layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp) + " micro-batch " +
+                            layout_label(*job) + " micro-batch " +
                             std::to_string(job->training.micro_batch) + "; `ptd plan " + a.job +
                             "` lists the alternatives";
         if (!plan->too_big.empty()) chosen_by_planner += "; " + plan->too_big;
@@ -271,7 +270,7 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
                 const ParallelSpec& q = other.parallel;
                 plan_fallback = "--plan: the planner's best layout cannot be written as --format " +
                                 std::string(to_string(a.format)) + " (the key is named below); the best one that can is rank " +
-                                std::to_string(i + 1) + " of `ptd plan`: " + layout_label(q.tp, q.pp, q.dp, q.cp, q.ep, q.vpp) +
+                                std::to_string(i + 1) + " of `ptd plan`: " + layout_label(other) +
                                 ", zero " + std::to_string(q.zero) + (q.distributed_optimizer ? " + distributed optimizer" : "") +
                                 ", recompute " + to_string(q.recompute) + ", micro-batch " +
                                 std::to_string(other.training.micro_batch) + "; set those keys with --set to export it";
@@ -279,9 +278,8 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
         if (plan_fallback.empty())
             plan_fallback = "--plan: no layout the planner lists can be written as --format " + std::string(to_string(a.format));
-        const ParallelSpec& p = chosen.parallel;
         print_notes(err, a.job, {"--plan: exporting the planner's best layout " +
-                                 layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp) + ", micro-batch " +
+                                 layout_label(chosen) + ", micro-batch " +
                                  std::to_string(chosen.training.micro_batch) + " (" + plan->why_best + ")"});
     }
     auto exported = export_job(chosen, a.format);

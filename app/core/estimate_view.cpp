@@ -97,6 +97,13 @@ std::string layout_label(int tp, int pp, int dp, int cp, int ep, int vpp) {
     return s;
 }
 
+std::string layout_label(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    std::string s = layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp);
+    if (job.model.experts > 1 && p.etp() != p.tp) s += fmt("·etp%d", p.etp());  // etp
+    return s;
+}
+
 // ---- estimate --------------------------------------------------------------------------
 
 std::string render_estimate_text(const JobSpec& job, const Estimate& est, const Term& term) {
@@ -108,7 +115,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     // Header: what is being estimated, in one line.
     out += bold(term, m.name) + fmt(" (%s params) on %d × %s", human_count((double)est.params.total).c_str(),
                                     job.world_size(), job.cluster.gpu.name.c_str());
-    out += " · " + layout_label(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp);
+    out += " · " + layout_label(job);
     out += fmt(" · mb %d · global %d · %d micro-batches · %s · %s · recompute %s · SP %s · flash %s\n", t.micro_batch,
                t.global_batch, est.micro_batches,
                (std::string(to_string(t.precision)) +
@@ -311,6 +318,10 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
         {"step s", 9}, {"tokens/s", 12}, {"MFU", 7}};
     std::vector<std::pair<const char*, int>> widths = cols;
+    // etp: MoE jobs get an etp column after ep (the experts' tensor parallelism the search chose).
+    const bool moe = job.model.experts > 1;
+    constexpr size_t kEtpColumn = 6;
+    if (moe) widths.insert(widths.begin() + kEtpColumn, {"etp", 4});
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < entries.size(); ++i) {
         const LayoutChoice& c = entries[i].choice;
@@ -325,6 +336,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
             zero_label(c.zero, c.distributed_optimizer) + offload_suffix(c.offload_optimizer, c.offload_params), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
             order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
             thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)});
+        if (moe) rows.back().insert(rows.back().begin() + kEtpColumn, std::to_string(c.etp > 0 ? c.etp : c.tp));  // etp
         // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
         for (size_t k = 0; k < widths.size(); ++k)
             widths[k].second = std::max(widths[k].second, width(rows.back()[k]) + 2);
@@ -393,6 +405,7 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e);
 nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
     const LayoutChoice& c = e.choice;
     nlohmann::json j = entry_json_base(job, e);
+    if (job.model.experts > 1) j["expert_tp"] = c.etp > 0 ? c.etp : c.tp;  // etp: MoE only (dense output unchanged)
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
         j["schedule"] = to_string(c.schedule);  // zb: only where it is not Megatron-LM's own
     return j;
@@ -443,8 +456,7 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
         out += bold(term, "your layout: ") + "none chosen (the job has no [parallel] table); `ptd export --plan` exports the best\n";
     else if (plan.job_rank >= 0)
         out += bold(term, "your layout: ") + fmt("rank %d of %lld feasible (%s)\n", plan.job_rank + 1, (long long)plan.feasible,
-                                                 layout_label(job.parallel.tp, job.parallel.pp, job.parallel.dp,
-                                                              job.parallel.cp, job.parallel.ep, job.parallel.vpp).c_str());
+                                                 layout_label(job).c_str());
     else
         out += bold(term, "your layout: ") + "not ranked (it does not fit, or lies outside the search space)\n";
     out += dim(term, fmt("searched %lld layouts, evaluated %lld (%lld schedules simulated), %lld fit, in %.2f s%s\n",

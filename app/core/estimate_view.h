@@ -27,6 +27,8 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
 
 // "tp8·pp4·dp2·vpp5": the degrees greater than one after tp·pp·dp.
 std::string layout_label(int tp, int pp, int dp, int cp, int ep, int vpp);
+// etp: the job's, with "·etpN" where a MoE job's expert_tp differs from tp (MoE parallel folding).
+std::string layout_label(const JobSpec& job);
 
 // A whole number with thousands separators: 1234567 → "1,234,567".
 std::string thousands(double v);

@@ -169,6 +169,7 @@ void rebuild_view(PlannerState& p) {
             case PlanColumn::dp: return c.dp;
             case PlanColumn::cp: return c.cp;
             case PlanColumn::ep: return c.ep;
+            case PlanColumn::etp: return c.etp > 0 ? c.etp : c.tp;  // etp
             case PlanColumn::vpp: return c.vpp;
             case PlanColumn::micro_batch: return c.micro_batch;
             case PlanColumn::zero: return c.distributed_optimizer ? 0.5 : c.zero;  // 0, dist-opt, 1, 2, 3
@@ -291,6 +292,7 @@ const char* plan_column_label(PlanColumn c) {
         case PlanColumn::dp: return "dp";
         case PlanColumn::cp: return "cp";
         case PlanColumn::ep: return "ep";
+        case PlanColumn::etp: return "etp";
         case PlanColumn::vpp: return "vpp";
         case PlanColumn::micro_batch: return "mb";
         case PlanColumn::zero: return "zero";
@@ -314,6 +316,9 @@ const char* plan_column_help(PlanColumn c) {
         case PlanColumn::dp: return "Data parallel replicas";
         case PlanColumn::cp: return "Context parallel degree: each sequence split over cp ranks (ring attention)";
         case PlanColumn::ep: return "Expert parallel degree (MoE models)";
+        case PlanColumn::etp:
+            return "Expert tensor parallel degree (MoE models): the experts split this many ways, tp unless the "
+                   "layout folds them (Megatron --expert-tensor-parallel-size)";
         case PlanColumn::vpp: return "Virtual pipeline chunks per stage (interleaved 1F1B)";
         case PlanColumn::micro_batch: return "Micro-batch size (sequences per replica per micro-step)";
         case PlanColumn::zero: return "ZeRO stage, or dopt = Megatron's distributed optimizer";
@@ -348,6 +353,8 @@ std::string plan_cell_text(const StudioState& s, const PlanRow& row, PlanColumn 
         case PlanColumn::dp: return std::to_string(ch.dp);
         case PlanColumn::cp: return std::to_string(ch.cp);
         case PlanColumn::ep: return std::to_string(ch.ep);
+        case PlanColumn::etp:  // etp: "-" for a dense model, which has no experts to split
+            return s.planner.planned_job.model.experts > 1 ? std::to_string(ch.etp > 0 ? ch.etp : ch.tp) : "-";
         case PlanColumn::vpp: return std::to_string(ch.vpp);
         case PlanColumn::micro_batch: return std::to_string(ch.micro_batch);
         case PlanColumn::zero: return ch.distributed_optimizer ? "dopt" : std::to_string(ch.zero);

@@ -43,9 +43,9 @@ std::string planner_setting_error(const StudioState& s, std::string_view key);
 // Table columns, in display order.
 enum class PlanColumn {
     rank, tokens_per_s, mfu, step_s, peak, headroom,
-    tp, pp, dp, cp, ep, vpp, micro_batch, zero, recompute, sp, order
+    tp, pp, dp, cp, ep, etp, vpp, micro_batch, zero, recompute, sp, order  // etp: expert_tp (MoE)
 };
-inline constexpr int kPlanColumns = 17;
+inline constexpr int kPlanColumns = 18;
 const char* plan_column_label(PlanColumn c);  // "#", "tokens/s", "MFU", ..., "order"
 const char* plan_column_help(PlanColumn c);   // one line for the header's tooltip
 

@@ -27,11 +27,12 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// "tp8·pp2·dp16 v4 mb1 dist-opt sp sel" — the choice the planner made, in one token-ish string.
+// "8·2·16e8x1v4 mb1 dopt sp rc-sel" — the choice the planner made, in one token-ish string.
 std::string choice_label(const ptd::LayoutChoice& c) {
     std::string s = std::to_string(c.tp) + "·" + std::to_string(c.pp) + "·" + std::to_string(c.dp);
     if (c.cp > 1) s += "c" + std::to_string(c.cp);
     if (c.ep > 1) s += "e" + std::to_string(c.ep);
+    if (c.etp > 0 && c.etp != c.tp) s += "x" + std::to_string(c.etp);  // etp: expert_tp ≠ tp (MoE parallel folding)
     if (c.vpp > 1) s += "v" + std::to_string(c.vpp);
     s += " mb" + std::to_string(c.micro_batch);
     s += c.distributed_optimizer ? " dopt" : c.zero > 0 ? " z" + std::to_string(c.zero) : "";
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
     // The "too big for the global batch" check re-plans on fewer nodes; the published runs chose
     // their GPU count, so it is off here (and would double the time of the largest runs).
     options.max_bubble_share = -1;
+    // etp: a published expert_tp is a layout choice like tp: searched, the published one ranked.
+    options.vary_expert_tp = true;
     const char* usage = "usage: bench_plan_published [RUNS.toml] [--run SUBSTRING] [--max-micro-batch N] [--verbose]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--verbose") == 0) verbose = true;
@@ -127,9 +130,9 @@ int main(int argc, char** argv) {
     const std::vector<Run> runs = load_runs(path, *presets);
 
     std::printf("the planner on each published run's model, cluster, GPUs, global batch and precision (top 1,\n"
-                "max_micro_batch %d, every tp/cp/pp/vpp/zero/recompute/order it searches).\n"
+                "max_micro_batch %d, every tp/cp/pp/vpp/zero/recompute/order/expert_tp it searches).\n"
                 "tok/s are per GPU; rank = 1 + fitting layouts strictly faster than the published one.\n"
-                "layout: tp·pp·dp, c = cp, e = ep, v = vpp; dopt = distributed optimizer, z = ZeRO stage, sp = sequence\n"
+                "layout: tp·pp·dp, c = cp, e = ep, x = expert_tp (where ≠ tp), v = vpp; dopt = distributed optimizer, z = ZeRO stage, sp = sequence\n"
                 "parallel, rc = recompute, o1/o2 = the planner's 2nd/3rd rank order.\n\n",
                 options.max_micro_batch);
     std::vector<Row> rows;

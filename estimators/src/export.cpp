@@ -844,6 +844,28 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
         tp.notes.push_back("parallel.moe_dispatcher / moe_a2a_overlap: Megatron-core's flex dispatcher (DeepEP / HybridEP) "
                            "and --overlap-moe-expert-parallel-comm; this export writes no torchtitan setting for them, so "
                            "its expert-parallel all-to-all is torchtitan's own");
+    // etp: the routed experts' tensor parallelism. torchtitan v0.2.x (distributed/parallel_dims.py)
+    // splits them parallelism.expert_tensor_parallel_degree ways when ep > 1 — 1 (its default) or
+    // tp, written below — and tp ways when ep = 1; torchtitan main removed expert TP (#3167,
+    // models/common/moe_sharding.py): with ep > 1 the experts split over ep only, with ep = 1 tp
+    // ways. Any other split would run a different layout than the one estimated.
+    if (m.experts > 1) {
+        const int etp = p.etp();
+        const bool toml = format == ExportFormat::torchtitan_toml;
+        const bool ok = p.ep == 1 ? etp == p.tp : etp == 1 || (toml && etp == p.tp);
+        if (!ok)
+            return job_error(
+                job, "parallel.expert_tp",
+                "got " + std::to_string(etp) + (p.expert_tp == 0 ? " (= tp)" : "") + " with tp " + std::to_string(p.tp) +
+                    " and ep " + std::to_string(p.ep) + "; " +
+                    (p.ep == 1 ? "torchtitan splits the routed experts tp ways when ep = 1; allowed for --format " + fmt +
+                                     ": 0 (= tp), or --format megatron"
+                     : toml    ? "torchtitan v0.2.x splits them expert_tensor_parallel_degree ways, 1 or tp; allowed for "
+                                 "--format " + fmt + ": 1 or " + std::to_string(p.tp) + ", or --format megatron"
+                               : "torchtitan main has no expert tensor parallelism (#3167): with ep > 1 the routed experts "
+                                 "split over ep only; allowed for --format " + fmt +
+                                     ": 1 (--set parallel.expert_tp=1), or --format torchtitan-toml / megatron"));
+    }
 
     // offload: torchtitan's training.enable_cpu_offload puts FSDP2's CPUOffloadPolicy on every
     // module: parameters, gradients and optimizer state go to host memory together.
@@ -1043,6 +1065,9 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     }
     w.int_("context_parallel_degree", p.cp);
     if (m.experts > 1) w.int_("expert_parallel_degree", p.ep);
+    // etp: torchtitan v0.2.x's default expert_tensor_parallel_degree is 1; tp is written (plan_torchtitan
+    // refuses any other value).
+    if (m.experts > 1 && p.ep > 1 && p.etp() != 1) w.int_("expert_tensor_parallel_degree", p.etp());
     // parallel.tp_comm_overlap: async TP, which torchtitan runs only under torch.compile.
     const bool async_tp = (p.tp_comm_overlap || p.async_tp) && p.tp > 1;  // tt405: parallel.async_tp is the same key
     if (async_tp)

@@ -275,6 +275,27 @@ std::vector<Diagnostic> require_global_batch(const JobSpec& job, const std::stri
                  " needs the global batch: add `global_batch = N` (sequences per step) under [training]"}};
 }
 
+// etp: the expert-group rules (job_spec.h). MoE parallel folding (Megatron-core parallel_state.py
+// initialize_model_parallel with --expert-tensor-parallel-size) cuts each stage's tp·cp·dp ranks
+// into expert_tp × ep × expert-dp; with expert_tp = tp that is ep dividing dp·cp.
+unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int ep, int expert_tp, bool default_order) {
+    unsigned bad = 0;
+    const int etp = expert_tp > 0 ? expert_tp : tp;
+    if (m.moe_ffn_hidden > 0 && tp > 0 && m.moe_ffn_hidden % tp != 0 && etp == tp) bad |= kExpertTpWidth;
+    if (ep > 1 && m.experts < 2) bad |= kEpDense;
+    if (ep > 1 && m.experts > 1 && m.experts % ep != 0) bad |= kEpExperts;
+    if (ep > 1 && etp == tp && ((long long)dp * cp) % ep != 0) bad |= kEpDataCp;
+    if (expert_tp != 0 && expert_tp != tp) {
+        const long long block = (long long)tp * cp * dp;
+        const int expert_width = m.expert_ffn_hidden();
+        if (m.experts < 2) bad |= kEtpDense;
+        else if (ep < 1 || block % ((long long)ep * expert_tp) != 0) bad |= kEtpFold;
+        if (m.experts >= 2 && expert_width > 0 && expert_width % expert_tp != 0) bad |= kEtpWidth;
+        if (m.experts >= 2 && !default_order) bad |= kEtpOrder;
+    }
+    return bad;
+}
+
 std::vector<Diagnostic> validate_job(const JobSpec& job) {
     std::vector<Diagnostic> out;
     auto add = [&](const std::string& key, std::string msg) {
@@ -285,6 +306,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const ClusterSpec& c = job.cluster;
+    // etp: the expert-group rules, shared with the planner's search (expert_layout_problems).
+    const unsigned expert_bad = expert_layout_problems(m, p.tp, p.cp, p.dp, p.ep, p.expert_tp, p.order == "tp-cp-ep-dp-pp");
 
     // Model shape.
     if (m.heads > 0 && m.head_dim_given == 0 && m.hidden % m.heads != 0)
@@ -354,7 +377,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("parallel.tp", "got " + s(p.tp) + ", but ffn_hidden (" + s(m.ffn_hidden) +
                                ") must be divisible by tp; allowed tp: " + divisors_of(m.ffn_hidden));
     // moe2: with expert_tp ≠ tp the routed experts split expert_tp ways (checked below), not tp.
-    if (m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % p.tp != 0 && p.etp() == p.tp)
+    if (expert_bad & kExpertTpWidth)
         add("parallel.tp", "got " + s(p.tp) + ", but moe_ffn_hidden (" + s(m.moe_ffn_hidden) +
                                ") must be divisible by tp; allowed tp: " + divisors_of(m.moe_ffn_hidden));
     if (m.shared_expert_ffn_hidden > 0 && m.shared_expert_ffn_hidden % p.tp != 0)
@@ -613,12 +636,12 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     }
 
     // Experts.
-    if (p.ep > 1 && m.experts < 2)
+    if (expert_bad & kEpDense)
         add("parallel.ep", "got " + s(p.ep) + " for a dense model; allowed: ep = 1 unless experts ≥ 2");
-    if (p.ep > 1 && m.experts > 1 && m.experts % p.ep != 0)
+    if (expert_bad & kEpExperts)
         add("parallel.ep", "got " + s(p.ep) + ", but experts (" + s(m.experts) +
                                ") must be divisible by ep; allowed ep: " + divisors_of(m.experts));
-    if (p.ep > 1 && p.etp() == p.tp && ((long long)p.dp * p.cp) % p.ep != 0)
+    if (expert_bad & kEpDataCp)
         add("parallel.ep", "got " + s(p.ep) + ", but ep must divide dp·cp = " + s((long long)p.dp * p.cp) +
                                "; allowed ep: " + divisors_of(p.dp * p.cp) +
                                " (or an expert_tp other than tp, which folds the experts over tp·cp·dp)");
@@ -629,10 +652,10 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     if (p.expert_tp != 0 && p.expert_tp != p.tp) {
         const long long block = (long long)p.tp * p.cp * p.dp;
         const int expert_width = m.expert_ffn_hidden();
-        if (m.experts < 2)
+        if (expert_bad & kEtpDense)
             add("parallel.expert_tp", "got " + s(p.expert_tp) + " for a dense model (experts = " + s(m.experts) +
                                           "); allowed: 0 (= tp) unless experts ≥ 2");
-        else if (block % ((long long)p.ep * p.expert_tp) != 0)
+        else if (expert_bad & kEtpFold)
             add("parallel.expert_tp", "got " + s(p.expert_tp) + " with ep " + s(p.ep) + ": ep·expert_tp = " +
                                           s((long long)p.ep * p.expert_tp) + " must divide tp·cp·dp = " + s(p.tp) + "·" +
                                           s(p.cp) + "·" + s(p.dp) + " = " + s(block) +
@@ -640,11 +663,11 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                           (block % p.ep == 0 ? " expert_tp: " + divisors_of((int)(block / p.ep))
                                                              : ": an ep dividing " + s(block) + ", then expert_tp dividing " +
                                                                    s(block) + " / ep"));
-        if (m.experts >= 2 && expert_width > 0 && expert_width % p.expert_tp != 0)
+        if (expert_bad & kEtpWidth)
             add("parallel.expert_tp", "got " + s(p.expert_tp) + ", but the routed experts' width (" +
                                           (m.moe_ffn_hidden > 0 ? "moe_ffn_hidden " : "ffn_hidden ") + s(expert_width) +
                                           ") must be divisible by expert_tp; allowed: " + divisors_of(expert_width));
-        if (m.experts >= 2 && p.order != "tp-cp-ep-dp-pp")
+        if (expert_bad & kEtpOrder)
             add("parallel.expert_tp", "got " + s(p.expert_tp) + " with order \"" + p.order +
                                           "\": the folded expert groups are laid out over Megatron's default order "
                                           "only; allowed: order = \"tp-cp-ep-dp-pp\", or expert_tp = 0 (= tp)");

@@ -30,12 +30,16 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes; }
 
+// etp: the experts' tensor-parallel size a choice runs with (its etp 0 means tp).
+int effective_etp(const LayoutChoice& c) { return c.etp > 0 ? c.etp : c.tp; }
+
 bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
     return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.vpp == b.vpp &&
            a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
            a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
            a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params &&
-           effective_schedule(a.schedule, a.vpp) == effective_schedule(b.schedule, b.vpp);  // zb: "1f1b" = auto at vpp 1
+           effective_schedule(a.schedule, a.vpp) == effective_schedule(b.schedule, b.vpp) &&  // zb: "1f1b" = auto at vpp 1
+           effective_etp(a) == effective_etp(b);  // etp
 }
 
 // A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
@@ -131,6 +135,11 @@ struct Space {
     // Megatron-LM, NeMo, Megatron-Bridge), with the job's group size N (0 = pp).
     bool megatron_schedule = false;
     int job_mb_group = 0;
+    // etp: the expert_tp values tried under each tp, by tp (0 = tp, listed first): {0} for a
+    // dense model, {the job's} where it fixes expert_tp, else the divisors of tp. The model
+    // for expert_layout_problems (job_spec.h), the rules validate_job applies.
+    std::vector<std::vector<int>> etps;
+    const ModelSpec* model = nullptr;
 };
 
 // bits: the interleaved group size a layout is scored (estimate.cpp derive) and applied
@@ -177,15 +186,16 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
             } else if (pp > 1) {
                 for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v) vpps.push_back(v);
             }
+            for (int etp : sp.etps[tp]) {  // etp: one pass for a dense model or a fixed expert_tp
             eps.clear();
+            bool default_order_only = false;  // moe2: folding (expert_tp ≠ tp) needs the default order
             if (sp.experts < 2) {
                 eps.push_back(1);
             } else {
-                // moe2: with the job's expert_tp ≠ tp the expert groups fold tp·cp·dp (ep·etp divides it).
-                const bool folded = sp.job_etp > 0 && sp.job_etp != tp;
+                // moe2 / etp: ep divides experts and dp·cp, or with expert_tp ≠ tp the expert groups
+                // fold tp·cp·dp (ep·expert_tp divides it) — validate_job's rules, called here.
                 auto ep_ok = [&](int e) {
-                    return sp.experts % e == 0 && (folded ? ((long long)tp * cp * dp) % ((long long)e * sp.job_etp) == 0
-                                                          : ((long long)dp * cp) % e == 0);
+                    return (expert_layout_problems(*sp.model, tp, cp, dp, e, etp, true) & ~kEtpOrder) == 0;
                 };
                 if (!sp.vary_ep) {
                     if (ep_ok(sp.job_ep)) eps.push_back(sp.job_ep);
@@ -193,6 +203,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                     for (int e = 1; e <= sp.experts; ++e)
                         if (ep_ok(e)) eps.push_back(e);
                 }
+                default_order_only = (expert_layout_problems(*sp.model, tp, cp, dp, 1, etp, false) & kEtpOrder) != 0;
             }
             for (int seq_par = 0; seq_par <= (sp_ok ? 1 : 0); ++seq_par)
                 for (int ep : eps)
@@ -202,7 +213,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                         bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
                         if (zero >= 2 && pp > 1) continue;
                         for (int order : sp.orders)
-                            if (!(sp.job_etp > 0 && sp.job_etp != tp && sp.experts > 1 && order != 0))  // moe2: folding needs the default order
+                            if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
                             for (int vpp : vpps)
                             for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
                                 // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
@@ -214,7 +225,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                 LayoutChoice c;
                                 c.schedule = sched;
                                 c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
-                                c.etp = sp.job_etp;  // moe2
+                                c.etp = etp;  // moe2 / etp
                                 c.zero = zero, c.distributed_optimizer = dist_opt;
                                 c.sequence_parallel = seq_par == 1, c.order = order;
                                 if (!sp.vary_zero) {
@@ -258,6 +269,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                 }
                             }
                     }
+            }  // etp
         }
     }
     return true;
@@ -272,6 +284,7 @@ std::string label(const LayoutChoice& c) {
     std::string s = "tp" + std::to_string(c.tp) + "·pp" + std::to_string(c.pp) + "·dp" + std::to_string(c.dp);
     if (c.cp > 1) s += "·cp" + std::to_string(c.cp);
     if (c.ep > 1) s += "·ep" + std::to_string(c.ep);
+    if (effective_etp(c) != c.tp) s += "·etp" + std::to_string(c.etp);  // etp: MoE parallel folding
     if (c.vpp > 1) s += " vpp" + std::to_string(c.vpp);
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
         s += std::string(" ") + to_string(c.schedule);  // zb
@@ -286,6 +299,11 @@ std::string label(const EstimateContext& ctx, const LayoutChoice& c, const Layou
     if (!other || c.sequence_parallel != other->sequence_parallel) s += c.sequence_parallel ? " sp" : " no-sp";
     if (!other || c.recompute != other->recompute) s += std::string(" recompute ") + to_string(c.recompute);
     if (other && c.order != other->order) s += " order " + order_name(ctx, c.order);
+    // etp: against a layout that folds its experts differently, name this one's expert_tp too
+    // (the label shows it only where it differs from tp).
+    if (other && ctx.job.model.experts > 1 && effective_etp(c) == c.tp && effective_etp(*other) != other->tp &&
+        effective_etp(c) != effective_etp(*other))
+        s += " etp" + std::to_string(c.tp);
     if ((!other && (c.offload_optimizer != OffloadDevice::none || c.offload_params)) ||
         (other && (c.offload_optimizer != other->offload_optimizer || c.offload_params != other->offload_params)))
         s += c.offload_params ? " offload optimizer+params" : c.offload_optimizer != OffloadDevice::none ? " offload optimizer" : " no offload";
@@ -441,6 +459,11 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     sp.max_micro_batch = std::max(options.max_micro_batch, 1);
     sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
     sp.job_etp = m.experts > 1 ? job.parallel.expert_tp : 0;  // moe2
+    // etp: a MoE job that leaves expert_tp at 0 (= tp) has it searched over the divisors of tp
+    // (Megatron-core's MoE parallel folding: the published DeepSeek-V3 / Qwen3-MoE runs use
+    // TP 2 with expert_tp 1); one that fixes it keeps it, unless options.vary_expert_tp.
+    const bool search_etp = m.experts > 1 && (sp.job_etp == 0 || options.vary_expert_tp);
+    sp.model = &m;
     sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
     sp.megatron_schedule = job.training.framework == Framework::megatron;  // bits
     sp.job_mb_group = job.parallel.microbatch_group_size;
@@ -456,11 +479,22 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
         // moe2: the shared experts split tp ways; the routed experts too unless expert_tp is fixed.
         if (m.experts > 1 && m.shared_expert_ffn_hidden > 0 && m.shared_expert_ffn_hidden % tp != 0) ffn_ok = false;
-        if (m.experts > 1 && m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % tp != 0 && (sp.job_etp == 0 || sp.job_etp == tp))
+        // etp: when expert_tp is searched, a tp that does not divide them keeps its expert_tp ≠ tp layouts.
+        if (m.experts > 1 && m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % tp != 0 && !search_etp &&
+            (sp.job_etp == 0 || sp.job_etp == tp))
             ffn_ok = false;
         if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= nvlink_reach) &&
             (world / (options.vary_cp ? 1 : cp)) % tp == 0)
             sp.tps.push_back(tp);
+    }
+    // etp: the expert_tp values per tp: expert_tp = tp (0) first, then tp's other divisors, largest first.
+    sp.etps.resize(sp.tps.empty() ? 1 : (size_t)sp.tps.back() + 1);
+    for (int tp : sp.tps) {
+        std::vector<int>& list = sp.etps[(size_t)tp];
+        list.push_back(search_etp ? 0 : sp.job_etp);
+        if (search_etp)
+            for (int d = tp - 1; d >= 1; --d)
+                if (tp % d == 0) list.push_back(d);
     }
     // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
     // causal attention, so cp must divide seq_len / 2; cp divides the world.
@@ -843,6 +877,8 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.offload_optimizer = c.offload_optimizer;  // offload
     p.offload_params = c.offload_params;
     p.schedule = c.schedule;  // zb
+    // etp: the searched expert_tp (0 = tp); a job's fixed value stays as written when chosen.
+    if (job.model.experts > 1 && c.etp != p.expert_tp) p.expert_tp = effective_etp(c) != c.tp ? c.etp : 0;
     if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
     p.layers_per_stage = entry.layers_per_stage;
     // overlap: the job's overlap keys stay, but where the chosen layout has nothing for them to

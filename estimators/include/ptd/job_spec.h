@@ -505,6 +505,21 @@ Result<JobSpec> load_job_text(std::string_view toml_text, const std::string& fil
 // Empty = valid. Each check has its own message naming the keys involved.
 std::vector<Diagnostic> validate_job(const JobSpec& job);
 
+// etp: the expert-group rules of a MoE layout, one place for validate_job (which words a
+// message for each) and the planner (which searches ep and expert_tp by them). Bits of what
+// is wrong with (tp, cp, dp, ep, expert_tp) for model `m`; 0 = valid. expert_tp 0 = tp.
+enum ExpertLayoutProblem : unsigned {
+    kExpertTpWidth = 1u << 0,     // expert_tp = tp, and tp does not divide moe_ffn_hidden
+    kEpDense = 1u << 1,           // ep > 1 for a dense model
+    kEpExperts = 1u << 2,         // ep does not divide experts
+    kEpDataCp = 1u << 3,          // expert_tp = tp, and ep does not divide dp·cp
+    kEtpDense = 1u << 4,          // expert_tp ≠ tp for a dense model
+    kEtpFold = 1u << 5,           // expert_tp ≠ tp, and ep·expert_tp does not divide tp·cp·dp
+    kEtpWidth = 1u << 6,          // expert_tp ≠ tp, and it does not divide the routed experts' width
+    kEtpOrder = 1u << 7,          // expert_tp ≠ tp outside Megatron's default order tp-cp-ep-dp-pp
+};
+unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int ep, int expert_tp, bool default_order);
+
 // bits: where Megatron-LM's interleaved schedule refuses a layout that PTD can simulate.
 // forward_backward_pipelining_with_interleaving (schedules.py) raises unless, with N the
 // micro-batch group size (--microbatch-group-size-per-virtual-pipeline-stage, default pp) and

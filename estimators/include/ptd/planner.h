@@ -23,6 +23,10 @@ struct PlanOptions {
     bool vary_order = true;        // kPlannerOrders, not just the job's order
     bool vary_ep = true;           // MoE: ep over divisors of experts dividing dp
     bool vary_cp = true;           // context parallel over divisors of the world with seq_len % (2·cp) == 0
+    // etp: MoE: expert_tp is searched over the divisors of tp when the job leaves it 0 (= tp);
+    // a job that fixes it keeps it, unless this is set (bench_plan_published: the published
+    // expert_tp is a layout choice like tp, ranked against the others).
+    bool vary_expert_tp = false;
     // zb: schedules beyond Megatron-LM's 1F1B / interleaved, tried only where the framework
     // the job will run on has them (ZB-H1: sail-sg's zero-bubble fork of Megatron-LM;
     // DualPipe: deepseek-ai/DualPipe). Off by default: stock Megatron-LM, DeepSpeed and
