@@ -274,6 +274,20 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         const double warmup = L.p > 1 ? (L.p - 1.0) + (L.v - 1.0) * L.mb_group + 1.0 : 1.0;
         L.a2a_paired = std::max(0.0, blocks - warmup) / blocks;
     }
+    // hostov: host time (host.cpp): Megatron-core's op counts; what the CUDA graphs capture (an
+    // impl with no scope = the whole layer, full_iteration = everything); the dropless MoE
+    // dispatcher's host sync unless the expert inputs are padded or the MoE layer is captured.
+    L.host_model = job.training.framework == Framework::megatron && !L.cpu;
+    {
+        const ParallelSpec& pa = job.parallel;
+        constexpr uint32_t kWholeLayer = kGraphAttn | kGraphMlp | kGraphMoe | kGraphMoeRouter | kGraphMoePreprocess;
+        uint32_t graphs = 0;
+        if (pa.cuda_graph_impl != CudaGraphImpl::none) graphs = pa.cuda_graph_scope == 0 ? kWholeLayer : pa.cuda_graph_scope;
+        if (graphs & kGraphFullIteration) graphs |= kWholeLayer;
+        L.graph_scope = graphs;
+        L.moe_host_sync = L.moe && !pa.moe_pad_to_capacity && !(graphs & kGraphMoe);
+        L.host_op_s = (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault) * 1e-6;
+    }
     return L;
 }
 
@@ -287,6 +301,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
     hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
+    add_host_time(L, layers, c);  // hostov: a host slower than the GPU (host.cpp)
     hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
     return c;
 }
@@ -327,6 +342,8 @@ ChunkTime block_time_mixed(const LayoutDerived& L, const LayerTime& lt, const La
     block_comm(D, lt_dense, dense, false, false, d);
     hide_tp_comm(D, lt_dense, dense, d);
     hide_tp_dgrad(D, lt_dense, dense, d);
+    add_host_time(L, moe_layers, c);  // hostov: each kind's host time against its own GPU time
+    add_host_time(D, dense, d);
     auto add = [](BlockTime& a, const BlockTime& b) {
         a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.cp += b.cp, a.ep += b.ep, a.wgrad += b.wgrad;
     };
