@@ -309,6 +309,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                 if (net->intra_gbps > 0 && net->gpu == gpu) j.cluster.intra_gbps = net->intra_gbps;
                 // gb200: the preset's NVLink domain, as a job file gets it (job_toml.cpp).
                 if (!r.cluster.empty() || net->gpus_per_node == gpn) j.cluster.nvlink_domain = net->nvlink_domain;
+                j.cluster.host_op_us = net->host_op_us;  // hostov: the node's host CPU, as a job file gets it
             }
             if (r.nics_per_node > 0) j.cluster.nics_per_node = r.nics_per_node;
             if (r.nic_gbps > 0) nic_gbit = 8.0 * r.nic_gbps;
