@@ -780,6 +780,38 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
                             ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
                             " (fp32 each by default)");
+    // hostov: the host's enqueue time of one layer and what of it the GPU waits for (host.cpp).
+    if (job.training.framework == Framework::megatron && !ctx.cpu_device) {
+        LayoutDerived L = derive(ctx, ch);
+        const LayerTime lt = layer_forward_time(L);
+        const HostLayerTime h = host_layer_time(L);
+        const ChunkTime with = block_time(L, lt, 1, false, false);
+        L.host_model = false;
+        const ChunkTime without = block_time(L, lt, 1, false, false);
+        const double wait_f = with.fwd.compute - without.fwd.compute, wait_b = with.bwd.compute - without.bwd.compute;
+        const ParallelSpec& pa = job.parallel;
+        if (wait_f + wait_b > 0 || pa.cuda_graph_impl != CudaGraphImpl::none || pa.moe_pad_to_capacity) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf,
+                          "host (hostov): one %s layer's ops take the host %.0f µs forward / %.0f µs backward per "
+                          "micro-batch at %.2f µs per eager op (%s)%s; %s",
+                          m.experts > 1 ? "MoE" : "dense", h.fwd * 1e6, h.bwd * 1e6,
+                          (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault),
+                          job.cluster.host_op_us > 0 ? "cluster.host_op_us or cluster preset" : "DGX H100 host assumed",
+                          pa.cuda_graph_impl == CudaGraphImpl::none
+                              ? ", no CUDA graphs"
+                              : (", CUDA graphs " + std::string(to_string(pa.cuda_graph_impl)) +
+                                 (pa.cuda_graph_scope ? "" : " (whole layer)"))
+                                    .c_str(),
+                          wait_f + wait_b > 0
+                              ? ("host-bound: the GPU waits " + std::to_string((int)std::lround((wait_f + wait_b) * 1e6)) +
+                                 " µs per layer and micro-batch" +
+                                 (L.moe && L.moe_host_sync ? " (the MoE dispatcher syncs the host every layer)" : ""))
+                                    .c_str()
+                              : "the GPU work hides it");
+            est.notes.push_back(buf);
+        }
+    }
     // moe2: what the MoE-side keys make of the layers and of the expert groups.
     if (const ParallelSpec& pa = job.parallel; m.experts > 1 && (m.moe_ffn_hidden > 0 || m.shared_expert_ffn_hidden > 0 ||
                                                                   m.first_dense_layers > 0 || pa.etp() != pa.tp)) {
