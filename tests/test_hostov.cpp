@@ -66,6 +66,14 @@ TEST(HostovLayer, DenseLayerAsHandCounted) {
     h = est::host_layer_time(L);
     EXPECT_NEAR(h.fwd, (fwd_ops + 4) * kOp, 1e-12);
     EXPECT_NEAR(h.bwd, 3 * (fwd_ops + 4) * kOp, 1e-12);
+    // Selective recompute launches its modules again in the backward: the attention core (one TE
+    // call) by default, the dense MLP with "mlp".
+    L.t = 1;
+    L.rc = Recompute::selective;
+    L.rc_style = RecomputeStyle::megatron;
+    L.rc_modules = kRecomputeCoreAttn | kRecomputeMlp;
+    h = est::host_layer_time(L);
+    EXPECT_NEAR(h.bwd, (2 * fwd_ops + kTe + (2 * kTe + 2)) * kOp, 1e-12);
     // Not Megatron-core: no host model.
     L.host_model = false;
     EXPECT_EQ(est::host_layer_time(L).fwd, 0.0);

@@ -100,6 +100,28 @@ LayerOps forward_ops(const LayoutDerived& L) {
     return o;
 }
 
+// Eager ops that selective recompute (recmod: Megatron-core's recompute_modules) launches again
+// in the backward: the attention core (core_attn: one TE call), the two norms (layernorm), MLA's
+// up projections with RoPE and the concatenations (mla_up_proj), a dense MLP (mlp), the whole
+// MoE block (moe), the routed experts' activation and probability scaling (moe_act), the shared
+// experts (shared_experts). Graphs do not replay them (the recompute runs eagerly).
+double selective_recompute_ops(const LayoutDerived& L, const LayerOps& o) {
+    if (L.rc != Recompute::selective) return 0.0;
+    const double te = kTeModuleOps;
+    double ops = 0;
+    if (rc_module(L, kRecomputeCoreAttn)) ops += te;
+    if (rc_module(L, kRecomputeLayernorm)) ops += 2.0 * te;
+    if (L.mla && rc_module(L, kRecomputeMlaUpProj)) ops += 2.0 * te + 5.0;
+    if (!L.moe && rc_module(L, kRecomputeMlp)) ops += o.mlp;
+    if (L.moe && rc_module(L, kRecomputeMoe))
+        ops += o.router + o.preprocess + o.moe_rest + (o.expert_gemms + o.expert_quant) * kLaunchOps;
+    else {
+        if (L.moe && rc_module(L, kRecomputeMoeAct)) ops += 2.0;
+        if (L.moe && L.fs_l > 0 && rc_module(L, kRecomputeSharedExperts)) ops += 2.0 * te + 2.0;
+    }
+    return ops;
+}
+
 }  // namespace
 
 HostLayerTime host_layer_time(const LayoutDerived& L) {
@@ -139,6 +161,7 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
     h.fwd = (ops + graphs + (gemms + quant) * kLaunchOps) * L.host_op_s;
     h.bwd = (2.0 * ops + graphs + (2.0 * gemms + quant) * kLaunchOps) * L.host_op_s;
     if (L.rc == Recompute::full) h.bwd += h.fwd;  // the backward replays the forward first
+    h.bwd += selective_recompute_ops(L, o) * L.host_op_s;
     return h;
 }
 
