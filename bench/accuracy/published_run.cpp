@@ -68,7 +68,9 @@ const std::set<std::string> kRunKeys = {
     // recmod: Megatron-core's selective recompute modules (parallel.recompute_modules)
     "recompute_modules",
     // menorm: the norms save their output, not their input (estimate.memory_efficient_norm)
-    "memory_efficient_norm"};
+    "memory_efficient_norm",
+    // hostov: CUDA graphs (parallel.cuda_graph_impl / cuda_graph_scope) and static expert inputs
+    "cuda_graph_impl", "cuda_graph_scope", "moe_pad_to_capacity"};
 
 std::string g_path;
 
@@ -311,6 +313,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                 if (net->intra_gbps > 0 && net->gpu == gpu) j.cluster.intra_gbps = net->intra_gbps;
                 // gb200: the preset's NVLink domain, as a job file gets it (job_toml.cpp).
                 if (!r.cluster.empty() || net->gpus_per_node == gpn) j.cluster.nvlink_domain = net->nvlink_domain;
+                j.cluster.host_op_us = net->host_op_us;  // hostov: the node's host CPU, as a job file gets it
             }
             if (r.nics_per_node > 0) j.cluster.nics_per_node = r.nics_per_node;
             if (r.nic_gbps > 0) nic_gbit = 8.0 * r.nic_gbps;
@@ -354,6 +357,31 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         for (const char* key : {"moe_dispatcher", "moe_a2a_overlap"})
             if (t.get(key) && m.experts < 2)
                 fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: with experts >= 2");
+        // hostov: the recipe's CUDA graphs (Megatron-Bridge cuda_graph_impl / cuda_graph_scope) and
+        // static expert inputs; validate_job checks the combinations.
+        const std::string graph_impl = get_word(t, "cuda_graph_impl", "none", {"none", "local", "transformer_engine"});
+        p.cuda_graph_impl = graph_impl == "local"                ? ptd::CudaGraphImpl::local
+                          : graph_impl == "transformer_engine" ? ptd::CudaGraphImpl::transformer_engine
+                                                               : ptd::CudaGraphImpl::none;
+        if (const toml::node* n = t.get("cuda_graph_scope")) {
+            const toml::array* arr = n->as_array();
+            if (!arr) fail_at(n, 0, "run key \"cuda_graph_scope\" must be an array of Megatron-core scope words");
+            p.cuda_graph_scope = 0;
+            for (const toml::node& e : *arr) {
+                const std::optional<std::string> w = e.value<std::string>();
+                int bit = -1;
+                std::string allowed;
+                for (int k = 0; k < ptd::kCudaGraphScopeCount; ++k) {
+                    if (w && *w == ptd::cuda_graph_scope_word(k)) bit = k;
+                    allowed += std::string(k ? ", " : "") + ptd::cuda_graph_scope_word(k);
+                }
+                if (bit < 0)
+                    fail_at(&e, 0, "run key \"cuda_graph_scope\" has " + (w ? "\"" + *w + "\"" : std::string("a non-string entry")) +
+                                       "; allowed: " + allowed);
+                p.cuda_graph_scope |= 1u << bit;
+            }
+        }
+        p.moe_pad_to_capacity = get<bool>(t, "moe_pad_to_capacity", false);
 
         p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;

@@ -275,6 +275,20 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         const double warmup = L.p > 1 ? (L.p - 1.0) + (L.v - 1.0) * L.mb_group + 1.0 : 1.0;
         L.a2a_paired = std::max(0.0, blocks - warmup) / blocks;
     }
+    // hostov: host time (host.cpp): Megatron-core's op counts; what the CUDA graphs capture (an
+    // impl with no scope = the whole layer, full_iteration = everything); the dropless MoE
+    // dispatcher's host sync unless the expert inputs are padded or the MoE layer is captured.
+    L.host_model = job.training.framework == Framework::megatron && !L.cpu;
+    {
+        const ParallelSpec& pa = job.parallel;
+        constexpr uint32_t kWholeLayer = kGraphAttn | kGraphMlp | kGraphMoe | kGraphMoeRouter | kGraphMoePreprocess;
+        uint32_t graphs = 0;
+        if (pa.cuda_graph_impl != CudaGraphImpl::none) graphs = pa.cuda_graph_scope == 0 ? kWholeLayer : pa.cuda_graph_scope;
+        if (graphs & kGraphFullIteration) graphs |= kWholeLayer;
+        L.graph_scope = graphs;
+        L.moe_host_sync = L.moe && !pa.moe_pad_to_capacity && !(graphs & kGraphMoe);
+        L.host_op_s = (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault) * 1e-6;
+    }
     return L;
 }
 
@@ -288,6 +302,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
     hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
+    add_host_time(L, layers, c);  // hostov: a host slower than the GPU (host.cpp)
     hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
     return c;
 }
@@ -328,6 +343,8 @@ ChunkTime block_time_mixed(const LayoutDerived& L, const LayerTime& lt, const La
     block_comm(D, lt_dense, dense, false, false, d);
     hide_tp_comm(D, lt_dense, dense, d);
     hide_tp_dgrad(D, lt_dense, dense, d);
+    add_host_time(L, moe_layers, c);  // hostov: each kind's host time against its own GPU time
+    add_host_time(D, dense, d);
     auto add = [](BlockTime& a, const BlockTime& b) {
         a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.cp += b.cp, a.ep += b.ep, a.wgrad += b.wgrad;
     };
@@ -764,6 +781,38 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
                             ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
                             " (fp32 each by default)");
+    // hostov: the host's enqueue time of one layer and what of it the GPU waits for (host.cpp).
+    if (job.training.framework == Framework::megatron && !ctx.cpu_device) {
+        LayoutDerived L = derive(ctx, ch);
+        const LayerTime lt = layer_forward_time(L);
+        const HostLayerTime h = host_layer_time(L);
+        const ChunkTime with = block_time(L, lt, 1, false, false);
+        L.host_model = false;
+        const ChunkTime without = block_time(L, lt, 1, false, false);
+        const double wait_f = with.fwd.compute - without.fwd.compute, wait_b = with.bwd.compute - without.bwd.compute;
+        const ParallelSpec& pa = job.parallel;
+        if (wait_f + wait_b > 0 || pa.cuda_graph_impl != CudaGraphImpl::none || pa.moe_pad_to_capacity) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf,
+                          "host (hostov): one %s layer's ops take the host %.0f µs forward / %.0f µs backward per "
+                          "micro-batch at %.2f µs per eager op (%s)%s; %s",
+                          m.experts > 1 ? "MoE" : "dense", h.fwd * 1e6, h.bwd * 1e6,
+                          (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault),
+                          job.cluster.host_op_us > 0 ? "cluster.host_op_us or cluster preset" : "DGX H100 host assumed",
+                          pa.cuda_graph_impl == CudaGraphImpl::none
+                              ? ", no CUDA graphs"
+                              : (", CUDA graphs " + std::string(to_string(pa.cuda_graph_impl)) +
+                                 (pa.cuda_graph_scope ? "" : " (whole layer)"))
+                                    .c_str(),
+                          wait_f + wait_b > 0
+                              ? ("host-bound: the GPU waits " + std::to_string((int)std::lround((wait_f + wait_b) * 1e6)) +
+                                 " µs per layer and micro-batch" +
+                                 (L.moe && L.moe_host_sync ? " (the MoE dispatcher syncs the host every layer)" : ""))
+                                    .c_str()
+                              : "the GPU work hides it");
+            est.notes.push_back(buf);
+        }
+    }
     // moe2: what the MoE-side keys make of the layers and of the expert groups.
     if (const ParallelSpec& pa = job.parallel; m.experts > 1 && (m.moe_ffn_hidden > 0 || m.shared_expert_ffn_hidden > 0 ||
                                                                   m.first_dense_layers > 0 || pa.etp() != pa.tp)) {

@@ -170,6 +170,13 @@ struct LayoutDerived {
     // for the SMs Transformer Engine's pipelined userbuffers reduce-scatter takes from the GEMM
     // beside it (overlap.cpp ub_chunking_cost); 0 (a LayoutDerived built by hand) = no margin ----
     int sms;
+    // ---- hostov: host time (host.cpp): the Python / dispatcher / launch cost of enqueueing a
+    // layer's kernels, what CUDA graphs capture of it, and whether the MoE token dispatcher
+    // stops the host once per layer (estimate.cpp derive) ----
+    bool host_model = false;        // framework megatron: Megatron-core's op counts apply
+    uint32_t graph_scope = 0;       // CudaGraphScopeBit captured (whole layer: attn | mlp | moe | router | preprocess)
+    bool moe_host_sync = false;     // dropless dispatcher: token counts copied to the host inside each MoE layer
+    double host_op_s = 0;           // host seconds per eager PyTorch op on the node's CPU (cluster.host_op_us)
 };
 
 // recmod: whether the layout's selective recompute runs Megatron module `bit` (RecomputeModuleBit).
@@ -329,6 +336,19 @@ HostLinkDefaults host_link_defaults(const ClusterSpec& cl);
 // offload: the most loaded node's host bytes, from each stage's per-GPU host bytes and where
 // the rank order puts the stages' ranks.
 double host_bytes_per_node(const LayoutDerived& L, const char* order, const std::vector<double>& stage_host);
+
+// ---- host.cpp (hostov) ------------------------------------------------------------------------
+// Seconds the host spends enqueueing one layer's forward and backward for one micro-batch on
+// one rank (after what L.graph_scope captures), and the GPU idle time that leaves in a block
+// of `layers` such layers whose GPU time `c` already holds: added to c's compute (host.cpp).
+// The DGX H100 host's figure (TransformerEngine issue 2053: nn.Linear forward, Xeon Platinum
+// 8480C, 13.48 µs) for a cluster that names no host CPU (cluster.host_op_us unset).
+constexpr double kHostOpUsDefault = 13.48;
+struct HostLayerTime {
+    double fwd = 0, bwd = 0;
+};
+HostLayerTime host_layer_time(const LayoutDerived& L);
+void add_host_time(const LayoutDerived& L, double layers, ChunkTime& c);
 
 // ---- overlap.cpp ----------------------------------------------------------------------------
 // What stage `stage` does after its last backward: exposed DP traffic and its optimizer step.

@@ -300,6 +300,23 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (m.experts > 1 && p.etp() != p.tp) arg("--expert-tensor-parallel-size", I(p.etp()));
     if (m.experts > 1 && p.moe_shared_expert_overlap) arg("--moe-shared-expert-overlap");
     if (m.experts > 1 && p.moe_a2a_overlap) arg("--overlap-moe-expert-parallel-comm");  // deepep
+    // hostov: CUDA graphs (transformer_config.py cuda_graph_impl / cuda_graph_scope; Megatron-LM
+    // since 2026 also spells the scope --cuda-graph-modules and full_iteration
+    // --cuda-graph-impl full_iteration, and migrates these flags), static expert inputs: drop-and-pad
+    // at capacity 1 (the estimate's balanced loads).
+    if (p.cuda_graph_impl != CudaGraphImpl::none) {
+        arg("--cuda-graph-impl", to_string(p.cuda_graph_impl));
+        if (p.cuda_graph_scope != 0) {
+            std::string words;
+            for (const std::string& w : cuda_graph_scope_words(p.cuda_graph_scope)) words += (words.empty() ? "" : " ") + w;
+            arg("--cuda-graph-scope", words);
+        }
+        if (p.cuda_graph_scope & kGraphFullIteration) arg("--no-check-for-nan-in-loss-and-grad");
+    }
+    if (m.experts > 1 && p.moe_pad_to_capacity) {
+        arg("--moe-expert-capacity-factor", "1.0");
+        arg("--moe-pad-expert-input-to-capacity");
+    }
     if (p.sequence_parallel) arg("--sequence-parallel");
     // p2psg: the scatter/gather pipeline send was Megatron-LM's default from Feb 2021 until
     // Megatron-Core dropped it (Mar 2023); today's Megatron-LM has neither the code nor, since

@@ -73,6 +73,21 @@ std::vector<std::string> recompute_module_words(uint32_t modules) {
         if (modules & (1u << i)) out.emplace_back(recompute_module_word(i));
     return out;
 }
+// hostov: Megatron-core's cuda_graph_scope words (transformer_config.py), bit i = word i.
+const char* cuda_graph_scope_word(int i) {
+    static constexpr const char* kWords[kCudaGraphScopeCount] = {"full_iteration", "attn",       "mlp",
+                                                                 "moe",            "moe_router", "moe_preprocess"};
+    return i >= 0 && i < kCudaGraphScopeCount ? kWords[i] : "?";
+}
+std::vector<std::string> cuda_graph_scope_words(uint32_t scope) {
+    std::vector<std::string> out;
+    for (int i = 0; i < kCudaGraphScopeCount; ++i)
+        if (scope & (1u << i)) out.emplace_back(cuda_graph_scope_word(i));
+    return out;
+}
+const char* to_string(CudaGraphImpl v) {
+    return v == CudaGraphImpl::none ? "none" : v == CudaGraphImpl::local ? "local" : "transformer_engine";
+}
 const char* to_string(CrossEntropyImpl v) {
     if (v == CrossEntropyImpl::fused) return "fused";  // oompt
     return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
@@ -733,6 +748,48 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         if (p.schedule == PipelineSchedule::zb_h1 || p.schedule == PipelineSchedule::dualpipe)
             refuse(std::string("with schedule \"") + to_string(p.schedule) + "\"",
                    "schedule \"auto\", \"1f1b\" or \"interleaved\" (the combined 1F1B schedule)");
+    }
+    // hostov: CUDA graphs and static expert inputs — Megatron-core's preconditions
+    // (transformer_config.py __post_init__, docs/user-guide/features/cuda_graph.md): a scope needs
+    // an impl; full_iteration stands alone and is the local impl's (MCore FullCudaGraphWrapper);
+    // moe_preprocess is captured with moe_router; a captured MoE MLP ("moe", the whole layer or
+    // the whole step) needs static shapes — drop-and-pad, parallel.moe_pad_to_capacity — since the
+    // dropless dispatcher copies the token counts to the host inside the layer.
+    if (p.cuda_graph_impl != CudaGraphImpl::none || p.cuda_graph_scope != 0 || p.moe_pad_to_capacity) {
+        std::string scope_words;
+        for (const std::string& w : cuda_graph_scope_words(p.cuda_graph_scope))
+            scope_words += (scope_words.empty() ? "[\"" : ", \"") + w + "\"";
+        scope_words = scope_words.empty() ? "[]" : scope_words + "]";
+        const bool graphs = p.cuda_graph_impl != CudaGraphImpl::none;
+        const bool has_scope = p.cuda_graph_scope != 0;
+        auto has = [&](uint32_t bit) { return (p.cuda_graph_scope & bit) != 0; };
+        if ((graphs || has_scope) && t.framework != Framework::megatron)
+            add(graphs ? "parallel.cuda_graph_impl" : "parallel.cuda_graph_scope",
+                std::string("set with framework \"") + to_string(t.framework) +
+                    "\"; allowed: only with framework \"megatron\" (Megatron-core's --cuda-graph-impl)");
+        if (has_scope && !graphs)
+            add("parallel.cuda_graph_scope", scope_words + " with cuda_graph_impl \"none\"; allowed: a scope only with "
+                                             "cuda_graph_impl \"local\" or \"transformer_engine\"");
+        if (has(kGraphFullIteration) && p.cuda_graph_scope != kGraphFullIteration)
+            add("parallel.cuda_graph_scope", scope_words + "; allowed: \"full_iteration\" alone (it captures the whole step)");
+        if (has(kGraphFullIteration) && p.cuda_graph_impl == CudaGraphImpl::transformer_engine)
+            add("parallel.cuda_graph_scope", "[\"full_iteration\"] with cuda_graph_impl \"transformer_engine\"; allowed: "
+                                             "full_iteration with cuda_graph_impl \"local\" (Megatron-core's FullCudaGraphWrapper)");
+        if (has(kGraphMoePreprocess) && !has(kGraphMoeRouter))
+            add("parallel.cuda_graph_scope", scope_words + "; allowed: \"moe_preprocess\" together with \"moe_router\"");
+        if ((has(kGraphMoe) || has(kGraphMoeRouter) || has(kGraphMoePreprocess)) && m.experts < 2)
+            add("parallel.cuda_graph_scope", scope_words + " for a dense model (experts = " + s(m.experts) +
+                                             "); allowed: moe, moe_router, moe_preprocess only with experts ≥ 2");
+        if (p.moe_pad_to_capacity && m.experts < 2)
+            add("parallel.moe_pad_to_capacity", "true for a dense model (experts = " + s(m.experts) +
+                                                    "); allowed: true only with experts ≥ 2");
+        const bool captures_moe = graphs && (!has_scope || has(kGraphMoe) || has(kGraphFullIteration));
+        if (captures_moe && m.experts >= 2 && !p.moe_pad_to_capacity)
+            add("parallel.cuda_graph_scope",
+                scope_words + (has_scope ? std::string() : std::string(" (the whole layer)")) +
+                    " captures the MoE layer of a dropless MoE model, whose token counts reach the host inside "
+                    "the layer; allowed: parallel.moe_pad_to_capacity = true (static expert inputs), or a scope "
+                    "without moe / full_iteration, e.g. [\"attn\", \"moe_router\", \"moe_preprocess\"]");
     }
     // deepep: group-limited routing (Megatron-core router.py group_limited_topk): num_groups
     // equal groups of experts, group_topk of them per token, top_k experts among those.

@@ -242,6 +242,7 @@ static const std::vector<std::string> kRecomputeWords = {"none", "selective", "f
 // zb: in PipelineSchedule's order.
 static const std::vector<std::string> kScheduleWords = {"auto", "1f1b", "interleaved", "zb-h1", "dualpipe"};
 static const std::vector<std::string> kMoeDispatcherWords = {"alltoall", "deepep", "hybridep"};  // deepep
+static const std::vector<std::string> kCudaGraphImplWords = {"none", "local", "transformer_engine"};  // hostov
 static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
 static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
@@ -411,6 +412,7 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
         c.nvlink_domain = cluster_preset || net->gpus_per_node == gpn ? net->nvlink_domain : 0;
         // bits: the host CPU of the same node (a named preset's was set with its other host keys).
         c.cpu_adam_params_per_s = net->cpu_adam_params_per_s;
+        c.host_op_us = net->host_op_us;  // hostov
     } else {
         job.origin.network_source = "one NIC per GPU at inter_gbps (no cluster preset for this GPU)";
     }
@@ -450,6 +452,7 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
             c.host_memory_gib = cluster_preset->host_memory_gib;
             c.pcie_gbps = cluster_preset->pcie_gbps;
             c.cpu_adam_params_per_s = cluster_preset->cpu_adam_params_per_s;  // bits
+            c.host_op_us = cluster_preset->host_op_us;  // hostov
             job.origin.cluster_preset = name;
         } else {
             cluster_preset = nullptr;
@@ -503,6 +506,7 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
     r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
     r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
+    r.read_double("host_op_us", c.host_op_us, 0.01, 1e5);  // hostov
     r.read_string_array("hosts", c.hosts);
     for (size_t i = 0; i < c.hosts.size(); ++i)
         if (c.hosts[i].empty())
@@ -579,6 +583,26 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
     read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords);  // deepep
     r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap);  // deepep
+    // hostov: CUDA graphs (Megatron-core cuda_graph_impl / cuda_graph_scope), static expert inputs.
+    read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords);
+    if (std::vector<std::string> words; r.read_string_array("cuda_graph_scope", words)) {
+        uint32_t scope = 0;
+        for (size_t i = 0; i < words.size(); ++i) {
+            int bit = -1;
+            for (int k = 0; k < kCudaGraphScopeCount; ++k)
+                if (words[i] == cuda_graph_scope_word(k)) bit = k;
+            if (bit < 0) {
+                std::string allowed;
+                for (int k = 0; k < kCudaGraphScopeCount; ++k) allowed += std::string(k ? ", " : "") + cuda_graph_scope_word(k);
+                ctx.error(r.where("cuda_graph_scope"), "parallel.cuda_graph_scope[" + std::to_string(i) + "]",
+                          "got " + quote_input(words[i]) + "; allowed: " + allowed);
+                continue;
+            }
+            scope |= 1u << bit;
+        }
+        p.cuda_graph_scope = scope;
+    }
+    r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity);
     r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
     r.finish();
@@ -1011,6 +1035,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
     if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (c.cpu_adam_params_per_s > 0) w.dbl("cpu_adam_params_per_s", c.cpu_adam_params_per_s, "CPU-Adam parameters/s per node");  // bits
+    if (c.host_op_us > 0) w.dbl("host_op_us", c.host_op_us, "host µs per eager PyTorch op");  // hostov
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
     const ParallelSpec& p = job.parallel;
@@ -1057,6 +1082,9 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.moe_dispatcher != MoeDispatcher::alltoall)  // deepep
         w.str("moe_dispatcher", kMoeDispatcherWords[(size_t)p.moe_dispatcher]);
     if (p.moe_a2a_overlap) w.boolean("moe_a2a_overlap", true);  // deepep
+    if (p.cuda_graph_impl != CudaGraphImpl::none) w.str("cuda_graph_impl", to_string(p.cuda_graph_impl));  // hostov
+    if (p.cuda_graph_scope != 0) w.strings("cuda_graph_scope", cuda_graph_scope_words(p.cuda_graph_scope));  // hostov
+    if (p.moe_pad_to_capacity) w.boolean("moe_pad_to_capacity", true);  // hostov
     }
 
     const TrainingSpec& t = job.training;

@@ -137,6 +137,7 @@ Result<void> parse_cluster_presets(PresetCatalog& cat, std::string_view clusters
         r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
         r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
         r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
+        r.read_double("host_op_us", c.host_op_us, 0.01, 1e5);  // hostov: optional
         // gb200: optional — a domain of several nodes (GB200 NVL72), made of whole nodes.
         if (r.read_int("nvlink_domain", c.nvlink_domain, 1, 1 << 20) && c.nvlink_domain % c.gpus_per_node != 0)
             ctx.error(r.where("nvlink_domain"), name + ".nvlink_domain",

@@ -49,6 +49,25 @@ inline constexpr int kRecomputeModuleCount = 7;
 const char* recompute_module_word(int i);
 // The words of a bit set, in that order (the TOML array and --recompute-modules).
 std::vector<std::string> recompute_module_words(uint32_t modules);
+// hostov: CUDA graphs as Megatron-core captures them in training (TransformerConfig
+// cuda_graph_impl / cuda_graph_scope; Megatron-LM --cuda-graph-impl, --cuda-graph-scope — renamed
+// --cuda-graph-modules in 2026, the old flag still accepted; Megatron-Bridge
+// cfg.model.cuda_graph_impl / cuda_graph_scope). TOML: parallel.cuda_graph_impl = "none" |
+// "local" | "transformer_engine"; parallel.cuda_graph_scope = a list of the words below, empty
+// with an impl = the whole transformer layer. One bit each in ParallelSpec::cuda_graph_scope.
+enum class CudaGraphImpl : uint8_t { none, local, transformer_engine };
+enum CudaGraphScopeBit : uint32_t {
+    kGraphFullIteration = 1u << 0,  // the whole forward-backward step (impl local only)
+    kGraphAttn = 1u << 1,           // TransformerLayer._forward_attention
+    kGraphMlp = 1u << 2,            // a dense layer's MLP
+    kGraphMoe = 1u << 3,            // an MoE layer's whole MLP (static shapes: drop-and-pad)
+    kGraphMoeRouter = 1u << 4,      // router (+ pre-MLP norm, shared experts)
+    kGraphMoePreprocess = 1u << 5,  // the token dispatcher's preprocess (with moe_router)
+};
+inline constexpr int kCudaGraphScopeCount = 6;
+const char* cuda_graph_scope_word(int i);
+std::vector<std::string> cuda_graph_scope_words(uint32_t scope);
+const char* to_string(CudaGraphImpl v);
 // How the loss is computed from the logits on the last stage: Megatron's vocab-parallel
 // cross entropy (fp32 copy of the logits, softmax and gradient in place) or PyTorch's
 // F.cross_entropy(logits.float()) (log-softmax output and its gradients as new tensors).
@@ -222,6 +241,9 @@ struct ClusterSpec {
     // bits: parameters per second DeepSpeed's CPU-Adam updates on one node with all its CPUs
     // (offload); the cluster preset's (named, else the GPU's default cluster), else 0 = not known.
     double cpu_adam_params_per_s = 0;
+    // hostov: host µs one eager PyTorch op costs on the node's CPU (host.cpp); the cluster
+    // preset's (named, else the GPU's default cluster), else 0 = the DGX H100 figure.
+    double host_op_us = 0;
     // nccl (issue 15): the network as NCCL uses it. inter_gbps above is each GPU's share of
     // the node's NIC line rate (nics_per_node · nic Gb/s / 8 / gpus_per_node); a group with k
     // members on a node drives k shares at once (collectives.cpp). 0 NICs = one per GPU.
@@ -348,6 +370,15 @@ struct ParallelSpec {
     // the combined 1F1B schedule (pipeline_parallel/combined_1f1b.py) runs one micro-batch's
     // forward beside another's backward, each one's dispatch / combine under the other's compute.
     bool moe_a2a_overlap = false;
+    // hostov: CUDA graphs (CudaGraphImpl, CudaGraphScopeBit above): what of the step the host
+    // replays as graphs instead of launching op by op. framework megatron only.
+    CudaGraphImpl cuda_graph_impl = CudaGraphImpl::none;
+    uint32_t cuda_graph_scope = 0;
+    // hostov: every expert's input padded to a static capacity, so the token dispatcher needs no
+    // device→host copy of the token counts (no host sync per MoE layer): Megatron-core
+    // --moe-pad-expert-input-to-capacity with --moe-expert-capacity-factor (alltoall) or
+    // HybridEP's --moe-expert-rank-capacity-factor. Loads stay modelled as balanced (capacity 1).
+    bool moe_pad_to_capacity = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };

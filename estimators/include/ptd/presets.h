@@ -26,6 +26,7 @@ struct ClusterPreset {
     double pcie_gbps = 0;
     int nvlink_domain = 0;        // gb200: GPUs per NVLink domain (optional key; 0 = one node)
     double cpu_adam_params_per_s = 0;  // bits: the node's CPU-Adam rate, all its CPUs (offload)
+    double host_op_us = 0;             // hostov: host µs per eager PyTorch op on the node's CPU (optional key)
     // Each GPU's share of the node's NIC line rate, GB/s (ClusterSpec::inter_gbps).
     double inter_gbps_per_gpu() const { return nics_per_node * nic_gbps / 8.0 / gpus_per_node; }
 };
