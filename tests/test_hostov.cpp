@@ -45,6 +45,23 @@ est::LayoutDerived bare(const ModelSpec& m) {
     return L;
 }
 
+// add_host_time skips counting a dense layer whose GPU time exceeds 256 eager ops (host.cpp
+// kDenseLayerOpsBound): the heaviest dense layer the model counts must stay under it — MLA with
+// q / k norms, TP, FP8, and each recompute (full replays the forward; selective every module).
+TEST(HostovLayer, EveryDenseLayerStaysUnderTheSkipBound) {
+    const ModelSpec m;  // dense
+    est::LayoutDerived L = bare(m);
+    L.t = 8, L.mla = true, L.qk_norm = true, L.fp8_te = true;
+    L.rc_style = RecomputeStyle::megatron;
+    for (const Recompute rc : {Recompute::none, Recompute::full, Recompute::selective}) {
+        L.rc = rc;
+        L.rc_modules = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMlaUpProj | kRecomputeMlp;
+        const est::HostLayerTime h = est::host_layer_time(L);
+        EXPECT_GT(h.fwd + h.bwd, 0.0);
+        EXPECT_LT(h.fwd + h.bwd, 256.0 * kOp) << to_string(rc);
+    }
+}
+
 ModelSpec qwen3_30b_like() {
     ModelSpec m;
     m.experts = 128;

@@ -167,11 +167,17 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
 
 void add_host_time(const LayoutDerived& L, double layers, ChunkTime& c) {
     if (!L.host_model || layers <= 0) return;
-    const HostLayerTime h = host_layer_time(L);
-    if (h.fwd + h.bwd <= 0) return;
     // GPU time per layer: everything the stream runs (collectives included), not the pipeline hop.
     auto gpu = [](const BlockTime& b) { return b.compute + b.recompute + b.tp + b.cp + b.ep; };
     const double gf = gpu(c.fwd) / layers, gb = gpu(c.bwd) / layers;
+    // A dense layer enqueues at most kDenseLayerOpsBound eager ops forward and backward together
+    // (forward_ops: under 40 forward, the backward twice that, a full-recompute replay and the
+    // selective modules on top), so a GPU busier than that never waits: the planner scores
+    // millions of such layouts, and this skips counting their ops.
+    constexpr double kDenseLayerOpsBound = 256.0;
+    if (!L.moe && gf + gb >= kDenseLayerOpsBound * L.host_op_s) return;
+    const HostLayerTime h = host_layer_time(L);
+    if (h.fwd + h.bwd <= 0) return;
     if (L.moe && L.moe_host_sync) {
         // Each MoE layer's forward waits for its token counts: the host cannot run ahead of it,
         // and the backward between two forwards is a stretch of its own.
