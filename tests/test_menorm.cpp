@@ -104,6 +104,14 @@ TEST(Menorm, JobFreesTheNormInputsOfEveryInFlightLayerAndKeepsTheStepTime) {
         EXPECT_NEAR(a.mem.activations - b.mem.activations, peak, 1e-6 * peak) << "stage " << i;
     }
     EXPECT_EQ(me.step_s, base.step_s);
+    // The estimate says what it assumed.
+    const auto names_it = [](const Estimate& est) {
+        for (const std::string& n : est.notes)
+            if (contains(n, "estimate.memory_efficient_norm")) return true;
+        return false;
+    };
+    EXPECT_TRUE(names_it(me));
+    EXPECT_FALSE(names_it(base));
 }
 
 TEST(Menorm, KeyReadsSavesAndRoundTrips) {

@@ -781,6 +781,13 @@ Estimate estimate_job(const JobSpec& job) {
         est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
                             ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
                             " (fp32 each by default)");
+    // menorm: the activation count assumes norms that keep their output; say so, since stock
+    // Transformer Engine / PyTorch norms keep their input.
+    if (job.estimate.memory_efficient_norm && job.estimate.activation_profile == ActivationProfile::megatron)
+        est.notes.push_back("estimate.memory_efficient_norm: the norms keep their output for backward, not their input "
+                            "(Apex memory_efficient=True; Megatron-LM --memory-efficient-layer-norm, LayerNorm with "
+                            "--transformer-impl local): each layer saves two h-wide tensors per token fewer than with stock "
+                            "norms (the norms' inputs, the residual stream; sharded over tp under SP)");
     // hostov: the host's enqueue time of one layer and what of it the GPU waits for (host.cpp).
     if (job.training.framework == Framework::megatron && !ctx.cpu_device) {
         LayoutDerived L = derive(ctx, ch);
