@@ -14,6 +14,7 @@
 #include "ptd/export.h"
 #include "ptd/presets.h"
 
+#include "job_test_util.h"
 #include "published_run.h"
 #include "published_runs_test_util.h"
 
@@ -23,11 +24,7 @@ using namespace ptd;
 
 Result<JobSpec> load(const std::string& text) { return load_job_text(text, "hostov.toml", embedded_presets()); }
 
-JobSpec load_ok(const std::string& text) {
-    auto job = load(text);
-    EXPECT_TRUE(job.has_value()) << (job ? "" : job.error().str());
-    return job ? *job : JobSpec{};
-}
+JobSpec load_ok(const std::string& text) { return ptd_test::job_from_text(text, "hostov.toml"); }
 
 // The documented weights (host.cpp): a TE module call = 2.7 eager ops, a C++-launched kernel
 // = 5 / 13.48 of one; the DGX H100 host's eager op = 13.48 µs.
