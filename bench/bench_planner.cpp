@@ -52,6 +52,35 @@ micro_batch = 1
 global_batch = 2048
 )";
 
+// etp: Qwen3-235B-A22B (128 experts, top-8) on 256 H100 with the layout of Megatron-Bridge's
+// 25.11 / 26.04 H100 FP8 recipe (TP 2, PP 8, VP 4, EP 32, expert TP 1), run here in bf16: the MoE
+// case of the search, where expert_tp is searched over the divisors of tp.
+const char* kQwen3_235b = R"(
+[model]
+preset = "qwen3-235b-a22b"
+seq_len = 4096
+
+[cluster]
+nodes = 32
+gpus_per_node = 8
+gpu = "h100-sxm"
+
+[parallel]
+tp = 2
+pp = 8
+vpp = 4
+ep = 32
+expert_tp = 1
+account_for_embedding_in_pipeline_split = true
+account_for_loss_in_pipeline_split = true
+sequence_parallel = true
+recompute = "selective"
+
+[training]
+micro_batch = 1
+global_batch = 2048
+)";
+
 std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
     char buf[200];
     const char* order = c.order >= 0 ? ptd::kPlannerOrders[c.order] : job.parallel.order.c_str();
@@ -59,7 +88,10 @@ std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
                   c.dp, c.cp, c.ep, c.vpp, c.micro_batch,
                   c.distributed_optimizer ? "dist-opt" : ("zero" + std::to_string(c.zero)).c_str(),
                   (int)c.sequence_parallel, ptd::to_string(c.recompute), order);
-    return buf;
+    std::string out = buf;
+    // etp: an MoE layout's expert tensor parallelism (tp where it is not folded).
+    if (job.model.experts > 1) out += " etp" + std::to_string(c.etp > 0 ? c.etp : c.tp);
+    return out;
 }
 
 // evaluate_layout throughput over every valid (tp, pp, mb, zero, recompute, sp) of the job.
@@ -206,10 +238,11 @@ int main(int argc, char** argv) {
         return job;
     };
     auto l405 = load(kLlama405b, "<llama3-405b 2048×8>");
+    auto qwen3 = load(kQwen3_235b, "<qwen3-235b-a22b 32×8>");
     const std::string assets = ptd::find_assets_dir();  // the source tree's assets/ from a build folder
     auto l70 = ptd::load_job_file(assets + "/jobs/llama3-70b-h100-64nodes.toml", *presets);
     auto gpt3 = ptd::load_job_file(assets + "/jobs/gpt3-175b-a100.toml", *presets);
-    if (!l70 || !l405 || !gpt3) {
+    if (!l70 || !l405 || !gpt3 || !qwen3) {
         if (!l70) std::printf("%s\n", l70.error().str().c_str());
         if (!gpt3) std::printf("%s\n", gpt3.error().str().c_str());
         return 1;
@@ -218,5 +251,6 @@ int main(int argc, char** argv) {
     if (evaluate_only) return 0;
     bench_plan("Llama-3 405B on 16,384 h100-sxm (2048 × 8), global batch 2048, seq 8192:", *l405);
     bench_plan("GPT-3 175B on 1024 a100-80gb (128 × 8), global batch 1536 (assets/jobs/gpt3-175b-a100.toml):", *gpt3);
+    bench_plan("Qwen3-235B-A22B on 256 h100-sxm (32 × 8), global batch 2048, seq 4096 (MoE: ep and expert_tp searched):", *qwen3);
     return 0;
 }
