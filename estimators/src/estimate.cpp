@@ -804,7 +804,7 @@ Estimate estimate_job(const JobSpec& job) {
                           "host (hostov): one %s layer's ops take the host %.0f µs forward / %.0f µs backward per "
                           "micro-batch at %.2f µs per eager op (%s)%s; %s",
                           m.experts > 1 ? "MoE" : "dense", h.fwd * 1e6, h.bwd * 1e6,
-                          (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault),
+                          L.host_op_s * 1e6,
                           job.cluster.host_op_us > 0 ? "cluster.host_op_us or cluster preset" : "DGX H100 host assumed",
                           pa.cuda_graph_impl == CudaGraphImpl::none
                               ? ", no CUDA graphs"
