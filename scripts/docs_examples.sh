@@ -18,12 +18,13 @@
 #         head N / tail N   show the first / last N lines (with "..." where lines are left out)
 #         match ERE         show the lines matching ERE (combines with head and tail)
 #         vary ERE          text matching ERE differs run to run (a run id, a speed): --check
-#                           compares it as "<varies>"; --update still writes what this run printed
+#                           compares it as "<varies>"; --update rewrites a block only when it
+#                           differs beyond these, and then writes what this run printed
 #   <!-- docs-sample: recorded YYYY-MM-DD at COMMIT[ on HARDWARE]: COMMAND -->
 #       directly above a fenced block whose output cannot be produced here (a GPU bench, an
 #       SSH cluster, a killed rank). The block is left as it is; the check wants the date, a
-#       commit that exists (when git can tell), and the nearest text line above the marker to
-#       say "recorded" with the same date, so that a reader does not take it for current output.
+#       commit that exists (when git can tell), and the paragraph above the marker to say
+#       "recorded" with the same date, so that a reader does not take it for current output.
 #   <!-- docs-quotes: COMMAND -->
 #       directly above a paragraph (a screenshot's caption, a sentence, a table): every number
 #       the paragraph quotes (digits, with , . and % inside; link targets not counted) must
@@ -257,8 +258,10 @@ for doc in "${docs[@]}"; do
         : >"$scratch/doc-block"
       fi
       varies=$(varies_of "${group[@]}")
+      differs=0
       if ! cmp -s <(helper normalise "$varies" <"$scratch/doc-block") \
         <(helper normalise "$varies" <"$scratch/block"); then
+        differs=1
         if [[ $mode == update ]]; then
           changed=1
         else
@@ -269,7 +272,7 @@ for doc in "${docs[@]}"; do
           problems=$((problems + 1))
         fi
       fi
-      if [[ $mode == update ]]; then
+      if [[ $mode == update && $differs == 1 ]]; then
         mapfile -t generated <"$scratch/block"
         new+=("${generated[@]}")
       else
@@ -288,9 +291,11 @@ for doc in "${docs[@]}"; do
           echo "$rel:$((i + 1)): docs-sample names commit $commit, which this checkout does not have"
           problems=$((problems + 1))
         fi
-        j=$((i - 1))
+        # The paragraph above the marker, as one line.
+        j=$((i - 1)) above=
         while ((j >= 0)) && [[ -z ${lines[j]//[[:space:]]/} ]]; do j=$((j - 1)); done
-        if ((j < 0)) || ! [[ ${lines[j],,} == *recorded* && ${lines[j]} == *"$date"* ]]; then
+        while ((j >= 0)) && [[ -n ${lines[j]//[[:space:]]/} ]]; do above="${lines[j]} $above"; j=$((j - 1)); done
+        if ! [[ ${above,,} == *recorded* && $above == *"$date"* ]]; then
           echo "$rel:$((i + 1)): the text above a docs-sample must say it was recorded on $date"
           problems=$((problems + 1))
         fi
