@@ -158,7 +158,7 @@ run_one() {
   local id=$1 command=$2 first
   first=${command%% *}
   if [[ $first == ptd* || $first == bench_* ]] && [[ ! -x $bin/$first ]]; then
-    echo "docs_examples: $bin/$first is missing: build it to produce this example" >"$scratch/out/$id"
+    echo "$bin/$first" >"$scratch/out/$id.missing"
     return
   fi
   (cd "$scratch/cwd" && env -u DISPLAY -u WAYLAND_DISPLAY -u COLUMNS -u PTD_ASSETS \
@@ -214,7 +214,23 @@ varies_of() {
   printf '%s' "$varies"
 }
 
-examples=0 samples=0 quotes=0
+# missing_tool LINE COMMAND...: succeed, naming the tool on stderr, when one of the commands needs a
+# program this build does not have (ptd-studio without imgui); its examples are skipped.
+missing_tool() {
+  local line=$1 command id
+  shift
+  for command in "$@"; do
+    id=${command_id[$command]}
+    if [[ -f $scratch/out/$id.missing ]]; then
+      echo "$rel:$line: skipped '$command': $(cat "$scratch/out/$id.missing") is not built" >&2
+      skipped=$((skipped + 1))
+      return 0
+    fi
+  done
+  return 1
+}
+
+examples=0 samples=0 quotes=0 skipped=0
 # Pass 3: walk every doc, compare (or rewrite) each marked block, check samples and quotes.
 for doc in "${docs[@]}"; do
   rel=${doc#"$root"/}
@@ -249,6 +265,13 @@ for doc in "${docs[@]}"; do
         echo "$rel:$((open + 1)): fenced block under docs-example of '$label' is never closed"
         problems=$((problems + 1))
         break
+      fi
+      commands_of_group=()
+      for body in "${group[@]}"; do parse_example "$body"; commands_of_group+=("$m_command"); done
+      if missing_tool $((start + 1)) "${commands_of_group[@]}"; then
+        while ((open < i)); do new+=("${lines[open + 1]}"); open=$((open + 1)); done
+        i=$((i + 1))
+        continue
       fi
       examples=$((examples + 1))
       make_block "$indent" "${group[@]}"
@@ -318,9 +341,10 @@ for doc in "${docs[@]}"; do
       i=$((i + 1))
       continue
     elif [[ $line =~ $quotes_re ]]; then
-      quotes=$((quotes + 1))
       command=${BASH_REMATCH[1]}
       new+=("$line")
+      if missing_tool $((i + 1)) "$command"; then i=$((i + 1)); continue; fi
+      quotes=$((quotes + 1))
       j=$((i + 1))
       paragraph=()
       while ((j < n)) && [[ -n ${lines[j]//[[:space:]]/} ]]; do paragraph+=("${lines[j]}"); j=$((j + 1)); done
@@ -358,6 +382,7 @@ for doc in "${docs[@]}"; do
 done
 
 summary="$examples examples, $samples recorded samples, $quotes quoted paragraphs from ${#commands[@]} commands"
+((skipped)) && summary+=" ($skipped skipped: programs not built)"
 if ((problems)); then
   echo "docs_examples: $problems problem(s) in $summary; run scripts/docs_examples.sh --update to take the build's output" >&2
   exit 1
