@@ -103,6 +103,9 @@ if ($what eq "select") {
 } elsif ($what eq "has") {
   my ($number, $file) = @ARGV;
   open my $fh, "<", $file or die "$file: $!"; local $/; my $text = <$fh>;
+  # 1,188,139 and 1188139 are the same number: thousands separators count on neither side.
+  $number =~ s/,//g;
+  $text =~ s/(?<=[0-9]),(?=[0-9]{3}(?![0-9]))//g;
   exit($text =~ /(?<![\w.])\Q$number\E(?![\w]|\.[0-9])/ ? 0 : 1);
 }
 '
