@@ -46,7 +46,7 @@ for arg in "$@"; do
     *) bin=$arg ;;
   esac
 done
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 bin=${bin:-build/bin}
 [[ $bin == /* ]] || bin=$root/$bin
@@ -116,7 +116,7 @@ declare -A command_id=()   # command → id of its output file under $scratch/ou
 commands=()
 problems=0
 
-# marker_command MARKER_TEXT → the COMMAND (no "$ ", no options)
+# register COMMAND: give COMMAND an id the first time, so each distinct command runs once.
 register() {
   local command=$1
   if [[ -z ${command_id[$command]+set} ]]; then
@@ -181,7 +181,7 @@ make_block() {  # INDENT MARKER_BODY...
   : >"$scratch/block"
   for body in "$@"; do
     parse_example "$body"
-    head= tail= matches=
+    head="" tail="" matches=""
     IFS=';' read -ra opts <<<"$m_options"
     for option in "${opts[@]}"; do
       option=$(sed 's/^[[:space:]]*//; s/[[:space:]]*$//' <<<"$option")
