@@ -57,6 +57,7 @@ fi
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ptd-docs-examples-XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+trap 'exit 130' INT TERM   # through the EXIT trap: a stopped check leaves nothing behind
 # The commands run in $scratch/cwd: it links every top-level entry of the checkout, so relative
 # paths in the docs work, while what the commands write (runs/ of a launch) stays in scratch.
 mkdir -p "$scratch/cwd" "$scratch/out" "$scratch/config"
