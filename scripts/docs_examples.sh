@@ -46,10 +46,11 @@ for arg in "$@"; do
     *) bin=$arg ;;
   esac
 done
+# A bin dir given on the command line or in the environment is relative to where we were called.
+[[ -n $bin && $bin != /* ]] && bin=$PWD/$bin
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
-bin=${bin:-build/bin}
-[[ $bin == /* ]] || bin=$root/$bin
+bin=${bin:-$root/build/bin}
 if [[ ! -x $bin/ptd ]]; then
   echo "docs_examples: error: $bin/ptd is not an executable (build first, or pass the bin dir)" >&2
   exit 2
