@@ -99,8 +99,9 @@ if ($what eq "select") {
   local $/; my $text = <STDIN>;
   $text =~ s/\]\([^)]*\)/]/g;          # link and image targets are not quoted numbers
   $text =~ s/<!--.*?-->//gs;
-  while ($text =~ /(?<![\w.,\/-])([0-9][0-9,]*(?:\.[0-9]+)?%?)(?![\w])/g) {
-    my $number = $1; $number =~ s/[,.]+$//; print "$number\n";
+  # 1,188,139 is one number; [0,1,...,7] holds three.
+  while ($text =~ /(?<![\w.\/-])((?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+)?%?)(?![\w])/g) {
+    print "$1\n";
   }
 } elsif ($what eq "has") {
   my ($number, $file) = @ARGV;
