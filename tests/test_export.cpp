@@ -48,30 +48,6 @@ const std::set<std::string> kMegatronOptions = {
     // moe: the all-to-all token dispatcher the estimate models
     "--moe-token-dispatcher-type"};
 
-// "--flag value" per line, every line but the last ending in " \".
-std::vector<std::pair<std::string, std::string>> megatron_args(const std::string& text) {
-    std::vector<std::pair<std::string, std::string>> out;
-    std::istringstream in(text);
-    std::string line;
-    std::vector<std::string> lines;
-    while (std::getline(in, line)) lines.push_back(line);
-    for (size_t i = 0; i < lines.size(); ++i) {
-        std::string l = lines[i];
-        const bool last = i + 1 == lines.size();
-        EXPECT_EQ(l.ends_with(" \\"), !last) << "line " << i << ": " << l;
-        if (!last) l.resize(l.size() - 2);
-        size_t sp = l.find(' ');
-        out.emplace_back(l.substr(0, sp), sp == std::string::npos ? "" : l.substr(sp + 1));
-    }
-    return out;
-}
-
-std::string value_of(const std::vector<std::pair<std::string, std::string>>& args, const std::string& flag) {
-    for (const auto& [f, v] : args)
-        if (f == flag) return v;
-    return "<absent>";
-}
-
 int int_of(const std::vector<std::pair<std::string, std::string>>& args, const std::string& flag, int absent = -1) {
     std::string v = value_of(args, flag);
     return v == "<absent>" ? absent : std::stoi(v);
@@ -150,19 +126,12 @@ TEST(ExportMegatron, Gpt3PaperLayout) {
     auto args = megatron_args(out->text);
     for (const auto& [flag, value] : args) EXPECT_TRUE(kMegatronOptions.contains(flag)) << flag;
     EXPECT_TRUE(contains(out->text, "--tensor-model-parallel-size 8 \\\n"));
-    EXPECT_EQ(value_of(args, "--pipeline-model-parallel-size"), "8");
-    EXPECT_EQ(value_of(args, "--num-layers"), "96");
-    EXPECT_EQ(value_of(args, "--hidden-size"), "12288");
-    EXPECT_EQ(value_of(args, "--global-batch-size"), "1536");
-    EXPECT_EQ(value_of(args, "--micro-batch-size"), "1");
-    EXPECT_EQ(value_of(args, "--recompute-granularity"), "full");
-    EXPECT_EQ(value_of(args, "--recompute-method"), "uniform");
-    EXPECT_EQ(value_of(args, "--recompute-num-layers"), "1");
-    EXPECT_EQ(value_of(args, "--fp16"), "");
-    EXPECT_EQ(value_of(args, "--bf16"), "<absent>");
-    EXPECT_EQ(value_of(args, "--position-embedding-type"), "learned_absolute");
-    EXPECT_EQ(value_of(args, "--swiglu"), "<absent>");
-    EXPECT_EQ(value_of(args, "--use-distributed-optimizer"), "<absent>");
+    expect_flags(args, {{"--pipeline-model-parallel-size", "8"}, {"--num-layers", "96"}, {"--hidden-size", "12288"},
+                        {"--global-batch-size", "1536"}, {"--micro-batch-size", "1"},
+                        {"--recompute-granularity", "full"}, {"--recompute-method", "uniform"},
+                        {"--recompute-num-layers", "1"}, {"--fp16", ""}, {"--bf16", "<absent>"},
+                        {"--position-embedding-type", "learned_absolute"}, {"--swiglu", "<absent>"},
+                        {"--use-distributed-optimizer", "<absent>"}});
 }
 
 TEST(ExportMegatron, LlamaInterleavedDistributedOptimizer) {
@@ -174,18 +143,11 @@ TEST(ExportMegatron, LlamaInterleavedDistributedOptimizer) {
     auto args = megatron_args(out->text);
     for (const auto& [flag, value] : args) EXPECT_TRUE(kMegatronOptions.contains(flag)) << flag;
     EXPECT_EQ(value_of(args, "--num-layers-per-virtual-pipeline-stage"), "4");  // 80 / (4 · 5)
-    EXPECT_EQ(value_of(args, "--num-query-groups"), "8");
-    EXPECT_EQ(value_of(args, "--group-query-attention"), "");
-    EXPECT_EQ(value_of(args, "--normalization"), "RMSNorm");
-    EXPECT_EQ(value_of(args, "--rotary-base"), "500000");
-    EXPECT_EQ(value_of(args, "--sequence-parallel"), "");
-    EXPECT_EQ(value_of(args, "--use-distributed-optimizer"), "");
-    EXPECT_EQ(value_of(args, "--overlap-param-gather"), "");
-    EXPECT_EQ(value_of(args, "--recompute-granularity"), "selective");
-    EXPECT_EQ(value_of(args, "--untie-embeddings-and-output-weights"), "");
-    EXPECT_EQ(value_of(args, "--disable-bias-linear"), "");
-    EXPECT_EQ(value_of(args, "--use-flash-attn"), "");
-    EXPECT_EQ(value_of(args, "--bf16"), "");
+    expect_flags(args, {{"--num-query-groups", "8"}, {"--group-query-attention", ""}, {"--normalization", "RMSNorm"},
+                        {"--rotary-base", "500000"}, {"--sequence-parallel", ""}, {"--use-distributed-optimizer", ""},
+                        {"--overlap-param-gather", ""}, {"--recompute-granularity", "selective"},
+                        {"--untie-embeddings-and-output-weights", ""}, {"--disable-bias-linear", ""},
+                        {"--use-flash-attn", ""}, {"--bf16", ""}});
 }
 
 TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {
@@ -194,8 +156,7 @@ TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {
         ASSERT_FALSE(out) << z;
         const Diagnostic& d = out.error().diagnostics.front();
         EXPECT_EQ(d.key, "parallel.zero");
-        EXPECT_TRUE(contains(d.message, "no ZeRO-2/3")) << d.message;
-        EXPECT_TRUE(contains(d.message, "distributed_optimizer")) << d.message;
+        ptd_test::expect_mentions(d.message, {"no ZeRO-2/3", "distributed_optimizer"});
         EXPECT_EQ(d.where.file, std::string("--set ") + z);  // the override, not a file line
     }
     // ZeRO-1 is Megatron's distributed optimizer, said in a note.
