@@ -1,6 +1,7 @@
 // published_runs_test_util.h — the published runs of bench/accuracy/published_runs.toml, read
 // once per test executable exactly as bench_accuracy reads them, for the tests that pin what a
-// family of rows' notes claim (test_megascale, test_blackwell, ...).
+// family of rows' notes claim (test_published_runs) and the loader's own tests (test_memory,
+// test_compute, test_collectives).
 #pragma once
 
 #include <cstdio>

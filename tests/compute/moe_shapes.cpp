@@ -90,13 +90,13 @@ TEST(MoeShapeParams, Qwen3MoeMatchPublishedCounts) {
     EXPECT_EQ(cs.moe_layers, 48);
     EXPECT_EQ(cs.shared_expert, 0);
     const Totals ts = with_attention(small.model, cs, gqa_attention(2048, 32, 4, 128));
-    EXPECT_EQ((double)cs.attention, gqa_attention(2048, 32, 4, 128));  // count_parameters' own (mla)
+    EXPECT_EQ((double)cs.attention, gqa_attention(2048, 32, 4, 128));  // count_parameters' own
     EXPECT_NEAR(ts.total / 30.5e9, 1.0, 0.01) << ts.total;   // Qwen3-30B-A3B: 30.5B total
     EXPECT_NEAR(ts.active / 3.3e9, 1.0, 0.02) << ts.active;  // 3.3B activated
     const JobSpec big = load_ok(std::string(kQwen3_235B) + kNode);
     const ParamCounts cb = count_parameters(big.model);
     const Totals tb = with_attention(big.model, cb, gqa_attention(4096, 64, 4, 128));
-    EXPECT_EQ((double)cb.attention, gqa_attention(4096, 64, 4, 128));  // count_parameters' own (mla)
+    EXPECT_EQ((double)cb.attention, gqa_attention(4096, 64, 4, 128));  // count_parameters' own
     EXPECT_NEAR(tb.total / 235e9, 1.0, 0.01) << tb.total;   // Qwen3-235B-A22B: 235B total
     EXPECT_NEAR(tb.active / 22e9, 1.0, 0.02) << tb.active;  // 22B activated
 }

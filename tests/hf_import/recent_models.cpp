@@ -96,7 +96,7 @@ TEST(RecentModelsImport, DeepSeekV3) {
     EXPECT_FALSE(m.tied_embeddings);
     EXPECT_FALSE(m.qkv_bias);
     const std::string notes = notes_of(h);
-    EXPECT_EQ(m.moe_router_num_groups, 8);  // n_group / topk_group: group-limited routing (deepep)
+    EXPECT_EQ(m.moe_router_num_groups, 8);  // n_group / topk_group: group-limited routing
     EXPECT_EQ(m.moe_router_group_topk, 4);
     EXPECT_TRUE(contains(notes, "routing and load-balancing details")) << notes;
     EXPECT_TRUE(contains(notes, "latents (q_lora_rank + kv_lora_rank parameters per layer) are left out")) << notes;

@@ -81,7 +81,7 @@ TEST(RecentModelRowsLoader, ExpertTpReachesTheJob) {
     EXPECT_EQ(runs[1].job.parallel.expert_tp, 0);
 }
 
-// The rows this helper added (Megatron-Bridge tables, dgxc-benchmarking v25.05): every one
+// The rows of this block (Megatron-Bridge tables, dgxc-benchmarking v25.05): every one
 // loads, is a checking row, and states the shape and layout its source and recipe give; the
 // MoE-parallel-folding rows (expert_tp 1 under TP 2) carry parallel.expert_tp.
 TEST(RecentModelPublishedRows, LoadWithTheirShapesAndLayouts) {

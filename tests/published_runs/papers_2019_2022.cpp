@@ -132,7 +132,7 @@ TEST(SoftmaxFusion, ScaleAndMaskArePassesOverTheScores) {
     EXPECT_TRUE(contains(exported(fused, ExportFormat::megatron).text, "--attention-backend unfused"));
 }
 
-// The rows this helper added: modelled, checking only, with the settings their sources and
+// The 2019–2022 paper rows: modelled, checking only, with the settings their sources and
 // launchers state; OPT-175B's own layout fits the 80 GB A100s it ran on.
 TEST(PaperRows2019To2022, StateTheirSettingsAndFit) {
     const std::vector<::Run> runs = load_runs(PTD_SOURCE_DIR "/bench/accuracy/published_runs.toml", presets());

@@ -158,7 +158,7 @@ TEST(Simulation, SteadyStateShortcutEqualsFullSimulation) {
                     if (trial >= 4 && v > 1) continue;
                     // An interleaved last group of 0 < m mod p < p micro-batches (m > p) is
                     // refused by Megatron-LM and by job validation; its block order can have a
-                    // cycle, which the simulation reports by stopping (test_oompt).
+                    // cycle, which the simulation reports by stopping (schedule/schedule_simulation.cpp).
                     if (v > 1 && m > p && m % p != 0) continue;
                     if (trial < 4)
                         for (int c = 0; c < v; ++c)
