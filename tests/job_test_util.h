@@ -104,6 +104,16 @@ inline void expect_refused(const ptd::Result<ptd::JobSpec>& job, const std::stri
     EXPECT_NE(job.error().str().find(file), std::string::npos) << job.error().str();
 }
 
+// A job of `preset` on `nodes` nodes of 8 H100 with the [parallel] lines given, micro-batch 1
+// and `global_batch` sequences per step.
+inline ptd::JobSpec preset_job(const std::string& preset, const std::string& parallel, int nodes = 128,
+                               int global_batch = 8192) {
+    return job_from_text(job_text({.preset = preset,
+                                   .nodes = nodes,
+                                   .parallel = parallel,
+                                   .training = "micro_batch = 1\nglobal_batch = " + std::to_string(global_batch) + "\n"}));
+}
+
 // Llama 3 8B on one node of 8 H100 (TP1 PP1 DP8, micro-batch 1, `global_batch` sequences per
 // step), as a job file: `parallel_extra` and `training_extra` are appended to those sections
 // (training_extra may open further sections after it).

@@ -1,4 +1,4 @@
-// test_export.cpp — `ptd export` and `--set` below the CLI: every option an export writes
+// framework_options.cpp — `ptd export` and `--set` below the CLI: every option an export writes
 // is a real option of its framework (allow-lists taken from the sources cited in
 // docs/cli.md), the numbers match the job, and what a framework cannot express is an
 // error naming the key or a note. Also the override reader (job_overrides.h), which
