@@ -95,6 +95,16 @@ void expect_plain_import(const HfImport& h, long long params) {
     EXPECT_EQ(ptd::count_parameters(h.model).total, params);
 }
 
+// An import that must fail with one error only: at `key`, its message mentioning `part` (when given).
+void expect_only_error(const std::string& config_text, const std::string& key, const std::string& part = "") {
+    const ptd::Error e = load_err(config_text);
+    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
+    EXPECT_EQ(e.diagnostics[0].key, key);
+    if (!part.empty()) {
+        EXPECT_NE(e.diagnostics[0].message.find(part), std::string::npos) << e.str();
+    }
+}
+
 // ---- the sample configs ------------------------------------------------------------------
 
 TEST(HfImport, Llama3_8B) {
@@ -226,9 +236,7 @@ TEST(HfImport, AttentionBiasIsQkvBiasWithNote) {
 }
 
 TEST(HfImport, MlpBias) {
-    auto e = load_err(tiny_llama_with(R"("mlp_bias": true)"));
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "mlp_bias");
+    expect_only_error(tiny_llama_with(R"("mlp_bias": true)"), "mlp_bias");
 
     auto r = ptd::import_hf_config_text(tiny_llama_with(R"("mlp_bias": true, "attention_bias": true)"),
                                         "cfg.json");
@@ -267,10 +275,8 @@ TEST(HfImport, UnknownFieldsAreNotedNotIgnored) {
     EXPECT_TRUE(has_note(*r, "field some_new_field is not understood by PTD and was ignored")) << all_notes(*r);
 
     // A field of another family that changes the architecture is an error (sliding_window on llama).
-    auto e = load_err(tiny_llama_with(R"("sliding_window": 4096)"));
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "sliding_window");
-    EXPECT_NE(e.diagnostics[0].message.find("got 4096: sliding-window attention"), std::string::npos) << e.str();
+    expect_only_error(tiny_llama_with(R"("sliding_window": 4096)"), "sliding_window",
+                      "got 4096: sliding-window attention");
 }
 
 TEST(HfImport, Gpt2NInnerAndNCtx) {
@@ -307,10 +313,7 @@ TEST(HfImportErrors, WrongType) {
     EXPECT_NE(d.message.find("integer"), std::string::npos) << d.message;
     EXPECT_NE(e.str().find("models/cfg.json:4:3: error: hidden_size: "), std::string::npos) << e.str();
 
-    auto e2 = load_err(tiny_llama_with(R"("tie_word_embeddings": "yes")"));
-    ASSERT_EQ(e2.diagnostics.size(), 1u) << e2.str();
-    EXPECT_EQ(e2.diagnostics[0].key, "tie_word_embeddings");
-    EXPECT_NE(e2.diagnostics[0].message.find("true or false"), std::string::npos);
+    expect_only_error(tiny_llama_with(R"("tie_word_embeddings": "yes")"), "tie_word_embeddings", "true or false");
 
     auto e3 = load_err(tiny_llama_with(R"("rope_theta": [1])"));
     EXPECT_EQ(e3.diagnostics.at(0).key, "rope_theta");
@@ -320,26 +323,15 @@ TEST(HfImportErrors, WrongType) {
 TEST(HfImportErrors, FloatForInteger) {
     std::string s = kTinyLlama;
     s.replace(s.find("1000"), 4, "1000.0");
-    auto e = load_err(s);
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "vocab_size");
-    EXPECT_NE(e.diagnostics[0].message.find("fraction"), std::string::npos) << e.str();
+    expect_only_error(s, "vocab_size", "fraction");
 }
 
 TEST(HfImportErrors, MissingField) {
-    auto e = load_err(tiny_llama_without("num_hidden_layers"));
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "num_hidden_layers");
-    EXPECT_NE(e.diagnostics[0].message.find("missing"), std::string::npos);
+    expect_only_error(tiny_llama_without("num_hidden_layers"), "num_hidden_layers", "missing");
 
-    auto e2 = load_err(tiny_llama_without("max_position_embeddings"));
-    ASSERT_EQ(e2.diagnostics.size(), 1u) << e2.str();
-    EXPECT_EQ(e2.diagnostics[0].key, "max_position_embeddings");
+    expect_only_error(tiny_llama_without("max_position_embeddings"), "max_position_embeddings");
 
-    auto e3 = load_err(R"({"hidden_size": 4096})");
-    ASSERT_EQ(e3.diagnostics.size(), 1u) << e3.str();
-    EXPECT_EQ(e3.diagnostics[0].key, "model_type");
-    EXPECT_NE(e3.diagnostics[0].message.find("gpt_neox"), std::string::npos);
+    expect_only_error(R"({"hidden_size": 4096})", "model_type", "gpt_neox");
 }
 
 TEST(HfImportErrors, EveryProblemIsReported) {
@@ -356,22 +348,15 @@ TEST(HfImportErrors, EveryProblemIsReported) {
 TEST(HfImportErrors, NonPositiveAndTooLarge) {
     std::string s = kTinyLlama;
     s.replace(s.find("\"num_attention_heads\": 4"), 24, "\"num_attention_heads\": -4");
-    auto e = load_err(s);
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "num_attention_heads");
-    EXPECT_NE(e.diagnostics[0].message.find("got -4, expected a positive integer"), std::string::npos)
-        << e.str();
+    expect_only_error(s, "num_attention_heads", "got -4, expected a positive integer");
 
     s = kTinyLlama;
     s.replace(s.find("1000"), 4, "3000000000");
-    e = load_err(s);
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "vocab_size");
-    EXPECT_NE(e.diagnostics[0].message.find("too large"), std::string::npos) << e.str();
+    expect_only_error(s, "vocab_size", "too large");
 
     s = kTinyLlama;
     s.replace(s.find("1000"), 4, "123456789012345678901234567890");
-    e = load_err(s);
+    auto e = load_err(s);
     ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
     EXPECT_NE(e.diagnostics[0].message.find("too large"), std::string::npos) << e.str();
 
@@ -453,17 +438,12 @@ TEST(HfImport, HeadDimOtherThanHiddenOverHeadsIsModelled) {
 TEST(HfImportErrors, HeadShapes) {
     std::string s = kTinyLlama;
     s.replace(s.find("\"num_key_value_heads\": 2"), 24, "\"num_key_value_heads\": 3");
-    auto e = load_err(s);
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "num_key_value_heads");
+    expect_only_error(s, "num_key_value_heads");
 
     s = kTinyLlama;
     s.replace(s.find("\"num_attention_heads\": 4"), 24, "\"num_attention_heads\": 3");
     s.replace(s.find("\"num_key_value_heads\": 2"), 24, "\"num_key_value_heads\": 3");
-    e = load_err(s);
-    ASSERT_EQ(e.diagnostics.size(), 1u) << e.str();
-    EXPECT_EQ(e.diagnostics[0].key, "num_attention_heads");
-    EXPECT_NE(e.diagnostics[0].message.find("not divisible"), std::string::npos);
+    expect_only_error(s, "num_attention_heads", "not divisible");
 }
 
 TEST(HfImportErrors, ActivationAndArchitectureFlags) {
