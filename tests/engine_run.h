@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "free_port.h"
+#include "process_test_util.h"
 
 namespace engine_run {
 
@@ -33,12 +34,7 @@ using nlohmann::json;
 
 // ---- spawning ranks -----------------------------------------------------------------------
 
-inline std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+inline std::string slurp(const std::string& path) { return ptd_test::read_file(path); }
 
 struct RankRun {
     int exit_code = -1;       // −1: killed by a signal

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "process_test_util.h"  // read_file
+
 namespace ptd_test {
 
 inline std::string make_temp_dir(const std::string& tag) {
@@ -28,13 +30,6 @@ inline void write_file(const std::string& path, const std::string& text, int mod
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     std::ofstream(path) << text;
     chmod(path.c_str(), mode);
-}
-
-inline std::string read_file(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 // Pids of live (non-zombie) processes whose environment has PTD_RUN_ID=run_id.

@@ -1,5 +1,6 @@
 // layer_test_util.h — one hand-built transformer layer (est::LayoutDerived) for the tests that
-// check the per-layer memory and time functions term by term (test_recmod, test_menorm).
+// check the per-layer memory and time functions term by term (recompute_modules.cpp,
+// memory_efficient_norm.cpp), and the TP all-gather the async-TP tests count in.
 #pragma once
 
 #include "estimate_internal.h"
@@ -18,6 +19,22 @@ inline ptd::est::LayoutDerived llama_layer_tp8() {
     L.fp8 = ptd::Fp8Recipe::none;
     L.rc = ptd::Recompute::none, L.rc_style = ptd::RecomputeStyle::megatron, L.rc_modules = ptd::kRecomputeCoreAttn;
     return L;
+}
+
+// One TP all-gather of a micro-batch's 16-bit activations (tokens × hidden) on the job's
+// cluster under a tp 8 · dp 8 layout, and the micro-batches a rank runs per step: the unit the
+// async-TP tests count exposed collectives in.
+struct TpGather {
+    double all_gather_s;
+    double micro_batches;
+};
+inline TpGather tp8_dp8_gather(const ptd::JobSpec& j) {
+    ptd::est::LayoutDerived L{};
+    L.t = 8, L.c = 1, L.dp = 8, L.p = 1, L.ep = 1, L.edp = 8;
+    ptd::est::assign_group_links(j.cluster, j.parallel.order.c_str(), L);
+    const double tokens = (double)j.training.micro_batch * j.model.seq_len;
+    return {ptd::est::nccl_time(ptd::est::Collective::all_gather, 2.0 * tokens * j.model.hidden, L.net_tp),
+            (double)j.training.global_batch / (j.training.micro_batch * 8)};
 }
 
 }  // namespace ptd_test

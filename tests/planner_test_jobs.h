@@ -1,8 +1,9 @@
 // planner_test_jobs.h — the planner-scale jobs whose layouts the planner-speed tests
-// (test_pspeed, test_pspeed2) score by the thousand: Llama 3 70B on 64 H100 nodes with the
-// cluster's NVLink SHARP (bench_planner's job: assets/jobs/llama3-70b-h100-64nodes.toml,
-// kLlama70bPlannerAsset), and Mixtral 8x7B with expert parallelism — groups on and off the
-// node, all-reduce and all-gather (load it with job_test_util.h's job_from_text).
+// (schedule/fast_makespan.cpp, planner/kept_answers.cpp) score by the thousand: Llama 3 70B
+// on 64 H100 nodes with the cluster's NVLink SHARP (bench_planner's job:
+// assets/jobs/llama3-70b-h100-64nodes.toml, kLlama70bPlannerAsset), and Mixtral 8x7B with
+// expert parallelism — groups on and off the node, all-reduce and all-gather (load it with
+// job_test_util.h's job_from_text).
 #pragma once
 
 namespace ptd_test {

@@ -1,6 +1,7 @@
 // published_runs_test_util.h — the published runs of bench/accuracy/published_runs.toml, read
 // once per test executable exactly as bench_accuracy reads them, for the tests that pin what a
-// family of rows' notes claim (test_megascale, test_blackwell, ...).
+// family of rows' notes claim (test_published_runs) and the loader's own tests (test_memory,
+// test_compute, test_collectives).
 #pragma once
 
 #include <cstdio>
@@ -36,6 +37,19 @@ inline std::vector<::Run> load_run_text(const std::string& name, const std::stri
     std::vector<::Run> runs = load_runs(path, ptd::embedded_presets());
     std::remove(path.c_str());
     return runs;
+}
+
+// A small MoE row (NeMo on 16 H100: 4 layers of 8 experts, top-2, dp 16 · ep 8) with the run
+// keys `keys` added, read as bench_accuracy reads it; expects one row that is not skipped.
+inline ::Run load_moe_run_row(const std::string& name, const std::string& keys) {
+    const std::vector<::Run> runs = load_run_text(
+        name, "[[run]]\nname = \"x-1\"\nframework = \"nemo\"\ngpu = \"h100-sxm\"\ngpus = 16\ngpus_per_node = 8\n"
+              "arch = \"llama\"\nlayers = 4\nhidden = 256\nheads = 4\nexperts = 8\ntop_k = 2\nglobal_batch = 32\n"
+              "iteration_s = 1.0\ndp = 16\nep = 8\n" + keys);
+    EXPECT_EQ(runs.size(), 1u);
+    if (runs.size() != 1) return ::Run{};
+    EXPECT_TRUE(runs[0].skip.empty()) << runs[0].skip;
+    return runs[0];
 }
 
 inline bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "free_port.h"
+#include "process_test_util.h"
 
 #include "ptd/engine/comm.h"
 #include "ptd/engine/kv_store.h"
@@ -287,12 +288,7 @@ TEST(KvMonitor, LosingTheStoreIsReported) {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+using ptd_test::read_file;
 
 // One run of engine_comm_worker: `world` processes in their own process group, each
 // with its stderr and stdout in files. The destructor kills whatever is left.

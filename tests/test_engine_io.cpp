@@ -20,6 +20,8 @@
 #include "ptd/presets.h"
 #include "ptd/sha256.h"
 
+#include "process_test_util.h"
+
 namespace fs = std::filesystem;
 using namespace ptd;
 using namespace ptd::engine;
@@ -27,21 +29,8 @@ using namespace ptd::engine;
 namespace {
 
 // A fresh folder under the system temp dir, removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path = fs::temp_directory_path() /
-               ("ptd_io_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
-                info->name());
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
+struct TempDir : ptd_test::TempDir {
+    TempDir() : ptd_test::TempDir("ptd_io") {}
 };
 
 void write_bytes(const std::string& path, const std::string& bytes) {

@@ -297,15 +297,26 @@ TEST(EngineOpsMemory, OperandBeyondThePlannedScratchStops) {
     be->seal_allocations(false);
 }
 
+// A stream-checking backend and a one-rank communicator of `group` whose memory accesses it
+// checks (death tests run threadsafe: the backend has threads).
+struct CheckedStreams {
+    std::unique_ptr<Backend> be;
+    std::unique_ptr<Communicator> comm;
+};
+CheckedStreams checked_streams(const std::string& group) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    CheckedStreams s{make_stream_checking_backend(backend()), make_self_communicator(group, 0)};
+    Backend* be = s.be.get();
+    s.comm->set_access_observer(
+        [be](const void* x, size_t n, bool write, const char* op) { be->note_comm_access(x, n, write, op); });
+    return s;
+}
+
 // Streams and events: the stream-checking backend stops a communicator read of memory
 // whose last compute write the comm stream has not waited for (a GPU would send stale
 // data), and accepts it once an event recorded after the write was waited for.
 TEST(EngineStreams, CommReadBeforeTheComputeEventIsCaught) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    auto be = make_stream_checking_backend(backend());
-    auto comm = make_self_communicator("tp", 0);
-    comm->set_access_observer(
-        [&](const void* x, size_t n, bool write, const char* op) { be->note_comm_access(x, n, write, op); });
+    auto [be, comm] = checked_streams("tp");
     const Event ready = be->create_event("compute done"), done = be->create_event("comm done");
     auto* a = static_cast<float*>(be->alloc(MEM_WORKSPACE, 64 * sizeof(float), "partial sums"));
     auto* w = static_cast<float*>(be->alloc(MEM_PARAMS, 64 * sizeof(float), "w"));
@@ -1073,11 +1084,7 @@ TEST(EngineOps, AdamWStepEqualsThePerRangeCalls) {
 // The stream checker sees adamw_step's reads: a planned gradient that a collective wrote
 // without the compute stream waiting for it stops the process.
 TEST(EngineStreams, AdamWStepReadsEveryPlannedRange) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    auto be = make_stream_checking_backend(backend());
-    auto comm = make_self_communicator("dp", 0);
-    comm->set_access_observer(
-        [&](const void* x, size_t n, bool write, const char* op) { be->note_comm_access(x, n, write, op); });
+    auto [be, comm] = checked_streams("dp");
     const Event ready = be->create_event("compute done"), done = be->create_event("comm done");
     auto* g = static_cast<float*>(be->alloc(MEM_GRADS, 64 * sizeof(float), "grads"));
     auto* state = static_cast<float*>(be->alloc(MEM_OPTIMIZER, 3 * 64 * sizeof(float), "p m v"));

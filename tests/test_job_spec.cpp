@@ -8,6 +8,8 @@
 #include "ptd/job_spec.h"
 #include "ptd/presets.h"
 
+#include "text_test_util.h"
+
 namespace {
 
 const ptd::PresetCatalog& presets() { return ptd::embedded_presets(); }
@@ -51,7 +53,16 @@ ptd::Diagnostic only_error(const ptd::Result<ptd::JobSpec>& r) {
     return r.error().diagnostics.front();
 }
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+// The single diagnostic of a failed load: at `key`, mentioning each of `parts`.
+ptd::Diagnostic key_error(const ptd::Result<ptd::JobSpec>& r, const std::string& key,
+                          std::initializer_list<std::string> parts) {
+    ptd::Diagnostic d = only_error(r);
+    EXPECT_EQ(d.key, key);
+    ptd_test::expect_mentions(d.message, parts);
+    return d;
+}
+
+using ptd_test::contains;
 
 TEST(JobSpec, BaseLoadsAndDerivesDp) {
     auto job = load(kBase);
@@ -108,44 +119,31 @@ TEST(JobSpecErrors, WrongTypeNamesKeyGivenAndExpected) {
     EXPECT_EQ(d.key, "parallel.tp");
     EXPECT_EQ(d.where.line, 11);
     EXPECT_EQ(d.where.column, 6);
-    EXPECT_TRUE(contains(d.message, "expected an integer")) << d.message;
-    EXPECT_TRUE(contains(d.message, "string \"4\"")) << d.message;
+    ptd_test::expect_mentions(d.message, {"expected an integer", "string \"4\""});
 }
 
 TEST(JobSpecErrors, OutOfRangeSaysAllowedRange) {
-    auto d = only_error(load(base_with("tp = 4", "tp = 4\nzero = 5")));
-    EXPECT_EQ(d.key, "parallel.zero");
-    EXPECT_TRUE(contains(d.message, "got 5")) << d.message;
-    EXPECT_TRUE(contains(d.message, "0 .. 3")) << d.message;
+    key_error(load(base_with("tp = 4", "tp = 4\nzero = 5")), "parallel.zero", {"got 5", "0 .. 3"});
 }
 
 TEST(JobSpecErrors, UnknownKeySuggestsClosest) {
-    auto d = only_error(load(base_with("tp = 4", "tp = 4\nsequence_paralel = true")));
-    EXPECT_EQ(d.key, "parallel.sequence_paralel");
-    EXPECT_TRUE(contains(d.message, "did you mean \"sequence_parallel\"")) << d.message;
+    auto d = key_error(load(base_with("tp = 4", "tp = 4\nsequence_paralel = true")),
+                       "parallel.sequence_paralel", {"did you mean \"sequence_parallel\""});
     EXPECT_EQ(d.where.line, 12);
 }
 
 TEST(JobSpecErrors, UnknownTableSuggestsClosest) {
-    auto d = only_error(load(std::string(kBase) + "\n[trainig]\nsteps = 3\n"));
-    EXPECT_EQ(d.key, "trainig");
-    EXPECT_TRUE(contains(d.message, "did you mean \"training\"")) << d.message;
+    key_error(load(std::string(kBase) + "\n[trainig]\nsteps = 3\n"), "trainig", {"did you mean \"training\""});
 }
 
 TEST(JobSpecErrors, UnknownWordListsAllowed) {
-    auto d = only_error(load(base_with("tp = 4", "tp = 4\nrecompute = \"selectve\"")));
-    EXPECT_EQ(d.key, "parallel.recompute");
-    EXPECT_TRUE(contains(d.message, "none, selective, full")) << d.message;
-    EXPECT_TRUE(contains(d.message, "did you mean \"selective\"")) << d.message;
+    key_error(load(base_with("tp = 4", "tp = 4\nrecompute = \"selectve\"")),
+              "parallel.recompute", {"none, selective, full", "did you mean \"selective\""});
 }
 
 TEST(JobSpecErrors, UnknownPresetSuggests) {
-    auto d = only_error(load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8\"")));
-    EXPECT_EQ(d.key, "model.preset");
-    EXPECT_TRUE(contains(d.message, "llama3-8b")) << d.message;
-    auto g = only_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"h100\"")));
-    EXPECT_EQ(g.key, "cluster.gpu");
-    EXPECT_TRUE(contains(g.message, "unknown GPU preset \"h100\"")) << g.message;
+    key_error(load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8\"")), "model.preset", {"llama3-8b"});
+    key_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"h100\"")), "cluster.gpu", {"unknown GPU preset \"h100\""});
 }
 
 TEST(JobSpecErrors, MissingRequiredKeysAreEachReported) {
@@ -166,10 +164,7 @@ TEST(JobSpecErrors, AllTypeErrorsReportedTogether) {
 // ---- cross-field checks: one message each ---------------------------------------------
 
 TEST(JobSpecChecks, ParallelProductMustEqualGpuCount) {
-    auto d = only_error(load(base_with("pp = 2", "pp = 2\ndp = 4")));
-    EXPECT_EQ(d.key, "parallel.dp");
-    EXPECT_TRUE(contains(d.message, "= 32 ranks")) << d.message;
-    EXPECT_TRUE(contains(d.message, "= 16")) << d.message;
+    auto d = key_error(load(base_with("pp = 2", "pp = 2\ndp = 4")), "parallel.dp", {"= 32 ranks", "= 16"});
     EXPECT_EQ(d.where.line, 13);  // points at the dp line
 }
 
@@ -190,8 +185,7 @@ TEST(JobSpecChecks, HeadsDivisibleByTp) {
         std::string(kBase).find("tp = 4"), 6, "tp = 3"));
     ASSERT_FALSE(r);
     std::string all = r.error().str();
-    EXPECT_TRUE(contains(all, "heads (32) must be divisible by tp")) << all;
-    EXPECT_TRUE(contains(all, "allowed tp: 1, 2, 4, 8, 16, 32")) << all;
+    ptd_test::expect_mentions(all, {"heads (32) must be divisible by tp", "allowed tp: 1, 2, 4, 8, 16, 32"});
 }
 
 TEST(JobSpecChecks, KvHeadsVersusTp) {
@@ -202,30 +196,25 @@ TEST(JobSpecChecks, KvHeadsVersusTp) {
                                  "ffn_hidden = 4096\nvocab = 32000\nseq_len = 2048");
     auto d = only_error(load(text));  // tp 4 vs kv 6
     EXPECT_EQ(d.key, "parallel.tp");
-    EXPECT_TRUE(contains(d.message, "kv_heads 6")) << d.message;
-    EXPECT_TRUE(contains(d.message, "replicated")) << d.message;
+    ptd_test::expect_mentions(d.message, {"kv_heads 6", "replicated"});
 }
 
 TEST(JobSpecChecks, LayersDivisibleByPpTimesVpp) {
-    auto d = only_error(load(base_with("pp = 2", "pp = 2\nvpp = 3")));
-    EXPECT_EQ(d.key, "parallel.pp");
-    EXPECT_TRUE(contains(d.message, "layers (32) is not divisible by pp·vpp")) << d.message;
+    key_error(load(base_with("pp = 2", "pp = 2\nvpp = 3")), "parallel.pp", {"layers (32) is not divisible by pp·vpp"});
 }
 
 TEST(JobSpecChecks, ExplicitLayersPerStage) {
     auto ok = load(base_with("pp = 2", "pp = 2\nlayers_per_stage = [15, 17]"));
     ASSERT_TRUE(ok) << ok.error().str();
-    auto sum = only_error(load(base_with("pp = 2", "pp = 2\nlayers_per_stage = [15, 16]")));
-    EXPECT_EQ(sum.key, "parallel.layers_per_stage");
-    EXPECT_TRUE(contains(sum.message, "sums to 31")) << sum.message;
+    key_error(load(base_with("pp = 2", "pp = 2\nlayers_per_stage = [15, 16]")),
+              "parallel.layers_per_stage", {"sums to 31"});
     auto len = only_error(load(base_with("pp = 2", "pp = 2\nlayers_per_stage = [32]")));
     EXPECT_TRUE(contains(len.message, "has 1 entries")) << len.message;
 }
 
 TEST(JobSpecChecks, GlobalBatchDivisibleByMicroBatchTimesDp) {
-    auto d = only_error(load(base_with("global_batch = 64", "global_batch = 66")));
-    EXPECT_EQ(d.key, "training.global_batch");
-    EXPECT_TRUE(contains(d.message, "micro_batch·dp = 2·2 = 4")) << d.message;
+    key_error(load(base_with("global_batch = 64", "global_batch = 66")),
+              "training.global_batch", {"micro_batch·dp = 2·2 = 4"});
 }
 
 TEST(JobSpecChecks, HiddenDivisibleByHeads) {
@@ -237,9 +226,8 @@ TEST(JobSpecChecks, HiddenDivisibleByHeads) {
 }
 
 TEST(JobSpecChecks, SequenceParallelNeedsTp) {
-    auto d = only_error(load(base_with("tp = 4\npp = 2", "tp = 1\npp = 2\nsequence_parallel = true")));
-    EXPECT_EQ(d.key, "parallel.sequence_parallel");
-    EXPECT_TRUE(contains(d.message, "tp > 1")) << d.message;
+    key_error(load(base_with("tp = 4\npp = 2", "tp = 1\npp = 2\nsequence_parallel = true")),
+              "parallel.sequence_parallel", {"tp > 1"});
 }
 
 TEST(JobSpecChecks, VppNeedsPipeline) {
@@ -248,9 +236,7 @@ TEST(JobSpecChecks, VppNeedsPipeline) {
 }
 
 TEST(JobSpecChecks, ZeroThreeWithPipelineRefused) {
-    auto d = only_error(load(base_with("pp = 2", "pp = 2\nzero = 3")));
-    EXPECT_EQ(d.key, "parallel.zero");
-    EXPECT_TRUE(contains(d.message, "pp > 1")) << d.message;
+    key_error(load(base_with("pp = 2", "pp = 2\nzero = 3")), "parallel.zero", {"pp > 1"});
     // ZeRO-2 with a pipeline is FSDP keeping parameters unsharded between micro-batches.
     auto two = load(base_with("pp = 2", "pp = 2\nzero = 2"));
     EXPECT_TRUE(two.has_value()) << (two ? "" : two.error().str());
@@ -263,11 +249,8 @@ TEST(JobSpecChecks, DistributedOptimizerExcludesZero) {
 
 TEST(JobSpecChecks, PrecisionMustExistOnGpu) {
     // A written bf16 on V100 (a missing precision follows the GPU: fp16 there).
-    auto d = only_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"v100-32gb\"").append("precision = \"bf16\"\n")));
-    EXPECT_EQ(d.key, "training.precision");
-    EXPECT_TRUE(contains(d.message, "got \"bf16\"")) << d.message;
-    EXPECT_TRUE(contains(d.message, "no bf16 support")) << d.message;
-    EXPECT_TRUE(contains(d.message, "fp16")) << d.message;
+    key_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"v100-32gb\"").append("precision = \"bf16\"\n")),
+              "training.precision", {"got \"bf16\"", "no bf16 support", "fp16"});
 }
 
 TEST(JobSpecChecks, HostsOnePerNode) {
@@ -276,9 +259,7 @@ TEST(JobSpecChecks, HostsOnePerNode) {
 }
 
 TEST(JobSpecChecks, ExpertParallelNeedsExperts) {
-    auto d = only_error(load(base_with("pp = 2", "pp = 2\nep = 2")));
-    EXPECT_EQ(d.key, "parallel.ep");
-    EXPECT_TRUE(contains(d.message, "dense")) << d.message;
+    key_error(load(base_with("pp = 2", "pp = 2\nep = 2")), "parallel.ep", {"dense"});
 }
 
 TEST(JobSpecChecks, BadOrderString) {
@@ -545,8 +526,7 @@ TEST(JobSpecBare, NoParallelTableMeansNoLayoutNotAnError) {
     EXPECT_TRUE(ptd::validate_job(*job).empty());
     auto need = ptd::require_layout(*job, "`ptd layout`");
     ASSERT_EQ(need.size(), 1u);
-    EXPECT_TRUE(contains(need[0].message, "no layout chosen")) << need[0].message;
-    EXPECT_TRUE(contains(need[0].message, "ptd plan")) << need[0].message;
+    ptd_test::expect_mentions(need[0].message, {"no layout chosen", "ptd plan"});
     EXPECT_TRUE(ptd::require_global_batch(*job, "`ptd plan`").empty());
 }
 

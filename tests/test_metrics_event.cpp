@@ -41,65 +41,70 @@ std::string replace(std::string s, const std::string& from, const std::string& t
     return s;
 }
 
+// The record of one line of run 20261122-024601-6977, which must parse, be of `kind` and name
+// the run (an empty record otherwise).
+MetricRecord parsed(const std::string& line, MetricKind kind, std::string* problem = nullptr) {
+    auto r = parse_metrics_line(line, problem);
+    EXPECT_TRUE(r.has_value()) << (problem ? *problem : "");
+    if (!r) return {};
+    EXPECT_EQ(r->kind, kind);
+    EXPECT_EQ(r->run_id, "20261122-024601-6977");
+    return *r;
+}
+
 }  // namespace
 
 TEST(MetricsEvent, StartLineEveryField) {
     std::string problem;
-    auto r = parse_metrics_line(kStart, &problem);
-    ASSERT_TRUE(r.has_value()) << problem;
+    const MetricRecord r = parsed(kStart, MetricKind::start, &problem);
     EXPECT_TRUE(problem.empty());
-    EXPECT_EQ(r->kind, MetricKind::start);
-    EXPECT_EQ(r->run_id, "20261122-024601-6977");
-    EXPECT_EQ(r->rank, 0);
-    EXPECT_DOUBLE_EQ(r->time, 1795315561.4416955);
-    EXPECT_EQ(r->world_size, 1);
-    EXPECT_EQ(r->tp, 0);
-    EXPECT_EQ(r->pp, 0);
-    EXPECT_EQ(r->dp, 0);
-    EXPECT_EQ(r->steps_total, 20);
-    EXPECT_DOUBLE_EQ(r->peak_tflops, 0.1);
-    EXPECT_TRUE(r->data.starts_with("synthetic: seed 1234"));
-    EXPECT_EQ(r->run_dir, "runs/20261122-024601-6977");
-    EXPECT_FALSE(r->resumed_from.has_value());
-    ASSERT_TRUE(r->has_memory);
-    EXPECT_EQ(r->memory[MEM_PARAMS].current, 882176);
-    EXPECT_EQ(r->memory[MEM_GRADS].peak, 882176);
-    EXPECT_EQ(r->memory[MEM_OPTIMIZER].current, 1764352);
-    EXPECT_EQ(r->memory[MEM_ACTIVATIONS].predicted.value_or(-1), 2828288);
-    EXPECT_FALSE(r->memory[MEM_COMMUNICATION].predicted.has_value());
-    EXPECT_EQ(r->memory[MEM_WORKSPACE].current, 559104);
-    EXPECT_FALSE(r->memory[MEM_WORKSPACE].predicted.has_value());
-    EXPECT_EQ(r->memory[MEM_TOTAL].current, 6916096);
-    EXPECT_EQ(r->memory[MEM_TOTAL].predicted.value_or(-1), 6356992);
+    EXPECT_EQ(r.rank, 0);
+    EXPECT_DOUBLE_EQ(r.time, 1795315561.4416955);
+    EXPECT_EQ(r.world_size, 1);
+    EXPECT_EQ(r.tp, 0);
+    EXPECT_EQ(r.pp, 0);
+    EXPECT_EQ(r.dp, 0);
+    EXPECT_EQ(r.steps_total, 20);
+    EXPECT_DOUBLE_EQ(r.peak_tflops, 0.1);
+    EXPECT_TRUE(r.data.starts_with("synthetic: seed 1234"));
+    EXPECT_EQ(r.run_dir, "runs/20261122-024601-6977");
+    EXPECT_FALSE(r.resumed_from.has_value());
+    ASSERT_TRUE(r.has_memory);
+    EXPECT_EQ(r.memory[MEM_PARAMS].current, 882176);
+    EXPECT_EQ(r.memory[MEM_GRADS].peak, 882176);
+    EXPECT_EQ(r.memory[MEM_OPTIMIZER].current, 1764352);
+    EXPECT_EQ(r.memory[MEM_ACTIVATIONS].predicted.value_or(-1), 2828288);
+    EXPECT_FALSE(r.memory[MEM_COMMUNICATION].predicted.has_value());
+    EXPECT_EQ(r.memory[MEM_WORKSPACE].current, 559104);
+    EXPECT_FALSE(r.memory[MEM_WORKSPACE].predicted.has_value());
+    EXPECT_EQ(r.memory[MEM_TOTAL].current, 6916096);
+    EXPECT_EQ(r.memory[MEM_TOTAL].predicted.value_or(-1), 6356992);
 }
 
 TEST(MetricsEvent, StepLineEveryField) {
-    auto r = parse_metrics_line(kStep);
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->kind, MetricKind::step);
-    EXPECT_EQ(r->run_id, "20261122-024601-6977");
-    EXPECT_EQ(r->step, 1);
-    EXPECT_EQ(r->tp, 0);
-    EXPECT_DOUBLE_EQ(r->loss, 5.57439889293164);
-    EXPECT_DOUBLE_EQ(r->lr, 0.001);
-    EXPECT_DOUBLE_EQ(r->grad_norm, 1.1045378255795277);
-    EXPECT_TRUE(r->clipped);
-    EXPECT_EQ(r->tokens, 512);
-    EXPECT_DOUBLE_EQ(r->tokens_per_s, 25811.70372217371);
-    EXPECT_DOUBLE_EQ(r->tflops, 0.03806090584056847);
-    EXPECT_DOUBLE_EQ(r->mfu, 0.38060905840568465);
+    const MetricRecord r = parsed(kStep, MetricKind::step);
+    EXPECT_EQ(r.step, 1);
+    EXPECT_EQ(r.tp, 0);
+    EXPECT_DOUBLE_EQ(r.loss, 5.57439889293164);
+    EXPECT_DOUBLE_EQ(r.lr, 0.001);
+    EXPECT_DOUBLE_EQ(r.grad_norm, 1.1045378255795277);
+    EXPECT_TRUE(r.clipped);
+    EXPECT_EQ(r.tokens, 512);
+    EXPECT_DOUBLE_EQ(r.tokens_per_s, 25811.70372217371);
+    EXPECT_DOUBLE_EQ(r.tflops, 0.03806090584056847);
+    EXPECT_DOUBLE_EQ(r.mfu, 0.38060905840568465);
     // `time` of a step is the breakdown object, not a timestamp.
-    EXPECT_EQ(r->time, 0);
-    EXPECT_DOUBLE_EQ(r->times.step, 0.019835963);
-    EXPECT_DOUBLE_EQ(r->times.compute, 0.019366558);
-    EXPECT_DOUBLE_EQ(r->times.dp_comm, 1.032e-06);
-    EXPECT_DOUBLE_EQ(r->times.optimizer, 0.000468373);
-    EXPECT_EQ(r->times.tp_comm, 0);
-    EXPECT_EQ(r->times.pp_comm, 0);
-    EXPECT_EQ(r->times.pipeline_idle, 0);
-    ASSERT_TRUE(r->has_memory);
-    EXPECT_EQ(r->memory[MEM_TOTAL].peak, 6950912);
-    EXPECT_EQ(r->memory[MEM_WORKSPACE].peak, 593920);
+    EXPECT_EQ(r.time, 0);
+    EXPECT_DOUBLE_EQ(r.times.step, 0.019835963);
+    EXPECT_DOUBLE_EQ(r.times.compute, 0.019366558);
+    EXPECT_DOUBLE_EQ(r.times.dp_comm, 1.032e-06);
+    EXPECT_DOUBLE_EQ(r.times.optimizer, 0.000468373);
+    EXPECT_EQ(r.times.tp_comm, 0);
+    EXPECT_EQ(r.times.pp_comm, 0);
+    EXPECT_EQ(r.times.pipeline_idle, 0);
+    ASSERT_TRUE(r.has_memory);
+    EXPECT_EQ(r.memory[MEM_TOTAL].peak, 6950912);
+    EXPECT_EQ(r.memory[MEM_WORKSPACE].peak, 593920);
 
     auto r2 = parse_metrics_line(kStep2);
     ASSERT_TRUE(r2.has_value());

@@ -10,18 +10,14 @@
 #include "ptd/model_stats.h"
 #include "ptd/presets.h"
 
+#include "process_test_util.h"
+
 namespace {
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 TEST(Presets, EmbeddedCopyMatchesAssets) {
-    EXPECT_EQ(ptd::embedded_models_toml(), slurp(PTD_SOURCE_DIR "/assets/presets/models.toml"));
-    EXPECT_EQ(ptd::embedded_gpus_toml(), slurp(PTD_SOURCE_DIR "/assets/presets/gpus.toml"));
+    EXPECT_EQ(ptd::embedded_models_toml(), ptd_test::read_file(PTD_SOURCE_DIR "/assets/presets/models.toml"));
+    EXPECT_EQ(ptd::embedded_gpus_toml(), ptd_test::read_file(PTD_SOURCE_DIR "/assets/presets/gpus.toml"));
 }
 
 TEST(Presets, RequiredModelsExistWithPublishedSizes) {

@@ -20,6 +20,10 @@
 #include "ptd/run_dir.h"
 #include "run_view.h"
 
+#include "process_test_util.h"
+#include "run_manifest_test_util.h"
+#include "text_test_util.h"
+
 extern char** environ;
 
 using namespace ptd;
@@ -31,12 +35,8 @@ const std::string kPtd = PTD_BIN_DIR "/ptd";
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+using ptd_test::Proc;
+using ptd_test::read_file;
 
 void spit(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
@@ -65,17 +65,16 @@ RunManifest sample_manifest() {
     m.master_addr = "10.0.0.1";
     m.master_port = 29500;
     m.hosts = {"alice@node-a:22", "node-b"};
-    for (int r = 0; r < 4; ++r) {
-        RunManifestRank mr;
-        mr.rank = r;
-        mr.host = r / 2;
-        mr.local_rank = r % 2;
-        mr.tp = r % 2;
-        mr.pp = 0;
-        mr.dp = r / 2;
-        m.ranks.push_back(mr);
-    }
+    m.ranks = ptd_test::manifest_ranks(2, 2, 1, 2);
     return m;
+}
+
+// The run failed: `rank` exited `code` first, for `reason` (as the launcher records it).
+void mark_failed(RunManifest& m, int rank, int code, const std::string& reason) {
+    m.state = "failed";
+    m.exit_code = code;
+    m.failed_rank = rank;
+    m.reason = reason;
 }
 
 // A ptd.metrics/1 step line with the fields the dashboard shows.
@@ -156,10 +155,7 @@ void write_finished_run(const std::string& dir, bool failed) {
         (*w)->append_line(2, error_line(2, "step 4: loss nan is not finite"));
         m.ranks[2].exit_code = 1;
         m.ranks[3].exit_code = -1;
-        m.state = "failed";
-        m.exit_code = 1;
-        m.failed_rank = 2;
-        m.reason = "rank 2 on node-b exited 1";
+        mark_failed(m, 2, 1, "rank 2 on node-b exited 1");
     } else {
         m.state = "finished";
     }
@@ -167,24 +163,8 @@ void write_finished_run(const std::string& dir, bool failed) {
     ASSERT_TRUE((*w)->write_manifest(m).has_value());
 }
 
-struct Proc {
-    int rc = -1;
-    std::string out, err;
-};
-
 // Runs `cmd` through the shell, output to files (never a TTY).
-Proc run(const std::string& cmd) {
-    static int counter = 0;
-    const std::string base = ::testing::TempDir() + "/ptd_watch_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
-    const int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
-    Proc p;
-    p.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    p.out = slurp(base + ".out");
-    p.err = slurp(base + ".err");
-    std::remove((base + ".out").c_str());
-    std::remove((base + ".err").c_str());
-    return p;
-}
+Proc run(const std::string& cmd) { return ptd_test::run_captured(cmd, "ptd_watch"); }
 
 }  // namespace
 
@@ -196,10 +176,7 @@ TEST(RunManifest, RoundTrip) {
     m.ranks[1].pid = 4711;
     m.ranks[1].exit_code = 137;
     m.ranks[3].exit_code = -1;
-    m.state = "failed";
-    m.exit_code = 137;
-    m.failed_rank = 1;
-    m.reason = "rank 1 on alice@node-a:22 exited 137 (killed)";
+    mark_failed(m, 1, 137, "rank 1 on alice@node-a:22 exited 137 (killed)");
     m.ended = m.started + 3.25;
     const std::string text = manifest_to_json(m);
     EXPECT_TRUE(contains(text, "\"schema\": \"ptd.run/1\"")) << text;
@@ -347,13 +324,13 @@ TEST(RunDir, WriterCreatesTheLayout) {
     auto w = RunDirWriter::create(dir, "[model]\npreset = \"tiny-gpt\"\n", sample_manifest());
     ASSERT_TRUE(w.has_value()) << w.error().str();
     EXPECT_EQ((*w)->dir(), dir);
-    EXPECT_EQ(slurp(dir + "/job.toml"), "[model]\npreset = \"tiny-gpt\"\n");
+    EXPECT_EQ(read_file(dir + "/job.toml"), "[model]\npreset = \"tiny-gpt\"\n");
     EXPECT_TRUE(read_manifest(dir).has_value());
     EXPECT_FALSE(fs::exists(dir + "/manifest.json.tmp"));
     (*w)->append_line(3, "hello");
     (*w)->append_line(3, "world");
     // Flushed per line: readable before the writer goes away.
-    EXPECT_EQ(slurp(dir + "/rank-3.log"), "hello\nworld\n");
+    EXPECT_EQ(read_file(dir + "/rank-3.log"), "hello\nworld\n");
 
     // A path that cannot be a directory: the error names it.
     const std::string file = fresh_dir("layout-file");
@@ -372,12 +349,12 @@ TEST(RunDir, WriterNeverReusesADirectory) {
     auto w = RunDirWriter::create(dir, "[model]\n", sample_manifest());
     ASSERT_FALSE(w.has_value());
     EXPECT_TRUE(contains(w.error().str(), dir + ": error: the run directory already exists")) << w.error().str();
-    EXPECT_EQ(slurp(dir + "/job.toml"), "# mine, with comments\n");
+    EXPECT_EQ(read_file(dir + "/job.toml"), "# mine, with comments\n");
     EXPECT_FALSE(fs::exists(dir + "/manifest.json"));
     auto first = RunDirWriter::create(dir + "/run", "a", sample_manifest());
     ASSERT_TRUE(first.has_value());
     EXPECT_FALSE(RunDirWriter::create(dir + "/run", "b", sample_manifest()).has_value());
-    EXPECT_EQ(slurp(dir + "/run/job.toml"), "a");
+    EXPECT_EQ(read_file(dir + "/run/job.toml"), "a");
 }
 
 TEST(RunDir, WriterIsThreadSafe) {
@@ -398,7 +375,7 @@ TEST(RunDir, WriterIsThreadSafe) {
         });
     for (auto& th : threads) th.join();
     for (int r = 0; r < 4; ++r) {
-        const auto lines = split_lines(slurp(dir + "/rank-" + std::to_string(r) + ".log"));
+        const auto lines = split_lines(read_file(dir + "/rank-" + std::to_string(r) + ".log"));
         EXPECT_EQ(lines.size(), 1000u);
         for (const auto& l : lines) EXPECT_TRUE(l.starts_with("thread ") && l.ends_with(std::string(100, 'x'))) << l;
     }
@@ -408,7 +385,7 @@ TEST(RunDir, WriterIsThreadSafe) {
     for (int round = 0; round < 3; ++round)
         for (int r = 0; r < 700; ++r) (*w)->append_line(100 + r, "round " + std::to_string(round));
     for (int r = 0; r < 700; r += 77)
-        EXPECT_EQ(slurp(dir + "/rank-" + std::to_string(100 + r) + ".log"), "round 0\nround 1\nround 2\n") << r;
+        EXPECT_EQ(read_file(dir + "/rank-" + std::to_string(100 + r) + ".log"), "round 0\nround 1\nround 2\n") << r;
 }
 
 TEST(RunDir, FollowerTailsALiveRun) {
@@ -488,10 +465,7 @@ TEST(RunDir, FollowerTailsALiveRun) {
     m.ranks[1].exit_code = 143;
     m.ranks[2].exit_code = 1;
     m.ranks[3].exit_code = -1;
-    m.state = "failed";
-    m.exit_code = 1;
-    m.failed_rank = 2;
-    m.reason = "rank 2 on node-b exited 1";
+    mark_failed(m, 2, 1, "rank 2 on node-b exited 1");
     ASSERT_TRUE((*w)->write_manifest(m).has_value());
     evs = fl.poll();
     // Rank 2 starts with its first line; rank 3 (no pid, no log) only exits.
@@ -736,20 +710,15 @@ TEST(RunView, StatesStepsAndMemory) {
     e1.metric = parse_metrics_line(step_line(1, 3, 4.0, 3.0 * (1 << 30), 2.5 * (1 << 30)));
     v.apply(e1);
     const std::string r0 = v.rank_line(0, false, true);
-    EXPECT_TRUE(contains(r0, "running")) << r0;
-    EXPECT_TRUE(contains(r0, "30/20")) << r0;
+    ptd_test::expect_mentions(r0, {"running", "30/20"});
     EXPECT_TRUE(contains(r0, "3.0000")) << r0;        // last loss
     EXPECT_TRUE(contains(r0, "25.8K/s")) << r0;       // tokens/s
     EXPECT_TRUE(contains(r0, "38.0%")) << r0;         // MFU
-    EXPECT_TRUE(contains(r0, "6.60 MiB / 6.06 MiB")) << r0;
-    EXPECT_TRUE(contains(r0, "alice@node-a:22")) << r0;
-    EXPECT_TRUE(contains(r0, "0,0,0")) << r0;
+    ptd_test::expect_mentions(r0, {"6.60 MiB / 6.06 MiB", "alice@node-a:22", "0,0,0"});
     EXPECT_TRUE(contains(r0, "█") && r0.ends_with("▁")) << r0;  // falling loss
     EXPECT_FALSE(contains(v.rank_line(0, false, false), "▁"));
     const std::string r1 = v.rank_line(1, false, false);
-    EXPECT_TRUE(contains(r1, "3.00 GiB / 2.50 GiB")) << r1;
-    EXPECT_TRUE(contains(r1, "1,0,0")) << r1;
-    EXPECT_TRUE(contains(r1, "3/20")) << r1;
+    ptd_test::expect_mentions(r1, {"3.00 GiB / 2.50 GiB", "1,0,0", "3/20"});
 
     v.apply([&] { auto e = ev(LaunchEventKind::rank_exited, 0); e.exit_code = 0; return e; }());
     v.apply([&] { auto e = ev(LaunchEventKind::rank_exited, 1); e.exit_code = 137; return e; }());
@@ -769,11 +738,8 @@ TEST(RunView, StatesStepsAndMemory) {
     EXPECT_EQ(v.state(), "failed");
     EXPECT_EQ(v.reason(), fin.text);
     const std::string header = v.header_line(false);
-    EXPECT_TRUE(contains(header, "run 20260101-120000-4242")) << header;
-    EXPECT_TRUE(contains(header, "tiny-gpt")) << header;
-    EXPECT_TRUE(contains(header, "2 hosts (alice@node-a:22, node-b)")) << header;
-    EXPECT_TRUE(contains(header, "failed (exit 137)")) << header;
-    EXPECT_TRUE(contains(header, "step 30/20")) << header;
+    ptd_test::expect_mentions(header, {"run 20260101-120000-4242", "tiny-gpt", "2 hosts (alice@node-a:22, node-b)",
+                                       "failed (exit 137)", "step 30/20"});
 }
 
 TEST(RunView, HistoryAndLastLinesAreBounded) {
@@ -826,8 +792,7 @@ TEST(RunView, RenderFitsTheWidth) {
             for (const auto& l : lines) EXPECT_LE(visible_width(l), width) << "[" << l << "]";
             EXPECT_EQ(contains(out, "\x1b["), color) << out;
             if (width >= 200) {
-                EXPECT_TRUE(contains(out, "▁")) << out;
-                EXPECT_TRUE(contains(out, "loss (last 24)")) << out;
+                ptd_test::expect_mentions(out, {"▁", "loss (last 24)"});
             }
         }
     }
@@ -836,8 +801,7 @@ TEST(RunView, RenderFitsTheWidth) {
     const auto lines = split_lines(plain);
     EXPECT_TRUE(contains(lines[0], "failed (exit 1)")) << lines[0];
     EXPECT_TRUE(contains(lines[2], "done")) << lines[2];
-    EXPECT_TRUE(contains(lines[4], "exit 1")) << lines[4];
-    EXPECT_TRUE(contains(lines[4], "3/20")) << lines[4];
+    ptd_test::expect_mentions(lines[4], {"exit 1", "3/20"});
     EXPECT_TRUE(contains(lines[5], "lost")) << lines[5];
     // Columns line up: every rank line has "MiB" at the same column as rank 0.
     const size_t col = lines[2].find("MiB");
@@ -859,15 +823,11 @@ TEST(Watch, FinishedRunPrintsEveryRank) {
     EXPECT_EQ(p.err, "");
     const auto lines = split_lines(p.out);
     ASSERT_EQ(lines.size(), 6u) << p.out;
-    EXPECT_TRUE(contains(lines[0], "run 20260101-120000-4242")) << lines[0];
-    EXPECT_TRUE(contains(lines[0], "finished")) << lines[0];
-    EXPECT_TRUE(contains(lines[0], "step 5/20")) << lines[0];
+    ptd_test::expect_mentions(lines[0], {"run 20260101-120000-4242", "finished", "step 5/20"});
     for (int r = 0; r < 4; ++r) {
         const std::string& l = lines[(size_t)r + 2];
         EXPECT_TRUE(l.starts_with("   " + std::to_string(r) + "  ")) << l;
-        EXPECT_TRUE(contains(l, "done")) << l;
-        EXPECT_TRUE(contains(l, "5/20")) << l;
-        EXPECT_TRUE(contains(l, "▁")) << l;
+        ptd_test::expect_mentions(l, {"done", "5/20", "▁"});
     }
     EXPECT_FALSE(contains(p.out, "\x1b["));  // not a terminal: no colour, no cursor moves
 
@@ -890,11 +850,8 @@ TEST(Watch, FailedRunShowsReasonAndLastLines) {
     write_finished_run(dir, true);
     Proc p = run("COLUMNS=160 " + kPtd + " watch " + dir);
     EXPECT_EQ(p.rc, 0) << p.err;
-    EXPECT_TRUE(contains(p.out, "failed: rank 2 on node-b exited 1")) << p.out;
-    EXPECT_TRUE(contains(p.out, "last lines of rank 2 on node-b:")) << p.out;
-    EXPECT_TRUE(contains(p.out, "  ptd-engine: rank 2: error: step 4: loss nan")) << p.out;
-    EXPECT_TRUE(contains(p.out, "exit 1")) << p.out;
-    EXPECT_TRUE(contains(p.out, "lost")) << p.out;
+    ptd_test::expect_mentions(p.out, {"failed: rank 2 on node-b exited 1", "last lines of rank 2 on node-b:",
+                                      "  ptd-engine: rank 2: error: step 4: loss nan", "exit 1", "lost"});
 }
 
 TEST(Watch, OnceOnALiveRunReturnsAtOnce) {
@@ -905,8 +862,7 @@ TEST(Watch, OnceOnALiveRunReturnsAtOnce) {
     (*w)->append_line(1, step_line(1, 2, 4.5));
     Proc p = run("timeout 20 " + kPtd + " watch --once " + dir);
     EXPECT_EQ(p.rc, 0) << p.err;
-    EXPECT_TRUE(contains(p.out, "running")) << p.out;
-    EXPECT_TRUE(contains(p.out, "4.5000")) << p.out;
+    ptd_test::expect_mentions(p.out, {"running", "4.5000"});
 }
 
 TEST(Watch, FollowsUntilTheRunEnds) {
@@ -940,10 +896,9 @@ TEST(Watch, FollowsUntilTheRunEnds) {
     }
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0);
-    const std::string text = slurp(out);
+    const std::string text = read_file(out);
     EXPECT_EQ(split_lines(text).size(), 6u) << text;  // one dashboard, at the end
-    EXPECT_TRUE(contains(text, "finished")) << text;
-    EXPECT_TRUE(contains(text, "3.2500")) << text;
+    ptd_test::expect_mentions(text, {"finished", "3.2500"});
 }
 
 // `ptd watch` on a Slurm-style run directory whose manifest never leaves "starting": it

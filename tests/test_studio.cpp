@@ -8,18 +8,14 @@
 #include <vector>
 
 #include "studio_state.h"
+#include "studio_test_util.h"
 
 using namespace ptd;
 using namespace ptd::studio;
 
 namespace {
 
-StudioState default_state(float w = 1000, float h = 600) {
-    const PresetCatalog& presets = embedded_presets();
-    StudioState s = make_state(presets, default_job(presets));
-    layout_resize(s, w, h);
-    return s;
-}
+StudioState default_state(float w = 1000, float h = 600) { return ptd_test::default_studio_state(w, h); }
 
 // A job of `nodes` × 8 GPUs with the given degrees (dp derived).
 StudioState state_for(int nodes, int tp, int pp) {

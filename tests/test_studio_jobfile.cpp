@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "studio_state.h"
+#include "studio_test_util.h"
+
+#include "process_test_util.h"
 
 using namespace ptd;
 using namespace ptd::studio;
@@ -19,28 +22,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-StudioState default_state() {
-    const PresetCatalog& presets = embedded_presets();
-    return make_state(presets, default_job(presets));
-}
+StudioState default_state() { return ptd_test::default_studio_state(); }
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // A fresh folder per test, removed at the end.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path = fs::temp_directory_path() /
-               ("ptd-studio-jobfile-" + std::to_string(::getpid()) + "-" + info->name());
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
+struct TempDir : ptd_test::TempDir {
+    TempDir() : ptd_test::TempDir("ptd-studio-jobfile") {}
 };
 
 void write(const std::string& path, const std::string& text) {

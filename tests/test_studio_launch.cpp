@@ -11,16 +11,14 @@
 #include "launcher_test_util.h"
 #include "live_model.h"
 #include "studio_state.h"
+#include "studio_test_util.h"
 
 using namespace ptd;
 using namespace ptd::studio;
 
 namespace {
 
-StudioState default_state() {
-    const PresetCatalog& presets = embedded_presets();
-    return make_state(presets, default_job(presets));
-}
+StudioState default_state() { return ptd_test::default_studio_state(); }
 
 // Ticks (as the UI's frames do) until the run ends; false on timeout (the run is stopped).
 bool tick_until_finished(StudioState& s, double seconds) {

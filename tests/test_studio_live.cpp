@@ -20,6 +20,8 @@
 #include "ptd/run_dir.h"
 #include "studio_state.h"
 
+#include "run_manifest_test_util.h"
+
 using namespace ptd;
 using namespace ptd::studio;
 namespace fs = std::filesystem;
@@ -35,16 +37,7 @@ RunManifest manifest8() {
     m.world_size = 8;
     m.steps = 100;
     m.hosts = {"localhost", "node-b"};
-    for (int r = 0; r < 8; ++r) {
-        RunManifestRank mr;
-        mr.rank = r;
-        mr.host = r / 4;
-        mr.local_rank = r % 4;
-        mr.tp = r % 2;
-        mr.dp = (r / 2) % 2;
-        mr.pp = r / 4;
-        m.ranks.push_back(mr);
-    }
+    m.ranks = ptd_test::manifest_ranks(2, 2, 2, 4);
     return m;
 }
 

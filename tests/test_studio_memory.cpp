@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "studio_state.h"
+#include "studio_test_util.h"
 
 using namespace ptd;
 using namespace ptd::studio;
@@ -19,10 +20,7 @@ using namespace ptd::studio;
 namespace {
 
 StudioState default_state() {
-    const PresetCatalog& presets = embedded_presets();
-    StudioState s = make_state(presets, default_job(presets));
-    layout_resize(s, 1000, 600);
-    return s;
+    return ptd_test::default_studio_state(1000, 600);
 }
 
 }  // namespace

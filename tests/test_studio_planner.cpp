@@ -10,16 +10,14 @@
 #include <thread>
 
 #include "studio_state.h"
+#include "studio_test_util.h"
 
 using namespace ptd;
 using namespace ptd::studio;
 
 namespace {
 
-StudioState default_state() {
-    const PresetCatalog& presets = embedded_presets();
-    return make_state(presets, default_job(presets));
-}
+StudioState default_state() { return ptd_test::default_studio_state(); }
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 

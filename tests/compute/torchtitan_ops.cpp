@@ -1,0 +1,213 @@
+// torchtitan_ops.cpp — the mechanisms found while checking the estimator on
+// torchtitan's async-TP benchmark (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md):
+//  - torchtitan's op-level selective checkpointing recomputes, in the backward, the matmuls
+//    its policy drops that the backward reads (K, the SwiGLU up projection; eagerly also the
+//    output projection) and the element-wise forward, not the attention core (compute.cpp
+//    op_sac_recompute), and gathers the TP inputs again (collectives.cpp block_comm);
+//  - torchtitan's Llama runs wq, wk, wv and w1, w3 as separate GEMMs (compute.cpp titan_qkv_gemm);
+//  - torchao rowwise float8 under torchtitan's TP gathers in bf16 and quantizes the gathered,
+//    full-sequence tensors (compute.cpp, LayoutDerived::fp8_cast_after_tp_gather);
+//  - so async TP cannot fuse those gathers with a matmul: only the matmul → reduce-scatter
+//    fusions remain (overlap.cpp hide_tp_comm_async).
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "estimate_internal.h"
+#include "ptd/estimate.h"
+#include "ptd/job_spec.h"
+
+#include "job_test_util.h"
+#include "layer_test_util.h"
+
+namespace {
+
+using namespace ptd;
+using namespace ptd_test;
+
+// A bare Llama-3-8B-like layer (SwiGLU, GQA 32/8 heads) on tp ranks for the compute functions,
+// with the fields derive() fills for them.
+est::LayoutDerived llama_layer(int t, bool sp) {
+    est::LayoutDerived L{};
+    L.t = t, L.p = 1, L.v = 1, L.c = 1, L.ep = 1, L.dp = 1, L.b = 2, L.mbs = 1;
+    L.s_local = 8192, L.tokens = 2 * 8192, L.e = 2, L.vocab = 128256;
+    L.h = 4096, L.d = 128, L.heads_l = 32.0 / t, L.kv_l = 8.0 / t, L.f_l = 14336.0 / t;
+    L.swiglu = true, L.sp = sp, L.flash = true;
+    L.peak = 989e12, L.peak_fp8 = 1979e12, L.hbm = 0.8 * 3.35e12, L.gemm_eff_max = 0.68, L.flash_eff = 0.5;
+    L.elementwise_factor = 1.0;
+    L.fp8 = Fp8Recipe::none;
+    L.layer_linear_params = 4096.0 * (4096 + 1024 + 1024 + 4096) / t + 3.0 * 4096 * 14336 / t;
+    return L;
+}
+
+double gemm(const est::LayoutDerived& L, double peak, double m, double n, double k) {
+    return est::gemm_time(peak, m, n, k, L.gemm_eff_max);
+}
+
+// ---- op-level selective checkpointing: what the backward runs again ----
+
+// torchtitan's policy saves mm outputs 1, 3, 5, 7 (Q, V, w1, w2), SDPA and the reduce-scatters:
+// compiled, the backward recomputes K, w3 and the element-wise forward; the attention core,
+// saved, is not run again. Megatron's selective recomputes exactly that core.
+TEST(OpSac, RecomputesTheDroppedMatmulsTheBackwardReadsNotTheAttentionCore) {
+    auto L = llama_layer(1, false);
+    L.rc = Recompute::selective;
+    L.rc_style = RecomputeStyle::torchtitan_op;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    const double T = L.tokens;
+    const double k_proj = gemm(L, L.peak, T, 1024, 4096), w3 = gemm(L, L.peak, T, 14336, 4096);
+    EXPECT_DOUBLE_EQ(lt.op_sac_recompute, k_proj + w3 + lt.elem);
+    ChunkTime op;
+    est::block_compute(L, lt, 4.0, false, false, op);
+    EXPECT_DOUBLE_EQ(op.bwd.recompute, 4.0 * (k_proj + w3 + lt.elem));
+
+    // Megatron's selective on the same layer: the attention core forward only.
+    auto M = L;
+    M.rc_style = RecomputeStyle::megatron;
+    const est::LayerTime mt = est::layer_forward_time(M);
+    ChunkTime meg;
+    est::block_compute(M, mt, 4.0, false, false, meg);
+    EXPECT_DOUBLE_EQ(meg.bwd.recompute, 4.0 * mt.attn);
+    EXPECT_DOUBLE_EQ(op.bwd.compute, meg.bwd.compute) << "the backward proper does not change";
+}
+
+// Eagerly, torch.utils.checkpoint replays the block up to the last tensor the backward needs,
+// so the output projection (mm 4) runs again too; compiled, the partitioner drops it (its
+// output only feeds the saved reduce-scatter).
+TEST(OpSac, EagerAlsoRunsTheOutputProjectionAgain) {
+    auto L = llama_layer(1, false);
+    L.rc = Recompute::selective;
+    L.rc_style = RecomputeStyle::torchtitan_op;
+    const double compiled = est::layer_forward_time(L).op_sac_recompute;
+    L.titan_eager = true;
+    const double eager = est::layer_forward_time(L).op_sac_recompute;
+    EXPECT_NEAR(eager - compiled, gemm(L, L.peak, L.tokens, 4096, 4096), 1e-15);
+}
+
+// Through the whole estimate the job's parallel.recompute_style selects it (Llama 3 8B at
+// seq 8192 on one node, compiled: there K and w3 again cost about what the causal attention
+// core does, so the two totals are close but not the same).
+TEST(OpSac, TheJobsRecomputeStyleSelectsIt) {
+    auto compute = [](const std::string& style) {
+        const JobSpec j = load_asset("llama3-70b-h100.toml",
+                                     {"model.preset=llama3-8b", "cluster.nodes=1", "parallel.tp=1", "parallel.pp=1", "parallel.vpp=1",
+                                      "parallel.dp=8", "parallel.sequence_parallel=false", "parallel.distributed_optimizer=false", "parallel.zero=3",
+                                      "parallel.recompute=selective", "parallel.recompute_style=" + style,
+                                      "training.framework=torchtitan", "training.torch_compile=true",
+                                      "training.micro_batch=2", "training.global_batch=16"});
+        return estimate_job(j).time.compute;
+    };
+    EXPECT_NE(compute("torchtitan-op"), compute("megatron"));
+}
+
+// The backward gathers the attention and MLP inputs again (the policy saves the reduce-
+// scatters' outputs, not the gathers'): two more all-gathers per layer in the backward, in the
+// forward's width; Megatron's selective recompute keeps its backward collectives as they were.
+TEST(OpSac, TheBackwardGathersTheInputsAgain) {
+    auto L = llama_layer(8, true);
+    const JobSpec j = load_asset("llama3-70b-h100.toml");
+    est::assign_group_links(j.cluster, j.parallel.order.c_str(), L);
+    L.dtensor_sp = true;
+    L.rc = Recompute::selective;
+    L.rc_style = RecomputeStyle::megatron;
+    ChunkTime meg, op;
+    est::block_comm(L, est::layer_forward_time(L), 4.0, false, false, meg);
+    L.rc_style = RecomputeStyle::torchtitan_op;
+    est::block_comm(L, est::layer_forward_time(L), 4.0, false, false, op);
+    const double gather = est::nccl_time(est::Collective::all_gather, 2.0 * L.tokens * L.h, L.net_tp);
+    EXPECT_NEAR(op.bwd.tp - meg.bwd.tp, 4.0 * 2.0 * gather, 1e-12);
+    EXPECT_DOUBLE_EQ(op.fwd.tp, meg.fwd.tp);
+    // Under async TP the recomputed K and w3 read them first: each is fused with that matmul,
+    // so less of them shows than the NCCL gathers, but not nothing.
+    L.async_tp = true;
+    ChunkTime async_op = op;
+    est::hide_tp_comm(L, est::layer_forward_time(L), 4.0, async_op);
+    L.rc_style = RecomputeStyle::megatron;
+    ChunkTime async_meg = meg;
+    est::hide_tp_comm(L, est::layer_forward_time(L), 4.0, async_meg);
+    const double more = async_op.bwd.tp - async_meg.bwd.tp;
+    EXPECT_GT(more, 0.0);
+    EXPECT_LT(more, 4.0 * 2.0 * gather);
+}
+
+// ---- torchtitan's separate linears ----
+
+// torchtitan's Llama has wq, wk, wv and w1, w3 as separate nn.Linear layers: the K and V
+// projections are GEMMs of their own narrow output (kv_heads·d/t = 128 at tp 8), slower on the
+// efficiency curve than as part of one fused QKV GEMM; Megatron fuses them.
+TEST(TitanModel, SeparateProjectionGemms) {
+    auto L = llama_layer(8, true);
+    const double fused = est::layer_forward_time(L).gemm_qkv;
+    L.titan_model = true;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    const double T = L.tokens;
+    EXPECT_DOUBLE_EQ(lt.gemm_qkv, gemm(L, L.peak, T, 512, 4096) + 2.0 * gemm(L, L.peak, T, 128, 4096));
+    EXPECT_GT(lt.gemm_qkv, fused);
+    EXPECT_DOUBLE_EQ(lt.gemm_fc1, 2.0 * gemm(L, L.peak, T, 1792, 4096));
+    EXPECT_DOUBLE_EQ(est::titan_qkv_gemm(L), lt.gemm_qkv);
+}
+
+// ---- torchao rowwise float8 under torchtitan's TP ----
+
+// Tensorwise float8 TP casts the norm outputs before the sequence-parallel gather (on the
+// shard) and the row-parallel output gradients likewise; rowwise runs plain TP, so the forward
+// casts of the QKV and MLP inputs and the backward casts of the o / w2 output gradients see
+// the whole sequence: t times the shard.
+TEST(RowwiseTp, CastsTheGatheredFullSequence) {
+    auto L = llama_layer(8, true);
+    L.fp8 = Fp8Recipe::rowwise;
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1);
+    const est::LayerTime shard = est::layer_forward_time(L);
+    L.fp8_cast_after_tp_gather = true;
+    const est::LayerTime full = est::layer_forward_time(L);
+    const double Th = L.tokens * L.h, more = Th * (1.0 - 1.0 / 8);
+    const est::Fp8CastBytes& c = L.fp8_cast;
+    EXPECT_NEAR(full.fp8_cast - shard.fp8_cast, c.in_fwd * 2.0 * more / L.hbm, 1e-15);
+    EXPECT_NEAR(full.fp8_cast_bwd - shard.fp8_cast_bwd, (c.in_bwd * 2.0 + c.grad_bwd * 2.0) * more / L.hbm, 1e-15);
+    EXPECT_DOUBLE_EQ(full.gemm, shard.gemm) << "the GEMMs do not change";
+}
+
+std::vector<std::string> titan_tp8(const std::string& fp8, bool async_tp) {
+    std::vector<std::string> sets = {"parallel.pp=1", "parallel.vpp=1", "parallel.dp=8", "parallel.recompute=full",
+                                     "training.global_batch=16", "training.framework=torchtitan",
+                                     "training.torch_compile=true", "training.fp8=" + fp8};
+    if (async_tp) sets.push_back("parallel.async_tp=true");
+    return sets;
+}
+
+// derive() sets it for torchtitan's rowwise with tp > 1 and SP only: the rowwise job computes
+// longer than the tensorwise one (their cast bytes per element are the same), and at tp = 1
+// the two are equal.
+TEST(RowwiseTp, OnlyTorchtitansRowwiseWithSequenceParallelTp) {
+    auto compute = [](std::vector<std::string> sets) {
+        return estimate_job(load_asset("llama3-70b-h100.toml", sets)).time.compute;
+    };
+    EXPECT_GT(compute(titan_tp8("rowwise", false)), compute(titan_tp8("tensorwise", false)));
+    auto tp1 = [](const std::string& fp8) {
+        return std::vector<std::string>{"parallel.tp=1", "parallel.pp=1", "parallel.vpp=1", "parallel.dp=64",
+                                        "parallel.sequence_parallel=false", "parallel.distributed_optimizer=false", "parallel.zero=3", "parallel.recompute=full",
+                                        "training.global_batch=64", "training.framework=torchtitan",
+                                        "training.torch_compile=true", "training.fp8=" + fp8};
+    };
+    EXPECT_DOUBLE_EQ(compute(tp1("rowwise")), compute(tp1("tensorwise")));
+}
+
+// Async TP with rowwise: the gathered tensors' consumers are quantization ops, not matmuls,
+// so Inductor's micro_pipeline_tp fuses none of the gathers; only the forward's matmul →
+// reduce-scatter pairs (o and w2) are fused. Per layer and micro-batch the exposed TP time
+// keeps, whole: the forward's two gathers, the recomputed forward's two, the backward's two
+// gathers of the row-parallel output gradients and its two reduce-scatters.
+TEST(RowwiseTp, AsyncTpFusesNoGather) {
+    const JobSpec j = load_asset("llama3-70b-h100.toml", titan_tp8("rowwise", true));
+    const double async_tp = estimate_job(j).time.tp_comm;
+    const double plain = estimate_job(load_asset("llama3-70b-h100.toml", titan_tp8("rowwise", false))).time.tp_comm;
+    const auto [coll, mbs] = ptd_test::tp8_dp8_gather(j);
+    EXPECT_LT(async_tp, plain) << "the reduce-scatter fusions still hide something";
+    EXPECT_GE(async_tp, mbs * j.model.layers * 8.0 * coll * (1.0 - 1e-9));
+    // Tensorwise (float8 gathered, then straight into the matmuls) hides far more.
+    const double tensorwise = estimate_job(load_asset("llama3-70b-h100.toml", titan_tp8("tensorwise", true))).time.tp_comm;
+    EXPECT_LT(tensorwise, async_tp);
+}
+
+}  // namespace

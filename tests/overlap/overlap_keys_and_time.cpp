@@ -1,0 +1,286 @@
+// overlap_keys_and_time.cpp — communication overlap: the [parallel] overlap keys
+// (read with located errors, written back, exported to Megatron-LM / DeepSpeed / torchtitan)
+// and the time model of overlap.cpp: what hides behind which compute, what stays exposed,
+// and the SM-contention slowdown of the compute beside a collective.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "estimate_internal.h"
+#include "ptd/estimate.h"
+#include "ptd/export.h"
+#include "ptd/presets.h"
+
+#include "job_test_util.h"
+
+namespace {
+
+using namespace ptd;
+using namespace ptd_test;
+
+
+// Llama 3 8B on 4 nodes of 8 H100: tp 2 with SP, dp 16 across nodes, distributed optimizer.
+const char* kJob = R"(
+[model]
+preset = "llama3-8b"
+
+[cluster]
+nodes = 4
+gpus_per_node = 8
+gpu = "h100-sxm"
+
+[parallel]
+tp = 2
+pp = 1
+sequence_parallel = true
+distributed_optimizer = true
+recompute = "selective"
+
+[training]
+micro_batch = 1
+global_batch = 64
+)";
+
+Result<JobSpec> load(const std::string& text) { return load_job_text(text, "job.toml", presets()); }
+
+JobSpec job_with(const std::string& parallel_lines) {
+    std::string text = kJob;
+    const std::string anchor = "recompute = \"selective\"\n";
+    text.replace(text.find(anchor), anchor.size(), anchor + parallel_lines);
+    return loaded(load(text));
+}
+
+// The same model as FSDP: tp 1 without SP, ZeRO-3 (then `zero3_lines`) instead of the
+// distributed optimizer.
+std::string fsdp_text(const std::string& zero3_lines = "") {
+    std::string text = kJob;
+    text.replace(text.find("tp = 2"), 6, "tp = 1");
+    text.replace(text.find("sequence_parallel = true\n"), 25, "");
+    text.replace(text.find("distributed_optimizer = true"), 28, "zero = 3" + zero3_lines);
+    return text;
+}
+
+// ---- keys --------------------------------------------------------------------------------
+
+TEST(OverlapKeys, DefaultsAreMegatronsWithoutFlags) {
+    const JobSpec j = job_with("");
+    EXPECT_FALSE(j.parallel.overlap_grad_reduce);
+    EXPECT_FALSE(j.parallel.overlap_param_gather);
+    EXPECT_FALSE(j.parallel.tp_comm_overlap);
+    EXPECT_EQ(j.parallel.fsdp_prefetch, 1);
+    EXPECT_FALSE(contains(save_job_toml(j), "overlap")) << "defaults are not written";
+}
+
+TEST(OverlapKeys, ParseAndRoundTrip) {
+    const JobSpec j = job_with("overlap_grad_reduce = true\noverlap_param_gather = true\ntp_comm_overlap = true\n"
+                               "fsdp_prefetch = 3\n");
+    EXPECT_TRUE(j.parallel.overlap_grad_reduce);
+    EXPECT_TRUE(j.parallel.overlap_param_gather);
+    EXPECT_TRUE(j.parallel.tp_comm_overlap);
+    EXPECT_EQ(j.parallel.fsdp_prefetch, 3);
+    auto again = load(save_job_toml(j));
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->parallel, j.parallel);
+}
+
+TEST(OverlapKeys, BadValuesAreLocated) {
+    std::string text = kJob;
+    text.replace(text.find("recompute"), 0, "fsdp_prefetch = -1\ntp_comm_overlap = \"yes\"\n");
+    auto r = load(text);
+    ASSERT_FALSE(r);
+    const auto& d = r.error().diagnostics;
+    ASSERT_EQ(d.size(), 2u) << r.error().str();
+    EXPECT_EQ(d[0].key, "parallel.tp_comm_overlap");
+    EXPECT_EQ(d[0].where.file, "job.toml");
+    EXPECT_EQ(d[0].where.line, 16);
+    EXPECT_TRUE(contains(d[0].message, "expected true or false")) << d[0].message;
+    EXPECT_EQ(d[1].key, "parallel.fsdp_prefetch");
+    EXPECT_EQ(d[1].where.line, 15);
+    EXPECT_TRUE(contains(d[1].message, "got -1")) << d[1].message;
+    EXPECT_TRUE(contains(d[1].message, "0 .. 64")) << d[1].message;
+}
+
+TEST(OverlapKeys, OldEstimateSpellingPointsToParallel) {
+    auto r = load(std::string(kJob) + "\n[estimate]\noverlap_grad_reduce = true\n");
+    ASSERT_FALSE(r);
+    const Diagnostic& d = r.error().diagnostics.front();
+    EXPECT_EQ(d.key, "estimate.overlap_grad_reduce");
+    EXPECT_EQ(d.where.line, 22);
+    EXPECT_TRUE(contains(d.message, "parallel.overlap_grad_reduce = true")) << d.message;
+}
+
+TEST(OverlapKeys, CombinationsMegatronRefuses) {
+    std::string text = kJob;
+    text.replace(text.find("distributed_optimizer = true\n"), 29, "");
+    text.replace(text.find("recompute"), 0, "overlap_param_gather = true\n");
+    auto r = load(text);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().diagnostics.front().key, "parallel.overlap_param_gather");
+    EXPECT_TRUE(contains(r.error().diagnostics.front().message, "sharded optimizer"));
+
+    auto no_grad = load(std::string(kJob).replace(std::string(kJob).find("recompute"), 0, "overlap_param_gather = true\n"));
+    ASSERT_FALSE(no_grad);
+    EXPECT_TRUE(contains(no_grad.error().diagnostics.front().message, "--overlap-grad-reduce"));
+
+    auto no_sp = load(std::string(kJob).replace(std::string(kJob).find("sequence_parallel = true"), 24,
+                                                "tp_comm_overlap = true"));
+    ASSERT_FALSE(no_sp);
+    EXPECT_EQ(no_sp.error().diagnostics.front().key, "parallel.tp_comm_overlap");
+}
+
+// ---- export ------------------------------------------------------------------------------
+
+TEST(OverlapExport, FrameworksGetTheirFlags) {
+    JobSpec j = job_with("overlap_grad_reduce = true\noverlap_param_gather = true\ntp_comm_overlap = true\n");
+    auto mg = export_job(j, ExportFormat::megatron);
+    ASSERT_TRUE(mg);
+    EXPECT_TRUE(contains(mg->text, "--overlap-grad-reduce \\\n"));
+    EXPECT_TRUE(contains(mg->text, "--overlap-param-gather \\\n"));
+    EXPECT_TRUE(contains(mg->text, "--tp-comm-overlap \\\n"));
+
+    auto ds = export_job(j, ExportFormat::deepspeed);
+    ASSERT_TRUE(ds);
+    EXPECT_EQ(nlohmann::json::parse(ds->text)["zero_optimization"]["overlap_comm"], true);
+
+    auto tt = export_job(j, ExportFormat::torchtitan_toml);
+    ASSERT_TRUE(tt);
+    EXPECT_TRUE(contains(tt->text, "enable_async_tensor_parallel = true")) << tt->text;
+    EXPECT_TRUE(contains(tt->text, "[compile]\nenable = true")) << tt->text;
+    auto py = export_job(j, ExportFormat::torchtitan);
+    ASSERT_TRUE(py);
+    EXPECT_TRUE(contains(py->text, "CompileConfig(enable=True, enable_async_tensor_parallel=True)")) << py->text;
+
+    // Off: none of them.
+    JobSpec off = job_with("");
+    auto mg_off = export_job(off, ExportFormat::megatron);
+    ASSERT_TRUE(mg_off);
+    EXPECT_FALSE(contains(mg_off->text, "overlap"));
+    EXPECT_EQ(nlohmann::json::parse(export_job(off, ExportFormat::deepspeed)->text)["zero_optimization"]["overlap_comm"],
+              false);
+    EXPECT_FALSE(contains(export_job(off, ExportFormat::torchtitan_toml)->text, "async"));
+}
+
+TEST(OverlapExport, DeepSpeedPrefetchBucketIsDepthTimesLayer) {
+    auto j = load(fsdp_text("\nfsdp_prefetch = 2"));
+    ASSERT_TRUE(j) << j.error().str();
+    auto ds = export_job(*j, ExportFormat::deepspeed);
+    ASSERT_TRUE(ds);
+    const long long per_layer = count_parameters(j->model).per_layer;
+    EXPECT_EQ(nlohmann::json::parse(ds->text)["zero_optimization"]["stage3_prefetch_bucket_size"], 2 * per_layer);
+}
+
+// ---- time model --------------------------------------------------------------------------
+
+TEST(OverlapTime, GradReduceShortensTheStepButNeverBelowCompute) {
+    JobSpec off = job_with("");
+    JobSpec on = job_with("overlap_grad_reduce = true\n");
+    const Estimate a = estimate_job(off), b = estimate_job(on);
+    const StageTail& ta = a.stages[0].tail;
+    const StageTail& tb = b.stages[0].tail;
+    ASSERT_GT(ta.grad_s, 0);
+    EXPECT_EQ(ta.grad_exposed_s, ta.grad_s);   // off: all of it after the backward
+    EXPECT_LT(tb.grad_exposed_s, ta.grad_exposed_s);
+    EXPECT_LT(b.step_s, a.step_s);
+    EXPECT_GE(b.step_s, b.pipeline_s);         // never below the compute it hides behind
+    // The last bucket, filled when the backward ends, is never hidden.
+    const double bucket = std::max(40e6, 1e6 * on.parallel.dp);
+    EXPECT_GE(tb.grad_exposed_s, std::min(1.0, bucket / b.stages[0].params_count) * tb.grad_s * 0.999);
+}
+
+TEST(OverlapTime, SmContentionMakesAnOverlappedStepSlowerThanComputeAlone) {
+    TimeModelConstants& k = time_model_constants();
+    const TimeModelConstants saved = k;
+    const double sigma = k.overlap_slowdown;
+    ASSERT_GT(sigma, 0);
+    // A collective fully inside its window still costs the slowdown of the compute beside it.
+    EXPECT_DOUBLE_EQ(est::overlapped_cost(1.0, 10.0), sigma / (1 + sigma));
+    EXPECT_DOUBLE_EQ(est::overlapped_cost(5.0, 2.0), 3.0);  // the excess when it does not fit
+    EXPECT_EQ(est::overlapped_cost(0.0, 1.0), 0.0);
+
+    JobSpec on = job_with("overlap_grad_reduce = true\noverlap_param_gather = true\n");
+    on.cluster.inter_gbps = 400;  // a fast network: the reduction fits inside the backward
+    const Estimate with = estimate_job(on);
+    k.overlap_slowdown = 0;
+    const Estimate ideal = estimate_job(on);
+    k = saved;
+    EXPECT_GT(with.step_s, ideal.step_s);
+    EXPECT_GT(with.stages[0].tail.grad_exposed_s, ideal.stages[0].tail.grad_exposed_s);
+    // Overlapped, contention included, is still faster than not overlapping.
+    JobSpec off = job_with("");
+    off.cluster.inter_gbps = 400;
+    EXPECT_LT(with.step_s, estimate_job(off).step_s);
+}
+
+TEST(OverlapTime, TpCommOverlapHidesTpCommunicationPartly) {
+    const Estimate a = estimate_job(job_with(""));
+    const Estimate b = estimate_job(job_with("tp_comm_overlap = true\n"));
+    ASSERT_GT(a.time.tp_comm, 0);
+    EXPECT_LT(b.time.tp_comm, a.time.tp_comm);
+    // Not all of it: the last reduce-scatter ring step and the contention remain.
+    EXPECT_GE(b.time.tp_comm, 0.25 * a.time.tp_comm);  // t = 2: a quarter is reduce-scatter's last step
+    EXPECT_LT(b.step_s, a.step_s);
+    EXPECT_DOUBLE_EQ(b.time.compute, a.time.compute);  // the GEMMs themselves are the same
+}
+
+TEST(OverlapTime, PrefetchedPassExposesOnlyTheExcess) {
+    TimeModelConstants& k = time_model_constants();
+    const TimeModelConstants saved = k;
+    k.overlap_slowdown = 0;  // the pipeline alone
+    const std::vector<double> compute(10, 1.0);
+    // Communication shorter than compute: only the first gather is exposed.
+    std::vector<double> small(10, 0.4);
+    EXPECT_NEAR(est::prefetched_pass_exposed(small.data(), compute.data(), 10, 1), 0.4, 1e-12);
+    // Longer: the first gather plus the excess of each of the other nine.
+    std::vector<double> big(10, 1.5);
+    EXPECT_NEAR(est::prefetched_pass_exposed(big.data(), compute.data(), 10, 1), 1.5 + 9 * 0.5, 1e-12);
+    // No prefetch: every gather waits for the compute before it.
+    EXPECT_NEAR(est::prefetched_pass_exposed(small.data(), compute.data(), 10, 0), 4.0, 1e-12);
+    // A large unit (the output layer) hides behind more compute with a deeper prefetch.
+    std::vector<double> lumpy(10, 0.2);
+    lumpy[9] = 2.5;
+    const double d1 = est::prefetched_pass_exposed(lumpy.data(), compute.data(), 10, 1);
+    const double d3 = est::prefetched_pass_exposed(lumpy.data(), compute.data(), 10, 3);
+    EXPECT_NEAR(d1, 0.2 + 1.5, 1e-12);
+    EXPECT_NEAR(d3, 0.2, 1e-12);
+    k = saved;
+    // With contention the hidden communication costs σ/(1 + σ) of itself.
+    const double s = k.overlap_slowdown;
+    EXPECT_NEAR(est::prefetched_pass_exposed(small.data(), compute.data(), 10, 1), 0.4 + 3.6 * s / (1 + s), 1e-12);
+}
+
+TEST(OverlapTime, Zero3PerLayerPrefetchBeatsNoPrefetch) {
+    auto j = load(fsdp_text());
+    ASSERT_TRUE(j) << j.error().str();
+    const Estimate prefetch = estimate_job(*j);
+    j->parallel.fsdp_prefetch = 0;
+    const Estimate none = estimate_job(*j);
+    const StageTail& tp = prefetch.stages[0].tail;
+    const StageTail& tn = none.stages[0].tail;
+    ASSERT_GT(tp.grad_s + tp.param_s, 0);
+    // No prefetch: every gather and every reduce-scatter is on the critical path.
+    EXPECT_NEAR(tn.grad_exposed_s, tn.grad_s + tn.param_s, 0.02 * (tn.grad_s + tn.param_s));
+    EXPECT_LT(tp.grad_exposed_s, tn.grad_exposed_s);
+    EXPECT_LT(prefetch.step_s, none.step_s);
+    EXPECT_GE(prefetch.step_s, prefetch.pipeline_s);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(OverlapMemory, DeeperFsdpPrefetchHoldsMoreGatheredLayers) {
+    auto j = ptd::load_job_text(fsdp_text(), "job.toml", presets());
+    ASSERT_TRUE(j) << j.error().str();
+    const double one = ptd::estimate_job(*j).stages[0].mem.temp;
+    j->parallel.fsdp_prefetch = 3;
+    const double three = ptd::estimate_job(*j).stages[0].mem.temp;
+    j->parallel.fsdp_prefetch = 0;
+    const double none = ptd::estimate_job(*j).stages[0].mem.temp;
+    // One gathered layer per prefetch step: 1 + d layers are held.
+    EXPECT_NEAR(three - one, 2 * (one - none), 1e-6 * one);
+    EXPECT_GT(one, none);
+}
+
+}  // namespace
