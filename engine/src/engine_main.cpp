@@ -21,6 +21,7 @@
 #include "ptd/job_spec.h"
 #include "ptd/layout.h"
 #include "ptd/presets.h"
+#include "ptd/engine/blas_core.h"
 #include "ptd/engine/trainer.h"
 #include "ptd/rank_env.h"
 #include "device_select.h"
@@ -37,13 +38,14 @@ int list_devices() {
     if (n < 0) {
         std::fprintf(stderr, "ptd-engine: no CUDA device usable: %s\n", buf);
         std::printf("cpu (CUDA backend built, but no device: falling back to CPU)\n");
-        return 0;
+    } else {
+        std::printf("%s", buf);
+        if (n == 0) std::printf("cpu (no CUDA device visible)\n");
     }
-    std::printf("%s", buf);
-    if (n == 0) std::printf("cpu (no CUDA device visible)\n");
 #else
     std::printf("cpu (CPU-only build: configure with nvcc on PATH or -DENABLE_CUDA=ON for CUDA)\n");
 #endif
+    std::printf("cpu BLAS: %s\n", ptd::engine::blas_choice().line().c_str());
     return 0;
 }
 
@@ -87,6 +89,7 @@ int describe_rank(const ptd::JobSpec& job, const ptd::RankEnv& env) {
     j["local_rank"] = env.local_rank;
     j["node"] = place.node;
     j["local_gpu"] = place.local_gpu;
+    j["blas"] = ptd::engine::blas_choice().to_json();
     for (int d = 0; d < ptd::DIM_COUNT; ++d) {
         const ptd::GroupSet& g = layout->groups[d];
         const int gi = g.group_of[env.rank];
@@ -124,10 +127,19 @@ int main(int argc, char** argv) {
     // step ran slower than a 1-thread one (docs/performance.md). libgomp reads the policy
     // when it is loaded, before main, so set it and re-execute once; a user's own
     // OMP_WAIT_POLICY is left alone.
+    bool reexec = false;
     if (!std::getenv("OMP_WAIT_POLICY")) {
         setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+        reexec = true;
     }
+    // OpenBLAS, too, picks its kernels when it is loaded: a generic pick on a CPU it does
+    // not know is replaced by the best core type that computes correctly (blas_core.h).
+    const ptd::engine::BlasStep blas = ptd::engine::choose_blas_core();
+    if (!blas.error.empty()) {
+        std::fprintf(stderr, "ptd-engine: error: %s\n", blas.error.c_str());
+        return 1;
+    }
+    if (reexec || blas.reexec) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
     CLI::App app{"ptd-engine — PTD Studio's hybrid-parallel (TP × PP × DP) training engine"};
     app.set_version_flag("--version", std::string("ptd-engine ") + PTD_VERSION);
     std::string job_path;

@@ -17,6 +17,7 @@
 #include <limits>
 #include <thread>
 
+#include "ptd/engine/blas_core.h"
 #include "ptd/engine/checkpoint.h"
 #include "ptd/engine/data.h"
 #include "ptd/engine/failure.h"
@@ -407,6 +408,7 @@ void emit_start(RunState& s) {
     j["global_batch"] = c.global_batch;
     j["seq_len"] = c.seq;
     j["threads"] = s.threads;
+    j["blas"] = blas_choice().to_json();
     j["backend"] = s.be->name();
     j["device"] = s.backend.to_json();
     if (s.backend.kind != BackendKind::cpu) j["device_memory"] = device_memory_json(account_device_memory(s.device_mem));
