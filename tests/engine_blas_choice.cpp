@@ -1,16 +1,14 @@
-// test_engine_blas.cpp — ptd-engine's choice of OpenBLAS kernels (engine/cpu/blas_core.cpp):
+// engine_blas_choice.cpp (test_device_select) — ptd-engine's choice of OpenBLAS kernels (engine/cpu/blas_core.cpp):
 // core-type levels and candidates by instruction set, every branch of the decision (a
 // generic pick replaced, a name OpenBLAS does not take, kernels that compute wrong results,
 // the way back, a user's own OPENBLAS_CORETYPE), the GEMM check on this machine's BLAS, and
 // the real engine process re-executing itself onto better kernels.
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
+#include "process_test_util.h"
 #include "ptd/engine/blas_core.h"
 
 using namespace ptd::engine;
@@ -55,23 +53,6 @@ std::string env_value(const BlasDecision& d, const std::string& name) {
     return "";
 }
 
-struct Proc {
-    int rc = -1;
-    std::string out;
-};
-
-Proc run(const std::string& cmd) {
-    Proc p;
-    FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r");
-    if (!f) return p;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) p.out.append(buf.data(), n);
-    int st = pclose(f);
-    p.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return p;
-}
-
 // One rank's --describe line (it reports the BLAS choice), under extra environment.
 nlohmann::json describe_blas(const std::string& env) {
     const std::string cmd = "env -u OPENBLAS_CORETYPE -u PTD_BLAS_CORETYPE -u PTD_BLAS_DEFAULT -u PTD_BLAS_TRIED " + env +
@@ -79,8 +60,8 @@ nlohmann::json describe_blas(const std::string& env) {
                             std::string(PTD_BIN_DIR) + "/ptd-engine --job " + std::string(PTD_SOURCE_DIR) +
                             "/assets/jobs/tiny-local.toml --set cluster.gpus_per_node=1 --set parallel.tp=1 "
                             "--set parallel.pp=1 --describe";
-    Proc p = run(cmd);
-    EXPECT_EQ(p.rc, 0) << cmd << "\n" << p.out;
+    ptd_test::Proc p = ptd_test::run_captured(cmd, "ptd_blas_choice");
+    EXPECT_EQ(p.rc, 0) << cmd << "\n" << p.out << p.err;
     auto j = nlohmann::json::parse(p.out, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << p.out;
     return j.is_discarded() ? nlohmann::json() : j.value("blas", nlohmann::json());
