@@ -14,21 +14,6 @@ namespace ptd {
 
 namespace {
 
-std::string fmt(const char* f, auto... args) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, f, args...);
-    return buf;
-}
-
-// Display width of UTF-8 text without escapes (code points; everything drawn is narrow).
-int text_width(std::string_view s) {
-    int w = 0;
-    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
-    return w;
-}
-std::string pad_right(std::string s, int w) { return s + std::string((size_t)std::max(0, w - text_width(s)), ' '); }
-std::string pad_left(std::string s, int w) { return std::string((size_t)std::max(0, w - text_width(s)), ' ') + s; }
-
 // First `w` code points of plain text, with "…" as the last one when cut.
 std::string clip(const std::string& s, int w) {
     if (text_width(s) <= w) return s;
