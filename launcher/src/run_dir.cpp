@@ -44,9 +44,6 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-bool is_final_state(const std::string& s) { return s == "finished" || s == "failed" || s == "stopped"; }
-
-
 // Checked reads of manifest fields; every problem is collected (like the job loaders), each
 // naming the file, the field's path and what was given and expected.
 class ManifestReader {
@@ -267,6 +264,8 @@ RunLauncherInfo this_launcher() {
 // ---------------------------------------------------------------------------------------
 // Manifest
 
+bool is_final_run_state(const std::string& state) { return state == "finished" || state == "failed" || state == "stopped"; }
+
 RunManifest initial_manifest(const LaunchPlan& plan) {
     RunManifest m;
     m.run_id = plan.run_id;
@@ -372,7 +371,7 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     rd.string(j, "", "job_file", m.job_file);
     if (const json* s = rd.get(j, "", "state", true, "starting, running, finished, failed or stopped")) {
         const std::string v = s->is_string() ? s->get<std::string>() : "";
-        if (v == "starting" || v == "running" || is_final_state(v)) m.state = v;
+        if (v == "starting" || v == "running" || is_final_run_state(v)) m.state = v;
         else rd.problem("state", "got " + describe_json(*s) + ", expected starting, running, finished, failed or stopped");
     }
     rd.number(j, "", "started", m.started);
@@ -564,7 +563,7 @@ std::vector<LaunchEvent> RunFollower::poll() {
             tails_.push_back(std::move(tail));
         }
     }
-    bool final_state = is_final_state(manifest_.state);
+    bool final_state = is_final_run_state(manifest_.state);
     // A later manifest never lists fewer ranks, but a hand-edited one might.
     const size_t n = std::min(tails_.size(), manifest_.ranks.size());
 
