@@ -592,6 +592,17 @@ void add_norm_forward_gathered(Model& m, void* res_out, void* out_full, float* m
     tp_gather(m, dst, out_full, c);
 }
 
+// A transformer layer's sizes on this rank, as layer_forward and layer_backward name them:
+// rows (all, and this rank's under sequence parallelism), hidden, micro-batch, sequence, this
+// rank's query and KV heads, head size, this rank's FFN width, and the fused QKV width.
+struct LayerDims {
+    int64_t R, Rl, h, B, T, H, G, D, F, QKV;
+};
+LayerDims layer_dims(const EngineConfig& cfg) {
+    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim();
+    return {cfg.rows(), cfg.rows_local(), cfg.model.hidden, cfg.micro_batch, cfg.seq, H, G, D, cfg.ffn_l(), (H + 2 * G) * D};
+}
+
 }  // namespace
 
 void embedding_forward(Model& m, Activations& a, const int32_t* tokens, void* out, StageComm& c) {
@@ -623,9 +634,7 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
     Backend& be = *m.be;
     const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
-    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
-    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
-    const int64_t QKV = (H + 2 * G) * D;
+    const auto [R, Rl, h, B, T, H, G, D, F, QKV] = layer_dims(cfg);
 
     // Attention block: x + Wo·attn(norm1(x)). Q, K and V in one GEMM: wq, wk, wv (and bq,
     // bk, bv) are adjacent in the flat buffer, one [(H + 2G)·D, h] weight of this rank's heads.
@@ -666,9 +675,7 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
     Backend& be = *m.be;
     const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
-    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
-    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
-    const int64_t QKV = (H + 2 * G) * D;
+    const auto [R, Rl, h, B, T, H, G, D, F, QKV] = layer_dims(cfg);
 
     // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
     if (P.b2) be.bias_grad(P.b2->g, dout, t, Rl, h);
