@@ -169,13 +169,17 @@ int main(int argc, char** argv) {
     {
         auto presets = load_presets();
         auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/tiny-gpt-8rank.toml", *presets);
-        std::vector<double> start_s;
-        for (int rep = 0; rep < repeat; ++rep) {
+        // A run of the built ptd-engine under `dir`.
+        auto engine_options = [&](const std::string& run_id) {
             LaunchOptions o;
             o.run_root = dir;
-            o.run_id = "engine" + std::to_string(rep);
+            o.run_id = run_id;
             o.local_engine = std::string(PTD_BIN_DIR) + "/ptd-engine";
-            auto plan = make_launch_plan(*job, o);
+            return o;
+        };
+        std::vector<double> start_s;
+        for (int rep = 0; rep < repeat; ++rep) {
+            auto plan = make_launch_plan(*job, engine_options("engine" + std::to_string(rep)));
             if (!plan) return 1;
             const Times t = measure(*plan, "", true);
             if (t.ok) start_s.push_back(t.all_started);
@@ -187,10 +191,7 @@ int main(int argc, char** argv) {
         // `finished` (the other engines abort by themselves or get TERM from the launcher).
         std::vector<double> teardown_s;
         for (int rep = 0; rep < repeat; ++rep) {
-            LaunchOptions o;
-            o.run_root = dir;
-            o.run_id = "engine-kill" + std::to_string(rep);
-            o.local_engine = std::string(PTD_BIN_DIR) + "/ptd-engine";
+            LaunchOptions o = engine_options("engine-kill" + std::to_string(rep));
             o.steps = 1000000;
             auto plan = make_launch_plan(*job, o);
             if (!plan) return 1;

@@ -2,11 +2,13 @@
 // export (docs/cli.md). Exit codes: 0 ok, 2 usage/config error, 1 runtime failure.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli_parse.h"
 #include "cmd_launch.h"
 #include "cmd_schedule.h"
 #include "ptd/cli_number.h"
@@ -135,18 +137,7 @@ int main(int argc, char** argv) {
             return ptd::kExitConfig;
         }
     }
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "ptd: error: %s\nRun 'ptd --help' for usage.\n", e.what());
-        return ptd::kExitConfig;
-    }
+    if (const std::optional<int> stop = ptd::parse_command_line(app, "ptd", argc, argv)) return *stop;
 
     // A run directory carries its own job: no presets needed.
     if (*trace) return ptd::cmd_trace(ta, stdout, stderr);

@@ -1,6 +1,8 @@
 // commands.cpp — validate, layout, presets, estimate, plan and export.
 #include "commands.h"
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "estimate_view.h"
@@ -38,6 +40,35 @@ static void print_error(FILE* err, const Error& e) {
             line = line.substr(0, pos) + red(t, "error:") + line.substr(pos + 6);
         std::fprintf(err, "%s\n", line.c_str());
     }
+}
+
+// load_job_arg for a subcommand that needs the job: nullopt when it does not load, its
+// diagnostics then printed to `err`.
+static std::optional<JobSpec> load_job_or_report(const std::string& arg, const PresetCatalog& presets,
+                                                 const std::vector<std::string>& overrides, FILE* err) {
+    auto job = load_job_arg(arg, presets, overrides);
+    if (!job) {
+        print_error(err, job.error());
+        return std::nullopt;
+    }
+    return std::move(*job);
+}
+
+// The planner's layouts for `job` (default options), for a subcommand that needs the best
+// one: nullopt when the planner fails or none fits, the error then printed to `err` — for
+// none, at `key`, as `none_before` + the planner's reason + `none_after`.
+static std::optional<PlanResult> plan_or_report(const JobSpec& job, FILE* err, const char* key,
+                                                const std::string& none_before, const std::string& none_after) {
+    auto plan = plan_layouts(job, PlanOptions{});
+    if (!plan) {
+        print_error(err, plan.error());
+        return std::nullopt;
+    }
+    if (plan->top.empty()) {
+        print_error(err, Error(Diagnostic{SourceLoc{job.origin.file}, key, none_before + plan->why_best + none_after}));
+        return std::nullopt;
+    }
+    return std::move(*plan);
 }
 
 int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
@@ -91,11 +122,8 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
 }
 
 int cmd_layout(const LayoutArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
-    if (!job) {
-        print_error(err, job.error());
-        return kExitConfig;
-    }
+    std::optional<JobSpec> job = load_job_or_report(a.job, presets, a.sets, err);
+    if (!job) return kExitConfig;
     if (auto no_layout = require_layout(*job, "`ptd layout`"); !no_layout.empty()) {
         print_error(err, Error(std::move(no_layout)));
         return kExitConfig;
@@ -170,26 +198,16 @@ static void print_notes(FILE* err, const std::string& who, const std::vector<std
 }
 
 int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
-    if (!job) {
-        print_error(err, job.error());
-        return kExitConfig;
-    }
+    std::optional<JobSpec> job = load_job_or_report(a.job, presets, a.sets, err);
+    if (!job) return kExitConfig;
     // A job without a layout (no [parallel] table) is estimated at the planner's best
     // layout, and says so: the user never wrote tp = pp = 1, dp = world.
     std::string chosen_by_planner;
     if (!job->has_layout()) {
-        auto plan = plan_layouts(*job, PlanOptions{});
-        if (!plan) {
-            print_error(err, plan.error());
-            return kExitConfig;
-        }
-        if (plan->top.empty()) {
-            print_error(err, Error(Diagnostic{SourceLoc{job->origin.file}, "parallel",
-                                              "no layout chosen (the job has no [parallel] table), and the planner "
-                                              "finds none that fits: " + plan->why_best}));
-            return kExitConfig;
-        }
+        const std::optional<PlanResult> plan =
+            plan_or_report(*job, err, "parallel",
+                           "no layout chosen (the job has no [parallel] table), and the planner finds none that fits: ", "");
+        if (!plan) return kExitConfig;
         *job = apply_plan_entry(*job, plan->top.front());
         chosen_by_planner = "no layout chosen in the job (no [parallel] table): estimating the planner's best, " +
                             layout_label(*job) + " micro-batch " +
@@ -211,11 +229,8 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
 }
 
 int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
-    if (!job) {
-        print_error(err, job.error());
-        return kExitConfig;
-    }
+    std::optional<JobSpec> job = load_job_or_report(a.job, presets, a.sets, err);
+    if (!job) return kExitConfig;
     PlanOptions opt;
     opt.top_k = a.top;
     opt.gpus = a.gpus;
@@ -238,11 +253,8 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
 }
 
 int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
-    if (!job) {
-        print_error(err, job.error());
-        return kExitConfig;
-    }
+    std::optional<JobSpec> job = load_job_or_report(a.job, presets, a.sets, err);
+    if (!job) return kExitConfig;
     JobSpec chosen = *job;
     std::string plan_fallback;  // with --plan: what to say when the best layout cannot be written
     if (!a.plan) {
@@ -252,17 +264,9 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
     }
     if (a.plan) {
-        auto plan = plan_layouts(*job, PlanOptions{});
-        if (!plan) {
-            print_error(err, plan.error());
-            return kExitConfig;
-        }
-        if (plan->top.empty()) {
-            print_error(err, Error(Diagnostic{SourceLoc{job->origin.file}, "",
-                                              "--plan: no layout of this model fits on the cluster (" + plan->why_best +
-                                                  "); nothing to export"}));
-            return kExitConfig;
-        }
+        const std::optional<PlanResult> plan =
+            plan_or_report(*job, err, "", "--plan: no layout of this model fits on the cluster (", "); nothing to export");
+        if (!plan) return kExitConfig;
         chosen = apply_plan_entry(*job, plan->top.front());
         for (size_t i = 1; i < plan->top.size() && plan_fallback.empty(); ++i) {
             const JobSpec other = apply_plan_entry(*job, plan->top[i]);

@@ -16,31 +16,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string fmt(const char* f, auto... args) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, f, args...);
-    return buf;
-}
-
-// Display width of UTF-8 text (code points; the tables use only narrow characters).
-int width(std::string_view s) {
-    int w = 0;
-    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
-    return w;
-}
-std::string pad_right(std::string s, int w) { return s + std::string((size_t)std::max(0, w - width(s)), ' '); }
-std::string pad_left(std::string s, int w) { return std::string((size_t)std::max(0, w - width(s)), ' ') + s; }
-
 std::string gib(double bytes) { return fmt("%.2f", bytes / kGiB); }
 
-
-std::string human_count(double n) {
-    if (n >= 1e12) return fmt("%.2fT", n / 1e12);
-    if (n >= 1e9) return fmt("%.2fB", n / 1e9);
-    if (n >= 1e6) return fmt("%.1fM", n / 1e6);
-    if (n >= 1e3) return fmt("%.1fK", n / 1e3);
-    return fmt("%.0f", n);
-}
 
 bool same_memory(const MemoryBreakdown& a, const MemoryBreakdown& b) {
     return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer && a.activations == b.activations &&
@@ -168,7 +145,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
         const double vs[] = {sg.mem.params, sg.mem.grads, sg.mem.optimizer, sg.mem.activations, sg.mem.temp,
                              sg.mem.cuda_context, sg.mem.nccl, sg.mem.fragmentation, sg.mem.total(), est.capacity_bytes};
         for (size_t c = 0; c < std::size(vs); ++c)
-            cols[c + 1].second = std::max(cols[c + 1].second, width(fmt("%.2f", vs[c] / unit)) + 2);
+            cols[c + 1].second = std::max(cols[c + 1].second, text_width(fmt("%.2f", vs[c] / unit)) + 2);
     }
     std::string head = "  " + pad_right("stage", wl);
     for (auto [name, w] : cols) head += pad_left(name, w);
@@ -339,7 +316,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         if (moe) rows.back().insert(rows.back().begin() + kEtpColumn, std::to_string(c.etp > 0 ? c.etp : c.tp));  // etp
         // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
         for (size_t k = 0; k < widths.size(); ++k)
-            widths[k].second = std::max(widths[k].second, width(rows.back()[k]) + 2);
+            widths[k].second = std::max(widths[k].second, text_width(rows.back()[k]) + 2);
     }
     std::string out, head;
     for (auto [name, w] : widths) head += pad_left(name, w);

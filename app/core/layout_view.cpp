@@ -19,20 +19,6 @@ static int digits(long long v) {
     return d;
 }
 
-static std::string fmt(const char* f, auto... args) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, f, args...);
-    return buf;
-}
-
-static std::string human_count(double n) {
-    if (n >= 1e12) return fmt("%.2fT", n / 1e12);
-    if (n >= 1e9) return fmt("%.2fB", n / 1e9);
-    if (n >= 1e6) return fmt("%.1fM", n / 1e6);
-    if (n >= 1e3) return fmt("%.1fK", n / 1e3);
-    return fmt("%.0f", n);
-}
-
 std::string job_summary_text(const JobSpec& job, const Term& term) {
     const ModelSpec& m = job.model;
     const ParamCounts pc = count_parameters(m);

@@ -14,21 +14,6 @@ namespace ptd {
 
 namespace {
 
-std::string fmt(const char* f, auto... args) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, f, args...);
-    return buf;
-}
-
-// Display width of UTF-8 text without escapes (code points; everything drawn is narrow).
-int text_width(std::string_view s) {
-    int w = 0;
-    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
-    return w;
-}
-std::string pad_right(std::string s, int w) { return s + std::string((size_t)std::max(0, w - text_width(s)), ' '); }
-std::string pad_left(std::string s, int w) { return std::string((size_t)std::max(0, w - text_width(s)), ' ') + s; }
-
 // First `w` code points of plain text, with "…" as the last one when cut.
 std::string clip(const std::string& s, int w) {
     if (text_width(s) <= w) return s;
@@ -84,8 +69,6 @@ int digits(long long v) {
     for (v = std::llabs(v); v >= 10; v /= 10) ++d;
     return d;
 }
-
-bool final_state(const std::string& s) { return s == "finished" || s == "failed" || s == "stopped"; }
 
 // Column widths (the values are padded to these, the header names too).
 constexpr int kStateW = 9, kLossW = 7, kRateW = 9, kMfuW = 6, kMemW = 19;
@@ -145,7 +128,7 @@ void RunView::set_manifest(const RunManifest& m) {
     if (!m.job_name.empty()) job_name_ = m.job_name;
     if (!m.state.empty()) state_ = m.state;
     if (!m.reason.empty()) reason_ = m.reason;
-    if (final_state(m.state)) exit_code_ = m.exit_code;
+    if (is_final_run_state(m.state)) exit_code_ = m.exit_code;
     if (m.steps > 0) steps_ = m.steps;
     manifest_failed_rank_ = m.failed_rank;
     hosts_ = m.hosts;
@@ -186,14 +169,7 @@ void RunView::apply(const LaunchEvent& ev) {
             if (!r || !ev.metric) break;
             r->started = true;
             const MetricRecord& m = *ev.metric;
-            if (m.tp >= 0) r->tp = m.tp;
-            if (m.pp >= 0) r->pp = m.pp;
-            if (m.dp >= 0) r->dp = m.dp;
-            if (m.has_memory) {
-                r->has_memory = true;
-                r->mem_current = m.memory[MEM_TOTAL].current;
-                r->mem_predicted = m.memory[MEM_TOTAL].predicted;
-            }
+            take_place_and_memory(*r, m);
             switch (m.kind) {
                 case MetricKind::start:
                     if (steps_ == 0) steps_ = m.steps_total;
@@ -229,8 +205,8 @@ void RunView::apply(const LaunchEvent& ev) {
         case LaunchEventKind::finished:
             finished_ = true;
             exit_code_ = ev.exit_code;
-            if (!final_state(state_))
-                state_ = ev.exit_code == 0 ? "finished" : ev.exit_code == 130 ? "stopped" : "failed";
+            if (!is_final_run_state(state_))
+                state_ = final_run_state(ev.exit_code);
             if (reason_.empty() && ev.exit_code != 0) reason_ = ev.text;
             break;
         default: break;
@@ -278,7 +254,7 @@ std::string RunView::header_line(bool color) const {
                                                    : yellow(t, state);
     std::string out = bold(t, "run " + run_id_) + " · " + (job_name_.empty() ? "?" : job_name_) + " · " + hosts + " · " +
                       fmt("%d rank%s", (int)ranks_.size(), ranks_.size() == 1 ? "" : "s") + " · " + painted;
-    if (final_state(state) && exit_code_ != 0) out += fmt(" (exit %d)", exit_code_);
+    if (is_final_run_state(state) && exit_code_ != 0) out += fmt(" (exit %d)", exit_code_);
     out += " · step " + std::to_string(step) + "/" + (steps_ > 0 ? std::to_string(steps_) : "?");
     return out;
 }
@@ -299,7 +275,7 @@ std::string RunView::rank_line(int rank, bool color, bool spark) const {
         if (*r.exit_code == 0) state = "done", paint = green;
         else if (*r.exit_code == -1) state = "lost", paint = red;
         else state = "exit " + std::to_string(*r.exit_code), paint = red;
-    } else if (finished_ || final_state(state_)) {
+    } else if (finished_ || is_final_run_state(state_)) {
         state = "ended", paint = yellow;  // the run is over but no exit was recorded
     } else if (r.started) {
         state = "running", paint = green;
@@ -313,8 +289,8 @@ std::string RunView::rank_line(int rank, bool color, bool spark) const {
     const std::string mfu = r.has_step ? fmt("%.1f%%", 100.0 * r.mfu) : "-";
     std::string mem = "-";
     if (r.has_memory) {
-        mem = human_bytes(r.mem_current);
-        if (r.mem_predicted) mem += " / " + human_bytes(*r.mem_predicted);
+        mem = human_bytes(r.mem_total);
+        if (r.mem_total_predicted) mem += " / " + human_bytes(*r.mem_total_predicted);
     }
 
     std::string out = pad_left(std::to_string(rank), rank_w) + "  " + pad_right(clip(host, host_width_), host_width_) + "  " +
@@ -344,5 +320,7 @@ std::string RunView::render(bool color, int width, bool sparklines) const {
     for (int i = 0; i < (int)ranks_.size(); ++i) out += cut_to_width(rank_line(i, color, sparklines), width) + "\n";
     return out;
 }
+
+const char* final_run_state(int exit_code) { return exit_code == 0 ? "finished" : exit_code == 130 ? "stopped" : "failed"; }
 
 }  // namespace ptd

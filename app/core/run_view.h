@@ -57,8 +57,8 @@ private:
         bool has_step = false;
         double loss = 0, tokens_per_s = 0, mfu = 0;
         bool has_memory = false;
-        double mem_current = 0;
-        std::optional<double> mem_predicted;
+        double mem_total = 0;
+        std::optional<double> mem_total_predicted;
         std::deque<double> losses;
         std::deque<std::string> lines;
         std::string error;  // message of an `error` metrics line
@@ -71,6 +71,25 @@ private:
     int host_width_ = 4;
     void note_line(Rank& r, std::string line);
 };
+
+// ---- Folding events, shared with the studio's Live panel (live_model.h) ----------------
+
+// The state a run ends in from the `finished` event's exit status (130: stopped by a signal).
+const char* final_run_state(int exit_code);
+// What a metrics line says of its rank's place (tp, pp, dp, where it states them) and total
+// memory, taken into a rank of either view: any type with the fields tp, pp, dp, has_memory,
+// mem_total and mem_total_predicted.
+template <class RankView>
+void take_place_and_memory(RankView& r, const MetricRecord& m) {
+    if (m.tp >= 0) r.tp = m.tp;
+    if (m.pp >= 0) r.pp = m.pp;
+    if (m.dp >= 0) r.dp = m.dp;
+    if (m.has_memory) {
+        r.has_memory = true;
+        r.mem_total = m.memory[MEM_TOTAL].current;
+        r.mem_total_predicted = m.memory[MEM_TOTAL].predicted;
+    }
+}
 
 // "512 B", "4.82 MiB", "1.50 GiB": binary units, three significant figures.
 std::string human_bytes(double bytes);

@@ -1,4 +1,4 @@
-// term.cpp — TTY detection and ANSI colour helpers.
+// term.cpp — TTY detection, ANSI colour helpers and the column text helpers.
 #include "term.h"
 
 #include "group_colours.h"
@@ -34,5 +34,21 @@ std::string dim(const Term& t, std::string_view text) { return sgr(t, "2", text)
 std::string red(const Term& t, std::string_view text) { return sgr(t, "1;31", text); }
 std::string yellow(const Term& t, std::string_view text) { return sgr(t, "33", text); }
 std::string green(const Term& t, std::string_view text) { return sgr(t, "32", text); }
+
+int text_width(std::string_view s) {
+    int w = 0;
+    for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
+    return w;
+}
+std::string pad_right(std::string s, int w) { return s + std::string((size_t)std::max(0, w - text_width(s)), ' '); }
+std::string pad_left(std::string s, int w) { return std::string((size_t)std::max(0, w - text_width(s)), ' ') + s; }
+
+std::string human_count(double n) {
+    if (n >= 1e12) return fmt("%.2fT", n / 1e12);
+    if (n >= 1e9) return fmt("%.2fB", n / 1e9);
+    if (n >= 1e6) return fmt("%.1fM", n / 1e6);
+    if (n >= 1e3) return fmt("%.1fK", n / 1e3);
+    return fmt("%.0f", n);
+}
 
 }  // namespace ptd

@@ -1,6 +1,8 @@
-// term.h — terminal output: colour only on a TTY without NO_COLOR (and not TERM=dumb).
+// term.h — terminal output: colour only on a TTY without NO_COLOR (and not TERM=dumb), and
+// the text helpers every terminal view lays its columns out with.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -22,5 +24,22 @@ std::string dim(const Term& t, std::string_view text);
 std::string red(const Term& t, std::string_view text);
 std::string yellow(const Term& t, std::string_view text);
 std::string green(const Term& t, std::string_view text);
+
+// printf into a std::string, of any length.
+template <class... Args>
+std::string fmt(const char* f, Args... args) {
+    const int n = std::snprintf(nullptr, 0, f, args...);
+    std::string out((size_t)std::max(0, n), '\0');
+    std::snprintf(out.data(), out.size() + 1, f, args...);
+    return out;
+}
+
+// Display width of UTF-8 text without escapes (code points; everything drawn is narrow).
+int text_width(std::string_view s);
+// `s` padded with spaces to `w` display columns, on the right / on the left.
+std::string pad_right(std::string s, int w);
+std::string pad_left(std::string s, int w);
+// 6.74B, 125.0M, 4.1K: a count with T/B/M/K suffixes.
+std::string human_count(double n);
 
 }  // namespace ptd

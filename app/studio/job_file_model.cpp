@@ -91,14 +91,19 @@ void remember_recent(StudioState& s, const std::string& path) {
         if (std::string e = write_recent(f.recent_store, f.recent); !e.empty()) f.message = e;
 }
 
-// Make `job` (loaded from `path`) the job: edited, revert point, saved text, title.
-void install_job(StudioState& s, JobSpec job, const std::string& path) {
+// Make `job`, as the file at `path` holds it, the job: edited, revert point, saved text, title.
+void adopt_job(StudioState& s, JobSpec job, const std::string& path) {
     s.job = std::move(job);
     s.original = s.job;
     s.job_label = job_display_name(s.job);
     recompute(s);
     s.file.path = path;
     s.file.saved_text = save_job_toml(s.job);
+}
+
+// Make `job` (loaded from `path`) the job, and the file the last one opened.
+void install_job(StudioState& s, JobSpec job, const std::string& path) {
+    adopt_job(s, std::move(job), path);
     s.file.hf_error.clear();
     s.file.intra_error.clear();
     s.file.inter_error.clear();
@@ -198,12 +203,7 @@ std::string save_job_file(StudioState& s, const std::string& path) {
     if (std::string e = write_file_atomically(abs, text); !e.empty()) return e;
     job.origin.file = abs;
     job.origin.locations.clear();  // they were lines of the old file
-    s.job = std::move(job);
-    s.original = s.job;
-    s.job_label = job_display_name(s.job);
-    recompute(s);
-    s.file.path = abs;
-    s.file.saved_text = save_job_toml(s.job);
+    adopt_job(s, std::move(job), abs);
     s.file.message = "saved " + abs;
     if (!job_valid(s))
         s.file.message += " (with " + std::to_string(s.diagnostics.size()) +

@@ -10,6 +10,7 @@
 #include <map>
 #include <system_error>
 
+#include "run_view.h"
 #include "studio_state.h"
 
 namespace ptd::studio {
@@ -20,8 +21,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 double steady_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-bool final_state(const std::string& s) { return s == "finished" || s == "failed" || s == "stopped"; }
 
 std::string exit_state(int code) { return code == 0 ? "done" : code == -1 ? "lost" : "exit " + std::to_string(code); }
 
@@ -121,7 +120,7 @@ void live_set_manifest(LiveRun& run, const RunManifest& m) {
     // have said "running" while the manifest still says "starting".
     if (!m.state.empty() && (m.state != "starting" || run.state.empty())) set(run.state, m.state);
     if (!m.reason.empty()) set(run.reason, m.reason);
-    if (final_state(m.state)) set(run.exit_code, m.exit_code);
+    if (is_final_run_state(m.state)) set(run.exit_code, m.exit_code);
     if (m.steps > 0) set(run.steps_total, m.steps);
     for (const RunManifestRank& mr : m.ranks) {
         if (mr.rank < 0 || mr.rank >= (int)run.ranks.size()) continue;
@@ -169,14 +168,7 @@ void live_apply(LiveRun& run, const LaunchEvent& ev) {
             if (!r || !ev.metric) return;
             started(*r);
             const MetricRecord& m = *ev.metric;
-            if (m.tp >= 0) r->tp = m.tp;
-            if (m.pp >= 0) r->pp = m.pp;
-            if (m.dp >= 0) r->dp = m.dp;
-            if (m.has_memory) {
-                r->has_memory = true;
-                r->mem_total = m.memory[MEM_TOTAL].current;
-                r->mem_total_predicted = m.memory[MEM_TOTAL].predicted;
-            }
+            take_place_and_memory(*r, m);
             switch (m.kind) {
                 case MetricKind::start:
                     if (run.steps_total == 0) run.steps_total = m.steps_total;
@@ -214,8 +206,8 @@ void live_apply(LiveRun& run, const LaunchEvent& ev) {
         case LaunchEventKind::finished:
             run.live = false;
             run.exit_code = ev.exit_code;
-            if (!final_state(run.state))
-                run.state = ev.exit_code == 0 ? "finished" : ev.exit_code == 130 ? "stopped" : "failed";
+            if (!is_final_run_state(run.state))
+                run.state = final_run_state(ev.exit_code);
             if (run.reason.empty() && ev.exit_code != 0) run.reason = ev.text;
             note_event(run, "finished: " + ev.text);
             break;

@@ -6,12 +6,14 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "app_window.h"
+#include "cli_parse.h"
 #include "launch_model.h"
 #include "live_model.h"
 #include "commands.h"
@@ -78,16 +80,7 @@ int main(int argc, char** argv) {
     app.add_option("--timeline", timeline_dir, "Show this run directory's measured timeline (timeline/rank-*.tsv) under the prediction in the Schedule tab");
     app.add_option("--run", run_dir, "Open this run directory (ptd launch's runs/<run-id>) in the Live tab, followed while it runs");
     app.add_option("--mouse", mouse, "With --screenshot: put the mouse at window pixel X,Y (shows hover and tooltips)");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "ptd-studio: error: %s\nRun 'ptd-studio --help' for usage.\n", e.what());
-        return ptd::kExitConfig;
-    }
+    if (const std::optional<int> stop = ptd::parse_command_line(app, "ptd-studio", argc, argv)) return *stop;
 
     ptd::studio::WindowOptions wo;
     wo.screenshot = screenshot;

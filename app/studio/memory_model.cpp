@@ -16,12 +16,6 @@ namespace ptd::studio {
 
 namespace {
 
-std::string fmt(const char* f, auto... args) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, f, args...);
-    return buf;
-}
-
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace

@@ -24,27 +24,22 @@ struct Prefix {
     double scale;
     const char* suffix;
 };
+// The largest of `names` (each `base` times the one before) that `mag` reaches.
+template <size_t N>
+Prefix power_prefix(double mag, double base, const char* const (&names)[N]) {
+    size_t k = 0;
+    double s = 1;
+    while (mag >= s * base && k + 1 < N) {
+        s *= base;
+        ++k;
+    }
+    return {s, names[k]};
+}
 Prefix prefix_for(double mag, PlotUnit unit) {
-    if (unit == PlotUnit::bytes) {
-        static const char* const names[] = {" B", " KiB", " MiB", " GiB", " TiB", " PiB"};
-        int k = 0;
-        double s = 1;
-        while (mag >= s * 1024 && k < 5) {
-            s *= 1024;
-            ++k;
-        }
-        return {s, names[k]};
-    }
-    if (unit == PlotUnit::per_second) {
-        static const char* const names[] = {"/s", "K/s", "M/s", "G/s", "T/s"};
-        int k = 0;
-        double s = 1;
-        while (mag >= s * 1000 && k < 4) {
-            s *= 1000;
-            ++k;
-        }
-        return {s, names[k]};
-    }
+    static const char* const bytes[] = {" B", " KiB", " MiB", " GiB", " TiB", " PiB"};
+    static const char* const rates[] = {"/s", "K/s", "M/s", "G/s", "T/s"};
+    if (unit == PlotUnit::bytes) return power_prefix(mag, 1024, bytes);
+    if (unit == PlotUnit::per_second) return power_prefix(mag, 1000, rates);
     if (unit == PlotUnit::fraction) return {0.01, "%"};
     return {1, ""};
 }

@@ -246,16 +246,6 @@ std::vector<const Diagnostic*> unplaced_diagnostics(const StudioState& s) {
 
 // ---- Summary ---------------------------------------------------------------------------
 
-std::string human_count(double n) {
-    char buf[64];
-    if (n >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);
-    else if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
-    else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
-    else if (n >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", n / 1e3);
-    else std::snprintf(buf, sizeof buf, "%.0f", n);
-    return buf;
-}
-
 JobSummary job_summary(const StudioState& s) {
     JobSummary r;
     r.parameters = s.params.total;

@@ -28,6 +28,7 @@
 #include "ptd/layout.h"
 #include "ptd/model_stats.h"
 #include "ptd/presets.h"
+#include "term.h"
 
 namespace ptd::studio {
 
@@ -218,7 +219,7 @@ void set_colour_by(StudioState& s, ColourBy c);
 
 // ---- Summary ---------------------------------------------------------------------------
 
-std::string human_count(double n);  // 6.74B, 125.0M, 4.1K
+// human_count (6.74B, 125.0M, 4.1K) is term.h's, the terminal views' own.
 struct JobSummary {
     int64_t parameters = 0;
     int world = 0;

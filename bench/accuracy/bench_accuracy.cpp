@@ -374,20 +374,10 @@ int main(int argc, char** argv) {
                              argv[i]);
                 return 2;
             }
-        } else if (std::strcmp(argv[i], "--help") == 0) {
-            std::printf("%s", usage);
-            return 0;
-        } else if (argv[i][0] == '-') {
-            std::fprintf(stderr, "bench_accuracy: unknown option \"%s\"\n%s", argv[i], usage);
-            return 2;
-        } else path = argv[i];
+        } else take_bench_arg("bench_accuracy", usage, argv[i], path);
     }
-    auto presets = ptd::load_presets();
-    if (!presets) {
-        std::fprintf(stderr, "%s", presets.error().str().c_str());
-        return 2;
-    }
-    std::vector<Run> runs = load_runs(path, *presets);
+    const ptd::PresetCatalog presets = presets_or_exit();
+    std::vector<Run> runs = load_runs(path, presets);
     if (!generation.empty())
         std::erase_if(runs, [&](const Run& r) { return r.generation != generation; });
     if (!memory_run.empty()) return print_memory_breakdown(runs, memory_run);

@@ -156,19 +156,13 @@ const char* view_of(const std::string& kind) {
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_memory.toml";
     bool verbose = false;
+    const char* usage = "usage: bench_memory [RUNS.toml] [--verbose]\n";
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--verbose")) verbose = true;
-        else if (argv[i][0] == '-') {
-            std::fprintf(stderr, "bench_memory: unknown option %s; allowed: [RUNS.toml] [--verbose]\n", argv[i]);
-            return 2;
-        } else path = argv[i];
+        else take_bench_arg("bench_memory", usage, argv[i], path);
     }
-    auto presets = ptd::load_presets();
-    if (!presets) {
-        std::fprintf(stderr, "bench_memory: presets: %s\n", presets.error().one_line().c_str());
-        return 2;
-    }
-    std::vector<Run> runs = load_runs(path, *presets);
+    const ptd::PresetCatalog presets = presets_or_exit();
+    std::vector<Run> runs = load_runs(path, presets);
 
     std::map<std::string, std::vector<double>> by_source;
     std::vector<double> all, no_compile;

@@ -22,6 +22,7 @@
 #include "ptd/planner.h"
 #include "ptd/presets.h"
 #include "published_run.h"
+#include "run_file.h"
 
 namespace {
 
@@ -114,20 +115,10 @@ int main(int argc, char** argv) {
                 return 2;
             }
             options.max_micro_batch = (int)v;
-        } else if (std::strcmp(argv[i], "--help") == 0) {
-            std::printf("%s", usage);
-            return 0;
-        } else if (argv[i][0] == '-') {
-            std::fprintf(stderr, "bench_plan_published: unknown option or missing value \"%s\"\n%s", argv[i], usage);
-            return 2;
-        } else path = argv[i];
+        } else take_bench_arg("bench_plan_published", usage, argv[i], path);
     }
-    auto presets = ptd::load_presets();
-    if (!presets) {
-        std::fprintf(stderr, "%s", presets.error().str().c_str());
-        return 2;
-    }
-    const std::vector<Run> runs = load_runs(path, *presets);
+    const ptd::PresetCatalog presets = presets_or_exit();
+    const std::vector<Run> runs = load_runs(path, presets);
 
     std::printf("the planner on each published run's model, cluster, GPUs, global batch and precision (top 1,\n"
                 "max_micro_batch %d, every tp/cp/pp/vpp/zero/recompute/order/expert_tp it searches).\n"

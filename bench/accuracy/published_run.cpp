@@ -363,24 +363,9 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.cuda_graph_impl = graph_impl == "local"                ? ptd::CudaGraphImpl::local
                           : graph_impl == "transformer_engine" ? ptd::CudaGraphImpl::transformer_engine
                                                                : ptd::CudaGraphImpl::none;
-        if (const toml::node* n = t.get("cuda_graph_scope")) {
-            const toml::array* arr = n->as_array();
-            if (!arr) fail_at(n, 0, "run key \"cuda_graph_scope\" must be an array of Megatron-core scope words");
-            p.cuda_graph_scope = 0;
-            for (const toml::node& e : *arr) {
-                const std::optional<std::string> w = e.value<std::string>();
-                int bit = -1;
-                std::string allowed;
-                for (int k = 0; k < ptd::kCudaGraphScopeCount; ++k) {
-                    if (w && *w == ptd::cuda_graph_scope_word(k)) bit = k;
-                    allowed += std::string(k ? ", " : "") + ptd::cuda_graph_scope_word(k);
-                }
-                if (bit < 0)
-                    fail_at(&e, 0, "run key \"cuda_graph_scope\" has " + (w ? "\"" + *w + "\"" : std::string("a non-string entry")) +
-                                       "; allowed: " + allowed);
-                p.cuda_graph_scope |= 1u << bit;
-            }
-        }
+        if (const toml::node* n = t.get("cuda_graph_scope"))
+            p.cuda_graph_scope = run_word_bits(g_path, *n, "cuda_graph_scope", false, "an array of Megatron-core scope words",
+                                               ptd::cuda_graph_scope_word, ptd::kCudaGraphScopeCount);
         p.moe_pad_to_capacity = get<bool>(t, "moe_pad_to_capacity", false);
 
         p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers

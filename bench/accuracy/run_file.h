@@ -4,13 +4,15 @@
 // "file:line: message" and exit status 2, as every other error in these files does.
 // ttmem: it also holds what both benches must read the same way: a run's FSDP under pipeline
 // parallelism, its loss, and the part of a prediction that a measured memory figure covers.
-// bits (D6): and the [[run]]'s layout keys (read_run_layout), read by one code path for both.
+// bits (D6): and the [[run]]'s layout keys (read_run_layout), read by one code path for both;
+// and the arguments and presets every accuracy bench starts from (take_bench_arg, presets_or_exit).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -20,6 +22,33 @@
 #include <toml++/toml.h>
 
 #include "ptd/estimate.h"
+#include "ptd/presets.h"
+
+// The arguments every accuracy bench reads alike, after its own options: --help prints
+// `usage` and exits 0; another word starting with '-' is an error naming `program` (exit
+// status 2); any other word is the runs file, into `path`.
+inline void take_bench_arg(const char* program, const char* usage, const char* arg, std::string& path) {
+    if (std::strcmp(arg, "--help") == 0) {
+        std::printf("%s", usage);
+        std::exit(0);
+    }
+    if (arg[0] == '-') {
+        std::fprintf(stderr, "%s: unknown option or missing value \"%s\"\n%s", program, arg, usage);
+        std::exit(2);
+    }
+    path = arg;
+}
+
+// The presets the benches predict with; presets that do not load stop the program with
+// their diagnostics and exit status 2.
+inline ptd::PresetCatalog presets_or_exit() {
+    auto presets = ptd::load_presets();
+    if (!presets) {
+        std::fprintf(stderr, "%s", presets.error().str().c_str());
+        std::exit(2);
+    }
+    return std::move(*presets);
+}
 
 // `doc` owns the tables; the returned pointers live as long as it does.
 inline std::vector<const toml::table*> load_run_tables(const std::string& path, toml::table& doc) {
@@ -129,6 +158,31 @@ inline std::string run_word(const std::string& path, const toml::table& t, const
     run_file_fail(path, t.get(key), 0, std::string("run key \"") + key + "\" is \"" + v + "\"; allowed: " + list);
 }
 
+// A run key that lists words of a bit set (word_of(k) names bit k, k < count), as that bit
+// set: `n` must be an array (a non-empty one if `non_empty`; else the message says what it
+// must be, as `what`), and an entry that is no such word is an error listing the allowed ones.
+inline uint32_t run_word_bits(const std::string& path, const toml::node& n, const char* key, bool non_empty,
+                              const char* what, const char* (*word_of)(int), int count) {
+    const toml::array* arr = n.as_array();
+    if (!arr || (non_empty && arr->empty()))
+        run_file_fail(path, &n, 0, std::string("run key \"") + key + "\" must be " + what);
+    uint32_t bits = 0;
+    for (const toml::node& e : *arr) {
+        const std::optional<std::string> w = e.value<std::string>();
+        int bit = -1;
+        std::string allowed;
+        for (int k = 0; k < count; ++k) {
+            if (w && *w == word_of(k)) bit = k;
+            allowed += std::string(k ? ", " : "") + word_of(k);
+        }
+        if (bit < 0)
+            run_file_fail(path, &e, 0, std::string("run key \"") + key + "\" has " + (w ? "\"" + *w + "\"" : std::string("a non-string entry")) +
+                                           "; allowed: " + allowed);
+        bits |= 1u << bit;
+    }
+    return bits;
+}
+
 // What a run leaves unstated takes its stack's value (published_run.cpp: NeMo and
 // Megatron-Bridge recipes use the distributed optimizer, and sequence parallelism with TP).
 struct RunLayoutDefaults {
@@ -163,25 +217,9 @@ inline bool read_run_layout(const std::string& path, const toml::table& t, int l
     p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;
     // recmod: Megatron-core's --recompute-modules (parallel.recompute_modules); validate_job
     // checks that it goes with recompute = "selective" and the model's features.
-    if (const toml::node* n = t.get("recompute_modules")) {
-        const toml::array* arr = n->as_array();
-        if (!arr || arr->empty())
-            run_file_fail(path, n, 0, "run key \"recompute_modules\" must be a non-empty array of Megatron-core module words");
-        p.recompute_modules = 0;
-        for (const toml::node& e : *arr) {
-            const std::optional<std::string> w = e.value<std::string>();
-            int bit = -1;
-            std::string allowed;
-            for (int k = 0; k < ptd::kRecomputeModuleCount; ++k) {
-                if (w && *w == ptd::recompute_module_word(k)) bit = k;
-                allowed += std::string(k ? ", " : "") + ptd::recompute_module_word(k);
-            }
-            if (bit < 0)
-                run_file_fail(path, &e, 0, "run key \"recompute_modules\" has " + (w ? "\"" + *w + "\"" : std::string("a non-string entry")) +
-                                               "; allowed: " + allowed);
-            p.recompute_modules |= 1u << bit;
-        }
-    }
+    if (const toml::node* n = t.get("recompute_modules"))
+        p.recompute_modules = run_word_bits(path, *n, "recompute_modules", true, "a non-empty array of Megatron-core module words",
+                                            ptd::recompute_module_word, ptd::kRecomputeModuleCount);
     p.account_for_embedding_in_pipeline_split = run_key<bool>(path, t, "account_for_embedding_in_pipeline_split", false);
     p.account_for_loss_in_pipeline_split = run_key<bool>(path, t, "account_for_loss_in_pipeline_split", false);
     p.microbatch_group_size = run_key<int>(path, t, "microbatch_group_size", 0);

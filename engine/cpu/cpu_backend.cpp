@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "ptd/engine/backend.h"
+#include "ptd/engine/contract_failure.h"
 
 namespace ptd::engine {
 namespace {
@@ -41,13 +42,9 @@ namespace {
 // A broken contract is a bug in the caller: say which op, where, and why, then stop.
 [[noreturn]] [[gnu::format(printf, 4, 5)]] void fail_at(const char* file, int line, const char* op,
                                                         const char* fmt, ...) {
-    std::fprintf(stderr, "ptd-engine: error: %s:%d: %s: ", file, line, op);
     va_list ap;
     va_start(ap, fmt);
-    std::vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    std::fputc('\n', stderr);
-    std::exit(1);
+    contract_failure(std::string(file) + ":" + std::to_string(line) + ": " + op + ": ", fmt, ap);
 }
 #define PTD_REQUIRE(cond, ...) \
     do { \

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ptd/engine/backend.h"
+#include "ptd/engine/contract_failure.h"
 
 namespace ptd::engine {
 
@@ -331,13 +332,9 @@ private:
     };
 
     [[noreturn]] [[gnu::format(printf, 2, 3)]] void fail(const char* fmt, ...) const {
-        std::fprintf(stderr, "ptd-engine: error: stream check: ");
         va_list ap;
         va_start(ap, fmt);
-        std::vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        std::fputc('\n', stderr);
-        std::exit(1);
+        contract_failure("stream check: ", fmt, ap);
     }
     EventState& event(Event e) {
         if (e.id < 0 || (size_t)e.id >= events_.size()) fail("unknown event %d (create events at start-up)", e.id);

@@ -32,6 +32,7 @@
 #include "cuda_backend.h"
 #include "kernels.h"
 #include "ptd/engine/backend.h"
+#include "ptd/engine/contract_failure.h"
 #include "runtime.h"
 
 namespace ptd::cuda::PTD_CUDA_NS {
@@ -47,13 +48,9 @@ using engine::TransferStats;
 // A broken contract is a bug in the caller: say which op and why, then stop (as the CPU
 // backend does).
 [[noreturn]] [[gnu::format(printf, 3, 4)]] void fail(const char* backend, const char* op, const char* fmt, ...) {
-    std::fprintf(stderr, "ptd-engine: error: %s backend: %s: ", backend, op);
     va_list ap;
     va_start(ap, fmt);
-    std::vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    std::fputc('\n', stderr);
-    std::exit(1);
+    engine::contract_failure(std::string(backend) + " backend: " + op + ": ", fmt, ap);
 }
 
 DTypeLt lt_type(DType t, const char* backend, const char* what) {

@@ -81,6 +81,25 @@ Status check_side(State& s, const void* p, size_t bytes, bool device, const char
     return {};
 }
 
+// Streams and events are heap objects kept in a table of live handles (State::streams,
+// State::events), so a stale or foreign handle is an error, as cudart reports it.
+template <class T>
+Status create_handle(std::set<T*> State::*live, T** out) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    *out = new T;
+    (s.*live).insert(*out);
+    return {};
+}
+template <class T>
+Status destroy_handle(std::set<T*> State::*live, T* handle, const char* unknown) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!handle || !(s.*live).erase(handle)) return error(kErrInvalidResourceHandle, unknown);
+    delete handle;
+    return {};
+}
+
 }  // namespace
 
 Status device_count(int* count) {
@@ -162,19 +181,9 @@ Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream) {
     return {};
 }
 
-Status stream_create(StreamHandle* stream) {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    *stream = new Stream;
-    s.streams.insert(*stream);
-    return {};
-}
+Status stream_create(StreamHandle* stream) { return create_handle(&State::streams, stream); }
 Status stream_destroy(StreamHandle stream) {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    if (!stream || !s.streams.erase(stream)) return error(kErrInvalidResourceHandle, "stream_destroy: unknown stream");
-    delete stream;
-    return {};
+    return destroy_handle(&State::streams, stream, "stream_destroy: unknown stream");
 }
 Status stream_synchronize(StreamHandle stream) {
     State& s = state();
@@ -182,20 +191,8 @@ Status stream_synchronize(StreamHandle stream) {
     if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "stream_synchronize: unknown stream");
     return {};
 }
-Status event_create(EventHandle* event) {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    *event = new Event;
-    s.events.insert(*event);
-    return {};
-}
-Status event_destroy(EventHandle event) {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    if (!event || !s.events.erase(event)) return error(kErrInvalidResourceHandle, "event_destroy: unknown event");
-    delete event;
-    return {};
-}
+Status event_create(EventHandle* event) { return create_handle(&State::events, event); }
+Status event_destroy(EventHandle event) { return destroy_handle(&State::events, event, "event_destroy: unknown event"); }
 Status event_record(EventHandle event, StreamHandle stream) {
     State& s = state();
     std::lock_guard lock(s.mutex);

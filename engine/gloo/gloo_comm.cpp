@@ -377,13 +377,7 @@ public:
         check_peer(peer, "send to");
         if (n > 0) observe_read(x, n, t, "send");
         if (n > 0) {  // both sides know n; an empty message is no message
-            P2pOp op;
-            op.is_send = true;
-            op.peer = peer;
-            op.seq = sent_[(size_t)peer]++;
-            op.count = n;
-            op.dtype = t;
-            op.check = check;
+            P2pOp op{.is_send = true, .peer = peer, .seq = sent_[(size_t)peer]++, .count = n, .dtype = t, .check = check};
             guarded("send", [&] {
                 if (strict_) {
                     op.header = std::make_unique<P2pHeader>();
@@ -407,14 +401,8 @@ public:
     void recv(void* x, int64_t n, DType t, int peer, uint32_t check) override {
         check_peer(peer, "recv from");
         if (n > 0) {
-            P2pOp op;
-            op.is_send = false;
-            op.peer = peer;
-            op.seq = received_[(size_t)peer]++;
-            op.x = x;
-            op.count = n;
-            op.dtype = t;
-            op.check = check;
+            P2pOp op{.is_send = false, .peer = peer, .seq = received_[(size_t)peer]++, .x = x, .count = n, .dtype = t,
+                     .check = check};
             guarded("recv", [&] {
                 if (strict_) {
                     // The payload is posted only once the header proved it is the expected

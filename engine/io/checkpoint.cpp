@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -126,6 +127,23 @@ void sync_dir(const std::string& dir) {
 
 std::string parent_of(const std::string& path) { return fs::path(path).parent_path().string(); }
 
+// Ends an atomic write of `tmp` (open as `fd`, written through `w`; `ok`: every write so far
+// succeeded): fsync, close, rename onto `path`, and the folder synced. When a step fails the
+// temporary is removed and the errno of the first failure comes back; nullopt = written.
+std::optional<int> commit_atomic_write(const HashingWriter& w, bool ok, int fd, const std::string& tmp,
+                                       const std::string& path) {
+    int err = w.error();
+    if (ok && ::fsync(fd) != 0) ok = false, err = errno;
+    if (::close(fd) != 0 && ok) ok = false, err = errno;
+    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = errno;
+    if (!ok) {
+        ::unlink(tmp.c_str());
+        return err;
+    }
+    sync_dir(parent_of(path));
+    return std::nullopt;
+}
+
 Result<void> ensure_dir(const std::string& dir, const std::string& for_path) {
     if (dir.empty()) return {};
     std::error_code ec;
@@ -144,16 +162,9 @@ Result<void> write_file_atomic(const std::string& path, const std::string& bytes
     if (fd < 0)
         return fail(SourceLoc{path, 0, 0}, "", "cannot create \"" + tmp + "\": " + sys_error(errno));
     HashingWriter w(fd);
-    bool ok = w.put(bytes.data(), bytes.size()) && w.flush();
-    int err = w.error();
-    if (ok && ::fsync(fd) != 0) ok = false, err = errno;
-    if (::close(fd) != 0 && ok) ok = false, err = errno;
-    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = errno;
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        return fail(SourceLoc{path, 0, 0}, "", "cannot write \"" + path + "\": " + sys_error(err));
-    }
-    sync_dir(parent_of(path));
+    const bool ok = w.put(bytes.data(), bytes.size()) && w.flush();
+    if (const std::optional<int> err = commit_atomic_write(w, ok, fd, tmp, path))
+        return fail(SourceLoc{path, 0, 0}, "", "cannot write \"" + path + "\": " + sys_error(*err));
     return {};
 }
 
@@ -252,15 +263,8 @@ Result<std::string> write_shard(const std::string& path, int rank,
         whole_hex = whole.hex_digest();
         ok = w.put_unhashed(content_digest.data(), content_digest.size());
     }
-    int err = w.error();
-    if (ok && ::fsync(fd) != 0) ok = false, err = errno;
-    if (::close(fd) != 0 && ok) ok = false, err = errno;
-    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = errno;
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        return fail(loc, "", "cannot write checkpoint shard \"" + path + "\": " + sys_error(err));
-    }
-    sync_dir(parent_of(path));
+    if (const std::optional<int> err = commit_atomic_write(w, ok, fd, tmp, path))
+        return fail(loc, "", "cannot write checkpoint shard \"" + path + "\": " + sys_error(*err));
     return whole_hex;
 }
 
@@ -638,6 +642,13 @@ std::pair<int, int> line_col(const std::string& text, size_t offset) {
     auto var##_r = (expr);                                 \
     if (!var##_r) return std::unexpected(var##_r.error()); \
     auto var = *var##_r
+// The same, for a value that goes straight into `dst`.
+#define PTD_TRY_SET(dst, expr)                                             \
+    do {                                                                   \
+        auto try_set_r = (expr);                                           \
+        if (!try_set_r) return std::unexpected(try_set_r.error());         \
+        dst = *try_set_r;                                                  \
+    } while (0)
 
 Result<Manifest> read_manifest(const std::string& dir) {
     const std::string path = (fs::path(dir) / "manifest.json").string();
@@ -672,10 +683,8 @@ Result<Manifest> read_manifest(const std::string& dir) {
     if (schema != manifest_schema)
         return r.bad("schema", "got \"" + schema + "\"; this ptd-engine reads \"" +
                                    std::string(manifest_schema) + "\"");
-    PTD_TRY(run_id, r.str(j, "", "run_id"));
-    m.run_id = run_id;
-    PTD_TRY(step, r.integer(j, "", "step", 0, INT64_MAX));
-    m.step = step;
+    PTD_TRY_SET(m.run_id, r.str(j, "", "run_id"));
+    PTD_TRY_SET(m.step, r.integer(j, "", "step", 0, INT64_MAX));
     for (const char* key : {"spec_hash", "math_hash"}) {
         PTD_TRY(h, r.str(j, "", key));
         if (!is_hex64(h)) return r.bad(key, "expected 64 lower-case hex digits, got \"" + h + "\"");
@@ -703,14 +712,10 @@ Result<Manifest> read_manifest(const std::string& dir) {
             PTD_TRY(v, r.integer(lj, "layout.", f.key, f.lo, INT32_MAX));
             *f.dst = int(v);
         }
-        PTD_TRY(dopt, r.boolean(lj, "layout.", "distributed_optimizer"));
-        l.distributed_optimizer = dopt;
-        PTD_TRY(sp, r.boolean(lj, "layout.", "sequence_parallel"));
-        l.sequence_parallel = sp;
-        PTD_TRY(rc, r.str(lj, "layout.", "recompute"));
-        l.recompute = rc;
-        PTD_TRY(order, r.str(lj, "layout.", "order"));
-        l.order = order;
+        PTD_TRY_SET(l.distributed_optimizer, r.boolean(lj, "layout.", "distributed_optimizer"));
+        PTD_TRY_SET(l.sequence_parallel, r.boolean(lj, "layout.", "sequence_parallel"));
+        PTD_TRY_SET(l.recompute, r.str(lj, "layout.", "recompute"));
+        PTD_TRY_SET(l.order, r.str(lj, "layout.", "order"));
         PTD_TRY(lps, r.get(lj, "layout.", "layers_per_stage", "an array of integers"));
         if (!lps->is_array()) return r.bad("layout.layers_per_stage", "expected an array of integers, got " + r.shown(*lps));
         for (const Json& x : *lps) {
@@ -720,12 +725,9 @@ Result<Manifest> read_manifest(const std::string& dir) {
         }
     }
 
-    PTD_TRY(pos, r.integer(j, "", "data_position", 0, INT64_MAX));
-    m.data_position = pos;
-    PTD_TRY(rng, r.str(j, "", "rng_state"));
-    m.rng_state = rng;
-    PTD_TRY(created, r.str(j, "", "created"));
-    m.created = created;
+    PTD_TRY_SET(m.data_position, r.integer(j, "", "data_position", 0, INT64_MAX));
+    PTD_TRY_SET(m.rng_state, r.str(j, "", "rng_state"));
+    PTD_TRY_SET(m.created, r.str(j, "", "created"));
 
     PTD_TRY(files, r.get(j, "", "files", "an array of {rank, file, bytes, sha256}"));
     if (!files->is_array()) return r.bad("files", "expected an array, got " + r.shown(*files));
@@ -746,8 +748,7 @@ Result<Manifest> read_manifest(const std::string& dir) {
         if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
             return r.bad(prefix + "file", "expected a file name inside the checkpoint folder, got \"" + name + "\"");
         f.file = name;
-        PTD_TRY(bytes, r.integer(fj, prefix, "bytes", 0, INT64_MAX));
-        f.bytes = bytes;
+        PTD_TRY_SET(f.bytes, r.integer(fj, prefix, "bytes", 0, INT64_MAX));
         PTD_TRY(sha, r.str(fj, prefix, "sha256"));
         if (!is_hex64(sha)) return r.bad(prefix + "sha256", "expected 64 lower-case hex digits, got \"" + sha + "\"");
         f.sha256 = sha;
@@ -759,6 +760,7 @@ Result<Manifest> read_manifest(const std::string& dir) {
 }
 
 #undef PTD_TRY
+#undef PTD_TRY_SET
 
 std::optional<std::string> find_latest_checkpoint(const std::string& run_dir) {
     const fs::path root = fs::path(run_dir) / "checkpoints";

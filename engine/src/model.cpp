@@ -313,90 +313,69 @@ void free_model(Model& m) {
 
 namespace {
 
-// Where each buffer of the estimators' list lives. No default: a buffer added to the list
-// without a place here is a -Wswitch warning. The dtype is the list's (cfg.act, f32 for
-// norm statistics and logits, i32 for token ids); the fields say which.
-bool set_layer_buffer(LayerActs& a, EngineBufferId id, void* p) {
+// The structs a buffer may live in; place_buffer fills the one given (the others null).
+struct BufferHomes {
+    LayerActs* layer = nullptr;   // per layer and micro-batch in flight
+    OutputActs* out = nullptr;    // the last stage's head
+    Activations* ws = nullptr;    // the workspace
+};
+
+// `p` into `field` of `home`, when the buffer's home is the one given.
+template <class Home, class T>
+bool put_field(Home* home, T* Home::*field, void* p) {
+    if (!home) return false;
+    home->*field = static_cast<T*>(p);
+    return true;
+}
+
+// Where each buffer of the estimators' list lives: true when `id`'s home is the one `h` gives
+// (and then `p` is stored there). One switch, no default: a buffer added to the list without a
+// place here is a -Wswitch warning. The dtype is the list's (cfg.act, f32 for norm statistics
+// and logits, i32 for token ids); the fields say which. No field here: the token ids
+// (alloc_activations keeps them per slot), the operand scratch (the backend's own,
+// plan_operand_scratch) and MoE's router probabilities (rejected by make_engine_config).
+bool place_buffer(const BufferHomes& h, EngineBufferId id, void* p) {
     using Id = EngineBufferId;
     switch (id) {
-    case Id::ln1_input: a.ln1_in = p; return true;
-    case Id::ln1_rstd: a.ln1_rstd = (float*)p; return true;
-    case Id::ln1_mean: a.ln1_mean = (float*)p; return true;
-    case Id::ln1_output: a.ln1_out = p; return true;
-    case Id::attn_qkv: a.qkv = p; return true;
-    case Id::attn_probs: a.probs = p; return true;
-    case Id::attn_context: a.ctx = p; return true;
-    case Id::ln2_input: a.ln2_in = p; return true;
-    case Id::ln2_rstd: a.ln2_rstd = (float*)p; return true;
-    case Id::ln2_mean: a.ln2_mean = (float*)p; return true;
-    case Id::ln2_output: a.ln2_out = p; return true;
+    case Id::ln1_input: return put_field(h.layer, &LayerActs::ln1_in, p);
+    case Id::ln1_rstd: return put_field(h.layer, &LayerActs::ln1_rstd, p);
+    case Id::ln1_mean: return put_field(h.layer, &LayerActs::ln1_mean, p);
+    case Id::ln1_output: return put_field(h.layer, &LayerActs::ln1_out, p);
+    case Id::attn_qkv: return put_field(h.layer, &LayerActs::qkv, p);
+    case Id::attn_probs: return put_field(h.layer, &LayerActs::probs, p);
+    case Id::attn_context: return put_field(h.layer, &LayerActs::ctx, p);
+    case Id::ln2_input: return put_field(h.layer, &LayerActs::ln2_in, p);
+    case Id::ln2_rstd: return put_field(h.layer, &LayerActs::ln2_rstd, p);
+    case Id::ln2_mean: return put_field(h.layer, &LayerActs::ln2_mean, p);
+    case Id::ln2_output: return put_field(h.layer, &LayerActs::ln2_out, p);
     case Id::mlp_fc1:
-    case Id::mlp_gate: a.fc1 = p; return true;
-    case Id::mlp_up: a.fc3 = p; return true;
-    case Id::mlp_act: a.act = p; return true;
-    case Id::moe_router_probs:  // MoE: rejected by make_engine_config
+    case Id::mlp_gate: return put_field(h.layer, &LayerActs::fc1, p);
+    case Id::mlp_up: return put_field(h.layer, &LayerActs::fc3, p);
+    case Id::mlp_act: return put_field(h.layer, &LayerActs::act, p);
+    case Id::final_norm_input: return put_field(h.out, &OutputActs::lnf_in, p);
+    case Id::final_norm_rstd: return put_field(h.out, &OutputActs::lnf_rstd, p);
+    case Id::final_norm_mean: return put_field(h.out, &OutputActs::lnf_mean, p);
+    case Id::final_norm_output: return put_field(h.out, &OutputActs::lnf_out, p);
+    case Id::logits_probs: return put_field(h.out, &OutputActs::probs, p);
+    case Id::tokens_targets: return put_field(h.out, &OutputActs::targets, p);
+    case Id::ws_full_rows: return put_field(h.ws, &Activations::w_full, p);
+    case Id::ws_d_residual: return put_field(h.ws, &Activations::w_dres, p);
+    case Id::ws_d_norm_input: return put_field(h.ws, &Activations::w_dtmp, p);
+    case Id::ws_d_norm_output: return put_field(h.ws, &Activations::w_dln, p);
+    case Id::ws_dqkv: return put_field(h.ws, &Activations::w_dqkv, p);
+    case Id::ws_dctx: return put_field(h.ws, &Activations::w_dctx, p);
+    case Id::ws_dact: return put_field(h.ws, &Activations::w_dact, p);
+    case Id::ws_dfc1: return put_field(h.ws, &Activations::w_dfc1, p);
+    case Id::ws_dfc3: return put_field(h.ws, &Activations::w_dfc3, p);
+    case Id::ws_attention_backward: return put_field(h.ws, &Activations::w_attn_bwd, p);
+    case Id::ws_rope_table: return put_field(h.ws, &Activations::rope_table, p);
+    case Id::ws_loss: return put_field(h.ws, &Activations::w_loss, p);
+    case Id::ws_xent: return put_field(h.ws, &Activations::w_xent, p);
+    case Id::ws_embedding: return put_field(h.ws, &Activations::w_embed, p);
+    case Id::ws_tokens_staging: return put_field(h.ws, &Activations::tokens_staging, p);
+    case Id::moe_router_probs:
     case Id::tokens_input:
-    case Id::final_norm_input:
-    case Id::final_norm_rstd:
-    case Id::final_norm_mean:
-    case Id::final_norm_output:
-    case Id::logits_probs:
-    case Id::tokens_targets:
-    case Id::ws_full_rows: case Id::ws_d_residual: case Id::ws_d_norm_input: case Id::ws_d_norm_output:
-    case Id::ws_dqkv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
-    case Id::ws_dfc3: case Id::ws_attention_backward: case Id::ws_rope_table: case Id::ws_loss: case Id::ws_xent:
-    case Id::ws_embedding: case Id::ws_tokens_staging: case Id::ws_operand_scratch: return false;
-    }
-    return false;
-}
-
-bool set_output_buffer(OutputActs& o, EngineBufferId id, void* p) {
-    using Id = EngineBufferId;
-    switch (id) {
-    case Id::final_norm_input: o.lnf_in = p; return true;
-    case Id::final_norm_rstd: o.lnf_rstd = (float*)p; return true;
-    case Id::final_norm_mean: o.lnf_mean = (float*)p; return true;
-    case Id::final_norm_output: o.lnf_out = p; return true;
-    case Id::logits_probs: o.probs = (float*)p; return true;
-    case Id::tokens_targets: o.targets = (int32_t*)p; return true;
-    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_qkv:
-    case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
-    case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
-    case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input:
-    case Id::ws_full_rows: case Id::ws_d_residual: case Id::ws_d_norm_input: case Id::ws_d_norm_output:
-    case Id::ws_dqkv: case Id::ws_dctx: case Id::ws_dact: case Id::ws_dfc1:
-    case Id::ws_dfc3: case Id::ws_attention_backward: case Id::ws_rope_table: case Id::ws_loss: case Id::ws_xent:
-    case Id::ws_embedding: case Id::ws_tokens_staging: case Id::ws_operand_scratch: return false;
-    }
-    return false;
-}
-
-// The operand scratch is the backend's own (plan_operand_scratch): it has no field here.
-bool set_workspace_buffer(Activations& a, EngineBufferId id, void* p) {
-    using Id = EngineBufferId;
-    switch (id) {
-    case Id::ws_full_rows: a.w_full = p; return true;
-    case Id::ws_d_residual: a.w_dres = p; return true;
-    case Id::ws_d_norm_input: a.w_dtmp = p; return true;
-    case Id::ws_d_norm_output: a.w_dln = p; return true;
-    case Id::ws_dqkv: a.w_dqkv = p; return true;
-    case Id::ws_dctx: a.w_dctx = p; return true;
-    case Id::ws_dact: a.w_dact = p; return true;
-    case Id::ws_dfc1: a.w_dfc1 = p; return true;
-    case Id::ws_dfc3: a.w_dfc3 = p; return true;
-    case Id::ws_attention_backward: a.w_attn_bwd = p; return true;
-    case Id::ws_rope_table: a.rope_table = (float*)p; return true;
-    case Id::ws_loss: a.w_loss = (float*)p; return true;
-    case Id::ws_xent: a.w_xent = (float*)p; return true;
-    case Id::ws_embedding: a.w_embed = p; return true;
-    case Id::ws_tokens_staging: a.tokens_staging = (int32_t*)p; return true;
-    case Id::ws_operand_scratch:
-    case Id::ln1_input: case Id::ln1_rstd: case Id::ln1_mean: case Id::ln1_output: case Id::attn_qkv:
-    case Id::attn_probs: case Id::attn_context: case Id::ln2_input:
-    case Id::ln2_rstd: case Id::ln2_mean: case Id::ln2_output: case Id::moe_router_probs: case Id::mlp_gate:
-    case Id::mlp_up: case Id::mlp_fc1: case Id::mlp_act: case Id::tokens_input: case Id::final_norm_input:
-    case Id::final_norm_rstd: case Id::final_norm_mean: case Id::final_norm_output: case Id::logits_probs:
-    case Id::tokens_targets: return false;
+    case Id::ws_operand_scratch: return false;
     }
     return false;
 }
@@ -432,7 +411,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     auto alloc_list = [&](LayerActs& la, const std::vector<EngineBuffer>& list) {
         for (const EngineBuffer& b : list) {
             LayerActs probe{};  // only buffers with a place here are allocated
-            if (set_layer_buffer(probe, b.id, nullptr)) set_layer_buffer(la, b.id, take(MEM_ACTIVATIONS, b));
+            if (place_buffer({.layer = &probe}, b.id, nullptr)) place_buffer({.layer = &la}, b.id, take(MEM_ACTIVATIONS, b));
         }
     };
     if (c.layers > 0) alloc_list(a.recompute_layer, working);
@@ -450,7 +429,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
         seen(out);
         for (const EngineBuffer& b : out) {
             OutputActs probe{};
-            if (set_output_buffer(probe, b.id, nullptr)) set_output_buffer(a.out, b.id, take(MEM_ACTIVATIONS, b));
+            if (place_buffer({.out = &probe}, b.id, nullptr)) place_buffer({.out = &a.out}, b.id, take(MEM_ACTIVATIONS, b));
         }
     }
     // Workspace: the estimators' list too; attention backward's scratch and the 16-bit
@@ -474,7 +453,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
                                                           c.last, c.layers > 0, f32_elements(attention_scratch_bytes),
                                                           act, f32_elements(a.operand_scratch_bytes))) {
         Activations probe{};
-        if (set_workspace_buffer(probe, b.id, nullptr)) set_workspace_buffer(a, b.id, take(MEM_WORKSPACE, b));
+        if (place_buffer({.ws = &probe}, b.id, nullptr)) place_buffer({.ws = &a}, b.id, take(MEM_WORKSPACE, b));
     }
     be.plan_operand_scratch(c.act, largest_operand, widest_row);
     if (a.rope_table) be.rope_table(a.rope_table, c.seq, c.head_dim(), (float)ms.rope_theta);
@@ -613,6 +592,17 @@ void add_norm_forward_gathered(Model& m, void* res_out, void* out_full, float* m
     tp_gather(m, dst, out_full, c);
 }
 
+// A transformer layer's sizes on this rank, as layer_forward and layer_backward name them:
+// rows (all, and this rank's under sequence parallelism), hidden, micro-batch, sequence, this
+// rank's query and KV heads, head size, this rank's FFN width, and the fused QKV width.
+struct LayerDims {
+    int64_t R, Rl, h, B, T, H, G, D, F, QKV;
+};
+LayerDims layer_dims(const EngineConfig& cfg) {
+    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim();
+    return {cfg.rows(), cfg.rows_local(), cfg.model.hidden, cfg.micro_batch, cfg.seq, H, G, D, cfg.ffn_l(), (H + 2 * G) * D};
+}
+
 }  // namespace
 
 void embedding_forward(Model& m, Activations& a, const int32_t* tokens, void* out, StageComm& c) {
@@ -644,9 +634,7 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
     Backend& be = *m.be;
     const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
-    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
-    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
-    const int64_t QKV = (H + 2 * G) * D;
+    const auto [R, Rl, h, B, T, H, G, D, F, QKV] = layer_dims(cfg);
 
     // Attention block: x + Wo·attn(norm1(x)). Q, K and V in one GEMM: wq, wk, wv (and bq,
     // bk, bv) are adjacent in the flat buffer, one [(H + 2G)·D, h] weight of this rank's heads.
@@ -687,9 +675,7 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
     Backend& be = *m.be;
     const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
-    const int64_t R = cfg.rows(), Rl = cfg.rows_local(), h = cfg.model.hidden, B = cfg.micro_batch, T = cfg.seq;
-    const int64_t H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim(), F = cfg.ffn_l();
-    const int64_t QKV = (H + 2 * G) * D;
+    const auto [R, Rl, h, B, T, H, G, D, F, QKV] = layer_dims(cfg);
 
     // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
     if (P.b2) be.bias_grad(P.b2->g, dout, t, Rl, h);

@@ -44,9 +44,6 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-bool is_final_state(const std::string& s) { return s == "finished" || s == "failed" || s == "stopped"; }
-
-
 // Checked reads of manifest fields; every problem is collected (like the job loaders), each
 // naming the file, the field's path and what was given and expected.
 class ManifestReader {
@@ -63,6 +60,16 @@ public:
             return nullptr;
         }
         return &*it;
+    }
+    // A top-level field that must be an array or an object (`type`): nullptr when it is missing
+    // or of another type, with the problem noted.
+    const json* container(const json& obj, const char* key, bool required, json::value_t type, const char* expected) {
+        const json* v = get(obj, "", key, required, expected);
+        if (v && v->type() != type) {
+            problem(key, "got " + describe_json(*v) + ", expected " + expected);
+            return nullptr;
+        }
+        return v;
     }
     void string(const json& obj, const std::string& prefix, const char* key, std::string& out, bool required = false) {
         const json* v = get(obj, prefix, key, required, "a string");
@@ -267,6 +274,8 @@ RunLauncherInfo this_launcher() {
 // ---------------------------------------------------------------------------------------
 // Manifest
 
+bool is_final_run_state(const std::string& state) { return state == "finished" || state == "failed" || state == "stopped"; }
+
 RunManifest initial_manifest(const LaunchPlan& plan) {
     RunManifest m;
     m.run_id = plan.run_id;
@@ -372,7 +381,7 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     rd.string(j, "", "job_file", m.job_file);
     if (const json* s = rd.get(j, "", "state", true, "starting, running, finished, failed or stopped")) {
         const std::string v = s->is_string() ? s->get<std::string>() : "";
-        if (v == "starting" || v == "running" || is_final_state(v)) m.state = v;
+        if (v == "starting" || v == "running" || is_final_run_state(v)) m.state = v;
         else rd.problem("state", "got " + describe_json(*s) + ", expected starting, running, finished, failed or stopped");
     }
     rd.number(j, "", "started", m.started);
@@ -382,62 +391,50 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     rd.boolean(j, "", "local", m.local);
     rd.string(j, "", "master_addr", m.master_addr);
     rd.integer(j, "", "master_port", m.master_port, false, 0, 65535);
-    if (const json* h = rd.get(j, "", "hosts", true, "an array of host names")) {
-        if (!h->is_array()) {
-            rd.problem("hosts", "got " + describe_json(*h) + ", expected an array of host names");
-        } else {
-            for (size_t i = 0; i < h->size(); ++i) {
-                const json& e = (*h)[i];
-                if (e.is_string()) m.hosts.push_back(e.get<std::string>());
-                else rd.problem("hosts[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected a string");
-            }
-            if (h->empty()) rd.problem("hosts", "is empty, expected at least one host name");
+    if (const json* h = rd.container(j, "hosts", true, json::value_t::array, "an array of host names")) {
+        for (size_t i = 0; i < h->size(); ++i) {
+            const json& e = (*h)[i];
+            if (e.is_string()) m.hosts.push_back(e.get<std::string>());
+            else rd.problem("hosts[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected a string");
         }
+        if (h->empty()) rd.problem("hosts", "is empty, expected at least one host name");
     }
-    if (const json* rs = rd.get(j, "", "ranks", true, "an array of rank objects")) {
-        if (!rs->is_array()) {
-            rd.problem("ranks", "got " + describe_json(*rs) + ", expected an array of rank objects");
-        } else {
-            for (size_t i = 0; i < rs->size(); ++i) {
-                const json& e = (*rs)[i];
-                const std::string prefix = "ranks[" + std::to_string(i) + "].";
-                if (!e.is_object()) {
-                    rd.problem("ranks[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected an object");
-                    continue;
-                }
-                RunManifestRank r;
-                // Ranks are listed in order: entry i is global rank i.
-                rd.integer(e, prefix, "rank", r.rank, true, (long long)i, (long long)i);
-                const long long last_host = std::max<long long>(0, (long long)m.hosts.size() - 1);
-                rd.integer(e, prefix, "host", r.host, true, 0, last_host);
-                rd.integer(e, prefix, "local_rank", r.local_rank);
-                rd.integer(e, prefix, "tp", r.tp);
-                rd.integer(e, prefix, "pp", r.pp);
-                rd.integer(e, prefix, "dp", r.dp);
-                rd.integer(e, prefix, "pid", r.pid, false, 0, std::numeric_limits<long>::max());
-                if (const json* x = rd.get(e, prefix, "exit_code", false, "an integer or null"); x && !x->is_null()) {
-                    long long code = 0;
-                    if (rd.integer_value(*x, prefix + "exit_code", -1, 255, code)) r.exit_code = (int)code;
-                }
-                m.ranks.push_back(r);
+    if (const json* rs = rd.container(j, "ranks", true, json::value_t::array, "an array of rank objects")) {
+        for (size_t i = 0; i < rs->size(); ++i) {
+            const json& e = (*rs)[i];
+            const std::string prefix = "ranks[" + std::to_string(i) + "].";
+            if (!e.is_object()) {
+                rd.problem("ranks[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected an object");
+                continue;
             }
-            if ((int)rs->size() != m.world_size && m.world_size > 0)
-                rd.problem("ranks", "has " + std::to_string(rs->size()) + " entries, expected world_size (" +
-                                        std::to_string(m.world_size) + ")");
+            RunManifestRank r;
+            // Ranks are listed in order: entry i is global rank i.
+            rd.integer(e, prefix, "rank", r.rank, true, (long long)i, (long long)i);
+            const long long last_host = std::max<long long>(0, (long long)m.hosts.size() - 1);
+            rd.integer(e, prefix, "host", r.host, true, 0, last_host);
+            rd.integer(e, prefix, "local_rank", r.local_rank);
+            rd.integer(e, prefix, "tp", r.tp);
+            rd.integer(e, prefix, "pp", r.pp);
+            rd.integer(e, prefix, "dp", r.dp);
+            rd.integer(e, prefix, "pid", r.pid, false, 0, std::numeric_limits<long>::max());
+            if (const json* x = rd.get(e, prefix, "exit_code", false, "an integer or null"); x && !x->is_null()) {
+                long long code = 0;
+                if (rd.integer_value(*x, prefix + "exit_code", -1, 255, code)) r.exit_code = (int)code;
+            }
+            m.ranks.push_back(r);
         }
+        if ((int)rs->size() != m.world_size && m.world_size > 0)
+            rd.problem("ranks", "has " + std::to_string(rs->size()) + " entries, expected world_size (" +
+                                    std::to_string(m.world_size) + ")");
     }
     rd.integer(j, "", "exit_code", m.exit_code, false, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
     rd.integer(j, "", "failed_rank", m.failed_rank, false, -1);
     rd.string(j, "", "reason", m.reason);
-    if (const json* l = rd.get(j, "", "launcher", false, "an object")) {
-        if (!l->is_object()) {
-            rd.problem("launcher", "got " + describe_json(*l) + ", expected an object");
-        } else {
-            rd.integer(*l, "launcher.", "pid", m.launcher.pid, true, 1, std::numeric_limits<long>::max());
-            rd.string(*l, "launcher.", "host", m.launcher.host);
-            rd.string(*l, "launcher.", "boot_id", m.launcher.boot_id);
-            rd.integer(*l, "launcher.", "start_time", m.launcher.start_time, false, 0, std::numeric_limits<long long>::max());
-        }
+    if (const json* l = rd.container(j, "launcher", false, json::value_t::object, "an object")) {
+        rd.integer(*l, "launcher.", "pid", m.launcher.pid, true, 1, std::numeric_limits<long>::max());
+        rd.string(*l, "launcher.", "host", m.launcher.host);
+        rd.string(*l, "launcher.", "boot_id", m.launcher.boot_id);
+        rd.integer(*l, "launcher.", "start_time", m.launcher.start_time, false, 0, std::numeric_limits<long long>::max());
     }
     return rd.result(std::move(m));
 }
@@ -564,7 +561,7 @@ std::vector<LaunchEvent> RunFollower::poll() {
             tails_.push_back(std::move(tail));
         }
     }
-    bool final_state = is_final_state(manifest_.state);
+    bool final_state = is_final_run_state(manifest_.state);
     // A later manifest never lists fewer ranks, but a hand-edited one might.
     const size_t n = std::min(tails_.size(), manifest_.ranks.size());
 

@@ -287,12 +287,21 @@ inline void launch(const char* name, const char* file, int line, void (*kernel)(
 }
 
 // ---- atomics: a fiber never yields inside one, so a plain read-modify-write is atomic ----
+// Each returns the old value, as CUDA's do.
 template <class T>
-inline T atomic_add(T* p, T v) {
+inline T atomic_update(T* p, T v) {
     const T old = *p;
-    *p = old + v;
+    *p = v;
     return old;
 }
+template <class T>
+inline T atomic_add(T* p, T v) { return atomic_update<T>(p, *p + v); }
+template <class T>
+inline T atomic_max(T* p, T v) { return atomic_update<T>(p, *p > v ? *p : v); }
+template <class T>
+inline T atomic_min(T* p, T v) { return atomic_update<T>(p, *p < v ? *p : v); }
+template <class T>
+inline T atomic_cas(T* p, T compare, T v) { return atomic_update<T>(p, *p == compare ? v : *p); }
 
 }  // namespace ptd::cuda::sim
 
@@ -345,56 +354,18 @@ inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 }
 inline float atomicAdd(float* p, float v) { return ptd::cuda::sim::atomic_add(p, v); }
 inline double atomicAdd(double* p, double v) { return ptd::cuda::sim::atomic_add(p, v); }
-inline int atomicMax(int* p, int v) {
-    const int old = *p;
-    *p = old > v ? old : v;
-    return old;
-}
-inline unsigned atomicMax(unsigned* p, unsigned v) {
-    const unsigned old = *p;
-    *p = old > v ? old : v;
-    return old;
-}
-inline int atomicMin(int* p, int v) {
-    const int old = *p;
-    *p = old < v ? old : v;
-    return old;
-}
-inline unsigned atomicMin(unsigned* p, unsigned v) {
-    const unsigned old = *p;
-    *p = old < v ? old : v;
-    return old;
-}
-inline int atomicCAS(int* p, int compare, int v) {
-    const int old = *p;
-    if (old == compare) *p = v;
-    return old;
-}
-inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned v) {
-    const unsigned old = *p;
-    if (old == compare) *p = v;
-    return old;
-}
+inline int atomicMax(int* p, int v) { return ptd::cuda::sim::atomic_max(p, v); }
+inline unsigned atomicMax(unsigned* p, unsigned v) { return ptd::cuda::sim::atomic_max(p, v); }
+inline int atomicMin(int* p, int v) { return ptd::cuda::sim::atomic_min(p, v); }
+inline unsigned atomicMin(unsigned* p, unsigned v) { return ptd::cuda::sim::atomic_min(p, v); }
+inline int atomicCAS(int* p, int compare, int v) { return ptd::cuda::sim::atomic_cas(p, compare, v); }
+inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned v) { return ptd::cuda::sim::atomic_cas(p, compare, v); }
 inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long compare, unsigned long long v) {
-    const unsigned long long old = *p;
-    if (old == compare) *p = v;
-    return old;
+    return ptd::cuda::sim::atomic_cas(p, compare, v);
 }
-inline int atomicExch(int* p, int v) {
-    const int old = *p;
-    *p = v;
-    return old;
-}
-inline unsigned atomicExch(unsigned* p, unsigned v) {
-    const unsigned old = *p;
-    *p = v;
-    return old;
-}
-inline float atomicExch(float* p, float v) {
-    const float old = *p;
-    *p = v;
-    return old;
-}
+inline int atomicExch(int* p, int v) { return ptd::cuda::sim::atomic_update(p, v); }
+inline unsigned atomicExch(unsigned* p, unsigned v) { return ptd::cuda::sim::atomic_update(p, v); }
+inline float atomicExch(float* p, float v) { return ptd::cuda::sim::atomic_update(p, v); }
 
 // Device math that host C++ lacks.
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

@@ -59,6 +59,9 @@ struct RunManifest {
     RunLauncherInfo launcher;
 };
 
+// A run state that no later event changes: "finished", "failed" or "stopped".
+bool is_final_run_state(const std::string& state);
+
 // The manifest of a plan before anything started (state "starting").
 RunManifest initial_manifest(const LaunchPlan& plan);
 
