@@ -1,5 +1,7 @@
-// job_toml_internal.h — the typed TOML reading/writing helpers shared by the job loader
-// (job_toml.cpp) and the preset loader (presets.cpp). Not part of the public API.
+// job_toml_internal.h — the typed TOML reading/writing helpers shared by the job reader
+// (job_toml.cpp), the one-pass loader (job_load.cpp), the `--set` overrides
+// (job_overrides.cpp), the preset loader (presets.cpp) and the exports. Not part of the
+// public API.
 #pragma once
 
 #include <map>
@@ -10,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "ptd/file_read.h"
+#include "ptd/job_overrides.h"
 #include "ptd/job_spec.h"
 
 namespace ptd {
@@ -67,6 +70,17 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& file);
 Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, const PresetCatalog& presets);
 // A job (or preset) file through the shared reader: regular files only, size-capped.
 Result<std::string> read_text_file(const std::string& path, const FileKind& kind = file_kind::job_toml);
+
+// ---- `--set` overrides on a parsed document (job_overrides.cpp) --------------------------
+// parse_override on each text; every malformed one is reported, in order.
+Result<std::vector<JobOverride>> parse_overrides(const std::vector<std::string>& texts);
+// Writes the overrides into `doc`, in order (a later override of the same key wins).
+Result<void> write_overrides(toml::table& doc, const std::vector<JobOverride>& overrides);
+// Diagnostics and recorded key locations about an overridden key name the override (the
+// last one wins, like the value). `from_saved_text`: the document was not a file the user
+// can open, so other line numbers would mislead and are dropped.
+void point_at_overrides(std::vector<Diagnostic>& ds, const std::vector<JobOverride>& os, bool from_saved_text);
+void point_locations_at_overrides(JobSpec& job, const std::vector<JobOverride>& os, bool from_saved_text);
 
 // The [model] keys (also the body of each model preset). from_scratch = no preset or HF
 // config underneath, so arch/layers/hidden/heads/vocab/seq_len are required.

@@ -1,7 +1,8 @@
-// job_overrides.cpp — `--set section.key=value`: the override is written into the parsed
-// TOML document and the document is read by the one strict job reader (load_job_table),
-// so overrides get the same type/range/cross-field checks and "did you mean" hints as a
-// file. Afterwards every diagnostic about an overridden key is re-pointed at the override.
+// job_overrides.cpp — `--set section.key=value`: splitting and checking the override text,
+// writing each override into the parsed TOML document, and afterwards re-pointing every
+// diagnostic about an overridden key at the override. Loading itself is job_load.cpp's one
+// pass, so overrides get the same type/range/cross-field checks and "did you mean" hints as
+// a file.
 #include "ptd/job_overrides.h"
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <toml++/toml.h>
 
 #include "job_toml_internal.h"
-#include "ptd/presets.h"
 
 namespace ptd {
 
@@ -215,10 +215,7 @@ static bool key_under(std::string_view key, std::string_view prefix) {
     return key.size() == prefix.size() || key[prefix.size()] == '.' || key[prefix.size()] == '[';
 }
 
-// Diagnostics and recorded key locations about an overridden key now name the override
-// (the last one wins, like the value). `from_saved_text`: the document was not a file the
-// user can open, so other line numbers would mislead and are dropped.
-static void point_at_overrides(std::vector<Diagnostic>& ds, const std::vector<JobOverride>& os, bool from_saved_text) {
+void point_at_overrides(std::vector<Diagnostic>& ds, const std::vector<JobOverride>& os, bool from_saved_text) {
     for (Diagnostic& d : ds) {
         const JobOverride* hit = nullptr;
         for (const JobOverride& o : os) {
@@ -231,7 +228,7 @@ static void point_at_overrides(std::vector<Diagnostic>& ds, const std::vector<Jo
     }
 }
 
-static void point_locations_at_overrides(JobSpec& job, const std::vector<JobOverride>& os, bool from_saved_text) {
+void point_locations_at_overrides(JobSpec& job, const std::vector<JobOverride>& os, bool from_saved_text) {
     for (auto& [key, loc] : job.origin.locations) {
         const JobOverride* hit = nullptr;
         for (const JobOverride& o : os)
@@ -241,7 +238,7 @@ static void point_locations_at_overrides(JobSpec& job, const std::vector<JobOver
     }
 }
 
-static Result<std::vector<JobOverride>> parse_all(const std::vector<std::string>& texts) {
+Result<std::vector<JobOverride>> parse_overrides(const std::vector<std::string>& texts) {
     std::vector<JobOverride> out;
     std::vector<Diagnostic> problems;
     for (const std::string& t : texts) {
@@ -253,54 +250,10 @@ static Result<std::vector<JobOverride>> parse_all(const std::vector<std::string>
     return out;
 }
 
-static Result<JobSpec> load_overridden(toml::table doc, const std::string& file, const std::vector<std::string>& texts,
-                                       const PresetCatalog& presets, bool from_saved_text) {
-    auto os = parse_all(texts);
-    if (!os) return std::unexpected(os.error());
-    for (const JobOverride& o : *os)
+Result<void> write_overrides(toml::table& doc, const std::vector<JobOverride>& overrides) {
+    for (const JobOverride& o : overrides)
         if (auto r = apply_one(doc, o); !r) return std::unexpected(r.error());
-    auto job = load_job_table(doc, file, presets);
-    if (!job) {
-        Error e = job.error();
-        point_at_overrides(e.diagnostics, *os, from_saved_text);
-        return std::unexpected(std::move(e));
-    }
-    point_locations_at_overrides(*job, *os, from_saved_text);
-    return job;
-}
-
-Result<JobSpec> load_job_text_with_overrides(std::string_view text, const std::string& file,
-                                             const std::vector<std::string>& overrides, const PresetCatalog& presets) {
-    if (overrides.empty()) return load_job_text(text, file, presets);
-    auto doc = parse_toml(text, file);
-    if (!doc) return std::unexpected(doc.error());
-    return load_overridden(std::move(*doc), file, overrides, presets, false);
-}
-
-Result<JobSpec> load_job_file_with_overrides(const std::string& path, const std::vector<std::string>& overrides,
-                                             const PresetCatalog& presets) {
-    if (overrides.empty()) return load_job_file(path, presets);
-    auto text = read_text_file(path);
-    if (!text) return std::unexpected(text.error());
-    return load_job_text_with_overrides(*text, path, overrides, presets);
-}
-
-Result<JobSpec> apply_overrides(const JobSpec& job, const std::vector<std::string>& overrides,
-                                const PresetCatalog& presets) {
-    if (overrides.empty()) return job;
-    // The built-in jobs name their presets but keep no base copy; give them one when the
-    // model / GPU still equal the preset, so the saved text says `preset = ...` and
-    // `gpu = ...` and an override of one key keeps the rest of the preset.
-    JobSpec base = job;
-    if (!base.origin.model_base && !base.origin.model_preset.empty())
-        if (const ModelSpec* m = presets.find_model(base.origin.model_preset); m && *m == base.model)
-            base.origin.model_base = *m;
-    if (!base.origin.gpu_base && !base.origin.gpu_preset.empty())
-        if (const GpuSpec* g = presets.find_gpu(base.origin.gpu_preset); g && *g == base.cluster.gpu)
-            base.origin.gpu_base = *g;
-    auto doc = parse_toml(save_job_toml(base), job.origin.file);
-    if (!doc) return std::unexpected(doc.error());  // save_job_toml always writes valid TOML
-    return load_overridden(std::move(*doc), job.origin.file, overrides, presets, true);
+    return {};
 }
 
 }  // namespace ptd

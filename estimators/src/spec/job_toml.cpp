@@ -829,14 +829,9 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
     }
 }
 
-Result<JobSpec> load_job_text(std::string_view text, const std::string& file, const PresetCatalog& presets) {
-    auto doc = parse_toml(text, file);
-    if (!doc) return std::unexpected(doc.error());
-    return load_job_table(*doc, file, presets);
-}
-
-// The one strict reader: files, texts and `--set` overrides (job_overrides.cpp edits the
-// parsed table, then calls this) all go through it, so every key is checked the same way.
+// The one strict reader: files, texts and `--set` overrides (job_load.cpp parses the text,
+// writes the overrides into the table, then calls this once) all go through it, so every
+// key is checked the same way.
 Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, const PresetCatalog& presets) {
     TomlContext ctx{file, {}, {}};
     JobSpec job;
@@ -881,12 +876,6 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
 
 Result<std::string> read_text_file(const std::string& path, const FileKind& kind) {
     return read_regular_file(path, kind);
-}
-
-Result<JobSpec> load_job_file(const std::string& path, const PresetCatalog& presets) {
-    auto text = read_text_file(path);
-    if (!text) return std::unexpected(text.error());
-    return load_job_text(*text, path, presets);
 }
 
 // ---- writing ---------------------------------------------------------------------------
