@@ -416,12 +416,12 @@ std::string join(const std::vector<int>& v) {
     return s;
 }
 
-}  // namespace
+// ---- the steps of plan_layouts --------------------------------------------------------
 
-Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) {
-    const auto t0 = std::chrono::steady_clock::now();
+// The inputs a search cannot start without: whole nodes, a model with layers and heads, a
+// fixed cp that divides the world, a global batch.
+Result<void> check_plan_inputs(const JobSpec& job, const PlanOptions& options, int world) {
     const int gpn = job.cluster.gpus_per_node;
-    const int world = options.gpus > 0 ? options.gpus : job.world_size();
     if (gpn < 1)
         return fail(job.where("cluster.gpus_per_node"), "cluster.gpus_per_node",
                     "got " + std::to_string(gpn) + "; allowed: at least 1");
@@ -445,14 +445,13 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                     "got " + std::to_string(job.training.global_batch) +
                         "; the planner keeps the global batch fixed, so it must be ≥ 1");
     }
+    return {};
+}
 
-    // The job the estimator sees: the planned world size and the asked-for headroom.
-    JobSpec planned = job;
-    planned.cluster.nodes = world / gpn;
-    planned.cluster.hosts.clear();
-    if (options.headroom >= 0) planned.estimate.headroom = options.headroom;
-    const EstimateContext ctx = make_estimate_context(planned);
-
+// The search space of a job on `world` GPUs (`planned`: the job as the estimator sees it).
+Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& options, int world) {
+    const ModelSpec& m = job.model;
+    const int cp = std::max(job.parallel.cp, 1);  // the job's, kept when vary_cp is off
     Space sp;
     sp.world = world, sp.layers = m.layers, sp.seq_len = m.seq_len;
     sp.global_batch = job.training.global_batch;
@@ -522,69 +521,85 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         sp.chunk_lps[pp].resize((size_t)(m.layers / pp) + 1);
         for (int v = 2; v <= m.layers / pp; ++v) sp.chunk_lps[pp][(size_t)v] = balanced_layers_per_stage(m.layers, pp * v);
     }
+    return sp;
+}
 
-    // Counting pass (no evaluation): the total for progress, and whether the job's own
-    // layout is in the space at all.
-    const LayoutChoice own = layout_choice_of(job);
-    const std::vector<int>& own_lps = job.parallel.layers_per_stage;
-    bool own_in_space = false;
+// The counting pass (no evaluation): the total for progress, and whether the job's own
+// layout is in the space at all.
+struct SpaceCount {
     int64_t total = 0;
+    bool own_in_space = false;
+};
+
+SpaceCount count_space(const Space& sp, const JobSpec& job, const LayoutChoice& own) {
+    const std::vector<int>& own_lps = job.parallel.layers_per_stage;
+    SpaceCount n;
     for_each_layout(sp, false, [&](const LayoutChoice& c, const std::vector<int>& lps, bool) {
-        ++total;
+        ++n.total;
         if (job.has_layout() && same_choice(c, own) &&
-            (own_lps.empty() || own_lps == (lps.empty() ? balanced_layers_per_stage(m.layers, c.pp) : lps)))
-            own_in_space = true;
+            (own_lps.empty() || own_lps == (lps.empty() ? balanced_layers_per_stage(sp.layers, c.pp) : lps)))
+            n.own_in_space = true;
         return 0;  // "does not fit": the count includes every offload variant the search may visit
     });
-    if (total == 0) {
-        std::vector<int> dps;
-        for (int tp : sp.tps)
-            for (int c : sp.cps)
-                for (int pp = 1; pp <= m.layers; ++pp)
-                    if (world % ((long long)tp * pp * c) == 0) dps.push_back(world / (tp * pp * c));
-        std::sort(dps.begin(), dps.end());
-        dps.erase(std::unique(dps.begin(), dps.end()), dps.end());
-        if (sp.tps.empty())
-            return fail(job.where("parallel.tp"), "parallel.tp",
-                        "no tensor-parallel degree is possible: tp must divide heads (" + std::to_string(m.heads) +
-                            "), ffn_hidden and the " + std::to_string(world / (options.vary_cp ? 1 : cp)) +
-                            " GPUs per context group" + (options.tp_beyond_node ? "" : ", and stay within a node"));
-        // Every replica needs at least one sequence per step: with dp > global_batch the
-        // cluster is simply too big for the batch, which is worth saying in those words.
-        if (!dps.empty() && dps.front() > sp.global_batch)
-            return fail(job.where("training.global_batch"), "training.global_batch",
-                        "global_batch " + std::to_string(sp.global_batch) + " seqs cannot keep " +
-                            thousands(world) + " GPUs busy: the fewest data-parallel replicas any layout " +
-                            "of this model leaves is " + std::to_string(dps.front()) +
-                            ", each needing at least one sequence per step; allowed: a global batch that is a "
-                            "multiple of one of dp " + join(dps) + ", or fewer GPUs (--gpus)");
+    return n;
+}
+
+// Why the space holds no layout at all, in the user's terms: no tensor-parallel degree, a
+// cluster too big for the batch, or a batch no data-parallel degree divides.
+std::unexpected<Error> empty_space_error(const JobSpec& job, const Space& sp, const PlanOptions& options) {
+    const int world = sp.world, cp = std::max(job.parallel.cp, 1);
+    std::vector<int> dps;
+    for (int tp : sp.tps)
+        for (int c : sp.cps)
+            for (int pp = 1; pp <= sp.layers; ++pp)
+                if (world % ((long long)tp * pp * c) == 0) dps.push_back(world / (tp * pp * c));
+    std::sort(dps.begin(), dps.end());
+    dps.erase(std::unique(dps.begin(), dps.end()), dps.end());
+    if (sp.tps.empty())
+        return fail(job.where("parallel.tp"), "parallel.tp",
+                    "no tensor-parallel degree is possible: tp must divide heads (" + std::to_string(job.model.heads) +
+                        "), ffn_hidden and the " + std::to_string(world / (options.vary_cp ? 1 : cp)) +
+                        " GPUs per context group" + (options.tp_beyond_node ? "" : ", and stay within a node"));
+    // Every replica needs at least one sequence per step: with dp > global_batch the
+    // cluster is simply too big for the batch, which is worth saying in those words.
+    if (!dps.empty() && dps.front() > sp.global_batch)
         return fail(job.where("training.global_batch"), "training.global_batch",
-                    "got " + std::to_string(sp.global_batch) +
-                        ", not divisible by any data-parallel degree possible on " + std::to_string(world) +
-                        " GPUs (dp: " + join(dps) + "); allowed: a multiple of one of them");
-    }
+                    "global_batch " + std::to_string(sp.global_batch) + " seqs cannot keep " +
+                        thousands(world) + " GPUs busy: the fewest data-parallel replicas any layout " +
+                        "of this model leaves is " + std::to_string(dps.front()) +
+                        ", each needing at least one sequence per step; allowed: a global batch that is a "
+                        "multiple of one of dp " + join(dps) + ", or fewer GPUs (--gpus)");
+    return fail(job.where("training.global_batch"), "training.global_batch",
+                "got " + std::to_string(sp.global_batch) +
+                    ", not divisible by any data-parallel degree possible on " + std::to_string(world) +
+                    " GPUs (dp: " + join(dps) + "); allowed: a multiple of one of them");
+}
 
-    PlanResult out;
-    LayoutScore own_score;
-    if (own_in_space) own_score = evaluate_layout(ctx, own, layers_for(sp, own.pp, own.vpp), nullptr);  // same inputs as in the search
-    const size_t keep = (size_t)std::max(options.top_k, 0);
-    const size_t keep_unfit = (size_t)std::max(options.top_k_unfit, 0);
-    const double tokens_per_step = (double)job.training.global_batch * m.seq_len;
+// One layout after screening: its exact memory and bounds on its step time.
+struct Screened {
+    LayoutChoice choice;
+    int64_t seq;
+    double peak_bytes, lo_s, hi_s;
+    bool fits;
+};
 
-    // Pass 1, screening: every layout's memory (exact: pruning and feasibility need it) and
-    // bounds on its step time, without simulating the pipeline schedule.
-    struct Screened {
-        LayoutChoice choice;
-        int64_t seq;
-        double peak_bytes, lo_s, hi_s;
-        bool fits;
-    };
+// Pass 1's result: every evaluated layout, and the two layouts the "nothing fits" line names.
+struct Screening {
     std::vector<Screened> screened;
-    Candidate smallest;  // the least peak memory seen, for the "nothing fits" line
-    smallest.score.peak_bytes = -1;
+    Candidate smallest;    // the least peak memory seen
     Candidate least_host;  // offload: the least host need among layouts that fit the GPU but not the host
-    least_host.score.host_bytes_per_node = -1;
     int64_t enumerated = 0;
+    bool done = false;     // false: cancelled by options.progress
+};
+
+// Pass 1, screening: every layout's memory (exact: pruning and feasibility need it) and
+// bounds on its step time, without simulating the pipeline schedule. Counts evaluated and
+// feasible layouts into `out`. `want_hi`: the upper bound is needed (only job_rank uses it).
+Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const PlanOptions& options, bool want_hi,
+                         int64_t total, PlanResult& out) {
+    Screening r;
+    r.smallest.score.peak_bytes = -1;
+    r.least_host.score.host_bytes_per_node = -1;
     // offload: the search visits a layout's offload variants right after the layout itself.
     // Offloading takes exactly its states (and their fragmentation) off each stage, so when the
     // layout's worst stage minus what offload takes off it still exceeds the usable memory, the
@@ -592,9 +607,9 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     LayoutScore last_plain;
     bool last_plain_valid = false;
     const double fragmentation = ctx.job.estimate.fragmentation;
-    bool done =
+    r.done =
         for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
-            const int64_t seq = enumerated++;
+            const int64_t seq = r.enumerated++;
             const bool variant = options.vary_zero && (c.offload_optimizer != OffloadDevice::none || c.offload_params);
             if (!variant) last_plain_valid = false;
             if (pruned) return 0;
@@ -604,64 +619,312 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                 if (last_plain.peak_bytes - removed * (1 + fragmentation) > last_plain.usable_bytes) return 0;
             }
             StepBounds bounds;
-            bounds.want_hi = own_in_space && own_score.fits;  // only job_rank uses the upper bound
+            bounds.want_hi = want_hi;
             const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
             if (!variant) last_plain = score, last_plain_valid = true;
             ++out.evaluated;
             if (options.progress && out.evaluated % 4096 == 0 &&
-                !options.progress(out.evaluated, out.evaluated * total / enumerated))
+                !options.progress(out.evaluated, out.evaluated * total / r.enumerated))
                 return -1;
-            screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
+            r.screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
             if (!score.fits) {
                 if (score.peak_bytes <= score.usable_bytes) {  // offload: only the host RAM is short
-                    if (least_host.score.host_bytes_per_node < 0 ||
-                        score.host_bytes_per_node < least_host.score.host_bytes_per_node)
-                        least_host = Candidate{c, score, seq};
-                } else if (smallest.score.peak_bytes < 0 || score.peak_bytes < smallest.score.peak_bytes) {
-                    smallest = Candidate{c, score, seq};
+                    if (r.least_host.score.host_bytes_per_node < 0 ||
+                        score.host_bytes_per_node < r.least_host.score.host_bytes_per_node)
+                        r.least_host = Candidate{c, score, seq};
+                } else if (r.smallest.score.peak_bytes < 0 || score.peak_bytes < r.smallest.score.peak_bytes) {
+                    r.smallest = Candidate{c, score, seq};
                 }
                 return 0;
             }
             ++out.feasible;
             return 1;
         });
-    out.cancelled = !done;
-    out.enumerated = enumerated;
+    return r;
+}
 
-    // Pass 2: simulate the schedule only where the bounds leave a layout's place open. The
-    // bounds carry a relative slack far above rounding, so "cannot reach" is never a
-    // rounding artefact; every number reported is the simulated one.
-    constexpr double kSlack = 1e-9;
-    auto most_tokens = [&](const Screened& r) { return tokens_per_step / r.lo_s * (1 + kSlack); };
-    auto least_tokens = [&](const Screened& r) { return tokens_per_step / r.hi_s * (1 - kSlack); };
-    std::vector<int32_t> exact_of(screened.size(), -1);  // index into `exact`
-    std::vector<Candidate> exact;
-    auto simulate = [&](size_t i) -> const Candidate& {
-        if (exact_of[i] < 0) {
-            const Screened& r = screened[i];
-            exact_of[i] = (int32_t)exact.size();
-            exact.push_back(Candidate{r.choice, evaluate_layout(ctx, r.choice, layers_for(sp, r.choice.pp, r.choice.vpp), nullptr), r.seq});
-            ++out.simulated;
+// Pass 2: the schedule simulated only where the bounds leave a layout's place open. The
+// bounds carry a relative slack far above rounding, so "cannot reach" is never a rounding
+// artefact; every number reported is the simulated one.
+class Simulated {
+public:
+    Simulated(const EstimateContext& ctx, const Space& sp, const std::vector<Screened>& screened,
+              double tokens_per_step, PlanResult& out)
+        : ctx_(ctx), sp_(sp), screened_(screened), tokens_per_step_(tokens_per_step), out_(out),
+          exact_of_(screened.size(), -1) {}
+
+    // Screened layout i, simulated once.
+    const Candidate& get(size_t i) {
+        if (exact_of_[i] < 0) {
+            const Screened& r = screened_[i];
+            exact_of_[i] = (int32_t)exact_.size();
+            exact_.push_back(Candidate{r.choice, evaluate_layout(ctx_, r.choice, layers_for(sp_, r.choice.pp, r.choice.vpp), nullptr), r.seq});
+            ++out_.simulated;
         }
-        return exact[(size_t)exact_of[i]];
-    };
+        return exact_[(size_t)exact_of_[i]];
+    }
+    bool has(size_t i) const { return exact_of_[i] >= 0; }
+    // The tokens/s screened layout i can at most / at least reach.
+    double most_tokens(size_t i) const { return tokens_per_step_ / screened_[i].lo_s * (1 + kSlack); }
+    double least_tokens(size_t i) const { return tokens_per_step_ / screened_[i].hi_s * (1 - kSlack); }
+    // Every layout simulated so far, in the order simulated.
+    const std::vector<Candidate>& all() const { return exact_; }
+
+private:
+    static constexpr double kSlack = 1e-9;
+    const EstimateContext& ctx_;
+    const Space& sp_;
+    const std::vector<Screened>& screened_;
+    double tokens_per_step_;
+    PlanResult& out_;
+    std::vector<int32_t> exact_of_;  // index into exact_
+    std::vector<Candidate> exact_;
+};
+
+// The two highest distinct simulated tokens/s among the fitting layouts (−1: none).
+struct BestTwo {
+    double first = -1, second = -1;
+};
+
+// Branch and bound for the ranked list: visit by promise, simulate, stop once the next
+// layout's best possible tokens/s is below what the list needs (and below the runner-up's,
+// for why_best). `fitting` is sorted most promising first.
+BestTwo rank_top(Simulated& sim, const std::vector<size_t>& fitting, BestKept& heap) {
+    BestTwo best;
+    for (size_t i : fitting) {
+        const double need = std::min(heap.entry_tokens_per_s(), best.second >= 0 ? best.second : -1.0);
+        if (sim.most_tokens(i) < need) break;
+        const Candidate& c = sim.get(i);
+        heap.offer(c);
+        const double t = c.score.tokens_per_s;
+        if (t > best.first) best.second = best.first, best.first = t;
+        else if (t < best.first && t > best.second) best.second = t;
+    }
+    return best;
+}
+
+// The Pareto front (throughput vs headroom): by headroom, most first. A layout whose best
+// possible tokens/s is below the fastest simulated one with at least its headroom is
+// dominated by that one, and so is anything it would dominate: only the others are simulated.
+void simulate_pareto_candidates(Simulated& sim, const std::vector<Screened>& screened, std::vector<size_t> by_room) {
+    std::sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
+        return screened[a].peak_bytes != screened[b].peak_bytes ? screened[a].peak_bytes < screened[b].peak_bytes : a < b;
+    });
+    double fastest = -1;
+    for (size_t i : by_room) {
+        if (!sim.has(i) && sim.most_tokens(i) < fastest) continue;
+        fastest = std::max(fastest, sim.get(i).score.tokens_per_s);
+    }
+}
+
+// The job's own rank: how many fitting layouts are faster; those surely faster or surely
+// not count without simulation.
+int64_t count_faster(Simulated& sim, const std::vector<size_t>& fitting, double own_tokens_per_s) {
+    int64_t higher = 0;
+    for (size_t i : fitting) {
+        if (!sim.has(i) && sim.least_tokens(i) > own_tokens_per_s) ++higher;
+        else if (!sim.has(i) && sim.most_tokens(i) <= own_tokens_per_s) continue;
+        else if (sim.get(i).score.tokens_per_s > own_tokens_per_s) ++higher;
+    }
+    return higher;
+}
+
+// What the simulated layouts decide, in enumeration order: best, runner-up, ties and the
+// Pareto front (and, with keep_fitting_scores, every fitting tokens/s into `out`).
+struct Decision {
+    std::vector<const Candidate*> fit_exact;  // the simulated layouts that fit, by enumeration
+    Candidate best, runner;
+    bool have_best = false, have_runner = false;
+    int64_t ties = 0;  // other layouts with the best's tokens/s
+    std::vector<Candidate> pareto;
+};
+
+Decision decide(const Simulated& sim, const BestTwo& top, const PlanOptions& options, PlanResult& out) {
+    Decision d;
+    for (const Candidate& c : sim.all())
+        if (c.score.fits) d.fit_exact.push_back(&c);
+    std::sort(d.fit_exact.begin(), d.fit_exact.end(), [](const Candidate* a, const Candidate* b) { return a->seq < b->seq; });
+    for (const Candidate* each : d.fit_exact) {
+        const Candidate& cand = *each;
+        const double t = cand.score.tokens_per_s;
+        if (t == top.first) {
+            if (!d.have_best || better(cand, d.best)) d.best = cand;
+            d.ties += d.have_best ? 1 : 0;
+            d.have_best = true;
+        } else if (t == top.second && (!d.have_runner || better(cand, d.runner))) {
+            d.runner = cand, d.have_runner = true;
+        }
+        if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(t);
+        if (std::none_of(d.pareto.begin(), d.pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
+            std::erase_if(d.pareto, [&](const Candidate& p) { return dominates(cand, p); });
+            d.pareto.push_back(cand);
+        }
+    }
+    std::sort(d.pareto.begin(), d.pareto.end(), better);
+    return d;
+}
+
+// Fitting layouts left out of the list because a listed one has the same predicted numbers.
+int64_t count_equivalent_hidden(const std::vector<Candidate>& listed, const std::vector<const Candidate*>& fit_exact) {
+    std::set<std::pair<double, double>> keys;
+    for (const Candidate& c : listed) keys.emplace(c.score.tokens_per_s, c.score.peak_bytes);
+    int64_t hidden = 0;
+    for (const Candidate* c : fit_exact) hidden += keys.count({c->score.tokens_per_s, c->score.peak_bytes});
+    return hidden - (int64_t)listed.size();
+}
+
+// The job's own layout as the why line sees it: scored by the search, or (outside the
+// search space, but valid on this world) as `ptd estimate` scores it.
+struct OwnLayout {
+    LayoutChoice choice;
+    LayoutScore score;
+    bool in_space = false, scored = false;
+};
+
+// " ; N other layouts tie with it on tokens/s", or "" without ties.
+std::string ties_clause(int64_t ties) {
+    if (ties <= 0) return "";
+    return "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") + " with it on tokens/s";
+}
+
+// why: one line on why the best layout beats the job's own layout (where it is slower) or
+// the runner-up, what nothing fitting means, or that the search was cancelled.
+std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int64_t total, const Screening& screening,
+                          const Decision& d, const OwnLayout& own) {
+    // Compared also when it does not fit: the line then says that first and what else it costs.
+    const bool vs_own = d.have_best && own.scored && own.score.tokens_per_s < d.best.score.tokens_per_s;
+    std::string why;
+    if (out.cancelled) {
+        why = "search cancelled after " + std::to_string(out.evaluated) + " of about " + std::to_string(total) +
+              " layouts; the ranking covers only those";
+    } else if (out.feasible == 0) {
+        const Candidate& smallest = screening.smallest;
+        double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
+        if (smallest.score.peak_bytes >= 0) {
+            why = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) + " GiB per GPU at " +
+                  label(ctx, smallest.choice, nullptr) + ", capacity " + fmt("%.1f", capacity) + " GiB";
+            if (ctx.job.estimate.headroom > 0)
+                why += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
+        } else {
+            why = "no layout fits";
+        }
+        // offload: layouts that fit the GPUs only by offloading more than the host RAM holds.
+        const LayoutScore& lh = screening.least_host.score;
+        if (lh.host_bytes_per_node >= 0)
+            why += fmt("; offloading fits the GPUs (%.1f GiB per GPU", lh.peak_bytes / kGiB) + " at " +
+                   label(ctx, screening.least_host.choice, nullptr) +
+                   fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
+                       lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
+    } else if (vs_own) {
+        // why: the job's own layout is what the user asked about; compare with it rather
+        // than with the runner-up (often a near twin of the best).
+        why = why_best_line(ctx, d.best, Candidate{own.choice, own.score, -1}, true);
+        if (!own.in_space) why += "; your layout lies outside the planner's search space";
+        why += ties_clause(d.ties);
+    } else if (!d.have_runner) {  // one distinct tokens/s among the fitting layouts
+        why = label(ctx, d.best.choice, nullptr) +
+              (d.ties == 0 ? " is the only layout that fits"
+                           : " ties all " + std::to_string(d.ties) + " other fitting layouts on tokens/s and is listed first") +
+              offload_clause(d.best.score, "it");
+    } else {
+        why = why_best_line(ctx, d.best, d.runner) + ties_clause(d.ties);
+    }
+    // why: a job layout that does not fit is why the planner prefers another; one outside the
+    // search space that is faster than everything searched is worth saying too. Either first.
+    if (!out.cancelled && out.feasible > 0 && own.scored && !own.score.fits) {
+        const double unit = own.score.usable_bytes < kGiB ? kGiB / 1024 : kGiB;
+        why = "your layout " + label(ctx, own.choice, nullptr) + " does not fit (" +
+              fmt(unit == kGiB ? "peak %.1f GiB per GPU, %.1f GiB usable" : "peak %.1f MiB per GPU, %.1f MiB usable",
+                  own.score.peak_bytes / unit, own.score.usable_bytes / unit) +
+              ")" +
+              (d.have_best && own.score.tokens_per_s > d.best.score.tokens_per_s
+                   ? ", though it would be " + gain_text((own.score.tokens_per_s / d.best.score.tokens_per_s - 1) * 100) +
+                         " faster than the best that fits"
+                   : std::string()) +
+              "; " + why;
+    } else if (d.have_best && own.scored && own.score.fits && own.score.tokens_per_s > d.best.score.tokens_per_s) {
+        why = "your layout " + label(ctx, own.choice, nullptr) + " lies outside the planner's search space and is " +
+              gain_text((own.score.tokens_per_s / d.best.score.tokens_per_s - 1) * 100) +
+              " faster than the best it found; " + why;
+    }
+    return why;
+}
+
+// When the best layout idles more than options.max_bubble_share of its step in the pipeline
+// bubble, the global batch is too small for this many GPUs: find how many it can keep busy
+// (the same search on fewer whole nodes, halving) and say so plainly in out.too_big.
+void check_batch_keeps_gpus_busy(const JobSpec& job, const PlanOptions& options, int world, PlanResult& out) {
+    if (out.cancelled || out.top.empty() || options.max_bubble_share < 0) return;
+    const LayoutScore& b = out.top.front().score;
+    const double share = b.step_s > 0 ? b.time.bubble / b.step_s : 0;
+    if (share <= options.max_bubble_share) return;
+    const int gpn = job.cluster.gpus_per_node;
+    PlanOptions sub = options;
+    sub.max_bubble_share = -1, sub.top_k = 1, sub.top_k_unfit = 0, sub.keep_fitting_scores = false;
+    sub.progress = nullptr;
+    for (int nodes = world / gpn / 2; nodes >= 1; nodes /= 2) {
+        sub.gpus = nodes * gpn;
+        auto smaller = plan_layouts(job, sub);
+        if (!smaller || smaller->top.empty()) continue;
+        const LayoutScore& sb = smaller->top.front().score;
+        if (sb.step_s > 0 && sb.time.bubble / sb.step_s <= options.max_bubble_share) {
+            out.busy_gpus = sub.gpus;
+            break;
+        }
+    }
+    out.too_big = "global_batch " + std::to_string(job.training.global_batch) + " seqs cannot keep " + thousands(world) +
+                  " GPUs busy: the best layout idles " + fmt("%.0f", share * 100) + "% of each step in the pipeline bubble; ";
+    out.too_big += out.busy_gpus > 0
+                       ? "at most " + thousands(out.busy_gpus) + " GPUs give ≤ " +
+                             fmt("%.0f", options.max_bubble_share * 100) + "% bubble"
+                       : "no smaller whole-node cluster gives ≤ " + fmt("%.0f", options.max_bubble_share * 100) +
+                             "% bubble either";
+    out.too_big += "; consider a larger global batch or fewer GPUs";
+}
+
+}  // namespace
+
+// The search, step by step (docs/planner.md): check the inputs, build the space, count it,
+// screen every layout (memory exact, step time bounded), simulate the schedule where the
+// bounds leave a layout's place open, then rank, explain and check the batch.
+Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int world = options.gpus > 0 ? options.gpus : job.world_size();
+    if (auto bad = check_plan_inputs(job, options, world); !bad) return std::unexpected(bad.error());
+
+    // The job the estimator sees: the planned world size and the asked-for headroom.
+    JobSpec planned = job;
+    planned.cluster.nodes = world / job.cluster.gpus_per_node;
+    planned.cluster.hosts.clear();
+    if (options.headroom >= 0) planned.estimate.headroom = options.headroom;
+    const EstimateContext ctx = make_estimate_context(planned);
+    const Space sp = make_space(job, planned, options, world);
+
+    OwnLayout own;
+    own.choice = layout_choice_of(job);
+    const SpaceCount count = count_space(sp, job, own.choice);
+    if (count.total == 0) return empty_space_error(job, sp, options);
+    own.in_space = own.scored = count.own_in_space;
+
+    PlanResult out;
+    if (own.in_space) own.score = evaluate_layout(ctx, own.choice, layers_for(sp, own.choice.pp, own.choice.vpp), nullptr);  // same inputs as in the search
+    const Screening screening = screen_layouts(ctx, sp, options, own.in_space && own.score.fits, count.total, out);
+    out.cancelled = !screening.done;
+    out.enumerated = screening.enumerated;
+
+    const std::vector<Screened>& screened = screening.screened;
+    Simulated sim(ctx, sp, screened, (double)job.training.global_batch * job.model.seq_len, out);
     std::vector<size_t> fitting, unfitting;
     for (size_t i = 0; i < screened.size(); ++i) (screened[i].fits ? fitting : unfitting).push_back(i);
     // Most promising first (smallest step-time floor), enumeration order on ties.
     auto by_promise = [&](size_t a, size_t b) {
         return screened[a].lo_s != screened[b].lo_s ? screened[a].lo_s < screened[b].lo_s : a < b;
     };
-
-    // Branch and bound for a ranked list: visit by promise, simulate, stop once the next
-    // layout's best possible tokens/s is below what the list needs (and below the
-    // runner-up's, for why_best).
-    BestKept heap(keep);
-    double first = -1, second = -1;  // the two highest distinct simulated tokens/s
     if (options.simulate_all)
-        for (size_t i = 0; i < screened.size(); ++i) simulate(i);
+        for (size_t i = 0; i < screened.size(); ++i) sim.get(i);
     if (options.keep_fitting_scores) {
         for (size_t i : fitting) {
-            simulate(i);
+            sim.get(i);
             if (options.progress && out.simulated % 4096 == 0 && !options.progress(out.evaluated, out.evaluated)) {
                 out.cancelled = true;
                 break;
@@ -669,190 +932,41 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         }
     }
     std::sort(fitting.begin(), fitting.end(), by_promise);
-    for (size_t i : fitting) {
-        const double need = std::min(heap.entry_tokens_per_s(), second >= 0 ? second : -1.0);
-        if (most_tokens(screened[i]) < need) break;
-        const Candidate& c = simulate(i);
-        heap.offer(c);
-        const double t = c.score.tokens_per_s;
-        if (t > first) second = first, first = t;
-        else if (t < first && t > second) second = t;
-    }
-    // The Pareto front (throughput vs headroom): by headroom, most first. A layout whose
-    // best possible tokens/s is below the fastest simulated one with at least its headroom
-    // is dominated by that one, and so is anything it would dominate.
-    {
-        std::vector<size_t> by_room = fitting;
-        std::sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
-            return screened[a].peak_bytes != screened[b].peak_bytes ? screened[a].peak_bytes < screened[b].peak_bytes : a < b;
-        });
-        double fastest = -1;
-        for (size_t i : by_room) {
-            if (exact_of[i] < 0 && most_tokens(screened[i]) < fastest) continue;
-            fastest = std::max(fastest, simulate(i).score.tokens_per_s);
-        }
-    }
-    // The job's own rank: layouts surely faster or surely not count without simulation.
-    int64_t higher = 0;
-    if (own_in_space && own_score.fits)
-        for (size_t i : fitting) {
-            if (exact_of[i] < 0 && least_tokens(screened[i]) > own_score.tokens_per_s) ++higher;
-            else if (exact_of[i] < 0 && most_tokens(screened[i]) <= own_score.tokens_per_s) continue;
-            else if (simulate(i).score.tokens_per_s > own_score.tokens_per_s) ++higher;
-        }
+    BestKept heap((size_t)std::max(options.top_k, 0));
+    const BestTwo top = rank_top(sim, fitting, heap);
+    simulate_pareto_candidates(sim, screened, fitting);
+    const int64_t higher = own.in_space && own.score.fits ? count_faster(sim, fitting, own.score.tokens_per_s) : 0;
     // Near misses, ranked like `top`.
-    BestKept unfit(keep_unfit);
+    BestKept unfit((size_t)std::max(options.top_k_unfit, 0));
     std::sort(unfitting.begin(), unfitting.end(), by_promise);
     for (size_t i : unfitting) {
-        if (most_tokens(screened[i]) < unfit.entry_tokens_per_s()) break;
-        unfit.offer(simulate(i));
+        if (sim.most_tokens(i) < unfit.entry_tokens_per_s()) break;
+        unfit.offer(sim.get(i));
     }
 
-    // What the simulated layouts decide, in enumeration order: best, runner-up, ties, the
-    // Pareto front, the listed layouts' twins.
-    std::vector<const Candidate*> fit_exact;
-    for (const Candidate& c : exact)
-        if (c.score.fits) fit_exact.push_back(&c);
-    std::sort(fit_exact.begin(), fit_exact.end(), [](const Candidate* a, const Candidate* b) { return a->seq < b->seq; });
-    Candidate best, runner;
-    bool have_best = false, have_runner = false;
-    int64_t ties = 0;
-    std::vector<Candidate> pareto;
-    for (const Candidate* each : fit_exact) {
-        const Candidate& cand = *each;
-        const double t = cand.score.tokens_per_s;
-        if (t == first) {
-            if (!have_best || better(cand, best)) best = cand;
-            ties += have_best ? 1 : 0;
-            have_best = true;
-        } else if (t == second && (!have_runner || better(cand, runner))) {
-            runner = cand, have_runner = true;
-        }
-        if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(t);
-        if (std::none_of(pareto.begin(), pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
-            std::erase_if(pareto, [&](const Candidate& p) { return dominates(cand, p); });
-            pareto.push_back(cand);
-        }
-    }
+    const Decision d = decide(sim, top, options, out);
     const std::vector<Candidate> listed = heap.sorted();
-    {
-        std::set<std::pair<double, double>> keys;
-        for (const Candidate& c : listed) keys.emplace(c.score.tokens_per_s, c.score.peak_bytes);
-        for (const Candidate* c : fit_exact) out.equivalent_hidden += keys.count({c->score.tokens_per_s, c->score.peak_bytes});
-        out.equivalent_hidden -= (int64_t)listed.size();
-    }
-    if (done && options.progress) options.progress(out.evaluated, out.evaluated);
+    out.equivalent_hidden += count_equivalent_hidden(listed, d.fit_exact);
+    if (screening.done && options.progress) options.progress(out.evaluated, out.evaluated);
 
-    std::sort(pareto.begin(), pareto.end(), better);
     auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
     for (const Candidate& c : listed) out.top.push_back(entry(c));
-    for (const Candidate& c : pareto) out.pareto.push_back(entry(c));
+    for (const Candidate& c : d.pareto) out.pareto.push_back(entry(c));
     for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
-    out.job_rank = own_in_space && own_score.fits && !out.cancelled ? (int)higher : -1;
+    out.job_rank = own.in_space && own.score.fits && !out.cancelled ? (int)higher : -1;
 
     // why: the job's own layout, the why line's second party where it is slower than the best.
-    // Ranked by the search: its score from there. Outside the search space (an order not in
-    // kPlannerOrders, a custom stage split, a micro-batch above max_micro_batch, tp beyond a
-    // node) but valid on this world: scored as `ptd estimate` scores it.
-    bool own_scored = own_in_space;
-    if (!own_in_space && !out.cancelled && out.feasible > 0 && job.has_layout() && world == job.world_size() &&
+    // Outside the search space (an order not in kPlannerOrders, a custom stage split, a
+    // micro-batch above max_micro_batch, tp beyond a node) but valid on this world: scored as
+    // `ptd estimate` scores it.
+    if (!own.in_space && !out.cancelled && out.feasible > 0 && job.has_layout() && world == job.world_size() &&
         validate_job(job).empty()) {
-        own_score = evaluate_layout(ctx, own, job.parallel.layers_per_stage, nullptr);
-        own_scored = true;
+        own.score = evaluate_layout(ctx, own.choice, job.parallel.layers_per_stage, nullptr);
+        own.scored = true;
     }
-    // Compared also when it does not fit: the line then says that first and what else it costs.
-    const bool vs_own = have_best && own_scored && own_score.tokens_per_s < best.score.tokens_per_s;
-    if (out.cancelled) {
-        out.why_best = "search cancelled after " + std::to_string(out.evaluated) + " of about " +
-                       std::to_string(total) + " layouts; the ranking covers only those";
-    } else if (out.feasible == 0) {
-        double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
-        if (smallest.score.peak_bytes >= 0) {
-            out.why_best = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) +
-                           " GiB per GPU at " + label(ctx, smallest.choice, nullptr) + ", capacity " +
-                           fmt("%.1f", capacity) + " GiB";
-            if (ctx.job.estimate.headroom > 0)
-                out.why_best += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
-        } else {
-            out.why_best = "no layout fits";
-        }
-        // offload: layouts that fit the GPUs only by offloading more than the host RAM holds.
-        const LayoutScore& lh = least_host.score;
-        if (lh.host_bytes_per_node >= 0)
-            out.why_best += fmt("; offloading fits the GPUs (%.1f GiB per GPU", lh.peak_bytes / kGiB) + " at " +
-                            label(ctx, least_host.choice, nullptr) +
-                            fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
-                                lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
-    } else if (vs_own) {
-        // why: the job's own layout is what the user asked about; compare with it rather
-        // than with the runner-up (often a near twin of the best).
-        out.why_best = why_best_line(ctx, best, Candidate{own, own_score, -1}, true);
-        if (!own_in_space) out.why_best += "; your layout lies outside the planner's search space";
-        if (ties > 0)
-            out.why_best += "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") +
-                            " with it on tokens/s";
-    } else if (!have_runner) {  // one distinct tokens/s among the fitting layouts
-        out.why_best = label(ctx, best.choice, nullptr) +
-                       (ties == 0 ? " is the only layout that fits"
-                                  : " ties all " + std::to_string(ties) +
-                                        " other fitting layouts on tokens/s and is listed first") +
-                       offload_clause(best.score, "it");
-    } else {
-        out.why_best = why_best_line(ctx, best, runner);
-        if (ties > 0)
-            out.why_best += "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") +
-                            " with it on tokens/s";
-    }
-    // why: a job layout that does not fit is why the planner prefers another; one outside the
-    // search space that is faster than everything searched is worth saying too. Either first.
-    if (!out.cancelled && out.feasible > 0 && own_scored && !own_score.fits) {
-        const double unit = own_score.usable_bytes < kGiB ? kGiB / 1024 : kGiB;
-        out.why_best = "your layout " + label(ctx, own, nullptr) + " does not fit (" +
-                       fmt(unit == kGiB ? "peak %.1f GiB per GPU, %.1f GiB usable" : "peak %.1f MiB per GPU, %.1f MiB usable",
-                           own_score.peak_bytes / unit, own_score.usable_bytes / unit) +
-                       ")" +
-                       (have_best && own_score.tokens_per_s > best.score.tokens_per_s
-                            ? ", though it would be " +
-                                  gain_text((own_score.tokens_per_s / best.score.tokens_per_s - 1) * 100) +
-                                  " faster than the best that fits"
-                            : std::string()) +
-                       "; " + out.why_best;
-    } else if (have_best && own_scored && own_score.fits && own_score.tokens_per_s > best.score.tokens_per_s) {
-        out.why_best = "your layout " + label(ctx, own, nullptr) + " lies outside the planner's search space and is " +
-                       gain_text((own_score.tokens_per_s / best.score.tokens_per_s - 1) * 100) +
-                       " faster than the best it found; " + out.why_best;
-    }
-    if (!out.cancelled && !out.top.empty() && options.max_bubble_share >= 0) {
-        const LayoutScore& b = out.top.front().score;
-        const double share = b.step_s > 0 ? b.time.bubble / b.step_s : 0;
-        if (share > options.max_bubble_share) {
-            // The global batch is too small for this many GPUs: find how many it can keep
-            // busy (the same search on fewer whole nodes, halving), and say so plainly.
-            PlanOptions sub = options;
-            sub.max_bubble_share = -1, sub.top_k = 1, sub.top_k_unfit = 0, sub.keep_fitting_scores = false;
-            sub.progress = nullptr;
-            for (int nodes = world / gpn / 2; nodes >= 1; nodes /= 2) {
-                sub.gpus = nodes * gpn;
-                auto smaller = plan_layouts(job, sub);
-                if (!smaller || smaller->top.empty()) continue;
-                const LayoutScore& sb = smaller->top.front().score;
-                if (sb.step_s > 0 && sb.time.bubble / sb.step_s <= options.max_bubble_share) {
-                    out.busy_gpus = sub.gpus;
-                    break;
-                }
-            }
-            out.too_big = "global_batch " + std::to_string(sp.global_batch) + " seqs cannot keep " + thousands(world) +
-                          " GPUs busy: the best layout idles " + fmt("%.0f", share * 100) +
-                          "% of each step in the pipeline bubble; ";
-            out.too_big += out.busy_gpus > 0
-                               ? "at most " + thousands(out.busy_gpus) + " GPUs give ≤ " +
-                                     fmt("%.0f", options.max_bubble_share * 100) + "% bubble"
-                               : "no smaller whole-node cluster gives ≤ " + fmt("%.0f", options.max_bubble_share * 100) +
-                                     "% bubble either";
-            out.too_big += "; consider a larger global batch or fewer GPUs";
-        }
-    }
+    out.why_best = why_best_text(ctx, out, count.total, screening, d, own);
+    check_batch_keeps_gpus_busy(job, options, world, out);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }
