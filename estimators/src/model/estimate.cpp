@@ -414,215 +414,255 @@ StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, con
     return S;  // ZeRO buffers and DP traffic are added by the caller, which knows the layout
 }
 
-}  // namespace
+// ---- the steps of evaluate_layout -------------------------------------------------------
 
-LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage_given,
-                            Estimate* detail, StepBounds* bounds) {
-    assert(!(detail && bounds));
-    const JobSpec& job = ctx.job;
-    const ModelSpec& m = job.model;
-    const EstimateSpec& es = job.estimate;
-    LayoutDerived L = derive(ctx, ch);
-    const LayerTime lt = layer_forward_time(L);
-    const int p = L.p;
-    // l405: Megatron's --account-for-embedding/loss-in-pipeline-split: layers + 1 (+ 1) split
-    // evenly into p·v chunks, the first chunk of the first stage and the last chunk of the last
-    // stage holding one transformer layer fewer (transformer_config / get_num_layers_to_build).
-    // Where the count does not divide (a layout the planner tries), the split given is kept.
+// How a layout's layers split over its stages and model chunks: the list given (pp or pp·v
+// entries), Megatron's split with the embedding / loss counted as layers, or balanced.
+struct StageSplit {
+    const std::vector<int>* list = nullptr;  // layers_per_stage in effect
+    int n_lps = 0, p = 1, v = 1, layers = 0, base = 0, extra = 0;
+
+    // Layers of stage i: from the explicit list (pp or pp·vpp entries), else balanced.
+    int stage_layers(int i) const {
+        if (n_lps == p) return (*list)[(size_t)i];
+        if (n_lps == p * v && n_lps > 0) {
+            int sum = 0;
+            for (int k = 0; k < v; ++k) sum += (*list)[(size_t)(k * p + i)];
+            return sum;
+        }
+        if (p == 1) return layers;
+        return base + (i >= 1 && i <= extra ? 1 : 0);
+    }
+    // Layers of chunk c of stage i (the list's entry where it has one per chunk).
+    double chunk_layers(int c, int i, int stage_total) const {
+        return n_lps == p * v && v > 1 ? (double)(*list)[(size_t)(c * p + i)] : (double)stage_total / v;
+    }
+    // Whether the split is the balanced one (no list, or a list equal to it, as the planner
+    // passes when pp does not divide the layers).
+    bool balanced() const {
+        if (n_lps == 0) return true;
+        if (n_lps != p) return false;
+        for (int i = 0; i < p; ++i)
+            if ((*list)[(size_t)i] != (p == 1 ? layers : base + (i >= 1 && i <= extra ? 1 : 0))) return false;
+        return true;
+    }
+    // With a balanced split, stages come in runs of equal stages: the first, those with one
+    // layer more (1..extra), the rest of the middle, the last. The end of i's run.
+    int run_end(int i) const { return i == 0 ? 1 : i == p - 1 ? p : i <= extra ? std::min(extra + 1, p - 1) : p - 1; }
+    // The stage evaluated for i's run.
+    int representative(int i) const {
+        return i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
+    }
+};
+
+// l405: Megatron's --account-for-embedding/loss-in-pipeline-split: layers + 1 (+ 1) split
+// evenly into p·v chunks, the first chunk of the first stage and the last chunk of the last
+// stage holding one transformer layer fewer (transformer_config / get_num_layers_to_build).
+// Where the count does not divide (a layout the planner tries), the split given is kept.
+StageSplit split_layers(const JobSpec& job, LayoutDerived& L, const std::vector<int>& given) {
+    const int layers = job.model.layers, p = L.p;
     const int split_extra = (job.parallel.account_for_embedding_in_pipeline_split ? 1 : 0) +
                             (job.parallel.account_for_loss_in_pipeline_split ? 1 : 0);
     const int pv = p * L.v;
     thread_local std::vector<int> accounted_split;
-    const bool use_accounted = split_extra > 0 && (int)layers_per_stage_given.size() != pv &&
-                               (m.layers + split_extra) % pv == 0 && (m.layers + split_extra) / pv >= 1;
+    const bool use_accounted = split_extra > 0 && (int)given.size() != pv && (layers + split_extra) % pv == 0 &&
+                               (layers + split_extra) / pv >= 1;
     if (use_accounted) {
-        accounted_split.assign((size_t)pv, (m.layers + split_extra) / pv);
+        accounted_split.assign((size_t)pv, (layers + split_extra) / pv);
         if (job.parallel.account_for_embedding_in_pipeline_split) --accounted_split.front();
         if (job.parallel.account_for_loss_in_pipeline_split) --accounted_split.back();
     }
-    const std::vector<int>& layers_per_stage = use_accounted ? accounted_split : layers_per_stage_given;
-    if (L.v > 1 && (int)layers_per_stage.size() == pv) L.chunk_layers = layers_per_stage.data();
+    StageSplit s;
+    s.list = use_accounted ? &accounted_split : &given;
+    if (L.v > 1 && (int)s.list->size() == pv) L.chunk_layers = s.list->data();
+    s.n_lps = (int)s.list->size();
+    s.p = p, s.v = L.v, s.layers = layers;
+    s.base = layers / p, s.extra = layers % p;
+    return s;
+}
 
-    // Layers of stage i: from the explicit list (pp or pp·vpp entries), else balanced.
-    const int n_lps = (int)layers_per_stage.size();
-    const int base = m.layers / p, extra = m.layers % p;
-    auto stage_layers = [&](int i) -> int {
-        if (n_lps == p) return layers_per_stage[(size_t)i];
-        if (n_lps == p * L.v && n_lps > 0) {
-            int sum = 0;
-            for (int k = 0; k < L.v; ++k) sum += layers_per_stage[(size_t)(k * p + i)];
-            return sum;
-        }
-        if (p == 1) return m.layers;
-        return base + (i >= 1 && i <= extra ? 1 : 0);
-    };
+// moe2: where an MoE model's first_dense_layers sit: dense-MLP layers per model chunk (in
+// layer order, chunk c of stage i is model chunk c·p + i) and per stage, into L. Returns a
+// dense layer's times (null without dense layers) and whether any sit past stage 0.
+struct DenseLayers {
+    const LayerTime* layer_time = nullptr;
+    bool beyond_first_stage = false;
+};
 
-    // moe2: where an MoE model's first_dense_layers sit: dense-MLP layers per model chunk (in
-    // layer order, chunk c of stage i is model chunk c·p + i) and per stage.
+DenseLayers place_dense_layers(LayoutDerived& L, const StageSplit& split) {
     // pspeed: per thread, not per call: a LayoutDerived is ~900 bytes whose default members
     // would be initialised for every layout the planner scores, MoE or not.
     thread_local std::vector<double> chunk_dense_v, stage_dense_v;
     thread_local LayoutDerived dense_view;
     thread_local LayerTime lt_dense;
-    bool dense_beyond_first = false;
-    if (L.first_dense > 0) {
-        dense_view = dense_layer_view(L);
-        lt_dense = layer_forward_time(dense_view);
-        chunk_dense_v.assign((size_t)p * L.v, 0.0);
-        stage_dense_v.assign((size_t)p, 0.0);
-        double start = 0;
-        for (int j = 0; j < p * L.v; ++j) {
-            const int i = j % p;
-            const double size = n_lps == p * L.v && L.v > 1 ? (double)layers_per_stage[(size_t)j] : (double)stage_layers(i) / L.v;
-            const double dense = std::clamp((double)L.first_dense - start, 0.0, size);
-            chunk_dense_v[(size_t)j] = dense;
-            stage_dense_v[(size_t)i] += dense;
-            start += size;
-            if (i > 0 && dense > 0) dense_beyond_first = true;
-        }
-        L.dense_layer = &dense_view;
-        L.chunk_dense = chunk_dense_v.data();
-        L.stage_dense = stage_dense_v.data();
+    DenseLayers out;
+    if (L.first_dense <= 0) return out;
+    const int p = L.p;
+    dense_view = dense_layer_view(L);
+    lt_dense = layer_forward_time(dense_view);
+    chunk_dense_v.assign((size_t)p * L.v, 0.0);
+    stage_dense_v.assign((size_t)p, 0.0);
+    double start = 0;
+    for (int j = 0; j < p * L.v; ++j) {
+        const int i = j % p;
+        const double size = split.n_lps == p * L.v && L.v > 1 ? (double)(*split.list)[(size_t)j]
+                                                             : (double)split.stage_layers(i) / L.v;
+        const double dense = std::clamp((double)L.first_dense - start, 0.0, size);
+        chunk_dense_v[(size_t)j] = dense;
+        stage_dense_v[(size_t)i] += dense;
+        start += size;
+        if (i > 0 && dense > 0) out.beyond_first_stage = true;
     }
-    auto dense_of_stage = [&](int i) { return L.stage_dense ? L.stage_dense[(size_t)i] : 0.0; };
+    L.dense_layer = &dense_view;
+    L.chunk_dense = chunk_dense_v.data();
+    L.stage_dense = stage_dense_v.data();
+    out.layer_time = &lt_dense;
+    return out;
+}
 
-    // Stages that can be the worst: with a balanced split, the first, the first of each run
-    // of equal middle stages (most in flight), and the last. Otherwise every stage.
-    int cand[4];
+// The stages evaluated: every stage, or (balanced split, no detail) those that can be the
+// worst: the first, the first of each run of equal middle stages (most in flight), the last.
+struct EvaluatedStages {
+    bool all = true;
+    int cand[4] = {};
     int n_cand = 0;
-    // An explicit list that is the balanced split (as the planner passes when pp does not
-    // divide the layers) keeps the shortcut; any other list evaluates every stage.
-    bool balanced = n_lps == 0;
-    if (n_lps == p) {
-        balanced = true;
-        for (int i = 0; i < p && balanced; ++i)
-            balanced = layers_per_stage[(size_t)i] == (p == 1 ? m.layers : base + (i >= 1 && i <= extra ? 1 : 0));
-    }
-    const bool all_stages = detail != nullptr || !balanced || dense_beyond_first;  // moe2: dense layers past stage 0
-    if (!all_stages) {
+    int count = 0;
+    int stage(int k) const { return all ? k : cand[k]; }
+};
+
+EvaluatedStages pick_stages(const StageSplit& split, bool all) {
+    EvaluatedStages e;
+    e.all = all;
+    const int p = split.p;
+    if (!all) {
         auto add = [&](int i) {
             if (i < 0 || i >= p) return;
-            for (int k = 0; k < n_cand; ++k)
-                if (cand[k] == i) return;
-            cand[n_cand++] = i;
+            for (int k = 0; k < e.n_cand; ++k)
+                if (e.cand[k] == i) return;
+            e.cand[e.n_cand++] = i;
         };
         add(0);
         add(1);
-        add(extra + 1 < p - 1 ? extra + 1 : -1);
+        add(split.extra + 1 < p - 1 ? split.extra + 1 : -1);
         add(p - 1);
     }
-    const int count = all_stages ? p : n_cand;
+    e.count = all ? p : e.n_cand;
+    return e;
+}
 
-    const double capacity = job.cluster.gpu.memory_gib * kGiB;
-    const double usable = capacity * (1.0 - es.headroom);
+// Parameters of stage i's experts: DualPipe ranks hold two stages' experts (stage_memory
+// counts the mirror stage); only MoE layers hold experts (moe2); plus the MTP modules'
+// experts (mla).
+double stage_expert_params(const LayoutDerived& L, int i, int layers) {
+    const int p = L.p;
+    double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params;
+    if (L.stage_dense)  // moe2: only the MoE layers hold experts (DualPipe: and the mirror stage's)
+        expert_params = (layers - L.stage_dense[i] +
+                         (L.schedule == PipelineSchedule::dualpipe ? layers - L.stage_dense[p - 1 - i] : 0.0)) *
+                        L.layer_expert_params;
+    return expert_params + mtp_expert_params_on(L, i);  // mla: the MTP modules' experts
+}
 
-    LayoutScore score;
-    score.usable_bytes = usable;
+// Stage i for the detailed estimate.
+StageEstimate stage_estimate(const ModelSpec& m, const StageEval& S, int i, int p, int layers, const StageTail& tail) {
+    StageEstimate se;
+    se.stage = i;
+    se.layers = layers;
+    se.has_embedding = i == 0 || (i == p - 1 && (m.tied_embeddings || m.mtp_layers > 0) && p > 1);  // mla: MTP's copy
+    se.has_output = i == p - 1;
+    se.in_flight = S.sm.in_flight;
+    se.params_count = S.sm.params;
+    se.mem = S.sm.mem;
+    se.act_per_microbatch = S.sm.act_per_mb;
+    se.fwd_s = S.fwd;
+    se.bwd_s = S.bwd;
+    se.recompute_s = S.recompute;
+    se.tp_s = S.tp;
+    se.cp_s = S.cp;
+    se.ep_s = S.ep;
+    se.p2p_s = S.p2p;
+    se.dp_s = S.dp.grad_s + S.dp.param_s;
+    se.tail = tail;
+    return se;
+}
+
+// What the evaluated stages decide: the slowest stage per micro-batch (the breakdown's) and
+// the fullest (the score's worst stage and memory).
+struct StageExtremes {
     double worst_total = -1, t_mb_max = 0;
-    StageEval worst_time_stage{};
-    // Per stage: the tail after its last backward (filled for the evaluated stages, then
-    // copied to the stages each one stands for), and the block durations of every chunk.
-    thread_local std::vector<StageTail> tails;
-    thread_local std::vector<double> fwd_d, bwd_d, stage_end;
-    thread_local std::vector<double> stage_host;  // offload: host bytes per GPU of each stage
-    // pspeed: sized, not filled: every entry read below is written first (tails of stages
-    // not evaluated are read through the stage that stands for them, tail_of).
-    tails.resize((size_t)p);
-    stage_host.assign((size_t)p, 0.0);
-    stage_end.resize((size_t)p);
-    if (detail) {
-        detail->stages.clear();
-        detail->stages.reserve((size_t)p);
-    }
-    ChunkKinds kinds;  // pspeed2: block times by kind of chunk, shared with the schedule below
-    if (L.dense_layer) kinds.lt_dense = &lt_dense;  // moe2
-    for (int k = 0; k < count; ++k) {
-        const int i = all_stages ? k : cand[k];
-        const int layers = stage_layers(i);
+    // The slowest stage's times per micro-batch (only these: a whole StageEval per layout
+    // would be copied for nothing on the planner's path).
+    double fwd = 0, bwd = 0, recompute = 0, tp = 0, cp = 0, ep = 0, p2p = 0;
+};
+
+// Each evaluated stage's memory, block times, data-parallel traffic and tail (into `tails`
+// and `stage_host`, indexed by stage), and its StageEstimate with `detail`.
+StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L, const LayerTime& lt,
+                              const StageSplit& split, const EvaluatedStages& stages, ChunkKinds& kinds,
+                              std::vector<StageTail>& tails, std::vector<double>& stage_host, LayoutScore& score,
+                              Estimate* detail) {
+    StageExtremes x;
+    for (int k = 0; k < stages.count; ++k) {
+        const int i = stages.stage(k);
+        const int layers = split.stage_layers(i);
         StageEval S = evaluate_stage(ctx, L, lt, i, layers, kinds);
 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
-        // zb: DualPipe ranks hold two stages' experts (stage_memory counts the mirror stage).
-        double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params;
-        if (L.stage_dense)  // moe2: only the MoE layers hold experts (DualPipe: and the mirror stage's)
-            expert_params = (layers - L.stage_dense[i] +
-                             (L.schedule == PipelineSchedule::dualpipe ? layers - L.stage_dense[p - 1 - i] : 0.0)) *
-                            L.layer_expert_params;
-        expert_params += mtp_expert_params_on(L, i);  // mla: the MTP modules' experts
+        const double expert_params = stage_expert_params(L, i, layers);
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
-        const StageTail tail = stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
-        tails[(size_t)i] = tail;
+        tails[(size_t)i] = stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
         stage_host[(size_t)i] = S.sm.mem.host;
 
         const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
-        if (t_mb > t_mb_max) {
-            t_mb_max = t_mb;
-            worst_time_stage = S;
+        if (t_mb > x.t_mb_max) {
+            x.t_mb_max = t_mb;
+            x.fwd = S.fwd, x.bwd = S.bwd, x.recompute = S.recompute;
+            x.tp = S.tp, x.cp = S.cp, x.ep = S.ep, x.p2p = S.p2p;
         }
         const double total = S.sm.mem.total();
-        if (total > worst_total) {
-            worst_total = total;
+        if (total > x.worst_total) {
+            x.worst_total = total;
             score.worst_stage = i;
             score.worst_mem = S.sm.mem;
         }
-        if (detail) {
-            StageEstimate se;
-            se.stage = i;
-            se.layers = layers;
-            se.has_embedding = i == 0 || (i == p - 1 && (m.tied_embeddings || m.mtp_layers > 0) && p > 1);  // mla: MTP's copy
-            se.has_output = i == p - 1;
-            se.in_flight = S.sm.in_flight;
-            se.params_count = S.sm.params;
-            se.mem = S.sm.mem;
-            se.act_per_microbatch = S.sm.act_per_mb;
-            se.fwd_s = S.fwd;
-            se.bwd_s = S.bwd;
-            se.recompute_s = S.recompute;
-            se.tp_s = S.tp;
-            se.cp_s = S.cp;
-            se.ep_s = S.ep;
-            se.p2p_s = S.p2p;
-            se.dp_s = S.dp.grad_s + S.dp.param_s;
-            se.tail = tails[(size_t)i];
-            detail->stages.push_back(se);
-        }
+        if (detail) detail->stages.push_back(stage_estimate(ctx.job.model, S, i, L.p, layers, tails[(size_t)i]));
     }
+    return x;
+}
 
-    // Stages not evaluated (the balanced-split shortcut) have the tail of the stage of their
-    // kind: the first, those with one layer more (1..extra), the rest of the middle, the last.
-    auto rep_of = [&](int i) {
-        return all_stages ? i : i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
-    };
-    auto tail_of = [&](int i) -> const StageTail& { return tails[(size_t)rep_of(i)]; };
-    if (!all_stages && (L.offload_optimizer || L.offload_params))
-        for (int i = 0; i < p; ++i) stage_host[(size_t)i] = stage_host[(size_t)rep_of(i)];
+// The pipeline schedule's block durations of every chunk (PipelineDurations' arrays, per
+// thread), and DualPipe's hidden communication per stage. Chunk times by kind (ChunkKinds,
+// pspeed2): with v = 1 the stages above asked already. zb: ZB-H1 runs the backward as B
+// then, later, W; DualPipe's pairs hide communication.
+struct ChunkDurations {
+    PipelineDurations pd;
+    std::span<const double> hidden;
+};
 
-    // The pipeline schedule: every chunk's forward and backward block, placed by the
-    // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
-    // only when all stages take equally long.
-    const int v = L.v;
-    // Chunk times by kind (ChunkKinds, pspeed2): with v = 1 the stages above asked already.
-    // zb: ZB-H1 runs the backward as B then, later, W; DualPipe's pairs hide communication.
+ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
+                               ChunkKinds& kinds, Estimate* detail) {
+    thread_local std::vector<double> fwd_d, bwd_d, wgt_d, hidden_d;
+    const int p = L.p, v = L.v;
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
-    thread_local std::vector<double> wgt_d, hidden_d;
     wgt_d.assign(split_w || dualpipe ? (size_t)p * v : 0, 0.0);
     hidden_d.assign(dualpipe ? (size_t)p : 0, 0.0);
     fwd_d.resize((size_t)p * v);
     bwd_d.resize((size_t)p * v);
+    auto dense_of_stage = [&](int i) { return L.stage_dense ? L.stage_dense[(size_t)i] : 0.0; };
     // pspeed2: a balanced split with one chunk per stage (the planner's common case) has runs
-    // of equal stages, the same runs as the tails' (rep_of): one chunk kind per run, no detail.
+    // of equal stages, the same runs as the tails': one chunk kind per run, no detail.
     const bool by_runs = v == 1 && !all_stages;
     for (int i = 0; by_runs && i < p;) {
-        const ChunkKinds::Kind& kind = kinds.get(L, lt, (double)stage_layers(i), i == 0, i == p - 1, dense_of_stage(i));
+        const ChunkKinds::Kind& kind = kinds.get(L, lt, (double)split.stage_layers(i), i == 0, i == p - 1, dense_of_stage(i));
         const ChunkTime& ct = kind.time;
         const double wgrad = split_w || dualpipe ? ct.bwd.wgrad : 0.0;
         const double bwd = split_w || dualpipe ? kind.bwd_total - wgrad : kind.bwd_total;
         const double hidden = dualpipe ? std::min(ct.fwd.ep + ct.fwd.p2p + ct.bwd.ep + ct.bwd.p2p,
                                                   ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute)
                                        : 0.0;
-        const int run_end = i == 0 ? 1 : i == p - 1 ? p : i <= extra ? std::min(extra + 1, p - 1) : p - 1;
+        const int run_end = split.run_end(i);
         for (; i < run_end; ++i) {
             fwd_d[(size_t)i] = kind.fwd_total;
             bwd_d[(size_t)i] = bwd;
@@ -631,11 +671,10 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
         }
     }
     for (int i = 0; i < p && !by_runs; ++i) {
-        const int layers = stage_layers(i);
+        const int layers = split.stage_layers(i);
         for (int c = 0; c < v; ++c) {
-            const double chunk_layers = n_lps == p * v && v > 1 ? (double)layers_per_stage[(size_t)(c * p + i)]
-                                                                : (double)layers / v;
-            const ChunkKinds::Kind& kind = kinds.get(L, lt, chunk_layers, i == 0 && c == 0, i == p - 1 && c == v - 1,
+            const ChunkKinds::Kind& kind = kinds.get(L, lt, split.chunk_layers(c, i, layers), i == 0 && c == 0,
+                                                     i == p - 1 && c == v - 1,
                                                      L.chunk_dense ? L.chunk_dense[(size_t)(c * p + i)] : 0.0);
             const ChunkTime& ct = kind.time;
             fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
@@ -652,49 +691,50 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
             if (detail) detail->stages[(size_t)i].chunks.push_back(ct);
         }
     }
-    PipelineDurations pd;
-    pd.p = p, pd.v = v, pd.m = L.mbs, pd.fwd = fwd_d, pd.bwd = bwd_d;
-    pd.schedule = L.schedule, pd.wgt = wgt_d;  // zb
-    pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
-    // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
-    // DualPipe's closed form is as cheap as its bounds: exact either way.
-    const double pipeline = dualpipe ? dualpipe_makespan(pd, hidden_d, stage_end)
-                          : bounds   ? pipeline_makespan_lower(pd, stage_end)
-                                     : pipeline_makespan(pd, stage_end);
+    ChunkDurations d;
+    d.pd.p = p, d.pd.v = v, d.pd.m = L.mbs, d.pd.fwd = fwd_d, d.pd.bwd = bwd_d;
+    d.pd.schedule = L.schedule, d.pd.wgt = wgt_d;  // zb
+    d.pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
+    d.hidden = hidden_d;
+    return d;
+}
 
-    // The tail: each stage's exposed gradient reduction from the end of its last backward;
-    // all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
-    // and the exposed parameter gather. The step ends with the slowest.
-    // pspeed2: by runs of stages that share a tail (rep_of), and the step's "after" over the
-    // evaluated stages only, which visit each tail once in the same order.
+// The tail: each stage's exposed gradient reduction from the end of its last backward;
+// all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
+// and the exposed parameter gather. The step ends with the slowest.
+// pspeed2: by runs of stages that share a tail, and the step's "after" over the evaluated
+// stages only, which visit each tail once in the same order.
+struct StepTail {
+    double sync = 0, grad_exposed_max = 0;
+    double after = 0, after_opt = 0, after_offload = 0;
+};
+
+StepTail step_tail(const StageSplit& split, const EvaluatedStages& stages, const std::vector<StageTail>& tails,
+                   std::span<const double> stage_end, double pipeline) {
+    // Locals, not the struct's members, in the loops: they stay in registers.
+    const int p = split.p;
     double sync = pipeline, grad_exposed_max = 0;
     for (int i = 0; i < p;) {
-        const double g = tail_of(i).grad_exposed_s;
-        const int run_end = all_stages ? i + 1 : i == 0 ? 1 : i == p - 1 ? p : i <= extra ? std::min(extra + 1, p - 1) : p - 1;
+        const double g = tails[(size_t)(stages.all ? i : split.representative(i))].grad_exposed_s;
+        const int run_end = stages.all ? i + 1 : split.run_end(i);
         for (; i < run_end; ++i) sync = std::max(sync, stage_end[(size_t)i] + g);
         grad_exposed_max = std::max(grad_exposed_max, g);
     }
     double after = 0, after_opt = 0, after_offload = 0;
-    for (int k = 0; k < count; ++k) {
-        const StageTail& t = tails[(size_t)(all_stages ? k : cand[k])];
+    for (int k = 0; k < stages.count; ++k) {
+        const StageTail& t = tails[(size_t)stages.stage(k)];
         if (t.optimizer_s + t.param_exposed_s + t.offload_s > after) {
             after = t.optimizer_s + t.param_exposed_s + t.offload_s;
             after_opt = t.optimizer_s;
             after_offload = t.offload_s;
         }
     }
-    const double step = sync + after;
-    if (bounds) {
-        // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
-        bounds->lo_s = step;
-        bounds->hi_s = dualpipe          ? step
-                     : bounds->want_hi ? std::max(step, pipeline_makespan_upper(pd) + grad_exposed_max + after)
-                                       : std::numeric_limits<double>::infinity();
-    }
+    return StepTail{sync, grad_exposed_max, after, after_opt, after_offload};
+}
 
-    // The breakdown: m micro-batches through the slowest stage, the rest of the schedule's
-    // makespan is bubble; after it the exposed DP time and the last stage's optimizer.
-    const StageEval& W = worst_time_stage;
+// The breakdown: m micro-batches through the slowest stage, the rest of the schedule's
+// makespan is bubble; after it the exposed DP time and the last stage's optimizer.
+TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, double pipeline, const StepTail& st) {
     TimeBreakdown tb;
     tb.compute = L.mbs * (W.fwd + W.bwd + W.recompute);
     tb.tp_comm = L.mbs * W.tp;
@@ -703,19 +743,115 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     tb.pp_comm = L.mbs * W.p2p;
     // The makespan adds the same durations in another order (closed forms, simulation), so a
     // residue at rounding level is not a bubble (a single stage has none).
-    const double idle = pipeline - L.mbs * t_mb_max;
+    const double idle = pipeline - L.mbs * W.t_mb_max;
     tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
-    tb.optimizer = after_opt;
-    tb.offload = after_offload;
-    tb.dp_comm = (sync - pipeline) + (after - after_opt - after_offload);  // both ≥ 0
+    tb.optimizer = st.after_opt;
+    tb.offload = st.after_offload;
+    tb.dp_comm = (st.sync - pipeline) + (st.after - st.after_opt - st.after_offload);  // both ≥ 0
+    return tb;
+}
+
+// The whole-layout figures of the detailed estimate.
+void fill_detail(const EstimateContext& ctx, const LayoutDerived& L, const LayoutScore& score, const FlopsEstimate& fl,
+                 double capacity, double pipeline, const StepTail& st, std::span<const double> stage_end, int world,
+                 Estimate& detail) {
+    detail.worst_stage = score.worst_stage;
+    detail.capacity_bytes = capacity;
+    detail.usable_bytes = score.usable_bytes;
+    detail.fits = score.fits;
+    detail.host_bytes_per_node = score.host_bytes_per_node;  // offload
+    detail.host_capacity_bytes = score.host_capacity_bytes;
+    detail.host_fits = L.host_capacity_bytes <= 0 || score.host_bytes_per_node <= L.host_capacity_bytes;
+    detail.pcie_gbps = L.pcie / 1e9;
+    detail.micro_batches = L.mbs;
+    detail.vocab_padded = L.vocab;
+    detail.flops = fl;
+    detail.time = score.time;
+    detail.pipeline_s = pipeline;
+    detail.tail_sync_s = st.sync;
+    for (int i = 0; i < L.p; ++i) detail.stages[(size_t)i].pipeline_end_s = stage_end[(size_t)i];
+    detail.step_s = score.step_s;
+    detail.tokens_per_s = score.tokens_per_s;
+    detail.model_tflops_per_gpu = score.tokens_per_s * fl.model_per_token / world / 1e12;
+    detail.hardware_tflops_per_gpu = score.tokens_per_s * fl.hardware_per_token / world / 1e12;
+    detail.peak_tflops = L.peak / 1e12;
+    detail.mfu = score.mfu;
+    detail.hfu = score.hfu;
+    detail.params = ctx.params;
+}
+
+}  // namespace
+
+// One layout, step by step: split the layers over the stages, place the dense layers,
+// evaluate the stages that can be the worst, place every chunk's blocks with the pipeline
+// schedule, add the tail, and score (docs/estimators.md).
+LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage_given,
+                            Estimate* detail, StepBounds* bounds) {
+    assert(!(detail && bounds));
+    const JobSpec& job = ctx.job;
+    const ModelSpec& m = job.model;
+    const EstimateSpec& es = job.estimate;
+    LayoutDerived L = derive(ctx, ch);
+    const LayerTime lt = layer_forward_time(L);
+    const int p = L.p;
+    const StageSplit split = split_layers(job, L, layers_per_stage_given);
+    const DenseLayers dense = place_dense_layers(L, split);
+    // An explicit list that is the balanced split (as the planner passes when pp does not
+    // divide the layers) keeps the shortcut; any other list evaluates every stage.
+    const EvaluatedStages stages =
+        pick_stages(split, detail != nullptr || !split.balanced() || dense.beyond_first_stage);  // moe2: dense layers past stage 0
+
+    const double capacity = job.cluster.gpu.memory_gib * kGiB;
+    const double usable = capacity * (1.0 - es.headroom);
+    LayoutScore score;
+    score.usable_bytes = usable;
+    // Per stage: the tail after its last backward (filled for the evaluated stages, then
+    // read through the stage that stands for each run), and the end of its last block.
+    thread_local std::vector<StageTail> tails;
+    thread_local std::vector<double> stage_end;
+    thread_local std::vector<double> stage_host;  // offload: host bytes per GPU of each stage
+    // pspeed: sized, not filled: every entry read below is written first.
+    tails.resize((size_t)p);
+    stage_host.assign((size_t)p, 0.0);
+    stage_end.resize((size_t)p);
+    if (detail) {
+        detail->stages.clear();
+        detail->stages.reserve((size_t)p);
+    }
+    ChunkKinds kinds;  // pspeed2: block times by kind of chunk, shared with the schedule below
+    kinds.lt_dense = dense.layer_time;  // moe2
+    const StageExtremes x = evaluate_stages(ctx, L, lt, split, stages, kinds, tails, stage_host, score, detail);
+    // Stages not evaluated (the balanced-split shortcut) hold what their run's stage holds.
+    if (!stages.all && (L.offload_optimizer || L.offload_params))
+        for (int i = 0; i < p; ++i) stage_host[(size_t)i] = stage_host[(size_t)split.representative(i)];
+
+    // The pipeline schedule: every chunk's forward and backward block, placed by the
+    // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
+    // only when all stages take equally long.
+    const ChunkDurations cd = chunk_durations(L, lt, split, stages.all, kinds, detail);
+    // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
+    // DualPipe's closed form is as cheap as its bounds: exact either way.
+    const bool dualpipe = L.schedule == PipelineSchedule::dualpipe;
+    const double pipeline = dualpipe ? dualpipe_makespan(cd.pd, cd.hidden, stage_end)
+                          : bounds   ? pipeline_makespan_lower(cd.pd, stage_end)
+                                     : pipeline_makespan(cd.pd, stage_end);
+    const StepTail st = step_tail(split, stages, tails, stage_end, pipeline);
+    const double step = st.sync + st.after;
+    if (bounds) {
+        // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
+        bounds->lo_s = step;
+        bounds->hi_s = dualpipe          ? step
+                     : bounds->want_hi ? std::max(step, pipeline_makespan_upper(cd.pd) + st.grad_exposed_max + st.after)
+                                       : std::numeric_limits<double>::infinity();
+    }
 
     const int world = L.t * L.p * L.dp * L.c;
     const double tokens = (double)job.training.global_batch * m.seq_len;
     const FlopsEstimate fl = flops_per_token(  // recmod: Megatron's recompute_modules
         m, ch.recompute, job.parallel.recompute_style == RecomputeStyle::megatron ? job.parallel.recompute_modules : kRecomputeCoreAttn,
         es.attention_flops, L.vocab);
-    score.peak_bytes = worst_total;
-    score.fits = worst_total <= usable;
+    score.peak_bytes = x.worst_total;
+    score.fits = x.worst_total <= usable;
     // offload: the node's host RAM holds what its GPUs offloaded; a layout that does not fit
     // there does not fit.
     if (L.offload_optimizer || L.offload_params) {
@@ -727,33 +863,8 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     score.tokens_per_s = step > 0 ? tokens / step : 0;
     score.mfu = score.tokens_per_s * fl.model_per_token / (world * L.peak);
     score.hfu = score.tokens_per_s * fl.hardware_per_token / (world * L.peak);
-    score.time = tb;
-
-    if (detail) {
-        detail->worst_stage = score.worst_stage;
-        detail->capacity_bytes = capacity;
-        detail->usable_bytes = usable;
-        detail->fits = score.fits;
-        detail->host_bytes_per_node = score.host_bytes_per_node;  // offload
-        detail->host_capacity_bytes = score.host_capacity_bytes;
-        detail->host_fits = L.host_capacity_bytes <= 0 || score.host_bytes_per_node <= L.host_capacity_bytes;
-        detail->pcie_gbps = L.pcie / 1e9;
-        detail->micro_batches = L.mbs;
-        detail->vocab_padded = L.vocab;
-        detail->flops = fl;
-        detail->time = tb;
-        detail->pipeline_s = pipeline;
-        detail->tail_sync_s = sync;
-        for (int i = 0; i < p; ++i) detail->stages[(size_t)i].pipeline_end_s = stage_end[(size_t)i];
-        detail->step_s = step;
-        detail->tokens_per_s = score.tokens_per_s;
-        detail->model_tflops_per_gpu = score.tokens_per_s * fl.model_per_token / world / 1e12;
-        detail->hardware_tflops_per_gpu = score.tokens_per_s * fl.hardware_per_token / world / 1e12;
-        detail->peak_tflops = L.peak / 1e12;
-        detail->mfu = score.mfu;
-        detail->hfu = score.hfu;
-        detail->params = ctx.params;
-    }
+    score.time = time_breakdown(L, x, pipeline, st);
+    if (detail) fill_detail(ctx, L, score, fl, capacity, pipeline, st, stage_end, world, *detail);
     return score;
 }
 
