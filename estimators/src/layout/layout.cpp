@@ -433,6 +433,16 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
     EG.group_of.resize(static_cast<size_t>(world));
     XG.members.resize(static_cast<size_t>(world));
     XG.group_of.resize(static_cast<size_t>(world));
+    // Records the next group of G: its members member(k), k < size.
+    auto add_group = [](GroupSet& G, int32_t& next, int size, auto member) {
+        int32_t* out = G.members.data() + static_cast<int64_t>(next) * size;
+        for (int k = 0; k < size; ++k) {
+            const int32_t m = member(k);
+            out[k] = m;
+            G.group_of[static_cast<size_t>(m)] = next;
+        }
+        ++next;
+    };
     int32_t next_e = 0, next_x = 0;
     for (int r = 0; r < world && !folded_groups; ++r) {
         const RankPlace& p = L.ranks[static_cast<size_t>(r)];
@@ -442,24 +452,8 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
         const int32_t base = r - offset[static_cast<size_t>(d)];
         // A group's smallest member is its coordinate-0 member: visiting ranks in
         // increasing order meets group leaders in increasing order.
-        if (e == 0) {
-            int32_t* out = EG.members.data() + static_cast<int64_t>(next_e) * ep;
-            for (int k = 0; k < ep; ++k) {
-                const int32_t m = base + offset[static_cast<size_t>(data_of(k, x))];
-                out[k] = m;
-                EG.group_of[static_cast<size_t>(m)] = next_e;
-            }
-            ++next_e;
-        }
-        if (x == 0) {
-            int32_t* out = XG.members.data() + static_cast<int64_t>(next_x) * edp;
-            for (int k = 0; k < edp; ++k) {
-                const int32_t m = base + offset[static_cast<size_t>(data_of(e, k))];
-                out[k] = m;
-                XG.group_of[static_cast<size_t>(m)] = next_x;
-            }
-            ++next_x;
-        }
+        if (e == 0) add_group(EG, next_e, ep, [&](int k) { return base + offset[static_cast<size_t>(data_of(k, x))]; });
+        if (x == 0) add_group(XG, next_x, edp, [&](int k) { return base + offset[static_cast<size_t>(data_of(e, k))]; });
     }
     // moe2: MoE parallel folding (Megatron-core parallel_state.py: a second RankGenerator over
     // "tp-ep-dp-pp" with tp = expert_tp, cp = 1): inside each stage's block of tp·cp·dp
@@ -473,22 +467,8 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
         next_e = 0, next_x = 0;
         for (int r = 0; r < world; ++r) {
             const int local = r % block, base = r - local, a = local % etp, e = (local / etp) % ep, x = local / (etp * ep);
-            if (e == 0) {
-                int32_t* out = EG.members.data() + static_cast<int64_t>(next_e) * ep;
-                for (int k = 0; k < ep; ++k) {
-                    out[k] = base + a + etp * (k + ep * x);
-                    EG.group_of[static_cast<size_t>(out[k])] = next_e;
-                }
-                ++next_e;
-            }
-            if (x == 0) {
-                int32_t* out = XG.members.data() + static_cast<int64_t>(next_x) * fedp;
-                for (int k = 0; k < fedp; ++k) {
-                    out[k] = base + a + etp * (e + ep * k);
-                    XG.group_of[static_cast<size_t>(out[k])] = next_x;
-                }
-                ++next_x;
-            }
+            if (e == 0) add_group(EG, next_e, ep, [&](int k) { return base + a + etp * (k + ep * x); });
+            if (x == 0) add_group(XG, next_x, fedp, [&](int k) { return base + a + etp * (e + ep * k); });
         }
     }
     fill_spans(EG, L.ranks);

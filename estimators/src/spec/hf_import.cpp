@@ -736,6 +736,19 @@ void apply_moe(Mapper& m, const MoeFields& f, ModelSpec& s) {
 }
 
 
+// The shape every family reads (kv_heads = heads where the family has no GQA); false, with
+// nothing written, when a field was missing or invalid (its diagnostic is recorded already).
+bool take_shape(ModelSpec& s, std::optional<int> layers, std::optional<int> hidden, std::optional<int> heads,
+                std::optional<int> kv_heads, std::optional<int> vocab) {
+    if (!(layers && hidden && heads && kv_heads && vocab)) return false;
+    s.layers = *layers;
+    s.hidden = *hidden;
+    s.heads = *heads;
+    s.kv_heads = *kv_heads;
+    s.vocab = *vocab;
+    return true;
+}
+
 void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     s.arch = Arch::llama;
     s.norm = Norm::rmsnorm;
@@ -830,13 +843,8 @@ void map_llama_like(Mapper& m, Family fam, ModelSpec& s, int seq_override) {
     if (deepseek) m.allow({"head_dim"});  // transformers writes qk_rope_head_dim there; MLA's widths are read above
     else if (m.present("head_dim")) head_dim = m.int_field("head_dim", kMaxHeads, "the per-head width", std::nullopt);
 
-    if (!(layers && hidden && heads && kv && ffn && vocab)) return;
-    s.layers = *layers;
-    s.hidden = *hidden;
-    s.heads = *heads;
-    s.kv_heads = *kv;
+    if (!ffn || !take_shape(s, layers, hidden, heads, kv, vocab)) return;
     s.ffn_hidden = *ffn;
-    s.vocab = *vocab;
     // mlaio: head_dim ≠ hidden/heads (Qwen3: 128 with hidden 5120 and 64 heads) is modelled
     // (ModelSpec::head_dim_given, Megatron --kv-channels); equal to it, it changes nothing.
     if (head_dim && (s.hidden % s.heads != 0 || *head_dim != s.hidden / s.heads)) s.head_dim_given = *head_dim;
@@ -857,13 +865,19 @@ void check_gelu(Mapper& m, const char* key, const char* fallback) {
                                               "gelu_new, gelu_fast, gelu_pytorch_tanh (any gelu variant)");
 }
 
-void map_gpt2(Mapper& m, ModelSpec& s, int seq_override) {
+// The GPT block both GPT families share: LayerNorm, a GELU MLP, biases on every linear layer
+// (qkv_bias is implied by bias), at the family's position embedding.
+void set_gpt_block(ModelSpec& s, Position position) {
     s.arch = Arch::gpt;
     s.norm = Norm::layernorm;
     s.activation = Activation::gelu;
-    s.position = Position::learned;
+    s.position = position;
     s.bias = true;
     s.qkv_bias = false;  // implied by bias
+}
+
+void map_gpt2(Mapper& m, ModelSpec& s, int seq_override) {
+    set_gpt_block(s, Position::learned);
 
     auto layers = m.int_field("n_layer", kMaxLayers, "the number of transformer blocks", std::nullopt);
     auto hidden = m.int_field("n_embd", kMaxDim, "the model width", std::nullopt);
@@ -881,12 +895,7 @@ void map_gpt2(Mapper& m, ModelSpec& s, int seq_override) {
              "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
              "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"});
 
-    if (!(layers && hidden && heads && vocab)) return;
-    s.layers = *layers;
-    s.hidden = *hidden;
-    s.heads = *heads;
-    s.kv_heads = *heads;
-    s.vocab = *vocab;
+    if (!take_shape(s, layers, hidden, heads, heads, vocab)) return;
     if (m.present("n_inner")) {
         if (!inner) return;
         s.ffn_hidden = *inner;
@@ -900,12 +909,7 @@ void map_gpt2(Mapper& m, ModelSpec& s, int seq_override) {
 }
 
 void map_gpt_neox(Mapper& m, ModelSpec& s, int seq_override) {
-    s.arch = Arch::gpt;
-    s.norm = Norm::layernorm;
-    s.activation = Activation::gelu;
-    s.position = Position::rope;
-    s.bias = true;
-    s.qkv_bias = false;
+    set_gpt_block(s, Position::rope);
 
     auto layers = m.int_field("num_hidden_layers", kMaxLayers, "the number of transformer blocks", std::nullopt);
     auto hidden = m.int_field("hidden_size", kMaxDim, "the model width", std::nullopt);
@@ -937,13 +941,8 @@ void map_gpt_neox(Mapper& m, ModelSpec& s, int seq_override) {
     m.allow({"hidden_dropout", "attention_dropout", "attention_probs_dropout_prob",
              "hidden_dropout_prob"});
 
-    if (!(layers && hidden && heads && ffn && vocab)) return;
-    s.layers = *layers;
-    s.hidden = *hidden;
-    s.heads = *heads;
-    s.kv_heads = *heads;
+    if (!ffn || !take_shape(s, layers, hidden, heads, heads, vocab)) return;
     s.ffn_hidden = *ffn;
-    s.vocab = *vocab;
     check_heads(m, s, "hidden_size", "num_attention_heads", nullptr);
 }
 

@@ -113,42 +113,25 @@ Timeline predicted_timeline(const JobSpec& job) {
     for (int s = 0; s < p; ++s) {
         const StageTail& tl = est.stages[(size_t)s].tail;
         const double e = stage_end[(size_t)s];
+        // One block of the tail on this stage's row (start and end as computed: no
+        // start + length, which would round differently).
+        auto tail_block = [&](BlockKind kind, int stream, double start, double end, double overlapped) {
+            t.blocks.push_back(
+                TimelineBlock{.kind = kind, .row = s, .stream = stream, .start_s = start, .end_s = end, .overlapped_s = overlapped});
+        };
         if (tl.grad_s > 0) {
-            TimelineBlock g;
-            g.kind = BlockKind::dp_comm;
-            g.row = s;
-            g.stream = kStreamComm;
             const double shown = zero3 ? tl.grad_exposed_s : tl.grad_s;
-            g.start_s = e + tl.grad_exposed_s - shown;
-            g.end_s = e + tl.grad_exposed_s;
-            g.overlapped_s = zero3 ? tl.grad_s + tl.param_s - tl.grad_exposed_s : shown - tl.grad_exposed_s;
-            t.blocks.push_back(g);
+            tail_block(BlockKind::dp_comm, kStreamComm, e + tl.grad_exposed_s - shown, e + tl.grad_exposed_s,
+                       zero3 ? tl.grad_s + tl.param_s - tl.grad_exposed_s : shown - tl.grad_exposed_s);
         }
-        if (tl.optimizer_s > 0) {
-            TimelineBlock o;
-            o.kind = BlockKind::optimizer;
-            o.row = s;
-            o.start_s = sync;
-            o.end_s = sync + tl.optimizer_s;
-            t.blocks.push_back(o);
-        }
+        if (tl.optimizer_s > 0) tail_block(BlockKind::optimizer, kStreamCompute, sync, sync + tl.optimizer_s, 0.0);
         if (tl.offload_s > 0) {  // offload: the exposed PCIe copies and the CPU optimizer step
-            TimelineBlock o;
-            o.kind = BlockKind::optimizer;
-            o.row = s;
-            o.start_s = sync + tl.optimizer_s;
-            o.end_s = o.start_s + tl.offload_s;
-            t.blocks.push_back(o);
+            const double start = sync + tl.optimizer_s;
+            tail_block(BlockKind::optimizer, kStreamCompute, start, start + tl.offload_s, 0.0);
         }
         if (tl.param_exposed_s > 0) {
-            TimelineBlock g;
-            g.kind = BlockKind::dp_comm;
-            g.row = s;
-            g.stream = kStreamComm;
-            g.start_s = sync + tl.optimizer_s + tl.offload_s;
-            g.end_s = g.start_s + tl.param_exposed_s;
-            g.overlapped_s = tl.param_s - tl.param_exposed_s;
-            t.blocks.push_back(g);
+            const double start = sync + tl.optimizer_s + tl.offload_s;
+            tail_block(BlockKind::dp_comm, kStreamComm, start, start + tl.param_exposed_s, tl.param_s - tl.param_exposed_s);
         }
     }
     std::stable_sort(t.blocks.begin(), t.blocks.end(), [](const TimelineBlock& a, const TimelineBlock& b) {
