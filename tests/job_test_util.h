@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/export.h"
-#include "ptd/job_overrides.h"
-#include "ptd/presets.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/presets.h"
 
 namespace ptd_test {
 

@@ -2,7 +2,7 @@
 // check the per-layer memory and time functions term by term (test_recmod, test_menorm).
 #pragma once
 
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 namespace ptd_test {
 

@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/job_overrides.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 namespace {
 

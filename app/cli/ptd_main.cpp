@@ -9,7 +9,7 @@
 
 #include "cmd_launch.h"
 #include "cmd_schedule.h"
-#include "ptd/cli_number.h"
+#include "ptd/common/cli_number.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {

@@ -19,7 +19,7 @@
 
 #include <toml++/toml.h>
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
 // `doc` owns the tables; the returned pointers live as long as it does.
 inline std::vector<const toml::table*> load_run_tables(const std::string& path, toml::table& doc) {

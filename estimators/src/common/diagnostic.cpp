@@ -1,5 +1,5 @@
 // diagnostic.cpp — formatting of user-facing errors and "did you mean" suggestions.
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 #include <algorithm>
 #include <cstdio>

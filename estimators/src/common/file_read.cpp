@@ -1,6 +1,6 @@
 // file_read.cpp — open only regular files, without blocking, and read them within a cap
 // (see file_read.h for why).
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,9 +1,9 @@
 // sha256.cpp — SHA-256 per FIPS 180-4 §6.2: 64-byte blocks, 64 rounds, big-endian
 // length padding. Portable C++ (no intrinsics); about 200-400 MB/s, enough for
 // checkpoint shards and job hashes.
-#include "ptd/sha256.h"
+#include "ptd/common/sha256.h"
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 #include <algorithm>
 #include <cassert>

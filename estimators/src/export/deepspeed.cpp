@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "export_internal.h"
-#include "ptd/model_stats.h"
+#include "export/export_internal.h"
+#include "ptd/model/model_stats.h"
 
 namespace ptd::export_internal {
 

@@ -13,14 +13,14 @@
 //                238fa99, the last commit before the Python config refactor)
 // A setting the target cannot express is an error when the run would be a different
 // training run (ZeRO-2/3 in Megatron, fp16 in torchtitan), otherwise a note.
-#include "ptd/export.h"
+#include "ptd/export/export.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "export_internal.h"
+#include "export/export_internal.h"
 
 namespace ptd {
 

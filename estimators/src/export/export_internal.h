@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ptd/export.h"
-#include "ptd/job_spec.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd::export_internal {
 

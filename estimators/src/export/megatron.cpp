@@ -4,7 +4,7 @@
 #include <cmath>
 #include <functional>
 
-#include "export_internal.h"
+#include "export/export_internal.h"
 
 namespace ptd::export_internal {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "export_internal.h"
+#include "export/export_internal.h"
 
 namespace ptd::export_internal {
 

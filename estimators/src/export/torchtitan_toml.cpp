@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "export_internal.h"
-#include "job_toml_internal.h"
+#include "export/export_internal.h"
+#include "spec/job_toml_internal.h"
 
 namespace ptd::export_internal {
 

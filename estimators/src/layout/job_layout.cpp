@@ -1,5 +1,5 @@
 // job_layout.cpp — the LayoutRequest of a job (job_layout.h).
-#include "ptd/job_layout.h"
+#include "ptd/layout/job_layout.h"
 
 namespace ptd {
 

@@ -5,7 +5,7 @@
 // first and a rank is the mixed-radix number of its coordinates. The code here is our own:
 // everything is built in O(world) passes over flat arrays, without per-group allocations,
 // so 100k-1M ranks take milliseconds. docs/layout.md explains the choices.
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 
 #include <algorithm>
 #include <cctype>

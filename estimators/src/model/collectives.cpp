@@ -27,7 +27,7 @@
 // topology, so rings and NVLS run over NVLink inside it and leave it over the NICs of the
 // group's members; nccl-tests on one NVL72 rack: 835-847 GB/s all-reduce busbw (coreweave/
 // nccl-tests README). Groups are therefore placed per domain, not per host.
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 #include <algorithm>
 #include <cmath>

@@ -27,7 +27,7 @@
 // _do_optimizer_sanity_check (bf16 with pipeline parallelism always takes BF16_Optimizer);
 // Megatron-LM instead fuses the accumulation into the weight-gradient GEMM
 // (--gradient-accumulation-fusion, main_grad), which costs nothing extra.
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 #include <algorithm>
 

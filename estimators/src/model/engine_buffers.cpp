@@ -2,7 +2,7 @@
 // typed list. The engine allocates exactly this list at start-up (engine/src), and the
 // estimator's ptd-engine activation profile sums it, so predicted memory equals what the
 // engine holds.
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 #include <algorithm>
 

@@ -3,10 +3,10 @@
 // collectives.cpp) and tail (overlap.cpp), and places the blocks with the pipeline schedule
 // (timeline.h). No allocation on the planner's path. Each model file opens with its sources;
 // docs/estimators.md writes every term out.
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
-#include "estimate_internal.h"
-#include "ptd/timeline.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/schedule.h"
 
 #include <algorithm>
 #include <cassert>

@@ -19,7 +19,7 @@
 // "Optimizing DeepSeek-V3 Training Performance on NVIDIA GB200 NVL72" (router 72 → 31 kernels
 // with router fusion, router + preprocess 17 with DeepEP); capture scopes — Megatron-LM
 // docs/user-guide/features/cuda_graph.md and Megatron-Bridge docs/training/cuda-graphs.md.
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 #include <algorithm>
 

@@ -27,7 +27,7 @@
 // TE's FP8 weights held as a shard under ZeRO-3 / Megatron-FSDP (fp8_param_gather), and
 // Megatron-core's activation offloading (TransformerConfig cpu_offloading_num_layers;
 // Transformer Engine's get_cpu_offload_context).
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 #include <algorithm>
 #include <cstring>

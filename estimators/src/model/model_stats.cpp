@@ -1,5 +1,5 @@
 // model_stats.cpp — parameter counting, part by part.
-#include "ptd/model_stats.h"
+#include "ptd/model/model_stats.h"
 
 #include <algorithm>
 

@@ -47,7 +47,7 @@
 // --optimizer-cpu-offload, at the host CPU's CPU-Adam rate (bits: cluster presets, from
 // DeepSpeed's DGX-2 log scaled by DRAM bandwidth and SuperOffload's GH200 figure).
 // docs/estimators.md writes every term out.
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // ZB-H1 of Qi et al. 2023 / sail-sg's zero-bubble fork, DualPipe's closed form from the
 // DeepSeek-V3 report, arXiv 2412.19437 Table 2) and the event simulation that places its
 // blocks (the estimator's step time comes from it; the planner screens with its bounds).
-#include "ptd/timeline.h"
+#include "ptd/model/schedule.h"
 
 #include <algorithm>
 #include <array>

@@ -8,7 +8,7 @@
 // of the pipeline schedule, too costly for every layout: a screening pass bounds it, and
 // only layouts whose place the bounds leave open are simulated (branch and bound), so
 // the answers equal simulating all. docs/planner.md explains the search.
-#include "ptd/planner.h"
+#include "ptd/plan/planner.h"
 
 #include <algorithm>
 #include <chrono>

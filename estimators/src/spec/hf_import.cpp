@@ -12,9 +12,9 @@
 //      fields becomes a note "field X is not understood by PTD and was ignored".
 // Nothing here throws out of the public functions: the whole body is wrapped, and the
 // code is fuzzed (tests/fuzz/fuzz_hf_config.cpp).
-#include "ptd/hf_import.h"
+#include "ptd/spec/hf_import.h"
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 #include <algorithm>
 #include <cerrno>

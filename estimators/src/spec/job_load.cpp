@@ -3,10 +3,10 @@
 // are parsed once and written into that table once (job_overrides.cpp), and the one strict
 // reader (load_job_table, job_toml.cpp) reads the result once. Diagnostics about an
 // overridden key then name the override instead of a file line.
-#include "job_toml_internal.h"
-#include "ptd/job_overrides.h"
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "spec/job_toml_internal.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 
 namespace ptd {
 

@@ -3,7 +3,7 @@
 // diagnostic about an overridden key at the override. Loading itself is job_load.cpp's one
 // pass, so overrides get the same type/range/cross-field checks and "did you mean" hints as
 // a file.
-#include "ptd/job_overrides.h"
+#include "ptd/spec/job_overrides.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,7 +13,7 @@
 
 #include <toml++/toml.h>
 
-#include "job_toml_internal.h"
+#include "spec/job_toml_internal.h"
 
 namespace ptd {
 

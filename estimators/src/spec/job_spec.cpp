@@ -1,12 +1,12 @@
 // job_spec.cpp — enum names, arch defaults, cross-field validation and the built-in jobs.
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 
 #include <algorithm>
 #include <cassert>
 #include <numeric>
 
-#include "ptd/layout.h"
-#include "ptd/presets.h"
+#include "ptd/layout/layout.h"
+#include "ptd/spec/presets.h"
 
 namespace ptd {
 

@@ -12,11 +12,11 @@
 
 #include <toml++/toml.h>
 
-#include "job_toml_internal.h"
-#include "ptd/file_read.h"
-#include "ptd/hf_import.h"
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "spec/job_toml_internal.h"
+#include "ptd/common/file_read.h"
+#include "ptd/spec/hf_import.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 
 namespace ptd {
 

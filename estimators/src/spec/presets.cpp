@@ -1,12 +1,12 @@
 // presets.cpp — model and GPU presets from assets/presets/*.toml (or their embedded copy).
-#include "ptd/presets.h"
+#include "ptd/spec/presets.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
-#include "job_toml_internal.h"
+#include "spec/job_toml_internal.h"
 
 namespace ptd {
 

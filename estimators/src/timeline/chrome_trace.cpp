@@ -1,6 +1,6 @@
 // chrome_trace.cpp — timeline blocks (predicted or measured) as Chrome trace JSON, for
 // chrome://tracing and Perfetto.
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 #include <algorithm>
 #include <string>

@@ -1,7 +1,7 @@
 // measured_timeline.cpp — the measured-timeline files of a run directory's timeline/
 // folder (one text file per rank, docs/metrics.md): the small writer the trainer calls and
 // the reader, with exact errors.
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 #include <algorithm>
 #include <cassert>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 namespace ptd {
 

@@ -2,13 +2,13 @@
 // placed by the schedule simulation (model/schedule.cpp) with the estimate's durations,
 // then the data-parallel tail and the optimizer, for `ptd schedule`, the studio's Schedule
 // tab and traces.
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
 namespace ptd {
 

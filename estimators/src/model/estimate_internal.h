@@ -8,7 +8,7 @@
 // estimate.cpp assembles them with the pipeline schedule (timeline.h).
 #pragma once
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
 #include <vector>
 

@@ -3,9 +3,9 @@
 // all place ranks by this one function, so a new layout key reaches them all at once.
 #pragma once
 
-#include "ptd/diagnostic.h"
-#include "ptd/job_spec.h"
-#include "ptd/layout.h"
+#include "ptd/common/diagnostic.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/layout/layout.h"
 
 namespace ptd {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd {
 

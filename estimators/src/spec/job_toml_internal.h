@@ -11,9 +11,9 @@
 
 #include <toml++/toml.h>
 
-#include "ptd/file_read.h"
-#include "ptd/job_overrides.h"
-#include "ptd/job_spec.h"
+#include "ptd/common/file_read.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd {
 

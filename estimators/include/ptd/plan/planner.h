@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
 namespace ptd {
 

@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd::cli {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ptd/job_spec.h"
-#include "ptd/model_stats.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/model/model_stats.h"
 
 namespace ptd {
 

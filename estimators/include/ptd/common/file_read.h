@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd {
 
