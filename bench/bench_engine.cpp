@@ -60,9 +60,9 @@
 #include "bench_gpu.h"
 #include "ptd/engine/backend.h"
 #include "ptd/engine/blas_core.h"
-#include "ptd/estimate.h"
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

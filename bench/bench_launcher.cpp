@@ -20,7 +20,7 @@
 #include "../tests/launcher_test_util.h"
 #include "../tests/sshd_fixture.h"
 #include "ptd/launch.h"
-#include "ptd/presets.h"
+#include "ptd/spec/presets.h"
 
 using namespace ptd;
 using clock_type = std::chrono::steady_clock;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 
 namespace {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/planner.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 namespace {
 

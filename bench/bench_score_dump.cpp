@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <string>
 #include <vector>
-#include "ptd/estimate.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
 #include "accuracy/published_run.h"
 using namespace ptd;
 static void put(const char* k, double x) { std::printf(" %s=%a", k, x); }

@@ -23,8 +23,8 @@
 
 #include <imgui.h>
 
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 #include "studio_state.h"
 #include "ui.h"
 

@@ -31,7 +31,7 @@
 #include "ptd/engine/comm.h"
 #include "ptd/engine/failure.h"
 #include "ptd/engine/kv_store.h"
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 #include "ptd/rank_env.h"
 
 using namespace ptd;

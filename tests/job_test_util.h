@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/job_overrides.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/presets.h"
 
 #include "text_test_util.h"
 

@@ -3,7 +3,7 @@
 // memory_efficient_norm.cpp), and the TP all-gather the async-TP tests count in.
 #pragma once
 
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 
 namespace ptd_test {
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd_test {
 

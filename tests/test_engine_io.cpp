@@ -16,9 +16,9 @@
 
 #include "ptd/engine/checkpoint.h"
 #include "ptd/engine/data.h"
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
-#include "ptd/sha256.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
+#include "ptd/common/sha256.h"
 
 #include "process_test_util.h"
 
@@ -679,7 +679,7 @@ TEST(Resume, CompatibleAndRefusedWithReasons) {
 
 #include <sys/stat.h>
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 // /dev/zero or a FIFO as training.data grew memory without end or hung; a directory,
 // device or FIFO is refused by the shared reader before a byte is read. Data files have no

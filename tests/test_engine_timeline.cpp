@@ -8,7 +8,7 @@
 #include <set>
 
 #include "engine_run.h"
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 namespace {
 

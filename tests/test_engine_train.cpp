@@ -30,10 +30,10 @@
 
 #include "ptd/engine/model.h"
 #include "ptd/engine/trainer.h"
-#include "ptd/estimate.h"
-#include "ptd/job_spec.h"
-#include "ptd/layout.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/layout/layout.h"
+#include "ptd/spec/presets.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

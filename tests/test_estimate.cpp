@@ -1,4 +1,4 @@
-// test_estimate.cpp — the estimator (estimators/src/estimate.cpp).
+// test_estimate.cpp — the estimator (estimators/src/model/estimate.cpp).
 //
 // Unit tests pin each formula to values worked by hand from its published source; the
 // source (paper and table/equation) is cited in a comment above each test, and the
@@ -17,9 +17,9 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/model_stats.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/model/model_stats.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "ptd/hostfile.h"
-#include "ptd/presets.h"
+#include "ptd/spec/presets.h"
 
 namespace {
 
@@ -80,7 +80,7 @@ TEST(Hostfile, ResolveHostsChecksCountAndSlots) {
 #include <filesystem>
 #include <fstream>
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 namespace {
 

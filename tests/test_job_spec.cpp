@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 
 #include "text_test_util.h"
 
@@ -638,8 +638,8 @@ TEST(JobSpecDefaults, ActivationProfileFollowsTheGpu) {
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ptd/file_read.h"
-#include "ptd/job_overrides.h"
+#include "ptd/common/file_read.h"
+#include "ptd/spec/job_overrides.h"
 
 namespace {
 

@@ -18,9 +18,9 @@
 
 #include "launcher_test_util.h"
 #include "ptd/launch.h"
-#include "ptd/presets.h"
+#include "ptd/spec/presets.h"
 #include "ptd/run_dir.h"
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 using namespace ptd;
 using namespace ptd_test;

@@ -22,7 +22,7 @@
 
 #include "../launcher/src/transport.h"
 #include "ptd/launch.h"
-#include "ptd/sha256.h"
+#include "ptd/common/sha256.h"
 #include "sshd_fixture.h"
 
 using namespace std::chrono_literals;

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/job_layout.h"
-#include "ptd/layout.h"
-#include "ptd/presets.h"
+#include "ptd/layout/job_layout.h"
+#include "ptd/layout/layout.h"
+#include "ptd/spec/presets.h"
 
 using namespace ptd;
 

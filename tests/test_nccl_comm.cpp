@@ -24,7 +24,7 @@
 #include "free_port.h"
 #include "nccl_id.h"
 #include "ptd/engine/kv_store.h"
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 #ifdef PTD_HAVE_NCCL
 #include "nccl_comm.h"
 #endif

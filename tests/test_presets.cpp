@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/model_stats.h"
-#include "ptd/presets.h"
+#include "ptd/model/model_stats.h"
+#include "ptd/spec/presets.h"
 
 #include "process_test_util.h"
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 namespace ptd_test {
 

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "ptd/estimate.h"
-#include "ptd/layout.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/layout/layout.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 int main(int argc, char** argv) {
     if (argc != 3) {

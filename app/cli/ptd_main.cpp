@@ -11,7 +11,7 @@
 #include "cli_parse.h"
 #include "cmd_launch.h"
 #include "cmd_schedule.h"
-#include "ptd/cli_number.h"
+#include "ptd/common/cli_number.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {

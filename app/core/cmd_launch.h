@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ptd/presets.h"
+#include "ptd/spec/presets.h"
 
 namespace ptd {
 

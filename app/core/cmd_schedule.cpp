@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
 namespace ptd {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 #include "term.h"
 
 namespace ptd {

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "estimate_view.h"
-#include "ptd/estimate.h"
-#include "ptd/job_overrides.h"
-#include "ptd/model_stats.h"
-#include "ptd/planner.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/model/model_stats.h"
+#include "ptd/plan/planner.h"
 
 namespace ptd {
 

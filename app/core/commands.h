@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "layout_view.h"
-#include "ptd/export.h"
-#include "ptd/presets.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/presets.h"
 
 namespace ptd {
 

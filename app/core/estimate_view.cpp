@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ptd/export.h"
-#include "ptd/model_stats.h"
+#include "ptd/export/export.h"
+#include "ptd/model/model_stats.h"
 
 namespace ptd {
 

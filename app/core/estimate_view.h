@@ -7,9 +7,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ptd/estimate.h"
-#include "ptd/job_spec.h"
-#include "ptd/planner.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/plan/planner.h"
 #include "term.h"
 
 namespace ptd {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 
 namespace ptd {
 

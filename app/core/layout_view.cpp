@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ptd/model_stats.h"
+#include "ptd/model/model_stats.h"
 
 namespace ptd {
 

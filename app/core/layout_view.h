@@ -8,10 +8,10 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ptd/hostfile.h"
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 #include "group_colours.h"
-#include "ptd/job_layout.h"  // job_layout: the layout these views draw
-#include "ptd/layout.h"
+#include "ptd/layout/job_layout.h"  // job_layout: the layout these views draw
+#include "ptd/layout/layout.h"
 #include "term.h"
 
 namespace ptd {

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "ptd/hf_import.h"
+#include "ptd/spec/hf_import.h"
 #include "studio_state.h"
 
 namespace ptd::studio {

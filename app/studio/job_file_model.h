@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd::studio {
 

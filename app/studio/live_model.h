@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "plot_model.h"
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 #include "ptd/launch.h"
 #include "ptd/metrics_event.h"
 #include "ptd/run_dir.h"

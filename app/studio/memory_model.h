@@ -4,7 +4,7 @@
 // the throughput figures and the heat ramp. No ImGui here: panel_memory.cpp draws what
 // these functions compute, and tests/test_studio_memory.cpp checks it without a window.
 //
-// Numbers come straight from ptd::Estimate (estimators/include/ptd/estimate.h); every
+// Numbers come straight from ptd::Estimate (estimators/include/ptd/model/estimate.h); every
 // formula behind them is in docs/estimators.md.
 #pragma once
 
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "group_colours.h"
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 
 namespace ptd::studio {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 #include "studio_state.h"
 
 namespace ptd::studio {

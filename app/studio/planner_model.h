@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "ptd/job_spec.h"
-#include "ptd/planner.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/plan/planner.h"
 
 namespace ptd::studio {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 namespace ptd::studio {
 

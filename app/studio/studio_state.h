@@ -23,11 +23,11 @@
 #include "live_model.h"
 #include "memory_model.h"
 #include "launch_model.h"
-#include "ptd/diagnostic.h"
-#include "ptd/job_spec.h"
-#include "ptd/layout.h"
-#include "ptd/model_stats.h"
-#include "ptd/presets.h"
+#include "ptd/common/diagnostic.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/layout/layout.h"
+#include "ptd/model/model_stats.h"
+#include "ptd/spec/presets.h"
 #include "term.h"
 
 namespace ptd::studio {

@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 #include "run_file.h"
-#include "ptd/presets.h"
+#include "ptd/spec/presets.h"
 #include "published_run.h"
 
 namespace {

@@ -22,8 +22,8 @@
 
 #include <toml++/toml.h>
 
-#include "ptd/estimate.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/presets.h"
 #include "run_file.h"
 
 namespace {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/estimate.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
 #include "published_run.h"
 #include "run_file.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ptd/estimate.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/presets.h"
 
 struct Run {
     std::string name, source, use, convention;

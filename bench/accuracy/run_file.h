@@ -21,8 +21,8 @@
 
 #include <toml++/toml.h>
 
-#include "ptd/estimate.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/presets.h"
 
 // The arguments every accuracy bench reads alike, after its own options: --help prints
 // `usage` and exits 0; another word starting with '-' is an error naming `program` (exit

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ptd/diagnostic.h"
-#include "ptd/layout.h"
+#include "ptd/common/diagnostic.h"
+#include "ptd/layout/layout.h"
 
 namespace ptd::engine {
 

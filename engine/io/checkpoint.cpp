@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ptd/file_read.h"
-#include "ptd/sha256.h"
+#include "ptd/common/file_read.h"
+#include "ptd/common/sha256.h"
 
 namespace ptd::engine {
 namespace fs = std::filesystem;

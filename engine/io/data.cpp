@@ -4,7 +4,7 @@
 // read_sequences widens to int32.
 #include "ptd/engine/data.h"
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd::engine {
 

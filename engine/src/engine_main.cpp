@@ -15,12 +15,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "ptd/cli_number.h"
-#include "ptd/job_overrides.h"
-#include "ptd/job_layout.h"
-#include "ptd/job_spec.h"
-#include "ptd/layout.h"
-#include "ptd/presets.h"
+#include "ptd/common/cli_number.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/layout/job_layout.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/layout/layout.h"
+#include "ptd/spec/presets.h"
 #include "ptd/engine/blas_core.h"
 #include "ptd/engine/trainer.h"
 #include "ptd/rank_env.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 #include "timing.h"
 
 namespace ptd::engine {

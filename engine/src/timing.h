@@ -5,7 +5,7 @@
 #include <chrono>
 #include <vector>
 
-#include "ptd/timeline.h"
+#include "ptd/timeline/timeline.h"
 
 namespace ptd::engine {
 

@@ -23,9 +23,9 @@
 #include "ptd/engine/failure.h"
 #include "ptd/engine/kv_store.h"
 #include "ptd/engine/metrics.h"
-#include "ptd/estimate.h"
-#include "ptd/job_layout.h"
-#include "ptd/layout.h"
+#include "ptd/model/estimate.h"
+#include "ptd/layout/job_layout.h"
+#include "ptd/layout/layout.h"
 #include "device_select.h"
 #include "timing.h"
 #ifdef PTD_HAVE_NCCL

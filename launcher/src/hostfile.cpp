@@ -1,7 +1,7 @@
 // hostfile.cpp — DeepSpeed-style hostfiles and the job's host list.
 #include "ptd/hostfile.h"
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 #include <algorithm>
 #include <cctype>

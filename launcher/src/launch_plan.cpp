@@ -18,10 +18,10 @@
 #include <sstream>
 #include <tuple>
 
-#include "ptd/file_read.h"
-#include "ptd/job_layout.h"
+#include "ptd/common/file_read.h"
+#include "ptd/layout/job_layout.h"
 #include "ptd/launch.h"
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 #include "transport.h"
 
 extern char** environ;

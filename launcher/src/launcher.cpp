@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "ptd/run_dir.h"
-#include "ptd/sha256.h"
-#include "ptd/timeline.h"
+#include "ptd/common/sha256.h"
+#include "ptd/timeline/timeline.h"
 #include "transport.h"
 
 namespace ptd {

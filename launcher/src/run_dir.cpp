@@ -7,7 +7,7 @@
 #include "json_describe.h"
 #include "ptd/run_dir.h"
 
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 
 #include <algorithm>
 #include <cerrno>

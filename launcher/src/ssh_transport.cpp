@@ -6,7 +6,7 @@
 // call (blocking mode); from run_io() on, only the I/O thread touches the session
 // (non-blocking mode, driven by an ssh_event). signal_all() just queues the signal and
 // wakes the I/O thread through an eventfd.
-#include "ptd/file_read.h"
+#include "ptd/common/file_read.h"
 #include "transport.h"
 
 #include <libssh/callbacks.h>
@@ -39,7 +39,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ptd/sha256.h"
+#include "ptd/common/sha256.h"
 
 namespace ptd {
 namespace {

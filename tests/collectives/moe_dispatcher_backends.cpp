@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/presets.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/presets.h"
 
 #include "published_run.h"
 #include "job_test_util.h"

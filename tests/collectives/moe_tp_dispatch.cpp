@@ -14,10 +14,10 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/presets.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/presets.h"
 
 namespace {
 

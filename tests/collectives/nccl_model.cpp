@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "model/estimate_internal.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 
 namespace {
 

@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/job_spec.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

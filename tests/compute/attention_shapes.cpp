@@ -13,12 +13,12 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 #include "job_test_util.h"
-#include "ptd/estimate.h"
+#include "ptd/model/estimate.h"
 #include "ptd/engine/model.h"
-#include "ptd/layout.h"
-#include "ptd/model_stats.h"
+#include "ptd/layout/layout.h"
+#include "ptd/model/model_stats.h"
 
 namespace {
 

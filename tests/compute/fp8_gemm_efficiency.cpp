@@ -5,8 +5,8 @@
 // less than the 2× peak ratio and large ones approach it; bf16 GEMMs do not change.
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // host_time.cpp — host time and CUDA graphs: the host's enqueue time of one layer
-// (eager ops × the host CPU's per-op cost, estimators/src/host.cpp) by hand, its effect on the
+// (eager ops × the host CPU's per-op cost, estimators/src/model/host.cpp) by hand, its effect on the
 // step (none where the GPU dominates, max(GPU, host) per stretch between the MoE dispatcher's
 // host syncs, the whole forward + backward without them), what the CUDA-graph scopes remove, and
 // the keys' validation, TOML round trip, Megatron-LM export and the published-runs loader.
@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/presets.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 #include "published_run.h"

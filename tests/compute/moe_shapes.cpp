@@ -10,12 +10,12 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/job_layout.h"
-#include "ptd/model_stats.h"
-#include "ptd/presets.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/layout/job_layout.h"
+#include "ptd/model/model_stats.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

@@ -13,12 +13,12 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 #include "job_test_util.h"
 #include "layer_test_util.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/planner.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/plan/planner.h"
 #include "estimate_view.h"
 #include "published_runs_test_util.h"
 

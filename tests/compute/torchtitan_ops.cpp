@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/job_spec.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_spec.h"
 
 #include "job_test_util.h"
 #include "layer_test_util.h"

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "ptd/export.h"
-#include "ptd/job_overrides.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

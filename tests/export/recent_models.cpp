@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/export.h"
-#include "ptd/hf_import.h"
-#include "ptd/job_spec.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/hf_import.h"
+#include "ptd/spec/job_spec.h"
 
 #include "job_test_util.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "ptd/hf_import.h"
+#include "ptd/spec/hf_import.h"
 
 namespace {
 

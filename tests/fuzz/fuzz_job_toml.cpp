@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include "ptd/job_spec.h"
-#include "ptd/presets.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ptd/hf_import.h"
-#include "ptd/model_stats.h"
+#include "ptd/spec/hf_import.h"
+#include "ptd/model/model_stats.h"
 #include "model_test_util.h"
 
 namespace {

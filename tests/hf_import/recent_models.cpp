@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/hf_import.h"
-#include "ptd/job_spec.h"
-#include "ptd/model_stats.h"
+#include "ptd/spec/hf_import.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/model/model_stats.h"
 
 #include "job_test_util.h"
 #include "layout_view.h"

@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
+#include "model/estimate_internal.h"
 #include "job_test_util.h"
 #include "layer_test_util.h"
-#include "ptd/estimate.h"
-#include "ptd/export.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
 #include "published_runs_test_util.h"
 
 namespace {

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/job_overrides.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 #include "published_run.h"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
 
 #include "job_test_util.h"
 

@@ -7,9 +7,9 @@
 // rows that use userbuffers were predicted 10% faster than published (docs/accuracy.md).
 #include <gtest/gtest.h>
 
-#include "estimate_internal.h"
-#include "ptd/estimate.h"
-#include "ptd/job_spec.h"
+#include "model/estimate_internal.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/job_spec.h"
 
 #include "job_test_util.h"
 

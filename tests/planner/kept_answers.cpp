@@ -17,10 +17,10 @@
 #include "job_test_util.h"
 #include "planner_test_jobs.h"
 
-#include "ptd/estimate.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/planner.h"
-#include "ptd/presets.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

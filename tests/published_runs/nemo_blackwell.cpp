@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 #include "published_runs_test_util.h"

@@ -1,5 +1,5 @@
 // fast_makespan.cpp — the planner's fast evaluation path gives the slow path's numbers
-// (estimators/src/timeline.cpp). pipeline_makespan answers 1F1B (m ≥ p) with a closed form
+// (estimators/src/model/schedule.cpp). pipeline_makespan answers 1F1B (m ≥ p) with a closed form
 // over "loop stages" instead of placing every block; these tests hold it to simulate_pipeline, the block-by-block event simulation:
 // every stage's end within 1e-12 relative, on random stage durations (few kinds of stage as
 // a balanced split has, or all different, near-ties included) and on the durations
@@ -17,10 +17,10 @@
 #include "job_test_util.h"
 #include "planner_test_jobs.h"
 
-#include "ptd/estimate.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 namespace {
 

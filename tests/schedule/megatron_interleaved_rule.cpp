@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
 
 #include "job_test_util.h"
 

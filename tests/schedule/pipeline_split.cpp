@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 #include "job_test_util.h"
 

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/timeline/timeline.h"
 
 #include "job_test_util.h"
 

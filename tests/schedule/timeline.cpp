@@ -1,4 +1,4 @@
-// timeline.cpp — the pipeline schedule and its simulation (estimators/src/timeline.cpp):
+// timeline.cpp — the pipeline schedule and its simulation (estimators/src/model/schedule.cpp):
 // the order of blocks per stage equals the hand-worked timelines of Narayanan et al. 2021
 // (fig. 3: 1F1B with p = 4, m = 8; fig. 4: interleaved with v = 2), block start times
 // worked by hand, the steady-state shortcut the planner uses against the full simulation,
@@ -18,9 +18,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ptd/estimate.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 #include "job_test_util.h"
 #include "timeline_test_util.h"

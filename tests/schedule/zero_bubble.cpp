@@ -1,5 +1,5 @@
 // zero_bubble.cpp — the zero-bubble ZB-H1 schedule and DualPipe
-// (estimators/src/timeline.cpp, memory.cpp, estimate.cpp). ZB-H1's block order against the
+// (estimators/src/model/schedule.cpp, memory.cpp, estimate.cpp). ZB-H1's block order against the
 // paper's figure (Qi et al. 2023, Fig. 3: p = 4, m = 8), its times worked by hand, its
 // bubble against 1F1B's, the planner's shortcut and bounds against the full simulation;
 // memory (ZB-H1 keeps 1F1B's peak, DualPipe holds two stages' parameters and p + 1
@@ -12,11 +12,11 @@
 
 #include <gtest/gtest.h>
 
-#include "ptd/estimate.h"
-#include "ptd/export.h"
-#include "ptd/planner.h"
-#include "ptd/presets.h"
-#include "ptd/timeline.h"
+#include "ptd/model/estimate.h"
+#include "ptd/export/export.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/presets.h"
+#include "ptd/timeline/timeline.h"
 
 #include "job_test_util.h"
 #include "timeline_test_util.h"

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd {
 

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ptd/diagnostic.h"
-#include "ptd/job_spec.h"
+#include "ptd/common/diagnostic.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd {
 

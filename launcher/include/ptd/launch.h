@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "ptd/hostfile.h"
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 #include "ptd/metrics_event.h"
 
 namespace ptd {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 #include "ptd/launch.h"
 
 namespace ptd {

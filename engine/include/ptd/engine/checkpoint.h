@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "ptd/diagnostic.h"
-#include "ptd/job_spec.h"
+#include "ptd/common/diagnostic.h"
+#include "ptd/spec/job_spec.h"
 
 namespace ptd::engine {
 

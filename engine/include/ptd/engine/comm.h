@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 #include "ptd/engine/dtype.h"
-#include "ptd/layout.h"
+#include "ptd/layout/layout.h"
 
 namespace ptd::engine {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 
 namespace ptd::engine {
 

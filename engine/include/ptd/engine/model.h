@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "ptd/diagnostic.h"
+#include "ptd/common/diagnostic.h"
 #include "ptd/engine/backend.h"
 #include "ptd/engine/comm.h"
-#include "ptd/job_spec.h"
-#include "ptd/layout.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/layout/layout.h"
 
 namespace ptd::engine {
 

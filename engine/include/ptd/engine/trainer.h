@@ -14,7 +14,7 @@
 #include "ptd/engine/backend.h"
 #include "ptd/engine/comm.h"
 #include "ptd/engine/model.h"
-#include "ptd/job_spec.h"
+#include "ptd/spec/job_spec.h"
 #include "ptd/rank_env.h"
 
 namespace ptd::engine {

@@ -1,0 +1,412 @@
+// estimate.h — what one training job costs: memory per rank for every pipeline stage,
+// FLOPs per token (model and hardware), and the time of one iteration with every term
+// shown. One evaluation path serves `ptd estimate` (full detail) and the planner (a
+// score per layout, no allocation, ~1 µs). docs/estimators.md gives every formula with
+// its source; docs/accuracy.md the calibration and the error against published runs.
+//
+// Notation in comments: b micro-batch, s sequence, h hidden, a heads, g KV heads,
+// d head dim, f MLP width, V padded vocab, L layers, t tp, p pp, v vpp, c cp, m
+// micro-batches per replica per step, N data-parallel degree that shards optimizer state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ptd/spec/job_spec.h"
+#include "ptd/model/model_stats.h"
+
+namespace ptd {
+
+// Bytes on one rank, by category. Overheads are kept apart so users see them.
+struct MemoryBreakdown {
+    double params = 0;        // weights in the training dtype (+ fp32 weights for fp32 runs)
+    double grads = 0;         // gradient buffers, incl. Megatron's fp32 main-grad buffer
+    double optimizer = 0;     // fp32 master weights, Adam m and v (+ fp32 grad copy for fp16)
+    double activations = 0;   // saved for backward at the schedule's peak (all in-flight micro-batches)
+    double temp = 0;          // communication / temporary buffers (SP gather, p2p, ZeRO buckets, gathered params)
+    double cuda_context = 0;  // estimate.cuda_context_gib
+    double nccl = 0;          // estimate.nccl_gib × communicators with > 1 rank
+    double fragmentation = 0; // estimate.fragmentation × (everything allocated above)
+    // offload: bytes this rank keeps in HOST memory (offloaded optimizer states, fp32 gradient
+    // copy, parameter shard). Not device memory: not in total().
+    double host = 0;
+
+    double model_states() const { return params + grads + optimizer; }
+    double overheads() const { return temp + cuda_context + nccl + fragmentation; }
+    double total() const { return model_states() + activations + overheads(); }
+};
+
+// Time of one iteration, seconds, on the critical path (the slowest stage).
+struct TimeBreakdown {
+    double compute = 0;       // m · (forward + backward + recompute) GEMM and memory-bound work
+    double tp_comm = 0;       // m · tensor-parallel all-reduces (or all-gather + reduce-scatter)
+    double cp_comm = 0;       // exposed context-parallel K/V exchange
+    double ep_comm = 0;       // MoE token all-to-all (dispatch + combine)
+    double pp_comm = 0;       // point-to-point activation / gradient sends
+    double bubble = 0;        // schedule makespan − m × one micro-batch through the slowest stage
+                              // ((p − 1)/v × that micro-batch when the stages are equal)
+    double dp_comm = 0;       // exposed gradient reduction / parameter gathering (after overlap)
+    double optimizer = 0;     // the optimizer step of the stage that finishes last (memory bound)
+    double offload = 0;       // offload: exposed PCIe copies and the CPU optimizer step (host side)
+    double total() const { return compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer + offload; }
+};
+
+// One forward or backward block: one micro-batch through one model chunk of one stage.
+// Its parts run one after the other on the stage (TP/CP/EP collectives are exposed time
+// inside the block; p2p is the hop across the stage boundary that goes with it).
+struct BlockTime {
+    double compute = 0;    // GEMMs, attention, element-wise work (backward: without recompute)
+    double recompute = 0;  // backward only: the forward again (full) or the attention core (selective)
+    double tp = 0, cp = 0, ep = 0, p2p = 0;
+    double total() const { return compute + recompute + tp + cp + ep + p2p; }
+    // zb: backward only, the part of `compute` that is weight-gradient GEMMs (ZB-H1's W block;
+    // the rest of the backward — input-gradient GEMMs, attention, element-wise — is B).
+    double wgrad = 0;
+};
+struct ChunkTime {
+    BlockTime fwd, bwd;
+};
+
+// What a stage does after its last backward block, seconds. The gradient reduction
+// starts during the last backward (overlap_grad_reduce) and its excess is exposed; every
+// stage then waits for the slowest (the gradient-norm all-reduce over the model-parallel
+// group that clipping needs), runs its optimizer step and the exposed part of the
+// parameter all-gather (distributed optimizer / ZeRO without overlap_param_gather).
+struct StageTail {
+    double grad_s = 0, grad_exposed_s = 0;
+    double param_s = 0, param_exposed_s = 0;
+    double optimizer_s = 0;
+    // offload: gradients device→host, the CPU optimizer step (the node's CPU shared by its
+    // GPUs' processes), updated 16-bit parameters host→device, ZeRO-3's parameter shard
+    // fetched from host for every gather; offload_s is what of them the step waits for.
+    double offload_d2h_s = 0, cpu_optimizer_s = 0, offload_h2d_s = 0, offload_param_fetch_s = 0;
+    double offload_s = 0;
+};
+
+// One pipeline stage, seen from its most loaded rank.
+struct StageEstimate {
+    int stage = 0;                 // pipeline rank 0..p−1
+    int layers = 0;                // transformer layers on this stage (all vpp chunks)
+    bool has_embedding = false;    // first stage (and the tied copy on the last)
+    bool has_output = false;       // last stage: final norm, output layer, logits, loss
+    double in_flight = 0;          // micro-batches whose activations are held at the peak (chunks / v for vpp)
+    double params_count = 0;       // parameters held on this rank (dense + expert)
+    MemoryBreakdown mem;
+    double act_per_microbatch = 0; // activation bytes one micro-batch leaves on this stage
+    // Per micro-batch on this stage, seconds.
+    double fwd_s = 0, bwd_s = 0, recompute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, p2p_s = 0;
+    double dp_s = 0;               // this stage's whole DP traffic per iteration (before overlap)
+    std::vector<ChunkTime> chunks; // per virtual chunk (v entries): one micro-batch's blocks
+    StageTail tail;
+    double pipeline_end_s = 0;     // when this stage's last backward block ends
+};
+
+struct FlopsEstimate {
+    AttentionFlops convention = AttentionFlops::full;
+    double model_per_token = 0;    // PaLM: 6·(matmul params incl. output layer) + attention term
+    double hardware_per_token = 0; // model + recomputation
+    double attention_per_token = 0;// the attention-score part of model_per_token
+    double params_matmul = 0;      // active matmul parameters one token uses (incl. output layer)
+};
+
+struct Estimate {
+    std::vector<StageEstimate> stages;  // every pipeline stage, in order
+    int worst_stage = 0;                // index of the stage with the largest total
+    double capacity_bytes = 0;          // device memory
+    double usable_bytes = 0;            // capacity × (1 − headroom)
+    bool fits = false;                  // worst stage total ≤ usable
+    int micro_batches = 0;              // m per replica per step
+    double vocab_padded = 0;
+    FlopsEstimate flops;
+    TimeBreakdown time;
+    double pipeline_s = 0;              // the last backward block ends (the schedule's makespan)
+    double tail_sync_s = 0;             // every stage's exposed gradient reduction is done
+    double step_s = 0;
+    double tokens_per_s = 0;            // whole job
+    double model_tflops_per_gpu = 0;    // model FLOPs / step time / GPUs
+    double hardware_tflops_per_gpu = 0;
+    double peak_tflops = 0;             // dense peak of the GPU for the precision
+    double mfu = 0, hfu = 0;
+    ParamCounts params;                 // whole-model counts
+    std::vector<std::string> notes;     // assumptions worth telling the user
+    // offload: host memory per node (the most loaded node: the sum of its GPUs' mem.host) and
+    // the host RAM it is checked against (cluster.host_memory_gib, else the GPU generation's
+    // DGX figure; 0 = unknown, unchecked). fits includes host_fits.
+    double host_bytes_per_node = 0;
+    double host_capacity_bytes = 0;
+    bool host_fits = true;
+    double pcie_gbps = 0;               // host↔GPU GB/s per GPU used for the offload traffic
+};
+
+// A layout choice the planner varies. Everything else comes from the job.
+struct LayoutChoice {
+    int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, vpp = 1;
+    int micro_batch = 1;
+    int zero = 0;
+    bool distributed_optimizer = false;
+    bool sequence_parallel = false;
+    Recompute recompute = Recompute::none;
+    int order = 0;                 // index into kPlannerOrders (layout_choice_order)
+    OffloadDevice offload_optimizer = OffloadDevice::none;  // offload
+    bool offload_params = false;                           // offload (zero 3 only)
+    PipelineSchedule schedule = PipelineSchedule::automatic;  // zb: resolved by vpp when automatic
+    int etp = 0;  // moe2: expert tensor parallel (parallel.expert_tp); 0 = tp
+};
+
+// The rank orders the planner tries: TP innermost (Megatron default), then others.
+inline constexpr const char* kPlannerOrders[] = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "dp-tp-cp-ep-pp"};
+inline constexpr int kPlannerOrderCount = 3;
+
+// Cheap summary of one layout for ranking; what the planner keeps.
+struct LayoutScore {
+    double peak_bytes = 0;      // total of the most loaded stage
+    double usable_bytes = 0;
+    bool fits = false;
+    double step_s = 0;
+    double tokens_per_s = 0;
+    double mfu = 0, hfu = 0;
+    int worst_stage = 0;
+    TimeBreakdown time;
+    MemoryBreakdown worst_mem;
+    double host_bytes_per_node = 0;  // offload: see Estimate
+    double host_capacity_bytes = 0;
+};
+
+// Model- and cluster-derived constants computed once per job, reused for every layout.
+struct EstimateContext {
+    JobSpec job;                // model, cluster, training, estimate as given (parallel ignored)
+    ParamCounts params;
+    double peak_flops = 0;      // FLOP/s for the job's precision
+    bool cpu_device = false;    // the `cpu` preset: no CUDA context or NCCL buffers
+};
+
+EstimateContext make_estimate_context(const JobSpec& job);
+
+// Score one layout. `layers_per_stage` may be empty (balanced split: the remainder goes
+// to stages 1.., sparing the first, which holds the most activations). With `detail`,
+// fills every stage; without, evaluates only the stages that can be the worst (≤ 4).
+// The layout must be valid (divisibility checked by the caller).
+// With `bounds` (the planner's screening pass, no `detail`): the schedule is not simulated;
+// bounds gets the step time's lower and upper bound (timeline.h pipeline_makespan_lower /
+// _upper plus the tail) and the score's step_s / tokens_per_s are the optimistic ends
+// (step_s = lo_s). Memory (peak_bytes, fits) is exact either way.
+struct StepBounds {
+    bool want_hi = true;  // false: hi_s is left +∞ (the upper bound costs a little more)
+    double lo_s = 0, hi_s = 0;
+};
+LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,
+                            const std::vector<int>& layers_per_stage, Estimate* detail, StepBounds* bounds = nullptr);
+
+// Full estimate of a valid job (validate_job empty).
+Estimate estimate_job(const JobSpec& job);
+
+// The job's parallel settings as a LayoutChoice (order index −1 when the job's order is
+// not one of kPlannerOrders; evaluate_layout then uses the job's order string).
+LayoutChoice layout_choice_of(const JobSpec& job);
+// The order string of a choice (the job's own when order < 0).
+const char* layout_choice_order(const EstimateContext& ctx, const LayoutChoice& c);
+
+// Layers per pipeline stage for a balanced split (see evaluate_layout).
+std::vector<int> balanced_layers_per_stage(int layers, int pp);
+
+// ---- the time model's constants ---------------------------------------------------------
+// Fitted by bench/accuracy on the calibration runs (docs/accuracy.md); process-wide, and
+// only bench/accuracy changes them (to fit). Everything else reads.
+// Kernel efficiencies of one GPU generation; 0 = use the generation-independent default.
+struct KernelEfficiency {
+    double gemm_eff_max = 0;        // best fraction of dense peak a large GEMM reaches
+    double flash_eff = 0;           // flash attention: fraction of peak on the executed (causal) FLOPs
+};
+struct TimeModelConstants {
+    double gemm_eff_max = 0.86;     // best fraction of dense peak a large GEMM reaches (default)
+    double gemm_half_dim = 128.0;   // a GEMM dimension this size halves that dimension's factor
+    double flash_eff = 0.65;        // flash attention: fraction of peak on the executed (causal) FLOPs (default)
+    // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
+    // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
+    // clocks under the power limit, tensor-core pipeline, attention kernels available).
+    // Refitted 2026-11-24 by `bench_accuracy --fit` (docs/accuracy.md), last after the unseen-run
+    // families (MegaScale, Nemotron-4 reports, MoE, torchtitan async TP, Blackwell tables, 2019–22
+    // papers) and their causes: volta on 1 V100 run (the Megatron-LM 2019 single-GPU baseline),
+    // ampere on 10 A100 runs, hopper on 11 H100/H200 runs, blackwell on 8 B200/GB200 runs;
+    // flash_eff only where ≥ 5 of them use flash attention (else the default). Generations
+    // without calibration runs take uncalibrated_gemm_eff_max. Order: other, volta, ampere, ada,
+    // hopper, blackwell, cdna3, cpu.
+    KernelEfficiency by_generation[kGpuGenerationCount] = {
+        {}, {0.57, 0.0}, {0.78, 0.0}, {}, {0.68, 0.50}, {0.53, 0.45}, {}, {}};
+    // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
+    // stacks, DeepSpeed) run FlashAttention-2 kernels, which on Hopper and later reach a
+    // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where
+    // FlashAttention-3 reaches ~75% (Shah et al. 2024, arXiv 2407.08608, §1 and §4.1).
+    double fa2_hopper_fraction = 0.47;
+    // Eager PyTorch elementwise work moves this many times the bytes of fused kernels
+    // (docs/estimators.md counts a Llama layer: fp32 upcasts in RMSNorm and RoPE, separate
+    // SiLU and multiply, residual adds, SDPA layout copies ≈ 78 vs 30 hidden-sized passes).
+    // torch.compile fuses them back to the fused count.
+    double eager_elementwise_factor = 2.6;
+    // True where published runs calibrate generation g (by_generation has its GEMM ceiling).
+    bool calibrated(GpuGeneration g) const { return by_generation[(int)g].gemm_eff_max > 0; }
+    // The GEMM ceiling a generation without calibration runs gets: the mean of the calibrated
+    // generations' ceilings. Every calibrated generation lands well below the generic
+    // gemm_eff_max (sustained clocks under the power limit and what the fit absorbs besides
+    // GEMMs), so that default would call an unmeasured GPU (Ada, CDNA3) the fastest of all.
+    // `cpu` keeps the generic default (the bundled engine's own calibration, bench_engine).
+    double uncalibrated_gemm_eff_max(GpuGeneration g) const {
+        if (g == GpuGeneration::cpu) return gemm_eff_max;
+        double sum = 0;
+        int n = 0;
+        for (const KernelEfficiency& k : by_generation)
+            if (k.gemm_eff_max > 0) sum += k.gemm_eff_max, ++n;
+        return n > 0 ? sum / n : gemm_eff_max;
+    }
+    // The generation's efficiencies with the defaults filled in.
+    KernelEfficiency kernel(GpuGeneration g) const {
+        KernelEfficiency k = by_generation[(int)g];
+        if (k.gemm_eff_max <= 0) k.gemm_eff_max = uncalibrated_gemm_eff_max(g);
+        if (k.flash_eff <= 0) k.flash_eff = flash_eff;
+        return k;
+    }
+    double comm_eff = 0.80;         // NCCL bus bandwidth / link bandwidth, large messages
+    double hbm_eff = 0.80;          // memory-bound kernels: fraction of HBM bandwidth
+    // overlap: compute running beside a NCCL collective is this much slower (SM and memory-
+    // bandwidth contention). Lee et al. 2025 (arXiv 2507.03114) measured 18.9% on average
+    // (A100/H100/MI250/MI210, max 40%); NCCL's default 16–32 channels are one SM each, 12–24%
+    // of an H100's 132. A documented figure, not fitted (docs/estimators.md).
+    double overlap_slowdown = 0.19;
+};
+TimeModelConstants& time_model_constants();
+
+// Fraction of peak a GEMM (m × k)·(k × n) reaches: eff_max · Π d/(d + gemm_half_dim), with
+// eff_max the generation's gemm_eff_max (the default one when none is given).
+double gemm_efficiency(double m, double n, double k);
+double gemm_efficiency(double m, double n, double k, double eff_max);
+
+// ---- pieces, exposed for tests and docs (each is one formula) --------------------------
+
+// Model FLOPs per token (PaLM appendix B generalised to GQA/SwiGLU/MoE), conventions:
+// full = 12·L·a·d·s attention term, causal = half of it.
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
+                              double vocab_padded);
+// recmod: with Megatron-core's recompute_modules (RecomputeModuleBit) for recompute =
+// selective: hardware FLOPs add the GEMMs each module repeats (the form above = ["core_attn"]).
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t recompute_modules,
+                              AttentionFlops convention, double vocab_padded);
+
+// Activation bytes one transformer layer saves for backward, for one micro-batch on one
+// TP rank (Korthikanti et al. 2022 terms for `megatron`; the engine's buffer list for
+// `ptd-engine`). `s` is the local sequence (s / cp).
+struct ActivationInputs {
+    const ModelSpec* model = nullptr;
+    int micro_batch = 1, seq = 0, tp = 1, ep = 1;
+    bool sequence_parallel = false, flash_attention = true;
+    Recompute recompute = Recompute::none;
+    Precision precision = Precision::bf16;
+    ActivationProfile profile = ActivationProfile::megatron;
+};
+double layer_activation_bytes(const ActivationInputs& in);
+
+// ---- the ptd-engine's buffer list ------------------------------------------------------------
+// The engine allocates its activations from these lists and the ptd-engine activation
+// profile sums the same lists, so prediction and measurement share one definition. Each
+// buffer is an id (what it holds) and a dtype, not a string: the engine maps every id to
+// its pointer in a switch without a default, so a buffer added here that the engine does
+// not place is a compiler warning (-Wswitch), not a silent mismatch.
+enum class EngineBufferId : uint8_t {
+    // per layer and micro-batch in flight (attn_* after RoPE for q and k)
+    ln1_input, ln1_rstd, ln1_mean, ln1_output,
+    attn_qkv, attn_probs, attn_context,
+    ln2_input, ln2_rstd, ln2_mean, ln2_output,
+    moe_router_probs, mlp_gate, mlp_up, mlp_fc1, mlp_act,
+    // first stage, per micro-batch in flight
+    tokens_input,
+    // last stage, held once (the head's forward and backward run back to back)
+    final_norm_input, final_norm_rstd, final_norm_mean, final_norm_output, logits_probs, tokens_targets,
+    // workspace, held once per stage (engine_workspace_buffers)
+    ws_full_rows, ws_d_residual, ws_d_norm_input, ws_d_norm_output, ws_dqkv, ws_dctx, ws_dact,
+    ws_dfc1, ws_dfc3, ws_attention_backward, ws_rope_table, ws_loss, ws_xent, ws_embedding, ws_tokens_staging,
+    ws_operand_scratch,
+};
+// "ln1.input", "attn.probs", … (the names the docs and error messages use).
+const char* engine_buffer_name(EngineBufferId id);
+
+// Storage types of engine buffers. Activations are in the precision's activation dtype
+// (engine_activation_dtype); norm statistics, logits and the loss are f32 in every
+// precision (as Megatron keeps them); token ids are i32.
+enum class EngineDType : uint8_t { f32, bf16, f16, i32 };
+int64_t engine_dtype_bytes(EngineDType t);
+const char* engine_dtype_name(EngineDType t);
+// f32 for fp32, bf16 for bf16, f16 for fp16.
+EngineDType engine_activation_dtype(Precision p);
+
+struct EngineBuffer {
+    EngineBufferId id;
+    int64_t elements;
+    EngineDType dtype;
+    int64_t bytes() const { return elements * engine_dtype_bytes(dtype); }
+};
+// What one layer keeps between its forward and its backward, per micro-batch in flight:
+// everything with rc = none; without attn.probs with selective (Korthikanti et al. 2022:
+// the attention core is recomputed in the backward); only ln1.input with full.
+std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                               bool sequence_parallel, Recompute rc = Recompute::none,
+                                               EngineDType act = EngineDType::f32);
+// The working set of the layer being recomputed, held once per stage: nothing with none;
+// attn.probs with selective; every buffer but ln1.input with full.
+std::vector<EngineBuffer> engine_recompute_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                   bool sequence_parallel, Recompute rc,
+                                                   EngineDType act = EngineDType::f32);
+// Output-stage buffers of the engine (final norm, logits, targets), held once.
+std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                int vocab_padded, bool sequence_parallel,
+                                                EngineDType act = EngineDType::f32);
+
+// Input-stage buffers of the engine, per micro-batch in flight (the token ids).
+std::vector<EngineBuffer> engine_input_buffers(int micro_batch, int seq);
+
+// The engine's workspace of one stage (its MEM_WORKSPACE category but the step scalars, the
+// backend's AdamW range list (Backend::adamw_plan_bytes: 0 on the CPU, one 64-byte entry per
+// tensor range on a GPU) and, on a single or last stage, the gradient stream), allocated
+// once at start-up: one
+// layer's backward temporaries (when the stage has layers), attention backward's scratch
+// (`attention_scratch` f32 elements: the backend states it, it depends on its threads),
+// the RoPE angle table [2, s, d/2] (RoPE models), the head's loss and (tp > 1) cross-entropy
+// buffers (last stage), the SP embedding rows (first stage with SP) and one micro-batch's
+// token ids as uploaded (first or last stage), and the backend's scratch for 16-bit
+// operands (`operand_scratch` f32 elements, as the backend states it: the CPU backend
+// widens 16-bit operands to f32 panels; 0 in fp32 and on a GPU).
+std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
+                                                   bool sequence_parallel, bool first, bool last, bool has_layers,
+                                                   int64_t attention_scratch, EngineDType act = EngineDType::f32,
+                                                   int64_t operand_scratch = 0);
+
+// Elements of the engine's flat parameter / gradient buffer for a stage of `params`
+// parameters. With ZeRO-1 over dp > 1 it is padded to a multiple of
+// kEngineShardAlign · dp, so that every dp rank's shard is the same multiple of
+// kEngineShardAlign elements (NCCL's reduce-scatter and all-gather take one count for
+// all ranks); otherwise it is `params`. The engine allocates exactly this.
+constexpr int64_t kEngineShardAlign = 128;
+int64_t engine_flat_buffer_elements(int64_t params, int zero, int dp);
+
+// Padded vocabulary: V rounded up to a multiple of vocab_pad · tp (Megatron
+// --make-vocab-size-divisible-by).
+int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp);
+
+// Model-state bytes per parameter for a precision / optimizer / ZeRO stage / distributed
+// optimizer, split by category, with `shard` = ranks the sharded parts are divided over.
+struct StateBytes {
+    double params = 0, grads = 0, optimizer = 0;
+    double total() const { return params + grads + optimizer; }
+};
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero,
+                                 bool distributed_optimizer, double shard);
+// oom4: bytes per element of the optimizer's states (training.main_params_dtype,
+// exp_avg_dtype, exp_avg_sq_dtype); the defaults are fp32 throughout, which the overload
+// above uses.
+struct OptimizerStateWidths {
+    double main = 4.0, exp_avg = 4.0, exp_avg_sq = 4.0;
+};
+OptimizerStateWidths optimizer_state_widths(const TrainingSpec& training);
+StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero,
+                                 bool distributed_optimizer, double shard, const OptimizerStateWidths& widths);
+
+}  // namespace ptd

@@ -1,0 +1,72 @@
+// export_internal.h — what the export targets share (export/*.cpp): the layout in
+// framework terms, the checks every framework makes, the plan both torchtitan forms
+// write, and each target's entry point for export_job. Not part of the public API.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptd/export/export.h"
+#include "ptd/spec/job_spec.h"
+
+namespace ptd::export_internal {
+
+// Every float an export prints (shortest_decimal); py_float always has '.' or an exponent.
+std::string num(double v);
+std::string py_float(double v);
+
+// SGD means SGD with momentum here: the estimate counts one fp32 momentum buffer per
+// parameter (docs/estimators.md), Megatron-LM's --sgd-momentum defaults to 0.9, and
+// DeepSpeed's "SGD" is torch.optim.SGD whose momentum defaults to 0 — so every export
+// writes this value.
+inline constexpr double kSgdMomentum = 0.9;
+
+// An export error at the job's key (its file:line when the job came from a file).
+std::unexpected<Error> job_error(const JobSpec& job, const std::string& key, std::string message);
+
+// Layers of each model chunk in model order, and of each pipeline stage (all its chunks).
+std::vector<int> chunk_layers(const JobSpec& job);
+std::vector<int> stage_layers(const JobSpec& job);
+// The note on a multi-node NVLink domain, which no framework has a setting for ("" for one node).
+std::string nvlink_domain_note(const JobSpec& job, std::string_view framework);
+// The job's rank order with size-1 dimensions dropped, e.g. "tp-dp-pp".
+std::string effective_order(const JobSpec& job, std::string_view order);
+
+// The refusals shared by the frameworks that lack ZB-H1 / DualPipe, sub-fp32 optimizer
+// states or per-module selective recompute; nullopt when the job does not need them.
+std::optional<std::unexpected<Error>> unsupported_schedule(const JobSpec& job, const char* framework);
+std::optional<std::unexpected<Error>> unsupported_state_dtypes(const JobSpec& job, const char* framework);
+std::optional<std::unexpected<Error>> unsupported_recompute_modules(const JobSpec& job, const char* framework);
+
+// What both torchtitan forms share: the checks, the flavor and the layout in its terms.
+struct TitanPlan {
+    const char* flavor = nullptr;   // "8B"/"70B"/"405B", or none
+    // mlaio: the torchtitan model family (torchtitan/models/<family>) and its Trainer.Config
+    // baseline for the flavor (none: the family's debugmodel, with the loss's vocabulary set).
+    const char* family = "llama3";
+    const char* baseline = nullptr;
+    bool replicate = false;         // DDP (pure data parallelism, no sharding)
+    int micro_batches = 1;          // per dp rank and step when pipelining
+    std::vector<std::vector<std::string>> chunk_modules;  // per model chunk, pp > 1 only
+    std::vector<std::string> notes;
+    // fp8 (issue 15 point 3): torchao converter wanted, and the modules it must skip.
+    bool fp8 = false;
+    std::vector<std::string> fp8_filter_fqns;
+    std::vector<std::string> fp8_layers;  // mxfp8, Python form: the layers to convert (fqns)
+    bool cpu_offload = false;       // offload: training.enable_cpu_offload (FSDP2 CPUOffloadPolicy)
+};
+
+// The checks and the plan both torchtitan forms share (torchtitan_plan.cpp); `output_module`
+// is the output projection's module name in the chunk lists and fp8 filter ("output" in
+// v0.2.x, "lm_head" in the Python config).
+Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module);
+
+// One file per target.
+Result<ExportOutput> export_megatron(const JobSpec& job);          // megatron.cpp
+Result<ExportOutput> export_deepspeed(const JobSpec& job);         // deepspeed.cpp
+Result<ExportOutput> export_torchtitan_toml(const JobSpec& job);   // torchtitan_toml.cpp
+Result<ExportOutput> export_torchtitan_python(const JobSpec& job); // torchtitan_python.cpp
+
+}  // namespace ptd::export_internal

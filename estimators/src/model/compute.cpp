@@ -1,0 +1,589 @@
+// compute.cpp — how long the math takes: the GEMM efficiency model (fitted constants),
+// FLOPs per token, and one layer's and one block's compute time on one rank.
+// Sources: FLOPs per token — Chowdhery et al. 2022 (PaLM) App. B for model FLOPs,
+// Narayanan et al. 2021 eq. 3 and Korthikanti et al. 2022 eq. 7/8 for the recompute terms;
+// flash attention's causal block skipping — Dao 2023 (FlashAttention-2) §3.1; the
+// d/(d + d0) shape factor and its constants — fitted on the calibration runs
+// (docs/accuracy.md). docs/estimators.md writes every term out.
+// recomp: the memory-bound passes (element-wise work inside / outside the TP region, the
+// non-flash softmax and dropout) follow Megatron-LM's kernels (ParallelTransformerLayer,
+// fused bias-dropout-add, FusedScaleMaskSoftmax) and are checked term by term against
+// Korthikanti et al. 2022 Table 4 (the 22B layer's forward / backward / recompute times).
+// FP8 (issue 15 point 3): which GEMMs run at the FP8 peak — Transformer Engine's fp8_autocast
+// covers te.Linear / LayerNormLinear / LayerNormMLP / GroupedLinear (QKV, proj, FC1, FC2 and
+// the experts: fprop, dgrad and wgrad); the attention core (fused/flash attention, TE's FP8
+// DPA is off by default), Megatron's output layer (a ColumnParallelLinear outside the FP8
+// region), the MoE router and the embedding stay bf16 (TE docs "Using FP8 with Transformer
+// Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
+// nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
+// quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
+// fp8eff — an FP8 GEMM's longer reduction dimension (fp8_reduction_factor): measured curves of
+// H100 cuBLAS bf16 GEMMs (XLA xla/service/gpu/model/matmul_interpolator_data.h, sm_90) and H800
+// FP8 GEMMs (DeepGEMM README 2025-03-25) by shape.
+// dsthru — DeepSpeed's pipeline engine accumulates gradients outside the GEMMs
+// (ds_grad_accum_bytes): deepspeed/runtime/pipe/engine.py _exec_backward_pass (clear_lp_grads
+// before, update_hp_grads after each micro-batch's backward), runtime/bf16_optimizer.py
+// (_update_hp_grad: hp_grad.add_(lp.grad.to(fp32))), runtime/engine.py
+// _do_optimizer_sanity_check (bf16 with pipeline parallelism always takes BF16_Optimizer);
+// Megatron-LM instead fuses the accumulation into the weight-gradient GEMM
+// (--gradient-accumulation-fusion, main_grad), which costs nothing extra.
+#include "model/estimate_internal.h"
+
+#include <algorithm>
+
+namespace ptd {
+
+namespace {
+TimeModelConstants g_cal;
+}  // namespace
+
+TimeModelConstants& time_model_constants() { return g_cal; }
+
+// Each GEMM dimension d contributes d / (d + d0): under-filled tiles, wave quantisation and
+// memory-bound small shapes all bite on the smallest dimension.
+double gemm_efficiency(double m, double n, double k, double eff_max) {
+    const double d0 = g_cal.gemm_half_dim;
+    return eff_max * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0));
+}
+double gemm_efficiency(double m, double n, double k) { return gemm_efficiency(m, n, k, g_cal.gemm_eff_max); }
+
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, AttentionFlops convention,
+                              double vocab_padded) {
+    return flops_per_token(m, recompute, kRecomputeCoreAttn, convention, vocab_padded);
+}
+
+FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t recompute_modules,
+                              AttentionFlops convention, double vocab_padded) {
+    FlopsEstimate f;
+    f.convention = convention;
+    const double h = m.hidden, d = m.head_dim(), a = m.heads, g = m.kv_heads, F = m.ffn_hidden;
+    double attn_params = 2.0 * h * a * d + 2.0 * h * g * d;                  // Q, O + K, V
+    // mla: MLA's projections (Megatron-LM training.py num_floating_point_operations, less its
+    // latent-norm terms): q_down h·q_lora and q_up q_lora·a·(d + dr) (or one h·a·(d + dr)),
+    // kv_down h·(kv_lora + dr), kv_up kv_lora·a·(d + dv), out a·dv·h.
+    const double dr = m.mla() ? m.qk_rope_head_dim : 0.0, dv = m.mla() && m.v_head_dim > 0 ? m.v_head_dim : d;
+    if (m.mla()) {
+        const double ql = m.q_lora_rank, kl = m.kv_lora_rank;
+        attn_params = (ql > 0 ? h * ql + ql * a * (d + dr) : h * a * (d + dr)) + h * (kl + dr) + kl * a * (d + dv) + a * dv * h;
+    }
+    const double mats = m.activation == Activation::swiglu ? 3.0 : 2.0;
+    const double k = m.experts > 1 ? m.top_k : 1;
+    // moe2: routed experts of moe_ffn_hidden (expert_ffn_hidden), the shared experts' MLP on
+    // every token, and the first first_dense_layers layers with a dense MLP of ffn_hidden.
+    const bool moe = m.experts > 1;
+    const double F_routed = moe ? m.expert_ffn_hidden() : F;
+    const double mlp_params = k * mats * h * F_routed + (moe ? h * m.experts + mats * h * m.shared_expert_ffn_hidden : 0.0);
+    const double dense_layers = moe ? m.first_dense_layers : 0.0;
+    const double layer_params_sum = (m.layers - dense_layers) * (attn_params + mlp_params) +
+                                    dense_layers * (attn_params + mats * h * F);
+    f.params_matmul = layer_params_sum + vocab_padded * h;
+    // mla: each MTP module runs one more transformer layer (the model's last kind), its eh_proj
+    // (2h × h) and one more pass through the output layer (Megatron-LM training.py counts all
+    // three in model FLOPs).
+    const double last_layer_params = attn_params + (moe && m.layers > dense_layers ? mlp_params : mats * h * F);
+    if (m.mtp_layers > 0) f.params_matmul += m.mtp_layers * (last_layer_params + 2.0 * h * h + vocab_padded * h);
+    // Attention scores: QKᵀ and softmax·V, 2 FLOPs per multiply-add, ×3 for fwd + bwd:
+    // 12·L·a·d·s per token with every score counted (PaLM), half for causal masking.
+    double attn = 12.0 * m.layers * a * d * m.seq_len;
+    // mla: QKᵀ over d + dr, softmax·V over dv: 6·(L + MTP)·a·(d + dr + dv)·s.
+    if (m.mla() || m.mtp_layers > 0) attn = 6.0 * (m.layers + m.mtp_layers) * a * (d + dr + dv) * m.seq_len;
+    if (convention == AttentionFlops::causal) attn *= 0.5;
+    f.attention_per_token = attn;
+    f.model_per_token = 6.0 * f.params_matmul + attn;
+    double extra = 0;
+    if (recompute == Recompute::full) extra = 2.0 * (layer_params_sum + m.mtp_layers * last_layer_params) + attn / 3.0;
+    // Selective recomputes the core attention forward. Flash kernels also recompute scores in
+    // their backward, but that is the kernel's own cost, not a recompute pass.
+    else if (recompute == Recompute::selective) {
+        // recmod: core_attn repeats the attention core's forward; the other modules repeat
+        // their forward GEMMs (2 FLOPs per multiply-add; norms and activations count none) in
+        // each layer that has the module, MTP layers as the model's last layer.
+        if (recompute_modules & kRecomputeCoreAttn) extra = attn / 3.0;
+        const bool last_moe = moe && m.layers > dense_layers;
+        const double moe_layers = moe ? m.layers - dense_layers + (last_moe ? m.mtp_layers : 0.0) : 0.0;
+        const double dense_mlps = (moe ? dense_layers : (double)m.layers) + (last_moe ? 0.0 : m.mtp_layers);
+        if ((recompute_modules & kRecomputeMlaUpProj) && m.mla()) {
+            const double ql = m.q_lora_rank, kl = m.kv_lora_rank;
+            extra += 2.0 * (m.layers + m.mtp_layers) * ((ql > 0 ? ql : h) * a * (d + dr) + kl * a * (d + dv));
+        }
+        if (recompute_modules & kRecomputeMlp) extra += 2.0 * dense_mlps * mats * h * F;
+        if (recompute_modules & kRecomputeMoe) extra += 2.0 * moe_layers * mlp_params;
+        else if ((recompute_modules & kRecomputeSharedExperts) && moe)
+            extra += 2.0 * moe_layers * mats * h * m.shared_expert_ffn_hidden;
+    }
+    f.hardware_per_token = f.model_per_token + extra;
+    return f;
+}
+
+namespace est {
+
+void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
+    const TimeModelConstants& k = g_cal;
+    const GpuGeneration gen = job.cluster.gpu.generation;
+    const KernelEfficiency kern = k.kernel(gen);
+    L.gemm_eff_max = kern.gemm_eff_max;
+    L.flash_eff = kern.flash_eff;
+    // lean: SMs per GPU by generation (V100 80, A100 108, H100 / H200 132, B200 / GB200 148;
+    // the vendors' whitepapers), for the userbuffers SM margin (overlap.cpp ub_chunking_cost).
+    switch (gen) {
+        case GpuGeneration::volta: L.sms = 80; break;
+        case GpuGeneration::ampere: L.sms = 108; break;
+        case GpuGeneration::hopper: L.sms = 132; break;
+        case GpuGeneration::blackwell: L.sms = 148; break;
+        default: L.sms = 0; break;  // unknown: no margin charged
+    }
+    L.elementwise_factor = 1.0;
+    const Framework fw = job.training.framework;
+    // Megatron-LM / NeMo use Transformer Engine: cuDNN fused attention (FlashAttention-3
+    // class on Hopper and later) and fused norm / activation / RoPE kernels. The others run
+    // PyTorch's SDPA (FlashAttention-2 kernels) and, unless compiled, eager elementwise ops.
+    if (fw != Framework::megatron && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
+        L.flash_eff *= k.fa2_hopper_fraction;
+    if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile)
+        L.elementwise_factor = k.eager_elementwise_factor;
+}
+
+// Bytes of HBM traffic per element to bring one bf16 GEMM operand into the FP8 forms its
+// GEMMs read. Reading bf16 is 2 bytes, each FP8 copy written is 1.
+// Transformer Engine (TE 1.x/2.x, Hopper): one fused cast-transpose kernel writes the
+// rowwise copy (fprop / dgrad) and the columnwise (transposed) copy wgrad needs, since
+// Hopper's FP8 GEMM takes only the TN layout: 2 + 1 + 1 = 4. Delayed scaling takes the scale
+// from the amax history and records the amax in the same pass; current scaling
+// (Float8CurrentScaling) first reads the tensor once more for its amax: 6. MXFP8 (Blackwell)
+// computes each 1×32 block's E8M0 scale inside the pass, rowwise and columnwise: 2 + 2 + 2/32.
+// TE caches FP8 weights across a step's micro-batches (Megatron passes is_first_microbatch),
+// so a weight is quantized once per step. Inputs are cast in the forward, output gradients
+// in the backward (E5M2 with the hybrid format).
+// torchao Float8Linear (torchtitan tensorwise / rowwise, dynamic scaling): each cast reads
+// the tensor for its amax (per tensor or per row) and again to write one FP8 orientation:
+// 2 + 2 + 1 = 5 per cast. It saves the bf16 input and weight for backward and casts them
+// again there (Xᵀ for wgrad, Wᵀ for dgrad), and casts the output gradient twice (dgrad,
+// wgrad); weights every micro-batch (no cache).
+Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
+    Fp8CastBytes c;
+    const double steps = 1.0 / std::max(mbs, 1);
+    switch (recipe) {
+        case Fp8Recipe::none: break;
+        case Fp8Recipe::delayed: c.in_fwd = c.grad_bwd = 4.0, c.weight_fwd = 4.0 * steps; break;
+        case Fp8Recipe::current: c.in_fwd = c.grad_bwd = 6.0, c.weight_fwd = 6.0 * steps; break;
+        case Fp8Recipe::mxfp8: c.in_fwd = c.grad_bwd = 4.0 + 2.0 / 32.0, c.weight_fwd = c.in_fwd * steps; break;
+        case Fp8Recipe::tensorwise:
+        case Fp8Recipe::rowwise:
+            c.in_fwd = 5.0, c.grad_bwd = 10.0, c.in_bwd = 5.0, c.weight_fwd = 5.0, c.weight_bwd = 5.0;
+            break;
+    }
+    return c;
+}
+
+// dsthru: per parameter and micro-batch. bf16 (BF16_Optimizer): the 16-bit gradients are
+// zeroed before the backward (write 2), autograd adds each new gradient into them
+// (AccumulateGrad in place: read 2 + 2, write 2), and update_hp_grads adds them into the fp32
+// gradients (lp.to(fp32): read 2, write 4; add_: read 4 + 4, write 4): 26 bytes. fp16 / fp32
+// (FP16_Optimizer, ZeRO-1): autograd accumulates into .grad from the second micro-batch on
+// (read 2e, write e), the first one's gradient is taken as it is.
+double ds_grad_accum_bytes(Precision precision, int mbs) {
+    if (precision == Precision::bf16) return 2.0 + 6.0 + 18.0;
+    const double e = precision == Precision::fp32 ? 4.0 : 2.0;
+    const double m = std::max(mbs, 1);
+    return 3.0 * e * (m - 1.0) / m;
+}
+
+double gemm_time(double peak, double m, double n, double k, double eff_max) {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
+}
+
+// fp8eff: an FP8 GEMM needs a longer reduction (K) dimension than a bf16 one to reach the
+// same fraction of its peak. Each output tile pays a fixed time outside the K loop — filling
+// the pipeline, converting the fp32 accumulators and writing the bf16 output tile — while
+// the K loop runs `rate` (peak_fp8 / peak, 2 on Hopper and Blackwell) times faster, so the
+// K dimension's half-point d0 grows to rate·d0; tile and wave quantisation over M and N
+// are the same. Measured: the d/(d + d0) curve through H100 cuBLAS bf16 GEMMs (XLA's
+// matmul_interpolator_data.h, sm_90, M·N·K up to 16384·4096·4096) fits K's d0 = 190
+// (E 0.90; with d0 = 128 on all three: E 0.86, rms 5%, the defaults here), through H800
+// FP8 GEMMs (DeepGEMM README 2025-03-25, "Normal GEMMs for dense models", M = 4096) K's
+// d0 = 380: twice bf16's. The same harness on B200 (XLA's sm_100 table, bf16 and e4m3 at
+// M = 4096, N ≥ 1024) gives K's d0 ≈ 650 for bf16 and ≈ 1280 for FP8: 1.95 – 2.0×, with the
+// same large-shape fraction (E 0.74 – 0.77 vs 0.75 – 0.83). The large-shape ceiling is left
+// alone: per-tensor-scaled FP8 GEMMs approach 2× bf16 at large M, K, N (torchao float8 README,
+// "Derivation"; FBGEMM PR 2546: row-wise FP8 1.88 – 2.09× bf16 on H100). Each linear layer
+// runs three GEMMs whose reduction dimension differs (fprop K = in_features, dgrad K =
+// out_features, wgrad K = tokens) and the model times the backward as twice the forward
+// (symmetric in m, n, k), so every pass takes the mean of the three roles' factors.
+double fp8_reduction_factor(double m, double n, double k, double rate) {
+    const double d0 = g_cal.gemm_half_dim, d0_fp8 = std::max(rate, 1.0) * d0;
+    auto role = [&](double K) { return (K + d0_fp8) / (K + d0); };
+    return (role(m) + role(n) + role(k)) / 3.0;
+}
+
+double linear_gemm_time(const LayoutDerived& L, double m, double n, double k) {
+    if (L.fp8 == Fp8Recipe::none) return gemm_time(L.peak, m, n, k, L.gemm_eff_max);
+    return gemm_time(L.peak_fp8, m, n, k, L.gemm_eff_max) * fp8_reduction_factor(m, n, k, L.peak_fp8 / L.peak);
+}
+
+// ttasync: the attention's input projections and a dense MLP's input projection(s) as the
+// model runs them: torchtitan's Llama (models/llama3/model.py Attention, FeedForward) has
+// separate wq, wk, wv and w1, w3 linears, so K and V are GEMMs of their own kv_heads·d/t wide
+// output; Megatron-LM (and the default) fuses them into linear_qkv and linear_fc1.
+double titan_qkv_gemm(const LayoutDerived& L) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    if (!L.titan_model) return linear_gemm_time(L, T, hd + 2 * kvd, h);
+    return linear_gemm_time(L, T, hd, h) + 2.0 * linear_gemm_time(L, T, kvd, h);
+}
+double titan_up_gemm(const LayoutDerived& L) {
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    if (!L.titan_model || !L.swiglu) return linear_gemm_time(L, L.tokens, mats_in * L.f_l, L.h);
+    return 2.0 * linear_gemm_time(L, L.tokens, L.f_l, L.h);
+}
+
+void assign_attention_widths(const ModelSpec& m, LayoutDerived& L) {
+    L.mla = m.mla();
+    L.d_qk = L.d_v = L.d;
+    if (L.mla) {
+        L.d_rope = m.qk_rope_head_dim;
+        L.d_qk = L.d + L.d_rope;
+        L.d_v = m.v_head_dim > 0 ? m.v_head_dim : L.d;
+        L.q_lora = m.q_lora_rank;
+        L.kv_lora = m.kv_lora_rank;
+        L.kv_l = L.heads_l;  // K and V per query head after the up projection
+    }
+    L.mtp = m.mtp_layers;
+    L.qk_norm = m.qk_layernorm && !L.mla;
+}
+
+// mla: one rank's attention parameters. Classic: Q and O are h × a_l·d, K and V h × g_l·d.
+// MLA (Megatron-core MLASelfAttention, gpt_layer_specs.py): linear_q_down_proj h × q_lora and
+// linear_kv_down_proj h × (kv_lora + dr) are TELinear(parallel_mode = "duplicated"), whole on
+// every TP rank; linear_q_up_proj q_lora × a·(d + dr) (or linear_q_proj h × a·(d + dr)) and
+// linear_kv_up_proj kv_lora × a·(d + dv) are column-parallel, linear_proj a·dv × h
+// row-parallel; the q / kv latent norms (fused into the up projections' LayerNormLinear)
+// replicated. No biases (DeepSeek-V2/V3 have none).
+double attention_params_per_rank(const LayoutDerived& L, bool with_norms) {
+    const double h = L.h, a_l = L.heads_l;
+    if (!L.mla) {
+        double w = 2.0 * h * a_l * L.d + 2.0 * h * L.kv_l * L.d;
+        if (with_norms && L.m->bias) w += a_l * L.d + 2.0 * L.kv_l * L.d + h;
+        else if (with_norms && L.m->qkv_bias) w += a_l * L.d + 2.0 * L.kv_l * L.d;
+        if (with_norms && L.qk_norm) w += 2.0 * (L.layernorm ? 2.0 : 1.0) * L.d;
+        return w;
+    }
+    const double norm = L.layernorm ? 2.0 : 1.0;
+    double w = L.q_lora > 0 ? h * L.q_lora + L.q_lora * a_l * L.d_qk : h * a_l * L.d_qk;
+    w += h * (L.kv_lora + L.d_rope) + L.kv_lora * a_l * (L.d + L.d_v) + a_l * L.d_v * h;
+    if (with_norms) w += norm * (L.q_lora + L.kv_lora);
+    return w;
+}
+
+// mla: MLA's input projections, one micro-batch forward. The duplicated down projections run
+// on the rank's sequence shard under sequence parallelism (their input is [s/t, b, h]) and on
+// all T tokens on every rank without it; the column-parallel up projections on T tokens (their
+// latent input all-gathered under SP). *column_parallel_part: the up projections' share (the
+// GEMMs whose backward hides the TP collectives, LayerTime::gemm_qkv).
+double mla_qkv_gemm(const LayoutDerived& L, double* column_parallel_part) {
+    const double T = L.tokens, T_down = L.sp ? T / L.t : T, h = L.h, a_l = L.heads_l;
+    double down = linear_gemm_time(L, T_down, L.kv_lora + L.d_rope, h), up = 0;
+    if (L.q_lora > 0) {
+        down += linear_gemm_time(L, T_down, L.q_lora, h);
+        up += linear_gemm_time(L, T, a_l * L.d_qk, L.q_lora);
+    } else {
+        up += linear_gemm_time(L, T, a_l * L.d_qk, h);
+    }
+    up += linear_gemm_time(L, T, a_l * (L.d + L.d_v), L.kv_lora);
+    if (column_parallel_part) *column_parallel_part = up;
+    return down + up;
+}
+
+// ttasync: the backward's recompute under torchtitan's op-level selective checkpointing
+// (parallelize_llama.py `_save_list` / `_custom_policy`, selective_ac_option = "op", at
+// torchtitan 820504e and since). The policy saves the outputs of every second aten.mm (the
+// 1st, 3rd, ...: Q, V, w1 and w2 for SwiGLU; Q, V, fc1 for GELU, in forward order), of SDPA
+// and of the TP reduce-scatters; every other op is PREFER_RECOMPUTE. What the backward
+// needs again is therefore recomputed: K (SDPA's backward reads it) and, for SwiGLU, the
+// up projection w3 (SiLU(w1 x)·w3 x's backward reads it), the norms, RoPE and activation
+// (the element-wise forward), and the quantization of the recomputed matmuls' operands.
+// The attention core is saved, so it is not run again (Megatron's selective recomputes
+// exactly that). Run eagerly, torch.utils.checkpoint replays the block's forward up to the
+// last tensor the backward needs, so the output projection (the 4th mm) runs again too, and
+// for GELU fc2 (the 6th); compiled (a per-block torch.compile), AOTAutograd's partitioner
+// recomputes only what the backward graph reads, and those two outputs only feed the
+// reduce-scatter (saved) and the residual add. MoE: the routed up projection of each expert.
+double op_sac_recompute(const LayoutDerived& L, const LayerTime& lt) {
+    const double T = L.tokens, h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    const bool fp8 = L.fp8 != Fp8Recipe::none;
+    double gemm = linear_gemm_time(L, T, kvd, h);  // K
+    double weights = kvd * h;
+    if (L.swiglu) {
+        if (L.moe) {
+            const double experts_l = (double)L.m->experts / L.ep,
+                         per_expert_tokens = T * moe_token_scale(L) * L.m->top_k * L.ep / L.m->experts;  // moe2
+            gemm += experts_l * linear_gemm_time(L, per_expert_tokens, L.f_l, h);
+            weights += experts_l * L.f_l * h;
+        } else {
+            gemm += linear_gemm_time(L, T, L.f_l, h);  // w3
+            weights += L.f_l * h;
+        }
+    }
+    if (L.titan_eager) {
+        gemm += linear_gemm_time(L, T, h, hd);  // O
+        weights += h * hd;
+        if (!L.swiglu && !L.moe) gemm += linear_gemm_time(L, T, h, L.f_l), weights += h * L.f_l;  // fc2
+    }
+    double cast = 0;
+    if (fp8) {
+        // The recomputed matmuls' inputs (the attention and MLP inputs, on the shard where
+        // float8 TP casts before the gather) and their weights, quantized for the forward again.
+        const double r = L.sp && !L.fp8_cast_after_tp_gather ? 1.0 / L.t : 1.0;
+        cast = (L.fp8_cast.in_fwd * 2.0 * T * h * r + L.fp8_cast.weight_fwd * weights) / L.hbm;
+    }
+    return gemm + lt.elem + cast;
+}
+
+// recmod: the forward work Megatron-core's recompute_modules other than core_attn (which is
+// lt.attn, block_compute) run again in one layer's backward (transformer_layer.py, mlp.py,
+// moe/moe_layer.py, moe/experts.py, moe/shared_experts.py, multi_latent_attention.py):
+// layernorm: both norms (read + write the hidden row each; FP8: their outputs cast again);
+// mla_up_proj: the up projections' GEMMs and the fused RoPE (read and write Q, K, V);
+// mlp (a dense layer): FC1, the activation, FC2; moe: the router, the dispatcher's forward
+// passes, every local expert's GEMMs and activation, and the shared experts; moe_act: the
+// experts' activation; shared_experts: their MLP. The collectives these forwards repeat
+// are in collectives.cpp block_comm.
+static double module_recompute_time(const LayoutDerived& L, const LayerTime& lt) {
+    const double T = L.tokens, h = L.h, r = L.sp ? 1.0 / L.t : 1.0;
+    const double x = L.elementwise_factor * L.e / L.hbm;  // seconds per element read or written
+    const bool fp8 = L.fp8 != Fp8Recipe::none;
+    const double mats_in = L.swiglu ? 2.0 : 1.0, act = L.swiglu ? 3.0 : 2.0;  // activation: read 2f (1f), write f
+    double t = 0;
+    if (rc_module(L, kRecomputeLayernorm)) {
+        t += x * 4.0 * T * h * r;
+        if (fp8) t += L.fp8_cast.in_fwd * (T * h * r + (L.moe ? 0.0 : T * h * r)) / L.hbm;
+    }
+    if (L.mla && rc_module(L, kRecomputeMlaUpProj))
+        t += lt.gemm_qkv + x * 2.0 * T * L.heads_l * (2.0 * L.d_qk + L.d_v);
+    if (L.moe) {
+        const double k = L.m->top_k, Tg = T * moe_token_scale(L) * k;
+        const double experts_l = (double)L.m->experts / L.ep, per_expert_tokens = Tg * L.ep / L.m->experts;
+        const double shared = L.fs_l > 0 ? lt.gemm_shared + x * act * T * L.fs_l : 0.0;
+        if (rc_module(L, kRecomputeMoe)) {
+            t += experts_l * (linear_gemm_time(L, per_expert_tokens, mats_in * L.f_l, h) +
+                              linear_gemm_time(L, per_expert_tokens, h, L.f_l)) +
+                 gemm_time(L.peak, T * r, L.m->experts, h, L.gemm_eff_max) + lt.moe_dispatch + x * act * Tg * L.f_l +
+                 shared;
+        } else {
+            if (rc_module(L, kRecomputeMoeAct)) t += x * act * Tg * L.f_l;
+            if (rc_module(L, kRecomputeSharedExperts)) t += shared;
+        }
+    } else if (rc_module(L, kRecomputeMlp)) {
+        t += lt.gemm_fc1 +
+             linear_gemm_time(L, T, h, L.f_l) + x * act * T * L.f_l;
+        if (fp8) t += L.fp8_cast.in_fwd * (T * h * r + T * L.f_l) / L.hbm;
+    }
+    return t;
+}
+
+// shape-dependent efficiency, attention core, and memory-bound element-wise work.
+LayerTime layer_forward_time(const LayoutDerived& L) {
+    LayerTime lt;
+    const double T = L.tokens, h = L.h, d = L.d, hd = L.heads_l * d, kvd = L.kv_l * d;
+    // fp8: the linear layers' GEMMs at the FP8 peak on the same efficiency curve, with the
+    // longer reduction FP8 needs (fp8eff: linear_gemm_time); the router, attention core and
+    // output layer stay at `peak` (bf16).
+    const bool fp8 = L.fp8 != Fp8Recipe::none;
+    // ttasync: torchtitan's Llama (models/llama3/model.py) keeps wq, wk, wv and the SwiGLU's
+    // w1, w3 as separate nn.Linear layers: five GEMMs where Megatron's fused linear_qkv and
+    // linear_fc1 run two, each on its own (narrower) output width (titan_gemms).
+    if (L.mla) {
+        // mla: down and up projections; the output projection reads a_l·dv.
+        lt.gemm += mla_qkv_gemm(L, &lt.gemm_qkv);
+        lt.gemm_proj = linear_gemm_time(L, T, h, L.heads_l * L.d_v);
+    } else {
+        lt.gemm_qkv = titan_qkv_gemm(L);
+        lt.gemm += lt.gemm_qkv;
+        lt.gemm_proj = linear_gemm_time(L, T, h, hd);  // output projection
+    }
+    lt.gemm += lt.gemm_proj;
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    if (L.moe) {
+        const double k = L.m->top_k, experts_l = (double)L.m->experts / L.ep;
+        // moe2: the rows each local expert gets are the expert-TP group's gathered tokens
+        // (moe_token_scale: T/t · etp under SP; T when etp = t), routed to E/ep local experts.
+        const double per_expert_tokens = T * moe_token_scale(L) * k * L.ep / L.m->experts;  // balanced routing
+        lt.gemm += experts_l * (linear_gemm_time(L, per_expert_tokens, mats_in * L.f_l, h) +
+                                linear_gemm_time(L, per_expert_tokens, h, L.f_l));
+        // moe2: the shared experts (Megatron-core SharedExpertMLP): a dense MLP of
+        // shared_expert_ffn_hidden / t on every token of the layer, column- then row-parallel.
+        if (L.fs_l > 0) {
+            lt.gemm_shared = linear_gemm_time(L, T, mats_in * L.fs_l, h) + linear_gemm_time(L, T, h, L.fs_l);
+            lt.gemm += lt.gemm_shared;
+        }
+        // moe: the router's gating GEMM runs on the rank's sequence-parallel shard (MoELayer's
+        // input is [s/t, b, h] under SP; TopKRouter before the dispatcher's TP all-gather).
+        const double T_shard = T * (L.sp ? 1.0 / L.t : 1.0);
+        lt.gemm += gemm_time(L.peak, T_shard, L.m->experts, h, L.gemm_eff_max);  // router
+        // moe: the dispatcher's memory-bound passes (Megatron-core moe_utils.py permute /
+        // unpermute, token_dispatcher.py MoEAlltoAllTokenDispatcher, core_r0.9.0), in bytes of
+        // hidden-sized rows, R = k·T_shard routed copies the rank sends, G = k·T after the TP
+        // all-gather (R when t = 1). Forward: permute's gather reads and writes R (2R);
+        // unpermute's scatter zero-fills, reads and writes R (3R), weighs by the probabilities
+        // (read + write R: 2R) and sums the k copies (read R, write T_shard). With more than one
+        // local expert sort_chunks_by_idxs reorders G after the all-gather and back before the
+        // reduce-scatter (split + cat, read + write: 4G). Backward mirrors them: the sum's
+        // expand (read T_shard, write R), the weighting's two gradients (read 2R, write R), the
+        // scatter's gather (2R), the gather's scatter-add into a zero-filled T_shard (read R,
+        // write 2·T_shard), and the sorts (4G).
+        const double R = k * T_shard, G = k * T * moe_token_scale(L), sorts = experts_l > 1 ? 4.0 * G : 0.0;  // moe2: G gathered over etp
+        lt.moe_dispatch = L.e * h * (8.0 * R + T_shard + sorts) / L.hbm;
+        lt.moe_dispatch_bwd = L.e * h * (7.0 * R + 3.0 * T_shard + sorts) / L.hbm;
+    } else {
+        lt.gemm_fc1 = titan_up_gemm(L);
+        lt.gemm += lt.gemm_fc1;
+        lt.gemm += linear_gemm_time(L, T, h, L.f_l);
+    }
+    if (fp8) {
+        // Quantization traffic (fp8_cast_bytes) of the four linear layers. The inputs of QKV
+        // and FC1 (norm outputs) and the output gradients of proj and FC2 are cast on the
+        // rank's sequence shard under sequence parallelism (TE casts before the all-gather);
+        // the others are local to the TP rank. MoE experts see k·T routed tokens.
+        // ttasync: torchao rowwise under torchtitan's TP gathers in bf16 and casts after the
+        // gather (L.fp8_cast_after_tp_gather): those casts see the whole sequence, t times the shard.
+        const double r = L.sp && !L.fp8_cast_after_tp_gather ? 1.0 / L.t : 1.0, k = L.moe ? L.m->top_k : 1.0;
+        double inputs = T * h * r + T * hd + k * T * h * (L.moe ? 1.0 : r) + k * T * L.f_l;
+        double grads = T * (hd + 2 * kvd) + T * h * r + k * T * mats_in * L.f_l + k * T * h * (L.moe ? 1.0 : r);
+        if (L.mla) {
+            // mla: the up projections' latent inputs and proj's a_l·dv input; the down
+            // projections' (replicated) and the up projections' output gradients.
+            inputs += T * r * (L.q_lora + L.kv_lora) + T * L.heads_l * L.d_v - T * hd;
+            grads += T * r * (L.q_lora + L.kv_lora + L.d_rope) + T * L.heads_l * (L.d_qk + L.d + L.d_v) - T * (hd + 2 * kvd);
+        }
+        if (L.moe && L.moe_g > 0 && L.moe_g != 1.0) {  // moe2: the experts' gathered rows
+            inputs += (L.moe_g - 1.0) * k * T * (h + L.f_l);
+            grads += (L.moe_g - 1.0) * k * T * (mats_in * L.f_l + h);
+        }
+        if (L.fs_l > 0) {  // moe2: the shared experts' FC1 / FC2 operands (a dense MLP's)
+            inputs += T * h * r + T * L.fs_l;
+            grads += T * mats_in * L.fs_l + T * h * r;
+        }
+        const Fp8CastBytes& c = L.fp8_cast;
+        lt.fp8_cast = (c.in_fwd * inputs + c.weight_fwd * L.layer_linear_params) / L.hbm;
+        lt.fp8_cast_bwd = (c.grad_bwd * grads + c.in_bwd * inputs + c.weight_bwd * L.layer_linear_params) / L.hbm;
+    }
+    // Attention core: QKᵀ and PV per head; queries are local (s / cp), keys span s.
+    const double s_keys = L.s_local * L.c;
+    double core_flops = 4.0 * L.b * L.heads_l * L.s_local * s_keys * d;
+    if (L.mla) core_flops = 2.0 * L.b * L.heads_l * L.s_local * s_keys * (L.d_qk + L.d_v);  // mla: QKᵀ over d + dr, PV over dv
+    if (L.flash) {
+        // Flash kernels skip fully masked blocks: half the scores are computed.
+        lt.attn = 0.5 * core_flops / (L.peak * L.flash_eff);
+        lt.attn_bwd = 2.5 * lt.attn;  // five GEMMs in the backward vs two forward
+    } else {
+        const double eff = gemm_efficiency(L.s_local, s_keys, L.mla ? L.d_qk : d, L.gemm_eff_max);
+        const double scores = L.b * L.heads_l * L.s_local * s_keys;
+        const double core_gemm = core_flops / (L.peak * eff);
+        // recomp: the score tensor's memory-bound passes as Megatron-LM runs them (Korthikanti
+        // et al. 2022 Table 4: the selective recompute, i.e. this forward, takes 1.3 ms of the
+        // 22B layer). Forward: the fused scale-mask-softmax kernel reads the scores and writes
+        // the probabilities (2e); dropout reads them, writes its output and a 1-byte mask
+        // (2e + 1). Backward: dropout's backward reads the gradient and the mask and writes
+        // (2e + 1); the fused softmax backward reads the gradient and the probabilities and
+        // writes (3e). The two batched GEMMs become four in the backward.
+        const double drop = L.dropout ? 2.0 * L.e + 1.0 : 0.0;
+        // papers: unfused (training.masked_softmax_fusion = false; Megatron-LM's
+        // FusedScaleMaskSoftmax.forward_torch_softmax, and the 2019 code's separate ops): the
+        // scale and the causal mask are passes of their own before the softmax, each reading
+        // and writing the scores (+2e each, the mask's 1-byte bool where it is a masked_fill),
+        // and their backward passes repeat them on the gradient (+2e each).
+        const double unfused = L.softmax_unfused ? 4.0 * L.e + 1.0 : 0.0;
+        lt.attn = core_gemm + (2.0 * L.e + drop + unfused) * scores / L.hbm;
+        lt.attn_bwd = 2.0 * core_gemm + (3.0 * L.e + drop + unfused) * scores / L.hbm;
+    }
+    // Element-wise: about 16 reads or writes of a hidden-sized tensor and 3 of the MLP-sized
+    // one (4 for SwiGLU). recomp: of the 16, those outside the tensor-parallel region run on
+    // the whole T·h on every TP rank without sequence parallelism (Megatron's
+    // ParallelTransformerLayer: every rank holds the all-reduced output) and on T·h/t with
+    // it: two norms (read + write: 4) and two bias-dropout-adds (read the branch and the
+    // residual, write: 6; plus a 1-byte dropout mask each where dropout is on). The rest —
+    // the QKV bias or RoPE and the attention layout copies — works on the rank's own heads
+    // (T·a_l·d), split t ways with or without sequence parallelism.
+    const double r = L.sp ? 1.0 / L.t : 1.0;
+    // 16 − 11: a GPT layer in 16-bit (dropout on) keeps the total of 16 at tp = 1.
+    const double outside = 10.0 + (L.dropout ? 2.0 / L.e : 0.0), inside = 5.0;
+    lt.elem = L.elementwise_factor * L.e * T *
+              (outside * h * r + inside * hd + (L.swiglu ? 4.0 : 3.0) * L.f_l * (L.moe ? L.m->top_k : 1)) / L.hbm;
+    // mla: the per-head passes span Q, K (d + dr) and V (dv) instead of d, and the two latent
+    // norms read and write the q / kv latents (on the rank's sequence shard under SP).
+    // mla: --qk-layernorm (non-MLA): the q / k norms read and write the local Q and K heads.
+    if (L.qk_norm) lt.elem += L.elementwise_factor * L.e * T * 2.0 * (hd + kvd) / L.hbm;
+    if (L.mla)
+        lt.elem += L.elementwise_factor * L.e * T *
+                   (inside * L.heads_l * ((2.0 * L.d_qk + L.d_v) / 3.0 - d) + 2.0 * r * (L.q_lora + L.kv_lora)) / L.hbm;
+    // moe2: the experts' activation passes over the gathered rows, and the shared experts'.
+    if (L.moe && L.moe_g > 0 && L.moe_g != 1.0)
+        lt.elem += L.elementwise_factor * L.e * T * (L.moe_g - 1.0) * (L.swiglu ? 4.0 : 3.0) * L.f_l * L.m->top_k / L.hbm;
+    if (L.fs_l > 0) lt.elem += L.elementwise_factor * L.e * T * (L.swiglu ? 4.0 : 3.0) * L.fs_l / L.hbm;
+    if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
+    if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::megatron) lt.module_recompute = module_recompute_time(L, lt);  // recmod
+    return lt;
+}
+
+// One micro-batch's forward and backward blocks through `layers` layers on one rank
+
+void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
+    BlockTime &F = c.fwd, &B = c.bwd;
+    const double T = L.tokens;
+    F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch);
+    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd);
+    B.wgrad = layers * lt.gemm;  // zb: of the two backward GEMMs per forward one, the weight gradient
+    // fp8: the model's first / last layers kept in bf16 (Megatron --first-last-layers-bf16)
+    // sit in the block that holds the embedding / the output layer.
+    double bf16_layers = 0;
+    if (L.fp8 != Fp8Recipe::none) {
+        if (first) bf16_layers += std::min<double>(L.fp8_bf16_first, layers);
+        if (last) bf16_layers += std::min<double>(L.fp8_bf16_last, layers - bf16_layers);
+    }
+    if (bf16_layers > 0) {
+        LayoutDerived Lb = L;
+        Lb.fp8 = Fp8Recipe::none;
+        const LayerTime b = layer_forward_time(Lb);
+        F.compute += bf16_layers * (b.gemm + b.elem - lt.gemm - lt.elem - lt.fp8_cast);
+        B.compute += bf16_layers * (2.0 * (b.gemm + b.elem - lt.gemm - lt.elem) - lt.fp8_cast_bwd);
+    }
+    if (L.rc == Recompute::full) B.recompute = F.compute;
+    else if (L.rc == Recompute::selective)  // core attention forward again (Megatron); ttasync: op-level SAC
+        B.recompute = layers * (L.rc_style == RecomputeStyle::torchtitan_op
+                                    ? lt.op_sac_recompute
+                                    : (rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);  // recmod
+    if (last) {
+        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
+        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
+        F.compute += logits + ce;
+        B.compute += 2.0 * logits + ce;
+        B.wgrad += logits;
+    }
+    if (last && L.mtp > 0) {
+        // mla: each MTP module on the last stage: the embedding of the shifted tokens, enorm
+        // and hnorm, eh_proj (T × h/t × 2h), its transformer layer (this model's layer, with
+        // its recompute), its final norm and a second pass through the output layer and loss.
+        const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
+        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;
+        const double eh = linear_gemm_time(L, T, L.h / L.t, 2.0 * L.h);
+        const double norms = L.e * T * L.h * (1.0 + 3.0 * 2.0) / L.hbm;  // embedding gather, 3 norms
+        const double layer_f = lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch;
+        F.compute += L.mtp * (layer_f + eh + norms + logits + ce);
+        B.compute += L.mtp * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd +
+                              2.0 * eh + 2.0 * norms + 2.0 * logits + ce);
+        B.wgrad += L.mtp * (lt.gemm + eh + logits);
+        if (L.rc == Recompute::full) B.recompute += L.mtp * layer_f;
+        else if (L.rc == Recompute::selective)  // recmod: the MTP layer's modules as the model's layers
+            B.recompute += L.mtp * ((rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);
+    }
+    if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
+    // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its
+    // backward, on the compute stream (ds_grad_accum_bytes).
+    if (L.grad_accum_bytes > 0) {
+        const double params = layers * (L.layer_dense_params + L.layer_expert_params) + (first ? L.embed_params : 0.0) +
+                              (last ? L.output_params + L.final_norm_params : 0.0);
+        B.compute += L.grad_accum_bytes * params / L.hbm;
+    }
+}
+
+}  // namespace est
+}  // namespace ptd

@@ -1,0 +1,1090 @@
+// estimate.cpp — assembles one layout's estimate: derives the layout's quantities once,
+// asks the models for each stage's memory (memory.cpp), block times (compute.cpp,
+// collectives.cpp) and tail (overlap.cpp), and places the blocks with the pipeline schedule
+// (timeline.h). No allocation on the planner's path. Each model file opens with its sources;
+// docs/estimators.md writes every term out.
+#include "ptd/model/estimate.h"
+
+#include "model/estimate_internal.h"
+#include "ptd/model/schedule.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace ptd {
+
+using namespace est;
+
+// ---- context and one stage ------------------------------------------------------------------
+
+EstimateContext make_estimate_context(const JobSpec& job) {
+    EstimateContext ctx;
+    ctx.job = job;
+    ctx.params = count_parameters(job.model);
+    ctx.peak_flops = job.cluster.gpu.peak_tflops(job.training.precision) * 1e12;
+    ctx.cpu_device = job.cluster.gpu.name == "cpu";
+    return ctx;
+}
+
+LayoutChoice layout_choice_of(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    LayoutChoice c;
+    c.tp = p.tp;
+    c.pp = p.pp;
+    c.dp = p.dp;
+    c.cp = p.cp;
+    c.ep = p.ep;
+    c.vpp = p.vpp;
+    c.micro_batch = job.training.micro_batch;
+    c.zero = p.zero;
+    c.distributed_optimizer = p.distributed_optimizer;
+    c.sequence_parallel = p.sequence_parallel;
+    c.recompute = p.recompute;
+    c.offload_optimizer = p.offload_optimizer;  // offload
+    c.offload_params = p.offload_params;
+    c.schedule = p.schedule;  // zb
+    c.etp = p.expert_tp;      // moe2: 0 = tp
+    c.order = -1;
+    for (int i = 0; i < kPlannerOrderCount; ++i)
+        if (p.order == kPlannerOrders[i]) c.order = i;
+    return c;
+}
+
+const char* layout_choice_order(const EstimateContext& ctx, const LayoutChoice& c) {
+    if (c.order >= 0 && c.order < kPlannerOrderCount) return kPlannerOrders[c.order];
+    return ctx.job.parallel.order.c_str();
+}
+
+namespace {
+
+LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
+    const JobSpec& job = ctx.job;
+    const ModelSpec& m = job.model;
+    const ClusterSpec& cl = job.cluster;
+    const EstimateSpec& es = job.estimate;
+    LayoutDerived L{};
+    L.m = &m;
+    L.t = ch.tp;
+    L.p = ch.pp;
+    L.v = std::max(ch.vpp, 1);
+    L.c = std::max(ch.cp, 1);
+    L.ep = std::max(ch.ep, 1);
+    L.dp = std::max(ch.dp, 1);
+    L.b = ch.micro_batch;
+    L.mbs = std::max(1, job.training.global_batch / std::max(1, ch.micro_batch * L.dp));
+    L.s_local = (double)m.seq_len / L.c;
+    L.tokens = L.b * L.s_local;
+    L.e = job.training.precision == Precision::fp32 ? 4.0 : 2.0;
+    L.vocab = (double)padded_vocab(m.vocab, es.vocab_pad, ch.tp);
+    L.h = m.hidden;
+    L.d = m.head_dim();
+    L.heads_l = (double)m.heads / L.t;
+    L.kv_l = m.kv_heads >= L.t ? (double)m.kv_heads / L.t : 1.0;  // GQA: replicated when t > g
+    L.f_l = (double)m.ffn_hidden / L.t;
+    // moe2: the routed experts' width (moe_ffn_hidden, else ffn_hidden) splits over expert TP.
+    L.etp = m.experts > 1 && ch.etp > 0 ? ch.etp : L.t;
+    if (m.experts > 1 && (L.etp != L.t || m.moe_ffn_hidden > 0)) L.f_l = (double)m.expert_ffn_hidden() / L.etp;
+    L.sp = ch.sequence_parallel && L.t > 1;
+    L.flash = job.training.flash_attention;
+    L.dropout = m.dropout_on();  // oom4: model.dropout, else by arch
+    L.swiglu = m.activation == Activation::swiglu;
+    L.moe = m.experts > 1;
+    L.layernorm = m.norm == Norm::layernorm;
+    L.cpu = ctx.cpu_device;
+    L.rc = ch.recompute;
+    L.rc_style = job.parallel.recompute_style;
+    L.rc_modules = job.parallel.recompute_modules;  // recmod
+    L.norm_saves_output = es.memory_efficient_norm;  // menorm
+    L.edp = std::max(1, L.dp * L.c / L.ep);
+    // moe2: MoE parallel folding: the expert-DP group is what is left of tp·cp·dp after etp·ep.
+    if (L.etp != L.t) L.edp = std::max(1, L.t * L.c * L.dp / (L.etp * L.ep));
+    // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
+    // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
+    const OptimizerStateWidths widths = optimizer_state_widths(job.training);  // oom4
+    L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
+                                          ch.distributed_optimizer, (double)L.dp * L.c, widths);
+    L.optimizer_sharded = ch.zero >= 1 || ch.distributed_optimizer;
+    L.zero = ch.zero;
+    L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
+                                           ch.distributed_optimizer, (double)L.edp, widths);
+    // oomnemo: grad_reduce_in_fp32 = false (Megatron-core DDP config; NeMo / Megatron-Bridge
+    // performance recipes): the main-grad buffer is bf16, 2 bytes per parameter, not 4.
+    if (!job.parallel.grad_reduce_in_fp32 && ch.zero == 0 && job.training.precision == Precision::bf16) {
+        L.dense_state.grads = std::min(L.dense_state.grads, 2.0);
+        L.expert_state.grads = std::min(L.expert_state.grads, 2.0);
+    }
+
+    // mla: per-head widths (head_dim ≠ hidden / heads needs nothing more: every width below is
+    // heads_l · d) and MLA's latent widths; K and V exist per query head after the up projection.
+    assign_attention_widths(m, L);
+
+    // Parameters of one layer on one TP rank.
+    const double h = L.h, hd = L.heads_l * L.d, kvd = L.kv_l * L.d;
+    double attn = h * hd * 2 + h * kvd * 2;
+    if (m.bias) attn += hd + 2 * kvd + h;
+    else if (m.qkv_bias) attn += hd + 2 * kvd;
+    if (L.mla) attn = attention_params_per_rank(L, true);  // mla
+    else if (m.qk_layernorm) attn += 2.0 * (L.layernorm ? 2.0 : 1.0) * L.d;  // mla: q / k norms, replicated
+    const double mats_in = L.swiglu ? 2.0 : 1.0;
+    double expert = (mats_in + 1.0) * h * L.f_l;
+    if (m.bias) expert += mats_in * L.f_l + h;
+    const double norm = L.layernorm ? 2 * h : h;
+    if (L.moe) {
+        L.layer_dense_params = attn + 2 * norm + h * m.experts;  // router replicated
+        L.layer_expert_params = expert * m.experts / L.ep;
+        // moe2: the shared experts are one dense MLP of their width, TP-split (SharedExpertMLP):
+        // dense parameters, reduced and sharded over DP like the attention's.
+        if (m.shared_expert_ffn_hidden > 0) {
+            L.fs_l = (double)m.shared_expert_ffn_hidden / L.t;
+            L.layer_dense_params += (mats_in + 1.0) * h * L.fs_l + (m.bias ? mats_in * L.fs_l + h : 0.0);
+        }
+    } else {
+        L.layer_dense_params = attn + 2 * norm + expert;
+        L.layer_expert_params = 0;
+    }
+    L.embed_params = L.vocab * h / L.t + (m.position == Position::learned ? (double)m.seq_len * h : 0.0);
+    L.output_params = L.vocab * h / L.t;  // untied, or the tied copy on the last stage when p > 1
+    L.final_norm_params = norm;
+    // mla: each MTP module (Megatron-core MultiTokenPredictionLayer) on the last stage: its
+    // transformer layer (the model's last layer kind), enorm, hnorm, its final norm and eh_proj
+    // (ColumnParallelLinear 2h → h, no bias); the embedding and output layer are shared.
+    if (L.mtp > 0) {
+        L.mtp_params = L.mtp * (L.layer_dense_params + L.layer_expert_params + 2.0 * h * h / L.t + 3.0 * norm);
+        L.mtp_expert_params = L.mtp * L.layer_expert_params;
+    }
+
+    // moe2: tokens one rank's experts see: its dispatched SP shard gathered over expert TP.
+    L.moe_g = L.etp == L.t ? 1.0 : (L.sp ? 1.0 / L.t : 1.0) * L.etp;
+    L.shared_overlap = job.parallel.moe_shared_expert_overlap && L.fs_l > 0;
+    L.first_dense = L.moe ? m.first_dense_layers : 0;
+    L.dense_layer = nullptr, L.stage_dense = nullptr, L.chunk_dense = nullptr;  // evaluate_layout
+    // Which groups leave the node, from the rank order (collectives.cpp).
+    assign_group_links(cl, layout_choice_order(ctx, ch), L);
+    L.peak = std::max(ctx.peak_flops, 1.0);
+    L.hbm = std::max(cl.gpu.hbm_gbps, 1e-3) * 1e9 * time_model_constants().hbm_eff;
+    assign_kernel_profile(job, L);
+    L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
+    if (L.moe && L.etp != L.t) L.nccl_groups += (L.etp > 1) + (L.ep == 1 && L.edp > 1);  // moe2: ETP, expert-DP
+
+    // fp8 (issue 15 point 3): the linear layers' GEMMs at the FP8 peak; what the recipe adds
+    // in quantization traffic and memory (compute.cpp, memory.cpp; docs/estimators.md).
+    const TrainingSpec& tr = job.training;
+    L.fp8 = tr.precision == Precision::bf16 && cl.gpu.fp8_tflops > 0 ? tr.fp8 : Fp8Recipe::none;
+    if (L.fp8 != Fp8Recipe::none) {
+        L.fp8_te = L.fp8 == Fp8Recipe::delayed || L.fp8 == Fp8Recipe::current || L.fp8 == Fp8Recipe::mxfp8;
+        L.peak_fp8 = cl.gpu.fp8_tflops * 1e12;
+        L.fp8_cast = fp8_cast_bytes(L.fp8, L.mbs);
+        // TE keeps the FP8 input a linear layer's wgrad needs (its columnwise copy) instead of
+        // the bf16 input; MXFP8 adds one E8M0 scale per 32 elements. torchao keeps bf16.
+        const double mx_scales = L.fp8 == Fp8Recipe::mxfp8 ? 1.0 / 32.0 : 0.0;
+        L.fp8_saved_bytes = L.fp8_te ? 1.0 + mx_scales : L.e;
+        // TE caches each weight's FP8 rowwise (fprop) and columnwise (dgrad; Hopper's FP8
+        // GEMM is TN-only, so a transposed copy) data for the step.
+        L.fp8_weight_bytes = L.fp8_te ? 2.0 * (1.0 + mx_scales) : 0.0;
+        // Delayed scaling: per linear module an fp32 amax history for 3 forward (input,
+        // weight, output) and 2 backward (grad output, grad input) tensors, plus scale and
+        // scale_inv per tensor; 4 linear modules (QKV, proj, FC1, FC2) per layer.
+        L.fp8_state_bytes_per_layer =
+            L.fp8 == Fp8Recipe::delayed ? 4.0 * 5.0 * 4.0 * (tr.fp8_amax_history_len + 2.0) : 0.0;
+        L.layer_linear_params = h * hd * 2 + h * kvd * 2 + (mats_in + 1.0) * h * L.f_l * (L.moe ? (double)m.experts / L.ep : 1.0);
+        if (L.mla) L.layer_linear_params += attention_params_per_rank(L, false) - (h * hd * 2 + h * kvd * 2);  // mla
+        if (L.fs_l > 0) L.layer_linear_params += (mats_in + 1.0) * h * L.fs_l;  // moe2: shared experts
+        L.fp8_bf16_first = tr.fp8_bf16_first_layers;
+        L.fp8_bf16_last = tr.fp8_bf16_last_layers;
+    }
+    // overlap: the job's settings; the param gather only exists with a sharded optimizer, TP
+    // overlap only with sequence parallelism (overlap.cpp).
+    L.overlap_grad_reduce = job.parallel.overlap_grad_reduce;
+    L.overlap_param_gather = job.parallel.overlap_param_gather && L.optimizer_sharded;
+    L.tp_comm_overlap = job.parallel.tp_comm_overlap && L.sp;
+    // offload: what moves to host memory, and the host side's bandwidth, CPU and RAM.
+    L.offload_optimizer = ch.offload_optimizer != OffloadDevice::none;
+    L.offload_params = ch.offload_params;
+    const HostLinkDefaults host = host_link_defaults(cl);
+    L.pcie = std::max(host.pcie_gbps, 1e-3) * 1e9;
+    L.cpu_adam_params_per_s = cpu_adam_params_per_s(cl);  // bits: per host CPU (cluster preset)
+    L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
+    L.host_capacity_bytes = host.host_memory_gib * kGiB;
+    L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
+    // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
+    L.ds_pipe = job.training.framework == Framework::deepspeed && L.p > 1;
+    L.grad_accum_bytes = L.ds_pipe ? ds_grad_accum_bytes(job.training.precision, L.mbs) : 0.0;
+    // p2psg: Megatron-LM (2021 – early 2023) splits the p2p tensor over the TP ranks unless
+    // sequence parallelism already has (p2p_communication.py: `not args.sequence_parallel`).
+    L.p2p_scatter_gather = job.parallel.scatter_gather_tensors_in_pipeline && !L.ds_pipe && L.p > 1 && L.t > 1 && !L.sp;
+    // papers: Megatron's CheckpointFunction splits the saved input only without sequence
+    // parallelism (transformer_block.py: distribute_saved_activations and not sequence_parallel).
+    L.distribute_saved = job.parallel.distribute_saved_activations && L.rc == Recompute::full && L.t > 1 && !L.sp;
+    L.softmax_unfused = !job.training.masked_softmax_fusion && !L.flash;  // papers
+
+    // blackwell: Megatron's overlap_p2p_comm acts in its interleaved schedule only
+    // (schedules.py forward_backward_pipelining_with_interleaving; arguments.py turns it off
+    // otherwise); DeepSpeed, torchtitan and the ZB-H1 / DualPipe paths send their own way.
+    L.overlap_p2p = job.parallel.overlap_p2p_comm && job.training.framework == Framework::megatron && L.p > 1 &&
+                    L.v > 1 && L.schedule == PipelineSchedule::interleaved;
+    // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
+    // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
+    const bool torchtitan = job.training.framework == Framework::torchtitan;
+    L.dtensor_sp = torchtitan && L.sp;
+    L.loss_parallel = torchtitan && L.t > 1 && es.cross_entropy == CrossEntropyImpl::pytorch;
+    L.torch_pipelining = torchtitan && L.p > 1;
+    L.titan_model = torchtitan;
+    L.titan_eager = torchtitan && !job.training.torch_compile;
+    // l405: the interleaved group size N as the job gives it (validate_job: pp ≤ N ≤ m), p when
+    // not given (Megatron's default); a layout the planner tries with another pp or fewer
+    // micro-batches keeps Megatron's range [p, max(p, m)].
+    const long long mb_group = microbatch_group_in_range(job.parallel.microbatch_group_size, L.p, L.mbs);
+    L.mb_group = mb_group > 0 ? (int)mb_group : L.p;
+    L.chunk_layers = nullptr;  // set by evaluate_layout where the chunks of a stage differ
+    // tt405: PyTorch's micro-pipelined TP (torchtitan enable_async_tensor_parallel), sequence
+    // parallel only (validate_job); overlap.cpp hide_tp_comm.
+    L.async_tp = job.parallel.async_tp && L.sp && L.t > 1;
+    // recomp: Megatron-LM (Sep 2021 on; Megatron-Core and Transformer Engine's linears always)
+    // runs a column-parallel linear's backward collectives asynchronously beside its GEMMs
+    // (overlap.cpp hide_tp_dgrad). ZB-H1 / DualPipe defer the weight gradient: nothing to hide behind.
+    L.tp_dgrad_async = job.parallel.async_tensor_model_parallel_allreduce && job.training.framework == Framework::megatron &&
+                       L.t > 1 && L.schedule != PipelineSchedule::zb_h1 && L.schedule != PipelineSchedule::dualpipe;
+    // ttasync: torchao rowwise float8 under torchtitan's sequence-parallel TP quantizes after
+    // the bf16 all-gather (parallelize_llama.py apply_tp: enable_float8_tensorwise_tp only for
+    // tensorwise recipes).
+    L.fp8_cast_after_tp_gather = L.dtensor_sp && L.t > 1 && L.fp8 == Fp8Recipe::rowwise;
+    // deepep: the flex dispatcher's DeepEP / HybridEP kernels send a token once per node that
+    // holds any of its experts (collectives.cpp ep_dispatch_time): the expected other nodes,
+    // each node hit with the same probability.
+    L.node_dedup = L.moe && L.ep > 1 && job.parallel.moe_dispatcher != MoeDispatcher::alltoall;
+    L.ep_remote_nodes = 0;
+    if (L.node_dedup && L.net_ep.nodes > 1) {
+        const double N = L.net_ep.nodes;
+        L.ep_remote_nodes = expected_expert_nodes(m.experts, m.top_k, L.net_ep.nodes, m.moe_router_num_groups,
+                                                  m.moe_router_group_topk) * (N - 1.0) / N;
+    }
+    // deepep: --overlap-moe-expert-parallel-comm pairs one micro-batch's forward with another's
+    // backward in the 1F1B steady state (pipeline_parallel/combined_1f1b.py): without PP all
+    // but the first forward and the last backward (m − 1 of m); interleaved, all but the warm-up
+    // forwards and the cool-down backwards, (p − rank − 1)·2 + (v − 1)·N + 1 of the m·v per rank
+    // (schedules.py get_pp_rank_microbatches, one extra warm-up forward with the overlap), taken
+    // at the mean rank. Megatron refuses pp > 1 without vpp and full recompute (validate_job);
+    // a planner layout outside those preconditions runs without the overlap.
+    L.a2a_paired = 0;
+    if (job.parallel.moe_a2a_overlap && L.moe && L.ep > 1 && (L.p == 1 || L.v > 1) && L.rc != Recompute::full &&
+        L.schedule != PipelineSchedule::zb_h1 && L.schedule != PipelineSchedule::dualpipe) {
+        const double blocks = (double)L.mbs * L.v;
+        const double warmup = L.p > 1 ? (L.p - 1.0) + (L.v - 1.0) * L.mb_group + 1.0 : 1.0;
+        L.a2a_paired = std::max(0.0, blocks - warmup) / blocks;
+    }
+    // hostov: host time (host.cpp): Megatron-core's op counts; what the CUDA graphs capture (an
+    // impl with no scope = the whole layer, full_iteration = everything); the dropless MoE
+    // dispatcher's host sync unless the expert inputs are padded or the MoE layer is captured.
+    L.host_model = job.training.framework == Framework::megatron && !L.cpu;
+    {
+        const ParallelSpec& pa = job.parallel;
+        constexpr uint32_t kWholeLayer = kGraphAttn | kGraphMlp | kGraphMoe | kGraphMoeRouter | kGraphMoePreprocess;
+        uint32_t graphs = 0;
+        if (pa.cuda_graph_impl != CudaGraphImpl::none) graphs = pa.cuda_graph_scope == 0 ? kWholeLayer : pa.cuda_graph_scope;
+        if (graphs & kGraphFullIteration) graphs |= kWholeLayer;
+        L.graph_scope = graphs;
+        L.moe_host_sync = L.moe && !pa.moe_pad_to_capacity && !(graphs & kGraphMoe);
+        L.host_op_s = (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault) * 1e-6;
+    }
+    return L;
+}
+
+// One micro-batch's forward and backward blocks through `layers` layers on one rank
+// (`first`: with the embedding, `last`: with the final norm, output layer and loss).
+// Linear in layers, so a stage's chunks add up to the stage. p2p is one hop each way.
+ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last) {
+    ChunkTime c;
+    block_compute(L, lt, layers, first, last, c);
+    block_comm(L, lt, layers, first, last, c);
+    hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
+    hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
+    hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
+    add_host_time(L, layers, c);  // hostov: a host slower than the GPU (host.cpp)
+    hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
+    return c;
+}
+
+// moe2: the layout as one of an MoE model's first_dense_layers sees it: a dense MLP of
+// ffn_hidden / t instead of the router, routed and shared experts (Megatron --moe-layer-freq,
+// HF first_k_dense_replace). Everything else — attention, groups, states — is L's.
+LayoutDerived dense_layer_view(const LayoutDerived& L) {
+    LayoutDerived D = L;
+    const ModelSpec& m = *L.m;
+    const double h = L.h, mats_in = L.swiglu ? 2.0 : 1.0;
+    auto mlp = [&](double w) { return (mats_in + 1.0) * h * w + (m.bias ? mats_in * w + h : 0.0); };
+    D.moe = false;
+    D.f_l = (double)m.ffn_hidden / L.t;
+    D.layer_dense_params = L.layer_dense_params - h * m.experts - (L.fs_l > 0 ? mlp(L.fs_l) : 0.0) + mlp(D.f_l);
+    D.layer_expert_params = 0;
+    if (L.fp8 != Fp8Recipe::none)
+        D.layer_linear_params = L.layer_linear_params - (mats_in + 1.0) * h * (L.f_l * m.experts / L.ep + L.fs_l) +
+                                (mats_in + 1.0) * h * D.f_l;
+    D.fs_l = 0, D.moe_g = 1.0, D.shared_overlap = false;
+    D.first_dense = 0, D.dense_layer = nullptr, D.stage_dense = nullptr, D.chunk_dense = nullptr;
+    return D;
+}
+
+// moe2: a chunk of `layers` layers of which `dense` are dense-MLP layers (L.dense_layer):
+// each kind's blocks through its layers, the chunk's one pipeline hop counted once.
+ChunkTime block_time_mixed(const LayoutDerived& L, const LayerTime& lt, const LayerTime& lt_dense, double layers,
+                           double dense, bool first, bool last) {
+    if (dense <= 0 || !L.dense_layer) return block_time(L, lt, layers, first, last);
+    const LayoutDerived& D = *L.dense_layer;
+    ChunkTime c, d;
+    const double moe_layers = layers - dense;
+    block_compute(L, lt, moe_layers, first, last, c);
+    block_comm(L, lt, moe_layers, first, last, c);
+    hide_tp_comm(L, lt, moe_layers, c);
+    hide_tp_dgrad(L, lt, moe_layers, c);
+    block_compute(D, lt_dense, dense, false, false, d);
+    block_comm(D, lt_dense, dense, false, false, d);
+    hide_tp_comm(D, lt_dense, dense, d);
+    hide_tp_dgrad(D, lt_dense, dense, d);
+    add_host_time(L, moe_layers, c);  // hostov: each kind's host time against its own GPU time
+    add_host_time(D, dense, d);
+    auto add = [](BlockTime& a, const BlockTime& b) {
+        a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.cp += b.cp, a.ep += b.ep, a.wgrad += b.wgrad;
+    };
+    add(c.fwd, d.fwd);
+    add(c.bwd, d.bwd);
+    hide_ep_a2a(L, c);  // deepep: the whole chunk's compute is the paired window
+    hide_p2p(L, c);
+    return c;
+}
+
+struct StageEval {
+    StageMemory sm;
+    double fwd = 0, bwd = 0, recompute = 0, tp = 0, cp = 0, ep = 0, p2p = 0;  // per micro-batch
+    DpTraffic dp;  // per iteration, before overlap
+};
+
+// pspeed2: one evaluation's block times by kind of chunk. A chunk's time depends only on its
+// layer count and whether it holds the embedding or the output layer, so a layout has a few
+// kinds however many chunks (a balanced split ≤ 4); with v = 1 a stage is its one chunk, and
+// evaluate_stage and the pipeline's durations ask the same question. Each kind keeps its
+// block totals; the kind asked for last is tried first (a split's stages come in runs).
+struct ChunkKinds {
+    struct Kind {
+        double layers;
+        bool first, last;
+        double dense;  // moe2: dense-MLP layers among them
+        ChunkTime time;
+        double fwd_total, bwd_total;
+    };
+    Kind known[8];
+    Kind spare;  // a ninth kind and beyond (explicit lists), not kept
+    int n_known = 0, last_kind = -1;
+    const LayerTime* lt_dense = nullptr;  // moe2: a dense-MLP layer's times (L.dense_layer)
+    const Kind& get(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, double dense = 0) {
+        if (last_kind >= 0 && known[last_kind].layers == layers && known[last_kind].first == first &&
+            known[last_kind].last == last && known[last_kind].dense == dense)
+            return known[last_kind];
+        return find(L, lt, layers, first, last, dense);
+    }
+    [[gnu::noinline]] const Kind& find(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last,
+                                       double dense) {
+        auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last && k.dense == dense; };
+        for (int k = 0; k < n_known; ++k)
+            if (same(known[k])) return known[last_kind = k];
+        const ChunkTime ct = dense > 0 && lt_dense ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
+                                                   : block_time(L, lt, layers, first, last);
+        Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
+        slot = Kind{layers, first, last, dense, ct, ct.fwd.total(), ct.bwd.total()};
+        return slot;
+    }
+};
+
+StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, const LayerTime& lt, int i,
+                         int layers, ChunkKinds& kinds) {
+    StageEval S;
+    S.sm = stage_memory(ctx, L, i, layers);
+    // Time per micro-batch: the stage's v chunks together (block_time is linear in layers;
+    // the embedding and output terms fall on the first and last chunk).
+    const ChunkTime& ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1, L.stage_dense ? L.stage_dense[i] : 0.0).time;  // pspeed2
+    S.fwd = ct.fwd.compute;
+    S.bwd = ct.bwd.compute;
+    S.recompute = ct.bwd.recompute;
+    S.tp = ct.fwd.tp + ct.bwd.tp;
+    S.cp = ct.fwd.cp + ct.bwd.cp;
+    S.ep = ct.fwd.ep + ct.bwd.ep;
+    S.p2p = L.v * (ct.fwd.p2p + ct.bwd.p2p);  // one hop each way per chunk
+    return S;  // ZeRO buffers and DP traffic are added by the caller, which knows the layout
+}
+
+// ---- the steps of evaluate_layout -------------------------------------------------------
+
+// How a layout's layers split over its stages and model chunks: the list given (pp or pp·v
+// entries), Megatron's split with the embedding / loss counted as layers, or balanced.
+struct StageSplit {
+    const std::vector<int>* list = nullptr;  // layers_per_stage in effect
+    int n_lps = 0, p = 1, v = 1, layers = 0, base = 0, extra = 0;
+
+    // Layers of stage i: from the explicit list (pp or pp·vpp entries), else balanced.
+    int stage_layers(int i) const {
+        if (n_lps == p) return (*list)[(size_t)i];
+        if (n_lps == p * v && n_lps > 0) {
+            int sum = 0;
+            for (int k = 0; k < v; ++k) sum += (*list)[(size_t)(k * p + i)];
+            return sum;
+        }
+        if (p == 1) return layers;
+        return base + (i >= 1 && i <= extra ? 1 : 0);
+    }
+    // Layers of chunk c of stage i (the list's entry where it has one per chunk).
+    double chunk_layers(int c, int i, int stage_total) const {
+        return n_lps == p * v && v > 1 ? (double)(*list)[(size_t)(c * p + i)] : (double)stage_total / v;
+    }
+    // Whether the split is the balanced one (no list, or a list equal to it, as the planner
+    // passes when pp does not divide the layers).
+    bool balanced() const {
+        if (n_lps == 0) return true;
+        if (n_lps != p) return false;
+        for (int i = 0; i < p; ++i)
+            if ((*list)[(size_t)i] != (p == 1 ? layers : base + (i >= 1 && i <= extra ? 1 : 0))) return false;
+        return true;
+    }
+    // With a balanced split, stages come in runs of equal stages: the first, those with one
+    // layer more (1..extra), the rest of the middle, the last. The end of i's run.
+    int run_end(int i) const { return i == 0 ? 1 : i == p - 1 ? p : i <= extra ? std::min(extra + 1, p - 1) : p - 1; }
+    // The stage evaluated for i's run.
+    int representative(int i) const {
+        return i == 0 ? 0 : i == p - 1 ? p - 1 : (i <= extra ? 1 : std::min(extra + 1, p - 2));
+    }
+};
+
+// l405: Megatron's --account-for-embedding/loss-in-pipeline-split: layers + 1 (+ 1) split
+// evenly into p·v chunks, the first chunk of the first stage and the last chunk of the last
+// stage holding one transformer layer fewer (transformer_config / get_num_layers_to_build).
+// Where the count does not divide (a layout the planner tries), the split given is kept.
+StageSplit split_layers(const JobSpec& job, LayoutDerived& L, const std::vector<int>& given) {
+    const int layers = job.model.layers, p = L.p;
+    const int split_extra = (job.parallel.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                            (job.parallel.account_for_loss_in_pipeline_split ? 1 : 0);
+    const int pv = p * L.v;
+    thread_local std::vector<int> accounted_split;
+    const bool use_accounted = split_extra > 0 && (int)given.size() != pv && (layers + split_extra) % pv == 0 &&
+                               (layers + split_extra) / pv >= 1;
+    if (use_accounted) {
+        accounted_split.assign((size_t)pv, (layers + split_extra) / pv);
+        if (job.parallel.account_for_embedding_in_pipeline_split) --accounted_split.front();
+        if (job.parallel.account_for_loss_in_pipeline_split) --accounted_split.back();
+    }
+    StageSplit s;
+    s.list = use_accounted ? &accounted_split : &given;
+    if (L.v > 1 && (int)s.list->size() == pv) L.chunk_layers = s.list->data();
+    s.n_lps = (int)s.list->size();
+    s.p = p, s.v = L.v, s.layers = layers;
+    s.base = layers / p, s.extra = layers % p;
+    return s;
+}
+
+// moe2: where an MoE model's first_dense_layers sit: dense-MLP layers per model chunk (in
+// layer order, chunk c of stage i is model chunk c·p + i) and per stage, into L. Returns a
+// dense layer's times (null without dense layers) and whether any sit past stage 0.
+struct DenseLayers {
+    const LayerTime* layer_time = nullptr;
+    bool beyond_first_stage = false;
+};
+
+DenseLayers place_dense_layers(LayoutDerived& L, const StageSplit& split) {
+    // pspeed: per thread, not per call: a LayoutDerived is ~900 bytes whose default members
+    // would be initialised for every layout the planner scores, MoE or not.
+    thread_local std::vector<double> chunk_dense_v, stage_dense_v;
+    thread_local LayoutDerived dense_view;
+    thread_local LayerTime lt_dense;
+    DenseLayers out;
+    if (L.first_dense <= 0) return out;
+    const int p = L.p;
+    dense_view = dense_layer_view(L);
+    lt_dense = layer_forward_time(dense_view);
+    chunk_dense_v.assign((size_t)p * L.v, 0.0);
+    stage_dense_v.assign((size_t)p, 0.0);
+    double start = 0;
+    for (int j = 0; j < p * L.v; ++j) {
+        const int i = j % p;
+        const double size = split.n_lps == p * L.v && L.v > 1 ? (double)(*split.list)[(size_t)j]
+                                                             : (double)split.stage_layers(i) / L.v;
+        const double dense = std::clamp((double)L.first_dense - start, 0.0, size);
+        chunk_dense_v[(size_t)j] = dense;
+        stage_dense_v[(size_t)i] += dense;
+        start += size;
+        if (i > 0 && dense > 0) out.beyond_first_stage = true;
+    }
+    L.dense_layer = &dense_view;
+    L.chunk_dense = chunk_dense_v.data();
+    L.stage_dense = stage_dense_v.data();
+    out.layer_time = &lt_dense;
+    return out;
+}
+
+// The stages evaluated: every stage, or (balanced split, no detail) those that can be the
+// worst: the first, the first of each run of equal middle stages (most in flight), the last.
+struct EvaluatedStages {
+    bool all = true;
+    int cand[4] = {};
+    int n_cand = 0;
+    int count = 0;
+    int stage(int k) const { return all ? k : cand[k]; }
+};
+
+EvaluatedStages pick_stages(const StageSplit& split, bool all) {
+    EvaluatedStages e;
+    e.all = all;
+    const int p = split.p;
+    if (!all) {
+        auto add = [&](int i) {
+            if (i < 0 || i >= p) return;
+            for (int k = 0; k < e.n_cand; ++k)
+                if (e.cand[k] == i) return;
+            e.cand[e.n_cand++] = i;
+        };
+        add(0);
+        add(1);
+        add(split.extra + 1 < p - 1 ? split.extra + 1 : -1);
+        add(p - 1);
+    }
+    e.count = all ? p : e.n_cand;
+    return e;
+}
+
+// Parameters of stage i's experts: DualPipe ranks hold two stages' experts (stage_memory
+// counts the mirror stage); only MoE layers hold experts (moe2); plus the MTP modules'
+// experts (mla).
+double stage_expert_params(const LayoutDerived& L, int i, int layers) {
+    const int p = L.p;
+    double expert_params = (L.schedule == PipelineSchedule::dualpipe ? 2.0 : 1.0) * layers * L.layer_expert_params;
+    if (L.stage_dense)  // moe2: only the MoE layers hold experts (DualPipe: and the mirror stage's)
+        expert_params = (layers - L.stage_dense[i] +
+                         (L.schedule == PipelineSchedule::dualpipe ? layers - L.stage_dense[p - 1 - i] : 0.0)) *
+                        L.layer_expert_params;
+    return expert_params + mtp_expert_params_on(L, i);  // mla: the MTP modules' experts
+}
+
+// Stage i for the detailed estimate.
+StageEstimate stage_estimate(const ModelSpec& m, const StageEval& S, int i, int p, int layers, const StageTail& tail) {
+    StageEstimate se;
+    se.stage = i;
+    se.layers = layers;
+    se.has_embedding = i == 0 || (i == p - 1 && (m.tied_embeddings || m.mtp_layers > 0) && p > 1);  // mla: MTP's copy
+    se.has_output = i == p - 1;
+    se.in_flight = S.sm.in_flight;
+    se.params_count = S.sm.params;
+    se.mem = S.sm.mem;
+    se.act_per_microbatch = S.sm.act_per_mb;
+    se.fwd_s = S.fwd;
+    se.bwd_s = S.bwd;
+    se.recompute_s = S.recompute;
+    se.tp_s = S.tp;
+    se.cp_s = S.cp;
+    se.ep_s = S.ep;
+    se.p2p_s = S.p2p;
+    se.dp_s = S.dp.grad_s + S.dp.param_s;
+    se.tail = tail;
+    return se;
+}
+
+// What the evaluated stages decide: the slowest stage per micro-batch (the breakdown's) and
+// the fullest (the score's worst stage and memory).
+struct StageExtremes {
+    double worst_total = -1, t_mb_max = 0;
+    // The slowest stage's times per micro-batch (only these: a whole StageEval per layout
+    // would be copied for nothing on the planner's path).
+    double fwd = 0, bwd = 0, recompute = 0, tp = 0, cp = 0, ep = 0, p2p = 0;
+};
+
+// Each evaluated stage's memory, block times, data-parallel traffic and tail (into `tails`
+// and `stage_host`, indexed by stage), and its StageEstimate with `detail`.
+StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L, const LayerTime& lt,
+                              const StageSplit& split, const EvaluatedStages& stages, ChunkKinds& kinds,
+                              std::vector<StageTail>& tails, std::vector<double>& stage_host, LayoutScore& score,
+                              Estimate* detail) {
+    StageExtremes x;
+    for (int k = 0; k < stages.count; ++k) {
+        const int i = stages.stage(k);
+        const int layers = split.stage_layers(i);
+        StageEval S = evaluate_stage(ctx, L, lt, i, layers, kinds);
+
+        // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
+        const double expert_params = stage_expert_params(L, i, layers);
+        const double dense_params = S.sm.params - expert_params;
+        stage_memory_finish(ctx, L, i, S.sm);
+        S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
+        tails[(size_t)i] = stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
+        stage_host[(size_t)i] = S.sm.mem.host;
+
+        const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
+        if (t_mb > x.t_mb_max) {
+            x.t_mb_max = t_mb;
+            x.fwd = S.fwd, x.bwd = S.bwd, x.recompute = S.recompute;
+            x.tp = S.tp, x.cp = S.cp, x.ep = S.ep, x.p2p = S.p2p;
+        }
+        const double total = S.sm.mem.total();
+        if (total > x.worst_total) {
+            x.worst_total = total;
+            score.worst_stage = i;
+            score.worst_mem = S.sm.mem;
+        }
+        if (detail) detail->stages.push_back(stage_estimate(ctx.job.model, S, i, L.p, layers, tails[(size_t)i]));
+    }
+    return x;
+}
+
+// The pipeline schedule's block durations of every chunk (PipelineDurations' arrays, per
+// thread), and DualPipe's hidden communication per stage. Chunk times by kind (ChunkKinds,
+// pspeed2): with v = 1 the stages above asked already. zb: ZB-H1 runs the backward as B
+// then, later, W; DualPipe's pairs hide communication.
+struct ChunkDurations {
+    PipelineDurations pd;
+    std::span<const double> hidden;
+};
+
+ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
+                               ChunkKinds& kinds, Estimate* detail) {
+    thread_local std::vector<double> fwd_d, bwd_d, wgt_d, hidden_d;
+    const int p = L.p, v = L.v;
+    const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
+    wgt_d.assign(split_w || dualpipe ? (size_t)p * v : 0, 0.0);
+    hidden_d.assign(dualpipe ? (size_t)p : 0, 0.0);
+    fwd_d.resize((size_t)p * v);
+    bwd_d.resize((size_t)p * v);
+    auto dense_of_stage = [&](int i) { return L.stage_dense ? L.stage_dense[(size_t)i] : 0.0; };
+    // pspeed2: a balanced split with one chunk per stage (the planner's common case) has runs
+    // of equal stages, the same runs as the tails': one chunk kind per run, no detail.
+    const bool by_runs = v == 1 && !all_stages;
+    for (int i = 0; by_runs && i < p;) {
+        const ChunkKinds::Kind& kind = kinds.get(L, lt, (double)split.stage_layers(i), i == 0, i == p - 1, dense_of_stage(i));
+        const ChunkTime& ct = kind.time;
+        const double wgrad = split_w || dualpipe ? ct.bwd.wgrad : 0.0;
+        const double bwd = split_w || dualpipe ? kind.bwd_total - wgrad : kind.bwd_total;
+        const double hidden = dualpipe ? std::min(ct.fwd.ep + ct.fwd.p2p + ct.bwd.ep + ct.bwd.p2p,
+                                                  ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute)
+                                       : 0.0;
+        const int run_end = split.run_end(i);
+        for (; i < run_end; ++i) {
+            fwd_d[(size_t)i] = kind.fwd_total;
+            bwd_d[(size_t)i] = bwd;
+            if (split_w || dualpipe) wgt_d[(size_t)i] = wgrad;
+            if (dualpipe) hidden_d[(size_t)i] = hidden;
+        }
+    }
+    for (int i = 0; i < p && !by_runs; ++i) {
+        const int layers = split.stage_layers(i);
+        for (int c = 0; c < v; ++c) {
+            const ChunkKinds::Kind& kind = kinds.get(L, lt, split.chunk_layers(c, i, layers), i == 0 && c == 0,
+                                                     i == p - 1 && c == v - 1,
+                                                     L.chunk_dense ? L.chunk_dense[(size_t)(c * p + i)] : 0.0);
+            const ChunkTime& ct = kind.time;
+            fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
+            bwd_d[(size_t)(c * p + i)] = kind.bwd_total;
+            if (split_w || dualpipe) {
+                wgt_d[(size_t)(c * p + i)] = ct.bwd.wgrad;
+                bwd_d[(size_t)(c * p + i)] -= ct.bwd.wgrad;
+            }
+            // DualPipe: in an F&B pair one direction's all-to-all and p2p run under the other's
+            // computation, as far as that computation lasts.
+            if (dualpipe)
+                hidden_d[(size_t)i] = std::min(ct.fwd.ep + ct.fwd.p2p + ct.bwd.ep + ct.bwd.p2p,
+                                               ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute);
+            if (detail) detail->stages[(size_t)i].chunks.push_back(ct);
+        }
+    }
+    ChunkDurations d;
+    d.pd.p = p, d.pd.v = v, d.pd.m = L.mbs, d.pd.fwd = fwd_d, d.pd.bwd = bwd_d;
+    d.pd.schedule = L.schedule, d.pd.wgt = wgt_d;  // zb
+    d.pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
+    d.hidden = hidden_d;
+    return d;
+}
+
+// The tail: each stage's exposed gradient reduction from the end of its last backward;
+// all stages meet (gradient-norm all-reduce for clipping); each runs its optimizer step
+// and the exposed parameter gather. The step ends with the slowest.
+// pspeed2: by runs of stages that share a tail, and the step's "after" over the evaluated
+// stages only, which visit each tail once in the same order.
+struct StepTail {
+    double sync = 0, grad_exposed_max = 0;
+    double after = 0, after_opt = 0, after_offload = 0;
+};
+
+StepTail step_tail(const StageSplit& split, const EvaluatedStages& stages, const std::vector<StageTail>& tails,
+                   std::span<const double> stage_end, double pipeline) {
+    // Locals, not the struct's members, in the loops: they stay in registers.
+    const int p = split.p;
+    double sync = pipeline, grad_exposed_max = 0;
+    for (int i = 0; i < p;) {
+        const double g = tails[(size_t)(stages.all ? i : split.representative(i))].grad_exposed_s;
+        const int run_end = stages.all ? i + 1 : split.run_end(i);
+        for (; i < run_end; ++i) sync = std::max(sync, stage_end[(size_t)i] + g);
+        grad_exposed_max = std::max(grad_exposed_max, g);
+    }
+    double after = 0, after_opt = 0, after_offload = 0;
+    for (int k = 0; k < stages.count; ++k) {
+        const StageTail& t = tails[(size_t)stages.stage(k)];
+        if (t.optimizer_s + t.param_exposed_s + t.offload_s > after) {
+            after = t.optimizer_s + t.param_exposed_s + t.offload_s;
+            after_opt = t.optimizer_s;
+            after_offload = t.offload_s;
+        }
+    }
+    return StepTail{sync, grad_exposed_max, after, after_opt, after_offload};
+}
+
+// The breakdown: m micro-batches through the slowest stage, the rest of the schedule's
+// makespan is bubble; after it the exposed DP time and the last stage's optimizer.
+TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, double pipeline, const StepTail& st) {
+    TimeBreakdown tb;
+    tb.compute = L.mbs * (W.fwd + W.bwd + W.recompute);
+    tb.tp_comm = L.mbs * W.tp;
+    tb.cp_comm = L.mbs * W.cp;
+    tb.ep_comm = L.mbs * W.ep;
+    tb.pp_comm = L.mbs * W.p2p;
+    // The makespan adds the same durations in another order (closed forms, simulation), so a
+    // residue at rounding level is not a bubble (a single stage has none).
+    const double idle = pipeline - L.mbs * W.t_mb_max;
+    tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
+    tb.optimizer = st.after_opt;
+    tb.offload = st.after_offload;
+    tb.dp_comm = (st.sync - pipeline) + (st.after - st.after_opt - st.after_offload);  // both ≥ 0
+    return tb;
+}
+
+// The whole-layout figures of the detailed estimate.
+void fill_detail(const EstimateContext& ctx, const LayoutDerived& L, const LayoutScore& score, const FlopsEstimate& fl,
+                 double capacity, double pipeline, const StepTail& st, std::span<const double> stage_end, int world,
+                 Estimate& detail) {
+    detail.worst_stage = score.worst_stage;
+    detail.capacity_bytes = capacity;
+    detail.usable_bytes = score.usable_bytes;
+    detail.fits = score.fits;
+    detail.host_bytes_per_node = score.host_bytes_per_node;  // offload
+    detail.host_capacity_bytes = score.host_capacity_bytes;
+    detail.host_fits = L.host_capacity_bytes <= 0 || score.host_bytes_per_node <= L.host_capacity_bytes;
+    detail.pcie_gbps = L.pcie / 1e9;
+    detail.micro_batches = L.mbs;
+    detail.vocab_padded = L.vocab;
+    detail.flops = fl;
+    detail.time = score.time;
+    detail.pipeline_s = pipeline;
+    detail.tail_sync_s = st.sync;
+    for (int i = 0; i < L.p; ++i) detail.stages[(size_t)i].pipeline_end_s = stage_end[(size_t)i];
+    detail.step_s = score.step_s;
+    detail.tokens_per_s = score.tokens_per_s;
+    detail.model_tflops_per_gpu = score.tokens_per_s * fl.model_per_token / world / 1e12;
+    detail.hardware_tflops_per_gpu = score.tokens_per_s * fl.hardware_per_token / world / 1e12;
+    detail.peak_tflops = L.peak / 1e12;
+    detail.mfu = score.mfu;
+    detail.hfu = score.hfu;
+    detail.params = ctx.params;
+}
+
+}  // namespace
+
+// One layout, step by step: split the layers over the stages, place the dense layers,
+// evaluate the stages that can be the worst, place every chunk's blocks with the pipeline
+// schedule, add the tail, and score (docs/estimators.md).
+LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, const std::vector<int>& layers_per_stage_given,
+                            Estimate* detail, StepBounds* bounds) {
+    assert(!(detail && bounds));
+    const JobSpec& job = ctx.job;
+    const ModelSpec& m = job.model;
+    const EstimateSpec& es = job.estimate;
+    LayoutDerived L = derive(ctx, ch);
+    const LayerTime lt = layer_forward_time(L);
+    const int p = L.p;
+    const StageSplit split = split_layers(job, L, layers_per_stage_given);
+    const DenseLayers dense = place_dense_layers(L, split);
+    // An explicit list that is the balanced split (as the planner passes when pp does not
+    // divide the layers) keeps the shortcut; any other list evaluates every stage.
+    const EvaluatedStages stages =
+        pick_stages(split, detail != nullptr || !split.balanced() || dense.beyond_first_stage);  // moe2: dense layers past stage 0
+
+    const double capacity = job.cluster.gpu.memory_gib * kGiB;
+    const double usable = capacity * (1.0 - es.headroom);
+    LayoutScore score;
+    score.usable_bytes = usable;
+    // Per stage: the tail after its last backward (filled for the evaluated stages, then
+    // read through the stage that stands for each run), and the end of its last block.
+    thread_local std::vector<StageTail> tails;
+    thread_local std::vector<double> stage_end;
+    thread_local std::vector<double> stage_host;  // offload: host bytes per GPU of each stage
+    // pspeed: sized, not filled: every entry read below is written first.
+    tails.resize((size_t)p);
+    stage_host.assign((size_t)p, 0.0);
+    stage_end.resize((size_t)p);
+    if (detail) {
+        detail->stages.clear();
+        detail->stages.reserve((size_t)p);
+    }
+    ChunkKinds kinds;  // pspeed2: block times by kind of chunk, shared with the schedule below
+    kinds.lt_dense = dense.layer_time;  // moe2
+    const StageExtremes x = evaluate_stages(ctx, L, lt, split, stages, kinds, tails, stage_host, score, detail);
+    // Stages not evaluated (the balanced-split shortcut) hold what their run's stage holds.
+    if (!stages.all && (L.offload_optimizer || L.offload_params))
+        for (int i = 0; i < p; ++i) stage_host[(size_t)i] = stage_host[(size_t)split.representative(i)];
+
+    // The pipeline schedule: every chunk's forward and backward block, placed by the
+    // schedule simulation (timeline.h). Its makespan replaces a closed form, which is exact
+    // only when all stages take equally long.
+    const ChunkDurations cd = chunk_durations(L, lt, split, stages.all, kinds, detail);
+    // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
+    // DualPipe's closed form is as cheap as its bounds: exact either way.
+    const bool dualpipe = L.schedule == PipelineSchedule::dualpipe;
+    const double pipeline = dualpipe ? dualpipe_makespan(cd.pd, cd.hidden, stage_end)
+                          : bounds   ? pipeline_makespan_lower(cd.pd, stage_end)
+                                     : pipeline_makespan(cd.pd, stage_end);
+    const StepTail st = step_tail(split, stages, tails, stage_end, pipeline);
+    const double step = st.sync + st.after;
+    if (bounds) {
+        // Every stage ends by the pipeline's upper bound, its gradient reduction after it.
+        bounds->lo_s = step;
+        bounds->hi_s = dualpipe          ? step
+                     : bounds->want_hi ? std::max(step, pipeline_makespan_upper(cd.pd) + st.grad_exposed_max + st.after)
+                                       : std::numeric_limits<double>::infinity();
+    }
+
+    const int world = L.t * L.p * L.dp * L.c;
+    const double tokens = (double)job.training.global_batch * m.seq_len;
+    const FlopsEstimate fl = flops_per_token(  // recmod: Megatron's recompute_modules
+        m, ch.recompute, job.parallel.recompute_style == RecomputeStyle::megatron ? job.parallel.recompute_modules : kRecomputeCoreAttn,
+        es.attention_flops, L.vocab);
+    score.peak_bytes = x.worst_total;
+    score.fits = x.worst_total <= usable;
+    // offload: the node's host RAM holds what its GPUs offloaded; a layout that does not fit
+    // there does not fit.
+    if (L.offload_optimizer || L.offload_params) {
+        score.host_bytes_per_node = host_bytes_per_node(L, layout_choice_order(ctx, ch), stage_host);
+        score.host_capacity_bytes = L.host_capacity_bytes;
+        if (L.host_capacity_bytes > 0 && score.host_bytes_per_node > L.host_capacity_bytes) score.fits = false;
+    }
+    score.step_s = step;
+    score.tokens_per_s = step > 0 ? tokens / step : 0;
+    score.mfu = score.tokens_per_s * fl.model_per_token / (world * L.peak);
+    score.hfu = score.tokens_per_s * fl.hardware_per_token / (world * L.peak);
+    score.time = time_breakdown(L, x, pipeline, st);
+    if (detail) fill_detail(ctx, L, score, fl, capacity, pipeline, st, stage_end, world, *detail);
+    return score;
+}
+
+Estimate estimate_job(const JobSpec& job) {
+    EstimateContext ctx = make_estimate_context(job);
+    Estimate est;
+    LayoutChoice ch = layout_choice_of(job);
+    evaluate_layout(ctx, ch, job.parallel.layers_per_stage, &est);
+    const ModelSpec& m = job.model;
+    const int t = job.parallel.tp;
+    if (m.kv_heads > 0 && t > m.kv_heads)
+        est.notes.push_back("tp " + std::to_string(t) + " > kv_heads " + std::to_string(m.kv_heads) +
+                            ": each rank holds a replica of one KV head (K/V projections replicated " +
+                            std::to_string(t / m.kv_heads) + "×)");
+    if ((double)est.vocab_padded != (double)m.vocab)
+        est.notes.push_back("vocab padded from " + std::to_string(m.vocab) + " to " +
+                            std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +
+                            std::to_string(job.estimate.vocab_pad) + " · " + std::to_string(t) + ")");
+    if (job.estimate.activation_profile == ActivationProfile::megatron && m.dropout_on())
+        est.notes.push_back(m.dropout ? "model.dropout = true: dropout masks counted (1 byte per element)"
+                                      : "gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT "
+                                        "configs (model.dropout = false: none)");
+    if (const TrainingSpec& tr = job.training; tr.main_params_dtype != StateDtype::fp32 ||
+                                               tr.exp_avg_dtype != StateDtype::fp32 || tr.exp_avg_sq_dtype != StateDtype::fp32)
+        est.notes.push_back(std::string("optimizer states (oom4): master weights ") + to_string(tr.main_params_dtype) +
+                            ", exp_avg " + to_string(tr.exp_avg_dtype) + ", exp_avg_sq " + to_string(tr.exp_avg_sq_dtype) +
+                            " (fp32 each by default)");
+    // menorm: the activation count assumes norms that keep their output; say so, since stock
+    // Transformer Engine / PyTorch norms keep their input.
+    if (job.estimate.memory_efficient_norm && job.estimate.activation_profile == ActivationProfile::megatron)
+        est.notes.push_back("estimate.memory_efficient_norm: the norms keep their output for backward, not their input "
+                            "(Apex memory_efficient=True; Megatron-LM --memory-efficient-layer-norm, LayerNorm with "
+                            "--transformer-impl local): each layer saves two h-wide tensors per token fewer than with stock "
+                            "norms (the norms' inputs, the residual stream; sharded over tp under SP)");
+    // hostov: the host's enqueue time of one layer and what of it the GPU waits for (host.cpp).
+    if (job.training.framework == Framework::megatron && !ctx.cpu_device) {
+        LayoutDerived L = derive(ctx, ch);
+        const LayerTime lt = layer_forward_time(L);
+        const HostLayerTime h = host_layer_time(L);
+        const ChunkTime with = block_time(L, lt, 1, false, false);
+        L.host_model = false;
+        const ChunkTime without = block_time(L, lt, 1, false, false);
+        const double wait_f = with.fwd.compute - without.fwd.compute, wait_b = with.bwd.compute - without.bwd.compute;
+        const ParallelSpec& pa = job.parallel;
+        if (wait_f + wait_b > 0 || pa.cuda_graph_impl != CudaGraphImpl::none || pa.moe_pad_to_capacity) {
+            char buf[512];
+            std::snprintf(buf, sizeof buf,
+                          "host (hostov): one %s layer's ops take the host %.0f µs forward / %.0f µs backward per "
+                          "micro-batch at %.2f µs per eager op (%s)%s; %s",
+                          m.experts > 1 ? "MoE" : "dense", h.fwd * 1e6, h.bwd * 1e6,
+                          L.host_op_s * 1e6,
+                          job.cluster.host_op_us > 0 ? "cluster.host_op_us or cluster preset" : "DGX H100 host assumed",
+                          pa.cuda_graph_impl == CudaGraphImpl::none
+                              ? ", no CUDA graphs"
+                              : (", CUDA graphs " + std::string(to_string(pa.cuda_graph_impl)) +
+                                 (pa.cuda_graph_scope ? "" : " (whole layer)"))
+                                    .c_str(),
+                          wait_f + wait_b > 0
+                              ? ("host-bound: the GPU waits " + std::to_string((int)std::lround((wait_f + wait_b) * 1e6)) +
+                                 " µs per layer and micro-batch" +
+                                 (L.moe && L.moe_host_sync ? " (the MoE dispatcher syncs the host every layer)" : ""))
+                                    .c_str()
+                              : "the GPU work hides it");
+            est.notes.push_back(buf);
+        }
+    }
+    // moe2: what the MoE-side keys make of the layers and of the expert groups.
+    if (const ParallelSpec& pa = job.parallel; m.experts > 1 && (m.moe_ffn_hidden > 0 || m.shared_expert_ffn_hidden > 0 ||
+                                                                  m.first_dense_layers > 0 || pa.etp() != pa.tp)) {
+        std::string s = "MoE: " + std::to_string(m.experts) + " routed experts of " + std::to_string(m.expert_ffn_hidden()) +
+                        " (top-" + std::to_string(m.top_k) + ")";
+        if (m.shared_expert_ffn_hidden > 0)
+            s += " + shared experts of " + std::to_string(m.shared_expert_ffn_hidden) + " on every token" +
+                 (pa.moe_shared_expert_overlap ? " (overlapped with the all-to-all)" : "");
+        if (m.first_dense_layers > 0)
+            s += "; the first " + std::to_string(m.first_dense_layers) + " layers dense (MLP of " +
+                 std::to_string(m.ffn_hidden) + ")";
+        if (pa.etp() != pa.tp) {
+            const long long block = (long long)pa.tp * pa.cp * pa.dp;
+            s += "; expert_tp " + std::to_string(pa.etp()) + " ≠ tp " + std::to_string(pa.tp) +
+                 " (MoE parallel folding): EP groups of " + std::to_string(pa.ep) + " ranks " + std::to_string(pa.etp()) +
+                 " apart, expert states sharded over expert-DP " + std::to_string(block / ((long long)pa.etp() * pa.ep));
+        }
+        est.notes.push_back(s);
+    }
+    // deepep: what the dispatcher backend and the all-to-all overlap did to the EP time.
+    if (const ParallelSpec& pa = job.parallel;
+        m.experts > 1 && pa.ep > 1 && (pa.moe_dispatcher != MoeDispatcher::alltoall || pa.moe_a2a_overlap)) {
+        const LayoutDerived D = derive(ctx, ch);
+        char buf[160];
+        std::string s = "EP all-to-all (deepep):";
+        if (pa.moe_dispatcher != MoeDispatcher::alltoall) {
+            s += pa.moe_dispatcher == MoeDispatcher::deepep ? " DeepEP" : " HybridEP";
+            if (D.net_ep.nodes > 1) {
+                std::snprintf(buf, sizeof buf,
+                              " sends a token once per remote node holding its experts: %.2f remote nodes on average (the "
+                              "EP group spans %d), vs %.2f remote copies for the all-to-all",
+                              D.ep_remote_nodes, D.net_ep.nodes,
+                              (double)m.top_k * (D.net_ep.n - D.net_ep.per_node) / D.net_ep.n);
+                s += buf;
+            } else {
+                s += " inside one NVLink domain: the same traffic as the all-to-all";
+            }
+        }
+        if (pa.moe_a2a_overlap) {
+            if (D.a2a_paired > 0) {
+                std::snprintf(buf, sizeof buf, "%s%.0f%% of the blocks run their dispatch / combine beside another "
+                                               "micro-batch's compute (combined 1F1B)",
+                              pa.moe_dispatcher != MoeDispatcher::alltoall ? "; " : " ", 100.0 * D.a2a_paired);
+                s += buf;
+            } else {
+                s += " overlap off for this layout (it needs vpp with pp > 1 and no full recompute)";
+            }
+        }
+        est.notes.push_back(s);
+    }
+    if (job.parallel.recompute == Recompute::full)
+        est.notes.push_back("full recompute: activations include one layer recomputed during backward");
+    // mla: what MLA and MTP change, where a reader would not guess it.
+    if (m.mla())
+        est.notes.push_back("multi-head latent attention: the q / kv down projections are replicated on every TP rank "
+                            "(Megatron-core TELinear \"duplicated\"); the attention's entry TP collective carries the "
+                            "latents (" + std::to_string(m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden) + " + " +
+                            std::to_string(m.kv_lora_rank) + " + " + std::to_string(m.qk_rope_head_dim) + " wide), not hidden");
+    if (m.mtp_layers > 0) {
+        char mtp_b[32];
+        std::snprintf(mtp_b, sizeof mtp_b, "%.2fB", (double)est.params.mtp / 1e9);
+        est.notes.push_back("mtp_layers " + std::to_string(m.mtp_layers) + ": the last stage runs the MTP module(s) (a "
+                            "transformer layer, eh_proj, another output-layer pass and loss each) and holds their " +
+                            mtp_b + " parameters (not in the model's total)" +
+                            (job.parallel.pp > 1 && !m.tied_embeddings ? " and a copy of the word embedding" : "") +
+                            "; model FLOPs count them, as Megatron-LM's do");
+    }
+    if (job.parallel.recompute == Recompute::selective && (job.parallel.recompute_modules == kRecomputeCoreAttn ||
+                                                           job.parallel.recompute_style != RecomputeStyle::megatron))
+        est.notes.push_back("selective recompute: the attention core is recomputed during backward (its scores are not kept)");
+    else if (job.parallel.recompute == Recompute::selective) {  // recmod: Megatron-core's module list
+        std::string words;
+        for (const std::string& w : recompute_module_words(job.parallel.recompute_modules)) words += (words.empty() ? "" : ", ") + w;
+        est.notes.push_back("selective recompute of Megatron-core modules " + words +
+                            ": their saved tensors are not kept and their forward (with its collectives) runs again during "
+                            "backward; hardware FLOPs count it, model FLOPs do not");
+    }
+    if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
+        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
+    if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
+    if (const GpuGeneration gen = job.cluster.gpu.generation;
+        gen != GpuGeneration::cpu && !time_model_constants().calibrated(gen)) {
+        // No published run of this GPU generation is in the calibration set (docs/accuracy.md):
+        // say so, with the ceiling it gets instead.
+        char eff[16];
+        std::snprintf(eff, sizeof eff, "%.2f", time_model_constants().kernel(gen).gemm_eff_max);
+        est.notes.push_back(std::string("no published run calibrates ") + to_string(gen) +
+                            " GPUs: GEMMs reach at most " + eff +
+                            " of peak (the mean of the calibrated generations); step time and MFU are less certain");
+    }
+    if (const TrainingSpec& tr = job.training; tr.fp8 != Fp8Recipe::none) {
+        // fp8 (issue 15 point 3): say which GEMMs the FP8 peak applies to and what it costs.
+        const bool te = tr.fp8 == Fp8Recipe::delayed || tr.fp8 == Fp8Recipe::current || tr.fp8 == Fp8Recipe::mxfp8;
+        char peak[64], rate[32];
+        std::snprintf(peak, sizeof peak, "%.0f", job.cluster.gpu.fp8_tflops);
+        // fp8eff: the reduction length grows with the math rate (compute.cpp fp8_reduction_factor).
+        std::snprintf(rate, sizeof rate, "%.3g", job.cluster.gpu.fp8_tflops / std::max(job.cluster.gpu.peak_tflops(tr.precision), 1e-9));
+        est.notes.push_back(std::string("fp8 \"") + to_string(tr.fp8) + "\" (" + to_string(tr.fp8_format) +
+                            "): the linear layers' GEMMs run at the FP8 peak (" + peak +
+                            " TFLOP/s; an FP8 GEMM needs " + rate + "× bf16's reduction length for the same efficiency)"
+                            " plus memory-bound quantization passes; attention core, output layer" +
+                            (m.experts > 1 ? ", router" : "") + " and embedding stay bf16; MFU/HFU are against the bf16 peak");
+        if (te)
+            est.notes.push_back("fp8 (Transformer Engine): params include the cached FP8 weights (rowwise + transposed, "
+                                "2 bytes per linear weight)" +
+                                std::string(tr.fp8 == Fp8Recipe::delayed ? " and the amax history" : "") +
+                                "; linear inputs are saved for backward in FP8 (1 byte)");
+        else
+            est.notes.push_back("fp8 (torchao): weights are cast every micro-batch, nothing cached; bf16 inputs are saved "
+                                "and cast again in backward");
+        if (tr.fp8_bf16_first_layers + tr.fp8_bf16_last_layers > 0)
+            est.notes.push_back("fp8: the first " + std::to_string(tr.fp8_bf16_first_layers) + " and last " +
+                                std::to_string(tr.fp8_bf16_last_layers) + " transformer layers run in bf16");
+    }
+    if (ch.offload_optimizer != OffloadDevice::none || ch.offload_params) {
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      "offload: %.1f GiB of host memory per node (%s), %.0f GB/s host<->GPU per GPU%s, CPU optimizer "
+                      "at %.1f B params/s per node (DeepSpeed CPU-Adam; %s)",
+                      est.host_bytes_per_node / kGiB,
+                      est.host_capacity_bytes > 0 ? (est.host_fits ? "fits the node's RAM" : "MORE than the node's RAM")
+                                                  : "host RAM unknown: not checked",
+                      est.pcie_gbps, job.cluster.pcie_gbps > 0 ? " (cluster.pcie_gbps)" : " (default for the GPU)",
+                      cpu_adam_params_per_s(job.cluster) / 1e9,
+                      job.cluster.cpu_adam_params_per_s > 0
+                          ? (job.origin.cluster_preset.empty() ? "cluster.cpu_adam_params_per_s or the GPU's default cluster preset"
+                                                               : "cluster.cpu_adam_params_per_s or cluster preset")
+                          : "host CPU unknown: an H100-era x86 node assumed, set cluster.cpu_adam_params_per_s");
+        est.notes.push_back(buf);
+    }
+    // dsthru: what DeepSpeed's pipeline engine adds to the step.
+    if (job.training.framework == Framework::deepspeed && job.parallel.pp > 1)
+        est.notes.push_back(std::string("deepspeed pipeline engine: gradients accumulate outside the GEMMs after every "
+                                        "micro-batch's backward (") +
+                            (job.training.precision == Precision::bf16
+                                 ? "BF16_Optimizer: 26 bytes of HBM traffic per parameter"
+                                 : "autograd adds into .grad from the second micro-batch on: 3 accesses per gradient element") +
+                            "), and the data-parallel reduction runs after the last backward (not overlapped)");
+    // bits: a layout PTD simulates but Megatron-LM's interleaved schedule refuses.
+    if (job.training.framework == Framework::megatron)
+        if (auto refused = megatron_interleaved_refusal(job))
+            est.notes.push_back("Megatron-LM would refuse this layout: " + refused->key + ": " + refused->message);
+    // zb: what the non-Megatron schedules change, and where it comes from.
+    if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::zb_h1)
+        est.notes.push_back("schedule zb-h1: each backward split into B (input gradient) and W (weight gradient, deferred "
+                            "into the bubbles; Qi et al. 2023); stage s also keeps the weight-gradient operands of its "
+                            "min(s, …) deferred W blocks; runs in sail-sg/zero-bubble-pipeline-parallelism, not stock Megatron-LM");
+    if (job.parallel.pp > 1 && job.parallel.schedule == PipelineSchedule::dualpipe)
+        est.notes.push_back("schedule dualpipe: the DeepSeek-V3 report's closed form (Table 2, no block order simulated); "
+                            "each rank holds stages i and p−1−i (2× parameters) and p + 1 micro-batches in flight");
+    if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
+        est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "
+                            "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");
+    return est;
+}
+
+}  // namespace ptd

@@ -1,0 +1,1015 @@
+// planner.cpp — exhaustive layout search with safe pruning. Every valid (tp, cp, pp, dp, ep,
+// vpp, micro_batch, zero, recompute, sequence_parallel, order) of the job's model on the
+// world size is scored by evaluate_layout; fitting layouts are ranked by tokens/s in a
+// bounded top-k heap and an incremental Pareto set (throughput vs headroom), so memory
+// stays small however large the search. Pruning relies only on the estimator's proven
+// monotonicity (peak memory grows with micro_batch, and none ≥ selective ≥ full
+// recompute), so it never drops a layout that fits. The step time comes from a simulation
+// of the pipeline schedule, too costly for every layout: a screening pass bounds it, and
+// only layouts whose place the bounds leave open are simulated (branch and bound), so
+// the answers equal simulating all. docs/planner.md explains the search.
+#include "ptd/plan/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ptd {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes; }
+
+// etp: the experts' tensor-parallel size a choice runs with (its etp 0 means tp).
+int effective_etp(const LayoutChoice& c) { return c.etp > 0 ? c.etp : c.tp; }
+
+bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
+    return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.vpp == b.vpp &&
+           a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
+           a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
+           a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params &&
+           effective_schedule(a.schedule, a.vpp) == effective_schedule(b.schedule, b.vpp) &&  // zb: "1f1b" = auto at vpp 1
+           effective_etp(a) == effective_etp(b);  // etp
+}
+
+// A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
+// rebuilt at the end instead of being copied into every candidate.
+struct Candidate {
+    LayoutChoice choice;
+    LayoutScore score;
+    int64_t seq = 0;  // enumeration index: the last tie-break, so results never depend on pruning
+};
+
+// The ranking order: faster first, then more headroom, then fewer GPUs per model replica,
+// then enumeration order.
+bool better(const Candidate& a, const Candidate& b) {
+    if (a.score.tokens_per_s != b.score.tokens_per_s) return a.score.tokens_per_s > b.score.tokens_per_s;
+    double ha = headroom_of(a.score), hb = headroom_of(b.score);
+    if (ha != hb) return ha > hb;
+    int ra = a.choice.tp * a.choice.pp, rb = b.choice.tp * b.choice.pp;
+    if (ra != rb) return ra < rb;
+    return a.seq < b.seq;
+}
+
+// a dominates b: at least as fast and as much headroom, and ahead in ranking order (so
+// exact duplicates keep only their first and the front is independent of visiting order).
+bool dominates(const Candidate& a, const Candidate& b) {
+    return a.score.tokens_per_s >= b.score.tokens_per_s && headroom_of(a.score) >= headroom_of(b.score) && better(a, b);
+}
+
+// The best `n` candidates by `better`, without exact twins: layouts with the same predicted
+// tokens/s and peak (rank orders that place no group differently, ...) would fill the list
+// with copies, so only the first of them by ranking is kept. Ordered set + index by
+// (tokens/s, peak): O(log n) per offer, so a caller may ask for every fitting layout.
+class BestKept {
+public:
+    explicit BestKept(size_t n) : n_(n) {}
+    // Returns true when `cand` was a twin of a kept candidate (kept or replacing it).
+    bool offer(const Candidate& cand) {
+        if (n_ == 0) return false;
+        const Key key{cand.score.tokens_per_s, cand.score.peak_bytes};
+        if (auto twin = by_key_.find(key); twin != by_key_.end()) {
+            if (better(cand, *twin->second)) {
+                kept_.erase(twin->second);
+                twin->second = kept_.insert(cand).first;
+            }
+            return true;
+        }
+        if (kept_.size() >= n_) {
+            auto worst = std::prev(kept_.end());
+            if (!better(cand, *worst)) return false;
+            by_key_.erase(Key{worst->score.tokens_per_s, worst->score.peak_bytes});
+            kept_.erase(worst);
+        }
+        by_key_.emplace(key, kept_.insert(cand).first);
+        return false;
+    }
+    std::vector<Candidate> sorted() const { return {kept_.begin(), kept_.end()}; }
+    // The tokens/s a layout must reach to still enter (or tie into) the list; −∞ while it
+    // has room, +∞ when it keeps nothing.
+    double entry_tokens_per_s() const {
+        if (n_ == 0) return std::numeric_limits<double>::infinity();
+        return kept_.size() < n_ ? -std::numeric_limits<double>::infinity() : std::prev(kept_.end())->score.tokens_per_s;
+    }
+
+private:
+    using Key = std::pair<double, double>;
+    struct Better {
+        bool operator()(const Candidate& a, const Candidate& b) const { return better(a, b); }
+    };
+    size_t n_;
+    std::set<Candidate, Better> kept_;
+    std::map<Key, std::set<Candidate, Better>::iterator> by_key_;
+};
+
+// Everything the enumeration needs, computed once per search.
+struct Space {
+    int world = 0, layers = 0, global_batch = 0, max_micro_batch = 1, seq_len = 0;
+    int experts = 0, job_ep = 1;
+    int job_etp = 0;  // moe2: parallel.expert_tp the job fixes (0 = tp: the search keeps etp = tp)
+    bool vary_ep = true, vary_zero = true;
+    bool try_zb_h1 = false, try_dualpipe = false;  // zb
+    int job_zero = 0;
+    bool job_distributed_optimizer = false;
+    OffloadDevice job_offload_optimizer = OffloadDevice::none;  // offload, when zero is not varied
+    bool job_offload_params = false;
+    std::vector<int> tps;               // valid tensor-parallel degrees
+    std::vector<int> cps;               // context-parallel degrees (1 first)
+    std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
+    std::vector<int> orders;            // indices into kPlannerOrders (or −1: the job's)
+    std::vector<std::vector<int>> lps;  // layers_per_stage by pp (empty when pp divides layers)
+    // Interleaved schedules on an uneven split: per model chunk, balanced over pp·vpp chunks
+    // (the first and last chunks one layer short, as Llama 3 405B ran), by [pp][vpp].
+    std::vector<std::vector<std::vector<int>>> chunk_lps;
+    // bits: the job runs Megatron-LM's interleaved schedule (training.framework = "megatron":
+    // Megatron-LM, NeMo, Megatron-Bridge), with the job's group size N (0 = pp).
+    bool megatron_schedule = false;
+    int job_mb_group = 0;
+    // etp: the expert_tp values tried under each tp, by tp (0 = tp, listed first): {0} for a
+    // dense model, {the job's} where it fixes expert_tp, else the divisors of tp. The model
+    // for expert_layout_problems (job_spec.h), the rules validate_job applies.
+    std::vector<std::vector<int>> etps;
+    const ModelSpec* model = nullptr;
+};
+
+// bits: the interleaved group size a layout is scored (estimate.cpp derive) and applied
+// (apply_plan_entry) with: the job's N in Megatron's range [pp, max(pp, m)], 0 (= pp) when
+// the job leaves it out or the layout does not interleave.
+int plan_mb_group(int job_group, int pp, int vpp, long long microbatches) {
+    return vpp < 2 ? 0 : (int)microbatch_group_in_range(job_group, pp, microbatches);
+}
+
+// The layers_per_stage the search passes for (pp, vpp): empty for an even split.
+const std::vector<int>& layers_for(const Space& sp, int pp, int vpp) {
+    if (vpp > 1 && pp < (int)sp.chunk_lps.size() && vpp < (int)sp.chunk_lps[pp].size() && !sp.chunk_lps[pp][vpp].empty())
+        return sp.chunk_lps[pp][vpp];
+    return sp.lps[pp];
+}
+
+// Visit every layout of the space in a fixed order. visit(choice, lps, pruned) returns
+// 1 when the layout fits, 0 when not, −1 to stop; it is called for pruned layouts too
+// (pruned = true, no evaluation expected) so that counting and job lookup see them.
+// Returns false when stopped.
+template <class Visit>
+bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
+    std::vector<int> mbs, vpps, eps;  // reused per (tp, pp); no allocation in the inner loops
+    mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
+    const int nr = (int)sp.recomputes.size();
+    for (int tp : sp.tps)
+    for (int cp : sp.cps) {
+        if (sp.world % ((long long)tp * cp) != 0) continue;
+        // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
+        const bool sp_ok = tp > 1 && sp.seq_len % cp == 0 && (sp.seq_len / cp) % tp == 0;
+        for (int pp = 1; pp <= sp.layers; ++pp) {
+            long long replica = (long long)tp * pp * cp;
+            if (sp.world % replica != 0) continue;
+            const int dp = (int)(sp.world / replica);
+            if (sp.global_batch % dp != 0) continue;
+            const int per_replica = sp.global_batch / dp;
+            mbs.clear();
+            for (int mb = 1; mb <= std::min(per_replica, sp.max_micro_batch); ++mb)
+                if (per_replica % mb == 0) mbs.push_back(mb);
+            vpps.assign(1, 1);
+            if (pp > 1 && sp.layers % pp == 0) {
+                for (int v = 2; v <= sp.layers / pp; ++v)
+                    if ((sp.layers / pp) % v == 0) vpps.push_back(v);
+            } else if (pp > 1) {
+                for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v) vpps.push_back(v);
+            }
+            for (int etp : sp.etps[tp]) {  // etp: one pass for a dense model or a fixed expert_tp
+            eps.clear();
+            bool default_order_only = false;  // moe2: folding (expert_tp ≠ tp) needs the default order
+            if (sp.experts < 2) {
+                eps.push_back(1);
+            } else {
+                // moe2 / etp: ep divides experts and dp·cp, or with expert_tp ≠ tp the expert groups
+                // fold tp·cp·dp (ep·expert_tp divides it) — validate_job's rules, called here.
+                auto ep_ok = [&](int e) {
+                    return (expert_layout_problems(*sp.model, tp, cp, dp, e, etp, true) & ~kEtpOrder) == 0;
+                };
+                if (!sp.vary_ep) {
+                    if (ep_ok(sp.job_ep)) eps.push_back(sp.job_ep);
+                } else {
+                    for (int e = 1; e <= sp.experts; ++e)
+                        if (ep_ok(e)) eps.push_back(e);
+                }
+                default_order_only = (expert_layout_problems(*sp.model, tp, cp, dp, 1, etp, false) & kEtpOrder) != 0;
+            }
+            for (int seq_par = 0; seq_par <= (sp_ok ? 1 : 0); ++seq_par)
+                for (int ep : eps)
+                    for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
+                        // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
+                        int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
+                        bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
+                        if (zero >= 2 && pp > 1) continue;
+                        for (int order : sp.orders)
+                            if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
+                            for (int vpp : vpps)
+                            for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
+                                // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
+                                // DualPipe on an even pp and an even split.
+                                if (sched != PipelineSchedule::automatic && (pp < 2 || vpp > 1)) continue;
+                                if (sched == PipelineSchedule::zb_h1 && !sp.try_zb_h1) continue;
+                                if (sched == PipelineSchedule::dualpipe && (!sp.try_dualpipe || pp % 2 != 0 || sp.layers % pp != 0)) continue;
+                                const std::vector<int>& lps = layers_for(sp, pp, vpp);
+                                LayoutChoice c;
+                                c.schedule = sched;
+                                c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
+                                c.etp = etp;  // moe2 / etp
+                                c.zero = zero, c.distributed_optimizer = dist_opt;
+                                c.sequence_parallel = seq_par == 1, c.order = order;
+                                if (!sp.vary_zero) {
+                                    c.offload_optimizer = sp.job_offload_optimizer;
+                                    c.offload_params = sp.job_offload_params;
+                                }
+                                // offload: with the search varying ZeRO, a sharded optimizer may
+                                // also be offloaded (+ ZeRO-3's parameters), but only where the
+                                // same layout does not fit without: offload buys memory with PCIe
+                                // and CPU time, so it is in the space only where it is needed.
+                                const int n_offload = !sp.vary_zero || (zero == 0 && !dist_opt) ? 0 : zero == 3 ? 2 : 1;
+                                int alive = nr;  // recompute levels that may still fit at larger mb
+                                int alive_offload[2] = {nr, nr};
+                                for (int mb : mbs) {
+                                    if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
+                                    if (vpp > 1 && sp.megatron_schedule &&
+                                        !megatron_runs_interleaved(pp, vpp, per_replica / mb,
+                                                                   plan_mb_group(sp.job_mb_group, pp, vpp, per_replica / mb)))
+                                        continue;  // bits: Megatron-LM refuses it (job_spec.h)
+                                    if (sched == PipelineSchedule::dualpipe && ((per_replica / mb) < 2 * pp || (per_replica / mb) % 2 != 0))
+                                        continue;  // DualPipe: an even m ≥ 2·pp
+                                    c.micro_batch = mb;
+                                    for (int r = 0; r < nr; ++r) {
+                                        c.recompute = sp.recomputes[r];
+                                        bool pruned = prune && r >= alive;
+                                        int fit = visit(c, lps, pruned);
+                                        if (fit < 0) return false;
+                                        // Memory only grows with mb and with less recompute.
+                                        if (!pruned && fit == 0 && prune) alive = r;
+                                        if (fit == 1) continue;  // fits without offload (pruned: does not)
+                                        for (int k = 0; k < n_offload; ++k) {
+                                            LayoutChoice o = c;
+                                            o.offload_optimizer = OffloadDevice::cpu;
+                                            o.offload_params = k == 1;
+                                            const bool pruned_o = prune && r >= alive_offload[k];
+                                            const int fit_o = visit(o, lps, pruned_o);
+                                            if (fit_o < 0) return false;
+                                            if (!pruned_o && fit_o == 0 && prune) alive_offload[k] = r;
+                                        }
+                                    }
+                                }
+                            }
+                    }
+            }  // etp
+        }
+    }
+    return true;
+}
+
+std::string order_name(const EstimateContext& ctx, int order) {
+    return order >= 0 && order < kPlannerOrderCount ? kPlannerOrders[order] : ctx.job.parallel.order;
+}
+
+// "tp4·pp2·dp4 mb2", with cp/ep/vpp when used.
+std::string label(const LayoutChoice& c) {
+    std::string s = "tp" + std::to_string(c.tp) + "·pp" + std::to_string(c.pp) + "·dp" + std::to_string(c.dp);
+    if (c.cp > 1) s += "·cp" + std::to_string(c.cp);
+    if (c.ep > 1) s += "·ep" + std::to_string(c.ep);
+    if (effective_etp(c) != c.tp) s += "·etp" + std::to_string(c.etp);  // etp: MoE parallel folding
+    if (c.vpp > 1) s += " vpp" + std::to_string(c.vpp);
+    if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
+        s += std::string(" ") + to_string(c.schedule);  // zb
+    return s + " mb" + std::to_string(c.micro_batch);
+}
+
+// The label plus the settings in which `c` differs from `other` (all of them when other is null).
+std::string label(const EstimateContext& ctx, const LayoutChoice& c, const LayoutChoice* other) {
+    std::string s = label(c);
+    if (!other || c.zero != other->zero || c.distributed_optimizer != other->distributed_optimizer)
+        s += c.distributed_optimizer ? " dist-opt" : " zero" + std::to_string(c.zero);
+    if (!other || c.sequence_parallel != other->sequence_parallel) s += c.sequence_parallel ? " sp" : " no-sp";
+    if (!other || c.recompute != other->recompute) s += std::string(" recompute ") + to_string(c.recompute);
+    if (other && c.order != other->order) s += " order " + order_name(ctx, c.order);
+    // etp: against a layout that folds its experts differently, name this one's expert_tp too
+    // (the label shows it only where it differs from tp).
+    if (other && ctx.job.model.experts > 1 && effective_etp(c) == c.tp && effective_etp(*other) != other->tp &&
+        effective_etp(c) != effective_etp(*other))
+        s += " etp" + std::to_string(c.tp);
+    if ((!other && (c.offload_optimizer != OffloadDevice::none || c.offload_params)) ||
+        (other && (c.offload_optimizer != other->offload_optimizer || c.offload_params != other->offload_params)))
+        s += c.offload_params ? " offload optimizer+params" : c.offload_optimizer != OffloadDevice::none ? " offload optimizer" : " no offload";
+    return s;
+}
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, f, a, b, c);
+    return buf;
+}
+
+// offload: what an offloading layout trades — device memory moved to host RAM for PCIe and
+// CPU time per step ("" for a layout without offload).
+std::string offload_clause(const LayoutScore& s, const char* who) {
+    if (s.host_bytes_per_node <= 0) return "";
+    return std::string("; ") + who +
+           fmt(" offloads %.1f GiB per node to host memory for %.3g s of PCIe + CPU optimizer per step",
+               s.host_bytes_per_node / kGiB, s.time.offload);
+}
+// The same for a pair: said once when both offload. `b_who` names the second layout ("the
+// runner-up", "your layout").
+std::string offload_clause(const LayoutScore& a, const LayoutScore& b, const char* b_who = "the runner-up") {
+    if (a.host_bytes_per_node > 0 && b.host_bytes_per_node > 0)
+        return fmt("; both offload to host memory (%.1f vs %.1f GiB per node", a.host_bytes_per_node / kGiB,
+                   b.host_bytes_per_node / kGiB) +
+               fmt(", %.3g s vs %.3g s of PCIe + CPU optimizer per step)", a.time.offload, b.time.offload);
+    return offload_clause(a, "the winner") + offload_clause(b, b_who);
+}
+
+// A throughput gain in percent, with the digits that keep it from reading "0.0%".
+std::string gain_text(double pct) {
+    if (pct >= 1) return fmt("%.0f%%", pct);
+    if (pct >= 0.1) return fmt("%.1f%%", pct);
+    if (pct >= 0.01) return fmt("%.2f%%", pct);
+    return "under 0.01%";
+}
+
+// One line: why layout `a` (the best) beats `b`, a strictly slower one: the runner-up, or the
+// job's own layout when the search ranks it (b_is_job; what the user asked about, rather than
+// a near twin of the winner). It says what is traded: the step-time terms `a` saves most (the
+// largest, and the next when it saves at least a quarter as much), the terms it pays more for
+// (up to two, each over 0.5% of b's step), the peak memory either way, and the bubble shares.
+std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const Candidate& b, bool b_is_job = false) {
+    std::string la = label(ctx, a.choice, &b.choice), lb = label(ctx, b.choice, &a.choice);
+    const TimeBreakdown &ta = a.score.time, &tb = b.score.time;
+    double ra = a.score.tokens_per_s, rb = b.score.tokens_per_s;
+    struct Term {
+        const char* name;
+        double a, b;
+    };
+    const Term terms[] = {{"compute", ta.compute, tb.compute},
+                          {"TP communication", ta.tp_comm, tb.tp_comm},
+                          {"CP communication", ta.cp_comm, tb.cp_comm},
+                          {"expert all-to-all", ta.ep_comm, tb.ep_comm},
+                          {"pipeline send/recv", ta.pp_comm, tb.pp_comm},
+                          {"pipeline bubble", ta.bubble, tb.bubble},
+                          {"exposed DP communication", ta.dp_comm, tb.dp_comm},
+                          {"optimizer step", ta.optimizer, tb.optimizer},
+                          {"offload PCIe + CPU optimizer", ta.offload, tb.offload}};
+    std::vector<const Term*> saves, costs;  // largest change first
+    for (const Term& t : terms) (t.b > t.a ? saves : costs).push_back(&t);
+    std::stable_sort(saves.begin(), saves.end(), [](const Term* x, const Term* y) { return x->b - x->a > y->b - y->a; });
+    std::stable_sort(costs.begin(), costs.end(), [](const Term* x, const Term* y) { return x->a - x->b > y->a - y->b; });
+    const double notable = 0.005 * b.score.step_s;
+    // Times as "%.3g" seconds; rounding residue of a term that is zero (a bubble of 1e-16 s) reads 0.
+    auto secs = [](double v) { return fmt("%.3g", std::abs(v) < 1e-9 ? 0.0 : v); };
+    std::string s = la + " beats " + (b_is_job ? "your layout " : "") + lb + " by " + gain_text((ra / rb - 1) * 100) +
+                    " tokens/s: ";
+    // a is strictly faster, so some term is smaller; guard anyway (equal times never get here).
+    const Term* top = saves.empty() ? &terms[0] : saves[0];
+    s += fmt("%.0f", top->b > 0 ? (top->b - top->a) / top->b * 100 : 0) + "% less " + top->name + " (" +
+         secs(top->a) + " s vs " + secs(top->b) + " s per step)";
+    if (saves.size() > 1 && saves[1]->b - saves[1]->a >= 0.25 * (top->b - top->a) && saves[1]->b - saves[1]->a > notable)
+        s += fmt(" and %.0f", (saves[1]->b - saves[1]->a) / saves[1]->b * 100) + "% less " + saves[1]->name + " (" +
+             secs(saves[1]->a) + " s vs " + secs(saves[1]->b) + " s)";
+    std::string paid;
+    for (size_t i = 0; i < costs.size() && i < 2; ++i)
+        if (costs[i]->a - costs[i]->b > notable)
+            paid += (paid.empty() ? "" : ", ") + secs(costs[i]->a - costs[i]->b) + " s more " + costs[i]->name + " (" +
+                    secs(costs[i]->a) + " s vs " + secs(costs[i]->b) + " s)";
+    // Small models (the cpu preset) peak below a GiB; keep their digits.
+    double unit = std::max(a.score.peak_bytes, b.score.peak_bytes) < kGiB ? kGiB / 1024 : kGiB;
+    const char* u = unit == kGiB ? "GiB" : "MiB";
+    const double more = (a.score.peak_bytes - b.score.peak_bytes) / unit;
+    const std::string peak = fmt("peak %.1f vs %.1f ", a.score.peak_bytes / unit, b.score.peak_bytes / unit) + u + " per GPU";
+    if (more >= 0.05) paid += (paid.empty() ? "" : " and ") + fmt("%.1f ", more) + u + " more memory (" + peak + ")";
+    s += paid.empty() ? "; it pays nothing in step time" : "; it pays " + paid;
+    if (more <= -0.05) s += fmt(" and even needs %.1f ", -more) + u + " less memory (" + peak + ")";
+    else if (more < 0.05) s += ", same memory (" + peak + ")";
+    double sa = a.score.step_s > 0 ? ta.bubble / a.score.step_s : 0,
+           sb = b.score.step_s > 0 ? tb.bubble / b.score.step_s : 0;
+    if (sa > 1e-9 || sb > 1e-9) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);  // not rounding residue
+    return s + offload_clause(a.score, b.score, b_is_job ? "your layout" : "the runner-up");
+}
+
+// 16384 → "16,384".
+std::string thousands(long long v) {
+    std::string digits = std::to_string(v), s;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+        s += digits[i];
+    }
+    return s;
+}
+
+std::string join(const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+    return s;
+}
+
+// ---- the steps of plan_layouts --------------------------------------------------------
+
+// The inputs a search cannot start without: whole nodes, a model with layers and heads, a
+// fixed cp that divides the world, a global batch.
+Result<void> check_plan_inputs(const JobSpec& job, const PlanOptions& options, int world) {
+    const int gpn = job.cluster.gpus_per_node;
+    if (gpn < 1)
+        return fail(job.where("cluster.gpus_per_node"), "cluster.gpus_per_node",
+                    "got " + std::to_string(gpn) + "; allowed: at least 1");
+    if (options.gpus < 0 || world < 1 || world % gpn != 0)
+        return fail({}, "gpus",
+                    "got " + std::to_string(world) + " GPUs, not a multiple of cluster.gpus_per_node (" +
+                        std::to_string(gpn) + "); allowed: a positive multiple of " + std::to_string(gpn) +
+                        " (whole nodes)");
+    const ModelSpec& m = job.model;
+    const int cp = std::max(job.parallel.cp, 1);  // the job's, kept when vary_cp is off
+    if (m.layers < 1 || m.heads < 1)
+        return fail(job.where("model"), "model", "the model has no layers or heads; nothing to plan");
+    if (!options.vary_cp && world % cp != 0)
+        return fail(
+            job.where("parallel.cp"), "parallel.cp",
+            "got " + std::to_string(cp) + ", which does not divide the " + std::to_string(world) + " GPUs planned for");
+    if (job.training.global_batch < 1) {
+        if (!job.origin.global_batch_given)
+            return std::unexpected(Error(require_global_batch(job, "`ptd plan`")));
+        return fail(job.where("training.global_batch"), "training.global_batch",
+                    "got " + std::to_string(job.training.global_batch) +
+                        "; the planner keeps the global batch fixed, so it must be ≥ 1");
+    }
+    return {};
+}
+
+// The search space of a job on `world` GPUs (`planned`: the job as the estimator sees it).
+Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& options, int world) {
+    const ModelSpec& m = job.model;
+    const int cp = std::max(job.parallel.cp, 1);  // the job's, kept when vary_cp is off
+    Space sp;
+    sp.world = world, sp.layers = m.layers, sp.seq_len = m.seq_len;
+    sp.global_batch = job.training.global_batch;
+    sp.max_micro_batch = std::max(options.max_micro_batch, 1);
+    sp.experts = m.experts, sp.job_ep = std::max(job.parallel.ep, 1), sp.vary_ep = options.vary_ep;
+    sp.job_etp = m.experts > 1 ? job.parallel.expert_tp : 0;  // moe2
+    // etp: a MoE job that leaves expert_tp at 0 (= tp) has it searched over the divisors of tp
+    // (Megatron-core's MoE parallel folding: the published DeepSeek-V3 / Qwen3-MoE runs use
+    // TP 2 with expert_tp 1); one that fixes it keeps it, unless options.vary_expert_tp.
+    const bool search_etp = m.experts > 1 && (sp.job_etp == 0 || options.vary_expert_tp);
+    sp.model = &m;
+    sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
+    sp.megatron_schedule = job.training.framework == Framework::megatron;  // bits
+    sp.job_mb_group = job.parallel.microbatch_group_size;
+    // zb: a job that names ZB-H1 or DualPipe runs where they exist: search them too.
+    sp.try_zb_h1 = options.try_zb_h1 || job.parallel.schedule == PipelineSchedule::zb_h1;
+    sp.try_dualpipe = options.try_dualpipe || job.parallel.schedule == PipelineSchedule::dualpipe;
+    sp.job_distributed_optimizer = job.parallel.distributed_optimizer;
+    sp.job_offload_optimizer = job.parallel.offload_optimizer, sp.job_offload_params = job.parallel.offload_params;
+    // gb200: TP stays within NVLink's reach — a node, or a multi-node NVLink domain (NVL72).
+    const int nvlink_reach = planned.cluster.job_nvlink_domain();
+    for (int tp = 1; tp <= m.heads; ++tp) {
+        bool kv_ok = m.kv_heads <= 0 || m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
+        bool ffn_ok = m.ffn_hidden <= 0 || m.ffn_hidden % tp == 0;
+        // moe2: the shared experts split tp ways; the routed experts too unless expert_tp is fixed.
+        if (m.experts > 1 && m.shared_expert_ffn_hidden > 0 && m.shared_expert_ffn_hidden % tp != 0) ffn_ok = false;
+        // etp: when expert_tp is searched, a tp that does not divide them keeps its expert_tp ≠ tp layouts.
+        if (m.experts > 1 && m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % tp != 0 && !search_etp &&
+            (sp.job_etp == 0 || sp.job_etp == tp))
+            ffn_ok = false;
+        if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= nvlink_reach) &&
+            (world / (options.vary_cp ? 1 : cp)) % tp == 0)
+            sp.tps.push_back(tp);
+    }
+    // etp: the expert_tp values per tp: expert_tp = tp (0) first, then tp's other divisors, largest first.
+    sp.etps.resize(sp.tps.empty() ? 1 : (size_t)sp.tps.back() + 1);
+    for (int tp : sp.tps) {
+        std::vector<int>& list = sp.etps[(size_t)tp];
+        list.push_back(search_etp ? 0 : sp.job_etp);
+        if (search_etp)
+            for (int d = tp - 1; d >= 1; --d)
+                if (tp % d == 0) list.push_back(d);
+    }
+    // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
+    // causal attention, so cp must divide seq_len / 2; cp divides the world.
+    if (options.vary_cp) {
+        for (int c = 1; c <= world; ++c)
+            if (world % c == 0 && (c == 1 || (m.seq_len > 0 && m.seq_len % (2 * c) == 0))) sp.cps.push_back(c);
+    } else {
+        sp.cps = {cp};
+    }
+    if (options.vary_recompute)
+        sp.recomputes = {Recompute::full, Recompute::selective, Recompute::none};
+    else
+        sp.recomputes = {job.parallel.recompute};
+    if (options.vary_order)
+        for (int i = 0; i < kPlannerOrderCount; ++i) sp.orders.push_back(i);
+    else
+        sp.orders = {layout_choice_of(job).order};
+    sp.lps.resize(m.layers + 1);
+    for (int pp = 1; pp <= m.layers; ++pp)
+        if (m.layers % pp != 0 && world % pp == 0) sp.lps[pp] = balanced_layers_per_stage(m.layers, pp);
+    sp.chunk_lps.resize(m.layers + 1);
+    for (int pp = 2; pp <= m.layers; ++pp) {
+        if (m.layers % pp == 0 || world % pp != 0) continue;
+        // Every chunk keeps at least one layer; chunk lists for vpp 2 .. layers/pp.
+        sp.chunk_lps[pp].resize((size_t)(m.layers / pp) + 1);
+        for (int v = 2; v <= m.layers / pp; ++v) sp.chunk_lps[pp][(size_t)v] = balanced_layers_per_stage(m.layers, pp * v);
+    }
+    return sp;
+}
+
+// The counting pass (no evaluation): the total for progress, and whether the job's own
+// layout is in the space at all.
+struct SpaceCount {
+    int64_t total = 0;
+    bool own_in_space = false;
+};
+
+SpaceCount count_space(const Space& sp, const JobSpec& job, const LayoutChoice& own) {
+    const std::vector<int>& own_lps = job.parallel.layers_per_stage;
+    SpaceCount n;
+    for_each_layout(sp, false, [&](const LayoutChoice& c, const std::vector<int>& lps, bool) {
+        ++n.total;
+        if (job.has_layout() && same_choice(c, own) &&
+            (own_lps.empty() || own_lps == (lps.empty() ? balanced_layers_per_stage(sp.layers, c.pp) : lps)))
+            n.own_in_space = true;
+        return 0;  // "does not fit": the count includes every offload variant the search may visit
+    });
+    return n;
+}
+
+// Why the space holds no layout at all, in the user's terms: no tensor-parallel degree, a
+// cluster too big for the batch, or a batch no data-parallel degree divides.
+std::unexpected<Error> empty_space_error(const JobSpec& job, const Space& sp, const PlanOptions& options) {
+    const int world = sp.world, cp = std::max(job.parallel.cp, 1);
+    std::vector<int> dps;
+    for (int tp : sp.tps)
+        for (int c : sp.cps)
+            for (int pp = 1; pp <= sp.layers; ++pp)
+                if (world % ((long long)tp * pp * c) == 0) dps.push_back(world / (tp * pp * c));
+    std::sort(dps.begin(), dps.end());
+    dps.erase(std::unique(dps.begin(), dps.end()), dps.end());
+    if (sp.tps.empty())
+        return fail(job.where("parallel.tp"), "parallel.tp",
+                    "no tensor-parallel degree is possible: tp must divide heads (" + std::to_string(job.model.heads) +
+                        "), ffn_hidden and the " + std::to_string(world / (options.vary_cp ? 1 : cp)) +
+                        " GPUs per context group" + (options.tp_beyond_node ? "" : ", and stay within a node"));
+    // Every replica needs at least one sequence per step: with dp > global_batch the
+    // cluster is simply too big for the batch, which is worth saying in those words.
+    if (!dps.empty() && dps.front() > sp.global_batch)
+        return fail(job.where("training.global_batch"), "training.global_batch",
+                    "global_batch " + std::to_string(sp.global_batch) + " seqs cannot keep " +
+                        thousands(world) + " GPUs busy: the fewest data-parallel replicas any layout " +
+                        "of this model leaves is " + std::to_string(dps.front()) +
+                        ", each needing at least one sequence per step; allowed: a global batch that is a "
+                        "multiple of one of dp " + join(dps) + ", or fewer GPUs (--gpus)");
+    return fail(job.where("training.global_batch"), "training.global_batch",
+                "got " + std::to_string(sp.global_batch) +
+                    ", not divisible by any data-parallel degree possible on " + std::to_string(world) +
+                    " GPUs (dp: " + join(dps) + "); allowed: a multiple of one of them");
+}
+
+// One layout after screening: its exact memory and bounds on its step time.
+struct Screened {
+    LayoutChoice choice;
+    int64_t seq;
+    double peak_bytes, lo_s, hi_s;
+    bool fits;
+};
+
+// Pass 1's result: every evaluated layout, and the two layouts the "nothing fits" line names.
+struct Screening {
+    std::vector<Screened> screened;
+    Candidate smallest;    // the least peak memory seen
+    Candidate least_host;  // offload: the least host need among layouts that fit the GPU but not the host
+    int64_t enumerated = 0;
+    bool done = false;     // false: cancelled by options.progress
+};
+
+// Pass 1, screening: every layout's memory (exact: pruning and feasibility need it) and
+// bounds on its step time, without simulating the pipeline schedule. Counts evaluated and
+// feasible layouts into `out`. `want_hi`: the upper bound is needed (only job_rank uses it).
+Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const PlanOptions& options, bool want_hi,
+                         int64_t total, PlanResult& out) {
+    Screening r;
+    r.smallest.score.peak_bytes = -1;
+    r.least_host.score.host_bytes_per_node = -1;
+    // offload: the search visits a layout's offload variants right after the layout itself.
+    // Offloading takes exactly its states (and their fragmentation) off each stage, so when the
+    // layout's worst stage minus what offload takes off it still exceeds the usable memory, the
+    // variant cannot fit and is skipped like a pruned layout (only when pruning).
+    LayoutScore last_plain;
+    bool last_plain_valid = false;
+    const double fragmentation = ctx.job.estimate.fragmentation;
+    r.done =
+        for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
+            const int64_t seq = r.enumerated++;
+            const bool variant = options.vary_zero && (c.offload_optimizer != OffloadDevice::none || c.offload_params);
+            if (!variant) last_plain_valid = false;
+            if (pruned) return 0;
+            if (variant && last_plain_valid && !options.exhaustive) {
+                const MemoryBreakdown& w = last_plain.worst_mem;
+                const double removed = w.optimizer + (c.zero >= 2 ? w.grads : 0.0) + (c.offload_params ? w.params : 0.0);
+                if (last_plain.peak_bytes - removed * (1 + fragmentation) > last_plain.usable_bytes) return 0;
+            }
+            StepBounds bounds;
+            bounds.want_hi = want_hi;
+            const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
+            if (!variant) last_plain = score, last_plain_valid = true;
+            ++out.evaluated;
+            if (options.progress && out.evaluated % 4096 == 0 &&
+                !options.progress(out.evaluated, out.evaluated * total / r.enumerated))
+                return -1;
+            r.screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
+            if (!score.fits) {
+                if (score.peak_bytes <= score.usable_bytes) {  // offload: only the host RAM is short
+                    if (r.least_host.score.host_bytes_per_node < 0 ||
+                        score.host_bytes_per_node < r.least_host.score.host_bytes_per_node)
+                        r.least_host = Candidate{c, score, seq};
+                } else if (r.smallest.score.peak_bytes < 0 || score.peak_bytes < r.smallest.score.peak_bytes) {
+                    r.smallest = Candidate{c, score, seq};
+                }
+                return 0;
+            }
+            ++out.feasible;
+            return 1;
+        });
+    return r;
+}
+
+// Pass 2: the schedule simulated only where the bounds leave a layout's place open. The
+// bounds carry a relative slack far above rounding, so "cannot reach" is never a rounding
+// artefact; every number reported is the simulated one.
+class Simulated {
+public:
+    Simulated(const EstimateContext& ctx, const Space& sp, const std::vector<Screened>& screened,
+              double tokens_per_step, PlanResult& out)
+        : ctx_(ctx), sp_(sp), screened_(screened), tokens_per_step_(tokens_per_step), out_(out),
+          exact_of_(screened.size(), -1) {}
+
+    // Screened layout i, simulated once.
+    const Candidate& get(size_t i) {
+        if (exact_of_[i] < 0) {
+            const Screened& r = screened_[i];
+            exact_of_[i] = (int32_t)exact_.size();
+            exact_.push_back(Candidate{r.choice, evaluate_layout(ctx_, r.choice, layers_for(sp_, r.choice.pp, r.choice.vpp), nullptr), r.seq});
+            ++out_.simulated;
+        }
+        return exact_[(size_t)exact_of_[i]];
+    }
+    bool has(size_t i) const { return exact_of_[i] >= 0; }
+    // The tokens/s screened layout i can at most / at least reach.
+    double most_tokens(size_t i) const { return tokens_per_step_ / screened_[i].lo_s * (1 + kSlack); }
+    double least_tokens(size_t i) const { return tokens_per_step_ / screened_[i].hi_s * (1 - kSlack); }
+    // Every layout simulated so far, in the order simulated.
+    const std::vector<Candidate>& all() const { return exact_; }
+
+private:
+    static constexpr double kSlack = 1e-9;
+    const EstimateContext& ctx_;
+    const Space& sp_;
+    const std::vector<Screened>& screened_;
+    double tokens_per_step_;
+    PlanResult& out_;
+    std::vector<int32_t> exact_of_;  // index into exact_
+    std::vector<Candidate> exact_;
+};
+
+// The two highest distinct simulated tokens/s among the fitting layouts (−1: none).
+struct BestTwo {
+    double first = -1, second = -1;
+};
+
+// Branch and bound for the ranked list: visit by promise, simulate, stop once the next
+// layout's best possible tokens/s is below what the list needs (and below the runner-up's,
+// for why_best). `fitting` is sorted most promising first.
+BestTwo rank_top(Simulated& sim, const std::vector<size_t>& fitting, BestKept& heap) {
+    BestTwo best;
+    for (size_t i : fitting) {
+        const double need = std::min(heap.entry_tokens_per_s(), best.second >= 0 ? best.second : -1.0);
+        if (sim.most_tokens(i) < need) break;
+        const Candidate& c = sim.get(i);
+        heap.offer(c);
+        const double t = c.score.tokens_per_s;
+        if (t > best.first) best.second = best.first, best.first = t;
+        else if (t < best.first && t > best.second) best.second = t;
+    }
+    return best;
+}
+
+// The Pareto front (throughput vs headroom): by headroom, most first. A layout whose best
+// possible tokens/s is below the fastest simulated one with at least its headroom is
+// dominated by that one, and so is anything it would dominate: only the others are simulated.
+void simulate_pareto_candidates(Simulated& sim, const std::vector<Screened>& screened, std::vector<size_t> by_room) {
+    std::sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
+        return screened[a].peak_bytes != screened[b].peak_bytes ? screened[a].peak_bytes < screened[b].peak_bytes : a < b;
+    });
+    double fastest = -1;
+    for (size_t i : by_room) {
+        if (!sim.has(i) && sim.most_tokens(i) < fastest) continue;
+        fastest = std::max(fastest, sim.get(i).score.tokens_per_s);
+    }
+}
+
+// The job's own rank: how many fitting layouts are faster; those surely faster or surely
+// not count without simulation.
+int64_t count_faster(Simulated& sim, const std::vector<size_t>& fitting, double own_tokens_per_s) {
+    int64_t higher = 0;
+    for (size_t i : fitting) {
+        if (!sim.has(i) && sim.least_tokens(i) > own_tokens_per_s) ++higher;
+        else if (!sim.has(i) && sim.most_tokens(i) <= own_tokens_per_s) continue;
+        else if (sim.get(i).score.tokens_per_s > own_tokens_per_s) ++higher;
+    }
+    return higher;
+}
+
+// What the simulated layouts decide, in enumeration order: best, runner-up, ties and the
+// Pareto front (and, with keep_fitting_scores, every fitting tokens/s into `out`).
+struct Decision {
+    std::vector<const Candidate*> fit_exact;  // the simulated layouts that fit, by enumeration
+    Candidate best, runner;
+    bool have_best = false, have_runner = false;
+    int64_t ties = 0;  // other layouts with the best's tokens/s
+    std::vector<Candidate> pareto;
+};
+
+Decision decide(const Simulated& sim, const BestTwo& top, const PlanOptions& options, PlanResult& out) {
+    Decision d;
+    for (const Candidate& c : sim.all())
+        if (c.score.fits) d.fit_exact.push_back(&c);
+    std::sort(d.fit_exact.begin(), d.fit_exact.end(), [](const Candidate* a, const Candidate* b) { return a->seq < b->seq; });
+    for (const Candidate* each : d.fit_exact) {
+        const Candidate& cand = *each;
+        const double t = cand.score.tokens_per_s;
+        if (t == top.first) {
+            if (!d.have_best || better(cand, d.best)) d.best = cand;
+            d.ties += d.have_best ? 1 : 0;
+            d.have_best = true;
+        } else if (t == top.second && (!d.have_runner || better(cand, d.runner))) {
+            d.runner = cand, d.have_runner = true;
+        }
+        if (options.keep_fitting_scores) out.fitting_tokens_per_s.push_back(t);
+        if (std::none_of(d.pareto.begin(), d.pareto.end(), [&](const Candidate& p) { return dominates(p, cand); })) {
+            std::erase_if(d.pareto, [&](const Candidate& p) { return dominates(cand, p); });
+            d.pareto.push_back(cand);
+        }
+    }
+    std::sort(d.pareto.begin(), d.pareto.end(), better);
+    return d;
+}
+
+// Fitting layouts left out of the list because a listed one has the same predicted numbers.
+int64_t count_equivalent_hidden(const std::vector<Candidate>& listed, const std::vector<const Candidate*>& fit_exact) {
+    std::set<std::pair<double, double>> keys;
+    for (const Candidate& c : listed) keys.emplace(c.score.tokens_per_s, c.score.peak_bytes);
+    int64_t hidden = 0;
+    for (const Candidate* c : fit_exact) hidden += keys.count({c->score.tokens_per_s, c->score.peak_bytes});
+    return hidden - (int64_t)listed.size();
+}
+
+// The job's own layout as the why line sees it: scored by the search, or (outside the
+// search space, but valid on this world) as `ptd estimate` scores it.
+struct OwnLayout {
+    LayoutChoice choice;
+    LayoutScore score;
+    bool in_space = false, scored = false;
+};
+
+// " ; N other layouts tie with it on tokens/s", or "" without ties.
+std::string ties_clause(int64_t ties) {
+    if (ties <= 0) return "";
+    return "; " + std::to_string(ties) + (ties == 1 ? " other layout ties" : " other layouts tie") + " with it on tokens/s";
+}
+
+// why: one line on why the best layout beats the job's own layout (where it is slower) or
+// the runner-up, what nothing fitting means, or that the search was cancelled.
+std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int64_t total, const Screening& screening,
+                          const Decision& d, const OwnLayout& own) {
+    // Compared also when it does not fit: the line then says that first and what else it costs.
+    const bool vs_own = d.have_best && own.scored && own.score.tokens_per_s < d.best.score.tokens_per_s;
+    std::string why;
+    if (out.cancelled) {
+        why = "search cancelled after " + std::to_string(out.evaluated) + " of about " + std::to_string(total) +
+              " layouts; the ranking covers only those";
+    } else if (out.feasible == 0) {
+        const Candidate& smallest = screening.smallest;
+        double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
+        if (smallest.score.peak_bytes >= 0) {
+            why = "no layout fits: smallest peak is " + fmt("%.1f", smallest.score.peak_bytes / kGiB) + " GiB per GPU at " +
+                  label(ctx, smallest.choice, nullptr) + ", capacity " + fmt("%.1f", capacity) + " GiB";
+            if (ctx.job.estimate.headroom > 0)
+                why += fmt(" (usable %.1f GiB with %.0f%% headroom)", usable, ctx.job.estimate.headroom * 100);
+        } else {
+            why = "no layout fits";
+        }
+        // offload: layouts that fit the GPUs only by offloading more than the host RAM holds.
+        const LayoutScore& lh = screening.least_host.score;
+        if (lh.host_bytes_per_node >= 0)
+            why += fmt("; offloading fits the GPUs (%.1f GiB per GPU", lh.peak_bytes / kGiB) + " at " +
+                   label(ctx, screening.least_host.choice, nullptr) +
+                   fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
+                       lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
+    } else if (vs_own) {
+        // why: the job's own layout is what the user asked about; compare with it rather
+        // than with the runner-up (often a near twin of the best).
+        why = why_best_line(ctx, d.best, Candidate{own.choice, own.score, -1}, true);
+        if (!own.in_space) why += "; your layout lies outside the planner's search space";
+        why += ties_clause(d.ties);
+    } else if (!d.have_runner) {  // one distinct tokens/s among the fitting layouts
+        why = label(ctx, d.best.choice, nullptr) +
+              (d.ties == 0 ? " is the only layout that fits"
+                           : " ties all " + std::to_string(d.ties) + " other fitting layouts on tokens/s and is listed first") +
+              offload_clause(d.best.score, "it");
+    } else {
+        why = why_best_line(ctx, d.best, d.runner) + ties_clause(d.ties);
+    }
+    // why: a job layout that does not fit is why the planner prefers another; one outside the
+    // search space that is faster than everything searched is worth saying too. Either first.
+    if (!out.cancelled && out.feasible > 0 && own.scored && !own.score.fits) {
+        const double unit = own.score.usable_bytes < kGiB ? kGiB / 1024 : kGiB;
+        why = "your layout " + label(ctx, own.choice, nullptr) + " does not fit (" +
+              fmt(unit == kGiB ? "peak %.1f GiB per GPU, %.1f GiB usable" : "peak %.1f MiB per GPU, %.1f MiB usable",
+                  own.score.peak_bytes / unit, own.score.usable_bytes / unit) +
+              ")" +
+              (d.have_best && own.score.tokens_per_s > d.best.score.tokens_per_s
+                   ? ", though it would be " + gain_text((own.score.tokens_per_s / d.best.score.tokens_per_s - 1) * 100) +
+                         " faster than the best that fits"
+                   : std::string()) +
+              "; " + why;
+    } else if (d.have_best && own.scored && own.score.fits && own.score.tokens_per_s > d.best.score.tokens_per_s) {
+        why = "your layout " + label(ctx, own.choice, nullptr) + " lies outside the planner's search space and is " +
+              gain_text((own.score.tokens_per_s / d.best.score.tokens_per_s - 1) * 100) +
+              " faster than the best it found; " + why;
+    }
+    return why;
+}
+
+// When the best layout idles more than options.max_bubble_share of its step in the pipeline
+// bubble, the global batch is too small for this many GPUs: find how many it can keep busy
+// (the same search on fewer whole nodes, halving) and say so plainly in out.too_big.
+void check_batch_keeps_gpus_busy(const JobSpec& job, const PlanOptions& options, int world, PlanResult& out) {
+    if (out.cancelled || out.top.empty() || options.max_bubble_share < 0) return;
+    const LayoutScore& b = out.top.front().score;
+    const double share = b.step_s > 0 ? b.time.bubble / b.step_s : 0;
+    if (share <= options.max_bubble_share) return;
+    const int gpn = job.cluster.gpus_per_node;
+    PlanOptions sub = options;
+    sub.max_bubble_share = -1, sub.top_k = 1, sub.top_k_unfit = 0, sub.keep_fitting_scores = false;
+    sub.progress = nullptr;
+    for (int nodes = world / gpn / 2; nodes >= 1; nodes /= 2) {
+        sub.gpus = nodes * gpn;
+        auto smaller = plan_layouts(job, sub);
+        if (!smaller || smaller->top.empty()) continue;
+        const LayoutScore& sb = smaller->top.front().score;
+        if (sb.step_s > 0 && sb.time.bubble / sb.step_s <= options.max_bubble_share) {
+            out.busy_gpus = sub.gpus;
+            break;
+        }
+    }
+    out.too_big = "global_batch " + std::to_string(job.training.global_batch) + " seqs cannot keep " + thousands(world) +
+                  " GPUs busy: the best layout idles " + fmt("%.0f", share * 100) + "% of each step in the pipeline bubble; ";
+    out.too_big += out.busy_gpus > 0
+                       ? "at most " + thousands(out.busy_gpus) + " GPUs give ≤ " +
+                             fmt("%.0f", options.max_bubble_share * 100) + "% bubble"
+                       : "no smaller whole-node cluster gives ≤ " + fmt("%.0f", options.max_bubble_share * 100) +
+                             "% bubble either";
+    out.too_big += "; consider a larger global batch or fewer GPUs";
+}
+
+}  // namespace
+
+// The search, step by step (docs/planner.md): check the inputs, build the space, count it,
+// screen every layout (memory exact, step time bounded), simulate the schedule where the
+// bounds leave a layout's place open, then rank, explain and check the batch.
+Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int world = options.gpus > 0 ? options.gpus : job.world_size();
+    if (auto bad = check_plan_inputs(job, options, world); !bad) return std::unexpected(bad.error());
+
+    // The job the estimator sees: the planned world size and the asked-for headroom.
+    JobSpec planned = job;
+    planned.cluster.nodes = world / job.cluster.gpus_per_node;
+    planned.cluster.hosts.clear();
+    if (options.headroom >= 0) planned.estimate.headroom = options.headroom;
+    const EstimateContext ctx = make_estimate_context(planned);
+    const Space sp = make_space(job, planned, options, world);
+
+    OwnLayout own;
+    own.choice = layout_choice_of(job);
+    const SpaceCount count = count_space(sp, job, own.choice);
+    if (count.total == 0) return empty_space_error(job, sp, options);
+    own.in_space = own.scored = count.own_in_space;
+
+    PlanResult out;
+    if (own.in_space) own.score = evaluate_layout(ctx, own.choice, layers_for(sp, own.choice.pp, own.choice.vpp), nullptr);  // same inputs as in the search
+    const Screening screening = screen_layouts(ctx, sp, options, own.in_space && own.score.fits, count.total, out);
+    out.cancelled = !screening.done;
+    out.enumerated = screening.enumerated;
+
+    const std::vector<Screened>& screened = screening.screened;
+    Simulated sim(ctx, sp, screened, (double)job.training.global_batch * job.model.seq_len, out);
+    std::vector<size_t> fitting, unfitting;
+    for (size_t i = 0; i < screened.size(); ++i) (screened[i].fits ? fitting : unfitting).push_back(i);
+    // Most promising first (smallest step-time floor), enumeration order on ties.
+    auto by_promise = [&](size_t a, size_t b) {
+        return screened[a].lo_s != screened[b].lo_s ? screened[a].lo_s < screened[b].lo_s : a < b;
+    };
+    if (options.simulate_all)
+        for (size_t i = 0; i < screened.size(); ++i) sim.get(i);
+    if (options.keep_fitting_scores) {
+        for (size_t i : fitting) {
+            sim.get(i);
+            if (options.progress && out.simulated % 4096 == 0 && !options.progress(out.evaluated, out.evaluated)) {
+                out.cancelled = true;
+                break;
+            }
+        }
+    }
+    std::sort(fitting.begin(), fitting.end(), by_promise);
+    BestKept heap((size_t)std::max(options.top_k, 0));
+    const BestTwo top = rank_top(sim, fitting, heap);
+    simulate_pareto_candidates(sim, screened, fitting);
+    const int64_t higher = own.in_space && own.score.fits ? count_faster(sim, fitting, own.score.tokens_per_s) : 0;
+    // Near misses, ranked like `top`.
+    BestKept unfit((size_t)std::max(options.top_k_unfit, 0));
+    std::sort(unfitting.begin(), unfitting.end(), by_promise);
+    for (size_t i : unfitting) {
+        if (sim.most_tokens(i) < unfit.entry_tokens_per_s()) break;
+        unfit.offer(sim.get(i));
+    }
+
+    const Decision d = decide(sim, top, options, out);
+    const std::vector<Candidate> listed = heap.sorted();
+    out.equivalent_hidden += count_equivalent_hidden(listed, d.fit_exact);
+    if (screening.done && options.progress) options.progress(out.evaluated, out.evaluated);
+
+    auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
+    for (const Candidate& c : listed) out.top.push_back(entry(c));
+    for (const Candidate& c : d.pareto) out.pareto.push_back(entry(c));
+    for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
+    std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
+    out.job_rank = own.in_space && own.score.fits && !out.cancelled ? (int)higher : -1;
+
+    // why: the job's own layout, the why line's second party where it is slower than the best.
+    // Outside the search space (an order not in kPlannerOrders, a custom stage split, a
+    // micro-batch above max_micro_batch, tp beyond a node) but valid on this world: scored as
+    // `ptd estimate` scores it.
+    if (!own.in_space && !out.cancelled && out.feasible > 0 && job.has_layout() && world == job.world_size() &&
+        validate_job(job).empty()) {
+        own.score = evaluate_layout(ctx, own.choice, job.parallel.layers_per_stage, nullptr);
+        own.scored = true;
+    }
+    out.why_best = why_best_text(ctx, out, count.total, screening, d, own);
+    check_batch_keeps_gpus_busy(job, options, world, out);
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+int64_t plan_rank_of(const PlanResult& plan, double tokens_per_s) {
+    const auto& v = plan.fitting_tokens_per_s;  // descending
+    return 1 + (std::lower_bound(v.begin(), v.end(), tokens_per_s, std::greater<>()) - v.begin());  // strictly faster
+}
+
+JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
+    JobSpec out = job;
+    const LayoutChoice& c = entry.choice;
+    ParallelSpec& p = out.parallel;
+    p.tp = c.tp, p.pp = c.pp, p.dp = c.dp, p.cp = c.cp, p.ep = c.ep, p.vpp = c.vpp;
+    p.zero = c.zero;
+    p.distributed_optimizer = c.distributed_optimizer;
+    p.sequence_parallel = c.sequence_parallel;
+    p.recompute = c.recompute;
+    // recmod: the job's module list belongs to its selective recompute; another choice drops it
+    // (validate_job allows a list only with selective), as the estimate ignored it.
+    if (c.recompute != Recompute::selective) p.recompute_modules = kRecomputeCoreAttn;
+    p.offload_optimizer = c.offload_optimizer;  // offload
+    p.offload_params = c.offload_params;
+    p.schedule = c.schedule;  // zb
+    // etp: the searched expert_tp (0 = tp); a job's fixed value stays as written when chosen.
+    if (job.model.experts > 1 && c.etp != p.expert_tp) p.expert_tp = effective_etp(c) != c.tp ? c.etp : 0;
+    if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
+    p.layers_per_stage = entry.layers_per_stage;
+    // overlap: the job's overlap keys stay, but where the chosen layout has nothing for them to
+    // act on (no sharded optimizer, no sequence parallelism) they are cleared, as the estimate
+    // ignored them (validate_job refuses those combinations).
+    if (c.zero == 0 && !c.distributed_optimizer) p.overlap_param_gather = false;
+    if (c.tp > 1 && !c.sequence_parallel) p.tp_comm_overlap = false;
+    out.training.micro_batch = c.micro_batch;
+    // bits: the group size the layout was scored with (a job's N outside the new layout's range,
+    // or on a layout without interleaving, would not validate or export).
+    p.microbatch_group_size = plan_mb_group(job.parallel.microbatch_group_size, c.pp, c.vpp,
+                                            c.micro_batch * c.dp > 0 ? job.training.global_batch / ((long long)c.micro_batch * c.dp) : 0);
+    // dp and global batch are now part of the plan: saving must write them, not re-derive.
+    out.origin.dp_given = true;
+    out.origin.global_batch_given = true;
+    out.origin.no_layout = false;  // a bare job now has its layout
+    return out;
+}
+
+}  // namespace ptd

@@ -1,0 +1,1164 @@
+// job_toml.cpp — TOML ⇄ JobSpec. Reading is strict: every key is typed and range-checked
+// at the point it is read, with the file:line:column of the value; unknown keys get a
+// "did you mean"; all problems are collected so the user sees them in one go. Writing
+// emits a canonical document that reads back into an equal spec.
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "spec/job_toml_internal.h"
+#include "ptd/common/file_read.h"
+#include "ptd/spec/hf_import.h"
+#include "ptd/spec/job_spec.h"
+#include "ptd/spec/presets.h"
+
+namespace ptd {
+
+// ---- reading ---------------------------------------------------------------------------
+
+SourceLoc TomlContext::loc(const toml::node& n) const {
+    const auto& src = n.source();
+    return SourceLoc{file, (int)src.begin.line, (int)src.begin.column};
+}
+
+void TomlContext::error(SourceLoc where, std::string key, std::string message) {
+    diagnostics.push_back({std::move(where), std::move(key), std::move(message)});
+}
+
+// "string \"8\"", "integer 8", "table", ... — what the user actually wrote.
+static std::string describe(const toml::node& n) {
+    std::ostringstream os;
+    switch (n.type()) {
+        case toml::node_type::string: os << "string " << quote_input(n.as_string()->get()); break;
+        case toml::node_type::integer: os << "integer " << n.as_integer()->get(); break;
+        case toml::node_type::floating_point: os << "float " << n.as_floating_point()->get(); break;
+        case toml::node_type::boolean: os << "boolean " << (n.as_boolean()->get() ? "true" : "false"); break;
+        case toml::node_type::array: os << "an array"; break;
+        case toml::node_type::table: os << "a table"; break;
+        default: os << "a date/time"; break;
+    }
+    return os.str();
+}
+
+TableReader::TableReader(TomlContext& ctx, const toml::table& table, std::string prefix)
+    : ctx_(ctx), table_(table), prefix_(std::move(prefix)) {
+    if (!prefix_.empty()) ctx_.locations[prefix_] = ctx_.loc(table_);
+}
+
+std::string TableReader::full(std::string_view key) const {
+    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+}
+
+const toml::node* TableReader::find(std::string_view key) {
+    known_.emplace_back(key);
+    const toml::node* n = table_.get(key);
+    if (n) ctx_.locations[full(key)] = ctx_.loc(*n);
+    return n;
+}
+
+bool TableReader::has(std::string_view key) const { return table_.contains(key); }
+
+SourceLoc TableReader::where(std::string_view key) const {
+    if (const toml::node* n = table_.get(key)) return ctx_.loc(*n);
+    return ctx_.loc(table_);
+}
+
+void TableReader::type_error(const toml::node& n, std::string_view key, const char* expected) {
+    ctx_.error(ctx_.loc(n), full(key), "expected " + std::string(expected) + ", got " + describe(n));
+}
+
+bool TableReader::read_int(std::string_view key, int& out, long long min, long long max) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* v = n->as_integer();
+    if (!v) {
+        type_error(*n, key, "an integer");
+        return false;
+    }
+    long long x = v->get();
+    if (x < min || x > max) {
+        ctx_.error(ctx_.loc(*n), full(key),
+                   "got " + std::to_string(x) + "; allowed: " + std::to_string(min) + " .. " + std::to_string(max));
+        return false;
+    }
+    out = (int)x;
+    return true;
+}
+
+bool TableReader::read_double(std::string_view key, double& out, double min, double max) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    double x;
+    if (const auto* f = n->as_floating_point()) x = f->get();
+    else if (const auto* i = n->as_integer()) x = (double)i->get();
+    else {
+        type_error(*n, key, "a number");
+        return false;
+    }
+    if (!std::isfinite(x) || x < min || x > max) {
+        std::ostringstream os;
+        os << "got " << x << "; allowed: " << min << " .. " << max;
+        ctx_.error(ctx_.loc(*n), full(key), os.str());
+        return false;
+    }
+    out = x;
+    return true;
+}
+
+bool TableReader::read_bool(std::string_view key, bool& out) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* v = n->as_boolean();
+    if (!v) {
+        type_error(*n, key, "true or false");
+        return false;
+    }
+    out = v->get();
+    return true;
+}
+
+bool TableReader::read_string(std::string_view key, std::string& out) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* v = n->as_string();
+    if (!v) {
+        type_error(*n, key, "a string");
+        return false;
+    }
+    out = v->get();
+    return true;
+}
+
+bool TableReader::read_word(std::string_view key, int& out, const std::vector<std::string>& words) {
+    std::string s;
+    if (!read_string(key, s)) return false;
+    for (size_t i = 0; i < words.size(); ++i)
+        if (words[i] == s) {
+            out = (int)i;
+            return true;
+        }
+    std::string allowed;
+    for (const std::string& w : words) allowed += (allowed.empty() ? "" : ", ") + w;
+    std::string hint = closest_match(s, words);
+    ctx_.error(where(key), full(key),
+               "got " + quote_input(s) + "; allowed: " + allowed + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+    return false;
+}
+
+bool TableReader::read_string_array(std::string_view key, std::vector<std::string>& out) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* arr = n->as_array();
+    if (!arr) {
+        type_error(*n, key, "an array of strings");
+        return false;
+    }
+    std::vector<std::string> values;
+    for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& e = *arr->get(i);
+        const auto* s = e.as_string();
+        if (!s) {
+            ctx_.error(ctx_.loc(e), full(key) + "[" + std::to_string(i) + "]",
+                       "expected a string, got " + describe(e));
+            return false;
+        }
+        values.push_back(s->get());
+    }
+    out = std::move(values);
+    return true;
+}
+
+bool TableReader::read_int_array(std::string_view key, std::vector<int>& out, long long min, long long max) {
+    const toml::node* n = find(key);
+    if (!n) return false;
+    const auto* arr = n->as_array();
+    if (!arr) {
+        type_error(*n, key, "an array of integers");
+        return false;
+    }
+    std::vector<int> values;
+    for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& e = *arr->get(i);
+        const auto* v = e.as_integer();
+        std::string k = full(key) + "[" + std::to_string(i) + "]";
+        if (!v) {
+            ctx_.error(ctx_.loc(e), k, "expected an integer, got " + describe(e));
+            return false;
+        }
+        if (v->get() < min || v->get() > max) {
+            ctx_.error(ctx_.loc(e), k,
+                       "got " + std::to_string(v->get()) + "; allowed: " + std::to_string(min) + " .. " +
+                           std::to_string(max));
+            return false;
+        }
+        values.push_back((int)v->get());
+    }
+    out = std::move(values);
+    return true;
+}
+
+const toml::table* TableReader::subtable(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return nullptr;
+    if (!n->as_table()) {
+        type_error(*n, key, "a table");
+        return nullptr;
+    }
+    return n->as_table();
+}
+
+void TableReader::require(std::string_view key, const char* what) {
+    if (!has(key))
+        ctx_.error(ctx_.loc(table_), full(key), std::string("missing; required: ") + what);
+}
+
+void TableReader::finish() {
+    for (const auto& [k, v] : table_) {
+        std::string key(k.str());
+        bool known = false;
+        for (const std::string& n : known_) known = known || n == key;
+        if (known) continue;
+        std::string hint = closest_match(key, known_);
+        std::string allowed;
+        for (const std::string& n : known_) allowed += (allowed.empty() ? "" : ", ") + n;
+        ctx_.error(ctx_.loc(v), full(key),
+                   "unknown key" + (hint.empty() ? std::string() : " (did you mean \"" + hint + "\"?)") +
+                       "; allowed in " + (prefix_.empty() ? std::string("the document") : "[" + prefix_ + "]") +
+                       ": " + allowed);
+    }
+}
+
+static const std::vector<std::string> kArchWords = {"gpt", "llama"};
+static const std::vector<std::string> kNormWords = {"layernorm", "rmsnorm"};
+static const std::vector<std::string> kActivationWords = {"gelu", "swiglu"};
+static const std::vector<std::string> kPositionWords = {"learned", "rope"};
+static const std::vector<std::string> kRecomputeWords = {"none", "selective", "full"};
+// zb: in PipelineSchedule's order.
+static const std::vector<std::string> kScheduleWords = {"auto", "1f1b", "interleaved", "zb-h1", "dualpipe"};
+static const std::vector<std::string> kMoeDispatcherWords = {"alltoall", "deepep", "hybridep"};  // deepep
+static const std::vector<std::string> kCudaGraphImplWords = {"none", "local", "transformer_engine"};  // hostov
+static const std::vector<std::string> kPrecisionWords = {"fp32", "bf16", "fp16"};
+static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"};
+static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
+static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
+static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
+static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
+static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
+static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused"};
+static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
+                                                          "hopper", "blackwell", "cdna3", "cpu"};
+// In Fp8Recipe / Fp8Format order.
+static const std::vector<std::string> kFp8RecipeWords = {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"};
+static const std::vector<std::string> kFp8FormatWords = {"hybrid", "e4m3"};
+// oom4: the words each optimizer-state key takes (moments in StateDtype order; the master
+// copy has no fp8 but may be none).
+static const std::vector<std::string> kMainParamsDtypeWords = {"fp32", "bf16", "fp16", "none", "fp32-remainders"};
+static const std::vector<std::string> kMomentDtypeWords = {"fp32", "bf16", "fp16", "fp8"};
+
+constexpr long long kMaxDim = 1LL << 24;  // 16M: far above any real model dimension
+
+template <class E>
+static bool read_enum(TableReader& r, std::string_view key, E& out, const std::vector<std::string>& words) {
+    int i = 0;
+    if (!r.read_word(key, i, words)) return false;
+    out = (E)i;
+    return true;
+}
+
+void read_model_keys(TableReader& r, ModelSpec& m, ModelKeysGiven& given, bool from_scratch) {
+    if (from_scratch) {
+        for (const char* k : {"arch", "layers", "hidden", "heads", "vocab", "seq_len"})
+            r.require(k, "an integer (or arch \"gpt\"/\"llama\"), unless preset or hf_config is given");
+    }
+    read_enum(r, "arch", m.arch, kArchWords);
+    r.read_int("layers", m.layers, 1, 100000);
+    r.read_int("hidden", m.hidden, 1, kMaxDim);
+    r.read_int("heads", m.heads, 1, 65536);
+    given.kv_heads = r.read_int("kv_heads", m.kv_heads, 1, 65536);
+    given.ffn_hidden = r.read_int("ffn_hidden", m.ffn_hidden, 1, kMaxDim * 8);
+    r.read_int("vocab", m.vocab, 1, 1LL << 28);
+    r.read_int("seq_len", m.seq_len, 1, 1LL << 26);
+    given.tied_embeddings = r.read_bool("tied_embeddings", m.tied_embeddings);
+    given.norm = read_enum(r, "norm", m.norm, kNormWords);
+    given.activation = read_enum(r, "activation", m.activation, kActivationWords);
+    given.position = read_enum(r, "position", m.position, kPositionWords);
+    given.bias = r.read_bool("bias", m.bias);
+    r.read_bool("qkv_bias", m.qkv_bias);
+    r.read_int("experts", m.experts, 0, 65536);
+    r.read_int("top_k", m.top_k, 0, 65536);
+    r.read_double("rope_theta", m.rope_theta, 1e-9, 1e12);
+    r.read_double("norm_eps", m.norm_eps, 0, 1);
+    if (bool dropout = false; r.read_bool("dropout", dropout)) m.dropout = dropout;  // oom4
+    // mla: recent open models' shapes.
+    for (const ModelShapeKey& k : model_shape_keys()) r.read_int(k.name, m.*k.member, 0, k.max);
+    r.read_bool("qk_layernorm", m.qk_layernorm);  // mla
+    if (m.experts > 1 && !r.has("top_k") && from_scratch) m.top_k = 2;
+}
+
+void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch) {
+    if (from_scratch)
+        for (const char* k : {"memory_gib", "fp32_tflops", "hbm_gbps", "link_gbps"})
+            r.require(k, "a number, unless preset is given");
+    r.read_string("description", g.description);
+    r.read_double("memory_gib", g.memory_gib, 1e-3, 1e6);
+    r.read_double("fp32_tflops", g.fp32_tflops, 0, 1e7);
+    r.read_double("tf32_tflops", g.tf32_tflops, 0, 1e7);
+    r.read_double("bf16_tflops", g.bf16_tflops, 0, 1e7);
+    r.read_double("fp16_tflops", g.fp16_tflops, 0, 1e7);
+    r.read_double("fp8_tflops", g.fp8_tflops, 0, 1e7);
+    r.read_double("hbm_gbps", g.hbm_gbps, 0, 1e7);
+    r.read_double("link_gbps", g.link_gbps, 0, 1e7);
+    read_enum(r, "generation", g.generation, kGenerationWords);
+}
+
+static std::string preset_list(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
+static void read_model(TomlContext& ctx, const toml::table& t, JobSpec& job, const PresetCatalog& presets) {
+    TableReader r(ctx, t, "model");
+    std::string preset, hf;
+    bool has_preset = r.read_string("preset", preset);
+    bool has_hf = r.read_string("hf_config", hf);
+    std::string name;
+    bool has_name = r.read_string("name", name);
+    ModelSpec& m = job.model;
+    ModelKeysGiven given;
+    bool from_scratch = true;
+    if (has_preset && has_hf) {
+        ctx.error(r.where("hf_config"), "model.hf_config",
+                  "given together with preset " + quote_input(preset) + "; allowed: one of preset, hf_config, or explicit keys");
+    } else if (has_preset) {
+        if (const ModelSpec* p = presets.find_model(preset)) {
+            m = *p;
+            from_scratch = false;
+            job.origin.model_preset = preset;
+            job.origin.model_base = m;
+        } else {
+            std::string hint = closest_match(preset, presets.model_names());
+            ctx.error(r.where("preset"), "model.preset",
+                      "unknown model preset " + quote_input(preset) +
+                          (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                          "; allowed: " + preset_list(presets.model_names()));
+            from_scratch = false;  // don't pile "missing key" errors on top
+        }
+    } else if (has_hf) {
+        std::filesystem::path path(hf);
+        if (path.is_relative() && !ctx.file.empty() && ctx.file.front() != '<')
+            path = std::filesystem::path(ctx.file).parent_path() / path;
+        // A seq_len in the job overrides the config's max_position_embeddings (and stands in
+        // for it when the config has none).
+        int seq_override = 0;
+        if (const toml::node* n = t.get("seq_len"); n && n->as_integer() && n->as_integer()->get() > 0 &&
+                                                     n->as_integer()->get() <= (1LL << 26))
+            seq_override = (int)n->as_integer()->get();
+        auto imported = import_hf_config_file(path.string(), seq_override);
+        if (imported) {
+            m = imported->model;
+            job.origin.model_base = m;
+            // seq_len came from the job, not the config: keep it out of the base so saving
+            // always writes it (the config may not even have one).
+            if (seq_override) job.origin.model_base->seq_len = 0;
+            for (const std::string& note : imported->notes) job.origin.notes.push_back("hf_config: " + note);
+        } else {
+            for (Diagnostic d : imported.error().diagnostics) {
+                // Point at the hf_config line of the job, and keep the config's own position.
+                d.message = "in hf_config " + quote_input(hf) + " (" + format_diagnostic(d) + ")";
+                d.where = r.where("hf_config");
+                d.key = "model.hf_config";
+                ctx.diagnostics.push_back(std::move(d));
+            }
+        }
+        job.origin.model_hf_config = hf;
+        from_scratch = false;
+    }
+    read_model_keys(r, m, given, from_scratch);
+    if (from_scratch) fill_model_defaults(m, given);
+    if (has_name) m.name = name;
+    else if (m.name.empty()) m.name = "custom";
+    r.finish();
+}
+
+// nccl: the network. Base: the cluster preset, else the first cluster preset on the job's GPU
+// (defaults suit the hardware the job names), else one NIC per GPU at inter_gbps. Then the
+// table's own nics_per_node / nic_gbps / rail_optimized / nvls, and inter_gbps (each GPU's
+// share of the NIC line rate) as an override of the per-GPU figure.
+static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job, const PresetCatalog& presets,
+                                 const ClusterPreset* cluster_preset) {
+    ClusterSpec& c = job.cluster;
+    const int gpn = std::max(c.gpus_per_node, 1);
+    const ClusterPreset* net = cluster_preset;
+    if (!net && !job.origin.gpu_preset.empty()) net = presets.default_cluster_for_gpu(job.origin.gpu_preset);
+    double nic_gbps = 8.0 * c.inter_gbps;
+    c.nics_per_node = 0;  // one NIC per GPU, at inter_gbps
+    if (net) {
+        // A node with other GPU count than the preset's keeps its NICs per GPU.
+        c.nics_per_node = std::max(1, (int)std::lround((double)net->nics_per_node * gpn / net->gpus_per_node));
+        nic_gbps = net->nic_gbps;
+        c.rail_optimized = net->rail_optimized;
+        c.nvls = net->nvls;
+        job.origin.network_source = cluster_preset ? "cluster preset " + net->name
+                                                   : net->name + ", the default for gpu " + job.origin.gpu_preset;
+        // gb200: the preset's NVLink domain — a default preset's only where this job's nodes are
+        // the preset's (4-GPU GB200 trays); a named preset's always (validate_job names a mismatch).
+        c.nvlink_domain = cluster_preset || net->gpus_per_node == gpn ? net->nvlink_domain : 0;
+        // bits: the host CPU of the same node (a named preset's was set with its other host keys).
+        c.cpu_adam_params_per_s = net->cpu_adam_params_per_s;
+        c.host_op_us = net->host_op_us;  // hostov
+    } else {
+        job.origin.network_source = "one NIC per GPU at inter_gbps (no cluster preset for this GPU)";
+    }
+    int nics = 0;
+    double nic = 0;
+    const bool nics_given = r.read_int("nics_per_node", nics, 1, 1024);
+    const bool nic_given = r.read_double("nic_gbps", nic, 1e-3, 1e5);
+    r.read_bool("rail_optimized", c.rail_optimized);
+    r.read_bool("nvls", c.nvls);
+    job.origin.nvlink_domain_given = r.read_int("nvlink_domain", c.nvlink_domain, 1, 1 << 20);  // gb200
+    if (nics_given) c.nics_per_node = nics;
+    if (nic_given) nic_gbps = nic;
+    if (nic_given && job.origin.inter_given)
+        ctx.error(r.where("inter_gbps"), "cluster.inter_gbps",
+                  "both inter_gbps (GB/s per GPU) and nic_gbps (Gb/s per NIC) give the network bandwidth; "
+                  "allowed: one of them (inter_gbps = nics_per_node · nic_gbps / 8 / gpus_per_node)");
+    if (nics_given || nic_given || net) job.origin.network_source += nics_given || nic_given ? ", with the file's NIC keys" : "";
+    if (!job.origin.inter_given) c.inter_gbps = (c.nics_per_node > 0 ? c.nics_per_node : gpn) * nic_gbps / 8.0 / gpn;
+    else job.origin.network_source += ", inter_gbps from the file";
+}
+
+static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, const PresetCatalog& presets) {
+    TableReader r(ctx, t, "cluster");
+    ClusterSpec& c = job.cluster;
+    // nccl: a cluster preset gives gpu, gpus_per_node, intra/host/PCIe figures and the network;
+    // every key the table writes itself overrides it.
+    const ClusterPreset* cluster_preset = nullptr;
+    if (std::string name; r.read_string("preset", name)) {
+        cluster_preset = presets.find_cluster(name);
+        const GpuSpec* g = cluster_preset ? presets.find_gpu(cluster_preset->gpu) : nullptr;
+        if (cluster_preset && g) {
+            c.gpus_per_node = cluster_preset->gpus_per_node;
+            c.gpu = *g;
+            job.origin.gpu_preset = cluster_preset->gpu;
+            job.origin.gpu_base = *g;
+            c.intra_gbps = cluster_preset->intra_gbps;
+            c.host_memory_gib = cluster_preset->host_memory_gib;
+            c.pcie_gbps = cluster_preset->pcie_gbps;
+            c.cpu_adam_params_per_s = cluster_preset->cpu_adam_params_per_s;  // bits
+            c.host_op_us = cluster_preset->host_op_us;  // hostov
+            job.origin.cluster_preset = name;
+        } else {
+            cluster_preset = nullptr;
+            std::string hint = closest_match(name, presets.cluster_names());
+            ctx.error(r.where("preset"), "cluster.preset",
+                      "unknown cluster preset " + quote_input(name) +
+                          (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                          "; allowed: " + preset_list(presets.cluster_names()));
+        }
+    }
+    r.require("nodes", "an integer ≥ 1");
+    if (!cluster_preset) {
+        r.require("gpus_per_node", "an integer ≥ 1");
+        r.require("gpu", "a GPU preset name (string) or a [cluster.gpu] table");
+    }
+    r.read_int("nodes", c.nodes, 1, 1 << 20);
+    r.read_int("gpus_per_node", c.gpus_per_node, 1, 1024);
+    auto use_preset = [&](const std::string& name, std::string_view key) {
+        if (const GpuSpec* g = presets.find_gpu(name)) {
+            c.gpu = *g;
+            job.origin.gpu_preset = name;
+            job.origin.gpu_base = *g;
+            return true;
+        }
+        std::string hint = closest_match(name, presets.gpu_names());
+        ctx.error(r.where("gpu"), std::string(key),
+                  "unknown GPU preset " + quote_input(name) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                      "; allowed: " + preset_list(presets.gpu_names()));
+        return false;
+    };
+    if (const toml::node* g = t.get("gpu"); g && g->is_string()) {
+        std::string name;
+        r.read_string("gpu", name);
+        use_preset(name, "cluster.gpu");
+    } else if (const toml::table* gt = r.subtable("gpu")) {
+        TableReader gr(ctx, *gt, "cluster.gpu");
+        std::string name;
+        bool from_scratch = true;
+        if (gr.read_string("preset", name)) {
+            use_preset(name, "cluster.gpu.preset");
+            from_scratch = false;
+        }
+        gr.read_string("name", c.gpu.name);
+        read_gpu_keys(gr, c.gpu, from_scratch);
+        if (c.gpu.name.empty()) c.gpu.name = "custom";
+        gr.finish();
+    }
+    job.origin.intra_given = r.read_double("intra_gbps", c.intra_gbps, 1e-6, 1e7);
+    job.origin.inter_given = r.read_double("inter_gbps", c.inter_gbps, 1e-6, 1e7);
+    read_cluster_network(ctx, r, job, presets, cluster_preset);
+    r.read_double("host_memory_gib", c.host_memory_gib, 1e-3, 1e9);
+    r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
+    r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
+    r.read_double("host_op_us", c.host_op_us, 0.01, 1e5);  // hostov
+    r.read_string_array("hosts", c.hosts);
+    for (size_t i = 0; i < c.hosts.size(); ++i)
+        if (c.hosts[i].empty())
+            ctx.error(r.where("hosts"), "cluster.hosts[" + std::to_string(i) + "]",
+                      "empty host name; allowed: a hostname or address");
+    r.finish();
+}
+
+static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "parallel");
+    ParallelSpec& p = job.parallel;
+    r.read_int("tp", p.tp, 1, 1 << 20);
+    r.read_int("pp", p.pp, 1, 1 << 20);
+    job.origin.dp_given = r.read_int("dp", p.dp, 1, 1 << 24);
+    r.read_int("cp", p.cp, 1, 1 << 20);
+    r.read_int("ep", p.ep, 1, 1 << 20);
+    r.read_int("vpp", p.vpp, 1, 1024);
+    r.read_int("zero", p.zero, 0, 3);
+    r.read_bool("distributed_optimizer", p.distributed_optimizer);
+    r.read_bool("sequence_parallel", p.sequence_parallel);
+    read_enum(r, "recompute", p.recompute, kRecomputeWords);
+    read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords);
+    // recmod: Megatron-core's module words, each located where it is wrong.
+    if (std::vector<std::string> words; r.read_string_array("recompute_modules", words)) {
+        uint32_t modules = 0;
+        for (size_t i = 0; i < words.size(); ++i) {
+            int bit = -1;
+            for (int k = 0; k < kRecomputeModuleCount; ++k)
+                if (words[i] == recompute_module_word(k)) bit = k;
+            if (bit < 0) {
+                std::string allowed;
+                for (int k = 0; k < kRecomputeModuleCount; ++k)
+                    allowed += std::string(k ? ", " : "") + recompute_module_word(k);
+                ctx.error(r.where("recompute_modules"), "parallel.recompute_modules[" + std::to_string(i) + "]",
+                          "got " + quote_input(words[i]) + "; allowed: " + allowed);
+                continue;
+            }
+            modules |= 1u << bit;
+        }
+        p.recompute_modules = modules;
+    }
+    r.read_string("order", p.order);
+    r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
+    // overlap (docs/job-spec.md): communication that runs concurrently with compute.
+    r.read_bool("overlap_grad_reduce", p.overlap_grad_reduce);
+    r.read_bool("overlap_param_gather", p.overlap_param_gather);
+    r.read_bool("tp_comm_overlap", p.tp_comm_overlap);
+    r.read_int("fsdp_prefetch", p.fsdp_prefetch, 0, 64);
+    r.read_bool("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
+    r.read_int("activation_offload_layers", p.activation_offload_layers, 0, 100000);
+    r.read_bool("async_tp", p.async_tp);  // tt405
+    r.read_bool("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
+    // offload: "nvme" (ZeRO-Infinity) is named so its rejection says why, not just "unknown".
+    if (std::string device; r.read_string("offload_optimizer", device)) {
+        if (device == "none" || device == "cpu")
+            p.offload_optimizer = device == "cpu" ? OffloadDevice::cpu : OffloadDevice::none;
+        else
+            ctx.error(r.where("offload_optimizer"), "parallel.offload_optimizer",
+                      "got " + quote_input(device) +
+                          (device == "nvme" ? std::string("; NVMe offload (ZeRO-Infinity) is not modelled: its "
+                                                          "speed depends on the drives' bandwidth, which the "
+                                                          "estimator does not know")
+                                            : std::string()) +
+                          "; allowed: none, cpu");
+    }
+    r.read_bool("offload_params", p.offload_params);
+    read_enum(r, "schedule", p.schedule, kScheduleWords);  // zb
+    // l405: the pipeline split's embedding / loss accounting and the interleaved group size.
+    r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
+    r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
+    r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
+    r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
+    r.read_int("expert_tp", p.expert_tp, 0, 1 << 20);  // moe2: 0 = tp
+    r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
+    read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords);  // deepep
+    r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap);  // deepep
+    // hostov: CUDA graphs (Megatron-core cuda_graph_impl / cuda_graph_scope), static expert inputs.
+    read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords);
+    if (std::vector<std::string> words; r.read_string_array("cuda_graph_scope", words)) {
+        uint32_t scope = 0;
+        for (size_t i = 0; i < words.size(); ++i) {
+            int bit = -1;
+            for (int k = 0; k < kCudaGraphScopeCount; ++k)
+                if (words[i] == cuda_graph_scope_word(k)) bit = k;
+            if (bit < 0) {
+                std::string allowed;
+                for (int k = 0; k < kCudaGraphScopeCount; ++k) allowed += std::string(k ? ", " : "") + cuda_graph_scope_word(k);
+                ctx.error(r.where("cuda_graph_scope"), "parallel.cuda_graph_scope[" + std::to_string(i) + "]",
+                          "got " + quote_input(words[i]) + "; allowed: " + allowed);
+                continue;
+            }
+            scope |= 1u << bit;
+        }
+        p.cuda_graph_scope = scope;
+    }
+    r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity);
+    r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
+    r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
+    r.finish();
+}
+
+static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "training");
+    TrainingSpec& tr = job.training;
+    r.read_int("micro_batch", tr.micro_batch, 1, 1 << 20);
+    job.origin.global_batch_given = r.read_int("global_batch", tr.global_batch, 1, 1 << 30);
+    if (read_enum(r, "precision", tr.precision, kPrecisionWords)) job.origin.precision_defaulted = false;
+    read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
+    read_enum(r, "framework", tr.framework, kFrameworkWords);
+    r.read_bool("torch_compile", tr.torch_compile);
+    r.read_double("lr", tr.lr, 0, 10);
+    bool min_lr_given = r.read_double("min_lr", tr.min_lr, 0, 10);
+    if (!min_lr_given) tr.min_lr = tr.lr / 10;
+    r.read_int("warmup", tr.warmup, 0, 1 << 30);
+    r.read_int("steps", tr.steps, 1, 1 << 30);
+    r.read_double("weight_decay", tr.weight_decay, 0, 10);
+    r.read_double("grad_clip", tr.grad_clip, 0, 1e6);
+    r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
+    r.read_string("data", tr.data);
+    if (r.read_bool("flash_attention", tr.flash_attention)) job.origin.flash_attention_defaulted = false;
+    // fp8 (issue 15 point 3)
+    read_enum(r, "fp8", tr.fp8, kFp8RecipeWords);
+    read_enum(r, "fp8_format", tr.fp8_format, kFp8FormatWords);
+    r.read_int("fp8_amax_history_len", tr.fp8_amax_history_len, 1, 1 << 20);
+    r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
+    r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
+    r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
+    if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords))  // oom4
+        tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
+    read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
+    read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
+    r.read_bool("masked_softmax_fusion", tr.masked_softmax_fusion);  // papers
+    if (tr.data.empty())
+        ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
+    r.finish();
+}
+
+static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "launch");
+    LaunchSpec& l = job.launch;
+    read_enum(r, "mode", l.mode, kLaunchWords);
+    r.read_string("hostfile", l.hostfile);
+    r.read_string("user", l.user);
+    r.read_int("port", l.port, 1, 65535);
+    r.read_string("identity", l.identity);
+    r.read_string("engine", l.engine);
+    r.read_bool("upload", l.upload);
+    r.read_string("run_dir", l.run_dir);
+    r.read_string("master_addr", l.master_addr);
+    r.read_int("master_port", l.master_port, 0, 65535);
+    r.read_string_array("env", l.env);
+    r.read_bool("accept_new_host_keys", l.accept_new_host_keys);
+    r.read_double("connect_timeout_s", l.connect_timeout_s, 0.1, 3600);
+    r.read_double("grace_s", l.grace_s, 0, 3600);
+    for (const std::string& name : l.env) {
+        bool ok = !name.empty() && !std::isdigit((unsigned char)name[0]);
+        for (char ch : name) ok = ok && (std::isalnum((unsigned char)ch) || ch == '_');
+        if (!ok)
+            ctx.error(r.where("env"), "launch.env",
+                      quote_input(name) + " is not an environment variable name; allowed: letters, digits and _ "
+                                    "(not starting with a digit)");
+    }
+    if (l.engine.empty()) ctx.error(r.where("engine"), "launch.engine", "empty; allowed: a program name or path");
+    if (l.run_dir.empty()) ctx.error(r.where("run_dir"), "launch.run_dir", "empty; allowed: a folder path");
+    r.finish();
+}
+
+static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "estimate");
+    EstimateSpec& e = job.estimate;
+    if (read_enum(r, "activation_profile", e.activation_profile, kProfileWords))
+        job.origin.activation_profile_defaulted = false;
+    read_enum(r, "attention_flops", e.attention_flops, kAttentionFlopsWords);
+    r.read_double("cuda_context_gib", e.cuda_context_gib, 0, 1024);
+    r.read_double("nccl_gib", e.nccl_gib, 0, 1024);
+    r.read_double("fragmentation", e.fragmentation, 0, 0.9);
+    read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords);
+    r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
+    r.read_bool("memory_efficient_norm", e.memory_efficient_norm);  // menorm
+    r.read_double("headroom", e.headroom, 0, 0.9);
+    r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
+    // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
+    // spelling is refused with the new place rather than read, since its old default (on) differs.
+    for (const char* moved : {"overlap_grad_reduce", "overlap_param_gather"}) {
+        bool ignored = false;
+        if (r.read_bool(moved, ignored) || r.has(moved))
+            ctx.error(r.where(moved), std::string("estimate.") + moved,
+                      std::string("moved to [parallel]: write parallel.") + moved + " = " + (ignored ? "true" : "false") +
+                          " there (its default is now false, as in Megatron-LM without --" +
+                          (std::string_view(moved) == "overlap_grad_reduce" ? "overlap-grad-reduce" : "overlap-param-gather") +
+                          "); allowed in [estimate]: not this key");
+    }
+    r.read_double("zero_bucket_elements", e.zero_bucket_elements, 1, 1e12);
+    r.finish();
+}
+
+// toml++ parses dotted keys, headers and nested arrays / inline tables recursively: a key
+// of 40,000 parts (an 80 KB line) overflowed the stack. This scan runs first and refuses,
+// with the line, any structure deeper than a job could use. It does not validate TOML
+// (toml++ does that next); it only has to find keys, brackets and strings.
+constexpr int kMaxKeyParts = 32;    // cluster.gpu.memory_gib is the deepest real key (3)
+constexpr int kMaxTomlNesting = 32;  // arrays and inline tables inside each other
+
+Result<void> check_toml_depth(std::string_view text, const std::string& file) {
+    const size_t n = text.size();
+    size_t i = 0;
+    int line = 1;
+    size_t line_start = 0;
+    std::vector<char> open;  // '[' array or '{' inline table, innermost last
+    bool expect_key = true;
+    auto here = [&](size_t at) { return SourceLoc{file, line, (int)(at - line_start) + 1}; };
+    auto newline = [&](size_t at) {
+        ++line;
+        line_start = at + 1;
+    };
+    // Skips a string starting at text[i] (a quote), counting the lines of multi-line ones.
+    auto skip_string = [&] {
+        const char q = text[i];
+        const bool triple = i + 2 < n && text[i + 1] == q && text[i + 2] == q;
+        i += triple ? 3 : 1;
+        while (i < n) {
+            const char c = text[i];
+            if (c == '\\' && q == '"') {
+                // An escape; a line-ending backslash still ends a line.
+                i += (i + 1 < n && text[i + 1] != '\n') ? 2 : 1;
+                continue;
+            }
+            if (c == '\n') {
+                if (!triple) return;  // unterminated: toml++ reports it
+                newline(i);
+            }
+            if (c == q && (!triple || (i + 2 < n && text[i + 1] == q && text[i + 2] == q))) {
+                i += triple ? 3 : 1;
+                // A closing """ may be followed by up to two more quotes that belong to the text.
+                while (triple && i < n && text[i] == q) ++i;
+                return;
+            }
+            ++i;
+        }
+    };
+    // A key (bare, quoted, dotted) up to '=' or ']'; fails when it has too many parts.
+    auto scan_key = [&](int nesting) -> Result<void> {
+        const size_t start = i;
+        int parts = 1;
+        while (i < n) {
+            const char c = text[i];
+            if (c == '"' || c == '\'') skip_string();
+            else if (c == '.') {
+                ++parts;
+                ++i;
+            } else if (c == '=' || c == ']' || c == '\n' || c == '#' || c == '{' || c == '[' || c == '}' || c == ',')
+                break;
+            else ++i;
+        }
+        if (parts > kMaxKeyParts || nesting + parts > kMaxKeyParts + kMaxTomlNesting)
+            return fail(here(start), "",
+                        "a dotted key of " + format_count((unsigned long long)parts) + " parts" +
+                            (nesting ? " inside " + std::to_string(nesting) + " nested tables/arrays" : "") +
+                            "; allowed: at most " + std::to_string(kMaxKeyParts) + " parts");
+        return {};
+    };
+    while (i < n) {
+        const char c = text[i];
+        if (c == '\n') {
+            newline(i);
+            ++i;
+            if (open.empty()) expect_key = true;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r') {
+            ++i;
+            continue;
+        }
+        if (c == '#') {
+            while (i < n && text[i] != '\n') ++i;
+            continue;
+        }
+        if (expect_key) {
+            expect_key = false;
+            if (open.empty() && c == '[') {  // [table] or [[array.of.tables]]
+                i += (i + 1 < n && text[i + 1] == '[') ? 2 : 1;
+                if (auto r = scan_key(0); !r) return r;
+                while (i < n && text[i] != '\n') ++i;  // the rest of a header line is ']' and a comment
+                continue;
+            }
+            if (c != '}') {
+                if (auto r = scan_key((int)open.size()); !r) return r;
+                continue;
+            }
+        }
+        if (c == '"' || c == '\'') {
+            skip_string();
+            continue;
+        }
+        if (c == '[' || c == '{') {
+            if ((int)open.size() >= kMaxTomlNesting)
+                return fail(here(i), "",
+                            "arrays and inline tables nested more than " + std::to_string(kMaxTomlNesting) +
+                                " deep; allowed: at most " + std::to_string(kMaxTomlNesting));
+            open.push_back(c);
+            expect_key = c == '{';
+        } else if ((c == ']' || c == '}') && !open.empty()) {
+            open.pop_back();
+        } else if (c == ',' && !open.empty() && open.back() == '{') {
+            expect_key = true;
+        }
+        ++i;
+    }
+    return {};
+}
+
+Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
+    if (auto deep = check_toml_depth(text, file); !deep) return std::unexpected(deep.error());
+    try {
+        return toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+        const auto& src = e.source();
+        return fail(SourceLoc{file, (int)src.begin.line, (int)src.begin.column}, "",
+                    "invalid TOML: " + std::string(e.description()));
+    }
+}
+
+// The one strict reader: files, texts and `--set` overrides (job_load.cpp parses the text,
+// writes the overrides into the table, then calls this once) all go through it, so every
+// key is checked the same way.
+Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, const PresetCatalog& presets) {
+    TomlContext ctx{file, {}, {}};
+    JobSpec job;
+    job.origin.file = file;
+    TableReader top(ctx, doc, "");
+    using Section = void (*)(TomlContext&, const toml::table&, JobSpec&, const PresetCatalog&);
+    struct Entry {
+        const char* name;
+        Section read;
+        bool required;
+    };
+    static const Entry sections[] = {
+        {"model", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog& p) { read_model(c, t, j, p); }, true},
+        {"cluster", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog& p) { read_cluster(c, t, j, p); }, true},
+        {"parallel", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_parallel(c, t, j); }, false},
+        {"training", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_training(c, t, j); }, false},
+        {"launch", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_launch(c, t, j); }, false},
+        {"estimate", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_estimate(c, t, j); }, false},
+    };
+    // Until [training] says otherwise, precision and flash attention follow the GPU.
+    job.origin.precision_defaulted = job.origin.flash_attention_defaulted = true;
+    job.origin.activation_profile_defaulted = true;
+    for (const Entry& e : sections) {
+        if (e.required) top.require(e.name, "a table");
+        const toml::table* t = top.subtable(e.name);
+        if (std::string_view(e.name) == "parallel") job.origin.no_layout = t == nullptr;  // the planner's to choose
+        if (t) e.read(ctx, *t, job, presets);
+    }
+    top.finish();
+    if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
+    job.origin.locations = std::move(ctx.locations);
+    std::vector<Diagnostic> problems = derive_job_defaults(job);
+    const bool dp_unknown = !problems.empty();
+    for (Diagnostic& d : validate_job(job)) {
+        // Without a derivable dp, checks that use dp would only repeat the problem.
+        if (dp_unknown && (d.key == "parallel.dp" || d.key == "training.global_batch" || d.key == "parallel.ep")) continue;
+        problems.push_back(std::move(d));
+    }
+    if (!problems.empty()) return std::unexpected(Error(std::move(problems)));
+    return job;
+}
+
+Result<std::string> read_text_file(const std::string& path, const FileKind& kind) {
+    return read_regular_file(path, kind);
+}
+
+// ---- writing ---------------------------------------------------------------------------
+
+std::string toml_quote(std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char ch : s) {
+        switch (ch) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\r': out += "\\r"; break;
+            default:
+                if (ch < 0x20 || ch == 0x7f) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+                    out += buf;
+                } else {
+                    out += (char)ch;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+// Shortest text that reads back to the same double, always with a '.' or exponent so
+// TOML keeps it a float.
+std::string toml_double(double v) {
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    std::string s(buf, res.ptr);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
+}
+
+void TomlWriter::key(std::string_view k, std::string_view raw_value, std::string_view comment) {
+    out_ += std::string(k) + " = " + std::string(raw_value);
+    if (!comment.empty()) out_ += "  # " + std::string(comment);
+    out_ += '\n';
+}
+void TomlWriter::header(std::string_view name) {
+    if (!out_.empty()) out_ += '\n';
+    out_ += "[" + std::string(name) + "]\n";
+}
+void TomlWriter::comment(std::string_view text) { out_ += "# " + std::string(text) + "\n"; }
+void TomlWriter::int_(std::string_view k, long long v, std::string_view c) { key(k, std::to_string(v), c); }
+void TomlWriter::dbl(std::string_view k, double v, std::string_view c) { key(k, toml_double(v), c); }
+void TomlWriter::boolean(std::string_view k, bool v, std::string_view c) { key(k, v ? "true" : "false", c); }
+void TomlWriter::str(std::string_view k, std::string_view v, std::string_view c) { key(k, toml_quote(v), c); }
+void TomlWriter::strings(std::string_view k, const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + toml_quote(v[i]);
+    key(k, s + "]");
+}
+void TomlWriter::ints(std::string_view k, const std::vector<int>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    key(k, s + "]");
+}
+void TomlWriter::string_lists(std::string_view k, const std::vector<std::vector<std::string>>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+        s += i ? ", [" : "[";
+        for (size_t j = 0; j < v[i].size(); ++j) s += (j ? ", " : "") + toml_quote(v[i][j]);
+        s += "]";
+    }
+    key(k, s + "]");
+}
+
+// Write the model keys of `m`; with a base, only those that differ from it.
+void write_model_keys(TomlWriter& w, const ModelSpec& m, const ModelSpec* base) {
+    auto differs = [&](auto member) { return !base || m.*member != base->*member; };
+    if (differs(&ModelSpec::arch)) w.str("arch", to_string(m.arch));
+    if (differs(&ModelSpec::layers)) w.int_("layers", m.layers);
+    if (differs(&ModelSpec::hidden)) w.int_("hidden", m.hidden);
+    if (differs(&ModelSpec::heads)) w.int_("heads", m.heads);
+    if (differs(&ModelSpec::kv_heads)) w.int_("kv_heads", m.kv_heads);
+    if (differs(&ModelSpec::ffn_hidden)) w.int_("ffn_hidden", m.ffn_hidden);
+    if (differs(&ModelSpec::vocab)) w.int_("vocab", m.vocab);
+    if (differs(&ModelSpec::seq_len)) w.int_("seq_len", m.seq_len);
+    if (differs(&ModelSpec::tied_embeddings)) w.boolean("tied_embeddings", m.tied_embeddings);
+    if (differs(&ModelSpec::norm)) w.str("norm", to_string(m.norm));
+    if (differs(&ModelSpec::activation)) w.str("activation", to_string(m.activation));
+    if (differs(&ModelSpec::position)) w.str("position", to_string(m.position));
+    if (differs(&ModelSpec::bias)) w.boolean("bias", m.bias);
+    if (differs(&ModelSpec::qkv_bias)) w.boolean("qkv_bias", m.qkv_bias);
+    if (differs(&ModelSpec::experts)) w.int_("experts", m.experts);
+    if (differs(&ModelSpec::top_k)) w.int_("top_k", m.top_k);
+    if (differs(&ModelSpec::rope_theta)) w.dbl("rope_theta", m.rope_theta);
+    if (differs(&ModelSpec::norm_eps)) w.dbl("norm_eps", m.norm_eps);
+    if (m.dropout && differs(&ModelSpec::dropout)) w.boolean("dropout", *m.dropout);  // oom4
+    // mla: written when set (without a base) or when they differ from the base's.
+    auto given = [&](auto member) { return base ? m.*member != base->*member : m.*member != 0; };
+    for (const ModelShapeKey& k : model_shape_keys())
+        if (given(k.member)) w.int_(k.name, m.*k.member);
+    if (base ? m.qk_layernorm != base->qk_layernorm : m.qk_layernorm) w.boolean("qk_layernorm", m.qk_layernorm);
+}
+
+void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
+    auto differs = [&](auto member) { return !base || g.*member != base->*member; };
+    if (differs(&GpuSpec::description)) w.str("description", g.description);
+    if (differs(&GpuSpec::memory_gib)) w.dbl("memory_gib", g.memory_gib);
+    if (differs(&GpuSpec::fp32_tflops)) w.dbl("fp32_tflops", g.fp32_tflops);
+    if (differs(&GpuSpec::tf32_tflops)) w.dbl("tf32_tflops", g.tf32_tflops);
+    if (differs(&GpuSpec::bf16_tflops)) w.dbl("bf16_tflops", g.bf16_tflops);
+    if (differs(&GpuSpec::fp16_tflops)) w.dbl("fp16_tflops", g.fp16_tflops);
+    if (differs(&GpuSpec::fp8_tflops)) w.dbl("fp8_tflops", g.fp8_tflops);
+    if (differs(&GpuSpec::hbm_gbps)) w.dbl("hbm_gbps", g.hbm_gbps);
+    if (differs(&GpuSpec::link_gbps)) w.dbl("link_gbps", g.link_gbps);
+    if (differs(&GpuSpec::generation)) w.str("generation", to_string(g.generation));
+}
+
+std::string save_job_toml(const JobSpec& job) {
+    TomlWriter w;
+    w.comment("PTD Studio job spec — keys are documented in docs/job-spec.md");
+    const JobSpec::Origin& o = job.origin;
+    const ModelSpec& m = job.model;
+
+    w.header("model");
+    const ModelSpec* model_base = o.model_base ? &*o.model_base : nullptr;
+    if (!o.model_preset.empty() && model_base) w.str("preset", o.model_preset);
+    else if (!o.model_hf_config.empty() && model_base) w.str("hf_config", o.model_hf_config);
+    else model_base = nullptr;
+    if (!model_base || m.name != model_base->name) w.str("name", m.name);
+    write_model_keys(w, m, model_base);
+
+    const ClusterSpec& c = job.cluster;
+    w.header("cluster");
+    if (!o.cluster_preset.empty()) w.str("preset", o.cluster_preset);
+    w.int_("nodes", c.nodes);
+    w.int_("gpus_per_node", c.gpus_per_node);
+    const GpuSpec* gpu_base = o.gpu_base && !o.gpu_preset.empty() ? &*o.gpu_base : nullptr;
+    const bool gpu_is_preset = gpu_base && c.gpu == *gpu_base;
+    if (gpu_is_preset) w.str("gpu", o.gpu_preset);
+    if (o.intra_given || c.intra_gbps != c.gpu.link_gbps) w.dbl("intra_gbps", c.intra_gbps, "GB/s per GPU");
+    w.dbl("inter_gbps", c.inter_gbps, "GB/s per GPU");
+    if (c.nics_per_node > 0 || !c.rail_optimized || c.nvls) {
+        if (c.nics_per_node > 0) w.int_("nics_per_node", c.nics_per_node);
+        w.boolean("rail_optimized", c.rail_optimized);
+        w.boolean("nvls", c.nvls, "NVLink SHARP");
+    }
+    // gb200: written when the file gave it; otherwise the (default) cluster preset gives it again.
+    if (o.nvlink_domain_given)
+        w.int_("nvlink_domain", c.nvlink_domain, "GPUs per NVLink domain");
+    if (c.host_memory_gib > 0) w.dbl("host_memory_gib", c.host_memory_gib, "GiB per node");
+    if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
+    if (c.cpu_adam_params_per_s > 0) w.dbl("cpu_adam_params_per_s", c.cpu_adam_params_per_s, "CPU-Adam parameters/s per node");  // bits
+    if (c.host_op_us > 0) w.dbl("host_op_us", c.host_op_us, "host µs per eager PyTorch op");  // hostov
+    if (!c.hosts.empty()) w.strings("hosts", c.hosts);
+
+    const ParallelSpec& p = job.parallel;
+    if (!job.has_layout()) {
+        w.comment("no [parallel] table: the layout is left to `ptd plan`");
+    } else {
+    w.header("parallel");
+    w.int_("tp", p.tp);
+    w.int_("pp", p.pp);
+    if (o.dp_given) w.int_("dp", p.dp);
+    else w.comment("dp = " + std::to_string(p.dp) + " (derived from the world size)");
+    w.int_("cp", p.cp);
+    w.int_("ep", p.ep);
+    w.int_("vpp", p.vpp);
+    w.int_("zero", p.zero);
+    w.boolean("distributed_optimizer", p.distributed_optimizer);
+    w.boolean("sequence_parallel", p.sequence_parallel);
+    w.str("recompute", to_string(p.recompute));
+    if (p.recompute_style != RecomputeStyle::megatron) w.str("recompute_style", to_string(p.recompute_style));
+    if (p.recompute_modules != kRecomputeCoreAttn) w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
+    w.str("order", p.order);
+    if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+    const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
+    if (p.overlap_grad_reduce != pd.overlap_grad_reduce) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
+    if (p.overlap_param_gather != pd.overlap_param_gather) w.boolean("overlap_param_gather", p.overlap_param_gather);
+    if (p.tp_comm_overlap != pd.tp_comm_overlap) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
+    if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
+    if (p.grad_reduce_in_fp32 != pd.grad_reduce_in_fp32) w.boolean("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
+    if (p.activation_offload_layers != pd.activation_offload_layers) w.int_("activation_offload_layers", p.activation_offload_layers);
+    if (p.async_tp != pd.async_tp) w.boolean("async_tp", p.async_tp);  // tt405
+    if (p.overlap_p2p_comm != pd.overlap_p2p_comm) w.boolean("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
+    if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
+    if (p.offload_params) w.boolean("offload_params", p.offload_params);
+    if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
+    // l405
+    if (p.account_for_embedding_in_pipeline_split) w.boolean("account_for_embedding_in_pipeline_split", true);
+    if (p.account_for_loss_in_pipeline_split) w.boolean("account_for_loss_in_pipeline_split", true);
+    if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
+    if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
+    if (!p.async_tensor_model_parallel_allreduce) w.boolean("async_tensor_model_parallel_allreduce", false);  // recomp
+    if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
+    if (p.expert_tp > 0) w.int_("expert_tp", p.expert_tp);  // moe2
+    if (p.moe_shared_expert_overlap) w.boolean("moe_shared_expert_overlap", true);  // moe2
+    if (p.moe_dispatcher != MoeDispatcher::alltoall)  // deepep
+        w.str("moe_dispatcher", kMoeDispatcherWords[(size_t)p.moe_dispatcher]);
+    if (p.moe_a2a_overlap) w.boolean("moe_a2a_overlap", true);  // deepep
+    if (p.cuda_graph_impl != CudaGraphImpl::none) w.str("cuda_graph_impl", to_string(p.cuda_graph_impl));  // hostov
+    if (p.cuda_graph_scope != 0) w.strings("cuda_graph_scope", cuda_graph_scope_words(p.cuda_graph_scope));  // hostov
+    if (p.moe_pad_to_capacity) w.boolean("moe_pad_to_capacity", true);  // hostov
+    }
+
+    const TrainingSpec& t = job.training;
+    w.header("training");
+    w.int_("micro_batch", t.micro_batch);
+    if (o.global_batch_given) w.int_("global_batch", t.global_batch);
+    if (o.precision_defaulted) w.comment("precision = \"" + std::string(to_string(t.precision)) + "\" (defaulted for the GPU)");
+    else w.str("precision", to_string(t.precision));
+    w.str("optimizer", to_string(t.optimizer));
+    w.dbl("lr", t.lr);
+    w.dbl("min_lr", t.min_lr);
+    w.int_("warmup", t.warmup);
+    w.int_("steps", t.steps);
+    w.dbl("weight_decay", t.weight_decay);
+    w.dbl("grad_clip", t.grad_clip);
+    w.int_("seed", t.seed);
+    w.str("data", t.data);
+    if (o.flash_attention_defaulted) w.comment(std::string("flash_attention = ") + (t.flash_attention ? "true" : "false") + " (defaulted for the GPU)");
+    else w.boolean("flash_attention", t.flash_attention);
+    if (t.framework != Framework::megatron) w.str("framework", to_string(t.framework));
+    if (t.torch_compile) w.boolean("torch_compile", true);
+    {  // fp8 (issue 15 point 3): written where it differs from the default
+        const TrainingSpec d;
+        if (t.fp8 != d.fp8) w.str("fp8", to_string(t.fp8));
+        if (t.fp8_format != d.fp8_format) w.str("fp8_format", to_string(t.fp8_format));
+        if (t.fp8_amax_history_len != d.fp8_amax_history_len) w.int_("fp8_amax_history_len", t.fp8_amax_history_len);
+        if (t.fp8_bf16_first_layers != d.fp8_bf16_first_layers) w.int_("fp8_bf16_first_layers", t.fp8_bf16_first_layers);
+        if (t.fp8_bf16_last_layers != d.fp8_bf16_last_layers) w.int_("fp8_bf16_last_layers", t.fp8_bf16_last_layers);
+        if (t.fp8_param_gather != d.fp8_param_gather) w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo
+    }
+    {  // oom4: optimizer state dtypes, where they differ from the default
+        const TrainingSpec d;
+        if (t.main_params_dtype != d.main_params_dtype) w.str("main_params_dtype", to_string(t.main_params_dtype));
+        if (t.exp_avg_dtype != d.exp_avg_dtype) w.str("exp_avg_dtype", to_string(t.exp_avg_dtype));
+        if (t.exp_avg_sq_dtype != d.exp_avg_sq_dtype) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
+    }
+    if (!t.masked_softmax_fusion) w.boolean("masked_softmax_fusion", false);  // papers
+
+    const LaunchSpec& l = job.launch;
+    const LaunchSpec d;
+    w.header("launch");
+    w.str("mode", to_string(l.mode));
+    if (l.hostfile != d.hostfile) w.str("hostfile", l.hostfile);
+    if (l.user != d.user) w.str("user", l.user);
+    if (l.port != d.port) w.int_("port", l.port);
+    if (l.identity != d.identity) w.str("identity", l.identity);
+    if (l.engine != d.engine) w.str("engine", l.engine);
+    if (l.upload != d.upload) w.boolean("upload", l.upload);
+    if (l.run_dir != d.run_dir) w.str("run_dir", l.run_dir);
+    if (l.master_addr != d.master_addr) w.str("master_addr", l.master_addr);
+    if (l.master_port != d.master_port) w.int_("master_port", l.master_port);
+    if (l.env != d.env) w.strings("env", l.env);
+    if (l.accept_new_host_keys != d.accept_new_host_keys) w.boolean("accept_new_host_keys", l.accept_new_host_keys);
+    if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
+    if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
+
+    // [estimate] only when something differs from the defaults (the activation profile's
+    // follows the GPU).
+    const EstimateSpec& e = job.estimate;
+    EstimateSpec ed;
+    ed.activation_profile = default_activation_profile(c.gpu);
+    if (e != ed) {
+        w.header("estimate");
+        if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));
+        if (e.attention_flops != ed.attention_flops) w.str("attention_flops", to_string(e.attention_flops));
+        if (e.cuda_context_gib != ed.cuda_context_gib) w.dbl("cuda_context_gib", e.cuda_context_gib);
+        if (e.nccl_gib != ed.nccl_gib) w.dbl("nccl_gib", e.nccl_gib);
+        if (e.fragmentation != ed.fragmentation) w.dbl("fragmentation", e.fragmentation);
+        if (e.headroom != ed.headroom) w.dbl("headroom", e.headroom);
+        if (e.vocab_pad != ed.vocab_pad) w.int_("vocab_pad", e.vocab_pad);
+        if (e.zero_bucket_elements != ed.zero_bucket_elements) w.dbl("zero_bucket_elements", e.zero_bucket_elements);
+        if (e.cross_entropy != ed.cross_entropy) w.str("cross_entropy", to_string(e.cross_entropy));
+        if (e.cublas_workspace_mib != ed.cublas_workspace_mib) w.dbl("cublas_workspace_mib", e.cublas_workspace_mib);
+        if (e.memory_efficient_norm != ed.memory_efficient_norm) w.boolean("memory_efficient_norm", e.memory_efficient_norm);  // menorm
+    }
+
+    // A GPU that is not exactly a preset is written as a table (it must come after the
+    // plain keys of every other table, so it goes last).
+    if (!gpu_is_preset) {
+        w.header("cluster.gpu");
+        if (gpu_base) w.str("preset", o.gpu_preset);
+        w.str("name", c.gpu.name);
+        write_gpu_keys(w, c.gpu, gpu_base);
+    }
+    return w.text();
+}
+
+}  // namespace ptd
