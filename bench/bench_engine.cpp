@@ -61,6 +61,7 @@
 #include "ptd/engine/backend.h"
 #include "ptd/engine/blas_core.h"
 #include "ptd/model/estimate.h"
+#include "ptd/rank_env.h"
 #include "ptd/spec/job_spec.h"
 #include "ptd/spec/presets.h"
 
@@ -373,12 +374,7 @@ bool run_engine(const Options& o, const fs::path& tmp, const ModelShape& m, cons
             dup2(fo, 1);
             dup2(fe, 2);
             const std::string thr = std::to_string(l.threads);
-            setenv("RANK", std::to_string(r).c_str(), 1);
-            setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-            setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-            setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+            ptd::set_single_host_rank_env(r, world, port);
             setenv("OMP_NUM_THREADS", thr.c_str(), 1);
             setenv("OPENBLAS_NUM_THREADS", thr.c_str(), 1);
             if (l.extra_env) putenv(const_cast<char*>(l.extra_env));

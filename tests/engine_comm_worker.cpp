@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ptd/engine/comm.h"
+#include "ptd/engine/dtype.h"
 #include "ptd/engine/failure.h"
 #include "ptd/engine/kv_store.h"
 #include "ptd/layout/layout.h"
@@ -94,29 +95,12 @@ void expect_eq(double got, double want, const Communicator& c, const char* op, s
     fatal_run_error(buf);
 }
 
-// Storage bits of small integers in bf16 / f16 (exact in both up to 256).
-uint16_t bf16_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);  // exact for the small integers used here
-}
-float bf16_value(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-uint16_t f16_bits(float f) {
-    _Float16 x = (_Float16)f;
-    uint16_t h;
-    std::memcpy(&h, &x, 2);
-    return h;
-}
-float f16_value(uint16_t h) {
-    _Float16 x;
-    std::memcpy(&x, &h, 2);
-    return (float)x;
-}
+// Storage bits of small integers in bf16 / f16 (exact in both up to 256): dtype.h's
+// conversions, under short names.
+uint16_t bf16_bits(float f) { return f32_to_bf16_bits(f); }
+float bf16_value(uint16_t h) { return bf16_bits_to_f32(h); }
+uint16_t f16_bits(float f) { return f32_to_f16_bits(f); }
+float f16_value(uint16_t h) { return f16_bits_to_f32(h); }
 
 void check_group(Communicator& c) {
     const int p = c.size(), r = c.rank();

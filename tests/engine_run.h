@@ -26,6 +26,7 @@
 
 #include "free_port.h"
 #include "process_test_util.h"
+#include "ptd/rank_env.h"
 
 namespace engine_run {
 
@@ -89,12 +90,7 @@ inline std::vector<RankRun> run_engine(const std::string& job, int world, const 
             int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             dup2(fo, 1);
             dup2(fe, 2);
-            setenv("RANK", std::to_string(r).c_str(), 1);
-            setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-            setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-            setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+            ptd::set_single_host_rank_env(r, world, port);
             setenv("OMP_NUM_THREADS", "1", 1);
             setenv("OPENBLAS_NUM_THREADS", "1", 1);
             std::vector<std::string> argv_s = {PTD_BIN_DIR "/ptd-engine", "--job", job};

@@ -29,6 +29,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "ptd/engine/dtype.h"
 #include "ptd/engine/kv_store.h"
 
 namespace ptd::engine {
@@ -59,30 +60,8 @@ uint64_t ring_slot(uint32_t tag, int step) { return (kRingPrefix << 56) | ((uint
 
 // ---- element types -----------------------------------------------------------------
 
-// bf16 and f16 are reduced in f32 and rounded back to nearest even, as NCCL does.
-float bf16_to_f32(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // NaN stays NaN (quiet)
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float f16_to_f32(uint16_t h) {
-    _Float16 x;
-    std::memcpy(&x, &h, 2);
-    return (float)x;
-}
-uint16_t f32_to_f16(float f) {
-    const _Float16 x = (_Float16)f;  // IEEE conversion: round to nearest even
-    uint16_t h;
-    std::memcpy(&h, &x, 2);
-    return h;
-}
+// bf16 and f16 are reduced in f32 and rounded back to nearest even, as NCCL does
+// (the conversions of ptd/engine/dtype.h).
 
 // How an element is loaded for the arithmetic and stored back.
 template <class T>
@@ -93,13 +72,13 @@ struct Native {
 };
 struct Bf16 {
     using Storage = uint16_t;
-    static float load(uint16_t x) { return bf16_to_f32(x); }
-    static uint16_t store(float x) { return f32_to_bf16(x); }
+    static float load(uint16_t x) { return bf16_bits_to_f32(x); }
+    static uint16_t store(float x) { return f32_to_bf16_bits(x); }
 };
 struct F16 {
     using Storage = uint16_t;
-    static float load(uint16_t x) { return f16_to_f32(x); }
-    static uint16_t store(float x) { return f32_to_f16(x); }
+    static float load(uint16_t x) { return f16_bits_to_f32(x); }
+    static uint16_t store(float x) { return f32_to_f16_bits(x); }
 };
 
 template <class E, ReduceOp Op>

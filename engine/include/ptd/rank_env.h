@@ -4,6 +4,7 @@
 // malformed one is an error naming the variable, its value and what is allowed.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -22,5 +23,17 @@ struct RankEnv {
 
 // `getenv` is injectable for tests; by default the process environment.
 Result<RankEnv> read_rank_env(const std::function<const char*(const char*)>& getenv_fn = {});
+
+// Sets the contract in this process's environment for rank `rank` of `world` ranks that
+// all run on this one host (loopback rendezvous on `master_port`): what a test or bench sets
+// in a forked child before it executes ptd-engine.
+inline void set_single_host_rank_env(int rank, int world, int master_port) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
+}
 
 }  // namespace ptd

@@ -11,9 +11,7 @@
 namespace ptd::export_internal {
 
 Result<ExportOutput> export_deepspeed(const JobSpec& job) {
-    if (auto bad = unsupported_schedule(job, "DeepSpeed")) return *bad;  // zb
-    if (auto bad = unsupported_state_dtypes(job, "DeepSpeed")) return *bad;  // oom4
-    if (auto bad = unsupported_recompute_modules(job, "DeepSpeed")) return *bad;  // recmod
+    if (auto bad = unsupported_outside_megatron(job, "DeepSpeed")) return *bad;  // zb, state dtypes, recompute modules
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const EstimateSpec& e = job.estimate;

@@ -194,6 +194,12 @@ std::optional<std::unexpected<Error>> unsupported_recompute_modules(const JobSpe
                          "for this format: [\"core_attn\"] (the default), or recompute = \"full\" / \"none\"");
 }
 
+std::optional<std::unexpected<Error>> unsupported_outside_megatron(const JobSpec& job, const char* framework) {
+    if (auto bad = unsupported_schedule(job, framework)) return bad;
+    if (auto bad = unsupported_state_dtypes(job, framework)) return bad;
+    return unsupported_recompute_modules(job, framework);
+}
+
 }  // namespace export_internal
 
 Result<ExportOutput> export_job(const JobSpec& job, ExportFormat format) {

@@ -39,6 +39,8 @@ std::string effective_order(const JobSpec& job, std::string_view order);
 std::optional<std::unexpected<Error>> unsupported_schedule(const JobSpec& job, const char* framework);
 std::optional<std::unexpected<Error>> unsupported_state_dtypes(const JobSpec& job, const char* framework);
 std::optional<std::unexpected<Error>> unsupported_recompute_modules(const JobSpec& job, const char* framework);
+// All three, for DeepSpeed and torchtitan: the first refusal that applies.
+std::optional<std::unexpected<Error>> unsupported_outside_megatron(const JobSpec& job, const char* framework);
 
 // What both torchtitan forms share: the checks, the flavor and the layout in its terms.
 struct TitanPlan {

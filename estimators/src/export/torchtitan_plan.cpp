@@ -8,9 +8,7 @@
 namespace ptd::export_internal {
 
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module) {
-    if (auto bad = unsupported_schedule(job, "torchtitan")) return *bad;  // zb
-    if (auto bad = unsupported_state_dtypes(job, "torchtitan")) return *bad;  // oom4
-    if (auto bad = unsupported_recompute_modules(job, "torchtitan")) return *bad;  // recmod
+    if (auto bad = unsupported_outside_megatron(job, "torchtitan")) return *bad;  // zb, state dtypes, recompute modules
     const ModelSpec& m = job.model;
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
