@@ -250,12 +250,15 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
                 continue;
             }
             ResidualRow r;
-            TableReader rd(ctx, *row, "generation");
+            // Keys are named for their row ("generation.hopper.error_lo") where the row names itself.
+            const std::optional<std::string> named = (*row)["name"].value<std::string>();
+            TableReader rd(ctx, *row, named ? "generation." + *named : "generation");
             rd.require("name", "a GPU generation");
             int word = -1;
             if (rd.read_word("name", word, words)) r.name = words[(size_t)word];
             if (!r.name.empty() && t.find(r.name))
-                ctx.error(rd.where("name"), "generation.name", "got " + quote_input(r.name) + " twice; one row per generation");
+                ctx.error(rd.where("name"), "generation." + r.name + ".name",
+                          "got " + quote_input(r.name) + " twice; one row per generation");
             read_row(ctx, rd, r, t.min_runs, false);
             rd.finish();
             if (!r.name.empty()) t.generations.push_back(std::move(r));
