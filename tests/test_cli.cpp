@@ -748,6 +748,20 @@ TEST(CliSchedule, ChartLegendJsonAndTrace) {
     EXPECT_NEAR(sj["step_s"].get<double>(), step, 1e-9 * step);
 }
 
+// The schedule's step carries the same interval as `ptd estimate`'s on a GPU (header and
+// --json step_interval), and none on a CPU.
+TEST(CliSchedule, StepCarriesItsInterval) {
+    const std::string job = kJobs + "llama3-70b-h100.toml";
+    ptd_test::expect_mentions(run_ok(kPtd + " schedule " + job).out, {"; step ", " (80%: "});
+    auto sched = nlohmann::json::parse(run_ok(kPtd + " schedule --json " + job).out);
+    auto est = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + job).out);
+    EXPECT_DOUBLE_EQ(sched["step_interval"]["confidence"].get<double>(), 0.8);
+    EXPECT_NEAR(sched["step_interval"]["lo"].get<double>(), est["interval"]["step_s"]["lo"].get<double>(), 1e-9);
+    EXPECT_NEAR(sched["step_interval"]["hi"].get<double>(), est["interval"]["step_s"]["hi"].get<double>(), 1e-9);
+    auto cpu = nlohmann::json::parse(run_ok(kPtd + " schedule --json " + kJobs + "tiny-gpt-8rank.toml").out);
+    EXPECT_TRUE(cpu["step_interval"].is_null());
+}
+
 TEST(CliSchedule, MissingTimelineIsAnError) {
     const std::string dir = ::testing::TempDir();
     Proc r = run_refused(kPtd + " schedule " + kJobs + "tiny-gpt-8rank.toml --steps-of " + dir);
