@@ -12,6 +12,8 @@
 
 #include "process_test_util.h"
 #include "text_test_util.h"
+#include "estimate_view.h"
+#include "job_test_util.h"
 
 namespace {
 
@@ -328,6 +330,93 @@ TEST(CliPlan, TextTables) {
     for (const char* s : {"top 5 layouts", "Pareto front", "headroom GiB", "tokens/s", "why:", "your layout:", "searched"})
         EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
     Proc bad = run_refused(kPtd + " plan --top 0 " + kJobs + "llama3-8b-h100.toml");
+}
+
+// Every speed figure of `ptd estimate` carries its interval: in the text beside each figure
+// with the runs it comes from, in --json as "interval" (docs/cli.md); a CPU job has none and
+// says why.
+TEST(CliEstimate, SpeedIntervalsInTextAndJson) {
+    Proc text = run_ok(kPtd + " estimate " + kJobs + "llama3-70b-h100.toml");
+   ptd_test::expect_mentions(text.out, {"80% interval", "tokens/s (80%: ", "MFU ", "published hopper (H100, H200) runs",
+                               "your own cluster may differ"});
+    auto doc = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + kJobs + "llama3-70b-h100.toml").out);
+    const auto& iv = doc["interval"];
+    EXPECT_TRUE(iv["known"].get<bool>());
+    EXPECT_EQ(iv["source"], "published_runs");
+    EXPECT_DOUBLE_EQ(iv["confidence"].get<double>(), 0.8);
+    EXPECT_GE(iv["runs"].get<int>(), 8);
+    const double lo = iv["error_lo"].get<double>(), hi = iv["error_hi"].get<double>();
+    const double step = doc["step_s"].get<double>(), tokens = doc["tokens_per_s"].get<double>();
+    EXPECT_NEAR(iv["step_s"]["lo"].get<double>(), step / (1 + hi), 1e-9 * step);
+    EXPECT_NEAR(iv["step_s"]["hi"].get<double>(), step / (1 + lo), 1e-9 * step);
+    EXPECT_NEAR(iv["tokens_per_s"]["lo"].get<double>(), tokens * (1 + lo), 1e-9 * tokens);
+    for (const char* k : {"model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu"})
+        EXPECT_LE(iv[k]["lo"].get<double>(), iv[k]["hi"].get<double>()) << k;
+
+    auto cpu = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + kJobs + "tiny-gpt-8rank.toml").out);
+    EXPECT_FALSE(cpu["interval"]["known"].get<bool>());
+    EXPECT_TRUE(contains(cpu["interval"]["reason"].get<std::string>(), "no published runs on CPUs"));
+   ptd_test::expect_mentions(run_ok(kPtd + " estimate " + kJobs + "tiny-gpt-8rank.toml").out, {"error bars: none: "});
+}
+
+// `ptd plan` states the interval's width, and when the first rows' tokens/s intervals overlap
+// the best's it says they are within the estimate's error instead of ranking them; --json
+// carries each row's interval and the count, consistent with the rows' own intervals.
+TEST(CliPlan, SaysWhenTopLayoutsAreWithinTheError) {
+    Proc text = run_ok(kPtd + " plan --top 3 " + kJobs + "llama3-8b-h100.toml");
+   ptd_test::expect_mentions(text.out, {"error bars (80%, from 90 published hopper (H100, H200) runs): each row's tokens/s and MFU",
+                               "within error: all listed layouts 1–3 are within the estimate's error of each other",
+                               "their order is not a prediction"});
+    auto doc = nlohmann::json::parse(run_ok(kPtd + " plan --top 10 --json " + kJobs + "llama3-8b-h100.toml").out);
+    EXPECT_TRUE(doc["interval"]["known"].get<bool>());
+    const auto& top = doc["top"];
+    const size_t n = doc["within_error_of_best"].get<size_t>();
+    ASSERT_GE(n, 1u);
+    const double best_lo = top[0]["interval"]["tokens_per_s"]["lo"].get<double>();
+    for (size_t i = 0; i < top.size(); ++i) {
+        const double hi = top[i]["interval"]["tokens_per_s"]["hi"].get<double>();
+        if (i < n) EXPECT_GE(hi, best_lo) << "row " << i + 1 << " counted within the error";
+        else EXPECT_LT(hi, best_lo) << "row " << i + 1 << " not counted";
+        EXPECT_LE(top[i]["interval"]["step_s"]["lo"].get<double>(), top[i]["step_s"].get<double>());
+    }
+    for (const auto& e : doc["pareto"]) EXPECT_TRUE(e["interval"].is_object());
+    // A planned job whose best clearly beats the runner-up says so instead: one 8-GPU node
+    // whose only layouts differ widely is hard to construct, so the CPU case stands for "no
+    // interval, no claim either way".
+    Proc cpu = run_ok(kPtd + " plan --top 3 " + kJobs + "tiny-gpt-8rank.toml");
+   ptd_test::expect_mentions(cpu.out, {"error bars: none: "});
+    EXPECT_FALSE(contains(cpu.out, "within error:")) << cpu.out;
+}
+
+// The plan view on a made-up plan of an H100 job (band e in [lo, hi]): rows whose tokens/s
+// are within the band's ratio (1+hi)/(1+lo) of the best are "within error"; a best more
+// than that ahead of the runner-up is called faster beyond the error.
+TEST(CliPlan, WithinErrorWordingFollowsTheIntervals) {
+    const ptd::JobSpec job = ptd_test::load_asset("llama3-8b-h100.toml");
+    const ptd::ErrorBand band = *ptd::job_error_band(job);
+    const double ratio = (1 + band.error_hi) / (1 + band.error_lo);
+    auto plan_of = [](std::vector<double> tokens) {
+        ptd::PlanResult p;
+        for (double t : tokens) {
+            ptd::PlanEntry e;
+            e.score.tokens_per_s = t;
+            e.score.step_s = 1e6 / t;
+            e.score.fits = true;
+            p.top.push_back(e);
+        }
+        return p;
+    };
+    const ptd::Term plain{};
+    // 1000, just inside the ratio, just outside: the first two are within error.
+    const ptd::PlanResult close = plan_of({1000, 1000 / ratio * 1.001, 1000 / ratio * 0.99});
+    EXPECT_EQ(ptd::rows_within_error(job, close), 2u);
+    ptd_test::expect_mentions(ptd::render_plan_text(job, close, {}, plain),
+                              {"within error: the top layouts 1–2 are within the estimate's error of each other"});
+    // The runner-up beyond the ratio: layout 1 is faster by more than the error.
+    const ptd::PlanResult apart = plan_of({1000, 1000 / ratio * 0.99});
+    EXPECT_EQ(ptd::rows_within_error(job, apart), 1u);
+    ptd_test::expect_mentions(ptd::render_plan_text(job, apart, {}, plain),
+                              {"within error: layout 1 is faster than layout 2 by more than the estimate's error"});
 }
 
 // Each planner result says per export format whether it can be written, and if not, the
@@ -657,6 +746,20 @@ TEST(CliSchedule, ChartLegendJsonAndTrace) {
     Proc est = run_ok(kPtd + " estimate " + kJobs + "tiny-gpt-8rank.toml --json");
     const double step = nlohmann::json::parse(est.out)["step_s"].get<double>();
     EXPECT_NEAR(sj["step_s"].get<double>(), step, 1e-9 * step);
+}
+
+// The schedule's step carries the same interval as `ptd estimate`'s on a GPU (header and
+// --json step_interval), and none on a CPU.
+TEST(CliSchedule, StepCarriesItsInterval) {
+    const std::string job = kJobs + "llama3-70b-h100.toml";
+    ptd_test::expect_mentions(run_ok(kPtd + " schedule " + job).out, {"; step ", " (80%: "});
+    auto sched = nlohmann::json::parse(run_ok(kPtd + " schedule --json " + job).out);
+    auto est = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + job).out);
+    EXPECT_DOUBLE_EQ(sched["step_interval"]["confidence"].get<double>(), 0.8);
+    EXPECT_NEAR(sched["step_interval"]["lo"].get<double>(), est["interval"]["step_s"]["lo"].get<double>(), 1e-9);
+    EXPECT_NEAR(sched["step_interval"]["hi"].get<double>(), est["interval"]["step_s"]["hi"].get<double>(), 1e-9);
+    auto cpu = nlohmann::json::parse(run_ok(kPtd + " schedule --json " + kJobs + "tiny-gpt-8rank.toml").out);
+    EXPECT_TRUE(cpu["step_interval"].is_null());
 }
 
 TEST(CliSchedule, MissingTimelineIsAnError) {

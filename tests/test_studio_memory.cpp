@@ -291,3 +291,32 @@ TEST(StudioMemory, RankTooltipHasHostAndPredictedMemory) {
     EXPECT_NE(named.find("host gpu-a02"), std::string::npos) << named;
     EXPECT_NE(named.find("local GPU 5"), std::string::npos) << named;
 }
+
+// Every speed figure carries its interval (Estimate::speed, published runs of the GPU's
+// generation), formatted as the figure is; the line under "Speed" says where it comes from.
+// On a CPU there are no published runs: no ranges, and the line says so.
+TEST(StudioMemory, SpeedFiguresCarryTheirInterval) {
+    StudioState s = default_state();
+    ASSERT_TRUE(set_gpu_preset(s, "h100-sxm"));
+    const Estimate& e = *job_estimate(s);
+    ASSERT_TRUE(e.speed.known);
+    const std::vector<Figure> f = throughput_figures(s);
+    ASSERT_EQ(f.size(), 6u);
+    for (const Figure& x : f) EXPECT_EQ(x.range.rfind("80%: ", 0), 0u) << x.label << ": " << x.range;
+    char mfu[64], step[64];
+    std::snprintf(mfu, sizeof mfu, "80%%: %.1f%% – %.1f%%", e.speed.mfu.lo * 100, e.speed.mfu.hi * 100);
+    std::snprintf(step, sizeof step, "80%%: %.3f s – %.3f s", e.speed.step_s.lo, e.speed.step_s.hi);
+    EXPECT_EQ(f[0].range, mfu);
+    EXPECT_EQ(f[5].label, "step time");
+    EXPECT_EQ(f[5].range, step);
+    EXPECT_EQ(f[2].range, "80%: " + format_thousands(e.speed.tokens_per_s.lo) + " – " +
+                              format_thousands(e.speed.tokens_per_s.hi));
+    const std::string line = speed_interval_line(s);
+    EXPECT_NE(line.find("published hopper (H100, H200) runs"), std::string::npos) << line;
+    EXPECT_NE(line.find(std::to_string(e.speed.band.runs)), std::string::npos) << line;
+
+    ASSERT_TRUE(set_gpu_preset(s, "cpu"));
+    ASSERT_TRUE(job_estimate(s));
+    for (const Figure& x : throughput_figures(s)) EXPECT_TRUE(x.range.empty()) << x.label;
+    EXPECT_EQ(speed_interval_line(s).rfind("no error bars: no published runs on CPUs", 0), 0u) << speed_interval_line(s);
+}

@@ -129,14 +129,19 @@ std::vector<TimelineBlock> measured_step(const std::vector<MeasuredRank>& ranks,
     return out;
 }
 
-std::string render_schedule_text(const Timeline& t, const std::vector<TimelineBlock>& measured, const Term& term) {
+std::string render_schedule_text(const Timeline& t, const std::vector<TimelineBlock>& measured, const Term& term,
+                                 const SpeedInterval& step_interval) {
     std::string s;
     double span = t.makespan_s;
     for (const TimelineBlock& b : measured) span = std::max(span, b.end_s);
     const int label_w = 12;
     const int cols = std::max(20, std::min(160, term.width - label_w - 1));
     s += bold(term, "Schedule") + ": " + t.schedule + ", p = " + std::to_string(t.stages) + ", m = " +
-         std::to_string(t.micro_batches) + " micro-batches per replica; step " + fmt_time(t.makespan_s) + "\n";
+         std::to_string(t.micro_batches) + " micro-batches per replica; step " + fmt_time(t.makespan_s) +
+         (step_interval.known ? " (" + std::to_string((int)std::lround(step_interval.band.confidence * 100)) +
+                                    "%: " + fmt_time(step_interval.step_s.lo) + " – " + fmt_time(step_interval.step_s.hi) + ")"
+                              : std::string()) +
+         "\n";
     s += "  " + batch_legend(t) + "\n\n";
     auto rows_of = [&](const std::vector<TimelineBlock>& blocks, int row, int stream) {
         std::vector<const TimelineBlock*> out;
@@ -195,6 +200,8 @@ int cmd_schedule(const ScheduleArgs& a, const PresetCatalog& presets, FILE* out,
         return kExitConfig;
     }
     const Timeline t = predicted_timeline(*job);
+    // The step's error bars, as ptd estimate gives them (docs/estimators.md, "Error bars").
+    const SpeedInterval step_interval = job_speed_interval(*job, SpeedPoint{.step_s = t.makespan_s});
     std::vector<TimelineBlock> measured;
     if (!a.steps_of.empty()) {
         auto ranks = read_measured_timeline(a.steps_of);
@@ -222,10 +229,14 @@ int cmd_schedule(const ScheduleArgs& a, const PresetCatalog& presets, FILE* out,
                               {"vpp", t.vpp}, {"micro_batches", t.micro_batches}, {"micro_batch", t.micro_batch},
                               {"dp", t.dp}, {"global_batch", t.global_batch}, {"pipeline_s", t.pipeline_s},
                               {"step_s", t.makespan_s}, {"legend", batch_legend(t)}, {"blocks", blocks}};
+        doc["step_interval"] = step_interval.known ? nlohmann::json{{"confidence", step_interval.band.confidence},
+                                                                    {"lo", step_interval.step_s.lo},
+                                                                    {"hi", step_interval.step_s.hi}}
+                                                   : nlohmann::json(nullptr);
         std::fprintf(out, "%s\n", doc.dump(1).c_str());
         return kExitOk;
     }
-    std::fprintf(out, "%s", render_schedule_text(t, measured, detect_term(out)).c_str());
+    std::fprintf(out, "%s", render_schedule_text(t, measured, detect_term(out), step_interval).c_str());
     if (!a.trace.empty()) std::fprintf(err, "wrote %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
     return kExitOk;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ptd/model/speed_interval.h"
 #include "ptd/spec/presets.h"
 #include "ptd/timeline/timeline.h"
 #include "term.h"
@@ -29,8 +30,10 @@ struct TraceArgs {
 int cmd_trace(const TraceArgs& a, FILE* out, FILE* err);
 
 // The chart: one row per stage (and per measured rank), `t.makespan_s` over the width.
-// `measured` may be empty; its blocks are one step, times from 0.
-std::string render_schedule_text(const Timeline& t, const std::vector<TimelineBlock>& measured, const Term& term);
+// `measured` may be empty; its blocks are one step, times from 0. With a known
+// `step_interval` (job_speed_interval of the step) the header gives the step's error bars.
+std::string render_schedule_text(const Timeline& t, const std::vector<TimelineBlock>& measured, const Term& term,
+                                 const SpeedInterval& step_interval = {});
 
 // One step of a measured timeline: the blocks of the last step every rank recorded,
 // shifted so the step's first block starts at 0; rows = ranks.

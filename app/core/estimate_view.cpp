@@ -54,7 +54,36 @@ nlohmann::json time_json(const TimeBreakdown& t) {
             {"offload", t.offload}, {"total", t.total()}};
 }
 
+nlohmann::json range_json(const Range& r) { return {{"lo", r.lo}, {"hi", r.hi}}; }
+
+// The band behind an interval (ptd.estimate/1 "interval" and ptd.plan/1 "interval").
+nlohmann::json band_json(const SpeedInterval& s) {
+    if (!s.known) return {{"known", false}, {"reason", s.why_unknown}};
+    const ErrorBand& b = s.band;
+    return {{"known", true},         {"confidence", b.confidence}, {"source", to_string(b.source)},
+            {"runs", b.runs},        {"runs_of", b.runs_of},       {"fallback", b.fallback},
+            {"error_lo", b.error_lo}, {"error_hi", b.error_hi}};
+}
+
+// "80%" of a band's confidence.
+std::string confidence_text(const SpeedInterval& s) { return fmt("%.0f%%", s.band.confidence * 100); }
+
+// "−18.7% … +4.3%": an interval as shares of its figure.
+std::string relative_text(double lo_factor, double hi_factor) {
+    auto pct = [](double f) {
+        const double v = (f - 1) * 100;
+        return (v < 0 ? "−" : "+") + fmt("%.1f%%", std::fabs(v));
+    };
+    return pct(lo_factor) + " … " + pct(hi_factor);
+}
+
 }  // namespace
+
+std::string interval_basis_line(const SpeedInterval& s) {
+    if (!s.known) return "error bars: none: " + s.why_unknown.substr(s.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
+    return "error bars: " + confidence_text(s) + " intervals from the estimate's error on " + s.basis() +
+           "; your own cluster may differ (docs/estimators.md, \"Error bars\")";
+}
 
 std::string thousands(double v) {
     std::string digits = fmt("%.0f", v), out;
@@ -206,21 +235,44 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     if (tb.offload > 0)  // offload: PCIe copies and the CPU optimizer step the GPU waits for
         out += "  " + pad_right("offload PCIe+CPU", 16) + pad_left(fmt("%.3f s", tb.offload), 12) +
                pad_left(fmt("%.1f%%", total > 0 ? 100.0 * tb.offload / total : 0.0), 8) + "\n";
-    out += "  " + bold(term, pad_right("total step", 16) + pad_left(fmt("%.3f s", est.step_s), 12)) + "\n";
+    const SpeedInterval& iv = est.speed;
+    out += "  " + bold(term, pad_right("total step", 16) + pad_left(fmt("%.3f s", est.step_s), 12)) +
+           (iv.known ? fmt("   %s interval %.3f – %.3f s", confidence_text(iv).c_str(), iv.step_s.lo, iv.step_s.hi)
+                     : std::string()) + "\n";
 
-    // Throughput and utilisation.
-    out += "\n" + bold(term, "throughput ") +
-           fmt("%s tokens/s · model %.1f TFLOP/s per GPU · hardware %.1f TFLOP/s per GPU (peak %.3g)\n",
-               thousands(est.tokens_per_s).c_str(), est.model_tflops_per_gpu, est.hardware_tflops_per_gpu,
-               est.peak_tflops);
-    out += bold(term, "MFU ") + fmt("%.1f%% · HFU %.1f%% · attention FLOPs: %s\n", est.mfu * 100, est.hfu * 100,
-                                    attention_convention(est.flops.convention));
+    // Throughput and utilisation, each with its interval.
+    auto within = [&](const Range& r, const std::string& text) { return iv.known ? " (" + text + ")" : std::string(); };
+    out += "\n" + bold(term, "throughput ") + thousands(est.tokens_per_s) + " tokens/s" +
+           within(iv.tokens_per_s, confidence_text(iv) + ": " + thousands(iv.tokens_per_s.lo) + " – " +
+                                       thousands(iv.tokens_per_s.hi)) +
+           fmt(" · model %.1f TFLOP/s per GPU", est.model_tflops_per_gpu) +
+           within(iv.model_tflops_per_gpu,
+                  fmt("%.1f – %.1f", iv.model_tflops_per_gpu.lo, iv.model_tflops_per_gpu.hi)) +
+           fmt(" · hardware %.1f TFLOP/s per GPU (peak %.3g)\n", est.hardware_tflops_per_gpu, est.peak_tflops);
+    out += bold(term, "MFU ") + fmt("%.1f%%", est.mfu * 100) +
+           within(iv.mfu, fmt("%s: %.1f – %.1f%%", confidence_text(iv).c_str(), iv.mfu.lo * 100, iv.mfu.hi * 100)) +
+           fmt(" · HFU %.1f%%", est.hfu * 100) + within(iv.hfu, fmt("%.1f – %.1f%%", iv.hfu.lo * 100, iv.hfu.hi * 100)) +
+           fmt(" · attention FLOPs: %s\n", attention_convention(est.flops.convention));
+    out += dim(term, interval_basis_line(iv)) + "\n";
 
     if (!est.notes.empty()) {
         out += "\n" + bold(term, "notes") + "\n";
         for (const std::string& n : est.notes) out += "  - " + n + "\n";
     }
     return out;
+}
+
+nlohmann::json estimate_interval_json(const SpeedInterval& s) {
+    nlohmann::json j = band_json(s);
+    if (s.known) {
+        j["step_s"] = range_json(s.step_s);
+        j["tokens_per_s"] = range_json(s.tokens_per_s);
+        j["model_tflops_per_gpu"] = range_json(s.model_tflops_per_gpu);
+        j["hardware_tflops_per_gpu"] = range_json(s.hardware_tflops_per_gpu);
+        j["mfu"] = range_json(s.mfu);
+        j["hfu"] = range_json(s.hfu);
+    }
+    return j;
 }
 
 nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
@@ -271,6 +323,7 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
         {"peak_tflops", est.peak_tflops},
         {"mfu", est.mfu},
         {"hfu", est.hfu},
+        {"interval", estimate_interval_json(est.speed)},
         {"flops",
          {{"convention", to_string(est.flops.convention)}, {"model_per_token", est.flops.model_per_token},
           {"hardware_per_token", est.flops.hardware_per_token}, {"attention_per_token", est.flops.attention_per_token},
@@ -382,6 +435,12 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e);
 nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
     const LayoutChoice& c = e.choice;
     nlohmann::json j = entry_json_base(job, e);
+    // This row's interval (computed for listed rows only, never per evaluated layout).
+    if (const SpeedInterval iv = score_speed_interval(job, e.score); iv.known)
+        j["interval"] = {{"step_s", range_json(iv.step_s)}, {"tokens_per_s", range_json(iv.tokens_per_s)},
+                         {"mfu", range_json(iv.mfu)}, {"hfu", range_json(iv.hfu)}};
+    else
+        j["interval"] = nullptr;
     if (job.model.experts > 1) j["expert_tp"] = c.etp > 0 ? c.etp : c.tp;  // etp: MoE only (dense output unchanged)
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
         j["schedule"] = to_string(c.schedule);  // zb: only where it is not Megatron-LM's own
@@ -406,6 +465,45 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e) {
 
 }  // namespace
 
+size_t rows_within_error(const JobSpec& job, const PlanResult& plan) {
+    const std::optional<ErrorBand> band = job_error_band(job);
+    if (!band || plan.top.empty()) return 0;
+    size_t n = 1;
+    while (n < plan.top.size() &&
+           within_error(*band, plan.top[n].score.tokens_per_s, plan.top.front().score.tokens_per_s))
+        ++n;
+    return n;
+}
+
+namespace {
+
+// The plan's error-bar header: how wide every row's interval is, and from which runs.
+std::string plan_interval_line(const JobSpec& job) {
+    std::string why;
+    const std::optional<ErrorBand> band = job_error_band(job, &why);
+    if (!band) return interval_basis_line(job_speed_interval(job, {}));
+    const SpeedInterval s = speed_interval(*band, SpeedPoint{1, 1, 1, 1, 1, 1});
+    return fmt("error bars (%.0f%%, from %s): each row's tokens/s and MFU %s, step time %s",
+               band->confidence * 100, s.basis().c_str(), relative_text(s.tokens_per_s.lo, s.tokens_per_s.hi).c_str(),
+               relative_text(s.step_s.lo, s.step_s.hi).c_str());
+}
+
+// Whether the first rows are a ranking or the estimate's noise.
+std::string plan_overlap_line(const JobSpec& job, const PlanResult& plan) {
+    const size_t n = rows_within_error(job, plan);
+    if (n >= 2)
+        return fmt("within error: %s layouts 1–%zu are within the estimate's error of each other (their tokens/s "
+                   "intervals overlap the best's), so their order is not a prediction; choose among them by headroom "
+                   "or what your stack runs",
+                   n == plan.top.size() ? "all listed" : "the top", n);
+    if (n == 1 && plan.top.size() >= 2)
+        return "within error: layout 1 is faster than layout 2 by more than the estimate's error (their tokens/s "
+               "intervals do not overlap)";
+    return "";
+}
+
+}  // namespace
+
 std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const PlanOptions& options, const Term& term) {
     const int world = options.gpus > 0 ? options.gpus : job.world_size();
     const double headroom = options.headroom >= 0 ? options.headroom : job.estimate.headroom;
@@ -413,11 +511,14 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     out += bold(term, job.model.name) +
            fmt(" on %d × %s (%.0f GiB each), global batch %d, headroom %.0f%%\n", world, job.cluster.gpu.name.c_str(),
                job.cluster.gpu.memory_gib, job.training.global_batch, headroom * 100);
+    out += dim(term, plan_interval_line(job)) + "\n";
     if (plan.top.empty()) {
         out += "\n" + red(term, "no layout fits") + "\n";
     } else {
         out += "\n" + bold(term, fmt("top %zu layouts by tokens/s", plan.top.size())) + "\n";
         out += plan_table(job, plan.top, term);
+        if (const std::string overlap = plan_overlap_line(job, plan); !overlap.empty())
+            out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
         out += plan_table(job, plan.pareto, term);
     }
@@ -457,6 +558,8 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"gpu", job.cluster.gpu.name},
             {"global_batch", job.training.global_batch},
             {"headroom", options.headroom >= 0 ? options.headroom : job.estimate.headroom},
+            {"interval", band_json(job_speed_interval(job, {}))},
+            {"within_error_of_best", rows_within_error(job, plan)},
             {"top", top},
             {"pareto", pareto},
             {"why_best", plan.why_best},

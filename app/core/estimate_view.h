@@ -18,6 +18,16 @@ namespace ptd {
 // throughput / MFU line, notes. Ends in a newline.
 std::string render_estimate_text(const JobSpec& job, const Estimate& est, const Term& term);
 nlohmann::json estimate_json(const JobSpec& job, const Estimate& est);
+// An estimate's "interval" object: the band (known, confidence, source, runs, runs_of,
+// fallback, error_lo, error_hi) and each speed figure's {lo, hi}; {known: false, reason}.
+nlohmann::json estimate_interval_json(const SpeedInterval& s);
+// "error bars: 80% intervals from the estimate's error on 90 published hopper (H100, H200)
+// runs; ..." or "error bars: none: ..." (the line under `ptd estimate`'s speeds).
+std::string interval_basis_line(const SpeedInterval& s);
+// How many of the plan's top rows, best first, have tokens/s intervals that overlap the
+// best's (the best counted; 0 without an interval): those are within the estimate's error
+// of each other.
+size_t rows_within_error(const JobSpec& job, const PlanResult& plan);
 
 // Top-k table, Pareto front, why the best wins, the job's own rank, search counts.
 // `job` is the job as planned (its world size may come from --gpus).

@@ -285,26 +285,52 @@ std::vector<Figure> throughput_figures(const StudioState& s) {
     if (!e) return out;
     const int world = std::max(1, s.job.world_size());
     const std::string conv = flops_convention_text(e->flops.convention);
-    out.push_back({"MFU", fmt("%.1f%%", e->mfu * 100), "attention FLOPs: " + conv,
+    const SpeedInterval& iv = e->speed;
+    // "80%: lo – hi" for a figure's interval, each end formatted as the figure is.
+    auto range = [&](const Range& r, auto&& text) {
+        return iv.known ? fmt("%.0f%%: ", iv.band.confidence * 100) + text(r.lo) + " – " + text(r.hi) : std::string();
+    };
+    auto percent = [](double v) { return fmt("%.1f%%", v * 100); };
+    const std::string interval_help =
+        iv.known ? " The range under the value: " + iv.basis() + " put the truth there " +
+                       fmt("%.0f%%", iv.band.confidence * 100) + " of the time (docs/estimators.md, \"Error bars\")."
+                 : "";
+    out.push_back({"MFU", percent(e->mfu), "attention FLOPs: " + conv,
                    "Model FLOPs utilisation: model FLOPs per token x tokens/s / (GPUs x dense peak). Model FLOPs "
                    "follow PaLM appendix B: 6 x matmul parameters per token plus the attention-score term, counted " +
-                       conv + " (estimate.attention_flops). Recomputation is not counted."});
-    out.push_back({"HFU", fmt("%.1f%%", e->hfu * 100), "incl. recompute",
+                       conv + " (estimate.attention_flops). Recomputation is not counted." + interval_help,
+                   range(iv.mfu, percent)});
+    out.push_back({"HFU", percent(e->hfu), "incl. recompute",
                    "Hardware FLOPs utilisation: like MFU, but counting the FLOPs the GPUs execute, recomputed "
-                   "activations included."});
+                   "activations included." + interval_help,
+                   range(iv.hfu, percent)});
     out.push_back({"tokens/s", format_thousands(e->tokens_per_s), fmt("whole job, %d GPUs", world),
-                   "Tokens per step (global_batch x seq_len) / step time."});
-    out.push_back({"tokens/s per GPU", format_thousands(e->tokens_per_s / world), "", "tokens/s / GPUs."});
+                   "Tokens per step (global_batch x seq_len) / step time." + interval_help,
+                   range(iv.tokens_per_s, [](double v) { return format_thousands(v); })});
+    out.push_back({"tokens/s per GPU", format_thousands(e->tokens_per_s / world), "", "tokens/s / GPUs." + interval_help,
+                   range(iv.tokens_per_s, [&](double v) { return format_thousands(v / world); })});
     // Small figures (the CPU preset) keep three significant digits instead of reading 0.0.
     auto tflops = [](double v) { return v >= 10 ? fmt("%.1f", v) : fmt("%.3g", v); };
     out.push_back({"TFLOP/s per GPU", tflops(e->model_tflops_per_gpu),
                    "hardware " + tflops(e->hardware_tflops_per_gpu) + ", peak " +
                        (e->peak_tflops >= 100 ? fmt("%.0f", e->peak_tflops) : tflops(e->peak_tflops)),
                    "Model FLOPs per second per GPU (hardware: with recomputation); the peak is the GPU's dense "
-                   "peak for the job's precision."});
-    out.push_back({"step time", fmt("%.3f s", e->step_s), fmt("%d micro-batches", e->micro_batches),
-                   "One optimizer step on the critical path through the slowest stage: the bar below."});
+                   "peak for the job's precision." + interval_help,
+                   range(iv.model_tflops_per_gpu, tflops)});
+    auto seconds = [](double v) { return fmt("%.3f s", v); };
+    out.push_back({"step time", seconds(e->step_s), fmt("%d micro-batches", e->micro_batches),
+                   "One optimizer step on the critical path through the slowest stage: the bar below." + interval_help,
+                   range(iv.step_s, seconds)});
     return out;
+}
+
+std::string speed_interval_line(const StudioState& s) {
+    const Estimate* e = job_estimate(s);
+    if (!e) return {};
+    const SpeedInterval& iv = e->speed;
+    if (!iv.known) return "no error bars: " + iv.why_unknown.substr(iv.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
+    return fmt("error bars: %.0f%% intervals from the estimate's error on ", iv.band.confidence * 100) + iv.basis() +
+           "; your own cluster may differ";
 }
 
 // ---- Predicted memory on the rank grid -------------------------------------------------

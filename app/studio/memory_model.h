@@ -172,10 +172,16 @@ struct Figure {
     std::string value;  // "50.0%"
     std::string note;   // "attention FLOPs: full s² (PaLM)"
     std::string help;   // one paragraph shown on hover
+    std::string range;  // the figure's interval, "80%: 38.3 – 49.1%"; "" without one (CPUs)
 };
 // MFU (with the FLOPs convention), HFU, tokens/s (total), tokens/s per GPU, TFLOP/s per
-// GPU (model, with hardware and peak) and step time, in that order; empty when invalid.
+// GPU (model, with hardware and peak) and step time, in that order, each with its
+// interval (Estimate::speed); empty when invalid.
 std::vector<Figure> throughput_figures(const StudioState& s);
+// One line under "Speed": where the intervals come from ("80% intervals from the estimate's
+// error on 90 published hopper (H100, H200) runs; your own cluster may differ"), or why
+// there are none; "" when the job is invalid.
+std::string speed_interval_line(const StudioState& s);
 // "full s² (PaLM)" or "causal s²/2 (Megatron)": how attention-score FLOPs are counted in MFU.
 std::string flops_convention_text(AttentionFlops c);
 

@@ -225,10 +225,12 @@ void figures(const StudioState& s) {
     const float fh = ImGui::GetFontSize();
     const float pad = 8;
     for (size_t i = 0; i < f.size(); ++i) {
-        const std::string note = display_text(f[i].note);
+        const std::string note = display_text(f[i].note), range = display_text(f[i].range);
         const float w = std::max({ImGui::CalcTextSize(f[i].label.c_str()).x, ImGui::CalcTextSize(f[i].value.c_str()).x * 1.5f,
-                                  ImGui::CalcTextSize(note.c_str()).x, 90.0f}) + 2 * pad;
-        const float h = fh * 3.5f + 2 * pad + 4;
+                                  ImGui::CalcTextSize(note.c_str()).x, ImGui::CalcTextSize(range.c_str()).x, 90.0f}) +
+                        2 * pad;
+        // A fourth line for the interval, when there is one.
+        const float h = fh * (range.empty() ? 3.5f : 4.5f) + 2 * pad + 4;
         if (i > 0) flow_same_line(w, 8);
         const ImVec2 p = ImGui::GetCursorScreenPos();
         ImGui::InvisibleButton(f[i].label.c_str(), ImVec2(w, h));
@@ -240,6 +242,7 @@ void figures(const StudioState& s) {
         dl->AddText(font, fh * 1.5f, ImVec2(p.x + pad, p.y + pad + fh + 2), i < 2 ? colour::accent : kBright,
                     f[i].value.c_str());
         dl->AddText(ImVec2(p.x + pad, p.y + pad + fh * 2.5f + 4), colour::text_dim, note.c_str());
+        if (!range.empty()) dl->AddText(ImVec2(p.x + pad, p.y + pad + fh * 3.5f + 4), colour::warning, range.c_str());
         if (ImGui::IsItemHovered()) {
             ImGui::BeginTooltip();
             ImGui::PushTextWrapPos(fh * 32);
@@ -357,6 +360,7 @@ void draw_memory_panel(StudioState& s) {
     ImGui::TextUnformatted("Speed");
     ImGui::SameLine();
     ImGui::TextDisabled("(predicted; attention FLOPs counted %s)", display_text(flops_convention_text(e->flops.convention)).c_str());
+    text_wrapped_coloured(colour::text_dim, speed_interval_line(s));
     figures(s);
     ImGui::Spacing();
     ImGui::TextUnformatted("Step time");

@@ -19,6 +19,11 @@
 // minimise the mean squared log error over the calibration runs only (of the selected
 // generation, with --generation), and prints them; the fitted values are then written into
 // the estimator by hand. --json prints the same results as one JSON object (for docs/accuracy.md).
+//
+// --residuals prints the error-bar table the estimators compile in
+// (assets/accuracy/published_residuals.toml: per GPU generation, the 10th / 90th percentiles of
+// the check runs' signed error; ptd/model/speed_interval.h). --residuals-check FILE compares
+// FILE with it and names the first line that differs (ctest residuals_table_current).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -342,18 +347,83 @@ void print_json(const std::vector<Run>& runs) {
     std::printf("]}\n");
 }
 
+// The check runs only: the calibration runs fitted the constants, so their errors would make
+// the interval look tighter than a user's job meets it.
+ptd::ResidualTable residuals_of(const std::vector<Run>& runs) {
+    std::vector<ptd::RunResidual> errors;
+    for (const Run& r : runs) {
+        if (!r.skip.empty() || r.use != "check") continue;
+        std::string gpu = r.job.cluster.gpu.name.substr(0, r.job.cluster.gpu.name.find('-'));
+        std::transform(gpu.begin(), gpu.end(), gpu.begin(), ::toupper);
+        errors.push_back({r.job.cluster.gpu.generation, gpu, error_of(r)});
+    }
+    return ptd::residual_table(errors);
+}
+
+// Compares the committed table with the computed one; on a difference names the file, the
+// first line that differs and the row ([pooled] / [[generation]] name) it belongs to.
+int check_residuals(const std::string& computed, const std::string& file) {
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    if (!f) {
+        std::fprintf(stderr, "bench_accuracy: --residuals-check: cannot read %s\n", file.c_str());
+        return 2;
+    }
+    std::string committed;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) committed.append(buf, n);
+    std::fclose(f);
+    if (committed == computed) {
+        std::printf("%s is current\n", file.c_str());
+        return 0;
+    }
+    auto lines = [](const std::string& t) {
+        std::vector<std::string> out;
+        size_t at = 0;
+        while (at < t.size()) {
+            size_t nl = t.find('\n', at);
+            if (nl == std::string::npos) nl = t.size();
+            out.push_back(t.substr(at, nl - at));
+            at = nl + 1;
+        }
+        return out;
+    };
+    const std::vector<std::string> a = lines(committed), b = lines(computed);
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    std::string row = "the header";
+    for (size_t k = 0; k < std::min(i + 1, b.size()); ++k) {
+        if (b[k] == "[pooled]") row = "[pooled]";
+        else if (b[k].rfind("name = ", 0) == 0) row = "[[generation]] " + b[k];
+    }
+    std::fprintf(stderr,
+                 "%s:%zu: the residual table is stale (row %s): committed \"%s\", bench_accuracy computes \"%s\"; "
+                 "regenerate it: bench_accuracy --residuals > %s\n",
+                 file.c_str(), i + 1, row.c_str(), i < a.size() ? a[i].c_str() : "<end of file>",
+                 i < b.size() ? b[i].c_str() : "<end of table>", file.c_str());
+    return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_runs.toml";
-    bool do_fit = false, json = false, csv = false;
-    std::string generation, memory_run;
-    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json] [--memory RUN] [--csv]\n";
+    bool do_fit = false, json = false, csv = false, residuals = false;
+    std::string generation, memory_run, residuals_check;
+    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--fit") == 0) do_fit = true;
         else if (std::strcmp(argv[i], "--verbose") == 0) g_verbose = true;
         else if (std::strcmp(argv[i], "--json") == 0) json = true;
         else if (std::strcmp(argv[i], "--csv") == 0) csv = true;  // lean
+        else if (std::strcmp(argv[i], "--residuals") == 0) residuals = true;
+        else if (std::strcmp(argv[i], "--residuals-check") == 0) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_accuracy: --residuals-check needs the committed table's path\n");
+                return 2;
+            }
+            residuals = true;
+            residuals_check = argv[++i];
+        }
         else if (std::strcmp(argv[i], "--memory") == 0) {
             if (i + 1 >= argc) {
                 std::fprintf(stderr, "bench_accuracy: --memory needs a run name\n");
@@ -390,6 +460,17 @@ int main(int argc, char** argv) {
     }
     if (csv) {  // lean
         print_csv(runs);
+        return 0;
+    }
+    if (residuals) {
+        if (!generation.empty() || do_fit) {
+            std::fprintf(stderr, "bench_accuracy: --residuals takes every generation and the committed constants "
+                                 "(no --generation, no --fit)\n");
+            return 2;
+        }
+        const std::string table = ptd::residual_table_toml(residuals_of(runs));
+        if (!residuals_check.empty()) return check_residuals(table, residuals_check);
+        std::printf("%s", table.c_str());
         return 0;
     }
     std::printf("time model: gemm_eff_max %.2f, gemm_half_dim %.0f, flash_eff %.2f, comm_eff %.2f, hbm_eff %.2f\n",

@@ -868,11 +868,17 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     return score;
 }
 
+SpeedInterval score_speed_interval(const JobSpec& job, const LayoutScore& s) {
+    return job_speed_interval(job, SpeedPoint{s.step_s, s.tokens_per_s, 0, 0, s.mfu, s.hfu});
+}
+
 Estimate estimate_job(const JobSpec& job) {
     EstimateContext ctx = make_estimate_context(job);
     Estimate est;
     LayoutChoice ch = layout_choice_of(job);
     evaluate_layout(ctx, ch, job.parallel.layers_per_stage, &est);
+    est.speed = job_speed_interval(job, SpeedPoint{est.step_s, est.tokens_per_s, est.model_tflops_per_gpu,
+                                                   est.hardware_tflops_per_gpu, est.mfu, est.hfu});
     const ModelSpec& m = job.model;
     const int t = job.parallel.tp;
     if (m.kv_heads > 0 && t > m.kv_heads)

@@ -15,6 +15,7 @@
 
 #include "ptd/spec/job_spec.h"
 #include "ptd/model/model_stats.h"
+#include "ptd/model/speed_interval.h"
 
 namespace ptd {
 
@@ -128,6 +129,9 @@ struct Estimate {
     double hardware_tflops_per_gpu = 0;
     double peak_tflops = 0;             // dense peak of the GPU for the precision
     double mfu = 0, hfu = 0;
+    // The error bars of step_s, tokens_per_s, the TFLOP/s and MFU / HFU (speed_interval.h):
+    // from the published runs of the GPU's generation; known = false on CPUs.
+    SpeedInterval speed;
     ParamCounts params;                 // whole-model counts
     std::vector<std::string> notes;     // assumptions worth telling the user
     // offload: host memory per node (the most loaded node: the sum of its GPUs' mem.host) and
@@ -198,8 +202,12 @@ struct StepBounds {
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,
                             const std::vector<int>& layers_per_stage, Estimate* detail, StepBounds* bounds = nullptr);
 
-// Full estimate of a valid job (validate_job empty).
+// Full estimate of a valid job (validate_job empty), its speed interval included.
 Estimate estimate_job(const JobSpec& job);
+
+// A planner row's (or any score's) speed interval under the job's band; the planner never
+// computes it per evaluated layout, only callers that show a row do.
+SpeedInterval score_speed_interval(const JobSpec& job, const LayoutScore& score);
 
 // The job's parallel settings as a LayoutChoice (order index −1 when the job's order is
 // not one of kPlannerOrders; evaluate_layout then uses the job's order string).

@@ -1,0 +1,111 @@
+// speed_interval.h — the error bars of every speed PTD prints. The estimator's signed
+// step-time error, e = predicted / actual − 1, spreads over a set of runs; its lower and
+// upper percentiles bound the truth behind a prediction P: actual = P / (1 + e), so the step
+// time lies in [P/(1+e_hi), P/(1+e_lo)] and tokens/s, TFLOP/s, MFU and HFU (all ∝ 1 / step)
+// in [X·(1+e_lo), X·(1+e_hi)] (docs/estimators.md, "Error bars").
+//
+// Where the errors come from is an IntervalSource. Today there is one: the published runs
+// (bench_accuracy's check rows, per GPU generation), tabled in
+// assets/accuracy/published_residuals.toml and compiled in. A cluster profile's held-back
+// probes (`ptd calibrate`) are meant to be a second source producing the same ErrorBand;
+// speed_interval() does not care which.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ptd/common/diagnostic.h"
+#include "ptd/spec/job_spec.h"
+
+namespace ptd {
+
+enum class IntervalSource { published_runs };
+const char* to_string(IntervalSource s);  // "published_runs"
+
+// The spread of e over a set of runs, and what those runs are.
+struct ErrorBand {
+    IntervalSource source = IntervalSource::published_runs;
+    double error_lo = 0, error_hi = 0;  // lower / upper percentile of e (each > −1)
+    double confidence = 0;              // share of runs between them (0.8 for the 10th–90th)
+    int runs = 0;                       // how many runs the percentiles come from
+    std::string runs_of;                // "hopper (H100, H200)", or "all generations" when pooled
+    std::string fallback;               // why the pooled runs stand in ("only 1 published volta run"); "" = own
+};
+
+struct Range {
+    double lo = 0, hi = 0;
+};
+
+// The point figures of one prediction (Estimate or a plan row).
+struct SpeedPoint {
+    double step_s = 0, tokens_per_s = 0, model_tflops_per_gpu = 0, hardware_tflops_per_gpu = 0, mfu = 0, hfu = 0;
+};
+
+// Each speed figure's interval. known = false: no runs to derive one from (why_unknown).
+struct SpeedInterval {
+    bool known = false;
+    std::string why_unknown;
+    ErrorBand band;
+    Range step_s, tokens_per_s, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu;
+    // "46 published hopper (H100, H200) runs" / "pooled: 178 published runs, only 1 on volta"
+    std::string basis() const;
+};
+
+// The one place the interval is computed: P/(1+e) for the step, X·(1+e) for the rest.
+SpeedInterval speed_interval(const ErrorBand& band, const SpeedPoint& point);
+// The job's interval: the band its source gives (today the published runs of its GPU
+// generation), applied to `point`; known = false where no source covers the job.
+SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point);
+// The band alone (nullopt with `why` filled where none applies: CPUs).
+std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why = nullptr);
+
+// True when two tokens/s figures' intervals under one band overlap (the lower one's top
+// reaches the higher one's bottom): the two are within the estimate's error of each other.
+bool within_error(const ErrorBand& band, double tokens_per_s_a, double tokens_per_s_b);
+
+// ---- the residual table -----------------------------------------------------------------
+
+// One check run's error, as bench_accuracy computes it.
+struct RunResidual {
+    GpuGeneration generation = GpuGeneration::other;
+    std::string gpu;  // the run's GPU for people ("H100", "GB200")
+    double error = 0; // predicted step / published step − 1
+};
+
+// One row: a generation's (or all generations') check runs. has_interval = false when the
+// generation has fewer than min_runs runs: the pooled row then stands in.
+struct ResidualRow {
+    std::string name;               // a GpuGeneration word, or "pooled"
+    int runs = 0;
+    bool has_interval = false;
+    double error_lo = 0, error_hi = 0, median = 0;
+    std::vector<std::string> gpus;  // the runs' GPUs, sorted
+};
+
+struct ResidualTable {
+    int version = 1;
+    double lower_percentile = 10, upper_percentile = 90;
+    int min_runs = 8;
+    ResidualRow pooled;
+    std::vector<ResidualRow> generations;  // in GpuGeneration order; only generations with runs
+    const ResidualRow* find(std::string_view name) const;
+};
+
+// The p-th percentile (0..100) of sorted values, linear between order statistics (Hyndman
+// and Fan type 7, numpy's default): index p/100·(n−1).
+double sorted_percentile(const std::vector<double>& sorted, double p);
+// Every generation's row and the pooled row from the runs' errors (rounded to 4 decimals,
+// as the file holds them).
+ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower_percentile = 10,
+                             double upper_percentile = 90, int min_runs = 8);
+// The table as assets/accuracy/published_residuals.toml holds it (bench_accuracy --residuals).
+std::string residual_table_toml(const ResidualTable& t);
+// Read a table; every problem is reported with the file, line and field.
+Result<ResidualTable> parse_residual_table(std::string_view text, const std::string& file);
+// The compiled-in table (assets/accuracy/published_residuals.toml).
+const ResidualTable& published_residuals();
+std::string_view embedded_published_residuals_toml();
+
+}  // namespace ptd

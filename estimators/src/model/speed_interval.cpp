@@ -1,0 +1,287 @@
+// speed_interval.cpp — error bars on the speed figures: the residual table of the published
+// runs (computed by bench_accuracy, written, read back and compiled in) and the one function
+// that turns an error band into intervals (speed_interval.h; docs/estimators.md, "Error bars").
+#include "ptd/model/speed_interval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "spec/job_toml_internal.h"
+
+namespace ptd {
+
+const char* to_string(IntervalSource s) {
+    switch (s) {
+        case IntervalSource::published_runs: return "published_runs";
+    }
+    return "?";
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
+    return out;
+}
+
+std::string fmt4(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4f", v);
+    return std::string(b) == "-0.0000" ? "0.0000" : b;
+}
+
+double round4(double v) { return std::stod(fmt4(v)); }
+
+}  // namespace
+
+std::string SpeedInterval::basis() const {
+    if (!known) return why_unknown;
+    if (!band.fallback.empty())
+        return "pooled: " + std::to_string(band.runs) + " published runs of " + band.runs_of + "; " + band.fallback;
+    return std::to_string(band.runs) + " published " + band.runs_of + " runs";
+}
+
+SpeedInterval speed_interval(const ErrorBand& band, const SpeedPoint& p) {
+    SpeedInterval s;
+    s.known = true;
+    s.band = band;
+    // actual = predicted / (1 + e): a prediction e too slow means the truth is faster.
+    const double lo = 1 + band.error_lo, hi = 1 + band.error_hi;
+    s.step_s = {p.step_s / hi, p.step_s / lo};
+    auto inverse = [&](double x) { return Range{x * lo, x * hi}; };  // ∝ 1 / step
+    s.tokens_per_s = inverse(p.tokens_per_s);
+    s.model_tflops_per_gpu = inverse(p.model_tflops_per_gpu);
+    s.hardware_tflops_per_gpu = inverse(p.hardware_tflops_per_gpu);
+    s.mfu = inverse(p.mfu);
+    s.hfu = inverse(p.hfu);
+    return s;
+}
+
+bool within_error(const ErrorBand& band, double a, double b) {
+    const double low = std::min(a, b), high = std::max(a, b);
+    return low * (1 + band.error_hi) >= high * (1 + band.error_lo);
+}
+
+std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
+    const GpuGeneration gen = job.cluster.gpu.generation;
+    if (gen == GpuGeneration::cpu) {
+        if (why)
+            *why = "no interval: no published runs on CPUs to measure the estimate against (the bundled engine on "
+                   "this machine needs a calibration of its own)";
+        return std::nullopt;
+    }
+    const ResidualTable& t = published_residuals();
+    ErrorBand b;
+    b.source = IntervalSource::published_runs;
+    b.confidence = (t.upper_percentile - t.lower_percentile) / 100.0;
+    const ResidualRow* own = t.find(to_string(gen));
+    const ResidualRow* row = own && own->has_interval ? own : &t.pooled;
+    b.error_lo = row->error_lo;
+    b.error_hi = row->error_hi;
+    b.runs = row->runs;
+    b.runs_of = row == own ? std::string(to_string(gen)) + " (" + join(own->gpus, ", ") + ")" : "all generations";
+    if (row != own)
+        b.fallback = own ? "only " + std::to_string(own->runs) + " on " + to_string(gen) + " (fewer than " +
+                               std::to_string(t.min_runs) + ")"
+                         : std::string("none on ") + to_string(gen);
+    return b;
+}
+
+SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point) {
+    std::string why;
+    if (const std::optional<ErrorBand> band = job_error_band(job, &why)) return speed_interval(*band, point);
+    SpeedInterval s;
+    s.why_unknown = why;
+    return s;
+}
+
+// ---- the table ---------------------------------------------------------------------------
+
+const ResidualRow* ResidualTable::find(std::string_view name) const {
+    for (const ResidualRow& r : generations)
+        if (r.name == name) return &r;
+    return nullptr;
+}
+
+double sorted_percentile(const std::vector<double>& sorted, double p) {
+    if (sorted.empty()) return 0;
+    const double at = p / 100.0 * (double)(sorted.size() - 1);
+    const size_t i = (size_t)std::floor(at);
+    if (i + 1 >= sorted.size()) return sorted.back();
+    return sorted[i] + (at - (double)i) * (sorted[i + 1] - sorted[i]);
+}
+
+namespace {
+
+ResidualRow make_row(std::string name, std::vector<double> errors, const std::set<std::string>& gpus,
+                     double lower, double upper, int min_runs) {
+    ResidualRow r;
+    r.name = std::move(name);
+    r.runs = (int)errors.size();
+    r.gpus.assign(gpus.begin(), gpus.end());
+    std::sort(errors.begin(), errors.end());
+    r.has_interval = r.runs >= min_runs;
+    if (r.has_interval) {
+        r.error_lo = round4(sorted_percentile(errors, lower));
+        r.error_hi = round4(sorted_percentile(errors, upper));
+        r.median = round4(sorted_percentile(errors, 50));
+    }
+    return r;
+}
+
+}  // namespace
+
+ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower, double upper, int min_runs) {
+    ResidualTable t;
+    t.lower_percentile = lower;
+    t.upper_percentile = upper;
+    t.min_runs = min_runs;
+    std::map<int, std::vector<double>> by_gen;
+    std::map<int, std::set<std::string>> gpus_by_gen;
+    std::vector<double> all;
+    std::set<std::string> all_gpus;
+    for (const RunResidual& r : runs) {
+        by_gen[(int)r.generation].push_back(r.error);
+        gpus_by_gen[(int)r.generation].insert(r.gpu);
+        all.push_back(r.error);
+        all_gpus.insert(r.gpu);
+    }
+    t.pooled = make_row("pooled", all, all_gpus, lower, upper, 1);
+    for (const auto& [g, errors] : by_gen)
+        t.generations.push_back(
+            make_row(to_string((GpuGeneration)g), errors, gpus_by_gen[g], lower, upper, min_runs));
+    return t;
+}
+
+std::string residual_table_toml(const ResidualTable& t) {
+    std::string o;
+    o += "# published_residuals.toml — how far the estimated step time lands from published runs, per GPU\n"
+         "# generation: the error bars on every speed figure PTD prints (docs/estimators.md, \"Error bars\").\n"
+         "# Generated by `bench_accuracy --residuals` from bench/accuracy/published_runs.toml, check runs only\n"
+         "# (the calibration runs fitted the constants). Do not edit: the ctest residuals_table_current fails\n"
+         "# when this file differs from what bench_accuracy computes now.\n"
+         "# error = predicted step / published step - 1; error_lo / error_hi are its percentiles below.\n"
+         "# A generation with fewer than min_runs runs has no interval of its own: the pooled row stands in.\n";
+    o += "version = " + std::to_string(t.version) + "\n";
+    o += "lower_percentile = " + toml_double(t.lower_percentile) + "\n";
+    o += "upper_percentile = " + toml_double(t.upper_percentile) + "\n";
+    o += "min_runs = " + std::to_string(t.min_runs) + "\n";
+    auto row = [&](const ResidualRow& r, bool pooled) {
+        o += pooled ? "\n[pooled]\n" : "\n[[generation]]\nname = " + toml_quote(r.name) + "\n";
+        o += "runs = " + std::to_string(r.runs) + "\n";
+        std::vector<std::string> q;
+        for (const std::string& g : r.gpus) q.push_back(toml_quote(g));
+        o += "gpus = [" + join(q, ", ") + "]\n";
+        if (r.has_interval) {
+            o += "error_lo = " + fmt4(r.error_lo) + "\n";
+            o += "error_hi = " + fmt4(r.error_hi) + "\n";
+            o += "median = " + fmt4(r.median) + "\n";
+        }
+    };
+    row(t.pooled, true);
+    for (const ResidualRow& r : t.generations) row(r, false);
+    return o;
+}
+
+namespace {
+
+// One row's keys; has_interval follows from error_lo / error_hi being given.
+void read_row(TomlContext& ctx, TableReader& rd, ResidualRow& r, int min_runs, bool pooled) {
+    rd.require("runs", "the number of check runs");
+    rd.read_int("runs", r.runs, 1, 1000000);
+    rd.read_string_array("gpus", r.gpus);
+    const bool lo = rd.read_double("error_lo", r.error_lo, -0.99, 100);
+    const bool hi = rd.read_double("error_hi", r.error_hi, -0.99, 100);
+    rd.read_double("median", r.median, -0.99, 100);
+    r.has_interval = lo && hi;
+    const std::string prefix = pooled ? "pooled." : "generation." + r.name + ".";
+    if (lo != hi)
+        ctx.error(rd.where(lo ? "error_lo" : "error_hi"), prefix + (lo ? "error_hi" : "error_lo"),
+                  "missing: a row gives both error_lo and error_hi or neither");
+    else if (r.has_interval && r.error_lo > r.error_hi)
+        ctx.error(rd.where("error_lo"), prefix + "error_lo",
+                  "got " + fmt4(r.error_lo) + ", above error_hi " + fmt4(r.error_hi) + "; error_lo ≤ error_hi");
+    else if (!pooled && r.has_interval && r.runs < min_runs)
+        ctx.error(rd.where("runs"), prefix + "runs",
+                  "got " + std::to_string(r.runs) + " runs with an interval; a generation needs min_runs = " +
+                      std::to_string(min_runs) + " for one (fewer: leave error_lo / error_hi out)");
+    else if (pooled && !r.has_interval)
+        ctx.error(rd.where("runs"), "pooled.error_lo", "missing: the pooled row must give error_lo and error_hi");
+}
+
+}  // namespace
+
+Result<ResidualTable> parse_residual_table(std::string_view text, const std::string& file) {
+    auto doc = parse_toml(text, file);
+    if (!doc) return std::unexpected(doc.error());
+    TomlContext ctx;
+    ctx.file = file;
+    ResidualTable t;
+    TableReader top(ctx, *doc, "");
+    top.require("version", "the table's format version");
+    if (top.read_int("version", t.version, 1, 1000) && t.version != 1)
+        ctx.error(top.where("version"), "version", "got " + std::to_string(t.version) + "; this build reads version 1");
+    top.read_double("lower_percentile", t.lower_percentile, 0, 100);
+    top.read_double("upper_percentile", t.upper_percentile, 0, 100);
+    if (t.lower_percentile >= t.upper_percentile)
+        ctx.error(top.where("upper_percentile"), "upper_percentile",
+                  "got " + toml_double(t.upper_percentile) + ", not above lower_percentile " +
+                      toml_double(t.lower_percentile));
+    top.read_int("min_runs", t.min_runs, 1, 1000000);
+    top.require("pooled", "the table [pooled]");
+    if (const toml::table* p = top.subtable("pooled")) {
+        TableReader rd(ctx, *p, "pooled");
+        t.pooled.name = "pooled";
+        read_row(ctx, rd, t.pooled, t.min_runs, true);
+        rd.finish();
+    }
+    if (const toml::array* rows = top.subarray("generation")) {
+        std::vector<std::string> words;
+        for (int i = 0; i < kGpuGenerationCount; ++i) words.push_back(to_string((GpuGeneration)i));
+        for (size_t i = 0; rows && i < rows->size(); ++i) {
+            const toml::table* row = (*rows)[i].as_table();
+            if (!row) {
+                ctx.error(ctx.loc((*rows)[i]), "generation", "expected [[generation]] tables");
+                continue;
+            }
+            ResidualRow r;
+            // Keys are named for their row ("generation.hopper.error_lo") where the row names itself.
+            const std::optional<std::string> named = (*row)["name"].value<std::string>();
+            TableReader rd(ctx, *row, named ? "generation." + *named : "generation");
+            rd.require("name", "a GPU generation");
+            int word = -1;
+            if (rd.read_word("name", word, words)) r.name = words[(size_t)word];
+            if (!r.name.empty() && t.find(r.name))
+                ctx.error(rd.where("name"), "generation." + r.name + ".name",
+                          "got " + quote_input(r.name) + " twice; one row per generation");
+            read_row(ctx, rd, r, t.min_runs, false);
+            rd.finish();
+            if (!r.name.empty()) t.generations.push_back(std::move(r));
+        }
+    }
+    top.finish();
+    if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
+    return t;
+}
+
+const ResidualTable& published_residuals() {
+    static const ResidualTable table = [] {
+        auto parsed = parse_residual_table(embedded_published_residuals_toml(),
+                                           "<embedded>/accuracy/published_residuals.toml");
+        // The compiled-in table is checked by ctest residuals_table_current; a failure is a build bug.
+        if (!parsed) {
+            std::fprintf(stderr, "ptd: internal error: the embedded residual table does not parse:\n%s",
+                         parsed.error().str().c_str());
+            std::abort();
+        }
+        return *parsed;
+    }();
+    return table;
+}
+
+}  // namespace ptd

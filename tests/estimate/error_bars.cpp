@@ -1,0 +1,165 @@
+// error_bars.cpp — the error bars on the speed figures (estimators/src/model/speed_interval.cpp):
+// the interval maths on hand-worked numbers, the percentiles, the residual table (computed,
+// written, read back, refused when broken with file, line and field), the fallback of a thin
+// generation to the pooled runs, and the estimate carrying its interval.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ptd/model/estimate.h"
+#include "ptd/model/speed_interval.h"
+
+#include "job_test_util.h"
+#include "text_test_util.h"
+
+namespace {
+
+using namespace ptd;
+using namespace ptd_test;
+
+// A prediction e = +10% too slow at the top and −20% (too fast) at the bottom: the truth
+// behind a predicted 11 s step is 11/1.1 = 10 s .. 11/0.8 = 13.75 s; tokens/s 1000 →
+// 1000·0.8 = 800 .. 1000·1.1 = 1100; MFU 50% → 40% .. 55%.
+TEST(ErrorBars, IntervalMathsByHand) {
+    ErrorBand band;
+    band.error_lo = -0.2;
+    band.error_hi = 0.1;
+    band.confidence = 0.8;
+    band.runs = 10;
+    band.runs_of = "hopper (H100)";
+    const SpeedInterval s = speed_interval(band, SpeedPoint{11, 1000, 400, 420, 0.5, 0.55});
+    ASSERT_TRUE(s.known);
+    EXPECT_DOUBLE_EQ(s.step_s.lo, 10.0);
+    EXPECT_DOUBLE_EQ(s.step_s.hi, 13.75);
+    EXPECT_DOUBLE_EQ(s.tokens_per_s.lo, 800.0);
+    EXPECT_DOUBLE_EQ(s.tokens_per_s.hi, 1100.0);
+    EXPECT_DOUBLE_EQ(s.model_tflops_per_gpu.lo, 320.0);
+    EXPECT_DOUBLE_EQ(s.hardware_tflops_per_gpu.hi, 462.0);
+    EXPECT_DOUBLE_EQ(s.mfu.lo, 0.4);
+    EXPECT_DOUBLE_EQ(s.mfu.hi, 0.55);
+    EXPECT_DOUBLE_EQ(s.hfu.lo, 0.44);
+    EXPECT_EQ(s.basis(), "10 published hopper (H100) runs");
+    // Overlap under that band: 1000 and 1300 overlap (1000·1.1 = 1100 ≥ 1300·0.8 = 1040);
+    // 1000 and 1400 do not (1100 < 1120).
+    EXPECT_TRUE(within_error(band, 1000, 1300));
+    EXPECT_TRUE(within_error(band, 1300, 1000));
+    EXPECT_FALSE(within_error(band, 1000, 1400));
+}
+
+// Type 7 (linear between order statistics): of 1..5, the 10th percentile sits at index
+// 0.1·4 = 0.4 → 1.4, the 90th at 3.6 → 4.6, the median at 2 → 3.
+TEST(ErrorBars, PercentilesLinearBetweenOrderStatistics) {
+    const std::vector<double> v = {1, 2, 3, 4, 5};
+    EXPECT_DOUBLE_EQ(sorted_percentile(v, 10), 1.4);
+    EXPECT_DOUBLE_EQ(sorted_percentile(v, 90), 4.6);
+    EXPECT_DOUBLE_EQ(sorted_percentile(v, 50), 3.0);
+    EXPECT_DOUBLE_EQ(sorted_percentile({7}, 90), 7.0);
+}
+
+// Ten ampere runs get their own interval; three volta runs (< min_runs 8) get none and the
+// pooled row (all 13) stands in.
+TEST(ErrorBars, ThinGenerationHasNoIntervalOfItsOwn) {
+    std::vector<RunResidual> runs;
+    for (int i = 0; i < 10; ++i) runs.push_back({GpuGeneration::ampere, "A100", -0.10 + 0.02 * i});  // −0.10 .. +0.08
+    for (int i = 0; i < 3; ++i) runs.push_back({GpuGeneration::volta, "V100", 0.5});
+    const ResidualTable t = residual_table(runs);
+    const ResidualRow* ampere = t.find("ampere");
+    const ResidualRow* volta = t.find("volta");
+    ASSERT_TRUE(ampere && volta);
+    EXPECT_TRUE(ampere->has_interval);
+    EXPECT_EQ(ampere->runs, 10);
+    EXPECT_DOUBLE_EQ(ampere->error_lo, -0.082);  // index 0.9: −0.10 + 0.9·0.02
+    EXPECT_DOUBLE_EQ(ampere->error_hi, 0.062);   // index 8.1: 0.06 + 0.1·0.02
+    EXPECT_FALSE(volta->has_interval);
+    EXPECT_EQ(volta->runs, 3);
+    EXPECT_EQ(t.pooled.runs, 13);
+    EXPECT_TRUE(t.pooled.has_interval);
+    EXPECT_EQ(t.pooled.gpus, (std::vector<std::string>{"A100", "V100"}));
+    // What the file holds reads back to the same table.
+    auto back = parse_residual_table(residual_table_toml(t), "t.toml");
+    ASSERT_TRUE(back) << back.error().str();
+    EXPECT_EQ(residual_table_toml(*back), residual_table_toml(t));
+}
+
+// The compiled-in table: a V100 job (one published volta check run) and an L40S job (no ada
+// runs) take the pooled interval and say why; an H100 job its own generation's; a CPU job none.
+TEST(ErrorBars, JobBandFallsBackToPooledAndSaysSo) {
+    const ResidualTable& t = published_residuals();
+    auto band_of = [](const char* job_file, const std::vector<std::string>& sets) {
+        JobSpec j = load_asset(job_file, sets);
+        std::string why;
+        std::optional<ErrorBand> b = job_error_band(j, &why);
+        return std::make_pair(b, why);
+    };
+    const auto [h100, why_h100] = band_of("llama3-8b-h100.toml", {});
+    ASSERT_TRUE(h100);
+    EXPECT_TRUE(h100->fallback.empty());
+    EXPECT_EQ(h100->runs, t.find("hopper")->runs);
+    EXPECT_DOUBLE_EQ(h100->error_lo, t.find("hopper")->error_lo);
+    EXPECT_DOUBLE_EQ(h100->confidence, 0.8);
+
+    const auto [v100, why_v100] = band_of("llama3-8b-h100.toml", {"cluster.gpu=v100-32gb", "training.precision=fp16"});
+    ASSERT_TRUE(v100);
+    ASSERT_TRUE(t.find("volta") && !t.find("volta")->has_interval);
+    EXPECT_EQ(v100->runs, t.pooled.runs);
+    EXPECT_DOUBLE_EQ(v100->error_hi, t.pooled.error_hi);
+    expect_mentions(v100->fallback, {"only 1 on volta", "fewer than 8"});
+    const SpeedInterval s = speed_interval(*v100, SpeedPoint{1, 1, 1, 1, 1, 1});
+    expect_mentions(s.basis(), {"pooled", "all generations"});
+
+    const auto [l40s, why_l40s] = band_of("llama3-8b-h100.toml", {"cluster.gpu=l40s"});
+    ASSERT_TRUE(l40s);
+    EXPECT_EQ(l40s->fallback, "none on ada");
+
+    const auto [cpu, why_cpu] = band_of("tiny-gpt-8rank.toml", {});
+    EXPECT_FALSE(cpu);
+    expect_mentions(why_cpu, {"no published runs on CPUs"});
+}
+
+// A broken table is refused with the file, line and field of each problem.
+TEST(ErrorBars, BrokenTableRefusedWithFileLineField) {
+    const std::string head = "version = 1\nmin_runs = 8\n[pooled]\nruns = 20\nerror_lo = -0.2\nerror_hi = 0.1\n";
+    struct Case {
+        std::string text;
+        int line;
+        std::string key, words;
+    } cases[] = {
+        {head + "[[generation]]\nname = \"hopper\"\nruns = 9\nerror_lo = 0.3\nerror_hi = 0.1\n", 10,
+         "generation.hopper.error_lo", "above error_hi"},
+        {head + "[[generation]]\nname = \"turing\"\nruns = 9\n", 8, "generation.turing.name", "turing"},
+        {head + "[[generation]]\nname = \"ampere\"\nruns = 9\nerror_lo = -0.1\n", 10, "generation.ampere.error_hi",
+         "both error_lo and error_hi"},
+        {head + "[[generation]]\nname = \"ampere\"\nruns = 3\nerror_lo = -0.1\nerror_hi = 0.1\n", 9,
+         "generation.ampere.runs", "min_runs = 8"},
+        {head + "[[generation]]\nname = \"ampere\"\nruns = 9\nrnus = 9\n", 10, "generation.ampere.rnus", "did you mean \"runs\""},
+        {"version = 2\n[pooled]\nruns = 1\nerror_lo = 0.0\nerror_hi = 0.0\n", 1, "version", "version 1"},
+        {"version = 1\n[pooled]\nruns = 4\nerror_lo = -1.5\nerror_hi = 0.1\n", 4, "pooled.error_lo", "-1.5"},
+    };
+    for (const Case& c : cases) {
+        auto t = parse_residual_table(c.text, "broken.toml");
+        ASSERT_FALSE(t) << c.text;
+        const Diagnostic& d = t.error().diagnostics.front();
+        EXPECT_EQ(d.where.file, "broken.toml");
+        EXPECT_EQ(d.where.line, c.line) << t.error().str();
+        EXPECT_EQ(d.key, c.key) << t.error().str();
+        EXPECT_TRUE(contains(t.error().str(), c.words)) << t.error().str();
+    }
+}
+
+// The estimate carries its interval, computed from its own figures under the job's band.
+TEST(ErrorBars, EstimateCarriesItsInterval) {
+    const JobSpec j = load_asset("llama3-70b-h100.toml");
+    const Estimate e = estimate_job(j);
+    ASSERT_TRUE(e.speed.known);
+    const ErrorBand band = *job_error_band(j);
+    EXPECT_DOUBLE_EQ(e.speed.step_s.lo, e.step_s / (1 + band.error_hi));
+    EXPECT_DOUBLE_EQ(e.speed.step_s.hi, e.step_s / (1 + band.error_lo));
+    EXPECT_DOUBLE_EQ(e.speed.mfu.lo, e.mfu * (1 + band.error_lo));
+    EXPECT_LE(e.speed.tokens_per_s.lo, e.tokens_per_s);
+    EXPECT_GE(e.speed.tokens_per_s.hi, e.tokens_per_s);
+    EXPECT_FALSE(estimate_job(load_asset("tiny-gpt-8rank.toml")).speed.known);
+}
+
+}  // namespace
