@@ -47,9 +47,11 @@ TEST(EngineProbe, QuickWithoutProbeIsRefused) {
     EXPECT_NE(r.err.find("--probe"), std::string::npos) << r.err;
 }
 
-// The shipped TP 2 × PP 2 × DP 2 job (fp32, tiny-gpt) probed by its 8 ranks at once.
-TEST(EngineProbe, EightRankJobOverLoopback) {
-    const auto runs = engine_run::run_engine(PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank.toml", 8, {"--probe", "--quick"});
+// The shipped TP 2 × PP 2 × DP 2 job (fp32, tiny-gpt) probed by its 8 ranks at once on
+// `backend` (the engine's own Backend: the CPU one, or the CUDA one under the simulator).
+void probe_eight_rank_job(const std::string& backend) {
+    const auto runs = engine_run::run_engine(PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank.toml", 8,
+                                             {"--probe", "--quick", "--backend", backend});
     ASSERT_EQ(runs.size(), 8u);
     for (int rank = 0; rank < 8; ++rank) {
         const auto& run = runs[(size_t)rank];
@@ -70,7 +72,7 @@ TEST(EngineProbe, EightRankJobOverLoopback) {
         EXPECT_FALSE(host.hostname.empty());
         EXPECT_GE(host.cores, 1);
         EXPECT_FALSE(host.blas_core.empty()) << "the host line names the BLAS core type";
-        EXPECT_EQ(host.backend, "cpu");
+        EXPECT_EQ(host.backend, backend);
         EXPECT_EQ(host.precision, "fp32");
         const ptd::ProbeRecord& plan = probes[1];
         EXPECT_EQ(plan.kind, "plan");
@@ -122,5 +124,11 @@ TEST(EngineProbe, EightRankJobOverLoopback) {
     for (const auto& run : runs) last += run.out.find("lm_head.fwd") != std::string::npos;
     EXPECT_EQ(last, 4);
 }
+
+TEST(EngineProbe, EightRankJobOverLoopback) { probe_eight_rank_job("cpu"); }
+
+// The GPU probe code path (CUDA backend, device buffers, synchronising downloads) under the
+// CUDA simulator; on a GPU the same code runs on the device.
+TEST(EngineProbe, EightRankJobOnTheCudaSimulator) { probe_eight_rank_job("cuda-sim"); }
 
 }  // namespace
