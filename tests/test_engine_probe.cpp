@@ -9,11 +9,12 @@
 #include "engine_run.h"
 #include "ptd/engine/probe.h"
 #include "ptd/metrics_event.h"
+#include "ptd/spec/cluster_profile.h"
 
 namespace {
 
 using engine_run::json;
-using ptd::engine::bus_bandwidth_factor;
+using ptd::collective_bus_factor;
 using ptd::engine::sample_stats;
 
 TEST(ProbeStats, MedianAndInterquartileSpread) {
@@ -31,12 +32,12 @@ TEST(ProbeStats, MedianAndInterquartileSpread) {
 
 TEST(ProbeStats, BusBandwidthFactorsOfNcclTests) {
     // nccl-tests PERFORMANCE.md: all-reduce 2(n−1)/n, reduce-scatter / all-gather (n−1)/n.
-    EXPECT_DOUBLE_EQ(bus_bandwidth_factor("all_reduce", 8), 2.0 * 7 / 8);
-    EXPECT_DOUBLE_EQ(bus_bandwidth_factor("all_reduce", 2), 1.0);
-    EXPECT_DOUBLE_EQ(bus_bandwidth_factor("reduce_scatter", 4), 0.75);
-    EXPECT_DOUBLE_EQ(bus_bandwidth_factor("all_gather", 8), 7.0 / 8);
-    EXPECT_DOUBLE_EQ(bus_bandwidth_factor("p2p", 2), 1.0);
-    EXPECT_DOUBLE_EQ(bus_bandwidth_factor("all_reduce", 1), 1.0);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 8), 2.0 * 7 / 8);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 2), 1.0);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("reduce_scatter", 4), 0.75);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_gather", 8), 7.0 / 8);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("p2p", 2), 1.0);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 1), 1.0);
 }
 
 TEST(EngineProbe, QuickWithoutProbeIsRefused) {
@@ -100,7 +101,7 @@ void probe_eight_rank_job(const std::string& backend) {
                 EXPECT_EQ(p.dtype, "f32");
             } else if (p.kind == "comm") {
                 comm[p.group].insert(p.name);
-                EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * bus_bandwidth_factor(p.name, p.group_size), 1e-9 * p.busbw_gbps);
+                EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * collective_bus_factor(p.name, p.group_size), 1e-9 * p.busbw_gbps);
                 EXPECT_EQ(p.nodes, 1);
                 EXPECT_EQ(p.members_per_node, p.group_size);
             } else {

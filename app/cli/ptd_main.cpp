@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_parse.h"
+#include "cmd_calibrate.h"
 #include "cmd_launch.h"
 #include "cmd_schedule.h"
 #include "ptd/common/cli_number.h"
@@ -121,6 +122,33 @@ int main(int argc, char** argv) {
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
 
+    ptd::CalibrateArgs ca;
+    auto* calibrate = app.add_subcommand(
+        "calibrate", "Probe the job's hosts (GEMMs, memory, collectives) and write a cluster profile; --check: flag slow hosts");
+    calibrate->add_option("JOB", ca.launch.job, "Job spec file, @default or @tiny")->required();
+    calibrate->add_option("-o,--output", ca.output, "Profile file to write (default RUN_DIR/profile.toml)");
+    calibrate->add_flag("--quick", ca.quick, "Fewer repeats and message sizes (under 30 s on a small cluster)");
+    calibrate->add_flag("--check", ca.check,
+                        "Preflight: a quick probe on every host; flag hosts slower than the rest and map them onto the layout "
+                        "(exit 1 when one is flagged); writes no profile");
+    calibrate->add_option("--exclude-hosts", ca.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")
+        ->delimiter(',');
+    calibrate->add_option("--stall-timeout", ca.stall_s, "Seconds a probing rank may stay silent before calibration stops (default 120)")
+        ->check(ptd::cli::FiniteRange(1.0, 86400.0));
+    calibrate->add_option("--hosts", ca.launch.hosts, "DeepSpeed-style hostfile: probe these hosts over SSH");
+    calibrate->add_flag("--dry-run", ca.launch.dry_run, "Print each host's exact probe commands and environment; connect nowhere");
+    calibrate->add_flag("--upload", ca.launch.upload, "Copy the local ptd-engine to each host over SFTP (SHA-256 checked)");
+    calibrate->add_flag("--accept-new-host-keys", ca.launch.accept_new_host_keys, "Record unknown SSH host keys");
+    calibrate->add_flag("--slurm", ca.launch.slurm, "Write RUN_DIR/sbatch.sh that runs the probes (srun) instead of starting them");
+    calibrate->add_option("--run-root", ca.launch.run_root, "Folder for run directories (default launch.run_dir)");
+    calibrate->add_option("--run-id", ca.launch.run_id, "Run id (default YYYYMMDD-HHMMSS-PID)");
+    calibrate->add_option("--engine", ca.launch.engine, "Local ptd-engine to run or upload (default: next to ptd, else PATH)");
+    calibrate->add_option("--known-hosts", ca.launch.known_hosts, "known_hosts file (default ~/.ssh/known_hosts)");
+    calibrate->add_option("--ssh-config", ca.launch.ssh_config, "ssh config file (default ~/.ssh/config)");
+    calibrate->add_option("--master-addr", ca.launch.master_addr, "MASTER_ADDR every rank connects to");
+    calibrate->add_option("--backend", ca.launch.backend, "ptd-engine --backend for every rank: auto, cpu, cuda, cuda-sim");
+    calibrate->add_option("--set", ca.launch.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+
     // "ptd frobnicate": CLI11 would answer only "A subcommand is required"; name the word,
     // the commands there are and the nearest one.
     if (argc > 1 && argv[1][0] != '-') {
@@ -158,6 +186,7 @@ int main(int argc, char** argv) {
         return ptd::cmd_layout(la, *presets, stdout, stderr);
     }
     if (*launch) return ptd::cmd_launch(lca, *presets, stdout, stderr);
+    if (*calibrate) return ptd::cmd_calibrate(ca, *presets, stdout, stderr);
     if (*presets_cmd) return ptd::cmd_presets(pa, *presets, stdout, stderr);
     if (*estimate) return ptd::cmd_estimate(ea, *presets, stdout, stderr);
     if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);

@@ -59,6 +59,8 @@ struct LiveBlock {
     }
 };
 
+}  // namespace
+
 int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
     auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
     if (!writer) {
@@ -77,14 +79,7 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
     return kExitOk;
 }
 
-}  // namespace
-
-int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
-    if (!job) {
-        std::fprintf(err, "%s", job.error().str().c_str());
-        return kExitConfig;
-    }
+LaunchOptions launch_options(const LaunchArgs& a) {
     LaunchOptions opts;
     opts.hostfile = a.hosts;
     if (a.upload) opts.upload = true;
@@ -99,7 +94,16 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     opts.engine_args = a.engine_args;
     opts.backend = a.backend;
     opts.slurm = a.slurm;
-    auto plan = make_launch_plan(*job, opts);
+    return opts;
+}
+
+int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, a.sets);
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    auto plan = make_launch_plan(*job, launch_options(a));
     if (!plan) {
         std::fprintf(err, "%s", plan.error().str().c_str());
         return kExitConfig;

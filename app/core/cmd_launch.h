@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ptd/launch.h"
 #include "ptd/spec/presets.h"
 
 namespace ptd {
@@ -32,5 +33,12 @@ struct LaunchArgs {
 // Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or
 // a failed connection), 130 when stopped with Ctrl-C, 2 for a bad job/flag.
 int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
+
+// The launcher's options from the flags (shared with `ptd calibrate`, which starts its
+// probe ranks the same way).
+LaunchOptions launch_options(const LaunchArgs& a);
+// --slurm: the run directory with job.toml and sbatch.sh (srun, the same ranks and
+// environment), and how to submit and watch it.
+int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err);
 
 }  // namespace ptd

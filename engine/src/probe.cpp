@@ -18,6 +18,7 @@
 #include "ptd/engine/blas_core.h"
 #include "ptd/engine/kv_store.h"
 #include "ptd/engine/metrics.h"
+#include "ptd/spec/cluster_profile.h"
 #include "device_select.h"
 #include "timing.h"
 #ifdef PTD_HAVE_CUDA
@@ -52,13 +53,6 @@ SampleStats sample_stats(std::vector<double> seconds) {
     st.median_s = quantile(0.5);
     st.spread = st.median_s > 0 ? (quantile(0.75) - quantile(0.25)) / st.median_s : 0;
     return st;
-}
-
-double bus_bandwidth_factor(const std::string& op, int n) {
-    if (n <= 1) return 1.0;
-    if (op == "all_reduce") return 2.0 * (n - 1) / n;
-    if (op == "p2p") return 1.0;
-    return (double)(n - 1) / n;  // reduce_scatter, all_gather, all_to_all
 }
 
 namespace {
@@ -265,7 +259,7 @@ struct Prober {
     }
 
     void comm_sample(Communicator& g, const char* op, int64_t bytes, void* buf, std::function<void()> call) {
-        const double factor = bus_bandwidth_factor(op, g.size());
+        const double factor = collective_bus_factor(op, g.size());  // nccl-tests' busbw convention
         nlohmann::json j = group_shape(g);
         // The preset's link: intra-node inside one node, the slower inter-node link across nodes.
         predicted_s = preset_seconds_for_bytes((double)bytes * factor,

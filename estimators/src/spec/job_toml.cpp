@@ -213,6 +213,16 @@ const toml::table* TableReader::subtable(std::string_view key) {
     return n->as_table();
 }
 
+const toml::array* TableReader::array(std::string_view key, const char* expected) {
+    const toml::node* n = find(key);
+    if (!n) return nullptr;
+    if (!n->as_array()) {
+        type_error(*n, key, expected);
+        return nullptr;
+    }
+    return n->as_array();
+}
+
 void TableReader::require(std::string_view key, const char* what) {
     if (!has(key))
         ctx_.error(ctx_.loc(table_), full(key), std::string("missing; required: ") + what);

@@ -43,10 +43,12 @@ public:
     bool read_string_array(std::string_view key, std::vector<std::string>& out);
     bool read_int_array(std::string_view key, std::vector<int>& out, long long min, long long max);
     const toml::table* subtable(std::string_view key);  // nullptr if absent or not a table
+    const toml::array* array(std::string_view key, const char* expected);  // nullptr if absent or not an array
 
     bool has(std::string_view key) const;
     void require(std::string_view key, const char* what);
     SourceLoc where(std::string_view key) const;  // the key's value, else the table
+    std::string full_key(std::string_view key) const { return full(key); }  // "prefix.key"
     void finish();
 
 private:

@@ -32,11 +32,6 @@ struct SampleStats {
 };
 SampleStats sample_stats(std::vector<double> seconds);
 
-// Bus bandwidth by the nccl-tests convention (PERFORMANCE.md there): algorithm bandwidth
-// = bytes / time, times 2(n−1)/n for all-reduce, (n−1)/n for reduce-scatter, all-gather
-// and all-to-all, 1 for point-to-point. `op`: all_reduce, reduce_scatter, all_gather, p2p.
-double bus_bandwidth_factor(const std::string& op, int n);
-
 // The whole probe run of one rank: connect like training (connect_rank), then host facts,
 // compute, element-wise, memory and communication probes, a "probe" line each, and an
 // orderly goodbye. Returns the process exit code.
