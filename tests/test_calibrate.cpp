@@ -3,6 +3,10 @@
 // outlier rule, and `ptd calibrate` as a user runs it on the shipped 8-rank job: a profile
 // written from real probe processes, a rank that dies and a probe that hangs ending the
 // calibration with the host named.
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -279,12 +283,55 @@ TEST(Calibrate, AProbeThatHangsEndsItNamingTheRankAndHost) {
     EXPECT_NE(r.rc, 0) << r.out << r.err;
     // The calibration names a silent rank and its host (inside a collective any member of
     // the group can look the same: it names one of them) ...
-    EXPECT_NE(r.err.find("on host localhost (local) made no progress for 6 s"), std::string::npos) << "1.5 × --stall-timeout\n" << r.err;
+    EXPECT_NE(r.err.find("on host 0 (localhost (local)) made no progress for 6 s"), std::string::npos) << "1.5 × --stall-timeout\n" << r.err;
     // ... and the engines' liveness monitor names the frozen one: rank 3 and its host.
     EXPECT_NE(r.err.find("liveness monitor: "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("rank 3 (pid"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "p.toml"));
     EXPECT_LT(s, 60) << "the stall ends the calibration, not the collectives' 300 s timeout";
+}
+
+// Two local "hosts" (nodes) of one rank each, each pinned to its own core; a busy process
+// shares host 1's core. The preflight must flag host 1 and say what it holds in the layout:
+// PP stage 1 (tiny-gpt, tp 1 · pp 2).
+TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
+    if (std::system("command -v taskset >/dev/null 2>&1") != 0 || std::thread::hardware_concurrency() < 2)
+        GTEST_SKIP() << "needs taskset and 2 cores";
+    TempDir dir("ptd_preflight");
+    const std::string engine = dir / "engine.sh";
+    // node = RANK / LOCAL_WORLD_SIZE: each host's rank on core `node`.
+    std::ofstream(engine) << "#!/bin/sh\nnode=$((RANK / LOCAL_WORLD_SIZE))\nexec taskset -c $node " PTD_BIN_DIR "/ptd-engine \"$@\"\n";
+    std::filesystem::permissions(engine, std::filesystem::perms::owner_all);
+    const std::string sets =
+        " --set cluster.nodes=2 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=2"
+        " --set parallel.sequence_parallel=false";
+    const std::string cmd = kPtd + " calibrate " + kJob + " --check --run-root " + (dir / "runs") + " --engine " + engine + sets;
+    // Two busy loops pinned to host 1's core for the length of the check: its rank gets at
+    // most a third of the core, host 0's all of its own (less what else runs on the machine,
+    // which is why no run without the loops is asserted: on a shared test machine another
+    // process can make either core slow).
+    std::vector<pid_t> busy;
+    for (int i = 0; i < 2; ++i) {
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(1, &one);
+            sched_setaffinity(0, sizeof one, &one);
+            for (unsigned long spin = 0;; spin = spin * 3 + 1) asm volatile("" : "+r"(spin));
+        }
+        busy.push_back(pid);
+    }
+    const auto slow = run_captured(cmd);
+    for (pid_t pid : busy) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    EXPECT_EQ(slow.rc, 1) << "a flagged host fails the check\n" << slow.out << slow.err;
+    EXPECT_NE(slow.out.find("host 1 (localhost (local)) is "), std::string::npos) << slow.out;
+    EXPECT_NE(slow.out.find("% slower at GEMMs; it holds PP stage 1 of DP replica 0 (TP rank 0) and would slow every step by"),
+              std::string::npos)
+        << slow.out;
+    EXPECT_NE(slow.out.find("host 0 (localhost (local)): ok"), std::string::npos) << slow.out;
+    EXPECT_NE(slow.out.find("1 of 2 host(s) flagged"), std::string::npos) << slow.out;
 }
 
 }  // namespace

@@ -212,8 +212,9 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     }
     const std::string what = a.check ? "ptd calibrate --check" : "ptd calibrate";
     const size_t world = plan->ranks.size(), host_count = plan->hosts.size();
+    // "host 1 (node-b)": by index too, as a local job's hosts all read "localhost".
     std::vector<std::string> host_names;
-    for (const HostPlan& h : plan->hosts) host_names.push_back(h.display);
+    for (const HostPlan& h : plan->hosts) host_names.push_back(std::to_string(host_names.size()) + " (" + h.display + ")");
     std::vector<int> host_of(world);
     for (const RankPlan& r : plan->ranks) host_of[(size_t)r.rank] = r.host;
     const std::string run_dir = plan->run_dir;
@@ -249,7 +250,7 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
                 RankProgress& rp = progress[(size_t)ev.rank];
                 rp.last = std::chrono::steady_clock::now();
                 if (m.kind == MetricKind::error)
-                    std::fprintf(err, "%s: rank %d on %s: %s\n", what.c_str(), ev.rank, host_names[(size_t)host_of[(size_t)ev.rank]].c_str(),
+                    std::fprintf(err, "%s: rank %d on host %s: %s\n", what.c_str(), ev.rank, host_names[(size_t)host_of[(size_t)ev.rank]].c_str(),
                                  m.message.c_str());
                 if (m.kind == MetricKind::probe) {
                     const ProbeRecord& p = m.probe;
@@ -272,7 +273,7 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
                         // One line per probe and host: from the host's first rank.
                         const int h = host_of[(size_t)ev.rank];
                         if (run.plan().hosts[(size_t)h].ranks.front() == ev.rank)
-                            std::fprintf(out, "  %s [%d/%d] %s\n", host_names[(size_t)h].c_str(), rp.measured, rp.planned,
+                            std::fprintf(out, "  host %s [%d/%d] %s\n", host_names[(size_t)h].c_str(), rp.measured, rp.planned,
                                          probe_figure(p).c_str());
                     }
                 }
@@ -332,7 +333,7 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     prof.ranks_per_host = (int)run.plan().hosts.front().ranks.size();
     for (size_t h = 0; h < host_count; ++h) {
         ProfileHost ph;
-        ph.name = host_names[h];
+        ph.name = run.plan().hosts[h].display;
         ph.ranks = (int)run.plan().hosts[h].ranks.size();
         const ProbeRecord& hl = host_line[(size_t)run.plan().hosts[h].ranks.front()];
         ph.hostname = hl.hostname, ph.cpu_model = hl.cpu_model, ph.cores = hl.cores;
@@ -355,10 +356,12 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     fit_profile(prof);
 
     if (a.check) {
-        // Per GEMM probe: each host's median over its ranks, divided by the median over hosts.
+        // Per sustained GEMM probe (throughput over many time slices: a shared core shows
+        // there, not in one call's median): each host's median over its ranks, divided by
+        // the median over hosts.
         std::map<std::string, std::vector<std::vector<double>>> per_probe;  // key → host → rank times
         for (const ProfileSample& s : prof.samples)
-            if (s.kind == "gemm") {
+            if (s.kind == "gemm" && s.name.ends_with(".sustained")) {
                 auto& v = per_probe[s.name];
                 v.resize(host_count);
                 v[(size_t)s.host].push_back(s.median_s);
@@ -390,14 +393,14 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
                 std::fprintf(out,
                              "host %s is %.0f%% slower at GEMMs; it holds %s and would slow every step by ≈ %.0f%% "
                              "(every rank waits for it at the next collective)\n",
-                             ph.name.c_str(), verdict[h].slower * 100, holdings(*layout, ranks).c_str(), verdict[h].slower * 100);
+                             host_names[h].c_str(), verdict[h].slower * 100, holdings(*layout, ranks).c_str(), verdict[h].slower * 100);
             } else {
-                std::fprintf(out, "host %s: ok (GEMMs %+.0f%% against the reference; %s)\n", ph.name.c_str(), verdict[h].slower * 100,
+                std::fprintf(out, "host %s: ok (GEMMs %+.0f%% against the reference; holds %s)\n", host_names[h].c_str(), verdict[h].slower * 100,
                              holdings(*layout, ranks).c_str());
             }
             if (generic_blas)
                 std::fprintf(out, "host %s: its BLAS runs the generic \"%s\" kernels (set OPENBLAS_CORETYPE; docs/performance.md)\n",
-                             ph.name.c_str(), ph.blas_core.c_str());
+                             host_names[h].c_str(), ph.blas_core.c_str());
         }
         std::fprintf(out, "%s: %d of %zu host(s) flagged (rule: ≥ %.0f%% and %.0f MADs slower than the median host); %.1f s\n",
                      what.c_str(), flagged, host_count, kPreflightMinSlower * 100, kPreflightMads, wall);

@@ -173,6 +173,45 @@ struct Prober {
         }
         // The LM head writes f32 logits (the f32 loss), on the last stage.
         if (c.last) gemm_family("lm_head", R, h, c.vocab_l(), DType::f32);
+        sustained_gemm(R, h, c.layers > 0 ? c.ffn_l() : c.vocab_l());
+    }
+
+    // Throughput over time, not one call: the MLP's forward GEMM back to back for a window
+    // of `chunk_s` per repeat (many scheduler time slices), time per call = window / calls.
+    // A single call's median hides a host whose cores are shared (the call runs at full
+    // speed whenever it runs); this probe shows it, and the preflight compares hosts by it.
+    void sustained_gemm(int64_t R, int64_t in, int64_t out) {
+        const DType t = r.cfg.act;
+        const int64_t es = (int64_t)dtype_size(t);
+        const double chunk_s = plan.repeats <= 5 ? 0.05 : 0.1;
+        const double flops = 2.0 * (double)R * (double)out * (double)in;
+        SampleStats st{0, 0, plan.repeats};
+        if (dry) {
+            expected_s += plan.repeats * chunk_s;
+        } else {
+            void* x = alloc(R * in * es, "probe x");
+            void* w = alloc(out * in * es, "probe W");
+            void* y = alloc(R * out * es, "probe y");
+            fill(x, t, 0.01f, R * in);
+            fill(w, t, 0.02f, out * in);
+            std::vector<double> per_call;
+            char byte = 0;
+            for (int k = 0; k < plan.repeats; ++k) {
+                const auto t0 = clock_type::now();
+                int64_t calls = 0;
+                do {
+                    be().gemm(false, true, R, out, in, 1.0f, x, w, 0.0f, y, t, t);
+                    be().download(&byte, y, 1);
+                    ++calls;
+                } while (since(t0) < chunk_s);
+                per_call.push_back(since(t0) / (double)calls);
+            }
+            st = sample_stats(std::move(per_call));
+            for (void* q : {x, w, y}) be().release(q);
+        }
+        emit({{"kind", "gemm"}, {"name", "mlp_up.fwd.sustained"}, {"dtype", dtype_name(t)}, {"shape", {R, out, in}},
+              {"flops", flops}, {"window_s", chunk_s}, {"tflops", st.median_s > 0 ? flops / st.median_s / 1e12 : 0.0}},
+             st);
     }
 
     // Memory bandwidth (a device copy: bytes read + written) and the engine's element-wise
