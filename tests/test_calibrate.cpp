@@ -324,7 +324,14 @@ TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
         busy.push_back(pid);
     }
     const auto slow = run_captured(cmd);
+    // ptd launch --preflight runs the same check first and does not start the ranks.
+    const auto launch = run_captured(kPtd + " launch " + kJob + " --preflight --steps 1 --run-root " + (dir / "runs") +
+                                     " --engine " + engine + sets);
     for (pid_t pid : busy) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    EXPECT_EQ(launch.rc, 1) << launch.out << launch.err;
+    EXPECT_NE(launch.out.find("host 1 (localhost (local)) is "), std::string::npos) << launch.out;
+    EXPECT_NE(launch.err.find("not launching"), std::string::npos) << launch.err;
+    EXPECT_EQ(launch.out.find("step 1"), std::string::npos) << "no rank trained\n" << launch.out;
     EXPECT_EQ(slow.rc, 1) << "a flagged host fails the check\n" << slow.out << slow.err;
     EXPECT_NE(slow.out.find("host 1 (localhost (local)) is "), std::string::npos) << slow.out;
     EXPECT_NE(slow.out.find("% slower at GEMMs; it holds PP stage 1 of DP replica 0 (TP rank 0) and would slow every step by"),
@@ -332,6 +339,38 @@ TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
         << slow.out;
     EXPECT_NE(slow.out.find("host 0 (localhost (local)): ok"), std::string::npos) << slow.out;
     EXPECT_NE(slow.out.find("1 of 2 host(s) flagged"), std::string::npos) << slow.out;
+}
+
+TEST(Preflight, OneHealthyHostThenTheLaunch) {
+    TempDir dir("ptd_preflight");
+    const auto r = run_captured(kPtd + " launch " + kJob + " --preflight --steps 1 --run-root " + (dir / "runs"));
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("0 of 1 host(s) flagged"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("done: every rank finished"), std::string::npos) << r.err;
+}
+
+// --exclude-hosts leaves hostfile entries out; the dry run shows the hosts that remain.
+TEST(Preflight, ExcludeHostsDropsNamedHosts) {
+    TempDir dir("ptd_preflight");
+    const std::string hosts = dir / "hosts";
+    std::ofstream(hosts) << "# three hosts, one rank each\nnode-a slots=1\nnode-b slots=1\nnode-c slots=1\n";
+    const std::string base = kPtd + " calibrate " + kJob + " --dry-run --hosts " + hosts +
+                             " --set cluster.nodes=2 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=2"
+                             " --set parallel.sequence_parallel=false --run-root " + (dir / "runs");
+    const auto r = run_captured(base + " --exclude-hosts node-b");
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("node-a"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("node-c"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("node-b"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--probe"), std::string::npos) << "the ranks run the probes\n" << r.out;
+    const auto unknown = run_captured(base + " --exclude-hosts node-x");
+    EXPECT_EQ(unknown.rc, 2) << unknown.out << unknown.err;
+    EXPECT_NE(unknown.err.find(hosts), std::string::npos) << unknown.err;
+    EXPECT_NE(unknown.err.find("--exclude-hosts: got \"node-x\""), std::string::npos) << unknown.err;
+    EXPECT_NE(unknown.err.find("allowed: node-a, node-b, node-c"), std::string::npos) << unknown.err;
+    const auto without_hosts = run_captured(kPtd + " calibrate " + kJob + " --dry-run --exclude-hosts node-b");
+    EXPECT_EQ(without_hosts.rc, 2);
+    EXPECT_NE(without_hosts.err.find("needs --hosts FILE"), std::string::npos) << without_hosts.err;
 }
 
 }  // namespace

@@ -119,6 +119,10 @@ int main(int argc, char** argv) {
     launch->add_option("--backend", lca.backend,
                        "ptd-engine --backend for every rank: auto (default: CUDA for a GPU job where the host has it), "
                        "cpu, cuda, cuda-sim");
+    launch->add_flag("--preflight", lca.preflight,
+                     "First run `ptd calibrate --check` on the same hosts; do not launch when a host is flagged");
+    launch->add_flag("--force", lca.force, "With --preflight: launch even when a host is flagged");
+    launch->add_option("--exclude-hosts", lca.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")->delimiter(',');
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
 
@@ -131,7 +135,7 @@ int main(int argc, char** argv) {
     calibrate->add_flag("--check", ca.check,
                         "Preflight: a quick probe on every host; flag hosts slower than the rest and map them onto the layout "
                         "(exit 1 when one is flagged); writes no profile");
-    calibrate->add_option("--exclude-hosts", ca.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")
+    calibrate->add_option("--exclude-hosts", ca.launch.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")
         ->delimiter(',');
     calibrate->add_option("--stall-timeout", ca.stall_s, "Seconds a probing rank may stay silent before calibration stops (default 120)")
         ->check(ptd::cli::FiniteRange(1.0, 86400.0));

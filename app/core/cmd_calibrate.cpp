@@ -107,8 +107,11 @@ std::string holdings(const RankLayout& layout, const std::vector<int>& ranks) {
            (dp.size() > 1 ? "s " : " ") + span_text(dp) + " (TP rank" + (tp.size() > 1 ? "s " : " ") + span_text(tp) + ")";
 }
 
-// --exclude-hosts: the hostfile's text without the named hosts; every name must be there.
-Result<std::string> hostfile_without(const std::string& path, const std::vector<std::string>& names) {
+}  // namespace
+
+Result<std::string> hosts_without(const std::string& path, const std::vector<std::string>& names) {
+    if (path.empty())
+        return fail(SourceLoc{}, "--exclude-hosts", "needs --hosts FILE: the hostfile to leave hosts out of");
     auto text = read_regular_file(path, file_kind::hostfile, "--hosts");
     if (!text) return std::unexpected(text.error());
     auto entries = parse_hostfile(*text, path);
@@ -134,6 +137,8 @@ Result<std::string> hostfile_without(const std::string& path, const std::vector<
                     "got " + quote_input(*left.begin()) + ", which the hostfile does not list; allowed: " + all);
     return kept;
 }
+
+namespace {
 
 // The profile replaces an older one whole or not at all: written beside it, then renamed.
 Result<void> write_profile_file(const std::string& path, const std::string& text) {
@@ -181,19 +186,15 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     std::snprintf(stall, sizeof stall, "%g", a.stall_s);
     la.engine_args.insert(la.engine_args.end(), {"--stall-timeout", stall});
     LaunchOptions opts = launch_options(la);
-    if (!a.exclude_hosts.empty()) {
-        if (a.launch.hosts.empty()) {
-            std::fprintf(err, "ptd calibrate: error: --exclude-hosts: needs --hosts FILE (the hostfile to drop hosts from)\n");
-            return kExitConfig;
-        }
-        auto kept = hostfile_without(a.launch.hosts, a.exclude_hosts);
+    if (!la.exclude_hosts.empty()) {
+        auto kept = hosts_without(la.hosts, la.exclude_hosts);
         if (!kept) {
             std::fprintf(err, "%s", kept.error().str().c_str());
             return kExitConfig;
         }
         opts.hostfile.clear();
         opts.hosts_text = *kept;
-        opts.hosts_label = a.launch.hosts + " without " + std::to_string(a.exclude_hosts.size()) + " excluded host(s)";
+        opts.hosts_label = la.hosts + " without " + std::to_string(la.exclude_hosts.size()) + " excluded host(s)";
     }
     auto plan = make_launch_plan(*job, opts);
     if (!plan) {

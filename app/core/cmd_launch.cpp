@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "cmd_calibrate.h"
 #include "commands.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
@@ -103,7 +104,35 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         std::fprintf(err, "%s", job.error().str().c_str());
         return kExitConfig;
     }
-    auto plan = make_launch_plan(*job, launch_options(a));
+    LaunchOptions opts = launch_options(a);
+    if (!a.exclude_hosts.empty()) {
+        auto kept = hosts_without(a.hosts, a.exclude_hosts);
+        if (!kept) {
+            std::fprintf(err, "%s", kept.error().str().c_str());
+            return kExitConfig;
+        }
+        opts.hostfile.clear();
+        opts.hosts_text = *kept;
+        opts.hosts_label = a.hosts + " without " + std::to_string(a.exclude_hosts.size()) + " excluded host(s)";
+    }
+    if (a.preflight && !a.dry_run && !a.slurm) {
+        // The same hosts, ranks and engine, probing quickly (docs/launcher.md, "Preflight").
+        CalibrateArgs check;
+        check.launch = a;
+        check.launch.engine_args.clear();
+        check.launch.steps = 0;
+        if (!a.run_id.empty()) check.launch.run_id = a.run_id + "-preflight";
+        check.check = true;
+        const int rc = cmd_calibrate(check, presets, out, err);
+        if (rc == kExitConfig) return rc;
+        if (rc != kExitOk && !a.force) {
+            std::fprintf(err, "ptd launch: the preflight %s; not launching (--force launches anyway, --exclude-hosts leaves hosts out)\n",
+                         rc == kExitRuntime ? "flagged a host or failed" : "failed");
+            return rc;
+        }
+        if (rc != kExitOk) std::fprintf(err, "ptd launch: --force: launching despite the preflight\n");
+    }
+    auto plan = make_launch_plan(*job, opts);
     if (!plan) {
         std::fprintf(err, "%s", plan.error().str().c_str());
         return kExitConfig;

@@ -28,6 +28,9 @@ struct LaunchArgs {
     std::string master_addr;      // --master-addr ADDR (default launch.master_addr, else the first host)
     std::vector<std::string> engine_args;  // after `--`: passed to every ptd-engine
     std::string backend;          // --backend for every ptd-engine ("" = its default, auto)
+    bool preflight = false;       // --preflight: `ptd calibrate --check` first; stop when a host is flagged
+    bool force = false;           // --force: launch even when the preflight flagged a host
+    std::vector<std::string> exclude_hosts;  // --exclude-hosts: hostfile entries left out
 };
 
 // Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or
