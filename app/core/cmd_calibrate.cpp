@@ -107,39 +107,6 @@ std::string holdings(const RankLayout& layout, const std::vector<int>& ranks) {
            (dp.size() > 1 ? "s " : " ") + span_text(dp) + " (TP rank" + (tp.size() > 1 ? "s " : " ") + span_text(tp) + ")";
 }
 
-}  // namespace
-
-Result<std::string> hosts_without(const std::string& path, const std::vector<std::string>& names) {
-    if (path.empty())
-        return fail(SourceLoc{}, "--exclude-hosts", "needs --hosts FILE: the hostfile to leave hosts out of");
-    auto text = read_regular_file(path, file_kind::hostfile, "--hosts");
-    if (!text) return std::unexpected(text.error());
-    auto entries = parse_hostfile(*text, path);
-    if (!entries) return std::unexpected(entries.error());
-    std::set<std::string> left(names.begin(), names.end());
-    std::string kept, all;
-    int line = 0;
-    std::string rest = *text;
-    for (size_t at = 0; at <= rest.size();) {
-        const size_t nl = rest.find('\n', at);
-        const std::string l = rest.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
-        ++line;
-        bool drop = false;
-        for (const HostEntry& e : *entries)
-            if (e.line == line && left.count(e.host)) drop = true, left.erase(e.host);
-        if (!drop) kept += l + "\n";
-        if (nl == std::string::npos) break;
-        at = nl + 1;
-    }
-    for (const HostEntry& e : *entries) all += (all.empty() ? "" : ", ") + e.host;
-    if (!left.empty())
-        return fail(SourceLoc{path}, "--exclude-hosts",
-                    "got " + quote_input(*left.begin()) + ", which the hostfile does not list; allowed: " + all);
-    return kept;
-}
-
-namespace {
-
 // The profile replaces an older one whole or not at all: written beside it, then renamed.
 Result<void> write_profile_file(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp-" + std::to_string((long)getpid());
@@ -185,18 +152,12 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     char stall[32];
     std::snprintf(stall, sizeof stall, "%g", a.stall_s);
     la.engine_args.insert(la.engine_args.end(), {"--stall-timeout", stall});
-    LaunchOptions opts = launch_options(la);
-    if (!la.exclude_hosts.empty()) {
-        auto kept = hosts_without(la.hosts, la.exclude_hosts);
-        if (!kept) {
-            std::fprintf(err, "%s", kept.error().str().c_str());
-            return kExitConfig;
-        }
-        opts.hostfile.clear();
-        opts.hosts_text = *kept;
-        opts.hosts_label = la.hosts + " without " + std::to_string(la.exclude_hosts.size()) + " excluded host(s)";
+    auto opts = launch_options(la);
+    if (!opts) {
+        std::fprintf(err, "%s", opts.error().str().c_str());
+        return kExitConfig;
     }
-    auto plan = make_launch_plan(*job, opts);
+    auto plan = make_launch_plan(*job, *opts);
     if (!plan) {
         std::fprintf(err, "%s", plan.error().str().c_str());
         return kExitConfig;

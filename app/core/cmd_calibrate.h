@@ -22,9 +22,6 @@ struct CalibrateArgs {
     double stall_s = 120;         // a rank silent this long while probing ends the calibration
 };
 
-// --exclude-hosts: the hostfile's text without the named hosts (its other lines as they
-// are); a name the file does not list is an error naming the file and what it lists.
-Result<std::string> hosts_without(const std::string& hostfile, const std::vector<std::string>& names);
 
 // Outlier rule of the preflight (docs/launcher.md, "Preflight"). Each host has a ratio:
 // for every GEMM probe, the median over the host's ranks of its time divided by the median

@@ -38,8 +38,11 @@ struct LaunchArgs {
 int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
 
 // The launcher's options from the flags (shared with `ptd calibrate`, which starts its
-// probe ranks the same way).
-LaunchOptions launch_options(const LaunchArgs& a);
+// probe ranks the same way); --exclude-hosts applied (hosts_without).
+Result<LaunchOptions> launch_options(const LaunchArgs& a);
+// --exclude-hosts: the hostfile's text without the named hosts (its other lines as they
+// are); a name the file does not list is an error naming the file and what it lists.
+Result<std::string> hosts_without(const std::string& hostfile, const std::vector<std::string>& names);
 // --slurm: the run directory with job.toml and sbatch.sh (srun, the same ranks and
 // environment), and how to submit and watch it.
 int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err);
