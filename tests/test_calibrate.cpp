@@ -341,6 +341,53 @@ TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
     EXPECT_NE(slow.out.find("1 of 2 host(s) flagged"), std::string::npos) << slow.out;
 }
 
+// ptd estimate / plan with a profile: --profile, or [cluster] profile relative to the job
+// file; the note says where and when it was measured and which figures the time model will
+// take from it; other hardware and a bad profile are refused.
+TEST(Calibrate, EstimateAndPlanNameTheProfile) {
+    TempDir dir("ptd_calibrate");
+    ClusterProfile p = synthetic_profile();
+    std::ofstream(dir / "prof.toml") << ptd::profile_toml(p);
+    const auto est = run_captured(kPtd + " estimate " + kJob + " --profile " + (dir / "prof.toml"));
+    ASSERT_EQ(est.rc, 0) << est.err;
+    EXPECT_NE(est.out.find("profile: " + (dir / "prof.toml") + " (measured 2026-11-29T06:40:00Z on node-a, node-b)"), std::string::npos)
+        << est.out;
+    EXPECT_NE(est.out.find("still uses the \"cpu\" preset's figures"), std::string::npos) << est.out;
+    EXPECT_NE(est.out.find("GEMM throughput: 2 TFLOP/s"), std::string::npos) << est.out;
+    EXPECT_NE(est.out.find("all_reduce over dp (4 ranks, 2 nodes): latency 50 µs, bus bandwidth 2 GB/s"), std::string::npos) << est.out;
+    const auto json = run_captured(kPtd + " estimate " + kJob + " --json --profile " + (dir / "prof.toml"));
+    ASSERT_EQ(json.rc, 0) << json.err;
+    const auto doc = nlohmann::json::parse(json.out);
+    EXPECT_EQ(doc["profile"]["measured_at"], "2026-11-29T06:40:00Z");
+    EXPECT_EQ(doc["profile"]["used_by_time_model"], false);
+    const auto plan = run_captured(kPtd + " plan " + kJob + " --top 2 --profile " + (dir / "prof.toml"));
+    ASSERT_EQ(plan.rc, 0) << plan.err;
+    EXPECT_NE(plan.out.find("profile: "), std::string::npos) << plan.out;
+
+    // [cluster] profile, relative to the job file's folder (not the current one).
+    std::filesystem::create_directories(dir / "jobs");
+    std::ofstream(dir / "jobs/prof.toml") << ptd::profile_toml(p);
+    std::ofstream(dir / "jobs/job.toml") << with(ptd_test::read_file(kJob), "[cluster]\n", "[cluster]\nprofile = \"prof.toml\"\n");
+    const auto keyed = run_captured("cd / && " + kPtd + " estimate " + (dir / "jobs/job.toml"));
+    ASSERT_EQ(keyed.rc, 0) << keyed.err;
+    EXPECT_NE(keyed.out.find("profile: " + (dir / "jobs/prof.toml")), std::string::npos) << keyed.out;
+
+    // Measured on other hardware: refused, naming both.
+    p.gpu = "h100-sxm";
+    std::ofstream(dir / "jobs/prof.toml") << ptd::profile_toml(p);
+    const auto other = run_captured(kPtd + " estimate " + (dir / "jobs/job.toml"));
+    EXPECT_EQ(other.rc, 2);
+    EXPECT_NE(other.err.find("measured on \"h100-sxm\" hardware, but this job runs on \"cpu\""), std::string::npos) << other.err;
+    // A bad profile named by the job: both the job's key and the profile's line.
+    std::ofstream(dir / "jobs/prof.toml") << "schema = \"ptd.profile/1\"\nmeasured_at = 3\n";
+    const auto bad = run_captured(kPtd + " estimate " + (dir / "jobs/job.toml"));
+    EXPECT_EQ(bad.rc, 2);
+    EXPECT_NE(bad.err.find("job.toml:"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("cluster.profile"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("prof.toml:2:"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("measured_at"), std::string::npos) << bad.err;
+}
+
 TEST(Preflight, OneHealthyHostThenTheLaunch) {
     TempDir dir("ptd_preflight");
     const auto r = run_captured(kPtd + " launch " + kJob + " --preflight --steps 1 --run-root " + (dir / "runs"));

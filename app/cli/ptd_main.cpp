@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     ptd::EstimateArgs ea;
     auto* estimate = app.add_subcommand("estimate", "Memory per stage, step time, tokens/s and MFU of a job");
     estimate->add_option("JOB", ea.job, "Job spec file, @default or @tiny")->required();
+    estimate->add_option("--profile", ea.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     estimate->add_option("--set", ea.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     estimate->add_flag("--json", ea.json, "Machine-readable estimate (schema ptd.estimate/1)");
 
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     ptd::PlanArgs pl;
     auto* plan = app.add_subcommand("plan", "Search every layout of the job's model and rank those that fit");
     plan->add_option("JOB", pl.job, "Job spec file, @default or @tiny")->required();
+    plan->add_option("--profile", pl.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     plan->add_option("--top", pl.top, "How many layouts to list (default 10)")->check(CLI::Range(1, 10000));
     plan->add_option("--gpus", pl.gpus, "Plan for this many GPUs (default: the job's cluster)")->check(CLI::Range(1, 1 << 24));
     plan->add_option("--headroom", pl.headroom, "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom)")

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -349,6 +350,59 @@ Result<ClusterProfile> load_profile(const std::string& path) {
     auto text = read_regular_file(path, file_kind::cluster_profile);
     if (!text) return std::unexpected(text.error());
     return load_profile_text(*text, path);
+}
+
+Result<std::optional<JobProfile>> load_job_profile(const JobSpec& job, const std::string& override_path) {
+    JobProfile jp;
+    if (!override_path.empty()) {
+        jp.path = override_path, jp.source = "--profile";
+    } else if (!job.cluster.profile.empty()) {
+        // Relative to the job file's folder, as the ranks resolve training.data.
+        const std::filesystem::path given(job.cluster.profile);
+        const std::filesystem::path folder = std::filesystem::path(job.origin.file).parent_path();
+        jp.path = given.is_absolute() || folder.empty() ? given.string() : (folder / given).string();
+        jp.source = "cluster.profile";
+    } else {
+        return std::nullopt;
+    }
+    auto p = load_profile(jp.path);
+    if (!p) {
+        Error e = p.error();
+        if (jp.source == "cluster.profile") {
+            const SourceLoc at = job.where("cluster.profile");
+            e.diagnostics.insert(e.diagnostics.begin(), Diagnostic{at, "cluster.profile", "names " + quote_input(jp.path) + ", which cannot be used:"});
+        }
+        return std::unexpected(e);
+    }
+    if (auto ok = check_profile_for_job(*p, jp.path, job); !ok) return std::unexpected(ok.error());
+    jp.profile = std::move(*p);
+    return jp;
+}
+
+std::string profile_note(const JobProfile& jp) {
+    const ClusterProfile& p = jp.profile;
+    std::string hosts;
+    for (size_t i = 0; i < p.hosts.size() && i < 3; ++i) hosts += (i ? ", " : "") + p.hosts[i].name;
+    if (p.hosts.size() > 3) hosts += ", … (" + std::to_string(p.hosts.size()) + " hosts)";
+    return "profile: " + jp.path + " (measured " + p.measured_at + " on " + hosts + (p.quick ? ", --quick" : "") + ")";
+}
+
+std::vector<std::string> profile_figures(const ClusterProfile& p) {
+    char buf[256];
+    std::vector<std::string> lines;
+    std::snprintf(buf, sizeof buf, "GEMM throughput: %.3g TFLOP/s over the job's GEMM mix, %zu shape(s) measured", p.gemm_tflops,
+                  p.gemms.size());
+    lines.push_back(buf);
+    std::snprintf(buf, sizeof buf, "memory bandwidth: %.3g GB/s; element-wise kernels: %zu measured", p.memory_gbps, p.bandwidths.size());
+    lines.push_back(buf);
+    std::snprintf(buf, sizeof buf, "host cost of one op: %.3g µs", p.host_op_s * 1e6);
+    lines.push_back(buf);
+    for (const CollectiveFigure& c : p.collectives) {
+        std::snprintf(buf, sizeof buf, "%s over %s (%d ranks, %d node%s): latency %.3g µs, bus bandwidth %.3g GB/s", c.op.c_str(),
+                      c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps);
+        lines.push_back(buf);
+    }
+    return lines;
 }
 
 Result<void> check_profile_for_job(const ClusterProfile& p, const std::string& profile_path, const JobSpec& job) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,6 +107,22 @@ std::string profile_toml(const ClusterProfile& p);
 // is not a profile at all, values out of range, unknown keys.
 Result<ClusterProfile> load_profile(const std::string& path);
 Result<ClusterProfile> load_profile_text(std::string_view text, const std::string& file);
+
+// The profile a job uses: `override_path` (--profile) if given, else cluster.profile
+// resolved against the job file's folder; loaded and checked against the job's GPU.
+// nullopt when neither names one. Errors say which of the two named the file.
+struct JobProfile {
+    std::string path;     // as resolved
+    std::string source;   // "--profile" or "cluster.profile"
+    ClusterProfile profile;
+};
+Result<std::optional<JobProfile>> load_job_profile(const JobSpec& job, const std::string& override_path = "");
+
+// One line for an estimate: "profile: FILE (measured DATE on HOSTS)".
+std::string profile_note(const JobProfile& p);
+// What the profile holds for the time model, one line each (the estimate does not use
+// them yet: they say which figures will come from it).
+std::vector<std::string> profile_figures(const ClusterProfile& p);
 
 // A profile is refused for a job on other hardware: its `gpu` must be the job's
 // cluster.gpu preset name; the error names both.
