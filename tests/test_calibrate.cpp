@@ -251,6 +251,33 @@ TEST(Calibrate, EightRankJobWritesAProfile) {
         EXPECT_TRUE(groups.count(g)) << g;
 }
 
+// --collect: the profile assembled again from the run directory's rank logs (what a Slurm
+// run leaves); a run whose rank did not finish is refused naming the log.
+TEST(Calibrate, CollectFromARunDirectory) {
+    TempDir dir("ptd_calibrate");
+    const auto r = run_captured(kPtd + " calibrate " + kJob + " --quick -o " + (dir / "live.toml") + " --run-root " + (dir / "runs") +
+                                " --run-id cal");
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    const auto c = run_captured(kPtd + " calibrate --collect " + (dir / "runs/cal") + " -o " + (dir / "collected.toml"));
+    ASSERT_EQ(c.rc, 0) << c.out << c.err;
+    auto live = ptd::load_profile(dir / "live.toml");
+    auto collected = ptd::load_profile(dir / "collected.toml");
+    ASSERT_TRUE(live && collected);
+    EXPECT_EQ(collected->samples.size(), live->samples.size());
+    EXPECT_EQ(collected->hosts.size(), 1u);
+    EXPECT_TRUE(collected->quick);
+    EXPECT_DOUBLE_EQ(collected->gemm_tflops, live->gemm_tflops);
+    ASSERT_EQ(collected->collectives.size(), live->collectives.size());
+    // A rank log cut before its "done" line.
+    const std::string log = dir / "runs/cal/rank-5.log";
+    const std::string text = ptd_test::read_file(log);
+    std::ofstream(log, std::ios::trunc) << text.substr(0, text.find("\"kind\":\"done\"") - 60);
+    const auto cut = run_captured(kPtd + " calibrate --collect " + (dir / "runs/cal") + " -o " + (dir / "cut.toml"));
+    EXPECT_NE(cut.rc, 0);
+    EXPECT_NE(cut.err.find("rank-5.log"), std::string::npos) << cut.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "cut.toml"));
+}
+
 // An engine wrapper that runs the real ptd-engine, except on rank 3, which `action` ends.
 std::string engine_wrapper(const TempDir& dir, const std::string& action) {
     const std::string path = dir / "engine.sh";

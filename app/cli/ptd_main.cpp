@@ -131,7 +131,11 @@ int main(int argc, char** argv) {
     ptd::CalibrateArgs ca;
     auto* calibrate = app.add_subcommand(
         "calibrate", "Probe the job's hosts (GEMMs, memory, collectives) and write a cluster profile; --check: flag slow hosts");
-    calibrate->add_option("JOB", ca.launch.job, "Job spec file, @default or @tiny")->required();
+    auto* calibrate_job = calibrate->add_option("JOB", ca.launch.job, "Job spec file, @default or @tiny");
+    calibrate->add_option("--collect", ca.collect,
+                          "Assemble the profile (or --check) from a finished calibration's run directory: its rank logs, "
+                          "e.g. after sbatch of --slurm's script")
+        ->excludes(calibrate_job);
     calibrate->add_option("-o,--output", ca.output, "Profile file to write (default RUN_DIR/profile.toml)");
     calibrate->add_flag("--quick", ca.quick, "Fewer repeats and message sizes (under 30 s on a small cluster)");
     calibrate->add_flag("--check", ca.check,

@@ -134,9 +134,204 @@ struct RankProgress {
     std::string last_probe = "(none yet)";
 };
 
+// What one calibration collected, by rank and host (from a live run or from a run
+// directory's logs).
+struct ProbeRun {
+    std::vector<std::string> host_names;    // "1 (node-b)": for messages
+    std::vector<std::string> host_display;  // "node-b": the profile's host names
+    std::vector<std::vector<int>> host_ranks;
+    std::vector<int> host_of;               // rank → host
+    std::vector<ProbeRecord> host_line;     // rank → its "host" probe line
+    std::vector<std::vector<ProbeRecord>> records;  // rank → its measured probes
+};
+
+// The profile from what the ranks measured, then the preflight verdict (--check) or the
+// profile written.
+int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLayout& layout, const ProbeRun& pr,
+                       const std::string& run_dir, double wall, FILE* out, FILE* err) {
+    const std::string what = a.check ? "ptd calibrate --check" : "ptd calibrate";
+    const size_t world = pr.host_of.size(), host_count = pr.host_ranks.size();
+    // The profile: hosts as their ranks described them, every sample, the fitted figures.
+    ClusterProfile prof;
+    prof.measured_at = utc_now_iso();
+    prof.job = a.launch.job;
+    prof.gpu = job.cluster.gpu.name;
+    prof.precision = to_string(job.training.precision);
+    prof.quick = a.quick || a.check;
+    prof.ranks_per_host = (int)pr.host_ranks.front().size();
+    for (size_t h = 0; h < host_count; ++h) {
+        ProfileHost ph;
+        ph.name = pr.host_display[h];
+        ph.ranks = (int)pr.host_ranks[h].size();
+        const ProbeRecord& hl = pr.host_line[(size_t)pr.host_ranks[h].front()];
+        ph.hostname = hl.hostname, ph.cpu_model = hl.cpu_model, ph.cores = hl.cores;
+        ph.memory_gib = hl.memory_bytes / (1024.0 * 1024 * 1024);
+        ph.blas_core = hl.blas_core, ph.backend = hl.backend, ph.gpu = hl.device;
+        if (prof.ptd_version.empty()) prof.ptd_version = hl.engine_version;
+        prof.hosts.push_back(ph);
+    }
+    for (size_t r = 0; r < world; ++r)
+        for (const ProbeRecord& p : pr.records[r]) {
+            ProfileSample s;
+            s.host = pr.host_of[r], s.rank = (int)r, s.kind = p.kind, s.name = p.name, s.dtype = p.dtype;
+            for (long long x : p.shape) s.shape.push_back((int)x);
+            s.flops = p.flops, s.bytes = p.bytes, s.group = p.group;
+            s.group_size = p.group_size, s.nodes = p.nodes, s.members_per_node = p.members_per_node;
+            s.median_s = p.median_s, s.spread = p.spread, s.repeats = p.repeats;
+            prof.samples.push_back(s);
+        }
+    prof.seconds = wall;
+    fit_profile(prof);
+
+    if (a.check) {
+        // Per sustained GEMM probe (throughput over many time slices: a shared core shows
+        // there, not in one call's median): each host's median over its ranks, divided by
+        // the median over hosts.
+        std::map<std::string, std::vector<std::vector<double>>> per_probe;  // key → host → rank times
+        for (const ProfileSample& s : prof.samples)
+            if (s.kind == "gemm" && s.name.ends_with(".sustained")) {
+                auto& v = per_probe[s.name];
+                v.resize(host_count);
+                v[(size_t)s.host].push_back(s.median_s);
+            }
+        auto median = [](std::vector<double> x) {
+            std::sort(x.begin(), x.end());
+            const size_t m = x.size() / 2;
+            return x.empty() ? 0.0 : x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
+        };
+        std::vector<std::vector<double>> host_ratios(host_count);
+        for (auto& [name, hosts] : per_probe) {
+            std::vector<double> host_time;
+            for (auto& t : hosts) host_time.push_back(median(t));
+            const double ref = median(host_time);
+            if (ref <= 0) continue;
+            for (size_t h = 0; h < host_count; ++h)
+                if (!hosts[h].empty()) host_ratios[h].push_back(host_time[h] / ref);
+        }
+        std::vector<double> ratio;
+        for (auto& r : host_ratios) ratio.push_back(median(r));
+        const auto verdict = flag_slow_hosts(ratio);
+        int flagged = 0;
+        for (size_t h = 0; h < host_count; ++h) {
+            const ProfileHost& ph = prof.hosts[h];
+            const auto& ranks = pr.host_ranks[h];
+            const bool generic_blas = ph.blas_core == "Prescott" || ph.blas_core == "Generic";
+            if (verdict[h].flagged) {
+                ++flagged;
+                std::fprintf(out,
+                             "host %s is %.0f%% slower at GEMMs; it holds %s and would slow every step by ≈ %.0f%% "
+                             "(every rank waits for it at the next collective)\n",
+                             pr.host_names[h].c_str(), verdict[h].slower * 100, holdings(layout, ranks).c_str(), verdict[h].slower * 100);
+            } else {
+                std::fprintf(out, "host %s: ok (GEMMs %+.0f%% against the reference; holds %s)\n", pr.host_names[h].c_str(), verdict[h].slower * 100,
+                             holdings(layout, ranks).c_str());
+            }
+            if (generic_blas)
+                std::fprintf(out, "host %s: its BLAS runs the generic \"%s\" kernels (set OPENBLAS_CORETYPE; docs/performance.md)\n",
+                             pr.host_names[h].c_str(), ph.blas_core.c_str());
+        }
+        std::fprintf(out, "%s: %d of %zu host(s) flagged (rule: ≥ %.0f%% and %.0f MADs slower than the median host); %.1f s\n",
+                     what.c_str(), flagged, host_count, kPreflightMinSlower * 100, kPreflightMads, wall);
+        return flagged ? kExitRuntime : kExitOk;
+    }
+
+    const std::string path = a.output.empty() ? run_dir + "/profile.toml" : a.output;
+    if (auto w = write_profile_file(path, profile_toml(prof)); !w) {
+        std::fprintf(err, "%s: %s\n", what.c_str(), w.error().one_line().c_str());
+        return kExitRuntime;
+    }
+    std::fprintf(out, "fitted: GEMMs %.3g TFLOP/s (the job's mix), memory %.3g GB/s, one op %.3g µs\n", prof.gemm_tflops,
+                 prof.memory_gbps, prof.host_op_s * 1e6);
+    for (const CollectiveFigure& c : prof.collectives)
+        std::fprintf(out, "fitted: %s %s×%d (%d node%s): latency %.3g µs, bus %.3g GB/s (largest residual %.0f%%)\n", c.op.c_str(),
+                     c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps,
+                     c.max_residual * 100);
+    std::fprintf(out, "wrote %s (%zu samples from %zu rank(s) on %zu host(s)) in %.1f s\n", path.c_str(), prof.samples.size(), world,
+                 host_count, wall);
+    return kExitOk;
+}
+
 }  // namespace
 
+// --collect RUN_DIR: the probe lines of a calibration run's rank logs (a Slurm run's, or a
+// finished local / SSH one's), through the same profile or preflight.
+int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    const auto t_start = std::chrono::steady_clock::now();
+    const std::string& dir = a.collect;
+    auto manifest = read_manifest(dir);
+    if (!manifest) {
+        std::fprintf(err, "%s", manifest.error().str().c_str());
+        return kExitConfig;
+    }
+    CalibrateArgs b = a;
+    b.launch.job = dir + "/job.toml";
+    auto job = load_job_arg(b.launch.job, presets, {});
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    auto layout = job_layout(*job);
+    if (!layout) {
+        std::fprintf(err, "%s", layout.error().str().c_str());
+        return kExitConfig;
+    }
+    ProbeRun pr;
+    const size_t world = manifest->ranks.size();
+    pr.host_of.resize(world), pr.host_line.resize(world), pr.records.resize(world);
+    pr.host_ranks.resize(manifest->hosts.size());
+    for (size_t h = 0; h < manifest->hosts.size(); ++h) {
+        pr.host_display.push_back(manifest->hosts[h]);
+        pr.host_names.push_back(std::to_string(h) + " (" + manifest->hosts[h] + ")");
+    }
+    for (const RunManifestRank& mr : manifest->ranks) {
+        if (mr.rank < 0 || (size_t)mr.rank >= world || mr.host < 0 || (size_t)mr.host >= pr.host_ranks.size()) continue;
+        pr.host_of[(size_t)mr.rank] = mr.host;
+        pr.host_ranks[(size_t)mr.host].push_back(mr.rank);
+    }
+    for (size_t r = 0; r < world; ++r) {
+        const std::string path = dir + "/rank-" + std::to_string(r) + ".log";
+        auto text = read_regular_file(path, file_kind::data, "--collect");
+        if (!text) {
+            std::fprintf(err, "%s", text.error().str().c_str());
+            return kExitConfig;
+        }
+        bool done = false;
+        int line_no = 0;
+        for (size_t at = 0; at < text->size();) {
+            const size_t nl = std::min(text->find('\n', at), text->size());
+            const std::string_view line(text->data() + at, nl - at);
+            at = nl + 1, ++line_no;
+            std::string problem;
+            auto m = parse_metrics_line(line, &problem);
+            if (!m && line.find("\"event\":\"probe\"") != std::string_view::npos) {
+                std::fprintf(err, "%s:%d: error: --collect: a probe line the engine did not write: %s\n", path.c_str(), line_no, problem.c_str());
+                return kExitConfig;
+            }
+            if (!m || m->kind != MetricKind::probe) continue;
+            const ProbeRecord& p = m->probe;
+            if (p.kind == "host") pr.host_line[r] = p;
+            else if (p.kind == "done") done = true;
+            else if (p.kind != "plan") pr.records[r].push_back(p);
+        }
+        if (!done) {
+            std::fprintf(err,
+                         "%s: error: --collect: rank %zu did not finish its probes (no \"done\" line after %zu probe(s)); allowed: "
+                         "the run directory of a calibration whose ranks all finished\n",
+                         path.c_str(), r, pr.records[r].size());
+            return kExitRuntime;
+        }
+    }
+    b.quick = pr.host_line.front().quick;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return finish_calibration(b, *job, *layout, pr, dir, wall, out, err);
+}
+
 int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    if (!a.collect.empty()) return collect_calibration(a, presets, out, err);
+    if (a.launch.job.empty()) {
+        std::fprintf(err, "ptd calibrate: error: JOB: missing; allowed: a job file, @default or @tiny (or --collect RUN_DIR)\n");
+        return kExitConfig;
+    }
     const auto t_start = std::chrono::steady_clock::now();
     auto job = load_job_arg(a.launch.job, presets, a.launch.sets);
     if (!job) {
@@ -285,104 +480,13 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
-    // The profile: hosts as their ranks described them, every sample, the fitted figures.
-    ClusterProfile prof;
-    prof.measured_at = utc_now_iso();
-    prof.job = a.launch.job;
-    prof.gpu = run.plan().job.cluster.gpu.name;
-    prof.precision = to_string(run.plan().job.training.precision);
-    prof.quick = a.quick || a.check;
-    prof.ranks_per_host = (int)run.plan().hosts.front().ranks.size();
-    for (size_t h = 0; h < host_count; ++h) {
-        ProfileHost ph;
-        ph.name = run.plan().hosts[h].display;
-        ph.ranks = (int)run.plan().hosts[h].ranks.size();
-        const ProbeRecord& hl = host_line[(size_t)run.plan().hosts[h].ranks.front()];
-        ph.hostname = hl.hostname, ph.cpu_model = hl.cpu_model, ph.cores = hl.cores;
-        ph.memory_gib = hl.memory_bytes / (1024.0 * 1024 * 1024);
-        ph.blas_core = hl.blas_core, ph.backend = hl.backend, ph.gpu = hl.device;
-        if (prof.ptd_version.empty()) prof.ptd_version = hl.engine_version;
-        prof.hosts.push_back(ph);
-    }
-    for (size_t r = 0; r < world; ++r)
-        for (const ProbeRecord& p : records[r]) {
-            ProfileSample s;
-            s.host = host_of[r], s.rank = (int)r, s.kind = p.kind, s.name = p.name, s.dtype = p.dtype;
-            for (long long x : p.shape) s.shape.push_back((int)x);
-            s.flops = p.flops, s.bytes = p.bytes, s.group = p.group;
-            s.group_size = p.group_size, s.nodes = p.nodes, s.members_per_node = p.members_per_node;
-            s.median_s = p.median_s, s.spread = p.spread, s.repeats = p.repeats;
-            prof.samples.push_back(s);
-        }
-    prof.seconds = wall;
-    fit_profile(prof);
-
-    if (a.check) {
-        // Per sustained GEMM probe (throughput over many time slices: a shared core shows
-        // there, not in one call's median): each host's median over its ranks, divided by
-        // the median over hosts.
-        std::map<std::string, std::vector<std::vector<double>>> per_probe;  // key → host → rank times
-        for (const ProfileSample& s : prof.samples)
-            if (s.kind == "gemm" && s.name.ends_with(".sustained")) {
-                auto& v = per_probe[s.name];
-                v.resize(host_count);
-                v[(size_t)s.host].push_back(s.median_s);
-            }
-        auto median = [](std::vector<double> x) {
-            std::sort(x.begin(), x.end());
-            const size_t m = x.size() / 2;
-            return x.empty() ? 0.0 : x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
-        };
-        std::vector<std::vector<double>> host_ratios(host_count);
-        for (auto& [name, hosts] : per_probe) {
-            std::vector<double> host_time;
-            for (auto& t : hosts) host_time.push_back(median(t));
-            const double ref = median(host_time);
-            if (ref <= 0) continue;
-            for (size_t h = 0; h < host_count; ++h)
-                if (!hosts[h].empty()) host_ratios[h].push_back(host_time[h] / ref);
-        }
-        std::vector<double> ratio;
-        for (auto& r : host_ratios) ratio.push_back(median(r));
-        const auto verdict = flag_slow_hosts(ratio);
-        int flagged = 0;
-        for (size_t h = 0; h < host_count; ++h) {
-            const ProfileHost& ph = prof.hosts[h];
-            const auto& ranks = run.plan().hosts[h].ranks;
-            const bool generic_blas = ph.blas_core == "Prescott" || ph.blas_core == "Generic";
-            if (verdict[h].flagged) {
-                ++flagged;
-                std::fprintf(out,
-                             "host %s is %.0f%% slower at GEMMs; it holds %s and would slow every step by ≈ %.0f%% "
-                             "(every rank waits for it at the next collective)\n",
-                             host_names[h].c_str(), verdict[h].slower * 100, holdings(*layout, ranks).c_str(), verdict[h].slower * 100);
-            } else {
-                std::fprintf(out, "host %s: ok (GEMMs %+.0f%% against the reference; holds %s)\n", host_names[h].c_str(), verdict[h].slower * 100,
-                             holdings(*layout, ranks).c_str());
-            }
-            if (generic_blas)
-                std::fprintf(out, "host %s: its BLAS runs the generic \"%s\" kernels (set OPENBLAS_CORETYPE; docs/performance.md)\n",
-                             host_names[h].c_str(), ph.blas_core.c_str());
-        }
-        std::fprintf(out, "%s: %d of %zu host(s) flagged (rule: ≥ %.0f%% and %.0f MADs slower than the median host); %.1f s\n",
-                     what.c_str(), flagged, host_count, kPreflightMinSlower * 100, kPreflightMads, wall);
-        return flagged ? kExitRuntime : kExitOk;
-    }
-
-    const std::string path = a.output.empty() ? run_dir + "/profile.toml" : a.output;
-    if (auto w = write_profile_file(path, profile_toml(prof)); !w) {
-        std::fprintf(err, "%s: %s\n", what.c_str(), w.error().one_line().c_str());
-        return kExitRuntime;
-    }
-    std::fprintf(out, "fitted: GEMMs %.3g TFLOP/s (the job's mix), memory %.3g GB/s, one op %.3g µs\n", prof.gemm_tflops,
-                 prof.memory_gbps, prof.host_op_s * 1e6);
-    for (const CollectiveFigure& c : prof.collectives)
-        std::fprintf(out, "fitted: %s %s×%d (%d node%s): latency %.3g µs, bus %.3g GB/s (largest residual %.0f%%)\n", c.op.c_str(),
-                     c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps,
-                     c.max_residual * 100);
-    std::fprintf(out, "wrote %s (%zu samples from %zu rank(s) on %zu host(s)) in %.1f s\n", path.c_str(), prof.samples.size(), world,
-                 host_count, wall);
-    return kExitOk;
+    ProbeRun pr;
+    pr.host_names = host_names;
+    for (const HostPlan& h : run.plan().hosts) pr.host_ranks.push_back(h.ranks), pr.host_display.push_back(h.display);
+    pr.host_of = host_of;
+    pr.host_line = host_line;
+    pr.records = std::move(records);
+    return finish_calibration(a, run.plan().job, *layout, pr, run_dir, wall, out, err);
 }
 
 }  // namespace ptd

@@ -20,6 +20,7 @@ struct CalibrateArgs {
     bool quick = false;           // fewer repeats and message sizes
     bool check = false;           // the preflight: flag slow hosts, write no profile
     double stall_s = 120;         // a rank silent this long while probing ends the calibration
+    std::string collect;          // --collect RUN_DIR: the profile from a finished run's rank logs (Slurm)
 };
 
 
