@@ -13,6 +13,7 @@
 #include "cmd_calibrate.h"
 #include "job_test_util.h"
 #include "process_test_util.h"
+#include "sshd_fixture.h"
 #include "ptd/spec/cluster_profile.h"
 #include "text_test_util.h"
 
@@ -249,6 +250,30 @@ TEST(Calibrate, EightRankJobWritesAProfile) {
     }
     for (const char* g : {"tp/all_reduce", "dp/reduce_scatter", "dp/all_gather", "world/all_reduce", "pp/p2p"})
         EXPECT_TRUE(groups.count(g)) << g;
+}
+
+// Over SSH with --upload: the fixture's sshd on 127.0.0.1, one host of 4 slots (tiny-local:
+// tp 2 · pp 2); the profile names the host as the hostfile does.
+TEST(Calibrate, OverSshWithUpload) {
+    unsetenv("SSH_AUTH_SOCK");
+    SshdFixture sshd;
+    if (std::string why = sshd.start(); !why.empty()) GTEST_SKIP() << why;
+    sshd.trust_host_key();
+    TempDir dir("ptd_calibrate");
+    const std::string host = sshd.user + "@127.0.0.1:" + std::to_string(sshd.port);
+    std::ofstream(dir / "hosts") << host << " slots=4\n";
+    const auto r = run_captured(kPtd + " calibrate " PTD_SOURCE_DIR "/assets/jobs/tiny-local.toml --quick --hosts " + (dir / "hosts") +
+                                " --upload --known-hosts " + sshd.known_hosts + " --ssh-config " + sshd.ssh_config +
+                                " --set launch.identity=" + sshd.identity + " --run-root " + (dir / "runs") + " -o " + (dir / "p.toml"));
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    auto p = ptd::load_profile(dir / "p.toml");
+    ASSERT_TRUE(p) << p.error().str();
+    ASSERT_EQ(p->hosts.size(), 1u);
+    EXPECT_NE(p->hosts[0].name.find("127.0.0.1"), std::string::npos) << p->hosts[0].name;
+    EXPECT_EQ(p->hosts[0].ranks, 4);
+    std::set<std::string> groups;
+    for (const auto& c : p->collectives) groups.insert(c.group);
+    EXPECT_EQ(groups, (std::set<std::string>{"pp", "tp", "world"}));  // dp = 1: no dp group
 }
 
 // --collect: the profile assembled again from the run directory's rank logs (what a Slurm
