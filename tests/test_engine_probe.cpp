@@ -99,6 +99,12 @@ void probe_eight_rank_job(const std::string& backend) {
                 EXPECT_DOUBLE_EQ(p.flops, 2.0 * p.shape[0] * p.shape[1] * p.shape[2]) << p.name;
                 EXPECT_NEAR(p.tflops, p.flops / p.median_s / 1e12, 1e-9 * p.tflops) << p.name;
                 EXPECT_EQ(p.dtype, "f32");
+            } else if (p.kind == "attention") {
+                gemms.insert(p.name);
+                ASSERT_EQ(p.shape.size(), 4u);  // B, H, T, D: micro_batch 2, 4 heads / tp 2, seq 64, 64 / 4
+                EXPECT_EQ(p.shape, (std::vector<long long>{2, 2, 64, 16}));
+                const double fwd = 4.0 * 2 * 2 * 64 * 64 * 16;
+                EXPECT_DOUBLE_EQ(p.flops, p.name == "attention.bwd" ? 2 * fwd : fwd) << p.name;
             } else if (p.kind == "comm") {
                 comm[p.group].insert(p.name);
                 EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * collective_bus_factor(p.name, p.group_size), 1e-9 * p.busbw_gbps);
@@ -112,6 +118,8 @@ void probe_eight_rank_job(const std::string& backend) {
         for (const char* layer : {"qkv", "attn_proj", "mlp_up", "mlp_down"})
             for (const char* pass : {"fwd", "dgrad", "wgrad"})
                 EXPECT_TRUE(gemms.count(std::string(layer) + "." + pass)) << "rank " << rank << " " << layer << "." << pass;
+        EXPECT_TRUE(gemms.count("attention.fwd") && gemms.count("attention.bwd")) << "rank " << rank;
+        EXPECT_TRUE(gemms.count("mlp_up.fwd.sustained")) << "rank " << rank;
         // The LM head is measured where it runs: the last pipeline stage.
         const bool last_stage = run.out.find("lm_head.fwd") != std::string::npos;
         EXPECT_EQ(gemms.count("lm_head.wgrad") == 1, last_stage);

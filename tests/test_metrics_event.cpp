@@ -382,6 +382,8 @@ TEST(MetricsEvent, ProbeFieldsAreChecked) {
         {replace(kProbeGemm, R"("shape":[128,96,64])", R"("shape":[128,96])"), R"(field "shape" is an array, expected [M, N, K])"},
         {replace(kProbeGemm, R"("shape":[128,96,64])", R"("shape":[128,0,64])"), R"(field "shape" is an array, expected [M, N, K])"},
         {replace(kProbeGemm, R"("flops":1572864.0,)", ""), R"(field "flops" is missing)"},
+        {replace(replace(kProbeGemm, R"("kind":"gemm")", R"("kind":"attention")"), R"("shape":[128,96,64])", R"("shape":[2,2,64])"),
+         R"(field "shape" is an array, expected [B, H, T, D])"},
         {replace(kProbeComm, R"("group_size":2)", R"("group_size":1)"), R"(field "group_size" is 1, expected an integer in 2..)"},
         {replace(kProbeComm, R"("group":"tp",)", ""), R"(field "group" is missing, expected a string)"},
         {replace(kProbeComm, R"("bytes":4096,)", ""), R"(field "bytes" is missing, expected a number)"},

@@ -72,7 +72,10 @@ std::string bytes_text(double b) {
 // One progress line's figure for a probe.
 std::string probe_figure(const ProbeRecord& p) {
     char buf[160];
-    if (p.kind == "gemm")
+    if (p.kind == "attention" && p.shape.size() == 4)
+        std::snprintf(buf, sizeof buf, "%s %s [B %lld, H %lld, T %lld, D %lld]: %.3g TFLOP/s", p.name.c_str(), p.dtype.c_str(),
+                      p.shape[0], p.shape[1], p.shape[2], p.shape[3], p.tflops);
+    else if (p.kind == "gemm")
         std::snprintf(buf, sizeof buf, "%s %s [%lld×%lld×%lld]: %.3g TFLOP/s", p.name.c_str(), p.dtype.c_str(),
                       p.shape.size() == 3 ? p.shape[0] : 0, p.shape.size() == 3 ? p.shape[1] : 0,
                       p.shape.size() == 3 ? p.shape[2] : 0, p.tflops);

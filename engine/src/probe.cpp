@@ -174,6 +174,38 @@ struct Prober {
         // The LM head writes f32 logits (the f32 loss), on the last stage.
         if (c.last) gemm_family("lm_head", R, h, c.vocab_l(), DType::f32);
         sustained_gemm(R, h, c.layers > 0 ? c.ffn_l() : c.vocab_l());
+        if (c.layers > 0) attention();
+    }
+
+    // The attention core at the job's shape: scores Q·Kᵀ, causal softmax and context P·V
+    // (forward), their gradients (backward), as the engine's attention ops run them.
+    // FLOPs as the estimators count them: 4·B·H·T²·D forward (two products over the full
+    // T×T, not halved for the causal mask), twice that backward.
+    void attention() {
+        const EngineConfig& c = r.cfg;
+        const DType t = c.act;
+        const int64_t es = (int64_t)dtype_size(t), B = c.micro_batch, T = c.seq, H = c.heads_l(), G = c.kv_l(),
+                      D = c.head_dim(), rows = B * T;
+        void* qkv = alloc(rows * (H + 2 * G) * D * es, "probe qkv");
+        void* dqkv = alloc(rows * (H + 2 * G) * D * es, "probe dqkv");
+        void* ctx = alloc(rows * H * D * es, "probe ctx");
+        void* dctx = alloc(rows * H * D * es, "probe dctx");
+        void* probs = alloc(B * H * T * T * es, "probe probs");
+        void* ws = alloc(dry ? 0 : be().attention_backward_workspace(t, B, T, H, G, D), "probe attention workspace");
+        fill(qkv, t, 0.01f, rows * (H + 2 * G) * D);
+        fill(dctx, t, 0.01f, rows * H * D);
+        const double fwd = 4.0 * (double)B * (double)H * (double)T * (double)T * (double)D;
+        for (const bool backward : {false, true}) {
+            const double flops = backward ? 2 * fwd : fwd;
+            predicted_s = preset_seconds_for_flops(flops);
+            const SampleStats st =
+                backward ? time_op(dqkv, [&] { be().attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, ws); })
+                         : time_op(ctx, [&] { be().attention_forward(t, ctx, probs, qkv, B, T, H, G, D); });
+            emit({{"kind", "attention"}, {"name", backward ? "attention.bwd" : "attention.fwd"}, {"dtype", dtype_name(t)},
+                  {"shape", {B, H, T, D}}, {"flops", flops}, {"tflops", st.median_s > 0 ? flops / st.median_s / 1e12 : 0.0}},
+                 st);
+        }
+        for (void* q : {qkv, dqkv, ctx, dctx, probs, ws}) be().release(q);
     }
 
     // Throughput over time, not one call: the MLP's forward GEMM back to back for a window

@@ -21,7 +21,7 @@ using json = nlohmann::json;
 constexpr int kMaxDepth = 32;
 
 const char* const kKindNames[] = {"start", "step", "checkpoint", "warning", "error", "end", "probe"};
-const char* const kProbeKinds[] = {"host", "plan", "gemm", "memory", "elementwise", "host_op", "comm", "done"};
+const char* const kProbeKinds[] = {"host", "plan", "gemm", "attention", "memory", "elementwise", "host_op", "comm", "done"};
 const char* const kMemNames[] = {"params", "grads", "optimizer", "activations", "communication", "workspace", "total"};
 
 
@@ -191,7 +191,7 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     if (!r.ok()) return;
     bool known = false;
     for (const char* k : kProbeKinds) known = known || p.kind == k;
-    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, memory, elementwise, host_op, comm or done");
+    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, attention, memory, elementwise, host_op, comm or done");
     const bool measured = p.kind != "host" && p.kind != "plan" && p.kind != "done";
     if (p.kind == "host") {
         r.string("hostname", p.hostname, true);
@@ -228,7 +228,8 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     r.number("spread", p.spread, true);
     r.integer("repeats", p.repeats, true, 1);
     r.string("dtype", p.dtype);
-    r.number("flops", p.flops, p.kind == "gemm");
+    const bool gemm_like = p.kind == "gemm" || p.kind == "attention";
+    r.number("flops", p.flops, gemm_like);
     r.number("bytes", p.bytes, p.kind == "comm" || p.kind == "memory");
     r.number("elements", p.elements);
     r.number("tflops", p.tflops);
@@ -236,13 +237,16 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     r.number("algbw_gbps", p.algbw_gbps);
     r.number("busbw_gbps", p.busbw_gbps);
     r.number("bus_factor", p.bus_factor);
-    if (p.kind == "gemm" && r.ok()) {
-        const json* shape = r.find("shape", true, "[M, N, K]: three positive integers");
+    if (gemm_like && r.ok()) {
+        // gemm: [M, N, K]; attention: [B, H, T, D]
+        const size_t dims = p.kind == "gemm" ? 3 : 4;
+        const char* expected = p.kind == "gemm" ? "[M, N, K]: three positive integers" : "[B, H, T, D]: four positive integers";
+        const json* shape = r.find("shape", true, expected);
         if (!shape) return;
-        if (!shape->is_array() || shape->size() != 3) return r.fail("shape", "is " + describe_json(*shape), "[M, N, K]: three positive integers");
+        if (!shape->is_array() || shape->size() != dims) return r.fail("shape", "is " + describe_json(*shape), expected);
         for (const json& e : *shape) {
             if (!e.is_number_integer() || e.get<long long>() < 1)
-                return r.fail("shape", "is " + describe_json(*shape), "[M, N, K]: three positive integers");
+                return r.fail("shape", "is " + describe_json(*shape), expected);
             p.shape.push_back(e.get<long long>());
         }
     }

@@ -65,9 +65,10 @@ void fit_profile(ClusterProfile& p) {
     std::map<std::tuple<std::string, std::string, int, int, int>, std::map<double, std::vector<double>>> comm;
     for (const ProfileSample& s : p.samples) {
         if (s.median_s <= 0) continue;
-        if (s.kind == "gemm") {
+        if (s.kind == "gemm" || s.kind == "attention") {
             gemm[{s.name, s.dtype, s.shape}].push_back(s.flops / s.median_s / 1e12);
-            flops += s.flops, seconds += s.median_s;
+            // The overall figure is the linear layers' mix; attention has its own figures.
+            if (s.kind == "gemm") flops += s.flops, seconds += s.median_s;
         } else if (s.kind == "memory" || s.kind == "elementwise") {
             bandwidth[s.name].push_back(s.bytes / s.median_s / 1e9);
         } else if (s.kind == "host_op") {
@@ -116,7 +117,7 @@ std::string sample_line(const ProfileSample& s) {
     std::string l = "  { host = " + std::to_string(s.host) + ", rank = " + std::to_string(s.rank) +
                     ", kind = " + toml_quote(s.kind) + ", name = " + toml_quote(s.name);
     if (!s.dtype.empty()) l += ", dtype = " + toml_quote(s.dtype);
-    if (s.kind == "gemm") l += ", shape = " + ints_text(s.shape) + ", flops = " + toml_double(s.flops);
+    if (s.kind == "gemm" || s.kind == "attention") l += ", shape = " + ints_text(s.shape) + ", flops = " + toml_double(s.flops);
     if (s.bytes > 0) l += ", bytes = " + toml_double(s.bytes);
     if (s.kind == "comm")
         l += ", group = " + toml_quote(s.group) + ", group_size = " + std::to_string(s.group_size) +
@@ -197,7 +198,7 @@ namespace {
 
 constexpr double kHuge = 1e30;
 
-const std::vector<std::string> kSampleKinds = {"gemm", "memory", "elementwise", "host_op", "comm"};
+const std::vector<std::string> kSampleKinds = {"gemm", "attention", "memory", "elementwise", "host_op", "comm"};
 const std::vector<std::string> kOps = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "p2p"};
 
 // Each element of an array of tables, read by `read(reader, index)`.
@@ -232,9 +233,9 @@ void read_sample(TableReader& r, ProfileSample& s, int hosts) {
     r.read_int("repeats", s.repeats, 1, 1 << 20);
     r.read_double("bytes", s.bytes, 0, kHuge);
     r.read_double("flops", s.flops, 0, kHuge);
-    if (s.kind == "gemm") {
-        r.require("shape", "a GEMM sample's [M, N, K]");
-        r.require("flops", "a GEMM sample's 2·M·N·K");
+    if (s.kind == "gemm" || s.kind == "attention") {
+        r.require("shape", s.kind == "gemm" ? "a GEMM sample's [M, N, K]" : "an attention sample's [B, H, T, D]");
+        r.require("flops", "a GEMM or attention sample's FLOPs");
         r.read_int_array("shape", s.shape, 1, 1 << 30);  // three of them: checked by the caller, which names the sample
     }
     if (s.kind == "comm") {
@@ -337,6 +338,9 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
             if (s.kind == "gemm" && s.shape.size() != 3 && !s.shape.empty())
                 ctx.error(r.where("shape"), name + ".shape", "got " + std::to_string(s.shape.size()) +
                                                                  " numbers; allowed: [M, N, K], three positive integers");
+            if (s.kind == "attention" && s.shape.size() != 4 && !s.shape.empty())
+                ctx.error(r.where("shape"), name + ".shape", "got " + std::to_string(s.shape.size()) +
+                                                                 " numbers; allowed: [B, H, T, D], four positive integers");
             p.samples.push_back(s);
         });
         rr.finish();

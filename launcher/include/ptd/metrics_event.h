@@ -34,10 +34,10 @@ struct StepTimes {
 // facts (kind "host"), what it will run (kind "plan"), one timed probe (gemm, memory, elementwise, host_op, comm), or the
 // rank's last line (kind "done").
 struct ProbeRecord {
-    std::string kind;            // host, plan, gemm, memory, elementwise, host_op, comm, done
+    std::string kind;            // host, plan, gemm, attention, memory, elementwise, host_op, comm, done
     std::string name;            // "qkv.fwd", "copy", "adamw", "all_reduce", "p2p", ...
     std::string dtype;           // gemm, elementwise
-    std::vector<long long> shape;  // gemm: M, N, K
+    std::vector<long long> shape;  // gemm: M, N, K; attention: B, H, T, D
     double flops = 0, bytes = 0, elements = 0;
     double median_s = 0, spread = 0;  // seconds; interquartile range / median
     int repeats = 0;
