@@ -204,7 +204,7 @@ const std::vector<std::string> kOps = {"all_reduce", "reduce_scatter", "all_gath
 // Each element of an array of tables, read by `read(reader, index)`.
 template <class Read>
 void each_table(TomlContext& ctx, TableReader& parent, std::string_view key, const char* what, Read&& read) {
-    const toml::array* arr = parent.array(key, what);
+    const toml::array* arr = parent.subarray(key);
     if (!arr) return;
     const std::string prefix = parent.full_key(key);
     for (size_t i = 0; i < arr->size(); ++i) {

@@ -213,11 +213,11 @@ const toml::table* TableReader::subtable(std::string_view key) {
     return n->as_table();
 }
 
-const toml::array* TableReader::array(std::string_view key, const char* expected) {
+const toml::array* TableReader::subarray(std::string_view key) {
     const toml::node* n = find(key);
     if (!n) return nullptr;
     if (!n->as_array()) {
-        type_error(*n, key, expected);
+        type_error(*n, key, "an array of tables ([[...]])");
         return nullptr;
     }
     return n->as_array();

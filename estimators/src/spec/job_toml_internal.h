@@ -43,7 +43,7 @@ public:
     bool read_string_array(std::string_view key, std::vector<std::string>& out);
     bool read_int_array(std::string_view key, std::vector<int>& out, long long min, long long max);
     const toml::table* subtable(std::string_view key);  // nullptr if absent or not a table
-    const toml::array* array(std::string_view key, const char* expected);  // nullptr if absent or not an array
+    const toml::array* subarray(std::string_view key);  // [[key]] tables; nullptr if absent or not an array
 
     bool has(std::string_view key) const;
     void require(std::string_view key, const char* what);
