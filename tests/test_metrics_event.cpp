@@ -215,7 +215,7 @@ TEST(MetricsEvent, SchemaAndEvent) {
     p = rejected(replace(kStep, R"("event":"step")", R"("event":"teleport")"));
     EXPECT_TRUE(contains(p, "field \"event\"")) << p;
     EXPECT_TRUE(contains(p, "teleport")) << p;
-    EXPECT_TRUE(contains(p, "start, step, checkpoint, warning, error or end")) << p;
+    EXPECT_TRUE(contains(p, "start, step, checkpoint, warning, error, end or probe")) << p;
     p = rejected(replace(kStep, R"("event":"step",)", ""));
     EXPECT_TRUE(contains(p, "field \"event\" is missing")) << p;
     p = rejected("{}");
@@ -315,5 +315,85 @@ TEST(MetricsEvent, GarbageNeverThrows) {
         if (i % 2 == 0) s.insert(0, "{");
         std::string problem;
         (void)parse_metrics_line(s, &problem);
+    }
+}
+
+// `ptd-engine --probe` lines (rank 7 of the shipped 8-rank job, run 20261129-063030-21168).
+namespace {
+const std::string kProbeHost =
+    R"j({"backend":"cpu","blas":{"check":"passed","chosen_by":"user (OPENBLAS_CORETYPE)","core":"Haswell","cpu_isa":"avx512_bf16","library":"OpenBLAS 0.3.21","openblas_default":null},"cores":2,"cpu_model":"AMD EPYC","device":{"backend":"cpu","fallback":null,"ordinal":null,"requested":"auto","source":null},"engine_version":"0.1.0","event":"probe","gpu":null,"hostname":"vm","kind":"host","local_rank":7,"memory_bytes":25276510208,"node":0,"precision":"fp32","quick":false,"rank":7,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","threads":1,"time":1795933830.8393638})j";
+const std::string kProbePlan =
+    R"({"event":"probe","expected_s":0.28688461824,"kind":"plan","probes":91,"rank":7,"repeats":9,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","time":1795933830.8395922,"warmup":2})";
+const std::string kProbeGemm =
+    R"({"dtype":"f32","event":"probe","flops":1572864.0,"kind":"gemm","median_s":1.5013e-05,"name":"qkv.fwd","rank":7,"repeats":9,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","shape":[128,96,64],"spread":0.023379737560780694,"tflops":0.10476680210484247,"time":1795933830.839801})";
+const std::string kProbeComm =
+    R"({"algbw_gbps":0.012327843590484446,"bus_factor":1.0,"busbw_gbps":0.012327843590484446,"bytes":4096,"event":"probe","group":"tp","group_size":2,"kind":"comm","median_s":0.000332256,"members_per_node":2,"name":"all_reduce","nodes":1,"rank":7,"repeats":9,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","spread":0.7462589087932195,"time":1795933831.7638538})";
+const std::string kProbeDone =
+    R"({"event":"probe","kind":"done","probes":91,"rank":7,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","seconds":9.749631644,"time":1795933840.5891109})";
+
+ptd::ProbeRecord probe_of(const std::string& line) {
+    std::string problem;
+    auto r = parse_metrics_line(line, &problem);
+    EXPECT_TRUE(r.has_value()) << problem;
+    if (!r) return {};
+    EXPECT_EQ(r->kind, MetricKind::probe);
+    EXPECT_EQ(r->rank, 7);
+    return r->probe;
+}
+}  // namespace
+
+TEST(MetricsEvent, ProbeLinesEveryKind) {
+    const auto host = probe_of(kProbeHost);
+    EXPECT_EQ(host.kind, "host");
+    EXPECT_EQ(host.hostname, "vm");
+    EXPECT_EQ(host.cpu_model, "AMD EPYC");
+    EXPECT_EQ(host.blas_core, "Haswell");
+    EXPECT_EQ(host.cores, 2);
+    EXPECT_EQ(host.local_rank, 7);
+    EXPECT_EQ(host.device, "");  // "gpu": null on the CPU backend
+    const auto plan = probe_of(kProbePlan);
+    EXPECT_EQ(plan.probes, 91);
+    EXPECT_EQ(plan.warmup, 2);
+    EXPECT_EQ(plan.repeats, 9);
+    EXPECT_DOUBLE_EQ(plan.expected_s, 0.28688461824);
+    const auto gemm = probe_of(kProbeGemm);
+    EXPECT_EQ(gemm.name, "qkv.fwd");
+    EXPECT_EQ(gemm.shape, (std::vector<long long>{128, 96, 64}));
+    EXPECT_DOUBLE_EQ(gemm.median_s, 1.5013e-05);
+    EXPECT_EQ(gemm.repeats, 9);
+    const auto comm = probe_of(kProbeComm);
+    EXPECT_EQ(comm.group, "tp");
+    EXPECT_EQ(comm.group_size, 2);
+    EXPECT_EQ(comm.members_per_node, 2);
+    EXPECT_DOUBLE_EQ(comm.bytes, 4096);
+    const auto done = probe_of(kProbeDone);
+    EXPECT_EQ(done.probes, 91);
+    EXPECT_DOUBLE_EQ(done.seconds, 9.749631644);
+}
+
+TEST(MetricsEvent, ProbeFieldsAreChecked) {
+    struct Case {
+        std::string line, expect;
+    } cases[] = {
+        {replace(kProbeGemm, R"("kind":"gemm")", R"("kind":"gemv")"), R"(field "kind" is a string ("gemv"), expected host, plan, gemm)"},
+        {replace(kProbeGemm, R"("kind":"gemm",)", ""), R"(field "kind" is missing)"},
+        {replace(kProbeGemm, R"("median_s":1.5013e-05,)", ""), R"(field "median_s" is missing, expected a number)"},
+        {replace(kProbeGemm, R"("repeats":9)", R"("repeats":0)"), R"(field "repeats" is 0, expected an integer in 1..)"},
+        {replace(kProbeGemm, R"("shape":[128,96,64])", R"("shape":[128,96])"), R"(field "shape" is an array, expected [M, N, K])"},
+        {replace(kProbeGemm, R"("shape":[128,96,64])", R"("shape":[128,0,64])"), R"(field "shape" is an array, expected [M, N, K])"},
+        {replace(kProbeGemm, R"("flops":1572864.0,)", ""), R"(field "flops" is missing)"},
+        {replace(replace(kProbeGemm, R"("kind":"gemm")", R"("kind":"attention")"), R"("shape":[128,96,64])", R"("shape":[2,2,64])"),
+         R"(field "shape" is an array, expected [B, H, T, D])"},
+        {replace(kProbeComm, R"("group_size":2)", R"("group_size":1)"), R"(field "group_size" is 1, expected an integer in 2..)"},
+        {replace(kProbeComm, R"("group":"tp",)", ""), R"(field "group" is missing, expected a string)"},
+        {replace(kProbeComm, R"("bytes":4096,)", ""), R"(field "bytes" is missing, expected a number)"},
+        {replace(kProbeHost, R"("hostname":"vm",)", ""), R"(field "hostname" is missing)"},
+        {replace(kProbeHost, R"("gpu":null)", R"("gpu":3)"), R"(field "gpu" is 3, expected a string)"},
+        {replace(kProbePlan, R"("expected_s":0.28688461824,)", ""), R"(field "expected_s" is missing)"},
+        {replace(kProbeDone, R"("seconds":9.749631644,)", ""), R"(field "seconds" is missing)"},
+    };
+    for (const Case& c : cases) {
+        const std::string p = rejected(c.line);
+        EXPECT_TRUE(contains(p, c.expect)) << "got: " << p << "\nexpected: " << c.expect;
     }
 }

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_parse.h"
+#include "cmd_calibrate.h"
 #include "cmd_launch.h"
 #include "cmd_schedule.h"
 #include "ptd/common/cli_number.h"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     ptd::EstimateArgs ea;
     auto* estimate = app.add_subcommand("estimate", "Memory per stage, step time, tokens/s and MFU of a job");
     estimate->add_option("JOB", ea.job, "Job spec file, @default or @tiny")->required();
+    estimate->add_option("--profile", ea.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     estimate->add_option("--set", ea.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     estimate->add_flag("--json", ea.json, "Machine-readable estimate (schema ptd.estimate/1)");
 
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
     ptd::PlanArgs pl;
     auto* plan = app.add_subcommand("plan", "Search every layout of the job's model and rank those that fit");
     plan->add_option("JOB", pl.job, "Job spec file, @default or @tiny")->required();
+    plan->add_option("--profile", pl.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     plan->add_option("--top", pl.top, "How many layouts to list (default 10)")->check(CLI::Range(1, 10000));
     plan->add_option("--gpus", pl.gpus, "Plan for this many GPUs (default: the job's cluster)")->check(CLI::Range(1, 1 << 24));
     plan->add_option("--headroom", pl.headroom, "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom)")
@@ -118,8 +121,43 @@ int main(int argc, char** argv) {
     launch->add_option("--backend", lca.backend,
                        "ptd-engine --backend for every rank: auto (default: CUDA for a GPU job where the host has it), "
                        "cpu, cuda, cuda-sim");
+    launch->add_flag("--preflight", lca.preflight,
+                     "First run `ptd calibrate --check` on the same hosts; do not launch when a host is flagged");
+    launch->add_flag("--force", lca.force, "With --preflight: launch even when a host is flagged");
+    launch->add_option("--exclude-hosts", lca.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")->delimiter(',');
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
+
+    ptd::CalibrateArgs ca;
+    auto* calibrate = app.add_subcommand(
+        "calibrate", "Probe the job's hosts (GEMMs, memory, collectives) and write a cluster profile; --check: flag slow hosts");
+    auto* calibrate_job = calibrate->add_option("JOB", ca.launch.job, "Job spec file, @default or @tiny");
+    calibrate->add_option("--collect", ca.collect,
+                          "Assemble the profile (or --check) from a finished calibration's run directory: its rank logs, "
+                          "e.g. after sbatch of --slurm's script")
+        ->excludes(calibrate_job);
+    calibrate->add_option("-o,--output", ca.output, "Profile file to write (default RUN_DIR/profile.toml)");
+    calibrate->add_flag("--quick", ca.quick, "Fewer repeats and message sizes (under 30 s on a small cluster)");
+    calibrate->add_flag("--check", ca.check,
+                        "Preflight: a quick probe on every host; flag hosts slower than the rest and map them onto the layout "
+                        "(exit 1 when one is flagged); writes no profile");
+    calibrate->add_option("--exclude-hosts", ca.launch.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")
+        ->delimiter(',');
+    calibrate->add_option("--stall-timeout", ca.stall_s, "Seconds a probing rank may stay silent before calibration stops (default 120)")
+        ->check(ptd::cli::FiniteRange(1.0, 86400.0));
+    calibrate->add_option("--hosts", ca.launch.hosts, "DeepSpeed-style hostfile: probe these hosts over SSH");
+    calibrate->add_flag("--dry-run", ca.launch.dry_run, "Print each host's exact probe commands and environment; connect nowhere");
+    calibrate->add_flag("--upload", ca.launch.upload, "Copy the local ptd-engine to each host over SFTP (SHA-256 checked)");
+    calibrate->add_flag("--accept-new-host-keys", ca.launch.accept_new_host_keys, "Record unknown SSH host keys");
+    calibrate->add_flag("--slurm", ca.launch.slurm, "Write RUN_DIR/sbatch.sh that runs the probes (srun) instead of starting them");
+    calibrate->add_option("--run-root", ca.launch.run_root, "Folder for run directories (default launch.run_dir)");
+    calibrate->add_option("--run-id", ca.launch.run_id, "Run id (default YYYYMMDD-HHMMSS-PID)");
+    calibrate->add_option("--engine", ca.launch.engine, "Local ptd-engine to run or upload (default: next to ptd, else PATH)");
+    calibrate->add_option("--known-hosts", ca.launch.known_hosts, "known_hosts file (default ~/.ssh/known_hosts)");
+    calibrate->add_option("--ssh-config", ca.launch.ssh_config, "ssh config file (default ~/.ssh/config)");
+    calibrate->add_option("--master-addr", ca.launch.master_addr, "MASTER_ADDR every rank connects to");
+    calibrate->add_option("--backend", ca.launch.backend, "ptd-engine --backend for every rank: auto, cpu, cuda, cuda-sim");
+    calibrate->add_option("--set", ca.launch.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
 
     // "ptd frobnicate": CLI11 would answer only "A subcommand is required"; name the word,
     // the commands there are and the nearest one.
@@ -158,6 +196,7 @@ int main(int argc, char** argv) {
         return ptd::cmd_layout(la, *presets, stdout, stderr);
     }
     if (*launch) return ptd::cmd_launch(lca, *presets, stdout, stderr);
+    if (*calibrate) return ptd::cmd_calibrate(ca, *presets, stdout, stderr);
     if (*presets_cmd) return ptd::cmd_presets(pa, *presets, stdout, stderr);
     if (*estimate) return ptd::cmd_estimate(ea, *presets, stdout, stderr);
     if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);

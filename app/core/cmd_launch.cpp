@@ -12,8 +12,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <set>
 
+#include "cmd_calibrate.h"
 #include "commands.h"
+#include "ptd/common/file_read.h"
+#include "ptd/hostfile.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
 #include "run_view.h"
@@ -59,6 +63,8 @@ struct LiveBlock {
     }
 };
 
+}  // namespace
+
 int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
     auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
     if (!writer) {
@@ -77,14 +83,36 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
     return kExitOk;
 }
 
-}  // namespace
-
-int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
-    if (!job) {
-        std::fprintf(err, "%s", job.error().str().c_str());
-        return kExitConfig;
+Result<std::string> hosts_without(const std::string& path, const std::vector<std::string>& names) {
+    if (path.empty())
+        return fail(SourceLoc{}, "--exclude-hosts", "needs --hosts FILE: the hostfile to leave hosts out of");
+    auto text = read_regular_file(path, file_kind::hostfile, "--hosts");
+    if (!text) return std::unexpected(text.error());
+    auto entries = parse_hostfile(*text, path);
+    if (!entries) return std::unexpected(entries.error());
+    std::set<std::string> left(names.begin(), names.end());
+    std::string kept, all;
+    int line = 0;
+    std::string rest = *text;
+    for (size_t at = 0; at <= rest.size();) {
+        const size_t nl = rest.find('\n', at);
+        const std::string l = rest.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+        ++line;
+        bool drop = false;
+        for (const HostEntry& e : *entries)
+            if (e.line == line && left.count(e.host)) drop = true, left.erase(e.host);
+        if (!drop) kept += l + "\n";
+        if (nl == std::string::npos) break;
+        at = nl + 1;
     }
+    for (const HostEntry& e : *entries) all += (all.empty() ? "" : ", ") + e.host;
+    if (!left.empty())
+        return fail(SourceLoc{path}, "--exclude-hosts",
+                    "got " + quote_input(*left.begin()) + ", which the hostfile does not list; allowed: " + all);
+    return kept;
+}
+
+Result<LaunchOptions> launch_options(const LaunchArgs& a) {
     LaunchOptions opts;
     opts.hostfile = a.hosts;
     if (a.upload) opts.upload = true;
@@ -99,7 +127,45 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     opts.engine_args = a.engine_args;
     opts.backend = a.backend;
     opts.slurm = a.slurm;
-    auto plan = make_launch_plan(*job, opts);
+    if (!a.exclude_hosts.empty()) {
+        auto kept = hosts_without(a.hosts, a.exclude_hosts);
+        if (!kept) return std::unexpected(kept.error());
+        opts.hostfile.clear();
+        opts.hosts_text = *kept;
+        opts.hosts_label = a.hosts + " without " + std::to_string(a.exclude_hosts.size()) + " excluded host(s)";
+    }
+    return opts;
+}
+
+int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, a.sets);
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    auto opts = launch_options(a);
+    if (!opts) {
+        std::fprintf(err, "%s", opts.error().str().c_str());
+        return kExitConfig;
+    }
+    if (a.preflight && !a.dry_run && !a.slurm) {
+        // The same hosts, ranks and engine, probing quickly (docs/launcher.md, "Preflight").
+        CalibrateArgs check;
+        check.launch = a;
+        check.launch.engine_args.clear();
+        check.launch.steps = 0;
+        if (!a.run_id.empty()) check.launch.run_id = a.run_id + "-preflight";
+        check.check = true;
+        const int rc = cmd_calibrate(check, presets, out, err);
+        if (rc == kExitConfig) return rc;
+        if (rc != kExitOk && !a.force) {
+            std::fprintf(err, "ptd launch: the preflight %s; not launching (--force launches anyway, --exclude-hosts leaves hosts out)\n",
+                         rc == kExitRuntime ? "flagged a host or failed" : "failed");
+            return rc;
+        }
+        if (rc != kExitOk) std::fprintf(err, "ptd launch: --force: launching despite the preflight\n");
+    }
+    auto plan = make_launch_plan(*job, *opts);
     if (!plan) {
         std::fprintf(err, "%s", plan.error().str().c_str());
         return kExitConfig;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ptd/launch.h"
 #include "ptd/spec/presets.h"
 
 namespace ptd {
@@ -27,10 +28,23 @@ struct LaunchArgs {
     std::string master_addr;      // --master-addr ADDR (default launch.master_addr, else the first host)
     std::vector<std::string> engine_args;  // after `--`: passed to every ptd-engine
     std::string backend;          // --backend for every ptd-engine ("" = its default, auto)
+    bool preflight = false;       // --preflight: `ptd calibrate --check` first; stop when a host is flagged
+    bool force = false;           // --force: launch even when the preflight flagged a host
+    std::vector<std::string> exclude_hosts;  // --exclude-hosts: hostfile entries left out
 };
 
 // Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or
 // a failed connection), 130 when stopped with Ctrl-C, 2 for a bad job/flag.
 int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
+
+// The launcher's options from the flags (shared with `ptd calibrate`, which starts its
+// probe ranks the same way); --exclude-hosts applied (hosts_without).
+Result<LaunchOptions> launch_options(const LaunchArgs& a);
+// --exclude-hosts: the hostfile's text without the named hosts (its other lines as they
+// are); a name the file does not list is an error naming the file and what it lists.
+Result<std::string> hosts_without(const std::string& hostfile, const std::vector<std::string>& names);
+// --slurm: the run directory with job.toml and sbatch.sh (srun, the same ranks and
+// environment), and how to submit and watch it.
+int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err);
 
 }  // namespace ptd

@@ -7,6 +7,7 @@
 
 #include "estimate_view.h"
 #include "ptd/model/estimate.h"
+#include "ptd/spec/cluster_profile.h"
 #include "ptd/spec/job_overrides.h"
 #include "ptd/model/model_stats.h"
 #include "ptd/plan/planner.h"
@@ -52,6 +53,34 @@ static std::optional<JobSpec> load_job_or_report(const std::string& arg, const P
         return std::nullopt;
     }
     return std::move(*job);
+}
+
+// The job's cluster profile (--profile, else cluster.profile) for estimate and plan:
+// false when one is named but cannot be used (the error then printed to `err`).
+static bool load_profile_or_report(const JobSpec& job, const std::string& override_path, std::optional<JobProfile>& out,
+                                   FILE* err) {
+    auto p = load_job_profile(job, override_path);
+    if (!p) {
+        print_error(err, p.error());
+        return false;
+    }
+    out = std::move(*p);
+    return true;
+}
+
+// What an estimate or plan says about the profile it was given. The time model does not
+// take the profile's figures yet (next: the closed-loop bench): it says which it will.
+static std::string profile_text(const JobProfile& jp, const JobSpec& job) {
+    std::string t = profile_note(jp) + "\n  this estimate still uses the \"" + job.cluster.gpu.name +
+                    "\" preset's figures; the time model will take these from the profile:\n";
+    for (const std::string& l : profile_figures(jp.profile)) t += "    " + l + "\n";
+    return t;
+}
+static nlohmann::json profile_json(const JobProfile& jp) {
+    nlohmann::json hosts = nlohmann::json::array();
+    for (const ProfileHost& h : jp.profile.hosts) hosts.push_back(h.name);
+    return {{"path", jp.path}, {"source", jp.source}, {"measured_at", jp.profile.measured_at}, {"hosts", hosts},
+            {"used_by_time_model", false}, {"figures", profile_figures(jp.profile)}};
 }
 
 // The planner's layouts for `job` (default options), for a subcommand that needs the best
@@ -215,16 +244,20 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
                             "` lists the alternatives";
         if (!plan->too_big.empty()) chosen_by_planner += "; " + plan->too_big;
     }
+    std::optional<JobProfile> profile;
+    if (!load_profile_or_report(*job, a.profile, profile, err)) return kExitConfig;
     const Estimate est = estimate_job(*job);
     if (a.json) {
         nlohmann::json doc = estimate_json(*job, est);
         doc["layout_source"] = chosen_by_planner.empty() ? "job" : "planner";
+        if (profile) doc["profile"] = profile_json(*profile);
         std::fprintf(out, "%s\n", doc.dump(2).c_str());
         return kExitOk;
     }
     print_notes(err, a.job, job->origin.notes);
     if (!chosen_by_planner.empty()) print_notes(err, a.job, {chosen_by_planner});
     std::fprintf(out, "%s", render_estimate_text(*job, est, detect_term(out)).c_str());
+    if (profile) std::fprintf(out, "\n%s", profile_text(*profile, *job).c_str());
     return kExitOk;  // an OOM is an answer, not a failure: the table marks it
 }
 
@@ -238,17 +271,22 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     opt.tp_beyond_node = a.tp_beyond_node;
     opt.try_zb_h1 = a.try_zb_h1, opt.try_dualpipe = a.try_dualpipe;  // zb
     opt.exhaustive = a.exhaustive;
+    std::optional<JobProfile> profile;
+    if (!load_profile_or_report(*job, a.profile, profile, err)) return kExitConfig;
     auto plan = plan_layouts(*job, opt);
     if (!plan) {
         print_error(err, plan.error());
         return kExitConfig;
     }
     if (a.json) {
-        std::fprintf(out, "%s\n", plan_json(*job, *plan, opt).dump(2).c_str());
+        nlohmann::json doc = plan_json(*job, *plan, opt);
+        if (profile) doc["profile"] = profile_json(*profile);
+        std::fprintf(out, "%s\n", doc.dump(2).c_str());
         return kExitOk;
     }
     print_notes(err, a.job, job->origin.notes);
     std::fprintf(out, "%s", render_plan_text(*job, *plan, opt, detect_term(out)).c_str());
+    if (profile) std::fprintf(out, "\n%s", profile_text(*profile, *job).c_str());
     return kExitOk;
 }
 

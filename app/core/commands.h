@@ -49,6 +49,7 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
 struct EstimateArgs {
     std::string job;
     std::vector<std::string> sets;
+    std::string profile;      // --profile FILE: a cluster profile (ptd calibrate); else cluster.profile
     bool json = false;        // schema ptd.estimate/1
 };
 int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
@@ -56,6 +57,7 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
 struct PlanArgs {
     std::string job;
     std::vector<std::string> sets;
+    std::string profile;      // --profile FILE, as for estimate
     int top = 10;
     int gpus = 0;             // 0 = the job's world size
     double headroom = -1;     // < 0 = the job's estimate.headroom

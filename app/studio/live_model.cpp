@@ -192,6 +192,7 @@ void live_apply(LiveRun& run, const LaunchEvent& ev) {
                     note_line(*r, true, "error: " + m.message);
                     break;
                 case MetricKind::checkpoint: break;
+                case MetricKind::probe: break;  // a calibration's lines (ptd calibrate); the Live tab shows training
             }
             break;
         }

@@ -22,6 +22,7 @@
 #include "ptd/layout/layout.h"
 #include "ptd/spec/presets.h"
 #include "ptd/engine/blas_core.h"
+#include "ptd/engine/probe.h"
 #include "ptd/engine/trainer.h"
 #include "ptd/rank_env.h"
 #include "device_select.h"
@@ -152,6 +153,12 @@ int main(int argc, char** argv) {
                    "Compute backend: auto (CUDA for a GPU job when built with CUDA and a device is visible, else the "
                    "CPU with a warning), cpu, cuda, cuda-sim (the CUDA simulator)")
         ->capture_default_str();
+    bool probe = false;
+    ptd::engine::ProbeOptions probe_opt;
+    auto* probe_flag = app.add_flag("--probe", probe,
+                 "Measure instead of training: the job's GEMMs, element-wise ops and collectives on this rank, as "
+                 "\"probe\" metrics lines (what `ptd calibrate` starts)");
+    app.add_flag("--quick", probe_opt.quick, "With --probe: fewer repeats and message sizes (the preflight)")->needs(probe_flag);
     app.add_flag("--free-port", want_free_port, "Print a TCP port free on this host (the launcher's MASTER_PORT) and exit");
     ptd::engine::TrainOptions opt;
     std::vector<std::string> overrides;
@@ -229,5 +236,9 @@ int main(int argc, char** argv) {
     opt.timeline_steps = timeline_all ? -1 : timeline_steps;
     opt.backend = &*backend;
     opt.job_path = job_path;
+    if (probe) {
+        probe_opt.version = PTD_VERSION;
+        return ptd::engine::run_probes(*job, *env, opt, probe_opt);
+    }
     return ptd::engine::run_training(*job, *env, opt);
 }

@@ -562,10 +562,9 @@ void teardown(RunState& s) {
     }
 }
 
-}  // namespace
-
-int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& options) {
-    RunState s;
+// Everything before the model: layout, config, backend, store and groups (run_training
+// and connect_rank share it). 0, or the exit code after a reported error.
+int setup_connected(RunState& s, const JobSpec& job, const RankEnv& env, const TrainOptions& options) {
     s.job = job;
     s.env = env;
     s.opt = options;
@@ -620,6 +619,37 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
         if (g) g->set_access_observer([be = s.be.get()](const void* x, size_t n, bool write, const char* op) {
                 be->note_comm_access(x, n, write, op);
             });
+    return 0;
+}
+
+}  // namespace
+
+ConnectedRank::~ConnectedRank() = default;
+
+int connect_rank(const JobSpec& job, const RankEnv& env, const TrainOptions& options, ConnectedRank& out) {
+    RunState s;
+    if (int rc = setup_connected(s, job, env, options)) return rc;
+    out.layout = std::move(s.layout);
+    out.cfg = s.cfg;
+    out.threads = s.threads;
+    out.run_id = s.run_id;
+    out.be = std::move(s.be);
+    out.server = std::move(s.server);
+    out.store = std::move(s.store);
+    out.groups = std::move(s.groups);
+    return 0;
+}
+
+void disconnect_rank(ConnectedRank& r) {
+    r.groups.world->barrier();
+    if (r.store) r.store->goodbye();
+    if (r.server && !r.server->wait_all_goodbye(30.0))
+        std::fprintf(stderr, "ptd-engine: rank 0: warning: not every rank said goodbye within 30 s; closing the store anyway\n");
+}
+
+int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& options) {
+    RunState s;
+    if (int rc = setup_connected(s, job, env, options)) return rc;
     s.run_dir = options.run_dir.empty() ? "runs/" + s.run_id : options.run_dir;
 
     const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();

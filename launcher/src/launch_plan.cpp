@@ -141,6 +141,11 @@ const PathKey kPathKeys[] = {
     {"training.data", [](const JobSpec& j) -> const std::string& { return j.training.data; },
      [](JobSpec& j) -> std::string& { return j.training.data; },
      [](const JobSpec& j) { return !j.training.data.empty() && j.training.data != "synthetic"; }, false},
+    // The ranks do not read it; the run's job.toml names it absolutely so that it still
+    // resolves from the run directory (ptd estimate RUN_DIR/job.toml).
+    {"cluster.profile", [](const JobSpec& j) -> const std::string& { return j.cluster.profile; },
+     [](JobSpec& j) -> std::string& { return j.cluster.profile; },
+     [](const JobSpec& j) { return !j.cluster.profile.empty(); }, false},
 };
 }  // namespace
 

@@ -20,7 +20,8 @@ using json = nlohmann::json;
 // much deeper is not ours and is refused before it reaches the parser.
 constexpr int kMaxDepth = 32;
 
-const char* const kKindNames[] = {"start", "step", "checkpoint", "warning", "error", "end"};
+const char* const kKindNames[] = {"start", "step", "checkpoint", "warning", "error", "end", "probe"};
+const char* const kProbeKinds[] = {"host", "plan", "gemm", "attention", "memory", "elementwise", "host_op", "comm", "done"};
 const char* const kMemNames[] = {"params", "grads", "optimizer", "activations", "communication", "workspace", "total"};
 
 
@@ -184,6 +185,79 @@ void read_times(FieldReader& r, MetricRecord& m) {
     r.absorb(*t);
 }
 
+// A "probe" line: `kind` decides which fields are required (docs/metrics.md).
+void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
+    r.string("kind", p.kind, true);
+    if (!r.ok()) return;
+    bool known = false;
+    for (const char* k : kProbeKinds) known = known || p.kind == k;
+    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, attention, memory, elementwise, host_op, comm or done");
+    const bool measured = p.kind != "host" && p.kind != "plan" && p.kind != "done";
+    if (p.kind == "host") {
+        r.string("hostname", p.hostname, true);
+        r.integer("node", p.node, true);
+        r.integer("local_rank", p.local_rank);
+        r.string("cpu_model", p.cpu_model);
+        r.integer("cores", p.cores);
+        r.integer("threads", p.threads);
+        r.number("memory_bytes", p.memory_bytes);
+        r.string("backend", p.backend);
+        r.string("precision", p.precision);
+        r.string("engine_version", p.engine_version);
+        r.boolean("quick", p.quick);
+        if (auto b = r.object("blas")) {
+            b->string("core", p.blas_core);
+            r.absorb(*b);
+        }
+        // The GPUs' description when the rank runs on CUDA; null on the CPU backend.
+        if (const json* g = r.find("gpu", false, "a string or null"); g && !g->is_null()) r.string("gpu", p.device);
+    }
+    if (p.kind == "plan") {
+        r.integer("probes", p.probes, true);
+        r.number("expected_s", p.expected_s, true);
+        r.integer("warmup", p.warmup, true);
+        r.integer("repeats", p.repeats, true, 1);
+    }
+    if (p.kind == "done") {
+        r.integer("probes", p.probes, true);
+        r.number("seconds", p.seconds, true);
+    }
+    if (!measured) return;
+    r.string("name", p.name, true);
+    r.number("median_s", p.median_s, true);
+    r.number("spread", p.spread, true);
+    r.integer("repeats", p.repeats, true, 1);
+    r.string("dtype", p.dtype);
+    const bool gemm_like = p.kind == "gemm" || p.kind == "attention";
+    r.number("flops", p.flops, gemm_like);
+    r.number("bytes", p.bytes, p.kind == "comm" || p.kind == "memory");
+    r.number("elements", p.elements);
+    r.number("tflops", p.tflops);
+    r.number("gbps", p.gbps);
+    r.number("algbw_gbps", p.algbw_gbps);
+    r.number("busbw_gbps", p.busbw_gbps);
+    r.number("bus_factor", p.bus_factor);
+    if (gemm_like && r.ok()) {
+        // gemm: [M, N, K]; attention: [B, H, T, D]
+        const size_t dims = p.kind == "gemm" ? 3 : 4;
+        const char* expected = p.kind == "gemm" ? "[M, N, K]: three positive integers" : "[B, H, T, D]: four positive integers";
+        const json* shape = r.find("shape", true, expected);
+        if (!shape) return;
+        if (!shape->is_array() || shape->size() != dims) return r.fail("shape", "is " + describe_json(*shape), expected);
+        for (const json& e : *shape) {
+            if (!e.is_number_integer() || e.get<long long>() < 1)
+                return r.fail("shape", "is " + describe_json(*shape), expected);
+            p.shape.push_back(e.get<long long>());
+        }
+    }
+    if (p.kind == "comm") {
+        r.string("group", p.group, true);
+        r.integer("group_size", p.group_size, true, 2);
+        r.integer("nodes", p.nodes, true, 1);
+        r.integer("members_per_node", p.members_per_node, true, 1);
+    }
+}
+
 }  // namespace
 
 const char* metric_kind_name(MetricKind k) {
@@ -231,7 +305,7 @@ std::optional<MetricRecord> parse_metrics_line(std::string_view line, std::strin
             known = true;
         }
     if (!known) {
-        r.fail("event", "is " + describe_json(*j.find("event")), "start, step, checkpoint, warning, error or end");
+        r.fail("event", "is " + describe_json(*j.find("event")), "start, step, checkpoint, warning, error, end or probe");
         return std::nullopt;
     }
     r.string("run_id", m.run_id);
@@ -284,6 +358,7 @@ std::optional<MetricRecord> parse_metrics_line(std::string_view line, std::strin
             r.number("seconds", m.seconds);
             read_memory(r, m);
             break;
+        case MetricKind::probe: read_probe(r, j, m.probe); break;
     }
     if (!r.ok()) return std::nullopt;
     return m;

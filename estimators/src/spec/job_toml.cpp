@@ -517,6 +517,8 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
     r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
     r.read_double("host_op_us", c.host_op_us, 0.01, 1e5);  // hostov
+    if (r.read_string("profile", c.profile) && c.profile.empty())
+        ctx.error(r.where("profile"), "cluster.profile", "empty; allowed: the path of a cluster profile written by `ptd calibrate`");
     r.read_string_array("hosts", c.hosts);
     for (size_t i = 0; i < c.hosts.size(); ++i)
         if (c.hosts[i].empty())
@@ -1035,6 +1037,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (c.cpu_adam_params_per_s > 0) w.dbl("cpu_adam_params_per_s", c.cpu_adam_params_per_s, "CPU-Adam parameters/s per node");  // bits
     if (c.host_op_us > 0) w.dbl("host_op_us", c.host_op_us, "host µs per eager PyTorch op");  // hostov
+    if (!c.profile.empty()) w.str("profile", c.profile, "cluster profile (ptd calibrate), relative to this file");
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
     const ParallelSpec& p = job.parallel;

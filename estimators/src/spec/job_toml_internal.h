@@ -48,6 +48,7 @@ public:
     bool has(std::string_view key) const;
     void require(std::string_view key, const char* what);
     SourceLoc where(std::string_view key) const;  // the key's value, else the table
+    std::string full_key(std::string_view key) const { return full(key); }  // "prefix.key"
     void finish();
 
 private:

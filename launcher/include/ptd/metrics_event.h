@@ -7,10 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ptd {
 
-enum class MetricKind { start, step, checkpoint, warning, error, end };
+enum class MetricKind { start, step, checkpoint, warning, error, end, probe };
 const char* metric_kind_name(MetricKind k);  // "start", "step", ...
 
 // Memory categories of the engine's tagged allocator, in the order of docs/metrics.md.
@@ -27,6 +28,32 @@ struct MemFigure {
 // Seconds of one step by activity (`time` of a step event).
 struct StepTimes {
     double step = 0, compute = 0, tp_comm = 0, pp_comm = 0, pipeline_idle = 0, dp_comm = 0, optimizer = 0;
+};
+
+// One line of `ptd-engine --probe` (event "probe", docs/metrics.md): the rank's host
+// facts (kind "host"), what it will run (kind "plan"), one timed probe (gemm, memory, elementwise, host_op, comm), or the
+// rank's last line (kind "done").
+struct ProbeRecord {
+    std::string kind;            // host, plan, gemm, attention, memory, elementwise, host_op, comm, done
+    std::string name;            // "qkv.fwd", "copy", "adamw", "all_reduce", "p2p", ...
+    std::string dtype;           // gemm, elementwise
+    std::vector<long long> shape;  // gemm: M, N, K; attention: B, H, T, D
+    double flops = 0, bytes = 0, elements = 0;
+    double median_s = 0, spread = 0;  // seconds; interquartile range / median
+    int repeats = 0;
+    double tflops = 0, gbps = 0, algbw_gbps = 0, busbw_gbps = 0, bus_factor = 0;
+    // comm: the group kind and shape
+    std::string group;
+    int group_size = 0, nodes = 0, members_per_node = 0;
+    // host
+    std::string hostname, cpu_model, blas_core, backend, device, precision, engine_version;  // device: the host line's "gpu"
+    int node = -1, local_rank = -1, cores = 0, threads = 0;
+    double memory_bytes = 0;
+    bool quick = false;
+    // plan (probes this rank will run, their warm-up / repeats, the preset's expected
+    // seconds) and done (probes run, seconds taken)
+    int probes = 0, warmup = 0;
+    double expected_s = 0, seconds = 0;
 };
 
 // One metrics line. Fields not carried by an event kind keep their defaults.
@@ -60,6 +87,8 @@ struct MetricRecord {
     int steps_run = 0;          // steps run by this process (fewer than `step` after a resume)
     // warning, error
     std::string message;
+    // probe
+    ProbeRecord probe;
 };
 
 // The line as a record, or nullopt when it is not a metrics line: not JSON, not an

@@ -151,4 +151,27 @@ void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, cons
 // reported as metrics events; a failed peer exits through fatal_run_error()).
 int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& options);
 
+// A rank set up and connected exactly as a training run is (backend from
+// options.backend, store, liveness monitor, failure reporting, communicator groups), with
+// nothing of a model: the calibration probes (probe.h) measure through it.
+class KvServer;
+class KvClient;
+struct ConnectedRank {
+    RankLayout layout;
+    EngineConfig cfg;
+    int threads = 1;
+    std::string run_id;
+    std::unique_ptr<Backend> be;
+    std::unique_ptr<KvServer> server;
+    std::unique_ptr<KvClient> store;
+    CommGroups groups;
+    ~ConnectedRank();
+};
+// 0 and `out` filled, or the process exit code after an error was printed and reported
+// as a metrics event (like run_training's set-up errors).
+int connect_rank(const JobSpec& job, const RankEnv& env, const TrainOptions& options, ConnectedRank& out);
+// The orderly goodbye of run_training's end: a world barrier, then rank 0's store waits
+// for every rank's goodbye (30 s) before it closes.
+void disconnect_rank(ConnectedRank& r);
+
 }  // namespace ptd::engine

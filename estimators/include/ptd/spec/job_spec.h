@@ -251,6 +251,9 @@ struct ClusterSpec {
     bool rail_optimized = true; // NIC i of every node on the same leaf switch (rail)
     bool nvls = false;          // NVLink SHARP (NVSwitch gen3+): in-switch all-reduce inside a node
     std::vector<std::string> hosts;  // optional; when given, one per node
+    // A cluster profile measured by `ptd calibrate` (cluster_profile.h), as written: relative
+    // to the job file's folder. "" = none: the GPU preset's figures.
+    std::string profile;
     // gb200: GPUs per NVLink domain — several hosts joined by NVLink switches (GB200 NVL72: 18
     // trays of 4 GPUs, 72 GPUs in one domain). 0 (or ≤ gpus_per_node) = the domain is one node.
     // As written (cluster.nvlink_domain) or the cluster preset's; see job_nvlink_domain().

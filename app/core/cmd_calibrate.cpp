@@ -1,0 +1,495 @@
+// cmd_calibrate.cpp — `ptd calibrate JOB`: the job's ranks started as probes through the
+// launcher `ptd launch` uses, one progress line per probe and host, then the cluster
+// profile (fitted and written), or with --check the preflight verdict per host mapped onto
+// the job's layout. Everything about the probes themselves is in engine/src/probe.cpp;
+// the profile's format and fit in estimators/src/spec/cluster_profile.cpp.
+#include "cmd_calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "commands.h"
+#include "ptd/common/file_read.h"
+#include "ptd/hostfile.h"
+#include "ptd/layout/job_layout.h"
+#include "ptd/layout/layout.h"
+#include "ptd/run_dir.h"
+#include "ptd/spec/cluster_profile.h"
+
+namespace ptd {
+
+std::vector<HostVerdict> flag_slow_hosts(const std::vector<double>& ratio) {
+    std::vector<HostVerdict> v(ratio.size());
+    if (ratio.empty()) return v;
+    auto median = [](std::vector<double> x) {
+        std::sort(x.begin(), x.end());
+        const size_t m = x.size() / 2;
+        return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
+    };
+    const bool robust = ratio.size() >= 3;
+    const double ref = robust ? median(ratio) : *std::min_element(ratio.begin(), ratio.end());
+    double sigma = 0;
+    if (robust) {
+        std::vector<double> dev;
+        for (double r : ratio) dev.push_back(std::abs(r - ref));
+        sigma = 1.4826 * median(dev);  // MAD as a standard deviation of a normal sample
+    }
+    for (size_t i = 0; i < ratio.size(); ++i) {
+        v[i].slower = ref > 0 ? ratio[i] / ref - 1 : 0;
+        const bool far = !robust || ratio[i] - ref > kPreflightMads * sigma;
+        v[i].flagged = far && v[i].slower >= kPreflightMinSlower;
+    }
+    return v;
+}
+
+namespace {
+
+std::string utc_now_iso() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::string bytes_text(double b) {
+    char buf[32];
+    if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%g MiB", b / (1 << 20));
+    else std::snprintf(buf, sizeof buf, "%g KiB", b / 1024);
+    return buf;
+}
+
+// One progress line's figure for a probe.
+std::string probe_figure(const ProbeRecord& p) {
+    char buf[160];
+    if (p.kind == "attention" && p.shape.size() == 4)
+        std::snprintf(buf, sizeof buf, "%s %s [B %lld, H %lld, T %lld, D %lld]: %.3g TFLOP/s", p.name.c_str(), p.dtype.c_str(),
+                      p.shape[0], p.shape[1], p.shape[2], p.shape[3], p.tflops);
+    else if (p.kind == "gemm")
+        std::snprintf(buf, sizeof buf, "%s %s [%lld×%lld×%lld]: %.3g TFLOP/s", p.name.c_str(), p.dtype.c_str(),
+                      p.shape.size() == 3 ? p.shape[0] : 0, p.shape.size() == 3 ? p.shape[1] : 0,
+                      p.shape.size() == 3 ? p.shape[2] : 0, p.tflops);
+    else if (p.kind == "comm")
+        std::snprintf(buf, sizeof buf, "%s %s×%d %s: %.3g ms, bus %.3g GB/s", p.name.c_str(), p.group.c_str(), p.group_size,
+                      bytes_text(p.bytes).c_str(), p.median_s * 1e3, p.busbw_gbps);
+    else if (p.kind == "host_op")
+        std::snprintf(buf, sizeof buf, "%s: %.3g µs per op", p.name.c_str(), p.median_s * 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%s: %.3g GB/s", p.name.c_str(), p.gbps);
+    return buf;
+}
+
+// "0–3", "1", "0, 2" for a set of coordinates.
+std::string span_text(const std::set<int>& s) {
+    if (s.empty()) return "";
+    const int lo = *s.begin(), hi = *s.rbegin();
+    if ((int)s.size() == hi - lo + 1) return lo == hi ? std::to_string(lo) : std::to_string(lo) + "–" + std::to_string(hi);
+    std::string t;
+    for (int x : s) t += (t.empty() ? "" : ", ") + std::to_string(x);
+    return t;
+}
+
+// What a host holds in the layout: "PP stage 1 of DP replicas 0–1 (TP ranks 0–1)".
+std::string holdings(const RankLayout& layout, const std::vector<int>& ranks) {
+    std::set<int> pp, dp, tp;
+    for (int r : ranks) {
+        const RankPlace& p = layout.ranks[(size_t)r];
+        pp.insert(p.coord[DIM_PP]), dp.insert(p.coord[DIM_DP]), tp.insert(p.coord[DIM_TP]);
+    }
+    return std::string("PP stage") + (pp.size() > 1 ? "s " : " ") + span_text(pp) + " of DP replica" +
+           (dp.size() > 1 ? "s " : " ") + span_text(dp) + " (TP rank" + (tp.size() > 1 ? "s " : " ") + span_text(tp) + ")";
+}
+
+// The profile replaces an older one whole or not at all: written beside it, then renamed.
+Result<void> write_profile_file(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp-" + std::to_string((long)getpid());
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        f << text;
+        f.close();
+        if (!f) {
+            std::remove(tmp.c_str());
+            return fail(SourceLoc{path}, "-o", "cannot write " + quote_input(tmp) + ": " + std::strerror(errno));
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        return fail(SourceLoc{path}, "-o", "cannot replace " + quote_input(path) + ": " + why);
+    }
+    return {};
+}
+
+struct RankProgress {
+    int planned = 0, measured = 0;
+    bool done = false;
+    std::chrono::steady_clock::time_point last;
+    std::string last_probe = "(none yet)";
+};
+
+// What one calibration collected, by rank and host (from a live run or from a run
+// directory's logs).
+struct ProbeRun {
+    std::vector<std::string> host_names;    // "1 (node-b)": for messages
+    std::vector<std::string> host_display;  // "node-b": the profile's host names
+    std::vector<std::vector<int>> host_ranks;
+    std::vector<int> host_of;               // rank → host
+    std::vector<ProbeRecord> host_line;     // rank → its "host" probe line
+    std::vector<std::vector<ProbeRecord>> records;  // rank → its measured probes
+};
+
+// The profile from what the ranks measured, then the preflight verdict (--check) or the
+// profile written.
+int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLayout& layout, const ProbeRun& pr,
+                       const std::string& run_dir, double wall, FILE* out, FILE* err) {
+    const std::string what = a.check ? "ptd calibrate --check" : "ptd calibrate";
+    const size_t world = pr.host_of.size(), host_count = pr.host_ranks.size();
+    // The profile: hosts as their ranks described them, every sample, the fitted figures.
+    ClusterProfile prof;
+    prof.measured_at = utc_now_iso();
+    prof.job = a.launch.job;
+    prof.gpu = job.cluster.gpu.name;
+    prof.precision = to_string(job.training.precision);
+    prof.quick = a.quick || a.check;
+    prof.ranks_per_host = (int)pr.host_ranks.front().size();
+    for (size_t h = 0; h < host_count; ++h) {
+        ProfileHost ph;
+        ph.name = pr.host_display[h];
+        ph.ranks = (int)pr.host_ranks[h].size();
+        const ProbeRecord& hl = pr.host_line[(size_t)pr.host_ranks[h].front()];
+        ph.hostname = hl.hostname, ph.cpu_model = hl.cpu_model, ph.cores = hl.cores;
+        ph.memory_gib = hl.memory_bytes / (1024.0 * 1024 * 1024);
+        ph.blas_core = hl.blas_core, ph.backend = hl.backend, ph.gpu = hl.device;
+        if (prof.ptd_version.empty()) prof.ptd_version = hl.engine_version;
+        prof.hosts.push_back(ph);
+    }
+    for (size_t r = 0; r < world; ++r)
+        for (const ProbeRecord& p : pr.records[r]) {
+            ProfileSample s;
+            s.host = pr.host_of[r], s.rank = (int)r, s.kind = p.kind, s.name = p.name, s.dtype = p.dtype;
+            for (long long x : p.shape) s.shape.push_back((int)x);
+            s.flops = p.flops, s.bytes = p.bytes, s.group = p.group;
+            s.group_size = p.group_size, s.nodes = p.nodes, s.members_per_node = p.members_per_node;
+            s.median_s = p.median_s, s.spread = p.spread, s.repeats = p.repeats;
+            prof.samples.push_back(s);
+        }
+    prof.seconds = wall;
+    fit_profile(prof);
+
+    if (a.check) {
+        // Per sustained GEMM probe (throughput over many time slices: a shared core shows
+        // there, not in one call's median): each host's median over its ranks, divided by
+        // the median over hosts.
+        std::map<std::string, std::vector<std::vector<double>>> per_probe;  // key → host → rank times
+        for (const ProfileSample& s : prof.samples)
+            if (s.kind == "gemm" && s.name.ends_with(".sustained")) {
+                auto& v = per_probe[s.name];
+                v.resize(host_count);
+                v[(size_t)s.host].push_back(s.median_s);
+            }
+        auto median = [](std::vector<double> x) {
+            std::sort(x.begin(), x.end());
+            const size_t m = x.size() / 2;
+            return x.empty() ? 0.0 : x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
+        };
+        std::vector<std::vector<double>> host_ratios(host_count);
+        for (auto& [name, hosts] : per_probe) {
+            std::vector<double> host_time;
+            for (auto& t : hosts) host_time.push_back(median(t));
+            const double ref = median(host_time);
+            if (ref <= 0) continue;
+            for (size_t h = 0; h < host_count; ++h)
+                if (!hosts[h].empty()) host_ratios[h].push_back(host_time[h] / ref);
+        }
+        std::vector<double> ratio;
+        for (auto& r : host_ratios) ratio.push_back(median(r));
+        const auto verdict = flag_slow_hosts(ratio);
+        int flagged = 0;
+        for (size_t h = 0; h < host_count; ++h) {
+            const ProfileHost& ph = prof.hosts[h];
+            const auto& ranks = pr.host_ranks[h];
+            const bool generic_blas = ph.blas_core == "Prescott" || ph.blas_core == "Generic";
+            if (verdict[h].flagged) {
+                ++flagged;
+                std::fprintf(out,
+                             "host %s is %.0f%% slower at GEMMs; it holds %s and would slow every step by ≈ %.0f%% "
+                             "(every rank waits for it at the next collective)\n",
+                             pr.host_names[h].c_str(), verdict[h].slower * 100, holdings(layout, ranks).c_str(), verdict[h].slower * 100);
+            } else {
+                std::fprintf(out, "host %s: ok (GEMMs %+.0f%% against the reference; holds %s)\n", pr.host_names[h].c_str(), verdict[h].slower * 100,
+                             holdings(layout, ranks).c_str());
+            }
+            if (generic_blas)
+                std::fprintf(out, "host %s: its BLAS runs the generic \"%s\" kernels (set OPENBLAS_CORETYPE; docs/performance.md)\n",
+                             pr.host_names[h].c_str(), ph.blas_core.c_str());
+        }
+        std::fprintf(out, "%s: %d of %zu host(s) flagged (rule: ≥ %.0f%% and %.0f MADs slower than the median host); %.1f s\n",
+                     what.c_str(), flagged, host_count, kPreflightMinSlower * 100, kPreflightMads, wall);
+        return flagged ? kExitRuntime : kExitOk;
+    }
+
+    const std::string path = a.output.empty() ? run_dir + "/profile.toml" : a.output;
+    if (auto w = write_profile_file(path, profile_toml(prof)); !w) {
+        std::fprintf(err, "%s: %s\n", what.c_str(), w.error().one_line().c_str());
+        return kExitRuntime;
+    }
+    std::fprintf(out, "fitted: GEMMs %.3g TFLOP/s (the job's mix), memory %.3g GB/s, one op %.3g µs\n", prof.gemm_tflops,
+                 prof.memory_gbps, prof.host_op_s * 1e6);
+    for (const CollectiveFigure& c : prof.collectives)
+        std::fprintf(out, "fitted: %s %s×%d (%d node%s): latency %.3g µs, bus %.3g GB/s (largest residual %.0f%%)\n", c.op.c_str(),
+                     c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps,
+                     c.max_residual * 100);
+    std::fprintf(out, "wrote %s (%zu samples from %zu rank(s) on %zu host(s)) in %.1f s\n", path.c_str(), prof.samples.size(), world,
+                 host_count, wall);
+    return kExitOk;
+}
+
+}  // namespace
+
+// --collect RUN_DIR: the probe lines of a calibration run's rank logs (a Slurm run's, or a
+// finished local / SSH one's), through the same profile or preflight.
+int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    const auto t_start = std::chrono::steady_clock::now();
+    const std::string& dir = a.collect;
+    auto manifest = read_manifest(dir);
+    if (!manifest) {
+        std::fprintf(err, "%s", manifest.error().str().c_str());
+        return kExitConfig;
+    }
+    CalibrateArgs b = a;
+    b.launch.job = dir + "/job.toml";
+    auto job = load_job_arg(b.launch.job, presets, {});
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    auto layout = job_layout(*job);
+    if (!layout) {
+        std::fprintf(err, "%s", layout.error().str().c_str());
+        return kExitConfig;
+    }
+    ProbeRun pr;
+    const size_t world = manifest->ranks.size();
+    pr.host_of.resize(world), pr.host_line.resize(world), pr.records.resize(world);
+    pr.host_ranks.resize(manifest->hosts.size());
+    for (size_t h = 0; h < manifest->hosts.size(); ++h) {
+        pr.host_display.push_back(manifest->hosts[h]);
+        pr.host_names.push_back(std::to_string(h) + " (" + manifest->hosts[h] + ")");
+    }
+    for (const RunManifestRank& mr : manifest->ranks) {
+        if (mr.rank < 0 || (size_t)mr.rank >= world || mr.host < 0 || (size_t)mr.host >= pr.host_ranks.size()) continue;
+        pr.host_of[(size_t)mr.rank] = mr.host;
+        pr.host_ranks[(size_t)mr.host].push_back(mr.rank);
+    }
+    for (size_t r = 0; r < world; ++r) {
+        const std::string path = dir + "/rank-" + std::to_string(r) + ".log";
+        auto text = read_regular_file(path, file_kind::data, "--collect");
+        if (!text) {
+            std::fprintf(err, "%s", text.error().str().c_str());
+            return kExitConfig;
+        }
+        bool done = false;
+        int line_no = 0;
+        for (size_t at = 0; at < text->size();) {
+            const size_t nl = std::min(text->find('\n', at), text->size());
+            const std::string_view line(text->data() + at, nl - at);
+            at = nl + 1, ++line_no;
+            std::string problem;
+            auto m = parse_metrics_line(line, &problem);
+            if (!m && line.find("\"event\":\"probe\"") != std::string_view::npos) {
+                std::fprintf(err, "%s:%d: error: --collect: a probe line the engine did not write: %s\n", path.c_str(), line_no, problem.c_str());
+                return kExitConfig;
+            }
+            if (!m || m->kind != MetricKind::probe) continue;
+            const ProbeRecord& p = m->probe;
+            if (p.kind == "host") pr.host_line[r] = p;
+            else if (p.kind == "done") done = true;
+            else if (p.kind != "plan") pr.records[r].push_back(p);
+        }
+        if (!done) {
+            std::fprintf(err,
+                         "%s: error: --collect: rank %zu did not finish its probes (no \"done\" line after %zu probe(s)); allowed: "
+                         "the run directory of a calibration whose ranks all finished\n",
+                         path.c_str(), r, pr.records[r].size());
+            return kExitRuntime;
+        }
+    }
+    b.quick = pr.host_line.front().quick;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return finish_calibration(b, *job, *layout, pr, dir, wall, out, err);
+}
+
+int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    if (!a.collect.empty()) return collect_calibration(a, presets, out, err);
+    if (a.launch.job.empty()) {
+        std::fprintf(err, "ptd calibrate: error: JOB: missing; allowed: a job file, @default or @tiny (or --collect RUN_DIR)\n");
+        return kExitConfig;
+    }
+    const auto t_start = std::chrono::steady_clock::now();
+    auto job = load_job_arg(a.launch.job, presets, a.launch.sets);
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    LaunchArgs la = a.launch;
+    la.engine_args.insert(la.engine_args.begin(), "--probe");
+    if (a.quick || a.check) la.engine_args.insert(la.engine_args.begin() + 1, "--quick");
+    // The engines' own liveness monitor names a rank that stops (a frozen or lost process)
+    // after stall_s; the calibration's check below names a rank that is alive but whose
+    // probe never ends, after 1.5 × stall_s.
+    char stall[32];
+    std::snprintf(stall, sizeof stall, "%g", a.stall_s);
+    la.engine_args.insert(la.engine_args.end(), {"--stall-timeout", stall});
+    auto opts = launch_options(la);
+    if (!opts) {
+        std::fprintf(err, "%s", opts.error().str().c_str());
+        return kExitConfig;
+    }
+    auto plan = make_launch_plan(*job, *opts);
+    if (!plan) {
+        std::fprintf(err, "%s", plan.error().str().c_str());
+        return kExitConfig;
+    }
+    if (a.launch.dry_run) {
+        std::fputs(format_dry_run(*plan).c_str(), out);
+        return kExitOk;
+    }
+    if (a.launch.slurm) return write_slurm(*plan, out, err);
+    auto layout = job_layout(plan->job);
+    if (!layout) {
+        std::fprintf(err, "%s", layout.error().str().c_str());
+        return kExitConfig;
+    }
+    const std::string what = a.check ? "ptd calibrate --check" : "ptd calibrate";
+    const size_t world = plan->ranks.size(), host_count = plan->hosts.size();
+    // "host 1 (node-b)": by index too, as a local job's hosts all read "localhost".
+    std::vector<std::string> host_names;
+    for (const HostPlan& h : plan->hosts) host_names.push_back(std::to_string(host_names.size()) + " (" + h.display + ")");
+    std::vector<int> host_of(world);
+    for (const RankPlan& r : plan->ranks) host_of[(size_t)r.rank] = r.host;
+    const std::string run_dir = plan->run_dir;
+
+    auto launcher = Launcher::start(std::move(*plan));
+    if (!launcher) {
+        std::fprintf(err, "%s", launcher.error().str().c_str());
+        return kExitRuntime;
+    }
+    Launcher& run = **launcher;
+    std::fprintf(out, "%s: %zu rank(s) on %zu host(s) probing %s; logs in %s\n", what.c_str(), world, host_count,
+                 a.launch.job.c_str(), run_dir.c_str());
+    std::vector<RankProgress> progress(world);
+    for (auto& p : progress) p.last = std::chrono::steady_clock::now();
+    std::vector<std::vector<ProbeRecord>> records(world);
+    std::vector<ProbeRecord> host_line(world);
+    bool plan_printed = false, stalled = false;
+    std::string stall_reason, engine_error;
+    LaunchEvent ev;
+    for (;;) {
+        if (!run.next_event(ev, 0.2)) {
+            if (run.finished()) break;
+        } else {
+            if (ev.kind == LaunchEventKind::host_failed)
+                std::fprintf(err, "%s: host %s: %s\n", what.c_str(), run.plan().hosts[(size_t)ev.host].display.c_str(), ev.text.c_str());
+            // The engines' own diagnosis of a lost or frozen peer (their liveness monitor names
+            // the rank and its host), kept for the failure message.
+            if (ev.kind == LaunchEventKind::output && ev.is_stderr && engine_error.empty() &&
+                ev.text.find(": error: aborting: ") != std::string::npos)
+                engine_error = ev.text;
+            if (ev.kind == LaunchEventKind::metric && ev.metric && ev.rank >= 0 && (size_t)ev.rank < world) {
+                const MetricRecord& m = *ev.metric;
+                RankProgress& rp = progress[(size_t)ev.rank];
+                rp.last = std::chrono::steady_clock::now();
+                if (m.kind == MetricKind::error)
+                    std::fprintf(err, "%s: rank %d on host %s: %s\n", what.c_str(), ev.rank, host_names[(size_t)host_of[(size_t)ev.rank]].c_str(),
+                                 m.message.c_str());
+                if (m.kind == MetricKind::probe) {
+                    const ProbeRecord& p = m.probe;
+                    if (p.kind == "host") host_line[(size_t)ev.rank] = p;
+                    else if (p.kind == "plan") {
+                        rp.planned = p.probes;
+                        if (!plan_printed) {
+                            plan_printed = true;
+                            std::fprintf(out,
+                                         "%s: %d probe(s) per rank, %d warm-up + %d timed run(s) each; expected ≈ %.2g s "
+                                         "at the \"%s\" preset's figures (what calibration replaces)\n",
+                                         what.c_str(), p.probes, p.warmup, p.repeats, p.expected_s, run.plan().job.cluster.gpu.name.c_str());
+                        }
+                    } else if (p.kind == "done") {
+                        rp.done = true;
+                    } else {
+                        records[(size_t)ev.rank].push_back(p);
+                        ++rp.measured;
+                        rp.last_probe = p.name;
+                        // One line per probe and host: from the host's first rank.
+                        const int h = host_of[(size_t)ev.rank];
+                        if (run.plan().hosts[(size_t)h].ranks.front() == ev.rank)
+                            std::fprintf(out, "  host %s [%d/%d] %s\n", host_names[(size_t)h].c_str(), rp.measured, rp.planned,
+                                         probe_figure(p).c_str());
+                    }
+                }
+            }
+            if (ev.kind == LaunchEventKind::finished) break;
+        }
+        std::fflush(out);
+        // A probe that hangs in a live rank: the rank with the fewest probes done (its
+        // peers have gone on to the next collective and wait there for it), the one silent
+        // the longest among those, once it has been silent 1.5 × stall_s.
+        if (!stalled) {
+            const auto now = std::chrono::steady_clock::now();
+            int quiet = -1;
+            for (size_t r = 0; r < world; ++r) {
+                if (progress[r].done) continue;
+                const RankProgress& q = progress[(size_t)std::max(quiet, 0)];
+                if (quiet < 0 || progress[r].measured < q.measured || (progress[r].measured == q.measured && progress[r].last < q.last))
+                    quiet = (int)r;
+            }
+            const bool silent_everywhere = std::all_of(progress.begin(), progress.end(), [&](const RankProgress& p) {
+                return p.done || std::chrono::duration<double>(now - p.last).count() >= 1.5 * a.stall_s;
+            });
+            if (quiet >= 0 && silent_everywhere) {
+                stalled = true;
+                stall_reason = "rank " + std::to_string(quiet) + " on host " + host_names[(size_t)host_of[(size_t)quiet]] +
+                               " made no progress for " + std::to_string((int)(1.5 * a.stall_s)) +
+                               " s (last probe done: " + progress[(size_t)quiet].last_probe + ")";
+                std::fprintf(err, "%s: %s; stopping every rank\n", what.c_str(), stall_reason.c_str());
+                run.stop();
+            }
+        }
+    }
+    const int rc = run.wait();
+    const LaunchOutcome o = run.outcome();
+    if (stalled || rc != 0) {
+        std::string reason = stalled ? stall_reason : o.reason;
+        if (!stalled && o.failed_host >= 0 && reason.find(host_names[(size_t)o.failed_host]) == std::string::npos)
+            reason += " (host " + host_names[(size_t)o.failed_host] + ")";
+        std::fprintf(err, "%s: failed: %s\n", what.c_str(), reason.c_str());
+        if (!engine_error.empty()) std::fprintf(err, "%s: the ranks' liveness monitor: %s\n", what.c_str(), engine_error.c_str());
+        if (!o.last_stderr.empty() && o.failed_rank >= 0) {
+            std::fprintf(err, "last stderr lines of rank %d:\n", o.failed_rank);
+            for (const std::string& l : o.last_stderr) std::fprintf(err, "  | %s\n", l.c_str());
+        }
+        std::fprintf(err, "no profile written; every rank was stopped. Logs: %s\n", run_dir.c_str());
+        return kExitRuntime;
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+
+    ProbeRun pr;
+    pr.host_names = host_names;
+    for (const HostPlan& h : run.plan().hosts) pr.host_ranks.push_back(h.ranks), pr.host_display.push_back(h.display);
+    pr.host_of = host_of;
+    pr.host_line = host_line;
+    pr.records = std::move(records);
+    return finish_calibration(a, run.plan().job, *layout, pr, run_dir, wall, out, err);
+}
+
+}  // namespace ptd

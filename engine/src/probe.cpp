@@ -1,0 +1,461 @@
+// probe.cpp — the calibration probes of one rank (probe.h). Every rank of the job runs
+// them at once, as it would train: compute shares the cores and links the way a step does.
+// Each probe is warmed up, then timed repeat by repeat; one "probe" metrics line carries
+// its median and spread. The order of the communication probes is fixed by the job, so
+// every member of a group reaches each collective together.
+#include "ptd/engine/probe.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "ptd/engine/blas_core.h"
+#include "ptd/engine/kv_store.h"
+#include "ptd/engine/metrics.h"
+#include "ptd/spec/cluster_profile.h"
+#include "device_select.h"
+#include "timing.h"
+#ifdef PTD_HAVE_CUDA
+#include "cuda_devices.h"
+#endif
+
+namespace ptd::engine {
+
+ProbePlan probe_plan(const ProbeOptions& o) {
+    ProbePlan p;
+    if (o.quick) {
+        p.warmup = 1, p.repeats = 5;
+        p.message_bytes = {4 << 10, 256 << 10, 4 << 20};
+    } else {
+        // 4 KiB … 16 MiB, ×4: the latency end and the bandwidth end of the t = α + β·bytes fit.
+        for (int64_t b = 4 << 10; b <= (16 << 20); b *= 4) p.message_bytes.push_back(b);
+    }
+    return p;
+}
+
+SampleStats sample_stats(std::vector<double> seconds) {
+    SampleStats st;
+    st.repeats = (int)seconds.size();
+    if (seconds.empty()) return st;
+    std::sort(seconds.begin(), seconds.end());
+    // Linear interpolation between order statistics (NumPy's default percentile).
+    auto quantile = [&](double q) {
+        const double at = q * (double)(seconds.size() - 1);
+        const size_t lo = (size_t)std::floor(at), hi = std::min(lo + 1, seconds.size() - 1);
+        return seconds[lo] + (at - (double)lo) * (seconds[hi] - seconds[lo]);
+    };
+    st.median_s = quantile(0.5);
+    st.spread = st.median_s > 0 ? (quantile(0.75) - quantile(0.25)) / st.median_s : 0;
+    return st;
+}
+
+namespace {
+
+struct Prober {
+    ConnectedRank& r;
+    const JobSpec& job;
+    ProbePlan plan;
+    MetricsSource src;
+    int probes = 0;
+    // The dry pass (before the real one): nothing runs; each probe adds what the job's
+    // GPU preset says it should take, so the launcher can print the expected total first.
+    bool dry = false;
+    double expected_s = 0;
+    double predicted_s = 0;  // the next probe's preset time for one run, set before time_op
+
+    Backend& be() { return *r.be; }
+    const GpuSpec& gpu() const { return job.cluster.gpu; }
+    double preset_seconds_for_flops(double flops) const {
+        const double peak = gpu().peak_tflops(job.training.precision);
+        return peak > 0 ? flops / (peak * 1e12) : 0;
+    }
+    double preset_seconds_for_bytes(double bytes, double gbps) const { return gbps > 0 ? bytes / (gbps * 1e9) : 0; }
+
+    // Times `op` (warm-up, then each repeat); the device is synchronised after every run by
+    // reading one byte back, so a GPU's queued work is inside the interval.
+    template <class Op>
+    SampleStats time_op(const void* sync_from, Op&& op) {
+        if (dry) {
+            expected_s += (plan.warmup + plan.repeats) * predicted_s;
+            return SampleStats{0, 0, plan.repeats};
+        }
+        std::vector<double> t;
+        char byte = 0;
+        for (int i = 0; i < plan.warmup + plan.repeats; ++i) {
+            const auto t0 = clock_type::now();
+            op();
+            be().download(&byte, sync_from, 1);
+            if (i >= plan.warmup) t.push_back(since(t0));
+        }
+        return sample_stats(std::move(t));
+    }
+
+    void emit(nlohmann::json j, const SampleStats& st) {
+        ++probes;
+        if (dry) return;
+        j["median_s"] = st.median_s;
+        j["spread"] = st.spread;
+        j["repeats"] = st.repeats;
+        nlohmann::json line = metrics_event(src, "probe");
+        line.update(j);
+        emit_metrics_line(line);
+    }
+
+    // Buffers and their contents exist only in the real pass.
+    // A probe bound by device memory: its preset time is the bytes it moves at hbm_gbps.
+    template <class Op>
+    SampleStats time_bytes(double bytes, const void* sync_from, Op&& op) {
+        predicted_s = preset_seconds_for_bytes(bytes, gpu().hbm_gbps);
+        return time_op(sync_from, op);
+    }
+
+    void* alloc(int64_t bytes, const char* what) {
+        if (dry) return nullptr;
+        return be().alloc(MEM_WORKSPACE, (size_t)std::max<int64_t>(bytes, 1), what);
+    }
+    void fill(void* x, DType t, float v, int64_t n) {
+        if (!dry) be().fill(x, t, v, n);
+    }
+
+    // One GEMM of the job (fwd y = x·Wᵀ, dgrad dx = dy·W, wgrad dW += dyᵀ·x: the three calls
+    // of the engine's linear layer, model.cpp) at rows R, width in → out.
+    void gemm_family(const char* name, int64_t R, int64_t in, int64_t out, DType fwd_out) {
+        const DType t = r.cfg.act;
+        const int64_t es = (int64_t)dtype_size(t);
+        void* x = alloc(R * in * es, "probe x");
+        void* w = alloc(out * in * es, "probe W");
+        void* y = alloc(R * out * std::max<int64_t>(es, (int64_t)dtype_size(fwd_out)), "probe y");
+        void* gw = alloc(out * in * 4, "probe dW");
+        fill(x, t, 0.01f, R * in);
+        fill(w, t, 0.02f, out * in);
+        fill(y, t, 0.03f, R * out);
+        struct Pass {
+            const char* pass;
+            int64_t M, N, K;
+        };
+        for (const Pass& p : {Pass{"fwd", R, out, in}, Pass{"dgrad", R, in, out}, Pass{"wgrad", out, in, R}}) {
+            Backend::Gemm g;
+            g.M = p.M, g.N = p.N, g.K = p.K;
+            g.a_type = g.b_type = t;
+            if (p.pass[0] == 'f') {
+                g.trans_b = true, g.A = x, g.lda = in, g.B = w, g.ldb = in, g.C = y, g.c_type = fwd_out, g.ldc = out;
+            } else if (p.pass[0] == 'd') {
+                g.A = y, g.lda = out, g.B = w, g.ldb = in, g.C = x, g.c_type = t, g.ldc = in;
+            } else {
+                g.trans_a = true, g.beta = 1.0f, g.A = y, g.lda = out, g.B = x, g.ldb = in, g.C = gw,
+                g.c_type = DType::f32, g.ldc = in;
+            }
+            const double flops = 2.0 * (double)p.M * (double)p.N * (double)p.K;
+            predicted_s = preset_seconds_for_flops(flops);
+            const SampleStats st = time_op(g.C, [&] { be().gemm(g); });
+            emit({{"kind", "gemm"}, {"name", std::string(name) + "." + p.pass}, {"dtype", dtype_name(t)},
+                  {"shape", {p.M, p.N, p.K}}, {"flops", flops},
+                  {"tflops", st.median_s > 0 ? flops / st.median_s / 1e12 : 0.0}},
+                 st);
+        }
+        for (void* p : {x, w, y, gw}) be().release(p);
+    }
+
+    void compute() {
+        const EngineConfig& c = r.cfg;
+        const int64_t R = c.rows(), h = c.model.hidden, D = c.head_dim();
+        if (c.layers > 0) {
+            gemm_family("qkv", R, h, (c.heads_l() + 2 * c.kv_l()) * D, c.act);
+            gemm_family("attn_proj", R, c.heads_l() * D, h, c.act);
+            gemm_family("mlp_up", R, h, c.ffn_l(), c.act);
+            gemm_family("mlp_down", R, c.ffn_l(), h, c.act);
+        }
+        // The LM head writes f32 logits (the f32 loss), on the last stage.
+        if (c.last) gemm_family("lm_head", R, h, c.vocab_l(), DType::f32);
+        sustained_gemm(R, h, c.layers > 0 ? c.ffn_l() : c.vocab_l());
+        if (c.layers > 0) attention();
+    }
+
+    // The attention core at the job's shape: scores Q·Kᵀ, causal softmax and context P·V
+    // (forward), their gradients (backward), as the engine's attention ops run them.
+    // FLOPs as the estimators count them: 4·B·H·T²·D forward (two products over the full
+    // T×T, not halved for the causal mask), twice that backward.
+    void attention() {
+        const EngineConfig& c = r.cfg;
+        const DType t = c.act;
+        const int64_t es = (int64_t)dtype_size(t), B = c.micro_batch, T = c.seq, H = c.heads_l(), G = c.kv_l(),
+                      D = c.head_dim(), rows = B * T;
+        void* qkv = alloc(rows * (H + 2 * G) * D * es, "probe qkv");
+        void* dqkv = alloc(rows * (H + 2 * G) * D * es, "probe dqkv");
+        void* ctx = alloc(rows * H * D * es, "probe ctx");
+        void* dctx = alloc(rows * H * D * es, "probe dctx");
+        void* probs = alloc(B * H * T * T * es, "probe probs");
+        void* ws = alloc(dry ? 0 : be().attention_backward_workspace(t, B, T, H, G, D), "probe attention workspace");
+        fill(qkv, t, 0.01f, rows * (H + 2 * G) * D);
+        fill(dctx, t, 0.01f, rows * H * D);
+        const double fwd = 4.0 * (double)B * (double)H * (double)T * (double)T * (double)D;
+        for (const bool backward : {false, true}) {
+            const double flops = backward ? 2 * fwd : fwd;
+            predicted_s = preset_seconds_for_flops(flops);
+            const SampleStats st =
+                backward ? time_op(dqkv, [&] { be().attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, ws); })
+                         : time_op(ctx, [&] { be().attention_forward(t, ctx, probs, qkv, B, T, H, G, D); });
+            emit({{"kind", "attention"}, {"name", backward ? "attention.bwd" : "attention.fwd"}, {"dtype", dtype_name(t)},
+                  {"shape", {B, H, T, D}}, {"flops", flops}, {"tflops", st.median_s > 0 ? flops / st.median_s / 1e12 : 0.0}},
+                 st);
+        }
+        for (void* q : {qkv, dqkv, ctx, dctx, probs, ws}) be().release(q);
+    }
+
+    // Throughput over time, not one call: the MLP's forward GEMM back to back for a window
+    // of `chunk_s` per repeat (many scheduler time slices), time per call = window / calls.
+    // A single call's median hides a host whose cores are shared (the call runs at full
+    // speed whenever it runs); this probe shows it, and the preflight compares hosts by it.
+    void sustained_gemm(int64_t R, int64_t in, int64_t out) {
+        const DType t = r.cfg.act;
+        const int64_t es = (int64_t)dtype_size(t);
+        const double chunk_s = plan.repeats <= 5 ? 0.05 : 0.1;
+        const double flops = 2.0 * (double)R * (double)out * (double)in;
+        SampleStats st{0, 0, plan.repeats};
+        if (dry) {
+            expected_s += plan.repeats * chunk_s;
+        } else {
+            void* x = alloc(R * in * es, "probe x");
+            void* w = alloc(out * in * es, "probe W");
+            void* y = alloc(R * out * es, "probe y");
+            fill(x, t, 0.01f, R * in);
+            fill(w, t, 0.02f, out * in);
+            std::vector<double> per_call;
+            char byte = 0;
+            for (int k = 0; k < plan.repeats; ++k) {
+                const auto t0 = clock_type::now();
+                int64_t calls = 0;
+                do {
+                    be().gemm(false, true, R, out, in, 1.0f, x, w, 0.0f, y, t, t);
+                    be().download(&byte, y, 1);
+                    ++calls;
+                } while (since(t0) < chunk_s);
+                per_call.push_back(since(t0) / (double)calls);
+            }
+            st = sample_stats(std::move(per_call));
+            for (void* q : {x, w, y}) be().release(q);
+        }
+        emit({{"kind", "gemm"}, {"name", "mlp_up.fwd.sustained"}, {"dtype", dtype_name(t)}, {"shape", {R, out, in}},
+              {"flops", flops}, {"window_s", chunk_s}, {"tflops", st.median_s > 0 ? flops / st.median_s / 1e12 : 0.0}},
+             st);
+    }
+
+    // Memory bandwidth (a device copy: bytes read + written) and the engine's element-wise
+    // kernels at the job's activation sizes; the host cost of one tiny op.
+    void elementwise() {
+        const EngineConfig& c = r.cfg;
+        const DType t = c.act;
+        const int64_t R = c.rows(), h = c.model.hidden, es = (int64_t)dtype_size(t);
+        {
+            const int64_t bytes = plan.repeats <= 5 ? (16 << 20) : (64 << 20);
+            void* a = alloc(bytes, "probe copy src");
+            void* b = alloc(bytes, "probe copy dst");
+            const SampleStats st = time_bytes(2.0 * (double)bytes, b, [&] { be().copy(b, a, DType::f32, bytes / 4); });
+            emit({{"kind", "memory"}, {"name", "copy"}, {"bytes", 2 * bytes},
+                  {"gbps", st.median_s > 0 ? 2.0 * (double)bytes / st.median_s / 1e9 : 0.0}},
+                 st);
+            be().release(a), be().release(b);
+        }
+        void* x = alloc(R * h * es, "probe act x");
+        void* y = alloc(R * h * es, "probe act y");
+        void* w = alloc(h * es, "probe norm w");
+        void* bias = alloc(h * es, "probe norm b");
+        float* mean = (float*)alloc(R * 4, "probe mean");
+        float* rstd = (float*)alloc(R * 4, "probe rstd");
+        fill(x, t, 0.5f, R * h);
+        fill(w, t, 1.0f, h);
+        auto emit_elementwise = [&](const char* name, int64_t elements, int64_t bytes, const SampleStats& st) {
+            emit({{"kind", "elementwise"}, {"name", name}, {"dtype", dtype_name(t)}, {"elements", elements}, {"bytes", bytes},
+                  {"gbps", st.median_s > 0 ? (double)bytes / st.median_s / 1e9 : 0.0}},
+                 st);
+        };
+        if (c.layernorm())
+            emit_elementwise("layernorm.fwd", R * h, 2 * R * h * es,
+                             time_bytes(2.0 * R * h * es, y, [&] { be().layernorm_forward(t, y, mean, rstd, x, w, bias, R, h, 1e-5f); }));
+        else
+            emit_elementwise("rmsnorm.fwd", R * h, 2 * R * h * es,
+                             time_bytes(2.0 * R * h * es, y, [&] { be().rmsnorm_forward(t, y, rstd, x, w, R, h, 1e-5f); }));
+        if (c.swiglu())
+            emit_elementwise("swiglu.fwd", R * h, 3 * R * h * es, time_bytes(3.0 * R * h * es, y, [&] { be().swiglu_forward(t, y, x, x, R * h); }));
+        else
+            emit_elementwise("gelu.fwd", R * h, 2 * R * h * es, time_bytes(2.0 * R * h * es, y, [&] { be().gelu_forward(t, y, x, R * h); }));
+        for (void* p : {x, y, w, bias}) be().release(p);
+        be().release(mean), be().release(rstd);
+
+        if (c.last) {  // softmax + cross entropy over this rank's vocabulary shard (f32)
+            const int64_t V = c.vocab_l();
+            float* logits = (float*)alloc(R * V * 4, "probe logits");
+            float* loss = (float*)alloc(R * 4, "probe loss");
+            int32_t* tgt = (int32_t*)alloc(R * 4, "probe targets");
+            fill(logits, DType::f32, 0.1f, R * V);
+            const int64_t valid = std::min<int64_t>(V, c.model.vocab);
+            emit_elementwise("softmax_xent", R * V, 2 * R * V * 4,
+                             time_bytes(2.0 * R * V * 4, loss, [&] { be().xent_fused(loss, logits, logits, tgt, 1.0f, R, V, 0, valid); }));
+            be().release(logits), be().release(loss), be().release(tgt);
+        }
+        {  // AdamW over a layer's worth of this rank's parameters (f32 p, g, m, v: 16 bytes/element read + written)
+            const int64_t n = std::clamp<int64_t>(12 * h * h / std::max(1, c.tp), 1 << 16, 1 << 24);
+            float* p = (float*)alloc(n * 4, "probe adamw p");
+            float* g = (float*)alloc(n * 4, "probe adamw g");
+            float* m = (float*)alloc(n * 4, "probe adamw m");
+            float* v = (float*)alloc(n * 4, "probe adamw v");
+            double* scalars = (double*)alloc(STEP_SCALAR_COUNT * 8, "probe step scalars");
+            const double host_scalars[STEP_SCALAR_COUNT] = {0, 0, 1, 0, 1, 1, 0};
+            if (!dry) be().upload(scalars, host_scalars, sizeof host_scalars);
+            emit_elementwise("adamw", n, 7 * n * 4,
+                             time_bytes(7.0 * n * 4, p, [&] { be().adamw(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, scalars, 1); }));
+            for (void* q : {(void*)p, (void*)g, (void*)m, (void*)v, (void*)scalars}) be().release(q);
+        }
+        {  // the host's cost of one op: a one-element fill, dominated by launch / dispatch
+            void* one = alloc(4, "probe one");
+            predicted_s = 0;
+            emit({{"kind", "host_op"}, {"name", "fill1"}}, time_op(one, [&] { be().fill(one, DType::f32, 1.0f, 1); }));
+            be().release(one);
+        }
+    }
+
+    // Members per node and nodes of a group (the group shape the estimator's collective
+    // model takes), from the layout's node of each member.
+    nlohmann::json group_shape(const Communicator& g) {
+        std::set<int> nodes;
+        for (int gr : g.global_ranks()) nodes.insert(r.layout.ranks[(size_t)gr].node);
+        return {{"group", g.name()}, {"group_size", g.size()}, {"nodes", (int)nodes.size()},
+                {"members_per_node", g.size() / std::max<int>(1, (int)nodes.size())}};
+    }
+
+    void comm_sample(Communicator& g, const char* op, int64_t bytes, void* buf, std::function<void()> call) {
+        const double factor = collective_bus_factor(op, g.size());  // nccl-tests' busbw convention
+        nlohmann::json j = group_shape(g);
+        // The preset's link: intra-node inside one node, the slower inter-node link across nodes.
+        predicted_s = preset_seconds_for_bytes((double)bytes * factor,
+                                               j["nodes"].get<int>() > 1 ? job.cluster.inter_gbps : job.cluster.intra_gbps);
+        const SampleStats st = time_op(buf, call);
+        j["kind"] = "comm";
+        j["name"] = op;
+        j["bytes"] = bytes;
+        j["algbw_gbps"] = st.median_s > 0 ? (double)bytes / st.median_s / 1e9 : 0.0;
+        j["busbw_gbps"] = st.median_s > 0 ? (double)bytes * factor / st.median_s / 1e9 : 0.0;
+        j["bus_factor"] = factor;
+        emit(j, st);
+    }
+
+    // Collectives of every group kind the layout has (size > 1) over the message sweep;
+    // pipeline p2p as a ring exchange inside the pp group (each stage sends to the next and
+    // receives from the previous at once, every link busy as in 1F1B's steady state).
+    void comm() {
+        const int64_t largest = plan.message_bytes.back();
+        void* buf = alloc(largest, "probe comm buffer");
+        void* rbuf = alloc(largest, "probe comm receive buffer");
+        if (!dry) r.groups.world->barrier();
+        for (Communicator* g : {r.groups.tp.get(), r.groups.dp.get(), r.groups.world.get()}) {
+            if (!g || g->size() <= 1) continue;
+            const int n = g->size();
+            for (int64_t bytes : plan.message_bytes) {
+                const int64_t count = bytes / 4;
+                comm_sample(*g, "all_reduce", bytes, buf, [&] { g->all_reduce(buf, count, DType::f32, ReduceOp::sum); });
+                const int64_t per = std::max<int64_t>(1, count / n), total = per * n * 4;
+                comm_sample(*g, "reduce_scatter", total, buf, [&] { g->reduce_scatter(buf, per, DType::f32, ReduceOp::sum); });
+                comm_sample(*g, "all_gather", total, buf, [&] { g->all_gather(buf, per, DType::f32); });
+            }
+        }
+        if (Communicator* pp = r.groups.pp.get(); pp && pp->size() > 1) {
+            const int n = pp->size(), next = (pp->rank() + 1) % n, prev = (pp->rank() + n - 1) % n;
+            for (int64_t bytes : plan.message_bytes) {
+                const int64_t count = bytes / 4;
+                comm_sample(*pp, "p2p", bytes, rbuf, [&] {
+                    pp->group_start();
+                    pp->send(buf, count, DType::f32, next);
+                    pp->recv(rbuf, count, DType::f32, prev);
+                    pp->group_end();
+                });
+            }
+        }
+        be().release(buf), be().release(rbuf);
+    }
+};
+
+std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("model name", 0) == 0) {
+            const size_t at = line.find(':');
+            if (at != std::string::npos) return line.substr(line.find_first_not_of(' ', at + 1));
+        }
+    return "unknown";
+}
+
+// What the CUDA runtime says of the visible devices (name, memory, driver), for a rank on
+// the CUDA backend; null elsewhere.
+nlohmann::json gpu_description(const BackendChoice* backend) {
+#ifdef PTD_HAVE_CUDA
+    if (backend && backend->kind == BackendKind::cuda) {
+        char buf[8192];
+        if (ptd_cuda_describe_devices(buf, sizeof buf) >= 0) return std::string(buf);
+    }
+#endif
+    (void)backend;
+    return nullptr;
+}
+
+}  // namespace
+
+int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& options, const ProbeOptions& probe) {
+    ConnectedRank r;
+    if (int rc = connect_rank(job, env, options, r)) return rc;
+    Prober p{r, job, probe_plan(probe), MetricsSource{r.run_id, env.rank}};
+    {
+        char host[256] = {};
+        gethostname(host, sizeof host - 1);
+        nlohmann::json j = metrics_event(p.src, "probe");
+        j["kind"] = "host";
+        j["hostname"] = host;
+        j["node"] = r.layout.ranks[(size_t)env.rank].node;
+        j["local_rank"] = env.local_rank;
+        j["cpu_model"] = cpu_model_name();
+        j["cores"] = (int)std::thread::hardware_concurrency();
+        j["memory_bytes"] = (int64_t)sysconf(_SC_PHYS_PAGES) * (int64_t)sysconf(_SC_PAGE_SIZE);
+        j["threads"] = r.threads;
+        j["blas"] = blas_choice().to_json();
+        j["backend"] = r.be->name();
+        const BackendChoice cpu_choice;
+        j["device"] = (options.backend ? *options.backend : cpu_choice).to_json();
+        j["gpu"] = gpu_description(options.backend);
+        j["precision"] = to_string(job.training.precision);
+        j["engine_version"] = probe.version;
+        j["quick"] = probe.quick;
+        emit_metrics_line(j);
+    }
+    const auto t0 = clock_type::now();
+    // The dry pass: how many probes and what the preset says they take (the "plan" line).
+    p.dry = true;
+    p.compute(), p.elementwise(), p.comm();
+    {
+        nlohmann::json j = metrics_event(p.src, "probe");
+        j["kind"] = "plan";
+        j["probes"] = p.probes;
+        j["expected_s"] = p.expected_s;
+        j["warmup"] = p.plan.warmup;
+        j["repeats"] = p.plan.repeats;
+        emit_metrics_line(j);
+    }
+    p.dry = false;
+    p.probes = 0;
+    // Every rank computes at once, sharing the host's cores as a training step does.
+    r.groups.world->barrier();
+    p.compute(), p.elementwise(), p.comm();
+    nlohmann::json end = metrics_event(p.src, "probe");
+    end["kind"] = "done";
+    end["probes"] = p.probes;
+    end["seconds"] = since(t0);
+    emit_metrics_line(end);
+    disconnect_rank(r);
+    return 0;
+}
+
+}  // namespace ptd::engine

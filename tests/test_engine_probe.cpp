@@ -1,0 +1,143 @@
+// test_engine_probe.cpp — the calibration probes of ptd-engine (`--probe`): their
+// statistics (median, interquartile spread, the nccl-tests bus-bandwidth factors), and the
+// shipped 8-rank job probed by 8 real processes over loopback: every rank's lines parse as
+// the launcher parses them, every GEMM of the job's layers and every group kind of its
+// layout is measured, and the counts agree with the rank's own plan.
+#include <map>
+#include <set>
+
+#include "engine_run.h"
+#include "ptd/engine/probe.h"
+#include "ptd/metrics_event.h"
+#include "ptd/spec/cluster_profile.h"
+
+namespace {
+
+using engine_run::json;
+using ptd::collective_bus_factor;
+using ptd::engine::sample_stats;
+
+TEST(ProbeStats, MedianAndInterquartileSpread) {
+    // Sorted 1..5: median 3, quartiles 2 and 4 (linear interpolation) → spread 2/3.
+    const auto st = sample_stats({5, 1, 4, 2, 3});
+    EXPECT_EQ(st.repeats, 5);
+    EXPECT_DOUBLE_EQ(st.median_s, 3.0);
+    EXPECT_NEAR(st.spread, 2.0 / 3.0, 1e-12);
+    // An even count interpolates: 1, 2, 3, 10 → median 2.5, q1 1.75, q3 4.75.
+    const auto even = sample_stats({10, 1, 3, 2});
+    EXPECT_DOUBLE_EQ(even.median_s, 2.5);
+    EXPECT_NEAR(even.spread, 3.0 / 2.5, 1e-12);
+    EXPECT_EQ(sample_stats({}).repeats, 0);
+}
+
+TEST(ProbeStats, BusBandwidthFactorsOfNcclTests) {
+    // nccl-tests PERFORMANCE.md: all-reduce 2(n−1)/n, reduce-scatter / all-gather (n−1)/n.
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 8), 2.0 * 7 / 8);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 2), 1.0);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("reduce_scatter", 4), 0.75);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_gather", 8), 7.0 / 8);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("p2p", 2), 1.0);
+    EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 1), 1.0);
+}
+
+TEST(EngineProbe, QuickWithoutProbeIsRefused) {
+    const auto r = ptd_test::run_captured(std::string(PTD_BIN_DIR "/ptd-engine --job ") + PTD_SOURCE_DIR +
+                                          "/assets/jobs/tiny-gpt-8rank.toml --quick");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("--quick"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--probe"), std::string::npos) << r.err;
+}
+
+// The shipped TP 2 × PP 2 × DP 2 job (fp32, tiny-gpt) probed by its 8 ranks at once on
+// `backend` (the engine's own Backend: the CPU one, or the CUDA one under the simulator).
+void probe_eight_rank_job(const std::string& backend) {
+    const auto runs = engine_run::run_engine(PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank.toml", 8,
+                                             {"--probe", "--quick", "--backend", backend});
+    ASSERT_EQ(runs.size(), 8u);
+    for (int rank = 0; rank < 8; ++rank) {
+        const auto& run = runs[(size_t)rank];
+        ASSERT_EQ(run.exit_code, 0) << "rank " << rank << " stderr:\n" << run.err;
+        std::vector<ptd::ProbeRecord> probes;
+        std::istringstream lines(run.out);
+        for (std::string line; std::getline(lines, line);) {
+            std::string problem;
+            auto m = ptd::parse_metrics_line(line, &problem);
+            ASSERT_TRUE(m) << "rank " << rank << ": " << problem << "\n" << line;
+            ASSERT_EQ(m->kind, ptd::MetricKind::probe) << line;
+            EXPECT_EQ(m->rank, rank);
+            probes.push_back(m->probe);
+        }
+        ASSERT_GE(probes.size(), 3u);
+        const ptd::ProbeRecord& host = probes.front();
+        EXPECT_EQ(host.kind, "host");
+        EXPECT_FALSE(host.hostname.empty());
+        EXPECT_GE(host.cores, 1);
+        EXPECT_FALSE(host.blas_core.empty()) << "the host line names the BLAS core type";
+        EXPECT_EQ(host.backend, backend);
+        EXPECT_EQ(host.precision, "fp32");
+        const ptd::ProbeRecord& plan = probes[1];
+        EXPECT_EQ(plan.kind, "plan");
+        EXPECT_GT(plan.expected_s, 0);
+        EXPECT_EQ(plan.repeats, 5);  // --quick
+        const ptd::ProbeRecord& done = probes.back();
+        EXPECT_EQ(done.kind, "done");
+        const int measured = (int)probes.size() - 3;
+        EXPECT_EQ(done.probes, measured);
+        EXPECT_EQ(plan.probes, measured) << "the dry pass counts what the real pass runs";
+
+        std::set<std::string> gemms;
+        std::map<std::string, std::set<std::string>> comm;  // group → ops
+        std::set<std::string> elementwise;
+        for (size_t i = 2; i + 1 < probes.size(); ++i) {
+            const auto& p = probes[i];
+            EXPECT_EQ(p.repeats, 5) << p.name;
+            EXPECT_GT(p.median_s, 0) << p.name;
+            EXPECT_GE(p.spread, 0) << p.name;
+            if (p.kind == "gemm") {
+                gemms.insert(p.name);
+                ASSERT_EQ(p.shape.size(), 3u);
+                EXPECT_DOUBLE_EQ(p.flops, 2.0 * p.shape[0] * p.shape[1] * p.shape[2]) << p.name;
+                EXPECT_NEAR(p.tflops, p.flops / p.median_s / 1e12, 1e-9 * p.tflops) << p.name;
+                EXPECT_EQ(p.dtype, "f32");
+            } else if (p.kind == "attention") {
+                gemms.insert(p.name);
+                ASSERT_EQ(p.shape.size(), 4u);  // B, H, T, D: micro_batch 2, 4 heads / tp 2, seq 64, 64 / 4
+                EXPECT_EQ(p.shape, (std::vector<long long>{2, 2, 64, 16}));
+                const double fwd = 4.0 * 2 * 2 * 64 * 64 * 16;
+                EXPECT_DOUBLE_EQ(p.flops, p.name == "attention.bwd" ? 2 * fwd : fwd) << p.name;
+            } else if (p.kind == "comm") {
+                comm[p.group].insert(p.name);
+                EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * collective_bus_factor(p.name, p.group_size), 1e-9 * p.busbw_gbps);
+                EXPECT_EQ(p.nodes, 1);
+                EXPECT_EQ(p.members_per_node, p.group_size);
+            } else {
+                elementwise.insert(p.name);
+            }
+        }
+        // tiny-gpt: rows = micro_batch 2 · seq 64; hidden 64 → local widths at tp 2.
+        for (const char* layer : {"qkv", "attn_proj", "mlp_up", "mlp_down"})
+            for (const char* pass : {"fwd", "dgrad", "wgrad"})
+                EXPECT_TRUE(gemms.count(std::string(layer) + "." + pass)) << "rank " << rank << " " << layer << "." << pass;
+        EXPECT_TRUE(gemms.count("attention.fwd") && gemms.count("attention.bwd")) << "rank " << rank;
+        EXPECT_TRUE(gemms.count("mlp_up.fwd.sustained")) << "rank " << rank;
+        // The LM head is measured where it runs: the last pipeline stage.
+        const bool last_stage = run.out.find("lm_head.fwd") != std::string::npos;
+        EXPECT_EQ(gemms.count("lm_head.wgrad") == 1, last_stage);
+        for (const char* e : {"copy", "layernorm.fwd", "gelu.fwd", "adamw", "fill1"}) EXPECT_TRUE(elementwise.count(e)) << e;
+        for (const char* g : {"tp", "dp", "world"})
+            EXPECT_EQ(comm[g], (std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"})) << g;
+        EXPECT_EQ(comm["pp"], (std::set<std::string>{"p2p"}));
+    }
+    // Half the ranks are on the last of the 2 stages.
+    int last = 0;
+    for (const auto& run : runs) last += run.out.find("lm_head.fwd") != std::string::npos;
+    EXPECT_EQ(last, 4);
+}
+
+TEST(EngineProbe, EightRankJobOverLoopback) { probe_eight_rank_job("cpu"); }
+
+// The GPU probe code path (CUDA backend, device buffers, synchronising downloads) under the
+// CUDA simulator; on a GPU the same code runs on the device.
+TEST(EngineProbe, EightRankJobOnTheCudaSimulator) { probe_eight_rank_job("cuda-sim"); }
+
+}  // namespace
