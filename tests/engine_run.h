@@ -65,7 +65,9 @@ inline fs::path temp_root() {
     static fs::path root = [] {
         std::string tmpl = (fs::temp_directory_path() / "ptd-engine-test-XXXXXX").string();
         const char* made = mkdtemp(tmpl.data());
-        return fs::path(made ? made : tmpl);
+        const fs::path root = made ? made : tmpl;
+        ptd_test::remove_after_tests_if_passed(root);
+        return root;
     }();
     return root;
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -66,6 +67,24 @@ inline Proc run_captured(const std::string& cmd, const std::string& tag = "ptd_t
     std::remove((base + ".out").c_str());
     std::remove((base + ".err").c_str());
     return p;
+}
+
+// Removes `path` (a scratch folder shared by several tests of this process) after the last
+// test, when every test passed; a failure keeps it and prints where it is, to be read.
+inline void remove_after_tests_if_passed(const std::filesystem::path& path) {
+    struct Cleanup : ::testing::Environment {
+        std::vector<std::filesystem::path> paths;
+        void TearDown() override {
+            const bool passed = ::testing::UnitTest::GetInstance()->Passed();
+            for (const auto& p : paths) {
+                std::error_code ec;
+                if (passed) std::filesystem::remove_all(p, ec);
+                else if (std::filesystem::exists(p, ec)) std::fprintf(stderr, "kept for a failed test: %s\n", p.c_str());
+            }
+        }
+    };
+    static Cleanup* cleanup = static_cast<Cleanup*>(::testing::AddGlobalTestEnvironment(new Cleanup));
+    cleanup->paths.push_back(path);
 }
 
 }  // namespace ptd_test

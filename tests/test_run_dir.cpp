@@ -48,6 +48,7 @@ void append_raw(const std::string& path, const std::string& text) {
 std::string fresh_dir(const std::string& name) {
     const std::string dir = ::testing::TempDir() + "/ptd_run_dir_" + std::to_string(getpid()) + "_" + name;
     fs::remove_all(dir);
+    ptd_test::remove_after_tests_if_passed(dir);
     return dir;
 }
 
