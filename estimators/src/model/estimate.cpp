@@ -20,9 +20,10 @@ using namespace est;
 
 // ---- context and one stage ------------------------------------------------------------------
 
-EstimateContext make_estimate_context(const JobSpec& job) {
+EstimateContext make_estimate_context(const JobSpec& job, const ClusterProfile* profile) {
     EstimateContext ctx;
     ctx.job = job;
+    ctx.profile = profile;
     ctx.params = count_parameters(job.model);
     ctx.peak_flops = job.cluster.gpu.peak_tflops(job.training.precision) * 1e12;
     ctx.cpu_device = job.cluster.gpu.name == "cpu";
@@ -872,8 +873,8 @@ SpeedInterval score_speed_interval(const JobSpec& job, const LayoutScore& s) {
     return job_speed_interval(job, SpeedPoint{s.step_s, s.tokens_per_s, 0, 0, s.mfu, s.hfu});
 }
 
-Estimate estimate_job(const JobSpec& job) {
-    EstimateContext ctx = make_estimate_context(job);
+Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
+    EstimateContext ctx = make_estimate_context(job, profile);
     Estimate est;
     LayoutChoice ch = layout_choice_of(job);
     evaluate_layout(ctx, ch, job.parallel.layers_per_stage, &est);

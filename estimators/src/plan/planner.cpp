@@ -897,7 +897,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     planned.cluster.nodes = world / job.cluster.gpus_per_node;
     planned.cluster.hosts.clear();
     if (options.headroom >= 0) planned.estimate.headroom = options.headroom;
-    const EstimateContext ctx = make_estimate_context(planned);
+    const EstimateContext ctx = make_estimate_context(planned, options.profile);
     const Space sp = make_space(job, planned, options, world);
 
     OwnLayout own;

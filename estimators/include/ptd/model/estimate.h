@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ptd/spec/cluster_profile.h"
 #include "ptd/spec/job_spec.h"
 #include "ptd/model/model_stats.h"
 #include "ptd/model/speed_interval.h"
@@ -183,9 +184,12 @@ struct EstimateContext {
     ParamCounts params;
     double peak_flops = 0;      // FLOP/s for the job's precision
     bool cpu_device = false;    // the `cpu` preset: no CUDA context or NCCL buffers
+    // A cluster profile measured by `ptd calibrate` (cluster_profile.h), owned by the caller;
+    // null = the GPU preset's figures. With one, the time model takes what was measured.
+    const ClusterProfile* profile = nullptr;
 };
 
-EstimateContext make_estimate_context(const JobSpec& job);
+EstimateContext make_estimate_context(const JobSpec& job, const ClusterProfile* profile = nullptr);
 
 // Score one layout. `layers_per_stage` may be empty (balanced split: the remainder goes
 // to stages 1.., sparing the first, which holds the most activations). With `detail`,
@@ -202,8 +206,10 @@ struct StepBounds {
 LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choice,
                             const std::vector<int>& layers_per_stage, Estimate* detail, StepBounds* bounds = nullptr);
 
-// Full estimate of a valid job (validate_job empty), its speed interval included.
-Estimate estimate_job(const JobSpec& job);
+// Full estimate of a valid job (validate_job empty), its speed interval included; with a
+// cluster profile (load_job_profile) the time model takes the figures measured on the
+// user's hosts, and the interval comes from the profile's held-back probes.
+Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile = nullptr);
 
 // A planner row's (or any score's) speed interval under the job's band; the planner never
 // computes it per evaluated layout, only callers that show a row do.

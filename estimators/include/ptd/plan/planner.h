@@ -34,6 +34,9 @@ struct PlanOptions {
     bool try_zb_h1 = false;
     bool try_dualpipe = false;
     int max_micro_batch = 64;
+    // A cluster profile (ptd calibrate) the time model takes its figures from, owned by the
+    // caller; null = the GPU preset's.
+    const ClusterProfile* profile = nullptr;
     bool exhaustive = false;       // no pruning (tests compare)
     bool simulate_all = false;     // simulate every layout's schedule, no screening by bounds (tests compare)
     // Also keep the best `top_k_unfit` evaluated layouts that do NOT fit (PlanResult::unfit),
