@@ -9,12 +9,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "cmd_calibrate.h"
 #include "job_test_util.h"
 #include "process_test_util.h"
 #include "sshd_fixture.h"
+#include "ptd/model/estimate.h"
 #include "ptd/spec/cluster_profile.h"
+#include "ptd/timeline/timeline.h"
 #include "text_test_util.h"
 
 namespace {
@@ -252,6 +256,80 @@ TEST(Calibrate, EightRankJobWritesAProfile) {
         EXPECT_TRUE(groups.count(g)) << g;
 }
 
+// The tensor-parallel calls of a real run, per step and rank, as its timeline records them:
+// what the estimator's engine model counts (tests/estimate/engine_profile_time.cpp counts
+// them by hand); then `ptd calibrate --from-run` puts the run's in-step cost of those calls
+// into the profile, and the estimate takes it.
+TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
+    TempDir dir("ptd_calibrate");
+    const std::string prof = dir / "prof.toml";
+    const auto cal = run_captured(kPtd + " calibrate " + kJob + " --quick -o " + prof + " --run-root " + (dir / "runs"));
+    ASSERT_EQ(cal.rc, 0) << cal.out << cal.err;
+    {  // the probes between compute bursts, their mean kept
+        auto p = ptd::load_profile(prof);
+        ASSERT_TRUE(p) << p.error().str();
+        int in_step = 0;
+        for (const auto& s : p->samples)
+            if (s.kind == "comm" && s.between_s > 0 && s.group == "tp") {
+                ++in_step;
+                EXPECT_GT(s.mean_s, 0);
+            }
+        EXPECT_EQ(in_step, 3 * 8) << "all-reduce, reduce-scatter, all-gather on every rank";
+    }
+    const auto run = run_captured(kPtd + " launch " + kJob + " --steps 3 --run-root " + (dir / "runs") + " --run-id train");
+    ASSERT_EQ(run.rc, 0) << run.out << run.err;
+    const std::string run_dir = dir / "runs/train";
+    // Per step: rank 0 (stage 0) and rank 4 (stage 1), against the model's calls per step.
+    const ptd::JobSpec job = ptd_test::loaded(ptd::load_job_file_with_overrides(kJob, {}, ptd_test::presets()));
+    ClusterProfile flat;
+    flat.gpu = "cpu", flat.ranks_per_host = 8;
+    flat.hosts.push_back({"h", "h", 8, "cpu", 2, 1, "", "cpu", ""});
+    for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
+        for (double bytes : {4096.0, 1e9}) {
+            ProfileSample c = comm_sample(0, bytes, 1.0);
+            c.name = op, c.group = "tp", c.group_size = 2, c.members_per_node = 2, c.nodes = 1;
+            flat.samples.push_back(c);
+        }
+    const ptd::Estimate model = ptd::estimate_job(job, &flat);
+    for (int rank : {0, 4}) {
+        const std::string tsv = ptd_test::read_file(run_dir + "/timeline/" + ptd::timeline_file_name(rank));
+        std::map<int, int> per_step;
+        std::istringstream in(tsv);
+        for (std::string line; std::getline(in, line);)
+            if (line.rfind("tp\t", 0) == 0) ++per_step[std::stoi(line.substr(3))];
+        ASSERT_FALSE(per_step.empty()) << tsv;
+        const int stage = rank / 4;
+        for (auto [step, n] : per_step)
+            EXPECT_EQ(n, (int)std::lround(model.micro_batches * model.stages[(size_t)stage].tp_s)) << "rank " << rank << " step " << step;
+    }
+    // Refined from the run.
+    const auto refine = run_captured(kPtd + " calibrate --from-run " + run_dir + " --profile " + prof);
+    ASSERT_EQ(refine.rc, 0) << refine.out << refine.err;
+    EXPECT_NE(refine.out.find("a TP collective of 32768 bytes costs"), std::string::npos) << refine.out;
+    auto p = ptd::load_profile(prof);
+    ASSERT_TRUE(p) << p.error().str();
+    EXPECT_EQ(p->refined_from, std::vector<std::string>{"train"});
+    int from_run = 0;
+    for (const auto& s : p->samples)
+        if (s.kind == "comm" && s.between_s > 0 && s.group == "tp") {
+            ++from_run;
+            EXPECT_EQ(s.bytes, 2.0 * 64 * 64 * 4) << "micro_batch · seq · hidden · fp32";
+            EXPECT_GE(s.repeats, 72) << "every call of a step";
+        }
+    EXPECT_EQ(from_run, 2 * 8) << "all-gather and reduce-scatter (SP) on every rank, the probes' replaced";
+    const auto est = run_captured(kPtd + " estimate " + kJob + " --profile " + prof);
+    ASSERT_EQ(est.rc, 0) << est.err;
+    EXPECT_NE(est.out.find("from profile"), std::string::npos) << est.out;
+
+    // A profile of other hosts: refused, naming the run's host and the profile's.
+    ClusterProfile other = synthetic_profile();
+    std::ofstream(dir / "other.toml") << ptd::profile_toml(other);
+    const auto refused = run_captured(kPtd + " calibrate --from-run " + run_dir + " --profile " + (dir / "other.toml"));
+    EXPECT_EQ(refused.rc, 2);
+    EXPECT_NE(refused.err.find("host \"localhost (local)\" ran the job but the profile"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("\"node-a\", \"node-b\""), std::string::npos) << refused.err;
+}
+
 // Over SSH with --upload: the fixture's sshd on 127.0.0.1, one host of 4 slots (tiny-local:
 // tp 2 · pp 2); the profile names the host as the hostfile does.
 TEST(Calibrate, OverSshWithUpload) {
@@ -404,14 +482,25 @@ TEST(Calibrate, EstimateAndPlanNameTheProfile) {
     ASSERT_EQ(est.rc, 0) << est.err;
     EXPECT_NE(est.out.find("profile: " + (dir / "prof.toml") + " (measured 2026-11-29T06:40:00Z on node-a, node-b)"), std::string::npos)
         << est.out;
-    EXPECT_NE(est.out.find("still uses the \"cpu\" preset's figures"), std::string::npos) << est.out;
+    EXPECT_NE(est.out.find("the time figures above come from it"), std::string::npos) << est.out;
+    EXPECT_NE(est.out.find("TP comm"), std::string::npos) << est.out;
+    EXPECT_NE(est.out.find("from profile"), std::string::npos) << est.out;
     EXPECT_NE(est.out.find("GEMM throughput: 2 TFLOP/s"), std::string::npos) << est.out;
     EXPECT_NE(est.out.find("all_reduce over dp (4 ranks, 2 nodes): latency 50 µs, bus bandwidth 2 GB/s"), std::string::npos) << est.out;
     const auto json = run_captured(kPtd + " estimate " + kJob + " --json --profile " + (dir / "prof.toml"));
     ASSERT_EQ(json.rc, 0) << json.err;
     const auto doc = nlohmann::json::parse(json.out);
     EXPECT_EQ(doc["profile"]["measured_at"], "2026-11-29T06:40:00Z");
-    EXPECT_EQ(doc["profile"]["used_by_time_model"], false);
+    EXPECT_EQ(doc["profile"]["used_by_time_model"], true);
+    EXPECT_EQ(doc["time_source"], "profile");
+    EXPECT_EQ(doc["interval"]["source"], "cluster_profile");
+    // A job another framework runs: the profile is named, not used, and the reason given.
+    const auto megatron = run_captured(kPtd + " estimate " + kJob + " --set estimate.activation_profile=megatron --profile " +
+                                       (dir / "prof.toml"));
+    ASSERT_EQ(megatron.rc, 0) << megatron.err;
+    EXPECT_NE(megatron.out.find("not used for the time figures: the time model takes a profile's figures for jobs the "
+                                "bundled engine runs"), std::string::npos) << megatron.out;
+    EXPECT_NE(megatron.out.find("from preset"), std::string::npos) << megatron.out;
     const auto plan = run_captured(kPtd + " plan " + kJob + " --top 2 --profile " + (dir / "prof.toml"));
     ASSERT_EQ(plan.rc, 0) << plan.err;
     EXPECT_NE(plan.out.find("profile: "), std::string::npos) << plan.out;

@@ -87,11 +87,14 @@ void probe_eight_rank_job(const std::string& backend) {
 
         std::set<std::string> gemms;
         std::map<std::string, std::set<std::string>> comm;  // group → ops
+        std::map<std::string, std::set<std::string>> in_step;  // group → ops probed between compute bursts
         std::set<std::string> elementwise;
         for (size_t i = 2; i + 1 < probes.size(); ++i) {
             const auto& p = probes[i];
-            EXPECT_EQ(p.repeats, 5) << p.name;
+            // Collectives between compute bursts (probe comm_in_step) repeat at least 10 times.
+            EXPECT_EQ(p.repeats, p.between_s > 0 ? 10 : 5) << p.name;
             EXPECT_GT(p.median_s, 0) << p.name;
+            EXPECT_GT(p.mean_s, 0) << p.name << ": the mean of the repeats, what a step pays per call";
             EXPECT_GE(p.spread, 0) << p.name;
             if (p.kind == "gemm") {
                 gemms.insert(p.name);
@@ -107,6 +110,7 @@ void probe_eight_rank_job(const std::string& backend) {
                 EXPECT_DOUBLE_EQ(p.flops, p.name == "attention.bwd" ? 2 * fwd : fwd) << p.name;
             } else if (p.kind == "comm") {
                 comm[p.group].insert(p.name);
+                if (p.between_s > 0) in_step[p.group].insert(p.name);
                 EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * collective_bus_factor(p.name, p.group_size), 1e-9 * p.busbw_gbps);
                 EXPECT_EQ(p.nodes, 1);
                 EXPECT_EQ(p.members_per_node, p.group_size);
@@ -127,6 +131,9 @@ void probe_eight_rank_job(const std::string& backend) {
         for (const char* g : {"tp", "dp", "world"})
             EXPECT_EQ(comm[g], (std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"})) << g;
         EXPECT_EQ(comm["pp"], (std::set<std::string>{"p2p"}));
+        for (const char* g : {"tp", "dp", "world"})
+            EXPECT_EQ(in_step[g], (std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"})) << g;
+        EXPECT_EQ(in_step["pp"], (std::set<std::string>{"p2p"}));
     }
     // Half the ranks are on the last of the 2 stages.
     int last = 0;

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     auto* schedule = app.add_subcommand("schedule", "Draw the predicted pipeline timeline of a job (and a run's measured one under it)");
     schedule->add_option("JOB", sa.job, "Job spec file, @default or @tiny")->required();
     schedule->add_option("--set", sa.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
+    schedule->add_option("--profile", sa.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     schedule->add_option("--steps-of", sa.steps_of, "Run directory whose measured timeline (timeline/rank-*.tsv) is drawn under the prediction")->type_name("RUN_DIR");
     schedule->add_option("--trace", sa.trace, "Also write the predicted timeline as Chrome trace JSON (Perfetto, chrome://tracing)")->type_name("FILE");
     schedule->add_flag("--json", sa.json, "Machine-readable timeline (schema ptd.schedule/1)");
@@ -136,7 +137,13 @@ int main(int argc, char** argv) {
                           "Assemble the profile (or --check) from a finished calibration's run directory: its rank logs, "
                           "e.g. after sbatch of --slurm's script")
         ->excludes(calibrate_job);
-    calibrate->add_option("-o,--output", ca.output, "Profile file to write (default RUN_DIR/profile.toml)");
+    auto* from_run = calibrate->add_option("--from-run", ca.from_run,
+                          "Refine a profile with a finished training run's measured timeline (its in-step TP collective "
+                          "costs); the profile is --profile FILE, else the run's job's cluster.profile")
+        ->excludes(calibrate_job)->type_name("RUN_DIR");
+    calibrate->add_option("--profile", ca.base_profile, "With --from-run: the profile to refine")->needs(from_run);
+    calibrate->add_option("-o,--output", ca.output,
+                          "Profile file to write (default RUN_DIR/profile.toml; with --from-run the refined profile in place)");
     calibrate->add_flag("--quick", ca.quick, "Fewer repeats and message sizes (under 30 s on a small cluster)");
     calibrate->add_flag("--check", ca.check,
                         "Preflight: a quick probe on every host; flag hosts slower than the rest and map them onto the layout "

@@ -80,8 +80,12 @@ std::string probe_figure(const ProbeRecord& p) {
                       p.shape.size() == 3 ? p.shape[0] : 0, p.shape.size() == 3 ? p.shape[1] : 0,
                       p.shape.size() == 3 ? p.shape[2] : 0, p.tflops);
     else if (p.kind == "comm")
-        std::snprintf(buf, sizeof buf, "%s %s×%d %s: %.3g ms, bus %.3g GB/s", p.name.c_str(), p.group.c_str(), p.group_size,
-                      bytes_text(p.bytes).c_str(), p.median_s * 1e3, p.busbw_gbps);
+        if (p.between_s > 0)  // between compute bursts (probe comm_in_step): its mean is what a step pays
+            std::snprintf(buf, sizeof buf, "%s %s×%d %s after compute: %.3g ms, mean %.3g ms", p.name.c_str(), p.group.c_str(),
+                          p.group_size, bytes_text(p.bytes).c_str(), p.median_s * 1e3, p.mean_s * 1e3);
+        else
+            std::snprintf(buf, sizeof buf, "%s %s×%d %s: %.3g ms, bus %.3g GB/s", p.name.c_str(), p.group.c_str(), p.group_size,
+                          bytes_text(p.bytes).c_str(), p.median_s * 1e3, p.busbw_gbps);
     else if (p.kind == "host_op")
         std::snprintf(buf, sizeof buf, "%s: %.3g µs per op", p.name.c_str(), p.median_s * 1e6);
     else
@@ -110,6 +114,8 @@ std::string holdings(const RankLayout& layout, const std::vector<int>& ranks) {
            (dp.size() > 1 ? "s " : " ") + span_text(dp) + " (TP rank" + (tp.size() > 1 ? "s " : " ") + span_text(tp) + ")";
 }
 
+}  // namespace
+
 // The profile replaces an older one whole or not at all: written beside it, then renamed.
 Result<void> write_profile_file(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp-" + std::to_string((long)getpid());
@@ -129,6 +135,8 @@ Result<void> write_profile_file(const std::string& path, const std::string& text
     }
     return {};
 }
+
+namespace {
 
 struct RankProgress {
     int planned = 0, measured = 0;
@@ -181,6 +189,7 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
             s.flops = p.flops, s.bytes = p.bytes, s.group = p.group;
             s.group_size = p.group_size, s.nodes = p.nodes, s.members_per_node = p.members_per_node;
             s.median_s = p.median_s, s.spread = p.spread, s.repeats = p.repeats;
+            s.mean_s = p.mean_s, s.between_s = p.between_s;
             prof.samples.push_back(s);
         }
     prof.seconds = wall;
@@ -331,6 +340,7 @@ int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, FI
 
 int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
     if (!a.collect.empty()) return collect_calibration(a, presets, out, err);
+    if (!a.from_run.empty()) return refine_profile_from_run(a, presets, out, err);
     if (a.launch.job.empty()) {
         std::fprintf(err, "ptd calibrate: error: JOB: missing; allowed: a job file, @default or @tiny (or --collect RUN_DIR)\n");
         return kExitConfig;

@@ -21,7 +21,17 @@ struct CalibrateArgs {
     bool check = false;           // the preflight: flag slow hosts, write no profile
     double stall_s = 120;         // a rank silent this long while probing ends the calibration
     std::string collect;          // --collect RUN_DIR: the profile from a finished run's rank logs (Slurm)
+    std::string from_run;         // --from-run RUN_DIR: refine a profile with a training run's measured timeline
+    std::string base_profile;     // --profile FILE: the profile --from-run refines (else the run's job's cluster.profile)
 };
+
+// Writes a profile through a temporary file renamed over `path` (never half a file).
+Result<void> write_profile_file(const std::string& path, const std::string& text);
+
+// --from-run RUN_DIR (calibrate_from_run.cpp): the run's in-step TP collective costs replace
+// the probes' in the profile (-o OUT, else the profile in place). Exit 0, or 2 with a
+// located message (no profile, hosts the profile did not measure, no timeline, tp = 1).
+int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
 
 
 // Outlier rule of the preflight (docs/launcher.md, "Preflight"). Each host has a ratio:

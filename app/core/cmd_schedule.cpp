@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "ptd/model/estimate.h"
+#include "ptd/spec/cluster_profile.h"
 
 namespace ptd {
 
@@ -199,9 +200,18 @@ int cmd_schedule(const ScheduleArgs& a, const PresetCatalog& presets, FILE* out,
                                            "given layout: run `ptd plan " + a.job + "` and write one"}));
         return kExitConfig;
     }
-    const Timeline t = predicted_timeline(*job);
+    // With a cluster profile the prediction is the one ptd estimate --profile makes.
+    auto profile = load_job_profile(*job, a.profile);
+    if (!profile) {
+        print_errors(err, profile.error());
+        return kExitConfig;
+    }
+    const ClusterProfile* cluster_profile = *profile ? &(*profile)->profile : nullptr;
+    const Timeline t = predicted_timeline(*job, cluster_profile);
     // The step's error bars, as ptd estimate gives them (docs/estimators.md, "Error bars").
-    const SpeedInterval step_interval = job_speed_interval(*job, SpeedPoint{.step_s = t.makespan_s});
+    const SpeedInterval step_interval = cluster_profile && profile_unused_reason(*job).empty()
+                                            ? estimate_job(*job, cluster_profile).speed
+                                            : job_speed_interval(*job, SpeedPoint{.step_s = t.makespan_s});
     std::vector<TimelineBlock> measured;
     if (!a.steps_of.empty()) {
         auto ranks = read_measured_timeline(a.steps_of);

@@ -19,6 +19,7 @@ struct ScheduleArgs {
     std::vector<std::string> sets;
     std::string steps_of;  // run directory whose measured timeline is drawn under the prediction
     std::string trace;     // write the predicted timeline as Chrome trace JSON here
+    std::string profile;   // --profile FILE: a cluster profile (ptd calibrate); else cluster.profile
     bool json = false;
 };
 int cmd_schedule(const ScheduleArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);

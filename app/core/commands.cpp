@@ -68,19 +68,20 @@ static bool load_profile_or_report(const JobSpec& job, const std::string& overri
     return true;
 }
 
-// What an estimate or plan says about the profile it was given. The time model does not
-// take the profile's figures yet (next: the closed-loop bench): it says which it will.
-static std::string profile_text(const JobProfile& jp, const JobSpec& job) {
-    std::string t = profile_note(jp) + "\n  this estimate still uses the \"" + job.cluster.gpu.name +
-                    "\" preset's figures; the time model will take these from the profile:\n";
+// What an estimate or plan says about the profile it was given: which figures it holds and
+// whether the time model took them (`used`; else `why_not`).
+static std::string profile_text(const JobProfile& jp, bool used, const std::string& why_not) {
+    std::string t = profile_note(jp) + "\n";
+    t += used ? "  the time figures above come from it (the bundled engine op by op, docs/estimators.md):\n"
+              : "  not used for the time figures: " + why_not + "; it holds:\n";
     for (const std::string& l : profile_figures(jp.profile)) t += "    " + l + "\n";
     return t;
 }
-static nlohmann::json profile_json(const JobProfile& jp) {
+static nlohmann::json profile_json(const JobProfile& jp, bool used) {
     nlohmann::json hosts = nlohmann::json::array();
     for (const ProfileHost& h : jp.profile.hosts) hosts.push_back(h.name);
     return {{"path", jp.path}, {"source", jp.source}, {"measured_at", jp.profile.measured_at}, {"hosts", hosts},
-            {"used_by_time_model", false}, {"figures", profile_figures(jp.profile)}};
+            {"used_by_time_model", used}, {"figures", profile_figures(jp.profile)}};
 }
 
 // The planner's layouts for `job` (default options), for a subcommand that needs the best
@@ -246,18 +247,18 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
     }
     std::optional<JobProfile> profile;
     if (!load_profile_or_report(*job, a.profile, profile, err)) return kExitConfig;
-    const Estimate est = estimate_job(*job);
+    const Estimate est = estimate_job(*job, profile ? &profile->profile : nullptr);
     if (a.json) {
         nlohmann::json doc = estimate_json(*job, est);
         doc["layout_source"] = chosen_by_planner.empty() ? "job" : "planner";
-        if (profile) doc["profile"] = profile_json(*profile);
+        if (profile) doc["profile"] = profile_json(*profile, profile_unused_reason(*job).empty());
         std::fprintf(out, "%s\n", doc.dump(2).c_str());
         return kExitOk;
     }
     print_notes(err, a.job, job->origin.notes);
     if (!chosen_by_planner.empty()) print_notes(err, a.job, {chosen_by_planner});
     std::fprintf(out, "%s", render_estimate_text(*job, est, detect_term(out)).c_str());
-    if (profile) std::fprintf(out, "\n%s", profile_text(*profile, *job).c_str());
+    if (profile) std::fprintf(out, "\n%s", profile_text(*profile, profile_unused_reason(*job).empty(), profile_unused_reason(*job)).c_str());
     return kExitOk;  // an OOM is an answer, not a failure: the table marks it
 }
 
@@ -273,6 +274,7 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     opt.exhaustive = a.exhaustive;
     std::optional<JobProfile> profile;
     if (!load_profile_or_report(*job, a.profile, profile, err)) return kExitConfig;
+    if (profile) opt.profile = &profile->profile;
     auto plan = plan_layouts(*job, opt);
     if (!plan) {
         print_error(err, plan.error());
@@ -280,13 +282,13 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     }
     if (a.json) {
         nlohmann::json doc = plan_json(*job, *plan, opt);
-        if (profile) doc["profile"] = profile_json(*profile);
+        if (profile) doc["profile"] = profile_json(*profile, profile_unused_reason(*job).empty());
         std::fprintf(out, "%s\n", doc.dump(2).c_str());
         return kExitOk;
     }
     print_notes(err, a.job, job->origin.notes);
     std::fprintf(out, "%s", render_plan_text(*job, *plan, opt, detect_term(out)).c_str());
-    if (profile) std::fprintf(out, "\n%s", profile_text(*profile, *job).c_str());
+    if (profile) std::fprintf(out, "\n%s", profile_text(*profile, profile_unused_reason(*job).empty(), profile_unused_reason(*job)).c_str());
     return kExitOk;
 }
 

@@ -81,6 +81,8 @@ std::string relative_text(double lo_factor, double hi_factor) {
 
 std::string interval_basis_line(const SpeedInterval& s) {
     if (!s.known) return "error bars: none: " + s.why_unknown.substr(s.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
+    if (s.band.source == IntervalSource::cluster_profile)
+        return "error bars: " + confidence_text(s) + " intervals from " + s.basis() + " (docs/estimators.md, \"Error bars\")";
     return "error bars: " + confidence_text(s) + " intervals from the estimate's error on " + s.basis() +
            "; your own cluster may differ (docs/estimators.md, \"Error bars\")";
 }
@@ -229,9 +231,12 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     const std::pair<const char*, double> rows[] = {
         {"compute", tb.compute}, {"TP comm", tb.tp_comm}, {"CP comm", tb.cp_comm},         {"EP comm", tb.ep_comm},
         {"PP p2p", tb.pp_comm},  {"bubble", tb.bubble},   {"DP comm exposed", tb.dp_comm}, {"optimizer", tb.optimizer}};
+    // With a cluster profile each line says where its figure comes from.
+    const std::string source = est.time_from_profile ? "   from profile"
+                             : !est.time_source_why.empty() ? "   from preset" : "";
     for (auto [name, s] : rows)
         out += "  " + pad_right(name, 16) + pad_left(fmt("%.3f s", s), 12) +
-               pad_left(fmt("%.1f%%", total > 0 ? 100.0 * s / total : 0.0), 8) + "\n";
+               pad_left(fmt("%.1f%%", total > 0 ? 100.0 * s / total : 0.0), 8) + (s > 0 ? source : std::string()) + "\n";
     if (tb.offload > 0)  // offload: PCIe copies and the CPU optimizer step the GPU waits for
         out += "  " + pad_right("offload PCIe+CPU", 16) + pad_left(fmt("%.3f s", tb.offload), 12) +
                pad_left(fmt("%.1f%%", total > 0 ? 100.0 * tb.offload / total : 0.0), 8) + "\n";
@@ -324,6 +329,7 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
         {"mfu", est.mfu},
         {"hfu", est.hfu},
         {"interval", estimate_interval_json(est.speed)},
+        {"time_source", est.time_from_profile ? "profile" : "preset"},
         {"flops",
          {{"convention", to_string(est.flops.convention)}, {"model_per_token", est.flops.model_per_token},
           {"hardware_per_token", est.flops.hardware_per_token}, {"attention_per_token", est.flops.attention_per_token},

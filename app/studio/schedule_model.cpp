@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cmd_schedule.h"
+#include "ptd/spec/cluster_profile.h"
 #include "studio_state.h"
 
 namespace ptd::studio {
@@ -43,7 +44,12 @@ void schedule_refresh(StudioState& s) {
     v.revision = s.revision;
     v.predicted.reset();
     v.hover_row = v.hover_block = -1;
-    if (job_valid(s) && s.job.has_layout()) v.predicted = predicted_timeline(s.job);
+    if (job_valid(s) && s.job.has_layout()) {
+        // The job's cluster profile (cluster.profile), as ptd schedule and ptd estimate use it;
+        // one that does not load leaves the preset's prediction (ptd validate names the problem).
+        auto profile = load_job_profile(s.job);
+        v.predicted = predicted_timeline(s.job, profile && *profile ? &(*profile)->profile : nullptr);
+    }
     schedule_set_rows(s, v.replica);  // the job's layout may have changed
     schedule_fit(v);
 }

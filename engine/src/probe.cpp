@@ -51,6 +51,9 @@ SampleStats sample_stats(std::vector<double> seconds) {
         return seconds[lo] + (at - (double)lo) * (seconds[hi] - seconds[lo]);
     };
     st.median_s = quantile(0.5);
+    double sum = 0;
+    for (double s : seconds) sum += s;
+    st.mean_s = sum / (double)seconds.size();
     st.spread = st.median_s > 0 ? (quantile(0.75) - quantile(0.25)) / st.median_s : 0;
     return st;
 }
@@ -100,6 +103,7 @@ struct Prober {
         ++probes;
         if (dry) return;
         j["median_s"] = st.median_s;
+        j["mean_s"] = st.mean_s;
         j["spread"] = st.spread;
         j["repeats"] = st.repeats;
         nlohmann::json line = metrics_event(src, "probe");
@@ -329,13 +333,37 @@ struct Prober {
                 {"members_per_node", g.size() / std::max<int>(1, (int)nodes.size())}};
     }
 
-    void comm_sample(Communicator& g, const char* op, int64_t bytes, void* buf, std::function<void()> call) {
+    // `between_s`: the compute each rank ran before each call (comm_in_step); 0 = back to back.
+    void comm_sample(Communicator& g, const char* op, int64_t bytes, void* buf, std::function<void()> call,
+                     std::function<void()> before = nullptr) {
         const double factor = collective_bus_factor(op, g.size());  // nccl-tests' busbw convention
         nlohmann::json j = group_shape(g);
         // The preset's link: intra-node inside one node, the slower inter-node link across nodes.
         predicted_s = preset_seconds_for_bytes((double)bytes * factor,
                                                j["nodes"].get<int>() > 1 ? job.cluster.inter_gbps : job.cluster.intra_gbps);
-        const SampleStats st = time_op(buf, call);
+        SampleStats st;
+        double between_s = 0;
+        if (!before) {
+            st = time_op(buf, call);
+        } else if (dry) {
+            expected_s += (plan.warmup + in_step_repeats()) * (predicted_s + before_predicted_s);
+            st.repeats = in_step_repeats();
+        } else {
+            std::vector<double> t, b;
+            char byte = 0;
+            for (int i = 0; i < plan.warmup + in_step_repeats(); ++i) {
+                const auto t0 = clock_type::now();
+                before();
+                be().download(&byte, buf, 1);
+                const auto t1 = clock_type::now();
+                call();
+                be().download(&byte, buf, 1);
+                if (i >= plan.warmup) t.push_back(since(t1)), b.push_back(std::chrono::duration<double>(t1 - t0).count());
+            }
+            st = sample_stats(std::move(t));
+            between_s = sample_stats(std::move(b)).median_s;
+        }
+        if (before) j["between_s"] = between_s;
         j["kind"] = "comm";
         j["name"] = op;
         j["bytes"] = bytes;
@@ -377,6 +405,53 @@ struct Prober {
             }
         }
         be().release(buf), be().release(rbuf);
+    }
+
+    // Collectives between compute bursts, as a step makes them: every rank runs the layer's
+    // MLP GEMM, then the collective, and only the collective is timed. With more ranks than
+    // cores a peer is then often off its core when the call starts, and the call waits for
+    // the scheduler to give it one — which back-to-back calls, every rank already waiting in
+    // the collective, never show. Sizes: the job's own messages (the TP activation, the
+    // p2p hop); the DP and world groups' one small collective per step (4 KiB).
+    int in_step_repeats() const { return std::max(10, 2 * plan.repeats); }
+    double before_predicted_s = 0;
+    void comm_in_step() {
+        const EngineConfig& c = r.cfg;
+        const DType t = c.act;
+        const int64_t es = (int64_t)dtype_size(t), R = c.rows(), h = c.model.hidden,
+                      F = c.layers > 0 ? c.ffn_l() : c.vocab_l();
+        const int64_t act_bytes = std::max<int64_t>(4, R * h * es), hop_bytes = std::max<int64_t>(4, c.rows_local() * h * es);
+        const int64_t largest = std::max<int64_t>({act_bytes, hop_bytes, 4 << 10});
+        void* x = alloc(R * h * es, "probe x");
+        void* w = alloc(F * h * es, "probe W");
+        void* y = alloc(R * F * es, "probe y");
+        void* buf = alloc(largest, "probe comm buffer");
+        void* rbuf = alloc(largest, "probe comm receive buffer");
+        fill(x, t, 0.01f, R * h);
+        fill(w, t, 0.02f, F * h);
+        before_predicted_s = preset_seconds_for_flops(2.0 * (double)R * (double)F * (double)h);
+        auto burst = [&] { be().gemm(false, true, R, F, h, 1.0f, x, w, 0.0f, y, t, t); };
+        if (!dry) r.groups.world->barrier();
+        for (Communicator* g : {r.groups.tp.get(), r.groups.dp.get(), r.groups.world.get()}) {
+            if (!g || g->size() <= 1) continue;
+            const int n = g->size();
+            const int64_t bytes = g == r.groups.tp.get() ? act_bytes : (4 << 10);
+            const int64_t count = std::max<int64_t>(1, bytes / 4), per = std::max<int64_t>(1, count / n), total = per * n * 4;
+            comm_sample(*g, "all_reduce", count * 4, buf, [&] { g->all_reduce(buf, count, DType::f32, ReduceOp::sum); }, burst);
+            comm_sample(*g, "reduce_scatter", total, buf, [&] { g->reduce_scatter(buf, per, DType::f32, ReduceOp::sum); }, burst);
+            comm_sample(*g, "all_gather", total, buf, [&] { g->all_gather(buf, per, DType::f32); }, burst);
+        }
+        if (Communicator* pp = r.groups.pp.get(); pp && pp->size() > 1) {
+            const int n = pp->size(), next = (pp->rank() + 1) % n, prev = (pp->rank() + n - 1) % n;
+            const int64_t count = std::max<int64_t>(1, hop_bytes / 4);
+            comm_sample(*pp, "p2p", count * 4, rbuf, [&] {
+                pp->group_start();
+                pp->send(buf, count, DType::f32, next);
+                pp->recv(rbuf, count, DType::f32, prev);
+                pp->group_end();
+            }, burst);
+        }
+        for (void* q : {x, w, y, buf, rbuf}) be().release(q);
     }
 };
 
@@ -434,7 +509,7 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     const auto t0 = clock_type::now();
     // The dry pass: how many probes and what the preset says they take (the "plan" line).
     p.dry = true;
-    p.compute(), p.elementwise(), p.comm();
+    p.compute(), p.elementwise(), p.comm(), p.comm_in_step();
     {
         nlohmann::json j = metrics_event(p.src, "probe");
         j["kind"] = "plan";
@@ -448,7 +523,7 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     p.probes = 0;
     // Every rank computes at once, sharing the host's cores as a training step does.
     r.groups.world->barrier();
-    p.compute(), p.elementwise(), p.comm();
+    p.compute(), p.elementwise(), p.comm(), p.comm_in_step();
     nlohmann::json end = metrics_event(p.src, "probe");
     end["kind"] = "done";
     end["probes"] = p.probes;

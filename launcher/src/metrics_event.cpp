@@ -225,6 +225,8 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     if (!measured) return;
     r.string("name", p.name, true);
     r.number("median_s", p.median_s, true);
+    r.number("mean_s", p.mean_s);
+    r.number("between_s", p.between_s);
     r.number("spread", p.spread, true);
     r.integer("repeats", p.repeats, true, 1);
     r.string("dtype", p.dtype);

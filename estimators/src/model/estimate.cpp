@@ -6,6 +6,7 @@
 #include "ptd/model/estimate.h"
 
 #include "model/estimate_internal.h"
+#include "model/profile_times.h"
 #include "ptd/model/schedule.h"
 
 #include <algorithm>
@@ -24,6 +25,7 @@ EstimateContext make_estimate_context(const JobSpec& job, const ClusterProfile* 
     EstimateContext ctx;
     ctx.job = job;
     ctx.profile = profile;
+    if (profile) ctx.profile_times = std::make_shared<const ProfileTimes>(make_profile_times(*profile));
     ctx.params = count_parameters(job.model);
     ctx.peak_flops = job.cluster.gpu.peak_tflops(job.training.precision) * 1e12;
     ctx.cpu_device = job.cluster.gpu.name == "cpu";
@@ -95,6 +97,10 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.moe = m.experts > 1;
     L.layernorm = m.norm == Norm::layernorm;
     L.cpu = ctx.cpu_device;
+    // The bundled engine's own op-by-op model (engine_time.cpp) when a profile measured the
+    // hosts it runs on; every other framework keeps the preset's model.
+    L.profile_times = es.activation_profile == ActivationProfile::ptd_engine ? ctx.profile_times.get() : nullptr;
+    L.act_dtype = engine_dtype_name(engine_activation_dtype(job.training.precision));
     L.rc = ch.recompute;
     L.rc_style = job.parallel.recompute_style;
     L.rc_modules = job.parallel.recompute_modules;  // recmod
@@ -390,8 +396,9 @@ struct ChunkKinds {
         auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last && k.dense == dense; };
         for (int k = 0; k < n_known; ++k)
             if (same(known[k])) return known[last_kind = k];
-        const ChunkTime ct = dense > 0 && lt_dense ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
-                                                   : block_time(L, lt, layers, first, last);
+        const ChunkTime ct = L.profile_times             ? engine_block_time(L, layers, first, last)
+                             : dense > 0 && lt_dense ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
+                                                     : block_time(L, lt, layers, first, last);
         Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
         slot = Kind{layers, first, last, dense, ct, ct.fwd.total(), ct.bwd.total()};
         return slot;
@@ -613,7 +620,8 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
-        tails[(size_t)i] = stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
+        tails[(size_t)i] = L.profile_times ? engine_stage_tail(L, i, dense_params)
+                                           : stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
         stage_host[(size_t)i] = S.sm.mem.host;
 
         const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
@@ -873,13 +881,48 @@ SpeedInterval score_speed_interval(const JobSpec& job, const LayoutScore& s) {
     return job_speed_interval(job, SpeedPoint{s.step_s, s.tokens_per_s, 0, 0, s.mfu, s.hfu});
 }
 
+std::string profile_unused_reason(const JobSpec& job) {
+    if (job.estimate.activation_profile == ActivationProfile::ptd_engine) return "";
+    return "the time model takes a profile's figures for jobs the bundled engine runs (estimate.activation_profile = "
+           "\"ptd-engine\"); this job's framework keeps the preset's";
+}
+
+// A profile's error band: the step again with every op at the fast (10th percentile over the
+// ranks that probed it) and the slow (90th) end of what the ranks measured. The probes'
+// spread over ranks and repeats is what the profile knows of its own uncertainty; the step
+// between those ends is the interval (docs/estimators.md, "Error bars").
+static ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& profile, double step_s) {
+    auto step_at = [&](double q) {
+        EstimateContext ctx = make_estimate_context(job, nullptr);
+        ctx.profile = &profile;
+        ctx.profile_times = std::make_shared<const ProfileTimes>(make_profile_times(profile, q));
+        return evaluate_layout(ctx, layout_choice_of(job), job.parallel.layers_per_stage, nullptr).step_s;
+    };
+    const double fast = step_at(0.1), slow = step_at(0.9);
+    ErrorBand b;
+    b.source = IntervalSource::cluster_profile;
+    // actual in [fast, slow] ⇔ e = predicted / actual − 1 in [predicted/slow − 1, predicted/fast − 1].
+    b.error_lo = slow > 0 ? std::min(0.0, step_s / slow - 1) : 0;
+    b.error_hi = fast > 0 ? std::max(0.0, step_s / fast - 1) : 0;
+    b.confidence = 0.8;
+    int ranks = 0;
+    for (const ProfileHost& h : profile.hosts) ranks += h.ranks;
+    b.runs = ranks;
+    b.runs_of = "the spread of the cluster profile's probes over its " + std::to_string(ranks) + " rank(s) on " +
+                std::to_string(profile.hosts.size()) + " host(s) (each op at its 10th and 90th percentile)";
+    return b;
+}
+
 Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
     EstimateContext ctx = make_estimate_context(job, profile);
     Estimate est;
     LayoutChoice ch = layout_choice_of(job);
     evaluate_layout(ctx, ch, job.parallel.layers_per_stage, &est);
-    est.speed = job_speed_interval(job, SpeedPoint{est.step_s, est.tokens_per_s, est.model_tflops_per_gpu,
-                                                   est.hardware_tflops_per_gpu, est.mfu, est.hfu});
+    const SpeedPoint point{est.step_s, est.tokens_per_s, est.model_tflops_per_gpu, est.hardware_tflops_per_gpu, est.mfu, est.hfu};
+    est.time_from_profile = ctx.profile_times && profile_unused_reason(job).empty();
+    if (profile && !est.time_from_profile) est.time_source_why = profile_unused_reason(job);
+    est.speed = est.time_from_profile ? speed_interval(profile_error_band(job, *profile, est.step_s), point)
+                                      : job_speed_interval(job, point);
     const ModelSpec& m = job.model;
     const int t = job.parallel.tp;
     if (m.kv_heads > 0 && t > m.kv_heads)

@@ -36,8 +36,14 @@ struct Fp8CastBytes {
 };
 
 // Everything one evaluation needs, derived from the context + layout once (estimate.cpp).
+struct ProfileTimes;
+
 struct LayoutDerived {
     const ModelSpec* m;
+    // A cluster profile's op times when the bundled engine runs the job (engine_time.cpp);
+    // null: the preset's model. act_dtype: the engine's activation dtype ("f32", "bf16", "f16").
+    const ProfileTimes* profile_times;
+    const char* act_dtype;
     int t, p, v, c, ep, dp, b, mbs;      // mbs = micro-batches per replica per step
     double s_local;                      // sequence per rank (s / cp)
     double tokens;                       // b · s_local
@@ -301,6 +307,10 @@ struct DpTraffic {
 };
 DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int stage, double dense_params,
                      double expert_params);
+
+// ---- engine_time.cpp: the bundled engine op by op with a cluster profile --------------------
+ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, bool last);
+StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params);
 
 // ---- memory.cpp -----------------------------------------------------------------------------
 double engine_buffers_bytes(const std::vector<EngineBuffer>& list);

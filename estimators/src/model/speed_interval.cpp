@@ -17,6 +17,7 @@ namespace ptd {
 const char* to_string(IntervalSource s) {
     switch (s) {
         case IntervalSource::published_runs: return "published_runs";
+        case IntervalSource::cluster_profile: return "cluster_profile";
     }
     return "?";
 }
@@ -41,6 +42,7 @@ double round4(double v) { return std::stod(fmt4(v)); }
 
 std::string SpeedInterval::basis() const {
     if (!known) return why_unknown;
+    if (band.source == IntervalSource::cluster_profile) return band.runs_of;
     if (!band.fallback.empty())
         return "pooled: " + std::to_string(band.runs) + " published runs of " + band.runs_of + "; " + band.fallback;
     return std::to_string(band.runs) + " published " + band.runs_of + " runs";

@@ -73,7 +73,7 @@ void fit_profile(ClusterProfile& p) {
             bandwidth[s.name].push_back(s.bytes / s.median_s / 1e9);
         } else if (s.kind == "host_op") {
             host_op.push_back(s.median_s);
-        } else if (s.kind == "comm") {
+        } else if (s.kind == "comm" && s.between_s <= 0) {  // the bus-bandwidth fit: back-to-back calls
             comm[{s.name, s.group, s.group_size, s.nodes, s.members_per_node}][s.bytes].push_back(s.median_s);
         }
     }
@@ -122,7 +122,10 @@ std::string sample_line(const ProfileSample& s) {
     if (s.kind == "comm")
         l += ", group = " + toml_quote(s.group) + ", group_size = " + std::to_string(s.group_size) +
              ", nodes = " + std::to_string(s.nodes) + ", members_per_node = " + std::to_string(s.members_per_node);
-    l += ", median_s = " + toml_double(s.median_s) + ", spread = " + toml_double(s.spread) +
+    if (s.between_s > 0) l += ", between_s = " + toml_double(s.between_s);
+    l += ", median_s = " + toml_double(s.median_s);
+    if (s.mean_s > 0) l += ", mean_s = " + toml_double(s.mean_s);
+    l += ", spread = " + toml_double(s.spread) +
          ", repeats = " + std::to_string(s.repeats) + " },\n";
     return l;
 }
@@ -143,6 +146,7 @@ std::string profile_toml(const ClusterProfile& p) {
     w.boolean("quick", p.quick);
     w.dbl("seconds", p.seconds);
     w.int_("ranks_per_host", p.ranks_per_host);
+    if (!p.refined_from.empty()) w.strings("refined_from", p.refined_from);
     for (const ProfileHost& h : p.hosts) {
         w.header("[host]");  // TomlWriter writes "[" + name + "]": "[[host]]", an array of tables
         w.str("name", h.name);
@@ -186,7 +190,7 @@ std::string profile_toml(const ClusterProfile& p) {
         w.dbl("max_residual", c.max_residual);
     }
     std::string text = w.text();
-    text += "\n[raw]\n# every probe of every rank: median and spread (IQR / median) of `repeats` timed runs\nsamples = [\n";
+    text += "\n[raw]\n# every probe of every rank: median, mean and spread (IQR / median) of `repeats` timed runs\nsamples = [\n";
     for (const ProfileSample& s : p.samples) text += sample_line(s);
     text += "]\n";
     return text;
@@ -229,6 +233,7 @@ void read_sample(TableReader& r, ProfileSample& s, int hosts) {
     r.read_string("name", s.name);
     r.read_string("dtype", s.dtype);
     r.read_double("median_s", s.median_s, 0, 1e6);
+    r.read_double("mean_s", s.mean_s, 0, 1e6);
     r.read_double("spread", s.spread, 0, kHuge);
     r.read_int("repeats", s.repeats, 1, 1 << 20);
     r.read_double("bytes", s.bytes, 0, kHuge);
@@ -244,6 +249,7 @@ void read_sample(TableReader& r, ProfileSample& s, int hosts) {
         r.read_int("group_size", s.group_size, 2, 1 << 24);
         r.read_int("nodes", s.nodes, 1, 1 << 24);
         r.read_int("members_per_node", s.members_per_node, 1, 1 << 24);
+        r.read_double("between_s", s.between_s, 0, 1e6);
     }
 }
 
@@ -278,6 +284,7 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
     top.read_bool("quick", p.quick);
     top.read_double("seconds", p.seconds, 0, 1e9);
     top.read_int("ranks_per_host", p.ranks_per_host, 1, 1 << 20);
+    top.read_string_array("refined_from", p.refined_from);
     each_table(ctx, top, "host", "[[host]] tables", [&](TableReader& r, const std::string&) {
         ProfileHost h;
         r.require("name", "every host has it");

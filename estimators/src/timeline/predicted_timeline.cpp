@@ -35,8 +35,8 @@ std::optional<BlockKind> block_kind_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-Timeline predicted_timeline(const JobSpec& job) {
-    const Estimate est = estimate_job(job);
+Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
+    const Estimate est = estimate_job(job, profile);
     Timeline t;
     const int p = (int)est.stages.size(), v = std::max(1, job.parallel.vpp), m = est.micro_batches;
     t.stages = p, t.vpp = v, t.micro_batches = m;

@@ -40,6 +40,8 @@ struct ProbeRecord {
     std::vector<long long> shape;  // gemm: M, N, K; attention: B, H, T, D
     double flops = 0, bytes = 0, elements = 0;
     double median_s = 0, spread = 0;  // seconds; interquartile range / median
+    double mean_s = 0;                // seconds; 0 when the engine did not say (older engines)
+    double between_s = 0;             // comm: compute each rank ran before each call; 0 = back to back
     int repeats = 0;
     double tflops = 0, gbps = 0, algbw_gbps = 0, busbw_gbps = 0, bus_factor = 0;
     // comm: the group kind and shape

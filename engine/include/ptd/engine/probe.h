@@ -25,9 +25,11 @@ struct ProbePlan {
 };
 ProbePlan probe_plan(const ProbeOptions& o);
 
-// Median and spread (interquartile range / median) of timed repeats, seconds.
+// Median, spread (interquartile range / median) and mean of timed repeats, seconds. The
+// mean is what a step that calls the op many times pays per call: on shared cores the
+// times are heavy-tailed (a collective waits whenever a peer is descheduled).
 struct SampleStats {
-    double median_s = 0, spread = 0;
+    double median_s = 0, spread = 0, mean_s = 0;
     int repeats = 0;
 };
 SampleStats sample_stats(std::vector<double> seconds);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@
 #include "ptd/model/speed_interval.h"
 
 namespace ptd {
+
+namespace est {
+struct ProfileTimes;  // the profile's probes as op times (estimators/src/model/profile_times.h)
+}
 
 // Bytes on one rank, by category. Overheads are kept apart so users see them.
 struct MemoryBreakdown {
@@ -133,6 +138,10 @@ struct Estimate {
     // The error bars of step_s, tokens_per_s, the TFLOP/s and MFU / HFU (speed_interval.h):
     // from the published runs of the GPU's generation; known = false on CPUs.
     SpeedInterval speed;
+    // Where the time figures come from: a cluster profile's measurements (the bundled
+    // engine's op-by-op model, engine_time.cpp) or the GPU preset's nominal figures.
+    bool time_from_profile = false;
+    std::string time_source_why;        // with a profile the time model does not take: why not
     ParamCounts params;                 // whole-model counts
     std::vector<std::string> notes;     // assumptions worth telling the user
     // offload: host memory per node (the most loaded node: the sum of its GPUs' mem.host) and
@@ -187,6 +196,7 @@ struct EstimateContext {
     // A cluster profile measured by `ptd calibrate` (cluster_profile.h), owned by the caller;
     // null = the GPU preset's figures. With one, the time model takes what was measured.
     const ClusterProfile* profile = nullptr;
+    std::shared_ptr<const est::ProfileTimes> profile_times;  // what the time model reads of it
 };
 
 EstimateContext make_estimate_context(const JobSpec& job, const ClusterProfile* profile = nullptr);
@@ -210,6 +220,10 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& choi
 // cluster profile (load_job_profile) the time model takes the figures measured on the
 // user's hosts, and the interval comes from the profile's held-back probes.
 Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile = nullptr);
+
+// Why a cluster profile does not feed the job's time model ("" when it does: the bundled
+// engine runs the job, estimate.activation_profile = "ptd-engine").
+std::string profile_unused_reason(const JobSpec& job);
 
 // A planner row's (or any score's) speed interval under the job's band; the planner never
 // computes it per evaluated layout, only callers that show a row do.

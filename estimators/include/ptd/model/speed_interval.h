@@ -4,11 +4,10 @@
 // time lies in [P/(1+e_hi), P/(1+e_lo)] and tokens/s, TFLOP/s, MFU and HFU (all ∝ 1 / step)
 // in [X·(1+e_lo), X·(1+e_hi)] (docs/estimators.md, "Error bars").
 //
-// Where the errors come from is an IntervalSource. Today there is one: the published runs
-// (bench_accuracy's check rows, per GPU generation), tabled in
-// assets/accuracy/published_residuals.toml and compiled in. A cluster profile's held-back
-// probes (`ptd calibrate`) are meant to be a second source producing the same ErrorBand;
-// speed_interval() does not care which.
+// Where the errors come from is an IntervalSource: the published runs (bench_accuracy's
+// check rows, per GPU generation), tabled in assets/accuracy/published_residuals.toml and
+// compiled in; or a cluster profile (`ptd calibrate`): the step as its ranks' probes spread
+// (estimate.cpp profile_error_band). speed_interval() does not care which.
 #pragma once
 
 #include <optional>
@@ -21,8 +20,8 @@
 
 namespace ptd {
 
-enum class IntervalSource { published_runs };
-const char* to_string(IntervalSource s);  // "published_runs"
+enum class IntervalSource { published_runs, cluster_profile };
+const char* to_string(IntervalSource s);  // "published_runs", "cluster_profile"
 
 // The spread of e over a set of runs, and what those runs are.
 struct ErrorBand {

@@ -50,6 +50,8 @@ struct ProfileSample {
     std::string group;         // comm: tp, pp, dp, world
     int group_size = 0, nodes = 0, members_per_node = 0;
     double median_s = 0, spread = 0;
+    double mean_s = 0;         // 0 = not recorded (a profile from before it was); the time model then takes the median
+    double between_s = 0;      // comm: compute each rank ran before each call (probe comm_in_step); 0 = back to back
     int repeats = 0;
 };
 
@@ -83,6 +85,7 @@ struct ClusterProfile {
     bool quick = false;
     double seconds = 0;        // wall time of the calibration
     int ranks_per_host = 0;
+    std::vector<std::string> refined_from;  // run ids `ptd calibrate --from-run` took samples from
     std::vector<ProfileHost> hosts;
     // fitted (fit_profile)
     double gemm_tflops = 0;    // Σ flops / Σ median time over every GEMM sample: the job's GEMM mix

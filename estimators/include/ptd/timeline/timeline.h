@@ -18,6 +18,7 @@
 
 #include "ptd/common/diagnostic.h"
 #include "ptd/model/schedule.h"
+#include "ptd/spec/cluster_profile.h"
 #include "ptd/spec/job_spec.h"
 
 namespace ptd {
@@ -69,8 +70,9 @@ struct Timeline {
 };
 
 // The predicted step of a valid job (validate_job empty), from the same time model as
-// estimate_job; makespan_s equals estimate_job(job).step_s.
-Timeline predicted_timeline(const JobSpec& job);
+// estimate_job (with the job's cluster profile when given); makespan_s equals
+// estimate_job(job, profile).step_s.
+Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile = nullptr);
 
 // "micro-batch 2 × accumulation 8 × DP 4 = global batch 64" with the job's numbers.
 std::string batch_legend(const Timeline& t);

@@ -1,0 +1,167 @@
+// calibrate_from_run.cpp — `ptd calibrate --from-run RUN_DIR`: refine a cluster profile with
+// what a real training run measured (issue 27 point 5).
+//
+// The probes time each collective back to back and between compute bursts; a training step
+// makes its tensor-parallel collectives between the engine's own kernels, with its own
+// peers' skew, and on shared cores that costs more than any probe shows (docs/estimators.md,
+// "Cluster profile"). The run's measured timeline (RUN_DIR/timeline/rank-*.tsv) holds every
+// one of those calls as a `tp` block. Per rank, the blocks of every recorded step but the
+// first (warm-up) become the profile's in-step samples of the TP group at the job's
+// activation message (micro_batch · seq_len · hidden · activation bytes): their mean,
+// median and spread, and the compute between consecutive calls. They replace the probes'
+// in-step TP samples; everything else the profile measured stays. The run must have run on
+// the hosts the profile measured, with the GPU and precision it names.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "cmd_calibrate.h"
+#include "commands.h"
+#include "ptd/common/file_read.h"
+#include "ptd/run_dir.h"
+#include "ptd/spec/cluster_profile.h"
+#include "ptd/timeline/timeline.h"
+
+namespace ptd {
+
+namespace {
+
+struct Stats {
+    double mean = 0, median = 0, spread = 0;
+};
+Stats stats_of(std::vector<double> v) {
+    Stats s;
+    if (v.empty()) return s;
+    std::sort(v.begin(), v.end());
+    auto q = [&](double f) {
+        const double at = f * (double)(v.size() - 1);
+        const size_t lo = (size_t)at, hi = std::min(lo + 1, v.size() - 1);
+        return v[lo] + (at - (double)lo) * (v[hi] - v[lo]);
+    };
+    double sum = 0;
+    for (double x : v) sum += x;
+    s.mean = sum / (double)v.size();
+    s.median = q(0.5);
+    s.spread = s.median > 0 ? (q(0.75) - q(0.25)) / s.median : 0;
+    return s;
+}
+
+}  // namespace
+
+int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    const std::string& dir = a.from_run;
+    const char* who = "ptd calibrate --from-run";
+    auto manifest = read_manifest(dir);
+    if (!manifest) {
+        std::fprintf(err, "%s", manifest.error().str().c_str());
+        return kExitConfig;
+    }
+    const std::string job_path = (std::filesystem::path(dir) / "job.toml").string();
+    auto job = load_job_arg(job_path, presets, {});
+    if (!job) {
+        std::fprintf(err, "%s", job.error().str().c_str());
+        return kExitConfig;
+    }
+    // The profile to refine: --profile FILE, else the run's job's cluster.profile.
+    auto base = load_job_profile(*job, a.base_profile);
+    if (!base) {
+        std::fprintf(err, "%s", base.error().str().c_str());
+        return kExitConfig;
+    }
+    if (!*base) {
+        std::fprintf(err, "%s: error: %s: no profile to refine: the run's job names no cluster.profile; allowed: "
+                          "--profile FILE (a profile ptd calibrate wrote for these hosts)\n", who, job_path.c_str());
+        return kExitConfig;
+    }
+    ClusterProfile prof = std::move((*base)->profile);
+    const std::string out_path = a.output.empty() ? (*base)->path : a.output;
+    // Hosts: every host of the run must be one the profile measured (by the launcher's name).
+    std::vector<int> host_in_profile(manifest->hosts.size(), -1);
+    for (size_t h = 0; h < manifest->hosts.size(); ++h) {
+        for (size_t k = 0; k < prof.hosts.size(); ++k)
+            if (prof.hosts[k].name == manifest->hosts[h]) host_in_profile[h] = (int)k;
+        if (host_in_profile[h] < 0) {
+            std::fprintf(err, "%s: error: %s/manifest.json: host \"%s\" ran the job but the profile %s did not measure it; "
+                              "allowed: a run on the profile's hosts (", who, dir.c_str(), manifest->hosts[h].c_str(),
+                         (*base)->path.c_str());
+            for (size_t k = 0; k < prof.hosts.size(); ++k) std::fprintf(err, "%s\"%s\"", k ? ", " : "", prof.hosts[k].name.c_str());
+            std::fprintf(err, ")\n");
+            return kExitConfig;
+        }
+    }
+    const int t = job->parallel.tp;
+    if (t <= 1) {
+        std::fprintf(err, "%s: error: %s: the run has no tensor-parallel collectives to learn from (parallel.tp = 1); "
+                          "allowed: a run with tp > 1\n", who, job_path.c_str());
+        return kExitConfig;
+    }
+    auto ranks = read_measured_timeline(dir);
+    if (!ranks) {
+        std::fprintf(err, "%s", ranks.error().str().c_str());
+        return kExitConfig;
+    }
+    const double act_bytes = job->training.precision == Precision::fp32 ? 4.0 : 2.0;
+    const double bytes = (double)job->training.micro_batch * job->model.seq_len * job->model.hidden * act_bytes;
+    const bool sp = job->parallel.sequence_parallel;
+    std::vector<ProfileSample> added;
+    int steps_used = 0;
+    for (const MeasuredRank& mr : *ranks) {
+        int first = 1 << 30, last = -1;
+        for (const TimelineBlock& b : mr.blocks) first = std::min(first, b.step), last = std::max(last, b.step);
+        const int from = last > first ? first + 1 : first;  // the first recorded step warms up
+        std::vector<double> calls, gaps;
+        double prev_end = -1;
+        int prev_step = -1;
+        for (const TimelineBlock& b : mr.blocks) {
+            if (b.kind != BlockKind::tp_comm || b.step < from) continue;
+            calls.push_back(b.end_s - b.start_s);
+            if (b.step == prev_step && prev_end >= 0 && b.start_s >= prev_end) gaps.push_back(b.start_s - prev_end);
+            prev_end = b.end_s, prev_step = b.step;
+        }
+        if (calls.empty()) continue;
+        steps_used = std::max(steps_used, last - from + 1);
+        const auto& rr = manifest->ranks;
+        const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
+        if (it == rr.end() || it->host < 0 || it->host >= (int)host_in_profile.size()) continue;
+        const Stats c = stats_of(calls);
+        const std::vector<const char*> ops = sp ? std::vector<const char*>{"all_gather", "reduce_scatter"}
+                                                : std::vector<const char*>{"all_reduce"};
+        for (const char* op : ops) {
+            ProfileSample s;
+            s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
+            s.kind = "comm", s.name = op, s.group = "tp", s.group_size = t, s.nodes = 1, s.members_per_node = t;
+            s.bytes = bytes;
+            s.median_s = c.median, s.mean_s = c.mean, s.spread = c.spread, s.repeats = (int)calls.size();
+            s.between_s = std::max(1e-9, stats_of(gaps).median);
+            added.push_back(s);
+        }
+    }
+    if (added.empty()) {
+        std::fprintf(err, "%s: error: %s/timeline: no tensor-parallel blocks recorded; allowed: a run with its timeline "
+                          "(ptd-engine records the first steps unless --timeline-steps 0)\n", who, dir.c_str());
+        return kExitConfig;
+    }
+    // The run's in-step TP samples replace the probes'.
+    std::erase_if(prof.samples, [](const ProfileSample& s) { return s.kind == "comm" && s.group == "tp" && s.between_s > 0; });
+    prof.samples.insert(prof.samples.end(), added.begin(), added.end());
+    prof.refined_from.push_back(manifest->run_id);
+    fit_profile(prof);
+    if (auto w = write_profile_file(out_path, profile_toml(prof)); !w) {
+        std::fprintf(err, "%s", w.error().str().c_str());
+        return kExitRuntime;
+    }
+    Stats all;
+    {
+        std::vector<double> means;
+        for (const ProfileSample& s : added) means.push_back(s.mean_s);
+        all = stats_of(means);
+    }
+    std::fprintf(out, "%s: %zu rank(s), %d step(s): a TP collective of %.0f bytes costs %.3g ms in the step (median over ranks "
+                      "of each rank's mean); replaced the probes' in-step TP samples\n",
+                 dir.c_str(), ranks->size(), steps_used, bytes, all.median * 1e3);
+    std::fprintf(out, "wrote %s\n", out_path.c_str());
+    return 0;
+}
+
+}  // namespace ptd

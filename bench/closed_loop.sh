@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# closed_loop.sh — does a calibrated estimate predict the bundled engine on this machine?
+# (issue 27 point 4, docs/estimators.md "Cluster profile"). For each job of a matrix —
+# tiny-gpt and a gpt2-124m-shaped model, 1, 2, 4 and 8 ranks, TP / PP / DP / ZeRO-1, fp32
+# and bf16, more ranks than cores included — it runs `ptd calibrate` on the job, then
+# `ptd estimate --profile` (predicted step time and interval), then `ptd launch` (measured:
+# the median over ranks and steps 3..STEPS of the engine's own step time), and prints
+# predicted, measured and the error. Prints figures only; no assertions. Run it on an idle
+# machine: calibration and run must see the same cores.
+#
+#   bench/closed_loop.sh [BUILD_BIN_DIR] [STEPS] [--quick]   (defaults: build/bin 8, full calibration)
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-$src/build/bin}
+steps=${2:-8}
+quick=${3:-}
+work=$(mktemp -d /tmp/ptd-closed-loop-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+tiny=$src/assets/jobs/tiny-gpt-8rank.toml
+tinybf=$src/assets/jobs/tiny-gpt-8rank-bf16.toml
+gpt2=$src/assets/jobs/gpt2-124m-local.toml
+# name | job | --set overrides (space-separated)
+matrix=(
+  "tiny 1 rank fp32|$tiny|cluster.gpus_per_node=1 parallel.tp=1 parallel.pp=1 parallel.zero=0 parallel.sequence_parallel=false"
+  "tiny DP2 ZeRO-1|$tiny|cluster.gpus_per_node=2 parallel.tp=1 parallel.pp=1 parallel.sequence_parallel=false"
+  "tiny TP2 SP|$tiny|cluster.gpus_per_node=2 parallel.tp=2 parallel.pp=1"
+  "tiny PP2|$tiny|cluster.gpus_per_node=2 parallel.tp=1 parallel.pp=2 parallel.sequence_parallel=false"
+  "tiny TP2 DP2|$tiny|cluster.gpus_per_node=4 parallel.tp=2 parallel.pp=1"
+  "tiny TP2 PP2 DP2 fp32|$tiny|"
+  "tiny TP2 PP2 DP2 bf16|$tinybf|"
+  "gpt2 1 rank fp32|$gpt2|cluster.gpus_per_node=1 parallel.tp=1 parallel.pp=1 model.seq_len=128"
+  "gpt2 TP2 bf16|$gpt2|cluster.gpus_per_node=2 parallel.tp=2 parallel.pp=1 model.seq_len=128 training.precision=bf16"
+  "gpt2 TP2 PP2 fp32|$gpt2|model.seq_len=128"
+  "gpt2 TP2 PP2 DP2 ZeRO-1|$gpt2|cluster.gpus_per_node=8 model.seq_len=128 training.global_batch=8 parallel.zero=1"
+)
+
+printf '%-26s %6s %12s %22s %12s %8s %s\n' job ranks predicted_s interval_s measured_s error inside
+errors=()
+for row in "${matrix[@]}"; do
+  IFS='|' read -r name job sets <<<"$row"
+  args=()
+  for s in $sets; do args+=(--set "$s"); done
+  id=$(echo "$name" | tr -c 'A-Za-z0-9\n' '-')
+  "$bin/ptd" calibrate "$job" "${args[@]}" ${quick:+--quick} -o "$work/$id.profile.toml" --run-root "$work" >"$work/$id.cal" 2>&1 ||
+    { echo "$name: ptd calibrate failed:" >&2; tail -3 "$work/$id.cal" >&2; continue; }
+  "$bin/ptd" estimate "$job" "${args[@]}" --profile "$work/$id.profile.toml" --json >"$work/$id.est.json" 2>"$work/$id.est.err" ||
+    { echo "$name: ptd estimate failed:" >&2; cat "$work/$id.est.err" >&2; continue; }
+  "$bin/ptd" launch "$job" "${args[@]}" --steps "$steps" --run-root "$work" --run-id "run-$id" >"$work/$id.launch" 2>&1 ||
+    { echo "$name: ptd launch failed:" >&2; tail -3 "$work/$id.launch" >&2; continue; }
+  measured=$(cat "$work/run-$id"/rank-*.log | grep '"event":"step"' | jq -r 'select(.step >= 3) | .time.step' | median)
+  ranks=$(ls "$work/run-$id"/rank-*.log | wc -l)
+  read -r pred lo hi <<<"$(jq -r '[.step_s, (.interval.step_s.low // "nan"), (.interval.step_s.high // "nan")] | @tsv' "$work/$id.est.json")"
+  err=$(awk -v p="$pred" -v m="$measured" 'BEGIN { printf "%+.1f%%", (p - m) / m * 100 }')
+  inside=$(awk -v l="$lo" -v h="$hi" -v m="$measured" 'BEGIN { if (l == "nan") print "-"; else print (m >= l && m <= h) ? "yes" : "no" }')
+  printf '%-26s %6d %12.4f %10s-%-11s %12.4f %8s %s\n' "$name" "$ranks" "$pred" "$lo" "$hi" "$measured" "$err" "$inside"
+  errors+=("$(awk -v p="$pred" -v m="$measured" 'BEGIN { e = (p - m) / m * 100; print (e < 0 ? -e : e) }')")
+done
+[ ${#errors[@]} -gt 0 ] && printf 'median |error| over %d jobs: %.1f%% (target ≤ 15%%)\n' "${#errors[@]}" "$(printf '%s\n' "${errors[@]}" | median)"

@@ -1,0 +1,248 @@
+// engine_time.cpp — the bundled engine's step, op by op, timed with a cluster profile.
+//
+// When the job runs on ptd-engine (estimate.activation_profile = "ptd-engine") and a cluster
+// profile measured its hosts, a forward or backward block is the sum of the engine's own
+// calls (engine/src/model.cpp: layer_forward, layer_backward, embedding_*, output_loss,
+// output_forward_backward), each at the time the profile measured for it (profile_times.h):
+// the linear layers' GEMMs by name and shape, the attention core, the element-wise kernels
+// by the bytes they move, the tensor-parallel all-gathers and reduce-scatters (all-reduces
+// without SP) at their message sizes, the pipeline's p2p. The tail is the engine's
+// (optimizer.cpp reduce_gradients, optimizer_step; trainer.cpp): the SP-partial gradients'
+// TP all-reduces (one per tensor), the tied embedding's all-reduce across the pipeline, the
+// flat gradient buffer's DP all-reduce (reduce-scatter with ZeRO-1), the world all-reduce of
+// loss and Σg², AdamW over the shard, and ZeRO-1's parameter all-gather — none overlapped.
+// The blocks are then placed by the same 1F1B schedule simulation as any job's.
+//
+// Shared cores (more ranks than cores): the probes ran on every rank at once, as training
+// does, and the profile keeps each op's mean call time, so an op's time already holds what
+// sharing the cores costs it (profile_times.cpp call_seconds).
+#include <algorithm>
+#include <string>
+
+#include "estimate_internal.h"
+#include "profile_times.h"
+
+namespace ptd::est {
+
+namespace {
+
+struct OpSum {
+    double compute = 0, tp = 0, p2p = 0;
+    int ops = 0;  // backend calls (each costs the host's op time)
+};
+
+struct EngineShape {
+    double R, Rl, h, H, G, D, F, QKV, Vl, B, T, e;
+    int t;
+    bool sp, ln, bias, swiglu, rope;
+    std::string dtype;
+};
+
+EngineShape engine_shape(const LayoutDerived& L) {
+    EngineShape s;
+    s.B = L.b, s.T = L.s_local, s.R = L.b * L.s_local;
+    s.t = L.t;
+    s.sp = L.sp && L.t > 1;
+    s.Rl = s.sp ? s.R / L.t : s.R;
+    s.h = L.h, s.H = L.heads_l, s.G = L.kv_l, s.D = L.d, s.F = L.f_l;
+    s.QKV = (s.H + 2 * s.G) * s.D;
+    s.Vl = L.vocab / L.t;
+    s.e = L.e;
+    s.ln = L.layernorm;
+    s.bias = L.m->bias;
+    s.swiglu = L.swiglu;
+    s.rope = L.m->position == Position::rope;
+    s.dtype = L.act_dtype;
+    return s;
+}
+
+struct Ops {
+    const ProfileTimes& pt;
+    const EngineShape& s;
+    OpSum sum;
+    void gemm(const char* name, double M, double N, double K) {
+        sum.compute += pt.gemm_s(name, s.dtype, M, N, K);
+        ++sum.ops;
+    }
+    void attention(bool backward) {
+        const double fwd = 4.0 * s.B * s.H * s.T * s.T * s.D;
+        sum.compute += pt.attention_s(backward ? "attention.bwd" : "attention.fwd", s.dtype, backward ? 2 * fwd : fwd);
+        ++sum.ops;
+    }
+    // An element-wise kernel moving `elements` × `passes` activation elements.
+    void elem(const char* kernel, double elements, double passes, double bytes_per = 0) {
+        sum.compute += pt.bytes_s(kernel, elements * passes * (bytes_per > 0 ? bytes_per : s.e));
+        ++sum.ops;
+    }
+    void tp(const char* op, double bytes) {
+        if (s.t > 1) sum.tp += std::max(0.0, pt.collective_s(op, "tp", s.t, bytes));
+        ++sum.ops;
+    }
+    // Exit of a TP region: reduce-scatter with SP, else all-reduce (model.cpp tp_reduce).
+    void tp_reduce() {
+        if (s.t > 1) tp(s.sp ? "reduce_scatter" : "all_reduce", s.R * s.h * s.e);
+    }
+    void tp_gather() {
+        if (s.sp) tp("all_gather", s.R * s.h * s.e);
+    }
+    const char* norm() const { return s.ln ? "layernorm.fwd" : "rmsnorm.fwd"; }
+    const char* act() const { return s.swiglu ? "swiglu.fwd" : "gelu.fwd"; }
+
+    void layer_forward() {
+        elem(norm(), s.Rl * s.h, 2);
+        tp_gather();
+        gemm("qkv.fwd", s.R, s.QKV, s.h);
+        if (s.rope) elem("copy", s.R * s.QKV, 2), ++sum.ops;  // two rope calls (queries, keys)
+        attention(false);
+        gemm("attn_proj.fwd", s.R, s.h, s.H * s.D);
+        tp_reduce();
+        if (s.bias) elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 2);  // copy, bias add
+        elem(norm(), s.Rl * s.h, 3);                                           // add + norm
+        tp_gather();
+        gemm("mlp_up.fwd", s.R, s.F, s.h);
+        if (s.swiglu) gemm("mlp_up.fwd", s.R, s.F, s.h), elem(act(), s.R * s.F, 3);
+        gemm("mlp_down.fwd", s.R, s.h, s.F);
+        tp_reduce();
+        elem("copy", s.Rl * s.h, 2);                        // copy out
+        if (s.bias) elem("copy", s.Rl * s.h, 2);            // bias add
+        elem("copy", s.Rl * s.h, 3);                        // residual add
+    }
+    void layer_backward(bool selective) {
+        if (s.bias) elem("copy", s.Rl * s.h, 1);  // bias grad
+        tp_gather();
+        gemm("mlp_down.wgrad", s.h, s.F, s.R);
+        gemm("mlp_down.dgrad", s.R, s.F, s.h);
+        if (s.swiglu) {
+            elem(act(), s.R * s.F, 5);
+            gemm("mlp_up.wgrad", s.F, s.h, s.R), gemm("mlp_up.dgrad", s.R, s.h, s.F);
+            gemm("mlp_up.wgrad", s.F, s.h, s.R), gemm("mlp_up.dgrad", s.R, s.h, s.F);
+        } else {
+            gemm("mlp_up.wgrad", s.F, s.h, s.R), gemm("mlp_up.dgrad", s.R, s.h, s.F);
+        }
+        if (s.bias) elem("copy", s.R * s.F, 1);  // up-projection bias grad
+        tp_reduce();
+        elem(norm(), s.Rl * s.h, 4);                         // norm backward
+        elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 3);  // copy, add
+        if (s.bias) elem("copy", s.Rl * s.h, 1);
+        tp_gather();
+        gemm("attn_proj.dgrad", s.R, s.H * s.D, s.h);
+        gemm("attn_proj.wgrad", s.h, s.H * s.D, s.R);
+        if (selective) attention(false);
+        attention(true);
+        if (s.rope) elem("copy", s.R * s.QKV, 2), ++sum.ops;
+        gemm("qkv.wgrad", s.QKV, s.h, s.R);
+        gemm("qkv.dgrad", s.R, s.h, s.QKV);
+        if (s.bias) elem("copy", s.R * s.QKV, 1);
+        tp_reduce();
+        elem(norm(), s.Rl * s.h, 4);
+        elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 3);
+    }
+    void embedding_forward() {
+        elem("copy", s.R * s.h, 2);  // row gather from the table
+        tp_reduce();
+        if (s.sp) elem("copy", s.Rl * s.h, 2);
+        if (!s.rope) elem("copy", s.Rl * s.h, 3);  // learned positions added
+    }
+    void embedding_backward() {
+        if (!s.rope) elem("copy", s.Rl * s.h, 2);
+        tp_gather();
+        elem("copy", s.R * s.h, 3);  // scatter-add into the table's gradient
+    }
+    // The loss: the last stage's final norm, logits (f32) and cross entropy; with tp > 1
+    // Megatron's phases around two small TP all-reduces (model.cpp output_loss).
+    void output_forward() {
+        elem(norm(), s.Rl * s.h, 2);
+        tp_gather();
+        gemm("lm_head.fwd", s.R, s.Vl, s.h);
+        if (s.t == 1) {
+            elem("softmax_xent", s.R * s.Vl, 2, 4);
+        } else {
+            elem("softmax_xent", s.R * s.Vl, 1, 4);
+            tp("all_reduce", s.R * 4);
+            elem("softmax_xent", s.R * s.Vl, 1, 4);
+            tp("all_reduce", 2 * s.R * 4);
+            elem("softmax_xent", s.R * s.Vl, 2, 4);
+        }
+    }
+    void output_backward() {
+        elem("softmax_xent", s.R * s.Vl, 2, 4);  // dlogits in place
+        gemm("lm_head.wgrad", s.Vl, s.h, s.R);
+        gemm("lm_head.dgrad", s.R, s.h, s.Vl);
+        tp_reduce();
+        elem(norm(), s.Rl * s.h, 4);
+    }
+};
+
+}  // namespace
+
+ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, bool last) {
+    const ProfileTimes& pt = *L.profile_times;
+    const EngineShape s = engine_shape(L);
+    const bool selective = L.rc == Recompute::selective, full = L.rc == Recompute::full;
+    Ops f{pt, s}, b{pt, s}, rc{pt, s};
+    f.layer_forward();
+    b.layer_backward(selective);
+    if (full) rc.layer_forward();
+    auto scaled = [&](const OpSum& o, double n) {
+        OpSum r;
+        r.compute = n * (o.compute + o.ops * pt.host_op_s);
+        r.tp = n * o.tp;
+        return r;
+    };
+    OpSum F = scaled(f.sum, layers), B = scaled(b.sum, layers), RC = scaled(rc.sum, layers);
+    Ops fe{pt, s}, be{pt, s};
+    if (first) fe.embedding_forward(), be.embedding_backward();
+    if (last) fe.output_forward(), be.output_backward();
+    const OpSum FE = scaled(fe.sum, 1), BE = scaled(be.sum, 1);
+    ChunkTime c;
+    c.fwd.compute = F.compute + FE.compute;
+    c.fwd.tp = F.tp + FE.tp;
+    c.bwd.compute = B.compute + BE.compute;
+    c.bwd.recompute = RC.compute;
+    c.bwd.tp = B.tp + BE.tp + RC.tp;
+    // One hop each way across the stage boundary: this rank's [Rl, h] rows.
+    if (L.p > 1) {
+        const double hop = std::max(0.0, pt.collective_s("p2p", "pp", L.p, s.Rl * s.h * s.e));
+        c.fwd.p2p = hop;
+        c.bwd.p2p = hop;
+    }
+    return c;
+}
+
+StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params) {
+    const ProfileTimes& pt = *L.profile_times;
+    const EngineShape s = engine_shape(L);
+    const bool first = stage == 0, last = stage == L.p - 1;
+    StageTail tail;
+    auto coll = [&](const char* op, const char* group, int n, double bytes) {
+        return n > 1 ? std::max(0.0, pt.collective_s(op, group, n, bytes)) + pt.host_op_s : 0.0;
+    };
+    // SP: each replicated tensor's gradient (norms, the row-parallel biases, learned
+    // positions) is summed over the TP group, one all-reduce per tensor, f32.
+    double grad = 0;
+    if (s.sp) {
+        const double layers = (double)L.m->layers / L.p;
+        const double per_layer = (s.ln ? 4 : 2) + (s.bias ? 2 : 0);
+        grad += layers * per_layer * coll("all_reduce", "tp", s.t, s.h * 4);
+        if (last) grad += (s.ln ? 2 : 1) * coll("all_reduce", "tp", s.t, s.h * 4);
+        if (first && !s.rope) grad += coll("all_reduce", "tp", s.t, L.m->seq_len * s.h * 4);
+    }
+    // The tied embedding's two copies (first and last stage) summed across the pipeline.
+    if (L.p > 1 && L.m->tied_embeddings && (first || last)) grad += coll("all_reduce", "embedding", 2, s.Vl * s.h * 4);
+    // The flat f32 gradient buffer over the data-parallel group.
+    const double flat = params;
+    if (L.dp > 1) grad += coll(L.optimizer_sharded ? "reduce_scatter" : "all_reduce", "dp", L.dp, flat * 4);
+    // Loss and Σg² in one f64 all-reduce over the world.
+    const int world = L.t * L.p * L.dp;
+    grad += coll("all_reduce", "world", world, 16);
+    tail.grad_s = tail.grad_exposed_s = grad;
+    // AdamW over this rank's shard (p, g, m, v read, p, m, v written: 7 f32 words), the
+    // gradient buffer cleared, Σg² over the shard.
+    const double shard = L.optimizer_sharded && L.dp > 1 ? flat / L.dp : flat;
+    tail.optimizer_s = pt.bytes_s("adamw", 7 * 4 * shard) + pt.bytes_s("copy", 4 * flat) + pt.bytes_s("copy", 4 * shard) +
+                       3 * pt.host_op_s;
+    if (L.optimizer_sharded && L.dp > 1) tail.param_s = tail.param_exposed_s = coll("all_gather", "dp", L.dp, flat * s.e);
+    return tail;
+}
+
+}  // namespace ptd::est

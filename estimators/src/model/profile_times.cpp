@@ -1,0 +1,166 @@
+// profile_times.cpp — one op's time from a cluster profile's probes (profile_times.h).
+#include "profile_times.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace ptd::est {
+
+namespace {
+
+// The q-quantile of `v` (linear between order statistics; 0.5 = the median).
+double quantile_of(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const double at = q * (double)(v.size() - 1);
+    const size_t lo = (size_t)at, hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (at - (double)lo) * (v[hi] - v[lo]);
+}
+
+// Time at `x` on a curve of (x, seconds) points sorted by x: linear between points; the
+// first point's time below it (a collective under its smallest probed size costs its
+// latency); the last segment's slope past the end.
+double curve_at(const std::vector<std::pair<double, double>>& pts, double x) {
+    if (pts.empty()) return -1;
+    if (x <= pts.front().first || pts.size() == 1) {
+        if (pts.size() == 1 && x > pts.front().first) return pts.front().second * x / pts.front().first;
+        return pts.front().second;
+    }
+    for (size_t i = 1; i < pts.size(); ++i)
+        if (x <= pts[i].first) {
+            const auto [x0, y0] = pts[i - 1];
+            const auto [x1, y1] = pts[i];
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+        }
+    const auto [x0, y0] = pts[pts.size() - 2];
+    const auto [x1, y1] = pts.back();
+    const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
+    return y1 + slope * (x - x1);
+}
+
+// What one call costs a step that makes many: the mean of the timed repeats. Every rank
+// probed at once, as it trains, so on shared cores the calls were descheduled as they will
+// be in training, and the times are heavy-tailed (a collective waits whenever a peer is off
+// its core): the median would count none of that. The median where the mean was not kept.
+double call_seconds(const ProfileSample& s) { return s.mean_s > 0 ? s.mean_s : s.median_s; }
+
+}  // namespace
+
+ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
+    ProfileTimes t;
+    // Group the samples by what they measured, then take the median over the ranks.
+    std::map<std::tuple<std::string, std::string, std::vector<int>>, std::pair<double, std::vector<double>>> gemm;
+    std::map<std::string, std::vector<double>> bw;
+    std::map<std::tuple<std::string, std::string, double, bool>, std::pair<int, std::vector<double>>> comm;
+    std::vector<double> host_op;
+    for (const ProfileSample& s : p.samples) {
+        if (s.median_s <= 0) continue;
+        const double per_call = call_seconds(s);
+        if (s.kind == "gemm" || s.kind == "attention") {
+            // The sustained probe times the same GEMM over many time slices: it is the
+            // preflight's, not an op's time.
+            if (s.name.find(".sustained") != std::string::npos) continue;
+            auto& g = gemm[{s.name, s.dtype, s.shape}];
+            g.first = s.flops;
+            g.second.push_back(per_call);
+        } else if (s.kind == "memory" || s.kind == "elementwise") {
+            if (s.bytes > 0) bw[s.name].push_back(s.bytes / per_call);
+        } else if (s.kind == "host_op") {
+            host_op.push_back(per_call);
+        } else if (s.kind == "comm") {
+            auto& c = comm[{s.name, s.group, s.bytes, s.between_s > 0}];
+            c.first = s.group_size;
+            c.second.push_back(per_call);
+        }
+    }
+    for (auto& [key, v] : gemm) {
+        const auto& [name, dtype, shape] = key;
+        ProfileTimes::Gemm g;
+        g.name = name, g.dtype = dtype, g.flops = v.first, g.seconds = quantile_of(v.second, q);
+        if (shape.size() == 3) g.M = shape[0], g.N = shape[1], g.K = shape[2];
+        t.gemms.push_back(g);
+    }
+    for (auto& [name, v] : bw) t.bandwidth[name] = quantile_of(v, 1 - q);  // the slow end: less bandwidth
+    for (auto& [key, v] : comm) {
+        const auto& [op, group, bytes, in_step] = key;
+        ProfileTimes::Curve& c = t.comm[{op, group}];
+        c.group_size = v.first;
+        (in_step ? c.in_step : c.points).emplace_back(bytes, quantile_of(v.second, q));
+    }
+    for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
+    t.host_op_s = quantile_of(host_op, q);
+    t.cores = 0;
+    for (const ProfileHost& h : p.hosts) {
+        if (h.cores > 0) t.cores = t.cores ? std::min(t.cores, h.cores) : h.cores;
+        if (!h.gpu.empty()) t.gpu = true;
+    }
+    t.ranks_per_host = p.ranks_per_host;
+    return t;
+}
+
+double ProfileTimes::gemm_s(const std::string& name, const std::string& dtype, double M, double N, double K) const {
+    const double flops = 2.0 * M * N * K;
+    for (const Gemm& g : gemms)
+        if (g.name == name && g.dtype == dtype && g.M == M && g.N == N && g.K == K) return g.seconds;
+    return attention_s("", dtype, flops);
+}
+
+// The achieved FLOP/s of the measured GEMMs of `dtype` (of `name` when given), against log
+// FLOPs, interpolated at `flops`; a size outside the measured range takes the nearest rate.
+double ProfileTimes::attention_s(const std::string& name, const std::string& dtype, double flops) const {
+    std::vector<std::pair<double, double>> rate;  // (log flops, flop/s)
+    for (const Gemm& g : gemms)
+        if ((name.empty() ? g.name.rfind("attention", 0) != 0 : g.name == name) && g.dtype == dtype && g.seconds > 0)
+            rate.emplace_back(std::log(g.flops), g.flops / g.seconds);
+    if (rate.empty() && !name.empty()) return attention_s("", dtype, flops);  // an attention shape not probed: the GEMMs'
+    if (rate.empty())
+        for (const Gemm& g : gemms)
+            if (g.seconds > 0) rate.emplace_back(std::log(g.flops), g.flops / g.seconds);  // another dtype: better than none
+    if (rate.empty() || flops <= 0) return 0;
+    std::sort(rate.begin(), rate.end());
+    const double x = std::log(flops);
+    double r;
+    if (x <= rate.front().first) r = rate.front().second;
+    else if (x >= rate.back().first) r = rate.back().second;
+    else {
+        r = rate.back().second;
+        for (size_t i = 1; i < rate.size(); ++i)
+            if (x <= rate[i].first) {
+                const auto [x0, y0] = rate[i - 1];
+                const auto [x1, y1] = rate[i];
+                r = x1 > x0 ? y0 + (y1 - y0) * (x - x0) / (x1 - x0) : y1;
+                break;
+            }
+    }
+    return r > 0 ? flops / r : 0;
+}
+
+double ProfileTimes::bytes_s(const std::string& name, double bytes) const {
+    auto it = bandwidth.find(name);
+    if (it == bandwidth.end()) it = bandwidth.find("copy");
+    if (it == bandwidth.end() || it->second <= 0) return 0;
+    return bytes / it->second;
+}
+
+double ProfileTimes::collective_s(const std::string& op, const std::string& group, int n, double bytes) const {
+    if (n <= 1) return 0;
+    auto it = comm.find({op, group});
+    if (it == comm.end())  // the engine's other groups (the tied-embedding pair): a probed group as large
+        for (auto j = comm.begin(); j != comm.end(); ++j)
+            if (j->first.first == op && j->second.group_size == n) {
+                it = j;
+                break;
+            }
+    if (it == comm.end()) it = comm.find({op, "world"});
+    if (it == comm.end()) return -1;
+    const Curve& c = it->second;
+    if (c.in_step.empty()) return curve_at(c.points, bytes);
+    auto at = c.in_step.begin();
+    for (auto j = c.in_step.begin(); j != c.in_step.end() && j->first <= bytes; ++j) at = j;
+    const double growth = c.points.empty() ? 0.0 : std::max(0.0, curve_at(c.points, bytes) - curve_at(c.points, at->first));
+    return at->second + growth;
+}
+
+}  // namespace ptd::est

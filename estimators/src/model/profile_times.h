@@ -1,0 +1,63 @@
+// profile_times.h — a cluster profile (cluster_profile.h) turned into the times the time
+// model asks for: one op's seconds from what `ptd calibrate` measured on the user's hosts.
+// Built once per estimate context (make_profile_times), read by engine_time.cpp.
+//
+// Each answer is the median over the ranks of each probe's mean call time (every rank
+// probes at once, as it trains; profile_times.cpp call_seconds says why the mean). Where the profile holds the exact op (a GEMM of the same name and
+// shape, a collective of the same group at a measured size) that is the time; otherwise the
+// nearest measured neighbours are interpolated (GEMMs: achieved FLOP/s against log FLOPs;
+// collectives: time against bytes, linear between measured sizes, the smallest size's time
+// below it — latency-bound — and the last segment's slope above the largest).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ptd/spec/cluster_profile.h"
+
+namespace ptd::est {
+
+struct ProfileTimes {
+    struct Gemm {
+        std::string name, dtype;
+        double M = 0, N = 0, K = 0;
+        double flops = 0, seconds = 0;
+    };
+    struct Curve {
+        int group_size = 0;
+        std::vector<std::pair<double, double>> points;  // (bytes, seconds), by bytes: calls back to back
+        std::vector<std::pair<double, double>> in_step; // the same between compute bursts, as a step makes them
+    };
+    std::vector<Gemm> gemms;                        // gemm and attention probes
+    std::map<std::string, double> bandwidth;        // name → bytes/s (copy, layernorm.fwd, adamw, ...)
+    std::map<std::pair<std::string, std::string>, Curve> comm;  // (op, group) → curve
+    double host_op_s = 0;                           // one tiny op, launch to completion
+    int cores = 0;                                  // the smallest host's cores
+    int ranks_per_host = 0;
+    bool gpu = false;                               // measured on a GPU (ops queue; host time overlaps)
+
+    // Seconds of a GEMM (or "attention.fwd"/"attention.bwd") named as the probe names it
+    // ("qkv.fwd", "mlp_down.wgrad", ...), M×N×K, in `dtype`.
+    double gemm_s(const std::string& name, const std::string& dtype, double M, double N, double K) const;
+    // Seconds of the attention core (name attention.fwd / .bwd) of `flops` FLOPs.
+    double attention_s(const std::string& name, const std::string& dtype, double flops) const;
+    // Seconds to move `bytes` through the kernel `name` (its probe), else at the copy bandwidth.
+    double bytes_s(const std::string& name, double bytes) const;
+    // Seconds of one collective `op` ("all_reduce", "reduce_scatter", "all_gather", "p2p") of
+    // `bytes` (the probe's convention: the whole gathered / reduced buffer) in a group of
+    // `n` members named `group` ("tp", "dp", "pp", "world"); a group the probes did not
+    // cover takes the curve of a probed group of the same size, else the world's. Where the
+    // op was also probed between compute bursts, the call costs what it cost there (at the
+    // nearest probed size at or below `bytes`) plus the back-to-back curve's growth from that
+    // size to `bytes`: the wait for peers to get a core, then the bytes. Negative when the
+    // profile has nothing for the op at all.
+    double collective_s(const std::string& op, const std::string& group, int n, double bytes) const;
+};
+
+// `rank_quantile`: which of the ranks' figures each answer takes — 0.5 their median (the
+// estimate), 0.1 / 0.9 the fast and slow ends the interval is built from.
+ProfileTimes make_profile_times(const ClusterProfile& p, double rank_quantile = 0.5);
+
+}  // namespace ptd::est

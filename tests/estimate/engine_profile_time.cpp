@@ -1,0 +1,148 @@
+// engine_profile_time.cpp — the bundled engine's time model with a cluster profile
+// (estimators/src/model/engine_time.cpp, profile_times.cpp): the engine's collectives
+// counted call by call as model.cpp makes them, each op at the time the profile measured,
+// the mean of heavy-tailed calls preferred to the median, the in-step wait added, the
+// interval from the ranks' spread, and a framework other than the engine left on its preset.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ptd/model/estimate.h"
+#include "ptd/spec/cluster_profile.h"
+
+#include "job_test_util.h"
+
+namespace {
+
+using namespace ptd;
+using namespace ptd_test;
+
+ProfileSample comm(int rank, const std::string& op, const std::string& group, int n, double bytes, double seconds) {
+    ProfileSample s;
+    s.host = 0, s.rank = rank, s.kind = "comm", s.name = op, s.group = group, s.group_size = n, s.nodes = 1,
+    s.members_per_node = n, s.bytes = bytes, s.median_s = seconds, s.repeats = 5;
+    return s;
+}
+
+// A profile where every collective of `group` costs `seconds` whatever its size (two sizes,
+// the same time: a flat curve) and nothing else costs anything: what the model says for the
+// group is then `seconds` × the calls it counts.
+ClusterProfile flat_profile(const std::string& group, int n, double seconds) {
+    ClusterProfile p;
+    p.measured_at = "2026-11-29T08:00:00Z", p.job = "x.toml", p.gpu = "cpu", p.precision = "fp32";
+    p.ranks_per_host = 8;
+    p.hosts.push_back({"node-a", "a", 8, "cpu", 2, 23.5, "Haswell", "cpu", ""});
+    for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
+        for (double bytes : {4096.0, 1e9}) p.samples.push_back(comm(0, op, group, n, bytes, seconds));
+    return p;
+}
+
+// tiny-gpt-8rank: TP 2 (SP) · PP 2 · DP 2, 4 layers (2 per stage), 4 micro-batches, GPT
+// blocks. Per micro-batch and layer the engine makes 2 all-gathers and 2 reduce-scatters
+// forward (model.cpp layer_forward: norm → gather, attention → reduce; norm → gather, MLP →
+// reduce) and as many backward. Stage 0 adds the embedding's reduce-scatter forward and
+// all-gather backward: 2·4 + 1 = 9 each way, 18 per micro-batch, 72 per step. Stage 1 adds
+// the output's gather and the cross entropy's two all-reduces forward, its reduce-scatter
+// backward: 11 + 9 = 20, 80 per step — what the engine's own timeline records (72 and 80
+// `tp` blocks per step on ranks 0 and 4; test_calibrate checks it against a real run).
+TEST(EngineProfileTime, CountsTheEnginesTensorParallelCalls) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    const ClusterProfile p = flat_profile("tp", 2, 1e-3);
+    const Estimate e = estimate_job(job, &p);
+    ASSERT_TRUE(e.time_from_profile);
+    ASSERT_EQ(e.stages.size(), 2u);
+    EXPECT_NEAR(e.stages[0].tp_s, 18e-3, 1e-12);
+    EXPECT_NEAR(e.stages[1].tp_s, 20e-3, 1e-12);
+    EXPECT_NEAR(e.time.tp_comm, 80e-3, 1e-12);  // the slowest stage's, 4 micro-batches
+    EXPECT_EQ(e.time.compute, 0.0);
+}
+
+// Without sequence parallelism each TP region ends in one all-reduce and starts without a
+// gather: 2 per layer each way; the embedding's reduction forward only; the output's two
+// cross-entropy all-reduces forward, its all-reduce backward.
+TEST(EngineProfileTime, CountsAllReducesWithoutSequenceParallelism) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml", {"parallel.sequence_parallel=false"});
+    const ClusterProfile p = flat_profile("tp", 2, 1e-3);
+    const Estimate e = estimate_job(job, &p);
+    EXPECT_NEAR(e.stages[0].tp_s, (2 * 2 + 1 + 2 * 2) * 1e-3, 1e-12);
+    EXPECT_NEAR(e.stages[1].tp_s, (2 * 2 + 2 + 2 * 2 + 1) * 1e-3, 1e-12);
+}
+
+// Twice the GEMM time in every sample: twice the compute (nothing else costs anything).
+TEST(EngineProfileTime, ComputeFollowsTheMeasuredGemms) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml", {"cluster.gpus_per_node=1", "parallel.tp=1", "parallel.pp=1",
+                                                           "parallel.zero=0", "parallel.sequence_parallel=false"});
+    auto profile_at = [&](double tflops) {
+        ClusterProfile p = flat_profile("world", 8, 0);
+        const double R = 2 * 64, h = 64, F = 256;
+        for (auto [name, M, N, K] : {std::tuple{"mlp_up.fwd", R, F, h}, {"mlp_down.fwd", R, h, F}}) {
+            ProfileSample g;
+            g.kind = "gemm", g.name = name, g.dtype = "f32", g.shape = {(int)M, (int)N, (int)K}, g.flops = 2 * M * N * K;
+            g.median_s = g.flops / (tflops * 1e12), g.repeats = 5;
+            p.samples.push_back(g);
+        }
+        return p;
+    };
+    const ClusterProfile fast = profile_at(0.1), slow = profile_at(0.05);
+    const Estimate a = estimate_job(job, &fast), b = estimate_job(job, &slow);
+    ASSERT_GT(a.time.compute, 0.0);
+    EXPECT_NEAR(b.time.compute, 2 * a.time.compute, 1e-9 * a.time.compute);
+    // The MLP up projection forward, exactly as measured: 2·R·F·h FLOPs at 0.1 TFLOP/s per
+    // call, 4 layers, 8 micro-batches, among the other GEMMs at the interpolated rate.
+    EXPECT_GT(a.time.compute, 8 * 4 * (2.0 * 128 * 256 * 64) / 0.1e12);
+}
+
+// A collective's calls are heavy-tailed on shared cores: the model takes their mean.
+TEST(EngineProfileTime, TakesTheMeanCallNotTheMedian) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    ClusterProfile p = flat_profile("tp", 2, 1e-3);
+    for (ProfileSample& s : p.samples) s.mean_s = 3e-3;
+    const Estimate e = estimate_job(job, &p);
+    EXPECT_NEAR(e.stages[1].tp_s, 20 * 3e-3, 1e-12);
+}
+
+// Probed between compute bursts, a call costs what it cost there plus the bytes' growth
+// along the back-to-back curve from that size.
+TEST(EngineProfileTime, InStepSamplesAddTheWaitForPeers) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    ClusterProfile p = flat_profile("tp", 2, 1e-3);
+    const double act = 2 * 64 * 64 * 4;  // micro_batch · seq · hidden · fp32: the TP message
+    for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"}) {
+        ProfileSample s = comm(0, op, "tp", 2, act, 5e-3);
+        s.between_s = 1e-4;
+        p.samples.push_back(s);
+    }
+    const Estimate e = estimate_job(job, &p);
+    EXPECT_NEAR(e.stages[0].tp_s, 18 * 5e-3, 1e-12);  // every stage-0 call is at or above `act`
+}
+
+// The interval: every op at its ranks' 10th and 90th percentile. Two ranks 1 ms and 3 ms:
+// quantiles 1.2 and 2.8 ms around the median 2 ms; every term of this step is a TP call, so
+// the step scales with them: 0.6 and 1.4 times the 2 ms step, twice the 1 ms profile's.
+TEST(EngineProfileTime, IntervalFromTheRanksSpread) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    const ClusterProfile one = flat_profile("tp", 2, 1e-3);
+    ClusterProfile p = one;
+    for (ProfileSample s : std::vector<ProfileSample>(p.samples)) s.rank = 1, s.median_s = 3e-3, p.samples.push_back(s);
+    const Estimate e = estimate_job(job, &p);
+    ASSERT_TRUE(e.speed.known);
+    EXPECT_EQ(e.speed.band.source, IntervalSource::cluster_profile);
+    EXPECT_NEAR(e.step_s, 2 * estimate_job(job, &one).step_s, 1e-9);
+    EXPECT_NEAR(e.speed.step_s.lo, 0.6 * e.step_s, 1e-9);
+    EXPECT_NEAR(e.speed.step_s.hi, 1.4 * e.step_s, 1e-9);
+}
+
+// A job another framework runs keeps the preset's model, and says why.
+TEST(EngineProfileTime, OtherFrameworksKeepThePreset) {
+    const JobSpec engine = load_asset("tiny-gpt-8rank.toml");
+    const JobSpec megatron = load_asset("tiny-gpt-8rank.toml", {"estimate.activation_profile=megatron"});
+    const ClusterProfile p = flat_profile("tp", 2, 1.0);
+    const Estimate with = estimate_job(megatron, &p), without = estimate_job(megatron);
+    EXPECT_FALSE(with.time_from_profile);
+    EXPECT_NE(with.time_source_why.find("ptd-engine"), std::string::npos);
+    EXPECT_EQ(with.step_s, without.step_s);
+    EXPECT_TRUE(profile_unused_reason(engine).empty());
+}
+
+}  // namespace
