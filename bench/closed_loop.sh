@@ -52,7 +52,7 @@ for row in "${matrix[@]}"; do
     { echo "$name: ptd launch failed:" >&2; tail -3 "$work/$id.launch" >&2; continue; }
   measured=$(cat "$work/run-$id"/rank-*.log | grep '"event":"step"' | jq -r 'select(.step >= 3) | .time.step' | median)
   ranks=$(ls "$work/run-$id"/rank-*.log | wc -l)
-  read -r pred lo hi <<<"$(jq -r '[.step_s, (.interval.step_s.low // "nan"), (.interval.step_s.high // "nan")] | @tsv' "$work/$id.est.json")"
+  read -r pred lo hi <<<"$(jq -r '[.step_s, (.interval.step_s.lo // "nan"), (.interval.step_s.hi // "nan")] | @tsv' "$work/$id.est.json")"
   err=$(awk -v p="$pred" -v m="$measured" 'BEGIN { printf "%+.1f%%", (p - m) / m * 100 }')
   inside=$(awk -v l="$lo" -v h="$hi" -v m="$measured" 'BEGIN { if (l == "nan") print "-"; else print (m >= l && m <= h) ? "yes" : "no" }')
   printf '%-26s %6d %12.4f %10s-%-11s %12.4f %8s %s\n' "$name" "$ranks" "$pred" "$lo" "$hi" "$measured" "$err" "$inside"

@@ -887,10 +887,10 @@ std::string profile_unused_reason(const JobSpec& job) {
            "\"ptd-engine\"); this job's framework keeps the preset's";
 }
 
-// A profile's error band: the step again with every op at the fast (10th percentile over the
-// ranks that probed it) and the slow (90th) end of what the ranks measured. The probes'
-// spread over ranks and repeats is what the profile knows of its own uncertainty; the step
-// between those ends is the interval (docs/estimators.md, "Error bars").
+// A profile's error band: the step again with every op at the fast (10th percentile of its
+// repeats, then over the ranks that probed it) and the slow (90th) end of what was measured.
+// The probes' spread over repeats and ranks is what the profile knows of its own
+// uncertainty; the step between those ends is the interval (docs/estimators.md, "Error bars").
 static ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& profile, double step_s) {
     auto step_at = [&](double q) {
         EstimateContext ctx = make_estimate_context(job, nullptr);
@@ -909,7 +909,7 @@ static ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& pr
     for (const ProfileHost& h : profile.hosts) ranks += h.ranks;
     b.runs = ranks;
     b.runs_of = "the spread of the cluster profile's probes over its " + std::to_string(ranks) + " rank(s) on " +
-                std::to_string(profile.hosts.size()) + " host(s) (each op at its 10th and 90th percentile)";
+                std::to_string(profile.hosts.size()) + " host(s) (each op at the 10th and 90th percentile of its repeats and ranks)";
     return b;
 }
 

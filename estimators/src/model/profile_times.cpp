@@ -46,6 +46,14 @@ double curve_at(const std::vector<std::pair<double, double>>& pts, double x) {
 // its core): the median would count none of that. The median where the mean was not kept.
 double call_seconds(const ProfileSample& s) { return s.mean_s > 0 ? s.mean_s : s.median_s; }
 
+// The same at the q-quantile of the probe's own repeats, from its spread (IQR / median) as
+// a normal distribution's: z_q / 1.349 IQRs from the middle (q = 0.1, 0.9: ∓0.95 IQR).
+// q = 0.5 is the call time itself.
+double call_seconds_at(const ProfileSample& s, double q) {
+    const double z = 3.204 * (q - 0.5);  // Φ⁻¹(q), exact at 0.1, 0.5 and 0.9
+    return call_seconds(s) * std::max(0.1, 1 + z / 1.349 * s.spread);
+}
+
 }  // namespace
 
 ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
@@ -57,7 +65,7 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     std::vector<double> host_op;
     for (const ProfileSample& s : p.samples) {
         if (s.median_s <= 0) continue;
-        const double per_call = call_seconds(s);
+        const double per_call = call_seconds_at(s, q);
         if (s.kind == "gemm" || s.kind == "attention") {
             // The sustained probe times the same GEMM over many time slices: it is the
             // preflight's, not an op's time.

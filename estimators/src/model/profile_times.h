@@ -56,8 +56,9 @@ struct ProfileTimes {
     double collective_s(const std::string& op, const std::string& group, int n, double bytes) const;
 };
 
-// `rank_quantile`: which of the ranks' figures each answer takes — 0.5 their median (the
-// estimate), 0.1 / 0.9 the fast and slow ends the interval is built from.
+// `rank_quantile` q: 0.5 for the estimate — each probe's mean call, the median over the
+// ranks; 0.1 / 0.9 for the fast and slow ends the interval is built from — each probe at
+// that quantile of its own repeats (from its spread), then that quantile over the ranks.
 ProfileTimes make_profile_times(const ClusterProfile& p, double rank_quantile = 0.5);
 
 }  // namespace ptd::est
