@@ -8,8 +8,10 @@
 // one of those calls as a `tp` block. Per rank, the blocks of every recorded step but the
 // first (warm-up) become the profile's in-step samples of the TP group at the job's
 // activation message (micro_batch · seq_len · hidden · activation bytes): their mean,
-// median and spread, and the compute between consecutive calls. They replace the probes'
-// in-step TP samples; everything else the profile measured stays. The run must have run on
+// median and spread, and the compute between consecutive calls; the step's second `dp`
+// block, the world all-reduce of loss and Σg² (16 bytes), those of the world group. They
+// replace the probes' in-step samples of the same op and group; everything else the
+// profile measured stays. The run must have run on
 // the hosts the profile measured, with the GPU and precision it names.
 #include <algorithm>
 #include <cstdio>
@@ -91,11 +93,6 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         }
     }
     const int t = job->parallel.tp;
-    if (t <= 1) {
-        std::fprintf(err, "%s: error: %s: the run has no tensor-parallel collectives to learn from (parallel.tp = 1); "
-                          "allowed: a run with tp > 1\n", who, job_path.c_str());
-        return kExitConfig;
-    }
     auto ranks = read_measured_timeline(dir);
     if (!ranks) {
         std::fprintf(err, "%s", ranks.error().str().c_str());
@@ -110,22 +107,32 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         int first = 1 << 30, last = -1;
         for (const TimelineBlock& b : mr.blocks) first = std::min(first, b.step), last = std::max(last, b.step);
         const int from = last > first ? first + 1 : first;  // the first recorded step warms up
-        std::vector<double> calls, gaps;
+        std::vector<double> calls, gaps, world, world_gaps;
         double prev_end = -1;
         int prev_step = -1;
+        std::map<int, std::vector<const TimelineBlock*>> dp_of_step;
         for (const TimelineBlock& b : mr.blocks) {
-            if (b.kind != BlockKind::tp_comm || b.step < from) continue;
+            if (b.step < from) continue;
+            if (b.kind == BlockKind::dp_comm) dp_of_step[b.step].push_back(&b);
+            if (b.kind != BlockKind::tp_comm) continue;
             calls.push_back(b.end_s - b.start_s);
             if (b.step == prev_step && prev_end >= 0 && b.start_s >= prev_end) gaps.push_back(b.start_s - prev_end);
             prev_end = b.end_s, prev_step = b.step;
         }
-        if (calls.empty()) continue;
+        // The step's second DP block is the world all-reduce of the loss and Σg² (16 bytes,
+        // trainer.cpp), right after the gradient reduction (the first).
+        for (auto& [step, blocks] : dp_of_step)
+            if (blocks.size() == 2) {
+                world.push_back(blocks[1]->end_s - blocks[1]->start_s);
+                world_gaps.push_back(std::max(0.0, blocks[1]->start_s - blocks[0]->end_s));
+            }
         steps_used = std::max(steps_used, last - from + 1);
         const auto& rr = manifest->ranks;
         const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
         if (it == rr.end() || it->host < 0 || it->host >= (int)host_in_profile.size()) continue;
         const Stats c = stats_of(calls);
-        const std::vector<const char*> ops = sp ? std::vector<const char*>{"all_gather", "reduce_scatter"}
+        const std::vector<const char*> ops = calls.empty() || t <= 1 ? std::vector<const char*>{}
+                                           : sp ? std::vector<const char*>{"all_gather", "reduce_scatter"}
                                                 : std::vector<const char*>{"all_reduce"};
         for (const char* op : ops) {
             ProfileSample s;
@@ -136,14 +143,30 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
             s.between_s = std::max(1e-9, stats_of(gaps).median);
             added.push_back(s);
         }
+        if (const int n = manifest->world_size; n > 1 && !world.empty()) {
+            const Stats w = stats_of(world);
+            ProfileSample s;
+            s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
+            s.kind = "comm", s.name = "all_reduce", s.group = "world", s.group_size = n;
+            s.nodes = (int)manifest->hosts.size(), s.members_per_node = std::max(1, n / s.nodes);
+            s.bytes = 16;
+            s.median_s = w.median, s.mean_s = w.mean, s.spread = w.spread, s.repeats = (int)world.size();
+            s.between_s = std::max(1e-9, stats_of(world_gaps).median);
+            added.push_back(s);
+        }
     }
     if (added.empty()) {
-        std::fprintf(err, "%s: error: %s/timeline: no tensor-parallel blocks recorded; allowed: a run with its timeline "
-                          "(ptd-engine records the first steps unless --timeline-steps 0)\n", who, dir.c_str());
+        std::fprintf(err, "%s: error: %s/timeline: no tensor-parallel or world collective recorded; allowed: a run of more "
+                          "than one rank with its timeline (ptd-engine records the first steps unless --timeline-steps 0)\n",
+                     who, dir.c_str());
         return kExitConfig;
     }
-    // The run's in-step TP samples replace the probes'.
-    std::erase_if(prof.samples, [](const ProfileSample& s) { return s.kind == "comm" && s.group == "tp" && s.between_s > 0; });
+    // The run's in-step samples replace the probes' of the same op and group.
+    std::erase_if(prof.samples, [&](const ProfileSample& s) {
+        return s.kind == "comm" && s.between_s > 0 && std::any_of(added.begin(), added.end(), [&](const ProfileSample& a) {
+                   return a.name == s.name && a.group == s.group;
+               });
+    });
     prof.samples.insert(prof.samples.end(), added.begin(), added.end());
     prof.refined_from.push_back(manifest->run_id);
     fit_profile(prof);
@@ -151,17 +174,57 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         std::fprintf(err, "%s", w.error().str().c_str());
         return kExitRuntime;
     }
-    Stats all;
-    {
+    auto median_mean = [&](const char* group) {
         std::vector<double> means;
-        for (const ProfileSample& s : added) means.push_back(s.mean_s);
-        all = stats_of(means);
-    }
-    std::fprintf(out, "%s: %zu rank(s), %d step(s): a TP collective of %.0f bytes costs %.3g ms in the step (median over ranks "
-                      "of each rank's mean); replaced the probes' in-step TP samples\n",
-                 dir.c_str(), ranks->size(), steps_used, bytes, all.median * 1e3);
+        for (const ProfileSample& s : added)
+            if (s.group == group) means.push_back(s.mean_s);
+        return stats_of(means).median;
+    };
+    std::fprintf(out, "%s: %zu rank(s), %d step(s):", dir.c_str(), ranks->size(), steps_used);
+    if (median_mean("tp") > 0) std::fprintf(out, " a TP collective of %.0f bytes costs %.3g ms in the step", bytes, median_mean("tp") * 1e3);
+    if (median_mean("world") > 0)
+        std::fprintf(out, "%s the world all-reduce of the loss %.3g ms", median_mean("tp") > 0 ? "," : "", median_mean("world") * 1e3);
+    std::fprintf(out, " (median over ranks of each rank's mean); they replace the probes' in-step samples\n");
     std::fprintf(out, "wrote %s\n", out_path.c_str());
     return 0;
+}
+
+int step_probe(const CalibrateArgs& a, const std::string& profile_path, const std::string& calibration_run_dir,
+               const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto prof = load_profile(profile_path);
+    if (!prof) {
+        std::fprintf(err, "%s", prof.error().str().c_str());
+        return kExitRuntime;
+    }
+    const ProfileHost* shared = nullptr;
+    for (const ProfileHost& h : prof->hosts)
+        if (h.cores > 0 && h.ranks > h.cores) shared = &h;
+    if (!shared) {
+        std::fprintf(out, "step probe: not needed (every host has a core per rank)\n");
+        return kExitOk;
+    }
+    const auto run_dir = std::filesystem::path(calibration_run_dir);
+    LaunchArgs la = a.launch;
+    la.steps = 3;
+    la.run_root = run_dir.parent_path().string();
+    la.run_id = run_dir.filename().string() + "-steps";
+    la.preflight = false;
+    std::fprintf(out, "step probe: host %s runs %d ranks on %d cores, where a step's collectives wait for the scheduler as "
+                      "no probe shows; training 3 steps (logs in %s)\n",
+                 shared->name.c_str(), shared->ranks, shared->cores, (run_dir.parent_path() / la.run_id).string().c_str());
+    FILE* quiet = std::fopen("/dev/null", "w");
+    const int rc = cmd_launch(la, presets, quiet ? quiet : out, err);
+    if (quiet) std::fclose(quiet);
+    if (rc != kExitOk) {
+        std::fprintf(err, "step probe: the 3 training steps failed (exit %d); the profile keeps the probes' figures: %s\n", rc,
+                     profile_path.c_str());
+        return rc;
+    }
+    CalibrateArgs r;
+    r.from_run = (run_dir.parent_path() / la.run_id).string();
+    r.base_profile = profile_path;
+    r.output = profile_path;
+    return refine_profile_from_run(r, presets, out, err);
 }
 
 }  // namespace ptd

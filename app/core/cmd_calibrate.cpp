@@ -499,7 +499,9 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     pr.host_of = host_of;
     pr.host_line = host_line;
     pr.records = std::move(records);
-    return finish_calibration(a, run.plan().job, *layout, pr, run_dir, wall, out, err);
+    const int written = finish_calibration(a, run.plan().job, *layout, pr, run_dir, wall, out, err);
+    if (written != kExitOk || a.check || a.no_step_probe) return written;
+    return step_probe(a, a.output.empty() ? run_dir + "/profile.toml" : a.output, run_dir, presets, out, err);
 }
 
 }  // namespace ptd

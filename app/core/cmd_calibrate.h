@@ -23,14 +23,22 @@ struct CalibrateArgs {
     std::string collect;          // --collect RUN_DIR: the profile from a finished run's rank logs (Slurm)
     std::string from_run;         // --from-run RUN_DIR: refine a profile with a training run's measured timeline
     std::string base_profile;     // --profile FILE: the profile --from-run refines (else the run's job's cluster.profile)
+    bool no_step_probe = false;   // --no-step-probe: never end with the training step probe
 };
+
+// The step probe (calibrate_from_run.cpp): where a host of the profile at `profile_path`
+// runs more ranks than it has cores, the probes cannot show what a step's collectives wait
+// for the scheduler; the job then trains 3 steps (RUN_DIR + "-steps", through the same
+// launcher) and --from-run refines the profile with them. Elsewhere it says it is not needed.
+int step_probe(const CalibrateArgs& a, const std::string& profile_path, const std::string& calibration_run_dir,
+               const PresetCatalog& presets, FILE* out, FILE* err);
 
 // Writes a profile through a temporary file renamed over `path` (never half a file).
 Result<void> write_profile_file(const std::string& path, const std::string& text);
 
 // --from-run RUN_DIR (calibrate_from_run.cpp): the run's in-step TP collective costs replace
 // the probes' in the profile (-o OUT, else the profile in place). Exit 0, or 2 with a
-// located message (no profile, hosts the profile did not measure, no timeline, tp = 1).
+// located message (no profile, hosts the profile did not measure, no TP or world collective in the timeline).
 int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
 
 

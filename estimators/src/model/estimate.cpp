@@ -887,10 +887,11 @@ std::string profile_unused_reason(const JobSpec& job) {
            "\"ptd-engine\"); this job's framework keeps the preset's";
 }
 
-// A profile's error band: the step again with every op at the fast (10th percentile of its
-// repeats, then over the ranks that probed it) and the slow (90th) end of what was measured.
-// The probes' spread over repeats and ranks is what the profile knows of its own
-// uncertainty; the step between those ends is the interval (docs/estimators.md, "Error bars").
+// A profile's error band: the step again with every op at the fast end of what was measured
+// (each probe's mean at the 10th percentile of its standard error, then the 10th percentile
+// over the ranks that probed it) and at the slow end (90th, 90th). The probes' uncertainty
+// and their spread over ranks is what the profile knows of itself; the step between those
+// ends is the interval (docs/estimators.md, "Error bars").
 static ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& profile, double step_s) {
     auto step_at = [&](double q) {
         EstimateContext ctx = make_estimate_context(job, nullptr);
@@ -909,7 +910,7 @@ static ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& pr
     for (const ProfileHost& h : profile.hosts) ranks += h.ranks;
     b.runs = ranks;
     b.runs_of = "the spread of the cluster profile's probes over its " + std::to_string(ranks) + " rank(s) on " +
-                std::to_string(profile.hosts.size()) + " host(s) (each op at the 10th and 90th percentile of its repeats and ranks)";
+                std::to_string(profile.hosts.size()) + " host(s) (each op's mean at the 10th and 90th percentile of its standard error and of its ranks)";
     return b;
 }
 

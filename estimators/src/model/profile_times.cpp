@@ -46,12 +46,15 @@ double curve_at(const std::vector<std::pair<double, double>>& pts, double x) {
 // its core): the median would count none of that. The median where the mean was not kept.
 double call_seconds(const ProfileSample& s) { return s.mean_s > 0 ? s.mean_s : s.median_s; }
 
-// The same at the q-quantile of the probe's own repeats, from its spread (IQR / median) as
-// a normal distribution's: z_q / 1.349 IQRs from the middle (q = 0.1, 0.9: ∓0.95 IQR).
-// q = 0.5 is the call time itself.
+// The same at the q-quantile of what the probe knows of its mean: the mean of `repeats`
+// calls is uncertain by σ/√repeats (the standard error), σ read from the spread as a normal
+// distribution's (IQR = 1.349 σ). A step sums many calls, so it is the mean's uncertainty,
+// not one call's spread, that carries into the step. q = 0.5 is the call time itself.
 double call_seconds_at(const ProfileSample& s, double q) {
     const double z = 3.204 * (q - 0.5);  // Φ⁻¹(q), exact at 0.1, 0.5 and 0.9
-    return call_seconds(s) * std::max(0.1, 1 + z / 1.349 * s.spread);
+    const double sigma = s.spread * s.median_s / 1.349;
+    const double se = sigma / std::sqrt((double)std::max(1, s.repeats));
+    return std::max(0.1 * call_seconds(s), call_seconds(s) + z * se);
 }
 
 }  // namespace

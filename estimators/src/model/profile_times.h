@@ -57,8 +57,9 @@ struct ProfileTimes {
 };
 
 // `rank_quantile` q: 0.5 for the estimate — each probe's mean call, the median over the
-// ranks; 0.1 / 0.9 for the fast and slow ends the interval is built from — each probe at
-// that quantile of its own repeats (from its spread), then that quantile over the ranks.
+// ranks; 0.1 / 0.9 for the fast and slow ends the interval is built from — each probe's
+// mean at that quantile of its own uncertainty (its standard error), then that quantile
+// over the ranks.
 ProfileTimes make_profile_times(const ClusterProfile& p, double rank_quantile = 0.5);
 
 }  // namespace ptd::est
