@@ -438,11 +438,14 @@ std::string exports_text(const JobSpec& job, const std::vector<PlanEntry>& entri
 
 nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e);
 
-nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e) {
+nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::optional<ErrorBand>& band) {
     const LayoutChoice& c = e.choice;
     nlohmann::json j = entry_json_base(job, e);
-    // This row's interval (computed for listed rows only, never per evaluated layout).
-    if (const SpeedInterval iv = score_speed_interval(job, e.score); iv.known)
+    // This row's interval under the plan's band (computed for listed rows only).
+    const LayoutScore& s = e.score;
+    if (const SpeedInterval iv = band ? speed_interval(*band, SpeedPoint{s.step_s, s.tokens_per_s, 0, 0, s.mfu, s.hfu})
+                                      : SpeedInterval{};
+        iv.known)
         j["interval"] = {{"step_s", range_json(iv.step_s)}, {"tokens_per_s", range_json(iv.tokens_per_s)},
                          {"mfu", range_json(iv.mfu)}, {"hfu", range_json(iv.hfu)}};
     else
@@ -471,8 +474,21 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e) {
 
 }  // namespace
 
-size_t rows_within_error(const JobSpec& job, const PlanResult& plan) {
-    const std::optional<ErrorBand> band = job_error_band(job);
+std::optional<ErrorBand> plan_error_band(const JobSpec& job, const PlanResult& plan, const PlanOptions& options,
+                                         std::string* why) {
+    if (options.profile && profile_unused_reason(job).empty() && !plan.top.empty()) {
+        // The profile's band at the best layout, on the planned cluster.
+        JobSpec planned = job;
+        if (options.gpus > 0) planned.cluster.nodes = options.gpus / job.cluster.gpus_per_node, planned.cluster.hosts.clear();
+        const PlanEntry& best = plan.top.front();
+        return profile_error_band(planned, *options.profile, best.choice, best.layers_per_stage, best.score.step_s);
+    }
+    return job_error_band(job, why);
+}
+
+size_t rows_within_error(const JobSpec& job, const PlanResult& plan) { return rows_within_error(job_error_band(job), plan); }
+
+size_t rows_within_error(const std::optional<ErrorBand>& band, const PlanResult& plan) {
     if (!band || plan.top.empty()) return 0;
     size_t n = 1;
     while (n < plan.top.size() &&
@@ -484,9 +500,7 @@ size_t rows_within_error(const JobSpec& job, const PlanResult& plan) {
 namespace {
 
 // The plan's error-bar header: how wide every row's interval is, and from which runs.
-std::string plan_interval_line(const JobSpec& job) {
-    std::string why;
-    const std::optional<ErrorBand> band = job_error_band(job, &why);
+std::string plan_interval_line(const JobSpec& job, const std::optional<ErrorBand>& band) {
     if (!band) return interval_basis_line(job_speed_interval(job, {}));
     const SpeedInterval s = speed_interval(*band, SpeedPoint{1, 1, 1, 1, 1, 1});
     return fmt("error bars (%.0f%%, from %s): each row's tokens/s and MFU %s, step time %s",
@@ -495,8 +509,8 @@ std::string plan_interval_line(const JobSpec& job) {
 }
 
 // Whether the first rows are a ranking or the estimate's noise.
-std::string plan_overlap_line(const JobSpec& job, const PlanResult& plan) {
-    const size_t n = rows_within_error(job, plan);
+std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanResult& plan) {
+    const size_t n = rows_within_error(band, plan);
     if (n >= 2)
         return fmt("within error: %s layouts 1–%zu are within the estimate's error of each other (their tokens/s "
                    "intervals overlap the best's), so their order is not a prediction; choose among them by headroom "
@@ -517,13 +531,14 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     out += bold(term, job.model.name) +
            fmt(" on %d × %s (%.0f GiB each), global batch %d, headroom %.0f%%\n", world, job.cluster.gpu.name.c_str(),
                job.cluster.gpu.memory_gib, job.training.global_batch, headroom * 100);
-    out += dim(term, plan_interval_line(job)) + "\n";
+    const std::optional<ErrorBand> band = plan_error_band(job, plan, options);
+    out += dim(term, plan_interval_line(job, band)) + "\n";
     if (plan.top.empty()) {
         out += "\n" + red(term, "no layout fits") + "\n";
     } else {
         out += "\n" + bold(term, fmt("top %zu layouts by tokens/s", plan.top.size())) + "\n";
         out += plan_table(job, plan.top, term);
-        if (const std::string overlap = plan_overlap_line(job, plan); !overlap.empty())
+        if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
         out += plan_table(job, plan.pareto, term);
@@ -555,8 +570,9 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
 
 nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanOptions& options) {
     nlohmann::json top = nlohmann::json::array(), pareto = nlohmann::json::array();
-    for (const PlanEntry& e : plan.top) top.push_back(entry_json(job, e));
-    for (const PlanEntry& e : plan.pareto) pareto.push_back(entry_json(job, e));
+    const std::optional<ErrorBand> band = plan_error_band(job, plan, options);
+    for (const PlanEntry& e : plan.top) top.push_back(entry_json(job, e, band));
+    for (const PlanEntry& e : plan.pareto) pareto.push_back(entry_json(job, e, band));
     return {{"schema", "ptd.plan/1"},
             {"job", job.origin.file},
             {"model", job.model.name},
@@ -564,8 +580,8 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"gpu", job.cluster.gpu.name},
             {"global_batch", job.training.global_batch},
             {"headroom", options.headroom >= 0 ? options.headroom : job.estimate.headroom},
-            {"interval", band_json(job_speed_interval(job, {}))},
-            {"within_error_of_best", rows_within_error(job, plan)},
+            {"interval", band ? band_json(speed_interval(*band, {})) : band_json(job_speed_interval(job, {}))},
+            {"within_error_of_best", rows_within_error(band, plan)},
             {"top", top},
             {"pareto", pareto},
             {"why_best", plan.why_best},

@@ -28,6 +28,11 @@ std::string interval_basis_line(const SpeedInterval& s);
 // best's (the best counted; 0 without an interval): those are within the estimate's error
 // of each other.
 size_t rows_within_error(const JobSpec& job, const PlanResult& plan);
+size_t rows_within_error(const std::optional<ErrorBand>& band, const PlanResult& plan);
+// The band of a plan's rows: with options.profile feeding the job's time model, the
+// profile's band at the best layout; else the job's published-run band (none: `why`).
+std::optional<ErrorBand> plan_error_band(const JobSpec& job, const PlanResult& plan, const PlanOptions& options,
+                                         std::string* why = nullptr);
 
 // Top-k table, Pareto front, why the best wins, the job's own rank, search counts.
 // `job` is the job as planned (its world size may come from --gpus).

@@ -892,12 +892,13 @@ std::string profile_unused_reason(const JobSpec& job) {
 // over the ranks that probed it) and at the slow end (90th, 90th). The probes' uncertainty
 // and their spread over ranks is what the profile knows of itself; the step between those
 // ends is the interval (docs/estimators.md, "Error bars").
-static ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& profile, double step_s) {
+ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& profile, const LayoutChoice& choice,
+                             const std::vector<int>& layers_per_stage, double step_s) {
     auto step_at = [&](double q) {
         EstimateContext ctx = make_estimate_context(job, nullptr);
         ctx.profile = &profile;
         ctx.profile_times = std::make_shared<const ProfileTimes>(make_profile_times(profile, q));
-        return evaluate_layout(ctx, layout_choice_of(job), job.parallel.layers_per_stage, nullptr).step_s;
+        return evaluate_layout(ctx, choice, layers_per_stage, nullptr).step_s;
     };
     const double fast = step_at(0.1), slow = step_at(0.9);
     ErrorBand b;
@@ -922,7 +923,7 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
     const SpeedPoint point{est.step_s, est.tokens_per_s, est.model_tflops_per_gpu, est.hardware_tflops_per_gpu, est.mfu, est.hfu};
     est.time_from_profile = ctx.profile_times && profile_unused_reason(job).empty();
     if (profile && !est.time_from_profile) est.time_source_why = profile_unused_reason(job);
-    est.speed = est.time_from_profile ? speed_interval(profile_error_band(job, *profile, est.step_s), point)
+    est.speed = est.time_from_profile ? speed_interval(profile_error_band(job, *profile, layout_choice_of(job), job.parallel.layers_per_stage, est.step_s), point)
                                       : job_speed_interval(job, point);
     const ModelSpec& m = job.model;
     const int t = job.parallel.tp;

@@ -157,21 +157,35 @@ double ProfileTimes::bytes_s(const std::string& name, double bytes) const {
 
 double ProfileTimes::collective_s(const std::string& op, const std::string& group, int n, double bytes) const {
     if (n <= 1) return 0;
+    // The group as probed, if it had these n members; else a probed group of n members (the
+    // tied-embedding pair, a layout the planner tries); else the probed group of the op
+    // nearest in size, its time scaled by the bus-bandwidth factors (more members move more
+    // bytes per rank: all-reduce 2(n−1)/n, ...).
     auto it = comm.find({op, group});
-    if (it == comm.end())  // the engine's other groups (the tied-embedding pair): a probed group as large
+    if (it != comm.end() && it->second.group_size != n) it = comm.end();
+    if (it == comm.end())
         for (auto j = comm.begin(); j != comm.end(); ++j)
-            if (j->first.first == op && j->second.group_size == n) {
+            if (j->first.first == op && j->second.group_size == n && (it == comm.end() || j->first.second == "world")) it = j;
+    double scale = 1;
+    if (it == comm.end()) {
+        for (auto j = comm.begin(); j != comm.end(); ++j)
+            if (j->first.first == op && (it == comm.end() || std::abs(j->second.group_size - n) < std::abs(it->second.group_size - n)))
                 it = j;
-                break;
-            }
-    if (it == comm.end()) it = comm.find({op, "world"});
-    if (it == comm.end()) return -1;
+        if (it == comm.end()) return -1;
+        const double f = collective_bus_factor(op, it->second.group_size);
+        scale = f > 0 ? collective_bus_factor(op, n) / f : 1;
+    }
     const Curve& c = it->second;
-    if (c.in_step.empty()) return curve_at(c.points, bytes);
-    auto at = c.in_step.begin();
-    for (auto j = c.in_step.begin(); j != c.in_step.end() && j->first <= bytes; ++j) at = j;
-    const double growth = c.points.empty() ? 0.0 : std::max(0.0, curve_at(c.points, bytes) - curve_at(c.points, at->first));
-    return at->second + growth;
+    // An in-step sample speaks for messages near its size (within 4×): the wait it holds
+    // belongs to that call in that step; far from it the back-to-back curve stands.
+    auto at = c.in_step.end();
+    for (auto j = c.in_step.begin(); j != c.in_step.end(); ++j)
+        if (j->first <= 4 * bytes && bytes <= 4 * j->first &&
+            (at == c.in_step.end() || std::abs(std::log(j->first / bytes)) < std::abs(std::log(at->first / bytes))))
+            at = j;
+    if (at == c.in_step.end()) return c.points.empty() ? -1 : scale * curve_at(c.points, bytes);
+    const double growth = c.points.empty() ? 0.0 : curve_at(c.points, bytes) - curve_at(c.points, at->first);
+    return scale * std::max(0.0, at->second + growth);
 }
 
 }  // namespace ptd::est

@@ -48,11 +48,12 @@ struct ProfileTimes {
     // Seconds of one collective `op` ("all_reduce", "reduce_scatter", "all_gather", "p2p") of
     // `bytes` (the probe's convention: the whole gathered / reduced buffer) in a group of
     // `n` members named `group` ("tp", "dp", "pp", "world"); a group the probes did not
-    // cover takes the curve of a probed group of the same size, else the world's. Where the
-    // op was also probed between compute bursts, the call costs what it cost there (at the
-    // nearest probed size at or below `bytes`) plus the back-to-back curve's growth from that
-    // size to `bytes`: the wait for peers to get a core, then the bytes. Negative when the
-    // profile has nothing for the op at all.
+    // cover (or not with n members) takes the curve of a probed group of n members, else
+    // the probed group nearest in size scaled by the bus-bandwidth factors. Where the
+    // op was also timed inside a step or between compute bursts at a size within 4× of
+    // `bytes`, the call costs what it cost there (at the nearest such size) plus the
+    // back-to-back curve's change from that size to `bytes`: the wait for peers to get a
+    // core, then the bytes. Negative when the profile has nothing for the op at all.
     double collective_s(const std::string& op, const std::string& group, int n, double bytes) const;
 };
 

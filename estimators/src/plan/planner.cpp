@@ -118,6 +118,10 @@ struct Space {
     int experts = 0, job_ep = 1;
     int job_etp = 0;  // moe2: parallel.expert_tp the job fixes (0 = tp: the search keeps etp = tp)
     bool vary_ep = true, vary_zero = true;
+    // The bundled engine runs the job (estimate.activation_profile = "ptd-engine"): only what
+    // it implements is searched — no context or expert parallelism, ZeRO 0 or 1 (no
+    // distributed optimizer, no ZeRO-2/3, no offload).
+    bool engine_only = false;
     bool try_zb_h1 = false, try_dualpipe = false;  // zb
     int job_zero = 0;
     bool job_distributed_optimizer = false;
@@ -212,6 +216,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                         int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
                         bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
                         if (zero >= 2 && pp > 1) continue;
+                        if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
                         for (int order : sp.orders)
                             if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
                             for (int vpp : vpps)
@@ -497,7 +502,9 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     }
     // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
     // causal attention, so cp must divide seq_len / 2; cp divides the world.
-    if (options.vary_cp) {
+    sp.engine_only = job.estimate.activation_profile == ActivationProfile::ptd_engine;
+    if (sp.engine_only) sp.vary_ep = false;
+    if (options.vary_cp && !sp.engine_only) {
         for (int c = 1; c <= world; ++c)
             if (world % c == 0 && (c == 1 || (m.seq_len > 0 && m.seq_len % (2 * c) == 0))) sp.cps.push_back(c);
     } else {

@@ -225,6 +225,12 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile = nullpt
 // engine runs the job, estimate.activation_profile = "ptd-engine").
 std::string profile_unused_reason(const JobSpec& job);
 
+// A cluster profile's error band for one layout of `job` predicted at `step_s`: the step
+// again with every op at the fast and the slow end of what the profile measured
+// (docs/estimators.md, "Error bars"). For a job whose time model takes the profile.
+ErrorBand profile_error_band(const JobSpec& job, const ClusterProfile& profile, const LayoutChoice& choice,
+                             const std::vector<int>& layers_per_stage, double step_s);
+
 // A planner row's (or any score's) speed interval under the job's band; the planner never
 // computes it per evaluated layout, only callers that show a row do.
 SpeedInterval score_speed_interval(const JobSpec& job, const LayoutScore& score);
