@@ -29,7 +29,12 @@ const Estimate* job_estimate(const StudioState& s) {
         c.estimate.reset();
         if (job_valid(s)) {
             const auto t0 = std::chrono::steady_clock::now();
-            c.estimate = estimate_job(s.job);
+            // The job's cluster profile, as ptd estimate uses it; one that does not load leaves
+            // the preset's figures and says why.
+            auto profile = load_job_profile(s.job);
+            const ClusterProfile* p = profile && *profile ? &(*profile)->profile : nullptr;
+            c.profile_note = !profile ? profile.error().one_line() : p ? profile_note(**profile) : std::string();
+            c.estimate = estimate_job(s.job, p);
             c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             ++c.computations;
         }
@@ -318,8 +323,14 @@ std::vector<Figure> throughput_figures(const StudioState& s) {
                    "peak for the job's precision." + interval_help,
                    range(iv.model_tflops_per_gpu, tflops)});
     auto seconds = [](double v) { return fmt("%.3f s", v); };
-    out.push_back({"step time", seconds(e->step_s), fmt("%d micro-batches", e->micro_batches),
-                   "One optimizer step on the critical path through the slowest stage: the bar below." + interval_help,
+    const std::string& note = s.memory.cache.profile_note;
+    out.push_back({"step time", seconds(e->step_s),
+                   fmt("%d micro-batches", e->micro_batches) + (e->time_from_profile ? ", from profile" : ""),
+                   "One optimizer step on the critical path through the slowest stage: the bar below." +
+                       (e->time_from_profile ? " Every time comes from the cluster profile (" + note + ")."
+                        : !e->time_source_why.empty() ? " From the preset: " + e->time_source_why + "."
+                        : !note.empty() ? " " + note : std::string()) +
+                       interval_help,
                    range(iv.step_s, seconds)});
     return out;
 }

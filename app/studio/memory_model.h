@@ -31,6 +31,9 @@ struct EstimateCache {
     std::optional<Estimate> estimate;  // empty when the job is invalid
     double seconds = 0;                // wall time of the last estimate_job call
     int computations = 0;              // estimate_job calls so far (the tests count them)
+    // The job's cluster profile (cluster.profile) the estimate took its times from: "profile:
+    // FILE (measured ...)"; "" without one; the error's first line when it does not load.
+    std::string profile_note;
 };
 
 // What the memory chart's scale spans: the GPU's memory (the usable line in view), the
