@@ -73,8 +73,8 @@ std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
     const GpuGeneration gen = job.cluster.gpu.generation;
     if (gen == GpuGeneration::cpu) {
         if (why)
-            *why = "no interval: no published runs on CPUs to measure the estimate against (the bundled engine on "
-                   "this machine needs a calibration of its own)";
+            *why = "no interval: no published runs on CPUs to measure the estimate against; measure this machine "
+                   "with `ptd calibrate JOB -o PROFILE` and give the estimate --profile PROFILE";
         return std::nullopt;
     }
     const ResidualTable& t = published_residuals();
