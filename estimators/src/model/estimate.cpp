@@ -923,6 +923,10 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
     const SpeedPoint point{est.step_s, est.tokens_per_s, est.model_tflops_per_gpu, est.hardware_tflops_per_gpu, est.mfu, est.hfu};
     est.time_from_profile = ctx.profile_times && profile_unused_reason(job).empty();
     if (profile && !est.time_from_profile) est.time_source_why = profile_unused_reason(job);
+    if (est.time_from_profile && profile->precision != to_string(job.training.precision))
+        est.notes.push_back("the cluster profile was measured in " + profile->precision + ", this job trains in " +
+                            to_string(job.training.precision) + ": its GEMMs and kernels are timed at the profile's dtype "
+                            "(calibrate with this job for its own)");
     est.speed = est.time_from_profile ? speed_interval(profile_error_band(job, *profile, layout_choice_of(job), job.parallel.layers_per_stage, est.step_s), point)
                                       : job_speed_interval(job, point);
     const ModelSpec& m = job.model;
