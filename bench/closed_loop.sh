@@ -55,7 +55,8 @@ for row in "${matrix[@]}"; do
   read -r pred lo hi <<<"$(jq -r '[.step_s, (.interval.step_s.lo // "nan"), (.interval.step_s.hi // "nan")] | @tsv' "$work/$id.est.json")"
   err=$(awk -v p="$pred" -v m="$measured" 'BEGIN { printf "%+.1f%%", (p - m) / m * 100 }')
   inside=$(awk -v l="$lo" -v h="$hi" -v m="$measured" 'BEGIN { if (l == "nan") print "-"; else print (m >= l && m <= h) ? "yes" : "no" }')
-  printf '%-26s %6d %12.4f %10s-%-11s %12.4f %8s %s\n' "$name" "$ranks" "$pred" "$lo" "$hi" "$measured" "$err" "$inside"
+  interval=$(awk -v l="$lo" -v h="$hi" 'BEGIN { if (l == "nan") print "-"; else printf "%.4f-%.4f", l, h }')
+  printf '%-26s %6d %12.4f %22s %12.4f %8s %s\n' "$name" "$ranks" "$pred" "$interval" "$measured" "$err" "$inside"
   errors+=("$(awk -v p="$pred" -v m="$measured" 'BEGIN { e = (p - m) / m * 100; print (e < 0 ? -e : e) }')")
 done
 [ ${#errors[@]} -gt 0 ] && printf 'median |error| over %d jobs: %.1f%% (target ≤ 15%%)\n' "${#errors[@]}" "$(printf '%s\n' "${errors[@]}" | median)"
