@@ -4,9 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <tuple>
+#include <unistd.h>
 #include <vector>
 
+#include "commands.h"
+#include "live_model.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/cluster_profile.h"
+#include "run_prediction.h"
+#include "schedule_model.h"
 #include "studio_state.h"
 #include "studio_test_util.h"
 
@@ -385,4 +394,63 @@ TEST(StudioSchedule, CommunicationPartsAreNotMarked) {
         v.measured_dp = {0};
         EXPECT_EQ(measured_differs(v, 0), k == BlockKind::forward) << block_kind_name(k);
     }
+}
+
+// The red outlines compare with estimate_job's prediction of the edited job with its cluster
+// profile; the legend says which, and whether the Live tab's run was predicted the same.
+TEST(StudioSchedule, OutlinesCompareWithTheLiveRunsPrediction) {
+    StudioState s = default_state();
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.predicted);
+    const Estimate est = estimate_job(s.job);
+    EXPECT_NEAR(s.schedule.predicted->makespan_s, est.step_s, 1e-12 * est.step_s);
+    SchedulePredictionNote note = schedule_prediction_note(s);
+    EXPECT_NE(note.text.find("estimate_job of the edited job with the \"" + s.job.cluster.gpu.name + "\" preset's figures"),
+              std::string::npos)
+        << note.text;
+    EXPECT_FALSE(note.not_the_live_runs);
+
+    // The Live tab shows a run of this job and its measured timeline is under the chart.
+    RunManifest m;
+    m.run_id = "run-x";
+    live_begin(s.live.run, m);
+    s.live.dir = "/tmp/runs/run-x";
+    s.live.run.prediction = predict_run(s.job, std::nullopt);
+    s.schedule.run_dir = s.live.dir;
+    s.schedule.show_measured = true;
+    note = schedule_prediction_note(s);
+    EXPECT_NE(note.text.find("the same prediction the Live tab draws dashed"), std::string::npos) << note.text;
+    EXPECT_FALSE(note.not_the_live_runs);
+    // A run of another job (the tiny one): said, with the run's own prediction.
+    auto tiny = load_job_arg("@tiny", s.presets);
+    ASSERT_TRUE(tiny);
+    s.live.run.prediction = predict_run(*tiny, std::nullopt);
+    note = schedule_prediction_note(s);
+    EXPECT_TRUE(note.not_the_live_runs);
+    EXPECT_NE(note.text.find("not this run's own prediction"), std::string::npos) << note.text;
+
+    // A job with a cluster profile: the chart predicts with it, and names it.
+    const std::string dir = ::testing::TempDir() + "/ptd_studio_schedule_" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    ClusterProfile p;
+    p.measured_at = "2026-11-29T06:40:00Z", p.gpu = s.job.cluster.gpu.name, p.precision = "bf16", p.ranks_per_host = 8;
+    p.hosts.push_back({"gpu-a", "a", 8, "EPYC", 64, 1024, "", "cuda", "H100"});
+    std::ofstream(dir + "/prof.toml") << profile_toml(p);
+    s.job.cluster.profile = dir + "/prof.toml";
+    ++s.revision;
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.profile) << s.schedule.profile_error;
+    EXPECT_EQ(s.schedule.profile->measured_at, "2026-11-29T06:40:00Z");
+    auto loaded = load_profile(dir + "/prof.toml");
+    ASSERT_TRUE(loaded) << loaded.error().str();
+    const Estimate with = estimate_job(s.job, &*loaded);
+    EXPECT_NEAR(s.schedule.predicted->makespan_s, with.step_s, 1e-12 * with.step_s);
+    EXPECT_NE(schedule_prediction_note(s).text.find("profile " + s.schedule.profile->path + " (measured 2026-11-29T06:40:00Z)"),
+              std::string::npos)
+        << schedule_prediction_note(s).text;
+    // The Live run predicted without it: not the same prediction.
+    s.live.run.prediction = predict_run(s.job, std::nullopt);
+    s.schedule.show_measured = true;
+    EXPECT_TRUE(schedule_prediction_note(s).not_the_live_runs);
+    std::filesystem::remove_all(dir);
 }
