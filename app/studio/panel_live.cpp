@@ -425,9 +425,12 @@ void plots(StudioState& s, ImVec2 size) {
         if (d.metric == LiveMetric::memory)
             std::snprintf(subtitle, sizeof subtitle, "%s, predicted dashed", mem_cat_name((MemCat)live.view.mem_cat));
         else if (d.metric == LiveMetric::mfu) std::snprintf(subtitle, sizeof subtitle, "of the GPU preset's peak");
-        else if (level)
-            std::snprintf(subtitle, sizeof subtitle, "predicted dashed%s", level->has_band ? ", interval shaded" : " (no interval)");
-        if (live.view.aggregate != LiveAggregate::rank && d.metric != LiveMetric::memory && !level)
+        const bool mean = live.view.aggregate != LiveAggregate::rank && d.metric != LiveMetric::memory;
+        if (level)  // grouped lines are means; the prediction is the job's either way
+            std::snprintf(subtitle, sizeof subtitle, "%s%s%spredicted dashed%s", mean ? "mean " : "",
+                          mean ? live_aggregate_label(live.view.aggregate) : "", mean ? "; " : "",
+                          level->has_band ? ", interval shaded" : " (no interval)");
+        else if (mean)
             std::snprintf(subtitle, sizeof subtitle, "mean %s", live_aggregate_label(live.view.aggregate));
         PlotOptions opt;
         opt.title = live_metric_title(d.metric);
