@@ -435,6 +435,14 @@ TEST(StudioSchedule, OutlinesCompareWithTheLiveRunsPrediction) {
     ClusterProfile p;
     p.measured_at = "2026-11-29T06:40:00Z", p.gpu = s.job.cluster.gpu.name, p.precision = "bf16", p.ranks_per_host = 8;
     p.hosts.push_back({"gpu-a", "a", 8, "EPYC", 64, 1024, "", "cuda", "H100"});
+    // Figures an H100 could measure: GEMMs at 600 TFLOP/s, device memory at 3 TB/s.
+    ProfileSample gemm;
+    gemm.kind = "gemm", gemm.name = "qkv.fwd", gemm.dtype = "bf16", gemm.shape = {8192, 4096, 4096}, gemm.repeats = 5;
+    gemm.flops = 2.0 * 8192 * 4096 * 4096, gemm.median_s = gemm.flops / 600e12;
+    ProfileSample copy;
+    copy.kind = "memory", copy.name = "copy", copy.bytes = 1e9, copy.median_s = 1e9 / 3e12, copy.repeats = 5;
+    p.samples = {gemm, copy};
+    fit_profile(p);
     std::ofstream(dir + "/prof.toml") << profile_toml(p);
     s.job.cluster.profile = dir + "/prof.toml";
     ++s.revision;
