@@ -26,6 +26,7 @@
 #include "term.h"
 
 #include "process_test_util.h"
+#include "profile_test_util.h"
 #include "run_manifest_test_util.h"
 #include "text_test_util.h"
 
@@ -1007,25 +1008,9 @@ JobSpec tiny_job(const std::vector<std::string>& sets = {}) {
     return *job;
 }
 
-// A small valid ptd.profile/1 for the "cpu" preset (what `ptd calibrate` writes, fitted from
-// a few samples), measured at `measured_at`.
+// A small valid ptd.profile/1 for the "cpu" preset: GEMMs at 20 GFLOP/s, memory at 10 GB/s.
 void write_cpu_profile(const std::string& path, const std::string& measured_at) {
-    ClusterProfile p;
-    p.measured_at = measured_at, p.job = "tiny-gpt-8rank.toml", p.gpu = "cpu", p.precision = "fp32";
-    p.ptd_version = "0.1.0", p.ranks_per_host = 8;
-    p.hosts.push_back({"localhost", "vm", 8, "test CPU", 2, 8.0, "Haswell", "cpu", ""});
-    for (int r = 0; r < 2; ++r) {
-        ProfileSample g;
-        g.rank = r, g.kind = "gemm", g.name = "qkv.fwd", g.dtype = "f32", g.shape = {128, 96, 64};
-        g.flops = 2.0 * 128 * 96 * 64, g.median_s = g.flops / 20e9, g.spread = 0.01, g.repeats = 5;
-        p.samples.push_back(g);
-    }
-    ProfileSample copy;
-    copy.kind = "memory", copy.name = "copy", copy.bytes = 1e9, copy.median_s = 0.1, copy.repeats = 5;
-    p.samples.push_back(copy);
-    fit_profile(p);
-    fs::create_directories(fs::path(path).parent_path());
-    spit(path, profile_toml(p));
+    ptd_test::write_profile(path, ptd_test::fitted_profile("cpu", measured_at, 20e9, 10e9));
 }
 
 // The tiny 8-rank job as a file in `folder` with `[cluster] profile = "<profile>"` (as the

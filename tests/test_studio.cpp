@@ -17,6 +17,7 @@
 #include "run_prediction.h"
 #include "schedule_model.h"
 #include "studio_state.h"
+#include "profile_test_util.h"
 #include "studio_test_util.h"
 
 using namespace ptd;
@@ -432,18 +433,8 @@ TEST(StudioSchedule, OutlinesCompareWithTheLiveRunsPrediction) {
     // A job with a cluster profile: the chart predicts with it, and names it.
     const std::string dir = ::testing::TempDir() + "/ptd_studio_schedule_" + std::to_string(getpid());
     std::filesystem::create_directories(dir);
-    ClusterProfile p;
-    p.measured_at = "2026-11-29T06:40:00Z", p.gpu = s.job.cluster.gpu.name, p.precision = "bf16", p.ranks_per_host = 8;
-    p.hosts.push_back({"gpu-a", "a", 8, "EPYC", 64, 1024, "", "cuda", "H100"});
     // Figures an H100 could measure: GEMMs at 600 TFLOP/s, device memory at 3 TB/s.
-    ProfileSample gemm;
-    gemm.kind = "gemm", gemm.name = "qkv.fwd", gemm.dtype = "bf16", gemm.shape = {8192, 4096, 4096}, gemm.repeats = 5;
-    gemm.flops = 2.0 * 8192 * 4096 * 4096, gemm.median_s = gemm.flops / 600e12;
-    ProfileSample copy;
-    copy.kind = "memory", copy.name = "copy", copy.bytes = 1e9, copy.median_s = 1e9 / 3e12, copy.repeats = 5;
-    p.samples = {gemm, copy};
-    fit_profile(p);
-    std::ofstream(dir + "/prof.toml") << profile_toml(p);
+    ptd_test::write_profile(dir + "/prof.toml", ptd_test::fitted_profile(s.job.cluster.gpu.name, "2026-11-29T06:40:00Z", 600e12, 3e12));
     s.job.cluster.profile = dir + "/prof.toml";
     ++s.revision;
     schedule_refresh(s);
