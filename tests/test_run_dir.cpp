@@ -21,6 +21,7 @@
 #include "ptd/run_dir.h"
 #include "ptd/spec/cluster_profile.h"
 #include "ptd/spec/job_overrides.h"
+#include "ptd/spec/job_spec.h"
 #include "run_prediction.h"
 #include "run_view.h"
 #include "term.h"
@@ -1056,6 +1057,29 @@ TEST(RunPrediction, IsTheEstimateWithItsInterval) {
     EXPECT_EQ(prediction_interval_text(cpu), "no interval: " + cpu.speed.why_unknown.substr(
                                                                   cpu.speed.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0));
     EXPECT_TRUE(contains(prediction_interval_text(cpu), "no published runs on CPUs")) << prediction_interval_text(cpu);
+
+    // With a profile the time model takes (the bundled engine's job): its figures, its interval.
+    const std::string dir = fresh_dir("prediction-profile");
+    write_cpu_profile(dir + "/cpu.toml", "2026-11-29T06:40:00Z");
+    auto cpu_profile = load_job_profile(tiny_job(), dir + "/cpu.toml");
+    ASSERT_TRUE(cpu_profile && *cpu_profile) << (cpu_profile ? "" : cpu_profile.error().str());
+    const RunPrediction with = predict_run(tiny_job(), *cpu_profile);
+    ASSERT_TRUE(with.available) << with.why_none;
+    EXPECT_TRUE(with.profile_unused.empty()) << with.profile_unused;
+    EXPECT_DOUBLE_EQ(with.step_s, estimate_job(tiny_job(), &(*cpu_profile)->profile).step_s);
+    EXPECT_TRUE(contains(prediction_source_text(with), "profile " + with.profile->path + " (measured 2026-11-29T06:40:00Z)"))
+        << prediction_source_text(with);
+    // A profile for a job another framework runs: the preset's figures, and why not the profile's.
+    auto presets = load_presets();
+    auto llama = load_job_file(PTD_SOURCE_DIR "/assets/jobs/llama3-8b-h100.toml", *presets);
+    ASSERT_TRUE(llama) << llama.error().str();
+    ptd_test::write_profile(dir + "/h100.toml", ptd_test::fitted_profile(llama->cluster.gpu.name, "2026-11-29T06:40:00Z", 600e12, 3e12));
+    auto h100_profile = load_job_profile(*llama, dir + "/h100.toml");
+    ASSERT_TRUE(h100_profile && *h100_profile) << (h100_profile ? "" : h100_profile.error().str());
+    const RunPrediction unused = predict_run(*llama, *h100_profile);
+    EXPECT_FALSE(unused.profile_unused.empty());
+    EXPECT_DOUBLE_EQ(unused.step_s, estimate_job(*llama).step_s);
+    ptd_test::expect_mentions(prediction_source_text(unused), {"preset's figures (the profile ", " is not used: "});
 
     // No layout: nothing to predict, and why.
     JobSpec bare = tiny_job();

@@ -870,8 +870,13 @@ TEST(LiveSpeed, StepTimeSeriesAndThePredictedLevel) {
     // No prediction: no level, and the readout has no predicted value.
     EXPECT_FALSE(live_predicted_level(live.run, LiveMetric::tokens_per_s));
     EXPECT_TRUE(std::isnan(live_readout(live, LiveMetric::step_time, 2).front().predicted));
-    ASSERT_TRUE(live_latest_mean(live.run, LiveMetric::tokens_per_s));
-    EXPECT_DOUBLE_EQ(*live_latest_mean(live.run, LiveMetric::tokens_per_s), 2003.5);  // ranks' 2000..2007
+    ASSERT_TRUE(live_recent_median(live.run, LiveMetric::tokens_per_s));
+    EXPECT_DOUBLE_EQ(*live_recent_median(live.run, LiveMetric::tokens_per_s), 2003.5);  // ranks' 2000..2007
+    // One slow last step does not move it; the last 5 steps of every rank are what counts.
+    for (int r = 0; r < 8; ++r) live_apply(live.run, step_event(r, 5, 4.4, r == 0 ? 10 : 2000 + r));
+    EXPECT_DOUBLE_EQ(*live_recent_median(live.run, LiveMetric::tokens_per_s), 2003.5);
+    EXPECT_DOUBLE_EQ(*live_recent_median(live.run, LiveMetric::tokens_per_s, 1), 2003.5);  // 10, 2001..2007
+    EXPECT_FALSE(live_recent_median(LiveRun{}, LiveMetric::tokens_per_s));
 
     // A GPU preset job: the published runs' interval becomes the band.
     live.run.prediction = predict_run(tiny_job_on("h100-sxm"), std::nullopt);

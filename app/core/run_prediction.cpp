@@ -36,6 +36,8 @@ RunPrediction predict_run(const JobSpec& job, const std::optional<JobProfile>& p
     out.step_s = est.step_s;
     out.tokens_per_s = est.tokens_per_s;
     out.speed = est.speed;
+    if (profile && !est.time_from_profile)
+        out.profile_unused = est.time_source_why.empty() ? "the time model does not take its figures" : est.time_source_why;
     return out;
 }
 
@@ -75,6 +77,8 @@ RunPrediction predict_run_dir(const std::string& run_dir, const RunManifest& man
 }
 
 std::string prediction_source_text(const RunPrediction& p) {
+    if (p.profile && !p.profile_unused.empty())
+        return "\"" + p.gpu + "\" preset's figures (the profile " + p.profile->path + " is not used: " + p.profile_unused + ")";
     if (p.profile) {
         std::string t = "profile " + p.profile->path;
         if (!p.profile->measured_at.empty()) t += " (measured " + p.profile->measured_at + ")";

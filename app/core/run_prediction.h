@@ -26,7 +26,9 @@ struct RunPrediction {
     double step_s = 0;
     double tokens_per_s = 0;    // whole job (as the ranks' tokens_per_s: global batch / step)
     SpeedInterval speed;        // known = false: speed.why_unknown says why there is no interval
-    std::optional<RunProfileRecord> profile;  // the profile used; none = the preset's figures
+    std::optional<RunProfileRecord> profile;  // the profile given; none = the preset's figures
+    std::string profile_unused; // a profile was given but the time model keeps the preset's
+                                // figures for this job: why (estimate_job's time_source_why)
     std::string gpu;            // the job's cluster.gpu preset name
     std::string note;           // a remark on where the figures come from ("" = none), e.g. a
                                 // profile re-measured since the run started
@@ -48,7 +50,8 @@ RunPrediction predict_run(const JobSpec& job, const std::optional<JobProfile>& p
 RunPrediction predict_run_dir(const std::string& run_dir, const RunManifest& manifest,
                               const std::string& override_path = "");
 
-// "\"cpu\" preset's figures" or "profile /abs/prof.toml (measured 2026-11-29T06:40:00Z)".
+// "\"cpu\" preset's figures", "profile /abs/prof.toml (measured 2026-11-29T06:40:00Z)", or
+// "\"h100-sxm\" preset's figures (the profile FILE is not used: WHY)".
 std::string prediction_source_text(const RunPrediction& p);
 // "80% interval from 46 published hopper (H100, H200) runs" or "no interval: WHY".
 std::string prediction_interval_text(const RunPrediction& p);

@@ -243,17 +243,19 @@ std::optional<PlotLevel> live_predicted_level(const LiveRun& run, LiveMetric m) 
     return level;
 }
 
-std::optional<double> live_latest_mean(const LiveRun& run, LiveMetric m) {
-    double sum = 0;
-    int n = 0;
+std::optional<double> live_recent_median(const LiveRun& run, LiveMetric m, int steps) {
+    std::vector<double> values;
     for (const LiveRank& r : run.ranks) {
         const SeriesView v = live_rank_series(r, m, MEM_TOTAL, false);
-        if (v.values.empty() || !std::isfinite(v.values.back())) continue;
-        sum += v.values.back();
-        ++n;
+        for (size_t i = v.values.size() > (size_t)std::max(0, steps) ? v.values.size() - (size_t)steps : 0; i < v.values.size(); ++i)
+            if (std::isfinite(v.values[i])) values.push_back(v.values[i]);
     }
-    if (n == 0) return std::nullopt;
-    return sum / n;
+    if (values.empty()) return std::nullopt;
+    const size_t mid = values.size() / 2;
+    std::nth_element(values.begin(), values.begin() + (long)mid, values.end());
+    const double upper = values[mid];
+    if (values.size() % 2 == 1) return upper;
+    return (*std::max_element(values.begin(), values.begin() + (long)mid) + upper) / 2;
 }
 
 const char* live_aggregate_label(LiveAggregate a) {

@@ -119,9 +119,10 @@ const char* live_metric_title(LiveMetric m);  // "Loss", "Tokens/s", "Step time"
 // time; nothing for the others, or when the run has no prediction): the value, and its
 // interval when the estimator gave one.
 std::optional<PlotLevel> live_predicted_level(const LiveRun& run, LiveMetric m);
-// The mean over the ranks of their latest value of `m` (ranks without a step left out);
-// nullopt when no rank has one. What the prediction card sets beside the prediction.
-std::optional<double> live_latest_mean(const LiveRun& run, LiveMetric m);
+// The median of every rank's last `steps` values of `m` together (NaN left out); nullopt
+// when there is none. What the prediction card sets beside the prediction: a few steps, so
+// one noisy step does not decide whether the prediction held.
+std::optional<double> live_recent_median(const LiveRun& run, LiveMetric m, int steps = 5);
 
 // Lines per rank, or the mean of the ranks of each TP group (same dp and pp coordinates)
 // or each PP stage (same pp coordinate).

@@ -369,13 +369,16 @@ void prediction_card(StudioState& s, ImVec2 size) {
                 ImGui::SameLine();
                 ImGui::TextDisabled("[%s]", interval_text(level, unit).c_str());
             }
-            if (const std::optional<double> measured = live_latest_mean(run, m); measured && level.value > 0) {
+            if (const std::optional<double> measured = live_recent_median(run, m); measured && level.value > 0) {
                 const bool miss = level.has_band && (*measured < level.lo || *measured > level.hi);
-                ImGui::PushStyleColor(ImGuiCol_Text, miss ? colour::warning : colour::ok);
+                // Green inside the interval, orange outside; without an interval, no verdict.
+                ImGui::PushStyleColor(ImGuiCol_Text, !level.has_band ? ImGui::GetColorU32(ImGuiCol_Text)
+                                                     : miss          ? colour::warning
+                                                                     : colour::ok);
                 ImGui::Text("  measured %s, %.2f×%s", format_value(*measured, unit).c_str(), *measured / level.value,
                             miss ? ", outside" : level.has_band ? ", inside" : "");
                 if (ImGui::IsItemHovered())
-                    ImGui::SetTooltip("The mean over the ranks of their latest step, %.2f times the prediction%s",
+                    ImGui::SetTooltip("The median over every rank's last 5 steps, %.2f times the prediction%s",
                                       *measured / level.value,
                                       miss ? "; outside its interval" : level.has_band ? "; inside its interval" : "");
                 ImGui::PopStyleColor();

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cmd_schedule.h"
+#include "ptd/model/estimate.h"
 #include "run_prediction.h"
 #include "studio_state.h"
 
@@ -57,6 +58,7 @@ void schedule_refresh(StudioState& s) {
         RunPrediction source;
         source.gpu = s.job.cluster.gpu.name;
         source.profile = v.profile;
+        if (v.profile) source.profile_unused = profile_unused_reason(s.job);
         v.prediction_source = prediction_source_text(source);
     }
     schedule_set_rows(s, v.replica);  // the job's layout may have changed
@@ -250,9 +252,16 @@ SchedulePredictionNote schedule_prediction_note(const StudioState& s) {
         t += "; the Live run has no prediction (" + run.why_none + ")";
         return note;
     }
+    // The same prediction: the same step from the same figures (a profile the time model
+    // does not take for the job counts as none).
+    auto figures = [](const std::optional<RunProfileRecord>& p, bool unused) -> std::optional<RunProfileRecord> {
+        return unused ? std::nullopt : p;
+    };
+    const bool same_figures =
+        figures(run.profile, !run.profile_unused.empty()) == figures(v.profile, !profile_unused_reason(s.job).empty());
     const double step = v.predicted->makespan_s;
     const bool same_step = std::abs(run.step_s - step) <= 1e-9 * std::max(run.step_s, step);
-    if (run.profile == v.profile && same_step) {
+    if (same_figures && same_step) {
         t += "; the same prediction the Live tab draws dashed for this run";
         return note;
     }
