@@ -146,6 +146,17 @@ if [ -x "$ptd_bin" ] && [ -x "$(dirname "$studio")/ptd-engine" ]; then
     else
         fail "ptd launch for the live screenshot: $(tail -3 "$out/live_launch.log")"
     fi
+    # The speed prediction with its interval: the same job on an H100 preset (the published
+    # runs give the band), trained on this CPU; the dashed level and shaded band, and the
+    # readout with the prediction. The CPU run above has a prediction without an interval.
+    if timeout 120 "$ptd_bin" launch "$(dirname "$0")/../assets/jobs/tiny-local.toml" --set cluster.gpu=h100-sxm \
+        --backend cpu --steps 5 --run-root "$out/runs" --run-id live-gpu >"$out/live_gpu_launch.log" 2>&1; then
+        grep -q "80% interval from" "$out/live_gpu_launch.log" || fail "live-gpu: the launch's predicted: line has no interval"
+        shoot live_predicted --run "$out/runs/live-gpu"
+        shoot live_predicted_hover --run "$out/runs/live-gpu" --mouse 900,420 --frames 5
+    else
+        fail "ptd launch for the predicted-speed screenshot: $(tail -3 "$out/live_gpu_launch.log")"
+    fi
     # A directory that is not a run: exit 2 with the manifest's path.
     env -u DISPLAY "$studio" --run "$out" >/dev/null 2>"$out/badrun.err"
     rc=$?

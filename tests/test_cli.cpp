@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "process_test_util.h"
+#include "profile_test_util.h"
 #include "text_test_util.h"
 #include "estimate_view.h"
 #include "job_test_util.h"
@@ -760,6 +761,27 @@ TEST(CliSchedule, StepCarriesItsInterval) {
     EXPECT_NEAR(sched["step_interval"]["hi"].get<double>(), est["interval"]["step_s"]["hi"].get<double>(), 1e-9);
     auto cpu = nlohmann::json::parse(run_ok(kPtd + " schedule --json " + kJobs + "tiny-gpt-8rank.toml").out);
     EXPECT_TRUE(cpu["step_interval"].is_null());
+}
+
+// The timeline is the prediction with the job's cluster profile (or --profile), the one
+// `ptd estimate` and `ptd launch` make; the text and --json name it, a bad one is refused.
+TEST(CliSchedule, PredictsWithTheClusterProfile) {
+    ptd_test::TempDir dir("ptd_schedule_profile");
+    const std::string prof = (dir.path / "prof.toml").string();
+    ptd_test::write_profile(prof, ptd_test::fitted_profile("cpu", "2026-11-29T06:40:00Z", 20e9, 10e9));
+    const std::string job = kJobs + "tiny-gpt-8rank.toml";
+    ptd_test::expect_mentions(run_ok(kPtd + " schedule " + job + " --profile " + prof).out,
+                              {"  prediction with the cluster profile: " + prof + " (measured 2026-11-29T06:40:00Z on localhost)"});
+    auto sched = nlohmann::json::parse(run_ok(kPtd + " schedule --json " + job + " --profile " + prof).out);
+    EXPECT_EQ(sched["profile"]["path"], prof);
+    EXPECT_EQ(sched["profile"]["measured_at"], "2026-11-29T06:40:00Z");
+    auto est = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + job + " --profile " + prof).out);
+    EXPECT_NEAR(sched["step_s"].get<double>(), est["step_s"].get<double>(), 1e-9 * est["step_s"].get<double>());
+    EXPECT_TRUE(nlohmann::json::parse(run_ok(kPtd + " schedule --json " + job).out)["profile"].is_null());
+    // A profile measured on other hardware is refused naming both.
+    ptd_test::write_profile((dir.path / "h100.toml").string(), ptd_test::fitted_profile("h100-sxm", "2026-11-29T06:40:00Z", 600e12, 3e12));
+    Proc bad = run_refused(kPtd + " schedule " + job + " --profile " + (dir.path / "h100.toml").string());
+    ptd_test::expect_mentions(bad.err, {"cluster.profile: the profile ", "measured on \"h100-sxm\" hardware", "runs on \"cpu\""});
 }
 
 TEST(CliSchedule, MissingTimelineIsAnError) {

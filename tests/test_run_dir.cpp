@@ -17,10 +17,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ptd/model/estimate.h"
 #include "ptd/run_dir.h"
+#include "ptd/spec/cluster_profile.h"
+#include "ptd/spec/job_overrides.h"
+#include "ptd/spec/job_spec.h"
+#include "run_prediction.h"
 #include "run_view.h"
+#include "term.h"
 
 #include "process_test_util.h"
+#include "profile_test_util.h"
 #include "run_manifest_test_util.h"
 #include "text_test_util.h"
 
@@ -179,6 +186,7 @@ TEST(RunManifest, RoundTrip) {
     m.ranks[3].exit_code = -1;
     mark_failed(m, 1, 137, "rank 1 on alice@node-a:22 exited 137 (killed)");
     m.ended = m.started + 3.25;
+    m.profile = RunProfileRecord{"/work/prof.toml", "--profile", "2026-11-29T06:40:00Z"};
     const std::string text = manifest_to_json(m);
     EXPECT_TRUE(contains(text, "\"schema\": \"ptd.run/1\"")) << text;
     auto back = manifest_from_json(text, "m.json");
@@ -208,7 +216,16 @@ TEST(RunManifest, RoundTrip) {
     EXPECT_EQ(back->exit_code, 137);
     EXPECT_EQ(back->failed_rank, 1);
     EXPECT_EQ(back->reason, m.reason);
+    EXPECT_EQ(back->profile, m.profile);
     EXPECT_EQ(manifest_to_json(*back), text);  // stable
+    // Without a profile the field is left out, and a manifest without one reads as none.
+    m.profile.reset();
+    EXPECT_FALSE(contains(manifest_to_json(m), "\"profile\"")) << manifest_to_json(m);
+    EXPECT_FALSE(manifest_from_json(manifest_to_json(m), "m.json")->profile.has_value());
+    auto empty_path = manifest_from_json(
+        manifest_to_json(m).insert(1, R"("profile": {"path": "", "measured_at": "x"},)"), "m.json");
+    ASSERT_FALSE(empty_path.has_value());
+    EXPECT_TRUE(contains(empty_path.error().str(), "m.json: error: profile.path: is empty")) << empty_path.error().str();
 }
 
 TEST(RunManifest, InitialFromPlan) {
@@ -823,10 +840,12 @@ TEST(Watch, FinishedRunPrintsEveryRank) {
     EXPECT_EQ(p.rc, 0) << p.err;
     EXPECT_EQ(p.err, "");
     const auto lines = split_lines(p.out);
-    ASSERT_EQ(lines.size(), 6u) << p.out;
+    ASSERT_EQ(lines.size(), 7u) << p.out;
     ptd_test::expect_mentions(lines[0], {"run 20260101-120000-4242", "finished", "step 5/20"});
+    // The test's job.toml names a model only: no prediction, and which file says what.
+    ptd_test::expect_mentions(lines[1], {"predicted: none: the run's job cannot be read: ", dir + "/job.toml:1:1: cluster: missing"});
     for (int r = 0; r < 4; ++r) {
-        const std::string& l = lines[(size_t)r + 2];
+        const std::string& l = lines[(size_t)r + 3];
         EXPECT_TRUE(l.starts_with("   " + std::to_string(r) + "  ")) << l;
         ptd_test::expect_mentions(l, {"done", "5/20", "▁"});
     }
@@ -843,7 +862,7 @@ TEST(Watch, FinishedRunPrintsEveryRank) {
     Proc once = run(kPtd + " watch --once --no-sparklines " + dir);
     EXPECT_EQ(once.rc, 0);
     EXPECT_FALSE(contains(once.out, "▁"));
-    EXPECT_EQ(split_lines(once.out).size(), 6u) << once.out;
+    EXPECT_EQ(split_lines(once.out).size(), 7u) << once.out;
 }
 
 TEST(Watch, FailedRunShowsReasonAndLastLines) {
@@ -898,7 +917,7 @@ TEST(Watch, FollowsUntilTheRunEnds) {
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0);
     const std::string text = read_file(out);
-    EXPECT_EQ(split_lines(text).size(), 6u) << text;  // one dashboard, at the end
+    EXPECT_EQ(split_lines(text).size(), 7u) << text;  // one dashboard, at the end
     ptd_test::expect_mentions(text, {"finished", "3.2500"});
 }
 
@@ -972,4 +991,247 @@ TEST(Watch, ErrorsExitTwoAndNameThePath) {
     Proc usage = run(kPtd + " watch");
     EXPECT_EQ(usage.rc, 2);
     EXPECT_TRUE(contains(usage.err, "RUN_DIR")) << usage.err;
+}
+
+// ---------------------------------------------------------------------------------------
+// The speed prediction beside the measurement (run_prediction.h): the dashboard of
+// `ptd launch` and `ptd watch`, and the profile a run records for it
+
+namespace {
+
+const std::string kTinyJob = PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank.toml";
+
+JobSpec tiny_job(const std::vector<std::string>& sets = {}) {
+    auto presets = load_presets();
+    EXPECT_TRUE(presets.has_value());
+    auto job = load_job_file_with_overrides(kTinyJob, sets, *presets);
+    EXPECT_TRUE(job.has_value()) << job.error().str();
+    return *job;
+}
+
+// A small valid ptd.profile/1 for the "cpu" preset: GEMMs at 20 GFLOP/s, memory at 10 GB/s.
+void write_cpu_profile(const std::string& path, const std::string& measured_at) {
+    ptd_test::write_profile(path, ptd_test::fitted_profile("cpu", measured_at, 20e9, 10e9));
+}
+
+// The tiny 8-rank job as a file in `folder` with `[cluster] profile = "<profile>"` (as the
+// user wrote it: relative to the job's folder), on synthetic data.
+std::string write_job_with_profile(const std::string& folder, const std::string& profile) {
+    std::string text = read_file(kTinyJob);
+    text.replace(text.find("[cluster]\n"), 10, "[cluster]\nprofile = \"" + profile + "\"\n");
+    text.replace(text.find("data = \"../../docs/engine.md\""), 29, "data = \"synthetic\"");
+    fs::create_directories(folder);
+    spit(folder + "/job.toml", text);
+    return folder + "/job.toml";
+}
+
+std::string line_starting(const std::string& text, const std::string& start) {
+    for (const std::string& l : split_lines(text))
+        if (l.starts_with(start)) return l;
+    return "";
+}
+
+}  // namespace
+
+TEST(RunPrediction, IsTheEstimateWithItsInterval) {
+    // A GPU preset job: the published runs of its generation give the interval.
+    const JobSpec gpu = tiny_job({"cluster.gpu=h100-sxm"});
+    const RunPrediction p = predict_run(gpu, std::nullopt);
+    ASSERT_TRUE(p.available) << p.why_none;
+    const Estimate est = estimate_job(gpu);
+    EXPECT_DOUBLE_EQ(p.step_s, est.step_s);
+    EXPECT_DOUBLE_EQ(p.tokens_per_s, est.tokens_per_s);
+    ASSERT_TRUE(p.speed.known);
+    EXPECT_LE(p.speed.step_s.lo, p.step_s);
+    EXPECT_GE(p.speed.step_s.hi, p.step_s);
+    EXPECT_LE(p.speed.tokens_per_s.lo, p.tokens_per_s);
+    EXPECT_GE(p.speed.tokens_per_s.hi, p.tokens_per_s);
+    EXPECT_FALSE(p.profile.has_value());
+    EXPECT_EQ(prediction_source_text(p), "\"h100-sxm\" preset's figures");
+    ptd_test::expect_mentions(prediction_interval_text(p), {"80% interval from", "published hopper"});
+
+    // The CPU: a prediction, but no published runs to give it an interval; the reason is said.
+    const RunPrediction cpu = predict_run(tiny_job(), std::nullopt);
+    ASSERT_TRUE(cpu.available) << cpu.why_none;
+    EXPECT_FALSE(cpu.speed.known);
+    EXPECT_EQ(prediction_interval_text(cpu), "no interval: " + cpu.speed.why_unknown.substr(
+                                                                  cpu.speed.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0));
+    EXPECT_TRUE(contains(prediction_interval_text(cpu), "no published runs on CPUs")) << prediction_interval_text(cpu);
+
+    // With a profile the time model takes (the bundled engine's job): its figures, its interval.
+    const std::string dir = fresh_dir("prediction-profile");
+    write_cpu_profile(dir + "/cpu.toml", "2026-11-29T06:40:00Z");
+    auto cpu_profile = load_job_profile(tiny_job(), dir + "/cpu.toml");
+    ASSERT_TRUE(cpu_profile && *cpu_profile) << (cpu_profile ? "" : cpu_profile.error().str());
+    const RunPrediction with = predict_run(tiny_job(), *cpu_profile);
+    ASSERT_TRUE(with.available) << with.why_none;
+    EXPECT_TRUE(with.profile_unused.empty()) << with.profile_unused;
+    EXPECT_DOUBLE_EQ(with.step_s, estimate_job(tiny_job(), &(*cpu_profile)->profile).step_s);
+    EXPECT_TRUE(contains(prediction_source_text(with), "profile " + with.profile->path + " (measured 2026-11-29T06:40:00Z)"))
+        << prediction_source_text(with);
+    // A profile for a job another framework runs: the preset's figures, and why not the profile's.
+    auto presets = load_presets();
+    auto llama = load_job_file(PTD_SOURCE_DIR "/assets/jobs/llama3-8b-h100.toml", *presets);
+    ASSERT_TRUE(llama) << llama.error().str();
+    ptd_test::write_profile(dir + "/h100.toml", ptd_test::fitted_profile(llama->cluster.gpu.name, "2026-11-29T06:40:00Z", 600e12, 3e12));
+    auto h100_profile = load_job_profile(*llama, dir + "/h100.toml");
+    ASSERT_TRUE(h100_profile && *h100_profile) << (h100_profile ? "" : h100_profile.error().str());
+    const RunPrediction unused = predict_run(*llama, *h100_profile);
+    EXPECT_FALSE(unused.profile_unused.empty());
+    EXPECT_DOUBLE_EQ(unused.step_s, estimate_job(*llama).step_s);
+    ptd_test::expect_mentions(prediction_source_text(unused), {"preset's figures (the profile ", " is not used: "});
+
+    // No layout: nothing to predict, and why.
+    JobSpec bare = tiny_job();
+    bare.origin.no_layout = true;
+    const RunPrediction none = predict_run(bare, std::nullopt);
+    EXPECT_FALSE(none.available);
+    EXPECT_TRUE(contains(none.why_none, "no layout")) << none.why_none;
+}
+
+TEST(RunView, SpeedBesideThePredictionAndItsInterval) {
+    RunView v(sample_manifest());
+    // Before a prediction is set: the measured speed alone, no prediction line.
+    LaunchEvent e;
+    e.kind = LaunchEventKind::metric;
+    e.rank = 0;
+    e.metric = parse_metrics_line(step_line(0, 3, 4.0));  // 25.8K tokens/s, step 20 ms
+    ASSERT_TRUE(e.metric.has_value());
+    v.apply(e);
+    EXPECT_FALSE(contains(v.render(false, 0, false), "predicted:"));
+    ptd_test::expect_mentions(v.rank_line(0, false, false), {"25.8K/s", "20.0 ms"});
+
+    const RunPrediction gpu = predict_run(tiny_job({"cluster.gpu=h100-sxm"}), std::nullopt);
+    ASSERT_TRUE(gpu.available && gpu.speed.known);
+    v.set_prediction(gpu);
+    const std::string out = v.render(false, 0, false);
+    const auto lines = split_lines(out);
+    ASSERT_EQ(lines.size(), 7u) << out;  // header, prediction, column names, 4 ranks
+    const std::string& pred = lines[1];
+    ptd_test::expect_mentions(pred, {"predicted: step " + human_seconds(gpu.step_s) + " [" + human_seconds(gpu.speed.step_s.lo) +
+                                         " … " + human_seconds(gpu.speed.step_s.hi) + "]",
+                                     "tokens/s [", "from the \"h100-sxm\" preset's figures", "80% interval from"});
+    ptd_test::expect_mentions(lines[2], {"tokens/s / predicted", "step / predicted"});
+    ptd_test::expect_mentions(lines[3], {"25.8K/s / " + human_rate(gpu.tokens_per_s), "20.0 ms / " + human_seconds(gpu.step_s)});
+    // The measured 25.8K tokens/s is far below the H100 prediction's interval: on a colour
+    // terminal it is painted as a miss; a rank without steps is not.
+    ASSERT_LT(25811.7, gpu.speed.tokens_per_s.lo);
+    const std::string miss = "\x1b[33m" + pad_left("25.8K/s / " + human_rate(gpu.tokens_per_s), 20);
+    EXPECT_TRUE(contains(v.rank_line(0, true, false), miss)) << v.rank_line(0, true, false);
+    EXPECT_FALSE(contains(v.rank_line(1, true, false), "\x1b[33m" + pad_left("- / " + human_rate(gpu.tokens_per_s), 20)))
+        << v.rank_line(1, true, false);
+    ptd_test::expect_mentions(lines[4], {"- / " + human_rate(gpu.tokens_per_s)});
+
+    // A CPU job: the figures without an interval, and why there is none.
+    const RunPrediction cpu = predict_run(tiny_job(), std::nullopt);
+    v.set_prediction(cpu);
+    const std::string cpu_line = v.prediction_line(false);
+    ptd_test::expect_mentions(cpu_line, {"predicted: step " + human_seconds(cpu.step_s) + ", ", "from the \"cpu\" preset's figures",
+                                         "no interval: no published runs on CPUs"});
+    EXPECT_FALSE(contains(cpu_line, "[")) << cpu_line;
+    // No prediction at all: the line says why.
+    RunPrediction none;
+    none.why_none = "the run's job cannot be read: x";
+    v.set_prediction(none);
+    EXPECT_EQ(v.prediction_line(false), "predicted: none: the run's job cannot be read: x");
+    ptd_test::expect_mentions(split_lines(v.render(false, 0, false))[2], {"tokens/s", "step time"});
+}
+
+// `ptd launch` of a job whose [cluster] profile is a relative path: the dashboard predicts
+// with it, the manifest records it absolutely, and `ptd watch` of the run directory, from
+// another folder, shows the same prediction.
+TEST(Watch, ReproducesTheLaunchsPredictionWithItsProfile) {
+    const std::string root = fresh_dir("profile");
+    const std::string prof = root + "/profiles/prof.toml";
+    write_cpu_profile(prof, "2026-11-29T06:40:00Z");
+    const std::string job = write_job_with_profile(root + "/jobs", "../profiles/prof.toml");
+    Proc launch = run("cd " + root + "/jobs && " + kPtd + " launch job.toml --steps 1 --run-root " + root + "/runs --run-id a");
+    ASSERT_EQ(launch.rc, 0) << launch.out << launch.err;
+    const std::string abs_prof = fs::weakly_canonical(prof).string();
+    const std::string launch_pred = line_starting(launch.out, "predicted: ");
+    ptd_test::expect_mentions(launch_pred, {"predicted: step ", "from the profile " + abs_prof + " (measured 2026-11-29T06:40:00Z)"});
+    // Every rank line of the final table has its measurement beside the prediction.
+    const std::string rank0 = line_starting(launch.out, "   0  ");
+    EXPECT_TRUE(contains(rank0, " / ")) << launch.out;
+
+    auto m = read_manifest(root + "/runs/a");
+    ASSERT_TRUE(m.has_value()) << m.error().str();
+    ASSERT_TRUE(m->profile.has_value());
+    EXPECT_EQ(m->profile->path, abs_prof);
+    EXPECT_EQ(m->profile->source, "cluster.profile");
+    EXPECT_EQ(m->profile->measured_at, "2026-11-29T06:40:00Z");
+
+    // The run directory's job.toml, even hand-edited to a relative profile path that does
+    // not resolve from there, predicts with the profile the manifest recorded.
+    std::string run_job = read_file(root + "/runs/a/job.toml");
+    const size_t at = run_job.find("profile = \"");
+    ASSERT_NE(at, std::string::npos) << run_job;
+    run_job.replace(at, run_job.find('\n', at) - at, "profile = \"../profiles/prof.toml\"");
+    spit(root + "/runs/a/job.toml", run_job);
+    Proc watch = run("cd / && " + kPtd + " watch " + root + "/runs/a");
+    ASSERT_EQ(watch.rc, 0) << watch.err;
+    EXPECT_EQ(line_starting(watch.out, "predicted: "), launch_pred) << watch.out;
+
+    // Measured again since: the prediction says so.
+    write_cpu_profile(prof, "2026-11-30T08:00:00Z");
+    watch = run(kPtd + " watch " + root + "/runs/a");
+    ptd_test::expect_mentions(line_starting(watch.out, "predicted: "),
+                              {"(measured 2026-11-30T08:00:00Z)", "measured again since the run started (then 2026-11-29T06:40:00Z"});
+    // A profile that no longer loads: no prediction, and which file and why.
+    fs::remove(prof);
+    watch = run(kPtd + " watch " + root + "/runs/a");
+    EXPECT_EQ(watch.rc, 0);
+    ptd_test::expect_mentions(line_starting(watch.out, "predicted: "), {"predicted: none: the cluster profile cannot be used: ", abs_prof});
+}
+
+TEST(Watch, ProfileOptionReplacesTheRunsAndABadOneIsRefused) {
+    const std::string root = fresh_dir("profile-option");
+    write_cpu_profile(root + "/prof.toml", "2026-11-29T06:40:00Z");
+    // `ptd launch --profile FILE` (relative to the current folder) is recorded too.
+    Proc launch = run("cd " + root + " && " + kPtd + " launch " + kTinyJob +
+                      " --set training.data=synthetic --profile prof.toml --steps 1 --run-root runs --run-id b");
+    ASSERT_EQ(launch.rc, 0) << launch.err;
+    auto m = read_manifest(root + "/runs/b");
+    ASSERT_TRUE(m.has_value() && m->profile.has_value());
+    EXPECT_EQ(m->profile->path, fs::weakly_canonical(root + "/prof.toml").string());
+    EXPECT_EQ(m->profile->source, "--profile");
+
+    write_cpu_profile(root + "/other.toml", "2026-12-01T00:00:00Z");
+    Proc watch = run("cd " + root + " && " + kPtd + " watch --profile other.toml runs/b");
+    ASSERT_EQ(watch.rc, 0) << watch.err;
+    ptd_test::expect_mentions(line_starting(watch.out, "predicted: "),
+                              {"profile " + fs::weakly_canonical(root + "/other.toml").string() + " (measured 2026-12-01T00:00:00Z)",
+                               "--profile replaces the run's own profile"});
+
+    // A --profile that cannot be used is refused naming the file, before anything starts.
+    spit(root + "/broken.toml", "schema = \"ptd.profile/1\"\n");
+    Proc bad_watch = run("cd " + root + " && " + kPtd + " watch --profile broken.toml runs/b");
+    EXPECT_EQ(bad_watch.rc, 2);
+    EXPECT_TRUE(contains(bad_watch.err, "broken.toml")) << bad_watch.err;
+    Proc bad_launch = run("cd " + root + " && " + kPtd + " launch " + kTinyJob + " --profile missing.toml --run-root runs --run-id c");
+    EXPECT_EQ(bad_launch.rc, 2);
+    EXPECT_TRUE(contains(bad_launch.err, "missing.toml")) << bad_launch.err;
+    EXPECT_FALSE(fs::exists(root + "/runs/c"));
+}
+
+// A GPU preset job on the CUDA simulator: the prediction has the published runs' interval;
+// the plain CPU job has none and says why.
+TEST(Launch, DashboardShowsThePredictionBesideTheMeasurement) {
+    const std::string root = fresh_dir("launch-predicted");
+    Proc gpu = run(kPtd + " launch " + kTinyJob + " --set cluster.gpu=h100-sxm --backend cuda-sim --steps 1 --run-root " + root +
+                   " --run-id gpu");
+    ASSERT_EQ(gpu.rc, 0) << gpu.out << gpu.err;
+    const RunPrediction expected = predict_run(tiny_job({"cluster.gpu=h100-sxm"}), std::nullopt);
+    ASSERT_TRUE(expected.speed.known);
+    ptd_test::expect_mentions(line_starting(gpu.out, "predicted: "),
+                              {"[" + human_seconds(expected.speed.step_s.lo) + " … " + human_seconds(expected.speed.step_s.hi) + "]",
+                               "80% interval from", "published hopper"});
+    ptd_test::expect_mentions(line_starting(gpu.out, "   7  "), {" / " + human_rate(expected.tokens_per_s), " / " + human_seconds(expected.step_s)});
+
+    Proc cpu = run(kPtd + " launch " + kTinyJob + " --steps 1 --run-root " + root + " --run-id cpu");
+    ASSERT_EQ(cpu.rc, 0) << cpu.out << cpu.err;
+    ptd_test::expect_mentions(line_starting(cpu.out, "predicted: "), {"from the \"cpu\" preset's figures", "no interval: no published runs on CPUs"});
+    // The watch of either run shows what the launch showed.
+    EXPECT_EQ(line_starting(run(kPtd + " watch " + root + "/gpu").out, "predicted: "), line_starting(gpu.out, "predicted: "));
+    EXPECT_EQ(line_starting(run(kPtd + " watch " + root + "/cpu").out, "predicted: "), line_starting(cpu.out, "predicted: "));
 }

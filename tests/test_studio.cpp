@@ -4,10 +4,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <tuple>
+#include <unistd.h>
 #include <vector>
 
+#include "commands.h"
+#include "live_model.h"
+#include "ptd/model/estimate.h"
+#include "ptd/spec/cluster_profile.h"
+#include "run_prediction.h"
+#include "schedule_model.h"
 #include "studio_state.h"
+#include "profile_test_util.h"
 #include "studio_test_util.h"
 
 using namespace ptd;
@@ -385,4 +395,82 @@ TEST(StudioSchedule, CommunicationPartsAreNotMarked) {
         v.measured_dp = {0};
         EXPECT_EQ(measured_differs(v, 0), k == BlockKind::forward) << block_kind_name(k);
     }
+}
+
+// The red outlines compare with estimate_job's prediction of the edited job with its cluster
+// profile; the legend says which, and whether the Live tab's run was predicted the same.
+TEST(StudioSchedule, OutlinesCompareWithTheLiveRunsPrediction) {
+    StudioState s = default_state();
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.predicted);
+    const Estimate est = estimate_job(s.job);
+    EXPECT_NEAR(s.schedule.predicted->makespan_s, est.step_s, 1e-12 * est.step_s);
+    SchedulePredictionNote note = schedule_prediction_note(s);
+    EXPECT_NE(note.text.find("estimate_job of the edited job with the \"" + s.job.cluster.gpu.name + "\" preset's figures"),
+              std::string::npos)
+        << note.text;
+    EXPECT_FALSE(note.not_the_live_runs);
+
+    // The Live tab shows a run of this job and its measured timeline is under the chart.
+    RunManifest m;
+    m.run_id = "run-x";
+    live_begin(s.live.run, m);
+    s.live.dir = "/tmp/runs/run-x";
+    s.live.run.prediction = predict_run(s.job, std::nullopt);
+    s.schedule.run_dir = s.live.dir;
+    s.schedule.show_measured = true;
+    note = schedule_prediction_note(s);
+    EXPECT_NE(note.text.find("the same prediction the Live tab draws dashed"), std::string::npos) << note.text;
+    EXPECT_FALSE(note.not_the_live_runs);
+    // A run of another job (the tiny one): said, with the run's own prediction.
+    auto tiny = load_job_arg("@tiny", s.presets);
+    ASSERT_TRUE(tiny);
+    s.live.run.prediction = predict_run(*tiny, std::nullopt);
+    note = schedule_prediction_note(s);
+    EXPECT_TRUE(note.not_the_live_runs);
+    EXPECT_NE(note.text.find("not this run's own prediction"), std::string::npos) << note.text;
+
+    // The default job runs on another framework: a profile for it is named as not used.
+    const std::string dir = ::testing::TempDir() + "/ptd_studio_schedule_" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    ptd_test::write_profile(dir + "/h100.toml", ptd_test::fitted_profile(s.job.cluster.gpu.name, "2026-11-29T06:40:00Z", 600e12, 3e12));
+    s.job.cluster.profile = dir + "/h100.toml";
+    ++s.revision;
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.profile) << s.schedule.profile_error;
+    EXPECT_NE(schedule_prediction_note(s).text.find("preset's figures (the profile " + s.schedule.profile->path + " is not used: "),
+              std::string::npos)
+        << schedule_prediction_note(s).text;
+    s.live.run.prediction = predict_run(s.job, std::nullopt);  // the same figures: the same prediction
+    EXPECT_FALSE(schedule_prediction_note(s).not_the_live_runs) << schedule_prediction_note(s).text;
+
+    // A job the bundled engine runs, with a CPU profile: the chart predicts with it and names it.
+    auto engine_job = load_job_arg(PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank.toml", s.presets);
+    ASSERT_TRUE(engine_job) << engine_job.error().str();
+    StudioState e = ptd::studio::make_state(s.presets, *engine_job);
+    ptd_test::write_profile(dir + "/cpu.toml", ptd_test::fitted_profile("cpu", "2026-11-29T06:40:00Z", 20e9, 10e9));
+    e.job.cluster.profile = dir + "/cpu.toml";
+    ++e.revision;
+    schedule_refresh(e);
+    ASSERT_TRUE(e.schedule.predicted);
+    ASSERT_TRUE(e.schedule.profile) << e.schedule.profile_error;
+    EXPECT_EQ(e.schedule.profile->measured_at, "2026-11-29T06:40:00Z");
+    auto loaded = load_profile(dir + "/cpu.toml");
+    ASSERT_TRUE(loaded) << loaded.error().str();
+    const Estimate with = estimate_job(e.job, &*loaded);
+    EXPECT_TRUE(with.time_from_profile);
+    EXPECT_NEAR(e.schedule.predicted->makespan_s, with.step_s, 1e-12 * with.step_s);
+    EXPECT_NE(schedule_prediction_note(e).text.find("the profile " + e.schedule.profile->path + " (measured 2026-11-29T06:40:00Z)"),
+              std::string::npos)
+        << schedule_prediction_note(e).text;
+    // The Live run of it predicted without the profile: not the same prediction; with it: the same.
+    live_begin(e.live.run, m);
+    e.live.dir = "/tmp/runs/run-x";
+    e.schedule.run_dir = e.live.dir;
+    e.schedule.show_measured = true;
+    e.live.run.prediction = predict_run(e.job, std::nullopt);
+    EXPECT_TRUE(schedule_prediction_note(e).not_the_live_runs) << schedule_prediction_note(e).text;
+    e.live.run.prediction = predict_run(e.job, JobProfile{dir + "/cpu.toml", "cluster.profile", *loaded});
+    EXPECT_FALSE(schedule_prediction_note(e).not_the_live_runs) << schedule_prediction_note(e).text;
+    std::filesystem::remove_all(dir);
 }

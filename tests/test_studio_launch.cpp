@@ -109,7 +109,16 @@ TEST(LaunchPanel, OneClickTrainsTheTinyJobAndFillsTheLivePanel) {
     for (const LiveRank& r : s.live.run.ranks) {
         EXPECT_EQ(r.last_step, 3) << "rank " << r.rank;
         EXPECT_EQ(r.state, "done") << "rank " << r.rank;
+        EXPECT_EQ(r.series.step_s.size(), 3u) << "rank " << r.rank;  // measured step times
     }
+    // The launched job's speed prediction, which the Live tab draws dashed: estimate_job's
+    // (the tiny job has no profile; the CPU has no interval, and says why).
+    ASSERT_TRUE(s.live.run.prediction);
+    ASSERT_TRUE(s.live.run.prediction->available) << s.live.run.prediction->why_none;
+    EXPECT_DOUBLE_EQ(s.live.run.prediction->step_s, predict_run(*s.launch.tiny_job, std::nullopt).step_s);
+    EXPECT_FALSE(s.live.run.prediction->speed.known);
+    EXPECT_FALSE(s.live.run.prediction->speed.why_unknown.empty());
+    EXPECT_FALSE(s.live.run.manifest.profile);
     EXPECT_FALSE(s.live.run.live);
     EXPECT_EQ(s.launch.hosts[0].state, "ready");
     // The console shows rank 0's log, filtered.

@@ -3,7 +3,8 @@
 // the step range (follow, zoom, pan); the hover readout; min/max decimation keeping spikes
 // and ends, with and without min/max pyramids (which must match brute force exactly, grow
 // and shrink with the series, and keep NaN gaps); axis ticks and units; and a run directory
-// written with RunDirWriter, opened and followed until it finished.
+// written with RunDirWriter, opened and followed until it finished; the step-time series and
+// the run's speed prediction (its level, interval and readout; a run directory's own).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include "live_model.h"
 #include "plot_model.h"
 #include "ptd/run_dir.h"
+#include "ptd/spec/job_overrides.h"
+#include "run_prediction.h"
 #include "studio_state.h"
 
 #include "run_manifest_test_util.h"
@@ -59,6 +62,7 @@ LaunchEvent step_event(int rank, int step, double loss, double tokens_per_s = 10
     m.loss = loss;
     m.tokens_per_s = tokens_per_s;
     m.mfu = mfu;
+    m.times.step = 0.05 + 0.001 * rank;
     m.has_memory = true;
     m.memory[MEM_TOTAL].current = 1000 + step + rank;
     m.memory[MEM_TOTAL].predicted = 1000;
@@ -95,6 +99,7 @@ void expect_pyramids_current(const LiveSeries& s) {
     check(s.loss, s.pyramids.loss, "loss");
     check(s.tokens_per_s, s.pyramids.tokens_per_s, "tokens/s");
     check(s.mfu, s.pyramids.mfu, "mfu");
+    check(s.step_s, s.pyramids.step_s, "step time");
     for (size_t c = 0; c < (size_t)MEM_CAT_COUNT; ++c) {
         check(s.mem_current[c], s.pyramids.mem_current[c], "memory");
         check(s.mem_predicted[c], s.pyramids.mem_predicted[c], "predicted memory");
@@ -833,5 +838,120 @@ TEST(LiveModel, OpensARunDirectoryAndFollowsItToTheEnd) {
     fs::create_directories(root + "/not-a-run");
     const std::vector<std::string> recent = live_recent_run_dirs(root, 10);
     EXPECT_EQ(recent, std::vector<std::string>{dir});
+    fs::remove_all(root);
+}
+
+// ---- The speed prediction beside the measurement -------------------------------------------
+
+namespace {
+
+JobSpec tiny_job_on(const std::string& gpu) {
+    auto job = load_job_file_with_overrides(PTD_SOURCE_DIR "/assets/jobs/tiny-gpt-8rank.toml",
+                                            {"cluster.gpu=" + gpu, "training.data=synthetic"}, embedded_presets());
+    EXPECT_TRUE(job.has_value()) << job.error().str();
+    return *job;
+}
+
+}  // namespace
+
+// Each rank's step time is a series like tokens/s; the run's prediction is one level per
+// speed plot, with the estimator's interval where it has one and none where it has none.
+TEST(LiveSpeed, StepTimeSeriesAndThePredictedLevel) {
+    LiveState live;
+    live_begin(live.run, manifest8());
+    for (int step = 1; step <= 4; ++step)
+        for (int r = 0; r < 8; ++r) live_apply(live.run, step_event(r, step, 5.0 - 0.1 * step, 2000 + r));
+    const SeriesView st = live_line_series(live, 3, LiveMetric::step_time, false);
+    ASSERT_EQ(st.values.size(), 4u);
+    EXPECT_FLOAT_EQ(st.values[0], 0.053f);
+    EXPECT_EQ(st.pyramid, &live.run.ranks[3].series.pyramids.step_s);
+    expect_pyramids_current(live.run.ranks[3].series);
+    EXPECT_STREQ(live_metric_title(LiveMetric::step_time), "Step time");
+    // No prediction: no level, and the readout has no predicted value.
+    EXPECT_FALSE(live_predicted_level(live.run, LiveMetric::tokens_per_s));
+    EXPECT_TRUE(std::isnan(live_readout(live, LiveMetric::step_time, 2).front().predicted));
+    ASSERT_TRUE(live_recent_median(live.run, LiveMetric::tokens_per_s));
+    EXPECT_DOUBLE_EQ(*live_recent_median(live.run, LiveMetric::tokens_per_s), 2003.5);  // ranks' 2000..2007
+    // One slow last step does not move it; the last 5 steps of every rank are what counts.
+    for (int r = 0; r < 8; ++r) live_apply(live.run, step_event(r, 5, 4.4, r == 0 ? 10 : 2000 + r));
+    EXPECT_DOUBLE_EQ(*live_recent_median(live.run, LiveMetric::tokens_per_s), 2003.5);
+    EXPECT_DOUBLE_EQ(*live_recent_median(live.run, LiveMetric::tokens_per_s, 1), 2003.5);  // 10, 2001..2007
+    EXPECT_FALSE(live_recent_median(LiveRun{}, LiveMetric::tokens_per_s));
+
+    // A GPU preset job: the published runs' interval becomes the band.
+    live.run.prediction = predict_run(tiny_job_on("h100-sxm"), std::nullopt);
+    const RunPrediction& p = *live.run.prediction;
+    ASSERT_TRUE(p.available && p.speed.known);
+    const std::optional<PlotLevel> rate = live_predicted_level(live.run, LiveMetric::tokens_per_s);
+    ASSERT_TRUE(rate);
+    EXPECT_DOUBLE_EQ(rate->value, p.tokens_per_s);
+    EXPECT_TRUE(rate->has_band);
+    EXPECT_DOUBLE_EQ(rate->lo, p.speed.tokens_per_s.lo);
+    EXPECT_DOUBLE_EQ(rate->hi, p.speed.tokens_per_s.hi);
+    const std::optional<PlotLevel> step = live_predicted_level(live.run, LiveMetric::step_time);
+    ASSERT_TRUE(step);
+    EXPECT_DOUBLE_EQ(step->value, p.step_s);
+    EXPECT_DOUBLE_EQ(step->lo, p.speed.step_s.lo);
+    EXPECT_DOUBLE_EQ(step->hi, p.speed.step_s.hi);
+    for (LiveMetric m : {LiveMetric::loss, LiveMetric::mfu, LiveMetric::memory}) EXPECT_FALSE(live_predicted_level(live.run, m));
+    const std::vector<LiveReadoutRow> rows = live_readout(live, LiveMetric::step_time, 2);
+    ASSERT_EQ(rows.size(), 8u);
+    for (const LiveReadoutRow& r : rows) EXPECT_FLOAT_EQ(r.predicted, (float)p.step_s);
+    EXPECT_TRUE(std::isnan(live_readout(live, LiveMetric::loss, 2).front().predicted));
+
+    // The CPU: a level without a band (no interval is made up).
+    live.run.prediction = predict_run(tiny_job_on("cpu"), std::nullopt);
+    ASSERT_FALSE(live.run.prediction->speed.known);
+    const std::optional<PlotLevel> cpu = live_predicted_level(live.run, LiveMetric::tokens_per_s);
+    ASSERT_TRUE(cpu);
+    EXPECT_FALSE(cpu->has_band);
+    // No prediction at all (the job could not be read): no level either.
+    live.run.prediction = RunPrediction{};
+    EXPECT_FALSE(live_predicted_level(live.run, LiveMetric::step_time));
+    // A new run clears the old one's prediction.
+    live.run.prediction = predict_run(tiny_job_on("cpu"), std::nullopt);
+    live_begin(live.run, manifest8());
+    EXPECT_FALSE(live.run.prediction);
+
+    // Durations on the axis: µs, ms and s from the larger end of the range.
+    auto labels = [](const std::vector<PlotTick>& t) {
+        std::vector<std::string> out;
+        for (const PlotTick& x : t) out.push_back(x.label);
+        return out;
+    };
+    EXPECT_EQ(labels(axis_ticks(0, 0.08, 4, PlotUnit::seconds)), (std::vector<std::string>{"0", "20 ms", "40 ms", "60 ms", "80 ms"}));
+    EXPECT_EQ(labels(axis_ticks(0, 3, 3, PlotUnit::seconds)), (std::vector<std::string>{"0", "1 s", "2 s", "3 s"}));
+    EXPECT_EQ(format_value(0.0663, PlotUnit::seconds), "66.3 ms");
+    EXPECT_EQ(format_value(0.00085, PlotUnit::seconds), "850 µs");
+}
+
+// A run directory opened in the Live tab predicts as `ptd watch` does: its job.toml with
+// the profile its manifest records.
+TEST(LiveSpeed, ARunDirectoryIsPredictedFromItsJobAndRecordedProfile) {
+    const std::string root = (fs::path(::testing::TempDir()) / ("ptd_studio_speed_" + std::to_string(getpid()))).string();
+    fs::remove_all(root);
+    const JobSpec job = tiny_job_on("h100-sxm");
+    RunManifest m = manifest8();
+    m.state = "finished";
+    auto w = RunDirWriter::create(root + "/run-b", save_job_toml(job), m);
+    ASSERT_TRUE(w) << w.error().str();
+    StudioState s = fresh_state();
+    ASSERT_TRUE(live_open_run_dir(s, root + "/run-b"));
+    ASSERT_TRUE(s.live.run.prediction);
+    const RunPrediction want = predict_run(job, std::nullopt);
+    EXPECT_TRUE(s.live.run.prediction->available) << s.live.run.prediction->why_none;
+    EXPECT_DOUBLE_EQ(s.live.run.prediction->step_s, want.step_s);
+    EXPECT_DOUBLE_EQ(s.live.run.prediction->speed.tokens_per_s.hi, want.speed.tokens_per_s.hi);
+
+    // A manifest naming a profile that is gone: the run shows, without a prediction, saying why.
+    m.run_id = "run-c";
+    m.profile = RunProfileRecord{root + "/gone.toml", "--profile", "2026-11-29T06:40:00Z"};
+    auto w2 = RunDirWriter::create(root + "/run-c", save_job_toml(job), m);
+    ASSERT_TRUE(w2) << w2.error().str();
+    ASSERT_TRUE(live_open_run_dir(s, root + "/run-c"));
+    ASSERT_TRUE(s.live.run.prediction);
+    EXPECT_FALSE(s.live.run.prediction->available);
+    EXPECT_NE(s.live.run.prediction->why_none.find(root + "/gone.toml"), std::string::npos) << s.live.run.prediction->why_none;
+    EXPECT_FALSE(live_predicted_level(s.live.run, LiveMetric::tokens_per_s));
     fs::remove_all(root);
 }

@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
     watch->add_flag("--once", wa.once, "Print the dashboard of what is there now and exit");
     watch->add_option("--interval", wa.interval, "Seconds between redraws on a terminal (default 1)")->check(ptd::cli::FiniteRange(0.05, 3600.0));
     watch->add_flag("--no-sparklines", no_sparklines, "Leave out the loss sparkline column");
+    watch->add_option("--profile", wa.profile,
+                      "Cluster profile for the speed prediction (default: the one the run recorded, else the job's)");
     watch->add_option("--stale-after", wa.stale_after,
                       "Seconds without output from any unfinished rank after which a run whose manifest never "
                       "ends (Slurm, a killed launcher) counts as over (default 120)");
@@ -122,6 +124,8 @@ int main(int argc, char** argv) {
     launch->add_option("--backend", lca.backend,
                        "ptd-engine --backend for every rank: auto (default: CUDA for a GPU job where the host has it), "
                        "cpu, cuda, cuda-sim");
+    launch->add_option("--profile", lca.profile,
+                       "Cluster profile from ptd calibrate for the dashboard's speed prediction (default: the job's cluster.profile)");
     launch->add_flag("--preflight", lca.preflight,
                      "First run `ptd calibrate --check` on the same hosts; do not launch when a host is flagged");
     launch->add_flag("--force", lca.force, "With --preflight: launch even when a host is flagged");

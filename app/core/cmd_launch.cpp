@@ -20,6 +20,7 @@
 #include "ptd/hostfile.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
+#include "run_prediction.h"
 #include "run_view.h"
 #include "term.h"
 
@@ -165,11 +166,19 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
         if (rc != kExitOk) std::fprintf(err, "ptd launch: --force: launching despite the preflight\n");
     }
+    // The profile of the dashboard's speed prediction: refused before anything starts, as
+    // `ptd estimate` refuses it.
+    auto profile = load_job_profile(*job, a.profile);
+    if (!profile) {
+        std::fprintf(err, "%s", profile.error().str().c_str());
+        return kExitConfig;
+    }
     auto plan = make_launch_plan(*job, *opts);
     if (!plan) {
         std::fprintf(err, "%s", plan.error().str().c_str());
         return kExitConfig;
     }
+    if (*profile) plan->profile = profile_record(**profile);
     if (a.dry_run) {
         std::fputs(format_dry_run(*plan).c_str(), out);
         return kExitOk;
@@ -179,6 +188,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     const Term term = detect_term(out);
     const bool live = isatty(fileno(out)) && term.width > 20;
     RunView view(initial_manifest(*plan));
+    view.set_prediction(predict_run(plan->job, *profile));
     const std::string run_dir = plan->run_dir;
     const std::string started_line = "ptd launch: run " + plan->run_id + ": " + std::to_string(plan->ranks.size()) +
                                      " rank(s) on " + std::to_string(plan->hosts.size()) + " host(s); logs in " + run_dir;
@@ -190,6 +200,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         return kExitRuntime;
     }
     std::fprintf(err, "%s\n", started_line.c_str());
+    // A pipe gets the prediction once, above the rank lines of every step.
+    if (!live) std::fprintf(out, "%s\n", view.prediction_line(false).c_str());
     Launcher& run = **launcher;
     LiveBlock block{out};
     auto message = [&](const std::string& text) {

@@ -31,6 +31,9 @@ struct LaunchArgs {
     bool preflight = false;       // --preflight: `ptd calibrate --check` first; stop when a host is flagged
     bool force = false;           // --force: launch even when the preflight flagged a host
     std::vector<std::string> exclude_hosts;  // --exclude-hosts: hostfile entries left out
+    std::string profile;          // --profile FILE: the cluster profile the dashboard's speed
+                                  // prediction uses (else the job's cluster.profile); recorded
+                                  // in the run's manifest
 };
 
 // Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or

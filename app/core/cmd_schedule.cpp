@@ -243,10 +243,14 @@ int cmd_schedule(const ScheduleArgs& a, const PresetCatalog& presets, FILE* out,
                                                                     {"lo", step_interval.step_s.lo},
                                                                     {"hi", step_interval.step_s.hi}}
                                                    : nlohmann::json(nullptr);
+        doc["profile"] = *profile ? nlohmann::json{{"path", (*profile)->path}, {"source", (*profile)->source},
+                                                   {"measured_at", (*profile)->profile.measured_at}}
+                                  : nlohmann::json(nullptr);
         std::fprintf(out, "%s\n", doc.dump(1).c_str());
         return kExitOk;
     }
     std::fprintf(out, "%s", render_schedule_text(t, measured, detect_term(out), step_interval).c_str());
+    if (*profile) std::fprintf(out, "  prediction with the cluster %s\n", profile_note(**profile).c_str());
     if (!a.trace.empty()) std::fprintf(err, "wrote %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
     return kExitOk;
 }

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "ptd/run_dir.h"
+#include "run_prediction.h"
 #include "run_view.h"
 #include "term.h"
 
@@ -115,6 +116,14 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
     }
     RunFollower& follower = **opened;
     RunView view(follower.manifest());
+    // The run's speed prediction, as the launch made it (the job.toml and the profile the
+    // manifest records) unless --profile names another.
+    RunPrediction prediction = predict_run_dir(a.run_dir, follower.manifest(), a.profile);
+    if (!a.profile.empty() && !prediction.profile_problem.empty()) {
+        std::fputs(prediction.profile_problem.c_str(), err);  // a bad --profile is refused, as by ptd estimate
+        return kExitConfig;
+    }
+    view.set_prediction(std::move(prediction));
     const double interval = std::clamp(a.interval, 0.05, 3600.0);
     const bool tty = isatty(fileno(out));
 

@@ -87,6 +87,8 @@ struct WatchArgs {
     double interval = 1.0;    // seconds between redraws on a terminal
     bool sparklines = true;
     double stale_after = 120; // a run nobody records the end of is over after this long silent
+    std::string profile;      // --profile FILE: the speed prediction's cluster profile (else
+                              // the one the run's manifest records, else the job's)
 };
 int cmd_watch(const WatchArgs& a, FILE* out, FILE* err);
 

@@ -57,13 +57,6 @@ std::string cut_to_width(const std::string& s, int width) {
     return out;
 }
 
-std::string human_rate(double v) {
-    if (v >= 1e9) return fmt("%.2fG", v / 1e9);
-    if (v >= 1e6) return fmt("%.2fM", v / 1e6);
-    if (v >= 1e4) return fmt("%.1fK", v / 1e3);
-    return fmt("%.0f", v);
-}
-
 int digits(long long v) {
     int d = 1;
     for (v = std::llabs(v); v >= 10; v /= 10) ++d;
@@ -71,7 +64,14 @@ int digits(long long v) {
 }
 
 // Column widths (the values are padded to these, the header names too).
-constexpr int kStateW = 9, kLossW = 7, kRateW = 9, kMfuW = 6, kMemW = 19;
+constexpr int kStateW = 9, kLossW = 7, kRateW = 9, kMfuW = 6, kMemW = 19, kStepTimeW = 9;
+// With a prediction the speed columns hold "measured / predicted".
+constexpr int kRatePredW = 20, kStepTimePredW = 17;
+
+// A measured value outside the prediction's interval is painted yellow (on a colour
+// terminal): the prediction missed it.
+bool outside(const Range& r, double v) { return v < r.lo || v > r.hi; }
+std::string plain(const Term&, std::string_view text) { return std::string(text); }
 
 }  // namespace
 
@@ -179,6 +179,7 @@ void RunView::apply(const LaunchEvent& ev) {
                     r->has_step = true;
                     r->loss = m.loss;
                     r->tokens_per_s = m.tokens_per_s;
+                    r->step_s = m.times.step;
                     r->mfu = m.mfu;
                     r->losses.push_back(m.loss);
                     while (r->losses.size() > kHistory) r->losses.pop_front();
@@ -259,6 +260,28 @@ std::string RunView::header_line(bool color) const {
     return out;
 }
 
+std::string RunView::prediction_line(bool color) const {
+    if (!prediction_) return "";
+    const Term t{color, 0};
+    const RunPrediction& p = *prediction_;
+    if (!p.available) return dim(t, "predicted: none: " + p.why_none);
+    const SpeedInterval& iv = p.speed;
+    auto count = [](double v) {  // "15.4K": the rate without its "/s"
+        std::string r = human_rate(v);
+        return r.substr(0, r.size() - 2);
+    };
+    std::string out = "predicted: step " + bold(t, human_seconds(p.step_s));
+    if (iv.known) out += " [" + human_seconds(iv.step_s.lo) + " … " + human_seconds(iv.step_s.hi) + "]";
+    out += ", " + bold(t, count(p.tokens_per_s)) + " tokens/s";
+    if (iv.known) out += " [" + count(iv.tokens_per_s.lo) + " … " + count(iv.tokens_per_s.hi) + "]";
+    out += dim(t, "; from the " + prediction_source_text(p) + "; " + prediction_interval_text(p));
+    if (!p.note.empty()) out += dim(t, "; " + p.note);
+    return out;
+}
+
+int RunView::rate_w() const { return predicting() ? kRatePredW : kRateW; }
+int RunView::step_time_w() const { return predicting() ? kStepTimePredW : kStepTimeW; }
+
 std::string RunView::rank_line(int rank, bool color, bool spark) const {
     if (rank < 0 || rank >= (int)ranks_.size()) return "";
     const Term t{color, 0};
@@ -285,7 +308,18 @@ std::string RunView::rank_line(int rank, bool color, bool spark) const {
 
     const std::string step = r.has_step || r.step > 0 ? std::to_string(r.step) + "/" + (steps_ > 0 ? std::to_string(steps_) : "?") : "-";
     const std::string loss = r.has_step ? fmt("%.4f", r.loss) : "-";
-    const std::string rate = r.has_step ? human_rate(r.tokens_per_s) + "/s" : "-";
+    std::string rate = r.has_step ? human_rate(r.tokens_per_s) : "-";
+    std::string step_time = r.has_step && r.step_s > 0 ? human_seconds(r.step_s) : "-";
+    bool rate_missed = false, step_missed = false;
+    if (predicting()) {
+        const RunPrediction& p = *prediction_;
+        rate += " / " + human_rate(p.tokens_per_s);
+        step_time += " / " + human_seconds(p.step_s);
+        if (p.speed.known && r.has_step) {
+            rate_missed = outside(p.speed.tokens_per_s, r.tokens_per_s);
+            step_missed = r.step_s > 0 && outside(p.speed.step_s, r.step_s);
+        }
+    }
     const std::string mfu = r.has_step ? fmt("%.1f%%", 100.0 * r.mfu) : "-";
     std::string mem = "-";
     if (r.has_memory) {
@@ -295,7 +329,8 @@ std::string RunView::rank_line(int rank, bool color, bool spark) const {
 
     std::string out = pad_left(std::to_string(rank), rank_w) + "  " + pad_right(clip(host, host_width_), host_width_) + "  " +
                       pad_right(coords, 8) + "  " + paint(t, pad_right(state, kStateW)) + " " + pad_left(step, step_w) +
-                      "  " + pad_left(loss, kLossW) + "  " + pad_left(rate, kRateW) + "  " + pad_left(mfu, kMfuW) +
+                      "  " + pad_left(loss, kLossW) + "  " + (rate_missed ? yellow : plain)(t, pad_left(rate, rate_w())) + "  " +
+                      (step_missed ? yellow : plain)(t, pad_left(step_time, step_time_w())) + "  " + pad_left(mfu, kMfuW) +
                       "  " + pad_right(mem, kMemW);
     if (spark) {
         const std::vector<double> losses(r.losses.begin(), r.losses.end());
@@ -309,11 +344,13 @@ std::string RunView::rank_line(int rank, bool color, bool spark) const {
 std::string RunView::render(bool color, int width, bool sparklines) const {
     const Term t{color, width};
     std::string out = cut_to_width(header_line(color), width) + "\n";
+    if (prediction_) out += cut_to_width(prediction_line(color), width) + "\n";
     const int rank_w = std::max(4, digits((long long)ranks_.size() - 1));
     const int step_w = std::max(5, 2 * digits(steps_) + 1);
     std::string cols = pad_left("rank", rank_w) + "  " + pad_right("host", host_width_) + "  " + pad_right("tp,pp,dp", 8) +
                        "  " + pad_right("state", kStateW) + " " + pad_left("step", step_w) + "  " + pad_left("loss", kLossW) +
-                       "  " + pad_left("tokens/s", kRateW) + "  " + pad_left("MFU", kMfuW) + "  " +
+                       "  " + pad_left(predicting() ? "tokens/s / predicted" : "tokens/s", rate_w()) + "  " +
+                       pad_left(predicting() ? "step / predicted" : "step time", step_time_w()) + "  " + pad_left("MFU", kMfuW) + "  " +
                        pad_right("memory / predicted", kMemW);
     if (sparklines) cols += "  loss (last " + std::to_string(kSparkSteps) + ")";
     out += cut_to_width(dim(t, cols), width) + "\n";

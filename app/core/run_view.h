@@ -1,6 +1,8 @@
 // run_view.h — the terminal dashboard of a run, shared by `ptd launch` (live events) and
-// `ptd watch` (a run directory through RunFollower): one header line, then one line per
-// rank with its state, step, loss, speed, MFU and memory against the prediction.
+// `ptd watch` (a run directory through RunFollower): one header line, the estimator's
+// prediction of the step time and tokens/s with its interval (run_prediction.h), then one
+// line per rank with its state, step, loss, speed and step time against the prediction,
+// MFU and memory against the prediction.
 #pragma once
 
 #include <deque>
@@ -10,6 +12,7 @@
 
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
+#include "run_prediction.h"
 
 namespace ptd {
 
@@ -22,13 +25,21 @@ public:
     // Take a newer manifest (state, reason, pids, exit codes) — `ptd watch` calls it after
     // every poll. Ranks keep what their events told.
     void set_manifest(const RunManifest& m);
+    // The speed prediction the rank lines are compared with (none set: no prediction line,
+    // and the speed columns show the measurement alone).
+    void set_prediction(RunPrediction p) { prediction_ = std::move(p); }
+    const std::optional<RunPrediction>& prediction() const { return prediction_; }
 
-    // The header line (run id, job, hosts, state, step x/N), a line of column names, and
-    // one line per rank; every line ends in '\n' and is cut to `width` columns (<= 0: uncut).
+    // The header line (run id, job, hosts, state, step x/N), the prediction line (when one
+    // is set), a line of column names, and one line per rank; every line ends in '\n' and
+    // is cut to `width` columns (<= 0: uncut).
     std::string render(bool color, int width, bool sparklines) const;
     // One rank's line, uncut, without '\n'.
     std::string rank_line(int rank, bool color, bool sparkline) const;
     std::string header_line(bool color) const;
+    // "predicted: step 66.0 ms [55.1 ms … 80.2 ms], 15.4K/s [12.8K/s … 18.5K/s]; from …;
+    // 80% interval from …" — or why there is no interval, or no prediction; "" when none is set.
+    std::string prediction_line(bool color) const;
 
     int ranks() const { return (int)ranks_.size(); }
     bool all_exited() const;
@@ -56,6 +67,7 @@ private:
         int step = 0;
         bool has_step = false;
         double loss = 0, tokens_per_s = 0, mfu = 0;
+        double step_s = 0;  // the step's wall time on this rank (time.step)
         bool has_memory = false;
         double mem_total = 0;
         std::optional<double> mem_total_predicted;
@@ -68,7 +80,11 @@ private:
     int world_ = 0, steps_ = 0, exit_code_ = 0, manifest_failed_rank_ = -1;
     bool finished_ = false;
     std::vector<Rank> ranks_;
+    std::optional<RunPrediction> prediction_;
     int host_width_ = 4;
+    bool predicting() const { return prediction_ && prediction_->available; }
+    int rate_w() const;       // the tokens/s column's width (wider with a prediction)
+    int step_time_w() const;
     void note_line(Rank& r, std::string line);
 };
 

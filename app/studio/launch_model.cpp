@@ -108,6 +108,15 @@ bool launch_start(StudioState& s) {
         l.banner = plan.error().str();
         return false;
     }
+    // The cluster profile of the Live tab's speed prediction (the job's cluster.profile):
+    // one that cannot be used stops the launch, as `ptd launch` refuses it.
+    auto profile = load_job_profile(plan->job);
+    if (!profile) {
+        l.banner = profile.error().str();
+        return false;
+    }
+    if (*profile) plan->profile = profile_record(**profile);
+    RunPrediction prediction = predict_run(plan->job, *profile);
     const RunManifest manifest = initial_manifest(*plan);
     l.hosts.clear();
     for (const HostPlan& h : plan->hosts) l.hosts.push_back({h.display, plan->local ? "ready" : "waiting", ""});
@@ -119,6 +128,7 @@ bool launch_start(StudioState& s) {
     }
     l.launcher = std::shared_ptr<Launcher>(std::move(*started));
     live_begin(s.live.run, manifest);
+    s.live.run.prediction = std::move(prediction);
     s.live.run.live = true;
     // The edited job's own ranks: the rank grid turns into a live memory heatmap.
     if (l.which == LaunchWhich::edited) s.view.colour_by = ColourBy::live_memory;

@@ -43,6 +43,7 @@ void for_each_array(LiveSeries& s, Fn&& fn) {
     fn(s.loss, s.pyramids.loss);
     fn(s.tokens_per_s, s.pyramids.tokens_per_s);
     fn(s.mfu, s.pyramids.mfu);
+    fn(s.step_s, s.pyramids.step_s);
     for (size_t c = 0; c < (size_t)MEM_CAT_COUNT; ++c) {
         fn(s.mem_current[c], s.pyramids.mem_current[c]);
         fn(s.mem_predicted[c], s.pyramids.mem_predicted[c]);
@@ -66,6 +67,7 @@ void add_step(LiveRank& r, const MetricRecord& m) {
     s.loss.push_back((float)m.loss);
     s.tokens_per_s.push_back((float)m.tokens_per_s);
     s.mfu.push_back((float)m.mfu);
+    s.step_s.push_back(m.times.step > 0 ? (float)m.times.step : kNaN);
     for (int c = 0; c < MEM_CAT_COUNT; ++c) {
         const MemFigure& f = m.memory[(size_t)c];
         s.mem_current[(size_t)c].push_back(m.has_memory ? (float)f.current : kNaN);
@@ -222,10 +224,38 @@ const char* live_metric_title(LiveMetric m) {
     switch (m) {
         case LiveMetric::loss: return "Loss";
         case LiveMetric::tokens_per_s: return "Tokens/s";
+        case LiveMetric::step_time: return "Step time";
         case LiveMetric::mfu: return "MFU";
         case LiveMetric::memory: return "Memory";
     }
     return "?";
+}
+
+std::optional<PlotLevel> live_predicted_level(const LiveRun& run, LiveMetric m) {
+    if (!run.prediction || !run.prediction->available) return std::nullopt;
+    const RunPrediction& p = *run.prediction;
+    const Range* band = nullptr;
+    PlotLevel level;
+    if (m == LiveMetric::tokens_per_s) level.value = p.tokens_per_s, band = &p.speed.tokens_per_s;
+    else if (m == LiveMetric::step_time) level.value = p.step_s, band = &p.speed.step_s;
+    else return std::nullopt;
+    if (p.speed.known) level.has_band = true, level.lo = band->lo, level.hi = band->hi;
+    return level;
+}
+
+std::optional<double> live_recent_median(const LiveRun& run, LiveMetric m, int steps) {
+    std::vector<double> values;
+    for (const LiveRank& r : run.ranks) {
+        const SeriesView v = live_rank_series(r, m, MEM_TOTAL, false);
+        for (size_t i = v.values.size() > (size_t)std::max(0, steps) ? v.values.size() - (size_t)steps : 0; i < v.values.size(); ++i)
+            if (std::isfinite(v.values[i])) values.push_back(v.values[i]);
+    }
+    if (values.empty()) return std::nullopt;
+    const size_t mid = values.size() / 2;
+    std::nth_element(values.begin(), values.begin() + (long)mid, values.end());
+    const double upper = values[mid];
+    if (values.size() % 2 == 1) return upper;
+    return (*std::max_element(values.begin(), values.begin() + (long)mid) + upper) / 2;
 }
 
 const char* live_aggregate_label(LiveAggregate a) {
@@ -279,6 +309,7 @@ SeriesView live_rank_series(const LiveRank& r, LiveMetric m, int mem_cat, bool p
     switch (m) {
         case LiveMetric::loss: return {s.steps, s.loss, &p.loss};
         case LiveMetric::tokens_per_s: return {s.steps, s.tokens_per_s, &p.tokens_per_s};
+        case LiveMetric::step_time: return {s.steps, s.step_s, &p.step_s};
         case LiveMetric::mfu: return {s.steps, s.mfu, &p.mfu};
         case LiveMetric::memory: return {s.steps, s.mem_current[c], &p.mem_current[c]};
     }
@@ -490,6 +521,7 @@ std::vector<LiveReadoutRow> live_readout(LiveState& live, LiveMetric m, double a
         const int i = nearest_step_index(v.steps, at);
         if (i < 0 || i >= (int)v.values.size()) continue;
         LiveReadoutRow row{line, v.steps[(size_t)i], v.values[(size_t)i], kNaN};
+        if (const std::optional<PlotLevel> level = live_predicted_level(live.run, m)) row.predicted = (float)level->value;
         if (m == LiveMetric::memory) {
             const SeriesView p = live_line_series(live, line, m, true);
             const int j = nearest_step_index(p.steps, row.step);
@@ -511,6 +543,9 @@ Result<void> live_open_run_dir(StudioState& s, const std::string& dir) {
     live.bytes_read = 0;
     live.last_poll = -1;
     live_begin(live.run, live.follower->manifest());
+    // The prediction the launch made: the run's job.toml with the profile its manifest
+    // records (the same one `ptd watch RUN_DIR` shows).
+    live.run.prediction = predict_run_dir(dir, live.follower->manifest());
     live.follow_generation = live.run.generation;
     live.view.hidden.clear();
     live.view.hover_step.reset();

@@ -1,5 +1,7 @@
-// live_model.h — the Live panel's model: a run's per-rank series (loss, tokens/s, MFU,
-// memory by category, measured and predicted), states and logs, folded from the same
+// live_model.h — the Live panel's model: a run's per-rank series (loss, tokens/s, step time,
+// MFU, memory by category, measured and predicted), the estimator's speed prediction for
+// the run (run_prediction.h: step time and tokens/s with their interval), states and logs,
+// folded from the same
 // LaunchEvents a live launch (the Launch panel) or a followed run directory (RunFollower)
 // produces; plus what the panel shows of it (lines per rank or per group, hidden lines, the
 // step range, follow/pause, hover). No ImGui here: tests/test_studio_live.cpp drives it.
@@ -23,6 +25,7 @@
 #include "ptd/launch.h"
 #include "ptd/metrics_event.h"
 #include "ptd/run_dir.h"
+#include "run_prediction.h"
 
 namespace ptd::studio {
 
@@ -39,10 +42,11 @@ struct LiveLogLine {
 // with steps strictly increasing (a step at or before the last one — a resumed run that
 // went back to an earlier checkpoint — drops the entries from that step on first).
 // Values are float: 24 bits of mantissa are plenty for a plot and halve the memory of
-// 64 ranks × 10,000 steps × 17 series.
+// 64 ranks × 10,000 steps × 18 series.
 struct LiveSeries {
     std::vector<int> steps;
     std::vector<float> loss, tokens_per_s, mfu;  // mfu as a fraction (0.42 = 42 %)
+    std::vector<float> step_s;                   // the step's wall time on the rank (time.step)
     std::array<std::vector<float>, MEM_CAT_COUNT> mem_current;    // bytes
     std::array<std::vector<float>, MEM_CAT_COUNT> mem_predicted;  // bytes; NaN = no prediction
     // A min/max pyramid of each value array above, kept in step with it by live_apply (a new
@@ -50,7 +54,7 @@ struct LiveSeries {
     // in O(pixels) even while their range follows the tail and moves every frame. About
     // 2 bytes per value.
     struct Pyramids {
-        MinMaxPyramid loss, tokens_per_s, mfu;
+        MinMaxPyramid loss, tokens_per_s, mfu, step_s;
         std::array<MinMaxPyramid, MEM_CAT_COUNT> mem_current, mem_predicted;
     } pyramids;
     size_t size() const { return steps.size(); }
@@ -90,6 +94,10 @@ struct LiveRun {
     std::deque<std::string> events;  // run-level messages (host failures, stopping, finished)
     uint64_t revision = 0;           // bumped by every change, for caches
     uint64_t generation = 0;         // bumped by live_begin only (ranks and coordinates)
+    // The estimator's speed prediction for this run (estimate_job of its job with its cluster
+    // profile): set by whoever began the run (the Launch panel, live_open_run_dir) after
+    // live_begin, which clears it. None: not computed (a run begun without one).
+    std::optional<RunPrediction> prediction;
 };
 
 // Reset for a new run (from initial_manifest(plan) or a directory's manifest): one LiveRank
@@ -103,9 +111,18 @@ void live_set_manifest(LiveRun& run, const RunManifest& m);
 
 // ---- What the panel shows ----------------------------------------------------------------
 
-enum class LiveMetric { loss, tokens_per_s, mfu, memory };
-inline constexpr int kLiveMetricCount = 4;
-const char* live_metric_title(LiveMetric m);  // "Loss", "Tokens/s", "MFU", "Memory"
+enum class LiveMetric { loss, tokens_per_s, step_time, mfu, memory };
+inline constexpr int kLiveMetricCount = 5;
+const char* live_metric_title(LiveMetric m);  // "Loss", "Tokens/s", "Step time", "MFU", "Memory"
+
+// The run's prediction of a speed metric as a level across the plot (tokens/s and step
+// time; nothing for the others, or when the run has no prediction): the value, and its
+// interval when the estimator gave one.
+std::optional<PlotLevel> live_predicted_level(const LiveRun& run, LiveMetric m);
+// The median of every rank's last `steps` values of `m` together (NaN left out); nullopt
+// when there is none. What the prediction card sets beside the prediction: a few steps, so
+// one noisy step does not decide whether the prediction held.
+std::optional<double> live_recent_median(const LiveRun& run, LiveMetric m, int steps = 5);
 
 // Lines per rank, or the mean of the ranks of each TP group (same dp and pp coordinates)
 // or each PP stage (same pp coordinate).
@@ -129,7 +146,8 @@ struct SeriesView {
     const MinMaxPyramid* pyramid = nullptr;  // nullptr: none (decimation scans)
 };
 // The measured (predicted = false) or predicted series of one rank; memory uses `mem_cat`.
-// Predicted exists only for memory (empty otherwise).
+// A predicted series exists only for memory (empty otherwise: the speed predictions are one
+// level per run, live_predicted_level).
 SeriesView live_rank_series(const LiveRank& r, LiveMetric m, int mem_cat, bool predicted);
 // Mean over `members` at every step at least one of them reported (NaN values skipped);
 // steps ascending. Written into `steps`/`values` (cleared first).
@@ -207,13 +225,14 @@ void live_set_follow(LiveState& live, bool follow);
 void live_reset_view(LiveState& live);
 
 // The hover readout of plot `m` at step `at`: for every visible line its value at its step
-// nearest to `at` (memory: also the predicted value, NaN when none). Lines without data
-// are left out.
+// nearest to `at` and the predicted value (memory: the engine's prediction at that step;
+// tokens/s and step time: the run's prediction; NaN when none). Lines without data are
+// left out.
 struct LiveReadoutRow {
     int line = 0;
     int step = 0;
     float value = 0;
-    float predicted = 0;  // NaN = no prediction (and for every metric but memory)
+    float predicted = 0;  // NaN = no prediction (loss and MFU never have one)
 };
 std::vector<LiveReadoutRow> live_readout(LiveState& live, LiveMetric m, double at);
 

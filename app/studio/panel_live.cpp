@@ -1,6 +1,8 @@
 // panel_live.cpp — the Live tab: a run launched from the Launch tab or opened from a run
-// directory, as a status strip of its ranks and four plots over steps (loss, tokens/s,
-// MFU, memory by category with the estimator's prediction dashed). The plots share one
+// directory, as a status strip of its ranks and five plots over steps (loss, tokens/s and
+// step time with the estimator's prediction dashed and its interval shaded, MFU, memory by
+// category with the prediction dashed) beside a card of the speed prediction and where it
+// comes from. The plots share one
 // step range (follow the tail, or paused: wheel zoom, drag pan, double-click reset) and
 // one crosshair; the legend toggles lines, which are ranks or the means of TP groups or PP
 // stages. All state and data live in live_model.h; this file only draws and routes input.
@@ -291,8 +293,14 @@ struct PlotDef {
 };
 constexpr std::array<PlotDef, kLiveMetricCount> kPlots = {{{LiveMetric::loss, PlotUnit::number, false},
                                                            {LiveMetric::tokens_per_s, PlotUnit::per_second, true},
+                                                           {LiveMetric::step_time, PlotUnit::seconds, true},
                                                            {LiveMetric::mfu, PlotUnit::fraction, true},
                                                            {LiveMetric::memory, PlotUnit::bytes, true}}};
+
+// "55.1 ms - 80.2 ms" of an interval, in the plot's unit (the studio's font has no "…").
+std::string interval_text(const PlotLevel& l, PlotUnit unit) {
+    return format_value(l.lo, unit) + " - " + format_value(l.hi, unit);
+}
 
 void readout_tooltip(StudioState& s, const PlotDef& d, std::vector<LiveReadoutRow> rows) {
     LiveState& live = s.live;
@@ -303,6 +311,10 @@ void readout_tooltip(StudioState& s, const PlotDef& d, std::vector<LiveReadoutRo
     ImGui::SameLine(0, 12);
     ImGui::TextDisabled("%s%s%s", live_metric_title(d.metric), d.metric == LiveMetric::memory ? ": " : "",
                         d.metric == LiveMetric::memory ? mem_cat_name((MemCat)live.view.mem_cat) : "");
+    if (const std::optional<PlotLevel> level = live_predicted_level(live.run, d.metric)) {
+        ImGui::TextDisabled("predicted %s%s", format_value(level->value, d.unit).c_str(),
+                            level->has_band ? (", interval " + interval_text(*level, d.unit)).c_str() : ", no interval");
+    }
     constexpr size_t kMaxRows = 12;
     if (rows.size() > kMaxRows) {
         // Many lines: the spread first, then the highest ones.
@@ -321,7 +333,7 @@ void readout_tooltip(StudioState& s, const PlotDef& d, std::vector<LiveReadoutRo
         ImGui::Dummy(ImVec2(h - 4, h));
         ImGui::SameLine();
         ImGui::Text("%-12s %s", lines[(size_t)r.line].label.c_str(), format_value(r.value, d.unit).c_str());
-        if (d.metric == LiveMetric::memory && std::isfinite(r.predicted)) {
+        if (std::isfinite(r.predicted)) {
             ImGui::SameLine();
             ImGui::TextDisabled("predicted %s (%+.1f%%)", format_value(r.predicted, d.unit).c_str(),
                                 r.predicted > 0 ? (r.value - r.predicted) / r.predicted * 100 : 0.0);
@@ -331,12 +343,64 @@ void readout_tooltip(StudioState& s, const PlotDef& d, std::vector<LiveReadoutRo
     ImGui::EndTooltip();
 }
 
+// The speed prediction the dashed lines show: each figure with its interval and the latest
+// measurement beside it, where the figures come from, and where the interval comes from (or
+// why there is none).
+void prediction_card(StudioState& s, ImVec2 size) {
+    const LiveRun& run = s.live.run;
+    ImGui::BeginChild("##prediction", size, true);
+    ImGui::TextUnformatted("Predicted speed");
+    ImGui::SameLine(0, 8);
+    help_marker("estimate_job of the run's job with its cluster profile (the one the launch recorded), the same figures "
+                "`ptd estimate` prints and `ptd watch` shows. The shaded band is its interval (docs/estimators.md, "
+                "\"Error bars\"); where it has none, none is drawn and the card says why.");
+    ImGui::Separator();
+    if (!run.prediction) {
+        ImGui::TextDisabled("No prediction for this run.");
+    } else if (!run.prediction->available) {
+        text_wrapped_coloured(colour::warning, "No prediction: " + run.prediction->why_none);
+    } else {
+        const RunPrediction& p = *run.prediction;
+        for (const LiveMetric m : {LiveMetric::step_time, LiveMetric::tokens_per_s}) {
+            const PlotUnit unit = m == LiveMetric::step_time ? PlotUnit::seconds : PlotUnit::per_second;
+            const PlotLevel level = *live_predicted_level(run, m);
+            ImGui::Text("%-10s %s", live_metric_title(m), format_value(level.value, unit).c_str());
+            if (level.has_band) {
+                ImGui::SameLine();
+                ImGui::TextDisabled("[%s]", interval_text(level, unit).c_str());
+            }
+            if (const std::optional<double> measured = live_recent_median(run, m); measured && level.value > 0) {
+                const bool miss = level.has_band && (*measured < level.lo || *measured > level.hi);
+                // Green inside the interval, orange outside; without an interval, no verdict.
+                ImGui::PushStyleColor(ImGuiCol_Text, !level.has_band ? ImGui::GetColorU32(ImGuiCol_Text)
+                                                     : miss          ? colour::warning
+                                                                     : colour::ok);
+                ImGui::Text("  measured %s, %.2f×%s", format_value(*measured, unit).c_str(), *measured / level.value,
+                            miss ? ", outside" : level.has_band ? ", inside" : "");
+                if (ImGui::IsItemHovered())
+                    ImGui::SetTooltip("The median over every rank's last 5 steps, %.2f times the prediction%s",
+                                      *measured / level.value,
+                                      miss ? "; outside its interval" : level.has_band ? "; inside its interval" : "");
+                ImGui::PopStyleColor();
+            }
+        }
+        ImGui::Spacing();
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", display_text("from the " + prediction_source_text(p)).c_str());
+        ImGui::TextDisabled("%s", display_text(prediction_interval_text(p)).c_str());
+        if (!p.note.empty()) text_wrapped_coloured(colour::warning, p.note);
+        ImGui::PopTextWrapPos();
+    }
+    ImGui::EndChild();
+}
+
 void plots(StudioState& s, ImVec2 size) {
     LiveState& live = s.live;
     const std::vector<LiveGroup>& lines = live_lines(live);
     const StepRange xr = live_x_range(live);
     const float gap = ImGui::GetStyle().ItemSpacing.x;
-    const ImVec2 cell((size.x - gap) * 0.5f, (size.y - gap) * 0.5f);
+    // Three columns, two rows: the five plots, then the prediction card.
+    const ImVec2 cell((size.x - 2 * gap) / 3.0f, (size.y - gap) * 0.5f);
     int visible = 0;
     for (int i = 0; i < (int)lines.size(); ++i) visible += live_line_visible(live, i);
 
@@ -359,12 +423,17 @@ void plots(StudioState& s, ImVec2 size) {
                                   p.pyramid});
             }
         }
+        const std::optional<PlotLevel> level = live_predicted_level(live.run, d.metric);
         char subtitle[96] = "";
         if (d.metric == LiveMetric::memory)
-            std::snprintf(subtitle, sizeof subtitle, "%s, measured (solid) and predicted (dashed)",
-                          mem_cat_name((MemCat)live.view.mem_cat));
+            std::snprintf(subtitle, sizeof subtitle, "%s, predicted dashed", mem_cat_name((MemCat)live.view.mem_cat));
         else if (d.metric == LiveMetric::mfu) std::snprintf(subtitle, sizeof subtitle, "of the GPU preset's peak");
-        if (live.view.aggregate != LiveAggregate::rank && d.metric != LiveMetric::memory)
+        const bool mean = live.view.aggregate != LiveAggregate::rank && d.metric != LiveMetric::memory;
+        if (level)  // grouped lines are means; the prediction is the job's either way
+            std::snprintf(subtitle, sizeof subtitle, "%s%s%spredicted dashed%s", mean ? "mean " : "",
+                          mean ? live_aggregate_label(live.view.aggregate) : "", mean ? "; " : "",
+                          level->has_band ? ", interval shaded" : " (no interval)");
+        else if (mean)
             std::snprintf(subtitle, sizeof subtitle, "mean %s", live_aggregate_label(live.view.aggregate));
         PlotOptions opt;
         opt.title = live_metric_title(d.metric);
@@ -378,7 +447,8 @@ void plots(StudioState& s, ImVec2 size) {
         opt.data_revision = live.run.revision ^ ((uint64_t)live.view.mem_cat << 56) ^ ((uint64_t)live.view.aggregate << 60);
         opt.thickness = visible > 8 ? 1.0f : 2.0f;
         opt.empty_text = visible == 0 ? "every line is hidden" : "no steps yet";
-        if (k % 2 == 1) ImGui::SameLine(0, gap);
+        opt.level = level;
+        if (k % 3 != 0) ImGui::SameLine(0, gap);
         ImGui::PushID((int)k);
         const PlotInput in = line_plot("##plot", opt, series, cell);
         ImGui::PopID();
@@ -393,6 +463,8 @@ void plots(StudioState& s, ImVec2 size) {
         if (in.drag_steps != 0) live_pan(live, in.drag_steps);
     }
     live.view.hover_step = hover;
+    ImGui::SameLine(0, gap);
+    prediction_card(s, cell);
 }
 
 // The chosen rank's last lines (the Launch tab's console has filters; this is for runs

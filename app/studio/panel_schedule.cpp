@@ -78,6 +78,10 @@ void draw_schedule_panel(StudioState& s) {
         ImGui::SameLine();
         ImGui::TextDisabled("%s, step %d; outlined red: off the prediction by > 20%%", v.run_dir.c_str(), v.measured_step);
     }
+    // Which prediction the blocks (and the red outlines) are: estimate_job with the job's
+    // profile, and whether it is the one the Live tab draws for the run shown.
+    const SchedulePredictionNote note = schedule_prediction_note(s);
+    text_wrapped_coloured(note.not_the_live_runs ? colour::warning : colour::text_dim, note.text);
 
     // Legend.
     legend_item(Swatch::fill, group_colour(0), "forward (colour = micro-batch)");

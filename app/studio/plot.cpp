@@ -135,6 +135,12 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
         yr.hi = has_data ? std::max(yr.hi, c.y.hi) : c.y.hi;
         has_data = true;
     }
+    if (opt.level) {  // the prediction and its band stay in view beside what was measured
+        const PlotLevel& l = *opt.level;
+        const double lo = l.has_band ? std::min(l.lo, l.value) : l.value, hi = l.has_band ? std::max(l.hi, l.value) : l.value;
+        if (has_data) yr.lo = std::min(yr.lo, lo), yr.hi = std::max(yr.hi, hi);
+        else if (std::isfinite(lo) && std::isfinite(hi)) yr.lo = lo, yr.hi = hi;
+    }
     const ValueRange y_range = padded_range(yr.lo, yr.hi, opt.zero_based);
     AxisMap y{y_range.lo, y_range.hi, b.y, a.y};
     in.y = y;
@@ -170,6 +176,15 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
 
     // Series, clipped to the data area (the neighbours outside the range reach the frame).
     dl->PushClipRect(ImVec2(a.x, a.y - 1), ImVec2(b.x + 1, b.y + 1), true);
+    // The predicted level under them: its interval shaded, the value dashed.
+    if (opt.level && std::isfinite(opt.level->value)) {
+        const PlotLevel& l = *opt.level;
+        if (l.has_band)
+            dl->AddRectFilled(ImVec2(a.x, y.to_px(l.hi)), ImVec2(b.x, y.to_px(l.lo)), (opt.level_colour & 0x00FFFFFFu) | 0x38000000u);
+        const float py = std::floor(y.to_px(l.value)) + 0.5f;
+        const ImVec2 line[2] = {ImVec2(a.x, py), ImVec2(b.x, py)};
+        dashed_polyline(dl, line, 2, opt.level_colour, 1.5f, 8, 5);
+    }
     for (size_t k = 0; k < series.size(); ++k) {
         const PlotSeries& s = series[k];
         const std::vector<PlotPoint>& pts = dec[k]->points;

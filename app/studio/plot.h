@@ -1,7 +1,7 @@
 // plot.h — a line plot over steps drawn with ImDrawList (imgui 1.86 has no plotting and
 // the studio uses no ImPlot): a frame with a title, y ticks with units, step ticks, solid
 // or dashed series, a crosshair, and the mouse input a caller needs for zoom, pan and a
-// readout. Every series is min/max-decimated to the pixel columns (plot_model.h) into
+// readout, and a predicted level with its interval band. Every series is min/max-decimated to the pixel columns (plot_model.h) into
 // buffers reused across frames, so 64 series × 10,000 points cost a few thousand vertices
 // each; a series that comes with a min/max pyramid is decimated in O(pixels). The caller
 // owns the x range (it is shared between plots); the y range is fitted to what is visible.
@@ -38,6 +38,10 @@ struct PlotOptions {
     // run's revision): decimated points are reused while it, the series' sizes and
     // addresses and the step range stay the same.
     uint64_t data_revision = 0;
+    // A predicted level across the plot (the estimator's step time or tokens/s): a dashed
+    // line, its interval a shaded band behind the series; the y range takes both in.
+    std::optional<PlotLevel> level;
+    ImU32 level_colour = IM_COL32(235, 238, 245, 200);
 };
 
 // What the mouse did over the plot this frame.

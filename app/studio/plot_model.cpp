@@ -41,6 +41,7 @@ Prefix prefix_for(double mag, PlotUnit unit) {
     if (unit == PlotUnit::bytes) return power_prefix(mag, 1024, bytes);
     if (unit == PlotUnit::per_second) return power_prefix(mag, 1000, rates);
     if (unit == PlotUnit::fraction) return {0.01, "%"};
+    if (unit == PlotUnit::seconds) return mag >= 1 ? Prefix{1, " s"} : mag >= 1e-3 ? Prefix{1e-3, " ms"} : Prefix{1e-6, " µs"};
     return {1, ""};
 }
 
@@ -96,6 +97,7 @@ std::string format_value(double v, PlotUnit unit) {
             return fmt(a >= 1000 ? "%.0f%s" : a >= 100 ? "%.1f%s" : a >= 1 ? "%.3f%s" : "%.4f%s", v, "");
         }
         case PlotUnit::bytes:
+        case PlotUnit::seconds:
         case PlotUnit::per_second: {
             const Prefix p = prefix_for(std::fabs(v), unit);
             const double x = v / p.scale;

@@ -30,6 +30,7 @@ enum class PlotUnit {
     bytes,       // binary prefixes: 512 B, 1.5 MiB, 24 GiB (ticks at 1-2-5 of the prefix)
     per_second,  // SI prefixes: 950/s, 12K/s, 1.5M/s
     fraction,    // shown as percent: 0.42 → 42%
+    seconds,     // durations: 850 µs, 66 ms, 1.5 s (the prefix from the larger end of the range)
 };
 
 struct PlotTick {
@@ -153,6 +154,14 @@ bool pyramid_columns(std::span<const int> steps, std::span<const float> values, 
 // value is not repeated), placed to within a bucket (under a pixel).
 void decimate_minmax(std::span<const int> steps, std::span<const float> values, const AxisMap& x,
                      std::vector<PlotPoint>& out, const MinMaxPyramid* pyramid = nullptr);
+
+// A predicted constant drawn across a plot (the estimator's step time or tokens/s): a
+// dashed level, with its interval shaded behind it when the prediction has one.
+struct PlotLevel {
+    double value = 0;
+    bool has_band = false;  // false: no interval (none is drawn or made up)
+    double lo = 0, hi = 0;
+};
 
 // Lowest and highest finite y of decimated points (lo > hi when there is none).
 ValueRange points_y_range(std::span<const PlotPoint> pts);

@@ -8,7 +8,8 @@
 #include <filesystem>
 
 #include "cmd_schedule.h"
-#include "ptd/spec/cluster_profile.h"
+#include "ptd/model/estimate.h"
+#include "run_prediction.h"
 #include "studio_state.h"
 
 namespace ptd::studio {
@@ -43,12 +44,22 @@ void schedule_refresh(StudioState& s) {
     if (v.revision == s.revision) return;
     v.revision = s.revision;
     v.predicted.reset();
+    v.profile.reset();
+    v.profile_error.clear();
     v.hover_row = v.hover_block = -1;
     if (job_valid(s) && s.job.has_layout()) {
-        // The job's cluster profile (cluster.profile), as ptd schedule and ptd estimate use it;
-        // one that does not load leaves the preset's prediction (ptd validate names the problem).
+        // The job's cluster profile (cluster.profile), as ptd schedule, ptd estimate and a
+        // launch of the job predict (run_prediction.h); one that does not load leaves the
+        // preset's prediction, and the legend says why.
         auto profile = load_job_profile(s.job);
+        if (!profile) v.profile_error = profile.error().one_line();
+        else if (*profile) v.profile = profile_record(**profile);
         v.predicted = predicted_timeline(s.job, profile && *profile ? &(*profile)->profile : nullptr);
+        RunPrediction source;
+        source.gpu = s.job.cluster.gpu.name;
+        source.profile = v.profile;
+        if (v.profile) source.profile_unused = profile_unused_reason(s.job);
+        v.prediction_source = prediction_source_text(source);
     }
     schedule_set_rows(s, v.replica);  // the job's layout may have changed
     schedule_fit(v);
@@ -228,6 +239,38 @@ std::string kind_words(BlockKind k) {
 }
 }  // namespace
 
+SchedulePredictionNote schedule_prediction_note(const StudioState& s) {
+    const ScheduleViewState& v = s.schedule;
+    SchedulePredictionNote note;
+    if (!v.predicted) return note;
+    std::string& t = note.text;
+    t = "prediction: estimate_job of the edited job with the " + v.prediction_source + ", step " + ms(v.predicted->makespan_s);
+    if (!v.profile_error.empty()) t += " (its cluster.profile cannot be used: " + v.profile_error + ")";
+    if (!v.show_measured || v.run_dir.empty() || v.run_dir != live_run_dir(s) || !s.live.run.prediction) return note;
+    const RunPrediction& run = *s.live.run.prediction;
+    if (!run.available) {
+        t += "; the Live run has no prediction (" + run.why_none + ")";
+        return note;
+    }
+    // The same prediction: the same step from the same figures (a profile the time model
+    // does not take for the job counts as none).
+    auto figures = [](const std::optional<RunProfileRecord>& p, bool unused) -> std::optional<RunProfileRecord> {
+        return unused ? std::nullopt : p;
+    };
+    const bool same_figures =
+        figures(run.profile, !run.profile_unused.empty()) == figures(v.profile, !profile_unused_reason(s.job).empty());
+    const double step = v.predicted->makespan_s;
+    const bool same_step = std::abs(run.step_s - step) <= 1e-9 * std::max(run.step_s, step);
+    if (same_figures && same_step) {
+        t += "; the same prediction the Live tab draws dashed for this run";
+        return note;
+    }
+    note.not_the_live_runs = true;
+    t += "; not this run's own prediction (the Live tab's dashed lines: step " + ms(run.step_s) + " from the " +
+         prediction_source_text(run) + "): the run's job or profile is not the edited job's";
+    return note;
+}
+
 std::string block_tooltip(const ScheduleViewState& v, const GanttRow& row, int index) {
     const TimelineBlock* b = row_block(v, row, index);
     if (!b) return "";
@@ -248,7 +291,8 @@ std::string block_tooltip(const ScheduleViewState& v, const GanttRow& row, int i
     if (row.measured) {
         if (const TimelineBlock* p = predicted_counterpart(v, index))
             t += "\npredicted: start " + ms(p->start_s) + ", duration " + ms(p->end_s - p->start_s) +
-                 (measured_differs(v, index) ? "  (differs by > 20%)" : "");
+                 (measured_differs(v, index) ? "  (differs by > 20%)" : "") + "\n(estimate_job with the " +
+                 v.prediction_source + ")";
         else t += "\nno predicted block to compare with";
     }
     return t;

@@ -1,7 +1,10 @@
 // schedule_model.h — the Schedule tab's data (Tracy style: the model owns the timelines,
 // the panel draws a snapshot): the predicted timeline of the edited job (recomputed when
 // the job changes), a measured one loaded from a run directory, the Gantt geometry and
-// hit-testing, tooltips and the marks where measurement and prediction differ. No ImGui.
+// hit-testing, tooltips and the marks where measurement and prediction differ. The
+// prediction is estimate_job's with the job's cluster profile, the one a launch of the job
+// records and the Live tab draws dashed; the legend says which and whether the run shown is
+// the Live run predicted the same (schedule_prediction_note). No ImGui.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "ptd/launch.h"
 #include "ptd/timeline/timeline.h"
 
 namespace ptd::studio {
@@ -19,6 +23,11 @@ struct StudioState;
 struct ScheduleViewState {
     uint64_t revision = UINT64_MAX;     // job revision the prediction belongs to
     std::optional<Timeline> predicted;  // set when the job is valid with a layout
+    // The cluster profile the prediction used (the job's cluster.profile; none = the preset's
+    // figures), or why the job's cannot be used (the prediction then takes the preset's).
+    std::optional<RunProfileRecord> profile;
+    std::string profile_error;
+    std::string prediction_source;      // "\"cpu\" preset's figures" / "profile FILE (measured ...)"
     std::string run_dir;                // measured timeline source ("" = none)
     std::vector<TimelineBlock> measured;  // one step, times from 0, rows = ranks
     std::vector<int> measured_stage;    // per measured block: its rank's stage
@@ -48,6 +57,15 @@ void schedule_refresh(StudioState& s);
 // The run directory of the run the Live tab shows ("" = none): the studio's own launch or
 // the directory opened.
 std::string live_run_dir(const StudioState& s);
+// What the red outlines compare with, for the legend: this chart's prediction (estimate_job
+// of the edited job with its profile or the preset's figures, and its step) and, when the
+// measured timeline is the Live tab's run, whether that run's prediction (the Live tab's
+// dashed lines) is the same one or another job's or profile's. Empty without a prediction.
+struct SchedulePredictionNote {
+    std::string text;
+    bool not_the_live_runs = false;  // the measured run was predicted from another job or profile
+};
+SchedulePredictionNote schedule_prediction_note(const StudioState& s);
 // Load the measured timeline of a run directory (timeline/rank-*.tsv): the last step every
 // rank recorded. Returns false and sets measured_error on failure; turns the toggle on.
 bool schedule_load_measured(StudioState& s, const std::string& run_dir);

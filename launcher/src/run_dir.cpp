@@ -307,6 +307,7 @@ RunManifest initial_manifest(const LaunchPlan& plan) {
         mr.dp = r.dp;
         m.ranks.push_back(mr);
     }
+    m.profile = plan.profile;
     return m;
 }
 
@@ -349,6 +350,13 @@ std::string manifest_to_json(const RunManifest& m) {
         l["boot_id"] = m.launcher.boot_id;
         l["start_time"] = m.launcher.start_time;
         j["launcher"] = std::move(l);
+    }
+    if (m.profile) {
+        ojson p;
+        p["path"] = m.profile->path;
+        p["source"] = m.profile->source;
+        p["measured_at"] = m.profile->measured_at;
+        j["profile"] = std::move(p);
     }
     // Invalid UTF-8 (a reason quoting a path) is replaced rather than throwing.
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
@@ -435,6 +443,14 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
         rd.string(*l, "launcher.", "host", m.launcher.host);
         rd.string(*l, "launcher.", "boot_id", m.launcher.boot_id);
         rd.integer(*l, "launcher.", "start_time", m.launcher.start_time, false, 0, std::numeric_limits<long long>::max());
+    }
+    if (const json* p = rd.container(j, "profile", false, json::value_t::object, "an object")) {
+        RunProfileRecord r;
+        rd.string(*p, "profile.", "path", r.path, true);
+        rd.string(*p, "profile.", "source", r.source);
+        rd.string(*p, "profile.", "measured_at", r.measured_at);
+        if (r.path.empty()) rd.problem("profile.path", "is empty, expected the profile file's path");
+        m.profile = std::move(r);
     }
     return rd.result(std::move(m));
 }

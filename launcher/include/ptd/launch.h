@@ -73,6 +73,17 @@ std::vector<JobFileRef> job_file_refs(const JobSpec& job);
 // of 1..128 letters, digits, '.', '_' or '-', starting with a letter or digit.
 std::string run_id_problem(const std::string& run_id);
 
+// The cluster profile the run's speed prediction used (`ptd launch --profile FILE`, else the
+// job's cluster.profile), recorded in the run's manifest so `ptd watch RUN_DIR` and the
+// studio compute the same prediction later. The launcher only carries it: the caller that
+// loaded the profile (cluster_profile.h load_job_profile) fills it in.
+struct RunProfileRecord {
+    std::string path;                // absolute, so it loads from any folder
+    std::string source;              // "--profile" or "cluster.profile"
+    std::string measured_at;         // the profile's measured_at when the run started
+    bool operator==(const RunProfileRecord&) const = default;
+};
+
 struct HostPlan {
     HostEntry entry;                 // host, user ("" = ssh config/current), port (0 = config/22)
     std::string display;             // "user@host:port" as the user would type it
@@ -113,6 +124,7 @@ struct LaunchPlan {
     int master_port = 0;             // 0 until chosen (free port on the first host)
     std::vector<HostPlan> hosts;
     std::vector<RankPlan> ranks;     // by global rank
+    std::optional<RunProfileRecord> profile;  // the prediction's profile; none = the preset's figures
 };
 
 // Quote for a POSIX shell: safe for any byte string (single quotes, ' as '\'').

@@ -57,6 +57,9 @@ struct RunManifest {
     int failed_rank = -1;
     std::string reason;
     RunLauncherInfo launcher;
+    // The cluster profile the run's speed prediction used ("profile" in the JSON; absent =
+    // the job's GPU preset figures).
+    std::optional<RunProfileRecord> profile;
 };
 
 // A run state that no later event changes: "finished", "failed" or "stopped".
