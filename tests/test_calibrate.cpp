@@ -13,6 +13,7 @@
 #include "cmd_calibrate.h"
 #include "job_test_util.h"
 #include "process_test_util.h"
+#include "netns_hosts.h"
 #include "sshd_fixture.h"
 #include "ptd/spec/cluster_profile.h"
 #include "text_test_util.h"
@@ -219,6 +220,33 @@ TEST(PreflightRule, ManyHostsNeedBothTheMadAndThePercentage) {
     EXPECT_FALSE(v.back().flagged);
 }
 
+// Links: four hosts, host 3's links 10× slower at 4 MiB and 2× at 4 KiB; an odd 4 KiB
+// figure on one healthy link does not move the verdict.
+TEST(PreflightRule, LinksOfOneHostSlowerAreNamed) {
+    std::vector<ptd::LinkSample> s;
+    for (int a = 0; a < 4; ++a)
+        for (int b = a + 1; b < 4; ++b) {
+            const bool slow = b == 3;
+            s.push_back({a, b, 4096, (slow ? 2 : 1) * 1e-4 * (a == 0 && b == 1 ? 30 : 1)});
+            s.push_back({a, b, 4 << 20, (slow ? 10 : 1) * 4e-3});
+        }
+    const auto v = ptd::judge_links(4, s);
+    ASSERT_TRUE(v.judged);
+    for (int h = 0; h < 3; ++h) EXPECT_FALSE(v.hosts[(size_t)h].flagged) << h;
+    EXPECT_TRUE(v.hosts[3].flagged);
+    ASSERT_EQ(v.slow_links.size(), 3u);
+    for (const auto& l : v.slow_links) {
+        EXPECT_EQ(l.b, 3);
+        EXPECT_DOUBLE_EQ(l.bytes, 4 << 20);
+        EXPECT_NEAR(l.bandwidth_slower, 9.0, 1e-9);
+        EXPECT_NEAR(l.reference_s, 4e-3, 1e-12);
+    }
+    // Two hosts: their one link has no other to be compared with.
+    const auto two = ptd::judge_links(2, {{0, 1, 4 << 20, 1.0}});
+    EXPECT_FALSE(two.judged);
+    EXPECT_FALSE(two.hosts[0].flagged || two.hosts[1].flagged);
+}
+
 // ---- ptd calibrate as a process ---------------------------------------------------------
 
 TEST(Calibrate, EightRankJobWritesAProfile) {
@@ -391,6 +419,54 @@ TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
         << slow.out;
     EXPECT_NE(slow.out.find("host 0 (localhost (local)): ok"), std::string::npos) << slow.out;
     EXPECT_NE(slow.out.find("1 of 2 host(s) flagged"), std::string::npos) << slow.out;
+}
+
+// Three "hosts": network namespaces on a bridge (tests/netns_hosts.h), an sshd in each, one
+// rank per host (dp 3); host 2's link (10.231.77.4) slowed both ways with a real queueing
+// discipline (tc netem, or tc tbf where the kernel has no netem). The preflight must name
+// that host, each of its two links with both ends and how much slower, the DP group that
+// crosses them, and leave the other hosts' links ok.
+TEST(Preflight, ASlowLinkIsNamedWithItsHostsAndGroups) {
+    NetnsHosts net(3);
+    if (!net.skip.empty()) GTEST_SKIP() << net.skip;
+    if (std::string why = net.slow_link(3, 200, 5); !why.empty()) GTEST_SKIP() << why;
+    unsetenv("SSH_AUTH_SOCK");
+    SshdFixture sshd[3];
+    for (int i = 0; i < 3; ++i)
+        if (std::string why = sshd[i].start(net.name(i + 1), net.address(i + 1)); !why.empty()) GTEST_SKIP() << why;
+    TempDir dir("ptd_preflight");
+    std::string known, hosts;
+    for (int i = 0; i < 3; ++i) {
+        std::ofstream(sshd[i].dir + "/authorized_keys") << ptd_test::read_file(sshd[0].identity + ".pub");
+        known += sshd[i].known_hosts_line();
+        hosts += sshd[i].user + "@" + net.address(i + 1) + " slots=1\n";
+    }
+    std::ofstream(dir / "known_hosts") << known;
+    std::ofstream(dir / "hosts") << hosts;
+    // Each rank's Gloo pairs listen on its namespace's interface (GLOO_* is forwarded).
+    const auto r = run_captured("GLOO_SOCKET_IFNAME=eth0 " + kPtd + " calibrate " + kJob + " --check --hosts " + (dir / "hosts") +
+                                " --upload --known-hosts " + (dir / "known_hosts") + " --ssh-config " + sshd[0].ssh_config +
+                                " --set launch.identity=" + sshd[0].identity + " --set launch.connect_timeout_s=5 --run-root " +
+                                (dir / "runs") +
+                                " --set cluster.nodes=3 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1"
+                                " --set parallel.sequence_parallel=false --set training.global_batch=6");
+    const std::string slow = "host 2 (" + sshd[2].user + "@" + net.address(3) + ")";
+    EXPECT_EQ(r.rc, 1) << "slowed with " << net.slowed_with << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find(slow + " has slow links"), std::string::npos) << r.out;
+    for (int other : {0, 1}) {
+        const std::string link = "link " + slow + " ↔ host " + std::to_string(other) + " (" + sshd[other].user + "@" +
+                                 net.address(other + 1) + "): ";
+        EXPECT_NE(r.out.find(link), std::string::npos) << link << "\n" << r.out;
+    }
+    EXPECT_NE(r.out.find("% slower (4 MiB exchanges take "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("crossed by 1 DP group (ranks 0, 1, 2)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("of DP gradient reduction (fp32, as the engine reduces) cross it per step"), std::string::npos) << r.out;
+    // (Not their GEMMs: three ranks time-share this machine's cores, so which host computes
+    // slowest is not this test's to say.)
+    for (int ok : {0, 1})
+        EXPECT_NE(r.out.find("host " + std::to_string(ok) + " (" + sshd[ok].user + "@" + net.address(ok + 1) + "): links ok"),
+                  std::string::npos)
+            << r.out;
 }
 
 // ptd estimate / plan with a profile: --profile, or [cluster] profile relative to the job
