@@ -21,6 +21,7 @@
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
 #include "run_view.h"
+#include "straggler_view.h"
 #include "term.h"
 
 namespace ptd {
@@ -261,6 +262,9 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     } else {
         std::fprintf(err, "%s\n", green(term, "ptd launch: done: every rank finished. Logs: " + run_dir).c_str());
     }
+    // The slow rank, if any, from the ranks' measured timelines (a failed run's too: a
+    // straggler may be why it was stopped).
+    if (auto manifest = read_manifest(run_dir)) std::fputs(run_straggler_text(run_dir, *manifest, term).c_str(), out);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "ptd/run_dir.h"
 #include "run_view.h"
+#include "straggler_view.h"
 #include "term.h"
 
 namespace ptd {
@@ -135,6 +136,7 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
         if (!tty && !(columns && *columns)) t.width = 0;
         std::fputs(view.render(t.color, t.width, a.sparklines).c_str(), out);
         std::fputs(outcome_text(view, follower, t).c_str(), out);
+        std::fputs(run_straggler_text(a.run_dir, follower.manifest(), t).c_str(), out);
         std::fflush(out);
         return kExitOk;
     }
@@ -170,6 +172,7 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
         sleep_interruptible(interval);
     }
     std::fputs(outcome_text(view, follower, t).c_str(), out);
+    std::fputs(run_straggler_text(a.run_dir, follower.manifest(), t).c_str(), out);
     std::fflush(out);
     return kExitOk;
 }
