@@ -198,6 +198,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         std::fprintf(err, "%s\n", text.c_str());
         std::fflush(err);
     };
+    LiveStragglers stragglers;  // under the live table as soon as the ranks' timelines tell
+    const RunManifest hosts_of_run = initial_manifest(run.plan());  // which host each rank is on
     int interrupts_seen = 0;
     auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(1);
     bool dirty = true;
@@ -239,7 +241,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
         const auto now = std::chrono::steady_clock::now();
         if (live && dirty && now - last_draw > std::chrono::milliseconds(200)) {
-            block.draw(view.render(term.color, term.width, true));
+            block.draw(view.render(term.color, term.width, true) + stragglers.text(run_dir, hosts_of_run, term));
             last_draw = now;
             dirty = false;
         }

@@ -146,10 +146,12 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
     int drawn = 0;  // lines of the frame on screen
     std::string shown;
     Term t = detect_term(out);
+    LiveStragglers stragglers;  // shown under the table as soon as the timeline tells
     for (;;) {
         drain(follower, view);
         t = detect_term(out);  // follow window resizes
-        const std::string frame = view.render(t.color, t.width, a.sparklines);
+        const std::string frame = view.render(t.color, t.width, a.sparklines) +
+                                  (follower.done() ? "" : stragglers.text(a.run_dir, follower.manifest(), t));
         if (frame == shown && !follower.done() && !g_interrupted) {  // unchanged: no flicker
             sleep_interruptible(interval);
             continue;

@@ -1,6 +1,7 @@
 // straggler_view.cpp — the straggler lines below the dashboard (straggler_view.h).
 #include "straggler_view.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace ptd {
@@ -33,6 +34,37 @@ std::string run_straggler_text(const std::string& run_dir, const RunManifest& ma
     auto rep = run_stragglers(run_dir);
     if (!rep) return "";  // no timeline recorded: nothing to say
     return straggler_text(*rep, manifest, t);
+}
+
+const std::string& LiveStragglers::text(const std::string& run_dir, const RunManifest& manifest, const Term& t) {
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (now - read_at_ < every_s_) return text_;
+    read_at_ = now;
+    // Lines folded at spaces to the terminal's width: the live block redraws by counting
+    // lines, so none may wrap on its own.
+    Term plain = t;
+    plain.color = false;
+    const std::string text = run_straggler_text(run_dir, manifest, plain);
+    const int width = t.width > 20 ? t.width - 1 : 1 << 30;
+    text_.clear();
+    for (size_t at = 0; at < text.size();) {
+        const size_t nl = std::min(text.find('\n', at), text.size());
+        std::string line = text.substr(at, nl - at), folded;
+        at = nl + 1;
+        const bool slow = line.starts_with("straggler:");
+        while (text_width(line) > width) {
+            size_t cut = line.size();
+            for (size_t i = 0, w = 0; i < line.size(); ++i) {  // the last space within the width
+                if (((unsigned char)line[i] & 0xC0) != 0x80 && ++w > (size_t)width) break;
+                if (line[i] == ' ') cut = i;
+            }
+            if (cut == line.size()) break;  // one word wider than the terminal
+            folded += (slow ? yellow(t, line.substr(0, cut)) : line.substr(0, cut)) + "\n";
+            line = "  " + line.substr(cut + 1);
+        }
+        text_ += folded + (slow ? yellow(t, line) : line) + "\n";
+    }
+    return text_;
 }
 
 }  // namespace ptd

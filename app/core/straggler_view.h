@@ -17,4 +17,17 @@ std::string straggler_text(const StragglerReport& report, const RunManifest& man
 // The same from a run directory (its timeline/ as far as written, and its manifest).
 std::string run_straggler_text(const std::string& run_dir, const RunManifest& manifest, const Term& t);
 
+// For a live dashboard: the run's straggler lines, read again at most every `every_s`
+// seconds (a frame is drawn several times a second; the timeline grows once a step).
+class LiveStragglers {
+public:
+    explicit LiveStragglers(double every_s = 2.0) : every_s_(every_s) {}
+    const std::string& text(const std::string& run_dir, const RunManifest& manifest, const Term& t);
+
+private:
+    double every_s_;
+    double read_at_ = -1e300;
+    std::string text_;
+};
+
 }  // namespace ptd
