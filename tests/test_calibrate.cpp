@@ -530,12 +530,12 @@ TEST(Preflight, ASlowLinkIsNamedWithItsHostsAndGroups) {
     std::ofstream(dir / "known_hosts") << known;
     std::ofstream(dir / "hosts") << hosts;
     // Each rank's Gloo pairs listen on its namespace's interface (GLOO_* is forwarded).
-    const auto r = run_captured("GLOO_SOCKET_IFNAME=eth0 " + kPtd + " calibrate " + kJob + " --check --hosts " + (dir / "hosts") +
-                                " --upload --known-hosts " + (dir / "known_hosts") + " --ssh-config " + sshd[0].ssh_config +
-                                " --set launch.identity=" + sshd[0].identity + " --set launch.connect_timeout_s=5 --run-root " +
-                                (dir / "runs") +
-                                " --set cluster.nodes=3 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1"
-                                " --set parallel.sequence_parallel=false --set training.global_batch=6");
+    const std::string hosts_and_job = kJob + " --hosts " + (dir / "hosts") + " --upload --known-hosts " + (dir / "known_hosts") +
+                                      " --ssh-config " + sshd[0].ssh_config + " --set launch.identity=" + sshd[0].identity +
+                                      " --set launch.connect_timeout_s=5 --run-root " + (dir / "runs") +
+                                      " --set cluster.nodes=3 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1"
+                                      " --set parallel.sequence_parallel=false --set training.global_batch=6";
+    const auto r = run_captured("GLOO_SOCKET_IFNAME=eth0 " + kPtd + " calibrate --check " + hosts_and_job);
     const std::string slow = "host 2 (" + sshd[2].user + "@" + net.address(3) + ")";
     EXPECT_EQ(r.rc, 1) << "slowed with " << net.slowed_with << "\n" << r.out << r.err;
     EXPECT_NE(r.out.find(slow + " has slow links"), std::string::npos) << r.out;
@@ -553,6 +553,12 @@ TEST(Preflight, ASlowLinkIsNamedWithItsHostsAndGroups) {
         EXPECT_NE(r.out.find("host " + std::to_string(ok) + " (" + sshd[ok].user + "@" + net.address(ok + 1) + "): links ok"),
                   std::string::npos)
             << r.out;
+    // Named before a launch too: ptd launch --preflight runs the same check and does not start.
+    const auto launch = run_captured("GLOO_SOCKET_IFNAME=eth0 " + kPtd + " launch --preflight --steps 1 " + hosts_and_job);
+    EXPECT_EQ(launch.rc, 1) << launch.out << launch.err;
+    EXPECT_NE(launch.out.find(slow + " has slow links"), std::string::npos) << launch.out;
+    EXPECT_NE(launch.err.find("not launching"), std::string::npos) << launch.err;
+    EXPECT_EQ(launch.out.find("step 1"), std::string::npos) << "no rank trained\n" << launch.out;
 }
 
 // ptd estimate / plan with a profile: --profile, or [cluster] profile relative to the job
