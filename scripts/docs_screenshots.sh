@@ -30,4 +30,8 @@ shoot studio-heatmap --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch
 # The Schedule tab after a launched run of the 8-rank job: its measured timeline (the engine
 # records the first 3 steps) under the prediction.
 shoot studio-schedule-measured --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 5 --panel schedule
+# A straggler marked on the grid: the 8-rank job with rank 5 slowed by the engine's test hook
+# (20 ms more per forward and backward block), hovered.
+(export PTD_ENGINE_INJECT_SLOW_RANK=5:20
+ shoot studio-straggler --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 4 --panel layout --mouse 1083,185)
 echo "docs_screenshots: wrote $(ls "$out"/studio-*.png | wc -l) pictures to docs/images/"

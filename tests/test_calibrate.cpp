@@ -14,7 +14,9 @@
 
 #include "cmd_calibrate.h"
 #include "job_test_util.h"
+#include "launcher_test_util.h"
 #include "process_test_util.h"
+#include "netns_hosts.h"
 #include "sshd_fixture.h"
 #include "ptd/model/estimate.h"
 #include "ptd/spec/cluster_profile.h"
@@ -223,6 +225,33 @@ TEST(PreflightRule, ManyHostsNeedBothTheMadAndThePercentage) {
     EXPECT_FALSE(v.back().flagged);
 }
 
+// Links: four hosts, host 3's links 10× slower at 4 MiB and 2× at 4 KiB; an odd 4 KiB
+// figure on one healthy link does not move the verdict.
+TEST(PreflightRule, LinksOfOneHostSlowerAreNamed) {
+    std::vector<ptd::LinkSample> s;
+    for (int a = 0; a < 4; ++a)
+        for (int b = a + 1; b < 4; ++b) {
+            const bool slow = b == 3;
+            s.push_back({a, b, 4096, (slow ? 2 : 1) * 1e-4 * (a == 0 && b == 1 ? 30 : 1)});
+            s.push_back({a, b, 4 << 20, (slow ? 10 : 1) * 4e-3});
+        }
+    const auto v = ptd::judge_links(4, s);
+    ASSERT_TRUE(v.judged);
+    for (int h = 0; h < 3; ++h) EXPECT_FALSE(v.hosts[(size_t)h].flagged) << h;
+    EXPECT_TRUE(v.hosts[3].flagged);
+    ASSERT_EQ(v.slow_links.size(), 3u);
+    for (const auto& l : v.slow_links) {
+        EXPECT_EQ(l.b, 3);
+        EXPECT_DOUBLE_EQ(l.bytes, 4 << 20);
+        EXPECT_NEAR(l.bandwidth_slower, 9.0, 1e-9);
+        EXPECT_NEAR(l.reference_s, 4e-3, 1e-12);
+    }
+    // Two hosts: their one link has no other to be compared with.
+    const auto two = ptd::judge_links(2, {{0, 1, 4 << 20, 1.0}});
+    EXPECT_FALSE(two.judged);
+    EXPECT_FALSE(two.hosts[0].flagged || two.hosts[1].flagged);
+}
+
 // ---- ptd calibrate as a process ---------------------------------------------------------
 
 TEST(Calibrate, EightRankJobWritesAProfile) {
@@ -336,6 +365,15 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
     EXPECT_NE(refused.err.find("\"node-a\", \"node-b\""), std::string::npos) << refused.err;
 }
 
+// `ptd calibrate` of tiny-local (tp 2 · pp 2) on the fixture's sshd as one host of 4 slots,
+// the engine uploaded: the command up to its -o / --run-id (the hostfile written in `dir`).
+std::string calibrate_over_ssh(const SshdFixture& sshd, const TempDir& dir) {
+    std::ofstream(dir / "hosts") << sshd.user << "@127.0.0.1:" << sshd.port << " slots=4\n";
+    return kPtd + " calibrate " PTD_SOURCE_DIR "/assets/jobs/tiny-local.toml --hosts " + (dir / "hosts") + " --upload --known-hosts " +
+           sshd.known_hosts + " --ssh-config " + sshd.ssh_config + " --set launch.identity=" + sshd.identity + " --run-root " +
+           (dir / "runs");
+}
+
 // Over SSH with --upload: the fixture's sshd on 127.0.0.1, one host of 4 slots (tiny-local:
 // tp 2 · pp 2); the profile names the host as the hostfile does.
 TEST(Calibrate, OverSshWithUpload) {
@@ -344,11 +382,7 @@ TEST(Calibrate, OverSshWithUpload) {
     if (std::string why = sshd.start(); !why.empty()) GTEST_SKIP() << why;
     sshd.trust_host_key();
     TempDir dir("ptd_calibrate");
-    const std::string host = sshd.user + "@127.0.0.1:" + std::to_string(sshd.port);
-    std::ofstream(dir / "hosts") << host << " slots=4\n";
-    const auto r = run_captured(kPtd + " calibrate " PTD_SOURCE_DIR "/assets/jobs/tiny-local.toml --quick --hosts " + (dir / "hosts") +
-                                " --upload --known-hosts " + sshd.known_hosts + " --ssh-config " + sshd.ssh_config +
-                                " --set launch.identity=" + sshd.identity + " --run-root " + (dir / "runs") + " -o " + (dir / "p.toml"));
+    const auto r = run_captured(calibrate_over_ssh(sshd, dir) + " --quick -o " + (dir / "p.toml"));
     ASSERT_EQ(r.rc, 0) << r.out << r.err;
     auto p = ptd::load_profile(dir / "p.toml");
     ASSERT_TRUE(p) << p.error().str();
@@ -398,13 +432,15 @@ std::string engine_wrapper(const TempDir& dir, const std::string& action) {
 TEST(Calibrate, ARankThatDiesEndsItNamingTheHost) {
     TempDir dir("ptd_calibrate");
     const std::string engine = engine_wrapper(dir, "exit 3");
+    const std::string run_id = "cal-dies-" + std::to_string(getpid());
     const auto r = run_captured(kPtd + " calibrate " + kJob + " --quick -o " + (dir / "p.toml") + " --run-root " + (dir / "runs") +
-                                " --engine " + engine);
+                                " --engine " + engine + " --run-id " + run_id);
     EXPECT_EQ(r.rc, 1) << r.out << r.err;  // a failed rank: exit 1 (docs/cli.md)
     EXPECT_NE(r.err.find("failed: rank 3"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("localhost"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("no profile written"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "p.toml"));
+    EXPECT_TRUE(ptd_test::survivors_after(run_id, 5).empty()) << "every other rank was stopped";
 }
 
 TEST(Calibrate, AProbeThatHangsEndsItNamingTheRankAndHost) {
@@ -413,8 +449,9 @@ TEST(Calibrate, AProbeThatHangsEndsItNamingTheRankAndHost) {
     // their next collective), as a hung probe would.
     const std::string engine = engine_wrapper(dir, "(sleep 1; kill -STOP $$) &");
     const auto t0 = std::chrono::steady_clock::now();
+    const std::string run_id = "cal-hangs-" + std::to_string(getpid());
     const auto r = run_captured(kPtd + " calibrate " + kJob + " -o " + (dir / "p.toml") + " --run-root " + (dir / "runs") +
-                                " --engine " + engine + " --stall-timeout 4");
+                                " --engine " + engine + " --stall-timeout 4 --run-id " + run_id);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_NE(r.rc, 0) << r.out << r.err;
     // The calibration names a silent rank and its host (inside a collective any member of
@@ -425,6 +462,45 @@ TEST(Calibrate, AProbeThatHangsEndsItNamingTheRankAndHost) {
     EXPECT_NE(r.err.find("rank 3 (pid"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "p.toml"));
     EXPECT_LT(s, 60) << "the stall ends the calibration, not the collectives' 300 s timeout";
+    EXPECT_TRUE(ptd_test::survivors_after(run_id, 5).empty()) << "the stopped rank too";
+}
+
+// A host lost mid-calibration: its sshd (and every process it started, the ranks among
+// them) killed once the probes are under way. The calibration ends non-zero naming the
+// host, writes no profile and leaves no process of the run behind.
+TEST(Calibrate, AHostLostMidCalibrationEndsItNamingTheHost) {
+    unsetenv("SSH_AUTH_SOCK");
+    SshdFixture sshd;
+    if (std::string why = sshd.start(); !why.empty()) GTEST_SKIP() << why;
+    sshd.trust_host_key();
+    TempDir dir("ptd_calibrate");
+    const std::string run_id = "cal-lost-" + std::to_string(getpid());
+    const std::string cmd = calibrate_over_ssh(sshd, dir) + " --run-id " + run_id + " -o " + (dir / "p.toml") + " >" + (dir / "out") +
+                            " 2>" + (dir / "err");
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
+        _exit(127);
+    }
+    // Once a few probes have reported, the host goes away.
+    const auto t0 = std::chrono::steady_clock::now();
+    while (ptd_test::read_file(dir / "out").find("[3/") == std::string::npos &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const bool probing = ptd_test::read_file(dir / "out").find("[3/") != std::string::npos;
+    sshd.kill_all();
+    int status = 0;
+    for (int i = 0; i < 1200 && waitpid(child, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (waitpid(child, &status, WNOHANG) == 0) kill(child, SIGKILL), waitpid(child, &status, 0), status = -1;
+    const std::string out = ptd_test::read_file(dir / "out"), err = ptd_test::read_file(dir / "err");
+    ASSERT_TRUE(probing) << "the probes never started\n" << out << err;
+    ASSERT_TRUE(WIFEXITED(status)) << "ptd calibrate did not end within 60 s of the host going away\n" << out << err;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << out << err;
+    EXPECT_NE(err.find("127.0.0.1"), std::string::npos) << "names the host\n" << err;
+    EXPECT_NE(err.find("no profile written"), std::string::npos) << err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "p.toml"));
+    EXPECT_TRUE(ptd_test::survivors_after(run_id, 5).empty()) << "no process of the run left";
 }
 
 // Two local "hosts" (nodes) of one rank each, each pinned to its own core; a busy process
@@ -475,6 +551,98 @@ TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
         << slow.out;
     EXPECT_NE(slow.out.find("host 0 (localhost (local)): ok"), std::string::npos) << slow.out;
     EXPECT_NE(slow.out.find("1 of 2 host(s) flagged"), std::string::npos) << slow.out;
+}
+
+// A CPU quota on one host's rank (CFS bandwidth control: cgroup v2 cpu.max, or cgroup v1's
+// cpu.cfs_quota_us where the cpu controller is mounted there): 20 ms of CPU per 100 ms,
+// a fifth of a core, whatever else runs. Two local "hosts" of one rank each (tiny-gpt,
+// tp 1 · pp 2): the preflight flags host 1 and maps it to PP stage 1. The cgroup is removed
+// afterwards (its rank has exited with the check).
+TEST(Preflight, AHostUnderACpuQuotaIsFlaggedAndMapped) {
+    namespace fs = std::filesystem;
+    std::string cg, limit_file, limit;
+    if (geteuid() == 0 && fs::exists("/sys/fs/cgroup/cgroup.controllers") &&
+        ptd_test::read_file("/sys/fs/cgroup/cgroup.controllers").find("cpu") != std::string::npos)
+        cg = "/sys/fs/cgroup/ptd-test-quota-" + std::to_string(getpid()), limit_file = "cpu.max", limit = "20000 100000";
+    else if (geteuid() == 0 && fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
+        cg = "/sys/fs/cgroup/cpu/ptd-test-quota-" + std::to_string(getpid()), limit_file = "cpu.cfs_quota_us", limit = "20000";
+    else
+        GTEST_SKIP() << "needs root and a cgroup cpu controller (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)";
+    std::error_code ec;
+    if (!fs::create_directory(cg, ec)) GTEST_SKIP() << "cannot create " << cg << ": " << ec.message();
+    struct RemoveCgroup {
+        std::string path;
+        ~RemoveCgroup() { rmdir(path.c_str()); }
+    } remove_cgroup{cg};
+    std::ofstream(cg + "/" + limit_file) << limit;
+    ASSERT_NE(ptd_test::read_file(cg + "/" + limit_file).find("20000"), std::string::npos) << "the quota was not taken";
+    TempDir dir("ptd_preflight");
+    const std::string engine = dir / "engine.sh";
+    // node = RANK / LOCAL_WORLD_SIZE: host 1's rank moves itself into the cgroup first.
+    std::ofstream(engine) << "#!/bin/sh\nif [ $((RANK / LOCAL_WORLD_SIZE)) = 1 ]; then echo $$ > " << cg
+                          << "/cgroup.procs || exit 9; fi\nexec " PTD_BIN_DIR "/ptd-engine \"$@\"\n";
+    fs::permissions(engine, fs::perms::owner_all);
+    const auto r = run_captured(kPtd + " calibrate " + kJob + " --check --run-root " + (dir / "runs") + " --engine " + engine +
+                                " --set cluster.nodes=2 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=2"
+                                " --set parallel.sequence_parallel=false");
+    EXPECT_EQ(r.rc, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("host 1 (localhost (local)) is "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("% slower at GEMMs; it holds PP stage 1 of DP replica 0 (TP rank 0)"), std::string::npos) << r.out;
+    EXPECT_EQ(ptd_test::read_file(cg + "/cgroup.procs"), "") << "no process left in the cgroup";
+}
+
+// Three "hosts": network namespaces on a bridge (tests/netns_hosts.h), an sshd in each, one
+// rank per host (dp 3); host 2's link (10.231.77.4) slowed both ways with a real queueing
+// discipline (tc netem, or tc tbf where the kernel has no netem). The preflight must name
+// that host, each of its two links with both ends and how much slower, the DP group that
+// crosses them, and leave the other hosts' links ok.
+TEST(Preflight, ASlowLinkIsNamedWithItsHostsAndGroups) {
+    NetnsHosts net(3);
+    if (!net.skip.empty()) GTEST_SKIP() << net.skip;
+    if (std::string why = net.slow_link(3, 200, 5); !why.empty()) GTEST_SKIP() << why;
+    unsetenv("SSH_AUTH_SOCK");
+    SshdFixture sshd[3];
+    for (int i = 0; i < 3; ++i)
+        if (std::string why = sshd[i].start(net.name(i + 1), net.address(i + 1)); !why.empty()) GTEST_SKIP() << why;
+    TempDir dir("ptd_preflight");
+    std::string known, hosts;
+    for (int i = 0; i < 3; ++i) {
+        std::ofstream(sshd[i].dir + "/authorized_keys") << ptd_test::read_file(sshd[0].identity + ".pub");
+        known += sshd[i].known_hosts_line();
+        hosts += sshd[i].user + "@" + net.address(i + 1) + " slots=1\n";
+    }
+    std::ofstream(dir / "known_hosts") << known;
+    std::ofstream(dir / "hosts") << hosts;
+    // Each rank's Gloo pairs listen on its namespace's interface (GLOO_* is forwarded).
+    const std::string hosts_and_job = kJob + " --hosts " + (dir / "hosts") + " --upload --known-hosts " + (dir / "known_hosts") +
+                                      " --ssh-config " + sshd[0].ssh_config + " --set launch.identity=" + sshd[0].identity +
+                                      " --set launch.connect_timeout_s=5 --run-root " + (dir / "runs") +
+                                      " --set cluster.nodes=3 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=1"
+                                      " --set parallel.sequence_parallel=false --set training.global_batch=6";
+    const auto r = run_captured("GLOO_SOCKET_IFNAME=eth0 " + kPtd + " calibrate --check " + hosts_and_job);
+    const std::string slow = "host 2 (" + sshd[2].user + "@" + net.address(3) + ")";
+    EXPECT_EQ(r.rc, 1) << "slowed with " << net.slowed_with << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find(slow + " has slow links"), std::string::npos) << r.out;
+    for (int other : {0, 1}) {
+        const std::string link = "link " + slow + " ↔ host " + std::to_string(other) + " (" + sshd[other].user + "@" +
+                                 net.address(other + 1) + "): ";
+        EXPECT_NE(r.out.find(link), std::string::npos) << link << "\n" << r.out;
+    }
+    EXPECT_NE(r.out.find("% slower (4 MiB exchanges take "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("crossed by 1 DP group (ranks 0, 1, 2)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("of DP gradient reduction (fp32, as the engine reduces) cross it per step"), std::string::npos) << r.out;
+    // (Not their GEMMs: three ranks time-share this machine's cores, so which host computes
+    // slowest is not this test's to say.)
+    for (int ok : {0, 1})
+        EXPECT_NE(r.out.find("host " + std::to_string(ok) + " (" + sshd[ok].user + "@" + net.address(ok + 1) + "): links ok"),
+                  std::string::npos)
+            << r.out;
+    // Named before a launch too: ptd launch --preflight runs the same check and does not start.
+    const auto launch = run_captured("GLOO_SOCKET_IFNAME=eth0 " + kPtd + " launch --preflight --steps 1 " + hosts_and_job);
+    EXPECT_EQ(launch.rc, 1) << launch.out << launch.err;
+    EXPECT_NE(launch.out.find(slow + " has slow links"), std::string::npos) << launch.out;
+    EXPECT_NE(launch.err.find("not launching"), std::string::npos) << launch.err;
+    EXPECT_EQ(launch.out.find("step 1"), std::string::npos) << "no rank trained\n" << launch.out;
 }
 
 // ptd estimate / plan with a profile: --profile, or [cluster] profile relative to the job

@@ -957,6 +957,7 @@ TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {
 
 // ---- over SSH: a real sshd on 127.0.0.1 ------------------------------------------------
 
+#include "netns_hosts.h"
 #include "sshd_fixture.h"
 
 namespace {
@@ -1190,60 +1191,10 @@ TEST(SshLaunch, SshConfigAliasGivesTheRanksTheAddressItReaches) {
 }
 
 // ---- two hosts: two sshd in their own network namespaces, joined by a bridge ------------
-
-namespace {
-
-// Two "hosts" 10.231.77.2 and .3 (namespaces ptdh1, ptdh2) on a bridge with this machine
-// at .1. Needs root and `ip netns`; otherwise says why, and the test is skipped.
-// The namespace and bridge names are fixed, so two test processes (ctest -j2 runs both
-// two-host tests at once) would tear down each other's hosts: a file lock held for the
-// fixture's lifetime makes them take turns.
-struct TwoHostNet {
-    std::string skip;
-    int lock_fd = -1;
-    static int sh(const std::string& cmd) { return std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()); }
-    static void teardown() {
-        sh("ip netns del ptdh1; ip netns del ptdh2; ip link del ptdv1; ip link del ptdv2; ip link del ptdbr0");
-    }
-    TwoHostNet() {
-        if (geteuid() != 0) {
-            skip = "network namespaces need root (ip netns)";
-            return;
-        }
-        lock_fd = open("/tmp/ptd-test-two-host-net.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-        if (lock_fd < 0 || flock(lock_fd, LOCK_EX) != 0) {
-            skip = std::string("cannot lock /tmp/ptd-test-two-host-net.lock: ") + std::strerror(errno);
-            return;
-        }
-        teardown();  // leftovers of an interrupted run
-        const std::vector<std::string> cmds = {
-            "ip link add ptdbr0 type bridge", "ip addr add 10.231.77.1/24 dev ptdbr0", "ip link set ptdbr0 up",
-            "ip netns add ptdh1", "ip netns add ptdh2",
-            "ip link add ptdv1 type veth peer name eth0 netns ptdh1",
-            "ip link add ptdv2 type veth peer name eth0 netns ptdh2",
-            "ip link set ptdv1 master ptdbr0", "ip link set ptdv2 master ptdbr0",
-            "ip link set ptdv1 up", "ip link set ptdv2 up",
-            "ip netns exec ptdh1 ip addr add 10.231.77.2/24 dev eth0", "ip netns exec ptdh1 ip link set eth0 up",
-            "ip netns exec ptdh1 ip link set lo up",
-            "ip netns exec ptdh2 ip addr add 10.231.77.3/24 dev eth0", "ip netns exec ptdh2 ip link set eth0 up",
-            "ip netns exec ptdh2 ip link set lo up"};
-        for (const std::string& c : cmds)
-            if (sh(c) != 0) {
-                skip = "ip netns does not work here (`" + c + "` failed); the two-host test needs it";
-                teardown();
-                return;
-            }
-    }
-    ~TwoHostNet() {
-        if (skip.empty()) teardown();
-        if (lock_fd >= 0) close(lock_fd);  // releases the lock
-    }
-};
-
-}  // namespace
+// (tests/netns_hosts.h)
 
 TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
-    TwoHostNet net;
+    NetnsHosts net(2);
     if (!net.skip.empty()) GTEST_SKIP() << net.skip;
     unsetenv("SSH_AUTH_SOCK");
     SshdFixture a, b;
@@ -1294,7 +1245,7 @@ TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
 // subnet that nobody has: ARP fails, "No route to host"): the ranks fail within seconds,
 // naming the address and their host, instead of waiting their whole 300 s timeout.
 TEST(TwoHostLaunch, UnreachableMasterAddrFailsWithinSeconds) {
-    TwoHostNet net;
+    NetnsHosts net(2);
     if (!net.skip.empty()) GTEST_SKIP() << net.skip;
     const std::string dir = make_temp_dir("unreachable");
     LaunchOptions o = options_in(dir, "unreachable");

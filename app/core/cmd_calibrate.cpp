@@ -22,31 +22,55 @@
 #include "ptd/hostfile.h"
 #include "ptd/layout/job_layout.h"
 #include "ptd/layout/layout.h"
+#include "ptd/model/estimate.h"
 #include "ptd/run_dir.h"
 #include "ptd/spec/cluster_profile.h"
 
 namespace ptd {
 
-std::vector<HostVerdict> flag_slow_hosts(const std::vector<double>& ratio) {
-    std::vector<HostVerdict> v(ratio.size());
-    if (ratio.empty()) return v;
-    auto median = [](std::vector<double> x) {
-        std::sort(x.begin(), x.end());
-        const size_t m = x.size() / 2;
-        return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
-    };
-    const bool robust = ratio.size() >= 3;
-    const double ref = robust ? median(ratio) : *std::min_element(ratio.begin(), ratio.end());
-    double sigma = 0;
-    if (robust) {
-        std::vector<double> dev;
-        for (double r : ratio) dev.push_back(std::abs(r - ref));
-        sigma = 1.4826 * median(dev);  // MAD as a standard deviation of a normal sample
+LinkVerdicts judge_links(int host_count, const std::vector<LinkSample>& samples) {
+    LinkVerdicts v;
+    v.ratio.assign((size_t)std::max(host_count, 0), 1.0);
+    v.hosts.assign(v.ratio.size(), HostVerdict{});
+    // A link's time: one exchange at every message size measured (its latency end and its
+    // bandwidth end, weighed by the time each takes, as a step's traffic would be).
+    std::map<std::pair<int, int>, double> total, largest;
+    std::set<int> seen;
+    for (const LinkSample& l : samples) v.largest_bytes = std::max(v.largest_bytes, l.bytes);
+    for (const LinkSample& l : samples) {
+        total[{l.a, l.b}] += l.seconds;
+        if (l.bytes == v.largest_bytes) largest[{l.a, l.b}] = l.seconds;
+        seen.insert(l.a), seen.insert(l.b);
     }
-    for (size_t i = 0; i < ratio.size(); ++i) {
-        v[i].slower = ref > 0 ? ratio[i] / ref - 1 : 0;
-        const bool far = !robust || ratio[i] - ref > kPreflightMads * sigma;
-        v[i].flagged = far && v[i].slower >= kPreflightMinSlower;
+    if (host_count < 3 || (int)seen.size() < 3) return v;
+    v.judged = true;
+    // A host's time: the median over its links; its ratio: that over the median host's.
+    std::vector<std::vector<double>> per_host((size_t)host_count);
+    for (const auto& [link, t] : total) per_host[(size_t)link.first].push_back(t), per_host[(size_t)link.second].push_back(t);
+    std::vector<double> host_time;
+    for (const auto& t : per_host)
+        if (!t.empty()) host_time.push_back(median(t));
+    const double ref = median(host_time);
+    for (size_t h = 0; h < per_host.size(); ++h)
+        if (!per_host[h].empty() && ref > 0) v.ratio[h] = median(per_host[h]) / ref;
+    v.hosts = flag_slow(v.ratio);
+    // Each link of a flagged host against the reference link: the median of the links
+    // between unflagged hosts (of every link when each has a flagged end).
+    std::vector<double> healthy, all, healthy_large, all_large;
+    for (const auto& [link, t] : total) {
+        const bool ok = !v.hosts[(size_t)link.first].flagged && !v.hosts[(size_t)link.second].flagged;
+        all.push_back(t), all_large.push_back(largest[link]);
+        if (ok) healthy.push_back(t), healthy_large.push_back(largest[link]);
+    }
+    const double ref_total = median(healthy.empty() ? all : healthy);
+    const double ref_large = median(healthy_large.empty() ? all_large : healthy_large);
+    for (const auto& [link, t] : total) {
+        if (!v.hosts[(size_t)link.first].flagged && !v.hosts[(size_t)link.second].flagged) continue;
+        SlowLink l;
+        l.a = link.first, l.b = link.second, l.bytes = v.largest_bytes, l.seconds = largest[link], l.reference_s = ref_large;
+        l.slower = ref_total > 0 ? t / ref_total - 1 : 0;
+        l.bandwidth_slower = ref_large > 0 ? l.seconds / ref_large - 1 : 0;
+        if (l.slower >= kSlowMinSlower) v.slow_links.push_back(l);
     }
     return v;
 }
@@ -64,8 +88,8 @@ std::string utc_now_iso() {
 
 std::string bytes_text(double b) {
     char buf[32];
-    if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%g MiB", b / (1 << 20));
-    else std::snprintf(buf, sizeof buf, "%g KiB", b / 1024);
+    if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.3g MiB", b / (1 << 20));
+    else std::snprintf(buf, sizeof buf, "%.3g KiB", b / 1024);
     return buf;
 }
 
@@ -156,6 +180,96 @@ struct ProbeRun {
     std::vector<std::vector<ProbeRecord>> records;  // rank → its measured probes
 };
 
+// The groups of the layout that have members on both hosts of a link: their collectives
+// (or sends) cross it. "1 DP group (ranks 0, 2), 1 PP group (ranks 2, 3)"; the kinds in
+// `dims` for the cost.
+std::string groups_crossing(const RankLayout& layout, const std::vector<int>& host_of, int a, int b, std::set<Dim>& dims) {
+    static const char* const kName[DIM_COUNT] = {"TP", "CP", "DP", "PP"};
+    std::string out;
+    for (Dim d : {DIM_TP, DIM_CP, DIM_DP, DIM_PP}) {
+        const GroupSet& g = layout.groups[d];
+        if (g.size <= 1) continue;
+        std::vector<std::string> crossing;
+        for (int gi = 0; gi < g.count; ++gi) {
+            bool on_a = false, on_b = false;
+            std::string members;
+            for (const int32_t* m = g.begin(gi); m != g.end(gi); ++m) {
+                on_a = on_a || host_of[(size_t)*m] == a, on_b = on_b || host_of[(size_t)*m] == b;
+                members += (members.empty() ? "" : ", ") + std::to_string(*m);
+            }
+            if (on_a && on_b) crossing.push_back(members);
+        }
+        if (crossing.empty()) continue;
+        dims.insert(d);
+        out += (out.empty() ? "" : "; ") + std::to_string(crossing.size()) + " " + kName[d] + " group" + (crossing.size() > 1 ? "s" : "") +
+               " (ranks ";
+        for (size_t i = 0; i < crossing.size() && i < 4; ++i) out += (i ? " | " : "") + crossing[i];
+        out += crossing.size() > 4 ? " | …)" : ")";
+    }
+    return out.empty() ? "no group of the layout" : out;
+}
+
+// The preflight's link lines (docs/launcher.md, "Preflight"): each host flagged for its
+// links, each of its slow links with both hosts, how much slower, the groups crossing it
+// and what that would cost per step. Returns the hosts flagged here and not already for
+// GEMMs.
+int report_links(const LinkVerdicts& lv, const JobSpec& job, const RankLayout& layout, const ProbeRun& pr,
+                 const std::vector<HostVerdict>& gemm_verdict, FILE* out) {
+    if (!lv.judged) {
+        if (pr.host_ranks.size() == 2)
+            std::fprintf(out, "links: the one link between 2 hosts is measured but not judged (a link is compared with other "
+                              "links: that takes 3 hosts or more)\n");
+        return 0;
+    }
+    // Parameters per stage and micro-batches per step, for the traffic that crosses a link.
+    const Estimate est = estimate_job(job);
+    int newly = 0;
+    for (size_t h = 0; h < lv.hosts.size(); ++h) {
+        if (!lv.hosts[h].flagged) {
+            std::fprintf(out, "host %s: links ok (%+.0f%% against the median host)\n", pr.host_names[h].c_str(), lv.hosts[h].slower * 100);
+            continue;
+        }
+        if (!gemm_verdict[h].flagged) ++newly;
+        std::fprintf(out, "host %s has slow links: its median link is %.0f%% slower than the median host's\n", pr.host_names[h].c_str(),
+                     lv.hosts[h].slower * 100);
+        for (const SlowLink& l : lv.slow_links) {
+            if (l.a != (int)h && l.b != (int)h) continue;
+            const int other = l.a == (int)h ? l.b : l.a;
+            std::set<Dim> dims;
+            const std::string groups = groups_crossing(layout, pr.host_of, l.a, l.b, dims);
+            // What crosses the link per step (bytes each way), and the extra time at the
+            // measured pace: a ring collective moves 2(n−1)/n of the buffer through each of
+            // its links (all-reduce; reduce-scatter + all-gather under ZeRO-1 alike), at the
+            // pace of its slowest link (nccl-tests' bus-bandwidth convention).
+            double dp_bytes = 0, pp_bytes = 0;
+            const GroupSet& dpg = layout.groups[DIM_DP];
+            if (dims.count(DIM_DP))
+                for (int gi = 0; gi < dpg.count; ++gi) {
+                    const int stage = layout.ranks[(size_t)*dpg.begin(gi)].coord[DIM_PP];
+                    if (stage < (int)est.stages.size())
+                        dp_bytes = std::max(dp_bytes, 2.0 * (dpg.size - 1) / dpg.size * est.stages[(size_t)stage].params_count * 4);
+                }
+            if (dims.count(DIM_PP)) {
+                const double act = job.training.precision == Precision::fp32 ? 4 : 2;
+                const double tp_split = job.parallel.sequence_parallel ? layout.degree[DIM_TP] : 1;
+                pp_bytes = 2.0 * est.micro_batches * job.training.micro_batch * job.model.seq_len * job.model.hidden * act / tp_split;
+            }
+            std::fprintf(out, "  link host %s ↔ host %s: %.0f%% slower (%s exchanges take %s against %s on the other links); crossed by %s",
+                         pr.host_names[h].c_str(), pr.host_names[(size_t)other].c_str(), l.slower * 100, bytes_text(l.bytes).c_str(),
+                         seconds_text(l.seconds).c_str(), seconds_text(l.reference_s).c_str(), groups.c_str());
+            const double extra_per_byte = l.bytes > 0 ? std::max(0.0, l.seconds - l.reference_s) / l.bytes : 0;
+            std::string costed;
+            if (dp_bytes > 0) costed += bytes_text(dp_bytes) + " of DP gradient reduction (fp32, as the engine reduces)";
+            if (pp_bytes > 0) costed += (costed.empty() ? "" : " and ") + bytes_text(pp_bytes) + " of PP activations and their gradients";
+            if (!costed.empty())
+                std::fprintf(out, "; would add ≈ %s per step (%s cross it per step%s)", seconds_text((dp_bytes + pp_bytes) * extra_per_byte).c_str(),
+                             costed.c_str(), dims.count(DIM_TP) || dims.count(DIM_CP) ? "; its TP/CP traffic is not costed" : "");
+            std::fprintf(out, "\n");
+        }
+    }
+    return newly;
+}
+
 // The profile from what the ranks measured, then the preflight verdict (--check) or the
 // profile written.
 int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLayout& layout, const ProbeRun& pr,
@@ -181,8 +295,15 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
         if (prof.ptd_version.empty()) prof.ptd_version = hl.engine_version;
         prof.hosts.push_back(ph);
     }
+    std::vector<LinkSample> links;  // the preflight's, not the profile's (no model takes them yet)
     for (size_t r = 0; r < world; ++r)
         for (const ProbeRecord& p : pr.records[r]) {
+            if (p.kind == "link") {
+                if (p.peer_rank < 0 || (size_t)p.peer_rank >= world) continue;
+                const int a = pr.host_of[r], b = pr.host_of[(size_t)p.peer_rank];
+                if (a != b) links.push_back({std::min(a, b), std::max(a, b), p.bytes, p.median_s});
+                continue;
+            }
             ProfileSample s;
             s.host = pr.host_of[r], s.rank = (int)r, s.kind = p.kind, s.name = p.name, s.dtype = p.dtype;
             for (long long x : p.shape) s.shape.push_back((int)x);
@@ -206,11 +327,6 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
                 v.resize(host_count);
                 v[(size_t)s.host].push_back(s.median_s);
             }
-        auto median = [](std::vector<double> x) {
-            std::sort(x.begin(), x.end());
-            const size_t m = x.size() / 2;
-            return x.empty() ? 0.0 : x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
-        };
         std::vector<std::vector<double>> host_ratios(host_count);
         for (auto& [name, hosts] : per_probe) {
             std::vector<double> host_time;
@@ -242,8 +358,9 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
                 std::fprintf(out, "host %s: its BLAS runs the generic \"%s\" kernels (set OPENBLAS_CORETYPE; docs/performance.md)\n",
                              pr.host_names[h].c_str(), ph.blas_core.c_str());
         }
+        flagged += report_links(judge_links((int)host_count, links), job, layout, pr, verdict, out);
         std::fprintf(out, "%s: %d of %zu host(s) flagged (rule: ≥ %.0f%% and %.0f MADs slower than the median host); %.1f s\n",
-                     what.c_str(), flagged, host_count, kPreflightMinSlower * 100, kPreflightMads, wall);
+                     what.c_str(), flagged, host_count, kSlowMinSlower * 100, kSlowMads, wall);
         return flagged ? kExitRuntime : kExitOk;
     }
 

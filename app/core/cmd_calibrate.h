@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cmd_launch.h"
+#include "ptd/common/outliers.h"
 #include "ptd/spec/presets.h"
 
 namespace ptd {
@@ -42,21 +43,41 @@ Result<void> write_profile_file(const std::string& path, const std::string& text
 int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
 
 
-// Outlier rule of the preflight (docs/launcher.md, "Preflight"). Each host has a ratio:
-// for every GEMM probe, the median over the host's ranks of its time divided by the median
-// over hosts, and the host's ratio is the median of those over the probes (1 = typical).
-// A host is flagged when its ratio exceeds the median ratio m by more than kPreflightMads
-// robust standard deviations (1.4826 · MAD over hosts) AND is at least kPreflightMinSlower
-// above m. With fewer than 3 hosts the MAD says nothing: the fastest host is the
-// reference, and only the second rule applies.
-inline constexpr double kPreflightMads = 3.0;
-inline constexpr double kPreflightMinSlower = 0.15;
+// Outlier rules of the preflight (docs/launcher.md, "Preflight"), both ptd::flag_slow
+// (ptd/common/outliers.h: ≥ 3 MADs and ≥ 15 % above the median; the fastest as the
+// reference with fewer than 3 hosts):
+// - GEMMs: each host has a ratio: for every sustained GEMM probe, the median over the
+//   host's ranks of its time divided by the median over hosts; the host's ratio is the
+//   median of those over the probes (1 = typical).
+// - Links: each host's first rank exchanges messages with every other host's first rank
+//   (the engine's "link" probes, at the smallest and the largest message); a link's time
+//   is one exchange at each size, a host's the median over its links, its ratio that over
+//   the median host's. A link is only judged against other links: 3 hosts or more.
+using HostVerdict = SlowVerdict;
+inline std::vector<HostVerdict> flag_slow_hosts(const std::vector<double>& ratio) { return flag_slow(ratio); }
 
-struct HostVerdict {
-    double slower = 0;            // ratio / reference − 1: 0.31 = 31 % slower
-    bool flagged = false;
+// One measured exchange between two hosts (the first ranks of each): hosts a < b, the
+// message size, the median time of one exchange.
+struct LinkSample {
+    int a = 0, b = 0;
+    double bytes = 0, seconds = 0;
 };
-std::vector<HostVerdict> flag_slow_hosts(const std::vector<double>& ratio);
+// A link the rule names. Its time is one exchange at every size measured (latency and
+// bandwidth ends together); `slower` compares that with the reference link (the median
+// link between hosts not flagged); `seconds` and `bandwidth_slower` are the same at the
+// largest message alone (what bulk traffic, a DP gradient reduction, sees).
+struct SlowLink {
+    int a = 0, b = 0;
+    double bytes = 0, seconds = 0, reference_s = 0, slower = 0, bandwidth_slower = 0;
+};
+struct LinkVerdicts {
+    bool judged = false;               // ≥ 3 hosts with link samples: a link has others to be compared with
+    std::vector<double> ratio;         // per host (1 = typical)
+    std::vector<HostVerdict> hosts;    // per host
+    std::vector<SlowLink> slow_links;  // the links of flagged hosts that are ≥ kSlowMinSlower slower
+    double largest_bytes = 0;          // the largest message measured
+};
+LinkVerdicts judge_links(int host_count, const std::vector<LinkSample>& samples);
 
 // Exit codes: 0 profile written (or, with --check, no host flagged); 1 a rank, host or
 // probe failed (the message names the host), or --check flagged a host; 2 a bad job/flag.

@@ -22,6 +22,7 @@
 #include "ptd/run_dir.h"
 #include "run_prediction.h"
 #include "run_view.h"
+#include "straggler_view.h"
 #include "term.h"
 
 namespace ptd {
@@ -209,6 +210,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         std::fprintf(err, "%s\n", text.c_str());
         std::fflush(err);
     };
+    LiveStragglers stragglers;  // under the live table as soon as the ranks' timelines tell
+    const RunManifest hosts_of_run = initial_manifest(run.plan());  // which host each rank is on
     int interrupts_seen = 0;
     auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(1);
     bool dirty = true;
@@ -250,7 +253,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
         const auto now = std::chrono::steady_clock::now();
         if (live && dirty && now - last_draw > std::chrono::milliseconds(200)) {
-            block.draw(view.render(term.color, term.width, true));
+            block.draw(view.render(term.color, term.width, true) + stragglers.text(run_dir, hosts_of_run, term));
             last_draw = now;
             dirty = false;
         }
@@ -273,6 +276,9 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     } else {
         std::fprintf(err, "%s\n", green(term, "ptd launch: done: every rank finished. Logs: " + run_dir).c_str());
     }
+    // The slow rank, if any, from the ranks' measured timelines (a failed run's too: a
+    // straggler may be why it was stopped).
+    if (auto manifest = read_manifest(run_dir)) std::fputs(run_straggler_text(run_dir, *manifest, term).c_str(), out);
     return rc;
 }
 

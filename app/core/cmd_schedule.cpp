@@ -19,13 +19,7 @@ namespace {
 
 void print_errors(FILE* err, const Error& e) { std::fprintf(err, "%s", e.str().c_str()); }
 
-std::string fmt_time(double s) {
-    char buf[32];
-    if (s >= 1.0) std::snprintf(buf, sizeof buf, "%.3g s", s);
-    else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
-    else std::snprintf(buf, sizeof buf, "%.3g µs", s * 1e6);
-    return buf;
-}
+std::string fmt_time(double s) { return seconds_text(s); }
 
 // Foreground colours for the passes on a TTY (forward blue, backward green, recompute
 // yellow, DP magenta, optimizer cyan); plain characters otherwise.

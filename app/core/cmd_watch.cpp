@@ -16,6 +16,7 @@
 #include "ptd/run_dir.h"
 #include "run_prediction.h"
 #include "run_view.h"
+#include "straggler_view.h"
 #include "term.h"
 
 namespace ptd {
@@ -144,6 +145,7 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
         if (!tty && !(columns && *columns)) t.width = 0;
         std::fputs(view.render(t.color, t.width, a.sparklines).c_str(), out);
         std::fputs(outcome_text(view, follower, t).c_str(), out);
+        std::fputs(run_straggler_text(a.run_dir, follower.manifest(), t).c_str(), out);
         std::fflush(out);
         return kExitOk;
     }
@@ -153,10 +155,12 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
     int drawn = 0;  // lines of the frame on screen
     std::string shown;
     Term t = detect_term(out);
+    LiveStragglers stragglers;  // shown under the table as soon as the timeline tells
     for (;;) {
         drain(follower, view);
         t = detect_term(out);  // follow window resizes
-        const std::string frame = view.render(t.color, t.width, a.sparklines);
+        const std::string frame = view.render(t.color, t.width, a.sparklines) +
+                                  (follower.done() ? "" : stragglers.text(a.run_dir, follower.manifest(), t));
         if (frame == shown && !follower.done() && !g_interrupted) {  // unchanged: no flicker
             sleep_interruptible(interval);
             continue;
@@ -179,6 +183,7 @@ int cmd_watch(const WatchArgs& a, FILE* out, FILE* err) {
         sleep_interruptible(interval);
     }
     std::fputs(outcome_text(view, follower, t).c_str(), out);
+    std::fputs(run_straggler_text(a.run_dir, follower.manifest(), t).c_str(), out);
     std::fflush(out);
     return kExitOk;
 }

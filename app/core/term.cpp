@@ -35,6 +35,14 @@ std::string red(const Term& t, std::string_view text) { return sgr(t, "1;31", te
 std::string yellow(const Term& t, std::string_view text) { return sgr(t, "33", text); }
 std::string green(const Term& t, std::string_view text) { return sgr(t, "32", text); }
 
+std::string seconds_text(double s) {
+    char buf[32];
+    if (s >= 1) std::snprintf(buf, sizeof buf, "%.3g s", s);
+    else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+    else std::snprintf(buf, sizeof buf, "%.3g µs", s * 1e6);
+    return buf;
+}
+
 int text_width(std::string_view s) {
     int w = 0;
     for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;

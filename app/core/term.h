@@ -34,6 +34,9 @@ std::string fmt(const char* f, Args... args) {
     return out;
 }
 
+// A duration at 3 significant digits in s, ms or µs: "1.25 s", "12.5 ms", "850 µs".
+std::string seconds_text(double s);
+
 // Display width of UTF-8 text without escapes (code points; everything drawn is narrow).
 int text_width(std::string_view s);
 // `s` padded with spaces to `w` display columns, on the right / on the left.

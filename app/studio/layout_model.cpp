@@ -1,7 +1,9 @@
 // layout_model.cpp — the rank-layout view's model: grid geometry, hit-testing, colours,
-// group highlighting and pan/zoom, all arithmetic on the current RankLayout. The memory
+// group highlighting and pan/zoom, all arithmetic on the current RankLayout; the Live
+// run's stragglers (read from its measured timeline) that the grid marks. The memory
 // heat colours and the predicted memory in the tooltip come from memory_model.cpp.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -95,6 +97,44 @@ bool live_matches_layout(const StudioState& s) {
     return s.layout && s.live.run.active && (int)s.live.run.ranks.size() == s.layout->world;
 }
 
+void refresh_stragglers(StudioState& s) {
+    StragglerMarks& m = s.stragglers;
+    if (!s.live.run.active) {
+        if (!m.run_dir.empty()) m = StragglerMarks{};
+        return;
+    }
+    const std::string dir = live_run_dir(s);
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const bool other_run = dir != m.run_dir;
+    if (!other_run && (m.revision == s.live.run.revision || (s.live.run.live && now - m.read_at < 2.0))) return;
+    m.run_dir = dir, m.revision = s.live.run.revision, m.read_at = now;
+    m.report.reset();  // no run directory or no timeline (yet): nothing to mark
+    if (dir.empty()) return;
+    if (auto rep = run_stragglers(dir)) m.report = std::move(*rep);
+}
+
+const RankComputeTime* rank_straggler(const StudioState& s, int rank) {
+    if (!s.stragglers.report || !live_matches_layout(s)) return nullptr;
+    for (const RankComputeTime& r : s.stragglers.report->ranks)
+        if (r.rank == rank && r.verdict.flagged) return &r;
+    return nullptr;
+}
+
+std::string straggler_host(const StudioState& s, int rank) {
+    const LiveRun& run = s.live.run;
+    if (rank < 0 || rank >= (int)run.ranks.size()) return "?";
+    const int h = run.ranks[(size_t)rank].host;
+    if (h < 0 || h >= (int)run.manifest.hosts.size()) return "?";
+    return "host " + std::to_string(h) + " (" + run.manifest.hosts[(size_t)h] + ")";
+}
+
+bool node_has_straggler(const StudioState& s, int node) {
+    if (!s.stragglers.report || !live_matches_layout(s)) return false;
+    for (const RankComputeTime& r : s.stragglers.report->ranks)
+        if (r.verdict.flagged && r.rank < s.layout->world && s.layout->ranks[(size_t)r.rank].node == node) return true;
+    return false;
+}
+
 std::optional<double> live_rank_heat(const StudioState& s, int rank) {
     if (!live_matches_layout(s)) return std::nullopt;
     const std::optional<double> bytes = live_rank_memory_bytes(s, rank);
@@ -174,6 +214,11 @@ std::string rank_tooltip(const StudioState& s, int rank) {
     if (const std::optional<double> live = live_matches_layout(s) ? live_rank_memory_bytes(s, rank) : std::nullopt)
         out += "live memory " + human_bytes(*live) + " (step " + std::to_string(s.live.run.ranks[rank].last_step) +
                ", " + s.live.run.ranks[rank].state + ")\n";
+    if (const RankComputeTime* slow = rank_straggler(s, rank))
+        out += fmt("straggler (measured): computes %.0f%% slower than the other ranks of PP stage %d\n(%s per step against %s, "
+                   "%d steps of the timeline) on %s\n",
+                   slow->verdict.slower * 100, slow->stage, seconds_text(slow->compute_s).c_str(), seconds_text(slow->peers_s).c_str(),
+                   slow->steps, straggler_host(s, rank).c_str());
     out += "TP group: " + members_text(group_members(s, rank, DIM_TP));
     if (tp_group_spans_nodes(s, rank)) out += "  (spans nodes!)";
     out += "\nPP group: " + members_text(group_members(s, rank, DIM_PP));

@@ -39,6 +39,15 @@ void print_live_summary(const ptd::studio::StudioState& s, FILE* out) {
     } else if (!v.measured_error.empty()) {
         std::fprintf(out, "schedule: no measured timeline: %s\n", v.measured_error.c_str());
     }
+    // The rank grid's straggler marks (read when the layout tab was drawn).
+    if (s.stragglers.report && s.layout) {
+        std::fprintf(out, "grid: stragglers marked:");
+        int marked = 0;
+        for (int r = 0; r < s.layout->world; ++r)
+            if (const auto* slow = ptd::studio::rank_straggler(s, r))
+                ++marked, std::fprintf(out, " rank %d on %s (+%.0f%%)", r, ptd::studio::straggler_host(s, r).c_str(), slow->verdict.slower * 100);
+        std::fprintf(out, marked ? "\n" : " none\n");
+    }
 }
 
 bool env_set(const char* name) {

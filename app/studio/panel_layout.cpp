@@ -2,7 +2,9 @@
 // canvas (a single InvisibleButton; hit-testing is arithmetic in the view-model), only the
 // visible cells drawn, so it stays fast at any world size. Hovering outlines the rank's
 // TP (solid), PP (dashed) and DP (dotted) groups; clicking pins it. Cells are coloured by
-// group (the terminal's palette) or by predicted memory (a heat ramp, memory_model.h).
+// group (the terminal's palette) or by predicted memory (a heat ramp, memory_model.h). A
+// straggler of the Live run (layout_model.cpp) gets a thick outline and its node's label
+// the same colour.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -143,6 +145,12 @@ void canvas(StudioState& s, ImVec2 size) {
             dl->AddRectFilled(a, b, fill, rounding);
             if (tp.spans_nodes[tp.group_of[r]]) corner_marker(dl, a, b, std::clamp(g.cell_w * 0.22f, 4.0f, 12.0f), colour::spans_nodes);
             if (text_lines) cell_text(dl, s, L, r, a, b, text_lines, member ? colour::cell_text : IM_COL32(120, 124, 132, 255));
+            // A straggler of the Live run: a thick outline in the error colour, over the fill.
+            // (on a dark band, so it shows on every group colour).
+            if (rank_straggler(s, r)) {
+                dl->AddRect(ImVec2(a.x + 1.5f, a.y + 1.5f), ImVec2(b.x - 1.5f, b.y - 1.5f), colour::canvas, rounding, 0, 5.0f);
+                dl->AddRect(ImVec2(a.x + 1.5f, a.y + 1.5f), ImVec2(b.x - 1.5f, b.y - 1.5f), colour::straggler, rounding, 0, 2.5f);
+            }
         }
     }
     // Outlines of the active rank's groups, drawn over every fill: DP dotted, PP dashed, TP solid.
@@ -202,7 +210,10 @@ void canvas(StudioState& s, ImVec2 size) {
             else std::snprintf(t, sizeof t, "node %d", row);
             const ImVec2 ts = ImGui::CalcTextSize(t);
             const float y = p0.y + g.row_y(row) + (g.cell_h - fh) * 0.5f;
-            dl->AddText(ImVec2(p0.x + g.label_w - ts.x - 8, std::floor(y)), row == active_node ? bright : dim, t);
+            const bool slow = node_has_straggler(s, row);  // the host holds a straggler: its label in the mark's colour
+            dl->AddText(ImVec2(p0.x + g.label_w - ts.x - 8, std::floor(y)), slow ? colour::straggler : row == active_node ? bright : dim, t);
+            if (slow && g.cell_h >= 2 * fh)
+                dl->AddText(ImVec2(p0.x + g.label_w - ImGui::CalcTextSize("slow").x - 8, std::floor(y + fh)), colour::straggler, "slow");
         }
     }
     dl->PopClipRect();
@@ -326,6 +337,13 @@ void legend(const StudioState& s) {
         flow_same_line(legend_item_width(items[i].kind, items[i].label), i == 0 ? 12 : 16);
         legend_item(items[i].kind, items[i].col, items[i].label);
     }
+    bool any_slow = false;
+    for (int r = 0; r < s.layout->world && !any_slow; ++r) any_slow = rank_straggler(s, r) != nullptr;
+    if (any_slow) {
+        const char* label = "straggler of the Live run (measured compute; hover it)";
+        flow_same_line(legend_item_width(Swatch::solid, label), 16);
+        legend_item(Swatch::solid, colour::straggler, label);
+    }
 }
 
 void selection_line(const StudioState& s) {
@@ -352,6 +370,7 @@ void draw_layout_panel(StudioState& s) {
         draw_job_problems(s, "rank layout", "the grid comes back");
         return;
     }
+    refresh_stragglers(s);
     toolbar(s);
     ImGui::Spacing();
     // The legend under the canvas wraps in narrow windows: reserve what it took last frame.

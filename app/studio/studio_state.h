@@ -28,6 +28,7 @@
 #include "ptd/layout/layout.h"
 #include "ptd/model/model_stats.h"
 #include "ptd/spec/presets.h"
+#include "ptd/timeline/stragglers.h"
 #include "term.h"
 
 namespace ptd::studio {
@@ -102,6 +103,16 @@ struct LayoutViewState {
     static constexpr float kLabelW = 76, kHeaderH = 20;
 };
 
+// The Live run's stragglers, for the rank grid: read from its measured timeline
+// (ptd/timeline/stragglers.h) when the run changes: at most every 2 s while it is live, and
+// once more after its last event.
+struct StragglerMarks {
+    std::string run_dir;             // the run they were read from ("" = none)
+    uint64_t revision = ~0ull;       // s.live.run.revision when read
+    double read_at = -1;             // steady seconds
+    std::optional<StragglerReport> report;
+};
+
 // ---- The whole studio ------------------------------------------------------------------
 
 struct StudioState {
@@ -124,6 +135,7 @@ struct StudioState {
     JobFileState file;           // job_file_model.h: open/save, recent files, unsaved-changes prompt
     LiveState live;                          // the Live tab: a launched or opened run (live_model.h)
     ScheduleViewState schedule;              // the Schedule tab (schedule_model.h)
+    StragglerMarks stragglers;               // slow ranks of the Live run, marked on the rank grid
     MainTab tab = MainTab::layout;           // the tab shown last frame
     std::optional<MainTab> select_tab;        // a tab to switch to on the next frame
 };
@@ -191,6 +203,14 @@ int colour_count(const StudioState& s);
 Rgb cell_rgb(const StudioState& s, int rank);
 // Whether the Live panel's run has as many ranks as this layout (then the grid can show it).
 bool live_matches_layout(const StudioState& s);
+// Re-read the Live run's stragglers when it changed (cheap when it did not); call once a frame.
+void refresh_stragglers(StudioState& s);
+// The measured compute of `rank` when the straggler rule names it (and the Live run is this
+// layout's); null otherwise. Its host: the run's host index of that rank, -1 when unknown.
+const RankComputeTime* rank_straggler(const StudioState& s, int rank);
+std::string straggler_host(const StudioState& s, int rank);  // "host 0 (node-a)"
+// Whether any rank on grid row (node) `node` is a straggler.
+bool node_has_straggler(const StudioState& s, int node);
 // live_memory's ramp position of a rank: its measured memory over the usable GPU memory, or
 // (cpu preset, whose memory is nominal) over the largest rank's; none without live data.
 std::optional<double> live_rank_heat(const StudioState& s, int rank);

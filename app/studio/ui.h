@@ -28,6 +28,8 @@ inline constexpr ImU32 tp_outline = IM_COL32(255, 255, 255, 255);
 inline constexpr ImU32 pp_outline = IM_COL32(255, 140, 0, 255);
 inline constexpr ImU32 dp_outline = IM_COL32(200, 90, 255, 255);
 inline constexpr ImU32 spans_nodes = IM_COL32(235, 50, 50, 255);
+// A straggler of the Live run (a slow rank, measured), on the grid and its node's label.
+inline constexpr ImU32 straggler = IM_COL32(255, 64, 160, 255);
 }  // namespace colour
 
 void apply_theme();

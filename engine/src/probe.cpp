@@ -405,6 +405,53 @@ struct Prober {
             }
         }
         be().release(buf), be().release(rbuf);
+        links();
+    }
+
+    // Links between hosts (nodes), for the preflight's link check: the first rank of every
+    // node exchanges messages with the first rank of every other node (both send and
+    // receive at once), one partner at a time: a round-robin tournament (the circle method:
+    // n − 1 rounds, every pair once, a bye for an odd node count), a world barrier before
+    // each round so no two rounds share a link. At the smallest and the largest message of
+    // the sweep (latency and bandwidth); the pair's lower node reports it, naming the peer.
+    void links() {
+        const RankLayout& L = r.layout;
+        const int n = L.nodes;
+        if (n < 2) return;
+        std::vector<int> first(n, -1);
+        for (size_t g = 0; g < L.ranks.size(); ++g)
+            if (first[(size_t)L.ranks[g].node] < 0) first[(size_t)L.ranks[g].node] = (int)g;
+        const int me = r.groups.world->rank(), node = L.ranks[(size_t)me].node;
+        const bool speaks = first[(size_t)node] == me;
+        const int players = n + n % 2;
+        const int64_t sizes[] = {plan.message_bytes.front(), plan.message_bytes.back()};
+        void* buf = alloc(sizes[1], "probe link buffer");
+        void* rbuf = alloc(sizes[1], "probe link receive buffer");
+        for (int round = 0; round + 1 < players; ++round) {
+            if (!dry) r.groups.world->barrier();
+            // Player players−1 stays put and meets `round`; the others pair as i ↔ 2·round − i.
+            const int peer_node = node == players - 1 ? round
+                                  : node == round     ? players - 1
+                                                      : ((2 * round - node) % (players - 1) + (players - 1)) % (players - 1);
+            if (!speaks || peer_node >= n || peer_node == node) continue;
+            const int peer = first[(size_t)peer_node];
+            for (int64_t bytes : sizes) {
+                const int64_t count = bytes / 4;
+                predicted_s = preset_seconds_for_bytes((double)bytes, job.cluster.inter_gbps);
+                const SampleStats st = time_op(rbuf, [&] {
+                    Communicator& w = *r.groups.world;
+                    w.group_start();
+                    w.send(buf, count, DType::f32, peer);
+                    w.recv(rbuf, count, DType::f32, peer);
+                    w.group_end();
+                });
+                if (node > peer_node) continue;  // one line per link, from its lower node
+                emit({{"kind", "link"}, {"name", "p2p"}, {"bytes", bytes}, {"node", node}, {"peer_node", peer_node},
+                      {"peer_rank", peer}, {"gbps", st.median_s > 0 ? (double)bytes / st.median_s / 1e9 : 0.0}},
+                     st);
+            }
+        }
+        be().release(buf), be().release(rbuf);
     }
 
     // Collectives between compute bursts, as a step makes them: every rank runs the layer's

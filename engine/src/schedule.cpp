@@ -48,6 +48,7 @@
 // receive expects), and the strict ctest entry runs the real thing for p = 2.
 #include <chrono>
 #include <deque>
+#include <thread>
 #include <vector>
 
 #include "ptd/engine/failure.h"
@@ -317,6 +318,8 @@ void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, cons
             const auto t0 = clock_type::now();
             if (a.forward) run.forward(a.chunk, a.micro_batch);
             else run.backward(a.chunk, a.micro_batch);
+            if (times.inject_compute_delay_s > 0)
+                std::this_thread::sleep_for(std::chrono::duration<double>(times.inject_compute_delay_s));
             if (times.timeline)
                 times.timeline->add(a.forward ? BlockKind::forward : BlockKind::backward, a.micro_batch, a.chunk,
                                     kStreamCompute, t0);

@@ -85,6 +85,7 @@ struct RunState {
     int64_t good_steps = 0;        // since the last overflow or growth
     int64_t skipped_steps = 0;     // in the whole run (restored on resume)
     int64_t inject_overflow_step = -1;  // test hook: PTD_ENGINE_INJECT_OVERFLOW_STEP
+    double inject_compute_delay_s = 0;  // test hook: PTD_ENGINE_INJECT_SLOW_RANK (this rank's share)
 };
 
 constexpr double kInitialLossScale = 65536.0;  // 2^16, as PyTorch's GradScaler starts
@@ -454,6 +455,7 @@ void train_one_step(RunState& s) {
     // The step's scalars stay on the device until the one download after the update.
     double* scalars = s.optim.scalars;
     s.be->zero(scalars, STEP_SCALAR_COUNT * sizeof(double));
+    times.inject_compute_delay_s = s.inject_compute_delay_s;
     TimelineRecorder recorder;
     if (s.timeline && (s.opt.timeline_steps < 0 || s.step - s.timeline_first_step < s.opt.timeline_steps)) {
         recorder.blocks.reserve(s.timeline_reserve);
@@ -589,6 +591,20 @@ int setup_connected(RunState& s, const JobSpec& job, const RankEnv& env, const T
             return setup_error(s, std::string("PTD_ENGINE_INJECT_OVERFLOW_STEP: got \"") + inj +
                                       "\"; allowed: a step number ≥ 1 (a test hook: that step's gradients overflow)");
         s.inject_overflow_step = k;
+    }
+    // Test hook: "RANK:MS" — that rank's forward and backward blocks each take MS ms longer
+    // (a sleep inside the block), so a run has a known straggler (docs/engine.md).
+    if (const char* slow = std::getenv("PTD_ENGINE_INJECT_SLOW_RANK")) {
+        char* end = nullptr;
+        const long rank = std::strtol(slow, &end, 10);
+        const char* ms_at = end && *end == ':' ? end + 1 : nullptr;
+        char* ms_end = nullptr;
+        const double ms = ms_at ? std::strtod(ms_at, &ms_end) : -1;
+        if (end == slow || !ms_at || ms_end == ms_at || *ms_end || rank < 0 || !(ms > 0 && ms <= 10000))
+            return setup_error(s, std::string("PTD_ENGINE_INJECT_SLOW_RANK: got \"") + slow +
+                                      "\"; allowed: RANK:MS, a rank ≥ 0 and 0 < MS ≤ 10000 (a test hook: that rank's forward and "
+                                      "backward blocks each take MS ms longer)");
+        if (rank == env.rank) s.inject_compute_delay_s = ms / 1000;
     }
     const BackendChoice cpu_choice;
     const BackendChoice& backend = options.backend ? *options.backend : cpu_choice;

@@ -21,7 +21,7 @@ using json = nlohmann::json;
 constexpr int kMaxDepth = 32;
 
 const char* const kKindNames[] = {"start", "step", "checkpoint", "warning", "error", "end", "probe"};
-const char* const kProbeKinds[] = {"host", "plan", "gemm", "attention", "memory", "elementwise", "host_op", "comm", "done"};
+const char* const kProbeKinds[] = {"host", "plan", "gemm", "attention", "memory", "elementwise", "host_op", "comm", "link", "done"};
 const char* const kMemNames[] = {"params", "grads", "optimizer", "activations", "communication", "workspace", "total"};
 
 
@@ -191,7 +191,7 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     if (!r.ok()) return;
     bool known = false;
     for (const char* k : kProbeKinds) known = known || p.kind == k;
-    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, attention, memory, elementwise, host_op, comm or done");
+    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, attention, memory, elementwise, host_op, comm, link or done");
     const bool measured = p.kind != "host" && p.kind != "plan" && p.kind != "done";
     if (p.kind == "host") {
         r.string("hostname", p.hostname, true);
@@ -232,7 +232,7 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     r.string("dtype", p.dtype);
     const bool gemm_like = p.kind == "gemm" || p.kind == "attention";
     r.number("flops", p.flops, gemm_like);
-    r.number("bytes", p.bytes, p.kind == "comm" || p.kind == "memory");
+    r.number("bytes", p.bytes, p.kind == "comm" || p.kind == "memory" || p.kind == "link");
     r.number("elements", p.elements);
     r.number("tflops", p.tflops);
     r.number("gbps", p.gbps);
@@ -251,6 +251,11 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
                 return r.fail("shape", "is " + describe_json(*shape), expected);
             p.shape.push_back(e.get<long long>());
         }
+    }
+    if (p.kind == "link") {  // an exchange between the first ranks of two nodes
+        r.integer("node", p.node, true);
+        r.integer("peer_node", p.peer_node, true);
+        r.integer("peer_rank", p.peer_rank, true);
     }
     if (p.kind == "comm") {
         r.string("group", p.group, true);

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "job_toml_internal.h"
+#include "ptd/common/outliers.h"
 #include "ptd/spec/job_spec.h"
 
 namespace ptd {
@@ -27,12 +28,7 @@ double collective_bus_factor(std::string_view op, int n) {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+double median_of(const std::vector<double>& v) { return median(v); }
 
 // t = a + b·x by least squares; a < 0 (noise at the latency end) → through the origin.
 void fit_line(const std::vector<double>& x, const std::vector<double>& t, double& a, double& b) {

@@ -34,7 +34,7 @@ struct StepTimes {
 // facts (kind "host"), what it will run (kind "plan"), one timed probe (gemm, memory, elementwise, host_op, comm), or the
 // rank's last line (kind "done").
 struct ProbeRecord {
-    std::string kind;            // host, plan, gemm, attention, memory, elementwise, host_op, comm, done
+    std::string kind;            // host, plan, gemm, attention, memory, elementwise, host_op, comm, link, done
     std::string name;            // "qkv.fwd", "copy", "adamw", "all_reduce", "p2p", ...
     std::string dtype;           // gemm, elementwise
     std::vector<long long> shape;  // gemm: M, N, K; attention: B, H, T, D
@@ -50,6 +50,8 @@ struct ProbeRecord {
     // host
     std::string hostname, cpu_model, blas_core, backend, device, precision, engine_version;  // device: the host line's "gpu"
     int node = -1, local_rank = -1, cores = 0, threads = 0;
+    // link: the other end of the exchange (node and its first rank); node is this rank's
+    int peer_node = -1, peer_rank = -1;
     double memory_bytes = 0;
     bool quick = false;
     // plan (probes this rank will run, their warm-up / repeats, the preset's expected

@@ -76,6 +76,9 @@ struct StepTimes {
     double total = 0, compute = 0, tp_comm = 0, pp_comm = 0, pipeline_idle = 0, dp_comm = 0, optimizer = 0;
     // Set on the steps whose measured timeline is recorded (TrainOptions::timeline_steps).
     TimelineRecorder* timeline = nullptr;
+    // Test hook (PTD_ENGINE_INJECT_SLOW_RANK): seconds added to each forward and backward
+    // block of this rank, as a slower core would take (a straggler for the timeline's rule).
+    double inject_compute_delay_s = 0;
 };
 
 // Sums the step's gradients where they are partial: SP-replicated tensors over tp, the
