@@ -92,7 +92,7 @@ void probe_eight_rank_job(const std::string& backend) {
         for (size_t i = 2; i + 1 < probes.size(); ++i) {
             const auto& p = probes[i];
             // Collectives between compute bursts (probe comm_in_step) repeat at least 10 times.
-            EXPECT_EQ(p.repeats, p.between_s > 0 ? 10 : 5) << p.name;
+            EXPECT_EQ(p.repeats, p.between_s > 0 ? 10 : 5) << p.name;  // between compute bursts: at least 10
             EXPECT_GT(p.median_s, 0) << p.name;
             EXPECT_GT(p.mean_s, 0) << p.name << ": the mean of the repeats, what a step pays per call";
             EXPECT_GE(p.spread, 0) << p.name;
@@ -131,9 +131,15 @@ void probe_eight_rank_job(const std::string& backend) {
         for (const char* g : {"tp", "dp", "world"})
             EXPECT_EQ(comm[g], (std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"})) << g;
         EXPECT_EQ(comm["pp"], (std::set<std::string>{"p2p"}));
-        for (const char* g : {"tp", "dp", "world"})
-            EXPECT_EQ(in_step[g], (std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"})) << g;
-        EXPECT_EQ(in_step["pp"], (std::set<std::string>{"p2p"}));
+        // Between compute bursts only where the host shares its cores (8 ranks, one thread
+        // each, on fewer cores) and on the CPU backend.
+        if (backend == "cpu" && host.cores < 8) {
+            for (const char* g : {"tp", "dp", "world"})
+                EXPECT_EQ(in_step[g], (std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"})) << g;
+            EXPECT_EQ(in_step["pp"], (std::set<std::string>{"p2p"}));
+        } else {
+            EXPECT_TRUE(in_step.empty()) << "no core is shared: no probe between compute bursts";
+        }
     }
     // Half the ranks are on the last of the 2 stages.
     int last = 0;
