@@ -40,21 +40,28 @@ double curve_at(const std::vector<std::pair<double, double>>& pts, double x) {
     return y1 + slope * (x - x1);
 }
 
-// What one call costs a step that makes many: the mean of the timed repeats. Every rank
-// probed at once, as it trains, so on shared cores the calls were descheduled as they will
-// be in training, and the times are heavy-tailed (a collective waits whenever a peer is off
-// its core): the median would count none of that. The median where the mean was not kept.
-double call_seconds(const ProfileSample& s) { return s.mean_s > 0 ? s.mean_s : s.median_s; }
+// What one call costs a step that makes many. Where a host shares its cores (more ranks
+// than cores), the mean of the timed repeats: every rank probed at once, as it trains, so
+// the calls were descheduled as they will be in training, and the times are heavy-tailed (a
+// collective waits whenever a peer is off its core) — the median would count none of that.
+// Where every rank has a core, the median: a rare slow repeat there is a disturbance (on
+// this 2-core machine, 1 of 9 all-gathers of 2 ranks at ~10 ms against 0.08 ms, while a
+// step's hundreds of calls cost 0.14 ms each), and 9 repeats' mean would make it a tenth of
+// every call. The median also where the mean was not kept.
+double call_seconds(const ProfileSample& s, bool shared_cores) {
+    return shared_cores && s.mean_s > 0 ? s.mean_s : s.median_s;
+}
 
 // The same at the q-quantile of what the probe knows of its mean: the mean of `repeats`
 // calls is uncertain by σ/√repeats (the standard error), σ read from the spread as a normal
 // distribution's (IQR = 1.349 σ). A step sums many calls, so it is the mean's uncertainty,
 // not one call's spread, that carries into the step. q = 0.5 is the call time itself.
-double call_seconds_at(const ProfileSample& s, double q) {
+double call_seconds_at(const ProfileSample& s, double q, bool shared_cores) {
     const double z = 3.204 * (q - 0.5);  // Φ⁻¹(q), exact at 0.1, 0.5 and 0.9
     const double sigma = s.spread * s.median_s / 1.349;
     const double se = sigma / std::sqrt((double)std::max(1, s.repeats));
-    return std::max(0.1 * call_seconds(s), call_seconds(s) + z * se);
+    const double t = call_seconds(s, shared_cores);
+    return std::max(0.1 * t, t + z * se);
 }
 
 }  // namespace
@@ -66,9 +73,11 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     std::map<std::string, std::vector<double>> bw;
     std::map<std::tuple<std::string, std::string, double, bool>, std::pair<int, std::vector<double>>> comm;
     std::vector<double> host_op;
+    bool shared_cores = false;
+    for (const ProfileHost& h : p.hosts) shared_cores |= h.cores > 0 && h.ranks > h.cores && h.gpu.empty();
     for (const ProfileSample& s : p.samples) {
         if (s.median_s <= 0) continue;
-        const double per_call = call_seconds_at(s, q);
+        const double per_call = call_seconds_at(s, q, shared_cores);
         if (s.kind == "gemm" || s.kind == "attention") {
             // The sustained probe times the same GEMM over many time slices: it is the
             // preflight's, not an op's time.

@@ -2,8 +2,9 @@
 // model asks for: one op's seconds from what `ptd calibrate` measured on the user's hosts.
 // Built once per estimate context (make_profile_times), read by engine_time.cpp.
 //
-// Each answer is the median over the ranks of each probe's mean call time (every rank
-// probes at once, as it trains; profile_times.cpp call_seconds says why the mean). Where the profile holds the exact op (a GEMM of the same name and
+// Each answer is the median over the ranks of each probe's call time: its mean where a host
+// shares its cores, else its median (every rank probes at once, as it trains;
+// profile_times.cpp call_seconds says why). Where the profile holds the exact op (a GEMM of the same name and
 // shape, a collective of the same group at a measured size) that is the time; otherwise the
 // nearest measured neighbours are interpolated (GEMMs: achieved FLOP/s against log FLOPs;
 // collectives: time against bytes, linear between measured sizes, the smallest size's time
