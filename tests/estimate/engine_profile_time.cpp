@@ -135,28 +135,6 @@ TEST(EngineProfileTime, IntervalFromTheRanksSpread) {
     EXPECT_NEAR(e.speed.step_s.hi, 1.4 * e.step_s, 1e-9);
 }
 
-// Shared cores: in the pipeline's fill and drain a waiting stage leaves its cores to the
-// computing ones, so the compute share of the bubble shrinks by 1 − 1/κ (8 ranks on 2 cores:
-// κ = 4); with a core per rank nothing changes.
-TEST(EngineProfileTime, SharedCoresShrinkTheBubblesCompute) {
-    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
-    ClusterProfile p = flat_profile("tp", 2, 0);
-    for (const char* name : {"qkv.fwd", "mlp_up.fwd"}) {  // every GEMM at 0.1 TFLOP/s (interpolated by FLOPs)
-        ProfileSample g;
-        g.kind = "gemm", g.name = name, g.dtype = "f32", g.shape = {128, 256, 64}, g.flops = 2.0 * 128 * 256 * 64;
-        g.median_s = g.flops / 0.1e12, g.repeats = 5;
-        p.samples.push_back(g);
-    }
-    p.hosts[0].cores = 8;
-    const Estimate own = estimate_job(job, &p);
-    p.hosts[0].cores = 2;
-    const Estimate shared = estimate_job(job, &p);
-    ASSERT_GT(own.time.bubble, 0.0);
-    EXPECT_EQ(own.time.compute, shared.time.compute);
-    EXPECT_NEAR(shared.time.bubble, own.time.bubble / 4, 1e-9 * own.step_s);
-    EXPECT_NEAR(shared.step_s, own.step_s - 0.75 * own.time.bubble, 1e-9 * own.step_s);
-}
-
 // A job another framework runs keeps the preset's model, and says why.
 TEST(EngineProfileTime, OtherFrameworksKeepThePreset) {
     const JobSpec engine = load_asset("tiny-gpt-8rank.toml");

@@ -209,21 +209,6 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
     return c;
 }
 
-// The probes timed every op with every rank of the host busy at once, as in the 1F1B steady
-// state: on a host with κ = ranks / cores > 1 that is κ× slower than a rank alone. In the
-// pipeline's fill and drain (the bubble) some stages wait and leave their cores to the
-// others, whose compute then runs up to κ× faster: the compute share of the bubble shrinks
-// by 1 − 1/κ (its communication share does not: a collective's wait is not a core's work).
-double engine_shared_core_bubble(const LayoutDerived& L, double t_mb, double compute_mb, double pipeline,
-                                 std::span<double> stage_end) {
-    const double kappa = L.profile_times->core_share;
-    const double busy = L.mbs * t_mb, bubble = pipeline - busy;
-    if (kappa <= 1 || bubble <= 0 || t_mb <= 0) return pipeline;
-    const double cut = bubble * std::clamp(compute_mb / t_mb, 0.0, 1.0) * (1 - 1 / kappa);
-    for (double& e : stage_end) e = std::max(0.0, e - cut);
-    return pipeline - cut;
-}
-
 StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params) {
     const ProfileTimes& pt = *L.profile_times;
     const EngineShape s = engine_shape(L);

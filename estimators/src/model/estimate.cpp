@@ -841,10 +841,9 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     // Screening: stage_end holds each stage's floor, so sync and step below are lower bounds.
     // DualPipe's closed form is as cheap as its bounds: exact either way.
     const bool dualpipe = L.schedule == PipelineSchedule::dualpipe;
-    double pipeline = dualpipe ? dualpipe_makespan(cd.pd, cd.hidden, stage_end)
-                    : bounds   ? pipeline_makespan_lower(cd.pd, stage_end)
-                               : pipeline_makespan(cd.pd, stage_end);
-    if (L.profile_times) pipeline = engine_shared_core_bubble(L, x.t_mb_max, x.fwd + x.bwd + x.recompute, pipeline, stage_end);
+    const double pipeline = dualpipe ? dualpipe_makespan(cd.pd, cd.hidden, stage_end)
+                          : bounds   ? pipeline_makespan_lower(cd.pd, stage_end)
+                                     : pipeline_makespan(cd.pd, stage_end);
     const StepTail st = step_tail(split, stages, tails, stage_end, pipeline);
     const double step = st.sync + st.after;
     if (bounds) {

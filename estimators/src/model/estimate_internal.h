@@ -10,7 +10,6 @@
 
 #include "ptd/model/estimate.h"
 
-#include <span>
 #include <vector>
 
 namespace ptd::est {
@@ -312,11 +311,6 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
 // ---- engine_time.cpp: the bundled engine op by op with a cluster profile --------------------
 ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, bool last);
 StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params);
-// The pipeline's makespan on shared cores: while a stage waits in the fill and drain, its
-// cores go to the stages that compute (see engine_time.cpp). Returns the makespan and
-// moves each stage's end by the same amount; unchanged where every rank has its cores.
-double engine_shared_core_bubble(const LayoutDerived& L, double t_mb, double compute_mb, double pipeline,
-                                 std::span<double> stage_end);
 
 // ---- memory.cpp -----------------------------------------------------------------------------
 double engine_buffers_bytes(const std::vector<EngineBuffer>& list);

@@ -117,8 +117,6 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
         if (!h.gpu.empty()) t.gpu = true;
     }
     t.ranks_per_host = p.ranks_per_host;
-    for (const ProfileHost& h : p.hosts)
-        if (h.cores > 0 && h.gpu.empty()) t.core_share = std::max(t.core_share, (double)h.ranks / h.cores);
     return t;
 }
 

@@ -37,9 +37,6 @@ struct ProfileTimes {
     double host_op_s = 0;                           // one tiny op, launch to completion
     int cores = 0;                                  // the smallest host's cores
     int ranks_per_host = 0;
-    // κ: the largest ranks / cores over the hosts (≥ 1; 1 on GPUs): how much slower an op
-    // ran with every rank of its host busy than alone (engine_time.cpp).
-    double core_share = 1;
     bool gpu = false;                               // measured on a GPU (ops queue; host time overlaps)
 
     // Seconds of a GEMM (or "attention.fwd"/"attention.bwd") named as the probe names it
