@@ -26,6 +26,14 @@ inline std::string make_temp_dir(const std::string& tag) {
     return d ? std::string(d) : std::string();
 }
 
+// A test's scratch folder (/tmp/ptd-TAG-XXXXXX), removed after the last test when every
+// test passed (remove_after_tests_if_passed); a failure keeps it to be read.
+inline std::string scratch_dir(const std::string& tag) {
+    std::string d = make_temp_dir(tag);
+    if (!d.empty()) remove_after_tests_if_passed(d);
+    return d;
+}
+
 inline void write_file(const std::string& path, const std::string& text, int mode = 0644) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     std::ofstream(path) << text;

@@ -186,7 +186,7 @@ TEST(ShellQuote, EveryStringSurvivesARealShell) {
 // ---- plans -----------------------------------------------------------------------------
 
 TEST(LaunchPlan, LocalJobHasTheEngineContract) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     LaunchOptions o = options_in(dir, "run-a");
     o.steps = 3;
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
@@ -215,7 +215,7 @@ TEST(LaunchPlan, LocalJobHasTheEngineContract) {
 }
 
 TEST(LaunchPlan, HostfileMapsRanksToHostsAndGpus) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     write_file(dir + "/hosts", "# two nodes\nalice@host-a:2222 slots=4\nhost-b slots=4\n");
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     job.cluster.nodes = 2;
@@ -255,7 +255,7 @@ TEST(LaunchPlan, HostfileMapsRanksToHostsAndGpus) {
 // Issue 14: a GPU job over a 2-node hostfile runs one rank per GPU per host, and the dry
 // run names, per rank, its host, LOCAL_RANK, CUDA_VISIBLE_DEVICES and the backend.
 TEST(LaunchPlan, DryRunShowsEveryRanksHostGpuAndBackend) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     write_file(dir + "/hosts", "gpu-a slots=8\ngpu-b slots=8\n");
     JobSpec job = load(kSrc + "/assets/jobs/llama3-8b-h100.toml");  // 8 × h100-sxm per node, tp 2 · dp 4
     job.cluster.nodes = 2;
@@ -287,7 +287,7 @@ TEST(LaunchPlan, DryRunShowsEveryRanksHostGpuAndBackend) {
 }
 
 TEST(LaunchPlan, BackendFlagReachesEveryRankTheDryRunAndTheSlurmScript) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     job.cluster.gpu.name = "h100-sxm";
     auto o = options_in(dir, "run-be");
@@ -329,7 +329,7 @@ TEST(LaunchPlan, BackendFlagReachesEveryRankTheDryRunAndTheSlurmScript) {
 }
 
 TEST(LaunchPlan, BadOrTwiceGivenBackendIsRejectedBeforeAnyRankStarts) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     auto o = options_in(dir, "run-bad");
     o.backend = "gpu";
@@ -351,7 +351,7 @@ TEST(LaunchPlan, BadOrTwiceGivenBackendIsRejectedBeforeAnyRankStarts) {
 }
 
 TEST(LaunchPlan, ForwardsNamedEnvironmentOnly) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     setenv("NCCL_DEBUG", "INFO", 1);
     setenv("GLOO_SOCKET_IFNAME", "lo", 1);
     setenv("OMP_NUM_THREADS", "1", 1);
@@ -378,7 +378,7 @@ TEST(LaunchPlan, ForwardsNamedEnvironmentOnly) {
 }
 
 TEST(LaunchPlan, RanksReadTheJobWithAnAbsoluteDataPath) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-gpt-8rank.toml"), options_in(dir, "run-e"));
     ASSERT_TRUE(plan) << plan.error().str();
     static auto presets = load_presets();
@@ -391,7 +391,7 @@ TEST(LaunchPlan, RanksReadTheJobWithAnAbsoluteDataPath) {
 }
 
 TEST(LaunchPlan, ErrorsNameTheKey) {
-    const std::string dir = make_temp_dir("plan");
+    const std::string dir = scratch_dir("plan");
     LaunchOptions o = options_in(dir, "run-f");
     o.local_engine = dir + "/no-such-engine";
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
@@ -414,7 +414,7 @@ TEST(LaunchPlan, ErrorsNameTheKey) {
 // Run ids name one folder under the run root; anything else (a path, "..", ".", an option,
 // control characters, a huge string) is refused naming the flag, the value and the rule.
 TEST(LaunchPlan, RunIdIsOnePlainFolderName) {
-    const std::string dir = make_temp_dir("runid");
+    const std::string dir = scratch_dir("runid");
     const JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     for (const std::string& bad : {std::string(".."), std::string("."), std::string("../up"), std::string("a/b"),
                                    std::string("-rf"), std::string(".hidden"), std::string("tab\there"),
@@ -441,7 +441,7 @@ TEST(LaunchPlan, RunIdIsOnePlainFolderName) {
 // Files libssh reads by itself (--ssh-config, launch.identity, --known-hosts) must be
 // regular files: a FIFO would hang the connect. And PTD_SSH_KEEPALIVE_S must be a number.
 TEST(LaunchPlan, SshFilesMustBeRegularAndKeepaliveANumber) {
-    const std::string dir = make_temp_dir("sshfiles");
+    const std::string dir = scratch_dir("sshfiles");
     const JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     const std::string fifo = dir + "/fifo";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
@@ -479,7 +479,7 @@ TEST(LaunchPlan, SshFilesMustBeRegularAndKeepaliveANumber) {
 // current folder: the run directory's job.toml names the files absolutely; over SSH the
 // config goes next to each host's job.toml (data too with --upload).
 TEST(LaunchPlan, JobFilesAreResolvedAgainstTheJobFile) {
-    const std::string dir = make_temp_dir("files");
+    const std::string dir = scratch_dir("files");
     const std::string job_path = hf_job_folder(dir, /*data=*/true);
     const std::string cwd = fs::current_path();
     fs::current_path("/");  // the job's relative paths must not depend on this
@@ -538,7 +538,7 @@ TEST(LaunchPlan, JobFilesAreResolvedAgainstTheJobFile) {
 // The exact remote command line, run by a real shell: every argument and variable arrives
 // byte for byte even with spaces, ';', $(), backticks, quotes and newlines in them.
 TEST(LaunchPlan, RemoteCommandIsQuotedForAnyValue) {
-    const std::string dir = make_temp_dir("quote");
+    const std::string dir = scratch_dir("quote");
     const std::string weird_dir = dir + "/we ird;$(touch " + dir + "/pwned)'q\"`id`";
     const std::string engine = weird_dir + "/eng ine";
     write_file(engine, "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\nprintf 'RANK=%s\\nVAR=%s\\n' \"$RANK\" \"$PTD_QUOTE_VAR\"\n", 0755);
@@ -569,7 +569,7 @@ TEST(LaunchPlan, RemoteCommandIsQuotedForAnyValue) {
 }
 
 TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
-    const std::string dir = make_temp_dir("slurm");
+    const std::string dir = scratch_dir("slurm");
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     LaunchOptions o = options_in(dir, "run-s");
     o.slurm = true;
@@ -595,7 +595,7 @@ TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
 // An hf_config job, launched from another folder: locally, and as the Slurm script
 // `ptd launch --slurm` writes (run by the srun stand-in); both train.
 TEST(LaunchCommand, HfConfigJobLaunchesLocallyAndUnderSlurm) {
-    const std::string dir = make_temp_dir("hf");
+    const std::string dir = scratch_dir("hf");
     const std::string job = hf_job_folder(dir, /*data=*/true);
     int rc = -1;
     std::string out = run_capture("cd / && " + kBin + "/ptd launch " + shell_quote(job) + " --steps 2 --run-root " +
@@ -625,7 +625,7 @@ TEST(LaunchCommand, HfConfigJobLaunchesLocallyAndUnderSlurm) {
 // A run never writes into a folder it did not create: not with --run-id naming the job's
 // own folder, not twice with one id, not with --slurm.
 TEST(LaunchCommand, ExistingFoldersAreNeverOverwritten) {
-    const std::string dir = make_temp_dir("overwrite");
+    const std::string dir = scratch_dir("overwrite");
     const std::string job_text = "# my notes: keep this comment\n" + read_file(kSrc + "/assets/jobs/tiny-local.toml");
     write_file(dir + "/mine/job.toml", job_text);
     const std::string ptd = kBin + "/ptd launch " + shell_quote(dir + "/mine/job.toml") + " --engine " + kBin + "/ptd-engine ";
@@ -656,7 +656,7 @@ TEST(LaunchCommand, ExistingFoldersAreNeverOverwritten) {
 // ---- local launches --------------------------------------------------------------------
 
 TEST(LocalLaunch, TinyJobReportsMetricsFromEveryRank) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "tiny-4");
     o.steps = 3;
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
@@ -681,7 +681,7 @@ TEST(LocalLaunch, TinyJobReportsMetricsFromEveryRank) {
 }
 
 TEST(LocalLaunch, EightRanksOfTheRealEngine) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "gpt-8");
     o.steps = 2;
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-gpt-8rank.toml"), o);
@@ -692,7 +692,7 @@ TEST(LocalLaunch, EightRanksOfTheRealEngine) {
 }
 
 TEST(LocalLaunch, FailingRankStopsEveryOtherRank) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "fail-1");
     // Rank 2 fails after the others are up; every other rank leaves a background child
     // in its process group, which the teardown must take down too.
@@ -715,7 +715,7 @@ TEST(LocalLaunch, FailingRankStopsEveryOtherRank) {
 }
 
 TEST(LocalLaunch, RankIgnoringTermIsKilledAfterGrace) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     job.launch.grace_s = 0.5;
     LaunchOptions o = options_in(dir, "fail-2");
@@ -730,7 +730,7 @@ TEST(LocalLaunch, RankIgnoringTermIsKilledAfterGrace) {
 }
 
 TEST(LocalLaunch, StopTearsEverythingDown) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "stop-1");
     o.local_engine = fake_engine(dir, "sleep 300 & sleep 300");
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
@@ -748,7 +748,7 @@ TEST(LocalLaunch, StopTearsEverythingDown) {
 }
 
 TEST(LocalLaunch, KilledEngineRankEndsTheRunWithItsReport) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "kill-1");
     o.steps = 100000;
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
@@ -771,7 +771,7 @@ TEST(LocalLaunch, KilledEngineRankEndsTheRunWithItsReport) {
 // A MASTER_ADDR the ranks cannot resolve fails at once, naming the address and the host
 // (the engine resolves it before waiting for the store; its timeout is 300 s).
 TEST(LocalLaunch, UnresolvableMasterAddrFailsAtOnce) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "noresolve");
     o.master_addr = "no-such-host.invalid";
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
@@ -796,7 +796,7 @@ TEST(LocalLaunch, UnresolvableMasterAddrFailsAtOnce) {
 }
 
 TEST(LocalLaunch, FloodingRankBlocksNoOneAndBadMetricsStayLogText) {
-    const std::string dir = make_temp_dir("launch");
+    const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "flood-1");
     // Rank 0 floods 40 MB of output in long lines; rank 1 writes a broken metrics line and
     // a valid one; the others say one line each.
@@ -830,7 +830,7 @@ struct Proc {
 };
 
 TEST(LaunchCommand, DryRunConnectsNowhere) {
-    const std::string dir = make_temp_dir("cmd");
+    const std::string dir = scratch_dir("cmd");
     write_file(dir + "/hosts", "nobody@192.0.2.1 slots=4\n");
     const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --hosts " + dir +
                             "/hosts --dry-run --run-root " + dir + " --run-id dry 2>&1";
@@ -846,7 +846,7 @@ TEST(LaunchCommand, DryRunConnectsNowhere) {
 
 // The shipped single-node H100 job: 8 local ranks, one GPU each, as the dry run prints it.
 TEST(LaunchCommand, DryRunOfTheShippedGpuJobShowsOneGpuPerRank) {
-    const std::string dir = make_temp_dir("cmd");
+    const std::string dir = scratch_dir("cmd");
     const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/llama3-8b-h100.toml --dry-run --run-root " + dir +
                             " --run-id gpu --backend cuda 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
@@ -865,7 +865,7 @@ TEST(LaunchCommand, DryRunOfTheShippedGpuJobShowsOneGpuPerRank) {
 }
 
 TEST(LaunchCommand, SigintStopsEveryRankAndExits130) {
-    const std::string dir = make_temp_dir("cmd");
+    const std::string dir = scratch_dir("cmd");
     const std::string engine = fake_engine(dir, "sleep 300 & sleep 300");
     int out_pipe[2];
     ASSERT_EQ(pipe(out_pipe), 0);
@@ -904,7 +904,7 @@ TEST(LaunchCommand, SigintStopsEveryRankAndExits130) {
 // it (parent-death signal). `ptd watch` sees the launcher's pid gone and every rank's pid
 // not running, ends, and says so (it used to wait forever).
 TEST(LaunchCommand, WatchEndsARunWhoseLauncherWasKilled) {
-    const std::string dir = make_temp_dir("cmd");
+    const std::string dir = scratch_dir("cmd");
     const pid_t pid = fork();
     if (pid == 0) {
         const int null = open("/dev/null", O_WRONLY);
@@ -940,7 +940,7 @@ TEST(LaunchCommand, WatchEndsARunWhoseLauncherWasKilled) {
 }
 
 TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {
-    const std::string dir = make_temp_dir("cmd");
+    const std::string dir = scratch_dir("cmd");
     const std::string engine = fake_engine(dir, "if [ \"$RANK\" = 1 ]; then echo 'out of cheese' >&2; exit 7; fi\nsleep 300");
     const std::string cmd = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --engine " + engine +
                             " --run-root " + dir + " --run-id fail-cmd 2>&1";
@@ -972,7 +972,7 @@ struct SshSetup {
         unsetenv("SSH_AUTH_SOCK");
         skip = sshd.start();
         if (!skip.empty()) return;
-        dir = make_temp_dir("ssh");
+        dir = scratch_dir("ssh");
         write_file(dir + "/hosts", sshd.user + "@127.0.0.1:" + std::to_string(sshd.port) + " slots=4\n");
         job = load(kSrc + "/assets/jobs/tiny-local.toml");
         job.launch.identity = sshd.identity;
@@ -1200,7 +1200,7 @@ TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
     SshdFixture a, b;
     if (std::string why = a.start("ptdh1", "10.231.77.2"); !why.empty()) GTEST_SKIP() << why;
     if (std::string why = b.start("ptdh2", "10.231.77.3"); !why.empty()) GTEST_SKIP() << why;
-    const std::string dir = make_temp_dir("two-host");
+    const std::string dir = scratch_dir("two-host");
     // One key for both hosts, both host keys known.
     write_file(b.dir + "/authorized_keys", read_file(a.identity + ".pub"));
     write_file(dir + "/known_hosts", a.known_hosts_line() + b.known_hosts_line());
@@ -1247,7 +1247,7 @@ TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
 TEST(TwoHostLaunch, UnreachableMasterAddrFailsWithinSeconds) {
     NetnsHosts net(2);
     if (!net.skip.empty()) GTEST_SKIP() << net.skip;
-    const std::string dir = make_temp_dir("unreachable");
+    const std::string dir = scratch_dir("unreachable");
     LaunchOptions o = options_in(dir, "unreachable");
     o.master_addr = "10.231.77.9";
     auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);

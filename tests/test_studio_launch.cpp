@@ -35,7 +35,7 @@ bool tick_until_finished(StudioState& s, double seconds) {
     return true;
 }
 
-std::string temp_run_root() { return ptd_test::make_temp_dir("studio-launch"); }
+std::string temp_run_root() { return ptd_test::scratch_dir("studio-launch"); }
 
 }  // namespace
 
