@@ -21,35 +21,12 @@
 #include "cmd_calibrate.h"
 #include "commands.h"
 #include "ptd/common/file_read.h"
+#include "ptd/common/sample_stats.h"
 #include "ptd/run_dir.h"
 #include "ptd/spec/cluster_profile.h"
 #include "ptd/timeline/timeline.h"
 
 namespace ptd {
-
-namespace {
-
-struct Stats {
-    double mean = 0, median = 0, spread = 0;
-};
-Stats stats_of(std::vector<double> v) {
-    Stats s;
-    if (v.empty()) return s;
-    std::sort(v.begin(), v.end());
-    auto q = [&](double f) {
-        const double at = f * (double)(v.size() - 1);
-        const size_t lo = (size_t)at, hi = std::min(lo + 1, v.size() - 1);
-        return v[lo] + (at - (double)lo) * (v[hi] - v[lo]);
-    };
-    double sum = 0;
-    for (double x : v) sum += x;
-    s.mean = sum / (double)v.size();
-    s.median = q(0.5);
-    s.spread = s.median > 0 ? (q(0.75) - q(0.25)) / s.median : 0;
-    return s;
-}
-
-}  // namespace
 
 int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
     const std::string& dir = a.from_run;
@@ -130,7 +107,7 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         const auto& rr = manifest->ranks;
         const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
         if (it == rr.end() || it->host < 0 || it->host >= (int)host_in_profile.size()) continue;
-        const Stats c = stats_of(calls);
+        const SampleStats c = sample_stats(calls);
         const std::vector<const char*> ops = calls.empty() || t <= 1 ? std::vector<const char*>{}
                                            : sp ? std::vector<const char*>{"all_gather", "reduce_scatter"}
                                                 : std::vector<const char*>{"all_reduce"};
@@ -139,19 +116,19 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
             s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
             s.kind = "comm", s.name = op, s.group = "tp", s.group_size = t, s.nodes = 1, s.members_per_node = t;
             s.bytes = bytes;
-            s.median_s = c.median, s.mean_s = c.mean, s.spread = c.spread, s.repeats = (int)calls.size();
-            s.between_s = std::max(1e-9, stats_of(gaps).median);
+            s.median_s = c.median_s, s.mean_s = c.mean_s, s.spread = c.spread, s.repeats = c.repeats;
+            s.between_s = std::max(1e-9, quantile(gaps, 0.5));
             added.push_back(s);
         }
         if (const int n = manifest->world_size; n > 1 && !world.empty()) {
-            const Stats w = stats_of(world);
+            const SampleStats w = sample_stats(world);
             ProfileSample s;
             s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
             s.kind = "comm", s.name = "all_reduce", s.group = "world", s.group_size = n;
             s.nodes = (int)manifest->hosts.size(), s.members_per_node = std::max(1, n / s.nodes);
             s.bytes = 16;
-            s.median_s = w.median, s.mean_s = w.mean, s.spread = w.spread, s.repeats = (int)world.size();
-            s.between_s = std::max(1e-9, stats_of(world_gaps).median);
+            s.median_s = w.median_s, s.mean_s = w.mean_s, s.spread = w.spread, s.repeats = w.repeats;
+            s.between_s = std::max(1e-9, quantile(world_gaps, 0.5));
             added.push_back(s);
         }
     }
@@ -178,7 +155,7 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         std::vector<double> means;
         for (const ProfileSample& s : added)
             if (s.group == group) means.push_back(s.mean_s);
-        return stats_of(means).median;
+        return quantile(means, 0.5);
     };
     std::fprintf(out, "%s: %zu rank(s), %d step(s):", dir.c_str(), ranks->size(), steps_used);
     if (median_mean("tp") > 0) std::fprintf(out, " a TP collective of %.0f bytes costs %.3g ms in the step", bytes, median_mean("tp") * 1e3);

@@ -39,25 +39,6 @@ ProbePlan probe_plan(const ProbeOptions& o) {
     return p;
 }
 
-SampleStats sample_stats(std::vector<double> seconds) {
-    SampleStats st;
-    st.repeats = (int)seconds.size();
-    if (seconds.empty()) return st;
-    std::sort(seconds.begin(), seconds.end());
-    // Linear interpolation between order statistics (NumPy's default percentile).
-    auto quantile = [&](double q) {
-        const double at = q * (double)(seconds.size() - 1);
-        const size_t lo = (size_t)std::floor(at), hi = std::min(lo + 1, seconds.size() - 1);
-        return seconds[lo] + (at - (double)lo) * (seconds[hi] - seconds[lo]);
-    };
-    st.median_s = quantile(0.5);
-    double sum = 0;
-    for (double s : seconds) sum += s;
-    st.mean_s = sum / (double)seconds.size();
-    st.spread = st.median_s > 0 ? (quantile(0.75) - quantile(0.25)) / st.median_s : 0;
-    return st;
-}
-
 namespace {
 
 struct Prober {

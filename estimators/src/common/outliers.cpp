@@ -2,17 +2,16 @@
 // the fastest of fewer than three.
 #include "ptd/common/outliers.h"
 
+#include <utility>
+
+#include "ptd/common/sample_stats.h"
+
 #include <algorithm>
 #include <cmath>
 
 namespace ptd {
 
-double median(std::vector<double> x) {
-    if (x.empty()) return 0;
-    std::sort(x.begin(), x.end());
-    const size_t m = x.size() / 2;
-    return x.size() % 2 ? x[m] : 0.5 * (x[m - 1] + x[m]);
-}
+double median(std::vector<double> x) { return quantile(std::move(x), 0.5); }
 
 std::vector<SlowVerdict> flag_slow(const std::vector<double>& values) {
     std::vector<SlowVerdict> v(values.size());

@@ -1,6 +1,8 @@
 // profile_times.cpp — one op's time from a cluster profile's probes (profile_times.h).
 #include "profile_times.h"
 
+#include "ptd/common/sample_stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,15 +11,6 @@
 namespace ptd::est {
 
 namespace {
-
-// The q-quantile of `v` (linear between order statistics; 0.5 = the median).
-double quantile_of(std::vector<double> v, double q) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const double at = q * (double)(v.size() - 1);
-    const size_t lo = (size_t)at, hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (at - (double)lo) * (v[hi] - v[lo]);
-}
 
 // Time at `x` on a curve of (x, seconds) points sorted by x: linear between points; the
 // first point's time below it (a collective under its smallest probed size costs its
@@ -98,19 +91,19 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     for (auto& [key, v] : gemm) {
         const auto& [name, dtype, shape] = key;
         ProfileTimes::Gemm g;
-        g.name = name, g.dtype = dtype, g.flops = v.first, g.seconds = quantile_of(v.second, q);
+        g.name = name, g.dtype = dtype, g.flops = v.first, g.seconds = quantile(v.second, q);
         if (shape.size() == 3) g.M = shape[0], g.N = shape[1], g.K = shape[2];
         t.gemms.push_back(g);
     }
-    for (auto& [name, v] : bw) t.bandwidth[name] = quantile_of(v, 1 - q);  // the slow end: less bandwidth
+    for (auto& [name, v] : bw) t.bandwidth[name] = quantile(v, 1 - q);  // the slow end: less bandwidth
     for (auto& [key, v] : comm) {
         const auto& [op, group, bytes, in_step] = key;
         ProfileTimes::Curve& c = t.comm[{op, group}];
         c.group_size = v.first;
-        (in_step ? c.in_step : c.points).emplace_back(bytes, quantile_of(v.second, q));
+        (in_step ? c.in_step : c.points).emplace_back(bytes, quantile(v.second, q));
     }
     for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
-    t.host_op_s = quantile_of(host_op, q);
+    t.host_op_s = quantile(host_op, q);
     t.cores = 0;
     for (const ProfileHost& h : p.hosts) {
         if (h.cores > 0) t.cores = t.cores ? std::min(t.cores, h.cores) : h.cores;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ptd/common/sample_stats.h"
 #include "ptd/engine/trainer.h"
 
 namespace ptd::engine {
@@ -25,14 +26,9 @@ struct ProbePlan {
 };
 ProbePlan probe_plan(const ProbeOptions& o);
 
-// Median, spread (interquartile range / median) and mean of timed repeats, seconds. The
-// mean is what a step that calls the op many times pays per call: on shared cores the
-// times are heavy-tailed (a collective waits whenever a peer is descheduled).
-struct SampleStats {
-    double median_s = 0, spread = 0, mean_s = 0;
-    int repeats = 0;
-};
-SampleStats sample_stats(std::vector<double> seconds);
+// Median, spread and mean of each probe's timed repeats (ptd/common/sample_stats.h).
+using ptd::SampleStats;
+using ptd::sample_stats;
 
 // The whole probe run of one rank: connect like training (connect_rank), then host facts,
 // compute, element-wise, memory and communication probes, a "probe" line each, and an
