@@ -3,6 +3,8 @@
 // that turns an error band into intervals (speed_interval.h; docs/estimators.md, "Error bars").
 #include "ptd/model/speed_interval.h"
 
+#include "ptd/common/sample_stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -110,13 +112,7 @@ const ResidualRow* ResidualTable::find(std::string_view name) const {
     return nullptr;
 }
 
-double sorted_percentile(const std::vector<double>& sorted, double p) {
-    if (sorted.empty()) return 0;
-    const double at = p / 100.0 * (double)(sorted.size() - 1);
-    const size_t i = (size_t)std::floor(at);
-    if (i + 1 >= sorted.size()) return sorted.back();
-    return sorted[i] + (at - (double)i) * (sorted[i + 1] - sorted[i]);
-}
+double sorted_percentile(const std::vector<double>& sorted, double p) { return quantile(sorted, p / 100.0); }
 
 namespace {
 
