@@ -12,9 +12,9 @@ namespace ptd::est {
 
 namespace {
 
-// Time at `x` on a curve of (x, seconds) points sorted by x: linear between points; the
-// first point's time below it (a collective under its smallest probed size costs its
-// latency); the last segment's slope past the end.
+// Value at `x` on a curve of (x, y) points sorted by x: linear between points (points at
+// the same x: the later one); the first point's value below it (a collective under its
+// smallest probed size costs its latency); the last segment's slope past the end.
 double curve_at(const std::vector<std::pair<double, double>>& pts, double x) {
     if (pts.empty()) return -1;
     if (x <= pts.front().first || pts.size() == 1) {
@@ -25,11 +25,11 @@ double curve_at(const std::vector<std::pair<double, double>>& pts, double x) {
         if (x <= pts[i].first) {
             const auto [x0, y0] = pts[i - 1];
             const auto [x1, y1] = pts[i];
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+            return x1 > x0 ? y0 + (y1 - y0) * (x - x0) / (x1 - x0) : y1;
         }
     const auto [x0, y0] = pts[pts.size() - 2];
     const auto [x1, y1] = pts.back();
-    const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
+    const double slope = x1 > x0 ? std::max(0.0, (y1 - y0) / (x1 - x0)) : 0.0;
     return y1 + slope * (x - x1);
 }
 
@@ -104,12 +104,6 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     }
     for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
     t.host_op_s = quantile(host_op, q);
-    t.cores = 0;
-    for (const ProfileHost& h : p.hosts) {
-        if (h.cores > 0) t.cores = t.cores ? std::min(t.cores, h.cores) : h.cores;
-        if (!h.gpu.empty()) t.gpu = true;
-    }
-    t.ranks_per_host = p.ranks_per_host;
     return t;
 }
 
@@ -117,36 +111,28 @@ double ProfileTimes::gemm_s(const std::string& name, const std::string& dtype, d
     const double flops = 2.0 * M * N * K;
     for (const Gemm& g : gemms)
         if (g.name == name && g.dtype == dtype && g.M == M && g.N == N && g.K == K) return g.seconds;
-    return attention_s("", dtype, flops);
+    return rate_s([](const Gemm& g) { return g.name.rfind("attention", 0) != 0; }, dtype, flops);
 }
 
-// The achieved FLOP/s of the measured GEMMs of `dtype` (of `name` when given), against log
-// FLOPs, interpolated at `flops`; a size outside the measured range takes the nearest rate.
 double ProfileTimes::attention_s(const std::string& name, const std::string& dtype, double flops) const {
+    const double t = rate_s([&](const Gemm& g) { return g.name == name; }, dtype, flops);
+    return t > 0 ? t : rate_s([](const Gemm& g) { return g.name.rfind("attention", 0) != 0; }, dtype, flops);
+}
+
+// Seconds of `flops` at the achieved FLOP/s of the probed GEMMs `pick` chooses in `dtype`
+// (else in any dtype: better than none), interpolated against log FLOPs; a size outside the
+// measured range takes the nearest rate. 0 when nothing was probed.
+double ProfileTimes::rate_s(const std::function<bool(const Gemm&)>& pick, const std::string& dtype, double flops) const {
     std::vector<std::pair<double, double>> rate;  // (log flops, flop/s)
     for (const Gemm& g : gemms)
-        if ((name.empty() ? g.name.rfind("attention", 0) != 0 : g.name == name) && g.dtype == dtype && g.seconds > 0)
-            rate.emplace_back(std::log(g.flops), g.flops / g.seconds);
-    if (rate.empty() && !name.empty()) return attention_s("", dtype, flops);  // an attention shape not probed: the GEMMs'
+        if (pick(g) && g.dtype == dtype && g.seconds > 0) rate.emplace_back(std::log(g.flops), g.flops / g.seconds);
     if (rate.empty())
         for (const Gemm& g : gemms)
-            if (g.seconds > 0) rate.emplace_back(std::log(g.flops), g.flops / g.seconds);  // another dtype: better than none
+            if (pick(g) && g.seconds > 0) rate.emplace_back(std::log(g.flops), g.flops / g.seconds);
     if (rate.empty() || flops <= 0) return 0;
     std::sort(rate.begin(), rate.end());
-    const double x = std::log(flops);
-    double r;
-    if (x <= rate.front().first) r = rate.front().second;
-    else if (x >= rate.back().first) r = rate.back().second;
-    else {
-        r = rate.back().second;
-        for (size_t i = 1; i < rate.size(); ++i)
-            if (x <= rate[i].first) {
-                const auto [x0, y0] = rate[i - 1];
-                const auto [x1, y1] = rate[i];
-                r = x1 > x0 ? y0 + (y1 - y0) * (x - x0) / (x1 - x0) : y1;
-                break;
-            }
-    }
+    const double x = std::clamp(std::log(flops), rate.front().first, rate.back().first);
+    const double r = curve_at(rate, x);
     return r > 0 ? flops / r : 0;
 }
 

@@ -11,6 +11,7 @@
 // below it — latency-bound — and the last segment's slope above the largest).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -35,17 +36,16 @@ struct ProfileTimes {
     std::map<std::string, double> bandwidth;        // name → bytes/s (copy, layernorm.fwd, adamw, ...)
     std::map<std::pair<std::string, std::string>, Curve> comm;  // (op, group) → curve
     double host_op_s = 0;                           // one tiny op, launch to completion
-    int cores = 0;                                  // the smallest host's cores
-    int ranks_per_host = 0;
-    bool gpu = false;                               // measured on a GPU (ops queue; host time overlaps)
 
     // Seconds of a GEMM (or "attention.fwd"/"attention.bwd") named as the probe names it
     // ("qkv.fwd", "mlp_down.wgrad", ...), M×N×K, in `dtype`.
     double gemm_s(const std::string& name, const std::string& dtype, double M, double N, double K) const;
-    // Seconds of the attention core (name attention.fwd / .bwd) of `flops` FLOPs.
+    // Seconds of the attention core (name attention.fwd / .bwd) of `flops` FLOPs; an
+    // attention not probed takes the GEMMs' rate.
     double attention_s(const std::string& name, const std::string& dtype, double flops) const;
     // Seconds to move `bytes` through the kernel `name` (its probe), else at the copy bandwidth.
     double bytes_s(const std::string& name, double bytes) const;
+    double rate_s(const std::function<bool(const Gemm&)>& pick, const std::string& dtype, double flops) const;
     // Seconds of one collective `op` ("all_reduce", "reduce_scatter", "all_gather", "p2p") of
     // `bytes` (the probe's convention: the whole gathered / reduced buffer) in a group of
     // `n` members named `group` ("tp", "dp", "pp", "world"); a group the probes did not
