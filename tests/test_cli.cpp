@@ -180,6 +180,7 @@ TEST(Cli, PresetsTextAndJson) {
 TEST(Cli, WorksFromAnyDirectoryWithEmbeddedPresets) {
     // A copy of the binary far from any assets folder, forced onto the compiled-in presets.
     std::string dir = ::testing::TempDir() + "/ptd_lonely";
+    ptd_test::remove_after_tests_if_passed(dir);
     ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/bin && cp " + kPtd + " " + dir + "/bin/").c_str()), 0);
     Proc r = run_ok("cd / && PTD_ASSETS=embedded " + dir + "/bin/ptd presets --json");
     auto doc = nlohmann::json::parse(r.out);
@@ -730,6 +731,7 @@ TEST(Cli, SpecialFilesAsJobAndManifest) {
 
 TEST(CliSchedule, ChartLegendJsonAndTrace) {
     const std::string trace = ::testing::TempDir() + "ptd-schedule-trace.json";
+    ptd_test::remove_after_tests_if_passed(trace);
     Proc r = run_ok(kPtd + " schedule " + kJobs + "tiny-gpt-8rank.toml --trace " + trace);
     for (const char* s : {"Schedule: 1F1B, p = 2, m = 4", "micro-batch 2 × accumulation 4 × DP 2 = global batch 16",
                           "stage 0 ", "stage 1 ", "0▒", "3█", "·", "┬", "bubble"})

@@ -1,4 +1,6 @@
 // test_hostfile.cpp — DeepSpeed-style hostfiles and resolving a job's hosts.
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "ptd/hostfile.h"
@@ -65,6 +67,7 @@ TEST(Hostfile, ResolveHostsChecksCountAndSlots) {
     std::fputs("a slots=8\nb slots=4\nc slots=8\nd slots=8\n", f);
     std::fclose(f);
     auto slots = ptd::resolve_hosts(job, path);
+    std::remove(path.c_str());
     ASSERT_FALSE(slots);
     EXPECT_NE(slots.error().str().find("slots=4 but cluster.gpus_per_node = 8"), std::string::npos)
         << slots.error().str();
