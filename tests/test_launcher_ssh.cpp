@@ -34,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 // What a transport reported, in order, with waits bounded by a timeout.
 struct RecordingSink : ptd::TransportSink {
     struct Event {
-        enum Kind { line, exited, lost } kind;
+        enum Kind { line, exited, lost, pid } kind;
         int rank = -1;
         bool is_stderr = false;
         std::string text;
@@ -49,6 +49,7 @@ struct RecordingSink : ptd::TransportSink {
     }
     void rank_exited(int rank, int exit_code) override { push({Event::exited, rank, false, "", exit_code}); }
     void host_lost(int host, std::string why) override { push({Event::lost, host, false, std::move(why), 0}); }
+    void rank_pid(int rank, long pid) override { push({Event::pid, rank, false, std::to_string(pid), 0}); }
 
     void push(Event e) {
         std::lock_guard lock(mu);
@@ -335,8 +336,10 @@ TEST_F(SshTransportTest, LongLinesAreSplitAndBusyRanksDoNotBlockOthers) {
     EXPECT_EQ(sink.lines_of(1, false), (std::vector<std::string>{"hello"}));
 }
 
-// The rank prints its pid ($$, also its process group) on stdout so the test can check
-// the group afterwards; the transport learns it from the swallowed stderr line.
+// The transport learns the rank's pid (also its process group) from the swallowed stderr
+// line and reports it through rank_pid. A signal asked for before that moment is sent as
+// soon as the pid arrives, which may be before the rank prints anything, so the group is
+// taken from the report, and the rank's own "pgid $$" line is checked only when it ran.
 void check_group_killed(SshdFixture& sshd, bool signal_before_pid) {
     auto plan = make_plan(sshd);
     auto t = ptd::make_ssh_transport(plan, 0);
@@ -346,17 +349,19 @@ void check_group_killed(SshdFixture& sshd, bool signal_before_pid) {
     RecordingSink sink;
     t->run_io(sink);
     if (signal_before_pid) t->signal_all(SIGTERM);
-    ASSERT_TRUE(sink.wait_for([](const auto& ev) {
+    long pgid = 0;
+    ASSERT_TRUE(sink.wait_for([&pgid](const auto& ev) {
         for (const auto& e : ev)
-            if (e.kind == RecordingSink::Event::line && !e.is_stderr) return true;
+            if (e.kind == RecordingSink::Event::pid) return pgid = std::stol(e.text), true;
         return false;
-    }, 10));
-    auto first = sink.lines_of(0, false);
-    ASSERT_FALSE(first.empty());
-    for (const auto& l : sink.lines_of(0, true)) EXPECT_EQ(l.find("ptd-launch-pid"), std::string::npos) << l;
-    ASSERT_EQ(first[0].rfind("pgid ", 0), 0u) << first[0];
-    long pgid = std::stol(first[0].substr(5));
+    }, 10)) << "the transport never reported the rank's pid";
     if (!signal_before_pid) {
+        ASSERT_TRUE(sink.wait_for([](const auto& ev) {
+            for (const auto& e : ev)
+                if (e.kind == RecordingSink::Event::line && !e.is_stderr) return true;
+            return false;
+        }, 10));
+        EXPECT_EQ(sink.lines_of(0, false)[0], "pgid " + std::to_string(pgid));
         // Both sleeps are running before the signal.
         auto t0 = Clock::now();
         while (SshdFixture::processes_in_group(pgid).size() < 2 && Clock::now() - t0 < 5s)
@@ -367,6 +372,7 @@ void check_group_killed(SshdFixture& sshd, bool signal_before_pid) {
     ASSERT_TRUE(sink.wait_exits(1, 10)) << "rank survived SIGTERM";
     ASSERT_TRUE(join_within(*t, sshd, 5));
     EXPECT_EQ(sink.exit_codes()[0], (std::vector<int>{128 + SIGTERM}));
+    for (const auto& l : sink.lines_of(0, true)) EXPECT_EQ(l.find("ptd-launch-pid"), std::string::npos) << l;
     auto t0 = Clock::now();  // the background sleep may take a moment to die
     while (!SshdFixture::processes_in_group(pgid).empty() && Clock::now() - t0 < 3s)
         std::this_thread::sleep_for(10ms);
