@@ -182,6 +182,11 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     if (*profile) plan->profile = profile_record(**profile);
     if (a.dry_run) {
         std::fputs(format_dry_run(*plan).c_str(), out);
+        // What a real launch would refuse before starting a rank (a GPU job here without GPUs).
+        if (std::string refusal = a.slurm ? "" : local_gpu_refusal(*plan); !refusal.empty()) {
+            std::fprintf(err, "%s\n", format_diagnostic({plan->job.where("cluster.gpu"), "cluster.gpu", refusal}).c_str());
+            return kExitRuntime;  // as the real launch: the job is valid, this machine cannot run it
+        }
         return kExitOk;
     }
     if (a.slurm) return write_slurm(*plan, out, err);

@@ -79,13 +79,13 @@ Result<BackendChoice> choose_backend(BackendRequest request, const std::string& 
                 c.kind = BackendKind::cpu;
                 return c;
             }
-            if (std::string why = cuda_unavailable_reason(probe, cvd); !why.empty()) {
-                c.kind = BackendKind::cpu;
-                c.warning = "--backend auto: the job runs on GPU preset " + quote_input(gpu_preset) + ", but " + why +
-                            "; training on the CPU instead (--backend cpu says so explicitly, --backend cuda makes "
-                            "this an error)";
-                return c;
-            }
+            // A GPU job never drops to the CPU by itself: 64 ranks of a 70B job training on
+            // a laptop's cores is a mistake, not a fallback. --backend cpu says it on purpose.
+            if (std::string why = cuda_unavailable_reason(probe, cvd); !why.empty())
+                return fail({}, "cluster.gpu",
+                            "the job asks for GPU " + quote_input(gpu_preset) + ", but " + why +
+                                "; allowed: run it where that GPU is, or --backend cpu to run the job's layout on "
+                                "this host's CPUs on purpose (--backend cuda-sim: the CUDA simulator)");
             break;
         case BackendRequest::cuda:
             if (std::string why = cuda_unavailable_reason(probe, cvd); !why.empty())
@@ -125,7 +125,6 @@ nlohmann::json BackendChoice::to_json() const {
     j["requested"] = backend_request_name(requested);
     j["ordinal"] = kind == BackendKind::cuda ? nlohmann::json(device) : nlohmann::json(nullptr);
     j["source"] = device_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(device_source);
-    j["fallback"] = warning.empty() ? nlohmann::json(nullptr) : nlohmann::json(warning);
     return j;
 }
 

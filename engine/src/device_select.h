@@ -45,7 +45,6 @@ struct BackendChoice {
     BackendRequest requested = BackendRequest::auto_select;
     int device = -1;               // CUDA device ordinal in this process; -1 unless kind == cuda
     std::string device_source;     // why this device: "LOCAL_RANK 3 (CUDA_VISIBLE_DEVICES unset)", …
-    std::string warning;           // auto fell back to the CPU: why (one line, for stderr and metrics)
 
     // "cpu", "cuda device 0 (CUDA_VISIBLE_DEVICES=3: the launcher's one device)", … for
     // the start-up line.
@@ -61,8 +60,10 @@ struct BackendChoice {
 //   cuda-sim → the CUDA simulator (host memory, no device);
 //   cuda     → CUDA on this rank's device, or an error: no CUDA in this build (how to
 //              build it), no device visible (the CUDA error text and CUDA_VISIBLE_DEVICES);
-//   auto     → cpu for a "cpu" job; for a GPU job cuda as above, but where `cuda` would
-//              fail for want of CUDA or a device, cpu with `warning` saying why.
+//   auto     → cpu for a "cpu" job; for a GPU job cuda as above, and where `cuda` would
+//              fail for want of CUDA or a device, an error on cluster.gpu naming the GPU
+//              the job asks for, what this host lacks, and --backend cpu as the way to
+//              run the layout on CPUs on purpose (never a silent CPU run).
 // The device: 0 when CUDA_VISIBLE_DEVICES names exactly one device (the launcher narrows
 // it to the rank's GPU), else LOCAL_RANK; one outside the visible devices is an error
 // naming both (also under auto: a wrong mapping is not a reason to train on the CPU).

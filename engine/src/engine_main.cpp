@@ -38,7 +38,7 @@ int list_devices() {
     int n = ptd_cuda_describe_devices(buf, sizeof buf);
     if (n < 0) {
         std::fprintf(stderr, "ptd-engine: no CUDA device usable: %s\n", buf);
-        std::printf("cpu (CUDA backend built, but no device: falling back to CPU)\n");
+        std::printf("cpu (CUDA backend built, but no device usable: GPU jobs run here only with --backend cpu)\n");
     } else {
         std::printf("%s", buf);
         if (n == 0) std::printf("cpu (no CUDA device visible)\n");
@@ -229,10 +229,11 @@ int main(int argc, char** argv) {
     auto backend = ptd::engine::choose_backend(*backend_request, job->cluster.gpu.name,
                                                needs_probe ? probe_cuda() : ptd::engine::CudaProbe{}, env->local_rank);
     if (!backend) {
-        std::fprintf(stderr, "ptd-engine: rank %d: %s", env->rank, backend.error().str().c_str());
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        std::fprintf(stderr, "ptd-engine: rank %d on host %s: %s", env->rank, host, backend.error().str().c_str());
         return 2;
     }
-    if (!backend->warning.empty()) std::fprintf(stderr, "ptd-engine: rank %d: warning: %s\n", env->rank, backend->warning.c_str());
     opt.timeline_steps = timeline_all ? -1 : timeline_steps;
     opt.backend = &*backend;
     opt.job_path = job_path;

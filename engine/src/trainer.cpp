@@ -694,13 +694,6 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
                         ", backend " + s.backend.describe());
     else if (s.backend.kind == BackendKind::cuda)
         log_line(s, "backend " + s.backend.describe());  // every rank's GPU, not only rank 0's
-    if (!s.backend.warning.empty() && env.local_rank == 0) {
-        // --backend auto fell back to the CPU: a warning event (which ptd launch shows), once
-        // per host; every rank's stderr has the line too.
-        nlohmann::json w = metrics_event(s.src, "warning");
-        w["message"] = s.backend.warning;
-        emit_metrics_line(w);
-    }
 
     const int64_t stop = options.stop_at_step >= 0 ? options.stop_at_step : job.training.steps;
     const auto t_run = clock_type::now();

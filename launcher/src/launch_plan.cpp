@@ -237,6 +237,12 @@ static std::string backend_in_engine_args(const std::vector<std::string>& args) 
     return "";
 }
 
+std::string rank_backend(const LaunchPlan& plan) {
+    if (!plan.backend.empty()) return plan.backend;
+    const std::string in_args = backend_in_engine_args(plan.engine_args);
+    return in_args.empty() ? "auto" : in_args;
+}
+
 // env, argv and the remote command line of every rank, from the plan's current fields.
 static void fill_rank_commands(LaunchPlan& plan) {
     const bool gpus = plan.job.cluster.gpu.name != "cpu";
@@ -506,7 +512,8 @@ std::string format_dry_run(const LaunchPlan& plan) {
     }
     o << "backend: --backend " << backend << " (" << backend_from << "): ";
     if (backend == "auto" && gpus)
-        o << "cuda on each rank's GPU where the host's ptd-engine has CUDA and sees it, else cpu with a warning\n";
+        o << "cuda on each rank's GPU; a host whose ptd-engine lacks CUDA or sees no GPU refuses the job "
+             "(--backend cpu runs its layout on CPUs on purpose)\n";
     else if (backend == "auto")
         o << "cpu (cluster.gpu = \"cpu\")\n";
     else if (backend == "cuda")

@@ -525,6 +525,8 @@ void Launcher::Impl::finish(int exit_code, std::string state) {
 Launcher::Launcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<Launcher>> Launcher::start(LaunchPlan plan) {
+    if (std::string refusal = local_gpu_refusal(plan); !refusal.empty())
+        return fail(plan.job.where("cluster.gpu"), "cluster.gpu", refusal);
     auto impl = std::make_unique<Impl>();
     impl->plan = std::move(plan);
     impl->manifest = initial_manifest(impl->plan);

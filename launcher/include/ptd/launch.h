@@ -143,6 +143,17 @@ void set_master_port(LaunchPlan& plan, int port);
 // rank the device it will use (host, LOCAL_RANK, CUDA_VISIBLE_DEVICES, the backend).
 std::string format_dry_run(const LaunchPlan& plan);
 
+// The --backend every rank runs with: --backend, else one among the engine arguments after
+// --, else "auto" (ptd-engine's default).
+std::string rank_backend(const LaunchPlan& plan);
+
+// Why a local launch of a GPU job must not start (for key cluster.gpu: the GPU the job asks for and
+// how many per host, what this machine's ptd-engine --devices lists, --backend cpu as the
+// way to run the layout on CPUs on purpose), or "" when it may: a CPU job, --backend cpu or
+// cuda-sim, an SSH plan (each host's engine refuses for itself), or enough CUDA devices.
+// Runs the local engine once (--devices). Launcher::start refuses such a plan.
+std::string local_gpu_refusal(const LaunchPlan& plan);
+
 // A Slurm batch script that starts the same ranks with srun (one task per rank) and the
 // same environment contract; MASTER_ADDR is the first node of the allocation.
 std::string slurm_script(const LaunchPlan& plan);
