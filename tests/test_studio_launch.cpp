@@ -195,3 +195,29 @@ TEST(LaunchPanel, LaunchingTheEditedJobTurnsTheGridIntoALiveHeatmap) {
     EXPECT_GT(*live_rank_heat(s, 0), *live_rank_heat(s, 2));
     EXPECT_NE(rank_tooltip(s, 1).find("live memory"), std::string::npos) << rank_tooltip(s, 1);
 }
+
+// A GPU job on a machine without GPUs: Launch raises the launcher's refusal (the GPU the job
+// asks for, --backend cpu) and starts nothing; ticking "on CPUs (--backend cpu)" runs it.
+TEST(LaunchPanel, GpuJobWithoutGpusRefusesUntilRunOnCpusIsTicked) {
+    const PresetCatalog& presets = embedded_presets();
+    auto job = load_job_file(std::string(PTD_SOURCE_DIR) + "/assets/jobs/tiny-local.toml", presets);
+    ASSERT_TRUE(job) << job.error().str();
+    job->cluster.gpu = *presets.find_gpu("h100-sxm");
+    StudioState s = make_state(presets, *job);
+    s.launch.which = LaunchWhich::edited;
+    s.launch.run_root = temp_run_root();
+    s.launch.steps = 1;
+    if (!launch_start(s)) {
+        EXPECT_NE(s.launch.banner.find("cluster.gpu: the job asks for"), std::string::npos) << s.launch.banner;
+        EXPECT_NE(s.launch.banner.find("--backend cpu"), std::string::npos) << s.launch.banner;
+        EXPECT_FALSE(launch_running(s));
+    } else {  // this machine has the GPUs: nothing to refuse
+        ASSERT_TRUE(tick_until_finished(s, 120));
+        GTEST_SKIP() << "a CUDA device is visible here";
+    }
+    s.launch.backend_cpu = true;
+    ASSERT_TRUE(launch_start(s)) << s.launch.banner;
+    ASSERT_TRUE(tick_until_finished(s, 120));
+    ASSERT_TRUE(s.launch.outcome);
+    EXPECT_EQ(s.launch.outcome->exit_code, 0) << s.launch.outcome->reason;
+}

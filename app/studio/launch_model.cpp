@@ -54,6 +54,7 @@ Result<LaunchPlan> launch_plan_for(const StudioState& s) {
     o.upload = l.upload;
     o.accept_new_host_keys = l.accept_new_host_keys;
     o.steps = l.steps;
+    if (l.backend_cpu) o.backend = "cpu";
     o.run_root = l.run_root.empty() ? "runs" : l.run_root;
     return make_launch_plan(*job, o);
 }
@@ -62,7 +63,7 @@ std::string launch_blocked_reason(StudioState& s) {
     if (launch_running(s)) return "a run is in progress; stop it first";
     LaunchState& l = s.launch;
     const std::string key = std::to_string(s.revision) + "|" + std::to_string((int)l.which) + "|" + l.hosts_text + "|" +
-                            l.user + "|" + l.identity + "|" + std::to_string(l.upload) + std::to_string(l.steps) + "|" +
+                            l.user + "|" + l.identity + "|" + std::to_string(l.upload) + std::to_string(l.backend_cpu) + std::to_string(l.steps) + "|" +
                             l.run_root;
     if (key != l.blocked_key) {
         auto plan = launch_plan_for(s);

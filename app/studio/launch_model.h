@@ -39,6 +39,9 @@ struct LaunchState {
     std::string identity;             // overrides launch.identity when not empty
     bool accept_new_host_keys = false;
     bool upload = false;
+    // --backend cpu: run a GPU job's layout on CPUs on purpose (without it, a GPU job where
+    // the hosts have no GPU refuses to start: launch.h local_gpu_refusal).
+    bool backend_cpu = false;
     int steps = 0;                    // 0 = the job's training.steps
     std::string run_root = "runs";
 

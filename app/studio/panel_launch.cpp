@@ -106,6 +106,11 @@ void where(StudioState& s) {
     l.steps = std::max(0, l.steps);
     ImGui::SameLine();
     help_marker("0 = the job's training.steps");
+    ImGui::SameLine(0, 24);
+    ImGui::Checkbox("on CPUs (--backend cpu)", &l.backend_cpu);
+    ImGui::SameLine();
+    help_marker("Run the job's layout on the hosts' CPUs on purpose. Without it a GPU job refuses to start where "
+                "its hosts have no GPU (a CPU job runs on CPUs either way).");
 }
 
 void buttons(StudioState& s) {
