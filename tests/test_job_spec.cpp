@@ -203,6 +203,44 @@ TEST(JobSpecChecks, LayersDivisibleByPpTimesVpp) {
     key_error(load(base_with("pp = 2", "pp = 2\nvpp = 3")), "parallel.pp", {"layers (32) is not divisible by pp·vpp"});
 }
 
+// The error names every way out the spec allows, each with its split, and each one named
+// is then a valid job (issue 29 point 8).
+TEST(JobSpecChecks, UnevenPipelineSplitNamesEveryWayOutAndEachWorks) {
+    auto d = key_error(load(base_with("pp = 2", "pp = 2\nvpp = 3")), "parallel.pp", {"layers (32)"});
+    ptd_test::expect_mentions(d.message, {"layers_per_stage = [5, 5, 6, 6, 5, 5]", "with pp 2: vpp 1, 2, 4, 8, 16"});
+    EXPECT_EQ(d.message.find("account_for"), std::string::npos) << d.message;  // 33 and 34 do not split into 6
+    EXPECT_EQ(d.message.find("with vpp 3: pp"), std::string::npos) << d.message;  // no pp·3 divides 32
+    auto explicit_split = load(base_with("pp = 2", "pp = 2\nvpp = 3\nlayers_per_stage = [5, 5, 6, 6, 5, 5]"));
+    EXPECT_TRUE(explicit_split) << explicit_split.error().str();
+    for (const char* vpp : {"1", "2", "4", "8", "16"}) {
+        auto other = load(base_with("pp = 2", std::string("pp = 2\nvpp = ") + vpp));
+        EXPECT_TRUE(other) << "vpp " << vpp << ": " << other.error().str();
+    }
+
+    // 32 layers in 3 stages: 33 = 3 · 11, so counting the embedding (or the loss) as a layer
+    // works. (The 16 ranks do not divide by pp 3 either: parallel.dp says so on its own.)
+    auto three_stages = load(base_with("pp = 2", "pp = 3"));
+    ASSERT_FALSE(three_stages);
+    ptd::Diagnostic three;
+    for (const ptd::Diagnostic& e : three_stages.error().diagnostics)
+        if (e.key == "parallel.pp") three = e;
+    ASSERT_EQ(three.key, "parallel.pp") << three_stages.error().str();
+    ptd_test::expect_mentions(three.message,
+                              {"layers_per_stage = [11, 11, 10]",
+                               "account_for_embedding_in_pipeline_split = true (11 per chunk, the first chunk one "
+                               "transformer layer fewer)",
+                               "account_for_loss_in_pipeline_split = true (11 per chunk, the last chunk",
+                               "with vpp 1: pp 1, 2, 4, 8, 16, 32"});
+    for (const char* way : {"layers_per_stage = [11, 11, 10]", "account_for_embedding_in_pipeline_split = true",
+                            "account_for_loss_in_pipeline_split = true"}) {
+        auto fixed = load(base_with("pp = 2", std::string("pp = 3\n") + way));
+        // The world may not divide by pp 3; only the layer split is asked about here.
+        if (!fixed)
+            for (const ptd::Diagnostic& e : fixed.error().diagnostics)
+                EXPECT_NE(e.key, "parallel.pp") << way << ": " << e.message;
+    }
+}
+
 TEST(JobSpecChecks, ExplicitLayersPerStage) {
     auto ok = load(base_with("pp = 2", "pp = 2\nlayers_per_stage = [15, 17]"));
     ASSERT_TRUE(ok) << ok.error().str();

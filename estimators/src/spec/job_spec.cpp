@@ -311,6 +311,59 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
     return bad;
 }
 
+// Every way out the job spec offers when `layers` do not split into pp·vpp equal chunks,
+// each with the split it gives (issue 29 point 8): an explicit layers_per_stage (the
+// remainder spread over the middle chunks: the first and last hold the embedding and the
+// loss), Megatron's account_for_{embedding,loss}_in_pipeline_split where layers + 1 (+ 1)
+// splits evenly, and the vpp (with this pp) and pp (with this vpp) that divide layers.
+static std::string pipeline_split_ways_out(long long layers, int pp, int vpp) {
+    auto s = [](long long v) { return std::to_string(v); };
+    std::vector<std::string> ways;
+    const long long chunks = (long long)pp * vpp;
+    if (chunks >= 1 && chunks <= layers) {
+        // pp entries when every stage's count can split into vpp chunks, else pp·vpp entries.
+        const bool per_stage = vpp == 1 || (layers % vpp == 0 && layers / vpp >= pp);
+        const long long n = per_stage ? pp : chunks, unit = per_stage ? vpp : 1;
+        const long long units = layers / unit, base = units / n, extra = units % n;
+        if (layers % unit == 0 && base >= 1) {
+            std::vector<long long> split((size_t)n, base * unit);
+            const long long first = (n - extra) / 2;  // the middle chunks take one more
+            for (long long i = 0; i < extra; ++i) split[(size_t)(first + i)] += unit;
+            std::string list;
+            if (n <= 32) {
+                for (size_t i = 0; i < split.size(); ++i) list += (i ? ", " : "") + s(split[i]);
+                list = "[" + list + "]";
+            } else {
+                list = s(n) + " entries: " + s(extra) + " of " + s((base + 1) * unit) + " in the middle, " + s(n - extra) +
+                       " of " + s(base * unit);
+            }
+            ways.push_back("layers_per_stage = " + list);
+        }
+    }
+    struct Flag {
+        const char* keys;
+        int extra;
+        const char* fewer;
+    };
+    for (const Flag f : {Flag{"account_for_embedding_in_pipeline_split = true", 1, "the first chunk"},
+                         Flag{"account_for_loss_in_pipeline_split = true", 1, "the last chunk"},
+                         Flag{"both account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split", 2,
+                              "the first and the last chunk"}})
+        if (chunks >= 1 && (layers + f.extra) % chunks == 0 && (layers + f.extra) / chunks >= 1)
+            ways.push_back(std::string(f.keys) + " (" + s((layers + f.extra) / chunks) + " per chunk, " + f.fewer +
+                           " one transformer layer fewer)");
+    std::string vpps, pps;
+    for (long long v = 1; (long long)pp * v <= layers; ++v)
+        if (layers % ((long long)pp * v) == 0 && v != vpp) vpps += (vpps.empty() ? "" : ", ") + s(v);
+    for (long long q = 1; q * vpp <= layers; ++q)
+        if (layers % (q * vpp) == 0 && q != pp) pps += (pps.empty() ? "" : ", ") + s(q);
+    if (!vpps.empty()) ways.push_back("with pp " + s(pp) + ": vpp " + vpps);
+    if (!pps.empty()) ways.push_back("with vpp " + s(vpp) + ": pp " + pps + " (pp·tp·cp must also divide the world size)");
+    std::string out;
+    for (size_t i = 0; i < ways.size(); ++i) out += (i ? "; or " : "") + ways[i];
+    return out;
+}
+
 std::vector<Diagnostic> validate_job(const JobSpec& job) {
     std::vector<Diagnostic> out;
     auto add = [&](const std::string& key, std::string msg) {
@@ -452,8 +505,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         if (chunks > 0 && slots % chunks != 0)
             add("parallel.pp", "layers + " + std::string(split_extra == 2 ? "embedding + loss" : p.account_for_embedding_in_pipeline_split ? "embedding" : "loss") +
                                    " = " + s(slots) + " is not divisible by pp·vpp = " + s(p.pp) + "·" + s(p.vpp) + " = " +
-                                   s(chunks) + " (account_for_*_in_pipeline_split); allowed: pp·vpp dividing " + s(slots) +
-                                   ", or the flags off");
+                                   s(chunks) + " (account_for_*_in_pipeline_split); allowed (the split as these flags leave it, or without them): " +
+                                   pipeline_split_ways_out(m.layers, p.pp, p.vpp));
         else if (chunks > 0 && slots / chunks < 1)
             add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(slots) +
                                    " layers (embedding / loss counted); allowed: at most one chunk per layer");
@@ -461,8 +514,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         long long chunks = (long long)p.pp * p.vpp;
         if (chunks > 0 && m.layers % chunks != 0)
             add("parallel.pp", "layers (" + s(m.layers) + ") is not divisible by pp·vpp = " + s(p.pp) + "·" +
-                                   s(p.vpp) + " = " + s(chunks) +
-                                   "; allowed: pp·vpp dividing layers, or an explicit layers_per_stage");
+                                   s(p.vpp) + " = " + s(chunks) + "; allowed: " +
+                                   pipeline_split_ways_out(m.layers, p.pp, p.vpp));
         if (chunks > m.layers && m.layers > 0)
             add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(m.layers) +
                                    " layers; allowed: at most one chunk per layer");
