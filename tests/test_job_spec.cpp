@@ -850,3 +850,24 @@ TEST(Overrides, NumberLikeValues) {
 }
 
 }  // namespace
+
+// Vocabulary padding follows the framework (issue 29 point 7): Megatron-LM pads to 128 · tp,
+// torchtitan keeps the tokenizer's size; a written vocab_pad wins, and saving writes it only
+// where it differs from the framework's.
+TEST(JobSpec, VocabPadFollowsTheFramework) {
+    auto megatron = load(kBase);
+    ASSERT_TRUE(megatron) << megatron.error().str();
+    EXPECT_EQ(megatron->estimate.vocab_pad, 128);
+    auto titan = load(base_with("micro_batch = 2", "micro_batch = 2\nframework = \"torchtitan\""));
+    ASSERT_TRUE(titan) << titan.error().str();
+    EXPECT_EQ(titan->estimate.vocab_pad, 1);
+    EXPECT_EQ(ptd::save_job_toml(*titan).find("vocab_pad"), std::string::npos);
+    auto written = load(base_with("micro_batch = 2", "micro_batch = 2\nframework = \"torchtitan\"") + "\n[estimate]\nvocab_pad = 128\n");
+    ASSERT_TRUE(written) << written.error().str();
+    EXPECT_EQ(written->estimate.vocab_pad, 128);
+    const std::string saved = ptd::save_job_toml(*written);
+    EXPECT_NE(saved.find("vocab_pad = 128"), std::string::npos) << saved;
+    auto again = ptd::load_job_text(saved, "saved.toml", presets());
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->estimate.vocab_pad, 128);
+}

@@ -95,3 +95,39 @@ TEST(Presets, UnknownPresetKeyIsReported) {
 }
 
 }  // namespace
+
+// What joins a node's GPUs is named as the hardware has it (issue 29 point 7): PCIe cards are
+// not NVLink parts, MI300X is Infinity Fabric, the cpu device is loopback between processes.
+TEST(Presets, GpuLinkNamesWhatJoinsTheGpus) {
+    const ptd::PresetCatalog& p = ptd::embedded_presets();
+    for (const char* pcie : {"h100-pcie", "l40s", "rtx4090"}) EXPECT_EQ(p.find_gpu(pcie)->link, ptd::GpuLink::pcie) << pcie;
+    EXPECT_EQ(p.find_gpu("mi300x")->link, ptd::GpuLink::infinity_fabric);
+    EXPECT_EQ(p.find_gpu("cpu")->link, ptd::GpuLink::loopback);
+    for (const char* sxm : {"v100-32gb", "a100-80gb", "h100-sxm", "h100-96gb-500w", "h200", "b200", "gb200"})
+        EXPECT_EQ(p.find_gpu(sxm)->link, ptd::GpuLink::nvlink) << sxm;
+}
+
+// Grand Teton's H100 and MI300X have a default network; the cards no preset describes get the
+// generic one and the job says so (origin.network_generic), unless it writes NIC keys.
+TEST(Presets, GenericNetworkIsMarkedAndPresetNetworksAreNot) {
+    const ptd::PresetCatalog& p = ptd::embedded_presets();
+    auto job_on = [&](const std::string& gpu, const std::string& extra = "") {
+        return ptd::load_job_text("[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 2\ngpus_per_node = 8\ngpu = \"" + gpu +
+                                      "\"\n" + extra + "[parallel]\ntp = 8\n[training]\nmicro_batch = 1\nglobal_batch = 16\n",
+                                  "job.toml", p);
+    };
+    for (const char* gpu : {"h100-96gb-500w", "mi300x", "h100-sxm"}) {
+        auto j = job_on(gpu);
+        ASSERT_TRUE(j) << j.error().str();
+        EXPECT_FALSE(j->origin.network_generic) << gpu;
+        EXPECT_EQ(j->cluster.nics_per_node, 8) << gpu;
+        EXPECT_DOUBLE_EQ(j->cluster.inter_gbps, 50.0) << gpu;  // 400 Gb/s per GPU
+    }
+    auto l40s = job_on("l40s");
+    ASSERT_TRUE(l40s) << l40s.error().str();
+    EXPECT_TRUE(l40s->origin.network_generic);
+    EXPECT_NE(ptd::describe_network(*l40s).find("PCIe 31.5 GB/s"), std::string::npos) << ptd::describe_network(*l40s);
+    auto described = job_on("l40s", "nics_per_node = 2\nnic_gbps = 100.0\n");
+    ASSERT_TRUE(described) << described.error().str();
+    EXPECT_FALSE(described->origin.network_generic);
+}

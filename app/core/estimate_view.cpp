@@ -145,16 +145,12 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
                      : std::string()))
                    .c_str(),
                p.sequence_parallel ? "on" : "off", t.flash_attention ? "on" : "off");
-    {  // nccl: the network the collective times assume
-        const ClusterSpec& c = job.cluster;
-        const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
-        out += dim(term, fmt("network: %d × %.0f Gb/s NICs per node%s, NVLink %.0f GB/s%s", nics,
-                             c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1),
-                             c.rail_optimized ? " (rail-optimised)" : "", c.intra_gbps > 0 ? c.intra_gbps : c.gpu.link_gbps,
-                             c.nvls ? " with SHARP (NVLS)" : "") +
-                         " · NVLink domain " + describe_nvlink_domain(job) +  // gb200
-                         (job.origin.network_source.empty() ? "" : " · " + job.origin.network_source)) +
-               "\n";
+    {  // nccl: the network the collective times assume, named by what the hardware has
+        std::string line = "network: " + describe_network(job);
+        if (!job.origin.network_source.empty()) line += " · " + job.origin.network_source;
+        // A network nobody described is a guess: say so where the eye lands (notes say how to fix it).
+        const bool generic = job.origin.network_generic && job.cluster.gpu.link != GpuLink::loopback;
+        out += (generic ? yellow(term, line + " — GENERIC, see notes") : dim(term, line)) + "\n";
     }
     if (p.offload_optimizer != OffloadDevice::none || p.offload_params)
         out += fmt("offload: optimizer %s · parameters %s\n", to_string(p.offload_optimizer), p.offload_params ? "cpu" : "none");

@@ -36,13 +36,11 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
                                         c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name.c_str(), c.world_size(), c.gpu.memory_gib,
                                         c.intra_gbps, c.inter_gbps);
     {  // nccl: the network the collectives model uses (collectives.cpp)
-        const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
-        out += bold(term, "network ") + fmt("%d × %.0f Gb/s NICs per node%s%s", nics,
-                                            c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1),
-                                            c.rail_optimized ? ", rail-optimised" : ", not rail-optimised",
-                                            c.nvls ? ", NVLink SHARP" : "");
-        out += "; NVLink domain " + describe_nvlink_domain(job);  // gb200
+        out += bold(term, "network ") + describe_network(job);
         if (!job.origin.network_source.empty()) out += " (" + job.origin.network_source + ")";
+        if (job.origin.network_generic && job.cluster.gpu.link != GpuLink::loopback)
+            out += yellow(term, " — GENERIC: no cluster preset describes these nodes; name cluster.preset or set "
+                                "nics_per_node and nic_gbps");
         out += "\n";
     }
     if (!job.has_layout()) {

@@ -935,6 +935,11 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
         est.notes.push_back("tp " + std::to_string(t) + " > kv_heads " + std::to_string(m.kv_heads) +
                             ": each rank holds a replica of one KV head (K/V projections replicated " +
                             std::to_string(t / m.kv_heads) + "×)");
+    if (job.origin.network_generic && job.cluster.gpu.link != GpuLink::loopback)
+        est.notes.push_back("the network is GENERIC: no cluster preset describes nodes of gpu \"" + job.cluster.gpu.name +
+                            "\", so one NIC per GPU at " + std::to_string((long long)std::lround(job.cluster.inter_gbps * 8)) +
+                            " Gb/s is assumed; name cluster.preset, or set cluster.nics_per_node and cluster.nic_gbps "
+                            "to what the nodes have (docs/presets.md)");
     if ((double)est.vocab_padded != (double)m.vocab)
         est.notes.push_back("vocab padded from " + std::to_string(m.vocab) + " to " +
                             std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +

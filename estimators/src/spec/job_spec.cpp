@@ -103,6 +103,24 @@ const char* to_string(GpuGeneration v) {
                                                            "hopper", "blackwell", "cdna3", "cpu"};
     return words[(int)v];
 }
+const char* to_string(GpuLink v) {
+    switch (v) {
+        case GpuLink::nvlink: return "nvlink";
+        case GpuLink::pcie: return "pcie";
+        case GpuLink::infinity_fabric: return "infinity-fabric";
+        case GpuLink::loopback: return "loopback";
+    }
+    return "?";
+}
+const char* link_name(GpuLink v) {
+    switch (v) {
+        case GpuLink::nvlink: return "NVLink";
+        case GpuLink::pcie: return "PCIe";
+        case GpuLink::infinity_fabric: return "Infinity Fabric";
+        case GpuLink::loopback: return "loopback";
+    }
+    return "?";
+}
 const char* to_string(Fp8Recipe v) {
     switch (v) {
         case Fp8Recipe::none: return "none";
@@ -157,6 +175,21 @@ std::string describe_nvlink_domain(const JobSpec& job) {
     return out;
 }
 
+std::string describe_network(const JobSpec& job) {
+    const ClusterSpec& c = job.cluster;
+    const double link = c.intra_gbps > 0 ? c.intra_gbps : c.gpu.link_gbps;
+    char buf[256];
+    if (c.gpu.link == GpuLink::loopback && c.nodes <= 1) {
+        std::snprintf(buf, sizeof buf, "one machine, ranks exchange tensors over loopback at %g GB/s (no NICs)", link);
+        return buf;
+    }
+    const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
+    std::snprintf(buf, sizeof buf, "%d × %.0f Gb/s NICs per node%s, %s %g GB/s%s", nics,
+                  c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1), c.rail_optimized ? " (rail-optimised)" : "",
+                  link_name(c.gpu.link), link, c.nvls ? " with SHARP (NVLS)" : "");
+    return buf + (c.gpu.link == GpuLink::nvlink ? " · NVLink domain " + describe_nvlink_domain(job) : std::string());
+}
+
 SourceLoc JobSpec::where(const std::string& key) const {
     auto it = origin.locations.find(key);
     if (it != origin.locations.end()) return it->second;
@@ -208,8 +241,13 @@ static std::string divisors_of(int n) {
     return out;
 }
 
+int default_vocab_pad(Framework f) {
+    return f == Framework::torchtitan || f == Framework::pytorch_fsdp ? 1 : 128;
+}
+
 std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     std::vector<Diagnostic> out;
+    if (job.origin.vocab_pad_defaulted) job.estimate.vocab_pad = default_vocab_pad(job.training.framework);
     ParallelSpec& par = job.parallel;
     const int world = job.world_size();
     if (!job.origin.dp_given) {

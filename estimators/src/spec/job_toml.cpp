@@ -263,6 +263,7 @@ static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torch
 static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused"};
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};
+static const std::vector<std::string> kGpuLinkWords = {"nvlink", "pcie", "infinity-fabric", "loopback"};  // GpuLink order
 // In Fp8Recipe / Fp8Format order.
 static const std::vector<std::string> kFp8RecipeWords = {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"};
 static const std::vector<std::string> kFp8FormatWords = {"hybrid", "e4m3"};
@@ -325,6 +326,7 @@ void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch) {
     r.read_double("hbm_gbps", g.hbm_gbps, 0, 1e7);
     r.read_double("link_gbps", g.link_gbps, 0, 1e7);
     read_enum(r, "generation", g.generation, kGenerationWords);
+    read_enum(r, "link", g.link, kGpuLinkWords);
 }
 
 static std::string preset_list(const std::vector<std::string>& names) {
@@ -440,6 +442,7 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
                   "both inter_gbps (GB/s per GPU) and nic_gbps (Gb/s per NIC) give the network bandwidth; "
                   "allowed: one of them (inter_gbps = nics_per_node · nic_gbps / 8 / gpus_per_node)");
     if (nics_given || nic_given || net) job.origin.network_source += nics_given || nic_given ? ", with the file's NIC keys" : "";
+    job.origin.network_generic = !net && !nics_given && !nic_given && !job.origin.inter_given;
     if (!job.origin.inter_given) c.inter_gbps = (c.nics_per_node > 0 ? c.nics_per_node : gpn) * nic_gbps / 8.0 / gpn;
     else job.origin.network_source += ", inter_gbps from the file";
 }
@@ -699,7 +702,7 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
     r.read_bool("memory_efficient_norm", e.memory_efficient_norm);  // menorm
     r.read_double("headroom", e.headroom, 0, 0.9);
-    r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
+    job.origin.vocab_pad_defaulted = !r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
     // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
     // spelling is refused with the new place rather than read, since its old default (on) differs.
     for (const char* moved : {"overlap_grad_reduce", "overlap_param_gather"}) {
@@ -866,6 +869,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     // Until [training] says otherwise, precision and flash attention follow the GPU.
     job.origin.precision_defaulted = job.origin.flash_attention_defaulted = true;
     job.origin.activation_profile_defaulted = true;
+    job.origin.vocab_pad_defaulted = true;  // until [estimate] writes it
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
         const toml::table* t = top.subtable(e.name);
@@ -999,6 +1003,7 @@ void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
     if (differs(&GpuSpec::hbm_gbps)) w.dbl("hbm_gbps", g.hbm_gbps);
     if (differs(&GpuSpec::link_gbps)) w.dbl("link_gbps", g.link_gbps);
     if (differs(&GpuSpec::generation)) w.str("generation", to_string(g.generation));
+    if (differs(&GpuSpec::link)) w.str("link", to_string(g.link));
 }
 
 std::string save_job_toml(const JobSpec& job) {
@@ -1148,6 +1153,7 @@ std::string save_job_toml(const JobSpec& job) {
     const EstimateSpec& e = job.estimate;
     EstimateSpec ed;
     ed.activation_profile = default_activation_profile(c.gpu);
+    ed.vocab_pad = default_vocab_pad(job.training.framework);
     if (e != ed) {
         w.header("estimate");
         if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));

@@ -89,6 +89,12 @@ enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled, fused };
 // "torchtitan", "pytorch-fsdp" (PyTorch FSDP stacks such as llm-foundry, HF accelerate).
 enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp };
 enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
+// What joins the GPUs of one node (link_gbps is its per-GPU bandwidth): NVLink through
+// NVSwitch (SXM boards), PCIe (cards: L40S, RTX 4090, H100 PCIe, whose NVLink bridges join
+// pairs only), AMD Infinity Fabric (MI300X's point-to-point mesh), or loopback sockets /
+// shared memory between the processes of one machine (the bundled engine's `cpu` device).
+// TOML words: "nvlink", "pcie", "infinity-fabric", "loopback".
+enum class GpuLink { nvlink, pcie, infinity_fabric, loopback };
 inline constexpr int kGpuGenerationCount = 8;
 // FP8 training (issue 15 point 3): which recipe runs the linear layers' GEMMs in FP8 on top
 // of bf16 mixed precision. delayed / current / mxfp8: Transformer Engine's DelayedScaling,
@@ -129,6 +135,13 @@ const char* to_string(AttentionFlops v);
 const char* to_string(RecomputeStyle v);
 const char* to_string(CrossEntropyImpl v);
 const char* to_string(GpuGeneration v);
+const char* to_string(GpuLink v);  // the TOML word
+// The vocabulary padding a framework applies (estimate.vocab_pad's default): Megatron-LM,
+// NeMo and Megatron-DeepSpeed pad to --make-vocab-size-divisible-by 128 (× tp); torchtitan
+// and PyTorch FSDP stacks keep the tokenizer's size (1: only the per-rank shard of an
+// uneven TP split rounds up).
+int default_vocab_pad(Framework f);
+const char* link_name(GpuLink v);  // for people: "NVLink", "PCIe", "Infinity Fabric", "loopback"
 const char* to_string(Framework v);
 const char* to_string(Fp8Recipe v);
 const char* to_string(Fp8Format v);
@@ -224,6 +237,7 @@ struct GpuSpec {
     double hbm_gbps = 0;        // device memory bandwidth
     double link_gbps = 0;       // intra-node GPU↔GPU link (NVLink/xGMI/PCIe) per GPU
     GpuGeneration generation = GpuGeneration::other;  // selects the calibrated kernel efficiencies
+    GpuLink link = GpuLink::nvlink;  // what link_gbps measures (the network line names it)
 
     // Dense peak for the math precision used by `p` (fp32 → fp32, bf16 → bf16, ...).
     double peak_tflops(Precision p) const;
@@ -459,7 +473,9 @@ struct EstimateSpec {
     double nccl_gib = 0.5;           // NCCL buffers per communicator with > 1 rank
     double fragmentation = 0.05;     // caching-allocator reserve, fraction of allocated bytes
     double headroom = 0.0;           // fraction of device memory a layout must leave free to fit
-    int vocab_pad = 128;             // vocab padded to a multiple of vocab_pad · tp
+    // vocab padded to a multiple of vocab_pad · tp; unwritten: the framework's
+    // (default_vocab_pad), set by derive_job_defaults.
+    int vocab_pad = 128;
     double zero_bucket_elements = 5e8;  // DeepSpeed reduce/allgather bucket size (elements)
     CrossEntropyImpl cross_entropy = CrossEntropyImpl::megatron;  // the loss's logits copies on the last stage
     double cublas_workspace_mib = -1;   // cuBLAS workspace per process; < 0 = the GPU's default (0 on cpu)
@@ -504,6 +520,7 @@ struct JobSpec {
         // estimate.activation_profile was not written: it follows the GPU
         // (default_activation_profile); saving writes it only where it differs.
         bool activation_profile_defaulted = false;
+        bool vocab_pad_defaulted = false;  // estimate.vocab_pad not written: the framework's default
         bool intra_given = false;
         // nccl: [cluster] preset = "..." (a cluster preset), whether inter_gbps was written, and
         // where the network came from ("cluster preset dgx-h100", "dgx-h100, the default for
@@ -511,6 +528,9 @@ struct JobSpec {
         std::string cluster_preset;
         bool inter_given = false;
         std::string network_source;
+        // No cluster preset (named or the GPU's default) and no NIC keys: the network is the
+        // generic one NIC per GPU at inter_gbps, which `ptd estimate` says loudly.
+        bool network_generic = false;
         bool nvlink_domain_given = false;  // gb200: cluster.nvlink_domain was written (else the preset's, or one node)
         // Things the user should know that are not errors, e.g. HF config fields that were
         // approximated or ignored. `ptd validate` prints them as notes.
@@ -589,6 +609,12 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job);
 // gb200: the NVLink domain the estimate assumes, for `ptd validate` / `ptd estimate`:
 // "one node (8 GPUs)" or "64 GPUs = 16 nodes (...how it follows from the preset...)".
 std::string describe_nvlink_domain(const JobSpec& job);
+// The network the collective model assumes, named by what the hardware has, for `ptd
+// layout` / `ptd estimate`: "8 × 400 Gb/s NICs per node (rail-optimised), NVLink 450 GB/s
+// with SHARP (NVLS) · NVLink domain one node (8 GPUs)", "... PCIe 31.5 GB/s", or for the
+// cpu device on one machine "one machine, ranks exchange tensors over loopback at 10 GB/s
+// (no NICs)". Without where it came from (origin.network_source).
+std::string describe_network(const JobSpec& job);
 
 // The precision a job on `gpu` trains in when the file does not say: bf16 where the GPU
 // computes bf16 faster than fp32, else fp16 where it computes fp16 faster (V100), else
