@@ -25,7 +25,7 @@ std::string count_text(double n) {  // 1.07M, 6.40M, 123.4K
     if (n >= 1e9) return fmt("%.2fB", n / 1e9);
     if (n >= 1e6) return fmt("%.2fM", n / 1e6);
     if (n >= 1e4) return fmt("%.1fK", n / 1e3);
-    return fmt("%.0f", n);
+    return n >= 100 ? fmt("%.0f", n) : fmt("%.1f", n);
 }
 
 // " (80%: lo – hi)" when the step time had an interval.
@@ -105,10 +105,11 @@ std::vector<CostRow> training_cost_rows(const TrainingCost& c) {
             rows.push_back({"cost", "not given", "set cluster.gpu_hour_usd (USD per GPU-hour); PTD assumes no price"});
         if (c.has_energy)
             rows.push_back({"energy", energy_text(c.energy_kwh) + range_text(c, c.energy_range, energy_text),
-                            fmt("%s = (%s GPUs × %.0f W [%s] + %s nodes × %.2f kW besides the GPUs [%s]) "
+                            fmt("%s = (%s GPUs × %.0f W [%s] + %s node%s × %.2f kW besides the GPUs [%s]) "
                                 "× PUE %.2f [%s]",
                                 power_text(c.power_kw).c_str(), thousands(in.gpus).c_str(), in.gpu_power_w,
-                                in.sources.gpu_power.c_str(), thousands(in.nodes).c_str(), in.host_power_w / 1000.0,
+                                in.sources.gpu_power.c_str(), thousands(in.nodes).c_str(), in.nodes == 1 ? "" : "s",
+                                in.host_power_w / 1000.0,
                                 in.sources.host_power.c_str(), in.pue, in.sources.pue.c_str())});
         else
             rows.push_back({"energy", "not known", in.sources.gpu_power});
@@ -122,7 +123,8 @@ std::vector<CostRow> training_cost_rows(const TrainingCost& c) {
                         fmt("at %.0f GB/s [%s]; the step waits for a save", in.storage_gbps, in.sources.storage.c_str())});
     if (c.interval_s > 0)
         rows.push_back({"save every",
-                        duration_text(c.interval_s) + fmt(" ≈ %s steps", thousands(c.interval_steps).c_str()),
+                        duration_text(c.interval_s) + fmt(" ≈ %s steps", thousands(c.interval_steps).c_str()) +
+                            (c.interval_s >= c.compute_s ? " (longer than the run: one save at its end)" : ""),
                         fmt("Young/Daly √(2 · save · MTBF); MTBF %s at %.3g failures per GPU-hour [%s]",
                             duration_text(c.mtbf_s).c_str(), in.failures_per_gpu_hour, in.sources.failures.c_str())});
     return rows;
