@@ -22,7 +22,7 @@ shoot() {  # NAME ARGS... (run in $work so runs/ lands there; recent files stay 
 }
 
 shoot studio-layout --panel layout --mouse 760,260 --color-by tp
-shoot studio-memory --panel memory --mouse 520,160
+shoot studio-memory --panel memory --mouse 520,160 --set training.tokens=1e12 --set cluster.gpu_hour_usd=2.5
 shoot studio-planner --panel planner
 shoot studio-launch --auto-launch --steps 20 --panel launch
 shoot studio-live --auto-launch --steps 40 --panel live --mouse 620,330

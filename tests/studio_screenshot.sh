@@ -89,6 +89,7 @@ shoot ranks_16k --set cluster.nodes=2048 --set parallel.tp=8 --set parallel.pp=8
 # Memory & speed: the default job, the tiny one (MiB), one that runs out of memory, 32
 # stages (the rows scroll), an invalid job, and the rank grid coloured by predicted memory.
 shoot memory --panel memory
+shoot memory_cost --panel memory --set training.tokens=15e12 --set cluster.gpu_hour_usd=2.5
 shoot tiny_memory --job @tiny --panel memory
 shoot memory_oom --panel memory --set training.micro_batch=32
 shoot memory_pp32 --panel memory --set cluster.nodes=32 --set parallel.tp=2 --set parallel.pp=32

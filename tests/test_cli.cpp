@@ -334,6 +334,54 @@ TEST(CliPlan, TextTables) {
     Proc bad = run_refused(kPtd + " plan --top 0 " + kJobs + "llama3-8b-h100.toml");
 }
 
+// cost (issue 28 point 5): the issue's done case, Llama 3 70B for 15T tokens on 1,024 H100:
+// days, GPU-hours, cost, energy and checkpoint lines with their sources, and the same in --json.
+TEST(CliEstimate, TimeCostEnergyAndCheckpointsToTrain) {
+    const std::string job = kJobs + "llama3-70b-h100.toml --set cluster.nodes=128 --set training.tokens=15e12";
+    Proc r = run_ok(kPtd + " estimate " + job + " --set cluster.gpu_hour_usd=2.5");
+    for (const char* s : {"time and cost to train", "15.00T tokens = 3,576,279 steps", "training.tokens", "days (80%: ",
+                          "goodput", "GPU-hours", "× $2.50 [cluster.gpu_hour_usd]", "GWh", "× 700 W [h100-sxm preset",
+                          "DGX H100 datasheet", "PUE 1.10", "987.8 GB in total", "GiB per rank", "save / load",
+                          "arXiv 2407.21783 §3.3.1", "Young/Daly", "419 unexpected interruptions"})
+        EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
+    Proc unpriced = run_ok(kPtd + " estimate " + job);
+    EXPECT_TRUE(contains(unpriced.out, "cost            not given  · set cluster.gpu_hour_usd")) << unpriced.out;
+
+    Proc j = run_ok(kPtd + " estimate --json " + job + " --set cluster.gpu_hour_usd=2.5 --set cluster.storage_gbps=500");
+    const auto t = nlohmann::json::parse(j.out)["training"];
+    EXPECT_EQ(t["steps"].get<double>(), 3576279);
+    EXPECT_NEAR(t["cost_usd"].get<double>(), t["gpu_hours"].get<double>() * 2.5, 1e-6);
+    EXPECT_NEAR(t["gpu_hours"].get<double>(), t["wall_s"].get<double>() * 1024 / 3600, 1e-6);
+    EXPECT_LT(t["gpu_hours_interval"]["lo"].get<double>(), t["gpu_hours"].get<double>());
+    EXPECT_GT(t["energy_kwh"].get<double>(), 0);
+    EXPECT_EQ(t["checkpoint"]["storage_gbps"], 500.0);
+    EXPECT_NEAR(t["checkpoint"]["save_s"].get<double>(), t["checkpoint"]["total_bytes"].get<double>() / 500e9, 1e-9);
+    EXPECT_EQ(t["sources"]["storage"], "cluster.storage_gbps");
+    EXPECT_EQ(t["sources"]["price"], "cluster.gpu_hour_usd");
+    Proc bad = run_refused(kPtd + " estimate " + job + " --set cluster.storage_gbps=-3");
+    EXPECT_TRUE(contains(bad.err, "--set cluster.storage_gbps=-3: error: cluster.storage_gbps: got -3; allowed: a number > 0"))
+        << bad.err;
+}
+
+// `ptd plan` shows each row's days (and cost / energy where the job gives a price / GPU power),
+// orders by --objective, and refuses an objective it cannot compute.
+TEST(CliPlan, ObjectiveColumnsAndOrder) {
+    const std::string job = kJobs + "llama3-8b-h100.toml --set training.tokens=1e12";
+    Proc text = run_ok(kPtd + " plan --top 4 --objective cost " + job + " --set cluster.gpu_hour_usd=3");
+    for (const char* s : {"top 4 layouts by cost to train", "train", "cost", "energy", "days", "MWh"})
+        EXPECT_TRUE(contains(text.out, s)) << s << "\n" << text.out;
+    Proc j = run_ok(kPtd + " plan --top 4 --json --objective energy " + job);
+    const auto doc = nlohmann::json::parse(j.out);
+    EXPECT_EQ(doc["objective"], "energy");
+    ASSERT_EQ(doc["top"].size(), 4u);
+    for (size_t i = 1; i < doc["top"].size(); ++i)
+        EXPECT_LE(doc["top"][i - 1]["training"]["energy_kwh"].get<double>(), doc["top"][i]["training"]["energy_kwh"].get<double>());
+    Proc unpriced = run_refused(kPtd + " plan --objective cost " + job);
+    EXPECT_TRUE(contains(unpriced.err, "cluster.gpu_hour_usd: not given; --objective cost needs")) << unpriced.err;
+    Proc word = run_refused(kPtd + " plan --objective money " + job);
+    EXPECT_TRUE(contains(word.err, "money")) << word.err;
+}
+
 // Every speed figure of `ptd estimate` carries its interval: in the text beside each figure
 // with the runs it comes from, in --json as "interval" (docs/cli.md); a CPU job has none and
 // says why.

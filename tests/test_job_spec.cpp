@@ -788,6 +788,64 @@ TEST(JobSpec, ByteOrderMarkIsAccepted) {
     EXPECT_TRUE(r) << r.error().str();
 }
 
+// cost (issue 28 point 5): the run's keys are read, saved only where given, and survive a round trip.
+TEST(CostKeys, ReadAndRoundTrip) {
+    std::string text = kBase;
+    text.replace(text.find("gpu = \"h100-sxm\"\n"), 17,
+                 "gpu = \"h100-sxm\"\ngpu_hour_usd = 2.5\nstorage_gbps = 40\npue = 1.3\nhost_power_w = 3000\n"
+                 "failures_per_gpu_hour = 2e-5\n");
+    text += "tokens = 15_000_000_000_000\n";
+    auto r = load(text);
+    ASSERT_TRUE(r) << r.error().str();
+    EXPECT_EQ(r->cluster.gpu_hour_usd, 2.5);
+    EXPECT_EQ(r->cluster.storage_gbps, 40);
+    EXPECT_EQ(r->cluster.pue, 1.3);
+    EXPECT_EQ(r->cluster.host_power_w, 3000);
+    EXPECT_EQ(r->cluster.failures_per_gpu_hour, 2e-5);
+    EXPECT_EQ(r->training.tokens, 15e12);
+    EXPECT_EQ(r->cluster.gpu.power_w, 700);  // the h100-sxm preset's datasheet TDP
+    const std::string saved = ptd::save_job_toml(*r);
+    auto again = ptd::load_job_text(saved, "saved.toml", presets());
+    ASSERT_TRUE(again) << again.error().str() << "\n" << saved;
+    EXPECT_EQ(again->cluster, r->cluster);
+    EXPECT_EQ(again->training, r->training);
+    // Not given: nothing written (the documented defaults apply again on load).
+    const std::string plain = ptd::save_job_toml(*load(kBase));
+    for (const char* key : {"gpu_hour_usd", "storage_gbps", "pue", "host_power_w", "failures_per_gpu_hour", "tokens"})
+        EXPECT_FALSE(contains(plain, key)) << key;
+}
+
+// Negative, zero, non-numeric and non-finite values are refused with file, line, key and what is allowed.
+TEST(CostKeys, BadValuesAreLocated) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"gpu_hour_usd = -2", "job.toml:9:16: error: cluster.gpu_hour_usd: got -2; allowed: a number > 0"},
+        {"gpu_hour_usd = 0", "cluster.gpu_hour_usd: got 0; allowed: a number > 0 and ≤ 1e+06 (USD per GPU-hour)"},
+        {"gpu_hour_usd = \"cheap\"", "job.toml:9:16: error: cluster.gpu_hour_usd: expected a number, got string"},
+        {"storage_gbps = nan", "cluster.storage_gbps: got nan; allowed: a number > 0"},
+        {"storage_gbps = 0.0", "cluster.storage_gbps: got 0; allowed: a number > 0"},
+        {"host_power_w = -1", "cluster.host_power_w: got -1; allowed: a number > 0"},
+        {"failures_per_gpu_hour = 0", "cluster.failures_per_gpu_hour: got 0; allowed: a number > 0"},
+        {"pue = 0.8", "job.toml:9:7: error: cluster.pue: got 0.8; allowed: 1 to 10"},
+        {"pue = true", "cluster.pue: expected a number, got boolean"},
+    };
+    for (const auto& [line, message] : cases) {
+        std::string text = kBase;
+        text.replace(text.find("gpu = \"h100-sxm\"\n"), 17, "gpu = \"h100-sxm\"\n" + std::string(line) + "\n");
+        auto r = load(text);
+        ASSERT_FALSE(r) << line;
+        EXPECT_TRUE(contains(r.error().str(), message)) << line << "\n" << r.error().str();
+    }
+    auto tokens = load(std::string(kBase) + "tokens = -15e12\n");
+    ASSERT_FALSE(tokens);
+    EXPECT_TRUE(contains(tokens.error().str(), "job.toml:17:10: error: training.tokens: got -1.5e+13; allowed: a number > 0"))
+        << tokens.error().str();
+    std::string gpu = kBase;
+    gpu.replace(gpu.find("gpu = \"h100-sxm\"\n"), 17, "[cluster.gpu]\npreset = \"h100-sxm\"\npower_w = 0\n");
+    auto power = load(gpu);
+    ASSERT_FALSE(power);
+    EXPECT_TRUE(contains(power.error().str(), "cluster.gpu.power_w: got 0; allowed: a number > 0")) << power.error().str();
+}
+
 // Echoed input is quoted, escaped where it would not show, and shortened with its length.
 TEST(QuoteInput, EscapesAndShortens) {
     EXPECT_EQ(ptd::quote_input("h100-sxm"), "\"h100-sxm\"");

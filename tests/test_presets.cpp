@@ -55,6 +55,13 @@ TEST(Presets, RequiredGpusHaveFigures) {
         EXPECT_GT(g->link_gbps, 0) << name;
         EXPECT_FALSE(g->description.empty()) << name;
     }
+    // cost: every GPU preset carries its datasheet power (the nominal cpu device has none).
+    for (const ptd::GpuSpec& g : cat.gpus) {
+        if (g.name == "cpu") EXPECT_EQ(g.power_w, 0);
+        else EXPECT_GE(g.power_w, 250) << g.name;
+    }
+    EXPECT_DOUBLE_EQ(cat.find_gpu("h100-sxm")->power_w, 700.0);
+    EXPECT_DOUBLE_EQ(cat.find_gpu("mi300x")->power_w, 750.0);
     EXPECT_DOUBLE_EQ(cat.find_gpu("a100-80gb")->bf16_tflops, 312.0);
     EXPECT_NEAR(cat.find_gpu("h100-sxm")->bf16_tflops, 989.4, 0.5);
     EXPECT_EQ(cat.find_gpu("v100-32gb")->bf16_tflops, 0.0);  // no bf16 tensor cores

@@ -320,3 +320,34 @@ TEST(StudioMemory, SpeedFiguresCarryTheirInterval) {
     for (const Figure& x : throughput_figures(s)) EXPECT_TRUE(x.range.empty()) << x.label;
     EXPECT_EQ(speed_interval_line(s).rfind("no error bars: no published runs on CPUs", 0), 0u) << speed_interval_line(s);
 }
+
+// cost: the Memory & speed tab's "Time and cost to train" rows are `ptd estimate`'s, follow the
+// budget and price typed into the tab, and invent no price.
+TEST(StudioMemory, TrainingCostRowsFollowBudgetAndPrice) {
+    StudioState s = default_state();
+    ASSERT_TRUE(set_gpu_preset(s, "h100-sxm"));
+    std::vector<CostRow> rows = training_rows(s);
+    ASSERT_FALSE(rows.empty());
+    auto row = [&](const std::string& label) {
+        for (const CostRow& r : rows)
+            if (r.label == label) return r;
+        ADD_FAILURE() << "no row " << label;
+        return CostRow{};
+    };
+    EXPECT_EQ(row("budget").source, "training.steps");
+    EXPECT_EQ(row("cost").value, "not given");
+    EXPECT_NE(row("energy").source.find("h100-sxm preset: datasheet TDP"), std::string::npos) << row("energy").source;
+    EXPECT_NE(row("save every").source.find("Young/Daly"), std::string::npos);
+    const uint64_t before = s.revision;
+    ASSERT_TRUE(edit_cost_input(s, "training.tokens", 1e12));
+    ASSERT_TRUE(edit_cost_input(s, "cluster.gpu_hour_usd", 2));
+    EXPECT_GT(s.revision, before);
+    EXPECT_FALSE(edit_cost_input(s, "cluster.gpu_hour_usd", -1));
+    EXPECT_FALSE(edit_cost_input(s, "training.lr", 1));
+    rows = training_rows(s);
+    const Estimate& e = *job_estimate(s);
+    EXPECT_EQ(rows, training_cost_rows(e.training));
+    EXPECT_EQ(row("budget").source, "training.tokens, rounded up to whole steps");
+    EXPECT_EQ(row("cost").value.rfind(usd_text(e.training.cost_usd), 0), 0u) << row("cost").value;
+    EXPECT_DOUBLE_EQ(e.training.cost_usd, e.training.gpu_hours * 2);
+}

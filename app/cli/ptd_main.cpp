@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
     // zb: schedules stock Megatron-LM / DeepSpeed / torchtitan cannot run.
     plan->add_flag("--zb-h1", pl.try_zb_h1, "Also try the ZB-H1 zero-bubble schedule (sail-sg's zero-bubble Megatron-LM fork runs it)");
     plan->add_flag("--dualpipe", pl.try_dualpipe, "Also try DualPipe (deepseek-ai/DualPipe runs it)");
+    plan->add_option("--objective", pl.objective,
+                     "Order the listed layouts by throughput (default), time, cost or energy to train training.tokens")
+        ->check(CLI::IsMember({"throughput", "time", "cost", "energy"}));
     plan->add_flag("--exhaustive", pl.exhaustive, "Evaluate every layout (no pruning; slower, same answer)");
     plan->add_option("--set", pl.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     plan->add_flag("--json", pl.json, "Machine-readable plan (schema ptd.plan/1)");

@@ -272,6 +272,8 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     opt.tp_beyond_node = a.tp_beyond_node;
     opt.try_zb_h1 = a.try_zb_h1, opt.try_dualpipe = a.try_dualpipe;  // zb
     opt.exhaustive = a.exhaustive;
+    for (PlanObjective o : {PlanObjective::throughput, PlanObjective::time, PlanObjective::cost, PlanObjective::energy})
+        if (a.objective == to_string(o)) opt.objective = o;  // cost: the CLI checked the word
     std::optional<JobProfile> profile;
     if (!load_profile_or_report(*job, a.profile, profile, err)) return kExitConfig;
     if (profile) opt.profile = &profile->profile;

@@ -64,6 +64,7 @@ struct PlanArgs {
     bool tp_beyond_node = false;
     bool try_zb_h1 = false, try_dualpipe = false;  // zb: --zb-h1, --dualpipe
     bool exhaustive = false;
+    std::string objective = "throughput";  // cost: --objective throughput|time|cost|energy
     bool json = false;        // schema ptd.plan/1
 };
 int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);

@@ -9,6 +9,7 @@
 
 #include "ptd/export/export.h"
 #include "ptd/model/model_stats.h"
+#include "training_cost_view.h"
 
 namespace ptd {
 
@@ -256,6 +257,13 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
            fmt(" · attention FLOPs: %s\n", attention_convention(est.flops.convention));
     out += dim(term, interval_basis_line(iv)) + "\n";
 
+    // cost: the whole run (training_cost_view.cpp), each figure with where it comes from.
+    if (const std::vector<CostRow> cost = training_cost_rows(est.training); !cost.empty()) {
+        out += "\n" + bold(term, "time and cost to train") + "\n";
+        for (const CostRow& r : cost)
+            out += "  " + pad_right(r.label, 16) + r.value + dim(term, "  · " + r.source) + "\n";
+    }
+
     if (!est.notes.empty()) {
         out += "\n" + bold(term, "notes") + "\n";
         for (const std::string& n : est.notes) out += "  - " + n + "\n";
@@ -325,6 +333,7 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
         {"mfu", est.mfu},
         {"hfu", est.hfu},
         {"interval", estimate_interval_json(est.speed)},
+        {"training", training_cost_json(est.training)},
         {"time_source", est.time_from_profile ? "profile" : "preset"},
         {"flops",
          {{"convention", to_string(est.flops.convention)}, {"model_per_token", est.flops.model_per_token},
@@ -350,6 +359,11 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
         {"step s", 9}, {"tokens/s", 12}, {"MFU", 7}};
     std::vector<std::pair<const char*, int>> widths = cols;
+    // cost: the whole run's wall clock, and its cost and energy where the job gives what they need.
+    const bool cost_col = job.cluster.gpu_hour_usd > 0, energy_col = job.cluster.gpu.power_w > 0;
+    widths.push_back({"train", 12});
+    if (cost_col) widths.push_back({"cost", 10});
+    if (energy_col) widths.push_back({"energy", 12});
     // etp: MoE jobs get an etp column after ep (the experts' tensor parallelism the search chose).
     const bool moe = job.model.experts > 1;
     constexpr size_t kEtpColumn = 6;
@@ -368,6 +382,11 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
             zero_label(c.zero, c.distributed_optimizer) + offload_suffix(c.offload_optimizer, c.offload_params), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
             order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
             thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)});
+        const TrainingCost& run = entries[i].training;  // cost
+        const bool finite = run.known && run.goodput > 0;
+        rows.back().push_back(finite ? duration_text(run.wall_s) : "—");
+        if (cost_col) rows.back().push_back(finite && run.has_cost ? usd_text(run.cost_usd) : "—");
+        if (energy_col) rows.back().push_back(finite && run.has_energy ? energy_text(run.energy_kwh) : "—");
         if (moe) rows.back().insert(rows.back().begin() + kEtpColumn, std::to_string(c.etp > 0 ? c.etp : c.tp));  // etp
         // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
         for (size_t k = 0; k < widths.size(); ++k)
@@ -465,6 +484,7 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e) {
             {"time", time_json(s.time)}, {"worst_memory", memory_json(s.worst_mem)},
             {"offload_optimizer", to_string(c.offload_optimizer)}, {"offload_params", c.offload_params},
             {"host_bytes_per_node", s.host_bytes_per_node},
+            {"training", training_cost_json(e.training)},
             {"exports", exports_json(job, e)}};
 }
 
@@ -520,6 +540,17 @@ std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanRe
 
 }  // namespace
 
+// cost: what the listed rows are ordered by, for the table's title.
+const char* objective_title(PlanObjective o) {
+    switch (o) {
+        case PlanObjective::time: return "time to train (expected wall clock)";
+        case PlanObjective::cost: return "cost to train";
+        case PlanObjective::energy: return "energy to train";
+        case PlanObjective::throughput: break;
+    }
+    return "tokens/s";
+}
+
 std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const PlanOptions& options, const Term& term) {
     const int world = options.gpus > 0 ? options.gpus : job.world_size();
     const double headroom = options.headroom >= 0 ? options.headroom : job.estimate.headroom;
@@ -532,7 +563,7 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     if (plan.top.empty()) {
         out += "\n" + red(term, "no layout fits") + "\n";
     } else {
-        out += "\n" + bold(term, fmt("top %zu layouts by tokens/s", plan.top.size())) + "\n";
+        out += "\n" + bold(term, fmt("top %zu layouts by %s", plan.top.size(), objective_title(options.objective))) + "\n";
         out += plan_table(job, plan.top, term);
         if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
@@ -578,6 +609,7 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"headroom", options.headroom >= 0 ? options.headroom : job.estimate.headroom},
             {"interval", band ? band_json(speed_interval(*band, {})) : band_json(job_speed_interval(job, {}))},
             {"within_error_of_best", rows_within_error(band, plan)},
+            {"objective", to_string(options.objective)},
             {"top", top},
             {"pareto", pareto},
             {"why_best", plan.why_best},

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     int replica = -1;
     app.add_option("--replica", replica, "Schedule tab: rows = the ranks of this data-parallel replica (default: the stages)")
         ->check(CLI::Range(0, 1 << 30));
-    app.add_option("--set", sets, "Edit a number after loading, as in the job panel, e.g. --set parallel.tp=8 (repeatable)");
+    app.add_option("--set", sets, "Edit a number after loading, as in the job panel, e.g. --set parallel.tp=8 or --set training.tokens=15e12 (repeatable)");
     bool auto_launch = false;
     int launch_steps = 0;
     app.add_flag("--auto-launch", auto_launch,
@@ -131,6 +131,16 @@ int main(int argc, char** argv) {
         // The whole value must be an integer: sscanf("%d") took "8abc" as 8 and overflowed.
         const char* first = eq == std::string::npos ? nullptr : kv.c_str() + eq + 1;
         const char* last = kv.c_str() + kv.size();
+        if (key == "training.tokens" || key == "cluster.gpu_hour_usd") {  // cost: the tab's two number fields
+            double number = -1;
+            const auto [end, ec] = first ? std::from_chars(first, last, number) : std::from_chars_result{last, std::errc::invalid_argument};
+            if (ec != std::errc() || end != last || !edit_cost_input(state, key, number)) {
+                std::fprintf(stderr, "ptd-studio: error: --set: got %s; allowed: %s=NUMBER, a number ≥ 0 (0 = not given)\n",
+                             ptd::quote_input(kv).c_str(), key.c_str());
+                return ptd::kExitConfig;
+            }
+            continue;
+        }
         bool whole_int = false;
         if (first && first != last) {
             const auto [end, ec] = std::from_chars(first, last, value);
@@ -139,7 +149,8 @@ int main(int argc, char** argv) {
         if (!whole_int || !find_int_field(key)) {
             std::string keys;
             for (const IntField& f : int_fields()) keys += std::string(keys.empty() ? "" : ", ") + f.key;
-            std::fprintf(stderr, "ptd-studio: error: --set: got %s; allowed: KEY=INTEGER with KEY one of %s\n",
+            std::fprintf(stderr, "ptd-studio: error: --set: got %s; allowed: KEY=INTEGER with KEY one of %s; "
+                                 "training.tokens=NUMBER, cluster.gpu_hour_usd=NUMBER\n",
                          ptd::quote_input(kv).c_str(), keys.c_str());
             return ptd::kExitConfig;
         }

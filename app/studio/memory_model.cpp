@@ -284,6 +284,11 @@ std::string flops_convention_text(AttentionFlops c) {
     return c == AttentionFlops::full ? "full s\xC2\xB2 (PaLM)" : "causal s\xC2\xB2/2 (Megatron)";
 }
 
+std::vector<CostRow> training_rows(const StudioState& s) {
+    const Estimate* e = job_estimate(s);
+    return e ? training_cost_rows(e->training) : std::vector<CostRow>{};
+}
+
 std::vector<Figure> throughput_figures(const StudioState& s) {
     std::vector<Figure> out;
     const Estimate* e = job_estimate(s);

@@ -16,6 +16,7 @@
 
 #include "group_colours.h"
 #include "ptd/model/estimate.h"
+#include "training_cost_view.h"
 
 namespace ptd::studio {
 
@@ -187,6 +188,14 @@ std::vector<Figure> throughput_figures(const StudioState& s);
 std::string speed_interval_line(const StudioState& s);
 // "full s² (PaLM)" or "causal s²/2 (Megatron)": how attention-score FLOPs are counted in MFU.
 std::string flops_convention_text(AttentionFlops c);
+
+// ---- Time and cost to train (cost) -----------------------------------------------------
+
+// The whole run for training.tokens (else steps) at the estimate's step time, as `ptd
+// estimate` prints it: one row per figure (budget, training steps, wall clock, GPU-hours,
+// cost, energy, checkpoint, save / load, save every) with where it comes from; empty when
+// the job is invalid.
+std::vector<CostRow> training_rows(const StudioState& s);
 
 // ---- Predicted memory on the rank grid -------------------------------------------------
 

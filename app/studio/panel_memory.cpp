@@ -292,6 +292,52 @@ void step_time(StudioState& s, const Estimate& e) {
     }
 }
 
+// cost: the whole run (training.tokens, else steps) as `ptd estimate` prints it: figure, value
+// and source; a source too long for its column shows whole on hover.
+void training_cost_table(StudioState& s) {
+    const std::vector<CostRow> rows = training_rows(s);
+    if (rows.empty()) return;
+    ImGui::Spacing();
+    ImGui::TextUnformatted("Time and cost to train");
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", s.job.training.tokens > 0 ? "(training.tokens at this step time)"
+                                                         : "(training.steps at this step time; set training.tokens for a token budget)");
+    ImGui::SameLine();
+    help_marker("The run's wall clock is the training steps divided by the goodput that checkpoint saves and "
+                "failures leave (Young/Daly interval); GPU-hours, cost and energy follow the wall clock. Defaults "
+                "and their sources: docs/estimators.md, \"Time and cost to train\".");
+    // The two inputs a user most often changes here: the token budget and the price.
+    double tokens = s.job.training.tokens, price = s.job.cluster.gpu_hour_usd;
+    ImGui::SetNextItemWidth(ImGui::CalcTextSize("0000000000000000").x);
+    if (ImGui::InputDouble("tokens##budget", &tokens, 0, 0, "%.4g")) edit_cost_input(s, "training.tokens", tokens);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("training.tokens: the token budget (e.g. 15e12); 0 = not given: training.steps");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::CalcTextSize("000000000").x);
+    if (ImGui::InputDouble("USD per GPU-hour##price", &price, 0, 0, "%.2f"))
+        edit_cost_input(s, "cluster.gpu_hour_usd", price);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("cluster.gpu_hour_usd: your price per GPU-hour; 0 = not given (PTD has no default price)");
+    if (!ImGui::BeginTable("##training_cost", 3, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg)) return;
+    ImGui::TableSetupColumn("figure", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("source", ImGuiTableColumnFlags_WidthStretch);
+    for (const CostRow& r : rows) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%s", display_text(r.label).c_str());
+        ImGui::TableNextColumn();
+        const bool missing = r.value == "not given" || r.value == "not known" || r.value == "never finishes";
+        const std::string value = display_text(r.value);
+        if (missing) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colour::warning), "%s", value.c_str());
+        else ImGui::TextUnformatted(value.c_str());
+        ImGui::TableNextColumn();
+        const std::string source = display_text(r.source);
+        ImGui::TextDisabled("%s", source.c_str());
+        if (ImGui::IsItemHovered() && ImGui::CalcTextSize(source.c_str()).x > ImGui::GetColumnWidth())
+            ImGui::SetTooltip("%s", source.c_str());
+    }
+    ImGui::EndTable();
+}
+
 }  // namespace
 
 void draw_memory_panel(StudioState& s) {
@@ -367,6 +413,7 @@ void draw_memory_panel(StudioState& s) {
     ImGui::SameLine();
     ImGui::TextDisabled("%.3f s on the critical path through the slowest stage", e->step_s);
     step_time(s, *e);
+    training_cost_table(s);
     if (!e->notes.empty()) {
         ImGui::Spacing();
         for (const std::string& n : e->notes) text_wrapped_coloured(colour::text_dim, "- " + n);

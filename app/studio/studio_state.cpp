@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 
 #include "layout_view.h"
@@ -147,6 +148,15 @@ bool edit_int(StudioState& s, std::string_view key, int value) {
     if (key.starts_with("parallel.")) s.job.origin.no_layout = false;  // the user is choosing the layout
     if (key == "parallel.dp") s.job.origin.dp_given = true;
     if (key == "training.global_batch") s.job.origin.global_batch_given = true;
+    recompute(s);
+    return true;
+}
+
+bool edit_cost_input(StudioState& s, std::string_view key, double value) {
+    if (!std::isfinite(value) || value < 0) return false;
+    if (key == "training.tokens") s.job.training.tokens = value;
+    else if (key == "cluster.gpu_hour_usd") s.job.cluster.gpu_hour_usd = value;
+    else return false;
     recompute(s);
     return true;
 }

@@ -161,6 +161,10 @@ void recompute(StudioState& s);
 // Edits. Each one changes `job`, then calls recompute(). They return false (and change
 // nothing) for an unknown key or preset name.
 bool edit_int(StudioState& s, std::string_view key, int value);
+// cost: the run's budget and price as the Memory & speed tab edits them: "training.tokens" or
+// "cluster.gpu_hour_usd", value ≥ 0 (0 = not given); false for another key or a negative or
+// non-finite value.
+bool edit_cost_input(StudioState& s, std::string_view key, double value);
 bool set_model_preset(StudioState& s, std::string_view name);
 bool set_gpu_preset(StudioState& s, std::string_view name);
 void set_recompute(StudioState& s, Recompute r);

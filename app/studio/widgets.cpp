@@ -40,6 +40,7 @@ std::string display_text(std::string_view s) {
                 case 0x201C:
                 case 0x201D: out += "\""; break;
                 case 0x2248: out += "~"; break;
+                case 0x221A: out += "sqrt"; break;
                 case 0x22C5:
                 case 0x2219: out += "\xC2\xB7"; break;  // middle dot
                 default: out += "?"; break;

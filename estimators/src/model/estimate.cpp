@@ -1145,6 +1145,12 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
     if ((est.mfu > 1.0 || est.hfu > 1.0) && job.estimate.attention_flops == AttentionFlops::full)
         est.notes.push_back(std::string(est.mfu > 1.0 ? "MFU" : "HFU") + " above 100% under the full-s² convention: causal attention kernels execute about half "
                             "of the counted score FLOPs; set estimate.attention_flops = \"causal\" to count what runs");
+    // cost: the whole run at this step time (training_cost.h).
+    est.training = training_cost(training_cost_inputs(job, est.step_s, est.speed.known ? est.speed.step_s : Range{},
+                                                      est.speed.band.confidence, est.tokens_per_s * est.step_s,
+                                                      checkpoint_total_bytes(job.training, est.params)));
+    for (const StageEstimate& st : est.stages)
+        est.training.checkpoint_rank_bytes = std::max(est.training.checkpoint_rank_bytes, st.mem.params + st.mem.optimizer);
     return est;
 }
 

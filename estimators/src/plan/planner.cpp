@@ -891,6 +891,27 @@ void check_batch_keeps_gpus_busy(const JobSpec& job, const PlanOptions& options,
 
 }  // namespace
 
+// cost: an objective needs the figure it orders by (a price for cost, the GPU's power for energy).
+static Result<void> check_objective(const JobSpec& job, PlanObjective objective) {
+    if (objective == PlanObjective::cost && job.cluster.gpu_hour_usd <= 0)
+        return fail(job.where("cluster"), "cluster.gpu_hour_usd",
+                    "not given; --objective cost needs the price of a GPU-hour (USD): set cluster.gpu_hour_usd "
+                    "(e.g. --set cluster.gpu_hour_usd=2.5)");
+    if (objective == PlanObjective::energy && job.cluster.gpu.power_w <= 0)
+        return fail(job.where("cluster.gpu"), "cluster.gpu.power_w",
+                    "not known for GPU " + job.cluster.gpu.name +
+                        "; --objective energy needs the GPU's power under load (W): set cluster.gpu.power_w");
+    return {};
+}
+
+// cost: the listed rows by the objective's figure, tokens/s (the search's order) on ties.
+static void order_by_objective(std::vector<PlanEntry>& rows, PlanObjective objective) {
+    if (objective == PlanObjective::throughput) return;
+    std::stable_sort(rows.begin(), rows.end(), [&](const PlanEntry& a, const PlanEntry& b) {
+        return objective_value(a, objective) < objective_value(b, objective);
+    });
+}
+
 // The search, step by step (docs/planner.md): check the inputs, build the space, count it,
 // screen every layout (memory exact, step time bounded), simulate the schedule where the
 // bounds leave a layout's place open, then rank, explain and check the batch.
@@ -898,6 +919,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     const auto t0 = std::chrono::steady_clock::now();
     const int world = options.gpus > 0 ? options.gpus : job.world_size();
     if (auto bad = check_plan_inputs(job, options, world); !bad) return std::unexpected(bad.error());
+    if (auto bad = check_objective(job, options.objective); !bad) return std::unexpected(bad.error());
 
     // The job the estimator sees: the planned world size and the asked-for headroom.
     JobSpec planned = job;
@@ -956,8 +978,13 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     out.equivalent_hidden += count_equivalent_hidden(listed, d.fit_exact);
     if (screening.done && options.progress) options.progress(out.evaluated, out.evaluated);
 
-    auto entry = [&](const Candidate& c) { return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score}; };
+    auto entry = [&](const Candidate& c) {
+        return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score,
+                         layout_training_cost(planned, c.score.step_s, c.score.tokens_per_s,
+                                              c.score.worst_mem.params + c.score.worst_mem.optimizer)};
+    };
     for (const Candidate& c : listed) out.top.push_back(entry(c));
+    order_by_objective(out.top, options.objective);
     for (const Candidate& c : d.pareto) out.pareto.push_back(entry(c));
     for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
@@ -976,6 +1003,29 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     check_batch_keeps_gpus_busy(job, options, world, out);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
+}
+
+const char* to_string(PlanObjective o) {
+    switch (o) {
+        case PlanObjective::throughput: return "throughput";
+        case PlanObjective::time: return "time";
+        case PlanObjective::cost: return "cost";
+        case PlanObjective::energy: return "energy";
+    }
+    return "throughput";
+}
+
+double objective_value(const PlanEntry& e, PlanObjective objective) {
+    const TrainingCost& t = e.training;
+    // A run that never finishes (failures outpace the saves) or has no figure sorts last.
+    const double never = std::numeric_limits<double>::infinity();
+    switch (objective) {
+        case PlanObjective::throughput: return -e.score.tokens_per_s;
+        case PlanObjective::time: return t.goodput > 0 ? t.wall_s : never;
+        case PlanObjective::cost: return t.has_cost && t.goodput > 0 ? t.cost_usd : never;
+        case PlanObjective::energy: return t.has_energy && t.goodput > 0 ? t.energy_kwh : never;
+    }
+    return never;
 }
 
 int64_t plan_rank_of(const PlanResult& plan, double tokens_per_s) {

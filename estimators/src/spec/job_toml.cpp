@@ -91,16 +91,22 @@ bool TableReader::read_int(std::string_view key, int& out, long long min, long l
     return true;
 }
 
-bool TableReader::read_double(std::string_view key, double& out, double min, double max) {
+const toml::node* TableReader::number(std::string_view key, double& x) {
     const toml::node* n = find(key);
-    if (!n) return false;
-    double x;
+    if (!n) return nullptr;
     if (const auto* f = n->as_floating_point()) x = f->get();
     else if (const auto* i = n->as_integer()) x = (double)i->get();
     else {
         type_error(*n, key, "a number");
-        return false;
+        return nullptr;
     }
+    return n;
+}
+
+bool TableReader::read_double(std::string_view key, double& out, double min, double max) {
+    double x = 0;
+    const toml::node* n = number(key, x);
+    if (!n) return false;
     if (!std::isfinite(x) || x < min || x > max) {
         std::ostringstream os;
         os << "got " << x << "; allowed: " << min << " .. " << max;
@@ -109,6 +115,20 @@ bool TableReader::read_double(std::string_view key, double& out, double min, dou
     }
     out = x;
     return true;
+}
+
+bool TableReader::read_positive(std::string_view key, double& out, double max, const char* unit) {
+    double x = 0;
+    const toml::node* n = number(key, x);
+    if (!n) return false;
+    if (std::isfinite(x) && x > 0 && x <= max) {
+        out = x;
+        return true;
+    }
+    std::ostringstream os;
+    os << "got " << x << "; allowed: a number > 0 and ≤ " << max << " (" << unit << ")";
+    ctx_.error(ctx_.loc(*n), full(key), os.str());
+    return false;
 }
 
 bool TableReader::read_bool(std::string_view key, bool& out) {
@@ -327,6 +347,7 @@ void read_gpu_keys(TableReader& r, GpuSpec& g, bool from_scratch) {
     r.read_double("link_gbps", g.link_gbps, 0, 1e7);
     read_enum(r, "generation", g.generation, kGenerationWords);
     read_enum(r, "link", g.link, kGpuLinkWords);
+    r.read_positive("power_w", g.power_w, 1e5, "W, the board under load (TDP)");  // cost
 }
 
 static std::string preset_list(const std::vector<std::string>& names) {
@@ -520,6 +541,17 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     r.read_double("pcie_gbps", c.pcie_gbps, 1e-3, 1e6);
     r.read_double("cpu_adam_params_per_s", c.cpu_adam_params_per_s, 1e6, 1e13);  // bits
     r.read_double("host_op_us", c.host_op_us, 0.01, 1e5);  // hostov
+    // cost: a price, a bandwidth, a power or a rate is a number > 0 (0 and negatives named as such).
+    r.read_positive("gpu_hour_usd", c.gpu_hour_usd, 1e6, "USD per GPU-hour");
+    r.read_positive("storage_gbps", c.storage_gbps, 1e7, "GB/s, the whole job's checkpoint storage");
+    r.read_positive("host_power_w", c.host_power_w, 1e7, "W per node besides its GPUs");
+    r.read_positive("failures_per_gpu_hour", c.failures_per_gpu_hour, 1, "failures per GPU-hour");
+    if (double pue = 0; r.read_positive("pue", pue, 10, "facility power ÷ IT power")) {
+        if (pue >= 1) c.pue = pue;
+        else
+            ctx.error(r.where("pue"), "cluster.pue",
+                      "got " + toml_double(pue) + "; allowed: 1 to 10 (a facility cannot draw less than its IT load)");
+    }
     if (r.read_string("profile", c.profile) && c.profile.empty())
         ctx.error(r.where("profile"), "cluster.profile", "empty; allowed: the path of a cluster profile written by `ptd calibrate`");
     r.read_string_array("hosts", c.hosts);
@@ -637,6 +669,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     if (!min_lr_given) tr.min_lr = tr.lr / 10;
     r.read_int("warmup", tr.warmup, 0, 1 << 30);
     r.read_int("steps", tr.steps, 1, 1 << 30);
+    r.read_positive("tokens", tr.tokens, 1e18, "tokens to train");  // cost
     r.read_double("weight_decay", tr.weight_decay, 0, 10);
     r.read_double("grad_clip", tr.grad_clip, 0, 1e6);
     r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
@@ -1004,6 +1037,7 @@ void write_gpu_keys(TomlWriter& w, const GpuSpec& g, const GpuSpec* base) {
     if (differs(&GpuSpec::link_gbps)) w.dbl("link_gbps", g.link_gbps);
     if (differs(&GpuSpec::generation)) w.str("generation", to_string(g.generation));
     if (differs(&GpuSpec::link)) w.str("link", to_string(g.link));
+    if (differs(&GpuSpec::power_w) && g.power_w > 0) w.dbl("power_w", g.power_w, "W under load (TDP)");  // cost
 }
 
 std::string save_job_toml(const JobSpec& job) {
@@ -1042,6 +1076,12 @@ std::string save_job_toml(const JobSpec& job) {
     if (c.pcie_gbps > 0) w.dbl("pcie_gbps", c.pcie_gbps, "GB/s per GPU, one direction");
     if (c.cpu_adam_params_per_s > 0) w.dbl("cpu_adam_params_per_s", c.cpu_adam_params_per_s, "CPU-Adam parameters/s per node");  // bits
     if (c.host_op_us > 0) w.dbl("host_op_us", c.host_op_us, "host µs per eager PyTorch op");  // hostov
+    // cost: written where given (0 = the documented default)
+    if (c.gpu_hour_usd > 0) w.dbl("gpu_hour_usd", c.gpu_hour_usd, "USD per GPU-hour");
+    if (c.storage_gbps > 0) w.dbl("storage_gbps", c.storage_gbps, "GB/s, checkpoint storage of the whole job");
+    if (c.pue > 0) w.dbl("pue", c.pue, "facility power ÷ IT power");
+    if (c.host_power_w > 0) w.dbl("host_power_w", c.host_power_w, "W per node besides its GPUs");
+    if (c.failures_per_gpu_hour > 0) w.dbl("failures_per_gpu_hour", c.failures_per_gpu_hour);
     if (!c.profile.empty()) w.str("profile", c.profile, "cluster profile (ptd calibrate), relative to this file");
     if (!c.hosts.empty()) w.strings("hosts", c.hosts);
 
@@ -1105,6 +1145,7 @@ std::string save_job_toml(const JobSpec& job) {
     w.dbl("min_lr", t.min_lr);
     w.int_("warmup", t.warmup);
     w.int_("steps", t.steps);
+    if (t.tokens > 0) w.dbl("tokens", t.tokens, "tokens to train");  // cost
     w.dbl("weight_decay", t.weight_decay);
     w.dbl("grad_clip", t.grad_clip);
     w.int_("seed", t.seed);

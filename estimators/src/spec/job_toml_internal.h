@@ -36,6 +36,9 @@ public:
 
     bool read_int(std::string_view key, int& out, long long min, long long max);
     bool read_double(std::string_view key, double& out, double min, double max);
+    // cost: a number > 0 and ≤ max (a price, a bandwidth, a power, a rate, a budget); 0, negatives
+    // and non-finite values are refused as such, the message ending in "(unit)".
+    bool read_positive(std::string_view key, double& out, double max, const char* unit);
     bool read_bool(std::string_view key, bool& out);
     bool read_string(std::string_view key, std::string& out);
     // A string that must be one of `words`; out = its index.
@@ -53,6 +56,9 @@ public:
 
 private:
     const toml::node* find(std::string_view key);
+    // The key's node when it is a number (its value in x); nullptr when absent or not a number
+    // (then a diagnostic is recorded).
+    const toml::node* number(std::string_view key, double& x);
     std::string full(std::string_view key) const;
     void type_error(const toml::node& n, std::string_view key, const char* expected);
 

@@ -18,6 +18,7 @@
 #include "ptd/spec/job_spec.h"
 #include "ptd/model/model_stats.h"
 #include "ptd/model/speed_interval.h"
+#include "ptd/model/training_cost.h"
 
 namespace ptd {
 
@@ -151,6 +152,9 @@ struct Estimate {
     double host_capacity_bytes = 0;
     bool host_fits = true;
     double pcie_gbps = 0;               // host↔GPU GB/s per GPU used for the offload traffic
+    // cost (issue 28 point 5): the whole run for training.tokens (or steps) at this step time:
+    // wall time, GPU-hours, cost, energy, checkpoints and goodput (training_cost.h).
+    TrainingCost training;
 };
 
 // A layout choice the planner varies. Everything else comes from the job.

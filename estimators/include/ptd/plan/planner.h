@@ -10,8 +10,15 @@
 #include <vector>
 
 #include "ptd/model/estimate.h"
+#include "ptd/model/training_cost.h"
 
 namespace ptd {
+
+// cost: what the listed rows are ordered by. throughput: tokens/s (the search's own ranking);
+// time / cost / energy: the expected wall clock, cost or energy of the whole run (training.tokens
+// or steps; training_cost.h), ties by tokens/s. The search keeps the top_k by tokens/s either way.
+enum class PlanObjective { throughput, time, cost, energy };
+const char* to_string(PlanObjective o);  // "throughput", "time", "cost", "energy"
 
 struct PlanOptions {
     int gpus = 0;                  // world size to plan for; 0 = the job's cluster
@@ -34,6 +41,7 @@ struct PlanOptions {
     bool try_zb_h1 = false;
     bool try_dualpipe = false;
     int max_micro_batch = 64;
+    PlanObjective objective = PlanObjective::throughput;  // cost: how `top` is ordered
     // A cluster profile (ptd calibrate) the time model takes its figures from, owned by the
     // caller; null = the GPU preset's.
     const ClusterProfile* profile = nullptr;
@@ -59,7 +67,11 @@ struct PlanEntry {
     LayoutChoice choice;
     std::vector<int> layers_per_stage;  // empty = even split
     LayoutScore score;
+    TrainingCost training;              // cost: the whole run at this row's step time (listed rows only)
 };
+
+// cost: the figure `objective` orders by (smaller is better; tokens/s negated for throughput).
+double objective_value(const PlanEntry& e, PlanObjective objective);
 
 struct PlanResult {
     std::vector<PlanEntry> top;          // best first, at most top_k, all fit

@@ -238,6 +238,9 @@ struct GpuSpec {
     double link_gbps = 0;       // intra-node GPU↔GPU link (NVLink/xGMI/PCIe) per GPU
     GpuGeneration generation = GpuGeneration::other;  // selects the calibrated kernel efficiencies
     GpuLink link = GpuLink::nvlink;  // what link_gbps measures (the network line names it)
+    // cost: the board's power under training load, W: its TDP / board power limit (datasheet,
+    // assets/presets/gpus.toml); 0 = not known (no energy figure). training_cost.h.
+    double power_w = 0;
 
     // Dense peak for the math precision used by `p` (fp32 → fp32, bf16 → bf16, ...).
     double peak_tflops(Precision p) const;
@@ -272,6 +275,14 @@ struct ClusterSpec {
     // trays of 4 GPUs, 72 GPUs in one domain). 0 (or ≤ gpus_per_node) = the domain is one node.
     // As written (cluster.nvlink_domain) or the cluster preset's; see job_nvlink_domain().
     int nvlink_domain = 0;
+    // cost (issue 28 point 5): time, money, energy and checkpoints of a whole training run
+    // (training_cost.h, docs/estimators.md "Time and cost to train"). 0 = not given: the
+    // documented default (or, for the price, no cost figure).
+    double gpu_hour_usd = 0;           // price of one GPU-hour, USD; 0 = not given: no cost
+    double storage_gbps = 0;           // checkpoint storage bandwidth for the whole job, GB/s; 0 = default per GPU
+    double pue = 0;                    // facility power ÷ IT power; 0 = the default
+    double host_power_w = 0;           // a node's power besides its GPUs (CPUs, memory, NICs, switches, fans), W; 0 = default
+    double failures_per_gpu_hour = 0;  // job-stopping failures per GPU-hour; 0 = the Llama 3 rate
 
     int world_size() const { return nodes * gpus_per_node; }
     // gb200: the job's GPUs per NVLink domain, as its ranks fill hosts and then domains: at
@@ -411,6 +422,9 @@ struct TrainingSpec {
     double min_lr = 3e-5;       // cosine floor
     int warmup = 0;             // warmup steps
     int steps = 100;            // training steps (iterations)
+    // cost: tokens to train (the token budget); 0 = not given: the time and cost figures count
+    // `steps` steps. A double: budgets reach 1e13 and beyond.
+    double tokens = 0;
     double weight_decay = 0.1;
     double grad_clip = 1.0;     // global-norm clip; 0 = off
     int seed = 1234;
