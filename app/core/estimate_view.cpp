@@ -582,6 +582,10 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     if (!plan.too_big.empty()) out += yellow(term, "too many GPUs: ") + plan.too_big + "\n";
     if (!job.has_layout())
         out += bold(term, "your layout: ") + "none chosen (the job has no [parallel] table); `ptd export --plan` exports the best\n";
+    else if (plan.job_rank >= 0 && !plan.job_in_space)  // planfw: e.g. a sharding its framework runs as another
+        out += bold(term, "your layout: ") +
+               fmt("outside the search space (%s); %d of the %lld feasible layouts are faster\n", layout_label(job).c_str(),
+                   plan.job_rank, (long long)plan.feasible);
     else if (plan.job_rank >= 0)
         out += bold(term, "your layout: ") + fmt("rank %d of %lld feasible (%s)\n", plan.job_rank + 1, (long long)plan.feasible,
                                                  layout_label(job).c_str());
@@ -622,6 +626,7 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"busy_gpus", plan.busy_gpus},
             {"job_has_layout", job.has_layout()},
             {"job_rank", plan.job_rank},
+            {"job_in_space", plan.job_in_space},
             {"enumerated", plan.enumerated},
             {"evaluated", plan.evaluated},
             {"simulated", plan.simulated},

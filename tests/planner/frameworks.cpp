@@ -123,6 +123,18 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
     EXPECT_GT(plan_of(base, any).enumerated, megatron_enumerated);
 }
 
+// A job layout the framework's rules leave out (ZeRO-1 for Megatron-LM, which runs it as its
+// distributed optimizer) is still ranked: job_rank counts the listed layouts faster than it.
+TEST(PlannerFramework, RanksTheJobsLayoutOutsideTheFrameworksSpace) {
+    const PlanResult outside = plan_of(load_asset("llama3-8b-h100.toml"));  // zero = 1
+    EXPECT_FALSE(outside.job_in_space);
+    EXPECT_GE(outside.job_rank, 0);
+    const PlanResult inside =
+        plan_of(load_asset("llama3-8b-h100.toml", {"parallel.zero=0", "parallel.distributed_optimizer=true"}));
+    EXPECT_TRUE(inside.job_in_space);
+    EXPECT_GE(inside.job_rank, 0);
+}
+
 // What rules_allow refuses, one rule at a time.
 TEST(PlannerFramework, RulesRefuseWhatTheFrameworkLacks) {
     const JobSpec job = bare("llama3-8b", 2, 128);

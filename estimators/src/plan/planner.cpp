@@ -1364,6 +1364,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own.scored && own.score.fits && !out.cancelled ? (int)higher : -1;
+    out.job_in_space = own.in_space;
     // planfw: `feasible` counts what the plan may list: less the offload layouts the bar left
     // out and the layouts the framework's export refused (of those checked: every fitting one
     // with keep_fitting_scores).

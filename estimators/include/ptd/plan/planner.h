@@ -77,6 +77,7 @@ struct PlanResult {
     int64_t equivalent_hidden = 0;       // fitting layouts left out of `top` because one listed has the same predicted numbers
     double seconds = 0;
     int job_rank = -1;                   // rank of the job's own layout among feasible (0 = best), −1 = not found / infeasible
+    bool job_in_space = false;           // planfw: the job's layout is one the search enumerates (else job_rank counts the faster listed ones)
     std::string why_best;                // one line: why top[0] beats the job's own layout (when ranked below it) or the runner-up, and what it trades (docs/planner.md)
     bool cancelled = false;
     std::vector<PlanEntry> unfit;        // with top_k_unfit: best non-fitting layouts first
