@@ -173,6 +173,13 @@ void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {
     const TimeBreakdown& t = sc.time;
     ImGui::Text("step %.3f s: compute %.3f, TP %.3f, PP %.3f, bubble %.3f, DP %.3f, optimizer %.3f", sc.step_s, t.compute,
                 t.tp_comm, t.pp_comm, t.bubble, t.dp_comm, t.optimizer);
+    // planfw: the overlap keys the planner turned on, and (any framework) who runs the row.
+    ImGui::Text("overlap: %s", overlap_words(row.entry.choice).c_str());
+    if (!row.entry.frameworks.empty()) {
+        std::string f;
+        for (Framework fw : row.entry.frameworks) f += (f.empty() ? "" : ", ") + std::string(to_string(fw));
+        ImGui::Text("runs on: %s", f.c_str());
+    }
     if (!row.entry.layers_per_stage.empty()) {
         std::string l;
         for (int n : row.entry.layers_per_stage) l += (l.empty() ? "" : ", ") + std::to_string(n);
