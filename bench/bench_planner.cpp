@@ -2,7 +2,8 @@
 //   1. evaluate_layout calls per second on one core (no detail), over varied layouts of
 //      Llama-3 70B on 64 nodes × 8 H100: cold (each layout new to the makespan memo, as in a
 //      search; target ≥ 1,000,000/s) and warm (repeats answered by the memo);
-//   2. the wall time of a full plan_layouts search for Llama-3 405B on 16,384 H100 with
+//   2. one export check (planfw: the planner's test of a listed layout against the job's framework);
+//   3. the wall time of a full plan_layouts search for Llama-3 405B on 16,384 H100 with
 //      global batch 2048 (target well under 1 s), and for GPT-3 175B on 1024 A100
 //      (assets/jobs/gpt3-175b-a100.toml), with counts and the top 5.
 //
@@ -186,6 +187,19 @@ void bench_evaluate(const ptd::JobSpec& job) {
                 (long long)warm.calls, warm.best, warm.median, warm.on_cpu, checksum < 0 ? " (unreachable)" : "");
 }
 
+// planfw: what one export check costs — the planner runs one (apply_plan_entry, then the
+// framework's export_job) on each layout it lists or compares, never on every layout.
+void bench_export_check(const ptd::JobSpec& job) {
+    ptd::PlanEntry entry{ptd::layout_choice_of(job), job.parallel.layers_per_stage, {}, {}};
+    const int n = 2000;
+    size_t ok = 0;
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) ok += ptd::export_job(ptd::apply_plan_entry(job, entry), ptd::ExportFormat::megatron).has_value();
+    const double each = std::chrono::duration<double>(Clock::now() - t0).count() / n;
+    std::printf("export check (apply_plan_entry + export_job megatron), %d calls: %.1f µs each%s\n\n", n, each * 1e6,
+                ok == (size_t)n ? "" : " (refused)");
+}
+
 void bench_plan(const char* title, const ptd::JobSpec& job) {
     ptd::PlanOptions opts;
     opts.top_k = 5;
@@ -249,6 +263,7 @@ int main(int argc, char** argv) {
     }
     bench_evaluate(*l70);
     if (evaluate_only) return 0;
+    bench_export_check(*l70);
     bench_plan("Llama-3 405B on 16,384 h100-sxm (2048 × 8), global batch 2048, seq 8192:", *l405);
     bench_plan("GPT-3 175B on 1024 a100-80gb (128 × 8), global batch 1536 (assets/jobs/gpt3-175b-a100.toml):", *gpt3);
     bench_plan("Qwen3-235B-A22B on 256 h100-sxm (32 × 8), global batch 2048, seq 4096 (MoE: ep and expert_tp searched):", *qwen3);

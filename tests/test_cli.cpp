@@ -1,10 +1,13 @@
 // test_cli.cpp — `ptd` and `ptd-engine` run as real processes: exit codes (0 ok, 2 usage
 // or config error), messages on stderr, colour only on a TTY, the --json schemas, the
 // estimate / plan / export commands and `--set` overrides.
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -842,6 +845,74 @@ TEST(CliSchedule, MissingTimelineIsAnError) {
     EXPECT_TRUE(contains(t.err, "no timeline folder")) << t.err;
     Proc u = run(kPtd + " trace " + dir);
     EXPECT_EQ(u.rc, 2) << "-o is required";
+}
+
+// ---- issue 28 points 1-3: plans the job's framework runs, safe by default ----
+
+// The plan header names the framework that bounded the search and the headroom every row
+// leaves free (the issue's first row filled 79.54 of 79.60 GiB); the rows say which overlap
+// keys the planner turned on, in the text and in --json.
+TEST(CliPlanFramework, HeaderNamesTheFrameworkAndTheHeadroom) {
+    Proc r = run_ok(kPtd + " plan --top 3 " + kJobs + "llama3-70b-h100.toml");
+    ptd_test::expect_mentions(r.out, {"headroom 5% (megatron's default)", "framework: megatron (Megatron-LM main d98e8a6) bounds the search",
+                                      "no ZeRO-2/3", "--any-framework widens it", "overlap", "grad+param"});
+    Proc j = run_ok(kPtd + " plan --top 3 --json " + kJobs + "llama3-70b-h100.toml");
+    auto doc = nlohmann::json::parse(j.out);
+    EXPECT_EQ(doc["framework"], "megatron");
+    EXPECT_DOUBLE_EQ(doc["headroom"].get<double>(), 0.05);
+    EXPECT_EQ(doc["headroom_source"], "megatron's default");
+    for (const auto& e : doc["top"]) {
+        EXPECT_GE(e["headroom_bytes"].get<double>(), 0.0);
+        EXPECT_LE(e["peak_bytes"].get<double>(), e["usable_bytes"].get<double>());
+        EXPECT_TRUE(e["exports"]["megatron"]["ok"].get<bool>());
+        EXPECT_TRUE(e.contains("overlap_grad_reduce") && e.contains("overlap_param_gather") && e.contains("tp_comm_overlap"));
+        EXPECT_FALSE(e.contains("frameworks"));
+    }
+    EXPECT_TRUE(doc["top"][0]["overlap_grad_reduce"].get<bool>());
+    Proc set = run_ok(kPtd + " plan --top 1 " + kJobs + "llama3-70b-h100.toml --headroom 0.12");
+    EXPECT_TRUE(contains(set.out, "headroom 12% (--headroom)")) << set.out;
+    Proc ds = run_ok(kPtd + " plan --top 1 " + kJobs + "llama3-70b-h100.toml --set training.framework=deepspeed");
+    EXPECT_TRUE(contains(ds.out, "headroom 10% (deepspeed's default)")) << ds.out;
+    EXPECT_TRUE(contains(ds.out, "framework: deepspeed")) << ds.out;
+}
+
+TEST(CliPlanFramework, AnyFrameworkMarksEachRow) {
+    Proc r = run_ok(kPtd + " plan --top 5 --any-framework --json " + kJobs + "llama3-70b-h100.toml");
+    auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["framework"], "any");
+    for (const auto& list : {doc["top"], doc["pareto"]})
+        for (const auto& e : list) {
+            ASSERT_TRUE(e.contains("frameworks")) << e.dump();
+            const bool megatron = std::find(e["frameworks"].begin(), e["frameworks"].end(), "megatron") != e["frameworks"].end();
+            EXPECT_EQ(megatron, e["exports"]["megatron"]["ok"].get<bool>() && e["zero"].get<int>() == 0) << e.dump();
+        }
+    Proc text = run_ok(kPtd + " plan --top 5 --any-framework " + kJobs + "llama3-70b-h100.toml");
+    ptd_test::expect_mentions(text.out, {"frameworks: the layouts any framework runs (--any-framework)", "frameworks\n"});
+}
+
+// `ptd export --plan --format <the job's framework>` succeeds for every asset job and for bare
+// Llama-3 70B, DeepSeek-V3 and Qwen3-235B jobs; `ptd estimate` of a bare job estimates the
+// planned layout with the headroom the planner left.
+TEST(CliPlanFramework, ExportPlanSucceedsForTheJobsOwnFramework) {
+    ptd_test::TempDir dir("ptd_plan_fw");
+    std::vector<std::string> jobs;
+    for (const auto& entry : std::filesystem::directory_iterator(kJobs))
+        if (entry.path().extension() == ".toml") jobs.push_back(entry.path().string());
+    for (const auto& [preset, nodes, batch] : {std::tuple{"llama3-70b", 8, 512}, std::tuple{"deepseek-v3", 32, 1024},
+                                               std::tuple{"qwen3-235b-a22b", 32, 1024}}) {
+        const std::string path = dir / (std::string(preset) + ".toml");
+        std::ofstream(path) << "[model]\npreset = \"" << preset << "\"\n[cluster]\nnodes = " << nodes
+                            << "\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n[training]\nglobal_batch = " << batch << "\n";
+        jobs.push_back(path);
+    }
+    for (const std::string& job : jobs) {
+        Proc r = run(kPtd + " export --plan --format megatron " + job);
+        EXPECT_EQ(r.rc, 0) << job << "\n" << r.err;
+        EXPECT_TRUE(contains(r.out, "--tensor-model-parallel-size")) << job << "\n" << r.out;
+    }
+    Proc est = run_ok(kPtd + " estimate " + dir / "llama3-70b.toml");
+    ptd_test::expect_mentions(est.err, {"the planner's best for megatron", "leaving 5% of GPU memory free (megatron's default)"});
+    EXPECT_TRUE(contains(est.out, "(estimate.headroom 5%)")) << est.out;
 }
 
 }  // namespace

@@ -414,3 +414,28 @@ TEST(StudioPlanner, PrecisionFollowsTheGpuUntilChosen) {
     ASSERT_TRUE(set_gpu_preset(s, "h100-sxm"));
     EXPECT_EQ(s.job.training.precision, Precision::fp32);  // chosen now: kept
 }
+
+namespace {
+
+// Issue 28 points 1-2 in the Planner tab: the search is bounded by the job's framework (the
+// default job is Megatron-LM: no ZeRO-2/3 row), says so with the headroom it left, and the
+// "any framework" option widens it.
+TEST(StudioPlanner, SearchIsBoundedByTheJobsFrameworkAndSaysSo) {
+    StudioState s = default_state();
+    run_search(s);
+    const std::string bounds = planner_bounds_text(s);
+    EXPECT_TRUE(contains(bounds, "framework megatron (Megatron-LM main d98e8a6)")) << bounds;
+    EXPECT_TRUE(contains(bounds, "headroom 5% (megatron's default)")) << bounds;
+    for (const PlanRow& row : s.planner.rows) EXPECT_LT(row.entry.choice.zero, 2);
+    const int64_t bounded = s.planner.result->enumerated;
+    s.planner.settings.any_framework = true;
+    EXPECT_TRUE(planner_stale(s));
+    run_search(s);
+    EXPECT_TRUE(contains(planner_bounds_text(s), "the layouts any framework runs")) << planner_bounds_text(s);
+    EXPECT_GT(s.planner.result->enumerated, bounded);
+    bool marked = false;
+    for (const PlanRow& row : s.planner.rows) marked = marked || !row.entry.frameworks.empty();
+    EXPECT_TRUE(marked);
+}
+
+}  // namespace

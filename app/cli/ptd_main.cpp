@@ -69,9 +69,12 @@ int main(int argc, char** argv) {
     plan->add_option("--profile", pl.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     plan->add_option("--top", pl.top, "How many layouts to list (default 10)")->check(CLI::Range(1, 10000));
     plan->add_option("--gpus", pl.gpus, "Plan for this many GPUs (default: the job's cluster)")->check(CLI::Range(1, 1 << 24));
-    plan->add_option("--headroom", pl.headroom, "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom)")
+    plan->add_option("--headroom", pl.headroom,
+                     "Fraction of GPU memory to leave free, 0..0.9 (default: estimate.headroom, else the framework's default)")
         ->check(ptd::cli::FiniteRange(0.0, 0.9));
     plan->add_flag("--tp-beyond-node", pl.tp_beyond_node, "Also try tp larger than a node");
+    plan->add_flag("--any-framework", pl.any_framework,
+                   "Search the layouts of every framework, not only training.framework's, and mark each row with those that run it");
     // zb: schedules stock Megatron-LM / DeepSpeed / torchtitan cannot run.
     plan->add_flag("--zb-h1", pl.try_zb_h1, "Also try the ZB-H1 zero-bubble schedule (sail-sg's zero-bubble Megatron-LM fork runs it)");
     plan->add_flag("--dualpipe", pl.try_dualpipe, "Also try DualPipe (deepseek-ai/DualPipe runs it)");

@@ -239,10 +239,12 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
                            "no layout chosen (the job has no [parallel] table), and the planner finds none that fits: ", "");
         if (!plan) return kExitConfig;
         *job = apply_plan_entry(*job, plan->top.front());
-        chosen_by_planner = "no layout chosen in the job (no [parallel] table): estimating the planner's best, " +
-                            layout_label(*job) + " micro-batch " +
-                            std::to_string(job->training.micro_batch) + "; `ptd plan " + a.job +
-                            "` lists the alternatives";
+        // planfw: estimated with the headroom the planner left, so "usable" reads the same.
+        job->estimate.headroom = plan->headroom;
+        chosen_by_planner = "no layout chosen in the job (no [parallel] table): estimating the planner's best for " +
+                            std::string(to_string(job->training.framework)) + ", " + layout_label(*job) + " micro-batch " +
+                            std::to_string(job->training.micro_batch) + fmt(", leaving %.0f%% of GPU memory free (", plan->headroom * 100) +
+                            plan->headroom_source + "); `ptd plan " + a.job + "` lists the alternatives";
         if (!plan->too_big.empty()) chosen_by_planner += "; " + plan->too_big;
     }
     std::optional<JobProfile> profile;
@@ -270,6 +272,7 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     opt.gpus = a.gpus;
     opt.headroom = a.headroom;
     opt.tp_beyond_node = a.tp_beyond_node;
+    opt.any_framework = a.any_framework;  // planfw
     opt.try_zb_h1 = a.try_zb_h1, opt.try_dualpipe = a.try_dualpipe;  // zb
     opt.exhaustive = a.exhaustive;
     for (PlanObjective o : {PlanObjective::throughput, PlanObjective::time, PlanObjective::cost, PlanObjective::energy})

@@ -60,8 +60,9 @@ struct PlanArgs {
     std::string profile;      // --profile FILE, as for estimate
     int top = 10;
     int gpus = 0;             // 0 = the job's world size
-    double headroom = -1;     // < 0 = the job's estimate.headroom
+    double headroom = -1;     // < 0 = the job's estimate.headroom if written, else its framework's default
     bool tp_beyond_node = false;
+    bool any_framework = false;  // planfw: every framework's layouts, each row marked with those that run it
     bool try_zb_h1 = false, try_dualpipe = false;  // zb: --zb-h1, --dualpipe
     bool exhaustive = false;
     std::string objective = "throughput";  // cost: --objective throughput|time|cost|energy

@@ -353,10 +353,17 @@ const char* order_of(const JobSpec& job, const LayoutChoice& c) {
     return c.order >= 0 && c.order < kPlannerOrderCount ? kPlannerOrders[c.order] : job.parallel.order.c_str();
 }
 
-std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries, const Term& term) {
+// planfw: "megatron,torchtitan": the frameworks that run a row (--any-framework).
+std::string frameworks_text(const std::vector<Framework>& fws) {
+    std::string s;
+    for (Framework f : fws) s += (s.empty() ? "" : ",") + std::string(to_string(f));
+    return s.empty() ? "none" : s;
+}
+
+std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries, const Term& term, bool any_framework) {
     const std::vector<std::pair<const char*, int>> cols = {
         {"rank", 5}, {"tp", 4}, {"pp", 4}, {"dp", 6}, {"cp", 5}, {"ep", 4}, {"vpp", 4}, {"mb", 4},
-        {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
+        {"zero", 6}, {"recompute", 11}, {"sp", 4}, {"overlap", 9}, {"order", 16}, {"peak GiB", 10}, {"headroom GiB", 14},
         {"step s", 9}, {"tokens/s", 12}, {"MFU", 7}};
     std::vector<std::pair<const char*, int>> widths = cols;
     // cost: the whole run's wall clock, and its cost and energy where the job gives what they need.
@@ -368,6 +375,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
     const bool moe = job.model.experts > 1;
     constexpr size_t kEtpColumn = 6;
     if (moe) widths.insert(widths.begin() + kEtpColumn, {"etp", 4});
+    if (any_framework) widths.push_back({"frameworks", 12});  // planfw
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < entries.size(); ++i) {
         const LayoutChoice& c = entries[i].choice;
@@ -380,7 +388,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
                 ? std::string(to_string(c.schedule)) : std::to_string(c.vpp),
             std::to_string(c.micro_batch),
             zero_label(c.zero, c.distributed_optimizer) + offload_suffix(c.offload_optimizer, c.offload_params), to_string(c.recompute), c.sequence_parallel ? "on" : "off",
-            order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
+            overlap_words(c), order_of(job, c), gib(s.peak_bytes), gib(s.usable_bytes - s.peak_bytes), fmt("%.3f", s.step_s),
             thousands(s.tokens_per_s), fmt("%.1f%%", s.mfu * 100)});
         const TrainingCost& run = entries[i].training;  // cost
         const bool finite = run.known && run.goodput > 0;
@@ -388,6 +396,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         if (cost_col) rows.back().push_back(finite && run.has_cost ? usd_text(run.cost_usd) : "—");
         if (energy_col) rows.back().push_back(finite && run.has_energy ? energy_text(run.energy_kwh) : "—");
         if (moe) rows.back().insert(rows.back().begin() + kEtpColumn, std::to_string(c.etp > 0 ? c.etp : c.tp));  // etp
+        if (any_framework) rows.back().push_back(frameworks_text(entries[i].frameworks));  // planfw
         // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
         for (size_t k = 0; k < widths.size(); ++k)
             widths[k].second = std::max(widths[k].second, text_width(rows.back()[k]) + 2);
@@ -453,7 +462,8 @@ std::string exports_text(const JobSpec& job, const std::vector<PlanEntry>& entri
 
 nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e);
 
-nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::optional<ErrorBand>& band) {
+nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::optional<ErrorBand>& band,
+                          bool options_any_framework) {
     const LayoutChoice& c = e.choice;
     nlohmann::json j = entry_json_base(job, e);
     // This row's interval under the plan's band (computed for listed rows only).
@@ -466,6 +476,11 @@ nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::opt
     else
         j["interval"] = nullptr;
     if (job.model.experts > 1) j["expert_tp"] = c.etp > 0 ? c.etp : c.tp;  // etp: MoE only (dense output unchanged)
+    if (!e.frameworks.empty() || options_any_framework) {  // planfw: --any-framework
+        nlohmann::json fws = nlohmann::json::array();
+        for (Framework f : e.frameworks) fws.push_back(to_string(f));
+        j["frameworks"] = fws;
+    }
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
         j["schedule"] = to_string(c.schedule);  // zb: only where it is not Megatron-LM's own
     return j;
@@ -485,6 +500,8 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e) {
             {"offload_optimizer", to_string(c.offload_optimizer)}, {"offload_params", c.offload_params},
             {"host_bytes_per_node", s.host_bytes_per_node},
             {"training", training_cost_json(e.training)},
+            {"overlap_grad_reduce", c.overlap_grad_reduce}, {"overlap_param_gather", c.overlap_param_gather},
+            {"tp_comm_overlap", c.tp_comm_overlap},
             {"exports", exports_json(job, e)}};
 }
 
@@ -551,24 +568,36 @@ const char* objective_title(PlanObjective o) {
     return "tokens/s";
 }
 
+std::string plan_framework_line(const JobSpec& job, const PlanResult& plan) {
+    if (plan.any_framework)
+        return "frameworks: the layouts any framework runs (--any-framework); the last column names those that run each "
+               "row, the time model is " + std::string(to_string(job.training.framework)) + "'s";
+    const FrameworkRules& r = framework_rules(plan.framework);
+    std::string line = std::string("framework: ") + to_string(plan.framework) + " (" + r.runs + ") bounds the search: " +
+                       r.lacks + (r.has_format ? std::string("; every row exports to ") + to_string(r.format) : std::string()) +
+                       "; --any-framework widens it";
+    if (plan.refused > 0) line += fmt("; %lld layouts its export refuses left out", (long long)plan.refused);
+    return line;
+}
+
 std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const PlanOptions& options, const Term& term) {
     const int world = options.gpus > 0 ? options.gpus : job.world_size();
-    const double headroom = options.headroom >= 0 ? options.headroom : job.estimate.headroom;
     std::string out;
     out += bold(term, job.model.name) +
-           fmt(" on %d × %s (%.0f GiB each), global batch %d, headroom %.0f%%\n", world, job.cluster.gpu.name.c_str(),
-               job.cluster.gpu.memory_gib, job.training.global_batch, headroom * 100);
+           fmt(" on %d × %s (%.0f GiB each), global batch %d, headroom %.0f%% (%s)\n", world, job.cluster.gpu.name.c_str(),
+               job.cluster.gpu.memory_gib, job.training.global_batch, plan.headroom * 100, plan.headroom_source.c_str());
+    out += dim(term, plan_framework_line(job, plan)) + "\n";
     const std::optional<ErrorBand> band = plan_error_band(job, plan, options);
     out += dim(term, plan_interval_line(job, band)) + "\n";
     if (plan.top.empty()) {
         out += "\n" + red(term, "no layout fits") + "\n";
     } else {
         out += "\n" + bold(term, fmt("top %zu layouts by %s", plan.top.size(), objective_title(options.objective))) + "\n";
-        out += plan_table(job, plan.top, term);
+        out += plan_table(job, plan.top, term, plan.any_framework);
         if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
-        out += plan_table(job, plan.pareto, term);
+        out += plan_table(job, plan.pareto, term, plan.any_framework);
     }
     if (!plan.top.empty()) {
         const std::string blocked = exports_text(job, plan.top, "top") + exports_text(job, plan.pareto, "Pareto");
@@ -580,6 +609,10 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     if (!plan.too_big.empty()) out += yellow(term, "too many GPUs: ") + plan.too_big + "\n";
     if (!job.has_layout())
         out += bold(term, "your layout: ") + "none chosen (the job has no [parallel] table); `ptd export --plan` exports the best\n";
+    else if (plan.job_rank >= 0 && !plan.job_in_space)  // planfw: e.g. a sharding its framework runs as another
+        out += bold(term, "your layout: ") +
+               fmt("outside the search space (%s); %d of the %lld feasible layouts are faster\n", layout_label(job).c_str(),
+                   plan.job_rank, (long long)plan.feasible);
     else if (plan.job_rank >= 0)
         out += bold(term, "your layout: ") + fmt("rank %d of %lld feasible (%s)\n", plan.job_rank + 1, (long long)plan.feasible,
                                                  layout_label(job).c_str());
@@ -598,15 +631,19 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
 nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanOptions& options) {
     nlohmann::json top = nlohmann::json::array(), pareto = nlohmann::json::array();
     const std::optional<ErrorBand> band = plan_error_band(job, plan, options);
-    for (const PlanEntry& e : plan.top) top.push_back(entry_json(job, e, band));
-    for (const PlanEntry& e : plan.pareto) pareto.push_back(entry_json(job, e, band));
+    for (const PlanEntry& e : plan.top) top.push_back(entry_json(job, e, band, plan.any_framework));
+    for (const PlanEntry& e : plan.pareto) pareto.push_back(entry_json(job, e, band, plan.any_framework));
     return {{"schema", "ptd.plan/1"},
             {"job", job.origin.file},
             {"model", job.model.name},
             {"gpus", options.gpus > 0 ? options.gpus : job.world_size()},
             {"gpu", job.cluster.gpu.name},
             {"global_batch", job.training.global_batch},
-            {"headroom", options.headroom >= 0 ? options.headroom : job.estimate.headroom},
+            {"headroom", plan.headroom},
+            {"headroom_source", plan.headroom_source},
+            {"framework", plan.any_framework ? "any" : to_string(plan.framework)},
+            {"refused_by_framework", plan.refused},
+            {"offload_within_error", plan.offload_within_error},
             {"interval", band ? band_json(speed_interval(*band, {})) : band_json(job_speed_interval(job, {}))},
             {"within_error_of_best", rows_within_error(band, plan)},
             {"objective", to_string(options.objective)},
@@ -617,6 +654,7 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"busy_gpus", plan.busy_gpus},
             {"job_has_layout", job.has_layout()},
             {"job_rank", plan.job_rank},
+            {"job_in_space", plan.job_in_space},
             {"enumerated", plan.enumerated},
             {"evaluated", plan.evaluated},
             {"simulated", plan.simulated},

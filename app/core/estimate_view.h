@@ -36,6 +36,9 @@ std::optional<ErrorBand> plan_error_band(const JobSpec& job, const PlanResult& p
 
 // Top-k table, Pareto front, why the best wins, the job's own rank, search counts.
 // `job` is the job as planned (its world size may come from --gpus).
+// planfw: the plan header's second line: which framework bounded the search and what it left
+// out (or that --any-framework searched them all).
+std::string plan_framework_line(const JobSpec& job, const PlanResult& plan);
 std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const PlanOptions& options,
                              const Term& term);
 nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanOptions& options);

@@ -76,9 +76,10 @@ void options_row(StudioState& s) {
     ImGui::TextUnformatted("headroom");
     ImGui::SameLine();
     char job_label[48];
-    std::snprintf(job_label, sizeof job_label, "job's (%.0f%%)", s.job.estimate.headroom * 100);
+    std::snprintf(job_label, sizeof job_label, "job's (%.0f%%)", plan_headroom(s.job, PlanOptions{}) * 100);
     ImGui::Checkbox(job_label, &st.job_headroom);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Leave the job's estimate.headroom free on every GPU");
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Leave the job's estimate.headroom free on every GPU (unset: its framework's default)");
     if (!st.job_headroom) {
         ImGui::SameLine();
         float pct = (float)(st.headroom * 100);
@@ -90,6 +91,10 @@ void options_row(StudioState& s) {
     ImGui::SameLine(0, 14);
     ImGui::Checkbox("tp beyond a node", &st.tp_beyond_node);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("Also try tensor-parallel groups larger than one node");
+    ImGui::SameLine(0, 14);
+    ImGui::Checkbox("any framework", &st.any_framework);  // planfw
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Search every framework's layouts, not only those training.framework runs");
 
     ImGui::SameLine(0, 14);
     bool fits_only = s.planner.fits_only;
@@ -136,10 +141,10 @@ void status_lines(StudioState& s) {
     const PlannerSettings& ps = p.planned_settings;
     const JobSpec& pj = p.planned_job;
     char head[256];
-    std::snprintf(head, sizeof head, "%s on %d x %s, global batch %d, headroom %.0f%%", pj.model.name.c_str(),
-                  ps.gpus > 0 ? ps.gpus : pj.world_size(), pj.cluster.gpu.name.c_str(), pj.training.global_batch,
-                  (ps.job_headroom ? pj.estimate.headroom : ps.headroom) * 100);
+    std::snprintf(head, sizeof head, "%s on %d x %s, global batch %d", pj.model.name.c_str(),
+                  ps.gpus > 0 ? ps.gpus : pj.world_size(), pj.cluster.gpu.name.c_str(), pj.training.global_batch);
     ImGui::TextDisabled("%s  -  %s", head, planner_summary_text(s).c_str());
+    ImGui::TextDisabled("%s", display_text(planner_bounds_text(s)).c_str());  // planfw
     if (!p.result->why_best.empty()) {
         ImGui::PushStyleColor(ImGuiCol_Text, colour::text_dim);
         ImGui::PushTextWrapPos(0.0f);
@@ -168,6 +173,13 @@ void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {
     const TimeBreakdown& t = sc.time;
     ImGui::Text("step %.3f s: compute %.3f, TP %.3f, PP %.3f, bubble %.3f, DP %.3f, optimizer %.3f", sc.step_s, t.compute,
                 t.tp_comm, t.pp_comm, t.bubble, t.dp_comm, t.optimizer);
+    // planfw: the overlap keys the planner turned on, and (any framework) who runs the row.
+    ImGui::Text("overlap: %s", overlap_words(row.entry.choice).c_str());
+    if (!row.entry.frameworks.empty()) {
+        std::string f;
+        for (Framework fw : row.entry.frameworks) f += (f.empty() ? "" : ", ") + std::string(to_string(fw));
+        ImGui::Text("runs on: %s", f.c_str());
+    }
     if (!row.entry.layers_per_stage.empty()) {
         std::string l;
         for (int n : row.entry.layers_per_stage) l += (l.empty() ? "" : ", ") + std::to_string(n);

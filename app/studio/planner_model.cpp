@@ -118,6 +118,7 @@ PlanOptions options_of(const PlannerSettings& st) {
     o.keep_fitting_scores = true;
     o.headroom = st.job_headroom ? -1 : st.headroom;
     o.tp_beyond_node = st.tp_beyond_node;
+    o.any_framework = st.any_framework;  // planfw
     return o;
 }
 
@@ -232,7 +233,7 @@ void refresh_job_rank(StudioState& s) {
         // Score the job's layout exactly as the search scored its candidates.
         JobSpec planned = s.job;
         planned.cluster.hosts.clear();
-        if (!p.planned_settings.job_headroom) planned.estimate.headroom = p.planned_settings.headroom;
+        planned.estimate.headroom = p.result->headroom;  // planfw: the headroom the search left (plan_headroom)
         const EstimateContext ctx = make_estimate_context(planned);
         const LayoutScore sc = evaluate_layout(ctx, layout_choice_of(s.job), s.job.parallel.layers_per_stage, nullptr);
         r.peak_bytes = sc.peak_bytes;
@@ -542,6 +543,21 @@ std::string planner_summary_text(const StudioState& s) {
                     ", " + group_thousands(r.feasible) + " fit, in " + fmt("%.2f s", r.seconds);
     if (r.cancelled) t += " (cancelled: partial results)";
     return t;
+}
+
+std::string planner_bounds_text(const StudioState& s) {
+    const PlannerState& p = s.planner;
+    if (!p.result) return {};
+    const PlanResult& r = *p.result;
+    std::string t;
+    if (r.any_framework) {
+        t = "the layouts any framework runs (any framework)";
+    } else {
+        const FrameworkRules& rules = framework_rules(r.framework);
+        t = std::string("framework ") + to_string(r.framework) + " (" + rules.runs + "): " + rules.lacks;
+        if (r.refused > 0) t += "; " + group_thousands(r.refused) + " layouts its export refuses left out";
+    }
+    return t + fmt("; headroom %.0f%% (", r.headroom * 100) + r.headroom_source + ")";
 }
 
 }  // namespace ptd::studio

@@ -27,9 +27,10 @@ struct StudioState;
 // The Planner tab's search options (PlanOptions in planner.h, as `ptd plan` offers them).
 struct PlannerSettings {
     int top_k = 50;              // fitting layouts listed (and as many non-fitting), 1..10000
-    bool job_headroom = true;    // leave the job's estimate.headroom free; else `headroom`
+    bool job_headroom = true;    // leave the job's headroom free (estimate.headroom, else its framework's default); else `headroom`
     double headroom = 0.10;      // fraction of GPU memory to leave free, 0..0.9
     bool tp_beyond_node = false; // also try tp larger than a node
+    bool any_framework = false;  // planfw: every framework's layouts, not only training.framework's
     int gpus = 0;                // world size to plan for; 0 = the job's cluster
     bool operator==(const PlannerSettings&) const = default;
 };
@@ -158,6 +159,9 @@ std::string job_rank_text(const StudioState& s);
 std::string planner_progress_text(const StudioState& s);
 // "searched 15,354 layouts, evaluated 12,030, 11,028 fit, in 0.02 s" for the last result.
 std::string planner_summary_text(const StudioState& s);
+// planfw: what bounded the last search and the memory it left free, e.g. "framework megatron
+// (Megatron-LM main d98e8a6): no ZeRO-2/3 ...; headroom 5% (megatron's default)"; "" before one.
+std::string planner_bounds_text(const StudioState& s);
 // "1,234,567"
 std::string group_thousands(int64_t v);
 

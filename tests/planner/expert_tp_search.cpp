@@ -36,6 +36,9 @@ PlanOptions narrow() {
     o.vary_zero = false, o.vary_recompute = false, o.vary_order = false, o.vary_cp = false;
     o.max_micro_batch = 2;
     o.max_bubble_share = -1;
+    // No headroom beyond the estimate's own fragmentation (planfw: the default leaves 5% free):
+    // the published TP 2 runs these tests compare with fill their GPUs closer than that.
+    o.headroom = 0;
     return o;
 }
 
@@ -159,7 +162,9 @@ TEST(PlannerExpertTp, FixedExpertTpIsKept) {
 // sequence parallelism and expert_tp held at the job's values, micro-batch 1. (tp, pp) with
 // tp·pp dividing 4: (1,1), (1,2), (2,1), (2,2), (4,1) — and sequence parallelism on or off where
 // tp > 1: 1 + 1 + 2 + 2 + 2 = 8 layouts. Searching expert_tp multiplies each by the divisors of
-// tp (1, 1, 2, 2, 3: ep 1 folds under any of them): 1 + 1 + 4 + 4 + 6 = 16.
+// tp (1, 1, 2, 2, 3: ep 1 folds under any of them): 1 + 1 + 4 + 4 + 6 = 16. Each sequence-
+// parallel layout (tp > 1) that fits is also tried with tp_comm_overlap on (planfw; they all
+// fit here): 3 more of the dense 8 (11), 7 more of the searched 16 (23).
 std::string small_job(const std::string& moe, const std::string& parallel = "") {
     return "[model]\narch = \"llama\"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 4\nffn_hidden = 512\n"
            "vocab = 1024\nseq_len = 128\n" + moe +
@@ -181,12 +186,12 @@ TEST(PlannerExpertTp, DenseModelsSearchNoMoreLayouts) {
         o.exhaustive = exhaustive;
         auto plan = plan_layouts(dense, o);
         ASSERT_TRUE(plan) << plan.error().str();
-        EXPECT_EQ(plan->enumerated, 8);
+        EXPECT_EQ(plan->enumerated, 11);
         for (const PlanEntry& e : plan->top) EXPECT_EQ(e.choice.etp, 0);
         o.vary_expert_tp = true;  // nothing to vary without experts
         auto again = plan_layouts(dense, o);
         ASSERT_TRUE(again);
-        EXPECT_EQ(again->enumerated, 8);
+        EXPECT_EQ(again->enumerated, 11);
         EXPECT_EQ(again->why_best, plan->why_best);
     }
 }
@@ -194,11 +199,11 @@ TEST(PlannerExpertTp, DenseModelsSearchNoMoreLayouts) {
 TEST(PlannerExpertTp, MoeCandidatesGrowByTheDivisorsOfTp) {
     auto searched = plan_layouts(load_ok(small_job(kExperts)), counting());
     ASSERT_TRUE(searched) << searched.error().str();
-    EXPECT_EQ(searched->enumerated, 16);
+    EXPECT_EQ(searched->enumerated, 23);
     // Fixed at 1 (or at any value), one expert_tp per layout: the dense count.
     auto fixed = plan_layouts(load_ok(small_job(kExperts, "expert_tp = 1\n")), counting());
     ASSERT_TRUE(fixed) << fixed.error().str();
-    EXPECT_EQ(fixed->enumerated, 8);
+    EXPECT_EQ(fixed->enumerated, 11);
     // Every searched layout that fits validates as a job.
     PlanOptions all = counting();
     all.top_k = 100;

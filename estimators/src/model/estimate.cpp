@@ -50,6 +50,9 @@ LayoutChoice layout_choice_of(const JobSpec& job) {
     c.offload_params = p.offload_params;
     c.schedule = p.schedule;  // zb
     c.etp = p.expert_tp;      // moe2: 0 = tp
+    c.overlap_grad_reduce = p.overlap_grad_reduce;  // planfw
+    c.overlap_param_gather = p.overlap_param_gather;
+    c.tp_comm_overlap = p.tp_comm_overlap;
     c.order = -1;
     for (int i = 0; i < kPlannerOrderCount; ++i)
         if (p.order == kPlannerOrders[i]) c.order = i;
@@ -202,11 +205,12 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.fp8_bf16_first = tr.fp8_bf16_first_layers;
         L.fp8_bf16_last = tr.fp8_bf16_last_layers;
     }
-    // overlap: the job's settings; the param gather only exists with a sharded optimizer, TP
-    // overlap only with sequence parallelism (overlap.cpp).
-    L.overlap_grad_reduce = job.parallel.overlap_grad_reduce;
-    L.overlap_param_gather = job.parallel.overlap_param_gather && L.optimizer_sharded;
-    L.tp_comm_overlap = job.parallel.tp_comm_overlap && L.sp;
+    // overlap: the layout's settings (the job's, or the planner's choice: planfw); the param
+    // gather only exists with a sharded optimizer, TP overlap only with sequence parallelism
+    // (overlap.cpp).
+    L.overlap_grad_reduce = ch.overlap_grad_reduce;
+    L.overlap_param_gather = ch.overlap_param_gather && L.optimizer_sharded;
+    L.tp_comm_overlap = ch.tp_comm_overlap && L.sp;
     // offload: what moves to host memory, and the host side's bandwidth, CPU and RAM.
     L.offload_optimizer = ch.offload_optimizer != OffloadDevice::none;
     L.offload_params = ch.offload_params;
@@ -648,6 +652,7 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
 struct ChunkDurations {
     PipelineDurations pd;
     std::span<const double> hidden;
+    double compute_sum = 0;  // planfw: every chunk's compute per micro-batch (fwd + bwd + recompute), all stages
 };
 
 ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
@@ -660,6 +665,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     fwd_d.resize((size_t)p * v);
     bwd_d.resize((size_t)p * v);
     auto dense_of_stage = [&](int i) { return L.stage_dense ? L.stage_dense[(size_t)i] : 0.0; };
+    double compute_sum = 0;  // planfw
     // pspeed2: a balanced split with one chunk per stage (the planner's common case) has runs
     // of equal stages, the same runs as the tails': one chunk kind per run, no detail.
     const bool by_runs = v == 1 && !all_stages;
@@ -672,6 +678,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
                                                   ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute)
                                        : 0.0;
         const int run_end = split.run_end(i);
+        compute_sum += (run_end - i) * (ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute);  // planfw
         for (; i < run_end; ++i) {
             fwd_d[(size_t)i] = kind.fwd_total;
             bwd_d[(size_t)i] = bwd;
@@ -686,6 +693,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
                                                      i == p - 1 && c == v - 1,
                                                      L.chunk_dense ? L.chunk_dense[(size_t)(c * p + i)] : 0.0);
             const ChunkTime& ct = kind.time;
+            compute_sum += ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute;  // planfw
             fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
             bwd_d[(size_t)(c * p + i)] = kind.bwd_total;
             if (split_w || dualpipe) {
@@ -705,6 +713,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     d.pd.schedule = L.schedule, d.pd.wgt = wgt_d;  // zb
     d.pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
     d.hidden = hidden_d;
+    d.compute_sum = compute_sum;
     return d;
 }
 
@@ -743,9 +752,12 @@ StepTail step_tail(const StageSplit& split, const EvaluatedStages& stages, const
 
 // The breakdown: m micro-batches through the slowest stage, the rest of the schedule's
 // makespan is bubble; after it the exposed DP time and the last stage's optimizer.
-TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, double pipeline, const StepTail& st) {
+TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, double pipeline, const StepTail& st,
+                             double compute_sum) {
     TimeBreakdown tb;
     tb.compute = L.mbs * (W.fwd + W.bwd + W.recompute);
+    tb.recompute = L.mbs * W.recompute;  // planfw: parts of compute, for the planner's why line
+    tb.imbalance = L.p > 1 ? std::max(0.0, tb.compute - L.mbs * compute_sum / L.p) : 0.0;
     tb.tp_comm = L.mbs * W.tp;
     tb.cp_comm = L.mbs * W.cp;
     tb.ep_comm = L.mbs * W.ep;
@@ -872,7 +884,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
     score.tokens_per_s = step > 0 ? tokens / step : 0;
     score.mfu = score.tokens_per_s * fl.model_per_token / (world * L.peak);
     score.hfu = score.tokens_per_s * fl.hardware_per_token / (world * L.peak);
-    score.time = time_breakdown(L, x, pipeline, st);
+    score.time = time_breakdown(L, x, pipeline, st, cd.compute_sum);
     if (detail) fill_detail(ctx, L, score, fl, capacity, pipeline, st, stage_end, world, *detail);
     return score;
 }

@@ -7,7 +7,9 @@
 // recompute), so it never drops a layout that fits. The step time comes from a simulation
 // of the pipeline schedule, too costly for every layout: a screening pass bounds it, and
 // only layouts whose place the bounds leave open are simulated (branch and bound), so
-// the answers equal simulating all. docs/planner.md explains the search.
+// the answers equal simulating all. The search is bounded by what the job's framework runs
+// (framework_rules: its sharding, offload, dimensions, overlap keys), and every layout it
+// lists or compares passes that framework's export (planfw). docs/planner.md explains it.
 #include "ptd/plan/planner.h"
 
 #include <algorithm>
@@ -20,9 +22,171 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "ptd/model/speed_interval.h"
+
 namespace ptd {
+
+// ---- Frameworks (planfw) ----------------------------------------------------------------
+// What each framework's version that PTD exports to runs (export.cpp names the versions;
+// docs/planner.md "Frameworks" gives the sources).
+
+// One framework's rules: its name, what it runs, its export format (none: has_format false).
+static FrameworkRules rules_for(Framework f, const char* runs, const ExportFormat* format) {
+    FrameworkRules r;
+    r.framework = f, r.runs = runs;
+    r.has_format = format != nullptr;
+    if (format) r.format = *format;
+    return r;
+}
+
+const FrameworkRules& framework_rules(Framework f) {
+    static const ExportFormat kMegatronArgs = ExportFormat::megatron, kDsConfig = ExportFormat::deepspeed,
+                              kTitanConfig = ExportFormat::torchtitan;
+    // ZeRO-1 is its distributed optimizer (--use-distributed-optimizer, Megatron's own
+    // buckets); it has no ZeRO-2/3; --optimizer-cpu-offload needs the distributed optimizer.
+    static const FrameworkRules kMegatron = [] {
+        FrameworkRules r = rules_for(Framework::megatron, "Megatron-LM main d98e8a6", &kMegatronArgs);
+        r.distributed_optimizer = r.offload_optimizer = true;
+        r.lacks = "no ZeRO-2/3 (ZeRO-1 is its distributed optimizer), no parameter offload";
+        return r;
+    }();
+    // Its pipeline engine runs ZeRO 0 or 1 only (zero2_with_pp false); ZeRO-Offload (stage ≥ 1),
+    // offload_param (stage 3); Ulysses is another algorithm than ring context parallelism;
+    // DeepSpeed-MoE splits experts over ep only; no interleaved schedule; ZeRO-1/2 gather the
+    // updated parameters after the step; TP overlap is model code, not ds_config.
+    static const FrameworkRules kDeepSpeed = [] {
+        FrameworkRules r = rules_for(Framework::deepspeed, "DeepSpeed master edaa722, Megatron-DeepSpeed", &kDsConfig);
+        r.zero1 = r.zero2 = r.zero3 = r.offload_optimizer = r.offload_all = true;
+        r.cp = r.expert_tp = r.vpp = r.overlap_param_gather = r.tp_comm_overlap = false;
+        r.lacks = "no context parallelism, no interleaved schedule (vpp), no expert TP, ZeRO-2/3 only without pipeline";
+        return r;
+    }();
+    // Data-parallel ranks shard with FSDP2 (reshard after forward ≈ ZeRO-3, never ≈ ZeRO-2,
+    // which pipelining uses); DDP (replicate) only for pure data parallelism;
+    // enable_cpu_offload moves parameters, gradients and optimizer state together; op-level SAC
+    // is recompute_style "torchtitan-op" (allowed then); its TP overlap is async TP
+    // (parallel.async_tp), left as the job says.
+    static const FrameworkRules kTorchtitan = [] {
+        FrameworkRules r = rules_for(Framework::torchtitan, "torchtitan main b5bcd76", &kTitanConfig);
+        r.zero0_pure_dp_only = r.zero2 = r.zero2_with_pp = r.zero3 = r.offload_all = true;
+        r.selective_recompute = r.tp_comm_overlap = false;
+        r.lacks = "no ZeRO-1 or distributed optimizer (FSDP2 shards like ZeRO-2/3), offload only of everything, "
+                  "no Megatron-style selective recompute";
+        return r;
+    }();
+    // FSDP's sharding strategies: NO_SHARD / DDP (zero 0), SHARD_GRAD_OP (2), FULL_SHARD (3);
+    // CPUOffload(offload_params=True) moves parameters, gradients and the step;
+    // checkpoint_wrapper wraps whole layers. No export of its own.
+    static const FrameworkRules kFsdp = [] {
+        FrameworkRules r = rules_for(Framework::pytorch_fsdp, "PyTorch FSDP: llm-foundry, HF accelerate", nullptr);
+        r.zero2 = r.zero3 = r.offload_all = true;
+        r.tp = r.pp = r.cp = r.ep = r.expert_tp = r.vpp = r.sequence_parallel = false;
+        r.selective_recompute = r.tp_comm_overlap = false;
+        r.lacks = "data parallelism only (no tensor, pipeline, context or expert parallelism), whole-layer recompute";
+        return r;
+    }();
+    switch (f) {
+        case Framework::megatron: return kMegatron;
+        case Framework::deepspeed: return kDeepSpeed;
+        case Framework::torchtitan: return kTorchtitan;
+        case Framework::pytorch_fsdp: return kFsdp;
+    }
+    return kMegatron;
+}
+
+const FrameworkRules& any_framework_rules() {
+    static const FrameworkRules kAny = [] {
+        FrameworkRules r;
+        r.runs = "any framework";
+        r.has_format = false;
+        r.zero1 = r.zero2 = r.zero2_with_pp = r.zero3 = r.distributed_optimizer = true;
+        r.offload_optimizer = r.offload_all = true;
+        r.lacks = "";
+        return r;
+    }();
+    return kAny;
+}
+
+FrameworkRules search_rules(const JobSpec& job, const PlanOptions& options) {
+    FrameworkRules r = options.any_framework ? any_framework_rules() : framework_rules(job.training.framework);
+    if (job.estimate.activation_profile == ActivationProfile::ptd_engine) r.zero1 = true;  // the engine's ZeRO-1
+    return r;
+}
+
+bool rules_allow(const FrameworkRules& r, const LayoutChoice& c, const JobSpec& job) {
+    const int etp = c.etp > 0 ? c.etp : c.tp;
+    if ((!r.tp && c.tp > 1) || (!r.pp && c.pp > 1) || (!r.cp && c.cp > 1) || (!r.ep && c.ep > 1) ||
+        (!r.expert_tp && etp != c.tp) || (!r.vpp && c.vpp > 1) || (!r.sequence_parallel && c.sequence_parallel))
+        return false;
+    if (!r.selective_recompute && c.recompute == Recompute::selective &&
+        !(r.framework == Framework::torchtitan && job.parallel.recompute_style == RecomputeStyle::torchtitan_op))
+        return false;
+    const bool pure_dp = c.tp == 1 && c.pp == 1 && c.cp == 1 && c.ep == 1;
+    if (c.distributed_optimizer) {
+        if (!r.distributed_optimizer || c.zero != 0) return false;
+    } else if (c.zero == 0) {
+        if (!r.zero0 || (r.zero0_pure_dp_only && !pure_dp && c.dp * c.cp > 1)) return false;
+    } else if (c.zero == 1) {
+        if (!r.zero1) return false;
+    } else if (c.zero == 2) {
+        if (!r.zero2 || (c.pp > 1 && !r.zero2_with_pp)) return false;
+    } else if (!r.zero3 || c.pp > 1) {
+        return false;
+    }
+    const bool opt = c.offload_optimizer != OffloadDevice::none;
+    if (c.offload_params) return r.offload_all && opt && c.zero == 3;
+    if (opt) return r.offload_optimizer && (c.zero >= 1 || c.distributed_optimizer);
+    return true;
+}
+
+bool framework_runs(Framework f, const JobSpec& job, const PlanEntry& entry) {
+    const FrameworkRules& r = framework_rules(f);
+    if (!rules_allow(r, entry.choice, job)) return false;
+    if (!r.has_format) return true;
+    JobSpec framed = apply_plan_entry(job, entry);
+    framed.training.framework = f;
+    return export_job(framed, r.format).has_value();
+}
+
+// planfw: "grad+param+tp", the overlap keys a layout runs with ("none" without).
+std::string overlap_words(const LayoutChoice& c) {
+    std::string s;
+    if (c.overlap_grad_reduce) s += "grad";
+    if (c.overlap_param_gather) s += s.empty() ? "param" : "+param";
+    if (c.tp_comm_overlap) s += s.empty() ? "tp" : "+tp";
+    return s.empty() ? "none" : s;
+}
+
+double default_headroom(Framework f) {
+    // docs/planner.md "Headroom": the memory model's median error against measured runs is
+    // 4.0% (bench_memory, 20 runs); Megatron-core allocates parameters and gradients in
+    // contiguous buffers, so its caching allocator fragments least; ZeRO's and FSDP's
+    // per-module gathers and reduce-scatters allocate and free shard-sized buffers every
+    // micro-batch, and fragment more than estimate.fragmentation's 5% average.
+    switch (f) {
+        case Framework::megatron: return 0.05;
+        case Framework::deepspeed: return 0.10;
+        case Framework::torchtitan: return 0.10;
+        case Framework::pytorch_fsdp: return 0.10;
+    }
+    return 0.10;
+}
+
+double plan_headroom(const JobSpec& job, const PlanOptions& options, std::string* source) {
+    if (options.headroom >= 0) {
+        if (source) *source = "--headroom";
+        return options.headroom;
+    }
+    if (job.origin.headroom_given) {
+        if (source) *source = "estimate.headroom";
+        return job.estimate.headroom;
+    }
+    if (source) *source = std::string(to_string(job.training.framework)) + "'s default";
+    return default_headroom(job.training.framework);
+}
 
 namespace {
 
@@ -144,13 +308,49 @@ struct Space {
     // for expert_layout_problems (job_spec.h), the rules validate_job applies.
     std::vector<std::vector<int>> etps;
     const ModelSpec* model = nullptr;
+    // planfw: what the framework runs (rules_allow, applied to every layout visited) and the
+    // overlap keys the planner sets: grad reduce and param gather on wherever they apply (in
+    // the time model they only ever hide communication, overlap.cpp), tp_comm_overlap tried
+    // both ways (its GEMMs run in pieces, which can cost more than it hides).
+    FrameworkRules rules;
+    const JobSpec* job = nullptr;
+    bool set_overlap = true;  // false: the job's overlap keys (the bundled engine has none of them)
+    bool job_overlap_grad_reduce = false, job_overlap_param_gather = false, job_tp_comm_overlap = false;
 };
+
+// planfw: the overlap keys a layout runs with (see Space::set_overlap).
+void set_overlap_keys(const Space& sp, LayoutChoice& c) {
+    if (!sp.set_overlap) {
+        c.overlap_grad_reduce = sp.job_overlap_grad_reduce;
+        c.overlap_param_gather = sp.job_overlap_param_gather && (c.zero >= 1 || c.distributed_optimizer);
+        c.tp_comm_overlap = sp.job_tp_comm_overlap && c.sequence_parallel;
+        return;
+    }
+    const bool replicas = (long long)c.dp * c.cp > 1;
+    c.overlap_grad_reduce = sp.rules.overlap_grad_reduce && replicas;
+    c.overlap_param_gather = sp.rules.overlap_param_gather && replicas && (c.zero >= 1 || c.distributed_optimizer) &&
+                             (c.overlap_grad_reduce || c.zero == 3);
+    c.tp_comm_overlap = false;  // tried both ways by for_each_layout
+}
+// Whether for_each_layout also tries the layout with tp_comm_overlap on.
+bool try_tp_comm_overlap(const Space& sp, const LayoutChoice& c) {
+    return sp.set_overlap && sp.rules.tp_comm_overlap && c.tp > 1 && c.sequence_parallel && !sp.job->parallel.async_tp;
+}
 
 // bits: the interleaved group size a layout is scored (estimate.cpp derive) and applied
 // (apply_plan_entry) with: the job's N in Megatron's range [pp, max(pp, m)], 0 (= pp) when
 // the job leaves it out or the layout does not interleave.
 int plan_mb_group(int job_group, int pp, int vpp, long long microbatches) {
     return vpp < 2 ? 0 : (int)microbatch_group_in_range(job_group, pp, microbatches);
+}
+
+// planfw: rules_allow's sharding part, where the enumeration knows it (before recompute,
+// micro-batch and the rest are looped over).
+bool sharding_allowed(const FrameworkRules& r, int zero, bool dist_opt, int tp, int pp, int cp, int ep, int dp) {
+    LayoutChoice c;
+    c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.dp = dp, c.zero = zero, c.distributed_optimizer = dist_opt;
+    static const JobSpec kNone;  // rules_allow reads the job only for selective recompute, absent here
+    return rules_allow(r, c, kNone);
 }
 
 // The layers_per_stage the search passes for (pp, vpp): empty for an even split.
@@ -166,6 +366,17 @@ const std::vector<int>& layers_for(const Space& sp, int pp, int vpp) {
 // Returns false when stopped.
 template <class Visit>
 bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
+    // planfw: a layout, then (where it fits and the framework has it) the same with
+    // tp_comm_overlap on: memory is the same, only the time differs.
+    auto visit_overlap = [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
+        const int fit = visit(c, lps, pruned);
+        if (fit == 1 && try_tp_comm_overlap(sp, c)) {
+            LayoutChoice o = c;
+            o.tp_comm_overlap = true;
+            if (visit(o, lps, false) < 0) return -1;
+        }
+        return fit;
+    };
     std::vector<int> mbs, vpps, eps;  // reused per (tp, pp); no allocation in the inner loops
     mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
     const int nr = (int)sp.recomputes.size();
@@ -174,7 +385,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
         if (sp.world % ((long long)tp * cp) != 0) continue;
         // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
         const bool sp_ok = tp > 1 && sp.seq_len % cp == 0 && (sp.seq_len / cp) % tp == 0;
-        for (int pp = 1; pp <= sp.layers; ++pp) {
+        for (int pp = 1; pp <= (sp.rules.pp ? sp.layers : 1); ++pp) {  // planfw
             long long replica = (long long)tp * pp * cp;
             if (sp.world % replica != 0) continue;
             const int dp = (int)(sp.world / replica);
@@ -184,7 +395,9 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
             for (int mb = 1; mb <= std::min(per_replica, sp.max_micro_batch); ++mb)
                 if (per_replica % mb == 0) mbs.push_back(mb);
             vpps.assign(1, 1);
-            if (pp > 1 && sp.layers % pp == 0) {
+            if (!sp.rules.vpp) {
+                // planfw: one model chunk per stage (DeepSpeed's pipeline engine)
+            } else if (pp > 1 && sp.layers % pp == 0) {
                 for (int v = 2; v <= sp.layers / pp; ++v)
                     if ((sp.layers / pp) % v == 0) vpps.push_back(v);
             } else if (pp > 1) {
@@ -209,14 +422,16 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                 }
                 default_order_only = (expert_layout_problems(*sp.model, tp, cp, dp, 1, etp, false) & kEtpOrder) != 0;
             }
-            for (int seq_par = 0; seq_par <= (sp_ok ? 1 : 0); ++seq_par)
+            for (int seq_par = 0; seq_par <= (sp_ok && sp.rules.sequence_parallel ? 1 : 0); ++seq_par)
                 for (int ep : eps)
                     for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
                         // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
                         int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
                         bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
-                        if (zero >= 2 && pp > 1) continue;
+                        if (zero == 3 && pp > 1) continue;
+                        if (zero == 2 && pp > 1 && !sp.rules.zero2_with_pp) continue;
                         if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
+                        if (sp.vary_zero && !sharding_allowed(sp.rules, zero, dist_opt, tp, pp, cp, ep, dp)) continue;  // planfw
                         for (int order : sp.orders)
                             if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
                             for (int vpp : vpps)
@@ -255,8 +470,10 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                     c.micro_batch = mb;
                                     for (int r = 0; r < nr; ++r) {
                                         c.recompute = sp.recomputes[r];
+                                        if (sp.vary_zero && !rules_allow(sp.rules, c, *sp.job)) continue;  // planfw
+                                        set_overlap_keys(sp, c);
                                         bool pruned = prune && r >= alive;
-                                        int fit = visit(c, lps, pruned);
+                                        int fit = visit_overlap(c, lps, pruned);
                                         if (fit < 0) return false;
                                         // Memory only grows with mb and with less recompute.
                                         if (!pruned && fit == 0 && prune) alive = r;
@@ -265,8 +482,9 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
                                             LayoutChoice o = c;
                                             o.offload_optimizer = OffloadDevice::cpu;
                                             o.offload_params = k == 1;
+                                            if (sp.vary_zero && !rules_allow(sp.rules, o, *sp.job)) continue;  // planfw
                                             const bool pruned_o = prune && r >= alive_offload[k];
-                                            const int fit_o = visit(o, lps, pruned_o);
+                                            const int fit_o = visit_overlap(o, lps, pruned_o);
                                             if (fit_o < 0) return false;
                                             if (!pruned_o && fit_o == 0 && prune) alive_offload[k] = r;
                                         }
@@ -312,6 +530,10 @@ std::string label(const EstimateContext& ctx, const LayoutChoice& c, const Layou
     if ((!other && (c.offload_optimizer != OffloadDevice::none || c.offload_params)) ||
         (other && (c.offload_optimizer != other->offload_optimizer || c.offload_params != other->offload_params)))
         s += c.offload_params ? " offload optimizer+params" : c.offload_optimizer != OffloadDevice::none ? " offload optimizer" : " no offload";
+    // planfw: the overlap keys, where they differ.
+    if (other && (c.overlap_grad_reduce != other->overlap_grad_reduce || c.overlap_param_gather != other->overlap_param_gather ||
+                  c.tp_comm_overlap != other->tp_comm_overlap))
+        s += " overlap " + overlap_words(c);
     return s;
 }
 
@@ -360,10 +582,16 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
         const char* name;
         double a, b;
     };
-    const Term terms[] = {{"compute", ta.compute, tb.compute},
-                          {"TP communication", ta.tp_comm, tb.tp_comm},
-                          {"CP communication", ta.cp_comm, tb.cp_comm},
-                          {"expert all-to-all", ta.ep_comm, tb.ep_comm},
+    // planfw: compute split into what differs for a reason of its own: the slowest pipeline
+    // stage's excess over the mean stage (imbalance) and the recomputed forward; the rest is
+    // the work itself (GEMM efficiency at the layout's shapes).
+    auto work = [](const TimeBreakdown& t) { return std::max(0.0, t.compute - t.recompute - t.imbalance); };
+    const Term terms[] = {{"compute", work(ta), work(tb)},
+                          {"pipeline-stage imbalance", ta.imbalance, tb.imbalance},
+                          {"recompute", ta.recompute, tb.recompute},
+                          {"exposed TP communication", ta.tp_comm, tb.tp_comm},
+                          {"exposed CP communication", ta.cp_comm, tb.cp_comm},
+                          {"exposed expert all-to-all", ta.ep_comm, tb.ep_comm},
                           {"pipeline send/recv", ta.pp_comm, tb.pp_comm},
                           {"pipeline bubble", ta.bubble, tb.bubble},
                           {"exposed DP communication", ta.dp_comm, tb.dp_comm},
@@ -380,11 +608,11 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
                     " tokens/s: ";
     // a is strictly faster, so some term is smaller; guard anyway (equal times never get here).
     const Term* top = saves.empty() ? &terms[0] : saves[0];
-    s += fmt("%.0f", top->b > 0 ? (top->b - top->a) / top->b * 100 : 0) + "% less " + top->name + " (" +
-         secs(top->a) + " s vs " + secs(top->b) + " s per step)";
+    // A saving in percent with the digits a small one needs (never "0% less").
+    auto less = [](const Term* t) { return gain_text(t->b > 0 ? (t->b - t->a) / t->b * 100 : 0) + " less "; };
+    s += less(top) + top->name + " (" + secs(top->a) + " s vs " + secs(top->b) + " s per step)";
     if (saves.size() > 1 && saves[1]->b - saves[1]->a >= 0.25 * (top->b - top->a) && saves[1]->b - saves[1]->a > notable)
-        s += fmt(" and %.0f", (saves[1]->b - saves[1]->a) / saves[1]->b * 100) + "% less " + saves[1]->name + " (" +
-             secs(saves[1]->a) + " s vs " + secs(saves[1]->b) + " s)";
+        s += " and " + less(saves[1]) + saves[1]->name + " (" + secs(saves[1]->a) + " s vs " + secs(saves[1]->b) + " s)";
     std::string paid;
     for (size_t i = 0; i < costs.size() && i < 2; ++i)
         if (costs[i]->a - costs[i]->b > notable)
@@ -401,7 +629,8 @@ std::string why_best_line(const EstimateContext& ctx, const Candidate& a, const 
     else if (more < 0.05) s += ", same memory (" + peak + ")";
     double sa = a.score.step_s > 0 ? ta.bubble / a.score.step_s : 0,
            sb = b.score.step_s > 0 ? tb.bubble / b.score.step_s : 0;
-    if (sa > 1e-9 || sb > 1e-9) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);  // not rounding residue
+    // planfw: the bubble shares only where they read differently ("bubble 0% vs 0%" says nothing).
+    if (fmt("%.0f", sa * 100) != fmt("%.0f", sb * 100)) s += fmt(", bubble %.0f%% vs %.0f%%", sa * 100, sb * 100);
     return s + offload_clause(a.score, b.score, b_is_job ? "your layout" : "the runner-up");
 }
 
@@ -475,6 +704,12 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     sp.try_zb_h1 = options.try_zb_h1 || job.parallel.schedule == PipelineSchedule::zb_h1;
     sp.try_dualpipe = options.try_dualpipe || job.parallel.schedule == PipelineSchedule::dualpipe;
     sp.job_distributed_optimizer = job.parallel.distributed_optimizer;
+    // planfw: the framework bounds the search (--any-framework: the union of them all).
+    sp.rules = search_rules(job, options);
+    sp.job = &job;
+    sp.job_overlap_grad_reduce = job.parallel.overlap_grad_reduce;
+    sp.job_overlap_param_gather = job.parallel.overlap_param_gather;
+    sp.job_tp_comm_overlap = job.parallel.tp_comm_overlap;
     sp.job_offload_optimizer = job.parallel.offload_optimizer, sp.job_offload_params = job.parallel.offload_params;
     // gb200: TP stays within NVLink's reach — a node, or a multi-node NVLink domain (NVL72).
     const int nvlink_reach = planned.cluster.job_nvlink_domain();
@@ -487,6 +722,7 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
         if (m.experts > 1 && m.moe_ffn_hidden > 0 && m.moe_ffn_hidden % tp != 0 && !search_etp &&
             (sp.job_etp == 0 || sp.job_etp == tp))
             ffn_ok = false;
+        if (tp > 1 && !sp.rules.tp) break;  // planfw
         if (m.heads % tp == 0 && kv_ok && ffn_ok && (options.tp_beyond_node || tp <= nvlink_reach) &&
             (world / (options.vary_cp ? 1 : cp)) % tp == 0)
             sp.tps.push_back(tp);
@@ -496,21 +732,29 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     for (int tp : sp.tps) {
         std::vector<int>& list = sp.etps[(size_t)tp];
         list.push_back(search_etp ? 0 : sp.job_etp);
-        if (search_etp)
+        if (search_etp && sp.rules.expert_tp)  // planfw: DeepSpeed-MoE splits experts over ep only
             for (int d = tp - 1; d >= 1; --d)
                 if (tp % d == 0) list.push_back(d);
     }
     // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
     // causal attention, so cp must divide seq_len / 2; cp divides the world.
     sp.engine_only = job.estimate.activation_profile == ActivationProfile::ptd_engine;
-    if (sp.engine_only) sp.vary_ep = false;
-    if (options.vary_cp && !sp.engine_only) {
+    if (sp.engine_only) {
+        sp.vary_ep = false;
+        // planfw: the bundled engine runs it: its own ZeRO-1 (and ZeRO 0: search_rules), none
+        // of the frameworks' overlap keys; the framework's export still checks what is listed.
+        sp.set_overlap = false;
+    }
+    if (!sp.rules.ep) sp.vary_ep = false;  // planfw: ep stays the job's (1 for a dense model); rules_allow checks it
+    if (options.vary_cp && !sp.engine_only && sp.rules.cp) {
         for (int c = 1; c <= world; ++c)
             if (world % c == 0 && (c == 1 || (m.seq_len > 0 && m.seq_len % (2 * c) == 0))) sp.cps.push_back(c);
     } else {
         sp.cps = {cp};
     }
-    if (options.vary_recompute)
+    if (options.vary_recompute && !rules_allow(sp.rules, [] { LayoutChoice c; c.recompute = Recompute::selective; return c; }(), job))
+        sp.recomputes = {Recompute::full, Recompute::none};  // planfw: no selective recompute in this framework
+    else if (options.vary_recompute)
         sp.recomputes = {Recompute::full, Recompute::selective, Recompute::none};
     else
         sp.recomputes = {job.parallel.recompute};
@@ -671,6 +915,10 @@ public:
         return exact_[(size_t)exact_of_[i]];
     }
     bool has(size_t i) const { return exact_of_[i] >= 0; }
+    const LayoutChoice& screened_choice(size_t i) const { return screened_[i].choice; }
+    bool screened_fits(size_t i) const { return screened_[i].fits; }
+    // Screened layout i's place among those simulated (index into all()), or −1.
+    int32_t simulated_index(size_t i) const { return exact_of_[i]; }
     // The tokens/s screened layout i can at most / at least reach.
     double most_tokens(size_t i) const { return tokens_per_step_ / screened_[i].lo_s * (1 + kSlack); }
     double least_tokens(size_t i) const { return tokens_per_step_ / screened_[i].hi_s * (1 - kSlack); }
@@ -688,6 +936,96 @@ private:
     std::vector<Candidate> exact_;
 };
 
+// planfw: which simulated layouts the plan may list or compare. A layout is listable when
+// the job's framework runs it — its export of the job with the layout applied succeeds
+// (export_job: every refusal the export knows, not only what rules_allow bounds) — and, for
+// an offload layout, when no layout fits without offload or it beats the best one that does
+// by more than the estimate's error (job_error_band: the published runs' residuals).
+// Checked lazily and once per layout: an export check costs about 4.5 µs, some four
+// evaluations (bench_planner), so it runs on the layouts the plan lists, compares or ranks
+// the job's against, not on every layout that fits (hundreds of thousands for a MoE model).
+class Listable {
+public:
+    Listable(const JobSpec& planned, const Space& sp, const PlanOptions& options, Simulated& sim, PlanResult& out)
+        : planned_(planned), sp_(sp), sim_(sim), out_(out),
+          check_export_(!options.any_framework && sp.rules.has_format), any_framework_(options.any_framework),
+          band_(job_error_band(planned)) {}
+
+    bool runnable(size_t i) {
+        auto it = runnable_.find(i);
+        if (it != runnable_.end()) return it->second;
+        bool ok = true;
+        const LayoutChoice& c = sim_.screened_choice(i);
+        if (check_export_) {
+            JobSpec applied = apply_plan_entry(planned_, PlanEntry{c, layers_for(sp_, c.pp, c.vpp), {}, {}});
+            // zb: ZB-H1 / DualPipe were asked for (--zb-h1, --dualpipe, the job's schedule),
+            // knowing their forks run them: the rest of the layout must still export.
+            if (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe)
+                applied.parallel.schedule = PipelineSchedule::automatic;
+            ok = export_job(applied, sp_.rules.format).has_value();
+        } else if (any_framework_) {
+            // --any-framework: the union of the rules holds layouts no one framework runs
+            // (DeepSpeed's ZeRO-1 with Megatron's interleaving, ...): listed only if one does.
+            const PlanEntry entry{c, layers_for(sp_, c.pp, c.vpp), {}, {}};
+            ok = std::any_of(std::begin(kFrameworks), std::end(kFrameworks),
+                             [&](Framework f) { return framework_runs(f, planned_, entry); });
+        }
+        if (!ok && sim_.screened_fits(i)) ++out_.refused;
+        runnable_.emplace(i, ok);
+        return ok;
+    }
+    // The best runnable fitting layout without offload (branch and bound over `fitting`,
+    // most promising first), and from it the bar an offload layout must clear: its tokens/s
+    // interval must lie above the best's (within_error: low·(1 + hi) < high·(1 + lo)). Every
+    // fitting offload layout under the bar is counted (`left out`; those faster than the best
+    // without offload also in out.offload_within_error), simulated only where its bounds
+    // straddle the bar.
+    void find_best_without_offload(const std::vector<size_t>& fitting) {
+        for (size_t i : fitting) {
+            if (offloads(sim_.screened_choice(i))) continue;
+            if (best_plain_ >= 0 && sim_.most_tokens(i) < best_plain_) break;
+            if (runnable(i) && sim_.get(i).score.tokens_per_s > best_plain_) {
+                best_plain_ = sim_.get(i).score.tokens_per_s;
+                best_plain_index_ = i;
+            }
+        }
+        if (best_plain_ < 0) return;  // nothing fits without offload: every offload layout may be listed
+        bar_ = band_ ? best_plain_ * (1 + band_->error_hi) / (1 + band_->error_lo) : best_plain_;
+        for (size_t i : fitting) {
+            if (!offloads(sim_.screened_choice(i)) || sim_.least_tokens(i) > bar_) continue;
+            if (sim_.most_tokens(i) <= best_plain_ || sim_.get(i).score.tokens_per_s <= best_plain_) {
+                ++left_out_;
+            } else if (sim_.get(i).score.tokens_per_s <= bar_) {
+                ++left_out_;
+                ++out_.offload_within_error;
+            }
+        }
+    }
+    bool listable(size_t i) {
+        if (bar_ >= 0 && offloads(sim_.screened_choice(i)) &&
+            (sim_.most_tokens(i) <= bar_ || sim_.get(i).score.tokens_per_s <= bar_))
+            return false;
+        return runnable(i);
+    }
+    int64_t left_out() const { return left_out_; }
+    double best_plain() const { return best_plain_; }
+    // The best layout without offload (null when none fits), as simulated.
+    const Candidate* best_plain_layout() { return best_plain_ >= 0 ? &sim_.get(best_plain_index_) : nullptr; }
+    static bool offloads(const LayoutChoice& c) { return c.offload_optimizer != OffloadDevice::none || c.offload_params; }
+
+private:
+    const JobSpec& planned_;
+    const Space& sp_;
+    Simulated& sim_;
+    PlanResult& out_;
+    bool check_export_, any_framework_;
+    std::optional<ErrorBand> band_;
+    double best_plain_ = -1, bar_ = -1;  // bar_ < 0: no bar (nothing fits without offload)
+    size_t best_plain_index_ = 0;
+    int64_t left_out_ = 0;
+    std::unordered_map<size_t, bool> runnable_;
+};
+
 // The two highest distinct simulated tokens/s among the fitting layouts (−1: none).
 struct BestTwo {
     double first = -1, second = -1;
@@ -696,11 +1034,12 @@ struct BestTwo {
 // Branch and bound for the ranked list: visit by promise, simulate, stop once the next
 // layout's best possible tokens/s is below what the list needs (and below the runner-up's,
 // for why_best). `fitting` is sorted most promising first.
-BestTwo rank_top(Simulated& sim, const std::vector<size_t>& fitting, BestKept& heap) {
+BestTwo rank_top(Simulated& sim, const std::vector<size_t>& fitting, BestKept& heap, Listable& listable) {
     BestTwo best;
     for (size_t i : fitting) {
         const double need = std::min(heap.entry_tokens_per_s(), best.second >= 0 ? best.second : -1.0);
         if (sim.most_tokens(i) < need) break;
+        if (!listable.listable(i)) continue;  // planfw
         const Candidate& c = sim.get(i);
         heap.offer(c);
         const double t = c.score.tokens_per_s;
@@ -713,25 +1052,32 @@ BestTwo rank_top(Simulated& sim, const std::vector<size_t>& fitting, BestKept& h
 // The Pareto front (throughput vs headroom): by headroom, most first. A layout whose best
 // possible tokens/s is below the fastest simulated one with at least its headroom is
 // dominated by that one, and so is anything it would dominate: only the others are simulated.
-void simulate_pareto_candidates(Simulated& sim, const std::vector<Screened>& screened, std::vector<size_t> by_room) {
+void simulate_pareto_candidates(Simulated& sim, const std::vector<Screened>& screened, std::vector<size_t> by_room,
+                                Listable& listable) {
     std::sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
         return screened[a].peak_bytes != screened[b].peak_bytes ? screened[a].peak_bytes < screened[b].peak_bytes : a < b;
     });
     double fastest = -1;
     for (size_t i : by_room) {
         if (!sim.has(i) && sim.most_tokens(i) < fastest) continue;
-        fastest = std::max(fastest, sim.get(i).score.tokens_per_s);
+        if (sim.get(i).score.tokens_per_s > fastest && listable.listable(i)) fastest = sim.get(i).score.tokens_per_s;  // planfw
     }
 }
 
 // The job's own rank: how many fitting layouts are faster; those surely faster or surely
 // not count without simulation.
-int64_t count_faster(Simulated& sim, const std::vector<size_t>& fitting, double own_tokens_per_s) {
+int64_t count_faster(Simulated& sim, const std::vector<size_t>& fitting, double own_tokens_per_s, Listable& listable) {
     int64_t higher = 0;
     for (size_t i : fitting) {
-        if (!sim.has(i) && sim.least_tokens(i) > own_tokens_per_s) ++higher;
-        else if (!sim.has(i) && sim.most_tokens(i) <= own_tokens_per_s) continue;
-        else if (sim.get(i).score.tokens_per_s > own_tokens_per_s) ++higher;
+        if (!sim.has(i) && sim.most_tokens(i) <= own_tokens_per_s) continue;
+        // planfw: the layouts the plan may list only. One surely faster needs no simulation
+        // unless it offloads (the offload bar needs its tokens/s); its export check is needed
+        // (about 4.5 µs, bench_planner).
+        if (!sim.has(i) && sim.least_tokens(i) > own_tokens_per_s && !Listable::offloads(sim.screened_choice(i))) {
+            if (listable.runnable(i)) ++higher;
+        } else if (sim.get(i).score.tokens_per_s > own_tokens_per_s && listable.listable(i)) {
+            ++higher;
+        }
     }
     return higher;
 }
@@ -746,10 +1092,12 @@ struct Decision {
     std::vector<Candidate> pareto;
 };
 
-Decision decide(const Simulated& sim, const BestTwo& top, const PlanOptions& options, PlanResult& out) {
+Decision decide(const Simulated& sim, const std::vector<size_t>& fitting, Listable& listable, const BestTwo& top,
+                const PlanOptions& options, PlanResult& out) {
     Decision d;
-    for (const Candidate& c : sim.all())
-        if (c.score.fits) d.fit_exact.push_back(&c);
+    // planfw: the simulated fitting layouts the plan may list (Listable).
+    for (size_t i : fitting)
+        if (sim.simulated_index(i) >= 0 && listable.listable(i)) d.fit_exact.push_back(&sim.all()[(size_t)sim.simulated_index(i)]);
     std::sort(d.fit_exact.begin(), d.fit_exact.end(), [](const Candidate* a, const Candidate* b) { return a->seq < b->seq; });
     for (const Candidate* each : d.fit_exact) {
         const Candidate& cand = *each;
@@ -769,6 +1117,25 @@ Decision decide(const Simulated& sim, const BestTwo& top, const PlanOptions& opt
     }
     std::sort(d.pareto.begin(), d.pareto.end(), better);
     return d;
+}
+
+// planfw: a runner-up that is the best layout with other overlap keys explains nothing the
+// overlap column does not show: the why line then compares with the best layout that differs
+// in more (branch and bound over `fitting`, most promising first).
+void runner_beyond_overlap_keys(Simulated& sim, const std::vector<size_t>& fitting, Listable& listable, Decision& d) {
+    if (!d.have_best || !d.have_runner || !same_choice(d.runner.choice, d.best.choice)) return;
+    const double best = d.best.score.tokens_per_s;
+    bool found = false;
+    Candidate runner;
+    for (size_t i : fitting) {
+        if (found && sim.most_tokens(i) < runner.score.tokens_per_s) break;
+        if (same_choice(sim.screened_choice(i), d.best.choice)) continue;
+        const Candidate& c = sim.get(i);
+        if (c.score.tokens_per_s >= best || !listable.listable(i)) continue;
+        if (!found || better(c, runner)) runner = c, found = true;
+    }
+    d.runner = runner;
+    d.have_runner = found;
 }
 
 // Fitting layouts left out of the list because a listed one has the same predicted numbers.
@@ -797,7 +1164,7 @@ std::string ties_clause(int64_t ties) {
 // why: one line on why the best layout beats the job's own layout (where it is slower) or
 // the runner-up, what nothing fitting means, or that the search was cancelled.
 std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int64_t total, const Screening& screening,
-                          const Decision& d, const OwnLayout& own) {
+                          const Decision& d, const OwnLayout& own, const Candidate* best_plain) {
     // Compared also when it does not fit: the line then says that first and what else it costs.
     const bool vs_own = d.have_best && own.scored && own.score.tokens_per_s < d.best.score.tokens_per_s;
     std::string why;
@@ -822,6 +1189,10 @@ std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int
                    label(ctx, screening.least_host.choice, nullptr) +
                    fmt(") but needs %.0f GiB of host memory per node, more than the %.0f GiB there",
                        lh.host_bytes_per_node / kGiB, lh.host_capacity_bytes / kGiB);
+    } else if (d.have_best && Listable::offloads(d.best.choice) && best_plain) {
+        // planfw: an offload layout is listed first only when it wins by more than the
+        // estimate's error: compare it with the best layout that does not offload.
+        why = why_best_line(ctx, d.best, *best_plain) + "; more than the estimate's error, so offloading is worth it";
     } else if (vs_own) {
         // why: the job's own layout is what the user asked about; compare with it rather
         // than with the runner-up (often a near twin of the best).
@@ -836,6 +1207,13 @@ std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int
     } else {
         why = why_best_line(ctx, d.best, d.runner) + ties_clause(d.ties);
     }
+    // planfw: offload that nothing fits without; offload left out because its gain is noise.
+    if (!out.cancelled && d.have_best && Listable::offloads(d.best.choice) && !best_plain)
+        why += "; it offloads because no layout fits without offload";
+    if (!out.cancelled && out.offload_within_error > 0)
+        why += "; " + std::to_string(out.offload_within_error) +
+               (out.offload_within_error == 1 ? " faster layout with" : " faster layouts with") +
+               " CPU offload left out: they beat the best without offload by less than the estimate's error";
     // why: a job layout that does not fit is why the planner prefers another; one outside the
     // search space that is faster than everything searched is worth saying too. Either first.
     if (!out.cancelled && out.feasible > 0 && own.scored && !own.score.fits) {
@@ -921,11 +1299,13 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     if (auto bad = check_plan_inputs(job, options, world); !bad) return std::unexpected(bad.error());
     if (auto bad = check_objective(job, options.objective); !bad) return std::unexpected(bad.error());
 
-    // The job the estimator sees: the planned world size and the asked-for headroom.
+    // The job the estimator sees: the planned world size and the headroom (asked for, the
+    // job's, or its framework's default: plan_headroom).
     JobSpec planned = job;
     planned.cluster.nodes = world / job.cluster.gpus_per_node;
     planned.cluster.hosts.clear();
-    if (options.headroom >= 0) planned.estimate.headroom = options.headroom;
+    std::string headroom_source;
+    planned.estimate.headroom = plan_headroom(job, options, &headroom_source);
     const EstimateContext ctx = make_estimate_context(planned, options.profile);
     const Space sp = make_space(job, planned, options, world);
 
@@ -936,8 +1316,20 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     own.in_space = own.scored = count.own_in_space;
 
     PlanResult out;
+    out.any_framework = options.any_framework;
+    out.framework = job.training.framework;
+    out.headroom = planned.estimate.headroom;
+    out.headroom_source = headroom_source;
     if (own.in_space) own.score = evaluate_layout(ctx, own.choice, layers_for(sp, own.choice.pp, own.choice.vpp), nullptr);  // same inputs as in the search
-    const Screening screening = screen_layouts(ctx, sp, options, own.in_space && own.score.fits, count.total, out);
+    // why: the job's own layout outside the search space (an order not in kPlannerOrders, a
+    // custom stage split, a micro-batch above max_micro_batch, tp beyond a node, a sharding
+    // its framework runs as another: planfw) but valid on this world: scored as `ptd
+    // estimate` scores it, and ranked among the layouts the search lists.
+    if (!own.in_space && job.has_layout() && world == job.world_size() && validate_job(job).empty()) {
+        own.score = evaluate_layout(ctx, own.choice, job.parallel.layers_per_stage, nullptr);
+        own.scored = true;
+    }
+    const Screening screening = screen_layouts(ctx, sp, options, own.scored && own.score.fits, count.total, out);
     out.cancelled = !screening.done;
     out.enumerated = screening.enumerated;
 
@@ -961,45 +1353,49 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
         }
     }
     std::sort(fitting.begin(), fitting.end(), by_promise);
+    Listable listable(planned, sp, options, sim, out);  // planfw
+    listable.find_best_without_offload(fitting);
     BestKept heap((size_t)std::max(options.top_k, 0));
-    const BestTwo top = rank_top(sim, fitting, heap);
-    simulate_pareto_candidates(sim, screened, fitting);
-    const int64_t higher = own.in_space && own.score.fits ? count_faster(sim, fitting, own.score.tokens_per_s) : 0;
-    // Near misses, ranked like `top`.
+    const BestTwo top = rank_top(sim, fitting, heap, listable);
+    simulate_pareto_candidates(sim, screened, fitting, listable);
+    const int64_t higher =
+        own.scored && own.score.fits ? count_faster(sim, fitting, own.score.tokens_per_s, listable) : 0;
+    // Near misses, ranked like `top`: only what the framework runs.
     BestKept unfit((size_t)std::max(options.top_k_unfit, 0));
     std::sort(unfitting.begin(), unfitting.end(), by_promise);
     for (size_t i : unfitting) {
         if (sim.most_tokens(i) < unfit.entry_tokens_per_s()) break;
-        unfit.offer(sim.get(i));
+        if (listable.runnable(i)) unfit.offer(sim.get(i));
     }
 
-    const Decision d = decide(sim, top, options, out);
+    Decision d = decide(sim, fitting, listable, top, options, out);
+    runner_beyond_overlap_keys(sim, fitting, listable, d);
     const std::vector<Candidate> listed = heap.sorted();
     out.equivalent_hidden += count_equivalent_hidden(listed, d.fit_exact);
     if (screening.done && options.progress) options.progress(out.evaluated, out.evaluated);
 
     auto entry = [&](const Candidate& c) {
-        return PlanEntry{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score,
-                         layout_training_cost(planned, c.score.step_s, c.score.tokens_per_s,
-                                              c.score.worst_mem.params + c.score.worst_mem.optimizer)};
+        PlanEntry e{c.choice, layers_for(sp, c.choice.pp, c.choice.vpp), c.score,
+                    layout_training_cost(planned, c.score.step_s, c.score.tokens_per_s,
+                                         c.score.worst_mem.params + c.score.worst_mem.optimizer),
+                    {}};
+        if (options.any_framework)  // planfw: which frameworks run it
+            for (Framework f : kFrameworks)
+                if (framework_runs(f, planned, e)) e.frameworks.push_back(f);
+        return e;
     };
     for (const Candidate& c : listed) out.top.push_back(entry(c));
     order_by_objective(out.top, options.objective);
     for (const Candidate& c : d.pareto) out.pareto.push_back(entry(c));
     for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
-    out.job_rank = own.in_space && own.score.fits && !out.cancelled ? (int)higher : -1;
-
-    // why: the job's own layout, the why line's second party where it is slower than the best.
-    // Outside the search space (an order not in kPlannerOrders, a custom stage split, a
-    // micro-batch above max_micro_batch, tp beyond a node) but valid on this world: scored as
-    // `ptd estimate` scores it.
-    if (!own.in_space && !out.cancelled && out.feasible > 0 && job.has_layout() && world == job.world_size() &&
-        validate_job(job).empty()) {
-        own.score = evaluate_layout(ctx, own.choice, job.parallel.layers_per_stage, nullptr);
-        own.scored = true;
-    }
-    out.why_best = why_best_text(ctx, out, count.total, screening, d, own);
+    out.job_rank = own.scored && own.score.fits && !out.cancelled ? (int)higher : -1;
+    out.job_in_space = own.in_space;
+    // planfw: `feasible` counts what the plan may list: less the offload layouts the bar left
+    // out and the layouts the framework's export refused (of those checked: every fitting one
+    // with keep_fitting_scores).
+    out.feasible -= listable.left_out() + out.refused;
+    out.why_best = why_best_text(ctx, out, count.total, screening, d, own, listable.best_plain_layout());
     check_batch_keeps_gpus_busy(job, options, world, out);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
@@ -1052,11 +1448,13 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     if (job.model.experts > 1 && c.etp != p.expert_tp) p.expert_tp = effective_etp(c) != c.tp ? c.etp : 0;
     if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
     p.layers_per_stage = entry.layers_per_stage;
-    // overlap: the job's overlap keys stay, but where the chosen layout has nothing for them to
-    // act on (no sharded optimizer, no sequence parallelism) they are cleared, as the estimate
-    // ignored them (validate_job refuses those combinations).
-    if (c.zero == 0 && !c.distributed_optimizer) p.overlap_param_gather = false;
-    if (c.tp > 1 && !c.sequence_parallel) p.tp_comm_overlap = false;
+    // overlap (planfw): the keys the layout was scored with — the planner's where the framework
+    // has them, else the job's — cleared where the layout has nothing for them to act on (no
+    // sharded optimizer, no sequence parallelism), as the estimate ignored them there
+    // (validate_job refuses those combinations).
+    p.overlap_grad_reduce = c.overlap_grad_reduce;
+    p.overlap_param_gather = c.overlap_param_gather && (c.zero != 0 || c.distributed_optimizer);
+    p.tp_comm_overlap = c.tp_comm_overlap && !(c.tp > 1 && !c.sequence_parallel);
     out.training.micro_batch = c.micro_batch;
     // bits: the group size the layout was scored with (a job's N outside the new layout's range,
     // or on a layout without interleaving, would not validate or export).

@@ -734,7 +734,7 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords);
     r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
     r.read_bool("memory_efficient_norm", e.memory_efficient_norm);  // menorm
-    r.read_double("headroom", e.headroom, 0, 0.9);
+    if (r.read_double("headroom", e.headroom, 0, 0.9)) job.origin.headroom_given = true;  // planfw
     job.origin.vocab_pad_defaulted = !r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
     // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
     // spelling is refused with the new place rather than read, since its old default (on) differs.
@@ -1195,14 +1195,14 @@ std::string save_job_toml(const JobSpec& job) {
     EstimateSpec ed;
     ed.activation_profile = default_activation_profile(c.gpu);
     ed.vocab_pad = default_vocab_pad(job.training.framework);
-    if (e != ed) {
+    if (e != ed || job.origin.headroom_given) {
         w.header("estimate");
         if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));
         if (e.attention_flops != ed.attention_flops) w.str("attention_flops", to_string(e.attention_flops));
         if (e.cuda_context_gib != ed.cuda_context_gib) w.dbl("cuda_context_gib", e.cuda_context_gib);
         if (e.nccl_gib != ed.nccl_gib) w.dbl("nccl_gib", e.nccl_gib);
         if (e.fragmentation != ed.fragmentation) w.dbl("fragmentation", e.fragmentation);
-        if (e.headroom != ed.headroom) w.dbl("headroom", e.headroom);
+        if (e.headroom != ed.headroom || job.origin.headroom_given) w.dbl("headroom", e.headroom);  // planfw: a written 0 stays
         if (e.vocab_pad != ed.vocab_pad) w.int_("vocab_pad", e.vocab_pad);
         if (e.zero_bucket_elements != ed.zero_bucket_elements) w.dbl("zero_bucket_elements", e.zero_bucket_elements);
         if (e.cross_entropy != ed.cross_entropy) w.str("cross_entropy", to_string(e.cross_entropy));

@@ -57,6 +57,12 @@ struct TimeBreakdown {
     double dp_comm = 0;       // exposed gradient reduction / parameter gathering (after overlap)
     double optimizer = 0;     // the optimizer step of the stage that finishes last (memory bound)
     double offload = 0;       // offload: exposed PCIe copies and the CPU optimizer step (host side)
+    // planfw: parts of `compute` (not added again by total()), so the planner's why line can
+    // name them: the backward's recomputed forward (m · recompute of the slowest stage), and
+    // the pipeline-stage imbalance — how much the slowest stage's compute exceeds the mean
+    // stage's (m · (slowest − mean)), which a layout without pipeline does not have.
+    double recompute = 0;
+    double imbalance = 0;
     double total() const { return compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_comm + optimizer + offload; }
 };
 
@@ -170,6 +176,10 @@ struct LayoutChoice {
     bool offload_params = false;                           // offload (zero 3 only)
     PipelineSchedule schedule = PipelineSchedule::automatic;  // zb: resolved by vpp when automatic
     int etp = 0;  // moe2: expert tensor parallel (parallel.expert_tp); 0 = tp
+    // planfw: the overlap keys (parallel.overlap_grad_reduce, overlap_param_gather,
+    // tp_comm_overlap) the layout runs with: the job's (layout_choice_of), or what the planner
+    // turned on where the framework has them.
+    bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false;
 };
 
 // The rank orders the planner tries: TP innermost (Megatron default), then others.

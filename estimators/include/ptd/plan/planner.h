@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ptd/export/export.h"
 #include "ptd/model/estimate.h"
 #include "ptd/model/training_cost.h"
 
@@ -23,9 +24,12 @@ const char* to_string(PlanObjective o);  // "throughput", "time", "cost", "energ
 struct PlanOptions {
     int gpus = 0;                  // world size to plan for; 0 = the job's cluster
     int top_k = 10;
-    double headroom = -1;          // < 0: the job's estimate.headroom
+    double headroom = -1;          // < 0: the job's estimate.headroom if written, else its framework's default (plan_headroom)
     bool tp_beyond_node = false;   // allow tp > gpus_per_node
-    bool vary_zero = true;         // try zero 0..3 and the distributed optimizer
+    bool vary_zero = true;         // try the sharding the framework has (zero 0..3, the distributed optimizer)
+    // planfw: false = only layouts training.framework runs (FrameworkRules below, then its
+    // export's own checks); true = every layout any framework runs, each row marked with them.
+    bool any_framework = false;
     bool vary_recompute = true;
     bool vary_order = true;        // kPlannerOrders, not just the job's order
     bool vary_ep = true;           // MoE: ep over divisors of experts dividing dp
@@ -68,6 +72,8 @@ struct PlanEntry {
     std::vector<int> layers_per_stage;  // empty = even split
     LayoutScore score;
     TrainingCost training;              // cost: the whole run at this row's step time (listed rows only)
+    // planfw: with any_framework, the frameworks that run this layout (framework_runs); empty otherwise.
+    std::vector<Framework> frameworks;
 };
 
 // cost: the figure `objective` orders by (smaller is better; tokens/s negated for throughput).
@@ -83,6 +89,7 @@ struct PlanResult {
     int64_t equivalent_hidden = 0;       // fitting layouts left out of `top` because one listed has the same predicted numbers
     double seconds = 0;
     int job_rank = -1;                   // rank of the job's own layout among feasible (0 = best), −1 = not found / infeasible
+    bool job_in_space = false;           // planfw: the job's layout is one the search enumerates (else job_rank counts the faster listed ones)
     std::string why_best;                // one line: why top[0] beats the job's own layout (when ranked below it) or the runner-up, and what it trades (docs/planner.md)
     bool cancelled = false;
     std::vector<PlanEntry> unfit;        // with top_k_unfit: best non-fitting layouts first
@@ -92,7 +99,62 @@ struct PlanResult {
     // best layout stays under it (0 = none found down to one node). Empty otherwise.
     std::string too_big;
     int busy_gpus = 0;
+    // planfw: what bounded the search and what it left free.
+    bool any_framework = false;          // options.any_framework
+    Framework framework = Framework::megatron;  // the job's training.framework
+    double headroom = 0;                 // the fraction of GPU memory every listed layout leaves free
+    std::string headroom_source;         // "--headroom", "estimate.headroom" or "megatron's default"
+    int64_t refused = 0;                 // fitting layouts examined that the framework's export checks refused
+    // Offload layouts that fit and are faster than the best layout without offload, but by no
+    // more than the estimate's error: left out (offload costs host memory and PCIe for a gain
+    // the estimate cannot tell from noise). 0 when none, or when nothing fits without offload.
+    int64_t offload_within_error = 0;
 };
+
+// ---- Frameworks (planfw; docs/planner.md "Frameworks") ---------------------------------
+
+// What a framework runs, as the search is bounded by it: the sharding, offload, parallel
+// dimensions, recompute and overlap keys of the version its export targets (export.cpp).
+struct FrameworkRules {
+    Framework framework = Framework::megatron;
+    const char* runs = "";          // "Megatron-LM (main d98e8a6)", for the plan header
+    bool has_format = true;         // pytorch-fsdp: no export of its own
+    ExportFormat format = ExportFormat::megatron;
+    bool zero0 = true, zero0_pure_dp_only = false, zero1 = false, zero2 = false, zero2_with_pp = false, zero3 = false;
+    bool distributed_optimizer = false;
+    bool offload_optimizer = false;   // offload_optimizer alone (with a sharded optimizer)
+    bool offload_all = false;         // offload_optimizer with offload_params (zero 3)
+    bool tp = true, pp = true, cp = true, ep = true, expert_tp = true, vpp = true, sequence_parallel = true;
+    bool selective_recompute = true;
+    bool overlap_grad_reduce = true, overlap_param_gather = true, tp_comm_overlap = true;
+    const char* lacks = "";           // one phrase: what the search leaves out for it
+};
+// The rules of `f`, and the union every framework's rules allow (--any-framework).
+const FrameworkRules& framework_rules(Framework f);
+const FrameworkRules& any_framework_rules();
+inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::deepspeed, Framework::torchtitan,
+                                            Framework::pytorch_fsdp};
+// The rules a search of `job` applies: its framework's (any_framework: the union), where the
+// bundled engine runs the job (estimate.activation_profile = "ptd-engine") with its own ZeRO-1.
+FrameworkRules search_rules(const JobSpec& job, const PlanOptions& options);
+// Whether the rules allow a layout (its dimensions, sharding, offload, recompute; not the
+// overlap keys, which the planner sets from the rules).
+bool rules_allow(const FrameworkRules& r, const LayoutChoice& c, const JobSpec& job);
+// Whether `f` runs the planned layout: its rules allow it and, where it has an export, the
+// export of the job with the layout applied succeeds (export_job: every refusal counts).
+bool framework_runs(Framework f, const JobSpec& job, const PlanEntry& entry);
+
+// "grad+param+tp": the overlap keys a layout runs with (overlap_grad_reduce,
+// overlap_param_gather, tp_comm_overlap), "none" without.
+std::string overlap_words(const LayoutChoice& c);
+
+// The memory every planned layout leaves free by default (docs/planner.md "Headroom"), per
+// framework: the caching allocator's fragmentation beyond estimate.fragmentation's average
+// and a step heavier than the average one the estimate counts.
+double default_headroom(Framework f);
+// The headroom a plan leaves: options.headroom when ≥ 0, else the job's estimate.headroom when
+// written, else default_headroom of its framework; `source` says which.
+double plan_headroom(const JobSpec& job, const PlanOptions& options, std::string* source = nullptr);
 
 Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options);
 

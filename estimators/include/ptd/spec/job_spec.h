@@ -535,6 +535,9 @@ struct JobSpec {
         // (default_activation_profile); saving writes it only where it differs.
         bool activation_profile_defaulted = false;
         bool vocab_pad_defaulted = false;  // estimate.vocab_pad not written: the framework's default
+        // planfw: estimate.headroom was written; else the planner leaves its framework's default
+        // headroom free (plan_headroom, planner.h).
+        bool headroom_given = false;
         bool intra_given = false;
         // nccl: [cluster] preset = "..." (a cluster preset), whether inter_gbps was written, and
         // where the network came from ("cluster preset dgx-h100", "dgx-h100, the default for
