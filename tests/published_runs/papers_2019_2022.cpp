@@ -97,7 +97,7 @@ TEST(DistributeSavedActivations, Exported) {
                                     ExportFormat::deepspeed).text;
     EXPECT_TRUE(contains(ds, "\"partition_activations\": true")) << ds;
     const JobSpec bf16 = load_asset(kGpt3, {"parallel.distribute_saved_activations=true", "training.precision=bf16"});
-    EXPECT_TRUE(any_note(exported(bf16, ExportFormat::torchtitan_toml), "distribute_saved_activations"));
+    EXPECT_TRUE(any_note(exported(bf16, ExportFormat::torchtitan), "distribute_saved_activations"));
 }
 
 TEST(SoftmaxFusion, ReadCheckedAndWrittenBack) {

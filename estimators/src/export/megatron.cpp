@@ -375,7 +375,13 @@ void write_recompute(const JobSpec& job, MegatronArgs& a) {
         a.arg("--recompute-granularity", "full");
         a.arg("--recompute-method", "uniform");
         a.arg("--recompute-num-layers", "1");
-        if (p.distribute_saved_activations) a.arg("--distribute-saved-activations");  // papers
+        // papers; issue 28: TransformerConfig.__post_init__ raises for distribute_saved_activations
+        // with sequence parallelism (the checkpointed input is already 1/tp there), so it is
+        // written only without it.
+        if (p.distribute_saved_activations && !p.sequence_parallel) a.arg("--distribute-saved-activations");
+        else if (p.distribute_saved_activations)
+            a.note("parallel.distribute_saved_activations: not written — Megatron-core's TransformerConfig refuses it "
+                   "with --sequence-parallel, where each TP rank already keeps 1/tp of the checkpointed input");
     }
 }
 
