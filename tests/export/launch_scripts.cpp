@@ -161,9 +161,15 @@ TEST(LaunchScript, CudaDeviceMaxConnectionsFollowsMegatron) {
         EXPECT_TRUE(contains(launch_text(cp2, f, ScriptLauncher::slurm), one));
         const JobSpec b200 = load_asset("llama3-8b-h100.toml", {"cluster.gpu=b200"});
         ASSERT_EQ(b200.cluster.gpu.generation, GpuGeneration::blackwell);
-        EXPECT_FALSE(contains(launch_text(b200, f, ScriptLauncher::slurm), "CUDA_DEVICE_MAX_CONNECTIONS="));
+        EXPECT_FALSE(contains(launch_text(b200, f, ScriptLauncher::slurm), "export CUDA_DEVICE_MAX_CONNECTIONS"));
     }
     EXPECT_FALSE(contains(launch_text(load_asset("llama3-8b-h100.toml"), ExportFormat::torchtitan, ScriptLauncher::slurm),
+                          "CUDA_DEVICE_MAX_CONNECTIONS"));
+    // Without --launcher the arguments cannot carry it: a note says so (issue 28).
+    EXPECT_TRUE(any_note(*export_job(load_asset("llama3-8b-h100.toml"), ExportFormat::megatron), "CUDA_DEVICE_MAX_CONNECTIONS=1"));
+    EXPECT_FALSE(any_note(*export_job(load_asset("llama3-8b-h100.toml", {"parallel.tp=1", "parallel.dp=8",
+                                                                         "parallel.sequence_parallel=false"}),
+                                      ExportFormat::megatron),
                           "CUDA_DEVICE_MAX_CONNECTIONS"));
 }
 

@@ -84,6 +84,16 @@ struct TitanPlan {
 // v0.2.x, "lm_head" in the Python config).
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module);
 
+// Megatron-Core's CUDA_DEVICE_MAX_CONNECTIONS for the job (Megatron-LM d98e8a6 arguments.py
+// validate_args: asserted 1 with tp or cp > 1 before Blackwell; with
+// --overlap-moe-expert-parallel-comm it only warns, that overlap wanting more connections):
+// the value ("" = leave unset) and why.
+struct DeviceConnections {
+    std::string value;
+    std::string why;
+};
+DeviceConnections megatron_device_connections(const JobSpec& job);
+
 // One file per target.
 Result<ExportOutput> export_megatron(const JobSpec& job);          // megatron.cpp
 Result<ExportOutput> export_deepspeed(const JobSpec& job);         // deepspeed.cpp

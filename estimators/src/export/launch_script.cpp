@@ -110,22 +110,11 @@ void nccl_env(const JobSpec& job, FrameworkRun& run, std::vector<std::string>& n
                                                           "): NCCL >= 2.25 with an IMEX channel"});
 }
 
-// Megatron-Core's environment: CUDA_DEVICE_MAX_CONNECTIONS (arguments.py validate_args).
+// Megatron-Core's environment: CUDA_DEVICE_MAX_CONNECTIONS (megatron.cpp, validate_args).
 void megatron_core_env(const JobSpec& job, FrameworkRun& run) {
-    const ParallelSpec& p = job.parallel;
-    if (p.tp == 1 && p.cp == 1) return;
-    if (job.cluster.gpu.generation == GpuGeneration::blackwell) {
-        run.notes.push_back("CUDA_DEVICE_MAX_CONNECTIONS is not set: Megatron-LM requires 1 with tp or cp > 1 only before "
-                            "Blackwell (arguments.py validate_args)");
-    } else if (p.moe_a2a_overlap) {
-        run.env.push_back({"CUDA_DEVICE_MAX_CONNECTIONS", "32",
-                           "--overlap-moe-expert-parallel-comm wants several connections (validate_args: 1 favours the "
-                           "tp/cp overlap, 32 the expert-parallel one)"});
-    } else {
-        run.env.push_back({"CUDA_DEVICE_MAX_CONNECTIONS", "1",
-                           "Megatron-LM asserts it with tp or cp > 1 before Blackwell (arguments.py validate_args): the "
-                           "TP/CP communication kernels are queued ahead of the GEMMs they overlap"});
-    }
+    const DeviceConnections c = megatron_device_connections(job);
+    if (!c.value.empty()) run.env.push_back({"CUDA_DEVICE_MAX_CONNECTIONS", c.value, c.why});
+    else if (!c.why.empty()) run.notes.push_back("CUDA_DEVICE_MAX_CONNECTIONS is not set: " + c.why);
 }
 
 // What a launch script adds to Megatron-LM's arguments: paths, logging, and the MoE runtime
@@ -170,7 +159,8 @@ Result<FrameworkRun> framework_run(const JobSpec& job, ExportFormat format) {
     FrameworkRun run;
     auto exported = export_job(job, format);
     if (!exported) return std::unexpected(exported.error());
-    run.notes = exported->notes;
+    for (const std::string& n : exported->notes)  // the script sets CUDA_DEVICE_MAX_CONNECTIONS itself
+        if (!n.starts_with("run with CUDA_DEVICE_MAX_CONNECTIONS")) run.notes.push_back(n);
     const bool real_data = job.training.data != "synthetic";
     switch (format) {
         case ExportFormat::megatron: {
