@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <set>
 #include <string>
@@ -152,6 +153,26 @@ inline std::vector<std::string> deepspeed_engine_violations(const nlohmann::json
     const std::string model = ds["bf16"]["enabled"].get<bool>() ? "bf16" : ds["fp16"]["enabled"].get<bool>() ? "fp16" : "fp32";
     const std::string accum = ds.contains("data_types") ? ds["data_types"].value("grad_accum_dtype", model) : model;
     if (stage == 0 && model != accum) bad.push_back("unsupported mix of model_dtype and grad_accum_dtype");
+    return bad;
+}
+
+// What torchtitan main b5bcd76 checks of a config after parsing, restated: ParallelDims._validate
+// (torchtitan/distributed/parallel_dims.py: dp_replicate · dp_shard · cp · tp · pp = world size;
+// ep divides dp_shard · cp · tp) and Decoder.Config.update_from_config
+// (torchtitan/models/common/decoder.py: tp divides n_heads and n_kv_heads; no weight tying with
+// pipeline parallelism). `dims` are the ParallelismConfig keyword arguments the export wrote.
+inline std::vector<std::string> torchtitan_violations(const std::map<std::string, std::string>& dims, int world, int heads,
+                                                      int kv_heads, bool tied) {
+    std::vector<std::string> bad;
+    auto dim = [&](const char* k) { return dims.contains(k) ? std::stoi(dims.at(k)) : 1; };
+    const int rep = dim("data_parallel_replicate_degree"), shard = dim("data_parallel_shard_degree"),
+              cp = dim("context_parallel_degree"), tp = dim("tensor_parallel_degree"), pp = dim("pipeline_parallel_degree"),
+              ep = dim("expert_parallel_degree");
+    if (rep * shard * cp * tp * pp != world) bad.push_back("dp_replicate * dp_shard * cp * tp * pp != WORLD_SIZE");
+    if ((shard * cp * tp) % ep != 0) bad.push_back("expert_parallel_degree must divide dp_shard * cp * tp");
+    if (heads % tp != 0) bad.push_back("tensor_parallel_degree must divide n_heads");
+    if (kv_heads % tp != 0) bad.push_back("tensor_parallel_degree must divide n_kv_heads");
+    if (tied && pp > 1) bad.push_back("Weight tying is not supported with Pipeline Parallel");
     return bad;
 }
 

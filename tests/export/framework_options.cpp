@@ -389,7 +389,8 @@ TEST(ExportTorchtitan, UnsupportedSettingsAreErrors) {
     ASSERT_FALSE(gpt);
     EXPECT_EQ(gpt.error().diagnostics.front().key, "model.preset");
     expect_mentions(gpt.error().diagnostics.front().message, {"no torchtitan flavor", "debug model"});
-    auto py = export_job(load_asset("gpt2-124m-local.toml"), ExportFormat::torchtitan);
+    // (untied: the job's pp 2 with tied embeddings is torchtitan's own refusal, framework_rejections.cpp)
+    auto py = export_job(load_asset("gpt2-124m-local.toml", {"model.tied_embeddings=false"}), ExportFormat::torchtitan);
     ASSERT_TRUE(py) << py.error().str();
     EXPECT_TRUE(contains(py->text, "config.model_spec = _model_spec()"));
     EXPECT_TRUE(contains(py->text, "raise NotImplementedError(\"ptd export: no torchtitan model flavor matches gpt2-124m\")"));
@@ -435,6 +436,7 @@ TEST(ExportPlanner, EveryPlannedLayoutExports) {
                                        planned.model.name != "llama3-405b";
                 const bool titan_cannot = titan && ((x.format == ExportFormat::torchtitan_toml && no_flavor) ||
                                                     planned.model.kv_heads % p.tp != 0 ||
+                                                    (x.format == ExportFormat::torchtitan && planned.model.tied_embeddings && p.pp > 1) ||
                                           planned.training.precision == Precision::fp16 ||
                                            planned.training.optimizer == Optimizer::sgd ||
                                            // recomp: FSDP2's CPUOffloadPolicy offloads all three or nothing
@@ -446,9 +448,20 @@ TEST(ExportPlanner, EveryPlannedLayoutExports) {
                 if (x.format == ExportFormat::megatron && out)
                     for (const std::string& v : megatron_violations(megatron_args(out->text), p.dp))
                         ADD_FAILURE() << "Megatron would refuse: " << v << "\n" << out->text;
-                if (x.format == ExportFormat::deepspeed && out)
+                if (x.format == ExportFormat::deepspeed && out) {
                     for (const std::string& v : deepspeed_scheduler_violations(nlohmann::json::parse(out->text)["scheduler"]))
                         ADD_FAILURE() << v;
+                    for (const std::string& v : deepspeed_engine_violations(nlohmann::json::parse(out->text)))
+                        ADD_FAILURE() << "DeepSpeed's engine would refuse: " << v;
+                }
+                if (x.format == ExportFormat::torchtitan && out)  // issue 28: update_from_config, ParallelDims
+                    for (const std::string& v : torchtitan_violations(kwargs_of(out->text, "config.parallelism = ParallelismConfig("),
+                                                                      planned.world_size(), planned.model.heads,
+                                                                      planned.model.kv_heads, planned.model.tied_embeddings))
+                        ADD_FAILURE() << "torchtitan would refuse: " << v;
+                if (x.format == ExportFormat::megatron && out)
+                    for (const std::string& v : transformer_config_violations(megatron_args(out->text)))
+                        ADD_FAILURE() << "TransformerConfig would refuse: " << v;
             }
         }
     }

@@ -88,6 +88,18 @@ TEST(Issue28Rejections, TorchtitanRefusesTpNotDividingKvHeads) {
                            ExportFormat::torchtitan));
 }
 
+// torchtitan main b5bcd76 models/common/decoder.py update_from_config: "Weight tying is not
+// supported with Pipeline Parallel".
+TEST(Issue28Rejections, TorchtitanRefusesTiedEmbeddingsWithPipelining) {
+    const JobSpec gpt = load_asset("gpt3-175b-a100.toml", {"training.precision=bf16"});
+    ASSERT_TRUE(gpt.model.tied_embeddings);
+    ASSERT_GT(gpt.parallel.pp, 1);
+    auto out = export_job(gpt, ExportFormat::torchtitan);
+    ASSERT_FALSE(out);
+    EXPECT_EQ(out.error().diagnostics.front().key, "parallel.pp");
+    expect_mentions(out.error().diagnostics.front().message, {"weight tying"});
+}
+
 // torchtitan v0.2.2 torchtitan/models/deepseek_v3/model/args.py update_from_config: "Context
 // Parallel only supports SDPA attention" — and its 671B flavor runs attn_type "flex".
 TEST(Issue28Rejections, TorchtitanV022RefusesContextParallelForDeepSeekV3) {

@@ -71,6 +71,13 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
                              std::to_string(m.kv_heads) + " KV heads; torchtitan needs tp to divide both (update_from_config: "
                              "\"tensor_parallel_degree must divide n_kv_heads\"); allowed for --format " + fmt + ": tp dividing " +
                              std::to_string(std::gcd(m.heads, m.kv_heads)) + ", or --format megatron (which replicates KV heads)");
+    // issue 28: main b5bcd76 models/common/decoder.py update_from_config: "Weight tying is not
+    // supported with Pipeline Parallel" (the embedding and the output layer on different stages).
+    if (format == ExportFormat::torchtitan && m.tied_embeddings && p.pp > 1)
+        return job_error(job, "parallel.pp",
+                         "got " + std::to_string(p.pp) + " with tied embeddings; torchtitan refuses weight tying with "
+                         "pipeline parallelism (update_from_config); allowed for --format " + fmt + ": pp = 1, or "
+                         "model.tied_embeddings = false, or --format megatron");
     // issue 28: v0.2.2's DeepSeek-V3 flavors use FlexAttention (attn_type "flex"), and its
     // DeepSeekV3ModelArgs.update_from_config raises for context parallelism with anything but SDPA.
     if (format == ExportFormat::torchtitan_toml && p.cp > 1 && std::string_view(tp.family) == "deepseek_v3")
