@@ -22,6 +22,7 @@ packages=(
   xvfb xauth libgl1-mesa-dri                               # GUI screenshots under Xvfb
   openssh-server iproute2                                  # launcher tests (sshd on 127.0.0.1; two hosts in netns)
   bsdutils                                                 # script(1): TTY tests
+  python3-yaml                                             # export tests: JobSet manifests parsed as YAML
   clang libclang-rt-14-dev                                 # libFuzzer (scripts/fuzz.sh)
 )
 

@@ -463,12 +463,14 @@ TEST(Calibrate, AProbeThatHangsEndsItNamingTheRankAndHost) {
                                 " --engine " + engine + " --stall-timeout 4 --run-id " + run_id);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_NE(r.rc, 0) << r.out << r.err;
-    // The calibration names a silent rank and its host (inside a collective any member of
-    // the group can look the same: it names one of them) ...
-    EXPECT_NE(r.err.find("on host 0 (localhost (local)) made no progress for 6 s"), std::string::npos) << "1.5 × --stall-timeout\n" << r.err;
-    // ... and the engines' liveness monitor names the frozen one: rank 3 and its host.
-    EXPECT_NE(r.err.find("liveness monitor: "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("rank 3 (pid"), std::string::npos) << r.err;
+    // Whichever notices first names the rank and its host: the engines' liveness monitor
+    // (after --stall-timeout, 4 s: the frozen rank 3), or the calibration's own check (1.5 ×
+    // --stall-timeout, 6 s: a silent rank; inside a collective any member of the group can
+    // look the same) when the monitor's teardown has not ended the run by then.
+    const bool by_calibration = r.err.find("on host 0 (localhost (local)) made no progress for 6 s") != std::string::npos;
+    const bool by_monitor =
+        r.err.find("liveness monitor: ") != std::string::npos && r.err.find("rank 3 (pid") != std::string::npos;
+    EXPECT_TRUE(by_calibration || by_monitor) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "p.toml"));
     EXPECT_LT(s, 60) << "the stall ends the calibration, not the collectives' 300 s timeout";
     EXPECT_TRUE(ptd_test::survivors_after(run_id, 5).empty()) << "the stopped rank too";

@@ -294,7 +294,7 @@ TEST(CliOverrides, ErrorsNameTheOverride) {
 
     Proc section = run_refused(kPtd + " validate " + kJobs + "llama3-8b-h100.toml --set paralel.tp=2");
     EXPECT_TRUE(contains(section.err, "unknown section \"paralel\" (did you mean \"parallel\"?); allowed: model, cluster, "
-                                      "parallel, training, launch, estimate")) << section.err;
+                                      "parallel, training, launch, paths, estimate")) << section.err;
 
     Proc form = run_refused(kPtd + " estimate @tiny --set parallel.tp");
     EXPECT_TRUE(contains(form.err, "expected section.key=value")) << form.err;
@@ -538,12 +538,24 @@ TEST(CliExport, TorchtitanPython) {
                                       "config.model_spec = model_registry(\"8B\")"});
 }
 
+// --launcher (issue 28): a launch script on stdout, its notes on stderr; a wrong word is refused.
+TEST(CliExport, LaunchScript) {
+    Proc r = run_ok(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format nemo --launcher slurm");
+    ptd_test::expect_mentions(r.out, {"#!/usr/bin/env bash\n#SBATCH --job-name=", "cat > ptd_job.py <<'PTD_EOF'",
+                                      "Targets Megatron-Bridge main 067f987", "export CUDA_DEVICE_MAX_CONNECTIONS=\"1\""});
+    EXPECT_TRUE(contains(r.err, "note: paths.save is not set")) << r.err;
+    Proc bad = run(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format megatron --launcher slrum");
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_TRUE(contains(bad.err, "--launcher")) << bad.err;
+    EXPECT_EQ(bad.out, "");
+}
+
 TEST(CliExport, PlanAndBadFormat) {
     Proc r = run_ok(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format deepspeed --plan");
     EXPECT_TRUE(contains(r.err, "--plan: exporting the planner's best layout")) << r.err;
     EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
-    Proc bad = run_refused(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format nemo");
-    EXPECT_TRUE(contains(bad.err, "nemo")) << bad.err;
+    Proc bad = run_refused(kPtd + " export " + kJobs + "llama3-8b-h100.toml --format neox");
+    EXPECT_TRUE(contains(bad.err, "neox")) << bad.err;
 }
 
 TEST(EngineCli, DescribeUsesTheSharedLayout) {

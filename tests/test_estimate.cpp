@@ -1422,3 +1422,28 @@ TEST(Calibration, UncalibratedGenerationTakesTheMeanAndSaysSo) {
 }
 
 }  // namespace
+
+namespace {
+
+// training.framework = "nemo" (issue 28): NeMo 2.0 / Megatron-Bridge run Megatron-Core, so the
+// job reads, round-trips and is estimated as Megatron-LM's; Megatron-core-only keys are allowed.
+TEST(FrameworkNemo, RunsMegatronCoresTimeModel) {
+    const ptd::JobSpec megatron = ptd_test::load_asset("llama3-70b-h100.toml");
+    const ptd::JobSpec nemo = ptd_test::load_asset("llama3-70b-h100.toml", {"training.framework=nemo"});
+    ASSERT_EQ(nemo.training.framework, ptd::Framework::nemo);
+    EXPECT_STREQ(ptd::to_string(nemo.training.framework), "nemo");
+    EXPECT_TRUE(ptd::runs_megatron_core(nemo.training.framework));
+    const ptd::Estimate a = ptd::estimate_job(megatron), b = ptd::estimate_job(nemo);
+    EXPECT_EQ(a.step_s, b.step_s);
+    EXPECT_EQ(a.stages[(size_t)a.worst_stage].mem.total(), b.stages[(size_t)b.worst_stage].mem.total());
+    // The word survives a save and reload.
+    EXPECT_TRUE(ptd_test::contains(ptd::save_job_toml(nemo), "framework = \"nemo\""));
+    EXPECT_EQ(ptd_test::reloaded(ptd::save_job_toml(nemo)).training.framework, ptd::Framework::nemo);
+    // CUDA graphs are Megatron-core's: allowed with nemo, refused with torchtitan.
+    EXPECT_TRUE(ptd_test::load_error("llama3-70b-h100.toml", {"training.framework=nemo", "parallel.cuda_graph_impl=local"}).empty());
+    EXPECT_FALSE(ptd_test::load_error("llama3-70b-h100.toml", {"training.framework=torchtitan", "parallel.cuda_graph_impl=local"}).empty());
+    // A word outside the list names the allowed ones, nemo among them.
+    ptd_test::expect_mentions(ptd_test::load_error("llama3-70b-h100.toml", {"training.framework=nemo2"}), {"\"nemo\""});
+}
+
+}  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ptd/common/decimal.h"
 #include "ptd/spec/job_spec.h"
 #include "ptd/spec/presets.h"
 
@@ -73,7 +74,7 @@ TEST(JobSpec, BaseLoadsAndDerivesDp) {
     EXPECT_FALSE(job->origin.dp_given);
     EXPECT_EQ(job->grad_accum(), 16);  // 64 / (2 · 2)
     EXPECT_EQ(job->cluster.intra_gbps, job->cluster.gpu.link_gbps);
-    EXPECT_EQ(job->training.min_lr, job->training.lr / 10);
+    EXPECT_EQ(job->training.min_lr, ptd::decimal_ratio(job->training.lr, 10));  // lr / 10 as a decimal (issue 28)
 }
 
 TEST(JobSpec, GlobalBatchDefaultsToOneMicroBatchPerReplica) {
@@ -929,3 +930,32 @@ TEST(JobSpec, VocabPadFollowsTheFramework) {
     ASSERT_TRUE(again) << again.error().str();
     EXPECT_EQ(again->estimate.vocab_pad, 128);
 }
+
+namespace {
+
+// [paths] and the NCCL names of [launch] (issue 28): read, saved and read back; a path that
+// would break a shell script, or an HCA name with a space, is refused at its line.
+TEST(PathsKeys, ReadSavedAndChecked) {
+    auto job = load(std::string(kBase) + "[paths]\nsave = \"/ckpt/run 1\"\ntokenizer = \"meta-llama/Meta-Llama-3-8B\"\n"
+                                         "save_interval = 500\n[launch]\nnccl_ib_hca = [\"mlx5_0\", \"mlx5_3:1\"]\n"
+                                         "nccl_socket_ifname = \"^docker\"\n");
+    ASSERT_TRUE(job) << job.error().str();
+    EXPECT_EQ(job->paths.save, "/ckpt/run 1");
+    EXPECT_EQ(job->paths.save_interval, 500);
+    EXPECT_EQ(job->launch.nccl_ib_hca, (std::vector<std::string>{"mlx5_0", "mlx5_3:1"}));
+    auto again = ptd::load_job_text(ptd::save_job_toml(*job), "saved.toml", presets());
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->paths, job->paths);
+    EXPECT_EQ(again->launch.nccl_ib_hca, job->launch.nccl_ib_hca);
+    auto quote = load(std::string(kBase) + "[paths]\nlogs = \"/logs/$(rm -rf ~)\"\n");
+    ASSERT_FALSE(quote);
+    ptd_test::expect_mentions(quote.error().str(), {"job.toml:", "paths.logs", "$"});
+    auto hca = load(std::string(kBase) + "[launch]\nnccl_ib_hca = [\"mlx5 0\"]\n");
+    ASSERT_FALSE(hca);
+    ptd_test::expect_mentions(hca.error().str(), {"launch.nccl_ib_hca", "is not an HCA name"});
+    auto unknown = load(std::string(kBase) + "[paths]\ndata = \"/d\"\n");
+    ASSERT_FALSE(unknown);
+    ptd_test::expect_mentions(unknown.error().str(), {"paths.data"});
+}
+
+}  // namespace

@@ -86,12 +86,15 @@ int main(int argc, char** argv) {
     plan->add_flag("--json", pl.json, "Machine-readable plan (schema ptd.plan/1)");
 
     ptd::ExportArgs xa;
-    std::string format;
-    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a DeepSpeed config, a torchtitan Python config or a torchtitan v0.2 TOML");
+    std::string format, launcher;
+    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a Megatron-Bridge (NeMo) script, a DeepSpeed config, a torchtitan Python config or a torchtitan v0.2 TOML; with --launcher, as a launch script");
     export_cmd->add_option("JOB", xa.job, "Job spec file, @default or @tiny")->required();
     export_cmd->add_option("--format", format, "Target framework")
         ->required()
-        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan", "torchtitan-toml"}));
+        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan", "torchtitan-toml", "nemo"}));
+    export_cmd->add_option("--launcher", launcher,
+                           "Write a runnable launch script: torchrun (bash, run on every node), slurm (sbatch) or k8s (JobSet)")
+        ->check(CLI::IsMember({"torchrun", "slurm", "k8s"}));
     export_cmd->add_flag("--plan", xa.plan, "Export the planner's best layout instead of the job's");
     export_cmd->add_option("--set", xa.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
 
@@ -222,6 +225,7 @@ int main(int argc, char** argv) {
     if (*schedule) return ptd::cmd_schedule(sa, *presets, stdout, stderr);
     if (*export_cmd) {
         xa.format = *ptd::parse_export_format(format);  // CLI11 checked the word
+        if (!launcher.empty()) xa.launcher = *ptd::parse_launcher(launcher);
         return ptd::cmd_export(xa, *presets, stdout, stderr);
     }
     return ptd::kExitConfig;

@@ -113,7 +113,7 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
                 r["job"] = job_json(*job);
                 r["notes"] = job->origin.notes;
                 // bits: valid for PTD, refused by the framework the job names.
-                if (auto refused = job->training.framework == Framework::megatron ? megatron_interleaved_refusal(*job) : std::nullopt)
+                if (auto refused = runs_megatron_core(job->training.framework) ? megatron_interleaved_refusal(*job) : std::nullopt)
                     r["warnings"] = diagnostics_json(Error(*refused));
             }
             else r["errors"] = diagnostics_json(job.error());
@@ -133,7 +133,7 @@ int cmd_validate(const ValidateArgs& a, const PresetCatalog& presets, FILE* out,
             for (const std::string& note : job->origin.notes)
                 std::fprintf(err, "%s: %s %s\n", path.c_str(), yellow(err_term, "note:").c_str(), note.c_str());
             // bits: valid for PTD, refused by the framework the job names (training.framework).
-            if (auto refused = job->training.framework == Framework::megatron ? megatron_interleaved_refusal(*job) : std::nullopt)
+            if (auto refused = runs_megatron_core(job->training.framework) ? megatron_interleaved_refusal(*job) : std::nullopt)
                 std::fprintf(err, "%s%s: %s %s: Megatron-LM would refuse this layout: %s\n", path.c_str(),
                              refused->where.line > 0 ? (":" + std::to_string(refused->where.line)).c_str() : "",
                              yellow(err_term, "warning:").c_str(), refused->key.c_str(), refused->message.c_str());
@@ -331,13 +331,14 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
                                  layout_label(chosen) + ", micro-batch " +
                                  std::to_string(chosen.training.micro_batch) + " (" + plan->why_best + ")"});
     }
-    auto exported = export_job(chosen, a.format);
+    auto exported = a.launcher ? export_launch(chosen, a.format, *a.launcher) : export_job(chosen, a.format);
     if (!exported) {
         if (a.plan) print_notes(err, a.job, {plan_fallback});
         print_error(err, exported.error());
         return kExitConfig;
     }
     std::fprintf(out, "%s", exported->text.c_str());
+    std::fflush(out);  // the whole export before its notes when both go to one file
     print_notes(err, a.job, exported->notes);
     return kExitOk;
 }

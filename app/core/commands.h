@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,7 @@ struct ExportArgs {
     std::vector<std::string> sets;
     ExportFormat format = ExportFormat::megatron;
     bool plan = false;        // export the planner's best layout instead of the job's
+    std::optional<ScriptLauncher> launcher;  // --launcher: a runnable launch script (issue 28)
 };
 // The export on `out`; notes (what the format carries elsewhere) on `err`.
 int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);

@@ -241,7 +241,7 @@ std::vector<std::string> layout_warnings(const StudioState& s) {
         out.push_back(buf);
     }
     // bits: a layout PTD simulates but Megatron-LM's interleaved schedule refuses (job_spec.h).
-    if (s.job.training.framework == Framework::megatron)
+    if (runs_megatron_core(s.job.training.framework))
         if (auto refused = megatron_interleaved_refusal(s.job))
             out.push_back("Megatron-LM would refuse this layout: " + refused->key + ": " + refused->message);
     return out;

@@ -176,7 +176,7 @@ TEST(Fp8Export, TorchtitanPythonConverter) {
                          ExportFormat::torchtitan);
     ASSERT_TRUE(rw) << rw.error().str();
     ptd_test::expect_mentions(rw->text, {"from torchtitan.components.quantization import Float8LinearConverter",
-                                         "config.compile.enable = True"});
+                                         "config.compile = CompileConfig(enable=True"});
     EXPECT_TRUE(contains(rw->text, "Float8LinearConverter.Config(recipe_name=\"rowwise\", filter_fqns=[\"lm_head\", \"layers.0.\"]"))
         << rw->text;
     auto tw = export_job(load_asset("llama3-70b-h100.toml", {"training.fp8=tensorwise"}), ExportFormat::torchtitan);

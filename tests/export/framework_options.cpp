@@ -17,6 +17,7 @@
 #include "ptd/plan/planner.h"
 #include "ptd/spec/presets.h"
 
+#include "export/framework_checks.h"
 #include "job_test_util.h"
 
 namespace {
@@ -24,101 +25,6 @@ namespace {
 using namespace ptd;
 
 using namespace ptd_test;
-
-// Megatron-LM options this exporter may write (megatron/training/arguments.py).
-const std::set<std::string> kMegatronOptions = {
-    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
-    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--context-parallel-size",
-    "--expert-model-parallel-size", "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce",
-    "--overlap-param-gather", "--use-tp-pp-dp-mapping", "--num-layers", "--hidden-size", "--ffn-hidden-size",
-    "--num-attention-heads", "--group-query-attention", "--num-query-groups", "--seq-length",
-    "--max-position-embeddings", "--make-vocab-size-divisible-by", "--position-embedding-type", "--rotary-base",
-    "--normalization", "--norm-epsilon", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--add-qkv-bias", "--num-experts", "--moe-router-topk", "--use-flash-attn", "--attention-backend",
-    "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--recompute-granularity", "--recompute-method",
-    "--recompute-num-layers", "--optimizer", "--adam-beta1", "--adam-beta2", "--lr", "--min-lr", "--lr-decay-style",
-    "--lr-warmup-iters", "--train-iters", "--weight-decay", "--clip-grad", "--seed", "--mock-data", "--tokenizer-type",
-    "--vocab-size", "--data-path", "--pipeline-model-parallel-layout", "--sgd-momentum",
-    "--tp-comm-overlap",
-    // offload (Megatron-Core's HybridDeviceOptimizer)
-    "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--use-precision-aware-optimizer",
-    "--overlap-cpu-optimizer-d2h-h2d",
-    // oom4: dropout off, the precision-aware optimizer's state dtypes
-    "--hidden-dropout", "--attention-dropout", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
-    // moe: the all-to-all token dispatcher the estimate models
-    "--moe-token-dispatcher-type"};
-
-int int_of(const std::vector<std::pair<std::string, std::string>>& args, const std::string& flag, int absent = -1) {
-    std::string v = value_of(args, flag);
-    return v == "<absent>" ? absent : std::stoi(v);
-}
-
-// The checks Megatron-LM applies to the arguments we write (validate_args in
-// megatron/training/arguments.py, TransformerConfig.__post_init__ and
-// PipelineParallelLayerLayout in megatron/core, main d98e8a6), restated here: every
-// violation as text, none when Megatron would accept them. `dp` is the data-parallel
-// size Megatron derives from the world size.
-std::vector<std::string> megatron_violations(const std::vector<std::pair<std::string, std::string>>& args, int dp) {
-    std::vector<std::string> bad;
-    auto check = [&](bool ok, const std::string& what) {
-        if (!ok) bad.push_back(what);
-    };
-    const int tp = int_of(args, "--tensor-model-parallel-size", 1), pp = int_of(args, "--pipeline-model-parallel-size", 1);
-    const int layers = int_of(args, "--num-layers"), heads = int_of(args, "--num-attention-heads");
-    const int per_vstage = int_of(args, "--num-layers-per-virtual-pipeline-stage");
-    const int first = int_of(args, "--decoder-first-pipeline-num-layers"), last = int_of(args, "--decoder-last-pipeline-num-layers");
-    std::string layout = value_of(args, "--pipeline-model-parallel-layout");
-    const bool has_layout = layout != "<absent>";
-    check(heads % tp == 0, "num-attention-heads % tp");
-    if (value_of(args, "--group-query-attention") == "")
-        check(int_of(args, "--num-query-groups") % tp == 0 || tp % int_of(args, "--num-query-groups") == 0,
-              "num-query-groups a multiple or divisor of tp");
-    check(int_of(args, "--global-batch-size") % (int_of(args, "--micro-batch-size") * dp) == 0, "global batch % (micro·dp)");
-    check((per_vstage >= 0) + has_layout <= 1, "more than one of the vpp arguments");
-    int vpp = 1;
-    if (has_layout) {
-        check(first < 0 && last < 0, "layout with first/last");
-        check(layout.size() >= 2 && layout.front() == '"' && layout.back() == '"', "layout not quoted for the shell");
-        layout = layout.substr(1, layout.size() - 2);
-        // Unroll "x*n" (the only repetition we write), then one stage per '|'.
-        std::string flat;
-        for (size_t i = 0; i < layout.size(); ++i) {
-            if (layout[i] == '*') {
-                size_t j = i + 1;
-                while (j < layout.size() && std::isdigit((unsigned char)layout[j])) ++j;
-                flat.append((size_t)std::stoi(layout.substr(i + 1, j - i - 1)) - 1, flat.back());
-                i = j - 1;
-            } else {
-                flat += layout[i];
-            }
-        }
-        const int stages = 1 + (int)std::count(flat.begin(), flat.end(), '|');
-        check(stages % pp == 0, "layout stages % pp");
-        vpp = stages / pp;
-        check(flat.find_first_not_of("EtL|") == std::string::npos, "layout characters");
-        check(!flat.empty() && flat.front() == 'E' && flat.back() == 'L', "layout must start with E and end with L");
-        check(std::count(flat.begin(), flat.end(), 'E') == 1 && std::count(flat.begin(), flat.end(), 'L') == 1, "one E, one L");
-        check(std::count(flat.begin(), flat.end(), 't') == layers, "layout layers == num-layers");
-    } else if (per_vstage >= 0) {
-        check(first < 0 && last < 0, "num-layers-per-virtual-pipeline-stage with first/last");
-        check(layers % pp == 0, "layers % pp");
-        check(per_vstage > 0 && (layers / pp) % per_vstage == 0, "layers per stage % per virtual stage");
-        vpp = per_vstage > 0 ? layers / pp / per_vstage : 1;
-    } else if (first >= 0 || last >= 0) {
-        int rest = layers, middle = pp;
-        if (first >= 0) check(first > 0, "first > 0"), rest -= first, --middle;
-        if (last >= 0) check(last > 0, "last > 0"), rest -= last, --middle;
-        check((rest != 0) == (middle != 0), "middle layers and middle stages");
-        if (middle) check(rest % middle == 0, "middle layers % middle stages");
-    } else {
-        check(layers % pp == 0, "layers % pp");
-    }
-    if (vpp > 1) check(pp > 1, "interleaved schedule needs pp > 1");
-    if (value_of(args, "--overlap-param-gather") == "")
-        check(value_of(args, "--use-distributed-optimizer") == "" && value_of(args, "--overlap-grad-reduce") == "",
-              "--overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce");
-    return bad;
-}
 
 TEST(ExportMegatron, Gpt3PaperLayout) {
     auto out = export_job(load_asset("gpt3-175b-a100.toml"), ExportFormat::megatron);
@@ -212,7 +118,7 @@ TEST(ExportDeepSpeed, ConfigMatchesJob) {
     auto ds = nlohmann::json::parse(out->text);
     const std::set<std::string> top = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                                        "gradient_clipping", "bf16", "fp16", "zero_optimization", "optimizer",
-                                       "scheduler", "activation_checkpointing"};
+                                       "scheduler", "activation_checkpointing", "data_types"};
     for (const auto& [k, v] : ds.items()) EXPECT_TRUE(top.contains(k)) << k;
     EXPECT_EQ(ds["train_batch_size"], 64);
     EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 1);
@@ -293,7 +199,9 @@ TEST(ExportNumbers, ShortestDecimals) {
     EXPECT_EQ(std::stod(shortest_decimal(1.0 / 3)), 1.0 / 3);
     EXPECT_EQ(shortest_decimal(500000), "500000");
     EXPECT_EQ(decimal_ratio(3e-4, 3e-3), 0.1);
-    JobSpec tiny = load_asset("tiny-llama-8rank.toml");
+    // tiny-llama-8rank's lr and min_lr on a model every format can write (torchtitan-toml
+    // refuses a model without a flavor).
+    JobSpec tiny = load_asset("llama3-8b-h100.toml", {"training.lr=3e-3", "training.min_lr=3e-4"});
     ASSERT_NE(tiny.training.min_lr / tiny.training.lr, 0.1);  // the case that printed badly
     for (ExportFormat f : kExportFormats) {
         auto out = export_job(tiny, f);
@@ -306,6 +214,19 @@ TEST(ExportNumbers, ShortestDecimals) {
     EXPECT_TRUE(contains(export_job(tiny, ExportFormat::torchtitan)->text, "min_lr_factor=0.1,"));
     EXPECT_TRUE(contains(export_job(tiny, ExportFormat::torchtitan_toml)->text, "min_lr_factor = 0.1 "));
     EXPECT_TRUE(contains(export_job(tiny, ExportFormat::megatron)->text, "--lr 0.003 \\\n--min-lr 0.0003 \\\n"));
+}
+
+// A job without min_lr gets lr / 10 (job_toml.cpp): 3e-4 / 10 is 2.9999999999999997e-05 in
+// binary, which every export printed (issue 28); the default is now the decimal 3e-05.
+TEST(ExportNumbers, DefaultMinLrIsTheDecimal) {
+    JobSpec j = load_asset("llama3-8b-h100.toml");
+    ASSERT_EQ(j.training.lr, 3e-4);
+    EXPECT_EQ(shortest_decimal(j.training.min_lr), "3e-05");
+    const std::string args = export_text(j, ExportFormat::megatron);
+    EXPECT_TRUE(contains(args, "--min-lr 3e-05 \\\n")) << args;
+    EXPECT_FALSE(contains(args, "2.9999999999999997e-05"));
+    auto ds = nlohmann::json::parse(export_text(j, ExportFormat::deepspeed));
+    EXPECT_EQ(ds["scheduler"]["params"]["cos_min_ratio"].dump(), "0.1");
 }
 
 TEST(ExportDeepSpeed, ZeroThreeFp16AndFullRecompute) {
@@ -344,6 +265,7 @@ TEST(ExportTorchtitanToml, ParsesWithDegrees) {
           "pipeline_parallel_microbatch_size", "module_fqns_per_model_part", "context_parallel_degree",
           "expert_parallel_degree"}},
         {"activation_checkpoint", {"mode", "selective_ac_option"}},
+        {"compile", {"enable", "components"}},
         {"debug", {"seed"}}};
     for (const auto& [table, node] : doc) {
         ASSERT_TRUE(allowed.contains(std::string(table.str()))) << table.str();
@@ -378,7 +300,7 @@ const std::set<std::string> kTitanParallelism = {
     "module_fqns_per_model_part", "context_parallel_degree", "expert_parallel_degree"};
 const std::set<std::string> kTitanScheduler = {"warmup_steps", "decay_type", "min_lr_factor"};
 const std::set<std::string> kTitanConfigFields = {"model_spec", "optimizer", "lr_scheduler", "training",
-                                                  "parallelism", "activation_checkpoint", "debug.seed"};
+                                                  "parallelism", "compile", "activation_checkpoint", "debug.seed"};
 
 // `name=value` keyword arguments of the call that opens with `opener` (one per line).
 std::map<std::string, std::string> kwargs_of(const std::string& text, const std::string& opener) {
@@ -461,13 +383,14 @@ TEST(ExportTorchtitan, UnsupportedSettingsAreErrors) {
         ASSERT_FALSE(sgd);
         EXPECT_EQ(sgd.error().diagnostics.front().key, "training.optimizer");
     }
-    // A model without a torchtitan flavor still exports, with a note and no guessed flavor.
+    // A model without a torchtitan flavor: v0.2.x would train its debug model, so the TOML
+    // form refuses (issue 28); the Python form writes a _model_spec() that raises until filled in.
     auto gpt = export_job(load_asset("gpt2-124m-local.toml"), ExportFormat::torchtitan_toml);
-    ASSERT_TRUE(gpt) << gpt.error().str();
-    toml::table doc = toml::parse(gpt->text);
-    EXPECT_FALSE(doc["model"]["flavor"]);
-    EXPECT_TRUE(any_note(*gpt, "no torchtitan flavor"));
-    auto py = export_job(load_asset("gpt2-124m-local.toml"), ExportFormat::torchtitan);
+    ASSERT_FALSE(gpt);
+    EXPECT_EQ(gpt.error().diagnostics.front().key, "model.preset");
+    expect_mentions(gpt.error().diagnostics.front().message, {"no torchtitan flavor", "debug model"});
+    // (untied: the job's pp 2 with tied embeddings is torchtitan's own refusal, framework_rejections.cpp)
+    auto py = export_job(load_asset("gpt2-124m-local.toml", {"model.tied_embeddings=false"}), ExportFormat::torchtitan);
     ASSERT_TRUE(py) << py.error().str();
     EXPECT_TRUE(contains(py->text, "config.model_spec = _model_spec()"));
     EXPECT_TRUE(contains(py->text, "raise NotImplementedError(\"ptd export: no torchtitan model flavor matches gpt2-124m\")"));
@@ -503,22 +426,42 @@ TEST(ExportPlanner, EveryPlannedLayoutExports) {
             for (const FormatExportability& x : exportability(planned)) {
                 auto out = export_job(planned, x.format);
                 ASSERT_EQ(x.ok, out.has_value()) << to_string(x.format);
-                const bool megatron_cannot = x.format == ExportFormat::megatron && p.zero >= 2;
-                const bool titan_cannot = (x.format == ExportFormat::torchtitan || x.format == ExportFormat::torchtitan_toml) &&
-                                          (planned.training.precision == Precision::fp16 ||
+                const bool megatron_cannot = (x.format == ExportFormat::megatron || x.format == ExportFormat::nemo) && p.zero >= 2;
+                // issue 28: DeepSpeed accumulates bf16 gradients in fp32 only under ZeRO.
+                const bool deepspeed_cannot = x.format == ExportFormat::deepspeed && planned.training.precision == Precision::bf16 &&
+                                              p.grad_reduce_in_fp32 && p.zero == 0 && !p.distributed_optimizer;
+                const bool titan = x.format == ExportFormat::torchtitan || x.format == ExportFormat::torchtitan_toml;
+                // issue 28: torchtitan v0.2.x trains its debug model without a flavor; tp must divide the KV heads.
+                const bool no_flavor = planned.model.name != "llama3-70b" && planned.model.name != "llama3-8b" &&
+                                       planned.model.name != "llama3-405b";
+                const bool titan_cannot = titan && ((x.format == ExportFormat::torchtitan_toml && no_flavor) ||
+                                                    planned.model.kv_heads % p.tp != 0 ||
+                                                    (x.format == ExportFormat::torchtitan && planned.model.tied_embeddings && p.pp > 1) ||
+                                          planned.training.precision == Precision::fp16 ||
                                            planned.training.optimizer == Optimizer::sgd ||
                                            // recomp: FSDP2's CPUOffloadPolicy offloads all three or nothing
                                            (p.offload_optimizer != OffloadDevice::none && !(p.zero == 3 && p.offload_params)));
-                EXPECT_EQ(x.ok, !megatron_cannot && !titan_cannot) << to_string(x.format) << ": " << x.key << ": " << x.reason;
+                EXPECT_EQ(x.ok, !megatron_cannot && !titan_cannot && !deepspeed_cannot) << to_string(x.format) << ": " << x.key << ": " << x.reason;
                 if (!x.ok) {
                     EXPECT_FALSE(x.key.empty());
                 }
                 if (x.format == ExportFormat::megatron && out)
                     for (const std::string& v : megatron_violations(megatron_args(out->text), p.dp))
                         ADD_FAILURE() << "Megatron would refuse: " << v << "\n" << out->text;
-                if (x.format == ExportFormat::deepspeed && out)
+                if (x.format == ExportFormat::deepspeed && out) {
                     for (const std::string& v : deepspeed_scheduler_violations(nlohmann::json::parse(out->text)["scheduler"]))
                         ADD_FAILURE() << v;
+                    for (const std::string& v : deepspeed_engine_violations(nlohmann::json::parse(out->text)))
+                        ADD_FAILURE() << "DeepSpeed's engine would refuse: " << v;
+                }
+                if (x.format == ExportFormat::torchtitan && out)  // issue 28: update_from_config, ParallelDims
+                    for (const std::string& v : torchtitan_violations(kwargs_of(out->text, "config.parallelism = ParallelismConfig("),
+                                                                      planned.world_size(), planned.model.heads,
+                                                                      planned.model.kv_heads, planned.model.tied_embeddings))
+                        ADD_FAILURE() << "torchtitan would refuse: " << v;
+                if (x.format == ExportFormat::megatron && out)
+                    for (const std::string& v : transformer_config_violations(megatron_args(out->text)))
+                        ADD_FAILURE() << "TransformerConfig would refuse: " << v;
             }
         }
     }
@@ -544,7 +487,7 @@ TEST(JobOverrides, ParseSplitsKeyAndValue) {
     auto section = parse_override("paralel.tp=2");
     ASSERT_FALSE(section);
     EXPECT_TRUE(contains(section.error().str(), "did you mean \"parallel\"")) << section.error().str();
-    EXPECT_TRUE(contains(section.error().str(), "model, cluster, parallel, training, launch, estimate"));
+    EXPECT_TRUE(contains(section.error().str(), "model, cluster, parallel, training, launch, paths, estimate"));
     EXPECT_FALSE(parse_override("parallel.tp"));
     EXPECT_FALSE(parse_override("parallel=4"));
     EXPECT_FALSE(parse_override("parallel..tp=4"));

@@ -163,6 +163,7 @@ TEST(MemoryEfficientNorm, ExportsWriteOrNameIt) {
     ASSERT_TRUE(tt) << tt.error().str();
     EXPECT_TRUE(any_note(*tt, "estimate.memory_efficient_norm"));
     JobSpec ds_job = job_from_text(job_text(kGpt, "[estimate]\nmemory_efficient_norm = true\n"));
+    ds_job.parallel.grad_reduce_in_fp32 = false;  // without ZeRO DeepSpeed accumulates bf16 gradients in bf16
     auto ds = export_job(ds_job, ExportFormat::deepspeed);
     ASSERT_TRUE(ds) << ds.error().str();
     EXPECT_TRUE(any_note(*ds, "estimate.memory_efficient_norm"));

@@ -59,6 +59,7 @@ TEST(TorchtitanMemory, DTensorSequenceParallelSavesGatheredInputs) {
     std::vector<std::string> tt = none;
     tt.push_back("training.framework=torchtitan");
     tt.push_back("training.torch_compile=true");  // no eager terms (EagerNormAndRopeCopies)
+    tt.push_back("estimate.vocab_pad=128");       // Megatron's padded vocabulary, as the loss
     JobSpec titan = llama70b_2d(tt);
     const double layers = mega.model.layers, e = 2.0;
     const double gathered = e * T * h * (1.0 - 1.0 / t);  // one full-sequence input minus its shard
@@ -88,7 +89,7 @@ TEST(TorchtitanMemory, DTensorSequenceParallelSavesGatheredInputs) {
 // logits holds 12. The compiled loss (torchtitan's components/loss.py under training.compile)
 // keeps the 16-bit logits and writes their 16-bit gradient: 4 bytes.
 TEST(TorchtitanMemory, LossParallelAndCompiledLossBytesPerLogit) {
-    const double Vp = (double)padded_vocab(128256, 128, 8);
+    const double Vp = (double)padded_vocab(128256, 1, 8);  // torchtitan keeps the tokenizer's vocabulary
     const std::vector<std::string> tt = {"training.framework=torchtitan", "parallel.recompute=full"};
     auto with = [&](const char* ce) {
         std::vector<std::string> s = tt;
@@ -105,7 +106,7 @@ TEST(TorchtitanMemory, LossParallelAndCompiledLossBytesPerLogit) {
         s.push_back(std::string("estimate.cross_entropy=") + ce);
         return last_activations(llama70b_2d(s));
     };
-    const double V1 = (double)padded_vocab(128256, 128, 1);
+    const double V1 = (double)padded_vocab(128256, 1, 1);
     EXPECT_REL(tp1("pytorch") - tp1("pytorch-compiled"), (12.0 - 4.0) * T * V1);
 }
 
@@ -121,6 +122,7 @@ TEST(TorchtitanMemory, TorchPipeliningBuffers) {
     std::vector<std::string> tt = base;
     tt.push_back("training.framework=torchtitan");
     tt.push_back("training.torch_compile=true");
+    tt.push_back("estimate.vocab_pad=128");  // the logits as Megatron pads them: only the buffers differ
     const JobSpec mj = job("llama3-70b-h100.toml", base);
     const JobSpec tj = job("llama3-70b-h100.toml", tt);
     const Estimate me = estimate_job(mj), te = estimate_job(tj);

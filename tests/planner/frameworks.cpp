@@ -98,6 +98,7 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
             EXPECT_TRUE(framework_runs(f, job, e)) << to_string(f);
             switch (f) {
                 case Framework::megatron:  // ZeRO-1 is its distributed optimizer; no ZeRO-2/3
+                case Framework::nemo:      // the same Megatron-Core
                     EXPECT_EQ(c.zero, 0) << to_string(f);
                     break;
                 case Framework::deepspeed:  // no interleaving, no ring CP, ZeRO stages, no dist-opt
@@ -117,6 +118,7 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
             }
         }
         if (f == Framework::megatron) megatron_enumerated = r.enumerated;
+        if (f == Framework::nemo) EXPECT_EQ(r.enumerated, megatron_enumerated);  // Megatron's space
     }
     PlanOptions any;
     any.any_framework = true;

@@ -96,8 +96,10 @@ TEST(DistributeSavedActivations, Exported) {
     const std::string ds = exported(load_asset(kGpt3, {"parallel.distribute_saved_activations=true", "training.framework=deepspeed"}),
                                     ExportFormat::deepspeed).text;
     EXPECT_TRUE(contains(ds, "\"partition_activations\": true")) << ds;
-    const JobSpec bf16 = load_asset(kGpt3, {"parallel.distribute_saved_activations=true", "training.precision=bf16"});
-    EXPECT_TRUE(any_note(exported(bf16, ExportFormat::torchtitan_toml), "distribute_saved_activations"));
+    // (untied: torchtitan refuses tied embeddings with pipelining, framework_rejections.cpp)
+    const JobSpec bf16 = load_asset(kGpt3, {"parallel.distribute_saved_activations=true", "training.precision=bf16",
+                                            "model.tied_embeddings=false"});
+    EXPECT_TRUE(any_note(exported(bf16, ExportFormat::torchtitan), "distribute_saved_activations"));
 }
 
 TEST(SoftmaxFusion, ReadCheckedAndWrittenBack) {

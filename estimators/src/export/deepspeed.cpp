@@ -52,6 +52,21 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     ds["gradient_accumulation_steps"] = job.grad_accum();
     ds["gradient_clipping"] = t.grad_clip;
     ds["bf16"] = {{"enabled", t.precision == Precision::bf16}};
+    // issue 28: with bf16, DeepSpeed accumulates gradients in the model's dtype unless
+    // data_types.grad_accum_dtype says otherwise (engine.py get_data_types). The estimate
+    // counts fp32 main gradients unless parallel.grad_reduce_in_fp32 = false, so the dtype is
+    // written either way; fp32 needs ZeRO (_do_optimizer_sanity_check raises NotImplementedError
+    // for a bf16 model with fp32 accumulation and no ZeRO; ZeRO-1 runs BF16_Optimizer then).
+    const int zero_stage = p.distributed_optimizer ? 1 : p.zero;
+    if (t.precision == Precision::bf16) {
+        if (p.grad_reduce_in_fp32 && zero_stage == 0)
+            return job_error(job, "parallel.grad_reduce_in_fp32",
+                             "true with bf16 and zero = 0; DeepSpeed accumulates bf16 gradients in fp32 only under ZeRO "
+                             "(engine.py _do_optimizer_sanity_check: \"unsupported mix of model_dtype and "
+                             "grad_accum_dtype\"); allowed for --format deepspeed: zero ≥ 1, or grad_reduce_in_fp32 = false "
+                             "(bf16 gradient accumulation)");
+        ds["data_types"] = {{"grad_accum_dtype", p.grad_reduce_in_fp32 ? "fp32" : "bf16"}};
+    }
     if (t.fp8 != Fp8Recipe::none)
         out.notes.push_back(std::string("training.fp8 = \"") + to_string(t.fp8) +
                             "\": DeepSpeed has no native FP8 training; ds_config trains in bf16 (the estimate "
@@ -60,7 +75,7 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
     if (t.precision == Precision::fp16) ds["fp16"] = {{"enabled", true}, {"loss_scale", 0}};  // 0 = dynamic
     else ds["fp16"] = {{"enabled", false}};
 
-    const int stage = p.distributed_optimizer ? 1 : p.zero;
+    const int stage = zero_stage;
     const long long bucket = std::llround(e.zero_bucket_elements);
     nlohmann::ordered_json zero;
     zero["stage"] = stage;
@@ -104,6 +119,9 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
                {"params", {{"lr", t.lr}, {"weight_decay", t.weight_decay}, {"betas", {0.9, 0.95}}, {"adam_w_mode", false}}}};
     }
     ds["optimizer"] = opt;
+    // issue 28: torch.optim.SGD is not one of ZeRO's tested optimizers (is_zero_supported_optimizer),
+    // and the engine asserts unless the config allows it.
+    if (t.optimizer == Optimizer::sgd && stage > 0) ds["zero_allow_untested_optimizer"] = true;
     // WarmupCosineLR (lr_schedules.py) raises unless warmup_num_steps is an integer >= 1,
     // and warms up over max(2, warmup_num_steps) steps from warmup_min_ratio·lr. So a job
     // without warmup (0, or 1: our step 0 already gets the full lr) is written as one

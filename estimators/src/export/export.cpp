@@ -15,11 +15,6 @@
 // training run (ZeRO-2/3 in Megatron, fp16 in torchtitan), otherwise a note.
 #include "ptd/export/export.h"
 
-#include <charconv>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-
 #include "export/export_internal.h"
 
 namespace ptd {
@@ -30,46 +25,31 @@ const char* to_string(ExportFormat f) {
         case ExportFormat::deepspeed: return "deepspeed";
         case ExportFormat::torchtitan: return "torchtitan";
         case ExportFormat::torchtitan_toml: return "torchtitan-toml";
+        case ExportFormat::nemo: return "nemo";
     }
     return "?";
 }
 
 Result<ExportFormat> parse_export_format(std::string_view word) {
-    std::vector<std::string> words;
-    for (ExportFormat f : kExportFormats) {
-        if (word == to_string(f)) return f;
-        words.push_back(to_string(f));
-    }
-    std::string hint = closest_match(word, words);
-    return fail(SourceLoc{}, "--format",
-                "got \"" + std::string(word) + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
-                    "; allowed: megatron, deepspeed, torchtitan, torchtitan-toml");
-}
-
-std::string shortest_decimal(double v) {
-    // The shortest digits that read back to v, laid out as Python's repr does: fixed
-    // notation for decimal exponents -4 .. 15 (0.0003, 1500000.0 without ".0"), else
-    // scientific (1e-05, 1e+16).
-    char buf[400];
-    auto sci = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-    std::string s(buf, sci.ptr);
-    const size_t e = s.find('e');
-    const int exponent = e == std::string::npos ? 0 : std::atoi(s.c_str() + e + 1);
-    if (exponent < -4 || exponent >= 16 || !std::isfinite(v)) return s;
-    auto fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
-    return std::string(buf, fixed.ptr);
-}
-
-double decimal_ratio(double numerator, double denominator) {
-    if (denominator == 0) return 0.0;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.15g", numerator / denominator);
-    return std::strtod(buf, nullptr);
+    return export_internal::parse_word(word, kExportFormats, "--format");
 }
 
 namespace export_internal {
 
 std::string num(double v) { return shortest_decimal(v); }
+
+std::string py_str(std::string_view s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out + "\"";
+}
 
 // A Python float literal (always with '.' or an exponent).
 std::string py_float(double v) {
@@ -208,6 +188,7 @@ Result<ExportOutput> export_job(const JobSpec& job, ExportFormat format) {
         case ExportFormat::deepspeed: return export_internal::export_deepspeed(job);
         case ExportFormat::torchtitan: return export_internal::export_torchtitan_python(job);
         case ExportFormat::torchtitan_toml: return export_internal::export_torchtitan_toml(job);
+        case ExportFormat::nemo: return export_internal::export_nemo(job);
     }
     return fail(SourceLoc{}, "--format", "unknown export format");
 }

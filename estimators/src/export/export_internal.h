@@ -16,6 +16,25 @@ namespace ptd::export_internal {
 // Every float an export prints (shortest_decimal); py_float always has '.' or an exponent.
 std::string num(double v);
 std::string py_float(double v);
+// A Python string literal ("..." with quotes, backslashes and newlines escaped).
+std::string py_str(std::string_view s);
+
+// A command-line word → one of `values` (named by to_string); the error names `option`, what
+// was given, the closest word and every allowed one.
+template <class T, size_t N>
+Result<T> parse_word(std::string_view word, const T (&values)[N], const char* option) {
+    std::vector<std::string> words;
+    std::string allowed;
+    for (T v : values) {
+        if (word == to_string(v)) return v;
+        words.push_back(to_string(v));
+        allowed += (allowed.empty() ? "" : ", ") + words.back();
+    }
+    std::string hint = closest_match(word, words);
+    return fail(SourceLoc{}, option,
+                "got \"" + std::string(word) + "\"" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
+                    "; allowed: " + allowed);
+}
 
 // SGD means SGD with momentum here: the estimate counts one fp32 momentum buffer per
 // parameter (docs/estimators.md), Megatron-LM's --sgd-momentum defaults to 0.9, and
@@ -65,10 +84,27 @@ struct TitanPlan {
 // v0.2.x, "lm_head" in the Python config).
 Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const char* output_module);
 
+// Megatron-Core's CUDA_DEVICE_MAX_CONNECTIONS for the job (Megatron-LM d98e8a6 arguments.py
+// validate_args: asserted 1 with tp or cp > 1 before Blackwell; with
+// --overlap-moe-expert-parallel-comm it only warns, that overlap wanting more connections):
+// the value ("" = leave unset) and why.
+struct DeviceConnections {
+    std::string value;
+    std::string why;
+};
+DeviceConnections megatron_device_connections(const JobSpec& job);
+
 // One file per target.
 Result<ExportOutput> export_megatron(const JobSpec& job);          // megatron.cpp
 Result<ExportOutput> export_deepspeed(const JobSpec& job);         // deepspeed.cpp
 Result<ExportOutput> export_torchtitan_toml(const JobSpec& job);   // torchtitan_toml.cpp
 Result<ExportOutput> export_torchtitan_python(const JobSpec& job); // torchtitan_python.cpp
+Result<ExportOutput> export_nemo(const JobSpec& job);              // nemo.cpp
+
+// nemo.cpp: the Megatron-LM export's `--flag value` pairs; and the Megatron-Bridge module with
+// `extra_args` (Megatron-LM arguments a launch script adds; "${NAME}" values are read from
+// the environment) translated too.
+std::vector<std::pair<std::string, std::string>> split_megatron_args(const std::string& text);
+Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair<std::string, std::string>>& extra_args);
 
 }  // namespace ptd::export_internal

@@ -375,7 +375,13 @@ void write_recompute(const JobSpec& job, MegatronArgs& a) {
         a.arg("--recompute-granularity", "full");
         a.arg("--recompute-method", "uniform");
         a.arg("--recompute-num-layers", "1");
-        if (p.distribute_saved_activations) a.arg("--distribute-saved-activations");  // papers
+        // papers; issue 28: TransformerConfig.__post_init__ raises for distribute_saved_activations
+        // with sequence parallelism (the checkpointed input is already 1/tp there), so it is
+        // written only without it.
+        if (p.distribute_saved_activations && !p.sequence_parallel) a.arg("--distribute-saved-activations");
+        else if (p.distribute_saved_activations)
+            a.note("parallel.distribute_saved_activations: not written — Megatron-core's TransformerConfig refuses it "
+                   "with --sequence-parallel, where each TP rank already keeps 1/tp of the checkpointed input");
     }
 }
 
@@ -450,6 +456,19 @@ void write_data(const JobSpec& job, MegatronArgs& a) {
 
 }  // namespace
 
+DeviceConnections megatron_device_connections(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    if (p.tp == 1 && p.cp == 1) return {};
+    if (job.cluster.gpu.generation == GpuGeneration::blackwell)
+        return {"", "Megatron-LM requires CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 only before Blackwell "
+                    "(arguments.py validate_args)"};
+    if (p.moe_a2a_overlap)
+        return {"32", "--overlap-moe-expert-parallel-comm wants several connections (validate_args: 1 favours the tp/cp "
+                      "overlap, 32 the expert-parallel one)"};
+    return {"1", "Megatron-LM asserts it with tp or cp > 1 before Blackwell (arguments.py validate_args): the TP/CP "
+                 "communication kernels are queued ahead of the GEMMs they overlap"};
+}
+
 Result<ExportOutput> export_megatron(const JobSpec& job) {
     if (auto bad = unsupported_schedule(job, "Megatron-LM")) return *bad;  // zb
     if (auto bad = refuse_zero_2_3(job)) return *bad;
@@ -468,6 +487,10 @@ Result<ExportOutput> export_megatron(const JobSpec& job) {
     write_recompute(job, a);
     if (auto bad = write_optimizer(job, a)) return *bad;
     write_data(job, a);
+    // issue 28: the environment Megatron-LM checks, said where the arguments cannot carry it.
+    if (const DeviceConnections c = megatron_device_connections(job); !c.value.empty())
+        a.note("run with CUDA_DEVICE_MAX_CONNECTIONS=" + c.value + ": " + c.why +
+               " (ptd export --launcher writes it into the script)");
     ExportOutput& out = a.out;
     for (size_t i = 0; i < a.args.size(); ++i) out.text += a.args[i] + (i + 1 < a.args.size() ? " \\\n" : "\n");
     return std::move(out);

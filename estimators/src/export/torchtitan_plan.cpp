@@ -2,6 +2,7 @@
 // family, and the layout in torchtitan's terms (per-chunk module lists, fp8 filters).
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "export/export_internal.h"
 
@@ -61,6 +62,30 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
                            (std::string_view(tp.family) == "llama3" ? std::string() : " in torchtitan/models/" + std::string(tp.family)) +
                            " and set the model");
     }
+    // issue 28: attention heads split over tp (main b5bcd76 models/common/decoder.py
+    // Decoder.Config.update_from_config raises unless tp divides n_heads and n_kv_heads; v0.2.x
+    // shards wq/wk/wv column-wise over tp, which needs whole KV heads per rank too).
+    if (p.tp > 1 && !m.mla() && (m.heads % p.tp != 0 || m.kv_heads % p.tp != 0))
+        return job_error(job, "parallel.tp",
+                         "got " + std::to_string(p.tp) + " with " + std::to_string(m.heads) + " attention heads and " +
+                             std::to_string(m.kv_heads) + " KV heads; torchtitan needs tp to divide both (update_from_config: "
+                             "\"tensor_parallel_degree must divide n_kv_heads\"); allowed for --format " + fmt + ": tp dividing " +
+                             std::to_string(std::gcd(m.heads, m.kv_heads)) + ", or --format megatron (which replicates KV heads)");
+    // issue 28: main b5bcd76 models/common/decoder.py update_from_config: "Weight tying is not
+    // supported with Pipeline Parallel" (the embedding and the output layer on different stages).
+    if (format == ExportFormat::torchtitan && m.tied_embeddings && p.pp > 1)
+        return job_error(job, "parallel.pp",
+                         "got " + std::to_string(p.pp) + " with tied embeddings; torchtitan refuses weight tying with "
+                         "pipeline parallelism (update_from_config); allowed for --format " + fmt + ": pp = 1, or "
+                         "model.tied_embeddings = false, or --format megatron");
+    // issue 28: v0.2.2's DeepSeek-V3 flavors use FlexAttention (attn_type "flex"), and its
+    // DeepSeekV3ModelArgs.update_from_config raises for context parallelism with anything but SDPA.
+    if (format == ExportFormat::torchtitan_toml && p.cp > 1 && std::string_view(tp.family) == "deepseek_v3")
+        return job_error(job, "parallel.cp",
+                         "got " + std::to_string(p.cp) + "; torchtitan v0.2.2's DeepSeek-V3 runs FlexAttention, and its "
+                         "update_from_config refuses context parallelism with it (\"Context Parallel only supports SDPA "
+                         "attention\"); allowed for --format " + fmt + ": cp = 1, or --format torchtitan (main: CP with "
+                         "FlexAttention) / megatron");
     // mlaio: torchtitan's DeepSeek-V3 MTP (models/deepseek_v3/MTP.md) rejects pipeline and
     // context parallelism; v0.2.x (the TOML form) has no MTP at all.
     if (m.mtp_layers > 0 && format == ExportFormat::torchtitan_toml)
@@ -221,6 +246,15 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
             for (int i = t.fp8_bf16_first_layers; i < m.layers - t.fp8_bf16_last_layers; ++i)
                 tp.fp8_layers.push_back("layers." + std::to_string(i) + ".");
     }
+    // issue 28 (last, so a more specific refusal is named first): v0.2.x reads name / flavor from the file and falls back to the family's 6-layer
+    // debugmodel when they are absent, so a model without a flavor would silently train another
+    // model (and a pipeline split naming its layers would name layers that do not exist).
+    if (!tp.flavor && format == ExportFormat::torchtitan_toml)
+        return job_error(job, job.origin.model_preset.empty() ? "model.layers" : "model.preset",
+                         "model \"" + m.name + "\" has no torchtitan flavor; torchtitan v0.2.x would train its debug "
+                         "model instead; allowed for --format " + fmt + ": the presets llama3-8b / llama3-70b / llama3-405b, "
+                         "qwen3-8b / qwen3-32b / qwen3-30b-a3b / qwen3-235b-a22b, deepseek-v3 unchanged, or --format "
+                         "torchtitan (a module whose _model_spec() you fill in) / megatron");
     return tp;
 }
 

@@ -8,20 +8,6 @@
 
 namespace ptd::export_internal {
 
-namespace {
-
-std::string py_str(std::string_view s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (c == '\n') { out += "\\n"; continue; }
-        out += c;
-    }
-    return out + "\"";
-}
-
-}  // namespace
-
 // A Python module for torchtitan's config system (Feb 2026 on): a function returning a
 // Trainer.Config, run with `-m torchtitan.train --module <file> --config <function>`.
 Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
@@ -64,8 +50,7 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line("# torchtitan's " + baseline + "(); everything ptd plans is set below.");
     line("from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig");
     const bool async_tp = (p.tp_comm_overlap || p.async_tp) && p.tp > 1;  // parallel.tp_comm_overlap / async_tp (tt405)
-    line(async_tp ? "from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig"
-                  : "from torchtitan.config import ParallelismConfig, TrainingConfig");
+    line("from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig");
     if (p.recompute != Recompute::none)
         line(std::string("from torchtitan.distributed.activation_checkpoint import ") +
              (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC"));
@@ -99,7 +84,6 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
             for (size_t i = 0; i < v.size(); ++i) l += (i ? ", " : "") + py_str(v[i]);
             return l + "]";
         };
-        line("    config.compile.enable = True  # torchao's FP8 casts are fused by torch.compile");
         line("    config.model_spec = model_registry(");
         line("        " + py_str(plan->flavor) + "," + (mtp_loss ? " num_mtp_layers=" + std::to_string(m.mtp_layers) + "," : ""));
         line("        converters=[");
@@ -174,9 +158,15 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     line("        context_parallel_degree=" + std::to_string(p.cp) + ",");
     if (m.experts > 1) line("        expert_parallel_degree=" + std::to_string(p.ep) + ",");
     line("    )");
-    if (async_tp)  // async TP runs only under torch.compile (CompileConfig.__post_init__)
-        line(std::string("    config.compile = CompileConfig(enable=True, enable_async_tensor_parallel=True)  # ") +
-             (p.async_tp ? "parallel.async_tp" : "parallel.tp_comm_overlap"));
+    // issue 28: always written, so nothing is inherited from the baseline (llama3_405b() turns on
+    // compile and async TP, deepseek_v3_671b() compiles the loss). Async TP runs only under
+    // torch.compile of the model (CompileConfig.__post_init__); torchao's FP8 casts are fused by it.
+    const bool compile = t.torch_compile || plan->fp8 || async_tp;
+    line(std::string("    config.compile = CompileConfig(enable=") + (compile ? "True" : "False") +
+         (async_tp ? ", enable_async_tensor_parallel=True" : "") + ")  # " +
+         (async_tp ? (p.async_tp ? "parallel.async_tp" : "parallel.tp_comm_overlap")
+          : plan->fp8 ? "torchao's FP8 casts are fused by torch.compile"
+          : compile ? "training.torch_compile" : "training.torch_compile = false, no async TP"));
     line(p.recompute == Recompute::full        ? "    config.activation_checkpoint = FullAC.Config()"
          : p.recompute == Recompute::selective ? "    config.activation_checkpoint = SelectiveAC.Config()"
                                                : "    config.activation_checkpoint = None");

@@ -69,8 +69,6 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
         w.header(mx ? "quantize.linear.mx" : "quantize.linear.float8");
         if (!mx) w.str("recipe_name", t.fp8 == Fp8Recipe::rowwise ? "rowwise" : "tensorwise");
         w.strings("filter_fqns", plan->fp8_filter_fqns);
-        w.header("compile");
-        w.boolean("enable", true, "torchao's FP8 casts are fused by torch.compile (the estimate assumes it)");
     }
 
     w.header("parallelism");
@@ -98,11 +96,13 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     if (async_tp)
         w.boolean("enable_async_tensor_parallel", true,
                   p.async_tp ? "parallel.async_tp (needs [compile])" : "parallel.tp_comm_overlap (needs [compile])");
-    if (async_tp) {
-        w.header("compile");
-        w.boolean("enable", true);
-        w.strings("components", {"model", "loss"});
-    }
+    // issue 28: [compile] is always written, so no base config's value is inherited.
+    w.header("compile");
+    const bool compile = t.torch_compile || plan->fp8 || async_tp;
+    w.boolean("enable", compile,
+              async_tp ? "async TP needs the model compiled" : plan->fp8 ? "torchao's FP8 casts are fused by torch.compile (the estimate assumes it)"
+                                                                   : compile ? "training.torch_compile" : "training.torch_compile = false");
+    if (compile) w.strings("components", {"model", "loss"});
 
     w.header("activation_checkpoint");
     w.str("mode", to_string(p.recompute));

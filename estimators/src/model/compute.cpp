@@ -137,7 +137,7 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // Megatron-LM / NeMo use Transformer Engine: cuDNN fused attention (FlashAttention-3
     // class on Hopper and later) and fused norm / activation / RoPE kernels. The others run
     // PyTorch's SDPA (FlashAttention-2 kernels) and, unless compiled, eager elementwise ops.
-    if (fw != Framework::megatron && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
+    if (!runs_megatron_core(fw) && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
         L.flash_eff *= k.fa2_hopper_fraction;
     if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile)
         L.elementwise_factor = k.eager_elementwise_factor;

@@ -234,7 +234,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // blackwell: Megatron's overlap_p2p_comm acts in its interleaved schedule only
     // (schedules.py forward_backward_pipelining_with_interleaving; arguments.py turns it off
     // otherwise); DeepSpeed, torchtitan and the ZB-H1 / DualPipe paths send their own way.
-    L.overlap_p2p = job.parallel.overlap_p2p_comm && job.training.framework == Framework::megatron && L.p > 1 &&
+    L.overlap_p2p = job.parallel.overlap_p2p_comm && runs_megatron_core(job.training.framework) && L.p > 1 &&
                     L.v > 1 && L.schedule == PipelineSchedule::interleaved;
     // ttmem: torchtitan runs TP as DTensor plans (parallelize_llama.py apply_tp) with
     // loss_parallel unless disabled, and PP with torch.distributed.pipelining (memory.cpp).
@@ -256,7 +256,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // recomp: Megatron-LM (Sep 2021 on; Megatron-Core and Transformer Engine's linears always)
     // runs a column-parallel linear's backward collectives asynchronously beside its GEMMs
     // (overlap.cpp hide_tp_dgrad). ZB-H1 / DualPipe defer the weight gradient: nothing to hide behind.
-    L.tp_dgrad_async = job.parallel.async_tensor_model_parallel_allreduce && job.training.framework == Framework::megatron &&
+    L.tp_dgrad_async = job.parallel.async_tensor_model_parallel_allreduce && runs_megatron_core(job.training.framework) &&
                        L.t > 1 && L.schedule != PipelineSchedule::zb_h1 && L.schedule != PipelineSchedule::dualpipe;
     // ttasync: torchao rowwise float8 under torchtitan's sequence-parallel TP quantizes after
     // the bf16 all-gather (parallelize_llama.py apply_tp: enable_float8_tensorwise_tp only for
@@ -289,7 +289,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // hostov: host time (host.cpp): Megatron-core's op counts; what the CUDA graphs capture (an
     // impl with no scope = the whole layer, full_iteration = everything); the dropless MoE
     // dispatcher's host sync unless the expert inputs are padded or the MoE layer is captured.
-    L.host_model = job.training.framework == Framework::megatron && !L.cpu;
+    L.host_model = runs_megatron_core(job.training.framework) && !L.cpu;
     {
         const ParallelSpec& pa = job.parallel;
         constexpr uint32_t kWholeLayer = kGraphAttn | kGraphMlp | kGraphMoe | kGraphMoeRouter | kGraphMoePreprocess;
@@ -973,7 +973,7 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "--transformer-impl local): each layer saves two h-wide tensors per token fewer than with stock "
                             "norms (the norms' inputs, the residual stream; sharded over tp under SP)");
     // hostov: the host's enqueue time of one layer and what of it the GPU waits for (host.cpp).
-    if (job.training.framework == Framework::megatron && !ctx.cpu_device) {
+    if (runs_megatron_core(job.training.framework) && !ctx.cpu_device) {
         LayoutDerived L = derive(ctx, ch);
         const LayerTime lt = layer_forward_time(L);
         const HostLayerTime h = host_layer_time(L);
@@ -1143,7 +1143,7 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                                  : "autograd adds into .grad from the second micro-batch on: 3 accesses per gradient element") +
                             "), and the data-parallel reduction runs after the last backward (not overlapped)");
     // bits: a layout PTD simulates but Megatron-LM's interleaved schedule refuses.
-    if (job.training.framework == Framework::megatron)
+    if (runs_megatron_core(job.training.framework))
         if (auto refused = megatron_interleaved_refusal(job))
             est.notes.push_back("Megatron-LM would refuse this layout: " + refused->key + ": " + refused->message);
     // zb: what the non-Megatron schedules change, and where it comes from.

@@ -44,13 +44,21 @@ static FrameworkRules rules_for(Framework f, const char* runs, const ExportForma
 
 const FrameworkRules& framework_rules(Framework f) {
     static const ExportFormat kMegatronArgs = ExportFormat::megatron, kDsConfig = ExportFormat::deepspeed,
-                              kTitanConfig = ExportFormat::torchtitan;
+                              kTitanConfig = ExportFormat::torchtitan, kBridgeScript = ExportFormat::nemo;
     // ZeRO-1 is its distributed optimizer (--use-distributed-optimizer, Megatron's own
     // buckets); it has no ZeRO-2/3; --optimizer-cpu-offload needs the distributed optimizer.
     static const FrameworkRules kMegatron = [] {
         FrameworkRules r = rules_for(Framework::megatron, "Megatron-LM main d98e8a6", &kMegatronArgs);
         r.distributed_optimizer = r.offload_optimizer = true;
         r.lacks = "no ZeRO-2/3 (ZeRO-1 is its distributed optimizer), no parameter offload";
+        return r;
+    }();
+    // NeMo 2 / Megatron-Bridge run Megatron-Core: Megatron's rules, written as a Bridge script.
+    static const FrameworkRules kNemo = [] {
+        FrameworkRules r = kMegatron;
+        r.framework = Framework::nemo;
+        r.runs = "NeMo 2 / Megatron-Bridge on Megatron-Core";
+        r.format = kBridgeScript;
         return r;
     }();
     // Its pipeline engine runs ZeRO 0 or 1 only (zero2_with_pp false); ZeRO-Offload (stage ≥ 1),
@@ -90,6 +98,7 @@ const FrameworkRules& framework_rules(Framework f) {
     }();
     switch (f) {
         case Framework::megatron: return kMegatron;
+        case Framework::nemo: return kNemo;
         case Framework::deepspeed: return kDeepSpeed;
         case Framework::torchtitan: return kTorchtitan;
         case Framework::pytorch_fsdp: return kFsdp;
@@ -167,7 +176,8 @@ double default_headroom(Framework f) {
     // per-module gathers and reduce-scatters allocate and free shard-sized buffers every
     // micro-batch, and fragment more than estimate.fragmentation's 5% average.
     switch (f) {
-        case Framework::megatron: return 0.05;
+        case Framework::megatron:
+        case Framework::nemo: return 0.05;
         case Framework::deepspeed: return 0.10;
         case Framework::torchtitan: return 0.10;
         case Framework::pytorch_fsdp: return 0.10;
@@ -698,7 +708,7 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     const bool search_etp = m.experts > 1 && (sp.job_etp == 0 || options.vary_expert_tp);
     sp.model = &m;
     sp.vary_zero = options.vary_zero, sp.job_zero = job.parallel.zero;
-    sp.megatron_schedule = job.training.framework == Framework::megatron;  // bits
+    sp.megatron_schedule = runs_megatron_core(job.training.framework);  // bits
     sp.job_mb_group = job.parallel.microbatch_group_size;
     // zb: a job that names ZB-H1 or DualPipe runs where they exist: search them too.
     sp.try_zb_h1 = options.try_zb_h1 || job.parallel.schedule == PipelineSchedule::zb_h1;

@@ -18,7 +18,7 @@
 namespace ptd {
 
 const std::vector<std::string>& override_sections() {
-    static const std::vector<std::string> sections = {"model", "cluster", "parallel", "training", "launch", "estimate"};
+    static const std::vector<std::string> sections = {"model", "cluster", "parallel", "training", "launch", "paths", "estimate"};
     return sections;
 }
 

@@ -95,7 +95,7 @@ const char* to_string(CrossEntropyImpl v) {
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
 const char* to_string(Framework v) {
-    static const char* const words[] = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
+    static const char* const words[] = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo"};
     return words[(int)v];
 }
 const char* to_string(GpuGeneration v) {
@@ -819,9 +819,9 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         if (m.experts < 2)
             add(key, "set for a dense model (experts = " + s(m.experts) + "); allowed: the default (alltoall, "
                      "no overlap) unless experts ≥ 2");
-        if (t.framework != Framework::megatron)
+        if (!runs_megatron_core(t.framework))
             add(key, std::string("set with framework \"") + to_string(t.framework) +
-                         "\"; allowed: only with framework \"megatron\" (Megatron-core's MoE token dispatcher)");
+                         "\"; allowed: only with framework \"megatron\" or \"nemo\" (Megatron-core's MoE token dispatcher)");
     }
     if (p.moe_a2a_overlap && m.experts >= 2) {
         auto refuse = [&](const std::string& why, const std::string& allowed) {
@@ -854,10 +854,10 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         const bool graphs = p.cuda_graph_impl != CudaGraphImpl::none;
         const bool has_scope = p.cuda_graph_scope != 0;
         auto has = [&](uint32_t bit) { return (p.cuda_graph_scope & bit) != 0; };
-        if ((graphs || has_scope) && t.framework != Framework::megatron)
+        if ((graphs || has_scope) && !runs_megatron_core(t.framework))
             add(graphs ? "parallel.cuda_graph_impl" : "parallel.cuda_graph_scope",
                 std::string("set with framework \"") + to_string(t.framework) +
-                    "\"; allowed: only with framework \"megatron\" (Megatron-core's --cuda-graph-impl)");
+                    "\"; allowed: only with framework \"megatron\" or \"nemo\" (Megatron-core's --cuda-graph-impl)");
         if (has_scope && !graphs)
             add("parallel.cuda_graph_scope", scope_words + " with cuda_graph_impl \"none\"; allowed: a scope only with "
                                              "cuda_graph_impl \"local\" or \"transformer_engine\"");

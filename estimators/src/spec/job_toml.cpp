@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "spec/job_toml_internal.h"
+#include "ptd/common/decimal.h"
 #include "ptd/common/file_read.h"
 #include "ptd/spec/hf_import.h"
 #include "ptd/spec/job_spec.h"
@@ -278,7 +279,7 @@ static const std::vector<std::string> kOptimizerWords = {"adamw", "adam", "sgd"}
 static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
 static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
-static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp"};
+static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo"};
 static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
 static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused"};
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
@@ -666,7 +667,9 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("torch_compile", tr.torch_compile);
     r.read_double("lr", tr.lr, 0, 10);
     bool min_lr_given = r.read_double("min_lr", tr.min_lr, 0, 10);
-    if (!min_lr_given) tr.min_lr = tr.lr / 10;
+    // lr / 10 as the decimal it is (3e-4 → 3e-05), not the binary quotient 2.9999999999999997e-05
+    // that every export would print (issue 28).
+    if (!min_lr_given) tr.min_lr = decimal_ratio(tr.lr, 10);
     r.read_int("warmup", tr.warmup, 0, 1 << 30);
     r.read_int("steps", tr.steps, 1, 1 << 30);
     r.read_positive("tokens", tr.tokens, 1e18, "tokens to train");  // cost
@@ -689,6 +692,26 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("masked_softmax_fusion", tr.masked_softmax_fusion);  // papers
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
+    r.finish();
+}
+
+// [paths] (issue 28): cluster paths for exported launch scripts. They are written into shell
+// scripts and YAML, so control characters and quotes are refused.
+static void read_paths(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "paths");
+    PathsSpec& p = job.paths;
+    const std::pair<const char*, std::string*> keys[] = {
+        {"tokenizer", &p.tokenizer}, {"save", &p.save}, {"load", &p.load}, {"logs", &p.logs}};
+    for (const auto& [key, value] : keys) {
+        r.read_string(key, *value);
+        bool ok = true;
+        for (char ch : *value) ok = ok && (unsigned char)ch >= 0x20 && ch != 0x7f && ch != '"' && ch != '\'' && ch != '`' && ch != '\\' && ch != '$';
+        if (!ok)
+            ctx.error(r.where(key), std::string("paths.") + key,
+                      quote_input(*value) + " has a quote, backslash, $ or control character; allowed: a path without them "
+                                            "(it is written into shell scripts and YAML)");
+    }
+    r.read_int("save_interval", p.save_interval, 0, 1 << 30);
     r.finish();
 }
 
@@ -717,6 +740,24 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
                       quote_input(name) + " is not an environment variable name; allowed: letters, digits and _ "
                                     "(not starting with a digit)");
     }
+    // issue 28: NCCL's names, written into exported launch scripts.
+    r.read_string_array("nccl_ib_hca", l.nccl_ib_hca);
+    r.read_string("nccl_socket_ifname", l.nccl_socket_ifname);
+    auto device_name = [](const std::string& name) {
+        bool ok = !name.empty() && name.size() <= 64;
+        for (char ch : name) ok = ok && (std::isalnum((unsigned char)ch) || ch == '_' || ch == '-' || ch == '.' || ch == ':');
+        return ok;
+    };
+    for (const std::string& name : l.nccl_ib_hca)
+        if (!device_name(name))
+            ctx.error(r.where("nccl_ib_hca"), "launch.nccl_ib_hca",
+                      quote_input(name) + " is not an HCA name; allowed: names such as \"mlx5_0\" or \"mlx5_0:1\" (letters, "
+                                          "digits, _ - . :)");
+    if (!l.nccl_socket_ifname.empty() && !device_name(l.nccl_socket_ifname.front() == '^' ? l.nccl_socket_ifname.substr(1)
+                                                                                           : l.nccl_socket_ifname))
+        ctx.error(r.where("nccl_socket_ifname"), "launch.nccl_socket_ifname",
+                  quote_input(l.nccl_socket_ifname) + " is not an interface name; allowed: a name or prefix such as "
+                  "\"eth0\" or \"ib\", or \"^lo\" to exclude one (NCCL_SOCKET_IFNAME)");
     if (l.engine.empty()) ctx.error(r.where("engine"), "launch.engine", "empty; allowed: a program name or path");
     if (l.run_dir.empty()) ctx.error(r.where("run_dir"), "launch.run_dir", "empty; allowed: a folder path");
     r.finish();
@@ -897,6 +938,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
         {"parallel", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_parallel(c, t, j); }, false},
         {"training", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_training(c, t, j); }, false},
         {"launch", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_launch(c, t, j); }, false},
+        {"paths", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_paths(c, t, j); }, false},
         {"estimate", [](TomlContext& c, const toml::table& t, JobSpec& j, const PresetCatalog&) { read_estimate(c, t, j); }, false},
     };
     // Until [training] says otherwise, precision and flash attention follow the GPU.
@@ -1188,6 +1230,18 @@ std::string save_job_toml(const JobSpec& job) {
     if (l.accept_new_host_keys != d.accept_new_host_keys) w.boolean("accept_new_host_keys", l.accept_new_host_keys);
     if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
     if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
+    if (l.nccl_ib_hca != d.nccl_ib_hca) w.strings("nccl_ib_hca", l.nccl_ib_hca);
+    if (l.nccl_socket_ifname != d.nccl_socket_ifname) w.str("nccl_socket_ifname", l.nccl_socket_ifname);
+
+    if (job.paths != PathsSpec{}) {  // issue 28
+        const PathsSpec& p = job.paths;
+        w.header("paths");
+        if (!p.tokenizer.empty()) w.str("tokenizer", p.tokenizer);
+        if (!p.save.empty()) w.str("save", p.save);
+        if (!p.load.empty()) w.str("load", p.load);
+        if (!p.logs.empty()) w.str("logs", p.logs);
+        if (p.save_interval != 0) w.int_("save_interval", p.save_interval);
+    }
 
     // [estimate] only when something differs from the defaults (the activation profile's
     // follows the GPU).

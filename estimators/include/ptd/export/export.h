@@ -10,17 +10,19 @@
 #include <string_view>
 #include <vector>
 
+#include "ptd/common/decimal.h"  // shortest_decimal, decimal_ratio: every float an export prints
 #include "ptd/spec/job_spec.h"
 
 namespace ptd {
 
 // torchtitan = its current Python config (Trainer.Config, --module/--config);
-// torchtitan_toml = the TOML file of torchtitan v0.2.x (--job.config_file).
-enum class ExportFormat { megatron, deepspeed, torchtitan, torchtitan_toml };
-inline constexpr ExportFormat kExportFormats[] = {ExportFormat::megatron, ExportFormat::deepspeed,
-                                                  ExportFormat::torchtitan, ExportFormat::torchtitan_toml};
+// torchtitan_toml = the TOML file of torchtitan v0.2.x (--job.config_file);
+// nemo = a Megatron-Bridge (NeMo 2's successor on Megatron-Core) training script (issue 28).
+enum class ExportFormat { megatron, deepspeed, torchtitan, torchtitan_toml, nemo };
+inline constexpr ExportFormat kExportFormats[] = {ExportFormat::megatron, ExportFormat::deepspeed, ExportFormat::torchtitan,
+                                                  ExportFormat::torchtitan_toml, ExportFormat::nemo};
 
-const char* to_string(ExportFormat f);  // "megatron", "deepspeed", "torchtitan", "torchtitan-toml"
+const char* to_string(ExportFormat f);  // "megatron", "deepspeed", "torchtitan", "torchtitan-toml", "nemo"
 // A format's word → the format; error names the allowed words.
 Result<ExportFormat> parse_export_format(std::string_view word);
 
@@ -44,11 +46,19 @@ struct FormatExportability {
 // One entry per format of kExportFormats, in that order.
 std::vector<FormatExportability> exportability(const JobSpec& job);
 
-// Shortest decimal text that reads back to the same double (std::to_chars), e.g.
-// 0.0003, 1e-05, 0.1. Every float an export prints goes through this.
-std::string shortest_decimal(double v);
-// A ratio of two user-given decimals (min_lr / lr): rounded to 15 significant digits
-// first, so 3e-4 / 3e-3 prints 0.1, not the binary quotient 0.09999999999999999.
-double decimal_ratio(double numerator, double denominator);
+// issue 28: how an exported launch script starts the ranks — a bash script to run on every
+// node (torchrun), an sbatch script (slurm), or a Kubernetes JobSet manifest (k8s).
+enum class ScriptLauncher { torchrun, slurm, k8s };
+inline constexpr ScriptLauncher kScriptLaunchers[] = {ScriptLauncher::torchrun, ScriptLauncher::slurm, ScriptLauncher::k8s};
+const char* to_string(ScriptLauncher l);  // "torchrun", "slurm", "k8s"
+Result<ScriptLauncher> parse_launcher(std::string_view word);
+
+// The job as a runnable, commented launch script for `format` (megatron, nemo, torchtitan,
+// torchtitan-toml or deepspeed): the framework's files (its config written by export_job),
+// entry point and every argument, the per-node torchrun line with c10d rendezvous, the
+// environment the framework and the cluster's network need, the [paths] keys (placeholders
+// that stop the script until set when absent) and the framework version it targets. Refuses
+// what export_job refuses.
+Result<ExportOutput> export_launch(const JobSpec& job, ExportFormat format, ScriptLauncher launcher);
 
 }  // namespace ptd

@@ -132,8 +132,8 @@ struct FrameworkRules {
 // The rules of `f`, and the union every framework's rules allow (--any-framework).
 const FrameworkRules& framework_rules(Framework f);
 const FrameworkRules& any_framework_rules();
-inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::deepspeed, Framework::torchtitan,
-                                            Framework::pytorch_fsdp};
+inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
+                                            Framework::torchtitan, Framework::pytorch_fsdp};
 // The rules a search of `job` applies: its framework's (any_framework: the union), where the
 // bundled engine runs the job (estimate.activation_profile = "ptd-engine") with its own ZeRO-1.
 FrameworkRules search_rules(const JobSpec& job, const PlanOptions& options);

@@ -86,8 +86,13 @@ enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled, fused };
 // The training framework whose kernels run the job (its fused kernels, attention kernel and
 // elementwise fusion set the compute efficiency). TOML words: "megatron" (Megatron-LM, NeMo,
 // Megatron-Bridge: Transformer Engine / cuDNN kernels), "deepspeed" (Megatron-DeepSpeed),
-// "torchtitan", "pytorch-fsdp" (PyTorch FSDP stacks such as llm-foundry, HF accelerate).
-enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp };
+// "torchtitan", "pytorch-fsdp" (PyTorch FSDP stacks such as llm-foundry, HF accelerate),
+// "nemo" (NeMo 2.0 / Megatron-Bridge: Megatron-Core underneath, so its kernels, schedule and
+// checks are Megatron's; only the export differs: a Megatron-Bridge recipe run).
+enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp, nemo };
+// Whether Megatron-Core runs the model (Megatron-LM itself, or NeMo / Megatron-Bridge on top
+// of it): every kernel, schedule and refusal of the time model that names Megatron applies.
+constexpr bool runs_megatron_core(Framework f) { return f == Framework::megatron || f == Framework::nemo; }
 enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
 // What joins the GPUs of one node (link_gbps is its per-GPU bandwidth): NVLink through
 // NVSwitch (SXM boards), PCIe (cards: L40S, RTX 4090, H100 PCIe, whose NVLink bridges join
@@ -474,8 +479,27 @@ struct LaunchSpec {
     bool accept_new_host_keys = false;
     double connect_timeout_s = 10;
     double grace_s = 5;         // TERM → KILL grace period on stop
+    // issue 28: the NCCL network names an exported launch script sets (ptd export --launcher):
+    // the compute InfiniBand HCAs (NCCL_IB_HCA; storage NICs left out) and the interface of
+    // NCCL's bootstrap socket (NCCL_SOCKET_IFNAME). Empty = not set: NCCL picks them itself.
+    std::vector<std::string> nccl_ib_hca;
+    std::string nccl_socket_ifname;
 
     bool operator==(const LaunchSpec&) const = default;
+};
+
+// [paths] (issue 28) — where an exported launch script (ptd export --launcher) finds the
+// tokenizer and writes checkpoints and logs, on the cluster's file system, as written. Empty =
+// not given: the script holds a <PATH_TO_...> placeholder and refuses to start until it is set.
+// The data is training.data.
+struct PathsSpec {
+    std::string tokenizer;  // a Hugging Face tokenizer folder / name, or a tokenizer model file
+    std::string save;       // checkpoints written here
+    std::string load;       // checkpoints resumed from ("" = the save folder when it is given)
+    std::string logs;       // TensorBoard / the framework's output folder
+    int save_interval = 0;  // steps between checkpoints; 0 = training.steps (one at the end)
+
+    bool operator==(const PathsSpec&) const = default;
 };
 
 // [estimate] — how the estimators count. Every figure is documented in docs/estimators.md
@@ -510,6 +534,7 @@ struct JobSpec {
     ParallelSpec parallel;
     TrainingSpec training;
     LaunchSpec launch;
+    PathsSpec paths;
     EstimateSpec estimate;
 
     struct Origin {
