@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "launcher_test_util.h"  // scratch_dir
 #include "process_test_util.h"
 #include "profile_test_util.h"
 #include "text_test_util.h"
@@ -47,8 +48,16 @@ const std::string kJobs = PTD_SOURCE_DIR "/assets/jobs/";
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
+// The job files these tests write go to this process's own scratch folder, removed after
+// the last test when all passed: their names repeat, and fixed names in /tmp would be
+// shared by two runs at once and left behind.
+const std::string& scratch() {
+    static const std::string dir = ptd_test::scratch_dir("cli");
+    return dir;
+}
+
 std::string write_temp(const std::string& name, const std::string& text) {
-    std::string path = ::testing::TempDir() + "/" + name;
+    std::string path = scratch() + "/" + name;
     std::ofstream(path) << text;
     return path;
 }

@@ -890,7 +890,8 @@ TEST(Watch, FollowsUntilTheRunEnds) {
     RunManifest m = sample_manifest();
     auto w = RunDirWriter::create(dir, "", m);
     ASSERT_TRUE(w.has_value());
-    const std::string out = dir + "/../watch-follow.out";
+    const std::string out = fresh_dir("watch-follow-output") + ".out";  // beside the run, removed with it
+    ptd_test::remove_after_tests_if_passed(out);
     pid_t pid = 0;
     const std::string cmd = kPtd + " watch --interval 0.1 " + dir + " >" + out + " 2>&1";
     const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};

@@ -298,6 +298,7 @@ TEST(RecomputeModulesLoader, UnknownWordNamesTheFileAndLine) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_EXIT(ptd_test::load_run_text("recmod_bad.toml", std::string(kDenseRun) + "recompute = \"selective\"\nrecompute_modules = [\"attention\"]\n"),
                 ::testing::ExitedWithCode(2), "recmod_bad.toml:14: run key \"recompute_modules\" has \"attention\"; allowed: core_attn, ");
+    std::remove((::testing::TempDir() + "recmod_bad.toml").c_str());  // the dying child could not
 }
 
 TEST(RecomputeModulesLoader, DeepSeekV3RowsRecomputeWhatTheirRecipesDo) {

@@ -204,6 +204,7 @@ TEST(MemoryEfficientNormRows, LoaderReadsTheKeyAndRefusesABadValue) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_EXIT(ptd_test::load_run_text("menorm_bad.toml", run + "memory_efficient_norm = 1\n"),
                 ::testing::ExitedWithCode(2), "menorm_bad.toml:20: run key \"memory_efficient_norm\" has the wrong type");
+    std::remove((::testing::TempDir() + "menorm_bad.toml").c_str());  // the dying child could not
 }
 
 }  // namespace
