@@ -379,6 +379,20 @@ static double module_recompute_time(const LayoutDerived& L, const LayerTime& lt)
     }
     return t;
 }
+// cpblock: a flash-attention kernel's rate against the sequence length n it is called on
+// (queries and keys n long) follows n / (n + n₀): FlashAttention-3 on H100, head dim 128,
+// batch·n = 16K tokens (pytorch/benchmark commit ff65cb6, "run_benchmark.py triton --op
+// flash_attention --d-head 128"): 430, 517, 566, 590, 614, 621 TFLOP/s at n = 512 … 16,384;
+// n₀ = 237 fits every point within 1.2% (docs/estimators.md "Context parallelism's blocks").
+constexpr double kFlashHalfRateTokens = 237.0;
+
+// How much slower ring attention's c block calls over s/c tokens are than one call over s.
+double cp_block_slowdown(double s, double c) {
+    if (c <= 1 || s <= 0) return 1.0;
+    auto rate = [](double n) { return n / (n + kFlashHalfRateTokens); };
+    return rate(s) / rate(s / c);
+}
+
 
 // shape-dependent efficiency, attention core, and memory-bound element-wise work.
 LayerTime layer_forward_time(const LayoutDerived& L) {
@@ -473,6 +487,11 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     if (L.flash) {
         // Flash kernels skip fully masked blocks: half the scores are computed.
         lt.attn = 0.5 * core_flops / (L.peak * L.flash_eff);
+        // cpblock: ring attention (cp > 1) runs the core as c block calls over the rank's
+        // s/c-long shard against one K/V chunk each, not one call over s: a flash kernel
+        // over n tokens reaches n / (n + n₀) of its long-sequence rate (kFlashHalfRateTokens),
+        // so the shorter calls run slower than the one long call flash_eff was fitted on.
+        lt.attn *= cp_block_slowdown(L.s_local * L.c, L.c);
         lt.attn_bwd = 2.5 * lt.attn;  // five GEMMs in the backward vs two forward
     } else {
         const double eff = gemm_efficiency(L.s_local, s_keys, L.mla ? L.d_qk : d, L.gemm_eff_max);

@@ -358,6 +358,9 @@ struct HostLayerTime {
     double fwd = 0, bwd = 0;
 };
 HostLayerTime host_layer_time(const LayoutDerived& L);
+// cpblock: how much slower ring attention's c flash calls over s/c tokens each are than one
+// call over the whole sequence s (compute.cpp; 1 for c ≤ 1).
+double cp_block_slowdown(double s, double c);
 void add_host_time(const LayoutDerived& L, double layers, ChunkTime& c);
 
 // ---- overlap.cpp ----------------------------------------------------------------------------
