@@ -126,10 +126,11 @@ void buttons(StudioState& s) {
     if (!blocked.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip("%s", display_text(blocked).c_str());
     ImGui::SameLine();
+    // Red only while there is something to stop: a red Stop beside no run read as enabled.
     ImGui::BeginDisabled(!running);
-    ImGui::PushStyleColor(ImGuiCol_Button, IM_COL32(130, 50, 50, 255));
+    if (running) ImGui::PushStyleColor(ImGuiCol_Button, IM_COL32(130, 50, 50, 255));
     if (ImGui::Button("  Stop  ")) launch_stop(s);
-    ImGui::PopStyleColor();
+    if (running) ImGui::PopStyleColor();
     ImGui::EndDisabled();
     ImGui::SameLine();
     if (ImGui::Button("Preview commands")) launch_preview(s);
