@@ -208,8 +208,10 @@ void section_cluster(StudioState& s) {
     const GpuSpec& g = job.cluster.gpu;
     ImGui::Indent(kLabelCol);
     const Precision prec = job.training.precision;
-    if (g.peak_tflops(prec) > 0)
-        ImGui::TextDisabled("%.0f GiB, %.0f TFLOP/s %s", g.memory_gib, g.peak_tflops(prec), to_string(prec));
+    // Three significant figures below 100 (the cpu preset's 0.1 read as "0 TFLOP/s").
+    if (const double peak = g.peak_tflops(prec); peak > 0)
+        ImGui::TextDisabled(peak >= 100 ? "%.0f GiB, %.0f TFLOP/s %s" : "%.0f GiB, %.3g TFLOP/s %s", g.memory_gib, peak,
+                            to_string(prec));
     else
         ImGui::TextDisabled("%.0f GiB, no %s peak in the preset", g.memory_gib, to_string(prec));
     ImGui::Unindent(kLabelCol);
