@@ -195,6 +195,14 @@ ReadStatus recv_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
     return ReadStatus::ok;
 }
 
+// Whether a connected socket's local and peer addresses are the same (a self-connect).
+bool connected_to_itself(int fd) {
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (getsockname(fd, (sockaddr*)&local, &ll) != 0 || getpeername(fd, (sockaddr*)&peer, &pl) != 0) return false;
+    return ll == pl && std::memcmp(&local, &peer, ll) == 0;
+}
+
 // Connects to addr:port once, waiting at most until `deadline`. Returns the fd or -1
 // with `err` set to the errno of the last attempt.
 int try_connect(const std::string& addr, int port, Clock::time_point deadline, int& err) {
@@ -229,6 +237,14 @@ int try_connect(const std::string& addr, int port, Clock::time_point deadline, i
                 r = -1;
                 errno = ETIMEDOUT;
             }
+        }
+        if (r == 0 && connected_to_itself(s)) {
+            // A loopback port in the ephemeral range that nothing listens on yet can be
+            // handed to this very socket as its own source port: TCP's simultaneous open
+            // then connects it to itself, and the "store" answers with our own request.
+            // Count it as not listening yet, so the caller retries.
+            r = -1;
+            errno = ECONNREFUSED;
         }
         if (r == 0) {
             set_nonblocking(s, false);
