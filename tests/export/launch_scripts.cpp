@@ -38,7 +38,9 @@ std::string launch_text(const JobSpec& job, ExportFormat f, ScriptLauncher l) {
 // The manifest as JSON (PyYAML's safe_load: the manifest is plain YAML).
 nlohmann::json yaml_json(const TempDir& dir, const std::string& yaml) {
     write_text(dir.path / "manifest.yaml", yaml);
-    Proc p = run_captured("python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)' " +
+    // Debian's python3, where setup.sh's python3-yaml installs (a pyenv python3 first on PATH
+    // need not have PyYAML).
+    Proc p = run_captured("/usr/bin/python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)' " +
                           (dir.path / "manifest.yaml").string());
     EXPECT_EQ(p.rc, 0) << p.err;
     return p.rc == 0 ? nlohmann::json::parse(p.out) : nlohmann::json();
