@@ -56,7 +56,9 @@ DevicesOutput run_engine_devices(const std::string& engine) {
             break;
         }
         pollfd p{fds[0], POLLIN, 0};
-        if (poll(&p, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR) break;
+        const int ready = poll(&p, 1, (int)(left * 1000) + 1);
+        if (ready < 0 && errno != EINTR) break;
+        if (ready <= 0) continue;  // nothing to read yet: a read now would block past the timeout
         const ssize_t n = read(fds[0], buf, sizeof buf);
         if (n > 0) d.text.append(buf, (size_t)n);
         else if (n == 0 || (errno != EINTR && errno != EAGAIN)) break;
