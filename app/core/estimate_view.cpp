@@ -9,6 +9,7 @@
 
 #include "ptd/export/export.h"
 #include "ptd/model/model_stats.h"
+#include "ptd/spec/stack_defaults.h"
 #include "training_cost_view.h"
 
 namespace ptd {
@@ -47,6 +48,17 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
             {"activations", m.activations}, {"temp", m.temp},     {"cuda_context", m.cuda_context},
             {"nccl", m.nccl},               {"fragmentation", m.fragmentation}, {"total", m.total()},
             {"host", m.host}};
+}
+
+// stackdef: the job's stack and the defaults it supplied (docs/cli.md "ptd estimate --json").
+nlohmann::json stack_json(const JobSpec& job) {
+    nlohmann::json defaults = nlohmann::json::array();
+    for (const StackDefault& d : job.origin.stack_defaults)
+        defaults.push_back({{"key", d.key}, {"value", d.value}, {"source", d.source}});
+    return {{"framework", to_string(job.training.framework)},
+            {"version", framework_version_text(job.training.framework_version)},
+            {"label", stack_label(job.training)},
+            {"defaults", defaults}};
 }
 
 nlohmann::json time_json(const TimeBreakdown& t) {
@@ -152,6 +164,16 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
         // A network nobody described is a guess: say so where the eye lands (notes say how to fix it).
         const bool generic = job.origin.network_generic && job.cluster.gpu.link != GpuLink::loopback;
         out += (generic ? yellow(term, line + " — GENERIC, see notes") : dim(term, line)) + "\n";
+    }
+    // stackdef (issue 29 point 1): what the stack supplied for the keys the job left unwritten.
+    if (!job.origin.stack_defaults.empty()) {
+        out += dim(term, "stack: " + stack_label(t) + " · defaults for keys the job does not write:") + "\n";
+        size_t w = 0;
+        for (const StackDefault& d : job.origin.stack_defaults) w = std::max(w, d.key.size() + 3 + d.value.size());
+        for (const StackDefault& d : job.origin.stack_defaults) {
+            const std::string kv = d.key + " = " + d.value;
+            out += dim(term, "  " + kv + std::string(w + 2 - kv.size(), ' ') + d.source) + "\n";
+        }
     }
     if (p.offload_optimizer != OffloadDevice::none || p.offload_params)
         out += fmt("offload: optimizer %s · parameters %s\n", to_string(p.offload_optimizer), p.offload_params ? "cpu" : "none");
@@ -342,6 +364,7 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
         {"vocab_padded", est.vocab_padded},
         {"parameters", {{"total", est.params.total}, {"active", est.params.active}, {"non_embedding", est.params.non_embedding}}},
         {"notes", est.notes},
+        {"stack", stack_json(job)},
     };
 }
 

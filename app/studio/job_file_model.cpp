@@ -547,6 +547,7 @@ void set_intra_auto(StudioState& s, bool on) {
 
 void set_distributed_optimizer(StudioState& s, bool on) {
     s.job.parallel.distributed_optimizer = on;
+    s.job.origin.stack_keys_written |= stack_key_bit(StackKey::distributed_optimizer);  // chosen now, not the stack's
     recompute(s);
 }
 

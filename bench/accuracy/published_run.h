@@ -32,7 +32,12 @@ struct Run {
     std::optional<bool> grad_reduce_in_fp32;  // oomnemo: unstated = the stack's default (apply_run_to_job)
     int activation_offload_layers = 0;        // oomnemo: Megatron-core cpu_offloading_num_layers
     std::optional<bool> fp8_param_gather;     // oom4: unstated = the stack's default (apply_run_to_job)
-    std::optional<bool> overlap_p2p_comm;     // blackwell: unstated = false (apply_run_to_job)
+    std::optional<bool> overlap_p2p_comm;     // blackwell: unstated = the stack's default (apply_run_to_job)
+    // stackdef (issue 29 point 1): the StackKey keys the run states (one bit each); the others
+    // take the stack's default at framework_version, as a job file that leaves them out does.
+    uint32_t stated_stack_keys = 0;
+    bool flash_attention_stated = false;
+    int framework_version = 0;              // YYYYMM: the run's framework_version, else its source's date
     bool fsdp = false;                      // FSDP / ZeRO-3 (zero = 3)
     bool torch_compile = false;
     bool compiled_loss = false;             // ttmem: the loss ran under torch.compile (run_file.h)

@@ -98,16 +98,18 @@ TEST(AsyncTp, HidesTheFusedCollectivesOnly) {
 // set (which validation allows outside torchtitan only with compile) gets the same hiding.
 // Behind matmuls of the model's own shapes — torchtitan's Llama runs wq, wk, wv and
 // w1, w3 as separate GEMMs (compute.cpp titan_qkv_gemm), slower than fused ones, so its
-// windows are a little longer and it hides a little more.
+// windows are a little longer but its GEMMs cut into more pieces cost more (a fused op's
+// shard-by-shard matmuls): the two land within a few percent of each other, either way.
 TEST(AsyncTp, SelectedByTheKey) {
-    const double titan = tp_time(titan_2d({"parallel.async_tp=true"}));
-    std::vector<std::string> sets = titan_2d({"parallel.async_tp=true"});
+    // The same loss on both stacks (stackdef: torchtitan's default is its compiled loss,
+    // pytorch-fsdp's the eager one), so only the framework word differs.
+    const double titan = tp_time(titan_2d({"parallel.async_tp=true", "estimate.cross_entropy=pytorch"}));
+    std::vector<std::string> sets = titan_2d({"parallel.async_tp=true", "estimate.cross_entropy=pytorch"});
     for (auto& s : sets)
         if (s == "training.framework=torchtitan") s = "training.framework=pytorch-fsdp";
     std::vector<std::string> plain = sets;
     plain.erase(std::find(plain.begin(), plain.end(), "parallel.async_tp=true"));
     EXPECT_LT(tp_time(sets), 0.8 * tp_time(plain));
-    EXPECT_GE(tp_time(sets), titan);
     EXPECT_NEAR(tp_time(sets), titan, 0.05 * titan);
 }
 

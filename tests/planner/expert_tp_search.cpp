@@ -78,15 +78,22 @@ void expect_round_trip(const JobSpec& job, const PlanEntry& best) {
     EXPECT_NE(exported->text.find("--expert-tensor-parallel-size " + std::to_string(etp_of(best.choice))), std::string::npos);
 }
 
-// The planner's winner for `text` (no layout given) runs tp 2 with the experts folded to expert_tp 1.
+// The planner's winner for `text` (no layout given) folds the experts to expert_tp 1 under
+// TP, and the published recipe's tp 2 with expert_tp 1 is among the top rows within 1% of it
+// (rows that close are within the estimate's error of each other, so their order is not a
+// prediction — `ptd plan` says so).
 void expect_folds_under_tp2(const std::string& text) {
     const JobSpec job = load_ok(text);
     auto plan = plan_layouts(job, narrow());
     ASSERT_TRUE(plan) << plan.error().str();
     ASSERT_FALSE(plan->top.empty()) << plan->why_best;
     const PlanEntry& best = plan->top.front();
-    EXPECT_EQ(best.choice.tp, 2) << plan->why_best;
+    EXPECT_GT(best.choice.tp, 1) << plan->why_best;
     EXPECT_EQ(etp_of(best.choice), 1) << plan->why_best;
+    bool recipe_close = false;
+    for (const PlanEntry& e : plan->top)
+        recipe_close |= e.choice.tp == 2 && etp_of(e.choice) == 1 && e.score.tokens_per_s >= 0.99 * best.score.tokens_per_s;
+    EXPECT_TRUE(recipe_close) << plan->why_best;
     expect_round_trip(job, best);
 }
 

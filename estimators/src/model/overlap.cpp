@@ -5,6 +5,9 @@
 //    the last bucket, ready when the backward ends, stays exposed);
 //  - the sharded optimizer's parameter all-gather (parallel.overlap_param_gather: bucket by
 //    bucket during the next forward, the first bucket exposed);
+//  - with the interleaved schedule, both per model chunk (dpchunk): Megatron-core reduces a
+//    chunk's gradients when its last backward is done and gathers chunk k + 1's parameters
+//    when chunk k starts, so they hide behind the other chunks' compute;
 //  - the tensor-parallel all-gather / reduce-scatter of sequence parallelism
 //    (parallel.tp_comm_overlap: Transformer Engine's userbuffers pipeline them with the
 //    adjacent GEMMs in t ring steps; the last reduce-scatter step cannot overlap);
@@ -375,6 +378,50 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
 
 }  // namespace
 
+static double chunked_grad_exposed(double grad_s, double bwd_s, int v, double group, double last_bucket) {
+    if (grad_s <= 0) return 0;
+    // Times from the end of the first chunk's last backward. The stage's backwards of one
+    // micro-batch take bwd_s, one chunk's bwd_s / v; between two chunks' last backwards the
+    // stage runs `group` micro-batches of the next chunk (the cool-down's idle slots, which
+    // would hide more, are left out). The DP stream runs one reduction at a time.
+    const double bc = bwd_s / v, gap = group * bc, gc = grad_s / v;
+    double q = 0;  // when the DP stream is free
+    for (int k = 0; k + 1 < v; ++k) q = std::max(q, k * gap) + gc;
+    // The last chunk's buckets fill during its last micro-batch's backward (as without
+    // interleaving); the one holding the first layers is ready only when it ends.
+    const double end = (v - 1) * gap;
+    const double rest_start = std::max(q, end - bc);
+    const double done = std::max(end, rest_start + (1 - last_bucket) * gc) + last_bucket * gc;
+    // Exposed: what runs after the backward, or at least the SM contention of what ran beside
+    // it (overlapped_cost's floor).
+    const double sigma = time_model_constants().overlap_slowdown;
+    return std::max(done - end, grad_s * sigma / (1.0 + sigma));
+}
+
+static double chunked_param_exposed(double param_s, double fwd_s, int v, double group, double first_bucket) {
+    if (param_s <= 0) return 0;
+    // Chunks 0 and 1 are gathered before the first forward; chunk k + 1 when chunk k starts its
+    // first forward. Chunk k's first forward waits for its first bucket; the rest of its
+    // buckets are gathered while it computes. Stalls delay everything after them.
+    const double fc = fwd_s / v, gap = group * fc, pc = param_s / v;
+    double q = 0, clock = 0, stall = 0;  // DP stream free; compute clock (with stalls)
+    for (int k = 0; k < v; ++k) {
+        const double release = k <= 1 ? 0.0 : clock - gap;  // chunk k − 1's first forward began
+        const double start = std::max(q, std::max(0.0, release));
+        const double first_ready = start + first_bucket * pc;
+        q = start + pc;
+        const double wait = std::max(0.0, first_ready - clock);
+        stall += wait;
+        clock += wait;
+        // The chunk's first micro-batch needs all its buckets, one ahead of the layer using it.
+        const double rest = std::max(0.0, q - (clock + fc));
+        stall += rest;
+        clock += rest + gap;
+    }
+    const double sigma = time_model_constants().overlap_slowdown;
+    return std::max(stall, param_s * sigma / (1.0 + sigma));
+}
+
 StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const DpTraffic& dp, double dense_params,
                      double expert_params, double fwd_s, double bwd_s) {
     const JobSpec& job = ctx.job;
@@ -412,6 +459,18 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
         // the last micro-batch's; the parameter gather as below.
         tail.grad_exposed_s = overlapped_cost(dp.grad_s * (L.mbs - 1) / L.mbs, (L.mbs - 1) * bwd_s) + dp.grad_s / L.mbs;
         tail.param_exposed_s = L.overlap_param_gather ? overlapped_cost(dp.param_s, fwd_s) : dp.param_s;
+    } else if (L.v > 1 && L.p > 1 && (L.overlap_grad_reduce || L.overlap_param_gather)) {
+        // dpchunk (issue 29 point 2): Megatron-core's interleaved schedule syncs each model chunk
+        // on its own (interleaved_1f1b forward_backward_pipelining_with_interleaving: grad_sync_func
+        // when a chunk's last backward is done, param_sync_func for chunk k + 1 when chunk k runs
+        // its first forward), so a chunk's reduction hides behind the later chunks' backwards and
+        // its gather behind the earlier chunks' forwards, not just one micro-batch's.
+        const double stage_params = dense_params + expert_params;
+        const double chunk_params = stage_params / L.v;
+        const double lb = chunk_params > 0 ? std::min(1.0, bucket_params(ctx, L) / chunk_params) : 1.0;
+        const double group = std::max(1, std::min(L.mb_group, L.mbs));
+        tail.grad_exposed_s = L.overlap_grad_reduce ? chunked_grad_exposed(dp.grad_s, bwd_s, L.v, group, lb) : dp.grad_s;
+        tail.param_exposed_s = L.overlap_param_gather ? chunked_param_exposed(dp.param_s, fwd_s, L.v, group, lb) : dp.param_s;
     } else {
         // Megatron's buckets: the last one to fill (the first layers' gradients) is reduced
         // after the backward; the first one gathered before the forward can start.

@@ -1465,6 +1465,10 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.overlap_grad_reduce = c.overlap_grad_reduce;
     p.overlap_param_gather = c.overlap_param_gather && (c.zero != 0 || c.distributed_optimizer);
     p.tp_comm_overlap = c.tp_comm_overlap && !(c.tp > 1 && !c.sequence_parallel);
+    // stackdef: the keys the layout was scored with are the job's own now, not its stack's.
+    for (StackKey k : {StackKey::distributed_optimizer, StackKey::overlap_grad_reduce, StackKey::overlap_param_gather,
+                       StackKey::tp_comm_overlap})
+        out.origin.stack_keys_written |= stack_key_bit(k);
     out.training.micro_batch = c.micro_batch;
     // bits: the group size the layout was scored with (a job's N outside the new layout's range,
     // or on a layout without interleaving, would not validate or export).

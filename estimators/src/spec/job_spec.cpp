@@ -7,6 +7,7 @@
 
 #include "ptd/layout/layout.h"
 #include "ptd/spec/presets.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd {
 
@@ -270,7 +271,17 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     if (!job.origin.global_batch_given)
         job.training.global_batch = job.has_layout() ? job.training.micro_batch * par.dp : 0;
     if (job.origin.precision_defaulted) job.training.precision = default_precision(job.cluster.gpu);
-    if (job.origin.flash_attention_defaulted) job.training.flash_attention = default_flash_attention(job.cluster.gpu);
+    // stackdef: the keys the job left to its stack (after dp, which some defaults depend on).
+    apply_stack_defaults(job);
+    if (job.origin.flash_attention_defaulted) {
+        job.training.flash_attention = default_flash_attention(job.cluster.gpu) && stack_flash_attention(job.training);
+        if (default_flash_attention(job.cluster.gpu) && !job.training.flash_attention)
+            job.origin.stack_defaults.push_back({"training.flash_attention", "false",
+                                                 job.training.framework == Framework::megatron && job.training.framework_version >= 202207
+                                                     ? "Megatron-LM's local softmax before Transformer Engine's attention "
+                                                       "became the default layer (2024); --use-flash-attn turns it on"
+                                                     : "no flash attention in this stack at that date"});
+    }
     if (job.origin.activation_profile_defaulted)
         job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
     return out;

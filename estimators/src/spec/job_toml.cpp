@@ -18,6 +18,7 @@
 #include "ptd/spec/hf_import.h"
 #include "ptd/spec/job_spec.h"
 #include "ptd/spec/presets.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd {
 
@@ -563,6 +564,12 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
     r.finish();
 }
 
+// stackdef: a StackKey read from the file is the job's own; unread, the stack's default
+// (stack_defaults.h) fills it in derive_job_defaults.
+static void mark_written(JobSpec& job, StackKey k, bool read) {
+    if (read) job.origin.stack_keys_written |= stack_key_bit(k);
+}
+
 static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "parallel");
     ParallelSpec& p = job.parallel;
@@ -573,10 +580,10 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("ep", p.ep, 1, 1 << 20);
     r.read_int("vpp", p.vpp, 1, 1024);
     r.read_int("zero", p.zero, 0, 3);
-    r.read_bool("distributed_optimizer", p.distributed_optimizer);
+    mark_written(job, StackKey::distributed_optimizer, r.read_bool("distributed_optimizer", p.distributed_optimizer));
     r.read_bool("sequence_parallel", p.sequence_parallel);
     read_enum(r, "recompute", p.recompute, kRecomputeWords);
-    read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords);
+    mark_written(job, StackKey::recompute_style, read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords));
     // recmod: Megatron-core's module words, each located where it is wrong.
     if (std::vector<std::string> words; r.read_string_array("recompute_modules", words)) {
         uint32_t modules = 0;
@@ -599,14 +606,14 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_string("order", p.order);
     r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
     // overlap (docs/job-spec.md): communication that runs concurrently with compute.
-    r.read_bool("overlap_grad_reduce", p.overlap_grad_reduce);
-    r.read_bool("overlap_param_gather", p.overlap_param_gather);
-    r.read_bool("tp_comm_overlap", p.tp_comm_overlap);
+    mark_written(job, StackKey::overlap_grad_reduce, r.read_bool("overlap_grad_reduce", p.overlap_grad_reduce));
+    mark_written(job, StackKey::overlap_param_gather, r.read_bool("overlap_param_gather", p.overlap_param_gather));
+    mark_written(job, StackKey::tp_comm_overlap, r.read_bool("tp_comm_overlap", p.tp_comm_overlap));
     r.read_int("fsdp_prefetch", p.fsdp_prefetch, 0, 64);
-    r.read_bool("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
+    mark_written(job, StackKey::grad_reduce_in_fp32, r.read_bool("grad_reduce_in_fp32", p.grad_reduce_in_fp32));  // oomnemo
     r.read_int("activation_offload_layers", p.activation_offload_layers, 0, 100000);
     r.read_bool("async_tp", p.async_tp);  // tt405
-    r.read_bool("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
+    mark_written(job, StackKey::overlap_p2p_comm, r.read_bool("overlap_p2p_comm", p.overlap_p2p_comm));  // blackwell
     // offload: "nvme" (ZeRO-Infinity) is named so its rejection says why, not just "unknown".
     if (std::string device; r.read_string("offload_optimizer", device)) {
         if (device == "none" || device == "cpu")
@@ -626,7 +633,8 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
     r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
-    r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
+    mark_written(job, StackKey::scatter_gather_tensors_in_pipeline,
+                 r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline));  // p2psg
     r.read_int("expert_tp", p.expert_tp, 0, 1 << 20);  // moe2: 0 = tp
     r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
     read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords);  // deepep
@@ -651,7 +659,8 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         p.cuda_graph_scope = scope;
     }
     r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity);
-    r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
+    mark_written(job, StackKey::async_tensor_model_parallel_allreduce,
+                 r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce));  // recomp
     r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
     r.finish();
 }
@@ -664,6 +673,14 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     if (read_enum(r, "precision", tr.precision, kPrecisionWords)) job.origin.precision_defaulted = false;
     read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
     read_enum(r, "framework", tr.framework, kFrameworkWords);
+    // stackdef: the date of the stack's code, whose defaults the unwritten keys take.
+    if (std::string v; r.read_string("framework_version", v)) {
+        if (std::optional<int> ym = parse_framework_version(v)) tr.framework_version = *ym;
+        else
+            ctx.error(r.where("framework_version"), "training.framework_version",
+                      "got " + quote_input(v) + "; allowed: the date of the stack's code as \"YYYY-MM\" or \"YYYY\" "
+                      "(e.g. \"2021-04\" for the Megatron-LM of Narayanan et al. 2021), years 2015-2100");
+    }
     r.read_bool("torch_compile", tr.torch_compile);
     r.read_double("lr", tr.lr, 0, 10);
     bool min_lr_given = r.read_double("min_lr", tr.min_lr, 0, 10);
@@ -684,7 +701,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_amax_history_len", tr.fp8_amax_history_len, 1, 1 << 20);
     r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
-    r.read_bool("fp8_param_gather", tr.fp8_param_gather);  // oomnemo
+    mark_written(job, StackKey::fp8_param_gather, r.read_bool("fp8_param_gather", tr.fp8_param_gather));  // oomnemo
     if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords))  // oom4
         tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
     read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
@@ -772,7 +789,7 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_double("cuda_context_gib", e.cuda_context_gib, 0, 1024);
     r.read_double("nccl_gib", e.nccl_gib, 0, 1024);
     r.read_double("fragmentation", e.fragmentation, 0, 0.9);
-    read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords);
+    mark_written(job, StackKey::cross_entropy, read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords));
     r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
     r.read_bool("memory_efficient_norm", e.memory_efficient_norm);  // menorm
     if (r.read_double("headroom", e.headroom, 0, 0.9)) job.origin.headroom_given = true;  // planfw
@@ -945,6 +962,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     job.origin.precision_defaulted = job.origin.flash_attention_defaulted = true;
     job.origin.activation_profile_defaulted = true;
     job.origin.vocab_pad_defaulted = true;  // until [estimate] writes it
+    job.origin.stack_keys_written = 0;       // stackdef: until a table writes them
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
         const toml::table* t = top.subtable(e.name);
@@ -1140,22 +1158,26 @@ std::string save_job_toml(const JobSpec& job) {
     w.int_("ep", p.ep);
     w.int_("vpp", p.vpp);
     w.int_("zero", p.zero);
-    w.boolean("distributed_optimizer", p.distributed_optimizer);
+    // stackdef: a key the job left to its stack stays unwritten (reloading derives it again);
+    // one it wrote is kept where it differs from the stack's default.
+    const auto own = [&](StackKey k) { return (o.stack_keys_written & stack_key_bit(k)) != 0; };
+    const auto keep = [&](StackKey k) { return own(k) && !stack_value_is_default(k, job); };
+    if (own(StackKey::distributed_optimizer)) w.boolean("distributed_optimizer", p.distributed_optimizer);
     w.boolean("sequence_parallel", p.sequence_parallel);
     w.str("recompute", to_string(p.recompute));
-    if (p.recompute_style != RecomputeStyle::megatron) w.str("recompute_style", to_string(p.recompute_style));
+    if (keep(StackKey::recompute_style)) w.str("recompute_style", to_string(p.recompute_style));
     if (p.recompute_modules != kRecomputeCoreAttn) w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
     if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
     const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
-    if (p.overlap_grad_reduce != pd.overlap_grad_reduce) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
-    if (p.overlap_param_gather != pd.overlap_param_gather) w.boolean("overlap_param_gather", p.overlap_param_gather);
-    if (p.tp_comm_overlap != pd.tp_comm_overlap) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
+    if (keep(StackKey::overlap_grad_reduce)) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
+    if (keep(StackKey::overlap_param_gather)) w.boolean("overlap_param_gather", p.overlap_param_gather);
+    if (keep(StackKey::tp_comm_overlap)) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
     if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
-    if (p.grad_reduce_in_fp32 != pd.grad_reduce_in_fp32) w.boolean("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
+    if (keep(StackKey::grad_reduce_in_fp32)) w.boolean("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
     if (p.activation_offload_layers != pd.activation_offload_layers) w.int_("activation_offload_layers", p.activation_offload_layers);
     if (p.async_tp != pd.async_tp) w.boolean("async_tp", p.async_tp);  // tt405
-    if (p.overlap_p2p_comm != pd.overlap_p2p_comm) w.boolean("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
+    if (keep(StackKey::overlap_p2p_comm)) w.boolean("overlap_p2p_comm", p.overlap_p2p_comm);  // blackwell
     if (p.offload_optimizer != OffloadDevice::none) w.str("offload_optimizer", to_string(p.offload_optimizer));
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
     if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
@@ -1163,8 +1185,10 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.account_for_embedding_in_pipeline_split) w.boolean("account_for_embedding_in_pipeline_split", true);
     if (p.account_for_loss_in_pipeline_split) w.boolean("account_for_loss_in_pipeline_split", true);
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
-    if (p.scatter_gather_tensors_in_pipeline) w.boolean("scatter_gather_tensors_in_pipeline", true);  // p2psg
-    if (!p.async_tensor_model_parallel_allreduce) w.boolean("async_tensor_model_parallel_allreduce", false);  // recomp
+    if (keep(StackKey::scatter_gather_tensors_in_pipeline))
+        w.boolean("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
+    if (keep(StackKey::async_tensor_model_parallel_allreduce))
+        w.boolean("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
     if (p.expert_tp > 0) w.int_("expert_tp", p.expert_tp);  // moe2
     if (p.moe_shared_expert_overlap) w.boolean("moe_shared_expert_overlap", true);  // moe2
@@ -1195,6 +1219,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (o.flash_attention_defaulted) w.comment(std::string("flash_attention = ") + (t.flash_attention ? "true" : "false") + " (defaulted for the GPU)");
     else w.boolean("flash_attention", t.flash_attention);
     if (t.framework != Framework::megatron) w.str("framework", to_string(t.framework));
+    if (t.framework_version > 0) w.str("framework_version", framework_version_text(t.framework_version));  // stackdef
     if (t.torch_compile) w.boolean("torch_compile", true);
     {  // fp8 (issue 15 point 3): written where it differs from the default
         const TrainingSpec d;
@@ -1203,7 +1228,9 @@ std::string save_job_toml(const JobSpec& job) {
         if (t.fp8_amax_history_len != d.fp8_amax_history_len) w.int_("fp8_amax_history_len", t.fp8_amax_history_len);
         if (t.fp8_bf16_first_layers != d.fp8_bf16_first_layers) w.int_("fp8_bf16_first_layers", t.fp8_bf16_first_layers);
         if (t.fp8_bf16_last_layers != d.fp8_bf16_last_layers) w.int_("fp8_bf16_last_layers", t.fp8_bf16_last_layers);
-        if (t.fp8_param_gather != d.fp8_param_gather) w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo
+        if ((o.stack_keys_written & stack_key_bit(StackKey::fp8_param_gather)) &&
+            !stack_value_is_default(StackKey::fp8_param_gather, job))
+            w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo, stackdef
     }
     {  // oom4: optimizer state dtypes, where they differ from the default
         const TrainingSpec d;
@@ -1249,6 +1276,9 @@ std::string save_job_toml(const JobSpec& job) {
     EstimateSpec ed;
     ed.activation_profile = default_activation_profile(c.gpu);
     ed.vocab_pad = default_vocab_pad(job.training.framework);
+    // stackdef: the loss implementation the stack gives is not written either.
+    if (!(o.stack_keys_written & stack_key_bit(StackKey::cross_entropy)) || stack_value_is_default(StackKey::cross_entropy, job))
+        ed.cross_entropy = e.cross_entropy;
     if (e != ed || job.origin.headroom_given) {
         w.header("estimate");
         if (e.activation_profile != ed.activation_profile) w.str("activation_profile", to_string(e.activation_profile));

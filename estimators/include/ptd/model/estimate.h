@@ -273,15 +273,16 @@ struct TimeModelConstants {
     // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
-    // Refitted 2026-11-24 by `bench_accuracy --fit` (docs/accuracy.md), last after the unseen-run
-    // families (MegaScale, Nemotron-4 reports, MoE, torchtitan async TP, Blackwell tables, 2019–22
-    // papers) and their causes: volta on 1 V100 run (the Megatron-LM 2019 single-GPU baseline),
+    // Refitted 2026-11-29 by `bench_accuracy --fit` (docs/accuracy.md) after the runs took their
+    // stacks' defaults for what they do not state (stackdef: stack_defaults.h), before that after
+    // the unseen-run families (MegaScale, Nemotron-4 reports, MoE, torchtitan async TP, Blackwell
+    // tables, 2019–22 papers) and their causes: volta on 1 V100 run (the Megatron-LM 2019 single-GPU baseline),
     // ampere on 10 A100 runs, hopper on 11 H100/H200 runs, blackwell on 8 B200/GB200 runs;
     // flash_eff only where ≥ 5 of them use flash attention (else the default). Generations
     // without calibration runs take uncalibrated_gemm_eff_max. Order: other, volta, ampere, ada,
     // hopper, blackwell, cdna3, cpu.
     KernelEfficiency by_generation[kGpuGenerationCount] = {
-        {}, {0.57, 0.0}, {0.78, 0.0}, {}, {0.68, 0.50}, {0.53, 0.45}, {}, {}};
+        {}, {0.57, 0.0}, {0.78, 0.0}, {}, {0.66, 0.50}, {0.53, 0.45}, {}, {}};
     // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
     // stacks, DeepSpeed) run FlashAttention-2 kernels, which on Hopper and later reach a
     // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where

@@ -301,6 +301,30 @@ struct ClusterSpec {
     bool operator==(const ClusterSpec&) const = default;
 };
 
+// stackdef (issue 29 point 1): keys whose default is the stack's (training.framework at
+// training.framework_version), not one value for every job: stack_defaults.h gives each
+// stack's value and its source. TOML names in stack_key_name().
+enum class StackKey : uint8_t {
+    distributed_optimizer,
+    overlap_grad_reduce,
+    overlap_param_gather,
+    tp_comm_overlap,
+    grad_reduce_in_fp32,
+    overlap_p2p_comm,
+    scatter_gather_tensors_in_pipeline,
+    async_tensor_model_parallel_allreduce,
+    recompute_style,
+    fp8_param_gather,
+    cross_entropy,
+    count
+};
+constexpr uint32_t stack_key_bit(StackKey k) { return 1u << (unsigned)k; }
+// A default the job's stack supplied: "parallel.overlap_grad_reduce", "true", and why.
+struct StackDefault {
+    std::string key, value, source;
+    bool operator==(const StackDefault&) const = default;
+};
+
 struct ParallelSpec {
     int tp = 1;                 // tensor parallel
     int pp = 1;                 // pipeline parallel
@@ -422,6 +446,10 @@ struct TrainingSpec {
     Precision precision = Precision::bf16;
     Optimizer optimizer = Optimizer::adamw;
     Framework framework = Framework::megatron;  // whose kernels run the model (time model)
+    // stackdef (issue 29 point 1): the date of the stack's code as YYYYMM (TOML
+    // framework_version = "2021-04" or "2021"; 202104): the defaults of the keys a job does not
+    // write follow the stack as it was then (stack_defaults.h). 0 = the stack as it is today.
+    int framework_version = 0;
     bool torch_compile = false; // torch.compile fuses the elementwise ops (torchtitan, pytorch-fsdp only)
     double lr = 3e-4;           // peak learning rate
     double min_lr = 3e-5;       // cosine floor
@@ -560,6 +588,11 @@ struct JobSpec {
         // (default_activation_profile); saving writes it only where it differs.
         bool activation_profile_defaulted = false;
         bool vocab_pad_defaulted = false;  // estimate.vocab_pad not written: the framework's default
+        // stackdef: which StackKey the job wrote (bit per key); an unwritten one takes its
+        // stack's default in derive_job_defaults, which lists what it applied in
+        // stack_defaults. A job built in code writes every key (all bits set).
+        uint32_t stack_keys_written = ~0u;
+        std::vector<StackDefault> stack_defaults;
         // planfw: estimate.headroom was written; else the planner leaves its framework's default
         // headroom free (plan_headroom, planner.h).
         bool headroom_given = false;

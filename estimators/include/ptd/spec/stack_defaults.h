@@ -1,0 +1,45 @@
+// stack_defaults.h — what a training stack runs when the job does not say (issue 29 point 1).
+// A user names the stack (training.framework) and perhaps the date of its code
+// (training.framework_version), not every flag: the keys in StackKey that the job leaves
+// unwritten take the stack's default at that date, for this job's layout, and the job
+// remembers what was applied (JobSpec::Origin::stack_defaults) so that `ptd estimate` can say
+// it. docs/job-spec.md "Stack defaults" has the table with each value's source.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ptd/spec/job_spec.h"
+
+namespace ptd {
+
+// The key's name as a job file writes it: "parallel.overlap_grad_reduce".
+const char* stack_key_name(StackKey k);
+
+// The stack in words, with its date when the job gives one: "NeMo 2 / Megatron-Bridge
+// performance recipes", "Megatron-LM command line of 2021-06".
+std::string stack_label(const TrainingSpec& t);
+
+// "2021-04" → 202104; "2021" → 202106 (a year alone is taken as its middle: no month is
+// better than another). nullopt when the text is neither form or the year is outside
+// 2015–2100 or the month outside 1–12.
+std::optional<int> parse_framework_version(std::string_view text);
+std::string framework_version_text(int yyyymm);  // 202104 → "2021-04"; 0 → "today"
+
+// Sets each StackKey the job did not write (origin.stack_keys_written) to its stack's
+// default for the job's layout, and lists in origin.stack_defaults those that bear on this
+// layout (e.g. overlap_grad_reduce only with more than one replica). Idempotent: it reads only
+// keys it does not set, so derive_job_defaults may run it again after every edit.
+void apply_stack_defaults(JobSpec& job);
+
+// Whether the job's value of k is what its stack gives this layout (saving writes a key only
+// where the job wrote it and it differs, so that load → save → load keeps the job).
+bool stack_value_is_default(StackKey k, const JobSpec& job);
+
+// Whether the stack at that date defaults to fused (flash) attention where the GPU has it: no
+// stack before FlashAttention (mid-2022); Megatron-LM before 2024 ran its own softmax unless
+// --use-flash-attn was passed; DeepSpeed's Megatron fork took the flag in 2023.
+bool stack_flash_attention(const TrainingSpec& t);
+
+}  // namespace ptd

@@ -1,0 +1,259 @@
+// stack_defaults.cpp — each stack's defaults for the StackKey keys, by the date of its code,
+// and applying them to the keys a job left unwritten (issue 29 point 1). Sources, per stack:
+//  - Megatron-LM (framework "megatron"): its command-line defaults, megatron/training/
+//    arguments.py. --use-distributed-optimizer, --overlap-grad-reduce (Sep 2023) and
+//    --overlap-param-gather are off unless passed; bf16 keeps and reduces fp32 main grads
+//    (--accumulate-allreduce-grads-in-fp32 forced for bf16; --grad-reduce-in-bf16 to change it);
+//    the scatter/gather pipeline send on from Feb 2021 (p2p_communication.py) until
+//    Megatron-Core dropped it (Mar 2023); asynchronous TP all-reduce in the column-parallel
+//    backward from Sep 2021 (--no-async-tensor-model-parallel-allreduce); --overlap-p2p-
+//    communication on for the interleaved schedule from 2023; Transformer Engine's fused
+//    attention the default layer implementation (--transformer-impl transformer_engine) from
+//    2024, before which the local softmax ran unless --use-flash-attn.
+//  - NeMo 2 / Megatron-Bridge (framework "nemo"): the performance recipes NVIDIA publishes its
+//    figures with — NeMo nemo/collections/llm/recipes/*.py and scripts/performance/llm/*.py,
+//    Megatron-Bridge scripts/performance/configs: distributed optimizer
+//    (distributed_fused_adam / OptimizerConfig use_distributed_optimizer = True),
+//    DistributedDataParallelConfig(overlap_grad_reduce = True, overlap_param_gather = True),
+//    MegatronCommOverlapCallback(tp_comm_overlap = True) in every recipe with TP (userbuffers
+//    need sequence parallelism), overlap_p2p_comm for the interleaved schedule, bf16 gradient
+//    reduction ("recipe.trainer.plugins.grad_reduce_in_fp32 = False") and, with FP8,
+//    bf16_with_fp8_mixed's fp8_param_gather = True.
+//  - DeepSpeed (framework "deepspeed"): DeepSpeedZeroConfig overlap_comm defaults to True for
+//    stage 3 only (deepspeed/runtime/zero/config.py); without ZeRO-3 the engine reduces after
+//    the backward.
+//  - torchtitan / PyTorch FSDP ("torchtitan", "pytorch-fsdp"): DDP and FSDP2 always overlap
+//    the gradient reduction with the backward and prefetch the parameter gathers; the loss is
+//    F.cross_entropy on fp32 logits, compiled with training.compile in torchtitan from 2025
+//    (components/loss.py); torchtitan's "selective" is op-level selective checkpointing.
+#include "ptd/spec/stack_defaults.h"
+
+#include <cassert>
+#include <charconv>
+#include <iterator>
+
+namespace ptd {
+
+const char* stack_key_name(StackKey k) {
+    static const char* const names[] = {"parallel.distributed_optimizer",
+                                        "parallel.overlap_grad_reduce",
+                                        "parallel.overlap_param_gather",
+                                        "parallel.tp_comm_overlap",
+                                        "parallel.grad_reduce_in_fp32",
+                                        "parallel.overlap_p2p_comm",
+                                        "parallel.scatter_gather_tensors_in_pipeline",
+                                        "parallel.async_tensor_model_parallel_allreduce",
+                                        "parallel.recompute_style",
+                                        "training.fp8_param_gather",
+                                        "estimate.cross_entropy"};
+    static_assert(std::size(names) == (size_t)StackKey::count);
+    return names[(int)k];
+}
+
+std::optional<int> parse_framework_version(std::string_view text) {
+    auto number = [](std::string_view s, int& out) {
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+        return ec == std::errc() && end == s.data() + s.size();
+    };
+    int year = 0, month = 6;
+    if (text.size() == 4) {
+        if (!number(text, year)) return std::nullopt;
+    } else if (text.size() == 7 && text[4] == '-') {
+        if (!number(text.substr(0, 4), year) || !number(text.substr(5, 2), month)) return std::nullopt;
+    } else {
+        return std::nullopt;
+    }
+    if (year < 2015 || year > 2100 || month < 1 || month > 12) return std::nullopt;
+    return year * 100 + month;
+}
+
+std::string framework_version_text(int yyyymm) {
+    if (yyyymm <= 0) return "today";
+    const int month = yyyymm % 100;
+    return std::to_string(yyyymm / 100) + (month < 10 ? "-0" : "-") + std::to_string(month);
+}
+
+std::string stack_label(const TrainingSpec& t) {
+    const std::string when = t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today";
+    switch (t.framework) {
+        case Framework::megatron: return "Megatron-LM command line" + when;
+        case Framework::nemo: return "NeMo 2 / Megatron-Bridge performance recipes" + when;
+        case Framework::deepspeed: return "DeepSpeed config defaults" + when;
+        case Framework::torchtitan: return "torchtitan" + when;
+        case Framework::pytorch_fsdp: return "PyTorch FSDP / DDP" + when;
+    }
+    return "";
+}
+
+// Whether the stack's code at the job's date is older than yyyymm (a job without a date runs
+// today's code).
+static bool before(const TrainingSpec& t, int yyyymm) { return t.framework_version > 0 && t.framework_version < yyyymm; }
+
+bool stack_flash_attention(const TrainingSpec& t) {
+    if (before(t, 202207)) return false;  // FlashAttention was published in May 2022 (Dao et al., arXiv 2205.14135)
+    if (t.framework == Framework::megatron) return !before(t, 202401);
+    if (t.framework == Framework::deepspeed) return !before(t, 202307);  // Megatron-DeepSpeed's --use-flash-attn (2023)
+    return true;
+}
+
+namespace {
+
+struct Default {
+    bool value = false;
+    const char* source = "";
+};
+
+// One key's default for this job; `p` holds the job's own layout (and the keys set before
+// this one, in StackKey order, so later keys may depend on earlier ones).
+Default default_for(StackKey k, const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    const TrainingSpec& t = job.training;
+    const Framework f = t.framework;
+    const bool nemo = f == Framework::nemo, megatron = f == Framework::megatron;
+    const bool torch_stack = f == Framework::torchtitan || f == Framework::pytorch_fsdp;
+    const bool sharded = p.zero >= 1 || p.distributed_optimizer;
+    switch (k) {
+        case StackKey::distributed_optimizer:
+            if (nemo) return {p.zero == 0, "the recipes' distributed optimizer (use_distributed_optimizer = True)"};
+            return {false, megatron ? "--use-distributed-optimizer is off unless passed" : "Megatron's distributed optimizer is not this stack's"};
+        case StackKey::overlap_grad_reduce:
+            if (nemo) return {true, "DistributedDataParallelConfig(overlap_grad_reduce = True)"};
+            if (torch_stack) return {true, "DDP / FSDP2 reduce each bucket as its gradients are ready"};
+            if (f == Framework::deepspeed) return {p.zero == 3, "overlap_comm defaults to true for ZeRO stage 3 only"};
+            return {false, before(t, 202309) ? "no --overlap-grad-reduce before Sep 2023: the reduction follows the backward"
+                                             : "--overlap-grad-reduce is off unless passed"};
+        case StackKey::overlap_param_gather:
+            if (nemo) return {sharded && p.overlap_grad_reduce, "DistributedDataParallelConfig(overlap_param_gather = True)"};
+            if (torch_stack) return {sharded && (p.overlap_grad_reduce || p.zero == 3), "FSDP2 prefetches the next module's all-gather"};
+            if (f == Framework::deepspeed) return {p.zero == 3, "ZeRO-3 prefetches parameters (overlap_comm)"};
+            return {false, "--overlap-param-gather is off unless passed"};
+        case StackKey::tp_comm_overlap:
+            if (nemo)
+                return {p.tp > 1 && p.sequence_parallel && !p.async_tp,
+                        "MegatronCommOverlapCallback(tp_comm_overlap = True) with TP and sequence parallelism"};
+            return {false, megatron ? "--tp-comm-overlap is off unless passed" : "Transformer Engine's userbuffers are not this stack's"};
+        case StackKey::grad_reduce_in_fp32:
+            if (nemo) return {false, "grad_reduce_in_fp32 = False: bf16 gradient buffer and reduction"};
+            return {true, megatron ? "bf16 keeps fp32 main grads unless --grad-reduce-in-bf16" : "fp32 gradient reduction"};
+        case StackKey::overlap_p2p_comm:
+            if (megatron && before(t, 202301)) return {false, "no --overlap-p2p-communication before 2023: every pipeline hop exposed"};
+            return {true, nemo ? "overlap_p2p_comm with the interleaved schedule" : "--overlap-p2p-communication with the interleaved schedule"};
+        case StackKey::scatter_gather_tensors_in_pipeline:
+            if (megatron && t.framework_version >= 202102 && before(t, 202303))
+                return {true, "scatter/gather pipeline sends (Feb 2021 until Megatron-Core, Mar 2023)"};
+            return {false, megatron ? "Megatron-Core has no scatter/gather pipeline send" : "Megatron-LM's scatter/gather send is not this stack's"};
+        case StackKey::async_tensor_model_parallel_allreduce:
+            if (megatron && before(t, 202109)) return {false, "no asynchronous TP all-reduce before Sep 2021"};
+            return {true, "the input gradient's TP all-reduce beside the weight-gradient GEMM"};
+        case StackKey::recompute_style:
+            return {f == Framework::torchtitan && p.recompute_modules == kRecomputeCoreAttn,
+                    f == Framework::torchtitan ? "torchtitan's selective is op-level (selective_ac_option = \"op\")"
+                                               : "Megatron's selective recompute (the attention core)"};
+        case StackKey::fp8_param_gather:
+            if (nemo && (t.fp8 == Fp8Recipe::delayed || t.fp8 == Fp8Recipe::current || t.fp8 == Fp8Recipe::mxfp8))
+                return {true, "the FP8 mixed-precision recipes set fp8_param_gather = True"};
+            return {false, "16-bit parameter all-gather"};
+        case StackKey::cross_entropy:
+            if (f == Framework::torchtitan)
+                return {t.torch_compile && !before(t, 202501),
+                        t.torch_compile && before(t, 202501) ? "F.cross_entropy on fp32 logits, not compiled before 2025"
+                                                             : "F.cross_entropy on fp32 logits (compiled with training.compile)"};
+            return {false, torch_stack ? "F.cross_entropy on fp32 logits" : "Megatron's fused vocab-parallel cross entropy"};
+        case StackKey::count: break;
+    }
+    return {};
+}
+
+// Whether the key bears on this layout (what `ptd estimate` lists).
+bool bears_on(StackKey k, const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    const bool replicas = (long long)p.dp * p.cp > 1, mcore = runs_megatron_core(job.training.framework);
+    switch (k) {
+        case StackKey::distributed_optimizer: return mcore && p.zero == 0;
+        case StackKey::overlap_grad_reduce: return replicas;
+        case StackKey::overlap_param_gather: return replicas && (p.zero >= 1 || p.distributed_optimizer);
+        case StackKey::tp_comm_overlap: return mcore && p.tp > 1 && p.sequence_parallel;
+        case StackKey::grad_reduce_in_fp32: return mcore && p.zero == 0 && job.training.precision == Precision::bf16;
+        case StackKey::overlap_p2p_comm: return mcore && p.pp > 1 && p.vpp > 1;
+        case StackKey::scatter_gather_tensors_in_pipeline:
+        case StackKey::async_tensor_model_parallel_allreduce:
+            return job.training.framework == Framework::megatron && (k == StackKey::async_tensor_model_parallel_allreduce ? p.tp > 1 : p.pp > 1);
+        case StackKey::recompute_style: return p.recompute == Recompute::selective;
+        case StackKey::fp8_param_gather: return job.training.fp8 != Fp8Recipe::none;
+        case StackKey::cross_entropy: return !mcore;
+        case StackKey::count: break;
+    }
+    return false;
+}
+
+void set_value(StackKey k, JobSpec& job, bool v) {
+    ParallelSpec& p = job.parallel;
+    switch (k) {
+        case StackKey::distributed_optimizer: p.distributed_optimizer = v; break;
+        case StackKey::overlap_grad_reduce: p.overlap_grad_reduce = v; break;
+        case StackKey::overlap_param_gather: p.overlap_param_gather = v; break;
+        case StackKey::tp_comm_overlap: p.tp_comm_overlap = v; break;
+        case StackKey::grad_reduce_in_fp32: p.grad_reduce_in_fp32 = v; break;
+        case StackKey::overlap_p2p_comm: p.overlap_p2p_comm = v; break;
+        case StackKey::scatter_gather_tensors_in_pipeline: p.scatter_gather_tensors_in_pipeline = v; break;
+        case StackKey::async_tensor_model_parallel_allreduce: p.async_tensor_model_parallel_allreduce = v; break;
+        case StackKey::recompute_style: p.recompute_style = v ? RecomputeStyle::torchtitan_op : RecomputeStyle::megatron; break;
+        case StackKey::fp8_param_gather: job.training.fp8_param_gather = v; break;
+        case StackKey::cross_entropy: {
+            const bool torch_stack = job.training.framework == Framework::torchtitan || job.training.framework == Framework::pytorch_fsdp;
+            job.estimate.cross_entropy = !torch_stack ? CrossEntropyImpl::megatron
+                                         : v          ? CrossEntropyImpl::pytorch_compiled
+                                                      : CrossEntropyImpl::pytorch;
+            break;
+        }
+        case StackKey::count: break;
+    }
+}
+
+// The job's value of a true/false key.
+bool bool_value(StackKey k, const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    switch (k) {
+        case StackKey::distributed_optimizer: return p.distributed_optimizer;
+        case StackKey::overlap_grad_reduce: return p.overlap_grad_reduce;
+        case StackKey::overlap_param_gather: return p.overlap_param_gather;
+        case StackKey::tp_comm_overlap: return p.tp_comm_overlap;
+        case StackKey::grad_reduce_in_fp32: return p.grad_reduce_in_fp32;
+        case StackKey::overlap_p2p_comm: return p.overlap_p2p_comm;
+        case StackKey::scatter_gather_tensors_in_pipeline: return p.scatter_gather_tensors_in_pipeline;
+        case StackKey::async_tensor_model_parallel_allreduce: return p.async_tensor_model_parallel_allreduce;
+        case StackKey::fp8_param_gather: return job.training.fp8_param_gather;
+        default: assert(!"not a true/false key"); return false;
+    }
+}
+
+std::string value_text(StackKey k, const JobSpec& job, bool v) {
+    if (k == StackKey::recompute_style) return std::string("\"") + to_string(job.parallel.recompute_style) + "\"";
+    if (k == StackKey::cross_entropy) return std::string("\"") + to_string(job.estimate.cross_entropy) + "\"";
+    return v ? "true" : "false";
+}
+
+}  // namespace
+
+bool stack_value_is_default(StackKey k, const JobSpec& job) {
+    const bool d = default_for(k, job).value;
+    if (k == StackKey::recompute_style || k == StackKey::cross_entropy) {
+        JobSpec as_default = job;
+        set_value(k, as_default, d);
+        return value_text(k, as_default, d) == value_text(k, job, d);
+    }
+    return bool_value(k, job) == d;
+}
+
+void apply_stack_defaults(JobSpec& job) {
+    job.origin.stack_defaults.clear();
+    for (int i = 0; i < (int)StackKey::count; ++i) {
+        const StackKey k = (StackKey)i;
+        if (job.origin.stack_keys_written & stack_key_bit(k)) continue;
+        const Default d = default_for(k, job);
+        set_value(k, job, d.value);
+        if (bears_on(k, job)) job.origin.stack_defaults.push_back({stack_key_name(k), value_text(k, job, d.value), d.source});
+    }
+}
+
+}  // namespace ptd

@@ -1,0 +1,146 @@
+// test_stack_defaults.cpp — the keys a job leaves to its stack (training.framework at
+// training.framework_version) take that stack's defaults for the job's layout, a written key
+// wins, `ptd estimate` can list what was applied, and saving keeps them unwritten
+// (issue 29 point 1; stack_defaults.h).
+#include <gtest/gtest.h>
+
+#include "job_test_util.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/stack_defaults.h"
+
+namespace {
+
+using ptd::JobSpec;
+using namespace ptd_test;
+
+// Llama 3 70B on 64 H100, TP 4 with sequence parallelism, PP 4 × vpp 5, CP 2 (the layout of
+// NVIDIA's DGX Cloud 70B benchmark), on `framework` with `training_extra` lines.
+JobSpec llama70b(const std::string& framework, const std::string& training_extra = "",
+                 const std::string& parallel_extra = "") {
+    return job_from_text(job_text({.preset = "llama3-70b",
+                                   .nodes = 8,
+                                   .parallel = "tp = 4\npp = 4\nvpp = 5\ncp = 2\nsequence_parallel = true\n" + parallel_extra,
+                                   .training = "framework = \"" + framework + "\"\nmicro_batch = 1\nglobal_batch = 128\n" +
+                                               training_extra}));
+}
+
+bool applied(const JobSpec& job, const std::string& key, const std::string& value) {
+    for (const ptd::StackDefault& d : job.origin.stack_defaults)
+        if (d.key == key) return d.value == value && !d.source.empty();
+    return false;
+}
+
+TEST(StackDefaults, NemoTakesItsRecipesDefaultsAndSaysSo) {
+    const JobSpec job = llama70b("nemo");
+    EXPECT_TRUE(job.parallel.distributed_optimizer);
+    EXPECT_TRUE(job.parallel.overlap_grad_reduce);
+    EXPECT_TRUE(job.parallel.overlap_param_gather);
+    EXPECT_TRUE(job.parallel.tp_comm_overlap);
+    EXPECT_FALSE(job.parallel.grad_reduce_in_fp32);
+    EXPECT_TRUE(applied(job, "parallel.tp_comm_overlap", "true"));
+    EXPECT_TRUE(applied(job, "parallel.grad_reduce_in_fp32", "false"));
+    EXPECT_EQ(ptd::stack_label(job.training), "NeMo 2 / Megatron-Bridge performance recipes, today");
+    // FP8 recipes gather FP8 parameters.
+    EXPECT_TRUE(llama70b("nemo", "fp8 = \"delayed\"\n").training.fp8_param_gather);
+}
+
+TEST(StackDefaults, MegatronTakesItsCommandLineDefaults) {
+    const JobSpec job = llama70b("megatron");
+    EXPECT_FALSE(job.parallel.distributed_optimizer);
+    EXPECT_FALSE(job.parallel.overlap_grad_reduce);
+    EXPECT_FALSE(job.parallel.tp_comm_overlap);
+    EXPECT_TRUE(job.parallel.grad_reduce_in_fp32);
+    EXPECT_TRUE(job.parallel.async_tensor_model_parallel_allreduce);
+    EXPECT_TRUE(applied(job, "parallel.overlap_grad_reduce", "false"));
+}
+
+TEST(StackDefaults, AWrittenKeyWinsAndTheKeysAfterItFollowIt) {
+    // overlap_param_gather needs overlap_grad_reduce (Megatron-LM asserts it): written off, the
+    // param gather's default follows, so the job is valid as written.
+    const JobSpec job = llama70b("nemo", "", "overlap_grad_reduce = false\ntp_comm_overlap = false\n");
+    EXPECT_FALSE(job.parallel.overlap_grad_reduce);
+    EXPECT_FALSE(job.parallel.overlap_param_gather);
+    EXPECT_FALSE(job.parallel.tp_comm_overlap);
+    EXPECT_TRUE(job.parallel.distributed_optimizer);
+    EXPECT_FALSE(applied(job, "parallel.overlap_grad_reduce", "true"));  // not listed: the job wrote it
+    // Without sequence parallelism there is no TP overlap to default to.
+    const JobSpec no_sp = job_from_text(job_text({.preset = "llama3-70b",
+                                                  .nodes = 8,
+                                                  .parallel = "tp = 4\npp = 4\n",
+                                                  .training = "framework = \"nemo\"\nglobal_batch = 128\n"}));
+    EXPECT_FALSE(no_sp.parallel.tp_comm_overlap);
+}
+
+TEST(StackDefaults, TheVersionSetsTheMegatronOfThatDate) {
+    // Narayanan et al. 2021 ran Megatron-LM of spring 2021: scatter/gather pipeline sends, no
+    // asynchronous TP all-reduce, no flash attention, no pipeline-hop overlap.
+    const JobSpec job = llama70b("megatron", "framework_version = \"2021-04\"\n");
+    EXPECT_EQ(job.training.framework_version, 202104);
+    EXPECT_TRUE(job.parallel.scatter_gather_tensors_in_pipeline);
+    EXPECT_FALSE(job.parallel.async_tensor_model_parallel_allreduce);
+    EXPECT_FALSE(job.training.flash_attention);
+    EXPECT_FALSE(job.parallel.overlap_p2p_comm);
+    EXPECT_TRUE(applied(job, "training.flash_attention", "false"));
+    EXPECT_EQ(ptd::stack_label(job.training), "Megatron-LM command line of 2021-04");
+    // A year alone is its middle: 2021-06, still before the Sep 2021 asynchronous all-reduce.
+    EXPECT_EQ(llama70b("megatron", "framework_version = \"2021\"\n").training.framework_version, 202106);
+    // Today's Megatron-Core: none of the 2021 behaviour.
+    const JobSpec today = llama70b("megatron");
+    EXPECT_FALSE(today.parallel.scatter_gather_tensors_in_pipeline);
+    EXPECT_TRUE(today.training.flash_attention);
+}
+
+TEST(StackDefaults, ABadVersionIsRefusedWithWhatIsAllowed) {
+    for (const char* bad : {"21-04", "2021-13", "2021/04", "1999", "latest"}) {
+        const auto job = ptd::load_job_text(job_text({.preset = "llama3-8b",
+                                                      .parallel = "tp = 1\n",
+                                                      .training = std::string("framework_version = \"") + bad + "\"\n"}),
+                                            "job.toml", presets());
+        expect_refused(job, "training.framework_version", "job.toml");
+        EXPECT_NE(refusal(job).find("YYYY-MM"), std::string::npos) << bad;
+    }
+}
+
+TEST(StackDefaults, TorchtitanTakesPyTorchsLossAndOpLevelCheckpointing) {
+    const std::string parallel = "tp = 1\npp = 1\ndp = 8\nzero = 3\nrecompute = \"selective\"\n";
+    auto titan = [&](const std::string& training) {
+        return job_from_text(job_text({.preset = "llama3-8b",
+                                       .parallel = parallel,
+                                       .training = "framework = \"torchtitan\"\nglobal_batch = 8\n" + training}));
+    };
+    EXPECT_EQ(titan("").estimate.cross_entropy, ptd::CrossEntropyImpl::pytorch);
+    EXPECT_EQ(titan("torch_compile = true\n").estimate.cross_entropy, ptd::CrossEntropyImpl::pytorch_compiled);
+    // torchtitan compiled its loss only from 2025 on.
+    EXPECT_EQ(titan("torch_compile = true\nframework_version = \"2024-12\"\n").estimate.cross_entropy,
+              ptd::CrossEntropyImpl::pytorch);
+    EXPECT_EQ(titan("").parallel.recompute_style, ptd::RecomputeStyle::torchtitan_op);
+    EXPECT_TRUE(titan("").parallel.overlap_grad_reduce);
+}
+
+TEST(StackDefaults, SavingKeepsStackDefaultsUnwrittenAndWrittenKeysWritten) {
+    const JobSpec job = llama70b("nemo", "framework_version = \"2024-11\"\n", "overlap_grad_reduce = false\n");
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_EQ(saved.find("tp_comm_overlap"), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("distributed_optimizer"), std::string::npos) << saved;
+    EXPECT_NE(saved.find("overlap_grad_reduce = false"), std::string::npos) << saved;
+    EXPECT_NE(saved.find("framework_version = \"2024-11\""), std::string::npos) << saved;
+    const JobSpec again = reloaded(saved);
+    EXPECT_EQ(again.parallel, job.parallel);
+    EXPECT_EQ(again.training.framework_version, 202411);
+    EXPECT_EQ(again.origin.stack_defaults, job.origin.stack_defaults);
+}
+
+TEST(StackDefaults, AChosenPlanRowOwnsItsOverlapKeys) {
+    // The planner's row is scored with its own overlap keys; applied, they are the job's, so
+    // re-deriving the job's defaults afterwards must not turn them back to the stack's.
+    JobSpec job = llama70b("nemo");
+    ptd::PlanEntry entry;
+    entry.choice.tp = 4, entry.choice.pp = 4, entry.choice.dp = 2, entry.choice.cp = 2, entry.choice.vpp = 5;
+    entry.choice.sequence_parallel = true, entry.choice.distributed_optimizer = true, entry.choice.micro_batch = 1;
+    entry.choice.tp_comm_overlap = false, entry.choice.overlap_grad_reduce = true, entry.choice.overlap_param_gather = true;
+    JobSpec applied_job = ptd::apply_plan_entry(job, entry);
+    ptd::derive_job_defaults(applied_job);
+    EXPECT_FALSE(applied_job.parallel.tp_comm_overlap);
+}
+
+}  // namespace
