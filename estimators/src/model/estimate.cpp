@@ -1082,7 +1082,9 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "backward; hardware FLOPs count it, model FLOPs do not");
     }
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
-        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
+        est.notes.push_back(job.training.flash_attention
+                                ? "activation profile ptd-engine: the bundled engine's own buffers (flash attention: an fp32 log-sum-exp per query row instead of the s×s probabilities; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)"
+                                : "activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
     if (const GpuGeneration gen = job.cluster.gpu.generation;
         gen != GpuGeneration::cpu && !time_model_constants().calibrated(gen)) {
