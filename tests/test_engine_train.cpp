@@ -226,6 +226,22 @@ TEST(EngineTrain, FlashAttentionMatchesTheMaterialisedProbabilities) {
             }
 }
 
+// The CUDA flash kernels store 16-bit: an fp32 job with flash_attention = true on a CUDA
+// backend stops at start-up naming the file, line and key, what was given and what is
+// allowed (the CPU backend runs it, above).
+TEST(EngineTrain, Fp32FlashAttentionOnTheCudaBackendIsRefused) {
+    TinyJob j;
+    j.flash = true;
+    const std::string path = write_job(j, "flash-fp32-cuda-sim");
+    auto runs = run_engine(path, 1, {"--backend", "cuda-sim"});
+    EXPECT_EQ(runs[0].exit_code, 2) << describe(runs);
+    const std::string& err = runs[0].err;
+    EXPECT_NE(err.find(path + ":"), std::string::npos) << err;
+    EXPECT_NE(err.find("training.flash_attention: true with precision \"fp32\" on --backend cuda-sim; allowed:"),
+              std::string::npos)
+        << err;
+}
+
 TEST(EngineTrain, HalfPrecisionSingleProcessFollowsFp32) {
     for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
         const std::vector<double>& ref32 = reference_losses(preset);
