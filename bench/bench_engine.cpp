@@ -30,8 +30,11 @@
 // are written to a temp folder; every child is reaped, and a failed run prints its stderr
 // tail and makes the bench exit non-zero.
 //
+//   5. with --predict, what `ptd estimate` (activation_profile = "ptd-engine": the engine's
+//      own kernels timed from the GPU preset) predicts for section 4's jobs, beside the llm.c
+//      anchor — a prediction, printed as one.
 //   ./build/bin/bench_engine [--quick] [--engine PATH] [--backend cpu|cuda|cuda-sim[,...]]
-//                            [--gpu-preset NAME]
+//                            [--gpu-preset NAME] [--predict]
 #include <cblas.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -79,6 +82,7 @@ struct Options {
     // Sections to run, in this order: the CPU (parts 1-3), the CUDA device, the simulator.
     bool cpu = true, cuda = false, cuda_sim = false;
     std::string gpu_preset;  // --backend cuda: the job's GPU preset (default: from the device name)
+    bool predict = false;    // --predict: section 5, the estimators' prediction of the GPU section
 };
 
 // What every engine run of parts 2 and 3 trains (the GPU section sets preset and gpu).
@@ -900,6 +904,75 @@ bool bench_device(const Options& o, const fs::path& tmp, const DeviceSection& se
     return ok;
 }
 
+// ---- 5. --predict: what `ptd estimate` predicts for the GPU section (issue 30 point 8) ----
+// The GPU section's jobs (GPT-2 124M/350M/774M, T = 1024, bf16, one GPU, the largest
+// power-of-two micro-batch ≤ 64 whose predicted memory fits the preset's memory, micro-batches
+// accumulated to 2^19 tokens) on the GPU preset (h100-sxm unless --gpu-preset), estimated with
+// activation_profile = "ptd-engine": the engine's own kernels op by op from the preset
+// (estimators/src/model/engine_time.cpp), with flash attention and with the materialised
+// probabilities. Beside it the llm.c anchor: its GPT-2 (124M) replication trained 10B tokens
+// in 45 minutes on one 8×H100 node (karpathy/llm.c discussion #481, as the NanoGPT speedrun's
+// README quotes it: github.com/KellerJordan/modded-nanogpt), i.e. 10e9 / (45·60) / 8 ≈ 463k
+// tokens/s per H100, shown as MFU with the estimators' FLOPs per token.
+bool bench_predict(const Options& o) {
+    const std::string gpu = o.gpu_preset.empty() ? "h100-sxm" : o.gpu_preset;
+    std::printf("5. predicted: ptd estimate (activation_profile = \"ptd-engine\") on one %s — NOT a measurement\n", gpu.c_str());
+    auto presets = ptd::load_presets();
+    if (!presets) {
+        std::printf("   FAILED: cannot load the presets: %s\n", presets.error().str().c_str());
+        return false;
+    }
+    const ptd::GpuSpec* spec = presets->find_gpu(gpu);
+    if (!spec) {
+        std::printf("   FAILED: no GPU preset \"%s\"\n", gpu.c_str());
+        return false;
+    }
+    const double capacity = spec->memory_gib * 1024.0 * 1024.0 * 1024.0;
+    std::printf("   the engine's kernels op by op from the preset (bf16 peak %.1f TFLOP/s, HBM %.0f GB/s): GEMMs at the\n"
+                "   generation's calibrated GEMM efficiency, flash attention at its calibrated rate, element-wise\n"
+                "   kernels at HBM bandwidth; T = 1024, bf16, micro-batches accumulated to 2^19 tokens\n\n",
+                spec->bf16_tflops, spec->hbm_gbps);
+    std::printf("   %-10s %-9s %5s %10s %9s %12s %6s\n", "model", "attention", "mb", "memory", "step s", "tok/s", "MFU");
+    const double llmc_tokens_per_s = 10e9 / (45.0 * 60.0) / 8.0;
+    double llmc_mfu = 0;
+    for (const char* preset : {"gpt2-124m", "gpt2-350m", "gpt2-774m"})
+        for (bool flash : {true, false}) {
+            ModelShape m;
+            m.preset = preset, m.gpu = gpu, m.seq = 1024;
+            ptd::Estimate best;
+            int best_mb = 0;
+            double best_bytes = 0;
+            for (int mb = 1; mb <= 64; mb *= 2) {
+                const int accum = std::max(1, (1 << 19) / (mb * m.seq));
+                Layout l{preset, 1, 1, 1, mb, mb * accum};
+                l.precision = "bf16";
+                auto job = load_bench_job(*presets, m, l);
+                if (!job) {
+                    std::printf("   FAILED: the job for %s does not load:\n%s\n", preset, job.error().str().c_str());
+                    return false;
+                }
+                job->training.flash_attention = flash;
+                const ptd::Estimate est = ptd::estimate_job(*job);
+                const double bytes = est.stages[(size_t)est.worst_stage].mem.total();
+                if (bytes > capacity) break;
+                best = est, best_mb = mb, best_bytes = bytes;
+            }
+            if (best_mb == 0) {
+                std::printf("   %-10s %-9s does not fit\n", preset, flash ? "flash" : "probs");
+                continue;
+            }
+            std::printf("   %-10s %-9s %5d %10s %9.3f %12.0f %5.1f%%\n", preset, flash ? "flash" : "probs", best_mb,
+                        gib(best_bytes).c_str(), best.step_s, best.tokens_per_s, 100 * best.mfu);
+            if (std::string(preset) == "gpt2-124m" && flash && best.tokens_per_s > 0)
+                llmc_mfu = best.mfu / best.tokens_per_s * llmc_tokens_per_s;
+        }
+    std::printf("\n   llm.c anchor (GPT-2 124M: 10B tokens in 45 min on 8×H100, llm.c discussion #481 as the NanoGPT\n"
+                "   speedrun README quotes it): %.0f tok/s per GPU = %.1f%% MFU by the same FLOP count. Target for\n"
+                "   GPT-2 350M at T = 1024 on one H100: ≥ 45%% MFU.\n\n",
+                llmc_tokens_per_s, 100 * llmc_mfu);
+    return true;
+}
+
 std::string default_engine_path() {
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -946,8 +1019,9 @@ int main(int argc, char** argv) {
             }
         } else if (a == "--gpu-preset" && i + 1 < argc) o.gpu_preset = argv[++i];
         else if (a.rfind("--gpu-preset=", 0) == 0) o.gpu_preset = a.substr(13);
+        else if (a == "--predict") o.predict = true;
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: bench_engine [--quick] [--engine PATH] [--backend LIST] [--gpu-preset NAME]\n"
+            std::printf("usage: bench_engine [--quick] [--engine PATH] [--backend LIST] [--gpu-preset NAME] [--predict]\n"
                         "  --quick            fewer steps and smaller models (a smoke run)\n"
                         "  --engine PATH      the ptd-engine to measure (default: next to this program)\n"
                         "  --backend LIST     sections to run, comma-separated (default: cpu):\n"
@@ -957,7 +1031,9 @@ int main(int argc, char** argv) {
                         "                       cuda-sim  the GPU section's code on the CUDA simulator, tiny sizes\n"
                         "                                 (simulator figures, never GPU figures)\n"
                         "  --gpu-preset NAME  with cuda: the GPU preset of the jobs and of the nominal peak\n"
-                        "                     (default: from the device's name, e.g. h100-sxm)\n");
+                        "                     (default: from the device's name, e.g. h100-sxm)\n"
+                        "  --predict          also print what `ptd estimate` predicts for the GPU section's jobs on\n"
+                        "                     the GPU preset (h100-sxm unless --gpu-preset), beside the llm.c anchor\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_engine: unknown argument '%s'; run with --help\n", a.c_str());
@@ -1054,6 +1130,8 @@ int main(int argc, char** argv) {
         sec.unit_scale = 1e9;
         ok = bench_device(o, tmp, sec) && ok;
     }
+
+    if (o.predict) ok = bench_predict(o) && ok;
 
     std::printf("total %.0f s; 1-min load average at end %.2f\n", seconds_since(t0), load_average());
     if (ok) {

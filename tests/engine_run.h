@@ -181,6 +181,7 @@ struct TinyJob {
     std::string recompute = "none";
     std::string layers_per_stage;  // e.g. "[1, 3]"; empty = balanced
     std::string precision = "fp32";
+    bool flash = false;            // training.flash_attention = true (written only when set)
     int world() const { return tp * pp * dp; }
 };
 
@@ -193,7 +194,8 @@ inline std::string write_job(const TinyJob& j, const std::string& name) {
       << "\nsequence_parallel = " << (j.sp ? "true" : "false") << "\nrecompute = \"" << j.recompute << "\"\n"
       << (j.layers_per_stage.empty() ? "" : "layers_per_stage = " + j.layers_per_stage + "\n") << "\n"
       << "[training]\nmicro_batch = 2\nglobal_batch = 8\nprecision = \"" << j.precision << "\"\nlr = " << j.lr
-      << "\nmin_lr = 1e-4\nwarmup = 2\nsteps = " << j.steps << "\ndata = \"" << j.data << "\"\n";
+      << "\nmin_lr = 1e-4\nwarmup = 2\nsteps = " << j.steps << "\ndata = \"" << j.data << "\"\n"
+      << (j.flash ? "flash_attention = true\n" : "");
     return p.string();
 }
 

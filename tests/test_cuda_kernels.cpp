@@ -1138,14 +1138,14 @@ TEST_F(CudaKernelsKernb, XentFourPhasesMatchCpuOnTensorParallelShards) {
                     Dev dL(logits[k]), dRM(rm), dSE(se), dTL(tl), dLoss(loss), dDL(dl);
                     kc::xent_finish(dLoss.f(), dL.f(), dRM.f(), dSE.f(), dTL.f(), rows, Vl, k * Vl, V_valid, nullptr);
                     dL.to(probs), dLoss.to(loss);
-                    kc::xent_backward(dDL.f(), dL.f(), dT.get(), 0.25f, rows, Vl, k * Vl, V_valid, nullptr);
+                    kc::xent_backward(dDL.f(), DType::f32, dL.f(), dT.get(), 0.25f, rows, Vl, k * Vl, V_valid, nullptr);
                     dDL.to(dl);
                 }
                 auto* cl = reinterpret_cast<float*>(c_logits[k].data());
                 cpu_backend().xent_finish(reinterpret_cast<float*>(c_loss.data()), cl, c_rowmax.data(), c_sums.data(),
                                           c_sums.data() + rows, rows, Vl, k * Vl, V_valid);
                 Host c_probs = c_logits[k];
-                cpu_backend().xent_backward(cl, cl, targets.data(), 0.25f, rows, Vl, k * Vl, V_valid);  // in place
+                cpu_backend().xent_backward(cl, DType::f32, cl, targets.data(), 0.25f, rows, Vl, k * Vl, V_valid);  // in place
                 std::vector<double> loss_scale(rows);
                 for (int64_t r = 0; r < rows; r++) loss_scale[r] = 8.0 + std::fabs(rowmax[r]);
                 expect_near(tag + " loss", DType::f32, loss, c_loss, 16, &loss_scale);
@@ -1174,13 +1174,13 @@ TEST_F(CudaKernelsKernb, XentFusedMatchesCpuFourPhases) {
                 cpu_backend().xent_sums(se.data(), tl.data(), cl, mx.data(), targets.data(), rows, Vl, 0, V_valid);
                 cpu_backend().xent_finish(reinterpret_cast<float*>(c_loss.data()), cl, mx.data(), se.data(), tl.data(),
                                           rows, Vl, 0, V_valid);
-                cpu_backend().xent_backward(cl, cl, targets.data(), 0.5f, rows, Vl, 0, V_valid);
+                cpu_backend().xent_backward(cl, DType::f32, cl, targets.data(), 0.5f, rows, Vl, 0, V_valid);
                 Host loss = nan_host(DType::f32, rows), dl = nan_host(DType::f32, rows * Vl);
                 {
                     DevInts dT(targets);
                     Dev dL(logits), dLoss(loss), dDL(dl);
                     float* out = !with_grad ? nullptr : in_place ? dL.f() : dDL.f();
-                    kc::xent_fused(dLoss.f(), out, dL.f(), dT.get(), 0.5f, rows, Vl, 0, V_valid, nullptr);
+                    kc::xent_fused(dLoss.f(), out, DType::f32, dL.f(), dT.get(), 0.5f, rows, Vl, 0, V_valid, nullptr);
                     dLoss.to(loss);
                     if (in_place) dL.to(dl);
                     else if (with_grad) dDL.to(dl);
@@ -1553,7 +1553,7 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
             Dev dDPF(dpf);
             kc::attention_softmax_backward(DType::bf16, dP.get(), DType::f32, dDS.get(), dDPF.get(), BH, T, 0.5f,
                                            nullptr);
-            kc::xent_fused(dLoss.f(), dDL.f(), dL.f(), dT.get(), 1.0f, rows, Vl, 0, Vl - 3, nullptr);
+            kc::xent_fused(dLoss.f(), dDL.f(), DType::f32, dL.f(), dT.get(), 1.0f, rows, Vl, 0, Vl - 3, nullptr);
             kc::sum_squares(acc.get(), dX.f(), n, ws.get(), nullptr);
             kc::embedding_backward(DType::bf16, dW.f(), dD.get(), dTok.get(), 0, 5, rows, C, nullptr);
             dP.to(p), dDS.to(ds), dLoss.to(loss), dDL.to(dl), dW.to(dwte);
@@ -1682,16 +1682,16 @@ TEST_F(CudaKernels, BackendXentFusedMatchesCpu) {
         be->upload(dt, tgt.data(), tgt.size() * 4);
         Host want_d = logits, want_loss(DType::f32, c.rows), want_loss_only(DType::f32, c.rows);
         auto* wd = reinterpret_cast<float*>(want_d.data());
-        cpu->xent_fused(reinterpret_cast<float*>(want_loss_only.data()), nullptr, wd, tgt.data(), 0.5f, c.rows, c.Vl, 0,
+        cpu->xent_fused(reinterpret_cast<float*>(want_loss_only.data()), nullptr, DType::f32, wd, tgt.data(), 0.5f, c.rows, c.Vl, 0,
                         c.V_valid);
-        cpu->xent_fused(reinterpret_cast<float*>(want_loss.data()), wd, wd, tgt.data(), 0.5f, c.rows, c.Vl, 0, c.V_valid);
+        cpu->xent_fused(reinterpret_cast<float*>(want_loss.data()), wd, DType::f32, wd, tgt.data(), 0.5f, c.rows, c.Vl, 0, c.V_valid);
         Host loss(DType::f32, c.rows), d(DType::f32, c.rows * c.Vl);
-        be->xent_fused(dloss, nullptr, dl, dt, 0.5f, c.rows, c.Vl, 0, c.V_valid);  // loss only: logits untouched
+        be->xent_fused(dloss, nullptr, DType::f32, dl, dt, 0.5f, c.rows, c.Vl, 0, c.V_valid);  // loss only: logits untouched
         be->download(d.data(), dl, d.size_bytes());
         expect_bits_equal(tag + " logits after the loss-only call", d, logits);
         be->download(loss.data(), dloss, loss.size_bytes());
         for (int64_t r = 0; r < c.rows; r++) EXPECT_NEAR(loss.get(r), want_loss_only.get(r), 2e-6 * std::abs(want_loss_only.get(r)) + 2e-6) << tag << " row " << r;
-        be->xent_fused(dloss, dl, dl, dt, 0.5f, c.rows, c.Vl, 0, c.V_valid);  // in place
+        be->xent_fused(dloss, dl, DType::f32, dl, dt, 0.5f, c.rows, c.Vl, 0, c.V_valid);  // in place
         be->download(loss.data(), dloss, loss.size_bytes());
         be->download(d.data(), dl, d.size_bytes());
         for (int64_t r = 0; r < c.rows; r++) EXPECT_NEAR(loss.get(r), want_loss.get(r), 2e-6 * std::abs(want_loss.get(r)) + 2e-6) << tag << " row " << r;
@@ -1703,6 +1703,217 @@ TEST_F(CudaKernels, BackendXentFusedMatchesCpu) {
             }
         be->release(dl), be->release(dloss), be->release(dt);
     }
+}
+
+// Mixed precision's output layer (issue 30 point 3): xent_fused (tp = 1) and xent_backward
+// (tp > 1, after the four phases' finish) write 16-bit dlogits over the f32 logits in place,
+// row r in the first half of f32 row r (rows 2·Vl 16-bit elements apart), for the LM head's
+// bf16 × bf16 backward GEMMs. The CPU backend's 16-bit dlogits are its f32 dlogits rounded
+// once (bit for bit); the simulated kernel's are within one 16-bit ulp of them (expf and the
+// Σexp order move the f32 value by a few ulp). Rows longer than one block pass (512 threads
+// × 8 columns) take several chunks: a store racing ahead of another thread's read of the
+// same chunk (the barrier in xent_store_row) fails this under the simulator's random order.
+TEST_F(CudaKernels, BackendXentWrites16BitDlogitsOverTheLogits) {
+    std::string error;
+    auto be = kc::make_cuda_backend(0, &error);
+    ASSERT_TRUE(be) << error;
+    auto cpu = ptd::engine::make_cpu_backend(1);
+    struct Case {
+        int64_t rows, Vl, V_valid;
+    };
+    for (DType t : {DType::bf16, DType::f16})
+        for (bool fused : {true, false})
+            for (const Case c : {Case{3, 1037, 1031}, Case{3, 8200, 8195}, Case{4, 24, 19}}) {
+                const std::string tag = std::string(t == DType::bf16 ? "bf16" : "f16") + (fused ? " xent_fused" : " xent_backward") +
+                                        " rows " + std::to_string(c.rows) + " Vl " + std::to_string(c.Vl);
+                const float scale = 0.5f;
+                Host logits = random_host(DType::f32, c.rows * c.Vl, 191 + static_cast<uint32_t>(c.Vl), -8, 8);
+                std::vector<int32_t> tgt(static_cast<size_t>(c.rows));
+                for (int64_t r = 0; r < c.rows; r++) tgt[r] = static_cast<int32_t>((r * 37 + 5) % c.V_valid);
+                // tp = 1's probabilities for xent_backward: the CPU's finish, fed to both backends.
+                Host input = logits;
+                if (!fused) {
+                    std::vector<float> mx(c.rows), se(c.rows), tl(c.rows), loss(c.rows);
+                    auto* pl = reinterpret_cast<float*>(input.data());
+                    cpu->xent_row_max(mx.data(), pl, c.rows, c.Vl, 0, c.V_valid);
+                    cpu->xent_sums(se.data(), tl.data(), pl, mx.data(), tgt.data(), c.rows, c.Vl, 0, c.V_valid);
+                    cpu->xent_finish(loss.data(), pl, mx.data(), se.data(), tl.data(), c.rows, c.Vl, 0, c.V_valid);
+                }
+                auto run_cpu = [&](Host& buf, DType dt) {
+                    std::vector<float> loss(c.rows);
+                    auto* p = reinterpret_cast<float*>(buf.data());
+                    if (fused) cpu->xent_fused(loss.data(), p, dt, p, tgt.data(), scale, c.rows, c.Vl, 0, c.V_valid);
+                    else cpu->xent_backward(p, dt, p, tgt.data(), scale, c.rows, c.Vl, 0, c.V_valid);
+                };
+                Host want32 = input, want16 = input;
+                run_cpu(want32, DType::f32);
+                run_cpu(want16, t);
+                auto* dl = static_cast<float*>(be->alloc(ptd::engine::MEM_ACTIVATIONS, input.size_bytes(), "logits"));
+                auto* dloss = static_cast<float*>(be->alloc(ptd::engine::MEM_WORKSPACE, c.rows * 4, "loss"));
+                auto* dt = static_cast<int32_t*>(be->alloc(ptd::engine::MEM_ACTIVATIONS, c.rows * 4, "targets"));
+                be->upload(dl, input.data(), input.size_bytes());
+                be->upload(dt, tgt.data(), tgt.size() * 4);
+                if (fused) be->xent_fused(dloss, dl, t, dl, dt, scale, c.rows, c.Vl, 0, c.V_valid);
+                else be->xent_backward(dl, t, dl, dt, scale, c.rows, c.Vl, 0, c.V_valid);
+                Host got = input;
+                be->download(got.data(), dl, got.size_bytes());
+                be->release(dl), be->release(dloss), be->release(dt);
+                int bad = 0;
+                const double ulp = t == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;  // 2^-7, 2^-10: one ulp relative
+                for (int64_t r = 0; r < c.rows; r++)
+                    for (int64_t col = 0; col < c.Vl && bad < 5; col++) {
+                        const int64_t i16 = r * 2 * c.Vl + col;  // rows 2·Vl 16-bit elements apart
+                        uint16_t cpu16, sim16;
+                        std::memcpy(&cpu16, want16.data() + 2 * i16, 2);
+                        std::memcpy(&sim16, got.data() + 2 * i16, 2);
+                        const float w32 = want32.get(r * c.Vl + col);
+                        const uint16_t rounded = t == DType::bf16 ? ptd::engine::f32_to_bf16_bits(w32)
+                                                                  : ptd::engine::f32_to_f16_bits(w32);
+                        if (cpu16 != rounded) {
+                            ADD_FAILURE() << tag << " CPU [" << r << "," << col << "] bits " << cpu16
+                                          << " are not its f32 dlogit " << w32 << " rounded (" << rounded << ")";
+                            ++bad;
+                        }
+                        const float fc = t == DType::bf16 ? ptd::engine::bf16_bits_to_f32(cpu16) : ptd::engine::f16_bits_to_f32(cpu16);
+                        const float fs = t == DType::bf16 ? ptd::engine::bf16_bits_to_f32(sim16) : ptd::engine::f16_bits_to_f32(sim16);
+                        if (!(std::abs(fs - fc) <= ulp * std::abs(fc) + 1e-7)) {
+                            ADD_FAILURE() << tag << " cuda-sim [" << r << "," << col << "] = " << fs << ", CPU " << fc;
+                            ++bad;
+                        }
+                    }
+            }
+}
+
+// ---- flash attention (issue 30 point 4) ------------------------------------------------------
+//
+// Backend::flash_attention_forward / backward — the cuda-sim backend's FlashAttention-2
+// kernels (kernels/flash.cuh, every product through the dialect's MMA) and the CPU backend's
+// row-by-row flash ops — against the materialised path of the same backend (attention_forward
+// / backward: [B,H,T,T] probabilities) and both against attention in double from the same
+// 16-bit inputs: odd T (several query and key tiles, a ragged last one), one and several
+// heads, GQA (H/G = 2, 3), head sizes 16, 64 and 128, bf16 and f16, causal masking. Each
+// path's largest error, relative to the largest reference value, must stay within the storage
+// type's rounding (the materialised path rounds scores and probabilities to 16 bits; the
+// flash path the probabilities it multiplies by V and dctx), and lse within f32 rounding of
+// log Σ exp.
+struct FlashCase {
+    int64_t B, T, H, G, D;
+    DType t;
+};
+
+struct AttnRef {
+    std::vector<double> ctx, lse, dqkv;
+};
+AttnRef attention_in_double(const Host& qkv, const Host& dctx, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    const int64_t ld = (H + 2 * G) * D, rep = H / G, HD = H * D;
+    const double scale = 1.0 / std::sqrt((double)D);
+    AttnRef r;
+    r.ctx.assign(B * T * HD, 0.0), r.lse.assign(B * H * T, 0.0), r.dqkv.assign(B * T * ld, 0.0);
+    std::vector<double> p(T), dp(T);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t g = h / rep;
+            for (int64_t i = 0; i < T; i++) {
+                double mx = -INFINITY;
+                for (int64_t u = 0; u <= i; u++) {
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += (double)qkv.get((b * T + i) * ld + h * D + d) * qkv.get((b * T + u) * ld + (H + g) * D + d);
+                    p[u] = s * scale, mx = std::max(mx, p[u]);
+                }
+                double l = 0;
+                for (int64_t u = 0; u <= i; u++) l += (p[u] = std::exp(p[u] - mx));
+                r.lse[(b * H + h) * T + i] = mx + std::log(l);
+                double delta = 0;
+                for (int64_t u = 0; u <= i; u++) {
+                    p[u] /= l;
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += (double)dctx.get((b * T + i) * HD + h * D + d) * qkv.get((b * T + u) * ld + (H + G + g) * D + d);
+                    dp[u] = s, delta += p[u] * s;
+                    for (int64_t d = 0; d < D; d++)
+                        r.ctx[(b * T + i) * HD + h * D + d] += p[u] * qkv.get((b * T + u) * ld + (H + G + g) * D + d);
+                }
+                for (int64_t u = 0; u <= i; u++) {
+                    const double ds = p[u] * (dp[u] - delta) * scale;
+                    for (int64_t d = 0; d < D; d++) {
+                        r.dqkv[(b * T + i) * ld + h * D + d] += ds * qkv.get((b * T + u) * ld + (H + g) * D + d);
+                        r.dqkv[(b * T + u) * ld + (H + g) * D + d] += ds * qkv.get((b * T + i) * ld + h * D + d);
+                        r.dqkv[(b * T + u) * ld + (H + G + g) * D + d] += p[u] * dctx.get((b * T + i) * HD + h * D + d);
+                    }
+                }
+            }
+        }
+    return r;
+}
+
+// max |got − want| / max |want|
+double rel_error(const Host& got, const std::vector<double>& want) {
+    double mag = 0, err = 0;
+    for (int64_t i = 0; i < got.n; i++) {
+        mag = std::max(mag, std::fabs(want[i]));
+        const double e = std::fabs((double)got.get(i) - want[i]);
+        err = std::isnan(e) ? INFINITY : std::max(err, e);
+    }
+    return mag > 0 ? err / mag : err;
+}
+
+TEST_F(CudaKernels, BackendFlashAttentionMatchesTheMaterialisedPath) {
+    std::string error;
+    auto sim = kc::make_cuda_backend(0, &error);
+    ASSERT_TRUE(sim) << error;
+    auto cpu = ptd::engine::make_cpu_backend(1);
+    const FlashCase cases[] = {{2, 37, 4, 4, 64, DType::bf16},  {1, 70, 4, 2, 128, DType::bf16},
+                               {2, 33, 3, 1, 16, DType::bf16},  {1, 5, 2, 2, 64, DType::f16},
+                               {1, 100, 6, 2, 16, DType::f16}};
+    for (const FlashCase& c : cases)
+        for (ptd::engine::Backend* be : {sim.get(), cpu.get()}) {
+            const int64_t B = c.B, T = c.T, H = c.H, G = c.G, D = c.D, ld = (H + 2 * G) * D;
+            const std::string tag = std::string(be->name()) + " " + type_name(c.t) + " B=" + std::to_string(B) +
+                                    " T=" + std::to_string(T) + " H=" + std::to_string(H) + " G=" + std::to_string(G) +
+                                    " D=" + std::to_string(D);
+            const Host qkv = random_host(c.t, B * T * ld, 301 + (uint32_t)T, -1, 1);
+            const Host dctx = random_host(c.t, B * T * H * D, 302 + (uint32_t)T, -1, 1);
+            const AttnRef ref = attention_in_double(qkv, dctx, B, T, H, G, D);
+            be->seal_allocations(false);
+            be->plan_operand_scratch(c.t, std::max(B * H * T * T, B * T * ld), ld);  // the CPU widens 16-bit operands
+            auto put = [&](const Host& h) {
+                void* p = be->alloc(ptd::engine::MEM_ACTIVATIONS, h.size_bytes(), "flash test");
+                be->upload(p, h.data(), h.size_bytes());
+                return p;
+            };
+            auto get = [&](void* p, Host& h) { be->download(h.data(), p, h.size_bytes()); };
+            void* d_qkv = put(qkv);
+            void* d_dctx = put(dctx);
+            Host ctx_m = nan_host(c.t, B * T * H * D), ctx_f = ctx_m, dqkv_m = nan_host(c.t, B * T * ld), dqkv_f = dqkv_m;
+            Host lse = nan_host(DType::f32, B * H * T);
+            void* d_ctx_m = put(ctx_m);
+            void* d_ctx_f = put(ctx_f);
+            void* d_dqkv_m = put(dqkv_m);
+            void* d_dqkv_f = put(dqkv_f);
+            void* d_lse = put(lse);
+            void* d_probs = be->alloc(ptd::engine::MEM_ACTIVATIONS, B * H * T * T * 2, "probs");
+            void* ws_m = be->alloc(ptd::engine::MEM_WORKSPACE, be->attention_backward_workspace(c.t, B, T, H, G, D), "ws");
+            void* ws_f =
+                be->alloc(ptd::engine::MEM_WORKSPACE, be->flash_attention_backward_workspace(c.t, B, T, H, G, D), "ws");
+            be->attention_forward(c.t, d_ctx_m, d_probs, d_qkv, B, T, H, G, D);
+            be->attention_backward(c.t, d_dqkv_m, d_dctx, d_probs, d_qkv, B, T, H, G, D, ws_m);
+            be->flash_attention_forward(c.t, d_ctx_f, static_cast<float*>(d_lse), d_qkv, B, T, H, G, D);
+            be->flash_attention_backward(c.t, d_dqkv_f, d_dctx, d_ctx_f, static_cast<const float*>(d_lse), d_qkv, B, T, H,
+                                         G, D, ws_f);
+            get(d_ctx_m, ctx_m), get(d_ctx_f, ctx_f), get(d_dqkv_m, dqkv_m), get(d_dqkv_f, dqkv_f), get(d_lse, lse);
+            for (void* p : {d_qkv, d_dctx, d_ctx_m, d_ctx_f, d_dqkv_m, d_dqkv_f, d_lse, d_probs, ws_m, ws_f}) be->release(p);
+            // Two 16-bit roundings of a value in the product chain, and the output's own.
+            const double tol = c.t == DType::bf16 ? 3.0 / 256 : 3.0 / 2048;
+            const double e_ctx_m = rel_error(ctx_m, ref.ctx), e_ctx_f = rel_error(ctx_f, ref.ctx);
+            const double e_d_m = rel_error(dqkv_m, ref.dqkv), e_d_f = rel_error(dqkv_f, ref.dqkv);
+            EXPECT_LE(e_ctx_m, tol) << tag << " materialised ctx";
+            EXPECT_LE(e_ctx_f, tol) << tag << " flash ctx (materialised: " << e_ctx_m << ")";
+            EXPECT_LE(e_d_m, tol) << tag << " materialised dqkv";
+            EXPECT_LE(e_d_f, tol) << tag << " flash dqkv (materialised: " << e_d_m << ")";
+            for (int64_t i = 0; i < B * H * T; i++)
+                ASSERT_NEAR(lse.get(i), ref.lse[i], 1e-5 * (1 + std::fabs(ref.lse[i]))) << tag << " lse[" << i << "]";
+        }
 }
 
 // ---- the cuda-sim Backend's fused ops (issue 14): the adapter over the kernels and cuBLASLt ----

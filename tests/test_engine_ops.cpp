@@ -904,7 +904,7 @@ TEST(EngineOps, CrossEntropySingleShardWithPadding) {
     // backward in place (dlogits aliases probs) = scale · (p − onehot), masked columns 0;
     // finite differences of scale · Σ loss over the valid columns.
     const float scale = 0.25f;
-    be->xent_backward(probs.data(), probs.data(), tgt.data(), scale, rows, V, 0, V_valid);
+    be->xent_backward(probs.data(), DType::f32, probs.data(), tgt.data(), scale, rows, V, 0, V_valid);
     vecd num = numeric_grad(
         [&](const vecd& l) {
             vecd lo, p;
@@ -932,7 +932,7 @@ TEST(EngineOps, CrossEntropyTwoShardsEqualsOneShard) {
     be->xent_finish(loss1.data(), p1.data(), m1.data(), s1.data(), t1.data(), rows, V, 0, V_valid);
     const float scale = 0.5f;
     vecf d1(rows * V);
-    be->xent_backward(d1.data(), p1.data(), tgt.data(), scale, rows, V, 0, V_valid);
+    be->xent_backward(d1.data(), DType::f32, p1.data(), tgt.data(), scale, rows, V, 0, V_valid);
 
     // two shards of 8 columns (the second holds 5 valid + 3 padding), plus a shard that is
     // all padding (columns 16..19) — TP rank count 3 with an uneven vocabulary.
@@ -962,7 +962,7 @@ TEST(EngineOps, CrossEntropyTwoShardsEqualsOneShard) {
         vecf loss(rows), d(rows * sh.Vl);
         be->xent_finish(loss.data(), sh.logits.data(), mx.data(), sums.data(), tl.data(), rows, sh.Vl, sh.v0, V_valid);
         expect_close(loss, to_d(loss1), 1e-6, 1e-6, "sharded loss v0=" + std::to_string(sh.v0));
-        be->xent_backward(d.data(), sh.logits.data(), tgt.data(), scale, rows, sh.Vl, sh.v0, V_valid);
+        be->xent_backward(d.data(), DType::f32, sh.logits.data(), tgt.data(), scale, rows, sh.Vl, sh.v0, V_valid);
         vecd p_ref(rows * sh.Vl, 0.0), d_ref(rows * sh.Vl, 0.0);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < sh.Vl; c++)
@@ -995,21 +995,21 @@ TEST(EngineOps, CrossEntropyFusedEqualsTheFourPhases) {
         be->xent_row_max(rowmax.data(), d4.data(), rows, Vl, v0, V_valid);
         be->xent_sums(sumexp.data(), tlogit.data(), d4.data(), rowmax.data(), tgt.data(), rows, Vl, v0, V_valid);
         be->xent_finish(loss4.data(), d4.data(), rowmax.data(), sumexp.data(), tlogit.data(), rows, Vl, v0, V_valid);
-        be->xent_backward(d4.data(), d4.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        be->xent_backward(d4.data(), DType::f32, d4.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
         // Fused, in place.
         vecf loss(rows, -1.0f), d = logits;
-        be->xent_fused(loss.data(), d.data(), d.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        be->xent_fused(loss.data(), d.data(), DType::f32, d.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
         EXPECT_TRUE(same_bits(loss, loss4)) << what << ": loss";
         EXPECT_TRUE(same_bits(d, d4)) << what << ": dlogits in place";
         // Fused into a separate buffer: the logits stay as they were.
         vecf loss2(rows), d2(rows * Vl, 7.0f), l2 = logits;
-        be->xent_fused(loss2.data(), d2.data(), l2.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        be->xent_fused(loss2.data(), d2.data(), DType::f32, l2.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
         EXPECT_TRUE(same_bits(loss2, loss4)) << what;
         EXPECT_TRUE(same_bits(d2, d4)) << what << ": dlogits";
         EXPECT_TRUE(same_bits(l2, logits)) << what << ": logits written";
         // Loss only (evaluation).
         vecf loss3(rows), l3 = logits;
-        be->xent_fused(loss3.data(), nullptr, l3.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
+        be->xent_fused(loss3.data(), nullptr, DType::f32, l3.data(), tgt.data(), scale, rows, Vl, v0, V_valid);
         EXPECT_TRUE(same_bits(loss3, loss4)) << what << ": loss without dlogits";
         EXPECT_TRUE(same_bits(l3, logits)) << what << ": logits written without dlogits";
     }
@@ -1018,7 +1018,7 @@ TEST(EngineOps, CrossEntropyFusedEqualsTheFourPhases) {
     vecf logits = random_vec(rows * V, 630, -5.0f, 5.0f);
     const std::vector<int32_t> tgt = {0, 12, 4, 7, 3, 12, 1};
     vecf loss(rows);
-    be->xent_fused(loss.data(), nullptr, logits.data(), tgt.data(), 1.0f, rows, V, 0, V_valid);
+    be->xent_fused(loss.data(), nullptr, DType::f32, logits.data(), tgt.data(), 1.0f, rows, V, 0, V_valid);
     vecd rl, rp;
     xent_ref(rl, rp, to_d(logits), tgt, rows, V, V_valid);
     expect_close(loss, rl, 1e-5, 1e-5, "fused xent loss");

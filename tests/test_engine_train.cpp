@@ -149,14 +149,19 @@ INSTANTIATE_TEST_SUITE_P(AllWorldsUpTo8, EngineLayoutsBf16, ::testing::ValuesIn(
 // summation order and exp/tanh implementations), in bf16 within the bf16 tolerance (the
 // simulator also rounds attention scores to bf16 before the softmax, as llm.c does; seen
 // 2e-5). Memory: params/grads/optimizer equal the prediction, activations within 2%.
+// With flash = true the job sets training.flash_attention (FlashAttention-2 kernels, the
+// log-sum-exp kept instead of the probabilities) against the same CPU reference, which
+// materialises them: bf16 within the bf16 tolerance, and the activations the prediction of
+// the flash buffer list.
 struct CudaSimCase {
     std::string preset;
     int tp, pp, dp, zero;
     bool sp;
     std::string precision;
+    bool flash = false;
 };
 std::string cuda_sim_case_name(const CudaSimCase& c) {
-    return case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp}) + "_" + c.precision;
+    return case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp}) + "_" + c.precision + (c.flash ? "_flash" : "");
 }
 void PrintTo(const CudaSimCase& c, std::ostream* os) { *os << cuda_sim_case_name(c); }
 
@@ -170,6 +175,7 @@ TEST_P(EngineCudaSim, ReproducesTheCpuBackendsLossesAndPredictedMemory) {
     j.preset = c.preset;
     j.precision = c.precision;
     j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
+    j.flash = c.flash;
     SpawnOptions so;
     so.deadline_s = 900;  // the simulator runs every GPU thread as a fiber: slow, and 8 ranks share the cores
     auto runs = run_engine(write_job(j, cuda_sim_case_name(c) + "-cuda-sim"), j.world(), {"--backend", "cuda-sim"}, so);
@@ -178,6 +184,7 @@ TEST_P(EngineCudaSim, ReproducesTheCpuBackendsLossesAndPredictedMemory) {
     for (size_t r = 0; r < runs.size(); ++r) {
         expect_rank_matches(runs, r, ref, j.zero != 0, c.precision == "fp32" ? kLossTolFp32 : kLossTolBf16);
         EXPECT_EQ(runs[r].of("start").at(0)["backend"], "cuda-sim") << "rank " << r;
+        if (c.flash) EXPECT_EQ(activation_peak(runs[r], "peak"), activation_peak(runs[r], "predicted")) << "rank " << r;
     }
 }
 
@@ -187,8 +194,53 @@ INSTANTIATE_TEST_SUITE_P(OneAndEightRanks, EngineCudaSim,
                                            CudaSimCase{"tiny-gpt", 1, 1, 1, 0, false, "bf16"},
                                            CudaSimCase{"tiny-llama", 1, 1, 1, 0, false, "bf16"},
                                            CudaSimCase{"tiny-gpt", 2, 2, 2, 1, true, "bf16"},
-                                           CudaSimCase{"tiny-llama", 2, 2, 2, 1, true, "bf16"}),
+                                           CudaSimCase{"tiny-llama", 2, 2, 2, 1, true, "bf16"},
+                                           CudaSimCase{"tiny-gpt", 1, 1, 1, 0, false, "bf16", true},
+                                           CudaSimCase{"tiny-llama", 1, 1, 1, 0, false, "bf16", true},
+                                           CudaSimCase{"tiny-gpt", 2, 2, 2, 1, true, "bf16", true},
+                                           CudaSimCase{"tiny-llama", 2, 2, 2, 1, true, "bf16", true}),
                          [](const auto& info) { return cuda_sim_case_name(info.param); });
+
+// training.flash_attention = true on the CPU backend: the flash ops (the log-sum-exp kept,
+// the probabilities recomputed row by row) reproduce the materialised run's losses — fp32
+// within the layouts' fp32 tolerance, bf16 within the bf16 one — with selective recompute
+// too, and the activations are the prediction of the flash buffer list (attn.lse instead
+// of attn.probs), below the materialised run's.
+TEST(EngineTrain, FlashAttentionMatchesTheMaterialisedProbabilities) {
+    for (const char* preset : {"tiny-gpt", "tiny-llama"})
+        for (const char* precision : {"fp32", "bf16"})
+            for (const char* recompute : {"none", "selective"}) {
+                const std::string name = std::string("flash-") + preset + "-" + precision + "-" + recompute;
+                const std::vector<double>& ref = reference_losses(preset, precision);
+                TinyJob j;
+                j.preset = preset;
+                j.precision = precision;
+                j.recompute = recompute;
+                auto plain = run_engine(write_job(j, "plain-" + name), 1);
+                j.flash = true;
+                auto runs = run_engine(write_job(j, name), 1);
+                ASSERT_EQ(plain[0].exit_code, 0) << describe(plain);
+                expect_rank_matches(runs, 0, ref, false, std::string(precision) == "fp32" ? kLossTolFp32 : kLossTolBf16);
+                EXPECT_EQ(activation_peak(runs[0], "peak"), activation_peak(runs[0], "predicted")) << name;
+                EXPECT_LT(activation_peak(runs[0], "peak"), activation_peak(plain[0], "peak")) << name;
+            }
+}
+
+// The CUDA flash kernels store 16-bit: an fp32 job with flash_attention = true on a CUDA
+// backend stops at start-up naming the file, line and key, what was given and what is
+// allowed (the CPU backend runs it, above).
+TEST(EngineTrain, Fp32FlashAttentionOnTheCudaBackendIsRefused) {
+    TinyJob j;
+    j.flash = true;
+    const std::string path = write_job(j, "flash-fp32-cuda-sim");
+    auto runs = run_engine(path, 1, {"--backend", "cuda-sim"});
+    EXPECT_EQ(runs[0].exit_code, 2) << describe(runs);
+    const std::string& err = runs[0].err;
+    EXPECT_NE(err.find(path + ":"), std::string::npos) << err;
+    EXPECT_NE(err.find("training.flash_attention: true with precision \"fp32\" on --backend cuda-sim; allowed:"),
+              std::string::npos)
+        << err;
+}
 
 TEST(EngineTrain, HalfPrecisionSingleProcessFollowsFp32) {
     for (const char* preset : {"tiny-gpt", "tiny-llama"}) {
@@ -610,6 +662,8 @@ TEST(EngineTrain, WorkspaceIsTheEstimatorsList) {
                 };
                 seen(ptd::engine_layer_buffers(m, b, s, j.tp, true, ptd::Recompute::none, act));
                 if (stage == 1) seen(ptd::engine_output_buffers(m, b, s, j.tp, (int)vocab_l * j.tp, true, act));
+                // and in mixed precision the output layer's 16-bit dlogits, written over the f32 logits
+                if (stage == 1 && t != DType::f32) largest = std::max(largest, (int64_t)b * s * vocab_l);
                 seen(ptd::engine_workspace_buffers(m, b, s, j.tp, true, stage == 0, stage == 1, true, scratch, act));
                 const int64_t operand_scratch = be->operand_scratch_bytes(t, largest, 0) / 4;
                 EXPECT_EQ(operand_scratch == 0, t == DType::f32);

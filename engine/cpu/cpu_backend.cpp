@@ -166,6 +166,25 @@ inline float xent_sumexp_of_row(const float* lr, float mx, int64_t nv) {
     return s;
 }
 
+// One row of 16-bit dlogits (dlogits_t bf16 / f16) written over the row of f32 values it is
+// computed from (Backend::xent_backward: the 16-bit row sits in the first half of the f32
+// row's bytes). value(c) reads f32 column c; chunks go in increasing column order, each read
+// whole before its 16-bit results are stored, and a chunk's stores reach only f32 columns
+// below its end, all read by then. The stores are memcpy (char access), so the compiler
+// cannot move them above the f32 loads they may overlap.
+template <class ValueOf>
+void store_row16(void* dst_row, DType t, int64_t Vl, int64_t nv, ValueOf value) {
+    constexpr int64_t k_chunk = 256;
+    float f[k_chunk];
+    uint16_t bits[k_chunk];
+    for (int64_t c0 = 0; c0 < Vl; c0 += k_chunk) {
+        const int64_t n = std::min(k_chunk, Vl - c0);
+        for (int64_t k = 0; k < n; k++) f[k] = c0 + k < nv ? value(c0 + k) : 0.0f;
+        for (int64_t k = 0; k < n; k++) bits[k] = t == DType::bf16 ? f32_to_bf16_bits(f[k]) : f32_to_f16_bits(f[k]);
+        std::memcpy(static_cast<char*>(dst_row) + 2 * c0, bits, (size_t)(2 * n));
+    }
+}
+
 // Query/key block of the attention GEMMs: big enough for OpenBLAS to run near peak, small
 // enough that the causal mask wastes little (≈ block/2 columns per row).
 constexpr int64_t k_attn_block = 64;
@@ -474,8 +493,21 @@ public:
             return (g.batch - 1) * stride + (rows - 1) * ld + cols;
         };
         const int64_t c_n = extent(g.M, g.N, g.ldc, g.stride_c);
-        const float* A = g.K ? widen(0, g.A, g.a_type, extent(a_rows, a_cols, g.lda, g.stride_a)) : nullptr;
-        const float* B = g.K ? widen(1, g.B, g.b_type, extent(b_rows, b_cols, g.ldb, g.stride_b)) : nullptr;
+        // A 16-bit operand whose rows are farther apart than its columns (the output layer's
+        // dlogits, rows 2·Vl apart over the f32 logits) is widened compactly, rows × cols with
+        // ld = cols: its scratch is the operand's size, not the span it lies in.
+        int64_t lda = g.lda, ldb = g.ldb;
+        auto operand = [&](int slot, const void* x, DType t, int64_t rows, int64_t cols, int64_t& ld,
+                           int64_t stride) -> const float* {
+            if (t == DType::f32 || g.batch != 1 || ld == cols) return widen(slot, x, t, extent(rows, cols, ld, stride));
+            float* w = scratch(slot, rows * cols);
+#pragma omp parallel for schedule(static) if (rows * cols >= k_par_min)
+            for (int64_t r = 0; r < rows; r++) convert(w + r * cols, DType::f32, dtype_offset(x, r * ld, t), t, cols);
+            ld = cols;
+            return w;
+        };
+        const float* A = g.K ? operand(0, g.A, g.a_type, a_rows, a_cols, lda, g.stride_a) : nullptr;
+        const float* B = g.K ? operand(1, g.B, g.b_type, b_rows, b_cols, ldb, g.stride_b) : nullptr;
         float* C = widen_out(2, g.C, g.c_type, c_n, g.beta != 0.0f);
         const float* bias = g.bias ? widen(3, g.bias, g.c_type, g.N) : nullptr;
         for (int64_t i = 0; i < g.batch; i++) {
@@ -484,8 +516,8 @@ public:
                 for (int64_t r = 0; r < g.M; r++)
                     for (int64_t c = 0; c < g.N; c++) Ci[r * g.ldc + c] = g.beta == 0.0f ? 0.0f : Ci[r * g.ldc + c] * g.beta;
             } else {
-                sgemm_raw(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A + i * g.stride_a, g.lda, B + i * g.stride_b,
-                          g.ldb, g.beta, Ci, g.ldc);
+                sgemm_raw(g.trans_a, g.trans_b, g.M, g.N, g.K, g.alpha, A + i * g.stride_a, lda, B + i * g.stride_b,
+                          ldb, g.beta, Ci, g.ldc);
             }
             if (bias) {
 #pragma omp parallel for schedule(static) if (g.M * g.N >= k_par_min)
@@ -603,6 +635,109 @@ public:
                                widen(1, probs, t, B * H * T * T), x, x + H * D, x + (H + G) * D, ld, ld, B, T, H, G, D,
                                static_cast<float*>(workspace));
         narrow(dqkv, t, d, B * T * ld);
+    }
+
+    // Flash attention's contract on the CPU: the same results in f32 without the [B,H,T,T]
+    // probabilities, row by row (the CPU has no tensor cores to tile for; the reference the
+    // CUDA kernels of kernels/flash.cuh are held to with the materialised path). Forward, a
+    // task per (b, h, query row t): the row max of the scaled scores, then Σ p and Σ p·v into
+    // ctx's row, lse = max + log Σ p.
+    void flash_attention_forward(DType t, void* ctx, float* lse, const void* qkv, int64_t B, int64_t T, int64_t H,
+                                 int64_t G, int64_t D) override {
+        check_type(t, "qkv");
+        check_attention(B, T, H, G, D);
+        const int64_t ld = (H + 2 * G) * D, rep = H / G;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        const float* x = widen(0, qkv, t, B * T * ld);
+        float* c = widen_out(2, ctx, t, B * T * H * D, false);
+#pragma omp parallel for schedule(static) if (B * H * T * T * D >= k_par_min)
+        for (int64_t row = 0; row < B * H * T; row++) {
+            const int64_t i = row % T, h = (row / T) % H, b = row / (T * H), g = h / rep;
+            const float* q = x + (b * T + i) * ld + h * D;
+            const float* k = x + b * T * ld + (H + g) * D;
+            const float* v = x + b * T * ld + (H + G + g) * D;
+            float* o = c + (b * T + i) * H * D + h * D;
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t u = 0; u <= i; u++) mx = std::max(mx, scale * dot(q, k + u * ld, D));
+            float l = 0.0f;
+            for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+            for (int64_t u = 0; u <= i; u++) {
+                const float p = fast_exp(scale * dot(q, k + u * ld, D) - mx);
+                l += p;
+                for (int64_t d = 0; d < D; d++) o[d] += p * v[u * ld + d];
+            }
+            for (int64_t d = 0; d < D; d++) o[d] /= l;
+            lse[(b * H + h) * T + i] = mx + std::log(l);
+        }
+        narrow(ctx, t, c, B * T * H * D);
+    }
+    // Backward: Δ_t = Σ dctx·ctx per row into `workspace`; then with p = exp(scale·q_t·k_u −
+    // lse_t) and dS = p·(dctx_t·v_u − Δ_t)·scale, a task per (b, h, t) sums dq_t = Σ_u dS·k_u and
+    // a task per (b, g, u) sums dk_u = Σ_h Σ_t dS·q_t, dv_u = Σ_h Σ_t p·dctx_t in order (each
+    // element written by one task: deterministic).
+    void flash_attention_backward(DType t, void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                                  const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                                  void* workspace) override {
+        check_type(t, "qkv");
+        check_attention(B, T, H, G, D);
+        PTD_REQUIRE(workspace != nullptr, "flash_attention_backward needs its planned workspace");
+        const int64_t ld = (H + 2 * G) * D, rep = H / G, HD = H * D;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        const float* x = widen(0, qkv, t, B * T * ld);
+        const float* o = widen(1, ctx, t, B * T * HD);
+        const float* dO = widen(2, dctx, t, B * T * HD);
+        float* dx = widen_out(3, dqkv, t, B * T * ld, false);
+        float* delta = static_cast<float*>(workspace);  // [B, H, T]
+        const bool par = B * H * T * T * D >= k_par_min;
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t row = 0; row < B * H * T; row++) {
+            const int64_t i = row % T, h = (row / T) % H, b = row / (T * H);
+            delta[row] = dot(dO + (b * T + i) * HD + h * D, o + (b * T + i) * HD + h * D, D);
+        }
+        auto p_ds = [&](int64_t b, int64_t h, int64_t g, int64_t i, int64_t u, float* ds) {
+            const float* q = x + (b * T + i) * ld + h * D;
+            const float p = fast_exp(scale * dot(q, x + (b * T + u) * ld + (H + g) * D, D) - lse[(b * H + h) * T + i]);
+            const float dp = dot(dO + (b * T + i) * HD + h * D, x + (b * T + u) * ld + (H + G + g) * D, D);
+            *ds = p * (dp - delta[(b * H + h) * T + i]) * scale;
+            return p;
+        };
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t row = 0; row < B * H * T; row++) {
+            const int64_t i = row % T, h = (row / T) % H, b = row / (T * H), g = h / rep;
+            float* dq = dx + (b * T + i) * ld + h * D;
+            for (int64_t d = 0; d < D; d++) dq[d] = 0.0f;
+            for (int64_t u = 0; u <= i; u++) {
+                float ds;
+                p_ds(b, h, g, i, u, &ds);
+                const float* k = x + (b * T + u) * ld + (H + g) * D;
+                for (int64_t d = 0; d < D; d++) dq[d] += ds * k[d];
+            }
+        }
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t key = 0; key < B * G * T; key++) {
+            const int64_t u = key % T, g = (key / T) % G, b = key / (T * G);
+            float* dk = dx + (b * T + u) * ld + (H + g) * D;
+            float* dv = dx + (b * T + u) * ld + (H + G + g) * D;
+            for (int64_t d = 0; d < D; d++) dk[d] = dv[d] = 0.0f;
+            for (int64_t h = g * rep; h < (g + 1) * rep; h++)
+                for (int64_t i = u; i < T; i++) {
+                    float ds;
+                    const float p = p_ds(b, h, g, i, u, &ds);
+                    const float* q = x + (b * T + i) * ld + h * D;
+                    const float* dOi = dO + (b * T + i) * HD + h * D;
+                    for (int64_t d = 0; d < D; d++) dk[d] += ds * q[d], dv[d] += p * dOi[d];
+                }
+        }
+        narrow(dqkv, t, dx, B * T * ld);
+    }
+    int64_t flash_attention_backward_workspace(DType, int64_t B, int64_t T, int64_t H, int64_t,
+                                               int64_t) const override {
+        return static_cast<int64_t>(sizeof(float)) * B * H * T;  // Δ
+    }
+    static float dot(const float* a, const float* b, int64_t n) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+        return s;
     }
 
     void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte, int64_t v0, int64_t Vl,
@@ -1088,17 +1223,25 @@ public:
     }
 
     // dlogits may alias probs (the model does it in place): the target's probability is
-    // read before its row is overwritten.
-    void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
-                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+    // read before its row is overwritten. 16-bit dlogits: store_row16, rows 2·Vl apart.
+    void xent_backward(void* dlogits, DType dlogits_t, const float* probs, const int32_t* targets, float scale,
+                       int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
         const int64_t nv = valid_columns(Vl, v0, V_valid);
+        PTD_REQUIRE(dlogits_t == DType::f32 || dlogits_t == DType::bf16 || dlogits_t == DType::f16,
+                    "dlogits dtype %d is not f32, bf16 or f16", (int)dlogits_t);
 #pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
         for (int64_t r = 0; r < rows; r++) {
             const float* pr = probs + r * Vl;
-            float* dr = dlogits + r * Vl;
             const int64_t t = static_cast<int64_t>(targets[r]) - v0;
             const bool here = t >= 0 && t < nv;
             const float p_target = here ? pr[t] : 0.0f;  // read before the row is overwritten
+            if (dlogits_t != DType::f32) {
+                store_row16(static_cast<char*>(dlogits) + r * Vl * 4, dlogits_t, Vl, nv, [&](int64_t c) {
+                    return c == t ? scale * (p_target - 1.0f) : scale * pr[c];
+                });
+                continue;
+            }
+            float* dr = static_cast<float*>(dlogits) + r * Vl;
             for (int64_t c = 0; c < nv; c++) dr[c] = scale * pr[c];
             for (int64_t c = nv; c < Vl; c++) dr[c] = 0.0f;
             if (here) dr[t] = scale * (p_target - 1.0f);
@@ -1107,9 +1250,11 @@ public:
 
     // The four phases row by row: max, Σexp and the target logit stay in registers, and
     // the probabilities are not stored (dlogits gets scale · p directly).
-    void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
-                    int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+    void xent_fused(float* loss, void* dlogits, DType dlogits_t, const float* logits, const int32_t* targets,
+                    float scale, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
         const int64_t nv = valid_columns(Vl, v0, V_valid);
+        PTD_REQUIRE(dlogits_t == DType::f32 || dlogits_t == DType::bf16 || dlogits_t == DType::f16,
+                    "dlogits dtype %d is not f32, bf16 or f16", (int)dlogits_t);
 #pragma omp parallel for schedule(static) if (rows * Vl >= k_par_min)
         for (int64_t r = 0; r < rows; r++) {
             const float* lr = logits + r * Vl;
@@ -1122,7 +1267,13 @@ public:
             if (!dlogits) continue;
             const float inv = 1.0f / sum;
             const float p_target = here ? fast_exp(target_logit - mx) * inv : 0.0f;  // before dlogits overwrites it
-            float* dr = dlogits + r * Vl;
+            if (dlogits_t != DType::f32) {
+                store_row16(static_cast<char*>(dlogits) + r * Vl * 4, dlogits_t, Vl, nv, [&](int64_t c) {
+                    return c == t ? scale * (p_target - 1.0f) : scale * (fast_exp(lr[c] - mx) * inv);
+                });
+                continue;
+            }
+            float* dr = static_cast<float*>(dlogits) + r * Vl;
 #pragma omp simd
             for (int64_t c = 0; c < nv; c++) {
                 const float p = fast_exp(lr[c] - mx) * inv;  // xent_finish's probability, rounded as stored there

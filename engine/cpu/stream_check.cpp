@@ -233,6 +233,25 @@ public:
                                          int64_t D) const override {
         return in_->attention_backward_workspace(t, B, T, H, G, D);
     }
+    void flash_attention_forward(DType t, void* ctx, float* lse, const void* qkv, int64_t B, int64_t T, int64_t H,
+                                 int64_t G, int64_t D) override {
+        const char* op = "flash_attention_forward";
+        rd(ctx, op), rd(lse, op), rd(qkv, op);
+        wrote(ctx, op), wrote(lse, op);
+        in_->flash_attention_forward(t, ctx, lse, qkv, B, T, H, G, D);
+    }
+    void flash_attention_backward(DType t, void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                                  const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                                  void* workspace) override {
+        const char* op = "flash_attention_backward";
+        rd(dqkv, op), rd(dctx, op), rd(ctx, op), rd(lse, op), rd(qkv, op), rd(workspace, op);
+        wrote(dqkv, op), wrote(workspace, op);
+        in_->flash_attention_backward(t, dqkv, dctx, ctx, lse, qkv, B, T, H, G, D, workspace);
+    }
+    int64_t flash_attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
+                                               int64_t D) const override {
+        return in_->flash_attention_backward_workspace(t, B, T, H, G, D);
+    }
     void* native_stream(Stream s) const override { return in_->native_stream(s); }
     bool device_mem_info(int64_t* free_bytes, int64_t* total_bytes) const override {
         return in_->device_mem_info(free_bytes, total_bytes);
@@ -283,17 +302,18 @@ public:
         wrote(loss, op), wrote(logits, op);
         in_->xent_finish(loss, logits, rowmax, sumexp, target_logit, rows, Vl, v0, V_valid);
     }
-    void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
-                       int64_t Vl, int64_t v0, int64_t V_valid) override {
+    void xent_backward(void* dlogits, DType dlogits_t, const float* probs, const int32_t* targets, float scale,
+                       int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
         rd(dlogits, "xent_backward"), rd(probs, "xent_backward"), rd(targets, "xent_backward");
-        wrote(dlogits, "xent_backward"), in_->xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid);
+        wrote(dlogits, "xent_backward"),
+            in_->xent_backward(dlogits, dlogits_t, probs, targets, scale, rows, Vl, v0, V_valid);
     }
-    void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
-                    int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+    void xent_fused(float* loss, void* dlogits, DType dlogits_t, const float* logits, const int32_t* targets,
+                    float scale, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
         const char* op = "xent_fused";
         rd(loss, op), rd(dlogits, op), rd(logits, op), rd(targets, op);
         wrote(loss, op), wrote(dlogits, op);
-        in_->xent_fused(loss, dlogits, logits, targets, scale, rows, Vl, v0, V_valid);
+        in_->xent_fused(loss, dlogits, dlogits_t, logits, targets, scale, rows, Vl, v0, V_valid);
     }
     void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
                float weight_decay, const double* scalars, int64_t step, void* model_p, DType model_t) override {

@@ -253,33 +253,12 @@ public:
                                                              : Epilogue::gelu_aux;
             p.aux = g.aux, p.ld_aux = g.ldc, p.stride_aux = 0;
         }
-        if (g.a_type != g.b_type) {
-            // cuBLASLt multiplies operands of one type. The engine mixes them where an f32
-            // gradient meets 16-bit activations or weights (the output layer's dlogits):
-            // widen the 16-bit operand into the planned scratch and multiply in f32, the
-            // CPU backend's arithmetic. (A GPU-speed alternative, Megatron's, narrows
-            // dlogits to 16-bit first; it changes the numerics, so it waits for a GPU check.)
-            Gemm w = g;
-            const bool widen_a = g.a_type != DType::f32;
-            const int64_t rows = widen_a ? (g.trans_a ? g.K : g.M) : (g.trans_b ? g.N : g.K);
-            const int64_t cols = widen_a ? (g.trans_a ? g.M : g.K) : (g.trans_b ? g.K : g.N);
-            const int64_t ld = widen_a ? g.lda : g.ldb, stride = widen_a ? g.stride_a : g.stride_b;
-            const int64_t span = (g.batch - 1) * stride + (rows - 1) * ld + cols;  // elements the operand covers
-            float* f = widen_ws(span, "gemm");
-            convert(f, DType::f32, widen_a ? g.A : g.B, widen_a ? g.a_type : g.b_type, span);
-            if (widen_a) w.A = f, w.a_type = DType::f32;
-            else w.B = f, w.b_type = DType::f32;
-            if (g.c_type == DType::f32) return gemm(w);
-            // f32 × f32 → 16-bit is not a cuBLASLt combination either: the product goes to
-            // f32 scratch (contiguous [M, N] per batch) and is rounded once into C.
-            if (g.beta != 0.0f || g.bias || g.batch != 1 || g.ldc != g.N)
-                fail(k_backend_name, "gemm", "a mixed-type GEMM into 16-bit C needs beta 0, no bias, batch 1, ldc = N");
-            float* out = widen_ws(span + g.M * g.N, "gemm") + span;
-            w.C = out, w.c_type = DType::f32, w.ldc = g.N, w.stride_c = 0;
-            gemm(w);
-            convert(g.C, g.c_type, out, DType::f32, g.M * g.N);
-            return;
-        }
+        if (g.a_type != g.b_type)
+            // cuBLASLt multiplies operands of one type, and the engine gives it nothing else:
+            // the output layer's dlogits are 16-bit like its other operands in mixed precision
+            // (xent_fused / xent_backward write them so), so no f32 widening scratch is planned.
+            fail(k_backend_name, "gemm", "A has dtype %d but B dtype %d: the CUDA backend multiplies operands of one type",
+                 (int)g.a_type, (int)g.b_type);
         if (g.K == 0) {
             // cuBLASLt rejects k = 0; the result is beta·C (+ bias), which is what the CPU does.
             if (g.beta == 0.0f) fill_matrix_zero(g);
@@ -459,18 +438,33 @@ public:
             }
         }
     }
+    // FlashAttention-2 (kernels/flash.cuh): no [B,H,T,T] buffer; the backward's scratch is
+    // the rows' Σ dctx·ctx.
+    void flash_attention_forward(DType t, void* ctx, float* lse, const void* qkv, int64_t B, int64_t T, int64_t H,
+                                 int64_t G, int64_t D) override {
+        check_attention("flash_attention_forward", B, T, H, G, D);
+        cuda::PTD_CUDA_NS::flash_attention_forward(t, ctx, lse, qkv, B, T, H, G, D, compute_);
+    }
+    void flash_attention_backward(DType t, void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                                  const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                                  void* workspace) override {
+        check_attention("flash_attention_backward", B, T, H, G, D);
+        cuda::PTD_CUDA_NS::flash_attention_backward(t, dqkv, dctx, ctx, lse, qkv, B, T, H, G, D,
+                                                    static_cast<float*>(workspace), compute_);
+    }
+    int64_t flash_attention_backward_workspace(DType, int64_t B, int64_t T, int64_t H, int64_t, int64_t) const override {
+        return flash_attention_backward_workspace_bytes(B, T, H);
+    }
     // dP / dS for every (b, h): [B·H, T, T] in t.
     int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t, int64_t) const override {
         return B * H * T * T * engine::dtype_bytes(t);
     }
-    // The kernels read 16-bit operands directly (no widening), but the row reductions of
-    // the norm and bias gradients and the Σx² partials need scratch: planned here.
-    // With 16-bit activations, also f32 room for two of the largest 16-bit operands, for the
-    // GEMMs that mix one with an f32 operand (gemm() widens it, and stages a 16-bit result).
-    int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const override {
+    // The kernels read 16-bit operands directly and every GEMM has operands of one type (no
+    // widening), but the row reductions of the norm and bias gradients and the Σx² partials
+    // need scratch: planned here, the same in every precision.
+    int64_t operand_scratch_bytes(DType, int64_t, int64_t widest_row) const override {
         return (int64_t)sizeof(double) * sum_squares_workspace_doubles() +
-               (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1)) +
-               (t == DType::f32 ? 0 : 2 * (int64_t)sizeof(float) * largest_operand);
+               (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1));
     }
     void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
         if (scratch_) return;
@@ -479,10 +473,6 @@ public:
             alloc(engine::MEM_WORKSPACE, (size_t)operand_scratch_bytes(t, largest_operand, widest_row), "operand scratch"));
         sumsq_ws_ = reinterpret_cast<double*>(scratch_);
         row_ws_ = reinterpret_cast<float*>(scratch_ + sizeof(double) * sum_squares_workspace_doubles());
-        if (t != DType::f32) {
-            widen_ws_ = row_ws_ + row_reduce_floats_for(widest_);
-            widen_floats_ = 2 * largest_operand;
-        }
     }
 
     // ---- embedding ---------------------------------------------------------------------
@@ -516,15 +506,16 @@ public:
                      int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
         cuda::PTD_CUDA_NS::xent_finish(loss, logits, rowmax, sumexp, target_logit, rows, Vl, v0, V_valid, compute_);
     }
-    void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows,
-                       int64_t Vl, int64_t v0, int64_t V_valid) override {
-        cuda::PTD_CUDA_NS::xent_backward(dlogits, probs, targets, scale, rows, Vl, v0, V_valid, compute_);
+    void xent_backward(void* dlogits, DType dlogits_t, const float* probs, const int32_t* targets, float scale,
+                       int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_backward(dlogits, dlogits_t, probs, targets, scale, rows, Vl, v0, V_valid, compute_);
     }
 
     // tp = 1: one launch (kernels.h) — online max and Σexp, then loss and gradient.
-    void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
-                    int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
-        cuda::PTD_CUDA_NS::xent_fused(loss, dlogits, logits, targets, scale, rows, Vl, v0, V_valid, compute_);
+    void xent_fused(float* loss, void* dlogits, DType dlogits_t, const float* logits, const int32_t* targets,
+                    float scale, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) override {
+        cuda::PTD_CUDA_NS::xent_fused(loss, dlogits, dlogits_t, logits, targets, scale, rows, Vl, v0, V_valid,
+                                      compute_);
     }
 
     // ---- optimizer -----------------------------------------------------------------------
@@ -589,12 +580,6 @@ private:
                  (long long)widest_);
         return row_ws_;
     }
-    float* widen_ws(int64_t floats, const char* op) const {
-        if (!widen_ws_ || floats > widen_floats_)
-            fail(k_backend_name, op, "a 16-bit operand of %lld elements to widen, but %lld were planned",
-                 (long long)floats, (long long)widen_floats_);
-        return widen_ws_;
-    }
     void check_attention(const char* op, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) const {
         if (B < 0 || T < 0 || H <= 0 || G <= 0 || D <= 0 || H % G != 0)
             fail(k_backend_name, op, "B %lld T %lld H %lld G %lld D %lld", (long long)B, (long long)T, (long long)H,
@@ -623,8 +608,6 @@ private:
     char* scratch_ = nullptr;
     float* row_ws_ = nullptr;
     double* sumsq_ws_ = nullptr;
-    float* widen_ws_ = nullptr;  // f32 copy of a 16-bit GEMM operand (mixed-type GEMMs)
-    int64_t widen_floats_ = 0;
     int64_t widest_ = 1;
     AdamWTensor* adamw_list_ = nullptr;     // plan_adamw's device list (MEM_WORKSPACE)
     std::vector<AdamWTensor> adamw_host_;   // its host copy (the upload's source, and the count)

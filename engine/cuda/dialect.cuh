@@ -19,6 +19,7 @@
 //   PTD_SET_MAX_DYNAMIC_SMEM(kernel, bytes)   the opt-in above 48 KiB, as cudaFuncSetAttribute
 //   bf16 f16 to_f32(x) from_f32<T>(float) bf16_bits/f16_bits, bf16_from_bits/f16_from_bits
 //   warp_reduce_sum/max, block_reduce_sum/max(v, smem32), grid_stride(n), Pack128<T>,
+//   mma_16x8x16 (a warp's tensor-core multiply-accumulate, exact reference in the simulator),
 //   load128/load128cs/store128/store128cs
 //   math: expf logf tanhf sqrtf rsqrtf fmaxf fminf fabsf __expf __logf __fdividef __ldg, min/max
 //   (int, unsigned, long long, float), __popc __ffs __clz, __float_as_uint and friends
@@ -145,6 +146,12 @@ inline void set_max_dynamic_smem_checked(const char* name, const char* file, int
 #endif
 
 // ============================ shared by both builds ==================================
+#include <type_traits>
+#if defined(__CUDACC__) && !defined(PTD_CUDA_SIM)
+#define PTD_MMA_UNROLL _Pragma("unroll")
+#else
+#define PTD_MMA_UNROLL
+#endif
 // The few primitives of our kernels, written once in CUDA spelling.
 namespace ptd::cuda::PTD_CUDA_NS {
 
@@ -190,6 +197,56 @@ __device__ __forceinline__ float block_reduce_max(float v, float* smem32) {
     v = warp_reduce_max(v);
     __syncthreads();
     return v;
+}
+
+// ---- warp-level matrix multiply-accumulate (tensor cores) ------------------------------
+// D[16×8] (f32) += A[16×16] · B[16×8] with A, B in T = bf16 or f16: one MMA of the whole
+// warp (every lane must call it, converged), PTX's mma.sync.m16n8k16.row.col with f32
+// accumulators. The operands are read from memory the warp can see (shared memory, in our
+// kernels) through strides, so one primitive serves Q·Kᵀ, P·V and their transposes:
+// A(i, k) = A[i·a_rs + k·a_cs], B(k, n) = B[k·b_rs + n·b_cs]. The accumulator is PTX's
+// per-lane fragment: lane 4g + q holds d = {D(g, 2q), D(g, 2q+1), D(g+8, 2q), D(g+8, 2q+1)}.
+// On sm_80+ it is the tensor-core instruction (operand fragments packed two 16-bit values per
+// register, the lower column in the low half); before sm_80 (no bf16 m16n8k16) and in the
+// simulator it is the exact reference: each lane sums its four outputs' 16 products (exact in
+// f32: a product of two 16-bit values fits a float) in k order. Tensor cores add the products
+// in an undocumented order and precision, so the two agree to f32 rounding, not bit for bit.
+template <class T>
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const T* A, int a_rs, int a_cs, const T* B, int b_rs,
+                                            int b_cs) {
+    const int lane = (int)(threadIdx.x % 32), g = lane / 4, q = lane % 4;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    auto bits = [](T x) -> uint32_t {
+        if constexpr (sizeof(T) == 2 && std::is_same_v<T, bf16>) return (uint32_t)bf16_bits(x);
+        else return (uint32_t)f16_bits(x);
+    };
+    auto pack = [&](const T* p, int stride) { return bits(p[0]) | (bits(p[stride]) << 16); };
+    const uint32_t a0 = pack(A + g * a_rs + 2 * q * a_cs, a_cs), a1 = pack(A + (g + 8) * a_rs + 2 * q * a_cs, a_cs);
+    const uint32_t a2 = pack(A + g * a_rs + (2 * q + 8) * a_cs, a_cs);
+    const uint32_t a3 = pack(A + (g + 8) * a_rs + (2 * q + 8) * a_cs, a_cs);
+    const uint32_t b0 = pack(B + 2 * q * b_rs + g * b_cs, b_rs), b1 = pack(B + (2 * q + 8) * b_rs + g * b_cs, b_rs);
+    if constexpr (std::is_same_v<T, bf16>)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __syncwarp();  // a warp-wide instruction: the simulator checks that every lane is here
+PTD_MMA_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
+        float acc = d[i];
+        for (int k = 0; k < 16; k++) acc += to_f32(A[row * a_rs + k * a_cs]) * to_f32(B[k * b_rs + col * b_cs]);
+        d[i] = acc;
+    }
+#endif
 }
 
 // for (int64_t i : grid_stride(n)) — i = global x index, stepping by the grid's x extent.

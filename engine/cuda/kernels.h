@@ -144,9 +144,25 @@ void attention_softmax_forward(DType probs_t, void* probs, DType scores_t, const
 void attention_softmax_backward(DType probs_t, const void* probs, DType grad_t, void* dscores, const void* dprobs,
                                 int64_t BH, int64_t T, float scale, StreamHandle stream);
 
-// ---- vocab-parallel cross entropy (kernels/xent.cuh), all f32 -----------------------------
-// The CPU backend's four phases (backend.h), the caller all-reducing over TP in between
-// (max after xent_row_max, sum of sumexp and target_logit after xent_sums).
+// ---- flash attention (kernels/flash.cuh) -------------------------------------------------
+// FlashAttention-2, causal, on the layouts above: t = bf16 or f16, head size D ∈ {16, 32,
+// 64, 128}, any T. Forward: ctx [B, T, H, D] (t) and lse [B, H, T] (f32: log Σ_u≤t exp(scale
+// ·q_t·k_u), scale = 1/√D) — no [T, T] buffer. Backward: dqkv [B·T, (H + 2G)·D] (t)
+// overwritten, from dctx, the saved ctx and lse and qkv; `workspace` holds
+// flash_attention_backward_workspace_bytes(B, T, H) bytes (the rows' Σ dctx·ctx, f32).
+// Deterministic: dK and dV are summed over a kv head's query heads inside one block, dQ in
+// another kernel; no atomics.
+void flash_attention_forward(DType t, void* ctx, float* lse, const void* qkv, int64_t B, int64_t T, int64_t H,
+                             int64_t G, int64_t D, StreamHandle stream);
+int64_t flash_attention_backward_workspace_bytes(int64_t B, int64_t T, int64_t H);
+void flash_attention_backward(DType t, void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                              const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D, float* workspace,
+                              StreamHandle stream);
+
+// ---- vocab-parallel cross entropy (kernels/xent.cuh) -------------------------------------
+// f32 logits, softmax and loss. The CPU backend's four phases (backend.h), the caller
+// all-reducing over TP in between (max after xent_row_max, sum of sumexp and target_logit
+// after xent_sums).
 void xent_row_max(float* rowmax, const float* logits, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid,
                   StreamHandle stream);
 void xent_sums(float* sumexp, float* target_logit, const float* logits, const float* rowmax, const int32_t* targets,
@@ -154,15 +170,17 @@ void xent_sums(float* sumexp, float* target_logit, const float* logits, const fl
 // loss[r]; logits become the softmax probabilities in place (masked columns 0).
 void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp, const float* target_logit,
                  int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream);
-// dlogits = scale · (probs − onehot(target)) (masked columns 0); dlogits may alias probs.
-void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows, int64_t Vl,
-                   int64_t v0, int64_t V_valid, StreamHandle stream);
+// dlogits = scale · (probs − onehot(target)) (masked columns 0) stored in dlogits_t: f32
+// [rows, Vl], or 16-bit rounded once with rows 2·Vl elements apart (each row in the first
+// half of that row's f32 bytes: Backend::xent_backward). dlogits may alias probs.
+void xent_backward(void* dlogits, DType dlogits_t, const float* probs, const int32_t* targets, float scale,
+                   int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream);
 // tp = 1 (the shard holds every valid column): loss[r] and, when dlogits is not null,
-// dlogits = scale · (softmax − onehot) — the four phases in one launch (online max/sum,
-// then one more read of the row). dlogits may alias logits. Same values as the four phases
-// up to the summation order of Σexp.
-void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale, int64_t rows,
-                int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream);
+// dlogits = scale · (softmax − onehot), stored as xent_backward stores it — the four phases
+// in one launch (online max/sum, then one more read of the row). dlogits may alias logits.
+// Same values as the four phases up to the summation order of Σexp.
+void xent_fused(float* loss, void* dlogits, DType dlogits_t, const float* logits, const int32_t* targets, float scale,
+                int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream);
 
 // ---- embedding, positions, token split (kernels/embedding.cuh) ----------------------------
 // out [rows, C] (t) = wte [Vl, C] (t) row tokens[r] − v0, or 0 outside [v0, v0 + Vl).

@@ -14,6 +14,7 @@
 
 // ---- kernb ----
 #include "kernels/attention.cuh"
+#include "kernels/flash.cuh"
 #include "kernels/xent.cuh"
 #include "kernels/embedding.cuh"
 #include "kernels/reduce.cuh"

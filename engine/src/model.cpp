@@ -66,6 +66,7 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     c.zero = (p.zero >= 1 || p.distributed_optimizer) ? 1 : 0;
     c.recompute_full = p.recompute == Recompute::full;
     c.recompute_selective = p.recompute == Recompute::selective;
+    c.flash_attention = t.flash_attention;
     c.act = t.precision == Precision::bf16 ? DType::bf16 : t.precision == Precision::fp16 ? DType::f16 : DType::f32;
     c.micro_batch = t.micro_batch;
     c.seq = m.seq_len;
@@ -343,6 +344,7 @@ bool place_buffer(const BufferHomes& h, EngineBufferId id, void* p) {
     case Id::ln1_output: return put_field(h.layer, &LayerActs::ln1_out, p);
     case Id::attn_qkv: return put_field(h.layer, &LayerActs::qkv, p);
     case Id::attn_probs: return put_field(h.layer, &LayerActs::probs, p);
+    case Id::attn_lse: return put_field(h.layer, &LayerActs::lse, p);
     case Id::attn_context: return put_field(h.layer, &LayerActs::ctx, p);
     case Id::ln2_input: return put_field(h.layer, &LayerActs::ln2_in, p);
     case Id::ln2_rstd: return put_field(h.layer, &LayerActs::ln2_rstd, p);
@@ -405,8 +407,9 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     // The buffer lists are the estimators' ptd-engine profile: what is predicted is what is
     // allocated. Kept per layer and slot, and (recompute) one working set shared by all.
     const Recompute rc = c.recompute();
-    const auto kept = engine_layer_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act);
-    const auto working = engine_recompute_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act);
+    const auto kept = engine_layer_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act, c.flash_attention);
+    const auto working =
+        engine_recompute_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, rc, act, c.flash_attention);
     seen(kept), seen(working);
     auto alloc_list = [&](LayerActs& la, const std::vector<EngineBuffer>& list) {
         for (const EngineBuffer& b : list) {
@@ -435,12 +438,18 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     // Workspace: the estimators' list too; attention backward's scratch and the 16-bit
     // operand scratch are as the backend states them (bytes, listed as f32 elements).
     const int64_t attention_scratch_bytes =
-        c.layers > 0 ? be.attention_backward_workspace(c.act, c.micro_batch, c.seq, c.heads_l(), c.kv_l(), c.head_dim()) : 0;
+        c.layers == 0        ? 0
+        : c.flash_attention ? be.flash_attention_backward_workspace(c.act, c.micro_batch, c.seq, c.heads_l(), c.kv_l(),
+                                                                     c.head_dim())
+                             : be.attention_backward_workspace(c.act, c.micro_batch, c.seq, c.heads_l(), c.kv_l(),
+                                                               c.head_dim());
     auto f32_elements = [](int64_t bytes) { return (bytes + 3) / 4; };
     const int64_t HD = c.heads_l() * c.head_dim(), GD = c.kv_l() * c.head_dim();
     if (c.layers > 0)
         largest_operand = std::max({largest_operand, (HD + 2 * GD) * h, HD * h, c.ffn_l() * h});
     if (c.first || c.last) largest_operand = std::max(largest_operand, c.vocab_l() * h);
+    // Mixed precision: the output layer's 16-bit dlogits [R, Vl] (written over the f32 logits).
+    if (c.last && c.mixed()) largest_operand = std::max(largest_operand, c.rows() * c.vocab_l());
     if (c.first && ms.position == Position::learned) largest_operand = std::max(largest_operand, (int64_t)c.seq * h);
     const auto probe_ws = engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first, c.last,
                                                    c.layers > 0, f32_elements(attention_scratch_bytes), act);
@@ -629,6 +638,15 @@ void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const v
     be.embedding_backward(t, m.wte->g, full, tokens, v0, Vl, R, h);
 }
 
+// The attention core on the fused qkv: FlashAttention-2 (ctx and the rows' log-sum-exp,
+// training.flash_attention) or the materialised probabilities (ctx and probs [b,H,s,s]).
+static void attention_core_forward(Model& m, LayerActs& x) {
+    const EngineConfig& cfg = m.cfg;
+    const int64_t B = cfg.micro_batch, T = cfg.seq, H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim();
+    if (cfg.flash_attention) m.be->flash_attention_forward(cfg.act, x.ctx, x.lse, x.qkv, B, T, H, G, D);
+    else m.be->attention_forward(cfg.act, x.ctx, x.probs, x.qkv, B, T, H, G, D);
+}
+
 void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
@@ -644,7 +662,7 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
         be.rope_forward(t, x.qkv, QKV, B, T, H, D, 0, a.rope_table, T);
         be.rope_forward(t, dtype_offset(x.qkv, H * D, t), QKV, B, T, G, D, 0, a.rope_table, T);
     }
-    be.attention_forward(t, x.ctx, x.probs, x.qkv, B, T, H, G, D);
+    attention_core_forward(m, x);
     linear_forward(m, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
     const void* attn = tp_reduce(m, a.w_full, c);
     if (P.bo) {  // its own rounding before the residual add, as without the fusion
@@ -709,8 +727,13 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
     // Selective recompute (Korthikanti et al. 2022, §5): the probabilities were not kept;
     // the attention core runs again from the saved fused qkv (post-RoPE). The context it
     // writes again is bit-identical and no longer read (dWo above was its last use).
-    if (cfg.recompute_selective) be.attention_forward(t, x.ctx, x.probs, x.qkv, B, T, H, G, D);
-    be.attention_backward(t, a.w_dqkv, a.w_dctx, x.probs, x.qkv, B, T, H, G, D, a.w_attn_bwd);
+    // With flash attention the log-sum-exp is recomputed, and the context again with it (the
+    // flash backward reads it: the same bits).
+    if (cfg.recompute_selective) attention_core_forward(m, x);
+    if (cfg.flash_attention)
+        be.flash_attention_backward(t, a.w_dqkv, a.w_dctx, x.ctx, x.lse, x.qkv, B, T, H, G, D, a.w_attn_bwd);
+    else
+        be.attention_backward(t, a.w_dqkv, a.w_dctx, x.probs, x.qkv, B, T, H, G, D, a.w_attn_bwd);
     if (cfg.model.position == Position::rope) {
         be.rope_backward(t, a.w_dqkv, QKV, B, T, H, D, 0, a.rope_table, T);
         be.rope_backward(t, dtype_offset(a.w_dqkv, H * D, t), QKV, B, T, G, D, 0, a.rope_table, T);
@@ -728,7 +751,9 @@ namespace {
 // Final norm, logits (f32) and the vocab-parallel cross entropy: per-row losses in
 // a.w_loss, their sum added to the device scalar *loss_acc (when not null) and, with
 // `loss_scale` given (backward), dlogits = loss_scale · (softmax − onehot) in place of the
-// logits in a.out.probs. With tp = 1 no all-reduce separates the phases: one fused op
+// logits in a.out.probs — in cfg.act (16-bit in mixed precision, rows 2·Vl apart: each in
+// the first half of its f32 logits row, as llm.c and Megatron narrow dlogits), so that both
+// backward GEMMs of the output layer multiply 16-bit operands. With tp = 1 no all-reduce separates the phases: one fused op
 // (one kernel on a GPU). With tp > 1 Megatron's four phases around the TP all-reduces
 // (max, then Σexp and the target logit).
 void output_loss(Model& m, Activations& a, double* loss_acc, const float* loss_scale, StageComm& c) {
@@ -740,8 +765,8 @@ void output_loss(Model& m, Activations& a, double* loss_acc, const float* loss_s
     norm_forward_gathered(m, o.lnf_out, o.lnf_mean, o.lnf_rstd, o.lnf_in, m.lnf_w, m.lnf_b, c);
     be.gemm(false, true, R, Vl, h, 1.0f, o.lnf_out, m.wout->p, 0.0f, o.probs, cfg.act, DType::f32);  // logits [R, Vl]
     if (cfg.tp == 1) {
-        be.xent_fused(a.w_loss, loss_scale ? o.probs : nullptr, o.probs, o.targets, loss_scale ? *loss_scale : 0.0f,
-                      R, Vl, v0, V);
+        be.xent_fused(a.w_loss, loss_scale ? o.probs : nullptr, cfg.act, o.probs, o.targets,
+                      loss_scale ? *loss_scale : 0.0f, R, Vl, v0, V);
         if (loss_acc) be.sum_into(loss_acc, a.w_loss, R);
         return;
     }
@@ -761,7 +786,7 @@ void output_loss(Model& m, Activations& a, double* loss_acc, const float* loss_s
     }
     be.xent_finish(a.w_loss, o.probs, rowmax, sums, sums + R, R, Vl, v0, V);
     if (loss_acc) be.sum_into(loss_acc, a.w_loss, R);  // stays on the device
-    if (loss_scale) be.xent_backward(o.probs, o.probs, o.targets, *loss_scale, R, Vl, v0, V);  // dlogits (f32) in place
+    if (loss_scale) be.xent_backward(o.probs, cfg.act, o.probs, o.targets, *loss_scale, R, Vl, v0, V);  // in place
 }
 
 }  // namespace
@@ -776,18 +801,19 @@ void output_forward_backward(Model& m, Activations& a, float loss_scale, void* d
     Backend& be = *m.be;
     const DType t = cfg.act;
     const int64_t R = cfg.rows(), h = cfg.model.hidden, Vl = cfg.vocab_l();
-    output_loss(m, a, loss_acc, &loss_scale, c);  // dlogits (f32) in o.probs
+    output_loss(m, a, loss_acc, &loss_scale, c);  // dlogits (t) in o.probs, rows dlogits_ld apart
     OutputActs& o = a.out;
-    // dWout (f32) += dlᵀ · x and dx (t) = dl · Wout: an f32 dlogits operand against t.
+    const int64_t ld_dl = Backend::dlogits_ld(t, Vl);
+    // dWout (f32) += dlᵀ · x and dx (t) = dl · Wout: operands of one type t.
     Backend::Gemm dw;
     dw.trans_a = true, dw.M = Vl, dw.N = h, dw.K = R, dw.beta = 1.0f;
-    dw.A = o.probs, dw.a_type = DType::f32, dw.lda = Vl;
+    dw.A = o.probs, dw.a_type = t, dw.lda = ld_dl;
     dw.B = o.lnf_out, dw.b_type = t, dw.ldb = h;
     dw.C = m.wout->g, dw.c_type = DType::f32, dw.ldc = h;
     be.gemm(dw);
     Backend::Gemm dx;
     dx.M = R, dx.N = h, dx.K = Vl;
-    dx.A = o.probs, dx.a_type = DType::f32, dx.lda = Vl;
+    dx.A = o.probs, dx.a_type = t, dx.lda = ld_dl;
     dx.B = m.wout->p, dx.b_type = t, dx.ldb = h;
     dx.C = a.w_dln, dx.c_type = t, dx.ldc = h;
     be.gemm(dx);

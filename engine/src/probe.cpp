@@ -273,7 +273,7 @@ struct Prober {
         for (void* p : {x, y, w, bias}) be().release(p);
         be().release(mean), be().release(rstd);
 
-        if (c.last) {  // softmax + cross entropy over this rank's vocabulary shard (f32)
+        if (c.last) {  // softmax + cross entropy over this rank's vocabulary shard (f32; dlogits in c.act, as the engine)
             const int64_t V = c.vocab_l();
             float* logits = (float*)alloc(R * V * 4, "probe logits");
             float* loss = (float*)alloc(R * 4, "probe loss");
@@ -281,7 +281,7 @@ struct Prober {
             fill(logits, DType::f32, 0.1f, R * V);
             const int64_t valid = std::min<int64_t>(V, c.model.vocab);
             emit_elementwise("softmax_xent", R * V, 2 * R * V * 4,
-                             time_bytes(2.0 * R * V * 4, loss, [&] { be().xent_fused(loss, logits, logits, tgt, 1.0f, R, V, 0, valid); }));
+                             time_bytes(2.0 * R * V * 4, loss, [&] { be().xent_fused(loss, logits, c.act, logits, tgt, 1.0f, R, V, 0, valid); }));
             be().release(logits), be().release(loss), be().release(tgt);
         }
         {  // AdamW over a layer's worth of this rank's parameters (f32 p, g, m, v: 16 bytes/element read + written)

@@ -608,6 +608,20 @@ int setup_connected(RunState& s, const JobSpec& job, const RankEnv& env, const T
     }
     const BackendChoice cpu_choice;
     const BackendChoice& backend = options.backend ? *options.backend : cpu_choice;
+    if (backend.kind != BackendKind::cpu && s.cfg.flash_attention && !s.cfg.mixed()) {
+        // The CUDA flash kernels store 16-bit (kernels/flash.cuh); the CPU backend's flash ops run in any precision.
+        SourceLoc where{job.origin.file, 0, 0};
+        if (auto it = job.origin.locations.find("training.flash_attention"); it != job.origin.locations.end())
+            where = it->second;
+        return setup_error(s,
+                           fail(where, "training.flash_attention",
+                                std::string("true with precision \"fp32\" on --backend ") + backend_kind_name(backend.kind) +
+                                    "; allowed: precision \"bf16\" or \"fp16\" (the CUDA flash attention kernels store "
+                                    "16-bit), flash_attention = false, or --backend cpu")
+                               .error()
+                               .one_line(),
+                           2);
+    }
     auto be = make_backend(backend, s.threads);
     if (!be) return setup_error(s, be.error().one_line(), 2);
     s.be = std::move(*be);

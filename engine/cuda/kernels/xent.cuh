@@ -1,4 +1,5 @@
-// xent.cuh — vocab-parallel cross entropy (Megatron's protocol), all f32.
+// xent.cuh — vocab-parallel cross entropy (Megatron's protocol): f32 logits, softmax and
+// loss; dlogits f32 or, in mixed precision, 16-bit written over the logits in place (llm.c).
 //
 // logits [rows, Vl] (f32: the output GEMM writes f32 in every precision) hold the columns
 // v0 .. v0 + Vl − 1 of the padded vocabulary; only global columns < V_valid take part
@@ -8,7 +9,8 @@
 //   xent_row_max   rowmax[r]                          (then all-reduce max over TP)
 //   xent_sums      sumexp[r], target_logit[r]         (then all-reduce sum over TP)
 //   xent_finish    loss[r]; logits → probabilities in place
-//   xent_backward  dlogits = scale · (probs − onehot(target)), may alias probs
+//   xent_backward  dlogits = scale · (probs − onehot(target)), may alias probs (f32, or
+//                  16-bit in the first half of each f32 row: kernels.h)
 // With tp = 1 one launch does it all (xent_fused): pass 1 keeps a running (max, Σexp) per
 // thread over the row (online softmax, one read), the block combines them; pass 2 reads
 // the row again (from L2) and writes loss and dlogits — no probabilities round trip.
@@ -87,31 +89,51 @@ PTD_UNROLL
     if (threadIdx.x == 0) loss[r] = logf(sumexp[r]) + mx - target_logit[r];
 }
 
+// Row r of dlogits stored as OutT: f32 [rows, Vl], or 16-bit with rows 2·Vl elements apart
+// (in the first half of the bytes of f32 row r, so that it can overwrite the logits in place).
+template <class OutT>
+__device__ __forceinline__ OutT* dlogits_row(void* dlogits, int64_t r, int64_t Vl) {
+    return reinterpret_cast<OutT*>(static_cast<char*>(dlogits) + r * Vl * (int64_t)sizeof(float));
+}
+
+// Pass over row r in chunks of blockDim.x · N columns, in increasing order: value(c, x)
+// turns the f32 values x read at columns c.. into dlogits, stored as OutT at the same
+// columns. 16-bit results written over the f32 row they are computed from land on f32
+// columns below the chunk's end: the barrier between a chunk's reads and its stores keeps
+// every thread's reads of the chunk ahead of any thread's store (the trip count is the same
+// for every thread of the block, so the barrier is uniform).
+template <int N, class OutT, class Value>
+__device__ __forceinline__ void xent_store_row(OutT* dr, const float* src, int64_t Vl, Value value) {
+    for (int64_t base = 0; base < Vl; base += (int64_t)blockDim.x * N) {
+        const int64_t j = base / N + threadIdx.x;
+        const bool mine = j * N < Vl;
+        float x[N];
+        if (mine) {
+            load_n<float, N>(src + j * N, x);
+PTD_UNROLL
+            for (int k = 0; k < N; k++) x[k] = value(j * N + k, x[k]);
+        }
+        if constexpr (sizeof(OutT) == 2) __syncthreads();
+        if (mine) store_n<OutT, N>(dr + j * N, x);
+    }
+}
+
 // dlogits[r,c] = scale · (probs[r,c] − [c = target]) for valid c, else 0. Element-wise, so
-// dlogits may alias probs.
-template <int N>
-__global__ void xent_backward_kernel(float* dlogits, const float* probs, const int32_t* targets, float scale,
+// dlogits may alias probs (16-bit OutT: in place as xent_store_row says).
+template <int N, class OutT>
+__global__ void xent_backward_kernel(void* dlogits, const float* probs, const int32_t* targets, float scale,
                                      int64_t Vl, int64_t v0, int64_t nv) {
     const int64_t r = blockIdx.x;
-    const float* pr = probs + r * Vl;
-    float* dr = dlogits + r * Vl;
     const int64_t t = (int64_t)targets[r] - v0;  // may be outside [0, nv): then no column is the target
-    for (int64_t j = threadIdx.x; j * N < Vl; j += blockDim.x) {
-        float x[N];
-        load_n<float, N>(pr + j * N, x);
-PTD_UNROLL
-        for (int k = 0; k < N; k++) {
-            const int64_t c = j * N + k;
-            x[k] = c >= nv ? 0.0f : (c == t ? scale * (x[k] - 1.0f) : scale * x[k]);
-        }
-        store_n<float, N>(dr + j * N, x);
-    }
+    xent_store_row<N>(dlogits_row<OutT>(dlogits, r, Vl), probs + r * Vl, Vl, [&](int64_t c, float p) {
+        return c >= nv ? 0.0f : (c == t ? scale * (p - 1.0f) : scale * p);
+    });
 }
 
 // tp = 1 (or any shard that holds every valid column): loss[r] and, when dlogits is not
 // null, dlogits = scale · (softmax − onehot) in one launch. dlogits may alias logits.
-template <int N>
-__global__ void xent_fused_kernel(float* loss, float* dlogits, const float* logits, const int32_t* targets,
+template <int N, class OutT>
+__global__ void xent_fused_kernel(float* loss, void* dlogits, const float* logits, const int32_t* targets,
                                   float scale, int64_t Vl, int64_t v0, int64_t nv) {
     PTD_SHARED(float, red_max, 32);
     PTD_SHARED(float, red_sum, 32);
@@ -144,18 +166,10 @@ PTD_UNROLL
 
     // Pass 2: probabilities as xent_finish rounds them, then the gradient as xent_backward.
     const float inv = 1.0f / sum;
-    float* dr = dlogits + r * Vl;
-    for (int64_t j = threadIdx.x; j * N < Vl; j += blockDim.x) {
-        float x[N];
-        load_n<float, N>(lr + j * N, x);
-PTD_UNROLL
-        for (int k = 0; k < N; k++) {
-            const int64_t c = j * N + k;
-            const float p = c < nv ? expf(x[k] - mx) * inv : 0.0f;
-            x[k] = c >= nv ? 0.0f : (c == t ? scale * (p - 1.0f) : scale * p);
-        }
-        store_n<float, N>(dr + j * N, x);
-    }
+    xent_store_row<N>(dlogits_row<OutT>(dlogits, r, Vl), lr, Vl, [&](int64_t c, float x) {
+        const float p = c < nv ? expf(x - mx) * inv : 0.0f;
+        return c >= nv ? 0.0f : (c == t ? scale * (p - 1.0f) : scale * p);
+    });
 }
 
 inline int64_t xent_valid_columns(int64_t Vl, int64_t v0, int64_t V_valid) {
@@ -164,7 +178,8 @@ inline int64_t xent_valid_columns(int64_t Vl, int64_t v0, int64_t V_valid) {
 }
 
 // Launches kernel<k_vec> when every row can be read by 8-column vectors, else kernel<1>;
-// one block per row (blockIdx.x, up to 2³¹ − 1 rows).
+// one block per row (blockIdx.x, up to 2³¹ − 1 rows). PTD_XENT_LAUNCH_OUT does the same for
+// the kernels that store dlogits, instantiated for its storage type OutT.
 #define PTD_XENT_LAUNCH(kernel, vec, rows, stream, ...)                                     \
     do {                                                                                  \
         if (vec) {                                                                        \
@@ -175,6 +190,17 @@ inline int64_t xent_valid_columns(int64_t Vl, int64_t v0, int64_t V_valid) {
             PTD_LAUNCH(k_, (unsigned)(rows), k_xent_threads, 0, stream, __VA_ARGS__);     \
         }                                                                                 \
     } while (0)
+#define PTD_XENT_LAUNCH_OUT(kernel, out_t, vec, rows, stream, ...)                               \
+    dispatch_type(out_t, #kernel, [&](auto out_type) {                                         \
+        using OutT = decltype(out_type);                                                       \
+        if (vec) {                                                                             \
+            auto k_ = kernel<k_vec, OutT>;                                                     \
+            PTD_LAUNCH(k_, (unsigned)(rows), k_xent_threads, 0, stream, __VA_ARGS__);          \
+        } else {                                                                               \
+            auto k_ = kernel<1, OutT>;                                                         \
+            PTD_LAUNCH(k_, (unsigned)(rows), k_xent_threads, 0, stream, __VA_ARGS__);          \
+        }                                                                                      \
+    })
 
 inline void check_xent(const char* op, int64_t rows, int64_t Vl) {
     PTD_KERNEL_REQUIRE(rows >= 0 && Vl >= 0, op, "negative shape");
@@ -214,26 +240,27 @@ void xent_finish(float* loss, float* logits, const float* rowmax, const float* s
                     xent_valid_columns(Vl, v0, V_valid));
 }
 
-void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale, int64_t rows, int64_t Vl,
-                   int64_t v0, int64_t V_valid, StreamHandle stream) {
+void xent_backward(void* dlogits, DType dlogits_t, const float* probs, const int32_t* targets, float scale,
+                   int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream) {
     using namespace kern;
     check_xent("xent_backward", rows, Vl);
     if (rows == 0) return;
     const bool vec = Vl % k_vec == 0 && all_aligned16(probs, dlogits);
-    PTD_XENT_LAUNCH(xent_backward_kernel, vec, rows, stream, dlogits, probs, targets, scale, Vl, v0,
-                    xent_valid_columns(Vl, v0, V_valid));
+    PTD_XENT_LAUNCH_OUT(xent_backward_kernel, dlogits_t, vec, rows, stream, dlogits, probs, targets, scale, Vl, v0,
+                        xent_valid_columns(Vl, v0, V_valid));
 }
 
-void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale, int64_t rows,
-                int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream) {
+void xent_fused(float* loss, void* dlogits, DType dlogits_t, const float* logits, const int32_t* targets, float scale,
+                int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid, StreamHandle stream) {
     using namespace kern;
     check_xent("xent_fused", rows, Vl);
     if (rows == 0) return;
     const bool vec = Vl % k_vec == 0 && all_aligned16(logits) && (dlogits == nullptr || aligned16(dlogits));
-    PTD_XENT_LAUNCH(xent_fused_kernel, vec, rows, stream, loss, dlogits, logits, targets, scale, Vl, v0,
-                    xent_valid_columns(Vl, v0, V_valid));
+    PTD_XENT_LAUNCH_OUT(xent_fused_kernel, dlogits_t, vec, rows, stream, loss, dlogits, logits, targets, scale, Vl,
+                        v0, xent_valid_columns(Vl, v0, V_valid));
 }
 
 #undef PTD_XENT_LAUNCH
+#undef PTD_XENT_LAUNCH_OUT
 
 }  // namespace ptd::cuda::PTD_CUDA_NS

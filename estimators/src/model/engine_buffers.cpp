@@ -9,7 +9,7 @@
 namespace ptd {
 
 // ---- ptd-engine buffers -------------------------------------------------------------------
-// The engine (no dropout, no flash attention) saves exactly these per layer and
+// The engine (no dropout; flash attention or the materialised probabilities) saves exactly these per layer and
 // micro-batch on one TP rank; `hr` marks tensors outside the TP region (sharded by t with
 // sequence parallelism). The engine allocates from this list: in the activation dtype
 // (fp32, or bf16/fp16 in mixed precision), except the norm statistics and the logits of
@@ -23,6 +23,7 @@ const char* engine_buffer_name(EngineBufferId id) {
     case EngineBufferId::ln1_output: return "ln1.output";
     case EngineBufferId::attn_qkv: return "attn.qkv";
     case EngineBufferId::attn_probs: return "attn.probs";
+    case EngineBufferId::attn_lse: return "attn.lse";
     case EngineBufferId::attn_context: return "attn.context";
     case EngineBufferId::ln2_input: return "ln2.input";
     case EngineBufferId::ln2_rstd: return "ln2.rstd";
@@ -93,7 +94,7 @@ namespace {
 
 // Every buffer one layer's forward writes and its backward reads, in allocation order.
 std::vector<EngineBuffer> engine_layer_all(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                           bool sequence_parallel, EngineDType act) {
+                                           bool sequence_parallel, EngineDType act, bool flash) {
     using Id = EngineBufferId;
     const int64_t b = micro_batch, s = seq, h = m.hidden, d = m.head_dim();
     const int64_t heads_l = m.heads / tp;
@@ -110,7 +111,8 @@ std::vector<EngineBuffer> engine_layer_all(const ModelSpec& m, int micro_batch, 
     if (ln) add(Id::ln1_mean, b * s, f32);
     add(Id::ln1_output, b * s * h, act);
     add(Id::attn_qkv, b * s * (heads_l + 2 * kv_l) * d, act);  // one GEMM: q, k, v column blocks
-    add(Id::attn_probs, b * heads_l * s * s, act);
+    if (flash) add(Id::attn_lse, b * heads_l * s, f32);  // log-sum-exp per query row (FlashAttention-2)
+    else add(Id::attn_probs, b * heads_l * s * s, act);
     add(Id::attn_context, b * s * heads_l * d, act);
     add(Id::ln2_input, b * s * hr, act);
     add(Id::ln2_rstd, b * s, f32);
@@ -131,7 +133,8 @@ std::vector<EngineBuffer> engine_layer_all(const ModelSpec& m, int micro_batch, 
 bool engine_recomputed(EngineBufferId id, Recompute rc) {
     switch (rc) {
     case Recompute::none: return false;
-    case Recompute::selective: return id == EngineBufferId::attn_probs;  // the attention core
+    case Recompute::selective:  // the attention core
+        return id == EngineBufferId::attn_probs || id == EngineBufferId::attn_lse;
     case Recompute::full: return id != EngineBufferId::ln1_input;        // all but the layer input
     }
     return false;
@@ -140,17 +143,17 @@ bool engine_recomputed(EngineBufferId id, Recompute rc) {
 }  // namespace
 
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                               bool sequence_parallel, Recompute rc, EngineDType act) {
+                                               bool sequence_parallel, Recompute rc, EngineDType act, bool flash) {
     std::vector<EngineBuffer> v;
-    for (const EngineBuffer& x : engine_layer_all(m, micro_batch, seq, tp, sequence_parallel, act))
+    for (const EngineBuffer& x : engine_layer_all(m, micro_batch, seq, tp, sequence_parallel, act, flash))
         if (!engine_recomputed(x.id, rc)) v.push_back(x);
     return v;
 }
 
 std::vector<EngineBuffer> engine_recompute_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
-                                                   bool sequence_parallel, Recompute rc, EngineDType act) {
+                                                   bool sequence_parallel, Recompute rc, EngineDType act, bool flash) {
     std::vector<EngineBuffer> v;
-    for (const EngineBuffer& x : engine_layer_all(m, micro_batch, seq, tp, sequence_parallel, act))
+    for (const EngineBuffer& x : engine_layer_all(m, micro_batch, seq, tp, sequence_parallel, act, flash))
         if (engine_recomputed(x.id, rc)) v.push_back(x);
     return v;
 }

@@ -16,6 +16,22 @@
 // Shared cores (more ranks than cores): the probes ran on every rank at once, as training
 // does, and the profile keeps each op's mean call time, so an op's time already holds what
 // sharing the cores costs it (profile_times.cpp call_seconds).
+//
+// On a GPU without a cluster profile (L.engine_device: issue 30 point 8) the same op list is
+// timed from the GPU preset instead — the engine's real kernels, launch for launch:
+//   - a GEMM (cuBLASLt) 2·M·N·K / (peak · gemm_efficiency(M, N, K)), the generation's
+//     calibrated GEMM ceiling and shape factor (compute.cpp; docs/accuracy.md fits them);
+//   - flash attention (kernels/flash.cuh) its executed FLOPs at flash_eff of peak: the
+//     forward half of the nominal 4·B·H·T²·D (causal tiles skipped, Dao 2023 §3.1), the
+//     backward 7 of the forward's 2 T×T×D products (dK/dV: S, dP, dV, dK; dQ: S, dP, dQ —
+//     P is recomputed in both kernels), halved the same way, plus Δ = Σ dctx·ctx at HBM
+//     bandwidth; the materialised path its strided-batched GEMMs at the GEMM rate and the
+//     softmax's [B·H, T, T] passes at HBM bandwidth, with the backend's launch count
+//     (one GEMM call per sequence and kv-head group: cuda_backend.cpp);
+//   - an element-wise kernel its bytes at hbm_eff of the HBM bandwidth;
+//   - TP collectives and the pipeline's p2p as NCCL runs them (collectives.cpp).
+// Launches are asynchronous on one stream, so their host cost overlaps the kernels before
+// them and adds no time here; every launch is still counted (OpSum::ops).
 #include <algorithm>
 #include <string>
 
@@ -56,26 +72,59 @@ EngineShape engine_shape(const LayoutDerived& L) {
     return s;
 }
 
+// Seconds of one collective on the device model (NCCL's algorithms over the group's links).
+double device_collective_s(const std::string& op, double bytes, const GroupNet& g) {
+    return nccl_time(op == "all_reduce" ? Collective::all_reduce : Collective::all_gather, bytes, g);
+}
+
 struct Ops {
     const ProfileTimes& pt;
     const EngineShape& s;
+    const LayoutDerived* dev = nullptr;  // the device model (L.engine_device), else the profile's times
     OpSum sum;
+    double gemm_seconds(double M, double N, double K) const {
+        return 2.0 * M * N * K / (dev->peak * gemm_efficiency(M, N, K, dev->gemm_eff_max));
+    }
     void gemm(const char* name, double M, double N, double K) {
-        sum.compute += pt.gemm_s(name, s.dtype, M, N, K);
+        sum.compute += dev ? gemm_seconds(M, N, K) : pt.gemm_s(name, s.dtype, M, N, K);
         ++sum.ops;
     }
     void attention(bool backward) {
         const double fwd = 4.0 * s.B * s.H * s.T * s.T * s.D;
-        sum.compute += pt.attention_s(backward ? "attention.bwd" : "attention.fwd", s.dtype, backward ? 2 * fwd : fwd);
-        ++sum.ops;
+        if (!dev) {
+            sum.compute += pt.attention_s(backward ? "attention.bwd" : "attention.fwd", s.dtype, backward ? 2 * fwd : fwd);
+            ++sum.ops;
+            return;
+        }
+        if (dev->flash) {
+            const double executed = 0.5 * (backward ? 3.5 * fwd : fwd);
+            sum.compute += executed / (dev->peak * dev->flash_eff);
+            if (backward) sum.compute += 2 * s.R * s.H * s.D * s.e / dev->hbm;  // Δ
+            sum.ops += backward ? 3 : 1;
+            return;
+        }
+        // Materialised (cuda_backend.cpp attention_forward / attention_backward): per sequence
+        // one strided-batched GEMM per kv-head group (one over all heads without GQA).
+        const double groups = s.H == s.G ? 1 : s.G, batches = s.H == s.G ? 1 : s.H;
+        const double tt = s.B * s.H * s.T * s.T;
+        const double product = gemm_seconds(s.T, s.T, s.D) * s.B * s.H;  // one T×T×D product per (b, h)
+        if (!backward) {
+            sum.compute += 2 * product + 2 * tt * s.e / dev->hbm;  // S, P·V; softmax in place
+            sum.ops += (int)(2 * s.B * groups + 1);
+        } else {
+            sum.compute += 4 * product + 3 * tt * s.e / dev->hbm;  // dP, dQ, dK, dV; softmax backward
+            sum.ops += (int)(s.B * groups + 1 + s.B * (groups + 2 * batches));
+        }
     }
     // An element-wise kernel moving `elements` × `passes` activation elements.
     void elem(const char* kernel, double elements, double passes, double bytes_per = 0) {
-        sum.compute += pt.bytes_s(kernel, elements * passes * (bytes_per > 0 ? bytes_per : s.e));
+        const double bytes = elements * passes * (bytes_per > 0 ? bytes_per : s.e);
+        sum.compute += dev ? bytes / dev->hbm : pt.bytes_s(kernel, bytes);
         ++sum.ops;
     }
     void tp(const char* op, double bytes) {
-        if (s.t > 1) sum.tp += std::max(0.0, pt.collective_s(op, "tp", s.t, bytes));
+        if (s.t > 1)
+            sum.tp += dev ? device_collective_s(op, bytes, dev->net_tp) : std::max(0.0, pt.collective_s(op, "tp", s.t, bytes));
         ++sum.ops;
     }
     // Exit of a TP region: reduce-scatter with SP, else all-reduce (model.cpp tp_reduce).
@@ -175,11 +224,18 @@ struct Ops {
 
 }  // namespace
 
+// The profile's times, or (device model) an empty profile whose host op cost is 0.
+const ProfileTimes& times_of(const LayoutDerived& L) {
+    static const ProfileTimes none{};
+    return L.profile_times ? *L.profile_times : none;
+}
+
 ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, bool last) {
-    const ProfileTimes& pt = *L.profile_times;
+    const ProfileTimes& pt = times_of(L);
+    const LayoutDerived* dev = L.profile_times ? nullptr : &L;
     const EngineShape s = engine_shape(L);
     const bool selective = L.rc == Recompute::selective, full = L.rc == Recompute::full;
-    Ops f{pt, s}, b{pt, s}, rc{pt, s};
+    Ops f{pt, s, dev}, b{pt, s, dev}, rc{pt, s, dev};
     f.layer_forward();
     b.layer_backward(selective);
     if (full) rc.layer_forward();
@@ -190,7 +246,7 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
         return r;
     };
     OpSum F = scaled(f.sum, layers), B = scaled(b.sum, layers), RC = scaled(rc.sum, layers);
-    Ops fe{pt, s}, be{pt, s};
+    Ops fe{pt, s, dev}, be{pt, s, dev};
     if (first) fe.embedding_forward(), be.embedding_backward();
     if (last) fe.output_forward(), be.output_backward();
     const OpSum FE = scaled(fe.sum, 1), BE = scaled(be.sum, 1);
@@ -202,7 +258,8 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
     c.bwd.tp = B.tp + BE.tp + RC.tp;
     // One hop each way across the stage boundary: this rank's [Rl, h] rows.
     if (L.p > 1) {
-        const double hop = std::max(0.0, pt.collective_s("p2p", "pp", L.p, s.Rl * s.h * s.e));
+        const double hop = dev ? p2p_time(s.Rl * s.h * s.e, L.net_pp)
+                               : std::max(0.0, pt.collective_s("p2p", "pp", L.p, s.Rl * s.h * s.e));
         c.fwd.p2p = hop;
         c.bwd.p2p = hop;
     }
@@ -210,13 +267,23 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
 }
 
 StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params) {
-    const ProfileTimes& pt = *L.profile_times;
+    const ProfileTimes& pt = times_of(L);
+    const bool dev = !L.profile_times;
     const EngineShape s = engine_shape(L);
     const bool first = stage == 0, last = stage == L.p - 1;
     StageTail tail;
-    auto coll = [&](const char* op, const char* group, int n, double bytes) {
-        return n > 1 ? std::max(0.0, pt.collective_s(op, group, n, bytes)) + pt.host_op_s : 0.0;
+    auto device_net = [&](const std::string& group) -> const GroupNet& {
+        if (group == "tp") return L.net_tp;
+        if (group == "dp") return L.net_dp;
+        if (group == "embedding") return L.net_pp;
+        return L.dp > 1 ? L.net_dp : L.p > 1 ? L.net_pp : L.net_tp;  // the world: its widest group's links
     };
+    auto coll = [&](const char* op, const char* group, int n, double bytes) {
+        if (n <= 1) return 0.0;
+        return dev ? device_collective_s(op, bytes, device_net(group))
+                   : std::max(0.0, pt.collective_s(op, group, n, bytes)) + pt.host_op_s;
+    };
+    auto bytes_s = [&](const char* kernel, double bytes) { return dev ? bytes / L.hbm : pt.bytes_s(kernel, bytes); };
     // SP: each replicated tensor's gradient (norms, the row-parallel biases, learned
     // positions) is summed over the TP group, one all-reduce per tensor, f32.
     double grad = 0;
@@ -239,7 +306,7 @@ StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params) {
     // AdamW over this rank's shard (p, g, m, v read, p, m, v written: 7 f32 words), the
     // gradient buffer cleared, Σg² over the shard.
     const double shard = L.optimizer_sharded && L.dp > 1 ? flat / L.dp : flat;
-    tail.optimizer_s = pt.bytes_s("adamw", 7 * 4 * shard) + pt.bytes_s("copy", 4 * flat) + pt.bytes_s("copy", 4 * shard) +
+    tail.optimizer_s = bytes_s("adamw", 7 * 4 * shard) + bytes_s("copy", 4 * flat) + bytes_s("copy", 4 * shard) +
                        3 * pt.host_op_s;
     if (L.optimizer_sharded && L.dp > 1) tail.param_s = tail.param_exposed_s = coll("all_gather", "dp", L.dp, flat * s.e);
     return tail;

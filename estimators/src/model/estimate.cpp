@@ -103,6 +103,9 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // The bundled engine's own op-by-op model (engine_time.cpp) when a profile measured the
     // hosts it runs on; every other framework keeps the preset's model.
     L.profile_times = es.activation_profile == ActivationProfile::ptd_engine ? ctx.profile_times.get() : nullptr;
+    // Without a profile, on a GPU, the same op-by-op model from the GPU preset (issue 30
+    // point 8): the engine's own kernels, not a framework's.
+    L.engine_device = es.activation_profile == ActivationProfile::ptd_engine && !L.profile_times && !ctx.cpu_device;
     L.act_dtype = engine_dtype_name(engine_activation_dtype(job.training.precision));
     L.rc = ch.recompute;
     L.rc_style = job.parallel.recompute_style;
@@ -400,7 +403,7 @@ struct ChunkKinds {
         auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last && k.dense == dense; };
         for (int k = 0; k < n_known; ++k)
             if (same(known[k])) return known[last_kind = k];
-        const ChunkTime ct = L.profile_times             ? engine_block_time(L, layers, first, last)
+        const ChunkTime ct = L.profile_times || L.engine_device ? engine_block_time(L, layers, first, last)
                              : dense > 0 && lt_dense ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
                                                      : block_time(L, lt, layers, first, last);
         Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
@@ -624,7 +627,7 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
-        tails[(size_t)i] = L.profile_times ? engine_stage_tail(L, i, dense_params)
+        tails[(size_t)i] = L.profile_times || L.engine_device ? engine_stage_tail(L, i, dense_params)
                                            : stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
         stage_host[(size_t)i] = S.sm.mem.host;
 
@@ -1082,7 +1085,14 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "backward; hardware FLOPs count it, model FLOPs do not");
     }
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
-        est.notes.push_back("activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
+        est.notes.push_back(job.training.flash_attention
+                                ? "activation profile ptd-engine: the bundled engine's own buffers (flash attention: an fp32 log-sum-exp per query row instead of the s×s probabilities; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)"
+                                : "activation profile ptd-engine: the bundled engine's own buffers (no flash attention; 16-bit activations in bf16/fp16, fp32 norm statistics and logits)");
+    if (job.estimate.activation_profile == ActivationProfile::ptd_engine && !ctx.cpu_device && !ctx.profile_times)
+        est.notes.push_back("time model ptd-engine on " + job.cluster.gpu.name +
+                            ": the engine's own kernels op by op from the GPU preset (cuBLASLt GEMMs at the generation's "
+                            "GEMM efficiency, " + std::string(job.training.flash_attention ? "flash attention" : "materialised attention") +
+                            ", element-wise kernels at HBM bandwidth, NCCL collectives), not a framework's");
     if (ctx.cpu_device) est.notes.push_back("cpu device: no CUDA context or NCCL buffers counted");
     if (const GpuGeneration gen = job.cluster.gpu.generation;
         gen != GpuGeneration::cpu && !time_model_constants().calibrated(gen)) {

@@ -43,6 +43,9 @@ struct LayoutDerived {
     // A cluster profile's op times when the bundled engine runs the job (engine_time.cpp);
     // null: the preset's model. act_dtype: the engine's activation dtype ("f32", "bf16", "f16").
     const ProfileTimes* profile_times;
+    // ptd-engine on a GPU without a cluster profile: the engine's op list timed from the GPU
+    // preset (engine_time.cpp, the device model) instead of the framework model.
+    bool engine_device;
     const char* act_dtype;
     int t, p, v, c, ep, dp, b, mbs;      // mbs = micro-batches per replica per step
     double s_local;                      // sequence per rank (s / cp)

@@ -283,7 +283,8 @@ double layer_activation_bytes(const ActivationInputs& in) {
     const double e = in.precision == Precision::fp32 ? 4.0 : 2.0;
     if (in.profile == ActivationProfile::ptd_engine)
         return est::engine_buffers_bytes(engine_layer_buffers(m, in.micro_batch, in.seq, in.tp, in.sequence_parallel,
-                                                         in.recompute, engine_activation_dtype(in.precision)));
+                                                         in.recompute, engine_activation_dtype(in.precision),
+                                                         in.flash_attention));
     est::LayoutDerived L{};
     L.m = &m;
     L.t = in.tp;
@@ -563,13 +564,14 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         in.tp = L.t;
         in.ep = L.ep;
         in.sequence_parallel = L.sp;
-        in.flash_attention = false;
+        in.flash_attention = ctx.job.training.flash_attention;
         in.recompute = L.rc;
         in.precision = ctx.job.training.precision;
         in.profile = ActivationProfile::ptd_engine;
         per_layer = layer_activation_bytes(in);
         recompute_working =
-            engine_buffers_bytes(engine_recompute_buffers(m, L.b, (int)L.s_local, L.t, L.sp, L.rc, act_dtype));
+            engine_buffers_bytes(engine_recompute_buffers(m, L.b, (int)L.s_local, L.t, L.sp, L.rc, act_dtype,
+                                                          ctx.job.training.flash_attention));
     } else {
         per_layer = layer_activation_megatron(L, L.rc);
         recompute_working = layer_activation_megatron(L, Recompute::none) - per_layer;

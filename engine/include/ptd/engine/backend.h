@@ -139,8 +139,9 @@ public:
     //   C_i[M,N] = alpha · op(A_i) · op(B_i) + beta · C_i (+ bias[N] on every row)
     // with X_i = X + i · stride_x (elements). op(A) = A ([M,K], lda ≥ K) or Aᵀ (A is [K,M],
     // lda ≥ M) when trans_a; op(B) = B ([K,N], ldb ≥ N) or Bᵀ (B is [N,K], ldb ≥ K) when
-    // trans_b; C is [M,N] with ldc ≥ N. A and B are f32, bf16 or f16 each (a 16-bit
-    // operand is widened); C is f32 (weight gradients accumulate into f32 main grads with
+    // trans_b; C is [M,N] with ldc ≥ N. A and B are f32, bf16 or f16 each (the CPU backend
+    // widens a 16-bit operand; the CUDA backend, like cuBLASLt, takes A and B of one type,
+    // which is all the engine gives it); C is f32 (weight gradients accumulate into f32 main grads with
     // beta = 1, logits for the f32 loss) or 16-bit (rounded once from the f32 result);
     // bias has C's 16-bit type, or f32 when C is f32. Accumulation is f32.
     struct Gemm {
@@ -298,6 +299,22 @@ public:
                                     int64_t B, int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) = 0;
     virtual int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
                                                  int64_t D) const = 0;
+    // Flash attention (training.flash_attention = true; FlashAttention-2, Dao 2023): the
+    // same causal attention as attention_forward / attention_backward without the [B,H,T,T]
+    // probabilities. Forward: ctx [B,T,H,D] (t) and lse [B,H,T] (f32) = log Σ_{u ≤ t}
+    // exp(scale·q_t·k_u), the log-sum-exp of each query row's scaled scores, saved for the
+    // backward. Backward: dqkv (t, overwritten, laid out as qkv) from dctx, the saved ctx and
+    // lse and qkv; `workspace` holds flash_attention_backward_workspace bytes planned at
+    // start-up. The probabilities are recomputed from lse in f32; what is rounded to t differs
+    // from the materialised path (probabilities before the products with V and dctx), so the
+    // two agree to the storage type's rounding, not bit for bit.
+    virtual void flash_attention_forward(DType t, void* ctx, float* lse, const void* qkv, int64_t B, int64_t T,
+                                         int64_t H, int64_t G, int64_t D) = 0;
+    virtual void flash_attention_backward(DType t, void* dqkv, const void* dctx, const void* ctx, const float* lse,
+                                          const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                                          void* workspace) = 0;
+    virtual int64_t flash_attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
+                                                       int64_t D) const = 0;
     // Scratch the backend keeps for its ops, stated by the backend and planned at start-up
     // (plan_operand_scratch allocates it before the allocator is sealed): the CPU backend
     // widens 16-bit operands to f32 panels (none in f32); a GPU backend reads 16-bit
@@ -340,19 +357,26 @@ public:
     virtual void xent_finish(float* loss, float* logits, const float* rowmax, const float* sumexp,
                              const float* target_logit, int64_t rows, int64_t Vl, int64_t v0,
                              int64_t V_valid) = 0;
-    // dlogits = scale · (probs − onehot(target)) (masked columns 0). dlogits may alias probs.
-    virtual void xent_backward(float* dlogits, const float* probs, const int32_t* targets, float scale,
-                               int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
+    // dlogits = scale · (probs − onehot(target)) (masked columns 0), stored in dlogits_t:
+    // f32 [rows, Vl], or 16-bit (bf16 / f16, rounded once) with rows 2·Vl elements apart —
+    // each row in the first half of the bytes of the same row of an f32 [rows, Vl] buffer,
+    // so that dlogits may be probs itself (in place, as llm.c and Megatron write 16-bit
+    // dlogits over the logits) and the output layer's backward GEMMs read it as a 16-bit
+    // operand with ld 2·Vl: bf16 × bf16 on tensor cores, no f32 widening. dlogits may alias probs.
+    virtual void xent_backward(void* dlogits, DType dlogits_t, const float* probs, const int32_t* targets,
+                               float scale, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
     // The four phases in one op, for a shard that holds every valid column (tp = 1, where
     // no all-reduce separates them): loss[r] as xent_finish computes it and, when dlogits is
     // not null, dlogits = scale · (softmax − onehot(target)) as xent_backward computes it
-    // (masked columns 0). logits are only read (no probabilities are stored); dlogits may
-    // alias logits. Needs no scratch. The CPU backend runs the four phases' arithmetic row
+    // (masked columns 0), stored in dlogits_t as xent_backward stores it (16-bit: rows 2·Vl
+    // apart). logits are only read (no probabilities are stored); dlogits may alias logits. Needs no scratch. The CPU backend runs the four phases' arithmetic row
     // by row (the same bits as the four calls); a GPU backend one kernel that reads a row
     // twice (online max and Σexp, then loss and gradient), equal to the four phases up to
     // the summation order of Σexp.
-    virtual void xent_fused(float* loss, float* dlogits, const float* logits, const int32_t* targets, float scale,
-                            int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
+    virtual void xent_fused(float* loss, void* dlogits, DType dlogits_t, const float* logits, const int32_t* targets,
+                            float scale, int64_t rows, int64_t Vl, int64_t v0, int64_t V_valid) = 0;
+    // Elements between the rows of dlogits stored in dlogits_t over an f32 [rows, Vl] buffer.
+    static int64_t dlogits_ld(DType dlogits_t, int64_t Vl) { return dlogits_t == DType::f32 ? Vl : 2 * Vl; }
 
     // ---- optimizer ---------------------------------------------------------------------
     // AdamW (Loshchilov & Hutter): m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;

@@ -37,6 +37,7 @@ struct EngineConfig {
     int zero = 0;                  // 0, or 1 (ZeRO-1; Megatron's distributed optimizer maps here)
     bool recompute_full = false;   // full activation recomputation (keep layer inputs only)
     bool recompute_selective = false;  // selective: the attention core is recomputed in backward
+    bool flash_attention = false;  // training.flash_attention: FlashAttention-2 (lse kept, no [b,H,s,s] probs)
     // training.precision: f32, or bf16 / f16 mixed precision (Megatron's recipe): the model
     // weights, activations and their gradients in `act`; main grads, master weights, Adam
     // state, norm statistics, softmax and loss in f32.
@@ -150,6 +151,7 @@ struct LayerActs {
     float *ln1_mean, *ln1_rstd;                        // [R] (f32)
     void* ln1_out;                                     // [R,h]
     void *qkv, *probs, *ctx;                           // [R,(H+2G)·D], [b,H,s,s], [R,H·D]
+    float* lse;                                        // flash attention: [b,H,s] (f32) instead of probs
     void* ln2_in;
     float *ln2_mean, *ln2_rstd;
     void* ln2_out;

@@ -363,7 +363,7 @@ double layer_activation_bytes(const ActivationInputs& in);
 enum class EngineBufferId : uint8_t {
     // per layer and micro-batch in flight (attn_* after RoPE for q and k)
     ln1_input, ln1_rstd, ln1_mean, ln1_output,
-    attn_qkv, attn_probs, attn_context,
+    attn_qkv, attn_probs, attn_lse, attn_context,
     ln2_input, ln2_rstd, ln2_mean, ln2_output,
     moe_router_probs, mlp_gate, mlp_up, mlp_fc1, mlp_act,
     // first stage, per micro-batch in flight
@@ -395,15 +395,17 @@ struct EngineBuffer {
 };
 // What one layer keeps between its forward and its backward, per micro-batch in flight:
 // everything with rc = none; without attn.probs with selective (Korthikanti et al. 2022:
-// the attention core is recomputed in the backward); only ln1.input with full.
+// the attention core is recomputed in the backward); only ln1.input with full. With flash
+// attention (training.flash_attention: FlashAttention-2, Dao 2023) the [b, H, s, s]
+// attn.probs is replaced by attn.lse, the f32 log-sum-exp of each query row [b, H, s].
 std::vector<EngineBuffer> engine_layer_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                bool sequence_parallel, Recompute rc = Recompute::none,
-                                               EngineDType act = EngineDType::f32);
+                                               EngineDType act = EngineDType::f32, bool flash = false);
 // The working set of the layer being recomputed, held once per stage: nothing with none;
-// attn.probs with selective; every buffer but ln1.input with full.
+// attn.probs (attn.lse with flash) with selective; every buffer but ln1.input with full.
 std::vector<EngineBuffer> engine_recompute_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                    bool sequence_parallel, Recompute rc,
-                                                   EngineDType act = EngineDType::f32);
+                                                   EngineDType act = EngineDType::f32, bool flash = false);
 // Output-stage buffers of the engine (final norm, logits, targets), held once.
 std::vector<EngineBuffer> engine_output_buffers(const ModelSpec& m, int micro_batch, int seq, int tp,
                                                 int vocab_padded, bool sequence_parallel,
