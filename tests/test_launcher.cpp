@@ -21,6 +21,7 @@
 #include "ptd/spec/presets.h"
 #include "ptd/run_dir.h"
 #include "ptd/timeline/timeline.h"
+#include "text_test_util.h"
 
 using namespace ptd;
 using namespace ptd_test;
@@ -130,11 +131,12 @@ int run_sbatch_with_shims(const std::string& dir, const std::string& script_path
                "#!/bin/bash\n# srun stand-in: srun [options] cmd...; honours --output=PATTERN with %t\n"
                "out=; while [[ $1 == -* ]]; do case $1 in --output=*) out=${1#--output=};; esac; shift; done\n"
                "pids=(); for ((t=0; t<SLURM_NTASKS; t++)); do\n"
-               "  SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
+               "  if [[ -n $out ]]; then SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
+               "  else SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" & pids+=($!); fi\n"
                "done\nrc=0; for p in \"${pids[@]}\"; do wait $p || rc=$?; done; exit $rc\n",
                0755);
     const std::string cmd = "cd / && PATH=" + shell_quote(dir + "/shims") +
-                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_ID=777 SLURM_NTASKS=" + std::to_string(tasks) +
+                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=777 SLURM_NTASKS=" + std::to_string(tasks) +
                             " timeout 120 bash " + shell_quote(script_path) + " >/dev/null 2>&1";
     const int status = std::system(cmd.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -591,6 +593,106 @@ TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
     for (int r = 0; r < 4; ++r)
         EXPECT_EQ(last_logged_step(plan->run_dir, r), 2) << "rank " << r << ":\n"
                                                          << read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log");
+}
+
+// [launch.slurm] in the script (issue 32): each key as its #SBATCH line or srun option, and
+// GPU visibility: with gpu_bind Slurm's alone; without it, each task takes the LOCAL_RANK-th
+// of the GPUs Slurm gave the node (a partial node's "4,5,6,7"), run through the script with
+// the srun stand-in.
+TEST(LaunchPlan, SlurmScriptWritesTheClusterKeysAndLeavesGpuBindingToSlurm) {
+    const std::string dir = scratch_dir("slurm-keys");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.gpu.name = "h100-sxm";  // a GPU job: the ranks' GPU visibility is at stake
+    ptd::SlurmSpec& s = job.launch.slurm;
+    s.partition = "gpu";
+    s.account = "proj";
+    s.qos = "high";
+    s.time = "04:00:00";
+    s.exclusive = true;
+    s.cpus_per_task = 12;
+    s.mem = "0";
+    s.constraint = "h100&ib";
+    s.exclude = "gpu07";
+    s.extra_sbatch = {"--reservation=big"};
+    s.setup = "export PTD_SETUP_RAN=yes";
+    write_file(dir + "/fake-engine", "#!/bin/sh\necho \"rank=$RANK cvd=$CUDA_VISIBLE_DEVICES setup=$PTD_SETUP_RAN\"\n", 0755);
+    LaunchOptions o = options_in(dir, "run-k");
+    o.local_engine = dir + "/fake-engine";
+    o.slurm = true;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string script = slurm_script(*plan);
+    expect_mentions(script, {"#SBATCH --partition=gpu\n", "#SBATCH --account=proj\n", "#SBATCH --qos=high\n",
+                             "#SBATCH --time=04:00:00\n", "#SBATCH --exclusive\n", "#SBATCH --cpus-per-task=12\n",
+                             "#SBATCH --mem=0\n", "#SBATCH --constraint=h100&ib\n", "#SBATCH --exclude=gpu07\n",
+                             "#SBATCH --reservation=big\n", "srun --kill-on-bad-exit=1 --distribution=block --cpus-per-task=12 ",
+                             "# launch.slurm.setup\nexport PTD_SETUP_RAN=yes\n"});
+    EXPECT_EQ(system(("printf '%s' " + shell_quote(script) + " | bash -n").c_str()), 0) << script;
+
+    fs::create_directories(plan->run_dir);
+    write_file(plan->run_dir + "/job.toml", plan->job_toml);
+    write_file(plan->run_dir + "/sbatch.sh", script, 0755);
+    setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7", 1);  // what Slurm sets for a job given GPUs 4-7 of a node
+    const int rc = run_sbatch_with_shims(dir, plan->run_dir + "/sbatch.sh", 4);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    ASSERT_EQ(rc, 0);
+    for (int r = 0; r < 4; ++r)
+        EXPECT_EQ(read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log"),
+                  "rank=" + std::to_string(r) + " cvd=" + std::to_string(4 + r) + " setup=yes\n");
+
+    // gpu_bind: Slurm binds each task to its GPU; the script does not touch the variable.
+    job.launch.slurm = {};
+    job.launch.slurm.gpu_bind = "closest";
+    o.run_id = "run-b";
+    auto bound = make_launch_plan(job, o);
+    ASSERT_TRUE(bound) << bound.error().str();
+    const std::string bound_script = slurm_script(*bound);
+    EXPECT_NE(bound_script.find("srun --kill-on-bad-exit=1 --distribution=block --gpu-bind=closest "), std::string::npos) << bound_script;
+    EXPECT_EQ(bound_script.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << bound_script;
+}
+
+// A run directory the nodes do not see stops the job before any rank starts, naming the
+// path; launch.slurm.sbcast copies the engine to each node instead (sbatch script, pyxis).
+TEST(LaunchPlan, SlurmScriptRefusesARunDirectoryTheNodesDoNotSee) {
+    const std::string dir = scratch_dir("slurm-shared");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    LaunchOptions o = options_in(dir, "run-n");
+    o.slurm = true;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string script = slurm_script(*plan);
+    // The script is run without the run directory's job.toml there: what a node off the shared
+    // file system sees.
+    fs::create_directories(dir + "/elsewhere");
+    write_file(dir + "/elsewhere/sbatch.sh", script, 0755);
+    const std::string cmd = "cd / && PATH=" + shell_quote(dir + "/shims") + ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=5 SLURM_NTASKS=1 "
+                            "bash " + shell_quote(dir + "/elsewhere/sbatch.sh") + " 2>&1";
+    run_sbatch_with_shims(dir, "/dev/null", 1);  // writes the shims
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    const int status = pclose(p);
+    EXPECT_NE(WEXITSTATUS(status), 0) << out;
+    expect_mentions(out, {plan->run_dir + "/job.toml is not there", "launch.slurm.sbcast"});
+    EXPECT_FALSE(fs::exists(plan->run_dir + "/rank-0.log"));
+
+    job.launch.slurm.sbcast = true;
+    o.run_id = "run-c";
+    auto staged = make_launch_plan(job, o);
+    ASSERT_TRUE(staged);
+    expect_mentions(slurm_script(*staged), {"sbcast --force " + kBin + "/ptd-engine \"/tmp/ptd-engine.$SLURM_JOB_ID\"",
+                                            "\"/tmp/ptd-engine.$SLURM_JOB_ID\" --job \"/tmp/ptd-job.$SLURM_JOB_ID.toml\""});
+    job.launch.slurm = {};
+    job.launch.slurm.container_image = "nvcr.io#nvidia/pytorch:24.05-py3";
+    job.launch.slurm.container_mounts = {"/data:/data:ro"};
+    o.run_id = "run-p";
+    auto pyxis = make_launch_plan(job, o);
+    ASSERT_TRUE(pyxis);
+    expect_mentions(slurm_script(*pyxis), {"--container-image='nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts=" +
+                                               shell_quote(pyxis->run_dir + ":" + pyxis->run_dir + ",/data:/data:ro"),
+                                           "' ptd-engine --job"});
 }
 
 // An hf_config job, launched from another folder: locally, and as the Slurm script
