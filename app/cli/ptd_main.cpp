@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
     launch->add_flag("--slurm", lca.slurm, "Write RUN_DIR/sbatch.sh (srun, same ranks and environment) instead of launching");
     auto* submit = launch->add_flag("--submit", lca.submit, "With --slurm: submit the script (sbatch) and record the job id for ptd watch and ptd stop");
     submit->needs(launch->get_option("--slurm"));
+    auto* k8s = launch->add_flag("--k8s", lca.k8s, "Write RUN_DIR/jobset.yaml (a Kubernetes JobSet, one pod per node) instead of launching");
+    k8s->excludes(launch->get_option("--slurm"));
+    launch->add_option("--image", lca.image, "With --k8s: the container image holding ptd-engine")->needs(k8s);
     for (auto [flag, into, what] : {std::tuple{"--partition", &lca.partition, "partition"}, std::tuple{"--account", &lca.account, "account"},
                                     std::tuple{"--qos", &lca.qos, "QOS"}, std::tuple{"--time", &lca.time, "time limit (e.g. 04:00:00)"}})
         launch->add_option(flag, *into, std::string("With --slurm: the job's Slurm ") + what + " (launch.slurm." + (flag + 2) + ")")

@@ -20,6 +20,7 @@
 #include "ptd/hostfile.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
+#include "ptd/k8s.h"
 #include "ptd/slurm.h"
 #include "run_prediction.h"
 #include "run_view.h"
@@ -106,6 +107,27 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit) {
     }
     std::fprintf(out, "submitted Slurm job %s\nwatch:  ptd watch %s\nstop:   ptd stop %s\n", job_id->c_str(),
                  shell_quote(plan.run_dir).c_str(), shell_quote(plan.run_dir).c_str());
+    return kExitOk;
+}
+
+int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err) {
+    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
+    if (!writer) {
+        std::fprintf(err, "%s", writer.error().str().c_str());
+        return kExitRuntime;
+    }
+    const std::string jobset = plan.run_dir + "/jobset.yaml", trainjob = plan.run_dir + "/trainjob.yaml";
+    for (const auto& [path, text] : {std::pair{jobset, k8s_jobset(plan, image)}, std::pair{trainjob, k8s_trainjob(plan, image)}})
+        if (auto w = write_new_file(path, text); !w) {
+            std::fprintf(err, "ptd launch: %s\n", w.error().one_line().c_str());
+            return kExitRuntime;
+        }
+    std::fprintf(out,
+                 "wrote %s (JobSet %s: %zu ranks in %zu pods)\n"
+                 "wrote %s (the same as a Kubeflow Trainer TrainJob on the torch-distributed runtime)\n"
+                 "apply one: kubectl apply -f %s\n",
+                 jobset.c_str(), k8s_jobset_name(plan).c_str(), plan.ranks.size(), plan.hosts.size(), trainjob.c_str(),
+                 shell_quote(jobset).c_str());
     return kExitOk;
 }
 
@@ -245,6 +267,18 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         std::fprintf(err, "%s", opts.error().str().c_str());
         return kExitConfig;
     }
+    if (a.k8s) {
+        // A JobSet: Kubernetes places the ranks, as Slurm does (nodes, not hosts).
+        std::string image_problem = a.image.empty() ? "missing" : "";
+        for (char c : a.image)
+            if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) image_problem = "got " + quote_input(a.image);
+        if (!image_problem.empty()) {
+            std::fprintf(err, "ptd launch: error: --image: %s; allowed: a container image holding ptd-engine (launch.engine on its "
+                              "PATH), without spaces or quotes, e.g. registry.example.com/ptd:1.0\n", image_problem.c_str());
+            return kExitConfig;
+        }
+        opts->slurm = true;
+    }
     if (a.preflight && !a.dry_run && !a.slurm) {
         // The same hosts, ranks and engine, probing quickly (docs/launcher.md, "Preflight").
         CalibrateArgs check;
@@ -285,6 +319,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         return kExitOk;
     }
     if (a.slurm) return write_slurm(*plan, out, err, a.submit);
+    if (a.k8s) return write_k8s(*plan, a.image, out, err);
 
     const Term term = detect_term(out);
     const bool live = isatty(fileno(out)) && term.width > 20;

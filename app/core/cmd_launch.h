@@ -23,6 +23,8 @@ struct LaunchArgs {
     // --partition, --account, --qos, --time (with --slurm): launch.slurm.* as --set would
     // write them, so they are checked and located the same way ("" = not given).
     std::string partition, account, qos, time;
+    bool k8s = false;             // --k8s: write runs/<id>/jobset.yaml (a JobSet) instead of launching
+    std::string image;            // --image (with --k8s): the container image holding ptd-engine
     int steps = 0;                // --steps N for ptd-engine
     std::string run_root;         // --run-root DIR (default launch.run_dir)
     std::string run_id;           // --run-id ID (default YYYYMMDD-HHMMSS-PID)
@@ -54,6 +56,11 @@ Result<std::string> hosts_without(const std::string& hostfile, const std::vector
 // environment), and how to submit and watch it; with `submit`, sbatch submits it and the
 // manifest records the job id (RunFollower then follows the job through squeue / sacct).
 int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit = false);
+
+// --k8s: the run directory with job.toml, jobset.yaml (a JobSet of one pod per node that
+// starts the same ranks with the same environment) and trainjob.yaml (the same on Kubeflow
+// Trainer), and how to apply them.
+int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err);
 
 // `ptd stop RUN_DIR`: a Slurm run is cancelled (scancel) and recorded as stopped once Slurm
 // reports it over; a local or SSH run is stopped through its `ptd launch` (SIGTERM to the
