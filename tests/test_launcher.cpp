@@ -851,6 +851,25 @@ TEST(LaunchK8s, SixtyFourH100JobWritesAJobSetAndATrainJobThatValidate) {
     EXPECT_EQ(yaml_as_json(dir + "/h100x64/trainjob.yaml")["spec"]["trainer"]["numNodes"], 8);
 }
 
+// --apply runs kubectl apply only where kubectl has a cluster: without a kubeconfig it is
+// refused naming what was looked for; with one whose server does not answer, kubectl's own
+// error comes back with exit 1 (the manifests are written either way).
+TEST(LaunchK8s, ApplyNeedsAKubeconfigAndReportsKubectlsError) {
+    const std::string dir = scratch_dir("k8s-apply");
+    const std::string launch = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --k8s --image r.example/ptd:1 --apply --run-root " +
+                               shell_quote(dir);
+    int rc = -1;
+    std::string out = run_capture("HOME=" + shell_quote(dir) + " KUBECONFIG= " + launch + " --run-id a", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--apply: no kubeconfig (" + dir + "/.kube/config is not a file)", "wrote " + dir + "/a/jobset.yaml"});
+    write_file(dir + "/kubeconfig",
+               "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+               "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n");
+    out = run_capture("KUBECONFIG=" + shell_quote(dir + "/kubeconfig") + " " + launch + " --run-id b", &rc);
+    EXPECT_EQ(rc, 1) << out;
+    expect_mentions(out, {"ptd launch: kubectl apply failed: ", "wrote " + dir + "/b/jobset.yaml"});
+}
+
 // `ptd stop RUN_DIR` of a local run: its ptd launch gets SIGTERM and tears every rank down
 // as Ctrl-C does; nothing of the run is left, and a second stop says it is over.
 TEST(LaunchCommand, PtdStopStopsALocalRunThroughItsLauncher) {

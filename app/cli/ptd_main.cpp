@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
     auto* k8s = launch->add_flag("--k8s", lca.k8s, "Write RUN_DIR/jobset.yaml (a Kubernetes JobSet, one pod per node) instead of launching");
     k8s->excludes(launch->get_option("--slurm"));
     launch->add_option("--image", lca.image, "With --k8s: the container image holding ptd-engine")->needs(k8s);
+    launch->add_flag("--apply", lca.apply, "With --k8s: kubectl apply the JobSet (needs a kubeconfig)")->needs(k8s);
     for (auto [flag, into, what] : {std::tuple{"--partition", &lca.partition, "partition"}, std::tuple{"--account", &lca.account, "account"},
                                     std::tuple{"--qos", &lca.qos, "QOS"}, std::tuple{"--time", &lca.time, "time limit (e.g. 04:00:00)"}})
         launch->add_option(flag, *into, std::string("With --slurm: the job's Slurm ") + what + " (launch.slurm." + (flag + 2) + ")")

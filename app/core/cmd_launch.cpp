@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -110,7 +111,7 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit) {
     return kExitOk;
 }
 
-int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err) {
+int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply) {
     auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
     if (!writer) {
         std::fprintf(err, "%s", writer.error().str().c_str());
@@ -128,6 +129,25 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
                  "apply one: kubectl apply -f %s\n",
                  jobset.c_str(), k8s_jobset_name(plan).c_str(), plan.ranks.size(), plan.hosts.size(), trainjob.c_str(),
                  shell_quote(jobset).c_str());
+    if (!apply) return kExitOk;
+    // kubectl's own rule: the first file of $KUBECONFIG, else ~/.kube/config.
+    std::string config;
+    if (const char* k = std::getenv("KUBECONFIG"); k && *k) config = std::string(k).substr(0, std::string(k).find(':'));
+    else if (const char* home = std::getenv("HOME")) config = std::string(home) + "/.kube/config";
+    struct stat st {};
+    if (config.empty() || ::stat(config.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        std::fprintf(err, "ptd launch: error: --apply: no kubeconfig (%s); allowed: --apply where kubectl has a cluster "
+                          "(KUBECONFIG or ~/.kube/config), else apply %s yourself\n",
+                     config.empty() ? "KUBECONFIG and HOME unset" : (config + " is not a file").c_str(), jobset.c_str());
+        return kExitConfig;
+    }
+    const CommandOutput k = run_command({"kubectl", "apply", "-f", jobset}, 120);
+    std::fputs(k.out.c_str(), out);
+    if (!k.ran || k.timed_out || k.status != 0) {
+        std::fprintf(err, "ptd launch: kubectl apply failed%s: %s", k.timed_out ? " (no answer within 120 s)" : "",
+                     k.ran ? k.err.c_str() : (k.error + "\n").c_str());
+        return kExitRuntime;
+    }
     return kExitOk;
 }
 
@@ -319,7 +339,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         return kExitOk;
     }
     if (a.slurm) return write_slurm(*plan, out, err, a.submit);
-    if (a.k8s) return write_k8s(*plan, a.image, out, err);
+    if (a.k8s) return write_k8s(*plan, a.image, out, err, a.apply);
 
     const Term term = detect_term(out);
     const bool live = isatty(fileno(out)) && term.width > 20;

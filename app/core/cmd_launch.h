@@ -25,6 +25,7 @@ struct LaunchArgs {
     std::string partition, account, qos, time;
     bool k8s = false;             // --k8s: write runs/<id>/jobset.yaml (a JobSet) instead of launching
     std::string image;            // --image (with --k8s): the container image holding ptd-engine
+    bool apply = false;           // --apply (with --k8s): kubectl apply the JobSet
     int steps = 0;                // --steps N for ptd-engine
     std::string run_root;         // --run-root DIR (default launch.run_dir)
     std::string run_id;           // --run-id ID (default YYYYMMDD-HHMMSS-PID)
@@ -60,7 +61,8 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit = fals
 // --k8s: the run directory with job.toml, jobset.yaml (a JobSet of one pod per node that
 // starts the same ranks with the same environment) and trainjob.yaml (the same on Kubeflow
 // Trainer), and how to apply them.
-int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err);
+// With `apply`, `kubectl apply -f jobset.yaml` (refused without a kubeconfig).
+int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply = false);
 
 // `ptd stop RUN_DIR`: a Slurm run is cancelled (scancel) and recorded as stopped once Slurm
 // reports it over; a local or SSH run is stopped through its `ptd launch` (SIGTERM to the
