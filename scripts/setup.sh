@@ -21,8 +21,9 @@ packages=(
   libgtest-dev                                             # tests
   xvfb xauth libgl1-mesa-dri                               # GUI screenshots under Xvfb
   openssh-server iproute2                                  # launcher tests (sshd on 127.0.0.1; two hosts in netns)
+  slurm-wlm munge                                          # launcher tests: a real single-host Slurm (tests/slurm_fixture.h)
   bsdutils                                                 # script(1): TTY tests
-  python3-yaml                                             # export tests: JobSet manifests parsed as YAML
+  python3-yaml python3-jsonschema                          # export / launch tests: JobSet manifests parsed and checked against the CRD schema
   clang libclang-rt-14-dev                                 # libFuzzer (scripts/fuzz.sh)
 )
 

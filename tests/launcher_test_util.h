@@ -40,10 +40,10 @@ inline void write_file(const std::string& path, const std::string& text, int mod
     chmod(path.c_str(), mode);
 }
 
-// Pids of live (non-zombie) processes whose environment has PTD_RUN_ID=run_id.
-inline std::vector<int> processes_of_run(const std::string& run_id) {
+// Pids of live (non-zombie) processes whose environment holds `assignment` ("NAME=value").
+inline std::vector<int> processes_with_env(const std::string& assignment) {
     std::vector<int> pids;
-    const std::string needle = "PTD_RUN_ID=" + run_id;
+    const std::string& needle = assignment;
     DIR* proc = opendir("/proc");
     if (!proc) return pids;
     while (dirent* e = readdir(proc)) {
@@ -63,6 +63,9 @@ inline std::vector<int> processes_of_run(const std::string& run_id) {
     closedir(proc);
     return pids;
 }
+
+// Pids of live (non-zombie) processes whose environment has PTD_RUN_ID=run_id.
+inline std::vector<int> processes_of_run(const std::string& run_id) { return processes_with_env("PTD_RUN_ID=" + run_id); }
 
 // Waits up to `seconds` for every process of the run to be gone; returns the survivors.
 inline std::vector<int> survivors_after(const std::string& run_id, double seconds) {

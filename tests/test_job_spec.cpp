@@ -959,3 +959,72 @@ TEST(PathsKeys, ReadSavedAndChecked) {
 }
 
 }  // namespace
+
+namespace {
+
+// The line of the `n`-th line appended after kBase (1 = the first).
+std::string line_after_base(int n) {
+    const std::string base = kBase;
+    return "job.toml:" + std::to_string((int)std::count(base.begin(), base.end(), '\n') + n) + ":";
+}
+
+// [launch.slurm] (issue 32): every key read, saved and read back the same.
+TEST(SlurmKeys, ReadSavedAndReadBack) {
+    auto job = load(std::string(kBase) +
+                    "[launch.slurm]\npartition = \"gpu\"\naccount = \"proj-1\"\nqos = \"high\"\ntime = \"2-04:00:00\"\n"
+                    "exclusive = true\ncpus_per_task = 12\nmem = \"0\"\ngpu_bind = \"closest\"\nconstraint = \"h100&ib\"\n"
+                    "nodelist = \"gpu[01-04]\"\nexclude = \"gpu07\"\nextra_sbatch = [\"--reservation=big\", \"--signal=USR1@120\"]\n"
+                    "setup = \"module load cuda/12.4\\nexport NCCL_DEBUG=WARN\\n\"\n"
+                    "container_image = \"nvcr.io#nvidia/pytorch:24.05-py3\"\ncontainer_mounts = [\"/data:/data:ro\"]\nsbcast = true\n");
+    ASSERT_TRUE(job) << job.error().str();
+    const ptd::SlurmSpec& s = job->launch.slurm;
+    EXPECT_EQ(s.partition, "gpu");
+    EXPECT_EQ(s.time, "2-04:00:00");
+    EXPECT_TRUE(s.exclusive);
+    EXPECT_EQ(s.cpus_per_task, 12);
+    EXPECT_EQ(s.extra_sbatch.size(), 2u);
+    EXPECT_EQ(s.setup, "module load cuda/12.4\nexport NCCL_DEBUG=WARN\n");
+    EXPECT_TRUE(s.sbcast);
+    const std::string saved = ptd::save_job_toml(*job);
+    EXPECT_NE(saved.find("[launch.slurm]\npartition = \"gpu\""), std::string::npos) << saved;
+    auto again = ptd::load_job_text(saved, "saved.toml", presets());
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->launch.slurm, s);
+    // Nothing set: no table written.
+    auto plain = load(kBase);
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(ptd::save_job_toml(*plain).find("launch.slurm"), std::string::npos);
+}
+
+// Point 5 of issue 32: each bad value refused with the file, its line, the key, what was
+// given and what is allowed.
+TEST(SlurmKeys, BadValuesAreRefusedWithFileLineKeyGivenAndAllowed) {
+    struct Case {
+        std::string line, key, given, allowed;
+    };
+    const Case cases[] = {
+        {"time = \"90 minutes\"", "launch.slurm.time", "\"90 minutes\"", "DAYS-HOURS:MINUTES:SECONDS"},
+        {"time = \"4h\"", "launch.slurm.time", "\"4h\"", "HOURS:MINUTES:SECONDS"},
+        {"container_image = \"my image:latest\"", "launch.slurm.container_image", "\"my image:latest\"", "without spaces"},
+        {"partition = \"gpu a\"", "launch.slurm.partition", "\"gpu a\"", "letters, digits"},
+        {"mem = \"64 GB\"", "launch.slurm.mem", "\"64 GB\"", "K, M, G or T"},
+        {"gpu_bind = \"nearest\"", "launch.slurm.gpu_bind", "\"nearest\"", "closest, single:N"},
+        {"extra_sbatch = [\"reservation=big\"]", "launch.slurm.extra_sbatch", "\"reservation=big\"", "starting with '-'"},
+        {"container_mounts = [\"data:/data\"]", "launch.slurm.container_mounts", "\"data:/data\"", "absolute paths"},
+        {"cpus_per_task = 0", "launch.slurm.cpus_per_task", "0", "1"},
+        {"partiton = \"gpu\"", "launch.slurm.partiton", "unknown key (did you mean \"partition\"?)", "allowed in [launch.slurm]"},
+    };
+    for (const Case& c : cases) {
+        auto job = load(std::string(kBase) + "[launch.slurm]\n" + c.line + "\n");
+        ASSERT_FALSE(job) << c.line;
+        ptd_test::expect_mentions(job.error().str(), {line_after_base(2), c.key, c.given, "allowed", c.allowed});
+    }
+    // A named cluster's nodes: no more GPUs per node than it has.
+    auto too_many = load("[model]\npreset = \"llama3-8b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 2\ngpus_per_node = 16\n"
+                         "[parallel]\ntp = 8\n[training]\nmicro_batch = 1\nglobal_batch = 64\n");
+    ASSERT_FALSE(too_many);
+    ptd_test::expect_mentions(too_many.error().str(),
+                              {"job.toml:6:", "cluster.gpus_per_node", "got 16", "8 GPUs per node of cluster preset", "allowed: 1 .. 8"});
+}
+
+}  // namespace

@@ -17,10 +17,12 @@
 #include <set>
 
 #include "launcher_test_util.h"
+#include "ptd/k8s.h"
 #include "ptd/launch.h"
 #include "ptd/spec/presets.h"
 #include "ptd/run_dir.h"
 #include "ptd/timeline/timeline.h"
+#include "text_test_util.h"
 
 using namespace ptd;
 using namespace ptd_test;
@@ -130,11 +132,12 @@ int run_sbatch_with_shims(const std::string& dir, const std::string& script_path
                "#!/bin/bash\n# srun stand-in: srun [options] cmd...; honours --output=PATTERN with %t\n"
                "out=; while [[ $1 == -* ]]; do case $1 in --output=*) out=${1#--output=};; esac; shift; done\n"
                "pids=(); for ((t=0; t<SLURM_NTASKS; t++)); do\n"
-               "  SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
+               "  if [[ -n $out ]]; then SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" > \"${out//%t/$t}\" 2>&1 & pids+=($!)\n"
+               "  else SLURM_PROCID=$t SLURM_LOCALID=$t \"$@\" & pids+=($!); fi\n"
                "done\nrc=0; for p in \"${pids[@]}\"; do wait $p || rc=$?; done; exit $rc\n",
                0755);
     const std::string cmd = "cd / && PATH=" + shell_quote(dir + "/shims") +
-                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_ID=777 SLURM_NTASKS=" + std::to_string(tasks) +
+                            ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=777 SLURM_NTASKS=" + std::to_string(tasks) +
                             " timeout 120 bash " + shell_quote(script_path) + " >/dev/null 2>&1";
     const int status = std::system(cmd.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -591,6 +594,305 @@ TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
     for (int r = 0; r < 4; ++r)
         EXPECT_EQ(last_logged_step(plan->run_dir, r), 2) << "rank " << r << ":\n"
                                                          << read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log");
+}
+
+// [launch.slurm] in the script (issue 32): each key as its #SBATCH line or srun option, and
+// GPU visibility: with gpu_bind Slurm's alone; without it, each task takes the LOCAL_RANK-th
+// of the GPUs Slurm gave the node (a partial node's "4,5,6,7"), run through the script with
+// the srun stand-in.
+TEST(LaunchPlan, SlurmScriptWritesTheClusterKeysAndLeavesGpuBindingToSlurm) {
+    const std::string dir = scratch_dir("slurm-keys");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.gpu.name = "h100-sxm";  // a GPU job: the ranks' GPU visibility is at stake
+    ptd::SlurmSpec& s = job.launch.slurm;
+    s.partition = "gpu";
+    s.account = "proj";
+    s.qos = "high";
+    s.time = "04:00:00";
+    s.exclusive = true;
+    s.cpus_per_task = 12;
+    s.mem = "0";
+    s.constraint = "h100&ib";
+    s.exclude = "gpu07";
+    s.extra_sbatch = {"--reservation=big"};
+    s.setup = "export PTD_SETUP_RAN=yes";
+    write_file(dir + "/fake-engine", "#!/bin/sh\necho \"rank=$RANK cvd=$CUDA_VISIBLE_DEVICES setup=$PTD_SETUP_RAN\"\n", 0755);
+    LaunchOptions o = options_in(dir, "run-k");
+    o.local_engine = dir + "/fake-engine";
+    o.slurm = true;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string script = slurm_script(*plan);
+    expect_mentions(script, {"#SBATCH --partition=gpu\n", "#SBATCH --account=proj\n", "#SBATCH --qos=high\n",
+                             "#SBATCH --time=04:00:00\n", "#SBATCH --exclusive\n", "#SBATCH --cpus-per-task=12\n",
+                             "#SBATCH --mem=0\n", "#SBATCH --constraint=h100&ib\n", "#SBATCH --exclude=gpu07\n",
+                             "#SBATCH --reservation=big\n", "srun --kill-on-bad-exit=1 --distribution=block --cpus-per-task=12 ",
+                             "# launch.slurm.setup\nexport PTD_SETUP_RAN=yes\n"});
+    EXPECT_EQ(system(("printf '%s' " + shell_quote(script) + " | bash -n").c_str()), 0) << script;
+
+    fs::create_directories(plan->run_dir);
+    write_file(plan->run_dir + "/job.toml", plan->job_toml);
+    write_file(plan->run_dir + "/sbatch.sh", script, 0755);
+    setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7", 1);  // what Slurm sets for a job given GPUs 4-7 of a node
+    const int rc = run_sbatch_with_shims(dir, plan->run_dir + "/sbatch.sh", 4);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    ASSERT_EQ(rc, 0);
+    for (int r = 0; r < 4; ++r)
+        EXPECT_EQ(read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log"),
+                  "rank=" + std::to_string(r) + " cvd=" + std::to_string(4 + r) + " setup=yes\n");
+
+    // gpu_bind: Slurm binds each task to its GPU; the script does not touch the variable.
+    job.launch.slurm = {};
+    job.launch.slurm.gpu_bind = "closest";
+    o.run_id = "run-b";
+    auto bound = make_launch_plan(job, o);
+    ASSERT_TRUE(bound) << bound.error().str();
+    const std::string bound_script = slurm_script(*bound);
+    EXPECT_NE(bound_script.find("srun --kill-on-bad-exit=1 --distribution=block --gpu-bind=closest "), std::string::npos) << bound_script;
+    EXPECT_EQ(bound_script.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << bound_script;
+}
+
+// A run directory the nodes do not see stops the job before any rank starts, naming the
+// path; launch.slurm.sbcast copies the engine to each node instead (sbatch script, pyxis).
+TEST(LaunchPlan, SlurmScriptRefusesARunDirectoryTheNodesDoNotSee) {
+    const std::string dir = scratch_dir("slurm-shared");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    LaunchOptions o = options_in(dir, "run-n");
+    o.slurm = true;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string script = slurm_script(*plan);
+    // The script is run without the run directory's job.toml there: what a node off the shared
+    // file system sees.
+    fs::create_directories(dir + "/elsewhere");
+    write_file(dir + "/elsewhere/sbatch.sh", script, 0755);
+    const std::string cmd = "cd / && PATH=" + shell_quote(dir + "/shims") + ":$PATH SLURM_JOB_NODELIST=n1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=5 SLURM_NTASKS=1 "
+                            "bash " + shell_quote(dir + "/elsewhere/sbatch.sh") + " 2>&1";
+    run_sbatch_with_shims(dir, "/dev/null", 1);  // writes the shims
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    const int status = pclose(p);
+    EXPECT_NE(WEXITSTATUS(status), 0) << out;
+    expect_mentions(out, {plan->run_dir + "/job.toml is not there", "launch.slurm.sbcast"});
+    EXPECT_FALSE(fs::exists(plan->run_dir + "/rank-0.log"));
+
+    job.launch.slurm.sbcast = true;
+    o.run_id = "run-c";
+    auto staged = make_launch_plan(job, o);
+    ASSERT_TRUE(staged);
+    expect_mentions(slurm_script(*staged), {"sbcast --force " + kBin + "/ptd-engine \"/tmp/ptd-engine.$SLURM_JOB_ID\"",
+                                            "\"/tmp/ptd-engine.$SLURM_JOB_ID\" --job \"/tmp/ptd-job.$SLURM_JOB_ID.toml\""});
+    job.launch.slurm = {};
+    job.launch.slurm.container_image = "nvcr.io#nvidia/pytorch:24.05-py3";
+    job.launch.slurm.container_mounts = {"/data:/data:ro"};
+    o.run_id = "run-p";
+    auto pyxis = make_launch_plan(job, o);
+    ASSERT_TRUE(pyxis);
+    expect_mentions(slurm_script(*pyxis), {"--container-image='nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts=" +
+                                               shell_quote(pyxis->run_dir + ":" + pyxis->run_dir + ",/data:/data:ro"),
+                                           "' ptd-engine --job"});
+}
+
+// A YAML manifest as JSON (Debian's python3-yaml reads it as the API server's YAML parser does).
+static nlohmann::json yaml_as_json(const std::string& path) {
+    Proc p = run_captured("/usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' " +
+                          shell_quote(path));
+    EXPECT_EQ(p.rc, 0) << p.err;
+    return p.rc == 0 ? nlohmann::json::parse(p.out) : nlohmann::json::object();
+}
+
+// "NAME=value" lines of a rank's log (what the stand-in engine printed from `env`).
+static std::map<std::string, std::string> env_in_log(const std::string& path) {
+    std::map<std::string, std::string> got;
+    std::istringstream log(read_file(path));
+    for (std::string line; std::getline(log, line);)
+        if (const size_t eq = line.find('='); eq != std::string::npos && !line.starts_with("argv")) got[line.substr(0, eq)] = line.substr(eq + 1);
+    return got;
+}
+
+// `ptd launch --k8s` (issue 32 points 3 and 4): the JobSet validates against JobSet's own CRD
+// schema (tests/data/k8s, strict: no field the schema lacks), and run as its pods would run
+// it (each pod's script with its JOB_COMPLETION_INDEX and the container's env, the engine a
+// stand-in that prints what it got), every rank gets the environment and arguments `ptd
+// launch` gives it locally; only MASTER_ADDR and MASTER_PORT are the transport's own.
+TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdLaunch) {
+    const std::string dir = scratch_dir("k8s");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.nodes = 2;            // two pods of 2 ranks: RANK spans the pod index
+    job.cluster.gpus_per_node = 2;
+    job.cluster.gpu.name = "h100-sxm";  // a GPU job: each rank's CUDA_VISIBLE_DEVICES too
+    LaunchOptions o = options_in(dir, "k8s-env");
+    o.steps = 3;
+    auto local = make_launch_plan(job, o);
+    ASSERT_TRUE(local) << local.error().str();
+    o.slurm = true;  // a plan for a scheduler's nodes, as `ptd launch --k8s` makes it
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string yaml = ptd::k8s_jobset(*plan, "registry.example.com/ptd:1");
+    write_file(dir + "/jobset.yaml", yaml);
+    const std::string check = kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/jobset.x-k8s.io_jobsets.yaml ";
+    Proc valid = run_captured(check + shell_quote(dir + "/jobset.yaml"));
+    ASSERT_EQ(valid.rc, 0) << valid.out << valid.err << yaml;
+    // The check can fail: a field JobSet does not have, a wrong type.
+    std::string bad = yaml;
+    bad.replace(bad.find("parallelism:"), 12, "paralelism:");
+    bad.replace(bad.find("maxRestarts: 0"), 14, "maxRestarts: \"0\"");
+    write_file(dir + "/bad.yaml", bad);
+    Proc invalid = run_captured(check + shell_quote(dir + "/bad.yaml"));
+    EXPECT_EQ(invalid.rc, 1);
+    expect_mentions(invalid.out, {"'paralelism' was unexpected", "spec.failurePolicy.maxRestarts: '0' is not of type 'integer'"});
+
+    // The pod's container as the kubelet runs it.
+    const nlohmann::json js = yaml_as_json(dir + "/jobset.yaml");
+    const nlohmann::json& pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
+    EXPECT_EQ(js["spec"]["replicatedJobs"][0]["template"]["spec"]["completions"], 2);
+    const nlohmann::json& c = pod["containers"][0];
+    EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], 2);
+    std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin";
+    for (const auto& e : c["env"]) env += " " + e["name"].get<std::string>() + "=" + shell_quote(e["value"].get<std::string>());
+    write_file(dir + "/bin/ptd-engine", "#!/bin/sh\nenv | grep -v '^PWD=\\|^SHLVL=\\|^_=\\|^PATH=\\|^JOB_COMPLETION_INDEX=\\|^OLDPWD='\n"
+                                        "printf 'argv'; printf ' %s' \"$@\"; echo\n", 0755);
+    for (int pod_index = 0; pod_index < 2; ++pod_index) {
+        Proc p = run_captured(env + " JOB_COMPLETION_INDEX=" + std::to_string(pod_index) + " bash -c " +
+                              shell_quote(c["args"][0].get<std::string>()));
+        ASSERT_EQ(p.rc, 0) << p.out << p.err;
+    }
+    for (const RankPlan& r : local->ranks) {
+        const std::string log = plan->run_dir + "/rank-" + std::to_string(r.rank) + ".log";
+        const std::map<std::string, std::string> got = env_in_log(log);
+        std::string argv;
+        std::istringstream lines(read_file(log));
+        for (std::string line; std::getline(lines, line);)
+            if (line.starts_with("argv")) argv = line;
+        std::string want_argv = "argv";
+        for (size_t i = 1; i < r.argv.size(); ++i) want_argv += " " + r.argv[i];
+        EXPECT_EQ(argv, want_argv) << "rank " << r.rank;
+        std::map<std::string, std::string> want(r.env.begin(), r.env.end());
+        want["MASTER_ADDR"] = "ptd-k8s-env-ranks-0-0.ptd-k8s-env";  // pod 0 on JobSet's headless service
+        want["MASTER_PORT"] = "29500";
+        EXPECT_EQ(got, want) << "rank " << r.rank;
+    }
+    // The teardown rule: rank 1 exits 3, so its pod stops rank 0 and ends with 3 (which fails
+    // the Job, and failurePolicy maxRestarts 0 ends the JobSet).
+    write_file(dir + "/bin/ptd-engine", "#!/bin/sh\n[ \"$RANK\" = 1 ] && exit 3\nexec sleep 60\n", 0755);
+    const auto t0 = std::chrono::steady_clock::now();
+    Proc failed = run_captured(env + " JOB_COMPLETION_INDEX=0 bash -c " + shell_quote(c["args"][0].get<std::string>()));
+    EXPECT_EQ(failed.rc, 3) << failed.err;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
+    expect_mentions(failed.err, {"a rank of node 0 exited 3; stopping the others"});
+    EXPECT_NE(pod["restartPolicy"], "Always");
+    EXPECT_EQ(js["spec"]["failurePolicy"]["maxRestarts"], 0);
+}
+
+// The TrainJob form (Kubeflow Trainer v2): it validates against TrainJob's CRD schema, and
+// with the PET_* variables the trainer's torch plugin gives each node's pod (torch.go:
+// PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK = the Job completion index, PET_MASTER_ADDR =
+// pod 0 of the "node" job, PET_MASTER_PORT 29500) every rank gets ptd launch's environment.
+TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdLaunch) {
+    const std::string dir = scratch_dir("trainjob");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.nodes = 2;
+    job.cluster.gpus_per_node = 2;
+    job.cluster.gpu.name = "h100-sxm";
+    LaunchOptions o = options_in(dir, "tj");
+    auto local = make_launch_plan(job, o);
+    ASSERT_TRUE(local) << local.error().str();
+    o.slurm = true;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const std::string yaml = ptd::k8s_trainjob(*plan, "registry.example.com/ptd:1");
+    write_file(dir + "/trainjob.yaml", yaml);
+    Proc valid = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/trainer.kubeflow.org_trainjobs.yaml " +
+                              shell_quote(dir + "/trainjob.yaml"));
+    ASSERT_EQ(valid.rc, 0) << valid.out << valid.err << yaml;
+    const nlohmann::json t = yaml_as_json(dir + "/trainjob.yaml")["spec"]["trainer"];
+    EXPECT_EQ(t["numNodes"], 2);
+    EXPECT_EQ(t["numProcPerNode"], 2);
+    EXPECT_EQ(t["resourcesPerNode"]["limits"]["nvidia.com/gpu"], 2);
+    std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin PET_NNODES=2 PET_NPROC_PER_NODE=2 "
+                      "PET_MASTER_ADDR=ptd-tj-node-0-0.ptd-tj PET_MASTER_PORT=29500";
+    for (const auto& e : t["env"]) env += " " + e["name"].get<std::string>() + "=" + shell_quote(e["value"].get<std::string>());
+    write_file(dir + "/bin/ptd-engine", "#!/bin/sh\nenv | grep -v '^PWD=\\|^SHLVL=\\|^_=\\|^PATH=\\|^PET_\\|^OLDPWD='\n", 0755);
+    for (int node = 0; node < 2; ++node) {
+        Proc p = run_captured(env + " PET_NODE_RANK=" + std::to_string(node) + " bash -c " + shell_quote(t["args"][0].get<std::string>()));
+        ASSERT_EQ(p.rc, 0) << p.out << p.err;
+    }
+    for (const RankPlan& r : local->ranks) {
+        const std::map<std::string, std::string> got = env_in_log(plan->run_dir + "/rank-" + std::to_string(r.rank) + ".log");
+        std::map<std::string, std::string> want(r.env.begin(), r.env.end());
+        want["MASTER_ADDR"] = "ptd-tj-node-0-0.ptd-tj";
+        want["MASTER_PORT"] = "29500";
+        EXPECT_EQ(got, want) << "rank " << r.rank;
+    }
+}
+
+// Issue 32's "done means": `ptd launch --k8s` of a 64-GPU H100 job (8 nodes of 8) writes a
+// JobSet and a TrainJob that validate against their CRDs' schemas.
+TEST(LaunchK8s, SixtyFourH100JobWritesAJobSetAndATrainJobThatValidate) {
+    const std::string dir = scratch_dir("k8s64");
+    int rc = -1;
+    const std::string out = run_capture(kBin + "/ptd launch " + kSrc + "/assets/jobs/llama3-8b-h100.toml --set cluster.nodes=8 "
+                                        "--set parallel.dp=32 --k8s --image registry.example.com/ptd:1 --run-root " +
+                                            shell_quote(dir) + " --run-id h100x64",
+                                        &rc);
+    ASSERT_EQ(rc, 0) << out;
+    expect_mentions(out, {"(JobSet ptd-h100x64: 64 ranks in 8 pods)", "trainjob.yaml"});
+    for (const auto& [crd, file] : {std::pair{"jobset.x-k8s.io_jobsets.yaml", "jobset.yaml"},
+                                    std::pair{"trainer.kubeflow.org_trainjobs.yaml", "trainjob.yaml"}}) {
+        Proc valid = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/" + crd + " " +
+                                  shell_quote(dir + "/h100x64/" + file));
+        EXPECT_EQ(valid.rc, 0) << file << ": " << valid.out << valid.err;
+    }
+    const nlohmann::json js = yaml_as_json(dir + "/h100x64/jobset.yaml");
+    EXPECT_EQ(js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"], 8);
+    EXPECT_EQ(yaml_as_json(dir + "/h100x64/trainjob.yaml")["spec"]["trainer"]["numNodes"], 8);
+}
+
+// --apply runs kubectl apply only where kubectl has a cluster: without a kubeconfig it is
+// refused naming what was looked for; with one whose server does not answer, kubectl's own
+// error comes back with exit 1 (the manifests are written either way).
+TEST(LaunchK8s, ApplyNeedsAKubeconfigAndReportsKubectlsError) {
+    const std::string dir = scratch_dir("k8s-apply");
+    const std::string launch = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --k8s --image r.example/ptd:1 --apply --run-root " +
+                               shell_quote(dir);
+    int rc = -1;
+    std::string out = run_capture("HOME=" + shell_quote(dir) + " KUBECONFIG= " + launch + " --run-id a", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--apply: no kubeconfig (" + dir + "/.kube/config is not a file)", "wrote " + dir + "/a/jobset.yaml"});
+    write_file(dir + "/kubeconfig",
+               "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+               "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n");
+    out = run_capture("KUBECONFIG=" + shell_quote(dir + "/kubeconfig") + " " + launch + " --run-id b", &rc);
+    EXPECT_EQ(rc, 1) << out;
+    expect_mentions(out, {"ptd launch: kubectl apply failed: ", "wrote " + dir + "/b/jobset.yaml"});
+}
+
+// `ptd stop RUN_DIR` of a local run: its ptd launch gets SIGTERM and tears every rank down
+// as Ctrl-C does; nothing of the run is left, and a second stop says it is over.
+TEST(LaunchCommand, PtdStopStopsALocalRunThroughItsLauncher) {
+    const std::string dir = scratch_dir("stop");
+    const std::string run = dir + "/local";
+    const std::string launch = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --steps 100000 --run-root " +
+                               shell_quote(dir) + " --run-id local > " + shell_quote(dir + "/launch.out") + " 2>&1 &";
+    ASSERT_EQ(std::system(launch.c_str()), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (last_logged_step(run, 0) < 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_GE(last_logged_step(run, 0), 1) << read_file(dir + "/launch.out");
+    int rc = -1;
+    const std::string out = run_capture(kBin + "/ptd stop " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"run local stopped (its ptd launch, pid", "tore every rank down"});
+    EXPECT_TRUE(survivors_after("local", 10).empty());
+    auto m = read_manifest(run);
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "stopped");
+    const std::string again = run_capture(kBin + "/ptd stop " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0);
+    expect_mentions(again, {"already over (stopped)"});
 }
 
 // An hf_config job, launched from another folder: locally, and as the Slurm script

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -123,6 +124,16 @@ int main(int argc, char** argv) {
     launch->add_flag("--upload", lca.upload, "Copy the local ptd-engine to each host over SFTP (SHA-256 checked)");
     launch->add_flag("--accept-new-host-keys", lca.accept_new_host_keys, "Record unknown SSH host keys (a changed key is always refused)");
     launch->add_flag("--slurm", lca.slurm, "Write RUN_DIR/sbatch.sh (srun, same ranks and environment) instead of launching");
+    auto* submit = launch->add_flag("--submit", lca.submit, "With --slurm: submit the script (sbatch) and record the job id for ptd watch and ptd stop");
+    submit->needs(launch->get_option("--slurm"));
+    auto* k8s = launch->add_flag("--k8s", lca.k8s, "Write RUN_DIR/jobset.yaml (a Kubernetes JobSet, one pod per node) instead of launching");
+    k8s->excludes(launch->get_option("--slurm"));
+    launch->add_option("--image", lca.image, "With --k8s: the container image holding ptd-engine")->needs(k8s);
+    launch->add_flag("--apply", lca.apply, "With --k8s: kubectl apply the JobSet (needs a kubeconfig)")->needs(k8s);
+    for (auto [flag, into, what] : {std::tuple{"--partition", &lca.partition, "partition"}, std::tuple{"--account", &lca.account, "account"},
+                                    std::tuple{"--qos", &lca.qos, "QOS"}, std::tuple{"--time", &lca.time, "time limit (e.g. 04:00:00)"}})
+        launch->add_option(flag, *into, std::string("With --slurm: the job's Slurm ") + what + " (launch.slurm." + (flag + 2) + ")")
+            ->needs(launch->get_option("--slurm"));
     launch->add_option("--steps", lca.steps, "Stop after this step (ptd-engine --steps)")->check(CLI::Range(1, 1 << 30));
     launch->add_option("--run-root", lca.run_root, "Folder for run directories (default launch.run_dir)");
     launch->add_option("--run-id", lca.run_id, "Run id (default YYYYMMDD-HHMMSS-PID)");
@@ -141,6 +152,11 @@ int main(int argc, char** argv) {
     launch->add_option("--exclude-hosts", lca.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")->delimiter(',');
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
+
+    ptd::StopArgs sta;
+    auto* stop = app.add_subcommand("stop", "Stop a run: scancel its Slurm job, or tear down its ptd launch on this machine");
+    stop->add_option("RUN_DIR", sta.run_dir, "Run directory (runs/<run-id>) written by ptd launch")->required();
+    stop->add_option("--wait", sta.wait_s, "Seconds to wait for the run to be over (default 120)")->check(ptd::cli::FiniteRange(1, 86400));
 
     ptd::CalibrateArgs ca;
     auto* calibrate = app.add_subcommand(
@@ -205,6 +221,7 @@ int main(int argc, char** argv) {
         wa.sparklines = !no_sparklines;
         return ptd::cmd_watch(wa, stdout, stderr);
     }
+    if (*stop) return ptd::cmd_stop(sta, stdout, stderr);
 
     auto presets = ptd::load_presets();
     if (!presets) {

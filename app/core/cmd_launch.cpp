@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -20,6 +21,8 @@
 #include "ptd/hostfile.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
+#include "ptd/k8s.h"
+#include "ptd/slurm.h"
 #include "run_prediction.h"
 #include "run_view.h"
 #include "straggler_view.h"
@@ -67,8 +70,9 @@ struct LiveBlock {
 
 }  // namespace
 
-int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
-    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
+int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit) {
+    RunManifest manifest = initial_manifest(plan);
+    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, manifest);
     if (!writer) {
         std::fprintf(err, "%s", writer.error().str().c_str());
         return kExitRuntime;
@@ -80,8 +84,133 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err) {
         return kExitRuntime;
     }
     chmod(path.c_str(), 0755);  // the umask may have narrowed it
-    std::fprintf(out, "wrote %s (%zu ranks on %zu nodes)\nsubmit: sbatch %s\nwatch:  ptd watch %s\n", path.c_str(),
-                 plan.ranks.size(), plan.hosts.size(), shell_quote(path).c_str(), shell_quote(plan.run_dir).c_str());
+    std::fprintf(out, "wrote %s (%zu ranks on %zu nodes)\n", path.c_str(), plan.ranks.size(), plan.hosts.size());
+    if (!submit) {
+        std::fprintf(out, "submit: sbatch %s\nwatch:  ptd watch %s\n", shell_quote(path).c_str(), shell_quote(plan.run_dir).c_str());
+        return kExitOk;
+    }
+    auto job_id = slurm_submit(path);
+    if (!job_id) {
+        // The run never started: its manifest says so, for ptd watch and the studio.
+        manifest.state = "failed";
+        manifest.exit_code = 1;
+        manifest.reason = job_id.error().one_line();
+        manifest.ended = manifest.started;
+        (void)(*writer)->write_manifest(manifest);
+        std::fprintf(err, "%s", job_id.error().str().c_str());
+        return kExitRuntime;
+    }
+    manifest.scheduler = RunSchedulerRecord{"slurm", *job_id, "PENDING"};
+    if (auto w = (*writer)->write_manifest(manifest); !w) {
+        std::fprintf(err, "ptd launch: submitted Slurm job %s but could not record it: %s\n", job_id->c_str(),
+                     w.error().one_line().c_str());
+        return kExitRuntime;
+    }
+    std::fprintf(out, "submitted Slurm job %s\nwatch:  ptd watch %s\nstop:   ptd stop %s\n", job_id->c_str(),
+                 shell_quote(plan.run_dir).c_str(), shell_quote(plan.run_dir).c_str());
+    return kExitOk;
+}
+
+int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply) {
+    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
+    if (!writer) {
+        std::fprintf(err, "%s", writer.error().str().c_str());
+        return kExitRuntime;
+    }
+    const std::string jobset = plan.run_dir + "/jobset.yaml", trainjob = plan.run_dir + "/trainjob.yaml";
+    for (const auto& [path, text] : {std::pair{jobset, k8s_jobset(plan, image)}, std::pair{trainjob, k8s_trainjob(plan, image)}})
+        if (auto w = write_new_file(path, text); !w) {
+            std::fprintf(err, "ptd launch: %s\n", w.error().one_line().c_str());
+            return kExitRuntime;
+        }
+    std::fprintf(out,
+                 "wrote %s (JobSet %s: %zu ranks in %zu pods)\n"
+                 "wrote %s (the same as a Kubeflow Trainer TrainJob on the torch-distributed runtime)\n"
+                 "apply one: kubectl apply -f %s\n",
+                 jobset.c_str(), k8s_jobset_name(plan).c_str(), plan.ranks.size(), plan.hosts.size(), trainjob.c_str(),
+                 shell_quote(jobset).c_str());
+    if (!apply) return kExitOk;
+    // kubectl's own rule: the first file of $KUBECONFIG, else ~/.kube/config.
+    std::string config;
+    if (const char* k = std::getenv("KUBECONFIG"); k && *k) config = std::string(k).substr(0, std::string(k).find(':'));
+    else if (const char* home = std::getenv("HOME")) config = std::string(home) + "/.kube/config";
+    struct stat st {};
+    if (config.empty() || ::stat(config.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        std::fprintf(err, "ptd launch: error: --apply: no kubeconfig (%s); allowed: --apply where kubectl has a cluster "
+                          "(KUBECONFIG or ~/.kube/config), else apply %s yourself\n",
+                     config.empty() ? "KUBECONFIG and HOME unset" : (config + " is not a file").c_str(), jobset.c_str());
+        return kExitConfig;
+    }
+    const CommandOutput k = run_command({"kubectl", "apply", "-f", jobset}, 120);
+    std::fputs(k.out.c_str(), out);
+    if (!k.ran || k.timed_out || k.status != 0) {
+        std::fprintf(err, "ptd launch: kubectl apply failed%s: %s", k.timed_out ? " (no answer within 120 s)" : "",
+                     k.ran ? k.err.c_str() : (k.error + "\n").c_str());
+        return kExitRuntime;
+    }
+    return kExitOk;
+}
+
+int cmd_stop(const StopArgs& a, FILE* out, FILE* err) {
+    auto manifest = read_manifest(a.run_dir);
+    if (!manifest) {
+        std::fprintf(err, "%s", manifest.error().str().c_str());
+        return kExitConfig;
+    }
+    RunManifest m = std::move(*manifest);
+    if (is_final_run_state(m.state)) {
+        std::fprintf(out, "ptd stop: run %s is already over (%s)\n", m.run_id.c_str(), m.state.c_str());
+        return kExitOk;
+    }
+    if (m.scheduler && m.scheduler->kind == "slurm") {
+        auto last = slurm_cancel(m.scheduler->job_id, a.wait_s);
+        if (!last) {
+            std::fprintf(err, "ptd stop: %s", last.error().str().c_str());
+            return kExitRuntime;
+        }
+        // Recorded only when Slurm says it is over, so `ptd watch` shows what Slurm did (a
+        // job that completed before the scancel stays completed).
+        const SlurmOutcome o = slurm_outcome(last->state);
+        m.scheduler->state = last->state;
+        m.state = o.run_state;
+        m.reason = "Slurm job " + m.scheduler->job_id + " " + last->state + ": " + o.words +
+                   (last->state == "CANCELLED" ? " by ptd stop" : "");
+        m.ended = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        m.exit_code = m.state == "finished" ? 0 : m.state == "stopped" ? 130 : 1;
+        if (auto w = write_manifest_file(a.run_dir, m); !w) {
+            std::fprintf(err, "ptd stop: Slurm job %s is over (%s) but the manifest was not updated: %s\n",
+                         m.scheduler->job_id.c_str(), last->state.c_str(), w.error().one_line().c_str());
+            return kExitRuntime;
+        }
+        std::fprintf(out, "ptd stop: %s\n", m.reason.c_str());
+        return kExitOk;
+    }
+    const RunLauncherInfo& l = m.launcher;
+    if (l.pid <= 0 || l.boot_id != this_launcher().boot_id) {
+        std::fprintf(err, "ptd stop: error: %s: run %s has no scheduler job and no `ptd launch` on this machine to stop "
+                          "(launcher %s); allowed: a run submitted with ptd launch --slurm --submit, or one whose ptd launch "
+                          "runs here\n",
+                     a.run_dir.c_str(), m.run_id.c_str(), l.pid > 0 ? ("pid " + std::to_string(l.pid) + " on " + l.host).c_str() : "not recorded");
+        return kExitConfig;
+    }
+    if (!launcher_is_alive(l)) {
+        std::fprintf(out, "ptd stop: the ptd launch of run %s (pid %ld) is gone already\n", m.run_id.c_str(), l.pid);
+        return kExitOk;
+    }
+    // The launcher's own teardown (TERM to every rank, KILL after launch.grace_s).
+    if (::kill((pid_t)l.pid, SIGTERM) != 0) {
+        std::fprintf(err, "ptd stop: cannot signal ptd launch pid %ld: %s\n", l.pid, std::strerror(errno));
+        return kExitRuntime;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    while (launcher_is_alive(l)) {
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > a.wait_s) {
+            std::fprintf(err, "ptd stop: ptd launch pid %ld still running %.0f s after SIGTERM\n", l.pid, a.wait_s);
+            return kExitRuntime;
+        }
+        usleep(100 * 1000);
+    }
+    std::fprintf(out, "ptd stop: run %s stopped (its ptd launch, pid %ld, tore every rank down)\n", m.run_id.c_str(), l.pid);
     return kExitOk;
 }
 
@@ -140,7 +269,15 @@ Result<LaunchOptions> launch_options(const LaunchArgs& a) {
 }
 
 int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    auto job = load_job_arg(a.job, presets, a.sets);
+    std::vector<std::string> sets = a.sets;
+    for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"partition", &a.partition},
+                                     {"account", &a.account}, {"qos", &a.qos}, {"time", &a.time}}) {
+        if (value->empty()) continue;
+        std::string quoted = "\"";  // a TOML string: "04:00:00" unquoted would be a TOML time
+        for (char c : *value) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+        sets.push_back(std::string("launch.slurm.") + key + "=" + quoted + "\"");
+    }
+    auto job = load_job_arg(a.job, presets, sets);
     if (!job) {
         std::fprintf(err, "%s", job.error().str().c_str());
         return kExitConfig;
@@ -149,6 +286,18 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     if (!opts) {
         std::fprintf(err, "%s", opts.error().str().c_str());
         return kExitConfig;
+    }
+    if (a.k8s) {
+        // A JobSet: Kubernetes places the ranks, as Slurm does (nodes, not hosts).
+        std::string image_problem = a.image.empty() ? "missing" : "";
+        for (char c : a.image)
+            if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) image_problem = "got " + quote_input(a.image);
+        if (!image_problem.empty()) {
+            std::fprintf(err, "ptd launch: error: --image: %s; allowed: a container image holding ptd-engine (launch.engine on its "
+                              "PATH), without spaces or quotes, e.g. registry.example.com/ptd:1.0\n", image_problem.c_str());
+            return kExitConfig;
+        }
+        opts->slurm = true;
     }
     if (a.preflight && !a.dry_run && !a.slurm) {
         // The same hosts, ranks and engine, probing quickly (docs/launcher.md, "Preflight").
@@ -189,7 +338,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
         return kExitOk;
     }
-    if (a.slurm) return write_slurm(*plan, out, err);
+    if (a.slurm) return write_slurm(*plan, out, err, a.submit);
+    if (a.k8s) return write_k8s(*plan, a.image, out, err, a.apply);
 
     const Term term = detect_term(out);
     const bool live = isatty(fileno(out)) && term.width > 20;

@@ -19,6 +19,13 @@ struct LaunchArgs {
     bool upload = false;          // --upload: copy the local ptd-engine to every host (SFTP)
     bool accept_new_host_keys = false;
     bool slurm = false;           // write runs/<id>/sbatch.sh instead of launching
+    bool submit = false;          // --submit (with --slurm): sbatch it, the job id in the manifest
+    // --partition, --account, --qos, --time (with --slurm): launch.slurm.* as --set would
+    // write them, so they are checked and located the same way ("" = not given).
+    std::string partition, account, qos, time;
+    bool k8s = false;             // --k8s: write runs/<id>/jobset.yaml (a JobSet) instead of launching
+    std::string image;            // --image (with --k8s): the container image holding ptd-engine
+    bool apply = false;           // --apply (with --k8s): kubectl apply the JobSet
     int steps = 0;                // --steps N for ptd-engine
     std::string run_root;         // --run-root DIR (default launch.run_dir)
     std::string run_id;           // --run-id ID (default YYYYMMDD-HHMMSS-PID)
@@ -47,7 +54,23 @@ Result<LaunchOptions> launch_options(const LaunchArgs& a);
 // are); a name the file does not list is an error naming the file and what it lists.
 Result<std::string> hosts_without(const std::string& hostfile, const std::vector<std::string>& names);
 // --slurm: the run directory with job.toml and sbatch.sh (srun, the same ranks and
-// environment), and how to submit and watch it.
-int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err);
+// environment), and how to submit and watch it; with `submit`, sbatch submits it and the
+// manifest records the job id (RunFollower then follows the job through squeue / sacct).
+int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit = false);
+
+// --k8s: the run directory with job.toml, jobset.yaml (a JobSet of one pod per node that
+// starts the same ranks with the same environment) and trainjob.yaml (the same on Kubeflow
+// Trainer), and how to apply them.
+// With `apply`, `kubectl apply -f jobset.yaml` (refused without a kubeconfig).
+int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply = false);
+
+// `ptd stop RUN_DIR`: a Slurm run is cancelled (scancel) and recorded as stopped once Slurm
+// reports it over; a local or SSH run is stopped through its `ptd launch` (SIGTERM to the
+// launcher recorded in the manifest, which tears every rank down as Ctrl-C does).
+struct StopArgs {
+    std::string run_dir;
+    double wait_s = 120;          // how long to wait for the run to be over
+};
+int cmd_stop(const StopArgs& a, FILE* out, FILE* err);
 
 }  // namespace ptd

@@ -84,7 +84,8 @@ std::string outcome_text(const RunView& view, const RunFollower& f, const Term& 
     const std::string& state = view.state();
     if (!f.decided().empty())
         out += (state == "finished" ? green(t, state) : red(t, state)) + ": " + f.decided() +
-               " (decided by ptd watch from the ranks: manifest.json still says \"" + f.recorded_state() + "\")\n";
+               " (decided by ptd watch from " + (f.decided().starts_with("Slurm job ") ? "Slurm" : "the ranks") + ": manifest.json still says \"" +
+               f.recorded_state() + "\")\n";
     if (state != "failed" && state != "stopped") return out;
     const std::string reason = !m.reason.empty() ? m.reason : view.reason();
     if (f.decided().empty())

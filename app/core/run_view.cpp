@@ -131,6 +131,8 @@ void RunView::set_manifest(const RunManifest& m) {
     if (is_final_run_state(m.state)) exit_code_ = m.exit_code;
     if (m.steps > 0) steps_ = m.steps;
     manifest_failed_rank_ = m.failed_rank;
+    if (m.scheduler)
+        scheduler_ = "Slurm job " + m.scheduler->job_id + (m.scheduler->state.empty() ? "" : " " + m.scheduler->state);
     hosts_ = m.hosts;
     host_width_ = 4;
     for (const std::string& h : hosts_) host_width_ = std::max(host_width_, std::min(24, text_width(h)));
@@ -256,6 +258,7 @@ std::string RunView::header_line(bool color) const {
     std::string out = bold(t, "run " + run_id_) + " · " + (job_name_.empty() ? "?" : job_name_) + " · " + hosts + " · " +
                       fmt("%d rank%s", (int)ranks_.size(), ranks_.size() == 1 ? "" : "s") + " · " + painted;
     if (is_final_run_state(state) && exit_code_ != 0) out += fmt(" (exit %d)", exit_code_);
+    if (!scheduler_.empty()) out += " · " + scheduler_;
     out += " · step " + std::to_string(step) + "/" + (steps_ > 0 ? std::to_string(steps_) : "?");
     return out;
 }

@@ -76,6 +76,7 @@ private:
         std::string error;  // message of an `error` metrics line
     };
     std::string run_id_, job_name_, state_, reason_;
+    std::string scheduler_;  // "Slurm job 12 PENDING" for a run handed to a scheduler
     std::vector<std::string> hosts_;
     int world_ = 0, steps_ = 0, exit_code_ = 0, manifest_failed_rank_ = -1;
     bool finished_ = false;

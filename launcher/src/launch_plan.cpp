@@ -551,44 +551,107 @@ std::string format_dry_run(const LaunchPlan& plan) {
     return o.str();
 }
 
+// An #SBATCH line per [launch.slurm] key that is set (job_toml.cpp checked each value's
+// form and characters).
+static void sbatch_options(std::ostringstream& o, const SlurmSpec& s) {
+    const std::pair<const char*, const std::string*> valued[] = {
+        {"partition", &s.partition}, {"account", &s.account},   {"qos", &s.qos},         {"time", &s.time},
+        {"mem", &s.mem},             {"constraint", &s.constraint}, {"nodelist", &s.nodelist}, {"exclude", &s.exclude}};
+    for (const auto& [name, value] : valued)
+        if (!value->empty()) o << "#SBATCH --" << name << "=" << *value << "\n";
+    if (s.exclusive) o << "#SBATCH --exclusive\n";
+    if (s.cpus_per_task > 0) o << "#SBATCH --cpus-per-task=" << s.cpus_per_task << "\n";
+    for (const std::string& line : s.extra_sbatch) o << "#SBATCH " << line << "\n";
+}
+
 std::string slurm_script(const LaunchPlan& plan) {
     const JobSpec& job = plan.job;
+    const SlurmSpec& slurm = job.launch.slurm;
     const bool gpus = job.cluster.gpu.name != "cpu";
+    const bool container = !slurm.container_image.empty();
     std::ostringstream o;
     o << "#!/bin/bash\n"
       << "# sbatch script written by `ptd launch --slurm` for run " << plan.run_id << ": "
       << plan.ranks.size() << " ranks of ptd-engine, " << job.cluster.gpus_per_node << " per node.\n"
-      << "# Submit with: sbatch " << shell_quote(plan.run_dir + "/sbatch.sh") << "\n"
+      << "# Submit with: sbatch " << shell_quote(plan.run_dir + "/sbatch.sh") << " (or ptd launch --slurm --submit)\n"
       << "# Watch with:  ptd watch " << shell_quote(plan.run_dir) << "\n"
       << "#SBATCH --job-name=" << shell_quote("ptd-" + job.model.name) << "\n"
       << "#SBATCH --nodes=" << job.cluster.nodes << "\n"
       << "#SBATCH --ntasks-per-node=" << job.cluster.gpus_per_node << "\n";
     if (gpus) o << "#SBATCH --gpus-per-node=" << job.cluster.gpus_per_node << "\n";
+    sbatch_options(o, slurm);
     o << "#SBATCH --output=" << plan.run_dir << "/slurm-%j.out\n"
-      << "set -euo pipefail\n\n"
-      << "# The environment contract of ptd-engine (docs/engine.md): rank 0's node hosts the store.\n"
-      << "export MASTER_ADDR=" << (!plan.master_addr_given ? std::string("$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)")
-                                                              : shell_quote(plan.master_addr))
-      << "\n"
-      << "export MASTER_PORT=" << (job.launch.master_port ? std::to_string(job.launch.master_port) : std::string("$((20000 + SLURM_JOB_ID % 20000))"))
-      << "\n"
-      << "export WORLD_SIZE=" << plan.ranks.size() << "\n"
-      << "export LOCAL_WORLD_SIZE=" << job.cluster.gpus_per_node << "\n"
-      << "export PTD_RUN_ID=" << shell_quote(plan.run_id) << "\n";
-    for (const auto& [k, v] : forwarded_environment(job)) o << "export " << k << "=" << shell_quote(v) << "\n";
+      << "set -euo pipefail\n";
+    if (!slurm.setup.empty()) o << "\n# launch.slurm.setup\n" << slurm.setup << (slurm.setup.back() == '\n' ? "" : "\n");
+
+    // The environment contract of ptd-engine (docs/engine.md), one variable a line; a value
+    // is a shell word (quoted, or an expansion the batch shell makes).
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"MASTER_ADDR", !plan.master_addr_given ? std::string("$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)")
+                                                : shell_quote(plan.master_addr)},
+        {"MASTER_PORT", job.launch.master_port ? std::to_string(job.launch.master_port) : std::string("$((20000 + SLURM_JOB_ID % 20000))")},
+        {"WORLD_SIZE", std::to_string(plan.ranks.size())},
+        {"LOCAL_WORLD_SIZE", std::to_string(job.cluster.gpus_per_node)},
+        {"PTD_RUN_ID", shell_quote(plan.run_id)}};
+    for (const auto& [k, v] : forwarded_environment(job)) env.emplace_back(k, shell_quote(v));
+    o << "\n# The environment contract of ptd-engine (docs/engine.md): rank 0's node hosts the store.\n";
+    for (const auto& [k, v] : env) o << "export " << k << "=" << v << "\n";
+
+    // The engine: this machine's (on a file system the nodes share), a copy on each node's
+    // local disk (sbcast), or the container image's own.
+    const std::string engine = container ? job.launch.engine : plan.upload || plan.local ? plan.local_engine : job.launch.engine;
+    std::string rank_engine = engine, rank_job = plan.run_dir + "/job.toml";
+    const std::string per_node = "srun --nodes=\"$SLURM_JOB_NUM_NODES\" --ntasks-per-node=1 --kill-on-bad-exit=1";
+    if (slurm.sbcast && !container) {
+        rank_engine = "/tmp/ptd-engine.$SLURM_JOB_ID";
+        rank_job = "/tmp/ptd-job.$SLURM_JOB_ID.toml";
+        o << "\n# launch.slurm.sbcast: the engine and job.toml copied to every node's local disk; the run\n"
+          << "# directory is created on each node for the ranks' logs and files.\n"
+          << "sbcast --force " << shell_quote(engine) << " \"" << rank_engine << "\"\n"
+          << "sbcast --force " << shell_quote(plan.run_dir + "/job.toml") << " \"" << rank_job << "\"\n"
+          << per_node << " mkdir -p " << shell_quote(plan.run_dir) << "\n"
+          << "trap '" << per_node << " rm -f \"" << rank_engine << "\" \"" << rank_job << "\"' EXIT\n";
+    } else {
+        // Without sbcast the nodes read this machine's files: refuse, naming the path, on a
+        // node where they are not there (a run directory off the shared file system).
+        o << "\n# Every node must see the run directory" << (container ? "" : " and the engine")
+          << " at these paths (a shared file system);\n# launch.slurm.sbcast = true copies the engine instead.\n"
+          << per_node << " bash -c 'for f in \"$@\"; do [[ -r \"$f\" ]] || { echo \"ptd: node $(hostname): $f is not there: "
+             "the run directory (launch.run_dir) must be on a file system every node mounts, or set launch.slurm.sbcast = true "
+             "to copy the engine\" >&2; exit 1; }; done' check "
+          << shell_quote(plan.run_dir + "/job.toml") << (container ? "" : " " + shell_quote(engine)) << "\n";
+    }
+
     std::string args;
-    const std::string engine = plan.upload || plan.local ? plan.local_engine : job.launch.engine;
-    for (const std::string& a : std::vector<std::string>{engine, "--job", plan.run_dir + "/job.toml", "--run-dir", plan.run_dir})
-        args += " " + shell_quote(a);
+    for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", plan.run_dir})
+        args += " " + (a.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + a + "\"" : shell_quote(a));
     if (plan.steps > 0) args += " --steps " + std::to_string(plan.steps);
     if (!plan.backend.empty()) args += " --backend " + shell_quote(plan.backend);
     for (const std::string& a : plan.engine_args) args += " " + shell_quote(a);
+    std::string srun = "srun --kill-on-bad-exit=1 --distribution=block";
+    // Since Slurm 22.05 srun does not take --cpus-per-task from the batch allocation.
+    if (slurm.cpus_per_task > 0) srun += " --cpus-per-task=" + std::to_string(slurm.cpus_per_task);
+    if (!slurm.gpu_bind.empty()) srun += " --gpu-bind=" + slurm.gpu_bind;
+    if (container) {
+        std::string mounts = plan.run_dir + ":" + plan.run_dir;
+        for (const std::string& m : slurm.container_mounts) mounts += "," + m;
+        srun += " --container-image=" + shell_quote(slurm.container_image) + " --container-mounts=" + shell_quote(mounts);
+    }
+    srun += " --output=" + shell_quote(plan.run_dir + "/rank-%t.log");
+    // GPU visibility: with --gpu-bind Slurm gives each task its GPU; else the task sees the
+    // node's allocated GPUs (CUDA_VISIBLE_DEVICES="4,5,6,7" on a partial node) and takes
+    // the LOCAL_RANK-th of them; without Slurm's GPU list, GPU LOCAL_RANK.
+    std::string gpu_pick;
+    if (gpus && slurm.gpu_bind.empty())
+        gpu_pick = " if [[ \"${CUDA_VISIBLE_DEVICES:-}\" == *,* ]]; then IFS=, read -ra g <<< \"$CUDA_VISIBLE_DEVICES\";"
+                   " export CUDA_VISIBLE_DEVICES=${g[$SLURM_LOCALID]}; elif [[ -z \"${CUDA_VISIBLE_DEVICES:-}\" ]]; then"
+                   " export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; fi;";
     // One task per rank: Slurm's task id is the global rank (block distribution puts
     // consecutive ranks on a node, as make_layout's node = rank / gpus_per_node does).
     o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n"
-      << "srun --kill-on-bad-exit=1 --distribution=block --output=" << shell_quote(plan.run_dir + "/rank-%t.log")
-      << " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;"
-      << (gpus ? " export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID;" : "") << " exec \"$0\" \"$@\"'" << args << "\n";
+      << srun << " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" << gpu_pick << " exec \"$0\" \"$@\"' "
+      << (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) << args
+      << "\n";
     return o.str();
 }
 

@@ -8,6 +8,7 @@
 #include "ptd/run_dir.h"
 
 #include "ptd/common/file_read.h"
+#include "ptd/slurm.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -39,6 +40,9 @@ constexpr size_t kMaxLine = 1 << 20;
 constexpr long kMaxReadPerPoll = 4 << 20;
 // Rank logs a writer keeps open at once.
 constexpr size_t kMaxOpenLogs = 128;
+// Seconds between two questions to the scheduler (squeue) about one run: ptd watch polls
+// every second and the studio more often, and a controller serves a whole cluster.
+constexpr double kSchedulerPollS = 2;
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -358,6 +362,13 @@ std::string manifest_to_json(const RunManifest& m) {
         p["measured_at"] = m.profile->measured_at;
         j["profile"] = std::move(p);
     }
+    if (m.scheduler) {
+        ojson s;
+        s["kind"] = m.scheduler->kind;
+        s["job_id"] = m.scheduler->job_id;
+        s["state"] = m.scheduler->state;
+        j["scheduler"] = std::move(s);
+    }
     // Invalid UTF-8 (a reason quoting a path) is replaced rather than throwing.
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
@@ -452,6 +463,15 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
         if (r.path.empty()) rd.problem("profile.path", "is empty, expected the profile file's path");
         m.profile = std::move(r);
     }
+    if (const json* s = rd.container(j, "scheduler", false, json::value_t::object, "an object")) {
+        RunSchedulerRecord r;
+        rd.string(*s, "scheduler.", "kind", r.kind, true);
+        rd.string(*s, "scheduler.", "job_id", r.job_id, true);
+        rd.string(*s, "scheduler.", "state", r.state);
+        if (r.kind != "slurm") rd.problem("scheduler.kind", "got " + quote_input(r.kind) + ", expected \"slurm\"");
+        if (r.job_id.empty()) rd.problem("scheduler.job_id", "is empty, expected the scheduler's job id");
+        m.scheduler = std::move(r);
+    }
     return rd.result(std::move(m));
 }
 
@@ -531,6 +551,12 @@ void RunDirWriter::append_line(int rank, const std::string& line) {
     std::fflush(f);
 }
 
+bool launcher_is_alive(const RunLauncherInfo& launcher) { return launcher.pid > 0 && launcher_alive(launcher); }
+
+Result<void> write_manifest_file(const std::string& run_dir, const RunManifest& m) {
+    return write_atomically(run_dir + "/manifest.json", manifest_to_json(m));
+}
+
 Result<void> RunDirWriter::write_manifest(const RunManifest& m) {
     std::lock_guard lock(mu_);
     return write_atomically(dir_ + "/manifest.json", manifest_to_json(m));
@@ -578,6 +604,15 @@ std::vector<LaunchEvent> RunFollower::poll() {
         }
     }
     bool final_state = is_final_run_state(manifest_.state);
+    // A run handed to a scheduler: its state there (pending, running, ...) until the
+    // manifest or the scheduler says the run is over.
+    if (manifest_.scheduler && !final_state) {
+        ask_scheduler(t);
+        if (scheduler_answered_) {
+            manifest_.scheduler->state = scheduler_state_;
+            if (scheduler_state_ == "RUNNING" && manifest_.state == "starting") manifest_.state = "running";
+        }
+    }
     // A later manifest never lists fewer ranks, but a hand-edited one might.
     const size_t n = std::min(tails_.size(), manifest_.ranks.size());
 
@@ -653,6 +688,7 @@ std::vector<LaunchEvent> RunFollower::poll() {
     if (!final_state && !derived_state_.empty()) {
         manifest_.state = derived_state_;
         manifest_.reason = decided_;
+        if (derived_failed_rank_ >= 0) manifest_.failed_rank = derived_failed_rank_;
         if (manifest_.ended == 0) manifest_.ended = t;
         for (size_t r = 0; r < n; ++r)
             if (tails_[r].sent_end && !manifest_.ranks[r].exit_code) manifest_.ranks[r].exit_code = 0;
@@ -702,15 +738,43 @@ std::vector<LaunchEvent> RunFollower::poll() {
     return out;
 }
 
+void RunFollower::ask_scheduler(double now) {
+    if (scheduler_asked_ > 0 && now - scheduler_asked_ < kSchedulerPollS) return;
+    scheduler_asked_ = now;
+    const auto state = slurm_job_state(manifest_.scheduler->job_id);
+    scheduler_answered_ = state.has_value();
+    if (state) {
+        scheduler_state_ = state->state;
+        scheduler_reason_ = state->reason;
+    }
+}
+
 void RunFollower::derive_end(double now) {
     const size_t n = std::min(tails_.size(), manifest_.ranks.size());
     if (n == 0) return;
     std::vector<int> ended, open;
     for (size_t r = 0; r < n; ++r) (tails_[r].sent_end ? ended : open).push_back((int)r);
-    auto decide = [&](const char* state, std::string how) {
+    auto decide = [&](const std::string& state, std::string how) {
         derived_state_ = state;
         decided_ = std::move(how);
     };
+    // The scheduler, while it answers, knows best: a pending job has no output for hours,
+    // a job it ended (time limit, scancel, a lost node) may leave ranks that never said so.
+    if (manifest_.scheduler && scheduler_answered_) {
+        const SlurmOutcome o = slurm_outcome(scheduler_state_);
+        if (o.run_state.empty()) return;
+        const std::string& id = manifest_.scheduler->job_id;
+        std::string how = "Slurm job " + id + " " + scheduler_state_ + ": " + o.words;
+        if (o.run_state == "failed") {
+            // srun names the task (= global rank) that failed first in the job's output.
+            if (auto f = srun_first_failure(read_small_file(dir_ + "/slurm-" + id + ".out")); f && f->rank < (int)n) {
+                derived_failed_rank_ = f->rank;
+                how += "; rank " + std::to_string(f->rank) + " on " + f->node + ": " + f->what;
+            }
+        }
+        decide(o.run_state, how);
+        return;
+    }
     const std::string ended_note = ended.empty() ? "" : "; " + rank_list(ended) + " sent end";
     if (open.empty()) {
         decide("finished", n == 1 ? "rank 0 sent end" : "all " + std::to_string(n) + " ranks sent end");

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <regex>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -434,6 +435,13 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
     if (!net && !job.origin.gpu_preset.empty()) net = presets.default_cluster_for_gpu(job.origin.gpu_preset);
     double nic_gbps = 8.0 * c.inter_gbps;
     c.nics_per_node = 0;  // one NIC per GPU, at inter_gbps
+    // issue 32: a named cluster's nodes hold so many GPUs; a job cannot place more ranks on one
+    // (a scheduler would leave it pending for ever, or srun refuse it).
+    if (cluster_preset && c.gpus_per_node > cluster_preset->gpus_per_node)
+        ctx.error(r.where("gpus_per_node"), "cluster.gpus_per_node",
+                  "got " + std::to_string(c.gpus_per_node) + ", more than the " + std::to_string(cluster_preset->gpus_per_node) +
+                      " GPUs per node of cluster preset \"" + cluster_preset->name + "\"; allowed: 1 .. " +
+                      std::to_string(cluster_preset->gpus_per_node) + " (or no cluster preset)");
     if (net) {
         // A node with other GPU count than the preset's keeps its NICs per GPU.
         c.nics_per_node = std::max(1, (int)std::lround((double)net->nics_per_node * gpn / net->gpus_per_node));
@@ -732,6 +740,83 @@ static void read_paths(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     r.finish();
 }
 
+// [launch.slurm] (issue 32). Each value goes into an #SBATCH line or srun's command line of
+// a bash script, so every value is checked for the form Slurm takes and for characters the
+// script would misread (whitespace, quotes, $, control characters).
+static void read_launch_slurm(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "launch.slurm");
+    SlurmSpec& s = job.launch.slurm;
+    auto plain = [](const std::string& v, const char* also_allowed) {
+        for (char ch : v)
+            if (!(std::isalnum((unsigned char)ch) || std::strchr(also_allowed, ch))) return false;
+        return true;
+    };
+    auto check = [&](const char* key, const std::string& v, bool ok, const std::string& allowed) {
+        if (!v.empty() && !ok) ctx.error(r.where(key), std::string("launch.slurm.") + key, "got " + quote_input(v) + "; allowed: " + allowed);
+    };
+    const std::pair<const char*, std::string*> names[] = {{"partition", &s.partition}, {"account", &s.account}, {"qos", &s.qos}};
+    for (const auto& [key, value] : names) {
+        r.read_string(key, *value);
+        check(key, *value, plain(*value, "_-.+"), "a Slurm name: letters, digits, _ - . + (no spaces)");
+    }
+    // A string key in one of Slurm's forms; an empty one is refused too.
+    auto read_form = [&](const char* key, std::string& value, const std::regex& form, const std::string& allowed) {
+        if (r.read_string(key, value) && !std::regex_match(value, form))
+            ctx.error(r.where(key), std::string("launch.slurm.") + key, "got " + quote_input(value) + "; allowed: " + allowed);
+    };
+    static const std::regex time_forms(R"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)");
+    read_form("time", s.time, time_forms,
+              "Slurm's time forms: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, DAYS-HOURS:MINUTES or "
+              "DAYS-HOURS:MINUTES:SECONDS (e.g. \"04:00:00\", \"2-00:00:00\"), or \"UNLIMITED\"");
+    r.read_bool("exclusive", s.exclusive);
+    r.read_int("cpus_per_task", s.cpus_per_task, 1, 4096);
+    static const std::regex size(R"(\d+[KMGT]?)");
+    read_form("mem", s.mem, size,
+              "memory per node as Slurm writes it: a number with an optional K, M, G or T suffix (\"500G\", "
+              "\"64000M\"), or \"0\" for all of each node's memory");
+    static const std::regex bind(R"((verbose,)?(none|closest|single:\d+|per_task:\d+|map_gpu:[0-9*,]+|mask_gpu:[0-9a-fA-Fx*,]+))");
+    read_form("gpu_bind", s.gpu_bind, bind,
+              "one of Slurm's --gpu-bind forms: none, closest, single:N, per_task:N, map_gpu:LIST, mask_gpu:LIST "
+              "(optionally after \"verbose,\")");
+    const std::pair<const char*, std::string*> node_keys[] = {
+        {"constraint", &s.constraint}, {"nodelist", &s.nodelist}, {"exclude", &s.exclude}};
+    for (const auto& [key, value] : node_keys) {
+        r.read_string(key, *value);
+        check(key, *value, plain(*value, "_-.,[]&|*!()"),
+              std::string(key) == "constraint" ? "node features joined with & | , [ ] * ( ) (no spaces)"
+                                                : "node names or ranges such as \"gpu[01-04],gpu07\" (no spaces)");
+    }
+    r.read_string_array("extra_sbatch", s.extra_sbatch);
+    for (const std::string& line : s.extra_sbatch) {
+        bool ok = line.size() > 1 && line[0] == '-';
+        for (char ch : line) ok = ok && (unsigned char)ch >= 0x20 && ch != 0x7f;
+        check("extra_sbatch", line.empty() ? std::string("\"\"") : line, ok,
+              "sbatch options, one per entry, each starting with '-' (\"--reservation=big\", \"--signal=USR1@120\"), "
+              "without newlines or control characters");
+    }
+    r.read_string("setup", s.setup);
+    for (char ch : s.setup)
+        if (((unsigned char)ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) {
+            ctx.error(r.where("setup"), "launch.slurm.setup",
+                      "has a control character; allowed: shell lines (newlines and tabs) run before srun");
+            break;
+        }
+    r.read_string("container_image", s.container_image);
+    check("container_image", s.container_image, plain(s.container_image, "_-.:/@#+"),
+          "an image reference without spaces or quotes (\"nvcr.io#nvidia/pytorch:24.05-py3\", \"/shared/img.sqsh\")");
+    r.read_string_array("container_mounts", s.container_mounts);
+    for (const std::string& m : s.container_mounts) {
+        static const std::regex mount(R"(/[^:,\s'"$`\\]*:/[^:,\s'"$`\\]*(:[a-z+_]+)?)");
+        check("container_mounts", m.empty() ? std::string("\"\"") : m, std::regex_match(m, mount),
+              "\"SRC:DST\" or \"SRC:DST:FLAGS\" with absolute paths, no spaces, commas or quotes (\"/data:/data:ro\")");
+    }
+    if (!s.container_mounts.empty() && s.container_image.empty())
+        ctx.error(r.where("container_mounts"), "launch.slurm.container_mounts",
+                  "given without launch.slurm.container_image; allowed: mounts for the image the ranks run in");
+    r.read_bool("sbcast", s.sbcast);
+    r.finish();
+}
+
 static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "launch");
     LaunchSpec& l = job.launch;
@@ -777,6 +862,7 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
                   "\"eth0\" or \"ib\", or \"^lo\" to exclude one (NCCL_SOCKET_IFNAME)");
     if (l.engine.empty()) ctx.error(r.where("engine"), "launch.engine", "empty; allowed: a program name or path");
     if (l.run_dir.empty()) ctx.error(r.where("run_dir"), "launch.run_dir", "empty; allowed: a folder path");
+    if (const toml::table* slurm = r.subtable("slurm")) read_launch_slurm(ctx, *slurm, job);
     r.finish();
 }
 
@@ -1259,6 +1345,23 @@ std::string save_job_toml(const JobSpec& job) {
     if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
     if (l.nccl_ib_hca != d.nccl_ib_hca) w.strings("nccl_ib_hca", l.nccl_ib_hca);
     if (l.nccl_socket_ifname != d.nccl_socket_ifname) w.str("nccl_socket_ifname", l.nccl_socket_ifname);
+    if (l.slurm != SlurmSpec{}) {  // issue 32
+        const SlurmSpec& s = l.slurm;
+        w.header("launch.slurm");
+        for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"partition", &s.partition},
+                                         {"account", &s.account}, {"qos", &s.qos}, {"time", &s.time}})
+            if (!value->empty()) w.str(key, *value);
+        if (s.exclusive) w.boolean("exclusive", true);
+        if (s.cpus_per_task) w.int_("cpus_per_task", s.cpus_per_task);
+        for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"mem", &s.mem}, {"gpu_bind", &s.gpu_bind},
+                                         {"constraint", &s.constraint}, {"nodelist", &s.nodelist}, {"exclude", &s.exclude}})
+            if (!value->empty()) w.str(key, *value);
+        if (!s.extra_sbatch.empty()) w.strings("extra_sbatch", s.extra_sbatch);
+        if (!s.setup.empty()) w.str("setup", s.setup);
+        if (!s.container_image.empty()) w.str("container_image", s.container_image);
+        if (!s.container_mounts.empty()) w.strings("container_mounts", s.container_mounts);
+        if (s.sbcast) w.boolean("sbcast", true);
+    }
 
     if (job.paths != PathsSpec{}) {  // issue 28
         const PathsSpec& p = job.paths;

@@ -38,6 +38,18 @@ struct RunLauncherInfo {
 };
 // This process, as a RunLauncherInfo.
 RunLauncherInfo this_launcher();
+// That launcher still runs on this machine (its pid with its start time; a reused pid is not it).
+bool launcher_is_alive(const RunLauncherInfo& launcher);
+
+// The scheduler a run was handed to (`ptd launch --slurm --submit`): which one, the job's id
+// there and its last known state there ("PENDING", "RUNNING", "TIMEOUT", ...). RunFollower
+// asks the scheduler for the state while the manifest does not record the end.
+struct RunSchedulerRecord {
+    std::string kind;          // "slurm"
+    std::string job_id;
+    std::string state;         // as the scheduler says it; "" = not asked yet
+    bool operator==(const RunSchedulerRecord&) const = default;
+};
 
 struct RunManifest {
     std::string run_id;
@@ -60,6 +72,7 @@ struct RunManifest {
     // The cluster profile the run's speed prediction used ("profile" in the JSON; absent =
     // the job's GPU preset figures).
     std::optional<RunProfileRecord> profile;
+    std::optional<RunSchedulerRecord> scheduler;  // none: ranks started by ptd launch itself
 };
 
 // A run state that no later event changes: "finished", "failed" or "stopped".
@@ -72,6 +85,9 @@ std::string manifest_to_json(const RunManifest& m);
 // Errors name the file and the field, e.g. "runs/x/manifest.json: field \"ranks\": ...".
 Result<RunManifest> manifest_from_json(const std::string& text, const std::string& file);
 Result<RunManifest> read_manifest(const std::string& run_dir);
+// Replaces RUN_DIR/manifest.json atomically (tmp + rename), for a run no RunDirWriter
+// writes any more (`ptd stop` recording a Slurm job's end).
+Result<void> write_manifest_file(const std::string& run_dir, const RunManifest& m);
 
 // Writes `text` to a file that must not exist yet (O_EXCL, then `mode` as the umask lets
 // it): a run only ever writes its own files, never one a user already had.
@@ -106,7 +122,9 @@ struct RunFollowOptions {
 // and finished once the run is over). Works on live and finished runs alike.
 //
 // The run is over when the manifest says so, or — when nobody will write that (a Slurm
-// run, a launcher that was killed) — when the ranks' own record says so: every rank sent
+// run, a launcher that was killed) — when the scheduler says so (a run with a scheduler
+// record: squeue / sacct, asked every few seconds; while it answers it is believed over
+// the ranks' silence), or when the ranks' own record says so: every rank sent
 // its `end` event; or the launcher's pid on this machine is gone and so is every rank's
 // (checked in /proc with the start time / PTD_RUN_ID, so a reused pid does not count);
 // or no unfinished rank wrote anything for stale_after_s. manifest() then carries the
@@ -125,6 +143,7 @@ public:
     // The manifest's own state, as last read ("starting" for a Slurm run).
     const std::string& recorded_state() const { return recorded_state_; }
 private:
+    void ask_scheduler(double now);
     RunFollower() = default;
     void derive_end(double now);
     std::string dir_;
@@ -141,6 +160,12 @@ private:
     };
     std::vector<Tail> tails_;
     std::string derived_state_, decided_, recorded_state_;
+    // The scheduler's answer (manifest().scheduler->state) and when it was last asked: at
+    // most every kSchedulerPollS, however often poll() runs.
+    std::string scheduler_state_, scheduler_reason_;
+    bool scheduler_answered_ = false;
+    double scheduler_asked_ = 0;
+    int derived_failed_rank_ = -1;  // the rank the scheduler's record names as failing
     bool done_ = false;
     bool finished_sent_ = false;
 };

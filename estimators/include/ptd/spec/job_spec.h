@@ -492,6 +492,25 @@ struct TrainingSpec {
     bool operator==(const TrainingSpec&) const = default;
 };
 
+// [launch.slurm] (issue 32) — what `ptd launch --slurm` writes into sbatch.sh for the
+// cluster's rules. Empty, 0 and false are not written: the cluster's defaults apply.
+struct SlurmSpec {
+    std::string partition, account, qos;
+    std::string time;                 // Slurm's forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+    bool exclusive = false;           // whole nodes (--exclusive)
+    int cpus_per_task = 0;            // --cpus-per-task; 0 = Slurm's default (often 1)
+    std::string mem;                  // per node: "0" (all of it), "500G", "64000M"
+    std::string gpu_bind;             // --gpu-bind: "closest", "single:1", "map_gpu:0,1,...", "none"
+    std::string constraint, nodelist, exclude;
+    std::vector<std::string> extra_sbatch;      // more #SBATCH options, each "--name[=value]"
+    std::string setup;                // shell lines run once before srun (module load, exports)
+    std::string container_image;      // pyxis / enroot: srun --container-image
+    std::vector<std::string> container_mounts;  // "SRC:DST[:FLAGS]", srun --container-mounts
+    bool sbcast = false;              // copy the engine and job.toml to node-local disk first
+
+    bool operator==(const SlurmSpec&) const = default;
+};
+
 struct LaunchSpec {
     LaunchMode mode = LaunchMode::local;
     std::string hostfile;       // DeepSpeed-style "host slots=N"; "" = cluster.hosts
@@ -512,6 +531,7 @@ struct LaunchSpec {
     // NCCL's bootstrap socket (NCCL_SOCKET_IFNAME). Empty = not set: NCCL picks them itself.
     std::vector<std::string> nccl_ib_hca;
     std::string nccl_socket_ifname;
+    SlurmSpec slurm;                  // [launch.slurm]
 
     bool operator==(const LaunchSpec&) const = default;
 };

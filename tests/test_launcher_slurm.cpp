@@ -1,0 +1,191 @@
+// test_launcher_slurm.cpp — `ptd launch --slurm --submit`, `ptd watch` and `ptd stop`
+// against a real single-host Slurm (tests/slurm_fixture.h: munged, slurmctld and slurmd on
+// 127.0.0.1): the generated sbatch script trains tiny-gpt-8rank's 8 ranks through srun; a
+// rank killed mid-run, a scancel and a time limit each end the run as Slurm says, and
+// nothing of the run stays running. Skipped (saying why) only without Slurm's packages.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "launcher_test_util.h"
+#include "process_test_util.h"
+#include "ptd/launch.h"
+#include "ptd/run_dir.h"
+#include "slurm_fixture.h"
+
+namespace {
+
+using namespace ptd_test;
+using ptd::shell_quote;
+
+const std::string kBin = PTD_BIN_DIR;
+const std::string kJob = std::string(PTD_SOURCE_DIR) + "/assets/jobs/tiny-gpt-8rank.toml";
+
+#define START_SLURM(slurm)                                            \
+    do {                                                              \
+        if (std::string why = (slurm).start(); !why.empty()) {        \
+            if ((slurm).failed) FAIL() << why;                        \
+            GTEST_SKIP() << why;                                      \
+        }                                                             \
+    } while (0)
+
+// `ptd launch tiny-gpt-8rank --slurm --submit` into dir/runs/<id>; the Slurm job id.
+std::string submit(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra) {
+    const Proc p = run_captured(slurm.env() + " " + kBin + "/ptd launch " + shell_quote(kJob) + " --slurm --submit --run-root " +
+                                shell_quote(dir + "/runs") + " --run-id " + id + " " + extra);
+    EXPECT_EQ(p.rc, 0) << p.out << p.err;
+    std::smatch m;
+    if (!std::regex_search(p.out, m, std::regex("submitted Slurm job (\\d+)"))) {
+        ADD_FAILURE() << "no job id in: " << p.out << p.err;
+        return "";
+    }
+    return m[1];
+}
+
+// The highest step rank `rank` logged so far (-1 = none yet).
+int logged_step(const std::string& run, int rank) {
+    static const std::regex step("\"step\":(\\d+)");
+    const std::string log = read_file(run + "/rank-" + std::to_string(rank) + ".log");
+    int last = -1;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), step); it != std::sregex_iterator(); ++it)
+        last = std::max(last, std::stoi((*it)[1]));
+    return last;
+}
+
+bool wait_until(double seconds, const std::function<bool()>& ready) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+        if (ready()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return ready();
+}
+
+// The pid of the run's rank `rank` (its environment has PTD_RUN_ID and RANK), 0 if none.
+int rank_pid(const std::string& run_id, int rank) {
+    for (int pid : processes_of_run(run_id)) {
+        std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+        const std::string exe = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+        if (exe.find("ptd-engine") == std::string::npos) continue;
+        for (std::string var; std::getline(f, var, '\0');)
+            if (var == "RANK=" + std::to_string(rank)) return pid;
+    }
+    return 0;
+}
+
+// A long run of tiny-gpt-8rank submitted as `id`, once rank `rank` logged a step: its job id.
+std::string running_job(const SlurmFixture& slurm, const std::string& dir, const std::string& id, int rank) {
+    const std::string job = submit(slurm, dir, id, "--steps 100000");
+    const std::string log = dir + "/runs/" + id + "/rank-" + std::to_string(rank) + ".log";
+    if (!job.empty() && !wait_until(180, [&] { return logged_step(dir + "/runs/" + id, rank) >= 1; })) {
+        ADD_FAILURE() << "rank " << rank << " logged no step in 180 s:\n" << read_file(log);
+        return "";
+    }
+    return job;
+}
+
+Proc watch(const SlurmFixture& slurm, const std::string& run) {
+    return run_captured(slurm.env() + " timeout 300 " + kBin + "/ptd watch --no-sparklines " + shell_quote(run));
+}
+
+TEST(SlurmLaunch, SubmittedJobTrainsEightRanksThroughSrunAndWatchFollowsItToCompleted) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_ok");
+    // The operators' keys on a real Slurm: a partition, a time limit, CPUs per task, the engine
+    // staged to node-local disk with sbcast.
+    const std::string job = submit(slurm, dir.path.string(), "ok",
+                                   "--steps 6 --partition " + slurm.partition +
+                                       " --time 0:10:00 --set launch.slurm.cpus_per_task=1 --set launch.slurm.sbcast=true");
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/ok";
+    auto m = ptd::read_manifest(run);
+    ASSERT_TRUE(m) << m.error().str();
+    ASSERT_TRUE(m->scheduler);
+    EXPECT_EQ(m->scheduler->kind, "slurm");
+    EXPECT_EQ(m->scheduler->job_id, job);
+
+    const Proc w = watch(slurm, run);
+    EXPECT_EQ(w.rc, 0) << w.out << w.err;
+    EXPECT_NE(w.out.find("finished: Slurm job " + job + " COMPLETED: completed"), std::string::npos)
+        << w.out << w.err << read_file(run + "/slurm-" + job + ".out");
+    EXPECT_NE(w.out.find("Slurm job " + job + " COMPLETED"), std::string::npos) << w.out;  // the header
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(logged_step(run, r), 6) << "rank " << r << "\n" << read_file(run + "/rank-" + std::to_string(r) + ".log");
+    EXPECT_TRUE(processes_of_run("ok").empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+    const std::string script = read_file(run + "/sbatch.sh");
+    EXPECT_NE(script.find("#SBATCH --partition=" + slurm.partition + "\n#SBATCH --time=0:10:00\n"), std::string::npos) << script;
+    EXPECT_NE(script.find("sbcast --force "), std::string::npos) << script;
+    EXPECT_FALSE(std::filesystem::exists("/tmp/ptd-engine." + job));  // the staged copy is removed
+}
+
+TEST(SlurmLaunch, ARankKilledMidRunFailsTheJobWithTheRankNamed) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_kill");
+    const std::string job = running_job(slurm, dir.path.string(), "kill", 3);
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/kill";
+    const int pid = rank_pid("kill", 3);
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+    const Proc w = watch(slurm, run);
+    EXPECT_EQ(w.rc, 0) << w.out << w.err;
+    EXPECT_NE(w.out.find("failed: Slurm job " + job + " FAILED: failed; rank 3 on " + slurm.node + ": Killed"), std::string::npos)
+        << w.out << read_file(run + "/slurm-" + job + ".out");
+    EXPECT_TRUE(survivors_after("kill", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+TEST(SlurmLaunch, PtdStopCancelsTheJobAndNothingStaysRunning) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_stop");
+    const std::string job = running_job(slurm, dir.path.string(), "stop", 0);
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/stop";
+    ASSERT_FALSE(processes_of_run("stop").empty());
+
+    const Proc s = run_captured(slurm.env() + " " + kBin + "/ptd stop " + shell_quote(run));
+    EXPECT_EQ(s.rc, 0) << s.out << s.err;
+    EXPECT_NE(s.out.find("Slurm job " + job + " CANCELLED: cancelled (scancel) by ptd stop"), std::string::npos) << s.out << s.err;
+    // ptd stop returns once Slurm reports the job over; its steps' processes go with it.
+    EXPECT_TRUE(survivors_after("stop", 20).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+    auto m = ptd::read_manifest(run);
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "stopped");
+
+    const Proc w = watch(slurm, run);
+    EXPECT_NE(w.out.find("stopped: Slurm job " + job + " CANCELLED"), std::string::npos) << w.out << w.err;
+    // Stopping it again says it is over.
+    const Proc again = run_captured(slurm.env() + " " + kBin + "/ptd stop " + shell_quote(run));
+    EXPECT_EQ(again.rc, 0);
+    EXPECT_NE(again.out.find("already over (stopped)"), std::string::npos) << again.out;
+}
+
+TEST(SlurmLaunch, AJobPastItsTimeLimitIsReportedAsTimedOut) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_time");
+    // One minute, Slurm's smallest limit; its controller checks limits every 30 s or so.
+    const std::string job = submit(slurm, dir.path.string(), "time", "--steps 100000 --time 1");
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/time";
+    const Proc w = watch(slurm, run);
+    EXPECT_EQ(w.rc, 0) << w.out << w.err;
+    EXPECT_NE(w.out.find("failed: Slurm job " + job + " TIMEOUT: timed out: the job ran past its time limit"), std::string::npos)
+        << w.out << read_file(run + "/slurm-" + job + ".out");
+    EXPECT_GE(logged_step(run, 0), 1) << "it trained until the limit";
+    EXPECT_TRUE(survivors_after("time", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+}  // namespace
