@@ -234,6 +234,32 @@ TEST(StudioPlanner, ApplyingARowSetsTheLayoutAndTheJobStaysValid) {
     EXPECT_FALSE(planner_apply_row(s, (int)s.planner.rows.size()));
 }
 
+// Right-click "Pin for Compare": the row's layout goes to the Compare tab as side A and the
+// job stays as it is; applying the same row afterwards makes the two sides equal.
+TEST(StudioPlanner, PinningARowComparesItWithoutChangingTheJob) {
+    StudioState s = default_state();
+    run_search(s);
+    int row = -1;
+    for (int i = 0; i < (int)s.planner.rows.size() && row < 0; ++i)
+        if (s.planner.rows[(size_t)i].fits && !planner_row_is_job(s, i)) row = i;
+    ASSERT_GE(row, 0);
+    const JobSpec before = s.job;
+    ASSERT_TRUE(compare_pin_plan_row(s, row));
+    EXPECT_EQ(s.job.parallel.tp, before.parallel.tp);
+    EXPECT_EQ(s.job.parallel.pp, before.parallel.pp);
+    EXPECT_EQ(s.job.training.micro_batch, before.training.micro_batch);
+    ASSERT_TRUE(s.compare.pinned);
+    EXPECT_EQ(s.compare.pinned->name, "planner row #" + std::to_string(s.planner.rows[(size_t)row].rank));
+    int differ = 0;
+    for (const CompareRow& r : compare_view_rows(s)) differ += r.differs;
+    EXPECT_GT(differ, 0);
+    ASSERT_TRUE(planner_apply_row(s, row));
+    differ = 0;
+    for (const CompareRow& r : compare_view_rows(s)) differ += r.differs;
+    EXPECT_EQ(differ, 0) << "the applied row is the pinned one";
+    EXPECT_FALSE(compare_pin_plan_row(s, -1));
+}
+
 TEST(StudioPlanner, ModelEditsMakeTheResultStaleLayoutEditsDoNot) {
     StudioState s = default_state();
     run_search(s);

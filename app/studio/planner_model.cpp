@@ -484,15 +484,21 @@ void planner_sort(StudioState& s, PlanColumn column, bool ascending) {
     rebuild_view(s.planner);
 }
 
-bool planner_apply_row(StudioState& s, int row) {
-    PlannerState& p = s.planner;
-    if (row < 0 || row >= (int)p.rows.size() || !p.result || planner_stale(s)) return false;
+std::optional<JobSpec> planner_row_job(const StudioState& s, int row) {
+    const PlannerState& p = s.planner;
+    if (row < 0 || row >= (int)p.rows.size() || !p.result || planner_stale(s)) return std::nullopt;
     const PlanRow& r = p.rows[(size_t)row];
     JobSpec job = apply_plan_entry(s.job, r.entry);
     job.parallel.order = order_of(p.planned_job, r.entry.choice);
     const int world = planned_world(p.planned_job, p.planned_settings), gpn = job.cluster.gpus_per_node;
     if (world != job.world_size() && gpn > 0) job.cluster.nodes = world / gpn;
-    s.job = std::move(job);
+    return job;
+}
+
+bool planner_apply_row(StudioState& s, int row) {
+    std::optional<JobSpec> job = planner_row_job(s, row);
+    if (!job) return false;
+    s.job = std::move(*job);
     recompute(s);
     return true;
 }

@@ -148,6 +148,9 @@ void planner_sort(StudioState& s, PlanColumn column, bool ascending);
 // become given; nodes follow a search for another GPU count) to the job and recompute.
 // False, changing nothing, for a bad index or a stale result.
 bool planner_apply_row(StudioState& s, int row);
+// The job planner_apply_row would make of `row` (the current job otherwise unchanged);
+// none for a row that is not there or a stale search.
+std::optional<JobSpec> planner_row_job(const StudioState& s, int row);
 // Whether rows[row] is the current job's layout.
 bool planner_row_is_job(const StudioState& s, int row);
 
