@@ -50,16 +50,14 @@ GridGeometry grid_geometry(const StudioState& s) {
     // "Fit" fills the canvas both ways (a wide cluster left the lower half empty with cells of
     // one shape): cells stretch to the canvas width (up to kFitMaxCell) and height (up to twice
     // as tall as wide); a grid too wide for readable cells scrolls sideways but still fills
-    // the height, and one too tall keeps its cells.
+    // the height, and one too tall for them scrolls down but still fills the width.
     if (s.view.cell_w <= 0) {
         const float avail_w = s.view.canvas_w - g.label_w - 2 * kMargin;
         const float avail_h = s.view.canvas_h - g.header_h - 2 * kMargin;
         const float fill_w = std::floor((avail_w + g.gap_x) / (float)g.cols - g.gap_x);
         const float fill_h = std::floor((avail_h + g.gap_y) / (float)g.rows - g.gap_y);
-        const float fit_w = g.cell_w;
-        g.cell_w = std::max(fit_w, std::min(fill_w, kFitMaxCell));
+        g.cell_w = std::max(g.cell_w, std::min(fill_w, kFitMaxCell));
         g.cell_h = std::max(g.cell_h, std::min(fill_h, 2 * g.cell_w));
-        g.cell_w = std::max(fit_w, std::min(g.cell_w, 3 * g.cell_h));  // no strips when rows scroll
     }
     g.origin_x = g.label_w + kMargin - s.view.pan_x;
     g.origin_y = g.header_h + kMargin - s.view.pan_y;

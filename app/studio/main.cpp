@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "%s", other.error().str().c_str());
             return ptd::kExitConfig;
         }
-        if (!compare_pin(state, std::move(*other), compare_arg)) {
+        std::string name = job_display_name(*other);  // the file's name, as the title shows the edited job's
+        if (!compare_pin(state, std::move(*other), std::move(name))) {
             std::fprintf(stderr, "ptd-studio: error: --compare: %s has no valid layout to compare; allowed: a job with a "
                                  "[parallel] table that `ptd validate` accepts\n",
                          ptd::quote_input(compare_arg).c_str());
