@@ -26,6 +26,8 @@ shoot studio-memory --panel memory --mouse 520,160 --set training.tokens=1e12 --
 shoot studio-planner --panel planner
 # Every dimension: Mixtral 8x7B with ep 8, coloured by EP group, rank 0 pinned.
 shoot studio-layout-ep --job "$root/tests/data/studio/mixtral-8x7b-ep8.toml" --panel layout --select 0 --color-by ep
+# The tiny 8-rank job's predicted schedule (blocks wide enough to be drawn one by one).
+shoot studio-schedule --job "$root/assets/jobs/tiny-gpt-8rank.toml" --panel schedule
 # A schedule at real size: Llama-3 70B with cp 2 and vpp 5 (512 micro-batches) as spans.
 shoot studio-schedule-70b --job "$root/assets/jobs/llama3-70b-h100.toml" --set parallel.cp=2 --panel schedule
 # Two layouts side by side: the 8-node 70B job pinned beside the 64-node one.
