@@ -26,7 +26,7 @@ ImU32 block_colour(const TimelineBlock& b) {
         case BlockKind::recompute: return IM_COL32(200, 170, 60, 255);
         case BlockKind::optimizer: return IM_COL32(90, 200, 210, 255);
         case BlockKind::weight_grad: return darker(darker(group_colour(std::max(0, b.micro_batch))));  // zb: ZB-H1's W
-        default: return IM_COL32(190, 110, 230, 255);
+        default: return IM_COL32(215, 90, 215, 255);
     }
 }
 
@@ -111,7 +111,7 @@ void draw_schedule_panel(StudioState& s) {
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(200, 170, 60, 255), "recompute");
     ImGui::SameLine(0, 12);
-    legend_item(Swatch::fill, IM_COL32(190, 110, 230, 255), v.show_measured ? "communication (DP; measured: TP, p2p)" : "DP communication");
+    legend_item(Swatch::fill, IM_COL32(215, 90, 215, 255), v.show_measured ? "communication (DP; measured: TP, p2p)" : "DP communication");
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(90, 200, 210, 255), "optimizer");
     ImGui::SameLine(0, 12);
