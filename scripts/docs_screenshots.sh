@@ -34,6 +34,10 @@ shoot studio-schedule-70b --job "$root/assets/jobs/llama3-70b-h100.toml" --set p
 shoot studio-compare --job "$root/assets/jobs/llama3-70b-h100-64nodes.toml" --compare "$root/assets/jobs/llama3-70b-h100.toml" --panel compare
 shoot studio-launch --auto-launch --steps 20 --panel launch
 shoot studio-live --auto-launch --steps 40 --panel live --mouse 620,330
+# 64 ranks of the tiny job on this machine's CPU (tp 2, pp 2, dp 16): medians and bands by PP stage.
+(cd "$work" && "$root/$bin/ptd" launch "$root/assets/jobs/tiny-local.toml" --set cluster.gpus_per_node=64 \
+    --set training.global_batch=32 --steps 6 --run-root "$work/runs" --run-id live64 >/dev/null)
+shoot studio-live-64 --run "$work/runs/live64"
 shoot studio-heatmap --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 10 --panel layout --mouse 600,180
 # The Schedule tab after a launched run of the 8-rank job: its measured timeline (the engine
 # records the first 3 steps) under the prediction.

@@ -6,7 +6,8 @@
 #      reports the number of distinct colours it read back; we want > 20);
 #   3. some pictures show what they should where they should: colours counted in a box of
 #      the PNG (png_probe.py): an EP group's outline, span colours of a 256-micro-batch
-#      schedule, the tinted rows of the Compare tab (issue 33).
+#      schedule, the tinted rows of the Compare tab, the min-max band of a 64-rank Live run
+#      (issue 33).
 # Exit 77 (ctest SKIP_RETURN_CODE) when Xvfb is not installed.
 set -u
 
@@ -78,6 +79,16 @@ shoot() {  # NAME ARGS...
         fail "$name: only $colours distinct colours: a blank render?"
     fi
     echo "ok: $name: $report ($size bytes)"
+}
+
+# png_probe.py counts the pixels of one colour in a box of the 1400x900 window (the tabs' area
+# is right of the job panel: x >= 380); section 3 and the Live run below use it.
+probe() {  # NAME X0 Y0 X1 Y1 RRGGBB AT_LEAST WHAT
+    [ -f "$out/$1.png" ] || return  # shoot already failed
+    local n
+    n=$(python3 "$(dirname "$0")/png_probe.py" "$out/$1.png" "$2" "$3" "$4" "$5" "$6" 2>&1) || { fail "$1: png_probe: $n"; return; }
+    if [ "$n" -ge "$7" ]; then echo "ok: $1: $8 ($n pixels of #$6)"
+    else fail "$1: $8: only $n pixels of #$6 in [$2,$4) x [$3,$5), want at least $7"; fi
 }
 
 shoot layout --panel layout
@@ -161,6 +172,16 @@ if [ -x "$ptd_bin" ] && [ -x "$(dirname "$studio")/ptd-engine" ]; then
     else
         fail "ptd launch for the predicted-speed screenshot: $(tail -3 "$out/live_gpu_launch.log")"
     fi
+    # 64 ranks (the tiny job on this machine's CPU, tp 2 x pp 2 x dp 16): the Live tab opens by
+    # PP stage, each stage's median over its min-max band; the band of stage 0 (its palette
+    # colour at alpha 0x48 over the plot's background: #394655) must be there.
+    if timeout 300 "$ptd_bin" launch "$(dirname "$0")/../assets/jobs/tiny-local.toml" --set cluster.gpus_per_node=64 \
+        --set training.global_batch=32 --steps 6 --run-root "$out/runs" --run-id live-64 >"$out/live_64.log" 2>&1; then
+        shoot live_64 --run "$out/runs/live-64"
+        probe live_64 380 200 1400 880 394655 400 "PP stage 0's min-max band"
+    else
+        fail "ptd launch of 64 ranks for the band screenshot: $(tail -3 "$out/live_64.log")"
+    fi
     # A directory that is not a run: exit 2 with the manifest's path.
     env -u DISPLAY "$studio" --run "$out" >/dev/null 2>"$out/badrun.err"
     rc=$?
@@ -171,15 +192,7 @@ else
 fi
 
 # ---- 3. What the pictures show (issue 33): colours where they belong ------------------------
-# png_probe.py counts the pixels of one colour in a box of the 1400x900 window (the tabs' area
-# is right of the job panel: x >= 380). Each check names what it stands for.
-probe() {  # NAME X0 Y0 X1 Y1 RRGGBB AT_LEAST WHAT
-    [ -f "$out/$1.png" ] || return  # shoot already failed
-    local n
-    n=$(python3 "$(dirname "$0")/png_probe.py" "$out/$1.png" "$2" "$3" "$4" "$5" "$6" 2>&1) || { fail "$1: png_probe: $n"; return; }
-    if [ "$n" -ge "$7" ]; then echo "ok: $1: $8 ($n pixels of #$6)"
-    else fail "$1: $8: only $n pixels of #$6 in [$2,$4) x [$3,$5), want at least $7"; fi
-}
+# Each check names what it stands for.
 data="$(dirname "$0")/data/studio"
 jobs="$(dirname "$0")/../assets/jobs"
 # Mixtral 8x7B with ep 8 (256 ranks): rank 0 pinned, cells coloured by EP group; its EP group
