@@ -962,16 +962,42 @@ TEST(LiveSpeed, StepTimeSeriesAndThePredictedLevel) {
     EXPECT_EQ(format_value(0.00085, PlotUnit::seconds), "850 µs");
 }
 
+// A finished run directory ROOT/ID of `job` with manifest `m` (its state set to finished), as
+// ptd launch writes one; ROOT is emptied first.
+static void write_finished_run(const std::string& root, const std::string& id, const JobSpec& job, RunManifest m) {
+    fs::remove_all(root);
+    m.state = "finished";
+    auto w = RunDirWriter::create(root + "/" + id, save_job_toml(job), m);
+    ASSERT_TRUE(w) << w.error().str();
+}
+
+// The Live tab names the run's job file (its run directory's job.toml) and loads it into the
+// editor on request; then the editor holds the run's job (issue 33).
+TEST(LiveModel, TheRunsJobLoadsIntoTheEditor) {
+    const std::string root = (fs::path(::testing::TempDir()) / ("ptd_studio_runjob_" + std::to_string(getpid()))).string();
+    const JobSpec job = tiny_job_on("h100-sxm");
+    write_finished_run(root, "run-j", job, manifest8());
+    StudioState s = fresh_state();
+    EXPECT_EQ(live_run_job_file(s), "");  // no run
+    ASSERT_TRUE(live_open_run_dir(s, root + "/run-j"));
+    const std::string file = live_run_job_file(s);
+    EXPECT_EQ(fs::path(file), fs::absolute(fs::path(root) / "run-j" / "job.toml").lexically_normal());
+    EXPECT_FALSE(live_run_job_in_editor(s));
+    ASSERT_EQ(request_open(s, file), "");
+    EXPECT_TRUE(live_run_job_in_editor(s));
+    EXPECT_EQ(s.job.cluster.gpu.name, "h100-sxm");
+    EXPECT_EQ(s.job.world_size(), job.world_size());
+    fs::remove_all(root);
+}
+
 // A run directory opened in the Live tab predicts as `ptd watch` does: its job.toml with
 // the profile its manifest records.
 TEST(LiveSpeed, ARunDirectoryIsPredictedFromItsJobAndRecordedProfile) {
     const std::string root = (fs::path(::testing::TempDir()) / ("ptd_studio_speed_" + std::to_string(getpid()))).string();
-    fs::remove_all(root);
     const JobSpec job = tiny_job_on("h100-sxm");
     RunManifest m = manifest8();
+    write_finished_run(root, "run-b", job, m);
     m.state = "finished";
-    auto w = RunDirWriter::create(root + "/run-b", save_job_toml(job), m);
-    ASSERT_TRUE(w) << w.error().str();
     StudioState s = fresh_state();
     ASSERT_TRUE(live_open_run_dir(s, root + "/run-b"));
     ASSERT_TRUE(s.live.run.prediction);

@@ -618,6 +618,22 @@ std::vector<LiveReadoutRow> live_readout(LiveState& live, LiveMetric m, double a
 
 // ---- Directories -------------------------------------------------------------------------
 
+std::string live_run_job_file(const StudioState& s) {
+    if (!s.live.run.active) return "";
+    const std::string dir = live_run_dir(s);
+    if (dir.empty()) return "";
+    std::error_code ec;
+    const std::filesystem::path job = std::filesystem::absolute(std::filesystem::path(dir) / "job.toml", ec);
+    return !ec && std::filesystem::is_regular_file(job, ec) ? job.lexically_normal().string() : "";
+}
+
+bool live_run_job_in_editor(const StudioState& s) {
+    const std::string file = live_run_job_file(s);
+    if (file.empty() || s.job.origin.file.empty()) return false;
+    std::error_code ec;
+    return std::filesystem::equivalent(file, s.job.origin.file, ec);
+}
+
 Result<void> live_open_run_dir(StudioState& s, const std::string& dir) {
     auto follower = RunFollower::open(dir);
     if (!follower) return std::unexpected(follower.error());

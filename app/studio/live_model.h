@@ -282,6 +282,12 @@ bool live_tick(StudioState& s);
 // Run directories under `root` (those with a manifest.json), newest first, at most `max`.
 std::vector<std::string> live_recent_run_dirs(const std::string& root, int max);
 
+// The job file the Live run was launched with (its run directory's job.toml, which ptd
+// launch and the studio write), "" when the run has none (or no run directory). Whether the
+// job panel holds that file now.
+std::string live_run_job_file(const StudioState& s);
+bool live_run_job_in_editor(const StudioState& s);
+
 // Latest total current memory of a rank (for the layout heatmap); none before its first
 // memory figure or without a run. O(1).
 std::optional<double> live_rank_memory_bytes(const StudioState& s, int rank);

@@ -108,6 +108,22 @@ void empty_state(StudioState& s) {
     open_run_form(s, first);
 }
 
+// Which job the run belongs to, beside the job the editor holds, and a button that loads the
+// run's job.toml into the editor (asking first about unsaved changes).
+void job_line(StudioState& s) {
+    const std::string file = live_run_job_file(s);
+    if (file.empty()) return;
+    const bool same = live_run_job_in_editor(s);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("job %s (%s)%s%s", s.live.run.manifest.job_name.c_str(), file.c_str(),
+                        same ? ": the one in the editor" : "; the editor holds ", same ? "" : job_title(s).c_str());
+    if (same) return;
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Load it into the editor")) {
+        if (std::string e = request_open(s, file); !e.empty()) s.live.view.open_error = e;
+    }
+}
+
 void header(StudioState& s) {
     const LiveRun& run = s.live.run;
     open_run_button(s);
@@ -526,6 +542,7 @@ void draw_live_panel(StudioState& s) {
         return;
     }
     header(s);
+    job_line(s);
     status_strip(s);
     ImGui::Spacing();
     toolbar(s);
