@@ -23,7 +23,7 @@ bool compare_pin_job(StudioState& s, std::string name) {
 bool compare_pin_plan_row(StudioState& s, int row) {
     std::optional<JobSpec> job = planner_row_job(s, row);  // the row as "apply" would write it
     if (!job) return false;
-    return compare_pin(s, std::move(*job), "planner row #" + std::to_string(s.planner.rows[(size_t)row].rank));
+    return compare_pin(s, std::move(*job), "planner row #" + std::to_string(s.planner.rows[(size_t)row].number));
 }
 
 void compare_unpin(StudioState& s) { s.compare.pinned.reset(); }

@@ -165,6 +165,9 @@ void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {
         text_wrapped_coloured(colour::warning, "Re-run the search first: this row was planned for another job.");
     } else {
         ImGui::TextUnformatted("Click to apply this layout to the job; right-click to pin it for the Compare tab");
+    if (row.fits)
+        ImGui::TextDisabled("#%s in this list; rank %s among all %s fitting layouts by tokens/s", group_thousands(row.number).c_str(),
+                            group_thousands(row.rank).c_str(), s.planner.result ? group_thousands(s.planner.result->feasible).c_str() : "?");
     }
     ImGui::Separator();
     ImGui::Text("peak %s, headroom %s (pipeline stage %d is the most loaded)",

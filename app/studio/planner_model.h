@@ -55,6 +55,10 @@ struct PlanRow {
     PlanEntry entry;
     bool fits = true;
     int64_t rank = 0;  // fitting rows: 1 + fitting layouts strictly faster; 0 = does not fit
+    // Fitting rows: the row's place in the list, best first (1, 2, 3, ...), as `ptd plan`
+    // numbers its rows: the "#" column (rank skipped numbers where layouts the list leaves
+    // out are faster, and the CLI's column does not; issue 33). 0 = does not fit.
+    int64_t number = 0;
 };
 
 // Text of one cell: "458,677", "66.8%", "2.29 s", "53.9 GiB", "-3.2 GiB", "dopt", "on".
