@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
         {"layout, 16,384 ranks, mouse over a rank", &layout_hover, cell, nullptr},
         {"live, 64 ranks x 10,000 steps, per rank", &live, ImVec2(-1, -1), nullptr},
         {"live, same, hovering a plot", &live, ImVec2(plot_x, plot_y), nullptr},
-        {"live, same, by TP group (16 means)", &live_grouped, ImVec2(-1, -1), nullptr},
+        {"live, same, by TP group (16 medians, bands)", &live_grouped, ImVec2(-1, -1), nullptr},
         {"live, streaming: +1 step on all 64 ranks per frame", &live_streaming, ImVec2(-1, -1),
          [&](StudioState& s, int) {
              for (int r = 0; r < 64; ++r) live_apply(s.live.run, synthetic_step(r, next_step));

@@ -24,8 +24,20 @@ shoot() {  # NAME ARGS... (run in $work so runs/ lands there; recent files stay 
 shoot studio-layout --panel layout --mouse 760,260 --color-by tp
 shoot studio-memory --panel memory --mouse 520,160 --set training.tokens=1e12 --set cluster.gpu_hour_usd=2.5
 shoot studio-planner --panel planner
+# Every dimension: Mixtral 8x7B with ep 8, coloured by EP group, rank 0 pinned.
+shoot studio-layout-ep --job "$root/tests/data/studio/mixtral-8x7b-ep8.toml" --panel layout --select 0 --color-by ep
+# The tiny 8-rank job's predicted schedule (blocks wide enough to be drawn one by one).
+shoot studio-schedule --job "$root/assets/jobs/tiny-gpt-8rank.toml" --panel schedule
+# A schedule at real size: Llama-3 70B with cp 2 and vpp 5 (512 micro-batches) as spans.
+shoot studio-schedule-70b --job "$root/assets/jobs/llama3-70b-h100.toml" --set parallel.cp=2 --panel schedule
+# Two layouts side by side: the 8-node 70B job pinned beside the 64-node one.
+shoot studio-compare --job "$root/assets/jobs/llama3-70b-h100-64nodes.toml" --compare "$root/assets/jobs/llama3-70b-h100.toml" --panel compare
 shoot studio-launch --auto-launch --steps 20 --panel launch
 shoot studio-live --auto-launch --steps 40 --panel live --mouse 620,330
+# 64 ranks of the tiny job on this machine's CPU (tp 2, pp 2, dp 16): medians and bands by PP stage.
+(cd "$work" && "$root/$bin/ptd" launch "$root/assets/jobs/tiny-local.toml" --set cluster.gpus_per_node=64 \
+    --set training.global_batch=32 --steps 6 --run-root "$work/runs" --run-id live64 >/dev/null)
+shoot studio-live-64 --run "$work/runs/live64"
 shoot studio-heatmap --job "$root/assets/jobs/tiny-gpt-8rank.toml" --auto-launch --steps 10 --panel layout --mouse 600,180
 # The Schedule tab after a launched run of the 8-rank job: its measured timeline (the engine
 # records the first 3 steps) under the prediction.

@@ -3,7 +3,11 @@
 #   1. without a display it says so on stderr, prints the layout on stdout and exits 0;
 #   2. under Xvfb, --screenshot renders the job and layout tabs (default job and @tiny) to
 #      PNGs that exist, are PNGs, are > 10 KB and are not one flat colour (ptd-studio
-#      reports the number of distinct colours it read back; we want > 20).
+#      reports the number of distinct colours it read back; we want > 20);
+#   3. some pictures show what they should where they should: colours counted in a box of
+#      the PNG (png_probe.py): an EP group's outline, span colours of a 256-micro-batch
+#      schedule, the tinted rows of the Compare tab, the min-max band of a 64-rank Live run
+#      (issue 33).
 # Exit 77 (ctest SKIP_RETURN_CODE) when Xvfb is not installed.
 set -u
 
@@ -75,6 +79,16 @@ shoot() {  # NAME ARGS...
         fail "$name: only $colours distinct colours: a blank render?"
     fi
     echo "ok: $name: $report ($size bytes)"
+}
+
+# png_probe.py counts the pixels of one colour in a box of the 1400x900 window (the tabs' area
+# is right of the job panel: x >= 380); section 3 and the Live run below use it.
+probe() {  # NAME X0 Y0 X1 Y1 RRGGBB AT_LEAST WHAT
+    [ -f "$out/$1.png" ] || return  # shoot already failed
+    local n
+    n=$(python3 "$(dirname "$0")/png_probe.py" "$out/$1.png" "$2" "$3" "$4" "$5" "$6" 2>&1) || { fail "$1: png_probe: $n"; return; }
+    if [ "$n" -ge "$7" ]; then echo "ok: $1: $8 ($n pixels of #$6)"
+    else fail "$1: $8: only $n pixels of #$6 in [$2,$4) x [$3,$5), want at least $7"; fi
 }
 
 shoot layout --panel layout
@@ -158,6 +172,16 @@ if [ -x "$ptd_bin" ] && [ -x "$(dirname "$studio")/ptd-engine" ]; then
     else
         fail "ptd launch for the predicted-speed screenshot: $(tail -3 "$out/live_gpu_launch.log")"
     fi
+    # 64 ranks (the tiny job on this machine's CPU, tp 2 x pp 2 x dp 16): the Live tab opens by
+    # PP stage, each stage's median over its min-max band; the band of stage 0 (its palette
+    # colour at alpha 0x48 over the plot's background: #394655) must be there.
+    if timeout 300 "$ptd_bin" launch "$(dirname "$0")/../assets/jobs/tiny-local.toml" --set cluster.gpus_per_node=64 \
+        --set training.global_batch=32 --steps 6 --run-root "$out/runs" --run-id live-64 >"$out/live_64.log" 2>&1; then
+        shoot live_64 --run "$out/runs/live-64"
+        probe live_64 380 200 1400 880 394655 400 "PP stage 0's min-max band"
+    else
+        fail "ptd launch of 64 ranks for the band screenshot: $(tail -3 "$out/live_64.log")"
+    fi
     # A directory that is not a run: exit 2 with the manifest's path.
     env -u DISPLAY "$studio" --run "$out" >/dev/null 2>"$out/badrun.err"
     rc=$?
@@ -166,6 +190,26 @@ if [ -x "$ptd_bin" ] && [ -x "$(dirname "$studio")/ptd-engine" ]; then
 else
     echo "skip: live run screenshots ($ptd_bin or ptd-engine not built)"
 fi
+
+# ---- 3. What the pictures show (issue 33): colours where they belong ------------------------
+# Each check names what it stands for.
+data="$(dirname "$0")/data/studio"
+jobs="$(dirname "$0")/../assets/jobs"
+# Mixtral 8x7B with ep 8 (256 ranks): rank 0 pinned, cells coloured by EP group; its EP group
+# outlined dash-dot green (ui.h colour::ep_outline), the EP warning line in the warning colour.
+shoot mixtral_ep --job "$data/mixtral-8x7b-ep8.toml" --panel layout --select 0 --color-by ep
+probe mixtral_ep 380 60 1400 880 5aeb5a 200 "rank 0's EP group outlined (green)"
+probe mixtral_ep 380 30 1400 200 f5be50 500 "'EP groups span nodes' warning (amber text)"
+# Llama-3 70B with cp 2 and vpp 5 (512 micro-batches): the Schedule tab draws runs of
+# micro-batches as spans (forwards #7dafd7, 1F1B's alternation #648cac), not a grey smear.
+shoot schedule_70b_cp --job "$jobs/llama3-70b-h100.toml" --set parallel.cp=2 --panel schedule
+probe schedule_70b_cp 380 150 1400 880 648cac 50000 "the steady state as F/B spans"
+probe schedule_70b_cp 380 150 1400 880 7dafd7 80 "the warm-up forwards as an F span"
+# The Compare tab: the 70B job pinned from its file beside the 64-node one; rows that
+# differ are tinted (#463e1e) and the better side's value is green.
+shoot compare --job "$jobs/llama3-70b-h100-64nodes.toml" --compare "$jobs/llama3-70b-h100.toml" --panel compare
+probe compare 380 60 1400 880 463e1e 50000 "differing rows tinted"
+probe compare 380 60 1400 880 6ed28c 300 "the better side in green"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all studio checks passed"

@@ -119,6 +119,21 @@ TEST(Cli, ValidatePrintRoundTrips) {
     EXPECT_EQ(again.out, r.out);
 }
 
+// The built-in jobs save as their presets, not as every key of the model and the GPU (issue 33).
+TEST(Cli, BuiltInJobsPrintTheirPresets) {
+    for (const std::string job : {"@default", "@tiny"}) {
+        Proc r = run_ok(kPtd + " validate --print " + job);
+        EXPECT_TRUE(contains(r.out, job == "@default" ? "preset = \"llama2-7b\"" : "preset = \"tiny-gpt\"")) << r.out;
+        EXPECT_TRUE(contains(r.out, job == "@default" ? "gpu = \"h100-sxm\"" : "gpu = \"cpu\"")) << r.out;
+        EXPECT_FALSE(contains(r.out, "[cluster.gpu]")) << r.out;
+        EXPECT_FALSE(contains(r.out, "hidden =")) << r.out;
+        // What it saves loads again, and names the same presets.
+        Proc again = run_ok(kPtd + " validate --print " + write_temp("builtin.toml", r.out));
+        EXPECT_TRUE(contains(again.out, job == "@default" ? "preset = \"llama2-7b\"" : "preset = \"tiny-gpt\"")) << again.out;
+        EXPECT_FALSE(contains(again.out, "[cluster.gpu]")) << again.out;
+    }
+}
+
 TEST(Cli, LayoutTextGrid) {
     Proc r = run_ok(kPtd + " layout " + kJobs + "llama3-70b-h100.toml --color-by pp");
     ptd_test::expect_mentions(r.out, {"64 ranks = tp 8 × cp 1 × dp 2 × pp 4", "node 7",
@@ -151,6 +166,50 @@ TEST(Cli, LayoutFlagsTpGroupsSpanningNodes) {
     std::string job = layout_job("span.toml", "llama3-405b", 4, 8, "h100-sxm", 16, 2);
     Proc r = run_ok(kPtd + " layout " + job);
     EXPECT_TRUE(contains(r.out, "warning: 2 of 2 TP groups span nodes")) << r.out;
+}
+
+TEST(Cli, LayoutFlagsEpAndCpGroupsSpanningNodes) {
+    // Mixtral 8x7B, tp 2 × pp 4 on 4 nodes (dp 4), ep 4: each EP group is ranks 2k apart, 8 ranks
+    // wide, so the ones starting on a node's second half cross into the next node.
+    std::string job = layout_job("ep-span.toml", "mixtral-8x7b", 4, 8, "h100-sxm", 2, 4);
+    Proc r = run_ok(kPtd + " layout " + job + " --set parallel.ep=4");
+    ptd_test::expect_mentions(r.out, {"32 ranks = tp 2 × cp 1 × dp 4 × pp 4, ep 4, order",
+                                      "every TP group stays inside one node"});
+    EXPECT_FALSE(contains(r.out, "EP groups span nodes")) << r.out;  // 4 × stride 2 = 8 ranks: one node
+    // tp 8 × cp 2 (dp 2): a CP pair is ranks 8 apart, an EP group (over cp·dp) 8 apart too.
+    const std::string wide_sets = " --set parallel.ep=4 --set parallel.tp=8 --set parallel.pp=1 --set parallel.cp=2";
+    Proc wide = run_ok(kPtd + " layout " + job + wide_sets);
+    ptd_test::expect_mentions(wide.out, {"ep 4", "warning: 8 of 8 EP groups span nodes: their token all-to-alls cross",
+                                         "warning: 16 of 16 CP groups span nodes"});
+    auto doc = nlohmann::json::parse(run_ok(kPtd + " layout --json " + job + wide_sets).out);
+    EXPECT_EQ(doc["ep_groups_spanning_nodes"].size(), 8u);
+    EXPECT_EQ(doc["cp_groups_spanning_nodes"].size(), 16u);
+    EXPECT_EQ(doc["degrees"]["expert_tp"], 8);
+}
+
+// `ptd estimate A B`: the two layouts side by side, the rows that differ marked, in text
+// and JSON; a job compared with itself differs nowhere; a bare job cannot be compared.
+TEST(Cli, EstimateComparesTwoLayoutsSideBySide) {
+    const std::string a = kJobs + "llama3-70b-h100.toml", b = kJobs + "llama3-70b-h100-64nodes.toml";
+    Proc r = run_ok(kPtd + " estimate " + a + " " + b);
+    ptd_test::expect_mentions(r.out, {"A " + a, "B " + b, "* degrees", "tp 8 × cp 1 × dp 2 × pp 4, vpp 5",
+                                      "tp 8 × cp 1 × dp 16 × pp 4", "stage 3", "* step", "bubble", "tokens/s", "MFU",
+                                      "megatron", "rows differ"});
+    Proc flag = run_ok(kPtd + " estimate " + a + " --compare " + b);
+    EXPECT_EQ(flag.out, r.out);
+    auto doc = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + a + " " + b).out);
+    EXPECT_EQ(doc["schema"], "ptd.estimate-compare/1");
+    EXPECT_EQ(doc["a"]["name"], a);
+    EXPECT_GT(doc["differences"].get<int>(), 2);
+    bool step_differs = false;
+    for (const auto& row : doc["rows"])
+        if (row["label"] == "step") step_differs = row["differs"].get<bool>();
+    EXPECT_TRUE(step_differs);
+    auto same = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + a + " " + a).out);
+    EXPECT_EQ(same["differences"], 0);
+    Proc bare = run(kPtd + " estimate " + a + " " + kJobs + "llama3-405b-bare.toml");
+    EXPECT_EQ(bare.rc, 2);
+    EXPECT_TRUE(contains(bare.err, "has no [parallel] table, so no layout to compare")) << bare.err;
 }
 
 TEST(Cli, LayoutJsonMatchesMegatronExample) {

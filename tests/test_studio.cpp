@@ -88,9 +88,12 @@ TEST(StudioState, PickRankFollowsPanAndZoom) {
     layout_pan(s, -40, -900);
     const GridGeometry g = grid_geometry(s);
     EXPECT_GT(s.view.pan_y, 0);
-    // The first rank whose cell is fully visible.
+    // The first rank whose cell is fully visible (Fit's cells fill the width, so the zoom
+    // scrolled the grid sideways too).
     const int row = (int)std::ceil((g.header_h - g.origin_y) / g.pitch_y());
-    const int r = row * g.cols + 1;
+    const int col = std::max(0, (int)std::ceil((g.label_w - g.origin_x) / g.pitch_x()));
+    ASSERT_LT(col, g.cols);
+    const int r = row * g.cols + col;
     ASSERT_LT(r, g.world);
     EXPECT_EQ(pick_rank(s, g.cell_x(r) + g.cell_w * 0.5f, g.cell_y(r) + g.cell_h * 0.5f), r);
     // Zoom keeps the point under the mouse on the same rank.
@@ -242,6 +245,31 @@ TEST(StudioState, PresetsAndEnums) {
     EXPECT_EQ(s.job.model.layers, 32);
 }
 
+// "Fit" fills the canvas for any nodes × GPUs shape: the grid reaches (nearly) the canvas's
+// bottom unless cells would be over twice as tall as wide, and its right edge unless cells
+// reach their widest or the grid scrolls sideways (72 GPUs a node).
+TEST(StudioState, FitFillsTheCanvasForEveryShape) {
+    for (auto [nodes, gpus] : {std::pair{8, 8}, {4, 8}, {2, 72}, {16, 8}, {32, 4}, {3, 16}}) {
+        StudioState s = default_state(1000, 600);
+        ASSERT_TRUE(edit_int(s, "cluster.gpus_per_node", gpus));
+        ASSERT_TRUE(edit_int(s, "cluster.nodes", nodes));
+        ASSERT_TRUE(edit_int(s, "training.global_batch", nodes * gpus));  // a multiple of dp = world / 8
+        ASSERT_TRUE(s.layout) << s.diagnostics[0].message;
+        const GridGeometry g = grid_geometry(s);
+        const float avail_w = 1000 - g.label_w - 12, avail_h = 600 - g.header_h - 12;
+        EXPECT_TRUE(g.content_h() >= 0.95f * avail_h || g.cell_h >= 2 * g.cell_w)
+            << nodes << " x " << gpus << ": " << g.content_h() << " of " << avail_h << " px high";
+        EXPECT_TRUE(g.content_w() >= 0.95f * avail_w || g.cell_w >= 150 || g.content_w() > avail_w)
+            << nodes << " x " << gpus << ": " << g.content_w() << " of " << avail_w << " px wide";
+        // Hit-testing follows the stretched cells.
+        const int last = s.layout->world - 1;
+        EXPECT_EQ(pick_rank(s, g.cell_x(0) + g.cell_w - 1, g.cell_y(0) + g.cell_h - 1), 0);
+        if (g.content_w() <= avail_w && g.content_h() <= avail_h) {
+            EXPECT_EQ(pick_rank(s, g.cell_x(last) + 1, g.cell_y(last) + g.cell_h - 1), last);
+        }
+    }
+}
+
 TEST(StudioState, SpanningTpGroupsAreFlagged) {
     StudioState s = default_state();
     EXPECT_TRUE(layout_warnings(s).empty());
@@ -250,6 +278,98 @@ TEST(StudioState, SpanningTpGroupsAreFlagged) {
     EXPECT_TRUE(tp_group_spans_nodes(s, 0));
     ASSERT_EQ(layout_warnings(s).size(), 1u);
     EXPECT_NE(layout_warnings(s)[0].find("TP groups span nodes"), std::string::npos);
+}
+
+// Issue 33's Mixtral job: 8x7B on 32 nodes × 8 GPUs, tp 2 × pp 4 (dp 32), ep 8.
+StudioState mixtral_ep_state() {
+    StudioState s = default_state();
+    EXPECT_TRUE(set_model_preset(s, "mixtral-8x7b"));
+    EXPECT_TRUE(edit_int(s, "cluster.nodes", 32));
+    EXPECT_TRUE(edit_int(s, "parallel.tp", 2));
+    EXPECT_TRUE(edit_int(s, "parallel.pp", 4));
+    EXPECT_TRUE(edit_int(s, "parallel.ep", 8));
+    return s;
+}
+
+TEST(StudioEveryDimension, HeadlineNamesEveryDegree) {
+    StudioState s = mixtral_ep_state();
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    EXPECT_NE(layout_headline(s).find("256 ranks = tp 2 \xC3\x97 cp 1 \xC3\x97 dp 32 \xC3\x97 pp 4, ep 8, order"),
+              std::string::npos)
+        << layout_headline(s);
+    ASSERT_TRUE(edit_int(s, "parallel.expert_tp", 1));  // MoE parallel folding: expert tp 1 ≠ tp 2
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    EXPECT_NE(layout_headline(s).find("ep 8, expert tp 1"), std::string::npos) << layout_headline(s);
+    ASSERT_TRUE(edit_int(s, "parallel.vpp", 2));
+    EXPECT_NE(layout_headline(s).find("expert tp 1, vpp 2"), std::string::npos) << layout_headline(s);
+}
+
+TEST(StudioEveryDimension, EpAndExpertTpAreFieldsWithTheJobChecks) {
+    ASSERT_TRUE(find_int_field("parallel.ep"));
+    ASSERT_TRUE(find_int_field("parallel.expert_tp"));
+    StudioState s = mixtral_ep_state();
+    // ep must divide dp·cp = 32: validate_job's message, under the field (as `ptd validate` prints it).
+    ASSERT_TRUE(edit_int(s, "parallel.ep", 3));
+    EXPECT_FALSE(job_valid(s));
+    EXPECT_FALSE(field_error(s, "parallel.ep").empty());
+    EXPECT_FALSE(s.layout);
+    ASSERT_TRUE(edit_int(s, "parallel.ep", 0));  // below the TOML loader's range
+    EXPECT_NE(field_error(s, "parallel.ep").find("allowed: 1"), std::string::npos) << field_error(s, "parallel.ep");
+    ASSERT_TRUE(edit_int(s, "parallel.ep", 8));
+    EXPECT_TRUE(job_valid(s));
+    // expert_tp 3 divides neither tp·cp·dp with ep nor the experts' width.
+    ASSERT_TRUE(edit_int(s, "parallel.expert_tp", 3));
+    EXPECT_FALSE(field_error(s, "parallel.expert_tp").empty());
+}
+
+TEST(StudioEveryDimension, ColourByEpGroupAndCpRank) {
+    StudioState s = mixtral_ep_state();
+    ASSERT_TRUE(s.layout);
+    set_colour_by(s, ColourBy::ep);
+    EXPECT_EQ(colour_count(s), 32);  // 256 ranks / ep 8
+    // Default order tp-cp-ep-dp-pp: rank 0's EP group is 0, 2, ..., 14 (stride tp = 2).
+    EXPECT_EQ(to_vec(ep_group_members(s, 0)), (std::vector<int32_t>{0, 2, 4, 6, 8, 10, 12, 14}));
+    EXPECT_EQ(colour_index(s, 0), colour_index(s, 14));
+    EXPECT_NE(colour_index(s, 0), colour_index(s, 1));
+    EXPECT_STREQ(colour_by_label(ColourBy::ep), "EP group");
+    ASSERT_TRUE(edit_int(s, "parallel.ep", 1));
+    ASSERT_TRUE(edit_int(s, "parallel.cp", 2));  // dp 16
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    set_colour_by(s, ColourBy::cp);
+    EXPECT_EQ(colour_count(s), 2);
+    EXPECT_EQ(colour_index(s, 0), 0);
+    EXPECT_EQ(colour_index(s, 2), 1);  // cp varies next after tp 2
+}
+
+TEST(StudioEveryDimension, TooltipAndWarningsNameEpAndCpGroupsAcrossNodes) {
+    StudioState s = mixtral_ep_state();
+    const std::string tip = rank_tooltip(s, 0);
+    EXPECT_NE(tip.find("EP group: 0, 2, 4, 6, 8, 10, 12, 14  (spans nodes!)"), std::string::npos) << tip;
+    std::vector<std::string> w = layout_warnings(s);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_NE(w[0].find("32 of 32 EP groups span nodes: their token all-to-alls cross"), std::string::npos) << w[0];
+    // tp 8 fills a node, so CP 2's pairs (stride 8) sit on two nodes.
+    ASSERT_TRUE(edit_int(s, "parallel.ep", 1));
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 8));
+    ASSERT_TRUE(edit_int(s, "parallel.cp", 2));
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    EXPECT_NE(rank_tooltip(s, 0).find("CP group: 0, 8  (spans nodes!)"), std::string::npos) << rank_tooltip(s, 0);
+    w = layout_warnings(s);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_NE(w[0].find("128 of 128 CP groups span nodes"), std::string::npos) << w[0];
+}
+
+TEST(StudioEveryDimension, FoldedExpertTpGroupsAreConsecutiveRanks) {
+    StudioState s = mixtral_ep_state();
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 4));
+    ASSERT_TRUE(edit_int(s, "parallel.expert_tp", 2));
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    EXPECT_EQ(folded_expert_tp(s), 2);
+    set_colour_by(s, ColourBy::expert_tp);
+    EXPECT_EQ(colour_count(s), 128);
+    EXPECT_EQ(colour_index(s, 4), colour_index(s, 5));
+    EXPECT_NE(colour_index(s, 5), colour_index(s, 6));
+    EXPECT_NE(rank_tooltip(s, 5).find("expert TP group: 4, 5"), std::string::npos) << rank_tooltip(s, 5);
 }
 
 TEST(StudioState, LargeLayoutsPickInConstantTime) {
@@ -313,6 +433,83 @@ TEST(StudioSchedule, ReplicaRowsAreThatReplicasRanksOnTheirStages) {
     EXPECT_EQ(v.replica, -1);
     v.show_measured = false;
     EXPECT_EQ(gantt_rows(v).size(), 2u);
+}
+
+// Llama-3 70B as assets/jobs/llama3-70b-h100.toml lays it out (256 micro-batches × vpp 5 on
+// 4 stages): at 1,000 px a block is a fraction of a pixel, so each stage is a few labelled
+// spans (warm-up forwards, the 1F1B steady state, the cool-down backwards), the bubble
+// stays a gap, and zooming in to a few blocks gives them back one by one.
+TEST(StudioSchedule, LevelOfDetailMergesNarrowBlocksIntoLabelledSpans) {
+    StudioState s = default_state();
+    auto job = load_job_arg(PTD_SOURCE_DIR "/assets/jobs/llama3-70b-h100.toml", s.presets);
+    ASSERT_TRUE(job) << job.error().str();
+    s = make_state(s.presets, *job);
+    schedule_refresh(s);
+    ASSERT_TRUE(s.schedule.predicted);
+    const Timeline& t = *s.schedule.predicted;
+    ASSERT_EQ(t.micro_batches, 256);
+    ASSERT_EQ(t.vpp, 5);
+    const std::vector<GanttRow> rows = gantt_rows(s.schedule);
+    ASSERT_EQ(rows.size(), 4u);
+    const double px_per_s = 1000 / t.makespan_s;
+    for (const GanttRow& row : rows) {
+        const std::vector<GanttSpan> spans = gantt_spans(s.schedule, row, 0, t.makespan_s, px_per_s);
+        size_t blocks = 0;
+        for (const TimelineBlock& b : t.blocks) blocks += b.row == row.id && b.stream == kStreamCompute && !nested_block(b);
+        int merged = 0;
+        for (const GanttSpan& sp : spans) merged += sp.blocks;
+        EXPECT_EQ((size_t)merged, blocks) << row.label << ": every compute block in exactly one span";
+        EXPECT_LT(spans.size(), 40u) << row.label << ": " << blocks << " blocks";
+        // Spans do not overlap and keep the order of time; the bubble is what lies between.
+        for (size_t k = 1; k < spans.size(); ++k) EXPECT_GE(spans[k].start_s, spans[k - 1].end_s - 1e-12);
+        bool steady = false;
+        for (const GanttSpan& sp : spans) steady |= span_label(sp).starts_with("F/B") && sp.mb_hi - sp.mb_lo > 200;
+        EXPECT_TRUE(steady) << row.label << ": 1F1B's steady state as one F/B span";
+        EXPECT_GT(row_idle_share(s.schedule, row), 0.0);
+        EXPECT_LT(row_idle_share(s.schedule, row), 0.5);
+    }
+    // Stage 0 starts with its warm-up forwards: a forward-only span from micro-batch 0.
+    const std::vector<GanttSpan> first = gantt_spans(s.schedule, rows[0], 0, t.makespan_s, px_per_s);
+    EXPECT_EQ(span_label(first[0]).substr(0, 4), "F 0-") << span_label(first[0]);
+    // Zoomed to the first few blocks, each block is wide enough to be its own span again.
+    const TimelineBlock* b0 = nullptr;
+    for (const TimelineBlock& b : t.blocks)
+        if (b.row == 0 && b.stream == kStreamCompute) { b0 = &b; break; }
+    ASSERT_TRUE(b0);
+    const double window = 10 * (b0->end_s - b0->start_s);
+    const std::vector<GanttSpan> zoomed = gantt_spans(s.schedule, rows[0], 0, window, 1000 / window);
+    ASSERT_FALSE(zoomed.empty());
+    for (const GanttSpan& sp : zoomed) EXPECT_EQ(sp.blocks, 1);
+    EXPECT_EQ(span_label(zoomed[0]), "F 0");
+}
+
+// The Compare tab: the pinned job beside the edited one, equal until an edit; stages past the
+// shorter pipeline read "-" on that side; unpinning empties it.
+TEST(StudioCompare, PinnedJobBesideTheEditedOne) {
+    StudioState s = default_state();  // tp 4 · pp 2 · dp 4
+    EXPECT_TRUE(compare_view_rows(s).empty());
+    ASSERT_TRUE(compare_pin_job(s));
+    std::vector<CompareRow> rows = compare_view_rows(s);
+    ASSERT_FALSE(rows.empty());
+    for (const CompareRow& r : rows) EXPECT_FALSE(r.differs) << r.label << ": " << r.a << " vs " << r.b;
+    ASSERT_TRUE(edit_int(s, "parallel.pp", 4));  // dp 2
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    rows = compare_view_rows(s);
+    auto row = [&](const std::string& label) {
+        for (const CompareRow& r : rows)
+            if (r.label == label) return r;
+        ADD_FAILURE() << "no row " << label;
+        return CompareRow{};
+    };
+    EXPECT_TRUE(row("degrees").differs);
+    EXPECT_EQ(row("degrees").b, "tp 4 \xC3\x97 cp 1 \xC3\x97 dp 2 \xC3\x97 pp 4");
+    EXPECT_EQ(row("stage 3").a, "-");
+    EXPECT_NE(row("stage 3").b, "-");
+    EXPECT_TRUE(row("step").differs);
+    EXPECT_NE(row("step").better, 0);
+    EXPECT_TRUE(row("bubble").differs);
+    compare_unpin(s);
+    EXPECT_TRUE(compare_view_rows(s).empty());
 }
 
 // Wheel zoom keeps the time under the cursor in place, never zooms out past the whole

@@ -355,6 +355,43 @@ TEST(LiveModel, MeanSeriesOverMembers) {
     EXPECT_FALSE(live_line_visible(live, 7));
 }
 
+// More than 8 ranks: a median line per group over its min-max band, and the ranks far from
+// the median drawn and named (issue 33): 64 ranks, rank 13 slow.
+TEST(LiveModel, GroupsOfManyRanksAreAMedianABandAndTheirOutliers) {
+    EXPECT_EQ(live_default_aggregate(8), LiveAggregate::rank);
+    EXPECT_EQ(live_default_aggregate(64), LiveAggregate::pp_stage);
+    LiveState live;
+    RunManifest m = manifest8();
+    m.world_size = 64;
+    m.ranks = ptd_test::manifest_ranks(4, 2, 8, 8);
+    live_begin(live.run, m);
+    ASSERT_EQ(live.run.ranks.size(), 64u);
+    for (int step = 1; step <= 3; ++step)
+        for (int r = 0; r < 64; ++r) live_apply(live.run, step_event(r, step, 1.0, r == 13 ? 400.0 : 1000.0 + r % 4));
+    live.run.live = false;
+    live_set_aggregate(live, LiveAggregate::all);
+    ASSERT_EQ(live_lines(live).size(), 1u);
+    EXPECT_EQ(live_lines(live)[0].members.size(), 64u);
+    const SeriesView median = live_line_series(live, 0, LiveMetric::tokens_per_s, false);
+    ASSERT_EQ(median.steps.size(), 3u);
+    EXPECT_FLOAT_EQ(median.values[0], 1001.5f);  // 16 each of 1000..1003, less rank 13's 1001
+    const SeriesView band = live_line_band(live, 0, LiveMetric::tokens_per_s);
+    ASSERT_EQ(band.steps.size(), 6u);  // each step twice: its min, then its max
+    EXPECT_EQ(band.steps[0], 1);
+    EXPECT_EQ(band.steps[1], 1);
+    EXPECT_FLOAT_EQ(band.values[0], 400.0f);
+    EXPECT_FLOAT_EQ(band.values[1], 1003.0f);
+    const std::vector<LiveOutlier> out = live_outliers(live, LiveMetric::tokens_per_s);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].rank, 13);
+    EXPECT_EQ(out[0].step, 3);
+    EXPECT_FLOAT_EQ(out[0].value, 400.0f);
+    EXPECT_TRUE(live_outliers(live, LiveMetric::loss).empty());  // every rank the same
+    live_set_aggregate(live, LiveAggregate::rank);
+    EXPECT_TRUE(live_outliers(live, LiveMetric::tokens_per_s).empty());
+    EXPECT_TRUE(live_line_band(live, 0, LiveMetric::tokens_per_s).steps.empty());
+}
+
 TEST(LiveModel, HoverReadoutPicksTheNearestStep) {
     const std::vector<int> steps = {10, 20, 30};
     EXPECT_EQ(nearest_step_index(steps, 24), 1);
@@ -925,16 +962,42 @@ TEST(LiveSpeed, StepTimeSeriesAndThePredictedLevel) {
     EXPECT_EQ(format_value(0.00085, PlotUnit::seconds), "850 µs");
 }
 
+// A finished run directory ROOT/ID of `job` with manifest `m` (its state set to finished), as
+// ptd launch writes one; ROOT is emptied first.
+static void write_finished_run(const std::string& root, const std::string& id, const JobSpec& job, RunManifest m) {
+    fs::remove_all(root);
+    m.state = "finished";
+    auto w = RunDirWriter::create(root + "/" + id, save_job_toml(job), m);
+    ASSERT_TRUE(w) << w.error().str();
+}
+
+// The Live tab names the run's job file (its run directory's job.toml) and loads it into the
+// editor on request; then the editor holds the run's job (issue 33).
+TEST(LiveModel, TheRunsJobLoadsIntoTheEditor) {
+    const std::string root = (fs::path(::testing::TempDir()) / ("ptd_studio_runjob_" + std::to_string(getpid()))).string();
+    const JobSpec job = tiny_job_on("h100-sxm");
+    write_finished_run(root, "run-j", job, manifest8());
+    StudioState s = fresh_state();
+    EXPECT_EQ(live_run_job_file(s), "");  // no run
+    ASSERT_TRUE(live_open_run_dir(s, root + "/run-j"));
+    const std::string file = live_run_job_file(s);
+    EXPECT_EQ(fs::path(file), fs::absolute(fs::path(root) / "run-j" / "job.toml").lexically_normal());
+    EXPECT_FALSE(live_run_job_in_editor(s));
+    ASSERT_EQ(request_open(s, file), "");
+    EXPECT_TRUE(live_run_job_in_editor(s));
+    EXPECT_EQ(s.job.cluster.gpu.name, "h100-sxm");
+    EXPECT_EQ(s.job.world_size(), job.world_size());
+    fs::remove_all(root);
+}
+
 // A run directory opened in the Live tab predicts as `ptd watch` does: its job.toml with
 // the profile its manifest records.
 TEST(LiveSpeed, ARunDirectoryIsPredictedFromItsJobAndRecordedProfile) {
     const std::string root = (fs::path(::testing::TempDir()) / ("ptd_studio_speed_" + std::to_string(getpid()))).string();
-    fs::remove_all(root);
     const JobSpec job = tiny_job_on("h100-sxm");
     RunManifest m = manifest8();
+    write_finished_run(root, "run-b", job, m);
     m.state = "finished";
-    auto w = RunDirWriter::create(root + "/run-b", save_job_toml(job), m);
-    ASSERT_TRUE(w) << w.error().str();
     StudioState s = fresh_state();
     ASSERT_TRUE(live_open_run_dir(s, root + "/run-b"));
     ASSERT_TRUE(s.live.run.prediction);

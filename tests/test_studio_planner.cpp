@@ -34,7 +34,7 @@ double column_key(const PlanRow& r, PlanColumn c) {
     const LayoutChoice& ch = r.entry.choice;
     const LayoutScore& sc = r.entry.score;
     switch (c) {
-        case PlanColumn::rank: return r.fits ? (double)r.rank : 1e18;
+        case PlanColumn::rank: return r.fits ? (double)r.number : 1e18;
         case PlanColumn::tokens_per_s: return sc.tokens_per_s;
         case PlanColumn::mfu: return sc.mfu;
         case PlanColumn::step_s: return sc.step_s;
@@ -86,6 +86,16 @@ TEST(StudioPlanner, BackgroundSearchPublishesResults) {
     ASSERT_FALSE(s.planner.rows.empty());
     EXPECT_EQ(s.planner.rows[0].rank, 1);
     EXPECT_TRUE(s.planner.rows[0].fits);
+    // The "#" column numbers the fitting rows 1, 2, 3, ... as `ptd plan` does (rank, among
+    // all fitting layouts, skips numbers where layouts the list leaves out are faster).
+    int64_t want = 0;
+    for (const PlanRow& r : s.planner.rows) {
+        if (!r.fits) continue;
+        EXPECT_EQ(r.number, ++want);
+        EXPECT_EQ(plan_cell_text(s, r, PlanColumn::rank), group_thousands(want));
+        EXPECT_GE(r.rank, r.number == 1 ? 1 : 2);
+    }
+    EXPECT_EQ(want, (int64_t)s.planner.result->top.size());
     EXPECT_TRUE(contains(planner_summary_text(s), "fit, in")) << planner_summary_text(s);
     EXPECT_FALSE(planner_stale(s));
 
@@ -232,6 +242,32 @@ TEST(StudioPlanner, ApplyingARowSetsTheLayoutAndTheJobStaysValid) {
     EXPECT_GE(applied, 2);
     EXPECT_FALSE(planner_apply_row(s, -1));
     EXPECT_FALSE(planner_apply_row(s, (int)s.planner.rows.size()));
+}
+
+// Right-click "Pin for Compare": the row's layout goes to the Compare tab as side A and the
+// job stays as it is; applying the same row afterwards makes the two sides equal.
+TEST(StudioPlanner, PinningARowComparesItWithoutChangingTheJob) {
+    StudioState s = default_state();
+    run_search(s);
+    int row = -1;
+    for (int i = 0; i < (int)s.planner.rows.size() && row < 0; ++i)
+        if (s.planner.rows[(size_t)i].fits && !planner_row_is_job(s, i)) row = i;
+    ASSERT_GE(row, 0);
+    const JobSpec before = s.job;
+    ASSERT_TRUE(compare_pin_plan_row(s, row));
+    EXPECT_EQ(s.job.parallel.tp, before.parallel.tp);
+    EXPECT_EQ(s.job.parallel.pp, before.parallel.pp);
+    EXPECT_EQ(s.job.training.micro_batch, before.training.micro_batch);
+    ASSERT_TRUE(s.compare.pinned);
+    EXPECT_EQ(s.compare.pinned->name, "planner row #" + std::to_string(s.planner.rows[(size_t)row].number));
+    int differ = 0;
+    for (const CompareRow& r : compare_view_rows(s)) differ += r.differs;
+    EXPECT_GT(differ, 0);
+    ASSERT_TRUE(planner_apply_row(s, row));
+    differ = 0;
+    for (const CompareRow& r : compare_view_rows(s)) differ += r.differs;
+    EXPECT_EQ(differ, 0) << "the applied row is the pinned one";
+    EXPECT_FALSE(compare_pin_plan_row(s, -1));
 }
 
 TEST(StudioPlanner, ModelEditsMakeTheResultStaleLayoutEditsDoNot) {

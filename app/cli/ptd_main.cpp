@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
     estimate->add_option("--profile", ea.profile, "Cluster profile from ptd calibrate (default: the job's cluster.profile)");
     estimate->add_option("--set", ea.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     estimate->add_flag("--json", ea.json, "Machine-readable estimate (schema ptd.estimate/1)");
+    std::string compare_positional;
+    auto* second = estimate->add_option("JOB2", compare_positional,
+                                        "A second job: both side by side, the rows that differ marked (schema "
+                                        "ptd.estimate-compare/1 with --json)");
+    estimate->add_option("--compare", ea.compare, "The same as a second JOB")->excludes(second);
 
     ptd::ScheduleArgs sa;
     auto* schedule = app.add_subcommand("schedule", "Draw the predicted pipeline timeline of a job (and a run's measured one under it)");
@@ -237,7 +242,10 @@ int main(int argc, char** argv) {
     if (*launch) return ptd::cmd_launch(lca, *presets, stdout, stderr);
     if (*calibrate) return ptd::cmd_calibrate(ca, *presets, stdout, stderr);
     if (*presets_cmd) return ptd::cmd_presets(pa, *presets, stdout, stderr);
-    if (*estimate) return ptd::cmd_estimate(ea, *presets, stdout, stderr);
+    if (*estimate) {
+        if (!compare_positional.empty()) ea.compare = compare_positional;
+        return ptd::cmd_estimate(ea, *presets, stdout, stderr);
+    }
     if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);
     if (*schedule) return ptd::cmd_schedule(sa, *presets, stdout, stderr);
     if (*export_cmd) {

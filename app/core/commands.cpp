@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare_view.h"
 #include "estimate_view.h"
 #include "ptd/model/estimate.h"
 #include "ptd/spec/cluster_profile.h"
@@ -227,7 +228,33 @@ static void print_notes(FILE* err, const std::string& who, const std::vector<std
         std::fprintf(err, "%s: %s %s\n", who.c_str(), yellow(t, "note:").c_str(), note.c_str());
 }
 
+// `ptd estimate A B`: each job as `ptd estimate` reads it alone (--set and --profile apply
+// to both), then the two side by side. A job without a layout cannot be compared: which
+// layout the planner picks is `ptd plan`'s question.
+static int cmd_estimate_compare(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    std::vector<CompareSide> sides;
+    for (const std::string& arg : {a.job, a.compare}) {
+        std::optional<JobSpec> job = load_job_or_report(arg, presets, a.sets, err);
+        if (!job) return kExitConfig;
+        if (!job->has_layout()) {
+            std::fprintf(err, "ptd estimate: error: %s has no [parallel] table, so no layout to compare; allowed: jobs "
+                              "that name a layout (`ptd plan` chooses one)\n",
+                         quote_input(arg).c_str());
+            return kExitConfig;
+        }
+        std::optional<JobProfile> profile;
+        if (!load_profile_or_report(*job, a.profile, profile, err)) return kExitConfig;
+        const Estimate est = estimate_job(*job, profile ? &profile->profile : nullptr);
+        print_notes(err, arg, job->origin.notes);
+        sides.push_back({arg, std::move(*job), est});
+    }
+    if (a.json) std::fprintf(out, "%s\n", compare_json(sides[0], sides[1]).dump(2).c_str());
+    else std::fprintf(out, "%s", render_compare_text(sides[0], sides[1], detect_term(out)).c_str());
+    return kExitOk;
+}
+
 int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    if (!a.compare.empty()) return cmd_estimate_compare(a, presets, out, err);
     std::optional<JobSpec> job = load_job_or_report(a.job, presets, a.sets, err);
     if (!job) return kExitConfig;
     // A job without a layout (no [parallel] table) is estimated at the planner's best

@@ -52,6 +52,9 @@ struct EstimateArgs {
     std::vector<std::string> sets;
     std::string profile;      // --profile FILE: a cluster profile (ptd calibrate); else cluster.profile
     bool json = false;        // schema ptd.estimate/1
+    // A second job (`ptd estimate A B` or --compare B): the two side by side instead
+    // (compare_view.h; --json: schema ptd.estimate-compare/1).
+    std::string compare;
 };
 int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);
 

@@ -10,11 +10,16 @@ namespace ptd {
 
 enum class ColorBy { tp, pp, dp, cp };
 
-inline constexpr int kGroupPaletteSize = 12;
+inline constexpr int kGroupPaletteSize = 24;
 
-// Hand-picked xterm-256 colour-cube entries that stay readable with black text.
-inline constexpr uint8_t kGroupPaletteXterm[kGroupPaletteSize] = {110, 180, 151, 217, 186, 146,
-                                                                   116, 223, 150, 182, 152, 216};
+// xterm-256 colour-cube entries readable with black text (CIELAB lightness 62-88, chroma
+// 25-75), picked farthest-point first from 110: each entry is the candidate farthest (in
+// CIELAB) from all entries before it. So neighbouring groups, which get neighbouring
+// indices, differ most (adjacent entries >= 41 apart, any two >= 21; the hand-picked 12 of
+// before had neighbours 32 and pairs 12 apart), and colours repeat only after 24.
+inline constexpr uint8_t kGroupPaletteXterm[kGroupPaletteSize] = {110, 172, 42,  205, 141, 186, 217, 44,
+                                                                   142, 209, 219, 108, 113, 147, 221, 36,
+                                                                   39,  180, 175, 213, 45,  71,  215, 204};
 
 // Palette entry for any index (cycles; negative indices wrap).
 inline uint8_t group_xterm_colour(int index) {

@@ -65,6 +65,49 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     return out;
 }
 
+std::string layout_degrees_text(const JobSpec& job, const RankLayout& L) {
+    std::string out = fmt("tp %d × cp %d × dp %d × pp %d", L.degree[DIM_TP], L.degree[DIM_CP], L.degree[DIM_DP],
+                          L.degree[DIM_PP]);
+    if (L.req.ep > 1) out += fmt(", ep %d", L.req.ep);
+    if (L.req.etp > 0 && L.req.etp != L.req.tp) out += fmt(", expert tp %d", L.req.etp);
+    if (job.parallel.vpp > 1) out += fmt(", vpp %d", job.parallel.vpp);
+    return out;
+}
+
+std::vector<SpanningGroups> spanning_groups(const RankLayout& L) {
+    auto count_of = [](const char* kind, const GroupSet& g) {
+        SpanningGroups s{kind, 0, g.count};
+        for (uint8_t spans : g.spans_nodes) s.spanning += spans;
+        return s;
+    };
+    std::vector<SpanningGroups> out{count_of("TP", L.groups[DIM_TP]), count_of("CP", L.groups[DIM_CP]),
+                                    count_of("EP", L.ep_groups)};
+    // Folded expert TP (layout.cpp): groups of expert_tp consecutive ranks.
+    if (const int etp = L.req.etp; etp > 0 && etp != L.req.tp && L.world % etp == 0) {
+        SpanningGroups s{"expert TP", 0, L.world / etp};
+        for (int g = 0; g < s.count; ++g)
+            s.spanning += L.ranks[(size_t)g * etp].node != L.ranks[(size_t)g * etp + etp - 1].node;
+        out.push_back(s);
+    }
+    return out;
+}
+
+std::vector<std::string> layout_span_warnings(const JobSpec& job, const RankLayout& L) {
+    std::vector<std::string> out;
+    for (const SpanningGroups& g : spanning_groups(L)) {
+        if (g.spanning == 0) continue;
+        const std::string_view kind = g.kind;
+        const char* what = kind == "TP" ? "their all-reduces cross"
+                           : kind == "CP" ? "their ring exchange of keys and values crosses"
+                           : kind == "EP" ? "their token all-to-alls cross"
+                                          : "their experts' all-reduces cross";
+        out.push_back(fmt("%d of %d %s groups span nodes: %s the %.0f GB/s inter-node network instead of the %.0f GB/s "
+                          "intra-node links",
+                          g.spanning, g.count, g.kind, what, job.cluster.inter_gbps, job.cluster.intra_gbps));
+    }
+    return out;
+}
+
 static const char* color_by_name(ColorBy c) {
     switch (c) {
         case ColorBy::tp: return "TP group";
@@ -84,9 +127,8 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
     const Dim color_dim = opt.color_by == ColorBy::tp ? DIM_TP : opt.color_by == ColorBy::pp ? DIM_PP
                   : opt.color_by == ColorBy::dp ? DIM_DP : DIM_CP;
 
-    out += fmt("%d ranks = tp %d × cp %d × dp %d × pp %d, order %s, %d node%s × %d GPUs\n", L.world, L.degree[DIM_TP],
-               L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP], L.req.order.c_str(), L.nodes,
-               L.nodes == 1 ? "" : "s", gpn);
+    out += fmt("%d ranks = %s, order %s, %d node%s × %d GPUs\n", L.world, layout_degrees_text(job, L).c_str(),
+               L.req.order.c_str(), L.nodes, L.nodes == 1 ? "" : "s", gpn);
     out += fmt("cells: rank %c<%s coordinate>, coloured by %s\n\n", label_letter, dim_name(color_dim), color_by_name(opt.color_by));
 
     const int rank_w = digits(std::max(0, L.world - 1));
@@ -152,13 +194,10 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
     }
     if (L.req.ep > 1) out += fmt("ep groups: %d × %d ranks (experts split %d ways)\n", L.ep_groups.count, L.ep_groups.size, L.req.ep);
 
-    if (L.tp_groups_spanning_nodes > 0)
-        out += "\n" + yellow(term, fmt("warning: %d of %d TP groups span nodes: their all-reduces cross the %.0f GB/s "
-                                       "inter-node network instead of the %.0f GB/s intra-node links",
-                                       L.tp_groups_spanning_nodes, L.groups[DIM_TP].count, job.cluster.inter_gbps,
-                                       job.cluster.intra_gbps)) + "\n";
-    else
-        out += "\n" + green(term, "every TP group stays inside one node") + "\n";
+    const std::vector<std::string> warnings = layout_span_warnings(job, L);
+    out += "\n";
+    if (L.tp_groups_spanning_nodes == 0) out += green(term, "every TP group stays inside one node") + "\n";
+    for (const std::string& w : warnings) out += yellow(term, "warning: " + w) + "\n";
     return out;
 }
 
@@ -172,7 +211,8 @@ nlohmann::json layout_json(const JobSpec& job, const RankLayout& L, const std::v
     j["gpus_per_node"] = L.req.gpus_per_node;
     j["order"] = L.req.order;
     j["degrees"] = {{"tp", L.degree[DIM_TP]}, {"cp", L.degree[DIM_CP]}, {"dp", L.degree[DIM_DP]},
-                    {"pp", L.degree[DIM_PP]}, {"ep", L.req.ep}};
+                    {"pp", L.degree[DIM_PP]}, {"ep", L.req.ep},
+                    {"expert_tp", L.req.etp > 0 ? L.req.etp : L.degree[DIM_TP]}};
     json ranks = json::array();
     for (int r = 0; r < L.world; ++r) {
         const RankPlace& p = L.ranks[r];
@@ -201,6 +241,14 @@ nlohmann::json layout_json(const JobSpec& job, const RankLayout& L, const std::v
     for (int gi = 0; gi < L.groups[DIM_TP].count; ++gi)
         if (L.groups[DIM_TP].spans_nodes[gi]) spans.push_back(gi);
     j["tp_groups_spanning_nodes"] = spans;
+    auto spanning = [](const GroupSet& g) {
+        json arr = json::array();
+        for (int gi = 0; gi < g.count; ++gi)
+            if (g.spans_nodes[gi]) arr.push_back(gi);
+        return arr;
+    };
+    j["cp_groups_spanning_nodes"] = spanning(L.groups[DIM_CP]);
+    j["ep_groups_spanning_nodes"] = spanning(L.ep_groups);
     return j;
 }
 

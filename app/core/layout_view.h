@@ -26,6 +26,24 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& layout,
                                const std::vector<HostEntry>& hosts, const LayoutViewOptions& opt,
                                const Term& term);
 
+// Every degree the job's layout has, for headlines: "tp 2 × cp 1 × dp 32 × pp 4", then
+// ", ep 8" (ep > 1), ", expert tp 1" (expert_tp ≠ tp), ", vpp 5" (vpp > 1). The first four
+// multiply to the world; ep and expert tp regroup ranks inside it.
+std::string layout_degrees_text(const JobSpec& job, const RankLayout& layout);
+
+// The groups that span nodes, by kind: TP, CP, EP and (expert_tp ≠ tp) expert TP. Their
+// collectives are the ones on the critical path of each layer (TP all-reduces, CP's ring
+// of keys and values, EP's token all-to-all), so each kind with any group across nodes gets
+// one warning line naming how many, what crosses and the two link speeds. `ptd layout`
+// and the studio's grid print the same lines.
+struct SpanningGroups {
+    const char* kind;   // "TP", "CP", "EP", "expert TP"
+    int spanning = 0;   // groups that cover more than one node
+    int count = 0;      // groups of this kind
+};
+std::vector<SpanningGroups> spanning_groups(const RankLayout& layout);
+std::vector<std::string> layout_span_warnings(const JobSpec& job, const RankLayout& layout);
+
 nlohmann::json layout_json(const JobSpec& job, const RankLayout& layout, const std::vector<HostEntry>& hosts);
 
 // A few lines: model (with parameter count), cluster, parallel degrees, batch.

@@ -129,6 +129,7 @@ bool launch_start(StudioState& s) {
     }
     l.launcher = std::shared_ptr<Launcher>(std::move(*started));
     live_begin(s.live.run, manifest);
+    live_set_aggregate(s.live, live_default_aggregate((int)s.live.run.ranks.size()));
     s.live.run.prediction = std::move(prediction);
     s.live.run.live = true;
     // The edited job's own ranks: the rank grid turns into a live memory heatmap.

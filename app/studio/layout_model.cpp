@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "layout_view.h"
 #include "run_view.h"
 #include "studio_state.h"
 
@@ -46,6 +47,18 @@ GridGeometry grid_geometry(const StudioState& s) {
     g.cell_h = cell_h_for(g.cell_w);
     g.gap_x = gap_x_for(g.cell_w);
     g.gap_y = gap_y_for(g.cell_w);
+    // "Fit" fills the canvas both ways (a wide cluster left the lower half empty with cells of
+    // one shape): cells stretch to the canvas width (up to kFitMaxCell) and height (up to twice
+    // as tall as wide); a grid too wide for readable cells scrolls sideways but still fills
+    // the height, and one too tall for them scrolls down but still fills the width.
+    if (s.view.cell_w <= 0) {
+        const float avail_w = s.view.canvas_w - g.label_w - 2 * kMargin;
+        const float avail_h = s.view.canvas_h - g.header_h - 2 * kMargin;
+        const float fill_w = std::floor((avail_w + g.gap_x) / (float)g.cols - g.gap_x);
+        const float fill_h = std::floor((avail_h + g.gap_y) / (float)g.rows - g.gap_y);
+        g.cell_w = std::max(g.cell_w, std::min(fill_w, kFitMaxCell));
+        g.cell_h = std::max(g.cell_h, std::min(fill_h, 2 * g.cell_w));
+    }
     g.origin_x = g.label_w + kMargin - s.view.pan_x;
     g.origin_y = g.header_h + kMargin - s.view.pan_y;
     return g;
@@ -72,6 +85,11 @@ int colour_index(const StudioState& s, int rank) {
         case ColourBy::tp: return group_colour_key(L, ColorBy::tp, rank);
         case ColourBy::dp: return group_colour_key(L, ColorBy::dp, rank);
         case ColourBy::cp: return group_colour_key(L, ColorBy::cp, rank);
+        case ColourBy::ep: return L.ep_groups.group_of[rank];
+        case ColourBy::expert_tp: {
+            const int etp = folded_expert_tp(s);
+            return etp > 0 ? rank / etp : group_colour_key(L, ColorBy::tp, rank);
+        }
         case ColourBy::pp:
         case ColourBy::predicted_memory:
         case ColourBy::live_memory: return group_colour_key(L, ColorBy::pp, rank);
@@ -154,6 +172,11 @@ int colour_count(const StudioState& s) {
         case ColourBy::pp: return s.layout->degree[DIM_PP];
         case ColourBy::dp: return s.layout->degree[DIM_DP];
         case ColourBy::cp: return s.layout->degree[DIM_CP];
+        case ColourBy::ep: return s.layout->ep_groups.count;
+        case ColourBy::expert_tp: {
+            const int etp = folded_expert_tp(s);
+            return etp > 0 ? s.layout->world / etp : s.layout->groups[DIM_TP].count;
+        }
         case ColourBy::predicted_memory:
         case ColourBy::live_memory: return 0;
     }
@@ -177,6 +200,19 @@ bool tp_group_spans_nodes(const StudioState& s, int rank) {
     if (!s.layout || rank < 0 || rank >= s.layout->world) return false;
     const GroupSet& g = s.layout->groups[DIM_TP];
     return g.spans_nodes[g.group_of[rank]] != 0;
+}
+
+int folded_expert_tp(const StudioState& s) {
+    if (!s.layout) return 0;
+    const int etp = s.layout->req.etp;
+    return etp > 0 && etp != s.layout->req.tp && s.layout->world % etp == 0 ? etp : 0;
+}
+
+std::span<const int32_t> ep_group_members(const StudioState& s, int rank) {
+    if (!s.layout || rank < 0 || rank >= s.layout->world) return {};
+    const GroupSet& g = s.layout->ep_groups;
+    const int gi = g.group_of[rank];
+    return {g.begin(gi), g.end(gi)};
 }
 
 // "12-15" for a run, else "1, 5, 9, 13", shortened past 8 members.
@@ -219,27 +255,27 @@ std::string rank_tooltip(const StudioState& s, int rank) {
                    "%d steps of the timeline) on %s\n",
                    slow->verdict.slower * 100, slow->stage, seconds_text(slow->compute_s).c_str(), seconds_text(slow->peers_s).c_str(),
                    slow->steps, straggler_host(s, rank).c_str());
-    out += "TP group: " + members_text(group_members(s, rank, DIM_TP));
-    if (tp_group_spans_nodes(s, rank)) out += "  (spans nodes!)";
+    auto spans = [](const GroupSet& g, int r) { return g.spans_nodes[g.group_of[r]] ? "  (spans nodes!)" : ""; };
+    out += "TP group: " + members_text(group_members(s, rank, DIM_TP)) + spans(L.groups[DIM_TP], rank);
     out += "\nPP group: " + members_text(group_members(s, rank, DIM_PP));
     out += "\nDP group: " + members_text(group_members(s, rank, DIM_DP));
-    if (L.degree[DIM_CP] > 1) out += "\nCP group: " + members_text(group_members(s, rank, DIM_CP));
+    if (L.degree[DIM_CP] > 1)
+        out += "\nCP group: " + members_text(group_members(s, rank, DIM_CP)) + spans(L.groups[DIM_CP], rank);
+    if (L.req.ep > 1) out += "\nEP group: " + members_text(ep_group_members(s, rank)) + spans(L.ep_groups, rank);
+    if (const int etp = folded_expert_tp(s)) {
+        const int first = rank / etp * etp;
+        std::vector<int32_t> members(etp);
+        for (int k = 0; k < etp; ++k) members[k] = first + k;
+        out += "\nexpert TP group: " + members_text(members);
+        if (L.ranks[first].node != L.ranks[first + etp - 1].node) out += "  (spans nodes!)";
+    }
     return out;
 }
 
 std::vector<std::string> layout_warnings(const StudioState& s) {
     std::vector<std::string> out;
     if (!s.layout) return out;
-    const RankLayout& L = *s.layout;
-    if (L.tp_groups_spanning_nodes > 0) {
-        char buf[400];
-        std::snprintf(buf, sizeof buf,
-                      "%d of %d TP groups span nodes: their all-reduces cross the %.0f GB/s inter-node network "
-                      "instead of the %.0f GB/s intra-node links",
-                      L.tp_groups_spanning_nodes, L.groups[DIM_TP].count, s.job.cluster.inter_gbps,
-                      s.job.cluster.intra_gbps);
-        out.push_back(buf);
-    }
+    out = layout_span_warnings(s.job, *s.layout);
     // bits: a layout PTD simulates but Megatron-LM's interleaved schedule refuses (job_spec.h).
     if (runs_megatron_core(s.job.training.framework))
         if (auto refused = megatron_interleaved_refusal(s.job))
@@ -251,9 +287,9 @@ std::string layout_headline(const StudioState& s) {
     if (!s.layout) return "no layout: the job is not valid";
     const RankLayout& L = *s.layout;
     char buf[400];
-    std::snprintf(buf, sizeof buf, "%d ranks = tp %d \xC3\x97 cp %d \xC3\x97 dp %d \xC3\x97 pp %d, order %s, %d node%s \xC3\x97 %d GPUs",
-                  L.world, L.degree[DIM_TP], L.degree[DIM_CP], L.degree[DIM_DP], L.degree[DIM_PP],
-                  L.order_used.c_str(), L.nodes, L.nodes == 1 ? "" : "s", L.req.gpus_per_node);
+    std::snprintf(buf, sizeof buf, "%d ranks = %s, order %s, %d node%s \xC3\x97 %d GPUs", L.world,
+                  layout_degrees_text(s.job, L).c_str(), L.order_used.c_str(), L.nodes, L.nodes == 1 ? "" : "s",
+                  L.req.gpus_per_node);
     return buf;
 }
 

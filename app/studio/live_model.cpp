@@ -263,8 +263,13 @@ const char* live_aggregate_label(LiveAggregate a) {
         case LiveAggregate::rank: return "per rank";
         case LiveAggregate::tp_group: return "by TP group";
         case LiveAggregate::pp_stage: return "by PP stage";
+        case LiveAggregate::all: return "all ranks";
     }
     return "?";
+}
+
+LiveAggregate live_default_aggregate(int ranks) {
+    return ranks > kLiveRanksPerRankMax ? LiveAggregate::pp_stage : LiveAggregate::rank;
 }
 
 std::vector<LiveGroup> live_groups(const LiveRun& run, LiveAggregate a) {
@@ -277,6 +282,11 @@ std::vector<LiveGroup> live_groups(const LiveRun& run, LiveAggregate a) {
             out[(size_t)i].label = "rank " + std::to_string(i);
             out[(size_t)i].members = {i};
         }
+        return out;
+    }
+    if (a == LiveAggregate::all) {
+        out.push_back({0, "all ranks", {}});
+        for (int i = 0; i < n; ++i) out[0].members.push_back(i);
         return out;
     }
     if (a == LiveAggregate::pp_stage) {
@@ -371,6 +381,61 @@ void live_mean_series(const LiveRun& run, std::span<const int> members, LiveMetr
     }
 }
 
+void live_median_series(const LiveRun& run, std::span<const int> members, LiveMetric m, int mem_cat, bool predicted,
+                        std::vector<int>& steps, std::vector<float>& median, std::vector<float>& lo,
+                        std::vector<float>& hi) {
+    steps.clear(), median.clear(), lo.clear(), hi.clear();
+    std::map<int, std::vector<float>> at;  // step → the members' values there
+    for (int rank : members) {
+        if (rank < 0 || rank >= (int)run.ranks.size()) continue;
+        const SeriesView v = live_rank_series(run.ranks[(size_t)rank], m, mem_cat, predicted);
+        for (size_t i = 0; i < v.steps.size() && i < v.values.size(); ++i)
+            if (std::isfinite(v.values[i])) at[v.steps[i]].push_back(v.values[i]);
+    }
+    for (auto& [step, vals] : at) {
+        std::sort(vals.begin(), vals.end());
+        const size_t n = vals.size();
+        steps.push_back(step);
+        median.push_back(n % 2 ? vals[n / 2] : (float)(((double)vals[n / 2 - 1] + vals[n / 2]) / 2));
+        lo.push_back(vals.front());
+        hi.push_back(vals.back());
+    }
+}
+
+std::vector<LiveOutlier> live_outliers(LiveState& live, LiveMetric m) {
+    std::vector<LiveOutlier> out;
+    if (live.view.aggregate == LiveAggregate::rank) return out;
+    const std::vector<LiveGroup>& groups = live_lines(live);
+    for (size_t g = 0; g < groups.size(); ++g) {
+        if (groups[g].members.size() < 3) continue;
+        std::vector<std::pair<int, const LiveRank*>> last;  // (rank, its series) with a last value
+        std::vector<float> values;
+        std::vector<int> steps;
+        for (int r : groups[g].members) {
+            const SeriesView v = live_rank_series(live.run.ranks[(size_t)r], m, live.view.mem_cat, false);
+            if (v.values.empty() || !std::isfinite(v.values.back())) continue;
+            last.push_back({r, &live.run.ranks[(size_t)r]});
+            values.push_back(v.values.back());
+            steps.push_back(v.steps.back());
+        }
+        if (values.size() < 3) continue;
+        std::vector<float> sorted = values;
+        std::sort(sorted.begin(), sorted.end());
+        const size_t n = sorted.size();
+        const double med = n % 2 ? sorted[n / 2] : ((double)sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+        std::vector<double> dev;
+        for (float v : values) dev.push_back(std::abs(v - med));
+        std::sort(dev.begin(), dev.end());
+        const double mad = n % 2 ? dev[n / 2] : (dev[n / 2 - 1] + dev[n / 2]) / 2;
+        for (size_t k = 0; k < values.size(); ++k) {
+            const double d = std::abs(values[k] - med);
+            if (d > 3 * 1.4826 * mad && d > 0.05 * std::abs(med))
+                out.push_back({last[k].first, (int)g, steps[k], values[k], (float)med});
+        }
+    }
+    return out;
+}
+
 const std::vector<LiveGroup>& live_lines(LiveState& live) {
     LiveView::Cache& c = live.view.cache;
     if (c.groups_generation != live.run.generation || c.groups_aggregate != live.view.aggregate) {
@@ -402,9 +467,20 @@ SeriesView live_line_series(LiveState& live, int line, LiveMetric m, bool predic
         slot.steps.resize(groups.size());
         slot.values.resize(groups.size());
         slot.pyramids.resize(groups.size());
+        slot.band_steps.resize(groups.size());
+        slot.band_values.resize(groups.size());
+        std::vector<float> lo, hi;
         for (size_t g = 0; g < groups.size(); ++g) {
-            live_mean_series(run, groups[g].members, m, live.view.mem_cat, predicted, slot.steps[g], slot.values[g]);
-            slot.pyramids[g].assign(slot.values[g]);  // O(steps), like the mean itself
+            live_median_series(run, groups[g].members, m, live.view.mem_cat, predicted, slot.steps[g], slot.values[g], lo,
+                               hi);
+            slot.pyramids[g].assign(slot.values[g]);  // O(steps), like the median itself
+            std::vector<int>& bs = slot.band_steps[g];
+            std::vector<float>& bv = slot.band_values[g];
+            bs.clear(), bv.clear();
+            for (size_t i = 0; i < slot.steps[g].size(); ++i) {
+                bs.insert(bs.end(), {slot.steps[g][i], slot.steps[g][i]});
+                bv.insert(bv.end(), {lo[i], hi[i]});
+            }
         }
         slot.revision = run.revision;
         slot.aggregate = live.view.aggregate;
@@ -412,6 +488,14 @@ SeriesView live_line_series(LiveState& live, int line, LiveMetric m, bool predic
         slot.computed_at = now;
     }
     return {slot.steps[(size_t)line], slot.values[(size_t)line], &slot.pyramids[(size_t)line]};
+}
+
+SeriesView live_line_band(LiveState& live, int line, LiveMetric m) {
+    if (live.view.aggregate == LiveAggregate::rank) return {};
+    if (live_line_series(live, line, m, false).steps.empty()) return {};  // refreshes the slot
+    const LiveView::Cache::Slot& slot = live.view.cache.slots[(size_t)m];
+    if (line < 0 || line >= (int)slot.band_steps.size()) return {};
+    return {slot.band_steps[(size_t)line], slot.band_values[(size_t)line], nullptr};
 }
 
 bool live_line_visible(const LiveState& live, int line) {
@@ -534,6 +618,22 @@ std::vector<LiveReadoutRow> live_readout(LiveState& live, LiveMetric m, double a
 
 // ---- Directories -------------------------------------------------------------------------
 
+std::string live_run_job_file(const StudioState& s) {
+    if (!s.live.run.active) return "";
+    const std::string dir = live_run_dir(s);
+    if (dir.empty()) return "";
+    std::error_code ec;
+    const std::filesystem::path job = std::filesystem::absolute(std::filesystem::path(dir) / "job.toml", ec);
+    return !ec && std::filesystem::is_regular_file(job, ec) ? job.lexically_normal().string() : "";
+}
+
+bool live_run_job_in_editor(const StudioState& s) {
+    const std::string file = live_run_job_file(s);
+    if (file.empty() || s.job.origin.file.empty()) return false;
+    std::error_code ec;
+    return std::filesystem::equivalent(file, s.job.origin.file, ec);
+}
+
 Result<void> live_open_run_dir(StudioState& s, const std::string& dir) {
     auto follower = RunFollower::open(dir);
     if (!follower) return std::unexpected(follower.error());
@@ -543,6 +643,7 @@ Result<void> live_open_run_dir(StudioState& s, const std::string& dir) {
     live.bytes_read = 0;
     live.last_poll = -1;
     live_begin(live.run, live.follower->manifest());
+    live_set_aggregate(live, live_default_aggregate((int)live.run.ranks.size()));
     // The prediction the launch made: the run's job.toml with the profile its manifest
     // records (the same one `ptd watch RUN_DIR` shows).
     live.run.prediction = predict_run_dir(dir, live.follower->manifest());

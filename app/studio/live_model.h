@@ -124,10 +124,17 @@ std::optional<PlotLevel> live_predicted_level(const LiveRun& run, LiveMetric m);
 // one noisy step does not decide whether the prediction held.
 std::optional<double> live_recent_median(const LiveRun& run, LiveMetric m, int steps = 5);
 
-// Lines per rank, or the mean of the ranks of each TP group (same dp and pp coordinates)
-// or each PP stage (same pp coordinate).
-enum class LiveAggregate { rank, tp_group, pp_stage };
-const char* live_aggregate_label(LiveAggregate a);  // "per rank", "by TP group", "by PP stage"
+// Lines per rank, or per group of ranks: each TP group (same dp and pp coordinates), each PP
+// stage (same pp coordinate), or all ranks. A group's line is the median of its ranks at each
+// step, drawn over their min-max band (live_line_band), with its outliers named
+// (live_outliers): identical lines of 4-64 ranks no longer hide each other (issue 33).
+enum class LiveAggregate { rank, tp_group, pp_stage, all };
+// "per rank", "by TP group", "by PP stage", "all ranks"
+const char* live_aggregate_label(LiveAggregate a);
+// The grouping a run of `ranks` ranks opens with: per rank up to kLiveRanksPerRankMax, by PP
+// stage beyond (a median and a band per stage).
+inline constexpr int kLiveRanksPerRankMax = 8;
+LiveAggregate live_default_aggregate(int ranks);
 
 // One line of a plot: a rank, or a group of ranks (listed in `members`, sorted).
 struct LiveGroup {
@@ -153,6 +160,24 @@ SeriesView live_rank_series(const LiveRank& r, LiveMetric m, int mem_cat, bool p
 // steps ascending. Written into `steps`/`values` (cleared first).
 void live_mean_series(const LiveRun& run, std::span<const int> members, LiveMetric m, int mem_cat, bool predicted,
                       std::vector<int>& steps, std::vector<float>& values);
+
+// Median over `members` at every step at least one of them reported (NaN values skipped; an
+// even count takes the mean of the middle two), and the min and max there; steps ascending.
+void live_median_series(const LiveRun& run, std::span<const int> members, LiveMetric m, int mem_cat, bool predicted,
+                        std::vector<int>& steps, std::vector<float>& median, std::vector<float>& lo,
+                        std::vector<float>& hi);
+
+struct LiveState;
+
+// A rank of a group far from its group's median at its last step: more than 3 scaled median
+// absolute deviations (1.4826 MAD) and more than 5% of the median away. Groups of fewer than
+// 3 ranks have none.
+struct LiveOutlier {
+    int rank = 0, line = 0;     // the rank and its group's line
+    int step = 0;
+    float value = 0, median = 0;
+};
+std::vector<LiveOutlier> live_outliers(LiveState& live, LiveMetric m);
 
 // The panel's view state.
 struct LiveView {
@@ -181,8 +206,11 @@ struct LiveView {
             int mem_cat = -1;
             double computed_at = -1;  // steady seconds
             std::vector<std::vector<int>> steps;
-            std::vector<std::vector<float>> values;
+            std::vector<std::vector<float>> values;  // the median
             std::vector<MinMaxPyramid> pyramids;
+            // The min-max band as one series: each step twice, (step, min) then (step, max).
+            std::vector<std::vector<int>> band_steps;
+            std::vector<std::vector<float>> band_values;
         };
         std::array<Slot, kLiveMetricCount + 1> slots;
     } cache;
@@ -202,6 +230,9 @@ struct LiveState {
 // Lines of the current grouping (refreshes view.cache when stale) and their series.
 const std::vector<LiveGroup>& live_lines(LiveState& live);
 SeriesView live_line_series(LiveState& live, int line, LiveMetric m, bool predicted);
+// A grouped line's min-max band of measured values (each step twice: its min, then its
+// max); empty per rank.
+SeriesView live_line_band(LiveState& live, int line, LiveMetric m);
 bool live_line_visible(const LiveState& live, int line);
 void live_toggle_line(LiveState& live, int line);
 void live_show_all(LiveState& live, bool visible);
@@ -250,6 +281,12 @@ Result<void> live_open_run_dir(StudioState& s, const std::string& dir);
 bool live_tick(StudioState& s);
 // Run directories under `root` (those with a manifest.json), newest first, at most `max`.
 std::vector<std::string> live_recent_run_dirs(const std::string& root, int max);
+
+// The job file the Live run was launched with (its run directory's job.toml, which ptd
+// launch and the studio write), "" when the run has none (or no run directory). Whether the
+// job panel holds that file now.
+std::string live_run_job_file(const StudioState& s);
+bool live_run_job_in_editor(const StudioState& s);
 
 // Latest total current memory of a rank (for the layout heatmap); none before its first
 // memory figure or without a run. O(1).

@@ -69,11 +69,15 @@ int main(int argc, char** argv) {
     app.add_option("--screenshot", screenshot, "Render a few frames, save the window as this PNG and exit (needs a display; Xvfb works)");
     app.add_option("--frames", frames, "Frames to render before the screenshot")->check(CLI::Range(1, 1000))->capture_default_str();
     app.add_option("--panel", panel, "Tab to show first: layout, memory, planner, schedule, launch, live or job (the job file)")
-        ->check(CLI::IsMember({"layout", "memory", "planner", "schedule", "launch", "live", "job"}))->capture_default_str();
+        ->check(CLI::IsMember({"layout", "memory", "planner", "schedule", "launch", "live", "job", "compare"}))->capture_default_str();
+    std::string compare_arg;
+    app.add_option("--compare", compare_arg, "Pin this job's layout in the Compare tab, beside the job being edited");
     app.add_option("--size", size, "Window size WIDTHxHEIGHT")->capture_default_str();
-    app.add_option("--color-by", color_by, "Colour layout cells by TP group, PP stage, DP replica or predicted memory")
-        ->check(CLI::IsMember({"tp", "pp", "dp", "memory"}))->capture_default_str();
-    app.add_option("--select", select, "Pin this rank: its TP, PP and DP groups are outlined");
+    app.add_option("--color-by", color_by,
+                   "Colour layout cells by TP group, PP stage, DP replica, CP rank, EP group, expert TP group or "
+                   "predicted memory")
+        ->check(CLI::IsMember({"tp", "pp", "dp", "cp", "ep", "expert_tp", "memory"}))->capture_default_str();
+    app.add_option("--select", select, "Pin this rank: its groups (TP, PP, DP, and CP, EP, expert TP) are outlined");
     int replica = -1;
     app.add_option("--replica", replica, "Schedule tab: rows = the ranks of this data-parallel replica (default: the stages)")
         ->check(CLI::Range(0, 1 << 30));
@@ -88,12 +92,16 @@ int main(int argc, char** argv) {
     std::string timeline_dir;
     app.add_option("--timeline", timeline_dir, "Show this run directory's measured timeline (timeline/rank-*.tsv) under the prediction in the Schedule tab");
     app.add_option("--run", run_dir, "Open this run directory (ptd launch's runs/<run-id>) in the Live tab, followed while it runs");
-    app.add_option("--mouse", mouse, "With --screenshot: put the mouse at window pixel X,Y (shows hover and tooltips)");
+    app.add_option("--mouse", mouse,
+                   "With --screenshot: put the mouse at window pixel X,Y (shows hover and tooltips; renders at least "
+                   "8 frames unless --frames says otherwise, as a tooltip needs a few to appear and size itself)");
     if (const std::optional<int> stop = ptd::parse_command_line(app, "ptd-studio", argc, argv)) return *stop;
 
     ptd::studio::WindowOptions wo;
     wo.screenshot = screenshot;
-    wo.frames = frames;
+    // A tooltip appears a frame after its hover and sizes itself on the next: with the mouse
+    // placed, the default 3 frames shot it before it showed (issue 33).
+    wo.frames = !mouse.empty() && app.count("--frames") == 0 ? std::max(frames, 8) : frames;
     char x = 0;
     if (std::sscanf(size.c_str(), "%d%c%d", &wo.width, &x, &wo.height) != 3 || (x != 'x' && x != 'X') ||
         wo.width < 320 || wo.height < 240 || wo.width > 16384 || wo.height > 16384) {
@@ -156,9 +164,26 @@ int main(int argc, char** argv) {
         }
         edit_int(state, key, value);
     }
+    if (!compare_arg.empty()) {
+        auto other = ptd::load_job_arg(compare_arg, state.presets);
+        if (!other) {
+            std::fprintf(stderr, "%s", other.error().str().c_str());
+            return ptd::kExitConfig;
+        }
+        std::string name = job_display_name(*other);  // the file's name, as the title shows the edited job's
+        if (!compare_pin(state, std::move(*other), std::move(name))) {
+            std::fprintf(stderr, "ptd-studio: error: --compare: %s has no valid layout to compare; allowed: a job with a "
+                                 "[parallel] table that `ptd validate` accepts\n",
+                         ptd::quote_input(compare_arg).c_str());
+            return ptd::kExitConfig;
+        }
+    }
     state.select_tab = parse_main_tab(panel).value_or(MainTab::layout);
     state.view.colour_by = color_by == "pp"       ? ColourBy::pp
                            : color_by == "dp"     ? ColourBy::dp
+                           : color_by == "cp"     ? ColourBy::cp
+                           : color_by == "ep"     ? ColourBy::ep
+                           : color_by == "expert_tp" ? ColourBy::expert_tp
                            : color_by == "memory" ? ColourBy::predicted_memory
                                                   : ColourBy::tp;
     if (select >= 0) {

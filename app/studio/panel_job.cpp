@@ -278,7 +278,10 @@ void summary_row(const char* label, const char* value, ImU32 col = 0) {
     ImGui::TextDisabled("%s", label);
     ImGui::SameLine(kLabelCol + 34);
     if (col) ImGui::PushStyleColor(ImGuiCol_Text, col);
+    // Wrapped at the panel's edge: a long status ("no layout chosen: run the planner") was cut.
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextUnformatted(value);
+    ImGui::PopTextWrapPos();
     if (col) ImGui::PopStyleColor();
 }
 
@@ -289,6 +292,8 @@ void summary(const StudioState& s) {
     std::snprintf(buf, sizeof buf, "%d GPUs (%d node%s \xC3\x97 %d)", j.world, s.job.cluster.nodes,
                   s.job.cluster.nodes == 1 ? "" : "s", s.job.cluster.gpus_per_node);
     summary_row("world size", buf);
+    // Every degree the layout has (ep, expert tp and vpp too), as the grid's headline says it.
+    if (s.layout) summary_row("parallel", layout_degrees_text(s.job, *s.layout).c_str());
     // dp and accumulation show "-" while the job is invalid (dp may not be derivable then).
     const bool valid = job_valid(s);
     std::snprintf(buf, sizeof buf, "%d replica%s", j.dp, j.dp == 1 ? "" : "s");

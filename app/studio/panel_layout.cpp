@@ -1,13 +1,15 @@
 // panel_layout.cpp — the rank layout: nodes as rows of GPU cells on one ImDrawList
 // canvas (a single InvisibleButton; hit-testing is arithmetic in the view-model), only the
 // visible cells drawn, so it stays fast at any world size. Hovering outlines the rank's
-// TP (solid), PP (dashed) and DP (dotted) groups; clicking pins it. Cells are coloured by
+// TP (solid), PP (dashed) and DP (dotted) groups, and where the job has them its CP (long
+// dashes), EP (dash-dot in green) and folded expert TP (thin solid) groups; clicking pins it. Cells are coloured by
 // group (the terminal's palette) or by predicted memory (a heat ramp, memory_model.h). A
 // straggler of the Live run (layout_model.cpp) gets a thick outline and its node's label
 // the same colour.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "run_view.h"
 #include "ui.h"
@@ -28,8 +30,13 @@ void toolbar(StudioState& s) {
     text_wrapped_coloured(ImGui::GetColorU32(ImGuiCol_Text), layout_headline(s));
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("Colour by");
-    for (ColourBy c : {ColourBy::tp, ColourBy::pp, ColourBy::dp, ColourBy::predicted_memory, ColourBy::live_memory}) {
-        ImGui::SameLine();
+    for (ColourBy c : {ColourBy::tp, ColourBy::cp, ColourBy::ep, ColourBy::expert_tp, ColourBy::pp, ColourBy::dp,
+                       ColourBy::predicted_memory, ColourBy::live_memory}) {
+        // CP, EP and expert TP only where the job has them (a degree of 1 colours every rank alike).
+        if (c == ColourBy::cp && s.layout->degree[DIM_CP] == 1 && s.view.colour_by != c) continue;
+        if (c == ColourBy::ep && s.layout->req.ep == 1 && s.view.colour_by != c) continue;
+        if (c == ColourBy::expert_tp && folded_expert_tp(s) == 0 && s.view.colour_by != c) continue;
+        flow_same_line(ImGui::CalcTextSize(colour_by_label(c)).x + ImGui::GetFrameHeight() + 8, 8);
         // Live memory needs a run of this job in the Live panel (launched or opened).
         const bool off = c == ColourBy::live_memory && !live_matches_layout(s);
         ImGui::BeginDisabled(off);
@@ -124,9 +131,16 @@ void canvas(StudioState& s, ImVec2 size) {
     const GroupSet& tp = L.groups[DIM_TP];
     const GroupSet& pp = L.groups[DIM_PP];
     const GroupSet& dp = L.groups[DIM_DP];
+    const GroupSet& cp = L.groups[DIM_CP];
+    const GroupSet& ep = L.ep_groups;
     const int tp_g = active >= 0 ? tp.group_of[active] : -1;
     const int pp_g = active >= 0 ? pp.group_of[active] : -1;
     const int dp_g = active >= 0 ? dp.group_of[active] : -1;
+    // CP, EP and folded expert TP groups are outlined only where the job has them.
+    const int cp_g = active >= 0 && cp.size > 1 ? cp.group_of[active] : -1;
+    const int ep_g = active >= 0 && ep.size > 1 ? ep.group_of[active] : -1;
+    const int etp = folded_expert_tp(s);
+    const int etp_g = active >= 0 && etp > 0 ? active / etp : -1;
     const float fh = ImGui::GetFontSize();
     const int text_lines = g.cell_h >= 2 * fh + 6 && g.cell_w >= 60 ? 2 : g.cell_h >= fh + 2 && g.cell_w >= 16 ? 1 : 0;
     const float rounding = g.cell_w >= 20 ? 3.0f : 0.0f;
@@ -138,7 +152,8 @@ void canvas(StudioState& s, ImVec2 size) {
             const int r = row * g.cols + col;
             if (r >= g.world) break;
             const ImVec2 a = cell_min(r), b(a.x + g.cell_w, a.y + g.cell_h);
-            const bool member = active < 0 || tp.group_of[r] == tp_g || pp.group_of[r] == pp_g || dp.group_of[r] == dp_g;
+            const bool member = active < 0 || tp.group_of[r] == tp_g || pp.group_of[r] == pp_g || dp.group_of[r] == dp_g ||
+                                (cp_g >= 0 && cp.group_of[r] == cp_g) || (ep_g >= 0 && ep.group_of[r] == ep_g);
             const Rgb rgb = cell_rgb(s, r);
             ImU32 fill = IM_COL32(rgb.r, rgb.g, rgb.b, 255);
             if (!member) fill = blend(fill, colour::canvas, 0.72f);
@@ -153,7 +168,9 @@ void canvas(StudioState& s, ImVec2 size) {
             }
         }
     }
-    // Outlines of the active rank's groups, drawn over every fill: DP dotted, PP dashed, TP solid.
+    // Outlines of the active rank's groups, drawn over every fill: EP dash-dot, CP long dashes,
+    // DP dotted, PP dashed, expert TP thin, TP solid; nested from the inside out where cells are
+    // tall enough, else on one line (the last drawn shows).
     if (active >= 0) {
         const bool roomy = g.cell_h >= 40;  // room for nested outlines
         for (int row = row0; row <= row1; ++row) {
@@ -162,6 +179,14 @@ void canvas(StudioState& s, ImVec2 size) {
                 if (r >= g.world) break;
                 const ImVec2 a = cell_min(r), b(a.x + g.cell_w, a.y + g.cell_h);
                 auto inset = [&](float d) { return std::pair(ImVec2(a.x + d, a.y + d), ImVec2(b.x - d, b.y - d)); };
+                if (ep_g >= 0 && ep.group_of[r] == ep_g) {
+                    auto [ia, ib] = inset(roomy ? 12.5f : 1.5f);
+                    dash_dot_rect(dl, ia, ib, colour::ep_outline, 2.0f, 5.0f, 2.0f);
+                }
+                if (cp_g >= 0 && cp.group_of[r] == cp_g) {
+                    auto [ia, ib] = inset(roomy ? 9.5f : 1.5f);
+                    dashed_rect(dl, ia, ib, colour::cp_outline, 2.0f, 7.0f, 3.0f);
+                }
                 if (dp.group_of[r] == dp_g) {
                     auto [ia, ib] = inset(roomy ? 6.5f : 1.5f);
                     dashed_rect(dl, ia, ib, colour::dp_outline, 2.5f, 2.5f, 3.0f);
@@ -169,6 +194,10 @@ void canvas(StudioState& s, ImVec2 size) {
                 if (pp.group_of[r] == pp_g) {
                     auto [ia, ib] = inset(roomy ? 3.0f : 1.5f);
                     dashed_rect(dl, ia, ib, colour::pp_outline, 2.0f, 6.0f, 4.0f);
+                }
+                if (etp_g >= 0 && r / etp == etp_g) {
+                    auto [ia, ib] = inset(0.5f);
+                    dl->AddRect(ia, ib, colour::etp_outline, rounding, 0, 1.0f);
                 }
                 if (tp.group_of[r] == tp_g) {
                     auto [ia, ib] = inset(r == active ? -2.5f : -1.0f);
@@ -328,11 +357,14 @@ void legend(const StudioState& s) {
         ImU32 col;
         const char* label;
     };
-    const Item items[] = {{Swatch::solid, colour::tp_outline, "TP"},
-                          {Swatch::dashed, colour::pp_outline, "PP"},
-                          {Swatch::dotted, colour::dp_outline, "DP"},
-                          {Swatch::corner, colour::spans_nodes, "TP group spans nodes"}};
-    const int count = s.layout->tp_groups_spanning_nodes > 0 ? 4 : 3;
+    std::vector<Item> items = {{Swatch::solid, colour::tp_outline, "TP"},
+                               {Swatch::dashed, colour::pp_outline, "PP"},
+                               {Swatch::dotted, colour::dp_outline, "DP"}};
+    if (s.layout->degree[DIM_CP] > 1) items.push_back({Swatch::long_dashed, colour::cp_outline, "CP"});
+    if (s.layout->req.ep > 1) items.push_back({Swatch::dash_dot, colour::ep_outline, "EP"});
+    if (folded_expert_tp(s) > 0) items.push_back({Swatch::thin, colour::etp_outline, "expert TP"});
+    if (s.layout->tp_groups_spanning_nodes > 0) items.push_back({Swatch::corner, colour::spans_nodes, "TP group spans nodes"});
+    const int count = (int)items.size();
     for (int i = 0; i < count; ++i) {
         flow_same_line(legend_item_width(items[i].kind, items[i].label), i == 0 ? 12 : 16);
         legend_item(items[i].kind, items[i].col, items[i].label);

@@ -4,8 +4,8 @@
 // category with the prediction dashed) beside a card of the speed prediction and where it
 // comes from. The plots share one
 // step range (follow the tail, or paused: wheel zoom, drag pan, double-click reset) and
-// one crosshair; the legend toggles lines, which are ranks or the means of TP groups or PP
-// stages. All state and data live in live_model.h; this file only draws and routes input.
+// one crosshair; the legend toggles lines, which are ranks or, per TP group, PP stage or
+// all ranks, the median drawn over the min-max band with the outlier ranks drawn and named. All state and data live in live_model.h; this file only draws and routes input.
 #include <algorithm>
 #include <array>
 #include <cfloat>
@@ -106,6 +106,22 @@ void empty_state(StudioState& s) {
     if (seen != s.live.run.revision) first = true;  // re-list after a run ended elsewhere
     seen = s.live.run.revision;
     open_run_form(s, first);
+}
+
+// Which job the run belongs to, beside the job the editor holds, and a button that loads the
+// run's job.toml into the editor (asking first about unsaved changes).
+void job_line(StudioState& s) {
+    const std::string file = live_run_job_file(s);
+    if (file.empty()) return;
+    const bool same = live_run_job_in_editor(s);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("job %s (%s)%s%s", s.live.run.manifest.job_name.c_str(), file.c_str(),
+                        same ? ": the one in the editor" : "; the editor holds ", same ? "" : job_title(s).c_str());
+    if (same) return;
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Load it into the editor")) {
+        if (std::string e = request_open(s, file); !e.empty()) s.live.view.open_error = e;
+    }
 }
 
 void header(StudioState& s) {
@@ -209,7 +225,7 @@ void toolbar(StudioState& s) {
     LiveState& live = s.live;
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("Lines");
-    for (LiveAggregate a : {LiveAggregate::rank, LiveAggregate::tp_group, LiveAggregate::pp_stage}) {
+    for (LiveAggregate a : {LiveAggregate::rank, LiveAggregate::tp_group, LiveAggregate::pp_stage, LiveAggregate::all}) {
         ImGui::SameLine();
         if (ImGui::RadioButton(live_aggregate_label(a), live.view.aggregate == a)) live_set_aggregate(live, a);
     }
@@ -275,7 +291,7 @@ void legend(StudioState& s) {
             ImGui::BeginTooltip();
             ImGui::TextUnformatted(g.label.c_str());
             if (g.members.size() > 1) {
-                std::string m = "mean of ranks ";
+                std::string m = "median of ranks ";
                 for (size_t k = 0; k < g.members.size() && k < 12; ++k) m += (k ? ", " : "") + std::to_string(g.members[k]);
                 if (g.members.size() > 12) m += ", ...";
                 ImGui::TextUnformatted(m.c_str());
@@ -409,11 +425,29 @@ void plots(StudioState& s, ImVec2 size) {
     for (size_t k = 0; k < kPlots.size(); ++k) {
         const PlotDef& d = kPlots[k];
         series.clear();
+        // Grouped lines: first each group's min-max band, under every median line.
+        const bool grouped = live.view.aggregate != LiveAggregate::rank;
+        for (int i = 0; grouped && i < (int)lines.size(); ++i) {
+            if (!live_line_visible(live, i)) continue;
+            const SeriesView band = live_line_band(live, i, d.metric);
+            PlotSeries b{band.steps, band.values, (group_colour(lines[(size_t)i].id) & 0x00FFFFFFu) | 0x48000000u};
+            b.band = true;
+            series.push_back(b);
+        }
         for (int i = 0; i < (int)lines.size(); ++i) {
             if (!live_line_visible(live, i)) continue;
             const ImU32 col = group_colour(lines[(size_t)i].id);
             const SeriesView v = live_line_series(live, i, d.metric, false);
             series.push_back({v.steps, v.values, col, false, v.pyramid});
+        }
+        // The outliers of each group: their own lines, in the error colour, named in the subtitle.
+        const std::vector<LiveOutlier> outliers = live_outliers(live, d.metric);
+        std::string outlier_names;
+        for (const LiveOutlier& o : outliers) {
+            if (!live_line_visible(live, o.line)) continue;
+            const SeriesView v = live_rank_series(live.run.ranks[(size_t)o.rank], d.metric, live.view.mem_cat, false);
+            series.push_back({v.steps, v.values, colour::error, false, v.pyramid});
+            outlier_names += (outlier_names.empty() ? "outliers: rank " : ", ") + std::to_string(o.rank);
         }
         if (d.metric == LiveMetric::memory) {
             for (int i = 0; i < (int)lines.size(); ++i) {
@@ -424,17 +458,20 @@ void plots(StudioState& s, ImVec2 size) {
             }
         }
         const std::optional<PlotLevel> level = live_predicted_level(live.run, d.metric);
-        char subtitle[96] = "";
+        char subtitle[160] = "";
         if (d.metric == LiveMetric::memory)
             std::snprintf(subtitle, sizeof subtitle, "%s, predicted dashed", mem_cat_name((MemCat)live.view.mem_cat));
         else if (d.metric == LiveMetric::mfu) std::snprintf(subtitle, sizeof subtitle, "of the GPU preset's peak");
-        const bool mean = live.view.aggregate != LiveAggregate::rank && d.metric != LiveMetric::memory;
-        if (level)  // grouped lines are means; the prediction is the job's either way
-            std::snprintf(subtitle, sizeof subtitle, "%s%s%spredicted dashed%s", mean ? "mean " : "",
-                          mean ? live_aggregate_label(live.view.aggregate) : "", mean ? "; " : "",
-                          level->has_band ? ", interval shaded" : " (no interval)");
+        const bool mean = grouped && d.metric != LiveMetric::memory;
+        if (level)  // grouped lines are medians; the prediction is the job's either way
+            std::snprintf(subtitle, sizeof subtitle, "%spredicted dashed%s", mean ? "median, min-max band; " : "",
+                          level->has_band ? ", interval shaded" : mean ? "" : " (no interval)");
         else if (mean)
-            std::snprintf(subtitle, sizeof subtitle, "mean %s", live_aggregate_label(live.view.aggregate));
+            std::snprintf(subtitle, sizeof subtitle, "median, min-max band");
+        if (!outlier_names.empty()) {  // first, so a narrow plot cuts the rest, not the names
+            const std::string with = outlier_names + "; " + subtitle;
+            std::snprintf(subtitle, sizeof subtitle, "%s", with.c_str());
+        }
         PlotOptions opt;
         opt.title = live_metric_title(d.metric);
         opt.subtitle = subtitle[0] ? subtitle : nullptr;
@@ -505,6 +542,7 @@ void draw_live_panel(StudioState& s) {
         return;
     }
     header(s);
+    job_line(s);
     status_strip(s);
     ImGui::Spacing();
     toolbar(s);

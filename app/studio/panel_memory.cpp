@@ -21,16 +21,19 @@ constexpr ImU32 kMemColour[kMemParts] = {
     IM_COL32(140, 146, 160, 255),  // overheads
 };
 
+// The step-time terms take none of the memory categories' colours above (the same orange
+// read "optimizer" in the memory bars and "TP comm" in the step-time bar under them; issue
+// 33); DP communication and the optimizer step are the Schedule tab's colours for them.
 ImU32 time_colour(TimePart p) {
     switch (p) {
-        case TimePart::compute: return IM_COL32(86, 156, 230, 255);
-        case TimePart::tp_comm: return IM_COL32(235, 160, 75, 255);
-        case TimePart::cp_comm: return IM_COL32(230, 110, 160, 255);
-        case TimePart::ep_comm: return IM_COL32(205, 150, 105, 255);
-        case TimePart::pp_comm: return IM_COL32(90, 200, 210, 255);
-        case TimePart::bubble: return IM_COL32(118, 122, 136, 255);
-        case TimePart::dp_comm: return IM_COL32(160, 124, 232, 255);
-        case TimePart::optimizer: return IM_COL32(95, 190, 130, 255);
+        case TimePart::compute: return IM_COL32(215, 205, 170, 255);
+        case TimePart::tp_comm: return IM_COL32(232, 100, 90, 255);
+        case TimePart::cp_comm: return IM_COL32(230, 110, 170, 255);
+        case TimePart::ep_comm: return IM_COL32(170, 200, 60, 255);
+        case TimePart::pp_comm: return IM_COL32(160, 110, 70, 255);
+        case TimePart::bubble: return IM_COL32(100, 85, 85, 255);
+        case TimePart::dp_comm: return IM_COL32(215, 90, 215, 255);
+        case TimePart::optimizer: return IM_COL32(90, 200, 210, 255);
     }
     return colour::text_dim;
 }

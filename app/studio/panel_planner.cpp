@@ -164,7 +164,10 @@ void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {
     if (stale) {
         text_wrapped_coloured(colour::warning, "Re-run the search first: this row was planned for another job.");
     } else {
-        ImGui::TextUnformatted("Click to apply this layout to the job");
+        ImGui::TextUnformatted("Click to apply this layout to the job; right-click to pin it for the Compare tab");
+    if (row.fits)
+        ImGui::TextDisabled("#%s in this list; rank %s among all %s fitting layouts by tokens/s", group_thousands(row.number).c_str(),
+                            group_thousands(row.rank).c_str(), s.planner.result ? group_thousands(s.planner.result->feasible).c_str() : "?");
     }
     ImGui::Separator();
     ImGui::Text("peak %s, headroom %s (pipeline stage %d is the most loaded)",
@@ -253,6 +256,11 @@ void table(StudioState& s) {
                     if (ImGui::Selectable("##row", is_job, sf)) clicked = ri;
                     if (is_job) ImGui::PopStyleColor();
                     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) row_tooltip(s, row, stale);
+                    // Right-click: pin the row's layout for the Compare tab (the job stays as it is).
+                    if (!stale && ImGui::BeginPopupContextItem("##pin")) {
+                        if (ImGui::MenuItem("Pin for Compare") && compare_pin_plan_row(s, ri)) s.select_tab = MainTab::compare;
+                        ImGui::EndPopup();
+                    }
                     ImGui::SetCursorPos(pos);
                     cell_right(is_job ? "> " + text : text, is_job ? colour::accent : text_col);
                 } else if (col == PlanColumn::headroom && !row.fits) {

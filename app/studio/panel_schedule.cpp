@@ -26,9 +26,21 @@ ImU32 block_colour(const TimelineBlock& b) {
         case BlockKind::recompute: return IM_COL32(200, 170, 60, 255);
         case BlockKind::optimizer: return IM_COL32(90, 200, 210, 255);
         case BlockKind::weight_grad: return darker(darker(group_colour(std::max(0, b.micro_batch))));  // zb: ZB-H1's W
-        default: return IM_COL32(190, 110, 230, 255);
+        default: return IM_COL32(215, 90, 215, 255);
     }
 }
+
+// Blocks narrower than this merge into spans (schedule_model.h's level of detail).
+constexpr double kMinBlockPx = 4;
+
+// A merged span: forwards in the forward hue, backwards darker, 1F1B's alternation between.
+ImU32 span_colour(const GanttSpan& s) {
+    if (s.forward && !s.backward) return IM_COL32(125, 175, 215, 255);
+    if (s.backward && !s.forward) return IM_COL32(75, 105, 130, 255);
+    return IM_COL32(100, 140, 172, 255);
+}
+
+std::string span_tooltip(const GanttSpan& s, const GanttRow& row);
 
 std::string time_label(double s) {
     char buf[32];
@@ -36,6 +48,15 @@ std::string time_label(double s) {
     else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
     else std::snprintf(buf, sizeof buf, "%.0f us", s * 1e6);
     return buf;
+}
+
+std::string span_tooltip(const GanttSpan& s, const GanttRow& row) {
+    std::string t = std::to_string(s.blocks) + " blocks";
+    if (s.mb_lo >= 0) t += " of micro-batches " + std::to_string(s.mb_lo) + "-" + std::to_string(s.mb_hi);
+    t += std::string(s.forward && s.backward ? " (forwards and backwards)" : s.forward ? " (forwards)" : s.backward ? " (backwards)" : "");
+    t += " on " + row.label + "\n" + time_label(s.start_s) + " to " + time_label(s.end_s) + " (" + time_label(s.end_s - s.start_s) +
+         ")\neach narrower than " + std::to_string((int)kMinBlockPx) + " px: zoom in (wheel) to see single blocks";
+    return t;
 }
 
 }  // namespace
@@ -90,7 +111,7 @@ void draw_schedule_panel(StudioState& s) {
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(200, 170, 60, 255), "recompute");
     ImGui::SameLine(0, 12);
-    legend_item(Swatch::fill, IM_COL32(190, 110, 230, 255), v.show_measured ? "communication (DP; measured: TP, p2p)" : "DP communication");
+    legend_item(Swatch::fill, IM_COL32(215, 90, 215, 255), v.show_measured ? "communication (DP; measured: TP, p2p)" : "DP communication");
     ImGui::SameLine(0, 12);
     legend_item(Swatch::fill, IM_COL32(90, 200, 210, 255), "optimizer");
     ImGui::SameLine(0, 12);
@@ -141,6 +162,7 @@ void draw_schedule_panel(StudioState& s) {
     if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f))
         schedule_pan(v, span, -(double)ImGui::GetIO().MouseDelta.x / plot_w * view_w);
 
+    std::string span_tip;  // the hovered merged span's tooltip
     float y = origin.y + 2;
     for (size_t r = 0; r < rows.size(); ++r) {
         const GanttRow& row = rows[r];
@@ -149,18 +171,49 @@ void draw_schedule_panel(StudioState& s) {
             y += 14;
         }
         dl->AddText(ImVec2(origin.x + 4, y + row_h / 2 - 7), row.measured ? colour::warning : colour::text_dim, row.label.c_str());
+        if (!row.measured && row_h >= 30) {  // the row's idle share (bubble) under its name
+            char idle[32];
+            std::snprintf(idle, sizeof idle, "%.0f%% idle", 100 * row_idle_share(v, row));
+            dl->AddText(ImVec2(origin.x + 4, y + row_h / 2 + 6), colour::text_dim, idle);
+        }
         dl->PushClipRect(ImVec2(x0, y - 1), ImVec2(x0 + plot_w + 1, y + row_h + comm_h + 1), true);
         // The bubble: the row's background where nothing runs.
         const double row_end = row.measured ? span : t.makespan_s;
         dl->AddRectFilled(ImVec2(xt(0), y), ImVec2(xt(row_end), y + row_h), IM_COL32(70, 60, 60, 255));
         const std::vector<TimelineBlock>& list = row.measured ? v.measured : t.blocks;
-        // Blocks first, then the parts nested in them (measured recompute forwards).
+        // Compute blocks by level of detail (schedule_model.h): a block wide enough is drawn
+        // on its own, narrower neighbours merge into one labelled span ("F 0-63").
+        const std::vector<GanttSpan> spans = gantt_spans(v, row, view0, view1, plot_w / view_w, kMinBlockPx);
+        for (const GanttSpan& sp : spans) {
+            if (sp.blocks == 1) continue;  // single blocks: below, with their number and tooltip
+            const ImVec2 a(xt(sp.start_s), y), c(std::max(xt(sp.end_s), xt(sp.start_s) + 1.0f), y + row_h);
+            dl->AddRectFilled(a, c, span_colour(sp));
+            dl->AddRect(a, c, with_alpha(colour::background, 160));
+            bool differs = false;
+            for (int k = sp.first; row.measured && k <= sp.last && !differs; ++k)
+                differs = list[(size_t)k].row == row.id && measured_differs(v, k);
+            if (differs) dl->AddRect(a, c, colour::error, 0, 0, 2.0f);
+            const std::string label = span_label(sp);
+            const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+            if (c.x - a.x > ts.x + 4) dl->AddText(ImVec2((a.x + c.x - ts.x) / 2, (a.y + c.y - ts.y) / 2), colour::cell_text, label.c_str());
+            if (hovered && mouse.x >= std::max(a.x, x0) && mouse.x < c.x && mouse.y >= a.y && mouse.y < c.y) {
+                span_tip = span_tooltip(sp, row);
+                dl->AddRect(a, c, colour::tp_outline, 0, 0, 2.0f);
+            }
+        }
+        std::vector<char> single(list.size(), 0);
+        for (const GanttSpan& sp : spans)
+            if (sp.blocks == 1) single[(size_t)sp.first] = 1;
+        // Single blocks and communication first, then the parts nested in them (measured
+        // recompute forwards) where their block is drawn on its own.
         for (int pass = 0; pass < 2; ++pass)
         for (size_t k = 0; k < list.size(); ++k) {
             const TimelineBlock& b = list[k];
             if (b.row != row.id || nested_block(b) != (pass == 1)) continue;
             if (b.end_s < view0 || b.start_s > view1) continue;
             const bool comm = b.stream != kStreamCompute;
+            if (!comm && pass == 0 && !single[k]) continue;  // inside a merged span
+            if (pass == 1 && (b.end_s - b.start_s) * plot_w / view_w < kMinBlockPx) continue;
             const float top = comm ? y + row_h + 1 : y, bottom = comm ? y + row_h + comm_h : y + row_h;
             const float inset = pass == 1 ? row_h * 0.2f : 0.0f;  // a nested part: a thinner bar inside its block
             const ImVec2 a(xt(b.start_s), top + inset), c(std::max(xt(b.end_s), xt(b.start_s) + 1.0f), bottom - inset);
@@ -192,7 +245,11 @@ void draw_schedule_panel(StudioState& s) {
         const float w = ImGui::CalcTextSize(lab.c_str()).x;
         dl->AddText(ImVec2(std::min(x - w / 2, x0 + plot_w - w), y + 5), colour::text_dim, lab.c_str());
     }
-    if (v.hover_block >= 0) {
+    if (!span_tip.empty()) {
+        ImGui::BeginTooltip();
+        ImGui::TextUnformatted(display_text(span_tip).c_str());
+        ImGui::EndTooltip();
+    } else if (v.hover_block >= 0) {
         ImGui::BeginTooltip();
         ImGui::TextUnformatted(display_text(block_tooltip(v, rows[(size_t)v.hover_row], v.hover_block)).c_str());
         ImGui::EndTooltip();

@@ -159,7 +159,7 @@ void rebuild_view(PlannerState& p) {
         const LayoutChoice& c = r.entry.choice;
         const LayoutScore& sc = r.entry.score;
         switch (col) {
-            case PlanColumn::rank: return r.fits ? (double)r.rank : 1e18;
+            case PlanColumn::rank: return r.fits ? (double)r.number : 1e18;
             case PlanColumn::tokens_per_s: return sc.tokens_per_s;
             case PlanColumn::mfu: return sc.mfu;
             case PlanColumn::step_s: return sc.step_s;
@@ -201,11 +201,11 @@ void build_rows(PlannerState& p) {
     const PlanResult& r = *p.result;
     double largest = 0;
     for (const PlanEntry& e : r.top) {
-        p.rows.push_back({e, true, plan_rank_of(r, e.score.tokens_per_s)});
+        p.rows.push_back({e, true, plan_rank_of(r, e.score.tokens_per_s), (int64_t)p.rows.size() + 1});
         largest = std::max(largest, e.score.peak_bytes);
     }
     for (const PlanEntry& e : r.unfit) {
-        p.rows.push_back({e, false, 0});
+        p.rows.push_back({e, false, 0, 0});
         largest = std::max(largest, e.score.peak_bytes);
     }
     p.small_units = !p.rows.empty() && largest < 0.5 * kGiB;
@@ -306,7 +306,7 @@ const char* plan_column_label(PlanColumn c) {
 
 const char* plan_column_help(PlanColumn c) {
     switch (c) {
-        case PlanColumn::rank: return "Rank among all fitting layouts by tokens/s (1 = fastest; equal speeds share a rank)";
+        case PlanColumn::rank: return "Place in the list, best first, as ptd plan numbers its rows (a row's tooltip gives its rank among all fitting layouts)";
         case PlanColumn::tokens_per_s: return "Predicted training throughput of the whole job";
         case PlanColumn::mfu: return "Model FLOPs utilisation: model FLOPs / step time / (GPUs x peak)";
         case PlanColumn::step_s: return "Predicted time of one training step (iteration)";
@@ -343,7 +343,7 @@ std::string plan_cell_text(const StudioState& s, const PlanRow& row, PlanColumn 
     const LayoutChoice& ch = row.entry.choice;
     const LayoutScore& sc = row.entry.score;
     switch (c) {
-        case PlanColumn::rank: return row.fits ? group_thousands(row.rank) : "-";
+        case PlanColumn::rank: return row.fits ? group_thousands(row.number) : "-";
         case PlanColumn::tokens_per_s: return group_thousands(std::llround(sc.tokens_per_s));
         case PlanColumn::mfu: return fmt("%.1f%%", sc.mfu * 100);
         case PlanColumn::step_s: return fmt(sc.step_s < 10 ? "%.3f s" : "%.1f s", sc.step_s);
@@ -484,15 +484,21 @@ void planner_sort(StudioState& s, PlanColumn column, bool ascending) {
     rebuild_view(s.planner);
 }
 
-bool planner_apply_row(StudioState& s, int row) {
-    PlannerState& p = s.planner;
-    if (row < 0 || row >= (int)p.rows.size() || !p.result || planner_stale(s)) return false;
+std::optional<JobSpec> planner_row_job(const StudioState& s, int row) {
+    const PlannerState& p = s.planner;
+    if (row < 0 || row >= (int)p.rows.size() || !p.result || planner_stale(s)) return std::nullopt;
     const PlanRow& r = p.rows[(size_t)row];
     JobSpec job = apply_plan_entry(s.job, r.entry);
     job.parallel.order = order_of(p.planned_job, r.entry.choice);
     const int world = planned_world(p.planned_job, p.planned_settings), gpn = job.cluster.gpus_per_node;
     if (world != job.world_size() && gpn > 0) job.cluster.nodes = world / gpn;
-    s.job = std::move(job);
+    return job;
+}
+
+bool planner_apply_row(StudioState& s, int row) {
+    std::optional<JobSpec> job = planner_row_job(s, row);
+    if (!job) return false;
+    s.job = std::move(*job);
     recompute(s);
     return true;
 }

@@ -55,6 +55,10 @@ struct PlanRow {
     PlanEntry entry;
     bool fits = true;
     int64_t rank = 0;  // fitting rows: 1 + fitting layouts strictly faster; 0 = does not fit
+    // Fitting rows: the row's place in the list, best first (1, 2, 3, ...), as `ptd plan`
+    // numbers its rows: the "#" column (rank skipped numbers where layouts the list leaves
+    // out are faster, and the CLI's column does not; issue 33). 0 = does not fit.
+    int64_t number = 0;
 };
 
 // Text of one cell: "458,677", "66.8%", "2.29 s", "53.9 GiB", "-3.2 GiB", "dopt", "on".
@@ -148,6 +152,9 @@ void planner_sort(StudioState& s, PlanColumn column, bool ascending);
 // become given; nodes follow a search for another GPU count) to the job and recompute.
 // False, changing nothing, for a bad index or a stale result.
 bool planner_apply_row(StudioState& s, int row);
+// The job planner_apply_row would make of `row` (the current job otherwise unchanged);
+// none for a row that is not there or a stale search.
+std::optional<JobSpec> planner_row_job(const StudioState& s, int row);
 // Whether rows[row] is the current job's layout.
 bool planner_row_is_job(const StudioState& s, int row);
 

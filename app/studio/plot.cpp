@@ -166,12 +166,15 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
     }
     dl->AddRect(ImVec2(a.x - 0.5f, a.y - 0.5f), ImVec2(b.x + 0.5f, b.y + 0.5f), IM_COL32(70, 76, 90, 255));
 
-    // Title, and "step" under the axis.
+    // Title, and "step" under the axis. A long subtitle is cut at the plot's edge, not drawn
+    // over its neighbour.
+    dl->PushClipRect(p0, ImVec2(p1.x - 4, p0.y + fh + 8), true);
     dl->AddText(ImVec2(p0.x + 8, p0.y + 4), kTitle, opt.title);
     if (opt.subtitle) {
         const float tw = ImGui::CalcTextSize(opt.title).x;
         dl->AddText(ImVec2(p0.x + 8 + tw + 8, p0.y + 4), kAxisText, opt.subtitle);
     }
+    dl->PopClipRect();
     dl->AddText(ImVec2(p0.x + 8, b.y + 4), kAxisText, "step");
 
     // Series, clipped to the data area (the neighbours outside the range reach the frame).
@@ -188,6 +191,30 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
     for (size_t k = 0; k < series.size(); ++k) {
         const PlotSeries& s = series[k];
         const std::vector<PlotPoint>& pts = dec[k]->points;
+        if (s.band) {  // per pixel column its lowest and highest value, joined column to column
+            float col_x = 0, col_lo = 0, col_hi = 0;
+            bool have = false, have_prev = false;
+            float px = 0, plo = 0, phi = 0;
+            auto flush = [&] {
+                if (!have) return;
+                if (have_prev) dl->AddQuadFilled(ImVec2(px, plo), ImVec2(col_x + 1, col_lo), ImVec2(col_x + 1, col_hi), ImVec2(px, phi), s.colour);
+                else dl->AddRectFilled(ImVec2(col_x, col_hi), ImVec2(col_x + 1, col_lo), s.colour);
+                px = col_x + 1, plo = col_lo, phi = col_hi, have_prev = true, have = false;
+            };
+            for (const PlotPoint& p : pts) {
+                if (std::isnan(p.y)) {
+                    flush();
+                    have_prev = false;
+                    continue;
+                }
+                const float cx = std::floor(p.x), py = y.to_px(p.y);
+                if (have && cx != col_x) flush();
+                if (!have) col_x = cx, col_lo = col_hi = py, have = true;
+                col_lo = std::max(col_lo, py), col_hi = std::min(col_hi, py);  // screen y grows down
+            }
+            flush();
+            continue;
+        }
         g_pixels.clear();
         // Dense runs (≥ 2 points per pixel column on average) are drawn as one vertical
         // bar per column, from its lowest to its highest point and joined to the previous
@@ -227,7 +254,7 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
         dl->AddLine(ImVec2(px, a.y), ImVec2(px, b.y), kCrosshair);
         for (const PlotSeries& s : series) {
             const size_t n = std::min(s.steps.size(), s.values.size());
-            if (n == 0) continue;
+            if (n == 0 || s.band) continue;
             const auto it = std::lower_bound(s.steps.begin(), s.steps.begin() + (long)n, *opt.crosshair,
                                              [](int st, double v) { return (double)st < v; });
             size_t i = (size_t)(it - s.steps.begin());

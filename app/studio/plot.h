@@ -23,6 +23,9 @@ struct PlotSeries {
     ImU32 colour = IM_COL32_WHITE;
     bool dashed = false;            // predicted figures
     const MinMaxPyramid* pyramid = nullptr;  // of `values`, when the caller keeps one
+    // A band, not a line: each step comes twice (its low value, then its high one) and the
+    // area between the lows and the highs is filled in `colour` (give it some transparency).
+    bool band = false;
 };
 
 struct PlotOptions {

@@ -217,6 +217,85 @@ bool measured_differs(const ScheduleViewState& v, int i) {
     return std::abs((m.end_s - m.start_s) - (p->end_s - p_start)) > tol || std::abs(m.start_s - p_start) > tol;
 }
 
+std::vector<GanttSpan> gantt_spans(const ScheduleViewState& v, const GanttRow& row, double view0, double view1,
+                                   double px_per_s, double min_px) {
+    std::vector<GanttSpan> spans;
+    const std::vector<TimelineBlock>* list = row.measured ? &v.measured : v.predicted ? &v.predicted->blocks : nullptr;
+    if (!list) return spans;
+    const double narrow_s = min_px / std::max(px_per_s, 1e-300), pixel_s = 1 / std::max(px_per_s, 1e-300);
+    auto kind = [&](int k) { return (*list)[(size_t)k].kind; };
+    // Blocks by span. A span of narrow touching blocks is one phase of the schedule: a run of
+    // one kind (warm-up forwards, cool-down backwards) or an alternation of kinds (1F1B's
+    // steady state); a run that changes kind after two or more blocks, or an alternation
+    // that repeats a kind, starts the next span.
+    std::vector<std::vector<int>> groups;
+    bool open = false, alternating = false;
+    double open_end = 0;
+    for (size_t k = 0; k < list->size(); ++k) {
+        const TimelineBlock& b = (*list)[k];
+        if (b.row != row.id || b.stream != kStreamCompute || nested_block(b)) continue;
+        if (b.end_s < view0 || b.start_s > view1) continue;
+        const bool narrow = b.end_s - b.start_s < narrow_s;
+        bool join = open && narrow && b.start_s - open_end < pixel_s;
+        if (join) {
+            std::vector<int>& g = groups.back();
+            const BlockKind prev = kind(g.back());
+            if (!alternating && b.kind != prev) {
+                if (g.size() == 1) alternating = true;  // F then B: the alternation begins
+                else join = false;                      // a run of one kind ends
+            } else if (alternating && b.kind == prev) {
+                // The alternation ended with its last block: that one starts a run of its kind.
+                const int moved = g.back();
+                g.pop_back();
+                groups.push_back({moved});
+                alternating = false;
+            }
+        }
+        if (join) {
+            groups.back().push_back((int)k);
+        } else {
+            groups.push_back({(int)k});
+            alternating = false;
+        }
+        open = narrow;
+        open_end = std::max(join ? open_end : b.end_s, b.end_s);
+    }
+    for (const std::vector<int>& g : groups) {
+        GanttSpan s;
+        s.first = g.front(), s.last = g.back(), s.blocks = (int)g.size();
+        s.start_s = (*list)[(size_t)g.front()].start_s;
+        for (int k : g) {
+            const TimelineBlock& b = (*list)[(size_t)k];
+            s.end_s = std::max(s.end_s, b.end_s);
+            if (b.micro_batch >= 0) {
+                s.mb_lo = s.mb_lo < 0 ? b.micro_batch : std::min(s.mb_lo, b.micro_batch);
+                s.mb_hi = std::max(s.mb_hi, b.micro_batch);
+            }
+            s.forward |= b.kind == BlockKind::forward;
+            s.backward |= b.kind == BlockKind::backward;
+            s.other |= b.kind != BlockKind::forward && b.kind != BlockKind::backward;
+        }
+        spans.push_back(s);
+    }
+    return spans;
+}
+
+std::string span_label(const GanttSpan& s) {
+    if (s.mb_lo < 0) return "";
+    std::string out = s.forward && s.backward ? "F/B" : s.forward ? "F" : s.backward ? "B" : "";
+    if (s.other) out += "+";
+    out += (out.empty() ? "" : " ") + std::to_string(s.mb_lo);
+    if (s.mb_hi > s.mb_lo) out += "-" + std::to_string(s.mb_hi);
+    return out;
+}
+
+double row_idle_share(const ScheduleViewState& v, const GanttRow& row) {
+    if (row.measured || !v.predicted || v.predicted->makespan_s <= 0) return 0;
+    const Timeline& t = *v.predicted;
+    if (row.id < 0 || row.id >= (int)t.busy_s.size()) return 0;
+    return std::clamp(1 - t.busy_s[(size_t)row.id] / t.makespan_s, 0.0, 1.0);
+}
+
 namespace {
 std::string ms(double s) {
     char buf[32];

@@ -113,6 +113,30 @@ const TimelineBlock* predicted_counterpart(const ScheduleViewState& v, int measu
 // recompute forwards, TP collectives, p2p transfers) are never marked.
 bool measured_differs(const ScheduleViewState& v, int measured_index);
 
+// Level of detail. At real sizes (Llama-3 70B: 256 micro-batches × vpp 5 on 4 stages) a
+// block is a fraction of a pixel and the row turns into a grey smear. So a row is drawn as
+// spans: a compute block at least `min_px` wide is a span of its own; consecutive narrower
+// ones that touch (gaps under a pixel) merge into one span, labelled by what it holds
+// ("F 0-63", "B 4-255", "F/B 4-255"). Idle time wider than a pixel stays a gap (the bubble
+// shows through); zooming in widens the blocks until each is its own span again.
+struct GanttSpan {
+    int first = -1, last = -1;        // indices into the row's block list: the first and last block
+    int blocks = 0;                   // compute blocks merged (1 = a single block)
+    double start_s = 0, end_s = 0;
+    int mb_lo = -1, mb_hi = -1;       // micro-batch range (−1: none)
+    bool forward = false, backward = false, other = false;  // kinds inside (other: recompute, W, ...)
+};
+// The compute-stream spans of `row` that overlap [view0, view1], drawn `px_per_s` pixels per
+// second. Nested blocks (a measured recompute inside its backward) are left out.
+std::vector<GanttSpan> gantt_spans(const ScheduleViewState& v, const GanttRow& row, double view0, double view1,
+                                   double px_per_s, double min_px = 4);
+// "F 0-63" (forwards only), "B 4-255" (backwards only), "F/B 4-255" (both, as in 1F1B's
+// steady state), with "+" when other kinds are inside; "" for a span without micro-batches.
+std::string span_label(const GanttSpan& span);
+// The row's idle share of the predicted step [0, makespan]: its pipeline bubble, exposed DP
+// communication and optimizer wait (1 − busy / makespan). 0 for a measured row.
+double row_idle_share(const ScheduleViewState& v, const GanttRow& row);
+
 // "fwd micro-batch 3 chunk 0 on stage 1: 1.20 ms → 2.45 ms (1.25 ms): compute 1.1 ms, TP
 // 0.1 ms, p2p 0.05 ms"; measured blocks add the prediction they are compared with.
 std::string block_tooltip(const ScheduleViewState& v, const GanttRow& row, int index);

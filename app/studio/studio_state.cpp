@@ -33,6 +33,10 @@ static const IntField kIntFields[] = {
      [](JobSpec& j) -> int& { return j.parallel.dp; }},
     {"parallel.cp", "cp", "Context parallel: each sequence split over cp GPUs", 1, 1 << 20,
      [](JobSpec& j) -> int& { return j.parallel.cp; }},
+    {"parallel.ep", "ep", "Expert parallel: the routed experts split over ep GPUs (divides dp x cp; MoE models)", 1,
+     1 << 20, [](JobSpec& j) -> int& { return j.parallel.ep; }},
+    {"parallel.expert_tp", "expert_tp", "Tensor parallel of the experts' matrices; 0 = the same as tp", 0, 1 << 20,
+     [](JobSpec& j) -> int& { return j.parallel.expert_tp; }},
     {"parallel.vpp", "vpp", "Virtual pipeline chunks per stage (interleaved 1F1B)", 1, 1024,
      [](JobSpec& j) -> int& { return j.parallel.vpp; }},
     {"parallel.zero", "zero", "ZeRO stage 0..3", 0, 3, [](JobSpec& j) -> int& { return j.parallel.zero; }},
@@ -67,6 +71,8 @@ const char* colour_by_label(ColourBy c) {
         case ColourBy::pp: return "PP stage";
         case ColourBy::dp: return "DP replica";
         case ColourBy::cp: return "CP rank";
+        case ColourBy::ep: return "EP group";
+        case ColourBy::expert_tp: return "Expert TP group";
         case ColourBy::predicted_memory: return "Predicted memory";
         case ColourBy::live_memory: return "Live memory";
     }
@@ -283,12 +289,14 @@ const char* main_tab_name(MainTab t) {
         case MainTab::live: return "live";
         case MainTab::job_file: return "job";
         case MainTab::schedule: return "schedule";
+        case MainTab::compare: return "compare";
     }
     return "layout";
 }
 
 std::optional<MainTab> parse_main_tab(std::string_view name) {
-    for (MainTab t : {MainTab::layout, MainTab::memory, MainTab::planner, MainTab::launch, MainTab::live, MainTab::job_file, MainTab::schedule})
+    for (MainTab t : {MainTab::layout, MainTab::memory, MainTab::planner, MainTab::launch, MainTab::live, MainTab::job_file, MainTab::schedule,
+                      MainTab::compare})
         if (name == main_tab_name(t)) return t;
     return std::nullopt;
 }

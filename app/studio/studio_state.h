@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compare_model.h"
 #include "schedule_model.h"
 #include "group_colours.h"
 #include "job_file_model.h"
@@ -52,17 +53,18 @@ const IntField* find_int_field(std::string_view key);
 // ---- Panels ----------------------------------------------------------------------------
 
 // What the rank grid's cells are coloured by: a group palette (TP group, PP stage, DP
-// replica; cp is the terminal's extra) or a heat ramp of memory use, predicted by the
-// estimator (memory_model.h) or measured on a live run.
-enum class ColourBy { tp, pp, dp, cp, predicted_memory, live_memory };
-// "TP group", "PP stage", "DP replica", "CP rank", "Predicted memory", "Live memory"
+// replica, CP rank, EP group, expert TP group) or a heat ramp of memory use, predicted by
+// the estimator (memory_model.h) or measured on a live run.
+enum class ColourBy { tp, pp, dp, cp, ep, expert_tp, predicted_memory, live_memory };
+// "TP group", "PP stage", "DP replica", "CP rank", "EP group", "Expert TP group",
+// "Predicted memory", "Live memory"
 const char* colour_by_label(ColourBy c);
 // Whether `c` is a heat ramp (cell_rgb) rather than a palette index (colour_index).
 inline bool colour_is_heat(ColourBy c) { return c == ColourBy::predicted_memory || c == ColourBy::live_memory; }
 
 // Which tab the main area shows.
-enum class MainTab { layout, memory, planner, launch, live, job_file, schedule };
-// "layout", "memory", "planner", "launch", "live", "job", "schedule" (the --panel names).
+enum class MainTab { layout, memory, planner, launch, live, job_file, schedule, compare };
+// "layout", "memory", "planner", "launch", "live", "job", "schedule", "compare" (the --panel names).
 const char* main_tab_name(MainTab t);
 std::optional<MainTab> parse_main_tab(std::string_view name);
 
@@ -136,6 +138,7 @@ struct StudioState {
     LiveState live;                          // the Live tab: a launched or opened run (live_model.h)
     ScheduleViewState schedule;              // the Schedule tab (schedule_model.h)
     StragglerMarks stragglers;               // slow ranks of the Live run, marked on the rank grid
+    CompareState compare;                    // the Compare tab: a pinned layout (compare_model.h)
     MainTab tab = MainTab::layout;           // the tab shown last frame
     std::optional<MainTab> select_tab;        // a tab to switch to on the next frame
 };
@@ -224,12 +227,20 @@ int active_rank(const StudioState& s);
 std::span<const int32_t> group_members(const StudioState& s, int rank, Dim dim);
 // Whether `rank`'s TP group covers more than one node.
 bool tp_group_spans_nodes(const StudioState& s, int rank);
+// The experts' TP degree when it differs from tp (MoE parallel folding, layout.h): its
+// groups are then expert_tp consecutive ranks; 0 when the expert TP groups are the TP groups.
+int folded_expert_tp(const StudioState& s);
+// Members of `rank`'s expert-parallel group (sorted by rank); empty without a layout.
+std::span<const int32_t> ep_group_members(const StudioState& s, int rank);
 // Tooltip text: rank, (tp, cp, dp, pp), node and host (cluster.hosts, when given), local
-// GPU, predicted memory (of the rank's stage), and the three groups.
+// GPU, predicted memory (of the rank's stage), and its groups (TP, PP, DP, and CP, EP and
+// expert TP where the job has them), each marked when it spans nodes.
 std::string rank_tooltip(const StudioState& s, int rank);
-// One line per layout warning (TP groups across nodes), empty when none.
+// One line per layout warning (TP, CP, EP or expert TP groups across nodes, as `ptd layout`
+// prints them; a layout Megatron-LM refuses), empty when none.
 std::vector<std::string> layout_warnings(const StudioState& s);
-// "32 ranks = tp 4 × cp 1 × dp 4 × pp 2, order tp-cp-ep-dp-pp, 4 nodes × 8 GPUs"
+// "32 ranks = tp 4 × cp 1 × dp 4 × pp 2, ep 4, order tp-cp-ep-dp-pp, 4 nodes × 8 GPUs":
+// every degree the job has (layout_degrees_text).
 std::string layout_headline(const StudioState& s);
 
 // Input from the layout canvas (canvas coordinates).

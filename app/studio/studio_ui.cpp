@@ -68,6 +68,7 @@ void draw_studio(StudioState& s, const Frame& f) {
                                        {"Memory & speed", MainTab::memory, draw_memory_panel},
                                        {"Planner", MainTab::planner, draw_planner_panel},
                                        {"Schedule", MainTab::schedule, draw_schedule_panel},
+                                       {"Compare", MainTab::compare, draw_compare_panel},
                                        {"Launch", MainTab::launch, draw_launch_panel},
                                        {"Live", MainTab::live, draw_live_panel},
                                        {"Job file", MainTab::job_file, draw_job_file_panel}};

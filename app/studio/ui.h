@@ -27,19 +27,22 @@ inline constexpr ImU32 cell_text = IM_COL32(22, 24, 28, 255);
 inline constexpr ImU32 tp_outline = IM_COL32(255, 255, 255, 255);
 inline constexpr ImU32 pp_outline = IM_COL32(255, 140, 0, 255);
 inline constexpr ImU32 dp_outline = IM_COL32(200, 90, 255, 255);
+inline constexpr ImU32 cp_outline = IM_COL32(40, 220, 235, 255);
+inline constexpr ImU32 ep_outline = IM_COL32(90, 235, 90, 255);
+inline constexpr ImU32 etp_outline = IM_COL32(255, 230, 60, 255);
 inline constexpr ImU32 spans_nodes = IM_COL32(235, 50, 50, 255);
 // A straggler of the Live run (a slow rank, measured), on the grid and its node's label.
 inline constexpr ImU32 straggler = IM_COL32(255, 64, 160, 255);
 }  // namespace colour
 
 void apply_theme();
-// Cell colour of group/coordinate `index`: the same 12 hues as `ptd layout` in a terminal.
+// Cell colour of group/coordinate `index`: the same 24 hues as `ptd layout` in a terminal.
 ImU32 group_colour(int index);
 inline constexpr int kPaletteSize = kGroupPaletteSize;
 
 // ---- Widgets (widgets.cpp) ---------------------------------------------------------------
 
-enum class Swatch { fill, solid, dashed, dotted, corner };
+enum class Swatch { fill, solid, dashed, dotted, corner, long_dashed, dash_dot, thin };
 
 // Text the default font can draw: symbols outside Latin-1 (≥, →, …) become ASCII.
 std::string display_text(std::string_view utf8);
@@ -49,6 +52,8 @@ void text_wrapped_coloured(ImU32 col, std::string_view text);
 void help_marker(const char* text);
 // Rectangle outlines drawn as dashes or dots (ImDrawList has only solid lines).
 void dashed_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 col, float thickness, float dash, float gap);
+// The same with a dot between the dashes.
+void dash_dot_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 col, float thickness, float dash, float gap);
 // Small filled triangle in the top-right corner of [a, b]: "this TP group spans nodes".
 void corner_marker(ImDrawList* dl, ImVec2 a, ImVec2 b, float size, ImU32 col);
 // SameLine(0, spacing) when an item `next_w` wide still fits on the current line, else
@@ -78,5 +83,6 @@ void draw_planner_panel(StudioState& s);   // panel_planner.cpp
 void draw_launch_panel(StudioState& s);    // panel_launch.cpp
 void draw_live_panel(StudioState& s);      // panel_live.cpp
 void draw_schedule_panel(StudioState& s);  // panel_schedule.cpp: the pipeline timeline
+void draw_compare_panel(StudioState& s);   // panel_compare.cpp: a pinned layout beside the job
 
 }  // namespace ptd::studio::ui

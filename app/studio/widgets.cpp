@@ -89,6 +89,29 @@ void dashed_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 col, float thickness,
     dashed_line(dl, ImVec2(a.x, b.y), a, col, thickness, dash, gap);
 }
 
+// A dash, a gap, a dot as long as the line is thick, a gap, and again.
+static void dash_dot_line(ImDrawList* dl, ImVec2 p, ImVec2 q, ImU32 col, float thickness, float dash, float gap) {
+    const float dx = q.x - p.x, dy = q.y - p.y;
+    const float len = std::sqrt(dx * dx + dy * dy);
+    if (len <= 0) return;
+    const float ux = dx / len, uy = dy / len;
+    auto seg = [&](float t, float e) {
+        e = std::min(e, len);
+        if (t < len) dl->AddLine(ImVec2(p.x + ux * t, p.y + uy * t), ImVec2(p.x + ux * e, p.y + uy * e), col, thickness);
+    };
+    for (float t = 0; t < len; t += dash + 2 * gap + thickness) {
+        seg(t, t + dash);
+        seg(t + dash + gap, t + dash + gap + thickness);
+    }
+}
+
+void dash_dot_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 col, float thickness, float dash, float gap) {
+    dash_dot_line(dl, a, ImVec2(b.x, a.y), col, thickness, dash, gap);
+    dash_dot_line(dl, ImVec2(b.x, a.y), b, col, thickness, dash, gap);
+    dash_dot_line(dl, b, ImVec2(a.x, b.y), col, thickness, dash, gap);
+    dash_dot_line(dl, ImVec2(a.x, b.y), a, col, thickness, dash, gap);
+}
+
 void corner_marker(ImDrawList* dl, ImVec2 a, ImVec2 b, float size, ImU32 col) {
     dl->AddTriangleFilled(ImVec2(b.x - size, a.y), ImVec2(b.x, a.y), ImVec2(b.x, a.y + size), col);
 }
@@ -119,6 +142,9 @@ void legend_item(Swatch kind, ImU32 col, const char* label) {
         case Swatch::solid: dl->AddRect(a, b, col, 0, 0, 2.0f); break;
         case Swatch::dashed: dashed_rect(dl, a, b, col, 2.0f, 4.0f, 3.0f); break;
         case Swatch::dotted: dashed_rect(dl, a, b, col, 2.0f, 2.0f, 2.5f); break;
+        case Swatch::long_dashed: dashed_rect(dl, a, b, col, 2.0f, 7.0f, 3.0f); break;
+        case Swatch::dash_dot: dash_dot_rect(dl, a, b, col, 2.0f, 5.0f, 2.0f); break;
+        case Swatch::thin: dl->AddRect(a, b, col, 0, 0, 1.0f); break;
         case Swatch::corner:
             dl->AddRectFilled(a, b, group_colour(0), 2.0f);
             corner_marker(dl, a, b, h * 0.55f, col);

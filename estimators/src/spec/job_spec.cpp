@@ -1083,15 +1083,23 @@ JobSpec default_job(const PresetCatalog& presets) {
     assert(model && gpu && "default job presets missing from the catalog");
     job.model = *model;
     job.origin.model_preset = model->name;
+    job.origin.model_base = *model;  // so the file it saves names the presets (issue 33)
     job.origin.file = "<default>";
     job.cluster.nodes = 4;
     job.cluster.gpus_per_node = 8;
     job.cluster.gpu = *gpu;
     job.origin.gpu_preset = gpu->name;
+    job.origin.gpu_base = *gpu;
     job.cluster.inter_gbps = 50.0;  // one 400 Gb/s NIC per GPU, as on DGX H100
     job.cluster.nics_per_node = 8;  // nccl: the DGX H100 network (assets/presets/clusters.toml)
     job.cluster.nvls = true;
     job.origin.network_source = "dgx-h100, the default for gpu h100-sxm";
+    // The host CPU of that node, as the loader takes it from the default cluster preset: the
+    // job then saves as presets and reads back the same (issue 33).
+    if (const ClusterPreset* net = presets.default_cluster_for_gpu(gpu->name)) {
+        job.cluster.cpu_adam_params_per_s = net->cpu_adam_params_per_s;
+        job.cluster.host_op_us = net->host_op_us;
+    }
     job.parallel.tp = 4;
     job.parallel.pp = 2;
     job.parallel.zero = 1;
@@ -1111,11 +1119,13 @@ JobSpec tiny_local_job(const PresetCatalog& presets) {
     assert(model && gpu && "tiny job presets missing from the catalog");
     job.model = *model;
     job.origin.model_preset = model->name;
+    job.origin.model_base = *model;
     job.origin.file = "<tiny-local>";
     job.cluster.nodes = 1;
     job.cluster.gpus_per_node = 4;
     job.cluster.gpu = *gpu;
     job.origin.gpu_preset = gpu->name;
+    job.origin.gpu_base = *gpu;
     job.parallel.tp = 2;
     job.parallel.pp = 2;
     job.training.precision = Precision::fp32;
