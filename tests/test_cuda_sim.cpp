@@ -936,3 +936,44 @@ TEST(CudaSimBlasLt, RejectsWhatCublasLtRejects) {
 }
 
 }  // namespace
+
+// PTD_CUDA_SYNC_CHECK (runtime.h): unset, "" and "0" are off, "1" on, anything else an error
+// naming the variable, the value and what is allowed. (The check itself needs a device; the
+// simulator runs every op synchronously, so its sync_check is always ok.)
+TEST(CudaSyncCheck, ParsesTheVariableAndRejectsOtherValues) {
+    std::string error;
+    EXPECT_EQ(sim::sync_check_mode(nullptr, &error), 0);
+    EXPECT_EQ(sim::sync_check_mode("", &error), 0);
+    EXPECT_EQ(sim::sync_check_mode("0", &error), 0);
+    EXPECT_EQ(sim::sync_check_mode("1", &error), 1);
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(sim::sync_check_mode("yes", &error), -1);
+    EXPECT_EQ(error, "PTD_CUDA_SYNC_CHECK: got \"yes\"; allowed: 0 or unset (off), 1 (on)");
+    EXPECT_TRUE(sim::sync_check("anything").ok());
+}
+
+// The rule for fused epilogues shared by both cuBLASLt layers (blaslt.h): 16-byte pointers,
+// leading dimensions and batch strides; a plain GEMM is not subject to it.
+TEST(CudaSimLt, FusedEpilogueNeeds16ByteOperandsElseNoAlgorithm) {
+    alignas(256) static float mem[1024];
+    sim::LtMatmul p;
+    p.m = 16, p.n = 8, p.k = 8;
+    p.A = p.B = p.D = mem;
+    p.lda = 16, p.ldb = 8, p.ldd = p.ldc = 16;
+    p.epilogue = sim::Epilogue::gelu_aux, p.aux = mem, p.ld_aux = 16;
+    EXPECT_TRUE(sim::lt_epilogue_runnable(p).ok());
+    p.aux = mem + 2;  // 8 bytes past a 16-byte boundary
+    sim::Status s = sim::lt_epilogue_runnable(p);
+    EXPECT_EQ(s.code, sim::kLtNoAlgorithm);
+    EXPECT_NE(s.message.find("aux at"), std::string::npos) << s.message;
+    p.aux = mem, p.lda = 18;  // 72 bytes: not a multiple of 16
+    s = sim::lt_epilogue_runnable(p);
+    EXPECT_NE(s.message.find("leading dimension of A = 18 × 4 bytes is not a multiple of 16"), std::string::npos)
+        << s.message;
+    p.epilogue = sim::Epilogue::none, p.aux = nullptr;
+    EXPECT_TRUE(sim::lt_epilogue_runnable(p).ok());
+    p.A = reinterpret_cast<const char*>(mem) + 2;  // not even f32-aligned: lt_validate refuses
+    s = sim::lt_validate(p);
+    EXPECT_NE(s.message.find("A at"), std::string::npos) << s.message;
+    EXPECT_NE(s.message.find("is not aligned to its f32 elements (4 bytes)"), std::string::npos) << s.message;
+}

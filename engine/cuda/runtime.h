@@ -82,6 +82,22 @@ Status event_synchronize(EventHandle event);
 // Milliseconds between two recorded events (the sim: host time between the records).
 Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end);
 
+// PTD_CUDA_SYNC_CHECK=1: the device build waits for the device after every kernel launch,
+// cuBLASLt call, copy and memset, so an asynchronous fault (an illegal address, a misaligned
+// access) is reported naming the op that caused it instead of surfacing at the step's one
+// download. "" or "0": off (the default). Parsed once per process; anything else is an error
+// naming the variable, the value and what is allowed.
+// sync_check_mode: 0 off, 1 on, -1 bad value (then *error says why).
+inline int sync_check_mode(const char* value, std::string* error) {
+    if (!value || !*value || std::string(value) == "0") return 0;
+    if (std::string(value) == "1") return 1;
+    if (error) *error = std::string("PTD_CUDA_SYNC_CHECK: got \"") + value + "\"; allowed: 0 or unset (off), 1 (on)";
+    return -1;
+}
+// The check itself: ok when the mode is off or the device finished `what` cleanly; else the
+// fault, naming `what` (the simulator runs every op synchronously: always ok there).
+Status sync_check(const char* what);
+
 #if defined(PTD_CUDA_SIM)
 // Simulator only: the capacity mem_get_info reports and malloc_device enforces (default
 // 80 GiB, an H100's), the bytes currently allocated, and whether ptr lies inside a live
@@ -89,6 +105,14 @@ Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end);
 void sim_set_capacity(size_t bytes);
 size_t sim_allocated_bytes();
 bool sim_is_device_range(const void* ptr, size_t bytes);
+// Simulator only, "shapes only": allocations reserve address space that faults when touched
+// (PROT_NONE, nothing committed), copies and memsets move nothing, launches are checked but
+// not run, and lt_matmul checks each call and appends it to a trace (blaslt.h,
+// sim_take_lt_trace) instead of computing it — so every launch and GEMM the engine makes at
+// a full model size takes microseconds, with the real addresses and alignments. Set it
+// before the backend allocates; it is per process.
+void sim_set_shapes_only(bool on);
+bool sim_shapes_only();
 #endif
 
 // Prints "file:line: expr: message" and aborts when a Status is not ok — for callers where a

@@ -598,6 +598,22 @@ uint64_t base_seed() {
 uint64_t last_launch_seed() { return tl_sim.last_seed; }
 uint64_t launch_count() { return tl_sim.launches; }
 
+namespace {
+std::mutex& launch_shapes_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::map<std::string, LaunchShape>& launch_shapes() {
+    static std::map<std::string, LaunchShape> shapes;
+    return shapes;
+}
+}  // namespace
+
+std::map<std::string, LaunchShape> sim_launch_shapes() {
+    std::lock_guard lock(launch_shapes_mutex());
+    return launch_shapes();
+}
+
 void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
     if (tl_block)
         fail(std::string("launch of ") + config.kernel_name + " at " + site(config.file, config.line) +
@@ -609,6 +625,14 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
                      dims(config.block).c_str(), config.dynamic_smem, error.c_str());
         std::fflush(stderr);
         std::abort();
+    }
+    if (sim_shapes_only()) {  // checked, not run (runtime.h); its shape kept for the resource check
+        std::lock_guard lock(launch_shapes_mutex());
+        LaunchShape& ls = launch_shapes()[config.kernel_name];
+        ls.max_threads = std::max(ls.max_threads, config.block.x * config.block.y * config.block.z);
+        ls.max_dynamic_smem = std::max(ls.max_dynamic_smem, config.dynamic_smem);
+        ++ls.launches;
+        return;
     }
     Simulator& s = tl_sim;
     BlockState& b = s.block;
