@@ -66,6 +66,15 @@ bool names_one_device(const char* cvd) {
 
 }  // namespace
 
+std::string multi_rank_refusal(BackendKind kind, int world, bool built_with_nccl) {
+    if (kind != BackendKind::cuda || world <= 1 || built_with_nccl) return "";
+    return "--backend cuda with " + std::to_string(world) +
+           " ranks: this ptd-engine was built without NCCL (nccl.h and libnccl were not found under the CUDA "
+           "toolkit when it was configured), and the CUDA backend's buffers are device memory that the Gloo "
+           "communicator cannot read. Allowed: one rank with --backend cuda; more ranks with --backend cpu or "
+           "cuda-sim; or rebuild with NCCL installed (docs/engine.md, \"The NCCL communicator\")";
+}
+
 Result<BackendChoice> choose_backend(BackendRequest request, const std::string& gpu_preset, const CudaProbe& probe,
                                      int local_rank, const std::function<const char*(const char*)>& getenv_fn) {
     const char* cvd = getenv_fn ? getenv_fn("CUDA_VISIBLE_DEVICES") : std::getenv("CUDA_VISIBLE_DEVICES");

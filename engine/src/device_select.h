@@ -70,6 +70,13 @@ struct BackendChoice {
 Result<BackendChoice> choose_backend(BackendRequest request, const std::string& gpu_preset, const CudaProbe& probe,
                                      int local_rank, const std::function<const char*(const char*)>& getenv_fn = {});
 
+// Whether `world` ranks on `kind` have a communicator that can read their buffers: "" when
+// they do, else the refusal (what was asked, what this binary lacks, what to do). The CUDA
+// backend's buffers are device memory, which NCCL reads and Gloo (host memory) cannot: a
+// binary built without NCCL refuses --backend cuda with more than one rank instead of
+// handing device pointers to Gloo.
+std::string multi_rank_refusal(BackendKind kind, int world, bool built_with_nccl);
+
 // The one factory of compute backends. `threads` is for the CPU backend.
 // cuda-sim is the CUDA backend under the simulator (engine/cuda/cuda_backend.cpp).
 Result<std::unique_ptr<Backend>> make_backend(const BackendChoice& choice, int threads);
