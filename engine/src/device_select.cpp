@@ -55,7 +55,7 @@ std::string cuda_unavailable_reason(const CudaProbe& probe, const char* cvd) {
     return "";
 }
 
-// CUDA_VISIBLE_DEVICES names exactly one device: the launcher narrowed it to this rank's GPU.
+// CUDA_VISIBLE_DEVICES names exactly one device: a scheduler or the user narrowed it to this rank's GPU.
 bool names_one_device(const char* cvd) {
     if (!cvd) return false;
     std::string_view v(cvd);
@@ -112,7 +112,8 @@ Result<BackendChoice> choose_backend(BackendRequest request, const std::string& 
                     "got " + std::to_string(local_rank) + ", but " + std::to_string(probe.device_count) +
                         " CUDA device(s) are visible to this rank (" + visible_devices_text(cvd) +
                         "); allowed: LOCAL_RANK 0 .. " + std::to_string(probe.device_count - 1) +
-                        " — one rank per GPU, or narrow CUDA_VISIBLE_DEVICES to the rank's GPU (ptd launch does)");
+                        " — one rank per GPU (ptd launch starts LOCAL_RANK 0 .. GPUs − 1 per host), or narrow "
+                        "CUDA_VISIBLE_DEVICES to the rank's GPU");
     c.device = local_rank;
     c.device_source = "LOCAL_RANK " + std::to_string(local_rank) + " of " + std::to_string(probe.device_count) +
                       " visible device(s), " + visible_devices_text(cvd);
