@@ -338,6 +338,12 @@ __global__ void misaligned_load(const float* x, float* out) {
     out[0] = p[0];
 }
 __global__ void nothing(int*) {}
+__global__ void last_block_wins(int* out) {  // every block writes out[0]: the order decides
+    if (threadIdx.x == 0) out[0] = (int)blockIdx.x;
+}
+__global__ void own_element(int* out) {  // race-free: each block writes its own element
+    if (threadIdx.x == 0) out[blockIdx.x] = (int)blockIdx.x;
+}
 }  // namespace bad
 
 class CudaSimDeath : public ::testing::Test {
@@ -976,4 +982,21 @@ TEST(CudaSimLt, FusedEpilogueNeeds16ByteOperandsElseNoAlgorithm) {
     s = sim::lt_validate(p);
     EXPECT_NE(s.message.find("A at"), std::string::npos) << s.message;
     EXPECT_NE(s.message.find("is not aligned to its f32 elements (4 bytes)"), std::string::npos) << s.message;
+}
+
+// Racecheck (runtime.h): each launch again from the same memory in the reverse block order,
+// every device allocation compared bit for bit. A kernel whose blocks write one element is
+// stopped naming the kernel, the allocation and the byte; one whose blocks keep to their own
+// elements runs.
+TEST(CudaSimRacecheck, ReverseBlockOrderExposesBlocksThatDependOnEachOther) {
+    void* d = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&d, 16 * sizeof(int), "race out").ok());
+    int* out = static_cast<int*>(d);
+    sim::sim_set_racecheck(true);
+    EXPECT_DEATH(PTD_LAUNCH(bad::last_block_wins, 4, 32, 0, nullptr, out),
+                 "racecheck: bad::last_block_wins .*device allocation 'race out' byte 0 is");
+    PTD_LAUNCH(bad::own_element, 16, 32, 0, nullptr, out);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], i);
+    sim::sim_set_racecheck(false);
+    ASSERT_TRUE(sim::free_device(d).ok());
 }

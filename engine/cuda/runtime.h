@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #if defined(PTD_CUDA_SIM)
 #define PTD_CUDA_NS sim
@@ -113,6 +114,21 @@ bool sim_is_device_range(const void* ptr, size_t bytes);
 // before the backend allocates; it is per process.
 void sim_set_shapes_only(bool on);
 bool sim_shapes_only();
+// Simulator only, racecheck (PTD_CUDA_SIM_RACECHECK=1, or sim_set_racecheck): every launch
+// runs twice from the same device memory — its blocks in the seeded order, then in the
+// reverse order — and every device allocation is compared bit for bit; a difference (a
+// block reads what another block writes, two blocks write one element, an atomic sum whose
+// bits depend on the order) aborts naming the kernel, the allocation, the offset and both
+// bytes. Two copies of all device memory per launch: for tests.
+void sim_set_racecheck(bool on);
+bool sim_racecheck();
+// The live device allocations (start, bytes, tag), for the racecheck's snapshots.
+struct SimAllocation {
+    uintptr_t start;
+    size_t bytes;
+    std::string tag;
+};
+std::vector<SimAllocation> sim_allocations();
 #endif
 
 // Prints "file:line: expr: message" and aborts when a Status is not ok — for callers where a

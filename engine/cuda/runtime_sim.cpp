@@ -262,6 +262,36 @@ bool sim_is_device_range(const void* ptr, size_t bytes) {
 Status sync_check(const char*) { return {}; }  // every simulated op has finished when it returns
 
 void sim_set_shapes_only(bool on) { g_shapes_only = on; }
+
+namespace {
+std::atomic<int> g_racecheck{-1};  // -1: not read from the environment yet
+}
+void sim_set_racecheck(bool on) { g_racecheck = on ? 1 : 0; }
+bool sim_racecheck() {
+    int v = g_racecheck.load();
+    if (v < 0) {
+        const char* env = std::getenv("PTD_CUDA_SIM_RACECHECK");
+        if (!env || !*env || std::strcmp(env, "0") == 0) v = 0;
+        else if (std::strcmp(env, "1") == 0) v = 1;
+        else {
+            std::fprintf(stderr, "ptd cuda-sim: PTD_CUDA_SIM_RACECHECK: got \"%s\"; allowed: 0 or unset (off), 1 (on)\n",
+                         env);
+            std::exit(2);
+        }
+        int expected = -1;
+        g_racecheck.compare_exchange_strong(expected, v);
+        v = g_racecheck.load();
+    }
+    return v == 1;
+}
+std::vector<SimAllocation> sim_allocations() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    std::vector<SimAllocation> out;
+    for (const auto& [start, a] : s.allocations)
+        if (!a.reserved) out.push_back({start, a.bytes, a.tag});
+    return out;
+}
 bool sim_shapes_only() { return g_shapes_only; }
 
 void check_failed(const Status& status, const char* expr, const char* file, int line) {
