@@ -6,6 +6,16 @@
 # local-memory traffic in a memory-bound kernel). Cold kernels (run once at start-up) may
 # use the stack: COLD is a regex of their demangled names.
 #
+# With -DLAUNCH_SHAPES=file (written by test_cublaslt_standin's EngineLaunchShapes test: every
+# launch the engine makes at every asset job's and GPT-2's shapes, run by the simulator in
+# shapes-only mode, as "<kernel at the launch site> <max threads> <max dynamic smem> <count>")
+# it also checks that each kernel's registers fit its largest block: registers are allocated
+# per warp in units of 256 (regs/thread rounded up to 8, × 32), and a block may hold at most
+# 65536 (sm_80, sm_90: "Maximum number of 32-bit registers per thread block", CUDA C++
+# Programming Guide, Technical Specifications per Compute Capability). A launch site that
+# names a variable (`kernel`) cannot be matched to a kernel, so kernels not found by name are
+# held against the largest block of any launch.
+#
 # Run by ctest (tests/CMakeLists.txt, only with ENABLE_CUDA):
 #   cmake -DNVCC=... -DSOURCE=... -DINCLUDES=dir1,dir2 -DARCHS=80,90 -DFLAGS="..." -DCOLD=regex
 #         -DWORK_DIR=... -P cuda_resources.cmake
@@ -30,6 +40,35 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 
 set(failures)
 set(kernel_count 0)
+set(shape_names)
+set(any_max_threads 0)
+if(DEFINED LAUNCH_SHAPES AND NOT "${LAUNCH_SHAPES}" STREQUAL "")
+  if(NOT EXISTS "${LAUNCH_SHAPES}")
+    message(FATAL_ERROR "LAUNCH_SHAPES=${LAUNCH_SHAPES} does not exist: run the EngineLaunchShapes test first")
+  endif()
+  file(STRINGS "${LAUNCH_SHAPES}" shape_lines)
+  foreach(l IN LISTS shape_lines)
+    if(l MATCHES "^([^ ]+) ([0-9]+) ([0-9]+) ([0-9]+)$")
+      set(site "${CMAKE_MATCH_1}")
+      set(threads ${CMAKE_MATCH_2})
+      # The kernel's own name: the last identifier before a template or call, past namespaces.
+      string(REGEX REPLACE "[()]" "" site "${site}")
+      string(REGEX REPLACE "<.*$" "" site "${site}")
+      string(REGEX REPLACE "^.*::" "" site "${site}")
+      list(APPEND shape_names "${site}")
+      if(NOT DEFINED "threads_${site}" OR threads GREATER "${threads_${site}}")
+        set("threads_${site}" ${threads})
+      endif()
+      if(threads GREATER any_max_threads)
+        set(any_max_threads ${threads})
+      endif()
+    endif()
+  endforeach()
+  if(any_max_threads EQUAL 0)
+    message(FATAL_ERROR "no launch in ${LAUNCH_SHAPES}")
+  endif()
+endif()
+set(register_checks 0)
 foreach(arch IN LISTS ARCHS)
   string(REGEX REPLACE "[^0-9a-z]" "" arch "${arch}")
   set(cubin "${WORK_DIR}/kernels_sm${arch}.cubin")
@@ -82,6 +121,27 @@ foreach(arch IN LISTS ARCHS)
         set(tag " (cold)")
       endif()
       message("sm_${arch} ${regs} registers, ${frame} B stack, ${spill_st}/${spill_ld} B spill st/ld${tag}: ${name}")
+      if(any_max_threads GREATER 0)
+        set(base "${name}")
+        string(REGEX REPLACE "\\(.*$" "" base "${base}")
+        string(REGEX REPLACE "<.*$" "" base "${base}")
+        string(REGEX REPLACE "^.*[: ]" "" base "${base}")
+        if(DEFINED "threads_${base}")
+          set(block "${threads_${base}}")
+          set(why "its largest launch")
+        else()
+          set(block ${any_max_threads})
+          set(why "the largest block of any launch (no launch site names it)")
+        endif()
+        math(EXPR per_warp "((${regs} + 7) / 8 * 8 * 32 + 255) / 256 * 256")
+        math(EXPR warps "(${block} + 31) / 32")
+        math(EXPR need "${per_warp} * ${warps}")
+        math(EXPR register_checks "${register_checks} + 1")
+        if(need GREATER 65536)
+          list(APPEND failures
+               "sm_${arch}: ${name}: ${regs} registers × ${block} threads (${why}) = ${need} > 65536 registers per block")
+        endif()
+      endif()
       if(NOT cold AND (frame GREATER 0 OR spill_st GREATER 0 OR spill_ld GREATER 0))
         list(APPEND failures
              "sm_${arch}: ${name}: ${frame} bytes stack frame, ${spill_st} bytes spill stores, ${spill_ld} bytes spill loads")
@@ -98,4 +158,9 @@ if(failures)
   list(JOIN failures "\n  " text)
   message(FATAL_ERROR "hot kernels with local-memory traffic (a stack frame or register spills):\n  ${text}")
 endif()
-message("resource check passed: ${kernel_count} kernel builds, no spills or stack frames in hot kernels")
+if(any_max_threads GREATER 0)
+  message("resource check passed: ${kernel_count} kernel builds, no spills or stack frames in hot kernels; "
+          "${register_checks} register checks against the engine's launch shapes (largest block ${any_max_threads})")
+else()
+  message("resource check passed: ${kernel_count} kernel builds, no spills or stack frames in hot kernels")
+endif()

@@ -4,6 +4,8 @@
 // machines cudaGetDeviceCount reports "CUDA driver version is insufficient").
 #include <gtest/gtest.h>
 
+#include "gpu_test_device.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -26,8 +28,8 @@ protected:
     void SetUp() override {
         int count = 0;
         const dev::Status s = dev::device_count(&count);
-        if (!s.ok()) GTEST_SKIP() << "no usable CUDA device: " << s.message;
-        if (count == 0) GTEST_SKIP() << "no CUDA device visible";
+        if (!s.ok()) PTD_GPU_TEST_NO_DEVICE("no usable CUDA device: " + s.message);
+        if (count == 0) PTD_GPU_TEST_NO_DEVICE("no CUDA device visible");
         PTD_CUDA_CHECK(dev::set_device(0));
     }
 };

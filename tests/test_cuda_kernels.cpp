@@ -27,6 +27,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu_test_device.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -188,7 +190,7 @@ protected:
         int count = 0;
         const kc::Status st = kc::device_count(&count);
         if (!st.ok() || count == 0)
-            GTEST_SKIP() << "no CUDA device: " << (st.ok() ? std::string("0 devices visible") : st.message);
+            PTD_GPU_TEST_NO_DEVICE("no CUDA device: " + (st.ok() ? std::string("0 devices visible") : st.message));
     }
 };
 

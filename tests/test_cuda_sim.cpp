@@ -338,6 +338,12 @@ __global__ void misaligned_load(const float* x, float* out) {
     out[0] = p[0];
 }
 __global__ void nothing(int*) {}
+__global__ void last_block_wins(int* out) {  // every block writes out[0]: the order decides
+    if (threadIdx.x == 0) out[0] = (int)blockIdx.x;
+}
+__global__ void own_element(int* out) {  // race-free: each block writes its own element
+    if (threadIdx.x == 0) out[blockIdx.x] = (int)blockIdx.x;
+}
 }  // namespace bad
 
 class CudaSimDeath : public ::testing::Test {
@@ -936,3 +942,61 @@ TEST(CudaSimBlasLt, RejectsWhatCublasLtRejects) {
 }
 
 }  // namespace
+
+// PTD_CUDA_SYNC_CHECK (runtime.h): unset, "" and "0" are off, "1" on, anything else an error
+// naming the variable, the value and what is allowed. (The check itself needs a device; the
+// simulator runs every op synchronously, so its sync_check is always ok.)
+TEST(CudaSyncCheck, ParsesTheVariableAndRejectsOtherValues) {
+    std::string error;
+    EXPECT_EQ(sim::sync_check_mode(nullptr, &error), 0);
+    EXPECT_EQ(sim::sync_check_mode("", &error), 0);
+    EXPECT_EQ(sim::sync_check_mode("0", &error), 0);
+    EXPECT_EQ(sim::sync_check_mode("1", &error), 1);
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(sim::sync_check_mode("yes", &error), -1);
+    EXPECT_EQ(error, "PTD_CUDA_SYNC_CHECK: got \"yes\"; allowed: 0 or unset (off), 1 (on)");
+    EXPECT_TRUE(sim::sync_check("anything").ok());
+}
+
+// The rule for fused epilogues shared by both cuBLASLt layers (blaslt.h): 16-byte pointers,
+// leading dimensions and batch strides; a plain GEMM is not subject to it.
+TEST(CudaSimLt, FusedEpilogueNeeds16ByteOperandsElseNoAlgorithm) {
+    alignas(256) static float mem[1024];
+    sim::LtMatmul p;
+    p.m = 16, p.n = 8, p.k = 8;
+    p.A = p.B = p.D = mem;
+    p.lda = 16, p.ldb = 8, p.ldd = p.ldc = 16;
+    p.epilogue = sim::Epilogue::gelu_aux, p.aux = mem, p.ld_aux = 16;
+    EXPECT_TRUE(sim::lt_epilogue_runnable(p).ok());
+    p.aux = mem + 2;  // 8 bytes past a 16-byte boundary
+    sim::Status s = sim::lt_epilogue_runnable(p);
+    EXPECT_EQ(s.code, sim::kLtNoAlgorithm);
+    EXPECT_NE(s.message.find("aux at"), std::string::npos) << s.message;
+    p.aux = mem, p.lda = 18;  // 72 bytes: not a multiple of 16
+    s = sim::lt_epilogue_runnable(p);
+    EXPECT_NE(s.message.find("leading dimension of A = 18 × 4 bytes is not a multiple of 16"), std::string::npos)
+        << s.message;
+    p.epilogue = sim::Epilogue::none, p.aux = nullptr;
+    EXPECT_TRUE(sim::lt_epilogue_runnable(p).ok());
+    p.A = reinterpret_cast<const char*>(mem) + 2;  // not even f32-aligned: lt_validate refuses
+    s = sim::lt_validate(p);
+    EXPECT_NE(s.message.find("A at"), std::string::npos) << s.message;
+    EXPECT_NE(s.message.find("is not aligned to its f32 elements (4 bytes)"), std::string::npos) << s.message;
+}
+
+// Racecheck (runtime.h): each launch again from the same memory in the reverse block order,
+// every device allocation compared bit for bit. A kernel whose blocks write one element is
+// stopped naming the kernel, the allocation and the byte; one whose blocks keep to their own
+// elements runs.
+TEST(CudaSimRacecheck, ReverseBlockOrderExposesBlocksThatDependOnEachOther) {
+    void* d = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&d, 16 * sizeof(int), "race out").ok());
+    int* out = static_cast<int*>(d);
+    sim::sim_set_racecheck(true);
+    EXPECT_DEATH(PTD_LAUNCH(bad::last_block_wins, 4, 32, 0, nullptr, out),
+                 "racecheck: bad::last_block_wins .*device allocation 'race out' byte 0 is");
+    PTD_LAUNCH(bad::own_element, 16, 32, 0, nullptr, out);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], i);
+    sim::sim_set_racecheck(false);
+    ASSERT_TRUE(sim::free_device(d).ok());
+}

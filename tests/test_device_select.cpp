@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device_select.h"
+#include "gpu_test_device.h"
 #include "ptd/engine/backend.h"
 
 using namespace ptd::engine;
@@ -128,6 +129,35 @@ TEST(ChooseBackend, ExplicitCudaWithoutCudaOrDeviceIsAnError) {
     auto zero = choose_backend(BackendRequest::cuda, "cpu", kZeroDevices, 0, kNoEnv);
     ASSERT_FALSE(zero);
     EXPECT_NE(message(zero.error()).find("no CUDA device is visible"), std::string::npos);
+}
+
+// The gpu tests' rule (gpu_test_device.h): no NVIDIA GPU, or GPUs hidden on purpose → skip;
+// nvidia-smi lists a GPU the CUDA runtime cannot use → a failure naming GPU, driver, CUDA.
+TEST(GpuTestDevice, FailsWhenNvidiaSmiSeesAGpuTheRuntimeCannotUse) {
+    const std::string smi = "NVIDIA H100 80GB HBM3, 550.54.15\n";
+    const std::string f = gpu_test::unusable_gpu_failure(smi, "CUDA driver version is insufficient for CUDA runtime version",
+                                                         nullptr, "13.0.88");
+    EXPECT_NE(f.find("nvidia-smi lists a GPU (NVIDIA H100 80GB HBM3, driver 550.54.15)"), std::string::npos) << f;
+    EXPECT_NE(f.find("CUDA driver version is insufficient"), std::string::npos) << f;
+    EXPECT_NE(f.find("built with CUDA 13.0.88"), std::string::npos) << f;
+    EXPECT_NE(f.find("R580"), std::string::npos) << f;
+    EXPECT_EQ(gpu_test::unusable_gpu_failure("", "no driver", nullptr, "13.0"), "");       // no GPU: skip
+    EXPECT_EQ(gpu_test::unusable_gpu_failure(smi, "no device", "", "13.0"), "");           // hidden: skip
+    EXPECT_EQ(gpu_test::unusable_gpu_failure(smi, "no device", "-1", "13.0"), "");
+    EXPECT_NE(gpu_test::unusable_gpu_failure(smi, "no device", "0", "13.0"), "");          // visible yet unusable
+}
+
+// A CUDA build without NCCL would hand device pointers to Gloo: more than one rank on the
+// CUDA backend is refused, naming what is missing and what to do; everything else passes.
+TEST(MultiRankBackend, CudaWithoutNcclRefusesMoreThanOneRank) {
+    const std::string no = multi_rank_refusal(BackendKind::cuda, 8, false);
+    EXPECT_NE(no.find("--backend cuda with 8 ranks: this ptd-engine was built without NCCL"), std::string::npos) << no;
+    EXPECT_NE(no.find("one rank with --backend cuda"), std::string::npos) << no;
+    EXPECT_NE(no.find("rebuild with NCCL"), std::string::npos) << no;
+    EXPECT_EQ(multi_rank_refusal(BackendKind::cuda, 1, false), "");
+    EXPECT_EQ(multi_rank_refusal(BackendKind::cuda, 8, true), "");
+    EXPECT_EQ(multi_rank_refusal(BackendKind::cuda_sim, 8, false), "");  // host memory: Gloo reads it
+    EXPECT_EQ(multi_rank_refusal(BackendKind::cpu, 8, false), "");
 }
 
 TEST(ChooseBackend, ExplicitCudaOnACpuJobUsesTheDevice) {

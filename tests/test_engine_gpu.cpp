@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "gpu_test_device.h"
 #include <nlohmann/json.hpp>
 
 #include "engine_run.h"
@@ -46,7 +48,7 @@ TEST(EngineGpu, OneGpuBf16ReproducesTheCpuLossesAndPredictedMemory) {
     ASSERT_TRUE(backend == "cuda" || backend == "cuda-sim")
         << "PTD_ENGINE_GPU_TEST_BACKEND: got \"" << backend << "\"; allowed: cuda (default) or cuda-sim";
     if (backend == "cuda")
-        if (const std::string why = no_device_reason(); !why.empty()) GTEST_SKIP() << why;
+        if (const std::string why = no_device_reason(); !why.empty()) PTD_GPU_TEST_NO_DEVICE(why);
 
     TinyJob j;  // tiny-gpt, 1 rank, micro-batch 2 × 4, seq 32, 5 steps on the docs corpus
     j.precision = "bf16";

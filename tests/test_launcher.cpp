@@ -222,7 +222,7 @@ TEST(LaunchPlan, HostfileMapsRanksToHostsAndGpus) {
     write_file(dir + "/hosts", "# two nodes\nalice@host-a:2222 slots=4\nhost-b slots=4\n");
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     job.cluster.nodes = 2;
-    job.cluster.gpu.name = "h100-sxm";  // GPUs: CUDA_VISIBLE_DEVICES per local rank
+    job.cluster.gpu.name = "h100-sxm";  // GPUs: every one visible, the engine takes LOCAL_RANK
     job.parallel.dp = 2;
     job.launch.port = 2200;
     auto plan = make_launch_plan(job, [&] {
@@ -242,7 +242,7 @@ TEST(LaunchPlan, HostfileMapsRanksToHostsAndGpus) {
     for (const RankPlan& r : plan->ranks) {
         EXPECT_EQ(r.host, r.rank / 4);
         EXPECT_EQ(env_of(r, "LOCAL_RANK"), std::to_string(r.rank % 4));
-        EXPECT_EQ(env_of(r, "CUDA_VISIBLE_DEVICES"), std::to_string(r.rank % 4));
+        EXPECT_EQ(env_of(r, "CUDA_VISIBLE_DEVICES"), "<unset>");  // every GPU visible: NCCL P2P / NVLink
         EXPECT_EQ(env_of(r, "LOCAL_WORLD_SIZE"), "4");
         EXPECT_EQ(r.argv[0], "ptd-engine");  // remote PATH without --upload
         EXPECT_EQ(r.argv[2], plan->hosts[r.host].remote_dir + "/job.toml");
@@ -283,7 +283,7 @@ TEST(LaunchPlan, DryRunShowsEveryRanksHostGpuAndBackend) {
         const std::string local = std::to_string(r.rank % 8);
         EXPECT_NE(dry.find("  rank " + std::to_string(r.rank) + " (tp " + std::to_string(r.tp) + ", pp 0, dp " +
                            std::to_string(r.dp) + ", local " + local + "):\n    device: host " + host + ", LOCAL_RANK " +
-                           local + ", CUDA_VISIBLE_DEVICES=" + local + " (cuda:0 in the engine), --backend auto\n"),
+                           local + ", every GPU of the host visible (cuda:" + local + " in the engine), --backend auto\n"),
                   std::string::npos)
             << "rank " << r.rank << "\n" << dry;
         EXPECT_EQ(std::count(r.argv.begin(), r.argv.end(), "--backend"), 0);  // auto: the engine's default
@@ -309,7 +309,8 @@ TEST(LaunchPlan, BackendFlagReachesEveryRankTheDryRunAndTheSlurmScript) {
                        "saying why\n"),
               std::string::npos)
         << dry;
-    EXPECT_NE(dry.find("device: host localhost, LOCAL_RANK 3, CUDA_VISIBLE_DEVICES=3 (cuda:0 in the engine), --backend cuda\n"),
+    EXPECT_NE(dry.find("device: host localhost, LOCAL_RANK 3, every GPU of the host visible (cuda:3 in the engine), "
+                       "--backend cuda\n"),
               std::string::npos)
         << dry;
     o.slurm = true;
@@ -1162,8 +1163,8 @@ TEST(LaunchCommand, DryRunOfTheShippedGpuJobShowsOneGpuPerRank) {
     EXPECT_EQ(pclose(p), gpus_here ? 0 : 1 << 8) << out;
     EXPECT_NE(out.find("8 rank(s) on 1 host(s)"), std::string::npos) << out;
     for (int r = 0; r < 8; ++r)
-        EXPECT_NE(out.find("LOCAL_RANK " + std::to_string(r) + ", CUDA_VISIBLE_DEVICES=" + std::to_string(r) +
-                           " (cuda:0 in the engine), --backend cuda\n"),
+        EXPECT_NE(out.find("LOCAL_RANK " + std::to_string(r) + ", every GPU of the host visible (cuda:" +
+                           std::to_string(r) + " in the engine), --backend cuda\n"),
                   std::string::npos)
             << out;
     EXPECT_NE(out.find("--run-dir " + dir + "/gpu --backend cuda\n"), std::string::npos) << out;

@@ -316,6 +316,54 @@ TEST(CommWatchdog, AbortAllIsIdempotentAndUnwatchedCommsAreLeftAlone) {
     EXPECT_TRUE(reports.messages.empty());  // abort_all alone reports nothing: its caller does
 }
 
+// The hang with every process alive: an operation whose completion event never fires (a
+// member that skipped the collective). Past the deadline the watchdog aborts every
+// communicator and reports the rank, the group and the operation; before it, nothing.
+TEST(CommWatchdog, AnOperationPendingPastTheDeadlineIsReportedWithRankGroupAndOp) {
+    FakeComms comms;
+    Reports reports;
+    WatchdogLimits limits;
+    limits.collective_timeout_s = 300;
+    limits.rank = 5;
+    CommWatchdog wd([] { return std::string(); }, reports.handler(&comms), 3600, limits);
+    double age = 12;
+    WatchedComm tp = comms.comm("tp group 2 (global ranks 4, 5)");
+    tp.oldest_pending = [&age] { return std::optional<PendingOp>(PendingOp{"all_reduce #17", age}); };
+    WatchedComm dp = comms.comm("dp group 1 (global ranks 1, 5)");
+    dp.oldest_pending = [] { return std::optional<PendingOp>(); };  // nothing in flight
+    wd.watch(tp);
+    wd.watch(dp);
+    EXPECT_FALSE(wd.poll_once());
+    age = 301;
+    EXPECT_TRUE(wd.poll_once());
+    EXPECT_EQ(comms.aborts["tp group 2 (global ranks 4, 5)"], 1);
+    EXPECT_EQ(comms.aborts["dp group 1 (global ranks 1, 5)"], 1);
+    ASSERT_EQ(reports.messages.size(), 1u);
+    EXPECT_EQ(reports.messages[0],
+              "rank 5, tp group 2 (global ranks 4, 5): all_reduce #17 not complete after 301 s (deadline 300 s, "
+              "--timeout) while every peer is alive: a collective some member never joined or sized differently "
+              "(every NCCL communicator aborted)");
+}
+
+// ncclCommAbort can itself block on a wedged device: abort_all gives up waiting after its
+// deadline, so the report (which _exits) still happens.
+TEST(CommWatchdog, AbortThatHangsIsAbandonedAfterItsDeadline) {
+    Reports reports;
+    WatchdogLimits limits;
+    limits.abort_deadline_s = 0.1;
+    CommWatchdog wd([] { return std::string(); }, reports.handler(nullptr), 3600, limits);
+    WatchedComm w;
+    w.owner = &reports;
+    w.name = "pp group 0 (global ranks 0, 1)";
+    w.abort = [] { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); };
+    wd.watch(w);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(wd.abort_all("a peer died"));
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(waited, 1.0) << "abort_all waited for the hanging abort";
+    EXPECT_GE(waited, 0.09);
+}
+
 // The store's liveness monitor declares a forked peer dead (it exits without goodbye);
 // the watchdog thread — not a test-driven poll — aborts every communicator and reports
 // the peer, so no rank would stay in a collective.

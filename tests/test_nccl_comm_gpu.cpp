@@ -7,6 +7,8 @@
 // / all-gather across ranks and p2p FIFO order across 2 ranks need 2 GPUs: not here.
 #include <gtest/gtest.h>
 
+#include "gpu_test_device.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -33,7 +35,7 @@ std::string no_device_reason() {
 #define REQUIRE_GPU()                                                                    \
     do {                                                                                 \
         if (std::string why = no_device_reason(); !why.empty())                          \
-            GTEST_SKIP() << "needs a CUDA device (label gpu): " << why;                  \
+            PTD_GPU_TEST_NO_DEVICE("needs a CUDA device (label gpu): " + why);           \
     } while (0)
 
 struct OneRankComm {

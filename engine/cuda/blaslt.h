@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime.h"
 
@@ -64,7 +65,23 @@ const char* epilogue_name(Epilogue e);
 // The checks cuBLASLt makes on a call (plus two it leaves to the caller: overlapping output
 // batches, and the zero sizes it would reject at layout creation), as a Status with a
 // message that names the field, what was given and what is allowed. Both layers run it.
+// The rules and their sources in the cuBLAS documentation: docs/engine.md, "cuBLASLt rules".
 Status lt_validate(const LtMatmul& p);
+
+// lt_matmul's status code when cuBLASLt has no algorithm for a call that is valid as such
+// (1000 + CUBLAS_STATUS_NOT_SUPPORTED): the caller runs the GEMM another way (the backend:
+// the plain GEMM and the epilogue as separate kernels).
+constexpr int kLtNoAlgorithm = 1015;
+
+// The largest power of two up to 256 that divides the address: the alignment the real layer
+// declares to the heuristic (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256).
+int lt_pointer_alignment(const void* p);
+
+// Whether a fused epilogue (bias, GELU, aux, bias gradient) can run at these addresses and
+// leading dimensions: its kernels move 16-byte vectors, so A, B, C, D, bias and aux must be
+// 16-byte aligned, every leading dimension and batch stride a multiple of 16 bytes. Ok for
+// Epilogue::none; else a Status with kLtNoAlgorithm naming the operand and the rule.
+Status lt_epilogue_runnable(const LtMatmul& p);
 
 // D (and aux / the bias gradient) on `stream`. The real layer: no host sync, the algorithm
 // chosen once per shape; the reference: computed now, on the host.
@@ -75,6 +92,11 @@ Status lt_matmul(const LtMatmul& p, StreamHandle stream);
 // lt_release frees every handle, workspace and cached plan. Both are no-ops in the reference.
 Status lt_prepare(StreamHandle stream);
 void lt_release();
+
+#if defined(PTD_CUDA_SIM)
+// Shapes-only mode (runtime.h): the calls lt_matmul checked and recorded since the last take.
+std::vector<LtMatmul> sim_take_lt_trace();
+#endif
 
 // The GELU of cuBLASLt's epilogues (tanh approximation) and its derivative, in double.
 inline double gelu_tanh(double x) {

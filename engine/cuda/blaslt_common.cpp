@@ -2,6 +2,8 @@
 // cuBLASLt makes on a call, so the reference rejects exactly what the real call would (with
 // a message that says which field is wrong) instead of computing something else. Compiled
 // once per build (ptd_cuda_sim with PTD_CUDA_SIM, ptd_cuda_dev without).
+#include <cstdio>
+
 #include "blaslt.h"
 
 namespace ptd::cuda::PTD_CUDA_NS {
@@ -40,7 +42,58 @@ bool uses_bias(Epilogue e) {
 }
 bool uses_aux(Epilogue e) { return e == Epilogue::gelu_aux || e == Epilogue::gelu_aux_bias || e == Epilogue::dgelu; }
 std::string num(int64_t v) { return std::to_string(v); }
+int64_t elem_bytes(DTypeLt t) { return t == DTypeLt::f32 ? 4 : 2; }
+std::string hex(const void* p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", p);
+    return buf;
+}
 }  // namespace
+
+int lt_pointer_alignment(const void* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    for (int al : {256, 128, 64, 32, 16, 8, 4, 2})
+        if (a % (uintptr_t)al == 0) return al;
+    return 1;
+}
+
+Status lt_epilogue_runnable(const LtMatmul& p) {
+    if (p.epilogue == Epilogue::none) return {};
+    auto refuse = [&](const std::string& what) {
+        Status s = invalid(p, "no fused-epilogue algorithm: " + what);
+        s.code = kLtNoAlgorithm;
+        return s;
+    };
+    struct Operand {
+        const char* name;
+        const void* ptr;
+        DTypeLt type;
+        int64_t ld, stride;
+        bool used;
+    };
+    const bool c_used = p.beta != 0.0f;
+    const Operand ops[] = {
+        {"A", p.A, p.a_type, p.lda, p.stride_a, true},
+        {"B", p.B, p.b_type, p.ldb, p.stride_b, true},
+        {"C", p.C, p.c_type, p.ldc, p.stride_c, c_used},
+        {"D", p.D, p.d_type, p.ldd, p.stride_d, true},
+        {"aux", p.aux, p.d_type, p.ld_aux, p.stride_aux, uses_aux(p.epilogue)},
+    };
+    for (const Operand& o : ops) {
+        if (!o.used) continue;
+        if (lt_pointer_alignment(o.ptr) < 16)
+            return refuse(std::string(o.name) + " at " + hex(o.ptr) + " is not 16-byte aligned");
+        if (o.ld * elem_bytes(o.type) % 16 != 0)
+            return refuse(std::string("leading dimension of ") + o.name + " = " + num(o.ld) + " × " +
+                          num(elem_bytes(o.type)) + " bytes is not a multiple of 16");
+        if (p.batch > 1 && o.stride * elem_bytes(o.type) % 16 != 0)
+            return refuse(std::string("batch stride of ") + o.name + " = " + num(o.stride) + " × " +
+                          num(elem_bytes(o.type)) + " bytes is not a multiple of 16");
+    }
+    if (uses_bias(p.epilogue) && lt_pointer_alignment(p.bias) < 16)
+        return refuse("bias at " + hex(p.bias) + " is not 16-byte aligned");
+    return {};
+}
 
 Status lt_validate(const LtMatmul& p) {
     if (p.m < 1 || p.n < 1 || p.k < 1)
@@ -68,6 +121,21 @@ Status lt_validate(const LtMatmul& p) {
     if (p.beta != 0.0f && p.ldc < p.m) return invalid(p, "ldc = " + num(p.ldc) + " is less than m = " + num(p.m));
     if (!p.A || !p.B || !p.D) return invalid(p, "A, B and D must not be null");
     if (p.beta != 0.0f && !p.C) return invalid(p, "beta != 0 but C is null");
+    // Every operand at least at its element's natural alignment (a misaligned element is an
+    // address fault on the device, whatever the algorithm).
+    {
+        struct Elem {
+            const char* name;
+            const void* ptr;
+            DTypeLt type;
+        };
+        const Elem elems[] = {{"A", p.A, p.a_type}, {"B", p.B, p.b_type}, {"C", p.beta != 0.0f ? p.C : nullptr, p.c_type},
+                              {"D", p.D, p.d_type}, {"bias", p.bias, p.bias_type}, {"aux", p.aux, p.d_type}};
+        for (const Elem& e : elems)
+            if (e.ptr && lt_pointer_alignment(e.ptr) < elem_bytes(e.type))
+                return invalid(p, std::string(e.name) + " at " + hex(e.ptr) + " is not aligned to its " +
+                                      dtype_lt_name(e.type) + " elements (" + num(elem_bytes(e.type)) + " bytes)");
+    }
     if (p.beta != 0.0f && p.C == p.D && (p.ldc != p.ldd || (p.batch > 1 && p.stride_c != p.stride_d)))
         return invalid(p, "in place (C == D) needs ldc == ldd and stride_c == stride_d (given ldc " + num(p.ldc) +
                               ", ldd " + num(p.ldd) + ", stride_c " + num(p.stride_c) + ", stride_d " +

@@ -1,9 +1,13 @@
 // blaslt_cuda.cpp — blaslt.h over cuBLASLt (ptd_cuda_dev, ENABLE_CUDA only): compute type
-// f32 with f32 scales, one cublasLtHandle_t and one 32 MiB workspace per stream, and the
-// heuristic's first algorithm cached per call shape (types, ops, sizes, lds, strides,
-// epilogue, pointer alignment) so the same shape always runs the same algorithm — the
-// determinism the engine promises. Arguments are checked by lt_validate first, as in the
-// reference, so both layers refuse the same calls with the same message.
+// f32 with f32 scales, one cublasLtHandle_t and one 32 MiB workspace per stream. The
+// heuristic is told the real pointer alignments (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*; its
+// default of 256 bytes can choose a kernel that faults on a 16-byte-aligned view), its
+// candidates are tried in order until one runs, and that one is cached per call shape
+// (types, ops, sizes, lds, strides, epilogue, pointer alignments) so the same shape always
+// runs the same algorithm — the determinism the engine promises. None at all: kLtNoAlgorithm,
+// and the backend runs the epilogue unfused. Arguments are checked by lt_validate and
+// lt_epilogue_runnable first (the backend checks it before either layer), so both builds
+// refuse the same calls and take the same fallbacks.
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "blaslt.h"
+#include "blaslt_cuda.h"
 
 namespace ptd::cuda::dev {
 
@@ -78,12 +83,6 @@ cublasLtEpilogue_t cuda_epilogue(Epilogue e) {
     }
     return CUBLASLT_EPILOGUE_DEFAULT;
 }
-int alignment(const void* p) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    for (int al : {256, 128, 64, 32, 16, 8, 4, 2})
-        if (a % al == 0) return al;
-    return 1;
-}
 
 Status per_stream(StreamHandle stream, PerStream** out) {
     Registry& r = registry();
@@ -129,32 +128,26 @@ Status make_layout(cublasLtMatrixLayout_t* layout, DTypeLt t, int64_t rows, int6
     return {};
 }
 
-}  // namespace
-
-Status lt_prepare(StreamHandle stream) {
-    std::lock_guard lock(registry().mutex);
-    PerStream* ps = nullptr;
-    return per_stream(stream, &ps);
+// A status is a reason to try the heuristic's next algorithm when the call was refused
+// before anything ran: the algorithm does not fit these pointers, sizes or this device.
+bool try_next_algorithm(cublasStatus_t st) {
+    return st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_ARCH_MISMATCH;
 }
 
-void lt_release() {
-    Registry& r = registry();
-    std::lock_guard lock(r.mutex);
-    for (auto& [stream, ps] : r.streams) {
-        cudaFree(ps.workspace);
-        cublasLtDestroy(ps.handle);
-    }
-    r.streams.clear();
-    r.algos.clear();
+Status no_algorithm(const LtMatmul& p, const std::string& why) {
+    return Status{kLtNoAlgorithm, "lt_matmul: cuBLASLt has no algorithm for m=" + std::to_string(p.m) +
+                                      " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " " +
+                                      dtype_lt_name(p.a_type) + "→" + dtype_lt_name(p.d_type) + " epilogue " +
+                                      epilogue_name(p.epilogue) + ": " + why};
 }
 
-Status lt_matmul(const LtMatmul& p, StreamHandle stream) {
-    PTD_TRY(lt_validate(p));
+// The call with the registry's lock held: descriptors, then the cached algorithm of this
+// shape or, the first time, the heuristic's candidates — told the pointers' real alignment
+// (its default assumes 256 bytes and may pick a kernel that faults on a 16-byte-aligned
+// view) — each tried in order until one runs; that one is kept for the shape.
+Status lt_matmul_locked(const LtMatmul& p, cublasLtHandle_t handle, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream) {
     Registry& r = registry();
-    std::lock_guard lock(r.mutex);
-    PerStream* ps = nullptr;
-    PTD_TRY(per_stream(stream, &ps));
-
     Descriptors desc;
     PTD_TRY(PTD_LT(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)));
     const cublasOperation_t ta = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -184,32 +177,107 @@ Status lt_matmul(const LtMatmul& p, StreamHandle stream) {
                         c_used ? p.stride_c : p.stride_d));
     PTD_TRY(make_layout(&desc.d, p.d_type, p.m, p.n, p.ldd, p.batch, p.stride_d));
     const void* C = c_used ? p.C : p.D;
+    const float alpha = p.alpha, beta = p.beta;
+    auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+        return cublasLtMatmul(handle, desc.op, &alpha, p.A, desc.a, p.B, desc.b, &beta, C, desc.c, p.D, desc.d, &algo,
+                              workspace, workspace_bytes, stream);
+    };
 
     const PlanKey key{p.trans_a,   p.trans_b, p.m,       p.n,        p.k,         (int)p.a_type, (int)p.c_type,
                       (int)p.epilogue, (int)p.bias_type, p.lda, p.ldb,  c_used ? p.ldc : p.ldd, p.ldd, p.batch,
-                      p.stride_a, p.stride_b, c_used ? p.stride_c : p.stride_d, p.stride_d, alignment(p.A) * 4096 + alignment(p.B),
-                      alignment(C) * 4096 + alignment(p.D), p.ld_aux, p.stride_aux, p.beta != 0.0f,
-                      p.aux ? alignment(p.aux) : 0};
-    auto it = r.algos.find(key);
-    if (it == r.algos.end()) {
-        PTD_TRY(PTD_LT(cublasLtMatmulPreferenceCreate(&desc.pref)));
-        const uint64_t ws = kWorkspaceBytes;
-        PTD_TRY(PTD_LT(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                            sizeof ws)));
-        cublasLtMatmulHeuristicResult_t result{};
-        int found = 0;
-        PTD_TRY(PTD_LT(cublasLtMatmulAlgoGetHeuristic(ps->handle, desc.op, desc.a, desc.b, desc.c, desc.d, desc.pref, 1,
-                                                      &result, &found)));
-        if (found == 0)
-            return Status{1000 + (int)CUBLAS_STATUS_NOT_SUPPORTED,
-                          "lt_matmul: cuBLASLt has no algorithm for m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
-                              " k=" + std::to_string(p.k) + " " + dtype_lt_name(p.a_type) + "→" + dtype_lt_name(p.d_type) +
-                              " epilogue " + epilogue_name(p.epilogue)};
-        it = r.algos.emplace(key, result.algo).first;
+                      p.stride_a, p.stride_b, c_used ? p.stride_c : p.stride_d, p.stride_d,
+                      lt_pointer_alignment(p.A) * 4096 + lt_pointer_alignment(p.B),
+                      lt_pointer_alignment(C) * 4096 + lt_pointer_alignment(p.D), p.ld_aux, p.stride_aux,
+                      p.beta != 0.0f,
+                      (p.aux ? lt_pointer_alignment(p.aux) : 0) * 4096 + (p.bias ? lt_pointer_alignment(p.bias) : 0)};
+    auto ran = [&](Status s) {
+        if (!s.ok()) return s;
+        const std::string what = "lt_matmul (m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                                 " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + " epilogue " +
+                                 epilogue_name(p.epilogue) + ")";
+        return sync_check(what.c_str());
+    };
+    if (auto it = r.algos.find(key); it != r.algos.end()) return ran(PTD_LT(run(it->second)));
+
+    PTD_TRY(PTD_LT(cublasLtMatmulPreferenceCreate(&desc.pref)));
+    const uint64_t ws = workspace_bytes;
+    PTD_TRY(PTD_LT(
+        cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)));
+    const struct {
+        cublasLtMatmulPreferenceAttributes_t attr;
+        const void* ptr;
+    } alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.A},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.B},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, C},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.D}};
+    for (const auto& a : alignments) {
+        const uint32_t bytes = (uint32_t)lt_pointer_alignment(a.ptr);
+        PTD_TRY(PTD_LT(cublasLtMatmulPreferenceSetAttribute(desc.pref, a.attr, &bytes, sizeof bytes)));
     }
-    const float alpha = p.alpha, beta = p.beta;
-    return PTD_LT(cublasLtMatmul(ps->handle, desc.op, &alpha, p.A, desc.a, p.B, desc.b, &beta, C, desc.c, p.D, desc.d,
-                                 &it->second, ps->workspace, kWorkspaceBytes, stream));
+    constexpr int kCandidates = 8;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.c, desc.d, desc.pref,
+                                                             kCandidates, results, &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0))
+        return no_algorithm(p, std::string("the heuristic returned none (") + cublasLtGetStatusString(hs) + ")");
+    PTD_TRY(PTD_LT(hs));
+    std::string refusals;
+    for (int i = 0; i < found; ++i) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace_bytes) continue;
+        const cublasStatus_t st = run(results[i].algo);
+        if (st == CUBLAS_STATUS_SUCCESS) {
+            r.algos.emplace(key, results[i].algo);
+            return ran({});
+        }
+        if (!try_next_algorithm(st)) return PTD_LT(st);
+        refusals += std::string(refusals.empty() ? "" : "; ") + "candidate " + std::to_string(i) + ": " +
+                    cublasLtGetStatusName(st) + ": " + cublasLtGetStatusString(st);
+    }
+    return no_algorithm(p, "none of the heuristic's " + std::to_string(found) + " candidates ran (" + refusals + ")");
+}
+
+}  // namespace
+
+Status lt_prepare(StreamHandle stream) {
+    std::lock_guard lock(registry().mutex);
+    PerStream* ps = nullptr;
+    return per_stream(stream, &ps);
+}
+
+void lt_release() {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    for (auto& [stream, ps] : r.streams) {
+        cudaFree(ps.workspace);
+        cublasLtDestroy(ps.handle);
+    }
+    r.streams.clear();
+    r.algos.clear();
+}
+
+Status lt_matmul(const LtMatmul& p, StreamHandle stream) {
+    PTD_TRY(lt_validate(p));
+    PTD_TRY(lt_epilogue_runnable(p));
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    PerStream* ps = nullptr;
+    PTD_TRY(per_stream(stream, &ps));
+    return lt_matmul_locked(p, ps->handle, ps->workspace, kWorkspaceBytes, stream);
+}
+
+Status lt_matmul_on(const LtMatmul& p, cublasLtHandle_t handle, void* workspace, size_t workspace_bytes,
+                    cudaStream_t stream) {
+    PTD_TRY(lt_validate(p));
+    PTD_TRY(lt_epilogue_runnable(p));
+    std::lock_guard lock(registry().mutex);
+    return lt_matmul_locked(p, handle, workspace, workspace_bytes, stream);
+}
+
+void lt_forget_plans() {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.algos.clear();
 }
 
 }  // namespace ptd::cuda::dev

@@ -1,8 +1,11 @@
 // blaslt_ref.cpp — the simulator build's cuBLASLt: the reference GEMM with cuBLASLt's
 // documented column-major semantics (op, leading dimensions, strided batches, alpha/beta
-// with C unread when beta == 0, in place C == D, every epilogue of blaslt.h). Products are
+// with C unread when beta == 0, in place C == D, every epilogue of blaslt.h; in shapes-only
+// mode it checks and records the call instead). Products are
 // accumulated in double and rounded once to D's type, so it is the yardstick the device
 // layer is compared with, not an imitation of one cuBLASLt algorithm's summation order.
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "blaslt.h"
@@ -32,10 +35,29 @@ int64_t bytes_of(DTypeLt t) { return t == DTypeLt::f32 ? 4 : 2; }
 const void* offset(const void* p, DTypeLt t, int64_t elems) { return static_cast<const char*>(p) + elems * bytes_of(t); }
 void* offset(void* p, DTypeLt t, int64_t elems) { return static_cast<char*>(p) + elems * bytes_of(t); }
 
+std::mutex& trace_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::vector<LtMatmul>& trace() {
+    static std::vector<LtMatmul> t;
+    return t;
+}
+
 }  // namespace
+
+std::vector<LtMatmul> sim_take_lt_trace() {
+    std::lock_guard lock(trace_mutex());
+    return std::exchange(trace(), {});
+}
 
 Status lt_matmul(const LtMatmul& p, StreamHandle /*stream: the sim runs work in order*/) {
     if (Status s = lt_validate(p); !s.ok()) return s;
+    if (sim_shapes_only()) {
+        std::lock_guard lock(trace_mutex());
+        trace().push_back(p);
+        return {};
+    }
     const Epilogue e = p.epilogue;
     const bool add_bias = e == Epilogue::bias || e == Epilogue::gelu_bias || e == Epilogue::gelu_aux_bias;
     const bool apply_gelu = e == Epilogue::gelu || e == Epilogue::gelu_bias || e == Epilogue::gelu_aux ||

@@ -93,6 +93,9 @@ public:
 
     const char* name() const override { return k_backend_name; }
 #if defined(PTD_CUDA_SIM)
+    bool shapes_only() const override { return sim_shapes_only(); }
+#endif
+#if defined(PTD_CUDA_SIM)
     void* native_stream(Stream) const override { return nullptr; }  // the sim's streams are not cudaStream_t
 #else
     void* native_stream(Stream s) const override { return stream(s); }
@@ -266,8 +269,24 @@ public:
             if (g.bias) fail(k_backend_name, "gemm", "K = 0 with a bias");
             return;
         }
-        const Status st = lt_matmul(p, compute_);
+        // The fused-epilogue rule first, on both builds (the reference itself computes any
+        // valid call), so cuda-sim takes the fallbacks a GPU would.
+        Status st = lt_epilogue_runnable(p);
+        if (st.ok()) st = lt_matmul(p, compute_);
+        if (st.code == kLtNoAlgorithm && p.epilogue != Epilogue::none) return gemm_without_lt_epilogue(g, st);
         if (!st.ok()) fail(k_backend_name, "gemm", "%s", st.message.c_str());
+    }
+    // cuBLASLt has no fused-epilogue algorithm for this call (a 16-byte rule, or none of the
+    // heuristic's candidates ran): the plain GEMM, then the epilogue as its own kernel — the
+    // sequence the fused epilogue is defined to equal, bit for bit.
+    void gemm_without_lt_epilogue(const Gemm& g, const Status& why) {
+        if (g.epilogue != Gemm::Epilogue::none) return gemm_epilogue_unfused(g);
+        if (g.batch != 1 || g.ldc != g.N)
+            fail(k_backend_name, "gemm", "%s; the unfused bias needs batch 1 and ldc = N", why.message.c_str());
+        Gemm plain = g;
+        plain.bias = nullptr;
+        gemm(plain);
+        cuda::PTD_CUDA_NS::bias_add(g.C, g.bias, g.c_type, g.M, g.N, compute_);
     }
     void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) override {
         cuda::PTD_CUDA_NS::bias_add(y, bias, t, rows, cols, compute_);

@@ -115,6 +115,11 @@ inline void launch_checked(const char* name, const char* file, int line, void (*
                      grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem, cudaGetErrorString(err));
         std::abort();
     }
+    if (const Status s = sync_check(name); !s.ok()) {  // PTD_CUDA_SYNC_CHECK=1 (runtime.h)
+        std::fprintf(stderr, "%s:%d: launch of %s (grid %u,%u,%u block %u,%u,%u smem %zu): %s\n", file, line, name,
+                     grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_smem, s.message.c_str());
+        std::abort();
+    }
 }
 template <class... KArgs>
 inline void set_max_dynamic_smem_checked(const char* name, const char* file, int line, void (*kernel)(KArgs...),

@@ -1,12 +1,19 @@
 // nccl_comm.cpp — Communicators over NCCL (nccl_comm.h): one ncclComm_t per process
 // group, ids exchanged through the run's KV store (nccl_id.h), every operation enqueued
 // on the caller's comm stream, one watchdog per process (comm_watchdog.h) that aborts all
-// communicators when a peer dies or NCCL reports an asynchronous error. Host C++23
+// communicators when a peer dies, NCCL reports an asynchronous error, or an operation is
+// still pending after --timeout (each is followed by an event on the comm stream); a timer
+// bounds communicator init by the same timeout. Host C++23
 // against nccl.h and the CUDA runtime API; no device code here.
 #include "nccl_comm.h"
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <optional>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,9 +61,9 @@ std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
 class NcclCommunicator final : public Communicator {
 public:
     NcclCommunicator(std::string name, int index, std::vector<int> members, int group_rank, ncclComm_t comm,
-                     cudaStream_t stream, float* barrier_scratch, FailureHandler on_failure)
+                     cudaStream_t stream, float* barrier_scratch, FailureHandler on_failure, int device)
         : name_(std::move(name)), members_(std::move(members)), rank_(group_rank), comm_(comm), stream_(stream),
-          barrier_scratch_(barrier_scratch), on_failure_(std::move(on_failure)) {
+          barrier_scratch_(barrier_scratch), on_failure_(std::move(on_failure)), device_(device) {
         label_ = name_ + " group " + std::to_string(index) + " (global ranks " + join_ranks(members_) + ")";
     }
     ~NcclCommunicator() override {
@@ -67,6 +74,24 @@ public:
         if (g_watchdog && g_watchdog->unwatch(this) == 0) g_watchdog.reset();
         // An aborted communicator is already gone (ncclCommAbort frees it).
         if (!was_aborted) ncclCommDestroy(comm_);
+        std::lock_guard plock(pending_mu_);
+        for (Pending& p : pending_) cudaEventDestroy(p.done);
+        for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+    }
+
+    // The watchdog's view (comm_watchdog.h): the oldest operation whose completion event has
+    // not fired yet. Completed ones are retired here, so the queue stays short.
+    std::optional<PendingOp> oldest_pending() {
+        cudaSetDevice(device_);  // the watchdog's thread: the events' device
+        std::lock_guard lock(pending_mu_);
+        while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
+            spare_events_.push_back(pending_.front().done);
+            pending_.pop_front();
+        }
+        if (pending_.empty()) return std::nullopt;
+        const Pending& p = pending_.front();
+        return PendingOp{p.op + " #" + std::to_string(p.seq),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - p.since).count()};
     }
 
     const std::string& label() const { return label_; }
@@ -144,9 +169,38 @@ private:
         if (aborted()) on_failure_(label_ + " " + op + ": the communicators were aborted (a peer failed)");
     }
     void check(ncclResult_t r, const char* op) {
-        if (r == ncclSuccess) return;
+        if (r == ncclSuccess) return track(op);
         if (aborted()) usable(op);
         on_failure_(label_ + " " + op + ": " + nccl_error_text(r, comm_));
+    }
+    // An event after the operation on the comm stream, for the per-operation deadline.
+    // Inside ncclGroupStart/End nothing is launched until the end: the group is one entry.
+    void track(const char* op) {
+        const std::string what = op;
+        if (what == "group_start") {
+            if (group_depth_++ == 0) group_ops_.clear();
+            return;
+        }
+        if (what == "group_end") {
+            if (group_depth_ > 0 && --group_depth_ > 0) return;
+        } else if (group_depth_ > 0) {
+            group_ops_ += (group_ops_.empty() ? "" : ", ") + what;
+            return;
+        }
+        std::lock_guard lock(pending_mu_);
+        cudaEvent_t e = nullptr;
+        if (!spare_events_.empty()) {
+            e = spare_events_.back();
+            spare_events_.pop_back();
+        } else if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+            return;  // untracked: the watchdog's other checks still stand
+        }
+        if (cudaEventRecord(e, stream_) != cudaSuccess) {
+            spare_events_.push_back(e);
+            return;
+        }
+        pending_.push_back({what == "group_end" ? "group (" + group_ops_ + ")" : what, ++seq_,
+                            std::chrono::steady_clock::now(), e});
     }
 
     std::string name_, label_;
@@ -156,6 +210,19 @@ private:
     cudaStream_t stream_;
     float* barrier_scratch_;
     FailureHandler on_failure_;
+    int device_;
+    struct Pending {
+        std::string op;
+        uint64_t seq;
+        std::chrono::steady_clock::time_point since;
+        cudaEvent_t done;
+    };
+    std::mutex pending_mu_;
+    std::deque<Pending> pending_;
+    std::vector<cudaEvent_t> spare_events_;
+    uint64_t seq_ = 0;
+    int group_depth_ = 0;
+    std::string group_ops_;
 };
 
 }  // namespace
@@ -185,12 +252,33 @@ Result<std::unique_ptr<Communicator>> make_nccl_communicator(KvClient& store, co
     ncclUniqueId nid;
     std::memcpy(&nid, id->data(), kNcclUniqueIdBytes);
     ncclComm_t comm = nullptr;
-    if (ncclResult_t r = ncclCommInitRank(&comm, (int)key.members.size(), nid, key.group_rank); r != ncclSuccess)
+    // ncclCommInitRank blocks until every member has joined; a member that got the id and
+    // then stalled (alive, so the store's monitor is quiet) would hold this rank forever.
+    // A timer reports it after the timeout (the handler _exits; nothing to abort yet).
+    const std::string init_what = "cannot set up the NCCL " + key.group + " group " + std::to_string(key.index) +
+                                  " (global ranks " + join_ranks(key.members) + ") on device " + std::to_string(device);
+    std::mutex init_mu;
+    std::condition_variable init_cv;
+    bool init_done = false;
+    std::thread init_timer([&] {
+        std::unique_lock lock(init_mu);
+        if (!init_cv.wait_for(lock, std::chrono::duration<double>(options.timeout_s), [&] { return init_done; }))
+            on_failure(init_what + ": ncclCommInitRank did not complete within " +
+                       std::to_string((long)options.timeout_s) + " s (--timeout): a member never joined");
+    });
+    const ncclResult_t init_result = ncclCommInitRank(&comm, (int)key.members.size(), nid, key.group_rank);
+    {
+        std::lock_guard lock(init_mu);
+        init_done = true;
+    }
+    init_cv.notify_all();
+    init_timer.join();
+    if (ncclResult_t r = init_result; r != ncclSuccess)
         return fail({}, "", "cannot set up the NCCL " + key.group + " group " + std::to_string(key.index) +
                                 " (global ranks " + join_ranks(key.members) + ") on device " + std::to_string(device) +
                                 ": ncclCommInitRank: " + nccl_error_text(r, comm));
     auto c = std::make_unique<NcclCommunicator>(key.group, key.index, key.members, key.group_rank, comm, comm_stream,
-                                                barrier_scratch, on_failure);
+                                                barrier_scratch, on_failure, device);
     WatchedComm w;
     w.owner = c.get();
     w.name = c->label();
@@ -201,10 +289,15 @@ Result<std::unique_ptr<Communicator>> make_nccl_communicator(KvClient& store, co
         return st == ncclSuccess || st == ncclInProgress ? std::string() : nccl_error_text(st, comm);
     };
     w.abort = [comm] { ncclCommAbort(comm); };
+    w.oldest_pending = [raw = c.get()] { return raw->oldest_pending(); };
     {
         std::lock_guard lock(g_watchdog_mu);
+        WatchdogLimits limits;
+        limits.collective_timeout_s = options.timeout_s;
+        limits.rank = key.members[(size_t)key.group_rank];
         if (!g_watchdog)
-            g_watchdog = std::make_unique<CommWatchdog>([&store] { return store.abort_reason(0); }, on_failure);
+            g_watchdog = std::make_unique<CommWatchdog>([&store] { return store.abort_reason(0); }, on_failure, 0.1,
+                                                        limits);
         g_watchdog->watch(std::move(w));
     }
     return std::unique_ptr<Communicator>(std::move(c));

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #if defined(PTD_CUDA_SIM)
 #define PTD_CUDA_NS sim
@@ -82,6 +83,22 @@ Status event_synchronize(EventHandle event);
 // Milliseconds between two recorded events (the sim: host time between the records).
 Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end);
 
+// PTD_CUDA_SYNC_CHECK=1: the device build waits for the device after every kernel launch,
+// cuBLASLt call, copy and memset, so an asynchronous fault (an illegal address, a misaligned
+// access) is reported naming the op that caused it instead of surfacing at the step's one
+// download. "" or "0": off (the default). Parsed once per process; anything else is an error
+// naming the variable, the value and what is allowed.
+// sync_check_mode: 0 off, 1 on, -1 bad value (then *error says why).
+inline int sync_check_mode(const char* value, std::string* error) {
+    if (!value || !*value || std::string(value) == "0") return 0;
+    if (std::string(value) == "1") return 1;
+    if (error) *error = std::string("PTD_CUDA_SYNC_CHECK: got \"") + value + "\"; allowed: 0 or unset (off), 1 (on)";
+    return -1;
+}
+// The check itself: ok when the mode is off or the device finished `what` cleanly; else the
+// fault, naming `what` (the simulator runs every op synchronously: always ok there).
+Status sync_check(const char* what);
+
 #if defined(PTD_CUDA_SIM)
 // Simulator only: the capacity mem_get_info reports and malloc_device enforces (default
 // 80 GiB, an H100's), the bytes currently allocated, and whether ptr lies inside a live
@@ -89,6 +106,29 @@ Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end);
 void sim_set_capacity(size_t bytes);
 size_t sim_allocated_bytes();
 bool sim_is_device_range(const void* ptr, size_t bytes);
+// Simulator only, "shapes only": allocations reserve address space that faults when touched
+// (PROT_NONE, nothing committed), copies and memsets move nothing, launches are checked but
+// not run, and lt_matmul checks each call and appends it to a trace (blaslt.h,
+// sim_take_lt_trace) instead of computing it — so every launch and GEMM the engine makes at
+// a full model size takes microseconds, with the real addresses and alignments. Set it
+// before the backend allocates; it is per process.
+void sim_set_shapes_only(bool on);
+bool sim_shapes_only();
+// Simulator only, racecheck (PTD_CUDA_SIM_RACECHECK=1, or sim_set_racecheck): every launch
+// runs twice from the same device memory — its blocks in the seeded order, then in the
+// reverse order — and every device allocation is compared bit for bit; a difference (a
+// block reads what another block writes, two blocks write one element, an atomic sum whose
+// bits depend on the order) aborts naming the kernel, the allocation, the offset and both
+// bytes. Two copies of all device memory per launch: for tests.
+void sim_set_racecheck(bool on);
+bool sim_racecheck();
+// The live device allocations (start, bytes, tag), for the racecheck's snapshots.
+struct SimAllocation {
+    uintptr_t start;
+    size_t bytes;
+    std::string tag;
+};
+std::vector<SimAllocation> sim_allocations();
 #endif
 
 // Prints "file:line: expr: message" and aborts when a Status is not ok — for callers where a

@@ -47,14 +47,33 @@ Status malloc_device(void** ptr, size_t bytes, const char* tag) {
 }
 Status free_device(void* ptr) { return PTD_CUDART(cudaFree(ptr)); }
 
+Status sync_check(const char* what) {
+    static const int mode = [] {
+        std::string error;
+        const int m = sync_check_mode(std::getenv("PTD_CUDA_SYNC_CHECK"), &error);
+        if (m < 0) {
+            std::fprintf(stderr, "ptd-engine: %s\n", error.c_str());
+            std::exit(2);
+        }
+        return m;
+    }();
+    if (mode == 0) return {};
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaSuccess) return {};
+    return Status{(int)err, std::string("PTD_CUDA_SYNC_CHECK=1: the device faulted in ") + what + ": " +
+                                cudaGetErrorName(err) + ": " + cudaGetErrorString(err)};
+}
+
 Status memcpy_async(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) {
-    return PTD_CUDART(cudaMemcpyAsync(dst, src, bytes, kind_of(kind), stream));
+    if (Status s = PTD_CUDART(cudaMemcpyAsync(dst, src, bytes, kind_of(kind), stream)); !s.ok()) return s;
+    return sync_check("memcpy_async");
 }
 Status memcpy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
     return PTD_CUDART(cudaMemcpy(dst, src, bytes, kind_of(kind)));
 }
 Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream) {
-    return PTD_CUDART(cudaMemsetAsync(dst, value, bytes, stream));
+    if (Status s = PTD_CUDART(cudaMemsetAsync(dst, value, bytes, stream)); !s.ok()) return s;
+    return sync_check("memset_async");
 }
 
 Status stream_create(StreamHandle* stream) { return PTD_CUDART(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking)); }

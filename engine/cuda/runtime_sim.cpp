@@ -3,6 +3,9 @@
 // NaN), tracked in a table so copies and memsets check that their device side lies inside a
 // live allocation and their host side does not; one device with a configurable capacity for
 // mem_get_info; streams run synchronously, so events only record host time.
+#include <sys/mman.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +29,9 @@ namespace {
 struct Allocation {
     size_t bytes;
     std::string tag;
+    size_t reserved = 0;  // shapes only: the PROT_NONE mapping's length (0: host memory)
 };
+std::atomic<bool> g_shapes_only{false};
 struct State {
     std::mutex mutex;
     std::map<uintptr_t, Allocation> allocations;  // by start address
@@ -130,6 +135,16 @@ Status malloc_device(void** ptr, size_t bytes, const char* tag) {
         return error(kErrMemoryAllocation, "malloc_device(" + std::to_string(bytes) + " bytes, '" + (tag ? tag : "") +
                                                "'): out of memory, " + std::to_string(s.allocated) + " of " +
                                                std::to_string(s.capacity) + " bytes in use");
+    if (g_shapes_only) {
+        const size_t length = rounded == 0 ? 256 : rounded;
+        void* r = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (r == MAP_FAILED)
+            return error(kErrMemoryAllocation, "malloc_device(" + std::to_string(bytes) + " bytes): no address space");
+        s.allocations[reinterpret_cast<uintptr_t>(r)] = Allocation{bytes, tag ? tag : "", length};
+        s.allocated += rounded;
+        *ptr = r;
+        return {};
+    }
     void* p = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
     if (!p)
         return error(kErrMemoryAllocation,
@@ -149,8 +164,10 @@ Status free_device(void* ptr) {
     if (it == s.allocations.end())
         return error(kErrInvalidValue, "free_device(" + hex(ptr) + "): not the start of a live device allocation");
     s.allocated -= (it->second.bytes + 255) / 256 * 256;
+    const size_t reserved = it->second.reserved;
     s.allocations.erase(it);
-    std::free(ptr);
+    if (reserved) munmap(ptr, reserved);
+    else std::free(ptr);
     return {};
 }
 
@@ -164,7 +181,7 @@ Status memcpy_async(void* dst, const void* src, size_t bytes, CopyKind kind, Str
         if (Status e = check_side(s, dst, bytes, dst_dev, "memcpy", "dst"); !e.ok()) return e;
         if (Status e = check_side(s, src, bytes, src_dev, "memcpy", "src"); !e.ok()) return e;
     }
-    if (bytes) std::memmove(dst, src, bytes);
+    if (bytes && !g_shapes_only) std::memmove(dst, src, bytes);
     return {};
 }
 Status memcpy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
@@ -177,7 +194,7 @@ Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream) {
         if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "memset_async: unknown stream");
         if (Status e = check_side(s, dst, bytes, true, "memset", "dst"); !e.ok()) return e;
     }
-    if (bytes) std::memset(dst, value, bytes);
+    if (bytes && !g_shapes_only) std::memset(dst, value, bytes);
     return {};
 }
 
@@ -241,6 +258,41 @@ bool sim_is_device_range(const void* ptr, size_t bytes) {
     std::lock_guard lock(s.mutex);
     return find_range(s, ptr, bytes) != nullptr;
 }
+
+Status sync_check(const char*) { return {}; }  // every simulated op has finished when it returns
+
+void sim_set_shapes_only(bool on) { g_shapes_only = on; }
+
+namespace {
+std::atomic<int> g_racecheck{-1};  // -1: not read from the environment yet
+}
+void sim_set_racecheck(bool on) { g_racecheck = on ? 1 : 0; }
+bool sim_racecheck() {
+    int v = g_racecheck.load();
+    if (v < 0) {
+        const char* env = std::getenv("PTD_CUDA_SIM_RACECHECK");
+        if (!env || !*env || std::strcmp(env, "0") == 0) v = 0;
+        else if (std::strcmp(env, "1") == 0) v = 1;
+        else {
+            std::fprintf(stderr, "ptd cuda-sim: PTD_CUDA_SIM_RACECHECK: got \"%s\"; allowed: 0 or unset (off), 1 (on)\n",
+                         env);
+            std::exit(2);
+        }
+        int expected = -1;
+        g_racecheck.compare_exchange_strong(expected, v);
+        v = g_racecheck.load();
+    }
+    return v == 1;
+}
+std::vector<SimAllocation> sim_allocations() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    std::vector<SimAllocation> out;
+    for (const auto& [start, a] : s.allocations)
+        if (!a.reserved) out.push_back({start, a.bytes, a.tag});
+    return out;
+}
+bool sim_shapes_only() { return g_shapes_only; }
 
 void check_failed(const Status& status, const char* expr, const char* file, int line) {
     std::fprintf(stderr, "%s:%d: %s failed (error %d): %s\n", file, line, expr, status.code, status.message.c_str());

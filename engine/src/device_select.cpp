@@ -55,7 +55,7 @@ std::string cuda_unavailable_reason(const CudaProbe& probe, const char* cvd) {
     return "";
 }
 
-// CUDA_VISIBLE_DEVICES names exactly one device: the launcher narrowed it to this rank's GPU.
+// CUDA_VISIBLE_DEVICES names exactly one device: a scheduler or the user narrowed it to this rank's GPU.
 bool names_one_device(const char* cvd) {
     if (!cvd) return false;
     std::string_view v(cvd);
@@ -65,6 +65,15 @@ bool names_one_device(const char* cvd) {
 }
 
 }  // namespace
+
+std::string multi_rank_refusal(BackendKind kind, int world, bool built_with_nccl) {
+    if (kind != BackendKind::cuda || world <= 1 || built_with_nccl) return "";
+    return "--backend cuda with " + std::to_string(world) +
+           " ranks: this ptd-engine was built without NCCL (nccl.h and libnccl were not found under the CUDA "
+           "toolkit when it was configured), and the CUDA backend's buffers are device memory that the Gloo "
+           "communicator cannot read. Allowed: one rank with --backend cuda; more ranks with --backend cpu or "
+           "cuda-sim; or rebuild with NCCL installed (docs/engine.md, \"The NCCL communicator\")";
+}
 
 Result<BackendChoice> choose_backend(BackendRequest request, const std::string& gpu_preset, const CudaProbe& probe,
                                      int local_rank, const std::function<const char*(const char*)>& getenv_fn) {
@@ -103,7 +112,8 @@ Result<BackendChoice> choose_backend(BackendRequest request, const std::string& 
                     "got " + std::to_string(local_rank) + ", but " + std::to_string(probe.device_count) +
                         " CUDA device(s) are visible to this rank (" + visible_devices_text(cvd) +
                         "); allowed: LOCAL_RANK 0 .. " + std::to_string(probe.device_count - 1) +
-                        " — one rank per GPU, or narrow CUDA_VISIBLE_DEVICES to the rank's GPU (ptd launch does)");
+                        " — one rank per GPU (ptd launch starts LOCAL_RANK 0 .. GPUs − 1 per host), or narrow "
+                        "CUDA_VISIBLE_DEVICES to the rank's GPU");
     c.device = local_rank;
     c.device_source = "LOCAL_RANK " + std::to_string(local_rank) + " of " + std::to_string(probe.device_count) +
                       " visible device(s), " + visible_devices_text(cvd);

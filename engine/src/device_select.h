@@ -64,11 +64,18 @@ struct BackendChoice {
 //              fail for want of CUDA or a device, an error on cluster.gpu naming the GPU
 //              the job asks for, what this host lacks, and --backend cpu as the way to
 //              run the layout on CPUs on purpose (never a silent CPU run).
-// The device: 0 when CUDA_VISIBLE_DEVICES names exactly one device (the launcher narrows
-// it to the rank's GPU), else LOCAL_RANK; one outside the visible devices is an error
+// The device: 0 when CUDA_VISIBLE_DEVICES names exactly one device (a scheduler narrowed
+// it to the rank's GPU), else LOCAL_RANK (ptd launch keeps every GPU visible); one outside the visible devices is an error
 // naming both (also under auto: a wrong mapping is not a reason to train on the CPU).
 Result<BackendChoice> choose_backend(BackendRequest request, const std::string& gpu_preset, const CudaProbe& probe,
                                      int local_rank, const std::function<const char*(const char*)>& getenv_fn = {});
+
+// Whether `world` ranks on `kind` have a communicator that can read their buffers: "" when
+// they do, else the refusal (what was asked, what this binary lacks, what to do). The CUDA
+// backend's buffers are device memory, which NCCL reads and Gloo (host memory) cannot: a
+// binary built without NCCL refuses --backend cuda with more than one rank instead of
+// handing device pointers to Gloo.
+std::string multi_rank_refusal(BackendKind kind, int world, bool built_with_nccl);
 
 // The one factory of compute backends. `threads` is for the CPU backend.
 // cuda-sim is the CUDA backend under the simulator (engine/cuda/cuda_backend.cpp).

@@ -278,6 +278,7 @@ Model build_model(Backend& be, const EngineConfig& c, uint64_t seed) {
         t.p = dtype_offset(m.params, t.offset, c.act);
         t.g = m.grads + t.offset;
         *tp.slot = &t;
+        if (be.shapes_only()) continue;  // nothing is computed: the values are never read
         host.assign((size_t)t.numel, 0.0f);
         if (tp.init == Init::ones) {
             std::fill(host.begin(), host.end(), 1.0f);

@@ -162,6 +162,12 @@ int connect_run(RunState& s) {
         s.groups.dp = make_self_communicator("dp", 0);
         return 0;
     }
+#ifdef PTD_HAVE_NCCL
+    constexpr bool have_nccl = true;
+#else
+    constexpr bool have_nccl = false;
+#endif
+    if (std::string no = multi_rank_refusal(s.backend.kind, world, have_nccl); !no.empty()) return setup_error(s, no, 2);
     if (rank == 0) {
         KvServerOptions so;
         so.bind_addr = is_loopback(s.env.master_addr) ? "127.0.0.1" : "0.0.0.0";

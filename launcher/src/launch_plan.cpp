@@ -245,7 +245,6 @@ std::string rank_backend(const LaunchPlan& plan) {
 
 // env, argv and the remote command line of every rank, from the plan's current fields.
 static void fill_rank_commands(LaunchPlan& plan) {
-    const bool gpus = plan.job.cluster.gpu.name != "cpu";
     const std::string port = plan.master_port ? std::to_string(plan.master_port) : "<chosen at launch>";
     const auto forwarded = forwarded_environment(plan.job);
     for (RankPlan& r : plan.ranks) {
@@ -257,7 +256,9 @@ static void fill_rank_commands(LaunchPlan& plan) {
                  {"MASTER_ADDR", plan.master_addr},
                  {"MASTER_PORT", port},
                  {"PTD_RUN_ID", plan.run_id}};
-        if (gpus) r.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.local_rank));
+        // GPUs: no CUDA_VISIBLE_DEVICES. Every rank sees every GPU of its host and the engine
+        // picks device LOCAL_RANK, so NCCL can find the peers' GPUs and use NVLink / P2P
+        // (narrowing each rank to one device hides them: NVIDIA/nccl #129, #324, #1066).
         for (const auto& kv : forwarded) r.env.push_back(kv);
 
         const std::string job_path = plan.local ? plan.run_dir + "/job.toml" : h.remote_dir + "/job.toml";
@@ -529,14 +530,12 @@ std::string format_dry_run(const LaunchPlan& plan) {
             const RankPlan& rp = plan.ranks[r];
             o << "  rank " << r << " (tp " << rp.tp << ", pp " << rp.pp << ", dp " << rp.dp << ", local " << rp.local_rank
               << "):\n";
-            // The device line: where the rank runs and which GPU it gets (the launcher
-            // narrows CUDA_VISIBLE_DEVICES to one GPU, which the engine sees as cuda:0).
+            // The device line: where the rank runs and which GPU it gets (every GPU of the
+            // host stays visible; the engine takes device LOCAL_RANK).
             o << "    device: host " << hp.entry.host << ", LOCAL_RANK " << rp.local_rank << ", ";
-            std::string cvd;
-            for (const auto& [k, v] : rp.env)
-                if (k == "CUDA_VISIBLE_DEVICES") cvd = v;
-            if (!cvd.empty())
-                o << "CUDA_VISIBLE_DEVICES=" << cvd << " (cuda:0 in the engine), --backend " << backend << "\n    ";
+            if (gpus)
+                o << "every GPU of the host visible (cuda:" << rp.local_rank << " in the engine), --backend " << backend
+                  << "\n    ";
             else
                 o << "CUDA_VISIBLE_DEVICES not set (cluster.gpu = \"cpu\"), --backend " << backend << "\n    ";
             if (plan.local) {

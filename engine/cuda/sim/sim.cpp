@@ -598,6 +598,22 @@ uint64_t base_seed() {
 uint64_t last_launch_seed() { return tl_sim.last_seed; }
 uint64_t launch_count() { return tl_sim.launches; }
 
+namespace {
+std::mutex& launch_shapes_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::map<std::string, LaunchShape>& launch_shapes() {
+    static std::map<std::string, LaunchShape> shapes;
+    return shapes;
+}
+}  // namespace
+
+std::map<std::string, LaunchShape> sim_launch_shapes() {
+    std::lock_guard lock(launch_shapes_mutex());
+    return launch_shapes();
+}
+
 void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
     if (tl_block)
         fail(std::string("launch of ") + config.kernel_name + " at " + site(config.file, config.line) +
@@ -609,6 +625,14 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
                      dims(config.block).c_str(), config.dynamic_smem, error.c_str());
         std::fflush(stderr);
         std::abort();
+    }
+    if (sim_shapes_only()) {  // checked, not run (runtime.h); its shape kept for the resource check
+        std::lock_guard lock(launch_shapes_mutex());
+        LaunchShape& ls = launch_shapes()[config.kernel_name];
+        ls.max_threads = std::max(ls.max_threads, config.block.x * config.block.y * config.block.z);
+        ls.max_dynamic_smem = std::max(ls.max_dynamic_smem, config.dynamic_smem);
+        ++ls.launches;
+        return;
     }
     Simulator& s = tl_sim;
     BlockState& b = s.block;
@@ -646,12 +670,50 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
     while (std::gcd(a, blocks) != 1) ++a;  // ends at blocks + 1 at the latest
     const uint64_t c = blocks > 1 ? rng.next() % blocks : 0;
     tl_block = &b;
-    for (uint64_t i = 0; i < blocks; ++i) {
-        const uint64_t id = (uint64_t)(((unsigned __int128)a * i + c) % blocks);
-        b.block_idx = uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y), (unsigned)(id / ((uint64_t)gd.x * gd.y))};
-        std::memset(b.dynamic, 0xff, config.dynamic_smem);  // poison
-        b.seed = splitmix64(s.last_seed ^ (id * 0x9e3779b97f4a7c15ull));
-        run_block(s, b);
+    auto run_blocks = [&](bool reverse) {
+        for (uint64_t k = 0; k < blocks; ++k) {
+            const uint64_t i = reverse ? blocks - 1 - k : k;
+            const uint64_t id = (uint64_t)(((unsigned __int128)a * i + c) % blocks);
+            b.block_idx =
+                uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y), (unsigned)(id / ((uint64_t)gd.x * gd.y))};
+            std::memset(b.dynamic, 0xff, config.dynamic_smem);  // poison
+            b.seed = splitmix64(s.last_seed ^ (id * 0x9e3779b97f4a7c15ull));
+            run_block(s, b);
+        }
+    };
+    if (blocks > 1 && sim_racecheck()) {
+        // Racecheck (runtime.h): the same launch from the same memory in the reverse block
+        // order must leave every device allocation with the same bits.
+        const std::vector<SimAllocation> allocs = sim_allocations();
+        auto snapshot = [&] {
+            std::vector<std::vector<std::byte>> copy(allocs.size());
+            for (size_t j = 0; j < allocs.size(); ++j) {
+                const auto* p = reinterpret_cast<const std::byte*>(allocs[j].start);
+                copy[j].assign(p, p + allocs[j].bytes);
+            }
+            return copy;
+        };
+        const auto before = snapshot();
+        run_blocks(false);
+        const auto forward = snapshot();
+        for (size_t j = 0; j < allocs.size(); ++j)
+            std::memcpy(reinterpret_cast<void*>(allocs[j].start), before[j].data(), allocs[j].bytes);
+        run_blocks(true);
+        for (size_t j = 0; j < allocs.size(); ++j) {
+            const auto* now = reinterpret_cast<const std::byte*>(allocs[j].start);
+            for (size_t off = 0; off < allocs[j].bytes; ++off)
+                if (now[off] != forward[j][off]) {
+                    tl_block = nullptr;
+                    fail(std::string("racecheck: ") + config.kernel_name + " at " + site(config.file, config.line) +
+                         " (grid " + dims(config.grid) + ", block " + dims(config.block) + ", seed " +
+                         std::to_string(s.last_seed) + "): device allocation '" + allocs[j].tag + "' byte " +
+                         std::to_string(off) + " is " + std::to_string((int)forward[j][off]) +
+                         " after the blocks ran in one order and " + std::to_string((int)now[off]) +
+                         " in the reverse order: blocks depend on each other's writes");
+                }
+        }
+    } else {
+        run_blocks(false);
     }
     b.seed = s.last_seed;
     tl_block = nullptr;

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -264,6 +265,17 @@ void set_seed(uint64_t base);
 uint64_t base_seed();
 uint64_t last_launch_seed();
 uint64_t launch_count();
+
+// Shapes-only mode (runtime.h): every launch checked since the process started, by kernel
+// as written at the launch site — the largest block (threads) and dynamic shared memory
+// seen. The resource check (tests/cuda_resources.cmake) holds them against each kernel's
+// registers from ptxas.
+struct LaunchShape {
+    unsigned max_threads = 0;
+    size_t max_dynamic_smem = 0;
+    uint64_t launches = 0;
+};
+std::map<std::string, LaunchShape> sim_launch_shapes();
 
 template <class... KArgs, class... Args>
 inline void launch(const char* name, const char* file, int line, void (*kernel)(KArgs...), dim3 grid, dim3 block,

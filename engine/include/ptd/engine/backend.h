@@ -73,6 +73,9 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;  // "cpu"
+    // True only for the cuda-sim backend in shapes-only mode (engine/cuda/runtime.h): every
+    // op is checked and nothing is computed, so start-up skips computing initial values.
+    virtual bool shapes_only() const { return false; }
 
     // ---- streams and events ----------------------------------------------------------
     virtual Event create_event(const char* what) = 0;  // at start-up

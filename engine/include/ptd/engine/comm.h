@@ -137,7 +137,8 @@ struct CommGroups {
 
 struct CommOptions {
     std::string run_id;          // prefix of every key in the store: one run never sees another's keys
-    double timeout_s = 300;      // Gloo context timeout (each collective / recv)
+    double timeout_s = 300;      // Gloo context timeout (each collective / recv); NCCL: the deadline of
+                                 // each operation and of communicator init (the watchdog's, comm_watchdog.h)
     std::string hostname;        // address to listen on for Gloo pairs; "" = MASTER_ADDR's family default
     bool strict_fifo = false;    // strict p2p checking (also switched on by PTD_COMM_STRICT_FIFO=1)
 };
