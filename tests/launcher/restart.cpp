@@ -2,9 +2,10 @@
 // real ptd-engine ranks killed with SIGKILL mid-run start again from the newest complete
 // checkpoint and end with the undisturbed run's losses bit for bit; a restart budget that
 // runs out ends the run with the failure; --exclude-failed says why the layout cannot resume
-// on fewer hosts; the restarts and the goodput survive the manifest's round trip and reach
-// `ptd watch`; as root, a host whose network is cut mid-run (network namespaces, sshd) is
-// restarted with the same losses. No process of a run survives.
+// on fewer hosts; the flags reach every rank and the dry run; the restarts and the goodput
+// survive the manifest's round trip and reach `ptd watch`; as root, a host whose network is
+// cut mid-run (network namespaces, sshd) is restarted with the same losses. No process of a
+// run survives.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -261,6 +262,33 @@ TEST(LocalRestart, RestartsAndGoodputSurviveTheManifestAndReachWatch) {
     EXPECT_NE(out.find("goodput 91.0%: 91.0 s of training steps (20) in 100.0 s of wall time; 1 restart, 2 steps and 4.2 s lost"),
               std::string::npos)
         << out;
+}
+
+// The flags reach every rank (--checkpoint-every), the dry run states the policy, and an
+// interval given twice (flag or key, and after --) is refused naming both.
+TEST(LocalRestart, FlagsReachEveryRankAndTheDryRun) {
+    const Proc p = run_captured(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --max-restarts 2 --checkpoint-every 3 --dry-run");
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_NE(p.out.find("restarts: up to 2 after a rank or host fails, each from the newest complete checkpoint "
+                         "(--checkpoint-every 3)"),
+              std::string::npos)
+        << p.out;
+    const std::string dir = scratch_dir("restart");
+    const LaunchPlan plan = plan_in(dir, "flags", tiny_job(3, 2), 5);
+    for (const RankPlan& r : plan.ranks) {
+        const auto at = std::find(r.argv.begin(), r.argv.end(), "--checkpoint-every");
+        ASSERT_NE(at, r.argv.end());
+        EXPECT_EQ(*(at + 1), "3");
+        EXPECT_EQ(std::count(r.argv.begin(), r.argv.end(), "--resume"), 0);
+    }
+    LaunchOptions o;
+    o.run_root = dir;
+    o.local_engine = kBin + "/ptd-engine";
+    o.engine_args = {"--checkpoint-every", "5"};
+    auto twice = make_launch_plan(tiny_job(3, 2), o);
+    ASSERT_FALSE(twice);
+    EXPECT_NE(twice.error().str().find("given twice: as launch.checkpoint_every and after --"), std::string::npos)
+        << twice.error().str();
 }
 
 // ---- a host's network cut: two SSH "hosts" in network namespaces ------------------------
