@@ -459,7 +459,12 @@ void Launcher::Impl::supervise() {
                 break;
             }
             case RawEvent::pid:
-                if (ev.rank >= 0 && ev.rank < world) manifest.ranks[ev.rank].pid = ev.code;
+                // Over SSH the pid (the rank's process group) arrives after the start: record it
+                // at once, so a reader of the manifest can signal the rank (soak_restart.sh).
+                if (ev.rank >= 0 && ev.rank < world) {
+                    manifest.ranks[ev.rank].pid = ev.code;
+                    save_manifest();
+                }
                 break;
             case RawEvent::lost: {
                 emit_host(LaunchEventKind::host_failed, ev.host, "connection lost: " + ev.text);
