@@ -119,6 +119,14 @@ echo "undisturbed: $calm_s s; $(goodput_of "$work/$tag-calm")"
 launcher=$!
 run=$work/$tag-soak
 done_kills=0
+# Until the launcher has recorded $1 restarts (or has ended), at most 2 minutes.
+restarted() {
+    for _ in $(seq 1 600); do
+        [ "$(manifest "$run" '.restarts | length')" -ge "$1" ] && return
+        kill -0 $launcher 2>/dev/null || return
+        sleep 0.2
+    done
+}
 hits=$((kills + netns))
 cut_at=$([ $netns = 1 ] && echo $(( RANDOM % hits + 1 )) || echo 0)  # which disruption is the cut
 for k in $(seq 1 "$hits"); do
@@ -136,11 +144,7 @@ for k in $(seq 1 "$hits"); do
         ip link set ptdsoakv2 down
         done_kills=$((done_kills + 1))
         echo "cut: host 2's link down after ${wait_s} s"
-        for _ in $(seq 1 600); do
-            [ "$(manifest "$run" '.restarts | length')" -ge "$done_kills" ] && break
-            kill -0 $launcher 2>/dev/null || break
-            sleep 0.2
-        done
+        restarted "$done_kills"
         ip link set ptdsoakv2 up
         echo "cut: host 2's link up again (the launcher has restarted)"
         continue
@@ -155,12 +159,7 @@ for k in $(seq 1 "$hits"); do
     elif kill -KILL "$pid" 2>/dev/null; then
         done_kills=$((done_kills + 1))
         echo "kill $done_kills: SIGKILL to rank $rank (pid $pid) after ${wait_s} s"
-        # Until the launcher has recorded this restart.
-        for _ in $(seq 1 600); do
-            [ "$(manifest "$run" '.restarts | length')" -ge "$done_kills" ] && break
-            kill -0 $launcher 2>/dev/null || break
-            sleep 0.2
-        done
+        restarted "$done_kills"
     fi
 done
 rc=0
