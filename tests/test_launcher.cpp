@@ -1289,6 +1289,7 @@ TEST(LaunchCommand, FailureReportNamesRankAndLastStderr) {
 
 #include "netns_hosts.h"
 #include "sshd_fixture.h"
+#include "two_ssh_hosts.h"
 
 namespace {
 
@@ -1524,17 +1525,10 @@ TEST(SshLaunch, SshConfigAliasGivesTheRanksTheAddressItReaches) {
 // (tests/netns_hosts.h)
 
 TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
-    NetnsHosts net(2);
-    if (!net.skip.empty()) GTEST_SKIP() << net.skip;
-    unsetenv("SSH_AUTH_SOCK");
-    SshdFixture a, b;
-    if (std::string why = a.start("ptdh1", "10.231.77.2"); !why.empty()) GTEST_SKIP() << why;
-    if (std::string why = b.start("ptdh2", "10.231.77.3"); !why.empty()) GTEST_SKIP() << why;
     const std::string dir = scratch_dir("two-host");
-    // One key for both hosts, both host keys known.
-    write_file(b.dir + "/authorized_keys", read_file(a.identity + ".pub"));
-    write_file(dir + "/known_hosts", a.known_hosts_line() + b.known_hosts_line());
-    write_file(dir + "/hosts", a.user + "@10.231.77.2 slots=2\n" + b.user + "@10.231.77.3 slots=2\n");
+    TwoSshHosts hosts(dir, 2);  // one key for both hosts, both host keys known
+    if (!hosts.skip.empty()) GTEST_SKIP() << hosts.skip;
+    const SshdFixture& a = hosts.a;
     JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
     job.cluster.nodes = 2;
     job.cluster.gpus_per_node = 2;
@@ -1543,8 +1537,8 @@ TEST(TwoHostLaunch, RanksOnTwoSshHostsTrainAndFailTogether) {
     // Each rank's Gloo pairs listen on its namespace's interface (forwarded GLOO_*).
     setenv("GLOO_SOCKET_IFNAME", "eth0", 1);
     LaunchOptions o = options_in(dir, "two-host");
-    o.hostfile = dir + "/hosts";
-    o.known_hosts = dir + "/known_hosts";
+    o.hostfile = hosts.hostfile;
+    o.known_hosts = hosts.known_hosts;
     o.ssh_config = a.ssh_config;
     o.upload = true;
     o.steps = 3;

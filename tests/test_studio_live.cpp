@@ -245,6 +245,25 @@ TEST(LiveModel, AResumeGoingBackReplacesTheTail) {
     expect_pyramids_current(s);
 }
 
+// A restart (issue 31): a marker at the step it resumed from, the failed attempt's exits
+// cleared, and the run's events say it.
+TEST(LiveModel, ARestartMarksItsStepAndClearsTheExits) {
+    LiveRun run;
+    live_begin(run, manifest8());
+    for (int step = 1; step <= 5; ++step) live_apply(run, step_event(0, step, 10.0 - step));
+    live_apply(run, event(LaunchEventKind::rank_exited, 2, "", 137));
+    LaunchEvent restart = event(LaunchEventKind::restart, 2,
+                                "restart 1 of 3: rank 2 exited with code 137 (signal 9); resuming from the checkpoint of "
+                                "step 4 (1 step lost)");
+    restart.step = 4;
+    live_apply(run, restart);
+    EXPECT_EQ(run.restart_steps, (std::vector<double>{4}));
+    EXPECT_FALSE(run.ranks[2].exit_code);
+    EXPECT_EQ(run.ranks[2].state, "restarting");
+    ASSERT_FALSE(run.events.empty());
+    EXPECT_EQ(run.events.back(), restart.text);
+}
+
 TEST(LiveModel, PyramidsFollowAppendsAndResumes) {
     LiveState live;
     live_begin(live.run, manifest8());

@@ -155,6 +155,14 @@ int main(int argc, char** argv) {
                      "First run `ptd calibrate --check` on the same hosts; do not launch when a host is flagged");
     launch->add_flag("--force", lca.force, "With --preflight: launch even when a host is flagged");
     launch->add_option("--exclude-hosts", lca.exclude_hosts, "Hosts of --hosts FILE to leave out (comma-separated)")->delimiter(',');
+    launch->add_option("--max-restarts", lca.max_restarts,
+                       "Restart a failed run from its newest complete checkpoint up to N times (default launch.max_restarts)")
+        ->check(CLI::Range(0, 1000));
+    launch->add_option("--checkpoint-every", lca.checkpoint_every,
+                       "Every rank writes a checkpoint every N steps (default launch.checkpoint_every; 0 = none)")
+        ->check(CLI::Range(0, 1 << 30));
+    launch->add_flag("--exclude-failed", lca.exclude_failed,
+                     "With --max-restarts: restart without the failed host (re-planned), or stop saying why it cannot");
     launch->add_option("--set", lca.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
     launch->add_option("ENGINE_ARGS", lca.engine_args, "After --: arguments for every ptd-engine (e.g. -- --checkpoint-every 10)");
 

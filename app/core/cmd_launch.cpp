@@ -258,6 +258,9 @@ Result<LaunchOptions> launch_options(const LaunchArgs& a) {
     opts.engine_args = a.engine_args;
     opts.backend = a.backend;
     opts.slurm = a.slurm;
+    opts.max_restarts = a.max_restarts;
+    opts.checkpoint_every = a.checkpoint_every;
+    opts.exclude_failed = a.exclude_failed;
     if (!a.exclude_hosts.empty()) {
         auto kept = hosts_without(a.hosts, a.exclude_hosts);
         if (!kept) return std::unexpected(kept.error());
@@ -393,6 +396,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
                     message(red(term, "ptd launch: host " + run.plan().hosts[ev.host].display + ": " + ev.text));
                     break;
                 case LaunchEventKind::stopping: message(yellow(term, "ptd launch: " + ev.text)); break;
+                case LaunchEventKind::restart: message(yellow(term, "ptd launch: " + ev.text)); break;
                 case LaunchEventKind::metric:
                     if (ev.metric->kind == MetricKind::warning || ev.metric->kind == MetricKind::error)
                         message((ev.metric->kind == MetricKind::error ? red(term, "rank " + std::to_string(ev.rank) + ": ")
@@ -433,7 +437,12 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     }
     // The slow rank, if any, from the ranks' measured timelines (a failed run's too: a
     // straggler may be why it was stopped).
-    if (auto manifest = read_manifest(run_dir)) std::fputs(run_straggler_text(run_dir, *manifest, term).c_str(), out);
+    if (auto manifest = read_manifest(run_dir)) {
+        std::fputs(run_straggler_text(run_dir, *manifest, term).c_str(), out);
+        // The run's goodput, when it could restart or did (restart.h).
+        if (manifest->goodput && (manifest->max_restarts > 0 || !manifest->restarts.empty()))
+            std::fprintf(out, "%s\n", goodput_text(*manifest->goodput).c_str());
+    }
     return rc;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct LaunchArgs {
     std::string profile;          // --profile FILE: the cluster profile the dashboard's speed
                                   // prediction uses (else the job's cluster.profile); recorded
                                   // in the run's manifest
+    std::optional<int> max_restarts;      // --max-restarts N (default launch.max_restarts)
+    std::optional<int> checkpoint_every;  // --checkpoint-every N (default launch.checkpoint_every)
+    bool exclude_failed = false;  // --exclude-failed: restart without the failed host
 };
 
 // Exit code: 0 when every rank finished, the failing rank's exit code (1 for a lost host or

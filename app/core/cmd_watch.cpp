@@ -76,7 +76,8 @@ void drain(RunFollower& f, RunView& view) {
     }
 }
 
-// Below the dashboard of a failed or stopped run: why, and the failing rank's last lines.
+// Below the dashboard: the goodput of a run that could restart; of a failed or stopped run,
+// why, and the failing rank's last lines.
 // A run whose end the manifest does not record says how the watch decided it was over.
 std::string outcome_text(const RunView& view, const RunFollower& f, const Term& t) {
     const RunManifest& m = f.manifest();
@@ -86,6 +87,8 @@ std::string outcome_text(const RunView& view, const RunFollower& f, const Term& 
         out += (state == "finished" ? green(t, state) : red(t, state)) + ": " + f.decided() +
                " (decided by ptd watch from " + (f.decided().starts_with("Slurm job ") ? "Slurm" : "the ranks") + ": manifest.json still says \"" +
                f.recorded_state() + "\")\n";
+    // The measured goodput of a run that could restart (restart.h), from its manifest.
+    if (m.goodput && (m.max_restarts > 0 || !m.restarts.empty())) out += goodput_text(*m.goodput) + "\n";
     if (state != "failed" && state != "stopped") return out;
     const std::string reason = !m.reason.empty() ? m.reason : view.reason();
     if (f.decided().empty())

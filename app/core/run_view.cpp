@@ -205,6 +205,15 @@ void RunView::apply(const LaunchEvent& ev) {
         case LaunchEventKind::stopping:
             if (reason_.empty()) reason_ = ev.text;
             break;
+        case LaunchEventKind::restart:
+            // The ranks start again (restart.h): what ended the last attempt is history now.
+            restarts_.push_back(ev.text);
+            for (Rank& x : ranks_) {
+                x.exit_code.reset();
+                x.error.clear();
+            }
+            reason_.clear();
+            break;
         case LaunchEventKind::finished:
             finished_ = true;
             exit_code_ = ev.exit_code;
@@ -358,6 +367,7 @@ std::string RunView::render(bool color, int width, bool sparklines) const {
     if (sparklines) cols += "  loss (last " + std::to_string(kSparkSteps) + ")";
     out += cut_to_width(dim(t, cols), width) + "\n";
     for (int i = 0; i < (int)ranks_.size(); ++i) out += cut_to_width(rank_line(i, color, sparklines), width) + "\n";
+    for (const std::string& r : restarts_) out += cut_to_width(yellow(t, r), width) + "\n";
     return out;
 }
 

@@ -32,7 +32,7 @@ public:
 
     // The header line (run id, job, hosts, state, step x/N), the prediction line (when one
     // is set), a line of column names, and one line per rank; every line ends in '\n' and
-    // is cut to `width` columns (<= 0: uncut).
+    // is cut to `width` columns (<= 0: uncut); then one line per restart of the run.
     std::string render(bool color, int width, bool sparklines) const;
     // One rank's line, uncut, without '\n'.
     std::string rank_line(int rank, bool color, bool sparkline) const;
@@ -51,6 +51,8 @@ public:
     const std::string& reason() const { return reason_; }
     // A rank's last `n` output lines (log text and error messages), oldest first.
     std::vector<std::string> last_lines(int rank, int n) const;
+    // The run's restarts so far, one line each ("restart 1 of 3: …"), oldest first.
+    const std::vector<std::string>& restarts() const { return restarts_; }
     // Loss history of a rank, oldest first (bounded; see kHistory).
     std::vector<double> loss_history(int rank) const;
 
@@ -80,6 +82,7 @@ private:
     std::vector<std::string> hosts_;
     int world_ = 0, steps_ = 0, exit_code_ = 0, manifest_failed_rank_ = -1;
     bool finished_ = false;
+    std::vector<std::string> restarts_;  // one line per restart event (restart.h), in order
     std::vector<Rank> ranks_;
     std::optional<RunPrediction> prediction_;
     int host_width_ = 4;

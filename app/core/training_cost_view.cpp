@@ -127,6 +127,15 @@ std::vector<CostRow> training_cost_rows(const TrainingCost& c) {
                             (c.interval_s >= c.compute_s ? " (longer than the run: one save at its end)" : ""),
                         fmt("Young/Daly √(2 · save · MTBF); MTBF %s at %.3g failures per GPU-hour [%s]",
                             duration_text(c.mtbf_s).c_str(), in.failures_per_gpu_hour, in.sources.failures.c_str())});
+    // issue 31: the job's own interval (what `ptd launch` passes as --checkpoint-every) beside it.
+    if (in.job_interval_steps > 0 && c.goodput > 0)
+        rows.push_back({"job interval",
+                        fmt("%s steps = %s: ", thousands((double)in.job_interval_steps).c_str(), duration_text(c.job_interval_s).c_str()) +
+                            (c.job_goodput > 0 ? fmt("goodput %.1f%%, ≈ %s steps lost to %.1f expected failures", c.job_goodput * 100,
+                                                     thousands(std::round(c.job_expected_steps_lost)).c_str(), c.job_expected_failures)
+                                               : std::string("never finishes: failures outpace the saves")),
+                        fmt("launch.checkpoint_every; at the Young/Daly interval: goodput %.1f%%, ≈ %s steps lost",
+                            c.goodput * 100, thousands(std::round(c.expected_steps_lost)).c_str())});
     return rows;
 }
 
@@ -165,7 +174,15 @@ nlohmann::json training_cost_json(const TrainingCost& c) {
           {"failures_per_gpu_hour", in.failures_per_gpu_hour},
           {"mtbf_s", c.mtbf_s},
           {"interval_s", c.interval_s},
-          {"interval_steps", c.interval_steps}}},
+          {"interval_steps", c.interval_steps},
+          {"expected_steps_lost", c.expected_steps_lost}}},
+        {"job_interval",
+         in.job_interval_steps > 0 ? nlohmann::json{{"steps", in.job_interval_steps},
+                                                    {"interval_s", c.job_interval_s},
+                                                    {"goodput", c.job_goodput},
+                                                    {"expected_failures", c.job_expected_failures},
+                                                    {"expected_steps_lost", c.job_expected_steps_lost}}
+                                   : nlohmann::json(nullptr)},
         {"sources",
          {{"budget", s.budget}, {"gpu_power", s.gpu_power}, {"host_power", s.host_power}, {"pue", s.pue},
           {"price", s.price}, {"storage", s.storage}, {"failures", s.failures}}},

@@ -170,6 +170,7 @@ bool launch_tick(StudioState& s) {
                 if (l.banner.empty()) l.banner = (host ? "host " + host->display + ": " : "") + ev.text;
                 break;
             case LaunchEventKind::stopping: l.messages.push_back(ev.text); break;
+            case LaunchEventKind::restart: l.messages.push_back(ev.text); break;
             case LaunchEventKind::finished: {
                 const LaunchOutcome o = l.launcher->outcome();
                 l.outcome = o;

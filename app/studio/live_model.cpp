@@ -202,6 +202,15 @@ void live_apply(LiveRun& run, const LaunchEvent& ev) {
             if (!r) return;
             set_rank_exit(*r, ev.exit_code);
             break;
+        case LaunchEventKind::restart:
+            // The ranks start again from a checkpoint: a marker on the plots at its step, and
+            // the failed attempt's exits are history.
+            note_event(run, ev.text);
+            run.restart_steps.push_back(std::max(0, ev.step));
+            for (LiveRank& x : run.ranks)
+                if (x.exit_code) x.exit_code.reset(), x.state = "restarting";
+            run.reason.clear();
+            break;
         case LaunchEventKind::stopping:
             note_event(run, "stopping: " + ev.text);
             if (run.reason.empty()) run.reason = ev.text;

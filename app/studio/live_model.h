@@ -92,6 +92,7 @@ struct LiveRun {
     int steps_total = 0;             // the stop step (manifest, else the engine's start line)
     int max_step = 0;                // highest step any rank reported
     std::deque<std::string> events;  // run-level messages (host failures, stopping, finished)
+    std::vector<double> restart_steps;  // the step each restart resumed from (restart.h), in order
     uint64_t revision = 0;           // bumped by every change, for caches
     uint64_t generation = 0;         // bumped by live_begin only (ranks and coordinates)
     // The estimator's speed prediction for this run (estimate_job of its job with its cluster

@@ -485,6 +485,7 @@ void plots(StudioState& s, ImVec2 size) {
         opt.thickness = visible > 8 ? 1.0f : 2.0f;
         opt.empty_text = visible == 0 ? "every line is hidden" : "no steps yet";
         opt.level = level;
+        opt.markers = live.run.restart_steps;
         if (k % 3 != 0) ImGui::SameLine(0, gap);
         ImGui::PushID((int)k);
         const PlotInput in = line_plot("##plot", opt, series, cell);

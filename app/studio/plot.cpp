@@ -248,6 +248,11 @@ PlotInput line_plot(const char* id, const PlotOptions& opt, std::span<const Plot
         dl->AddText(ImVec2((a.x + b.x - ts.x) * 0.5f, (a.y + b.y - fh) * 0.5f), kAxisText, opt.empty_text);
     }
 
+    for (double m : opt.markers)
+        if (m >= x.lo && m <= x.hi) {
+            const float px = std::floor(x.to_px(m)) + 0.5f;
+            dl->AddLine(ImVec2(px, a.y), ImVec2(px, b.y), opt.marker_colour, 1.0f);
+        }
     // Crosshair and the series' points at its step.
     if (opt.crosshair && *opt.crosshair >= x.lo && *opt.crosshair <= x.hi) {
         const float px = std::floor(x.to_px(*opt.crosshair)) + 0.5f;

@@ -45,6 +45,9 @@ struct PlotOptions {
     // line, its interval a shaded band behind the series; the y range takes both in.
     std::optional<PlotLevel> level;
     ImU32 level_colour = IM_COL32(235, 238, 245, 200);
+    // Steps marked by a vertical line across the plot (the Live tab: where a restart resumed).
+    std::span<const double> markers;
+    ImU32 marker_colour = IM_COL32(240, 180, 60, 220);
 };
 
 // What the mouse did over the plot this frame.

@@ -22,6 +22,7 @@
 #include "ptd/layout/job_layout.h"
 #include "ptd/launch.h"
 #include "ptd/layout/layout.h"
+#include "ptd/restart.h"
 #include "transport.h"
 
 extern char** environ;
@@ -277,6 +278,11 @@ static void fill_rank_commands(LaunchPlan& plan) {
             r.argv.push_back("--timeline-dir");
             r.argv.push_back(h.remote_dir + "/timeline");
         }
+        if (plan.checkpoint_every > 0) {
+            r.argv.push_back("--checkpoint-every");
+            r.argv.push_back(std::to_string(plan.checkpoint_every));
+        }
+        if (plan.resume) r.argv.push_back("--resume");
         for (const std::string& a : plan.engine_args) r.argv.push_back(a);
 
         // sshd starts the command in a new session, so the shell's pid ($$) is also the
@@ -294,6 +300,8 @@ void set_master_port(LaunchPlan& plan, int port) {
     plan.master_port = port;
     fill_rank_commands(plan);
 }
+
+void refresh_rank_commands(LaunchPlan& plan) { fill_rank_commands(plan); }
 
 Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opts) {
     // A job without [parallel] has only placeholder degrees (tp = pp = 1, dp = world).
@@ -350,6 +358,14 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     }
     plan.steps = opts.steps;
     plan.engine_args = opts.engine_args;
+    plan.max_restarts = opts.max_restarts.value_or(job.launch.max_restarts);
+    plan.checkpoint_every = opts.checkpoint_every.value_or(job.launch.checkpoint_every);
+    plan.exclude_failed = opts.exclude_failed;
+    if (plan.checkpoint_every > 0 &&
+        std::find(opts.engine_args.begin(), opts.engine_args.end(), "--checkpoint-every") != opts.engine_args.end())
+        return fail(SourceLoc{}, "--checkpoint-every",
+                    "given twice: as " + std::string(opts.checkpoint_every ? "ptd launch --checkpoint-every" : "launch.checkpoint_every") +
+                        " and after --; allowed: one of them");
     // --backend: checked here (a typo must not start N ranks that all fail) against the
     // names ptd-engine takes, and only once: `ptd launch --backend` or `-- --backend`.
     for (const auto& [given, where] : {std::pair{opts.backend, std::string("--backend")},
@@ -484,6 +500,7 @@ std::string format_dry_run(const LaunchPlan& plan) {
     o << "run " << plan.run_id << ": " << plan.ranks.size() << " rank(s) on " << plan.hosts.size() << " host(s), "
       << (plan.local ? "local child processes" : "ssh") << "\n";
     o << "run directory: " << plan.run_dir << "\n";
+    if (plan.max_restarts > 0) o << restart_policy_line(plan) << "\n";
     o << "master: " << plan.master_addr << ":"
       << (plan.master_port ? std::to_string(plan.master_port) : "(a free port found on the first host at launch)")
       << " (MASTER_ADDR from " << plan.master_addr_source << ")\n";
@@ -625,6 +642,7 @@ std::string slurm_script(const LaunchPlan& plan) {
     for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", plan.run_dir})
         args += " " + (a.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + a + "\"" : shell_quote(a));
     if (plan.steps > 0) args += " --steps " + std::to_string(plan.steps);
+    if (plan.checkpoint_every > 0) args += " --checkpoint-every " + std::to_string(plan.checkpoint_every);
     if (!plan.backend.empty()) args += " --backend " + shell_quote(plan.backend);
     for (const std::string& a : plan.engine_args) args += " " + shell_quote(a);
     std::string srun = "srun --kill-on-bad-exit=1 --distribution=block";

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "ptd/restart.h"
 #include "ptd/run_dir.h"
 #include "ptd/common/sha256.h"
 #include "ptd/timeline/timeline.h"
@@ -31,6 +32,7 @@ const char* launch_event_kind_name(LaunchEventKind k) {
         case LaunchEventKind::metric: return "metric";
         case LaunchEventKind::rank_exited: return "rank_exited";
         case LaunchEventKind::stopping: return "stopping";
+        case LaunchEventKind::restart: return "restart";
         case LaunchEventKind::finished: return "finished";
     }
     return "?";
@@ -101,6 +103,9 @@ struct Launcher::Impl final : TransportSink {
     std::deque<RawEvent> raw;
     LaunchOutcome result;
 
+    std::optional<RestartTracker> restarts;            // issue 31: restarts and goodput (restart.h)
+    bool ranks_ever_started = false;                   // a first attempt that started nothing is not restarted
+    std::vector<std::vector<long>> stale_groups;       // per host: process groups of ranks lost with it
     std::vector<bool> rank_started;                    // start_rank succeeded
     std::vector<std::deque<std::string>> last_stderr;  // per rank, up to kKeepStderr
     static constexpr size_t kKeepStderr = 20;
@@ -138,6 +143,8 @@ struct Launcher::Impl final : TransportSink {
     static int blamed_rank(const std::string& message, int world);
     void blame_cause(const std::vector<int>& blamed, const std::vector<int>& exit_code);
     void run();
+    void run_attempt();
+    bool restart_after_failure();
     void collect_timelines();
     bool connect_all();
     bool start_all();
@@ -177,7 +184,9 @@ bool Launcher::Impl::connect_all() {
     const int n = (int)plan.hosts.size();
     std::vector<std::string> errors(n);
     std::string engine_sha;
-    if (!plan.local && plan.upload) {
+    // A restart finds the engine where the first attempt put it (every host had it then).
+    const bool upload_engine = plan.upload && !ranks_ever_started;
+    if (!plan.local && upload_engine) {
         auto sha = sha256_file(plan.local_engine);
         if (!sha) {
             result.reason = sha.error().str();
@@ -205,9 +214,14 @@ bool Launcher::Impl::connect_all() {
             errors[h] = ok.error().str();
             return;
         }
+        // A restart after this host was lost: what its ranks left running there goes first.
+        if (h < (int)stale_groups.size() && !stale_groups[h].empty()) {
+            transports[h]->kill_stale_groups(stale_groups[h]);
+            stale_groups[h].clear();
+        }
         std::string what = plan.local ? "ranks run as child processes of this machine" : "connected";
         if (!plan.local) {
-            if (plan.upload) {
+            if (upload_engine) {
                 if (auto ok = transports[h]->upload(plan.local_engine, hp.engine, engine_sha); !ok) {
                     errors[h] = ok.error().str();
                     return;
@@ -293,22 +307,33 @@ bool Launcher::Impl::start_all() {
 }
 
 void Launcher::Impl::run() {
+    // One attempt, and one more after each failure the restart policy restarts (restart.h).
+    do run_attempt();
+    while (restart_after_failure());
+    finish(result.exit_code, result.stopped_by_user ? "stopped" : result.exit_code ? "failed" : "finished");
+}
+
+void Launcher::Impl::run_attempt() {
+    transports.clear();
     for (int h = 0; h < (int)plan.hosts.size(); ++h)
         transports.push_back(plan.local ? make_local_transport(plan, h) : make_ssh_transport(plan, h));
-    last_stderr.resize(plan.ranks.size());
+    last_stderr.assign(plan.ranks.size(), {});
     rank_started.assign(plan.ranks.size(), false);
 
     if (!connect_all()) {
-        finish(1, "failed");
+        std::lock_guard lock(mu);
+        result.exit_code = 1;
         return;
     }
     if (stop_requested) {
+        std::lock_guard lock(mu);
         result.stopped_by_user = true;
         result.reason = "stopped by user before any rank started";
-        finish(130, "stopped");
+        result.exit_code = 130;
         return;
     }
     const bool started = start_all();
+    ranks_ever_started = ranks_ever_started || std::count(rank_started.begin(), rank_started.end(), true) > 0;
     // Ranks that did start are supervised either way: a failed start tears them down.
     for (auto& t : transports) t->run_io(*this);
     manifest.state = "running";
@@ -390,6 +415,7 @@ void Launcher::Impl::supervise() {
                 if (!ev.is_stderr) m = parse_metrics_line(ev.text);
                 if (m) {
                     if (m->kind == MetricKind::error) blamed[ev.rank] = blamed_rank(m->message, world);
+                    restarts->on_metric(*m, unix_now());
                     out.kind = LaunchEventKind::metric;
                     out.metric = std::move(m);
                 } else {
@@ -433,7 +459,12 @@ void Launcher::Impl::supervise() {
                 break;
             }
             case RawEvent::pid:
-                if (ev.rank >= 0 && ev.rank < world) manifest.ranks[ev.rank].pid = ev.code;
+                // Over SSH the pid (the rank's process group) arrives after the start: record it
+                // at once, so a reader of the manifest can signal the rank (soak_restart.sh).
+                if (ev.rank >= 0 && ev.rank < world) {
+                    manifest.ranks[ev.rank].pid = ev.code;
+                    save_manifest();
+                }
                 break;
             case RawEvent::lost: {
                 emit_host(LaunchEventKind::host_failed, ev.host, "connection lost: " + ev.text);
@@ -458,7 +489,50 @@ void Launcher::Impl::supervise() {
             if (ev.kind == RawEvent::line && ev.rank >= 0 && ev.rank < world) writer->append_line(ev.rank, ev.text);
         raw.clear();
     }
-    finish(result.exit_code, result.stopped_by_user ? "stopped" : result.exit_code ? "failed" : "finished");
+}
+
+// After an attempt: when it failed and the restart policy allows, record the restart, tell
+// the caller (a `restart` event) and prepare the plan for the next attempt: every rank
+// resumes from the newest complete checkpoint (none: from step 0) on a fresh MASTER_PORT.
+bool Launcher::Impl::restart_after_failure() {
+    LaunchOutcome o;
+    {
+        std::lock_guard lock(mu);
+        o = result;
+    }
+    // A launch that never started a rank (no host reached, a refused key) is a setup problem
+    // a restart would repeat; a later attempt that cannot reach a host uses up a restart.
+    if (o.exit_code == 0 || stop_requested || !ranks_ever_started) return false;
+    const RestartTracker::Decision d = restarts->after_failure(plan, o, unix_now());
+    manifest.restarts = restarts->records();
+    if (!d.restart) {
+        if (!d.why_not.empty() && plan.max_restarts > 0) emit_host(LaunchEventKind::stopping, -1, d.why_not);
+        return false;
+    }
+    LaunchEvent ev;
+    ev.kind = LaunchEventKind::restart;
+    ev.rank = d.record.rank;
+    ev.host = d.record.host;
+    ev.exit_code = o.exit_code;
+    ev.text = restart_text(d.record, plan.max_restarts);
+    ev.step = d.record.resumed_from;
+    emit(std::move(ev));
+    plan.resume = d.record.resumed_from > 0;
+    if (plan.job.launch.master_port == 0) plan.master_port = 0;  // start_all picks a free one again
+    refresh_rank_commands(plan);
+    stale_groups.resize(plan.hosts.size());
+    for (RunManifestRank& r : manifest.ranks) {
+        if (r.exit_code == -1 && r.pid > 1) stale_groups[(size_t)r.host].push_back(r.pid);
+        r.exit_code.reset();
+        r.pid = 0;
+    }
+    manifest.state = "restarting";
+    save_manifest();
+    {
+        std::lock_guard lock(mu);
+        result = LaunchOutcome{};
+    }
+    return true;
 }
 
 // Over SSH every host's ranks wrote their measured timeline (the engine's --timeline-dir,
@@ -507,6 +581,8 @@ void Launcher::Impl::finish(int exit_code, std::string state) {
     }
     manifest.state = std::move(state);
     manifest.ended = unix_now();
+    manifest.restarts = restarts->records();
+    manifest.goodput = restarts->goodput(manifest.ended);
     manifest.exit_code = exit_code;
     manifest.failed_rank = result.failed_rank;
     manifest.reason = result.reason;
@@ -532,6 +608,7 @@ Result<std::unique_ptr<Launcher>> Launcher::start(LaunchPlan plan) {
     impl->manifest = initial_manifest(impl->plan);
     // Who supervises the run: `ptd watch` tells a killed launcher from a live one by it.
     impl->manifest.launcher = this_launcher();
+    impl->restarts.emplace(impl->manifest.started);
     auto writer = RunDirWriter::create(impl->plan.run_dir, impl->plan.job_toml, impl->manifest);
     if (!writer) return std::unexpected(writer.error());
     impl->writer = std::move(*writer);

@@ -75,6 +75,19 @@ public:
         }
         return v;
     }
+    // Each element of the top-level array `key`, when it is an object, to f(element, "key[i].",
+    // i); any other element is a problem. The array itself, or nullptr as container() says.
+    template <class F>
+    const json* each_object(const json& obj, const char* key, bool required, const char* expected, F&& f) {
+        const json* a = container(obj, key, required, json::value_t::array, expected);
+        for (size_t i = 0; a && i < a->size(); ++i) {
+            const json& e = (*a)[i];
+            const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+            if (e.is_object()) f(e, at + ".", i);
+            else problem(at, "got " + describe_json(e) + ", expected an object");
+        }
+        return a;
+    }
     void string(const json& obj, const std::string& prefix, const char* key, std::string& out, bool required = false) {
         const json* v = get(obj, prefix, key, required, "a string");
         if (!v) return;
@@ -312,6 +325,7 @@ RunManifest initial_manifest(const LaunchPlan& plan) {
         m.ranks.push_back(mr);
     }
     m.profile = plan.profile;
+    m.max_restarts = plan.max_restarts;
     return m;
 }
 
@@ -369,6 +383,35 @@ std::string manifest_to_json(const RunManifest& m) {
         s["state"] = m.scheduler->state;
         j["scheduler"] = std::move(s);
     }
+    if (m.max_restarts > 0) j["max_restarts"] = m.max_restarts;
+    if (!m.restarts.empty()) {
+        ojson rs = ojson::array();
+        for (const RestartRecord& r : m.restarts) {
+            ojson jr;
+            jr["attempt"] = r.attempt;
+            jr["rank"] = r.rank;
+            jr["host"] = r.host;
+            jr["reason"] = r.reason;
+            jr["time"] = r.time;
+            jr["failed_at_step"] = r.failed_at_step;
+            jr["resumed_from"] = r.resumed_from;
+            jr["steps_lost"] = r.steps_lost;
+            jr["seconds_lost"] = r.seconds_lost >= 0 ? ojson(r.seconds_lost) : ojson(nullptr);
+            rs.push_back(std::move(jr));
+        }
+        j["restarts"] = std::move(rs);
+    }
+    if (m.goodput) {
+        ojson g;
+        g["wall_s"] = m.goodput->wall_s;
+        g["training_s"] = m.goodput->training_s;
+        g["goodput"] = m.goodput->goodput;
+        g["steps"] = m.goodput->steps;
+        g["steps_lost"] = m.goodput->steps_lost;
+        g["seconds_lost"] = m.goodput->seconds_lost;
+        g["restarts"] = m.goodput->restarts;
+        j["goodput"] = std::move(g);
+    }
     // Invalid UTF-8 (a reason quoting a path) is replaced rather than throwing.
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
@@ -398,10 +441,10 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     rd.string(j, "", "run_id", m.run_id, true);
     rd.string(j, "", "job_name", m.job_name);
     rd.string(j, "", "job_file", m.job_file);
-    if (const json* s = rd.get(j, "", "state", true, "starting, running, finished, failed or stopped")) {
+    if (const json* s = rd.get(j, "", "state", true, "starting, running, restarting, finished, failed or stopped")) {
         const std::string v = s->is_string() ? s->get<std::string>() : "";
-        if (v == "starting" || v == "running" || is_final_run_state(v)) m.state = v;
-        else rd.problem("state", "got " + describe_json(*s) + ", expected starting, running, finished, failed or stopped");
+        if (v == "starting" || v == "running" || v == "restarting" || is_final_run_state(v)) m.state = v;
+        else rd.problem("state", "got " + describe_json(*s) + ", expected starting, running, restarting, finished, failed or stopped");
     }
     rd.number(j, "", "started", m.started);
     rd.number(j, "", "ended", m.ended);
@@ -418,30 +461,24 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
         }
         if (h->empty()) rd.problem("hosts", "is empty, expected at least one host name");
     }
-    if (const json* rs = rd.container(j, "ranks", true, json::value_t::array, "an array of rank objects")) {
-        for (size_t i = 0; i < rs->size(); ++i) {
-            const json& e = (*rs)[i];
-            const std::string prefix = "ranks[" + std::to_string(i) + "].";
-            if (!e.is_object()) {
-                rd.problem("ranks[" + std::to_string(i) + "]", "got " + describe_json(e) + ", expected an object");
-                continue;
-            }
-            RunManifestRank r;
-            // Ranks are listed in order: entry i is global rank i.
-            rd.integer(e, prefix, "rank", r.rank, true, (long long)i, (long long)i);
-            const long long last_host = std::max<long long>(0, (long long)m.hosts.size() - 1);
-            rd.integer(e, prefix, "host", r.host, true, 0, last_host);
-            rd.integer(e, prefix, "local_rank", r.local_rank);
-            rd.integer(e, prefix, "tp", r.tp);
-            rd.integer(e, prefix, "pp", r.pp);
-            rd.integer(e, prefix, "dp", r.dp);
-            rd.integer(e, prefix, "pid", r.pid, false, 0, std::numeric_limits<long>::max());
-            if (const json* x = rd.get(e, prefix, "exit_code", false, "an integer or null"); x && !x->is_null()) {
-                long long code = 0;
-                if (rd.integer_value(*x, prefix + "exit_code", -1, 255, code)) r.exit_code = (int)code;
-            }
-            m.ranks.push_back(r);
+    const json* rs = rd.each_object(j, "ranks", true, "an array of rank objects", [&](const json& e, const std::string& prefix, size_t i) {
+        RunManifestRank r;
+        // Ranks are listed in order: entry i is global rank i.
+        rd.integer(e, prefix, "rank", r.rank, true, (long long)i, (long long)i);
+        const long long last_host = std::max<long long>(0, (long long)m.hosts.size() - 1);
+        rd.integer(e, prefix, "host", r.host, true, 0, last_host);
+        rd.integer(e, prefix, "local_rank", r.local_rank);
+        rd.integer(e, prefix, "tp", r.tp);
+        rd.integer(e, prefix, "pp", r.pp);
+        rd.integer(e, prefix, "dp", r.dp);
+        rd.integer(e, prefix, "pid", r.pid, false, 0, std::numeric_limits<long>::max());
+        if (const json* x = rd.get(e, prefix, "exit_code", false, "an integer or null"); x && !x->is_null()) {
+            long long code = 0;
+            if (rd.integer_value(*x, prefix + "exit_code", -1, 255, code)) r.exit_code = (int)code;
         }
+        m.ranks.push_back(r);
+    });
+    if (rs) {
         if ((int)rs->size() != m.world_size && m.world_size > 0)
             rd.problem("ranks", "has " + std::to_string(rs->size()) + " entries, expected world_size (" +
                                     std::to_string(m.world_size) + ")");
@@ -471,6 +508,32 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
         if (r.kind != "slurm") rd.problem("scheduler.kind", "got " + quote_input(r.kind) + ", expected \"slurm\"");
         if (r.job_id.empty()) rd.problem("scheduler.job_id", "is empty, expected the scheduler's job id");
         m.scheduler = std::move(r);
+    }
+    rd.integer(j, "", "max_restarts", m.max_restarts, false, 0, 1000);
+    rd.each_object(j, "restarts", false, "an array of restart objects", [&](const json& e, const std::string& prefix, size_t i) {
+        RestartRecord r;
+        rd.integer(e, prefix, "attempt", r.attempt, true, (long long)i + 1, (long long)i + 1);
+        rd.integer(e, prefix, "rank", r.rank, false, -1, std::max(0, m.world_size - 1));
+        rd.integer(e, prefix, "host", r.host, false, -1, std::max<long long>(0, (long long)m.hosts.size() - 1));
+        rd.string(e, prefix, "reason", r.reason);
+        rd.number(e, prefix, "time", r.time);
+        rd.integer(e, prefix, "failed_at_step", r.failed_at_step, false, 0);
+        rd.integer(e, prefix, "resumed_from", r.resumed_from, false, 0);
+        rd.integer(e, prefix, "steps_lost", r.steps_lost, false, 0);
+        if (const json* x = rd.get(e, prefix, "seconds_lost", false, "a number or null"); x && !x->is_null())
+            rd.number(e, prefix, "seconds_lost", r.seconds_lost);
+        m.restarts.push_back(std::move(r));
+    });
+    if (const json* g = rd.container(j, "goodput", false, json::value_t::object, "an object")) {
+        RunGoodput gp;
+        rd.number(*g, "goodput.", "wall_s", gp.wall_s);
+        rd.number(*g, "goodput.", "training_s", gp.training_s);
+        rd.number(*g, "goodput.", "goodput", gp.goodput);
+        rd.integer(*g, "goodput.", "steps", gp.steps, false, 0);
+        rd.integer(*g, "goodput.", "steps_lost", gp.steps_lost, false, 0);
+        rd.number(*g, "goodput.", "seconds_lost", gp.seconds_lost);
+        rd.integer(*g, "goodput.", "restarts", gp.restarts, false, 0);
+        m.goodput = gp;
     }
     return rd.result(std::move(m));
 }
@@ -602,6 +665,18 @@ std::vector<LaunchEvent> RunFollower::poll() {
             tail.path = log_path(dir_, (int)r);
             tails_.push_back(std::move(tail));
         }
+    }
+    // Restarts the launcher recorded since the last poll (restart.h).
+    for (; restarts_sent_ < manifest_.restarts.size(); ++restarts_sent_) {
+        const RestartRecord& rr = manifest_.restarts[restarts_sent_];
+        LaunchEvent ev;
+        ev.kind = LaunchEventKind::restart;
+        ev.rank = rr.rank;
+        ev.host = rr.host;
+        ev.text = restart_text(rr, std::max(manifest_.max_restarts, rr.attempt));
+        ev.time = rr.time;
+        ev.step = rr.resumed_from;
+        out.push_back(std::move(ev));
     }
     bool final_state = is_final_run_state(manifest_.state);
     // A run handed to a scheduler: its state there (pending, running, ...) until the

@@ -220,6 +220,12 @@ public:
     Result<void> start_rank(const RankPlan& rank, long* pid) override;
     void run_io(TransportSink& sink) override;
     void signal_all(int sig) override;
+    void kill_stale_groups(const std::vector<long>& pgids) override {
+        std::string groups;
+        for (long g : pgids)
+            if (g > 1) groups += " -" + std::to_string(g);
+        if (!groups.empty()) (void)run_command("kill -KILL --" + groups + " 2>/dev/null", 5);
+    }
     void join() override {
         if (io_thread_.joinable()) io_thread_.join();
     }

@@ -69,6 +69,11 @@ public:
     virtual void signal_all(int sig) = 0;
     // Wait for the I/O thread; after it returns every started rank has been reported.
     virtual void join() = 0;
+    // SIGKILL to process groups an earlier connection to this host started and could not
+    // stop (a restart after the host was lost: its ranks may still run there). Before any
+    // rank starts; best effort. Local transport: nothing (local ranks always die with
+    // the teardown).
+    virtual void kill_stale_groups(const std::vector<long>& pgids) { (void)pgids; }
 };
 
 // The address an SSH connection to `host` reaches: the HostName of its entry in the ssh

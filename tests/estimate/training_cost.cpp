@@ -1,7 +1,7 @@
 // training_cost.cpp — time, cost, energy and checkpoints of a whole run
 // (estimators/src/model/training_cost.cpp, issue 28 point 5): Young's interval and the goodput
 // on hand-worked numbers, every figure of training_cost() against its formula, the checkpoint
-// bytes per parameter, the sourced defaults, and the estimate carrying the run for Llama 3 70B
+// bytes per parameter, the job's own interval (launch.checkpoint_every), the sourced defaults, and the estimate carrying the run for Llama 3 70B
 // on 1,024 H100 against Meta's published GPU-hours.
 #include <cmath>
 #include <string>
@@ -88,6 +88,24 @@ TEST(TrainingCost, EveryFigureByItsFormula) {
     EXPECT_DOUBLE_EQ(c.power_kw, (64 * 700.0 + 8 * 4600.0) * 1.1 / 1000);  // 89.76 kW
     EXPECT_NEAR(c.energy_kwh, 89.76 * c.wall_s / 3600, 1e-9);
     EXPECT_NEAR(c.energy_range.lo, 89.76 * c.wall_range.lo / 3600, 1e-9);
+}
+
+// issue 31: the job's own interval (launch.checkpoint_every) beside Young's. Every 100 steps
+// of 10 s: τ = 1,000 s, goodput = 1000/1010 · (1 − (10 + 505)/562,500); each failure throws away
+// half an interval, so lost steps = failures · 100 / 2 (Young's at its own interval likewise).
+TEST(TrainingCost, TheJobsCheckpointIntervalBesideYoungs) {
+    TrainingCostInputs in = hand_inputs();
+    in.job_interval_steps = 100;
+    const TrainingCost c = training_cost(in);
+    const double mtbf = 562500;
+    EXPECT_DOUBLE_EQ(c.job_interval_s, 1000);
+    EXPECT_DOUBLE_EQ(c.job_goodput, 1000.0 / 1010.0 * (1 - (10 + 505.0) / mtbf));
+    EXPECT_DOUBLE_EQ(c.job_expected_failures, 10010 / c.job_goodput / mtbf);
+    EXPECT_DOUBLE_EQ(c.job_expected_steps_lost, c.job_expected_failures * 50);
+    EXPECT_DOUBLE_EQ(c.expected_steps_lost, c.expected_failures * c.interval_steps / 2);
+    EXPECT_LT(c.job_goodput, c.goodput);  // Young's interval (about 335 steps) loses less
+    in.job_interval_steps = 0;
+    EXPECT_EQ(training_cost(in).job_interval_s, 0);  // none named: nothing computed
 }
 
 TEST(TrainingCost, StepsWithoutATokenBudgetAndNothingInvented) {

@@ -82,6 +82,7 @@ TrainingCostInputs training_cost_inputs(const JobSpec& job, double step_s, Range
     in.gpus = c.world_size();
     in.nodes = c.nodes;
     in.checkpoint_bytes = checkpoint_bytes;
+    in.job_interval_steps = job.launch.checkpoint_every;
     CostSources& s = in.sources;
     s.budget = in.tokens > 0 ? "training.tokens" : "training.steps";
     in.gpu_power_w = c.gpu.power_w;
@@ -148,6 +149,16 @@ TrainingCost training_cost(const TrainingCostInputs& in) {
     };
     std::tie(r.wall_s, r.wall_range) = scaled(1.0);
     r.expected_failures = r.mtbf_s > 0 ? r.wall_s / r.mtbf_s : 0;
+    // Each failure throws away on average half an interval of work (Young's model).
+    r.expected_steps_lost = r.expected_failures * r.interval_steps / 2;
+    if (in.job_interval_steps > 0) {
+        r.job_interval_s = (double)in.job_interval_steps * in.step_s;
+        r.job_goodput = checkpoint_goodput(r.job_interval_s, r.save_s, r.load_s, r.mtbf_s);
+        if (r.job_goodput > 0 && r.mtbf_s > 0) {
+            r.job_expected_failures = r.compute_s / r.job_goodput / r.mtbf_s;
+            r.job_expected_steps_lost = r.job_expected_failures * (double)in.job_interval_steps / 2;
+        }
+    }
     std::tie(r.gpu_hours, r.gpu_hours_range) = scaled(gpus / 3600.0);
     if (in.gpu_hour_usd > 0) {
         r.has_cost = true;

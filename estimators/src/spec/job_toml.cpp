@@ -834,6 +834,8 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     r.read_bool("accept_new_host_keys", l.accept_new_host_keys);
     r.read_double("connect_timeout_s", l.connect_timeout_s, 0.1, 3600);
     r.read_double("grace_s", l.grace_s, 0, 3600);
+    r.read_int("max_restarts", l.max_restarts, 0, 1000);
+    r.read_int("checkpoint_every", l.checkpoint_every, 0, 1 << 30);
     for (const std::string& name : l.env) {
         bool ok = !name.empty() && !std::isdigit((unsigned char)name[0]);
         for (char ch : name) ok = ok && (std::isalnum((unsigned char)ch) || ch == '_');
@@ -1343,6 +1345,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (l.accept_new_host_keys != d.accept_new_host_keys) w.boolean("accept_new_host_keys", l.accept_new_host_keys);
     if (l.connect_timeout_s != d.connect_timeout_s) w.dbl("connect_timeout_s", l.connect_timeout_s);
     if (l.grace_s != d.grace_s) w.dbl("grace_s", l.grace_s);
+    if (l.max_restarts != d.max_restarts) w.int_("max_restarts", l.max_restarts);
+    if (l.checkpoint_every != d.checkpoint_every) w.int_("checkpoint_every", l.checkpoint_every);
     if (l.nccl_ib_hca != d.nccl_ib_hca) w.strings("nccl_ib_hca", l.nccl_ib_hca);
     if (l.nccl_socket_ifname != d.nccl_socket_ifname) w.str("nccl_socket_ifname", l.nccl_socket_ifname);
     if (l.slurm != SlurmSpec{}) {  // issue 32

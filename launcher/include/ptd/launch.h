@@ -50,6 +50,9 @@ struct LaunchOptions {
                                      // "" = not passed (the engine's default, auto)
     bool slurm = false;              // plan for an sbatch script: Slurm owns the nodes, so no
                                      // hosts are resolved and the engine need not exist here
+    std::optional<int> max_restarts;      // --max-restarts N; overrides launch.max_restarts
+    std::optional<int> checkpoint_every;  // --checkpoint-every N; overrides launch.checkpoint_every
+    bool exclude_failed = false;     // --exclude-failed: restart without the failed host (restart.h)
 };
 
 // A file the job refers to by path (model.hf_config, training.data). The ranks read the
@@ -125,6 +128,12 @@ struct LaunchPlan {
     std::vector<HostPlan> hosts;
     std::vector<RankPlan> ranks;     // by global rank
     std::optional<RunProfileRecord> profile;  // the prediction's profile; none = the preset's figures
+    // issue 31 (restart.h): how often a failed run starts again, the engine's checkpoint
+    // interval, and whether the ranks continue from a checkpoint (set for every restart).
+    int max_restarts = 0;
+    int checkpoint_every = 0;        // --checkpoint-every for every rank; 0 = not passed
+    bool exclude_failed = false;
+    bool resume = false;             // --resume for every rank
 };
 
 // Quote for a POSIX shell: safe for any byte string (single quotes, ' as '\'').
@@ -138,6 +147,9 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
 
 // Set plan.master_port and rebuild every rank's env/argv/shell_command to match.
 void set_master_port(LaunchPlan& plan, int port);
+// Rebuild every rank's env/argv/shell_command from the plan's fields (after plan.resume
+// changed for a restart).
+void refresh_rank_commands(LaunchPlan& plan);
 
 // The dry run: per host, the exact command line and environment of every rank, and per
 // rank the device it will use (host, LOCAL_RANK, CUDA_VISIBLE_DEVICES, the backend).
@@ -176,6 +188,8 @@ enum class LaunchEventKind {
     metric,           // one metrics line of a rank's stdout, parsed
     rank_exited,      // exit_code: status, 128+signal, or -1 when the host was lost
     stopping,         // teardown began; text: why ("rank 2 on host-a exited 1", "stop requested")
+    restart,          // the run starts again from a checkpoint (restart.h); rank: the failed
+                      // rank (-1: a host); text: "restart 1 of 3: rank 2 … resumed from step 8, …"
     finished,         // last event; exit_code: the launcher's exit code
 };
 const char* launch_event_kind_name(LaunchEventKind k);
@@ -189,6 +203,7 @@ struct LaunchEvent {
     std::optional<MetricRecord> metric;  // metric events
     int exit_code = 0;
     long pid = 0;               // rank_started: pid on its host (0 if unknown)
+    int step = -1;              // restart: the step it resumes from (0 = the start)
     double time = 0;            // Unix seconds when the launcher saw it
 };
 

@@ -17,6 +17,7 @@
 
 #include "ptd/common/diagnostic.h"
 #include "ptd/launch.h"
+#include "ptd/restart.h"
 
 namespace ptd {
 
@@ -55,7 +56,7 @@ struct RunManifest {
     std::string run_id;
     std::string job_name;      // job.model.name
     std::string job_file;      // where the job came from (origin.file)
-    std::string state;         // "starting", "running", "finished", "failed", "stopped"
+    std::string state;         // "starting", "running", "restarting", "finished", "failed", "stopped"
     double started = 0;        // Unix seconds
     double ended = 0;          // 0 while running
     int world_size = 0;
@@ -73,6 +74,11 @@ struct RunManifest {
     // the job's GPU preset figures).
     std::optional<RunProfileRecord> profile;
     std::optional<RunSchedulerRecord> scheduler;  // none: ranks started by ptd launch itself
+    // issue 31 (restart.h): every restart so far, in order ("restarts"), and the measured
+    // goodput, written when the run ends ("goodput"; absent before, and in older manifests).
+    int max_restarts = 0;      // the run's restart budget (absent in the JSON when 0)
+    std::vector<RestartRecord> restarts;
+    std::optional<RunGoodput> goodput;
 };
 
 // A run state that no later event changes: "finished", "failed" or "stopped".
@@ -118,8 +124,8 @@ struct RunFollowOptions {
 };
 
 // Follows a run directory: each poll() reads what was appended since the last one and
-// returns it as events (rank_started from the manifest, output/metric per line, rank_exited
-// and finished once the run is over). Works on live and finished runs alike.
+// returns it as events (rank_started from the manifest, restart for each new entry of its
+// "restarts", output/metric per line, rank_exited and finished once the run is over). Works on live and finished runs alike.
 //
 // The run is over when the manifest says so, or — when nobody will write that (a Slurm
 // run, a launcher that was killed) — when the scheduler says so (a run with a scheduler
@@ -168,6 +174,7 @@ private:
     int derived_failed_rank_ = -1;  // the rank the scheduler's record names as failing
     bool done_ = false;
     bool finished_sent_ = false;
+    size_t restarts_sent_ = 0;   // manifest restarts already returned as `restart` events
 };
 
 }  // namespace ptd

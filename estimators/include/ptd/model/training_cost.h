@@ -50,6 +50,7 @@ struct TrainingCostInputs {
     double checkpoint_bytes = 0;  // the whole job's checkpoint (every distinct shard once)
     double storage_gbps = 0;      // the job's checkpoint bandwidth, GB/s (1e9 B/s)
     double failures_per_gpu_hour = 0;
+    int64_t job_interval_steps = 0;  // issue 31: launch.checkpoint_every (0 = the job names none)
     CostSources sources;
 };
 
@@ -70,6 +71,11 @@ struct TrainingCost {
     double wall_s = 0;            // expected wall clock: compute_s / goodput
     Range wall_range;
     double expected_failures = 0; // wall_s / mtbf_s
+    double expected_steps_lost = 0;  // expected_failures · interval_steps / 2: work trained again
+    // issue 31: the same at the job's own interval (launch.checkpoint_every steps), when it names one
+    double job_interval_s = 0;    // job_interval_steps · step_s (0: none named)
+    double job_goodput = 0;
+    double job_expected_failures = 0, job_expected_steps_lost = 0;
     double gpu_hours = 0;         // wall_s · gpus / 3600: the GPUs reserved, failures included
     Range gpu_hours_range;
     bool has_cost = false;        // cluster.gpu_hour_usd given

@@ -526,6 +526,11 @@ struct LaunchSpec {
     bool accept_new_host_keys = false;
     double connect_timeout_s = 10;
     double grace_s = 5;         // TERM → KILL grace period on stop
+    // issue 31: a failed rank or host restarts the job from its newest complete checkpoint,
+    // up to max_restarts times (0 = a failure ends the run); checkpoint_every is passed to
+    // every rank as ptd-engine --checkpoint-every (0 = the engine writes none).
+    int max_restarts = 0;
+    int checkpoint_every = 0;
     // issue 28: the NCCL network names an exported launch script sets (ptd export --launcher):
     // the compute InfiniBand HCAs (NCCL_IB_HCA; storage NICs left out) and the interface of
     // NCCL's bootstrap socket (NCCL_SOCKET_IFNAME). Empty = not set: NCCL picks them itself.

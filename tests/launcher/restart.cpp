@@ -1,0 +1,351 @@
+// launcher/restart.cpp (test_launcher) — automatic restart (issue 31, launcher/src/restart.cpp):
+// real ptd-engine ranks killed with SIGKILL mid-run start again from the newest complete
+// checkpoint and end with the undisturbed run's losses bit for bit; a restart budget that
+// runs out ends the run with the failure; --exclude-failed says why the layout cannot resume
+// on fewer hosts; the flags reach every rank and the dry run; the restarts and the goodput
+// survive the manifest's round trip and reach `ptd watch`; as root, a host whose network is
+// cut mid-run (network namespaces, sshd) is restarted with the same losses. No process of a
+// run survives.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <map>
+
+#include "launcher_test_util.h"
+#include "ptd/launch.h"
+#include "ptd/restart.h"
+#include "ptd/run_dir.h"
+#include "ptd/spec/presets.h"
+
+using namespace ptd;
+using namespace ptd_test;
+
+namespace {
+
+const std::string kSrc = PTD_SOURCE_DIR;
+const std::string kBin = PTD_BIN_DIR;
+
+JobSpec tiny_job(int checkpoint_every, int max_restarts) {
+    static auto presets = load_presets();
+    auto job = load_job_file(kSrc + "/assets/jobs/tiny-local.toml", *presets);
+    EXPECT_TRUE(job.has_value()) << (job ? "" : job.error().str());
+    job->launch.checkpoint_every = checkpoint_every;
+    job->launch.max_restarts = max_restarts;
+    return *job;
+}
+
+LaunchPlan plan_in(const std::string& dir, const std::string& id, const JobSpec& job, int steps,
+                   const std::string& engine = "") {
+    LaunchOptions o;
+    o.run_root = dir;
+    o.run_id = id;
+    o.local_engine = engine.empty() ? kBin + "/ptd-engine" : engine;
+    o.steps = steps;
+    auto plan = make_launch_plan(job, o);
+    EXPECT_TRUE(plan.has_value()) << (plan ? "" : plan.error().str());
+    return *plan;
+}
+
+// Every event of a launch to its end; `on_event` sees each as it comes.
+struct LaunchRun {
+    std::vector<LaunchEvent> events;
+    LaunchOutcome outcome;
+    int rc = -1;
+};
+LaunchRun run_launch(LaunchPlan plan, double timeout_s, const std::function<void(const LaunchEvent&)>& on_event = {}) {
+    LaunchRun out;
+    auto started = Launcher::start(std::move(plan));
+    EXPECT_TRUE(started.has_value()) << (started ? "" : started.error().str());
+    if (!started) return out;
+    Launcher& run = **started;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    LaunchEvent ev;
+    for (;;) {
+        if (!run.next_event(ev, 0.1)) {
+            if (std::chrono::steady_clock::now() > until) {
+                ADD_FAILURE() << "launch did not finish within " << timeout_s << " s; stopping it";
+                run.stop();
+                break;
+            }
+            continue;
+        }
+        if (on_event) on_event(ev);
+        out.events.push_back(ev);
+        if (ev.kind == LaunchEventKind::finished) break;
+    }
+    out.rc = run.wait();
+    out.outcome = run.outcome();
+    return out;
+}
+
+// (rank, step) → the loss and gradient norm of that step's last report, from the rank logs:
+// a step trained again after a restart replaces the one the failure threw away.
+using Curve = std::map<std::pair<int, int>, std::pair<double, double>>;
+Curve loss_curve(const std::string& run_dir, int world) {
+    Curve c;
+    for (int r = 0; r < world; ++r) {
+        std::istringstream lines(read_file(run_dir + "/rank-" + std::to_string(r) + ".log"));
+        for (std::string l; std::getline(lines, l);)
+            if (auto m = parse_metrics_line(l); m && m->kind == MetricKind::step) c[{r, m->step}] = {m->loss, m->grad_norm};
+    }
+    return c;
+}
+
+}  // namespace
+
+// The issue's check: kill -9 a rank mid-run; the run restarts from the newest complete
+// checkpoint and its loss curve equals the undisturbed run's bit for bit.
+TEST(LocalRestart, KilledRankResumesFromTheNewestCheckpointWithTheSameLosses) {
+    const std::string dir = scratch_dir("restart");
+    constexpr int kSteps = 12;
+    const LaunchRun calm = run_launch(plan_in(dir, "calm", tiny_job(3, 0), kSteps), 180);
+    ASSERT_EQ(calm.rc, 0) << calm.outcome.reason;
+
+    std::map<int, long> pids;
+    bool killed = false;
+    const LaunchRun hit = run_launch(plan_in(dir, "hit", tiny_job(3, 2), kSteps), 240, [&](const LaunchEvent& ev) {
+        if (ev.kind == LaunchEventKind::rank_started) pids[ev.rank] = ev.pid;
+        if (!killed && ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::step && ev.metric->step >= 5) {
+            kill((pid_t)pids.at(2), SIGKILL);
+            killed = true;
+        }
+    });
+    ASSERT_TRUE(killed);
+    EXPECT_EQ(hit.rc, 0) << hit.outcome.reason;
+    int restarts = 0;
+    for (const LaunchEvent& ev : hit.events)
+        if (ev.kind == LaunchEventKind::restart) {
+            ++restarts;
+            EXPECT_EQ(ev.rank, 2) << ev.text;
+            EXPECT_NE(ev.text.find("restart 1 of 2: rank 2 on localhost (local) exited with code 137 (signal 9)"), std::string::npos)
+                << ev.text;
+        }
+    EXPECT_EQ(restarts, 1);
+
+    auto m = read_manifest(dir + "/hit");
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "finished");
+    EXPECT_EQ(m->max_restarts, 2);
+    ASSERT_EQ(m->restarts.size(), 1u);
+    const RestartRecord& r = m->restarts[0];
+    EXPECT_EQ(r.rank, 2);
+    // A checkpoint every 3 steps and the kill after step 5 was seen: step 3 or 6 (the engine
+    // says which it took), and what it lost follows from it.
+    EXPECT_TRUE(r.resumed_from == 3 || r.resumed_from == 6) << r.resumed_from;
+    EXPECT_GE(r.failed_at_step, 5);
+    EXPECT_EQ(r.steps_lost, r.failed_at_step - r.resumed_from);
+    EXPECT_GT(r.seconds_lost, 0);
+    const std::string log0 = read_file(dir + "/hit/rank-0.log");
+    EXPECT_NE(log0.find("\"resumed_from\":" + std::to_string(r.resumed_from)), std::string::npos);
+    ASSERT_TRUE(m->goodput);
+    EXPECT_EQ(m->goodput->restarts, 1);
+    EXPECT_EQ(m->goodput->steps, kSteps);
+    EXPECT_EQ(m->goodput->steps_lost, r.steps_lost);
+    EXPECT_GT(m->goodput->goodput, 0);
+    EXPECT_LT(m->goodput->goodput, 1);
+    EXPECT_NEAR(m->goodput->goodput, m->goodput->training_s / m->goodput->wall_s, 1e-12);
+
+    // Bit for bit: every rank's loss and gradient norm at every step.
+    const Curve want = loss_curve(dir + "/calm", 4), got = loss_curve(dir + "/hit", 4);
+    ASSERT_EQ(want.size(), (size_t)4 * kSteps);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [key, value] : want) {
+        ASSERT_TRUE(got.count(key)) << "rank " << key.first << " step " << key.second;
+        EXPECT_EQ(got.at(key).first, value.first) << "loss of rank " << key.first << " step " << key.second;
+        EXPECT_EQ(got.at(key).second, value.second) << "grad norm of rank " << key.first << " step " << key.second;
+    }
+    EXPECT_TRUE(survivors_after("hit", 5).empty());
+    EXPECT_TRUE(survivors_after("calm", 1).empty());
+}
+
+// A failure that keeps coming uses up the budget, then ends the run with its own exit code;
+// without a checkpoint every restart starts from step 0 (no --resume).
+TEST(LocalRestart, BudgetSpentEndsTheRunWithTheFailure) {
+    const std::string dir = scratch_dir("restart");
+    const std::string engine = dir + "/fake-engine";
+    write_file(engine,
+               "#!/bin/sh\necho \"args: $*\"\nif [ \"$RANK\" = 1 ]; then sleep 0.3; echo 'no luck' >&2; exit 3; fi\nsleep 300\n",
+               0755);
+    const LaunchRun run = run_launch(plan_in(dir, "again", tiny_job(0, 2), 5, engine), 60);
+    EXPECT_EQ(run.rc, 3);
+    EXPECT_EQ(run.outcome.failed_rank, 1);
+    std::vector<std::string> restarts, stops;
+    int rank0_starts = 0;
+    for (const LaunchEvent& ev : run.events) {
+        if (ev.kind == LaunchEventKind::restart) restarts.push_back(ev.text);
+        if (ev.kind == LaunchEventKind::stopping) stops.push_back(ev.text);
+        if (ev.kind == LaunchEventKind::rank_started && ev.rank == 0) ++rank0_starts;
+        if (ev.kind == LaunchEventKind::output && ev.rank == 0 && ev.text.starts_with("args:"))
+            EXPECT_EQ(ev.text.find("--resume"), std::string::npos) << ev.text;
+    }
+    ASSERT_EQ(restarts.size(), 2u);
+    EXPECT_NE(restarts[0].find("restart 1 of 2: rank 1 on localhost (local) exited with code 3; no complete checkpoint yet: "
+                               "starting again from step 0"),
+              std::string::npos)
+        << restarts[0];
+    EXPECT_EQ(rank0_starts, 3);
+    ASSERT_FALSE(stops.empty());
+    EXPECT_EQ(stops.back(), "no restart left (2 of 2 used)");
+    auto m = read_manifest(dir + "/again");
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "failed");
+    EXPECT_EQ(m->restarts.size(), 2u);
+    ASSERT_TRUE(m->goodput);
+    EXPECT_EQ(m->goodput->steps, 0);
+    EXPECT_EQ(m->goodput->goodput, 0);
+    EXPECT_TRUE(survivors_after("again", 5).empty());
+}
+
+// --exclude-failed re-plans the layout for the hosts left, and stops saying why the engine
+// cannot resume there (its checkpoints hold ZeRO-1 shards split by dp) or why no layout fits.
+TEST(LocalRestart, ExcludeFailedNamesTheReplannedLayoutOrWhyNoneFits) {
+    JobSpec job = tiny_job(3, 2);
+    job.cluster.nodes = 4;
+    job.cluster.gpus_per_node = 2;
+    job.parallel.dp = 2;
+    job.training.global_batch = 8;
+    LaunchPlan plan;
+    plan.job = job;
+    for (int h = 0; h < 4; ++h) plan.hosts.emplace_back().display = "node-" + std::to_string(h);
+    EXPECT_EQ(exclude_failed_refusal(plan, 3, 6),
+              "--exclude-failed: without host node-3 3 host(s) hold 6 rank(s), not a multiple of tp · pp · cp = 4: no layout "
+              "of this job fits them; the run stops here");
+    plan.job.parallel.tp = 1;  // 6 ranks: tp 1 · pp 2 · dp 3 cannot split 8 sequences evenly
+    plan.job.parallel.dp = 4;
+    EXPECT_EQ(exclude_failed_refusal(plan, 3, 6),
+              "--exclude-failed: without host node-3 3 host(s) hold 6 rank(s): dp 3 × micro_batch 2 does not divide the "
+              "global batch of 8 sequences, so no gradient accumulation keeps it; the run stops here");
+    plan.job.training.global_batch = 12;
+    plan.job.parallel.dp = 4;
+    const std::string s = exclude_failed_refusal(plan, 3, 6);
+    EXPECT_NE(s.find("the same global batch of 12 sequences runs as tp 1 · pp 2 · dp 3 with 2 micro-batches per replica"),
+              std::string::npos)
+        << s;
+    EXPECT_NE(s.find("resumes a checkpoint only on the layout that wrote it"), std::string::npos) << s;
+}
+
+// The manifest keeps the restarts and the goodput; a reader gets them back, and `ptd watch`
+// shows each restart and the goodput.
+TEST(LocalRestart, RestartsAndGoodputSurviveTheManifestAndReachWatch) {
+    const std::string dir = scratch_dir("restart");
+    RunManifest m;
+    m.run_id = "r1";
+    m.state = "finished";
+    m.world_size = 1;
+    m.hosts = {"localhost (local)"};
+    m.ranks = {RunManifestRank{}};
+    m.max_restarts = 3;
+    m.restarts = {RestartRecord{1, 0, 0, "rank 0 on localhost (local) exited with code 137 (signal 9)", 1.7e9, 8, 6, 2, 4.25}};
+    m.goodput = RunGoodput{100, 91, 0.91, 20, 2, 4.25, 1};
+    auto back = manifest_from_json(manifest_to_json(m), "manifest.json");
+    ASSERT_TRUE(back) << back.error().str();
+    EXPECT_EQ(back->max_restarts, 3);
+    EXPECT_EQ(back->restarts, m.restarts);
+    EXPECT_EQ(back->goodput, m.goodput);
+    auto bad = manifest_from_json(
+        "{\"schema\":\"ptd.run/1\",\"run_id\":\"x\",\"state\":\"running\",\"world_size\":1,\"hosts\":[\"h\"],"
+        "\"ranks\":[{\"rank\":0,\"host\":0}],\"restarts\":[{\"attempt\":2}]}",
+        "m.json");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().str().find("restarts[0].attempt"), std::string::npos) << bad.error().str();
+
+    std::filesystem::create_directories(dir + "/r1");
+    write_file(dir + "/r1/manifest.json", manifest_to_json(m));
+    write_file(dir + "/r1/job.toml", read_file(kSrc + "/assets/jobs/tiny-local.toml"));
+    const Proc p = run_captured(kBin + "/ptd watch " + dir + "/r1 --once");
+    const std::string& out = p.out;
+    EXPECT_EQ(p.rc, 0) << out << p.err;
+    EXPECT_NE(out.find("restart 1 of 3: rank 0 on localhost (local) exited with code 137 (signal 9); resuming from the "
+                       "checkpoint of step 6 (2 steps lost, 4.2 s)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("goodput 91.0%: 91.0 s of training steps (20) in 100.0 s of wall time; 1 restart, 2 steps and 4.2 s lost"),
+              std::string::npos)
+        << out;
+}
+
+// The flags reach every rank (--checkpoint-every), the dry run states the policy, and an
+// interval given twice (flag or key, and after --) is refused naming both.
+TEST(LocalRestart, FlagsReachEveryRankAndTheDryRun) {
+    const Proc p = run_captured(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --max-restarts 2 --checkpoint-every 3 --dry-run");
+    EXPECT_EQ(p.rc, 0) << p.err;
+    EXPECT_NE(p.out.find("restarts: up to 2 after a rank or host fails, each from the newest complete checkpoint "
+                         "(--checkpoint-every 3)"),
+              std::string::npos)
+        << p.out;
+    const std::string dir = scratch_dir("restart");
+    const LaunchPlan plan = plan_in(dir, "flags", tiny_job(3, 2), 5);
+    for (const RankPlan& r : plan.ranks) {
+        const auto at = std::find(r.argv.begin(), r.argv.end(), "--checkpoint-every");
+        ASSERT_NE(at, r.argv.end());
+        EXPECT_EQ(*(at + 1), "3");
+        EXPECT_EQ(std::count(r.argv.begin(), r.argv.end(), "--resume"), 0);
+    }
+    LaunchOptions o;
+    o.run_root = dir;
+    o.local_engine = kBin + "/ptd-engine";
+    o.engine_args = {"--checkpoint-every", "5"};
+    auto twice = make_launch_plan(tiny_job(3, 2), o);
+    ASSERT_FALSE(twice);
+    EXPECT_NE(twice.error().str().find("given twice: as launch.checkpoint_every and after --"), std::string::npos)
+        << twice.error().str();
+}
+
+// ---- a host's network cut: two SSH "hosts" in network namespaces ------------------------
+
+#include "two_ssh_hosts.h"
+
+// The issue's other check: host 2's link is set down mid-run (its namespace cut off from the
+// bridge). The launcher loses the host (SSH keepalive), tears the run down, and restarts once
+// the link is back; the losses equal an undisturbed run's on the same two hosts bit for bit.
+TEST(TwoHostRestart, AHostCutMidRunRestartsWithTheSameLosses) {
+    const std::string dir = scratch_dir("host-cut");
+    TwoSshHosts hosts(dir, 2);
+    if (!hosts.skip.empty()) GTEST_SKIP() << hosts.skip;
+    JobSpec job = tiny_job(2, 2);
+    job.cluster.nodes = 2;
+    job.cluster.gpus_per_node = 2;
+    job.launch.identity = hosts.a.identity;
+    job.launch.connect_timeout_s = 5;
+    job.launch.grace_s = 1;
+    setenv("GLOO_SOCKET_IFNAME", "eth0", 1);
+    setenv("PTD_SSH_KEEPALIVE_S", "0.5", 1);  // the host counts as lost after 1.5 s of silence
+    auto plan_of = [&](const std::string& id) {
+        LaunchOptions o;
+        o.run_root = dir;
+        o.run_id = id;
+        o.local_engine = kBin + "/ptd-engine";
+        o.hostfile = hosts.hostfile;
+        o.known_hosts = hosts.known_hosts;
+        o.ssh_config = hosts.a.ssh_config;
+        o.upload = true;  // every attempt connects and uploads again
+        o.steps = 10;
+        auto plan = make_launch_plan(job, o);
+        EXPECT_TRUE(plan.has_value()) << (plan ? "" : plan.error().str());
+        return *plan;
+    };
+    const LaunchRun calm = run_launch(plan_of("cut-calm"), 180);
+    ASSERT_EQ(calm.rc, 0) << calm.outcome.reason;
+
+    bool cut = false, restored = false;
+    const LaunchRun hit = run_launch(plan_of("cut-hit"), 300, [&](const LaunchEvent& ev) {
+        if (!cut && ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::step && ev.metric->step >= 5)
+            cut = NetnsHosts::sh("ip link set ptdv2 down") == 0;
+        if (cut && !restored && ev.kind == LaunchEventKind::restart) restored = NetnsHosts::sh("ip link set ptdv2 up") == 0;
+    });
+    if (cut && !restored) NetnsHosts::sh("ip link set ptdv2 up");
+    unsetenv("GLOO_SOCKET_IFNAME");
+    unsetenv("PTD_SSH_KEEPALIVE_S");
+    ASSERT_TRUE(cut);
+    EXPECT_TRUE(restored);
+    EXPECT_EQ(hit.rc, 0) << hit.outcome.reason;
+    auto m = read_manifest(dir + "/cut-hit");
+    ASSERT_TRUE(m) << m.error().str();
+    ASSERT_GE(m->restarts.size(), 1u);
+    EXPECT_EQ(m->restarts[0].host, 1) << m->restarts[0].reason;
+    EXPECT_NE(m->restarts[0].reason.find("lost"), std::string::npos) << m->restarts[0].reason;
+    const Curve want = loss_curve(dir + "/cut-calm", 4), got = loss_curve(dir + "/cut-hit", 4);
+    ASSERT_EQ(want.size(), 40u);
+    EXPECT_EQ(got, want);
+    EXPECT_TRUE(survivors_after("cut-hit", 60).empty());
+}
