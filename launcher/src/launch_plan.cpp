@@ -282,6 +282,9 @@ static void fill_rank_commands(LaunchPlan& plan) {
         // process group of everything the rank starts; exec keeps that pid for the engine.
         // The launcher reads the pid line to signal the whole group later.
         std::string cmd = "printf 'ptd-launch-pid %d\\n' \"$$\" >&2;";
+        // The run's secret arrives as the first line on stdin (ssh_transport.cpp), so that it
+        // is in no command line a `ps` on the host could show.
+        cmd += " IFS= read -r PTD_RUN_SECRET; export PTD_RUN_SECRET;";
         for (const auto& [k, v] : r.env) cmd += " export " + k + "=" + shell_quote(v) + ";";
         cmd += " exec";
         for (const std::string& a : r.argv) cmd += " " + shell_quote(a);
@@ -574,7 +577,10 @@ std::string slurm_script(const LaunchPlan& plan) {
       << "\n"
       << "export WORLD_SIZE=" << plan.ranks.size() << "\n"
       << "export LOCAL_WORLD_SIZE=" << job.cluster.gpus_per_node << "\n"
-      << "export PTD_RUN_ID=" << shell_quote(plan.run_id) << "\n";
+      << "export PTD_RUN_ID=" << shell_quote(plan.run_id) << "\n"
+      << "# The store's secret, made on the first node when the job starts (in no file or command\n"
+      << "# line); srun passes the environment to every task.\n"
+      << "export PTD_RUN_SECRET=\"$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n";
     for (const auto& [k, v] : forwarded_environment(job)) o << "export " << k << "=" << shell_quote(v) << "\n";
     std::string args;
     const std::string engine = plan.upload || plan.local ? plan.local_engine : job.launch.engine;
