@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -105,6 +106,12 @@ inline std::vector<RankRun> run_engine(const std::string& job, int world, const 
             setenv("OPENBLAS_NUM_THREADS", "1", 1);
             std::vector<std::string> argv_s = {PTD_BIN_DIR "/ptd-engine", "--job", job};
             argv_s.insert(argv_s.end(), args.begin(), args.end());
+            // The engine's default run directory is runs/<run id> under the working folder:
+            // a test's run goes into its own scratch folder instead, removed with it.
+            if (std::find(args.begin(), args.end(), "--run-dir") == args.end()) {
+                argv_s.push_back("--run-dir");
+                argv_s.push_back((dir / "run").string());
+            }
             std::vector<char*> argv;
             for (auto& a : argv_s) argv.push_back(a.data());
             argv.push_back(nullptr);

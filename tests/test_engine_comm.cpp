@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -441,8 +442,8 @@ class WorkerRun {
 public:
     WorkerRun(int world, const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
         : world_(world) {
-        char tmpl[] = "/tmp/ptd_comm_test_XXXXXX";
-        dir_ = mkdtemp(tmpl);
+        std::string tmpl = (std::filesystem::temp_directory_path() / "ptd_comm_test_XXXXXX").string();
+        dir_ = mkdtemp(tmpl.data());
         port_ = free_port();
         std::string exe = std::string(PTD_BIN_DIR) + "/engine_comm_worker";
         start_ = Clock::now();
