@@ -671,6 +671,11 @@ Result<Manifest> parse_manifest(std::string_view text, const std::string& path, 
         if (auto pos = what.find(": syntax error"); pos != std::string::npos) what = what.substr(pos + 2);
         return fail(SourceLoc{path, line, col}, "",
                     "checkpoint manifest \"" + path + "\" is not valid JSON: " + what);
+    } catch (const nlohmann::json::exception& e) {
+        // Not a syntax error but a value the parser cannot hold, e.g. a number past the
+        // double range ("out_of_range.406 number overflow"): found by fuzz_checkpoint_manifest.
+        return fail(SourceLoc{path, 0, 0}, "", "checkpoint manifest \"" + path + "\" holds a value JSON cannot represent: " +
+                                                   std::string(e.what()));
     }
     if (!j.is_object())
         return fail(SourceLoc{path, 0, 0}, "",

@@ -30,7 +30,9 @@ int ptd_fuzz_metrics_event(const uint8_t* data, size_t size) {
         } catch (...) {
             ptd_fuzz::property_failed("metrics_event", "parse_metrics_line threw", line, "");
         }
-        const size_t first = line.find_first_not_of(" \t\r");
+        // "Blanks" as the parser's contract says: spaces and tabs (a line starting with a
+        // carriage return is plain text, not a refused metric).
+        const size_t first = line.find_first_not_of(" \t");
         const bool looks_like_object = first != std::string_view::npos && line[first] == '{';
         if (!rec && looks_like_object && problem.empty())
             ptd_fuzz::property_failed("metrics_event", "a JSON-like line refused without a reason", line, "");

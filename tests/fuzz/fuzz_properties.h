@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <string_view>
 
@@ -43,8 +44,10 @@ auto parse_checked(const char* target, std::string_view input, const std::string
         auto r = parse();
         if (!r) check_error(target, r.error(), input, file);
         return r;
+    } catch (const std::exception& e) {
+        property_failed(target, "the parser threw", input, e.what());
     } catch (...) {
-        property_failed(target, "the parser threw", input, "");
+        property_failed(target, "the parser threw", input, "(not a std::exception)");
     }
 }
 
