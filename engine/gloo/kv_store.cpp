@@ -1081,6 +1081,11 @@ Result<std::unique_ptr<KvServer>> KvServer::start(const KvServerOptions& options
         }
     }
     freeaddrinfo(res);
+    if (fd < 0 && err == EADDRNOTAVAIL)
+        return fail({}, "", "MASTER_ADDR '" + options.bind_addr + "' is not an address of rank 0's host " + local_hostname() +
+                                ", where the store must listen (" + errno_text(err) +
+                                "); set launch.master_addr (ptd launch --master-addr) to an address of rank 0's host "
+                                "that every host can reach");
     if (fd < 0) return fail({}, "", "cannot listen on " + where + ": " + errno_text(err));
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
