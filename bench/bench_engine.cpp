@@ -1067,8 +1067,8 @@ int main(int argc, char** argv) {
         m.steps = 3;
         m.deadline_s = 120;
     }
-    char tmpl[] = "/tmp/ptd-bench-engine-XXXXXX";
-    const char* tmp_c = mkdtemp(tmpl);
+    std::string tmpl = (fs::temp_directory_path() / "ptd-bench-engine-XXXXXX").string();
+    const char* tmp_c = mkdtemp(tmpl.data());
     if (!tmp_c) {
         std::perror("bench_engine: mkdtemp");
         return 2;

@@ -8,6 +8,13 @@
 #   job_toml   ptd::load_job_text + the save → load round trip
 #   hf_config  ptd::import_hf_config_text
 #   hostfile   ptd::parse_hostfile
+#   kv_wire              the rendezvous store's framing and message decoding, server and
+#                        client side (engine/gloo/kv_wire.h)
+#   metrics_event        ptd::parse_metrics_line (the lines the launcher reads from ranks)
+#   timeline             ptd::parse_measured_rank (RUN_DIR/timeline/rank-*.tsv)
+#   run_manifest         ptd::manifest_from_json + the write → read round trip
+#   checkpoint_manifest  ptd::engine::parse_manifest (checkpoints/step-N/manifest.json)
+#   cluster_profile      ptd::load_profile_text + the write → read round trip
 #
 # Environment:
 #   FUZZ_SECONDS  run time per target (default 60)
@@ -17,7 +24,7 @@
 # Dictionaries: tests/fuzz/<target>.dict.
 # Seeds come from tests/fuzz/corpus/<target>/, tests/fuzz/regressions/<target>/ and the
 # bundled inputs (assets/jobs + assets/presets for job_toml, tests/data/hf for
-# hf_config; hostfile has only its corpus). New interesting inputs are kept in
+# hf_config; the other targets have only their corpus). New interesting inputs are kept in
 # <build>/corpus/<target>/ (not in git), so repeated runs continue where the last one
 # stopped.
 #
@@ -32,7 +39,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
-ALL_TARGETS=(job_toml hf_config hostfile)
+ALL_TARGETS=(job_toml hf_config hostfile kv_wire metrics_event timeline run_manifest checkpoint_manifest cluster_profile)
 
 if ! [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || [[ "$SECONDS_PER_TARGET" -eq 0 ]]; then
   echo "fuzz.sh: FUZZ_SECONDS must be a positive whole number of seconds, got '$SECONDS_PER_TARGET'" >&2

@@ -354,9 +354,16 @@ int main(int argc, char** argv) {
     g_rank = env->rank;
     const int world = env->world_size;
 
+    auto secret = run_secret_from_env(env->master_addr);
+    if (!secret) {
+        std::fprintf(stderr, "rank %d: %s", env->rank, secret.error().str().c_str());
+        return 2;
+    }
     std::unique_ptr<KvServer> server;
     if (env->rank == 0) {
         KvServerOptions so;
+        so.bind_addr = env->master_addr;
+        so.secret = *secret;
         so.port = env->master_port;
         so.world_size = world;
         so.stall_timeout_s = a.stall_timeout;
@@ -367,7 +374,7 @@ int main(int argc, char** argv) {
         }
         server = std::move(*s);
     }
-    auto client = KvClient::connect(env->master_addr, env->master_port, 30);
+    auto client = KvClient::connect(env->master_addr, env->master_port, 30, *secret);
     if (!client) {
         std::fprintf(stderr, "rank %d: %s", env->rank, client.error().str().c_str());
         return 2;

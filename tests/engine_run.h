@@ -12,10 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -56,6 +58,11 @@ struct SpawnOptions {
     double deadline_s = 120;
     bool timed_out = false;
     double seconds_after_kill = 0; // how long the others took to exit after the kill
+    std::string run_secret;        // PTD_RUN_SECRET of every rank ("" = unset: loopback only)
+    // Runs once every rank but the last is started, before the last one is: the store (rank
+    // 0's) is up and the run cannot get past its rendezvous without the last rank, so what
+    // this does to the store's port happens while the run is waiting on it.
+    std::function<void(int master_port)> before_last_rank;
 };
 
 // A fresh folder per test process. Not named by pid alone: pids are reused, and a folder
@@ -81,6 +88,7 @@ inline std::vector<RankRun> run_engine(const std::string& job, int world, const 
     std::vector<pid_t> pids((size_t)world, -1);
     pid_t pgid = 0;
     for (int r = 0; r < world; ++r) {
+        if (r == world - 1 && so.before_last_rank) so.before_last_rank(port);
         const std::string out = (dir / ("rank" + std::to_string(r) + ".out")).string();
         const std::string err = (dir / ("rank" + std::to_string(r) + ".err")).string();
         std::ofstream(out, std::ios::trunc);  // empty before the rank starts, not after
@@ -93,10 +101,17 @@ inline std::vector<RankRun> run_engine(const std::string& job, int world, const 
             dup2(fo, 1);
             dup2(fe, 2);
             ptd::set_single_host_rank_env(r, world, port);
+            if (!so.run_secret.empty()) setenv("PTD_RUN_SECRET", so.run_secret.c_str(), 1);
             setenv("OMP_NUM_THREADS", "1", 1);
             setenv("OPENBLAS_NUM_THREADS", "1", 1);
             std::vector<std::string> argv_s = {PTD_BIN_DIR "/ptd-engine", "--job", job};
             argv_s.insert(argv_s.end(), args.begin(), args.end());
+            // The engine's default run directory is runs/<run id> under the working folder:
+            // a test's run goes into its own scratch folder instead, removed with it.
+            if (std::find(args.begin(), args.end(), "--run-dir") == args.end()) {
+                argv_s.push_back("--run-dir");
+                argv_s.push_back((dir / "run").string());
+            }
             std::vector<char*> argv;
             for (auto& a : argv_s) argv.push_back(a.data());
             argv.push_back(nullptr);

@@ -71,8 +71,9 @@ public:
         const char* sshd_path = "/usr/sbin/sshd";
         if (access(sshd_path, X_OK) != 0) return "OpenSSH server not installed (/usr/sbin/sshd missing; apt-get install openssh-server)";
         if (run("command -v ssh-keygen >/dev/null") != 0) return "ssh-keygen not found (apt-get install openssh-client)";
-        char tmpl[] = "/tmp/ptd-sshd-XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) return "cannot create a temp folder";
+        // Under TMPDIR: a ctest run's one temporary root (tests/CMakeLists.txt).
+        std::string tmpl = (std::filesystem::temp_directory_path() / "ptd-sshd-XXXXXX").string();
+        if (mkdtemp(tmpl.data()) == nullptr) return "cannot create a temp folder under " + tmpl;
         dir = tmpl;
         if (const passwd* pw = getpwuid(getuid())) user = pw->pw_name;
         host_key = dir + "/host_ed25519";

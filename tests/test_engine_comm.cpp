@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -27,6 +28,7 @@
 
 #include "free_port.h"
 #include "process_test_util.h"
+#include "store_peer.h"
 
 #include "ptd/engine/comm.h"
 #include "ptd/engine/kv_store.h"
@@ -40,15 +42,22 @@ std::string bytes_to_string(const std::vector<uint8_t>& v) { return std::string(
 std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 
-std::unique_ptr<KvServer> start_server(int world = 1, double stall_s = 60) {
+std::unique_ptr<KvServer> start_server(int world = 1, double stall_s = 60, const std::string& secret = "") {
     KvServerOptions o;
     o.bind_addr = "127.0.0.1";
+    o.secret = secret;
     o.port = 0;
     o.world_size = world;
     o.stall_timeout_s = stall_s;
     auto s = KvServer::start(o);
     EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().str());
     return s ? std::move(*s) : nullptr;
+}
+
+std::unique_ptr<KvClient> connect_to_with(const KvServer& s, const std::string& secret) {
+    auto c = KvClient::connect("127.0.0.1", s.port(), 5, secret);
+    EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().str());
+    return c ? std::move(*c) : nullptr;
 }
 
 std::unique_ptr<KvClient> connect_to(const KvServer& s) {
@@ -157,11 +166,14 @@ TEST(KvStore, MalformedFramesDoNotCrashTheServer) {
         a.sin_port = htons((uint16_t)server->port());
         ASSERT_EQ(connect(fd, (sockaddr*)&a, sizeof a), 0);
         ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), (ssize_t)bytes.size());
-        // The server closes the connection: recv sees EOF (or a reset), never hangs.
+        // The server closes the connection (after its challenge and refusal): recv ends in
+        // EOF (or a reset), never hangs.
         timeval tv{5, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        char buf[16];
-        EXPECT_LE(recv(fd, buf, sizeof buf, 0), 0);
+        char buf[256];
+        ssize_t n;
+        while ((n = recv(fd, buf, sizeof buf, 0)) > 0) {}
+        EXPECT_EQ(n, 0) << "no EOF within 5 s: " << std::strerror(errno);
         close(fd);
     };
     send_raw(std::string("\xff\xff\xff\xff", 4) + "garbage");              // absurd length
@@ -173,6 +185,140 @@ TEST(KvStore, MalformedFramesDoNotCrashTheServer) {
     auto c = connect_to(*server);
     c->set("still", to_bytes("alive"));
     EXPECT_EQ(bytes_to_string(*c->get("still", 1)), "alive");
+}
+
+// ---- the store's authentication, in process ----------------------------------------
+
+const std::string kSecret = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+TEST(KvStoreAuth, TheRunsSecretOpensTheStore) {
+    auto server = start_server(1, 60, kSecret);
+    auto c = KvClient::connect("127.0.0.1", server->port(), 5, kSecret);
+    ASSERT_TRUE(c.has_value()) << c.error().str();
+    (*c)->set("k", to_bytes("v"));
+    EXPECT_EQ(bytes_to_string(*(*c)->get("k", 1)), "v");
+}
+
+TEST(KvStoreAuth, NoSecretOrAWrongOneCannotReadOrWrite) {
+    auto server = start_server(1, 60, kSecret);
+    auto owner = KvClient::connect("127.0.0.1", server->port(), 5, kSecret);
+    ASSERT_TRUE(owner.has_value());
+    (*owner)->set("nccl_id", to_bytes("trusted"));
+    for (const std::string& wrong : {std::string(), std::string(64, 'x'), kSecret.substr(1) + "0"}) {
+        const auto t0 = Clock::now();
+        auto c = KvClient::connect("127.0.0.1", server->port(), 10, wrong);
+        ASSERT_FALSE(c.has_value()) << "secret '" << wrong << "' was let in";
+        // Refused for good at once, not retried until the timeout.
+        EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3);
+        const std::string e = c.error().str();
+        EXPECT_NE(e.find("refused"), std::string::npos) << e;
+        EXPECT_NE(e.find("PTD_RUN_SECRET"), std::string::npos) << e;
+    }
+    // A stranger who skips the handshake gets no answer to a GET and cannot SET.
+    store_peer::Peer p(server->port());
+    ASSERT_FALSE(p.challenge().empty());
+    const std::string get = std::string(1, '\x02') + std::string(8, '\0') + store_peer::field("nccl_id");
+    const std::string set = std::string(1, '\x01') + std::string(8, '\0') + store_peer::field("nccl_id") +
+                            store_peer::field("forged");
+    p.send(store_peer::frame(set) + store_peer::frame(get));
+    const std::string reply = p.read_frame();
+    EXPECT_EQ((uint8_t)reply[0], store_peer::kRefused);
+    EXPECT_EQ(reply.find("trusted"), std::string::npos);
+    EXPECT_TRUE(p.closed_by_store());
+    EXPECT_EQ(bytes_to_string(*(*owner)->get("nccl_id", 1)), "trusted");
+}
+
+TEST(KvStoreAuth, AReplayedAnswerIsRefused) {
+    auto server = start_server(1, 60, kSecret);
+    store_peer::Peer first(server->port());
+    const std::string nonce = first.challenge();
+    ASSERT_EQ(nonce.size(), 32u);
+    const std::string answer = store_peer::auth_payload(kSecret, nonce);
+    first.send(store_peer::frame(answer));
+    EXPECT_EQ(first.read_frame(), std::string(1, (char)store_peer::kAuthOk));
+    // The same answer on a new connection: its challenge was another nonce.
+    store_peer::Peer replay(server->port());
+    const std::string other = replay.challenge();
+    ASSERT_EQ(other.size(), 32u);
+    EXPECT_NE(other, nonce);
+    replay.send(store_peer::frame(answer));
+    const std::string reply = replay.read_frame();
+    ASSERT_FALSE(reply.empty());
+    EXPECT_EQ((uint8_t)reply[0], store_peer::kRefused);
+    EXPECT_NE(reply.find("replayed"), std::string::npos) << reply;
+    EXPECT_TRUE(replay.closed_by_store());
+}
+
+TEST(KvStoreAuth, AFloodOfSilentConnectionsDoesNotKeepARankOut) {
+    auto server = start_server(1, 60, kSecret);
+    std::vector<std::unique_ptr<store_peer::Peer>> flood;
+    for (int i = 0; i < 300; ++i) flood.push_back(std::make_unique<store_peer::Peer>(server->port()));
+    const auto t0 = Clock::now();
+    auto c = KvClient::connect("127.0.0.1", server->port(), 10, kSecret);
+    ASSERT_TRUE(c.has_value()) << c.error().str();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3);
+    (*c)->set("after", to_bytes("flood"));
+    EXPECT_EQ(bytes_to_string(*(*c)->get("after", 1)), "flood");
+    // The oldest of the flood were pushed out; the rest are closed once their time is up.
+    EXPECT_TRUE(flood.front()->closed_by_store(1));
+    EXPECT_TRUE(flood.back()->closed_by_store(10));
+}
+
+TEST(KvStoreAuth, OversizedFramesAreRefusedBeforeAndAfterAuthentication) {
+    auto server = start_server(1, 60, kSecret);
+    {
+        store_peer::Peer p(server->port());
+        ASSERT_FALSE(p.challenge().empty());
+        p.send(std::string("\x00\x10\x00\x00", 4) + std::string(64, 'A'));  // 4 KiB announced before AUTH
+        EXPECT_TRUE(p.closed_by_store());
+    }
+    {
+        store_peer::Peer p(server->port());
+        const std::string nonce = p.challenge();
+        p.send(store_peer::frame(store_peer::auth_payload(kSecret, nonce)));
+        ASSERT_EQ(p.read_frame(), std::string(1, (char)store_peer::kAuthOk));
+        p.send(std::string("\xff\xff\xff\x7f", 4));  // 2 GiB announced
+        EXPECT_TRUE(p.closed_by_store());
+    }
+    // A key over the bound is refused with a reason; the connection and store live on.
+    auto c = connect_to_with(*server, kSecret);
+    EXPECT_THROW(c->set(std::string(5000, 'k'), to_bytes("v")), std::runtime_error);
+    try {
+        c->set(std::string(5000, 'k'), to_bytes("v"));
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("key of 5000 bytes"), std::string::npos) << e.what();
+    }
+    c->set("fine", to_bytes("v"));
+    EXPECT_EQ(bytes_to_string(*c->get("fine", 1)), "v");
+}
+
+TEST(KvStoreAuth, NoSecretIsServedOnlyOnLoopback) {
+    KvServerOptions o;
+    o.bind_addr = "0.0.0.0";
+    o.port = 0;
+    auto s = KvServer::start(o);
+    ASSERT_FALSE(s.has_value()) << "served every interface without a secret";
+    EXPECT_NE(s.error().str().find("PTD_RUN_SECRET"), std::string::npos) << s.error().str();
+    o.secret = kSecret;
+    EXPECT_TRUE(KvServer::start(o).has_value());
+}
+
+TEST(KvStoreAuth, RunSecretFromTheEnvironment) {
+    unsetenv("PTD_RUN_SECRET");
+    auto loop = run_secret_from_env("127.0.0.1");
+    ASSERT_TRUE(loop.has_value()) << loop.error().str();
+    EXPECT_EQ(*loop, "");
+    auto remote = run_secret_from_env("192.0.2.7");  // TEST-NET-1: not this machine's loopback
+    ASSERT_FALSE(remote.has_value());
+    EXPECT_NE(remote.error().str().find("PTD_RUN_SECRET"), std::string::npos) << remote.error().str();
+    EXPECT_NE(remote.error().str().find("192.0.2.7"), std::string::npos) << remote.error().str();
+    setenv("PTD_RUN_SECRET", "short", 1);
+    auto shortv = run_secret_from_env("127.0.0.1");
+    ASSERT_FALSE(shortv.has_value());
+    EXPECT_NE(shortv.error().str().find("5 characters"), std::string::npos) << shortv.error().str();
+    setenv("PTD_RUN_SECRET", kSecret.c_str(), 1);
+    EXPECT_EQ(*run_secret_from_env("192.0.2.7"), kSecret);
+    unsetenv("PTD_RUN_SECRET");
 }
 
 TEST(KvStore, ConnectTimeoutNamesAddressAndPort) {
@@ -296,8 +442,8 @@ class WorkerRun {
 public:
     WorkerRun(int world, const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
         : world_(world) {
-        char tmpl[] = "/tmp/ptd_comm_test_XXXXXX";
-        dir_ = mkdtemp(tmpl);
+        std::string tmpl = (std::filesystem::temp_directory_path() / "ptd_comm_test_XXXXXX").string();
+        dir_ = mkdtemp(tmpl.data());
         port_ = free_port();
         std::string exe = std::string(PTD_BIN_DIR) + "/engine_comm_worker";
         start_ = Clock::now();

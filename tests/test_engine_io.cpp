@@ -112,6 +112,40 @@ TEST(Sha256, IncrementalSplitsGiveTheSameDigest) {
     }
 }
 
+// RFC 4231 section 4: test cases 1-7 (case 5 compares the 128-bit truncation it gives).
+TEST(HmacSha256, Rfc4231Vectors) {
+    auto hex = [](const std::array<uint8_t, 32>& d, size_t bytes = 32) {
+        static const char digits[] = "0123456789abcdef";
+        std::string s;
+        for (size_t i = 0; i < bytes; ++i) s += {digits[d[i] >> 4], digits[d[i] & 15]};
+        return s;
+    };
+    std::string key4;
+    for (int i = 1; i <= 25; ++i) key4.push_back((char)i);
+    EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+              "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    EXPECT_EQ(hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+              "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    EXPECT_EQ(hex(hmac_sha256(std::string(20, '\xaa'), std::string(50, '\xdd'))),
+              "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+    EXPECT_EQ(hex(hmac_sha256(key4, std::string(50, '\xcd'))),
+              "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+    EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0c'), "Test With Truncation"), 16), "a3b6167473100ee06e0c796c2955552b");
+    EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+              "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'),
+                              "This is a test using a larger than block-size key and a larger than block-size data. "
+                              "The key needs to be hashed before being used by the HMAC algorithm.")),
+              "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+}
+
+TEST(HmacSha256, ConstantTimeEqualComparesWholeStrings) {
+    EXPECT_TRUE(constant_time_equal("abc", "abc"));
+    EXPECT_FALSE(constant_time_equal("abc", "abd"));
+    EXPECT_FALSE(constant_time_equal("abc", "ab"));
+    EXPECT_TRUE(constant_time_equal("", ""));
+}
+
 TEST(Sha256, File) {
     TempDir tmp;
     write_bytes(tmp / "abc.txt", "abc");

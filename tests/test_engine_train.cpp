@@ -27,6 +27,7 @@
 
 #include "engine_run.h"
 #include <nlohmann/json.hpp>
+#include "store_peer.h"
 
 #include "ptd/engine/model.h"
 #include "ptd/engine/trainer.h"
@@ -252,6 +253,104 @@ TEST(EngineTrain, HalfPrecisionSingleProcessFollowsFp32) {
                 EXPECT_NEAR(l[k], ref32[k], kLossTolBf16VsFp32 * ref32[k]) << preset << " " << prec << " step " << k + 1;
         }
     }
+}
+
+// ---- the store's authentication in a real run ---------------------------------------------
+
+// Everything a stranger on the store's port tries, each twice (a refusal is logged once
+// per peer address and kind): no secret, a wrong one, a replayed answer, a flood of silent
+// connections, an oversized and a malformed frame before and after authenticating.
+std::vector<std::unique_ptr<store_peer::Peer>> attack_store(int port, const std::string& secret) {
+    using store_peer::Peer;
+    using store_peer::frame;
+    for (int round = 0; round < 2; ++round) {
+        for (const std::string& wrong : {std::string(), std::string(64, '7')}) {
+            Peer p(port, 30);
+            const std::string nonce = p.challenge(10);
+            EXPECT_EQ(nonce.size(), 32u) << "no challenge from the store on port " << port;
+            p.send(frame(store_peer::auth_payload(wrong, nonce)));
+            EXPECT_TRUE(p.closed_by_store());
+        }
+        // An answer seen on an earlier connection (here made with the secret), replayed.
+        std::string seen;
+        {
+            Peer honest(port);
+            seen = store_peer::auth_payload(secret, honest.challenge());
+            honest.send(frame(seen));
+            EXPECT_EQ(honest.read_frame(), std::string(1, (char)store_peer::kAuthOk));
+            // Authenticated, then garbage: only this connection is closed.
+            honest.send(frame(std::string(1, '\x63')));
+            EXPECT_TRUE(honest.closed_by_store());
+        }
+        {
+            Peer replay(port);
+            replay.challenge();
+            replay.send(frame(seen));
+            EXPECT_TRUE(replay.closed_by_store());
+        }
+        {
+            Peer oversized(port);
+            oversized.challenge();
+            oversized.send(std::string("\xff\xff\xff\x0f", 4) + std::string(1000, 'x'));
+            EXPECT_TRUE(oversized.closed_by_store());
+        }
+        {
+            Peer unauthenticated(port);  // a SET before answering the challenge
+            unauthenticated.challenge();
+            unauthenticated.send(frame(std::string(1, '\x01') + std::string(8, '\0') + store_peer::field("run_id") +
+                                       store_peer::field("forged")));
+            EXPECT_TRUE(unauthenticated.closed_by_store());
+        }
+    }
+    // The flood stays open while the last rank connects (it must get in past it); the
+    // store closes what the flood left after its handshake timeout.
+    std::vector<std::unique_ptr<Peer>> flood;
+    for (int i = 0; i < 200; ++i) flood.push_back(std::make_unique<Peer>(port));
+    return flood;
+}
+
+TEST(EngineAuth, StrangersOnTheStorePortAreRefusedAndTheRunGoesOn) {
+    TinyJob j;
+    j.dp = 2;
+    const std::string job = write_job(j, "auth");
+    const std::string secret = "f00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeedf00dfeed";
+    SpawnOptions quiet;
+    quiet.run_secret = secret;
+    const auto ref = run_engine(job, 2, {}, quiet);
+    ASSERT_EQ(ref[0].exit_code, 0) << describe(ref);
+
+    SpawnOptions attacked;
+    attacked.run_secret = secret;
+    std::vector<std::unique_ptr<store_peer::Peer>> flood;
+    attacked.before_last_rank = [&](int port) { flood = attack_store(port, secret); };
+    const auto runs = run_engine(job, 2, {}, attacked);
+    ASSERT_FALSE(attacked.timed_out);
+    for (size_t r = 0; r < runs.size(); ++r) {
+        ASSERT_EQ(runs[r].exit_code, 0) << describe(runs);
+        EXPECT_EQ(losses(runs[r]), losses(ref[r])) << "rank " << r << ": the attack changed the run";
+    }
+    // Rank 0 hosts the store: each kind of refusal is in its log once, with the address.
+    const std::string& log = runs[0].err;
+    for (const char* why : {"wrong answer to the challenge", "a replayed answer", "before authentication: frame length",
+                            "a request before answering the challenge", "malformed frame from 127.0.0.1:",
+                            "connections were already waiting to authenticate"}) {
+        size_t count = 0;
+        for (size_t at = log.find(why); at != std::string::npos; at = log.find(why, at + 1)) ++count;
+        EXPECT_EQ(count, 1u) << "'" << why << "' in rank 0's log:\n" << log;
+    }
+    EXPECT_NE(log.find("refused the connection from 127.0.0.1:"), std::string::npos) << log;
+}
+
+TEST(EngineAuth, WithoutASecretANonLoopbackStoreIsRefused) {
+    TinyJob j;
+    j.dp = 2;
+    const std::string job = write_job(j, "auth-no-secret");
+    // MASTER_ADDR names this machine by a non-loopback address; no PTD_RUN_SECRET.
+    const ptd_test::Proc p = ptd_test::run_captured("RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=192.0.2.7 MASTER_PORT=1 "
+                                "PTD_RUN_SECRET= " PTD_BIN_DIR "/ptd-engine --job " + job);
+    EXPECT_NE(p.rc, 0);
+    EXPECT_NE(p.err.find("PTD_RUN_SECRET"), std::string::npos) << p.err;
+    EXPECT_NE(p.err.find("192.0.2.7"), std::string::npos) << p.err;
 }
 
 // ---- the schedule's point-to-point plan under NCCL's semantics ----------------------------

@@ -153,6 +153,36 @@ int last_logged_step(const std::string& run_dir, int rank) {
     return steps;
 }
 
+// A stand-in engine body that reports, without printing it, what it got as the run's
+// secret: its length, its SHA-256 (equal on every rank of a run, new for every run), and
+// in how many process command lines and run-directory files ($4 is --run-dir) it appears.
+const char* kSecretReport =
+    "n=$(printf %s \"$PTD_RUN_SECRET\" | wc -c)\n"
+    "count() { awk 'index($0, ENVIRON[\"PTD_RUN_SECRET\"]) {n++} END {print n+0}'; }\n"
+    "cmd=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | count)\n"
+    "files=$(cat \"$4\"/* 2>/dev/null | count)\n"
+    "hash=$(printf %s \"$PTD_RUN_SECRET\" | sha256sum | cut -c1-64)\n"
+    "echo \"secret chars=$n cmdlines=$cmd run_dir_files=$files sha256=$hash\"\n";
+
+// The secret reports of a run's ranks, by rank.
+std::map<int, std::string> secret_reports(const Collected& c) {
+    std::map<int, std::string> out;
+    for (const LaunchEvent& ev : c.events)
+        if (ev.kind == LaunchEventKind::output && ev.text.starts_with("secret ")) out[ev.rank] = ev.text;
+    return out;
+}
+
+void expect_secret_handed_over(const std::map<int, std::string>& reports, int ranks) {
+    ASSERT_EQ((int)reports.size(), ranks);
+    const std::string hash = reports.begin()->second.substr(reports.begin()->second.find("sha256="));
+    for (const auto& [rank, report] : reports) {
+        EXPECT_NE(report.find("secret chars=64 cmdlines=0 run_dir_files=0 "), std::string::npos) << "rank " << rank << ": " << report;
+        EXPECT_NE(report.find(hash), std::string::npos) << "rank " << rank << " got another secret: " << report;
+    }
+    // sha256 of the empty string: no secret at all.
+    EXPECT_EQ(hash.find("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), std::string::npos);
+}
+
 std::string run_capture(const std::string& cmd, int* rc = nullptr) {
     FILE* p = popen((cmd + " 2>&1").c_str(), "r");
     std::string out;
@@ -984,6 +1014,27 @@ TEST(LocalLaunch, TinyJobReportsMetricsFromEveryRank) {
     EXPECT_TRUE(survivors_after("tiny-4", 2).empty());
 }
 
+TEST(LocalLaunch, TheRunSecretReachesRanksOnlyThroughTheirEnvironment) {
+    const std::string dir = scratch_dir("launch");
+    std::string first_hash;
+    for (const char* id : {"secret-1", "secret-2"}) {
+        LaunchOptions o = options_in(dir, id);
+        o.local_engine = fake_engine(dir, kSecretReport);
+        auto plan = make_launch_plan(load(kSrc + "/assets/jobs/tiny-local.toml"), o);
+        ASSERT_TRUE(plan) << plan.error().str();
+        for (const RankPlan& r : plan->ranks)
+            for (const auto& [k, v] : r.env) EXPECT_NE(k, "PTD_RUN_SECRET") << "the plan (printed by --dry-run) holds it";
+        const Collected c = run_to_end(*plan, 60);
+        EXPECT_EQ(c.rc, 0) << c.outcome.reason;
+        const auto reports = secret_reports(c);
+        expect_secret_handed_over(reports, 4);
+        if (reports.empty()) continue;
+        const std::string hash = reports.begin()->second.substr(reports.begin()->second.find("sha256="));
+        EXPECT_NE(hash, first_hash) << "two runs got the same secret";
+        first_hash = hash;
+    }
+}
+
 TEST(LocalLaunch, EightRanksOfTheRealEngine) {
     const std::string dir = scratch_dir("launch");
     LaunchOptions o = options_in(dir, "gpt-8");
@@ -1362,6 +1413,18 @@ TEST(SshLaunch, FourEngineRanksThroughSshdWithUpload) {
     }
 }
 
+TEST(SshLaunch, TheRunSecretReachesRanksOnStdinNotOnACommandLine) {
+    SshSetup s("ssh-secret");
+    if (!s.skip.empty()) GTEST_SKIP() << s.skip;
+    s.sshd.trust_host_key();
+    s.job.launch.engine = fake_engine(s.dir, kSecretReport);
+    auto plan = make_launch_plan(s.job, s.opts);
+    ASSERT_TRUE(plan) << plan.error().str();
+    const Collected c = run_to_end(*plan, 60);
+    EXPECT_EQ(c.rc, 0) << c.outcome.reason << "\n" << texts_of(c, LaunchEventKind::host_failed);
+    expect_secret_handed_over(secret_reports(c), 4);
+}
+
 TEST(SshLaunch, UnknownHostKeyIsRefusedUnlessAccepted) {
     SshSetup s("ssh-unknown");
     if (!s.skip.empty()) GTEST_SKIP() << s.skip;
@@ -1582,8 +1645,9 @@ TEST(TwoHostLaunch, UnreachableMasterAddrFailsWithinSeconds) {
     for (const std::string& l : c.outcome.last_stderr) stderr_text += l + "\n";
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    EXPECT_NE(stderr_text.find("MASTER_ADDR '10.231.77.9' port " + std::to_string(plan->master_port) +
-                               " cannot be reached from host " + host),
+    // Rank 0 serves the store on MASTER_ADDR itself (never every interface), so an address
+    // that is not its host's fails there at once.
+    EXPECT_NE(stderr_text.find("MASTER_ADDR '10.231.77.9' is not an address of rank 0's host " + std::string(host)),
               std::string::npos)
         << stderr_text;
     EXPECT_TRUE(survivors_after("unreachable", 5).empty());

@@ -4,16 +4,11 @@
 // blocking request/reply connection plus, once started, a monitor connection with its own
 // heartbeat thread.
 //
-// Wire format (both directions): frame = u32 payload length (little-endian) + payload;
-// payload = u8 type + fields. Integers are little-endian; strings and byte blobs are a
-// u32 length followed by the bytes. Types and fields:
-//   requests  SET(id, key, value)  GET(id, key)  CHECK(id, n, key…)  ADD(id, key, i64)
-//   replies   OK(id)  VALUE(id, value)  BOOL(id, u8)  INT(id, i64)  ERROR(id, text)
-//   monitor   HELLO(rank, pid, host)  HEARTBEAT  GOODBYE  FAILURE(text)   → server
-//             ABORT(text)                                                 → client
-// Every request carries a u64 id that its reply echoes: a client whose GET timed out may
-// later receive that GET's reply, and skips it by id instead of mistaking it for the
-// answer to its next request.
+// Wire format: kv_wire.h. Every connection starts with a challenge–response: the server
+// sends a fresh random nonce, the client answers HMAC-SHA-256(run secret, nonce), and
+// nothing else is read from a connection until that answer is right. Every request carries
+// a u64 id that its reply echoes: a client whose GET timed out may later receive that
+// GET's reply, and skips it by id instead of mistaking it for the answer to its next request.
 #include "ptd/engine/kv_store.h"
 
 #include <arpa/inet.h>
@@ -22,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,24 +34,33 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kv_wire.h"
+#include "ptd/common/sha256.h"
+
 namespace ptd::engine {
 namespace {
 
+using namespace kv_wire;
+
 using Clock = std::chrono::steady_clock;
 
-// Frames larger than this are treated as malformed: no legitimate value (Gloo addresses,
-// NCCL ids, counters) comes near it, and it bounds what a garbage length can make us allocate.
-constexpr uint32_t kMaxFrame = 64u << 20;
 // set/check/add have no timeout in the interface; a store that answers nothing for this
 // long is treated as gone.
 constexpr double kRequestTimeoutS = 120;
 
-enum MsgType : uint8_t {
-    MSG_SET = 1, MSG_GET = 2, MSG_CHECK = 3, MSG_ADD = 4,
-    MSG_OK = 16, MSG_VALUE = 17, MSG_BOOL = 18, MSG_INT = 19, MSG_ERROR = 20,
-    MSG_HELLO = 32, MSG_HEARTBEAT = 33, MSG_GOODBYE = 34, MSG_FAILURE = 35,
-    MSG_ABORT = 48, MSG_BEAT_ACK = 49,
-};
+// Bounds on what connections can cost the server (the store listens on a network port;
+// before authentication anyone who reaches it is a stranger, after it a rank with a bug
+// must still not take rank 0 down).
+// At most this many connections may be waiting to authenticate; a new one pushes the
+// oldest out, so a flood delays an honest rank by its own handshake, not by the flood's.
+constexpr size_t kMaxPendingConnections = 64;
+// A connection that has not answered the challenge this long is closed.
+constexpr double kHandshakeTimeoutS = 5;
+// Keys longer than this are refused (the engine's longest are a few dozen characters).
+constexpr size_t kMaxKeyBytes = 4096;
+// What one connection may store: new keys, and bytes of values.
+constexpr size_t kMaxKeysPerClient = 1u << 16;
+constexpr size_t kMaxBytesPerClient = 256u << 20;
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -63,87 +68,6 @@ std::string format_seconds(double s) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f", s);
     return buf;
-}
-
-// ---- frame encoding ----------------------------------------------------------------
-
-class FrameWriter {
-public:
-    explicit FrameWriter(uint8_t type) : buf_(4, '\0') { buf_.push_back((char)type); }
-    FrameWriter& u8(uint8_t v) { buf_.push_back((char)v); return *this; }
-    FrameWriter& u32(uint32_t v) { return le(v, 4); }
-    FrameWriter& u64(uint64_t v) { return le(v, 8); }
-    FrameWriter& i64(int64_t v) { return le((uint64_t)v, 8); }
-    FrameWriter& bytes(const void* p, size_t n) {
-        u32((uint32_t)n);
-        buf_.append((const char*)p, n);
-        return *this;
-    }
-    FrameWriter& str(const std::string& s) { return bytes(s.data(), s.size()); }
-    // The finished frame, length prefix filled in.
-    std::string finish() {
-        uint32_t n = (uint32_t)(buf_.size() - 4);
-        for (int i = 0; i < 4; ++i) buf_[i] = (char)((n >> (8 * i)) & 0xff);
-        return std::move(buf_);
-    }
-
-private:
-    FrameWriter& le(uint64_t v, int n) {
-        for (int i = 0; i < n; ++i) buf_.push_back((char)((v >> (8 * i)) & 0xff));
-        return *this;
-    }
-    std::string buf_;
-};
-
-// Reads fields from one payload; any overrun marks the reader bad instead of reading
-// past the end, so a malformed frame is detected by checking ok() once at the end.
-class FrameReader {
-public:
-    explicit FrameReader(const std::string& payload)
-        : p_((const uint8_t*)payload.data()), end_(p_ + payload.size()) {}
-    bool ok() const { return ok_; }
-    bool at_end() const { return ok_ && p_ == end_; }
-    uint8_t u8() { return (uint8_t)le(1); }
-    uint32_t u32() { return (uint32_t)le(4); }
-    uint64_t u64() { return le(8); }
-    int64_t i64() { return (int64_t)le(8); }
-    std::string str() {
-        uint32_t n = u32();
-        if (!ok_ || (size_t)(end_ - p_) < n) { ok_ = false; return {}; }
-        std::string s((const char*)p_, n);
-        p_ += n;
-        return s;
-    }
-
-private:
-    uint64_t le(int n) {
-        if (!ok_ || end_ - p_ < n) { ok_ = false; return 0; }
-        uint64_t v = 0;
-        for (int i = 0; i < n; ++i) v |= (uint64_t)p_[i] << (8 * i);
-        p_ += n;
-        return v;
-    }
-    const uint8_t* p_;
-    const uint8_t* end_;
-    bool ok_ = true;
-};
-
-// Splits complete frames off the front of `in`. Returns false on a malformed length
-// (the connection must then be dropped), with `why` set.
-bool take_frame(std::string& in, std::string& payload, bool& have, std::string& why) {
-    have = false;
-    if (in.size() < 4) return true;
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= (uint32_t)(uint8_t)in[i] << (8 * i);
-    if (n == 0 || n > kMaxFrame) {
-        why = "frame length " + std::to_string(n) + " outside 1 .. " + std::to_string(kMaxFrame);
-        return false;
-    }
-    if (in.size() < 4 + (size_t)n) return true;
-    payload.assign(in, 4, n);
-    in.erase(0, 4 + (size_t)n);
-    have = true;
-    return true;
 }
 
 // ---- socket helpers ----------------------------------------------------------------
@@ -280,6 +204,15 @@ std::string peer_name(const sockaddr_storage& ss) {
     return std::string(host) + ":" + std::to_string(port);
 }
 
+// Whether a bound address is a loopback one (127.0.0.0/8, ::1, or IPv4-mapped 127/8).
+bool is_loopback_address(const sockaddr_storage& ss) {
+    if (ss.ss_family == AF_INET) return (ntohl(((const sockaddr_in*)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family != AF_INET6) return false;
+    const in6_addr& a = ((const sockaddr_in6*)&ss)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+}
+
 // ---- server ------------------------------------------------------------------------
 
 class KvServerImpl final : public KvServer {
@@ -299,6 +232,11 @@ public:
         thread_.join();
         for (auto& [id, c] : conns_) ::close(c.fd);
         ::close(listen_fd_);
+        // Each kind of refusal was logged once per peer address; say how many followed.
+        for (const auto& [what, count] : refusals_)
+            if (count > 1)
+                std::fprintf(stderr, "ptd-engine: store: refused %zu more connection(s) from %s (%s)\n", count - 1,
+                             what.first.c_str(), what.second.c_str());
         if (wake_[0] >= 0) ::close(wake_[0]);
         if (wake_[1] >= 0) ::close(wake_[1]);
     }
@@ -318,8 +256,15 @@ private:
     struct Conn {
         int fd = -1;
         std::string peer;     // address:port, for logs
+        std::string peer_ip;  // address only: refusals are counted per address
         std::string in, out;  // unparsed input, unsent output
         bool closing = false;
+        // Until the challenge is answered nothing but AUTH is read from the connection.
+        bool authenticated = false;
+        std::string nonce;
+        Clock::time_point accepted;
+        // What this connection has stored (bounded per client).
+        size_t keys_created = 0, bytes_stored = 0;
         // Set by HELLO: this is a rank's monitor connection.
         bool monitor = false;
         int rank = -1;
@@ -363,6 +308,7 @@ private:
                     if (ev & (POLLIN | POLLHUP | POLLERR)) read_from(ids[i]);
                 }
             }
+            check_handshakes();
             reap_closed();
             check_heartbeats();
         }
@@ -383,9 +329,89 @@ private:
             Conn c;
             c.fd = fd;
             c.peer = peer_name(ss);
+            c.peer_ip = c.peer.substr(0, c.peer.rfind(':'));
+            c.accepted = Clock::now();
+            c.nonce.resize(kNonceBytes);
+            if (getrandom(c.nonce.data(), c.nonce.size(), 0) != (ssize_t)c.nonce.size()) {
+                std::fprintf(stderr, "ptd-engine: store: no random nonce for the connection from %s (%s); closing it\n",
+                             c.peer.c_str(), errno_text(errno).c_str());
+                ::close(fd);
+                continue;
+            }
+            evict_oldest_pending_if_full();
+            send_frame(c, FrameWriter(MSG_CHALLENGE).str(c.nonce).finish());
             conns_.emplace(next_conn_id_++, std::move(c));
         }
     }
+
+    // A flood of connections that never answer must not keep an honest rank out: past the
+    // bound, the connection waiting longest goes.
+    void evict_oldest_pending_if_full() {
+        size_t pending = 0;
+        Conn* oldest = nullptr;
+        for (auto& [id, c] : conns_) {
+            if (c.authenticated || c.closing) continue;
+            ++pending;
+            if (!oldest || c.accepted < oldest->accepted) oldest = &c;
+        }
+        if (pending >= kMaxPendingConnections && oldest)
+            refuse(*oldest, "busy", "busy: " + std::to_string(kMaxPendingConnections) +
+                                        " connections were already waiting to authenticate");
+    }
+
+    // Closes a connection that did not prove the run's secret (or overran a bound before
+    // doing so), telling the peer why. Logged once per peer address and kind of refusal;
+    // the rest are counted and summed up when the server stops.
+    void refuse(Conn& c, const std::string& kind, const std::string& why) {
+        if (++refusals_[{c.peer_ip, kind}] == 1)
+            std::fprintf(stderr, "ptd-engine: store: refused the connection from %s: %s\n", c.peer.c_str(), why.c_str());
+        if (!c.closing) send_frame(c, FrameWriter(MSG_REFUSED).str(why).finish());
+        c.in.clear();
+        c.closing = true;
+    }
+
+    void check_handshakes() {
+        const auto now = Clock::now();
+        for (auto& [id, c] : conns_) {
+            if (c.authenticated || c.closing) continue;
+            if (std::chrono::duration<double>(now - c.accepted).count() > kHandshakeTimeoutS)
+                refuse(c, "silent", "no answer to the challenge within " + format_seconds(kHandshakeTimeoutS) + " s");
+        }
+    }
+
+    // The first frame of a connection: AUTH with the MAC of this connection's nonce.
+    bool authenticate(Conn& c, const std::string& payload) {
+        Request req;
+        std::string why;
+        if (!decode_request(payload, req, why) || req.type != MSG_AUTH) {
+            refuse(c, "unauthenticated", "a request before answering the challenge (" +
+                                             (why.empty() ? "frame type " + std::to_string(req.type) : why) + ")");
+            return false;
+        }
+        const std::string expected = auth_mac(options_.secret, c.nonce);
+        if (!constant_time_equal(req.text, expected)) {
+            // An answer that was right on an earlier connection is a replay: say so.
+            const bool replay = accepted_macs_.count(req.text) > 0;
+            refuse(c, replay ? "replay" : "secret",
+                   replay ? "a replayed answer to an earlier connection's challenge"
+                          : "wrong answer to the challenge (not this run's secret: PTD_RUN_SECRET differs)");
+            return false;
+        }
+        size_t authenticated = 0;
+        for (auto& [id, other] : conns_) authenticated += other.authenticated && !other.closing;
+        if (authenticated >= max_clients()) {
+            refuse(c, "full", "busy: " + std::to_string(max_clients()) + " ranks' connections are already open");
+            return false;
+        }
+        accepted_macs_.insert(req.text);
+        c.authenticated = true;
+        c.nonce.clear();
+        send_frame(c, FrameWriter(MSG_AUTH_OK).finish());
+        return true;
+    }
+
+    // Each rank opens two connections (requests, monitor); tools and tests a few more.
+    size_t max_clients() const { return 4 * (size_t)std::max(1, options_.world_size) + 16; }
 
     void read_from(uint64_t id) {
         Conn& c = conns_.at(id);
@@ -407,18 +433,27 @@ private:
         std::string payload, why;
         bool have = false;
         while (!c.in.empty()) {
-            if (!take_frame(c.in, payload, have, why)) {
-                malformed(c, why);
+            const bool before_auth = !c.authenticated;
+            if (!take_frame(c.in, before_auth ? kMaxFrameBeforeAuth : kMaxFrame, payload, have, why)) {
+                if (before_auth)
+                    refuse(c, "oversized", "before authentication: " + why);
+                else
+                    malformed(c, why);
                 return;
             }
             if (!have) break;
+            if (before_auth) {
+                if (!authenticate(c, payload)) return;
+                continue;
+            }
             if (!handle(id, c, payload)) return;
         }
     }
 
     void malformed(Conn& c, const std::string& why) {
-        std::fprintf(stderr, "ptd-engine: store: malformed frame from %s (%s); closing that connection\n",
-                     c.peer.c_str(), why.c_str());
+        if (++refusals_[{c.peer_ip, "malformed"}] == 1)
+            std::fprintf(stderr, "ptd-engine: store: malformed frame from %s (%s); closing that connection\n",
+                         c.peer.c_str(), why.c_str());
         c.in.clear();
         c.closing = true;
     }
@@ -443,91 +478,126 @@ private:
         }
     }
 
+    // A SET or ADD that would take this connection past its bounds: the reason, or "".
+    std::string over_limit(const Conn& c, const std::string& key, size_t value_bytes) const {
+        if (key.size() > kMaxKeyBytes)
+            return "key of " + std::to_string(key.size()) + " bytes (at most " + std::to_string(kMaxKeyBytes) + ")";
+        auto it = kv_.find(key);
+        if (it == kv_.end() && c.keys_created >= kMaxKeysPerClient)
+            return "more than " + std::to_string(kMaxKeysPerClient) + " keys from one connection";
+        if (c.bytes_stored + growth(it, key, value_bytes) > kMaxBytesPerClient)
+            return "more than " + std::to_string(kMaxBytesPerClient >> 20) + " MiB stored from one connection";
+        return "";
+    }
+
+    // Refuses a request over a bound with an ERROR reply (the connection stays: the bound
+    // is about this request, and the rank's error names it). Logged once per connection.
+    void refuse_request(Conn& c, uint64_t req, const std::string& why) {
+        if (++refusals_[{c.peer_ip, "limit"}] == 1)
+            std::fprintf(stderr, "ptd-engine: store: refused a request from %s: %s\n", c.peer.c_str(), why.c_str());
+        send_frame(c, FrameWriter(MSG_ERROR).u64(req).str("the store refused it: " + why).finish());
+    }
+
+    // How much storing `value_bytes` under `key` (found at `it`) adds: a new key and its
+    // value, or what a longer value adds to the one it replaces (counters rewritten at every
+    // barrier must not add up).
+    size_t growth(std::unordered_map<std::string, std::string>::const_iterator it, const std::string& key,
+                  size_t value_bytes) const {
+        if (it == kv_.end()) return key.size() + value_bytes;
+        return value_bytes > it->second.size() ? value_bytes - it->second.size() : 0;
+    }
+
+    void store_value(Conn& c, const std::string& key, std::string value) {
+        auto it = kv_.find(key);
+        c.bytes_stored += growth(it, key, value.size());
+        if (it == kv_.end()) {
+            ++c.keys_created;
+            it = kv_.emplace(key, std::string()).first;
+        }
+        it->second = std::move(value);
+    }
+
     // Handles one frame; false when the connection was marked malformed.
     bool handle(uint64_t id, Conn& c, const std::string& payload) {
-        FrameReader r(payload);
-        uint8_t type = r.u8();
-        switch (type) {
+        Request r;
+        std::string why;
+        if (!decode_request(payload, r, why)) {
+            malformed(c, why);
+            return false;
+        }
+        switch (r.type) {
         case MSG_SET: {
-            uint64_t req = r.u64();
-            std::string key = r.str(), value = r.str();
-            if (!r.at_end()) break;
-            kv_[key] = value;
-            send_frame(c, FrameWriter(MSG_OK).u64(req).finish());
-            wake_waiters(key);
+            if (auto over = over_limit(c, r.key, r.value.size()); !over.empty()) {
+                refuse_request(c, r.id, over);
+                return true;
+            }
+            store_value(c, r.key, std::move(r.value));
+            send_frame(c, FrameWriter(MSG_OK).u64(r.id).finish());
+            wake_waiters(r.key);
             return true;
         }
         case MSG_GET: {
-            uint64_t req = r.u64();
-            std::string key = r.str();
-            if (!r.at_end()) break;
-            auto it = kv_.find(key);
+            auto it = kv_.find(r.key);
             if (it != kv_.end())
-                send_frame(c, FrameWriter(MSG_VALUE).u64(req).str(it->second).finish());
+                send_frame(c, FrameWriter(MSG_VALUE).u64(r.id).str(it->second).finish());
+            else if (r.key.size() > kMaxKeyBytes)
+                refuse_request(c, r.id, "key of " + std::to_string(r.key.size()) + " bytes (at most " +
+                                            std::to_string(kMaxKeyBytes) + ")");
             else
-                waiters_[key].push_back({id, req});  // answered by the SET/ADD that creates it
+                waiters_[r.key].push_back({id, r.id});  // answered by the SET/ADD that creates it
             return true;
         }
         case MSG_CHECK: {
-            uint64_t req = r.u64();
-            uint32_t n = r.u32();
             bool all = true;
-            for (uint32_t i = 0; i < n && r.ok(); ++i) {
-                std::string key = r.str();
+            for (const std::string& key : r.keys)
                 if (!kv_.count(key)) all = false;
-            }
-            if (!r.at_end()) break;
-            send_frame(c, FrameWriter(MSG_BOOL).u64(req).u8(all ? 1 : 0).finish());
+            send_frame(c, FrameWriter(MSG_BOOL).u64(r.id).u8(all ? 1 : 0).finish());
             return true;
         }
         case MSG_ADD: {
-            uint64_t req = r.u64();
-            std::string key = r.str();
-            int64_t delta = r.i64();
-            if (!r.at_end()) break;
             // Counters are stored as decimal text so a GET of a counter reads naturally.
             int64_t value = 0;
-            auto it = kv_.find(key);
+            auto it = kv_.find(r.key);
             if (it != kv_.end()) {
                 char* end = nullptr;
                 errno = 0;
                 long long v = std::strtoll(it->second.c_str(), &end, 10);
                 if (it->second.empty() || *end != '\0' || errno != 0) {
-                    send_frame(c, FrameWriter(MSG_ERROR).u64(req)
-                                      .str("key \"" + key + "\" does not hold an integer counter")
+                    send_frame(c, FrameWriter(MSG_ERROR).u64(r.id)
+                                      .str("key \"" + r.key + "\" does not hold an integer counter")
                                       .finish());
                     return true;
                 }
                 value = v;
             }
-            value += delta;
-            kv_[key] = std::to_string(value);
-            send_frame(c, FrameWriter(MSG_INT).u64(req).i64(value).finish());
-            wake_waiters(key);
+            if (auto over = over_limit(c, r.key, 20); !over.empty()) {
+                refuse_request(c, r.id, over);
+                return true;
+            }
+            // Wraps like the two's-complement counter it is, instead of overflowing (UB).
+            value = (int64_t)((uint64_t)value + (uint64_t)r.number);
+            store_value(c, r.key, std::to_string(value));
+            send_frame(c, FrameWriter(MSG_INT).u64(r.id).i64(value).finish());
+            wake_waiters(r.key);
             return true;
         }
-        case MSG_HELLO: {
-            int32_t rank = (int32_t)r.u32();
-            int64_t pid = r.i64();
-            std::string host = r.str();
-            if (!r.at_end()) break;
+        case MSG_HELLO:
             c.monitor = true;
-            c.rank = rank;
-            c.pid = pid;
-            c.host = host;
+            c.rank = r.rank;
+            c.pid = r.number;
+            c.host = r.text;
             c.last_beat = Clock::now();
             // A rank that joins after the abort must still hear it.
             if (!abort_message_.empty()) send_frame(c, FrameWriter(MSG_ABORT).str(abort_message_).finish());
             return true;
-        }
         case MSG_HEARTBEAT:
-            if (!r.at_end() || !c.monitor) break;
+            if (!c.monitor) break;
             c.last_beat = Clock::now();
             // The echo lets the ranks notice a stalled rank 0 (its store goes quiet too).
             send_frame(c, FrameWriter(MSG_BEAT_ACK).finish());
             return true;
         case MSG_GOODBYE:
-            if (!r.at_end() || !c.monitor) break;
+            if (!c.monitor) break;
             c.goodbye = true;
             {
                 std::lock_guard lock(mu_);
@@ -535,17 +605,14 @@ private:
             }
             cv_.notify_all();
             return true;
-        case MSG_FAILURE: {
-            std::string message = r.str();
-            if (!r.at_end() || !c.monitor) break;
-            declare_failed(id, c, "failed: " + message);
+        case MSG_FAILURE:
+            if (!c.monitor) break;
+            declare_failed(id, c, "failed: " + r.text);
             return true;
-        }
         default:
-            malformed(c, "unknown frame type " + std::to_string(type));
-            return false;
+            break;
         }
-        malformed(c, "bad fields in a frame of type " + std::to_string(type));
+        malformed(c, "a frame of type " + std::to_string(r.type) + " the server does not take here");
         return false;
     }
 
@@ -625,6 +692,10 @@ private:
     std::unordered_map<std::string, std::string> kv_;
     std::unordered_map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> waiters_;  // key → (conn, request)
     std::string abort_message_;
+    // Refusals by (peer address, kind): the first of each is logged, the rest counted.
+    std::map<std::pair<std::string, std::string>, size_t> refusals_;
+    // Every answer accepted so far: the same answer again is a replay, named as such.
+    std::set<std::string> accepted_macs_;
 
     // Shared with wait_all_goodbye.
     std::mutex mu_;
@@ -635,9 +706,51 @@ private:
 
 // ---- client ------------------------------------------------------------------------
 
+enum class Handshake { ok, refused, retry };
+
+// Reads one whole frame of at most `max_frame` bytes before `deadline` and decodes it.
+bool read_reply(int fd, uint32_t max_frame, Clock::time_point deadline, Reply& reply, std::string& why) {
+    char header[4];
+    if (recv_exact(fd, header, 4, deadline) != ReadStatus::ok) { why = "connection closed"; return false; }
+    const uint32_t n = frame_length(header);
+    if (n == 0 || n > max_frame) {
+        why = "malformed frame (length " + std::to_string(n) + ")";
+        return false;
+    }
+    std::string payload(n, '\0');
+    if (recv_exact(fd, payload.data(), n, deadline) != ReadStatus::ok) { why = "connection closed"; return false; }
+    return decode_reply(payload, reply, why);
+}
+
+// Answers the store's challenge on a fresh connection. `refused`: the store said no for
+// good (wrong secret), `why` is its reason; `retry`: the store was busy or the connection
+// broke, so a new one may do better.
+Handshake handshake(int fd, const std::string& secret, Clock::time_point deadline, std::string& why) {
+    Reply challenge;
+    if (!read_reply(fd, kMaxFrameBeforeAuth, deadline, challenge, why)) return Handshake::retry;
+    if (challenge.type != MSG_CHALLENGE) {
+        why = challenge.type == MSG_REFUSED ? challenge.text : "no challenge from the store (frame type " + std::to_string(challenge.type) + ")";
+        return challenge.type == MSG_REFUSED && challenge.text.rfind("busy:", 0) != 0 ? Handshake::refused : Handshake::retry;
+    }
+    if (!send_all(fd, FrameWriter(MSG_AUTH).str(auth_mac(secret, challenge.text)).finish())) {
+        why = errno_text(errno);
+        return Handshake::retry;
+    }
+    Reply answer;
+    if (!read_reply(fd, kMaxFrameBeforeAuth, deadline, answer, why)) return Handshake::retry;
+    if (answer.type == MSG_AUTH_OK) return Handshake::ok;
+    if (answer.type != MSG_REFUSED) {
+        why = "unexpected answer to the handshake (frame type " + std::to_string(answer.type) + ")";
+        return Handshake::retry;
+    }
+    why = answer.text;
+    return answer.text.rfind("busy:", 0) == 0 ? Handshake::retry : Handshake::refused;
+}
+
 class KvClientImpl final : public KvClient {
 public:
-    KvClientImpl(int fd, std::string addr, int port) : fd_(fd), addr_(std::move(addr)), port_(port) {}
+    KvClientImpl(int fd, std::string addr, int port, std::string secret)
+        : fd_(fd), addr_(std::move(addr)), port_(port), secret_(std::move(secret)) {}
 
     ~KvClientImpl() override {
         stop_monitor();
@@ -648,9 +761,9 @@ public:
     void set(const std::string& key, const std::vector<uint8_t>& value) override {
         std::lock_guard lock(data_mu_);
         uint64_t id = next_id_++;
-        std::string reply = request_or_throw(FrameWriter(MSG_SET).u64(id).str(key).bytes(value.data(), value.size()).finish(),
-                                             id, "set \"" + key + "\"");
-        expect_type(reply, MSG_OK, "set \"" + key + "\"");
+        decode_or_throw(request_or_throw(FrameWriter(MSG_SET).u64(id).str(key).bytes(value.data(), value.size()).finish(),
+                                         id, "set \"" + key + "\""),
+                        MSG_OK, "set \"" + key + "\"");
     }
 
     Result<std::vector<uint8_t>> get(const std::string& key, double timeout_s) override {
@@ -663,13 +776,12 @@ public:
                                     format_seconds(timeout_s) + " s");
         if (status == ReadStatus::closed)
             return fail({}, "", "get \"" + key + "\": lost the store at " + where() + ": " + err);
-        FrameReader r(reply);
-        uint8_t type = r.u8();
-        r.u64();
-        std::string value = r.str();
-        if (type != MSG_VALUE || !r.at_end())
+        Reply r;
+        std::string why;
+        if (!decode_reply(reply, r, why) || (r.type != MSG_VALUE && r.type != MSG_ERROR))
             return fail({}, "", "get \"" + key + "\": malformed reply from the store at " + where());
-        return std::vector<uint8_t>(value.begin(), value.end());
+        if (r.type == MSG_ERROR) return fail({}, "", "get \"" + key + "\": " + r.text);
+        return std::vector<uint8_t>(r.text.begin(), r.text.end());
     }
 
     bool check(const std::vector<std::string>& keys) override {
@@ -678,27 +790,17 @@ public:
         FrameWriter w(MSG_CHECK);
         w.u64(id).u32((uint32_t)keys.size());
         for (auto& k : keys) w.str(k);
-        std::string reply = request_or_throw(w.finish(), id, "check");
-        FrameReader r(reply);
-        uint8_t type = r.u8();
-        r.u64();
-        uint8_t all = r.u8();
-        if (type != MSG_BOOL || !r.at_end()) throw std::runtime_error("check: malformed reply from the store at " + where());
-        return all != 0;
+        Reply r = decode_or_throw(request_or_throw(w.finish(), id, "check"), MSG_BOOL, "check");
+        return r.number != 0;
     }
 
     int64_t add(const std::string& key, int64_t delta) override {
         std::lock_guard lock(data_mu_);
         uint64_t id = next_id_++;
         std::string what = "add \"" + key + "\"";
-        std::string reply = request_or_throw(FrameWriter(MSG_ADD).u64(id).str(key).i64(delta).finish(), id, what);
-        FrameReader r(reply);
-        uint8_t type = r.u8();
-        r.u64();
-        if (type == MSG_ERROR) throw std::runtime_error(what + ": " + r.str());
-        int64_t value = r.i64();
-        if (type != MSG_INT || !r.at_end()) throw std::runtime_error(what + ": malformed reply from the store at " + where());
-        return value;
+        Reply r = decode_or_throw(request_or_throw(FrameWriter(MSG_ADD).u64(id).str(key).i64(delta).finish(), id, what),
+                                  MSG_INT, what);
+        return r.number;
     }
 
     Result<void> start_monitor(int rank, double heartbeat_s, std::function<void(const std::string&)> on_abort,
@@ -708,6 +810,11 @@ public:
         int fd = try_connect(addr_, port_, Clock::now() + std::chrono::seconds(30), err);
         if (fd < 0)
             return fail({}, "", "cannot open the monitor connection to the store at " + where() + ": " + errno_text(err));
+        std::string why;
+        if (handshake(fd, secret_, Clock::now() + std::chrono::seconds(30), why) != Handshake::ok) {
+            ::close(fd);
+            return fail({}, "", "the store at " + where() + " refused the monitor connection: " + why);
+        }
         // A bounded send: report_failure runs on the way to _exit and must not hang on a
         // store that stopped reading (a stopped rank 0).
         timeval tv{2, 0};
@@ -782,8 +889,7 @@ private:
                 broken_ = true;
                 return ReadStatus::closed;
             }
-            uint32_t n = 0;
-            for (int i = 0; i < 4; ++i) n |= (uint32_t)(uint8_t)hdr[i] << (8 * i);
+            const uint32_t n = frame_length(hdr);
             if (n < 9 || n > kMaxFrame) {
                 err = "malformed reply (length " + std::to_string(n) + ")";
                 broken_ = true;
@@ -795,9 +901,10 @@ private:
                 broken_ = true;
                 return ReadStatus::closed;
             }
-            FrameReader rd(reply);
-            rd.u8();
-            if (rd.u64() == id) return ReadStatus::ok;
+            // Every reply to a request starts with its type and the request's id.
+            uint64_t reply_id = 0;
+            for (int i = 0; i < 8; ++i) reply_id |= (uint64_t)(uint8_t)reply[1 + i] << (8 * i);
+            if (reply_id == id) return ReadStatus::ok;
         }
     }
 
@@ -811,9 +918,14 @@ private:
         return reply;
     }
 
-    void expect_type(const std::string& reply, uint8_t type, const std::string& what) {
-        if (reply.empty() || (uint8_t)reply[0] != type)
-            throw std::runtime_error(what + ": unexpected reply from the store at " + where());
+    // The reply decoded, when it is of `type`; the store's ERROR text or "malformed" thrown otherwise.
+    Reply decode_or_throw(const std::string& payload, uint8_t type, const std::string& what) {
+        Reply r;
+        std::string why;
+        if (!decode_reply(payload, r, why)) throw std::runtime_error(what + ": malformed reply from the store at " + where() + ": " + why);
+        if (r.type == MSG_ERROR) throw std::runtime_error(what + ": " + r.text);
+        if (r.type != type) throw std::runtime_error(what + ": unexpected reply from the store at " + where());
+        return r;
     }
 
     void monitor_loop() {
@@ -850,11 +962,11 @@ private:
             in.append(buf, (size_t)n);
             std::string payload, why;
             bool have = false;
-            while (take_frame(in, payload, have, why) && have) {
-                FrameReader rd(payload);
-                if (rd.u8() != MSG_ABORT) continue;  // heartbeat echoes only count as signs of life
-                std::string message = rd.str();
-                if (rd.at_end() && !goodbye_sent_) abort_with(message);
+            while (take_frame(in, kMaxFrame, payload, have, why) && have) {
+                Reply rd;
+                std::string bad;
+                if (!decode_reply(payload, rd, bad) || rd.type != MSG_ABORT) continue;  // echoes only count as signs of life
+                if (!goodbye_sent_) abort_with(rd.text);
             }
             if (!why.empty()) {
                 abort_with("rank 0 (store at " + where() + ") sent a malformed frame: " + why);
@@ -891,6 +1003,7 @@ private:
     int fd_;
     std::string addr_;
     int port_;
+    std::string secret_;  // the run's secret, for the monitor connection's handshake
     std::mutex data_mu_;  // one request/reply exchange at a time on fd_
     uint64_t next_id_ = 1;
     bool broken_ = false;
@@ -911,39 +1024,6 @@ private:
 };
 
 }  // namespace
-
-Result<std::unique_ptr<KvServer>> KvServer::start(const KvServerOptions& options) {
-    std::string where = options.bind_addr + ":" + std::to_string(options.port);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    int gai = getaddrinfo(options.bind_addr.empty() ? nullptr : options.bind_addr.c_str(),
-                          std::to_string(options.port).c_str(), &hints, &res);
-    if (gai != 0) return fail({}, "", "cannot listen on " + where + ": " + gai_strerror(gai));
-    int fd = -1, err = 0;
-    for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
-        int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-        if (s < 0) { err = errno; continue; }
-        // A run restarted right after the previous one must not fail on TIME_WAIT.
-        int one = 1;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (::bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(s, 1024) == 0) {
-            fd = s;
-        } else {
-            err = errno;
-            ::close(s);
-        }
-    }
-    freeaddrinfo(res);
-    if (fd < 0) return fail({}, "", "cannot listen on " + where + ": " + errno_text(err));
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    getsockname(fd, (sockaddr*)&ss, &len);
-    int port = ss.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&ss)->sin6_port) : ntohs(((sockaddr_in*)&ss)->sin_port);
-    return std::unique_ptr<KvServer>(new KvServerImpl(fd, port, options));
-}
 
 // MASTER_ADDR as this host's resolver sees it, before any connect attempt: a name that
 // does not resolve here (an ssh config alias, a typo) never starts to, so waiting the
@@ -971,7 +1051,57 @@ static Result<void> check_resolves(const std::string& addr, Clock::time_point de
     }
 }
 
-Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int port, double timeout_s) {
+Result<std::unique_ptr<KvServer>> KvServer::start(const KvServerOptions& options) {
+    std::string where = options.bind_addr + ":" + std::to_string(options.port);
+    // The store listens on MASTER_ADDR itself: a name that does not resolve here gets the
+    // same explanation every other rank's client gives.
+    if (!options.bind_addr.empty())
+        if (auto ok = check_resolves(options.bind_addr, Clock::now() + std::chrono::seconds(10)); !ok)
+            return std::unexpected(ok.error());
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    int gai = getaddrinfo(options.bind_addr.empty() ? nullptr : options.bind_addr.c_str(),
+                          std::to_string(options.port).c_str(), &hints, &res);
+    if (gai != 0) return fail({}, "", "cannot listen on " + where + ": " + gai_strerror(gai));
+    int fd = -1, err = 0;
+    for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
+        int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (s < 0) { err = errno; continue; }
+        // A run restarted right after the previous one must not fail on TIME_WAIT.
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (::bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(s, 1024) == 0) {
+            fd = s;
+        } else {
+            err = errno;
+            ::close(s);
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0 && err == EADDRNOTAVAIL)
+        return fail({}, "", "MASTER_ADDR '" + options.bind_addr + "' is not an address of rank 0's host " + local_hostname() +
+                                ", where the store must listen (" + errno_text(err) +
+                                "); set launch.master_addr (ptd launch --master-addr) to an address of rank 0's host "
+                                "that every host can reach");
+    if (fd < 0) return fail({}, "", "cannot listen on " + where + ": " + errno_text(err));
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    getsockname(fd, (sockaddr*)&ss, &len);
+    if (options.secret.empty() && !is_loopback_address(ss)) {
+        ::close(fd);
+        return fail({}, "", "refusing to serve the store on " + where + " without a run secret: anyone who reaches "
+                            "that address could write the keys the ranks trust. Set PTD_RUN_SECRET to the same "
+                            "random value on every rank (ptd launch does), or use a loopback MASTER_ADDR");
+    }
+    int port = ss.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&ss)->sin6_port) : ntohs(((sockaddr_in*)&ss)->sin_port);
+    return std::unique_ptr<KvServer>(new KvServerImpl(fd, port, options));
+}
+
+Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int port, double timeout_s,
+                                                    const std::string& secret) {
     auto start = Clock::now();
     auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     if (auto ok = check_resolves(addr, deadline); !ok) return std::unexpected(ok.error());
@@ -987,7 +1117,17 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int
     for (;;) {
         const auto attempt_deadline = std::min(deadline, Clock::now() + kSilentAttempt);
         int fd = try_connect(addr, port, attempt_deadline, err);
-        if (fd >= 0) return std::unique_ptr<KvClient>(new KvClientImpl(fd, addr, port));
+        if (fd >= 0) {
+            std::string why;
+            const Handshake h = handshake(fd, secret, std::min(deadline, Clock::now() + std::chrono::seconds(30)), why);
+            if (h == Handshake::ok) return std::unique_ptr<KvClient>(new KvClientImpl(fd, addr, port, secret));
+            ::close(fd);
+            if (h == Handshake::refused)
+                return fail({}, "", "the store at " + addr + ":" + std::to_string(port) + " refused host " + local_hostname() +
+                                        ": " + why + "; every rank of a run must be given the same PTD_RUN_SECRET");
+            // Busy, or the connection broke during the handshake: try again like a refused connect.
+            err = ECONNRESET;
+        }
         if (err == ETIMEDOUT && attempt_deadline < deadline && !warned_silent) {
             warned_silent = true;
             std::fprintf(stderr,
@@ -1012,6 +1152,40 @@ Result<std::unique_ptr<KvClient>> KvClient::connect(const std::string& addr, int
     }
     return fail({}, "", "cannot reach the store at " + addr + ":" + std::to_string(port) + " from host " + local_hostname() +
                             " after " + format_seconds(timeout_s) + " s: " + errno_text(err));
+}
+
+}  // namespace ptd::engine
+
+namespace ptd::engine {
+
+Result<std::string> run_secret_from_env(const std::string& master_addr) {
+    const char* value = std::getenv("PTD_RUN_SECRET");
+    const std::string secret = value ? value : "";
+    constexpr size_t kMinSecretChars = 32;
+    if (!secret.empty() && secret.size() < kMinSecretChars)
+        return fail(SourceLoc{"environment"}, "PTD_RUN_SECRET",
+                    "is " + std::to_string(secret.size()) + " characters; allowed: at least " +
+                        std::to_string(kMinSecretChars) + " (e.g. `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'`)");
+    if (!secret.empty()) return secret;
+    // No secret: fine only when every address MASTER_ADDR names is this machine's loopback.
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(master_addr.c_str(), nullptr, &hints, &res) != 0) return std::string();  // connect says why
+    bool loopback = true;
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+        sockaddr_storage ss{};
+        std::memcpy(&ss, ai->ai_addr, std::min<size_t>(ai->ai_addrlen, sizeof ss));
+        loopback = loopback && is_loopback_address(ss);
+    }
+    freeaddrinfo(res);
+    if (loopback) return std::string();
+    return fail(SourceLoc{"environment"}, "PTD_RUN_SECRET",
+                "is not set, and MASTER_ADDR '" + master_addr +
+                    "' is not a loopback address: the store would let anyone who reaches it write the keys the ranks "
+                    "trust. Launch with `ptd launch` (it gives every rank a fresh secret), or set PTD_RUN_SECRET to the "
+                    "same random value of at least 32 characters on every rank");
 }
 
 }  // namespace ptd::engine

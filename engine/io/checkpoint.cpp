@@ -627,7 +627,7 @@ struct ManifestReader {
 };
 
 // 1-based line and column of byte `offset` in `text`.
-std::pair<int, int> line_col(const std::string& text, size_t offset) {
+std::pair<int, int> line_col(std::string_view text, size_t offset) {
     int line = 1, col = 1;
     for (size_t i = 0; i < offset && i < text.size(); ++i) {
         if (text[i] == '\n') ++line, col = 1;
@@ -652,17 +652,16 @@ std::pair<int, int> line_col(const std::string& text, size_t offset) {
 
 Result<Manifest> read_manifest(const std::string& dir) {
     const std::string path = (fs::path(dir) / "manifest.json").string();
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        return fail(SourceLoc{path, 0, 0}, "", "checkpoint manifest \"" + path + "\" does not exist (an incomplete checkpoint?)");
+    auto text = read_regular_file(path, file_kind::checkpoint_manifest);
+    if (!text) return std::unexpected(text.error());
+    return parse_manifest(*text, path, dir);
+}
+
+Result<Manifest> parse_manifest(std::string_view text, const std::string& path, const std::string& dir) {
     const ManifestReader r{path};
-    std::string text;
-    {
-        std::error_code ec;
-        if (!fs::exists(path, ec))
-            return fail(SourceLoc{path, 0, 0}, "",
-                        "checkpoint manifest \"" + path + "\" does not exist (an incomplete checkpoint?)");
-        auto read = read_regular_file(path, file_kind::checkpoint_manifest);
-        if (!read) return std::unexpected(read.error());
-        text = std::move(*read);
-    }
     Json j;
     try {
         j = Json::parse(text);
@@ -672,6 +671,11 @@ Result<Manifest> read_manifest(const std::string& dir) {
         if (auto pos = what.find(": syntax error"); pos != std::string::npos) what = what.substr(pos + 2);
         return fail(SourceLoc{path, line, col}, "",
                     "checkpoint manifest \"" + path + "\" is not valid JSON: " + what);
+    } catch (const nlohmann::json::exception& e) {
+        // Not a syntax error but a value the parser cannot hold, e.g. a number past the
+        // double range ("out_of_range.406 number overflow"): found by fuzz_checkpoint_manifest.
+        return fail(SourceLoc{path, 0, 0}, "", "checkpoint manifest \"" + path + "\" holds a value JSON cannot represent: " +
+                                                   std::string(e.what()));
     }
     if (!j.is_object())
         return fail(SourceLoc{path, 0, 0}, "",

@@ -124,10 +124,6 @@ std::string make_run_id() {
     return std::string(buf) + "-" + std::to_string((long)getpid());
 }
 
-bool is_loopback(const std::string& addr) {
-    return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
-
 int default_threads(const RankEnv& env) {
     if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
         const int n = std::atoi(omp);
@@ -168,9 +164,16 @@ int connect_run(RunState& s) {
     constexpr bool have_nccl = false;
 #endif
     if (std::string no = multi_rank_refusal(s.backend.kind, world, have_nccl); !no.empty()) return setup_error(s, no, 2);
+    auto secret = run_secret_from_env(s.env.master_addr);
+    if (!secret) {
+        const Diagnostic& d = secret.error().diagnostics.front();
+        return setup_error(s, d.key + " " + d.message, 2);
+    }
     if (rank == 0) {
         KvServerOptions so;
-        so.bind_addr = is_loopback(s.env.master_addr) ? "127.0.0.1" : "0.0.0.0";
+        // Only the address the other ranks were told to use: not every interface.
+        so.bind_addr = s.env.master_addr;
+        so.secret = *secret;
         so.port = s.env.master_port;
         so.world_size = world;
         so.stall_timeout_s = s.opt.stall_timeout_s;
@@ -178,7 +181,7 @@ int connect_run(RunState& s) {
         if (!server) return setup_error(s, server.error().one_line(), 1);
         s.server = std::move(*server);
     }
-    auto store = KvClient::connect(s.env.master_addr, s.env.master_port, s.opt.comm_timeout_s);
+    auto store = KvClient::connect(s.env.master_addr, s.env.master_port, s.opt.comm_timeout_s, *secret);
     if (!store) return setup_error(s, store.error().one_line(), 1);
     s.store = std::move(*store);
     // The run id names every key of this run and its run directory: rank 0 decides.

@@ -289,6 +289,9 @@ static void fill_rank_commands(LaunchPlan& plan) {
         // process group of everything the rank starts; exec keeps that pid for the engine.
         // The launcher reads the pid line to signal the whole group later.
         std::string cmd = "printf 'ptd-launch-pid %d\\n' \"$$\" >&2;";
+        // The run's secret arrives as the first line on stdin (ssh_transport.cpp), so that it
+        // is in no command line a `ps` on the host could show.
+        cmd += " IFS= read -r PTD_RUN_SECRET; export PTD_RUN_SECRET;";
         for (const auto& [k, v] : r.env) cmd += " export " + k + "=" + shell_quote(v) + ";";
         cmd += " exec";
         for (const std::string& a : r.argv) cmd += " " + shell_quote(a);
@@ -608,7 +611,10 @@ std::string slurm_script(const LaunchPlan& plan) {
         {"MASTER_PORT", job.launch.master_port ? std::to_string(job.launch.master_port) : std::string("$((20000 + SLURM_JOB_ID % 20000))")},
         {"WORLD_SIZE", std::to_string(plan.ranks.size())},
         {"LOCAL_WORLD_SIZE", std::to_string(job.cluster.gpus_per_node)},
-        {"PTD_RUN_ID", shell_quote(plan.run_id)}};
+        {"PTD_RUN_ID", shell_quote(plan.run_id)},
+        // The store's secret, made on the first node when the job starts (in no file or command
+        // line); srun passes the environment to every task.
+        {"PTD_RUN_SECRET", "\"$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\""}};
     for (const auto& [k, v] : forwarded_environment(job)) env.emplace_back(k, shell_quote(v));
     o << "\n# The environment contract of ptd-engine (docs/engine.md): rank 0's node hosts the store.\n";
     for (const auto& [k, v] : env) o << "export " << k << "=" << v << "\n";

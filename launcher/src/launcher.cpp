@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -272,6 +275,20 @@ bool Launcher::Impl::connect_all() {
     return ok;
 }
 
+// 32 bytes of /dev/urandom as 64 hex digits: the run's store secret (kv_store.h).
+static Result<std::string> make_run_secret() {
+    uint8_t bytes[32];
+    FILE* f = std::fopen("/dev/urandom", "rb");
+    const bool ok = f && std::fread(bytes, 1, sizeof bytes, f) == sizeof bytes;
+    const int err = errno;
+    if (f) std::fclose(f);
+    if (!ok) return fail(SourceLoc{}, "launch", std::string("cannot read /dev/urandom for the run's secret: ") + std::strerror(err));
+    static const char digits[] = "0123456789abcdef";
+    std::string hex;
+    for (uint8_t b : bytes) hex += {digits[b >> 4], digits[b & 15]};
+    return hex;
+}
+
 bool Launcher::Impl::start_all() {
     if (plan.master_port == 0) {
         auto port = transports[0]->free_port();
@@ -284,6 +301,13 @@ bool Launcher::Impl::start_all() {
         set_master_port(plan, *port);
         manifest.master_port = *port;
     }
+    // A fresh secret for every start of the ranks: only they can use the run's store.
+    auto secret = make_run_secret();
+    if (!secret) {
+        result.reason = secret.error().str();
+        return false;
+    }
+    for (RankPlan& r : plan.ranks) r.run_secret = *secret;
     for (const RankPlan& r : plan.ranks) {
         long pid = 0;
         if (auto ok = transports[r.host]->start_rank(r, &pid); !ok) {

@@ -104,9 +104,12 @@ public:
             const std::string_view name = kv.substr(0, kv.find('='));
             bool overridden = false;
             for (const auto& [k, v] : rank.env) overridden |= name == k;
+            overridden |= name == "PTD_RUN_SECRET" && !rank.run_secret.empty();
             if (!overridden) env_strings.emplace_back(kv);
         }
         for (const auto& [k, v] : rank.env) env_strings.push_back(k + "=" + v);
+        // The secret goes only into the child's environment (readable by its own user alone).
+        if (!rank.run_secret.empty()) env_strings.push_back("PTD_RUN_SECRET=" + rank.run_secret);
         std::vector<char*> envp, argv;
         for (std::string& s : env_strings) envp.push_back(s.data());
         envp.push_back(nullptr);

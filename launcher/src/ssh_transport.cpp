@@ -720,6 +720,15 @@ Result<void> SshTransport::start_rank(const RankPlan& rank, long* pid) {
         ssh_channel_free(r->channel);
         return error("cannot start rank " + std::to_string(rank.rank) + " on " + where() + ": " + why);
     }
+    // The command's first read (launch_plan.cpp) takes the run's secret from stdin: through
+    // the encrypted channel, never on a command line. An empty line means none.
+    const std::string secret_line = rank.run_secret + "\n";
+    if (ssh_channel_write(r->channel, secret_line.data(), (uint32_t)secret_line.size()) != (int)secret_line.size()) {
+        std::string why = ssh_error();
+        ssh_channel_close(r->channel);
+        ssh_channel_free(r->channel);
+        return error("cannot hand rank " + std::to_string(rank.rank) + " its run secret on " + where() + ": " + why);
+    }
     ranks_.push_back(std::move(r));
     return {};
 }

@@ -15,6 +15,12 @@
 int ptd_fuzz_job_toml(const uint8_t* data, size_t size);
 int ptd_fuzz_hf_config(const uint8_t* data, size_t size);
 int ptd_fuzz_hostfile(const uint8_t* data, size_t size);
+int ptd_fuzz_kv_wire(const uint8_t* data, size_t size);
+int ptd_fuzz_metrics_event(const uint8_t* data, size_t size);
+int ptd_fuzz_timeline(const uint8_t* data, size_t size);
+int ptd_fuzz_run_manifest(const uint8_t* data, size_t size);
+int ptd_fuzz_checkpoint_manifest(const uint8_t* data, size_t size);
+int ptd_fuzz_cluster_profile(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -86,5 +92,31 @@ TEST(FuzzRegressions, Hostfile) {
     RecordProperty("replayed", n);
     EXPECT_GT(n, 0) << "no hostfile inputs found under " << PTD_SOURCE_DIR;
 }
+
+// The targets whose seeds are only their corpus and saved regressions.
+struct CorpusTarget {
+    const char* name;
+    int (*entry)(const uint8_t*, size_t);
+};
+
+class FuzzCorpus : public ::testing::TestWithParam<CorpusTarget> {};
+
+TEST_P(FuzzCorpus, ReplaysSeedsAndRegressions) {
+    const std::string t = GetParam().name;
+    auto files = concat({files_in("tests/fuzz/corpus/" + t), files_in("tests/fuzz/regressions/" + t)});
+    int n = replay(files, GetParam().entry);
+    std::printf("[ replayed ] %d %s inputs\n", n, t.c_str());
+    RecordProperty("replayed", n);
+    EXPECT_GT(n, 0) << "no " << t << " inputs found under " << PTD_SOURCE_DIR;
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, FuzzCorpus,
+                         ::testing::Values(CorpusTarget{"kv_wire", ptd_fuzz_kv_wire},
+                                           CorpusTarget{"metrics_event", ptd_fuzz_metrics_event},
+                                           CorpusTarget{"timeline", ptd_fuzz_timeline},
+                                           CorpusTarget{"run_manifest", ptd_fuzz_run_manifest},
+                                           CorpusTarget{"checkpoint_manifest", ptd_fuzz_checkpoint_manifest},
+                                           CorpusTarget{"cluster_profile", ptd_fuzz_cluster_profile}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -117,6 +117,41 @@ std::string sha256_hex(const void* data, size_t n) {
     return h.hex_digest();
 }
 
+std::array<uint8_t, 32> hmac_sha256(std::string_view key, std::string_view message) {
+    // RFC 2104 section 2 with SHA-256's 64-byte block: a longer key is hashed first, then
+    // H((K ^ opad) || H((K ^ ipad) || message)).
+    constexpr size_t kBlock = 64;
+    uint8_t k[kBlock] = {};
+    if (key.size() > kBlock) {
+        Sha256 kh;
+        kh.update(key);
+        const auto d = kh.digest();
+        std::copy(d.begin(), d.end(), k);
+    } else {
+        std::copy(key.begin(), key.end(), k);
+    }
+    uint8_t inner_pad[kBlock], outer_pad[kBlock];
+    for (size_t i = 0; i < kBlock; ++i) {
+        inner_pad[i] = (uint8_t)(k[i] ^ 0x36);
+        outer_pad[i] = (uint8_t)(k[i] ^ 0x5c);
+    }
+    Sha256 inner;
+    inner.update(inner_pad, kBlock);
+    inner.update(message);
+    const auto inner_digest = inner.digest();
+    Sha256 outer;
+    outer.update(outer_pad, kBlock);
+    outer.update(inner_digest.data(), inner_digest.size());
+    return outer.digest();
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    uint8_t diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
 Result<std::string> sha256_file(const std::string& path) {
     // Regular files only: hashing a FIFO or /dev/zero would never end.
     auto opened = open_regular_file(path, FileKind{"a file to hash", 0});

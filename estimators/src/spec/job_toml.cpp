@@ -944,6 +944,10 @@ Result<void> check_toml_depth(std::string_view text, const std::string& file) {
     // A key (bare, quoted, dotted) up to '=' or ']'; fails when it has too many parts.
     auto scan_key = [&](int nesting) -> Result<void> {
         const size_t start = i;
+        // Where the key starts: a quoted part may span lines (a multi-line string), and the
+        // error must point at the key, not at a column counted from a later line's start
+        // (a negative column; found by fuzz_cluster_profile).
+        const SourceLoc key_at = here(start);
         int parts = 1;
         while (i < n) {
             const char c = text[i];
@@ -956,7 +960,7 @@ Result<void> check_toml_depth(std::string_view text, const std::string& file) {
             else ++i;
         }
         if (parts > kMaxKeyParts || nesting + parts > kMaxKeyParts + kMaxTomlNesting)
-            return fail(here(start), "",
+            return fail(key_at, "",
                         "a dotted key of " + format_count((unsigned long long)parts) + " parts" +
                             (nesting ? " inside " + std::to_string(nesting) + " nested tables/arrays" : "") +
                             "; allowed: at most " + std::to_string(kMaxKeyParts) + " parts");

@@ -101,6 +101,10 @@ struct RankPlan {
     std::vector<std::pair<std::string, std::string>> env;  // the engine's environment contract
     std::vector<std::string> argv;   // argv[0] = engine path on the host
     std::string shell_command;       // ssh: the exact remote command line (every value quoted)
+    // The run's secret (PTD_RUN_SECRET, kv_store.h), made by the launcher when it starts the
+    // ranks. Never part of env, argv or shell_command (those are printed and logged): the
+    // local transport puts it in the child's environment, SSH sends it on the rank's stdin.
+    std::string run_secret;
 };
 
 struct LaunchPlan {

@@ -162,6 +162,8 @@ Result<void> write_manifest(const std::string& dir, const Manifest& m);
 // \"xyz\""). Also checked: schema = "ptd.checkpoint/1", step ≥ 0, data_position ≥ 0,
 // one file per rank 0..world−1, file names without '/'. Sets m.dir = dir.
 Result<Manifest> read_manifest(const std::string& dir);
+// The same checks on a manifest's text; `path` names it in errors (the fuzz target's entry).
+Result<Manifest> parse_manifest(std::string_view text, const std::string& path, const std::string& dir);
 
 // The folder of the highest-step checkpoint under <run_dir>/checkpoints/ that has a
 // manifest.json; folders without one (incomplete) and names not of the form step-<digits>

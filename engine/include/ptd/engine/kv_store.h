@@ -14,6 +14,13 @@
 // If the server (rank 0) itself disappears, every monitor reports
 //   "rank 0 (store at ADDR:PORT) died: connection lost".
 //
+// Authentication: the store serves only connections that prove the run's secret
+// (challenge–response, HMAC-SHA-256 over a fresh server nonce; engine/gloo/kv_wire.h).
+// The secret reaches every rank in PTD_RUN_SECRET (ptd launch makes one per run); without
+// one the store serves only a loopback address. Refusals (no or wrong secret, a replayed
+// answer, a flood, an oversized or malformed frame) close that connection and are logged
+// once per peer address and kind, never crash the server or disturb the run.
+//
 // Wire format: length-prefixed binary frames; malformed frames close that connection
 // with an error log, never crash the server.
 #pragma once
@@ -29,7 +36,10 @@
 namespace ptd::engine {
 
 struct KvServerOptions {
-    std::string bind_addr = "0.0.0.0";
+    // The address to listen on: MASTER_ADDR (what it resolves to), never every interface.
+    std::string bind_addr = "127.0.0.1";
+    // The run's secret; empty is allowed only on a loopback bind_addr (start() refuses otherwise).
+    std::string secret;
     int port = 29500;
     int world_size = 1;
     double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
@@ -48,9 +58,11 @@ public:
 
 class KvClient {
 public:
-    // Connects to addr:port, retrying until timeout_s (rank 0's server may start later).
-    // Error: "cannot reach the store at ADDR:PORT after N s: <errno text>".
-    static Result<std::unique_ptr<KvClient>> connect(const std::string& addr, int port, double timeout_s);
+    // Connects to addr:port and answers its challenge with `secret`, retrying until
+    // timeout_s (rank 0's server may start later). Errors: "cannot reach the store at
+    // ADDR:PORT after N s: <errno text>"; "the store at ADDR:PORT refused host H: <why>".
+    static Result<std::unique_ptr<KvClient>> connect(const std::string& addr, int port, double timeout_s,
+                                                     const std::string& secret = "");
     virtual ~KvClient() = default;
 
     // set/check/add throw std::runtime_error naming the store when it cannot be reached
@@ -79,5 +91,11 @@ public:
     // Normal end: goodbye on the monitor connection, then stop heartbeating.
     virtual void goodbye() = 0;
 };
+
+// The run's secret for this rank: PTD_RUN_SECRET, or "" when it is unset and MASTER_ADDR
+// (`master_addr`) is a loopback address (a run by hand on one machine). Errors name the
+// variable: unset with a MASTER_ADDR other hosts could reach, or set but shorter than 32
+// characters (ptd launch gives 64 hex digits of /dev/urandom).
+Result<std::string> run_secret_from_env(const std::string& master_addr);
 
 }  // namespace ptd::engine

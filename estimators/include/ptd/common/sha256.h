@@ -1,5 +1,5 @@
-// sha256.h — SHA-256 (FIPS 180-4), written here so that checkpoints, job hashes and the
-// launcher's upload check need no crypto library. Incremental: feed bytes with update()
+// sha256.h — SHA-256 (FIPS 180-4) and HMAC-SHA-256, written here so that checkpoints, job
+// hashes, the launcher's upload check and the store's authentication need no crypto library. Incremental: feed bytes with update()
 // in any split, then read the digest once.
 #pragma once
 
@@ -42,6 +42,14 @@ private:
 // SHA-256 hex digest of `bytes` in one call.
 std::string sha256_hex(const void* data, size_t n);
 inline std::string sha256_hex(std::string_view s) { return sha256_hex(s.data(), s.size()); }
+
+// HMAC-SHA-256 (RFC 2104; checked against RFC 4231's vectors): the rendezvous store's
+// challenge–response proves the run's secret with it.
+std::array<uint8_t, 32> hmac_sha256(std::string_view key, std::string_view message);
+
+// Equality whose time does not depend on where the first difference is, so a peer timing
+// an answer learns nothing about how much of its guess was right.
+bool constant_time_equal(std::string_view a, std::string_view b);
 
 // SHA-256 hex digest of a file's contents, read in chunks (any size). Errors (key "")
 // name the file and the system's reason when it cannot be opened or read.
