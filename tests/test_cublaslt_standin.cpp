@@ -408,6 +408,16 @@ std::vector<ModelCase> model_cases() {
                           "cluster.gpus_per_node=1", "training.precision=bf16", "training.micro_batch=4",
                           "training.global_batch=4"}});
     }
+    // FlashAttention-2 (kernels/flash.cuh) replaces the score and context GEMMs and launches its
+    // own kernels: GPT-2 124M with head size 64 and, with 6 heads, 128 (the kernels' largest
+    // instantiation), so the register check holds each against the block it is launched with.
+    for (const char* heads : {"12", "6"}) {
+        const std::string d = std::string(heads) == "12" ? "64" : "128";
+        cases.push_back({"gpt2_124m_T1024_bf16_flash_d" + d, "gpt2-124m-local.toml",
+                         {"model.preset=gpt2-124m", std::string("model.heads=") + heads, std::string("model.kv_heads=") + heads, "model.seq_len=1024",
+                          "parallel.tp=1", "parallel.pp=1", "cluster.gpus_per_node=1", "training.precision=bf16",
+                          "training.flash_attention=true", "training.micro_batch=4", "training.global_batch=4"}});
+    }
     return cases;
 }
 

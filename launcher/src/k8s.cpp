@@ -25,7 +25,6 @@ std::string q(const std::string& s) { return nlohmann::json(s).dump(); }
 // environment does not hold yet.
 std::string pod_script(const LaunchPlan& plan, const std::string& prologue) {
     const JobSpec& job = plan.job;
-    const bool gpus = job.cluster.gpu.name != "cpu";
     std::ostringstream sh;
     sh << "set -u\n"
        << "mkdir -p " << shell_quote(plan.run_dir) << "\n"
@@ -36,7 +35,7 @@ std::string pod_script(const LaunchPlan& plan, const std::string& prologue) {
        << "trap 'kill -TERM \"${pids[@]}\" 2>/dev/null' TERM\n"
        << "for ((l = 0; l < LOCAL_WORLD_SIZE; l++)); do\n"
        << "  r=$((node * LOCAL_WORLD_SIZE + l))\n"
-       << "  RANK=$r LOCAL_RANK=$l" << (gpus ? " CUDA_VISIBLE_DEVICES=$l" : "") << " " << shell_quote(job.launch.engine)
+       << "  RANK=$r LOCAL_RANK=$l " << shell_quote(job.launch.engine)
        << " --job " << shell_quote(plan.run_dir + "/job.toml") << " --run-dir " << shell_quote(plan.run_dir);
     if (plan.steps > 0) sh << " --steps " << plan.steps;
     if (!plan.backend.empty()) sh << " --backend " << shell_quote(plan.backend);

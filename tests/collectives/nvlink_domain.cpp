@@ -203,8 +203,13 @@ TEST(NvlinkDomain, BadValuesAreRefusedWithWhatIsAllowed) {
                    "allowed: a multiple of gpus_per_node dividing 128: 4, 8, 16, 32, 64, 128");
     expect_refused("preset = \"gb200-nvl72\"\nnodes = 18\nnvlink_domain = 0", "nvlink_domain");
     expect_refused("preset = \"gb200-nvl72\"\nnodes = 18\nnvlink_domain = \"72\"", "nvlink_domain");
-    // The preset's rack on nodes of another size: named, with where the 72 came from.
-    expect_refused("preset = \"gb200-nvl72\"\nnodes = 4\ngpus_per_node = 16", "cluster preset gb200-nvl72");
+    // The preset's rack on nodes of another size: refused before the domain is derived, at
+    // gpus_per_node, naming the preset (issue 32 point 5: more GPUs per node than the cluster has).
+    auto bigger = load("preset = \"gb200-nvl72\"\nnodes = 4\ngpus_per_node = 16");
+    ASSERT_FALSE(bigger);
+    const std::string msg = bigger.error().str();
+    EXPECT_NE(msg.find("cluster.gpus_per_node"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("gb200-nvl72"), std::string::npos) << msg;
 }
 
 TEST(NvlinkDomain, ClusterPresetFilesRefuseADomainOfPartNodes) {

@@ -274,8 +274,12 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     // stackdef: the keys the job left to its stack (after dp, which some defaults depend on).
     apply_stack_defaults(job);
     if (job.origin.flash_attention_defaulted) {
-        job.training.flash_attention = default_flash_attention(job.cluster.gpu) && stack_flash_attention(job.training);
-        if (default_flash_attention(job.cluster.gpu) && !job.training.flash_attention)
+        // Flash kernels (FlashAttention, Transformer Engine's fused attention, the engine's CUDA
+        // kernels) take 16-bit inputs: an fp32 job runs the unfused attention.
+        const bool sixteen_bit = job.training.precision != Precision::fp32;
+        job.training.flash_attention =
+            default_flash_attention(job.cluster.gpu) && stack_flash_attention(job.training) && sixteen_bit;
+        if (default_flash_attention(job.cluster.gpu) && sixteen_bit && !job.training.flash_attention)
             job.origin.stack_defaults.push_back({"training.flash_attention", "false",
                                                  job.training.framework == Framework::megatron && job.training.framework_version >= 202207
                                                      ? "Megatron-LM's local softmax before Transformer Engine's attention "
