@@ -431,6 +431,19 @@ TEST(StudioSchedule, ReplicaRowsAreThatReplicasRanksOnTheirStages) {
 
     schedule_set_rows(s, 4);  // dp = 4: replicas 0..3
     EXPECT_EQ(v.replica, -1);
+    // With the stages as rows, the measured ranks of one representative replica (replica 0)
+    // by default, every replica's when asked (issue 33 point 3).
+    std::vector<int> representative, everyone;
+    for (const GanttRow& row : gantt_rows(v))
+        if (row.measured) representative.push_back(row.id);
+    v.measured_all_replicas = true;
+    for (const GanttRow& row : gantt_rows(v))
+        if (row.measured) everyone.push_back(row.id);
+    v.measured_all_replicas = false;
+    ASSERT_FALSE(representative.empty());
+    for (int r : representative) EXPECT_EQ(s.layout->ranks[(size_t)r].coord[DIM_DP], 0) << "rank " << r;
+    EXPECT_EQ(everyone.size(), (size_t)s.layout->world);
+    EXPECT_EQ(representative.size() * (size_t)s.layout->degree[DIM_DP], everyone.size());
     v.show_measured = false;
     EXPECT_EQ(gantt_rows(v).size(), 2u);
 }

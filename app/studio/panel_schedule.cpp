@@ -98,6 +98,14 @@ void draw_schedule_panel(StudioState& s) {
     } else if (v.show_measured) {
         ImGui::SameLine();
         ImGui::TextDisabled("%s, step %d; outlined red: off the prediction by > 20%%", v.run_dir.c_str(), v.measured_step);
+        // One representative data-parallel replica by default (issue 33 point 3).
+        if (v.replica < 0 && std::any_of(v.measured_dp.begin(), v.measured_dp.end(), [](int d) { return d > 0; })) {
+            ImGui::Checkbox("all DP replicas", &v.measured_all_replicas);  // own line: the run path above is long
+            if (!v.measured_all_replicas) {
+                ImGui::SameLine();
+                ImGui::TextDisabled("(measured rows: replica 0)");
+            }
+        }
     }
     // Which prediction the blocks (and the red outlines) are: estimate_job with the job's
     // profile, and whether it is the one the Live tab draws for the run shown.

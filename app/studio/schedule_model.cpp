@@ -151,7 +151,8 @@ std::vector<GanttRow> gantt_rows(const ScheduleViewState& v) {
         std::vector<int> ranks;
         for (size_t k = 0; k < v.measured.size(); ++k) {
             const TimelineBlock& b = v.measured[k];
-            if (v.replica >= 0 && k < v.measured_dp.size() && v.measured_dp[k] != v.replica) continue;
+            const int shown = v.replica >= 0 ? v.replica : v.measured_all_replicas ? -1 : 0;  // -1: every replica
+            if (shown >= 0 && k < v.measured_dp.size() && v.measured_dp[k] != shown) continue;
             if (std::find(ranks.begin(), ranks.end(), b.row) == ranks.end()) ranks.push_back(b.row);
         }
         std::sort(ranks.begin(), ranks.end());

@@ -45,6 +45,10 @@ struct ScheduleViewState {
     };
     std::vector<ReplicaRank> replica_ranks;  // filled by schedule_set_rows
     std::vector<int> measured_dp;       // per measured block: its rank's data-parallel index
+    // With the stages as rows, the measured ranks of one representative data-parallel replica
+    // (replica 0: the others run the same schedule) unless this is set (issue 33 point 3); a
+    // 1,024-rank run would otherwise draw 1,024 rows.
+    bool measured_all_replicas = false;
     // The visible time window (seconds); view_t1 ≤ view_t0 = the whole span ("fit").
     double view_t0 = 0, view_t1 = 0;
     std::string followed_run;  // the ended run whose timeline was loaded on its own
