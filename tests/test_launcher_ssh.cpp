@@ -322,7 +322,8 @@ TEST_F(SshTransportTest, LongLinesAreSplitAndBusyRanksDoNotBlockOthers) {
     // Rank 0: one 2.5 MB line without newline, then 4 MB of short lines; rank 1: a line.
     ASSERT_TRUE(t->start_rank(rank_plan(0, {"sh", "-c",
         "head -c 2500000 /dev/zero | tr '\\0' a; echo; yes 0123456789abcdef | head -c 4000000"}), nullptr));
-    ASSERT_TRUE(t->start_rank(rank_plan(1, {"sh", "-c", "echo hello"}), nullptr));
+    const auto second = t->start_rank(rank_plan(1, {"sh", "-c", "echo hello"}), nullptr);
+    ASSERT_TRUE(second) << second.error().str();
     RecordingSink sink;
     t->run_io(sink);
     ASSERT_TRUE(sink.wait_exits(2, 20));

@@ -723,11 +723,20 @@ Result<void> SshTransport::start_rank(const RankPlan& rank, long* pid) {
     // The command's first read (launch_plan.cpp) takes the run's secret from stdin: through
     // the encrypted channel, never on a command line. An empty line means none.
     const std::string secret_line = rank.run_secret + "\n";
+    // A command that ends before reading its stdin (a rank that fails at once, or a test's
+    // `echo`) may close the channel before this write: the rank ran, and its output and exit
+    // status are already on their way to io_loop, so that is not a failure to start it.
     if (ssh_channel_write(r->channel, secret_line.data(), (uint32_t)secret_line.size()) != (int)secret_line.size()) {
         std::string why = ssh_error();
-        ssh_channel_close(r->channel);
-        ssh_channel_free(r->channel);
-        return error("cannot hand rank " + std::to_string(rank.rank) + " its run secret on " + where() + ": " + why);
+        // libssh refuses the write with "Remote channel is closed" (channel.c,
+        // channel_write_common) once the peer's close has arrived, while the channel still
+        // reads as open so its buffered output can be read.
+        const bool peer_closed = !ssh_channel_is_open(r->channel) || why.find("Remote channel is closed") != std::string::npos;
+        if (!peer_closed) {
+            ssh_channel_close(r->channel);
+            ssh_channel_free(r->channel);
+            return error("cannot hand rank " + std::to_string(rank.rank) + " its run secret on " + where() + ": " + why);
+        }
     }
     ranks_.push_back(std::move(r));
     return {};
