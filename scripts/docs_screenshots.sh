@@ -9,11 +9,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 bin=${1:-build}/bin
 out=$root/docs/images
-work=$(mktemp -d /tmp/ptd-docs-shots-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"
 command -v Xvfb >/dev/null || { echo "docs_screenshots: needs Xvfb (apt-get install xvfb)" >&2; exit 1; }
+work=$(mktemp -d /tmp/ptd-docs-shots-XXXXXX)
+mkdir -p "$out"
 . tests/xvfb_lib.sh
+# After sourcing: xvfb_lib.sh sets its own EXIT trap (stop_xvfb), which would replace ours
+# and leave the work folder behind.
+trap 'stop_xvfb; rm -rf "$work"' EXIT
 start_xvfb "$work" || { echo "docs_screenshots: could not start Xvfb" >&2; exit 1; }
 
 shoot() {  # NAME ARGS... (run in $work so runs/ lands there; recent files stay out of ~/.config)
