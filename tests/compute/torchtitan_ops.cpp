@@ -9,6 +9,8 @@
 //    full-sequence tensors (compute.cpp, LayoutDerived::fp8_cast_after_tp_gather);
 //  - so async TP cannot fuse those gathers with a matmul: only the matmul → reduce-scatter
 //    fusions remain (overlap.cpp hide_tp_comm_async).
+//  - DTensor's sequence-dim gathers and scatters copy the whole activation once each
+//    (functional collectives chunk + cat; compute.cpp dtensor_sp_copies).
 #include <string>
 #include <vector>
 
@@ -129,6 +131,66 @@ TEST(OpSac, TheBackwardGathersTheInputsAgain) {
     const double more = async_op.bwd.tp - async_meg.bwd.tp;
     EXPECT_GT(more, 0.0);
     EXPECT_LT(more, 4.0 * 2.0 * gather);
+}
+
+// ---- dtcopy: the layout copies of DTensor's sequence-dim collectives ----
+
+// DTensor gathers Shard(1) with funcol.all_gather_tensor(gather_dim=1) and reduces to it with
+// reduce_scatter_tensor(scatter_dim=1): NCCL works along dim 0, so each call copies the whole
+// [b, s, h] tensor once (chunk + cat). Vanilla TP, per layer: forward two gathers and two
+// scatters, backward the same four the other way round on 16-bit gradients; op-level SAC
+// gathers both inputs again; Megatron's TP (no DTensor) copies nothing.
+TEST(DtensorSpCopies, VanillaTpCopiesEachSequenceDimCollectiveOnce) {
+    auto L = llama_layer(8, true);
+    EXPECT_EQ(est::layer_forward_time(L).sp_copy, 0.0) << "Megatron's TP: no DTensor";
+    L.dtensor_sp = true;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    const double copy = 2.0 * L.e * L.tokens * L.h / L.hbm;  // read + write T·h once
+    EXPECT_DOUBLE_EQ(lt.sp_copy, 4.0 * copy);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 4.0 * copy);
+    ChunkTime with, without;
+    est::block_compute(L, lt, 4.0, false, false, with);
+    est::LayerTime bare = lt;
+    bare.sp_copy = bare.sp_copy_bwd = 0;
+    est::block_compute(L, bare, 4.0, false, false, without);
+    EXPECT_NEAR(with.fwd.compute - without.fwd.compute, 4.0 * 4.0 * copy, 1e-12);
+    EXPECT_NEAR(with.bwd.compute - without.bwd.compute, 4.0 * 4.0 * copy, 1e-12);
+    // Full recompute runs the forward again, copies included.
+    L.rc = Recompute::full;
+    ChunkTime full;
+    est::block_compute(L, est::layer_forward_time(L), 4.0, false, false, full);
+    EXPECT_DOUBLE_EQ(full.bwd.recompute, full.fwd.compute);
+    // Op-level SAC gathers the attention and MLP inputs again: two more gather copies.
+    L.rc = Recompute::selective;
+    L.rc_style = RecomputeStyle::torchtitan_op;
+    const double sac = est::layer_forward_time(L).op_sac_recompute;
+    L.dtensor_sp = false;
+    EXPECT_NEAR(sac - est::layer_forward_time(L).op_sac_recompute, 2.0 * copy, 1e-15);
+}
+
+// Tensorwise float8 TP gathers float8 inputs (1 byte: half the gather copies' bytes); the
+// scatters and the backward stay 16-bit. Async TP fuses the forward's gathers and scatters and
+// the backward's gathers with their matmuls: the backward's two reduce-scatters still copy;
+// under rowwise (casts read the gathered tensors) every gather stays an NCCL one and copies.
+TEST(DtensorSpCopies, Float8GathersAndAsyncTpCopyLess) {
+    auto L = llama_layer(8, true);
+    L.dtensor_sp = true;
+    const double copy = 2.0 * L.e * L.tokens * L.h / L.hbm;
+    L.fp8 = Fp8Recipe::tensorwise;
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1);
+    est::LayerTime lt = est::layer_forward_time(L);
+    EXPECT_DOUBLE_EQ(lt.sp_copy, 2.0 * copy / 2.0 + 2.0 * copy);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 4.0 * copy);
+    L.async_tp = true;
+    lt = est::layer_forward_time(L);
+    EXPECT_EQ(lt.sp_copy, 0.0);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
+    L.fp8 = Fp8Recipe::rowwise;
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1);
+    L.fp8_cast_after_tp_gather = true;
+    lt = est::layer_forward_time(L);
+    EXPECT_DOUBLE_EQ(lt.sp_copy, 2.0 * copy);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 4.0 * copy);
 }
 
 // ---- torchtitan's separate linears ----

@@ -394,6 +394,44 @@ double cp_block_slowdown(double s, double c) {
 }
 
 
+// dtcopy: torchtitan's sequence-parallel TP redistributes [b, s, h] activations between
+// Shard(1) and Replicate / Partial with DTensor (parallelize_llama.py apply_tp:
+// SequenceParallel, PrepareModuleInput, RowwiseParallel(output_layouts=Shard(1))). DTensor's
+// Shard(1) placement gathers with funcol.all_gather_tensor(gather_dim=1) and reduces with
+// funcol.reduce_scatter_tensor(scatter_dim=1) (placement_types.py _to_replicate_tensor,
+// _reduce_shard_tensor), and NCCL gathers and scatters along dim 0 only, so both functions
+// copy the whole tensor once: the gather's output is chunked along dim 0 and concatenated
+// along the sequence, the scatter's input chunked along the sequence and concatenated along
+// dim 0 (torch/distributed/_functional_collectives.py: torch.cat(torch.chunk(...))). A cat
+// reads and writes the full T·h tensor on the compute stream. Under torch.compile the copy
+// stays: its neighbours are the collective's buffer and a matmul, both outside Inductor's
+// fused kernels. Per layer: forward two gathers (the attention and MLP inputs, float8 under
+// tensorwise TP) and two scatters (the outputs of wo and w2); backward each turns into the
+// other on 16-bit gradients; op-level selective checkpointing gathers both inputs again
+// (block_comm). PyTorch's micro-pipelined TP (parallel.async_tp) replaces the calls it fuses
+// with all-gather-matmul / matmul-reduce-scatter ops that move shard by shard in place
+// (symmetric_memory _fused_all_gather_matmul_impl: only the 1/t shard is laid out), so only
+// the collectives it leaves to NCCL copy (overlap.cpp hide_tp_comm_async): the backward's two
+// reduce-scatters; every gather under rowwise float8 (its consumers are casts, not matmuls);
+// an MoE layer's MLP pair and the gather of its gradient; op-SAC's second gather without a
+// SwiGLU w3 to fuse with.
+static void dtensor_sp_copies(const LayoutDerived& L, LayerTime& lt) {
+    if (!L.dtensor_sp || L.t <= 1) return;
+    const double th = L.tokens * L.h;
+    const double gather = 2.0 * dtensor_gathered_bytes(L) * th / L.hbm, copy16 = 2.0 * L.e * th / L.hbm;
+    const bool op_sac = L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op;
+    if (!L.async_tp) {
+        lt.sp_copy = 2.0 * gather + 2.0 * copy16;
+        lt.sp_copy_bwd = 4.0 * copy16;
+        if (op_sac) lt.op_sac_recompute += 2.0 * gather;
+        return;
+    }
+    const bool unfused_gathers = L.fp8_cast_after_tp_gather;
+    lt.sp_copy = (unfused_gathers ? 2.0 * gather : 0.0) + (L.moe ? (unfused_gathers ? 0.0 : gather) + copy16 : 0.0);
+    lt.sp_copy_bwd = 2.0 * copy16 + (unfused_gathers ? 2.0 * copy16 : L.moe ? copy16 : 0.0);
+    if (op_sac) lt.op_sac_recompute += unfused_gathers ? 2.0 * gather : (!L.moe && L.swiglu ? 0.0 : gather);
+}
+
 // shape-dependent efficiency, attention core, and memory-bound element-wise work.
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
@@ -540,6 +578,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     if (L.fs_l > 0) lt.elem += L.elementwise_factor * L.e * T * (L.swiglu ? 4.0 : 3.0) * L.fs_l / L.hbm;
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::megatron) lt.module_recompute = module_recompute_time(L, lt);  // recmod
+    dtensor_sp_copies(L, lt);
     return lt;
 }
 
@@ -548,8 +587,8 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
 void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
-    F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch);
-    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd);
+    F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch + lt.sp_copy);
+    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd + lt.sp_copy_bwd);
     B.wgrad = layers * lt.gemm;  // zb: of the two backward GEMMs per forward one, the weight gradient
     // fp8: the model's first / last layers kept in bf16 (Megatron --first-last-layers-bf16)
     // sit in the block that holds the embedding / the output layer.
@@ -595,6 +634,14 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
             B.recompute += L.mtp * ((rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
+    // dtcopy: the vocab-parallel embedding's output is reduce-scattered to Shard(1) and the
+    // final norm's output gathered for the output layer (one copy each way, 16-bit); async TP
+    // fuses the output layer's gather with its matmul, not the embedding's scatter.
+    if (L.dtensor_sp && L.t > 1) {
+        const double copy16 = 2.0 * L.e * T * L.h / L.hbm;
+        if (first) F.compute += copy16, B.compute += copy16;
+        if (last && !L.async_tp) F.compute += copy16, B.compute += copy16;
+    }
     // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its
     // backward, on the compute stream (ds_grad_accum_bytes).
     if (L.grad_accum_bytes > 0) {

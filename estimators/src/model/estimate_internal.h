@@ -245,6 +245,11 @@ struct LayerTime {
     // ---- recmod: the forward work Megatron-core's recompute_modules other than core_attn run
     // again in the backward, one layer (compute.cpp module_recompute_time) ----
     double module_recompute = 0;
+
+    // ---- dtcopy: the layout copies around torchtitan's sequence-parallel DTensor collectives
+    // (gather / scatter along the sequence dim, not dim 0: functional collectives chunk + cat),
+    // one layer, forward and backward (compute.cpp dtensor_sp_copies); part of op_sac_recompute ----
+    double sp_copy = 0, sp_copy_bwd = 0;
 };
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
