@@ -11,6 +11,9 @@
 //    fusions remain (overlap.cpp hide_tp_comm_async).
 //  - DTensor's sequence-dim gathers and scatters copy the whole activation once each
 //    (functional collectives chunk + cat; compute.cpp dtensor_sp_copies).
+//  - PyTorch's ring attention (context parallelism) merges and accumulates in fp32 around
+//    each flash call and gathers K, V once (compute.cpp torch_ring_merge_bytes, block_comm).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -191,6 +194,60 @@ TEST(DtensorSpCopies, Float8GathersAndAsyncTpCopyLess) {
     lt = est::layer_forward_time(L);
     EXPECT_DOUBLE_EQ(lt.sp_copy, 2.0 * copy);
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 4.0 * copy);
+}
+
+// ---- ringcp: PyTorch's ring attention under torchtitan's context parallelism ----
+
+// A Llama-3-8B-like layer on cp ranks: the rank holds s/c of one 8192-token sequence.
+est::LayoutDerived cp_layer(int c) {
+    auto L = llama_layer(1, false);
+    L.c = c, L.b = 1, L.s_local = 8192.0 / c, L.tokens = L.s_local;
+    return L;
+}
+
+// _templated_ring_attention merges each step's output into an fp32 accumulator with eager ops
+// and concatenates K and V into the send buffer; its backward accumulates dQ, dK, dV in fp32
+// and concatenates dK, dV every step. Counted per element on the busiest rank, c = 8, bf16:
+// forward 278 bytes per output element and 32 per K/V element, backward 90 and 207.
+TEST(RingAttention, MergesAndAccumulatesInFp32AroundEachFlashCall) {
+    auto L = cp_layer(8);
+    const est::LayerTime megatron = est::layer_forward_time(L);
+    L.titan_model = true;
+    const est::LayerTime titan = est::layer_forward_time(L);
+    const double q = L.tokens * 32 * 128, kv = 2.0 * q;  // repeat_kv: K and V on all 32 heads
+    EXPECT_NEAR(titan.attn - megatron.attn, (278.0 * q + 32.0 * kv) / L.hbm, 1e-15);
+    EXPECT_NEAR(titan.attn_bwd - megatron.attn_bwd, (90.0 * q + 207.0 * kv) / L.hbm, 1e-15);
+    // One rank (no ring): a single flash call, nothing merged.
+    auto one = cp_layer(1);
+    one.titan_model = true;
+    EXPECT_EQ(est::torch_ring_merge_bytes(one).fwd, 0.0);
+    EXPECT_DOUBLE_EQ(est::layer_forward_time(one).attn, est::layer_forward_time(cp_layer(1)).attn);
+}
+
+// K and V (all heads) are all-gathered once, behind the first step's flash call (1/c of the
+// core); the backward gathers them again and sends the fp32 dK, dV one hop per step, each
+// behind the next step's backward, the last hop exposed. Full recompute gathers again.
+TEST(RingAttention, GathersKvOnceAndSendsFp32GradientsPerStep) {
+    auto L = cp_layer(8);
+    auto node = llama_layer(8, true);  // a group of eight ranks on one node, as the cp group
+    const JobSpec j = load_asset("llama3-70b-h100.toml");
+    est::assign_group_links(j.cluster, j.parallel.order.c_str(), node);
+    L.net_cp = node.net_tp;
+    L.titan_model = true;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    ChunkTime ct;
+    est::block_comm(L, lt, 4.0, false, false, ct);
+    const double kv = 2.0 * L.e * L.tokens * 32 * 128;
+    const double gather = est::nccl_time(est::Collective::all_gather, 8.0 * kv, L.net_cp);
+    const double hop = est::p2p_time(2.0 * kv, L.net_cp);  // fp32: twice the bf16 bytes
+    EXPECT_DOUBLE_EQ(ct.fwd.cp, 4.0 * std::max(0.0, gather - lt.attn / 8.0));
+    EXPECT_DOUBLE_EQ(ct.bwd.cp, 4.0 * (std::max(0.0, gather - lt.attn_bwd / 8.0) +
+                                       7.0 * std::max(0.0, hop - lt.attn_bwd / 8.0) + hop));
+    EXPECT_GT(ct.bwd.cp, 0.0) << "the last hop is never hidden";
+    L.rc = Recompute::full;
+    ChunkTime full;
+    est::block_comm(L, lt, 4.0, false, false, full);
+    EXPECT_DOUBLE_EQ(full.bwd.cp, ct.bwd.cp + ct.fwd.cp);
 }
 
 // ---- torchtitan's separate linears ----

@@ -418,7 +418,22 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         if (first && L.t > 1) F.tp += one;  // vocab-parallel embedding
         if (last && L.t > 1) F.tp += 3.0 * nccl_time(Collective::all_reduce, 4.0 * T, L.net_tp);  // cross-entropy max / sum / target
     }
-    if (L.c > 1) {
+    if (L.c > 1 && L.titan_model) {
+        // ringcp: PyTorch's ring attention (torch/distributed/tensor/experimental/_attention.py,
+        // default rotate_method ALL_GATHER) all-gathers K and V (after repeat_kv: all local
+        // heads) once, issued before the first step's flash call and waited for at the second:
+        // one step's compute (1/c of the core, load-balanced) covers it. The backward gathers
+        // them again the same way and sends the fp32 dK, dV accumulators one hop per step
+        // (_AllToAllRotater), each hop hidden by the next step's backward; the last hop is
+        // waited for after the loop, exposed. Full recompute runs the forward's gather again.
+        const double kv = 2.0 * L.e * T * L.heads_l * L.d;
+        const double gather = nccl_time(Collective::all_gather, L.c * kv, L.net_cp);
+        const double dkv_hop = p2p_time(kv * 4.0 / L.e, L.net_cp);  // dK, dV in fp32
+        F.cp = layers * std::max(0.0, gather - lt.attn / L.c);
+        B.cp = layers * (std::max(0.0, gather - lt.attn_bwd / L.c) +
+                         (L.c - 1) * std::max(0.0, dkv_hop - lt.attn_bwd / L.c) + dkv_hop);
+        if (L.rc == Recompute::full) B.cp += F.cp;
+    } else if (L.c > 1) {
         // Ring attention: K and V chunks travel c − 1 hops forward, dK and dV backward;
         // overlapped with the attention core, the excess is exposed.
         const double kv = L.mla ? L.e * T * L.kv_l * (L.d_qk + L.d_v) : 2.0 * L.e * T * L.kv_l * L.d;  // mla: K d + dr, V dv

@@ -255,6 +255,13 @@ struct LayerTime {
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
 LayerTime layer_forward_time(const LayoutDerived& L);
+// ringcp: the HBM bytes PyTorch's ring attention (torchtitan's context parallelism) moves
+// around its flash calls in one layer, forward and backward, on the busiest rank; part of
+// LayerTime::attn / attn_bwd (compute.cpp gives the ops). Zero unless torchtitan with cp > 1.
+struct RingMergeBytes {
+    double fwd = 0, bwd = 0;
+};
+RingMergeBytes torch_ring_merge_bytes(const LayoutDerived& L);
 // ttasync: one micro-batch's forward GEMM time of the attention input projections (Q, K, V)
 // and of a dense MLP's input projection(s) (linear_gemm_time): separate GEMMs for torchtitan's
 // Llama (L.titan_model), fused ones otherwise.
