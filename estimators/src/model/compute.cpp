@@ -434,27 +434,37 @@ static void dtensor_sp_copies(const LayoutDerived& L, LayerTime& lt) {
 
 // ringcp: PyTorch's context parallelism (torch/distributed/tensor/experimental/_attention.py,
 // which torchtitan's context_parallel runs) calls the flash kernel once per ring step and
-// merges the partial results in eager ops around it, in fp32 (_ContextParallelOptions
-// convert_to_f32 = True). HBM bytes of one layer on the busiest rank (the last of the ring:
-// every later step is a full-query step there), q = the rank's output elements T·a_l·d,
-// kv = K and V as SDPA sees them (torchtitan's repeat_kv: all local heads, 2·T·a_l·d):
+// merges the partial results around it, in fp32 (_ContextParallelOptions convert_to_f32 =
+// True). HBM bytes of one layer on the busiest rank (the last of the ring: every later step is
+// a full-query step there), q = the rank's output elements T·a_l·d, kv = K and V as SDPA sees
+// them (torchtitan's repeat_kv: all local heads, 2·T·a_l·d). Run eagerly, op by op:
 //  - forward (_templated_ring_attention, _SDPAMerger): each step's output cast to fp32 (e + 4);
 //    each later step's merge out − sigmoid(lse_b − lse)·(out − out_b) in three fp32 ops
 //    (12 + 8 + 12); the result cast back (4 + e); K and V made contiguous once (2e) and
 //    concatenated into the send buffer every step but the last (2e each);
 //  - backward (_templated_ring_attention_backward): fp32 zeros for dQ, dK, dV (4 each); K, V
-//    contiguous and concatenated as forward; dQ += each step's bf16 dQ (8 + e); dK, dV +=
-//    (8 + e) at step 0 and half of that plus torch.cat's full copy (_partial_update: 8) at the
-//    later steps; dK, dV concatenated into the fp32 buffer sent on every step (8); the results
-//    cast back (4 + e each).
-// The logsumexp tensors are 1/d of these and are not counted.
+//    contiguous and concatenated as forward; dQ += each step's dQ (8 + e); dK, dV += (8 + e)
+//    at step 0 and half of that plus torch.cat's full copy (_partial_update: 8) at the later
+//    steps; dK, dV concatenated into the fp32 buffer sent on every step (8); the results cast
+//    back (4 + e each).
+// Compiled (torch_compile: the ring's ops are traced into the block's graph), Inductor fuses
+// each step's cast, merge and partial update into one pass (read out 4 and out_b e, write out
+// 4) and each accumulation with its zero fill; the copies into the send buffers stay. The
+// logsumexp tensors are 1/d of these and are not counted.
 RingMergeBytes torch_ring_merge_bytes(const LayoutDerived& L) {
     RingMergeBytes b;
     if (!L.titan_model || L.c <= 1) return b;
     const double c = L.c, e = L.e, q = L.tokens * L.heads_l * L.d, kv = 2.0 * q;
-    b.fwd = q * ((c + 1.0) * (e + 4.0) + 32.0 * (c - 1.0)) + kv * 2.0 * e * c;
-    b.bwd = q * (4.0 + c * (8.0 + e) + 4.0 + e) +
-            kv * (4.0 + 2.0 * e * c + (8.0 + e) + (c - 1.0) * ((8.0 + e) / 2.0 + 8.0) + 8.0 * c + 4.0 + e);
+    const double sends_fwd = kv * 2.0 * e * c, sends_bwd = kv * (2.0 * e * c + 8.0 * c);  // K, V and fp32 dK, dV buffers
+    if (L.titan_eager) {
+        b.fwd = q * ((c + 1.0) * (e + 4.0) + 32.0 * (c - 1.0)) + sends_fwd;
+        b.bwd = q * (4.0 + c * (8.0 + e) + 4.0 + e) +
+                kv * (4.0 + (8.0 + e) + (c - 1.0) * ((8.0 + e) / 2.0 + 8.0) + 4.0 + e) + sends_bwd;
+    } else {
+        const double passes = 2.0 * (4.0 + e) + (c - 1.0) * (8.0 + e);  // first write, c − 1 merges / accumulations, cast back
+        b.fwd = q * passes + sends_fwd;
+        b.bwd = (q + kv) * passes + sends_bwd;
+    }
     return b;
 }
 
