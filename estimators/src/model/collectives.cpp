@@ -426,7 +426,7 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         // them again the same way and sends the fp32 dK, dV accumulators one hop per step
         // (_AllToAllRotater), each hop hidden by the next step's backward; the last hop is
         // waited for after the loop, exposed. Full recompute runs the forward's gather again.
-        const double kv = 2.0 * L.e * T * L.heads_l * L.d;
+        const double kv = L.e * T * L.heads_l * (L.mla ? L.d_qk + L.d_v : 2.0 * L.d);  // mla: K d + dr, V dv
         const double gather = nccl_time(Collective::all_gather, L.c * kv, L.net_cp);
         const double dkv_hop = p2p_time(kv * 4.0 / L.e, L.net_cp);  // dK, dV in fp32
         F.cp = layers * std::max(0.0, gather - lt.attn / L.c);

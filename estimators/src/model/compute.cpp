@@ -436,8 +436,8 @@ static void dtensor_sp_copies(const LayoutDerived& L, LayerTime& lt) {
 // which torchtitan's context_parallel runs) calls the flash kernel once per ring step and
 // merges the partial results around it, in fp32 (_ContextParallelOptions convert_to_f32 =
 // True). HBM bytes of one layer on the busiest rank (the last of the ring: every later step is
-// a full-query step there), q = the rank's output elements T·a_l·d, kv = K and V as SDPA sees
-// them (torchtitan's repeat_kv: all local heads, 2·T·a_l·d). Run eagerly, op by op:
+// a full-query step there), q = the rank's output elements T·a_l·d (dQ likewise), kv = K and V
+// as SDPA sees them (torchtitan's repeat_kv: all local heads, 2·T·a_l·d). Run eagerly, op by op:
 //  - forward (_templated_ring_attention, _SDPAMerger): each step's output cast to fp32 (e + 4);
 //    each later step's merge out − sigmoid(lse_b − lse)·(out − out_b) in three fp32 ops
 //    (12 + 8 + 12); the result cast back (4 + e); K and V made contiguous once (2e) and
@@ -454,16 +454,19 @@ static void dtensor_sp_copies(const LayoutDerived& L, LayerTime& lt) {
 RingMergeBytes torch_ring_merge_bytes(const LayoutDerived& L) {
     RingMergeBytes b;
     if (!L.titan_model || L.c <= 1) return b;
-    const double c = L.c, e = L.e, q = L.tokens * L.heads_l * L.d, kv = 2.0 * q;
+    const double c = L.c, e = L.e;
+    const double q = L.tokens * L.heads_l * (L.mla ? L.d_v : L.d);                // the output (mla: a_l·dv wide)
+    const double dq = L.tokens * L.heads_l * (L.mla ? L.d_qk : L.d);              // dQ, Q's shape (mla: d + dr)
+    const double kv = L.tokens * L.heads_l * (L.mla ? L.d_qk + L.d_v : 2.0 * L.d);  // mla: K d + dr, V dv
     const double sends_fwd = kv * 2.0 * e * c, sends_bwd = kv * (2.0 * e * c + 8.0 * c);  // K, V and fp32 dK, dV buffers
     if (L.titan_eager) {
         b.fwd = q * ((c + 1.0) * (e + 4.0) + 32.0 * (c - 1.0)) + sends_fwd;
-        b.bwd = q * (4.0 + c * (8.0 + e) + 4.0 + e) +
+        b.bwd = dq * (4.0 + c * (8.0 + e) + 4.0 + e) +
                 kv * (4.0 + (8.0 + e) + (c - 1.0) * ((8.0 + e) / 2.0 + 8.0) + 4.0 + e) + sends_bwd;
     } else {
         const double passes = 2.0 * (4.0 + e) + (c - 1.0) * (8.0 + e);  // first write, c − 1 merges / accumulations, cast back
         b.fwd = q * passes + sends_fwd;
-        b.bwd = (q + kv) * passes + sends_bwd;
+        b.bwd = (dq + kv) * passes + sends_bwd;
     }
     return b;
 }
