@@ -882,6 +882,47 @@ TEST(LaunchK8s, SixtyFourH100JobWritesAJobSetAndATrainJobThatValidate) {
     EXPECT_EQ(yaml_as_json(dir + "/h100x64/trainjob.yaml")["spec"]["trainer"]["numNodes"], 8);
 }
 
+// `ptd export --format jobset | trainjob` (issue 32 point 3): the manifest `ptd launch --k8s`
+// writes for the same job, run root and run id, byte for byte, on stdout (the same plan and
+// writer); it validates against the CRD's schema; export creates no run directory. --image is
+// required and checked as launch checks it; --launcher and these forms do not mix.
+TEST(LaunchK8s, ExportWritesWhatLaunchWritesAndItValidates) {
+    const std::string dir = scratch_dir("k8s-export");
+    const std::string job = kSrc + "/assets/jobs/llama3-8b-h100.toml --set cluster.nodes=8 --set parallel.dp=32";
+    const std::string where = " --image registry.example.com/ptd:1 --run-root " + shell_quote(dir) + " --run-id x64";
+    int rc = -1;
+    for (const auto& [form, crd] : {std::pair{"jobset", "jobset.x-k8s.io_jobsets.yaml"},
+                                    std::pair{"trainjob", "trainer.kubeflow.org_trainjobs.yaml"}}) {
+        const std::string file = dir + "/" + form + ".yaml";
+        const std::string err = run_capture(kBin + "/ptd export " + job + " --format " + form + where + " > " + shell_quote(file), &rc);
+        ASSERT_EQ(rc, 0) << form << ": " << err;
+        EXPECT_EQ(err, "") << form;
+        EXPECT_FALSE(fs::exists(dir + "/x64")) << "export made the run directory";
+        Proc valid = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/" + crd + " " + shell_quote(file));
+        EXPECT_EQ(valid.rc, 0) << form << ": " << valid.out << valid.err;
+    }
+    const std::string launched = run_capture(kBin + "/ptd launch " + job + " --k8s" + where, &rc);
+    ASSERT_EQ(rc, 0) << launched;
+    for (const char* form : {"jobset", "trainjob"}) {
+        const std::string exported = read_file(dir + "/" + form + ".yaml");
+        EXPECT_NE(exported.find("WORLD_SIZE"), std::string::npos) << form;
+        EXPECT_EQ(exported, read_file(dir + "/x64/" + form + ".yaml")) << form;
+    }
+    // Refusals: no image, an image with a space, --launcher with these forms, --image with a framework's.
+    std::string out = run_capture(kBin + "/ptd export " + job + " --format jobset", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"ptd export: error: --image: missing; allowed: a container image holding ptd-engine"});
+    out = run_capture(kBin + "/ptd export " + job + " --format trainjob --image 'my image:1'", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--image: got \"my image:1\"", "without spaces or quotes"});
+    out = run_capture(kBin + "/ptd export " + job + " --format jobset --image r/p:1 --launcher k8s", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--launcher k8s: with --format jobset", "allowed: --launcher with megatron"});
+    out = run_capture(kBin + "/ptd export " + job + " --format megatron --image r/p:1", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--image: given with --format megatron; allowed: --image only with --format jobset or trainjob"});
+}
+
 // --apply runs kubectl apply only where kubectl has a cluster: without a kubeconfig it is
 // refused naming what was looked for; with one whose server does not answer, kubectl's own
 // error comes back with exit 1 (the manifests are written either way).

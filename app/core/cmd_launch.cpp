@@ -151,6 +151,35 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
     return kExitOk;
 }
 
+std::string k8s_image_refusal(const std::string& image) {
+    std::string problem = image.empty() ? "missing" : "";
+    for (char c : image)
+        if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) problem = "got " + quote_input(image);
+    if (problem.empty()) return "";
+    return "error: --image: " + problem + "; allowed: a container image holding ptd-engine (launch.engine on its PATH), "
+           "without spaces or quotes, e.g. registry.example.com/ptd:1.0";
+}
+
+int export_k8s(const JobSpec& job, const K8sExportArgs& a, FILE* out, FILE* err) {
+    if (const std::string bad = k8s_image_refusal(a.image); !bad.empty()) {
+        std::fprintf(err, "ptd export: %s\n", bad.c_str());
+        return kExitConfig;
+    }
+    // The plan `ptd launch --k8s` makes (a scheduler's nodes), so the text is the file it writes.
+    LaunchOptions opts;
+    opts.slurm = true;
+    opts.run_root = a.run_root;
+    opts.run_id = a.run_id;
+    auto plan = make_launch_plan(job, opts);
+    if (!plan) {
+        std::fprintf(err, "%s", plan.error().str().c_str());
+        return kExitConfig;
+    }
+    const std::string text = a.trainjob ? k8s_trainjob(*plan, a.image) : k8s_jobset(*plan, a.image);
+    std::fputs(text.c_str(), out);
+    return kExitOk;
+}
+
 int cmd_stop(const StopArgs& a, FILE* out, FILE* err) {
     auto manifest = read_manifest(a.run_dir);
     if (!manifest) {
@@ -292,12 +321,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     }
     if (a.k8s) {
         // A JobSet: Kubernetes places the ranks, as Slurm does (nodes, not hosts).
-        std::string image_problem = a.image.empty() ? "missing" : "";
-        for (char c : a.image)
-            if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) image_problem = "got " + quote_input(a.image);
-        if (!image_problem.empty()) {
-            std::fprintf(err, "ptd launch: error: --image: %s; allowed: a container image holding ptd-engine (launch.engine on its "
-                              "PATH), without spaces or quotes, e.g. registry.example.com/ptd:1.0\n", image_problem.c_str());
+        if (const std::string bad = k8s_image_refusal(a.image); !bad.empty()) {
+            std::fprintf(err, "ptd launch: %s\n", bad.c_str());
             return kExitConfig;
         }
         opts->slurm = true;
