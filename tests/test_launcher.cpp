@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "free_port.h"
 #include "launcher_test_util.h"
 #include "ptd/k8s.h"
 #include "ptd/launch.h"
@@ -813,7 +814,7 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
     Proc failed = run_captured(env + " JOB_COMPLETION_INDEX=0 bash -c " + shell_quote(c["args"][0].get<std::string>()));
     EXPECT_EQ(failed.rc, 3) << failed.err;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
-    expect_mentions(failed.err, {"a rank of node 0 exited 3; stopping the others"});
+    expect_mentions(failed.err, {"rank 1 of node 0 exited 3; stopping the others"});
     EXPECT_NE(pod["restartPolicy"], "Always");
     EXPECT_EQ(js["spec"]["failurePolicy"]["maxRestarts"], 0);
 }
@@ -921,6 +922,140 @@ TEST(LaunchK8s, ExportWritesWhatLaunchWritesAndItValidates) {
     out = run_capture(kBin + "/ptd export " + job + " --format megatron --image r/p:1", &rc);
     EXPECT_EQ(rc, 2) << out;
     expect_mentions(out, {"--image: given with --format megatron; allowed: --image only with --format jobset or trainjob"});
+}
+
+// `ptd watch` and `ptd stop` of a JobSet applied with --apply (issue 32 point 3), against a
+// kubectl stand-in first on PATH (tests/kubectl_standin.sh) that answers `kubectl get pods -o
+// json` with the samples in tests/data/k8s/pods/ and `kubectl logs POD` with what the pod's
+// script printed when the test ran it with the real ptd-engine (two "pods" on loopback). The
+// pods' phases become the run's state (pending, running, finished; failed naming the pod, the
+// node and the rank that exited first), the pods' "[rank R]" lines become the run's rank logs,
+// and `ptd stop` deletes the JobSet (then the pods' SIGTERM ends every rank's process group).
+TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
+    const std::string dir = scratch_dir("k8s-watch");
+    const std::string kube = dir + "/kube";
+    fs::create_directories(kube + "/logs");
+    fs::create_directories(dir + "/bin");
+    fs::create_symlink(kSrc + "/tests/kubectl_standin.sh", dir + "/bin/kubectl");
+    write_file(dir + "/kubeconfig", "apiVersion: v1\nkind: Config\n");
+    const std::string env = "PATH=" + shell_quote(dir + "/bin") + ":$PATH KUBECONFIG=" + shell_quote(dir + "/kubeconfig") +
+                            " PTD_KUBECTL_DIR=" + shell_quote(kube) + " ";
+    const std::string pods = kSrc + "/tests/data/k8s/pods/";
+    auto pods_are = [&](const char* sample) {
+        fs::copy_file(pods + sample, kube + "/pods.json", fs::copy_options::overwrite_existing);
+    };
+    auto launch = [&](const std::string& root) {
+        int rc = -1;
+        const std::string out = run_capture(env + kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --set cluster.nodes=2 "
+                                            "--set cluster.gpus_per_node=2 --steps 3 --k8s --image r.example/ptd:1 --apply --run-root " +
+                                                shell_quote(root) + " --run-id kw",
+                                            &rc);
+        EXPECT_EQ(rc, 0) << out;
+        expect_mentions(out, {"jobset.jobset.x-k8s.io/ptd-kw created", "watch:  ptd watch " + root + "/kw",
+                              "stop:   ptd stop " + root + "/kw"});
+        return root + "/kw";
+    };
+    // The pod's script as the kubelet runs it: the container's env, its completion index,
+    // rendezvous on loopback; its output is the pod's log.
+    auto run_pods = [&](const std::string& run, const std::string& engine_dir, std::vector<int> nodes) {
+        const nlohmann::json js = yaml_as_json(run + "/jobset.yaml");
+        const nlohmann::json& c = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0];
+        std::string e = "env -i PATH=" + shell_quote(engine_dir) + ":/usr/bin:/bin";
+        for (const auto& v : c["env"])
+            if (v["name"] != "MASTER_ADDR" && v["name"] != "MASTER_PORT")
+                e += " " + v["name"].get<std::string>() + "=" + shell_quote(v["value"].get<std::string>());
+        e += " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
+        const char* names[] = {"ptd-kw-ranks-0-0-x7k2p", "ptd-kw-ranks-0-1-q9m4d"};
+        std::string both = "(";
+        for (int node : nodes)
+            both += e + " JOB_COMPLETION_INDEX=" + std::to_string(node) + " bash -c " + shell_quote(c["args"][0].get<std::string>()) +
+                    " > " + shell_quote(kube + "/logs/" + names[node]) + " 2>&1 & ";
+        return run_captured(both + "wait)");
+    };
+    int rc = -1;
+
+    // Applied: the manifest names the JobSet; pending while an image does not pull.
+    const std::string run = launch(dir + "/ok");
+    auto m = read_manifest(run);
+    ASSERT_TRUE(m) << m.error().str();
+    ASSERT_TRUE(m->scheduler);
+    EXPECT_EQ(m->scheduler->kind, "k8s");
+    EXPECT_EQ(m->scheduler->job_id, "ptd-kw");
+    pods_are("pending.json");
+    std::string out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"JobSet ptd-kw PENDING"});
+
+    // The pods train (the real engine, 3 steps); their own copies of the rank logs are removed
+    // here, so what `ptd watch` shows comes from `kubectl logs`.
+    Proc trained = run_pods(run, kBin, {0, 1});
+    ASSERT_EQ(trained.rc, 0) << trained.out << trained.err;
+    std::map<int, std::string> pod_copy;
+    for (int r = 0; r < 4; ++r) {
+        pod_copy[r] = read_file(run + "/rank-" + std::to_string(r) + ".log");
+        EXPECT_NE(pod_copy[r].find("\"step\":3"), std::string::npos) << pod_copy[r];
+        fs::remove(run + "/rank-" + std::to_string(r) + ".log");
+    }
+    EXPECT_NE(read_file(kube + "/logs/ptd-kw-ranks-0-1-q9m4d").find("[rank 3] {"), std::string::npos);
+    pods_are("running.json");
+    out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
+    expect_mentions(out, {"JobSet ptd-kw RUNNING"});
+    pods_are("succeeded.json");
+    out = run_capture(env + "timeout 60 " + kBin + "/ptd watch --no-sparklines " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"finished: JobSet ptd-kw SUCCEEDED: completed: every pod succeeded (decided by ptd watch from Kubernetes"});
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(read_file(run + "/rank-" + std::to_string(r) + ".log"), pod_copy[r]) << "rank " << r;
+
+    // A rank fails: its pod ends with its code, the Job stops the other pod; the first pod to
+    // fail and the rank its log names are the run's failure.
+    const std::string failed = launch(dir + "/failed");
+    write_file(dir + "/standin/ptd-engine", "#!/bin/sh\necho \"rank $RANK here\"\n[ \"$RANK\" = 3 ] && exit 3\nexec sleep 60\n", 0755);
+    fs::remove(kube + "/logs/ptd-kw-ranks-0-0-x7k2p");
+    Proc pod1 = run_pods(failed, dir + "/standin", {1});
+    EXPECT_EQ(pod1.rc, 0);  // the subshell's wait; the pod's own status is in its log
+    expect_mentions(read_file(kube + "/logs/ptd-kw-ranks-0-1-q9m4d"), {"[rank 3] rank 3 here", "ptd: rank 3 of node 1 exited 3"});
+    pods_are("failed.json");
+    out = run_capture(env + "timeout 60 " + kBin + "/ptd watch --no-sparklines " + shell_quote(failed), &rc);
+    expect_mentions(out, {"failed: JobSet ptd-kw FAILED: pod ptd-kw-ranks-0-1-q9m4d (node 1 on gpu-node-b) failed: Error, exit "
+                          "code 3; rank 3 exited first (decided by ptd watch from Kubernetes"});
+
+    // ptd stop: a running set is deleted and the run recorded as stopped; a second stop says it
+    // is over. A set that already ended keeps its end and is not deleted.
+    const std::string stopped = launch(dir + "/stopped");
+    pods_are("running.json");
+    out = run_capture(env + kBin + "/ptd stop --wait 10 " + shell_quote(stopped), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"ptd stop: JobSet ptd-kw deleted by ptd stop"});
+    expect_mentions(read_file(kube + "/calls"), {"delete jobsets.jobset.x-k8s.io ptd-kw"});
+    m = read_manifest(stopped);
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "stopped");
+    out = run_capture(env + kBin + "/ptd stop " + shell_quote(stopped), &rc);
+    expect_mentions(out, {"already over (stopped)"});
+    const std::string done = launch(dir + "/done");
+    pods_are("succeeded.json");
+    std::filesystem::remove(kube + "/calls");
+    out = run_capture(env + kBin + "/ptd stop " + shell_quote(done), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"JobSet ptd-kw SUCCEEDED: completed: every pod succeeded"});
+    expect_no_mention(read_file(kube + "/calls"), {"delete"});
+    EXPECT_EQ(read_manifest(done)->state, "finished");
+
+    // What a delete does to a pod: SIGTERM to its script, which ends every rank's process group.
+    const nlohmann::json c = yaml_as_json(stopped + "/jobset.yaml")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0];
+    write_file(dir + "/sleeper/ptd-engine", "#!/bin/sh\nexec sleep 60\n", 0755);
+    const std::string script = dir + "/pod.sh";
+    write_file(script, c["args"][0].get<std::string>());
+    std::string e = "env -i PATH=" + shell_quote(dir + "/sleeper") + ":/usr/bin:/bin JOB_COMPLETION_INDEX=0";
+    for (const auto& v : c["env"]) e += " " + v["name"].get<std::string>() + "=" + shell_quote(v["value"].get<std::string>());
+    const std::string pidfile = dir + "/pod.pid";
+    ASSERT_EQ(std::system((e + " bash " + shell_quote(script) + " > /dev/null 2>&1 & echo $! > " + shell_quote(pidfile)).c_str()), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (processes_of_run("kw").size() < 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_GE(processes_of_run("kw").size(), 3u);  // the pod's script and its two ranks
+    ::kill(std::stoi(read_file(pidfile)), SIGTERM);
+    EXPECT_TRUE(survivors_after("kw", 10).empty());
 }
 
 // --apply runs kubectl apply only where kubectl has a cluster: without a kubeconfig it is

@@ -112,7 +112,8 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit) {
 }
 
 int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply) {
-    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
+    RunManifest manifest = initial_manifest(plan);
+    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, manifest);
     if (!writer) {
         std::fprintf(err, "%s", writer.error().str().c_str());
         return kExitRuntime;
@@ -148,6 +149,14 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
                      k.ran ? k.err.c_str() : (k.error + "\n").c_str());
         return kExitRuntime;
     }
+    // Applied: ptd watch follows the set's pods and ptd stop deletes it (k8s.h).
+    manifest.scheduler = RunSchedulerRecord{"k8s", k8s_jobset_name(plan), ""};
+    if (auto w = (*writer)->write_manifest(manifest); !w) {
+        std::fprintf(err, "ptd launch: applied JobSet %s but could not record it: %s\n", k8s_jobset_name(plan).c_str(),
+                     w.error().one_line().c_str());
+        return kExitRuntime;
+    }
+    std::fprintf(out, "watch:  ptd watch %s\nstop:   ptd stop %s\n", shell_quote(plan.run_dir).c_str(), shell_quote(plan.run_dir).c_str());
     return kExitOk;
 }
 
@@ -191,6 +200,32 @@ int cmd_stop(const StopArgs& a, FILE* out, FILE* err) {
         std::fprintf(out, "ptd stop: run %s is already over (%s)\n", m.run_id.c_str(), m.state.c_str());
         return kExitOk;
     }
+    if (m.scheduler && m.scheduler->kind == "k8s") {
+        // A set that ended before the stop keeps its own end; else it is deleted (its pods get
+        // SIGTERM, which the pod script passes to every rank's process group).
+        const std::string& name = m.scheduler->job_id;
+        std::string why;
+        const auto now = k8s_job_state(name, std::max<int>(1, (int)m.hosts.size()), &why);
+        const SlurmOutcome before = now ? k8s_outcome(*now) : SlurmOutcome{};
+        if (before.run_state.empty()) {
+            if (auto d = k8s_delete(name, a.wait_s); !d) {
+                std::fprintf(err, "ptd stop: %s", d.error().str().c_str());
+                return kExitRuntime;
+            }
+        }
+        m.scheduler->state = before.run_state.empty() ? "DELETED" : now->state;
+        m.state = before.run_state.empty() ? "stopped" : before.run_state;
+        m.reason = "JobSet " + name + " " + (before.run_state.empty() ? "deleted by ptd stop" : now->state + ": " + before.words);
+        m.ended = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        m.exit_code = m.state == "finished" ? 0 : m.state == "stopped" ? 130 : 1;
+        if (auto w = write_manifest_file(a.run_dir, m); !w) {
+            std::fprintf(err, "ptd stop: JobSet %s is over but the manifest was not updated: %s\n", name.c_str(),
+                         w.error().one_line().c_str());
+            return kExitRuntime;
+        }
+        std::fprintf(out, "ptd stop: %s\n", m.reason.c_str());
+        return kExitOk;
+    }
     if (m.scheduler && m.scheduler->kind == "slurm") {
         auto last = slurm_cancel(m.scheduler->job_id, a.wait_s);
         if (!last) {
@@ -217,7 +252,7 @@ int cmd_stop(const StopArgs& a, FILE* out, FILE* err) {
     const RunLauncherInfo& l = m.launcher;
     if (l.pid <= 0 || l.boot_id != this_launcher().boot_id) {
         std::fprintf(err, "ptd stop: error: %s: run %s has no scheduler job and no `ptd launch` on this machine to stop "
-                          "(launcher %s); allowed: a run submitted with ptd launch --slurm --submit, or one whose ptd launch "
+                          "(launcher %s); allowed: a run submitted with ptd launch --slurm --submit or --k8s --apply, or one whose ptd launch "
                           "runs here\n",
                      a.run_dir.c_str(), m.run_id.c_str(), l.pid > 0 ? ("pid " + std::to_string(l.pid) + " on " + l.host).c_str() : "not recorded");
         return kExitConfig;
