@@ -23,8 +23,14 @@ logs)
   if [ -f "$dir/logs/$pod" ]; then cat "$dir/logs/$pod"
   else echo "Error from server (NotFound): pods \"$pod\" not found" >&2; exit 1; fi
   ;;
+create)
+  [ "${2:-} ${3:-}" = "secret generic" ] || { echo "error: the stand-in creates generic secrets only" >&2; exit 1; }
+  case "${5:-}" in --from-file=PTD_RUN_SECRET=*) cp "${5#--from-file=PTD_RUN_SECRET=}" "$dir/secret-$4" ;; esac
+  echo "secret/$4 created"
+  ;;
 delete)
-  [ "${2:-}" = jobsets.jobset.x-k8s.io ] || { echo "error: the stand-in deletes JobSets only" >&2; exit 1; }
+  if [ "${2:-}" = secret ]; then rm -f "$dir/secret-${3:-}"; echo "secret \"${3:-}\" deleted"; exit 0; fi
+  [ "${2:-}" = jobsets.jobset.x-k8s.io ] || { echo "error: the stand-in deletes JobSets and secrets only" >&2; exit 1; }
   echo "jobset.jobset.x-k8s.io \"${3:-}\" deleted"
   rm -f "$dir/pods.json"  # the JobSet controller's garbage collection: its pods go
   ;;

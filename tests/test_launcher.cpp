@@ -736,6 +736,24 @@ static nlohmann::json yaml_as_json(const std::string& path) {
     return p.rc == 0 ? nlohmann::json::parse(p.out) : nlohmann::json::object();
 }
 
+// A container's env (the manifest's list) as " NAME='value'" words for `env`, as the kubelet
+// gives it: PTD_RUN_SECRET from its Secret (here `secret`), the others as written.
+static std::string container_env(const nlohmann::json& env, const std::string& secret, const std::set<std::string>& skip = {}) {
+    std::string out;
+    for (const auto& e : env) {
+        const std::string name = e["name"].get<std::string>();
+        if (skip.count(name)) continue;
+        if (e.contains("valueFrom")) {
+            EXPECT_EQ(e["valueFrom"]["secretKeyRef"]["key"], "PTD_RUN_SECRET") << name;
+            out += " " + name + "=" + shell_quote(secret);
+        } else {
+            out += " " + name + "=" + shell_quote(e["value"].get<std::string>());
+        }
+    }
+    return out;
+}
+const std::string kPodSecret(64, 'a');  // what the kubelet would read from the run's Secret
+
 // "NAME=value" lines of a rank's log (what the stand-in engine printed from `env`).
 static std::map<std::string, std::string> env_in_log(const std::string& path) {
     std::map<std::string, std::string> got;
@@ -784,7 +802,8 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
     const nlohmann::json& c = pod["containers"][0];
     EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], 2);
     std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin";
-    for (const auto& e : c["env"]) env += " " + e["name"].get<std::string>() + "=" + shell_quote(e["value"].get<std::string>());
+    env += container_env(c["env"], kPodSecret);
+    EXPECT_NE(yaml.find("secretKeyRef:\n                    name: ptd-k8s-env-secret\n"), std::string::npos) << yaml;
     write_file(dir + "/bin/ptd-engine", "#!/bin/sh\nenv | grep -v '^PWD=\\|^SHLVL=\\|^_=\\|^PATH=\\|^JOB_COMPLETION_INDEX=\\|^OLDPWD='\n"
                                         "printf 'argv'; printf ' %s' \"$@\"; echo\n", 0755);
     for (int pod_index = 0; pod_index < 2; ++pod_index) {
@@ -805,6 +824,7 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
         std::map<std::string, std::string> want(r.env.begin(), r.env.end());
         want["MASTER_ADDR"] = "ptd-k8s-env-ranks-0-0.ptd-k8s-env";  // pod 0 on JobSet's headless service
         want["MASTER_PORT"] = "29500";
+        want["PTD_RUN_SECRET"] = kPodSecret;  // local ranks get the launcher's, not in r.env
         EXPECT_EQ(got, want) << "rank " << r.rank;
     }
     // The teardown rule: rank 1 exits 3, so its pod stops rank 0 and ends with 3 (which fails
@@ -846,7 +866,7 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
     EXPECT_EQ(t["resourcesPerNode"]["limits"]["nvidia.com/gpu"], 2);
     std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin PET_NNODES=2 PET_NPROC_PER_NODE=2 "
                       "PET_MASTER_ADDR=ptd-tj-node-0-0.ptd-tj PET_MASTER_PORT=29500";
-    for (const auto& e : t["env"]) env += " " + e["name"].get<std::string>() + "=" + shell_quote(e["value"].get<std::string>());
+    env += container_env(t["env"], kPodSecret);
     write_file(dir + "/bin/ptd-engine", "#!/bin/sh\nenv | grep -v '^PWD=\\|^SHLVL=\\|^_=\\|^PATH=\\|^PET_\\|^OLDPWD='\n", 0755);
     for (int node = 0; node < 2; ++node) {
         Proc p = run_captured(env + " PET_NODE_RANK=" + std::to_string(node) + " bash -c " + shell_quote(t["args"][0].get<std::string>()));
@@ -857,6 +877,7 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
         std::map<std::string, std::string> want(r.env.begin(), r.env.end());
         want["MASTER_ADDR"] = "ptd-tj-node-0-0.ptd-tj";
         want["MASTER_PORT"] = "29500";
+        want["PTD_RUN_SECRET"] = kPodSecret;
         EXPECT_EQ(got, want) << "rank " << r.rank;
     }
 }
@@ -960,10 +981,8 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
     auto run_pods = [&](const std::string& run, const std::string& engine_dir, std::vector<int> nodes) {
         const nlohmann::json js = yaml_as_json(run + "/jobset.yaml");
         const nlohmann::json& c = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0];
-        std::string e = "env -i PATH=" + shell_quote(engine_dir) + ":/usr/bin:/bin";
-        for (const auto& v : c["env"])
-            if (v["name"] != "MASTER_ADDR" && v["name"] != "MASTER_PORT")
-                e += " " + v["name"].get<std::string>() + "=" + shell_quote(v["value"].get<std::string>());
+        std::string e = "env -i PATH=" + shell_quote(engine_dir) + ":/usr/bin:/bin" +
+                        container_env(c["env"], read_file(kube + "/secret-ptd-kw-secret"), {"MASTER_ADDR", "MASTER_PORT"});
         e += " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
         const char* names[] = {"ptd-kw-ranks-0-0-x7k2p", "ptd-kw-ranks-0-1-q9m4d"};
         std::string both = "(";
@@ -981,6 +1000,10 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
     ASSERT_TRUE(m->scheduler);
     EXPECT_EQ(m->scheduler->kind, "k8s");
     EXPECT_EQ(m->scheduler->job_id, "ptd-kw");
+    // The ranks' secret went to kubectl in a file that is gone now, never on its command line.
+    expect_mentions(read_file(kube + "/calls"), {"create secret generic ptd-kw-secret --from-file=PTD_RUN_SECRET=" + run + "/.ptd-run-secret"});
+    EXPECT_EQ(read_file(kube + "/secret-ptd-kw-secret").size(), 64u);
+    EXPECT_FALSE(fs::exists(run + "/.ptd-run-secret"));
     pods_are("pending.json");
     std::string out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
     EXPECT_EQ(rc, 0) << out;
@@ -1026,7 +1049,7 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
     out = run_capture(env + kBin + "/ptd stop --wait 10 " + shell_quote(stopped), &rc);
     EXPECT_EQ(rc, 0) << out;
     expect_mentions(out, {"ptd stop: JobSet ptd-kw deleted by ptd stop"});
-    expect_mentions(read_file(kube + "/calls"), {"delete jobsets.jobset.x-k8s.io ptd-kw"});
+    expect_mentions(read_file(kube + "/calls"), {"delete jobsets.jobset.x-k8s.io ptd-kw", "delete secret ptd-kw-secret"});
     m = read_manifest(stopped);
     ASSERT_TRUE(m) << m.error().str();
     EXPECT_EQ(m->state, "stopped");
@@ -1047,7 +1070,7 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
     const std::string script = dir + "/pod.sh";
     write_file(script, c["args"][0].get<std::string>());
     std::string e = "env -i PATH=" + shell_quote(dir + "/sleeper") + ":/usr/bin:/bin JOB_COMPLETION_INDEX=0";
-    for (const auto& v : c["env"]) e += " " + v["name"].get<std::string>() + "=" + shell_quote(v["value"].get<std::string>());
+    e += container_env(c["env"], kPodSecret);
     const std::string pidfile = dir + "/pod.pid";
     ASSERT_EQ(std::system((e + " bash " + shell_quote(script) + " > /dev/null 2>&1 & echo $! > " + shell_quote(pidfile)).c_str()), 0);
     const auto t0 = std::chrono::steady_clock::now();
@@ -1060,7 +1083,8 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
 
 // --apply runs kubectl apply only where kubectl has a cluster: without a kubeconfig it is
 // refused naming what was looked for; with one whose server does not answer, kubectl's own
-// error comes back with exit 1 (the manifests are written either way).
+// error (at its first call, the run's Secret) comes back with exit 1 (the manifests are
+// written either way, and the secret's file is gone).
 TEST(LaunchK8s, ApplyNeedsAKubeconfigAndReportsKubectlsError) {
     const std::string dir = scratch_dir("k8s-apply");
     const std::string launch = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --k8s --image r.example/ptd:1 --apply --run-root " +
@@ -1074,7 +1098,9 @@ TEST(LaunchK8s, ApplyNeedsAKubeconfigAndReportsKubectlsError) {
                "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n");
     out = run_capture("KUBECONFIG=" + shell_quote(dir + "/kubeconfig") + " " + launch + " --run-id b", &rc);
     EXPECT_EQ(rc, 1) << out;
-    expect_mentions(out, {"ptd launch: kubectl apply failed: ", "wrote " + dir + "/b/jobset.yaml"});
+    expect_mentions(out, {"ptd launch: error: kubectl: kubectl create secret generic ptd-b-secret failed: ",
+                          "wrote " + dir + "/b/jobset.yaml"});
+    EXPECT_FALSE(fs::exists(dir + "/b/.ptd-run-secret"));
 }
 
 // `ptd stop RUN_DIR` of a local run: its ptd launch gets SIGTERM and tears every rank down

@@ -142,6 +142,11 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
                      config.empty() ? "KUBECONFIG and HOME unset" : (config + " is not a file").c_str(), jobset.c_str());
         return kExitConfig;
     }
+    // The ranks' rendezvous secret first: the pods take PTD_RUN_SECRET from it.
+    if (auto secret = k8s_create_secret(k8s_secret_name(plan), plan.run_dir); !secret) {
+        std::fprintf(err, "ptd launch: %s", secret.error().str().c_str());
+        return kExitRuntime;
+    }
     const CommandOutput k = run_command({"kubectl", "apply", "-f", jobset}, 120);
     std::fputs(k.out.c_str(), out);
     if (!k.ran || k.timed_out || k.status != 0) {

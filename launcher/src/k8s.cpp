@@ -10,6 +10,8 @@
 // kubectl, as slurm.cpp follows a Slurm job.
 #include "ptd/k8s.h"
 
+#include "ptd/run_dir.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -86,6 +88,14 @@ std::string indented(const std::string& text, const std::string& indent) {
     return out;
 }
 
+std::string secret_name_of(const std::string& jobset_name) { return jobset_name + "-secret"; }
+
+// The container's PTD_RUN_SECRET, from the run's Secret (as YAML list entries at `indent`).
+std::string secret_env(const LaunchPlan& plan, const std::string& indent);
+
+// The manifest's comment saying how to make the Secret it needs.
+std::string secret_howto(const LaunchPlan& plan);
+
 }  // namespace
 
 std::string k8s_jobset_name(const LaunchPlan& plan) {
@@ -99,6 +109,20 @@ std::string k8s_jobset_name(const LaunchPlan& plan) {
     while (!out.empty() && out.back() == '-') out.pop_back();
     return out;
 }
+
+std::string k8s_secret_name(const LaunchPlan& plan) { return secret_name_of(k8s_jobset_name(plan)); }
+
+namespace {
+std::string secret_env(const LaunchPlan& plan, const std::string& indent) {
+    return indent + "- name: PTD_RUN_SECRET\n" + indent + "  valueFrom:\n" + indent + "    secretKeyRef:\n" + indent +
+           "      name: " + k8s_secret_name(plan) + "\n" + indent + "      key: PTD_RUN_SECRET\n";
+}
+
+std::string secret_howto(const LaunchPlan& plan) {
+    return "# First the ranks' rendezvous secret (ptd launch --apply makes it): kubectl create secret generic " +
+           k8s_secret_name(plan) + " --from-literal=PTD_RUN_SECRET=\"$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n";
+}
+}  // namespace
 
 std::string k8s_jobset(const LaunchPlan& plan, const std::string& image) {
     const JobSpec& job = plan.job;
@@ -120,6 +144,7 @@ std::string k8s_jobset(const LaunchPlan& plan, const std::string& image) {
     y << "# JobSet written by `ptd launch --k8s` for run " << plan.run_id << ": " << plan.ranks.size() << " ranks of ptd-engine, "
       << per_node << " per pod, one pod per node.\n"
       << "# Apply with: kubectl apply -f jobset.yaml (needs the JobSet controller, jobset.x-k8s.io/v1alpha2)\n"
+      << secret_howto(plan)
       << object_head("jobset.x-k8s.io/v1alpha2", "JobSet", name, plan.run_id)
       << "  failurePolicy:\n"
       << "    maxRestarts: 0\n"
@@ -146,6 +171,7 @@ std::string k8s_jobset(const LaunchPlan& plan, const std::string& image) {
     y << indented(pod_script(plan, "node=${JOB_COMPLETION_INDEX:?set by the Indexed Job}\n"), "                ");
     y << "              env:\n";
     for (const auto& [k, v] : env) y << "              - name: " << k << "\n                value: " << q(v) << "\n";
+    y << secret_env(plan, "              ");
     y << "              ports:\n"
       << "              - containerPort: " << port << "\n";
     if (gpus)
@@ -179,6 +205,7 @@ std::string k8s_trainjob(const LaunchPlan& plan, const std::string& image) {
     y << "# TrainJob written by `ptd launch --k8s` for run " << plan.run_id << ": " << plan.ranks.size()
       << " ranks of ptd-engine, " << job.cluster.gpus_per_node << " per node, on Kubeflow Trainer's torch-distributed runtime.\n"
       << "# Apply with: kubectl apply -f trainjob.yaml (needs Kubeflow Trainer v2, trainer.kubeflow.org/v1alpha1)\n"
+      << secret_howto(plan)
       << object_head("trainer.kubeflow.org/v1alpha1", "TrainJob", name, plan.run_id)
       << "  runtimeRef:\n"
       << "    apiGroup: trainer.kubeflow.org\n"
@@ -194,6 +221,7 @@ std::string k8s_trainjob(const LaunchPlan& plan, const std::string& image) {
       << indented(pod_script(plan, prologue), "      ")
       << "    env:\n";
     for (const auto& [k, v] : env) y << "    - name: " << k << "\n      value: " << q(v) << "\n";
+    y << secret_env(plan, "    ");
     if (job.cluster.gpu.name != "cpu")
         y << "    resourcesPerNode:\n"
           << "      limits:\n"
@@ -346,7 +374,24 @@ SlurmOutcome k8s_outcome(const K8sJobState& s) {
     return {"", s.pods.empty() ? "waiting: no pods listed yet" : "waiting: pods pending"};
 }
 
+Result<void> k8s_create_secret(const std::string& name, const std::string& dir) {
+    auto secret = make_run_secret();
+    if (!secret) return std::unexpected(secret.error());
+    const std::string file = dir + "/.ptd-run-secret";
+    if (auto w = write_new_file(file, *secret, 0600); !w) return std::unexpected(w.error());
+    const CommandOutput c =
+        run_command({"kubectl", "create", "secret", "generic", name, "--from-file=PTD_RUN_SECRET=" + file}, kKubectlTimeoutS);
+    std::remove(file.c_str());
+    if (!c.ran) return fail(SourceLoc{}, "kubectl", "cannot run kubectl (" + c.error + ")");
+    if (c.timed_out || c.status != 0)
+        return fail(SourceLoc{}, "kubectl", "kubectl create secret generic " + name + " failed" +
+                                                (c.timed_out ? std::string(" (no answer within 20 s)") : "") + ": " + first_line_of(c.err + c.out));
+    return {};
+}
+
 Result<void> k8s_delete(const std::string& jobset_name, double wait_s) {
+    // The Secret first: nothing else uses it, and a failed set delete must not leave it behind.
+    (void)run_command({"kubectl", "delete", "secret", secret_name_of(jobset_name), "--ignore-not-found"}, kKubectlTimeoutS);
     const CommandOutput d = run_command({"kubectl", "delete", "jobsets.jobset.x-k8s.io", jobset_name}, kKubectlTimeoutS);
     if (!d.ran) return fail(SourceLoc{}, "kubectl", "cannot run kubectl (" + d.error + ")");
     // A set already deleted is what was asked for; its pods may still be going.

@@ -26,6 +26,16 @@ std::string k8s_trainjob(const LaunchPlan& plan, const std::string& image);
 // The JobSet's (and TrainJob's) name: "ptd-" and the run id in lowercase letters, digits and '-'.
 std::string k8s_jobset_name(const LaunchPlan& plan);
 
+// The Secret both manifests take PTD_RUN_SECRET from (env valueFrom secretKeyRef, key
+// PTD_RUN_SECRET): "<jobset>-secret". Pods off loopback need it (the engine's store refuses
+// to serve without one); no manifest holds the value: `--apply` creates the Secret
+// (k8s_create_secret), else the manifest's header says the command.
+std::string k8s_secret_name(const LaunchPlan& plan);
+
+// `kubectl create secret generic NAME --from-file=PTD_RUN_SECRET=FILE` with a fresh secret,
+// written for kubectl to a 0600 file in `dir` that is removed afterwards (never on a command line).
+Result<void> k8s_create_secret(const std::string& name, const std::string& dir);
+
 // ---- A JobSet that runs (`ptd launch --k8s --apply`): followed and deleted through kubectl,
 // as a Slurm run is through squeue and scancel (slurm.h). Pods are found by the label JobSet
 // puts on every pod of the set, jobset.sigs.k8s.io/jobset-name (jobset_types.go JobSetNameKey);
@@ -75,7 +85,8 @@ int k8s_failed_rank(const std::string& pod_log);
 // pending or running, else "finished" or "failed").
 SlurmOutcome k8s_outcome(const K8sJobState& state);
 
-// `kubectl delete jobset NAME`, then wait (up to wait_s) until none of its pods is listed.
+// `kubectl delete jobset NAME` and its Secret (k8s_secret_name), then wait (up to wait_s)
+// until none of its pods is listed.
 Result<void> k8s_delete(const std::string& jobset_name, double wait_s);
 
 }  // namespace ptd
