@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "free_port.h"
 #include "launcher_test_util.h"
 #include "ptd/k8s.h"
 #include "ptd/launch.h"
@@ -735,6 +736,24 @@ static nlohmann::json yaml_as_json(const std::string& path) {
     return p.rc == 0 ? nlohmann::json::parse(p.out) : nlohmann::json::object();
 }
 
+// A container's env (the manifest's list) as " NAME='value'" words for `env`, as the kubelet
+// gives it: PTD_RUN_SECRET from its Secret (here `secret`), the others as written.
+static std::string container_env(const nlohmann::json& env, const std::string& secret, const std::set<std::string>& skip = {}) {
+    std::string out;
+    for (const auto& e : env) {
+        const std::string name = e["name"].get<std::string>();
+        if (skip.count(name)) continue;
+        if (e.contains("valueFrom")) {
+            EXPECT_EQ(e["valueFrom"]["secretKeyRef"]["key"], "PTD_RUN_SECRET") << name;
+            out += " " + name + "=" + shell_quote(secret);
+        } else {
+            out += " " + name + "=" + shell_quote(e["value"].get<std::string>());
+        }
+    }
+    return out;
+}
+const std::string kPodSecret(64, 'a');  // what the kubelet would read from the run's Secret
+
 // "NAME=value" lines of a rank's log (what the stand-in engine printed from `env`).
 static std::map<std::string, std::string> env_in_log(const std::string& path) {
     std::map<std::string, std::string> got;
@@ -783,7 +802,8 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
     const nlohmann::json& c = pod["containers"][0];
     EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], 2);
     std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin";
-    for (const auto& e : c["env"]) env += " " + e["name"].get<std::string>() + "=" + shell_quote(e["value"].get<std::string>());
+    env += container_env(c["env"], kPodSecret);
+    EXPECT_NE(yaml.find("secretKeyRef:\n                    name: ptd-k8s-env-secret\n"), std::string::npos) << yaml;
     write_file(dir + "/bin/ptd-engine", "#!/bin/sh\nenv | grep -v '^PWD=\\|^SHLVL=\\|^_=\\|^PATH=\\|^JOB_COMPLETION_INDEX=\\|^OLDPWD='\n"
                                         "printf 'argv'; printf ' %s' \"$@\"; echo\n", 0755);
     for (int pod_index = 0; pod_index < 2; ++pod_index) {
@@ -804,6 +824,7 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
         std::map<std::string, std::string> want(r.env.begin(), r.env.end());
         want["MASTER_ADDR"] = "ptd-k8s-env-ranks-0-0.ptd-k8s-env";  // pod 0 on JobSet's headless service
         want["MASTER_PORT"] = "29500";
+        want["PTD_RUN_SECRET"] = kPodSecret;  // local ranks get the launcher's, not in r.env
         EXPECT_EQ(got, want) << "rank " << r.rank;
     }
     // The teardown rule: rank 1 exits 3, so its pod stops rank 0 and ends with 3 (which fails
@@ -813,7 +834,7 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
     Proc failed = run_captured(env + " JOB_COMPLETION_INDEX=0 bash -c " + shell_quote(c["args"][0].get<std::string>()));
     EXPECT_EQ(failed.rc, 3) << failed.err;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20);
-    expect_mentions(failed.err, {"a rank of node 0 exited 3; stopping the others"});
+    expect_mentions(failed.err, {"rank 1 of node 0 exited 3; stopping the others"});
     EXPECT_NE(pod["restartPolicy"], "Always");
     EXPECT_EQ(js["spec"]["failurePolicy"]["maxRestarts"], 0);
 }
@@ -845,7 +866,7 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
     EXPECT_EQ(t["resourcesPerNode"]["limits"]["nvidia.com/gpu"], 2);
     std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin PET_NNODES=2 PET_NPROC_PER_NODE=2 "
                       "PET_MASTER_ADDR=ptd-tj-node-0-0.ptd-tj PET_MASTER_PORT=29500";
-    for (const auto& e : t["env"]) env += " " + e["name"].get<std::string>() + "=" + shell_quote(e["value"].get<std::string>());
+    env += container_env(t["env"], kPodSecret);
     write_file(dir + "/bin/ptd-engine", "#!/bin/sh\nenv | grep -v '^PWD=\\|^SHLVL=\\|^_=\\|^PATH=\\|^PET_\\|^OLDPWD='\n", 0755);
     for (int node = 0; node < 2; ++node) {
         Proc p = run_captured(env + " PET_NODE_RANK=" + std::to_string(node) + " bash -c " + shell_quote(t["args"][0].get<std::string>()));
@@ -856,6 +877,7 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
         std::map<std::string, std::string> want(r.env.begin(), r.env.end());
         want["MASTER_ADDR"] = "ptd-tj-node-0-0.ptd-tj";
         want["MASTER_PORT"] = "29500";
+        want["PTD_RUN_SECRET"] = kPodSecret;
         EXPECT_EQ(got, want) << "rank " << r.rank;
     }
 }
@@ -882,9 +904,187 @@ TEST(LaunchK8s, SixtyFourH100JobWritesAJobSetAndATrainJobThatValidate) {
     EXPECT_EQ(yaml_as_json(dir + "/h100x64/trainjob.yaml")["spec"]["trainer"]["numNodes"], 8);
 }
 
+// `ptd export --format jobset | trainjob` (issue 32 point 3): the manifest `ptd launch --k8s`
+// writes for the same job, run root and run id, byte for byte, on stdout (the same plan and
+// writer); it validates against the CRD's schema; export creates no run directory. --image is
+// required and checked as launch checks it; --launcher and these forms do not mix.
+TEST(LaunchK8s, ExportWritesWhatLaunchWritesAndItValidates) {
+    const std::string dir = scratch_dir("k8s-export");
+    const std::string job = kSrc + "/assets/jobs/llama3-8b-h100.toml --set cluster.nodes=8 --set parallel.dp=32";
+    const std::string where = " --image registry.example.com/ptd:1 --run-root " + shell_quote(dir) + " --run-id x64";
+    int rc = -1;
+    for (const auto& [form, crd] : {std::pair{"jobset", "jobset.x-k8s.io_jobsets.yaml"},
+                                    std::pair{"trainjob", "trainer.kubeflow.org_trainjobs.yaml"}}) {
+        const std::string file = dir + "/" + form + ".yaml";
+        const std::string err = run_capture(kBin + "/ptd export " + job + " --format " + form + where + " > " + shell_quote(file), &rc);
+        ASSERT_EQ(rc, 0) << form << ": " << err;
+        EXPECT_EQ(err, "") << form;
+        EXPECT_FALSE(fs::exists(dir + "/x64")) << "export made the run directory";
+        Proc valid = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/" + crd + " " + shell_quote(file));
+        EXPECT_EQ(valid.rc, 0) << form << ": " << valid.out << valid.err;
+    }
+    const std::string launched = run_capture(kBin + "/ptd launch " + job + " --k8s" + where, &rc);
+    ASSERT_EQ(rc, 0) << launched;
+    for (const char* form : {"jobset", "trainjob"}) {
+        const std::string exported = read_file(dir + "/" + form + ".yaml");
+        EXPECT_NE(exported.find("WORLD_SIZE"), std::string::npos) << form;
+        EXPECT_EQ(exported, read_file(dir + "/x64/" + form + ".yaml")) << form;
+    }
+    // Refusals: no image, an image with a space, --launcher with these forms, --image with a framework's.
+    std::string out = run_capture(kBin + "/ptd export " + job + " --format jobset", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"ptd export: error: --image: missing; allowed: a container image holding ptd-engine"});
+    out = run_capture(kBin + "/ptd export " + job + " --format trainjob --image 'my image:1'", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--image: got \"my image:1\"", "without spaces or quotes"});
+    out = run_capture(kBin + "/ptd export " + job + " --format jobset --image r/p:1 --launcher k8s", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--launcher k8s: with --format jobset", "allowed: --launcher with megatron"});
+    out = run_capture(kBin + "/ptd export " + job + " --format megatron --image r/p:1", &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--image: given with --format megatron; allowed: --image only with --format jobset or trainjob"});
+}
+
+// `ptd watch` and `ptd stop` of a JobSet applied with --apply (issue 32 point 3), against a
+// kubectl stand-in first on PATH (tests/kubectl_standin.sh) that answers `kubectl get pods -o
+// json` with the samples in tests/data/k8s/pods/ and `kubectl logs POD` with what the pod's
+// script printed when the test ran it with the real ptd-engine (two "pods" on loopback). The
+// pods' phases become the run's state (pending, running, finished; failed naming the pod, the
+// node and the rank that exited first), the pods' "[rank R]" lines become the run's rank logs,
+// and `ptd stop` deletes the JobSet (then the pods' SIGTERM ends every rank's process group).
+TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
+    const std::string dir = scratch_dir("k8s-watch");
+    const std::string kube = dir + "/kube";
+    fs::create_directories(kube + "/logs");
+    fs::create_directories(dir + "/bin");
+    fs::create_symlink(kSrc + "/tests/kubectl_standin.sh", dir + "/bin/kubectl");
+    write_file(dir + "/kubeconfig", "apiVersion: v1\nkind: Config\n");
+    const std::string env = "PATH=" + shell_quote(dir + "/bin") + ":$PATH KUBECONFIG=" + shell_quote(dir + "/kubeconfig") +
+                            " PTD_KUBECTL_DIR=" + shell_quote(kube) + " ";
+    const std::string pods = kSrc + "/tests/data/k8s/pods/";
+    auto pods_are = [&](const char* sample) {
+        fs::copy_file(pods + sample, kube + "/pods.json", fs::copy_options::overwrite_existing);
+    };
+    auto launch = [&](const std::string& root) {
+        int rc = -1;
+        const std::string out = run_capture(env + kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --set cluster.nodes=2 "
+                                            "--set cluster.gpus_per_node=2 --steps 3 --k8s --image r.example/ptd:1 --apply --run-root " +
+                                                shell_quote(root) + " --run-id kw",
+                                            &rc);
+        EXPECT_EQ(rc, 0) << out;
+        expect_mentions(out, {"jobset.jobset.x-k8s.io/ptd-kw created", "watch:  ptd watch " + root + "/kw",
+                              "stop:   ptd stop " + root + "/kw"});
+        return root + "/kw";
+    };
+    // The pod's script as the kubelet runs it: the container's env, its completion index,
+    // rendezvous on loopback; its output is the pod's log.
+    auto run_pods = [&](const std::string& run, const std::string& engine_dir, std::vector<int> nodes) {
+        const nlohmann::json js = yaml_as_json(run + "/jobset.yaml");
+        const nlohmann::json& c = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0];
+        std::string e = "env -i PATH=" + shell_quote(engine_dir) + ":/usr/bin:/bin" +
+                        container_env(c["env"], read_file(kube + "/secret-ptd-kw-secret"), {"MASTER_ADDR", "MASTER_PORT"});
+        e += " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
+        const char* names[] = {"ptd-kw-ranks-0-0-x7k2p", "ptd-kw-ranks-0-1-q9m4d"};
+        std::string both = "(";
+        for (int node : nodes)
+            both += e + " JOB_COMPLETION_INDEX=" + std::to_string(node) + " bash -c " + shell_quote(c["args"][0].get<std::string>()) +
+                    " > " + shell_quote(kube + "/logs/" + names[node]) + " 2>&1 & ";
+        return run_captured(both + "wait)");
+    };
+    int rc = -1;
+
+    // Applied: the manifest names the JobSet; pending while an image does not pull.
+    const std::string run = launch(dir + "/ok");
+    auto m = read_manifest(run);
+    ASSERT_TRUE(m) << m.error().str();
+    ASSERT_TRUE(m->scheduler);
+    EXPECT_EQ(m->scheduler->kind, "k8s");
+    EXPECT_EQ(m->scheduler->job_id, "ptd-kw");
+    // The ranks' secret went to kubectl in a file that is gone now, never on its command line.
+    expect_mentions(read_file(kube + "/calls"), {"create secret generic ptd-kw-secret --from-file=PTD_RUN_SECRET=" + run + "/.ptd-run-secret"});
+    EXPECT_EQ(read_file(kube + "/secret-ptd-kw-secret").size(), 64u);
+    EXPECT_FALSE(fs::exists(run + "/.ptd-run-secret"));
+    pods_are("pending.json");
+    std::string out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"JobSet ptd-kw PENDING"});
+
+    // The pods train (the real engine, 3 steps); their own copies of the rank logs are removed
+    // here, so what `ptd watch` shows comes from `kubectl logs`.
+    Proc trained = run_pods(run, kBin, {0, 1});
+    ASSERT_EQ(trained.rc, 0) << trained.out << trained.err;
+    std::map<int, std::string> pod_copy;
+    for (int r = 0; r < 4; ++r) {
+        pod_copy[r] = read_file(run + "/rank-" + std::to_string(r) + ".log");
+        EXPECT_NE(pod_copy[r].find("\"step\":3"), std::string::npos) << pod_copy[r];
+        fs::remove(run + "/rank-" + std::to_string(r) + ".log");
+    }
+    EXPECT_NE(read_file(kube + "/logs/ptd-kw-ranks-0-1-q9m4d").find("[rank 3] {"), std::string::npos);
+    pods_are("running.json");
+    out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
+    expect_mentions(out, {"JobSet ptd-kw RUNNING"});
+    pods_are("succeeded.json");
+    out = run_capture(env + "timeout 60 " + kBin + "/ptd watch --no-sparklines " + shell_quote(run), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"finished: JobSet ptd-kw SUCCEEDED: completed: every pod succeeded (decided by ptd watch from Kubernetes"});
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(read_file(run + "/rank-" + std::to_string(r) + ".log"), pod_copy[r]) << "rank " << r;
+
+    // A rank fails: its pod ends with its code, the Job stops the other pod; the first pod to
+    // fail and the rank its log names are the run's failure.
+    const std::string failed = launch(dir + "/failed");
+    write_file(dir + "/standin/ptd-engine", "#!/bin/sh\necho \"rank $RANK here\"\n[ \"$RANK\" = 3 ] && exit 3\nexec sleep 60\n", 0755);
+    fs::remove(kube + "/logs/ptd-kw-ranks-0-0-x7k2p");
+    Proc pod1 = run_pods(failed, dir + "/standin", {1});
+    EXPECT_EQ(pod1.rc, 0);  // the subshell's wait; the pod's own status is in its log
+    expect_mentions(read_file(kube + "/logs/ptd-kw-ranks-0-1-q9m4d"), {"[rank 3] rank 3 here", "ptd: rank 3 of node 1 exited 3"});
+    pods_are("failed.json");
+    out = run_capture(env + "timeout 60 " + kBin + "/ptd watch --no-sparklines " + shell_quote(failed), &rc);
+    expect_mentions(out, {"failed: JobSet ptd-kw FAILED: pod ptd-kw-ranks-0-1-q9m4d (node 1 on gpu-node-b) failed: Error, exit "
+                          "code 3; rank 3 exited first (decided by ptd watch from Kubernetes"});
+
+    // ptd stop: a running set is deleted and the run recorded as stopped; a second stop says it
+    // is over. A set that already ended keeps its end and is not deleted.
+    const std::string stopped = launch(dir + "/stopped");
+    pods_are("running.json");
+    out = run_capture(env + kBin + "/ptd stop --wait 10 " + shell_quote(stopped), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"ptd stop: JobSet ptd-kw deleted by ptd stop"});
+    expect_mentions(read_file(kube + "/calls"), {"delete jobsets.jobset.x-k8s.io ptd-kw", "delete secret ptd-kw-secret"});
+    m = read_manifest(stopped);
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "stopped");
+    out = run_capture(env + kBin + "/ptd stop " + shell_quote(stopped), &rc);
+    expect_mentions(out, {"already over (stopped)"});
+    const std::string done = launch(dir + "/done");
+    pods_are("succeeded.json");
+    std::filesystem::remove(kube + "/calls");
+    out = run_capture(env + kBin + "/ptd stop " + shell_quote(done), &rc);
+    EXPECT_EQ(rc, 0) << out;
+    expect_mentions(out, {"JobSet ptd-kw SUCCEEDED: completed: every pod succeeded"});
+    expect_no_mention(read_file(kube + "/calls"), {"delete"});
+    EXPECT_EQ(read_manifest(done)->state, "finished");
+
+    // What a delete does to a pod: SIGTERM to its script, which ends every rank's process group.
+    const nlohmann::json c = yaml_as_json(stopped + "/jobset.yaml")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0];
+    write_file(dir + "/sleeper/ptd-engine", "#!/bin/sh\nexec sleep 60\n", 0755);
+    const std::string script = dir + "/pod.sh";
+    write_file(script, c["args"][0].get<std::string>());
+    std::string e = "env -i PATH=" + shell_quote(dir + "/sleeper") + ":/usr/bin:/bin JOB_COMPLETION_INDEX=0";
+    e += container_env(c["env"], kPodSecret);
+    const std::string pidfile = dir + "/pod.pid";
+    ASSERT_EQ(std::system((e + " bash " + shell_quote(script) + " > /dev/null 2>&1 & echo $! > " + shell_quote(pidfile)).c_str()), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (processes_of_run("kw").size() < 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_GE(processes_of_run("kw").size(), 3u);  // the pod's script and its two ranks
+    ::kill(std::stoi(read_file(pidfile)), SIGTERM);
+    EXPECT_TRUE(survivors_after("kw", 10).empty());
+}
+
 // --apply runs kubectl apply only where kubectl has a cluster: without a kubeconfig it is
 // refused naming what was looked for; with one whose server does not answer, kubectl's own
-// error comes back with exit 1 (the manifests are written either way).
+// error (at its first call, the run's Secret) comes back with exit 1 (the manifests are
+// written either way, and the secret's file is gone).
 TEST(LaunchK8s, ApplyNeedsAKubeconfigAndReportsKubectlsError) {
     const std::string dir = scratch_dir("k8s-apply");
     const std::string launch = kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-local.toml --k8s --image r.example/ptd:1 --apply --run-root " +
@@ -898,7 +1098,9 @@ TEST(LaunchK8s, ApplyNeedsAKubeconfigAndReportsKubectlsError) {
                "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n");
     out = run_capture("KUBECONFIG=" + shell_quote(dir + "/kubeconfig") + " " + launch + " --run-id b", &rc);
     EXPECT_EQ(rc, 1) << out;
-    expect_mentions(out, {"ptd launch: kubectl apply failed: ", "wrote " + dir + "/b/jobset.yaml"});
+    expect_mentions(out, {"ptd launch: error: kubectl: kubectl create secret generic ptd-b-secret failed: ",
+                          "wrote " + dir + "/b/jobset.yaml"});
+    EXPECT_FALSE(fs::exists(dir + "/b/.ptd-run-secret"));
 }
 
 // `ptd stop RUN_DIR` of a local run: its ptd launch gets SIGTERM and tears every rank down

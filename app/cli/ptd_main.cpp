@@ -93,14 +93,19 @@ int main(int argc, char** argv) {
 
     ptd::ExportArgs xa;
     std::string format, launcher;
-    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a Megatron-Bridge (NeMo) script, a DeepSpeed config, a torchtitan Python config or a torchtitan v0.2 TOML; with --launcher, as a launch script");
+    auto* export_cmd = app.add_subcommand("export", "Write the job as Megatron-LM arguments, a Megatron-Bridge (NeMo) script, a DeepSpeed config, a torchtitan Python config or a torchtitan v0.2 TOML; with --launcher, as a launch script; or ptd-engine's ranks as a Kubernetes JobSet or Kubeflow TrainJob (--format jobset | trainjob)");
     export_cmd->add_option("JOB", xa.job, "Job spec file, @default or @tiny")->required();
     export_cmd->add_option("--format", format, "Target framework")
         ->required()
-        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan", "torchtitan-toml", "nemo"}));
+        ->check(CLI::IsMember({"megatron", "deepspeed", "torchtitan", "torchtitan-toml", "nemo", "jobset", "trainjob"}));
     export_cmd->add_option("--launcher", launcher,
                            "Write a runnable launch script: torchrun (bash, run on every node), slurm (sbatch) or k8s (JobSet)")
         ->check(CLI::IsMember({"torchrun", "slurm", "k8s"}));
+    // jobset / trainjob: ptd-engine's ranks as `ptd launch --k8s` writes them (not a framework's).
+    export_cmd->add_option("--image", xa.image,
+                           "With --format jobset or trainjob: the container image holding ptd-engine");
+    export_cmd->add_option("--run-root", xa.run_root, "With --format jobset or trainjob: folder of the run directory (default launch.run_dir)");
+    export_cmd->add_option("--run-id", xa.run_id, "With --format jobset or trainjob: run id (default YYYYMMDD-HHMMSS-PID)");
     export_cmd->add_flag("--plan", xa.plan, "Export the planner's best layout instead of the job's");
     export_cmd->add_option("--set", xa.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);
 
@@ -257,6 +262,22 @@ int main(int argc, char** argv) {
     if (*plan) return ptd::cmd_plan(pl, *presets, stdout, stderr);
     if (*schedule) return ptd::cmd_schedule(sa, *presets, stdout, stderr);
     if (*export_cmd) {
+        if (format == "jobset" || format == "trainjob") {
+            if (!launcher.empty()) {
+                std::fprintf(stderr, "ptd export: error: --launcher %s: with --format %s, which is itself the launch (ptd-engine's "
+                                     "ranks in pods); allowed: --launcher with megatron, deepspeed, torchtitan, torchtitan-toml or nemo\n",
+                             launcher.c_str(), format.c_str());
+                return ptd::kExitConfig;
+            }
+            xa.k8s_form = format;
+            return ptd::cmd_export(xa, *presets, stdout, stderr);
+        }
+        for (const auto& [flag, value] : {std::pair{"--image", &xa.image}, std::pair{"--run-root", &xa.run_root}, std::pair{"--run-id", &xa.run_id}})
+            if (!value->empty()) {
+                std::fprintf(stderr, "ptd export: error: %s: given with --format %s; allowed: %s only with --format jobset or trainjob\n",
+                             flag, format.c_str(), flag);
+                return ptd::kExitConfig;
+            }
         xa.format = *ptd::parse_export_format(format);  // CLI11 checked the word
         if (!launcher.empty()) xa.launcher = *ptd::parse_launcher(launcher);
         return ptd::cmd_export(xa, *presets, stdout, stderr);

@@ -112,7 +112,8 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit) {
 }
 
 int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply) {
-    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, initial_manifest(plan));
+    RunManifest manifest = initial_manifest(plan);
+    auto writer = RunDirWriter::create(plan.run_dir, plan.job_toml, manifest);
     if (!writer) {
         std::fprintf(err, "%s", writer.error().str().c_str());
         return kExitRuntime;
@@ -141,6 +142,11 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
                      config.empty() ? "KUBECONFIG and HOME unset" : (config + " is not a file").c_str(), jobset.c_str());
         return kExitConfig;
     }
+    // The ranks' rendezvous secret first: the pods take PTD_RUN_SECRET from it.
+    if (auto secret = k8s_create_secret(k8s_secret_name(plan), plan.run_dir); !secret) {
+        std::fprintf(err, "ptd launch: %s", secret.error().str().c_str());
+        return kExitRuntime;
+    }
     const CommandOutput k = run_command({"kubectl", "apply", "-f", jobset}, 120);
     std::fputs(k.out.c_str(), out);
     if (!k.ran || k.timed_out || k.status != 0) {
@@ -148,6 +154,43 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
                      k.ran ? k.err.c_str() : (k.error + "\n").c_str());
         return kExitRuntime;
     }
+    // Applied: ptd watch follows the set's pods and ptd stop deletes it (k8s.h).
+    manifest.scheduler = RunSchedulerRecord{"k8s", k8s_jobset_name(plan), ""};
+    if (auto w = (*writer)->write_manifest(manifest); !w) {
+        std::fprintf(err, "ptd launch: applied JobSet %s but could not record it: %s\n", k8s_jobset_name(plan).c_str(),
+                     w.error().one_line().c_str());
+        return kExitRuntime;
+    }
+    std::fprintf(out, "watch:  ptd watch %s\nstop:   ptd stop %s\n", shell_quote(plan.run_dir).c_str(), shell_quote(plan.run_dir).c_str());
+    return kExitOk;
+}
+
+std::string k8s_image_refusal(const std::string& image) {
+    std::string problem = image.empty() ? "missing" : "";
+    for (char c : image)
+        if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) problem = "got " + quote_input(image);
+    if (problem.empty()) return "";
+    return "error: --image: " + problem + "; allowed: a container image holding ptd-engine (launch.engine on its PATH), "
+           "without spaces or quotes, e.g. registry.example.com/ptd:1.0";
+}
+
+int export_k8s(const JobSpec& job, const K8sExportArgs& a, FILE* out, FILE* err) {
+    if (const std::string bad = k8s_image_refusal(a.image); !bad.empty()) {
+        std::fprintf(err, "ptd export: %s\n", bad.c_str());
+        return kExitConfig;
+    }
+    // The plan `ptd launch --k8s` makes (a scheduler's nodes), so the text is the file it writes.
+    LaunchOptions opts;
+    opts.slurm = true;
+    opts.run_root = a.run_root;
+    opts.run_id = a.run_id;
+    auto plan = make_launch_plan(job, opts);
+    if (!plan) {
+        std::fprintf(err, "%s", plan.error().str().c_str());
+        return kExitConfig;
+    }
+    const std::string text = a.trainjob ? k8s_trainjob(*plan, a.image) : k8s_jobset(*plan, a.image);
+    std::fputs(text.c_str(), out);
     return kExitOk;
 }
 
@@ -160,6 +203,32 @@ int cmd_stop(const StopArgs& a, FILE* out, FILE* err) {
     RunManifest m = std::move(*manifest);
     if (is_final_run_state(m.state)) {
         std::fprintf(out, "ptd stop: run %s is already over (%s)\n", m.run_id.c_str(), m.state.c_str());
+        return kExitOk;
+    }
+    if (m.scheduler && m.scheduler->kind == "k8s") {
+        // A set that ended before the stop keeps its own end; else it is deleted (its pods get
+        // SIGTERM, which the pod script passes to every rank's process group).
+        const std::string& name = m.scheduler->job_id;
+        std::string why;
+        const auto now = k8s_job_state(name, std::max<int>(1, (int)m.hosts.size()), &why);
+        const SlurmOutcome before = now ? k8s_outcome(*now) : SlurmOutcome{};
+        if (before.run_state.empty()) {
+            if (auto d = k8s_delete(name, a.wait_s); !d) {
+                std::fprintf(err, "ptd stop: %s", d.error().str().c_str());
+                return kExitRuntime;
+            }
+        }
+        m.scheduler->state = before.run_state.empty() ? "DELETED" : now->state;
+        m.state = before.run_state.empty() ? "stopped" : before.run_state;
+        m.reason = "JobSet " + name + " " + (before.run_state.empty() ? "deleted by ptd stop" : now->state + ": " + before.words);
+        m.ended = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        m.exit_code = m.state == "finished" ? 0 : m.state == "stopped" ? 130 : 1;
+        if (auto w = write_manifest_file(a.run_dir, m); !w) {
+            std::fprintf(err, "ptd stop: JobSet %s is over but the manifest was not updated: %s\n", name.c_str(),
+                         w.error().one_line().c_str());
+            return kExitRuntime;
+        }
+        std::fprintf(out, "ptd stop: %s\n", m.reason.c_str());
         return kExitOk;
     }
     if (m.scheduler && m.scheduler->kind == "slurm") {
@@ -188,7 +257,7 @@ int cmd_stop(const StopArgs& a, FILE* out, FILE* err) {
     const RunLauncherInfo& l = m.launcher;
     if (l.pid <= 0 || l.boot_id != this_launcher().boot_id) {
         std::fprintf(err, "ptd stop: error: %s: run %s has no scheduler job and no `ptd launch` on this machine to stop "
-                          "(launcher %s); allowed: a run submitted with ptd launch --slurm --submit, or one whose ptd launch "
+                          "(launcher %s); allowed: a run submitted with ptd launch --slurm --submit or --k8s --apply, or one whose ptd launch "
                           "runs here\n",
                      a.run_dir.c_str(), m.run_id.c_str(), l.pid > 0 ? ("pid " + std::to_string(l.pid) + " on " + l.host).c_str() : "not recorded");
         return kExitConfig;
@@ -292,12 +361,8 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     }
     if (a.k8s) {
         // A JobSet: Kubernetes places the ranks, as Slurm does (nodes, not hosts).
-        std::string image_problem = a.image.empty() ? "missing" : "";
-        for (char c : a.image)
-            if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) image_problem = "got " + quote_input(a.image);
-        if (!image_problem.empty()) {
-            std::fprintf(err, "ptd launch: error: --image: %s; allowed: a container image holding ptd-engine (launch.engine on its "
-                              "PATH), without spaces or quotes, e.g. registry.example.com/ptd:1.0\n", image_problem.c_str());
+        if (const std::string bad = k8s_image_refusal(a.image); !bad.empty()) {
+            std::fprintf(err, "ptd launch: %s\n", bad.c_str());
             return kExitConfig;
         }
         opts->slurm = true;

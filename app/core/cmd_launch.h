@@ -68,6 +68,20 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit = fals
 // With `apply`, `kubectl apply -f jobset.yaml` (refused without a kubeconfig).
 int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply = false);
 
+// --image for the Kubernetes forms: "" when it can name the container image, else the
+// error line ("error: --image: got ...; allowed: ...").
+std::string k8s_image_refusal(const std::string& image);
+
+// `ptd export --format jobset | trainjob`: the manifest `ptd launch --k8s` writes into the
+// run directory (the same plan and writer, k8s.h), on `out`; nothing is created. With the
+// same --run-root and --run-id the text equals the launch's jobset.yaml / trainjob.yaml.
+struct K8sExportArgs {
+    bool trainjob = false;        // else the JobSet
+    std::string image;            // --image: the container image holding ptd-engine
+    std::string run_root, run_id; // as ptd launch's (default launch.run_dir, a new id)
+};
+int export_k8s(const JobSpec& job, const K8sExportArgs& a, FILE* out, FILE* err);
+
 // `ptd stop RUN_DIR`: a Slurm run is cancelled (scancel) and recorded as stopped once Slurm
 // reports it over; a local or SSH run is stopped through its `ptd launch` (SIGTERM to the
 // launcher recorded in the manifest, which tears every rank down as Ctrl-C does).

@@ -85,7 +85,7 @@ std::string outcome_text(const RunView& view, const RunFollower& f, const Term& 
     const std::string& state = view.state();
     if (!f.decided().empty())
         out += (state == "finished" ? green(t, state) : red(t, state)) + ": " + f.decided() +
-               " (decided by ptd watch from " + (f.decided().starts_with("Slurm job ") ? "Slurm" : "the ranks") + ": manifest.json still says \"" +
+               " (decided by ptd watch from " + (f.decided().starts_with("Slurm job ") ? "Slurm" : f.decided().starts_with("JobSet ") ? "Kubernetes" : "the ranks") + ": manifest.json still says \"" +
                f.recorded_state() + "\")\n";
     // The measured goodput of a run that could restart (restart.h), from its manifest.
     if (m.goodput && (m.max_restarts > 0 || !m.restarts.empty())) out += goodput_text(*m.goodput) + "\n";

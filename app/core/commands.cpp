@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd_launch.h"
 #include "compare_view.h"
 #include "estimate_view.h"
 #include "ptd/model/estimate.h"
@@ -340,7 +341,7 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
             plan_or_report(*job, err, "", "--plan: no layout of this model fits on the cluster (", "); nothing to export");
         if (!plan) return kExitConfig;
         chosen = apply_plan_entry(*job, plan->top.front());
-        for (size_t i = 1; i < plan->top.size() && plan_fallback.empty(); ++i) {
+        for (size_t i = 1; i < plan->top.size() && plan_fallback.empty() && a.k8s_form.empty(); ++i) {
             const JobSpec other = apply_plan_entry(*job, plan->top[i]);
             if (export_job(other, a.format)) {
                 const ParallelSpec& q = other.parallel;
@@ -358,6 +359,7 @@ int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FIL
                                  layout_label(chosen) + ", micro-batch " +
                                  std::to_string(chosen.training.micro_batch) + " (" + plan->why_best + ")"});
     }
+    if (!a.k8s_form.empty()) return export_k8s(chosen, {a.k8s_form == "trainjob", a.image, a.run_root, a.run_id}, out, err);
     auto exported = a.launcher ? export_launch(chosen, a.format, *a.launcher) : export_job(chosen, a.format);
     if (!exported) {
         if (a.plan) print_notes(err, a.job, {plan_fallback});

@@ -80,6 +80,10 @@ struct ExportArgs {
     ExportFormat format = ExportFormat::megatron;
     bool plan = false;        // export the planner's best layout instead of the job's
     std::optional<ScriptLauncher> launcher;  // --launcher: a runnable launch script (issue 28)
+    // --format jobset | trainjob (issue 32): the ranks of ptd-engine as `ptd launch --k8s`
+    // writes them (cmd_launch.h export_k8s); `format` is then unused. "" = a framework format.
+    std::string k8s_form;
+    std::string image, run_root, run_id;  // --image, --run-root, --run-id (those forms only)
 };
 // The export on `out`; notes (what the format carries elsewhere) on `err`.
 int cmd_export(const ExportArgs& a, const PresetCatalog& presets, FILE* out, FILE* err);

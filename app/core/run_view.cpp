@@ -132,7 +132,8 @@ void RunView::set_manifest(const RunManifest& m) {
     if (m.steps > 0) steps_ = m.steps;
     manifest_failed_rank_ = m.failed_rank;
     if (m.scheduler)
-        scheduler_ = "Slurm job " + m.scheduler->job_id + (m.scheduler->state.empty() ? "" : " " + m.scheduler->state);
+        scheduler_ = (m.scheduler->kind == "k8s" ? "JobSet " : "Slurm job ") + m.scheduler->job_id +
+                     (m.scheduler->state.empty() ? "" : " " + m.scheduler->state);
     hosts_ = m.hosts;
     host_width_ = 4;
     for (const std::string& h : hosts_) host_width_ = std::max(host_width_, std::min(24, text_width(h)));

@@ -276,7 +276,7 @@ bool Launcher::Impl::connect_all() {
 }
 
 // 32 bytes of /dev/urandom as 64 hex digits: the run's store secret (kv_store.h).
-static Result<std::string> make_run_secret() {
+Result<std::string> make_run_secret() {
     uint8_t bytes[32];
     FILE* f = std::fopen("/dev/urandom", "rb");
     const bool ok = f && std::fread(bytes, 1, sizeof bytes, f) == sizeof bytes;

@@ -8,6 +8,7 @@
 #include "ptd/run_dir.h"
 
 #include "ptd/common/file_read.h"
+#include "ptd/k8s.h"
 #include "ptd/slurm.h"
 
 #include <algorithm>
@@ -505,7 +506,8 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
         rd.string(*s, "scheduler.", "kind", r.kind, true);
         rd.string(*s, "scheduler.", "job_id", r.job_id, true);
         rd.string(*s, "scheduler.", "state", r.state);
-        if (r.kind != "slurm") rd.problem("scheduler.kind", "got " + quote_input(r.kind) + ", expected \"slurm\"");
+        if (r.kind != "slurm" && r.kind != "k8s")
+            rd.problem("scheduler.kind", "got " + quote_input(r.kind) + ", expected \"slurm\" or \"k8s\"");
         if (r.job_id.empty()) rd.problem("scheduler.job_id", "is empty, expected the scheduler's job id");
         m.scheduler = std::move(r);
     }
@@ -813,9 +815,36 @@ std::vector<LaunchEvent> RunFollower::poll() {
     return out;
 }
 
+// A JobSet's pods (k8s.h): their phases, and their logs copied into the run directory's rank
+// logs (each "[rank R] line" of a pod's log), which the follower then reads as any run's. A log
+// is replaced (atomically, so a reader sees the old or the new one) only when the pod's copy
+// is longer: a run directory the pods share already holds the ranks' own logs.
+void RunFollower::ask_k8s() {
+    std::string why;
+    const auto state = k8s_job_state(manifest_.scheduler->job_id, std::max<int>(1, (int)manifest_.hosts.size()), &why);
+    scheduler_answered_ = state.has_value();
+    if (!state) return;
+    scheduler_state_ = state->state;
+    k8s_outcome_ = k8s_outcome(*state);
+    scheduler_reason_ = k8s_outcome_.words;
+    for (const K8sPod& pod : state->pods) {
+        if (pod.phase == "Pending" || pod.phase.empty()) continue;
+        const std::string log = k8s_pod_log(pod.name);
+        if (pod.node == state->failed_node && pod.phase == "Failed") derived_failed_rank_ = k8s_failed_rank(log);
+        for (const auto& [rank, text] : k8s_rank_lines(log)) {
+            if (rank < 0 || rank >= (int)manifest_.ranks.size()) continue;
+            const std::string path = log_path(dir_, rank);
+            struct stat st {};
+            if (::stat(path.c_str(), &st) == 0 && (size_t)st.st_size >= text.size()) continue;
+            (void)write_atomically(path, text);
+        }
+    }
+}
+
 void RunFollower::ask_scheduler(double now) {
     if (scheduler_asked_ > 0 && now - scheduler_asked_ < kSchedulerPollS) return;
     scheduler_asked_ = now;
+    if (manifest_.scheduler->kind == "k8s") return ask_k8s();
     const auto state = slurm_job_state(manifest_.scheduler->job_id);
     scheduler_answered_ = state.has_value();
     if (state) {
@@ -835,6 +864,14 @@ void RunFollower::derive_end(double now) {
     };
     // The scheduler, while it answers, knows best: a pending job has no output for hours,
     // a job it ended (time limit, scancel, a lost node) may leave ranks that never said so.
+    if (manifest_.scheduler && scheduler_answered_ && manifest_.scheduler->kind == "k8s") {
+        if (k8s_outcome_.run_state.empty()) return;
+        std::string how = "JobSet " + manifest_.scheduler->job_id + " " + scheduler_state_ + ": " + k8s_outcome_.words;
+        if (k8s_outcome_.run_state == "failed" && derived_failed_rank_ >= 0)
+            how += "; rank " + std::to_string(derived_failed_rank_) + " exited first";
+        decide(k8s_outcome_.run_state, how);
+        return;
+    }
     if (manifest_.scheduler && scheduler_answered_) {
         const SlurmOutcome o = slurm_outcome(scheduler_state_);
         if (o.run_state.empty()) return;

@@ -140,6 +140,9 @@ struct LaunchPlan {
     bool resume = false;             // --resume for every rank
 };
 
+// A fresh run secret (PTD_RUN_SECRET): 32 bytes of /dev/urandom as 64 hex digits.
+Result<std::string> make_run_secret();
+
 // Quote for a POSIX shell: safe for any byte string (single quotes, ' as '\'').
 std::string shell_quote(std::string_view s);
 

@@ -18,6 +18,7 @@
 #include "ptd/common/diagnostic.h"
 #include "ptd/launch.h"
 #include "ptd/restart.h"
+#include "ptd/slurm.h"
 
 namespace ptd {
 
@@ -46,7 +47,7 @@ bool launcher_is_alive(const RunLauncherInfo& launcher);
 // there and its last known state there ("PENDING", "RUNNING", "TIMEOUT", ...). RunFollower
 // asks the scheduler for the state while the manifest does not record the end.
 struct RunSchedulerRecord {
-    std::string kind;          // "slurm"
+    std::string kind;          // "slurm", or "k8s" (`ptd launch --k8s --apply`: job_id is the JobSet's name)
     std::string job_id;
     std::string state;         // as the scheduler says it; "" = not asked yet
     bool operator==(const RunSchedulerRecord&) const = default;
@@ -150,6 +151,7 @@ public:
     const std::string& recorded_state() const { return recorded_state_; }
 private:
     void ask_scheduler(double now);
+    void ask_k8s();
     RunFollower() = default;
     void derive_end(double now);
     std::string dir_;
@@ -172,6 +174,7 @@ private:
     bool scheduler_answered_ = false;
     double scheduler_asked_ = 0;
     int derived_failed_rank_ = -1;  // the rank the scheduler's record names as failing
+    SlurmOutcome k8s_outcome_;      // a JobSet's (k8s.h k8s_outcome) at the last answer
     bool done_ = false;
     bool finished_sent_ = false;
     size_t restarts_sent_ = 0;   // manifest restarts already returned as `restart` events
