@@ -364,6 +364,13 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     plan.max_restarts = opts.max_restarts.value_or(job.launch.max_restarts);
     plan.checkpoint_every = opts.checkpoint_every.value_or(job.launch.checkpoint_every);
     plan.exclude_failed = opts.exclude_failed;
+    // Under Slurm the batch script restarts inside the job's own allocation; which nodes a
+    // requeued job gets is Slurm's choice (docs/launcher.md, "Restart under Slurm").
+    if (plan.exclude_failed && opts.slurm)
+        return fail(SourceLoc{}, "--exclude-failed",
+                    "not with --slurm: the sbatch script restarts on the job's own allocation, and a node that fails ends "
+                    "that allocation (Slurm then decides where a requeued job runs); allowed: --exclude-failed with a local "
+                    "or SSH launch, --max-restarts alone with --slurm");
     if (plan.checkpoint_every > 0 &&
         std::find(opts.engine_args.begin(), opts.engine_args.end(), "--checkpoint-every") != opts.engine_args.end())
         return fail(SourceLoc{}, "--checkpoint-every",

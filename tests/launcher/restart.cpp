@@ -270,6 +270,14 @@ TEST(LocalRestart, FlagsReachEveryRankAndTheDryRun) {
     ASSERT_FALSE(twice);
     EXPECT_NE(twice.error().str().find("given twice: as launch.checkpoint_every and after --"), std::string::npos)
         << twice.error().str();
+    // Slurm keeps its allocation's nodes: --exclude-failed has no hosts to leave out there.
+    const Proc slurm = run_captured(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-gpt-8rank.toml --slurm --max-restarts 2 "
+                                    "--exclude-failed --run-root " + dir + " --run-id slurm-exclude");
+    EXPECT_EQ(slurm.rc, 2) << slurm.out << slurm.err;
+    EXPECT_NE(slurm.err.find("--exclude-failed: not with --slurm: the sbatch script restarts on the job's own allocation"),
+              std::string::npos)
+        << slurm.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/slurm-exclude/sbatch.sh"));
 }
 
 // ---- a host's network cut: two SSH "hosts" in network namespaces ------------------------
