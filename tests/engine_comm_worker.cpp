@@ -51,6 +51,8 @@ struct Args {
     std::string how = "kill";
     bool no_monitor = false;
     bool abort_exits = true;
+    std::string pair_secret;   // CommOptions::pair_secret: every Gloo pair proves it
+    int impostor = -1;         // this rank proves another secret: a stranger that took a pair's place
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -76,6 +78,8 @@ Args parse_args(int argc, char** argv) {
         else if (k == "--how") a.how = v;
         else if (k == "--no-monitor") a.no_monitor = v == "1";
         else if (k == "--on-abort") a.abort_exits = v != "record";
+        else if (k == "--pair-secret") a.pair_secret = v;
+        else if (k == "--impostor") a.impostor = std::atoi(v.c_str());
         else usage("unknown flag " + k);
     }
     if (a.mode != "check" && a.mode != "die" && a.mode != "stall" && a.mode != "error" && a.mode != "misorder" &&
@@ -404,6 +408,7 @@ int main(int argc, char** argv) {
     CommOptions co;
     co.run_id = "run-" + std::to_string(env->master_port);
     co.timeout_s = a.timeout;
+    co.pair_secret = env->rank == a.impostor ? "not-" + a.pair_secret : a.pair_secret;
     auto groups = make_gloo_groups(store, *layout, env->rank, co, comm_failure_handler(),
                                    [](const std::string& what) { fatal_run_error(what); });
     if (!groups) fatal_run_error(groups.error().str());

@@ -617,6 +617,33 @@ TEST(CommRun, World2Dp) { check_run(1, 1, 2); }
 TEST(CommRun, World4Tp2Pp2) { check_run(2, 2, 1); }
 TEST(CommRun, World8Tp2Pp2Dp2) { check_run(2, 2, 2); }
 
+// Gloo's pairs (docs/engine.md, "Gloo's pairs"): with the run's secret every pair proves it
+// before a group carries data, and the 8-rank groups still work; a rank that speaks Gloo but
+// proves another secret — what a stranger who took a pair's place at its listener could
+// do at best — stops every group it is in before any data, each side naming the other.
+TEST(CommRun, GloosPairsProveTheRunsSecretAndAStrangerIsRefused) {
+    const std::string secret = "0123456789abcdef0123456789abcdef-pairs";
+    WorkerRun ok(8, {"--tp", "2", "--pp", "2", "--dp", "2", "--timeout", "20", "--pair-secret", secret});
+    ASSERT_TRUE(ok.wait(40)) << ok.describe_all();
+    expect_all_ok(ok);
+
+    WorkerRun hit(2, {"--dp", "2", "--timeout", "10", "--pair-secret", secret, "--impostor", "1"});
+    ASSERT_TRUE(hit.wait(40)) << hit.describe_all();
+    // Each rank stops: by its own check, or aborted by the store when the other's check
+    // came first (the abort quotes that rank's finding).
+    int found_by_itself = 0;
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_FALSE(WIFEXITED(hit.status(r)) && WEXITSTATUS(hit.status(r)) == 0) << hit.describe(r);
+        EXPECT_NE(hit.out(r), "ok\n") << hit.describe(r);
+        EXPECT_NE(hit.err(r).find("did not prove the run's secret"), std::string::npos) << hit.describe(r);
+        const std::string own = "rank " + std::to_string(r) + ": error: cannot set up the world group 0 (global ranks 0, 1): "
+                                "the Gloo pair with global rank " + std::to_string(1 - r) + " did not prove the run's secret";
+        found_by_itself += hit.err(r).find(own) != std::string::npos;
+    }
+    EXPECT_GE(found_by_itself, 1) << hit.describe_all();
+    EXPECT_TRUE(hit.nothing_left());
+}
+
 TEST(CommRun, KilledRankIsNamedByEveryOther) {
     WorkerRun run(4, {"--tp", "2", "--pp", "2", "--mode", "die", "--victim", "3", "--after", "1", "--timeout", "30"});
     ASSERT_TRUE(run.wait(30)) << run.describe_all();

@@ -2,7 +2,8 @@
 // against a real single-host Slurm (tests/slurm_fixture.h: munged, slurmctld and slurmd on
 // 127.0.0.1): the generated sbatch script trains tiny-gpt-8rank's 8 ranks through srun; a
 // rank killed mid-run, a scancel and a time limit each end the run as Slurm says, and
-// nothing of the run stays running. Skipped (saying why) only without Slurm's packages.
+// nothing of the run stays running; with --max-restarts a rank killed mid-run is followed by a
+// fresh srun step that resumes from the newest checkpoint with the undisturbed losses. Skipped (saying why) only without Slurm's packages.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "launcher_test_util.h"
+#include "loss_curve.h"
 #include "process_test_util.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
@@ -185,6 +187,92 @@ TEST(SlurmLaunch, AJobPastItsTimeLimitIsReportedAsTimedOut) {
         << w.out << read_file(run + "/slurm-" + job + ".out");
     EXPECT_GE(logged_step(run, 0), 1) << "it trained until the limit";
     EXPECT_TRUE(survivors_after("time", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+// Issue 31: --max-restarts under Slurm. kill -9 of a rank mid-run ends that srun step; the
+// batch script starts a fresh one in the same allocation from the newest complete checkpoint,
+// records the restart (restarts.jsonl, shown by ptd watch) and the job completes with the
+// undisturbed run's losses bit for bit.
+TEST(SlurmLaunch, MaxRestartsResumesAKilledRankInAFreshSrunStepWithTheSameLosses) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_restart");
+    constexpr int kSteps = 10;
+    const std::string flags = "--steps " + std::to_string(kSteps) + " --checkpoint-every 2";
+    const std::string calm_job = submit(slurm, dir.path.string(), "rcalm", flags);
+    ASSERT_FALSE(calm_job.empty());
+    const Proc calm = watch(slurm, dir / "runs/rcalm");
+    ASSERT_NE(calm.out.find("finished: Slurm job " + calm_job + " COMPLETED"), std::string::npos) << calm.out << calm.err;
+
+    const std::string job = submit(slurm, dir.path.string(), "rhit", flags + " --max-restarts 2");
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/rhit";
+    const std::string script = read_file(run + "/sbatch.sh");
+    EXPECT_NE(script.find("--open-mode=append"), std::string::npos) << script;
+    // After the checkpoint of step 4 is complete and rank 3 trained past it.
+    ASSERT_TRUE(wait_until(180, [&] {
+        return logged_step(run, 3) >= 5 && std::filesystem::exists(run + "/checkpoints/step-00000004/manifest.json");
+    })) << read_file(run + "/rank-3.log") << read_file(run + "/slurm-" + job + ".out");
+    const int pid = rank_pid("rhit", 3);
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+
+    const Proc w = watch(slurm, run);
+    const std::string out = read_file(run + "/slurm-" + job + ".out");
+    EXPECT_EQ(w.rc, 0) << w.out << w.err;
+    EXPECT_NE(w.out.find("finished: Slurm job " + job + " COMPLETED"), std::string::npos) << w.out << out;
+    EXPECT_NE(w.out.find("restart 1 of 2: rank 3 on " + slurm.node + ": Killed; resuming from the checkpoint of step "),
+              std::string::npos)
+        << w.out << out;
+    EXPECT_NE(out.find("ptd: restart 1 of 2: rank 3 on " + slurm.node + ": Killed; resuming from step "), std::string::npos) << out;
+
+    auto restarts = ptd::restarts_from_lines(read_file(run + "/restarts.jsonl"), run + "/restarts.jsonl", 8, 1);
+    ASSERT_TRUE(restarts) << restarts.error().str();
+    ASSERT_EQ(restarts->size(), 1u) << read_file(run + "/restarts.jsonl");
+    const ptd::RestartRecord& r = restarts->front();
+    EXPECT_EQ(r.attempt, 1);
+    EXPECT_EQ(r.rank, 3);
+    EXPECT_EQ(r.host, 0);
+    EXPECT_GE(r.resumed_from, 4);
+    EXPECT_EQ(r.resumed_from % 2, 0);
+    EXPECT_GE(r.failed_at_step, 5);
+    EXPECT_EQ(r.steps_lost, r.failed_at_step - r.resumed_from);
+    EXPECT_GE(r.seconds_lost, 0);
+    // The resumed step said which checkpoint it took.
+    EXPECT_NE(read_file(run + "/rank-0.log").find("\"resumed_from\":" + std::to_string(r.resumed_from)), std::string::npos);
+
+    // Bit for bit: every rank's loss and gradient norm at every step.
+    expect_same_curve(loss_curve(dir / "runs/rcalm", 8), loss_curve(run, 8), (size_t)8 * kSteps);
+    EXPECT_TRUE(survivors_after("rhit", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+// The budget: with --max-restarts 1, a second kill ends the job failed, naming the rank, and
+// the script says no restart is left.
+TEST(SlurmLaunch, ASecondFailureAfterTheLastRestartFailsTheJob) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_budget");
+    const std::string job = submit(slurm, dir.path.string(), "budget", "--steps 100000 --max-restarts 1");
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/budget";
+    for (int kill_no = 0; kill_no < 2; ++kill_no) {
+        // Rank 5 of this step has logged a step (its log is appended to, so count steps).
+        const int before = (int)read_file(run + "/rank-5.log").size();
+        ASSERT_TRUE(wait_until(180, [&] {
+            const std::string log = read_file(run + "/rank-5.log");
+            return (int)log.size() > before && log.find("\"event\":\"step\"", before) != std::string::npos && rank_pid("budget", 5) > 0;
+        })) << read_file(run + "/slurm-" + job + ".out");
+        ASSERT_EQ(kill(rank_pid("budget", 5), SIGKILL), 0);
+        if (kill_no == 0)
+            ASSERT_TRUE(wait_until(60, [&] { return !read_file(run + "/restarts.jsonl").empty(); }));
+    }
+    const Proc w = watch(slurm, run);
+    const std::string out = read_file(run + "/slurm-" + job + ".out");
+    EXPECT_NE(w.out.find("failed: Slurm job " + job + " FAILED"), std::string::npos) << w.out << out;
+    EXPECT_NE(out.find("ptd: rank 5 on " + slurm.node + ": Killed; no restart left (1 of 1 used)"), std::string::npos) << out;
+    EXPECT_TRUE(survivors_after("budget", 30).empty());
     EXPECT_EQ(slurm.live_jobs(), "");
 }
 

@@ -337,6 +337,35 @@ TEST(RunManifest, ReadManifestErrorsNameThePath) {
 // ---------------------------------------------------------------------------------------
 // Writer and follower
 
+// A Slurm run's restarts come from its batch script (launch_plan.cpp, slurm_restart_loop):
+// one restart object a line of restarts.jsonl; a last line still being written is not read,
+// and a bad line is named with its file and line.
+TEST(RunManifest, SlurmRestartLinesReadBackAndBadOnesAreNamed) {
+    const std::string line1 = R"({"attempt":1,"rank":3,"host":0,"reason":"rank 3 on n1: Killed","time":1700000000,)"
+                              R"("failed_at_step":7,"resumed_from":4,"steps_lost":3,"seconds_lost":12})";
+    const std::string line2 = R"({"attempt":2,"rank":-1,"host":-1,"reason":"the srun step exited with code 1","time":1700000100,)"
+                              R"("failed_at_step":9,"resumed_from":8,"steps_lost":1,"seconds_lost":null})";
+    auto rs = restarts_from_lines(line1 + "\n" + line2 + "\n" + R"({"attempt":3,"ra)", "run/restarts.jsonl", 8, 1);
+    ASSERT_TRUE(rs) << rs.error().str();
+    ASSERT_EQ(rs->size(), 2u);
+    EXPECT_EQ((*rs)[0].rank, 3);
+    EXPECT_EQ((*rs)[0].reason, "rank 3 on n1: Killed");
+    EXPECT_EQ((*rs)[0].resumed_from, 4);
+    EXPECT_EQ((*rs)[0].steps_lost, 3);
+    EXPECT_EQ((*rs)[0].seconds_lost, 12);
+    EXPECT_EQ((*rs)[1].rank, -1);
+    EXPECT_LT((*rs)[1].seconds_lost, 0);  // null: not known
+    EXPECT_EQ(restarts_from_lines("", "x", 8, 1)->size(), 0u);
+
+    auto garbled = restarts_from_lines(line1 + "\nnot json\n", "run/restarts.jsonl", 8, 1);
+    ASSERT_FALSE(garbled);
+    ptd_test::expect_mentions(garbled.error().str(), {"run/restarts.jsonl", "line 2", "not a JSON restart object"});
+    // A rank outside the world, and attempts out of order.
+    auto wrong = restarts_from_lines(std::string(R"({"attempt":2,"rank":9})") + "\n", "run/restarts.jsonl", 8, 1);
+    ASSERT_FALSE(wrong);
+    ptd_test::expect_mentions(wrong.error().str(), {"line 1: attempt", "line 1: rank", "got 9"});
+}
+
 TEST(RunDir, WriterCreatesTheLayout) {
     const std::string dir = fresh_dir("layout") + "/runs/deep/run-1";  // parents too
     auto w = RunDirWriter::create(dir, "[model]\npreset = \"tiny-gpt\"\n", sample_manifest());

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "ptd/common/sha256.h"
 #include "ptd/engine/dtype.h"
 #include "ptd/engine/kv_store.h"
 
@@ -569,6 +571,60 @@ gloo::transport::tcp::attr device_attr(const CommOptions& options) {
 
 }  // namespace
 
+// Gloo's TCP pairs carry no authentication: a pair connects to its peer's listener and sends
+// an 8-byte sequence number, and the listener hands the connection to whichever pair awaits
+// that number (gloo/transport/tcp/listener.cc). Whoever reaches the listener's port first with
+// the awaited number — they are small and counted up per device — takes the peer's place.
+// The addresses themselves travel through the authenticated store, but the port can be found
+// by scanning. So before a group carries anything, each member proves the run's secret to
+// each peer over the pair itself: 32 bytes of HMAC-SHA-256(secret, kPairContext + group prefix
+// + "\n" + sender + ">" + receiver), checked in constant time. An impostor cannot make it,
+// and the group fails naming the peer instead of training on what a stranger sends
+// (docs/engine.md, "Gloo's pairs").
+static constexpr std::string_view kPairContext = "ptd-gloo-pair-v1\n";
+static constexpr uint64_t kPairCheckSlot = 0x7074645f70616972ull;  // "ptd_pair": no collective's slot
+
+static std::array<uint8_t, 32> pair_token(const std::string& secret, const std::string& prefix, int from, int to) {
+    std::string message(kPairContext);
+    message += prefix + "\n" + std::to_string(from) + ">" + std::to_string(to);
+    return hmac_sha256(secret, message);
+}
+
+static Result<void> check_pairs(gloo::rendezvous::Context& ctx, const std::string& secret, const std::string& prefix,
+                         const std::vector<int>& members, std::chrono::milliseconds timeout) {
+    const int me = ctx.rank, n = ctx.size;
+    std::vector<std::array<uint8_t, 32>> mine(n), theirs(n);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> out(n), in(n);
+    int peer = -1;
+    try {
+        for (peer = 0; peer < n; ++peer) {
+            if (peer == me) continue;
+            mine[peer] = pair_token(secret, prefix, members[me], members[peer]);
+            out[peer] = ctx.createUnboundBuffer(mine[peer].data(), mine[peer].size());
+            in[peer] = ctx.createUnboundBuffer(theirs[peer].data(), theirs[peer].size());
+            out[peer]->send(peer, kPairCheckSlot);
+            in[peer]->recv(peer, kPairCheckSlot);
+        }
+        for (peer = 0; peer < n; ++peer) {
+            if (peer == me) continue;
+            if (!in[peer]->waitRecv(timeout)) throw gloo::IoException("receive aborted");
+            const auto want = pair_token(secret, prefix, members[peer], members[me]);
+            uint8_t diff = 0;
+            for (size_t i = 0; i < want.size(); ++i) diff |= (uint8_t)(want[i] ^ theirs[peer][i]);
+            if (diff != 0)
+                return fail({}, "", "the Gloo pair with global rank " + std::to_string(members[peer]) +
+                                        " did not prove the run's secret (a connection from outside the run took its place, "
+                                        "or the ranks were given different PTD_RUN_SECRET values); stopping before it carries data");
+        }
+        for (peer = 0; peer < n; ++peer)
+            if (peer != me && !out[peer]->waitSend(timeout)) throw gloo::IoException("send aborted");
+    } catch (const std::exception& e) {
+        return fail({}, "", "the Gloo pair with global rank " + std::to_string(peer >= 0 && peer < n ? members[peer] : -1) +
+                                " did not prove the run's secret: " + e.what());
+    }
+    return {};
+}
+
 Result<std::optional<CommGroups>> single_process_groups(const RankLayout& layout, int rank) {
     if (rank < 0 || rank >= std::max(layout.world, 1))
         return fail({}, "RANK", "rank " + std::to_string(rank) + " is outside the layout's world of " +
@@ -660,6 +716,10 @@ Result<CommGroups> make_gloo_groups(KvClient& store, const RankLayout& layout, i
             ctx->setTimeout(timeout);
             gloo::rendezvous::PrefixStore prefixed(prefix, kv_store);
             ctx->connectFullMesh(prefixed, device);
+            if (!options.pair_secret.empty())
+                if (auto ok = check_pairs(*ctx, options.pair_secret, prefix, members, timeout); !ok)
+                    return fail({}, "", "cannot set up the " + name + " group " + std::to_string(index) + " (global ranks " +
+                                            join_ranks(members) + "): " + ok.error().one_line());
             out = std::make_unique<GlooCommunicator>(name, std::move(members), std::move(ctx), timeout, strict,
                                                      on_failure, on_contract_violation);
         } catch (const gloo::EnforceNotMet& e) {

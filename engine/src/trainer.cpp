@@ -211,6 +211,7 @@ int connect_run(RunState& s) {
     co.run_id = s.run_id;
     co.timeout_s = s.opt.comm_timeout_s;
     co.strict_fifo = *strict;
+    co.pair_secret = *secret;
     // A strict-mode mismatch is this rank's finding, not a lost peer: report it as is.
 #ifdef PTD_HAVE_NCCL
     // The CUDA backend's collectives run in NCCL on its comm stream; the CPU and the

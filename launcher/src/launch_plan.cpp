@@ -364,6 +364,13 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     plan.max_restarts = opts.max_restarts.value_or(job.launch.max_restarts);
     plan.checkpoint_every = opts.checkpoint_every.value_or(job.launch.checkpoint_every);
     plan.exclude_failed = opts.exclude_failed;
+    // Under Slurm the batch script restarts inside the job's own allocation; which nodes a
+    // requeued job gets is Slurm's choice (docs/launcher.md, "Restart under Slurm").
+    if (plan.exclude_failed && opts.slurm)
+        return fail(SourceLoc{}, "--exclude-failed",
+                    "not with --slurm: the sbatch script restarts on the job's own allocation, and a node that fails ends "
+                    "that allocation (Slurm then decides where a requeued job runs); allowed: --exclude-failed with a local "
+                    "or SSH launch, --max-restarts alone with --slurm");
     if (plan.checkpoint_every > 0 &&
         std::find(opts.engine_args.begin(), opts.engine_args.end(), "--checkpoint-every") != opts.engine_args.end())
         return fail(SourceLoc{}, "--checkpoint-every",
@@ -583,6 +590,75 @@ static void sbatch_options(std::ostringstream& o, const SlurmSpec& s) {
     for (const std::string& line : s.extra_sbatch) o << "#SBATCH " << line << "\n";
 }
 
+// --max-restarts under Slurm (docs/launcher.md, "Restart under Slurm"): the training step
+// `step` (one srun, every rank) in a loop inside the batch job. A step that fails is followed
+// by a fresh srun step in the same allocation, with --resume when a complete checkpoint exists
+// (the engine takes the newest one, find_latest_checkpoint) — no requeue, so the job keeps its
+// nodes and its place instead of waiting in the queue again. Each restart is a JSON line of
+// RUN_DIR/restarts.jsonl (the manifest's restart objects, restart.h), which RunFollower reads
+// for `ptd watch` and the studio; the rank logs are appended to (--open-mode=append) so they
+// keep every attempt, as the local launcher's do. Same rules as RestartTracker: a rank that
+// exits with code 2 (a bad job or flag) is not restarted, nor is anything after the budget.
+static void slurm_restart_loop(std::ostringstream& o, const LaunchPlan& plan, const std::string& step) {
+    const std::string n = std::to_string(plan.max_restarts);
+    o << "\n# Automatic restart (--max-restarts " << n << "; docs/launcher.md, \"Restart under Slurm\"): a failed step\n"
+      << "# is followed by a fresh srun step in this allocation that resumes from the newest complete\n"
+      << "# checkpoint; each restart is a line of restarts.jsonl (shown by ptd watch). One task per rank;\n"
+      << "# stdout and stderr of rank r are appended to rank-r.log, as with ptd launch.\n"
+      << "run_dir=" << shell_quote(plan.run_dir) << "\n"
+      << "newest_checkpoint() {  # the step of the newest step-N folder with its manifest.json, else 0\n"
+      << "    local best=0 f s\n"
+      << "    for f in \"$run_dir\"/checkpoints/step-*/manifest.json; do\n"
+      << "        s=${f%/manifest.json}; s=${s##*/step-}\n"
+      << "        if [[ -f $f && $s =~ ^[0-9]+$ ]] && (( 10#$s > best )); then best=$((10#$s)); fi\n"
+      << "    done\n"
+      << "    echo \"$best\"\n"
+      << "}\n"
+      << "newest_step() {  # the newest step any rank reported (its \"event\":\"step\" lines), else 0\n"
+      << "    { grep -h '\"event\":\"step\"' \"$run_dir\"/rank-*.log 2>/dev/null || true; } |\n"
+      << "        { grep -o '\"step\":[0-9]*[,}]' || true; } | tr -dc '0-9\\n' | sort -n | tail -n 1 | grep . || echo 0\n"
+      << "}\n"
+      << "# A job Slurm requeued (a node lost) begins here again: its restarts so far still count.\n"
+      << "attempt=$( { grep -c . \"$run_dir/restarts.jsonl\" 2>/dev/null || true; } | head -n 1); attempt=${attempt:-0}\n"
+      << "began=$(date +%s)\n"
+      << "while :; do\n"
+      << "    from=$(newest_checkpoint)\n"
+      << "    resume=(); if (( from > 0 )); then resume=(--resume); fi\n"
+      << "    # A fresh store secret for every step, as ptd launch makes one for every start.\n"
+      << "    export PTD_RUN_SECRET=\"$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n"
+      << "    rc=0\n"
+      << "    # srun's own messages (\"srun: error: NODE: task R: Killed\") are kept to name the rank.\n"
+      << "    { srun_err=$(" << step << " \"${resume[@]}\" 2>&1 1>&3) || rc=$?; } 3>&1\n"
+      << "    if [[ -n $srun_err ]]; then printf '%s\\n' \"$srun_err\" >&2; fi\n"
+      << "    if (( rc == 0 )); then break; fi\n"
+      << "    failure=$(sed -n 's/^srun: error: \\([^:]*\\): task \\([0-9]*\\): \\(.*\\)$/\\2:\\1:\\3/p' <<<\"$srun_err\" | head -n 1)\n"
+      << "    rank=-1 host=-1 reason=\"the srun step exited with code $rc\"\n"
+      << "    if [[ -n $failure ]]; then\n"
+      << "        rank=${failure%%:*}; failure=${failure#*:}\n"
+      << "        host=$(( rank / LOCAL_WORLD_SIZE )); reason=\"rank $rank on ${failure%%:*}: ${failure#*:}\"\n"
+      << "    fi\n"
+      << "    reason=${reason//[\\\"\\\\]/}\n"
+      << "    if [[ $reason == *': Exited with exit code 2' ]]; then\n"
+      << "        echo \"ptd: $reason (a bad job or flag): a restart would fail the same way\" >&2; exit \"$rc\"\n"
+      << "    fi\n"
+      << "    if (( attempt >= " << n << " )); then echo \"ptd: $reason; no restart left ($attempt of " << n << " used)\" >&2; exit \"$rc\"; fi\n"
+      << "    attempt=$((attempt + 1))\n"
+      << "    from=$(newest_checkpoint); failed_at=$(newest_step); (( failed_at > from )) || failed_at=$from\n"
+      << "    # Lost: the wall time from the checkpoint's save (or this step's start) to the restart.\n"
+      << "    now=$(date +%s); saved=$began\n"
+      << "    if (( from > 0 )); then\n"
+      << "        saved=$(stat -c %Y \"$run_dir/checkpoints/$(printf 'step-%08d' \"$from\")/manifest.json\" 2>/dev/null || echo 0)\n"
+      << "        (( saved > began )) || saved=$began\n"
+      << "    fi\n"
+      << "    printf '{\"attempt\":%d,\"rank\":%d,\"host\":%d,\"reason\":\"%s\",\"time\":%d,\"failed_at_step\":%d,\"resumed_from\":%d,"
+         "\"steps_lost\":%d,\"seconds_lost\":%d}\\n' \\\n"
+      << "        \"$attempt\" \"$rank\" \"$host\" \"$reason\" \"$now\" \"$failed_at\" \"$from\" $((failed_at - from)) $((now - saved)) "
+         ">>\"$run_dir/restarts.jsonl\"\n"
+      << "    echo \"ptd: restart $attempt of " << n << ": $reason; resuming from step $from in a new srun step\" >&2\n"
+      << "    began=$now\n"
+      << "done\n";
+}
+
 std::string slurm_script(const LaunchPlan& plan) {
     const JobSpec& job = plan.job;
     const SlurmSpec& slurm = job.launch.slurm;
@@ -671,10 +747,15 @@ std::string slurm_script(const LaunchPlan& plan) {
                    " export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; fi;";
     // One task per rank: Slurm's task id is the global rank (block distribution puts
     // consecutive ranks on a node, as make_layout's node = rank / gpus_per_node does).
-    o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n"
-      << srun << " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" << gpu_pick << " exec \"$0\" \"$@\"' "
-      << (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) << args
-      << "\n";
+    const std::string step = srun + (plan.max_restarts > 0 ? " --open-mode=append" : "") +
+                             " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" + gpu_pick + " exec \"$0\" \"$@\"' " +
+                             (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) +
+                             args;
+    if (plan.max_restarts <= 0) {
+        o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n" << step << "\n";
+        return o.str();
+    }
+    slurm_restart_loop(o, plan, step);
     return o.str();
 }
 

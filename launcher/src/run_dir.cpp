@@ -417,6 +417,41 @@ std::string manifest_to_json(const RunManifest& m) {
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
+// One restart object: an entry of the manifest's "restarts", or a line of restarts.jsonl.
+static RestartRecord read_restart(ManifestReader& rd, const json& e, const std::string& prefix, size_t i, int world_size,
+                                  size_t hosts) {
+    RestartRecord r;
+    rd.integer(e, prefix, "attempt", r.attempt, true, (long long)i + 1, (long long)i + 1);
+    rd.integer(e, prefix, "rank", r.rank, false, -1, std::max(0, world_size - 1));
+    rd.integer(e, prefix, "host", r.host, false, -1, std::max<long long>(0, (long long)hosts - 1));
+    rd.string(e, prefix, "reason", r.reason);
+    rd.number(e, prefix, "time", r.time);
+    rd.integer(e, prefix, "failed_at_step", r.failed_at_step, false, 0);
+    rd.integer(e, prefix, "resumed_from", r.resumed_from, false, 0);
+    rd.integer(e, prefix, "steps_lost", r.steps_lost, false, 0);
+    if (const json* x = rd.get(e, prefix, "seconds_lost", false, "a number or null"); x && !x->is_null())
+        rd.number(e, prefix, "seconds_lost", r.seconds_lost);
+    return r;
+}
+
+Result<std::vector<RestartRecord>> restarts_from_lines(const std::string& text, const std::string& file, int world_size,
+                                                       size_t hosts) {
+    ManifestReader rd(file);
+    std::vector<RestartRecord> out;
+    size_t start = 0;
+    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+        const std::string at = "line " + std::to_string(out.size() + 1);
+        const json j = json::parse(text.substr(start, nl - start), nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded() || !j.is_object()) {
+            rd.problem(at, "not a JSON restart object");
+            break;
+        }
+        out.push_back(read_restart(rd, j, at + ": ", out.size(), world_size, hosts));
+    }
+    if (auto ok = rd.result({}); !ok) return std::unexpected(ok.error());
+    return out;
+}
+
 Result<RunManifest> manifest_from_json(const std::string& text, const std::string& file) {
     ManifestReader rd(file);
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -513,18 +548,7 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     }
     rd.integer(j, "", "max_restarts", m.max_restarts, false, 0, 1000);
     rd.each_object(j, "restarts", false, "an array of restart objects", [&](const json& e, const std::string& prefix, size_t i) {
-        RestartRecord r;
-        rd.integer(e, prefix, "attempt", r.attempt, true, (long long)i + 1, (long long)i + 1);
-        rd.integer(e, prefix, "rank", r.rank, false, -1, std::max(0, m.world_size - 1));
-        rd.integer(e, prefix, "host", r.host, false, -1, std::max<long long>(0, (long long)m.hosts.size() - 1));
-        rd.string(e, prefix, "reason", r.reason);
-        rd.number(e, prefix, "time", r.time);
-        rd.integer(e, prefix, "failed_at_step", r.failed_at_step, false, 0);
-        rd.integer(e, prefix, "resumed_from", r.resumed_from, false, 0);
-        rd.integer(e, prefix, "steps_lost", r.steps_lost, false, 0);
-        if (const json* x = rd.get(e, prefix, "seconds_lost", false, "a number or null"); x && !x->is_null())
-            rd.number(e, prefix, "seconds_lost", r.seconds_lost);
-        m.restarts.push_back(std::move(r));
+        m.restarts.push_back(read_restart(rd, e, prefix, i, m.world_size, m.hosts.size()));
     });
     if (const json* g = rd.container(j, "goodput", false, json::value_t::object, "an object")) {
         RunGoodput gp;
@@ -668,6 +692,11 @@ std::vector<LaunchEvent> RunFollower::poll() {
             tails_.push_back(std::move(tail));
         }
     }
+    // A Slurm run's restarts are the batch script's (launch_plan.cpp, slurm_restart_loop).
+    if (manifest_.scheduler && manifest_.restarts.empty())
+        if (auto rs = restarts_from_lines(read_small_file(dir_ + "/restarts.jsonl"), dir_ + "/restarts.jsonl",
+                                          manifest_.world_size, manifest_.hosts.size()))
+            manifest_.restarts = std::move(*rs);
     // Restarts the launcher recorded since the last poll (restart.h).
     for (; restarts_sent_ < manifest_.restarts.size(); ++restarts_sent_) {
         const RestartRecord& rr = manifest_.restarts[restarts_sent_];

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "launcher_test_util.h"
+#include "loss_curve.h"
 #include "ptd/launch.h"
 #include "ptd/restart.h"
 #include "ptd/run_dir.h"
@@ -78,19 +79,6 @@ LaunchRun run_launch(LaunchPlan plan, double timeout_s, const std::function<void
     return out;
 }
 
-// (rank, step) → the loss and gradient norm of that step's last report, from the rank logs:
-// a step trained again after a restart replaces the one the failure threw away.
-using Curve = std::map<std::pair<int, int>, std::pair<double, double>>;
-Curve loss_curve(const std::string& run_dir, int world) {
-    Curve c;
-    for (int r = 0; r < world; ++r) {
-        std::istringstream lines(read_file(run_dir + "/rank-" + std::to_string(r) + ".log"));
-        for (std::string l; std::getline(lines, l);)
-            if (auto m = parse_metrics_line(l); m && m->kind == MetricKind::step) c[{r, m->step}] = {m->loss, m->grad_norm};
-    }
-    return c;
-}
-
 }  // namespace
 
 // The check: kill -9 a rank mid-run; the run restarts from the newest complete
@@ -146,14 +134,7 @@ TEST(LocalRestart, KilledRankResumesFromTheNewestCheckpointWithTheSameLosses) {
     EXPECT_NEAR(m->goodput->goodput, m->goodput->training_s / m->goodput->wall_s, 1e-12);
 
     // Bit for bit: every rank's loss and gradient norm at every step.
-    const Curve want = loss_curve(dir + "/calm", 4), got = loss_curve(dir + "/hit", 4);
-    ASSERT_EQ(want.size(), (size_t)4 * kSteps);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [key, value] : want) {
-        ASSERT_TRUE(got.count(key)) << "rank " << key.first << " step " << key.second;
-        EXPECT_EQ(got.at(key).first, value.first) << "loss of rank " << key.first << " step " << key.second;
-        EXPECT_EQ(got.at(key).second, value.second) << "grad norm of rank " << key.first << " step " << key.second;
-    }
+    expect_same_curve(loss_curve(dir + "/calm", 4), loss_curve(dir + "/hit", 4), (size_t)4 * kSteps);
     EXPECT_TRUE(survivors_after("hit", 5).empty());
     EXPECT_TRUE(survivors_after("calm", 1).empty());
 }
@@ -289,6 +270,14 @@ TEST(LocalRestart, FlagsReachEveryRankAndTheDryRun) {
     ASSERT_FALSE(twice);
     EXPECT_NE(twice.error().str().find("given twice: as launch.checkpoint_every and after --"), std::string::npos)
         << twice.error().str();
+    // Slurm keeps its allocation's nodes: --exclude-failed has no hosts to leave out there.
+    const Proc slurm = run_captured(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-gpt-8rank.toml --slurm --max-restarts 2 "
+                                    "--exclude-failed --run-root " + dir + " --run-id slurm-exclude");
+    EXPECT_EQ(slurm.rc, 2) << slurm.out << slurm.err;
+    EXPECT_NE(slurm.err.find("--exclude-failed: not with --slurm: the sbatch script restarts on the job's own allocation"),
+              std::string::npos)
+        << slurm.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/slurm-exclude/sbatch.sh"));
 }
 
 // ---- a host's network cut: two SSH "hosts" in network namespaces ------------------------

@@ -92,6 +92,11 @@ std::string manifest_to_json(const RunManifest& m);
 // Errors name the file and the field, e.g. "runs/x/manifest.json: field \"ranks\": ...".
 Result<RunManifest> manifest_from_json(const std::string& text, const std::string& file);
 Result<RunManifest> read_manifest(const std::string& run_dir);
+// The restarts a Slurm batch script recorded, one restart object (as in the manifest's
+// "restarts") a line of RUN_DIR/restarts.jsonl; a last line without its newline is still
+// being written and is not read yet. An error names the file and the line.
+Result<std::vector<RestartRecord>> restarts_from_lines(const std::string& text, const std::string& file, int world_size,
+                                                       size_t hosts);
 // Replaces RUN_DIR/manifest.json atomically (tmp + rename), for a run no RunDirWriter
 // writes any more (`ptd stop` recording a Slurm job's end).
 Result<void> write_manifest_file(const std::string& run_dir, const RunManifest& m);

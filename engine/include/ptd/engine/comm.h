@@ -141,6 +141,8 @@ struct CommOptions {
                                  // each operation and of communicator init (the watchdog's, comm_watchdog.h)
     std::string hostname;        // address to listen on for Gloo pairs; "" = MASTER_ADDR's family default
     bool strict_fifo = false;    // strict p2p checking (also switched on by PTD_COMM_STRICT_FIFO=1)
+    std::string pair_secret;     // the run's secret (PTD_RUN_SECRET): every Gloo pair proves it
+                                 // before a group carries data; "" = no check (loopback, no secret)
 };
 
 // PTD_COMM_STRICT_FIFO: unset, "" or "0" → false, "1" → true; anything else is an error
