@@ -1132,6 +1132,24 @@ TEST_P(CudaSimMemcheckEnd, OneElementPastTheEndFaultsNamingTheThread) {
                  "before the start of device allocation 'memcheck out' \\(base 0x[0-9a-f]+, 148 bytes\\).*"
                  "PTD_CUDA_SIM_MEMCHECK=start");
 }
+// Host code touching device memory is covered too: the cuBLASLt reference GEMM reading an A
+// one element shorter than m × k (a size error lt_validate cannot see) faults at that element.
+TEST_P(CudaSimMemcheckEnd, AReferenceGemmReadingPastAnOperandFaults) {
+    void *a = nullptr, *b = nullptr, *d = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&a, (16 * 8 - 1) * sizeof(float), "A short by one").ok());
+    ASSERT_TRUE(sim::malloc_device(&b, 8 * 8 * sizeof(float), "B").ok());
+    ASSERT_TRUE(sim::malloc_device(&d, 16 * 8 * sizeof(float), "D").ok());
+    std::fill_n(static_cast<float*>(a), 16 * 8 - 1, 1.0f);
+    std::fill_n(static_cast<float*>(b), 8 * 8, 1.0f);
+    sim::LtMatmul p;
+    p.m = 16, p.n = 8, p.k = 8;
+    p.A = a, p.B = b, p.D = d;
+    p.lda = 16, p.ldb = 8, p.ldd = p.ldc = 16;
+    EXPECT_DEATH((void)sim::lt_matmul(p, nullptr),
+                 "memcheck: invalid read outside any kernel .*\n  address 0x[0-9a-f]+ is 0 bytes past the end of "
+                 "device allocation 'A short by one' \\(base 0x[0-9a-f]+, 508 bytes\\)");
+    for (void* x : {a, b, d}) ASSERT_TRUE(sim::free_device(x).ok());
+}
 INSTANTIATE_TEST_SUITE_P(Placement, CudaSimMemcheckEnd, ::testing::Values(sim::SimMemcheck::end),
                          [](const auto&) { return "End"; });
 

@@ -136,6 +136,9 @@ bool sim_racecheck();
 // launch: a write there stops the process naming the kernel and the allocation. Reads there
 // are caught only by the other placement.
 enum class SimMemcheck : uint8_t { off, end, start };
+// Installs the fault handler (sim.cpp) and this OS thread's alternate signal stack; called by
+// every memcheck allocation and launch, so host code touching device memory is covered too.
+void sim_memcheck_install_handler();
 void sim_set_memcheck(SimMemcheck mode);
 SimMemcheck sim_memcheck();
 // Parses a PTD_CUDA_SIM_MEMCHECK value (unset, "" and "0": off; "1" and "end": end; "start");

@@ -157,6 +157,7 @@ Status malloc_device(void** ptr, size_t bytes, const char* tag) {
         return {};
     }
     if (const SimMemcheck mode = sim_memcheck(); mode != SimMemcheck::off) {
+        sim_memcheck_install_handler();
         // [guard page][data pages: canary, the allocation, canary][guard page]
         const size_t guard = Allocation::kGuardPage;
         const size_t data = (std::max<size_t>(bytes, 1) + guard - 1) / guard * guard;
@@ -389,6 +390,8 @@ std::string sim_check_canaries() {
     for (const auto& [start, a] : s.allocations) {
         if (!a.map_length) continue;
         const auto check = [&](uintptr_t lo, uintptr_t hi, bool before) -> std::string {
+            static const std::vector<unsigned char> canary(Allocation::kGuardPage, 0xff);  // slack < a page
+            if (std::memcmp(reinterpret_cast<const void*>(lo), canary.data(), hi - lo) == 0) return {};
             for (uintptr_t p = lo; p < hi; ++p)
                 if (*reinterpret_cast<const unsigned char*>(p) != 0xff) {
                     char buf[320];

@@ -507,7 +507,9 @@ void memcheck_fault(int, siginfo_t* info, void* context) {
     signal(SIGSEGV, SIG_DFL);
 }
 
-void install_memcheck_handler() {
+}  // namespace
+
+void sim_memcheck_install_handler() {
     static std::once_flag installed;
     std::call_once(installed, [] {
         struct sigaction sa {};
@@ -526,6 +528,8 @@ void install_memcheck_handler() {
         has_alt_stack = true;
     }
 }
+
+namespace {
 
 uint64_t read_env_seed() {
     const char* env = std::getenv("PTD_CUDA_SIM_SEED");
@@ -725,7 +729,7 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
         return;
     }
     Simulator& s = tl_sim;
-    if (sim_memcheck() != SimMemcheck::off) install_memcheck_handler();
+    if (sim_memcheck() != SimMemcheck::off) sim_memcheck_install_handler();
     const uint64_t launch_index = s.launches++;
     s.last_seed = splitmix64(base_seed() ^ splitmix64(launch_index));
 
