@@ -371,6 +371,14 @@ __global__ void read_one_before_the_start(const float* in, float* out, int n) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) out[i] = in[i - 1];
 }
+// Recursion deep enough to run through a fiber's 256 KiB stack, 1 KiB a level (every level
+// touches its whole frame, so the first page past the stack, the guard, is hit).
+__device__ __noinline__ int deep(int depth) {
+    volatile char pad[1024];
+    for (int i = 0; i < 1024; i += 256) pad[i] = (char)depth;
+    return depth == 0 ? pad[0] : deep(depth - 1) + pad[512];
+}
+__global__ void overflow_stack(int* out) { out[0] = deep(1000); }
 __global__ void copy_vec(const float* in, float* out, int n) {  // in bounds: 128-bit where whole
     const int i = 4 * (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i + 4 <= n) ptd::cuda::sim::store128(out + i, ptd::cuda::sim::load128(in + i));
@@ -1170,6 +1178,14 @@ TEST_P(CudaSimMemcheckStart, OneElementBeforeTheStartFaultsNamingTheThread) {
 }
 INSTANTIATE_TEST_SUITE_P(Placement, CudaSimMemcheckStart, ::testing::Values(sim::SimMemcheck::start),
                          [](const auto&) { return "Start"; });
+
+// A thread running out of its fiber stack hits the guard page below it; under memcheck the
+// report says so, naming the thread.
+TEST_P(CudaSimMemcheckEnd, StackOverflowIsNamed) {
+    EXPECT_DEATH(PTD_LAUNCH(bad::overflow_stack, 1, 1, 0, nullptr, reinterpret_cast<int*>(out)),
+                 "memcheck: invalid write by bad::overflow_stack .* in block \\(0, 0, 0\\) thread \\(0, 0, 0\\):\n"
+                 "  address 0x[0-9a-f]+ is in the guard page below the thread's 256 KiB stack");
+}
 
 // A freed allocation's pages are unmapped: a kernel still using the pointer faults.
 TEST(CudaSimMemcheckFreed, UseAfterFreeFaults) {
