@@ -105,12 +105,14 @@ Host nan_host(DType t, int64_t n, bool misaligned = false) { return Host(t, n, m
 // ---- simulated device buffers ------------------------------------------------------------
 
 // A device allocation mirroring a Host: same element offset from a 256-byte aligned base,
-// so a misaligned host tensor is misaligned on the device too.
+// so a misaligned host tensor is misaligned on the device too. It ends with the tensor's
+// last element (not with the Host's spare elements), so under the simulator's memcheck
+// (test_cuda_kernels_memcheck) a kernel touching one element past the tensor faults.
 struct Dev {
     void* base = nullptr;
     unsigned char* ptr = nullptr;
     size_t bytes = 0;
-    explicit Dev(const Host& h) : bytes(h.bytes.size()) {
+    explicit Dev(const Host& h) : bytes(std::max<size_t>(1, static_cast<size_t>(h.offset + h.n) * h.es())) {
         PTD_CUDA_CHECK(kc::malloc_device(&base, bytes, "test tensor"));
         ptr = static_cast<unsigned char*>(base) + h.offset * h.es();
         PTD_CUDA_CHECK(kc::memcpy_sync(base, h.bytes.data(), bytes, kc::CopyKind::host_to_device));

@@ -344,6 +344,47 @@ __global__ void last_block_wins(int* out) {  // every block writes out[0]: the o
 __global__ void own_element(int* out) {  // race-free: each block writes its own element
     if (threadIdx.x == 0) out[blockIdx.x] = (int)blockIdx.x;
 }
+// Every block reads the counter, waits at a barrier, then writes it plus one: blocks run one
+// after another in any order give blocks; blocks whose stretches interleave lose updates.
+__global__ void split_increment(int* counter) {
+    PTD_SHARED(int, seen, 1);
+    if (threadIdx.x == 0) seen[0] = counter[0];
+    __syncthreads();
+    if (threadIdx.x == 0) counter[0] = seen[0] + 1;
+}
+// Out-of-bounds accesses for memcheck: a guard for i < n that is off by one (<= n), and an
+// index shifted down by one (thread 0 of block 0 touches element -1).
+__global__ void copy_one_past_the_end(const float* in, float* out, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] = in[i];
+    if (i == n) out[i] = 0.0f;
+}
+__global__ void read_one_past_the_end(const float* in, float* out, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i <= n) out[i < n ? i : 0] = in[i];
+}
+__global__ void write_one_before_the_start(float* out, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i - 1] = 1.0f;
+}
+__global__ void read_one_before_the_start(const float* in, float* out, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] = in[i - 1];
+}
+// Recursion deep enough to run through a fiber's 256 KiB stack, 1 KiB a level (every level
+// touches its whole frame, so the first page past the stack, the guard, is hit).
+__device__ __noinline__ int deep(int depth) {
+    volatile char pad[1024];
+    for (int i = 0; i < 1024; i += 256) pad[i] = (char)depth;
+    return depth == 0 ? pad[0] : deep(depth - 1) + pad[512];
+}
+__global__ void overflow_stack(int* out) { out[0] = deep(1000); }
+__global__ void copy_vec(const float* in, float* out, int n) {  // in bounds: 128-bit where whole
+    const int i = 4 * (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 4 <= n) ptd::cuda::sim::store128(out + i, ptd::cuda::sim::load128(in + i));
+    else
+        for (int k = i; k < n; ++k) out[k] = in[k];
+}
 }  // namespace bad
 
 class CudaSimDeath : public ::testing::Test {
@@ -999,4 +1040,164 @@ TEST(CudaSimRacecheck, ReverseBlockOrderExposesBlocksThatDependOnEachOther) {
     for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], i);
     sim::sim_set_racecheck(false);
     ASSERT_TRUE(sim::free_device(d).ok());
+}
+
+// The interleaved order: blocks resident together, their stretches between barriers taken in
+// turn. A read-barrier-write of one counter gives the same bits in the seeded and the reverse
+// order (every block runs whole), and loses updates only when blocks interleave.
+TEST(CudaSimRacecheck, InterleavedBlocksExposeAReadThenWriteAcrossABarrier) {
+    void* d = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&d, sizeof(int), "counter").ok());
+    int* counter = static_cast<int*>(d);
+    *counter = 0;
+    PTD_LAUNCH(bad::split_increment, 4, 32, 0, nullptr, counter);
+    EXPECT_EQ(*counter, 4);  // without racecheck: one block after another
+    sim::sim_set_racecheck(true);
+    EXPECT_DEATH(PTD_LAUNCH(bad::split_increment, 4, 32, 0, nullptr, counter),
+                 "racecheck: bad::split_increment .*device allocation 'counter' byte 0 is 8 after the blocks ran in one "
+                 "order and 5 with 4 blocks resident and their threads interleaved between barriers");
+    sim::sim_set_racecheck(false);
+    ASSERT_TRUE(sim::free_device(d).ok());
+}
+
+// ---- memcheck (runtime.h) ------------------------------------------------------------------
+
+TEST(CudaSimMemcheck, ParsesTheVariableAndRejectsOtherValues) {
+    sim::SimMemcheck mode = sim::SimMemcheck::end;
+    std::string error;
+    ASSERT_TRUE(sim::sim_memcheck_mode(nullptr, &mode, &error));
+    EXPECT_EQ(mode, sim::SimMemcheck::off);
+    ASSERT_TRUE(sim::sim_memcheck_mode("0", &mode, &error));
+    EXPECT_EQ(mode, sim::SimMemcheck::off);
+    ASSERT_TRUE(sim::sim_memcheck_mode("1", &mode, &error));
+    EXPECT_EQ(mode, sim::SimMemcheck::end);
+    ASSERT_TRUE(sim::sim_memcheck_mode("end", &mode, &error));
+    EXPECT_EQ(mode, sim::SimMemcheck::end);
+    ASSERT_TRUE(sim::sim_memcheck_mode("start", &mode, &error));
+    EXPECT_EQ(mode, sim::SimMemcheck::start);
+    EXPECT_EQ(error, "");
+    EXPECT_FALSE(sim::sim_memcheck_mode("yes", &mode, &error));
+    EXPECT_EQ(error, "PTD_CUDA_SIM_MEMCHECK: got \"yes\"; allowed: 0 or unset (off), 1 or end (allocations end at a "
+                     "guard page), start (allocations start at a guard page)");
+}
+
+// Memcheck with one placement for the test's lifetime; allocations made under it are freed
+// before it is switched off again (the placement is chosen when memory is allocated).
+class CudaSimMemcheck : public ::testing::TestWithParam<sim::SimMemcheck> {
+protected:
+    static constexpr int n = 37;  // 148 bytes: neither a multiple of 16 nor of 256
+    void SetUp() override {
+        GTEST_FLAG_SET(death_test_style, "threadsafe");
+        sim::sim_set_memcheck(GetParam());
+        void* p = nullptr;
+        ASSERT_TRUE(sim::malloc_device(&p, n * sizeof(float), "memcheck in").ok());
+        in = static_cast<float*>(p);
+        ASSERT_TRUE(sim::malloc_device(&p, n * sizeof(float), "memcheck out").ok());
+        out = static_cast<float*>(p);
+        for (int i = 0; i < n; ++i) in[i] = (float)i;
+    }
+    void TearDown() override {
+        EXPECT_TRUE(sim::free_device(in).ok());
+        EXPECT_TRUE(sim::free_device(out).ok());
+        sim::sim_set_memcheck(sim::SimMemcheck::off);
+    }
+    float* in = nullptr;
+    float* out = nullptr;
+};
+
+// A kernel that stays inside its allocations runs and gives the right values, in both
+// placements; so does one using 128-bit accesses, which the GPU allows at any 16-byte
+// offset from an allocation's (256-byte aligned) start.
+TEST_P(CudaSimMemcheck, InBoundsKernelsRun) {
+    if (GetParam() == sim::SimMemcheck::start) EXPECT_EQ(reinterpret_cast<uintptr_t>(in) % 4096, 0u);
+    else EXPECT_EQ((reinterpret_cast<uintptr_t>(in) + n * sizeof(float)) % 4096, 0u);  // its end at the guard
+    EXPECT_EQ(sim::sim_gpu_alignment(in), 256u);
+    EXPECT_EQ(sim::sim_gpu_alignment(in + 4), 16u);
+    EXPECT_EQ(sim::sim_gpu_alignment(in + 1), 4u);
+    PTD_LAUNCH(bad::copy_vec, 2, 8, 0, nullptr, in, out, n);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out[i], (float)i) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, CudaSimMemcheck, ::testing::Values(sim::SimMemcheck::end, sim::SimMemcheck::start),
+                         [](const auto& info) { return info.param == sim::SimMemcheck::end ? "End" : "Start"; });
+
+// The access faults at the guard page; the message names the kernel, its launch site, the
+// block and thread, read or write, the address and where it lies from the nearest allocation.
+using CudaSimMemcheckEnd = CudaSimMemcheck;
+TEST_P(CudaSimMemcheckEnd, OneElementPastTheEndFaultsNamingTheThread) {
+    EXPECT_DEATH(PTD_LAUNCH(bad::copy_one_past_the_end, 2, 32, 0, nullptr, in, out, n),
+                 "memcheck: invalid write by bad::copy_one_past_the_end launched at .*test_cuda_sim.cpp:[0-9]+, "
+                 "grid \\(2, 1, 1\\) block \\(32, 1, 1\\), in block \\(1, 0, 0\\) thread \\(5, 0, 0\\):\n"
+                 "  address 0x[0-9a-f]+ is 0 bytes past the end of device allocation 'memcheck out' \\(base "
+                 "0x[0-9a-f]+, 148 bytes\\)");
+    EXPECT_DEATH(PTD_LAUNCH(bad::read_one_past_the_end, 2, 32, 0, nullptr, in, out, n),
+                 "memcheck: invalid read by bad::read_one_past_the_end .* in block \\(1, 0, 0\\) thread \\(5, 0, 0\\):\n"
+                 "  address 0x[0-9a-f]+ is 0 bytes past the end of device allocation 'memcheck in' \\(base");
+    // The byte before the start is canary here (the start's guard is a page away): a write
+    // there is found after the launch and the other placement is named.
+    EXPECT_DEATH(PTD_LAUNCH(bad::write_one_before_the_start, 2, 32, 0, nullptr, out, n),
+                 "memcheck: bad::write_one_before_the_start at .*test_cuda_sim.cpp:[0-9]+ .*a kernel wrote 4 bytes "
+                 "before the start of device allocation 'memcheck out' \\(base 0x[0-9a-f]+, 148 bytes\\).*"
+                 "PTD_CUDA_SIM_MEMCHECK=start");
+}
+// Host code touching device memory is covered too: the cuBLASLt reference GEMM reading an A
+// one element shorter than m × k (a size error lt_validate cannot see) faults at that element.
+TEST_P(CudaSimMemcheckEnd, AReferenceGemmReadingPastAnOperandFaults) {
+    void *a = nullptr, *b = nullptr, *d = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&a, (16 * 8 - 1) * sizeof(float), "A short by one").ok());
+    ASSERT_TRUE(sim::malloc_device(&b, 8 * 8 * sizeof(float), "B").ok());
+    ASSERT_TRUE(sim::malloc_device(&d, 16 * 8 * sizeof(float), "D").ok());
+    std::fill_n(static_cast<float*>(a), 16 * 8 - 1, 1.0f);
+    std::fill_n(static_cast<float*>(b), 8 * 8, 1.0f);
+    sim::LtMatmul p;
+    p.m = 16, p.n = 8, p.k = 8;
+    p.A = a, p.B = b, p.D = d;
+    p.lda = 16, p.ldb = 8, p.ldd = p.ldc = 16;
+    EXPECT_DEATH((void)sim::lt_matmul(p, nullptr),
+                 "memcheck: invalid read outside any kernel .*\n  address 0x[0-9a-f]+ is 0 bytes past the end of "
+                 "device allocation 'A short by one' \\(base 0x[0-9a-f]+, 508 bytes\\)");
+    for (void* x : {a, b, d}) ASSERT_TRUE(sim::free_device(x).ok());
+}
+INSTANTIATE_TEST_SUITE_P(Placement, CudaSimMemcheckEnd, ::testing::Values(sim::SimMemcheck::end),
+                         [](const auto&) { return "End"; });
+
+using CudaSimMemcheckStart = CudaSimMemcheck;
+TEST_P(CudaSimMemcheckStart, OneElementBeforeTheStartFaultsNamingTheThread) {
+    EXPECT_DEATH(PTD_LAUNCH(bad::write_one_before_the_start, 2, 32, 0, nullptr, out, n),
+                 "memcheck: invalid write by bad::write_one_before_the_start launched at .*test_cuda_sim.cpp:[0-9]+, "
+                 "grid \\(2, 1, 1\\) block \\(32, 1, 1\\), in block \\(0, 0, 0\\) thread \\(0, 0, 0\\):\n"
+                 "  address 0x[0-9a-f]+ is 4 bytes before the start of device allocation 'memcheck out' \\(base "
+                 "0x[0-9a-f]+, 148 bytes\\)");
+    EXPECT_DEATH(PTD_LAUNCH(bad::read_one_before_the_start, 2, 32, 0, nullptr, in, out, n),
+                 "memcheck: invalid read by bad::read_one_before_the_start .* in block \\(0, 0, 0\\) thread "
+                 "\\(0, 0, 0\\):\n  address 0x[0-9a-f]+ is 4 bytes before the start of device allocation 'memcheck in'");
+    // Past the end is canary in this placement: the write is found after the launch.
+    EXPECT_DEATH(PTD_LAUNCH(bad::copy_one_past_the_end, 2, 32, 0, nullptr, in, out, n),
+                 "memcheck: bad::copy_one_past_the_end at .*a kernel wrote 0 bytes past the end of device allocation "
+                 "'memcheck out'.*PTD_CUDA_SIM_MEMCHECK=end");
+}
+INSTANTIATE_TEST_SUITE_P(Placement, CudaSimMemcheckStart, ::testing::Values(sim::SimMemcheck::start),
+                         [](const auto&) { return "Start"; });
+
+// A thread running out of its fiber stack hits the guard page below it; under memcheck the
+// report says so, naming the thread.
+TEST_P(CudaSimMemcheckEnd, StackOverflowIsNamed) {
+    EXPECT_DEATH(PTD_LAUNCH(bad::overflow_stack, 1, 1, 0, nullptr, reinterpret_cast<int*>(out)),
+                 "memcheck: invalid write by bad::overflow_stack .* in block \\(0, 0, 0\\) thread \\(0, 0, 0\\):\n"
+                 "  address 0x[0-9a-f]+ is in the guard page below the thread's 256 KiB stack");
+}
+
+// A freed allocation's pages are unmapped: a kernel still using the pointer faults.
+TEST(CudaSimMemcheckFreed, UseAfterFreeFaults) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    sim::sim_set_memcheck(sim::SimMemcheck::end);
+    void* p = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&p, 64 * sizeof(float), "freed").ok());
+    void* keep = nullptr;
+    ASSERT_TRUE(sim::malloc_device(&keep, 64 * sizeof(float), "kept").ok());
+    ASSERT_TRUE(sim::free_device(p).ok());
+    EXPECT_DEATH(PTD_LAUNCH(bad::write_one_before_the_start, 1, 32, 0, nullptr, static_cast<float*>(p) + 1, 32),
+                 "memcheck: invalid write by bad::write_one_before_the_start .*in no allocation's pages");
+    ASSERT_TRUE(sim::free_device(keep).ok());
+    sim::sim_set_memcheck(sim::SimMemcheck::off);
 }

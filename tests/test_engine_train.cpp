@@ -202,6 +202,48 @@ INSTANTIATE_TEST_SUITE_P(OneAndEightRanks, EngineCudaSim,
                                            CudaSimCase{"tiny-llama", 2, 2, 2, 1, true, "bf16", true}),
                          [](const auto& info) { return cuda_sim_case_name(info.param); });
 
+// The simulator's memcheck (PTD_CUDA_SIM_MEMCHECK, runtime.h) over whole cuda-sim runs (one
+// process, and TP2·PP2·DP2 with ZeRO-1 and SP): every allocation's end against a guard page,
+// then its start, so a load or store of any kernel, copy or cuBLASLt reference GEMM outside
+// its allocation stops the rank naming it. The losses are the plain cuda-sim run's: memcheck moves where allocations lie,
+// never what the kernels compute (vector paths are chosen by the offset within the
+// allocation, as on the GPU). Flash attention runs in bf16 only (its CUDA kernels store
+// 16-bit; fp32 with flash is refused), so the cases are fp32 and bf16 without it, bf16 with it.
+class EngineCudaSimMemcheck : public ::testing::TestWithParam<CudaSimCase> {};
+
+TEST_P(EngineCudaSimMemcheck, EveryAccessStaysInsideItsAllocationInBothPlacements) {
+    const CudaSimCase& c = GetParam();
+    const std::vector<double>& ref = reference_losses(c.preset, c.precision);
+    ASSERT_EQ(ref.size(), 5u);
+    for (const char* placement : {"end", "start"}) {
+        TinyJob j;
+        j.preset = c.preset;
+        j.precision = c.precision;
+        j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
+        j.flash = c.flash;
+        SpawnOptions so;
+        so.deadline_s = 900;
+        setenv("PTD_CUDA_SIM_MEMCHECK", placement, 1);  // the ranks inherit it
+        auto runs = run_engine(write_job(j, cuda_sim_case_name(c) + "-memcheck-" + placement), j.world(),
+                               {"--backend", "cuda-sim"}, so);
+        unsetenv("PTD_CUDA_SIM_MEMCHECK");
+        ASSERT_FALSE(so.timed_out) << placement << ": the run did not finish within " << so.deadline_s << " s";
+        ASSERT_EQ(runs.size(), (size_t)j.world());
+        SCOPED_TRACE(std::string("PTD_CUDA_SIM_MEMCHECK=") + placement);
+        for (size_t r = 0; r < runs.size(); ++r)
+            expect_rank_matches(runs, r, ref, j.zero != 0, c.precision == "fp32" ? kLossTolFp32 : kLossTolBf16);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(OneAndEightRanks, EngineCudaSimMemcheck,
+                         ::testing::Values(CudaSimCase{"tiny-gpt", 1, 1, 1, 0, false, "fp32"},
+                                           CudaSimCase{"tiny-gpt", 1, 1, 1, 0, false, "bf16"},
+                                           CudaSimCase{"tiny-gpt", 1, 1, 1, 0, false, "bf16", true},
+                                           CudaSimCase{"tiny-llama", 1, 1, 1, 0, false, "fp32"},
+                                           CudaSimCase{"tiny-llama", 1, 1, 1, 0, false, "bf16", true},
+                                           CudaSimCase{"tiny-gpt", 2, 2, 2, 1, true, "bf16", true}),
+                         [](const auto& info) { return cuda_sim_case_name(info.param); });
+
 // training.flash_attention = true on the CPU backend: the flash ops (the log-sum-exp kept,
 // the probabilities recomputed row by row) reproduce the materialised run's losses — fp32
 // within the layouts' fp32 tolerance, bf16 within the bf16 one — with selective recompute

@@ -51,6 +51,10 @@ std::string hex(const void* p) {
 }  // namespace
 
 int lt_pointer_alignment(const void* p) {
+#if defined(PTD_CUDA_SIM)
+    // memcheck's `end` placement moves allocation starts; on the GPU they are 256-byte aligned
+    if (sim_memcheck() != SimMemcheck::off) return (int)sim_gpu_alignment(p);
+#endif
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     for (int al : {256, 128, 64, 32, 16, 8, 4, 2})
         if (a % (uintptr_t)al == 0) return al;

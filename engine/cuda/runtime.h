@@ -115,13 +115,47 @@ bool sim_is_device_range(const void* ptr, size_t bytes);
 void sim_set_shapes_only(bool on);
 bool sim_shapes_only();
 // Simulator only, racecheck (PTD_CUDA_SIM_RACECHECK=1, or sim_set_racecheck): every launch
-// runs twice from the same device memory — its blocks in the seeded order, then in the
-// reverse order — and every device allocation is compared bit for bit; a difference (a
-// block reads what another block writes, two blocks write one element, an atomic sum whose
-// bits depend on the order) aborts naming the kernel, the allocation, the offset and both
-// bytes. Two copies of all device memory per launch: for tests.
+// runs three times from the same device memory — its blocks in the seeded order, in the
+// reverse order, and interleaved (up to four blocks resident, one stretch between barriers
+// of each in turn) — and every device allocation is compared bit for bit with the first; a
+// difference (a block reads what another block writes, two blocks write one element, an
+// atomic sum whose bits depend on the order) aborts naming the kernel, the order, the
+// allocation, the offset and both bytes. Two copies of all device memory per launch: for tests.
 void sim_set_racecheck(bool on);
 bool sim_racecheck();
+// Simulator only, memcheck (PTD_CUDA_SIM_MEMCHECK, or sim_set_memcheck before the first
+// allocation): every device allocation is its own mapping between two PROT_NONE guard pages,
+// so a kernel's load or store outside it faults, and the fault handler (sim.cpp) names the
+// kernel, launch site, block, thread, the address and the nearest allocation, then the
+// process dies. Two placements, because the guard pages are 4 KiB and an allocation can
+// touch only one of them: `end` (PTD_CUDA_SIM_MEMCHECK=1 or end) puts the END of the
+// requested size flush against the guard after it (the first byte past the end faults; the
+// start is then only as aligned as the size allows, docs/engine.md), `start` puts the START
+// flush against the guard before it (the byte before faults; 4096-byte aligned). The bytes
+// between the allocation and its other guard hold a canary (0xFF) that is checked after every
+// launch: a write there stops the process naming the kernel and the allocation. Reads there
+// are caught only by the other placement.
+enum class SimMemcheck : uint8_t { off, end, start };
+// Installs the fault handler (sim.cpp) and this OS thread's alternate signal stack; called by
+// every memcheck allocation and launch, so host code touching device memory is covered too.
+void sim_memcheck_install_handler();
+void sim_set_memcheck(SimMemcheck mode);
+SimMemcheck sim_memcheck();
+// Parses a PTD_CUDA_SIM_MEMCHECK value (unset, "" and "0": off; "1" and "end": end; "start");
+// false with `error` naming the variable, the value and what is allowed.
+bool sim_memcheck_mode(const char* value, SimMemcheck* mode, std::string* error);
+// For the fault handler (async-signal context, no locks, no allocation): writes into `out`
+// where `addr` lies relative to the nearest live device allocation (its tag, base, size and
+// the offset past its end or before its start); false when `addr` is in no allocation's
+// mapping (guards included) — then `out` names the nearest allocation, if any.
+bool sim_describe_address(uintptr_t addr, char* out, size_t size);
+// After a launch under memcheck: empty when every allocation's canary bytes are intact, else
+// which allocation, which side and the offset of the first changed byte.
+std::string sim_check_canaries();
+// The alignment `p` would have on a GPU, where every allocation starts 256-byte aligned: the
+// alignment of its offset from its allocation's start (at most 256); for an address outside
+// every allocation, the address's own alignment. Under memcheck's `end` placement the two differ.
+size_t sim_gpu_alignment(const void* p);
 // The live device allocations (start, bytes, tag), for the racecheck's snapshots.
 struct SimAllocation {
     uintptr_t start;

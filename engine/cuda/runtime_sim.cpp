@@ -2,10 +2,14 @@
 // aligned, poisoned with 0xFF at allocation so a read of never-written device memory gives
 // NaN), tracked in a table so copies and memsets check that their device side lies inside a
 // live allocation and their host side does not; one device with a configurable capacity for
-// mem_get_info; streams run synchronously, so events only record host time.
+// mem_get_info; streams run synchronously, so events only record host time. Under memcheck
+// (runtime.h) each allocation is its own mapping between two PROT_NONE guard pages.
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cinttypes>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +34,13 @@ struct Allocation {
     size_t bytes;
     std::string tag;
     size_t reserved = 0;  // shapes only: the PROT_NONE mapping's length (0: host memory)
+    // memcheck only: the mapping (front guard page, data pages, rear guard page); the data
+    // pages hold the allocation and the canary bytes around it
+    uintptr_t map_base = 0;
+    size_t map_length = 0;
+    uintptr_t data_lo() const { return map_base + kGuardPage; }
+    uintptr_t data_hi() const { return map_base + map_length - kGuardPage; }
+    static constexpr size_t kGuardPage = 4096;
 };
 std::atomic<bool> g_shapes_only{false};
 struct State {
@@ -145,6 +156,28 @@ Status malloc_device(void** ptr, size_t bytes, const char* tag) {
         *ptr = r;
         return {};
     }
+    if (const SimMemcheck mode = sim_memcheck(); mode != SimMemcheck::off) {
+        sim_memcheck_install_handler();
+        // [guard page][data pages: canary, the allocation, canary][guard page]
+        const size_t guard = Allocation::kGuardPage;
+        const size_t data = (std::max<size_t>(bytes, 1) + guard - 1) / guard * guard;
+        void* m = mmap(nullptr, data + 2 * guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return error(kErrMemoryAllocation, "malloc_device(" + std::to_string(bytes) + " bytes, '" +
+                                                   (tag ? tag : "") + "'): memcheck cannot map its pages");
+        const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+        mprotect(m, guard, PROT_NONE);
+        mprotect(reinterpret_cast<void*>(base + guard + data), guard, PROT_NONE);
+        std::memset(reinterpret_cast<void*>(base + guard), 0xff, data);  // poison and canary alike
+        const uintptr_t start = mode == SimMemcheck::start ? base + guard : base + guard + data - bytes;
+        Allocation a{bytes, tag ? tag : ""};
+        a.map_base = base;
+        a.map_length = data + 2 * guard;
+        s.allocations[start] = a;
+        s.allocated += rounded;
+        *ptr = reinterpret_cast<void*>(start);
+        return {};
+    }
     void* p = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
     if (!p)
         return error(kErrMemoryAllocation,
@@ -165,8 +198,11 @@ Status free_device(void* ptr) {
         return error(kErrInvalidValue, "free_device(" + hex(ptr) + "): not the start of a live device allocation");
     s.allocated -= (it->second.bytes + 255) / 256 * 256;
     const size_t reserved = it->second.reserved;
+    const uintptr_t map_base = it->second.map_base;
+    const size_t map_length = it->second.map_length;
     s.allocations.erase(it);
     if (reserved) munmap(ptr, reserved);
+    else if (map_length) munmap(reinterpret_cast<void*>(map_base), map_length);  // a later access faults
     else std::free(ptr);
     return {};
 }
@@ -284,6 +320,111 @@ bool sim_racecheck() {
     }
     return v == 1;
 }
+namespace {
+std::atomic<int> g_memcheck{-1};  // -1: not read from the environment yet, else a SimMemcheck
+}
+bool sim_memcheck_mode(const char* value, SimMemcheck* mode, std::string* error) {
+    if (!value || !*value || std::strcmp(value, "0") == 0) *mode = SimMemcheck::off;
+    else if (std::strcmp(value, "1") == 0 || std::strcmp(value, "end") == 0) *mode = SimMemcheck::end;
+    else if (std::strcmp(value, "start") == 0) *mode = SimMemcheck::start;
+    else {
+        if (error)
+            *error = std::string("PTD_CUDA_SIM_MEMCHECK: got \"") + value +
+                     "\"; allowed: 0 or unset (off), 1 or end (allocations end at a guard page), start (allocations "
+                     "start at a guard page)";
+        return false;
+    }
+    return true;
+}
+void sim_set_memcheck(SimMemcheck mode) { g_memcheck = (int)mode; }
+SimMemcheck sim_memcheck() {
+    int v = g_memcheck.load();
+    if (v < 0) {
+        SimMemcheck mode;
+        std::string message;
+        if (!sim_memcheck_mode(std::getenv("PTD_CUDA_SIM_MEMCHECK"), &mode, &message)) {
+            std::fprintf(stderr, "ptd cuda-sim: %s\n", message.c_str());
+            std::exit(2);
+        }
+        int expected = -1;
+        g_memcheck.compare_exchange_strong(expected, (int)mode);
+        v = g_memcheck.load();
+    }
+    return (SimMemcheck)v;
+}
+
+bool sim_describe_address(uintptr_t addr, char* out, size_t size) {
+    // No lock: called from the fault handler of a process about to die. The launching thread
+    // holds no runtime lock while a kernel runs.
+    State& s = state();
+    const Allocation* nearest = nullptr;
+    uintptr_t nearest_start = 0, best = UINTPTR_MAX;
+    for (const auto& [start, a] : s.allocations) {
+        const uintptr_t end = start + a.bytes;
+        const uintptr_t distance = addr < start ? start - addr : addr >= end ? addr - end + 1 : 0;
+        if (distance < best) best = distance, nearest = &a, nearest_start = start;
+    }
+    if (!nearest) {
+        std::snprintf(out, size, "address %#" PRIxPTR " is not near any device allocation (none is live)", addr);
+        return false;
+    }
+    const Allocation& a = *nearest;
+    const uintptr_t end = nearest_start + a.bytes;
+    char where[160];
+    if (addr >= end)
+        std::snprintf(where, sizeof where, "%" PRIuPTR " bytes past the end", addr - end);
+    else if (addr < nearest_start)
+        std::snprintf(where, sizeof where, "%" PRIuPTR " bytes before the start", nearest_start - addr);
+    else
+        std::snprintf(where, sizeof where, "inside (offset %" PRIuPTR ")", addr - nearest_start);
+    const bool mapped = a.map_length && addr >= a.map_base && addr < a.map_base + a.map_length;
+    std::snprintf(out, size, "address %#" PRIxPTR " is %s of device allocation '%s' (base %#" PRIxPTR ", %zu bytes)%s",
+                  addr, where, a.tag.c_str(), nearest_start, a.bytes,
+                  mapped ? "" : "; it lies in no allocation's pages (a freed allocation, host memory or a wild pointer)");
+    return mapped;
+}
+
+std::string sim_check_canaries() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    for (const auto& [start, a] : s.allocations) {
+        if (!a.map_length) continue;
+        const auto check = [&](uintptr_t lo, uintptr_t hi, bool before) -> std::string {
+            static const std::vector<unsigned char> canary(Allocation::kGuardPage, 0xff);  // slack < a page
+            if (std::memcmp(reinterpret_cast<const void*>(lo), canary.data(), hi - lo) == 0) return {};
+            for (uintptr_t p = lo; p < hi; ++p)
+                if (*reinterpret_cast<const unsigned char*>(p) != 0xff) {
+                    char buf[320];
+                    std::snprintf(buf, sizeof buf,
+                                  "a kernel wrote %" PRIuPTR " bytes %s of device allocation '%s' (base %#" PRIxPTR
+                                  ", %zu bytes): the canary byte there is 0x%02x, not 0xff",
+                                  before ? start - p : p - (start + a.bytes), before ? "before the start" : "past the end",
+                                  a.tag.c_str(), start, a.bytes, *reinterpret_cast<const unsigned char*>(p));
+                    return buf;
+                }
+            return {};
+        };
+        if (std::string e = check(a.data_lo(), start, true); !e.empty()) return e;
+        if (std::string e = check(start + a.bytes, a.data_hi(), false); !e.empty()) return e;
+    }
+    return {};
+}
+
+size_t sim_gpu_alignment(const void* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    uintptr_t start = 0;
+    {
+        State& s = state();
+        std::lock_guard lock(s.mutex);
+        if (!find_range(s, p, 1, &start)) start = 0;
+    }
+    const uintptr_t offset = a - start;
+    if (offset == 0 && start != 0) return 256;
+    size_t alignment = 1;
+    while (alignment < 256 && offset % (alignment * 2) == 0) alignment *= 2;
+    return alignment;
+}
+
 std::vector<SimAllocation> sim_allocations() {
     State& s = state();
     std::lock_guard lock(s.mutex);

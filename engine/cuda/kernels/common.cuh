@@ -85,7 +85,15 @@ __device__ __forceinline__ float round_to(float x) {
 
 // ---- host side -----------------------------------------------------------------------
 
+#if defined(PTD_CUDA_SIM)
+// As on the GPU, where every allocation starts 256-byte aligned: memcheck's `end` placement
+// (runtime.h) moves starts, so the simulator judges the offset within the allocation.
+inline bool aligned16(const void* p) {
+    return sim_memcheck() == SimMemcheck::off ? (reinterpret_cast<uintptr_t>(p) & 15u) == 0 : sim_gpu_alignment(p) >= 16;
+}
+#else
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+#endif
 
 // A kernel may use its vector instantiation when every pointer is 16-byte aligned and
 // every row (or leading dimension) spans whole vectors.

@@ -3,7 +3,9 @@
 // checks, shared memory with poison, launch checks and seeds. See sim.h for the model.
 #include "sim.h"
 
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -132,6 +135,7 @@ namespace {
 
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr size_t kGuardBytes = 4096;
+constexpr int kResidentBlocks = 4;  // the racecheck's interleaved order: blocks alive at once
 
 uint64_t splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -149,8 +153,10 @@ struct Rng {
 // may run launches at the same time.
 struct Simulator {
     std::vector<char*> stacks;  // each kGuardBytes + kStackBytes, guard page at the low end
-    BlockState block;
-    std::vector<std::byte> static_arena_storage, dynamic_storage;
+    // Slot 0 runs the blocks one after another; the racecheck's interleaved order keeps up to
+    // kResidentBlocks blocks resident, each with its own threads' stacks and shared memory.
+    std::vector<BlockState> blocks;
+    std::vector<std::vector<std::byte>> static_arena_storage, dynamic_storage;
     uint64_t launches = 0, last_seed = 0;
     ~Simulator() {
         for (char* s : stacks) munmap(s, kGuardBytes + kStackBytes);
@@ -348,79 +354,68 @@ void resolve_warp(BlockState& b, int first, int count) {
 // and can be picked again, so warps drift apart as on the GPU. Which warp goes next follows
 // one of two policies, drawn per stretch: a random priority order (one warp runs all the way
 // to the barrier before the next starts — the largest drift) or a uniform random choice.
-void run_block(Simulator& s, BlockState& b) {
-    const int n = (int)b.threads.size();
-    const int warps = (n + 31) / 32;
-    for (int i = 0; i < n; ++i) {
-        ThreadState& t = b.threads[i];
-        t.wait = Wait::runnable;
-        init_fiber(b, t);
+// A BlockRun runs one stretch at a time, so the racecheck's interleaved order can alternate
+// the stretches of several resident blocks; run_block runs them back to back.
+class BlockRun {
+public:
+    explicit BlockRun(BlockState& b) : b_(b), n_((int)b.threads.size()), warps_((n_ + 31) / 32), rng_{b.seed} {
+        for (int i = 0; i < n_; ++i) {
+            ThreadState& t = b.threads[i];
+            t.wait = Wait::runnable;
+            init_fiber(b, t);
+        }
+        b.shared.clear();
+        b.static_used = 0;
+        ws_.resize(warps_);
+        priority_.resize(warps_);
+        candidates_.reserve(warps_);
+        release_all();
+        by_priority_ = rng_.next() & 1;
     }
-    b.shared.clear();
-    b.static_used = 0;
-    Rng rng{b.seed};
-    struct Warp {
-        int first, count, runnable, waiting, done;  // done: at the barrier or exited
-        uint8_t lanes[32];
-    };
-    std::vector<Warp> ws(warps);
-    std::vector<int> priority(warps), candidates;
-    candidates.reserve(warps);
-    auto release_all = [&] {
-        for (int w = 0; w < warps; ++w) {
-            Warp& wp = ws[w];
-            wp.first = w * 32;
-            wp.count = std::min(32, n - wp.first);
-            wp.runnable = wp.count;
-            wp.waiting = wp.done = 0;
-            for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
-            priority[w] = w;
-        }
-        for (int w = warps - 1; w > 0; --w) std::swap(priority[w], priority[rng.below((uint32_t)w + 1)]);
-    };
-    release_all();
-    bool by_priority = rng.next() & 1;
-    for (;;) {
-        int pick = -1;
-        if (by_priority) {
-            for (int w : priority)
-                if (ws[w].runnable > 0) {
-                    pick = w;
-                    break;
-                }
-        } else {
-            candidates.clear();
-            for (int w = 0; w < warps; ++w)
-                if (ws[w].runnable > 0) candidates.push_back(w);
-            if (!candidates.empty()) pick = candidates[rng.below((uint32_t)candidates.size())];
-        }
-        if (pick >= 0) {
-            Warp& wp = ws[pick];
+    // Runs every thread of the block to its next barrier or its end; true when every thread
+    // has exited.
+    bool run_stretch() {
+        tl_block = &b_;
+        for (;;) {
+            int pick = -1;
+            if (by_priority_) {
+                for (int w : priority_)
+                    if (ws_[w].runnable > 0) {
+                        pick = w;
+                        break;
+                    }
+            } else {
+                candidates_.clear();
+                for (int w = 0; w < warps_; ++w)
+                    if (ws_[w].runnable > 0) candidates_.push_back(w);
+                if (!candidates_.empty()) pick = candidates_[rng_.below((uint32_t)candidates_.size())];
+            }
+            if (pick < 0) break;
+            Warp& wp = ws_[pick];
             uint8_t order[32];
             const int count = wp.runnable;
             std::memcpy(order, wp.lanes, (size_t)count);
-            for (int i = count - 1; i > 0; --i) std::swap(order[i], order[rng.below((uint32_t)i + 1)]);
+            for (int i = count - 1; i > 0; --i) std::swap(order[i], order[rng_.below((uint32_t)i + 1)]);
             wp.runnable = 0;
             for (int i = 0; i < count; ++i) {
-                ThreadState& t = b.threads[wp.first + order[i]];
-                switch_to_thread(b, t);
+                ThreadState& t = b_.threads[wp.first + order[i]];
+                switch_to_thread(b_, t);
                 if (t.wait == Wait::warp)
                     ++wp.waiting;
                 else
                     ++wp.done;
             }
             if (wp.waiting > 0 && wp.waiting + wp.done == wp.count) {
-                resolve_warp(b, wp.first, wp.count);  // fails unless every lane waits at the same op
+                resolve_warp(b_, wp.first, wp.count);  // fails unless every lane waits at the same op
                 wp.waiting = 0;
                 wp.runnable = wp.count;
                 for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
             }
-            continue;
         }
         // No thread can run: every thread waits at a barrier or has exited.
         const ThreadState* waiting = nullptr;
         const ThreadState* gone = nullptr;
-        for (const ThreadState& t : b.threads) {
+        for (const ThreadState& t : b_.threads) {
             if (t.wait == Wait::barrier) {
                 if (waiting && !same_site(*waiting, t))
                     fail("threads wait at different __syncthreads (divergent barrier): " + describe(*waiting) + ", " +
@@ -430,15 +425,111 @@ void run_block(Simulator& s, BlockState& b) {
                 gone = &t;
             }
         }
-        if (!waiting) return;  // every thread has exited
+        if (!waiting) return true;  // every thread has exited
         if (gone)
             fail("__syncthreads in divergent code: " + describe(*waiting) + ", but " + describe(*gone) +
                  " (every thread of the block must reach the same barrier)");
-        for (ThreadState& t : b.threads) t.wait = Wait::runnable;
+        for (ThreadState& t : b_.threads) t.wait = Wait::runnable;
         release_all();
-        by_priority = rng.next() & 1;
+        by_priority_ = rng_.next() & 1;
+        return false;
+    }
+
+private:
+    struct Warp {
+        int first, count, runnable, waiting, done;  // done: at the barrier or exited
+        uint8_t lanes[32];
+    };
+    void release_all() {
+        for (int w = 0; w < warps_; ++w) {
+            Warp& wp = ws_[w];
+            wp.first = w * 32;
+            wp.count = std::min(32, n_ - wp.first);
+            wp.runnable = wp.count;
+            wp.waiting = wp.done = 0;
+            for (int l = 0; l < wp.count; ++l) wp.lanes[l] = (uint8_t)l;
+            priority_[w] = w;
+        }
+        for (int w = warps_ - 1; w > 0; --w) std::swap(priority_[w], priority_[rng_.below((uint32_t)w + 1)]);
+    }
+    BlockState& b_;
+    int n_, warps_;
+    Rng rng_;
+    std::vector<Warp> ws_;
+    std::vector<int> priority_, candidates_;
+    bool by_priority_ = false;
+};
+
+void run_block(BlockState& b) {
+    BlockRun run(b);
+    while (!run.run_stretch()) {
     }
 }
+
+// ---- memcheck's fault handler -------------------------------------------------------------
+// Under memcheck (runtime.h) a load or store outside a device allocation hits a PROT_NONE
+// guard page. The handler runs on an alternate stack (a fiber whose own stack overflowed can
+// still be named), prints what the simulator knows — the kernel, its launch site, the block
+// and thread running now, read or write, the address and the nearest allocation — and
+// returns with the default action restored, so the access faults again and the process dies
+// of SIGSEGV as it would without the handler.
+void memcheck_fault(int, siginfo_t* info, void* context) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
+    const char* access = "access";
+#if defined(__x86_64__) && defined(REG_ERR)
+    const auto* uc = static_cast<const ucontext_t*>(context);
+    access = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read";  // page-fault error code bit 1: a write
+#else
+    (void)context;
+#endif
+    char where[512];
+    sim_describe_address(addr, where, sizeof where);
+    const ThreadState* t = tl_thread;
+    const BlockState* b = tl_block;
+    if (t && addr >= reinterpret_cast<uintptr_t>(t->stack_lo) - kGuardBytes &&
+        addr < reinterpret_cast<uintptr_t>(t->stack_lo))
+        std::snprintf(where, sizeof where, "address %#" PRIxPTR " is in the guard page below the thread's %zu KiB stack "
+                      "(a stack overflow: large local arrays or deep recursion)", addr, kStackBytes / 1024);
+    if (t && b && b->config) {
+        const LaunchConfig& c = *b->config;
+        std::fprintf(stderr,
+                     "ptd cuda-sim memcheck: invalid %s by %s launched at %s, grid %s block %s, in block %s thread %s:\n"
+                     "  %s\n  launch #%" PRIu64 " of this host thread, seed 0x%016" PRIx64
+                     " (replay: PTD_CUDA_SIM_SEED=%" PRIu64 ")\n",
+                     access, c.kernel_name, site(c.file, c.line).c_str(), dims(c.grid).c_str(), dims(c.block).c_str(),
+                     dims(b->block_idx).c_str(), dims(t->idx).c_str(), where, b->launch_index, tl_sim.last_seed,
+                     base_seed());
+    } else {
+        std::fprintf(stderr, "ptd cuda-sim memcheck: invalid %s outside any kernel (host code: the cuBLASLt "
+                     "reference, a copy):\n  %s\n", access, where);
+    }
+    std::fflush(stderr);
+    signal(SIGSEGV, SIG_DFL);
+}
+
+}  // namespace
+
+void sim_memcheck_install_handler() {
+    static std::once_flag installed;
+    std::call_once(installed, [] {
+        struct sigaction sa {};
+        sa.sa_sigaction = memcheck_fault;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, nullptr);
+    });
+    // The alternate stack is per OS thread; it is never freed (the thread may fault any time).
+    thread_local bool has_alt_stack = false;
+    if (!has_alt_stack) {
+        stack_t ss{};
+        ss.ss_size = 64 * 1024;
+        ss.ss_sp = std::malloc(ss.ss_size);
+        if (ss.ss_sp) sigaltstack(&ss, nullptr);
+        has_alt_stack = true;
+    }
+}
+
+namespace {
 
 uint64_t read_env_seed() {
     const char* env = std::getenv("PTD_CUDA_SIM_SEED");
@@ -531,6 +622,9 @@ void* dynamic_shared() {
 }
 
 void report_misaligned(const void* p, const char* what) {
+    // Under memcheck's `end` placement an allocation starts where its size puts it; on the
+    // GPU it starts 256-byte aligned, so what counts is the offset within the allocation.
+    if (sim_memcheck() != SimMemcheck::off && sim_gpu_alignment(p) >= 16) return;
     char buf[128];
     std::snprintf(buf, sizeof buf, "%s at address %p: not 16-byte aligned (a misaligned 128-bit access faults on the GPU)",
                   what, p);
@@ -635,55 +729,97 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
         return;
     }
     Simulator& s = tl_sim;
-    BlockState& b = s.block;
-    b.config = &config;
-    b.body = body;
-    b.body_state = state;
-    b.grid_dim = config.grid;
-    b.block_dim = config.block;
-    b.launch_index = s.launches++;
-    b.seed = splitmix64(base_seed() ^ splitmix64(b.launch_index));
-    s.last_seed = b.seed;
+    if (sim_memcheck() != SimMemcheck::off) sim_memcheck_install_handler();
+    const uint64_t launch_index = s.launches++;
+    s.last_seed = splitmix64(base_seed() ^ splitmix64(launch_index));
 
     const dim3 bd = config.block, gd = config.grid;
     const size_t n = (size_t)bd.x * bd.y * bd.z;
-    s.ensure_stacks(n);
-    b.threads.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-        ThreadState& t = b.threads[i];
-        t.rank = (int)i;
-        t.idx = uint3{(unsigned)(i % bd.x), (unsigned)(i / bd.x % bd.y), (unsigned)(i / ((size_t)bd.x * bd.y))};
-        t.stack_lo = s.stacks[i] + kGuardBytes;
+    const uint64_t blocks = (uint64_t)gd.x * gd.y * gd.z;
+    const bool racecheck = blocks > 1 && sim_racecheck();
+    const int slots = racecheck ? (int)std::min<uint64_t>(blocks, kResidentBlocks) : 1;
+    s.ensure_stacks(n * (size_t)slots);
+    if ((int)s.blocks.size() < slots) {
+        s.blocks.resize(slots);
+        s.static_arena_storage.resize(slots);
+        s.dynamic_storage.resize(slots);
     }
-    if (s.static_arena_storage.size() < device_limits().static_smem_per_block + 128)
-        s.static_arena_storage.resize(device_limits().static_smem_per_block + 128);
-    b.static_arena = reinterpret_cast<std::byte*>(
-        (reinterpret_cast<uintptr_t>(s.static_arena_storage.data()) + 127) & ~uintptr_t{127});
-    if (s.dynamic_storage.size() < config.dynamic_smem + 128 + 16) s.dynamic_storage.resize(config.dynamic_smem + 128 + 16);
-    b.dynamic = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(s.dynamic_storage.data()) + 127) &
-                                             ~uintptr_t{127});
+    for (int slot = 0; slot < slots; ++slot) {
+        BlockState& b = s.blocks[slot];
+        b.config = &config;
+        b.body = body;
+        b.body_state = state;
+        b.grid_dim = config.grid;
+        b.block_dim = config.block;
+        b.launch_index = launch_index;
+        b.seed = s.last_seed;
+        b.threads.resize(n);
+        for (size_t i = 0; i < n; ++i) {
+            ThreadState& t = b.threads[i];
+            t.rank = (int)i;
+            t.idx = uint3{(unsigned)(i % bd.x), (unsigned)(i / bd.x % bd.y), (unsigned)(i / ((size_t)bd.x * bd.y))};
+            t.stack_lo = s.stacks[(size_t)slot * n + i] + kGuardBytes;
+        }
+        std::vector<std::byte>& arena = s.static_arena_storage[slot];
+        if (arena.size() < device_limits().static_smem_per_block + 128)
+            arena.resize(device_limits().static_smem_per_block + 128);
+        b.static_arena =
+            reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(arena.data()) + 127) & ~uintptr_t{127});
+        std::vector<std::byte>& dynamic = s.dynamic_storage[slot];
+        if (dynamic.size() < config.dynamic_smem + 128 + 16) dynamic.resize(config.dynamic_smem + 128 + 16);
+        b.dynamic = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(dynamic.data()) + 127) & ~uintptr_t{127});
+    }
+    BlockState& b = s.blocks[0];
 
     // Blocks in a shuffled order: block i runs as number (a·i + c) mod count, a coprime to count.
-    const uint64_t blocks = (uint64_t)gd.x * gd.y * gd.z;
-    Rng rng{b.seed ^ 0x5bd1e995u};
+    Rng rng{s.last_seed ^ 0x5bd1e995u};
     uint64_t a = blocks > 1 ? 1 + rng.next() % (blocks - 1) : 1;
     while (std::gcd(a, blocks) != 1) ++a;  // ends at blocks + 1 at the latest
     const uint64_t c = blocks > 1 ? rng.next() % blocks : 0;
+    // Makes `slot` block number i of the seeded order: its index, fresh dynamic shared memory
+    // (poisoned) and its own seed for the thread order.
+    auto enter_block = [&](BlockState& slot, uint64_t i) {
+        const uint64_t id = (uint64_t)(((unsigned __int128)a * i + c) % blocks);
+        slot.block_idx = uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y), (unsigned)(id / ((uint64_t)gd.x * gd.y))};
+        std::memset(slot.dynamic, 0xff, config.dynamic_smem);  // poison
+        slot.seed = splitmix64(s.last_seed ^ (id * 0x9e3779b97f4a7c15ull));
+    };
     tl_block = &b;
     auto run_blocks = [&](bool reverse) {
         for (uint64_t k = 0; k < blocks; ++k) {
-            const uint64_t i = reverse ? blocks - 1 - k : k;
-            const uint64_t id = (uint64_t)(((unsigned __int128)a * i + c) % blocks);
-            b.block_idx =
-                uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y), (unsigned)(id / ((uint64_t)gd.x * gd.y))};
-            std::memset(b.dynamic, 0xff, config.dynamic_smem);  // poison
-            b.seed = splitmix64(s.last_seed ^ (id * 0x9e3779b97f4a7c15ull));
-            run_block(s, b);
+            enter_block(b, reverse ? blocks - 1 - k : k);
+            run_block(b);
         }
     };
-    if (blocks > 1 && sim_racecheck()) {
+    // The interleaved order: `slots` blocks resident at once, taken in the seeded order; each
+    // round runs one stretch (its threads up to the next barrier) of every resident block in
+    // turn, and a block that ends makes room for the next.
+    auto run_interleaved = [&] {
+        std::vector<std::optional<BlockRun>> runs(slots);
+        uint64_t next = 0;
+        auto admit = [&](int slot) {
+            if (next >= blocks) return;
+            enter_block(s.blocks[slot], next++);
+            runs[slot].emplace(s.blocks[slot]);
+        };
+        for (int slot = 0; slot < slots; ++slot) admit(slot);
+        for (bool any = true; any;) {
+            any = false;
+            for (int slot = 0; slot < slots; ++slot) {
+                if (!runs[slot]) continue;
+                any = true;
+                if (runs[slot]->run_stretch()) {
+                    runs[slot].reset();
+                    admit(slot);
+                }
+            }
+        }
+        tl_block = &b;
+    };
+    if (racecheck) {
         // Racecheck (runtime.h): the same launch from the same memory in the reverse block
-        // order must leave every device allocation with the same bits.
+        // order, and with blocks interleaved between barriers, must leave every device
+        // allocation with the same bits as the seeded order.
         const std::vector<SimAllocation> allocs = sim_allocations();
         auto snapshot = [&] {
             std::vector<std::vector<std::byte>> copy(allocs.size());
@@ -693,31 +829,49 @@ void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
             }
             return copy;
         };
+        auto restore = [&](const std::vector<std::vector<std::byte>>& copy) {
+            for (size_t j = 0; j < allocs.size(); ++j)
+                std::memcpy(reinterpret_cast<void*>(allocs[j].start), copy[j].data(), allocs[j].bytes);
+        };
+        auto compare = [&](const std::vector<std::vector<std::byte>>& first, const std::string& order) {
+            for (size_t j = 0; j < allocs.size(); ++j) {
+                const auto* now = reinterpret_cast<const std::byte*>(allocs[j].start);
+                for (size_t off = 0; off < allocs[j].bytes; ++off)
+                    if (now[off] != first[j][off]) {
+                        tl_block = nullptr;
+                        fail(std::string("racecheck: ") + config.kernel_name + " at " + site(config.file, config.line) +
+                             " (grid " + dims(config.grid) + ", block " + dims(config.block) + ", seed " +
+                             std::to_string(s.last_seed) + "): device allocation '" + allocs[j].tag + "' byte " +
+                             std::to_string(off) + " is " + std::to_string((int)first[j][off]) +
+                             " after the blocks ran in one order and " + std::to_string((int)now[off]) + " " + order +
+                             ": blocks depend on each other's writes");
+                    }
+            }
+        };
         const auto before = snapshot();
         run_blocks(false);
         const auto forward = snapshot();
-        for (size_t j = 0; j < allocs.size(); ++j)
-            std::memcpy(reinterpret_cast<void*>(allocs[j].start), before[j].data(), allocs[j].bytes);
+        restore(before);
         run_blocks(true);
-        for (size_t j = 0; j < allocs.size(); ++j) {
-            const auto* now = reinterpret_cast<const std::byte*>(allocs[j].start);
-            for (size_t off = 0; off < allocs[j].bytes; ++off)
-                if (now[off] != forward[j][off]) {
-                    tl_block = nullptr;
-                    fail(std::string("racecheck: ") + config.kernel_name + " at " + site(config.file, config.line) +
-                         " (grid " + dims(config.grid) + ", block " + dims(config.block) + ", seed " +
-                         std::to_string(s.last_seed) + "): device allocation '" + allocs[j].tag + "' byte " +
-                         std::to_string(off) + " is " + std::to_string((int)forward[j][off]) +
-                         " after the blocks ran in one order and " + std::to_string((int)now[off]) +
-                         " in the reverse order: blocks depend on each other's writes");
-                }
-        }
+        compare(forward, "in the reverse order");
+        restore(before);
+        run_interleaved();
+        compare(forward, "with " + std::to_string(slots) +
+                             " blocks resident and their threads interleaved between barriers");
     } else {
         run_blocks(false);
     }
     b.seed = s.last_seed;
     tl_block = nullptr;
-    b.config = nullptr;
+    for (int slot = 0; slot < slots; ++slot) s.blocks[slot].config = nullptr;
+    if (sim_memcheck() != SimMemcheck::off) {
+        if (const std::string hit = sim_check_canaries(); !hit.empty())
+            fail(std::string("memcheck: ") + config.kernel_name + " at " + site(config.file, config.line) + " (grid " +
+                 dims(config.grid) + ", block " + dims(config.block) + ", seed " + std::to_string(s.last_seed) + "): " +
+                 hit + ". The write went between the allocation and the guard page of this placement; run with " +
+                 "PTD_CUDA_SIM_MEMCHECK=" + (sim_memcheck() == SimMemcheck::end ? "start" : "end") +
+                 " to have it fault, naming the block and thread");
+    }
 }
 
 }  // namespace ptd::cuda::sim

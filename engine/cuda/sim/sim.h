@@ -6,7 +6,9 @@
 // poisoned (0xFF bytes: a NaN as float, -1 as int) at block start, so an uninitialised shared
 // read shows up as NaN; divergent barriers, mismatched warp participation and launch limits
 // are reported with the launch's seed and abort. Speed, memory coalescing, bank conflicts and
-// real concurrency are out of its reach (docs/engine.md, "The CUDA simulator").
+// real concurrency are out of its reach (docs/engine.md, "The CUDA simulator"). Debug modes
+// (runtime.h): racecheck reruns each launch in the reverse and an interleaved block order;
+// memcheck puts every allocation against guard pages and names the thread that faults.
 // Each host thread has its own simulator state, so threads may launch at the same time. A
 // fiber has a 256 KiB stack with a guard page below it: a kernel that overflows it dies with
 // SIGSEGV.
