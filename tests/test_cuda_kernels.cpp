@@ -433,11 +433,11 @@ void check_norm(bool layer, DType t, const NormShape& s) {
         be.layernorm_backward(t, c_dx.data(), reinterpret_cast<float*>(c_dw.data()),
                               reinterpret_cast<float*>(c_db.data()), dout.data(), x.data(),
                               reinterpret_cast<const float*>(c_mean.data()),
-                              reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C);
+                              reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C, false);
     } else {
         be.rmsnorm_forward(t, c_out.data(), reinterpret_cast<float*>(c_rstd.data()), x.data(), w.data(), rows, C, eps);
         be.rmsnorm_backward(t, c_dx.data(), reinterpret_cast<float*>(c_dw.data()), dout.data(), x.data(),
-                            reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C);
+                            reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C, false);
     }
     const LnRef r = layernorm_ref(layer, x, w, b, dout, rows, C, eps);
     // Forward: a sum over C elements of size ≈ |x| feeds mean and rstd: f32 error ~ C·eps

@@ -223,8 +223,8 @@ public:
             fail(k_backend_name, "gemm", "M %lld N %lld K %lld batch %lld", (long long)g.M, (long long)g.N,
                  (long long)g.K, (long long)g.batch);
         if (g.M == 0 || g.N == 0) return;
+        require_epilogue_shape(g);
         if (g.epilogue != Gemm::Epilogue::none) {
-            require_epilogue_shape(g);
             // GELU forward/backward fuse into cuBLASLt's GELU_AUX(_BIAS) / DGELU epilogues where
             // cuBLASLt takes them: one operand type, K > 0, and aux's leading dimension (N, m in
             // cuBLASLt's terms) a multiple of 8. The bias gradient stays the GEMM plus the
@@ -241,7 +241,9 @@ public:
         p.lda = g.ldb, p.stride_a = g.stride_b;
         p.trans_b = g.trans_a, p.B = g.A, p.b_type = lt_type(g.a_type, k_backend_name, "A");
         p.ldb = g.lda, p.stride_b = g.stride_a;
-        p.C = g.C, p.c_type = lt_type(g.c_type, k_backend_name, "C"), p.ldc = g.ldc, p.stride_c = g.stride_c;
+        // c_in: cuBLASLt's C is the residual read, its D the output (C ≠ D, same layout).
+        p.C = g.c_in ? g.c_in : g.C, p.c_type = lt_type(g.c_type, k_backend_name, "C"), p.ldc = g.ldc,
+        p.stride_c = g.stride_c;
         p.D = g.C, p.d_type = p.c_type, p.ldd = g.ldc, p.stride_d = g.stride_c;
         p.batch = g.batch;
         if (g.bias) {
@@ -264,6 +266,9 @@ public:
                  (int)g.a_type, (int)g.b_type);
         if (g.K == 0) {
             // cuBLASLt rejects k = 0; the result is beta·C (+ bias), which is what the CPU does.
+            if (g.c_in && g.c_in != g.C && g.beta != 0.0f)
+                PTD_CUDA_CHECK(memcpy_async(g.C, g.c_in, (size_t)(g.M * g.ldc * engine::dtype_bytes(g.c_type)),
+                                            CopyKind::device_to_device, compute_));
             if (g.beta == 0.0f) fill_matrix_zero(g);
             else if (g.beta != 1.0f) fail(k_backend_name, "gemm", "K = 0 with beta %g", g.beta);
             if (g.bias) fail(k_backend_name, "gemm", "K = 0 with a bias");
@@ -301,8 +306,9 @@ public:
         cuda::PTD_CUDA_NS::layernorm_forward(t, out, mean, rstd, x, w, b, rows, C, eps, compute_);
     }
     void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x,
-                            const float* mean, const float* rstd, const void* w, int64_t rows, int64_t C) override {
-        cuda::PTD_CUDA_NS::layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C, false,
+                            const float* mean, const float* rstd, const void* w, int64_t rows, int64_t C,
+                            bool accumulate_dx) override {
+        cuda::PTD_CUDA_NS::layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C, accumulate_dx,
                                               row_ws(rows, C, "layernorm_backward"), compute_);
     }
     void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
@@ -321,8 +327,8 @@ public:
             cuda::PTD_CUDA_NS::rmsnorm_residual_forward(t, res_out, out, rstd, x, residual, w, rows, C, eps, compute_);
     }
     void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
-                          const void* w, int64_t rows, int64_t C) override {
-        cuda::PTD_CUDA_NS::rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C, false,
+                          const void* w, int64_t rows, int64_t C, bool accumulate_dx) override {
+        cuda::PTD_CUDA_NS::rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C, accumulate_dx,
                                             row_ws(rows, C, "rmsnorm_backward"), compute_);
     }
 

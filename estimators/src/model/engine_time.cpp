@@ -143,14 +143,15 @@ struct Ops {
         gemm("qkv.fwd", s.R, s.QKV, s.h);
         if (s.rope) elem("copy", s.R * s.QKV, 2), ++sum.ops;  // two rope calls (queries, keys)
         attention(false);
-        gemm("attn_proj.fwd", s.R, s.h, s.H * s.D);
+        gemm("attn_proj.fwd", s.R, s.h, s.H * s.D);  // its bias in the epilogue when t = 1
         tp_reduce();
-        if (s.bias) elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 2);  // copy, bias add
-        elem(norm(), s.Rl * s.h, 3);                                           // add + norm
+        if (s.bias && s.t > 1) elem("copy", s.Rl * s.h, 2);  // bias add on the reduced rows
+        elem(norm(), s.Rl * s.h, 3);                          // add + norm
         tp_gather();
         gemm("mlp_up.fwd", s.R, s.F, s.h);
         if (s.swiglu) gemm("mlp_up.fwd", s.R, s.F, s.h), elem(act(), s.R * s.F, 3);
-        gemm("mlp_down.fwd", s.R, s.h, s.F);
+        gemm("mlp_down.fwd", s.R, s.h, s.F);  // t = 1: bias epilogue and the residual as C (beta 1)
+        if (s.t == 1) return;
         tp_reduce();
         elem("copy", s.Rl * s.h, 2);                        // copy out
         if (s.bias) elem("copy", s.Rl * s.h, 2);            // bias add
@@ -170,8 +171,7 @@ struct Ops {
         }
         if (s.bias) elem("copy", s.R * s.F, 1);  // up-projection bias grad
         tp_reduce();
-        elem(norm(), s.Rl * s.h, 4);                         // norm backward
-        elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 3);  // copy, add
+        elem(norm(), s.Rl * s.h, 5);  // norm backward, += into the residual gradient (accumulate_dx)
         if (s.bias) elem("copy", s.Rl * s.h, 1);
         tp_gather();
         gemm("attn_proj.dgrad", s.R, s.H * s.D, s.h);
@@ -183,8 +183,7 @@ struct Ops {
         gemm("qkv.dgrad", s.R, s.h, s.QKV);
         if (s.bias) elem("copy", s.R * s.QKV, 1);
         tp_reduce();
-        elem(norm(), s.Rl * s.h, 4);
-        elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 3);
+        elem(norm(), s.Rl * s.h, 5);
     }
     void embedding_forward() {
         elem("copy", s.R * s.h, 2);  // row gather from the table
