@@ -1,5 +1,6 @@
 // test_cuda_launches.cpp — how many kernel launches and cuBLASLt calls the engine makes on
-// the CUDA backend (issue 30 point 5: fewer, larger launches), counted on the cuda-sim
+// the CUDA backend, and its pinned host staging (issue 30 point 5: fewer, larger launches),
+// launches counted on the cuda-sim
 // backend in shapes-only mode (runtime.h: every launch and GEMM is checked and recorded with
 // the real addresses, nothing is computed), at GPT-2 124M's shapes (T = 1024, bf16). Each
 // test pins what one transformer layer's forward or backward makes and which work rides in
@@ -129,6 +130,36 @@ TEST(CudaLaunches, LayerBackwardAccumulatesTheResidualGradientInTheNorms) {
     // fc2: dW, dx with the GELU backward; fc1: dW, dx; output projection: dx, dW;
     // attention: dP, dQ, dK, dV; qkv: dW, dx.
     EXPECT_EQ(b.gemms.size(), 12u);
+}
+
+// Host staging (issue 30 point 5): the backend's host blocks are pinned on a GPU, so an
+// upload from one is an asynchronous DMA and the block must not change until the stream is
+// synchronised. The simulator write-protects the block meanwhile: a host write between the
+// upload and the next download faults (as it would race on a GPU); after the download the
+// block is writable again, and uploads from other host memory protect nothing.
+class CudaHostStagingDeath : public ::testing::Test {
+protected:
+    void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(CudaHostStagingDeath, AWriteWhileAnUploadIsInFlightFaultsUntilTheNextDownload) {
+    std::string error;
+    auto be = sim::make_cuda_backend(0, &error);
+    ASSERT_TRUE(be) << error;
+    auto* staging = static_cast<int32_t*>(be->alloc_host(64 * sizeof(int32_t), "token ids (host staging)"));
+    void* dev = be->alloc(MEM_WORKSPACE, 64 * sizeof(int32_t), "tokens");
+    for (int i = 0; i < 64; ++i) staging[i] = i;
+    be->upload(dev, staging, 64 * sizeof(int32_t));
+    EXPECT_DEATH(staging[3] = 7, "") << "the host wrote a staging block while its upload was in flight";
+    int32_t back[64] = {};
+    be->download(back, dev, sizeof back);  // synchronises: the upload is done
+    EXPECT_EQ(back[63], 63);
+    staging[3] = 7;  // writable again
+    int32_t pageable[4] = {1, 2, 3, 4};
+    be->upload(dev, pageable, sizeof pageable);
+    pageable[0] = 9;  // not a host block: staged at once, nothing protected
+    be->release(dev);
+    be->release_host(staging);
 }
 
 }  // namespace

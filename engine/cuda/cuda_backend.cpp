@@ -7,7 +7,12 @@
 // does, the simulator run does, call for call.
 //
 // Streams: one compute stream (every kernel and GEMM) and one comm stream (the
-// communicator's), ordered by the engine's events (CommOnStream). Memory: every device
+// communicator's), ordered by the engine's events (CommOnStream). Host staging (alloc_host:
+// the token ids, the step scalars) is pinned on the device, so its uploads and the step's
+// one download are single asynchronous DMAs; a staged upload's source must then stay
+// unchanged until the next synchronisation, which the simulator build enforces by
+// write-protecting the block in between (a host write faults there, as it would race on a
+// GPU). Memory: every device
 // allocation is tagged and counted here (MemStats), at start-up only (seal_allocations);
 // the kernels' own scratch — the row reductions of norm and bias gradients and the Σx²
 // partials — is "operand scratch", stated by operand_scratch_bytes and planned at
@@ -18,6 +23,7 @@
 // ldb) and A in its B slot, with m = N, n = M; a row-major bias[N] added to every row is
 // cuBLASLt's bias along m.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -27,6 +33,11 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#if defined(PTD_CUDA_SIM)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "blaslt.h"
 #include "cuda_backend.h"
@@ -148,6 +159,7 @@ public:
         stats_.total_current -= it->second.bytes;
         blocks_.erase(it);
         PTD_CUDA_CHECK(device_synchronize());  // nothing queued may still use it
+        host_copies_done();
         PTD_CUDA_CHECK(free_device(p));
     }
     MemStats mem_stats() const override { return stats_; }
@@ -156,13 +168,17 @@ public:
         for (int c = 0; c < engine::MEM_CATEGORY_COUNT; c++) stats_.peak[c] = stats_.current[c];
         stats_.total_peak = stats_.total_current;
     }
-    // Uploads are ordered on the compute stream and do not wait: from pageable host memory
-    // cudaMemcpyAsync returns once the source has been staged, so the caller may reuse it
-    // at once (the token staging is refilled only after the step's one download).
+    // Uploads are ordered on the compute stream and do not wait. From pageable host memory
+    // cudaMemcpyAsync returns once the source has been staged, so the caller may reuse it at
+    // once; from a host block of this backend (pinned) the copy is still in flight, so the
+    // block must stay unchanged until the next synchronisation (the token staging is
+    // refilled only after the step's one download) — the simulator write-protects it.
     void upload(void* dst, const void* src_host, size_t bytes) override {
         ++transfers_.uploads;
         transfers_.upload_bytes += (int64_t)bytes;
-        if (bytes) PTD_CUDA_CHECK(memcpy_async(dst, src_host, bytes, CopyKind::host_to_device, compute_));
+        if (!bytes) return;
+        PTD_CUDA_CHECK(memcpy_async(dst, src_host, bytes, CopyKind::host_to_device, compute_));
+        if (HostBlock* b = host_block_of(src_host)) copy_in_flight(*b);
     }
     // The one place the host waits for the device: after the compute stream (which has
     // waited for every comm event) has produced what is read.
@@ -171,26 +187,42 @@ public:
         transfers_.download_bytes += (int64_t)bytes;
         if (bytes) PTD_CUDA_CHECK(memcpy_async(dst_host, src, bytes, CopyKind::device_to_host, compute_));
         PTD_CUDA_CHECK(stream_synchronize(compute_));
+        host_copies_done();
     }
     TransferStats transfer_stats() const override { return transfers_; }
-    // Host staging (token ids). Pageable memory: the upload above is synchronous for it.
+    // Host staging (token ids, the step scalars): pinned memory on the device (cudaHostAlloc),
+    // whole pages in the simulator (so that a block can be write-protected, see upload).
     void* alloc_host(size_t bytes, const char* what) override {
         if (sealed_)
             fail(k_backend_name, "alloc_host", "host allocation after start-up: %zu bytes for %s", bytes,
                  what ? what : "?");
-        const size_t body = std::max<size_t>(256, (bytes + 255) / 256 * 256);
-        void* p = std::aligned_alloc(256, body);
+#if defined(PTD_CUDA_SIM)
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        const size_t body = std::max<size_t>(page, (bytes + page - 1) / page * page);
+        void* p = std::aligned_alloc(page, body);
         if (!p) fail(k_backend_name, "alloc_host", "out of host memory allocating %zu bytes for %s", bytes, what ? what : "?");
+#else
+        const size_t body = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+        void* p = nullptr;
+        const Status st = malloc_host(&p, body);
+        if (!st.ok())
+            fail(k_backend_name, "alloc_host", "allocating %zu bytes of pinned host memory for %s: %s", bytes,
+                 what ? what : "?", st.message.c_str());
+#endif
         std::memset(p, 0, body);
-        host_blocks_.push_back(p);
+        host_blocks_.push_back(HostBlock{p, body, false});
         return p;
     }
     void release_host(void* p) override {
         if (!p) return;
-        auto it = std::find(host_blocks_.begin(), host_blocks_.end(), p);
+        auto it = std::find_if(host_blocks_.begin(), host_blocks_.end(), [&](const HostBlock& b) { return b.p == p; });
         if (it == host_blocks_.end()) fail(k_backend_name, "release_host", "%p is not a host block of this backend", p);
+        if (it->in_flight) {  // a copy from it may still run
+            PTD_CUDA_CHECK(stream_synchronize(compute_));
+            host_copies_done();
+        }
+        free_host_block(*it);
         host_blocks_.erase(it);
-        std::free(p);
     }
     void zero(void* x, size_t bytes) override {
         if (bytes) PTD_CUDA_CHECK(memset_async(x, 0, bytes, compute_));
@@ -617,8 +649,47 @@ private:
                 PTD_CUDA_CHECK(memset_async(static_cast<char*>(g.C) + (i * g.stride_c + r * g.ldc) * e, 0,
                                             (size_t)(g.N * e), compute_));
     }
+    // A host block of this backend and whether an upload from it may still be in flight.
+    struct HostBlock {
+        void* p;
+        size_t bytes;
+        bool in_flight;
+    };
+    HostBlock* host_block_of(const void* x) {
+        for (HostBlock& b : host_blocks_)
+            if (x >= b.p && static_cast<const char*>(x) < static_cast<const char*>(b.p) + b.bytes) return &b;
+        return nullptr;
+    }
+    // An upload from b was queued: until the next synchronisation the host must not write b.
+    void copy_in_flight(HostBlock& b) {
+        if (b.in_flight) return;
+        b.in_flight = true;
+#if defined(PTD_CUDA_SIM)
+        if (mprotect(b.p, b.bytes, PROT_READ) != 0)
+            fail(k_backend_name, "upload", "mprotect of the host block at %p: %s", b.p, std::strerror(errno));
+#endif
+    }
+    // The compute stream has been synchronised: every queued upload is done.
+    void host_copies_done() {
+        for (HostBlock& b : host_blocks_) {
+            if (!b.in_flight) continue;
+            b.in_flight = false;
+#if defined(PTD_CUDA_SIM)
+            if (mprotect(b.p, b.bytes, PROT_READ | PROT_WRITE) != 0)
+                fail(k_backend_name, "download", "mprotect of the host block at %p: %s", b.p, std::strerror(errno));
+#endif
+        }
+    }
+    void free_host_block(HostBlock& b) {
+#if defined(PTD_CUDA_SIM)
+        if (b.in_flight) mprotect(b.p, b.bytes, PROT_READ | PROT_WRITE);
+        std::free(b.p);
+#else
+        free_host(b.p);
+#endif
+    }
     void release_host_all() {
-        for (void* p : host_blocks_) std::free(p);
+        for (HostBlock& b : host_blocks_) free_host_block(b);
         host_blocks_.clear();
     }
 
@@ -626,7 +697,7 @@ private:
     StreamHandle compute_ = nullptr, comm_ = nullptr;
     std::vector<EventHandle> events_;
     std::map<void*, Block> blocks_;
-    std::vector<void*> host_blocks_;
+    std::vector<HostBlock> host_blocks_;
     MemStats stats_;
     TransferStats transfers_;
     bool sealed_ = false;
