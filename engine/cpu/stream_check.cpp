@@ -260,6 +260,7 @@ public:
         return in_->operand_scratch_bytes(t, largest_operand, widest_row);
     }
     // The scratch is the inner backend's own, private to its ops: no stream can reach it.
+    void plan_embedding_backward(int64_t rows, int64_t Vl) override { in_->plan_embedding_backward(rows, Vl); }
     void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
         in_->plan_operand_scratch(t, largest_operand, widest_row);
     }

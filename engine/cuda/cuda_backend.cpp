@@ -519,9 +519,16 @@ public:
     // The kernels read 16-bit operands directly and every GEMM has operands of one type (no
     // widening), but the row reductions of the norm and bias gradients and the Σx² partials
     // need scratch: planned here, the same in every precision.
+    // The Σx² partials, the row reductions' partials and (first stage) the embedding
+    // backward's int32 grouping of rows by token, each from a 256-byte boundary.
     int64_t operand_scratch_bytes(DType, int64_t, int64_t widest_row) const override {
-        return (int64_t)sizeof(double) * sum_squares_workspace_doubles() +
-               (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1));
+        return round256((int64_t)sizeof(double) * sum_squares_workspace_doubles()) +
+               round256((int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1))) +
+               embedding_scratch_bytes();
+    }
+    void plan_embedding_backward(int64_t rows, int64_t Vl) override {
+        if (scratch_) fail(k_backend_name, "plan_embedding_backward", "called after plan_operand_scratch");
+        emb_rows_ = std::max(emb_rows_, rows), emb_vl_ = std::max(emb_vl_, Vl);
     }
     void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
         if (scratch_) return;
@@ -529,7 +536,10 @@ public:
         scratch_ = static_cast<char*>(
             alloc(engine::MEM_WORKSPACE, (size_t)operand_scratch_bytes(t, largest_operand, widest_row), "operand scratch"));
         sumsq_ws_ = reinterpret_cast<double*>(scratch_);
-        row_ws_ = reinterpret_cast<float*>(scratch_ + sizeof(double) * sum_squares_workspace_doubles());
+        const int64_t sumsq = round256((int64_t)sizeof(double) * sum_squares_workspace_doubles());
+        row_ws_ = reinterpret_cast<float*>(scratch_ + sumsq);
+        const int64_t rows = round256((int64_t)sizeof(float) * row_reduce_floats_for(widest_));
+        if (embedding_scratch_bytes() > 0) emb_ws_ = reinterpret_cast<int32_t*>(scratch_ + sumsq + rows);
     }
 
     // ---- embedding ---------------------------------------------------------------------
@@ -539,7 +549,12 @@ public:
     }
     void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
                             int64_t rows, int64_t C) override {
-        cuda::PTD_CUDA_NS::embedding_backward(t, dwte, dout, tokens, v0, Vl, rows, C, compute_);
+        if (rows > 0 && Vl > 0 && (!emb_ws_ || rows > emb_rows_ || Vl > emb_vl_))
+            fail(k_backend_name, "embedding_backward",
+                 "%lld rows of a %lld-token shard, but its scratch was planned for %lld rows of %lld tokens "
+                 "(plan_embedding_backward before plan_operand_scratch)",
+                 (long long)rows, (long long)Vl, (long long)emb_rows_, (long long)emb_vl_);
+        cuda::PTD_CUDA_NS::embedding_backward(t, dwte, dout, tokens, v0, Vl, rows, C, emb_ws_, compute_);
     }
     void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
                           int64_t C) override {
@@ -642,6 +657,11 @@ private:
             fail(k_backend_name, op, "B %lld T %lld H %lld G %lld D %lld", (long long)B, (long long)T, (long long)H,
                  (long long)G, (long long)D);
     }
+    static int64_t round256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+    int64_t embedding_scratch_bytes() const {
+        if (emb_rows_ <= 0 || emb_vl_ <= 0) return 0;
+        return round256((int64_t)sizeof(int32_t) * embedding_backward_workspace_ints(emb_rows_, emb_vl_));
+    }
     void fill_matrix_zero(const Gemm& g) {
         const int e = engine::dtype_bytes(g.c_type);
         for (int64_t i = 0; i < g.batch; i++)
@@ -705,6 +725,8 @@ private:
     float* row_ws_ = nullptr;
     double* sumsq_ws_ = nullptr;
     int64_t widest_ = 1;
+    int64_t emb_rows_ = 0, emb_vl_ = 0;  // plan_embedding_backward's largest call
+    int32_t* emb_ws_ = nullptr;          // its workspace in the operand scratch
     AdamWTensor* adamw_list_ = nullptr;     // plan_adamw's device list (MEM_WORKSPACE)
     std::vector<AdamWTensor> adamw_host_;   // its host copy (the upload's source, and the count)
     int64_t adamw_total_ = 0;               // Σ n of the list

@@ -457,6 +457,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     // The widest row a row reduction sees: the norms' C, the biases of the fused QKV and
     // of the MLP's column-parallel layer.
     const int64_t widest_row = std::max({h, HD + 2 * GD, 2 * c.ffn_l()});
+    if (c.first) be.plan_embedding_backward(c.rows(), c.vocab_l());
     a.operand_scratch_bytes = be.operand_scratch_bytes(c.act, largest_operand, widest_row);
     for (const EngineBuffer& b : engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first,
                                                           c.last, c.layers > 0, f32_elements(attention_scratch_bytes),

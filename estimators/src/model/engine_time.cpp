@@ -33,6 +33,7 @@
 // Launches are asynchronous on one stream, so their host cost overlaps the kernels before
 // them and adds no time here; every launch is still counted (OpSum::ops).
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "estimate_internal.h"
@@ -194,6 +195,16 @@ struct Ops {
     void embedding_backward() {
         if (!s.rope) elem("copy", s.Rl * s.h, 2);
         tp_gather();
+        if (dev) {
+            // The CUDA backend groups the rows by token first (kernels/embedding.cuh): the
+            // [chunks, Vl] int32 counts zeroed, counted and prefixed, the rows' ids, ranks and
+            // positions, the offsets' scan — a memset and four launches.
+            const double chunks = std::ceil(s.R / 512.0);
+            elem("copy", chunks * s.Vl, 3, 4);
+            elem("copy", s.R, 4, 4);
+            elem("copy", s.Vl, 2, 4);
+            sum.ops += 2;
+        }
         elem("copy", s.R * s.h, 3);  // scatter-add into the table's gradient
     }
     // The loss: the last stage's final norm, logits (f32) and cross entropy; with tp > 1

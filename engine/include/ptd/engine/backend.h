@@ -341,6 +341,10 @@ public:
     // a programmer error that stops the process.
     virtual int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const = 0;
     virtual void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) = 0;
+    // The largest embedding backward this stage makes (its rows and vocabulary shard), stated
+    // at start-up before operand_scratch_bytes: a GPU backend groups the rows by token in
+    // its operand scratch. The CPU backend needs nothing.
+    virtual void plan_embedding_backward(int64_t rows, int64_t Vl) {}
 
     // ---- embedding (vocab-parallel) ----------------------------------------------------
     // out[r,:] (t) = wte[tok[r] − v0, :] (t) when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C];
