@@ -80,6 +80,9 @@ static_assert(sizeof(Algo) <= sizeof(cublasLtMatmulAlgo_t));
 
 thread_local std::string t_message;
 std::atomic<long> g_refusals{0};
+// Descriptor and heuristic calls since the process started: a caller that caches its plans
+// makes them once per call shape (tests read them through ptdCublasLtStandinCalls).
+std::atomic<long> g_desc_creates{0}, g_layout_creates{0}, g_heuristics{0};
 
 cublasStatus_t refuse(cublasStatus_t status, const char* fmt, ...) {
     char buf[1024];
@@ -286,6 +289,10 @@ extern "C" {
 
 // The stand-in's own: how many calls it refused since the process started (tests assert 0).
 PTD_EXPORT long ptdCublasLtStandinRefusals() { return g_refusals.load(); }
+// out[0] matmul descriptors created, out[1] matrix layouts created, out[2] heuristic queries.
+PTD_EXPORT void ptdCublasLtStandinCalls(long out[3]) {
+    out[0] = g_desc_creates.load(), out[1] = g_layout_creates.load(), out[2] = g_heuristics.load();
+}
 // Dry: check every call, compute nothing (PTD_CUBLASLT_STANDIN_DRY=1 sets it at load).
 PTD_EXPORT void ptdCublasLtStandinSetDry(int dry) { g_dry_flag = dry != 0; }
 
@@ -322,6 +329,7 @@ PTD_EXPORT cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t h) {
 PTD_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* out, cublasComputeType_t compute,
                                                                 cudaDataType_t scale) {
     if (!out) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate: null pointer");
+    ++g_desc_creates;
     auto* d = new Desc;
     d->compute = compute, d->scale = scale;
     *out = reinterpret_cast<cublasLtMatmulDesc_t>(d);
@@ -394,6 +402,7 @@ PTD_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMa
 PTD_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* out, cudaDataType type,
                                                                   uint64_t rows, uint64_t cols, int64_t ld) {
     if (!out) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: null pointer");
+    ++g_layout_creates;
     auto* l = new Layout;
     l->type = type, l->rows = rows, l->cols = cols, l->ld = ld;
     *out = reinterpret_cast<cublasLtMatrixLayout_t>(l);
@@ -477,6 +486,7 @@ PTD_EXPORT cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     int* returnAlgoCount) {
     auto* h = reinterpret_cast<Handle*>(handle);
     if (!h || h->magic != kMagic) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtMatmulAlgoGetHeuristic: no handle");
+    ++g_heuristics;
     auto* pref = reinterpret_cast<Pref*>(preference);
     if (!pref || pref->magic != kMagic || requestedAlgoCount < 1 || !results || !returnAlgoCount)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: bad preference or result array");

@@ -51,6 +51,15 @@ Fn standin_symbol(const char* name) {
     return lib ? reinterpret_cast<Fn>(dlsym(lib, name)) : nullptr;
 }
 long refusals() { return standin_symbol<long (*)()>("ptdCublasLtStandinRefusals")(); }
+// The stand-in's counts so far: matmul descriptors, matrix layouts, heuristic queries.
+struct LtCalls {
+    long descs = 0, layouts = 0, heuristics = 0;
+};
+LtCalls lt_calls() {
+    long c[3] = {};
+    standin_symbol<void (*)(long*)>("ptdCublasLtStandinCalls")(c);
+    return {c[0], c[1], c[2]};
+}
 void set_dry(bool dry) { standin_symbol<void (*)(int)>("ptdCublasLtStandinSetDry")(dry ? 1 : 0); }
 
 // A handle and a host workspace, as lt_matmul's per-stream pair.
@@ -324,6 +333,54 @@ TEST(LtStandin, RefusesWhatTheDocumentationRefusesNamingTheRule) {
     EXPECT_NE(std::string(cublasLtGetStatusString(s7)).find("only CUBLAS_COMPUTE_32F with CUDA_R_32F"), std::string::npos);
     cublasLtMatmulPreferenceDestroy(pref), cublasLtMatrixLayoutDestroy(l), cublasLtMatmulDescDestroy(op16);
     set_dry(false);
+}
+
+// The hot path (issue 30 point 5): a call shape's descriptors and algorithm are built once
+// per thread and kept — a layer's second and later calls of a shape create no descriptor and
+// query no heuristic; the pointers that differ between layers (operands, bias) are the
+// call's own, so each result is the reference's for its own bias. A new shape builds its own.
+TEST(LtStandin, ARepeatedCallShapeReusesItsDescriptorsAndAlgorithm) {
+    set_dry(false);
+    Lt lt;
+    const long before = refusals();
+    std::mt19937 rng(5);
+    const int64_t m = 32, n = 16, k = 24;
+    auto call = [&](int64_t mm, uint32_t seed) {
+        dev::LtMatmul p;
+        p.trans_b = true, p.m = mm, p.n = n, p.k = k;
+        p.a_type = p.b_type = p.c_type = p.d_type = p.bias_type = dev::DTypeLt::bf16;
+        p.lda = mm, p.ldb = n, p.ldc = p.ldd = mm;
+        p.epilogue = dev::Epilogue::bias;
+        Buffer A(mm * k * 2), B(n * k * 2), Bias(mm * 2), D1(mm * n * 2), D2(mm * n * 2);
+        lt_standin_test::fill_random(A.base, 1, mm * k, seed), lt_standin_test::fill_random(B.base, 1, n * k, seed + 1);
+        lt_standin_test::fill_random(Bias.base, 1, mm, seed + 2);
+        p.A = A.base, p.B = B.base, p.bias = Bias.base;
+        p.C = p.D = D1.base;
+        const dev::Status s = lt.run(p);
+        EXPECT_TRUE(s.ok()) << s.message;
+        p.C = p.D = D2.base;
+        EXPECT_EQ(cuda_gpu_test::reference_matmul(to_spec(p)), "");
+        EXPECT_EQ(0, std::memcmp(D1.base, D2.base, mm * n * 2)) << "seed " << seed << ": D is not the reference's";
+    };
+    const LtCalls c0 = lt_calls();
+    call(m, 1);
+    const LtCalls c1 = lt_calls();
+    EXPECT_EQ(c1.descs - c0.descs, 1);
+    EXPECT_EQ(c1.layouts - c0.layouts, 4);  // A, B, C, D
+    EXPECT_EQ(c1.heuristics - c0.heuristics, 1);
+    for (uint32_t seed : {7u, 13u, 21u}) call(m, seed);  // new operands and bias, one shape
+    const LtCalls c2 = lt_calls();
+    EXPECT_EQ(c2.descs, c1.descs) << "a repeated shape rebuilt its matmul descriptor";
+    EXPECT_EQ(c2.layouts, c1.layouts) << "a repeated shape rebuilt its layouts";
+    EXPECT_EQ(c2.heuristics, c1.heuristics) << "a repeated shape queried the heuristic again";
+    call(2 * m, 3);  // another shape: its own plan
+    const LtCalls c3 = lt_calls();
+    EXPECT_EQ(c3.descs - c2.descs, 1);
+    EXPECT_EQ(c3.heuristics - c2.heuristics, 1);
+    dev::lt_forget_plans();  // every thread's plans dropped: built again
+    call(m, 4);
+    EXPECT_EQ(lt_calls().descs - c3.descs, 1);
+    EXPECT_EQ(refusals(), before);
 }
 
 // Workspace: a split-K algorithm (k ≥ 4096) is offered only when the preference allows its

@@ -435,11 +435,11 @@ void check_norm(bool layer, DType t, const NormShape& s) {
         be.layernorm_backward(t, c_dx.data(), reinterpret_cast<float*>(c_dw.data()),
                               reinterpret_cast<float*>(c_db.data()), dout.data(), x.data(),
                               reinterpret_cast<const float*>(c_mean.data()),
-                              reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C);
+                              reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C, false);
     } else {
         be.rmsnorm_forward(t, c_out.data(), reinterpret_cast<float*>(c_rstd.data()), x.data(), w.data(), rows, C, eps);
         be.rmsnorm_backward(t, c_dx.data(), reinterpret_cast<float*>(c_dw.data()), dout.data(), x.data(),
-                            reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C);
+                            reinterpret_cast<const float*>(c_rstd.data()), w.data(), rows, C, false);
     }
     const LnRef r = layernorm_ref(layer, x, w, b, dout, rows, C, eps);
     // Forward: a sum over C elements of size ≈ |x| feeds mean and rstd: f32 error ~ C·eps
@@ -1224,10 +1224,10 @@ TEST_F(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
             Host dwte = random_host(DType::f32, Vl * C, 124, -1, 1, s.misaligned);
             Host c_dwte = dwte;
             {
-                DevInts dT(tokens);
+                DevInts dT(tokens), dWS(std::vector<int32_t>((size_t)kc::embedding_backward_workspace_ints(rows, Vl), -7));
                 Dev dW(wte), dO(out), dD(dout), dDW(dwte);
                 kc::embedding_forward(t, dO.get(), dT.get(), dW.get(), v0, Vl, rows, C, nullptr);
-                kc::embedding_backward(t, dDW.f(), dD.get(), dT.get(), v0, Vl, rows, C, nullptr);
+                kc::embedding_backward(t, dDW.f(), dD.get(), dT.get(), v0, Vl, rows, C, dWS.get(), nullptr);
                 dO.to(out), dDW.to(dwte);
             }
             cpu_backend().embedding_forward(t, c_out.data(), tokens.data(), wte.data(), v0, Vl, rows, C);
@@ -1236,6 +1236,37 @@ TEST_F(CudaKernelsKernb, EmbeddingForwardBackwardMatchCpuBitForBit) {
             expect_bits_equal(tag + " forward", out, c_out);
             expect_bits_equal(tag + " backward", dwte, c_dwte);
         }
+}
+
+// The embedding backward over several of its counting chunks (512 rows each) — frequent and
+// rare tokens, a token that appears once, rows outside the shard — gives the CPU backend's
+// bits: each token's rows are grouped in row order across the chunks (issue 30 point 5:
+// integer counting instead of the O(rows²) scan). The racecheck ctest runs it in two
+// block orders.
+TEST_F(CudaKernelsKernb, EmbeddingBackwardAcrossChunksMatchesCpuBitForBit) {
+    for (DType t : {DType::f32, DType::bf16}) {
+        const int64_t rows = 1300, C = 16, Vl = 40, v0 = 10;  // shard [10, 50) of a vocabulary of 64
+        std::mt19937 rng(77);
+        std::vector<int32_t> tokens(rows);
+        for (auto& tk : tokens) {  // a skewed draw: a few tokens in most rows
+            const uint32_t u = rng() % 100;
+            tk = static_cast<int32_t>(u < 40 ? 12 : u < 60 ? 30 + rng() % 3 : rng() % 64);
+        }
+        tokens[700] = 49;  // the shard's last token, once
+        for (auto& tk : tokens)
+            if (tk == 49 && &tk != &tokens[700]) tk = 48;
+        Host dout = random_host(t, rows * C, 141, -1, 1, false);
+        Host dwte = random_host(DType::f32, Vl * C, 142, -1, 1, false), c_dwte = dwte;
+        {
+            DevInts dT(tokens), dWS(std::vector<int32_t>((size_t)kc::embedding_backward_workspace_ints(rows, Vl), -7));
+            Dev dD(dout), dDW(dwte);
+            kc::embedding_backward(t, dDW.f(), dD.get(), dT.get(), v0, Vl, rows, C, dWS.get(), nullptr);
+            dDW.to(dwte);
+        }
+        cpu_backend().embedding_backward(t, reinterpret_cast<float*>(c_dwte.data()), dout.data(), tokens.data(), v0,
+                                         Vl, rows, C);
+        expect_bits_equal(std::string("embedding backward over chunks ") + type_name(t), dwte, c_dwte);
+    }
 }
 
 TEST_F(CudaKernelsKernb, PositionForwardBackwardMatchCpuBitForBit) {
@@ -1559,7 +1590,8 @@ TEST_F(CudaKernelsKernb, ReductionsAreDeterministicAcrossSimulatorSeeds) {
                                            nullptr);
             kc::xent_fused(dLoss.f(), dDL.f(), DType::f32, dL.f(), dT.get(), 1.0f, rows, Vl, 0, Vl - 3, nullptr);
             kc::sum_squares(acc.get(), dX.f(), n, ws.get(), nullptr);
-            kc::embedding_backward(DType::bf16, dW.f(), dD.get(), dTok.get(), 0, 5, rows, C, nullptr);
+            DevInts dEWS(std::vector<int32_t>((size_t)kc::embedding_backward_workspace_ints(rows, 5)));
+            kc::embedding_backward(DType::bf16, dW.f(), dD.get(), dTok.get(), 0, 5, rows, C, dEWS.get(), nullptr);
             dP.to(p), dDS.to(ds), dLoss.to(loss), dDL.to(dl), dW.to(dwte);
         }
         const std::vector<Host> now = {p, ds, loss, dl, dwte};

@@ -588,7 +588,7 @@ TEST(EngineOps, LayerNormForwardAndBackward) {
     vecf dout = random_vec(rows * C, 53), dx(rows * C, 99.0f), dw = random_vec(C, 54), db = random_vec(C, 55);
     const vecf dw0 = dw, db0 = db;
     be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), w.data(),
-                           rows, C);
+                           rows, C, false);
     const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w), bd = to_d(b);
     auto loss = [&](const vecd& xx, const vecd& ww, const vecd& bb) {
         vecd o, m, r;
@@ -618,7 +618,7 @@ TEST(EngineOps, RmsNormForwardAndBackward) {
 
     vecf dout = random_vec(rows * C, 62), dx(rows * C, 99.0f), dw = random_vec(C, 63);
     const vecf dw0 = dw;
-    be->rmsnorm_backward(DType::f32, dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+    be->rmsnorm_backward(DType::f32, dx.data(), dw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C, false);
     const vecd R = to_d(dout), xd = to_d(x), wd = to_d(w);
     auto loss = [&](const vecd& xx, const vecd& ww) {
         vecd o, r;
@@ -1244,7 +1244,7 @@ TEST(EngineOps16, NormsActivationsAndElementwise) {
         vec16 dx16(rows * C);
         vecf dw(C, 0.0f), db(C, 0.0f);
         be->layernorm_backward(f.t, dx16.data(), dw.data(), db.data(), d16.data(), x16.data(), mean.data(), rstd.data(),
-                               w16.data(), rows, C);
+                               w16.data(), rows, C, false);
         const vecd R = to_d(dout);
         auto ln_loss = [&](const vecd& xx, const vecd& ww, const vecd& bb) {
             vecd o, m_, r_;
@@ -1438,10 +1438,10 @@ TEST(EngineOpsDeterminism, SameCallTwiceGivesSameBits) {
         vecf out(rows * C), mean(rows), rstd(rows), dx(rows * C), dw(C), db(C);
         be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
         be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
-                               w.data(), rows, C);
+                               w.data(), rows, C, false);
         outs.insert(outs.end(), {out, dx, dw, db});
         vecf rdx(rows * C), rdw(C);
-        be->rmsnorm_backward(DType::f32, rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C);
+        be->rmsnorm_backward(DType::f32, rdx.data(), rdw.data(), dout.data(), x.data(), rstd.data(), w.data(), rows, C, false);
         outs.insert(outs.end(), {rdx, rdw});
         vecf dbias(C), dwte(5 * C), dwpe(64 * C);
         be->bias_grad(dbias.data(), dout.data(), DType::f32, rows, C);
@@ -1482,7 +1482,7 @@ TEST(EngineOpsDeterminism, CrossRowReductionsIndependentOfThreadCount) {
         vecf mean(rows), rstd(rows), out(rows * C), dx(rows * C), dw(C), db(C), dbias(C), dwte(7 * C), dwpe(50 * C);
         be->layernorm_forward(DType::f32, out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), rows, C, 1e-5f);
         be->layernorm_backward(DType::f32, dx.data(), dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(),
-                               w.data(), rows, C);
+                               w.data(), rows, C, false);
         be->bias_grad(dbias.data(), dout.data(), DType::f32, rows, C);
         be->embedding_backward(DType::f32, dwte.data(), dout.data(), tok.data(), 0, 7, rows, C);
         be->position_backward(DType::f32, dwpe.data(), dout.data(), 17, rows, 50, C);
@@ -1598,6 +1598,81 @@ TEST(EngineOpsFused, GemmEpiloguesEqualTheSeparateOps) {
             be->gemm(wg);
             EXPECT_TRUE(same_floats(dw1, dw0)) << "bias_grad: dW " << tag;
             EXPECT_TRUE(same_floats(db1, db0)) << "bias_grad: db " << tag;
+        }
+}
+
+// The layer output with the residual read by its GEMM (c_in, beta = 1: cuBLASLt's C ≠ D) is
+// the copy of the residual into the output followed by the beta = 1 GEMM, bit for bit, in
+// every type; the residual itself is left as it was. The stream checker sees c_in read.
+TEST(EngineOpsFused, GemmWithResidualInputEqualsCopyThenBetaOne) {
+    const int64_t R = 6, h = 10, F = 13;
+    for (bool checked : {false, true})
+        for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+            auto be = checked ? make_stream_checking_backend(backend()) : backend();
+            const std::string tag = std::string(t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "fp16") + (checked ? " checked" : "");
+            const vecf av = random_vec(R * F, 31), wv = random_vec(h * F, 32), bv = random_vec(h, 33), rv = random_vec(R * h, 34);
+            TypedBuf a(*be, t, av), w(*be, t, wv), b(*be, t, bv), res(*be, t, rv);
+            Backend::Gemm g;
+            g.trans_b = true, g.M = R, g.N = h, g.K = F, g.beta = 1.0f;
+            g.A = a.p(), g.a_type = t, g.lda = F, g.B = w.p(), g.b_type = t, g.ldb = F, g.c_type = t, g.ldc = h;
+            g.bias = b.p();
+            TypedBuf out0(*be, t, rv);  // the residual copied, then C = C + x·Wᵀ + b
+            g.C = out0.p();
+            be->gemm(g);
+            TypedBuf out1(*be, t, vecf(R * h, 9.0f));
+            g.C = out1.p(), g.c_in = res.p();
+            be->gemm(g);
+            EXPECT_TRUE(same_bytes(out1, out0)) << "c_in " << tag;
+            EXPECT_TRUE(same_bytes(res, TypedBuf(*be, t, rv))) << "the residual changed " << tag;
+        }
+}
+
+// accumulate_dx: the norm backward adds its input gradient to dx (the residual stream's
+// gradient) — in f32 exactly the overwritten gradient added to the old dx, in 16-bit that
+// sum rounded once (within one ulp of the two-rounding copy + add it replaces); the weight
+// gradients are the same either way.
+TEST(EngineOpsFused, NormBackwardAccumulatesIntoDx) {
+    const int64_t rows = 5, C = 37;
+    for (DType t : {DType::f32, DType::bf16})
+        for (bool layer : {true, false}) {
+            auto be = backend();
+            const std::string tag = std::string(t == DType::f32 ? "f32" : "bf16") + (layer ? " ln" : " rms");
+            const vecf xv = random_vec(rows * C, 41), wv = random_vec(C, 42), dv = random_vec(rows * C, 43);
+            const vecf d0v = random_vec(rows * C, 44);
+            TypedBuf x(*be, t, xv), w(*be, t, wv), dout(*be, t, dv), out(*be, t, vecf(rows * C));
+            vecf mean(rows), rstd(rows);
+            if (layer) be->layernorm_forward(t, out.p(), mean.data(), rstd.data(), x.p(), w.p(), w.p(), rows, C, 1e-5f);
+            else be->rmsnorm_forward(t, out.p(), rstd.data(), x.p(), w.p(), rows, C, 1e-5f);
+            auto run = [&](void* dx, bool acc, vecf& dw, vecf& db) {
+                if (layer) be->layernorm_backward(t, dx, dw.data(), db.data(), dout.p(), x.p(), mean.data(), rstd.data(), w.p(), rows, C, acc);
+                else be->rmsnorm_backward(t, dx, dw.data(), dout.p(), x.p(), rstd.data(), w.p(), rows, C, acc);
+            };
+            TypedBuf over(*be, t, vecf(rows * C)), acc(*be, t, d0v);
+            vecf dw0(C, 0.0f), db0(C, 0.0f), dw1(C, 0.0f), db1(C, 0.0f);
+            run(over.p(), false, dw0, db0);
+            run(acc.p(), true, dw1, db1);
+            EXPECT_TRUE(same_floats(dw1, dw0)) << "dw " << tag;
+            if (layer) {
+                EXPECT_TRUE(same_floats(db1, db0)) << "db " << tag;
+            }
+            TypedBuf sum(*be, t, d0v);  // the copy + add it replaces
+            be->add(sum.p(), over.p(), t, rows * C);
+            auto values = [&](TypedBuf v) {
+                vecf f(rows * C);
+                be->convert(f.data(), DType::f32, v.p(), t, rows * C);
+                return f;
+            };
+            const vecf got = values(acc), want = values(sum), g = values(over), d0 = values(TypedBuf(*be, t, d0v));
+            for (int64_t i = 0; i < rows * C; i++) {
+                // bf16: the rounding of the gradient (copy + add) and of the sum, each ≤ half
+                // an ulp (2^-8 relative) of the larger of the terms.
+                const double ulp = (std::fabs(d0[(size_t)i]) + std::fabs(g[(size_t)i])) / 128;
+                if (t == DType::f32) {
+                    ASSERT_EQ(got[(size_t)i], want[(size_t)i]) << tag << " element " << i;
+                } else {
+                    ASSERT_NEAR(got[(size_t)i], want[(size_t)i], ulp) << tag << " element " << i;
+                }
+            }
         }
 }
 

@@ -368,15 +368,15 @@ TEST(Activations, EngineWorkspaceList) {
     };
     const auto first = engine_workspace_buffers(tl, 2, 64, 2, true, true, false, true, 1000);
     EXPECT_EQ(names(first), (std::vector<std::string>{"workspace.full_rows", "workspace.d_residual",
-                                                      "workspace.d_norm_input", "workspace.d_norm_output",
+                                                      "workspace.d_norm_output",
                                                       "workspace.dqkv", "workspace.dctx",
                                                       "workspace.dact", "workspace.dfc1", "workspace.dfc3",
                                                       "workspace.attention_backward", "workspace.rope_table",
                                                       "workspace.embedding", "workspace.tokens_staging"}));
     EXPECT_EQ(first[1].elements, 2 * 64 / 2 * 64);           // d_residual: R/t rows with SP
-    EXPECT_EQ(first[4].elements, 2 * 64 * (2 + 2 * 1) * 16); // dqkv: R · (H_l + 2 G_l) · d
-    EXPECT_EQ(first[9].elements, 1000);                      // as the backend states it
-    EXPECT_EQ(first[10].elements, 64 * 16);                  // cos and sin [2, s, d/2]
+    EXPECT_EQ(first[3].elements, 2 * 64 * (2 + 2 * 1) * 16); // dqkv: R · (H_l + 2 G_l) · d
+    EXPECT_EQ(first[8].elements, 1000);                      // as the backend states it
+    EXPECT_EQ(first[9].elements, 64 * 16);                   // cos and sin [2, s, d/2]
     EXPECT_EQ(first.back().elements, 2 * 65);                // b · (s + 1) ids
     EXPECT_EQ(first.back().dtype, EngineDType::i32);
     // bf16/fp16: the backend's 16-bit operand scratch (as it states it) is listed last, f32.
@@ -404,7 +404,7 @@ TEST(Activations, EngineWorkspaceList) {
     EXPECT_EQ(std::count(nl1.begin(), nl1.end(), "workspace.loss"), 1);
     EXPECT_EQ(std::count(nl.begin(), nl.end(), "workspace.xent"), 1);  // tp = 2
     // A middle stage without layers holds only the stream temporaries.
-    EXPECT_EQ(engine_workspace_buffers(tl, 1, 8, 1, false, false, false, false, 5).size(), 4u);
+    EXPECT_EQ(engine_workspace_buffers(tl, 1, 8, 1, false, false, false, false, 5).size(), 3u);
 }
 
 // ============================================================================================

@@ -467,7 +467,16 @@ public:
     // ---- GEMM --------------------------------------------------------------------------
 
     void gemm(const Gemm& g) override {
+        require_epilogue_shape(g);
         if (g.epilogue != Gemm::Epilogue::none) return gemm_epilogue_unfused(g);  // the separate ops, same bits
+        if (g.c_in && g.c_in != g.C && g.beta != 0.0f && g.M > 0 && g.N > 0) {
+            // C ≠ D: beta's operand copied into the output first (exact), then C = ... + beta·C.
+            for (int64_t r = 0; r < g.M; r++)
+                copy(dtype_offset(g.C, r * g.ldc, g.c_type), dtype_offset(g.c_in, r * g.ldc, g.c_type), g.c_type, g.N);
+            Gemm in_place = g;
+            in_place.c_in = nullptr;
+            return gemm(in_place);
+        }
         PTD_REQUIRE(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 0, "negative shape M=%lld N=%lld K=%lld batch=%lld",
                     static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
                     static_cast<long long>(g.batch));
@@ -560,11 +569,11 @@ public:
         narrow(out, t, o, rows * C);
     }
     void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x, const float* mean,
-                            const float* rstd, const void* w, int64_t rows, int64_t C) override {
+                            const float* rstd, const void* w, int64_t rows, int64_t C, bool accumulate_dx) override {
         check_type(t, "x");
-        float* d = widen_out(3, dx, t, rows * C, false);
+        float* d = widen_out(3, dx, t, rows * C, accumulate_dx);
         layernorm_backward_f32(d, dw, db, widen(0, dout, t, rows * C), widen(1, x, t, rows * C), mean, rstd,
-                               widen(2, w, t, C), rows, C);
+                               widen(2, w, t, C), rows, C, accumulate_dx);
         narrow(dx, t, d, rows * C);
     }
     void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
@@ -575,11 +584,11 @@ public:
         narrow(out, t, o, rows * C);
     }
     void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
-                          const void* w, int64_t rows, int64_t C) override {
+                          const void* w, int64_t rows, int64_t C, bool accumulate_dx) override {
         check_type(t, "x");
-        float* d = widen_out(3, dx, t, rows * C, false);
+        float* d = widen_out(3, dx, t, rows * C, accumulate_dx);
         rmsnorm_backward_f32(d, dw, widen(0, dout, t, rows * C), widen(1, x, t, rows * C), rstd, widen(2, w, t, C),
-                             rows, C);
+                             rows, C, accumulate_dx);
         narrow(dx, t, d, rows * C);
     }
     void gelu_forward(DType t, void* out, const void* x, int64_t n) override {
@@ -821,10 +830,10 @@ public:
     }
 
     // With n = (x − mean)·rstd and g = dout·w (llm.c):
-    //   dx = rstd · (g − mean(g) − n · mean(g·n))   (overwritten)
+    //   dx = rstd · (g − mean(g) − n · mean(g·n))   (overwritten, or += with accumulate)
     //   dw += Σ_r dout·n, db += Σ_r dout           (a second pass, split by columns).
     void layernorm_backward_f32(float* dx, float* dw, float* db, const float* dout, const float* x, const float* mean,
-                            const float* rstd, const float* w, int64_t rows, int64_t C) {
+                            const float* rstd, const float* w, int64_t rows, int64_t C, bool accumulate) {
         PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
                     static_cast<long long>(C));
         const float inv_c = 1.0f / static_cast<float>(C);
@@ -844,7 +853,8 @@ public:
             const float mg = sg * inv_c, mgn = sgn * inv_c;
             for (int64_t i = 0; i < C; i++) {
                 const float n = (xr[i] - m) * rs;
-                dxr[i] = (dr[i] * w[i] - mg - n * mgn) * rs;
+                const float v = (dr[i] * w[i] - mg - n * mgn) * rs;
+                dxr[i] = accumulate ? dxr[i] + v : v;
             }
         }
         parallel_columns(C, rows * C, [&](int64_t c0, int64_t c1) {
@@ -879,10 +889,10 @@ public:
         }
     }
 
-    // With n = x·rstd and g = dout·w: dx = rstd · (g − n · mean(g·n)) (overwritten);
+    // With n = x·rstd and g = dout·w: dx = rstd · (g − n · mean(g·n)) (overwritten, or +=);
     // dw += Σ_r dout·n (split by columns).
     void rmsnorm_backward_f32(float* dx, float* dw, const float* dout, const float* x, const float* rstd, const float* w,
-                          int64_t rows, int64_t C) {
+                          int64_t rows, int64_t C, bool accumulate) {
         PTD_REQUIRE(C > 0 && rows >= 0, "rows = %lld, C = %lld", static_cast<long long>(rows),
                     static_cast<long long>(C));
         const float inv_c = 1.0f / static_cast<float>(C);
@@ -896,7 +906,10 @@ public:
 #pragma omp simd reduction(+ : sgn)
             for (int64_t i = 0; i < C; i++) sgn += dr[i] * w[i] * (xr[i] * rs);
             const float mgn = sgn * inv_c;
-            for (int64_t i = 0; i < C; i++) dxr[i] = (dr[i] * w[i] - (xr[i] * rs) * mgn) * rs;
+            for (int64_t i = 0; i < C; i++) {
+                const float v = (dr[i] * w[i] - (xr[i] * rs) * mgn) * rs;
+                dxr[i] = accumulate ? dxr[i] + v : v;
+            }
         }
         parallel_columns(C, rows * C, [&](int64_t c0, int64_t c1) {
             for (int64_t r = 0; r < rows; r++) {

@@ -132,7 +132,7 @@ public:
         in_->split_tokens(inputs, targets, seq, B, T);
     }
     void gemm(const Gemm& g) override {
-        rd(g.A, "gemm"), rd(g.B, "gemm"), rd(g.C, "gemm"), rd(g.bias, "gemm");
+        rd(g.A, "gemm"), rd(g.B, "gemm"), rd(g.C, "gemm"), rd(g.c_in, "gemm"), rd(g.bias, "gemm");
         rd(g.aux, "gemm"), rd(g.bias_grad, "gemm");
         if (g.epilogue == Gemm::Epilogue::gelu_aux) wrote(g.aux, "gemm");
         if (g.epilogue == Gemm::Epilogue::bias_grad) wrote(g.bias_grad, "gemm");
@@ -162,11 +162,11 @@ public:
         in_->layernorm_forward(t, out, mean, rstd, x, w, b, rows, C, eps);
     }
     void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x, const float* mean,
-                            const float* rstd, const void* w, int64_t rows, int64_t C) override {
+                            const float* rstd, const void* w, int64_t rows, int64_t C, bool accumulate_dx) override {
         const char* op = "layernorm_backward";
         rd(dx, op), rd(dw, op), rd(db, op), rd(dout, op), rd(x, op), rd(mean, op), rd(rstd, op), rd(w, op);
         wrote(dx, op), wrote(dw, op), wrote(db, op);
-        in_->layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C);
+        in_->layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C, accumulate_dx);
     }
     void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
                          float eps) override {
@@ -176,11 +176,11 @@ public:
         in_->rmsnorm_forward(t, out, rstd, x, w, rows, C, eps);
     }
     void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
-                          const void* w, int64_t rows, int64_t C) override {
+                          const void* w, int64_t rows, int64_t C, bool accumulate_dx) override {
         const char* op = "rmsnorm_backward";
         rd(dx, op), rd(dw, op), rd(dout, op), rd(x, op), rd(rstd, op), rd(w, op);
         wrote(dx, op), wrote(dw, op);
-        in_->rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C);
+        in_->rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C, accumulate_dx);
     }
     void gelu_forward(DType t, void* out, const void* x, int64_t n) override {
         rd(out, "gelu_forward"), rd(x, "gelu_forward");
@@ -260,6 +260,7 @@ public:
         return in_->operand_scratch_bytes(t, largest_operand, widest_row);
     }
     // The scratch is the inner backend's own, private to its ops: no stream can reach it.
+    void plan_embedding_backward(int64_t rows, int64_t Vl) override { in_->plan_embedding_backward(rows, Vl); }
     void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
         in_->plan_operand_scratch(t, largest_operand, widest_row);
     }

@@ -7,7 +7,12 @@
 // does, the simulator run does, call for call.
 //
 // Streams: one compute stream (every kernel and GEMM) and one comm stream (the
-// communicator's), ordered by the engine's events (CommOnStream). Memory: every device
+// communicator's), ordered by the engine's events (CommOnStream). Host staging (alloc_host:
+// the token ids, the step scalars) is pinned on the device, so its uploads and the step's
+// one download are single asynchronous DMAs; a staged upload's source must then stay
+// unchanged until the next synchronisation, which the simulator build enforces by
+// write-protecting the block in between (a host write faults there, as it would race on a
+// GPU). Memory: every device
 // allocation is tagged and counted here (MemStats), at start-up only (seal_allocations);
 // the kernels' own scratch — the row reductions of norm and bias gradients and the Σx²
 // partials — is "operand scratch", stated by operand_scratch_bytes and planned at
@@ -18,6 +23,7 @@
 // ldb) and A in its B slot, with m = N, n = M; a row-major bias[N] added to every row is
 // cuBLASLt's bias along m.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -27,6 +33,11 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#if defined(PTD_CUDA_SIM)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "blaslt.h"
 #include "cuda_backend.h"
@@ -148,6 +159,7 @@ public:
         stats_.total_current -= it->second.bytes;
         blocks_.erase(it);
         PTD_CUDA_CHECK(device_synchronize());  // nothing queued may still use it
+        host_copies_done();
         PTD_CUDA_CHECK(free_device(p));
     }
     MemStats mem_stats() const override { return stats_; }
@@ -156,13 +168,17 @@ public:
         for (int c = 0; c < engine::MEM_CATEGORY_COUNT; c++) stats_.peak[c] = stats_.current[c];
         stats_.total_peak = stats_.total_current;
     }
-    // Uploads are ordered on the compute stream and do not wait: from pageable host memory
-    // cudaMemcpyAsync returns once the source has been staged, so the caller may reuse it
-    // at once (the token staging is refilled only after the step's one download).
+    // Uploads are ordered on the compute stream and do not wait. From pageable host memory
+    // cudaMemcpyAsync returns once the source has been staged, so the caller may reuse it at
+    // once; from a host block of this backend (pinned) the copy is still in flight, so the
+    // block must stay unchanged until the next synchronisation (the token staging is
+    // refilled only after the step's one download) — the simulator write-protects it.
     void upload(void* dst, const void* src_host, size_t bytes) override {
         ++transfers_.uploads;
         transfers_.upload_bytes += (int64_t)bytes;
-        if (bytes) PTD_CUDA_CHECK(memcpy_async(dst, src_host, bytes, CopyKind::host_to_device, compute_));
+        if (!bytes) return;
+        PTD_CUDA_CHECK(memcpy_async(dst, src_host, bytes, CopyKind::host_to_device, compute_));
+        if (HostBlock* b = host_block_of(src_host)) copy_in_flight(*b);
     }
     // The one place the host waits for the device: after the compute stream (which has
     // waited for every comm event) has produced what is read.
@@ -171,26 +187,42 @@ public:
         transfers_.download_bytes += (int64_t)bytes;
         if (bytes) PTD_CUDA_CHECK(memcpy_async(dst_host, src, bytes, CopyKind::device_to_host, compute_));
         PTD_CUDA_CHECK(stream_synchronize(compute_));
+        host_copies_done();
     }
     TransferStats transfer_stats() const override { return transfers_; }
-    // Host staging (token ids). Pageable memory: the upload above is synchronous for it.
+    // Host staging (token ids, the step scalars): pinned memory on the device (cudaHostAlloc),
+    // whole pages in the simulator (so that a block can be write-protected, see upload).
     void* alloc_host(size_t bytes, const char* what) override {
         if (sealed_)
             fail(k_backend_name, "alloc_host", "host allocation after start-up: %zu bytes for %s", bytes,
                  what ? what : "?");
-        const size_t body = std::max<size_t>(256, (bytes + 255) / 256 * 256);
-        void* p = std::aligned_alloc(256, body);
+#if defined(PTD_CUDA_SIM)
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        const size_t body = std::max<size_t>(page, (bytes + page - 1) / page * page);
+        void* p = std::aligned_alloc(page, body);
         if (!p) fail(k_backend_name, "alloc_host", "out of host memory allocating %zu bytes for %s", bytes, what ? what : "?");
+#else
+        const size_t body = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+        void* p = nullptr;
+        const Status st = malloc_host(&p, body);
+        if (!st.ok())
+            fail(k_backend_name, "alloc_host", "allocating %zu bytes of pinned host memory for %s: %s", bytes,
+                 what ? what : "?", st.message.c_str());
+#endif
         std::memset(p, 0, body);
-        host_blocks_.push_back(p);
+        host_blocks_.push_back(HostBlock{p, body, false});
         return p;
     }
     void release_host(void* p) override {
         if (!p) return;
-        auto it = std::find(host_blocks_.begin(), host_blocks_.end(), p);
+        auto it = std::find_if(host_blocks_.begin(), host_blocks_.end(), [&](const HostBlock& b) { return b.p == p; });
         if (it == host_blocks_.end()) fail(k_backend_name, "release_host", "%p is not a host block of this backend", p);
+        if (it->in_flight) {  // a copy from it may still run
+            PTD_CUDA_CHECK(stream_synchronize(compute_));
+            host_copies_done();
+        }
+        free_host_block(*it);
         host_blocks_.erase(it);
-        std::free(p);
     }
     void zero(void* x, size_t bytes) override {
         if (bytes) PTD_CUDA_CHECK(memset_async(x, 0, bytes, compute_));
@@ -223,8 +255,8 @@ public:
             fail(k_backend_name, "gemm", "M %lld N %lld K %lld batch %lld", (long long)g.M, (long long)g.N,
                  (long long)g.K, (long long)g.batch);
         if (g.M == 0 || g.N == 0) return;
+        require_epilogue_shape(g);
         if (g.epilogue != Gemm::Epilogue::none) {
-            require_epilogue_shape(g);
             // GELU forward/backward fuse into cuBLASLt's GELU_AUX(_BIAS) / DGELU epilogues where
             // cuBLASLt takes them: one operand type, K > 0, and aux's leading dimension (N, m in
             // cuBLASLt's terms) a multiple of 8. The bias gradient stays the GEMM plus the
@@ -241,7 +273,9 @@ public:
         p.lda = g.ldb, p.stride_a = g.stride_b;
         p.trans_b = g.trans_a, p.B = g.A, p.b_type = lt_type(g.a_type, k_backend_name, "A");
         p.ldb = g.lda, p.stride_b = g.stride_a;
-        p.C = g.C, p.c_type = lt_type(g.c_type, k_backend_name, "C"), p.ldc = g.ldc, p.stride_c = g.stride_c;
+        // c_in: cuBLASLt's C is the residual read, its D the output (C ≠ D, same layout).
+        p.C = g.c_in ? g.c_in : g.C, p.c_type = lt_type(g.c_type, k_backend_name, "C"), p.ldc = g.ldc,
+        p.stride_c = g.stride_c;
         p.D = g.C, p.d_type = p.c_type, p.ldd = g.ldc, p.stride_d = g.stride_c;
         p.batch = g.batch;
         if (g.bias) {
@@ -264,6 +298,9 @@ public:
                  (int)g.a_type, (int)g.b_type);
         if (g.K == 0) {
             // cuBLASLt rejects k = 0; the result is beta·C (+ bias), which is what the CPU does.
+            if (g.c_in && g.c_in != g.C && g.beta != 0.0f)
+                PTD_CUDA_CHECK(memcpy_async(g.C, g.c_in, (size_t)(g.M * g.ldc * engine::dtype_bytes(g.c_type)),
+                                            CopyKind::device_to_device, compute_));
             if (g.beta == 0.0f) fill_matrix_zero(g);
             else if (g.beta != 1.0f) fail(k_backend_name, "gemm", "K = 0 with beta %g", g.beta);
             if (g.bias) fail(k_backend_name, "gemm", "K = 0 with a bias");
@@ -301,8 +338,9 @@ public:
         cuda::PTD_CUDA_NS::layernorm_forward(t, out, mean, rstd, x, w, b, rows, C, eps, compute_);
     }
     void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x,
-                            const float* mean, const float* rstd, const void* w, int64_t rows, int64_t C) override {
-        cuda::PTD_CUDA_NS::layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C, false,
+                            const float* mean, const float* rstd, const void* w, int64_t rows, int64_t C,
+                            bool accumulate_dx) override {
+        cuda::PTD_CUDA_NS::layernorm_backward(t, dx, dw, db, dout, x, mean, rstd, w, rows, C, accumulate_dx,
                                               row_ws(rows, C, "layernorm_backward"), compute_);
     }
     void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows, int64_t C,
@@ -321,8 +359,8 @@ public:
             cuda::PTD_CUDA_NS::rmsnorm_residual_forward(t, res_out, out, rstd, x, residual, w, rows, C, eps, compute_);
     }
     void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x, const float* rstd,
-                          const void* w, int64_t rows, int64_t C) override {
-        cuda::PTD_CUDA_NS::rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C, false,
+                          const void* w, int64_t rows, int64_t C, bool accumulate_dx) override {
+        cuda::PTD_CUDA_NS::rmsnorm_backward(t, dx, dw, dout, x, rstd, w, rows, C, accumulate_dx,
                                             row_ws(rows, C, "rmsnorm_backward"), compute_);
     }
 
@@ -481,9 +519,16 @@ public:
     // The kernels read 16-bit operands directly and every GEMM has operands of one type (no
     // widening), but the row reductions of the norm and bias gradients and the Σx² partials
     // need scratch: planned here, the same in every precision.
+    // The Σx² partials, the row reductions' partials and (first stage) the embedding
+    // backward's int32 grouping of rows by token, each from a 256-byte boundary.
     int64_t operand_scratch_bytes(DType, int64_t, int64_t widest_row) const override {
-        return (int64_t)sizeof(double) * sum_squares_workspace_doubles() +
-               (int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1));
+        return round256((int64_t)sizeof(double) * sum_squares_workspace_doubles()) +
+               round256((int64_t)sizeof(float) * row_reduce_floats_for(std::max<int64_t>(widest_row, 1))) +
+               embedding_scratch_bytes();
+    }
+    void plan_embedding_backward(int64_t rows, int64_t Vl) override {
+        if (scratch_) fail(k_backend_name, "plan_embedding_backward", "called after plan_operand_scratch");
+        emb_rows_ = std::max(emb_rows_, rows), emb_vl_ = std::max(emb_vl_, Vl);
     }
     void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) override {
         if (scratch_) return;
@@ -491,7 +536,10 @@ public:
         scratch_ = static_cast<char*>(
             alloc(engine::MEM_WORKSPACE, (size_t)operand_scratch_bytes(t, largest_operand, widest_row), "operand scratch"));
         sumsq_ws_ = reinterpret_cast<double*>(scratch_);
-        row_ws_ = reinterpret_cast<float*>(scratch_ + sizeof(double) * sum_squares_workspace_doubles());
+        const int64_t sumsq = round256((int64_t)sizeof(double) * sum_squares_workspace_doubles());
+        row_ws_ = reinterpret_cast<float*>(scratch_ + sumsq);
+        const int64_t rows = round256((int64_t)sizeof(float) * row_reduce_floats_for(widest_));
+        if (embedding_scratch_bytes() > 0) emb_ws_ = reinterpret_cast<int32_t*>(scratch_ + sumsq + rows);
     }
 
     // ---- embedding ---------------------------------------------------------------------
@@ -501,7 +549,12 @@ public:
     }
     void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
                             int64_t rows, int64_t C) override {
-        cuda::PTD_CUDA_NS::embedding_backward(t, dwte, dout, tokens, v0, Vl, rows, C, compute_);
+        if (rows > 0 && Vl > 0 && (!emb_ws_ || rows > emb_rows_ || Vl > emb_vl_))
+            fail(k_backend_name, "embedding_backward",
+                 "%lld rows of a %lld-token shard, but its scratch was planned for %lld rows of %lld tokens "
+                 "(plan_embedding_backward before plan_operand_scratch)",
+                 (long long)rows, (long long)Vl, (long long)emb_rows_, (long long)emb_vl_);
+        cuda::PTD_CUDA_NS::embedding_backward(t, dwte, dout, tokens, v0, Vl, rows, C, emb_ws_, compute_);
     }
     void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T,
                           int64_t C) override {
@@ -604,6 +657,11 @@ private:
             fail(k_backend_name, op, "B %lld T %lld H %lld G %lld D %lld", (long long)B, (long long)T, (long long)H,
                  (long long)G, (long long)D);
     }
+    static int64_t round256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+    int64_t embedding_scratch_bytes() const {
+        if (emb_rows_ <= 0 || emb_vl_ <= 0) return 0;
+        return round256((int64_t)sizeof(int32_t) * embedding_backward_workspace_ints(emb_rows_, emb_vl_));
+    }
     void fill_matrix_zero(const Gemm& g) {
         const int e = engine::dtype_bytes(g.c_type);
         for (int64_t i = 0; i < g.batch; i++)
@@ -611,8 +669,47 @@ private:
                 PTD_CUDA_CHECK(memset_async(static_cast<char*>(g.C) + (i * g.stride_c + r * g.ldc) * e, 0,
                                             (size_t)(g.N * e), compute_));
     }
+    // A host block of this backend and whether an upload from it may still be in flight.
+    struct HostBlock {
+        void* p;
+        size_t bytes;
+        bool in_flight;
+    };
+    HostBlock* host_block_of(const void* x) {
+        for (HostBlock& b : host_blocks_)
+            if (x >= b.p && static_cast<const char*>(x) < static_cast<const char*>(b.p) + b.bytes) return &b;
+        return nullptr;
+    }
+    // An upload from b was queued: until the next synchronisation the host must not write b.
+    void copy_in_flight(HostBlock& b) {
+        if (b.in_flight) return;
+        b.in_flight = true;
+#if defined(PTD_CUDA_SIM)
+        if (mprotect(b.p, b.bytes, PROT_READ) != 0)
+            fail(k_backend_name, "upload", "mprotect of the host block at %p: %s", b.p, std::strerror(errno));
+#endif
+    }
+    // The compute stream has been synchronised: every queued upload is done.
+    void host_copies_done() {
+        for (HostBlock& b : host_blocks_) {
+            if (!b.in_flight) continue;
+            b.in_flight = false;
+#if defined(PTD_CUDA_SIM)
+            if (mprotect(b.p, b.bytes, PROT_READ | PROT_WRITE) != 0)
+                fail(k_backend_name, "download", "mprotect of the host block at %p: %s", b.p, std::strerror(errno));
+#endif
+        }
+    }
+    void free_host_block(HostBlock& b) {
+#if defined(PTD_CUDA_SIM)
+        if (b.in_flight) mprotect(b.p, b.bytes, PROT_READ | PROT_WRITE);
+        std::free(b.p);
+#else
+        free_host(b.p);
+#endif
+    }
     void release_host_all() {
-        for (void* p : host_blocks_) std::free(p);
+        for (HostBlock& b : host_blocks_) free_host_block(b);
         host_blocks_.clear();
     }
 
@@ -620,7 +717,7 @@ private:
     StreamHandle compute_ = nullptr, comm_ = nullptr;
     std::vector<EventHandle> events_;
     std::map<void*, Block> blocks_;
-    std::vector<void*> host_blocks_;
+    std::vector<HostBlock> host_blocks_;
     MemStats stats_;
     TransferStats transfers_;
     bool sealed_ = false;
@@ -628,6 +725,8 @@ private:
     float* row_ws_ = nullptr;
     double* sumsq_ws_ = nullptr;
     int64_t widest_ = 1;
+    int64_t emb_rows_ = 0, emb_vl_ = 0;  // plan_embedding_backward's largest call
+    int32_t* emb_ws_ = nullptr;          // its workspace in the operand scratch
     AdamWTensor* adamw_list_ = nullptr;     // plan_adamw's device list (MEM_WORKSPACE)
     std::vector<AdamWTensor> adamw_host_;   // its host copy (the upload's source, and the count)
     int64_t adamw_total_ = 0;               // Σ n of the list

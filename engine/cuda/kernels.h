@@ -188,9 +188,12 @@ void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wt
                        int64_t rows, int64_t C, StreamHandle stream);
 // dwte[tok[r] − v0, :] (f32) += dout[r, :] (t) for every row whose token is in [v0, v0 + Vl),
 // the rows of one token added in increasing row order (the CPU backend's bits), from the
-// device's token ids alone: no host plan, no workspace, no atomics (embedding.cuh says how).
+// device's token ids alone: no host plan, no float atomics; the rows are grouped by token
+// with integer counting in `workspace` (embedding.cuh says how), whose int32 elements
+// embedding_backward_workspace_ints(rows, Vl) gives (plan it at start-up).
+int64_t embedding_backward_workspace_ints(int64_t rows, int64_t Vl);
 void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
-                        int64_t rows, int64_t C, StreamHandle stream);
+                        int64_t rows, int64_t C, int32_t* workspace, StreamHandle stream);
 // out[r, :] (t) += wpe[(row0 + r) % T, :] (t); backward dwpe[p, :] (f32) += dout rows
 // r ≡ p − row0 (mod T) in row order (the same bits as the CPU backend).
 void position_forward(DType t, void* out, const void* wpe, int64_t row0, int64_t rows, int64_t T, int64_t C,

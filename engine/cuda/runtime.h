@@ -70,6 +70,16 @@ Status memcpy_async(void* dst, const void* src, size_t bytes, CopyKind kind, Str
 Status memcpy_sync(void* dst, const void* src, size_t bytes, CopyKind kind);
 Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream);
 
+#if !defined(PTD_CUDA_SIM)
+// Page-locked host memory (cudaHostAlloc): a copy from or to it is one asynchronous DMA on
+// the stream, where from pageable memory cudaMemcpyAsync first stages the bytes through a
+// driver buffer and returns only then. The price: a source must stay unchanged until the
+// stream has passed the copy (the CUDA backend's host staging; the simulator build checks it
+// by write-protecting the block meanwhile, cuda_backend.cpp).
+Status malloc_host(void** ptr, size_t bytes);
+Status free_host(void* ptr);  // nullptr is a no-op, as cudaFreeHost
+#endif
+
 // Streams and events. event_record + stream_wait_event order work across streams without
 // blocking the host.
 Status stream_create(StreamHandle* stream);

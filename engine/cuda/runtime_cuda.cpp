@@ -46,6 +46,13 @@ Status malloc_device(void** ptr, size_t bytes, const char* tag) {
     return s;
 }
 Status free_device(void* ptr) { return PTD_CUDART(cudaFree(ptr)); }
+Status malloc_host(void** ptr, size_t bytes) {
+    *ptr = nullptr;
+    Status s = PTD_CUDART(cudaHostAlloc(ptr, bytes, cudaHostAllocDefault));
+    if (!s.ok()) s.message += " (" + std::to_string(bytes) + " bytes of pinned host memory)";
+    return s;
+}
+Status free_host(void* ptr) { return PTD_CUDART(cudaFreeHost(ptr)); }
 
 Status sync_check(const char* what) {
     static const int mode = [] {

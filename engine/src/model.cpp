@@ -363,7 +363,6 @@ bool place_buffer(const BufferHomes& h, EngineBufferId id, void* p) {
     case Id::tokens_targets: return put_field(h.out, &OutputActs::targets, p);
     case Id::ws_full_rows: return put_field(h.ws, &Activations::w_full, p);
     case Id::ws_d_residual: return put_field(h.ws, &Activations::w_dres, p);
-    case Id::ws_d_norm_input: return put_field(h.ws, &Activations::w_dtmp, p);
     case Id::ws_d_norm_output: return put_field(h.ws, &Activations::w_dln, p);
     case Id::ws_dqkv: return put_field(h.ws, &Activations::w_dqkv, p);
     case Id::ws_dctx: return put_field(h.ws, &Activations::w_dctx, p);
@@ -458,6 +457,7 @@ Activations alloc_activations(Backend& be, const EngineConfig& c) {
     // The widest row a row reduction sees: the norms' C, the biases of the fused QKV and
     // of the MLP's column-parallel layer.
     const int64_t widest_row = std::max({h, HD + 2 * GD, 2 * c.ffn_l()});
+    if (c.first) be.plan_embedding_backward(c.rows(), c.vocab_l());
     a.operand_scratch_bytes = be.operand_scratch_bytes(c.act, largest_operand, widest_row);
     for (const EngineBuffer& b : engine_workspace_buffers(ms, c.micro_batch, c.seq, c.tp, c.sequence_parallel, c.first,
                                                           c.last, c.layers > 0, f32_elements(attention_scratch_bytes),
@@ -505,9 +505,10 @@ namespace {
 
 // y [R, out] = x [R, in] · Wᵀ (+ b), the bias fused into the GEMM. With `gelu_pre` (the MLP's
 // fc1): gelu_pre = that result (kept for the backward) and y = gelu(gelu_pre), the GELU
-// fused into the GEMM's epilogue.
+// fused into the GEMM's epilogue. With `residual` ([R, out], t): y = residual + x·Wᵀ (+ b),
+// the residual read by the GEMM (beta = 1, cuBLASLt's C ≠ D) and the sum rounded once.
 void linear_forward(Model& m, void* y, const void* x, const ParamTensor* W, const ParamTensor* b, int64_t R,
-                    int64_t out, int64_t in, void* gelu_pre = nullptr) {
+                    int64_t out, int64_t in, void* gelu_pre = nullptr, const void* residual = nullptr) {
     const DType t = m.cfg.act;
     Backend::Gemm g;
     g.trans_b = true, g.M = R, g.N = out, g.K = in;
@@ -515,6 +516,7 @@ void linear_forward(Model& m, void* y, const void* x, const ParamTensor* W, cons
     g.B = W->p, g.b_type = t, g.ldb = in;
     g.C = y, g.c_type = t, g.ldc = out;
     g.bias = b ? b->p : nullptr;
+    if (residual) g.c_in = residual, g.beta = 1.0f;
     if (gelu_pre) g.epilogue = Backend::Gemm::Epilogue::gelu_aux, g.aux = gelu_pre;
     m.be->gemm(g);
 }
@@ -541,12 +543,14 @@ void norm_forward(Model& m, void* out, float* mean, float* rstd, const void* x, 
     if (m.cfg.layernorm()) m.be->layernorm_forward(t, out, mean, rstd, x, w->p, b ? b->p : nullptr, rows, h, eps);
     else m.be->rmsnorm_forward(t, out, rstd, x, w->p, rows, h, eps);
 }
+// dx = (or, with accumulate_dx, +=) the norm's input gradient.
 void norm_backward(Model& m, void* dx, const ParamTensor* w, const ParamTensor* b, const void* dout, const void* x,
-                   const float* mean, const float* rstd, int64_t rows) {
+                   const float* mean, const float* rstd, int64_t rows, bool accumulate_dx = false) {
     const int64_t h = m.cfg.model.hidden;
     const DType t = m.cfg.act;
-    if (m.cfg.layernorm()) m.be->layernorm_backward(t, dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h);
-    else m.be->rmsnorm_backward(t, dx, w->g, dout, x, rstd, w->p, rows, h);
+    if (m.cfg.layernorm())
+        m.be->layernorm_backward(t, dx, w->g, b ? b->g : nullptr, dout, x, mean, rstd, w->p, rows, h, accumulate_dx);
+    else m.be->rmsnorm_backward(t, dx, w->g, dout, x, rstd, w->p, rows, h, accumulate_dx);
 }
 
 // Exit of a TP region: the partial sums `full` [R, h] become the complete values — all of
@@ -664,13 +668,13 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
         be.rope_forward(t, dtype_offset(x.qkv, H * D, t), QKV, B, T, G, D, 0, a.rope_table, T);
     }
     attention_core_forward(m, x);
-    linear_forward(m, a.w_full, x.ctx, P.wo, nullptr, R, h, H * D);  // partial over TP
+    // The row-parallel output projection: a partial sum over TP, so its bias is added after
+    // the reduction (in place on the reduced rows); on one TP rank it rides in the GEMM's
+    // bias epilogue. Either way the biased output is rounded before the residual add.
+    const bool one_tp = cfg.tp == 1;
+    linear_forward(m, a.w_full, x.ctx, P.wo, one_tp ? P.bo : nullptr, R, h, H * D);
     const void* attn = tp_reduce(m, a.w_full, c);
-    if (P.bo) {  // its own rounding before the residual add, as without the fusion
-        be.copy(x.ln2_in, attn, t, Rl * h);
-        be.bias_add(x.ln2_in, P.bo->p, t, Rl, h);
-        attn = x.ln2_in;
-    }
+    if (P.bo && !one_tp) be.bias_add(const_cast<void*>(attn), P.bo->p, t, Rl, h);  // attn lies in a.w_full
 
     // MLP block: ln2_in + W2·act(W1·norm2(ln2_in)), ln2_in = attention output + ln1_in formed
     // by the norm's kernel.
@@ -682,6 +686,10 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
     } else {
         linear_forward(m, x.act, x.ln2_out, P.w1, P.b1, R, F, h, x.fc1);  // fc1 kept, act = gelu(fc1)
     }
+    if (one_tp) {  // out = ln2_in + act · W2ᵀ + b2: bias epilogue and beta = 1, one GEMM
+        linear_forward(m, out, x.act, P.w2, P.b2, R, h, F, nullptr, x.ln2_in);
+        return;
+    }
     linear_forward(m, a.w_full, x.act, P.w2, nullptr, R, h, F);
     const void* mlp = tp_reduce(m, a.w_full, c);
     be.copy(out, mlp, t, Rl * h);
@@ -689,12 +697,16 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
     be.add(out, x.ln2_in, t, Rl * h);
 }
 
-void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* dout, void* din, StageComm& c) {
+void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* dout_in, void* din, StageComm& c) {
     const EngineConfig& cfg = m.cfg;
     Backend& be = *m.be;
     const DType t = cfg.act;
     const LayerParams& P = m.layers[(size_t)li];
     const auto [R, Rl, h, B, T, H, G, D, F, QKV] = layer_dims(cfg);
+    // The residual stream's gradient is carried in din, in place: each norm's backward adds
+    // its input gradient to it (accumulate_dx), no copy + add.
+    if (din != dout_in) be.copy(din, dout_in, t, Rl * h);
+    const void* dout = din;
 
     // MLP block. dout is the gradient of out = ln2_in + mlp(ln2_in).
     if (P.b2) be.bias_grad(P.b2->g, dout, t, Rl, h);
@@ -716,13 +728,11 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
         linear_backward(m, a.w_dln, false, a.w_dfc1, x.ln2_out, P.w1, P.b1, R, F, h);
     }
     const void* dln2 = tp_reduce(m, a.w_dln, c);
-    norm_backward(m, a.w_dtmp, P.ln2_w, P.ln2_b, dln2, x.ln2_in, x.ln2_mean, x.ln2_rstd, Rl);
-    be.copy(a.w_dres, dout, t, Rl * h);
-    be.add(a.w_dres, a.w_dtmp, t, Rl * h);                                             // d ln2_in
+    norm_backward(m, din, P.ln2_w, P.ln2_b, dln2, x.ln2_in, x.ln2_mean, x.ln2_rstd, Rl, true);  // din = d ln2_in
 
     // Attention block.
-    if (P.bo) be.bias_grad(P.bo->g, a.w_dres, t, Rl, h);
-    g = tp_gather(m, a.w_dres, a.w_full, c);
+    if (P.bo) be.bias_grad(P.bo->g, din, t, Rl, h);
+    g = tp_gather(m, din, a.w_full, c);
     be.gemm(false, false, R, H * D, h, 1.0f, g, P.wo->p, 0.0f, a.w_dctx, t, t);        // dctx = g · Wo
     be.gemm(true, false, h, H * D, R, 1.0f, g, x.ctx, 1.0f, P.wo->g, t, DType::f32);   // dWo += gᵀ · ctx
     // Selective recompute (Korthikanti et al. 2022, §5): the probabilities were not kept;
@@ -742,9 +752,7 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
     // The fused QKV backward: one GEMM for dWqkv (wq, wk, wv grads are adjacent too), one for dx.
     linear_backward(m, a.w_dln, false, a.w_dqkv, x.ln1_out, P.wq, P.bq, R, QKV, h);
     const void* dln1 = tp_reduce(m, a.w_dln, c);
-    norm_backward(m, a.w_dtmp, P.ln1_w, P.ln1_b, dln1, x.ln1_in, x.ln1_mean, x.ln1_rstd, Rl);
-    be.copy(din, a.w_dres, t, Rl * h);
-    be.add(din, a.w_dtmp, t, Rl * h);
+    norm_backward(m, din, P.ln1_w, P.ln1_b, dln1, x.ln1_in, x.ln1_mean, x.ln1_rstd, Rl, true);  // din = d ln1_in
 }
 
 namespace {

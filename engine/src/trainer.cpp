@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -58,6 +59,7 @@ struct RunState {
     Activations acts;
     OptimizerState optim;
     int32_t* host_tokens = nullptr;  // the step's token ids [m][b][s+1] (backend host staging)
+    double* host_scalars = nullptr;  // the step scalars' one download lands here (backend host staging)
     int64_t step = 0;              // optimizer steps completed
     // The measured timeline (TrainOptions::timeline_steps): open while steps are recorded.
     std::optional<TimelineWriter> timeline;
@@ -494,8 +496,10 @@ void train_one_step(RunState& s) {
     const auto t_optimizer = clock_type::now();
     optimizer_step(s.model, s.optim, s.groups, (float)lr, times);
     if (times.timeline) times.timeline->add(BlockKind::optimizer, -1, -1, kStreamCompute, t_optimizer);
+    // The step's one read of the device, into the backend's host staging (pinned on a GPU).
+    s.be->download(s.host_scalars, scalars, sizeof(double) * STEP_SCALAR_COUNT);
     double host[STEP_SCALAR_COUNT];
-    s.be->download(host, scalars, sizeof host);  // the step's one read of the device
+    std::copy(s.host_scalars, s.host_scalars + STEP_SCALAR_COUNT, host);
     const TransferStats transfers1 = s.be->transfer_stats();
     const double tokens = (double)c.global_batch * c.seq;
     const double loss = host[SCALAR_LOSS_SUM] / tokens;
@@ -570,7 +574,9 @@ void teardown(RunState& s) {
         free_optimizer(*s.be, s.optim);
         free_model(s.model);
         s.be->release_host(s.host_tokens);
+        s.be->release_host(s.host_scalars);
         s.host_tokens = nullptr;
+        s.host_scalars = nullptr;
     }
 }
 
@@ -705,6 +711,7 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     if (s.cfg.first || s.cfg.last)
         s.host_tokens = (int32_t*)s.be->alloc_host(
             (size_t)s.cfg.grad_accum * s.cfg.micro_batch * (s.cfg.seq + 1) * sizeof(int32_t), "token ids (host staging)");
+    s.host_scalars = (double*)s.be->alloc_host(sizeof(double) * STEP_SCALAR_COUNT, "step scalars (host staging)");
     if (options.resume)
         if (int rc = resume_run(s)) return rc;
     // Planned memory: everything is allocated by now; from here on an allocation (in an op,

@@ -10,14 +10,25 @@
 //                       targets [B·T] (ids 1..T)
 //
 // The embedding backward: many rows hit one dwte row, and the backend has only the
-// device's token ids (no host-side plan), so it runs one block per (row r, block of
-// columns). The block first decides whether r is the first row holding its token (a
-// block-wide scan of tok[0 .. r)); only such "leader" blocks work: they walk the rows
-// r .. rows−1 a tile at a time, staging the tile's token matches in shared memory, and each
-// thread adds the matching rows of its columns in increasing row order: d = ((d + x_r0) +
-// x_r1) + … — the CPU backend's order, so the same bits, without atomics or workspace.
-// O(rows²/threads) token compares per column block (about 1 ms for 8k rows on an H100,
-// estimated). The position backward adds the rows of each position in order.
+// device's token ids (no host-side plan). It groups the rows by token on the device, in row
+// order, with integer counting only (issue 30 point 5: the O(rows²) scan it replaces
+// compared every row with every earlier one):
+//   1. count: the rows are cut into chunks of k_emb_chunk; each chunk's block counts its
+//      rows per token (integer atomicAdd into counts[chunk, token]: the totals do not depend
+//      on the order) and gives each row its rank among the chunk's earlier rows of its token
+//      (a scan of the chunk's ids in shared memory);
+//   2. chunk prefix: per token, counts[chunk, token] becomes the rows of that token in the
+//      earlier chunks, and the token's total is kept;
+//   3. offsets: one block scans the totals into each token's first position (CSR offsets);
+//   4. scatter: row r goes to position offsets[token] + counts[chunk(r), token] + rank(r) —
+//      so each token's rows lie together in increasing row order;
+//   5. add: one block per (position, block of columns); the block at a token's first
+//      position adds that token's rows into dwte in order: d = ((d + x_r0) + x_r1) + … —
+//      the CPU backend's order, so the same bits. No float atomics: every launch writes the
+//      same bits in any block order (the racecheck).
+// O(rows · (chunk + chunks)) integer work plus the rows' bytes, in an int32 workspace of
+// chunks · Vl + Vl + 1 + 2 · rows elements (embedding_backward_workspace_ints), planned at
+// start-up. The position backward adds the rows of each position in order.
 #pragma once
 
 
@@ -55,45 +66,99 @@ PTD_UNROLL
     }
 }
 
-// Grid: x = row r, y = block of k_embed_threads·N columns. Block size k_embed_threads.
-template <class T, int N>
-__global__ void embedding_backward_kernel(float* dwte, const T* dout, const int32_t* tokens, int64_t v0,
-                                               int64_t Vl, int64_t rows, int64_t C) {
-    PTD_SHARED(int, seen_before, 1);
-    PTD_SHARED(int, match, k_embed_threads);
-    const int64_t r = blockIdx.x;
-    const int tid = threadIdx.x;
-    const int32_t tok = tokens[r];
-    const int64_t row_in_shard = (int64_t)tok - v0;
-    if (row_in_shard < 0 || row_in_shard >= Vl) return;  // uniform across the block
-    if (tid == 0) seen_before[0] = 0;
-    __syncthreads();
-    int found = 0;
-    for (int64_t i = tid; i < r; i += blockDim.x) found |= tokens[i] == tok;
-    if (found) seen_before[0] = 1;  // every writer stores the same value
-    __syncthreads();
-    if (seen_before[0]) return;  // uniform: r is not the first row of its token
+constexpr int k_emb_chunk = 512;  // rows per chunk of the counting pass (its block size)
 
-    const int64_t c = ((int64_t)blockIdx.y * blockDim.x + tid) * N;
-    const bool active = c < C;
-    float acc[N] = {};
-    if (active) load_n<float, N>(dwte + row_in_shard * C + c, acc);
-    for (int64_t base = r; base < rows; base += blockDim.x) {
-        const int64_t i = base + tid;
-        match[tid] = i < rows && tokens[i] == tok;
-        __syncthreads();
-        const int64_t tile = rows - base < (int64_t)blockDim.x ? rows - base : (int64_t)blockDim.x;
-        if (active)
-            for (int64_t j = 0; j < tile; j++) {
-                if (!match[j]) continue;
-                float x[N];
-                load_n<T, N>(dout + (base + j) * C + c, x);
-PTD_UNROLL
-                for (int k = 0; k < N; k++) acc[k] += x[k];
-            }
-        __syncthreads();  // the next tile overwrites match[]
+// Pass 1. Block = one chunk of k_emb_chunk rows: counts[chunk · Vl + v] += 1 per row of token
+// v0 + v, rank[r] = the chunk's earlier rows of r's token.
+__global__ void embedding_count_kernel(int32_t* counts, int32_t* rank, const int32_t* tokens, int64_t v0, int64_t Vl,
+                                       int64_t rows) {
+    PTD_SHARED(int32_t, ids, k_emb_chunk);
+    const int64_t r = (int64_t)blockIdx.x * k_emb_chunk + threadIdx.x;
+    const int32_t tok = r < rows ? tokens[r] : -1;
+    ids[threadIdx.x] = tok;
+    __syncthreads();
+    const int64_t v = (int64_t)tok - v0;
+    if (r >= rows || v < 0 || v >= Vl) return;
+    int32_t before = 0;
+    for (int j = 0; j < (int)threadIdx.x; j++) before += ids[j] == tok;
+    rank[r] = before;
+    atomicAdd(&counts[(int64_t)blockIdx.x * Vl + v], 1);
+}
+
+// Pass 2. Per token v: counts[c · Vl + v] := the token's rows in chunks before c; total[v] =
+// all of them.
+__global__ void embedding_chunk_prefix_kernel(int32_t* counts, int32_t* total, int64_t chunks, int64_t Vl) {
+    for (int64_t v : grid_stride(Vl)) {
+        int32_t run = 0;
+        for (int64_t c = 0; c < chunks; c++) {
+            const int32_t n = counts[c * Vl + v];
+            counts[c * Vl + v] = run;
+            run += n;
+        }
+        total[v] = run;
     }
-    if (active) store_n<float, N>(dwte + row_in_shard * C + c, acc);
+}
+
+// Pass 3. One block: offsets[0 .. Vl) (the totals, in place) := their exclusive prefix sum,
+// offsets[Vl] = the rows in the shard. Thread t owns a contiguous run of tokens.
+__global__ void embedding_offsets_kernel(int32_t* offsets, int64_t Vl) {
+    PTD_SHARED(int32_t, part, k_emb_chunk);
+    const int64_t per = (Vl + k_emb_chunk - 1) / k_emb_chunk;
+    const int64_t lo = threadIdx.x * per, hi = lo + per < Vl ? lo + per : Vl;
+    int32_t sum = 0;
+    for (int64_t v = lo; v < hi; v++) sum += offsets[v];
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t run = 0;
+        for (int t = 0; t < k_emb_chunk; t++) {
+            const int32_t n = part[t];
+            part[t] = run;
+            run += n;
+        }
+        offsets[Vl] = run;
+    }
+    __syncthreads();
+    int32_t run = part[threadIdx.x];
+    for (int64_t v = lo; v < hi; v++) {
+        const int32_t n = offsets[v];
+        offsets[v] = run;
+        run += n;
+    }
+}
+
+// Pass 4. sorted[offsets[v] + counts[chunk(r) · Vl + v] + rank[r]] = r for every row of the shard.
+__global__ void embedding_scatter_kernel(int32_t* sorted, const int32_t* counts, const int32_t* rank,
+                                         const int32_t* offsets, const int32_t* tokens, int64_t v0, int64_t Vl,
+                                         int64_t rows) {
+    for (int64_t r : grid_stride(rows)) {
+        const int64_t v = (int64_t)tokens[r] - v0;
+        if (v < 0 || v >= Vl) continue;
+        sorted[offsets[v] + counts[(r / k_emb_chunk) * Vl + v] + rank[r]] = (int32_t)r;
+    }
+}
+
+// Pass 5. Grid: x = position p in `sorted`, y = block of k_embed_threads·N columns. The block
+// at a token's first position adds its rows in order; every other block returns.
+template <class T, int N>
+__global__ void embedding_backward_kernel(float* dwte, const T* dout, const int32_t* tokens, const int32_t* sorted,
+                                          const int32_t* offsets, int64_t v0, int64_t Vl, int64_t C) {
+    const int64_t p = blockIdx.x;
+    if (p >= offsets[Vl]) return;
+    const int64_t v = (int64_t)tokens[sorted[p]] - v0;
+    if (offsets[v] != p) return;  // not the token's first row
+    const int64_t end = offsets[v + 1];
+    const int64_t c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * N;
+    if (c >= C) return;
+    float acc[N];
+    load_n<float, N>(dwte + v * C + c, acc);
+    for (int64_t q = p; q < end; q++) {
+        float x[N];
+        load_n<T, N>(dout + (int64_t)sorted[q] * C + c, x);
+PTD_UNROLL
+        for (int k = 0; k < N; k++) acc[k] += x[k];
+    }
+    store_n<float, N>(dwte + v * C + c, acc);
 }
 
 // out [rows, C] (T) += wpe [Tp, C] (T) at position (row0 + r) mod Tp; f32 sum, rounded once.
@@ -179,24 +244,45 @@ void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wt
     });
 }
 
+int64_t embedding_backward_workspace_ints(int64_t rows, int64_t Vl) {
+    const int64_t chunks = (rows + kern::k_emb_chunk - 1) / kern::k_emb_chunk;
+    return chunks * Vl + Vl + 1 + 2 * rows;
+}
+
 void embedding_backward(DType t, float* dwte, const void* dout, const int32_t* tokens, int64_t v0, int64_t Vl,
-                             int64_t rows, int64_t C, StreamHandle stream) {
+                             int64_t rows, int64_t C, int32_t* workspace, StreamHandle stream) {
     using namespace kern;
     PTD_KERNEL_REQUIRE(rows >= 0 && C >= 0 && Vl >= 0, "embedding_backward", "negative shape");
     PTD_KERNEL_REQUIRE(rows < (int64_t)1 << 31, "embedding_backward", "rows ≥ 2^31");
     if (rows == 0 || C == 0 || Vl == 0) return;
+    PTD_KERNEL_REQUIRE(workspace != nullptr, "embedding_backward", "no workspace (embedding_backward_workspace_ints)");
+    const int64_t chunks = ceil_div(rows, k_emb_chunk);
+    int32_t* counts = workspace;              // [chunks, Vl]
+    int32_t* offsets = counts + chunks * Vl;  // [Vl + 1]
+    int32_t* rank = offsets + Vl + 1;         // [rows]
+    int32_t* sorted = rank + rows;            // [rows]
+    PTD_CUDA_CHECK(memset_async(counts, 0, (size_t)(chunks * Vl) * sizeof(int32_t), stream));
+    PTD_LAUNCH(embedding_count_kernel, (unsigned)chunks, k_emb_chunk, 0, stream, counts, rank, tokens, v0, Vl, rows);
+    PTD_LAUNCH(embedding_chunk_prefix_kernel, grid_for(Vl, k_embed_threads), k_embed_threads, 0, stream, counts,
+               offsets, chunks, Vl);
+    PTD_LAUNCH(embedding_offsets_kernel, 1, k_emb_chunk, 0, stream, offsets, Vl);
+    PTD_LAUNCH(embedding_scatter_kernel, grid_for(rows, k_embed_threads), k_embed_threads, 0, stream, sorted,
+               static_cast<const int32_t*>(counts), static_cast<const int32_t*>(rank),
+               static_cast<const int32_t*>(offsets), tokens, v0, Vl, rows);
     dispatch_type(t, "embedding_backward", [&](auto tag) {
         using T = decltype(tag);
         const T* d = static_cast<const T*>(dout);
         const bool vec = C % k_vec == 0 && all_aligned16(dwte, d);
         const unsigned cblocks = (unsigned)ceil_div(vec ? C / k_vec : C, k_embed_threads);
         const dim3 grid((unsigned)rows, cblocks);
+        const int32_t* so = sorted;
+        const int32_t* of = offsets;
         if (vec)
-            PTD_LAUNCH((embedding_backward_kernel<T, k_vec>), grid, k_embed_threads, 0, stream, dwte, d, tokens,
-                       v0, Vl, rows, C);
+            PTD_LAUNCH((embedding_backward_kernel<T, k_vec>), grid, k_embed_threads, 0, stream, dwte, d, tokens, so,
+                       of, v0, Vl, C);
         else
-            PTD_LAUNCH((embedding_backward_kernel<T, 1>), grid, k_embed_threads, 0, stream, dwte, d, tokens, v0,
-                       Vl, rows, C);
+            PTD_LAUNCH((embedding_backward_kernel<T, 1>), grid, k_embed_threads, 0, stream, dwte, d, tokens, so, of,
+                       v0, Vl, C);
     });
 }
 

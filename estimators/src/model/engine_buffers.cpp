@@ -43,7 +43,6 @@ const char* engine_buffer_name(EngineBufferId id) {
     case EngineBufferId::tokens_targets: return "tokens.targets";
     case EngineBufferId::ws_full_rows: return "workspace.full_rows";
     case EngineBufferId::ws_d_residual: return "workspace.d_residual";
-    case EngineBufferId::ws_d_norm_input: return "workspace.d_norm_input";
     case EngineBufferId::ws_d_norm_output: return "workspace.d_norm_output";
     case EngineBufferId::ws_dqkv: return "workspace.dqkv";
     case EngineBufferId::ws_dctx: return "workspace.dctx";
@@ -175,7 +174,6 @@ std::vector<EngineBuffer> engine_workspace_buffers(const ModelSpec& m, int micro
     auto add = [&](Id id, int64_t n, EngineDType t) { v.push_back({id, n, t}); };
     add(Id::ws_full_rows, R * h, act);
     add(Id::ws_d_residual, Rl * h, act);
-    add(Id::ws_d_norm_input, Rl * h, act);
     add(Id::ws_d_norm_output, R * h, act);
     if (has_layers) {
         add(Id::ws_dqkv, R * (HD + 2 * GD), act);

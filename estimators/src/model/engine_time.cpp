@@ -33,6 +33,7 @@
 // Launches are asynchronous on one stream, so their host cost overlaps the kernels before
 // them and adds no time here; every launch is still counted (OpSum::ops).
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "estimate_internal.h"
@@ -143,14 +144,15 @@ struct Ops {
         gemm("qkv.fwd", s.R, s.QKV, s.h);
         if (s.rope) elem("copy", s.R * s.QKV, 2), ++sum.ops;  // two rope calls (queries, keys)
         attention(false);
-        gemm("attn_proj.fwd", s.R, s.h, s.H * s.D);
+        gemm("attn_proj.fwd", s.R, s.h, s.H * s.D);  // its bias in the epilogue when t = 1
         tp_reduce();
-        if (s.bias) elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 2);  // copy, bias add
-        elem(norm(), s.Rl * s.h, 3);                                           // add + norm
+        if (s.bias && s.t > 1) elem("copy", s.Rl * s.h, 2);  // bias add on the reduced rows
+        elem(norm(), s.Rl * s.h, 3);                          // add + norm
         tp_gather();
         gemm("mlp_up.fwd", s.R, s.F, s.h);
         if (s.swiglu) gemm("mlp_up.fwd", s.R, s.F, s.h), elem(act(), s.R * s.F, 3);
-        gemm("mlp_down.fwd", s.R, s.h, s.F);
+        gemm("mlp_down.fwd", s.R, s.h, s.F);  // t = 1: bias epilogue and the residual as C (beta 1)
+        if (s.t == 1) return;
         tp_reduce();
         elem("copy", s.Rl * s.h, 2);                        // copy out
         if (s.bias) elem("copy", s.Rl * s.h, 2);            // bias add
@@ -170,8 +172,7 @@ struct Ops {
         }
         if (s.bias) elem("copy", s.R * s.F, 1);  // up-projection bias grad
         tp_reduce();
-        elem(norm(), s.Rl * s.h, 4);                         // norm backward
-        elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 3);  // copy, add
+        elem(norm(), s.Rl * s.h, 5);  // norm backward, += into the residual gradient (accumulate_dx)
         if (s.bias) elem("copy", s.Rl * s.h, 1);
         tp_gather();
         gemm("attn_proj.dgrad", s.R, s.H * s.D, s.h);
@@ -183,8 +184,7 @@ struct Ops {
         gemm("qkv.dgrad", s.R, s.h, s.QKV);
         if (s.bias) elem("copy", s.R * s.QKV, 1);
         tp_reduce();
-        elem(norm(), s.Rl * s.h, 4);
-        elem("copy", s.Rl * s.h, 2), elem("copy", s.Rl * s.h, 3);
+        elem(norm(), s.Rl * s.h, 5);
     }
     void embedding_forward() {
         elem("copy", s.R * s.h, 2);  // row gather from the table
@@ -195,6 +195,16 @@ struct Ops {
     void embedding_backward() {
         if (!s.rope) elem("copy", s.Rl * s.h, 2);
         tp_gather();
+        if (dev) {
+            // The CUDA backend groups the rows by token first (kernels/embedding.cuh): the
+            // [chunks, Vl] int32 counts zeroed, counted and prefixed, the rows' ids, ranks and
+            // positions, the offsets' scan — a memset and four launches.
+            const double chunks = std::ceil(s.R / 512.0);
+            elem("copy", chunks * s.Vl, 3, 4);
+            elem("copy", s.R, 4, 4);
+            elem("copy", s.Vl, 2, 4);
+            sum.ops += 2;
+        }
         elem("copy", s.R * s.h, 3);  // scatter-add into the table's gradient
     }
     // The loss: the last stage's final norm, logits (f32) and cross entropy; with tp > 1

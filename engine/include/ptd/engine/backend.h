@@ -162,6 +162,11 @@ public:
         int64_t ldc = 0, stride_c = 0;
         int64_t batch = 1;
         const void* bias = nullptr;  // [N] or null
+        // beta's operand when the result goes elsewhere (cuBLASLt's C ≠ D): with c_in set,
+        // C = alpha · op(A) · op(B) + beta · c_in (+ bias), rounded once — the residual
+        // stream added by the GEMM that makes the layer's output. c_in has C's type and
+        // ldc; batch 1, no epilogue; it may not overlap C unless it is C.
+        const void* c_in = nullptr;
         // What runs on the result before it is stored (cuBLASLt's epilogues; the CPU runs the
         // separate ops below in the same order, so the bits equal the unfused sequence):
         //   none      C as above.
@@ -204,6 +209,11 @@ public:
     // The shapes an epilogue supports (Gemm::Epilogue); anything else is a programmer error
     // that stops the process.
     static void require_epilogue_shape(const Gemm& g) {
+        if (g.c_in && g.c_in != g.C && (g.batch != 1 || g.epilogue != Gemm::Epilogue::none)) {
+            std::fprintf(stderr, "ptd-engine: gemm (M %lld N %lld K %lld): c_in needs batch 1 and no epilogue\n",
+                         (long long)g.M, (long long)g.N, (long long)g.K);
+            std::exit(1);
+        }
         if (g.epilogue == Gemm::Epilogue::none) return;
         const bool gelu = g.epilogue == Gemm::Epilogue::gelu_aux || g.epilogue == Gemm::Epilogue::dgelu;
         const char* why = nullptr;
@@ -235,15 +245,18 @@ public:
     // out, x, w, b (t); mean, rstd (f32) — the statistics are f32 in every precision.
     virtual void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* x, const void* w,
                                    const void* b, int64_t rows, int64_t C, float eps) = 0;
-    // dx (t, overwritten) input gradient; dw, db (f32 main grads) +=; dout, x, w (t).
+    // dx (t) input gradient: overwritten, or with accumulate_dx dx += it (f32 sum rounded
+    // once: the residual stream's gradient and the norm's in one pass, no copy + add);
+    // dw, db (f32 main grads) +=; dout, x, w (t).
     virtual void layernorm_backward(DType t, void* dx, float* dw, float* db, const void* dout, const void* x,
                                     const float* mean, const float* rstd, const void* w, int64_t rows,
-                                    int64_t C) = 0;
+                                    int64_t C, bool accumulate_dx) = 0;
     // RMSNorm: out = x·rstd·w, rstd = 1/sqrt(mean(x²) + eps). Types as LayerNorm.
     virtual void rmsnorm_forward(DType t, void* out, float* rstd, const void* x, const void* w, int64_t rows,
                                  int64_t C, float eps) = 0;
     virtual void rmsnorm_backward(DType t, void* dx, float* dw, const void* dout, const void* x,
-                                  const float* rstd, const void* w, int64_t rows, int64_t C) = 0;
+                                  const float* rstd, const void* w, int64_t rows, int64_t C,
+                                  bool accumulate_dx) = 0;
     // The residual add fused into the norm that follows it: res_out (t) = x + residual
     // (rounded once, stored: the residual stream), then out, mean, rstd = the norm of kind
     // `kind` of the stored res_out (rmsnorm: b and mean unused, may be null). res_out may be
@@ -328,6 +341,10 @@ public:
     // a programmer error that stops the process.
     virtual int64_t operand_scratch_bytes(DType t, int64_t largest_operand, int64_t widest_row) const = 0;
     virtual void plan_operand_scratch(DType t, int64_t largest_operand, int64_t widest_row) = 0;
+    // The largest embedding backward this stage makes (its rows and vocabulary shard), stated
+    // at start-up before operand_scratch_bytes: a GPU backend groups the rows by token in
+    // its operand scratch. The CPU backend needs nothing.
+    virtual void plan_embedding_backward(int64_t rows, int64_t Vl) {}
 
     // ---- embedding (vocab-parallel) ----------------------------------------------------
     // out[r,:] (t) = wte[tok[r] − v0, :] (t) when v0 ≤ tok[r] < v0 + Vl, else 0. wte [Vl, C];

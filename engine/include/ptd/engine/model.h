@@ -178,8 +178,7 @@ struct Activations {
     // Workspaces for one layer's backward and the output head.
     // (cfg.act unless marked f32)
     void *w_full = nullptr;       // [R, max(h, ...)] gathered / partial row-parallel output
-    void *w_dres = nullptr;       // [Rl, h] gradient of the residual stream
-    void *w_dtmp = nullptr;       // [Rl, h]
+    void *w_dres = nullptr;       // [Rl, h] full recompute: the rebuilt layer's output (not read)
     void *w_dln = nullptr;        // [R, h] gradient of a norm output (partial before the TP reduce)
     void *w_dqkv = nullptr, *w_dctx = nullptr;  // [R, (H+2G)·D], [R, H·D]
     void *w_dact = nullptr, *w_dfc1 = nullptr, *w_dfc3 = nullptr;

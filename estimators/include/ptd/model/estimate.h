@@ -371,7 +371,7 @@ enum class EngineBufferId : uint8_t {
     // last stage, held once (the head's forward and backward run back to back)
     final_norm_input, final_norm_rstd, final_norm_mean, final_norm_output, logits_probs, tokens_targets,
     // workspace, held once per stage (engine_workspace_buffers)
-    ws_full_rows, ws_d_residual, ws_d_norm_input, ws_d_norm_output, ws_dqkv, ws_dctx, ws_dact,
+    ws_full_rows, ws_d_residual, ws_d_norm_output, ws_dqkv, ws_dctx, ws_dact,
     ws_dfc1, ws_dfc3, ws_attention_backward, ws_rope_table, ws_loss, ws_xent, ws_embedding, ws_tokens_staging,
     ws_operand_scratch,
 };
