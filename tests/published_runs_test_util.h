@@ -52,6 +52,15 @@ inline ::Run load_moe_run_row(const std::string& name, const std::string& keys) 
     return runs[0];
 }
 
+// The published row of that name (a test failure, and an empty row, when there is none).
+inline const ::Run& published_run(const std::string& name) {
+    for (const ::Run& r : published_runs())
+        if (r.name == name) return r;
+    ADD_FAILURE() << "no published run " << name;
+    static const ::Run none{};
+    return none;
+}
+
 inline bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // Issue 15: a run that happened cannot be an OOM. Expects every row `in_family` selects to be

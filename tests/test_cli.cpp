@@ -485,7 +485,7 @@ TEST(CliEstimate, SpeedIntervalsInTextAndJson) {
 // carries each row's interval and the count, consistent with the rows' own intervals.
 TEST(CliPlan, SaysWhenTopLayoutsAreWithinTheError) {
     Proc text = run_ok(kPtd + " plan --top 3 " + kJobs + "llama3-8b-h100.toml");
-   ptd_test::expect_mentions(text.out, {"error bars (80%, from 90 published hopper (H100, H200) runs): each row's tokens/s and MFU",
+   ptd_test::expect_mentions(text.out, {"error bars (80%, from 94 published hopper (H100, H200) runs): each row's tokens/s and MFU",
                                "within error: all listed layouts 1–3 are within the estimate's error of each other",
                                "their order is not a prediction"});
     auto doc = nlohmann::json::parse(run_ok(kPtd + " plan --top 10 --json " + kJobs + "llama3-8b-h100.toml").out);

@@ -8,7 +8,11 @@
 //   nvidia-smi     everything, CUDA context and NCCL buffers included
 // It prints the error per run, the median and worst |error| per source and overall, and
 // whether each layout is predicted to fit on the GPUs it ran on (a run that happened must
-// fit).
+// fit). A figure is the maximum over all GPUs unless the run says measured_on = "last-rank"
+// (h-mem: Megatron-LM logs memory to TensorBoard on the last global rank only, the last
+// pipeline stage): then it is compared with the last stage. A run names a model preset
+// (`model`) or the model's own shape (arch, layers, hidden, heads, kv_heads, ffn_hidden,
+// vocab, tied_embeddings, dropout; Megatron-LM's defaults where left out).
 //
 //   bench_memory [RUNS.toml] [--verbose]
 #include <algorithm>
@@ -33,6 +37,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Run {
     std::string name, source, table, framework, kind, skip;  // skip: why the run cannot be modelled
     bool compile = false, float8 = false;
+    bool last_rank = false;  // h-mem: measured on the last global rank (the last pipeline stage)
     double measured_gib = 0, device_gib = 0;
     ptd::JobSpec job;
 };
@@ -76,6 +81,15 @@ void apply_framework(const toml::table& t, Run& r) {
     if (r.float8) r.job.training.fp8 = ptd::Fp8Recipe::tensorwise;
 }
 
+// h-mem: a model given by its shape (run_file.h read_run_model_shape), which must be whole.
+void read_model_shape(const toml::table& t, ptd::ModelSpec& m) {
+    m.name = get<std::string>(t, "name", "?");
+    read_run_model_shape(g_path, t, m);
+    if (m.layers < 1 || m.hidden < 1 || m.heads < 1)
+        bad_value(t, "layers", std::to_string(m.layers) + " layers, hidden " + std::to_string(m.hidden) + ", " +
+                                   std::to_string(m.heads) + " heads", "layers, hidden and heads >= 1");
+}
+
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
     std::vector<Run> runs;
     toml::table doc;
@@ -98,9 +112,13 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
 
         ptd::JobSpec& j = r.job;
         const std::string model = get<std::string>(t, "model", "");
-        if (const ptd::ModelSpec* m = presets.find_model(model)) j.model = *m;
-        else bad_value(t, "model", model, "a model preset from assets/presets/models.toml");
+        if (model.empty() && t.get("layers")) read_model_shape(t, j.model);
+        else if (const ptd::ModelSpec* m = presets.find_model(model)) j.model = *m;
+        else bad_value(t, "model", model, "a model preset from assets/presets/models.toml, or the shape keys (layers, hidden, heads, ...)");
         j.model.seq_len = get<int>(t, "seq_len", j.model.seq_len);
+        const std::string on = get<std::string>(t, "measured_on", "max-over-gpus");
+        if (on != "max-over-gpus" && on != "last-rank") bad_value(t, "measured_on", on, "\"max-over-gpus\" or \"last-rank\"");
+        r.last_rank = on == "last-rank";
         const std::string gpu = get<std::string>(t, "gpu", "");
         if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
         else bad_value(t, "gpu", gpu, "a GPU preset from assets/presets/gpus.toml");
@@ -181,8 +199,9 @@ int main(int argc, char** argv) {
         const ptd::Estimate est = ptd::estimate_job(r.job);
         const ptd::StageEstimate& w = est.stages[(size_t)est.worst_stage];
         // The measured figure is the maximum over all GPUs: compare with the stage whose
-        // prediction in the measured view is largest.
-        const double pred = predicted_view_gib(est, r.kind);
+        // prediction in the measured view is largest (or the last stage, measured_on = "last-rank").
+        const double pred = r.last_rank ? predicted_view_bytes(est.stages.back().mem, r.kind) / kGiB
+                                        : predicted_view_gib(est, r.kind);
         const double err = pred / r.measured_gib - 1.0;
         ++modelled;
         if (!est.fits) ++fit_fail;

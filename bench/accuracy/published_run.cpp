@@ -68,6 +68,8 @@ const std::set<std::string> kRunKeys = {
     // parallelism (Megatron --expert-tensor-parallel-size) and an explicit pipeline split
     "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
     "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage",
+    // h-mem: the output layer shares the word embedding (model.tied_embeddings; unset = by arch)
+    "tied_embeddings",
     // deepep: the MoE token dispatcher's backend, the EP all-to-all overlap, group-limited routing
     "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk",
     // recmod: Megatron-core's selective recompute modules (parallel.recompute_modules)
@@ -275,18 +277,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         ptd::JobSpec& j = r.job;
         ptd::ModelSpec& m = j.model;
         m.name = r.name;
-        m.arch = get_word(t, "arch", "gpt", {"gpt", "llama"}) == "llama" ? ptd::Arch::llama : ptd::Arch::gpt;
-        m.layers = get<int>(t, "layers", 0);
-        m.hidden = get<int>(t, "hidden", 0);
-        m.heads = get<int>(t, "heads", 0);
-        m.kv_heads = get<int>(t, "kv_heads", m.heads);
-        m.ffn_hidden = get<int>(t, "ffn_hidden", 4 * m.hidden);
-        m.vocab = get<int>(t, "vocab", 51200);
-        m.seq_len = get<int>(t, "seq_len", 2048);
-        ptd::ModelKeysGiven given;
-        given.kv_heads = given.ffn_hidden = true;
-        ptd::fill_model_defaults(m, given);
-        if (t.get("dropout")) m.dropout = get<bool>(t, "dropout", true);  // oom4: unset = by arch
+        read_run_model_shape(g_path, t, m);  // the shape, dropout (oom4) and tied_embeddings (h-mem)
         {  // moe: routed experts per layer and experts per token, as model.experts / model.top_k
             m.experts = get<int>(t, "experts", 0);
             m.top_k = get<int>(t, "top_k", 0);

@@ -158,6 +158,27 @@ inline std::string run_word(const std::string& path, const toml::table& t, const
     run_file_fail(path, t.get(key), 0, std::string("run key \"") + key + "\" is \"" + v + "\"; allowed: " + list);
 }
 
+// A model given by its shape, as both data files' rows give it: arch "gpt" (Megatron-LM's GPT
+// defaults: GELU, LayerNorm, learned positions, tied embeddings, dropout) or "llama", layers,
+// hidden, heads, kv_heads (= heads), ffn_hidden (4·hidden), vocab (51200), seq_len (2048);
+// then the arch's defaults, and dropout (oom4) and tied_embeddings (h-mem) where the row
+// states them.
+inline void read_run_model_shape(const std::string& path, const toml::table& t, ptd::ModelSpec& m) {
+    m.arch = run_word(path, t, "arch", "gpt", {"gpt", "llama"}) == "llama" ? ptd::Arch::llama : ptd::Arch::gpt;
+    m.layers = run_key<int>(path, t, "layers", 0);
+    m.hidden = run_key<int>(path, t, "hidden", 0);
+    m.heads = run_key<int>(path, t, "heads", 0);
+    m.kv_heads = run_key<int>(path, t, "kv_heads", m.heads);
+    m.ffn_hidden = run_key<int>(path, t, "ffn_hidden", 4 * m.hidden);
+    m.vocab = run_key<int>(path, t, "vocab", 51200);
+    m.seq_len = run_key<int>(path, t, "seq_len", 2048);
+    ptd::ModelKeysGiven given;
+    given.kv_heads = given.ffn_hidden = true;
+    ptd::fill_model_defaults(m, given);
+    if (t.get("dropout")) m.dropout = run_key<bool>(path, t, "dropout", true);
+    if (t.get("tied_embeddings")) m.tied_embeddings = run_key<bool>(path, t, "tied_embeddings", true);
+}
+
 // A run key that lists words of a bit set (word_of(k) names bit k, k < count), as that bit
 // set: `n` must be an array (a non-empty one if `non_empty`; else the message says what it
 // must be, as `what`), and an entry that is no such word is an error listing the allowed ones.

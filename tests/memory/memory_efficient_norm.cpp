@@ -171,13 +171,7 @@ TEST(MemoryEfficientNorm, ExportsWriteOrNameIt) {
 
 // ---- the published rows ----
 
-const ::Run& row(const std::string& name) {
-    for (const ::Run& r : ptd_test::published_runs())
-        if (r.name == name) return r;
-    ADD_FAILURE() << "no published run " << name;
-    static const ::Run none{};
-    return none;
-}
+const ::Run& row(const std::string& name) { return ptd_test::published_run(name); }
 
 TEST(MemoryEfficientNormRows, Llama3On8192GpusFitsOnlyWithTheNormThatFreesTheStageInput) {
     const ::Run& r = row("llama3-t4-405b-8k-8192gpu");

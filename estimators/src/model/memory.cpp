@@ -678,8 +678,20 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
         const double held = 1.0 + std::max(0, ctx.job.parallel.fsdp_prefetch);
         S.mem.temp += held * L.e * std::min(biggest, bucket);
     }
-    const double allocated = S.mem.model_states() + S.mem.activations + S.mem.temp;
-    S.mem.fragmentation = es.fragmentation * allocated;
+    // h-mem: the caching allocator's reserve grows where tensors are allocated and freed over
+    // the step (activations, buffers, optimizer states made at the first step among freed
+    // activation blocks). Megatron-core's DistributedDataParallel allocates the gradients (and,
+    // with the distributed optimizer, the parameters) as one contiguous buffer each when the
+    // model is built (megatron/core/distributed/param_and_grad_buffer.py: self.grad_data =
+    // torch.zeros(self.numel, ...), self.param_data likewise), before any activation exists;
+    // without the distributed optimizer the parameters are the module's own tensors, made
+    // at the same time. Such a buffer takes a segment of its own size rounded to 2 MiB
+    // (CUDACachingAllocator: kRoundLarge) and is never freed, so it adds nothing to the reserve.
+    const bool megatron_buffers = runs_megatron_core(ctx.job.training.framework) && L.zero == 0 &&
+                                  es.activation_profile != ActivationProfile::ptd_engine;
+    const double churned = S.mem.model_states() + S.mem.activations + S.mem.temp -
+                           (megatron_buffers ? S.mem.params + S.mem.grads : 0.0);
+    S.mem.fragmentation = es.fragmentation * churned;
 }
 
 // ---- offload: the host side ---------------------------------------------------------------
