@@ -2,7 +2,8 @@
 // (estimators/src/model/engine_time.cpp, profile_times.cpp): the engine's collectives
 // counted call by call as model.cpp makes them, each op at the time the profile measured,
 // the mean of heavy-tailed calls preferred to the median, the in-step wait added, the
-// interval from the ranks' spread, and a framework other than the engine left on its preset;
+// interval from the ranks' spread, ranks sharing a host's cores faster while others wait, and a
+// framework other than the engine left on its preset;
 // without a profile, on a GPU, the same op list timed from the GPU preset (the device model).
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "ptd/model/estimate.h"
 #include "ptd/spec/cluster_profile.h"
+#include "ptd/timeline/timeline.h"
 
 #include "job_test_util.h"
 
@@ -134,6 +136,41 @@ TEST(EngineProfileTime, IntervalFromTheRanksSpread) {
     EXPECT_NEAR(e.step_s, 2 * estimate_job(job, &one).step_s, 1e-9);
     EXPECT_NEAR(e.speed.step_s.lo, 0.6 * e.step_s, 1e-9);
     EXPECT_NEAR(e.speed.step_s.hi, 1.4 * e.step_s, 1e-9);
+}
+
+// h-loop: 8 ranks on 2 cores (the profile's host). The probes timed every rank computing at
+// once, but in the pipeline's fill and drain some ranks wait and those computing have the
+// cores: the step is shorter than the measured blocks placed end to end would make it, never
+// shorter than the host's work over its cores (each op's probed time × 8 ranks / 4 ranks per
+// core, over 2 cores), and the predicted timeline ends where the step does. With a core per
+// rank (the same op times, cores = 8) the blocks are placed as measured.
+TEST(EngineProfileTime, SharedCoresFreeTheCoresOfWaitingStages) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    ClusterProfile p = flat_profile("tp", 2, 1e-4);
+    for (auto [name, M, N, K] : {std::tuple{"mlp_up.fwd", 128, 256, 64}, {"mlp_down.fwd", 128, 64, 256}}) {
+        ProfileSample g;
+        g.kind = "gemm", g.name = name, g.dtype = "f32", g.shape = {M, N, K}, g.flops = 2.0 * M * N * K;
+        g.median_s = g.flops / 1e9, g.repeats = 5;  // 1 GFLOP/s: compute is most of the step
+        p.samples.push_back(g);
+    }
+    ClusterProfile own_cores = p;
+    own_cores.hosts[0].cores = 8;
+    const Estimate shared = estimate_job(job, &p), apart = estimate_job(job, &own_cores);
+    ASSERT_GT(shared.time.compute, 0.0);
+    EXPECT_EQ(shared.share_cores, 2.0);
+    EXPECT_EQ(shared.share_measured, 4.0);
+    EXPECT_EQ(shared.share_ranks_per_stage, 4.0);  // tp 2 · dp 2
+    EXPECT_EQ(apart.share_cores, 0.0);
+    EXPECT_LT(shared.pipeline_s, apart.pipeline_s * 0.95);
+    // The work bound: per micro-batch each stage computes its blocks' compute; 4 ranks run
+    // each stage; the probed times are 4× a lone rank's; 2 cores.
+    double work = 0;
+    for (const StageEstimate& st : shared.stages)
+        for (const ChunkTime& ct : st.chunks) work += 4 * shared.micro_batches * (ct.fwd.compute + ct.bwd.compute) / 4 / 2;
+    EXPECT_GE(shared.pipeline_s, work * (1 - 1e-12));
+    EXPECT_NEAR(shared.time.total(), shared.step_s, 1e-9 * shared.step_s);
+    EXPECT_NEAR(predicted_timeline(job, &p).makespan_s, shared.step_s, 1e-9 * shared.step_s);
+    EXPECT_NEAR(predicted_timeline(job, &own_cores).makespan_s, apart.step_s, 1e-9 * apart.step_s);
 }
 
 // A job another framework runs keeps the preset's model, and says why.

@@ -1,6 +1,7 @@
 // schedule_simulation.cpp — the block-by-block schedule simulation at its edges: a block order with a cycle stops loudly,
-// fewer micro-batches than stages places every block, and job validation refuses the
-// interleaved micro-batch counts whose order would have a cycle.
+// fewer micro-batches than stages places every block, job validation refuses the
+// interleaved micro-batch counts whose order would have a cycle, and ranks sharing a host's
+// cores compute faster while others wait (processor sharing).
 #include <string>
 #include <vector>
 
@@ -79,6 +80,63 @@ TEST(ScheduleSimulation, ShortLastInterleavedGroupIsRefusedByValidation) {
         ASSERT_TRUE(j) << ok << ": " << j.error().str();
         EXPECT_GT(estimate_job(*j).step_s, 0.0);
     }
+}
+
+// h-loop: shared cores (schedule.h CoreSharing). Blocks of 2 s each, all compute, timed with
+// 2 ranks on 1 core (measured_share 2): one lone-rank second of work each. p = 2, m = 2,
+// 1F1B — stage 0: F0 F1 B0 B1, stage 1: F0 B0 F1 B1:
+//   0–1 s0 F0 alone (full speed)    1–3 s0 F1 ∥ s1 F0 (half speed each)
+//   3–4 s1 B0 alone                 4–6 s0 B0 ∥ s1 F1
+//   6–7 s1 B1 alone                 7–8 s0 B1 alone
+// 8 s: the host's 8 s of work over its one core (the work bound), where placing the
+// measured 2 s blocks gives 12 s (3 micro-batch slots × 4 s).
+TEST(ScheduleSimulation, SharedCoresSpeedUpTheRanksComputingAlone) {
+    const int p = 2, m = 2;
+    const std::vector<double> two((size_t)p, 2.0);
+    PipelineDurations d{p, 1, m, two, two};
+    std::vector<double> end((size_t)p);
+    EXPECT_DOUBLE_EQ(simulate_pipeline(d, end), 12.0);
+    const CoreSharing one_core{.cores = 1, .ranks_per_stage = 1, .measured_share = 2, .fwd_compute = two, .bwd_compute = two};
+    d.sharing = &one_core;
+    std::vector<PlacedOp> placed;
+    EXPECT_NEAR(simulate_pipeline(d, end, &placed), 8.0, 1e-12);
+    EXPECT_NEAR(end[0], 8.0, 1e-12);
+    EXPECT_NEAR(end[1], 7.0, 1e-12);
+    // The planner's entry points give the same placement's makespan.
+    EXPECT_NEAR(pipeline_makespan(d, end), 8.0, 1e-12);
+    EXPECT_NEAR(pipeline_makespan_lower(d, end), 8.0, 1e-12);
+    EXPECT_NEAR(pipeline_makespan_upper(d), 8.0, 1e-12);
+    auto block = [&](int stage, Pass pass, int mb) {
+        for (const PlacedOp& po : placed)
+            if (po.stage == stage && po.op.pass == pass && po.op.micro_batch == mb) return std::pair{po.start_s, po.end_s};
+        ADD_FAILURE() << "no block on stage " << stage;
+        return std::pair{0.0, 0.0};
+    };
+    const std::pair<double, double> want[][2] = {{{0, 1}, {1, 3}}, {{1, 3}, {4, 6}}};  // forwards [stage][mb]
+    for (int s = 0; s < p; ++s)
+        for (int i = 0; i < m; ++i) {
+            EXPECT_NEAR(block(s, Pass::forward, i).first, want[s][i].first, 1e-12) << "F" << i << " stage " << s;
+            EXPECT_NEAR(block(s, Pass::forward, i).second, want[s][i].second, 1e-12) << "F" << i << " stage " << s;
+        }
+    EXPECT_NEAR(block(1, Pass::backward, 0).second, 4.0, 1e-12);
+    EXPECT_NEAR(block(0, Pass::backward, 0).second, 6.0, 1e-12);
+    EXPECT_NEAR(block(1, Pass::backward, 1).second, 7.0, 1e-12);
+
+    // A block's communication takes no core: 3 s blocks of which 2 s compute leave 1 s of
+    // waiting after the compute. m = 1: s0 F 0–1 compute, 1–2 wait; s1 F 2–4; s1 B 4–6; s0 B 6–8.
+    const std::vector<double> three((size_t)p, 3.0);
+    PipelineDurations c{p, 1, 1, three, three};
+    c.sharing = &one_core;
+    EXPECT_NEAR(simulate_pipeline(c, end), 8.0, 1e-12);
+
+    // Every rank computing all the time (no pipeline, 2 ranks of one stage on the core they
+    // were measured on): the blocks take what was measured.
+    const std::vector<double> one_stage{2.0};
+    PipelineDurations g{1, 1, 3, one_stage, one_stage};
+    const CoreSharing busy{.cores = 1, .ranks_per_stage = 2, .measured_share = 2, .fwd_compute = one_stage, .bwd_compute = one_stage};
+    g.sharing = &busy;
+    std::vector<double> end1(1);
+    EXPECT_NEAR(simulate_pipeline(g, end1), 12.0, 1e-12);
 }
 
 }  // namespace

@@ -106,6 +106,14 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // Without a profile, on a GPU, the same op-by-op model from the GPU preset (issue 30
     // point 8): the engine's own kernels, not a framework's.
     L.engine_device = es.activation_profile == ActivationProfile::ptd_engine && !L.profile_times && !ctx.cpu_device;
+    // h-loop: the profile measured one host with more ranks than cores, and this job runs on
+    // one host: its ranks share those cores (schedule.h CoreSharing; docs/estimators.md
+    // "Shared cores"). Each stage's blocks run on tp · cp · dp ranks at once.
+    if (L.profile_times && L.profile_times->shared_cores > 0 && job.cluster.nodes <= 1) {
+        L.share_cores = L.profile_times->shared_cores;
+        L.share_measured = L.profile_times->shared_ranks_per_core;
+        L.share_ranks_per_stage = (double)L.t * L.c * L.dp;
+    }
     L.act_dtype = engine_dtype_name(engine_activation_dtype(job.training.precision));
     L.rc = ch.recompute;
     L.rc_style = job.parallel.recompute_style;
@@ -661,8 +669,21 @@ struct ChunkDurations {
 ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
                                ChunkKinds& kinds, Estimate* detail) {
     thread_local std::vector<double> fwd_d, bwd_d, wgt_d, hidden_d;
+    thread_local std::vector<double> fwd_c, bwd_c, wgt_c;  // h-loop: each block's compute part
+    thread_local CoreSharing sharing;
     const int p = L.p, v = L.v;
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
+    const bool shared = L.share_cores > 0 && !dualpipe;
+    fwd_c.assign(shared ? (size_t)p * v : 0, 0.0);
+    bwd_c.assign(shared ? (size_t)p * v : 0, 0.0);
+    wgt_c.assign(shared && split_w ? (size_t)p * v : 0, 0.0);
+    // The compute part of a chunk's blocks: B without W when ZB-H1 splits them (W is all compute).
+    auto compute_parts = [&](size_t cell, const ChunkTime& ct) {
+        if (!shared) return;
+        fwd_c[cell] = ct.fwd.compute;
+        bwd_c[cell] = ct.bwd.compute + ct.bwd.recompute - (split_w ? ct.bwd.wgrad : 0.0);
+        if (split_w) wgt_c[cell] = ct.bwd.wgrad;
+    };
     wgt_d.assign(split_w || dualpipe ? (size_t)p * v : 0, 0.0);
     hidden_d.assign(dualpipe ? (size_t)p : 0, 0.0);
     fwd_d.resize((size_t)p * v);
@@ -683,6 +704,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
         const int run_end = split.run_end(i);
         compute_sum += (run_end - i) * (ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute);  // planfw
         for (; i < run_end; ++i) {
+            compute_parts((size_t)i, ct);
             fwd_d[(size_t)i] = kind.fwd_total;
             bwd_d[(size_t)i] = bwd;
             if (split_w || dualpipe) wgt_d[(size_t)i] = wgrad;
@@ -697,6 +719,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
                                                      L.chunk_dense ? L.chunk_dense[(size_t)(c * p + i)] : 0.0);
             const ChunkTime& ct = kind.time;
             compute_sum += ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute;  // planfw
+            compute_parts((size_t)(c * p + i), ct);
             fwd_d[(size_t)(c * p + i)] = kind.fwd_total;
             bwd_d[(size_t)(c * p + i)] = kind.bwd_total;
             if (split_w || dualpipe) {
@@ -715,6 +738,12 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     d.pd.p = p, d.pd.v = v, d.pd.m = L.mbs, d.pd.fwd = fwd_d, d.pd.bwd = bwd_d;
     d.pd.schedule = L.schedule, d.pd.wgt = wgt_d;  // zb
     d.pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
+    if (shared) {
+        sharing = CoreSharing{.cores = L.share_cores, .ranks_per_stage = L.share_ranks_per_stage,
+                              .measured_share = L.share_measured, .fwd_compute = fwd_c, .bwd_compute = bwd_c,
+                              .wgt_compute = wgt_c};
+        d.pd.sharing = &sharing;
+    }
     d.hidden = hidden_d;
     d.compute_sum = compute_sum;
     return d;
@@ -769,6 +798,9 @@ TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, dou
     // residue at rounding level is not a bubble (a single stage has none).
     const double idle = pipeline - L.mbs * W.t_mb_max;
     tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
+    // h-loop: with shared cores the ranks computing while others wait run faster than the
+    // probes (which timed every rank computing at once): the step's compute is that less.
+    if (L.share_cores > 0 && idle < -1e-12 * pipeline) tb.compute += idle;
     tb.optimizer = st.after_opt;
     tb.offload = st.after_offload;
     tb.dp_comm = (st.sync - pipeline) + (st.after - st.after_opt - st.after_offload);  // both ≥ 0
@@ -793,6 +825,11 @@ void fill_detail(const EstimateContext& ctx, const LayoutDerived& L, const Layou
     detail.time = score.time;
     detail.pipeline_s = pipeline;
     detail.tail_sync_s = st.sync;
+    if (L.share_cores > 0 && L.schedule != PipelineSchedule::dualpipe) {
+        detail.share_cores = L.share_cores;
+        detail.share_measured = L.share_measured;
+        detail.share_ranks_per_stage = L.share_ranks_per_stage;
+    }
     for (int i = 0; i < L.p; ++i) detail.stages[(size_t)i].pipeline_end_s = stage_end[(size_t)i];
     detail.step_s = score.step_s;
     detail.tokens_per_s = score.tokens_per_s;

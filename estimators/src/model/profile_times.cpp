@@ -104,6 +104,11 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     }
     for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
     t.host_op_s = quantile(host_op, q);
+    // One host only: with several, which stages share which cores depends on the placement.
+    if (p.hosts.size() == 1 && shared_cores) {
+        t.shared_cores = p.hosts[0].cores;
+        t.shared_ranks_per_core = (double)p.hosts[0].ranks / p.hosts[0].cores;
+    }
     return t;
 }
 

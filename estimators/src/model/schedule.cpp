@@ -113,7 +113,103 @@ std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int
     return out;
 }
 
+namespace {
+
+// h-loop: the schedule placed in time order under processor sharing (schedule.h CoreSharing).
+// Each stage runs one block at a time: first its compute part, a work of `compute /
+// measured_share` lone-rank seconds done at min(1, cores / n) lone-rank seconds per second
+// (n: the host's ranks in a compute part now, ranks_per_stage per stage), then its
+// communication part (duration − compute) in wall time. Events are block starts and phase
+// ends; between two of them every rate is constant, so each step advances to the nearest
+// end exactly. The dependencies are simulate_pipeline's.
+double simulate_pipeline_shared(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out) {
+    const CoreSharing& sh = *d.sharing;
+    const PipelineSchedule sched = d.schedule;
+    const int p = d.p, v = d.v, m = d.m, ops = schedule_block_count(sched, v, m);
+    assert(sh.cores > 0 && sh.ranks_per_stage > 0 && sh.measured_share > 0);
+    assert((int)sh.fwd_compute.size() == p * v && (int)sh.bwd_compute.size() == p * v);
+    const size_t cells = (size_t)p * v * m;
+    std::vector<double> fend(cells, -1.0), bend(cells, -1.0), clock((size_t)p, 0.0);
+    std::vector<double> work((size_t)p, 0.0), wait((size_t)p, 0.0), start((size_t)p, 0.0);
+    std::vector<int> pos((size_t)p, 0);
+    std::vector<char> busy((size_t)p, 0);
+    std::vector<ScheduleOp> cur((size_t)p);
+    auto at = [&](int stage, int chunk, int mb) { return ((size_t)chunk * m + mb) * p + stage; };
+    if (out) out->reserve(out->size() + (size_t)p * ops);
+    double now = 0;
+    long long remaining = (long long)p * ops;
+    while (remaining > 0) {
+        // Start every block whose stage is free and whose input is there.
+        for (int s = 0; s < p; ++s) {
+            if (busy[(size_t)s] || pos[(size_t)s] >= ops) continue;
+            const ScheduleOp op = schedule_op(sched, p, v, m, s, pos[(size_t)s], d.group);
+            const int c = op.chunk, i = op.micro_batch;
+            double ready = 0;
+            if (op.pass == Pass::weight) ready = bend[at(s, c, i)];
+            else if (op.pass == Pass::forward) ready = s > 0 ? fend[at(s - 1, c, i)] : c > 0 ? fend[at(p - 1, c - 1, i)] : 0;
+            else ready = s < p - 1 ? bend[at(s + 1, c, i)] : c < v - 1 ? bend[at(0, c + 1, i)] : fend[at(s, c, i)];
+            if (ready < 0) continue;
+            const size_t cell = (size_t)(c * p + s);
+            const double dur = op.pass == Pass::forward ? d.fwd[cell] : op.pass == Pass::backward ? d.bwd[cell] : d.wgt[cell];
+            const std::span<const double> part = op.pass == Pass::forward ? sh.fwd_compute
+                                               : op.pass == Pass::backward ? sh.bwd_compute
+                                                                            : sh.wgt_compute;
+            const double compute = std::clamp(cell < part.size() ? part[cell] : 0.0, 0.0, dur);
+            cur[(size_t)s] = op;
+            busy[(size_t)s] = 1;
+            start[(size_t)s] = now;
+            work[(size_t)s] = compute / sh.measured_share;
+            wait[(size_t)s] = dur - compute;
+        }
+        int computing = 0, active = 0;
+        for (int s = 0; s < p; ++s) {
+            if (!busy[(size_t)s]) continue;
+            ++active;
+            if (work[(size_t)s] > 0) ++computing;
+        }
+        if (active == 0) {  // nothing runs and nothing can start: the order has a cycle
+            std::fprintf(stderr, "ptd: internal error: pipeline schedule deadlocked (p = %d, v = %d, m = %d, group = %d)\n",
+                         p, v, m, d.group);
+            std::abort();
+        }
+        const double rate = std::min(1.0, sh.cores / (sh.ranks_per_stage * computing));
+        // The nearest phase end.
+        double dt = std::numeric_limits<double>::infinity();
+        for (int s = 0; s < p; ++s) {
+            if (!busy[(size_t)s]) continue;
+            dt = std::min(dt, work[(size_t)s] > 0 ? work[(size_t)s] / rate : wait[(size_t)s]);
+        }
+        now += dt;
+        for (int s = 0; s < p; ++s) {
+            if (!busy[(size_t)s]) continue;
+            const bool in_compute = work[(size_t)s] > 0;
+            double& left = in_compute ? work[(size_t)s] : wait[(size_t)s];
+            left -= in_compute ? rate * dt : dt;
+            // Within rounding of zero: this phase ended now (the stage that set dt exactly).
+            if (left > 1e-12 * std::max(now, 1e-300)) continue;
+            left = 0;
+            if (in_compute && wait[(size_t)s] > 0) continue;  // on to its communication
+            const ScheduleOp& op = cur[(size_t)s];
+            if (op.pass != Pass::weight) (op.pass == Pass::forward ? fend : bend)[at(s, op.chunk, op.micro_batch)] = now;
+            clock[(size_t)s] = now;
+            if (out) out->push_back(PlacedOp{s, op, start[(size_t)s], now});
+            busy[(size_t)s] = 0;
+            ++pos[(size_t)s];
+            --remaining;
+        }
+    }
+    double makespan = 0;
+    for (int s = 0; s < p; ++s) {
+        stage_end[(size_t)s] = clock[(size_t)s];
+        makespan = std::max(makespan, clock[(size_t)s]);
+    }
+    return makespan;
+}
+
+}  // namespace
+
 double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out) {
+    if (d.sharing) return simulate_pipeline_shared(d, stage_end, out);
     const PipelineSchedule sched = d.schedule;
     const int p = d.p, v = d.v, m = d.m, ops = schedule_block_count(sched, v, m);
     assert(p >= 1 && v >= 1 && m >= 1 && (int)d.fwd.size() == p * v && (int)d.bwd.size() == p * v);
@@ -495,6 +591,7 @@ constexpr int kMemoFrom1F1B = 16;
 
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
+    if (d.sharing) return simulate_pipeline_shared(d, stage_end, nullptr);  // h-loop: no shortcut, no memo
     // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy
     // on short pipelines; pspeed2: its loops grow with p times the kinds of stage, the memo's
     // with p alone, so from 16 stages on a repeated question (layouts that differ in ZeRO
@@ -550,6 +647,9 @@ double dualpipe_makespan(const PipelineDurations& d, std::span<const double> fb_
 }
 
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo) {
+    // h-loop: shared cores make blocks shorter than their durations: the bounds below would
+    // not bound; the placement itself is the (exact) bound.
+    if (d.sharing) return simulate_pipeline_shared(d, stage_end_lo, nullptr);
     const int p = d.p, v = d.v, m = d.m;
     assert((int)stage_end_lo.size() == p);
     assert(d.schedule != PipelineSchedule::dualpipe && "DualPipe's closed form needs no bounds");
@@ -569,6 +669,10 @@ double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> sta
 }
 
 double pipeline_makespan_upper(const PipelineDurations& d) {
+    if (d.sharing) {  // h-loop: exact, as pipeline_makespan_lower
+        std::vector<double> end((size_t)d.p);
+        return simulate_pipeline_shared(d, end, nullptr);
+    }
     double f_max = 0, b_max = 0;
     for (double x : d.fwd) f_max = std::max(f_max, x);
     for (double x : d.bwd) b_max = std::max(b_max, x);

@@ -57,8 +57,27 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
             bwd[(size_t)(c * p + s)] = ct.bwd.total() - (split_w ? ct.bwd.wgrad : 0.0);
             if (split_w) wgt[(size_t)(c * p + s)] = ct.bwd.wgrad;
         }
+    // h-loop: shared cores — the estimate's processor sharing (schedule.h CoreSharing), from
+    // the same blocks' compute parts, so the blocks end where the estimate's step ends.
+    std::vector<double> fwd_c, bwd_c, wgt_c;
+    CoreSharing sharing;
+    if (est.share_cores > 0) {
+        fwd_c.assign(fwd.size(), 0.0), bwd_c.assign(bwd.size(), 0.0), wgt_c.assign(wgt.size(), 0.0);
+        for (int s = 0; s < p; ++s)
+            for (int c = 0; c < v; ++c) {
+                const ChunkTime& ct = est.stages[(size_t)s].chunks[(size_t)c];
+                const size_t cell = (size_t)(c * p + s);
+                fwd_c[cell] = ct.fwd.compute;
+                bwd_c[cell] = ct.bwd.compute + ct.bwd.recompute - (split_w ? ct.bwd.wgrad : 0.0);
+                if (split_w) wgt_c[cell] = ct.bwd.wgrad;
+            }
+        sharing = CoreSharing{.cores = est.share_cores, .ranks_per_stage = est.share_ranks_per_stage,
+                              .measured_share = est.share_measured, .fwd_compute = fwd_c, .bwd_compute = bwd_c,
+                              .wgt_compute = wgt_c};
+    }
     std::vector<PlacedOp> placed;
     PipelineDurations pd;
+    if (est.share_cores > 0) pd.sharing = &sharing;
     pd.p = p, pd.v = v, pd.m = m, pd.fwd = fwd, pd.bwd = bwd;
     pd.schedule = sched, pd.wgt = wgt;
     pd.group = v > 1 ? job.parallel.microbatch_group_size : 0;  // l405: Megatron's N (0 = p)
@@ -91,7 +110,7 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
             TimelineBlock r = b;
             r.kind = BlockKind::recompute;
             r.start_s = start;
-            r.end_s = start + bt.recompute;
+            r.end_s = std::min(start + bt.recompute, po.end_s);  // h-loop: shared cores may shorten the block
             r.compute_s = bt.recompute;
             t.blocks.push_back(r);
             start = r.end_s;

@@ -64,6 +64,7 @@ struct PlacedOp {
 
 // Block durations, indexed [chunk·p + stage]: the time one micro-batch's forward
 // (backward, with its recompute) takes through that chunk, communication inside included.
+struct CoreSharing;
 struct PipelineDurations {
     int p = 1, v = 1, m = 1;
     std::span<const double> fwd, bwd;
@@ -72,6 +73,26 @@ struct PipelineDurations {
     PipelineSchedule schedule = PipelineSchedule::automatic;
     std::span<const double> wgt;
     int group = 0;  // l405: interleaved micro-batch group size N; 0 = p (Megatron's default)
+    // h-loop: a host whose ranks share fewer cores (CoreSharing); null: every rank has its own.
+    const CoreSharing* sharing = nullptr;
+};
+
+// h-loop (issue 27 point 4): the bundled engine on a host with more ranks than cores. A
+// block's compute part was timed with every rank computing at once (the profile's probes),
+// so it ran at cores / ranks of one rank's speed; its communication part (a rank blocked
+// in a collective or a receive) takes no core. When fewer ranks compute — a pipeline's
+// warm-up and cool-down, a stage waiting for its neighbour — the cores are shared among
+// those that do: processor sharing, each computing rank at min(1, cores / n) of a lone
+// rank's speed, n the ranks computing at that moment. The step is then between the host's
+// total work over its cores and the critical path at a lone rank's speed, as the schedule
+// lets the two overlap; no factor chooses between them.
+struct CoreSharing {
+    double cores = 0;             // the host's cores
+    double ranks_per_stage = 0;   // ranks on the host running each stage's blocks in step (tp · dp)
+    double measured_share = 1;    // ranks (× threads) per core while the compute parts were timed (> 1)
+    // The compute part of each block, [chunk·p + stage], as timed (≤ the block's duration;
+    // the rest is communication). wgt: ZB-H1's W blocks (may be empty otherwise).
+    std::span<const double> fwd_compute, bwd_compute, wgt_compute;
 };
 
 // Places every block of the schedule as early as its dependencies allow: a forward
@@ -81,6 +102,10 @@ struct PipelineDurations {
 // stage. Fills stage_end[s] (p entries) with the end of stage s's last block and returns
 // the latest end (the pipeline's makespan). With `out`, records every block.
 double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out = nullptr);
+// With d.sharing the blocks are placed in time order under processor sharing (CoreSharing):
+// each block computes first, at the rate the ranks computing beside it leave it, then
+// waits out its communication; a block's end is then no longer its start plus its
+// duration. simulate_pipeline, pipeline_makespan and the bounds all take this path then.
 
 // The same numbers without placing every block when m is large: the schedule's steady
 // state adds exactly one slowest-stage micro-batch (Σ over chunks of forward + backward)
