@@ -9,13 +9,25 @@
 # machine: calibration and run must see the same cores.
 #
 #   bench/closed_loop.sh [BUILD_BIN_DIR] [STEPS] [--quick]   (defaults: build/bin 8, full calibration)
+#
+# It prints the cores, the nice level and the load average before and after (the
+# conditions a figure was measured under: other work on the cores moves every figure).
+# PTD_CLOSED_LOOP_KEEP=DIR keeps the profiles, estimates and runs in DIR (to compare models on
+# the same profiles later); without it they are removed.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$src/build/bin}
 steps=${2:-8}
 quick=${3:-}
-work=$(mktemp -d /tmp/ptd-closed-loop-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+if [ -n "${PTD_CLOSED_LOOP_KEEP:-}" ]; then
+  mkdir -p "$PTD_CLOSED_LOOP_KEEP"
+  work=$(cd "$PTD_CLOSED_LOOP_KEEP" && pwd)
+else
+  work=$(mktemp -d /tmp/ptd-closed-loop-XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+fi
+conditions() { echo "$1: $(nproc) cores, nice $(nice), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"; }
+conditions start
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -60,3 +72,4 @@ for row in "${matrix[@]}"; do
   errors+=("$(awk -v p="$pred" -v m="$measured" 'BEGIN { e = (p - m) / m * 100; print (e < 0 ? -e : e) }')")
 done
 [ ${#errors[@]} -gt 0 ] && printf 'median |error| over %d jobs: %.1f%% (target ≤ 15%%)\n' "${#errors[@]}" "$(printf '%s\n' "${errors[@]}" | median)"
+conditions end
