@@ -554,6 +554,36 @@ TEST_F(CudaKernels, FusedResidualNormEqualsAddThenNorm) {
         }
 }
 
+// A TP layer's output after its reduction in one kernel: out = (x + bias, rounded) +
+// residual, bit for bit the CPU backend's copy, bias_add, add (Backend::bias_residual_add's
+// default), in every type, with and without a bias, vector and scalar paths, out = x too.
+TEST_F(CudaKernels, BiasResidualAddIsCopyBiasAddAddBitForBit) {
+    const NormShape shapes[] = {{1, 5, false}, {7, 8, false}, {40, 3, false}, {33, 64, false}, {20, 16, true}};
+    for (DType t : k_types)
+        for (const NormShape& s : shapes)
+            for (bool with_bias : {true, false})
+                for (bool in_place : {false, true}) {
+                    const int64_t rows = s.rows, C = s.C, n = rows * C;
+                    const std::string tag = std::string("bias_residual_add ") + type_name(t) + " rows=" +
+                                            std::to_string(rows) + " C=" + std::to_string(C) +
+                                            (s.misaligned ? " misaligned" : "") + (with_bias ? "" : " no bias") +
+                                            (in_place ? " out=x" : "");
+                    Host x = random_host(t, n, 151, -2, 2, s.misaligned), bias = random_host(t, C, 152, -1, 1, s.misaligned);
+                    Host res = random_host(t, n, 153, -2, 2, s.misaligned), out = nan_host(t, n, s.misaligned);
+                    Host c_x = x, c_out = out;
+                    {
+                        Dev dX(x), dB(bias), dR(res), dO(out);
+                        void* o = in_place ? dX.get() : dO.get();
+                        kc::bias_residual_add(o, dX.get(), with_bias ? dB.get() : nullptr, dR.get(), t, rows, C, nullptr);
+                        dX.to(x), dO.to(out);
+                    }
+                    void* co = in_place ? c_x.data() : c_out.data();
+                    cpu_backend().bias_residual_add(co, c_x.data(), with_bias ? bias.data() : nullptr, res.data(), t,
+                                                    rows, C);
+                    expect_bits_equal(tag, in_place ? x : out, in_place ? c_x : c_out);
+                }
+}
+
 TEST_F(CudaKernels, BiasGradMatchesCpuAndDouble) {
     const NormShape shapes[] = {{1, 5, false}, {7, 8, false}, {40, 3, false}, {300, 33, false}, {1100, 16, true},
                                 {70, 260, false}};

@@ -150,6 +150,12 @@ public:
         rd(y, "bias_add"), rd(bias, "bias_add");
         wrote(y, "bias_add"), in_->bias_add(y, bias, t, rows, cols);
     }
+    void bias_residual_add(void* out, const void* x, const void* bias, const void* residual, DType t, int64_t rows,
+                           int64_t cols) override {
+        const char* op = "bias_residual_add";
+        rd(out, op), rd(x, op), rd(bias, op), rd(residual, op);
+        wrote(out, op), in_->bias_residual_add(out, x, bias, residual, t, rows, cols);
+    }
     void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) override {
         rd(dbias, "bias_grad"), rd(dy, "bias_grad");
         wrote(dbias, "bias_grad"), in_->bias_grad(dbias, dy, t, rows, cols);

@@ -328,6 +328,10 @@ public:
     void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) override {
         cuda::PTD_CUDA_NS::bias_add(y, bias, t, rows, cols, compute_);
     }
+    void bias_residual_add(void* out, const void* x, const void* bias, const void* residual, DType t, int64_t rows,
+                           int64_t cols) override {
+        cuda::PTD_CUDA_NS::bias_residual_add(out, x, bias, residual, t, rows, cols, compute_);
+    }
     void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) override {
         cuda::PTD_CUDA_NS::bias_grad(dbias, dy, t, rows, cols, row_ws(rows, cols, "bias_grad"), compute_);
     }

@@ -287,4 +287,9 @@ namespace ptd::cuda::PTD_CUDA_NS {
 // y [rows, C] (t) += bias [C] (t) on every row (f32 sum, rounded once): the bias of the
 // row-parallel layers, added after the TP all-reduce.
 void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t C, StreamHandle stream);
+// out (t) = (x + bias[c], rounded to t) + residual, rounded to t — a TP layer's output after
+// its reduction, the bits of copy, bias_add and add in one pass; bias may be null. out may
+// be x or residual.
+void bias_residual_add(void* out, const void* x, const void* bias, const void* residual, DType t, int64_t rows,
+                       int64_t C, StreamHandle stream);
 }  // namespace ptd::cuda::PTD_CUDA_NS

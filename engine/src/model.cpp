@@ -692,9 +692,7 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
     }
     linear_forward(m, a.w_full, x.act, P.w2, nullptr, R, h, F);
     const void* mlp = tp_reduce(m, a.w_full, c);
-    be.copy(out, mlp, t, Rl * h);
-    if (P.b2) be.bias_add(out, P.b2->p, t, Rl, h);
-    be.add(out, x.ln2_in, t, Rl * h);
+    be.bias_residual_add(out, mlp, P.b2 ? P.b2->p : nullptr, x.ln2_in, t, Rl, h);  // one kernel on a GPU
 }
 
 void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* dout_in, void* din, StageComm& c) {

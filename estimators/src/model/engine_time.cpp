@@ -154,9 +154,7 @@ struct Ops {
         gemm("mlp_down.fwd", s.R, s.h, s.F);  // t = 1: bias epilogue and the residual as C (beta 1)
         if (s.t == 1) return;
         tp_reduce();
-        elem("copy", s.Rl * s.h, 2);                        // copy out
-        if (s.bias) elem("copy", s.Rl * s.h, 2);            // bias add
-        elem("copy", s.Rl * s.h, 3);                        // residual add
+        elem("copy", s.Rl * s.h, 3);  // bias + residual add on the reduced rows: one kernel (bias_residual_add)
     }
     void layer_backward(bool selective) {
         if (s.bias) elem("copy", s.Rl * s.h, 1);  // bias grad

@@ -238,6 +238,16 @@ public:
         gemm(g);
     }
     virtual void bias_add(void* y, const void* bias, DType t, int64_t rows, int64_t cols) = 0;  // y[r,:] (t) += bias (t)
+    // out (t) = x + bias (rounded to t, when bias is given) + residual: a row-parallel layer's
+    // output after its TP reduction. The default is that sequence (copy, bias_add, add: the
+    // CPU backend's bits); a GPU backend runs one kernel with the same roundings. out may be
+    // x; it overlaps neither bias nor residual.
+    virtual void bias_residual_add(void* out, const void* x, const void* bias, const void* residual, DType t,
+                                   int64_t rows, int64_t cols) {
+        if (out != x) copy(out, x, t, rows * cols);
+        if (bias) bias_add(out, bias, t, rows, cols);
+        add(out, residual, t, rows * cols);
+    }
     virtual void bias_grad(float* dbias, const void* dy, DType t, int64_t rows, int64_t cols) = 0;  // dbias (f32) += Σ_r dy[r,:] (t)
 
     // ---- norms -------------------------------------------------------------------------
