@@ -729,6 +729,17 @@ TEST(LaunchPlan, SlurmScriptRefusesARunDirectoryTheNodesDoNotSee) {
                                            "' ptd-engine --job"});
 }
 
+// Slurm host lists as squeue and sacct print them, expanded in order with their zero padding
+// (the names `ptd watch` shows for a Slurm run's nodes).
+TEST(SlurmNodes, HostListsExpandInOrder) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(slurm_expand_nodes("gpu[01-03,07],login1"), (V{"gpu01", "gpu02", "gpu03", "gpu07", "login1"}));
+    EXPECT_EQ(slurm_expand_nodes("n1"), (V{"n1"}));
+    EXPECT_EQ(slurm_expand_nodes("a[8-10]b,c[1]"), (V{"a8b", "a9b", "a10b", "c1"}));
+    EXPECT_EQ(slurm_expand_nodes(""), V{});
+    EXPECT_EQ(slurm_expand_nodes("(null)"), V{});
+}
+
 // A YAML manifest as JSON (Debian's python3-yaml reads it as the API server's YAML parser does).
 static nlohmann::json yaml_as_json(const std::string& path) {
     Proc p = run_captured("/usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' " +
@@ -1091,7 +1102,8 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
     EXPECT_NE(read_file(kube + "/logs/ptd-kw-ranks-0-1-q9m4d").find("[rank 3] {"), std::string::npos);
     pods_are("running.json");
     out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
-    expect_mentions(out, {"JobSet ptd-kw RUNNING"});
+    expect_mentions(out, {"JobSet ptd-kw RUNNING", "gpu-node-a", "gpu-node-b"});  // the pods' nodes, not "node-0"
+    expect_no_mention(out, {"node-0 "});
     pods_are("succeeded.json");
     out = run_capture(env + "timeout 60 " + kBin + "/ptd watch --no-sparklines " + shell_quote(run), &rc);
     EXPECT_EQ(rc, 0) << out;
