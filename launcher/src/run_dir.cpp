@@ -836,8 +836,10 @@ void RunFollower::ask_k8s() {
     if (!hosts.empty() && std::none_of(hosts.begin(), hosts.end(), [](const std::string& h) { return h.empty(); }))
         scheduler_hosts_ = hosts;
     for (const K8sPod& pod : state->pods) {
-        if (pod.phase == "Pending" || pod.phase.empty()) continue;
+        if (pod.phase == "Pending" || pod.phase.empty() || k8s_logs_final_.count(pod.name)) continue;
         const std::string log = k8s_pod_log(pod.name);
+        // An ended pod's log no longer grows: read once more, then never again.
+        if (pod.phase == "Succeeded" || pod.phase == "Failed") k8s_logs_final_.insert(pod.name);
         if (pod.node == state->failed_node && pod.phase == "Failed") derived_failed_rank_ = k8s_failed_rank(log);
         for (const auto& [rank, text] : k8s_rank_lines(log)) {
             if (rank < 0 || rank >= (int)manifest_.ranks.size()) continue;
