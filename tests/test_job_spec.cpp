@@ -996,6 +996,45 @@ TEST(SlurmKeys, ReadSavedAndReadBack) {
     EXPECT_EQ(ptd::save_job_toml(*plain).find("launch.slurm"), std::string::npos);
 }
 
+// [launch.k8s] (issue 32 point 3): every key read, saved and read back the same; each bad value
+// (point 5) refused with the file, its line, the key, what was given and what is allowed.
+TEST(K8sKeys, ReadSavedAndBadValuesRefusedWithFileLineKeyGivenAndAllowed) {
+    auto job = load(std::string(kBase) +
+                    "[launch.k8s]\nimage = \"registry.example.com/ptd:1\"\ntopology_key = \"nvidia.com/gpu.clique\"\n"
+                    "nodes_per_domain = 2\ngpu_product = \"NVIDIA-H100-80GB-HBM3\"\ngpu_product_label = \"example.com/gpu\"\n");
+    ASSERT_TRUE(job) << job.error().str();
+    const ptd::K8sSpec& k = job->launch.k8s;
+    EXPECT_EQ(k.image, "registry.example.com/ptd:1");
+    EXPECT_EQ(k.topology_key, "nvidia.com/gpu.clique");
+    EXPECT_EQ(k.nodes_per_domain, 2);
+    const std::string saved = ptd::save_job_toml(*job);
+    EXPECT_NE(saved.find("[launch.k8s]\nimage = \"registry.example.com/ptd:1\""), std::string::npos) << saved;
+    auto again = ptd::load_job_text(saved, "saved.toml", presets());
+    ASSERT_TRUE(again) << again.error().str();
+    EXPECT_EQ(again->launch.k8s, k);
+    EXPECT_EQ(ptd::save_job_toml(*load(kBase)).find("launch.k8s"), std::string::npos);
+
+    struct Case {
+        std::string line, key, given, allowed;
+    };
+    const Case cases[] = {
+        {"image = \"my image:1\"", "launch.k8s.image", "\"my image:1\"", "without spaces or quotes"},
+        {"topology_key = \"gpu clique\"", "launch.k8s.topology_key", "\"gpu clique\"", "a Kubernetes label key"},
+        {"topology_key = \"-rack/\"", "launch.k8s.topology_key", "\"-rack/\"", "up to 63 letters"},
+        {"gpu_product = \"NVIDIA H100\"", "launch.k8s.gpu_product", "\"NVIDIA H100\"", "a Kubernetes label value"},
+        {"topology_key = \"rack\"\nnodes_per_domain = 3", "launch.k8s.nodes_per_domain", "got 3",
+         "a divisor of the node count"},
+        {"nodes_per_domain = 1", "launch.k8s.nodes_per_domain", "given without launch.k8s.topology_key", "with the node label"},
+        {"topolgy_key = \"rack\"", "launch.k8s.topolgy_key", "unknown key (did you mean \"topology_key\"?)", "allowed in [launch.k8s]"},
+    };
+    for (const Case& c : cases) {
+        auto bad = load(std::string(kBase) + "[launch.k8s]\n" + c.line + "\n");
+        ASSERT_FALSE(bad) << c.line;
+        const int line = c.line.find('\n') == std::string::npos ? 2 : 3;
+        ptd_test::expect_mentions(bad.error().str(), {line_after_base(line), c.key, c.given, "allowed", c.allowed});
+    }
+}
+
 // Point 5 of issue 32: each bad value refused with the file, its line, the key, what was
 // given and what is allowed.
 TEST(SlurmKeys, BadValuesAreRefusedWithFileLineKeyGivenAndAllowed) {

@@ -22,6 +22,7 @@
 #include "ptd/launch.h"
 #include "ptd/spec/presets.h"
 #include "ptd/run_dir.h"
+#include "ptd/slurm.h"
 #include "ptd/timeline/timeline.h"
 #include "text_test_util.h"
 
@@ -728,12 +729,34 @@ TEST(LaunchPlan, SlurmScriptRefusesARunDirectoryTheNodesDoNotSee) {
                                            "' ptd-engine --job"});
 }
 
+// Slurm host lists as squeue and sacct print them, expanded in order with their zero padding
+// (the names `ptd watch` shows for a Slurm run's nodes).
+TEST(SlurmNodes, HostListsExpandInOrder) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(slurm_expand_nodes("gpu[01-03,07],login1"), (V{"gpu01", "gpu02", "gpu03", "gpu07", "login1"}));
+    EXPECT_EQ(slurm_expand_nodes("n1"), (V{"n1"}));
+    EXPECT_EQ(slurm_expand_nodes("a[8-10]b,c[1]"), (V{"a8b", "a9b", "a10b", "c1"}));
+    EXPECT_EQ(slurm_expand_nodes(""), V{});
+    EXPECT_EQ(slurm_expand_nodes("(null)"), V{});
+}
+
 // A YAML manifest as JSON (Debian's python3-yaml reads it as the API server's YAML parser does).
 static nlohmann::json yaml_as_json(const std::string& path) {
     Proc p = run_captured("/usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' " +
                           shell_quote(path));
     EXPECT_EQ(p.rc, 0) << p.err;
     return p.rc == 0 ? nlohmann::json::parse(p.out) : nlohmann::json::object();
+}
+
+// The plans of one job: the one `ptd launch` makes for it here, and the one `ptd launch --k8s`
+// makes (Kubernetes places the ranks on its nodes, as Slurm does).
+static std::pair<LaunchPlan, LaunchPlan> local_and_k8s_plans(const JobSpec& job, LaunchOptions o) {
+    auto local = make_launch_plan(job, o);
+    EXPECT_TRUE(local) << local.error().str();
+    o.slurm = true;
+    auto k8s = make_launch_plan(job, o);
+    EXPECT_TRUE(k8s) << k8s.error().str();
+    return {local ? std::move(*local) : LaunchPlan{}, k8s ? std::move(*k8s) : LaunchPlan{}};
 }
 
 // A container's env (the manifest's list) as " NAME='value'" words for `env`, as the kubelet
@@ -776,12 +799,9 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
     job.cluster.gpu.name = "h100-sxm";  // a GPU job: each rank's CUDA_VISIBLE_DEVICES too
     LaunchOptions o = options_in(dir, "k8s-env");
     o.steps = 3;
-    auto local = make_launch_plan(job, o);
-    ASSERT_TRUE(local) << local.error().str();
-    o.slurm = true;  // a plan for a scheduler's nodes, as `ptd launch --k8s` makes it
-    auto plan = make_launch_plan(job, o);
-    ASSERT_TRUE(plan) << plan.error().str();
-    const std::string yaml = ptd::k8s_jobset(*plan, "registry.example.com/ptd:1");
+    const auto [local, plan] = local_and_k8s_plans(job, o);
+    ASSERT_FALSE(plan.ranks.empty());
+    const std::string yaml = ptd::k8s_jobset(plan, "registry.example.com/ptd:1");
     write_file(dir + "/jobset.yaml", yaml);
     const std::string check = kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/jobset.x-k8s.io_jobsets.yaml ";
     Proc valid = run_captured(check + shell_quote(dir + "/jobset.yaml"));
@@ -811,8 +831,8 @@ TEST(LaunchK8s, JobSetValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPtdL
                               shell_quote(c["args"][0].get<std::string>()));
         ASSERT_EQ(p.rc, 0) << p.out << p.err;
     }
-    for (const RankPlan& r : local->ranks) {
-        const std::string log = plan->run_dir + "/rank-" + std::to_string(r.rank) + ".log";
+    for (const RankPlan& r : local.ranks) {
+        const std::string log = plan.run_dir + "/rank-" + std::to_string(r.rank) + ".log";
         const std::map<std::string, std::string> got = env_in_log(log);
         std::string argv;
         std::istringstream lines(read_file(log));
@@ -849,13 +869,9 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
     job.cluster.nodes = 2;
     job.cluster.gpus_per_node = 2;
     job.cluster.gpu.name = "h100-sxm";
-    LaunchOptions o = options_in(dir, "tj");
-    auto local = make_launch_plan(job, o);
-    ASSERT_TRUE(local) << local.error().str();
-    o.slurm = true;
-    auto plan = make_launch_plan(job, o);
-    ASSERT_TRUE(plan) << plan.error().str();
-    const std::string yaml = ptd::k8s_trainjob(*plan, "registry.example.com/ptd:1");
+    const auto [local, plan] = local_and_k8s_plans(job, options_in(dir, "tj"));
+    ASSERT_FALSE(plan.ranks.empty());
+    const std::string yaml = ptd::k8s_trainjob(plan, "registry.example.com/ptd:1");
     write_file(dir + "/trainjob.yaml", yaml);
     Proc valid = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/trainer.kubeflow.org_trainjobs.yaml " +
                               shell_quote(dir + "/trainjob.yaml"));
@@ -872,8 +888,8 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
         Proc p = run_captured(env + " PET_NODE_RANK=" + std::to_string(node) + " bash -c " + shell_quote(t["args"][0].get<std::string>()));
         ASSERT_EQ(p.rc, 0) << p.out << p.err;
     }
-    for (const RankPlan& r : local->ranks) {
-        const std::map<std::string, std::string> got = env_in_log(plan->run_dir + "/rank-" + std::to_string(r.rank) + ".log");
+    for (const RankPlan& r : local.ranks) {
+        const std::map<std::string, std::string> got = env_in_log(plan.run_dir + "/rank-" + std::to_string(r.rank) + ".log");
         std::map<std::string, std::string> want(r.env.begin(), r.env.end());
         want["MASTER_ADDR"] = "ptd-tj-node-0-0.ptd-tj";
         want["MASTER_PORT"] = "29500";
@@ -902,6 +918,70 @@ TEST(LaunchK8s, SixtyFourH100JobWritesAJobSetAndATrainJobThatValidate) {
     const nlohmann::json js = yaml_as_json(dir + "/h100x64/jobset.yaml");
     EXPECT_EQ(js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"], 8);
     EXPECT_EQ(yaml_as_json(dir + "/h100x64/trainjob.yaml")["spec"]["trainer"]["numNodes"], 8);
+}
+
+// Topology hints (issue 32 point 3) from [launch.k8s] and the cluster: on GB200 NVL72 racks
+// (4 GPUs a node, 72 per NVLink domain: 18 nodes) a 36-node job becomes 2 Jobs of 18 pods,
+// each alone in one domain of nvidia.com/gpu.clique (JobSet's exclusive-topology annotation),
+// with the GPU product's node selector; both forms validate. Run as the pods would, a pod's
+// node is its Job's index · nodes per domain + its completion index, so every rank gets the
+// RANK `ptd launch` gives it (a small split: 4 nodes of 2 GPUs, domains of 2 nodes).
+TEST(LaunchK8s, TopologyHintsSplitTheJobSetByDomainAndKeepEachRanksEnvironment) {
+    const std::string dir = scratch_dir("k8s-topo");
+    int rc = -1;
+    const std::string out = run_capture(kBin + "/ptd export " + kSrc + "/assets/jobs/llama3-8b-h100.toml --set cluster.gpu='\"gb200\"' "
+                                        "--set cluster.nvlink_domain=72 --set cluster.gpus_per_node=4 --set cluster.nodes=36 --set parallel.dp=72 "
+                                        "--set training.global_batch=576 "
+                                        "--set launch.k8s.topology_key='\"nvidia.com/gpu.clique\"' --set launch.k8s.gpu_product='\"NVIDIA-GB200\"' "
+                                        "--format jobset --image r.example/ptd:1 --run-root " + shell_quote(dir) + " --run-id nvl > " +
+                                            shell_quote(dir + "/jobset.yaml"),
+                                        &rc);
+    ASSERT_EQ(rc, 0) << out;
+    Proc valid = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/jobset.x-k8s.io_jobsets.yaml " +
+                              shell_quote(dir + "/jobset.yaml"));
+    EXPECT_EQ(valid.rc, 0) << valid.out << valid.err;
+    const nlohmann::json js = yaml_as_json(dir + "/jobset.yaml");
+    EXPECT_EQ(js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"], "nvidia.com/gpu.clique");
+    const nlohmann::json& rj = js["spec"]["replicatedJobs"][0];
+    EXPECT_EQ(rj["replicas"], 2);
+    EXPECT_EQ(rj["template"]["spec"]["parallelism"], 18);
+    EXPECT_EQ(rj["template"]["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"], "NVIDIA-GB200");
+
+    // The small split, run as its pods would run it.
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.cluster.nodes = 4;
+    job.cluster.gpus_per_node = 2;
+    job.parallel.dp = 2;
+    job.launch.k8s.topology_key = "example.com/rack";
+    job.launch.k8s.nodes_per_domain = 2;
+    job.launch.k8s.gpu_product = "cpu-node";
+    const auto [local, plan] = local_and_k8s_plans(job, options_in(dir, "topo"));
+    ASSERT_FALSE(plan.ranks.empty());
+    for (const auto& [form, crd, text] : {std::tuple{"jobset", "jobset.x-k8s.io_jobsets.yaml", ptd::k8s_jobset(plan, "r.example/ptd:1")},
+                                          std::tuple{"trainjob", "trainer.kubeflow.org_trainjobs.yaml", ptd::k8s_trainjob(plan, "r.example/ptd:1")}}) {
+        write_file(dir + "/" + form + ".yaml", text);
+        Proc v = run_captured(kSrc + "/tests/k8s_schema_check.py " + kSrc + "/tests/data/k8s/" + crd + " " + shell_quote(dir + "/" + form + ".yaml"));
+        EXPECT_EQ(v.rc, 0) << form << ": " << v.out << v.err << text;
+    }
+    // The TrainJob's runtime has one Job: it keeps the node selector and says the split needs the JobSet.
+    const std::string tj = read_file(dir + "/trainjob.yaml");
+    expect_mentions(tj, {"one Job per domain needs the JobSet form", "\"nvidia.com/gpu.product\": \"cpu-node\"", "nodeSelector"});
+    expect_no_mention(tj, {"exclusive-topology"});
+    const nlohmann::json c = yaml_as_json(dir + "/jobset.yaml")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0];
+    EXPECT_NE(c.dump().find("metadata.annotations['jobset.sigs.k8s.io/job-index']"), std::string::npos);
+    write_file(dir + "/bin/ptd-engine", "#!/bin/sh\necho \"RANK=$RANK LOCAL_RANK=$LOCAL_RANK\"\n", 0755);
+    const std::string env = "env -i PATH=" + shell_quote(dir + "/bin") + ":/usr/bin:/bin" + container_env(c["env"], kPodSecret, {"JOB_INDEX"});
+    for (int job_index = 0; job_index < 2; ++job_index)
+        for (int pod = 0; pod < 2; ++pod) {
+            Proc p = run_captured(env + " JOB_INDEX=" + std::to_string(job_index) + " JOB_COMPLETION_INDEX=" + std::to_string(pod) +
+                                  " bash -c " + shell_quote(c["args"][0].get<std::string>()));
+            ASSERT_EQ(p.rc, 0) << p.out << p.err;
+        }
+    for (const RankPlan& r : local.ranks) {
+        std::map<std::string, std::string> want(r.env.begin(), r.env.end());
+        EXPECT_EQ(read_file(plan.run_dir + "/rank-" + std::to_string(r.rank) + ".log"),
+                  "RANK=" + want["RANK"] + " LOCAL_RANK=" + want["LOCAL_RANK"] + "\n") << "rank " << r.rank;
+    }
 }
 
 // `ptd export --format jobset | trainjob` (issue 32 point 3): the manifest `ptd launch --k8s`
@@ -933,7 +1013,7 @@ TEST(LaunchK8s, ExportWritesWhatLaunchWritesAndItValidates) {
     // Refusals: no image, an image with a space, --launcher with these forms, --image with a framework's.
     std::string out = run_capture(kBin + "/ptd export " + job + " --format jobset", &rc);
     EXPECT_EQ(rc, 2) << out;
-    expect_mentions(out, {"ptd export: error: --image: missing; allowed: a container image holding ptd-engine"});
+    expect_mentions(out, {"ptd export: error: --image: missing (and no launch.k8s.image); allowed: a container image holding ptd-engine"});
     out = run_capture(kBin + "/ptd export " + job + " --format trainjob --image 'my image:1'", &rc);
     EXPECT_EQ(rc, 2) << out;
     expect_mentions(out, {"--image: got \"my image:1\"", "without spaces or quotes"});
@@ -1022,7 +1102,8 @@ TEST(LaunchK8s, WatchFollowsTheJobSetsPodsAndStopDeletesItThroughKubectl) {
     EXPECT_NE(read_file(kube + "/logs/ptd-kw-ranks-0-1-q9m4d").find("[rank 3] {"), std::string::npos);
     pods_are("running.json");
     out = run_capture(env + kBin + "/ptd watch --once " + shell_quote(run), &rc);
-    expect_mentions(out, {"JobSet ptd-kw RUNNING"});
+    expect_mentions(out, {"JobSet ptd-kw RUNNING", "gpu-node-a", "gpu-node-b"});  // the pods' nodes, not "node-0"
+    expect_no_mention(out, {"node-0 "});
     pods_are("succeeded.json");
     out = run_capture(env + "timeout 60 " + kBin + "/ptd watch --no-sparklines " + shell_quote(run), &rc);
     EXPECT_EQ(rc, 0) << out;

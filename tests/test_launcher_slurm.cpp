@@ -118,6 +118,7 @@ TEST(SlurmLaunch, SubmittedJobTrainsEightRanksThroughSrunAndWatchFollowsItToComp
     EXPECT_NE(w.out.find("finished: Slurm job " + job + " COMPLETED: completed"), std::string::npos)
         << w.out << w.err << read_file(run + "/slurm-" + job + ".out");
     EXPECT_NE(w.out.find("Slurm job " + job + " COMPLETED"), std::string::npos) << w.out;  // the header
+    EXPECT_NE(w.out.find(" " + slurm.node + " "), std::string::npos) << w.out;  // the job's node (squeue %N), not "node-0"
     for (int r = 0; r < 8; ++r) EXPECT_EQ(logged_step(run, r), 6) << "rank " << r << "\n" << read_file(run + "/rank-" + std::to_string(r) + ".log");
     EXPECT_TRUE(processes_of_run("ok").empty());
     EXPECT_EQ(slurm.live_jobs(), "");

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"torchrun", "slurm", "k8s"}));
     // jobset / trainjob: ptd-engine's ranks as `ptd launch --k8s` writes them (not a framework's).
     export_cmd->add_option("--image", xa.image,
-                           "With --format jobset or trainjob: the container image holding ptd-engine");
+                           "With --format jobset or trainjob: the container image holding ptd-engine (default launch.k8s.image)");
     export_cmd->add_option("--run-root", xa.run_root, "With --format jobset or trainjob: folder of the run directory (default launch.run_dir)");
     export_cmd->add_option("--run-id", xa.run_id, "With --format jobset or trainjob: run id (default YYYYMMDD-HHMMSS-PID)");
     export_cmd->add_flag("--plan", xa.plan, "Export the planner's best layout instead of the job's");
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     submit->needs(launch->get_option("--slurm"));
     auto* k8s = launch->add_flag("--k8s", lca.k8s, "Write RUN_DIR/jobset.yaml (a Kubernetes JobSet, one pod per node) instead of launching");
     k8s->excludes(launch->get_option("--slurm"));
-    launch->add_option("--image", lca.image, "With --k8s: the container image holding ptd-engine")->needs(k8s);
+    launch->add_option("--image", lca.image, "With --k8s: the container image holding ptd-engine (default launch.k8s.image)")->needs(k8s);
     launch->add_flag("--apply", lca.apply, "With --k8s: kubectl apply the JobSet (needs a kubeconfig)")->needs(k8s);
     for (auto [flag, into, what] : {std::tuple{"--partition", &lca.partition, "partition"}, std::tuple{"--account", &lca.account, "account"},
                                     std::tuple{"--qos", &lca.qos, "QOS"}, std::tuple{"--time", &lca.time, "time limit (e.g. 04:00:00)"}})

@@ -165,8 +165,10 @@ int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE*
     return kExitOk;
 }
 
+std::string k8s_image(const JobSpec& job, const std::string& flag) { return flag.empty() ? job.launch.k8s.image : flag; }
+
 std::string k8s_image_refusal(const std::string& image) {
-    std::string problem = image.empty() ? "missing" : "";
+    std::string problem = image.empty() ? "missing (and no launch.k8s.image)" : "";
     for (char c : image)
         if ((unsigned char)c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) problem = "got " + quote_input(image);
     if (problem.empty()) return "";
@@ -175,7 +177,8 @@ std::string k8s_image_refusal(const std::string& image) {
 }
 
 int export_k8s(const JobSpec& job, const K8sExportArgs& a, FILE* out, FILE* err) {
-    if (const std::string bad = k8s_image_refusal(a.image); !bad.empty()) {
+    const std::string image = k8s_image(job, a.image);
+    if (const std::string bad = k8s_image_refusal(image); !bad.empty()) {
         std::fprintf(err, "ptd export: %s\n", bad.c_str());
         return kExitConfig;
     }
@@ -189,7 +192,7 @@ int export_k8s(const JobSpec& job, const K8sExportArgs& a, FILE* out, FILE* err)
         std::fprintf(err, "%s", plan.error().str().c_str());
         return kExitConfig;
     }
-    const std::string text = a.trainjob ? k8s_trainjob(*plan, a.image) : k8s_jobset(*plan, a.image);
+    const std::string text = a.trainjob ? k8s_trainjob(*plan, image) : k8s_jobset(*plan, image);
     std::fputs(text.c_str(), out);
     return kExitOk;
 }
@@ -361,7 +364,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
     }
     if (a.k8s) {
         // A JobSet: Kubernetes places the ranks, as Slurm does (nodes, not hosts).
-        if (const std::string bad = k8s_image_refusal(a.image); !bad.empty()) {
+        if (const std::string bad = k8s_image_refusal(k8s_image(*job, a.image)); !bad.empty()) {
             std::fprintf(err, "ptd launch: %s\n", bad.c_str());
             return kExitConfig;
         }
@@ -407,7 +410,7 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         return kExitOk;
     }
     if (a.slurm) return write_slurm(*plan, out, err, a.submit);
-    if (a.k8s) return write_k8s(*plan, a.image, out, err, a.apply);
+    if (a.k8s) return write_k8s(*plan, k8s_image(plan->job, a.image), out, err, a.apply);
 
     const Term term = detect_term(out);
     const bool live = isatty(fileno(out)) && term.width > 20;

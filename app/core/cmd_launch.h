@@ -68,6 +68,8 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit = fals
 // With `apply`, `kubectl apply -f jobset.yaml` (refused without a kubeconfig).
 int write_k8s(const LaunchPlan& plan, const std::string& image, FILE* out, FILE* err, bool apply = false);
 
+// The image of the Kubernetes forms: --image, else the job's launch.k8s.image.
+std::string k8s_image(const JobSpec& job, const std::string& flag);
 // --image for the Kubernetes forms: "" when it can name the container image, else the
 // error line ("error: --image: got ...; allowed: ...").
 std::string k8s_image_refusal(const std::string& image);

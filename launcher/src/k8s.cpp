@@ -74,18 +74,30 @@ std::string pod_script(const LaunchPlan& plan, const std::string& prologue) {
     return sh.str();
 }
 
-// apiVersion, kind, metadata (the run id as a label, for `kubectl get -l`) and "spec:".
-std::string object_head(const std::string& api, const std::string& kind, const std::string& name, const std::string& run_id) {
-    return "apiVersion: " + api + "\nkind: " + kind + "\nmetadata:\n  name: " + name + "\n  labels:\n    ptd/run-id: " + q(run_id) +
-           "\nspec:\n";
-}
-
 // The manifest's YAML for the pod's script: a literal block under `args:` / `command:`.
 std::string indented(const std::string& text, const std::string& indent) {
     std::string out;
     std::istringstream lines(text);
     for (std::string l; std::getline(lines, l);) out += (l.empty() ? "" : indent + l) + "\n";
     return out;
+}
+
+// apiVersion, kind, metadata (the run id as a label, for `kubectl get -l`; `annotations`
+// as "key: value" lines) and "spec:".
+std::string object_head(const std::string& api, const std::string& kind, const std::string& name, const std::string& run_id,
+                        const std::string& annotations = "") {
+    return "apiVersion: " + api + "\nkind: " + kind + "\nmetadata:\n  name: " + name + "\n  labels:\n    ptd/run-id: " + q(run_id) +
+           "\n" + (annotations.empty() ? "" : "  annotations:\n" + indented(annotations, "    ")) + "spec:\n";
+}
+
+// JobSet's annotation for exclusive placement of each child Job in one topology domain (the
+// nodes sharing the label's value): ExclusiveKey, kubernetes-sigs/jobset jobset_types.go (0336a8f).
+const char* const kExclusiveTopology = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+
+// The GPU-product node selector ([launch.k8s] gpu_product) as YAML lines at `indent`; "" without one.
+std::string node_selector(const K8sSpec& k, const std::string& indent) {
+    if (k.gpu_product.empty()) return "";
+    return indent + "nodeSelector:\n" + indent + "  " + q(k.gpu_product_label) + ": " + q(k.gpu_product) + "\n";
 }
 
 std::string secret_name_of(const std::string& jobset_name) { return jobset_name + "-secret"; }
@@ -111,6 +123,16 @@ std::string k8s_jobset_name(const LaunchPlan& plan) {
 }
 
 std::string k8s_secret_name(const LaunchPlan& plan) { return secret_name_of(k8s_jobset_name(plan)); }
+
+int k8s_nodes_per_domain(const JobSpec& job) {
+    const K8sSpec& k = job.launch.k8s;
+    const int nodes = std::max(1, job.cluster.nodes);
+    if (k.topology_key.empty()) return nodes;
+    if (k.nodes_per_domain > 0) return nodes % k.nodes_per_domain == 0 ? k.nodes_per_domain : nodes;
+    // The job's NVLink domain (job_spec.h job_nvlink_domain: every domain holds the same ranks).
+    const int domain = job.cluster.gpus_per_node > 0 ? job.cluster.job_nvlink_domain() / job.cluster.gpus_per_node : 1;
+    return domain > 1 && nodes % domain == 0 ? domain : nodes;
+}
 
 namespace {
 std::string secret_env(const LaunchPlan& plan, const std::string& indent) {
@@ -140,37 +162,57 @@ std::string k8s_jobset(const LaunchPlan& plan, const std::string& image) {
         {"PTD_RUN_ID", plan.run_id}};
     for (const auto& kv : forwarded_environment(job)) env.push_back(kv);
 
+    // Topology ([launch.k8s] topology_key): one Job per domain of `per_domain` pods, each Job
+    // placed alone in one domain by JobSet; a pod's node is then its Job's index · per_domain +
+    // its completion index (the Job's index from the annotation JobSet puts on its pods).
+    const K8sSpec& k = job.launch.k8s;
+    const int per_domain = k8s_nodes_per_domain(job);
+    const int domains = std::max(1, job.cluster.nodes) / per_domain;
+    const std::string node =
+        domains > 1 ? "node=$((${JOB_INDEX:?set from the JobSet job-index annotation} * " + std::to_string(per_domain) +
+                          " + ${JOB_COMPLETION_INDEX:?set by the Indexed Job}))\n"
+                    : "node=${JOB_COMPLETION_INDEX:?set by the Indexed Job}\n";
     std::ostringstream y;
     y << "# JobSet written by `ptd launch --k8s` for run " << plan.run_id << ": " << plan.ranks.size() << " ranks of ptd-engine, "
       << per_node << " per pod, one pod per node.\n"
       << "# Apply with: kubectl apply -f jobset.yaml (needs the JobSet controller, jobset.x-k8s.io/v1alpha2)\n"
-      << secret_howto(plan)
-      << object_head("jobset.x-k8s.io/v1alpha2", "JobSet", name, plan.run_id)
+      << secret_howto(plan);
+    if (!k.topology_key.empty())
+        y << "# Topology: " << domains << " Job(s) of " << per_domain << " pod(s), each alone in one domain of nodes sharing the label "
+          << k.topology_key << " (launch.k8s.topology_key)\n";
+    y << object_head("jobset.x-k8s.io/v1alpha2", "JobSet", name, plan.run_id,
+                     k.topology_key.empty() ? "" : std::string(kExclusiveTopology) + ": " + q(k.topology_key) + "\n")
       << "  failurePolicy:\n"
       << "    maxRestarts: 0\n"
       << "  network:\n"
       << "    enableDNSHostnames: true\n"
       << "  replicatedJobs:\n"
       << "  - name: " << replicated << "\n"
-      << "    replicas: 1\n"
+      << "    replicas: " << domains << "\n"
       << "    template:\n"
       << "      spec:\n"
-      << "        parallelism: " << job.cluster.nodes << "\n"
-      << "        completions: " << job.cluster.nodes << "\n"
+      << "        parallelism: " << per_domain << "\n"
+      << "        completions: " << per_domain << "\n"
       << "        completionMode: Indexed\n"
       << "        backoffLimit: 0\n"
       << "        template:\n"
       << "          spec:\n"
       << "            restartPolicy: Never\n"
+      << node_selector(k, "            ")
       << "            containers:\n"
       << "            - name: ptd-engine\n"
       << "              image: " << q(image) << "\n"
       << "              command: [\"bash\", \"-c\"]\n"
       << "              args:\n"
       << "              - |\n";
-    y << indented(pod_script(plan, "node=${JOB_COMPLETION_INDEX:?set by the Indexed Job}\n"), "                ");
+    y << indented(pod_script(plan, node), "                ");
     y << "              env:\n";
-    for (const auto& [k, v] : env) y << "              - name: " << k << "\n                value: " << q(v) << "\n";
+    for (const auto& [key, v] : env) y << "              - name: " << key << "\n                value: " << q(v) << "\n";
+    if (domains > 1)
+        y << "              - name: JOB_INDEX\n"
+          << "                valueFrom:\n"
+          << "                  fieldRef:\n"
+          << "                    fieldPath: metadata.annotations['jobset.sigs.k8s.io/job-index']\n";
     y << secret_env(plan, "              ");
     y << "              ports:\n"
       << "              - containerPort: " << port << "\n";
@@ -201,16 +243,44 @@ std::string k8s_trainjob(const LaunchPlan& plan, const std::string& image) {
         "export WORLD_SIZE=$((PET_NNODES * PET_NPROC_PER_NODE))\n";
     std::vector<std::pair<std::string, std::string>> env = {{"PTD_RUN_ID", plan.run_id}};
     for (const auto& kv : forwarded_environment(job)) env.push_back(kv);
+    const K8sSpec& k = job.launch.k8s;
+    const bool whole_job_in_one_domain = k8s_nodes_per_domain(job) == std::max(1, job.cluster.nodes);
     std::ostringstream y;
     y << "# TrainJob written by `ptd launch --k8s` for run " << plan.run_id << ": " << plan.ranks.size()
       << " ranks of ptd-engine, " << job.cluster.gpus_per_node << " per node, on Kubeflow Trainer's torch-distributed runtime.\n"
       << "# Apply with: kubectl apply -f trainjob.yaml (needs Kubeflow Trainer v2, trainer.kubeflow.org/v1alpha1)\n"
       << secret_howto(plan)
+      << (!k.topology_key.empty() && !whole_job_in_one_domain
+              ? "# launch.k8s.topology_key: one Job per domain needs the JobSet form (jobset.yaml); the runtime's one Job has no topology hint here\n"
+              : "")
       << object_head("trainer.kubeflow.org/v1alpha1", "TrainJob", name, plan.run_id)
       << "  runtimeRef:\n"
       << "    apiGroup: trainer.kubeflow.org\n"
       << "    kind: ClusterTrainingRuntime\n"
-      << "    name: torch-distributed\n"
+      << "    name: torch-distributed\n";
+    // Topology and the node selector reach the runtime's JobSet through a runtime patch (only
+    // labels and annotations of its metadata, and these pod fields, may be patched).
+    const bool annotate = !k.topology_key.empty() && whole_job_in_one_domain;
+    if (annotate || !k.gpu_product.empty()) {
+        y << "  runtimePatches:\n"
+          << "  - manager: ptd\n"
+          << "    trainingRuntimeSpec:\n"
+          << "      template:\n";
+        if (annotate)
+            y << "        metadata:\n"
+              << "          annotations:\n"
+              << "            " << kExclusiveTopology << ": " << q(k.topology_key) << "\n";
+        if (!k.gpu_product.empty())
+            y << "        spec:\n"
+              << "          replicatedJobs:\n"
+              << "          - name: node\n"
+              << "            template:\n"
+              << "              spec:\n"
+              << "                template:\n"
+              << "                  spec:\n"
+              << node_selector(k, "                    ");
+    }
+    y
       << "  trainer:\n"
       << "    image: " << q(image) << "\n"
       << "    numNodes: " << job.cluster.nodes << "\n"
@@ -220,7 +290,7 @@ std::string k8s_trainjob(const LaunchPlan& plan, const std::string& image) {
       << "    - |\n"
       << indented(pod_script(plan, prologue), "      ")
       << "    env:\n";
-    for (const auto& [k, v] : env) y << "    - name: " << k << "\n      value: " << q(v) << "\n";
+    for (const auto& [key, v] : env) y << "    - name: " << key << "\n      value: " << q(v) << "\n";
     y << secret_env(plan, "    ");
     if (job.cluster.gpu.name != "cpu")
         y << "    resourcesPerNode:\n"

@@ -714,6 +714,7 @@ std::vector<LaunchEvent> RunFollower::poll() {
     // manifest or the scheduler says the run is over.
     if (manifest_.scheduler && !final_state) {
         ask_scheduler(t);
+        if (!scheduler_hosts_.empty() && scheduler_hosts_.size() == manifest_.hosts.size()) manifest_.hosts = scheduler_hosts_;
         if (scheduler_answered_) {
             manifest_.scheduler->state = scheduler_state_;
             if (scheduler_state_ == "RUNNING" && manifest_.state == "starting") manifest_.state = "running";
@@ -856,9 +857,18 @@ void RunFollower::ask_k8s() {
     scheduler_state_ = state->state;
     k8s_outcome_ = k8s_outcome(*state);
     scheduler_reason_ = k8s_outcome_.words;
+    // The Kubernetes nodes the pods run on, in place of the plan's "node-0" ..., once every
+    // node's pod is scheduled.
+    std::vector<std::string> hosts(manifest_.hosts.size());
+    for (const K8sPod& pod : state->pods)
+        if (pod.node >= 0 && pod.node < (int)hosts.size() && !pod.host.empty()) hosts[(size_t)pod.node] = pod.host;
+    if (!hosts.empty() && std::none_of(hosts.begin(), hosts.end(), [](const std::string& h) { return h.empty(); }))
+        scheduler_hosts_ = hosts;
     for (const K8sPod& pod : state->pods) {
-        if (pod.phase == "Pending" || pod.phase.empty()) continue;
+        if (pod.phase == "Pending" || pod.phase.empty() || k8s_logs_final_.count(pod.name)) continue;
         const std::string log = k8s_pod_log(pod.name);
+        // An ended pod's log no longer grows: read once more, then never again.
+        if (pod.phase == "Succeeded" || pod.phase == "Failed") k8s_logs_final_.insert(pod.name);
         if (pod.node == state->failed_node && pod.phase == "Failed") derived_failed_rank_ = k8s_failed_rank(log);
         for (const auto& [rank, text] : k8s_rank_lines(log)) {
             if (rank < 0 || rank >= (int)manifest_.ranks.size()) continue;
@@ -879,6 +889,9 @@ void RunFollower::ask_scheduler(double now) {
     if (state) {
         scheduler_state_ = state->state;
         scheduler_reason_ = state->reason;
+        // The job's real nodes, in place of the plan's "node-0" ...: srun places ranks on the
+        // allocation's nodes in its order, one block of ranks per node.
+        if (!state->nodes.empty() && state->nodes.size() == manifest_.hosts.size()) scheduler_hosts_ = state->nodes;
     }
 }
 

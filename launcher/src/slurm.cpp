@@ -135,21 +135,66 @@ Result<std::string> slurm_submit(const std::string& script_path) {
     return id;
 }
 
+std::vector<std::string> slurm_expand_nodes(const std::string& list) {
+    std::vector<std::string> out;
+    // Split at the commas outside brackets; each part is PREFIX or PREFIX[RANGES]SUFFIX.
+    size_t start = 0;
+    int depth = 0;
+    for (size_t i = 0; i <= list.size(); ++i) {
+        if (i < list.size() && list[i] == '[') ++depth;
+        if (i < list.size() && list[i] == ']') --depth;
+        if (i < list.size() && !(list[i] == ',' && depth == 0)) continue;
+        const std::string part = trim(list.substr(start, i - start));
+        start = i + 1;
+        if (part.empty() || part == "(null)" || part == "None assigned") continue;
+        const size_t open = part.find('['), close = part.find(']');
+        if (open == std::string::npos || close == std::string::npos || close < open) {
+            out.push_back(part);
+            continue;
+        }
+        const std::string prefix = part.substr(0, open), suffix = part.substr(close + 1);
+        std::istringstream ranges(part.substr(open + 1, close - open - 1));
+        for (std::string r; std::getline(ranges, r, ',');) {
+            const size_t dash = r.find('-');
+            const std::string lo = r.substr(0, dash), hi = dash == std::string::npos ? lo : r.substr(dash + 1);
+            if (lo.empty() || hi.empty() || lo.size() > 9 || hi.size() > 9 ||
+                lo.find_first_not_of("0123456789") != std::string::npos || hi.find_first_not_of("0123456789") != std::string::npos) {
+                out.push_back(prefix + r + suffix);
+                continue;
+            }
+            for (long n = std::stol(lo), end = std::stol(hi); n <= end && out.size() < 100000; ++n) {
+                std::string digits = std::to_string(n);
+                if (digits.size() < lo.size()) digits.insert(0, lo.size() - digits.size(), '0');  // gpu[01-03]
+                out.push_back(prefix + digits + suffix);
+            }
+        }
+    }
+    return out;
+}
+
 std::optional<SlurmJobState> slurm_job_state(const std::string& job_id, std::string* why_not) {
     // squeue knows a job until MinJobAge after its end (default 300 s); sacct afterwards,
     // where the cluster keeps accounting.
-    const CommandOutput q = run_command({"squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T|%r"}, kQueryTimeoutS);
+    const CommandOutput q = run_command({"squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T|%r|%N"}, kQueryTimeoutS);
     if (q.ran && !q.timed_out && q.status == 0 && !trim(q.out).empty()) {
-        const std::string line = first_line(q.out);
-        const size_t bar = line.find('|');
-        return SlurmJobState{line.substr(0, bar), bar == std::string::npos ? "" : line.substr(bar + 1), "squeue"};
+        std::istringstream line(first_line(q.out));
+        SlurmJobState s;
+        std::string nodes;
+        std::getline(line, s.state, '|');
+        std::getline(line, s.reason, '|');
+        std::getline(line, nodes);
+        s.source = "squeue";
+        s.nodes = slurm_expand_nodes(nodes);
+        return s;
     }
-    const CommandOutput a = run_command({"sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"}, kQueryTimeoutS);
+    const CommandOutput a = run_command({"sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,NodeList"}, kQueryTimeoutS);
     if (a.ran && !a.timed_out && a.status == 0 && !trim(a.out).empty()) {
-        // "CANCELLED by 1000": the state is the first word.
-        std::string state = first_line(a.out);
+        // "CANCELLED by 1000|gpu[01-02]": the state is the first word.
+        const std::string line = first_line(a.out);
+        const size_t bar = line.find('|');
+        std::string state = line.substr(0, bar);
         state = state.substr(0, state.find(' '));
-        return SlurmJobState{state, "", "sacct"};
+        return SlurmJobState{state, "", "sacct", bar == std::string::npos ? std::vector<std::string>{} : slurm_expand_nodes(line.substr(bar + 1))};
     }
     if (why_not) {
         auto said = [](const CommandOutput& o, const char* name) {

@@ -817,6 +817,52 @@ static void read_launch_slurm(TomlContext& ctx, const toml::table& t, JobSpec& j
     r.finish();
 }
 
+// A Kubernetes label key: an optional DNS-subdomain prefix and "/", then a name of 1..63
+// letters, digits, '-', '_', '.' starting and ending with a letter or digit.
+static bool k8s_label_key(const std::string& key) {
+    static const std::regex form(R"(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?)");
+    const size_t slash = key.find('/');
+    const size_t name = slash == std::string::npos ? key.size() : key.size() - slash - 1;
+    return std::regex_match(key, form) && name <= 63 && (slash == std::string::npos || slash <= 253);
+}
+
+// [launch.k8s] (issue 32): written into YAML manifests, so every value is checked for the
+// form Kubernetes takes (label keys and values, an image reference without spaces or quotes).
+static void read_launch_k8s(TomlContext& ctx, const toml::table& t, JobSpec& job) {
+    TableReader r(ctx, t, "launch.k8s");
+    K8sSpec& k = job.launch.k8s;
+    auto refuse = [&](const char* key, const std::string& given, const std::string& allowed) {
+        ctx.error(r.where(key), std::string("launch.k8s.") + key, "got " + quote_input(given) + "; allowed: " + allowed);
+    };
+    if (r.read_string("image", k.image)) {
+        bool ok = !k.image.empty();
+        for (char ch : k.image) ok = ok && (unsigned char)ch > ' ' && ch != '"' && ch != '\'' && ch != '\\' && ch != 0x7f;
+        if (!ok) refuse("image", k.image, "a container image reference without spaces or quotes (\"registry.example.com/ptd:1.0\")");
+    }
+    const char* label_allowed = "a Kubernetes label key: an optional DNS prefix and '/', then up to 63 letters, digits, "
+                                "'-', '_' or '.' (\"nvidia.com/gpu.clique\", \"topology.kubernetes.io/zone\")";
+    if (r.read_string("topology_key", k.topology_key) && !k8s_label_key(k.topology_key))
+        refuse("topology_key", k.topology_key, label_allowed);
+    r.read_int("nodes_per_domain", k.nodes_per_domain, 1, 1 << 20);
+    if (r.read_string("gpu_product", k.gpu_product)) {
+        static const std::regex value(R"([A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?)");
+        if (!std::regex_match(k.gpu_product, value))
+            refuse("gpu_product", k.gpu_product, "a Kubernetes label value: up to 63 letters, digits, '-', '_' or '.' "
+                                                 "(\"NVIDIA-H100-80GB-HBM3\")");
+    }
+    if (r.read_string("gpu_product_label", k.gpu_product_label) && !k8s_label_key(k.gpu_product_label))
+        refuse("gpu_product_label", k.gpu_product_label, label_allowed);
+    // The domains split the nodes evenly: one Job of nodes_per_domain pods each.
+    if (k.nodes_per_domain > 0 && job.cluster.nodes > 0 && job.cluster.nodes % k.nodes_per_domain != 0)
+        ctx.error(r.where("nodes_per_domain"), "launch.k8s.nodes_per_domain",
+                  "got " + std::to_string(k.nodes_per_domain) + ", which does not divide cluster.nodes = " +
+                      std::to_string(job.cluster.nodes) + "; allowed: a divisor of the node count");
+    if (r.has("nodes_per_domain") && k.topology_key.empty())
+        ctx.error(r.where("nodes_per_domain"), "launch.k8s.nodes_per_domain",
+                  "given without launch.k8s.topology_key; allowed: with the node label that names the domains");
+    r.finish();
+}
+
 static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "launch");
     LaunchSpec& l = job.launch;
@@ -865,6 +911,7 @@ static void read_launch(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     if (l.engine.empty()) ctx.error(r.where("engine"), "launch.engine", "empty; allowed: a program name or path");
     if (l.run_dir.empty()) ctx.error(r.where("run_dir"), "launch.run_dir", "empty; allowed: a folder path");
     if (const toml::table* slurm = r.subtable("slurm")) read_launch_slurm(ctx, *slurm, job);
+    if (const toml::table* k8s = r.subtable("k8s")) read_launch_k8s(ctx, *k8s, job);
     r.finish();
 }
 
@@ -1369,6 +1416,15 @@ std::string save_job_toml(const JobSpec& job) {
         if (!s.container_image.empty()) w.str("container_image", s.container_image);
         if (!s.container_mounts.empty()) w.strings("container_mounts", s.container_mounts);
         if (s.sbcast) w.boolean("sbcast", true);
+    }
+    if (l.k8s != K8sSpec{}) {  // issue 32
+        const K8sSpec& k = l.k8s;
+        w.header("launch.k8s");
+        if (!k.image.empty()) w.str("image", k.image);
+        if (!k.topology_key.empty()) w.str("topology_key", k.topology_key);
+        if (k.nodes_per_domain) w.int_("nodes_per_domain", k.nodes_per_domain);
+        if (!k.gpu_product.empty()) w.str("gpu_product", k.gpu_product);
+        if (k.gpu_product_label != K8sSpec{}.gpu_product_label) w.str("gpu_product_label", k.gpu_product_label);
     }
 
     if (job.paths != PathsSpec{}) {  // issue 28

@@ -23,6 +23,12 @@ std::string k8s_jobset(const LaunchPlan& plan, const std::string& image);
 // pod torchrun's PET_* variables, from which the pod's script derives the contract.
 std::string k8s_trainjob(const LaunchPlan& plan, const std::string& image);
 
+// Pods per topology domain ([launch.k8s] topology_key): nodes_per_domain, else the job's
+// NVLink domain in nodes (cluster.nvlink_domain, e.g. 18 for GB200 NVL72 of 4-GPU trays) when it
+// spans more than one node and divides the nodes; else every node (the whole job in one
+// domain). Without a topology_key: every node.
+int k8s_nodes_per_domain(const JobSpec& job);
+
 // The JobSet's (and TrainJob's) name: "ptd-" and the run id in lowercase letters, digits and '-'.
 std::string k8s_jobset_name(const LaunchPlan& plan);
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,8 @@ private:
     double scheduler_asked_ = 0;
     int derived_failed_rank_ = -1;  // the rank the scheduler's record names as failing
     SlurmOutcome k8s_outcome_;      // a JobSet's (k8s.h k8s_outcome) at the last answer
+    std::vector<std::string> scheduler_hosts_;  // the Slurm job's nodes once known (else the plan's names)
+    std::set<std::string> k8s_logs_final_;      // ended pods whose whole log was copied
     bool done_ = false;
     bool finished_sent_ = false;
     size_t restarts_sent_ = 0;   // manifest restarts already returned as `restart` events

@@ -32,7 +32,13 @@ struct SlurmJobState {
     std::string state;
     std::string reason;        // squeue %r: "Resources", "NonZeroExitCode", "None"
     std::string source;        // "squeue" or "sacct"
+    std::vector<std::string> nodes;  // the job's nodes in allocation order (squeue %N / sacct
+                                     // NodeList, expanded); empty while pending
 };
+
+// A Slurm host list ("gpu[01-03,07],login1") as node names, in order: expanded here for the
+// forms squeue prints (names, bracketed ranges and lists with their zero padding).
+std::vector<std::string> slurm_expand_nodes(const std::string& list);
 std::optional<SlurmJobState> slurm_job_state(const std::string& job_id, std::string* why_not = nullptr);
 
 // What a Slurm state means for the run: run_state "" while the job is pending or running,

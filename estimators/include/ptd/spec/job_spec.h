@@ -511,6 +511,21 @@ struct SlurmSpec {
     bool operator==(const SlurmSpec&) const = default;
 };
 
+// [launch.k8s] (issue 32): what `ptd launch --k8s` / `ptd export --format jobset | trainjob`
+// write besides the ranks: the image, topology hints and a node selector (docs/launcher.md).
+struct K8sSpec {
+    std::string image;                // container image holding ptd-engine; --image wins
+    // The node label whose value names a topology domain (an NVLink domain such as a GB200
+    // NVL72 rack, a rack, a rail block): the JobSet runs one Job per domain of nodes_per_domain
+    // pods with JobSet's exclusive-topology annotation on it. "" = no topology hint.
+    std::string topology_key;
+    int nodes_per_domain = 0;         // 0 = the job's NVLink domain in nodes (cluster.nvlink_domain), else every node
+    std::string gpu_product;          // nodeSelector value for the GPU product ("" = no selector)
+    std::string gpu_product_label = "nvidia.com/gpu.product";  // NVIDIA GPU Feature Discovery's label
+
+    bool operator==(const K8sSpec&) const = default;
+};
+
 struct LaunchSpec {
     LaunchMode mode = LaunchMode::local;
     std::string hostfile;       // DeepSpeed-style "host slots=N"; "" = cluster.hosts
@@ -537,6 +552,7 @@ struct LaunchSpec {
     std::vector<std::string> nccl_ib_hca;
     std::string nccl_socket_ifname;
     SlurmSpec slurm;                  // [launch.slurm]
+    K8sSpec k8s;                      // [launch.k8s]
 
     bool operator==(const LaunchSpec&) const = default;
 };
