@@ -243,7 +243,7 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
     const LayoutDerived* dev = L.profile_times ? nullptr : &L;
     const EngineShape s = engine_shape(L);
     const bool selective = L.rc == Recompute::selective, full = L.rc == Recompute::full;
-    Ops f{pt, s, dev}, b{pt, s, dev}, rc{pt, s, dev};
+    Ops f{pt, s, dev, {}}, b{pt, s, dev, {}}, rc{pt, s, dev, {}};
     f.layer_forward();
     b.layer_backward(selective);
     if (full) rc.layer_forward();
@@ -254,7 +254,7 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
         return r;
     };
     OpSum F = scaled(f.sum, layers), B = scaled(b.sum, layers), RC = scaled(rc.sum, layers);
-    Ops fe{pt, s, dev}, be{pt, s, dev};
+    Ops fe{pt, s, dev, {}}, be{pt, s, dev, {}};
     if (first) fe.embedding_forward(), be.embedding_backward();
     if (last) fe.output_forward(), be.output_backward();
     const OpSum FE = scaled(fe.sum, 1), BE = scaled(be.sum, 1);
