@@ -990,51 +990,99 @@ TEST_F(CudaKernelsKernb, AttentionSoftmaxBackwardMatchesDouble) {
 
 // ---- attention: the kernels between the reference cuBLASLt GEMMs, against the CPU backend ------
 
-// The forward as the CUDA backend will run it (the layouts of kernels.h): per query head h
-// (kv head g = h / rep), f32 scores for every b by one strided-batched GEMM, the softmax
-// kernel over all of them, then per head the context GEMM batched over b.
+// The permute kernels against a CPU reference of the index map (kernels.h): rows
+// [B·T, (H + 2G)·D] → q [B,H,T,D] ‖ k [B,G,T,D] ‖ v [B,G,T,D] and back, bit for bit; G = 0
+// is the context's [B·T, H·D] ↔ [B,H,T,D]. A misaligned tensor too (no vector path to
+// miss), and more elements than the simulator's capped grid covers in one pass.
+TEST_F(CudaKernelsKernb, AttentionHeadsSplitAndMergeAreTheHeadMajorPermute) {
+    struct Shape {
+        int64_t B, T, H, G, D;
+    };
+    const Shape shapes[] = {{1, 1, 1, 1, 1}, {2, 7, 3, 3, 5}, {2, 9, 4, 2, 8}, {3, 5, 2, 0, 4}, {1, 40, 4, 1, 16}};
+    for (DType t : k_types)
+        for (const Shape& sh : shapes)
+            for (bool mis : {false, true}) {
+                const int64_t B = sh.B, T = sh.T, H = sh.H, G = sh.G, D = sh.D, ld = (H + 2 * G) * D, n = B * T * ld;
+                const std::string tag = std::string(type_name(t)) + " B=" + std::to_string(B) + " T=" +
+                                        std::to_string(T) + " H=" + std::to_string(H) + " G=" + std::to_string(G) +
+                                        " D=" + std::to_string(D) + (mis ? " misaligned" : "");
+                Host rows = random_host(t, n, 95, -4, 4, mis), heads = nan_host(t, n, mis), back = nan_host(t, n, mis);
+                {
+                    Dev dR(rows), dH(heads), dB(back);
+                    kc::attention_heads_split(t, dH.get(), dR.get(), B, T, H, G, D, nullptr);
+                    kc::attention_heads_merge(t, dB.get(), dH.get(), B, T, H, G, D, nullptr);
+                    dH.to(heads), dB.to(back);
+                }
+                const int es = rows.es();
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t tt = 0; tt < T; tt++)
+                        for (int64_t j = 0; j < H + 2 * G; j++)
+                            for (int64_t d = 0; d < D; d++) {
+                                // part 0 (q, H heads), 1 (k) or 2 (v, G heads each), one block after the other
+                                const int64_t part = j < H ? 0 : j < H + G ? 1 : 2, nh = part == 0 ? H : G;
+                                const int64_t head = part == 0 ? j : j - H - (part - 1) * G;
+                                const int64_t start = part == 0 ? 0 : B * T * D * (H + (part - 1) * G);
+                                const int64_t hi = start + ((b * nh + head) * T + tt) * D + d;
+                                const int64_t ri = (b * T + tt) * ld + j * D + d;
+                                ASSERT_EQ(std::memcmp(heads.data() + hi * es, rows.data() + ri * es, es), 0)
+                                    << tag << " split: b " << b << " t " << tt << " head " << j << " d " << d;
+                            }
+                ASSERT_EQ(std::memcmp(back.data(), rows.data(), rows.size_bytes()), 0)
+                    << tag << " merge(split(x)) != x";
+            }
+}
+
+// The forward as the CUDA backend runs it (the layouts of kernels.h): q, k, v split
+// head-major, the scores of every kv-head group by ONE strided-batched GEMM (the group's
+// rep query heads stacked in M), the softmax kernel over all of them, the context GEMM
+// batched the same way, and the context merged back into [B, T, H, D].
 // scores_in_probs: the scores go in t straight into probs and the softmax runs in place —
-// what a backend does without a forward workspace (backend.h plans none).
+// what the backend does (backend.h plans no f32 scores); else f32 scores in a scratch.
 void gpu_attention_forward(DType t, Dev& ctx, Dev& probs, Dev& qkv, const AttnShape& s, bool scores_in_probs) {
     const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, rep = H / G, ld = (H + 2 * G) * D;
     const DType st = scores_in_probs ? t : DType::f32;
     Host scores_h = nan_host(DType::f32, scores_in_probs ? 1 : B * H * T * T);
     Dev scores_f32(scores_h);
     Dev& scores = scores_in_probs ? probs : scores_f32;
-    const auto at = [&](Dev& d, int64_t elems, DType ty) { return d.ptr + elems * ptd::engine::dtype_bytes(ty); };
+    Host heads_h = nan_host(t, B * T * ld), ctx_h = nan_host(t, B * T * H * D);
+    Dev heads(heads_h), ctx_heads(ctx_h);
+    const auto at = [&](Dev& d, int64_t elems) { return d.ptr + elems * ptd::engine::dtype_bytes(t); };
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    for (int64_t h = 0; h < H; h++)
-        rm_gemm(false, true, T, T, D, scale, at(qkv, h * D, t), t, ld, T * ld, at(qkv, (H + h / rep) * D, t), t, ld,
-                T * ld, 0.0f, at(scores, h * T * T, st), st, T, H * T * T, B);
+    kc::attention_heads_split(t, heads.get(), qkv.get(), B, T, H, G, D, nullptr);
+    void* k = at(heads, B * H * T * D);
+    void* v = at(heads, B * (H + G) * T * D);
+    rm_gemm(false, true, rep * T, T, D, scale, heads.get(), t, D, rep * T * D, k, t, D, T * D, 0.0f, scores.get(), st,
+            T, rep * T * T, B * G);
     kc::attention_softmax_forward(t, probs.get(), st, scores.get(), B * H, T, 1.0f, nullptr);
-    for (int64_t h = 0; h < H; h++)
-        rm_gemm(false, false, T, D, T, 1.0f, at(probs, h * T * T, t), t, T, H * T * T,
-                at(qkv, (H + G + h / rep) * D, t), t, ld, T * ld, 0.0f, at(ctx, h * D, t), t, H * D, T * H * D, B);
+    rm_gemm(false, false, rep * T, D, T, 1.0f, probs.get(), t, T, rep * T * T, v, t, D, T * D, 0.0f, ctx_heads.get(), t,
+            D, rep * T * D, B * G);
+    kc::attention_heads_merge(t, ctx.get(), ctx_heads.get(), B, T, H, 0, D, nullptr);
 }
 
-// The backward: dP into the workspace (t), the softmax backward in place (dS, scaled), then
-// per head dq, and dk/dv summed over the query heads of each kv head (beta = 1 after the
-// group's first head) — every GEMM a strided batch over b.
+// The backward: q, k, v and dctx split head-major; dP into the workspace (t), the softmax
+// backward in place (dS, scaled), then dq, and dk/dv with K = rep·T (the sum over a group's
+// query heads inside the GEMM) — every GEMM one strided batch over the B·G groups — and the
+// gradients merged into dqkv.
 void gpu_attention_backward(DType t, Dev& dqkv, Dev& dctx, Dev& probs, Dev& qkv, const AttnShape& s) {
     const int64_t B = s.B, T = s.T, H = s.H, G = s.G, D = s.D, rep = H / G, ld = (H + 2 * G) * D;
-    Host w_h = nan_host(t, B * H * T * T);
-    Dev w(w_h);
+    Host w_h = nan_host(t, B * H * T * T), heads_h = nan_host(t, B * T * ld), dctx_h = nan_host(t, B * T * H * D);
+    Dev w(w_h), heads(heads_h), dheads(heads_h), dctx_heads(dctx_h);
     const auto at = [&](Dev& d, int64_t elems) { return d.ptr + elems * ptd::engine::dtype_bytes(t); };
-    for (int64_t h = 0; h < H; h++)
-        rm_gemm(false, true, T, T, D, 1.0f, at(dctx, h * D), t, H * D, T * H * D, at(qkv, (H + G + h / rep) * D), t,
-                ld, T * ld, 0.0f, at(w, h * T * T), t, T, H * T * T, B);
+    kc::attention_heads_split(t, heads.get(), qkv.get(), B, T, H, G, D, nullptr);
+    kc::attention_heads_split(t, dctx_heads.get(), dctx.get(), B, T, H, 0, D, nullptr);
+    void *q = heads.get(), *k = at(heads, B * H * T * D), *v = at(heads, B * (H + G) * T * D);
+    void *dq = dheads.get(), *dk = at(dheads, B * H * T * D), *dv = at(dheads, B * (H + G) * T * D);
+    rm_gemm(false, true, rep * T, T, D, 1.0f, dctx_heads.get(), t, D, rep * T * D, v, t, D, T * D, 0.0f, w.get(), t, T,
+            rep * T * T, B * G);
     kc::attention_softmax_backward(t, probs.get(), t, w.get(), w.get(), B * H, T,
                                    1.0f / std::sqrt(static_cast<float>(D)), nullptr);
-    for (int64_t h = 0; h < H; h++) {
-        const int64_t g = h / rep;
-        const float beta = h % rep == 0 ? 0.0f : 1.0f;  // the group's first head overwrites
-        rm_gemm(false, false, T, D, T, 1.0f, at(w, h * T * T), t, T, H * T * T, at(qkv, (H + g) * D), t, ld, T * ld,
-                0.0f, at(dqkv, h * D), t, ld, T * ld, B);
-        rm_gemm(true, false, T, D, T, 1.0f, at(w, h * T * T), t, T, H * T * T, at(qkv, h * D), t, ld, T * ld, beta,
-                at(dqkv, (H + g) * D), t, ld, T * ld, B);
-        rm_gemm(true, false, T, D, T, 1.0f, at(probs, h * T * T), t, T, H * T * T, at(dctx, h * D), t, H * D,
-                T * H * D, beta, at(dqkv, (H + G + g) * D), t, ld, T * ld, B);
-    }
+    rm_gemm(false, false, rep * T, D, T, 1.0f, w.get(), t, T, rep * T * T, k, t, D, T * D, 0.0f, dq, t, D, rep * T * D,
+            B * G);
+    rm_gemm(true, false, T, D, rep * T, 1.0f, w.get(), t, T, rep * T * T, q, t, D, rep * T * D, 0.0f, dk, t, D, T * D,
+            B * G);
+    rm_gemm(true, false, T, D, rep * T, 1.0f, probs.get(), t, T, rep * T * T, dctx_heads.get(), t, D, rep * T * D, 0.0f,
+            dv, t, D, T * D, B * G);
+    kc::attention_heads_merge(t, dqkv.get(), dheads.get(), B, T, H, G, D, nullptr);
 }
 
 // The CPU backend's attention backward, with the planned workspace helper mem's backend.h
@@ -1063,7 +1111,8 @@ TEST_F(CudaKernelsKernb, AttentionWithReferenceGemmsMatchesCpuBackend) {
             Host qkv = random_host(t, B * T * ld, 91, -2, 2), dctx = random_host(t, B * T * H * D, 92, -1, 1);
             Host ctx = nan_host(t, B * T * H * D), probs = nan_host(t, B * H * T * T), dqkv = nan_host(t, B * T * ld);
             Host c_ctx = ctx, c_probs = probs, c_dqkv = dqkv;
-            cpu_backend().attention_forward(t, c_ctx.data(), c_probs.data(), qkv.data(), B, T, H, G, D);
+            cpu_backend().attention_forward(t, c_ctx.data(), c_probs.data(), qkv.data(), B, T, H, G, D,
+                                            nullptr);  // the CPU backend's forward uses no scratch
             cpu_attention_backward(cpu_backend(), t, c_dqkv.data(), dctx.data(), c_probs.data(), qkv.data(), B, T, H,
                                    G, D);
             Host ctx2 = ctx, probs2 = probs;
@@ -1962,7 +2011,7 @@ TEST_F(CudaKernels, BackendFlashAttentionMatchesTheMaterialisedPath) {
             void* ws_m = be->alloc(ptd::engine::MEM_WORKSPACE, be->attention_backward_workspace(c.t, B, T, H, G, D), "ws");
             void* ws_f =
                 be->alloc(ptd::engine::MEM_WORKSPACE, be->flash_attention_backward_workspace(c.t, B, T, H, G, D), "ws");
-            be->attention_forward(c.t, d_ctx_m, d_probs, d_qkv, B, T, H, G, D);
+            be->attention_forward(c.t, d_ctx_m, d_probs, d_qkv, B, T, H, G, D, ws_m);
             be->attention_backward(c.t, d_dqkv_m, d_dctx, d_probs, d_qkv, B, T, H, G, D, ws_m);
             be->flash_attention_forward(c.t, d_ctx_f, static_cast<float*>(d_lse), d_qkv, B, T, H, G, D);
             be->flash_attention_backward(c.t, d_dqkv_f, d_dctx, d_ctx_f, static_cast<const float*>(d_lse), d_qkv, B, T, H,

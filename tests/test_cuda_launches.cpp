@@ -94,15 +94,16 @@ public:
 
 // One layer's forward on one TP rank: the output projection's bias rides in its GEMM's bias
 // epilogue, and the MLP's down projection writes the layer output itself — bias epilogue,
-// the residual read as cuBLASLt's C with beta = 1 (C ≠ D) — so the layer launches three
-// kernels of its own (the first norm, the causal softmax, the fused residual add + second
-// norm) and no copy, bias add or residual add (eight kernels before issue 30 point 5).
+// the residual read as cuBLASLt's C with beta = 1 (C ≠ D) — so the layer launches five
+// kernels of its own (the first norm, the head-major split of q, k, v, the causal softmax,
+// the context's merge back, the fused residual add + second norm) and no copy, bias add or
+// residual add (eight kernels before issue 30 point 5).
 TEST(CudaLaunches, OneTpRankLayerForwardFoldsBiasAndResidualIntoGemms) {
     ShapesOnlyEngine e(1);
     LayerActs& x = e.layer();
     void* out = e.acts.out.lnf_in;
     const Counts f = e.count([&] { layer_forward(e.model, e.acts, 0, x, out, e.comm); });
-    EXPECT_EQ(f.launches, 3u);
+    EXPECT_EQ(f.launches, 5u);
     ASSERT_EQ(f.gemms.size(), 6u);  // qkv, scores, context, output projection, fc1, fc2
     const sim::LtMatmul& proj = f.gemms[3];
     EXPECT_EQ(proj.epilogue, sim::Epilogue::bias) << "the attention output projection's bias is not in its epilogue";
@@ -119,17 +120,43 @@ TEST(CudaLaunches, OneTpRankLayerForwardFoldsBiasAndResidualIntoGemms) {
 // norm's backward adds its input gradient to it (accumulate_dx) — no copy + add. Kernels:
 // two bias gradients of the row-parallel biases (column partials + finish: 2 each), the two
 // column-parallel bias gradients after their weight-gradient GEMMs (2 each), each norm's
-// backward (its weight gradients, 2, and dx, 1), the softmax backward: 15 (19 before).
+// backward (its weight gradients, 2, and dx, 1), the softmax backward, and attention's
+// permutes (q, k, v and dctx split head-major, dq, dk, dv merged back): 18 (19 before).
 TEST(CudaLaunches, LayerBackwardAccumulatesTheResidualGradientInTheNorms) {
     ShapesOnlyEngine e(1);
     LayerActs& x = e.layer();
     void* out = e.acts.out.lnf_in;
     (void)e.count([&] { layer_forward(e.model, e.acts, 0, x, out, e.comm); });
     const Counts b = e.count([&] { layer_backward(e.model, e.acts, 0, x, e.acts.d_stream, e.acts.d_stream, e.comm); });
-    EXPECT_EQ(b.launches, 15u);
+    EXPECT_EQ(b.launches, 18u);
     // fc2: dW, dx with the GELU backward; fc1: dW, dx; output projection: dx, dW;
     // attention: dP, dQ, dK, dV; qkv: dW, dx.
     EXPECT_EQ(b.gemms.size(), 12u);
+}
+
+// Attention's products (issue 30 point 5, as llm.c): with q, k, v permuted head-major, the
+// scores and the context in the forward and dP, dQ, dK, dV in the backward are ONE strided-
+// batched cuBLASLt call each over every (sequence, head) — micro-batch 4 × 12 heads = 48
+// batches (GPT-2: no GQA) — not one call per sequence (4 each before); the kernel launches
+// do not grow with the micro-batch either.
+TEST(CudaLaunches, AttentionProductsAreOneStridedBatchOverEverySequenceAndHead) {
+    ShapesOnlyEngine e(4);
+    LayerActs& x = e.layer();
+    void* out = e.acts.out.lnf_in;
+    const int64_t heads = 4 * 12, T = 1024, D = 64;
+    const Counts f = e.count([&] { layer_forward(e.model, e.acts, 0, x, out, e.comm); });
+    EXPECT_EQ(f.launches, 5u);
+    ASSERT_EQ(f.gemms.size(), 6u);  // qkv, scores, context, output projection, fc1, fc2
+    for (size_t i : {1, 2}) EXPECT_EQ(f.gemms[i].batch, heads) << "forward GEMM " << i;
+    EXPECT_EQ(f.gemms[1].m * f.gemms[1].n * f.gemms[1].k, T * T * D) << "scores: one T×T×D product per head";
+    EXPECT_EQ(f.gemms[2].m * f.gemms[2].n * f.gemms[2].k, T * D * T) << "context: one T×D×T product per head";
+    const Counts b = e.count([&] { layer_backward(e.model, e.acts, 0, x, e.acts.d_stream, e.acts.d_stream, e.comm); });
+    EXPECT_EQ(b.launches, 18u);
+    ASSERT_EQ(b.gemms.size(), 12u);  // fc2 ×2, fc1 ×2, output projection ×2, dP, dQ, dK, dV, qkv ×2
+    for (size_t i : {6, 7, 8, 9}) {
+        EXPECT_EQ(b.gemms[i].batch, heads) << "backward attention GEMM " << i;
+        EXPECT_EQ(b.gemms[i].m * b.gemms[i].n * b.gemms[i].k, T * T * D) << "backward attention GEMM " << i;
+    }
 }
 
 // Host staging (issue 30 point 5): the backend's host blocks are pinned on a GPU, so an

@@ -269,7 +269,7 @@ TEST(EngineOpsMemory, OpsAllocateNothing) {
         const MemStats m0 = be->mem_stats();
         be->seal_allocations(true);
         be->rope_forward(t, qkv.data(), ld, B, T, H, D, 0, table.data(), T);
-        be->attention_forward(t, ctx.data(), probs.data(), qkv.data(), B, T, H, G, D);
+        be->attention_forward(t, ctx.data(), probs.data(), qkv.data(), B, T, H, G, D, ws.data());
         be->attention_backward(t, dqkv.data(), dctx.data(), probs.data(), qkv.data(), B, T, H, G, D, ws.data());
         be->rope_backward(t, dqkv.data(), ld, B, T, H, D, 0, table.data(), T);
         vecf dq32(n_qkv);
@@ -722,7 +722,8 @@ vecf pack_qkv(const float* q, const float* k, const float* v, int64_t BT, int64_
 void attn_fwd(Backend& be, float* ctx, float* probs, const float* q, const float* k, const float* v, int64_t B,
               int64_t T, int64_t H, int64_t G, int64_t D) {
     const vecf qkv = pack_qkv(q, k, v, B * T, H, G, D);
-    be.attention_forward(DType::f32, ctx, probs, qkv.data(), B, T, H, G, D);
+    be.attention_forward(DType::f32, ctx, probs, qkv.data(), B, T, H, G, D,
+                         attention_workspace(be, B, T, H, G, D).data());
 }
 void attn_bwd(Backend& be, float* dq, float* dk, float* dv, const float* dctx, const float* probs, const float* q,
               const float* k, const float* v, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
@@ -1324,7 +1325,8 @@ TEST(EngineOps16, RopeAttentionEmbeddingAndAdamW) {
              v = rounded(random_vec(B * T * G * D, 62), f.t);
         const vecf qkv = pack_qkv(q.data(), k.data(), v.data(), B * T, H, G, D);
         vec16 qkv16 = to16(qkv, f.t), ctx16(B * T * H * D), p16(B * H * T * T);
-        be->attention_forward(f.t, ctx16.data(), p16.data(), qkv16.data(), B, T, H, G, D);
+        be->attention_forward(f.t, ctx16.data(), p16.data(), qkv16.data(), B, T, H, G, D,
+                              attention_workspace(*be, B, T, H, G, D, f.t).data());
         vecd rc, rp;
         attn_ref(rc, rp, to_d(q), to_d(k), to_d(v), sh);
         expect_close16(p16, f.t, rp, f.unit, "attention probs" + tag);

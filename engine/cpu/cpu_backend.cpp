@@ -620,7 +620,7 @@ public:
     }
 
     void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T, int64_t H, int64_t G,
-                           int64_t D) override {
+                           int64_t D, void*) override {  // no scratch: the products run on the rows in place
         check_type(t, "qkv");
         check_attention(B, T, H, G, D);
         const int64_t ld = (H + 2 * G) * D;

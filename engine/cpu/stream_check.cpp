@@ -222,11 +222,11 @@ public:
         wrote(dx, "rope_backward"), in_->rope_backward(t, dx, ld, B, T, nh, D, pos0, table, positions);
     }
     void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T, int64_t H,
-                           int64_t G, int64_t D) override {
+                           int64_t G, int64_t D, void* workspace) override {
         const char* op = "attention_forward";
-        rd(ctx, op), rd(probs, op), rd(qkv, op);
-        wrote(ctx, op), wrote(probs, op);
-        in_->attention_forward(t, ctx, probs, qkv, B, T, H, G, D);
+        rd(ctx, op), rd(probs, op), rd(qkv, op), rd(workspace, op);
+        wrote(ctx, op), wrote(probs, op), wrote(workspace, op);
+        in_->attention_forward(t, ctx, probs, qkv, B, T, H, G, D, workspace);
     }
     void attention_backward(DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv, int64_t B,
                             int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) override {

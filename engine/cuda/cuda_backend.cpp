@@ -397,107 +397,76 @@ public:
     }
 
     // Attention as strided-batched GEMMs around the fused causal softmax (kernels.h,
-    // "attention softmax", has the layouts). The scores go into the probabilities buffer
-    // (type t, scaled by 1/√D in the GEMM's alpha) and the softmax rewrites them in place:
-    // in 16-bit the scores are rounded once before the softmax, as llm.c does; the CPU
-    // backend keeps them in f32 — the tests hold the difference to the format's tolerance.
+    // "attention softmax", has the layouts): q, k, v copied head-major into the workspace
+    // first, so that each product is ONE strided batch over the B·G kv-head groups (the rep
+    // query heads of a group stacked in M), not one call per sequence. The scores go into
+    // the probabilities buffer (type t, scaled by 1/√D in the GEMM's alpha) and the softmax
+    // rewrites them in place: in 16-bit the scores are rounded once before the softmax, as
+    // llm.c does; the CPU backend keeps them in f32 — the tests hold the difference to the
+    // format's tolerance.
+    // The workspace's regions, each from a 256-byte boundary (the kernels' vector paths need
+    // 16), in t: dP then dS [B·H, T, T] (backward); q [B,H,T,D] ‖ k [B,G,T,D] ‖ v [B,G,T,D];
+    // dq ‖ dk ‖ dv laid out the same (backward); ctx (forward) or dctx (backward) [B,H,T,D].
+    struct AttnScratch {
+        char *W, *q, *k, *v, *dq, *dk, *dv, *ctx;
+    };
+    static AttnScratch attn_scratch(void* workspace, DType t, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+        const int64_t e = engine::dtype_bytes(t), n = B * T * (H + 2 * G) * D;
+        const int64_t k_at = B * H * T * D * e, v_at = B * (H + G) * T * D * e;
+        char* p = static_cast<char*>(workspace);
+        AttnScratch s{};
+        s.W = p, p += round256(B * H * T * T * e);
+        s.q = p, s.k = p + k_at, s.v = p + v_at, p += round256(n * e);
+        s.dq = p, s.dk = p + k_at, s.dv = p + v_at, p += round256(n * e);
+        s.ctx = p;
+        return s;
+    }
+    // One strided batch over the B·G groups: C[i] = alpha · op(A[i]) · op(B[i]) + beta · C[i].
+    void attn_gemm(DType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                   int64_t lda, int64_t stride_a, const void* Bm, int64_t ldb, int64_t stride_b, void* C, int64_t ldc,
+                   int64_t stride_c, int64_t batch) {
+        Gemm g;
+        g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.alpha = alpha;
+        g.A = A, g.a_type = t, g.lda = lda, g.stride_a = stride_a;
+        g.B = Bm, g.b_type = t, g.ldb = ldb, g.stride_b = stride_b;
+        g.C = C, g.c_type = t, g.ldc = ldc, g.stride_c = stride_c;
+        g.batch = batch;
+        gemm(g);
+    }
     void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T, int64_t H,
-                           int64_t G, int64_t D) override {
+                           int64_t G, int64_t D, void* workspace) override {
         check_attention("attention_forward", B, T, H, G, D);
         if (B == 0 || T == 0) return;
-        const int64_t ld = (H + 2 * G) * D, rep = H / G, TT = T * T, e = engine::dtype_bytes(t);
+        const int64_t rep = H / G, TT = T * T, groups = B * G;
         const float scale = 1.0f / std::sqrt((float)D);
-        const char* base = static_cast<const char*>(qkv);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t g = 0; g < (rep == 1 ? 1 : G); g++) {
-                // One strided batch: every head (G = H) or the rep query heads of kv head g.
-                const int64_t h0 = rep == 1 ? 0 : g * rep, nb = rep == 1 ? H : rep;
-                const int64_t kv_stride = rep == 1 ? D : 0;
-                const int64_t kv_col = rep == 1 ? H * D : (H + g) * D;
-                Gemm s;  // S[b,h] [T,T] = scale · Q[b,h] · K[b,g]ᵀ
-                s.trans_b = true, s.M = T, s.N = T, s.K = D, s.alpha = scale;
-                s.A = base + (b * T * ld + h0 * D) * e, s.a_type = t, s.lda = ld, s.stride_a = D;
-                s.B = base + (b * T * ld + kv_col) * e, s.b_type = t, s.ldb = ld, s.stride_b = kv_stride;
-                s.C = static_cast<char*>(probs) + ((b * H + h0) * TT) * e, s.c_type = t, s.ldc = T, s.stride_c = TT;
-                s.batch = nb;
-                gemm(s);
-            }
+        const AttnScratch w = attn_scratch(workspace, t, B, T, H, G, D);
+        cuda::PTD_CUDA_NS::attention_heads_split(t, w.q, qkv, B, T, H, G, D, compute_);
+        // S [rep·T, T] per group = scale · Q_g · K_gᵀ, into probs [B·H, T, T]
+        attn_gemm(t, false, true, rep * T, T, D, scale, w.q, D, rep * T * D, w.k, D, T * D, probs, T, rep * TT, groups);
         attention_softmax_forward(t, probs, t, probs, B * H, T, 1.0f, compute_);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t g = 0; g < (rep == 1 ? 1 : G); g++) {
-                const int64_t h0 = rep == 1 ? 0 : g * rep, nb = rep == 1 ? H : rep;
-                const int64_t kv_stride = rep == 1 ? D : 0;
-                const int64_t v_col = rep == 1 ? (H + G) * D : (H + G + g) * D;
-                Gemm c;  // ctx[b,:,h,:] [T,D] = P[b,h] · V[b,g]
-                c.M = T, c.N = D, c.K = T;
-                c.A = static_cast<const char*>(probs) + ((b * H + h0) * TT) * e, c.a_type = t, c.lda = T, c.stride_a = TT;
-                c.B = base + (b * T * ld + v_col) * e, c.b_type = t, c.ldb = ld, c.stride_b = kv_stride;
-                c.C = static_cast<char*>(ctx) + (b * T * H * D + h0 * D) * e, c.c_type = t, c.ldc = H * D, c.stride_c = D;
-                c.batch = nb;
-                gemm(c);
-            }
+        // ctx [rep·T, D] per group = P_g · V_g, head-major, then into ctx [B, T, H, D]
+        attn_gemm(t, false, false, rep * T, D, T, 1.0f, probs, T, rep * TT, w.v, D, T * D, w.ctx, D, rep * T * D, groups);
+        cuda::PTD_CUDA_NS::attention_heads_merge(t, ctx, w.ctx, B, T, H, 0, D, compute_);
     }
     void attention_backward(DType t, void* dqkv, const void* dctx, const void* probs, const void* qkv, int64_t B,
                             int64_t T, int64_t H, int64_t G, int64_t D, void* workspace) override {
         check_attention("attention_backward", B, T, H, G, D);
         if (B == 0 || T == 0) return;
-        const int64_t ld = (H + 2 * G) * D, rep = H / G, TT = T * T, e = engine::dtype_bytes(t);
+        const int64_t rep = H / G, TT = T * T, groups = B * G;
         const float scale = 1.0f / std::sqrt((float)D);
-        const char* x = static_cast<const char*>(qkv);
-        const char* dc = static_cast<const char*>(dctx);
-        const char* P = static_cast<const char*>(probs);
-        char* W = static_cast<char*>(workspace);  // dP, then dS [B·H, T, T] (t)
-        char* dx = static_cast<char*>(dqkv);
-        auto heads = [&](int64_t g) { return rep == 1 ? std::pair<int64_t, int64_t>{0, H} : std::pair{g * rep, rep}; };
-        const int64_t groups = rep == 1 ? 1 : G, kv_stride = rep == 1 ? D : 0;
-        // dP[b,h] = dctx[b,:,h,:] · V[b,g]ᵀ
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t g = 0; g < groups; g++) {
-                const auto [h0, nb] = heads(g);
-                Gemm s;
-                s.trans_b = true, s.M = T, s.N = T, s.K = D;
-                s.A = dc + (b * T * H * D + h0 * D) * e, s.a_type = t, s.lda = H * D, s.stride_a = D;
-                s.B = x + (b * T * ld + (H + G) * D + (rep == 1 ? 0 : g * D)) * e, s.b_type = t, s.ldb = ld,
-                s.stride_b = kv_stride;
-                s.C = W + ((b * H + h0) * TT) * e, s.c_type = t, s.ldc = T, s.stride_c = TT;
-                s.batch = nb;
-                gemm(s);
-            }
-        attention_softmax_backward(t, probs, t, W, W, B * H, T, scale, compute_);  // W = dS (scale folded in)
-        for (int64_t b = 0; b < B; b++) {
-            // dq[b,h] = dS[b,h] · K[b,g]
-            for (int64_t g = 0; g < groups; g++) {
-                const auto [h0, nb] = heads(g);
-                Gemm q;
-                q.M = T, q.N = D, q.K = T;
-                q.A = W + ((b * H + h0) * TT) * e, q.a_type = t, q.lda = T, q.stride_a = TT;
-                q.B = x + (b * T * ld + H * D + (rep == 1 ? 0 : g * D)) * e, q.b_type = t, q.ldb = ld,
-                q.stride_b = kv_stride;
-                q.C = dx + (b * T * ld + h0 * D) * e, q.c_type = t, q.ldc = ld, q.stride_c = D;
-                q.batch = nb;
-                gemm(q);
-            }
-            // dk[b,g] = Σ_h dS[b,h]ᵀ · Q[b,h]   and   dv[b,g] = Σ_h P[b,h]ᵀ · dctx[b,:,h,:]
-            // With G = H each is one batch over the heads; with G < H the rep heads of a
-            // group accumulate (beta 1 after the first).
-            const int64_t n_batches = rep == 1 ? 1 : G * rep;
-            for (int64_t i = 0; i < n_batches; i++) {
-                const int64_t h = rep == 1 ? 0 : i, g = rep == 1 ? 0 : i / rep, nb = rep == 1 ? H : 1;
-                const float beta = rep == 1 || i % rep == 0 ? 0.0f : 1.0f;
-                Gemm k;
-                k.trans_a = true, k.M = T, k.N = D, k.K = T, k.beta = beta;
-                k.A = W + ((b * H + h) * TT) * e, k.a_type = t, k.lda = T, k.stride_a = TT;
-                k.B = x + (b * T * ld + h * D) * e, k.b_type = t, k.ldb = ld, k.stride_b = D;
-                k.C = dx + (b * T * ld + (H + g) * D) * e, k.c_type = t, k.ldc = ld, k.stride_c = D;
-                k.batch = nb;
-                gemm(k);
-                Gemm v = k;
-                v.A = P + ((b * H + h) * TT) * e;
-                v.B = dc + (b * T * H * D + h * D) * e, v.ldb = H * D, v.stride_b = D;
-                v.C = dx + (b * T * ld + (H + G + g) * D) * e;
-                gemm(v);
-            }
-        }
+        const AttnScratch w = attn_scratch(workspace, t, B, T, H, G, D);
+        cuda::PTD_CUDA_NS::attention_heads_split(t, w.q, qkv, B, T, H, G, D, compute_);
+        cuda::PTD_CUDA_NS::attention_heads_split(t, w.ctx, dctx, B, T, H, 0, D, compute_);
+        // dP [rep·T, T] per group = dctx_g · V_gᵀ
+        attn_gemm(t, false, true, rep * T, T, D, 1.0f, w.ctx, D, rep * T * D, w.v, D, T * D, w.W, T, rep * TT, groups);
+        attention_softmax_backward(t, probs, t, w.W, w.W, B * H, T, scale, compute_);  // W = dS (scale folded in)
+        // dq_g = dS_g · K_g;  dk_g = dS_gᵀ · Q_g and dv_g = P_gᵀ · dctx_g, each summed over the
+        // group's rep query heads by the GEMM itself (K = rep·T)
+        attn_gemm(t, false, false, rep * T, D, T, 1.0f, w.W, T, rep * TT, w.k, D, T * D, w.dq, D, rep * T * D, groups);
+        attn_gemm(t, true, false, T, D, rep * T, 1.0f, w.W, T, rep * TT, w.q, D, rep * T * D, w.dk, D, T * D, groups);
+        attn_gemm(t, true, false, T, D, rep * T, 1.0f, probs, T, rep * TT, w.ctx, D, rep * T * D, w.dv, D, T * D,
+                  groups);
+        cuda::PTD_CUDA_NS::attention_heads_merge(t, dqkv, w.dq, B, T, H, G, D, compute_);
     }
     // FlashAttention-2 (kernels/flash.cuh): no [B,H,T,T] buffer; the backward's scratch is
     // the rows' Σ dctx·ctx.
@@ -516,9 +485,12 @@ public:
     int64_t flash_attention_backward_workspace(DType, int64_t B, int64_t T, int64_t H, int64_t, int64_t) const override {
         return flash_attention_backward_workspace_bytes(B, T, H);
     }
-    // dP / dS for every (b, h): [B·H, T, T] in t.
-    int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t, int64_t) const override {
-        return B * H * T * T * engine::dtype_bytes(t);
+    // attn_scratch's regions, in t: dP / dS for every (b, h) [B·H, T, T], q‖k‖v and dq‖dk‖dv
+    // head-major, the (d)ctx head-major [B·H, T, D]. The forward uses the same buffer.
+    int64_t attention_backward_workspace(DType t, int64_t B, int64_t T, int64_t H, int64_t G,
+                                         int64_t D) const override {
+        const int64_t e = engine::dtype_bytes(t), n = B * T * (H + 2 * G) * D;
+        return round256(B * H * T * T * e) + 2 * round256(n * e) + round256(B * H * T * D * e);
     }
     // The kernels read 16-bit operands directly and every GEMM has operands of one type (no
     // widening), but the row reductions of the norm and bias gradients and the Σx² partials

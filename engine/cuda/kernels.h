@@ -111,29 +111,31 @@ void rope_backward(DType t, void* dx, int64_t ld, int64_t B, int64_t T, int64_t 
 namespace ptd::cuda::PTD_CUDA_NS {
 
 // ---- attention softmax (kernels/attention.cuh) -----------------------------------------
-// Attention is strided-batched GEMMs (blaslt.h, issued by the backend) around two kernels.
-// With qkv [B·T, (H + 2G)·D] (t) — per token row q (H heads), then k and v (G heads each) —
-// ld = (H + 2G)·D, and query head h using kv head g = h / (H/G), the row-major operands of
-// (b, h) are (the backend maps them to cuBLASLt's column-major terms, Cᵀ = op(B)ᵀ·op(A)ᵀ):
-//   Q[b,h] = qkv + b·T·ld + h·D,  K[b,g] = qkv + b·T·ld + (H + g)·D,  V[b,g] = … + (H + G + g)·D
-//            ([T, D], rows ld apart);  dctx[b,h] = dctx + b·T·H·D + h·D ([T, D], rows H·D apart)
-//   S[b,h], P[b,h], W[b,h] = base + (b·H + h)·T·T  ([T, T], contiguous: the [B·H, T, T] buffers)
-// One GEMM per head h, a strided batch over b (batch strides T·ld, T·H·D, H·T·T), so that no
-// batch's output block overlaps another's (the reference layer rejects interleaved output
-// batches):
-//   forward   S[b,h] = Q·Kᵀ (alpha = 1/√D and softmax scale 1 — or alpha 1 and scale 1/√D)
-//             in f32 into a scratch buffer, or — backend.h plans no forward workspace — in t
-//             straight into the probs buffer, the softmax then running in place (one more
-//             16-bit rounding, of the scores, as llm.c); attention_softmax_forward over all
-//             B·H·T rows → P (t, saved),
-//             ctx[b,h] = P[b,h]·V[b,g]  (ctx [B, T, H, D] (t): rows H·D apart, head at h·D);
-//   backward  W[b,h] = dctx[b,h]·V[b,g]ᵀ (dP, into the workspace W of B·H·T·T elements of f32
-//             or t), attention_softmax_backward W ← dS = scale·P ⊙ (dP − ρ) in place, then
-//             dq[b,h] = W[b,h]·K[b,g] (alpha 1: the scale is in dS), dk[b,g] += W[b,h]ᵀ·Q[b,h],
-//             dv[b,g] += P[b,h]ᵀ·dctx[b,h] (beta 0 for the first head of the group, then 1),
-//             all written into dqkv [B·T, ld] at the offsets of q, k, v.
+// Attention is strided-batched GEMMs (blaslt.h, issued by the backend) around the softmax
+// and a permute, as llm.c does it. The fused qkv [B·T, (H + 2G)·D] (t) — per token row q
+// (H heads), then k and v (G heads each) — is first copied head-major into the planned
+// workspace (attention_heads_split): q [B,H,T,D] ‖ k [B,G,T,D] ‖ v [B,G,T,D]. Query head
+// h uses kv head g = h / rep (rep = H/G), so the rep query heads of kv head g are one
+// contiguous [rep·T, D] block, and every GEMM is ONE strided batch over the B·G groups
+// (B·H heads without GQA; batch strides rep·T·D, T·D, rep·T·T), the rep heads stacked in M:
+//   forward   S = Q·Kᵀ ([rep·T, T] per group, alpha = 1/√D) in t straight into the probs
+//             buffer [B·H, T, T] — backend.h plans no f32 scores — and the softmax in place
+//             (one more 16-bit rounding, of the scores, as llm.c); attention_softmax_forward
+//             over all B·H·T rows → P (t, saved); ctx = P·V head-major, then
+//             attention_heads_merge (G = 0) into ctx [B, T, H, D].
+//   backward  dctx split head-major (G = 0); dP = dctx·Vᵀ into the workspace W [B·H, T, T];
+//             attention_softmax_backward W ← dS = scale·P ⊙ (dP − ρ) in place; then
+//             dq = dS·K, dk = dSᵀ·Q and dv = Pᵀ·dctx (K = rep·T: the sum over the group's
+//             query heads is the GEMM's own), head-major, merged into dqkv [B·T, (H+2G)·D].
 // tests/test_cuda_kernels.cpp (AttentionWithReferenceGemmsMatchesCpuBackend) runs exactly
 // these calls through the reference layer against the CPU backend's attention.
+// rows [B·T, (H + 2G)·D] (t) → heads = q [B,H,T,D] ‖ k [B,G,T,D] ‖ v [B,G,T,D] (t), and the
+// inverse; G = 0 is the context's [B·T, H·D] ↔ [B,H,T,D]. A copy: exact in every type. Not
+// in place.
+void attention_heads_split(DType t, void* heads, const void* rows, int64_t B, int64_t T, int64_t H, int64_t G,
+                           int64_t D, StreamHandle stream);
+void attention_heads_merge(DType t, void* rows, const void* heads, int64_t B, int64_t T, int64_t H, int64_t G,
+                           int64_t D, StreamHandle stream);
 // scores [BH, T, T] (scores_t = f32 or probs_t) → probs [BH, T, T] (probs_t): per row t of
 // each (b, h), softmax of scale·scores over the keys u ≤ t in f32, 0 above the diagonal,
 // rounded once to probs_t. probs may be scores itself (in place) when the types agree.

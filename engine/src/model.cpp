@@ -645,11 +645,11 @@ void embedding_backward(Model& m, Activations& a, const int32_t* tokens, const v
 
 // The attention core on the fused qkv: FlashAttention-2 (ctx and the rows' log-sum-exp,
 // training.flash_attention) or the materialised probabilities (ctx and probs [b,H,s,s]).
-static void attention_core_forward(Model& m, LayerActs& x) {
+static void attention_core_forward(Model& m, Activations& a, LayerActs& x) {
     const EngineConfig& cfg = m.cfg;
     const int64_t B = cfg.micro_batch, T = cfg.seq, H = cfg.heads_l(), G = cfg.kv_l(), D = cfg.head_dim();
     if (cfg.flash_attention) m.be->flash_attention_forward(cfg.act, x.ctx, x.lse, x.qkv, B, T, H, G, D);
-    else m.be->attention_forward(cfg.act, x.ctx, x.probs, x.qkv, B, T, H, G, D);
+    else m.be->attention_forward(cfg.act, x.ctx, x.probs, x.qkv, B, T, H, G, D, a.w_attn_bwd);
 }
 
 void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, StageComm& c) {
@@ -667,7 +667,7 @@ void layer_forward(Model& m, Activations& a, int li, LayerActs& x, void* out, St
         be.rope_forward(t, x.qkv, QKV, B, T, H, D, 0, a.rope_table, T);
         be.rope_forward(t, dtype_offset(x.qkv, H * D, t), QKV, B, T, G, D, 0, a.rope_table, T);
     }
-    attention_core_forward(m, x);
+    attention_core_forward(m, a, x);
     // The row-parallel output projection: a partial sum over TP, so its bias is added after
     // the reduction (in place on the reduced rows); on one TP rank it rides in the GEMM's
     // bias epilogue. Either way the biased output is rounded before the residual add.
@@ -738,7 +738,7 @@ void layer_backward(Model& m, Activations& a, int li, LayerActs& x, const void* 
     // writes again is bit-identical and no longer read (dWo above was its last use).
     // With flash attention the log-sum-exp is recomputed, and the context again with it (the
     // flash backward reads it: the same bits).
-    if (cfg.recompute_selective) attention_core_forward(m, x);
+    if (cfg.recompute_selective) attention_core_forward(m, a, x);
     if (cfg.flash_attention)
         be.flash_attention_backward(t, a.w_dqkv, a.w_dctx, x.ctx, x.lse, x.qkv, B, T, H, G, D, a.w_attn_bwd);
     else

@@ -185,7 +185,7 @@ struct Prober {
             predicted_s = preset_seconds_for_flops(flops);
             const SampleStats st =
                 backward ? time_op(dqkv, [&] { be().attention_backward(t, dqkv, dctx, probs, qkv, B, T, H, G, D, ws); })
-                         : time_op(ctx, [&] { be().attention_forward(t, ctx, probs, qkv, B, T, H, G, D); });
+                         : time_op(ctx, [&] { be().attention_forward(t, ctx, probs, qkv, B, T, H, G, D, ws); });
             emit({{"kind", "attention"}, {"name", backward ? "attention.bwd" : "attention.fwd"}, {"dtype", dtype_name(t)},
                   {"shape", {B, H, T, D}}, {"flops", flops}, {"tflops", st.median_s > 0 ? flops / st.median_s / 1e12 : 0.0}},
                  st);

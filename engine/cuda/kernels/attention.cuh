@@ -1,4 +1,6 @@
-// attention.cuh — the fused causal softmax of attention, forward and backward.
+// attention.cuh — the fused causal softmax of attention, forward and backward, and the
+// permute between the fused qkv rows and head-major blocks that lets each attention GEMM be
+// one strided batch over every (b, h) (llm.c's permute_kernel / unpermute_kernel).
 //
 // Attention on the GPU is strided-batched GEMMs (cuBLASLt, issued by the backend through
 // blaslt.h; the layouts are in kernels.h) around these two kernels, as llm.c does it before
@@ -134,6 +136,46 @@ void launch_attn_softmax_backward(G* dscores, const G* dprobs, const P* probs, i
     }
 }
 
+// Rows [B·T, (H + 2G)·D] (per token: H query heads, then G key and G value heads) ↔ the
+// head-major blocks q [B,H,T,D] ‖ k [B,G,T,D] ‖ v [B,G,T,D], one after the other. One thread
+// per element, indexed by its place in the rows: consecutive threads read and write
+// consecutive d of one head, so both sides are coalesced. A copy (E is the storage type), so
+// it is exact in every type.
+constexpr int k_heads_threads = 256;
+
+template <class E, bool kToHeads>
+__global__ void attn_heads_kernel(E* dst, const E* src, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D) {
+    const int64_t ld = (H + 2 * G) * D, n = B * T * ld;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int64_t row = i / ld, col = i % ld, b = row / T, t = row % T, j = col / D, d = col % D;
+        // The part (q, k or v), its heads per sequence and where its block starts.
+        const int64_t part_heads = j < H ? H : G;
+        const int64_t head = j < H ? j : j < H + G ? j - H : j - H - G;
+        const int64_t part_start = j < H ? 0 : j < H + G ? B * H * T * D : B * (H + G) * T * D;
+        const int64_t h = part_start + ((b * part_heads + head) * T + t) * D + d;
+        if constexpr (kToHeads) dst[h] = src[i];
+        else dst[i] = src[h];
+    }
+}
+
+// dst ← src: rows → heads (kToHeads) or heads → rows. Not in place.
+template <bool kToHeads>
+void launch_attn_heads(DType t, void* dst, const void* src, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                       StreamHandle stream) {
+    const char* op = kToHeads ? "attention_heads_split" : "attention_heads_merge";
+    const int64_t n = B * T * (H + 2 * G) * D;
+    PTD_KERNEL_REQUIRE(B >= 0 && T >= 0 && H >= 0 && G >= 0 && D >= 0, op, "negative shape");
+    PTD_KERNEL_REQUIRE(dst != src || n == 0, op, "in place");
+    if (n == 0) return;
+    dispatch_type(t, op, [&](auto tag) {
+        using E = decltype(tag);
+        auto kernel = attn_heads_kernel<E, kToHeads>;
+        PTD_LAUNCH(kernel, grid_for(n, k_heads_threads), k_heads_threads, 0, stream, static_cast<E*>(dst),
+                   static_cast<const E*>(src), B, T, H, G, D);
+    });
+}
+
 }  // namespace ptd::cuda::PTD_CUDA_NS::kern
 
 namespace ptd::cuda::PTD_CUDA_NS {
@@ -172,6 +214,16 @@ void attention_softmax_backward(DType probs_t, const void* probs, DType grad_t, 
             launch_attn_softmax_backward(static_cast<P*>(dscores), static_cast<const P*>(dprobs),
                                          static_cast<const P*>(probs), BH * T, T, scale, stream);
     });
+}
+
+void attention_heads_split(DType t, void* heads, const void* rows, int64_t B, int64_t T, int64_t H, int64_t G,
+                           int64_t D, StreamHandle stream) {
+    kern::launch_attn_heads<true>(t, heads, rows, B, T, H, G, D, stream);
+}
+
+void attention_heads_merge(DType t, void* rows, const void* heads, int64_t B, int64_t T, int64_t H, int64_t G,
+                           int64_t D, StreamHandle stream) {
+    kern::launch_attn_heads<false>(t, rows, heads, B, T, H, G, D, stream);
 }
 
 }  // namespace ptd::cuda::PTD_CUDA_NS

@@ -26,8 +26,9 @@
 //     backward 7 of the forward's 2 T×T×D products (dK/dV: S, dP, dV, dK; dQ: S, dP, dQ —
 //     P is recomputed in both kernels), halved the same way, plus Δ = Σ dctx·ctx at HBM
 //     bandwidth; the materialised path its strided-batched GEMMs at the GEMM rate and the
-//     softmax's [B·H, T, T] passes at HBM bandwidth, with the backend's launch count
-//     (one GEMM call per sequence and kv-head group: cuda_backend.cpp);
+//     softmax's [B·H, T, T] passes at HBM bandwidth, with the backend's launch count (each
+//     product one strided-batched GEMM call over every sequence and head, between the
+//     head-major permutes of q, k, v, the context and the gradients: cuda_backend.cpp);
 //   - an element-wise kernel its bytes at hbm_eff of the HBM bandwidth;
 //   - TP collectives and the pipeline's p2p as NCCL runs them (collectives.cpp).
 // Launches are asynchronous on one stream, so their host cost overlaps the kernels before
@@ -104,17 +105,18 @@ struct Ops {
             sum.ops += backward ? 3 : 1;
             return;
         }
-        // Materialised (cuda_backend.cpp attention_forward / attention_backward): per sequence
-        // one strided-batched GEMM per kv-head group (one over all heads without GQA).
-        const double groups = s.H == s.G ? 1 : s.G, batches = s.H == s.G ? 1 : s.H;
+        // Materialised (cuda_backend.cpp attention_forward / attention_backward): q, k, v
+        // permuted head-major, then each product ONE strided-batched GEMM over every (b, h).
+        // The permutes' passes over qkv and ctx (B·T·(H + 2G)·D and B·T·H·D elements against
+        // a softmax pass's B·H·T·T) are counted as launches, not in the time.
         const double tt = s.B * s.H * s.T * s.T;
         const double product = gemm_seconds(s.T, s.T, s.D) * s.B * s.H;  // one T×T×D product per (b, h)
         if (!backward) {
             sum.compute += 2 * product + 2 * tt * s.e / dev->hbm;  // S, P·V; softmax in place
-            sum.ops += (int)(2 * s.B * groups + 1);
+            sum.ops += 5;                                          // split qkv, S, softmax, P·V, merge ctx
         } else {
             sum.compute += 4 * product + 3 * tt * s.e / dev->hbm;  // dP, dQ, dK, dV; softmax backward
-            sum.ops += (int)(s.B * groups + 1 + s.B * (groups + 2 * batches));
+            sum.ops += 8;  // split qkv and dctx, dP, softmax backward, dQ, dK, dV, merge dqkv
         }
     }
     // An element-wise kernel moving `elements` × `passes` activation elements.

@@ -313,10 +313,12 @@ public:
     // row, q (H heads), then k and v (G heads each); query head h uses kv head h / (H/G).
     // probs [B,H,T,T] saved (entries above the diagonal are 0; softmax in f32, stored in
     // t); ctx [B,T,H,D]; scale 1/√D. The score and context products are calls of the
-    // GEMM op below on the qkv rows' leading dimensions (the CPU backend: per block of query
-    // rows; a GPU backend: strided-batched over heads).
+    // GEMM op below (the CPU backend: per block of query rows on the qkv rows' leading
+    // dimensions; a GPU backend: q, k, v permuted head-major into `workspace`, then one
+    // strided batch over every (b, h)). `workspace` is the backward's (below), planned at
+    // start-up; the forward's need is within it.
     virtual void attention_forward(DType t, void* ctx, void* probs, const void* qkv, int64_t B, int64_t T,
-                                   int64_t H, int64_t G, int64_t D) = 0;
+                                   int64_t H, int64_t G, int64_t D, void* workspace) = 0;
     // dqkv [B·T, (H + 2G)·D] overwritten, laid out as qkv. `workspace` holds
     // attention_backward_workspace(t, B, T, H, G, D) bytes of scratch planned at start-up
     // (the op allocates nothing); the backend states the size for the precision t, as its
