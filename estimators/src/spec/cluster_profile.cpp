@@ -320,6 +320,9 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
         });
         each_table(ctx, f, "collective", "[[fit.collective]] tables", [&](TableReader& r, const std::string&) {
             CollectiveFigure c;
+            // The writer writes each of these, and their defaults are outside what is read back
+            // (fuzz_cluster_profile): a figure without one is refused here, naming it.
+            for (const char* k : {"op", "group_size", "nodes", "members_per_node"}) r.require(k, "every fitted collective has it");
             int op = 0;
             if (r.read_word("op", op, kOps)) c.op = kOps[(size_t)op];
             r.read_string("group", c.group);
