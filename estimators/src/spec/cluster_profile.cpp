@@ -283,7 +283,9 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
     top.read_string_array("refined_from", p.refined_from);
     each_table(ctx, top, "host", "[[host]] tables", [&](TableReader& r, const std::string&) {
         ProfileHost h;
-        r.require("name", "every host has it");
+        // The writer always writes ranks, and 0 is not a host's count: a host without it would
+        // be written back as `ranks = 0`, which this reader refuses (fuzz_cluster_profile).
+        for (const char* k : {"name", "ranks"}) r.require(k, "every host has it");
         r.read_string("name", h.name);
         r.read_string("hostname", h.hostname);
         r.read_int("ranks", h.ranks, 1, 1 << 20);
@@ -318,6 +320,9 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
         });
         each_table(ctx, f, "collective", "[[fit.collective]] tables", [&](TableReader& r, const std::string&) {
             CollectiveFigure c;
+            // The writer writes each of these, and their defaults are outside what is read back
+            // (fuzz_cluster_profile): a figure without one is refused here, naming it.
+            for (const char* k : {"op", "group_size", "nodes", "members_per_node"}) r.require(k, "every fitted collective has it");
             int op = 0;
             if (r.read_word("op", op, kOps)) c.op = kOps[(size_t)op];
             r.read_string("group", c.group);
