@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <set>
@@ -632,6 +633,173 @@ TEST_F(CudaSimDeath, CheckMacroPrintsTheCallerLocation) {
     EXPECT_DEATH(PTD_CUDA_CHECK(sim::free_device(reinterpret_cast<void*>(0x1000))),
                  "test_cuda_sim.cpp:[0-9]+: sim::free_device.* failed \\(error 1\\): free_device\\(0x1000\\): not the "
                  "start of a live device allocation");
+}
+
+// ---- CUDA graphs (runtime.h): capture records, replay runs, hazards are refused -----------
+
+// A stream, three device buffers of n floats and x uploaded: what the graph tests capture.
+struct GraphFixture {
+    static constexpr int64_t n = 100;
+    sim::StreamHandle stream = nullptr;
+    float *x = nullptr, *y = nullptr, *z = nullptr;
+    GraphFixture() {
+        PTD_CUDA_CHECK(sim::stream_create(&stream));
+        for (float** p : {&x, &y, &z}) PTD_CUDA_CHECK(sim::malloc_device((void**)p, n * sizeof(float), "graph test"));
+        upload(random_floats(n, 7));
+    }
+    ~GraphFixture() {
+        for (float* p : {x, y, z}) PTD_CUDA_CHECK(sim::free_device(p));
+        PTD_CUDA_CHECK(sim::stream_destroy(stream));
+    }
+    void upload(const std::vector<float>& v) {
+        PTD_CUDA_CHECK(sim::memcpy_sync(x, v.data(), n * sizeof(float), sim::CopyKind::host_to_device));
+    }
+    std::vector<float> download(const float* d) {
+        std::vector<float> v(n);
+        PTD_CUDA_CHECK(sim::memcpy_sync(v.data(), d, n * sizeof(float), sim::CopyKind::device_to_host));
+        return v;
+    }
+    // y = 2·x (a kernel), z = y (a copy), then z[0..n/2) zeroed (a memset) — all on `stream`
+    void enqueue(int64_t elements = n) {
+        PTD_LAUNCH((tk::scale2_vec<float>), 2, 32, 0, stream, x, y, elements);
+        PTD_CUDA_CHECK(sim::memcpy_async(z, y, n * sizeof(float), sim::CopyKind::device_to_device, stream));
+        PTD_CUDA_CHECK(sim::memset_async(z, 0, n / 2 * sizeof(float), stream));
+    }
+    sim::GraphHandle capture(int64_t elements = n) {
+        PTD_CUDA_CHECK(sim::stream_begin_capture(stream));
+        enqueue(elements);
+        sim::GraphHandle graph = nullptr;
+        PTD_CUDA_CHECK(sim::stream_end_capture(stream, &graph));
+        return graph;
+    }
+    void expect_z_is_twice(const std::vector<float>& xs) {
+        const std::vector<float> zs = download(z);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(zs[i], i < n / 2 ? 0.0f : 2.0f * xs[i]) << "element " << i;
+    }
+};
+
+TEST(CudaSimGraph, CaptureRecordsWithoutRunningAndEachReplayReadsTheBuffersAnew) {
+    GraphFixture f;
+    const uint64_t launches = sim::launch_count();
+    sim::GraphHandle graph = f.capture();
+    EXPECT_EQ(sim::sim_graph_size(graph), 3u) << "a launch, a copy and a memset";
+    EXPECT_EQ(sim::launch_count(), launches) << "a captured launch does not run";
+    for (float v : f.download(f.y)) ASSERT_TRUE(std::isnan(v)) << "y is still the allocation's poison";
+
+    for (uint32_t replay = 0; replay < 3; ++replay) {  // new inputs in the same buffer each time
+        const std::vector<float> xs = random_floats(GraphFixture::n, 20 + replay);
+        f.upload(xs);
+        PTD_CUDA_CHECK(sim::graph_launch(graph, f.stream));
+        f.expect_z_is_twice(xs);
+    }
+    EXPECT_EQ(sim::launch_count(), launches + 3) << "one kernel launch per replay";
+    PTD_CUDA_CHECK(sim::graph_destroy(graph));
+    EXPECT_EQ(sim::graph_launch(graph, f.stream).code, sim::kErrInvalidResourceHandle);
+}
+
+TEST(CudaSimGraph, AReferenceGemmIsRecordedAndReplayed) {
+    GraphFixture f;  // x as a 10×10 column-major matrix: z = x·x
+    sim::LtMatmul p;
+    p.m = p.n = p.k = 10;
+    p.A = p.B = f.x;
+    p.D = f.z;
+    p.lda = p.ldb = p.ldd = 10;
+    PTD_CUDA_CHECK(sim::stream_begin_capture(f.stream));
+    PTD_CUDA_CHECK(sim::lt_matmul(p, f.stream));
+    sim::GraphHandle graph = nullptr;
+    PTD_CUDA_CHECK(sim::stream_end_capture(f.stream, &graph));
+    ASSERT_EQ(sim::sim_graph_size(graph), 1u);
+    for (float v : f.download(f.z)) ASSERT_TRUE(std::isnan(v)) << "the GEMM ran during the capture";
+    const std::vector<float> xs = f.download(f.x);
+    PTD_CUDA_CHECK(sim::graph_launch(graph, f.stream));
+    const std::vector<float> zs = f.download(f.z);
+    for (int i = 0; i < 10; ++i)
+        for (int j = 0; j < 10; ++j) {
+            double ref = 0;
+            for (int k = 0; k < 10; ++k) ref += (double)xs[i + 10 * k] * xs[k + 10 * j];
+            ASSERT_NEAR(zs[i + 10 * j], ref, 1e-5) << i << "," << j;
+        }
+    PTD_CUDA_CHECK(sim::graph_destroy(graph));
+}
+
+// Each call a GPU refuses during a capture is refused with cudaErrorStreamCaptureUnsupported,
+// and the capture then ends with cudaErrorStreamCaptureInvalidated naming it.
+TEST(CudaSimGraph, HostSyncsAllocationsAndDownloadsDuringCaptureAreRefused) {
+    GraphFixture f;
+    std::vector<float> host(GraphFixture::n);
+    sim::EventHandle event = nullptr;
+    PTD_CUDA_CHECK(sim::event_create(&event));
+    void* extra = nullptr;
+    PTD_CUDA_CHECK(sim::malloc_device(&extra, 256, "freed during capture"));
+    const struct {
+        const char* call;
+        std::function<sim::Status()> run;
+    } hazards[] = {
+        {"stream_synchronize", [&] { return sim::stream_synchronize(f.stream); }},
+        {"device_synchronize", [&] { return sim::device_synchronize(); }},
+        {"event_synchronize", [&] { return sim::event_synchronize(event); }},
+        {"memcpy_sync", [&] { return sim::memcpy_sync(host.data(), f.z, 4, sim::CopyKind::device_to_host); }},
+        {"device to host", [&] {
+             return sim::memcpy_async(host.data(), f.z, 4, sim::CopyKind::device_to_host, f.stream);
+         }},
+        {"malloc_device", [&] {
+             void* p = nullptr;
+             return sim::malloc_device(&p, 256, "during capture");
+         }},
+        {"free_device", [&] { return sim::free_device(extra); }},
+    };
+    for (const auto& h : hazards) {
+        SCOPED_TRACE(h.call);
+        PTD_CUDA_CHECK(sim::stream_begin_capture(f.stream));
+        f.enqueue();
+        const sim::Status refused = h.run();
+        EXPECT_EQ(refused.code, sim::kErrStreamCaptureUnsupported);
+        EXPECT_NE(refused.message.find(h.call), std::string::npos) << refused.message;
+        EXPECT_NE(refused.message.find("captures a CUDA graph"), std::string::npos) << refused.message;
+        EXPECT_EQ(sim::memset_async(f.z, 0, 4, f.stream).code, sim::kErrStreamCaptureInvalidated)
+            << "work after the refusal joins no graph";
+        sim::GraphHandle graph = nullptr;
+        const sim::Status ended = sim::stream_end_capture(f.stream, &graph);
+        EXPECT_EQ(ended.code, sim::kErrStreamCaptureInvalidated);
+        EXPECT_NE(ended.message.find(h.call), std::string::npos) << ended.message;
+        EXPECT_EQ(graph, nullptr);
+    }
+    // the default stream while another captures; a second capture; end without a capture
+    PTD_CUDA_CHECK(sim::stream_begin_capture(f.stream));
+    EXPECT_EQ(sim::memset_async(f.z, 0, 4, nullptr).code, sim::kErrStreamCaptureImplicit);
+    EXPECT_EQ(sim::stream_begin_capture(f.stream).code, sim::kErrStreamCaptureUnsupported);
+    sim::GraphHandle graph = nullptr;
+    EXPECT_EQ(sim::stream_end_capture(f.stream, &graph).code, sim::kErrStreamCaptureInvalidated);
+    EXPECT_EQ(sim::stream_end_capture(f.stream, &graph).code, sim::kErrInvalidValue);
+    EXPECT_EQ(sim::stream_begin_capture(nullptr).code, sim::kErrInvalidResourceHandle);
+    // after all that, nothing is left capturing: plain work runs again
+    PTD_CUDA_CHECK(sim::free_device(extra));
+    PTD_CUDA_CHECK(sim::event_destroy(event));
+    f.enqueue();
+    f.expect_z_is_twice(f.download(f.x));
+}
+
+TEST_F(CudaSimDeath, AKernelOnTheDefaultStreamDuringACaptureAborts) {
+    GraphFixture f;
+    PTD_CUDA_CHECK(sim::stream_begin_capture(f.stream));
+    EXPECT_DEATH(PTD_LAUNCH((tk::scale2_vec<float>), 2, 32, 0, nullptr, f.x, f.y, GraphFixture::n),
+                 "launch of .*scale2_vec.* during a graph capture: .*default stream");
+    sim::GraphHandle graph = nullptr;
+    PTD_CUDA_CHECK(sim::stream_end_capture(f.stream, &graph));
+    PTD_CUDA_CHECK(sim::graph_destroy(graph));
+}
+
+// A host value the graph baked in (here the element count) that the host would pass
+// differently now: a second capture of the same work names it.
+TEST(CudaSimGraph, ARecaptureNamesTheBakedInValueThatChanged) {
+    GraphFixture f;
+    sim::GraphHandle first = f.capture(), same = f.capture(), fewer = f.capture(GraphFixture::n - 4);
+    EXPECT_EQ(sim::sim_graph_difference(first, same), "");
+    const std::string diff = sim::sim_graph_difference(first, fewer);
+    EXPECT_NE(diff.find("node 0 (launch of (tk::scale2_vec<float>)"), std::string::npos) << diff;
+    EXPECT_NE(diff.find("argument 2 is 0x0000000000000060 now but 0x0000000000000064 in the graph"), std::string::npos)
+        << diff;
+    for (sim::GraphHandle g : {first, same, fewer}) PTD_CUDA_CHECK(sim::graph_destroy(g));
 }
 
 // ---- blaslt_ref against a naive row-major double GEMM ----------------------------------------

@@ -202,6 +202,69 @@ INSTANTIATE_TEST_SUITE_P(OneAndEightRanks, EngineCudaSim,
                                            CudaSimCase{"tiny-llama", 2, 2, 2, 1, true, "bf16", true}),
                          [](const auto& info) { return cuda_sim_case_name(info.param); });
 
+// CUDA graphs (PTD_CUDA_GRAPHS=1, docs/engine.md): each step captures micro-batch 0's
+// forward and backward as one graph and replays it for all four micro-batches (global_batch
+// 8 / micro_batch 2; two with dp 2, whose gradient reduction follows the micro-batches);
+// the simulator also captures every later micro-batch again and stops the run if a launch
+// argument differs from the graph's. Same kernels, same buffers, same order: the losses
+// equal the run without graphs bit for bit, on every rank.
+TEST(EngineCudaSimGraphs, ReplayingTheCapturedMicroBatchGivesTheSameLossesBitForBit) {
+    for (const auto& [preset, dp] : {std::pair{"tiny-gpt", 1}, std::pair{"tiny-llama", 1}, std::pair{"tiny-gpt", 2}}) {
+        SCOPED_TRACE(std::string(preset) + " dp " + std::to_string(dp));
+        TinyJob j;
+        j.preset = preset;
+        j.precision = "bf16";
+        j.dp = dp;
+        j.steps = 3;
+        SpawnOptions so;
+        so.deadline_s = 900;
+        const std::string name = std::string(preset) + "-dp" + std::to_string(dp) + "-cuda-sim-graphs";
+        auto plain = run_engine(write_job(j, name + "-off"), j.world(), {"--backend", "cuda-sim"}, so);
+        setenv("PTD_CUDA_GRAPHS", "1", 1);  // the ranks inherit it
+        auto graphed = run_engine(write_job(j, name + "-on"), j.world(), {"--backend", "cuda-sim"}, so);
+        unsetenv("PTD_CUDA_GRAPHS");
+        ASSERT_FALSE(so.timed_out);
+        ASSERT_EQ(graphed.size(), (size_t)j.world());
+        for (int r = 0; r < j.world(); ++r) {
+            ASSERT_EQ(plain[r].exit_code, 0) << describe(plain);
+            ASSERT_EQ(graphed[r].exit_code, 0) << describe(graphed);
+            const std::vector<double> off = losses(plain[r]), on = losses(graphed[r]);
+            ASSERT_EQ(off.size(), 3u);
+            for (size_t k = 0; k < off.size(); ++k)
+                EXPECT_EQ(on[k], off[k]) << "rank " << r << " step " << k + 1 << " (bit for bit)";
+        }
+    }
+}
+
+// Where a micro-batch is not one stretch of compute-stream work, or the backend has no
+// graphs, or the value is not 0/1, the run stops before its first step saying why.
+TEST(EngineCudaSimGraphs, RefusesWhatItCannotCapture) {
+    struct Case {
+        const char* value;
+        int tp;
+        const char* backend;
+        const char* says;
+    } cases[] = {
+        {"yes", 1, "cuda-sim", "PTD_CUDA_GRAPHS: got \"yes\"; allowed: 1 (capture a micro-batch"},
+        {"1", 1, "cpu", "PTD_CUDA_GRAPHS=1: the cpu backend has no CUDA graphs; allowed with --backend cuda or cuda-sim"},
+        {"1", 2, "cuda-sim", "PTD_CUDA_GRAPHS=1: the job has tp = 2 and pp = 1"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.value) + " " + c.backend + " tp " + std::to_string(c.tp));
+        TinyJob j;
+        j.tp = c.tp;
+        j.steps = 2;  // warmup is 2
+        setenv("PTD_CUDA_GRAPHS", c.value, 1);
+        auto runs = run_engine(write_job(j, std::string("graphs-refused-") + c.backend + "-tp" + std::to_string(c.tp)),
+                               j.world(), {"--backend", c.backend});
+        unsetenv("PTD_CUDA_GRAPHS");
+        for (const RankRun& r : runs) {
+            EXPECT_EQ(r.exit_code, 2) << describe(runs);
+            EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+        }
+    }
+}
+
 // The simulator's memcheck (PTD_CUDA_SIM_MEMCHECK, runtime.h) over whole cuda-sim runs (one
 // process, and TP2·PP2·DP2 with ZeRO-1 and SP): every allocation's end against a guard page,
 // then its start, so a load or store of any kernel, copy or cuBLASLt reference GEMM outside

@@ -89,6 +89,12 @@ public:
         in_->download(dst_host, src, bytes);
     }
     TransferStats transfer_stats() const override { return in_->transfer_stats(); }
+    bool graphs() const override { return in_->graphs(); }
+    bool graph_recapture_checks() const override { return in_->graph_recapture_checks(); }
+    void graph_begin() override { in_->graph_begin(); }
+    void graph_end() override { in_->graph_end(); }
+    void graph_replay() override { in_->graph_replay(); }
+    void graph_release() override { in_->graph_release(); }
     void* alloc_host(size_t bytes, const char* what) override { return in_->alloc_host(bytes, what); }
     void release_host(void* p) override { in_->release_host(p); }
     void zero(void* x, size_t bytes) override {

@@ -51,8 +51,24 @@ std::vector<LtMatmul> sim_take_lt_trace() {
     return std::exchange(trace(), {});
 }
 
-Status lt_matmul(const LtMatmul& p, StreamHandle /*stream: the sim runs work in order*/) {
+Status lt_matmul(const LtMatmul& p, StreamHandle stream /*the sim runs work in order*/) {
     if (Status s = lt_validate(p); !s.ok()) return s;
+    if (sim_capture_active()) {  // a graph capture (runtime.h) records the call, by value
+        SimGraphNode node;
+        node.what = "lt_matmul";
+        const auto put = [&node](const char* field, const auto& v) { sim_graph_fix(node, field, v); };
+        // field by field: the struct's padding bytes are not part of the call
+        put("trans_a", p.trans_a), put("trans_b", p.trans_b), put("m", p.m), put("n", p.n), put("k", p.k);
+        put("alpha", p.alpha), put("beta", p.beta), put("A", p.A), put("a_type", p.a_type), put("lda", p.lda);
+        put("stride_a", p.stride_a), put("B", p.B), put("b_type", p.b_type), put("ldb", p.ldb);
+        put("stride_b", p.stride_b), put("C", p.C), put("c_type", p.c_type), put("ldc", p.ldc);
+        put("stride_c", p.stride_c), put("D", p.D), put("d_type", p.d_type), put("ldd", p.ldd);
+        put("stride_d", p.stride_d), put("batch", p.batch), put("epilogue", p.epilogue), put("bias", p.bias);
+        put("bias_type", p.bias_type), put("aux", p.aux), put("ld_aux", p.ld_aux), put("stride_aux", p.stride_aux);
+        node.run = [p] { PTD_CUDA_CHECK(lt_matmul(p, nullptr)); };
+        bool recorded = false;
+        if (Status s = sim_capture_node(stream, std::move(node), &recorded); !s.ok() || recorded) return s;
+    }
     if (sim_shapes_only()) {
         std::lock_guard lock(trace_mutex());
         trace().push_back(p);

@@ -94,6 +94,7 @@ public:
     }
     ~CudaBackend() override {
         device_synchronize();
+        graph_destroy(graph_);
         for (auto& [p, b] : blocks_) free_device(p);
         for (EventHandle e : events_) event_destroy(e);
         release_host_all();
@@ -190,6 +191,44 @@ public:
         host_copies_done();
     }
     TransferStats transfer_stats() const override { return transfers_; }
+
+    // CUDA graphs (backend.h): the capture is of the compute stream, which every kernel,
+    // GEMM and copy of a micro-batch is ordered on.
+    bool graphs() const override { return true; }
+    bool graph_recapture_checks() const override {
+#if defined(PTD_CUDA_SIM)
+        return true;
+#else
+        return false;
+#endif
+    }
+    void graph_begin() override { PTD_CUDA_CHECK(stream_begin_capture(compute_)); }
+    void graph_end() override {
+        GraphHandle captured = nullptr;
+        if (const Status st = stream_end_capture(compute_, &captured); !st.ok())
+            fail(k_backend_name, "graph_end", "PTD_CUDA_GRAPHS=1: the micro-batch cannot be captured: %s",
+                 st.message.c_str());
+        if (!graph_) {
+            graph_ = captured;
+            return;
+        }
+#if defined(PTD_CUDA_SIM)
+        const std::string difference = sim_graph_difference(graph_, captured);
+#else
+        const std::string difference;
+#endif
+        PTD_CUDA_CHECK(graph_destroy(captured));
+        if (!difference.empty())
+            fail(k_backend_name, "graph_end",
+                 "PTD_CUDA_GRAPHS=1: this micro-batch's work differs from the captured graph that would be replayed "
+                 "for it: %s",
+                 difference.c_str());
+    }
+    void graph_replay() override { PTD_CUDA_CHECK(graph_launch(graph_, compute_)); }
+    void graph_release() override {
+        PTD_CUDA_CHECK(graph_destroy(graph_));
+        graph_ = nullptr;
+    }
     // Host staging (token ids, the step scalars): pinned memory on the device (cudaHostAlloc),
     // whole pages in the simulator (so that a block can be write-protected, see upload).
     void* alloc_host(size_t bytes, const char* what) override {
@@ -691,6 +730,7 @@ private:
 
     int device_;
     StreamHandle compute_ = nullptr, comm_ = nullptr;
+    GraphHandle graph_ = nullptr;  // PTD_CUDA_GRAPHS=1: the micro-batch captured this step
     std::vector<EventHandle> events_;
     std::map<void*, Block> blocks_;
     std::vector<HostBlock> host_blocks_;

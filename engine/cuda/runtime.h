@@ -11,22 +11,31 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#if defined(PTD_CUDA_SIM)
+#include <cstring>
+#include <functional>
+#include <utility>
+#endif
 
 #if defined(PTD_CUDA_SIM)
 #define PTD_CUDA_NS sim
 namespace ptd::cuda::sim {
 struct Stream;  // runtime_sim.cpp
 struct Event;
+struct Graph;
 using StreamHandle = Stream*;
 using EventHandle = Event*;
+using GraphHandle = Graph*;
 }  // namespace ptd::cuda::sim
 #else
 #define PTD_CUDA_NS dev
 struct CUstream_st;  // = cudaStream_t / cudaEvent_t without including cuda_runtime.h
 struct CUevent_st;
+struct CUgraphExec_st;  // = cudaGraphExec_t
 namespace ptd::cuda::dev {
 using StreamHandle = CUstream_st*;
 using EventHandle = CUevent_st*;
+using GraphHandle = CUgraphExec_st*;
 }  // namespace ptd::cuda::dev
 #endif
 
@@ -47,6 +56,9 @@ enum : int {
     kErrInvalidDevicePointer = 17,  // cudaErrorInvalidDevicePointer
     kErrNoDevice = 100,          // cudaErrorNoDevice
     kErrInvalidResourceHandle = 400,  // cudaErrorInvalidResourceHandle
+    kErrStreamCaptureUnsupported = 900,  // cudaErrorStreamCaptureUnsupported
+    kErrStreamCaptureInvalidated = 901,  // cudaErrorStreamCaptureInvalidated
+    kErrStreamCaptureImplicit = 906,     // cudaErrorStreamCaptureImplicit
 };
 
 enum class CopyKind { host_to_device, device_to_host, device_to_device, host_to_host };
@@ -92,6 +104,25 @@ Status stream_wait_event(StreamHandle stream, EventHandle event);
 Status event_synchronize(EventHandle event);
 // Milliseconds between two recorded events (the sim: host time between the records).
 Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end);
+
+// CUDA graphs: the work enqueued on `stream` between stream_begin_capture and
+// stream_end_capture is recorded, not run — kernel launches with their grid, block and
+// arguments by value (a pointer argument is the pointer: a replay reads and writes the same
+// device addresses), copies and memsets — and stream_end_capture instantiates it as one
+// graph that graph_launch replays on a stream with one launch. The capture is global
+// (cudaStreamCaptureModeGlobal): while it runs, anything that would synchronise the host
+// with the device (device/stream/event synchronize, memcpy_sync) or allocate or free
+// device memory is refused with kErrStreamCaptureUnsupported and invalidates the capture,
+// so stream_end_capture then fails with kErrStreamCaptureInvalidated naming the first
+// refused call; a launch on the default stream while another stream captures is refused
+// with kErrStreamCaptureImplicit. The simulator enforces these rules itself (cudart does on
+// a GPU) and runs each recorded node at replay; it also refuses a device-to-host copy during
+// capture — stricter than cudart, which records one into pinned memory — because the host
+// could only read those bytes after a replay, never at capture time.
+Status stream_begin_capture(StreamHandle stream);
+Status stream_end_capture(StreamHandle stream, GraphHandle* graph);
+Status graph_launch(GraphHandle graph, StreamHandle stream);
+Status graph_destroy(GraphHandle graph);  // nullptr is a no-op
 
 // PTD_CUDA_SYNC_CHECK=1: the device build waits for the device after every kernel launch,
 // cuBLASLt call, copy and memset, so an asynchronous fault (an illegal address, a misaligned
@@ -173,6 +204,34 @@ struct SimAllocation {
     std::string tag;
 };
 std::vector<SimAllocation> sim_allocations();
+// Simulator only, graph capture (above): whether any stream is capturing now (a cheap
+// check every launch makes), and the recording of one launch, lt_matmul or other op
+// enqueued on `stream`. sim_capture_node returns kErrStreamCaptureImplicit for the default
+// stream while another stream captures, and false in *recorded when `stream` is not
+// capturing (the caller then runs the op now). `what` names the op (the kernel and its
+// launch site); `fixed` holds what the graph bakes in, each value named ("grid",
+// "argument 2") with its bytes; `run` does the op at replay.
+struct SimGraphNode {
+    std::string what;
+    std::vector<std::pair<std::string, std::vector<unsigned char>>> fixed;
+    std::function<void()> run;
+};
+// Appends one baked-in value (its bytes) to a node's `fixed`.
+template <class T>
+void sim_graph_fix(SimGraphNode& node, std::string field, const T& value) {
+    std::vector<unsigned char> bytes(sizeof value);
+    std::memcpy(bytes.data(), &value, sizeof value);
+    node.fixed.emplace_back(std::move(field), std::move(bytes));
+}
+bool sim_capture_active();
+Status sim_capture_node(StreamHandle stream, SimGraphNode node, bool* recorded);
+// The recorded nodes of a graph, in order (for tests and the replay check).
+size_t sim_graph_size(GraphHandle graph);
+// Where two graphs differ: empty when they have the same nodes with the same baked-in bytes,
+// else the first node that differs, naming the op, the argument index and both values as
+// bytes. A driver that captures micro-batch j again and compares it with the graph it
+// replays detects a host value (a scale, a pointer) that changed since the capture.
+std::string sim_graph_difference(GraphHandle replayed, GraphHandle recaptured);
 #endif
 
 // Prints "file:line: expr: message" and aborts when a Status is not ok — for callers where a

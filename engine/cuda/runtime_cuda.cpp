@@ -97,6 +97,23 @@ Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
     return PTD_CUDART(cudaEventElapsedTime(ms, start, end));
 }
 
+Status stream_begin_capture(StreamHandle stream) {
+    return PTD_CUDART(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+}
+Status stream_end_capture(StreamHandle stream, GraphHandle* graph) {
+    *graph = nullptr;
+    cudaGraph_t captured = nullptr;
+    if (Status s = PTD_CUDART(cudaStreamEndCapture(stream, &captured)); !s.ok()) return s;
+    Status s = PTD_CUDART(cudaGraphInstantiate(graph, captured, 0));
+    cudaGraphDestroy(captured);  // the executable graph keeps what it needs
+    return s;
+}
+Status graph_launch(GraphHandle graph, StreamHandle stream) {
+    if (Status s = PTD_CUDART(cudaGraphLaunch(graph, stream)); !s.ok()) return s;
+    return sync_check("graph_launch");
+}
+Status graph_destroy(GraphHandle graph) { return graph ? PTD_CUDART(cudaGraphExecDestroy(graph)) : Status{}; }
+
 void check_failed(const Status& status, const char* expr, const char* file, int line) {
     std::fprintf(stderr, "%s:%d: %s failed (error %d): %s\n", file, line, expr, status.code, status.message.c_str());
     std::fflush(stderr);

@@ -3,7 +3,9 @@
 // NaN), tracked in a table so copies and memsets check that their device side lies inside a
 // live allocation and their host side does not; one device with a configurable capacity for
 // mem_get_info; streams run synchronously, so events only record host time. Under memcheck
-// (runtime.h) each allocation is its own mapping between two PROT_NONE guard pages.
+// (runtime.h) each allocation is its own mapping between two PROT_NONE guard pages. A graph
+// capture records what is enqueued on the capturing stream as nodes (SimGraphNode) and
+// refuses the calls a GPU refuses during a capture; graph_launch runs the nodes in order.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,6 +28,9 @@ struct Stream {};
 struct Event {
     bool recorded = false;
     std::chrono::steady_clock::time_point when;
+};
+struct Graph {
+    std::vector<SimGraphNode> nodes;
 };
 
 namespace {
@@ -50,7 +55,14 @@ struct State {
     size_t capacity = size_t{80} << 30;
     std::set<Stream*> streams;
     std::set<Event*> events;
+    // graph capture: the stream that captures (nullptr: none), the graph it builds and the
+    // first refused call, which invalidates the capture
+    Stream* capture_stream = nullptr;
+    Graph* capture_graph = nullptr;
+    std::string capture_invalidated;
+    std::set<Graph*> graphs;
 };
+std::atomic<bool> g_capture_active{false};  // State::capture_stream != nullptr, read without the lock
 State& state() {
     static State s;
     return s;
@@ -81,6 +93,39 @@ std::string hex(const void* p) {
     return buf;
 }
 bool stream_ok(State& s, StreamHandle stream) { return stream == nullptr || s.streams.count(stream) != 0; }
+
+// A call a GPU refuses while a stream captures (it would wait for the device, or change the
+// memory the graph was captured against): the error, and the capture is invalidated.
+// Caller holds the mutex.
+Status refuse_during_capture(State& s, const std::string& call, const char* because) {
+    if (!s.capture_stream) return {};
+    std::string message = call + ": not permitted while stream " + hex(s.capture_stream) +
+                          " captures a CUDA graph: it would " + because + "; the capture is invalidated";
+    if (s.capture_invalidated.empty()) s.capture_invalidated = message;
+    return error(kErrStreamCaptureUnsupported, std::move(message));
+}
+// Work enqueued on `stream`: recorded into the graph when `stream` captures (*recorded
+// true), refused on the default stream while another stream captures (the legacy default
+// stream would synchronise with it), otherwise left to the caller to run now. Caller holds
+// the mutex.
+Status record_locked(State& s, StreamHandle stream, SimGraphNode&& node, bool* recorded) {
+    *recorded = false;
+    if (!s.capture_stream) return {};
+    if (stream == nullptr) {
+        std::string message = node.what + ": enqueued on the default stream while stream " + hex(s.capture_stream) +
+                              " captures a CUDA graph: the default stream would synchronise with it; the capture "
+                              "is invalidated";
+        if (s.capture_invalidated.empty()) s.capture_invalidated = message;
+        return error(kErrStreamCaptureImplicit, std::move(message));
+    }
+    if (stream != s.capture_stream) return {};
+    if (!s.capture_invalidated.empty())
+        return error(kErrStreamCaptureInvalidated,
+                     node.what + ": the capture was already invalidated by: " + s.capture_invalidated);
+    s.capture_graph->nodes.push_back(std::move(node));
+    *recorded = true;
+    return {};
+}
 
 // Checks one side of a copy: device sides must lie inside one allocation, host sides outside all.
 Status check_side(State& s, const void* p, size_t bytes, bool device, const char* call, const char* side) {
@@ -127,7 +172,11 @@ Status set_device(int device) {
         return error(101, "set_device(" + std::to_string(device) + "): the simulator has one device, 0");  // cudaErrorInvalidDevice
     return {};
 }
-Status device_synchronize() { return {}; }
+Status device_synchronize() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    return refuse_during_capture(s, "device_synchronize", "wait for the device");
+}
 
 Status mem_get_info(size_t* free_bytes, size_t* total_bytes) {
     State& s = state();
@@ -141,6 +190,10 @@ Status malloc_device(void** ptr, size_t bytes, const char* tag) {
     *ptr = nullptr;
     State& s = state();
     std::lock_guard lock(s.mutex);
+    if (Status e = refuse_during_capture(s, "malloc_device(" + std::to_string(bytes) + " bytes, '" + (tag ? tag : "") + "')",
+                                         "allocate device memory");
+        !e.ok())
+        return e;
     const size_t rounded = (bytes + 255) / 256 * 256;
     if (s.allocated + rounded > s.capacity)
         return error(kErrMemoryAllocation, "malloc_device(" + std::to_string(bytes) + " bytes, '" + (tag ? tag : "") +
@@ -193,6 +246,7 @@ Status free_device(void* ptr) {
     if (!ptr) return {};
     State& s = state();
     std::lock_guard lock(s.mutex);
+    if (Status e = refuse_during_capture(s, "free_device(" + hex(ptr) + ")", "free device memory"); !e.ok()) return e;
     auto it = s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == s.allocations.end())
         return error(kErrInvalidValue, "free_device(" + hex(ptr) + "): not the start of a live device allocation");
@@ -216,11 +270,32 @@ Status memcpy_async(void* dst, const void* src, size_t bytes, CopyKind kind, Str
         const bool src_dev = kind == CopyKind::device_to_host || kind == CopyKind::device_to_device;
         if (Status e = check_side(s, dst, bytes, dst_dev, "memcpy", "dst"); !e.ok()) return e;
         if (Status e = check_side(s, src, bytes, src_dev, "memcpy", "src"); !e.ok()) return e;
+        if (s.capture_stream) {
+            const std::string what = "memcpy_async(dst " + hex(dst) + ", src " + hex(src) + ", " +
+                                     std::to_string(bytes) + " bytes)";
+            if (kind == CopyKind::device_to_host && (stream == s.capture_stream || stream == nullptr))
+                return refuse_during_capture(s, what + " device to host",
+                                             "hand the host bytes that only a replay of the graph produces");
+            bool recorded = false;
+            SimGraphNode node{"memcpy_async", {}, [=] { PTD_CUDA_CHECK(memcpy_async(dst, src, bytes, kind, nullptr)); }};
+            sim_graph_fix(node, "dst", dst), sim_graph_fix(node, "src", src), sim_graph_fix(node, "bytes", bytes);
+            sim_graph_fix(node, "kind", kind);
+            if (Status e = record_locked(s, stream, std::move(node), &recorded); !e.ok() || recorded) return e;
+        }
     }
     if (bytes && !g_shapes_only) std::memmove(dst, src, bytes);
     return {};
 }
 Status memcpy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+    {
+        State& s = state();
+        std::lock_guard lock(s.mutex);
+        if (Status e = refuse_during_capture(s, "memcpy_sync(dst " + hex(dst) + ", src " + hex(src) + ", " +
+                                                    std::to_string(bytes) + " bytes)",
+                                             "wait for the device");
+            !e.ok())
+            return e;
+    }
     return memcpy_async(dst, src, bytes, kind, nullptr);
 }
 Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream) {
@@ -229,6 +304,12 @@ Status memset_async(void* dst, int value, size_t bytes, StreamHandle stream) {
         std::lock_guard lock(s.mutex);
         if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "memset_async: unknown stream");
         if (Status e = check_side(s, dst, bytes, true, "memset", "dst"); !e.ok()) return e;
+        if (s.capture_stream) {
+            bool recorded = false;
+            SimGraphNode node{"memset_async", {}, [=] { PTD_CUDA_CHECK(memset_async(dst, value, bytes, nullptr)); }};
+            sim_graph_fix(node, "dst", dst), sim_graph_fix(node, "value", value), sim_graph_fix(node, "bytes", bytes);
+            if (Status e = record_locked(s, stream, std::move(node), &recorded); !e.ok() || recorded) return e;
+        }
     }
     if (bytes && !g_shapes_only) std::memset(dst, value, bytes);
     return {};
@@ -242,7 +323,7 @@ Status stream_synchronize(StreamHandle stream) {
     State& s = state();
     std::lock_guard lock(s.mutex);
     if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "stream_synchronize: unknown stream");
-    return {};
+    return refuse_during_capture(s, "stream_synchronize(" + hex(stream) + ")", "wait for the device");
 }
 Status event_create(EventHandle* event) { return create_handle(&State::events, event); }
 Status event_destroy(EventHandle event) { return destroy_handle(&State::events, event, "event_destroy: unknown event"); }
@@ -266,7 +347,7 @@ Status event_synchronize(EventHandle event) {
     State& s = state();
     std::lock_guard lock(s.mutex);
     if (!event || !s.events.count(event)) return error(kErrInvalidResourceHandle, "event_synchronize: unknown event");
-    return {};
+    return refuse_during_capture(s, "event_synchronize(" + hex(event) + ")", "wait for the device");
 }
 Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
     State& s = state();
@@ -276,6 +357,92 @@ Status event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
     if (!start->recorded || !end->recorded)
         return error(kErrInvalidResourceHandle, "event_elapsed_ms: an event was never recorded");
     *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    return {};
+}
+
+Status stream_begin_capture(StreamHandle stream) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!stream || !s.streams.count(stream))
+        return error(kErrInvalidResourceHandle, "stream_begin_capture: unknown stream (the default stream cannot capture)");
+    if (s.capture_stream)
+        return error(kErrStreamCaptureUnsupported, "stream_begin_capture(" + hex(stream) + "): stream " +
+                                                       hex(s.capture_stream) + " is already capturing");
+    s.capture_stream = stream;
+    s.capture_graph = new Graph;
+    s.capture_invalidated.clear();
+    g_capture_active = true;
+    return {};
+}
+Status stream_end_capture(StreamHandle stream, GraphHandle* graph) {
+    *graph = nullptr;
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!stream || stream != s.capture_stream)
+        return error(kErrInvalidValue, "stream_end_capture(" + hex(stream) + "): the stream is not capturing");
+    Graph* built = std::exchange(s.capture_graph, nullptr);
+    s.capture_stream = nullptr;
+    g_capture_active = false;
+    if (!s.capture_invalidated.empty()) {
+        delete built;
+        return error(kErrStreamCaptureInvalidated,
+                     "stream_end_capture: the capture was invalidated by: " + std::exchange(s.capture_invalidated, {}));
+    }
+    s.graphs.insert(built);
+    *graph = built;
+    return {};
+}
+Status graph_launch(GraphHandle graph, StreamHandle stream) {
+    State& s = state();
+    {
+        std::lock_guard lock(s.mutex);
+        if (!graph || !s.graphs.count(graph)) return error(kErrInvalidResourceHandle, "graph_launch: unknown graph");
+        if (!stream_ok(s, stream)) return error(kErrInvalidResourceHandle, "graph_launch: unknown stream");
+        if (s.capture_stream)
+            return refuse_during_capture(s, "graph_launch(" + hex(graph) + ")",
+                                         "nest one graph in another, which the simulator does not model");
+    }
+    for (const SimGraphNode& node : graph->nodes) node.run();  // in order: streams run synchronously
+    return {};
+}
+Status graph_destroy(GraphHandle graph) {
+    if (!graph) return {};
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!s.graphs.erase(graph)) return error(kErrInvalidResourceHandle, "graph_destroy: unknown graph");
+    delete graph;
+    return {};
+}
+bool sim_capture_active() { return g_capture_active.load(std::memory_order_relaxed); }
+Status sim_capture_node(StreamHandle stream, SimGraphNode node, bool* recorded) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    return record_locked(s, stream, std::move(node), recorded);
+}
+size_t sim_graph_size(GraphHandle graph) { return graph ? graph->nodes.size() : 0; }
+std::string sim_graph_difference(GraphHandle replayed, GraphHandle recaptured) {
+    const auto hex_bytes = [](const std::vector<unsigned char>& b) {
+        std::string out = "0x";
+        char buf[3];
+        for (size_t i = b.size(); i-- > 0;) {  // little-endian: the most significant byte first
+            std::snprintf(buf, sizeof buf, "%02x", b[i]);
+            out += buf;
+        }
+        return out;
+    };
+    const auto& a = replayed->nodes;
+    const auto& b = recaptured->nodes;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        if (a[i].what != b[i].what)
+            return "node " + std::to_string(i) + ": the graph has " + a[i].what + ", the new capture " + b[i].what;
+        for (size_t j = 0; j < a[i].fixed.size() && j < b[i].fixed.size(); ++j)
+            if (a[i].fixed[j] != b[i].fixed[j])
+                return "node " + std::to_string(i) + " (" + a[i].what + "): " + a[i].fixed[j].first + " is " +
+                       hex_bytes(b[i].fixed[j].second) + " now but " + hex_bytes(a[i].fixed[j].second) +
+                       " in the graph, which baked it in at capture";
+    }
+    if (a.size() != b.size())
+        return "the graph has " + std::to_string(a.size()) + " nodes, the new capture " + std::to_string(b.size());
     return {};
 }
 

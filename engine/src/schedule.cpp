@@ -302,11 +302,48 @@ struct PipelineRun {
 }  // namespace
 
 void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
-                       double* loss_acc, StepTimes& times) {
+                       double* loss_acc, StepTimes& times, bool cuda_graphs) {
     const EngineConfig& c = model.cfg;
     PipelineRun run{model, acts, groups, batch, times, StageComm{groups.tp.get(), &times.tp_comm}, loss_acc, -1, {}, {}};
     for (int s = 0; s < c.slots; ++s) run.free_slots.push_back(s);
     run.slot_of.assign((size_t)(c.grad_accum * c.vpp), -1);
+    if (cuda_graphs) {
+        // One stage, one chunk (trainer.cpp refuses the rest): a micro-batch is its forward
+        // then its backward, with no communication between. Its token ids are uploaded
+        // before the graph (the staging buffer's address is the same for every micro-batch,
+        // the host source is not); then micro-batch 0 is captured, and the graph runs for
+        // every micro-batch. Where the backend checks by recapture (the simulator), each
+        // later micro-batch is captured again and compared with the graph first.
+        Backend& be = *model.be;
+        for (int j = 0; j < c.grad_accum; ++j) {
+            run.begin_forward(0, j);
+            if (j > 0 && run.slot_of[(size_t)j] != run.slot_of[0])
+                fatal_run_error("PTD_CUDA_GRAPHS=1: micro-batch " + std::to_string(j) + " uses activation slot " +
+                                std::to_string(run.slot_of[(size_t)j]) + ", micro-batch 0 slot " +
+                                std::to_string(run.slot_of[0]) +
+                                ": the graph captured for micro-batch 0 would read and write the wrong buffers");
+            run.stage_tokens(j);
+            run.comm.timeline = times.timeline;
+            run.comm.micro_batch = j;
+            run.comm.chunk = 0;
+            const auto t0 = clock_type::now();
+            if (j == 0 || be.graph_recapture_checks()) {
+                be.graph_begin();
+                run.forward(0, j);
+                run.backward(0, j);  // gives the slot back
+                be.graph_end();
+            } else {
+                run.free_slots.push_back(run.slot_of[(size_t)j]);
+            }
+            be.graph_replay();
+            if (times.inject_compute_delay_s > 0)
+                std::this_thread::sleep_for(std::chrono::duration<double>(times.inject_compute_delay_s));
+            // one block per micro-batch: its forward and backward are one graph launch
+            if (times.timeline) times.timeline->add(BlockKind::forward, j, 0, kStreamCompute, t0);
+        }
+        be.graph_release();
+        return;
+    }
     for (const PipelinePlanEntry& e : pipeline_plan(c.pp, c.pp_rank, c.vpp, c.grad_accum)) {
         for (const PipelineAction& a : e.actions)
             if (a.forward) run.begin_forward(a.chunk, a.micro_batch);

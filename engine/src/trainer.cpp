@@ -87,6 +87,7 @@ struct RunState {
     int64_t good_steps = 0;        // since the last overflow or growth
     int64_t skipped_steps = 0;     // in the whole run (restored on resume)
     int64_t inject_overflow_step = -1;  // test hook: PTD_ENGINE_INJECT_OVERFLOW_STEP
+    bool cuda_graphs = false;           // PTD_CUDA_GRAPHS=1 (run_pipeline_step)
     double inject_compute_delay_s = 0;  // test hook: PTD_ENGINE_INJECT_SLOW_RANK (this rank's share)
 };
 
@@ -473,7 +474,7 @@ void train_one_step(RunState& s) {
         recorder.blocks.reserve(s.timeline_reserve);
         times.timeline = &recorder;
     }
-    run_pipeline_step(s.model, s.acts, s.groups, batch, scalars + SCALAR_LOSS_SUM, times);
+    run_pipeline_step(s.model, s.acts, s.groups, batch, scalars + SCALAR_LOSS_SUM, times, s.cuda_graphs);
     const auto t_reduce = clock_type::now();
     reduce_gradients(s.model, s.optim, s.groups, times);
     if (times.timeline) times.timeline->add(BlockKind::dp_comm, -1, -1, kStreamComm, t_reduce);
@@ -648,6 +649,27 @@ int setup_connected(RunState& s, const JobSpec& job, const RankEnv& env, const T
             return setup_error(s, std::string("PTD_STREAM_CHECK: got \"") + v +
                                       "\"; allowed: 1 (check that every communicator read waits for the compute work that wrote its buffer) or 0 / unset (off)");
         s.be = make_stream_checking_backend(std::move(s.be));
+    }
+    // PTD_CUDA_GRAPHS=1: each step captures micro-batch 0 as a CUDA graph and replays it for
+    // every micro-batch (run_pipeline_step). Only where a micro-batch is one stretch of
+    // compute-stream work: one pipeline stage and no tensor-parallel collectives inside it.
+    if (const char* v = std::getenv("PTD_CUDA_GRAPHS"); v && *v && std::strcmp(v, "0") != 0) {
+        if (std::strcmp(v, "1") != 0)
+            return setup_error(s, std::string("PTD_CUDA_GRAPHS: got \"") + v +
+                                      "\"; allowed: 1 (capture a micro-batch as a CUDA graph and replay it) or 0 / unset (off)",
+                               2);
+        if (!s.be->graphs())
+            return setup_error(s, std::string("PTD_CUDA_GRAPHS=1: the ") + s.be->name() +
+                                      " backend has no CUDA graphs; allowed with --backend cuda or cuda-sim",
+                               2);
+        if (s.cfg.tp > 1 || s.cfg.pp > 1)
+            return setup_error(s, "PTD_CUDA_GRAPHS=1: the job has tp = " + std::to_string(s.cfg.tp) + " and pp = " +
+                                      std::to_string(s.cfg.pp) +
+                                      ", so a micro-batch's work is split by communication the engine does not capture; "
+                                      "allowed: tp = 1 and pp = 1 (data parallelism is fine: its reduction follows the "
+                                      "micro-batches)",
+                               2);
+        s.cuda_graphs = true;
     }
 
     // GPU memory the tagged allocator cannot see: readings around communicator set-up.

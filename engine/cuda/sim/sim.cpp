@@ -708,6 +708,14 @@ std::map<std::string, LaunchShape> sim_launch_shapes() {
     return launch_shapes();
 }
 
+void capture_refused(const LaunchConfig& config, const std::string& why) {
+    std::fprintf(stderr, "ptd cuda-sim: %s: launch of %s (grid %s block %s, dynamic smem %zu) during a graph capture: %s\n",
+                 site(config.file, config.line).c_str(), config.kernel_name, dims(config.grid).c_str(),
+                 dims(config.block).c_str(), config.dynamic_smem, why.c_str());
+    std::fflush(stderr);
+    std::abort();
+}
+
 void run_launch(const LaunchConfig& config, void (*body)(void*), void* state) {
     if (tl_block)
         fail(std::string("launch of ") + config.kernel_name + " at " + site(config.file, config.line) +

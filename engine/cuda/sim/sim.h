@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -279,9 +280,12 @@ struct LaunchShape {
 };
 std::map<std::string, LaunchShape> sim_launch_shapes();
 
+// A launch a graph capture refused (runtime.h): prints the launch and the reason, aborts.
+[[noreturn]] void capture_refused(const LaunchConfig& config, const std::string& why);
+
 template <class... KArgs, class... Args>
 inline void launch(const char* name, const char* file, int line, void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                   size_t dynamic_smem, StreamHandle /*stream: the sim runs every stream in order*/,
+                   size_t dynamic_smem, StreamHandle stream /*the sim runs every stream in order*/,
                    Args&&... args) {
     // Arguments are converted once, as cudaLaunchKernel copies them; every thread gets its
     // own copy of the parameters.
@@ -291,13 +295,28 @@ inline void launch(const char* name, const char* file, int line, void (*kernel)(
     };
     State state{kernel, std::tuple<std::decay_t<KArgs>...>(std::forward<Args>(args)...)};
     const LaunchConfig config{name, file, line, reinterpret_cast<const void*>(kernel), grid, block, dynamic_smem};
-    run_launch(
-        config,
-        [](void* p) {
-            State* s = static_cast<State*>(p);
-            std::apply(s->kernel, s->params);
-        },
-        &state);
+    void (*body)(void*) = [](void* p) {
+        State* s = static_cast<State*>(p);
+        std::apply(s->kernel, s->params);
+    };
+    if (sim_capture_active()) {  // a graph capture (runtime.h) records the launch, by value
+        SimGraphNode node;
+        node.what = std::string("launch of ") + name + " at " + file + ":" + std::to_string(line);
+        sim_graph_fix(node, "grid", grid);
+        sim_graph_fix(node, "block", block);
+        sim_graph_fix(node, "dynamic smem", dynamic_smem);
+        std::apply([&](const auto&... p) {
+            int i = 0;
+            (sim_graph_fix(node, "argument " + std::to_string(i++), p), ...);
+        }, state.params);
+        if (std::string error = check_launch(config); !error.empty()) capture_refused(config, error);
+        auto kept = std::make_shared<State>(state);
+        node.run = [kept, config, body] { run_launch(config, body, kept.get()); };
+        bool recorded = false;
+        if (const Status s = sim_capture_node(stream, std::move(node), &recorded); !s.ok()) capture_refused(config, s.message);
+        if (recorded) return;  // else not the capturing stream: run it now
+    }
+    run_launch(config, body, &state);
 }
 
 // ---- atomics: a fiber never yields inside one, so a plain read-modify-write is atomic ----

@@ -107,6 +107,19 @@ public:
     virtual void reset_peaks() = 0;     // peak := current, per category and total
     virtual void upload(void* dst, const void* src_host, size_t bytes) = 0;
     virtual void download(void* dst_host, const void* src, size_t bytes) = 0;
+    // CUDA graphs (PTD_CUDA_GRAPHS=1, docs/engine.md "CUDA graphs"): between graph_begin and
+    // graph_end the compute stream's work is recorded, not run, and graph_end keeps it as
+    // the backend's graph; graph_replay runs that graph, graph_release drops it. When a graph
+    // is kept already, graph_end instead compares the new capture with it and stops the
+    // process naming the first launch argument that differs (graph_recapture_checks: the
+    // simulator, where recording is cheap, so the driver captures every micro-batch again).
+    // Only the CUDA backends have graphs; a capture refuses host syncs and allocations.
+    virtual bool graphs() const { return false; }
+    virtual bool graph_recapture_checks() const { return false; }
+    virtual void graph_begin() {}
+    virtual void graph_end() {}
+    virtual void graph_replay() {}
+    virtual void graph_release() {}
     virtual TransferStats transfer_stats() const = 0;
     // Host staging memory the backend owns (pinned on a GPU, so uploads from it can be
     // asynchronous): token ids are read into it and uploaded from it. Zero-filled.

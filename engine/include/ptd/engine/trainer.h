@@ -146,9 +146,11 @@ std::vector<PipelinePlanEntry> pipeline_plan(int pp, int pp_rank, int vpp, int m
 // schedule (warm-up forwards, steady one-forward-one-backward, cool-down backwards),
 // point-to-point over groups.pp as pipeline_plan says. Adds Σ loss over the rows this
 // rank computes the loss for (last stage, tp rank 0; nothing elsewhere) to the device
-// scalar *loss_acc. Each micro-batch's token ids are uploaded once.
+// scalar *loss_acc. Each micro-batch's token ids are uploaded once. cuda_graphs
+// (PTD_CUDA_GRAPHS=1; one stage, tp = 1): micro-batch 0's forward and backward are captured
+// as one CUDA graph, which every micro-batch of the step then replays.
 void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
-                       double* loss_acc, StepTimes& times);
+                       double* loss_acc, StepTimes& times, bool cuda_graphs = false);
 
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).
