@@ -67,7 +67,7 @@ struct Prober {
     SampleStats time_op(const void* sync_from, Op&& op) {
         if (dry) {
             expected_s += (plan.warmup + plan.repeats) * predicted_s;
-            return SampleStats{0, 0, plan.repeats};
+            return SampleStats{.repeats = plan.repeats};
         }
         std::vector<double> t;
         char byte = 0;
@@ -202,7 +202,7 @@ struct Prober {
         const int64_t es = (int64_t)dtype_size(t);
         const double chunk_s = plan.repeats <= 5 ? 0.05 : 0.1;
         const double flops = 2.0 * (double)R * (double)out * (double)in;
-        SampleStats st{0, 0, plan.repeats};
+        SampleStats st{.repeats = plan.repeats};
         if (dry) {
             expected_s += plan.repeats * chunk_s;
         } else {
