@@ -165,6 +165,14 @@ std::string cuda_sim_case_name(const CudaSimCase& c) {
     return case_name({c.preset, c.tp, c.pp, c.dp, c.zero, c.sp}) + "_" + c.precision + (c.flash ? "_flash" : "");
 }
 void PrintTo(const CudaSimCase& c, std::ostream* os) { *os << cuda_sim_case_name(c); }
+TinyJob tiny_job_of(const CudaSimCase& c) {
+    TinyJob j;
+    j.preset = c.preset;
+    j.precision = c.precision;
+    j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
+    j.flash = c.flash;
+    return j;
+}
 
 class EngineCudaSim : public ::testing::TestWithParam<CudaSimCase> {};
 
@@ -172,11 +180,7 @@ TEST_P(EngineCudaSim, ReproducesTheCpuBackendsLossesAndPredictedMemory) {
     const CudaSimCase& c = GetParam();
     const std::vector<double>& ref = reference_losses(c.preset, c.precision);
     ASSERT_EQ(ref.size(), 5u);
-    TinyJob j;
-    j.preset = c.preset;
-    j.precision = c.precision;
-    j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
-    j.flash = c.flash;
+    const TinyJob j = tiny_job_of(c);
     SpawnOptions so;
     so.deadline_s = 900;  // the simulator runs every GPU thread as a fiber: slow, and 8 ranks share the cores
     auto runs = run_engine(write_job(j, cuda_sim_case_name(c) + "-cuda-sim"), j.world(), {"--backend", "cuda-sim"}, so);
@@ -281,11 +285,7 @@ TEST_P(EngineCudaSimMemcheck, EveryAccessStaysInsideItsAllocationInBothPlacement
     const std::vector<double>& ref = reference_losses(c.preset, c.precision);
     ASSERT_EQ(ref.size(), 5u);
     for (const char* placement : {"end", "start"}) {
-        TinyJob j;
-        j.preset = c.preset;
-        j.precision = c.precision;
-        j.tp = c.tp, j.pp = c.pp, j.dp = c.dp, j.zero = c.zero, j.sp = c.sp;
-        j.flash = c.flash;
+        const TinyJob j = tiny_job_of(c);
         SpawnOptions so;
         so.deadline_s = 900;
         setenv("PTD_CUDA_SIM_MEMCHECK", placement, 1);  // the ranks inherit it
