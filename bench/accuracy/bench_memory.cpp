@@ -9,7 +9,7 @@
 // It prints the error per run, the median and worst |error| per source and overall, and
 // whether each layout is predicted to fit on the GPUs it ran on (a run that happened must
 // fit). A figure is the maximum over all GPUs unless the run says measured_on = "last-rank"
-// (h-mem: Megatron-LM logs memory to TensorBoard on the last global rank only, the last
+// (Megatron-LM logs memory to TensorBoard on the last global rank only, the last
 // pipeline stage): then it is compared with the last stage. A run names a model preset
 // (`model`) or the model's own shape (arch, layers, hidden, heads, kv_heads, ffn_hidden,
 // vocab, tied_embeddings, dropout; Megatron-LM's defaults where left out).
@@ -37,7 +37,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Run {
     std::string name, source, table, framework, kind, skip;  // skip: why the run cannot be modelled
     bool compile = false, float8 = false;
-    bool last_rank = false;  // h-mem: measured on the last global rank (the last pipeline stage)
+    bool last_rank = false;  // measured on the last global rank (the last pipeline stage)
     double measured_gib = 0, device_gib = 0;
     ptd::JobSpec job;
 };
@@ -81,7 +81,7 @@ void apply_framework(const toml::table& t, Run& r) {
     if (r.float8) r.job.training.fp8 = ptd::Fp8Recipe::tensorwise;
 }
 
-// h-mem: a model given by its shape (run_file.h read_run_model_shape), which must be whole.
+// A model given by its shape (run_file.h read_run_model_shape), which must be whole.
 void read_model_shape(const toml::table& t, ptd::ModelSpec& m) {
     m.name = get<std::string>(t, "name", "?");
     read_run_model_shape(g_path, t, m);

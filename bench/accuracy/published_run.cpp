@@ -68,7 +68,7 @@ const std::set<std::string> kRunKeys = {
     // parallelism (Megatron --expert-tensor-parallel-size) and an explicit pipeline split
     "head_dim", "moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
     "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage",
-    // h-mem: the output layer shares the word embedding (model.tied_embeddings; unset = by arch)
+    // The output layer shares the word embedding (model.tied_embeddings; unset = by arch)
     "tied_embeddings",
     // deepep: the MoE token dispatcher's backend, the EP all-to-all overlap, group-limited routing
     "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk",
@@ -277,7 +277,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         ptd::JobSpec& j = r.job;
         ptd::ModelSpec& m = j.model;
         m.name = r.name;
-        read_run_model_shape(g_path, t, m);  // the shape, dropout (oom4) and tied_embeddings (h-mem)
+        read_run_model_shape(g_path, t, m);  // the shape, dropout (oom4) and tied_embeddings
         {  // moe: routed experts per layer and experts per token, as model.experts / model.top_k
             m.experts = get<int>(t, "experts", 0);
             m.top_k = get<int>(t, "top_k", 0);

@@ -161,7 +161,7 @@ inline std::string run_word(const std::string& path, const toml::table& t, const
 // A model given by its shape, as both data files' rows give it: arch "gpt" (Megatron-LM's GPT
 // defaults: GELU, LayerNorm, learned positions, tied embeddings, dropout) or "llama", layers,
 // hidden, heads, kv_heads (= heads), ffn_hidden (4·hidden), vocab (51200), seq_len (2048);
-// then the arch's defaults, and dropout (oom4) and tied_embeddings (h-mem) where the row
+// then the arch's defaults, and dropout (oom4) and tied_embeddings where the row
 // states them.
 inline void read_run_model_shape(const std::string& path, const toml::table& t, ptd::ModelSpec& m) {
     m.arch = run_word(path, t, "arch", "gpt", {"gpt", "llama"}) == "llama" ? ptd::Arch::llama : ptd::Arch::gpt;

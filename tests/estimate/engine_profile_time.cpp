@@ -138,7 +138,7 @@ TEST(EngineProfileTime, IntervalFromTheRanksSpread) {
     EXPECT_NEAR(e.speed.step_s.hi, 1.4 * e.step_s, 1e-9);
 }
 
-// h-loop: 8 ranks on 2 cores (the profile's host). The probes timed every rank computing at
+// Shared cores: 8 ranks on 2 cores (the profile's host). The probes timed every rank computing at
 // once, but in the pipeline's fill and drain some ranks wait and those computing have the
 // cores: the step is shorter than the measured blocks placed end to end would make it, never
 // shorter than the host's work over its cores (each op's probed time × 8 ranks / 4 ranks per

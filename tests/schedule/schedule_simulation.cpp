@@ -82,7 +82,7 @@ TEST(ScheduleSimulation, ShortLastInterleavedGroupIsRefusedByValidation) {
     }
 }
 
-// h-loop: shared cores (schedule.h CoreSharing). Blocks of 2 s each, all compute, timed with
+// Shared cores (schedule.h CoreSharing). Blocks of 2 s each, all compute, timed with
 // 2 ranks on 1 core (measured_share 2): one lone-rank second of work each. p = 2, m = 2,
 // 1F1B — stage 0: F0 F1 B0 B1, stage 1: F0 B0 F1 B1:
 //   0–1 s0 F0 alone (full speed)    1–3 s0 F1 ∥ s1 F0 (half speed each)

@@ -106,7 +106,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // Without a profile, on a GPU, the same op-by-op model from the GPU preset (issue 30
     // point 8): the engine's own kernels, not a framework's.
     L.engine_device = es.activation_profile == ActivationProfile::ptd_engine && !L.profile_times && !ctx.cpu_device;
-    // h-loop: the profile measured one host with more ranks than cores, and this job runs on
+    // Shared cores: the profile measured one host with more ranks than cores, and this job runs on
     // one host: its ranks share those cores (schedule.h CoreSharing; docs/estimators.md
     // "Shared cores"). Each stage's blocks run on tp · cp · dp ranks at once.
     if (L.profile_times && L.profile_times->shared_cores > 0 && job.cluster.nodes <= 1) {
@@ -669,7 +669,7 @@ struct ChunkDurations {
 ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
                                ChunkKinds& kinds, Estimate* detail) {
     thread_local std::vector<double> fwd_d, bwd_d, wgt_d, hidden_d;
-    thread_local std::vector<double> fwd_c, bwd_c, wgt_c;  // h-loop: each block's compute part
+    thread_local std::vector<double> fwd_c, bwd_c, wgt_c;  // shared cores: each block's compute part
     thread_local CoreSharing sharing;
     const int p = L.p, v = L.v;
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
@@ -798,7 +798,7 @@ TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, dou
     // residue at rounding level is not a bubble (a single stage has none).
     const double idle = pipeline - L.mbs * W.t_mb_max;
     tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
-    // h-loop: with shared cores the ranks computing while others wait run faster than the
+    // with shared cores the ranks computing while others wait run faster than the
     // probes (which timed every rank computing at once): the step's compute is that less.
     if (L.share_cores > 0 && idle < -1e-12 * pipeline) tb.compute += idle;
     tb.optimizer = st.after_opt;

@@ -46,7 +46,7 @@ struct LayoutDerived {
     // ptd-engine on a GPU without a cluster profile: the engine's op list timed from the GPU
     // preset (engine_time.cpp, the device model) instead of the framework model.
     bool engine_device;
-    // h-loop: the profile's host shares its cores (ProfileTimes::shared_cores): the schedule
+    // Shared cores: the profile's host shares its cores (ProfileTimes::shared_cores): the schedule
     // places blocks under processor sharing (schedule.h CoreSharing) for this layout's ranks.
     double share_cores = 0, share_measured = 0, share_ranks_per_stage = 0;
     const char* act_dtype;

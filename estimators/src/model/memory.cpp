@@ -678,7 +678,7 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
         const double held = 1.0 + std::max(0, ctx.job.parallel.fsdp_prefetch);
         S.mem.temp += held * L.e * std::min(biggest, bucket);
     }
-    // h-mem: the caching allocator's reserve grows where tensors are allocated and freed over
+    // The caching allocator's reserve grows where tensors are allocated and freed over
     // the step (activations, buffers, optimizer states made at the first step among freed
     // activation blocks). Megatron-core's DistributedDataParallel allocates the gradients (and,
     // with the distributed optimizer, the parameters) as one contiguous buffer each when the

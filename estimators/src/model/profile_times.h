@@ -36,7 +36,7 @@ struct ProfileTimes {
     std::map<std::string, double> bandwidth;        // name → bytes/s (copy, layernorm.fwd, adamw, ...)
     std::map<std::pair<std::string, std::string>, Curve> comm;  // (op, group) → curve
     double host_op_s = 0;                           // one tiny op, launch to completion
-    // h-loop: the profile's one CPU host when it ran more ranks than it has cores — its
+    // Shared cores: the profile's one CPU host when it ran more ranks than it has cores — its
     // cores and ranks per core while the probes ran (> 1; each rank one compute thread, the
     // engine's default there) — else 0: the compute times are then one rank's on its own
     // core(s). The schedule shares the cores among the ranks computing (schedule.h CoreSharing).

@@ -115,7 +115,7 @@ std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int
 
 namespace {
 
-// h-loop: the schedule placed in time order under processor sharing (schedule.h CoreSharing).
+// Shared cores: the schedule placed in time order under processor sharing (schedule.h CoreSharing).
 // Each stage runs one block at a time: first its compute part, a work of `compute /
 // measured_share` lone-rank seconds done at min(1, cores / n) lone-rank seconds per second
 // (n: the host's ranks in a compute part now, ranks_per_stage per stage), then its
@@ -591,7 +591,7 @@ constexpr int kMemoFrom1F1B = 16;
 
 double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end) {
     if (d.schedule == PipelineSchedule::dualpipe) return dualpipe_makespan(d, {}, stage_end);
-    if (d.sharing) return simulate_pipeline_shared(d, stage_end, nullptr);  // h-loop: no shortcut, no memo
+    if (d.sharing) return simulate_pipeline_shared(d, stage_end, nullptr);  // shared cores: no shortcut, no memo
     // pspeed: 1F1B's closed form (and p = 1) costs less than the memo's hash, compare and copy
     // on short pipelines; pspeed2: its loops grow with p times the kinds of stage, the memo's
     // with p alone, so from 16 stages on a repeated question (layouts that differ in ZeRO
@@ -647,7 +647,7 @@ double dualpipe_makespan(const PipelineDurations& d, std::span<const double> fb_
 }
 
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo) {
-    // h-loop: shared cores make blocks shorter than their durations: the bounds below would
+    // Shared cores make blocks shorter than their durations: the bounds below would
     // not bound; the placement itself is the (exact) bound.
     if (d.sharing) return simulate_pipeline_shared(d, stage_end_lo, nullptr);
     const int p = d.p, v = d.v, m = d.m;
@@ -669,7 +669,7 @@ double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> sta
 }
 
 double pipeline_makespan_upper(const PipelineDurations& d) {
-    if (d.sharing) {  // h-loop: exact, as pipeline_makespan_lower
+    if (d.sharing) {  // shared cores: exact, as pipeline_makespan_lower
         std::vector<double> end((size_t)d.p);
         return simulate_pipeline_shared(d, end, nullptr);
     }

@@ -57,7 +57,7 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
             bwd[(size_t)(c * p + s)] = ct.bwd.total() - (split_w ? ct.bwd.wgrad : 0.0);
             if (split_w) wgt[(size_t)(c * p + s)] = ct.bwd.wgrad;
         }
-    // h-loop: shared cores — the estimate's processor sharing (schedule.h CoreSharing), from
+    // Shared cores: the estimate's processor sharing (schedule.h CoreSharing), from
     // the same blocks' compute parts, so the blocks end where the estimate's step ends.
     std::vector<double> fwd_c, bwd_c, wgt_c;
     CoreSharing sharing;
@@ -110,7 +110,7 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
             TimelineBlock r = b;
             r.kind = BlockKind::recompute;
             r.start_s = start;
-            r.end_s = std::min(start + bt.recompute, po.end_s);  // h-loop: shared cores may shorten the block
+            r.end_s = std::min(start + bt.recompute, po.end_s);  // shared cores may shorten the block
             r.compute_s = bt.recompute;
             t.blocks.push_back(r);
             start = r.end_s;

@@ -136,7 +136,7 @@ struct Estimate {
     TimeBreakdown time;
     double pipeline_s = 0;              // the last backward block ends (the schedule's makespan)
     double tail_sync_s = 0;             // every stage's exposed gradient reduction is done
-    // h-loop: the host's cores the ranks share, its ranks per core while the profile's probes
+    // Shared cores: the host's cores the ranks share, its ranks per core while the profile's probes
     // ran, the ranks running each stage's blocks (schedule.h CoreSharing); 0: no sharing. The
     // predicted timeline places its blocks with them, as the step was computed.
     double share_cores = 0, share_measured = 0, share_ranks_per_stage = 0;

@@ -73,11 +73,11 @@ struct PipelineDurations {
     PipelineSchedule schedule = PipelineSchedule::automatic;
     std::span<const double> wgt;
     int group = 0;  // l405: interleaved micro-batch group size N; 0 = p (Megatron's default)
-    // h-loop: a host whose ranks share fewer cores (CoreSharing); null: every rank has its own.
+    // Shared cores: a host whose ranks share fewer cores (CoreSharing); null: every rank has its own.
     const CoreSharing* sharing = nullptr;
 };
 
-// h-loop (issue 27 point 4): the bundled engine on a host with more ranks than cores. A
+// Shared cores (issue 27 point 4): the bundled engine on a host with more ranks than cores. A
 // block's compute part was timed with every rank computing at once (the profile's probes),
 // so it ran at cores / ranks of one rank's speed; its communication part (a rank blocked
 // in a collective or a receive) takes no core. When fewer ranks compute — a pipeline's
