@@ -50,7 +50,7 @@ fi
 . "$(dirname "$0")/xvfb_lib.sh"
 start_xvfb "$out"
 if [ -z "$display" ]; then
-    fail "could not start Xvfb on any of :99..:140 ($(tail -3 "$out/xvfb.log" 2>/dev/null))"
+    fail "could not start Xvfb ($(tail -3 "$out/xvfb.log" 2>/dev/null))"
     exit 1
 fi
 
