@@ -7,8 +7,14 @@ execute_process(COMMAND ${BENCH} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VA
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "bench_accuracy exited ${rc}:\n${err}")
 endif()
+# issue 29's method: the breakdown by size band, scale band and feature (each with its signed
+# median), every band present in the checking set.
 foreach(expected "summary by generation" "summary by source" "summary by framework"
                  "\nA100 +calibrate" "\nA100 +check" "\nH100 +calibrate" "\nH100 +check"
+                 "summary by size band" "summary by scale band" "summary by feature\n" "summary by feature and stack"
+                 "median +signed +worst" "\n<5B +check" "\n5-30B +check" "\n30-100B +check" "\n>=100B +check"
+                 "\n<=64 +check" "\n65-512 +check" "\n513-4096 +check" "\n>4096 +check"
+                 "\nfp8 +check" "\nmoe +check" "\ncontext-parallel +check" "\nrecompute-full:megatron +check"
                  "measured memory")
   if(NOT out MATCHES "${expected}")
     message(FATAL_ERROR "bench_accuracy output lacks \"${expected}\":\n${out}")
@@ -22,7 +28,9 @@ if(out MATCHES "max_reserved[^\n]*skipped: invalid layout: parallel.zero")
 endif()
 
 execute_process(COMMAND ${BENCH} --generation H100 --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\"by\": \"generation\", \"group\": \"H100\"" OR out MATCHES "\"generation\": \"A100\"")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\"by\": \"generation\", \"group\": \"H100\"" OR out MATCHES "\"generation\": \"A100\""
+   OR NOT out MATCHES "\"by\": \"size band\", \"group\": \"<5B\"" OR NOT out MATCHES "\"by\": \"feature and stack\""
+   OR NOT out MATCHES "\"median_signed_error\": ")
   message(FATAL_ERROR "bench_accuracy --generation H100 --json: exit ${rc}, output:\n${out}\n${err}")
 endif()
 
@@ -32,6 +40,8 @@ execute_process(COMMAND ${BENCH} --generation H100 --csv RESULT_VARIABLE rc OUTP
 if(NOT rc EQUAL 0 OR NOT out MATCHES "^name,source_tag,framework,generation,use,gpus,"
    OR NOT out MATCHES ",published_s,predicted_s,error,compute_s,tp_s,cp_s,ep_s,pp_s,bubble_s,dp_s,optimizer_s,"
    OR NOT out MATCHES "\nllama3-t4-405b-8k-8192gpu,llama3,other,H100,calibrate,8192,"
+   OR NOT out MATCHES ",mfu,size_band,scale_band,features\n"
+   OR NOT out MATCHES "\nllama3-t4-405b-8k-8192gpu,[^\n]*,>=100B,>4096,interleaved-pp\\+sequence-parallel\\+gqa\n"
    OR out MATCHES ",A100," OR out MATCHES "summary by")
   message(FATAL_ERROR "bench_accuracy --generation H100 --csv: exit ${rc}, output:\n${out}\n${err}")
 endif()

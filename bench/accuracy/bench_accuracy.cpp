@@ -2,7 +2,8 @@
 // bench/accuracy/published_runs.toml (the sources' own tables), turns each published figure
 // into an iteration time (with the source's own FLOPs formula where the source gives FLOP/s),
 // and prints our predicted iteration time next to it, per run and summarised per source,
-// framework and GPU generation, separately for the calibration and the checking runs.
+// framework, GPU generation, size band, scale band and feature (median |error| and median
+// signed error), separately for the calibration and the checking runs.
 //
 //   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json]
 //                  [--memory RUN] [--csv]
@@ -32,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ptd/model/estimate.h"
@@ -181,17 +183,19 @@ void print_csv(const std::vector<Run>& runs) {
                 "layers,hidden,params,active_params,experts,fp8,flash_attention,tp_comm_overlap,overlap_grad_reduce,"
                 "overlap_param_gather,overlap_p2p_comm,torch_compile,inter_gbps,nics_per_node,published_s,"
                 "predicted_s,error,compute_s,tp_s,cp_s,ep_s,pp_s,bubble_s,dp_s,optimizer_s,offload_s,"
-                "dp_traffic_s,model_tflops_per_gpu,mfu\n");
+                "dp_traffic_s,model_tflops_per_gpu,mfu,size_band,scale_band,features\n");
     for (const Run& r : runs) {
         if (!r.skip.empty()) continue;
         const ptd::JobSpec& j = r.job;
         const ptd::Estimate e = ptd::estimate_job(j);
         const ptd::TimeBreakdown& t = e.time;
         const double dp_traffic = e.stages.empty() ? 0.0 : e.stages[e.worst_stage].dp_s;
+        std::string features;  // the run's summary-by-feature groups, joined by '+' (CSV text holds no commas)
+        for (const std::string& f : features_of(r)) features += (features.empty() ? "" : "+") + f;
         const double active = (double)e.params.non_embedding -
                               (double)j.model.layers * (double)(e.params.mlp - e.params.mlp_active);
         std::printf("%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.6g,%.6g,%d,%s,%d,%d,%d,"
-                    "%d,%d,%d,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                    "%d,%d,%d,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s,%s,%s\n",
                     r.name.c_str(), r.source_tag.c_str(), r.framework.c_str(), r.generation.c_str(), r.use.c_str(),
                     j.world_size(), j.cluster.nodes, j.cluster.gpus_per_node, j.parallel.tp, j.parallel.pp,
                     j.parallel.dp, j.parallel.cp, j.parallel.ep, j.parallel.vpp, j.parallel.zero,
@@ -203,41 +207,75 @@ void print_csv(const std::vector<Run>& runs) {
                     (int)j.parallel.overlap_param_gather, (int)j.parallel.overlap_p2p_comm,
                     (int)j.training.torch_compile, j.cluster.inter_gbps, j.cluster.nics_per_node, r.published_step,
                     r.predicted_step, error_of(r), t.compute, t.tp_comm, t.cp_comm, t.ep_comm, t.pp_comm, t.bubble,
-                    t.dp_comm, t.optimizer, t.offload, dp_traffic, e.model_tflops_per_gpu, e.mfu);
+                    t.dp_comm, t.optimizer, t.offload, dp_traffic, e.model_tflops_per_gpu, e.mfu, size_band_of(r).c_str(),
+                    scale_band_of(r).c_str(), features.empty() ? "none" : features.c_str());
     }
 }
 
-// One line of a summary: a group's modelled runs, median |error| and the worst run.
+// One line of a summary: a group's modelled runs, median |error|, median signed error (a group
+// centred off zero points at a cause its runs share) and the worst run.
 struct Summary {
     std::string by, group, use;
     int runs = 0, skipped = 0;
-    double median_abs = 0, worst = 0;  // worst keeps its sign
+    double median_abs = 0, median_signed = 0, worst = 0;  // worst keeps its sign
     std::string worst_run;
 };
 
-std::vector<Summary> summarise(const std::vector<Run>& runs, const std::string& by) {
-    std::map<std::pair<std::string, std::string>, std::vector<const Run*>> groups;
-    for (const Run& r : runs) {
-        static const std::string all = "all";  // by == "all": one group per use, every run
-        const std::string& key = by == "all"          ? all
-                                 : by == "generation" ? r.generation
-                                 : by == "framework"  ? r.framework
-                                                      : r.source_tag;
-        groups[{key, r.use}].push_back(&r);
+// The summaries, in the order they are printed. "feature" puts a run in one group per feature
+// it uses; "feature and stack" splits each feature by framework.
+const std::vector<std::string>& summary_kinds() {
+    static const std::vector<std::string> kinds = {"all",        "generation", "source",  "framework",
+                                                   "size band",  "scale band", "feature", "feature and stack"};
+    return kinds;
+}
+
+std::vector<std::string> groups_of(const Run& r, const std::string& by) {
+    if (by == "all") return {"all"};  // one group per use, every run
+    if (by == "generation") return {r.generation};
+    if (by == "framework") return {r.framework};
+    if (by == "size band") return {size_band_of(r)};
+    if (by == "scale band") return {scale_band_of(r)};
+    if (by == "feature") return features_of(r);
+    if (by == "feature and stack") {
+        std::vector<std::string> g = features_of(r);
+        for (std::string& f : g) f += ":" + r.framework;
+        return g;
     }
+    return {r.source_tag};
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Bands print smallest first; other groups in name order.
+int band_rank(const std::string& group) {
+    static const std::vector<std::string> order = {"<5B", "5-30B", "30-100B", ">=100B",
+                                                   "<=64", "65-512", "513-4096", ">4096"};
+    const auto it = std::find(order.begin(), order.end(), group);
+    return it == order.end() ? 0 : (int)(it - order.begin());
+}
+
+std::vector<Summary> summarise(const std::vector<Run>& runs, const std::string& by) {
+    std::map<std::tuple<int, std::string, std::string>, std::vector<const Run*>> groups;
+    for (const Run& r : runs)
+        for (const std::string& key : groups_of(r, by)) groups[{band_rank(key), key, r.use}].push_back(&r);
     std::vector<Summary> out;
     for (const auto& [key, members] : groups) {
         Summary s;
         s.by = by;
-        s.group = key.first;
-        s.use = key.second;
-        std::vector<double> abs_errors;
+        s.group = std::get<1>(key);
+        s.use = std::get<2>(key);
+        std::vector<double> abs_errors, errors;
         for (const Run* r : members) {
             if (!r->skip.empty()) {
                 ++s.skipped;
                 continue;
             }
             const double e = error_of(*r);
+            errors.push_back(e);
             abs_errors.push_back(std::fabs(e));
             if (std::fabs(e) >= std::fabs(s.worst)) {
                 s.worst = e;
@@ -246,9 +284,8 @@ std::vector<Summary> summarise(const std::vector<Run>& runs, const std::string& 
         }
         s.runs = (int)abs_errors.size();
         if (!abs_errors.empty()) {
-            std::sort(abs_errors.begin(), abs_errors.end());
-            const size_t n = abs_errors.size();
-            s.median_abs = n % 2 ? abs_errors[n / 2] : 0.5 * (abs_errors[n / 2 - 1] + abs_errors[n / 2]);
+            s.median_abs = median_of(abs_errors);
+            s.median_signed = median_of(errors);
         }
         out.push_back(s);
     }
@@ -256,15 +293,19 @@ std::vector<Summary> summarise(const std::vector<Run>& runs, const std::string& 
 }
 
 void print_summary(const std::vector<Run>& runs, const std::string& by) {
-    std::printf("summary by %s\n%-16s %-9s %5s %7s %8s %8s  %s\n", by.c_str(), by.c_str(), "use", "runs", "skipped",
-                "median", "worst", "worst run");
-    for (const Summary& s : summarise(runs, by)) {
+    const std::vector<Summary> summaries = summarise(runs, by);
+    int width = 16;  // a generation or source tag; feature groups are longer
+    for (const Summary& s : summaries) width = std::max(width, (int)s.group.size());
+    std::printf("summary by %s\n%-*s %-9s %5s %7s %8s %8s %8s  %s\n", by.c_str(), width, by.c_str(), "use", "runs",
+                "skipped", "median", "signed", "worst", "worst run");
+    for (const Summary& s : summaries) {
         if (s.runs == 0) {
-            std::printf("%-16s %-9s %5d %7d %8s %8s\n", s.group.c_str(), s.use.c_str(), s.runs, s.skipped, "-", "-");
+            std::printf("%-*s %-9s %5d %7d %8s %8s %8s\n", width, s.group.c_str(), s.use.c_str(), s.runs, s.skipped, "-",
+                        "-", "-");
             continue;
         }
-        std::printf("%-16s %-9s %5d %7d %7.1f%% %+7.1f%%  %s\n", s.group.c_str(), s.use.c_str(), s.runs, s.skipped,
-                    s.median_abs * 100, s.worst * 100, s.worst_run.c_str());
+        std::printf("%-*s %-9s %5d %7d %7.1f%% %+7.1f%% %+7.1f%%  %s\n", width, s.group.c_str(), s.use.c_str(), s.runs,
+                    s.skipped, s.median_abs * 100, s.median_signed * 100, s.worst * 100, s.worst_run.c_str());
     }
     std::printf("\n");
 }
@@ -332,15 +373,16 @@ void print_json(const std::vector<Run>& runs) {
     }
     std::printf("],\n \"summary\": [");
     first = true;
-    for (const char* by : {"all", "generation", "source", "framework"})
+    for (const std::string& by : summary_kinds())
         for (const Summary& s : summarise(runs, by)) {
             std::printf("%s\n  {\"by\": %s, \"group\": %s, \"use\": %s, \"runs\": %d, \"skipped\": %d", first ? "" : ",",
                         json_string(s.by).c_str(), json_string(s.group).c_str(), json_string(s.use).c_str(), s.runs,
                         s.skipped);
             first = false;
             if (s.runs > 0)
-                std::printf(", \"median_abs_error\": %s, \"worst_error\": %s, \"worst_run\": %s",
-                            json_number(s.median_abs).c_str(), json_number(s.worst).c_str(),
+                std::printf(", \"median_abs_error\": %s, \"median_signed_error\": %s, \"worst_error\": %s, \"worst_run\": %s",
+                            json_number(s.median_abs).c_str(), json_number(s.median_signed).c_str(),
+                            json_number(s.worst).c_str(),
                             json_string(s.worst_run).c_str());
             std::printf("}");
         }
@@ -484,10 +526,7 @@ int main(int argc, char** argv) {
                 "layout: tp·pp·dp, c = context parallel, v = virtual stages, e = expert parallel, z3 = FSDP / ZeRO-3.\n\n");
     report(runs, "calibrate");
     report(runs, "check");
-    print_summary(runs, "all");
-    print_summary(runs, "generation");
-    print_summary(runs, "source");
-    print_summary(runs, "framework");
+    for (const std::string& by : summary_kinds()) print_summary(runs, by);
     print_memory(runs);
     print_oom(runs);  // l405
     return 0;

@@ -13,6 +13,7 @@
 
 #include <toml++/toml.h>
 
+#include "ptd/model/model_stats.h"
 #include "ptd/spec/stack_defaults.h"
 
 #include "run_file.h"
@@ -474,4 +475,31 @@ std::string layout_of(const Run& r) {
     if (p.ep > 1) s += "e" + std::to_string(p.ep);  // moe
     if (p.zero == 3) s += "z3";
     return s;
+}
+
+// The issue 29 method reads the signed error by model size, scale and feature: a band whose
+// errors are centred off zero points at a cause the bands share.
+std::string size_band_of(const Run& r) {
+    const double total = (double)ptd::count_parameters(r.job.model).total;  // MoE: every expert
+    return total < 5e9 ? "<5B" : total < 30e9 ? "5-30B" : total < 100e9 ? "30-100B" : ">=100B";
+}
+
+std::string scale_band_of(const Run& r) {
+    const int gpus = r.job.world_size();
+    return gpus <= 64 ? "<=64" : gpus <= 512 ? "65-512" : gpus <= 4096 ? "513-4096" : ">4096";
+}
+
+std::vector<std::string> features_of(const Run& r) {
+    const ptd::JobSpec& j = r.job;
+    std::vector<std::string> f;
+    if (j.training.fp8 != ptd::Fp8Recipe::none) f.push_back("fp8");  // every recipe, MXFP8 included
+    if (j.model.experts >= 2) f.push_back("moe");
+    if (j.parallel.cp > 1) f.push_back("context-parallel");
+    if (j.parallel.vpp > 1) f.push_back("interleaved-pp");
+    if (j.parallel.zero == 3) f.push_back("fsdp-zero3");
+    if (j.parallel.sequence_parallel && j.parallel.tp > 1) f.push_back("sequence-parallel");
+    if (!j.model.mla() && j.model.kv_heads > 0 && j.model.kv_heads < j.model.heads) f.push_back("gqa");
+    if (j.parallel.recompute == ptd::Recompute::full) f.push_back("recompute-full");
+    if (j.parallel.recompute == ptd::Recompute::selective) f.push_back("recompute-selective");
+    return f;
 }

@@ -64,3 +64,12 @@ std::string calibration_group(const std::string& generation);
 std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets);
 // "tp·pp·dp" with c = context parallel, v = virtual stages, e = expert parallel, z3 = FSDP / ZeRO-3.
 std::string layout_of(const Run& r);
+// The groups bench_accuracy breaks the error down by besides generation, source and framework
+// (issue 29's method). Size band by total parameters (MoE: every expert counted): <5B, 5-30B,
+// 30-100B, >=100B. Scale band by GPUs: <=64, 65-512, 513-4096, >4096.
+std::string size_band_of(const Run& r);
+std::string scale_band_of(const Run& r);
+// The features a run uses, each one group (a run may be in several): fp8 (any recipe, MXFP8
+// included), moe, context-parallel, interleaved-pp, fsdp-zero3, sequence-parallel (tp > 1),
+// gqa (kv_heads < heads, MLA not counted), recompute-full, recompute-selective.
+std::vector<std::string> features_of(const Run& r);
