@@ -1,7 +1,8 @@
 // breakdown_groups.cpp — the groups bench_accuracy breaks the error down by besides generation,
 // source and framework (issue 29's method): size band by total parameters (MoE: every expert),
 // scale band by GPU count, and the features a run uses (several per run). Pinned on published
-// rows whose size is known from their sources, and on small rows at the bands' edges.
+// rows whose size is known from their sources, and on small rows at the bands' edges; and the
+// small-model check rows added for issue 29 point 3.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -47,6 +48,23 @@ TEST(BreakdownGroups, MoeSizeBandCountsEveryExpertNotTheActiveOnes) {
     EXPECT_EQ(size_band_of(row("mbridge2608-qwen3-30b-a3b-gb200-mxfp8")), "30-100B");
     EXPECT_EQ(size_band_of(row("dgxc2411-grok1-314b-2048gpu-fp8")), ">=100B");
     EXPECT_EQ(size_band_of(row("dgxc2411-grok1-314b-8gpu-fp8")), "5-30B");
+}
+
+// Issue 29 point 3: the small-model check rows (MPT 350m and 760m, and 1b / 3b at other
+// scales) are modelled and land in the <5B band, with the model shape of their yamls.
+TEST(BreakdownGroups, SmallModelCheckRowsFillTheSmallestBand) {
+    int small_checks = 0;
+    for (const ::Run& r : published_runs())
+        if (r.skip.empty() && r.use == "check" && size_band_of(r) == "<5B") ++small_checks;
+    EXPECT_GE(small_checks, 16);
+    const ::Run& mpt350m = row("llmfoundry-a100-80gb-mpt-350m-2k-8gpu");
+    EXPECT_TRUE(mpt350m.skip.empty()) << mpt350m.skip;
+    EXPECT_EQ(mpt350m.job.model.hidden, 1024);
+    EXPECT_EQ(size_band_of(mpt350m), "<5B");
+    const ::Run& mpt760m = row("llmfoundry-a100-40gb-mpt-760m-2k-64gpu");
+    EXPECT_EQ(mpt760m.job.model.heads, 12);
+    EXPECT_EQ(scale_band_of(mpt760m), "<=64");
+    EXPECT_EQ(row("llmfoundry-h100-mpt-1b-8k-8gpu").job.model.seq_len, 8192);
 }
 
 TEST(BreakdownGroups, ScaleBandEdgesBelongToTheLowerBand) {
