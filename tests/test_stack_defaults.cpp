@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "job_test_util.h"
+#include "text_test_util.h"
 #include "ptd/plan/planner.h"
 #include "ptd/spec/stack_defaults.h"
 
@@ -115,6 +116,47 @@ TEST(StackDefaults, TorchtitanTakesPyTorchsLossAndOpLevelCheckpointing) {
               ptd::CrossEntropyImpl::pytorch);
     EXPECT_EQ(titan("").parallel.recompute_style, ptd::RecomputeStyle::torchtitan_op);
     EXPECT_TRUE(titan("").parallel.overlap_grad_reduce);
+}
+
+// Qwen3-30B-A3B on one node with EP 8 on `framework`, with `training_extra` / `parallel_extra`.
+ptd::Result<JobSpec> qwen3_moe(const std::string& framework, const std::string& training_extra = "",
+                               const std::string& parallel_extra = "", const std::string& preset = "qwen3-30b-a3b") {
+    return ptd::load_job_text(job_text({.preset = preset,
+                                        .parallel = "tp = 1\nep = " + std::string(preset == "qwen3-30b-a3b" ? "8" : "1") + "\n" +
+                                                    parallel_extra,
+                                        .training = "framework = \"" + framework + "\"\nglobal_batch = 64\n" + training_extra}),
+                              "moe.toml", presets());
+}
+
+TEST(StackDefaults, MoePermuteFusionFollowsTheStackAndItsDate) {
+    // Megatron-Bridge's MoE model providers set moe_permute_fusion = True; Megatron-LM's flag is
+    // off unless passed; NeMo before 2025 had no fused permutation; a dense model has none.
+    const JobSpec nemo = loaded(qwen3_moe("nemo"), "moe.toml");
+    EXPECT_TRUE(nemo.parallel.moe_permute_fusion);
+    EXPECT_TRUE(applied(nemo, "parallel.moe_permute_fusion", "true"));
+    EXPECT_FALSE(loaded(qwen3_moe("megatron"), "moe.toml").parallel.moe_permute_fusion);
+    EXPECT_FALSE(loaded(qwen3_moe("nemo", "framework_version = \"2024-11\"\n"), "moe.toml").parallel.moe_permute_fusion);
+    const JobSpec dense = llama70b("nemo");
+    EXPECT_FALSE(dense.parallel.moe_permute_fusion);
+    EXPECT_FALSE(applied(dense, "parallel.moe_permute_fusion", "false"));  // not listed: nothing to permute
+    // Written, the job's own: kept on saving where it differs from the stack's.
+    const JobSpec own = loaded(qwen3_moe("megatron", "", "moe_permute_fusion = true\n"), "moe.toml");
+    EXPECT_TRUE(own.parallel.moe_permute_fusion);
+    const std::string saved = ptd::save_job_toml(own);
+    EXPECT_NE(saved.find("moe_permute_fusion = true"), std::string::npos) << saved;
+    EXPECT_EQ(ptd::save_job_toml(nemo).find("moe_permute_fusion"), std::string::npos);
+    EXPECT_EQ(reloaded(saved).parallel, own.parallel);
+    // Megatron-LM's flag in the export.
+    expect_mentions(export_text(own, ptd::ExportFormat::megatron), {"--moe-permute-fusion"});
+    expect_no_mention(export_text(loaded(qwen3_moe("megatron"), "moe.toml"), ptd::ExportFormat::megatron),
+                      {"--moe-permute-fusion"});
+}
+
+TEST(StackDefaults, MoePermuteFusionOutsideMegatronCoreIsRefused) {
+    expect_refused(qwen3_moe("megatron", "", "moe_permute_fusion = true\n", "llama3-8b"),
+                   "parallel.moe_permute_fusion: true for a dense model (experts = ", "moe.toml");
+    expect_refused(qwen3_moe("deepspeed", "", "moe_permute_fusion = true\n"),
+                   "allowed: only with framework \"megatron\" or \"nemo\"", "moe.toml");
 }
 
 TEST(StackDefaults, SavingKeepsStackDefaultsUnwrittenAndWrittenKeysWritten) {

@@ -78,7 +78,9 @@ const std::set<std::string> kRunKeys = {
     // menorm: the norms save their output, not their input (estimate.memory_efficient_norm)
     "memory_efficient_norm",
     // hostov: CUDA graphs (parallel.cuda_graph_impl / cuda_graph_scope) and static expert inputs
-    "cuda_graph_impl", "cuda_graph_scope", "moe_pad_to_capacity"};
+    "cuda_graph_impl", "cuda_graph_scope", "moe_pad_to_capacity",
+    // moeperm: Megatron-core's fused token permutation (a stack key: unstated, the stack's default)
+    "moe_permute_fusion"};
 
 std::string g_path;
 
@@ -256,6 +258,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                  {"scatter_gather_tensors_in_pipeline", ptd::StackKey::scatter_gather_tensors_in_pipeline},
                  {"async_tensor_model_parallel_allreduce", ptd::StackKey::async_tensor_model_parallel_allreduce},
                  {"fp8_param_gather", ptd::StackKey::fp8_param_gather},
+                 {"moe_permute_fusion", ptd::StackKey::moe_permute_fusion},
                  {"compiled_loss", ptd::StackKey::cross_entropy}})
             if (t.get(key)) r.stated_stack_keys |= ptd::stack_key_bit(k);
         if (r.framework == "llm-foundry") r.stated_stack_keys |= ptd::stack_key_bit(ptd::StackKey::cross_entropy);
@@ -403,6 +406,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             p.cuda_graph_scope = run_word_bits(g_path, *n, "cuda_graph_scope", false, "an array of Megatron-core scope words",
                                                ptd::cuda_graph_scope_word, ptd::kCudaGraphScopeCount);
         p.moe_pad_to_capacity = get<bool>(t, "moe_pad_to_capacity", false);
+        // moeperm: stated, the run's own (stated_stack_keys); else the stack's default applies.
+        p.moe_permute_fusion = get<bool>(t, "moe_permute_fusion", false);
 
         p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;

@@ -26,9 +26,12 @@ Result<JobSpec> load(const std::string& text) { return load_job_text(text, "host
 
 JobSpec load_ok(const std::string& text) { return ptd_test::job_from_text(text, "hostov.toml"); }
 
-// The documented weights (host.cpp): a TE module call = 2.7 eager ops, a C++-launched kernel
-// = 5 / 13.48 of one; the DGX H100 host's eager op = 13.48 µs.
-constexpr double kTe = 2.7, kLaunch = 5.0 / 13.48, kOp = 13.48e-6;
+// The documented weights (host.cpp): a TE module call = 2.7 eager ops; the DGX H100 host's eager
+// op = 13.48 µs. moehost: a local expert's cuBLASLt GEMM 10 µs, its FP8 quantization 5 µs + two
+// 3 µs allocations, and per expert weight in the backward a 5 µs placeholder gradient plus one
+// eager op for DDP's hook.
+constexpr double kTe = 2.7, kOp = 13.48e-6;
+constexpr double kExpertGemm = 10.0 / 13.48, kExpertQuant = 11.0 / 13.48, kExpertWeightBwd = 5.0 / 13.48 + 1.0;
 
 // A layer as derive() would leave it for the host model: megatron, tp 1, bf16, no graphs.
 est::LayoutDerived bare(const ModelSpec& m) {
@@ -101,18 +104,27 @@ TEST(HostTimeLayer, MoeLayerAsHandCounted) {
     L.moe_host_sync = true;
     // Attention with per-head norms 3 TE + 3 + 2 TE; pre-MLP norm (TE) + router 31; preprocess 13
     // (EP); dispatch permute 2 + two all-to-alls + sort 2; experts 2 TE + 2; combine unsort,
-    // all-to-all, unpermute; residual add. 16 local experts: 32 GEMMs forward, 64 backward.
+    // all-to-all, unpermute; residual add. 16 local experts: 32 GEMMs forward, 64 backward, and
+    // 32 weights, each with a placeholder gradient and a DDP hook in the backward.
     const double attn = 3 * kTe + 3 + 2 * kTe, router = kTe + 31, pre = 13, rest = 6 + 2 * kTe + 2 + 3 + 1;
     const double ops = attn + router + pre + rest;
+    const double experts_fwd = 32 * kExpertGemm, experts_bwd = 64 * kExpertGemm + 32 * kExpertWeightBwd;
     est::HostLayerTime h = est::host_layer_time(L);
-    EXPECT_NEAR(h.fwd, (ops + 32 * kLaunch) * kOp, 1e-12);
-    EXPECT_NEAR(h.bwd, (2 * ops + 64 * kLaunch) * kOp, 1e-12);
+    EXPECT_NEAR(h.fwd, (ops + experts_fwd) * kOp, 1e-12);
+    EXPECT_NEAR(h.bwd, (2 * ops + experts_bwd) * kOp, 1e-12);
     // Graphs of attn / moe_router / moe_preprocess: those regions become one launch each way
     // (attention, router + preprocess).
     L.graph_scope = kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess;
     h = est::host_layer_time(L);
-    EXPECT_NEAR(h.fwd, (rest + 2 + 32 * kLaunch) * kOp, 1e-12);
-    EXPECT_NEAR(h.bwd, (2 * rest + 2 + 64 * kLaunch) * kOp, 1e-12);
+    EXPECT_NEAR(h.fwd, (rest + 2 + experts_fwd) * kOp, 1e-12);
+    EXPECT_NEAR(h.bwd, (2 * rest + 2 + experts_bwd) * kOp, 1e-12);
+    // FP8 (Transformer Engine): each expert's GEMM input is quantized forward and its output
+    // gradient backward, eagerly (the attention's quantizations are inside its graph).
+    L.fp8_te = true;
+    h = est::host_layer_time(L);
+    EXPECT_NEAR(h.fwd, (rest + 2 + experts_fwd + 32 * kExpertQuant) * kOp, 1e-12);
+    EXPECT_NEAR(h.bwd, (2 * rest + 2 + experts_bwd + 32 * kExpertQuant) * kOp, 1e-12);
+    L.fp8_te = false;
     // The whole step in one graph: nothing per layer.
     L.graph_scope = kGraphFullIteration;
     h = est::host_layer_time(L);

@@ -521,9 +521,27 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         // expand (read T_shard, write R), the weighting's two gradients (read 2R, write R), the
         // scatter's gather (2R), the gather's scatter-add into a zero-filled T_shard (read R,
         // write 2·T_shard), and the sorts (4G).
-        const double R = k * T_shard, G = k * T * moe_token_scale(L), sorts = experts_l > 1 ? 4.0 * G : 0.0;  // moe2: G gathered over etp
-        lt.moe_dispatch = L.e * h * (8.0 * R + T_shard + sorts) / L.hbm;
-        lt.moe_dispatch_bwd = L.e * h * (7.0 * R + 3.0 * T_shard + sorts) / L.hbm;
+        // moeperm: with --moe-permute-fusion Transformer Engine's kernels do each side in one pass
+        // (transformer_engine/pytorch/permutation.py moe_permute / moe_unpermute, TE PR 936 and
+        // TE 2.1's merging probabilities): the permute reads each token once and writes its
+        // copies (T_shard + R), the unpermute reads the copies with their probabilities and
+        // writes the merged token (R + T_shard); backward the unpermute's gradient reads the
+        // output gradient and the saved copies and writes the copies' gradients (T_shard + 2R),
+        // the permute's sums the copies back (R + T_shard). The flex dispatcher (DeepEP /
+        // HybridEP, token_dispatcher.py MoEFlexTokenDispatcher) permutes after the dispatch, on
+        // what the rank received — each token once per destination rank: T_in = T_shard × the
+        // expected distinct EP ranks among its k experts — into its local experts' copies, and
+        // needs no sort_chunks_by_idxs.
+        const double R = k * T_shard, G = k * T * moe_token_scale(L);  // moe2: G gathered over etp
+        const double T_in = L.node_dedup ? T_shard * L.ep_token_ranks * G / R : T_shard;
+        const double copies = L.node_dedup ? G : R, sorts = !L.node_dedup && experts_l > 1 ? 4.0 * G : 0.0;
+        if (L.moe_permute_fusion) {
+            lt.moe_dispatch = L.e * h * (2.0 * copies + 2.0 * T_in + sorts) / L.hbm;
+            lt.moe_dispatch_bwd = L.e * h * (3.0 * copies + 2.0 * T_in + sorts) / L.hbm;
+        } else {
+            lt.moe_dispatch = L.e * h * (8.0 * copies + T_in + sorts) / L.hbm;
+            lt.moe_dispatch_bwd = L.e * h * (7.0 * copies + 3.0 * T_in + sorts) / L.hbm;
+        }
     } else {
         lt.gemm_fc1 = titan_up_gemm(L);
         lt.gemm += lt.gemm_fc1;

@@ -283,6 +283,11 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.ep_remote_nodes = expected_expert_nodes(m.experts, m.top_k, L.net_ep.nodes, m.moe_router_num_groups,
                                                   m.moe_router_group_topk) * (N - 1.0) / N;
     }
+    // moeperm: the flex dispatcher delivers a token once to each EP rank holding any of its
+    // experts (each rank holds experts / ep of them: expected_expert_nodes with one "node" per
+    // rank); the rank's permute starts from those.
+    L.ep_token_ranks = L.node_dedup ? expected_expert_nodes(m.experts, m.top_k, L.ep, m.moe_router_num_groups, m.moe_router_group_topk) : 1.0;
+    L.moe_permute_fusion = L.moe && job.parallel.moe_permute_fusion;
     // deepep: --overlap-moe-expert-parallel-comm pairs one micro-batch's forward with another's
     // backward in the 1F1B steady state (pipeline_parallel/combined_1f1b.py): without PP all
     // but the first forward and the last backward (m − 1 of m); interleaved, all but the warm-up

@@ -36,6 +36,22 @@ constexpr double kTeModuleOps = 2.7;
 // local expert, and its per-expert FP8 quantization) in eager ops: backend setup + cudaLaunchKernel
 // (the dispatch-chain midpoints 3 + 2 µs) over the DGX H100 eager op (13.48 µs).
 constexpr double kLaunchOps = 5.0 / 13.48;
+// moehost: what Transformer Engine's GroupedLinear (grouped_linear.py, TE 2.x) does per local
+// expert on the host, beyond the one module call. Each expert's GEMM is its own cuBLASLt matmul
+// issued from TE's C++ loop (general_grouped_gemm → nvte_multi_stream_cublas_gemm), which builds
+// the matmul and layout descriptors and queries cuBLASLt's heuristic on every call: ~10 µs from
+// entering such a wrapper to the kernel launch, 5 µs once the heuristic is memoized (RAFT's
+// cuBLASLt wrapper measured both, rapidsai/raft PR 1736).
+constexpr double kExpertGemmOps = 10.0 / 13.48;
+// Each expert's FP8 quantization (fused_multi_quantize / split_quantize): the launch plus the
+// output tensors it allocates per expert ("torch.empty() (2x num_gemms calls)", TE issue 1499),
+// each allocation an ATen backend call (the dispatch chain's backend 1–5 µs: 3).
+constexpr double kExpertQuantOps = (5.0 + 2.0 * 3.0) / 13.48;
+// Per expert weight in the backward: GroupedLinear hands Megatron's DDP a placeholder gradient
+// (handle_custom_ddp_from_mcore: a torch.empty from Python, an op without a kernel: the chain's
+// low end, 5 µs), and the autograd engine runs DDP's Python hook once per parameter
+// (distributed_data_parallel.py _make_backward_post_hook → register_grad_ready), an eager op's worth.
+constexpr double kExpertWeightBwdOps = 5.0 / 13.48 + 1.0;
 
 // One layer's forward by capture region, in eager ops (framework ops launched from Python,
 // TE module calls weighted by kTeModuleOps); `launches`: the C++-launched kernels.
@@ -49,6 +65,7 @@ struct LayerOps {
     double launches_captured = 0;  // FP8 quantizations inside attention / dense MLP / shared experts
     double expert_gemms = 0;       // MoE: one GEMM per local expert and linear (FC1, FC2)
     double expert_quant = 0;       // MoE: one FP8 quantization per local expert and linear
+    double expert_weights = 0;     // MoE: local expert weights (FC1, FC2), each with its backward hook
 };
 
 LayerOps forward_ops(const LayoutDerived& L) {
@@ -97,6 +114,7 @@ LayerOps forward_ops(const LayoutDerived& L) {
     o.moe_rest = dispatch + 2.0 * te + 2.0 + combine + 1.0 + (L.etp > 1 ? 2.0 : 0.0);
     o.expert_gemms = 2.0 * local_experts;
     o.expert_quant = fp8 ? 2.0 * local_experts : 0.0;
+    o.expert_weights = 2.0 * local_experts;
     return o;
 }
 
@@ -114,7 +132,7 @@ double selective_recompute_ops(const LayoutDerived& L, const LayerOps& o) {
     if (L.mla && rc_module(L, kRecomputeMlaUpProj)) ops += 2.0 * te + 5.0;
     if (!L.moe && rc_module(L, kRecomputeMlp)) ops += o.mlp;
     if (L.moe && rc_module(L, kRecomputeMoe))
-        ops += o.router + o.preprocess + o.moe_rest + (o.expert_gemms + o.expert_quant) * kLaunchOps;
+        ops += o.router + o.preprocess + o.moe_rest + o.expert_gemms * kExpertGemmOps + o.expert_quant * kExpertQuantOps;
     else {
         if (L.moe && rc_module(L, kRecomputeMoeAct)) ops += 2.0;
         if (L.moe && L.fs_l > 0 && rc_module(L, kRecomputeSharedExperts)) ops += 2.0 * te + 2.0;
@@ -142,7 +160,7 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
     };
     region(o.attn, (g & kGraphAttn) != 0);
     region(o.mlp, (g & kGraphMlp) != 0);
-    double gemms = 0, quant = 0;
+    double gemms = 0, quant = 0, expert_quant = 0, expert_weights = 0;
     // FP8 quantizations of the attention / dense MLP / shared experts go with their region.
     const bool dense_captured = L.moe ? (g & kGraphAttn) && (g & kGraphMoeRouter) : (g & kGraphAttn) && (g & kGraphMlp);
     if (!dense_captured) quant += o.launches_captured;
@@ -155,11 +173,17 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
             if (!pre) ops += o.preprocess;
             ops += o.moe_rest;
             gemms = o.expert_gemms;
-            quant += o.expert_quant;
+            expert_quant = o.expert_quant;
+            expert_weights = o.expert_weights;
         }
     }
-    h.fwd = (ops + graphs + (gemms + quant) * kLaunchOps) * L.host_op_s;
-    h.bwd = (2.0 * ops + graphs + (2.0 * gemms + quant) * kLaunchOps) * L.host_op_s;
+    // The routed experts' per-expert work (moehost): forward one GEMM and one quantization per
+    // expert and linear; backward two GEMMs (data and weight gradient), the output gradient's
+    // quantization, and each weight's placeholder gradient and DDP hook.
+    const double experts_fwd = gemms * kExpertGemmOps + expert_quant * kExpertQuantOps;
+    const double experts_bwd = 2.0 * gemms * kExpertGemmOps + expert_quant * kExpertQuantOps + expert_weights * kExpertWeightBwdOps;
+    h.fwd = (ops + graphs + quant * kLaunchOps + experts_fwd) * L.host_op_s;
+    h.bwd = (2.0 * ops + graphs + quant * kLaunchOps + experts_bwd) * L.host_op_s;
     if (L.rc == Recompute::full) h.bwd += h.fwd;  // the backward replays the forward first
     h.bwd += selective_recompute_ops(L, o) * L.host_op_s;
     return h;

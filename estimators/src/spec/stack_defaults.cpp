@@ -45,7 +45,8 @@ const char* stack_key_name(StackKey k) {
                                         "parallel.async_tensor_model_parallel_allreduce",
                                         "parallel.recompute_style",
                                         "training.fp8_param_gather",
-                                        "estimate.cross_entropy"};
+                                        "estimate.cross_entropy",
+                                        "parallel.moe_permute_fusion"};
     static_assert(std::size(names) == (size_t)StackKey::count);
     return names[(int)k];
 }
@@ -159,6 +160,14 @@ Default default_for(StackKey k, const JobSpec& job) {
                         t.torch_compile && before(t, 202501) ? "F.cross_entropy on fp32 logits, not compiled before 2025"
                                                              : "F.cross_entropy on fp32 logits (compiled with training.compile)"};
             return {false, torch_stack ? "F.cross_entropy on fp32 logits" : "Megatron's fused vocab-parallel cross entropy"};
+        case StackKey::moe_permute_fusion:
+            // moeperm: Transformer Engine's fused permutation (TE PR 936, Aug 2024) behind
+            // Megatron-core's --moe-permute-fusion; Megatron-Bridge's model providers
+            // (Qwen3MoEModelProvider, the DeepSeek ones) and NeMo 2's MoE configs set it.
+            if (job.model.experts < 2) return {false, "a dense model permutes no tokens"};
+            if (nemo && !before(t, 202501)) return {true, "the MoE model providers set moe_permute_fusion = True"};
+            if (nemo) return {false, "no fused MoE permutation in the recipes before 2025"};
+            return {false, megatron ? "--moe-permute-fusion is off unless passed" : "Megatron-core's fused permutation is not this stack's"};
         case StackKey::count: break;
     }
     return {};
@@ -181,6 +190,7 @@ bool bears_on(StackKey k, const JobSpec& job) {
         case StackKey::recompute_style: return p.recompute == Recompute::selective;
         case StackKey::fp8_param_gather: return job.training.fp8 != Fp8Recipe::none;
         case StackKey::cross_entropy: return !mcore;
+        case StackKey::moe_permute_fusion: return mcore && job.model.experts > 1;
         case StackKey::count: break;
     }
     return false;
@@ -199,6 +209,7 @@ void set_value(StackKey k, JobSpec& job, bool v) {
         case StackKey::async_tensor_model_parallel_allreduce: p.async_tensor_model_parallel_allreduce = v; break;
         case StackKey::recompute_style: p.recompute_style = v ? RecomputeStyle::torchtitan_op : RecomputeStyle::megatron; break;
         case StackKey::fp8_param_gather: job.training.fp8_param_gather = v; break;
+        case StackKey::moe_permute_fusion: p.moe_permute_fusion = v; break;
         case StackKey::cross_entropy: {
             const bool torch_stack = job.training.framework == Framework::torchtitan || job.training.framework == Framework::pytorch_fsdp;
             job.estimate.cross_entropy = !torch_stack ? CrossEntropyImpl::megatron
@@ -223,6 +234,7 @@ bool bool_value(StackKey k, const JobSpec& job) {
         case StackKey::scatter_gather_tensors_in_pipeline: return p.scatter_gather_tensors_in_pipeline;
         case StackKey::async_tensor_model_parallel_allreduce: return p.async_tensor_model_parallel_allreduce;
         case StackKey::fp8_param_gather: return job.training.fp8_param_gather;
+        case StackKey::moe_permute_fusion: return p.moe_permute_fusion;
         default: assert(!"not a true/false key"); return false;
     }
 }

@@ -316,6 +316,7 @@ enum class StackKey : uint8_t {
     recompute_style,
     fp8_param_gather,
     cross_entropy,
+    moe_permute_fusion,
     count
 };
 constexpr uint32_t stack_key_bit(StackKey k) { return 1u << (unsigned)k; }
@@ -436,6 +437,10 @@ struct ParallelSpec {
     // --moe-pad-expert-input-to-capacity with --moe-expert-capacity-factor (alltoall) or
     // HybridEP's --moe-expert-rank-capacity-factor. Loads stay modelled as balanced (capacity 1).
     bool moe_pad_to_capacity = false;
+    // moeperm: Megatron's --moe-permute-fusion: the token dispatcher's permute / unpermute run as
+    // Transformer Engine's fused kernels (moe_permute / moe_unpermute: one pass each way) instead
+    // of PyTorch's gather, scatter-add, probability weighting and sum. A stack key (StackKey).
+    bool moe_permute_fusion = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
