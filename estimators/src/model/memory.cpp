@@ -656,6 +656,26 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     return S;
 }
 
+// Of a Megatron-core rank's optimizer bytes, the fp32 main weights: its mixed-precision
+// optimizers make them when they are constructed, before the first forward, and keep them
+// (megatron/core/optimizer/distrib_optimizer.py _build_model_and_main_param_groups:
+// shard_main_param = shard_model_param.clone().float(); Float16OptimizerWithFloat16Params
+// likewise for whole parameters), so, like the parameter and gradient buffers, they add nothing
+// to the allocator's reserve. Adam's moments are made at the first step (the CI memory test's
+// step 1 peaks lower), among freed activation blocks, and stay charged. With the
+// precision-aware optimizer (any state dtype other than fp32) the master copy lives in
+// Transformer Engine's FusedAdam state, made at the first step as well: nothing is excluded.
+static double megatron_master_bytes(const TrainingSpec& t, double optimizer_bytes) {
+    if (t.precision == Precision::fp32) return 0;  // no master copy
+    if (t.main_params_dtype != StateDtype::fp32 || t.exp_avg_dtype != StateDtype::fp32 ||
+        t.exp_avg_sq_dtype != StateDtype::fp32)
+        return 0;
+    const OptimizerStateWidths w = optimizer_state_widths(t);
+    const double moments = t.optimizer == Optimizer::sgd ? w.exp_avg : w.exp_avg + w.exp_avg_sq;
+    const double fp16_grads = t.precision == Precision::fp16 ? 4.0 : 0.0;  // state_bytes_per_param's fp16 copy
+    return optimizer_bytes * w.main / (w.main + moments + fp16_grads);
+}
+
 void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int i, StageMemory& S) {
     const EstimateSpec& es = ctx.job.estimate;
     const double bucket = es.zero_bucket_elements;
@@ -690,7 +710,8 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
     const bool megatron_buffers = runs_megatron_core(ctx.job.training.framework) && L.zero == 0 &&
                                   es.activation_profile != ActivationProfile::ptd_engine;
     const double churned = S.mem.model_states() + S.mem.activations + S.mem.temp -
-                           (megatron_buffers ? S.mem.params + S.mem.grads : 0.0);
+                           (megatron_buffers ? S.mem.params + S.mem.grads + megatron_master_bytes(ctx.job.training, S.mem.optimizer)
+                                             : 0.0);
     S.mem.fragmentation = es.fragmentation * churned;
 }
 
