@@ -416,6 +416,22 @@ double cublas_workspace_bytes(const JobSpec& job) {
     return sm90_or_later ? 32.0 * 1024 * 1024 : (4096.0 * 2 + 16.0 * 8) * 1024;
 }
 
+// Transformer Engine's own cuBLASLt workspace (transformer_engine/pytorch/module/base.py
+// get_workspace: one torch.empty of get_cublas_workspace_size_bytes(), 32 MiB on sm90 and
+// later, 4 MiB before), made through the caching allocator at the first TE GEMM and kept for
+// the run, beside PyTorch's own. The stacks that run TE layers: NeMo / Megatron-Bridge,
+// Megatron-LM from 2024 (--transformer-impl transformer_engine its default, stack_defaults.cpp),
+// and any job with Transformer Engine FP8 (delayed, current or MXFP8 scaling).
+static double te_workspace_bytes(const JobSpec& job, bool te_fp8) {
+    const TrainingSpec& t = job.training;
+    const bool megatron_te = t.framework == Framework::megatron && !(t.framework_version > 0 && t.framework_version < 202401);
+    if (!(t.framework == Framework::nemo || megatron_te || te_fp8)) return 0;
+    const GpuGeneration g = job.cluster.gpu.generation;
+    if (g == GpuGeneration::cpu || job.cluster.gpu.name == "cpu") return 0;
+    const bool sm90_or_later = g == GpuGeneration::hopper || g == GpuGeneration::blackwell;
+    return (sm90_or_later ? 32.0 : 4.0) * 1024 * 1024;
+}
+
 double zb_deferred_w(const LayoutDerived& L, int i) {
     if (L.schedule != PipelineSchedule::zb_h1) return 0;
     const int warmup = std::min(L.p - i - 1, L.mbs);
@@ -648,7 +664,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
     if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d * (L.mla ? (L.d_qk + L.d_v) / (2.0 * L.d) : 1.0);  // ring attention: K/V chunk in flight + next (mla: K d + dr, V dv wide)
-    if (!engine) temp += cublas_workspace_bytes(ctx.job);  // the engine lists its own workspace
+    if (!engine) temp += cublas_workspace_bytes(ctx.job) + te_workspace_bytes(ctx.job, L.fp8_te);  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
     const bool embedding_group = L.p > 1 && (m.tied_embeddings || L.mtp > 0) && (first || last);  // mla: MTP's embedding copy
