@@ -1,8 +1,10 @@
 // allocator_reserve.cpp — which bytes the caching allocator's reserve (estimate.fragmentation)
 // is charged on (issue 29 point 6: a run that happened cannot be OOM). Megatron-core's
 // DistributedDataParallel allocates the parameters and gradients as contiguous buffers when
-// the model is built, which never return to the cache; everything allocated and freed over the
-// step (activations, buffers, optimizer states, FSDP / ZeRO shards and gathers) is. The user*
+// the model is built, which never return to the cache, and its mixed-precision optimizers make
+// the fp32 main weights when they are constructed; everything allocated and freed over the
+// step (activations, buffers, Adam's moments made at the first step, FSDP / ZeRO shards and
+// gathers) is. The user*
 // rows of bench/accuracy/published_runs.toml (runs written from their published description
 // only) check what that means for a run that happened, and the run file's tied_embeddings key.
 #include <string>
@@ -22,9 +24,13 @@ using namespace ptd_test;
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // Llama 3 8B on 8 H100, distributed optimizer, under `framework`.
-JobSpec llama8b_under(const std::string& framework, const std::string& parallel_extra = "distributed_optimizer = true\n") {
-    return job_from_text(llama8b_h100x8_job(parallel_extra, "framework = \"" + framework + "\"\n", 128));
+JobSpec llama8b_under(const std::string& framework, const std::string& parallel_extra = "distributed_optimizer = true\n",
+                      const std::string& training_extra = "") {
+    return job_from_text(llama8b_h100x8_job(parallel_extra, "framework = \"" + framework + "\"\n" + training_extra, 128));
 }
+
+// The fp32 main weights' share of a bf16 Adam rank's optimizer bytes: 4 of 4 + 4 + 4.
+constexpr double kMasterShare = 4.0 / 12.0;
 
 TEST(AllocatorReserve, MegatronCoreParamAndGradBuffersAddNoReserve) {
     for (const char* framework : {"megatron", "nemo"}) {
@@ -33,11 +39,31 @@ TEST(AllocatorReserve, MegatronCoreParamAndGradBuffersAddNoReserve) {
         const MemoryBreakdown& m = e.stages[0].mem;
         ASSERT_GT(m.params, 0.0);
         ASSERT_GT(m.grads, 0.0);
-        // The reserve is 5% of what churns: the optimizer states, activations and buffers.
-        EXPECT_NEAR(m.fragmentation, 0.05 * (m.optimizer + m.activations + m.temp), 1e-6 * m.fragmentation)
+        // The reserve is 5% of what churns: Adam's moments, activations and buffers.
+        EXPECT_NEAR(m.fragmentation, 0.05 * (m.optimizer * (1 - kMasterShare) + m.activations + m.temp),
+                    1e-6 * m.fragmentation)
             << framework;
         EXPECT_LT(m.fragmentation, 0.05 * (m.model_states() + m.activations + m.temp)) << framework;
     }
+}
+
+TEST(AllocatorReserve, MainWeightsMadeByThePrecisionAwareOptimizerStillCountInTheReserve) {
+    // --use-precision-aware-optimizer: Transformer Engine's FusedAdam holds the master copy in its
+    // state, made at the first step like the moments: the whole optimizer shard churns.
+    for (const char* dtypes : {"exp_avg_dtype = \"bf16\"\nexp_avg_sq_dtype = \"bf16\"\n",
+                               "main_params_dtype = \"fp32-remainders\"\n"}) {
+        const Estimate e = estimate_job(llama8b_under("megatron", "distributed_optimizer = true\n", dtypes));
+        ASSERT_FALSE(e.stages.empty()) << dtypes;
+        const MemoryBreakdown& m = e.stages[0].mem;
+        ASSERT_GT(m.optimizer, 0.0) << dtypes;
+        EXPECT_NEAR(m.fragmentation, 0.05 * (m.optimizer + m.activations + m.temp), 1e-6 * m.fragmentation) << dtypes;
+    }
+    // Without the distributed optimizer the fp32 main weights are whole, and still made up front.
+    const Estimate whole = estimate_job(llama8b_under("megatron", ""));
+    ASSERT_FALSE(whole.stages.empty());
+    const MemoryBreakdown& w = whole.stages[0].mem;
+    EXPECT_NEAR(w.fragmentation, 0.05 * (w.optimizer * (1 - kMasterShare) + w.activations + w.temp),
+                1e-6 * w.fragmentation);
 }
 
 TEST(AllocatorReserve, ShardedAndFsdpStatesStillCountInTheReserve) {
@@ -58,7 +84,8 @@ TEST(AllocatorReserve, TheReserveFollowsEstimateFragmentation) {
     const Estimate e = estimate_job(job);
     ASSERT_FALSE(e.stages.empty());
     const MemoryBreakdown& m = e.stages[0].mem;
-    EXPECT_NEAR(m.fragmentation, 0.1 * (m.optimizer + m.activations + m.temp), 1e-6 * m.fragmentation);
+    EXPECT_NEAR(m.fragmentation, 0.1 * (m.optimizer * (1 - kMasterShare) + m.activations + m.temp),
+                1e-6 * m.fragmentation);
     EXPECT_NEAR(m.total(), m.model_states() + m.activations + m.temp + m.cuda_context + m.nccl + m.fragmentation,
                 1e-6 * m.total());
 }
@@ -73,8 +100,10 @@ TEST(AllocatorReserve, NemotronFp8AsAUserWritesItFitsTheH100ItRanOn) {
     const Estimate e = estimate_job(r.job);
     const MemoryBreakdown& m = e.stages[(size_t)e.worst_stage].mem;
     EXPECT_TRUE(e.fits) << m.total() / kGiB << " GiB";
-    // Charged on the contiguous parameter and gradient buffers too, the reserve would push it over.
-    EXPECT_GT(m.total() + 0.05 * (m.params + m.grads), e.usable_bytes) << m.total() / kGiB << " GiB";
+    // Charged on the contiguous parameter and gradient buffers and the main weights too, the
+    // reserve would push it over.
+    EXPECT_GT(m.total() + 0.05 * (m.params + m.grads + m.optimizer * kMasterShare), e.usable_bytes)
+        << m.total() / kGiB << " GiB";
 }
 
 TEST(AllocatorReserve, Llama405bFp8WithFp8ParamGatherAsAUserWritesItFits) {

@@ -416,6 +416,22 @@ double cublas_workspace_bytes(const JobSpec& job) {
     return sm90_or_later ? 32.0 * 1024 * 1024 : (4096.0 * 2 + 16.0 * 8) * 1024;
 }
 
+// Transformer Engine's own cuBLASLt workspace (transformer_engine/pytorch/module/base.py
+// get_workspace: one torch.empty of get_cublas_workspace_size_bytes(), 32 MiB on sm90 and
+// later, 4 MiB before), made through the caching allocator at the first TE GEMM and kept for
+// the run, beside PyTorch's own. The stacks that run TE layers: NeMo / Megatron-Bridge,
+// Megatron-LM from 2024 (--transformer-impl transformer_engine its default, stack_defaults.cpp),
+// and any job with Transformer Engine FP8 (delayed, current or MXFP8 scaling).
+static double te_workspace_bytes(const JobSpec& job, bool te_fp8) {
+    const TrainingSpec& t = job.training;
+    const bool megatron_te = t.framework == Framework::megatron && !(t.framework_version > 0 && t.framework_version < 202401);
+    if (!(t.framework == Framework::nemo || megatron_te || te_fp8)) return 0;
+    const GpuGeneration g = job.cluster.gpu.generation;
+    if (g == GpuGeneration::cpu || job.cluster.gpu.name == "cpu") return 0;
+    const bool sm90_or_later = g == GpuGeneration::hopper || g == GpuGeneration::blackwell;
+    return (sm90_or_later ? 32.0 : 4.0) * 1024 * 1024;
+}
+
 double zb_deferred_w(const LayoutDerived& L, int i) {
     if (L.schedule != PipelineSchedule::zb_h1) return 0;
     const int warmup = std::min(L.p - i - 1, L.mbs);
@@ -648,12 +664,32 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
     if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d * (L.mla ? (L.d_qk + L.d_v) / (2.0 * L.d) : 1.0);  // ring attention: K/V chunk in flight + next (mla: K d + dr, V dv wide)
-    if (!engine) temp += cublas_workspace_bytes(ctx.job);  // the engine lists its own workspace
+    if (!engine) temp += cublas_workspace_bytes(ctx.job) + te_workspace_bytes(ctx.job, L.fp8_te);  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
     const bool embedding_group = L.p > 1 && (m.tied_embeddings || L.mtp > 0) && (first || last);  // mla: MTP's embedding copy
     S.mem.nccl = L.cpu ? 0.0 : es.nccl_gib * kGiB * (L.nccl_groups + (embedding_group ? 1 : 0));
     return S;
+}
+
+// Of a Megatron-core rank's optimizer bytes, the fp32 main weights: its mixed-precision
+// optimizers make them when they are constructed, before the first forward, and keep them
+// (megatron/core/optimizer/distrib_optimizer.py _build_model_and_main_param_groups:
+// shard_main_param = shard_model_param.clone().float(); Float16OptimizerWithFloat16Params
+// likewise for whole parameters), so, like the parameter and gradient buffers, they add nothing
+// to the allocator's reserve. Adam's moments are made at the first step (the CI memory test's
+// step 1 peaks lower), among freed activation blocks, and stay charged. With the
+// precision-aware optimizer (any state dtype other than fp32) the master copy lives in
+// Transformer Engine's FusedAdam state, made at the first step as well: nothing is excluded.
+static double megatron_master_bytes(const TrainingSpec& t, double optimizer_bytes) {
+    if (t.precision == Precision::fp32) return 0;  // no master copy
+    if (t.main_params_dtype != StateDtype::fp32 || t.exp_avg_dtype != StateDtype::fp32 ||
+        t.exp_avg_sq_dtype != StateDtype::fp32)
+        return 0;
+    const OptimizerStateWidths w = optimizer_state_widths(t);
+    const double moments = t.optimizer == Optimizer::sgd ? w.exp_avg : w.exp_avg + w.exp_avg_sq;
+    const double fp16_grads = t.precision == Precision::fp16 ? 4.0 : 0.0;  // state_bytes_per_param's fp16 copy
+    return optimizer_bytes * w.main / (w.main + moments + fp16_grads);
 }
 
 void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int i, StageMemory& S) {
@@ -690,7 +726,8 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
     const bool megatron_buffers = runs_megatron_core(ctx.job.training.framework) && L.zero == 0 &&
                                   es.activation_profile != ActivationProfile::ptd_engine;
     const double churned = S.mem.model_states() + S.mem.activations + S.mem.temp -
-                           (megatron_buffers ? S.mem.params + S.mem.grads : 0.0);
+                           (megatron_buffers ? S.mem.params + S.mem.grads + megatron_master_bytes(ctx.job.training, S.mem.optimizer)
+                                             : 0.0);
     S.mem.fragmentation = es.fragmentation * churned;
 }
 
