@@ -198,6 +198,8 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.fp8_te = L.fp8 == Fp8Recipe::delayed || L.fp8 == Fp8Recipe::current || L.fp8 == Fp8Recipe::mxfp8;
         L.peak_fp8 = cl.gpu.fp8_tflops * 1e12;
         L.fp8_cast = fp8_cast_bytes(L.fp8, L.mbs);
+        if (L.sp && L.fp8_te) fp8_sp_gathered_transpose(L.fp8_cast, L.fp8, cl.gpu.generation);  // fp8sp
+        L.fp8_accum_factor = fp8_split_accum_factor(cl.gpu.generation);                          // fp8acc
         // TE keeps the FP8 input a linear layer's wgrad needs (its columnwise copy) instead of
         // the bf16 input; MXFP8 adds one E8M0 scale per 32 elements. torchao keeps bf16.
         const double mx_scales = L.fp8 == Fp8Recipe::mxfp8 ? 1.0 / 32.0 : 0.0;
