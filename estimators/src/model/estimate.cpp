@@ -1155,6 +1155,14 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             " TFLOP/s; an FP8 GEMM needs " + rate + "× bf16's reduction length for the same efficiency)"
                             " plus memory-bound quantization passes; attention core, output layer" +
                             (m.experts > 1 ? ", router" : "") + " and embedding stay bf16; MFU/HFU are against the bf16 peak");
+        // fp8acc: Hopper's backward FP8 GEMMs run with the split accumulator (compute.cpp).
+        if (const double accum = est::fp8_split_accum_factor(job.cluster.gpu.generation); accum > 1.0) {
+            char f[32];
+            std::snprintf(f, sizeof f, "%.2f", accum);
+            est.notes.push_back(std::string("fp8: data- and weight-gradient GEMMs use the split accumulator (fp32 "
+                                            "promotion), about 1.15× the fast-accumulation forward on this GPU: FP8 "
+                                            "linear GEMMs take ") + f + "× (docs/estimators.md, FP8 training)");
+        }
         if (te)
             est.notes.push_back("fp8 (Transformer Engine): params include the cached FP8 weights (rowwise + transposed, "
                                 "2 bytes per linear weight)" +
