@@ -100,6 +100,20 @@ TEST(Fp8Estimate, FasterThanBf16ButShortOfTwice) {
     EXPECT_GT(edges.time.compute, current.time.compute);
 }
 
+// fp8acc: an FP8 job on Hopper says its backward GEMMs pay the split accumulator, with the
+// factor the time model applies; on Blackwell (no fast-accumulation mode) it says nothing.
+TEST(Fp8Estimate, HopperJobsNoteTheSplitAccumulator) {
+    auto noted = [](const Estimate& e) {
+        for (const std::string& n : e.notes)
+            if (contains(n, "split accumulator")) return n;
+        return std::string();
+    };
+    const std::string h100 = noted(estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current"})));
+    EXPECT_TRUE(contains(h100, "1.10×")) << h100;
+    EXPECT_EQ(noted(estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=current", "cluster.gpu=b200"}))), "");
+    EXPECT_EQ(noted(estimate_job(load_asset("llama3-70b-h100.toml"))), "");
+}
+
 // TE caches each FP8 weight twice (rowwise + transposed): 2 bytes per linear weight of each
 // FP8 layer on top of bf16's model states; torchao caches nothing.
 TEST(Fp8Estimate, WeightCopiesAddTwoBytesPerLinearWeight) {

@@ -175,6 +175,29 @@ Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
     return c;
 }
 
+// fp8sp: sequence parallelism all-gathers the inputs of QKV and FC1 in the forward and the
+// output gradients of proj and FC2 in the backward, and Transformer Engine quantizes before
+// the gather so the gather moves FP8. A transposed copy cannot be gathered along the sequence
+// into the gathered tensor's transpose, so on a GPU whose FP8 GEMM takes only the TN layout
+// (Hopper, Ada) TE casts the shard to the rowwise orientation alone and makes the columnwise
+// copy the weight-gradient GEMM reads from the gathered tensor: TE 1.x linear.py /
+// layernorm_linear.py (cast_to_fp8 instead of fp8_cast_transpose_fused under
+// sequence_parallel; tex.fp8_transpose(inputmat_total) and of the gathered grad_output in the
+// backward), TE 2.x the same (input_quantizer.set_usage(rowwise=True, columnwise=False) before
+// gather_along_first_dim; "FP8 GEMM on Hopper only supports TN layout so the gathered input
+// must have a valid transpose", update_usage(columnwise_usage=True) on the gathered input and
+// grad output). So the shard's cast writes one byte fewer (delayed 2 + 1 = 3, current
+// 2 + 2 + 1 = 5) and the backward reads and writes each gathered tensor once more, one byte
+// each way: 2 per element, t times the shard. MXFP8 quantizes both orientations on the shard
+// (block scales gather), and Blackwell's FP8 GEMMs take non-TN layouts
+// (is_non_tn_fp8_gemm_supported): neither makes the gathered transpose.
+void fp8_sp_gathered_transpose(Fp8CastBytes& c, Fp8Recipe recipe, GpuGeneration gen) {
+    const bool tn_only = gen == GpuGeneration::hopper || gen == GpuGeneration::ada;
+    if (!tn_only || (recipe != Fp8Recipe::delayed && recipe != Fp8Recipe::current)) return;
+    c.sp_shard = c.in_fwd - 1.0;
+    c.sp_transpose = 2.0;
+}
+
 // dsthru: per parameter and micro-batch. bf16 (BF16_Optimizer): the 16-bit gradients are
 // zeroed before the backward (write 2), autograd adds each new gradient into them
 // (AccumulateGrad in place: read 2 + 2, write 2), and update_hp_grads adds them into the fp32
@@ -216,9 +239,29 @@ double fp8_reduction_factor(double m, double n, double k, double rate) {
     return (role(m) + role(n) + role(k)) / 3.0;
 }
 
+// fp8acc: Hopper's FP8 tensor cores accumulate in reduced precision; cuBLAS's default
+// (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0, the "split accumulator") promotes the partial sums to
+// fp32 every few K steps, which costs throughput, and its fast-accumulation mode skips that.
+// Both FP8 training stacks keep the fast mode to the forward only: Transformer Engine's
+// fprop / dgrad / wgrad use_split_accumulator defaults are False / True / True (module/base.py
+// _2X_ACC_FPROP, _2X_ACC_DGRAD, _2X_ACC_WGRAD; the recipes' fp8_gemm_dgrad / fp8_gemm_wgrad
+// MMParams), torchao's Float8Linear sets use_fast_accum on the output GEMM only
+// (float8/config.py; pytorch/ao issue 2377). Measured on H100: fast accumulation speeds an FP8
+// training GEMM up 1.1 – 1.2× (pytorch/ao issue 2377, the maintainers' reply concurring); the
+// midpoint 1.15 is taken. Blackwell (sm_100) has no fast-accumulation mode: its FP8 GEMMs
+// accumulate in full precision at full rate (TransformerEngine PR 2748 review), so no penalty.
+// Two of a linear layer's three GEMMs pay it; the model times the backward as twice the
+// forward, so every pass takes the mean over the roles, as fp8_reduction_factor does.
+double fp8_split_accum_factor(GpuGeneration gen) {
+    constexpr double kSplitAccumSlowdown = 1.15;
+    if (gen != GpuGeneration::hopper && gen != GpuGeneration::ada) return 1.0;
+    return (1.0 + 2.0 * kSplitAccumSlowdown) / 3.0;
+}
+
 double linear_gemm_time(const LayoutDerived& L, double m, double n, double k) {
     if (L.fp8 == Fp8Recipe::none) return gemm_time(L.peak, m, n, k, L.gemm_eff_max);
-    return gemm_time(L.peak_fp8, m, n, k, L.gemm_eff_max) * fp8_reduction_factor(m, n, k, L.peak_fp8 / L.peak);
+    return gemm_time(L.peak_fp8, m, n, k, L.gemm_eff_max) * fp8_reduction_factor(m, n, k, L.peak_fp8 / L.peak) *
+           L.fp8_accum_factor;
 }
 
 // ttasync: the attention's input projections and a dense MLP's input projection(s) as the
@@ -355,7 +398,7 @@ static double module_recompute_time(const LayoutDerived& L, const LayerTime& lt)
     double t = 0;
     if (rc_module(L, kRecomputeLayernorm)) {
         t += x * 4.0 * T * h * r;
-        if (fp8) t += L.fp8_cast.in_fwd * (T * h * r + (L.moe ? 0.0 : T * h * r)) / L.hbm;
+        if (fp8) t += L.fp8_cast.shard_in() * (T * h * r + (L.moe ? 0.0 : T * h * r)) / L.hbm;
     }
     if (L.mla && rc_module(L, kRecomputeMlaUpProj))
         t += lt.gemm_qkv + x * 2.0 * T * L.heads_l * (2.0 * L.d_qk + L.d_v);
@@ -375,7 +418,7 @@ static double module_recompute_time(const LayoutDerived& L, const LayerTime& lt)
     } else if (rc_module(L, kRecomputeMlp)) {
         t += lt.gemm_fc1 +
              linear_gemm_time(L, T, h, L.f_l) + x * act * T * L.f_l;
-        if (fp8) t += L.fp8_cast.in_fwd * (T * h * r + T * L.f_l) / L.hbm;
+        if (fp8) t += (L.fp8_cast.shard_in() * T * h * r + L.fp8_cast.in_fwd * T * L.f_l) / L.hbm;
     }
     return t;
 }
@@ -574,6 +617,14 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         const Fp8CastBytes& c = L.fp8_cast;
         lt.fp8_cast = (c.in_fwd * inputs + c.weight_fwd * L.layer_linear_params) / L.hbm;
         lt.fp8_cast_bwd = (c.grad_bwd * grads + c.in_bwd * inputs + c.weight_bwd * L.layer_linear_params) / L.hbm;
+        if (L.sp && c.sp_transpose > 0 && !L.mla) {
+            // fp8sp: the gathered operands (QKV's and, dense, FC1's input; proj's and FC2's
+            // output gradient; the shared experts' too) are cast on the shard in one
+            // orientation and transposed after the backward's gather (fp8_sp_gathered_transpose).
+            const double gathered = T * h * r * (1.0 + (L.moe ? 0.0 : 1.0) + (L.fs_l > 0 ? 1.0 : 0.0));
+            lt.fp8_cast += (c.sp_shard - c.in_fwd) * gathered / L.hbm;
+            lt.fp8_cast_bwd += ((c.sp_shard - c.grad_bwd) * gathered + c.sp_transpose * L.t * 2.0 * gathered) / L.hbm;
+        }
     }
     // Attention core: QKᵀ and PV per head; queries are local (s / cp), keys span s.
     const double s_keys = L.s_local * L.c;

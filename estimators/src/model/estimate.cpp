@@ -198,6 +198,8 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.fp8_te = L.fp8 == Fp8Recipe::delayed || L.fp8 == Fp8Recipe::current || L.fp8 == Fp8Recipe::mxfp8;
         L.peak_fp8 = cl.gpu.fp8_tflops * 1e12;
         L.fp8_cast = fp8_cast_bytes(L.fp8, L.mbs);
+        if (L.sp && L.fp8_te) fp8_sp_gathered_transpose(L.fp8_cast, L.fp8, cl.gpu.generation);  // fp8sp
+        L.fp8_accum_factor = fp8_split_accum_factor(cl.gpu.generation);                          // fp8acc
         // TE keeps the FP8 input a linear layer's wgrad needs (its columnwise copy) instead of
         // the bf16 input; MXFP8 adds one E8M0 scale per 32 elements. torchao keeps bf16.
         const double mx_scales = L.fp8 == Fp8Recipe::mxfp8 ? 1.0 / 32.0 : 0.0;
@@ -1158,6 +1160,14 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             " TFLOP/s; an FP8 GEMM needs " + rate + "× bf16's reduction length for the same efficiency)"
                             " plus memory-bound quantization passes; attention core, output layer" +
                             (m.experts > 1 ? ", router" : "") + " and embedding stay bf16; MFU/HFU are against the bf16 peak");
+        // fp8acc: Hopper's backward FP8 GEMMs run with the split accumulator (compute.cpp).
+        if (const double accum = est::fp8_split_accum_factor(job.cluster.gpu.generation); accum > 1.0) {
+            char f[32];
+            std::snprintf(f, sizeof f, "%.2f", accum);
+            est.notes.push_back(std::string("fp8: data- and weight-gradient GEMMs use the split accumulator (fp32 "
+                                            "promotion), about 1.15× the fast-accumulation forward on this GPU: FP8 "
+                                            "linear GEMMs take ") + f + "× (docs/estimators.md, FP8 training)");
+        }
         if (te)
             est.notes.push_back("fp8 (Transformer Engine): params include the cached FP8 weights (rowwise + transposed, "
                                 "2 bytes per linear weight)" +

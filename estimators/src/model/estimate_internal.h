@@ -33,6 +33,12 @@ struct GroupNet {
 struct Fp8CastBytes {
     double in_fwd = 0, grad_bwd = 0, in_bwd = 0;  // per input / output-gradient element
     double weight_fwd = 0, weight_bwd = 0;        // per weight element and micro-batch
+    // fp8sp: an operand all-gathered by sequence parallelism under a TN-only FP8 GEMM (Hopper,
+    // Ada) with a per-tensor TE recipe: its shard is cast to one FP8 orientation only
+    // (sp_shard per shard element, 0 = in_fwd / grad_bwd as for any operand) and the transposed
+    // copy is made from the gathered tensor in the backward (sp_transpose per gathered element).
+    double sp_shard = 0, sp_transpose = 0;
+    double shard_in() const { return sp_shard > 0 ? sp_shard : in_fwd; }
 };
 
 // Everything one evaluation needs, derived from the context + layout once (estimate.cpp).
@@ -77,6 +83,7 @@ struct LayoutDerived {
     Fp8Recipe fp8;                       // none: every GEMM at `peak`
     bool fp8_te;                         // a Transformer Engine recipe (delayed, current, mxfp8)
     double peak_fp8;                     // FLOP/s of the FP8 tensor cores (the linear layers' GEMMs)
+    double fp8_accum_factor = 1.0;       // fp8acc: the linear GEMMs' time for split accumulation (fp8_split_accum_factor)
     Fp8CastBytes fp8_cast;               // memory-bound quantization traffic per operand element
     double fp8_saved_bytes;              // bytes per element of a linear input TE saves for wgrad
     double fp8_weight_bytes;             // bytes per weight element of TE's cached FP8 weights
@@ -259,6 +266,8 @@ struct LayerTime {
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
+void fp8_sp_gathered_transpose(Fp8CastBytes& c, Fp8Recipe recipe, GpuGeneration gen);
+double fp8_split_accum_factor(GpuGeneration gen);
 LayerTime layer_forward_time(const LayoutDerived& L);
 // ringcp: the HBM bytes PyTorch's ring attention (torchtitan's context parallelism) moves
 // around its flash calls in one layer, forward and backward, on the busiest rank; part of
