@@ -228,6 +228,22 @@ TEST(DtensorSpCopies, AsyncTpReordersTheGatheredTensorForBf16WeightGradients) {
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
 }
 
+// torchtitan compiles each TransformerBlock only (apply_compile), so async TP's Inductor pass
+// never sees the output layer: the final norm's output is gathered by DTensor and copied (one
+// T·h copy each way) with or without async TP.
+TEST(DtensorSpCopies, TheOutputLayersGatherCopiesUnderAsyncTpToo) {
+    auto L = llama_layer(8, true);
+    L.async_tp = true;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    ChunkTime megatron_tp, dtensor_tp;
+    est::block_compute(L, lt, 0.0, false, true, megatron_tp);  // the last block's own terms only
+    L.dtensor_sp = true;
+    est::block_compute(L, lt, 0.0, false, true, dtensor_tp);
+    const double copy = 2.0 * L.e * L.tokens * L.h / L.hbm;
+    EXPECT_NEAR(dtensor_tp.fwd.compute - megatron_tp.fwd.compute, copy, 1e-12);
+    EXPECT_NEAR(dtensor_tp.bwd.compute - megatron_tp.bwd.compute, copy, 1e-12);
+}
+
 // ---- ringcp: PyTorch's ring attention under torchtitan's context parallelism ----
 
 // A Llama-3-8B-like layer on cp ranks: the rank holds s/c of one 8192-token sequence.

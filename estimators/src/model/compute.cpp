@@ -698,12 +698,14 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
     // dtcopy: the vocab-parallel embedding's output is reduce-scattered to Shard(1) and the
-    // final norm's output gathered for the output layer (one copy each way, 16-bit); async TP
-    // fuses the output layer's gather with its matmul, not the embedding's scatter.
+    // final norm's output gathered for the output layer (one copy each way, 16-bit). asynctp:
+    // async TP fuses neither: torchtitan compiles each TransformerBlock, not the embedding or
+    // the output layer (apply_compile at 820504e and since), so Inductor's micro-pipeline pass
+    // never sees their collectives.
     if (L.dtensor_sp && L.t > 1) {
         const double copy16 = 2.0 * L.e * T * L.h / L.hbm;
         if (first) F.compute += copy16, B.compute += copy16;
-        if (last && !L.async_tp) F.compute += copy16, B.compute += copy16;
+        if (last) F.compute += copy16, B.compute += copy16;
     }
     // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its
     // backward, on the compute stream (ds_grad_accum_bytes).
