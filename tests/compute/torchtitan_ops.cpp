@@ -196,6 +196,54 @@ TEST(DtensorSpCopies, Float8GathersAndAsyncTpCopyLess) {
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 4.0 * copy);
 }
 
+// asynctp: torch's fused ops return the gathered [b, s, h] tensor sequence-major (they work on
+// A.movedim(gather_dim, 0)) and take wo's input so. In bf16, with more than one sequence per
+// micro-batch, each fused gather that feeds a weight gradient (QKV's and w1 / w3's inputs, wo's
+// and w2's output gradients) is copied once into the other operand's batch-major order, and the
+// attention output (SDPA's, batch-major) once per forward into sequence-major order. One
+// sequence per micro-batch: the two orders are the same. Float8: the casts write the order.
+TEST(DtensorSpCopies, AsyncTpReordersTheGatheredTensorForBf16WeightGradients) {
+    auto L = llama_layer(8, true);  // b = 2
+    L.dtensor_sp = true, L.async_tp = true;
+    const double copy = 2.0 * L.e * L.tokens * L.h / L.hbm;
+    const double attn_out = 2.0 * L.e * L.tokens * L.heads_l * L.d / L.hbm;
+    est::LayerTime lt = est::layer_forward_time(L);
+    EXPECT_DOUBLE_EQ(lt.sp_copy, attn_out);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy + 4.0 * copy) << "the two NCCL reduce-scatters and four reorders";
+    // Op-level SAC without a SwiGLU w3: the MLP input's re-gather has no matmul to fuse with
+    // (an NCCL gather, contiguous already), so three reorder.
+    L.rc = Recompute::selective, L.rc_style = RecomputeStyle::torchtitan_op, L.swiglu = false;
+    lt = est::layer_forward_time(L);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy + 3.0 * copy);
+    L.rc = Recompute::none, L.rc_style = RecomputeStyle::megatron, L.swiglu = true;
+    L.b = 1, L.s_local = L.tokens;  // one sequence: sequence-major is batch-major
+    lt = est::layer_forward_time(L);
+    EXPECT_EQ(lt.sp_copy, 0.0);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
+    L.b = 2, L.s_local = L.tokens / 2;
+    L.fp8 = Fp8Recipe::tensorwise;
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1);
+    lt = est::layer_forward_time(L);
+    EXPECT_EQ(lt.sp_copy, 0.0);
+    EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
+}
+
+// torchtitan compiles each TransformerBlock only (apply_compile), so async TP's Inductor pass
+// never sees the output layer: the final norm's output is gathered by DTensor and copied (one
+// T·h copy each way) with or without async TP.
+TEST(DtensorSpCopies, TheOutputLayersGatherCopiesUnderAsyncTpToo) {
+    auto L = llama_layer(8, true);
+    L.async_tp = true;
+    const est::LayerTime lt = est::layer_forward_time(L);
+    ChunkTime megatron_tp, dtensor_tp;
+    est::block_compute(L, lt, 0.0, false, true, megatron_tp);  // the last block's own terms only
+    L.dtensor_sp = true;
+    est::block_compute(L, lt, 0.0, false, true, dtensor_tp);
+    const double copy = 2.0 * L.e * L.tokens * L.h / L.hbm;
+    EXPECT_NEAR(dtensor_tp.fwd.compute - megatron_tp.fwd.compute, copy, 1e-12);
+    EXPECT_NEAR(dtensor_tp.bwd.compute - megatron_tp.bwd.compute, copy, 1e-12);
+}
+
 // ---- ringcp: PyTorch's ring attention under torchtitan's context parallelism ----
 
 // A Llama-3-8B-like layer on cp ranks: the rank holds s/c of one 8192-token sequence.

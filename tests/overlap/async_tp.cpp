@@ -94,6 +94,37 @@ TEST(AsyncTp, HidesTheFusedCollectivesOnly) {
     EXPECT_LT(async_tp, plain - mbs * j.model.layers * 4.0 * coll);
 }
 
+// torch's fused ops (torch/distributed/_symmetric_memory: _pipelined_all_gather_and_consume,
+// _pipelined_produce_and_all2all) copy one peer's shard at a time beside the matmul of a piece
+// already there: the local shard's piece of a fused all-gather runs beside the first copy and the
+// last peer's piece after the last copy; a fused reduce-scatter's first chunk is computed before
+// any peer can pull it. On a TP link slow enough that every fused op waits on its transfer, the
+// forward hides (t − 1)/t of its four fused matmuls, not all of them: the rest of its TP time
+// is the transfers, the local-shard copies, the partial sums and the pieces' GEMM cost.
+TEST(AsyncTp, TheTransferHidesBehindAllButOnePiece) {
+    const JobSpec j = load_asset("llama3-70b-h100.toml", titan_2d());
+    est::LayoutDerived L = llama_layer_tp8();
+    L.async_tp = true;
+    est::assign_group_links(j.cluster, j.parallel.order.c_str(), L);
+    L.net_tp.bus_intra /= 20.0, L.net_tp.bus_inter /= 20.0;  // every fused op waits on its transfer
+    const est::LayerTime lt = est::layer_forward_time(L);
+    ChunkTime block, hidden;
+    est::block_comm(L, lt, 1.0, false, false, block);
+    hidden = block;
+    est::hide_tp_comm(L, lt, 1.0, hidden);
+
+    const double T = L.tokens, h = L.h, t = L.t;
+    const double qkv = est::titan_qkv_gemm(L), up = est::titan_up_gemm(L);
+    const double proj = est::linear_gemm_time(L, T, h, L.heads_l * L.d), down = est::linear_gemm_time(L, T, h, L.f_l);
+    const double coll = est::nccl_time(est::Collective::all_gather, L.e * T * h, L.net_tp);
+    const double sigma = time_model_constants().overlap_slowdown;
+    ASSERT_GT(coll / (1.0 + sigma), up) << "the largest fused matmul must be shorter than its transfer";
+    const double d0 = time_model_constants().gemm_half_dim, cut = (T + t * d0) / (T + d0) - 1.0;
+    const double gemms = qkv + proj + up + down;
+    const double fixed = 2.0 * (2.0 * L.e * T * h / t / L.hbm) + 2.0 * (L.e * T * h * (1.0 + 1.0 / t) / L.hbm) + cut * gemms;
+    EXPECT_NEAR(block.fwd.tp - hidden.fwd.tp + fixed, (t - 1.0) / t * gemms, 1e-9 * gemms);
+}
+
 // The model is selected by the key, not by the framework's name: a Megatron job with the key
 // set (which validation allows outside torchtitan only with compile) gets the same hiding.
 // Behind matmuls of the model's own shapes — torchtitan's Llama runs wq, wk, wv and

@@ -473,6 +473,25 @@ static void dtensor_sp_copies(const LayoutDerived& L, LayerTime& lt) {
     lt.sp_copy = (unfused_gathers ? 2.0 * gather : 0.0) + (L.moe ? (unfused_gathers ? 0.0 : gather) + copy16 : 0.0);
     lt.sp_copy_bwd = 2.0 * copy16 + (unfused_gathers ? 2.0 * copy16 : L.moe ? copy16 : 0.0);
     if (op_sac) lt.op_sac_recompute += unfused_gathers ? 2.0 * gather : (!L.moe && L.swiglu ? 0.0 : gather);
+    // asynctp: the fused ops work on A.movedim(gather_dim, 0) (_fused_all_gather_matmul_impl,
+    // _fused_matmul_reduce_scatter_impl; the pass forces that layout on their inputs,
+    // restride_A_shard_for_fused_all_gather_matmul / restride_A_for_fused_matmul_reduce_scatter),
+    // so with more than one sequence per micro-batch the gathered [b, s, h] tensor they return is
+    // sequence-major and wo's input must be written so. In bf16:
+    //  - a weight gradient is a plain mm of the gathered tensor and the output gradient, token by
+    //    token, and the gradient is batch-major: the gathered tensor is copied once (T·h, 16-bit)
+    //    for each fused gather that feeds a weight gradient — QKV's and w1 / w3's inputs, wo's and
+    //    w2's output gradients (an MoE layer's MLP gathers are NCCL ones, contiguous already;
+    //    op-level SAC's second re-gather is fused only with a SwiGLU w3);
+    //  - wo's input is the attention output, which SDPA (a kernel outside Inductor) writes
+    //    batch-major: one copy of T·(a_l·d) per forward.
+    // Under a float8 recipe every operand of those matmuls passes through a cast, an Inductor
+    // kernel that writes whatever order the next matmul needs, so nothing is added.
+    if (!unfused_gathers && L.fp8 == Fp8Recipe::none && L.b > 1) {
+        const double mlp_reorders = L.moe ? 0.0 : (op_sac && !L.swiglu ? 1.0 : 2.0);
+        lt.sp_copy += 2.0 * L.e * L.tokens * L.heads_l * L.d / L.hbm;
+        lt.sp_copy_bwd += (2.0 + mlp_reorders) * copy16;
+    }
 }
 
 // ringcp: PyTorch's context parallelism (torch/distributed/tensor/experimental/_attention.py,
@@ -748,12 +767,14 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
     // dtcopy: the vocab-parallel embedding's output is reduce-scattered to Shard(1) and the
-    // final norm's output gathered for the output layer (one copy each way, 16-bit); async TP
-    // fuses the output layer's gather with its matmul, not the embedding's scatter.
+    // final norm's output gathered for the output layer (one copy each way, 16-bit). asynctp:
+    // async TP fuses neither: torchtitan compiles each TransformerBlock, not the embedding or
+    // the output layer (apply_compile at 820504e and since), so Inductor's micro-pipeline pass
+    // never sees their collectives.
     if (L.dtensor_sp && L.t > 1) {
         const double copy16 = 2.0 * L.e * T * L.h / L.hbm;
         if (first) F.compute += copy16, B.compute += copy16;
-        if (last && !L.async_tp) F.compute += copy16, B.compute += copy16;
+        if (last) F.compute += copy16, B.compute += copy16;
     }
     // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its
     // backward, on the compute stream (ds_grad_accum_bytes).

@@ -132,12 +132,19 @@ void hide_tp_comm_async(const LayoutDerived& L, double layers, ChunkTime& c) {
     // _pipelined_produce_and_all2all), which reach less of the peak: the M factor of
     // gemm_efficiency, as for userbuffers' ring exchange (ub_chunking_cost), no SM margin.
     const double d0 = time_model_constants().gemm_half_dim, cut = (T + L.t * d0) / (T + d0) - 1.0;
+    // asynctp: the copies of one fused op run one peer at a time ("cp from different streams
+    // cannot overlap", _pipelined_all_gather_and_consume), each beside the matmul of a piece
+    // already there: the local shard's piece runs beside the first copy and the last peer's
+    // piece after the last copy. A fused reduce-scatter mirrors it: a peer pulls its chunk only
+    // after the chunk's matmul and the barrier (_pipelined_produce_and_all2all), so the first
+    // piece runs before any copy. Either way the transfer hides behind t − 1 of the t pieces.
+    const double hiding = (L.t - 1.0) / L.t;
     // A gather of `bytes` per element fused with a matmul of `gemm` seconds (c: its transfer).
     auto gather_mm = [&](double c, double bytes, double gemm) {
         if (L.fp8_cast_after_tp_gather) return c;  // ttasync: an NCCL all-gather, exposed
-        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, gemm) + cut * gemm;
+        return 2.0 * bytes * T * h / L.t / L.hbm + overlapped_cost(c, hiding * gemm) + cut * gemm;
     };
-    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, gemm) + partial_sum + cut * gemm; };
+    auto mm_scatter = [&](double gemm) { return overlapped_cost(coll, hiding * gemm) + partial_sum + cut * gemm; };
     const bool dense = !L.moe;
     const double fwd = gather_mm(coll_in, in_bytes, qkv) + mm_scatter(proj) +
                        (dense ? gather_mm(coll_in, in_bytes, up) + mm_scatter(down) : coll_in + coll);
