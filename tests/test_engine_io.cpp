@@ -707,6 +707,20 @@ TEST(Resume, CompatibleAndRefusedWithReasons) {
 
     err = error_of(check_resume_compatible(m, base, 8));  // world differs
     EXPECT_NE(err.find("different layout"), std::string::npos) << err;
+
+    // Only dp differs (and the world with it): resumed by re-splitting the optimizer shards.
+    JobSpec dp2 = base;
+    dp2.parallel.dp = 2;
+    bool reshard = false;
+    EXPECT_TRUE(check_resume_compatible(m, dp2, 8, &reshard).has_value());
+    EXPECT_TRUE(reshard);
+    EXPECT_TRUE(check_resume_compatible(m, base, 4, &reshard).has_value());
+    EXPECT_FALSE(reshard);
+    // dp and tp together: refused, saying what may change.
+    JobSpec dp2_tp1 = dp2;
+    dp2_tp1.parallel.tp = 1;
+    err = error_of(check_resume_compatible(m, dp2_tp1, 4, &reshard));
+    EXPECT_NE(err.find("only dp may change"), std::string::npos) << err;
 }
 
 // ---- issue 12: special files -------------------------------------------------------------
