@@ -1,8 +1,8 @@
 // launcher/restart.cpp (test_launcher) — automatic restart (issue 31, launcher/src/restart.cpp):
 // real ptd-engine ranks killed with SIGKILL mid-run start again from the newest complete
 // checkpoint and end with the undisturbed run's losses bit for bit; a restart budget that
-// runs out ends the run with the failure; --exclude-failed says why the layout cannot resume
-// on fewer hosts; the flags reach every rank and the dry run; the restarts and the goodput
+// runs out ends the run with the failure; --exclude-failed re-plans for the hosts left and
+// restarts there (or says why no layout fits); the flags reach every rank and the dry run; the restarts and the goodput
 // survive the manifest's round trip and reach `ptd watch`; as root, a host whose network is
 // cut mid-run (network namespaces, sshd) is restarted with the same losses. No process of a
 // run survives.
@@ -177,32 +177,127 @@ TEST(LocalRestart, BudgetSpentEndsTheRunWithTheFailure) {
     EXPECT_TRUE(survivors_after("again", 5).empty());
 }
 
-// --exclude-failed re-plans the layout for the hosts left, and stops saying why the engine
-// cannot resume there (its checkpoints hold ZeRO-1 shards split by dp) or why no layout fits.
-TEST(LocalRestart, ExcludeFailedNamesTheReplannedLayoutOrWhyNoneFits) {
+// --exclude-failed re-plans the layout for the hosts left: the same tp · pp and global batch,
+// dp from the ranks left, every rank on a host left; or it says why no layout fits them.
+TEST(LocalRestart, ExcludeFailedReplansForTheHostsLeftOrSaysWhyNoneFits) {
     JobSpec job = tiny_job(3, 2);
     job.cluster.nodes = 4;
     job.cluster.gpus_per_node = 2;
     job.parallel.dp = 2;
     job.training.global_batch = 8;
-    LaunchPlan plan;
-    plan.job = job;
-    for (int h = 0; h < 4; ++h) plan.hosts.emplace_back().display = "node-" + std::to_string(h);
-    EXPECT_EQ(exclude_failed_refusal(plan, 3, 6),
-              "--exclude-failed: without host node-3 3 host(s) hold 6 rank(s), not a multiple of tp · pp · cp = 4: no layout "
-              "of this job fits them; the run stops here");
-    plan.job.parallel.tp = 1;  // 6 ranks: tp 1 · pp 2 · dp 3 cannot split 8 sequences evenly
-    plan.job.parallel.dp = 4;
-    EXPECT_EQ(exclude_failed_refusal(plan, 3, 6),
-              "--exclude-failed: without host node-3 3 host(s) hold 6 rank(s): dp 3 × micro_batch 2 does not divide the "
-              "global batch of 8 sequences, so no gradient accumulation keeps it; the run stops here");
-    plan.job.training.global_batch = 12;
-    plan.job.parallel.dp = 4;
-    const std::string s = exclude_failed_refusal(plan, 3, 6);
-    EXPECT_NE(s.find("the same global batch of 12 sequences runs as tp 1 · pp 2 · dp 3 with 2 micro-batches per replica"),
+    LaunchPlan plan = plan_in(scratch_dir("restart"), "exclude", job, 5);
+    ASSERT_EQ(plan.hosts.size(), 4u);
+    auto refused = [](LaunchPlan p, int host) {
+        auto r = plan_without_host(p, host);
+        EXPECT_FALSE(r.has_value());
+        return r ? std::string() : r.error().diagnostics.front().message;
+    };
+    EXPECT_EQ(refused(plan, 3), "3 hosts left hold 6 ranks, not a multiple of tp · pp · cp = 4: no layout of this job fits them");
+    LaunchPlan tp1 = plan;  // 6 ranks: tp 1 · pp 2 · dp 3 cannot split 8 sequences evenly
+    tp1.job.parallel.tp = 1;
+    tp1.job.parallel.dp = 4;
+    EXPECT_EQ(refused(tp1, 3), "3 hosts left hold 6 ranks: dp 3 × micro_batch 2 does not divide the global batch of 8 "
+                               "sequences, so no gradient accumulation keeps it");
+
+    // 2 hosts of 2 ranks: one alone cannot hold tp 2 · pp 2.
+    LaunchPlan two = plan;
+    two.hosts.pop_back();
+    two.hosts.pop_back();
+    EXPECT_EQ(refused(two, 0), "1 host left holds 2 ranks, not a multiple of tp · pp · cp = 4: no layout of this job fits them");
+    JobSpec wide = job;  // 2 hosts of 4 ranks: tp 2 · pp 2 · dp 2 → dp 1 on the host left
+    wide.cluster.nodes = 2;
+    wide.cluster.gpus_per_node = 4;
+    LaunchPlan p = plan_in(scratch_dir("restart"), "exclude-wide", wide, 5);
+    auto done = plan_without_host(p, 0);
+    ASSERT_TRUE(done.has_value()) << done.error().str();
+    EXPECT_EQ(*done, "tp 2 · pp 2 · dp 1 on 1 host (4 ranks): the global batch of 8 sequences as 4 micro-batches of 2 per "
+                     "replica (was dp 2 with 2)");
+    EXPECT_TRUE(p.hosts[0].excluded);
+    EXPECT_TRUE(p.hosts[0].ranks.empty());
+    EXPECT_EQ(p.hosts[1].ranks, (std::vector<int>{0, 1, 2, 3}));
+    ASSERT_EQ(p.ranks.size(), 4u);
+    for (const RankPlan& r : p.ranks) {
+        EXPECT_EQ(r.host, 1);
+        EXPECT_EQ(r.dp, 0);
+        const auto at = std::search(r.argv.begin(), r.argv.end(), p.layout_overrides.begin(), p.layout_overrides.end());
+        EXPECT_NE(at, r.argv.end()) << "rank " << r.rank << " lacks the layout overrides";
+        EXPECT_EQ(std::find(r.env.begin(), r.env.end(), std::pair<std::string, std::string>{"WORLD_SIZE", "4"}) != r.env.end(), true);
+    }
+    EXPECT_EQ(p.layout_overrides, (std::vector<std::string>{"--set", "cluster.nodes=1", "--set", "parallel.dp=1", "--set",
+                                                            "training.global_batch=8"}));
+    EXPECT_EQ(refused(p, 1), "no host is left to run on");
+}
+
+// The local mode expresses hosts as nodes of cluster.nodes: a rank of node 1 killed under
+// --exclude-failed, and the run restarts on node 0 alone at dp 1 from the newest checkpoint
+// (ZeRO-1 shards re-split by the engine), finishes, and its losses after the resume are the
+// undisturbed run's: the first step's the same bits, the rest within 1e-5 relative (only the
+// order of the gradient sums changed; test_engine_train ResumeAtAnotherDp).
+TEST(LocalRestart, ExcludeFailedRestartsOnTheNodesLeft) {
+    const std::string dir = scratch_dir("restart");
+    constexpr int kSteps = 9;
+    JobSpec job = tiny_job(3, 2);
+    job.cluster.nodes = 2;
+    job.cluster.gpus_per_node = 2;
+    job.parallel.tp = 2;
+    job.parallel.pp = 1;
+    job.parallel.dp = 2;
+    job.parallel.zero = 1;
+    const LaunchRun calm = run_launch(plan_in(dir, "calm", job, kSteps), 180);
+    ASSERT_EQ(calm.rc, 0) << calm.outcome.reason;
+
+    LaunchPlan plan = plan_in(dir, "hit", job, kSteps);
+    plan.exclude_failed = true;
+    std::map<int, long> pids;
+    bool killed = false;
+    std::vector<std::string> restarts;
+    const LaunchRun hit = run_launch(plan, 240, [&](const LaunchEvent& ev) {
+        if (ev.kind == LaunchEventKind::rank_started) pids[ev.rank] = ev.pid;
+        if (ev.kind == LaunchEventKind::restart) restarts.push_back(ev.text);
+        if (!killed && ev.kind == LaunchEventKind::metric && ev.metric->kind == MetricKind::checkpoint && ev.metric->step == 3 &&
+            ev.rank == 0) {
+            kill((pid_t)pids.at(2), SIGKILL);  // rank 2: node 1
+            killed = true;
+        }
+    });
+    ASSERT_TRUE(killed);
+    EXPECT_EQ(hit.rc, 0) << hit.outcome.reason;
+    ASSERT_EQ(restarts.size(), 1u);
+    EXPECT_NE(restarts[0].find("; without host localhost (local), now tp 2 · pp 1 · dp 1 on 1 host (2 ranks): the global "
+                               "batch of 8 sequences as 4 micro-batches of 2 per replica (was dp 2 with 2)"),
               std::string::npos)
-        << s;
-    EXPECT_NE(s.find("resumes a checkpoint only on the layout that wrote it"), std::string::npos) << s;
+        << restarts[0];
+    auto m = read_manifest(dir + "/hit");
+    ASSERT_TRUE(m) << m.error().str();
+    EXPECT_EQ(m->state, "finished");
+    EXPECT_EQ(m->world_size, 2);
+    ASSERT_EQ(m->restarts.size(), 1u);
+    const RestartRecord& r = m->restarts[0];
+    EXPECT_EQ(r.rank, 2);
+    EXPECT_EQ(r.excluded_host, 1);
+    EXPECT_GE(r.resumed_from, 3);
+    EXPECT_EQ(r.steps_lost, r.failed_at_step - r.resumed_from);
+    EXPECT_GE(r.seconds_lost, 0);
+    ASSERT_TRUE(m->goodput);
+    EXPECT_EQ(m->goodput->steps, kSteps);
+    const std::string log0 = read_file(dir + "/hit/rank-0.log");
+    EXPECT_NE(log0.find("optimizer shards re-split for dp 1"), std::string::npos);
+
+    // Rank 0's losses: up to the checkpoint the undisturbed run's bits; after it within 1e-5.
+    const Curve want = loss_curve(dir + "/calm", 1), got = loss_curve(dir + "/hit", 1);
+    ASSERT_EQ(want.size(), (size_t)kSteps);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [key, value] : want) {
+        const double loss = got.at(key).first;
+        if (key.second <= r.resumed_from + 1)
+            EXPECT_EQ(loss, value.first) << "step " << key.second;
+        else
+            EXPECT_NEAR(loss, value.first, 1e-5 * std::abs(value.first)) << "step " << key.second;
+    }
+    // `ptd watch` shows the restart with the host left out and the new layout.
+    const Proc w = run_captured(kBin + "/ptd watch " + dir + "/hit --once");
+    EXPECT_NE(w.out.find("without host localhost (local), now tp 2 · pp 1 · dp 1"), std::string::npos) << w.out << w.err;
+    EXPECT_TRUE(survivors_after("hit", 5).empty());
 }
 
 // The manifest keeps the restarts and the goodput; a reader gets them back, and `ptd watch`
