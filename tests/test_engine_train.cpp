@@ -1079,6 +1079,12 @@ TEST_P(ResumeAtAnotherDp, ReSplitsTheOptimizerShardsAndTrainsOn) {
     const int64_t numel = json::parse(full[0].of("start").at(0)["params_local"].dump()).get<int64_t>();
     const bool with_master = precision != "fp32";
     ASSERT_EQ(dp2[1].offset, (int64_t)dp2[0].m.size());
+    // The manifest records each shard's range, as the shards hold it.
+    auto manifest = ptd::engine::read_manifest(saved.string());
+    ASSERT_TRUE(manifest.has_value()) << manifest.error().one_line();
+    EXPECT_EQ(manifest->layout.dp, 2);
+    EXPECT_EQ(manifest->files[2].optimizer_offset, dp2[1].offset);
+    EXPECT_EQ(manifest->files[2].optimizer_count, (int64_t)dp2[1].m.size());
     ASSERT_GE(2 * (int64_t)dp2[0].m.size(), numel);
     EXPECT_EQ(dp2[0].master.empty(), !with_master);
     // dp 1: the whole [0, numel) is the two saved slices end to end.
@@ -1145,6 +1151,21 @@ TEST_P(ResumeAtAnotherDp, ReSplitsTheOptimizerShardsAndTrainsOn) {
     auto moved = run_engine(write_job(other, name + "-tp1"), 4, {"--run-dir", c, "--resume"});
     EXPECT_NE(moved[0].exit_code, 0);
     EXPECT_NE(moved[0].err.find("only dp may change"), std::string::npos) << moved[0].err;
+    // A manifest whose range disagrees with the shard: refused, naming both.
+    const std::string e = (temp_root() / (name + "-range")).string();
+    fs::create_directories(fs::path(e) / "checkpoints");
+    fs::copy(saved, fs::path(e) / "checkpoints/step-00000003", fs::copy_options::recursive);
+    {
+        const fs::path mpath = fs::path(e) / "checkpoints/step-00000003/manifest.json";
+        json mj = json::parse(slurp(mpath.string()));
+        mj["files"][2]["optimizer_range"][0] = mj["files"][2]["optimizer_range"][0].get<int64_t>() + 128;
+        std::ofstream(mpath) << mj.dump(2);
+    }
+    TinyJob single = j;
+    single.dp = 1;
+    auto range = run_engine(write_job(single, name + "-range"), 2, {"--run-dir", e, "--resume"});
+    EXPECT_NE(range[0].exit_code, 0);
+    EXPECT_NE(range[0].err.find("manifest.json records"), std::string::npos) << range[0].err;
     // A shard of the checkpoint gone: the dp-1 resume stops naming the file, never loads a part.
     const std::string d = (temp_root() / (name + "-gone")).string();
     fs::create_directories(fs::path(d) / "checkpoints");

@@ -564,8 +564,11 @@ Result<void> write_manifest(const std::string& dir, const Manifest& m) {
     j["rng_state"] = m.rng_state;
     j["created"] = m.created;
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
-    for (const ManifestFile& f : m.files)
-        files.push_back({{"rank", f.rank}, {"file", f.file}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+    for (const ManifestFile& f : m.files) {
+        nlohmann::ordered_json fj = {{"rank", f.rank}, {"file", f.file}, {"bytes", f.bytes}, {"sha256", f.sha256}};
+        if (f.optimizer_offset >= 0) fj["optimizer_range"] = {f.optimizer_offset, f.optimizer_count};
+        files.push_back(std::move(fj));
+    }
     j["files"] = files;
     std::string text;
     try {
@@ -757,6 +760,17 @@ Result<Manifest> parse_manifest(std::string_view text, const std::string& path, 
         PTD_TRY(sha, r.str(fj, prefix, "sha256"));
         if (!is_hex64(sha)) return r.bad(prefix + "sha256", "expected 64 lower-case hex digits, got \"" + sha + "\"");
         f.sha256 = sha;
+        if (auto range = fj.find("optimizer_range"); range != fj.end()) {
+            const auto count_ok = [](const Json& x) {
+                return x.is_number_integer() && (x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT64_MAX) / 2
+                                                                        : x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT64_MAX / 2);
+            };
+            if (!range->is_array() || range->size() != 2 || !count_ok((*range)[0]) || !count_ok((*range)[1]))
+                return r.bad(prefix + "optimizer_range",
+                             "expected [offset, count], two integers ≥ 0, got " + r.shown(*range));
+            f.optimizer_offset = (*range)[0].get<int64_t>();
+            f.optimizer_count = (*range)[1].get<int64_t>();
+        }
         m.files.push_back(std::move(f));
     }
     std::sort(m.files.begin(), m.files.end(),

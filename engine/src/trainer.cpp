@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 #include "ptd/engine/blas_core.h"
@@ -289,7 +290,9 @@ void write_checkpoint(RunState& s) {
     auto sha = write_shard(path, s.env.rank, blobs);
     if (!sha) fatal_run_error(sha.error().one_line());
     const int64_t bytes = (int64_t)fs::file_size(path, ec);
-    const std::string entry = *sha + " " + std::to_string(bytes);
+    // What rank 0's manifest records of this shard: digest, size, optimizer range.
+    const std::string entry = *sha + " " + std::to_string(bytes) + " " + std::to_string(s.optim.shard_offset) + " " +
+                              std::to_string(s.optim.shard_numel);
     const std::string key_prefix = "ckpt/" + std::to_string(s.step) + "/";
     if (s.store) s.store->set(key_prefix + std::to_string(s.env.rank), std::vector<uint8_t>(entry.begin(), entry.end()));
     if (s.env.rank == 0) {
@@ -303,12 +306,13 @@ void write_checkpoint(RunState& s) {
                 if (!got) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": " + got.error().one_line());
                 e.assign(got->begin(), got->end());
             }
-            const size_t sp = e.find(' ');
             ManifestFile f;
             f.rank = r;
             f.file = shard_file_name(r);
-            f.sha256 = e.substr(0, sp);
-            f.bytes = sp == std::string::npos ? 0 : std::stoll(e.substr(sp + 1));
+            std::istringstream fields(e);
+            fields >> f.sha256 >> f.bytes >> f.optimizer_offset >> f.optimizer_count;
+            if (!fields) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": rank " + std::to_string(r) +
+                                         " reported \"" + e + "\", not \"<sha256> <bytes> <offset> <count>\"");
             man.files.push_back(f);
         }
         auto w = write_manifest(dir, man);
@@ -386,6 +390,12 @@ int resume_run(RunState& s) {
             slice.v = floats(shard->find("adam.v"));
             slice.master = floats(shard->find("master"));
             slice.source = path;
+            if (entry->optimizer_offset >= 0 &&
+                (slice.offset != entry->optimizer_offset || (int64_t)slice.m.size() != entry->optimizer_count))
+                return run_failure(s, path + ": holds the optimizer state of elements " + std::to_string(slice.offset) +
+                                          " + " + std::to_string(slice.m.size()) + "; " + dir +
+                                          "/manifest.json records " + std::to_string(entry->optimizer_offset) + " + " +
+                                          std::to_string(entry->optimizer_count));
             if (!slices.empty() && st["step"] != first_state_step)
                 return run_failure(s, path + ": holds step " + st["step"].dump() + ", the other shards of " + dir +
                                           " step " + first_state_step.dump());

@@ -11,7 +11,8 @@
 //   B bytes of blobs, each: u32 name length, name, u64 byte length, bytes
 //   32 bytes: SHA-256 of everything before it
 // Manifest (JSON, schema "ptd.checkpoint/1"): run_id, step, spec_hash, math_hash, spec,
-// layout, data_position, rng_state, created, files [{rank, file, bytes, sha256}].
+// layout, data_position, rng_state, created, files [{rank, file, bytes, sha256,
+// optimizer_range (optional: [offset, count] of the flat buffer)}].
 #pragma once
 
 #include <cstddef>
@@ -128,6 +129,11 @@ struct ManifestFile {
     std::string file;      // shard file name inside the checkpoint folder (no '/')
     int64_t bytes = 0;     // file size
     std::string sha256;    // whole-file SHA-256 hex (64 lower-case digits)
+    // The elements [offset, offset + count) of the rank's flat parameter buffer whose
+    // optimizer state the shard holds ("optimizer_range": [offset, count]; -1 = not
+    // recorded, as in checkpoints written before it). A resume at another dp checks the
+    // shards against it.
+    int64_t optimizer_offset = -1, optimizer_count = -1;
 };
 
 struct Manifest {
