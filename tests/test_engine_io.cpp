@@ -525,7 +525,7 @@ namespace {
 Manifest sample_manifest(int64_t step) {
     Manifest m = make_manifest(tiny_job(), 4, "run-test", step, step * 8, "rng:12345");
     for (int r = 0; r < 4; ++r)
-        m.files.push_back({r, shard_file_name(r), 1000 + r, sha256_hex(std::to_string(r))});
+        m.files.push_back({r, shard_file_name(r), 1000 + r, sha256_hex(std::to_string(r)), r < 2 ? 0 : -1, r < 2 ? 640 : -1});
     return m;
 }
 
@@ -566,6 +566,11 @@ TEST(Manifest, RoundTrip) {
     EXPECT_EQ(back->files[2].file, "rank-00002.bin");
     EXPECT_EQ(back->files[2].bytes, 1002);
     EXPECT_EQ(back->files[2].sha256, m.files[2].sha256);
+    // The optimizer range where it is recorded; absent (older checkpoints) reads as -1.
+    EXPECT_EQ(back->files[1].optimizer_offset, 0);
+    EXPECT_EQ(back->files[1].optimizer_count, 640);
+    EXPECT_EQ(back->files[2].optimizer_offset, -1);
+    EXPECT_EQ(back->files[2].optimizer_count, -1);
     EXPECT_NE(read_bytes(dir + "/manifest.json").find("\"schema\": \"ptd.checkpoint/1\""), std::string::npos);
 }
 
@@ -602,6 +607,11 @@ TEST(Manifest, BadFieldsNameTheFileAndTheField) {
     edit_manifest(dir, "\"rank-00002.bin\"", "\"../../etc/passwd\"");
     err = error_of(read_manifest(dir));
     EXPECT_NE(err.find("files[2].file"), std::string::npos) << err;
+
+    fresh();
+    edit_manifest(dir, "\"optimizer_range\": [", "\"optimizer_range\": [-5, ");
+    err = error_of(read_manifest(dir));
+    EXPECT_NE(err.find("files[0].optimizer_range: expected [offset, count], two integers ≥ 0"), std::string::npos) << err;
 
     fresh();
     edit_manifest(dir, "ptd.checkpoint/1", "ptd.checkpoint/9");
@@ -707,6 +717,20 @@ TEST(Resume, CompatibleAndRefusedWithReasons) {
 
     err = error_of(check_resume_compatible(m, base, 8));  // world differs
     EXPECT_NE(err.find("different layout"), std::string::npos) << err;
+
+    // Only dp differs (and the world with it): resumed by re-splitting the optimizer shards.
+    JobSpec dp2 = base;
+    dp2.parallel.dp = 2;
+    bool reshard = false;
+    EXPECT_TRUE(check_resume_compatible(m, dp2, 8, &reshard).has_value());
+    EXPECT_TRUE(reshard);
+    EXPECT_TRUE(check_resume_compatible(m, base, 4, &reshard).has_value());
+    EXPECT_FALSE(reshard);
+    // dp and tp together: refused, saying what may change.
+    JobSpec dp2_tp1 = dp2;
+    dp2_tp1.parallel.tp = 1;
+    err = error_of(check_resume_compatible(m, dp2_tp1, 4, &reshard));
+    EXPECT_NE(err.find("only dp may change"), std::string::npos) << err;
 }
 
 // ---- issue 12: special files -------------------------------------------------------------

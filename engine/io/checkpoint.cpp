@@ -24,6 +24,7 @@
 
 #include "ptd/common/file_read.h"
 #include "ptd/common/sha256.h"
+#include "ptd/layout/layout.h"
 
 namespace ptd::engine {
 namespace fs = std::filesystem;
@@ -563,8 +564,11 @@ Result<void> write_manifest(const std::string& dir, const Manifest& m) {
     j["rng_state"] = m.rng_state;
     j["created"] = m.created;
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
-    for (const ManifestFile& f : m.files)
-        files.push_back({{"rank", f.rank}, {"file", f.file}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+    for (const ManifestFile& f : m.files) {
+        nlohmann::ordered_json fj = {{"rank", f.rank}, {"file", f.file}, {"bytes", f.bytes}, {"sha256", f.sha256}};
+        if (f.optimizer_offset >= 0) fj["optimizer_range"] = {f.optimizer_offset, f.optimizer_count};
+        files.push_back(std::move(fj));
+    }
     j["files"] = files;
     std::string text;
     try {
@@ -756,6 +760,17 @@ Result<Manifest> parse_manifest(std::string_view text, const std::string& path, 
         PTD_TRY(sha, r.str(fj, prefix, "sha256"));
         if (!is_hex64(sha)) return r.bad(prefix + "sha256", "expected 64 lower-case hex digits, got \"" + sha + "\"");
         f.sha256 = sha;
+        if (auto range = fj.find("optimizer_range"); range != fj.end()) {
+            const auto count_ok = [](const Json& x) {
+                return x.is_number_integer() && (x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT64_MAX) / 2
+                                                                        : x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT64_MAX / 2);
+            };
+            if (!range->is_array() || range->size() != 2 || !count_ok((*range)[0]) || !count_ok((*range)[1]))
+                return r.bad(prefix + "optimizer_range",
+                             "expected [offset, count], two integers ≥ 0, got " + r.shown(*range));
+            f.optimizer_offset = (*range)[0].get<int64_t>();
+            f.optimizer_count = (*range)[1].get<int64_t>();
+        }
         m.files.push_back(std::move(f));
     }
     std::sort(m.files.begin(), m.files.end(),
@@ -792,7 +807,8 @@ std::optional<std::string> find_latest_checkpoint(const std::string& run_dir) {
     return best;
 }
 
-Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int world) {
+Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int world, bool* reshard_over_dp) {
+    if (reshard_over_dp) *reshard_over_dp = false;
     const std::string dir = m.dir.empty() ? std::string("(unnamed)") : m.dir;
     const SourceLoc loc{m.dir.empty() ? std::string() : (fs::path(m.dir) / "manifest.json").string(), 0, 0};
     const std::string job_hash = job_spec_hash(job);
@@ -819,12 +835,95 @@ Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int 
                         " (only training.steps may change on resume)");
     }
     const CheckpointLayout now = layout_of(job, world);
+    if (only_dp_differs(m.layout, now)) {
+        if (reshard_over_dp) *reshard_over_dp = true;
+        return {};
+    }
     if (!(m.layout == now) || m.spec_hash != job_hash)
         return fail(loc, "",
                     "checkpoint " + dir + " was written with " + describe_layout(m.layout) +
                         "; this run has " + describe_layout(now) +
-                        "; resuming on a different layout is not supported");
+                        "; resuming on a different layout is not supported (only dp may change: the "
+                        "optimizer shards are re-split over the new dp; tp, pp, cp, ep, vpp, zero, sp, "
+                        "recompute, order and layers_per_stage must stay)");
     return {};
+}
+
+bool only_dp_differs(const CheckpointLayout& from, const CheckpointLayout& to) {
+    if (from.dp == to.dp) return false;
+    CheckpointLayout same_dp = to;
+    same_dp.dp = from.dp;
+    same_dp.world = from.world;
+    // The world must still be the product of the degrees on both sides (a checkpoint whose
+    // world is not tp·pp·dp·cp was written by some other arrangement).
+    const auto product = [](const CheckpointLayout& l) { return int64_t(l.tp) * l.pp * l.dp * l.cp; };
+    return same_dp == from && product(from) == from.world && product(to) == to.world;
+}
+
+Result<std::vector<int>> reshard_source_ranks(const CheckpointLayout& from, int tp, int cp, int pp) {
+    // Nodes play no part in who holds what: one node of the whole world.
+    auto layout = make_layout(LayoutRequest{.tp = from.tp, .cp = from.cp, .dp = from.dp, .pp = from.pp, .ep = from.ep,
+                                            .gpus_per_node = std::max(1, from.world), .order = from.order});
+    if (!layout) return std::unexpected(layout.error());
+    if (tp < 0 || tp >= from.tp || cp < 0 || cp >= from.cp || pp < 0 || pp >= from.pp)
+        return fail(SourceLoc{}, "", "position tp " + std::to_string(tp) + " cp " + std::to_string(cp) + " pp " +
+                                         std::to_string(pp) + " is outside the checkpoint's " + describe_layout(from));
+    const bool sharded = from.zero >= 1 && from.dp > 1;
+    std::vector<int> ranks;
+    for (int d = 0; d < (sharded ? from.dp : 1); ++d) ranks.push_back(layout->rank_of(tp, cp, d, pp));
+    return ranks;
+}
+
+Result<OptimizerSlice> reslice_optimizer(const std::vector<OptimizerSlice>& parts, int64_t numel, int64_t offset,
+                                         int64_t count, bool with_master) {
+    const SourceLoc loc{parts.empty() ? std::string() : parts.front().source, 0, 0};
+    if (parts.empty()) return fail(loc, "", "no shard holds this rank's optimizer state");
+    std::vector<const OptimizerSlice*> sorted;
+    for (const OptimizerSlice& p : parts) {
+        if (p.v.size() != p.m.size() || (!p.master.empty() && p.master.size() != p.m.size()))
+            return fail(SourceLoc{p.source, 0, 0}, "",
+                        p.source + ": adam.m holds " + std::to_string(p.m.size()) + " elements but adam.v " +
+                            std::to_string(p.v.size()) + " and master " + std::to_string(p.master.size()));
+        if (with_master && p.master.empty())
+            return fail(SourceLoc{p.source, 0, 0}, "",
+                        p.source + ": no master blob (f32 master weights), which this run's precision needs");
+        if (p.offset < 0) return fail(SourceLoc{p.source, 0, 0}, "", p.source + ": negative shard offset");
+        sorted.push_back(&p);
+    }
+    std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    // Every parameter element in some shard: the joined slices reach numel without a gap.
+    int64_t covered = 0;
+    for (const OptimizerSlice* p : sorted) {
+        if (p->offset > covered && covered < numel)
+            return fail(SourceLoc{p->source, 0, 0}, "",
+                        "the checkpoint's optimizer shards do not cover this rank's " + std::to_string(numel) +
+                            " parameters: elements " + std::to_string(covered) + " .. " +
+                            std::to_string(std::min(p->offset, numel) - 1) + " are in no shard (next: " + p->source +
+                            " from element " + std::to_string(p->offset) + ")");
+        covered = std::max(covered, p->offset + (int64_t)p->m.size());
+    }
+    if (covered < numel)
+        return fail(SourceLoc{sorted.back()->source, 0, 0}, "",
+                    "the checkpoint's optimizer shards do not cover this rank's " + std::to_string(numel) +
+                        " parameters: elements " + std::to_string(covered) + " .. " + std::to_string(numel - 1) +
+                        " are in no shard (the last, " + sorted.back()->source + ", ends at element " +
+                        std::to_string(covered) + ")");
+    OptimizerSlice out;
+    out.offset = offset;
+    out.m.assign((size_t)count, 0.0f);
+    out.v.assign((size_t)count, 0.0f);
+    if (with_master) out.master.assign((size_t)count, 0.0f);
+    // Only parameter elements are copied: past numel is padding, zero in every layout.
+    const int64_t want_end = std::min(offset + count, numel);
+    for (const OptimizerSlice* p : sorted) {
+        const int64_t b = std::max(offset, p->offset), e = std::min(want_end, p->offset + (int64_t)p->m.size());
+        if (b >= e) continue;
+        const size_t src = size_t(b - p->offset), dst = size_t(b - offset), n = size_t(e - b);
+        std::copy_n(p->m.begin() + src, n, out.m.begin() + dst);
+        std::copy_n(p->v.begin() + src, n, out.v.begin() + dst);
+        if (with_master) std::copy_n(p->master.begin() + src, n, out.master.begin() + dst);
+    }
+    return out;
 }
 
 }  // namespace ptd::engine

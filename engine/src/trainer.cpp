@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 #include "ptd/engine/blas_core.h"
@@ -289,7 +290,9 @@ void write_checkpoint(RunState& s) {
     auto sha = write_shard(path, s.env.rank, blobs);
     if (!sha) fatal_run_error(sha.error().one_line());
     const int64_t bytes = (int64_t)fs::file_size(path, ec);
-    const std::string entry = *sha + " " + std::to_string(bytes);
+    // What rank 0's manifest records of this shard: digest, size, optimizer range.
+    const std::string entry = *sha + " " + std::to_string(bytes) + " " + std::to_string(s.optim.shard_offset) + " " +
+                              std::to_string(s.optim.shard_numel);
     const std::string key_prefix = "ckpt/" + std::to_string(s.step) + "/";
     if (s.store) s.store->set(key_prefix + std::to_string(s.env.rank), std::vector<uint8_t>(entry.begin(), entry.end()));
     if (s.env.rank == 0) {
@@ -303,12 +306,13 @@ void write_checkpoint(RunState& s) {
                 if (!got) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": " + got.error().one_line());
                 e.assign(got->begin(), got->end());
             }
-            const size_t sp = e.find(' ');
             ManifestFile f;
             f.rank = r;
             f.file = shard_file_name(r);
-            f.sha256 = e.substr(0, sp);
-            f.bytes = sp == std::string::npos ? 0 : std::stoll(e.substr(sp + 1));
+            std::istringstream fields(e);
+            fields >> f.sha256 >> f.bytes >> f.optimizer_offset >> f.optimizer_count;
+            if (!fields) fatal_run_error("checkpoint of step " + std::to_string(s.step) + ": rank " + std::to_string(r) +
+                                         " reported \"" + e + "\", not \"<sha256> <bytes> <offset> <count>\"");
             man.files.push_back(f);
         }
         auto w = write_manifest(dir, man);
@@ -339,36 +343,94 @@ int resume_run(RunState& s) {
         return run_failure(s, "--resume: no complete checkpoint (a step-* directory with manifest.json) under " + s.run_dir + "/checkpoints");
     auto man = read_manifest(dir);
     if (!man) return run_failure(s, man.error().one_line());
-    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size); !ok) return run_failure(s, ok.error().one_line());
-    const ManifestFile* mine = nullptr;
-    for (const ManifestFile& f : man->files)
-        if (f.rank == s.env.rank) mine = &f;
-    if (!mine) return run_failure(s, dir + "/manifest.json: no shard listed for rank " + std::to_string(s.env.rank));
-    auto shard = read_shard(dir + "/" + mine->file, mine->sha256);
-    if (!shard) return run_failure(s, shard.error().one_line());
-    const Blob* state = shard->find("state");
-    const Blob* params = shard->find("params");
-    const Blob* m = shard->find("adam.m");
-    const Blob* v = shard->find("adam.v");
-    if (!state || !params || !m || !v)
-        return run_failure(s, dir + "/" + mine->file + ": missing blob (needs state, params, adam.m, adam.v)");
+    bool reshard = false;
+    if (auto ok = check_resume_compatible(*man, s.job, s.env.world_size, &reshard); !ok)
+        return run_failure(s, ok.error().one_line());
+    // The shard files this rank reads: its own, or (another dp) every dp rank's of its
+    // (tp, cp, pp) position, whose optimizer slices it joins and cuts again.
+    std::vector<int> sources = {s.env.rank};
+    if (reshard) {
+        const RankPlace& me = s.layout.ranks[(size_t)s.env.rank];
+        auto src = reshard_source_ranks(man->layout, me.coord[DIM_TP], me.coord[DIM_CP], me.coord[DIM_PP]);
+        if (!src) return run_failure(s, dir + "/manifest.json: " + src.error().one_line());
+        sources = *src;
+    }
+    std::optional<Shard> first;  // the first source: weights and training state
+    nlohmann::json first_state_step;
+    std::vector<OptimizerSlice> slices;
+    for (int source : sources) {
+        const ManifestFile* entry = nullptr;
+        for (const ManifestFile& f : man->files)
+            if (f.rank == source) entry = &f;
+        if (!entry) return run_failure(s, dir + "/manifest.json: no shard listed for rank " + std::to_string(source));
+        const std::string path = dir + "/" + entry->file;
+        auto shard = read_shard(path, entry->sha256);
+        if (!shard) return run_failure(s, shard.error().one_line());
+        const Blob* state = shard->find("state");
+        if (!state || !shard->find("params") || !shard->find("adam.m") || !shard->find("adam.v"))
+            return run_failure(s, path + ": missing blob (needs state, params, adam.m, adam.v)");
+        nlohmann::json st = nlohmann::json::parse(std::string(state->bytes.begin(), state->bytes.end()), nullptr, false);
+        if (st.is_discarded() || !st.contains("step") || !st.contains("numel") || !st.contains("shard_offset") ||
+            !st["numel"].is_number_integer() || !st["shard_offset"].is_number_integer())
+            return run_failure(s, path + ": the state blob is not valid JSON with step, numel and shard_offset");
+        const int64_t numel = st["numel"].get<int64_t>();
+        const Blob* params = shard->find("params");
+        if (numel != s.model.numel || (int64_t)params->bytes.size() != numel * dtype_bytes(s.cfg.act))
+            return run_failure(s, path + ": holds " + std::to_string(numel) + " parameters; this rank has " +
+                                      std::to_string(s.model.numel));
+        if (reshard) {
+            const auto floats = [](const Blob* b) {
+                std::vector<float> f(b ? b->bytes.size() / sizeof(float) : 0);
+                if (b && b->bytes.size() % sizeof(float) == 0) std::memcpy(f.data(), b->bytes.data(), b->bytes.size());
+                return f;
+            };
+            OptimizerSlice slice;
+            slice.offset = st["shard_offset"].get<int64_t>();
+            slice.m = floats(shard->find("adam.m"));
+            slice.v = floats(shard->find("adam.v"));
+            slice.master = floats(shard->find("master"));
+            slice.source = path;
+            if (entry->optimizer_offset >= 0 &&
+                (slice.offset != entry->optimizer_offset || (int64_t)slice.m.size() != entry->optimizer_count))
+                return run_failure(s, path + ": holds the optimizer state of elements " + std::to_string(slice.offset) +
+                                          " + " + std::to_string(slice.m.size()) + "; " + dir +
+                                          "/manifest.json records " + std::to_string(entry->optimizer_offset) + " + " +
+                                          std::to_string(entry->optimizer_count));
+            if (!slices.empty() && st["step"] != first_state_step)
+                return run_failure(s, path + ": holds step " + st["step"].dump() + ", the other shards of " + dir +
+                                          " step " + first_state_step.dump());
+            slices.push_back(std::move(slice));
+        }
+        if (!first) {
+            first_state_step = st["step"];
+            first = std::move(*shard);
+        }
+    }
+    const std::string first_file = dir + "/" + shard_file_name(sources.front());
+    const Blob* state = first->find("state");
+    const Blob* params = first->find("params");
     nlohmann::json st = nlohmann::json::parse(std::string(state->bytes.begin(), state->bytes.end()), nullptr, false);
-    if (st.is_discarded() || !st.contains("step") || !st.contains("numel"))
-        return run_failure(s, dir + "/" + mine->file + ": the state blob is not valid JSON with step and numel");
-    const Blob* master = shard->find("master");
-    if (s.optim.master && (!master || (int64_t)master->bytes.size() != s.optim.shard_numel * 4))
-        return run_failure(s, dir + "/" + mine->file + ": the master blob (f32 master weights of " +
-                                  std::to_string(s.optim.shard_numel) + " elements) is missing or has another size");
-    const int64_t numel = st["numel"].get<int64_t>();
-    if (numel != s.model.numel || (int64_t)params->bytes.size() != numel * dtype_bytes(s.cfg.act) ||
-        (int64_t)m->bytes.size() != s.optim.shard_numel * 4 || (int64_t)v->bytes.size() != s.optim.shard_numel * 4)
-        return run_failure(s, dir + "/" + mine->file + ": holds " + std::to_string(numel) + " parameters and " +
-                           std::to_string(m->bytes.size() / 4) + " optimizer elements; this rank has " +
-                           std::to_string(s.model.numel) + " and " + std::to_string(s.optim.shard_numel));
     s.be->upload(s.model.params, params->bytes.data(), params->bytes.size());
-    s.be->upload(s.optim.m, m->bytes.data(), m->bytes.size());
-    s.be->upload(s.optim.v, v->bytes.data(), v->bytes.size());
-    if (s.optim.master) s.be->upload(s.optim.master, master->bytes.data(), master->bytes.size());
+    if (reshard) {
+        auto mine = reslice_optimizer(slices, s.model.numel, s.optim.shard_offset, s.optim.shard_numel, s.optim.master != nullptr);
+        if (!mine) return run_failure(s, dir + ": " + mine.error().one_line());
+        s.be->upload(s.optim.m, mine->m.data(), mine->m.size() * sizeof(float));
+        s.be->upload(s.optim.v, mine->v.data(), mine->v.size() * sizeof(float));
+        if (s.optim.master) s.be->upload(s.optim.master, mine->master.data(), mine->master.size() * sizeof(float));
+    } else {
+        const Blob* m = first->find("adam.m");
+        const Blob* v = first->find("adam.v");
+        const Blob* master = first->find("master");
+        if (s.optim.master && (!master || (int64_t)master->bytes.size() != s.optim.shard_numel * 4))
+            return run_failure(s, first_file + ": the master blob (f32 master weights of " +
+                                      std::to_string(s.optim.shard_numel) + " elements) is missing or has another size");
+        if ((int64_t)m->bytes.size() != s.optim.shard_numel * 4 || (int64_t)v->bytes.size() != s.optim.shard_numel * 4)
+            return run_failure(s, first_file + ": holds " + std::to_string(m->bytes.size() / 4) +
+                                      " optimizer elements; this rank has " + std::to_string(s.optim.shard_numel));
+        s.be->upload(s.optim.m, m->bytes.data(), m->bytes.size());
+        s.be->upload(s.optim.v, v->bytes.data(), v->bytes.size());
+        if (s.optim.master) s.be->upload(s.optim.master, master->bytes.data(), master->bytes.size());
+    }
     if (s.loss_scaling && st.contains("loss_scale")) {
         s.loss_scale = st["loss_scale"].get<double>();
         s.good_steps = st.value("good_steps", (int64_t)0);
@@ -378,7 +440,10 @@ int resume_run(RunState& s) {
     s.data_position = st["data_position"].get<int64_t>();
     s.optim.step = st["optimizer_step"].get<int64_t>();
     s.resumed_from = s.step;
-    log_line(s, "resumed from " + dir + " (step " + std::to_string(s.step) + ")");
+    log_line(s, "resumed from " + dir + " (step " + std::to_string(s.step) + ")" +
+                    (reshard ? ", written at " + describe_layout(man->layout) + ": optimizer shards re-split for dp " +
+                                   std::to_string(s.cfg.dp)
+                             : std::string()));
     return 0;
 }
 

@@ -284,6 +284,7 @@ static void fill_rank_commands(LaunchPlan& plan) {
         }
         if (plan.resume) r.argv.push_back("--resume");
         for (const std::string& a : plan.engine_args) r.argv.push_back(a);
+        for (const std::string& a : plan.layout_overrides) r.argv.push_back(a);  // last: they win
 
         // sshd starts the command in a new session, so the shell's pid ($$) is also the
         // process group of everything the rank starts; exec keeps that pid for the engine.
@@ -299,12 +300,84 @@ static void fill_rank_commands(LaunchPlan& plan) {
     }
 }
 
+// plan.ranks from `layout`, each on the host of its node: `host_of_node[node]`, or the node
+// itself when empty (every host of the plan in use).
+static void place_ranks(LaunchPlan& plan, const RankLayout& layout, const std::vector<int>& host_of_node) {
+    for (HostPlan& h : plan.hosts) h.ranks.clear();
+    plan.ranks.assign((size_t)layout.world, RankPlan{});
+    for (int r = 0; r < layout.world; ++r) {
+        const RankPlace& p = layout.ranks[(size_t)r];
+        RankPlan& rp = plan.ranks[(size_t)r];
+        rp.rank = r;
+        rp.host = host_of_node.empty() ? p.node : host_of_node[(size_t)p.node];
+        rp.local_rank = p.local_gpu;
+        rp.tp = p.coord[DIM_TP];
+        rp.pp = p.coord[DIM_PP];
+        rp.dp = p.coord[DIM_DP];
+        plan.hosts[(size_t)rp.host].ranks.push_back(r);
+    }
+}
+
 void set_master_port(LaunchPlan& plan, int port) {
     plan.master_port = port;
     fill_rank_commands(plan);
 }
 
 void refresh_rank_commands(LaunchPlan& plan) { fill_rank_commands(plan); }
+
+Result<std::string> plan_without_host(LaunchPlan& plan, int host) {
+    const SourceLoc here{};
+    if (host < 0 || host >= (int)plan.hosts.size() || plan.hosts[(size_t)host].excluded)
+        return fail(here, "--exclude-failed", "the failure names no host of the run to leave out");
+    std::vector<int> left;  // the hosts the next attempt runs on, in order
+    for (int h = 0; h < (int)plan.hosts.size(); ++h)
+        if (h != host && !plan.hosts[(size_t)h].excluded) left.push_back(h);
+    if (left.empty()) return fail(here, "--exclude-failed", "no host is left to run on");
+    JobSpec job = plan.job;
+    const int world = (int)left.size() * job.cluster.gpus_per_node;
+    const int model_parallel = job.parallel.tp * job.parallel.pp * job.parallel.cp;
+    const std::string hosts_text = std::to_string(left.size()) + " host" + (left.size() == 1 ? "" : "s");
+    const std::string what = hosts_text + " left " + (left.size() == 1 ? "holds " : "hold ") + std::to_string(world) + " rank" +
+                             (world == 1 ? "" : "s");
+    if (model_parallel <= 0 || world % model_parallel != 0)
+        return fail(here, "--exclude-failed",
+                    what + ", not a multiple of tp · pp · cp = " + std::to_string(model_parallel) + ": no layout of this job fits them");
+    const int dp = world / model_parallel, was_dp = job.parallel.dp;
+    const int global = job.training.global_batch, micro = job.training.micro_batch;
+    if (micro <= 0 || global % (dp * micro) != 0)
+        return fail(here, "--exclude-failed",
+                    what + ": dp " + std::to_string(dp) + " × micro_batch " + std::to_string(micro) +
+                        " does not divide the global batch of " + std::to_string(global) +
+                        " sequences, so no gradient accumulation keeps it");
+    const int accum = global / (dp * micro);
+    if (job.parallel.vpp > 1 && accum % job.parallel.pp != 0)
+        return fail(here, "--exclude-failed",
+                    what + ": dp " + std::to_string(dp) + " runs " + std::to_string(accum) +
+                        " micro-batches per replica, not a multiple of pp = " + std::to_string(job.parallel.pp) +
+                        " as the interleaved schedule needs");
+    job.parallel.dp = dp;
+    job.cluster.nodes = (int)left.size();
+    auto layout = job_layout(job);
+    if (!layout) return fail(here, "--exclude-failed", what + ": " + layout.error().one_line());
+
+    plan.layout_overrides = {"--set", "cluster.nodes=" + std::to_string(left.size()), "--set",
+                             "parallel.dp=" + std::to_string(dp), "--set", "training.global_batch=" + std::to_string(global)};
+    const int was_accum = plan.job.grad_accum();
+    plan.job = job;
+    plan.hosts[(size_t)host].excluded = true;
+    place_ranks(plan, *layout, left);
+    // The store runs with rank 0, now on the first host left.
+    if (!plan.local && !plan.master_addr_given && left.front() != 0) {
+        plan.master_addr = ssh_reached_host(plan.hosts[(size_t)left.front()].entry.host, plan.ssh_config);
+        plan.master_addr_source = "the first host left after --exclude-failed";
+    }
+    fill_rank_commands(plan);
+    return "tp " + std::to_string(job.parallel.tp) + " · pp " + std::to_string(job.parallel.pp) + " · dp " +
+           std::to_string(dp) + " on " + hosts_text + " (" + std::to_string(world) + " rank" + (world == 1 ? "" : "s") +
+           "): the global batch of " + std::to_string(global) + " sequences as " + std::to_string(accum) +
+           " micro-batch" + (accum == 1 ? "" : "es") + " of " + std::to_string(micro) + " per replica (was dp " +
+           std::to_string(was_dp) + " with " + std::to_string(was_accum) + ")";
+}
 
 Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opts) {
     // A job without [parallel] has only placeholder degrees (tp = pp = 1, dp = world).
@@ -424,18 +497,7 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
         plan.hosts.push_back(std::move(h));
     }
 
-    plan.ranks.resize(layout->world);
-    for (int r = 0; r < layout->world; ++r) {
-        const RankPlace& p = layout->ranks[r];
-        RankPlan& rp = plan.ranks[r];
-        rp.rank = r;
-        rp.host = p.node;
-        rp.local_rank = p.local_gpu;
-        rp.tp = p.coord[DIM_TP];
-        rp.pp = p.coord[DIM_PP];
-        rp.dp = p.coord[DIM_DP];
-        plan.hosts[p.node].ranks.push_back(r);
-    }
+    place_ranks(plan, *layout, {});
 
     // MASTER_ADDR: what the user set, else this machine, else the address the SSH
     // connection to the first host reaches (an ssh config alias's HostName: the alias

@@ -211,6 +211,7 @@ bool Launcher::Impl::connect_all() {
         }
     auto bring_up = [&](int h) {
         const HostPlan& hp = plan.hosts[h];
+        if (hp.excluded) return;
         if (!plan.local) emit_host(LaunchEventKind::host_connecting, h, "connecting to " + hp.display);
         auto t0 = std::chrono::steady_clock::now();
         if (auto ok = transports[h]->connect(); !ok) {
@@ -291,11 +292,13 @@ Result<std::string> make_run_secret() {
 
 bool Launcher::Impl::start_all() {
     if (plan.master_port == 0) {
-        auto port = transports[0]->free_port();
+        // The store runs with rank 0: on its host (the first one, or the first left).
+        const int h0 = plan.ranks.front().host;
+        auto port = transports[(size_t)h0]->free_port();
         if (!port) {
-            result.failed_host = 0;
-            result.reason = "host " + plan.hosts[0].display + ": cannot pick MASTER_PORT: " + port.error().str();
-            emit_host(LaunchEventKind::host_failed, 0, result.reason);
+            result.failed_host = h0;
+            result.reason = "host " + plan.hosts[(size_t)h0].display + ": cannot pick MASTER_PORT: " + port.error().str();
+            emit_host(LaunchEventKind::host_failed, h0, result.reason);
             return false;
         }
         set_master_port(plan, *port);
@@ -337,10 +340,29 @@ void Launcher::Impl::run() {
     finish(result.exit_code, result.stopped_by_user ? "stopped" : result.exit_code ? "failed" : "finished");
 }
 
+// A host --exclude-failed left out: nothing to connect to, start or wait for.
+class ExcludedHostTransport final : public HostTransport {
+public:
+    Result<void> connect() override { return {}; }
+    Result<void> upload(const std::string&, const std::string&, const std::string&) override { return {}; }
+    Result<void> upload_text(const std::string&, const std::string&) override { return {}; }
+    Result<bool> download(const std::string&, const std::string&, int64_t) override { return false; }
+    Result<void> check_resolves(const std::string&) override { return {}; }
+    Result<int> free_port() override { return fail(SourceLoc{}, "", "this host was left out (--exclude-failed)"); }
+    Result<void> start_rank(const RankPlan&, long*) override {
+        return fail(SourceLoc{}, "", "this host was left out (--exclude-failed)");
+    }
+    void run_io(TransportSink&) override {}
+    void signal_all(int) override {}
+    void join() override {}
+};
+
 void Launcher::Impl::run_attempt() {
     transports.clear();
     for (int h = 0; h < (int)plan.hosts.size(); ++h)
-        transports.push_back(plan.local ? make_local_transport(plan, h) : make_ssh_transport(plan, h));
+        transports.push_back(plan.hosts[(size_t)h].excluded ? std::make_unique<ExcludedHostTransport>()
+                             : plan.local                    ? make_local_transport(plan, h)
+                                                             : make_ssh_transport(plan, h));
     last_stderr.assign(plan.ranks.size(), {});
     rank_started.assign(plan.ranks.size(), false);
 
@@ -541,15 +563,24 @@ bool Launcher::Impl::restart_after_failure() {
     ev.text = restart_text(d.record, plan.max_restarts);
     ev.step = d.record.resumed_from;
     emit(std::move(ev));
-    plan.resume = d.record.resumed_from > 0;
-    if (plan.job.launch.master_port == 0) plan.master_port = 0;  // start_all picks a free one again
-    refresh_rank_commands(plan);
     stale_groups.resize(plan.hosts.size());
     for (RunManifestRank& r : manifest.ranks) {
         if (r.exit_code == -1 && r.pid > 1) stale_groups[(size_t)r.host].push_back(r.pid);
         r.exit_code.reset();
         r.pid = 0;
     }
+    if (d.next_plan) {
+        // --exclude-failed: the next attempt runs the re-planned layout on the hosts left; the
+        // manifest's ranks follow it (its hosts keep their indices, the excluded one included).
+        plan = *d.next_plan;
+        const RunManifest next = initial_manifest(plan);
+        manifest.world_size = next.world_size;
+        manifest.ranks = next.ranks;
+        manifest.master_addr = plan.master_addr;
+    }
+    plan.resume = d.record.resumed_from > 0;
+    if (plan.job.launch.master_port == 0) plan.master_port = 0;  // start_all picks a free one again
+    refresh_rank_commands(plan);
     manifest.state = "restarting";
     save_manifest();
     {

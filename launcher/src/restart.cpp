@@ -38,36 +38,6 @@ std::string restart_policy_line(const LaunchPlan& plan) {
     return s;
 }
 
-std::string exclude_failed_refusal(const LaunchPlan& plan, int host, int resumed_from) {
-    const JobSpec& job = plan.job;
-    const int hosts_left = (int)plan.hosts.size() - 1;
-    const std::string who = host >= 0 && host < (int)plan.hosts.size() ? "host " + plan.hosts[host].display : "the failed host";
-    std::string s = "--exclude-failed: without " + who + " ";
-    if (hosts_left < 1) return s + "no host is left to run on; the run stops here";
-    const int world = hosts_left * job.cluster.gpus_per_node;
-    const int model_parallel = job.parallel.tp * job.parallel.pp * job.parallel.cp;
-    s += std::to_string(hosts_left) + " host(s) hold " + std::to_string(world) + " rank(s)";
-    if (model_parallel <= 0 || world % model_parallel != 0)
-        return s + ", not a multiple of tp · pp · cp = " + std::to_string(model_parallel) + ": no layout of this job fits them; the run stops here";
-    const int dp = world / model_parallel;
-    const int per_step = dp * job.training.micro_batch;
-    if (job.training.global_batch % per_step != 0)
-        return s + ": dp " + std::to_string(dp) + " × micro_batch " + std::to_string(job.training.micro_batch) +
-               " does not divide the global batch of " + std::to_string(job.training.global_batch) +
-               " sequences, so no gradient accumulation keeps it; the run stops here";
-    s += ": the same global batch of " + std::to_string(job.training.global_batch) + " sequences runs as tp " +
-         std::to_string(job.parallel.tp) + " · pp " + std::to_string(job.parallel.pp) + " · dp " + std::to_string(dp) +
-         " with " + std::to_string(job.training.global_batch / per_step) + " micro-batches per replica (was dp " +
-         std::to_string(job.parallel.dp) + " with " + std::to_string(job.training.grad_accum(job.parallel.dp)) + ")";
-    if (resumed_from > 0)
-        return s + ", but ptd-engine resumes a checkpoint only on the layout that wrote it (its ZeRO-1 optimizer shards are "
-                   "split by dp; docs/engine.md, \"Refused resumes\"), so the checkpoint of step " +
-               std::to_string(resumed_from) + " cannot continue there; the run stops here";
-    return s + ", but there is no checkpoint yet and a restart on another layout would be a new run: start it with "
-               "ptd launch --set cluster.nodes=" + std::to_string(hosts_left) + " --set parallel.dp=" + std::to_string(dp) +
-           "; the run stops here";
-}
-
 void RestartTracker::on_metric(const MetricRecord& m, double seen) {
     if (m.kind == MetricKind::step) {
         newest_step_ = std::max(newest_step_, m.step);
@@ -113,11 +83,22 @@ RestartTracker::Decision RestartTracker::after_failure(const LaunchPlan& plan, c
         return d;
     }
     const int checkpoint = plan.local ? newest_complete_checkpoint(plan.run_dir) : reported_checkpoint_;
-    if (plan.exclude_failed) {
-        d.why_not = exclude_failed_refusal(plan, o.failed_host, checkpoint);
-        return d;
-    }
     RestartRecord r;
+    if (plan.exclude_failed) {
+        const std::string who = o.failed_host >= 0 && o.failed_host < (int)plan.hosts.size()
+                                    ? "host " + plan.hosts[(size_t)o.failed_host].display
+                                    : std::string("the failed host");
+        LaunchPlan next = plan;
+        auto layout = plan_without_host(next, o.failed_host);
+        if (!layout) {
+            d.why_not = "--exclude-failed: without " + who + ": " + layout.error().diagnostics.front().message + "; the run stops here";
+            return d;
+        }
+        r.excluded_host = o.failed_host;
+        r.excluded_host_name = plan.hosts[(size_t)o.failed_host].display;
+        r.layout = *layout;
+        d.next_plan = std::move(next);
+    }
     r.attempt = done + 1;
     r.rank = o.failed_rank;
     r.host = o.failed_host;
@@ -171,7 +152,9 @@ std::string restart_text(const RestartRecord& r, int max_restarts) {
         std::snprintf(buf, sizeof buf, ", %.1f s", r.seconds_lost);
         s += buf;
     }
-    return s + ")";
+    s += ")";
+    if (r.excluded_host >= 0) s += "; without host " + r.excluded_host_name + ", now " + r.layout;
+    return s;
 }
 
 std::string goodput_text(const RunGoodput& g) {

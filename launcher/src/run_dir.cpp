@@ -398,6 +398,11 @@ std::string manifest_to_json(const RunManifest& m) {
             jr["resumed_from"] = r.resumed_from;
             jr["steps_lost"] = r.steps_lost;
             jr["seconds_lost"] = r.seconds_lost >= 0 ? ojson(r.seconds_lost) : ojson(nullptr);
+            if (r.excluded_host >= 0) {
+                jr["excluded_host"] = r.excluded_host;
+                jr["excluded_host_name"] = r.excluded_host_name;
+                jr["layout"] = r.layout;
+            }
             rs.push_back(std::move(jr));
         }
         j["restarts"] = std::move(rs);
@@ -418,6 +423,8 @@ std::string manifest_to_json(const RunManifest& m) {
 }
 
 // One restart object: an entry of the manifest's "restarts", or a line of restarts.jsonl.
+// `world_size`: the ranks of the world the record's failure happened in (a record of the
+// manifest before an --exclude-failed restart: a bigger one; the caller checks those).
 static RestartRecord read_restart(ManifestReader& rd, const json& e, const std::string& prefix, size_t i, int world_size,
                                   size_t hosts) {
     RestartRecord r;
@@ -431,6 +438,9 @@ static RestartRecord read_restart(ManifestReader& rd, const json& e, const std::
     rd.integer(e, prefix, "steps_lost", r.steps_lost, false, 0);
     if (const json* x = rd.get(e, prefix, "seconds_lost", false, "a number or null"); x && !x->is_null())
         rd.number(e, prefix, "seconds_lost", r.seconds_lost);
+    rd.integer(e, prefix, "excluded_host", r.excluded_host, false, -1, std::max<long long>(0, (long long)hosts - 1));
+    rd.string(e, prefix, "excluded_host_name", r.excluded_host_name, false);
+    rd.string(e, prefix, "layout", r.layout, false);
     return r;
 }
 
@@ -548,7 +558,14 @@ Result<RunManifest> manifest_from_json(const std::string& text, const std::strin
     }
     rd.integer(j, "", "max_restarts", m.max_restarts, false, 0, 1000);
     rd.each_object(j, "restarts", false, "an array of restart objects", [&](const json& e, const std::string& prefix, size_t i) {
-        m.restarts.push_back(read_restart(rd, e, prefix, i, m.world_size, m.hosts.size()));
+        // Up to the last restart that left a host out, a record names a rank of the bigger
+        // world before it (world_size is the world after): not bounded by world_size there;
+        // later records are.
+        bool shrinks_later = false;
+        if (const json* all = j.is_object() && j.contains("restarts") ? &j["restarts"] : nullptr; all && all->is_array())
+            for (size_t k = i; k < all->size() && !shrinks_later; ++k)
+                shrinks_later = (*all)[k].is_object() && (*all)[k].contains("excluded_host");
+        m.restarts.push_back(read_restart(rd, e, prefix, i, shrinks_later ? std::numeric_limits<int>::max() : m.world_size, m.hosts.size()));
     });
     if (const json* g = rd.container(j, "goodput", false, json::value_t::object, "an object")) {
         RunGoodput gp;

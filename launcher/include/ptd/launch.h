@@ -93,6 +93,8 @@ struct HostPlan {
     std::vector<int> ranks;          // global ranks on this host, by local rank
     std::string engine;              // engine path on this host (after --upload: the run copy)
     std::string remote_dir;          // per-run directory on the host (ssh); local: run_dir
+    bool excluded = false;           // --exclude-failed left it out after it failed: no ranks,
+                                     // never contacted again (its index stays, as in the manifest)
 };
 
 struct RankPlan {
@@ -138,6 +140,9 @@ struct LaunchPlan {
     int checkpoint_every = 0;        // --checkpoint-every for every rank; 0 = not passed
     bool exclude_failed = false;
     bool resume = false;             // --resume for every rank
+    // After plan_without_host: the layout the hosts left run, as `--set key=value` arguments
+    // every rank gets after the others (job.toml stays the job as it was given).
+    std::vector<std::string> layout_overrides;
 };
 
 // A fresh run secret (PTD_RUN_SECRET): 32 bytes of /dev/urandom as 64 hex digits.
@@ -157,6 +162,19 @@ void set_master_port(LaunchPlan& plan, int port);
 // Rebuild every rank's env/argv/shell_command from the plan's fields (after plan.resume
 // changed for a restart).
 void refresh_rank_commands(LaunchPlan& plan);
+
+// --exclude-failed (restart.h): re-plans `plan` for the next attempt without host `host`.
+// The hosts left keep the job's tp · pp · cp and its global batch; dp becomes what their
+// ranks hold (hosts left × cluster.gpus_per_node ÷ tp·pp·cp) and each replica runs more (or
+// fewer) micro-batches. ptd-engine resumes the checkpoint at the new dp by re-splitting its
+// optimizer shards (docs/engine.md, "Resuming at another dp"). On success the host is marked
+// excluded, the ranks are laid out again over the others, MASTER_ADDR moves to the first host
+// left when it was the excluded one's and the launcher chose it, and the return value says
+// what runs now: "tp 2 · pp 2 · dp 1 on 1 host (4 ranks): the global batch of 8 sequences as
+// 4 micro-batches of 2 per replica (was dp 2 with 2)". Otherwise the plan is unchanged and
+// the error says why no layout fits: no host left, a rank count tp·pp·cp does not divide, a
+// global batch the new dp does not divide (or, interleaved, not in a multiple of pp).
+Result<std::string> plan_without_host(LaunchPlan& plan, int host);
 
 // The dry run: per host, the exact command line and environment of every rank, and per
 // rank the device it will use (host, LOCAL_RANK, CUDA_VISIBLE_DEVICES, the backend).

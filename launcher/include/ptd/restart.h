@@ -29,6 +29,9 @@ struct RestartRecord {
     int steps_lost = 0;          // failed_at_step − resumed_from: steps trained again
     double seconds_lost = -1;    // wall time from the checkpoint's save (or the last restart) to
                                  // the start of the first step trained after it; -1 until known
+    int excluded_host = -1;      // --exclude-failed: the host left out from this restart on
+    std::string excluded_host_name;  // its name as the plan shows it ("user@host:22")
+    std::string layout;          // then: what runs now (plan_without_host's text)
     bool operator==(const RestartRecord&) const = default;
 };
 
@@ -51,9 +54,6 @@ int newest_complete_checkpoint(const std::string& run_dir);
 // "restarts: up to N from the newest complete checkpoint (…)": the dry run's line.
 std::string restart_policy_line(const LaunchPlan& plan);
 
-// Why --exclude-failed cannot restart without `host` (the re-planned layout, and why the
-// engine cannot resume on it); the text names the layout it would take.
-std::string exclude_failed_refusal(const LaunchPlan& plan, int host, int resumed_from);
 
 class RestartTracker {
 public:
@@ -66,11 +66,15 @@ public:
         bool restart = false;
         std::string why_not;     // when not: why the run ends here ("" = not asked to restart)
         RestartRecord record;    // when it restarts: the record (already kept)
+        // --exclude-failed: the plan of the next attempt without the failed host (none: the
+        // same plan runs again).
+        std::optional<LaunchPlan> next_plan;
     };
     // After an attempt failed (outcome not ok): restart or not. The checkpoint it resumes from
     // is the newest complete one: newest_complete_checkpoint() for a local run, over SSH the
     // newest rank 0 reported (the hosts' folders are not readable here). Keeps the record
-    // when it restarts.
+    // when it restarts. With plan.exclude_failed the restart runs without the failed host
+    // (plan_without_host), or the run stops saying why no layout fits the hosts left.
     Decision after_failure(const LaunchPlan& plan, const LaunchOutcome& o, double now);
 
     // The newest complete checkpoint rank 0 reported (its `checkpoint` line comes after the
@@ -91,7 +95,9 @@ private:
 };
 
 // The restart event's text: "restart 1 of 3: rank 2 on host-a exited with code 137 (signal 9);
-// resuming from the checkpoint of step 8 (4 steps lost)".
+// resuming from the checkpoint of step 8 (4 steps lost)"; after an exclusion also
+// "; without host-b: tp 2 · pp 2 · dp 1 on 1 host (4 ranks): …" (the host's name as given).
+
 std::string restart_text(const RestartRecord& r, int max_restarts);
 // "goodput 91.2%: 52.1 s of training steps in 57.1 s of wall time; 1 restart, 4 steps and
 // 3.9 s lost".

@@ -11,7 +11,8 @@
 //   B bytes of blobs, each: u32 name length, name, u64 byte length, bytes
 //   32 bytes: SHA-256 of everything before it
 // Manifest (JSON, schema "ptd.checkpoint/1"): run_id, step, spec_hash, math_hash, spec,
-// layout, data_position, rng_state, created, files [{rank, file, bytes, sha256}].
+// layout, data_position, rng_state, created, files [{rank, file, bytes, sha256,
+// optimizer_range (optional: [offset, count] of the flat buffer)}].
 #pragma once
 
 #include <cstddef>
@@ -128,6 +129,11 @@ struct ManifestFile {
     std::string file;      // shard file name inside the checkpoint folder (no '/')
     int64_t bytes = 0;     // file size
     std::string sha256;    // whole-file SHA-256 hex (64 lower-case digits)
+    // The elements [offset, offset + count) of the rank's flat parameter buffer whose
+    // optimizer state the shard holds ("optimizer_range": [offset, count]; -1 = not
+    // recorded, as in checkpoints written before it). A resume at another dp checks the
+    // shards against it.
+    int64_t optimizer_offset = -1, optimizer_count = -1;
 };
 
 struct Manifest {
@@ -177,7 +183,46 @@ std::optional<std::string> find_latest_checkpoint(const std::string& run_dir);
 //     0.0003 → 0.001, ..." (the changed keys when the manifest has `spec`);
 //   - different layout: "checkpoint <dir> was written with tp=2 pp=2 dp=1 zero=0 sp=off;
 //     this run has tp=1 pp=2 dp=2 zero=0 sp=off; resuming on a different layout is not
-//     supported".
-Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int world);
+//     supported" — except where only dp (and so world) differs, the one change a resume can
+//     make by re-splitting the optimizer shards (reshard_over_dp: true; see below).
+// `reshard_over_dp`, when given, is set to whether the resume re-splits the shards.
+Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int world,
+                                     bool* reshard_over_dp = nullptr);
+
+// ---- resuming at another data-parallel size ----------------------------------------------
+//
+// Model weights are whole on every dp replica; what dp splits is the optimizer state under
+// ZeRO-1 (Adam's m and v and, in bf16/fp16, the f32 master weights): rank d of dp N holds
+// the elements [d·S, (d+1)·S) of its (tp, cp, pp) position's flat parameter buffer, S =
+// flat_numel / N, the buffer padded with zeros to a multiple of 128·N. A resume at dp M
+// reads the N shard files of its position, joins their slices into [0, numel) and cuts its
+// own [d'·S', (d'+1)·S') out of it; the padding elements are zero, as a fresh optimizer has
+// them. Every element keeps its bits.
+
+// Whether a checkpoint written with `from` can be resumed on `to` by re-splitting its
+// optimizer shards: the layouts differ in dp (and world) and in nothing else.
+bool only_dp_differs(const CheckpointLayout& from, const CheckpointLayout& to);
+
+// One shard's optimizer state: the elements [offset, offset + m.size()) of a position's flat
+// parameter buffer. `master` is empty in fp32 (the parameters are their own master copy).
+struct OptimizerSlice {
+    int64_t offset = 0;
+    std::vector<float> m, v, master;
+    std::string source;  // the shard file it came from (for messages)
+};
+
+// The checkpoint ranks (written with `from`) that hold the optimizer state of the position
+// (tp, cp, pp): one per dp rank, in dp order — just dp rank 0 when `from` is not sharded
+// (zero 0 or dp 1: every replica holds the whole state). Errors: an order or degrees
+// make_layout refuses, coordinates outside `from`.
+Result<std::vector<int>> reshard_source_ranks(const CheckpointLayout& from, int tp, int cp, int pp);
+
+// The slice [offset, offset + count) rebuilt from `parts` (the slices reshard_source_ranks
+// names) of a position with `numel` parameters. The parts must cover [0, numel) with no gap
+// and agree on having master weights (`with_master`: this run needs them); elements at or
+// past numel are the padding: zero. Errors name the shard files and the range no shard
+// holds, so a partial checkpoint is never loaded.
+Result<OptimizerSlice> reslice_optimizer(const std::vector<OptimizerSlice>& parts, int64_t numel, int64_t offset,
+                                         int64_t count, bool with_master);
 
 }  // namespace ptd::engine
