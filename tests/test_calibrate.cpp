@@ -67,6 +67,10 @@ ClusterProfile synthetic_profile() {
     ProfileSample copy;
     copy.kind = "memory", copy.name = "copy", copy.bytes = 1e9, copy.median_s = 0.1, copy.spread = 0, copy.repeats = 5;
     p.samples.push_back(copy);
+    ProfileSample pass;  // the engine's own layer forward, in the step's order
+    pass.kind = "layer", pass.name = "layer.fwd", pass.dtype = "f32", pass.shape = {2, 64, 64, 2, 2, 128, 2, 2, 1};
+    pass.median_s = 2e-4, pass.spread = 0.1, pass.repeats = 40;
+    p.samples.push_back(pass);
     ptd::fit_profile(p);
     return p;
 }
@@ -162,6 +166,8 @@ TEST(ClusterProfile, BadProfilesAreRefusedWithFileLineAndField) {
          "disk"},
         {"short GEMM shape", with(good, "shape = [128, 96, 64], flops", "shape = [128, 96], flops"), "shape",
          line_of(good, "shape = [128, 96, 64], flops"), "[M, N, K]"},
+        {"short layer shape", with(good, "shape = [2, 64, 64, 2, 2, 128, 2, 2, 1]", "shape = [2, 64, 64]"), "shape",
+         line_of(good, "shape = [2, 64, 64, 2, 2, 128, 2, 2, 1]"), "nine positive integers"},
         {"host out of range", with(good, sample_line, "{ host = 7, rank = 4, kind = \"gemm\""), "host", line_of(good, sample_line),
          "got 7"},
         {"unknown key", with(good, "gemm_tflops =", "gemm_tflop ="), "fit.gemm_tflop", line_of(good, "gemm_tflops ="), "did you mean"},

@@ -110,6 +110,8 @@ std::string probe_figure(const ProbeRecord& p) {
         else
             std::snprintf(buf, sizeof buf, "%s %s×%d %s: %.3g ms, bus %.3g GB/s", p.name.c_str(), p.group.c_str(), p.group_size,
                           bytes_text(p.bytes).c_str(), p.median_s * 1e3, p.busbw_gbps);
+    else if (p.kind == "layer")  // the engine's own pass, in the step's order; per layer for layer.*
+        std::snprintf(buf, sizeof buf, "%s %s: %.3g ms", p.name.c_str(), p.dtype.c_str(), p.median_s * 1e3);
     else if (p.kind == "host_op")
         std::snprintf(buf, sizeof buf, "%s: %.3g µs per op", p.name.c_str(), p.median_s * 1e6);
     else

@@ -18,6 +18,7 @@
 #include "ptd/engine/blas_core.h"
 #include "ptd/engine/kv_store.h"
 #include "ptd/engine/metrics.h"
+#include "ptd/engine/model.h"
 #include "ptd/spec/cluster_profile.h"
 #include "device_select.h"
 #include "timing.h"
@@ -305,6 +306,133 @@ struct Prober {
         }
     }
 
+    // The engine's own passes, in the step's order: the stage's model and activation slots as
+    // training builds them (build_model, alloc_activations), then per micro-batch the
+    // embedding, every layer's forward (layer_forward), the head's loss and its gradient
+    // (output_forward_backward), every layer's backward in reverse and the embedding's —
+    // the calls PipelineRun makes (schedule.cpp), with the activation slot changing from one
+    // micro-batch to the next as the step's do. What the isolated probes above miss lands
+    // here: the element-wise ops between the GEMMs, operands no longer in cache, the BLAS and
+    // OpenMP threads waking between calls, the 16-bit operand widening. Each sample is the
+    // pass's compute, the time of its TP collectives taken out (StageComm::tp_seconds); a
+    // layer's is the stage's layers over their count. With tp > 1 the collectives' own
+    // in-step time is a sample too (`layer.fwd.tp`, `layer.bwd.tp`: per layer), every TP
+    // peer running the same passes at once. Shape: B, T, h, local heads, local KV heads,
+    // local FFN width, tp, sequence parallel + 1, recompute + 1 (what the time model matches).
+    // Not on the CUDA simulator: it emulates every kernel on the host (a tiny-gpt layer's
+    // forward takes about a second there), its times say nothing of a GPU, and the same
+    // passes are what its training tests run.
+    void engine_passes() {
+        if (std::string(be().name()) == "cuda-sim") return;
+        const EngineConfig& c = r.cfg;
+        const int nl = c.chunk_layers.empty() ? c.layers : c.chunk_layers[0];
+        const std::vector<int64_t> shape = {c.micro_batch, c.seq,  c.model.hidden, c.heads_l(), c.kv_l(), c.ffn_l(),
+                                            c.tp, c.sequence_parallel ? 2 : 1, (int)c.recompute() + 1};
+        struct Pass {
+            const char* name;
+            std::vector<double> compute, tp;
+        };
+        Pass lf{"layer.fwd", {}, {}}, lb{"layer.bwd", {}, {}}, ef{"embedding.fwd", {}, {}}, eb{"embedding.bwd", {}, {}},
+            hd{"head.fwd_bwd", {}, {}};
+        auto emit_pass = [&](Pass& p, bool with_tp) {
+            emit({{"kind", "layer"}, {"name", p.name}, {"dtype", dtype_name(c.act)}, {"shape", shape}},
+                 dry ? SampleStats{.repeats = plan.repeats} : sample_stats(std::move(p.compute)));
+            if (with_tp && c.tp > 1)
+                emit({{"kind", "layer"}, {"name", std::string(p.name) + ".tp"}, {"dtype", dtype_name(c.act)}, {"shape", shape}},
+                     dry ? SampleStats{.repeats = plan.repeats} : sample_stats(std::move(p.tp)));
+        };
+        auto emit_all = [&] {
+            if (nl > 0) emit_pass(lf, true), emit_pass(lb, true);
+            if (c.first) emit_pass(ef, false), emit_pass(eb, false);
+            if (c.last) emit_pass(hd, false);
+        };
+        if (dry) {
+            // The preset's time of the layers' GEMMs and attention, forward and backward (3×).
+            const double R = (double)c.rows(), h = (double)c.model.hidden, D = (double)c.head_dim();
+            const double layer = 2 * R * h * ((double)(c.heads_l() + 2 * c.kv_l()) * D + (double)c.heads_l() * D +
+                                              (c.swiglu() ? 3.0 : 2.0) * (double)c.ffn_l()) +
+                                 4.0 * c.micro_batch * (double)c.heads_l() * c.seq * c.seq * D;
+            const double head = c.last ? 6 * R * h * (double)c.vocab_l() : 0;
+            expected_s += (plan.warmup + plan.repeats) * preset_seconds_for_flops(3 * layer * nl + head);
+            emit_all();
+            return;
+        }
+        Backend& b = be();
+        Model m = build_model(b, c, (uint64_t)job.training.seed);
+        Activations a = alloc_activations(b, c);
+        const int64_t Rl = c.rows_local(), h = c.model.hidden;
+        void* stage_out = alloc(Rl * h * (int64_t)dtype_size(c.act), "probe stage output");
+        if (a.tokens_staging) {  // ids spread over the vocabulary, as text's are (the embedding's rows differ)
+            std::vector<int32_t> ids((size_t)(c.micro_batch * (c.seq + 1)));
+            for (size_t k = 0; k < ids.size(); ++k) ids[k] = (int32_t)((k * 7919 + 13) % (size_t)c.model.vocab);
+            b.upload(a.tokens_staging, ids.data(), ids.size() * sizeof(int32_t));
+            for (int32_t* slot_ids : a.slot_tokens) b.split_tokens(slot_ids, nullptr, a.tokens_staging, c.micro_batch, c.seq);
+            if (c.last) b.split_tokens(nullptr, a.out.targets, a.tokens_staging, c.micro_batch, c.seq);
+        }
+        double tp_s = 0;
+        StageComm comm{r.groups.tp.get(), &tp_s};
+        const float loss_scale = (float)(1.0 / ((double)c.rows() * c.grad_accum * c.dp));
+        char byte = 0;
+        // Times `run` to completion; its compute (less the TP collectives) and those go to `p`.
+        auto timed = [&](Pass& p, double per, const void* sync, auto&& run) {
+            const double tp0 = tp_s;
+            const auto t0 = clock_type::now();
+            run();
+            b.download(&byte, sync, 1);
+            const double total = since(t0), tp = tp_s - tp0;
+            p.compute.push_back(std::max(0.0, total - tp) / per);
+            p.tp.push_back(tp / per);
+        };
+        Pass scratch{"warm-up", {}, {}};
+        auto micro_batch = [&](int i, bool kept) {
+            const int slot = i % std::max(1, c.slots);
+            std::vector<LayerActs>& layers = a.slot_layers[(size_t)slot];
+            void* stage_in = nl > 0 ? layers[0].ln1_in : a.out.lnf_in;
+            if (c.first)
+                timed(kept ? ef : scratch, 1, stage_in, [&] { embedding_forward(m, a, a.slot_tokens[(size_t)slot], stage_in, comm); });
+            if (nl > 0)
+                timed(kept ? lf : scratch, nl, c.last ? a.out.lnf_in : stage_out, [&] {
+                    for (int li = 0; li < nl; ++li) {
+                        void* out = li + 1 < nl ? layers[(size_t)li + 1].ln1_in : c.last ? a.out.lnf_in : stage_out;
+                        layer_forward(m, a, li, layers[(size_t)li], out, comm);
+                    }
+                });
+            // The gradient arriving from the next stage (or the head's): small values, set
+            // afresh each time so that repeats do not grow it into denormals or infinities.
+            void* d = a.d_stream;
+            b.fill(d, c.act, 1e-3f, Rl * h);
+            if (c.last) timed(kept ? hd : scratch, 1, d, [&] { output_forward_backward(m, a, loss_scale, d, nullptr, comm); });
+            if (nl > 0)
+                timed(kept ? lb : scratch, nl, d, [&] {
+                    for (int li = nl - 1; li >= 0; --li) {
+                        if (c.recompute_full) layer_forward(m, a, li, layers[(size_t)li], a.w_dres, comm);
+                        layer_backward(m, a, li, layers[(size_t)li], d, d, comm);
+                    }
+                });
+            if (c.first)
+                timed(kept ? eb : scratch, 1, m.wte->g, [&] { embedding_backward(m, a, a.slot_tokens[(size_t)slot], d, comm); });
+        };
+        // At least the plan's repeats and, for short passes, enough of them to span 0.3 s (at
+        // most 200): a median over many micro-batches, as a step's time is a sum over them, so
+        // that a moment of other load on the cores does not decide it. Every rank runs as many
+        // (the TP peers' collectives pair up): the largest count any rank asks for, agreed by
+        // one world all-reduce after the first warm-up.
+        const auto t0 = clock_type::now();
+        micro_batch(0, false);
+        const double first_s = since(t0);
+        float repeats = (float)std::clamp<double>(first_s > 0 ? std::ceil(0.3 / first_s) : 200.0, plan.repeats, 200);
+        float* agreed = (float*)alloc(sizeof(float), "probe pass count");
+        b.upload(agreed, &repeats, sizeof repeats);
+        r.groups.world->all_reduce(agreed, 1, DType::f32, ReduceOp::max);
+        b.download(&repeats, agreed, sizeof repeats);
+        b.release(agreed);
+        for (int i = 1; i < plan.warmup + (int)repeats; ++i) micro_batch(i, i >= plan.warmup);
+        free_activations(b, a);
+        free_model(m);
+        b.release(stage_out);
+        emit_all();
+    }
+
     // Members per node and nodes of a group (the group shape the estimator's collective
     // model takes), from the layout's node of each member.
     nlohmann::json group_shape(const Communicator& g) {
@@ -557,7 +685,7 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     }
     // The dry pass: how many probes and what the preset says they take (the "plan" line).
     p.dry = true;
-    p.compute(), p.elementwise(), p.comm(), p.comm_in_step();
+    p.compute(), p.elementwise(), p.engine_passes(), p.comm(), p.comm_in_step();
     {
         nlohmann::json j = metrics_event(p.src, "probe");
         j["kind"] = "plan";
@@ -571,7 +699,7 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     p.probes = 0;
     // Every rank computes at once, sharing the host's cores as a training step does.
     r.groups.world->barrier();
-    p.compute(), p.elementwise(), p.comm(), p.comm_in_step();
+    p.compute(), p.elementwise(), p.engine_passes(), p.comm(), p.comm_in_step();
     nlohmann::json end = metrics_event(p.src, "probe");
     end["kind"] = "done";
     end["probes"] = p.probes;

@@ -21,7 +21,7 @@ using json = nlohmann::json;
 constexpr int kMaxDepth = 32;
 
 const char* const kKindNames[] = {"start", "step", "checkpoint", "warning", "error", "end", "probe"};
-const char* const kProbeKinds[] = {"host", "plan", "gemm", "attention", "memory", "elementwise", "host_op", "comm", "link", "done"};
+const char* const kProbeKinds[] = {"host", "plan", "gemm", "attention", "memory", "elementwise", "host_op", "layer", "comm", "link", "done"};
 const char* const kMemNames[] = {"params", "grads", "optimizer", "activations", "communication", "workspace", "total"};
 
 
@@ -191,7 +191,7 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     if (!r.ok()) return;
     bool known = false;
     for (const char* k : kProbeKinds) known = known || p.kind == k;
-    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, attention, memory, elementwise, host_op, comm, link or done");
+    if (!known) return r.fail("kind", "is " + describe_json(*j.find("kind")), "host, plan, gemm, attention, memory, elementwise, host_op, layer, comm, link or done");
     const bool measured = p.kind != "host" && p.kind != "plan" && p.kind != "done";
     if (p.kind == "host") {
         r.string("hostname", p.hostname, true);
@@ -239,10 +239,12 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
     r.number("algbw_gbps", p.algbw_gbps);
     r.number("busbw_gbps", p.busbw_gbps);
     r.number("bus_factor", p.bus_factor);
-    if (gemm_like && r.ok()) {
-        // gemm: [M, N, K]; attention: [B, H, T, D]
-        const size_t dims = p.kind == "gemm" ? 3 : 4;
-        const char* expected = p.kind == "gemm" ? "[M, N, K]: three positive integers" : "[B, H, T, D]: four positive integers";
+    if ((gemm_like || p.kind == "layer") && r.ok()) {
+        // gemm: [M, N, K]; attention: [B, H, T, D]; layer: the engine's pass at this rank's shape
+        const size_t dims = p.kind == "gemm" ? 3 : p.kind == "attention" ? 4 : 9;
+        const char* expected = p.kind == "gemm"        ? "[M, N, K]: three positive integers"
+                               : p.kind == "attention" ? "[B, H, T, D]: four positive integers"
+                                                       : "[B, T, h, heads, kv heads, ffn, tp, sp + 1, recompute + 1]: nine positive integers";
         const json* shape = r.find("shape", true, expected);
         if (!shape) return;
         if (!shape->is_array() || shape->size() != dims) return r.fail("shape", "is " + describe_json(*shape), expected);

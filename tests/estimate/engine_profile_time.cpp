@@ -173,6 +173,55 @@ TEST(EngineProfileTime, SharedCoresFreeTheCoresOfWaitingStages) {
     EXPECT_NEAR(predicted_timeline(job, &own_cores).makespan_s, apart.step_s, 1e-9 * apart.step_s);
 }
 
+// The engine's own passes, timed in the step's order at the rank's shape (the `layer` probe),
+// replace the sum of the isolated ops: tiny-gpt on one rank, 4 layers, 8 micro-batches of
+// 2 × 64 rows, a layer's forward 1 ms and backward 2 ms: 8 · 4 · 3 ms of compute. Passes
+// timed at another shape (another micro-batch) are not this job's: the ops' sum stands.
+ProfileSample pass_sample(const std::string& name, std::vector<int> shape, double seconds) {
+    ProfileSample s;
+    s.kind = "layer", s.name = name, s.dtype = "f32", s.shape = std::move(shape), s.median_s = seconds, s.repeats = 40;
+    return s;
+}
+
+TEST(EngineProfileTime, TheEnginesOwnPassesReplaceTheSumOfItsOps) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml", {"cluster.gpus_per_node=1", "parallel.tp=1", "parallel.pp=1",
+                                                           "parallel.zero=0", "parallel.sequence_parallel=false"});
+    const std::vector<int> shape = {2, 64, 64, 4, 4, 256, 1, 1, 1};  // B, T, h, heads, kv, ffn, tp, sp + 1, rc + 1
+    ClusterProfile p = flat_profile("world", 8, 0);
+    p.hosts[0].cores = 8;
+    ClusterProfile other = p;
+    p.samples.push_back(pass_sample("layer.fwd", shape, 1e-3));
+    p.samples.push_back(pass_sample("layer.bwd", shape, 2e-3));
+    const Estimate e = estimate_job(job, &p);
+    EXPECT_NEAR(e.time.compute, 8 * 4 * 3e-3, 1e-12);
+    // The embedding's and the head's passes add theirs (their ops cost nothing here).
+    p.samples.push_back(pass_sample("embedding.fwd", shape, 1e-4));
+    p.samples.push_back(pass_sample("embedding.bwd", shape, 2e-4));
+    p.samples.push_back(pass_sample("head.fwd_bwd", shape, 5e-4));
+    EXPECT_NEAR(estimate_job(job, &p).time.compute, 8 * (4 * 3e-3 + 8e-4), 1e-12);
+    std::vector<int> mb4 = shape;
+    mb4[0] = 4;
+    other.samples.push_back(pass_sample("layer.fwd", mb4, 1e-3));
+    other.samples.push_back(pass_sample("layer.bwd", mb4, 2e-3));
+    EXPECT_EQ(estimate_job(job, &other).time.compute, 0.0);
+}
+
+// With TP, where every rank has a core, the passes' own TP time (every peer in the same pass)
+// replaces the counted calls at the probed curve; on shared cores the counted calls stand (their
+// in-step samples come from the step probe's run).
+TEST(EngineProfileTime, ThePassesTensorParallelTimeWhereEveryRankHasACore) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    const std::vector<int> shape = {2, 64, 64, 2, 2, 128, 2, 2, 1};
+    ClusterProfile p = flat_profile("tp", 2, 1e-3);
+    for (const char* name : {"layer.fwd", "layer.bwd"}) p.samples.push_back(pass_sample(name, shape, 1e-9));
+    p.samples.push_back(pass_sample("layer.fwd.tp", shape, 1e-2));
+    p.samples.push_back(pass_sample("layer.bwd.tp", shape, 2e-2));
+    EXPECT_NEAR(estimate_job(job, &p).stages[0].tp_s, 18e-3, 1e-12) << "8 ranks on 2 cores: the counted calls";
+    p.hosts[0].cores = 8;
+    // Stage 0: 2 layers at 10 + 20 ms, and the embedding's two calls at the curve's 1 ms.
+    EXPECT_NEAR(estimate_job(job, &p).stages[0].tp_s, 2 * 3e-2 + 2e-3, 1e-12);
+}
+
 // A job another framework runs keeps the preset's model, and says why.
 TEST(EngineProfileTime, OtherFrameworksKeepThePreset) {
     const JobSpec engine = load_asset("tiny-gpt-8rank.toml");

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "estimate_internal.h"
 #include "profile_times.h"
@@ -259,7 +260,43 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
     Ops fe{pt, s, dev, {}}, be{pt, s, dev, {}};
     if (first) fe.embedding_forward(), be.embedding_backward();
     if (last) fe.output_forward(), be.output_backward();
-    const OpSum FE = scaled(fe.sum, 1), BE = scaled(be.sum, 1);
+    OpSum FE = scaled(fe.sum, 1), BE = scaled(be.sum, 1);
+    // The engine's own passes, timed by the profile in the step's order at this rank's shape
+    // (the `layer` probe): their compute replaces the sum of the isolated ops — what lies
+    // between those ops in a step (element-wise passes over colder operands, the BLAS and
+    // OpenMP threads waking, the operand widening) is inside it. The head's loss and its
+    // gradient run at the start of the backward block, as the engine runs them.
+    if (!dev) {
+        const std::vector<int> shape = {(int)s.B, (int)s.T, (int)s.h, (int)s.H, (int)s.G, (int)s.F, s.t, s.sp ? 2 : 1,
+                                        (int)L.rc + 1};
+        auto pass = [&](const char* name) { return pt.pass_s(name, s.dtype, shape); };
+        const double lf = pass("layer.fwd"), lb = pass("layer.bwd");
+        if (lf >= 0 && lb >= 0) {
+            F.compute = layers * lf;
+            B.compute = layers * lb;  // with full recompute the rebuilt forward is inside it
+            RC.compute = 0;
+            // The TP collectives inside the passes, where every rank has a core: measured
+            // there with every peer in the same pass. On shared cores the in-step samples
+            // (the step probe's run) stand.
+            const double lft = pass("layer.fwd.tp"), lbt = pass("layer.bwd.tp");
+            if (s.t > 1 && pt.shared_cores == 0 && lft >= 0 && lbt >= 0) F.tp = layers * lft, B.tp = layers * lbt, RC.tp = 0;
+        }
+        const double ef = pass("embedding.fwd"), eb = pass("embedding.bwd"), hd = pass("head.fwd_bwd");
+        if (first && ef >= 0 && eb >= 0) {
+            Ops e{pt, s, dev, {}};
+            e.embedding_forward();
+            FE.compute += ef - scaled(e.sum, 1).compute;
+            Ops eb_ops{pt, s, dev, {}};
+            eb_ops.embedding_backward();
+            BE.compute += eb - scaled(eb_ops.sum, 1).compute;
+        }
+        if (last && hd >= 0) {
+            Ops of{pt, s, dev, {}}, ob{pt, s, dev, {}};
+            of.output_forward(), ob.output_backward();
+            FE.compute -= scaled(of.sum, 1).compute;
+            BE.compute += hd - scaled(ob.sum, 1).compute;
+        }
+    }
     ChunkTime c;
     c.fwd.compute = F.compute + FE.compute;
     c.fwd.tp = F.tp + FE.tp;

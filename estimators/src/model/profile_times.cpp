@@ -66,6 +66,7 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     std::map<std::string, std::vector<double>> bw;
     std::map<std::tuple<std::string, std::string, double, bool>, std::pair<int, std::vector<double>>> comm;
     std::vector<double> host_op;
+    std::map<std::tuple<std::string, std::string, std::vector<int>>, std::vector<double>> passes;
     bool shared_cores = false;
     for (const ProfileHost& h : p.hosts) shared_cores |= h.cores > 0 && h.ranks > h.cores && h.gpu.empty();
     for (const ProfileSample& s : p.samples) {
@@ -82,6 +83,8 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
             if (s.bytes > 0) bw[s.name].push_back(s.bytes / per_call);
         } else if (s.kind == "host_op") {
             host_op.push_back(per_call);
+        } else if (s.kind == "layer") {
+            passes[{s.name, s.dtype, s.shape}].push_back(per_call);
         } else if (s.kind == "comm") {
             auto& c = comm[{s.name, s.group, s.bytes, s.between_s > 0}];
             c.first = s.group_size;
@@ -104,6 +107,7 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     }
     for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
     t.host_op_s = quantile(host_op, q);
+    for (auto& [key, v] : passes) t.passes[key] = quantile(v, q);
     // One host only: with several, which stages share which cores depends on the placement.
     if (p.hosts.size() == 1 && shared_cores) {
         t.shared_cores = p.hosts[0].cores;
@@ -117,6 +121,11 @@ double ProfileTimes::gemm_s(const std::string& name, const std::string& dtype, d
     for (const Gemm& g : gemms)
         if (g.name == name && g.dtype == dtype && g.M == M && g.N == N && g.K == K) return g.seconds;
     return rate_s([](const Gemm& g) { return g.name.rfind("attention", 0) != 0; }, dtype, flops);
+}
+
+double ProfileTimes::pass_s(const std::string& name, const std::string& dtype, const std::vector<int>& shape) const {
+    const auto it = passes.find({name, dtype, shape});
+    return it == passes.end() ? -1 : it->second;
 }
 
 double ProfileTimes::attention_s(const std::string& name, const std::string& dtype, double flops) const {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct ProfileTimes {
     // engine's default there) — else 0: the compute times are then one rank's on its own
     // core(s). The schedule shares the cores among the ranks computing (schedule.h CoreSharing).
     double shared_cores = 0, shared_ranks_per_core = 0;
+    // The engine's own passes timed in the step's order (the `layer` probe: layer.fwd,
+    // layer.bwd and their .tp, embedding.fwd / .bwd, head.fwd_bwd), by (name, dtype, shape).
+    std::map<std::tuple<std::string, std::string, std::vector<int>>, double> passes;
 
     // Seconds of a GEMM (or "attention.fwd"/"attention.bwd") named as the probe names it
     // ("qkv.fwd", "mlp_down.wgrad", ...), M×N×K, in `dtype`.
@@ -61,6 +65,9 @@ struct ProfileTimes {
     // back-to-back curve's change from that size to `bytes`: the wait for peers to get a
     // core, then the bytes. Negative when the profile has nothing for the op at all.
     double collective_s(const std::string& op, const std::string& group, int n, double bytes) const;
+    // Seconds of the engine's pass `name` in `dtype` at `shape` (the probe's [B, T, h, heads,
+    // kv heads, ffn, tp, sp + 1, recompute + 1]); negative when it was not timed at that shape.
+    double pass_s(const std::string& name, const std::string& dtype, const std::vector<int>& shape) const;
 };
 
 // `rank_quantile` q: 0.5 for the estimate — each probe's mean call, the median over the

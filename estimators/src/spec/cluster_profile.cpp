@@ -114,6 +114,7 @@ std::string sample_line(const ProfileSample& s) {
                     ", kind = " + toml_quote(s.kind) + ", name = " + toml_quote(s.name);
     if (!s.dtype.empty()) l += ", dtype = " + toml_quote(s.dtype);
     if (s.kind == "gemm" || s.kind == "attention") l += ", shape = " + ints_text(s.shape) + ", flops = " + toml_double(s.flops);
+    if (s.kind == "layer") l += ", shape = " + ints_text(s.shape);
     if (s.bytes > 0) l += ", bytes = " + toml_double(s.bytes);
     if (s.kind == "comm")
         l += ", group = " + toml_quote(s.group) + ", group_size = " + std::to_string(s.group_size) +
@@ -198,7 +199,7 @@ namespace {
 
 constexpr double kHuge = 1e30;
 
-const std::vector<std::string> kSampleKinds = {"gemm", "attention", "memory", "elementwise", "host_op", "comm"};
+const std::vector<std::string> kSampleKinds = {"gemm", "attention", "memory", "elementwise", "host_op", "layer", "comm"};
 const std::vector<std::string> kOps = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "p2p"};
 
 // Each element of an array of tables, read by `read(reader, index)`.
@@ -238,6 +239,10 @@ void read_sample(TableReader& r, ProfileSample& s, int hosts) {
         r.require("shape", s.kind == "gemm" ? "a GEMM sample's [M, N, K]" : "an attention sample's [B, H, T, D]");
         r.require("flops", "a GEMM or attention sample's FLOPs");
         r.read_int_array("shape", s.shape, 1, 1 << 30);  // three of them: checked by the caller, which names the sample
+    }
+    if (s.kind == "layer") {
+        r.require("shape", "a layer sample's [B, T, h, heads, kv heads, ffn, tp, sp + 1, recompute + 1]");
+        r.read_int_array("shape", s.shape, 1, 1 << 30);
     }
     if (s.kind == "comm") {
         for (const char* k : {"group", "group_size", "nodes", "members_per_node", "bytes"}) r.require(k, "a collective sample has it");
@@ -349,6 +354,10 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
             if (s.kind == "attention" && s.shape.size() != 4 && !s.shape.empty())
                 ctx.error(r.where("shape"), name + ".shape", "got " + std::to_string(s.shape.size()) +
                                                                  " numbers; allowed: [B, H, T, D], four positive integers");
+            if (s.kind == "layer" && s.shape.size() != 9 && !s.shape.empty())
+                ctx.error(r.where("shape"), name + ".shape",
+                          "got " + std::to_string(s.shape.size()) +
+                              " numbers; allowed: [B, T, h, heads, kv heads, ffn, tp, sp + 1, recompute + 1], nine positive integers");
             p.samples.push_back(s);
         });
         rr.finish();

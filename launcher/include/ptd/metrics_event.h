@@ -34,10 +34,10 @@ struct StepTimes {
 // facts (kind "host"), what it will run (kind "plan"), one timed probe (gemm, memory, elementwise, host_op, comm), or the
 // rank's last line (kind "done").
 struct ProbeRecord {
-    std::string kind;            // host, plan, gemm, attention, memory, elementwise, host_op, comm, link, done
+    std::string kind;            // host, plan, gemm, attention, memory, elementwise, host_op, layer, comm, link, done
     std::string name;            // "qkv.fwd", "copy", "adamw", "all_reduce", "p2p", ...
     std::string dtype;           // gemm, elementwise
-    std::vector<long long> shape;  // gemm: M, N, K; attention: B, H, T, D
+    std::vector<long long> shape;  // gemm: M, N, K; attention: B, H, T, D; layer: see docs/metrics.md
     double flops = 0, bytes = 0, elements = 0;
     double median_s = 0, spread = 0;  // seconds; interquartile range / median
     double mean_s = 0;                // seconds; 0 when the engine did not say (older engines)

@@ -42,10 +42,10 @@ struct ProfileHost {
 // One probe of one rank: what ptd-engine's "probe" line said (docs/metrics.md).
 struct ProfileSample {
     int host = 0, rank = 0;    // index into hosts; global rank
-    std::string kind;          // gemm, attention, memory, elementwise, host_op, comm
+    std::string kind;          // gemm, attention, memory, elementwise, host_op, layer, comm
     std::string name;          // qkv.fwd, copy, adamw, fill1, all_reduce, p2p, ...
     std::string dtype;         // gemm, elementwise
-    std::vector<int> shape;    // gemm: M, N, K; attention: B, H, T, D
+    std::vector<int> shape;    // gemm: M, N, K; attention: B, H, T, D; layer: B, T, h, heads, kv heads, ffn, tp, sp + 1, recompute + 1
     double flops = 0, bytes = 0;
     std::string group;         // comm: tp, pp, dp, world
     int group_size = 0, nodes = 0, members_per_node = 0;
