@@ -78,7 +78,15 @@ net_down() {
     for i in 1 2; do ip netns del ptdsoak$i 2>/dev/null || true; ip link del ptdsoakv$i 2>/dev/null || true; done
     ip link del ptdsoakbr 2>/dev/null || true
 }
-cleanup() { [ $netns = 0 ] || net_down; [ $keep = 1 ] && echo "kept $work" >&2 || rm -rf "$work"; }
+# The launches of this soak still running (the bench stopped by a signal mid-run): each gets
+# SIGTERM and up to 60 s to tear its ranks down while the network is still up — cutting the
+# namespaces first would strand the remote ranks out of the launcher's reach.
+stop_launches() {
+    pkill -TERM -f -- "--run-root $work " 2>/dev/null || return 0
+    for _ in $(seq 1 600); do pgrep -f -- "--run-root $work " >/dev/null || return 0; sleep 0.1; done
+    pkill -KILL -f -- "--run-root $work " 2>/dev/null || true
+}
+cleanup() { stop_launches; [ $netns = 0 ] || net_down; [ $keep = 1 ] && echo "kept $work" >&2 || rm -rf "$work"; }
 trap cleanup EXIT
 tag=soak$$
 launch_args=()
