@@ -1117,11 +1117,16 @@ TEST_P(ResumeAtAnotherDp, ReSplitsTheOptimizerShardsAndTrainsOn) {
     ASSERT_FALSE(partial.has_value());
     EXPECT_NE(partial.error().one_line().find("are in no shard"), std::string::npos) << partial.error().one_line();
 
+    // A fresh run directory named for `suffix` whose only checkpoint is a copy of step 3's.
+    auto run_dir_with_saved = [&](const std::string& suffix) {
+        const fs::path dir = temp_root() / (name + suffix);
+        fs::create_directories(dir / "checkpoints");
+        fs::copy(saved, dir / "checkpoints/step-00000003", fs::copy_options::recursive);
+        return dir.string();
+    };
     // The engine resumes the step-3 checkpoint at dp 1 and dp 4 and trains on.
     for (int dp : {1, 4}) {
-        const std::string b = (temp_root() / (name + "-dp" + std::to_string(dp))).string();
-        fs::create_directories(fs::path(b) / "checkpoints");
-        fs::copy(saved, fs::path(b) / "checkpoints/step-00000003", fs::copy_options::recursive);
+        const std::string b = run_dir_with_saved("-dp" + std::to_string(dp));
         TinyJob k = j;
         k.dp = dp;
         auto resumed = run_engine(write_job(k, name + "-dp" + std::to_string(dp)), k.world(), {"--run-dir", b, "--resume"});
@@ -1145,16 +1150,12 @@ TEST_P(ResumeAtAnotherDp, ReSplitsTheOptimizerShardsAndTrainsOn) {
     TinyJob other = j;
     other.tp = 1;
     other.dp = 4;
-    const std::string c = (temp_root() / (name + "-tp1")).string();
-    fs::create_directories(fs::path(c) / "checkpoints");
-    fs::copy(saved, fs::path(c) / "checkpoints/step-00000003", fs::copy_options::recursive);
+    const std::string c = run_dir_with_saved("-tp1");
     auto moved = run_engine(write_job(other, name + "-tp1"), 4, {"--run-dir", c, "--resume"});
     EXPECT_NE(moved[0].exit_code, 0);
     EXPECT_NE(moved[0].err.find("only dp may change"), std::string::npos) << moved[0].err;
     // A manifest whose range disagrees with the shard: refused, naming both.
-    const std::string e = (temp_root() / (name + "-range")).string();
-    fs::create_directories(fs::path(e) / "checkpoints");
-    fs::copy(saved, fs::path(e) / "checkpoints/step-00000003", fs::copy_options::recursive);
+    const std::string e = run_dir_with_saved("-range");
     {
         const fs::path mpath = fs::path(e) / "checkpoints/step-00000003/manifest.json";
         json mj = json::parse(slurp(mpath.string()));
@@ -1167,13 +1168,9 @@ TEST_P(ResumeAtAnotherDp, ReSplitsTheOptimizerShardsAndTrainsOn) {
     EXPECT_NE(range[0].exit_code, 0);
     EXPECT_NE(range[0].err.find("manifest.json records"), std::string::npos) << range[0].err;
     // A shard of the checkpoint gone: the dp-1 resume stops naming the file, never loads a part.
-    const std::string d = (temp_root() / (name + "-gone")).string();
-    fs::create_directories(fs::path(d) / "checkpoints");
-    fs::copy(saved, fs::path(d) / "checkpoints/step-00000003", fs::copy_options::recursive);
+    const std::string d = run_dir_with_saved("-gone");
     fs::remove(fs::path(d) / "checkpoints/step-00000003/rank-00002.bin");
-    TinyJob one = j;
-    one.dp = 1;
-    auto gone = run_engine(write_job(one, name + "-gone"), 2, {"--run-dir", d, "--resume"});
+    auto gone = run_engine(write_job(single, name + "-gone"), 2, {"--run-dir", d, "--resume"});
     EXPECT_NE(gone[0].exit_code, 0);
     EXPECT_NE(gone[0].err.find("rank-00002.bin"), std::string::npos) << gone[0].err;
 }
