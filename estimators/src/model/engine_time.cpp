@@ -257,10 +257,11 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
         return r;
     };
     OpSum F = scaled(f.sum, layers), B = scaled(b.sum, layers), RC = scaled(rc.sum, layers);
-    Ops fe{pt, s, dev, {}}, be{pt, s, dev, {}};
-    if (first) fe.embedding_forward(), be.embedding_backward();
-    if (last) fe.output_forward(), be.output_backward();
-    OpSum FE = scaled(fe.sum, 1), BE = scaled(be.sum, 1);
+    // The embedding's and the head's ops, each side apart: measured passes replace them one by one.
+    Ops ef_ops{pt, s, dev, {}}, eb_ops{pt, s, dev, {}}, of_ops{pt, s, dev, {}}, ob_ops{pt, s, dev, {}};
+    if (first) ef_ops.embedding_forward(), eb_ops.embedding_backward();
+    if (last) of_ops.output_forward(), ob_ops.output_backward();
+    OpSum EF = scaled(ef_ops.sum, 1), EB = scaled(eb_ops.sum, 1), OF = scaled(of_ops.sum, 1), OB = scaled(ob_ops.sum, 1);
     // The engine's own passes, timed by the profile in the step's order at this rank's shape
     // (the `layer` probe): their compute replaces the sum of the isolated ops — what lies
     // between those ops in a step (element-wise passes over colder operands, the BLAS and
@@ -282,21 +283,10 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
             if (s.t > 1 && pt.shared_cores == 0 && lft >= 0 && lbt >= 0) F.tp = layers * lft, B.tp = layers * lbt, RC.tp = 0;
         }
         const double ef = pass("embedding.fwd"), eb = pass("embedding.bwd"), hd = pass("head.fwd_bwd");
-        if (first && ef >= 0 && eb >= 0) {
-            Ops e{pt, s, dev, {}};
-            e.embedding_forward();
-            FE.compute += ef - scaled(e.sum, 1).compute;
-            Ops eb_ops{pt, s, dev, {}};
-            eb_ops.embedding_backward();
-            BE.compute += eb - scaled(eb_ops.sum, 1).compute;
-        }
-        if (last && hd >= 0) {
-            Ops of{pt, s, dev, {}}, ob{pt, s, dev, {}};
-            of.output_forward(), ob.output_backward();
-            FE.compute -= scaled(of.sum, 1).compute;
-            BE.compute += hd - scaled(ob.sum, 1).compute;
-        }
+        if (first && ef >= 0 && eb >= 0) EF.compute = ef, EB.compute = eb;
+        if (last && hd >= 0) OF.compute = 0, OB.compute = hd;
     }
+    const OpSum FE{EF.compute + OF.compute, EF.tp + OF.tp}, BE{EB.compute + OB.compute, EB.tp + OB.tp};
     ChunkTime c;
     c.fwd.compute = F.compute + FE.compute;
     c.fwd.tp = F.tp + FE.tp;
