@@ -381,14 +381,20 @@ int resume_run(RunState& s) {
         if (reshard) {
             const auto floats = [](const Blob* b) {
                 std::vector<float> f(b ? b->bytes.size() / sizeof(float) : 0);
-                if (b && b->bytes.size() % sizeof(float) == 0) std::memcpy(f.data(), b->bytes.data(), b->bytes.size());
+                if (!f.empty()) std::memcpy(f.data(), b->bytes.data(), f.size() * sizeof(float));
                 return f;
             };
+            const Blob* master = shard->find("master");
+            const size_t m_bytes = shard->find("adam.m")->bytes.size();
+            if (m_bytes % sizeof(float) != 0 || shard->find("adam.v")->bytes.size() != m_bytes ||
+                (master && master->bytes.size() != m_bytes))
+                return run_failure(s, path + ": adam.m, adam.v and master are not f32 blobs of one size (" +
+                                          std::to_string(m_bytes) + " bytes of adam.m)");
             OptimizerSlice slice;
             slice.offset = st["shard_offset"].get<int64_t>();
             slice.m = floats(shard->find("adam.m"));
             slice.v = floats(shard->find("adam.v"));
-            slice.master = floats(shard->find("master"));
+            slice.master = floats(master);
             slice.source = path;
             if (entry->optimizer_offset >= 0 &&
                 (slice.offset != entry->optimizer_offset || (int64_t)slice.m.size() != entry->optimizer_count))
