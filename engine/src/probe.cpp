@@ -384,24 +384,49 @@ struct Prober {
             p.tp.push_back(tp / per);
         };
         Pass scratch{"warm-up", {}, {}};
+        // Shared cores, pipeline: the model divides every pass by the share of the cores it
+        // had, taking each pass to have run with every rank of the host computing. The stages
+        // do not do the same work, though: while the last one runs the head, the others
+        // would go on to their backward and then wait for it, and its passes would run with
+        // the cores to itself. So where the last stage runs the head, the other stages run
+        // `filler` untimed layer forwards (on another activation slot) of about the head's
+        // time, and every micro-batch starts at a world barrier: the stages keep in step and
+        // each pass is timed beside the others' work. The count is agreed over the world
+        // (from the largest head and layer-forward times), so TP peers run the same calls.
+        const bool in_step = shared_cores && !(c.first && c.last) && nl > 0;
+        int filler = 0;
+        double head_wall = 0, fwd_wall = 0;  // this rank's warm-up: the head, one layer's forward
         auto micro_batch = [&](int i, bool kept) {
             const int slot = i % std::max(1, c.slots);
             std::vector<LayerActs>& layers = a.slot_layers[(size_t)slot];
+            if (in_step) r.groups.world->barrier();
             void* stage_in = nl > 0 ? layers[0].ln1_in : a.out.lnf_in;
             if (c.first)
                 timed(kept ? ef : scratch, 1, stage_in, [&] { embedding_forward(m, a, a.slot_tokens[(size_t)slot], stage_in, comm); });
-            if (nl > 0)
+            if (nl > 0) {
+                const auto f0 = clock_type::now();
                 timed(kept ? lf : scratch, nl, c.last ? a.out.lnf_in : stage_out, [&] {
                     for (int li = 0; li < nl; ++li) {
                         void* out = li + 1 < nl ? layers[(size_t)li + 1].ln1_in : c.last ? a.out.lnf_in : stage_out;
                         layer_forward(m, a, li, layers[(size_t)li], out, comm);
                     }
                 });
+                if (i == 0) fwd_wall = since(f0) / nl;
+            }
+            if (!c.last && filler > 0) {  // the head's time, beside the last stage's head
+                std::vector<LayerActs>& other = a.slot_layers[(size_t)((slot + 1) % std::max(1, c.slots))];
+                for (int k = 0; k < filler; ++k) layer_forward(m, a, 0, other[0], stage_out, comm);
+                b.download(&byte, stage_out, 1);
+            }
             // The gradient arriving from the next stage (or the head's): small values, set
             // afresh each time so that repeats do not grow it into denormals or infinities.
             void* d = a.d_stream;
             b.fill(d, c.act, 1e-3f, Rl * h);
-            if (c.last) timed(kept ? hd : scratch, 1, d, [&] { output_forward_backward(m, a, loss_scale, d, nullptr, comm); });
+            if (c.last) {
+                const auto h0 = clock_type::now();
+                timed(kept ? hd : scratch, 1, d, [&] { output_forward_backward(m, a, loss_scale, d, nullptr, comm); });
+                if (i == 0) head_wall = since(h0);
+            }
             if (nl > 0)
                 timed(kept ? lb : scratch, nl, d, [&] {
                     for (int li = nl - 1; li >= 0; --li) {
@@ -420,12 +445,16 @@ struct Prober {
         const auto t0 = clock_type::now();
         micro_batch(0, false);
         const double first_s = since(t0);
-        float repeats = (float)std::clamp<double>(first_s > 0 ? std::ceil(0.3 / first_s) : 200.0, plan.repeats, 200);
-        float* agreed = (float*)alloc(sizeof(float), "probe pass count");
-        b.upload(agreed, &repeats, sizeof repeats);
-        r.groups.world->all_reduce(agreed, 1, DType::f32, ReduceOp::max);
-        b.download(&repeats, agreed, sizeof repeats);
+        // [repeats, head seconds, one layer's forward seconds], each the largest over the world.
+        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(0.3 / first_s) : 200.0, plan.repeats, 200),
+                          (float)head_wall, (float)fwd_wall};
+        float* agreed = (float*)alloc(sizeof agree, "probe pass count");
+        b.upload(agreed, agree, sizeof agree);
+        r.groups.world->all_reduce(agreed, 3, DType::f32, ReduceOp::max);
+        b.download(agree, agreed, sizeof agree);
         b.release(agreed);
+        const float repeats = agree[0];
+        if (in_step && agree[2] > 0) filler = (int)std::lround(agree[1] / agree[2]);
         for (int i = 1; i < plan.warmup + (int)repeats; ++i) micro_batch(i, i >= plan.warmup);
         free_activations(b, a);
         free_model(m);

@@ -663,6 +663,15 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
     return x;
 }
 
+}  // namespace
+
+// Measured (gpt2 TP2·PP2 on 2 cores, docs/estimators.md): a stage's block run alone took
+// 0.44–0.50 × the same block beside the other stage, and its TP calls 0.25–0.42 ×: the
+// stage's own collectives shrink with the contention as its compute does.
+double core_shared_part(const BlockTime& b) { return b.compute + b.recompute + b.tp + b.cp + b.ep; }
+
+namespace {
+
 // The pipeline schedule's block durations of every chunk (PipelineDurations' arrays, per
 // thread), and DualPipe's hidden communication per stage. Chunk times by kind (ChunkKinds,
 // pspeed2): with v = 1 the stages above asked already. zb: ZB-H1 runs the backward as B
@@ -676,7 +685,7 @@ struct ChunkDurations {
 ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
                                ChunkKinds& kinds, Estimate* detail) {
     thread_local std::vector<double> fwd_d, bwd_d, wgt_d, hidden_d;
-    thread_local std::vector<double> fwd_c, bwd_c, wgt_c;  // shared cores: each block's compute part
+    thread_local std::vector<double> fwd_c, bwd_c, wgt_c;  // shared cores: each block's shared part
     thread_local CoreSharing sharing;
     const int p = L.p, v = L.v;
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
@@ -684,11 +693,12 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     fwd_c.assign(shared ? (size_t)p * v : 0, 0.0);
     bwd_c.assign(shared ? (size_t)p * v : 0, 0.0);
     wgt_c.assign(shared && split_w ? (size_t)p * v : 0, 0.0);
-    // The compute part of a chunk's blocks: B without W when ZB-H1 splits them (W is all compute).
+    // The shared part of a chunk's blocks (core_shared_part): B without W when ZB-H1 splits
+    // them (W is all compute).
     auto compute_parts = [&](size_t cell, const ChunkTime& ct) {
         if (!shared) return;
-        fwd_c[cell] = ct.fwd.compute;
-        bwd_c[cell] = ct.bwd.compute + ct.bwd.recompute - (split_w ? ct.bwd.wgrad : 0.0);
+        fwd_c[cell] = core_shared_part(ct.fwd);
+        bwd_c[cell] = core_shared_part(ct.bwd) - (split_w ? ct.bwd.wgrad : 0.0);
         if (split_w) wgt_c[cell] = ct.bwd.wgrad;
     };
     wgt_d.assign(split_w || dualpipe ? (size_t)p * v : 0, 0.0);
@@ -806,8 +816,14 @@ TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, dou
     const double idle = pipeline - L.mbs * W.t_mb_max;
     tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
     // with shared cores the ranks computing while others wait run faster than the
-    // probes (which timed every rank computing at once): the step's compute is that less.
-    if (L.share_cores > 0 && idle < -1e-12 * pipeline) tb.compute += idle;
+    // probes (which timed every rank computing at once): the step's compute and the
+    // stage's own collectives (the blocks' shared parts) are that less, each by its share.
+    if (L.share_cores > 0 && idle < -1e-12 * pipeline) {
+        const double shared = tb.compute + tb.tp_comm + tb.cp_comm + tb.ep_comm;
+        const double keep = shared > 0 ? std::max(0.0, (shared + idle) / shared) : 1.0;
+        tb.recompute *= keep, tb.imbalance *= keep;
+        tb.compute *= keep, tb.tp_comm *= keep, tb.cp_comm *= keep, tb.ep_comm *= keep;
+    }
     tb.optimizer = st.after_opt;
     tb.offload = st.after_offload;
     tb.dp_comm = (st.sync - pipeline) + (st.after - st.after_opt - st.after_offload);  // both ≥ 0

@@ -58,7 +58,7 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
             if (split_w) wgt[(size_t)(c * p + s)] = ct.bwd.wgrad;
         }
     // Shared cores: the estimate's processor sharing (schedule.h CoreSharing), from
-    // the same blocks' compute parts, so the blocks end where the estimate's step ends.
+    // the same blocks' shared parts, so the blocks end where the estimate's step ends.
     std::vector<double> fwd_c, bwd_c, wgt_c;
     CoreSharing sharing;
     if (est.share_cores > 0) {
@@ -67,8 +67,8 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
             for (int c = 0; c < v; ++c) {
                 const ChunkTime& ct = est.stages[(size_t)s].chunks[(size_t)c];
                 const size_t cell = (size_t)(c * p + s);
-                fwd_c[cell] = ct.fwd.compute;
-                bwd_c[cell] = ct.bwd.compute + ct.bwd.recompute - (split_w ? ct.bwd.wgrad : 0.0);
+                fwd_c[cell] = core_shared_part(ct.fwd);
+                bwd_c[cell] = core_shared_part(ct.bwd) - (split_w ? ct.bwd.wgrad : 0.0);
                 if (split_w) wgt_c[cell] = ct.bwd.wgrad;
             }
         sharing = CoreSharing{.cores = est.share_cores, .ranks_per_stage = est.share_ranks_per_stage,

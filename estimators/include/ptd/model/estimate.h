@@ -82,6 +82,12 @@ struct ChunkTime {
     BlockTime fwd, bwd;
 };
 
+// Shared cores (docs/estimators.md, "Shared cores in the schedule"): the part of a block that
+// runs at the processor-sharing rate — its compute, recompute and the stage's own group
+// collectives (TP, CP, EP: every member is a rank of the same stage, and a member waits there
+// for peers that are off their cores) — everything but the hop to the neighbouring stage.
+double core_shared_part(const BlockTime& b);
+
 // What a stage does after its last backward block, seconds. The gradient reduction
 // starts during the last backward (overlap_grad_reduce) and its excess is exposed; every
 // stage then waits for the slowest (the gradient-norm all-reduce over the model-parallel
