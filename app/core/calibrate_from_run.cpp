@@ -181,20 +181,26 @@ int step_probe(const CalibrateArgs& a, const std::string& profile_path, const st
         return kExitOk;
     }
     const auto run_dir = std::filesystem::path(calibration_run_dir);
+    // Steps 2.. of the run become the in-step samples (the first warms up). Two steps were too
+    // few: on 2 shared cores one scheduler stall in one of them moved a tiny TP job's
+    // predicted step 4× between two calibrations (docs/estimators.md, runs G and H).
+    constexpr int kSteps = 6;
     LaunchArgs la = a.launch;
-    la.steps = 3;
+    la.steps = kSteps;
+    if (std::none_of(la.engine_args.begin(), la.engine_args.end(), [](const std::string& x) { return x.starts_with("--timeline"); }))
+        la.engine_args.insert(la.engine_args.end(), {"--timeline-steps", std::to_string(kSteps)});
     la.run_root = run_dir.parent_path().string();
     la.run_id = run_dir.filename().string() + "-steps";
     la.preflight = false;
     std::fprintf(out, "step probe: host %s runs %d ranks on %d cores, where a step's collectives wait for the scheduler as "
-                      "no probe shows; training 3 steps (logs in %s)\n",
-                 shared->name.c_str(), shared->ranks, shared->cores, (run_dir.parent_path() / la.run_id).string().c_str());
+                      "no probe shows; training %d steps (logs in %s)\n",
+                 shared->name.c_str(), shared->ranks, shared->cores, kSteps, (run_dir.parent_path() / la.run_id).string().c_str());
     FILE* quiet = std::fopen("/dev/null", "w");
     const int rc = cmd_launch(la, presets, quiet ? quiet : out, err);
     if (quiet) std::fclose(quiet);
     if (rc != kExitOk) {
-        std::fprintf(err, "step probe: the 3 training steps failed (exit %d); the profile keeps the probes' figures: %s\n", rc,
-                     profile_path.c_str());
+        std::fprintf(err, "step probe: the %d training steps failed (exit %d); the profile keeps the probes' figures: %s\n", kSteps,
+                     rc, profile_path.c_str());
         return rc;
     }
     CalibrateArgs r;
