@@ -272,8 +272,10 @@ TEST(Calibrate, EightRankJobWritesAProfile) {
     ASSERT_TRUE(p) << p.error().str();
     ASSERT_EQ(p->hosts.size(), 1u);
     if (p->hosts[0].cores < 8) {
-        // 8 ranks on fewer cores: the step probe trains 3 steps and refines the profile.
+        // 8 ranks on fewer cores: the step probe trains 6 steps and refines the profile from
+        // steps 2–6 (the first warms up).
         EXPECT_NE(r.out.find("step probe: host localhost (local) runs 8 ranks on"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("8 rank(s), 5 step(s)"), std::string::npos) << r.out;
         EXPECT_NE(r.out.find("a TP collective of 32768 bytes costs"), std::string::npos) << r.out;
         ASSERT_EQ(p->refined_from.size(), 1u);
         EXPECT_NE(p->refined_from[0].find("-steps"), std::string::npos);
