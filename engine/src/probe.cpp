@@ -437,16 +437,18 @@ struct Prober {
             if (c.first)
                 timed(kept ? eb : scratch, 1, m.wte->g, [&] { embedding_backward(m, a, a.slot_tokens[(size_t)slot], d, comm); });
         };
-        // At least the plan's repeats and, for short passes, enough of them to span 0.3 s (at
+        // At least the plan's repeats and, for short passes, enough of them to span 1 s (at
         // most 200): a median over many micro-batches, as a step's time is a sum over them, so
-        // that a moment of other load on the cores does not decide it. Every rank runs as many
+        // that a moment of other load on the cores does not decide it (over 0.3 s, 9 repeats
+        // of tiny TP2's passes, the median TP time of a layer's backward was 0.43–0.58 ms in
+        // three calibrations and 7.9 ms in a fourth). Every rank runs as many
         // (the TP peers' collectives pair up): the largest count any rank asks for, agreed by
         // one world all-reduce after the first warm-up.
         const auto t0 = clock_type::now();
         micro_batch(0, false);
         const double first_s = since(t0);
         // [repeats, head seconds, one layer's forward seconds], each the largest over the world.
-        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(0.3 / first_s) : 200.0, plan.repeats, 200),
+        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(1.0 / first_s) : 200.0, plan.repeats, 200),
                           (float)head_wall, (float)fwd_wall};
         float* agreed = (float*)alloc(sizeof agree, "probe pass count");
         b.upload(agreed, agree, sizeof agree);
@@ -471,19 +473,72 @@ struct Prober {
                 {"members_per_node", g.size() / std::max<int>(1, (int)nodes.size())}};
     }
 
-    // `between_s`: the compute each rank ran before each call (comm_in_step); 0 = back to back.
-    void comm_sample(Communicator& g, const char* op, int64_t bytes, void* buf, std::function<void()> call,
-                     std::function<void()> before = nullptr) {
-        const double factor = collective_bus_factor(op, g.size());  // nccl-tests' busbw convention
+    // A collective of the back-to-back sweep, timed in rounds with the others (run_sweep).
+    struct SweepItem {
+        nlohmann::json j;  // the group's shape, op and bytes
+        double factor = 1, predicted_s = 0;
+        const void* sync = nullptr;
+        std::function<void()> call;
+        std::vector<double> t;
+    };
+    std::vector<SweepItem> sweep{};
+
+    // The sample's group shape, op and size; sets predicted_s (the preset's link: intra-node
+    // inside one node, the slower inter-node link across nodes).
+    nlohmann::json comm_head(Communicator& g, const char* op, int64_t bytes, double factor) {
         nlohmann::json j = group_shape(g);
-        // The preset's link: intra-node inside one node, the slower inter-node link across nodes.
         predicted_s = preset_seconds_for_bytes((double)bytes * factor,
                                                j["nodes"].get<int>() > 1 ? job.cluster.inter_gbps : job.cluster.intra_gbps);
+        j["kind"] = "comm";
+        j["name"] = op;
+        j["bytes"] = bytes;
+        return j;
+    }
+    void emit_comm(nlohmann::json j, double factor, const SampleStats& st) {
+        const double bytes = j["bytes"].get<double>();
+        j["algbw_gbps"] = st.median_s > 0 ? bytes / st.median_s / 1e9 : 0.0;
+        j["busbw_gbps"] = st.median_s > 0 ? bytes * factor / st.median_s / 1e9 : 0.0;
+        j["bus_factor"] = factor;
+        emit(j, st);
+    }
+
+    // Back to back: queued for run_sweep, which times every queued call once per round.
+    void comm_sample(Communicator& g, const char* op, int64_t bytes, const void* buf, std::function<void()> call) {
+        const double factor = collective_bus_factor(op, g.size());  // nccl-tests' busbw convention
+        nlohmann::json j = comm_head(g, op, bytes, factor);
+        sweep.push_back({std::move(j), factor, predicted_s, buf, std::move(call), {}});
+    }
+
+    // The sweep in rounds: each round times every queued call once, in the same order on every
+    // rank (so the groups' calls pair up). A moment of other load on the cores then costs one
+    // repeat of every size, not every repeat of the sizes it fell on (timed size by size, a
+    // 4 KiB world all-reduce of 2 ranks probed at 4.0 ms in 3 calibrations of 4 and at 0.18 ms
+    // in the fourth, minutes apart on the same machine).
+    void run_sweep() {
+        char byte = 0;
+        for (int i = 0; !dry && i < plan.warmup + plan.repeats; ++i)
+            for (SweepItem& it : sweep) {
+                const auto t0 = clock_type::now();
+                it.call();
+                be().download(&byte, it.sync, 1);
+                if (i >= plan.warmup) it.t.push_back(since(t0));
+            }
+        for (SweepItem& it : sweep) {
+            if (dry) expected_s += (plan.warmup + plan.repeats) * it.predicted_s;
+            emit_comm(std::move(it.j), it.factor, dry ? SampleStats{.repeats = plan.repeats} : sample_stats(std::move(it.t)));
+        }
+        sweep.clear();
+    }
+
+    // Between compute bursts (comm_in_step): `before` runs, then the call is timed;
+    // `between_s` is the compute each rank ran before each call.
+    void comm_sample_in_step(Communicator& g, const char* op, int64_t bytes, void* buf, std::function<void()> call,
+                             std::function<void()> before) {
+        const double factor = collective_bus_factor(op, g.size());
+        nlohmann::json j = comm_head(g, op, bytes, factor);
         SampleStats st;
         double between_s = 0;
-        if (!before) {
-            st = time_op(buf, call);
-        } else if (dry) {
+        if (dry) {
             expected_s += (plan.warmup + in_step_repeats()) * (predicted_s + before_predicted_s);
             st.repeats = in_step_repeats();
         } else {
@@ -501,14 +556,8 @@ struct Prober {
             st = sample_stats(std::move(t));
             between_s = sample_stats(std::move(b)).median_s;
         }
-        if (before) j["between_s"] = between_s;
-        j["kind"] = "comm";
-        j["name"] = op;
-        j["bytes"] = bytes;
-        j["algbw_gbps"] = st.median_s > 0 ? (double)bytes / st.median_s / 1e9 : 0.0;
-        j["busbw_gbps"] = st.median_s > 0 ? (double)bytes * factor / st.median_s / 1e9 : 0.0;
-        j["bus_factor"] = factor;
-        emit(j, st);
+        j["between_s"] = between_s;
+        emit_comm(std::move(j), factor, st);
     }
 
     // Collectives of every group kind the layout has (size > 1) over the message sweep;
@@ -524,17 +573,17 @@ struct Prober {
             const int n = g->size();
             for (int64_t bytes : plan.message_bytes) {
                 const int64_t count = bytes / 4;
-                comm_sample(*g, "all_reduce", bytes, buf, [&] { g->all_reduce(buf, count, DType::f32, ReduceOp::sum); });
+                comm_sample(*g, "all_reduce", bytes, buf, [=] { g->all_reduce(buf, count, DType::f32, ReduceOp::sum); });
                 const int64_t per = std::max<int64_t>(1, count / n), total = per * n * 4;
-                comm_sample(*g, "reduce_scatter", total, buf, [&] { g->reduce_scatter(buf, per, DType::f32, ReduceOp::sum); });
-                comm_sample(*g, "all_gather", total, buf, [&] { g->all_gather(buf, per, DType::f32); });
+                comm_sample(*g, "reduce_scatter", total, buf, [=] { g->reduce_scatter(buf, per, DType::f32, ReduceOp::sum); });
+                comm_sample(*g, "all_gather", total, buf, [=] { g->all_gather(buf, per, DType::f32); });
             }
         }
         if (Communicator* pp = r.groups.pp.get(); pp && pp->size() > 1) {
             const int n = pp->size(), next = (pp->rank() + 1) % n, prev = (pp->rank() + n - 1) % n;
             for (int64_t bytes : plan.message_bytes) {
                 const int64_t count = bytes / 4;
-                comm_sample(*pp, "p2p", bytes, rbuf, [&] {
+                comm_sample(*pp, "p2p", bytes, rbuf, [=] {
                     pp->group_start();
                     pp->send(buf, count, DType::f32, next);
                     pp->recv(rbuf, count, DType::f32, prev);
@@ -542,6 +591,7 @@ struct Prober {
                 });
             }
         }
+        run_sweep();
         be().release(buf), be().release(rbuf);
         links();
     }
@@ -629,14 +679,14 @@ struct Prober {
             const int n = g->size();
             const int64_t bytes = g == r.groups.tp.get() ? act_bytes : (4 << 10);
             const int64_t count = std::max<int64_t>(1, bytes / 4), per = std::max<int64_t>(1, count / n), total = per * n * 4;
-            comm_sample(*g, "all_reduce", count * 4, buf, [&] { g->all_reduce(buf, count, DType::f32, ReduceOp::sum); }, burst);
-            comm_sample(*g, "reduce_scatter", total, buf, [&] { g->reduce_scatter(buf, per, DType::f32, ReduceOp::sum); }, burst);
-            comm_sample(*g, "all_gather", total, buf, [&] { g->all_gather(buf, per, DType::f32); }, burst);
+            comm_sample_in_step(*g, "all_reduce", count * 4, buf, [&] { g->all_reduce(buf, count, DType::f32, ReduceOp::sum); }, burst);
+            comm_sample_in_step(*g, "reduce_scatter", total, buf, [&] { g->reduce_scatter(buf, per, DType::f32, ReduceOp::sum); }, burst);
+            comm_sample_in_step(*g, "all_gather", total, buf, [&] { g->all_gather(buf, per, DType::f32); }, burst);
         }
         if (Communicator* pp = r.groups.pp.get(); pp && pp->size() > 1) {
             const int n = pp->size(), next = (pp->rank() + 1) % n, prev = (pp->rank() + n - 1) % n;
             const int64_t count = std::max<int64_t>(1, hop_bytes / 4);
-            comm_sample(*pp, "p2p", count * 4, rbuf, [&] {
+            comm_sample_in_step(*pp, "p2p", count * 4, rbuf, [&] {
                 pp->group_start();
                 pp->send(buf, count, DType::f32, next);
                 pp->recv(rbuf, count, DType::f32, prev);
