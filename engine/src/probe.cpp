@@ -316,8 +316,9 @@ struct Prober {
     // OpenMP threads waking between calls, the 16-bit operand widening. Each sample is the
     // pass's compute, the time of its TP collectives taken out (StageComm::tp_seconds); a
     // layer's is the stage's layers over their count. With tp > 1 the collectives' own
-    // in-step time is a sample too (`layer.fwd.tp`, `layer.bwd.tp`: per layer), every TP
-    // peer running the same passes at once. Shape: B, T, h, local heads, local KV heads,
+    // in-step time is a sample too (`layer.fwd.tp`, `layer.bwd.tp`: per layer;
+    // `embedding.fwd.tp`, `embedding.bwd.tp`, `head.fwd_bwd.tp`), every TP peer running the
+    // same passes at once. Shape: B, T, h, local heads, local KV heads,
     // local FFN width, tp, sequence parallel + 1, recompute + 1 (what the time model matches).
     // Not on the CUDA simulator: it emulates every kernel on the host (a tiny-gpt layer's
     // forward takes about a second there), its times say nothing of a GPU, and the same
@@ -343,8 +344,8 @@ struct Prober {
         };
         auto emit_all = [&] {
             if (nl > 0) emit_pass(lf, true), emit_pass(lb, true);
-            if (c.first) emit_pass(ef, false), emit_pass(eb, false);
-            if (c.last) emit_pass(hd, false);
+            if (c.first) emit_pass(ef, true), emit_pass(eb, true);
+            if (c.last) emit_pass(hd, true);
         };
         if (dry) {
             // The preset's time of the layers' GEMMs and attention, forward and backward (3×).

@@ -228,6 +228,14 @@ TEST(EngineProfileTime, ThePassesTensorParallelTimeWhereEveryRankHasACore) {
     p.hosts[0].cores = 8;
     // Stage 0: 2 layers at 10 + 20 ms, and the embedding's two calls at the curve's 1 ms.
     EXPECT_NEAR(estimate_job(job, &p).stages[0].tp_s, 2 * 3e-2 + 2e-3, 1e-12);
+    // The embedding's and the head's passes with their own TP time replace their calls too.
+    for (const char* name : {"embedding.fwd", "embedding.bwd", "head.fwd_bwd"}) p.samples.push_back(pass_sample(name, shape, 1e-9));
+    p.samples.push_back(pass_sample("embedding.fwd.tp", shape, 3e-4));
+    p.samples.push_back(pass_sample("embedding.bwd.tp", shape, 4e-4));
+    p.samples.push_back(pass_sample("head.fwd_bwd.tp", shape, 5e-3));
+    const Estimate e = estimate_job(job, &p);
+    EXPECT_NEAR(e.stages[0].tp_s, 2 * 3e-2 + 7e-4, 1e-12);
+    EXPECT_NEAR(e.stages[1].tp_s, 2 * 3e-2 + 5e-3, 1e-12);
 }
 
 // A job another framework runs keeps the preset's model, and says why.

@@ -285,6 +285,15 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
         const double ef = pass("embedding.fwd"), eb = pass("embedding.bwd"), hd = pass("head.fwd_bwd");
         if (first && ef >= 0 && eb >= 0) EF.compute = ef, EB.compute = eb;
         if (last && hd >= 0) OF.compute = 0, OB.compute = hd;
+        // The embedding's and the head's TP calls likewise, from their passes where every rank
+        // has a core: timed back to back, a few small calls there swung a tiny TP2 job's
+        // predicted step 3× between calibrations minutes apart (each call waiting for the
+        // scheduler as it does not inside a pass).
+        if (s.t > 1 && pt.shared_cores == 0) {
+            const double eft = pass("embedding.fwd.tp"), ebt = pass("embedding.bwd.tp"), hdt = pass("head.fwd_bwd.tp");
+            if (first && eft >= 0 && ebt >= 0) EF.tp = eft, EB.tp = ebt;
+            if (last && hdt >= 0) OF.tp = 0, OB.tp = hdt;
+        }
     }
     const OpSum FE{EF.compute + OF.compute, EF.tp + OF.tp}, BE{EB.compute + OB.compute, EB.tp + OB.tp};
     ChunkTime c;
