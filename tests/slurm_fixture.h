@@ -12,6 +12,19 @@
 // up (`failed`: an error, with the end of its log). The destructor kills every process that carries this fixture's SLURM_CONF in
 // its environment (the daemons, slurmstepd, the jobs' tasks) and removes the folder.
 // Needs root: slurmd starts job steps as the submitting user.
+//
+// start(2) makes a two-node Slurm instead (--exclude-failed's test): node ptdnode1 is this
+// machine's network at 10.231.77.1, node ptdnode2 a network namespace at 10.231.77.2
+// (netns_hosts.h: a bridge and a veth), each with its own slurmd. Debian's slurmd is not
+// built with --enable-multiple-slurmd, so the second one runs in its own network namespace
+// (the same SlurmdPort is free there), entered with nsenter rather than `ip netns exec`, which
+// remounts /sys without the cgroup folder slurmd reads. Each slurmd also has its own UTS
+// namespace (hostname = node name) and mount namespace, where a hosts file naming both nodes
+// is bound over /etc/hosts: its job steps see a cluster's node, whose host name resolves to
+// the address the other node reaches (ptd-engine binds Gloo there, MASTER_ADDR is a node
+// name). The nodes share every other file (the run directory, munge's socket); each has its
+// spool folder (SlurmdSpoolDir=…/spool/%n). The destructor also removes the namespace, the
+// links and the bridge.
 #pragma once
 
 #include <fcntl.h>
@@ -26,6 +39,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -33,15 +47,19 @@
 
 #include "free_port.h"
 #include "launcher_test_util.h"  // processes_with_env
+#include "netns_hosts.h"
 
 class SlurmFixture {
 public:
     std::string dir;       // temp folder holding everything below
     std::string conf;      // slurm.conf (SLURM_CONF for Slurm's commands)
-    std::string node;      // this machine's short host name (start())
+    std::string node;      // this machine's short host name (start()); with two nodes, the first node's
+    std::vector<std::string> nodes;  // every node's name, in the allocation's order
     std::string partition = "ptdq";
     int cpus = 8;          // the node's declared CPUs (tasks that fit at once)
     pid_t munged = -1, slurmctld = -1, slurmd = -1;
+    pid_t netns_slurmd = -1;  // two nodes: the second node's slurmd (in its namespace)
+    std::unique_ptr<NetnsHosts> net;  // two nodes: the second node's namespace and link
     bool failed = false;   // start() returned an error (a daemon did not come up), not a reason to skip
 
     SlurmFixture() = default;
@@ -52,18 +70,26 @@ public:
     // "SLURM_CONF=<conf>" as a shell prefix for Slurm's client commands (and ptd, which runs them).
     std::string env() const { return "SLURM_CONF='" + conf + "'"; }
 
-    std::string start() {
+    // node_count 1 (this machine) or 2 (and a network namespace).
+    std::string start(int node_count = 1) {
         for (const char* bin : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch",
                                 "/usr/bin/srun", "/usr/bin/squeue", "/usr/bin/scancel", "/usr/bin/sinfo"})
             if (access(bin, X_OK) != 0)
                 return std::string("Slurm not installed (") + bin + " missing; apt-get install slurm-wlm munge, as scripts/setup.sh does)";
         if (geteuid() != 0) return "a single-host Slurm needs root (slurmd starts job steps as the submitting user)";
+        if (node_count == 2) {
+            for (const char* bin : {"/usr/bin/nsenter", "/usr/bin/unshare"})
+                if (access(bin, X_OK) != 0) return std::string("a two-node Slurm needs ") + bin + " (util-linux)";
+            net = std::make_unique<NetnsHosts>(1);
+            if (!net->skip.empty()) return "a two-node Slurm needs a network namespace: " + net->skip;
+        }
         char tmpl[] = "/tmp/ptd-slurm-XXXXXX";
         if (mkdtemp(tmpl) == nullptr) return "cannot create a temp folder";
         dir = tmpl;
         chmod(dir.c_str(), 0755);  // munged wants its socket's folder searchable
         conf = dir + "/slurm.conf";
         for (const char* sub : {"/munge", "/state", "/spool"}) mkdir((dir + sub).c_str(), 0700);
+        chmod((dir + "/spool").c_str(), 0755);
         chmod((dir + "/munge").c_str(), 0755);
         // munge's key: 1 KiB of randomness, readable by its owner only (munged checks).
         {
@@ -80,19 +106,36 @@ public:
         std::string short_host = host;
         short_host = short_host.substr(0, short_host.find('.'));
         node = short_host;
+        // Two nodes: named so that Slurm's order (by name) is this machine first; the controller
+        // listens where the namespace reaches this machine (the bridge).
+        std::string ctld_addr = "127.0.0.1";
+        std::vector<std::string> addrs = {"127.0.0.1"};
+        nodes = {node};
+        if (node_count == 2) {
+            nodes = {"ptdnode1", "ptdnode2"};
+            addrs = {"10.231.77.1", NetnsHosts::address(1)};
+            ctld_addr = addrs[0];
+            node = nodes[0];
+        }
+        for (const std::string& n : nodes) mkdir((dir + "/spool/" + n).c_str(), 0755);
+        if (nodes.size() == 2) {
+            std::ofstream hosts(dir + "/hosts");
+            hosts << "127.0.0.1 localhost\n";
+            for (size_t i = 0; i < nodes.size(); ++i) hosts << addrs[i] << " " << nodes[i] << "\n";
+        }
         const int ctld_port = free_port();
         int slurmd_port = free_port();
         while (slurmd_port == ctld_port) slurmd_port = free_port();
         std::ofstream(conf) << "# slurm.conf of a test's single-host Slurm (tests/slurm_fixture.h)\n"
                             << "ClusterName=ptdtest\n"
-                            << "SlurmctldHost=" << short_host << "(127.0.0.1)\n"
+                            << "SlurmctldHost=" << short_host << "(" << ctld_addr << ")\n"
                             << "SlurmctldPort=" << ctld_port << "\nSlurmdPort=" << slurmd_port << "\n"
                             << "SlurmUser=root\nSlurmdUser=root\n"
                             << "AuthType=auth/munge\nCredType=cred/munge\n"
                             << "AuthInfo=socket=" << dir << "/munge/munge.socket\n"
-                            << "StateSaveLocation=" << dir << "/state\nSlurmdSpoolDir=" << dir << "/spool\n"
-                            << "SlurmctldPidFile=" << dir << "/slurmctld.pid\nSlurmdPidFile=" << dir << "/slurmd.pid\n"
-                            << "SlurmctldLogFile=" << dir << "/slurmctld.log\nSlurmdLogFile=" << dir << "/slurmd.log\n"
+                            << "StateSaveLocation=" << dir << "/state\nSlurmdSpoolDir=" << dir << "/spool/%n\n"
+                            << "SlurmctldPidFile=" << dir << "/slurmctld.pid\nSlurmdPidFile=" << dir << "/slurmd-%n.pid\n"
+                            << "SlurmctldLogFile=" << dir << "/slurmctld.log\nSlurmdLogFile=" << dir << "/slurmd-%n.log\n"
                             // No cgroups in a container: processes tracked by parentage, no task binding.
                             << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
                             << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
@@ -100,10 +143,16 @@ public:
                             << "MpiDefault=none\nMailProg=/bin/true\nReturnToService=2\n"
                             << "SlurmdParameters=config_overrides\n"
                             // scancel / time limit: TERM, then KILL 5 s later; jobs stay in squeue 300 s.
-                            << "KillWait=5\nMinJobAge=300\nInactiveLimit=0\n"
-                            << "NodeName=" << node << " NodeAddr=127.0.0.1 CPUs=" << cpus
-                            << " Sockets=1 CoresPerSocket=" << cpus << " ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN\n"
-                            << "PartitionName=" << partition << " Nodes=" << node << " Default=YES MaxTime=INFINITE State=UP\n";
+                            << "KillWait=5\nMinJobAge=300\nInactiveLimit=0\n";
+        std::string node_list;
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            std::ofstream(conf, std::ios::app) << "NodeName=" << nodes[i] << " NodeAddr=" << addrs[i] << " CPUs=" << cpus
+                                               << " Sockets=1 CoresPerSocket=" << cpus
+                                               << " ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN\n";
+            node_list += (i ? "," : "") + nodes[i];
+        }
+        std::ofstream(conf, std::ios::app) << "PartitionName=" << partition << " Nodes=" << node_list
+                                           << " Default=YES MaxTime=INFINITE State=UP\n";
         const std::string m = dir + "/munge/";
         munged = spawn({"/usr/sbin/munged", "-F", "-f", "--key-file=" + m + "munge.key", "--socket=" + m + "munge.socket",
                         "--pid-file=" + m + "munged.pid", "--log-file=" + m + "munged.log", "--seed-file=" + m + "munged.seed"},
@@ -113,9 +162,24 @@ public:
         slurmctld = spawn({"/usr/sbin/slurmctld", "-D", "-i", "-f", conf}, dir + "/slurmctld.out");
         if (!wait_for([&] { return run(env() + " scontrol ping 2>/dev/null | grep -q UP") == 0; }, 20))
             return fail("slurmctld did not answer scontrol ping", dir + "/slurmctld.log");
-        slurmd = spawn({"/usr/sbin/slurmd", "-D", "-f", conf, "-N", node}, dir + "/slurmd.out");
-        if (!wait_for([&] { return run(env() + " sinfo -h -n " + node + " -o %T 2>/dev/null | grep -qx idle") == 0; }, 30))
-            return fail("node " + node + " did not become idle", dir + "/slurmd.log");
+        if (nodes.size() == 1) {
+            slurmd = spawn({"/usr/sbin/slurmd", "-D", "-f", conf, "-N", node}, dir + "/slurmd-" + node + ".out");
+        } else {
+            // unshare's mount namespace is private: the bind mount stays inside it.
+            auto as_node = [&](const std::string& n) {
+                return std::vector<std::string>{"/usr/bin/unshare", "--uts", "--mount", "/bin/sh", "-c",
+                                                "mount --bind \"$1\" /etc/hosts && hostname " + n +
+                                                    " && exec /usr/sbin/slurmd -D -f \"$0\" -N " + n,
+                                                conf, dir + "/hosts"};
+            };
+            slurmd = spawn(as_node(nodes[0]), dir + "/slurmd-" + nodes[0] + ".out");
+            std::vector<std::string> in_netns = {"/usr/bin/nsenter", "--net=/run/netns/" + NetnsHosts::name(1)};
+            for (const std::string& a : as_node(nodes[1])) in_netns.push_back(a);
+            netns_slurmd = spawn(in_netns, dir + "/slurmd-" + nodes[1] + ".out");
+        }
+        for (const std::string& n : nodes)
+            if (!wait_for([&] { return run(env() + " sinfo -h -n " + n + " -o %T 2>/dev/null | grep -qx idle") == 0; }, 30))
+                return fail("node " + n + " did not become idle", dir + "/slurmd-" + n + ".log");
         return "";
     }
 
@@ -140,12 +204,12 @@ public:
         if (slurmctld > 0) run(env() + " scancel --full --partition=" + partition + " >/dev/null 2>&1");
         for (int round = 0; round < 50; ++round) {
             const std::vector<int> left = processes();
-            for (pid_t p : {munged, slurmctld, slurmd}) reap(p);
+            for (pid_t p : {munged, slurmctld, slurmd, netns_slurmd}) reap(p);
             if (left.empty()) break;
             for (int p : left) kill(p, round < 10 ? SIGTERM : SIGKILL);
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
-        for (pid_t* p : {&munged, &slurmctld, &slurmd}) {
+        for (pid_t* p : {&munged, &slurmctld, &slurmd, &netns_slurmd}) {
             if (*p > 0) {
                 kill(*p, SIGKILL);
                 waitpid(*p, nullptr, 0);
@@ -157,6 +221,7 @@ public:
             std::filesystem::remove_all(dir, ec);
         }
         dir.clear();
+        net.reset();  // the namespace, once nothing runs in it
     }
 
 private:

@@ -437,13 +437,6 @@ Result<LaunchPlan> make_launch_plan(const JobSpec& job, const LaunchOptions& opt
     plan.max_restarts = opts.max_restarts.value_or(job.launch.max_restarts);
     plan.checkpoint_every = opts.checkpoint_every.value_or(job.launch.checkpoint_every);
     plan.exclude_failed = opts.exclude_failed;
-    // Under Slurm the batch script restarts inside the job's own allocation; which nodes a
-    // requeued job gets is Slurm's choice (docs/launcher.md, "Restart under Slurm").
-    if (plan.exclude_failed && opts.slurm)
-        return fail(SourceLoc{}, "--exclude-failed",
-                    "not with --slurm: the sbatch script restarts on the job's own allocation, and a node that fails ends "
-                    "that allocation (Slurm then decides where a requeued job runs); allowed: --exclude-failed with a local "
-                    "or SSH launch, --max-restarts alone with --slurm");
     if (plan.checkpoint_every > 0 &&
         std::find(opts.engine_args.begin(), opts.engine_args.end(), "--checkpoint-every") != opts.engine_args.end())
         return fail(SourceLoc{}, "--checkpoint-every",
@@ -652,17 +645,87 @@ static void sbatch_options(std::ostringstream& o, const SlurmSpec& s) {
     for (const std::string& line : s.extra_sbatch) o << "#SBATCH " << line << "\n";
 }
 
+// --exclude-failed under Slurm: the layout of each count of nodes left, planned when the script
+// is written with plan_without_host's rules (one failure leaves out one node, so a budget of N
+// restarts needs the counts nodes−1 … nodes−N), ending at the first count no layout fits. Which
+// node goes does not change the layout: the nodes are alike, and ranks are placed in order.
+struct SlurmLayoutRow {
+    int nodes_left = 0;
+    int tasks = 0;                        // the ranks of the layout (srun --ntasks, WORLD_SIZE)
+    std::vector<std::string> overrides;   // its `--set key=value` arguments for every rank
+    std::string text;                     // plan_without_host's "tp 2 · pp 2 · dp 1 on 1 host …"
+    std::string why;                      // else: why no layout fits that many nodes
+};
+
+static std::vector<SlurmLayoutRow> slurm_layouts(const LaunchPlan& plan) {
+    std::vector<SlurmLayoutRow> rows;
+    LaunchPlan left = plan;
+    const int nodes = (int)plan.hosts.size();
+    for (int k = 1; k <= std::min(plan.max_restarts, nodes); ++k) {
+        SlurmLayoutRow row;
+        row.nodes_left = nodes - k;
+        auto text = plan_without_host(left, nodes - k);
+        if (!text) {
+            row.why = text.error().diagnostics.front().message;
+            rows.push_back(std::move(row));
+            break;
+        }
+        row.tasks = (int)left.ranks.size();
+        row.overrides = left.layout_overrides;
+        row.text = *text;
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+// --exclude-failed: the bash that leaves the failed node out of the next step. The layouts are
+// data (slurm_layouts); the script only picks the row for the nodes left.
+static void slurm_exclusion_functions(std::ostringstream& o, const LaunchPlan& plan) {
+    o << "# --exclude-failed: the node of the failed rank is left out of every later step (srun --exclude),\n"
+      << "# which runs the layout planned below for the nodes left (ptd launch planned each with\n"
+      << "# plan_without_host: the same tp · pp · cp and global batch, dp from the ranks left).\n"
+      << "nodes=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))  # a node's index is its host in restarts.jsonl\n"
+      << "excluded=() placement=() layout=() layout_text=\"\"\n"
+      << "layout_for() {  # $1 nodes left: sets tasks, layout and layout_text, or why no layout fits\n"
+      << "    why=\"\"\n"
+      << "    case $1 in\n";
+    for (const SlurmLayoutRow& row : slurm_layouts(plan)) {
+        o << "        " << row.nodes_left << ") ";
+        if (!row.why.empty()) {
+            o << "why=" << shell_quote(row.why) << " ;;\n";
+            continue;
+        }
+        o << "tasks=" << row.tasks << "; layout=(";
+        for (size_t i = 0; i < row.overrides.size(); ++i) o << (i ? " " : "") << shell_quote(row.overrides[i]);
+        o << "); layout_text=" << shell_quote(row.text) << " ;;\n";
+    }
+    o << "        *) why=\"no layout was planned for $1 nodes\" ;;\n"
+      << "    esac\n"
+      << "}\n"
+      << "node_index() {  # the index of node $1 in the allocation, else -1\n"
+      << "    local i; for i in \"${!nodes[@]}\"; do [[ ${nodes[$i]} == \"$1\" ]] && { echo \"$i\"; return; }; done; echo -1\n"
+      << "}\n";
+    if (!plan.master_addr_given)
+        o << "first_node_left() {  # rank 0's node after an exclusion, where the store moves (MASTER_ADDR)\n"
+          << "    local n; for n in \"${nodes[@]}\"; do [[ \" ${excluded[*]} \" == *\" $n \"* ]] || { echo \"$n\"; return; }; done\n"
+          << "}\n";
+}
+
 // --max-restarts under Slurm (docs/launcher.md, "Restart under Slurm"): the training step
-// `step` (one srun, every rank) in a loop inside the batch job. A step that fails is followed
-// by a fresh srun step in the same allocation, with --resume when a complete checkpoint exists
-// (the engine takes the newest one, find_latest_checkpoint) — no requeue, so the job keeps its
-// nodes and its place instead of waiting in the queue again. Each restart is a JSON line of
-// RUN_DIR/restarts.jsonl (the manifest's restart objects, restart.h), which RunFollower reads
-// for `ptd watch` and the studio; the rank logs are appended to (--open-mode=append) so they
-// keep every attempt, as the local launcher's do. Same rules as RestartTracker: a rank that
-// exits with code 2 (a bad job or flag) is not restarted, nor is anything after the budget.
-static void slurm_restart_loop(std::ostringstream& o, const LaunchPlan& plan, const std::string& step) {
+// (one srun, every rank: `srun_head` its srun and options, `rest` the command of each task) in
+// a loop inside the batch job. A step that fails is followed by a fresh srun step in the same
+// allocation, with --resume when a complete checkpoint exists (the engine takes the newest one,
+// find_latest_checkpoint) — no requeue, so the job keeps its nodes and its place instead of
+// waiting in the queue again. Each restart is a JSON line of RUN_DIR/restarts.jsonl (the
+// manifest's restart objects, restart.h), which RunFollower reads for `ptd watch` and the
+// studio; the rank logs are appended to (--open-mode=append) so they keep every attempt, as
+// the local launcher's do. Same rules as RestartTracker: a rank that exits with code 2 (a bad
+// job or flag) is not restarted, nor is anything after the budget; with --exclude-failed the
+// next step runs without the failed rank's node, or the job stops saying why no layout fits.
+static void slurm_restart_loop(std::ostringstream& o, const LaunchPlan& plan, const std::string& srun_head,
+                               const std::string& rest) {
     const std::string n = std::to_string(plan.max_restarts);
+    const bool exclude = plan.exclude_failed;
     o << "\n# Automatic restart (--max-restarts " << n << "; docs/launcher.md, \"Restart under Slurm\"): a failed step\n"
       << "# is followed by a fresh srun step in this allocation that resumes from the newest complete\n"
       << "# checkpoint; each restart is a line of restarts.jsonl (shown by ptd watch). One task per rank;\n"
@@ -679,8 +742,9 @@ static void slurm_restart_loop(std::ostringstream& o, const LaunchPlan& plan, co
       << "newest_step() {  # the newest step any rank reported (its \"event\":\"step\" lines), else 0\n"
       << "    { grep -h '\"event\":\"step\"' \"$run_dir\"/rank-*.log 2>/dev/null || true; } |\n"
       << "        { grep -o '\"step\":[0-9]*[,}]' || true; } | tr -dc '0-9\\n' | sort -n | tail -n 1 | grep . || echo 0\n"
-      << "}\n"
-      << "# A job Slurm requeued (a node lost) begins here again: its restarts so far still count.\n"
+      << "}\n";
+    if (exclude) slurm_exclusion_functions(o, plan);
+    o << "# A job Slurm requeued (a node lost) begins here again: its restarts so far still count.\n"
       << "attempt=$( { grep -c . \"$run_dir/restarts.jsonl\" 2>/dev/null || true; } | head -n 1); attempt=${attempt:-0}\n"
       << "began=$(date +%s)\n"
       << "while :; do\n"
@@ -690,21 +754,40 @@ static void slurm_restart_loop(std::ostringstream& o, const LaunchPlan& plan, co
       << "    export PTD_RUN_SECRET=\"$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n"
       << "    rc=0\n"
       << "    # srun's own messages (\"srun: error: NODE: task R: Killed\") are kept to name the rank.\n"
-      << "    { srun_err=$(" << step << " \"${resume[@]}\" 2>&1 1>&3) || rc=$?; } 3>&1\n"
+      << "    { srun_err=$(" << srun_head << (exclude ? " \"${placement[@]}\"" : "") << rest << " \"${resume[@]}\""
+      << (exclude ? " \"${layout[@]}\"" : "") << " 2>&1 1>&3) || rc=$?; } 3>&1\n"
       << "    if [[ -n $srun_err ]]; then printf '%s\\n' \"$srun_err\" >&2; fi\n"
       << "    if (( rc == 0 )); then break; fi\n"
-      << "    failure=$(sed -n 's/^srun: error: \\([^:]*\\): task \\([0-9]*\\): \\(.*\\)$/\\2:\\1:\\3/p' <<<\"$srun_err\" | head -n 1)\n"
-      << "    rank=-1 host=-1 reason=\"the srun step exited with code $rc\"\n"
+      << "    # RANK:NODE:REASON of each task srun names (the first of \"tasks 4-6\"). The failed rank is the first\n"
+      << "    # that neither got srun's own SIGTERM nor exited 1 as the others do when the store aborts the run\n"
+      << "    # over a dead peer; else the first named.\n"
+      << "    failures=$(sed -n 's/^srun: error: \\([^:]*\\): tasks\\{0,1\\} \\([0-9]*\\)[-,0-9]*: \\(.*\\)$/\\2:\\1:\\3/p' <<<\"$srun_err\")\n"
+      << "    failure=$( { grep -v -e ':Terminated$' -e ':Exited with exit code 1$' <<<\"$failures\" || true; } | head -n 1)\n"
+      << "    [[ -n $failure ]] || failure=$(head -n 1 <<<\"$failures\")\n"
+      << "    rank=-1 host=-1 node=\"\" reason=\"the srun step exited with code $rc\"\n"
       << "    if [[ -n $failure ]]; then\n"
-      << "        rank=${failure%%:*}; failure=${failure#*:}\n"
-      << "        host=$(( rank / LOCAL_WORLD_SIZE )); reason=\"rank $rank on ${failure%%:*}: ${failure#*:}\"\n"
+      << "        rank=${failure%%:*}; failure=${failure#*:}; node=${failure%%:*}; node=${node//[\\\"\\\\]/}\n"
+      << (exclude ? "        host=$(node_index \"$node\")" : "        host=$(( rank / LOCAL_WORLD_SIZE ))")
+      << "; reason=\"rank $rank on ${failure%%:*}: ${failure#*:}\"\n"
       << "    fi\n"
       << "    reason=${reason//[\\\"\\\\]/}\n"
       << "    if [[ $reason == *': Exited with exit code 2' ]]; then\n"
       << "        echo \"ptd: $reason (a bad job or flag): a restart would fail the same way\" >&2; exit \"$rc\"\n"
       << "    fi\n"
-      << "    if (( attempt >= " << n << " )); then echo \"ptd: $reason; no restart left ($attempt of " << n << " used)\" >&2; exit \"$rc\"; fi\n"
-      << "    attempt=$((attempt + 1))\n"
+      << "    if (( attempt >= " << n << " )); then echo \"ptd: $reason; no restart left ($attempt of " << n << " used)\" >&2; exit \"$rc\"; fi\n";
+    if (exclude)
+        o << "    if (( host < 0 )); then\n"
+          << "        echo \"ptd: $reason; --exclude-failed: the failure names no node of the job to leave out; the run stops here\" >&2; exit \"$rc\"\n"
+          << "    fi\n"
+          << "    excluded+=(\"$node\")\n"
+          << "    layout_for $(( ${#nodes[@]} - ${#excluded[@]} ))\n"
+          << "    if [[ -n $why ]]; then\n"
+          << "        echo \"ptd: $reason; --exclude-failed: without node $node: $why; the run stops here\" >&2; exit \"$rc\"\n"
+          << "    fi\n"
+          << "    placement=(--nodes=$(( ${#nodes[@]} - ${#excluded[@]} )) --ntasks=\"$tasks\" --exclude=\"$(IFS=,; echo \"${excluded[*]}\")\")\n"
+          << "    export WORLD_SIZE=$tasks\n"
+          << (plan.master_addr_given ? "" : "    export MASTER_ADDR=\"$(first_node_left)\"\n");
+    o << "    attempt=$((attempt + 1))\n"
       << "    from=$(newest_checkpoint); failed_at=$(newest_step); (( failed_at > from )) || failed_at=$from\n"
       << "    # Lost: the wall time from the checkpoint's save (or this step's start) to the restart.\n"
       << "    now=$(date +%s); saved=$began\n"
@@ -713,10 +796,12 @@ static void slurm_restart_loop(std::ostringstream& o, const LaunchPlan& plan, co
       << "        (( saved > began )) || saved=$began\n"
       << "    fi\n"
       << "    printf '{\"attempt\":%d,\"rank\":%d,\"host\":%d,\"reason\":\"%s\",\"time\":%d,\"failed_at_step\":%d,\"resumed_from\":%d,"
-         "\"steps_lost\":%d,\"seconds_lost\":%d}\\n' \\\n"
-      << "        \"$attempt\" \"$rank\" \"$host\" \"$reason\" \"$now\" \"$failed_at\" \"$from\" $((failed_at - from)) $((now - saved)) "
-         ">>\"$run_dir/restarts.jsonl\"\n"
-      << "    echo \"ptd: restart $attempt of " << n << ": $reason; resuming from step $from in a new srun step\" >&2\n"
+         "\"steps_lost\":%d,\"seconds_lost\":%d"
+      << (exclude ? ",\"excluded_host\":%d,\"excluded_host_name\":\"%s\",\"layout\":\"%s\"" : "") << "}\\n' \\\n"
+      << "        \"$attempt\" \"$rank\" \"$host\" \"$reason\" \"$now\" \"$failed_at\" \"$from\" $((failed_at - from)) $((now - saved))"
+      << (exclude ? " \"$host\" \"$node\" \"$layout_text\"" : "") << " >>\"$run_dir/restarts.jsonl\"\n"
+      << "    echo \"ptd: restart $attempt of " << n << ": $reason; resuming from step $from in a new srun step"
+      << (exclude ? " without node $node: $layout_text" : "") << "\" >&2\n"
       << "    began=$now\n"
       << "done\n";
 }
@@ -809,15 +894,15 @@ std::string slurm_script(const LaunchPlan& plan) {
                    " export CUDA_VISIBLE_DEVICES=$SLURM_LOCALID; fi;";
     // One task per rank: Slurm's task id is the global rank (block distribution puts
     // consecutive ranks on a node, as make_layout's node = rank / gpus_per_node does).
-    const std::string step = srun + (plan.max_restarts > 0 ? " --open-mode=append" : "") +
-                             " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" + gpu_pick + " exec \"$0\" \"$@\"' " +
+    const std::string srun_head = srun + (plan.max_restarts > 0 ? " --open-mode=append" : "");
+    const std::string rest = " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" + gpu_pick + " exec \"$0\" \"$@\"' " +
                              (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) +
                              args;
     if (plan.max_restarts <= 0) {
-        o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n" << step << "\n";
+        o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n" << srun_head << rest << "\n";
         return o.str();
     }
-    slurm_restart_loop(o, plan, step);
+    slurm_restart_loop(o, plan, srun_head, rest);
     return o.str();
 }
 

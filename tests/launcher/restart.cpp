@@ -97,15 +97,7 @@ void expect_finished_without_host(const std::string& calm, const std::string& hi
     ASSERT_TRUE(m->goodput);
     EXPECT_EQ(m->goodput->steps, steps);
     EXPECT_NE(read_file(hit + "/rank-0.log").find("optimizer shards re-split for dp 1"), std::string::npos);
-    const Curve want = loss_curve(calm, 1), got = loss_curve(hit, 1);
-    ASSERT_EQ(want.size(), (size_t)steps);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [key, value] : want) {
-        if (key.second <= r.resumed_from + 1)
-            EXPECT_EQ(got.at(key).first, value.first) << "step " << key.second;
-        else
-            EXPECT_NEAR(got.at(key).first, value.first, 1e-5 * std::abs(value.first)) << "step " << key.second;
-    }
+    expect_curve_after_reshard(loss_curve(calm, 1), loss_curve(hit, 1), r.resumed_from, (size_t)steps);
 }
 
 }  // namespace
@@ -371,14 +363,39 @@ TEST(LocalRestart, FlagsReachEveryRankAndTheDryRun) {
     ASSERT_FALSE(twice);
     EXPECT_NE(twice.error().str().find("given twice: as launch.checkpoint_every and after --"), std::string::npos)
         << twice.error().str();
-    // Slurm keeps its allocation's nodes: --exclude-failed has no hosts to leave out there.
-    const Proc slurm = run_captured(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-gpt-8rank.toml --slurm --max-restarts 2 "
-                                    "--exclude-failed --run-root " + dir + " --run-id slurm-exclude");
-    EXPECT_EQ(slurm.rc, 2) << slurm.out << slurm.err;
-    EXPECT_NE(slurm.err.find("--exclude-failed: not with --slurm: the sbatch script restarts on the job's own allocation"),
+}
+
+// Under Slurm, --exclude-failed's layouts are planned when the sbatch script is written, one
+// row per count of nodes left (plan_without_host), down to the first count none fits; the
+// script's bash only picks the row (test_launcher_slurm runs it on a two-node Slurm).
+TEST(LocalRestart, ExcludeFailedUnderSlurmWritesTheLayoutOfEachCountOfNodesLeft) {
+    const std::string dir = scratch_dir("restart");
+    // The 8-rank job on `nodes` nodes of `per_node` ranks: its sbatch script.
+    const auto script_for = [&](int nodes, int per_node, const std::string& id) {
+        const Proc p = run_captured(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-gpt-8rank.toml --slurm --max-restarts 3 " +
+                                    "--exclude-failed --set cluster.nodes=" + std::to_string(nodes) +
+                                    " --set cluster.gpus_per_node=" + std::to_string(per_node) + " --run-root " + dir + " --run-id " + id);
+        EXPECT_EQ(p.rc, 0) << p.out << p.err;
+        return read_file(dir + "/" + id + "/sbatch.sh");
+    };
+    const std::string script = script_for(2, 4, "slurm-exclude");
+    EXPECT_NE(script.find("        1) tasks=4; layout=(--set cluster.nodes=1 --set parallel.dp=1 --set training.global_batch=16); "
+                          "layout_text='tp 2 · pp 2 · dp 1 on 1 host (4 ranks): the global batch of 16 sequences as 8 "
+                          "micro-batches of 2 per replica (was dp 2 with 4)' ;;\n"
+                          "        0) why='no host is left to run on' ;;\n"),
               std::string::npos)
-        << slurm.err;
-    EXPECT_FALSE(std::filesystem::exists(dir + "/slurm-exclude/sbatch.sh"));
+        << script;
+    EXPECT_NE(script.find("--exclude=\"$(IFS=,; echo \"${excluded[*]}\")\""), std::string::npos) << script;
+    EXPECT_NE(script.find("\"${placement[@]}\" bash -c "), std::string::npos) << script;
+    EXPECT_NE(script.find("\"${resume[@]}\" \"${layout[@]}\" 2>&1"), std::string::npos) << script;
+    EXPECT_EQ(std::system(("bash -n " + dir + "/slurm-exclude/sbatch.sh").c_str()), 0);
+    // Four nodes of 2 ranks: the 3 left hold 6 ranks, no multiple of tp · pp = 4, so the first
+    // row says why and none follows.
+    const std::string four = script_for(4, 2, "slurm-exclude4");
+    EXPECT_NE(four.find("        3) why='3 hosts left hold 6 ranks, not a multiple of tp · pp · cp = 4: no layout of this job fits "
+                        "them' ;;\n        *) why="),
+              std::string::npos)
+        << four;
 }
 
 // ---- a host's network cut: two SSH "hosts" in network namespaces ------------------------
