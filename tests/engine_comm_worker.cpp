@@ -53,6 +53,7 @@ struct Args {
     bool abort_exits = true;
     std::string pair_secret;   // CommOptions::pair_secret: every Gloo pair proves it
     int impostor = -1;         // this rank proves another secret: a stranger that took a pair's place
+    std::string listen_host;   // CommOptions::hostname: the address the Gloo pairs listen on
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -80,6 +81,7 @@ Args parse_args(int argc, char** argv) {
         else if (k == "--on-abort") a.abort_exits = v != "record";
         else if (k == "--pair-secret") a.pair_secret = v;
         else if (k == "--impostor") a.impostor = std::atoi(v.c_str());
+        else if (k == "--listen-host") a.listen_host = v;
         else usage("unknown flag " + k);
     }
     if (a.mode != "check" && a.mode != "die" && a.mode != "stall" && a.mode != "error" && a.mode != "misorder" &&
@@ -378,7 +380,7 @@ int main(int argc, char** argv) {
         }
         server = std::move(*s);
     }
-    auto client = KvClient::connect(env->master_addr, env->master_port, 30, *secret);
+    auto client = KvClient::connect(env->master_addr, env->master_port, a.timeout, *secret);
     if (!client) {
         std::fprintf(stderr, "rank %d: %s", env->rank, client.error().str().c_str());
         return 2;
@@ -409,6 +411,7 @@ int main(int argc, char** argv) {
     co.run_id = "run-" + std::to_string(env->master_port);
     co.timeout_s = a.timeout;
     co.pair_secret = env->rank == a.impostor ? "not-" + a.pair_secret : a.pair_secret;
+    co.hostname = a.listen_host;
     auto groups = make_gloo_groups(store, *layout, env->rank, co, comm_failure_handler(),
                                    [](const std::string& what) { fatal_run_error(what); });
     if (!groups) fatal_run_error(groups.error().str());

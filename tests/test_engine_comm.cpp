@@ -644,6 +644,27 @@ TEST(CommRun, GloosPairsProveTheRunsSecretAndAStrangerIsRefused) {
     EXPECT_TRUE(hit.nothing_left());
 }
 
+// An address Gloo cannot listen on is an error naming it (Gloo itself dereferenced the failed
+// lookup: a segfault): a name that resolves nowhere, an interface the host does not have.
+TEST(CommRun, AnAddressThatDoesNotResolveIsNamed) {
+    WorkerRun name(2, {"--dp", "2", "--timeout", "5", "--listen-host", "ptd-no-such-host.invalid"});
+    ASSERT_TRUE(name.wait(30)) << name.describe_all();
+    WorkerRun iface(2, {"--dp", "2", "--timeout", "5"}, {"GLOO_SOCKET_IFNAME=ptdnoif0"});
+    ASSERT_TRUE(iface.wait(30)) << iface.describe_all();
+    // Rank 0 names it; rank 1 too, or, when rank 0 (the store's owner) was gone before it
+    // connected, says that the store cannot be reached (within its --timeout).
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_TRUE(WIFEXITED(name.status(r)) && WEXITSTATUS(name.status(r)) != 0) << name.describe(r);
+        EXPECT_TRUE(WIFEXITED(iface.status(r)) && WEXITSTATUS(iface.status(r)) != 0) << iface.describe(r);
+    }
+    EXPECT_NE(name.err(0).find("address \"ptd-no-such-host.invalid\" (the address asked for) does not resolve"),
+              std::string::npos) << name.describe(0);
+    EXPECT_NE(iface.err(0).find("GLOO_SOCKET_IFNAME: interface \"ptdnoif0\" does not exist"), std::string::npos)
+        << iface.describe(0);
+    EXPECT_TRUE(name.nothing_left());
+    EXPECT_TRUE(iface.nothing_left());
+}
+
 TEST(CommRun, KilledRankIsNamedByEveryOther) {
     WorkerRun run(4, {"--tp", "2", "--pp", "2", "--mode", "die", "--victim", "3", "--after", "1", "--timeout", "30"});
     ASSERT_TRUE(run.wait(30)) << run.describe_all();

@@ -9,6 +9,8 @@
 // handler.
 #include "ptd/engine/comm.h"
 
+#include <net/if.h>
+#include <netdb.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -692,6 +694,23 @@ Result<CommGroups> make_gloo_groups(KvClient& store, const RankLayout& layout, i
     const auto timeout = std::chrono::milliseconds((int64_t)(options.timeout_s * 1000));
     std::shared_ptr<gloo::transport::Device> device;
     auto attr = device_attr(options);
+    // Gloo's device setup dereferences a failed lookup (a segfault in CreateDeviceAttr, seen
+    // with a node name that resolved nowhere): check the name or interface first.
+    if (!attr.iface.empty()) {
+        if (if_nametoindex(attr.iface.c_str()) == 0)
+            return fail({}, "GLOO_SOCKET_IFNAME", "interface \"" + attr.iface + "\" does not exist on this host; allowed: one of its network interfaces (ip link)");
+    } else {
+        addrinfo hints{}, *found = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        const int rc = getaddrinfo(attr.hostname.c_str(), nullptr, &hints, &found);
+        if (found) freeaddrinfo(found);
+        if (rc != 0 || !found)
+            return fail({}, "", "this rank's address \"" + attr.hostname + "\" (" +
+                                    (options.hostname.empty() ? std::string("this host's name") : std::string("the address asked for")) +
+                                    ") does not resolve: " + gai_strerror(rc) +
+                                    "; allowed: a name that resolves to this host's address (/etc/hosts or DNS), or "
+                                    "GLOO_SOCKET_IFNAME=<interface>");
+    }
     try {
         device = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
