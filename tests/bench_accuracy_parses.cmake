@@ -15,11 +15,26 @@ foreach(expected "summary by generation" "summary by source" "summary by framewo
                  "median +signed +worst" "\n<5B +check" "\n5-30B +check" "\n30-100B +check" "\n>=100B +check"
                  "\n<=64 +check" "\n65-512 +check" "\n513-4096 +check" "\n>4096 +check"
                  "\nfp8 +check" "\nmoe +check" "\ncontext-parallel +check" "\nrecompute-full:megatron +check"
-                 "measured memory")
+                 "summary by moe shape" "measured memory")
   if(NOT out MATCHES "${expected}")
     message(FATAL_ERROR "bench_accuracy output lacks \"${expected}\":\n${out}")
   endif()
 endforeach()
+
+# The MoE rows by shape: each MoE run in one group per property that sets its MoE cost (local
+# experts, EP size, top-k, dispatcher, CUDA graphs, experts' dtype, GPU); dense runs in none, so
+# no A100 group (the published MoE rows are H100 and Blackwell runs) and no top-k 1.
+string(REGEX MATCH "summary by moe shape\n[^\n]*\n([^\n]+\n)+" moe_shape "${out}")
+foreach(expected "\nlocal experts 1-4 +check" "\nlocal experts 9\\+ +check" "\nep 64\\+ +check" "\ntop-k 8 +check"
+                 "\ndispatcher hybridep +check" "\ngraphs full-iteration +check" "\ngraphs none +check"
+                 "\nexperts fp8 +check" "\nexperts 16-bit +check" "\ngpu H100 +check")
+  if(NOT moe_shape MATCHES "${expected}")
+    message(FATAL_ERROR "bench_accuracy's summary by moe shape lacks \"${expected}\":\n${moe_shape}")
+  endif()
+endforeach()
+if(moe_shape MATCHES "gpu A100" OR moe_shape MATCHES "top-k 1 ")
+  message(FATAL_ERROR "bench_accuracy's summary by moe shape counts a dense run:\n${moe_shape}")
+endif()
 
 # ttmem: bench_accuracy reads FSDP with pp > 1 as bench_memory does (run_file.h
 # apply_fsdp_layout), so no measured-memory row is refused for its ZeRO stage.
@@ -29,7 +44,7 @@ endif()
 
 execute_process(COMMAND ${BENCH} --generation H100 --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "\"by\": \"generation\", \"group\": \"H100\"" OR out MATCHES "\"generation\": \"A100\""
-   OR NOT out MATCHES "\"by\": \"size band\", \"group\": \"<5B\"" OR NOT out MATCHES "\"by\": \"feature and stack\""
+   OR NOT out MATCHES "\"by\": \"size band\", \"group\": \"<5B\"" OR NOT out MATCHES "\"by\": \"feature and stack\"" OR NOT out MATCHES "\"by\": \"moe shape\", \"group\": \"gpu H100\""
    OR NOT out MATCHES "\"median_signed_error\": ")
   message(FATAL_ERROR "bench_accuracy --generation H100 --json: exit ${rc}, output:\n${out}\n${err}")
 endif()

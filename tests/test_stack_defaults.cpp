@@ -128,35 +128,53 @@ ptd::Result<JobSpec> qwen3_moe(const std::string& framework, const std::string& 
                               "moe.toml", presets());
 }
 
-TEST(StackDefaults, MoePermuteFusionFollowsTheStackAndItsDate) {
-    // Megatron-Bridge's MoE model providers set moe_permute_fusion = True; Megatron-LM's flag is
-    // off unless passed; NeMo before 2025 had no fused permutation; a dense model has none.
+// A Megatron-core MoE flag that is a stack key (`key` in [parallel], `field` of ParallelSpec,
+// Megatron-LM's `flag`): NeMo / Megatron-Bridge's recipes set it today but not at
+// `version_without` (no such code yet), Megatron-LM's flag is off unless passed, a dense model
+// does not list it; written true on a megatron job it is the job's own — kept on saving where it
+// differs from the stack's, read back the same, exported as `flag` — and it is refused on a dense
+// model and outside Megatron-core.
+void expect_megatron_core_moe_stack_flag(bool ptd::ParallelSpec::*field, const std::string& key, const std::string& flag,
+                                         const std::string& version_without) {
     const JobSpec nemo = loaded(qwen3_moe("nemo"), "moe.toml");
-    EXPECT_TRUE(nemo.parallel.moe_permute_fusion);
-    EXPECT_TRUE(applied(nemo, "parallel.moe_permute_fusion", "true"));
-    EXPECT_FALSE(loaded(qwen3_moe("megatron"), "moe.toml").parallel.moe_permute_fusion);
-    EXPECT_FALSE(loaded(qwen3_moe("nemo", "framework_version = \"2024-11\"\n"), "moe.toml").parallel.moe_permute_fusion);
+    EXPECT_TRUE(nemo.parallel.*field);
+    EXPECT_TRUE(applied(nemo, "parallel." + key, "true"));
+    const JobSpec old = loaded(qwen3_moe("nemo", "framework_version = \"" + version_without + "\"\n"), "moe.toml");
+    EXPECT_FALSE(old.parallel.*field);
+    EXPECT_TRUE(applied(old, "parallel." + key, "false"));
+    EXPECT_FALSE(loaded(qwen3_moe("megatron"), "moe.toml").parallel.*field);
     const JobSpec dense = llama70b("nemo");
-    EXPECT_FALSE(dense.parallel.moe_permute_fusion);
-    EXPECT_FALSE(applied(dense, "parallel.moe_permute_fusion", "false"));  // not listed: nothing to permute
-    // Written, the job's own: kept on saving where it differs from the stack's.
-    const JobSpec own = loaded(qwen3_moe("megatron", "", "moe_permute_fusion = true\n"), "moe.toml");
-    EXPECT_TRUE(own.parallel.moe_permute_fusion);
+    EXPECT_FALSE(dense.parallel.*field);
+    EXPECT_FALSE(applied(dense, "parallel." + key, "false"));  // not listed: nothing it acts on
+    const JobSpec own = loaded(qwen3_moe("megatron", "", key + " = true\n"), "moe.toml");
+    EXPECT_TRUE(own.parallel.*field);
     const std::string saved = ptd::save_job_toml(own);
-    EXPECT_NE(saved.find("moe_permute_fusion = true"), std::string::npos) << saved;
-    EXPECT_EQ(ptd::save_job_toml(nemo).find("moe_permute_fusion"), std::string::npos);
+    EXPECT_NE(saved.find(key + " = true"), std::string::npos) << saved;
+    EXPECT_EQ(ptd::save_job_toml(nemo).find(key), std::string::npos);
     EXPECT_EQ(reloaded(saved).parallel, own.parallel);
-    // Megatron-LM's flag in the export.
-    expect_mentions(export_text(own, ptd::ExportFormat::megatron), {"--moe-permute-fusion"});
-    expect_no_mention(export_text(loaded(qwen3_moe("megatron"), "moe.toml"), ptd::ExportFormat::megatron),
-                      {"--moe-permute-fusion"});
+    expect_mentions(export_text(own, ptd::ExportFormat::megatron), {flag});
+    expect_no_mention(export_text(loaded(qwen3_moe("megatron"), "moe.toml"), ptd::ExportFormat::megatron), {flag});
+    expect_refused(qwen3_moe("megatron", "", key + " = true\n", "llama3-8b"),
+                   "parallel." + key + ": true for a dense model (experts = ", "moe.toml");
+    expect_refused(qwen3_moe("torchtitan", "", key + " = true\n"),
+                   "parallel." + key + ": true with framework \"torchtitan\"; allowed: only with framework \"megatron\" or \"nemo\"",
+                   "moe.toml");
 }
 
-TEST(StackDefaults, MoePermuteFusionOutsideMegatronCoreIsRefused) {
-    expect_refused(qwen3_moe("megatron", "", "moe_permute_fusion = true\n", "llama3-8b"),
-                   "parallel.moe_permute_fusion: true for a dense model (experts = ", "moe.toml");
-    expect_refused(qwen3_moe("deepspeed", "", "moe_permute_fusion = true\n"),
-                   "allowed: only with framework \"megatron\" or \"nemo\"", "moe.toml");
+TEST(StackDefaults, MoePermuteFusionFollowsTheStackAndItsDate) {
+    // Megatron-Bridge's MoE model providers set moe_permute_fusion = True; NeMo before 2025 had
+    // no fused permutation.
+    expect_megatron_core_moe_stack_flag(&ptd::ParallelSpec::moe_permute_fusion, "moe_permute_fusion",
+                                        "--moe-permute-fusion", "2024-11");
+}
+
+TEST(StackDefaults, MoeRouterFusionFollowsTheStackAndItsDate) {
+    // moerouter: Megatron-Bridge's performance configs set moe_router_fusion = True from their
+    // first release (25.09); Megatron-core had no fused router before 0.14 (Aug 2025), so NeMo's
+    // 25.04 recipes ran it unfused.
+    expect_megatron_core_moe_stack_flag(&ptd::ParallelSpec::moe_router_fusion, "moe_router_fusion",
+                                        "--moe-router-fusion", "2025-04");
+    EXPECT_TRUE(loaded(qwen3_moe("nemo", "framework_version = \"2025-09\"\n"), "moe.toml").parallel.moe_router_fusion);
 }
 
 TEST(StackDefaults, SavingKeepsStackDefaultsUnwrittenAndWrittenKeysWritten) {

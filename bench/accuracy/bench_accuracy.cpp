@@ -2,8 +2,8 @@
 // bench/accuracy/published_runs.toml (the sources' own tables), turns each published figure
 // into an iteration time (with the source's own FLOPs formula where the source gives FLOP/s),
 // and prints our predicted iteration time next to it, per run and summarised per source,
-// framework, GPU generation, size band, scale band and feature (median |error| and median
-// signed error), separately for the calibration and the checking runs.
+// framework, GPU generation, size band, scale band, feature and, for MoE runs, MoE shape
+// (median |error| and median signed error), separately for the calibration and the checking runs.
 //
 //   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json]
 //                  [--memory RUN] [--csv]
@@ -225,8 +225,35 @@ struct Summary {
 // it uses; "feature and stack" splits each feature by framework.
 const std::vector<std::string>& summary_kinds() {
     static const std::vector<std::string> kinds = {"all",        "generation", "source",  "framework",
-                                                   "size band",  "scale band", "feature", "feature and stack"};
+                                                   "size band",  "scale band", "feature", "feature and stack",
+                                                   "moe shape"};
     return kinds;
+}
+
+// "moe shape": an MoE run in one group per property that sets its MoE cost — the local experts
+// per rank (experts / ep: how many GEMMs, and how many host calls, one layer makes), the EP size,
+// top-k, the token dispatcher, the CUDA graphs (what of the host's work they remove), the
+// experts' dtype and the GPU generation — so the MoE rows' signed error reads against each
+// (docs/accuracy.md "MoE rows by shape"). A dense run is in no group.
+std::vector<std::string> moe_shape_groups(const Run& r) {
+    const ptd::JobSpec& j = r.job;
+    if (j.model.experts < 2) return {};
+    const int ep = std::max(1, j.parallel.ep), local = j.model.experts / ep;
+    std::vector<std::string> g;
+    g.push_back(local <= 4 ? "local experts 1-4" : local <= 8 ? "local experts 5-8" : "local experts 9+");
+    g.push_back(ep <= 8 ? "ep 2-8" : ep <= 32 ? "ep 16-32" : "ep 64+");
+    g.push_back("top-k " + std::to_string(j.model.top_k));
+    const ptd::MoeDispatcher d = j.parallel.moe_dispatcher;
+    g.push_back(d == ptd::MoeDispatcher::deepep     ? "dispatcher deepep"
+                : d == ptd::MoeDispatcher::hybridep ? "dispatcher hybridep"
+                                                    : "dispatcher alltoall");
+    const bool graphs = j.parallel.cuda_graph_impl != ptd::CudaGraphImpl::none;
+    g.push_back(!graphs ? "graphs none"
+                : (j.parallel.cuda_graph_scope & ptd::kGraphFullIteration) ? "graphs full-iteration"
+                                                                           : "graphs per layer");
+    g.push_back(j.training.fp8 != ptd::Fp8Recipe::none ? "experts fp8" : "experts 16-bit");
+    g.push_back("gpu " + r.generation);
+    return g;
 }
 
 std::vector<std::string> groups_of(const Run& r, const std::string& by) {
@@ -236,6 +263,7 @@ std::vector<std::string> groups_of(const Run& r, const std::string& by) {
     if (by == "size band") return {size_band_of(r)};
     if (by == "scale band") return {scale_band_of(r)};
     if (by == "feature") return features_of(r);
+    if (by == "moe shape") return moe_shape_groups(r);
     if (by == "feature and stack") {
         std::vector<std::string> g = features_of(r);
         for (std::string& f : g) f += ":" + r.framework;

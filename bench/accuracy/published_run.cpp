@@ -80,7 +80,9 @@ const std::set<std::string> kRunKeys = {
     // hostov: CUDA graphs (parallel.cuda_graph_impl / cuda_graph_scope) and static expert inputs
     "cuda_graph_impl", "cuda_graph_scope", "moe_pad_to_capacity",
     // moeperm: Megatron-core's fused token permutation (a stack key: unstated, the stack's default)
-    "moe_permute_fusion"};
+    "moe_permute_fusion",
+    // moerouter: Megatron-core's fused router (a stack key: unstated, the stack's default)
+    "moe_router_fusion"};
 
 std::string g_path;
 
@@ -259,6 +261,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                  {"async_tensor_model_parallel_allreduce", ptd::StackKey::async_tensor_model_parallel_allreduce},
                  {"fp8_param_gather", ptd::StackKey::fp8_param_gather},
                  {"moe_permute_fusion", ptd::StackKey::moe_permute_fusion},
+                 {"moe_router_fusion", ptd::StackKey::moe_router_fusion},
                  {"compiled_loss", ptd::StackKey::cross_entropy}})
             if (t.get(key)) r.stated_stack_keys |= ptd::stack_key_bit(k);
         if (r.framework == "llm-foundry") r.stated_stack_keys |= ptd::stack_key_bit(ptd::StackKey::cross_entropy);
@@ -408,6 +411,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         p.moe_pad_to_capacity = get<bool>(t, "moe_pad_to_capacity", false);
         // moeperm: stated, the run's own (stated_stack_keys); else the stack's default applies.
         p.moe_permute_fusion = get<bool>(t, "moe_permute_fusion", false);
+        p.moe_router_fusion = get<bool>(t, "moe_router_fusion", false);  // moerouter: likewise
 
         p.distribute_saved_activations = get<bool>(t, "distribute_saved_activations", false);  // papers
         ptd::TrainingSpec& tr = j.training;

@@ -2,7 +2,8 @@
 // (eager ops × the host CPU's per-op cost, estimators/src/model/host.cpp) by hand, its effect on the
 // step (none where the GPU dominates, max(GPU, host) per stretch between the MoE dispatcher's
 // host syncs, the whole forward + backward without them), what the CUDA-graph scopes remove, and
-// the keys' validation, TOML round trip, Megatron-LM export and the published-runs loader.
+// the keys' validation, TOML round trip, Megatron-LM export and the published-runs loader;
+// moerouter: the router's kernels with and without --moe-router-fusion.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -69,6 +70,16 @@ ModelSpec qwen3_30b_like() {
     return m;
 }
 
+// A Qwen3-30B-A3B-like MoE layer on EP 8 (16 local experts) with the dropless dispatcher's host
+// sync and the recipes' fused router (31 router kernels).
+est::LayoutDerived moe_ep8(const ModelSpec& m) {
+    est::LayoutDerived L = bare(m);
+    L.ep = 8;
+    L.moe_host_sync = true;
+    L.moe_router_fusion = true;
+    return L;
+}
+
 TEST(HostTimeLayer, DenseLayerAsHandCounted) {
     const ModelSpec m;  // dense
     est::LayoutDerived L = bare(m);
@@ -98,10 +109,8 @@ TEST(HostTimeLayer, DenseLayerAsHandCounted) {
 
 TEST(HostTimeLayer, MoeLayerAsHandCounted) {
     const ModelSpec m = qwen3_30b_like();
-    est::LayoutDerived L = bare(m);
-    L.ep = 8;
+    est::LayoutDerived L = moe_ep8(m);
     L.qk_norm = true;
-    L.moe_host_sync = true;
     // Attention with per-head norms 3 TE + 3 + 2 TE; pre-MLP norm (TE) + router 31; preprocess 13
     // (EP); dispatch permute 2 + two all-to-alls + sort 2; experts 2 TE + 2; combine unsort,
     // all-to-all, unpermute; residual add. 16 local experts: 32 GEMMs forward, 64 backward, and
@@ -129,6 +138,39 @@ TEST(HostTimeLayer, MoeLayerAsHandCounted) {
     L.graph_scope = kGraphFullIteration;
     h = est::host_layer_time(L);
     EXPECT_EQ(h.fwd + h.bwd, 0.0);
+}
+
+// moerouter: without --moe-router-fusion the router's forward runs 72 kernels, not 31 (Megatron-LM's
+// DeepSeek-V3 GB200 guide §2.1.4), each an eager op; its backward twice that. Worked example, a
+// Qwen3-30B-A3B-like layer (EP 8) on the DGX H100 host (13.48 µs an op): 41 more ops forward =
+// 0.553 ms, 82 backward = 1.105 ms; the flex (DeepEP) dispatcher's fused preprocess keeps the same
+// 41; a captured moe_router graph is one launch either way.
+TEST(HostTimeLayer, UnfusedRouterEnqueuesTheGuidesSeventyTwoKernels) {
+    const ModelSpec m = qwen3_30b_like();
+    est::LayoutDerived L = moe_ep8(m);
+    const est::HostLayerTime fused = est::host_layer_time(L);
+    L.moe_router_fusion = false;
+    const est::HostLayerTime unfused = est::host_layer_time(L);
+    EXPECT_NEAR(unfused.fwd - fused.fwd, 41 * kOp, 1e-12);
+    EXPECT_NEAR(unfused.fwd - fused.fwd, 0.553e-3, 0.001e-3);
+    EXPECT_NEAR(unfused.bwd - fused.bwd, 82 * kOp, 1e-12);
+    EXPECT_NEAR(unfused.bwd - fused.bwd, 1.105e-3, 0.001e-3);
+    L.node_dedup = true;  // flex dispatcher: router + fused preprocess 17 kernels fused, 58 unfused
+    const est::HostLayerTime flex_unfused = est::host_layer_time(L);
+    L.moe_router_fusion = true;
+    EXPECT_NEAR(flex_unfused.fwd - est::host_layer_time(L).fwd, 41 * kOp, 1e-12);
+    L.node_dedup = false;
+    // The router captured in a graph: one launch each way, fused or not.
+    L.graph_scope = kGraphMoeRouter;
+    const double captured_fused = est::host_layer_time(L).fwd;
+    L.moe_router_fusion = false;
+    EXPECT_NEAR(est::host_layer_time(L).fwd, captured_fused, 1e-12);
+    // A dense layer has no router: the key changes nothing.
+    const ModelSpec dense;
+    est::LayoutDerived D = bare(dense);
+    const double dense_fwd = est::host_layer_time(D).fwd;
+    D.moe_router_fusion = true;
+    EXPECT_EQ(est::host_layer_time(D).fwd, dense_fwd);
 }
 
 TEST(HostTimeStep, HostBoundStretchesShowSyncOrNot) {
@@ -312,6 +354,16 @@ TEST(HostTimeLoader, PublishedRowsCarryTheirRecipesGraphs) {
     EXPECT_TRUE(dgxc->job.parallel.moe_pad_to_capacity);  // the token-drop callback pads
     EXPECT_EQ(dgxc->job.parallel.cuda_graph_impl, CudaGraphImpl::none);
     EXPECT_EQ(dgxc->job.cluster.host_op_us, 37.08);  // the gb200-nvl72 preset's Grace host
+}
+
+// moerouter: a row's router fusion is its stack's at the row's date unless the row states it —
+// NeMo 25.04's DeepSeek-V3 recipe ran before Megatron-core had a fused router, Megatron-Bridge
+// 26.08's Qwen3 configs set it; a row without a date runs today's recipes.
+TEST(HostTimeLoader, PublishedRowsTakeTheirReleasesRouterFusion) {
+    EXPECT_FALSE(ptd_test::published_run("dgxc2505-deepseek-v3-256gb200-bf16").job.parallel.moe_router_fusion);
+    EXPECT_TRUE(ptd_test::published_run("mbridge2608-qwen3-30b-a3b-gb200-mxfp8").job.parallel.moe_router_fusion);
+    EXPECT_TRUE(ptd_test::load_moe_run_row("router.toml", "").job.parallel.moe_router_fusion);
+    EXPECT_FALSE(ptd_test::load_moe_run_row("router.toml", "moe_router_fusion = false\n").job.parallel.moe_router_fusion);
 }
 
 }  // namespace

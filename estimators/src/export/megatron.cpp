@@ -121,6 +121,7 @@ void write_parallel_modes(const JobSpec& job, MegatronArgs& a) {
     if (m.experts > 1 && p.moe_shared_expert_overlap) a.arg("--moe-shared-expert-overlap");
     if (m.experts > 1 && p.moe_a2a_overlap) a.arg("--overlap-moe-expert-parallel-comm");  // deepep
     if (m.experts > 1 && p.moe_permute_fusion) a.arg("--moe-permute-fusion");  // moeperm
+    if (m.experts > 1 && p.moe_router_fusion) a.arg("--moe-router-fusion");  // moerouter
     // hostov: CUDA graphs (transformer_config.py cuda_graph_impl / cuda_graph_scope; Megatron-LM
     // since 2026 also spells the scope --cuda-graph-modules and full_iteration
     // --cuda-graph-impl full_iteration, and migrates these flags), static expert inputs: drop-and-pad

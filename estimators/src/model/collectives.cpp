@@ -359,13 +359,20 @@ double expected_expert_nodes(int experts, int top_k, int nodes, int num_groups, 
 // the copies to the node's other GPUs, directly or forwarded, and runs beside the network.
 // Megatron-core dispatches in bf16 for both backends (transformer_config.py:
 // moe_dispatch_fwd_dtype other than bf16 needs the ncclep backend).
+// rankdedup: DeepEP's dispatch sends a token once to each rank that holds any of its experts
+// (deep_ep/buffers/legacy.py get_dispatch_layout: `is_token_in_rank` "whether a token be sent to
+// a rank", `num_tokens_per_rank`; the receiver gets the token with its top-k indices and weights
+// for its local experts), and the combine sends back one sum per token and rank. So over NVLink
+// the copies per token are the expected distinct EP ranks among its k experts (L.ep_token_ranks,
+// what the rank's permute already starts from), not k; HybridEP is modelled as DeepEP.
 double ep_dispatch_time(const LayoutDerived& L) {
-    const double bytes = ep_all_to_all_bytes(L);
+    const double routed = ep_all_to_all_bytes(L);  // k copies of each token
+    const double bytes = L.node_dedup && L.m->top_k > 0 ? routed * L.ep_token_ranks / L.m->top_k : routed;
     const GroupNet& g = L.net_ep;
     if (!L.node_dedup || g.nodes <= 1 || g.n <= 1 || bytes <= 0) return all_to_all_time(bytes, g);
     const double n = g.n, k = g.per_node;
     const double nvlink = bytes * ((k - 1) / n + (n - k) / n * (k - 1) / k) / g.bus_intra;
-    const double network = k * bytes / L.m->top_k * L.ep_remote_nodes / g.bus_inter;  // the node's k ranks, k NIC shares
+    const double network = k * routed / L.m->top_k * L.ep_remote_nodes / g.bus_inter;  // the node's k ranks, k NIC shares
     const double lat = kBaseLatRing[2] + kNetLatRing[2];
     return lat * 1e-6 + std::max(nvlink, network);
 }

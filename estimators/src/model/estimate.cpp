@@ -290,6 +290,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // rank); the rank's permute starts from those.
     L.ep_token_ranks = L.node_dedup ? expected_expert_nodes(m.experts, m.top_k, L.ep, m.moe_router_num_groups, m.moe_router_group_topk) : 1.0;
     L.moe_permute_fusion = L.moe && job.parallel.moe_permute_fusion;
+    L.moe_router_fusion = L.moe && job.parallel.moe_router_fusion;
     // deepep: --overlap-moe-expert-parallel-comm pairs one micro-batch's forward with another's
     // backward in the 1F1B steady state (pipeline_parallel/combined_1f1b.py): without PP all
     // but the first forward and the last backward (m − 1 of m); interleaved, all but the warm-up

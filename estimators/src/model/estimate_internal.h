@@ -178,6 +178,7 @@ struct LayoutDerived {
     double ep_remote_nodes = 0;     // expected distinct other nodes (NVLink domains) holding a token's experts
     double ep_token_ranks = 1;      // moeperm: expected distinct EP ranks holding a token's experts (flex dispatcher)
     bool moe_permute_fusion = false;  // moeperm: --moe-permute-fusion (TE's fused permute / unpermute)
+    bool moe_router_fusion = false;   // moerouter: --moe-router-fusion (31 router kernels, not 72)
     double a2a_paired = 0;          // moe_a2a_overlap: share of the blocks run beside another micro-batch's; 0 = off
     // ---- recmod: Megatron-core's recompute_modules (parallel.recompute_modules) under
     // recompute = selective, recompute_style = megatron; 0 (a LayoutDerived built by hand) =

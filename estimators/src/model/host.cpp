@@ -53,6 +53,11 @@ constexpr double kExpertQuantOps = (5.0 + 2.0 * 3.0) / 13.48;
 // (distributed_data_parallel.py _make_backward_post_hook → register_grad_ready), an eager op's worth.
 constexpr double kExpertWeightBwdOps = 5.0 / 13.48 + 1.0;
 
+// moerouter: the router kernels --moe-router-fusion removes (Megatron-LM's "Optimizing DeepSeek-V3
+// Training Performance on NVIDIA GB200 NVL72" §2.1.4: the router's forward, 72 kernels unfused,
+// 31 fused), each an eager op enqueued from Python.
+constexpr double kUnfusedRouterOps = 72.0 - 31.0;
+
 // One layer's forward by capture region, in eager ops (framework ops launched from Python,
 // TE module calls weighted by kTeModuleOps); `launches`: the C++-launched kernels.
 // docs/estimators.md "Host time and CUDA graphs (hostov)" lists each count.
@@ -96,9 +101,12 @@ LayerOps forward_ops(const LayoutDerived& L) {
     const bool spread = L.ep > 1 || L.etp > 1;
     // Pre-MLP norm (1 TE); router: 31 kernels with --moe-router-fusion (Megatron-LM's DeepSeek-V3
     // GB200 guide, 2.1.4: 72 → 31), router + preprocess 17 with DeepEP's fused preprocess (2.2).
+    // moerouter: without the fusion (Megatron's default; no fused router before Megatron-core
+    // 0.14) the router's score function, top-k and auxiliary loss run as the guide's 72 kernels:
+    // the 41 the fusion removes come back, with either dispatcher.
     // The all-to-all dispatcher's preprocess (token_dispatcher.py preprocess + the device→host
     // copies of _maybe_dtoh_and_synchronize): with EP or TP 13 ops, else the count and its copy = 2.
-    o.router = te + (flex ? 14.0 : 31.0);
+    o.router = te + (flex ? 14.0 : 31.0) + (L.moe_router_fusion ? 0.0 : kUnfusedRouterOps);
     o.preprocess = flex ? 3.0 : (spread ? 13.0 : 2.0);
     // Shared experts: FC1, FC2 (2 TE), activation, add; FP8: FC2's input.
     if (L.fs_l > 0) {

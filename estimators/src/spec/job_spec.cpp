@@ -838,15 +838,18 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             add(key, std::string("set with framework \"") + to_string(t.framework) +
                          "\"; allowed: only with framework \"megatron\" or \"nemo\" (Megatron-core's MoE token dispatcher)");
     }
-    // moeperm: the fused permutation is Megatron-core's token dispatcher's.
-    if (p.moe_permute_fusion) {
+    // moeperm, moerouter: the fused permutation and the fused router are Megatron-core's token
+    // dispatcher's and TopKRouter's: true only on an MoE model under Megatron-core.
+    auto megatron_core_moe_flag = [&](bool set, const std::string& key, const std::string& flag) {
+        if (!set) return;
         if (m.experts < 2)
-            add("parallel.moe_permute_fusion", "true for a dense model (experts = " + s(m.experts) +
-                                                   "); allowed: true only when experts ≥ 2");
+            add(key, "true for a dense model (experts = " + s(m.experts) + "); allowed: true only when experts ≥ 2");
         if (!runs_megatron_core(t.framework))
-            add("parallel.moe_permute_fusion", std::string("true with framework \"") + to_string(t.framework) +
-                                                   "\"; allowed: only with framework \"megatron\" or \"nemo\" (Megatron-core's --moe-permute-fusion)");
-    }
+            add(key, std::string("true with framework \"") + to_string(t.framework) +
+                         "\"; allowed: only with framework \"megatron\" or \"nemo\" (Megatron-core's " + flag + ")");
+    };
+    megatron_core_moe_flag(p.moe_permute_fusion, "parallel.moe_permute_fusion", "--moe-permute-fusion");
+    megatron_core_moe_flag(p.moe_router_fusion, "parallel.moe_router_fusion", "--moe-router-fusion");
     if (p.moe_a2a_overlap && m.experts >= 2) {
         auto refuse = [&](const std::string& why, const std::string& allowed) {
             add("parallel.moe_a2a_overlap", "true " + why + "; allowed: " + allowed +

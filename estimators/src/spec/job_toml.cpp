@@ -648,6 +648,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords);  // deepep
     r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap);  // deepep
     mark_written(job, StackKey::moe_permute_fusion, r.read_bool("moe_permute_fusion", p.moe_permute_fusion));  // moeperm
+    mark_written(job, StackKey::moe_router_fusion, r.read_bool("moe_router_fusion", p.moe_router_fusion));  // moerouter
     // hostov: CUDA graphs (Megatron-core cuda_graph_impl / cuda_graph_scope), static expert inputs.
     read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords);
     if (std::vector<std::string> words; r.read_string_array("cuda_graph_scope", words)) {
@@ -1336,6 +1337,7 @@ std::string save_job_toml(const JobSpec& job) {
         w.str("moe_dispatcher", kMoeDispatcherWords[(size_t)p.moe_dispatcher]);
     if (p.moe_a2a_overlap) w.boolean("moe_a2a_overlap", true);  // deepep
     if (keep(StackKey::moe_permute_fusion)) w.boolean("moe_permute_fusion", p.moe_permute_fusion);  // moeperm
+    if (keep(StackKey::moe_router_fusion)) w.boolean("moe_router_fusion", p.moe_router_fusion);  // moerouter
     if (p.cuda_graph_impl != CudaGraphImpl::none) w.str("cuda_graph_impl", to_string(p.cuda_graph_impl));  // hostov
     if (p.cuda_graph_scope != 0) w.strings("cuda_graph_scope", cuda_graph_scope_words(p.cuda_graph_scope));  // hostov
     if (p.moe_pad_to_capacity) w.boolean("moe_pad_to_capacity", true);  // hostov

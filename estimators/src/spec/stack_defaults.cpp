@@ -46,7 +46,8 @@ const char* stack_key_name(StackKey k) {
                                         "parallel.recompute_style",
                                         "training.fp8_param_gather",
                                         "estimate.cross_entropy",
-                                        "parallel.moe_permute_fusion"};
+                                        "parallel.moe_permute_fusion",
+                                        "parallel.moe_router_fusion"};
     static_assert(std::size(names) == (size_t)StackKey::count);
     return names[(int)k];
 }
@@ -168,6 +169,14 @@ Default default_for(StackKey k, const JobSpec& job) {
             if (nemo && !before(t, 202501)) return {true, "the MoE model providers set moe_permute_fusion = True"};
             if (nemo) return {false, "no fused MoE permutation in the recipes before 2025"};
             return {false, megatron ? "--moe-permute-fusion is off unless passed" : "Megatron-core's fused permutation is not this stack's"};
+        case StackKey::moe_router_fusion:
+            // moerouter: Megatron-core's --moe-router-fusion exists from core 0.14 (Aug 2025, TE 2.7's
+            // fused router kernels); Megatron-Bridge's performance configs set it for every MoE
+            // model from their first release (v0.1.0rc4 yaml, 25.09: moe_router_fusion: true).
+            if (job.model.experts < 2) return {false, "a dense model has no router"};
+            if (nemo && !before(t, 202509)) return {true, "the performance configs set moe_router_fusion = True"};
+            if (nemo) return {false, "no fused router before Megatron-core 0.14 (Aug 2025)"};
+            return {false, megatron ? "--moe-router-fusion is off unless passed" : "Megatron-core's fused router is not this stack's"};
         case StackKey::count: break;
     }
     return {};
@@ -191,6 +200,7 @@ bool bears_on(StackKey k, const JobSpec& job) {
         case StackKey::fp8_param_gather: return job.training.fp8 != Fp8Recipe::none;
         case StackKey::cross_entropy: return !mcore;
         case StackKey::moe_permute_fusion: return mcore && job.model.experts > 1;
+        case StackKey::moe_router_fusion: return mcore && job.model.experts > 1;
         case StackKey::count: break;
     }
     return false;
@@ -210,6 +220,7 @@ void set_value(StackKey k, JobSpec& job, bool v) {
         case StackKey::recompute_style: p.recompute_style = v ? RecomputeStyle::torchtitan_op : RecomputeStyle::megatron; break;
         case StackKey::fp8_param_gather: job.training.fp8_param_gather = v; break;
         case StackKey::moe_permute_fusion: p.moe_permute_fusion = v; break;
+        case StackKey::moe_router_fusion: p.moe_router_fusion = v; break;
         case StackKey::cross_entropy: {
             const bool torch_stack = job.training.framework == Framework::torchtitan || job.training.framework == Framework::pytorch_fsdp;
             job.estimate.cross_entropy = !torch_stack ? CrossEntropyImpl::megatron
@@ -235,6 +246,7 @@ bool bool_value(StackKey k, const JobSpec& job) {
         case StackKey::async_tensor_model_parallel_allreduce: return p.async_tensor_model_parallel_allreduce;
         case StackKey::fp8_param_gather: return job.training.fp8_param_gather;
         case StackKey::moe_permute_fusion: return p.moe_permute_fusion;
+        case StackKey::moe_router_fusion: return p.moe_router_fusion;
         default: assert(!"not a true/false key"); return false;
     }
 }

@@ -317,6 +317,7 @@ enum class StackKey : uint8_t {
     fp8_param_gather,
     cross_entropy,
     moe_permute_fusion,
+    moe_router_fusion,
     count
 };
 constexpr uint32_t stack_key_bit(StackKey k) { return 1u << (unsigned)k; }
@@ -441,6 +442,10 @@ struct ParallelSpec {
     // Transformer Engine's fused kernels (moe_permute / moe_unpermute: one pass each way) instead
     // of PyTorch's gather, scatter-add, probability weighting and sum. A stack key (StackKey).
     bool moe_permute_fusion = false;
+    // moerouter: Megatron's --moe-router-fusion (Megatron-core 0.14, Aug 2025; Transformer Engine
+    // 2.7's fused top-k, score function and auxiliary-loss kernels): the router's forward runs 31
+    // kernels instead of 72, which the host enqueues one by one. A stack key (StackKey).
+    bool moe_router_fusion = false;
 
     bool operator==(const ParallelSpec&) const = default;
 };
