@@ -1273,7 +1273,7 @@ TEST_P(StalledRank, StopsEveryoneWithItsName) {
     so.kill_rank = victim;
     so.kill_signal = SIGSTOP;
     so.deadline_s = 60;
-    auto runs = run_engine(write_job(j, "stall" + std::to_string(victim)), 4, {"--stall-timeout", "3"}, so);
+    auto runs = run_engine(write_job(j, "stall" + std::to_string(victim)), 4, {"--stall-timeout", "3", "--store-lease", "3"}, so);
     ASSERT_FALSE(so.timed_out) << describe(runs);
     for (int r = 0; r < 4; ++r) {
         if (r == victim) continue;
@@ -1285,6 +1285,31 @@ TEST_P(StalledRank, StopsEveryoneWithItsName) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rank2AndStoreOwner, StalledRank, ::testing::Values(2, 0));
+
+// Real ptd-engine ranks whose store stops answering (rank 0, its host, stopped: to the others
+// the same silence as a cut network). Each stops itself once --store-lease has run out, with
+// one line naming the store's address and how long it was silent, and exits 1 — long before
+// the 60 s stall timeout or the 300 s collective timeout would end it.
+TEST(EngineTrain, RanksThatLoseTheStoreStopWithinTheLeaseNamingIt) {
+    TinyJob j;
+    j.dp = 2;
+    j.steps = 100000;
+    SpawnOptions so;
+    so.kill_rank = 0;
+    so.kill_signal = SIGSTOP;
+    so.deadline_s = 60;
+    auto runs = run_engine(write_job(j, "lease"), 2, {"--store-lease", "4", "--checkpoint-every", "1"}, so);
+    ASSERT_FALSE(so.timed_out) << describe(runs);
+    EXPECT_EQ(runs[1].exit_code, 1) << describe(runs);
+    const std::string& err = runs[1].err;
+    EXPECT_NE(err.find("ptd-engine: rank 1: error: aborting: lost the run's store at 127.0.0.1:"), std::string::npos) << err;
+    EXPECT_NE(err.find("(rank 0 stalled, or this host cut off from it): no reply to heartbeats for "), std::string::npos)
+        << err;
+    EXPECT_NE(err.find(" s, past the store lease of 4.0 s; stopping without writing to the run directory"), std::string::npos)
+        << err;
+    EXPECT_GE(so.seconds_after_kill, 3.5);
+    EXPECT_LT(so.seconds_after_kill, 4 + 20.0);
+}
 
 TEST(EngineTrain, CorruptTokenFileIsAClearError) {
     const fs::path bin = temp_root() / "corrupt.bin";

@@ -209,7 +209,7 @@ int connect_run(RunState& s) {
 #endif
                                           fatal_run_error("aborting: " + why);
                                       },
-                                      s.opt.stall_timeout_s);
+                                      s.opt.store_lease_s);
     if (!mon) return setup_error(s, mon.error().one_line(), 1);
     CommOptions co;
     co.run_id = s.run_id;
@@ -252,12 +252,24 @@ void compute_prediction(RunState& s) {
 
 // ---- checkpoints ---------------------------------------------------------------------------
 
+// Before this rank writes `what` into the run directory: stops it (naming `what` and why)
+// when its lease on the store has run out (docs/engine.md, "The store lease").
+void stop_unless_lease_held(RunState& s, const std::string& what) {
+    if (!s.store) return;
+    if (std::string lost = s.store->lease_lost(); !lost.empty()) fatal_run_error(what + " not written: " + lost);
+}
+
 struct ShardState {
     int64_t step = 0, data_position = 0, numel = 0, shard_offset = 0, shard_numel = 0, optimizer_step = 0;
 };
 
 void write_checkpoint(RunState& s) {
     const auto t0 = clock_type::now();
+    // Only while this rank's lease on the store holds: a rank cut off from its run may be
+    // outlived by a restart that now owns the run directory. Asked before the write starts
+    // and again right before each file is renamed into place.
+    const CommitGuard lease_held = [&s] { return s.store ? s.store->lease_lost() : std::string(); };
+    stop_unless_lease_held(s, "checkpoint of step " + std::to_string(s.step));
     const std::string dir = checkpoint_dir(s.run_dir, s.step);
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -287,7 +299,7 @@ void write_checkpoint(RunState& s) {
                                     {"adam.m", m.data(), m.size() * sizeof(float)},
                                     {"adam.v", v.data(), v.size() * sizeof(float)}};
     if (s.optim.master) blobs.push_back({"master", master.data(), master.size() * sizeof(float)});
-    auto sha = write_shard(path, s.env.rank, blobs);
+    auto sha = write_shard(path, s.env.rank, blobs, lease_held);
     if (!sha) fatal_run_error(sha.error().one_line());
     const int64_t bytes = (int64_t)fs::file_size(path, ec);
     // What rank 0's manifest records of this shard: digest, size, optimizer range.
@@ -315,7 +327,7 @@ void write_checkpoint(RunState& s) {
                                          " reported \"" + e + "\", not \"<sha256> <bytes> <offset> <count>\"");
             man.files.push_back(f);
         }
-        auto w = write_manifest(dir, man);
+        auto w = write_manifest(dir, man, lease_held);
         if (!w) fatal_run_error(w.error().one_line());
     }
     nlohmann::json j = metrics_event(s.src, "checkpoint");
@@ -526,6 +538,7 @@ void write_timeline_step(RunState& s, const TimelineRecorder& rec, int step) {
     for (const RecordedBlock& b : rec.blocks)
         s.timeline->record(b.kind, step, b.micro_batch, b.chunk, b.stream, ns(b.start), ns(b.end));
     s.timeline_reserve = std::max(s.timeline_reserve, rec.blocks.size());
+    stop_unless_lease_held(s, "measured timeline of step " + std::to_string(step));
     if (auto ok = s.timeline->flush(); !ok) fatal_run_error("measured timeline: " + ok.error().one_line());
 }
 
