@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1309,6 +1310,82 @@ TEST(EngineTrain, RanksThatLoseTheStoreStopWithinTheLeaseNamingIt) {
         << err;
     EXPECT_GE(so.seconds_after_kill, 3.5);
     EXPECT_LT(so.seconds_after_kill, 4 + 20.0);
+}
+
+// Over SSH on a cut-off host nobody drains a rank's stdout: sshd's pipe fills and the rank
+// blocks in its next metrics line. When its store lease then runs out, the report cannot be
+// written either; the exit deadline (5 s) ends the process all the same. Rank 1's stdout
+// here is a pipe of one page that the test never reads.
+TEST(EngineTrain, ARankBlockedOnAFullStdoutStillStopsWhenItsLeaseRunsOut) {
+    TinyJob j;
+    j.dp = 2;
+    j.steps = 100000;
+    const std::string job = write_job(j, "full-stdout");
+    const fs::path dir = temp_root() / "full-stdout";
+    fs::create_directories(dir);
+    const int port = free_port();
+    int out_pipe[2];
+    ASSERT_EQ(pipe2(out_pipe, O_CLOEXEC), 0);
+    const int capacity = fcntl(out_pipe[0], F_SETPIPE_SZ, 4096);
+    ASSERT_GT(capacity, 0);
+    const std::string run_dir = (dir / "run").string(), err1 = (dir / "rank1.err").string();
+    pid_t pids[2] = {-1, -1};
+    for (int r = 0; r < 2; ++r) {
+        const std::string err = (dir / ("rank" + std::to_string(r) + ".err")).string();
+        const pid_t pid = fork();
+        if (pid == 0) {
+            const int fo = r == 1 ? out_pipe[1] : open("/dev/null", O_WRONLY);
+            const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fo, 1);
+            dup2(fe, 2);
+            ptd::set_single_host_rank_env(r, 2, port);
+            setenv("OMP_NUM_THREADS", "1", 1);
+            setenv("OPENBLAS_NUM_THREADS", "1", 1);
+            execl(PTD_BIN_DIR "/ptd-engine", PTD_BIN_DIR "/ptd-engine", "--job", job.c_str(), "--run-dir", run_dir.c_str(),
+                  "--store-lease", "3", (char*)nullptr);
+            _exit(127);
+        }
+        pids[r] = pid;
+    }
+    close(out_pipe[1]);
+    using clock = std::chrono::steady_clock;
+    const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    // Until the pipe stops filling for 2 s: rank 1 is then blocked writing a line that does
+    // not fit into what is left (a write of up to a page goes in whole or waits), and rank 0
+    // waits on it in the next collective.
+    const auto t0 = clock::now();
+    int queued = 0, before = -1;
+    auto unchanged_since = clock::now();
+    while (since(t0) < 120 && waitpid(pids[1], nullptr, WNOHANG) == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ioctl(out_pipe[0], FIONREAD, &queued);
+        if (queued != before) before = queued, unchanged_since = clock::now();
+        if (queued > capacity / 2 && since(unchanged_since) > 2) break;
+    }
+    EXPECT_GT(queued, capacity / 2) << slurp(err1);
+    kill(pids[0], SIGSTOP);
+    const auto stopped = clock::now();
+    int status = 0;
+    bool exited = false;
+    while (since(stopped) < 60 && !(exited = waitpid(pids[1], &status, WNOHANG) == pids[1]))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double took = since(stopped);
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], nullptr, 0);
+    if (!exited) {
+        kill(pids[1], SIGKILL);
+        waitpid(pids[1], nullptr, 0);
+    }
+    close(out_pipe[0]);
+    ASSERT_TRUE(exited) << "rank 1 still ran 60 s after its store stopped:\n" << slurp(err1);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "status " << status;
+    const std::string err = slurp(err1);
+    EXPECT_NE(err.find("ptd-engine: rank 1: error: aborting: lost the run's store at 127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << err;
+    // The lease (3 s), then the exit deadline (5 s): the metrics line it could not write.
+    EXPECT_GE(took, 2.5);
+    EXPECT_LT(took, 3 + 5 + 15.0);
 }
 
 TEST(EngineTrain, CorruptTokenFileIsAClearError) {
