@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -1312,6 +1313,37 @@ TEST(EngineTrain, RanksThatLoseTheStoreStopWithinTheLeaseNamingIt) {
     EXPECT_LT(so.seconds_after_kill, 4 + 20.0);
 }
 
+namespace {
+
+using steady = std::chrono::steady_clock;
+double since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+
+// One ptd-engine rank of a `world`-rank run on this host, started and left to the caller:
+// stderr into `err_path`, stdout into `out_fd` (-1: /dev/null), one compute thread.
+pid_t spawn_rank(const std::string& job, int rank, int world, int port, const std::vector<std::string>& args,
+                 const std::string& err_path, int out_fd = -1) {
+    std::vector<std::string> argv_s = {PTD_BIN_DIR "/ptd-engine", "--job", job};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int fo = out_fd >= 0 ? out_fd : open("/dev/null", O_WRONLY);
+        const int fe = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        ptd::set_single_host_rank_env(rank, world, port);
+        setenv("OMP_NUM_THREADS", "1", 1);
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+}  // namespace
+
 // Over SSH on a cut-off host nobody drains a rank's stdout: sshd's pipe fills and the rank
 // blocks in its next metrics line. When its store lease then runs out, the report cannot be
 // written either; the exit deadline (5 s) ends the process all the same. Rank 1's stdout
@@ -1329,42 +1361,25 @@ TEST(EngineTrain, ARankBlockedOnAFullStdoutStillStopsWhenItsLeaseRunsOut) {
     const int capacity = fcntl(out_pipe[0], F_SETPIPE_SZ, 4096);
     ASSERT_GT(capacity, 0);
     const std::string run_dir = (dir / "run").string(), err1 = (dir / "rank1.err").string();
-    pid_t pids[2] = {-1, -1};
-    for (int r = 0; r < 2; ++r) {
-        const std::string err = (dir / ("rank" + std::to_string(r) + ".err")).string();
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int fo = r == 1 ? out_pipe[1] : open("/dev/null", O_WRONLY);
-            const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(fo, 1);
-            dup2(fe, 2);
-            ptd::set_single_host_rank_env(r, 2, port);
-            setenv("OMP_NUM_THREADS", "1", 1);
-            setenv("OPENBLAS_NUM_THREADS", "1", 1);
-            execl(PTD_BIN_DIR "/ptd-engine", PTD_BIN_DIR "/ptd-engine", "--job", job.c_str(), "--run-dir", run_dir.c_str(),
-                  "--store-lease", "3", (char*)nullptr);
-            _exit(127);
-        }
-        pids[r] = pid;
-    }
+    const std::vector<std::string> args = {"--run-dir", run_dir, "--store-lease", "3"};
+    const pid_t pids[2] = {spawn_rank(job, 0, 2, port, args, (dir / "rank0.err").string()),
+                           spawn_rank(job, 1, 2, port, args, err1, out_pipe[1])};
     close(out_pipe[1]);
-    using clock = std::chrono::steady_clock;
-    const auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
     // Until the pipe stops filling for 2 s: rank 1 is then blocked writing a line that does
     // not fit into what is left (a write of up to a page goes in whole or waits), and rank 0
     // waits on it in the next collective.
-    const auto t0 = clock::now();
+    const auto t0 = steady::now();
     int queued = 0, before = -1;
-    auto unchanged_since = clock::now();
+    auto unchanged_since = steady::now();
     while (since(t0) < 120 && waitpid(pids[1], nullptr, WNOHANG) == 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         ioctl(out_pipe[0], FIONREAD, &queued);
-        if (queued != before) before = queued, unchanged_since = clock::now();
+        if (queued != before) before = queued, unchanged_since = steady::now();
         if (queued > capacity / 2 && since(unchanged_since) > 2) break;
     }
     EXPECT_GT(queued, capacity / 2) << slurp(err1);
     kill(pids[0], SIGSTOP);
-    const auto stopped = clock::now();
+    const auto stopped = steady::now();
     int status = 0;
     bool exited = false;
     while (since(stopped) < 60 && !(exited = waitpid(pids[1], &status, WNOHANG) == pids[1]))
@@ -1386,6 +1401,65 @@ TEST(EngineTrain, ARankBlockedOnAFullStdoutStillStopsWhenItsLeaseRunsOut) {
     // The lease (3 s), then the exit deadline (5 s): the metrics line it could not write.
     EXPECT_GE(took, 2.5);
     EXPECT_LT(took, 3 + 5 + 15.0);
+}
+
+// The launcher records a restart in the run directory (manifest.json's `restarts`) before
+// the next attempt starts. A rank of the attempt before — one the launcher could not reach —
+// must not write into that directory any more, even with its store still answering: here
+// the record is bumped under a running 2-rank run that checkpoints every step, and its ranks
+// stop at their next checkpoint, naming why, without completing it.
+TEST(EngineTrain, RanksOfAnAttemptTheLauncherRestartedCommitNoCheckpoint) {
+    TinyJob j;
+    j.dp = 2;
+    j.steps = 100000;
+    const std::string job = write_job(j, "superseded");
+    const fs::path dir = temp_root() / "superseded", run_dir = dir / "run";
+    fs::create_directories(run_dir);
+    const auto write_record = [&](const std::string& text) {
+        std::ofstream(run_dir / "manifest.json.tmp") << text;
+        fs::rename(run_dir / "manifest.json.tmp", run_dir / "manifest.json");
+    };
+    write_record(R"({"schema": "ptd.run/1", "restarts": []})");
+    const int port = free_port();
+    const std::vector<std::string> args = {"--run-dir", run_dir.string(), "--checkpoint-every", "1"};
+    pid_t pids[2];
+    for (int r = 0; r < 2; ++r) pids[r] = spawn_rank(job, r, 2, port, args, (dir / ("rank" + std::to_string(r) + ".err")).string());
+    const auto complete = [&] {
+        std::set<std::string> done;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(run_dir / "checkpoints", ec))
+            if (fs::exists(e.path() / "manifest.json")) done.insert(e.path().filename().string());
+        return done;
+    };
+    const auto t0 = steady::now();
+    while (since(t0) < 60 && complete().size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::set<std::string> before = complete();
+    ASSERT_GE(before.size(), 2u);
+    write_record(R"({"schema": "ptd.run/1", "restarts": [{"attempt": 1}]})");
+    const auto bumped = steady::now();
+    int status[2] = {0, 0};
+    for (int r = 0; r < 2; ++r) {
+        while (since(bumped) < 60 && waitpid(pids[r], &status[r], WNOHANG) != pids[r])
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (since(bumped) >= 60) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], &status[r], 0);
+        }
+    }
+    const double took = since(bumped);
+    std::string errs;
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 1) << "rank " << r << ": status " << status[r];
+        errs += slurp((dir / ("rank" + std::to_string(r) + ".err")).string());
+    }
+    EXPECT_LT(took, 30.0) << errs;
+    EXPECT_NE(errs.find(" not written: a newer attempt owns the run directory: " + run_dir.string() +
+                        " records 1 restart(s), and this rank started after 0"),
+              std::string::npos)
+        << errs;
+    // At most the checkpoint already past its last check when the record changed completes.
+    const std::set<std::string> after = complete();
+    EXPECT_LE(after.size(), before.size() + 1) << errs;
 }
 
 TEST(EngineTrain, CorruptTokenFileIsAClearError) {

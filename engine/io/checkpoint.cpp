@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -816,6 +817,26 @@ std::optional<std::string> find_latest_checkpoint(const std::string& run_dir) {
         }
     }
     return best;
+}
+
+std::optional<int> restarts_recorded(const std::string& run_dir) {
+    int recorded = 0;
+    std::error_code ec;
+    const fs::path manifest = fs::path(run_dir) / "manifest.json";
+    if (fs::exists(manifest, ec)) {
+        std::ifstream in(manifest);
+        const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return std::nullopt;
+        if (auto it = j.find("restarts"); it != j.end() && it->is_array()) recorded = (int)it->size();
+    }
+    const fs::path jsonl = fs::path(run_dir) / "restarts.jsonl";
+    if (fs::exists(jsonl, ec)) {
+        std::ifstream in(jsonl);
+        int lines = 0;
+        for (std::string line; std::getline(in, line);) lines += !line.empty();
+        recorded = std::max(recorded, lines);
+    }
+    return recorded;
 }
 
 Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int world, bool* reshard_over_dp) {

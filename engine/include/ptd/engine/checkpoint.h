@@ -183,6 +183,14 @@ Result<Manifest> parse_manifest(std::string_view text, const std::string& path, 
 // are skipped. nullopt when there is none (or run_dir does not exist).
 std::optional<std::string> find_latest_checkpoint(const std::string& run_dir);
 
+// How many restarts the launcher has recorded for the run in `run_dir`: the `restarts` of
+// `ptd launch`'s run manifest (run_dir/manifest.json, saved before each new attempt starts)
+// or, under Slurm, the lines of run_dir/restarts.jsonl; the larger. 0 when neither is there
+// (a rank started by hand, or a host without the shared run directory); nullopt when one is
+// there but cannot be read (being replaced at that instant). A rank remembers the count it
+// started with: a larger one later means a newer attempt owns the run directory.
+std::optional<int> restarts_recorded(const std::string& run_dir);
+
 // Whether a run of `job` on `world` ranks may resume from `m`. Refuses (errors located at
 // the manifest file):
 //   - different model/training: "checkpoint <dir> was written for a different job: spec
