@@ -8,8 +8,10 @@
 # written), each restart, both runs' goodput, and whether any process, listening port or temp
 # file of the runs was left. With --netns (root) both runs go over SSH to two "hosts" — network
 # namespaces on a bridge, an sshd in each, 4 ranks each — and the disturbed run also has host
-# 2's link set down once at a random moment (up again once the launcher has restarted). A
-# bench: it prints figures; it exits 1 only when the curves differ or something was left.
+# 2's link set down once at a random moment (up again once the ranks it cut off have ended
+# themselves, or after 60 s), and how long they lived is printed. The job trains on
+# docs/engine.md: leave that file alone while the bench runs, or the curves differ. A bench: it prints figures; it exits
+# 1 only when the curves differ or something was left.
 #
 #   bench/soak_restart.sh [DURATION] [--kills K] [--checkpoints N] [--no-netns] [--bin DIR]
 #     DURATION         the undisturbed run's length, about: 30m, 600s, 1h or a number of
@@ -118,7 +120,8 @@ if [ $netns = 1 ]; then
     sleep 1
     export GLOO_SOCKET_IFNAME=eth0 PTD_SSH_KEEPALIVE_S=1
     launch_args=(--hosts "$work/hosts" --upload --known-hosts "$ssh/known_hosts" --ssh-config /dev/null
-                 --set "launch.identity=$ssh/user" --set cluster.nodes=2 --set cluster.gpus_per_node=4)
+                 --set "launch.identity=$ssh/user" --set cluster.nodes=2 --set cluster.gpus_per_node=4
+                 --set launch.connect_timeout_s=30)
 fi
 
 # (rank step loss grad_norm) of every step's last report in a run's logs, sorted.
@@ -163,6 +166,17 @@ restarted() {
         sleep 0.2
     done
 }
+# The pids of the disturbed run's ranks on host 2 (network namespace ptdsoak2).
+host2_ranks() {
+    local f p
+    for f in $(grep -lsa "PTD_RUN_ID=$tag-soak" /proc/[0-9]*/environ 2>/dev/null); do
+        p=${f#/proc/}; p=${p%/environ}
+        [ "$(ip netns identify "$p" 2>/dev/null)" = ptdsoak2 ] && echo "$p"
+    done
+    return 0
+}
+# Seconds since $1 (date +%s.%N), one decimal.
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 hits=$((kills + netns))
 cut_at=$([ $netns = 1 ] && echo $(( RANDOM % hits + 1 )) || echo 0)  # which disruption is the cut
 for k in $(seq 1 "$hits"); do
@@ -177,12 +191,29 @@ for k in $(seq 1 "$hits"); do
     done
     kill -0 $launcher 2>/dev/null || break
     if [ "$k" = "$cut_at" ]; then
+        cut_off=$(host2_ranks)
         ip link set ptdsoakv2 down
+        t_cut=$(date +%s.%N)
         done_kills=$((done_kills + 1))
-        echo "cut: host 2's link down after ${wait_s} s"
-        restarted "$done_kills"
+        echo "cut: host 2's link down after ${wait_s} s ($(echo $cut_off | wc -w) ranks there)"
+        # The link stays down until the ranks cut off are gone (at most 60 s), so that only
+        # their store lease can end them (docs/engine.md, "The store lease"): the launcher
+        # cannot reach them, and once the link is up the restart would kill their process
+        # groups. The restart's SSH connect to host 2 meanwhile waits on its SYN retries
+        # (launch.connect_timeout_s is 30 s here).
+        lived=""
+        for _ in $(seq 1 300); do
+            alive=0; for p in $cut_off; do kill -0 "$p" 2>/dev/null && alive=1; done
+            [ $alive = 0 ] && { lived=$(since "$t_cut"); break; }
+            kill -0 $launcher 2>/dev/null || break
+            sleep 0.2
+        done
+        if [ -n "$lived" ]; then echo "cut: host 2's cut-off ranks lived $lived s after the cut (the link still down)"
+        else echo "cut: host 2's cut-off ranks still alive $(since "$t_cut") s after the cut"; fi
         ip link set ptdsoakv2 up
-        echo "cut: host 2's link up again (the launcher has restarted)"
+        echo "cut: host 2's link up again after $(since "$t_cut") s"
+        restarted "$done_kills"
+        echo "cut: the launcher has restarted"
         continue
     fi
     rank=$(( RANDOM % 8 ))
@@ -213,7 +244,7 @@ if [ "$rc" = 0 ] && cmp -s "$work/calm.tsv" "$work/soak.tsv" && [ "$rows" -eq $(
     echo "loss curve: equal bit for bit ($rows rank-steps: every rank's loss and gradient norm at every step)"
 else
     echo "loss curve: DIFFERS ($rows undisturbed rank-steps, $(wc -l <"$work/soak.tsv") disturbed); first differences:"
-    diff "$work/calm.tsv" "$work/soak.tsv" | head -5
+    diff "$work/calm.tsv" "$work/soak.tsv" | head -5 || true  # head's early exit is no failure
     status=1; keep=1
 fi
 

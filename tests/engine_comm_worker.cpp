@@ -11,7 +11,7 @@
 //
 //   engine_comm_worker --tp 2 --pp 2 --dp 2 [--mode check|die|stall|error|misorder|miscount]
 //                      [--victim R] [--after S] [--timeout S] [--stall-timeout S]
-//                      [--heartbeat S] [--how kill|exit] [--no-monitor 1]
+//                      [--heartbeat S] [--store-lease S] [--how kill|exit] [--no-monitor 1]
 //                      [--on-abort exit|record]
 //
 // Exit: 0 after "ok" (check), 1 from fatal_run_error, 2 on bad usage / setup, 3 when a
@@ -48,6 +48,7 @@ struct Args {
     double timeout = 30;
     double stall_timeout = 30;
     double heartbeat = 0.25;
+    double store_lease = 0;  // > 0: stop when the store echoes nothing this long (as ptd-engine does)
     std::string how = "kill";
     bool no_monitor = false;
     bool abort_exits = true;
@@ -76,6 +77,7 @@ Args parse_args(int argc, char** argv) {
         else if (k == "--timeout") a.timeout = std::atof(v.c_str());
         else if (k == "--stall-timeout") a.stall_timeout = std::atof(v.c_str());
         else if (k == "--heartbeat") a.heartbeat = std::atof(v.c_str());
+        else if (k == "--store-lease") a.store_lease = std::atof(v.c_str());
         else if (k == "--how") a.how = v;
         else if (k == "--no-monitor") a.no_monitor = v == "1";
         else if (k == "--on-abort") a.abort_exits = v != "record";
@@ -393,7 +395,7 @@ int main(int argc, char** argv) {
     if (!a.no_monitor) {
         std::function<void(const std::string&)> on_abort;
         if (a.abort_exits) on_abort = [](const std::string& why) { fatal_run_error("aborting: " + why); };
-        auto m = store.start_monitor(env->rank, a.heartbeat, on_abort);
+        auto m = store.start_monitor(env->rank, a.heartbeat, on_abort, a.store_lease);
         if (!m) fatal_run_error(m.error().str());
     }
 

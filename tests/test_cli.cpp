@@ -753,12 +753,17 @@ TEST(Cli, FloatingPointFlagsRefuseNanAndInfinity) {
         Proc watch = run(kPtd + " watch . --once --interval " + bad);
         EXPECT_EQ(watch.rc, 2) << bad;
         EXPECT_TRUE(contains(watch.err, "--interval: got")) << watch.err;
-        for (const char* flag : {"--timeout", "--stall-timeout"}) {
+        for (const char* flag : {"--timeout", "--stall-timeout", "--store-lease"}) {
             Proc engine = run(kEngine + " --job " + kJobs + "tiny-local.toml " + flag + " " + bad);
             EXPECT_EQ(engine.rc, 2) << flag << " " << bad;
             EXPECT_TRUE(contains(engine.err, std::string(flag) + ": got \"" + bad + "\"")) << engine.err;
         }
     }
+    // Fewer than three heartbeats (1 s apart) is no lease: one late echo would end the rank.
+    Proc short_lease = run(kEngine + " --job " + kJobs + "tiny-local.toml --store-lease 2");
+    EXPECT_EQ(short_lease.rc, 2);
+    EXPECT_TRUE(contains(short_lease.err, "--store-lease: got \"2\"")) << short_lease.err;
+    EXPECT_TRUE(contains(short_lease.err, "allowed: a number 3 .. 86400")) << short_lease.err;
     Proc nan_msg = run(kPtd + " plan @tiny --headroom nan");
     EXPECT_TRUE(contains(nan_msg.err, "got \"nan\" (not a number)")) << nan_msg.err;
     EXPECT_EQ(run(kPtd + " plan @tiny --headroom 0.2").rc, 0);

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -30,6 +31,7 @@
 #include "process_test_util.h"
 #include "store_peer.h"
 
+#include "ptd/engine/checkpoint.h"
 #include "ptd/engine/comm.h"
 #include "ptd/engine/kv_store.h"
 
@@ -430,6 +432,137 @@ TEST(KvMonitor, LosingTheStoreIsReported) {
     EXPECT_THROW(c1->set("x", {}), std::runtime_error);
 }
 
+namespace {
+
+// A TCP relay in front of the store that can be cut: afterwards it neither reads nor
+// writes, and keeps every connection open, as a host whose link went down looks to both
+// ends (no FIN, no RST, nothing).
+class CutProxy {
+public:
+    explicit CutProxy(int target_port) : target_port_(target_port) {
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = 0;
+        socklen_t len = sizeof a;
+        if (::bind(listen_fd_, (sockaddr*)&a, sizeof a) != 0 || ::listen(listen_fd_, 16) != 0 ||
+            ::getsockname(listen_fd_, (sockaddr*)&a, &len) != 0)
+            ADD_FAILURE() << "CutProxy: cannot listen on loopback: " << std::strerror(errno);
+        port_ = ntohs(a.sin_port);
+        threads_.emplace_back([this] { accept_loop(); });
+    }
+    ~CutProxy() {
+        stop_ = true;
+        for (std::thread& t : threads_) t.join();
+        ::close(listen_fd_);
+        for (int fd : fds_) ::close(fd);
+    }
+    int port() const { return port_; }
+    void cut() { cut_ = true; }
+
+private:
+    void accept_loop() {
+        while (!stop_) {
+            pollfd p{listen_fd_, POLLIN, 0};
+            if (::poll(&p, 1, 50) <= 0) continue;
+            const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (client < 0) continue;
+            const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            a.sin_port = htons((uint16_t)target_port_);
+            if (::connect(upstream, (sockaddr*)&a, sizeof a) != 0) {
+                ::close(client);
+                ::close(upstream);
+                continue;
+            }
+            std::lock_guard lock(mu_);
+            fds_.push_back(client);
+            fds_.push_back(upstream);
+            relays_.emplace_back([this, client, upstream] { relay(client, upstream); });
+        }
+        std::lock_guard lock(mu_);
+        for (std::thread& t : relays_) t.join();
+    }
+    void relay(int a, int b) {
+        char buf[4096];
+        while (!stop_) {
+            if (cut_) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                continue;
+            }
+            pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+            if (::poll(p, 2, 50) <= 0 || cut_) continue;
+            for (int i = 0; i < 2; ++i) {
+                if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                const ssize_t n = ::recv(p[i].fd, buf, sizeof buf, 0);
+                if (n <= 0) return;
+                if (::send(p[1 - i].fd, buf, (size_t)n, MSG_NOSIGNAL) != n) return;
+            }
+        }
+    }
+
+    int target_port_, listen_fd_ = -1, port_ = 0;
+    std::atomic<bool> stop_{false}, cut_{false};
+    std::mutex mu_;
+    std::vector<int> fds_;
+    std::vector<std::thread> threads_, relays_;
+};
+
+}  // namespace
+
+// A rank's link to the store cut (through CutProxy): its lease runs out after store_lease_s
+// without an echo, the monitor aborts naming the store and the silence, and from then on
+// the lease refuses every checkpoint write — the file is never renamed into place.
+TEST(KvMonitor, ACutOffRankLosesItsLeaseAndCommitsNoCheckpoint) {
+    auto server = start_server(2);
+    CutProxy proxy(server->port());
+    auto got = KvClient::connect("127.0.0.1", proxy.port(), 5);
+    ASSERT_TRUE(got.has_value()) << got.error().str();
+    std::unique_ptr<KvClient> c1 = std::move(*got);
+    AbortSink s1;
+    ASSERT_TRUE(c1->start_monitor(1, 0.1, s1.fn(), 1.0).has_value());
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ptd_lease_test_XXXXXX").string();
+    const std::string dir = mkdtemp(tmpl.data());
+    const CommitGuard lease_held = [&] { return c1->lease_lost(); };
+    const std::string state = "{}";
+    const std::vector<BlobView> blobs = {{"state", state.data(), state.size()}};
+
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(c1->lease_lost(), "");
+    EXPECT_TRUE(write_shard(dir + "/before.bin", 1, blobs, lease_held).has_value());
+
+    const auto t0 = Clock::now();
+    proxy.cut();
+    const std::string m = s1.wait(6);
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_NE(m.find("lost the run's store at 127.0.0.1:" + std::to_string(proxy.port()) +
+                     " (rank 0 stalled, or this host cut off from it): no reply to heartbeats for "),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(" s, past the store lease of 1.0 s"), std::string::npos) << m;
+    EXPECT_GE(took, 0.8);
+    EXPECT_LT(took, 6.0);
+
+    const std::string lost = c1->lease_lost();
+    EXPECT_EQ(lost, "the run was aborted: " + m);
+    auto shard = write_shard(dir + "/after.bin", 1, blobs, lease_held);
+    ASSERT_FALSE(shard.has_value());
+    EXPECT_NE(shard.error().str().find("did not write checkpoint shard \"" + dir + "/after.bin\": " + lost), std::string::npos)
+        << shard.error().str();
+    auto manifest = write_manifest(dir + "/step-00000001", Manifest{}, lease_held);
+    ASSERT_FALSE(manifest.has_value());
+    EXPECT_NE(manifest.error().str().find("did not write \"" + dir + "/step-00000001/manifest.json\": " + lost),
+              std::string::npos)
+        << manifest.error().str();
+    for (const char* name : {"after.bin", "after.bin.tmp", "step-00000001/manifest.json", "step-00000001/manifest.json.tmp"})
+        EXPECT_FALSE(std::filesystem::exists(dir + "/" + name)) << name;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/before.bin"));
+    std::filesystem::remove_all(dir);
+}
+
 // ---- multi-process runs ------------------------------------------------------------
 
 namespace {
@@ -550,6 +683,7 @@ public:
     double exited_at(int r) const { return exited_at_[(size_t)r]; }
     double stopped_at(int r) const { return stopped_at_[(size_t)r]; }
     int world() const { return world_; }
+    int port() const { return port_; }
 
     std::string describe(int r) const {
         int st = status_[(size_t)r];
@@ -691,6 +825,33 @@ TEST(CommRun, StalledRankIsNamedByEveryOther) {
     expect_others_abort(run, 2, 3 + 5, {"rank 2 (pid", "stalled: no heartbeat for"});
     // Not before the stall timeout: a heartbeat gap shorter than it is no stall.
     for (int r : {0, 1, 3}) EXPECT_GE(run.exited_at(r) - run.stopped_at(2), 2.5) << run.describe(r);
+    EXPECT_TRUE(run.nothing_left());
+}
+
+// The store's host stopped (SIGSTOP), as a cut network looks from the other side: the
+// connections stay open and nothing comes back. Every other rank, blocked in a collective
+// with it, stops itself once its store lease has run out, naming the store and how long it
+// was silent, and exits 1.
+TEST(CommRun, RanksThatLoseTheStoreStopWithinTheirLease) {
+    WorkerRun run(3, {"--dp", "3", "--mode", "stall", "--victim", "0", "--after", "1", "--stall-timeout", "60",
+                      "--store-lease", "2", "--timeout", "60"});
+    bool others_done = run.wait(30, /*except=*/0);
+    EXPECT_GE(run.stopped_at(0), 0) << run.describe_all();
+    run.kill_rank(0);
+    ASSERT_TRUE(others_done) << run.describe_all();
+    for (int r : {1, 2}) {
+        EXPECT_TRUE(WIFEXITED(run.status(r)) && WEXITSTATUS(run.status(r)) == 1) << run.describe(r);
+        const std::string line = "ptd-engine: rank " + std::to_string(r) + ": error: aborting: lost the run's store at 127.0.0.1:" +
+                                 std::to_string(run.port()) + " (rank 0 stalled, or this host cut off from it): no reply to heartbeats for ";
+        EXPECT_NE(run.err(r).find(line), std::string::npos) << run.describe(r);
+        EXPECT_NE(run.err(r).find(" s, past the store lease of 2.0 s; stopping without writing to the run directory"),
+                  std::string::npos)
+            << run.describe(r);
+        // Not before the lease, and well before the 60 s stall timeout or the 60 s collective timeout.
+        const double lived = run.exited_at(r) - run.stopped_at(0);
+        EXPECT_GE(lived, 1.5) << run.describe(r);
+        EXPECT_LT(lived, 2 + 15) << run.describe(r);
+    }
     EXPECT_TRUE(run.nothing_left());
 }
 

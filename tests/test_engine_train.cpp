@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -1273,7 +1275,7 @@ TEST_P(StalledRank, StopsEveryoneWithItsName) {
     so.kill_rank = victim;
     so.kill_signal = SIGSTOP;
     so.deadline_s = 60;
-    auto runs = run_engine(write_job(j, "stall" + std::to_string(victim)), 4, {"--stall-timeout", "3"}, so);
+    auto runs = run_engine(write_job(j, "stall" + std::to_string(victim)), 4, {"--stall-timeout", "3", "--store-lease", "3"}, so);
     ASSERT_FALSE(so.timed_out) << describe(runs);
     for (int r = 0; r < 4; ++r) {
         if (r == victim) continue;
@@ -1285,6 +1287,180 @@ TEST_P(StalledRank, StopsEveryoneWithItsName) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rank2AndStoreOwner, StalledRank, ::testing::Values(2, 0));
+
+// Real ptd-engine ranks whose store stops answering (rank 0, its host, stopped: to the others
+// the same silence as a cut network). Each stops itself once --store-lease has run out, with
+// one line naming the store's address and how long it was silent, and exits 1 — long before
+// the 60 s stall timeout or the 300 s collective timeout would end it.
+TEST(EngineTrain, RanksThatLoseTheStoreStopWithinTheLeaseNamingIt) {
+    TinyJob j;
+    j.dp = 2;
+    j.steps = 100000;
+    SpawnOptions so;
+    so.kill_rank = 0;
+    so.kill_signal = SIGSTOP;
+    so.deadline_s = 60;
+    auto runs = run_engine(write_job(j, "lease"), 2, {"--store-lease", "4", "--checkpoint-every", "1"}, so);
+    ASSERT_FALSE(so.timed_out) << describe(runs);
+    EXPECT_EQ(runs[1].exit_code, 1) << describe(runs);
+    const std::string& err = runs[1].err;
+    EXPECT_NE(err.find("ptd-engine: rank 1: error: aborting: lost the run's store at 127.0.0.1:"), std::string::npos) << err;
+    EXPECT_NE(err.find("(rank 0 stalled, or this host cut off from it): no reply to heartbeats for "), std::string::npos)
+        << err;
+    EXPECT_NE(err.find(" s, past the store lease of 4.0 s; stopping without writing to the run directory"), std::string::npos)
+        << err;
+    EXPECT_GE(so.seconds_after_kill, 3.5);
+    EXPECT_LT(so.seconds_after_kill, 4 + 20.0);
+}
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+double since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+
+// One ptd-engine rank of a `world`-rank run on this host, started and left to the caller:
+// stderr into `err_path`, stdout into `out_fd` (-1: /dev/null), one compute thread.
+pid_t spawn_rank(const std::string& job, int rank, int world, int port, const std::vector<std::string>& args,
+                 const std::string& err_path, int out_fd = -1) {
+    std::vector<std::string> argv_s = {PTD_BIN_DIR "/ptd-engine", "--job", job};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int fo = out_fd >= 0 ? out_fd : open("/dev/null", O_WRONLY);
+        const int fe = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        ptd::set_single_host_rank_env(rank, world, port);
+        setenv("OMP_NUM_THREADS", "1", 1);
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+}  // namespace
+
+// Over SSH on a cut-off host nobody drains a rank's stdout: sshd's pipe fills and the rank
+// blocks in its next metrics line. When its store lease then runs out, the report cannot be
+// written either; the exit deadline (5 s) ends the process all the same. Rank 1's stdout
+// here is a pipe of one page that the test never reads.
+TEST(EngineTrain, ARankBlockedOnAFullStdoutStillStopsWhenItsLeaseRunsOut) {
+    TinyJob j;
+    j.dp = 2;
+    j.steps = 100000;
+    const std::string job = write_job(j, "full-stdout");
+    const fs::path dir = temp_root() / "full-stdout";
+    fs::create_directories(dir);
+    const int port = free_port();
+    int out_pipe[2];
+    ASSERT_EQ(pipe2(out_pipe, O_CLOEXEC), 0);
+    const int capacity = fcntl(out_pipe[0], F_SETPIPE_SZ, 4096);
+    ASSERT_GT(capacity, 0);
+    const std::string run_dir = (dir / "run").string(), err1 = (dir / "rank1.err").string();
+    const std::vector<std::string> args = {"--run-dir", run_dir, "--store-lease", "3"};
+    const pid_t pids[2] = {spawn_rank(job, 0, 2, port, args, (dir / "rank0.err").string()),
+                           spawn_rank(job, 1, 2, port, args, err1, out_pipe[1])};
+    close(out_pipe[1]);
+    // Until the pipe stops filling for 2 s: rank 1 is then blocked writing a line that does
+    // not fit into what is left (a write of up to a page goes in whole or waits), and rank 0
+    // waits on it in the next collective.
+    const auto t0 = steady::now();
+    int queued = 0, before = -1;
+    auto unchanged_since = steady::now();
+    while (since(t0) < 120 && waitpid(pids[1], nullptr, WNOHANG) == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ioctl(out_pipe[0], FIONREAD, &queued);
+        if (queued != before) before = queued, unchanged_since = steady::now();
+        if (queued > capacity / 2 && since(unchanged_since) > 2) break;
+    }
+    EXPECT_GT(queued, capacity / 2) << slurp(err1);
+    kill(pids[0], SIGSTOP);
+    const auto stopped = steady::now();
+    int status = 0;
+    bool exited = false;
+    while (since(stopped) < 60 && !(exited = waitpid(pids[1], &status, WNOHANG) == pids[1]))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double took = since(stopped);
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], nullptr, 0);
+    if (!exited) {
+        kill(pids[1], SIGKILL);
+        waitpid(pids[1], nullptr, 0);
+    }
+    close(out_pipe[0]);
+    ASSERT_TRUE(exited) << "rank 1 still ran 60 s after its store stopped:\n" << slurp(err1);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "status " << status;
+    const std::string err = slurp(err1);
+    EXPECT_NE(err.find("ptd-engine: rank 1: error: aborting: lost the run's store at 127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << err;
+    // The lease (3 s), then the exit deadline (5 s): the metrics line it could not write.
+    EXPECT_GE(took, 2.5);
+    EXPECT_LT(took, 3 + 5 + 15.0);
+}
+
+// The launcher records a restart in the run directory (manifest.json's `restarts`) before
+// the next attempt starts. A rank of the attempt before — one the launcher could not reach —
+// must not write into that directory any more, even with its store still answering: here
+// the record is bumped under a running 2-rank run that checkpoints every step, and its ranks
+// stop at their next checkpoint, naming why, without completing it.
+TEST(EngineTrain, RanksOfAnAttemptTheLauncherRestartedCommitNoCheckpoint) {
+    TinyJob j;
+    j.dp = 2;
+    j.steps = 100000;
+    const std::string job = write_job(j, "superseded");
+    const fs::path dir = temp_root() / "superseded", run_dir = dir / "run";
+    fs::create_directories(run_dir);
+    const auto write_record = [&](const std::string& text) {
+        std::ofstream(run_dir / "manifest.json.tmp") << text;
+        fs::rename(run_dir / "manifest.json.tmp", run_dir / "manifest.json");
+    };
+    write_record(R"({"schema": "ptd.run/1", "restarts": []})");
+    const int port = free_port();
+    const std::vector<std::string> args = {"--run-dir", run_dir.string(), "--checkpoint-every", "1"};
+    pid_t pids[2];
+    for (int r = 0; r < 2; ++r) pids[r] = spawn_rank(job, r, 2, port, args, (dir / ("rank" + std::to_string(r) + ".err")).string());
+    const auto complete = [&] {
+        std::set<std::string> done;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(run_dir / "checkpoints", ec))
+            if (fs::exists(e.path() / "manifest.json")) done.insert(e.path().filename().string());
+        return done;
+    };
+    const auto t0 = steady::now();
+    while (since(t0) < 60 && complete().size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::set<std::string> before = complete();
+    ASSERT_GE(before.size(), 2u);
+    write_record(R"({"schema": "ptd.run/1", "restarts": [{"attempt": 1}]})");
+    const auto bumped = steady::now();
+    int status[2] = {0, 0};
+    for (int r = 0; r < 2; ++r) {
+        while (since(bumped) < 60 && waitpid(pids[r], &status[r], WNOHANG) != pids[r])
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (since(bumped) >= 60) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], &status[r], 0);
+        }
+    }
+    const double took = since(bumped);
+    std::string errs;
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 1) << "rank " << r << ": status " << status[r];
+        errs += slurp((dir / ("rank" + std::to_string(r) + ".err")).string());
+    }
+    EXPECT_LT(took, 30.0) << errs;
+    EXPECT_NE(errs.find(" not written: a newer attempt owns the run directory: " + run_dir.string() +
+                        " records 1 restart(s), and this rank started after 0"),
+              std::string::npos)
+        << errs;
+    // At most the checkpoint already past its last check when the record changed completes.
+    const std::set<std::string> after = complete();
+    EXPECT_LE(after.size(), before.size() + 1) << errs;
+}
 
 TEST(EngineTrain, CorruptTokenFileIsAClearError) {
     const fs::path bin = temp_root() / "corrupt.bin";

@@ -22,6 +22,13 @@ int g_rank = -1;
 std::function<void(const std::string&)> g_emit;
 std::atomic<bool> g_failing{false};
 
+// The longest a failing rank may take to leave. The report below writes to stderr and
+// stdout, which are pipes to the launcher (over SSH: to sshd); on a host whose network is
+// cut nobody drains them, and a write into a full pipe blocks for as long as sshd keeps
+// the session (minutes). Telling the store is bounded already (a 2 s send timeout, a 2 s
+// wait for its echo), so 5 s leaves room for the normal path and ends a blocked one.
+constexpr double kExitDeadlineS = 5;
+
 }  // namespace
 
 void install_failure_reporting(KvClient* store, int rank, std::function<void(const std::string&)> emit_error_event) {
@@ -48,6 +55,11 @@ void fatal_run_error(const std::string& raw_message) {
         // report would only blur which failure came first.
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
+    // Started before any output: whatever below blocks, the process still leaves.
+    std::thread([] {
+        std::this_thread::sleep_for(std::chrono::duration<double>(kExitDeadlineS));
+        _exit(1);
+    }).detach();
     KvClient* store;
     int rank;
     std::function<void(const std::string&)> emit;

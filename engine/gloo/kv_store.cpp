@@ -804,7 +804,7 @@ public:
     }
 
     Result<void> start_monitor(int rank, double heartbeat_s, std::function<void(const std::string&)> on_abort,
-                               double store_silence_s) override {
+                               double store_lease_s) override {
         if (mon_fd_ >= 0) return fail({}, "", "the store monitor is already running");
         int err = 0;
         int fd = try_connect(addr_, port_, Clock::now() + std::chrono::seconds(30), err);
@@ -832,9 +832,22 @@ public:
         mon_fd_ = fd;
         on_abort_ = std::move(on_abort);
         heartbeat_s_ = heartbeat_s > 0 ? heartbeat_s : 1.0;
-        store_silence_s_ = store_silence_s;
+        store_lease_s_ = store_lease_s;
+        last_heard_ticks_ = Clock::now().time_since_epoch().count();
         mon_thread_ = std::thread([this] { monitor_loop(); });
         return {};
+    }
+
+    std::string lease_lost() const override {
+        {
+            std::lock_guard lock(reason_mu_);
+            if (!reason_.empty()) return "the run was aborted: " + reason_;
+        }
+        if (mon_fd_ < 0 || store_lease_s_ <= 0 || goodbye_sent_) return "";
+        const double quiet = quiet_s();
+        if (quiet <= store_lease_s_) return "";
+        return "no reply from the run's store at " + where() + " for " + format_seconds(quiet) +
+               " s, past the store lease of " + format_seconds(store_lease_s_) + " s";
     }
 
     void report_failure(const std::string& message) override {
@@ -932,7 +945,6 @@ private:
         auto next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_s_));
         std::string in;
         char buf[4096];
-        auto last_heard = Clock::now();  // the store echoes every heartbeat
         for (;;) {
             pollfd fds[2] = {{mon_fd_, POLLIN, 0}, {mon_wake_[0], POLLIN, 0}};
             int r = ::poll(fds, 2, remaining_ms(next_beat));
@@ -943,13 +955,19 @@ private:
                 if (!goodbye_sent_) send_all(mon_fd_, FrameWriter(MSG_HEARTBEAT).finish());
                 next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_s_));
             }
-            if (r > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) last_heard = Clock::now();
-            const double quiet = std::chrono::duration<double>(Clock::now() - last_heard).count();
-            if (store_silence_s_ > 0 && quiet > store_silence_s_ && !goodbye_sent_) {
-                // Rank 0 (and with it the store) is stopped or wedged: its TCP connection
-                // stays open, so only the missing echoes tell.
-                abort_with("rank 0 (store at " + where() + ") stalled: no reply to heartbeats for " +
-                           format_seconds(quiet) + " s");
+            // The store echoes every heartbeat: any byte from it renews the lease.
+            if (r > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+                last_heard_ticks_ = Clock::now().time_since_epoch().count();
+            const double quiet = quiet_s();
+            if (store_lease_s_ > 0 && quiet > store_lease_s_ && !goodbye_sent_) {
+                // Rank 0 (and with it the store) is stopped or wedged, or this host's network
+                // is cut: the TCP connection stays open either way, so only the missing echoes
+                // tell. The launcher restarts the run without this rank; going on would only
+                // hold its devices and risk writing into the run directory the restarted run
+                // now owns.
+                abort_with("lost the run's store at " + where() + " (rank 0 stalled, or this host cut off from it): "
+                           "no reply to heartbeats for " + format_seconds(quiet) + " s, past the store lease of " +
+                           format_seconds(store_lease_s_) + " s; stopping without writing to the run directory");
                 return;
             }
             if (r <= 0 || !(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -973,6 +991,11 @@ private:
                 return;
             }
         }
+    }
+
+    double quiet_s() const {
+        const auto heard = Clock::time_point(Clock::duration(last_heard_ticks_.load()));
+        return std::chrono::duration<double>(Clock::now() - heard).count();
     }
 
     // Records the first abort reason and runs the callback once (it normally exits).
@@ -1016,9 +1039,10 @@ private:
     std::atomic<bool> goodbye_sent_{false};
     std::function<void(const std::string&)> on_abort_;
     double heartbeat_s_ = 1.0;
-    double store_silence_s_ = 0;  // > 0: abort when the store has said nothing this long
+    double store_lease_s_ = 0;  // > 0: abort when the store has said nothing this long
+    std::atomic<Clock::rep> last_heard_ticks_{0};  // when the store last sent anything (steady clock)
 
-    std::mutex reason_mu_;
+    mutable std::mutex reason_mu_;
     std::condition_variable reason_cv_;
     std::string reason_;
 };

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -131,11 +132,16 @@ std::string parent_of(const std::string& path) { return fs::path(path).parent_pa
 // Ends an atomic write of `tmp` (open as `fd`, written through `w`; `ok`: every write so far
 // succeeded): fsync, close, rename onto `path`, and the folder synced. When a step fails the
 // temporary is removed and the errno of the first failure comes back; nullopt = written.
+// `may_commit` is asked last, right before the rename (the fsync before it can take long):
+// when it says why not, the temporary is removed, `refused` holds the reason and ECANCELED
+// comes back.
 std::optional<int> commit_atomic_write(const HashingWriter& w, bool ok, int fd, const std::string& tmp,
-                                       const std::string& path) {
+                                       const std::string& path, const CommitGuard& may_commit, std::string& refused) {
     int err = w.error();
     if (ok && ::fsync(fd) != 0) ok = false, err = errno;
     if (::close(fd) != 0 && ok) ok = false, err = errno;
+    if (ok && may_commit) refused = may_commit();
+    if (!refused.empty()) ok = false, err = ECANCELED;
     if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = errno;
     if (!ok) {
         ::unlink(tmp.c_str());
@@ -156,7 +162,7 @@ Result<void> ensure_dir(const std::string& dir, const std::string& for_path) {
 }
 
 // Writes `bytes` to `path` atomically (tmp, fsync, rename, fsync folder).
-Result<void> write_file_atomic(const std::string& path, const std::string& bytes) {
+Result<void> write_file_atomic(const std::string& path, const std::string& bytes, const CommitGuard& may_commit) {
     if (auto ok = ensure_dir(parent_of(path), path); !ok) return ok;
     const std::string tmp = path + ".tmp";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -164,8 +170,11 @@ Result<void> write_file_atomic(const std::string& path, const std::string& bytes
         return fail(SourceLoc{path, 0, 0}, "", "cannot create \"" + tmp + "\": " + sys_error(errno));
     HashingWriter w(fd);
     const bool ok = w.put(bytes.data(), bytes.size()) && w.flush();
-    if (const std::optional<int> err = commit_atomic_write(w, ok, fd, tmp, path))
-        return fail(SourceLoc{path, 0, 0}, "", "cannot write \"" + path + "\": " + sys_error(*err));
+    std::string refused;
+    if (const std::optional<int> err = commit_atomic_write(w, ok, fd, tmp, path, may_commit, refused))
+        return fail(SourceLoc{path, 0, 0}, "",
+                    refused.empty() ? "cannot write \"" + path + "\": " + sys_error(*err)
+                                    : "did not write \"" + path + "\": " + refused);
     return {};
 }
 
@@ -214,7 +223,7 @@ const Blob* Shard::find(std::string_view name) const {
 }
 
 Result<std::string> write_shard(const std::string& path, int rank,
-                                const std::vector<BlobView>& blobs) {
+                                const std::vector<BlobView>& blobs, const CommitGuard& may_commit) {
     const SourceLoc loc{path, 0, 0};
     if (rank < 0)
         return fail(loc, "", "cannot write shard \"" + path + "\": rank " + std::to_string(rank) +
@@ -264,8 +273,11 @@ Result<std::string> write_shard(const std::string& path, int rank,
         whole_hex = whole.hex_digest();
         ok = w.put_unhashed(content_digest.data(), content_digest.size());
     }
-    if (const std::optional<int> err = commit_atomic_write(w, ok, fd, tmp, path))
-        return fail(loc, "", "cannot write checkpoint shard \"" + path + "\": " + sys_error(*err));
+    std::string refused;
+    if (const std::optional<int> err = commit_atomic_write(w, ok, fd, tmp, path, may_commit, refused))
+        return fail(loc, "",
+                    refused.empty() ? "cannot write checkpoint shard \"" + path + "\": " + sys_error(*err)
+                                    : "did not write checkpoint shard \"" + path + "\": " + refused);
     return whole_hex;
 }
 
@@ -536,7 +548,7 @@ Manifest make_manifest(const JobSpec& job, int world, const std::string& run_id,
     return m;
 }
 
-Result<void> write_manifest(const std::string& dir, const Manifest& m) {
+Result<void> write_manifest(const std::string& dir, const Manifest& m, const CommitGuard& may_commit) {
     nlohmann::ordered_json j;
     j["schema"] = manifest_schema;
     j["run_id"] = m.run_id;
@@ -577,7 +589,7 @@ Result<void> write_manifest(const std::string& dir, const Manifest& m) {
         return fail(SourceLoc{(fs::path(dir) / "manifest.json").string(), 0, 0}, "",
                     std::string("cannot encode the manifest as JSON: ") + e.what());
     }
-    return write_file_atomic((fs::path(dir) / "manifest.json").string(), text);
+    return write_file_atomic((fs::path(dir) / "manifest.json").string(), text, may_commit);
 }
 
 namespace {
@@ -805,6 +817,26 @@ std::optional<std::string> find_latest_checkpoint(const std::string& run_dir) {
         }
     }
     return best;
+}
+
+std::optional<int> restarts_recorded(const std::string& run_dir) {
+    int recorded = 0;
+    std::error_code ec;
+    const fs::path manifest = fs::path(run_dir) / "manifest.json";
+    if (fs::exists(manifest, ec)) {
+        std::ifstream in(manifest);
+        const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return std::nullopt;
+        if (auto it = j.find("restarts"); it != j.end() && it->is_array()) recorded = (int)it->size();
+    }
+    const fs::path jsonl = fs::path(run_dir) / "restarts.jsonl";
+    if (fs::exists(jsonl, ec)) {
+        std::ifstream in(jsonl);
+        int lines = 0;
+        for (std::string line; std::getline(in, line);) lines += !line.empty();
+        recorded = std::max(recorded, lines);
+    }
+    return recorded;
 }
 
 Result<void> check_resume_compatible(const Manifest& m, const JobSpec& job, int world, bool* reshard_over_dp) {

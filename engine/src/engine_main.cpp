@@ -177,6 +177,11 @@ int main(int argc, char** argv) {
         ->check(ptd::cli::FiniteRange(1.0, 86400.0));
     app.add_option("--stall-timeout", opt.stall_timeout_s, "Seconds without a heartbeat before a rank counts as stalled (default 60)")
         ->check(ptd::cli::FiniteRange(1.0, 86400.0));
+    // At least three heartbeats (1 s apart) must go unanswered: one late echo is no lost store.
+    app.add_option("--store-lease", opt.store_lease_s,
+                   "Seconds without a reply from the store (rank 0) before a rank stops itself, writing nothing more "
+                   "into the run directory (default 10)")
+        ->check(ptd::cli::FiniteRange(3.0, 86400.0));
     int timeline_steps = 3;
     bool timeline_all = false;
     auto* timeline_steps_opt =

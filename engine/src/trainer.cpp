@@ -46,6 +46,9 @@ struct RunState {
     RankEnv env;
     TrainOptions opt;
     std::string run_id, run_dir;
+    // The restarts the launcher had recorded in run_dir when this rank started (nullopt: the
+    // record could not be read then, so no newer attempt can be told apart).
+    std::optional<int> restarts_at_start;
     RankLayout layout;
     EngineConfig cfg;
     int threads = 1;
@@ -209,7 +212,7 @@ int connect_run(RunState& s) {
 #endif
                                           fatal_run_error("aborting: " + why);
                                       },
-                                      s.opt.stall_timeout_s);
+                                      s.opt.store_lease_s);
     if (!mon) return setup_error(s, mon.error().one_line(), 1);
     CommOptions co;
     co.run_id = s.run_id;
@@ -252,12 +255,36 @@ void compute_prediction(RunState& s) {
 
 // ---- checkpoints ---------------------------------------------------------------------------
 
+// "" while this rank may still write into the run directory; otherwise why not: its lease
+// on the store has run out, or the launcher has recorded a restart since this rank started,
+// so a newer attempt owns the directory (docs/engine.md, "The store lease").
+std::string run_dir_not_ours(const RunState& s) {
+    if (s.store)
+        if (std::string lost = s.store->lease_lost(); !lost.empty()) return lost;
+    if (!s.restarts_at_start) return "";
+    const std::optional<int> now = restarts_recorded(s.run_dir);
+    if (!now || *now <= *s.restarts_at_start) return "";
+    return "a newer attempt owns the run directory: " + s.run_dir + " records " + std::to_string(*now) +
+           " restart(s), and this rank started after " + std::to_string(*s.restarts_at_start);
+}
+
+// Before this rank writes `what` into the run directory: stops it, naming `what` and why,
+// when the directory is no longer its run's (run_dir_not_ours).
+void stop_unless_run_dir_ours(RunState& s, const std::string& what) {
+    if (std::string why = run_dir_not_ours(s); !why.empty()) fatal_run_error(what + " not written: " + why);
+}
+
 struct ShardState {
     int64_t step = 0, data_position = 0, numel = 0, shard_offset = 0, shard_numel = 0, optimizer_step = 0;
 };
 
 void write_checkpoint(RunState& s) {
     const auto t0 = clock_type::now();
+    // Only while the run directory is this rank's run's: a rank cut off from its run may be
+    // outlived by a restart that now owns it. Asked before the write starts and again right
+    // before each file is renamed into place.
+    const CommitGuard still_ours = [&s] { return run_dir_not_ours(s); };
+    stop_unless_run_dir_ours(s, "checkpoint of step " + std::to_string(s.step));
     const std::string dir = checkpoint_dir(s.run_dir, s.step);
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -287,7 +314,7 @@ void write_checkpoint(RunState& s) {
                                     {"adam.m", m.data(), m.size() * sizeof(float)},
                                     {"adam.v", v.data(), v.size() * sizeof(float)}};
     if (s.optim.master) blobs.push_back({"master", master.data(), master.size() * sizeof(float)});
-    auto sha = write_shard(path, s.env.rank, blobs);
+    auto sha = write_shard(path, s.env.rank, blobs, still_ours);
     if (!sha) fatal_run_error(sha.error().one_line());
     const int64_t bytes = (int64_t)fs::file_size(path, ec);
     // What rank 0's manifest records of this shard: digest, size, optimizer range.
@@ -315,7 +342,7 @@ void write_checkpoint(RunState& s) {
                                          " reported \"" + e + "\", not \"<sha256> <bytes> <offset> <count>\"");
             man.files.push_back(f);
         }
-        auto w = write_manifest(dir, man);
+        auto w = write_manifest(dir, man, still_ours);
         if (!w) fatal_run_error(w.error().one_line());
     }
     nlohmann::json j = metrics_event(s.src, "checkpoint");
@@ -526,6 +553,7 @@ void write_timeline_step(RunState& s, const TimelineRecorder& rec, int step) {
     for (const RecordedBlock& b : rec.blocks)
         s.timeline->record(b.kind, step, b.micro_batch, b.chunk, b.stream, ns(b.start), ns(b.end));
     s.timeline_reserve = std::max(s.timeline_reserve, rec.blocks.size());
+    stop_unless_run_dir_ours(s, "measured timeline of step " + std::to_string(step));
     if (auto ok = s.timeline->flush(); !ok) fatal_run_error("measured timeline: " + ok.error().one_line());
 }
 
@@ -790,6 +818,12 @@ int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     RunState s;
     if (int rc = setup_connected(s, job, env, options)) return rc;
     s.run_dir = options.run_dir.empty() ? "runs/" + s.run_id : options.run_dir;
+    // The launcher saves its record of a restart before the attempt's ranks start; a record
+    // being replaced at this very instant is read again a moment later.
+    for (int tries = 0; tries < 20 && !s.restarts_at_start; ++tries) {
+        s.restarts_at_start = restarts_recorded(s.run_dir);
+        if (!s.restarts_at_start) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
 
     const std::string job_dir = options.job_path.empty() ? "." : fs::path(options.job_path).parent_path().string();
     auto data = open_token_source(job.training.data, job.model.vocab, (uint64_t)job.training.seed, job_dir);

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,6 +65,12 @@ struct Shard {
     const Blob* find(std::string_view name) const;
 };
 
+// Asked right before a checkpoint file is renamed into place: "" allows it, a text refuses
+// it (the temporary is removed and the write fails with "did not write …: <text>"). The
+// trainer passes its store lease (KvClient::lease_lost), so a rank cut off from its run never
+// puts a file where the restarted run reads and writes.
+using CommitGuard = std::function<std::string()>;
+
 // Writes a shard file for `rank` (≥ 0) with `blobs` (names non-empty, unique, < 64 KiB), creating
 // the parent folder if needed. Writes `path + ".tmp"`, fsyncs it, renames it to `path`
 // and fsyncs the folder, so a crash never leaves a half-written file under the final
@@ -71,7 +78,7 @@ struct Shard {
 // (what `sha256sum path` prints; the manifest records it). Errors name the path and the
 // system's reason (disk full, permission denied, ...).
 Result<std::string> write_shard(const std::string& path, int rank,
-                                const std::vector<BlobView>& blobs);
+                                const std::vector<BlobView>& blobs, const CommitGuard& may_commit = {});
 
 // Reads and verifies a shard file. Errors (each names the path):
 //   missing or unreadable file; bad magic ("not a ptd-engine checkpoint shard");
@@ -161,7 +168,7 @@ std::string iso8601_now();
 
 // Writes <dir>/manifest.json (creating `dir` if needed) through a .tmp file, fsync and
 // rename, so the manifest appears complete or not at all. Errors name the path.
-Result<void> write_manifest(const std::string& dir, const Manifest& m);
+Result<void> write_manifest(const std::string& dir, const Manifest& m, const CommitGuard& may_commit = {});
 
 // Reads <dir>/manifest.json. Every field is required and type-checked (spec is optional);
 // errors name the file and the field ("files[1].sha256: expected 64 hex digits, got
@@ -175,6 +182,14 @@ Result<Manifest> parse_manifest(std::string_view text, const std::string& path, 
 // manifest.json; folders without one (incomplete) and names not of the form step-<digits>
 // are skipped. nullopt when there is none (or run_dir does not exist).
 std::optional<std::string> find_latest_checkpoint(const std::string& run_dir);
+
+// How many restarts the launcher has recorded for the run in `run_dir`: the `restarts` of
+// `ptd launch`'s run manifest (run_dir/manifest.json, saved before each new attempt starts)
+// or, under Slurm, the lines of run_dir/restarts.jsonl; the larger. 0 when neither is there
+// (a rank started by hand, or a host without the shared run directory); nullopt when one is
+// there but cannot be read (being replaced at that instant). A rank remembers the count it
+// started with: a larger one later means a newer attempt owns the run directory.
+std::optional<int> restarts_recorded(const std::string& run_dir);
 
 // Whether a run of `job` on `world` ranks may resume from `m`. Refuses (errors located at
 // the manifest file):

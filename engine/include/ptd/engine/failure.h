@@ -20,7 +20,8 @@ class KvClient;
 void install_failure_reporting(KvClient* store, int rank, std::function<void(const std::string&)> emit_error_event);
 
 // Prints "ptd-engine: rank R: error: <message>" to stderr, emits the error event, reports
-// the failure to the store, flushes stdout/stderr and _exit(1)s. Safe from any thread;
+// the failure to the store, flushes stdout/stderr and _exit(1)s — within 5 s even when a
+// write to a pipe nobody reads (a cut-off host's SSH channel) blocks. Safe from any thread;
 // when several threads call it at once, one reports and the others wait for the exit.
 [[noreturn]] void fatal_run_error(const std::string& message);
 

@@ -75,12 +75,18 @@ public:
 
     // Start the monitor for `rank` (a second connection + heartbeat thread).
     // `on_abort` runs on the monitor thread with the message naming the failed rank.
-    // With store_silence_s > 0 the monitor also aborts when the store has not echoed a
-    // heartbeat for that long: rank 0 stopped or wedged ("rank 0 (store at ADDR:PORT)
-    // stalled: no reply to heartbeats for X s").
+    // With store_lease_s > 0 the rank holds a lease on the run: it lasts while the store
+    // echoes its heartbeats, and when nothing has come back for store_lease_s (rank 0
+    // stopped or wedged, or this host cut off from it) the monitor aborts with
+    //   "lost the run's store at ADDR:PORT (rank 0 stalled, or this host cut off from it):
+    //    no reply to heartbeats for X s, past the store lease of L s; …"
     virtual Result<void> start_monitor(int rank, double heartbeat_s,
                                        std::function<void(const std::string&)> on_abort,
-                                       double store_silence_s = 0) = 0;
+                                       double store_lease_s = 0) = 0;
+    // "" while this rank's lease holds (or no lease was asked for); otherwise why not: the
+    // store silent past the lease, or the run aborted. Writers into the run directory ask
+    // right before they commit, so a rank cut off from its run writes nothing there.
+    virtual std::string lease_lost() const = 0;
     // This rank failed: tell the server (which aborts the others) — best effort; a no-op
     // before start_monitor. Safe to call from any thread. The server sends the ABORT to
     // every other monitor first and then echoes it to this one, so abort_reason()

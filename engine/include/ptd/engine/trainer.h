@@ -32,6 +32,9 @@ struct TrainOptions {
     double comm_timeout_s = 300;   // every collective / receive
     double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
     double heartbeat_s = 1.0;
+    // A rank whose store (rank 0) has echoed none of its heartbeats this long stops itself,
+    // writing nothing more into the run directory (--store-lease; docs/engine.md).
+    double store_lease_s = 10;
     // Record the measured timeline (run_dir/timeline/rank-NNNNN.tsv) for the first N steps
     // of this process; 0 = off, −1 = every step (--timeline-steps, --timeline-all).
     int timeline_steps = 3;
