@@ -15,7 +15,7 @@
 // vocab, tied_embeddings, dropout; Megatron-LM's defaults where left out), with the MoE, MLA and
 // MTP keys published_runs.toml has (run_file.h read_run_moe_mla_shape, read_run_expert_layout),
 // Transformer Engine's FP8 (fp8, fp8_param_gather) and its userbuffers TP overlap
-// (tp_comm_overlap).
+// (tp_comm_overlap), and PyTorch's cuBLAS workspace where the run pins it (cublas_workspace_mib).
 //
 //   bench_memory [RUNS.toml] [--verbose]
 #include <algorithm>
@@ -155,6 +155,14 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         read_run_expert_layout(g_path, t, j.model, j.parallel);  // ep, expert_tp, the dispatcher
         // Transformer Engine's userbuffers TP overlap (Megatron --tp-comm-overlap): its GEMM workspace.
         j.parallel.tp_comm_overlap = get<bool>(t, "tp_comm_overlap", false);
+        // PyTorch's cuBLAS workspace where the run pins it (CUBLAS_WORKSPACE_CONFIG, in MiB:
+        // ":4096:8" = 8 × 4096 KiB = 32); unset = the GPU's default (memory.cpp).
+        if (t.get("cublas_workspace_mib")) {
+            const double mib = get<double>(t, "cublas_workspace_mib", -1.0);
+            if (!(mib >= 0 && mib <= 65536))
+                bad_value(t, "cublas_workspace_mib", std::to_string(mib), "0 .. 65536 (MiB)");
+            j.estimate.cublas_workspace_mib = mib;
+        }
         const ptd::ParallelSpec& p = j.parallel;
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
