@@ -1,6 +1,7 @@
 // megatron_moe_measured.cpp — what Megatron-core and Transformer Engine hold for MoE and TE FP8
-// jobs beyond the model states and Korthikanti's activations (issue 29 point 9), each with a
-// worked example, and the small MoE / FP8 rows of Megatron-LM's CI that measure them
+// jobs beyond the model states and Korthikanti's activations (issue 29 point 9), and the
+// backward of unfused attention that the CI's MoE memory test runs, each with a worked
+// example, and the small MoE / FP8 rows of Megatron-LM's CI that measure them
 // (bench/accuracy/published_memory.toml mcoreci-moe8-*, mcoreci-gpt-fp8cs-*: torch.cuda's
 // allocated_bytes.all.peak on the last rank of one 8-GPU node). The jobs are written from the
 // tests' model_config.yaml.
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/estimate_internal.h"
 #include "ptd/model/estimate.h"
 
 #include "job_test_util.h"
@@ -96,6 +98,40 @@ TEST(MegatronMoeMeasured, ProbsMultiplySavesTheNonGatedExpertActivation) {
     // recomputed holds the copy again (the recompute working set of one layer).
     const std::string moe_act = "recompute = \"selective\"\nrecompute_modules = [\"moe_act\"]\n";
     EXPECT_NEAR(activations("2025-10", "", moe_act) - activations("2025-01", "", moe_act), 2.0 * 4096 * 1 * 1024, 1.0);
+}
+
+// The backward of unfused attention holds the probabilities' and the scores' gradients, each
+// b·a_l·s² elements, beside the saved activations; on the last stage only what exceeds the
+// loss's logits peak (over by then) counts. Worked examples: the CI's MoE memory test
+// (gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed: micro-batch 4, 32 heads over TP 2, seq 4096)
+// holds 2 × 2 × 4 × 16 × 4096² = 4.29 GB; on its last stage the megatron loss's e + 4 = 6 bytes
+// × 16,384 tokens × 25,856 local logits (vocab 51,712 over TP 2) = 2.54 GB are over, so 1.75 GB
+// remain. The small CI GPT (micro-batch 4, 4 local heads, seq 1024) holds 67 MB, below its
+// last stage's 620 MB of logits: nothing there. Flash attention: nothing.
+TEST(MegatronMoeMeasured, UnfusedAttentionBackwardHoldsTheTwoScoreGradients) {
+    auto layer = [](double heads_l, double micro_batch, double seq, double vocab_local) {
+        est::LayoutDerived L{};
+        L.e = 2;
+        L.heads_l = heads_l;
+        L.tokens = micro_batch * seq;
+        L.s_local = seq;
+        L.c = 1;
+        L.t = 2;
+        L.vocab = vocab_local * L.t;
+        return L;
+    };
+    const est::LayoutDerived moe_test = layer(16, 4, 4096, 25856);
+    const double grads = 2.0 * 2.0 * 4 * 16 * 4096.0 * 4096.0;
+    EXPECT_NEAR(est::unfused_attention_backward_bytes(moe_test, false, CrossEntropyImpl::megatron), grads, 1.0);
+    EXPECT_NEAR(est::unfused_attention_backward_bytes(moe_test, true, CrossEntropyImpl::megatron),
+                grads - 6.0 * 16384 * 25856, 1.0);
+    const est::LayoutDerived small_gpt = layer(4, 4, 1024, 25216);
+    EXPECT_NEAR(est::unfused_attention_backward_bytes(small_gpt, false, CrossEntropyImpl::megatron),
+                2.0 * 2.0 * 4 * 4 * 1024.0 * 1024.0, 1.0);
+    EXPECT_EQ(est::unfused_attention_backward_bytes(small_gpt, true, CrossEntropyImpl::megatron), 0.0);
+    est::LayoutDerived flash = moe_test;
+    flash.flash = true;
+    EXPECT_EQ(est::unfused_attention_backward_bytes(flash, false, CrossEntropyImpl::megatron), 0.0);
 }
 
 // The measured rows (last rank, one pipeline stage): within 5% on both systems, with the three

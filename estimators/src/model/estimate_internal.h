@@ -359,6 +359,9 @@ double in_flight_chunks(const LayoutDerived& L, int i);
 double in_flight_layers(const LayoutDerived& L, int i, int layers);
 // zb: ZB-H1 micro-batches whose W stage i has deferred at the peak (their B done), and the
 // bytes one of them keeps per layer (the weight-gradient GEMMs' inputs and output gradients).
+// ubwd: bytes the backward of unfused attention adds on a stage (the probabilities' and the
+// scores' gradients), beyond the loss's logits peak on the last stage; 0 with flash attention.
+double unfused_attention_backward_bytes(const LayoutDerived& L, bool last, CrossEntropyImpl ce);
 double zb_deferred_w(const LayoutDerived& L, int i);
 double zb_pending_w_bytes_per_layer(const LayoutDerived& L);
 struct StageMemory {

@@ -471,6 +471,23 @@ static double te_workspace_bytes(const JobSpec& job, bool te_fp8, bool moe) {
     return workspaces * (sm90_or_later ? 32.0 : 4.0) * 1024 * 1024;
 }
 
+// ubwd: what the backward of unfused attention (no flash: BMM1, softmax, BMM2, as Megatron's
+// and Transformer Engine's UnfusedDotProductAttention run it; TE attention/dot_product_attention/
+// backends.py) makes beside the saved activations: BMM2's backward writes the probabilities'
+// gradient and the softmax backward the scores' gradient, each b·a_l·s_c·s elements in the
+// activation dtype, alive together until the softmax backward returns (the dropout backward,
+// where there is one, replaces the first before that). Every stage holds all its in-flight
+// activations when its first backward runs. On the last stage the loss's logits peak (counted
+// in output_extra) is over by then (the output layer's backward frees the logits and their
+// gradient before the last layer's), so only the excess over it is added.
+double unfused_attention_backward_bytes(const LayoutDerived& L, bool last, CrossEntropyImpl ce) {
+    if (L.flash) return 0;
+    const double scores = L.heads_l * L.tokens * (L.s_local * L.c);  // b · a/t · s_local · s
+    const double grads = 2.0 * L.e * scores;
+    if (!last) return grads;
+    return std::max(0.0, grads - loss_logit_bytes(L, ce) * L.tokens * L.vocab / L.t);
+}
+
 double zb_deferred_w(const LayoutDerived& L, int i) {
     if (L.schedule != PipelineSchedule::zb_h1) return 0;
     const int warmup = std::min(L.p - i - 1, L.mbs);
@@ -692,6 +709,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     // During backward one layer's recomputed tensors exist on top of what was saved (its saved
     // part is already counted above).
     if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
+    if (!engine && layers > 0) S.mem.activations += unfused_attention_backward_bytes(L, last, es.cross_entropy);
     // zb: ZB-H1's deferred W blocks keep their weight-gradient operands.
     S.mem.activations += zb_deferred_w(L, i) * (dense_mlp_layers > 0  // moe2: each layer kind's operands
                                                     ? (layers - dense_mlp_layers) * zb_pending_w_bytes_per_layer(L) +
