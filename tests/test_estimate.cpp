@@ -683,11 +683,14 @@ TEST(Pipeline, FirstMiddleLastGpt3) {
     // During the backward one layer is recomputed: its Table 2 set exists in full, of which
     // the input is already counted above.
     const double working = sbh * (10 + 24 / t + 5 * a * s / (h * t)) - per_layer;
+    // ubwd: without flash attention the backward holds the probabilities' and the scores'
+    // gradients (2 × 2·b·(a/t)·s² bytes), on the last stage only beyond the logits' peak.
+    const double score_grads = 2 * 2 * b * (a / t) * s * s, logits = (2 + 4) * s * b * Vp / t;
     for (int i = 0; i < 8; ++i) {
         const StageEstimate& st = est.stages[(size_t)i];
         EXPECT_EQ(st.in_flight, 8 - i) << i;
-        double want = (8 - i) * (12 * per_layer + (i == 0 ? 4 * s * b + sbh : 0.0)) + working;
-        if (i == 7) want += 2 * 2 * sbh + (2 + 4) * s * b * Vp / t;
+        double want = (8 - i) * (12 * per_layer + (i == 0 ? 4 * s * b + sbh : 0.0)) + working + score_grads;
+        if (i == 7) want += 2 * 2 * sbh + logits - std::min(score_grads, logits);
         EXPECT_REL(st.mem.activations, want) << "stage " << i;
         EXPECT_REL(st.act_per_microbatch, 12 * per_layer + (i == 0 ? 4 * s * b + sbh : 0.0)) << i;
     }
@@ -700,7 +703,7 @@ TEST(Pipeline, FirstMiddleLastGpt3) {
     const Estimate e4 = estimate_job(few);
     ASSERT_EQ(e4.micro_batches, 4);
     for (int i = 0; i < 8; ++i) EXPECT_EQ(e4.stages[(size_t)i].in_flight, std::min(8 - i, 4)) << i;
-    EXPECT_REL(e4.stages[0].mem.activations, 4 * (12 * per_layer + 4 * s * b + sbh) + working);
+    EXPECT_REL(e4.stages[0].mem.activations, 4 * (12 * per_layer + 4 * s * b + sbh) + working + score_grads);
 }
 
 // Interleaved 1F1B (Narayanan §2.2.2; Korthikanti §4.2.3): with v chunks per stage and

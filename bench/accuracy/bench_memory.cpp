@@ -12,7 +12,10 @@
 // (Megatron-LM logs memory to TensorBoard on the last global rank only, the last
 // pipeline stage): then it is compared with the last stage. A run names a model preset
 // (`model`) or the model's own shape (arch, layers, hidden, heads, kv_heads, ffn_hidden,
-// vocab, tied_embeddings, dropout; Megatron-LM's defaults where left out).
+// vocab, tied_embeddings, dropout; Megatron-LM's defaults where left out), with the MoE, MLA and
+// MTP keys published_runs.toml has (run_file.h read_run_moe_mla_shape, read_run_expert_layout),
+// Transformer Engine's FP8 (fp8, fp8_param_gather) and its userbuffers TP overlap
+// (tp_comm_overlap), and PyTorch's cuBLAS workspace where the run pins it (cublas_workspace_mib).
 //
 //   bench_memory [RUNS.toml] [--verbose]
 #include <algorithm>
@@ -79,12 +82,27 @@ void apply_framework(const toml::table& t, Run& r) {
                                                            : ptd::Framework::megatron;
     r.job.training.torch_compile = r.compile && r.framework == "torchtitan";
     if (r.float8) r.job.training.fp8 = ptd::Fp8Recipe::tensorwise;
+    // Transformer Engine's FP8 (Megatron --fp8-recipe delayed / tensorwise, i.e. TE's
+    // Float8CurrentScaling / mxfp8) and Megatron's --fp8-param-gather (FP8 weights are the
+    // parameters: no bf16 copy, the all-gather carries FP8).
+    const std::string te_fp8 = run_word(g_path, t, "fp8", "none", {"none", "delayed", "current", "mxfp8"});
+    if (te_fp8 != "none") {
+        if (r.framework != "megatron") bad_value(t, "fp8", te_fp8, "\"none\" unless framework = \"megatron\" (torchtitan: float8)");
+        if (r.float8) bad_value(t, "fp8", te_fp8, "\"none\" with float8 = true (one FP8 recipe per run)");
+        r.job.training.fp8 = te_fp8 == "delayed" ? ptd::Fp8Recipe::delayed
+                           : te_fp8 == "current" ? ptd::Fp8Recipe::current
+                                                 : ptd::Fp8Recipe::mxfp8;
+    }
+    r.job.training.fp8_param_gather = get<bool>(t, "fp8_param_gather", false);
+    if (r.job.training.fp8_param_gather && te_fp8 == "none")
+        bad_value(t, "fp8_param_gather", "true", "true only with fp8 = \"delayed\", \"current\" or \"mxfp8\"");
 }
 
 // A model given by its shape (run_file.h read_run_model_shape), which must be whole.
 void read_model_shape(const toml::table& t, ptd::ModelSpec& m) {
     m.name = get<std::string>(t, "name", "?");
     read_run_model_shape(g_path, t, m);
+    read_run_moe_mla_shape(g_path, t, m);  // experts, top_k, MLA, MTP (run_file.h)
     if (m.layers < 1 || m.hidden < 1 || m.heads < 1)
         bad_value(t, "layers", std::to_string(m.layers) + " layers, hidden " + std::to_string(m.hidden) + ", " +
                                    std::to_string(m.heads) + " heads", "layers, hidden and heads >= 1");
@@ -134,6 +152,17 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         // The layout keys, read as published_runs.toml's are (run_file.h read_run_layout; the
         // measuring stacks' unstated keys are off).
         read_run_layout(g_path, t, j.model.layers, RunLayoutDefaults{}, j.parallel);
+        read_run_expert_layout(g_path, t, j.model, j.parallel);  // ep, expert_tp, the dispatcher
+        // Transformer Engine's userbuffers TP overlap (Megatron --tp-comm-overlap): its GEMM workspace.
+        j.parallel.tp_comm_overlap = get<bool>(t, "tp_comm_overlap", false);
+        // PyTorch's cuBLAS workspace where the run pins it (CUBLAS_WORKSPACE_CONFIG, in MiB:
+        // ":4096:8" = 8 × 4096 KiB = 32); unset = the GPU's default (memory.cpp).
+        if (t.get("cublas_workspace_mib")) {
+            const double mib = get<double>(t, "cublas_workspace_mib", -1.0);
+            if (!(mib >= 0 && mib <= 65536))
+                bad_value(t, "cublas_workspace_mib", std::to_string(mib), "0 .. 65536 (MiB)");
+            j.estimate.cublas_workspace_mib = mib;
+        }
         const ptd::ParallelSpec& p = j.parallel;
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
@@ -190,8 +219,9 @@ int main(int argc, char** argv) {
     for (const Run& r : runs) {
         char layout[48];
         const ptd::ParallelSpec& p = r.job.parallel;
-        std::snprintf(layout, sizeof layout, "%d·%d·%d·%d%s", p.tp, p.pp, p.dp, p.cp,
-                      p.vpp > 1 ? ("v" + std::to_string(p.vpp)).c_str() : "");
+        std::snprintf(layout, sizeof layout, "%d·%d·%d·%d%s%s", p.tp, p.pp, p.dp, p.cp,
+                      p.vpp > 1 ? ("v" + std::to_string(p.vpp)).c_str() : "",
+                      p.ep > 1 ? ("e" + std::to_string(p.ep)).c_str() : "");
         if (!r.skip.empty()) {
             std::printf("%-38s %5d %-13s skipped: %s\n", r.name.c_str(), r.job.world_size(), layout, r.skip.c_str());
             continue;
@@ -211,12 +241,15 @@ int main(int argc, char** argv) {
         std::printf("%-38s %5d %-13s %-12s %9.1f %9.1f %+7.1f%%  %s %.1f of %.1f GiB%s%s\n", r.name.c_str(),
                     r.job.world_size(), layout, r.kind.c_str(), r.measured_gib, pred, 100 * err,
                     est.fits ? "fits" : "OOM", w.mem.total() / kGiB, r.device_gib, r.compile ? " · compile" : "",
-                    r.float8 ? " · float8" : "");
-        if (verbose) {
-            const ptd::MemoryBreakdown& m = w.mem;
-            std::printf("    worst stage %d: params %.2f grads %.2f optimizer %.2f activations %.2f temp %.2f "
+                    r.float8                                  ? " · float8"
+                    : r.job.training.fp8 != ptd::Fp8Recipe::none ? (std::string(" · TE fp8 ") + ptd::to_string(r.job.training.fp8)).c_str()
+                                                                  : "");
+        if (verbose) {  // the stage compared: the last one for a last-rank figure, else the worst
+            const ptd::StageEstimate& c = r.last_rank ? est.stages.back() : w;
+            const ptd::MemoryBreakdown& m = c.mem;
+            std::printf("    %s stage %d: params %.2f grads %.2f optimizer %.2f activations %.2f temp %.2f "
                         "frag %.2f ctx %.2f nccl %.2f GiB\n    view: %s\n",
-                        w.stage, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
+                        r.last_rank ? "last" : "worst", c.stage, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB, m.activations / kGiB,
                         m.temp / kGiB, m.fragmentation / kGiB, m.cuda_context / kGiB, m.nccl / kGiB,
                         view_of(r.kind));
         }

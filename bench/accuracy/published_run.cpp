@@ -285,51 +285,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         ptd::ModelSpec& m = j.model;
         m.name = r.name;
         read_run_model_shape(g_path, t, m);  // the shape, dropout (oom4) and tied_embeddings
-        {  // moe: routed experts per layer and experts per token, as model.experts / model.top_k
-            m.experts = get<int>(t, "experts", 0);
-            m.top_k = get<int>(t, "top_k", 0);
-            if (m.experts == 1 || m.experts < 0)
-                fail_at(t.get("experts"), 0, "run key \"experts\" is " + std::to_string(m.experts) +
-                                                  "; allowed: 0 (dense MLP) or at least 2");
-            if (m.experts > 1 && (m.top_k < 1 || m.top_k > m.experts))
-                fail_at(t.get("top_k") ? t.get("top_k") : t.get("experts"), 0,
-                        "run key \"top_k\" is " + std::to_string(m.top_k) + " with experts = " +
-                            std::to_string(m.experts) + "; allowed: 1 .. experts");
-            if (m.experts == 0 && t.get("top_k"))
-                fail_at(t.get("top_k"), 0, "run key \"top_k\" without \"experts\"; allowed: top_k with experts >= 2");
-        }
-        {  // mlarows: the shape keys of recent open models (ModelSpec, docs/job-spec.md [model]), checked
-           // where they are read so a typo stops the bench instead of skipping the run
-            auto shape_key = [&](const char* key) {
-                const int v = get<int>(t, key, 0);
-                if (v < 0)
-                    fail_at(t.get(key), 0, std::string("run key \"") + key + "\" is " + std::to_string(v) +
-                                               "; allowed: 0 (not used) or more");
-                return v;
-            };
-            for (const ptd::ModelShapeKey& k : ptd::model_shape_keys()) m.*k.member = shape_key(k.name);
-            m.qk_layernorm = get<bool>(t, "qk_layernorm", false);  // mla: Qwen3's per-head q / k norms
-            for (const char* key : {"moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers"})
-                if (m.experts < 2 && get<int>(t, key, 0) != 0)
-                    fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: 0 unless experts >= 2");
-            if (m.experts >= 2 && m.first_dense_layers >= m.layers)
-                fail_at(t.get("first_dense_layers"), 0, "run key \"first_dense_layers\" is " + std::to_string(m.first_dense_layers) +
-                                                            " with " + std::to_string(m.layers) + " layers; allowed: 0 .. layers - 1");
-            if (!m.mla()) {
-                for (const char* key : {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"})
-                    if (get<int>(t, key, 0) != 0)
-                        fail_at(t.get(key), 0, std::string("run key \"") + key +
-                                                   "\" without \"kv_lora_rank\"; allowed: 0, or kv_lora_rank > 0 (MLA)");
-            } else {
-                for (const char* key : {"qk_rope_head_dim", "v_head_dim"})
-                    if (get<int>(t, key, 0) < 1)
-                        fail_at(t.get("kv_lora_rank"), 0, std::string("run key \"kv_lora_rank\" without \"") + key +
-                                                              "\"; allowed: MLA with qk_rope_head_dim and v_head_dim >= 1");
-                if (t.get("kv_heads") && m.kv_heads != m.heads)
-                    fail_at(t.get("kv_heads"), 0, "run key \"kv_heads\" is " + std::to_string(m.kv_heads) +
-                                                      " with kv_lora_rank (MLA); allowed: heads (" + std::to_string(m.heads) + ") or leave it out");
-            }
-        }
+        read_run_moe_mla_shape(g_path, t, m);  // moe, mlarows: experts, top_k and the recent models' keys
         const std::string gpu = get<std::string>(t, "gpu", "a100-80gb");
         r.generation = generation_of(gpu);
         if (const ptd::GpuSpec* g = presets.find_gpu(gpu)) j.cluster.gpu = *g;
@@ -373,32 +329,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
         r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
         p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
-        // moe: expert parallelism (Megatron --expert-model-parallel-size; validate_job checks that it
-        // divides the experts and, with expert_tp, tp·cp·dp).
-        p.ep = get<int>(t, "ep", 1);
-        if (p.ep < 1) fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + "; allowed: 1 or more");
-        if (p.ep > 1 && m.experts < 2)
-            fail_at(t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + " for a dense model; allowed: 1 unless experts >= 2");
-
-        // mlarows: the experts' own tensor parallelism (Megatron --expert-tensor-parallel-size, "MoE
-        // parallel folding"), parallel.expert_tp; unset = tp, as Megatron-core defaults it.
-        const int expert_tp = get<int>(t, "expert_tp", p.tp);
-        if (expert_tp < 1)
-            fail_at(t.get("expert_tp"), 0, "run key \"expert_tp\" is " + std::to_string(expert_tp) + "; allowed: 1 or more");
-        if (t.get("expert_tp") && m.experts < 2)
-            fail_at(t.get("expert_tp"), 0, "run key \"expert_tp\" for a dense model; allowed: expert_tp with experts >= 2");
-        p.expert_tp = expert_tp == p.tp ? 0 : expert_tp;
-        // deepep: Megatron-core's token dispatcher (flex with the deepep / hybridep backend, or the
-        // all-to-all one) and --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap);
-        // validate_job checks the overlap's preconditions.
-        const std::string dispatcher = get_word(t, "moe_dispatcher", "alltoall", {"alltoall", "deepep", "hybridep"});
-        p.moe_dispatcher = dispatcher == "deepep"     ? ptd::MoeDispatcher::deepep
-                         : dispatcher == "hybridep" ? ptd::MoeDispatcher::hybridep
-                                                    : ptd::MoeDispatcher::alltoall;
-        p.moe_a2a_overlap = get<bool>(t, "moe_a2a_overlap", false);
-        for (const char* key : {"moe_dispatcher", "moe_a2a_overlap"})
-            if (t.get(key) && m.experts < 2)
-                fail_at(t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: with experts >= 2");
+        read_run_expert_layout(g_path, t, m, p);  // moe, mlarows, deepep: ep, expert_tp, the dispatcher
         // hostov: the recipe's CUDA graphs (Megatron-Bridge cuda_graph_impl / cuda_graph_scope) and
         // static expert inputs; validate_job checks the combinations.
         const std::string graph_impl = get_word(t, "cuda_graph_impl", "none", {"none", "local", "transformer_engine"});

@@ -179,6 +179,90 @@ inline void read_run_model_shape(const std::string& path, const toml::table& t, 
     if (t.get("tied_embeddings")) m.tied_embeddings = run_key<bool>(path, t, "tied_embeddings", true);
 }
 
+// The shape keys past the dense transformer's, as both data files' rows give them (read after
+// read_run_model_shape): routed experts and experts per token (experts, top_k), and the recent
+// open models' keys (ModelSpec's model_shape_keys: head_dim, moe_ffn_hidden, MLA's ranks,
+// mtp_layers, ...) with qk_layernorm; each checked where it is read, so a typo stops the bench.
+inline void read_run_moe_mla_shape(const std::string& path, const toml::table& t, ptd::ModelSpec& m) {
+    {  // moe: routed experts per layer and experts per token, as model.experts / model.top_k
+        m.experts = run_key<int>(path, t, "experts", 0);
+        m.top_k = run_key<int>(path, t, "top_k", 0);
+        if (m.experts == 1 || m.experts < 0)
+            run_file_fail(path, t.get("experts"), 0, "run key \"experts\" is " + std::to_string(m.experts) +
+                                              "; allowed: 0 (dense MLP) or at least 2");
+        if (m.experts > 1 && (m.top_k < 1 || m.top_k > m.experts))
+            run_file_fail(path, t.get("top_k") ? t.get("top_k") : t.get("experts"), 0,
+                    "run key \"top_k\" is " + std::to_string(m.top_k) + " with experts = " +
+                        std::to_string(m.experts) + "; allowed: 1 .. experts");
+        if (m.experts == 0 && t.get("top_k"))
+            run_file_fail(path, t.get("top_k"), 0, "run key \"top_k\" without \"experts\"; allowed: top_k with experts >= 2");
+    }
+    {  // mlarows: the shape keys of recent open models (ModelSpec, docs/job-spec.md [model]), checked
+       // where they are read so a typo stops the bench instead of skipping the run
+        auto shape_key = [&](const char* key) {
+            const int v = run_key<int>(path, t, key, 0);
+            if (v < 0)
+                run_file_fail(path, t.get(key), 0, std::string("run key \"") + key + "\" is " + std::to_string(v) +
+                                           "; allowed: 0 (not used) or more");
+            return v;
+        };
+        for (const ptd::ModelShapeKey& k : ptd::model_shape_keys()) m.*k.member = shape_key(k.name);
+        m.qk_layernorm = run_key<bool>(path, t, "qk_layernorm", false);  // mla: Qwen3's per-head q / k norms
+        for (const char* key : {"moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers"})
+            if (m.experts < 2 && run_key<int>(path, t, key, 0) != 0)
+                run_file_fail(path, t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: 0 unless experts >= 2");
+        if (m.experts >= 2 && m.first_dense_layers >= m.layers)
+            run_file_fail(path, t.get("first_dense_layers"), 0, "run key \"first_dense_layers\" is " + std::to_string(m.first_dense_layers) +
+                                                        " with " + std::to_string(m.layers) + " layers; allowed: 0 .. layers - 1");
+        if (!m.mla()) {
+            for (const char* key : {"q_lora_rank", "qk_rope_head_dim", "v_head_dim"})
+                if (run_key<int>(path, t, key, 0) != 0)
+                    run_file_fail(path, t.get(key), 0, std::string("run key \"") + key +
+                                               "\" without \"kv_lora_rank\"; allowed: 0, or kv_lora_rank > 0 (MLA)");
+        } else {
+            for (const char* key : {"qk_rope_head_dim", "v_head_dim"})
+                if (run_key<int>(path, t, key, 0) < 1)
+                    run_file_fail(path, t.get("kv_lora_rank"), 0, std::string("run key \"kv_lora_rank\" without \"") + key +
+                                                          "\"; allowed: MLA with qk_rope_head_dim and v_head_dim >= 1");
+            if (t.get("kv_heads") && m.kv_heads != m.heads)
+                run_file_fail(path, t.get("kv_heads"), 0, "run key \"kv_heads\" is " + std::to_string(m.kv_heads) +
+                                                  " with kv_lora_rank (MLA); allowed: heads (" + std::to_string(m.heads) + ") or leave it out");
+        }
+    }
+}
+
+// The experts' layout keys (read after read_run_layout): ep, expert_tp (unset = tp), the token
+// dispatcher and its all-to-all overlap.
+inline void read_run_expert_layout(const std::string& path, const toml::table& t, const ptd::ModelSpec& m,
+                                   ptd::ParallelSpec& p) {
+    // moe: expert parallelism (Megatron --expert-model-parallel-size; validate_job checks that it
+    // divides the experts and, with expert_tp, tp·cp·dp).
+    p.ep = run_key<int>(path, t, "ep", 1);
+    if (p.ep < 1) run_file_fail(path, t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + "; allowed: 1 or more");
+    if (p.ep > 1 && m.experts < 2)
+        run_file_fail(path, t.get("ep"), 0, "run key \"ep\" is " + std::to_string(p.ep) + " for a dense model; allowed: 1 unless experts >= 2");
+
+    // mlarows: the experts' own tensor parallelism (Megatron --expert-tensor-parallel-size, "MoE
+    // parallel folding"), parallel.expert_tp; unset = tp, as Megatron-core defaults it.
+    const int expert_tp = run_key<int>(path, t, "expert_tp", p.tp);
+    if (expert_tp < 1)
+        run_file_fail(path, t.get("expert_tp"), 0, "run key \"expert_tp\" is " + std::to_string(expert_tp) + "; allowed: 1 or more");
+    if (t.get("expert_tp") && m.experts < 2)
+        run_file_fail(path, t.get("expert_tp"), 0, "run key \"expert_tp\" for a dense model; allowed: expert_tp with experts >= 2");
+    p.expert_tp = expert_tp == p.tp ? 0 : expert_tp;
+    // deepep: Megatron-core's token dispatcher (flex with the deepep / hybridep backend, or the
+    // all-to-all one) and --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap);
+    // validate_job checks the overlap's preconditions.
+    const std::string dispatcher = run_word(path, t, "moe_dispatcher", "alltoall", {"alltoall", "deepep", "hybridep"});
+    p.moe_dispatcher = dispatcher == "deepep"     ? ptd::MoeDispatcher::deepep
+                     : dispatcher == "hybridep" ? ptd::MoeDispatcher::hybridep
+                                                : ptd::MoeDispatcher::alltoall;
+    p.moe_a2a_overlap = run_key<bool>(path, t, "moe_a2a_overlap", false);
+    for (const char* key : {"moe_dispatcher", "moe_a2a_overlap"})
+        if (t.get(key) && m.experts < 2)
+            run_file_fail(path, t.get(key), 0, std::string("run key \"") + key + "\" for a dense model; allowed: with experts >= 2");
+}
+
 // A run key that lists words of a bit set (word_of(k) names bit k, k < count), as that bit
 // set: `n` must be an array (a non-empty one if `non_empty`; else the message says what it
 // must be, as `what`), and an entry that is no such word is an error listing the allowed ones.

@@ -119,6 +119,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.rc_style = job.parallel.recompute_style;
     L.rc_modules = job.parallel.recompute_modules;  // recmod
     L.norm_saves_output = es.memory_efficient_norm;  // menorm
+    L.moe_probs_save_act = L.moe && !L.swiglu && moe_probs_in_activation(job.training);  // moeprobs
     L.edp = std::max(1, L.dp * L.c / L.ep);
     // moe2: MoE parallel folding: the expert-DP group is what is left of tp·cp·dp after etp·ep.
     if (L.etp != L.t) L.edp = std::max(1, L.t * L.c * L.dp / (L.etp * L.ep));

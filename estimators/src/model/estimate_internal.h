@@ -187,6 +187,10 @@ struct LayoutDerived {
     // ---- menorm: estimate.memory_efficient_norm — the pre-norms keep their output, not their
     // input (memory.cpp layer_activation_megatron, the final norm in stage_activation) ----
     bool norm_saves_output;
+    // ---- moeprobs: Megatron-core (from 2025-04) multiplies the routing probabilities into the
+    // experts' activation output; a non-gated activation has no fused kernel there, so the
+    // product saves that output beside FC2's input (memory.cpp layer_activation_megatron) ----
+    bool moe_probs_save_act = false;
 
     // ---- lean: streaming multiprocessors of the job's GPU (compute.cpp assign_kernel_profile),
     // for the SMs Transformer Engine's pipelined userbuffers reduce-scatter takes from the GEMM
@@ -346,6 +350,9 @@ StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params);
 double engine_buffers_bytes(const std::vector<EngineBuffer>& list);
 // Bytes one layer saves for backward (Megatron profile), one micro-batch, one rank.
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc);
+// moeprobs: the stack applies the MoE routing probabilities inside the experts' activation
+// (Megatron-core from 2025-04; NeMo and Megatron-Bridge run it), not in the unpermute.
+bool moe_probs_in_activation(const TrainingSpec& t);
 // Micro-batch chunks whose activations stage i holds at the schedule's peak.
 double in_flight_chunks(const LayoutDerived& L, int i);
 // l405: transformer layers × micro-batches whose activations stage i holds at that peak: the
@@ -353,6 +360,9 @@ double in_flight_chunks(const LayoutDerived& L, int i);
 double in_flight_layers(const LayoutDerived& L, int i, int layers);
 // zb: ZB-H1 micro-batches whose W stage i has deferred at the peak (their B done), and the
 // bytes one of them keeps per layer (the weight-gradient GEMMs' inputs and output gradients).
+// ubwd: bytes the backward of unfused attention adds on a stage (the probabilities' and the
+// scores' gradients), beyond the loss's logits peak on the last stage; 0 with flash attention.
+double unfused_attention_backward_bytes(const LayoutDerived& L, bool last, CrossEntropyImpl ce);
 double zb_deferred_w(const LayoutDerived& L, int i);
 double zb_pending_w_bytes_per_layer(const LayoutDerived& L);
 struct StageMemory {

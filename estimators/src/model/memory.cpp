@@ -27,6 +27,10 @@
 // TE's FP8 weights held as a shard under ZeRO-3 / Megatron-FSDP (fp8_param_gather), and
 // Megatron-core's activation offloading (TransformerConfig cpu_offloading_num_layers;
 // Transformer Engine's get_cpu_offload_context).
+// Megatron-core MoE and TE workspaces (issue 29 point 9, checked against Megatron-LM's CI
+// memory): TE's grouped-GEMM and userbuffers cuBLAS workspaces (tews; TE
+// cpp_extensions/gemm.py), and the routing probabilities' multiply inside the experts'
+// activation (moeprobs; Megatron-core transformer/moe/experts.py since 2025-04).
 #include "model/estimate_internal.h"
 
 #include <algorithm>
@@ -151,6 +155,25 @@ double layer_activation_torchtitan_op(const LayoutDerived& L) {
 // all-gather, so the gathered tensor holds 1 byte per element.
 double dtensor_gathered_bytes(const LayoutDerived& L) { return L.fp8 == Fp8Recipe::tensorwise ? 1.0 : L.e; }
 
+// f_l-wide tensors a routed expert's MLP keeps per token copy: FC1's output(s) (gate and up for
+// SwiGLU) and the activation's output (FC2's input); moeprobs: where the probabilities are
+// multiplied into a non-gated activation without a fused kernel (L.moe_probs_save_act), the
+// multiply saves the activation's output too (torch's mul saves both operands; the fp32
+// product is cast back to 16 bits as FC2's input). SwiGLU's fused weighted kernel
+// (weighted_bias_swiglu_impl, Megatron's default bias_swiglu_fusion) saves only its input.
+static double expert_mlp_kept(const LayoutDerived& L) {
+    return (L.swiglu ? 3.0 : 2.0) + (L.moe_probs_save_act ? 1.0 : 0.0);
+}
+
+// moeprobs: Megatron-core's "memory efficient token permutation" (NVIDIA/Megatron-LM 2659630721,
+// 2025-04-09, in core 0.13) moved the multiply by the routing probabilities from the unpermute
+// into the experts (transformer/moe/experts.py TEGroupedMLP bias_act_func); a job that names an
+// earlier stack version keeps the old place (not modelled: the unpermute then saves the experts'
+// h-wide output instead).
+bool moe_probs_in_activation(const TrainingSpec& t) {
+    return runs_megatron_core(t.framework) && (t.framework_version == 0 || t.framework_version >= 202504);
+}
+
 // Bytes one layer saves for backward, one micro-batch, one rank, recompute = none unless
 // the profile says otherwise. Megatron profile: Korthikanti et al. 2022 §4, generalised.
 double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
@@ -197,7 +220,7 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
         // moe2: the experts' rows are the expert-TP group's gathered tokens (moe_token_scale).
         const double Tg = T * moe_token_scale(L);
         bytes += e * Tg * k * h;                        // permuted tokens (expert inputs)
-        bytes += e * Tg * k * L.f_l * (L.swiglu ? 3.0 : 2.0);
+        bytes += e * Tg * k * L.f_l * expert_mlp_kept(L);
         // moe2: the shared experts' MLP saves its FC1 output(s) and activation like a dense MLP
         // (its input is LN2's output, counted above).
         if (L.fs_l > 0) bytes += e * T * L.fs_l * (L.swiglu ? 3.0 : 2.0);
@@ -221,12 +244,14 @@ double layer_activation_megatron(const LayoutDerived& L, Recompute rc) {
     if (L.moe) {
         const double k = L.m->top_k, Tg = T * moe_token_scale(L);
         if (rc_module(L, rc, kRecomputeMoe)) {
-            bytes -= 4.0 * T * r * L.m->experts + e * Tg * k * h + e * Tg * k * L.f_l * mlp_kept +
+            bytes -= 4.0 * T * r * L.m->experts + e * Tg * k * h + e * Tg * k * L.f_l * expert_mlp_kept(L) +
                      (L.fs_l > 0 ? e * T * L.fs_l * mlp_kept : 0.0);
             fp8_dropped_inputs += Tg * k * (h + L.f_l) + (L.fs_l > 0 ? T * L.fs_l : 0.0);
         } else {
             if (rc_module(L, rc, kRecomputeMoeAct)) {
-                bytes -= e * Tg * k * L.f_l;  // the experts' activation output (FC2's input)
+                // the experts' activation output (FC2's input) and, moeprobs, the copy the
+                // probabilities' multiply saved: both inside the checkpointed activation
+                bytes -= e * Tg * k * L.f_l * (L.moe_probs_save_act ? 2.0 : 1.0);
                 fp8_dropped_inputs += Tg * k * L.f_l;
             }
             if (L.fs_l > 0 && rc_module(L, rc, kRecomputeSharedExperts)) {
@@ -422,14 +447,45 @@ double cublas_workspace_bytes(const JobSpec& job) {
 // the run, beside PyTorch's own. The stacks that run TE layers: NeMo / Megatron-Bridge,
 // Megatron-LM from 2024 (--transformer-impl transformer_engine its default, stack_defaults.cpp),
 // and any job with Transformer Engine FP8 (delayed, current or MXFP8 scaling).
-static double te_workspace_bytes(const JobSpec& job, bool te_fp8) {
+// tews: two more of TE's workspaces of that size, each made once through the caching allocator
+// and kept for the run (TE cpp_extensions/gemm.py get_cublas_workspace, an lru_cache per device
+// and kind):
+//  - grouped GEMM (GroupedLinear, Megatron-core's TEGroupedMLP for the experts): one workspace
+//    per compute stream of its multi-stream cuBLAS loop, nvte_get_num_compute_streams() = 4
+//    (common/util/multi_stream.cpp), kTeGroupedGemmStreams;
+//  - userbuffers TP overlap (tp_comm_overlap): one workspace of _NUM_MAX_UB_STREAMS = 3 sizes for
+//    the chunked overlapped GEMMs, kTeUserbufferStreams (TE up to mid-2025 grew the one
+//    workspace to 3 sizes instead of adding it: module/base.py initialize_ub, .repeat(3)).
+// The userbuffers themselves are registered by TE outside PyTorch's allocator (not counted).
+constexpr double kTeGroupedGemmStreams = 4, kTeUserbufferStreams = 3;
+static double te_workspace_bytes(const JobSpec& job, bool te_fp8, bool moe) {
     const TrainingSpec& t = job.training;
     const bool megatron_te = t.framework == Framework::megatron && !(t.framework_version > 0 && t.framework_version < 202401);
     if (!(t.framework == Framework::nemo || megatron_te || te_fp8)) return 0;
     const GpuGeneration g = job.cluster.gpu.generation;
     if (g == GpuGeneration::cpu || job.cluster.gpu.name == "cpu") return 0;
     const bool sm90_or_later = g == GpuGeneration::hopper || g == GpuGeneration::blackwell;
-    return (sm90_or_later ? 32.0 : 4.0) * 1024 * 1024;
+    double workspaces = 1;
+    if (moe) workspaces += kTeGroupedGemmStreams;  // the experts run as TE grouped GEMMs
+    if (job.parallel.tp_comm_overlap && job.parallel.tp > 1) workspaces += kTeUserbufferStreams;
+    return workspaces * (sm90_or_later ? 32.0 : 4.0) * 1024 * 1024;
+}
+
+// ubwd: what the backward of unfused attention (no flash: BMM1, softmax, BMM2, as Megatron's
+// and Transformer Engine's UnfusedDotProductAttention run it; TE attention/dot_product_attention/
+// backends.py) makes beside the saved activations: BMM2's backward writes the probabilities'
+// gradient and the softmax backward the scores' gradient, each b·a_l·s_c·s elements in the
+// activation dtype, alive together until the softmax backward returns (the dropout backward,
+// where there is one, replaces the first before that). Every stage holds all its in-flight
+// activations when its first backward runs. On the last stage the loss's logits peak (counted
+// in output_extra) is over by then (the output layer's backward frees the logits and their
+// gradient before the last layer's), so only the excess over it is added.
+double unfused_attention_backward_bytes(const LayoutDerived& L, bool last, CrossEntropyImpl ce) {
+    if (L.flash) return 0;
+    const double scores = L.heads_l * L.tokens * (L.s_local * L.c);  // b · a/t · s_local · s
+    const double grads = 2.0 * L.e * scores;
+    if (!last) return grads;
+    return std::max(0.0, grads - loss_logit_bytes(L, ce) * L.tokens * L.vocab / L.t);
 }
 
 double zb_deferred_w(const LayoutDerived& L, int i) {
@@ -653,6 +709,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     // During backward one layer's recomputed tensors exist on top of what was saved (its saved
     // part is already counted above).
     if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
+    if (!engine && layers > 0) S.mem.activations += unfused_attention_backward_bytes(L, last, es.cross_entropy);
     // zb: ZB-H1's deferred W blocks keep their weight-gradient operands.
     S.mem.activations += zb_deferred_w(L, i) * (dense_mlp_layers > 0  // moe2: each layer kind's operands
                                                     ? (layers - dense_mlp_layers) * zb_pending_w_bytes_per_layer(L) +
@@ -664,7 +721,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
     if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d * (L.mla ? (L.d_qk + L.d_v) / (2.0 * L.d) : 1.0);  // ring attention: K/V chunk in flight + next (mla: K d + dr, V dv wide)
-    if (!engine) temp += cublas_workspace_bytes(ctx.job) + te_workspace_bytes(ctx.job, L.fp8_te);  // the engine lists its own workspace
+    if (!engine) temp += cublas_workspace_bytes(ctx.job) + te_workspace_bytes(ctx.job, L.fp8_te, L.moe);  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
     const bool embedding_group = L.p > 1 && (m.tied_embeddings || L.mtp > 0) && (first || last);  // mla: MTP's embedding copy
