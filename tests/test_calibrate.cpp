@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include "cmd_calibrate.h"
@@ -327,7 +328,8 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
         ASSERT_EQ(p->hosts.size(), 1u);
         EXPECT_EQ(in_step, p->hosts[0].cores < 8 ? 3 * 8 : 0);
     }
-    const auto run = run_captured(kPtd + " launch " + kJob + " --steps 3 --run-root " + (dir / "runs") + " --run-id train");
+    const auto run = run_captured(kPtd + " launch " + kJob + " --steps 4 --run-root " + (dir / "runs") +
+                                  " --run-id train -- --timeline-steps 4");
     ASSERT_EQ(run.rc, 0) << run.out << run.err;
     const std::string run_dir = dir / "runs/train";
     // Per step: rank 0 (stage 0) and rank 4 (stage 1), against the model's calls per step.
@@ -369,6 +371,32 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
             EXPECT_GE(s.repeats, 72) << "every call of a step";
         }
     EXPECT_EQ(from_run, 2 * 8) << "all-gather and reduce-scatter (SP) on every rank, the probes' replaced";
+    // A call's cost is that of a typical step: each step's mean call, the median over steps
+    // 2–4 (the first warms up), not the mean over every call (one slow step would set it).
+    {
+        const std::string tsv = ptd_test::read_file(run_dir + "/timeline/" + ptd::timeline_file_name(0));
+        std::map<int, std::vector<double>> calls;
+        std::istringstream in(tsv);
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("tp\t", 0) != 0) continue;
+            std::istringstream f(line);
+            std::string kind;
+            long long step, mb, chunk, stream, start, end;
+            f >> kind >> step >> mb >> chunk >> stream >> start >> end;
+            if (step >= 2) calls[(int)step].push_back((double)(end - start) / 1e9);
+        }
+        ASSERT_EQ(calls.size(), 3u) << tsv;
+        std::vector<double> means;
+        for (auto& [step, v] : calls) means.push_back(std::accumulate(v.begin(), v.end(), 0.0) / (double)v.size());
+        std::sort(means.begin(), means.end());
+        bool seen = false;
+        for (const auto& s : p->samples)
+            if (s.kind == "comm" && s.between_s > 0 && s.group == "tp" && s.rank == 0 && s.name == "all_gather") {
+                seen = true;
+                EXPECT_NEAR(s.mean_s, means[1], 1e-5 * means[1]);  // as written to the profile (its digits)
+            }
+        EXPECT_TRUE(seen);
+    }
     const auto est = run_captured(kPtd + " estimate " + kJob + " --profile " + prof);
     ASSERT_EQ(est.rc, 0) << est.err;
     EXPECT_NE(est.out.find("from profile"), std::string::npos) << est.out;

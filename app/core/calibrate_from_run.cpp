@@ -7,8 +7,8 @@
 // "Cluster profile"). The run's measured timeline (RUN_DIR/timeline/rank-*.tsv) holds every
 // one of those calls as a `tp` block. Per rank, the blocks of every recorded step but the
 // first (warm-up) become the profile's in-step samples of the TP group at the job's
-// activation message (micro_batch · seq_len · hidden · activation bytes): their mean,
-// median and spread, and the compute between consecutive calls; the step's second `dp`
+// activation message (micro_batch · seq_len · hidden · activation bytes): the median over steps of each step's mean call (mean_s),
+// the median and spread of the calls, and the compute between consecutive calls; the step's second `dp`
 // block, the world all-reduce of loss and Σg² (16 bytes), those of the world group. They
 // replace the probes' in-step samples of the same op and group; everything else the
 // profile measured stays. The run must have run on
@@ -85,6 +85,7 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         for (const TimelineBlock& b : mr.blocks) first = std::min(first, b.step), last = std::max(last, b.step);
         const int from = last > first ? first + 1 : first;  // the first recorded step warms up
         std::vector<double> calls, gaps, world, world_gaps;
+        std::map<int, std::vector<double>> calls_of_step;
         double prev_end = -1;
         int prev_step = -1;
         std::map<int, std::vector<const TimelineBlock*>> dp_of_step;
@@ -93,6 +94,7 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
             if (b.kind == BlockKind::dp_comm) dp_of_step[b.step].push_back(&b);
             if (b.kind != BlockKind::tp_comm) continue;
             calls.push_back(b.end_s - b.start_s);
+            calls_of_step[b.step].push_back(b.end_s - b.start_s);
             if (b.step == prev_step && prev_end >= 0 && b.start_s >= prev_end) gaps.push_back(b.start_s - prev_end);
             prev_end = b.end_s, prev_step = b.step;
         }
@@ -107,7 +109,17 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         const auto& rr = manifest->ranks;
         const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
         if (it == rr.end() || it->host < 0 || it->host >= (int)host_in_profile.size()) continue;
-        const SampleStats c = sample_stats(calls);
+        // The mean call of a typical step: each step's mean, then the median over the steps.
+        // On shared cores the steps are bimodal (tiny TP2·DP2, 4 ranks on 2 cores, idle machine:
+        // a TP call's mean 0.29–0.31 ms in two steps, 0.89–3.3 ms in three, where the scheduler
+        // kept the TP peers apart); a step's time is what is predicted and measured (the median
+        // step), so one slow step must not set every call's cost.
+        SampleStats c = sample_stats(calls);
+        {
+            std::vector<double> step_means;
+            for (const auto& [step, v] : calls_of_step) step_means.push_back(sample_stats(v).mean_s);
+            if (!step_means.empty()) c.mean_s = quantile(step_means, 0.5);
+        }
         const std::vector<const char*> ops = calls.empty() || t <= 1 ? std::vector<const char*>{}
                                            : sp ? std::vector<const char*>{"all_gather", "reduce_scatter"}
                                                 : std::vector<const char*>{"all_reduce"};
