@@ -133,7 +133,8 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
             added.push_back(s);
         }
         if (const int n = manifest->world_size; n > 1 && !world.empty()) {
-            const SampleStats w = sample_stats(world);
+            SampleStats w = sample_stats(world);
+            w.mean_s = w.median_s;  // one call a step: the typical step's, as for the TP calls above
             ProfileSample s;
             s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
             s.kind = "comm", s.name = "all_reduce", s.group = "world", s.group_size = n;
