@@ -393,7 +393,7 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
         for (const auto& s : p->samples)
             if (s.kind == "comm" && s.between_s > 0 && s.group == "tp" && s.rank == 0 && s.name == "all_gather") {
                 seen = true;
-                EXPECT_NEAR(s.mean_s, means[1], 1e-5 * means[1]);  // as written to the profile (its digits)
+                EXPECT_NEAR(s.mean_s, means[1], 1e-3 * means[1]);  // the timeline read back in seconds, rounded
             }
         EXPECT_TRUE(seen);
     }
