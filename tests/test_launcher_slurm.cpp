@@ -11,7 +11,9 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -85,6 +87,14 @@ int rank_pid(const std::string& run_id, int rank) {
     return 0;
 }
 
+// SIGKILL to the run's rank `rank`; says why not when it has no such rank or the kill fails.
+std::string kill_rank(const std::string& run_id, int rank) {
+    const int pid = rank_pid(run_id, rank);
+    if (pid <= 0) return "no process of run " + run_id + " is rank " + std::to_string(rank);
+    if (kill(pid, SIGKILL) != 0) return "kill(" + std::to_string(pid) + ", SIGKILL): " + std::strerror(errno);
+    return "";
+}
+
 // A long run of tiny-gpt-8rank submitted as `id` (with `extra` flags), once rank `rank` logged
 // a step: its job id.
 std::string running_job(const SlurmFixture& slurm, const std::string& dir, const std::string& id, int rank,
@@ -141,9 +151,7 @@ TEST(SlurmLaunch, ARankKilledMidRunFailsTheJobWithTheRankNamed) {
     const std::string job = running_job(slurm, dir.path.string(), "kill", 3);
     ASSERT_FALSE(job.empty());
     const std::string run = dir / "runs/kill";
-    const int pid = rank_pid("kill", 3);
-    ASSERT_GT(pid, 0);
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_EQ(kill_rank("kill", 3), "");
 
     const Proc w = watch(slurm, run);
     EXPECT_EQ(w.rc, 0) << w.out << w.err;
@@ -221,9 +229,7 @@ TEST(SlurmLaunch, MaxRestartsResumesAKilledRankInAFreshSrunStepWithTheSameLosses
     ASSERT_TRUE(wait_until(180, [&] {
         return logged_step(run, 3) >= 5 && std::filesystem::exists(run + "/checkpoints/step-00000004/manifest.json");
     })) << read_file(run + "/rank-3.log") << read_file(run + "/slurm-" + job + ".out");
-    const int pid = rank_pid("rhit", 3);
-    ASSERT_GT(pid, 0);
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_EQ(kill_rank("rhit", 3), "");
 
     const Proc w = watch(slurm, run);
     const std::string out = read_file(run + "/slurm-" + job + ".out");
@@ -271,7 +277,7 @@ TEST(SlurmLaunch, ASecondFailureAfterTheLastRestartFailsTheJob) {
             const std::string log = read_file(run + "/rank-5.log");
             return (int)log.size() > before && log.find("\"event\":\"step\"", before) != std::string::npos && rank_pid("budget", 5) > 0;
         })) << read_file(run + "/slurm-" + job + ".out");
-        ASSERT_EQ(kill(rank_pid("budget", 5), SIGKILL), 0);
+        ASSERT_EQ(kill_rank("budget", 5), "");
         if (kill_no == 0)
             ASSERT_TRUE(wait_until(60, [&] { return !read_file(run + "/restarts.jsonl").empty(); }));
     }
@@ -312,9 +318,7 @@ void expect_restart_without_the_node_of(int victim) {
         return logged_step(run, victim) >= 3 && std::filesystem::exists(run + "/checkpoints/step-00000002/manifest.json");
     })) << read_file(run + "/rank-0.log") << read_file(run + "/rank-" + std::to_string(victim) + ".log")
         << read_file(run + "/slurm-" + job + ".out");
-    const int pid = rank_pid("xhit", victim);
-    ASSERT_GT(pid, 0);
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_EQ(kill_rank("xhit", victim), "");
 
     const Proc w = watch(slurm, run);
     const std::string out = read_file(run + "/slurm-" + job + ".out");
@@ -369,9 +373,7 @@ TEST(SlurmLaunch, ExcludeFailedOnOneNodeStopsSayingNoNodeIsLeft) {
     const std::string job = running_job(slurm, dir.path.string(), "xone", 3, "--max-restarts 2 --exclude-failed");
     ASSERT_FALSE(job.empty());
     const std::string run = dir / "runs/xone";
-    const int pid = rank_pid("xone", 3);
-    ASSERT_GT(pid, 0);
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_EQ(kill_rank("xone", 3), "");
     const Proc w = watch(slurm, run);
     const std::string out = read_file(run + "/slurm-" + job + ".out");
     EXPECT_NE(w.out.find("failed: Slurm job " + job + " FAILED"), std::string::npos) << w.out << out;
