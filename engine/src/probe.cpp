@@ -394,13 +394,13 @@ struct Prober {
         // time, and every micro-batch starts at a world barrier: the stages keep in step and
         // each pass is timed beside the others' work. The count is agreed over the world
         // (from the largest head and layer-forward times), so TP peers run the same calls.
-        const bool in_step = shared_cores && !(c.first && c.last) && nl > 0;
+        const bool stages_in_step = shared_cores && !(c.first && c.last) && nl > 0;
         int filler = 0;
         double head_wall = 0, fwd_wall = 0;  // this rank's warm-up: the head, one layer's forward
         auto micro_batch = [&](int i, bool kept) {
             const int slot = i % std::max(1, c.slots);
             std::vector<LayerActs>& layers = a.slot_layers[(size_t)slot];
-            if (in_step) r.groups.world->barrier();
+            if (stages_in_step) r.groups.world->barrier();
             void* stage_in = nl > 0 ? layers[0].ln1_in : a.out.lnf_in;
             if (c.first)
                 timed(kept ? ef : scratch, 1, stage_in, [&] { embedding_forward(m, a, a.slot_tokens[(size_t)slot], stage_in, comm); });
@@ -457,7 +457,7 @@ struct Prober {
         b.download(agree, agreed, sizeof agree);
         b.release(agreed);
         const float repeats = agree[0];
-        if (in_step && agree[2] > 0) filler = (int)std::lround(agree[1] / agree[2]);
+        if (stages_in_step && agree[2] > 0) filler = (int)std::lround(agree[1] / agree[2]);
         for (int i = 1; i < plan.warmup + (int)repeats; ++i) micro_batch(i, i >= plan.warmup);
         free_activations(b, a);
         free_model(m);
