@@ -7,12 +7,12 @@
 // "Cluster profile"). The run's measured timeline (RUN_DIR/timeline/rank-*.tsv) holds every
 // one of those calls as a `tp` block. Per rank, the blocks of every recorded step but the
 // first (warm-up) become the profile's in-step samples of the TP group at the job's
-// activation message (micro_batch · seq_len · hidden · activation bytes): the median over steps of each step's mean call (mean_s),
-// the median and spread of the calls, and the compute between consecutive calls; the step's second `dp`
-// block, the world all-reduce of loss and Σg² (16 bytes), those of the world group. They
-// replace the probes' in-step samples of the same op and group; everything else the
-// profile measured stays. The run must have run on
-// the hosts the profile measured, with the GPU and precision it names.
+// activation message (micro_batch · seq_len · hidden · activation bytes): the median over
+// steps of each step's mean call (mean_s), the median and spread of the calls, and the
+// compute between consecutive calls; the step's second `dp` block, the world all-reduce of
+// loss and Σg² (16 bytes), those of the world group. They replace the probes' in-step
+// samples of the same op and group; everything else the profile measured stays. The run
+// must have run on the hosts the profile measured, with the GPU and precision it names.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
