@@ -346,19 +346,30 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
     const ptd::Estimate model = ptd::estimate_job(job, &flat);
     for (int rank : {0, 4}) {
         const std::string tsv = ptd_test::read_file(run_dir + "/timeline/" + ptd::timeline_file_name(rank));
-        std::map<int, int> per_step;
+        std::map<int, int> per_step, grad_per_step;  // a micro-batch's TP calls; the gradient phase's (micro-batch −1)
         std::istringstream in(tsv);
-        for (std::string line; std::getline(in, line);)
-            if (line.rfind("tp\t", 0) == 0) ++per_step[std::stoi(line.substr(3))];
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("tp\t", 0) != 0) continue;
+            std::istringstream f(line.substr(3));
+            int step = 0, mb = 0;
+            f >> step >> mb;
+            ++(mb >= 0 ? per_step : grad_per_step)[step];
+        }
         ASSERT_FALSE(per_step.empty()) << tsv;
         const int stage = rank / 4;
         for (auto [step, n] : per_step)
             EXPECT_EQ(n, (int)std::lround(model.micro_batches * model.stages[(size_t)stage].tp_s)) << "rank " << rank << " step " << step;
+        // SP: each replicated tensor's gradient summed over TP, as engine_stage_tail counts them:
+        // per layer (2 here) two LayerNorms' weight and bias and two row-parallel biases; the
+        // learned positions on the first stage, the final LayerNorm on the last.
+        ASSERT_EQ(grad_per_step.size(), per_step.size()) << tsv;
+        for (auto [step, n] : grad_per_step) EXPECT_EQ(n, 2 * 6 + (stage == 0 ? 1 : 2)) << "rank " << rank << " step " << step;
     }
     // Refined from the run.
     const auto refine = run_captured(kPtd + " calibrate --from-run " + run_dir + " --profile " + prof);
     ASSERT_EQ(refine.rc, 0) << refine.out << refine.err;
     EXPECT_NE(refine.out.find("a TP collective of 32768 bytes costs"), std::string::npos) << refine.out;
+    EXPECT_NE(refine.out.find("a gradient all-reduce of 256 bytes"), std::string::npos) << refine.out;
     auto p = ptd::load_profile(prof);
     ASSERT_TRUE(p) << p.error().str();
     ASSERT_FALSE(p->refined_from.empty());
@@ -371,6 +382,15 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
             EXPECT_GE(s.repeats, 72) << "every call of a step";
         }
     EXPECT_EQ(from_run, 2 * 8) << "all-gather and reduce-scatter (SP) on every rank, the probes' replaced";
+    // The gradient phase's all-reduces: hidden f32 words, every rank, the probes' all-reduce replaced.
+    int grad_from_run = 0;
+    for (const auto& s : p->samples)
+        if (s.kind == "comm" && s.between_s > 0 && s.group == "tp" && s.name == "all_reduce") {
+            ++grad_from_run;
+            EXPECT_EQ(s.bytes, 64.0 * 4) << "hidden · fp32";
+            EXPECT_GE(s.repeats, 3 * 13) << "every gradient call of steps 2–4";
+        }
+    EXPECT_EQ(grad_from_run, 8);
     // A call's cost is that of a typical step: each step's mean call, the median over steps
     // 2–4 (the first warms up), not the mean over every call (one slow step would set it).
     {
@@ -383,7 +403,7 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
             std::string kind;
             long long step, mb, chunk, stream, start, end;
             f >> kind >> step >> mb >> chunk >> stream >> start >> end;
-            if (step >= 2) calls[(int)step].push_back((double)(end - start) / 1e9);
+            if (step >= 2 && mb >= 0) calls[(int)step].push_back((double)(end - start) / 1e9);
         }
         ASSERT_EQ(calls.size(), 3u) << tsv;
         std::vector<double> means;

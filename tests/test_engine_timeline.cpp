@@ -5,7 +5,8 @@
 // trace event JSON; the flags reject bad values. And the straggler rule on the timeline:
 // each rank's compute against the ranks of its pipeline stage, on hand-made timelines and
 // on a real run whose rank 5 is slowed (the engine's PTD_ENGINE_INJECT_SLOW_RANK hook),
-// named by `ptd launch` and `ptd watch`.
+// named by `ptd launch` and `ptd watch`; the gradient phase's TP calls are not taken from
+// a rank's compute.
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -135,7 +136,7 @@ ptd::MeasuredRank rank_timeline(int rank, int stage, double compute_ms, double t
         for (int k = 0; k < 8; ++k) {
             ptd::TimelineBlock b;
             b.kind = k < 4 ? ptd::BlockKind::forward : ptd::BlockKind::backward;
-            b.step = step, b.row = rank, b.start_s = t, b.end_s = t + compute_ms / 8e3;
+            b.step = step, b.row = rank, b.micro_batch = k % 4, b.start_s = t, b.end_s = t + compute_ms / 8e3;
             m.blocks.push_back(b);
             if (tp_wait_ms > 0) {
                 ptd::TimelineBlock w = b;
@@ -173,6 +174,21 @@ TEST(Stragglers, SlowerByLessThanTheStepShareIsNotNamed) {
     EXPECT_NEAR(r.ranks[1].verdict.slower, 0.5, 1e-9);
     // 10 ms of it: named.
     EXPECT_EQ(ptd::find_stragglers({rank_timeline(0, 0, 8), rank_timeline(1, 0, 18)}).slow_ranks(), std::vector<int>{1});
+}
+
+TEST(Stragglers, TheGradientPhasesTpCallsAreNotTakenFromCompute) {
+    // Rank 1's gradient phase (micro-batch −1, after its backwards): 15 ms of TP all-reduces
+    // of the SP-replicated tensors, outside every compute block. Its compute stays 20 ms.
+    ptd::MeasuredRank r1 = rank_timeline(1, 0, 20);
+    for (int step = 1; step <= 3; ++step) {
+        ptd::TimelineBlock g;
+        g.kind = ptd::BlockKind::tp_comm, g.stream = ptd::kStreamComm, g.step = step, g.row = 1, g.micro_batch = -1,
+        g.chunk = -1, g.start_s = step * 0.1 + 0.05, g.end_s = step * 0.1 + 0.065;
+        r1.blocks.push_back(g);
+    }
+    const ptd::StragglerReport r = ptd::find_stragglers({rank_timeline(0, 0, 20), r1});
+    EXPECT_NEAR(r.ranks[1].compute_s, 0.020, 1e-9);
+    EXPECT_TRUE(r.slow_ranks().empty());
 }
 
 // A real 8-rank run (tiny-gpt-8rank: TP 2 · PP 2 · DP 2) through `ptd launch`, rank 5's

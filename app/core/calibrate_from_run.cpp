@@ -6,13 +6,15 @@
 // peers' skew, and on shared cores that costs more than any probe shows (docs/estimators.md,
 // "Cluster profile"). The run's measured timeline (RUN_DIR/timeline/rank-*.tsv) holds every
 // one of those calls as a `tp` block. Per rank, the blocks of every recorded step but the
-// first (warm-up) become the profile's in-step samples of the TP group at the job's
-// activation message (micro_batch · seq_len · hidden · activation bytes): the median over
-// steps of each step's mean call (mean_s), the median and spread of the calls, and the
-// compute between consecutive calls; the step's second `dp` block, the world all-reduce of
-// loss and Σg² (16 bytes), those of the world group. They replace the probes' in-step
-// samples of the same op and group; everything else the profile measured stays. The run
-// must have run on the hosts the profile measured, with the GPU and precision it names.
+// first (warm-up) become the profile's in-step samples of the TP group: a micro-batch's
+// blocks at the job's activation message (micro_batch · seq_len · hidden · activation
+// bytes), the gradient phase's (micro-batch −1, with SP: the replicated tensors' gradient
+// all-reduces) at hidden f32 words; each the median over steps of each step's mean call
+// (mean_s), the median and spread of the calls, and the compute between consecutive calls.
+// The step's second `dp` block, the world all-reduce of loss and Σg² (16 bytes), becomes
+// those of the world group. They replace the probes' in-step samples of the same op and
+// group; everything else the profile measured stays. The run must have run on the hosts the
+// profile measured, with the GPU and precision it names.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +29,37 @@
 #include "ptd/timeline/timeline.h"
 
 namespace ptd {
+
+namespace {
+
+// One kind of TP call in a rank's recorded steps: every call's time, each step's calls, and
+// the compute between consecutive calls of a step.
+struct TpCalls {
+    std::vector<double> calls, gaps;
+    std::map<int, std::vector<double>> of_step;
+    double prev_end = -1;
+    int prev_step = -1;
+    void add(const TimelineBlock& b) {
+        calls.push_back(b.end_s - b.start_s);
+        of_step[b.step].push_back(b.end_s - b.start_s);
+        if (b.step == prev_step && prev_end >= 0 && b.start_s >= prev_end) gaps.push_back(b.start_s - prev_end);
+        prev_end = b.end_s, prev_step = b.step;
+    }
+    // The mean call of a typical step: each step's mean, then the median over the steps. On
+    // shared cores the steps are bimodal (tiny TP2·DP2, 4 ranks on 2 cores, idle machine: a TP
+    // call's mean 0.29–0.31 ms in two steps, 0.89–3.3 ms in three, where the scheduler kept
+    // the TP peers apart); a step's time is what is predicted and measured (the median step),
+    // so one slow step must not set every call's cost.
+    SampleStats typical_step() const {
+        SampleStats c = sample_stats(calls);
+        std::vector<double> step_means;
+        for (const auto& [step, v] : of_step) step_means.push_back(sample_stats(v).mean_s);
+        if (!step_means.empty()) c.mean_s = quantile(step_means, 0.5);
+        return c;
+    }
+};
+
+}  // namespace
 
 int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
     const std::string& dir = a.from_run;
@@ -84,19 +117,15 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         int first = 1 << 30, last = -1;
         for (const TimelineBlock& b : mr.blocks) first = std::min(first, b.step), last = std::max(last, b.step);
         const int from = last > first ? first + 1 : first;  // the first recorded step warms up
-        std::vector<double> calls, gaps, world, world_gaps;
-        std::map<int, std::vector<double>> calls_of_step;
-        double prev_end = -1;
-        int prev_step = -1;
+        // A micro-batch's TP calls (activations) and the gradient phase's (micro-batch −1: the
+        // SP-replicated tensors' gradient sums, `hidden` f32 words each) are two kinds of call.
+        TpCalls act, grad;
         std::map<int, std::vector<const TimelineBlock*>> dp_of_step;
+        std::vector<double> world, world_gaps;
         for (const TimelineBlock& b : mr.blocks) {
             if (b.step < from) continue;
             if (b.kind == BlockKind::dp_comm) dp_of_step[b.step].push_back(&b);
-            if (b.kind != BlockKind::tp_comm) continue;
-            calls.push_back(b.end_s - b.start_s);
-            calls_of_step[b.step].push_back(b.end_s - b.start_s);
-            if (b.step == prev_step && prev_end >= 0 && b.start_s >= prev_end) gaps.push_back(b.start_s - prev_end);
-            prev_end = b.end_s, prev_step = b.step;
+            if (b.kind == BlockKind::tp_comm) (b.micro_batch >= 0 ? act : grad).add(b);
         }
         // The step's second DP block is the world all-reduce of the loss and Σg² (16 bytes,
         // trainer.cpp), right after the gradient reduction (the first).
@@ -109,29 +138,21 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         const auto& rr = manifest->ranks;
         const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
         if (it == rr.end() || it->host < 0 || it->host >= (int)host_in_profile.size()) continue;
-        // The mean call of a typical step: each step's mean, then the median over the steps.
-        // On shared cores the steps are bimodal (tiny TP2·DP2, 4 ranks on 2 cores, idle machine:
-        // a TP call's mean 0.29–0.31 ms in two steps, 0.89–3.3 ms in three, where the scheduler
-        // kept the TP peers apart); a step's time is what is predicted and measured (the median
-        // step), so one slow step must not set every call's cost.
-        SampleStats c = sample_stats(calls);
-        {
-            std::vector<double> step_means;
-            for (const auto& [step, v] : calls_of_step) step_means.push_back(sample_stats(v).mean_s);
-            if (!step_means.empty()) c.mean_s = quantile(step_means, 0.5);
-        }
-        const std::vector<const char*> ops = calls.empty() || t <= 1 ? std::vector<const char*>{}
-                                           : sp ? std::vector<const char*>{"all_gather", "reduce_scatter"}
-                                                : std::vector<const char*>{"all_reduce"};
-        for (const char* op : ops) {
+        auto tp_sample = [&](const TpCalls& calls, const char* op, double call_bytes) {
+            const SampleStats c = calls.typical_step();
             ProfileSample s;
             s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
             s.kind = "comm", s.name = op, s.group = "tp", s.group_size = t, s.nodes = 1, s.members_per_node = t;
-            s.bytes = bytes;
+            s.bytes = call_bytes;
             s.median_s = c.median_s, s.mean_s = c.mean_s, s.spread = c.spread, s.repeats = c.repeats;
-            s.between_s = std::max(1e-9, quantile(gaps, 0.5));
+            s.between_s = std::max(1e-9, quantile(calls.gaps, 0.5));
             added.push_back(s);
+        };
+        if (t > 1 && !act.calls.empty()) {
+            if (sp) tp_sample(act, "all_gather", bytes), tp_sample(act, "reduce_scatter", bytes);
+            else tp_sample(act, "all_reduce", bytes);
         }
+        if (t > 1 && !grad.calls.empty()) tp_sample(grad, "all_reduce", (double)job->model.hidden * 4);
         if (const int n = manifest->world_size; n > 1 && !world.empty()) {
             SampleStats w = sample_stats(world);
             w.mean_s = w.median_s;  // one call a step: the typical step's, as for the TP calls above
@@ -164,16 +185,20 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         std::fprintf(err, "%s", w.error().str().c_str());
         return kExitRuntime;
     }
-    auto median_mean = [&](const char* group) {
+    auto median_mean = [&](const char* group, double of_bytes) {
         std::vector<double> means;
         for (const ProfileSample& s : added)
-            if (s.group == group) means.push_back(s.mean_s);
+            if (s.group == group && s.bytes == of_bytes) means.push_back(s.mean_s);
         return quantile(means, 0.5);
     };
+    const double grad_bytes = (double)job->model.hidden * 4;
     std::fprintf(out, "%s: %zu rank(s), %d step(s):", dir.c_str(), ranks->size(), steps_used);
-    if (median_mean("tp") > 0) std::fprintf(out, " a TP collective of %.0f bytes costs %.3g ms in the step", bytes, median_mean("tp") * 1e3);
-    if (median_mean("world") > 0)
-        std::fprintf(out, "%s the world all-reduce of the loss %.3g ms", median_mean("tp") > 0 ? "," : "", median_mean("world") * 1e3);
+    const char* sep = "";
+    if (const double m = median_mean("tp", bytes); m > 0)
+        std::fprintf(out, " a TP collective of %.0f bytes costs %.3g ms in the step", bytes, m * 1e3), sep = ",";
+    if (const double m = median_mean("tp", grad_bytes); m > 0 && grad_bytes != bytes)
+        std::fprintf(out, "%s a gradient all-reduce of %.0f bytes %.3g ms", sep, grad_bytes, m * 1e3), sep = ",";
+    if (const double m = median_mean("world", 16); m > 0) std::fprintf(out, "%s the world all-reduce of the loss %.3g ms", sep, m * 1e3);
     std::fprintf(out, " (median over ranks of each rank's mean); they replace the probes' in-step samples\n");
     std::fprintf(out, "wrote %s\n", out_path.c_str());
     return 0;

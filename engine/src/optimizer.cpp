@@ -91,7 +91,14 @@ void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups
     if (c.sequence_parallel) {
         const auto t0 = clock_type::now();
         for (ParamTensor& t : model.tensors)
-            if (t.tp_partial_grad) groups.tp->all_reduce_sum(t.g, t.numel);
+            if (t.tp_partial_grad) {
+                const auto t1 = clock_type::now();
+                groups.tp->all_reduce_sum(t.g, t.numel);
+                // A `tp` block of no micro-batch (-1) per call: the gradient phase's TP calls
+                // wait for the scheduler differently from a backward's (docs/engine.md,
+                // "Measured timeline"), and the step probe prices them from these blocks.
+                if (times.timeline) times.timeline->add(BlockKind::tp_comm, -1, -1, kStreamComm, t1);
+            }
         times.tp_comm += since(t0);
     }
     const auto t0 = clock_type::now();
@@ -106,6 +113,7 @@ void reduce_gradients(Model& model, const OptimizerState& st, CommGroups& groups
         else groups.dp->reduce_scatter(model.grads, st.shard_numel, DType::f32, ReduceOp::sum);
     }
     times.dp_comm += since(t0);
+    if (times.timeline) times.timeline->add(BlockKind::dp_comm, -1, -1, kStreamComm, t0);
 }
 
 void accumulate_grad_squares(Model& model, OptimizerState& st) {

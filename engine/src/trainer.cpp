@@ -574,9 +574,7 @@ void train_one_step(RunState& s) {
         times.timeline = &recorder;
     }
     run_pipeline_step(s.model, s.acts, s.groups, batch, scalars + SCALAR_LOSS_SUM, times, s.cuda_graphs);
-    const auto t_reduce = clock_type::now();
-    reduce_gradients(s.model, s.optim, s.groups, times);
-    if (times.timeline) times.timeline->add(BlockKind::dp_comm, -1, -1, kStreamComm, t_reduce);
+    reduce_gradients(s.model, s.optim, s.groups, times);  // records its own `tp` and `dp` blocks
     // Test hook: an overflow in one main-grad element of rank 0, as an fp16 overflow leaves it.
     if (s.step + 1 == s.inject_overflow_step && s.env.rank == 0)
         s.be->fill(s.model.grads, DType::f32, std::numeric_limits<float>::infinity(), 1);

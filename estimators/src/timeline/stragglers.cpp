@@ -14,7 +14,8 @@ namespace {
 
 // Compute seconds per step of one rank: forward, backward and weight-gradient blocks (a
 // recompute block is nested in its backward block) less the tensor-parallel collectives
-// recorded inside them.
+// recorded inside them (those of a micro-batch; the gradient phase's, micro-batch −1, lie
+// outside every compute block).
 std::map<int, double> compute_per_step(const MeasuredRank& r) {
     std::map<int, double> per_step;
     for (const TimelineBlock& b : r.blocks) {
@@ -23,7 +24,9 @@ std::map<int, double> compute_per_step(const MeasuredRank& r) {
             case BlockKind::forward:
             case BlockKind::backward:
             case BlockKind::weight_grad: per_step[b.step] += d; break;
-            case BlockKind::tp_comm: per_step[b.step] -= d; break;
+            case BlockKind::tp_comm:
+                if (b.micro_batch >= 0) per_step[b.step] -= d;
+                break;
             default: break;
         }
     }
