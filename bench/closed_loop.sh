@@ -13,7 +13,10 @@
 # It prints the cores, the nice level and the load average before and after (the
 # conditions a figure was measured under: other work on the cores moves every figure).
 # PTD_CLOSED_LOOP_KEEP=DIR keeps the profiles, estimates and runs in DIR (to compare models on
-# the same profiles later); without it they are removed.
+# the same profiles later); without it they are removed. PTD_CLOSED_LOOP_TOML=FILE appends the
+# run as a [[run]] table of assets/accuracy/closed_loop_residuals.toml's form to FILE (the
+# model's own error, which every CPU profile's interval carries: docs/estimators.md, "Error
+# bars"); PTD_CLOSED_LOOP_ID names the run there (default: the start time).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$src/build/bin}
@@ -28,6 +31,9 @@ else
 fi
 conditions() { echo "$1: $(nproc) cores, nice $(nice), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"; }
 conditions start
+started_at=$(date -u +%FT%TZ)
+start_conditions="$(nproc) cores, nice $(nice), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+toml_jobs=()
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -70,6 +76,16 @@ for row in "${matrix[@]}"; do
   interval=$(awk -v l="$lo" -v h="$hi" 'BEGIN { if (l == "nan") print "-"; else printf "%.4f-%.4f", l, h }')
   printf '%-26s %6d %12.4f %22s %12.4f %8s %s\n' "$name" "$ranks" "$pred" "$interval" "$measured" "$err" "$inside"
   errors+=("$(awk -v p="$pred" -v m="$measured" 'BEGIN { e = (p - m) / m * 100; print (e < 0 ? -e : e) }')")
+  toml_jobs+=("$(printf '  { name = "%s", ranks = %d, predicted_s = %.6g, measured_s = %.6g },' "$name" "$ranks" "$pred" "$measured")")
 done
 [ ${#errors[@]} -gt 0 ] && printf 'median |error| over %d jobs: %.1f%% (target ≤ 15%%)\n' "${#errors[@]}" "$(printf '%s\n' "${errors[@]}" | median)"
 conditions end
+if [ -n "${PTD_CLOSED_LOOP_TOML:-}" ] && [ ${#toml_jobs[@]} -gt 0 ]; then
+  {
+    printf '\n[[run]]\nid = "%s"\nmeasured_at = "%s"\nconditions = "%s"\n' "${PTD_CLOSED_LOOP_ID:-$started_at}" "$started_at" "$start_conditions"
+    printf 'command = "bench/closed_loop.sh %s %s%s"\njob = [\n' "${1:-build/bin}" "$steps" "${quick:+ --quick}"
+    printf '%s\n' "${toml_jobs[@]}"
+    printf ']\n'
+  } >>"$PTD_CLOSED_LOOP_TOML"
+  echo "appended the run to $PTD_CLOSED_LOOP_TOML"
+fi

@@ -5,6 +5,7 @@
 // interval from the ranks' spread, ranks sharing a host's cores faster while others wait, and a
 // framework other than the engine left on its preset;
 // without a profile, on a GPU, the same op list timed from the GPU preset (the device model).
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -132,8 +133,10 @@ TEST(EngineProfileTime, InStepSamplesAddTheWaitForPeers) {
 
 // The interval: every op at its ranks' 10th and 90th percentile. Two ranks 1 ms and 3 ms:
 // quantiles 1.2 and 2.8 ms around the median 2 ms; every term of this step is a TP call, so
-// the step scales with them: 0.6 and 1.4 times the 2 ms step, twice the 1 ms profile's.
-TEST(EngineProfileTime, IntervalFromTheRanksSpread) {
+// the step scales with them: 0.6 and 1.4 times the 2 ms step, twice the 1 ms profile's —
+// the probes' band e ∈ [1/1.4 − 1, 1/0.6 − 1]. On CPU hosts the closed loop's band (the
+// model's own error) is added to it in quadrature; a GPU host's profile keeps the probes'.
+TEST(EngineProfileTime, IntervalFromTheRanksSpreadAndTheModelsOwnError) {
     const JobSpec job = load_asset("tiny-gpt-8rank.toml");
     const ClusterProfile one = flat_profile("tp", 2, 1e-3);
     ClusterProfile p = one;
@@ -142,8 +145,18 @@ TEST(EngineProfileTime, IntervalFromTheRanksSpread) {
     ASSERT_TRUE(e.speed.known);
     EXPECT_EQ(e.speed.band.source, IntervalSource::cluster_profile);
     EXPECT_NEAR(e.step_s, 2 * estimate_job(job, &one).step_s, 1e-9);
-    EXPECT_NEAR(e.speed.step_s.lo, 0.6 * e.step_s, 1e-9);
-    EXPECT_NEAR(e.speed.step_s.hi, 1.4 * e.step_s, 1e-9);
+    const ErrorBand model = closed_loop_residuals().band();
+    ASSERT_GT(model.runs, 0);
+    const double lo = -std::hypot(1 / 1.4 - 1, model.error_lo), hi = std::hypot(1 / 0.6 - 1, model.error_hi);
+    EXPECT_NEAR(e.speed.step_s.lo, e.step_s / (1 + hi), 1e-9);
+    EXPECT_NEAR(e.speed.step_s.hi, e.step_s / (1 + lo), 1e-9);
+    EXPECT_NE(e.speed.band.runs_of.find("the model's own error"), std::string::npos) << e.speed.band.runs_of;
+    ClusterProfile gpu_host = p;
+    gpu_host.hosts[0].gpu = "H100";
+    const Estimate g = estimate_job(job, &gpu_host);
+    EXPECT_NEAR(g.speed.step_s.lo, 0.6 * g.step_s, 1e-9);
+    EXPECT_NEAR(g.speed.step_s.hi, 1.4 * g.step_s, 1e-9);
+    EXPECT_NE(g.speed.band.runs_of.find("not measured"), std::string::npos) << g.speed.band.runs_of;
 }
 
 // Shared cores: 8 ranks on 2 cores (the profile's host). The probes timed every rank computing at

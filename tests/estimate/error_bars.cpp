@@ -1,7 +1,8 @@
 // error_bars.cpp — the error bars on the speed figures (estimators/src/model/speed_interval.cpp):
 // the interval maths on hand-worked numbers, the percentiles, the residual table (computed,
 // written, read back, refused when broken with file, line and field), the fallback of a thin
-// generation to the pooled runs, and the estimate carrying its interval.
+// generation to the pooled runs, the estimate carrying its interval, and the closed loop's
+// table (the model's own error under a profile) with the quadrature that adds it.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -118,6 +119,17 @@ TEST(ErrorBars, JobBandFallsBackToPooledAndSaysSo) {
     expect_mentions(why_cpu, {"no published runs on CPUs"});
 }
 
+// A table refused: its first problem at broken.toml's `line`, naming `key`, the message holding `words`.
+template <class Table>
+void expect_refused(const Result<Table>& t, const std::string& text, int line, const std::string& key, const std::string& words) {
+    ASSERT_FALSE(t) << text;
+    const Diagnostic& d = t.error().diagnostics.front();
+    EXPECT_EQ(d.where.file, "broken.toml");
+    EXPECT_EQ(d.where.line, line) << t.error().str();
+    EXPECT_EQ(d.key, key) << t.error().str();
+    EXPECT_TRUE(contains(t.error().str(), words)) << t.error().str();
+}
+
 // A broken table is refused with the file, line and field of each problem.
 TEST(ErrorBars, BrokenTableRefusedWithFileLineField) {
     const std::string head = "version = 1\nmin_runs = 8\n[pooled]\nruns = 20\nerror_lo = -0.2\nerror_hi = 0.1\n";
@@ -137,15 +149,7 @@ TEST(ErrorBars, BrokenTableRefusedWithFileLineField) {
         {"version = 2\n[pooled]\nruns = 1\nerror_lo = 0.0\nerror_hi = 0.0\n", 1, "version", "version 1"},
         {"version = 1\n[pooled]\nruns = 4\nerror_lo = -1.5\nerror_hi = 0.1\n", 4, "pooled.error_lo", "-1.5"},
     };
-    for (const Case& c : cases) {
-        auto t = parse_residual_table(c.text, "broken.toml");
-        ASSERT_FALSE(t) << c.text;
-        const Diagnostic& d = t.error().diagnostics.front();
-        EXPECT_EQ(d.where.file, "broken.toml");
-        EXPECT_EQ(d.where.line, c.line) << t.error().str();
-        EXPECT_EQ(d.key, c.key) << t.error().str();
-        EXPECT_TRUE(contains(t.error().str(), c.words)) << t.error().str();
-    }
+    for (const Case& c : cases) expect_refused(parse_residual_table(c.text, "broken.toml"), c.text, c.line, c.key, c.words);
 }
 
 // The estimate carries its interval, computed from its own figures under the job's band.
@@ -160,6 +164,65 @@ TEST(ErrorBars, EstimateCarriesItsInterval) {
     EXPECT_LE(e.speed.tokens_per_s.lo, e.tokens_per_s);
     EXPECT_GE(e.speed.tokens_per_s.hi, e.tokens_per_s);
     EXPECT_FALSE(estimate_job(load_asset("tiny-gpt-8rank.toml")).speed.known);
+}
+
+// The compiled-in closed-loop table parses (a build whose table is broken would abort at the
+// first profile estimate), every run holds the bench's matrix, and its band straddles 0.
+TEST(ErrorBars, TheClosedLoopTableParses) {
+    const ClosedLoopTable& t = closed_loop_residuals();
+    ASSERT_FALSE(t.runs.empty());
+    for (const ClosedLoopRun& r : t.runs) {
+        EXPECT_FALSE(r.id.empty());
+        EXPECT_EQ(r.jobs.size(), 11u) << "run " << r.id << ": bench/closed_loop.sh's matrix";
+    }
+    const ErrorBand b = t.band();
+    EXPECT_EQ(b.runs, (int)(11 * t.runs.size()));
+    EXPECT_LT(b.error_lo, 0.0);
+    EXPECT_GT(b.error_hi, 0.0);
+    EXPECT_DOUBLE_EQ(b.confidence, 0.8);
+}
+
+// The band by hand: errors −30%, −10%, 0, +10%, +50% (predicted / measured − 1); the 10th
+// percentile at index 0.4 between −30% and −10%: −22%; the 90th at index 3.6: +34%.
+TEST(ErrorBars, ClosedLoopBandIsThePercentilesOfEveryJob) {
+    const std::string text = "version = 1\nmachine = \"m\"\n[[run]]\nid = \"A\"\nmeasured_at = \"t\"\njob = [\n"
+                             "  { name = \"a\", ranks = 1, predicted_s = 0.7, measured_s = 1.0 },\n"
+                             "  { name = \"b\", ranks = 1, predicted_s = 0.9, measured_s = 1.0 },\n"
+                             "  { name = \"c\", ranks = 1, predicted_s = 2.0, measured_s = 2.0 },\n"
+                             "]\n[[run]]\nid = \"B\"\nmeasured_at = \"t\"\njob = [\n"
+                             "  { name = \"a\", ranks = 2, predicted_s = 1.1, measured_s = 1.0 },\n"
+                             "  { name = \"b\", ranks = 2, predicted_s = 1.5, measured_s = 1.0 },\n]\n";
+    auto t = parse_closed_loop_table(text, "t.toml");
+    ASSERT_TRUE(t) << t.error().str();
+    const ErrorBand b = t->band();
+    EXPECT_EQ(b.runs, 5);
+    EXPECT_NEAR(b.error_lo, -0.22, 1e-12);
+    EXPECT_NEAR(b.error_hi, 0.34, 1e-12);
+    // Added to a probe band of −3% … +4% in quadrature: −√(0.03² + 0.22²), +√(0.04² + 0.34²).
+    ErrorBand probes;
+    probes.error_lo = -0.03, probes.error_hi = 0.04;
+    const ErrorBand c = combined_band(probes, b);
+    EXPECT_NEAR(c.error_lo, -std::sqrt(0.03 * 0.03 + 0.22 * 0.22), 1e-12);
+    EXPECT_NEAR(c.error_hi, std::sqrt(0.04 * 0.04 + 0.34 * 0.34), 1e-12);
+}
+
+// A broken closed-loop table is refused with the file, line and field.
+TEST(ErrorBars, BrokenClosedLoopTableRefusedWithFileLineField) {
+    const std::string head = "version = 1\nmachine = \"m\"\n[[run]]\nid = \"A\"\nmeasured_at = \"t\"\n";
+    struct Case {
+        std::string text;
+        int line;
+        std::string key, words;
+    } cases[] = {
+        {head + "job = [ { name = \"a\", ranks = 1, predicted_s = 0.5, measured_s = 0 } ]\n", 6, "run[0].job[0].measured_s",
+         "got 0"},
+        {head + "job = [ { name = \"a\", ranks = 0, predicted_s = 0.5, measured_s = 1 } ]\n", 6, "run[0].job[0].ranks", "0"},
+        {head + "job = [ { name = \"a\", ranks = 1, predicted = 0.5, measured_s = 1 } ]\n", 6, "run[0].job[0].predicted_s",
+         "did you mean \"predicted_s\""},  // missing, and the misspelt key named with the nearest known one
+        {"version = 1\n[[run]]\nid = \"A\"\nmeasured_at = \"t\"\njob = []\n", 1, "machine", "missing"},
+        {"version = 1\nmachine = \"m\"\n", 1, "run", "missing"},
+    };
+    for (const Case& c : cases) expect_refused(parse_closed_loop_table(c.text, "broken.toml"), c.text, c.line, c.key, c.words);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // speed_interval.cpp — error bars on the speed figures: the residual table of the published
-// runs (computed by bench_accuracy, written, read back and compiled in) and the one function
+// runs (computed by bench_accuracy, written, read back and compiled in), the closed loop's
+// table of profile-based estimates against the engine's measured steps, and the one function
 // that turns an error band into intervals (speed_interval.h; docs/estimators.md, "Error bars").
 #include "ptd/model/speed_interval.h"
 
@@ -188,6 +189,31 @@ std::string residual_table_toml(const ResidualTable& t) {
 
 namespace {
 
+// The keys both residual tables open with: the format version (1) and the two percentiles
+// of the band, the lower below the upper.
+void read_table_head(TomlContext& ctx, TableReader& top, int& version, double& lower, double& upper) {
+    top.require("version", "the table's format version");
+    if (top.read_int("version", version, 1, 1000) && version != 1)
+        ctx.error(top.where("version"), "version", "got " + std::to_string(version) + "; this build reads version 1");
+    top.read_double("lower_percentile", lower, 0, 100);
+    top.read_double("upper_percentile", upper, 0, 100);
+    if (lower >= upper)
+        ctx.error(top.where("upper_percentile"), "upper_percentile",
+                  "got " + toml_double(upper) + ", not above lower_percentile " + toml_double(lower));
+}
+
+// A table compiled into the library, parsed once. Its ctest (residuals_table_current, or
+// ErrorBars.TheClosedLoopTableParses) reads it first; a failure here is a build bug.
+template <class Table>
+Table embedded_table(std::string_view text, const char* name, Result<Table> (*parse)(std::string_view, const std::string&)) {
+    auto parsed = parse(text, std::string("<embedded>/accuracy/") + name);
+    if (!parsed) {
+        std::fprintf(stderr, "ptd: internal error: the embedded table %s does not parse:\n%s", name, parsed.error().str().c_str());
+        std::abort();
+    }
+    return *parsed;
+}
+
 // One row's keys; has_interval follows from error_lo / error_hi being given.
 void read_row(TomlContext& ctx, TableReader& rd, ResidualRow& r, int min_runs, bool pooled) {
     rd.require("runs", "the number of check runs");
@@ -221,15 +247,7 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
     ctx.file = file;
     ResidualTable t;
     TableReader top(ctx, *doc, "");
-    top.require("version", "the table's format version");
-    if (top.read_int("version", t.version, 1, 1000) && t.version != 1)
-        ctx.error(top.where("version"), "version", "got " + std::to_string(t.version) + "; this build reads version 1");
-    top.read_double("lower_percentile", t.lower_percentile, 0, 100);
-    top.read_double("upper_percentile", t.upper_percentile, 0, 100);
-    if (t.lower_percentile >= t.upper_percentile)
-        ctx.error(top.where("upper_percentile"), "upper_percentile",
-                  "got " + toml_double(t.upper_percentile) + ", not above lower_percentile " +
-                      toml_double(t.lower_percentile));
+    read_table_head(ctx, top, t.version, t.lower_percentile, t.upper_percentile);
     top.read_int("min_runs", t.min_runs, 1, 1000000);
     top.require("pooled", "the table [pooled]");
     if (const toml::table* p = top.subtable("pooled")) {
@@ -268,17 +286,95 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
 }
 
 const ResidualTable& published_residuals() {
-    static const ResidualTable table = [] {
-        auto parsed = parse_residual_table(embedded_published_residuals_toml(),
-                                           "<embedded>/accuracy/published_residuals.toml");
-        // The compiled-in table is checked by ctest residuals_table_current; a failure is a build bug.
-        if (!parsed) {
-            std::fprintf(stderr, "ptd: internal error: the embedded residual table does not parse:\n%s",
-                         parsed.error().str().c_str());
-            std::abort();
+    static const ResidualTable table =
+        embedded_table(embedded_published_residuals_toml(), "published_residuals.toml", &parse_residual_table);
+    return table;
+}
+
+// ---- the closed loop's table ------------------------------------------------------------
+
+ErrorBand ClosedLoopTable::band() const {
+    std::vector<double> errors;
+    for (const ClosedLoopRun& r : runs)
+        for (const ClosedLoopJob& j : r.jobs) errors.push_back(j.error());
+    std::sort(errors.begin(), errors.end());
+    ErrorBand b;
+    b.source = IntervalSource::cluster_profile;
+    b.confidence = (upper_percentile - lower_percentile) / 100.0;
+    b.runs = (int)errors.size();
+    if (errors.empty()) return b;
+    b.error_lo = std::min(0.0, sorted_percentile(errors, lower_percentile));
+    b.error_hi = std::max(0.0, sorted_percentile(errors, upper_percentile));
+    b.runs_of = std::to_string(errors.size()) + " closed-loop jobs (" + std::to_string(runs.size()) + " run(s) of bench/closed_loop.sh on " +
+                machine + ")";
+    return b;
+}
+
+ErrorBand combined_band(const ErrorBand& a, const ErrorBand& b) {
+    ErrorBand c = a;
+    c.error_lo = -std::hypot(std::min(0.0, a.error_lo), std::min(0.0, b.error_lo));
+    c.error_hi = std::hypot(std::max(0.0, a.error_hi), std::max(0.0, b.error_hi));
+    return c;
+}
+
+Result<ClosedLoopTable> parse_closed_loop_table(std::string_view text, const std::string& file) {
+    auto doc = parse_toml(text, file);
+    if (!doc) return std::unexpected(doc.error());
+    TomlContext ctx;
+    ctx.file = file;
+    ClosedLoopTable t;
+    TableReader top(ctx, *doc, "");
+    read_table_head(ctx, top, t.version, t.lower_percentile, t.upper_percentile);
+    top.require("machine", "where the runs were made");
+    top.read_string("machine", t.machine);
+    top.require("run", "[[run]] tables, one per bench/closed_loop.sh run");
+    if (const toml::array* runs = top.subarray("run"))
+        for (size_t i = 0; i < runs->size(); ++i) {
+            const toml::table* rt = (*runs)[i].as_table();
+            if (!rt) {
+                ctx.error(ctx.loc((*runs)[i]), "run", "expected [[run]] tables");
+                continue;
+            }
+            ClosedLoopRun r;
+            TableReader rd(ctx, *rt, "run[" + std::to_string(i) + "]");
+            rd.require("id", "the run's name");
+            rd.read_string("id", r.id);
+            rd.require("measured_at", "when the run was made (UTC)");
+            rd.read_string("measured_at", r.measured_at);
+            rd.read_string("conditions", r.conditions);
+            rd.read_string("command", r.command);
+            rd.require("job", "[[run.job]] tables, one per job of the matrix");
+            if (const toml::array* jobs = rd.subarray("job"))
+                for (size_t k = 0; k < jobs->size(); ++k) {
+                    const toml::table* jt = (*jobs)[k].as_table();
+                    if (!jt) {
+                        ctx.error(ctx.loc((*jobs)[k]), rd.full_key("job"), "expected [[run.job]] tables");
+                        continue;
+                    }
+                    ClosedLoopJob j;
+                    TableReader jr(ctx, *jt, rd.full_key("job") + "[" + std::to_string(k) + "]");
+                    jr.require("name", "the job's name in the bench's matrix");
+                    jr.read_string("name", j.name);
+                    jr.require("ranks", "the job's ranks");
+                    jr.read_int("ranks", j.ranks, 1, 1000000);
+                    jr.require("predicted_s", "the estimate's step time (s)");
+                    jr.read_positive("predicted_s", j.predicted_s, 1e6, "s");
+                    jr.require("measured_s", "the launch's median step time (s)");
+                    jr.read_positive("measured_s", j.measured_s, 1e6, "s");
+                    jr.finish();
+                    r.jobs.push_back(std::move(j));
+                }
+            rd.finish();
+            t.runs.push_back(std::move(r));
         }
-        return *parsed;
-    }();
+    top.finish();
+    if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
+    return t;
+}
+
+const ClosedLoopTable& closed_loop_residuals() {
+    static const ClosedLoopTable table =
+        embedded_table(embedded_closed_loop_residuals_toml(), "closed_loop_residuals.toml", &parse_closed_loop_table);
     return table;
 }
 

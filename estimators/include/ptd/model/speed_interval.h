@@ -107,4 +107,37 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
 const ResidualTable& published_residuals();
 std::string_view embedded_published_residuals_toml();
 
+// ---- the closed loop's table ------------------------------------------------------------
+
+// The time model's own error where a cluster profile feeds it: bench/closed_loop.sh's runs
+// (`ptd calibrate`, then `ptd estimate --profile` against `ptd launch` of the bundled
+// engine), kept in assets/accuracy/closed_loop_residuals.toml and compiled in. A profile's
+// probes say how sure their figures are; these runs say how far the model built on them
+// lands from the step the engine then measures.
+struct ClosedLoopJob {
+    std::string name;  // "tiny TP2 DP2"
+    int ranks = 0;
+    double predicted_s = 0, measured_s = 0;
+    double error() const { return predicted_s / measured_s - 1; }
+};
+struct ClosedLoopRun {
+    std::string id, measured_at, conditions, command;
+    std::vector<ClosedLoopJob> jobs;
+};
+struct ClosedLoopTable {
+    int version = 1;
+    double lower_percentile = 10, upper_percentile = 90;
+    std::string machine;  // where the runs were made (cores, CPU)
+    std::vector<ClosedLoopRun> runs;
+    // Every job's error over every run: its percentiles as a band (source cluster_profile).
+    ErrorBand band() const;
+};
+Result<ClosedLoopTable> parse_closed_loop_table(std::string_view text, const std::string& file);
+// The compiled-in table (assets/accuracy/closed_loop_residuals.toml).
+const ClosedLoopTable& closed_loop_residuals();
+std::string_view embedded_closed_loop_residuals_toml();
+// Two independent error sources of one prediction (a profile's probe spread and the model's
+// own error), each side added in quadrature: e_lo = −√(a_lo² + b_lo²), e_hi = √(a_hi² + b_hi²).
+ErrorBand combined_band(const ErrorBand& a, const ErrorBand& b);
+
 }  // namespace ptd
