@@ -2,9 +2,9 @@
 // is charged on (issue 29 point 6: a run that happened cannot be OOM). Megatron-core's
 // DistributedDataParallel allocates the parameters and gradients as contiguous buffers when
 // the model is built, which never return to the cache, and its mixed-precision optimizers make
-// the fp32 main weights when they are constructed; everything allocated and freed over the
-// step (activations, buffers, Adam's moments made at the first step, FSDP / ZeRO shards and
-// gathers) is. The user*
+// the fp32 main weights when they are constructed (NeMo 1.x's Apex DistributedFusedAdam its
+// whole state); everything allocated and freed over the step (activations, buffers, Adam's
+// moments made at the first step, FSDP / ZeRO shards and gathers) is. The user*
 // rows of bench/accuracy/published_runs.toml (runs written from their published description
 // only) check what that means for a run that happened, and the run file's tied_embeddings key.
 #include <string>
@@ -64,6 +64,29 @@ TEST(AllocatorReserve, MainWeightsMadeByThePrecisionAwareOptimizerStillCountInTh
     const MemoryBreakdown& w = whole.stages[0].mem;
     EXPECT_NEAR(w.fragmentation, 0.05 * (w.optimizer * (1 - kMasterShare) + w.activations + w.temp),
                 1e-6 * w.fragmentation);
+}
+
+TEST(AllocatorReserve, ApexDistributedAdamStateBucketsAddNoReserve) {
+    // NeMo 1.x's Apex DistributedFusedAdam with store_params = False (no master copy: the
+    // optimizer dtype is the weights' bf16): MegatronBaseModel.configure_optimizers initialises
+    // every parameter's state before training, one contiguous exp_avg / exp_avg_sq shard per
+    // bucket, so no optimizer byte churns. Worked example: Llama 3 8B, 8 H100, dp 8, bf16
+    // moments, 2 + 2 = 4 bytes per parameter over 8 ranks.
+    const std::string apex = "main_params_dtype = \"none\"\nexp_avg_dtype = \"bf16\"\nexp_avg_sq_dtype = \"bf16\"\n";
+    for (const char* framework : {"megatron", "nemo"}) {
+        const Estimate e = estimate_job(llama8b_under(framework, "distributed_optimizer = true\n", apex));
+        ASSERT_FALSE(e.stages.empty()) << framework;
+        const MemoryBreakdown& m = e.stages[0].mem;
+        ASSERT_NEAR(m.optimizer, m.params * 4.0 / 2.0 / 8.0, 1e-6 * m.optimizer) << framework;
+        EXPECT_NEAR(m.fragmentation, 0.05 * (m.activations + m.temp), 1e-6 * m.fragmentation) << framework;
+    }
+    // A 2-byte master of remainders may be Transformer Engine's FusedAdam state (Megatron-core's
+    // --store-param-remainders), made at the first step: it still counts.
+    const Estimate rem = estimate_job(llama8b_under("nemo", "distributed_optimizer = true\n",
+                                                    "main_params_dtype = \"fp32-remainders\"\n"));
+    ASSERT_FALSE(rem.stages.empty());
+    const MemoryBreakdown& r = rem.stages[0].mem;
+    EXPECT_NEAR(r.fragmentation, 0.05 * (r.optimizer + r.activations + r.temp), 1e-6 * r.fragmentation);
 }
 
 TEST(AllocatorReserve, ShardedAndFsdpStatesStillCountInTheReserve) {

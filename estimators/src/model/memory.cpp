@@ -729,17 +729,25 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     return S;
 }
 
-// Of a Megatron-core rank's optimizer bytes, the fp32 main weights: its mixed-precision
-// optimizers make them when they are constructed, before the first forward, and keep them
-// (megatron/core/optimizer/distrib_optimizer.py _build_model_and_main_param_groups:
-// shard_main_param = shard_model_param.clone().float(); Float16OptimizerWithFloat16Params
-// likewise for whole parameters), so, like the parameter and gradient buffers, they add nothing
-// to the allocator's reserve. Adam's moments are made at the first step (the CI memory test's
-// step 1 peaks lower), among freed activation blocks, and stay charged. With the
-// precision-aware optimizer (any state dtype other than fp32) the master copy lives in
-// Transformer Engine's FusedAdam state, made at the first step as well: nothing is excluded.
-static double megatron_master_bytes(const TrainingSpec& t, double optimizer_bytes) {
+// Of a Megatron-core rank's optimizer bytes, those made before the first forward and kept,
+// which, like the parameter and gradient buffers, add nothing to the allocator's reserve.
+// - fp32 states: the main weights. Megatron-core's mixed-precision optimizers make them when
+//   they are constructed (megatron/core/optimizer/distrib_optimizer.py
+//   _build_model_and_main_param_groups: shard_main_param = shard_model_param.clone().float();
+//   Float16OptimizerWithFloat16Params likewise for whole parameters). Adam's moments are made at
+//   the first step (the CI memory test's step 1 peaks lower), among freed activation blocks, and
+//   stay charged.
+// - main_params_dtype = none: the whole optimizer shard. No master copy is NeMo 1.x's Apex
+//   DistributedFusedAdam with store_params = False (Megatron-core's precision-aware optimizer
+//   always keeps one), and NeMo's MegatronBaseModel.configure_optimizers calls init_params on
+//   every parameter before training ("make sure all params are initialized so main grads are
+//   available"), which makes each bucket's StateBucket: exp_avg_shard and exp_avg_sq_shard as
+//   one contiguous tensor per bucket (apex/contrib/optimizers/distributed_fused_adam.py).
+// - any other state dtype (the precision-aware optimizer): the master copy lives in Transformer
+//   Engine's FusedAdam state, made at the first step as well: nothing is excluded.
+static double optimizer_bytes_made_before_training(const TrainingSpec& t, double optimizer_bytes) {
     if (t.precision == Precision::fp32) return 0;  // no master copy
+    if (t.main_params_dtype == StateDtype::none) return optimizer_bytes;  // Apex's state buckets
     if (t.main_params_dtype != StateDtype::fp32 || t.exp_avg_dtype != StateDtype::fp32 ||
         t.exp_avg_sq_dtype != StateDtype::fp32)
         return 0;
@@ -783,7 +791,7 @@ void stage_memory_finish(const EstimateContext& ctx, const LayoutDerived& L, int
     const bool megatron_buffers = runs_megatron_core(ctx.job.training.framework) && L.zero == 0 &&
                                   es.activation_profile != ActivationProfile::ptd_engine;
     const double churned = S.mem.model_states() + S.mem.activations + S.mem.temp -
-                           (megatron_buffers ? S.mem.params + S.mem.grads + megatron_master_bytes(ctx.job.training, S.mem.optimizer)
+                           (megatron_buffers ? S.mem.params + S.mem.grads + optimizer_bytes_made_before_training(ctx.job.training, S.mem.optimizer)
                                              : 0.0);
     S.mem.fragmentation = es.fragmentation * churned;
 }
