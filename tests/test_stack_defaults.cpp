@@ -6,6 +6,7 @@
 
 #include "job_test_util.h"
 #include "text_test_util.h"
+#include "ptd/model/estimate.h"
 #include "ptd/plan/planner.h"
 #include "ptd/spec/stack_defaults.h"
 
@@ -89,6 +90,24 @@ TEST(StackDefaults, TheVersionSetsTheMegatronOfThatDate) {
     const JobSpec today = llama70b("megatron");
     EXPECT_FALSE(today.parallel.scatter_gather_tensors_in_pipeline);
     EXPECT_TRUE(today.training.flash_attention);
+}
+
+TEST(StackDefaults, PipelineHopOverlapFollowsMegatronsDates) {
+    // Megatron-LM added --overlap-p2p-communication on 2023-05-31 as an opt-in flag and made it
+    // the default on 2023-10-12; MegaScale's baseline, commit 285068c8 (2023-01-11), exposed
+    // every pipeline hop (Table 3 adds "PP overlap" as MegaScale's own).
+    for (const char* version : {"2023-01", "2023-06", "2023-09"}) {
+        const JobSpec job = llama70b("megatron", std::string("framework_version = \"") + version + "\"\n");
+        EXPECT_FALSE(job.parallel.overlap_p2p_comm) << version;
+        EXPECT_TRUE(applied(job, "parallel.overlap_p2p_comm", "false")) << version;
+    }
+    EXPECT_TRUE(llama70b("megatron", "framework_version = \"2023-10\"\n").parallel.overlap_p2p_comm);
+    EXPECT_TRUE(llama70b("megatron").parallel.overlap_p2p_comm);
+    // The exposed hops are in the step: the same job at 2023-01 and 2023-10 differs by them.
+    const ptd::Estimate before = ptd::estimate_job(llama70b("megatron", "framework_version = \"2023-01\"\n"));
+    const ptd::Estimate after = ptd::estimate_job(llama70b("megatron", "framework_version = \"2023-10\"\n"));
+    EXPECT_GT(before.time.pp_comm, after.time.pp_comm);
+    EXPECT_GT(before.step_s, after.step_s);
 }
 
 TEST(StackDefaults, ABadVersionIsRefusedWithWhatIsAllowed) {

@@ -44,6 +44,10 @@ TEST(MegascaleRows, BaselineRunsWithoutMegaScalesOverlaps) {
         EXPECT_FALSE(r.job.parallel.overlap_param_gather) << r.name;
         EXPECT_FALSE(r.job.parallel.tp_comm_overlap) << r.name;
         EXPECT_TRUE(r.job.parallel.distributed_optimizer) << r.name;
+        // The stack of 285068c8's date, whose every pipeline hop is exposed (no
+        // --overlap-p2p-communication until May 2023, its default from Oct 2023).
+        EXPECT_EQ(r.job.training.framework_version, 202301) << r.name;
+        EXPECT_FALSE(r.job.parallel.overlap_p2p_comm) << r.name;
         // Table 1's layouts: TP 8 with PP 8 (175B, six interleaving stages) or PP 35 (530B, three).
         EXPECT_EQ(r.job.parallel.tp, 8) << r.name;
         const int layers_per_chunk = r.job.model.layers / (r.job.parallel.pp * r.job.parallel.vpp);

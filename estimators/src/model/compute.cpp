@@ -139,6 +139,10 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // PyTorch's SDPA (FlashAttention-2 kernels) and, unless compiled, eager elementwise ops.
     if (!runs_megatron_core(fw) && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
         L.flash_eff *= k.fa2_hopper_fraction;
+    // fa1: before flash-attn 2.0 (2023-07-17) a stack's flash attention is FlashAttention-1 (e.g.
+    // Megatron-LM 285068c8's --use-flash-attn calls flash_attn_unpadded_func, the 1.x interface;
+    // Megatron-LM moved to flash_attn_varlen_func on 2023-07-19).
+    if (job.training.framework_version > 0 && job.training.framework_version < 202307) L.flash_eff *= k.fa1_fraction;
     if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile)
         L.elementwise_factor = k.eager_elementwise_factor;
 }

@@ -7,7 +7,8 @@
 //    the scatter/gather pipeline send on from Feb 2021 (p2p_communication.py) until
 //    Megatron-Core dropped it (Mar 2023); asynchronous TP all-reduce in the column-parallel
 //    backward from Sep 2021 (--no-async-tensor-model-parallel-allreduce); --overlap-p2p-
-//    communication on for the interleaved schedule from 2023; Transformer Engine's fused
+//    communication for the interleaved schedule opt-in from Jun 2023, on by default from Oct
+//    2023 (commits f9283c5, 4eeff55); Transformer Engine's fused
 //    attention the default layer implementation (--transformer-impl transformer_engine) from
 //    2024, before which the local softmax ran unless --use-flash-attn.
 //  - NeMo 2 / Megatron-Bridge (framework "nemo"): the performance recipes NVIDIA publishes its
@@ -138,7 +139,10 @@ Default default_for(StackKey k, const JobSpec& job) {
             if (nemo) return {false, "grad_reduce_in_fp32 = False: bf16 gradient buffer and reduction"};
             return {true, megatron ? "bf16 keeps fp32 main grads unless --grad-reduce-in-bf16" : "fp32 gradient reduction"};
         case StackKey::overlap_p2p_comm:
-            if (megatron && before(t, 202301)) return {false, "no --overlap-p2p-communication before 2023: every pipeline hop exposed"};
+            // Megatron-LM: the flag from 2023-05-31 (f9283c5, opt-in), the default from 2023-10-12
+            // (4eeff55); before, every exchange is one batched send / receive and a device sync.
+            if (megatron && before(t, 202310))
+                return {false, "--overlap-p2p-communication is the default from Oct 2023 (opt-in from Jun 2023): every pipeline hop exposed"};
             return {true, nemo ? "overlap_p2p_comm with the interleaved schedule" : "--overlap-p2p-communication with the interleaved schedule"};
         case StackKey::scatter_gather_tensors_in_pipeline:
             if (megatron && t.framework_version >= 202102 && before(t, 202303))

@@ -298,6 +298,10 @@ struct TimeModelConstants {
     // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where
     // FlashAttention-3 reaches ~75% (Shah et al. 2024, arXiv 2407.08608, §1 and §4.1).
     double fa2_hopper_fraction = 0.47;
+    // fa1: a stack dated before FlashAttention-2 (flash-attn 2.0, July 2023) ran FlashAttention-1,
+    // about half as fast: FlashAttention-2 is "around 2× faster" and reaches 50–73% of the A100's
+    // peak where FlashAttention-1 reaches 25–40% (Dao 2023, arXiv 2307.08691, abstract and §4.1).
+    double fa1_fraction = 0.5;
     // Eager PyTorch elementwise work moves this many times the bytes of fused kernels
     // (docs/estimators.md counts a Llama layer: fp32 upcasts in RMSNorm and RoPE, separate
     // SiLU and multiply, residual adds, SDPA layout copies ≈ 78 vs 30 hidden-sized passes).

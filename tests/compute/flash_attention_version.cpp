@@ -1,0 +1,42 @@
+// flash_attention_version.cpp — which FlashAttention a stack's date runs (fa1): a job dated
+// before flash-attn 2.0 (July 2023) runs FlashAttention-1, at half FlashAttention-2's rate
+// (Dao 2023, arXiv 2307.08691: FlashAttention-2 "around 2× faster", 50–73% of the A100's peak
+// against 25–40%); from July 2023, and for a job without a date, the generation's flash_eff.
+#include <gtest/gtest.h>
+
+#include "job_test_util.h"
+#include "ptd/model/estimate.h"
+
+namespace {
+
+using namespace ptd_test;
+
+// Llama 3 8B (32 layers, 32 heads of 128, sequence 8192) on one A100, Megatron-LM with flash
+// attention written, at `version` ("" = today).
+ptd::Estimate llama8b_on_one_a100(const std::string& version) {
+    const std::string dated = version.empty() ? "" : "framework_version = \"" + version + "\"\n";
+    return ptd::estimate_job(job_from_text(job_text({.preset = "llama3-8b",
+                                                     .gpus_per_node = 1,
+                                                     .gpu = "a100-80gb",
+                                                     .parallel = "tp = 1\npp = 1\n",
+                                                     .training = "framework = \"megatron\"\nflash_attention = true\n"
+                                                                 "micro_batch = 1\nglobal_batch = 1\n" + dated})));
+}
+
+TEST(FlashAttentionVersion, BeforeJuly2023TheAttentionCoreRunsAtFlashAttention1sRate) {
+    const ptd::Estimate fa1 = llama8b_on_one_a100("2023-06"), fa2 = llama8b_on_one_a100("2023-07");
+    // By hand: the causal core executes half of 4·b·a·s²·d per layer, at flash_eff of the
+    // A100's 312 TFLOP/s with FlashAttention-2 and half that rate with FlashAttention-1: the
+    // forward grows by one FlashAttention-2 core per layer, the backward (2.5 forwards' worth of
+    // GEMMs) by 2.5 of them.
+    const double flash_eff = ptd::time_model_constants().kernel(ptd::GpuGeneration::ampere).flash_eff;
+    const double core = 0.5 * 4.0 * 1 * 32 * 8192.0 * 8192.0 * 128 / (312e12 * flash_eff);
+    ASSERT_EQ(fa1.stages.size(), 1u);
+    EXPECT_NEAR(fa1.stages[0].fwd_s - fa2.stages[0].fwd_s, 32 * core, 1e-9);
+    EXPECT_NEAR(fa1.stages[0].bwd_s - fa2.stages[0].bwd_s, 32 * 2.5 * core, 1e-9);
+    // Nothing else of the layer moves, and a job without a date runs today's kernels.
+    EXPECT_DOUBLE_EQ(fa1.stages[0].tp_s, fa2.stages[0].tp_s);
+    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("").stages[0].fwd_s, fa2.stages[0].fwd_s);
+}
+
+}  // namespace
