@@ -16,7 +16,8 @@
 // region), the MoE router and the embedding stay bf16 (TE docs "Using FP8 with Transformer
 // Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
 // nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
-// quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
+// quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor;
+// torchao's rowwise recipe adds one measured backward term (rowwise8, torchao_rowwise_backward_time).
 // fp8eff — an FP8 GEMM's longer reduction dimension (fp8_reduction_factor): measured curves of
 // H100 cuBLAS bf16 GEMMs (XLA xla/service/gpu/model/matmul_interpolator_data.h, sm_90) and H800
 // FP8 GEMMs (DeepGEMM README 2025-03-25) by shape.
