@@ -413,7 +413,7 @@ double torchao_bench_8b_step(const std::string& cluster, const std::string& gpu,
 // 6,150 tokens/s, tensorwise (float8 all-gather) 7,689.5, rowwise 6,768 — rowwise / tensorwise
 // 0.880. On Meta's H100 (the grand-teton preset) the model gives 0.904; without rowwise8 the
 // two recipes were the same speed at tp = 1.
-TEST(RowwiseFloat8, ReproducesTorchaosRowwiseOverTensorwiseThroughputOnLlama8b) {
+TEST(RowwiseFloat8, ReproducesTorchaosRowwiseOverTensorwiseThroughputOnH100) {
     auto step = [](const std::string& fp8) {
         return torchao_bench_8b_step("grand-teton-h100-96gb", "h100-96gb-500w", "2025-03", fp8);
     };
