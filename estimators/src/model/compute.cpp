@@ -16,7 +16,8 @@
 // region), the MoE router and the embedding stay bf16 (TE docs "Using FP8 with Transformer
 // Engine"; Megatron-LM megatron/core/fp8_utils.py); torchao's Float8Linear swaps the
 // nn.Linear layers and torchtitan filters the output layer ("output" in filter_fqns). The
-// quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor.
+// quantization passes are memory-bound traffic per recipe (fp8_cast_bytes), not a fitted factor;
+// torchao's rowwise recipe adds one measured backward term (rowwise8, torchao_rowwise_backward_time).
 // fp8eff — an FP8 GEMM's longer reduction dimension (fp8_reduction_factor): measured curves of
 // H100 cuBLAS bf16 GEMMs (XLA xla/service/gpu/model/matmul_interpolator_data.h, sm_90) and H800
 // FP8 GEMMs (DeepGEMM README 2025-03-25) by shape.
@@ -163,6 +164,7 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
 // 2 + 2 + 1 = 5 per cast. It saves the bf16 input and weight for backward and casts them
 // again there (Xᵀ for wgrad, Wᵀ for dgrad), and casts the output gradient twice (dgrad,
 // wgrad); weights every micro-batch (no cache).
+
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
     Fp8CastBytes c;
     const double steps = 1.0 / std::max(mbs, 1);
@@ -260,6 +262,33 @@ double fp8_split_accum_factor(GpuGeneration gen) {
     constexpr double kSplitAccumSlowdown = 1.15;
     if (gen != GpuGeneration::hopper && gen != GpuGeneration::ada) return 1.0;
     return (1.0 + 2.0 * kSplitAccumSlowdown) / 3.0;
+}
+
+// rowwise8: torchao's rowwise recipe costs more outside its GEMMs than the casts above. At the
+// torchao commit torchtitan's float8 benchmarks ran (6243040, June 2025) every operand is
+// scaled per row along each GEMM's outer dimension, so the backward scales the saved input
+// and the weight along their other axis too (the token axis / the output features: column
+// reductions and transposed writes), and its two GEMMs run cuBLAS's tensorwise kernel with
+// unit scales followed by `output *= post_inverse_scale` on the input-shaped dgrad and the
+// weight-shaped wgrad outputs ("the rowwise CUTLASS-based kernel is so slow without
+// fast-accum", torchao/float8/float8_ops.py addmm_float8_unwrapped). Measured: torchao's
+// rowwise sweep of LayerNorm → Float8Linear → Sigmoid, forward + backward, on H100
+// (pytorch/ao docs/static/fp8-rowwise-perf.png, fdddb2c; PyTorch 2.8.0a0; 216 shapes M, K, N =
+// 1024 … 32768) against bf16 runs 0.38 – 1.73×; this time model without the term puts it 29%
+// faster (median), most at small M and N, not varying with K: the extra time grows with the
+// input's (M·K) and the weight's (N·K) elements, not the output gradient's (M·N). One constant
+// over the sweep, on Meta's 2.4 TB/s H100 the torchao team benchmarks on (torchao
+// roofline_utils.py): 7.8 ps per input and weight element in the backward — 15 bytes at
+// hbm_eff there (median error −1%, rms 13%; 12 – 18 bytes for hbm_eff 0.7 – 0.9). It is kept
+// as a time, not as bytes at the GPU's bandwidth: on B200 (torchao's MX README, Llama 3 8B,
+// 8 GPUs) rowwise runs at 0.829× tensorwise's throughput; 15 bytes at B200's bandwidth would
+// give 0.927, the same time per element 0.80. Derived from measurements, not from a kernel
+// trace: which of the passes above costs what is not known.
+constexpr double kTorchaoRowwiseBackwardSecondsPerElement = 15.0 / (2400e9 * 0.80);
+
+double torchao_rowwise_backward_time(const LayoutDerived& L, double input_elements) {
+    if (L.fp8 != Fp8Recipe::rowwise) return 0.0;
+    return kTorchaoRowwiseBackwardSecondsPerElement * (input_elements + L.layer_linear_params);
 }
 
 double linear_gemm_time(const LayoutDerived& L, double m, double n, double k) {
@@ -640,6 +669,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
         const Fp8CastBytes& c = L.fp8_cast;
         lt.fp8_cast = (c.in_fwd * inputs + c.weight_fwd * L.layer_linear_params) / L.hbm;
         lt.fp8_cast_bwd = (c.grad_bwd * grads + c.in_bwd * inputs + c.weight_bwd * L.layer_linear_params) / L.hbm;
+        lt.fp8_cast_bwd += torchao_rowwise_backward_time(L, inputs);  // rowwise8
         if (L.sp && c.sp_transpose > 0 && !L.mla) {
             // fp8sp: the gathered operands (QKV's and, dense, FC1's input; proj's and FC2's
             // output gradient; the shared experts' too) are cast on the shard in one

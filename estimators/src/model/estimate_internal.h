@@ -271,6 +271,9 @@ struct LayerTime {
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs);
+// rowwise8: torchao rowwise float8's measured backward overhead, seconds, for a layer whose
+// linears read `input_elements` input elements (0 for any other recipe; compute.cpp).
+double torchao_rowwise_backward_time(const LayoutDerived& L, double input_elements);
 void fp8_sp_gathered_transpose(Fp8CastBytes& c, Fp8Recipe recipe, GpuGeneration gen);
 double fp8_split_accum_factor(GpuGeneration gen);
 LayerTime layer_forward_time(const LayoutDerived& L);
