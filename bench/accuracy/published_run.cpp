@@ -79,6 +79,8 @@ const std::set<std::string> kRunKeys = {
     "memory_efficient_norm",
     // hostov: CUDA graphs (parallel.cuda_graph_impl / cuda_graph_scope) and static expert inputs
     "cuda_graph_impl", "cuda_graph_scope", "moe_pad_to_capacity",
+    // moefp8pad: the router pads each expert's token count to the FP8 alignment
+    "moe_router_padding_for_fp8",
     // moeperm: Megatron-core's fused token permutation (a stack key: unstated, the stack's default)
     "moe_permute_fusion",
     // moerouter: Megatron-core's fused router (a stack key: unstated, the stack's default)
@@ -340,6 +342,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             p.cuda_graph_scope = run_word_bits(g_path, *n, "cuda_graph_scope", false, "an array of Megatron-core scope words",
                                                ptd::cuda_graph_scope_word, ptd::kCudaGraphScopeCount);
         p.moe_pad_to_capacity = get<bool>(t, "moe_pad_to_capacity", false);
+        p.moe_router_padding_for_fp8 = get<bool>(t, "moe_router_padding_for_fp8", false);  // moefp8pad
         // moeperm: stated, the run's own (stated_stack_keys); else the stack's default applies.
         p.moe_permute_fusion = get<bool>(t, "moe_permute_fusion", false);
         p.moe_router_fusion = get<bool>(t, "moe_router_fusion", false);  // moerouter: likewise

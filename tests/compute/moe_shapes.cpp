@@ -6,7 +6,9 @@
 // per-stage memory and time by hand, DeepSeek-V3's EP 64 under TP 2 with expert_tp 1 and its
 // all-to-all as hand-computed, and the messages for a bad expert_tp. moeperm: the token
 // dispatcher's permute / unpermute passes over HBM, unfused and fused (--moe-permute-fusion), after
-// an all-to-all or a flex (DeepEP / HybridEP) dispatch.
+// an all-to-all or a flex (DeepEP / HybridEP) dispatch. moefp8pad: the FP8 grouped MLP's alignment
+// copies of its rows (Transformer Engine's Fp8Padding / Fp8Unpadding) unless the router or a
+// capacity pads the counts.
 #include <cmath>
 #include <string>
 
@@ -371,6 +373,72 @@ TEST(MoeDispatcherPasses, TheStacksFusionReachesTheEstimate) {
     ASSERT_TRUE(fused.parallel.moe_permute_fusion);
     ASSERT_FALSE(unfused.parallel.moe_permute_fusion);
     EXPECT_LT(estimate_job(fused).step_s, estimate_job(unfused).step_s);
+}
+
+// moefp8pad: with a Transformer Engine FP8 recipe Megatron-core's TEGroupedMLP copies the G rows
+// its local experts compute into the FP8-aligned layout (Fp8Padding) and its output back out of it
+// (Fp8Unpadding); the backward does the same to the gradients. Worked example, the layer of
+// MoeDispatcherPasses (Qwen3-30B-A3B routing, EP 8, TE's fused permute, T = 4096 tokens of h = 4096):
+// G = 8·4096 = 32,768 rows, 4·G·h·2 B = 1.07 GB more over HBM each way.
+TEST(MoeFp8Padding, AlignmentCopiesAsHandCounted) {
+    ModelSpec m;
+    m.experts = 128, m.top_k = 8, m.activation = Activation::swiglu;
+    const double T = 4096, h = 4096, e = 2, G = 8 * T;
+    est::LayoutDerived L = qwen3_dispatch_layer(m, false, true);
+    const est::LayerTime plain = est::layer_forward_time(L);
+    L.moe_fp8_pad = true;
+    const est::LayerTime padded = est::layer_forward_time(L);
+    const double bytes = 4.0 * G * h * e;
+    EXPECT_DOUBLE_EQ(bytes, 1073741824.0);
+    EXPECT_NEAR(padded.moe_dispatch - plain.moe_dispatch, bytes / L.hbm, 1e-9 * bytes / L.hbm);
+    EXPECT_NEAR(padded.moe_dispatch_bwd - plain.moe_dispatch_bwd, bytes / L.hbm, 1e-9 * bytes / L.hbm);
+    EXPECT_DOUBLE_EQ(padded.gemm, plain.gemm);  // the GEMMs see the same rows (padding < 16 per expert)
+}
+
+// Which jobs pay it: an FP8 (Transformer Engine recipe) dropless MoE job without the router's
+// padding. The router's padding, capacity padding and bf16 each leave the step as without it.
+TEST(MoeFp8Padding, OnlyDroplessFp8WithoutRouterPadding) {
+    const std::string job = "[model]\npreset = \"qwen3-30b-a3b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"b200\"\n"
+                            "host_op_us = 0.01\n"
+                            "[parallel]\ntp = 1\nep = 8\n";
+    auto step = [&](const std::string& parallel, const std::string& fp8) {
+        return estimate_job(load_ok(job + parallel + "[training]\nframework = \"nemo\"\nmicro_batch = 1\nglobal_batch = 64\n" + fp8))
+            .step_s;
+    };
+    const std::string mx = "fp8 = \"mxfp8\"\n";
+    const double padded = step("", mx), router = step("moe_router_padding_for_fp8 = true\n", mx);
+    EXPECT_GT(padded, router);
+    EXPECT_LT(padded, 1.1 * router);  // a few HBM passes per layer, not a GEMM's worth
+    EXPECT_DOUBLE_EQ(step("moe_pad_to_capacity = true\n", mx), step("moe_pad_to_capacity = true\nmoe_router_padding_for_fp8 = true\n", mx));
+    EXPECT_DOUBLE_EQ(step("", ""), step("moe_router_padding_for_fp8 = true\n", ""));
+    // A whole-step graph needs static, aligned expert inputs: nothing to pad.
+    const std::string full = "cuda_graph_impl = \"local\"\ncuda_graph_scope = [\"full_iteration\"]\nmoe_pad_to_capacity = true\n";
+    EXPECT_DOUBLE_EQ(step(full, mx), step(full + "moe_router_padding_for_fp8 = true\n", mx));
+}
+
+TEST(MoeFp8Padding, KeySavedExportedAndRefusedOnADenseModel) {
+    const std::string job = "[model]\npreset = \"qwen3-30b-a3b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"b200\"\n"
+                            "[parallel]\ntp = 1\nep = 8\nmoe_router_padding_for_fp8 = true\n"
+                            "[training]\nframework = \"nemo\"\nmicro_batch = 1\nglobal_batch = 64\nfp8 = \"mxfp8\"\n";
+    const JobSpec padded = load_ok(job);
+    EXPECT_TRUE(padded.parallel.moe_router_padding_for_fp8);
+    EXPECT_TRUE(load_ok(save_job_toml(padded)).parallel.moe_router_padding_for_fp8);
+    auto out = export_job(padded, ExportFormat::megatron);
+    ASSERT_TRUE(out.has_value()) << out.error().str();
+    EXPECT_NE(out->text.find("--moe-router-padding-for-fp8"), std::string::npos) << out->text;
+    const JobSpec plain = load_ok(folded_job("expert_tp = 1\n"));
+    EXPECT_EQ(save_job_toml(plain).find("moe_router_padding_for_fp8"), std::string::npos);
+    auto plain_out = export_job(plain, ExportFormat::megatron);
+    ASSERT_TRUE(plain_out.has_value()) << plain_out.error().str();
+    EXPECT_EQ(plain_out->text.find("--moe-router-padding-for-fp8"), std::string::npos) << plain_out->text;
+    ptd_test::expect_refused(load("[model]\narch = \"llama\"\nlayers = 8\nhidden = 1024\nheads = 8\nvocab = 32000\nseq_len = 1024\n"
+                                  "[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n[parallel]\ntp = 1\n"
+                                  "moe_router_padding_for_fp8 = true\n[training]\nmicro_batch = 1\nglobal_batch = 8\n"),
+                             "parallel.moe_router_padding_for_fp8: true for a dense model",
+                             "moe2.toml:");
+    ptd_test::expect_refused(load(job.substr(0, job.find("moe_router")) + "moe_router_padding_for_fp8 = 1\n" +
+                                  job.substr(job.find("[training]"))),
+                             "moe_router_padding_for_fp8", "moe2.toml:");
 }
 
 }  // namespace

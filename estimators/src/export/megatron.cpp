@@ -135,6 +135,7 @@ void write_parallel_modes(const JobSpec& job, MegatronArgs& a) {
         }
         if (p.cuda_graph_scope & kGraphFullIteration) a.arg("--no-check-for-nan-in-loss-and-grad");
     }
+    if (m.experts > 1 && p.moe_router_padding_for_fp8) a.arg("--moe-router-padding-for-fp8");  // moefp8pad
     if (m.experts > 1 && p.moe_pad_to_capacity) {
         a.arg("--moe-expert-capacity-factor", "1.0");
         a.arg("--moe-pad-expert-input-to-capacity");

@@ -637,6 +637,15 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
             lt.moe_dispatch = L.e * h * (8.0 * copies + T_in + sorts) / L.hbm;
             lt.moe_dispatch_bwd = L.e * h * (7.0 * copies + 3.0 * T_in + sorts) / L.hbm;
         }
+        // moefp8pad: the FP8 grouped MLP's alignment copies (Megatron-core experts.py TEGroupedMLP,
+        // Transformer Engine module/fp8_padding.py / fp8_unpadding.py: fused_multi_row_padding /
+        // _unpadding into a new tensor). Forward: the G permuted rows into the aligned layout
+        // (read + write G) and the output rows back out of it (read + write G); backward the two
+        // autograd inverses do the same to the gradients: 4G rows of h each way.
+        if (L.moe_fp8_pad) {
+            lt.moe_dispatch += L.e * h * 4.0 * G / L.hbm;
+            lt.moe_dispatch_bwd += L.e * h * 4.0 * G / L.hbm;
+        }
     } else {
         lt.gemm_fc1 = titan_up_gemm(L);
         lt.gemm += lt.gemm_fc1;

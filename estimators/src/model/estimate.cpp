@@ -318,6 +318,14 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         if (graphs & kGraphFullIteration) graphs |= kWholeLayer;
         L.graph_scope = graphs;
         L.moe_host_sync = L.moe && !pa.moe_pad_to_capacity && !(graphs & kGraphMoe);
+        // moefp8pad: Megatron-core's TEGroupedMLP under a Transformer Engine FP8 recipe pads each
+        // local expert's rows to the FP8 GEMM alignment (Fp8Padding) and strips the padding from
+        // its output (Fp8Unpadding) whenever a count is not a multiple of it. Dropless routing
+        // leaves the counts arbitrary; capacity padding (static capacities) or the router's own
+        // padding (--moe-router-padding-for-fp8) align them, and a whole-step graph, which has no
+        // host copy of the counts to pad by, runs only with static, aligned expert inputs.
+        L.moe_fp8_pad = L.moe && L.fp8_te && runs_megatron_core(job.training.framework) && !pa.moe_pad_to_capacity &&
+                        !pa.moe_router_padding_for_fp8 && !(graphs & kGraphFullIteration);
         L.host_op_s = (job.cluster.host_op_us > 0 ? job.cluster.host_op_us : kHostOpUsDefault) * 1e-6;
     }
     return L;

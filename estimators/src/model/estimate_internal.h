@@ -202,6 +202,7 @@ struct LayoutDerived {
     bool host_model = false;        // framework megatron: Megatron-core's op counts apply
     uint32_t graph_scope = 0;       // CudaGraphScopeBit captured (whole layer: attn | mlp | moe | router | preprocess)
     bool moe_host_sync = false;     // dropless dispatcher: token counts copied to the host inside each MoE layer
+    bool moe_fp8_pad = false;       // moefp8pad: the FP8 grouped MLP copies its rows into / out of the aligned layout
     double host_op_s = 0;           // host seconds per eager PyTorch op on the node's CPU (cluster.host_op_us)
 };
 

@@ -120,6 +120,9 @@ LayerOps forward_ops(const LayoutDerived& L) {
     const double dispatch = flex ? 3.0 : 2.0 + (L.ep > 1 ? 2.0 : 0.0) + (local_experts > 1 ? 2.0 : 0.0);
     const double combine = flex ? 2.0 : (local_experts > 1 ? 1.0 : 0.0) + (L.ep > 1 ? 1.0 : 0.0) + 1.0;
     o.moe_rest = dispatch + 2.0 * te + 2.0 + combine + 1.0 + (L.etp > 1 ? 2.0 : 0.0);
+    // moefp8pad: FP8 alignment of the grouped MLP's rows — Fp8Padding of the inputs and of the
+    // probabilities, Fp8Unpadding of the output: three autograd functions from Python.
+    if (L.moe_fp8_pad) o.moe_rest += 3.0;
     o.expert_gemms = 2.0 * local_experts;
     o.expert_quant = fp8 ? 2.0 * local_experts : 0.0;
     o.expert_weights = 2.0 * local_experts;

@@ -909,6 +909,10 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                     "the layer; allowed: parallel.moe_pad_to_capacity = true (static expert inputs), or a scope "
                     "without moe / full_iteration, e.g. [\"attn\", \"moe_router\", \"moe_preprocess\"]");
     }
+    // moefp8pad: the router's FP8 padding changes the routing map of an MoE model only.
+    if (p.moe_router_padding_for_fp8 && m.experts < 2)
+        add("parallel.moe_router_padding_for_fp8",
+            "true for a dense model (experts = " + s(m.experts) + "); allowed: true only with experts ≥ 2");
     // deepep: group-limited routing (Megatron-core router.py group_limited_topk): num_groups
     // equal groups of experts, group_topk of them per token, top_k experts among those.
     if (m.moe_router_num_groups > 0 || m.moe_router_group_topk > 0) {

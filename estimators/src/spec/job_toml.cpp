@@ -669,6 +669,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         p.cuda_graph_scope = scope;
     }
     r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity);
+    r.read_bool("moe_router_padding_for_fp8", p.moe_router_padding_for_fp8);  // moefp8pad
     mark_written(job, StackKey::async_tensor_model_parallel_allreduce,
                  r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce));  // recomp
     r.read_bool("distribute_saved_activations", p.distribute_saved_activations);  // papers
@@ -1341,6 +1342,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.cuda_graph_impl != CudaGraphImpl::none) w.str("cuda_graph_impl", to_string(p.cuda_graph_impl));  // hostov
     if (p.cuda_graph_scope != 0) w.strings("cuda_graph_scope", cuda_graph_scope_words(p.cuda_graph_scope));  // hostov
     if (p.moe_pad_to_capacity) w.boolean("moe_pad_to_capacity", true);  // hostov
+    if (p.moe_router_padding_for_fp8) w.boolean("moe_router_padding_for_fp8", true);  // moefp8pad
     }
 
     const TrainingSpec& t = job.training;

@@ -438,6 +438,12 @@ struct ParallelSpec {
     // --moe-pad-expert-input-to-capacity with --moe-expert-capacity-factor (alltoall) or
     // HybridEP's --moe-expert-rank-capacity-factor. Loads stay modelled as balanced (capacity 1).
     bool moe_pad_to_capacity = false;
+    // moefp8pad: Megatron's --moe-router-padding-for-fp8 (later --moe-router-padding-for-quantization):
+    // the router rounds each expert's token count up to the FP8 GEMM alignment in the routing map,
+    // so the grouped MLP needs no Fp8Padding / Fp8Unpadding copies of its rows. Off by default
+    // (Megatron-core's default): an FP8 grouped MLP then copies its input and output rows
+    // into and out of the aligned layout every micro-batch.
+    bool moe_router_padding_for_fp8 = false;
     // moeperm: Megatron's --moe-permute-fusion: the token dispatcher's permute / unpermute run as
     // Transformer Engine's fused kernels (moe_permute / moe_unpermute: one pass each way) instead
     // of PyTorch's gather, scatter-add, probability weighting and sum. A stack key (StackKey).
