@@ -391,6 +391,21 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
             EXPECT_GE(s.repeats, 3 * 13) << "every gradient call of steps 2–4";
         }
     EXPECT_EQ(grad_from_run, 8);
+    // The step's data-parallel calls, once a step (ZeRO-1, dp 2): the gradient reduce-scatter
+    // at the stage's f32 gradients and the weights' all-gather, every rank, from steps 2–4.
+    const ptd::Estimate counted = ptd::estimate_job(job);
+    int reduce_from_run = 0, gather_from_run = 0;
+    for (const auto& s : p->samples) {
+        if (s.kind != "comm" || s.between_s <= 0 || s.group != "dp" || s.name == "all_reduce") continue;  // all-reduce: the probe's
+        const double params = counted.stages[(size_t)(s.rank / 4)].params_count;
+        EXPECT_EQ(s.repeats, 3) << s.name << " rank " << s.rank;
+        EXPECT_EQ(s.bytes, params * 4) << s.name << ": f32 gradients or fp32 weights, rank " << s.rank;
+        reduce_from_run += s.name == "reduce_scatter";
+        gather_from_run += s.name == "all_gather";
+    }
+    EXPECT_EQ(reduce_from_run, 8);
+    EXPECT_EQ(gather_from_run, 8);
+    EXPECT_NE(refine.out.find("the DP gradient reduction"), std::string::npos) << refine.out;
     // A call's cost is that of a typical step: each step's mean call, the median over steps
     // 2–4 (the first warms up), not the mean over every call (one slow step would set it).
     {

@@ -11,10 +11,12 @@
 // bytes), the gradient phase's (micro-batch −1, with SP: the replicated tensors' gradient
 // all-reduces) at hidden f32 words; each the median over steps of each step's mean call
 // (mean_s), the median and spread of the calls, and the compute between consecutive calls.
-// The step's second `dp` block, the world all-reduce of loss and Σg² (16 bytes), becomes
-// those of the world group. They replace the probes' in-step samples of the same op and
-// group; everything else the profile measured stays. The run must have run on the hosts the
-// profile measured, with the GPU and precision it names.
+// A step's `dp` blocks become once-a-step samples (the median over steps): the first, the
+// gradient reduction, the DP group's all-reduce or ZeRO-1 reduce-scatter at the stage's f32
+// gradients; the second, the world all-reduce of loss and Σg² (16 bytes); the third (ZeRO-1)
+// the DP group's all-gather of the stage's weights. They replace the probes' in-step samples
+// of the same op and group; everything else the profile measured stays. The run must have
+// run on the hosts the profile measured, with the GPU and precision it names.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +26,7 @@
 #include "commands.h"
 #include "ptd/common/file_read.h"
 #include "ptd/common/sample_stats.h"
+#include "ptd/model/estimate.h"
 #include "ptd/run_dir.h"
 #include "ptd/spec/cluster_profile.h"
 #include "ptd/timeline/timeline.h"
@@ -56,6 +59,16 @@ struct TpCalls {
         for (const auto& [step, v] : of_step) step_means.push_back(sample_stats(v).mean_s);
         if (!step_means.empty()) c.mean_s = quantile(step_means, 0.5);
         return c;
+    }
+};
+
+// A call made once a step (a `dp` block): its time each step, and the gap since the block
+// before it in the step (none for the first).
+struct OnceAStep {
+    std::vector<double> times, gaps;
+    void add(const TimelineBlock& b, const TimelineBlock* before) {
+        times.push_back(b.end_s - b.start_s);
+        if (before) gaps.push_back(std::max(0.0, b.start_s - before->end_s));
     }
 };
 
@@ -111,6 +124,15 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
     const double act_bytes = job->training.precision == Precision::fp32 ? 4.0 : 2.0;
     const double bytes = (double)job->training.micro_batch * job->model.seq_len * job->model.hidden * act_bytes;
     const bool sp = job->parallel.sequence_parallel;
+    // The data-parallel group and each stage's parameters, as the time model counts them.
+    const LayoutChoice layout = layout_choice_of(*job);
+    const bool sharded = layout.zero >= 1 && layout.dp > 1;
+    std::vector<double> stage_params;
+    for (const StageEstimate& st : estimate_job(*job).stages) stage_params.push_back(st.params_count);
+    if (stage_params.empty()) stage_params.push_back(0);
+    const int ranks_per_node = std::max(1, job->cluster.gpus_per_node);
+    const int dp_inner = layout.tp * layout.cp * layout.ep;  // ranks between two DP members (order tp-cp-ep-dp-pp)
+    const int dp_nodes = std::max(1, layout.dp / std::max(1, std::min(layout.dp, ranks_per_node / std::max(1, dp_inner))));
     std::vector<ProfileSample> added;
     int steps_used = 0;
     for (const MeasuredRank& mr : *ranks) {
@@ -121,19 +143,21 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         // SP-replicated tensors' gradient sums, `hidden` f32 words each) are two kinds of call.
         TpCalls act, grad;
         std::map<int, std::vector<const TimelineBlock*>> dp_of_step;
-        std::vector<double> world, world_gaps;
         for (const TimelineBlock& b : mr.blocks) {
             if (b.step < from) continue;
             if (b.kind == BlockKind::dp_comm) dp_of_step[b.step].push_back(&b);
             if (b.kind == BlockKind::tp_comm) (b.micro_batch >= 0 ? act : grad).add(b);
         }
-        // The step's second DP block is the world all-reduce of the loss and Σg² (16 bytes,
-        // trainer.cpp), right after the gradient reduction (the first).
-        for (auto& [step, blocks] : dp_of_step)
-            if (blocks.size() == 2) {
-                world.push_back(blocks[1]->end_s - blocks[1]->start_s);
-                world_gaps.push_back(std::max(0.0, blocks[1]->start_s - blocks[0]->end_s));
-            }
+        // A step's `dp` blocks (optimizer.cpp, trainer.cpp): the gradient reduction (the DP
+        // all-reduce or ZeRO-1 reduce-scatter, the tied embedding's sum before it), the world
+        // all-reduce of the loss and Σg² (16 bytes), and with ZeRO-1 the parameter all-gather.
+        OnceAStep reduce, world, gather;
+        for (auto& [step, blocks] : dp_of_step) {
+            if (blocks.size() < 2) continue;
+            reduce.add(*blocks[0], nullptr);
+            world.add(*blocks[1], blocks[0]);
+            if (blocks.size() >= 3) gather.add(*blocks[2], blocks[1]);
+        }
         steps_used = std::max(steps_used, last - from + 1);
         const auto& rr = manifest->ranks;
         const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
@@ -153,21 +177,27 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
             else tp_sample(act, "all_reduce", bytes);
         }
         if (t > 1 && !grad.calls.empty()) tp_sample(grad, "all_reduce", (double)job->model.hidden * 4);
-        if (const int n = manifest->world_size; n > 1 && !world.empty()) {
-            SampleStats w = sample_stats(world);
+        auto once_sample = [&](const OnceAStep& calls, const char* op, const char* group, int n, int nodes, double call_bytes) {
+            if (n <= 1 || calls.times.empty()) return;
+            SampleStats w = sample_stats(calls.times);
             w.mean_s = w.median_s;  // one call a step: the typical step's, as for the TP calls above
             ProfileSample s;
             s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
-            s.kind = "comm", s.name = "all_reduce", s.group = "world", s.group_size = n;
-            s.nodes = (int)manifest->hosts.size(), s.members_per_node = std::max(1, n / s.nodes);
-            s.bytes = 16;
+            s.kind = "comm", s.name = op, s.group = group, s.group_size = n;
+            s.nodes = nodes, s.members_per_node = std::max(1, n / nodes);
+            s.bytes = call_bytes;
             s.median_s = w.median_s, s.mean_s = w.mean_s, s.spread = w.spread, s.repeats = w.repeats;
-            s.between_s = std::max(1e-9, quantile(world_gaps, 0.5));
+            s.between_s = std::max(1e-9, quantile(calls.gaps, 0.5));
             added.push_back(s);
-        }
+        };
+        once_sample(world, "all_reduce", "world", manifest->world_size, std::max(1, (int)manifest->hosts.size()), 16);
+        // The data-parallel calls at this stage's flat buffer: f32 gradients, 16-bit (or f32) weights.
+        const double flat = stage_params[(size_t)std::clamp(mr.header.stage, 0, (int)stage_params.size() - 1)];
+        once_sample(reduce, sharded ? "reduce_scatter" : "all_reduce", "dp", layout.dp, dp_nodes, flat * 4);
+        if (sharded) once_sample(gather, "all_gather", "dp", layout.dp, dp_nodes, flat * act_bytes);
     }
     if (added.empty()) {
-        std::fprintf(err, "%s: error: %s/timeline: no tensor-parallel or world collective recorded; allowed: a run of more "
+        std::fprintf(err, "%s: error: %s/timeline: no tensor-parallel, data-parallel or world collective recorded; allowed: a run of more "
                           "than one rank with its timeline (ptd-engine records the first steps unless --timeline-steps 0)\n",
                      who, dir.c_str());
         return kExitConfig;
@@ -198,7 +228,12 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         std::fprintf(out, " a TP collective of %.0f bytes costs %.3g ms in the step", bytes, m * 1e3), sep = ",";
     if (const double m = median_mean("tp", grad_bytes); m > 0 && grad_bytes != bytes)
         std::fprintf(out, "%s a gradient all-reduce of %.0f bytes %.3g ms", sep, grad_bytes, m * 1e3), sep = ",";
-    if (const double m = median_mean("world", 16); m > 0) std::fprintf(out, "%s the world all-reduce of the loss %.3g ms", sep, m * 1e3);
+    if (const double m = median_mean("world", 16); m > 0)
+        std::fprintf(out, "%s the world all-reduce of the loss %.3g ms", sep, m * 1e3), sep = ",";
+    std::vector<double> dp_means;
+    for (const ProfileSample& s : added)
+        if (s.group == "dp" && s.name != "all_gather") dp_means.push_back(s.mean_s);
+    if (!dp_means.empty()) std::fprintf(out, "%s the DP gradient reduction %.3g ms", sep, quantile(dp_means, 0.5) * 1e3);
     std::fprintf(out, " (median over ranks of each rank's mean); they replace the probes' in-step samples\n");
     std::fprintf(out, "wrote %s\n", out_path.c_str());
     return 0;

@@ -135,11 +135,14 @@ void optimizer_step(Model& model, OptimizerState& st, CommGroups& groups, float 
     model.be->adamw_step(lr, kAdamBeta1, kAdamBeta2, kAdamEps, st.scalars, st.step, model.cfg.act);  // make_optimizer's plan
     model.be->fill(model.grads, DType::f32, 0.0f, model.flat_numel);
     times.optimizer += since(t0);
+    if (times.timeline) times.timeline->add(BlockKind::optimizer, -1, -1, kStreamCompute, t0);
     if (st.sharded) {
         const auto t1 = clock_type::now();
         CommOnStream on_comm(*model.be, model.comm_ready, model.comm_done);
         groups.dp->all_gather(model.params, st.shard_numel, model.cfg.act);
         times.dp_comm += since(t1);
+        // The step's third `dp` block: the step probe prices the parameter all-gather from it.
+        if (times.timeline) times.timeline->add(BlockKind::dp_comm, -1, -1, kStreamComm, t1);
     }
 }
 

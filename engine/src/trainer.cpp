@@ -591,9 +591,7 @@ void train_one_step(RunState& s) {
     s.be->finish_step_scalars(scalars, s.job.training.grad_clip, s.loss_scale);
     const double lr = learning_rate(s.job.training, s.step);
     // Skips the update on its own when the loss or the norm is not finite.
-    const auto t_optimizer = clock_type::now();
-    optimizer_step(s.model, s.optim, s.groups, (float)lr, times);
-    if (times.timeline) times.timeline->add(BlockKind::optimizer, -1, -1, kStreamCompute, t_optimizer);
+    optimizer_step(s.model, s.optim, s.groups, (float)lr, times);  // records its `optimizer` and (ZeRO-1) `dp` blocks
     // The step's one read of the device, into the backend's host staging (pinned on a GPU).
     s.be->download(s.host_scalars, scalars, sizeof(double) * STEP_SCALAR_COUNT);
     double host[STEP_SCALAR_COUNT];
