@@ -220,6 +220,20 @@ TEST(ShellQuote, EveryStringSurvivesARealShell) {
 
 // ---- plans -----------------------------------------------------------------------------
 
+// The rank an engine's error names: the launcher blames it, not the first exit it saw (a
+// killed rank's TP peer can exit with its "peer rank 2 … died" before the kill is reaped).
+TEST(FailureBlame, TheRankTheEnginesErrorNames) {
+    EXPECT_EQ(failure_blamed_rank("peer rank 2 (pid 19563 on vm) died: connection closed without goodbye "
+                                  "(during tp all_reduce_sum (global ranks 2, 3))", 4), 2);
+    EXPECT_EQ(failure_blamed_rank("peer rank 5 (pid 7 on host-b) stalled: no heartbeat for 60 s (during dp "
+                                  "reduce_scatter (global ranks 1, 5))", 8), 5);
+    EXPECT_EQ(failure_blamed_rank("aborting: rank 1 (pid 9 on a) died", 2), 1);
+    EXPECT_EQ(failure_blamed_rank("peer rank 9 (pid 7 on host-b) died: …", 8), -1);  // no such rank
+    EXPECT_EQ(failure_blamed_rank("peer rank x died", 8), -1);
+    EXPECT_EQ(failure_blamed_rank("gloo: connection reset (during tp all_reduce (global ranks 0, 1))", 8), -1);
+    EXPECT_EQ(failure_blamed_rank("lost the run's store at 10.0.0.1:29500 (rank 0 stalled, or this host cut off from it)", 8), -1);
+}
+
 TEST(LaunchPlan, LocalJobHasTheEngineContract) {
     const std::string dir = scratch_dir("plan");
     LaunchOptions o = options_in(dir, "run-a");

@@ -143,7 +143,6 @@ struct Launcher::Impl final : TransportSink {
             emit_host(LaunchEventKind::output, -1, "ptd launch: warning: " + ok.error().str());
     }
 
-    static int blamed_rank(const std::string& message, int world);
     void blame_cause(const std::vector<int>& blamed, const std::vector<int>& exit_code);
     void run();
     void run_attempt();
@@ -155,12 +154,14 @@ struct Launcher::Impl final : TransportSink {
     void finish(int exit_code, std::string state);
 };
 
-int Launcher::Impl::blamed_rank(const std::string& message, int world) {
-    const std::string key = "aborting: rank ";
-    const size_t at = message.find(key);
-    if (at == std::string::npos) return -1;
-    const int r = std::atoi(message.c_str() + at + key.size());
-    return r >= 0 && r < world && std::isdigit((unsigned char)message[at + key.size()]) ? r : -1;
+int failure_blamed_rank(const std::string& message, int world) {
+    for (const std::string key : {"peer rank ", "aborting: rank "}) {
+        const size_t at = message.find(key);
+        if (at == std::string::npos || !std::isdigit((unsigned char)message[at + key.size()])) continue;
+        const int r = std::atoi(message.c_str() + at + key.size());
+        if (r >= 0 && r < world) return r;
+    }
+    return -1;
 }
 
 // If the first failing rank only aborted because its engine saw another rank die or
@@ -398,7 +399,7 @@ void Launcher::Impl::supervise() {
     std::vector<bool> started = rank_started;
     int remaining = (int)std::count(started.begin(), started.end(), true);
 
-    // The rank each failing rank's engine blamed ("aborting: rank 2 (pid …) died: …"),
+    // The rank each failing rank's engine blamed ("peer rank 2 (pid …) died: …"),
     // -1 for none. Peers can exit within a millisecond of the rank that died, so the
     // first exit seen is not always the cause; the engines' own reports say which is.
     std::vector<int> blamed(world, -1);
@@ -460,7 +461,7 @@ void Launcher::Impl::supervise() {
                 std::optional<MetricRecord> m;
                 if (!ev.is_stderr) m = parse_metrics_line(ev.text);
                 if (m) {
-                    if (m->kind == MetricKind::error) blamed[ev.rank] = blamed_rank(m->message, world);
+                    if (m->kind == MetricKind::error) blamed[ev.rank] = failure_blamed_rank(m->message, world);
                     restarts->on_metric(*m, unix_now());
                     out.kind = LaunchEventKind::metric;
                     out.metric = std::move(m);

@@ -259,6 +259,12 @@ struct LaunchOutcome {
     bool stopped_by_user = false;
 };
 
+// The rank an engine's error event names as the one that failed first: "peer rank 2 (pid …
+// on host) died: …" (ptd-engine's comm_failure_handler), or the older "aborting: rank 2 …";
+// −1 when it names none or a rank outside 0..world−1. Peers exit within a millisecond of a
+// rank that died, so the launcher blames the named rank, not the first exit it saw.
+int failure_blamed_rank(const std::string& message, int world);
+
 class Launcher {
 public:
     // Creates the run directory, then connects (in parallel), uploads and starts every
