@@ -70,6 +70,12 @@ struct OnceAStep {
         times.push_back(b.end_s - b.start_s);
         if (before) gaps.push_back(std::max(0.0, b.start_s - before->end_s));
     }
+    // One call a step: the typical step's is the median over the steps, as for TpCalls.
+    SampleStats typical_step() const {
+        SampleStats c = sample_stats(times);
+        c.mean_s = c.median_s;
+        return c;
+    }
 };
 
 }  // namespace
@@ -162,34 +168,27 @@ int refine_profile_from_run(const CalibrateArgs& a, const PresetCatalog& presets
         const auto& rr = manifest->ranks;
         const auto it = std::find_if(rr.begin(), rr.end(), [&](const RunManifestRank& x) { return x.rank == mr.header.rank; });
         if (it == rr.end() || it->host < 0 || it->host >= (int)host_in_profile.size()) continue;
-        auto tp_sample = [&](const TpCalls& calls, const char* op, double call_bytes) {
-            const SampleStats c = calls.typical_step();
-            ProfileSample s;
-            s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
-            s.kind = "comm", s.name = op, s.group = "tp", s.group_size = t, s.nodes = 1, s.members_per_node = t;
-            s.bytes = call_bytes;
-            s.median_s = c.median_s, s.mean_s = c.mean_s, s.spread = c.spread, s.repeats = c.repeats;
-            s.between_s = std::max(1e-9, quantile(calls.gaps, 0.5));
-            added.push_back(s);
-        };
-        if (t > 1 && !act.calls.empty()) {
-            if (sp) tp_sample(act, "all_gather", bytes), tp_sample(act, "reduce_scatter", bytes);
-            else tp_sample(act, "all_reduce", bytes);
-        }
-        if (t > 1 && !grad.calls.empty()) tp_sample(grad, "all_reduce", (double)job->model.hidden * 4);
-        auto once_sample = [&](const OnceAStep& calls, const char* op, const char* group, int n, int nodes, double call_bytes) {
-            if (n <= 1 || calls.times.empty()) return;
-            SampleStats w = sample_stats(calls.times);
-            w.mean_s = w.median_s;  // one call a step: the typical step's, as for the TP calls above
+        // One in-step sample of this rank: `n` members over `nodes` hosts, a typical step's call.
+        auto add_sample = [&](const char* op, const char* group, int n, int nodes, double call_bytes, const SampleStats& c,
+                              const std::vector<double>& gaps) {
             ProfileSample s;
             s.host = host_in_profile[(size_t)it->host], s.rank = mr.header.rank;
             s.kind = "comm", s.name = op, s.group = group, s.group_size = n;
             s.nodes = nodes, s.members_per_node = std::max(1, n / nodes);
             s.bytes = call_bytes;
-            s.median_s = w.median_s, s.mean_s = w.mean_s, s.spread = w.spread, s.repeats = w.repeats;
-            s.between_s = std::max(1e-9, quantile(calls.gaps, 0.5));
+            s.median_s = c.median_s, s.mean_s = c.mean_s, s.spread = c.spread, s.repeats = c.repeats;
+            s.between_s = std::max(1e-9, quantile(gaps, 0.5));
             added.push_back(s);
         };
+        auto tp_sample = [&](const TpCalls& calls, const char* op, double call_bytes) {
+            if (t > 1 && !calls.calls.empty()) add_sample(op, "tp", t, 1, call_bytes, calls.typical_step(), calls.gaps);
+        };
+        auto once_sample = [&](const OnceAStep& calls, const char* op, const char* group, int n, int nodes, double call_bytes) {
+            if (n > 1 && !calls.times.empty()) add_sample(op, group, n, nodes, call_bytes, calls.typical_step(), calls.gaps);
+        };
+        if (sp) tp_sample(act, "all_gather", bytes), tp_sample(act, "reduce_scatter", bytes);
+        else tp_sample(act, "all_reduce", bytes);
+        tp_sample(grad, "all_reduce", (double)job->model.hidden * 4);
         once_sample(world, "all_reduce", "world", manifest->world_size, std::max(1, (int)manifest->hosts.size()), 16);
         // The data-parallel calls at this stage's flat buffer: f32 gradients, 16-bit (or f32) weights.
         const double flat = stage_params[(size_t)std::clamp(mr.header.stage, 0, (int)stage_params.size() - 1)];

@@ -317,6 +317,26 @@ ErrorBand combined_band(const ErrorBand& a, const ErrorBand& b) {
     return c;
 }
 
+namespace {
+
+// One job of a closed-loop run, its keys named "run[i].job[k].…".
+ClosedLoopJob read_closed_loop_job(TomlContext& ctx, const toml::table& t, const std::string& prefix) {
+    ClosedLoopJob j;
+    TableReader jr(ctx, t, prefix);
+    jr.require("name", "the job's name in the bench's matrix");
+    jr.read_string("name", j.name);
+    jr.require("ranks", "the job's ranks");
+    jr.read_int("ranks", j.ranks, 1, 1000000);
+    jr.require("predicted_s", "the estimate's step time (s)");
+    jr.read_positive("predicted_s", j.predicted_s, 1e6, "s");
+    jr.require("measured_s", "the launch's median step time (s)");
+    jr.read_positive("measured_s", j.measured_s, 1e6, "s");
+    jr.finish();
+    return j;
+}
+
+}  // namespace
+
 Result<ClosedLoopTable> parse_closed_loop_table(std::string_view text, const std::string& file) {
     auto doc = parse_toml(text, file);
     if (!doc) return std::unexpected(doc.error());
@@ -346,23 +366,10 @@ Result<ClosedLoopTable> parse_closed_loop_table(std::string_view text, const std
             rd.require("job", "[[run.job]] tables, one per job of the matrix");
             if (const toml::array* jobs = rd.subarray("job"))
                 for (size_t k = 0; k < jobs->size(); ++k) {
-                    const toml::table* jt = (*jobs)[k].as_table();
-                    if (!jt) {
+                    if (const toml::table* jt = (*jobs)[k].as_table())
+                        r.jobs.push_back(read_closed_loop_job(ctx, *jt, rd.full_key("job") + "[" + std::to_string(k) + "]"));
+                    else
                         ctx.error(ctx.loc((*jobs)[k]), rd.full_key("job"), "expected [[run.job]] tables");
-                        continue;
-                    }
-                    ClosedLoopJob j;
-                    TableReader jr(ctx, *jt, rd.full_key("job") + "[" + std::to_string(k) + "]");
-                    jr.require("name", "the job's name in the bench's matrix");
-                    jr.read_string("name", j.name);
-                    jr.require("ranks", "the job's ranks");
-                    jr.read_int("ranks", j.ranks, 1, 1000000);
-                    jr.require("predicted_s", "the estimate's step time (s)");
-                    jr.read_positive("predicted_s", j.predicted_s, 1e6, "s");
-                    jr.require("measured_s", "the launch's median step time (s)");
-                    jr.read_positive("measured_s", j.measured_s, 1e6, "s");
-                    jr.finish();
-                    r.jobs.push_back(std::move(j));
                 }
             rd.finish();
             t.runs.push_back(std::move(r));
