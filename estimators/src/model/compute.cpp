@@ -164,7 +164,6 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
 // 2 + 2 + 1 = 5 per cast. It saves the bf16 input and weight for backward and casts them
 // again there (Xᵀ for wgrad, Wᵀ for dgrad), and casts the output gradient twice (dgrad,
 // wgrad); weights every micro-batch (no cache).
-
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
     Fp8CastBytes c;
     const double steps = 1.0 / std::max(mbs, 1);
