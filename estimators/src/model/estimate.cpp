@@ -675,10 +675,15 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
 
 }  // namespace
 
-// Measured (gpt2 TP2·PP2 on 2 cores, docs/estimators.md): a stage's block run alone took
-// 0.44–0.50 × the same block beside the other stage, and its TP calls 0.25–0.42 ×: the
-// stage's own collectives shrink with the contention as its compute does.
-double core_shared_part(const BlockTime& b) { return b.compute + b.recompute + b.tp + b.cp + b.ep; }
+// Measured (docs/estimators.md, "Shared cores in the schedule"): on gpt2 TP2·PP2 (2 ranks a
+// stage, 2 cores) a stage's block run alone took 0.44–0.50 × the same block beside the other
+// stage, and its TP calls 0.25–0.42 ×; on tiny TP2·PP2·DP2 (4 ranks a stage, 2 cores) the
+// step kept its pipeline bubble: predicted with shrinking TP calls 22–23% too fast.
+bool stage_collectives_share_cores(double cores, double ranks_per_stage) { return ranks_per_stage <= cores; }
+
+double core_shared_part(const BlockTime& b, bool collectives_share) {
+    return b.compute + b.recompute + (collectives_share ? b.tp + b.cp + b.ep : 0.0);
+}
 
 namespace {
 
@@ -700,6 +705,7 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     const int p = L.p, v = L.v;
     const bool split_w = L.schedule == PipelineSchedule::zb_h1, dualpipe = L.schedule == PipelineSchedule::dualpipe;
     const bool shared = L.share_cores > 0 && !dualpipe;
+    const bool collectives_share = shared && stage_collectives_share_cores(L.share_cores, L.share_ranks_per_stage);
     fwd_c.assign(shared ? (size_t)p * v : 0, 0.0);
     bwd_c.assign(shared ? (size_t)p * v : 0, 0.0);
     wgt_c.assign(shared && split_w ? (size_t)p * v : 0, 0.0);
@@ -707,8 +713,8 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     // them (W is all compute).
     auto compute_parts = [&](size_t cell, const ChunkTime& ct) {
         if (!shared) return;
-        fwd_c[cell] = core_shared_part(ct.fwd);
-        bwd_c[cell] = core_shared_part(ct.bwd) - (split_w ? ct.bwd.wgrad : 0.0);
+        fwd_c[cell] = core_shared_part(ct.fwd, collectives_share);
+        bwd_c[cell] = core_shared_part(ct.bwd, collectives_share) - (split_w ? ct.bwd.wgrad : 0.0);
         if (split_w) wgt_c[cell] = ct.bwd.wgrad;
     };
     wgt_d.assign(split_w || dualpipe ? (size_t)p * v : 0, 0.0);
@@ -826,13 +832,16 @@ TimeBreakdown time_breakdown(const LayoutDerived& L, const StageExtremes& W, dou
     const double idle = pipeline - L.mbs * W.t_mb_max;
     tb.bubble = idle > 1e-12 * pipeline ? idle : 0.0;
     // with shared cores the ranks computing while others wait run faster than the
-    // probes (which timed every rank computing at once): the step's compute and the
-    // stage's own collectives (the blocks' shared parts) are that less, each by its share.
+    // probes (which timed every rank computing at once): the step's compute, and the
+    // stage's own collectives where they share the cores (the blocks' shared parts), are
+    // that less, each by its share.
     if (L.share_cores > 0 && idle < -1e-12 * pipeline) {
-        const double shared = tb.compute + tb.tp_comm + tb.cp_comm + tb.ep_comm;
+        const bool collectives = stage_collectives_share_cores(L.share_cores, L.share_ranks_per_stage);
+        const double shared = tb.compute + (collectives ? tb.tp_comm + tb.cp_comm + tb.ep_comm : 0.0);
         const double keep = shared > 0 ? std::max(0.0, (shared + idle) / shared) : 1.0;
         tb.recompute *= keep, tb.imbalance *= keep;
-        tb.compute *= keep, tb.tp_comm *= keep, tb.cp_comm *= keep, tb.ep_comm *= keep;
+        tb.compute *= keep;
+        if (collectives) tb.tp_comm *= keep, tb.cp_comm *= keep, tb.ep_comm *= keep;
     }
     tb.optimizer = st.after_opt;
     tb.offload = st.after_offload;

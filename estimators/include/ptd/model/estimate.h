@@ -82,11 +82,16 @@ struct ChunkTime {
     BlockTime fwd, bwd;
 };
 
-// Shared cores (docs/estimators.md, "Shared cores in the schedule"): the part of a block that
-// runs at the processor-sharing rate — its compute, recompute and the stage's own group
-// collectives (TP, CP, EP: every member is a rank of the same stage, and a member waits there
-// for peers that are off their cores) — everything but the hop to the neighbouring stage.
-double core_shared_part(const BlockTime& b);
+// Shared cores (docs/estimators.md, "Shared cores in the schedule"): whether a stage's own group
+// collectives (TP, CP, EP) shrink when other stages wait, as its compute does. A member waits
+// there for peers that are off their cores; that wait ends sooner only when the ranks left
+// computing fit the cores (ranks_per_stage ≤ cores): with more runnable ranks than cores a woken
+// member still queues behind them for a scheduler slice, however many other ranks wait.
+bool stage_collectives_share_cores(double cores, double ranks_per_stage);
+// The part of a block that runs at the processor-sharing rate: its compute and recompute, and
+// its stage's collectives where stage_collectives_share_cores — never the hop to the
+// neighbouring stage, which is waited out in wall time.
+double core_shared_part(const BlockTime& b, bool collectives_share);
 
 // What a stage does after its last backward block, seconds. The gradient reduction
 // starts during the last backward (overlap_grad_reduce) and its excess is exposed; every
