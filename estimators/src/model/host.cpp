@@ -2,7 +2,8 @@
 // by op by Python, the PyTorch dispatcher and cudaLaunchKernel, and the GPU idles whenever the
 // host falls behind. The model: host time of one layer = its eager ops × the host CPU's seconds
 // per op (Transformer Engine module calls and C++-launched kernels weighted); a stretch of work between two host syncs takes
-// max(GPU time, host time). Megatron-core's dropless MoE token dispatcher copies the per-expert
+// max(GPU time, host time), and (moeorder) at least the host's time to launch the routed experts
+// plus the GPU work queued behind them. Megatron-core's dropless MoE token dispatcher copies the per-expert
 // token counts to the host inside every MoE layer (token_dispatcher.py, cuda_sync_point
 // "before_ep_alltoall" / "before_finish"; the flex DeepEP / HybridEP dispatcher likewise sizes
 // its receive buffer from a host copy unless padded to a capacity), so each MoE layer's forward
