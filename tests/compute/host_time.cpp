@@ -3,7 +3,8 @@
 // step (none where the GPU dominates, max(GPU, host) per stretch between the MoE dispatcher's
 // host syncs, the whole forward + backward without them), what the CUDA-graph scopes remove, and
 // the keys' validation, TOML round trip, Megatron-LM export and the published-runs loader;
-// moerouter: the router's kernels with and without --moe-router-fusion.
+// moerouter: the router's kernels with and without --moe-router-fusion; moeorder: the host's
+// launches up to the experts delay the GPU work after them.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -186,7 +187,7 @@ TEST(HostTimeStep, HostBoundStretchesShowSyncOrNot) {
     ChunkTime c;
     c.fwd.compute = layers * g_fwd;
     c.bwd.compute = layers * g_bwd;
-    est::add_host_time(L, layers, c);
+    est::add_host_time(L, est::LayerTime{}, layers, c);
     EXPECT_NEAR(c.fwd.compute, layers * h.fwd, 1e-12);
     EXPECT_NEAR(c.bwd.compute, layers * h.bwd, 1e-12);
     // Without the sync (static expert inputs) the host runs ahead over forward and backward:
@@ -196,7 +197,7 @@ TEST(HostTimeStep, HostBoundStretchesShowSyncOrNot) {
     d.fwd.compute = layers * g_fwd;
     d.bwd.compute = layers * 2.0 * h.bwd;  // a long backward hides the forward's host time
     const ChunkTime before = d;
-    est::add_host_time(L, layers, d);
+    est::add_host_time(L, est::LayerTime{}, layers, d);
     const double idle = std::max(0.0, h.fwd + h.bwd - g_fwd - 2.0 * h.bwd);
     EXPECT_NEAR(d.fwd.compute + d.bwd.compute - before.fwd.compute - before.bwd.compute, layers * idle, 1e-12);
     // A big layer whose GPU time dominates: untouched, sync or not.
@@ -206,10 +207,52 @@ TEST(HostTimeStep, HostBoundStretchesShowSyncOrNot) {
         big.fwd.compute = layers * 10 * h.fwd;
         big.bwd.compute = layers * 10 * h.bwd;
         const ChunkTime kept = big;
-        est::add_host_time(L, layers, big);
+        est::add_host_time(L, est::LayerTime{}, layers, big);
         EXPECT_EQ(big.fwd.compute, kept.fwd.compute);
         EXPECT_EQ(big.bwd.compute, kept.bwd.compute);
     }
+}
+
+// moeorder: after the dispatcher's host sync the GPU queue is empty, and the GPU work behind
+// the routed experts (the combine's all-to-all, the unpermute, the next layer's attention) cannot
+// start before the host has launched every expert. Worked example: Qwen3-30B-A3B-like, EP 8
+// (16 local experts), sync on, no graphs. From the sync to the experts' last op the host
+// enqueues the dispatch (permute 2, two all-to-alls, sort 2), the experts' module calls
+// (2 TE + 2) and 32 expert GEMMs.
+TEST(HostTimeStep, HostBeforeTheExpertsDelaysTheGpuWorkAfterThem) {
+    const ModelSpec m = qwen3_30b_like();
+    est::LayoutDerived L = moe_ep8(m);
+    L.moe_host_sync = true;
+    const est::HostLayerTime h = est::host_layer_time(L);
+    const double to_experts = (6 + 2 * kTe + 2 + 32 * kExpertGemm) * kOp;
+    EXPECT_NEAR(h.fwd_to_experts, to_experts, 1e-12);
+    // A forward whose GPU time is 0.95 of the host's, 0.85 of the host's of it after the
+    // experts: the exposed forward EP time 0.3 (half of it the combine's), the unpermute's half
+    // of the dispatcher's passes 0.05, the QKV and output-projection GEMMs and the attention
+    // core 0.65.
+    const double layers = 3, hf = h.fwd;
+    est::LayerTime lt;
+    lt.moe_dispatch = 0.1 * hf;
+    lt.gemm_qkv = 0.3 * hf, lt.gemm_proj = 0.15 * hf, lt.attn = 0.2 * hf;
+    ChunkTime c;
+    c.fwd.compute = layers * 0.65 * hf;
+    c.fwd.ep = layers * 0.3 * hf;
+    c.bwd.compute = layers * 10 * h.bwd;  // a GPU-bound backward: untouched
+    est::add_host_time(L, lt, layers, c);
+    const double after = (0.15 + 0.05 + 0.3 + 0.15 + 0.2) * hf;
+    // The stretch: max(host, host to the experts + GPU after them, GPU) — here the middle term,
+    // about 0.37 + 0.85 of the host's forward (max(host, GPU) alone would give the host's).
+    ASSERT_GT(to_experts + after, hf);
+    EXPECT_NEAR(c.fwd.compute + c.fwd.ep, layers * (to_experts + after), 1e-12);
+    EXPECT_NEAR(c.bwd.compute, layers * 10 * h.bwd, 1e-12);
+    // Without the sync the host runs ahead of the GPU: no ordering term.
+    L.moe_host_sync = false;
+    ChunkTime d;
+    d.fwd.compute = layers * 0.65 * hf;
+    d.fwd.ep = layers * 0.3 * hf;
+    d.bwd.compute = layers * 10 * h.bwd;
+    est::add_host_time(L, lt, layers, d);
+    EXPECT_NEAR(d.fwd.compute, layers * 0.65 * hf, 1e-12);
 }
 
 // A small dense job (GPU-bound) and a tiny-expert MoE job on one DGX H100 node.

@@ -341,7 +341,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
     hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
-    add_host_time(L, layers, c);  // hostov: a host slower than the GPU (host.cpp)
+    add_host_time(L, lt, layers, c);  // hostov: a host slower than the GPU (host.cpp)
     hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)
     return c;
 }
@@ -382,8 +382,8 @@ ChunkTime block_time_mixed(const LayoutDerived& L, const LayerTime& lt, const La
     block_comm(D, lt_dense, dense, false, false, d);
     hide_tp_comm(D, lt_dense, dense, d);
     hide_tp_dgrad(D, lt_dense, dense, d);
-    add_host_time(L, moe_layers, c);  // hostov: each kind's host time against its own GPU time
-    add_host_time(D, dense, d);
+    add_host_time(L, lt, moe_layers, c);  // hostov: each kind's host time against its own GPU time
+    add_host_time(D, lt_dense, dense, d);
     auto add = [](BlockTime& a, const BlockTime& b) {
         a.compute += b.compute, a.recompute += b.recompute, a.tp += b.tp, a.cp += b.cp, a.ep += b.ep, a.wgrad += b.wgrad;
     };

@@ -400,12 +400,16 @@ double host_bytes_per_node(const LayoutDerived& L, const char* order, const std:
 constexpr double kHostOpUsDefault = 13.48;
 struct HostLayerTime {
     double fwd = 0, bwd = 0;
+    // moeorder: of `fwd`, what the host enqueues of an MoE layer from its dispatcher's host sync
+    // through the routed experts' last op (the all-to-all, the permutes, every expert's launches).
+    double fwd_to_experts = 0;
 };
 HostLayerTime host_layer_time(const LayoutDerived& L);
 // cpblock: how much slower ring attention's c flash calls over s/c tokens each are than one
 // call over the whole sequence s (compute.cpp; 1 for c ≤ 1).
 double cp_block_slowdown(double s, double c);
-void add_host_time(const LayoutDerived& L, double layers, ChunkTime& c);
+// `lt`: the layer's forward terms (moeorder: what the GPU runs after the routed experts).
+void add_host_time(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 
 // ---- overlap.cpp ----------------------------------------------------------------------------
 // What stage `stage` does after its last backward: exposed DP traffic and its optimizer step.

@@ -2,7 +2,8 @@
 // by op by Python, the PyTorch dispatcher and cudaLaunchKernel, and the GPU idles whenever the
 // host falls behind. The model: host time of one layer = its eager ops × the host CPU's seconds
 // per op (Transformer Engine module calls and C++-launched kernels weighted); a stretch of work between two host syncs takes
-// max(GPU time, host time). Megatron-core's dropless MoE token dispatcher copies the per-expert
+// max(GPU time, host time), and (moeorder) at least the host's time to launch the routed experts
+// plus the GPU work queued behind them. Megatron-core's dropless MoE token dispatcher copies the per-expert
 // token counts to the host inside every MoE layer (token_dispatcher.py, cuda_sync_point
 // "before_ep_alltoall" / "before_finish"; the flex DeepEP / HybridEP dispatcher likewise sizes
 // its receive buffer from a host copy unless padded to a capacity), so each MoE layer's forward
@@ -67,6 +68,7 @@ struct LayerOps {
     double router = 0;      // MoE: pre-MLP norm, router, shared experts
     double preprocess = 0;  // MoE: the dispatcher's token-count bookkeeping
     double moe_rest = 0;    // MoE: dispatch, the experts' Python side, combine, residual add
+    double moe_to_experts = 0;  // moeorder: of moe_rest, the dispatch and the experts' Python side
     double launches_captured = 0;  // FP8 quantizations inside attention / dense MLP / shared experts
     double expert_gemms = 0;       // MoE: one GEMM per local expert and linear (FC1, FC2)
     double expert_quant = 0;       // MoE: one FP8 quantization per local expert and linear
@@ -120,9 +122,10 @@ LayerOps forward_ops(const LayoutDerived& L) {
     const double dispatch = flex ? 3.0 : 2.0 + (L.ep > 1 ? 2.0 : 0.0) + (local_experts > 1 ? 2.0 : 0.0);
     const double combine = flex ? 2.0 : (local_experts > 1 ? 1.0 : 0.0) + (L.ep > 1 ? 1.0 : 0.0) + 1.0;
     o.moe_rest = dispatch + 2.0 * te + 2.0 + combine + 1.0 + (L.etp > 1 ? 2.0 : 0.0);
+    o.moe_to_experts = dispatch + 2.0 * te + 2.0 + (L.etp > 1 ? 1.0 : 0.0);
     // moefp8pad: FP8 alignment of the grouped MLP's rows — Fp8Padding of the inputs and of the
     // probabilities, Fp8Unpadding of the output: three autograd functions from Python.
-    if (L.moe_fp8_pad) o.moe_rest += 3.0;
+    if (L.moe_fp8_pad) o.moe_rest += 3.0, o.moe_to_experts += 2.0;
     o.expert_gemms = 2.0 * local_experts;
     o.expert_quant = fp8 ? 2.0 * local_experts : 0.0;
     o.expert_weights = 2.0 * local_experts;
@@ -171,7 +174,7 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
     };
     region(o.attn, (g & kGraphAttn) != 0);
     region(o.mlp, (g & kGraphMlp) != 0);
-    double gemms = 0, quant = 0, expert_quant = 0, expert_weights = 0;
+    double gemms = 0, quant = 0, expert_quant = 0, expert_weights = 0, to_experts = 0;
     // FP8 quantizations of the attention / dense MLP / shared experts go with their region.
     const bool dense_captured = L.moe ? (g & kGraphAttn) && (g & kGraphMoeRouter) : (g & kGraphAttn) && (g & kGraphMlp);
     if (!dense_captured) quant += o.launches_captured;
@@ -183,6 +186,7 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
             region(o.router + (pre ? o.preprocess : 0.0), router);
             if (!pre) ops += o.preprocess;
             ops += o.moe_rest;
+            to_experts = o.moe_to_experts;
             gemms = o.expert_gemms;
             expert_quant = o.expert_quant;
             expert_weights = o.expert_weights;
@@ -194,13 +198,27 @@ HostLayerTime host_layer_time(const LayoutDerived& L) {
     const double experts_fwd = gemms * kExpertGemmOps + expert_quant * kExpertQuantOps;
     const double experts_bwd = 2.0 * gemms * kExpertGemmOps + expert_quant * kExpertQuantOps + expert_weights * kExpertWeightBwdOps;
     h.fwd = (ops + graphs + quant * kLaunchOps + experts_fwd) * L.host_op_s;
+    h.fwd_to_experts = (to_experts + experts_fwd) * L.host_op_s;
     h.bwd = (2.0 * ops + graphs + quant * kLaunchOps + experts_bwd) * L.host_op_s;
     if (L.rc == Recompute::full) h.bwd += h.fwd;  // the backward replays the forward first
     h.bwd += selective_recompute_ops(L, o) * L.host_op_s;
     return h;
 }
 
-void add_host_time(const LayoutDerived& L, double layers, ChunkTime& c) {
+namespace {
+
+// moeorder: the forward GPU work of an MoE layer that follows its routed experts — the combine's
+// all-to-all (half the layer's exposed forward EP time: dispatch and combine move the same
+// bytes), the unpermute (half the dispatcher's passes) — and of the next layer's attention
+// until its router (the QKV and output-projection GEMMs and the attention core). A lower bound:
+// the norms, casts and router kernels also follow.
+double gpu_after_experts_fwd(const LayerTime& lt, double ep_fwd) {
+    return 0.5 * ep_fwd + 0.5 * lt.moe_dispatch + lt.gemm_qkv + lt.gemm_proj + lt.attn;
+}
+
+}  // namespace
+
+void add_host_time(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
     if (!L.host_model || layers <= 0) return;
     // GPU time per layer: everything the stream runs (collectives included), not the pipeline hop.
     auto gpu = [](const BlockTime& b) { return b.compute + b.recompute + b.tp + b.cp + b.ep; };
@@ -216,7 +234,16 @@ void add_host_time(const LayoutDerived& L, double layers, ChunkTime& c) {
     if (L.moe && L.moe_host_sync) {
         // Each MoE layer's forward waits for its token counts: the host cannot run ahead of it,
         // and the backward between two forwards is a stretch of its own.
-        c.fwd.compute += layers * std::max(0.0, h.fwd - gf);
+        // moeorder: the sync (token_dispatcher.py _maybe_dtoh_and_synchronize at
+        // "before_ep_alltoall") leaves the GPU with nothing queued, and a kernel cannot start
+        // before the host has launched it. MoELayer.forward runs dispatch, experts, combine in
+        // that order, so the GPU work behind the experts (the combine, the next layer's
+        // attention) waits for the host to enqueue every expert first: the stretch takes at
+        // least the host's time to the experts' last op plus that GPU work, not only
+        // max(host, GPU), when the host's per-expert launches outlast the GPU's dispatch.
+        const double after = std::min(gf, gpu_after_experts_fwd(lt, c.fwd.ep / layers));
+        const double fwd = std::max({h.fwd, h.fwd_to_experts + after, gf});
+        c.fwd.compute += layers * (fwd - gf);
         c.bwd.compute += layers * std::max(0.0, h.bwd - gb);
     } else {
         // No sync: the host runs ahead through forward and backward; only a host slower than the
