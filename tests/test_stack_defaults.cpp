@@ -209,6 +209,68 @@ TEST(StackDefaults, SavingKeepsStackDefaultsUnwrittenAndWrittenKeysWritten) {
     EXPECT_EQ(again.origin.stack_defaults, job.origin.stack_defaults);
 }
 
+// recipe (issue 29 point 6): NeMo-Framework-Launcher's nemotron/nemotron_340b.yaml ran Apex's
+// DistributedFusedAdam with dtype bf16 until Dec 2024, then Megatron-core's optimizer in fp32.
+TEST(StackDefaults, ARecipeSetsTheOptimizerStatesItsConfigurationStatesAtItsDate) {
+    const std::string recipe = "recipe = \"nemotron/nemotron_340b\"\n";
+    const JobSpec job = llama70b("nemo", "framework_version = \"2024-09\"\n" + recipe);
+    EXPECT_EQ(job.training.main_params_dtype, ptd::StateDtype::none);  // store_params = False
+    EXPECT_EQ(job.training.exp_avg_dtype, ptd::StateDtype::bf16);
+    EXPECT_EQ(job.training.exp_avg_sq_dtype, ptd::StateDtype::bf16);
+    EXPECT_TRUE(applied(job, "training.exp_avg_dtype", "\"bf16\""));
+    EXPECT_TRUE(applied(job, "training.main_params_dtype", "\"none\""));
+    // FP8 with the stack's FP8 parameter gather: NeMo's fp8_params stores a bf16 master.
+    const JobSpec fp8 = llama70b("nemo", "framework_version = \"2024-09\"\nfp8 = \"delayed\"\n" + recipe);
+    ASSERT_TRUE(fp8.training.fp8_param_gather);
+    EXPECT_EQ(fp8.training.main_params_dtype, ptd::StateDtype::bf16);
+    // From the launcher's switch to Megatron-core's optimizer, and today: fp32, nothing listed.
+    for (const std::string version : {std::string("framework_version = \"2024-12\"\n"), std::string()}) {
+        const JobSpec later = llama70b("nemo", version + recipe);
+        EXPECT_EQ(later.training.main_params_dtype, ptd::StateDtype::fp32) << version;
+        EXPECT_EQ(later.training.exp_avg_dtype, ptd::StateDtype::fp32) << version;
+        EXPECT_FALSE(applied(later, "training.exp_avg_dtype", "\"fp32\"")) << version;
+    }
+    // A dtype the job writes is its own; the others still follow the recipe.
+    const JobSpec own = llama70b("nemo", "framework_version = \"2024-09\"\nexp_avg_sq_dtype = \"fp32\"\n" + recipe);
+    EXPECT_EQ(own.training.exp_avg_sq_dtype, ptd::StateDtype::fp32);
+    EXPECT_EQ(own.training.exp_avg_dtype, ptd::StateDtype::bf16);
+    // Without the recipe the stack's fp32 states.
+    EXPECT_EQ(llama70b("nemo", "framework_version = \"2024-09\"\n").training.exp_avg_dtype, ptd::StateDtype::fp32);
+}
+
+TEST(StackDefaults, ARecipeIsSavedAndTheStatesItSetsStayUnwritten) {
+    const JobSpec job = llama70b("nemo", "framework_version = \"2024-09\"\nrecipe = \"nemotron/nemotron_340b\"\n");
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_NE(saved.find("recipe = \"nemotron/nemotron_340b\""), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("exp_avg_dtype"), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("main_params_dtype"), std::string::npos) << saved;
+    const JobSpec again = reloaded(saved);
+    EXPECT_EQ(again.training, job.training);
+    EXPECT_EQ(again.origin.stack_defaults, job.origin.stack_defaults);
+    // A written dtype that differs from the recipe's is kept.
+    const JobSpec own = llama70b("nemo", "framework_version = \"2024-09\"\nrecipe = \"nemotron/nemotron_340b\"\n"
+                                         "exp_avg_dtype = \"fp32\"\n");
+    EXPECT_NE(ptd::save_job_toml(own).find("exp_avg_dtype = \"fp32\""), std::string::npos);
+}
+
+TEST(StackDefaults, AnUnknownRecipeOrAnotherStacksIsRefusedWithItsLine) {
+    for (const auto& [framework, recipe] : {std::pair{"nemo", "nemotron4_340b"}, std::pair{"megatron", "nemotron/nemotron_340b"}}) {
+        const auto job = ptd::load_job_text(
+            job_text({.preset = "llama3-8b",
+                      .parallel = "tp = 1\n",
+                      .training = std::string("framework = \"") + framework + "\"\nrecipe = \"" + recipe + "\"\n"}),
+            "job.toml", presets());
+        expect_refused(job, "training.recipe", "job.toml");
+        EXPECT_NE(refusal(job).find("allowed: \"nemotron/nemotron_340b\""), std::string::npos) << refusal(job);
+        EXPECT_NE(refusal(job).find(std::string("\"") + recipe + "\""), std::string::npos) << refusal(job);
+    }
+    JobSpec edited = llama70b("megatron");
+    edited.training.recipe = "nemotron/nemotron_340b";
+    const auto problems = ptd::validate_job(edited);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_EQ(problems[0].key, "training.recipe");
+}
+
 TEST(StackDefaults, AChosenPlanRowOwnsItsOverlapKeys) {
     // The planner's row is scored with its own overlap keys; applied, they are the job's, so
     // re-deriving the job's defaults afterwards must not turn them back to the stack's.

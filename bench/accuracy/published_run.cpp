@@ -57,6 +57,8 @@ const std::set<std::string> kRunKeys = {
     "grad_reduce_in_fp32", "activation_offload_layers",
     // oom4: dropout and the optimizer states' dtypes (training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype)
     "dropout", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_param_gather",
+    // recipe: the stack's named configuration for the model (training.recipe)
+    "recipe",
     // moe: Mixture-of-Experts (model.experts, model.top_k, parallel.ep)
     "experts", "top_k", "ep",
     // papers: each TP rank keeps 1/tp of the full-recompute checkpoints (parallel.distribute_saved_activations)
@@ -71,6 +73,8 @@ const std::set<std::string> kRunKeys = {
     "qk_rope_head_dim", "v_head_dim", "mtp_layers", "qk_layernorm", "expert_tp", "layers_per_stage",
     // The output layer shares the word embedding (model.tied_embeddings; unset = by arch)
     "tied_embeddings",
+    // Rotary instead of learned position embeddings (model.position; unset = by arch)
+    "position",
     // deepep: the MoE token dispatcher's backend, the EP all-to-all overlap, group-limited routing
     "moe_dispatcher", "moe_a2a_overlap", "moe_router_num_groups", "moe_router_group_topk",
     // recmod: Megatron-core's selective recompute modules (parallel.recompute_modules)
@@ -367,6 +371,11 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             tr.main_params_dtype = state_dtype("main_params_dtype", {"fp32", "bf16", "fp16", "none", "fp32-remainders"});
             tr.exp_avg_dtype = state_dtype("exp_avg_dtype", {"fp32", "bf16", "fp16", "fp8"});
             tr.exp_avg_sq_dtype = state_dtype("exp_avg_sq_dtype", {"fp32", "bf16", "fp16", "fp8"});
+            // recipe: the dtypes the run states are its own; the others take its recipe's
+            // (apply_stack_defaults), as in a job file.
+            j.origin.state_dtypes_written = (t.get("main_params_dtype") ? 1 : 0) | (t.get("exp_avg_dtype") ? 2 : 0) |
+                                            (t.get("exp_avg_sq_dtype") ? 4 : 0);
+            if (t.get("recipe")) tr.recipe = get_word(t, "recipe", "", {"nemotron/nemotron_340b"});
         }
 
         if (r.skip.empty()) r.skip = apply_run_to_job(r);

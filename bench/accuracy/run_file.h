@@ -161,7 +161,7 @@ inline std::string run_word(const std::string& path, const toml::table& t, const
 // A model given by its shape, as both data files' rows give it: arch "gpt" (Megatron-LM's GPT
 // defaults: GELU, LayerNorm, learned positions, tied embeddings, dropout) or "llama", layers,
 // hidden, heads, kv_heads (= heads), ffn_hidden (4·hidden), vocab (51200), seq_len (2048);
-// then the arch's defaults, and dropout (oom4) and tied_embeddings where the row
+// then the arch's defaults, and dropout (oom4), tied_embeddings and position where the row
 // states them.
 inline void read_run_model_shape(const std::string& path, const toml::table& t, ptd::ModelSpec& m) {
     m.arch = run_word(path, t, "arch", "gpt", {"gpt", "llama"}) == "llama" ? ptd::Arch::llama : ptd::Arch::gpt;
@@ -177,6 +177,11 @@ inline void read_run_model_shape(const std::string& path, const toml::table& t, 
     ptd::fill_model_defaults(m, given);
     if (t.get("dropout")) m.dropout = run_key<bool>(path, t, "dropout", true);
     if (t.get("tied_embeddings")) m.tied_embeddings = run_key<bool>(path, t, "tied_embeddings", true);
+    // A gpt-shaped model with rotary positions (Nemotron-4: position_embedding_type rope) has no
+    // s·h learned position table on the first stage.
+    if (t.get("position"))
+        m.position = run_word(path, t, "position", "learned", {"learned", "rope"}) == "rope" ? ptd::Position::rope
+                                                                                         : ptd::Position::learned;
 }
 
 // The shape keys past the dense transformer's, as both data files' rows give them (read after

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "ptd/model/estimate.h"
+#include "ptd/spec/stack_defaults.h"
 
 #include "job_test_util.h"
 #include "published_runs_test_util.h"
@@ -113,14 +114,21 @@ TEST(AllocatorReserve, TheReserveFollowsEstimateFragmentation) {
                 1e-6 * m.total());
 }
 
-TEST(AllocatorReserve, NemotronFp8AsAUserWritesItFitsTheH100ItRanOn) {
+TEST(AllocatorReserve, NemotronFp8WithTheStacksFp32StatesFitsTheH100ItRanOn) {
     // dgxc-benchmarking's Nemotron-4 340B FP8 on 128 H100 (TP8 PP8 VP12, DP 2), written from the
-    // README and the report: NeMo defaults (distributed optimizer, bf16 gradient buffer, FP8
-    // parameter gather), fp32 Adam states.
+    // README and the report with NeMo's stack defaults alone (distributed optimizer, bf16
+    // gradient buffer, FP8 parameter gather), fp32 Adam states: the user row without the recipe
+    // its README names (which keeps bf16 states) and with learned positions, as it was written
+    // before the row named them.
     const ::Run& r = published_run("user2411-nemotron4-340b-128gpu-fp8");
     ASSERT_TRUE(r.skip.empty()) << r.skip;
     EXPECT_FALSE(r.job.model.tied_embeddings);  // the run file's tied_embeddings = false reached the job
-    const Estimate e = estimate_job(r.job);
+    JobSpec stack_only = r.job;
+    stack_only.training.recipe.clear();
+    stack_only.model.position = Position::learned;
+    apply_stack_defaults(stack_only);
+    ASSERT_EQ(stack_only.training.exp_avg_dtype, StateDtype::fp32);
+    const Estimate e = estimate_job(stack_only);
     const MemoryBreakdown& m = e.stages[(size_t)e.worst_stage].mem;
     EXPECT_TRUE(e.fits) << m.total() / kGiB << " GiB";
     // Charged on the contiguous parameter and gradient buffers and the main weights too, the

@@ -13,9 +13,11 @@
 #include "ptd/export/export.h"
 #include "ptd/spec/job_overrides.h"
 #include "ptd/spec/presets.h"
+#include "ptd/spec/stack_defaults.h"
 
 #include "job_test_util.h"
 #include "published_run.h"
+#include "published_runs_test_util.h"
 
 namespace {
 
@@ -309,6 +311,31 @@ TEST(Nemotron340bOptimizerStates, ThePublishedRowsFit) {
         EXPECT_TRUE(e.fits) << r.name << ": " << e.stages[e.worst_stage].mem.total() / kGiB << " GiB";
     }
     EXPECT_EQ(seen, 4);
+}
+
+// recipe (issue 29 point 6): the two rows written from dgxc-benchmarking's README alone name the
+// configuration it links ("the default configuration for Nemotron 340b", NeMo-Framework-
+// Launcher's training/nemotron/nemotron_340b.yaml) and the NeMo 24.09 container. The recipe's
+// Apex bf16 states are what lets the BF16 row fit; with the stack's fp32 states it does not.
+TEST(Nemotron340bOptimizerStates, TheUserRowsFitWithTheConfigurationTheirReadmeNames) {
+    for (const char* name : {"user2411-nemotron4-340b-128gpu-bf16", "user2411-nemotron4-340b-128gpu-fp8"}) {
+        const ::Run& r = ptd_test::published_run(name);
+        ASSERT_TRUE(r.skip.empty()) << name << ": " << r.skip;
+        EXPECT_EQ(r.job.training.recipe, "nemotron/nemotron_340b") << name;
+        EXPECT_EQ(r.job.training.exp_avg_dtype, StateDtype::bf16) << name;
+        EXPECT_EQ(r.job.training.exp_avg_sq_dtype, StateDtype::bf16) << name;
+        const bool fp8 = r.job.training.fp8 != Fp8Recipe::none;
+        EXPECT_EQ(r.job.training.main_params_dtype, fp8 ? StateDtype::bf16 : StateDtype::none) << name;
+        const Estimate e = estimate_job(r.job);
+        EXPECT_TRUE(e.fits) << name << ": " << e.stages[e.worst_stage].mem.total() / kGiB << " GiB";
+        JobSpec stack_only = r.job;
+        stack_only.training.recipe.clear();
+        apply_stack_defaults(stack_only);
+        EXPECT_EQ(stack_only.training.exp_avg_dtype, StateDtype::fp32) << name;
+        const Estimate without = estimate_job(stack_only);
+        if (!fp8) EXPECT_FALSE(without.fits) << name << ": " << without.stages[without.worst_stage].mem.total() / kGiB;
+        EXPECT_EQ(without.stages[0].mem.activations, e.stages[0].mem.activations) << name;
+    }
 }
 
 }  // namespace

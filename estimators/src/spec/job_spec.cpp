@@ -641,6 +641,15 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                               "exp_avg_sq_dtype, or activation_profile = \"megatron\"");
     }
 
+    // recipe (issue 29 point 6): a stack's configuration, for that stack only (the TOML
+    // loader says so with the line; a job edited in code is checked here).
+    if (const TrainingSpec& tr = job.training; !tr.recipe.empty()) {
+        const std::optional<Framework> f = recipe_framework(tr.recipe);
+        if (!f || *f != tr.framework)
+            add("training.recipe", "got \"" + tr.recipe + "\" with training.framework = \"" + to_string(tr.framework) +
+                                       "\"; allowed: " + known_recipes_text());
+    }
+
     // oomnemo: Megatron-core raises for CPU offloading with pipeline parallelism
     // (TransformerConfig: "Currently there is no support for Pipeline parallelism with CPU
     // offloading") and for cpu_offloading_num_layers outside [0, num_layers).

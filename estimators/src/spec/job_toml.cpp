@@ -713,10 +713,25 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("fp8_bf16_first_layers", tr.fp8_bf16_first_layers, 0, kMaxDim);
     r.read_int("fp8_bf16_last_layers", tr.fp8_bf16_last_layers, 0, kMaxDim);
     mark_written(job, StackKey::fp8_param_gather, r.read_bool("fp8_param_gather", tr.fp8_param_gather));  // oomnemo
-    if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords))  // oom4
+    if (int i = 0; r.read_word("main_params_dtype", i, kMainParamsDtypeWords)) {  // oom4
         tr.main_params_dtype = i == 3 ? StateDtype::none : i == 4 ? StateDtype::fp32_remainders : (StateDtype)i;
-    read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords);
-    read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords);
+        job.origin.state_dtypes_written |= 1;  // recipe: the job's own, not its recipe's
+    }
+    if (read_enum(r, "exp_avg_dtype", tr.exp_avg_dtype, kMomentDtypeWords)) job.origin.state_dtypes_written |= 2;
+    if (read_enum(r, "exp_avg_sq_dtype", tr.exp_avg_sq_dtype, kMomentDtypeWords)) job.origin.state_dtypes_written |= 4;
+    // recipe (issue 29 point 6): the stack's named configuration for the model.
+    if (std::string v; r.read_string("recipe", v)) {
+        if (const std::optional<Framework> f = recipe_framework(v); !f)
+            ctx.error(r.where("recipe"), "training.recipe",
+                      "got " + quote_input(v) + "; allowed: " + known_recipes_text() + ", or no recipe");
+        else if (*f != tr.framework)
+            ctx.error(r.where("recipe"), "training.recipe",
+                      "got " + quote_input(v) + " with training.framework = \"" + to_string(tr.framework) +
+                          "\"; it is a configuration of framework \"" + to_string(*f) + "\"; allowed: " +
+                          known_recipes_text());
+        else
+            tr.recipe = v;
+    }
     r.read_bool("masked_softmax_fusion", tr.masked_softmax_fusion);  // papers
     if (tr.data.empty())
         ctx.error(r.where("data"), "training.data", "empty; allowed: \"synthetic\" or a path to a text/.bin file");
@@ -1105,6 +1120,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     job.origin.activation_profile_defaulted = true;
     job.origin.vocab_pad_defaulted = true;  // until [estimate] writes it
     job.origin.stack_keys_written = 0;       // stackdef: until a table writes them
+    job.origin.state_dtypes_written = 0;     // recipe: likewise
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
         const toml::table* t = top.subtable(e.name);
@@ -1377,11 +1393,13 @@ std::string save_job_toml(const JobSpec& job) {
             !stack_value_is_default(StackKey::fp8_param_gather, job))
             w.boolean("fp8_param_gather", t.fp8_param_gather);  // oomnemo, stackdef
     }
-    {  // oom4: optimizer state dtypes, where they differ from the default
-        const TrainingSpec d;
-        if (t.main_params_dtype != d.main_params_dtype) w.str("main_params_dtype", to_string(t.main_params_dtype));
-        if (t.exp_avg_dtype != d.exp_avg_dtype) w.str("exp_avg_dtype", to_string(t.exp_avg_dtype));
-        if (t.exp_avg_sq_dtype != d.exp_avg_sq_dtype) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
+    if (!t.recipe.empty()) w.str("recipe", t.recipe);  // recipe
+    {  // oom4: optimizer state dtypes the job wrote, where they differ from its recipe's (recipe)
+        const StateDtypeDefaults d = recipe_state_dtypes(t);
+        const auto own = [&](int bit) { return (o.state_dtypes_written & bit) != 0; };
+        if (own(1) && t.main_params_dtype != d.main_params) w.str("main_params_dtype", to_string(t.main_params_dtype));
+        if (own(2) && t.exp_avg_dtype != d.exp_avg) w.str("exp_avg_dtype", to_string(t.exp_avg_dtype));
+        if (own(4) && t.exp_avg_sq_dtype != d.exp_avg_sq) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
     }
     if (!t.masked_softmax_fusion) w.boolean("masked_softmax_fusion", false);  // papers
 

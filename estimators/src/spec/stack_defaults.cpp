@@ -27,6 +27,9 @@
 //    the gradient reduction with the backward and prefetch the parameter gathers; the loss is
 //    F.cross_entropy on fp32 logits, compiled with training.compile in torchtitan from 2025
 //    (components/loss.py); torchtitan's "selective" is op-level selective checkpointing.
+// recipe (issue 29 point 6): a stack's named configuration for one model (training.recipe)
+// sets the keys it states that the stack's defaults do not give; kRecipes lists each with its
+// source.
 #include "ptd/spec/stack_defaults.h"
 
 #include <cassert>
@@ -77,7 +80,8 @@ std::string framework_version_text(int yyyymm) {
 }
 
 std::string stack_label(const TrainingSpec& t) {
-    const std::string when = t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today";
+    const std::string when = (t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today") +
+                             (t.recipe.empty() ? "" : ", recipe " + t.recipe);
     switch (t.framework) {
         case Framework::megatron: return "Megatron-LM command line" + when;
         case Framework::nemo: return "NeMo 2 / Megatron-Bridge performance recipes" + when;
@@ -97,6 +101,42 @@ bool stack_flash_attention(const TrainingSpec& t) {
     if (t.framework == Framework::megatron) return !before(t, 202401);
     if (t.framework == Framework::deepspeed) return !before(t, 202307);  // Megatron-DeepSpeed's --use-flash-attn (2023)
     return true;
+}
+
+// recipe: the stacks' named configurations PTD knows.
+struct Recipe {
+    const char* name;
+    Framework framework;
+};
+constexpr Recipe kRecipes[] = {
+    // NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/nemotron_340b.yaml, the
+    // configuration NVIDIA's dgxc-benchmarking Nemotron-4 340B runs start from (README_340b.md
+    // links it as "the default configuration for Nemotron 340b").
+    {"nemotron/nemotron_340b", Framework::nemo},
+};
+
+const char* known_recipes_text() { return "\"nemotron/nemotron_340b\" (training.framework = \"nemo\")"; }
+
+std::optional<Framework> recipe_framework(std::string_view recipe) {
+    for (const Recipe& r : kRecipes)
+        if (recipe == r.name) return r.framework;
+    return std::nullopt;
+}
+
+StateDtypeDefaults recipe_state_dtypes(const TrainingSpec& t) {
+    // nemotron_340b.yaml until launcher commit 3dd35614 (2024-12-05, "switch to mcore's
+    // optimizer"): optim distributed_fused_adam with dtype bf16. NeMo 1.x
+    // (MegatronBaseModel.setup_optimization, NeMo 24.07 - 24.12) hands that dtype to Apex's
+    // DistributedFusedAdam as the moments' dtype and stores no master copy when it equals the
+    // bf16 model's (store_params = False), a bf16 one with fp8_params (store_params = True).
+    // From that commit the yaml names mcore_distributed_optim, whose OptimizerConfig NeMo builds
+    // without the dtype (ModelPT.setup_megatron_optimization): fp32 states, the stack's default.
+    if (t.recipe == "nemotron/nemotron_340b" && t.framework == Framework::nemo && t.precision == Precision::bf16 &&
+        before(t, 202412))
+        return {t.fp8_param_gather ? StateDtype::bf16 : StateDtype::none, StateDtype::bf16, StateDtype::bf16,
+                "NeMo-Framework-Launcher training/nemotron/nemotron_340b.yaml before Dec 2024: Apex "
+                "distributed_fused_adam with dtype bf16, a bf16 master only with fp8_params"};
+    return {};
 }
 
 namespace {
@@ -281,6 +321,23 @@ void apply_stack_defaults(JobSpec& job) {
         const Default d = default_for(k, job);
         set_value(k, job, d.value);
         if (bears_on(k, job)) job.origin.stack_defaults.push_back({stack_key_name(k), value_text(k, job, d.value), d.source});
+    }
+    // recipe: after the stack keys (the recipe's master copy follows fp8_param_gather).
+    TrainingSpec& t = job.training;
+    const StateDtypeDefaults recipe = recipe_state_dtypes(t);
+    const struct {
+        const char* key;
+        StateDtype& value;
+        StateDtype recipe_value;
+    } states[] = {{"training.main_params_dtype", t.main_params_dtype, recipe.main_params},
+                  {"training.exp_avg_dtype", t.exp_avg_dtype, recipe.exp_avg},
+                  {"training.exp_avg_sq_dtype", t.exp_avg_sq_dtype, recipe.exp_avg_sq}};
+    for (int i = 0; i < 3; ++i) {
+        if (job.origin.state_dtypes_written & (1u << i)) continue;
+        states[i].value = states[i].recipe_value;
+        if (*recipe.source)
+            job.origin.stack_defaults.push_back(
+                {states[i].key, std::string("\"") + to_string(states[i].recipe_value) + "\"", recipe.source});
     }
 }
 

@@ -497,6 +497,12 @@ struct TrainingSpec {
     StateDtype main_params_dtype = StateDtype::fp32;
     StateDtype exp_avg_dtype = StateDtype::fp32;
     StateDtype exp_avg_sq_dtype = StateDtype::fp32;
+    // recipe (issue 29 point 6): the stack's own configuration for the model, by the name the
+    // stack gives it (training.recipe = "nemotron/nemotron_340b", NeMo-Framework-Launcher's
+    // training config); "" = none. Where it sets a key the job leaves unwritten (the optimizer
+    // states' dtypes above), that key takes the recipe's value at framework_version
+    // (stack_defaults.h recipe_state_dtypes).
+    std::string recipe;
     // papers: without flash attention, the attention scores' scale, causal mask and softmax
     // run as one fused kernel (Megatron-LM's FusedScaleMaskSoftmax, default since 2020; GPT-NeoX
     // scaled_upper_triang_masked_softmax_fusion). false = Megatron-LM --no-masked-softmax-fusion,
@@ -649,6 +655,10 @@ struct JobSpec {
         // stack's default in derive_job_defaults, which lists what it applied in
         // stack_defaults. A job built in code writes every key (all bits set).
         uint32_t stack_keys_written = ~0u;
+        // recipe: which of training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype the job
+        // wrote (bits 1, 2, 4 in that order); an unwritten one takes its recipe's dtype,
+        // else fp32. A job built in code writes all three.
+        uint8_t state_dtypes_written = 0b111;
         std::vector<StackDefault> stack_defaults;
         // planfw: estimate.headroom was written; else the planner leaves its framework's default
         // headroom free (plan_headroom, planner.h).

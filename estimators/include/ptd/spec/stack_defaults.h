@@ -37,6 +37,21 @@ void apply_stack_defaults(JobSpec& job);
 // where the job wrote it and it differs, so that load → save → load keeps the job).
 bool stack_value_is_default(StackKey k, const JobSpec& job);
 
+// recipe (issue 29 point 6): the stacks' named configurations PTD knows, as training.recipe
+// names them, for the message that refuses another name: "\"nemotron/nemotron_340b\" (nemo)".
+const char* known_recipes_text();
+// The stack a known recipe belongs to; nullopt for a name PTD does not know.
+std::optional<Framework> recipe_framework(std::string_view recipe);
+
+// The optimizer states' dtypes a job that leaves training.main_params_dtype, exp_avg_dtype
+// and exp_avg_sq_dtype unwritten gets: its recipe's at framework_version, else fp32 each.
+// `source` says where the recipe's values come from ("" when they are the plain default).
+struct StateDtypeDefaults {
+    StateDtype main_params = StateDtype::fp32, exp_avg = StateDtype::fp32, exp_avg_sq = StateDtype::fp32;
+    const char* source = "";
+};
+StateDtypeDefaults recipe_state_dtypes(const TrainingSpec& t);
+
 // Whether the stack at that date defaults to fused (flash) attention where the GPU has it: no
 // stack before FlashAttention (mid-2022); Megatron-LM before 2024 ran its own softmax unless
 // --use-flash-attn was passed; DeepSpeed's Megatron fork took the flag in 2023.
