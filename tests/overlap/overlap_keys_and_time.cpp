@@ -219,6 +219,39 @@ TEST(OverlapTime, InterleavedChunksHideTheirOwnDpTraffic) {
     EXPECT_EQ(off.stages[0].tail.param_exposed_s, off.stages[0].tail.param_s);
 }
 
+// gradbuf: a Megatron step passes over its whole local gradient buffer whatever the
+// data-parallel size (train_step's zero_grad_buffer, one fp32 write; Megatron-LM's 1/dp scaling
+// before the reduction, a read and a write), and Megatron-LM's distributed optimizer of
+// 2022-10 to 2024-01 copied every gathered parameter out of its buffer (a bf16 read and write).
+// Worked on the Llama 3 8B job (tp 2, dp 16, Adam with fp32 states: 30 bytes per shard
+// parameter): the 2023-01 stack's step costs 4 bytes per local parameter more than today's,
+// which gives the HBM rate; today's optimizer part is then (P/16 · 30 + P · 12) / rate, at
+// dp 32 (P/32 · 30 + P · 12) / rate, and NeMo's recipes (bf16 buffer, averaging in the NCCL
+// call) (P/16 · 30 + P · 2) / rate.
+TEST(OverlapTime, GradientBufferPassesWeighTheSameAtEveryDataParallelSize) {
+    auto tail_of = [](const std::string& training_lines, int nodes) {
+        std::string text = kJob;
+        text.replace(text.find("nodes = 4"), 9, "nodes = " + std::to_string(nodes));
+        text.replace(text.find("micro_batch = 1\n"), 16, "micro_batch = 1\n" + training_lines);
+        const Estimate e = estimate_job(loaded(load(text)));
+        return std::pair<double, double>{e.stages[0].tail.optimizer_s, e.stages[0].params_count};
+    };
+    const auto [today, P] = tail_of("", 4);
+    const auto [dated, P_dated] = tail_of("framework_version = \"2023-01\"\n", 4);
+    ASSERT_DOUBLE_EQ(P, P_dated);
+    ASSERT_GT(dated, today);
+    const double rate = 4.0 * P / (dated - today);  // bytes/s
+    const JobSpec job = job_with("");
+    EXPECT_NEAR(rate, job.cluster.gpu.hbm_gbps * 1e9 * time_model_constants().hbm_eff, 1e-6 * rate) << "HBM at hbm_eff";
+    EXPECT_NEAR(today, (P / 16 * 30 + P * 12) / rate, 1e-9 * today);
+    const auto [dp32, P32] = tail_of("", 8);
+    ASSERT_DOUBLE_EQ(P, P32);
+    EXPECT_NEAR(dp32, (P / 32 * 30 + P * 12) / rate, 1e-9 * dp32);
+    const auto [nemo, P_nemo] = tail_of("framework = \"nemo\"\n", 4);
+    ASSERT_DOUBLE_EQ(P, P_nemo);
+    EXPECT_NEAR(nemo, (P / 16 * 30 + P * 2) / rate, 1e-9 * nemo);
+}
+
 TEST(OverlapTime, SmContentionMakesAnOverlappedStepSlowerThanComputeAlone) {
     TimeModelConstants& k = time_model_constants();
     const TimeModelConstants saved = k;

@@ -530,20 +530,22 @@ static double bucketed(Collective c, double elements, double bytes_per, double b
     return calls * nccl_time(c, elements / calls * bytes_per, g);
 }
 
+double dp_grad_bytes(const JobSpec& job, const LayoutDerived& L) {
+    // Megatron reduces bf16 runs' fp32 main grads; DeepSpeed and fp16 reduce in the parameter
+    // dtype. dsthru: DeepSpeed's pipeline engine reduces the 16-bit .grad tensors
+    // (engine.py _get_gradients_for_reduction), whatever its ZeRO stage.
+    const bool megatron_grads = L.zero == 0 && !L.ds_pipe;
+    // oomnemo: unless the job reduces them in bf16 (grad_reduce_in_fp32 = false).
+    return job.training.precision == Precision::fp32 ? 4.0
+         : (megatron_grads && job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32 ? 4.0 : 2.0);
+}
+
 DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int stage, double dense_params,
                      double expert_params) {
     const JobSpec& job = ctx.job;
     const int p = L.p;
     DpTraffic out;
-    // Gradient bytes on the wire: Megatron reduces bf16 runs' fp32 main grads; DeepSpeed
-    // and fp16 reduce in the parameter dtype.
-    // dsthru: DeepSpeed's pipeline engine reduces the 16-bit .grad tensors
-    // (engine.py _get_gradients_for_reduction), whatever its ZeRO stage.
-    const bool megatron_grads = L.zero == 0 && !L.ds_pipe;
-    // oomnemo: unless the job reduces them in bf16 (grad_reduce_in_fp32 = false).
-    const double grad_e = job.training.precision == Precision::fp32 ? 4.0
-                        : (megatron_grads && job.training.precision == Precision::bf16 &&
-                                   job.parallel.grad_reduce_in_fp32 ? 4.0 : 2.0);
+    const double grad_e = dp_grad_bytes(job, L);  // gradient bytes on the wire
     auto dp_cost = [&](double params, const GroupNet& g, double layer_params) {
         const int n = g.n;
         if (n <= 1 || params <= 0) return;

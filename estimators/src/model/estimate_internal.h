@@ -343,6 +343,9 @@ struct DpTraffic {
     double grad_s = 0;   // gradient all-reduce / reduce-scatter
     double param_s = 0;  // parameter all-gather (sharded optimizer, ZeRO-3)
 };
+// Bytes of one gradient element in the data-parallel reduction and in the gradient buffer it
+// reduces (Megatron's fp32 main grads for bf16 unless grad_reduce_in_fp32 = false).
+double dp_grad_bytes(const JobSpec& job, const LayoutDerived& L);
 DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int stage, double dense_params,
                      double expert_params);
 
@@ -412,6 +415,10 @@ double cp_block_slowdown(double s, double c);
 void add_host_time(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 
 // ---- overlap.cpp ----------------------------------------------------------------------------
+// gradbuf: bytes per local parameter that a step of Megatron's DDP moves over its whole gradient
+// buffer (zeroing, the 1/dp scaling) and, 2022-10 to 2024-01, the gathered parameter buffer
+// copied into the parameters; 0 for other stacks and ZeRO. Added to the optimizer step.
+double grad_buffer_pass_bytes(const JobSpec& job, const LayoutDerived& L);
 // What stage `stage` does after its last backward: exposed DP traffic and its optimizer step.
 // `fwd_s` / `bwd_s`: one micro-batch's forward / backward compute on the stage.
 StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const DpTraffic& dp, double dense_params,

@@ -31,7 +31,9 @@
 //    _exec_reduce_grads: allreduce_gradients / buffered_allreduce_fallback in buckets of
 //    MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements): nothing of the reduction (nor ZeRO-1's
 //    parameter all-gather after the step) overlaps the backward, whatever overlap_comm says;
-//  - and the optimizer step itself (memory bound).
+//  - and the optimizer step itself (memory bound), with the passes a Megatron step makes over
+//    its whole gradient buffer whatever the data-parallel size (gradbuf: zeroing, the 1/dp
+//    scaling, 2022-10 to 2024-01 the gathered parameters' copy).
 // Sources: Megatron-LM's DDP and distributed optimizer (docs/source/api-guide/dist_optimizer.md;
 // megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce,
 // overlap_param_gather, bucket_size default max(40M, 1M·dp) parameters; megatron/training/
@@ -429,6 +431,37 @@ static double chunked_param_exposed(double param_s, double fwd_s, int v, double 
     return std::max(stall, param_s * sigma / (1.0 + sigma));
 }
 
+double grad_buffer_pass_bytes(const JobSpec& job, const LayoutDerived& L) {
+    // Megatron's DDP (Megatron-LM's LocalDDP with contiguous buffers, then Megatron-core's
+    // DistributedDataParallel) holds every local gradient in one buffer per model chunk; the
+    // bucketed reduction and ZeRO-1 sharding do not shrink these passes, so they weigh the same
+    // at any data-parallel size. DeepSpeed's and the torch stacks' buffers are not counted here.
+    const TrainingSpec& t = job.training;
+    if (!runs_megatron_core(t.framework) || L.zero != 0 || L.ds_pipe) return 0;
+    const double grad_e = dp_grad_bytes(job, L);
+    // train_step zeroes the whole buffer every step (Megatron-LM 285068c8 training.py:
+    // partition.zero_grad_buffer(); today's model_chunk.zero_grad_buffer()): one write.
+    double bytes = grad_e;
+    const bool replicas = (long long)L.dp * L.c > 1;
+    // Megatron-LM divides the buffer by the data-parallel size before reducing it, a read and a
+    // write: 285068c8's DistributedOptimizer.reduce_model_grads (`gbuf.data /=
+    // data_parallel_world_size`) and LocalDDP.allreduce_gradients; Megatron-core's
+    // start_grad_sync (`bucket.grad_data *= bucket.gradient_scaling_factor`) unless
+    // average_in_collective, off on Megatron-LM's command line and set by the NeMo 2 /
+    // Megatron-Bridge recipes (DistributedDataParallelConfig(average_in_collective = True)),
+    // whose NCCL call averages instead.
+    if (t.framework == Framework::megatron && replicas) bytes += 2.0 * grad_e;
+    // From 2022-09-30 (57bfa7c: the all-gather in the parameter dtype) until 2024-02-14
+    // (293e104: parameters laid out in the contiguous buffer), the distributed optimizer
+    // gathered the updated parameters into a separate buffer and copied every local parameter
+    // out of it (gather_model_params: `param.view(-1).detach().copy_(param_buf_shard)`): a
+    // 16-bit read and write of all of them.
+    const bool copies_gathered = t.framework == Framework::megatron && t.framework_version >= 202210 &&
+                                 t.framework_version < 202402;
+    if (copies_gathered && L.optimizer_sharded && replicas) bytes += 2.0 * L.e;
+    return bytes;
+}
+
 StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const DpTraffic& dp, double dense_params,
                      double expert_params, double fwd_s, double bwd_s) {
     const JobSpec& job = ctx.job;
@@ -502,6 +535,8 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
     const double moments_rw = job.training.optimizer == Optimizer::sgd ? w.exp_avg : 2.0 * (w.exp_avg + w.exp_avg_sq);
     const double opt_bytes = 4.0 + master_rw + moments_rw + weight_write;
     tail.optimizer_s = opt_params * opt_bytes / L.hbm;
+    // gradbuf: the passes a Megatron step makes over its whole local buffers, not the shard.
+    tail.optimizer_s += (dense_params + expert_params) * grad_buffer_pass_bytes(job, L) / L.hbm;
 
     // offload (ZeRO-Offload, Ren et al. 2021 §4.1-4.2): each step the gradient shard goes
     // device→host (16-bit in DeepSpeed, Megatron's fp32 main grads), the CPU steps (every GPU
