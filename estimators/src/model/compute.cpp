@@ -143,7 +143,16 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // fa1: before flash-attn 2.0 (2023-07-17) a stack's flash attention is FlashAttention-1 (e.g.
     // Megatron-LM 285068c8's --use-flash-attn calls flash_attn_unpadded_func, the 1.x interface;
     // Megatron-LM moved to flash_attn_varlen_func on 2023-07-19).
-    if (job.training.framework_version > 0 && job.training.framework_version < 202307) L.flash_eff *= k.fa1_fraction;
+    // tritonfa: a kernel named in training.flash_attention_kernel overrides the date. flash-attn
+    // 1.x's Triton kernel (flash_attn_triton.py, which llm-foundry copies and runs with attn_impl
+    // "triton") is FlashAttention-1's class: its docstring says "Triton forward is generally
+    // faster than CUDA forward, while Triton backward is generally slower ... Overall Triton
+    // forward + backward is slightly slower than CUDA forward + backward", the CUDA version being
+    // FlashAttention-1 at the copied commit (eff9fe6b, flash-attn 1.x).
+    const FlashKernel fk = job.training.flash_kernel;
+    const bool dated_fa1 = job.training.framework_version > 0 && job.training.framework_version < 202307;
+    if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton || (fk == FlashKernel::by_date && dated_fa1))
+        L.flash_eff *= k.fa1_fraction;
     if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile)
         L.elementwise_factor = k.eager_elementwise_factor;
 }
