@@ -65,6 +65,8 @@ const std::set<std::string> kRunKeys = {
     "distribute_saved_activations",
     // papers: the attention softmax as separate scale / mask / softmax ops (training.masked_softmax_fusion)
     "masked_softmax_fusion",
+    // tritonfa: the flash-attention kernel the stack ran (training.flash_attention_kernel)
+    "flash_attention_kernel",
     // blackwell: Megatron's --overlap-p2p-communication (interleaved schedule)
     "overlap_p2p_comm",
     // mlarows: recent open models' shapes (model.* of the same name), the experts' own tensor
@@ -361,6 +363,13 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         tr.flash_attention = get<bool>(t, "flash_attention", modern);
         r.flash_attention_stated = t.get("flash_attention") != nullptr;  // stackdef
         tr.masked_softmax_fusion = get<bool>(t, "masked_softmax_fusion", true);  // papers
+        {  // tritonfa
+            const std::string k = get_word(t, "flash_attention_kernel", "by-date", {"by-date", "flash-attn-1", "triton", "flash-attn-2"});
+            tr.flash_kernel = k == "flash-attn-1" ? ptd::FlashKernel::flash_attn_1
+                              : k == "triton"     ? ptd::FlashKernel::triton
+                              : k == "flash-attn-2" ? ptd::FlashKernel::flash_attn_2
+                                                    : ptd::FlashKernel::by_date;
+        }
         {  // oom4: the optimizer states' dtypes where the source (or its recipe) states them
             auto state_dtype = [&](const char* key, std::initializer_list<const char*> allowed) {
                 const std::string w = get_word(t, key, "fp32", allowed);

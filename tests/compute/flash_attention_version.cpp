@@ -2,6 +2,9 @@
 // before flash-attn 2.0 (July 2023) runs FlashAttention-1, at half FlashAttention-2's rate
 // (Dao 2023, arXiv 2307.08691: FlashAttention-2 "around 2× faster", 50–73% of the A100's peak
 // against 25–40%); from July 2023, and for a job without a date, the generation's flash_eff.
+// tritonfa: training.flash_attention_kernel names the kernel where the date does not tell it —
+// flash-attn 1.x's Triton kernel (llm-foundry's attn_impl "triton") runs at FlashAttention-1's
+// rate whatever the date, "flash-attn-2" at FlashAttention-2's whatever the date.
 #include <gtest/gtest.h>
 
 #include "job_test_util.h"
@@ -13,14 +16,20 @@ using namespace ptd_test;
 
 // Llama 3 8B (32 layers, 32 heads of 128, sequence 8192) on one A100, Megatron-LM with flash
 // attention written, at `version` ("" = today).
-ptd::Estimate llama8b_on_one_a100(const std::string& version) {
+// `kernel`: training.flash_attention_kernel ("" = not written).
+std::string llama8b_on_one_a100_text(const std::string& version, const std::string& kernel = "",
+                                     bool flash = true) {
     const std::string dated = version.empty() ? "" : "framework_version = \"" + version + "\"\n";
-    return ptd::estimate_job(job_from_text(job_text({.preset = "llama3-8b",
-                                                     .gpus_per_node = 1,
-                                                     .gpu = "a100-80gb",
-                                                     .parallel = "tp = 1\npp = 1\n",
-                                                     .training = "framework = \"megatron\"\nflash_attention = true\n"
-                                                                 "micro_batch = 1\nglobal_batch = 1\n" + dated})));
+    const std::string named = kernel.empty() ? "" : "flash_attention_kernel = \"" + kernel + "\"\n";
+    return job_text({.preset = "llama3-8b",
+                     .gpus_per_node = 1,
+                     .gpu = "a100-80gb",
+                     .parallel = "tp = 1\npp = 1\n",
+                     .training = std::string("framework = \"megatron\"\nflash_attention = ") + (flash ? "true" : "false") +
+                                 "\nmicro_batch = 1\nglobal_batch = 1\n" + dated + named});
+}
+ptd::Estimate llama8b_on_one_a100(const std::string& version, const std::string& kernel = "") {
+    return ptd::estimate_job(job_from_text(llama8b_on_one_a100_text(version, kernel)));
 }
 
 TEST(FlashAttentionVersion, BeforeJuly2023TheAttentionCoreRunsAtFlashAttention1sRate) {
@@ -37,6 +46,33 @@ TEST(FlashAttentionVersion, BeforeJuly2023TheAttentionCoreRunsAtFlashAttention1s
     // Nothing else of the layer moves, and a job without a date runs today's kernels.
     EXPECT_DOUBLE_EQ(fa1.stages[0].tp_s, fa2.stages[0].tp_s);
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("").stages[0].fwd_s, fa2.stages[0].fwd_s);
+}
+
+TEST(FlashAttentionVersion, ANamedKernelOverridesTheDate) {
+    // Today's stack running flash-attn 1.x's Triton kernel (or FlashAttention-1) takes the same
+    // time as a stack dated before July 2023; FlashAttention-2 named on a 2023-06 stack takes
+    // FlashAttention-2's.
+    const ptd::Estimate fa1 = llama8b_on_one_a100("2023-06"), fa2 = llama8b_on_one_a100("2023-07");
+    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("", "triton").stages[0].fwd_s, fa1.stages[0].fwd_s);
+    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("", "triton").stages[0].bwd_s, fa1.stages[0].bwd_s);
+    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2024-01", "flash-attn-1").stages[0].fwd_s, fa1.stages[0].fwd_s);
+    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2023-06", "flash-attn-2").stages[0].fwd_s, fa2.stages[0].fwd_s);
+    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2023-06", "by-date").stages[0].fwd_s, fa1.stages[0].fwd_s);
+}
+
+TEST(FlashAttentionVersion, TheKernelKeyIsSavedAndRefusedWithoutFlashAttention) {
+    const ptd::JobSpec triton = job_from_text(llama8b_on_one_a100_text("", "triton"));
+    EXPECT_EQ(triton.training.flash_kernel, ptd::FlashKernel::triton);
+    const std::string saved = ptd::save_job_toml(triton);
+    EXPECT_TRUE(contains(saved, "flash_attention_kernel = \"triton\"")) << saved;
+    EXPECT_EQ(reloaded(saved).training.flash_kernel, ptd::FlashKernel::triton);
+    const std::string by_date = ptd::save_job_toml(job_from_text(llama8b_on_one_a100_text("")));
+    EXPECT_FALSE(contains(by_date, "flash_attention_kernel")) << by_date;
+    // A kernel without flash attention, and a word outside the list, are refused naming the key.
+    expect_refused(ptd::load_job_text(llama8b_on_one_a100_text("", "triton", false), "job.toml", presets()),
+                   "training.flash_attention_kernel", "job.toml");
+    expect_refused(ptd::load_job_text(llama8b_on_one_a100_text("", "flash-attn-3"), "job.toml", presets()),
+                   "flash_attention_kernel", "job.toml");
 }
 
 }  // namespace

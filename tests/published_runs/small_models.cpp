@@ -1,6 +1,6 @@
-// small_models.cpp — the small-model check rows from stacks other than llm-foundry (issue 29
-// point 3): FlashAttention's GPT-3 training table, TinyLlama 1.1B and OLMo-core's throughput
-// table, read from bench/accuracy/published_runs.toml exactly as bench_accuracy reads them. The
+// small_models.cpp — the small-model check rows (issue 29 point 3): FlashAttention's GPT-3
+// training table, TinyLlama 1.1B, OLMo-core's throughput table and how llm-foundry's MPT rows
+// describe the model, read from bench/accuracy/published_runs.toml exactly as bench_accuracy reads them. The
 // tests pin what the rows' notes claim the sources state — the per-GPU figure, the batch in
 // tokens, the micro-batch the stack's own config picks, the stack's kernels — and that every
 // published layout is predicted to fit the GPUs it ran on.
@@ -134,6 +134,27 @@ TEST(SmallModelRows, OlmoCoreTableAsTheReadmeAndScriptsState) {
         const bool fp8_row = r.name.ends_with("-fp8");
         EXPECT_EQ(r.job.training.fp8, fp8_row ? Fp8Recipe::tensorwise : Fp8Recipe::none) << r.name;
     });
+}
+
+// llm-foundry's MPT rows run the model as MPTConfig builds it at the tables' commit (061f2c7):
+// no dropout (attn_pdrop, resid_pdrop, emb_pdrop default 0.0 and no yaml sets them), LayerNorm,
+// GELU, learned positions, biases, eager PyTorch (no compile_config) and the fused cross entropy
+// (loss_fn "fused_crossentropy"), so the time model counts their layer op by op (eagergpt).
+TEST(SmallModelRows, LlmFoundryRowsRunMptsLayerWithoutDropout) {
+    int seen = 0;
+    for (const ::Run& r : published_runs()) {
+        if (!starts_with(r.name, "llmfoundry-")) continue;
+        ++seen;
+        EXPECT_FALSE(r.job.model.dropout_on()) << r.name;
+        EXPECT_EQ(r.job.model.norm, Norm::layernorm) << r.name;
+        EXPECT_EQ(r.job.model.activation, Activation::gelu) << r.name;
+        EXPECT_EQ(r.job.model.position, Position::learned) << r.name;
+        EXPECT_TRUE(r.job.model.bias) << r.name;
+        EXPECT_EQ(r.job.training.framework, Framework::pytorch_fsdp) << r.name;
+        EXPECT_FALSE(r.job.training.torch_compile) << r.name;
+        EXPECT_EQ(r.job.estimate.cross_entropy, CrossEntropyImpl::fused) << r.name;
+    }
+    EXPECT_EQ(seen, 29);
 }
 
 // Issue 15: a run that happened cannot be an OOM.

@@ -143,9 +143,76 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // fa1: before flash-attn 2.0 (2023-07-17) a stack's flash attention is FlashAttention-1 (e.g.
     // Megatron-LM 285068c8's --use-flash-attn calls flash_attn_unpadded_func, the 1.x interface;
     // Megatron-LM moved to flash_attn_varlen_func on 2023-07-19).
-    if (job.training.framework_version > 0 && job.training.framework_version < 202307) L.flash_eff *= k.fa1_fraction;
-    if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile)
+    // tritonfa: a kernel named in training.flash_attention_kernel overrides the date. flash-attn
+    // 1.x's Triton kernel (flash_attn_triton.py, which llm-foundry copies and runs with attn_impl
+    // "triton") is FlashAttention-1's class: its docstring says "Triton forward is generally
+    // faster than CUDA forward, while Triton backward is generally slower ... Overall Triton
+    // forward + backward is slightly slower than CUDA forward + backward", the CUDA version being
+    // FlashAttention-1 at the copied commit (eff9fe6b, flash-attn 1.x).
+    const FlashKernel fk = job.training.flash_kernel;
+    const bool dated_fa1 = job.training.framework_version > 0 && job.training.framework_version < 202307;
+    if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton || (fk == FlashKernel::by_date && dated_fa1))
+        L.flash_eff *= k.fa1_fraction;
+    if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile) {
         L.elementwise_factor = k.eager_elementwise_factor;
+        // eagergpt: eager_elementwise_factor was counted on a Llama layer (RMSNorm with fp32
+        // upcasts, complex-fp32 RoPE, SiLU then multiply); a LayerNorm / GELU layer with learned
+        // positions (MPT, GPT-2) has none of those ops and is counted op by op instead.
+        const ModelSpec& m = job.model;
+        L.eager_gpt_layer = m.norm == Norm::layernorm && m.activation == Activation::gelu &&
+                            m.position == Position::learned && m.experts <= 1 && !m.mla();
+    }
+}
+
+// eagergpt: the element-wise passes of one LayerNorm / GELU / learned-position transformer layer
+// run eagerly, as llm-foundry's MPT runs it (llmfoundry/models/layers/blocks.py MPTBlock,
+// attention.py GroupedQueryAttention, ffn.py MPTMLP, norm.py LPLayerNorm; at 061f2c7, the commit
+// of the benchmark tables), in elements read or written per token. Forward: each LayerNorm is
+// one native kernel (F.layer_norm: read x, write y), each residual add reads two and writes one,
+// GELU reads and writes the f-wide activation; the linear layers' biases are added in the GEMM
+// (addmm's epilogue), Q, K and V are views of the fused QKV output that the flash kernel reads
+// in place, and nn.Dropout at p = 0 (MPTConfig's resid_pdrop / attn_pdrop / emb_pdrop default)
+// returns its input. Backward: autograd sums the residual stream's two gradients at each of the
+// two branch points (read two, write one); each LayerNorm backward writes the input gradient
+// (read dy and x, write dx) and in a second kernel the weight and bias gradients (read dy and x
+// again); GELU's backward reads the gradient and the saved input and writes; each bias gradient
+// is a sum over the tokens of its output gradient (read once); the split of the fused QKV output
+// concatenates dQ, dK and dV (read and write). With dropout on, each of the two residual
+// dropouts reads and writes the branch and writes a 1-byte mask, and its backward reads the
+// gradient and the mask and writes. The attention kernel's own passes are in its rate.
+EagerElementwise eager_gpt_elementwise(const LayoutDerived& L) {
+    const double r = L.sp ? 1.0 / L.t : 1.0, h = L.h * r, f = L.f_l;
+    const double qkv = L.heads_l * L.d + 2.0 * L.kv_l * L.d;
+    EagerElementwise c;
+    c.fwd = 2.0 * 2.0 * h      // two LayerNorms
+            + 2.0 * 3.0 * h    // two residual adds
+            + 2.0 * f;         // GELU
+    c.bwd = 2.0 * 3.0 * h      // the residual gradient summed at two branch points
+            + 2.0 * 5.0 * h    // two LayerNorm backwards: dx (3) and the weight / bias gradients (2)
+            + 3.0 * f          // GELU backward
+            + 2.0 * qkv;       // dQ, dK, dV concatenated into the QKV output's gradient
+    if (L.m && L.m->bias) c.bwd += qkv + h + f + h;  // bias gradients: QKV, proj, fc1, fc2
+    if (L.dropout) {
+        const double drop = 2.0 * (2.0 * h + h / L.e);  // two residual dropouts, 1-byte masks
+        c.fwd += drop;
+        c.bwd += drop;
+    }
+    return c;
+}
+
+// fusedce: the loss's HBM traffic per logit. PyTorch's F.cross_entropy and Megatron's loss read
+// the logits in fp32 softmax passes: three 4-byte passes each way (as the model had for every
+// stack). A fused kernel — flash-attn's CrossEntropyLoss (flash_attn/losses/cross_entropy.py;
+// flash-attn 1.x runs Apex's xentropy CUDA kernel, 2.x a Triton one), llm-foundry's default
+// loss_fn "fused_crossentropy" — reads the 16-bit logits once in the forward (writing only the
+// per-token loss and log-sum-exp) and in the backward reads them again and writes their
+// gradient: e forward, 2e backward.
+void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bwd) {
+    if (ce == CrossEntropyImpl::fused) {
+        fwd = e, bwd = 2.0 * e;
+        return;
+    }
+    fwd = bwd = 3.0 * 4.0;
 }
 
 // Bytes of HBM traffic per element to bring one bf16 GEMM operand into the FP8 forms its
@@ -750,6 +817,12 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     if (L.moe && L.moe_g > 0 && L.moe_g != 1.0)
         lt.elem += L.elementwise_factor * L.e * T * (L.moe_g - 1.0) * (L.swiglu ? 4.0 : 3.0) * L.f_l * L.m->top_k / L.hbm;
     if (L.fs_l > 0) lt.elem += L.elementwise_factor * L.e * T * (L.swiglu ? 4.0 : 3.0) * L.fs_l / L.hbm;
+    lt.elem_bwd = 2.0 * lt.elem;
+    if (L.eager_gpt_layer) {  // eagergpt: counted op by op, not factor × the fused count
+        const EagerElementwise c = eager_gpt_elementwise(L);
+        lt.elem = L.e * T * c.fwd / L.hbm;
+        lt.elem_bwd = L.e * T * c.bwd / L.hbm;
+    }
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::torchtitan_op) lt.op_sac_recompute = op_sac_recompute(L, lt);
     if (L.rc == Recompute::selective && L.rc_style == RecomputeStyle::megatron) lt.module_recompute = module_recompute_time(L, lt);  // recmod
     dtensor_sp_copies(L, lt);
@@ -762,7 +835,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
     F.compute = layers * (lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch + lt.sp_copy);
-    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd + lt.sp_copy_bwd);
+    B.compute = layers * (2.0 * lt.gemm + lt.attn_bwd + lt.elem_bwd + lt.fp8_cast_bwd + lt.moe_dispatch_bwd + lt.sp_copy_bwd);
     B.wgrad = layers * lt.gemm;  // zb: of the two backward GEMMs per forward one, the weight gradient
     // fp8: the model's first / last layers kept in bf16 (Megatron --first-last-layers-bf16)
     // sit in the block that holds the embedding / the output layer.
@@ -776,7 +849,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         Lb.fp8 = Fp8Recipe::none;
         const LayerTime b = layer_forward_time(Lb);
         F.compute += bf16_layers * (b.gemm + b.elem - lt.gemm - lt.elem - lt.fp8_cast);
-        B.compute += bf16_layers * (2.0 * (b.gemm + b.elem - lt.gemm - lt.elem) - lt.fp8_cast_bwd);
+        B.compute += bf16_layers * (2.0 * (b.gemm - lt.gemm) + b.elem_bwd - lt.elem_bwd - lt.fp8_cast_bwd);
     }
     if (L.rc == Recompute::full) B.recompute = F.compute;
     else if (L.rc == Recompute::selective)  // core attention forward again (Megatron); ttasync: op-level SAC
@@ -785,9 +858,9 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
                                     : (rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);  // recmod
     if (last) {
         const double logits = gemm_time(L.peak, T, L.vocab / L.t, L.h, L.gemm_eff_max);
-        const double ce = 3.0 * 4.0 * T * L.vocab / L.t / L.hbm;  // softmax + loss, fp32
-        F.compute += logits + ce;
-        B.compute += 2.0 * logits + ce;
+        const double logit_count = T * L.vocab / L.t;  // fusedce: bytes per logit by the loss's kernels
+        F.compute += logits + L.ce_fwd_bytes * logit_count / L.hbm;
+        B.compute += 2.0 * logits + L.ce_bwd_bytes * logit_count / L.hbm;
         B.wgrad += logits;
     }
     if (last && L.mtp > 0) {
@@ -800,7 +873,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         const double norms = L.e * T * L.h * (1.0 + 3.0 * 2.0) / L.hbm;  // embedding gather, 3 norms
         const double layer_f = lt.gemm + lt.attn + lt.elem + lt.fp8_cast + lt.moe_dispatch;
         F.compute += L.mtp * (layer_f + eh + norms + logits + ce);
-        B.compute += L.mtp * (2.0 * lt.gemm + lt.attn_bwd + 2.0 * lt.elem + lt.fp8_cast_bwd + lt.moe_dispatch_bwd +
+        B.compute += L.mtp * (2.0 * lt.gemm + lt.attn_bwd + lt.elem_bwd + lt.fp8_cast_bwd + lt.moe_dispatch_bwd +
                               2.0 * eh + 2.0 * norms + 2.0 * logits + ce);
         B.wgrad += L.mtp * (lt.gemm + eh + logits);
         if (L.rc == Recompute::full) B.recompute += L.mtp * layer_f;

@@ -255,6 +255,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     const bool torchtitan = job.training.framework == Framework::torchtitan;
     L.dtensor_sp = torchtitan && L.sp;
     L.loss_parallel = torchtitan && L.t > 1 && es.cross_entropy == CrossEntropyImpl::pytorch;
+    loss_bytes_per_logit(es.cross_entropy, L.e, L.ce_fwd_bytes, L.ce_bwd_bytes);  // fusedce
     L.torch_pipelining = torchtitan && L.p > 1;
     L.titan_model = torchtitan;
     L.titan_eager = torchtitan && !job.training.torch_compile;

@@ -77,6 +77,13 @@ struct LayoutDerived {
     // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
     double gemm_eff_max, flash_eff;
     double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
+    // eagergpt: a LayerNorm / GELU / learned-position layer run eagerly (pytorch-fsdp, torchtitan
+    // without torch.compile): its element-wise passes are counted op by op (compute.cpp
+    // eager_gpt_elementwise), not as elementwise_factor times the fused count.
+    bool eager_gpt_layer = false;
+    // fusedce: HBM bytes per logit of the loss, forward and backward (compute.cpp
+    // loss_bytes_per_logit): fp32 softmax passes, or one fused kernel over 16-bit logits.
+    double ce_fwd_bytes = 12.0, ce_bwd_bytes = 12.0;
     // ---- nccl: each group's placement and fabric (collectives.cpp) ----
     GroupNet net_tp, net_cp, net_ep, net_dp, net_edp, net_pp;
     // ---- fp8 (issue 15 point 3; derived in estimate.cpp, used by compute.cpp and memory.cpp) ----
@@ -234,11 +241,18 @@ inline double cpu_adam_params_per_s(const ClusterSpec& cl) {
 // The framework's and GPU generation's kernel efficiencies into L (gemm_eff_max, flash_eff,
 // elementwise_factor).
 void assign_kernel_profile(const JobSpec& job, LayoutDerived& L);
+// eagergpt: one eager LayerNorm / GELU layer's element-wise HBM traffic, forward and backward,
+// in elements of one token (× tokens × bytes per element / bandwidth gives seconds).
+struct EagerElementwise { double fwd = 0, bwd = 0; };
+EagerElementwise eager_gpt_elementwise(const LayoutDerived& L);
+// fusedce: the loss's HBM bytes per logit (forward, backward) for the job's implementation.
+void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bwd);
 // Seconds for an m×n×k GEMM at the shape-dependent efficiency (0 for an empty shape).
 double gemm_time(double peak, double m, double n, double k, double eff_max);
 // Forward time of one transformer layer on one rank for one micro-batch.
 struct LayerTime {
     double gemm = 0, attn = 0, elem = 0;  // forward
+    double elem_bwd = 0;                   // element-wise backward (2 × elem unless counted op by op: eagergpt)
     double attn_bwd = 0;                   // attention core backward
     double fp8_cast = 0, fp8_cast_bwd = 0; // fp8: quantizing the linear layers' operands (forward, backward)
     // recomp: the forward GEMMs of the column-parallel linears (QKV; the dense MLP's FC1, 0

@@ -93,6 +93,10 @@ const char* to_string(CrossEntropyImpl v) {
     if (v == CrossEntropyImpl::fused) return "fused";  // oompt
     return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
 }
+const char* to_string(FlashKernel v) {  // tritonfa
+    static const char* const words[] = {"by-date", "flash-attn-1", "triton", "flash-attn-2"};
+    return words[(int)v];
+}
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
 const char* to_string(Framework v) {
@@ -951,6 +955,12 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             std::string("false with framework \"") + to_string(t.framework) +
                 "\"; allowed: false only with framework \"megatron\" (Megatron-LM's "
                 "--no-async-tensor-model-parallel-allreduce)");
+    // tritonfa: a flash kernel is named only where flash attention runs.
+    if (t.flash_kernel != FlashKernel::by_date && !t.flash_attention)
+        add("training.flash_attention_kernel",
+            std::string("\"") + to_string(t.flash_kernel) +
+                "\" with flash_attention = false; allowed: \"by-date\" (or leave it out) without flash attention, "
+                "\"flash-attn-1\", \"triton\" or \"flash-attn-2\" only with flash_attention = true");
     // papers: the fused scale-mask-softmax exists only where the scores are materialised.
     if (!t.masked_softmax_fusion && t.flash_attention)
         add("training.masked_softmax_fusion",

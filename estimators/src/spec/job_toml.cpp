@@ -284,6 +284,7 @@ static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo"};
 static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
 static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused"};
+static const std::vector<std::string> kFlashKernelWords = {"by-date", "flash-attn-1", "triton", "flash-attn-2"};  // FlashKernel order
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};
 static const std::vector<std::string> kGpuLinkWords = {"nvlink", "pcie", "infinity-fabric", "loopback"};  // GpuLink order
@@ -706,6 +707,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("seed", tr.seed, 0, (1LL << 31) - 1);
     r.read_string("data", tr.data);
     if (r.read_bool("flash_attention", tr.flash_attention)) job.origin.flash_attention_defaulted = false;
+    read_enum(r, "flash_attention_kernel", tr.flash_kernel, kFlashKernelWords);  // tritonfa
     // fp8 (issue 15 point 3)
     read_enum(r, "fp8", tr.fp8, kFp8RecipeWords);
     read_enum(r, "fp8_format", tr.fp8_format, kFp8FormatWords);
@@ -1402,6 +1404,7 @@ std::string save_job_toml(const JobSpec& job) {
         if (own(4) && t.exp_avg_sq_dtype != d.exp_avg_sq) w.str("exp_avg_sq_dtype", to_string(t.exp_avg_sq_dtype));
     }
     if (!t.masked_softmax_fusion) w.boolean("masked_softmax_fusion", false);  // papers
+    if (t.flash_kernel != FlashKernel::by_date) w.str("flash_attention_kernel", to_string(t.flash_kernel));  // tritonfa
 
     const LaunchSpec& l = job.launch;
     const LaunchSpec d;

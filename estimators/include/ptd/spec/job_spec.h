@@ -126,7 +126,16 @@ enum class PipelineSchedule : uint8_t { automatic, one_f_one_b, interleaved, zb_
 // store_param_remainders). TOML: "fp32", "bf16", "fp16", "fp8", "none", "fp32-remainders".
 enum class StateDtype : uint8_t { fp32, bf16, fp16, fp8, none, fp32_remainders };
 
+// tritonfa: which flash-attention kernel the stack runs (training.flash_attention_kernel).
+// by_date: the framework's kernel at training.framework_version (FlashAttention-1 before July
+// 2023, else FlashAttention-2, or Transformer Engine's fused attention on Megatron-core);
+// flash_attn_1: FlashAttention-1's CUDA kernel; triton: flash-attn 1.x's Triton kernel
+// (flash_attn_triton.py, llm-foundry's attn_impl "triton"); flash_attn_2: FlashAttention-2 or
+// later whatever the date. TOML: "by-date", "flash-attn-1", "triton", "flash-attn-2".
+enum class FlashKernel : uint8_t { by_date, flash_attn_1, triton, flash_attn_2 };
+
 // Enum <-> the lower-case word used in TOML and on the CLI.
+const char* to_string(FlashKernel v);
 const char* to_string(Arch v);
 const char* to_string(Norm v);
 const char* to_string(Activation v);
@@ -479,6 +488,7 @@ struct TrainingSpec {
     int seed = 1234;
     std::string data = "synthetic";  // "synthetic", a text file, or an llm.c .bin token file
     bool flash_attention = true;     // fused attention: no s×s score/softmax tensors kept
+    FlashKernel flash_kernel = FlashKernel::by_date;  // tritonfa: training.flash_attention_kernel
     // ---- fp8 (issue 15 point 3): FP8 linear-layer GEMMs on top of bf16 ----
     Fp8Recipe fp8 = Fp8Recipe::none;
     Fp8Format fp8_format = Fp8Format::hybrid;
