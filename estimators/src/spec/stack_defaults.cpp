@@ -79,9 +79,30 @@ std::string framework_version_text(int yyyymm) {
     return std::to_string(yyyymm / 100) + (month < 10 ? "-0" : "-") + std::to_string(month);
 }
 
+// recipe: the stacks' named configurations PTD knows.
+struct Recipe {
+    const char* name;
+    Framework framework;
+    const char* source;  // where the configuration lives, as the stack line names it
+};
+constexpr Recipe kRecipes[] = {
+    // NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/nemotron_340b.yaml, the
+    // configuration NVIDIA's dgxc-benchmarking Nemotron-4 340B runs start from (README_340b.md
+    // links it as "the default configuration for Nemotron 340b").
+    {"nemotron/nemotron_340b", Framework::nemo, "NeMo-Framework-Launcher's training/nemotron/nemotron_340b.yaml"},
+};
+
+static const Recipe* find_recipe(std::string_view name) {
+    for (const Recipe& r : kRecipes)
+        if (name == r.name) return &r;
+    return nullptr;
+}
+
 std::string stack_label(const TrainingSpec& t) {
+    // A named configuration gives the keys it states; the stack's own defaults give the rest.
+    const Recipe* r = find_recipe(t.recipe);
     const std::string when = (t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today") +
-                             (t.recipe.empty() ? "" : ", recipe " + t.recipe);
+                             (r ? std::string(", and ") + r->source + " for the keys it states" : "");
     switch (t.framework) {
         case Framework::megatron: return "Megatron-LM command line" + when;
         case Framework::nemo: return "NeMo 2 / Megatron-Bridge performance recipes" + when;
@@ -103,23 +124,10 @@ bool stack_flash_attention(const TrainingSpec& t) {
     return true;
 }
 
-// recipe: the stacks' named configurations PTD knows.
-struct Recipe {
-    const char* name;
-    Framework framework;
-};
-constexpr Recipe kRecipes[] = {
-    // NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/nemotron_340b.yaml, the
-    // configuration NVIDIA's dgxc-benchmarking Nemotron-4 340B runs start from (README_340b.md
-    // links it as "the default configuration for Nemotron 340b").
-    {"nemotron/nemotron_340b", Framework::nemo},
-};
-
 const char* known_recipes_text() { return "\"nemotron/nemotron_340b\" (training.framework = \"nemo\")"; }
 
 std::optional<Framework> recipe_framework(std::string_view recipe) {
-    for (const Recipe& r : kRecipes)
-        if (recipe == r.name) return r.framework;
+    if (const Recipe* r = find_recipe(recipe)) return r->framework;
     return std::nullopt;
 }
 
