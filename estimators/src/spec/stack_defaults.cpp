@@ -124,7 +124,16 @@ bool stack_flash_attention(const TrainingSpec& t) {
     return true;
 }
 
-const char* known_recipes_text() { return "\"nemotron/nemotron_340b\" (training.framework = \"nemo\")"; }
+const char* known_recipes_text() {
+    static const std::string text = [] {
+        std::string out;
+        for (const Recipe& r : kRecipes)
+            out += std::string(out.empty() ? "" : ", ") + "\"" + r.name + "\" (training.framework = \"" +
+                   to_string(r.framework) + "\")";
+        return out;
+    }();
+    return text.c_str();
+}
 
 std::optional<Framework> recipe_framework(std::string_view recipe) {
     if (const Recipe* r = find_recipe(recipe)) return r->framework;
