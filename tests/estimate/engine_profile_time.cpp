@@ -42,6 +42,17 @@ ClusterProfile flat_profile(const std::string& group, int n, double seconds) {
     return p;
 }
 
+// tiny-gpt's MLP GEMMs (micro-batch 2 × 64 rows, h 64, ffn 256) at 1 GFLOP/s; the others
+// interpolate at the same rate.
+void add_gemms_at_one_gflops(ClusterProfile& p) {
+    for (auto [name, M, N, K] : {std::tuple{"mlp_up.fwd", 128, 256, 64}, {"mlp_down.fwd", 128, 64, 256}}) {
+        ProfileSample g;
+        g.kind = "gemm", g.name = name, g.dtype = "f32", g.shape = {M, N, K}, g.flops = 2.0 * M * N * K;
+        g.median_s = g.flops / 1e9, g.repeats = 5;
+        p.samples.push_back(g);
+    }
+}
+
 // tiny-gpt-8rank: TP 2 (SP) · PP 2 · DP 2, 4 layers (2 per stage), 4 micro-batches, GPT
 // blocks. Per micro-batch and layer the engine makes 2 all-gathers and 2 reduce-scatters
 // forward (model.cpp layer_forward: norm → gather, attention → reduce; norm → gather, MLP →
@@ -166,12 +177,7 @@ TEST(EngineProfileTime, IntervalFromTheRanksSpreadAndTheModelsOwnError) {
 TEST(EngineProfileTime, SharedCoresFreeTheCoresOfWaitingStages) {
     const JobSpec job = load_asset("tiny-gpt-8rank.toml");
     ClusterProfile p = flat_profile("tp", 2, 1e-4);
-    for (auto [name, M, N, K] : {std::tuple{"mlp_up.fwd", 128, 256, 64}, {"mlp_down.fwd", 128, 64, 256}}) {
-        ProfileSample g;
-        g.kind = "gemm", g.name = name, g.dtype = "f32", g.shape = {M, N, K}, g.flops = 2.0 * M * N * K;
-        g.median_s = g.flops / 1e9, g.repeats = 5;  // 1 GFLOP/s: compute is most of the step
-        p.samples.push_back(g);
-    }
+    add_gemms_at_one_gflops(p);  // compute is most of the step
     ClusterProfile own_cores = p;
     own_cores.hosts[0].cores = 8;
     const Estimate shared = estimate_job(job, &p), apart = estimate_job(job, &own_cores);
@@ -197,9 +203,11 @@ TEST(EngineProfileTime, SharedCoresFreeTheCoresOfWaitingStages) {
 // member still queues behind runnable ranks, so its TP calls keep their probed time (80 calls
 // of 1 ms on stage 1 a step, as CountsTheEnginesTensorParallelCalls counts them) and the fill
 // and drain are a bubble. With dp 1 (2 ranks a stage on the 2 cores) the calls shrink and the
-// waiting stage's time is no bubble.
+// waiting stage's time is no bubble — where the probed ranks also computed: ranks that did
+// nothing but call left their cores idle while waiting (LoneBlocksRunAtTheShareTheProbedRanksHad),
+// and their calls, contended by no one, keep their time.
 TEST(EngineProfileTime, StageCollectivesShrinkOnlyWhereTheStageFitsTheCores) {
-    const ClusterProfile p = flat_profile("tp", 2, 1e-3);
+    ClusterProfile p = flat_profile("tp", 2, 1e-3);
     const Estimate crowded = estimate_job(load_asset("tiny-gpt-8rank.toml"), &p);
     ASSERT_EQ(crowded.share_cores, 2.0);
     ASSERT_EQ(crowded.share_ranks_per_stage, 4.0);
@@ -210,12 +218,49 @@ TEST(EngineProfileTime, StageCollectivesShrinkOnlyWhereTheStageFitsTheCores) {
                 1e-9 * crowded.step_s);
 
     const JobSpec one_replica = load_asset("tiny-gpt-8rank.toml", {"cluster.gpus_per_node=4"});
+    const Estimate idle = estimate_job(one_replica, &p);
+    ASSERT_EQ(idle.share_ranks_per_stage, 2.0);
+    EXPECT_TRUE(stage_collectives_share_cores(idle.share_cores, idle.share_ranks_per_stage));
+    EXPECT_NEAR(idle.time.tp_comm, 160e-3, 1e-9);  // one replica: 8 micro-batches of stage 1's 20 calls
+    add_gemms_at_one_gflops(p);
     const Estimate fits = estimate_job(one_replica, &p);
-    ASSERT_EQ(fits.share_ranks_per_stage, 2.0);
-    EXPECT_TRUE(stage_collectives_share_cores(fits.share_cores, fits.share_ranks_per_stage));
-    EXPECT_LT(fits.time.tp_comm, 80e-3 * (1 - 1e-3));
+    EXPECT_LT(fits.time.tp_comm, 160e-3 * (1 - 1e-3));
     EXPECT_EQ(fits.time.bubble, 0.0);
     EXPECT_NEAR(predicted_timeline(one_replica, &p).makespan_s, fits.step_s, 1e-9 * fits.step_s);
+}
+
+// The probes timed every rank at once, but a rank blocked in its TP calls left its core to the
+// others: tiny-gpt-8rank's ranks (4 a core) computed busy b of their probed time, shared the
+// core with e = 1 + 3b ranks on average, and a compute part is its probed time over e in
+// lone-rank seconds (schedule.h CoreSharing::busy). The first forward runs alone — 4 ranks of
+// one stage, each counting e / 4 of a rank against the 2 cores — and takes that part at
+// min(1, 2 / e) of a lone rank's speed, then its TP calls at their probed time. With TP calls
+// of 10 ms the ranks computed under a third of the time (e < 2): the block is longer than
+// taking each rank as computing all the time (e = 4, the model before) makes it, half its
+// compute part plus its calls.
+TEST(EngineProfileTime, LoneBlocksRunAtTheShareTheProbedRanksHad) {
+    const JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    ClusterProfile p = flat_profile("tp", 2, 1e-2);
+    add_gemms_at_one_gflops(p);
+    const Estimate e = estimate_job(job, &p);
+    ProbedBusy busy;
+    for (const StageEstimate& st : e.stages)
+        for (const ChunkTime& ct : st.chunks) busy.add(ct.fwd), busy.add(ct.bwd);
+    const double b = busy.fraction(), share = 1 + 3 * b;
+    ASSERT_GT(b, 0.1);
+    ASSERT_LT(b, 0.3);
+    const BlockTime& f = e.stages[0].chunks[0].fwd;
+    const double compute = core_shared_part(f, false);
+    ASSERT_GT(compute, 0.0);
+    const Timeline t = predicted_timeline(job, &p);
+    const TimelineBlock* first = nullptr;
+    for (const TimelineBlock& blk : t.blocks)
+        if (blk.row == 0 && blk.kind == BlockKind::forward && blk.micro_batch == 0) first = &blk;
+    ASSERT_NE(first, nullptr);
+    EXPECT_NEAR(first->start_s, 0.0, 1e-12);
+    EXPECT_NEAR(first->end_s - first->start_s, compute / share / std::min(1.0, 2 / share) + (f.total() - compute),
+                1e-9 * f.total());
+    EXPECT_GT(first->end_s - first->start_s, compute / 2 + (f.total() - compute) + 1e-6);
 }
 
 // The engine's own passes, timed in the step's order at the rank's shape (the `layer` probe),

@@ -139,4 +139,32 @@ TEST(ScheduleSimulation, SharedCoresSpeedUpTheRanksComputingAlone) {
     EXPECT_NEAR(simulate_pipeline(g, end1), 12.0, 1e-12);
 }
 
+// Ranks that waited in their collectives while the probes ran (busy 0.5 of their probed time)
+// shared the core with 1 + (2 − 1) · 0.5 = 1.5 computing ranks, not 2: a 2 s compute part is
+// 2 / 1.5 lone-rank seconds. Alone (p = 2, m = 1: every block runs by itself) each block takes
+// that, 4 × 4/3 s, where ranks that never waited would take 4 × 1 s; with every rank of the
+// host computing (one stage of 2 ranks on the core) the blocks take their probed 2 s again.
+TEST(ScheduleSimulation, RanksThatWaitedWhileProbedRunAloneAtTheShareTheyHad) {
+    const int p = 2;
+    const std::vector<double> two((size_t)p, 2.0);
+    PipelineDurations d{p, 1, 1, two, two};
+    std::vector<double> end((size_t)p);
+    const CoreSharing never_waited{.cores = 1, .ranks_per_stage = 1, .measured_share = 2, .fwd_compute = two,
+                                   .bwd_compute = two};
+    d.sharing = &never_waited;
+    EXPECT_NEAR(simulate_pipeline(d, end), 4.0, 1e-12);
+    const CoreSharing half_busy{.cores = 1, .ranks_per_stage = 1, .measured_share = 2, .busy = 0.5, .fwd_compute = two,
+                                .bwd_compute = two};
+    d.sharing = &half_busy;
+    EXPECT_NEAR(simulate_pipeline(d, end), 4 * 2 / 1.5, 1e-12);
+
+    const std::vector<double> one_stage{2.0};
+    PipelineDurations g{1, 1, 3, one_stage, one_stage};
+    const CoreSharing all_computing{.cores = 1, .ranks_per_stage = 2, .measured_share = 2, .busy = 0.5,
+                                    .fwd_compute = one_stage, .bwd_compute = one_stage};
+    g.sharing = &all_computing;
+    std::vector<double> end1(1);
+    EXPECT_NEAR(simulate_pipeline(g, end1), 12.0, 1e-12);
+}
+
 }  // namespace

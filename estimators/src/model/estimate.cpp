@@ -712,8 +712,10 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     wgt_c.assign(shared && split_w ? (size_t)p * v : 0, 0.0);
     // The shared part of a chunk's blocks (core_shared_part): B without W when ZB-H1 splits
     // them (W is all compute).
+    ProbedBusy busy;
     auto compute_parts = [&](size_t cell, const ChunkTime& ct) {
         if (!shared) return;
+        busy.add(ct.fwd), busy.add(ct.bwd);
         fwd_c[cell] = core_shared_part(ct.fwd, collectives_share);
         bwd_c[cell] = core_shared_part(ct.bwd, collectives_share) - (split_w ? ct.bwd.wgrad : 0.0);
         if (split_w) wgt_c[cell] = ct.bwd.wgrad;
@@ -774,8 +776,8 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     d.pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
     if (shared) {
         sharing = CoreSharing{.cores = L.share_cores, .ranks_per_stage = L.share_ranks_per_stage,
-                              .measured_share = L.share_measured, .fwd_compute = fwd_c, .bwd_compute = bwd_c,
-                              .wgt_compute = wgt_c};
+                              .measured_share = L.share_measured, .busy = busy.fraction(), .fwd_compute = fwd_c,
+                              .bwd_compute = bwd_c, .wgt_compute = wgt_c};
         d.pd.sharing = &sharing;
     }
     d.hidden = hidden_d;

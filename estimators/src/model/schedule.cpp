@@ -116,8 +116,9 @@ std::vector<ScheduleOp> stage_schedule(PipelineSchedule sched, int p, int v, int
 namespace {
 
 // Shared cores: the schedule placed in time order under processor sharing (schedule.h CoreSharing).
-// Each stage runs one block at a time: first its compute part, a work of `compute /
-// measured_share` lone-rank seconds done at min(1, cores / n) lone-rank seconds per second
+// Each stage runs one block at a time: first its compute part, a work of `compute / e`
+// lone-rank seconds (e = 1 + (measured_share − 1) · busy, the share each rank had while the
+// probes ran) done at min(1, cores / (n · e / measured_share)) lone-rank seconds per second
 // (n: the host's ranks in a compute part now, ranks_per_stage per stage), then its
 // communication part (duration − compute) in wall time. Events are block starts and phase
 // ends; between two of them every rate is constant, so each step advances to the nearest
@@ -126,7 +127,8 @@ double simulate_pipeline_shared(const PipelineDurations& d, std::span<double> st
     const CoreSharing& sh = *d.sharing;
     const PipelineSchedule sched = d.schedule;
     const int p = d.p, v = d.v, m = d.m, ops = schedule_block_count(sched, v, m);
-    assert(sh.cores > 0 && sh.ranks_per_stage > 0 && sh.measured_share > 0);
+    assert(sh.cores > 0 && sh.ranks_per_stage > 0 && sh.measured_share > 0 && sh.busy >= 0 && sh.busy <= 1);
+    const double effective = 1 + (sh.measured_share - 1) * sh.busy;
     assert((int)sh.fwd_compute.size() == p * v && (int)sh.bwd_compute.size() == p * v);
     const size_t cells = (size_t)p * v * m;
     std::vector<double> fend(cells, -1.0), bend(cells, -1.0), clock((size_t)p, 0.0);
@@ -158,7 +160,7 @@ double simulate_pipeline_shared(const PipelineDurations& d, std::span<double> st
             cur[(size_t)s] = op;
             busy[(size_t)s] = 1;
             start[(size_t)s] = now;
-            work[(size_t)s] = compute / sh.measured_share;
+            work[(size_t)s] = compute / effective;
             wait[(size_t)s] = dur - compute;
         }
         int computing = 0, active = 0;
@@ -172,7 +174,7 @@ double simulate_pipeline_shared(const PipelineDurations& d, std::span<double> st
                          p, v, m, d.group);
             std::abort();
         }
-        const double rate = std::min(1.0, sh.cores / (sh.ranks_per_stage * computing));
+        const double rate = std::min(1.0, sh.cores / (sh.ranks_per_stage * computing * effective / sh.measured_share));
         // The nearest phase end.
         double dt = std::numeric_limits<double>::infinity();
         for (int s = 0; s < p; ++s) {

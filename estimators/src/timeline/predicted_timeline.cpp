@@ -64,17 +64,19 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
     if (est.share_cores > 0) {
         fwd_c.assign(fwd.size(), 0.0), bwd_c.assign(bwd.size(), 0.0), wgt_c.assign(wgt.size(), 0.0);
         const bool collectives_share = stage_collectives_share_cores(est.share_cores, est.share_ranks_per_stage);
+        ProbedBusy busy;
         for (int s = 0; s < p; ++s)
             for (int c = 0; c < v; ++c) {
                 const ChunkTime& ct = est.stages[(size_t)s].chunks[(size_t)c];
                 const size_t cell = (size_t)(c * p + s);
+                busy.add(ct.fwd), busy.add(ct.bwd);
                 fwd_c[cell] = core_shared_part(ct.fwd, collectives_share);
                 bwd_c[cell] = core_shared_part(ct.bwd, collectives_share) - (split_w ? ct.bwd.wgrad : 0.0);
                 if (split_w) wgt_c[cell] = ct.bwd.wgrad;
             }
         sharing = CoreSharing{.cores = est.share_cores, .ranks_per_stage = est.share_ranks_per_stage,
-                              .measured_share = est.share_measured, .fwd_compute = fwd_c, .bwd_compute = bwd_c,
-                              .wgt_compute = wgt_c};
+                              .measured_share = est.share_measured, .busy = busy.fraction(), .fwd_compute = fwd_c,
+                              .bwd_compute = bwd_c, .wgt_compute = wgt_c};
     }
     std::vector<PlacedOp> placed;
     PipelineDurations pd;

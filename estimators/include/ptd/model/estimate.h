@@ -92,6 +92,17 @@ bool stage_collectives_share_cores(double cores, double ranks_per_stage);
 // its stage's collectives where stage_collectives_share_cores — never the hop to the
 // neighbouring stage, which is waited out in wall time.
 double core_shared_part(const BlockTime& b, bool collectives_share);
+// How busy the probes kept a rank: its compute (and recompute) over its compute and its own
+// stage's collectives, summed over one micro-batch's blocks — the rest of a probed pass it was
+// blocked in a collective, off its core (CoreSharing::busy).
+struct ProbedBusy {
+    double computing = 0, probed = 0;
+    void add(const BlockTime& b) {
+        computing += b.compute + b.recompute;
+        probed += b.compute + b.recompute + b.tp + b.cp + b.ep;
+    }
+    double fraction() const { return probed > 0 ? computing / probed : 1.0; }
+};
 
 // What a stage does after its last backward block, seconds. The gradient reduction
 // starts during the last backward (overlap_grad_reduce) and its excess is exposed; every

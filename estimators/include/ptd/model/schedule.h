@@ -90,6 +90,16 @@ struct CoreSharing {
     double cores = 0;             // the host's cores
     double ranks_per_stage = 0;   // ranks on the host running each stage's blocks in step (tp · dp)
     double measured_share = 1;    // ranks (× threads) per core while the compute parts were timed (> 1)
+    // The fraction of its probed time each rank computed (ProbedBusy, estimate.h); the rest it
+    // was blocked in its stage's collectives, leaving the core to the others. While the probes
+    // ran, a rank then shared its core with 1 + (measured_share − 1) · busy computing ranks on
+    // average (its effective share e), not measured_share: a compute part is its probed time
+    // over e in lone-rank seconds, and each rank in a compute part counts e / measured_share of
+    // a rank against the cores (its waits, folded into the block's communication part, leave
+    // its core to others that often) — so with every rank computing, each part takes its probed
+    // time again, and a stage computing alone runs at a lone rank's speed. 1: the ranks never
+    // waited (e = measured_share).
+    double busy = 1;
     // The compute part of each block, [chunk·p + stage], as timed (≤ the block's duration;
     // the rest is communication). wgt: ZB-H1's W blocks (may be empty otherwise).
     std::span<const double> fwd_compute, bwd_compute, wgt_compute;
