@@ -52,6 +52,37 @@ inline ::Run load_moe_run_row(const std::string& name, const std::string& keys) 
     return runs[0];
 }
 
+// A boolean run key reaching the job: a small dense row (Megatron on 8 H100, dp 8) read with
+// `key = true` gives `in_job` true, without the key false, and `key = 1` is refused with the
+// file, its line 20 and the key (load_runs exits 2). `stem` names the scratch files.
+inline void expect_run_bool_key(const std::string& stem, const std::string& key,
+                                const std::function<bool(const ::Run&)>& in_job) {
+    const std::string run =
+        "[[run]]\nname = \"" + stem + "-row\"\nuse = \"check\"\nframework = \"megatron\"\ngpu = \"h100-sxm\"\ngpus = 8\n"
+        "arch = \"llama\"\nlayers = 4\nhidden = 1024\nheads = 8\nvocab = 32000\nseq_len = 2048\ntp = 1\npp = 1\ndp = 8\n"
+        "micro_batch = 1\nglobal_batch = 8\nprecision = \"bf16\"\niteration_s = 1.0\n";
+    const std::vector<::Run> runs = load_run_text(stem + "_ok.toml", run + key + " = true\n");
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_TRUE(in_job(runs[0]));
+    EXPECT_FALSE(in_job(load_run_text(stem + "_off.toml", run)[0]));
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(load_run_text(stem + "_bad.toml", run + key + " = 1\n"), ::testing::ExitedWithCode(2),
+                stem + "_bad.toml:20: run key \"" + key + "\" has the wrong type");
+    std::remove((::testing::TempDir() + stem + "_bad.toml").c_str());  // the dying child could not
+}
+
+// A row's estimate as written (`key` on) and with the [estimate] key `key` turned off, for the
+// tests that pin a row fitting its GPUs only with a memory measure it states.
+struct WithAndWithout {
+    ptd::Estimate with, without;
+};
+inline WithAndWithout estimate_with_and_without(const ::Run& r, bool ptd::EstimateSpec::*key) {
+    EXPECT_TRUE(r.job.estimate.*key) << r.name;
+    ptd::JobSpec off = r.job;
+    off.estimate.*key = false;
+    return {ptd::estimate_job(r.job), ptd::estimate_job(off)};
+}
+
 // The published row of that name (a test failure, and an empty row, when there is none).
 inline const ::Run& published_run(const std::string& name) {
     for (const ::Run& r : published_runs())

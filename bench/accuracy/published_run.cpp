@@ -83,6 +83,8 @@ const std::set<std::string> kRunKeys = {
     "recompute_modules",
     // menorm: the norms save their output, not their input (estimate.memory_efficient_norm)
     "memory_efficient_norm",
+    // Llama 3 §3.3.2: each pipeline chunk's received input freed after its forward
+    "deallocate_pipeline_inputs",
     // hostov: CUDA graphs (parallel.cuda_graph_impl / cuda_graph_scope) and static expert inputs
     "cuda_graph_impl", "cuda_graph_scope", "moe_pad_to_capacity",
     // moefp8pad: the router pads each expert's token count to the FP8 alignment
@@ -208,6 +210,7 @@ std::string apply_run_to_job(Run& r) {
     if (!r.flash_attention_stated)
         j.training.flash_attention = ptd::default_flash_attention(j.cluster.gpu) && ptd::stack_flash_attention(j.training);
     j.estimate.memory_efficient_norm = r.memory_efficient_norm;  // menorm
+    j.estimate.deallocate_pipeline_inputs = r.deallocate_pipeline_inputs;  // Llama 3 §3.3.2
     if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";
 }
@@ -255,6 +258,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.torch_compile = get<bool>(t, "torch_compile", false);
         r.compiled_loss = get<bool>(t, "compiled_loss", false);
         r.memory_efficient_norm = get<bool>(t, "memory_efficient_norm", false);  // menorm
+        r.deallocate_pipeline_inputs = get<bool>(t, "deallocate_pipeline_inputs", false);
         // stackdef: the StackKey keys this run states; llm-foundry's fused loss is its own (the
         // stack "pytorch-fsdp" defaults to F.cross_entropy), so it counts as stated.
         for (const auto& [key, k] : std::initializer_list<std::pair<const char*, ptd::StackKey>>{

@@ -42,6 +42,7 @@ struct Run {
     bool torch_compile = false;
     bool compiled_loss = false;             // ttmem: the loss ran under torch.compile (run_file.h)
     bool memory_efficient_norm = false;     // menorm: estimate.memory_efficient_norm
+    bool deallocate_pipeline_inputs = false;  // Llama 3 §3.3.2: estimate.deallocate_pipeline_inputs
     int nics_per_node = 0;                  // 0 = not stated
     double nic_gbps = 0;                    // GB/s per NIC; 0 = not stated
     double memory_gib_measured = 0;         // 0 = the source reports no memory

@@ -174,31 +174,17 @@ TEST(MemoryEfficientNorm, ExportsWriteOrNameIt) {
 const ::Run& row(const std::string& name) { return ptd_test::published_run(name); }
 
 TEST(MemoryEfficientNormRows, Llama3On8192GpusFitsOnlyWithTheNormThatFreesTheStageInput) {
-    const ::Run& r = row("llama3-t4-405b-8k-8192gpu");
-    ASSERT_TRUE(r.job.estimate.memory_efficient_norm);
-    const Estimate with = estimate_job(r.job);
+    const auto [with, without] =
+        ptd_test::estimate_with_and_without(row("llama3-t4-405b-8k-8192gpu"), &EstimateSpec::memory_efficient_norm);
     EXPECT_TRUE(with.fits);
-    JobSpec keeps_input = r.job;
-    keeps_input.estimate.memory_efficient_norm = false;
-    const Estimate without = estimate_job(keeps_input);
     EXPECT_FALSE(without.fits);  // the Megatron-style count overflows the 80 GB H100
     EXPECT_EQ(with.step_s, without.step_s);
     EXPECT_TRUE(row("llama3-t4-405b-8k-16384gpu").job.estimate.memory_efficient_norm);
 }
 
 TEST(MemoryEfficientNormRows, LoaderReadsTheKeyAndRefusesABadValue) {
-    const std::string run =
-        "[[run]]\nname = \"menorm-row\"\nuse = \"check\"\nframework = \"megatron\"\ngpu = \"h100-sxm\"\ngpus = 8\n"
-        "arch = \"llama\"\nlayers = 4\nhidden = 1024\nheads = 8\nvocab = 32000\nseq_len = 2048\ntp = 1\npp = 1\ndp = 8\n"
-        "micro_batch = 1\nglobal_batch = 8\nprecision = \"bf16\"\niteration_s = 1.0\n";
-    const auto runs = ptd_test::load_run_text("menorm_ok.toml", run + "memory_efficient_norm = true\n");
-    ASSERT_EQ(runs.size(), 1u);
-    EXPECT_TRUE(runs[0].job.estimate.memory_efficient_norm);
-    EXPECT_FALSE(ptd_test::load_run_text("menorm_off.toml", run)[0].job.estimate.memory_efficient_norm);
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_EXIT(ptd_test::load_run_text("menorm_bad.toml", run + "memory_efficient_norm = 1\n"),
-                ::testing::ExitedWithCode(2), "menorm_bad.toml:20: run key \"memory_efficient_norm\" has the wrong type");
-    std::remove((::testing::TempDir() + "menorm_bad.toml").c_str());  // the dying child could not
+    ptd_test::expect_run_bool_key("menorm", "memory_efficient_norm",
+                                  [](const ::Run& r) { return r.job.estimate.memory_efficient_norm; });
 }
 
 }  // namespace

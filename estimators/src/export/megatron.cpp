@@ -264,6 +264,12 @@ void write_model_shape(const JobSpec& job, MegatronArgs& a) {
                                 "memory than estimated (Apex's FusedRMSNorm has memory_efficient=True in model code)");
         }
     }
+    // Llama 3 §3.3.2: Megatron-core frees each chunk's output after its send
+    // (deallocate_pipeline_outputs, always on in Megatron-LM) but keeps its input until its backward.
+    if (job.estimate.deallocate_pipeline_inputs && job.parallel.pp > 1)
+        a.note("estimate.deallocate_pipeline_inputs: Megatron-LM has no option for it (it frees each pipeline "
+               "chunk's output after the send, not its input, which the first layer's norm saves), so the run holds "
+               "one more activation per in-flight chunk than estimated");
     if (m.activation == Activation::swiglu) a.arg("--swiglu");
     if (!m.tied_embeddings) a.arg("--untie-embeddings-and-output-weights");
     if (!m.bias) {

@@ -119,6 +119,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.rc_style = job.parallel.recompute_style;
     L.rc_modules = job.parallel.recompute_modules;  // recmod
     L.norm_saves_output = es.memory_efficient_norm;  // menorm
+    L.stage_inputs_freed = es.deallocate_pipeline_inputs;  // Llama 3 §3.3.2
     L.moe_probs_save_act = L.moe && !L.swiglu && moe_probs_in_activation(job.training);  // moeprobs
     L.edp = std::max(1, L.dp * L.c / L.ep);
     // moe2: MoE parallel folding: the expert-DP group is what is left of tp·cp·dp after etp·ep.
@@ -1070,6 +1071,14 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "(Apex memory_efficient=True; Megatron-LM --memory-efficient-layer-norm, LayerNorm with "
                             "--transformer-impl local): each layer saves two h-wide tensors per token fewer than with stock "
                             "norms (the norms' inputs, the residual stream; sharded over tp under SP)");
+    // Llama 3 §3.3.2: say what the count assumes, since Megatron-core and torch's pipelining keep
+    // each in-flight chunk's input for its first layer's backward.
+    if (job.estimate.deallocate_pipeline_inputs && job.estimate.activation_profile == ActivationProfile::megatron &&
+        job.parallel.pp > 1)
+        est.notes.push_back("estimate.deallocate_pipeline_inputs: each pipeline chunk's received input is freed after "
+                            "its forward (Llama 3 paper Sec. 3.3.2), so an in-flight chunk does not hold it for its first "
+                            "layer's norm: one h-wide tensor per token (sharded over tp under SP) fewer per in-flight chunk "
+                            "with a received input; no Megatron-LM or torchtitan option does this");
     // hostov: the host's enqueue time of one layer and what of it the GPU waits for (host.cpp).
     if (runs_megatron_core(job.training.framework) && !ctx.cpu_device) {
         LayoutDerived L = derive(ctx, ch);

@@ -194,6 +194,9 @@ struct LayoutDerived {
     // ---- menorm: estimate.memory_efficient_norm — the pre-norms keep their output, not their
     // input (memory.cpp layer_activation_megatron, the final norm in stage_activation) ----
     bool norm_saves_output;
+    // ---- Llama 3 §3.3.2: estimate.deallocate_pipeline_inputs — each chunk's received input is
+    // freed after its forward (memory.cpp stage_input_bytes_freed) ----
+    bool stage_inputs_freed = false;
     // ---- moeprobs: Megatron-core (from 2025-04) multiplies the routing probabilities into the
     // experts' activation output; a non-gated activation has no fused kernel there, so the
     // product saves that output beside FC2's input (memory.cpp layer_activation_megatron) ----
@@ -379,6 +382,9 @@ double in_flight_chunks(const LayoutDerived& L, int i);
 // l405: transformer layers × micro-batches whose activations stage i holds at that peak: the
 // chunks of its first in_flight_chunks forwards in the schedule's order (uneven chunks).
 double in_flight_layers(const LayoutDerived& L, int i, int layers);
+// Llama 3 §3.3.2 (estimate.deallocate_pipeline_inputs): bytes stage i does not hold at that peak
+// because each in-flight chunk's received input was freed after its forward.
+double stage_input_bytes_freed(const LayoutDerived& L, int i, int layers);
 // zb: ZB-H1 micro-batches whose W stage i has deferred at the peak (their B done), and the
 // bytes one of them keeps per layer (the weight-gradient GEMMs' inputs and output gradients).
 // ubwd: bytes the backward of unfused attention adds on a stage (the probabilities' and the

@@ -352,21 +352,57 @@ double in_flight_chunks(const LayoutDerived& L, int i) {
 
 // l405: the forwards stage i has run when it holds the most are its first in_flight_chunks
 // ones in Megatron's order (schedules.py get_schedule_table: micro-batches in groups of N,
-// each group through chunk 0, 1, …, v − 1; the last group may be smaller). With uneven
-// chunks the layers they hold are summed chunk by chunk; even chunks give chunks · layers / v.
+// each group through chunk 0, 1, …, v − 1; the last group may be smaller). The chunk of the
+// k-th forward in that order:
+static int forward_chunk(const LayoutDerived& L, int k) {
+    const int n = std::max(1, std::min(L.mb_group, L.mbs)), m = L.mbs, v = L.v, full = m / n;
+    if (k < full * n * v) return (k % (n * v)) / n;
+    return (k - full * n * v) / (m - full * n);
+}
+
+// With uneven chunks the layers they hold are summed chunk by chunk; even chunks give
+// chunks · layers / v.
 double in_flight_layers(const LayoutDerived& L, int i, int layers) {
     const double chunks = in_flight_chunks(L, i);
     if (!L.chunk_layers || L.v <= 1) return chunks * layers / L.v;
-    const int n = std::max(1, std::min(L.mb_group, L.mbs)), m = L.mbs, v = L.v, full = m / n;
     const int count = (int)chunks;
     double held = 0;
-    for (int k = 0; k < count; ++k) {
-        int chunk;
-        if (k < full * n * v) chunk = (k % (n * v)) / n;
-        else chunk = (k - full * n * v) / (m - full * n);
-        held += L.chunk_layers[(size_t)(chunk * L.p + i)];
-    }
+    for (int k = 0; k < count; ++k) held += L.chunk_layers[(size_t)(forward_chunk(L, k) * L.p + i)];
     return held;
+}
+
+// Llama 3 §3.3.2 (estimate.deallocate_pipeline_inputs): the bytes stage i no longer holds at its
+// peak when each chunk's received input is freed after its forward. Megatron-core's schedules keep
+// one input tensor per in-flight forward (schedules.py: input_tensors[model_chunk_id].append in the
+// forward, .pop(0) by that micro-batch's backward), None for chunk 0 of stage 0, whose input is the
+// token ids; the chunk's first layer's pre-norm saves it (Transformer Engine's LayerNormLinear and
+// PyTorch's norms keep their input), which the per-layer count holds as LN1's input. So each
+// in-flight forward with a received input, of a chunk with a layer, frees e·T·h·r (a chunk without
+// one, the loss chunk, feeds the final norm, whose input the last stage holds once). Nothing where
+// LN1 keeps no input anyway (memory_efficient_norm, full recompute, torchtitan's op-level
+// checkpointing), where a recomputed norm needs it ("layernorm"), where, as for menorm, the kept
+// 16-bit norm output would be a tensor of its own beside TE's FP8 copy, under torch's pipelining
+// (one receive buffer per micro-batch for the run) or DualPipe (not counted chunk by chunk).
+// For p = 16, v = 8, N = 16, m ≥ 16: stage 0 holds 143 forwards, 31 of chunk 0, so 112 inputs;
+// stage i > 0 holds 2(p − i − 1) + (v − 1)·N + 1, all received (141 on stage 1).
+double stage_input_bytes_freed(const LayoutDerived& L, int i, int layers) {
+    if (!L.stage_inputs_freed || L.p <= 1 || layers <= 0 || L.torch_pipelining) return 0;
+    if (L.schedule == PipelineSchedule::dualpipe || L.norm_saves_output || L.rc == Recompute::full) return 0;
+    if (L.rc == Recompute::selective &&
+        (L.rc_style == RecomputeStyle::torchtitan_op || rc_module(L, L.rc, kRecomputeLayernorm)))
+        return 0;
+    if (L.fp8 != Fp8Recipe::none && L.fp8_te) return 0;
+    const double boundary = L.e * L.tokens * L.h * (L.sp ? 1.0 / L.t : 1.0);
+    if (L.v <= 1) return i == 0 ? 0.0 : in_flight_chunks(L, i) * boundary;
+    const int count = (int)in_flight_chunks(L, i);
+    double received = 0;
+    for (int k = 0; k < count; ++k) {
+        const int chunk = forward_chunk(L, k);
+        if (i == 0 && chunk == 0) continue;  // the token ids: nothing received
+        if (L.chunk_layers && L.chunk_layers[(size_t)(chunk * L.p + i)] <= 0) continue;  // the loss chunk: its input is the final norm's, counted once
+        received += 1;
+    }
+    return received * boundary;
 }
 
 // Bytes per logit element (one rank's T × V_p/t logits) alive at the loss's peak, with
@@ -691,6 +727,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     S.in_flight = chunks / L.v;
     // l405: the layers those chunks hold (uneven chunks summed in the schedule's order).
     S.mem.activations = per_layer * in_flight_layers(L, i, layers) + chunks * stage_extra / L.v + output_extra;
+    if (!engine) S.mem.activations -= stage_input_bytes_freed(L, i, layers);  // Llama 3 §3.3.2
     if (!engine && L.fp8 != Fp8Recipe::none && fp8_layers < layers) {
         // bf16 layers of the first / last chunk keep bf16 inputs: chunks / v micro-batches hold them.
         LayoutDerived Lb = L;

@@ -1022,6 +1022,25 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("estimate.memory_efficient_norm",
             "true with parallel.recompute_modules naming \"layernorm\"; allowed: one of the two (the recomputed "
             "norm needs the input a memory-efficient norm frees)");
+    // Llama 3 §3.3.2: a chunk's received input can be freed only where nothing in its backward
+    // reads it: under full recompute it is the first layer's checkpoint, a recomputed norm
+    // ("layernorm") runs again from it, and torch.distributed.pipelining (torchtitan) keeps one
+    // receive buffer per micro-batch for the whole run (stage.py _prepare_forward_infra).
+    if (job.estimate.deallocate_pipeline_inputs) {
+        if (p.recompute == Recompute::full)
+            add("estimate.deallocate_pipeline_inputs",
+                "true with parallel.recompute = \"full\"; allowed: recompute \"none\" or \"selective\" (a fully "
+                "recomputed layer runs again from its input, the chunk's received input)");
+        else if (p.recompute == Recompute::selective && p.recompute_style == RecomputeStyle::megatron &&
+                 (p.recompute_modules & kRecomputeLayernorm) != 0)
+            add("estimate.deallocate_pipeline_inputs",
+                "true with parallel.recompute_modules naming \"layernorm\"; allowed: one of the two (the recomputed "
+                "norm needs the chunk's input)");
+        if (t.framework == Framework::torchtitan)
+            add("estimate.deallocate_pipeline_inputs",
+                "true with training.framework = \"torchtitan\"; allowed: false there (torch.distributed.pipelining "
+                "keeps every micro-batch's receive buffer for the run)");
+    }
     // papers: the saved layer inputs are split over the TP group, so it takes full recompute and
     // tp > 1 (Megatron-LM arguments.py asserts both); torchtitan and PyTorch FSDP have no such option.
     if (p.distribute_saved_activations) {

@@ -947,6 +947,7 @@ static void read_estimate(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     mark_written(job, StackKey::cross_entropy, read_enum(r, "cross_entropy", e.cross_entropy, kCrossEntropyWords));
     r.read_double("cublas_workspace_mib", e.cublas_workspace_mib, 0, 65536);
     r.read_bool("memory_efficient_norm", e.memory_efficient_norm);  // menorm
+    r.read_bool("deallocate_pipeline_inputs", e.deallocate_pipeline_inputs);  // Llama 3 §3.3.2
     if (r.read_double("headroom", e.headroom, 0, 0.9)) job.origin.headroom_given = true;  // planfw
     job.origin.vocab_pad_defaulted = !r.read_int("vocab_pad", e.vocab_pad, 1, 1 << 20);
     // The overlap keys moved to [parallel] (with Megatron-LM's default, off): an [estimate]
@@ -1486,6 +1487,8 @@ std::string save_job_toml(const JobSpec& job) {
         if (e.cross_entropy != ed.cross_entropy) w.str("cross_entropy", to_string(e.cross_entropy));
         if (e.cublas_workspace_mib != ed.cublas_workspace_mib) w.dbl("cublas_workspace_mib", e.cublas_workspace_mib);
         if (e.memory_efficient_norm != ed.memory_efficient_norm) w.boolean("memory_efficient_norm", e.memory_efficient_norm);  // menorm
+        if (e.deallocate_pipeline_inputs != ed.deallocate_pipeline_inputs)
+            w.boolean("deallocate_pipeline_inputs", e.deallocate_pipeline_inputs);
     }
 
     // A GPU that is not exactly a preset is written as a table (it must come after the

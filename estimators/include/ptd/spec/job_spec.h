@@ -623,6 +623,12 @@ struct EstimateSpec {
     // memory_efficient = True do (Megatron-LM --memory-efficient-layer-norm). The output is the
     // next linear's input, kept anyway, so the norm's input (the residual stream) is freed.
     bool memory_efficient_norm = false;
+    // Llama 3 §3.3.2: each pipeline chunk's received input (the stage-boundary activation) is
+    // freed after its forward, so an in-flight chunk no longer holds it for its first layer's
+    // pre-norm (docs/estimators.md "Pipeline: micro-batches in flight"). No Megatron-LM or
+    // torchtitan option does this; Megatron-core's deallocate_pipeline_outputs (always on in
+    // Megatron-LM, NeMo and Megatron-Bridge) is the output half, which PTD counts as freed.
+    bool deallocate_pipeline_inputs = false;
 
     bool operator==(const EstimateSpec&) const = default;
 };
