@@ -5,6 +5,8 @@
 // tritonfa: training.flash_attention_kernel names the kernel where the date does not tell it —
 // flash-attn 1.x's Triton kernel (llm-foundry's attn_impl "triton") runs at FlashAttention-1's
 // rate whatever the date, "flash-attn-2" at FlashAttention-2's whatever the date.
+// fa1seq: the Triton kernel reaches s / (s + 698) of that rate over s tokens (Triton PR 1917's
+// causal kernel on A100), so its 2,048-token calls run slower per FLOP than its 8,192-token ones.
 #include <gtest/gtest.h>
 
 #include "job_test_util.h"
@@ -17,16 +19,20 @@ using namespace ptd_test;
 // Llama 3 8B (32 layers, 32 heads of 128, sequence 8192) on one A100, Megatron-LM with flash
 // attention written, at `version` ("" = today).
 // `kernel`: training.flash_attention_kernel ("" = not written).
+// `seq_len`: the model's sequence (0 = the preset's 8192).
 std::string llama8b_on_one_a100_text(const std::string& version, const std::string& kernel = "",
-                                     bool flash = true) {
+                                     bool flash = true, int seq_len = 0) {
     const std::string dated = version.empty() ? "" : "framework_version = \"" + version + "\"\n";
     const std::string named = kernel.empty() ? "" : "flash_attention_kernel = \"" + kernel + "\"\n";
-    return job_text({.preset = "llama3-8b",
+    std::string text = job_text({.preset = "llama3-8b",
                      .gpus_per_node = 1,
                      .gpu = "a100-80gb",
                      .parallel = "tp = 1\npp = 1\n",
                      .training = std::string("framework = \"megatron\"\nflash_attention = ") + (flash ? "true" : "false") +
                                  "\nmicro_batch = 1\nglobal_batch = 1\n" + dated + named});
+    const std::string preset_line = "preset = \"llama3-8b\"\n";
+    if (seq_len > 0) text.insert(text.find(preset_line) + preset_line.size(), "seq_len = " + std::to_string(seq_len) + "\n");
+    return text;
 }
 ptd::Estimate llama8b_on_one_a100(const std::string& version, const std::string& kernel = "") {
     return ptd::estimate_job(job_from_text(llama8b_on_one_a100_text(version, kernel)));
@@ -49,15 +55,37 @@ TEST(FlashAttentionVersion, BeforeJuly2023TheAttentionCoreRunsAtFlashAttention1s
 }
 
 TEST(FlashAttentionVersion, ANamedKernelOverridesTheDate) {
-    // Today's stack running flash-attn 1.x's Triton kernel (or FlashAttention-1) takes the same
-    // time as a stack dated before July 2023; FlashAttention-2 named on a 2023-06 stack takes
-    // FlashAttention-2's.
+    // Today's stack running FlashAttention-1 takes the same time as a stack dated before July
+    // 2023 (the Triton kernel too, less its sequence curve: the next test); FlashAttention-2 named
+    // on a 2023-06 stack takes FlashAttention-2's.
     const ptd::Estimate fa1 = llama8b_on_one_a100("2023-06"), fa2 = llama8b_on_one_a100("2023-07");
-    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("", "triton").stages[0].fwd_s, fa1.stages[0].fwd_s);
-    EXPECT_DOUBLE_EQ(llama8b_on_one_a100("", "triton").stages[0].bwd_s, fa1.stages[0].bwd_s);
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2024-01", "flash-attn-1").stages[0].fwd_s, fa1.stages[0].fwd_s);
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2023-06", "flash-attn-2").stages[0].fwd_s, fa2.stages[0].fwd_s);
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2023-06", "by-date").stages[0].fwd_s, fa1.stages[0].fwd_s);
+}
+
+TEST(FlashAttentionVersion, TheTritonKernelsRateFollowsTheSequenceLength) {
+    // By hand, per layer: FlashAttention-1's causal core (half of 4·b·a·s²·d at flash_eff ×
+    // fa1_fraction of 312 TFLOP/s) and, for the Triton kernel, (s + 698) / s of it: the forward
+    // grows by 698 / s of a FlashAttention-1 core, the backward by 2.5 times that.
+    const ptd::KernelEfficiency k = ptd::time_model_constants().kernel(ptd::GpuGeneration::ampere);
+    const double fa1_rate = 312e12 * k.flash_eff * ptd::time_model_constants().fa1_fraction;
+    double slowdown[2] = {0, 0};
+    int i = 0;
+    for (const int s : {2048, 8192}) {
+        auto at = [&](const char* kernel) {
+            return ptd::estimate_job(job_from_text(llama8b_on_one_a100_text("", kernel, true, s)));
+        };
+        const ptd::Estimate fa1 = at("flash-attn-1"), triton = at("triton");
+        ASSERT_EQ(fa1.stages.size(), 1u);
+        const double core = 0.5 * 4.0 * 1 * 32 * double(s) * s * 128 / fa1_rate;
+        EXPECT_NEAR(triton.stages[0].fwd_s - fa1.stages[0].fwd_s, 32 * core * 698.0 / s, 1e-9) << s;
+        EXPECT_NEAR(triton.stages[0].bwd_s - fa1.stages[0].bwd_s, 32 * 2.5 * core * 698.0 / s, 1e-9) << s;
+        slowdown[i++] = (triton.stages[0].fwd_s - fa1.stages[0].fwd_s) / (32 * core);
+    }
+    // The short sequence pays four times the long one's share: 34% against 8.5%.
+    EXPECT_NEAR(slowdown[0], 0.341, 0.001);
+    EXPECT_NEAR(slowdown[1], 0.0852, 0.001);
 }
 
 TEST(FlashAttentionVersion, TheKernelKeyIsSavedAndRefusedWithoutFlashAttention) {

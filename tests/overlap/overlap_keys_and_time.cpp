@@ -347,3 +347,48 @@ TEST(OverlapMemory, DeeperFsdpPrefetchHoldsMoreGatheredLayers) {
 }
 
 }  // namespace
+
+namespace {
+
+// fsdpreduce: the Llama 3 8B FSDP job of fsdp_text() on `framework`, prefetch `depth`.
+ptd::JobSpec fsdp_on(const std::string& framework, int depth) {
+    auto j = load(fsdp_text("\nfsdp_prefetch = " + std::to_string(depth)) + "framework = \"" + framework + "\"\n");
+    EXPECT_TRUE(j) << j.error().str();
+    return j ? *j : ptd::JobSpec{};
+}
+
+bool lists_default(const ptd::JobSpec& job, const std::string& key, const std::string& value) {
+    for (const auto& d : job.origin.stack_defaults)
+        if (d.key == key && d.value == value) return true;
+    return false;
+}
+
+TEST(FsdpReduceDtype, TorchtitanReduceScattersFp32GradientsPytorchFsdpBf16) {
+    // The stacks' defaults, listed where they bear on the job: torchtitan's FSDP2 casts the
+    // gradients to mixed_precision_reduce = "float32"; PyTorch FSDP's MixedPrecision without
+    // reduce_dtype (Composer's DEFAULT) reduces in bf16.
+    const ptd::JobSpec titan = fsdp_on("torchtitan", 0), fsdp = fsdp_on("pytorch-fsdp", 0);
+    EXPECT_TRUE(titan.parallel.grad_reduce_in_fp32);
+    EXPECT_FALSE(fsdp.parallel.grad_reduce_in_fp32);
+    EXPECT_TRUE(lists_default(titan, "parallel.grad_reduce_in_fp32", "true"));
+    EXPECT_TRUE(lists_default(fsdp, "parallel.grad_reduce_in_fp32", "false"));
+    // Without prefetch every collective is exposed: per micro-batch the forward's and the
+    // backward's 16-bit gathers and the gradients' reduce-scatter, each over the same
+    // parameters. In fp32 the reduce-scatter moves twice the bytes: 2 + 2 + 4 against
+    // 2 + 2 + 2, 4/3 of the time less what does not grow with the bytes (NCCL's per-call
+    // latency, 1.30 here).
+    ptd::JobSpec bf16 = titan;
+    bf16.parallel.grad_reduce_in_fp32 = false;
+    const double t32 = estimate_job(titan).stages[0].tail.grad_exposed_s;
+    const double t16 = estimate_job(bf16).stages[0].tail.grad_exposed_s;
+    ASSERT_GT(t16, 0);
+    EXPECT_GT(t32 / t16, 1.25);
+    EXPECT_LT(t32 / t16, 4.0 / 3.0);
+    // pytorch-fsdp written with fp32 reduction takes torchtitan's time.
+    ptd::JobSpec fsdp32 = fsdp;
+    fsdp32.parallel.grad_reduce_in_fp32 = true;
+    EXPECT_NEAR(estimate_job(fsdp32).stages[0].tail.grad_exposed_s, t32, 1e-9 + 1e-6 * t32);
+    EXPECT_NEAR(estimate_job(fsdp).stages[0].tail.grad_exposed_s, t16, 1e-9 + 1e-6 * t16);
+}
+
+}  // namespace

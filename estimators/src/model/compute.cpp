@@ -118,6 +118,10 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t 
 
 namespace est {
 
+// fa1seq: the half-rate length n₀ of flash-attn 1.x's causal Triton kernel
+// (flash_sequence_slowdown has the measurement).
+constexpr double kTritonFlashHalfRateTokens = 698.0;
+
 void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     const TimeModelConstants& k = g_cal;
     const GpuGeneration gen = job.cluster.gpu.generation;
@@ -153,6 +157,12 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     const bool dated_fa1 = job.training.framework_version > 0 && job.training.framework_version < 202307;
     if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton || (fk == FlashKernel::by_date && dated_fa1))
         L.flash_eff *= k.fa1_fraction;
+    // fa1seq: the Triton kernel splits the queries into blocks across the GPU (its forward grid
+    // is cdiv(s, BLOCK_M) × batch·heads, flash_attn_triton.py _flash_attn_forward), so its rate
+    // follows the sequence as measured (flash_sequence_slowdown). FlashAttention-1's CUDA kernel
+    // runs one thread block per (sequence, head) over the whole sequence (the parallelism over
+    // the sequence is FlashAttention-2's change, Dao 2023 §3.2): a different dependence, left out.
+    L.flash_half_rate_tokens = fk == FlashKernel::triton ? kTritonFlashHalfRateTokens : 0.0;
     if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile) {
         L.elementwise_factor = k.eager_elementwise_factor;
         // eagergpt: eager_elementwise_factor was counted on a Llama layer (RMSNorm with fp32
@@ -535,6 +545,24 @@ double cp_block_slowdown(double s, double c) {
     return rate(s) / rate(s / c);
 }
 
+// fa1seq: how much slower a causal Triton flash-attention kernel runs over s tokens than its
+// long-sequence rate, (s + n₀) / s. Each query block walks the key blocks up to its own, so a
+// short sequence has few blocks per program, the masked diagonal block weighs more and fewer
+// programs fill the GPU. The causal Triton flash-attention kernel of July 2023 on A100 (Triton
+// PR 1917, "Before", fused-attention batch 4, 48 heads, head dim 64) ran forward 84.3, 102.1,
+// 112.9, 119.1, 122.2 and backward 48.7, 62.1, 71.7, 77.5, 80.6 TFLOP/s at s = 1,024 … 16,384;
+// the step's mix (the backward 2.5 forwards' worth of FLOPs) then runs 55.4, 69.9, 80.1, 86.1,
+// 89.3 TFLOP/s, and n₀ = 698 fits every point within 0.4% (asymptote 93.4, 30% of the A100's
+// peak: FlashAttention-1's 25–40%, Dao 2023). flash_attn_triton.py (flash-attn 1.x, which
+// llm-foundry copies) took that tutorial as its "starting point" (its header) and keeps its
+// shape — a forward grid of query blocks × batch·heads, 128 × 128 blocks, each query block
+// walking the key blocks up to the diagonal — but ran on the 2022 compiler (triton_pre_mlir),
+// so the curve, not the tutorial's own rate, is taken: flash_eff × fa1_fraction stays the asymptote.
+double flash_sequence_slowdown(double s, double half_rate_tokens) {
+    if (half_rate_tokens <= 0 || s <= 0) return 1.0;
+    return (s + half_rate_tokens) / s;
+}
+
 
 // dtcopy: torchtitan's sequence-parallel TP redistributes [b, s, h] activations between
 // Shard(1) and Replicate / Partial with DTensor (parallelize_llama.py apply_tp:
@@ -761,6 +789,7 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     if (L.flash) {
         // Flash kernels skip fully masked blocks: half the scores are computed.
         lt.attn = 0.5 * core_flops / (L.peak * L.flash_eff);
+        lt.attn *= flash_sequence_slowdown(L.s_local * L.c, L.flash_half_rate_tokens);  // fa1seq
         // cpblock: ring attention (cp > 1) runs the core as c block calls over the rank's
         // s/c-long shard against one K/V chunk each, not one call over s: a flash kernel
         // over n tokens reaches n / (n + n₀) of its long-sequence rate (kFlashHalfRateTokens),

@@ -77,6 +77,10 @@ struct LayoutDerived {
     // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
     double gemm_eff_max, flash_eff;
     double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
+    // fa1seq: the flash kernel's rate over a sequence of n tokens is n / (n + n₀) of flash_eff
+    // (compute.cpp flash_sequence_slowdown); 0 = one rate at every length (the kernels whose
+    // flash_eff was fitted at the rows' own lengths).
+    double flash_half_rate_tokens = 0;
     // eagergpt: a LayerNorm / GELU / learned-position layer run eagerly (pytorch-fsdp, torchtitan
     // without torch.compile): its element-wise passes are counted op by op (compute.cpp
     // eager_gpt_elementwise), not as elementwise_factor times the fused count.
@@ -431,6 +435,8 @@ HostLayerTime host_layer_time(const LayoutDerived& L);
 // cpblock: how much slower ring attention's c flash calls over s/c tokens each are than one
 // call over the whole sequence s (compute.cpp; 1 for c ≤ 1).
 double cp_block_slowdown(double s, double c);
+// fa1seq: (s + n₀) / s, a causal Triton flash kernel's time over s tokens against its long-sequence rate.
+double flash_sequence_slowdown(double s, double half_rate_tokens);
 // `lt`: the layer's forward terms (moeorder: what the GPU runs after the routed experts).
 void add_host_time(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 

@@ -336,7 +336,13 @@ double bucket_params(const EstimateContext& ctx, const LayoutDerived& L) {
 double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double dense_params, double expert_params,
                      int layers, double fwd_s, double bwd_s) {
     const JobSpec& job = ctx.job;
-    const double grad_e = job.training.precision == Precision::fp32 ? 4.0 : 2.0;
+    // fsdpreduce: the gradients reduce-scatter in the stack's reduce dtype: fp32 where a torch
+    // stack's FSDP casts them up first (grad_reduce_in_fp32; torchtitan's default), else the
+    // parameter dtype (stack_defaults.cpp).
+    const Framework fw = job.training.framework;
+    const bool fsdp_fp32_reduce = job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32 &&
+                                  (fw == Framework::torchtitan || fw == Framework::pytorch_fsdp);
+    const double grad_e = job.training.precision == Precision::fp32 || fsdp_fp32_reduce ? 4.0 : 2.0;
     // One unit's all-gather (or reduce-scatter, the same bus traffic) as NCCL runs it over
     // the DP group and the expert-DP group (collectives.cpp).
     auto gather = [&](double dense, double expert, double bytes_per) {

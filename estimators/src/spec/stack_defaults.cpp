@@ -194,6 +194,16 @@ Default default_for(StackKey k, const JobSpec& job) {
             return {false, megatron ? "--tp-comm-overlap is off unless passed" : "Transformer Engine's userbuffers are not this stack's"};
         case StackKey::grad_reduce_in_fp32:
             if (nemo) return {false, "grad_reduce_in_fp32 = False: bf16 gradient buffer and reduction"};
+            // fsdpreduce: FSDP's reduce-scatter runs in the stack's reduce dtype. torchtitan's
+            // training.mixed_precision_reduce is "float32" (its only choice, config_manager.py),
+            // which FSDP2's MixedPrecisionPolicy(reduce_dtype) casts the gradients to first; PyTorch
+            // FSDP's MixedPrecision with reduce_dtype unset reduces in param_dtype, what Composer's
+            // mixed_precision DEFAULT and PURE give (llm-foundry; composer mosaic_fsdp_utils.py
+            // get_mixed_precision, v0.16.3).
+            if (f == Framework::torchtitan && p.zero == 3)
+                return {true, "FSDP2 reduce-scatters in mixed_precision_reduce = \"float32\""};
+            if (f == Framework::pytorch_fsdp && p.zero == 3)
+                return {false, "FSDP's MixedPrecision without reduce_dtype reduces in param_dtype (bf16)"};
             return {true, megatron ? "bf16 keeps fp32 main grads unless --grad-reduce-in-bf16" : "fp32 gradient reduction"};
         case StackKey::overlap_p2p_comm:
             // Megatron-LM: the flag from 2023-05-31 (f9283c5, opt-in), the default from 2023-10-12
@@ -252,7 +262,10 @@ bool bears_on(StackKey k, const JobSpec& job) {
         case StackKey::overlap_grad_reduce: return replicas;
         case StackKey::overlap_param_gather: return replicas && (p.zero >= 1 || p.distributed_optimizer);
         case StackKey::tp_comm_overlap: return mcore && p.tp > 1 && p.sequence_parallel;
-        case StackKey::grad_reduce_in_fp32: return mcore && p.zero == 0 && job.training.precision == Precision::bf16;
+        case StackKey::grad_reduce_in_fp32:  // fsdpreduce: and FSDP's reduce-scatter dtype on the torch stacks
+            return job.training.precision == Precision::bf16 &&
+                   ((mcore && p.zero == 0) || (p.zero == 3 && (job.training.framework == Framework::torchtitan ||
+                                                               job.training.framework == Framework::pytorch_fsdp)));
         case StackKey::overlap_p2p_comm: return mcore && p.pp > 1 && p.vpp > 1;
         case StackKey::scatter_gather_tensors_in_pipeline:
         case StackKey::async_tensor_model_parallel_allreduce:
