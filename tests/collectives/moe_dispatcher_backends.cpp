@@ -236,6 +236,19 @@ TEST(MoeDispatcherLoader, PublishedRowsCarryTheirRecipesSettings) {
     EXPECT_EQ(h100->job.parallel.moe_dispatcher, MoeDispatcher::hybridep);
     EXPECT_FALSE(h100->job.parallel.moe_a2a_overlap);
     EXPECT_EQ(h100->job.model.moe_router_num_groups, 0);  // Qwen3-MoE routes without groups
+    // The 25.11 release's workload configs (Megatron-Bridge v0.2.0) set moe_a2a_overlap on the
+    // Qwen3 H100 and B200 FP8 runs and off on the DeepSeek-V3 B200 run; the dispatcher stays
+    // the all-to-all (no flex backend named).
+    for (const char* name : {"mbridge2511-qwen3-30b-a3b-h100-fp8", "mbridge2511-qwen3-235b-a22b-b200-mxfp8",
+                             "mbridge2511-qwen3-235b-a22b-h100-fp8"}) {
+        const ::Run* r = find(name);
+        ASSERT_NE(r, nullptr) << name;
+        EXPECT_EQ(r->job.parallel.moe_dispatcher, MoeDispatcher::alltoall) << name;
+        EXPECT_TRUE(r->job.parallel.moe_a2a_overlap) << name;
+    }
+    const ::Run* dsv3_2511 = find("mbridge2511-deepseek-v3-b200-mxfp8");
+    ASSERT_NE(dsv3_2511, nullptr);
+    EXPECT_FALSE(dsv3_2511->job.parallel.moe_a2a_overlap);
     // Every row outside the DeepSeek / Qwen block keeps the defaults (the all-to-all, no overlap).
     int modern = 0;
     for (const ::Run& r : runs) {
@@ -244,7 +257,7 @@ TEST(MoeDispatcherLoader, PublishedRowsCarryTheirRecipesSettings) {
             EXPECT_TRUE(r.name.rfind("mbridge", 0) == 0) << r.name;
         }
     }
-    EXPECT_EQ(modern, 11);
+    EXPECT_EQ(modern, 14);
 }
 
 }  // namespace
