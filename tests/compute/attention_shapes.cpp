@@ -314,4 +314,32 @@ TEST(ContextParallelBlocks, ShorterFlashCallsRunSlower) {
     EXPECT_GT(cp8.step_s, dp8.step_s * 1.01) << "cp 8 " << cp8.step_s << " s vs dp 8 " << dp8.step_s << " s";
 }
 
+// temerge: Transformer Engine's ring attention (Megatron-core's context parallelism) merges its
+// flash calls' results in bf16 on the ring's last rank. Worked example, Llama 3 70B at TP 2 and
+// CP 2 (the nemo2507 GB200 row's layout): the rank holds 4,096 of 8,192 tokens, 32 query heads
+// and 4 KV heads of 128. Output q = 4096·32·128 = 16.8M elements, K and V kv = 2·4096·4·128 =
+// 4.19M. Forward: the first step's output copied (4 bytes per element), the second added in
+// place (6): 10·q, plus K and V concatenated for the first send (4·kv) = 184.5 MB. Backward: dQ
+// and dK, dV copied then added (10·(q + kv)) and K, V copied into the send buffer (4·kv) =
+// 226.5 MB. At CP 1 nothing is merged; at CP 4 each rank merges three more steps (6 bytes each).
+TEST(ContextParallelBlocks, TransformerEngineRingMergesBetweenFlashCalls) {
+    est::LayoutDerived L;
+    L.e = 2, L.c = 2, L.b = 1, L.s_local = 4096, L.tokens = 4096;
+    L.heads_l = 32, L.kv_l = 4, L.d = 128, L.d_qk = 128, L.d_v = 128;
+    L.titan_model = false, L.mla = false;
+    const double q = 4096.0 * 32 * 128, kv = 2.0 * 4096 * 4 * 128;
+    const est::RingMergeBytes cp2 = est::te_ring_merge_bytes(L);
+    EXPECT_DOUBLE_EQ(cp2.fwd, 10.0 * q + 4.0 * kv);
+    EXPECT_DOUBLE_EQ(cp2.bwd, 10.0 * (q + kv) + 4.0 * kv);
+    EXPECT_NEAR(cp2.fwd / 1e6, 184.5, 0.1);
+    EXPECT_NEAR(cp2.bwd / 1e6, 226.5, 0.1);
+    L.c = 4;
+    EXPECT_DOUBLE_EQ(est::te_ring_merge_bytes(L).fwd, 22.0 * q + 4.0 * kv);
+    L.c = 1;
+    EXPECT_EQ(est::te_ring_merge_bytes(L).fwd, 0.0);
+    L.c = 2, L.titan_model = true;  // torchtitan's ring is PyTorch's (torch_ring_merge_bytes)
+    EXPECT_EQ(est::te_ring_merge_bytes(L).bwd, 0.0);
+
+}
+
 }  // namespace

@@ -660,6 +660,34 @@ RingMergeBytes torch_ring_merge_bytes(const LayoutDerived& L) {
     return b;
 }
 
+// temerge: Megatron-core's context parallelism runs Transformer Engine's ring attention
+// (attention/dot_product_attention/context_parallel.py, AttnFuncWithCPAndKVP2P, cp_comm_type
+// "p2p"), which merges the c flash calls' partial results outside them. Counted on the busiest
+// rank (the ring's last, rank c − 1, where every step covers its whole shard), in the tensors'
+// own dtype e (its fp32 paths are for FP8 attention only, fp8_dpa, which no stack here sets):
+//  - forward: K and V concatenated into the first send buffer (torch.cat: read e and write e
+//    per K/V element: 2e); each step's output rescaled by exp(lse_step − lse) into the result,
+//    the first as a copy (flash_attn_fwd_out_correction_init: read e, write e), every later one
+//    added in place (flash_attn_fwd_out_correction, one jit-fused pass: read 2e, write e):
+//    q·(2e + 3e(c − 1)) = q·e·(3c − 1);
+//  - backward: K and V copied into the first send buffer (2e per K/V element); dQ and dK, dV
+//    taken from the first step (copy_: 2e) and accumulated from every later one (add_: 3e):
+//    (dq + kv)·e·(3c − 1).
+// q = the rank's output elements (MLA: a_l·dv wide), dq = Q's (MLA: d + dr), kv = K and V as the
+// ring carries them (GQA: the local KV heads; MLA: all local heads, d + dr and dv). The softmax
+// statistics are 1/d of these and are not counted.
+RingMergeBytes te_ring_merge_bytes(const LayoutDerived& L) {
+    RingMergeBytes b;
+    if (L.titan_model || L.c <= 1) return b;
+    const double e = L.e, steps = 3.0 * L.c - 1.0;
+    const double q = L.tokens * L.heads_l * (L.mla ? L.d_v : L.d);
+    const double dq = L.tokens * L.heads_l * (L.mla ? L.d_qk : L.d);
+    const double kv = L.mla ? L.tokens * L.heads_l * (L.d_qk + L.d_v) : 2.0 * L.tokens * L.kv_l * L.d;
+    b.fwd = e * (q * steps + 2.0 * kv);
+    b.bwd = e * ((dq + kv) * steps + 2.0 * kv);
+    return b;
+}
+
 // shape-dependent efficiency, attention core, and memory-bound element-wise work.
 LayerTime layer_forward_time(const LayoutDerived& L) {
     LayerTime lt;
@@ -801,6 +829,9 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
             lt.attn += m.fwd / L.hbm;
             lt.attn_bwd += m.bwd / L.hbm;
         }
+        const RingMergeBytes te = te_ring_merge_bytes(L);  // temerge: Megatron's ring (TE)
+        lt.attn += te.fwd / L.hbm;
+        lt.attn_bwd += te.bwd / L.hbm;
     } else {
         const double eff = gemm_efficiency(L.s_local, s_keys, L.mla ? L.d_qk : d, L.gemm_eff_max);
         const double scores = L.b * L.heads_l * L.s_local * s_keys;

@@ -306,6 +306,10 @@ struct RingMergeBytes {
     double fwd = 0, bwd = 0;
 };
 RingMergeBytes torch_ring_merge_bytes(const LayoutDerived& L);
+// temerge: the same for Megatron-core's context parallelism, Transformer Engine's ring attention
+// (AttnFuncWithCPAndKVP2P): its output corrections and dQ / dK / dV accumulation between the
+// flash calls. Zero for torchtitan or cp = 1.
+RingMergeBytes te_ring_merge_bytes(const LayoutDerived& L);
 // ttasync: one micro-batch's forward GEMM time of the attention input projections (Q, K, V)
 // and of a dense MLP's input projection(s) (linear_gemm_time): separate GEMMs for torchtitan's
 // Llama (L.titan_model), fused ones otherwise.
