@@ -388,7 +388,23 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
         comp[(size_t)k] = unit == 0 ? eb * emb_share : unit == n - 1 ? eb * (1 - emb_share) : lb;
     }
     const double bwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth) + rs(0);
-    return L.mbs * (fwd_exposed + bwd_exposed);
+    // fsdpcopy: FSDP2 (torch fully_shard: torchtitan's FSDP, and OLMo-core's, written as
+    // torchtitan) also copies what it moves, per micro-batch and on the compute stream's path.
+    // After each gather, foreach_all_gather_copy_out runs split_with_sizes_copy from the gather
+    // buffer into the unsharded parameters on the current stream (a read and a write of the
+    // unit, forward and backward). Before each reduce-scatter, foreach_reduce_scatter_copy_in
+    // runs _chunk_cat of the unit's 16-bit gradients into the reduce buffer in the reduce dtype
+    // (a 16-bit read, a grad_e write) on the reduce-scatter stream, and the current stream waits
+    // for it (current_stream.wait_stream(reduce_scatter_stream)) before the next unit's
+    // backward. Memory bound and serial with compute: exposed. (torch/distributed/
+    // _composable/fsdp/_fsdp_collectives.py.) FSDP1's flat parameter gathers in place, and
+    // ZeRO-3's buffers are its own: not counted here.
+    double copy_s = 0;
+    if (fw == Framework::torchtitan) {
+        const double unsharded = dense_params + expert_params;
+        copy_s = unsharded * (2.0 * 2.0 * L.e + L.e + grad_e) / L.hbm;
+    }
+    return L.mbs * (fwd_exposed + bwd_exposed + copy_s);
 }
 
 }  // namespace
