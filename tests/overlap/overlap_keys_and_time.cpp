@@ -419,4 +419,36 @@ TEST(FsdpCopies, Fsdp2CopiesEveryGatheredUnitOutAndItsGradientsInPerMicroBatch) 
     EXPECT_NEAR(copy32, 2 * params * 14.0 / hbm, 1e-3 * copy32);
 }
 
+TEST(FsdpCopies, TorchaoFloat8AllGatherHalvesTheLayersGathersAndCopies) {
+    // fsdp8gather: torchtitan's tensorwise float8 with training.fp8_param_gather (torchao's
+    // enable_fsdp_float8_all_gather) gathers and copies out each layer's weights in 1 byte.
+    auto with = [](const std::string& framework, const std::string& training) {
+        std::string text = fsdp_text("\nfsdp_prefetch = 0") + "framework = \"" + framework + "\"\n" + training;
+        return load(text);
+    };
+    auto bf16 = with("torchtitan", "fp8 = \"tensorwise\"\n");
+    auto f8 = with("torchtitan", "fp8 = \"tensorwise\"\nfp8_param_gather = true\n");
+    ASSERT_TRUE(bf16) << bf16.error().str();
+    ASSERT_TRUE(f8) << f8.error().str();
+    EXPECT_FALSE(bf16->training.fp8_param_gather) << "torchtitan's float8.enable_fsdp_float8_all_gather defaults to false";
+    const ptd::Estimate a = estimate_job(*bf16), b = estimate_job(*f8);
+    const double saved = a.stages[0].tail.grad_exposed_s - b.stages[0].tail.grad_exposed_s;
+    // Per micro-batch (2 here) each layer's copy-out, forward and backward, reads and writes
+    // 1 byte less a weight; with prefetch 0 every gather is exposed, and each moves half the
+    // bytes, so more than the copies is saved.
+    const double layer_params = bf16->model.layers * (double)count_parameters(bf16->model).per_layer;
+    const double hbm = bf16->cluster.gpu.hbm_gbps * 1e9 * ptd::time_model_constants().hbm_eff;
+    const double copies = 2 * 2 * 2 * layer_params / hbm;
+    EXPECT_GT(saved, 1.5 * copies);
+    EXPECT_LT(saved, a.stages[0].tail.grad_exposed_s / 2);
+    auto toml = export_job(*f8, ExportFormat::torchtitan_toml);
+    ASSERT_TRUE(toml) << toml.error().str();
+    EXPECT_TRUE(contains(toml->text, "enable_fsdp_float8_all_gather = true")) << toml->text;
+    // The float8 gather is torchao's on torchtitan; PyTorch FSDP (Composer) has none.
+    auto fsdp = with("pytorch-fsdp", "fp8 = \"tensorwise\"\nfp8_param_gather = true\n");
+    ASSERT_FALSE(fsdp);
+    EXPECT_TRUE(contains(fsdp.error().str(), "training.fp8_param_gather")) << fsdp.error().str();
+    EXPECT_TRUE(contains(fsdp.error().str(), "torchtitan")) << fsdp.error().str();
+}
+
 }  // namespace

@@ -361,6 +361,19 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     const double lf = one.fwd.compute, lb = one.bwd.compute;
     const double ef = std::max(0.0, fwd_s - layers * lf), eb = std::max(0.0, bwd_s - layers * lb);
     const double emb_share = ends > 0 ? embed / ends : 0.5;
+    // fsdp8gather: torchao's tensorwise float8 with enable_fsdp_float8_all_gather
+    // (training.fp8_param_gather on torchtitan) casts each layer's Float8Linear weights to
+    // float8 before FSDP2's gather (torchao float8/fsdp_utils.py fsdp_pre_all_gather): 1 byte
+    // a weight; the embedding, the output layer (OLMo-core's modules_to_ignore {"w_out"},
+    // torchtitan's filter_fqns ["output"]), the norms and grouped expert weights stay 16-bit.
+    const double layer_e = fw == Framework::torchtitan && L.fp8 == Fp8Recipe::tensorwise &&
+                                   job.training.fp8_param_gather
+                               ? 1.0
+                               : L.e;
+    auto layer_gather = [&](double bytes_dense, double bytes_expert) {
+        return nccl_time(Collective::all_gather, bytes_dense * layer_dense, L.net_dp) +
+               nccl_time(Collective::all_gather, bytes_expert * layer_expert, L.net_edp);
+    };
 
     thread_local std::vector<double> comm, comp;
     const int n = layers + 2;
@@ -368,7 +381,7 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     comp.assign((size_t)n, 0.0);
     // Forward.
     comm[0] = gather(embed, 0, L.e), comp[0] = ef * emb_share;
-    for (int i = 1; i <= layers; ++i) comm[(size_t)i] = gather(layer_dense, layer_expert, L.e), comp[(size_t)i] = lf;
+    for (int i = 1; i <= layers; ++i) comm[(size_t)i] = layer_gather(layer_e, L.e), comp[(size_t)i] = lf;
     comm[(size_t)n - 1] = gather(out, 0, L.e), comp[(size_t)n - 1] = ef * (1 - emb_share);
     const int depth = std::max(0, job.parallel.fsdp_prefetch);
     const double fwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth);
@@ -383,7 +396,7 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
         const int unit = n - 1 - k;
         const double g = unit == 0 ? gather(embed, 0, L.e)
                          : unit == n - 1 ? gather(out, 0, L.e)
-                                         : gather(layer_dense, layer_expert, L.e);
+                                         : layer_gather(layer_e, L.e);
         comm[(size_t)k] = g + (k > 0 ? rs(unit + 1) : 0.0);
         comp[(size_t)k] = unit == 0 ? eb * emb_share : unit == n - 1 ? eb * (1 - emb_share) : lb;
     }
@@ -402,7 +415,8 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     double copy_s = 0;
     if (fw == Framework::torchtitan) {
         const double unsharded = dense_params + expert_params;
-        copy_s = unsharded * (2.0 * 2.0 * L.e + L.e + grad_e) / L.hbm;
+        const double float8_saved = layers * layer_dense * (L.e - layer_e);  // bytes a gather copies less
+        copy_s = (2.0 * 2.0 * (unsharded * L.e - float8_saved) + unsharded * (L.e + grad_e)) / L.hbm;
     }
     return L.mbs * (fwd_exposed + bwd_exposed + copy_s);
 }
