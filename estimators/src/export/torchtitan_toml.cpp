@@ -69,6 +69,9 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
         w.header(mx ? "quantize.linear.mx" : "quantize.linear.float8");
         if (!mx) w.str("recipe_name", t.fp8 == Fp8Recipe::rowwise ? "rowwise" : "tensorwise");
         w.strings("filter_fqns", plan->fp8_filter_fqns);
+        // fsdp8gather: training.fp8_param_gather is torchao's float8 all-gather of FSDP's weights.
+        if (!mx && t.fp8 == Fp8Recipe::tensorwise && t.fp8_param_gather)
+            w.boolean("enable_fsdp_float8_all_gather", true, "gather the Float8Linear weights in float8");
     }
 
     w.header("parallelism");

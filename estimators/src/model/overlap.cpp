@@ -361,6 +361,19 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     const double lf = one.fwd.compute, lb = one.bwd.compute;
     const double ef = std::max(0.0, fwd_s - layers * lf), eb = std::max(0.0, bwd_s - layers * lb);
     const double emb_share = ends > 0 ? embed / ends : 0.5;
+    // fsdp8gather: torchao's tensorwise float8 with enable_fsdp_float8_all_gather
+    // (training.fp8_param_gather on torchtitan) casts each layer's Float8Linear weights to
+    // float8 before FSDP2's gather (torchao float8/fsdp_utils.py fsdp_pre_all_gather): 1 byte
+    // a weight; the embedding, the output layer (OLMo-core's modules_to_ignore {"w_out"},
+    // torchtitan's filter_fqns ["output"]), the norms and grouped expert weights stay 16-bit.
+    const double layer_e = fw == Framework::torchtitan && L.fp8 == Fp8Recipe::tensorwise &&
+                                   job.training.fp8_param_gather
+                               ? 1.0
+                               : L.e;
+    auto layer_gather = [&](double bytes_dense, double bytes_expert) {
+        return nccl_time(Collective::all_gather, bytes_dense * layer_dense, L.net_dp) +
+               nccl_time(Collective::all_gather, bytes_expert * layer_expert, L.net_edp);
+    };
 
     thread_local std::vector<double> comm, comp;
     const int n = layers + 2;
@@ -368,7 +381,7 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     comp.assign((size_t)n, 0.0);
     // Forward.
     comm[0] = gather(embed, 0, L.e), comp[0] = ef * emb_share;
-    for (int i = 1; i <= layers; ++i) comm[(size_t)i] = gather(layer_dense, layer_expert, L.e), comp[(size_t)i] = lf;
+    for (int i = 1; i <= layers; ++i) comm[(size_t)i] = layer_gather(layer_e, L.e), comp[(size_t)i] = lf;
     comm[(size_t)n - 1] = gather(out, 0, L.e), comp[(size_t)n - 1] = ef * (1 - emb_share);
     const int depth = std::max(0, job.parallel.fsdp_prefetch);
     const double fwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth);
@@ -383,12 +396,29 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
         const int unit = n - 1 - k;
         const double g = unit == 0 ? gather(embed, 0, L.e)
                          : unit == n - 1 ? gather(out, 0, L.e)
-                                         : gather(layer_dense, layer_expert, L.e);
+                                         : layer_gather(layer_e, L.e);
         comm[(size_t)k] = g + (k > 0 ? rs(unit + 1) : 0.0);
         comp[(size_t)k] = unit == 0 ? eb * emb_share : unit == n - 1 ? eb * (1 - emb_share) : lb;
     }
     const double bwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth) + rs(0);
-    return L.mbs * (fwd_exposed + bwd_exposed);
+    // fsdpcopy: FSDP2 (torch fully_shard: torchtitan's FSDP, and OLMo-core's, written as
+    // torchtitan) also copies what it moves, per micro-batch and on the compute stream's path.
+    // After each gather, foreach_all_gather_copy_out runs split_with_sizes_copy from the gather
+    // buffer into the unsharded parameters on the current stream (a read and a write of the
+    // unit, forward and backward). Before each reduce-scatter, foreach_reduce_scatter_copy_in
+    // runs _chunk_cat of the unit's 16-bit gradients into the reduce buffer in the reduce dtype
+    // (a 16-bit read, a grad_e write) on the reduce-scatter stream, and the current stream waits
+    // for it (current_stream.wait_stream(reduce_scatter_stream)) before the next unit's
+    // backward. Memory bound and serial with compute: exposed. (torch/distributed/
+    // _composable/fsdp/_fsdp_collectives.py.) FSDP1's flat parameter gathers in place, and
+    // ZeRO-3's buffers are its own: not counted here.
+    double copy_s = 0;
+    if (fw == Framework::torchtitan) {
+        const double unsharded = dense_params + expert_params;
+        const double float8_saved = layers * layer_dense * (L.e - layer_e);  // bytes a gather copies less
+        copy_s = (2.0 * 2.0 * (unsharded * L.e - float8_saved) + unsharded * (L.e + grad_e)) / L.hbm;
+    }
+    return L.mbs * (fwd_exposed + bwd_exposed + copy_s);
 }
 
 }  // namespace

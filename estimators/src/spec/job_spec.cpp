@@ -606,11 +606,17 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     }
 
     // oomnemo: FP8 primary weights are Transformer Engine's (Float8Tensor parameters).
+    // fsdp8gather: on torchtitan, torchao's tensorwise float8 gathers FSDP2's weights in float8
+    // (Float8LinearConfig.enable_fsdp_float8_all_gather).
+    const bool torchao_gather = job.training.framework == Framework::torchtitan && job.training.fp8 == Fp8Recipe::tensorwise;
     if (job.training.fp8_param_gather && job.training.fp8 != Fp8Recipe::delayed &&
-        job.training.fp8 != Fp8Recipe::current && job.training.fp8 != Fp8Recipe::mxfp8)
+        job.training.fp8 != Fp8Recipe::current && job.training.fp8 != Fp8Recipe::mxfp8 && !torchao_gather)
         add("training.fp8_param_gather", std::string("true with training.fp8 = \"") + to_string(job.training.fp8) +
-                                             "\"; FP8 primary weights are Transformer Engine's; allowed: fp8 = "
-                                             "\"delayed\", \"current\" or \"mxfp8\", or fp8_param_gather = false");
+                                             "\" on " + to_string(job.training.framework) +
+                                             "; FP8 parameter gathers are Transformer Engine's or, on torchtitan, "
+                                             "torchao's tensorwise float8 all-gather; allowed: fp8 = \"delayed\", "
+                                             "\"current\" or \"mxfp8\", fp8 = \"tensorwise\" with framework = "
+                                             "\"torchtitan\", or fp8_param_gather = false");
 
     // oom4: optimizer state precision. A master copy exists only under 16-bit mixed precision
     // (fp32 training updates its fp32 weights); the moments have no "none"; the bundled engine
