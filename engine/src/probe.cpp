@@ -31,7 +31,7 @@ namespace ptd::engine {
 ProbePlan probe_plan(const ProbeOptions& o) {
     ProbePlan p;
     if (o.quick) {
-        p.warmup = 1, p.repeats = 5;
+        p.warmup = 1, p.repeats = 5, p.pass_span_s = 1.0;
         p.message_bytes = {4 << 10, 256 << 10, 4 << 20};
     } else {
         // 4 KiB … 16 MiB, ×4: the latency end and the bandwidth end of the t = α + β·bytes fit.
@@ -354,7 +354,8 @@ struct Prober {
                                               (c.swiglu() ? 3.0 : 2.0) * (double)c.ffn_l()) +
                                  4.0 * c.micro_batch * (double)c.heads_l() * c.seq * c.seq * D;
             const double head = c.last ? 6 * R * h * (double)c.vocab_l() : 0;
-            expected_s += (plan.warmup + plan.repeats) * preset_seconds_for_flops(3 * layer * nl + head);
+            const double per = preset_seconds_for_flops(3 * layer * nl + head);  // one micro-batch
+            expected_s += plan.warmup * per + std::clamp(plan.pass_span_s, plan.repeats * per, 200 * per);
             emit_all();
             return;
         }
@@ -438,8 +439,8 @@ struct Prober {
             if (c.first)
                 timed(kept ? eb : scratch, 1, m.wte->g, [&] { embedding_backward(m, a, a.slot_tokens[(size_t)slot], d, comm); });
         };
-        // At least the plan's repeats and, for short passes, enough of them to span 1 s (at
-        // most 200): a median over many micro-batches, as a step's time is a sum over them, so
+        // At least the plan's repeats and, for short passes, enough of them to span
+        // plan.pass_span_s (at most 200): a mean over many micro-batches, as a step's time is a sum over them, so
         // that a moment of other load on the cores does not decide it (over 0.3 s, 9 repeats
         // of tiny TP2's passes, the median TP time of a layer's backward was 0.43–0.58 ms in
         // three calibrations and 7.9 ms in a fourth). Every rank runs as many
@@ -449,7 +450,7 @@ struct Prober {
         micro_batch(0, false);
         const double first_s = since(t0);
         // [repeats, head seconds, one layer's forward seconds], each the largest over the world.
-        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(1.0 / first_s) : 200.0, plan.repeats, 200),
+        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(plan.pass_span_s / first_s) : 200.0, plan.repeats, 200),
                           (float)head_wall, (float)fwd_wall};
         float* agreed = (float*)alloc(sizeof agree, "probe pass count");
         b.upload(agreed, agree, sizeof agree);

@@ -23,6 +23,11 @@ struct ProbeOptions {
 struct ProbePlan {
     int warmup = 2, repeats = 9;
     std::vector<int64_t> message_bytes;
+    // The engine's own passes: at least `repeats` micro-batches and, for short passes, enough
+    // to span this many seconds (at most 200). On shared cores a pass's TP calls scatter
+    // (interquartile range 1–2 × the median), and a mean over more micro-batches settles
+    // more: 4 s takes the cap of 200 of tiny-gpt-8rank's, where 1 s took 34–57.
+    double pass_span_s = 4.0;
 };
 ProbePlan probe_plan(const ProbeOptions& o);
 
