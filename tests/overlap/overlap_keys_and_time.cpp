@@ -377,19 +377,18 @@ TEST(FsdpReduceDtype, TorchtitanReduceScattersFp32GradientsPytorchFsdpBf16) {
     // parameters. In fp32 the reduce-scatter moves twice the bytes: 2 + 2 + 4 against
     // 2 + 2 + 2, 4/3 of the time less what does not grow with the bytes (NCCL's per-call
     // latency, 1.30 here).
-    ptd::JobSpec bf16 = titan;
-    bf16.parallel.grad_reduce_in_fp32 = false;
-    const double t32 = estimate_job(titan).stages[0].tail.grad_exposed_s;
-    const double t16 = estimate_job(bf16).stages[0].tail.grad_exposed_s;
+    // The job's exposed gradient time with fp32 and with 16-bit reduction.
+    auto exposed = [](ptd::JobSpec job, bool fp32) {
+        job.parallel.grad_reduce_in_fp32 = fp32;
+        return estimate_job(job).stages[0].tail.grad_exposed_s;
+    };
+    const double t32 = exposed(titan, true), t16 = exposed(titan, false);
     ASSERT_GT(t16, 0);
     EXPECT_GT(t32 / t16, 1.25);
     EXPECT_LT(t32 / t16, 4.0 / 3.0);
     // pytorch-fsdp written with fp32 reduction moves torchtitan's bytes (torchtitan adds
     // FSDP2's copies on top: FsdpCopies below).
-    ptd::JobSpec fsdp32 = fsdp;
-    fsdp32.parallel.grad_reduce_in_fp32 = true;
-    const double f32 = estimate_job(fsdp32).stages[0].tail.grad_exposed_s;
-    const double f16 = estimate_job(fsdp).stages[0].tail.grad_exposed_s;
+    const double f32 = exposed(fsdp, true), f16 = exposed(fsdp, false);
     ASSERT_GT(f16, 0);
     EXPECT_GT(f32 / f16, 1.25);
     EXPECT_LT(f32 / f16, 4.0 / 3.0);
