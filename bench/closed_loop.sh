@@ -23,6 +23,8 @@
 # run as a [[run]] table of assets/accuracy/closed_loop_residuals.toml's form to FILE (the
 # model's own error, which every CPU profile's interval carries: docs/estimators.md, "Error
 # bars"); PTD_CLOSED_LOOP_ID names the run there (default: the start time).
+# PTD_CLOSED_LOOP_ONLY=REGEX runs only the jobs whose name matches (bash =~), to look at a few
+# jobs' timelines without the whole matrix; leave it unset for a run that goes in the table.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$src/build/bin}
@@ -66,6 +68,7 @@ printf '%-26s %6s %12s %22s %12s %8s %s\n' job ranks predicted_s interval_s meas
 errors=()
 for row in "${matrix[@]}"; do
   IFS='|' read -r name job sets <<<"$row"
+  [[ -z ${PTD_CLOSED_LOOP_ONLY:-} || $name =~ $PTD_CLOSED_LOOP_ONLY ]] || continue
   args=()
   for s in $sets; do args+=(--set "$s"); done
   id=$(echo "$name" | tr -c 'A-Za-z0-9\n' '-')

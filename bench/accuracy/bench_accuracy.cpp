@@ -5,7 +5,7 @@
 // framework, GPU generation, size band, scale band, feature and, for MoE runs, MoE shape
 // (median |error| and median signed error), separately for the calibration and the checking runs.
 //
-//   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json]
+//   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json]
 //                  [--memory RUN] [--csv]
 //
 // --csv (lean) prints one comma-separated line per modelled run: its layout, shape, stack
@@ -19,7 +19,8 @@
 // --fit searches the time model's constants (gemm_eff_max, gemm_half_dim, flash_eff) that
 // minimise the mean squared log error over the calibration runs only (of the selected
 // generation, with --generation), and prints them; the fitted values are then written into
-// the estimator by hand. --json prints the same results as one JSON object (for docs/accuracy.md).
+// the estimator by hand. --fit-gemm-only fits gemm_eff_max alone, each generation's flash_eff
+// held where the estimator has it. --json prints the same results as one JSON object (for docs/accuracy.md).
 //
 // --residuals prints the error-bar table the estimators compile in
 // (assets/accuracy/published_residuals.toml: per GPU generation, the 10th / 90th percentiles of
@@ -117,7 +118,9 @@ double log_error_sq(const std::vector<Run>& runs) {
 // (at most ten per generation): gemm_eff_max and flash_eff by grid search, minimising the
 // mean squared log error of the step time. gemm_half_dim (the GEMM shape factor) is shared by
 // all generations and keeps its value. Generations without calibration runs keep the default.
-void fit(std::vector<Run>& runs) {
+// hold_flash (--fit-gemm-only) fits gemm_eff_max alone and keeps every generation's flash_eff as
+// the estimator has it: to price a change to the model without also moving the attention rate.
+void fit(std::vector<Run>& runs, bool hold_flash) {
     ptd::TimeModelConstants& c = ptd::time_model_constants();
     for (int g = 0; g < ptd::kGpuGenerationCount; ++g) {
         const ptd::GpuGeneration gen = (ptd::GpuGeneration)g;
@@ -130,20 +133,21 @@ void fit(std::vector<Run>& runs) {
         // pre-flash Megatron papers), so it keeps the default.
         int flash_runs = 0;
         for (const Run& r : mine) flash_runs += r.job.training.flash_attention ? 1 : 0;
-        const bool fit_flash = flash_runs >= 5;
+        const bool fit_flash = flash_runs >= 5 && !hold_flash;
+        const double held_flash = c.by_generation[g].flash_eff;  // 0: the default
         ptd::KernelEfficiency best = c.kernel(gen);
         double best_err = 1e30;
         for (double eff = 0.40; eff <= 0.951; eff += 0.01)
             for (double fl = 0.20; fl <= 0.801; fl += 0.05) {
                 if (!fit_flash && std::abs(fl - c.flash_eff) > 0.01) continue;
-                c.by_generation[g] = ptd::KernelEfficiency{eff, fit_flash ? fl : 0.0};
+                c.by_generation[g] = ptd::KernelEfficiency{eff, fit_flash ? fl : hold_flash ? held_flash : 0.0};
                 const double err = log_error_sq(mine);
                 if (err < best_err) best_err = err, best = c.by_generation[g];
             }
         c.by_generation[g] = best;
         std::printf("fit %-9s (%zu calibration runs, %d with flash): gemm_eff_max = %.2f, flash_eff = %.2f%s, rms log error %.3f\n",
                     ptd::to_string(gen), mine.size(), flash_runs, best.gemm_eff_max, c.kernel(gen).flash_eff,
-                    fit_flash ? "" : " (default, not fitted)", std::sqrt(best_err));
+                    fit_flash ? "" : hold_flash ? " (held)" : " (default, not fitted)", std::sqrt(best_err));
     }
     std::printf("\n");
 }
@@ -477,11 +481,12 @@ int check_residuals(const std::string& computed, const std::string& file) {
 
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_runs.toml";
-    bool do_fit = false, json = false, csv = false, residuals = false;
+    bool do_fit = false, fit_gemm_only = false, json = false, csv = false, residuals = false;
     std::string generation, memory_run, residuals_check;
-    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE]\n";
+    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--fit") == 0) do_fit = true;
+        else if (std::strcmp(argv[i], "--fit-gemm-only") == 0) do_fit = fit_gemm_only = true;
         else if (std::strcmp(argv[i], "--verbose") == 0) g_verbose = true;
         else if (std::strcmp(argv[i], "--json") == 0) json = true;
         else if (std::strcmp(argv[i], "--csv") == 0) csv = true;  // lean
@@ -522,7 +527,7 @@ int main(int argc, char** argv) {
         std::erase_if(runs, [&](const Run& r) { return r.generation != generation; });
     if (!memory_run.empty()) return print_memory_breakdown(runs, memory_run);
     const ptd::TimeModelConstants& c = ptd::time_model_constants();
-    if (do_fit) fit(runs);
+    if (do_fit) fit(runs, fit_gemm_only);
     predict_all(runs);
     if (json) {
         print_json(runs);
