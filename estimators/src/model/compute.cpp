@@ -31,6 +31,7 @@
 #include "model/estimate_internal.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ptd {
 
@@ -39,6 +40,29 @@ TimeModelConstants g_cal;
 }  // namespace
 
 TimeModelConstants& time_model_constants() { return g_cal; }
+
+double expected_slowest_of(int n) {
+    if (n <= 1) return 0.0;
+    // Φ⁻¹(q) by Acklam's rational approximation (relative error below 1.2e-9): the planner
+    // asks once per layout, so no iteration.
+    const double q = (n - 0.375) / (n + 0.25);
+    static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                   1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+    static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                   6.680131188771972e+01,  -1.328068155288572e+01};
+    static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                   -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+    static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                   3.754408661907416e+00};
+    if (q <= 0.97575) {  // central region (q ≥ 0.5 here: n ≥ 2)
+        const double u = q - 0.5, r = u * u;
+        return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * u /
+               (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+    }
+    const double u = std::sqrt(-2.0 * std::log(1.0 - q));
+    return -(((((c[0] * u + c[1]) * u + c[2]) * u + c[3]) * u + c[4]) * u + c[5]) /
+           ((((d[0] * u + d[1]) * u + d[2]) * u + d[3]) * u + 1.0);
+}
 
 // Each GEMM dimension d contributes d / (d + d0): under-filled tiles, wave quantisation and
 // memory-bound small shapes all bite on the smallest dimension.
@@ -171,6 +195,14 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
         const ModelSpec& m = job.model;
         L.eager_gpt_layer = m.norm == Norm::layernorm && m.activation == Activation::gelu &&
                             m.position == Position::learned && m.experts <= 1 && !m.mla();
+    }
+    // slowest: the step runs at the pace of the job's slowest GPU. The spread is one of clocks
+    // under the power limit, so it slows the tensor-core kernels (GEMMs, attention); memory-
+    // bound kernels and the links keep their rates. A CPU's figures come from its own profile.
+    if (gen != GpuGeneration::cpu) {
+        const double slowest = 1.0 + k.gpu_speed_spread * expected_slowest_of(L.t * L.p * L.dp * L.c);
+        L.gemm_eff_max /= slowest;
+        L.flash_eff /= slowest;
     }
 }
 

@@ -299,8 +299,9 @@ struct TimeModelConstants {
     // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
-    // Refitted 2026-11-29 by `bench_accuracy --fit` (docs/accuracy.md) after the runs took their
-    // stacks' defaults for what they do not state (stackdef: stack_defaults.h), before that after
+    // Refitted 2026-11-30 by `bench_accuracy --fit` (docs/accuracy.md) with the slowest-GPU pace
+    // (gpu_speed_spread below) and the causes of 2026-11-29/30; before that on 2026-11-29 after
+    // the runs took their stacks' defaults for what they do not state (stackdef), before that after
     // the unseen-run families (MegaScale, Nemotron-4 reports, MoE, torchtitan async TP, Blackwell
     // tables, 2019–22 papers) and their causes: volta on 1 V100 run (the Megatron-LM 2019 single-GPU baseline),
     // ampere on 10 A100 runs, hopper on 11 H100/H200 runs, blackwell on 8 B200/GB200 runs;
@@ -308,7 +309,7 @@ struct TimeModelConstants {
     // without calibration runs take uncalibrated_gemm_eff_max. Order: other, volta, ampere, ada,
     // hopper, blackwell, cdna3, cpu.
     KernelEfficiency by_generation[kGpuGenerationCount] = {
-        {}, {0.57, 0.0}, {0.78, 0.0}, {}, {0.66, 0.50}, {0.53, 0.45}, {}, {}};
+        {}, {0.57, 0.0}, {0.80, 0.0}, {}, {0.69, 0.60}, {0.55, 0.45}, {}, {}};
     // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
     // stacks, DeepSpeed) run FlashAttention-2 kernels, which on Hopper and later reach a
     // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where
@@ -352,8 +353,23 @@ struct TimeModelConstants {
     // (A100/H100/MI250/MI210, max 40%); NCCL's default 16–32 channels are one SM each, 12–24%
     // of an H100's 132. A documented figure, not fitted (docs/estimators.md).
     double overlap_slowdown = 0.19;
+    // slowest: GPUs of one model differ in the speed they sustain (manufacturing spread under
+    // the power limit), and a synchronous step runs at the pace of its slowest GPU: every GPU's
+    // work is on the critical path (TP collectives each layer, the pipeline's steady state, the
+    // DP reduction). The relative standard deviation of per-GPU speed; the expected slowest of
+    // n GPUs is then 1 + spread · expected_slowest_of(n) times slower than a typical one.
+    // Sinha et al., SC'22 (arXiv 2208.11035), "Not All GPUs Are Created Equal": 8% average
+    // performance variation (max 22%) between GPUs of one SKU on five clusters; PTD reads the 8%
+    // as the span of the non-outlier GPUs (±2.7σ between a box plot's whiskers for a normal
+    // spread), σ = 8% / 5.4 ≈ 1.5%. A documented figure, not fitted (docs/estimators.md).
+    double gpu_speed_spread = 0.015;
 };
 TimeModelConstants& time_model_constants();
+
+// slowest: the expected largest of n independent standard normal draws (Blom's approximation,
+// Φ⁻¹((n − 0.375) / (n + 0.25)); exact 0.5642 for n = 2 where this gives 0.5895, exact 1.4236 for n = 8 where 1.4342): how many
+// standard deviations the slowest of n GPUs lies beyond the typical one. 0 for n ≤ 1.
+double expected_slowest_of(int n);
 
 // Fraction of peak a GEMM (m × k)·(k × n) reaches: eff_max · Π d/(d + gemm_half_dim), with
 // eff_max the generation's gemm_eff_max (the default one when none is given).
