@@ -367,8 +367,9 @@ struct TimeModelConstants {
 TimeModelConstants& time_model_constants();
 
 // slowest: the expected largest of n independent standard normal draws (Blom's approximation,
-// Φ⁻¹((n − 0.375) / (n + 0.25)); exact 0.5642 for n = 2 where this gives 0.5895, exact 1.4236 for n = 8 where 1.4342): how many
-// standard deviations the slowest of n GPUs lies beyond the typical one. 0 for n ≤ 1.
+// Φ⁻¹((n − 0.375) / (n + 0.25)): 0.5895 for n = 2, exact 0.5642; 1.4342 for n = 8, exact
+// 1.4236): how many standard deviations the slowest of n GPUs lies beyond the typical one.
+// 0 for n ≤ 1.
 double expected_slowest_of(int n);
 
 // Fraction of peak a GEMM (m × k)·(k × n) reaches: eff_max · Π d/(d + gemm_half_dim), with
