@@ -97,6 +97,11 @@ inline std::string refusal(const ptd::Result<ptd::JobSpec>& job) {
     return job ? std::string() : job.error().str();
 }
 
+// The diagnostics of a job file's text that must be refused, loaded as file `name`.
+inline std::string refusal_of_text(const std::string& text, const std::string& name) {
+    return refusal(ptd::load_job_text(text, name, presets()));
+}
+
 // Expects `job` refused with a message that contains `message` and is located in `file`.
 inline void expect_refused(const ptd::Result<ptd::JobSpec>& job, const std::string& message, const std::string& file) {
     ASSERT_FALSE(job.has_value()) << message;

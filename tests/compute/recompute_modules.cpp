@@ -194,10 +194,7 @@ TEST(RecomputeModules, HardwareFlopsAddTheModulesGemms) {
 
 // ---- refusals ----
 
-std::string load_error_of(const std::string& text) {
-    auto job = load_job_text(text, "recmod.toml", ptd_test::presets());
-    return job ? std::string() : job.error().str();
-}
+std::string load_error_of(const std::string& text) { return ptd_test::refusal_of_text(text, "recmod.toml"); }
 
 TEST(RecomputeModules, BadWordsAndCombinationsAreRefusedWithTheirLine) {
     // The [parallel] table's recompute_modules line is line 29 of mini_v3's text.

@@ -44,13 +44,14 @@ TEST(SlowestGpu, ExpectedSlowestOfIsBlomsOrderStatistic) {
     EXPECT_NEAR(expected_slowest_of(8192), 3.787, 0.001);
 }
 
-// A job of `model` on nodes × 8 GPUs of `gpu`, TP tp and PP pp, batch 8 micro-batches a node.
+// A job of `model` on nodes × 8 GPUs of `gpu`, TP tp and PP pp, 8 sequences a node per step.
 JobSpec job_of(const std::string& model, const std::string& gpu, int nodes, int tp, int pp) {
-    return ptd_test::job_from_text("[model]\npreset = \"" + model + "\"\n[cluster]\ngpu = \"" + gpu +
-                                       "\"\nnodes = " + std::to_string(nodes) + "\ngpus_per_node = 8\n[parallel]\ntp = " +
-                                       std::to_string(tp) + "\npp = " + std::to_string(pp) +
-                                       "\n[training]\nglobal_batch = " + std::to_string(8 * nodes) + "\nmicro_batch = 1\n",
-                                   "slowest.toml");
+    return ptd_test::job_from_text(ptd_test::job_text(
+        {.preset = model,
+         .nodes = nodes,
+         .gpu = gpu,
+         .parallel = "tp = " + std::to_string(tp) + "\npp = " + std::to_string(pp) + "\n",
+         .training = "global_batch = " + std::to_string(8 * nodes) + "\nmicro_batch = 1\n"}));
 }
 
 est::LayoutDerived layout_of(int t, int p, int dp, int c) {
