@@ -38,6 +38,13 @@ else
   work=$(mktemp -d /tmp/ptd-closed-loop-XXXXXX)
   trap 'rm -rf "$work"' EXIT
 fi
+if [ -n "${PTD_CLOSED_LOOP_ONLY:-}" ]; then
+  rc=0; [[ "" =~ $PTD_CLOSED_LOOP_ONLY ]] || rc=$?
+  if [ "$rc" -eq 2 ]; then
+    echo "closed_loop: error: PTD_CLOSED_LOOP_ONLY='$PTD_CLOSED_LOOP_ONLY' is not an extended regular expression (bash =~)" >&2
+    exit 2
+  fi
+fi
 conditions() { echo "$1: $(nproc) cores, nice $(nice), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"; }
 conditions start
 started_at=$(date -u +%FT%TZ)
@@ -69,6 +76,7 @@ errors=()
 for row in "${matrix[@]}"; do
   IFS='|' read -r name job sets <<<"$row"
   [[ -z ${PTD_CLOSED_LOOP_ONLY:-} || $name =~ $PTD_CLOSED_LOOP_ONLY ]] || continue
+  ran_any=1
   args=()
   for s in $sets; do args+=(--set "$s"); done
   id=$(echo "$name" | tr -c 'A-Za-z0-9\n' '-')
@@ -90,6 +98,10 @@ for row in "${matrix[@]}"; do
   errors+=("$(awk -v p="$pred" -v m="$measured" 'BEGIN { e = (p - m) / m * 100; print (e < 0 ? -e : e) }')")
   toml_jobs+=("$(printf '  { name = "%s", ranks = %d, predicted_s = %.6g, measured_s = %.6g },' "$name" "$ranks" "$pred" "$measured")")
 done
+if [ -z "${ran_any:-}" ]; then
+  echo "closed_loop: error: PTD_CLOSED_LOOP_ONLY='$PTD_CLOSED_LOOP_ONLY' matches no job of the matrix" >&2
+  exit 2
+fi
 [ ${#errors[@]} -gt 0 ] && printf 'median |error| over %d jobs: %.1f%% (target ≤ 15%%)\n' "${#errors[@]}" "$(printf '%s\n' "${errors[@]}" | median)"
 conditions end
 if [ -n "${PTD_CLOSED_LOOP_TOML:-}" ] && [ ${#toml_jobs[@]} -gt 0 ]; then
