@@ -200,7 +200,7 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // under the power limit, so it slows the tensor-core kernels (GEMMs, attention); memory-
     // bound kernels and the links keep their rates. A CPU's figures come from its own profile.
     if (gen != GpuGeneration::cpu) {
-        const double slowest = 1.0 + k.gpu_speed_spread * expected_slowest_of(L.t * L.p * L.dp * L.c);
+        const double slowest = 1.0 + k.gpu_speed_spread * expected_slowest_of(L.world());
         L.gemm_eff_max /= slowest;
         L.flash_eff /= slowest;
     }

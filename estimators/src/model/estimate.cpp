@@ -232,7 +232,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     const HostLinkDefaults host = host_link_defaults(cl);
     L.pcie = std::max(host.pcie_gbps, 1e-3) * 1e9;
     L.cpu_adam_params_per_s = cpu_adam_params_per_s(cl);  // bits: per host CPU (cluster preset)
-    L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.t * L.p * L.dp * L.c));
+    L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.world()));
     L.host_capacity_bytes = host.host_memory_gib * kGiB;
     L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
     // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
@@ -952,7 +952,7 @@ LayoutScore evaluate_layout(const EstimateContext& ctx, const LayoutChoice& ch, 
                                        : std::numeric_limits<double>::infinity();
     }
 
-    const int world = L.t * L.p * L.dp * L.c;
+    const int world = L.world();
     const double tokens = (double)job.training.global_batch * m.seq_len;
     const FlopsEstimate fl = flops_per_token(  // recmod: Megatron's recompute_modules
         m, ch.recompute, job.parallel.recompute_style == RecomputeStyle::megatron ? job.parallel.recompute_modules : kRecomputeCoreAttn,

@@ -57,6 +57,7 @@ struct LayoutDerived {
     double share_cores = 0, share_measured = 0, share_ranks_per_stage = 0;
     const char* act_dtype;
     int t, p, v, c, ep, dp, b, mbs;      // mbs = micro-batches per replica per step
+    int world() const { return t * p * dp * c; }  // GPUs of the layout (ep lies inside dp)
     double s_local;                      // sequence per rank (s / cp)
     double tokens;                       // b · s_local
     double e;                            // activation bytes per element
