@@ -24,7 +24,8 @@
 # model's own error, which every CPU profile's interval carries: docs/estimators.md, "Error
 # bars"); PTD_CLOSED_LOOP_ID names the run there (default: the start time).
 # PTD_CLOSED_LOOP_ONLY=REGEX runs only the jobs whose name matches (bash =~), to look at a few
-# jobs' timelines without the whole matrix; leave it unset for a run that goes in the table.
+# jobs' timelines without the whole matrix (one that is not a regex, or matches no job, exits 2);
+# leave it unset for a run that goes in the table.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$src/build/bin}
