@@ -138,3 +138,26 @@ TEST(Presets, GenericNetworkIsMarkedAndPresetNetworksAreNot) {
     ASSERT_TRUE(described) << described.error().str();
     EXPECT_FALSE(described->origin.network_generic);
 }
+
+// The cpu device has no NICs of a GPU node: one machine is loopback and nothing else; hosts are
+// named as hosts sharing a link per host, never "NICs per node" with rails or "a NIC per GPU".
+TEST(Presets, CpuDeviceNetworkIsDescribedAsHostsNotGpuNics) {
+    const ptd::PresetCatalog& p = ptd::embedded_presets();
+    auto cpu_job = [&](int nodes, int per_node) {
+        return ptd::load_job_text("[model]\npreset = \"tiny-gpt\"\n[cluster]\nnodes = " + std::to_string(nodes) +
+                                      "\ngpus_per_node = " + std::to_string(per_node) +
+                                      "\ngpu = \"cpu\"\n[parallel]\ntp = 2\n[training]\nmicro_batch = 1\nglobal_batch = 8\n",
+                                  "job.toml", p);
+    };
+    auto one = cpu_job(1, 8);
+    ASSERT_TRUE(one) << one.error().str();
+    EXPECT_EQ(ptd::describe_network(*one), "one machine, ranks exchange tensors over loopback at 10 GB/s (no NICs)");
+    EXPECT_EQ(one->origin.network_source, "");
+    auto two = cpu_job(2, 4);
+    ASSERT_TRUE(two) << two.error().str();
+    const std::string net = ptd::describe_network(*two);
+    EXPECT_NE(net.find("2 hosts over TCP"), std::string::npos) << net;
+    EXPECT_EQ(net.find("NIC"), std::string::npos) << net;
+    EXPECT_EQ(net.find("rail"), std::string::npos) << net;
+    EXPECT_EQ(two->origin.network_source.find("NIC per GPU"), std::string::npos) << two->origin.network_source;
+}

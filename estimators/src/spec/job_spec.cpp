@@ -188,6 +188,13 @@ std::string describe_network(const JobSpec& job) {
         std::snprintf(buf, sizeof buf, "one machine, ranks exchange tensors over loopback at %g GB/s (no NICs)", link);
         return buf;
     }
+    if (c.gpu.link == GpuLink::loopback) {
+        // Hosts of the cpu device: no GPU NICs or rails to name, one link per host that its
+        // ranks share (inter_gbps is each rank's share of it).
+        std::snprintf(buf, sizeof buf, "%d hosts over TCP at %g GB/s per rank (%g GB/s per host), loopback %g GB/s inside a host",
+                      c.nodes, c.inter_gbps, c.inter_gbps * std::max(c.gpus_per_node, 1), link);
+        return buf;
+    }
     const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
     std::snprintf(buf, sizeof buf, "%d × %.0f Gb/s NICs per node%s, %s %g GB/s%s", nics,
                   c.inter_gbps * 8.0 * c.gpus_per_node / std::max(nics, 1), c.rail_optimized ? " (rail-optimised)" : "",

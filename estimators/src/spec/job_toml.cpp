@@ -457,6 +457,11 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
         // bits: the host CPU of the same node (a named preset's was set with its other host keys).
         c.cpu_adam_params_per_s = net->cpu_adam_params_per_s;
         c.host_op_us = net->host_op_us;  // hostov
+    } else if (c.gpu.link == GpuLink::loopback) {
+        // The cpu device has no NICs of its own to describe: on one machine the ranks share
+        // loopback (describe_network says so, and nothing more is to be said); across hosts
+        // each host's link is the one inter_gbps names, not a NIC per "GPU".
+        job.origin.network_source = c.nodes > 1 ? "the cpu device: each host's link at inter_gbps" : "";
     } else {
         job.origin.network_source = "one NIC per GPU at inter_gbps (no cluster preset for this GPU)";
     }
@@ -473,10 +478,14 @@ static void read_cluster_network(TomlContext& ctx, TableReader& r, JobSpec& job,
         ctx.error(r.where("inter_gbps"), "cluster.inter_gbps",
                   "both inter_gbps (GB/s per GPU) and nic_gbps (Gb/s per NIC) give the network bandwidth; "
                   "allowed: one of them (inter_gbps = nics_per_node · nic_gbps / 8 / gpus_per_node)");
-    if (nics_given || nic_given || net) job.origin.network_source += nics_given || nic_given ? ", with the file's NIC keys" : "";
+    auto add_source = [&](const char* what) {
+        std::string& src = job.origin.network_source;
+        src += src.empty() ? std::string(what).substr(2) : std::string(what);
+    };
+    if (nics_given || nic_given) add_source(", with the file's NIC keys");
     job.origin.network_generic = !net && !nics_given && !nic_given && !job.origin.inter_given;
     if (!job.origin.inter_given) c.inter_gbps = (c.nics_per_node > 0 ? c.nics_per_node : gpn) * nic_gbps / 8.0 / gpn;
-    else job.origin.network_source += ", inter_gbps from the file";
+    else add_source(", inter_gbps from the file");
 }
 
 static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, const PresetCatalog& presets) {
