@@ -72,6 +72,10 @@ ClusterProfile synthetic_profile() {
     pass.kind = "layer", pass.name = "layer.fwd", pass.dtype = "f32", pass.shape = {2, 64, 64, 2, 2, 128, 2, 2, 1};
     pass.median_s = 2e-4, pass.spread = 0.1, pass.repeats = 40;
     p.samples.push_back(pass);
+    ProfileSample burst = pass;  // dpwait: a step-long burst and the DP group it waits for
+    burst.name = "step.compute.dp_max", burst.group = "dp", burst.group_size = 2, burst.micro_batches = 4;
+    burst.median_s = 3e-3, burst.mean_s = 3.2e-3, burst.repeats = 8;
+    p.samples.push_back(burst);
     ptd::fit_profile(p);
     return p;
 }
@@ -120,6 +124,9 @@ TEST(ClusterProfile, RoundTripKeepsEveryFigureAndSample) {
         EXPECT_EQ(back->samples[i].shape, p.samples[i].shape);
         EXPECT_DOUBLE_EQ(back->samples[i].median_s, p.samples[i].median_s);
         EXPECT_DOUBLE_EQ(back->samples[i].bytes, p.samples[i].bytes);
+        EXPECT_EQ(back->samples[i].group, p.samples[i].group);
+        EXPECT_EQ(back->samples[i].group_size, p.samples[i].group_size);
+        EXPECT_EQ(back->samples[i].micro_batches, p.samples[i].micro_batches);
     }
     EXPECT_DOUBLE_EQ(back->gemm_tflops, p.gemm_tflops);
     ASSERT_EQ(back->collectives.size(), 1u);
@@ -169,6 +176,10 @@ TEST(ClusterProfile, BadProfilesAreRefusedWithFileLineAndField) {
          line_of(good, "shape = [128, 96, 64], flops"), "[M, N, K]"},
         {"short layer shape", with(good, "shape = [2, 64, 64, 2, 2, 128, 2, 2, 1]", "shape = [2, 64, 64]"), "shape",
          line_of(good, "shape = [2, 64, 64, 2, 2, 128, 2, 2, 1]"), "nine positive integers"},
+        {"step burst without its length", with(good, ", micro_batches = 4", ""), "micro_batches", line_of(good, "micro_batches = 4"),
+         "step burst"},
+        {"step burst of one member", with(good, "group_size = 2, micro_batches", "group_size = 1, micro_batches"), "group_size",
+         line_of(good, "micro_batches = 4"), "got 1"},
         {"host out of range", with(good, sample_line, "{ host = 7, rank = 4, kind = \"gemm\""), "host", line_of(good, sample_line),
          "got 7"},
         {"unknown key", with(good, "gemm_tflops =", "gemm_tflop ="), "fit.gemm_tflop", line_of(good, "gemm_tflops ="), "did you mean"},

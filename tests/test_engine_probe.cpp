@@ -89,6 +89,7 @@ void probe_eight_rank_job(const std::string& backend) {
         std::map<std::string, std::set<std::string>> comm;  // group → ops
         std::map<std::string, std::set<std::string>> in_step;  // group → ops probed between compute bursts
         std::set<std::string> elementwise, passes;
+        double own_step = 0, slowest_step = 0;  // the step bursts' medians (dpwait)
         for (size_t i = 2; i + 1 < probes.size(); ++i) {
             const auto& p = probes[i];
             // Collectives between compute bursts (probe comm_in_step) repeat at least 10 times;
@@ -120,6 +121,12 @@ void probe_eight_rank_job(const std::string& backend) {
                 passes.insert(p.name);
                 // B, T, h, heads, kv heads, ffn (local at tp 2), tp, SP on, no recompute.
                 EXPECT_EQ(p.shape, (std::vector<long long>{2, 64, 64, 2, 2, 128, 2, 2, 1})) << p.name;
+                if (p.name.starts_with("step.compute")) {  // dpwait: a step's micro-batches (4), the DP pair
+                    EXPECT_EQ(p.group, "dp") << p.name;
+                    EXPECT_EQ(p.group_size, 2) << p.name;
+                    EXPECT_EQ(p.micro_batches, 4) << p.name;
+                    (p.name == "step.compute" ? own_step : slowest_step) = p.median_s;
+                }
             } else {
                 elementwise.insert(p.name);
             }
@@ -134,6 +141,9 @@ void probe_eight_rank_job(const std::string& backend) {
                 EXPECT_EQ(passes.count(pass) == 1, first_stage) << pass << ", rank " << rank;
             for (const char* pass : {"head.fwd_bwd", "head.fwd_bwd.tp"})
                 EXPECT_EQ(passes.count(pass) == 1, !first_stage) << pass << ", rank " << rank;
+            // Every rank's bursts, and the group's slowest burst no faster than its own.
+            EXPECT_GT(own_step, 0) << "rank " << rank;
+            EXPECT_GE(slowest_step, own_step) << "rank " << rank;
         } else {
             EXPECT_TRUE(passes.empty()) << "rank " << rank;
         }

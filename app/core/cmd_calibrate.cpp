@@ -312,7 +312,7 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
             s.flops = p.flops, s.bytes = p.bytes, s.group = p.group;
             s.group_size = p.group_size, s.nodes = p.nodes, s.members_per_node = p.members_per_node;
             s.median_s = p.median_s, s.spread = p.spread, s.repeats = p.repeats;
-            s.mean_s = p.mean_s, s.between_s = p.between_s;
+            s.mean_s = p.mean_s, s.between_s = p.between_s, s.micro_batches = p.micro_batches;
             prof.samples.push_back(s);
         }
     prof.seconds = wall;

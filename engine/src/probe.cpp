@@ -357,6 +357,7 @@ struct Prober {
             const double per = preset_seconds_for_flops(3 * layer * nl + head);  // one micro-batch
             expected_s += plan.warmup * per + std::clamp(plan.pass_span_s, plan.repeats * per, 200 * per);
             emit_all();
+            step_bursts([](int, bool) {}, 0, per, shape);
             return;
         }
         Backend& b = be();
@@ -459,11 +460,77 @@ struct Prober {
         b.release(agreed);
         const float repeats = agree[0];
         if (stages_in_step && agree[2] > 0) filler = (int)std::lround(agree[1] / agree[2]);
+        const auto loop0 = clock_type::now();
         for (int i = 1; i < plan.warmup + (int)repeats; ++i) micro_batch(i, i >= plan.warmup);
+        const double micro_batch_s = since(loop0) / std::max(1, plan.warmup + (int)repeats - 1);
+        step_bursts(micro_batch, plan.warmup + (int)repeats, micro_batch_s, shape);
         free_activations(b, a);
         free_model(m);
         b.release(stage_out);
         emit_all();
+    }
+
+    // dpwait: a step ends at its data-parallel collective, which starts when the group's
+    // slowest member gets there. Each rank's compute between two of them (one step's
+    // micro-batches) varies from step to step — other work on its cores, the scheduler — so
+    // the collective waits, on average, E[max over the group] − E[own] beyond its transfer:
+    // a wait no back-to-back collective probe shows (every member is already in the call).
+    // Measured as it happens: `rounds` bursts of the step's micro-batches through the
+    // engine's own passes, every rank starting each burst together (a world barrier, as the
+    // previous step's collective leaves them); each rank times its own burst, and one
+    // all-reduce (max) over the DP group — untimed — gives the group's slowest. Emitted as
+    // "step.compute" (own) and "step.compute.dp_max" (the slowest, the same on every member),
+    // with the burst's micro-batch count and the group's size: the estimator takes the wait
+    // from their means (profile_times.cpp). A step longer than kBurstCap runs bursts of fewer
+    // micro-batches (at least one). Every rank runs the same bursts (agreed over the world):
+    // TP peers' collectives and the stages' barriers pair up inside them.
+    template <class MicroBatch>
+    void step_bursts(MicroBatch&& micro_batch, int next, double micro_batch_s, const std::vector<int64_t>& shape) {
+        Communicator* dp = r.groups.dp.get();
+        if (!dp || dp->size() <= 1) return;
+        constexpr double kBurstCap = 2.0;       // seconds of one burst at most
+        constexpr int kMinRounds = 8, kMaxRounds = 30;
+        const EngineConfig& c = r.cfg;
+        auto emit_both = [&](int mbs, const SampleStats& own, const SampleStats& slowest) {
+            nlohmann::json j = {{"kind", "layer"}, {"dtype", dtype_name(c.act)}, {"shape", shape},
+                                {"group", "dp"}, {"group_size", dp->size()}, {"micro_batches", mbs}};
+            j["name"] = "step.compute";
+            emit(j, own);
+            j["name"] = "step.compute.dp_max";
+            emit(j, slowest);
+        };
+        const int steps_mbs = std::max(1, c.grad_accum);
+        if (dry) {
+            const int mbs = std::clamp((int)std::floor(kBurstCap / std::max(micro_batch_s, 1e-9)), 1, steps_mbs);
+            const double burst = mbs * micro_batch_s;
+            expected_s += burst * std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), kMinRounds, kMaxRounds);
+            emit_both(mbs, SampleStats{.repeats = kMinRounds}, SampleStats{.repeats = kMinRounds});
+            return;
+        }
+        Backend& b = be();
+        // The micro-batch's seconds agreed over the world (the largest), then the burst and rounds from it.
+        float agree = (float)micro_batch_s;
+        float* buf = (float*)alloc(sizeof(float), "probe step burst");
+        b.upload(buf, &agree, sizeof agree);
+        r.groups.world->all_reduce(buf, 1, DType::f32, ReduceOp::max);
+        b.download(&agree, buf, sizeof agree);
+        const int mbs = std::clamp((int)std::floor(kBurstCap / std::max((double)agree, 1e-9)), 1, steps_mbs);
+        const double burst = mbs * (double)agree;
+        const int rounds = (int)std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), kMinRounds, kMaxRounds);
+        std::vector<double> own, slowest;
+        for (int k = 0; k < rounds; ++k) {
+            r.groups.world->barrier();
+            const auto t0 = clock_type::now();
+            for (int i = 0; i < mbs; ++i) micro_batch(next++, false);
+            const float t = (float)since(t0);
+            b.upload(buf, &t, sizeof t);
+            dp->all_reduce(buf, 1, DType::f32, ReduceOp::max);
+            float g = 0;
+            b.download(&g, buf, sizeof g);
+            own.push_back(t), slowest.push_back(g);
+        }
+        b.release(buf);
+        emit_both(mbs, sample_stats(std::move(own)), sample_stats(std::move(slowest)));
     }
 
     // Members per node and nodes of a group (the group shape the estimator's collective

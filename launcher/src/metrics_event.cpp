@@ -259,6 +259,11 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
         r.integer("peer_node", p.peer_node, true);
         r.integer("peer_rank", p.peer_rank, true);
     }
+    if (p.kind == "layer") {  // dpwait: the step-long bursts name their group and length
+        r.string("group", p.group);
+        r.integer("group_size", p.group_size, false, 2);
+        r.integer("micro_batches", p.micro_batches, false, 1);
+    }
     if (p.kind == "comm") {
         r.string("group", p.group, true);
         r.integer("group_size", p.group_size, true, 2);

@@ -53,6 +53,12 @@ void add_gemms_at_one_gflops(ClusterProfile& p) {
     }
 }
 
+// `p` without its step-long bursts (the dpwait probe).
+ClusterProfile without_bursts(ClusterProfile p) {
+    std::erase_if(p.samples, [](const ProfileSample& s) { return s.name.starts_with("step.compute"); });
+    return p;
+}
+
 // tiny-gpt-8rank: TP 2 (SP) · PP 2 · DP 2, 4 layers (2 per stage), 4 micro-batches, GPT
 // blocks. Per micro-batch and layer the engine makes 2 all-gathers and 2 reduce-scatters
 // forward (model.cpp layer_forward: norm → gather, attention → reduce; norm → gather, MLP →
@@ -138,6 +144,56 @@ TEST(EngineProfileTime, InStepSamplesAddTheWaitForPeers) {
     }
     const Estimate e = estimate_job(job, &p);
     EXPECT_NEAR(e.stages[0].tp_s, 18 * 5e-3, 1e-12);  // every stage-0 call is at or above `act`
+}
+
+// dpwait: the step's data-parallel collective waits for the group's slowest member. Two
+// ranks' step-long bursts: rank 0 took 20 ms of its own, rank 1 22 ms, the group's slowest
+// 25 ms on both: waits 5 and 3 ms, their median 4 ms, over a 21 ms burst. tiny-gpt-8rank as
+// DP 2 (tp 1, pp 1) computes nothing in this profile but its DP and world collectives (1 ms
+// each, flat): a step of no compute waits nothing. With 1 GFLOP/s GEMMs the step computes
+// C seconds and waits 4 ms · √(C / 21 ms); a DP 4 layout of the same profile waits
+// expected_slowest_of(4) / expected_slowest_of(2) times as long at the same step; a
+// gradient reduction the profile timed inside real steps (the step probe, --from-run)
+// holds its wait already and gets none added.
+TEST(EngineProfileTime, DataParallelCallWaitsForTheSlowestMembersStep) {
+    JobSpec job = load_asset("tiny-gpt-8rank.toml");
+    job.cluster.gpus_per_node = 2, job.parallel.tp = 1, job.parallel.pp = 1, job.parallel.dp = 2;
+    job.parallel.sequence_parallel = false;
+    ClusterProfile p = flat_profile("dp", 2, 1e-3);
+    p.hosts[0].cores = 8;  // a core per rank: the step's compute is the blocks' sum
+    for (double bytes : {16.0, 1e9}) p.samples.push_back(comm(0, "all_reduce", "world", 2, bytes, 1e-3));
+    auto burst = [&](int rank, const char* name, double seconds) {
+        ProfileSample s;
+        s.host = 0, s.rank = rank, s.kind = "layer", s.name = name, s.dtype = "f32", s.shape = {2, 64, 64, 4, 4, 256, 1, 1, 1};
+        s.group = "dp", s.group_size = 2, s.micro_batches = 4, s.median_s = s.mean_s = seconds, s.repeats = 8;
+        p.samples.push_back(s);
+    };
+    const Estimate none = estimate_job(job, &p);
+    burst(0, "step.compute", 20e-3), burst(0, "step.compute.dp_max", 25e-3);
+    burst(1, "step.compute", 22e-3), burst(1, "step.compute.dp_max", 25e-3);
+    EXPECT_NEAR(estimate_job(job, &p).time.dp_comm, none.time.dp_comm, 1e-12);  // no compute: no wait
+    add_gemms_at_one_gflops(p);
+    ClusterProfile q = without_bursts(p);
+    const Estimate without = estimate_job(job, &q);
+    const Estimate e = estimate_job(job, &p);
+    const double C = e.time.compute;  // one stage: the step's compute
+    ASSERT_GT(C, 0);
+    EXPECT_NEAR(e.time.dp_comm - without.time.dp_comm, 4e-3 * std::sqrt(C / 21e-3), 1e-9);
+
+    JobSpec dp4 = job;
+    dp4.cluster.gpus_per_node = 4, dp4.parallel.dp = 4, dp4.training.global_batch = 32;  // the same step per rank
+    ClusterProfile p4 = p, q4 = without_bursts(p);
+    const double w4 = estimate_job(dp4, &p4).time.dp_comm - estimate_job(dp4, &q4).time.dp_comm;
+    EXPECT_NEAR(w4 / (e.time.dp_comm - without.time.dp_comm), expected_slowest_of(4) / expected_slowest_of(2), 1e-6);
+
+    // The gradient reduction (ZeRO-1: a reduce-scatter of the stage's f32 gradients) timed
+    // inside real steps.
+    const double grads = e.stages[0].params_count * 4.0;
+    ProfileSample in_step = comm(0, "reduce_scatter", "dp", 2, grads, 1e-3);
+    in_step.between_s = 1e-3;
+    ClusterProfile timed = p, timed_without = without_bursts(p);
+    timed.samples.push_back(in_step), timed_without.samples.push_back(in_step);
+    EXPECT_NEAR(estimate_job(job, &timed).time.dp_comm, estimate_job(job, &timed_without).time.dp_comm, 1e-12);
 }
 
 // The interval: every op at its ranks' 10th and 90th percentile. Two ranks 1 ms and 3 ms:

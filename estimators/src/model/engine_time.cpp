@@ -312,7 +312,7 @@ ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, b
     return c;
 }
 
-StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params) {
+StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params, double step_compute_s) {
     const ProfileTimes& pt = times_of(L);
     const bool dev = !L.profile_times;
     const EngineShape s = engine_shape(L);
@@ -344,7 +344,11 @@ StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params) {
     if (L.p > 1 && L.m->tied_embeddings && (first || last)) grad += coll("all_reduce", "embedding", 2, s.Vl * s.h * 4);
     // The flat f32 gradient buffer over the data-parallel group.
     const double flat = params;
-    if (L.dp > 1) grad += coll(L.optimizer_sharded ? "reduce_scatter" : "all_reduce", "dp", L.dp, flat * 4);
+    const char* grad_op = L.optimizer_sharded ? "reduce_scatter" : "all_reduce";
+    if (L.dp > 1) grad += coll(grad_op, "dp", L.dp, flat * 4);
+    // dpwait: and it starts when the group's slowest member gets there (profile_times.h
+    // dp_wait) — unless the profile timed that call inside real steps, wait included.
+    if (L.dp > 1 && !dev && !pt.timed_in_step(grad_op, "dp", L.dp, flat * 4)) grad += pt.dp_wait(L.dp, step_compute_s);
     // Loss and Σg² in one f64 all-reduce over the world.
     const int world = L.t * L.p * L.dp;
     grad += coll("all_reduce", "world", world, 16);

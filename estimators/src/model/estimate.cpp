@@ -654,11 +654,12 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
         S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
-        tails[(size_t)i] = L.profile_times || L.engine_device ? engine_stage_tail(L, i, dense_params)
-                                           : stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
+        const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
+        tails[(size_t)i] = L.profile_times || L.engine_device
+                               ? engine_stage_tail(L, i, dense_params, L.mbs * (S.fwd + S.bwd + S.recompute + S.tp))
+                               : stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
         stage_host[(size_t)i] = S.sm.mem.host;
 
-        const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
         if (t_mb > x.t_mb_max) {
             x.t_mb_max = t_mb;
             x.fwd = S.fwd, x.bwd = S.bwd, x.recompute = S.recompute;

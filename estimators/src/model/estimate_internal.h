@@ -377,7 +377,9 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
 
 // ---- engine_time.cpp: the bundled engine op by op with a cluster profile --------------------
 ChunkTime engine_block_time(const LayoutDerived& L, double layers, bool first, bool last);
-StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params);
+// step_compute_s: the stage's compute of one step on one rank (the micro-batches' blocks),
+// what the data-parallel wait scales with (dpwait).
+StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params, double step_compute_s);
 
 // ---- memory.cpp -----------------------------------------------------------------------------
 double engine_buffers_bytes(const std::vector<EngineBuffer>& list);

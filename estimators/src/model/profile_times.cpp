@@ -2,6 +2,7 @@
 #include "profile_times.h"
 
 #include "ptd/common/sample_stats.h"
+#include "ptd/model/estimate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +68,8 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     std::map<std::tuple<std::string, std::string, double, bool>, std::pair<int, std::vector<double>>> comm;
     std::vector<double> host_op;
     std::map<std::tuple<std::string, std::string, std::vector<int>>, std::vector<double>> passes;
+    std::map<int, double> burst_own, burst_slowest;  // dpwait: rank → mean seconds
+    int burst_group = 0;
     bool shared_cores = false;
     for (const ProfileHost& h : p.hosts) shared_cores |= h.cores > 0 && h.ranks > h.cores && h.gpu.empty();
     for (const ProfileSample& s : p.samples) {
@@ -83,6 +86,10 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
             if (s.bytes > 0) bw[s.name].push_back(s.bytes / per_call);
         } else if (s.kind == "host_op") {
             host_op.push_back(per_call);
+        } else if (s.kind == "layer" && s.name.starts_with("step.compute")) {
+            // dpwait: means, not the q-shifted call — the wait is a difference of two means.
+            (s.name == "step.compute" ? burst_own : burst_slowest)[s.rank] = s.mean_s > 0 ? s.mean_s : s.median_s;
+            burst_group = s.group_size;
         } else if (s.kind == "layer") {
             passes[{s.name, s.dtype, s.shape}].push_back(per_call);
         } else if (s.kind == "comm") {
@@ -108,6 +115,17 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
     t.host_op_s = quantile(host_op, q);
     for (auto& [key, v] : passes) t.passes[key] = quantile(v, q);
+    {  // dpwait: per rank slowest − own, then the median over the ranks
+        std::vector<double> own, wait;
+        for (const auto& [rank, o] : burst_own)
+            if (auto it = burst_slowest.find(rank); it != burst_slowest.end())
+                own.push_back(o), wait.push_back(std::max(0.0, it->second - o));
+        if (!own.empty() && burst_group > 1) {
+            t.dp_wait_group = burst_group;
+            t.dp_wait_burst_s = quantile(own, 0.5);
+            t.dp_wait_s = quantile(wait, 0.5);
+        }
+    }
     // One host only: with several, which stages share which cores depends on the placement.
     if (p.hosts.size() == 1 && shared_cores) {
         t.shared_cores = p.hosts[0].cores;
@@ -157,37 +175,67 @@ double ProfileTimes::bytes_s(const std::string& name, double bytes) const {
     return bytes / it->second;
 }
 
-double ProfileTimes::collective_s(const std::string& op, const std::string& group, int n, double bytes) const {
-    if (n <= 1) return 0;
-    // The group as probed, if it had these n members; else a probed group of n members (the
-    // tied-embedding pair, a layout the planner tries); else the probed group of the op
-    // nearest in size, its time scaled by the bus-bandwidth factors (more members move more
-    // bytes per rank: all-reduce 2(n−1)/n, ...).
+double ProfileTimes::dp_wait(int n, double step_compute_s) const {
+    if (n <= 1 || dp_wait_group <= 1 || dp_wait_s <= 0 || dp_wait_burst_s <= 0 || step_compute_s <= 0) return 0;
+    return dp_wait_s * expected_slowest_of(n) / expected_slowest_of(dp_wait_group) *
+           std::sqrt(step_compute_s / dp_wait_burst_s);
+}
+
+namespace {
+
+// The curve a collective takes: the group as probed, if it had these n members; else a
+// probed group of n members (the tied-embedding pair, a layout the planner tries); else the
+// probed group of the op nearest in size, its time scaled (`scale`) by the bus-bandwidth
+// factors (more members move more bytes per rank: all-reduce 2(n−1)/n, ...). Null when the
+// op was never probed.
+const ProfileTimes::Curve* curve_for(const std::map<std::pair<std::string, std::string>, ProfileTimes::Curve>& comm,
+                                     const std::string& op, const std::string& group, int n, double& scale) {
     auto it = comm.find({op, group});
     if (it != comm.end() && it->second.group_size != n) it = comm.end();
     if (it == comm.end())
         for (auto j = comm.begin(); j != comm.end(); ++j)
             if (j->first.first == op && j->second.group_size == n && (it == comm.end() || j->first.second == "world")) it = j;
-    double scale = 1;
+    scale = 1;
     if (it == comm.end()) {
         for (auto j = comm.begin(); j != comm.end(); ++j)
             if (j->first.first == op && (it == comm.end() || std::abs(j->second.group_size - n) < std::abs(it->second.group_size - n)))
                 it = j;
-        if (it == comm.end()) return -1;
+        if (it == comm.end()) return nullptr;
         const double f = collective_bus_factor(op, it->second.group_size);
         scale = f > 0 ? collective_bus_factor(op, n) / f : 1;
     }
-    const Curve& c = it->second;
-    // An in-step sample speaks for messages near its size (within 4×): the wait it holds
-    // belongs to that call in that step; far from it the back-to-back curve stands.
-    auto at = c.in_step.end();
-    for (auto j = c.in_step.begin(); j != c.in_step.end(); ++j)
-        if (j->first <= 4 * bytes && bytes <= 4 * j->first &&
-            (at == c.in_step.end() || std::abs(std::log(j->first / bytes)) < std::abs(std::log(at->first / bytes))))
-            at = j;
-    if (at == c.in_step.end()) return c.points.empty() ? -1 : scale * curve_at(c.points, bytes);
-    const double growth = c.points.empty() ? 0.0 : curve_at(c.points, bytes) - curve_at(c.points, at->first);
+    return &it->second;
+}
+
+// An in-step sample speaks for messages near its size (within 4×): the wait it holds
+// belongs to that call in that step; far from it the back-to-back curve stands. The
+// nearest such sample, or null.
+const std::pair<double, double>* in_step_near(const ProfileTimes::Curve& c, double bytes) {
+    const std::pair<double, double>* at = nullptr;
+    for (const auto& j : c.in_step)
+        if (j.first <= 4 * bytes && bytes <= 4 * j.first &&
+            (!at || std::abs(std::log(j.first / bytes)) < std::abs(std::log(at->first / bytes))))
+            at = &j;
+    return at;
+}
+
+}  // namespace
+
+double ProfileTimes::collective_s(const std::string& op, const std::string& group, int n, double bytes) const {
+    if (n <= 1) return 0;
+    double scale = 1;
+    const Curve* c = curve_for(comm, op, group, n, scale);
+    if (!c) return -1;
+    const std::pair<double, double>* at = in_step_near(*c, bytes);
+    if (!at) return c->points.empty() ? -1 : scale * curve_at(c->points, bytes);
+    const double growth = c->points.empty() ? 0.0 : curve_at(c->points, bytes) - curve_at(c->points, at->first);
     return scale * std::max(0.0, at->second + growth);
+}
+
+bool ProfileTimes::timed_in_step(const std::string& op, const std::string& group, int n, double bytes) const {
+    double scale = 1;
+    const Curve* c = n > 1 ? curve_for(comm, op, group, n, scale) : nullptr;
+    return c && in_step_near(*c, bytes);
 }
 
 }  // namespace ptd::est

@@ -45,6 +45,12 @@ struct ProfileTimes {
     // The engine's own passes timed in the step's order (the `layer` probe: layer.fwd,
     // layer.bwd and their .tp, embedding.fwd / .bwd, head.fwd_bwd), by (name, dtype, shape).
     std::map<std::tuple<std::string, std::string, std::vector<int>>, double> passes;
+    // dpwait: the step-long bursts (the `layer` probe's step.compute and step.compute.dp_max,
+    // probe.cpp step_bursts): the DP group's size they ran in, one burst's own seconds and
+    // the wait beyond it for the group's slowest member — each the median over the ranks of
+    // the rank's means (own; slowest − own). 0 where the profile has none (dp 1, or older).
+    int dp_wait_group = 0;
+    double dp_wait_burst_s = 0, dp_wait_s = 0;
 
     // Seconds of a GEMM (or "attention.fwd"/"attention.bwd") named as the probe names it
     // ("qkv.fwd", "mlp_down.wgrad", ...), M×N×K, in `dtype`.
@@ -65,9 +71,19 @@ struct ProfileTimes {
     // back-to-back curve's change from that size to `bytes`: the wait for peers to get a
     // core, then the bytes. Negative when the profile has nothing for the op at all.
     double collective_s(const std::string& op, const std::string& group, int n, double bytes) const;
+    // Whether collective_s(op, group, n, bytes) comes from a call timed inside a step or
+    // between compute bursts (so it holds the wait for the group's peers already).
+    bool timed_in_step(const std::string& op, const std::string& group, int n, double bytes) const;
     // Seconds of the engine's pass `name` in `dtype` at `shape` (the probe's [B, T, h, heads,
     // kv heads, ffn, tp, sp + 1, recompute + 1]); negative when it was not timed at that shape.
     double pass_s(const std::string& name, const std::string& dtype, const std::vector<int>& shape) const;
+    // dpwait: seconds a step's data-parallel collective waits for the slowest of `n` members
+    // when each computes `step_compute_s` between two of them. The measured wait, scaled to
+    // the group by how far the slowest of n normal draws lies beyond the typical one
+    // (expected_slowest_of(n) over that of the probed group) and to the step's length by
+    // √(step / burst): the spread of a sum of independent stretches grows with the root of
+    // its length. 0 without the probe, for n ≤ 1, or a step of no compute.
+    double dp_wait(int n, double step_compute_s) const;
 };
 
 // `rank_quantile` q: 0.5 for the estimate — each probe's mean call, the median over the

@@ -115,6 +115,9 @@ std::string sample_line(const ProfileSample& s) {
     if (!s.dtype.empty()) l += ", dtype = " + toml_quote(s.dtype);
     if (s.kind == "gemm" || s.kind == "attention") l += ", shape = " + ints_text(s.shape) + ", flops = " + toml_double(s.flops);
     if (s.kind == "layer") l += ", shape = " + ints_text(s.shape);
+    if (s.kind == "layer" && s.group_size > 0)  // dpwait: a step-long burst and the group it waits for
+        l += ", group = " + toml_quote(s.group) + ", group_size = " + std::to_string(s.group_size) +
+             ", micro_batches = " + std::to_string(s.micro_batches);
     if (s.bytes > 0) l += ", bytes = " + toml_double(s.bytes);
     if (s.kind == "comm")
         l += ", group = " + toml_quote(s.group) + ", group_size = " + std::to_string(s.group_size) +
@@ -243,6 +246,12 @@ void read_sample(TableReader& r, ProfileSample& s, int hosts) {
     if (s.kind == "layer") {
         r.require("shape", "a layer sample's [B, T, h, heads, kv heads, ffn, tp, sp + 1, recompute + 1]");
         r.read_int_array("shape", s.shape, 1, 1 << 30);
+        if (r.has("group_size") || r.has("group") || r.has("micro_batches")) {  // dpwait: step.compute*
+            for (const char* k : {"group", "group_size", "micro_batches"}) r.require(k, "a step burst sample has it");
+            r.read_string("group", s.group);
+            r.read_int("group_size", s.group_size, 2, 1 << 24);
+            r.read_int("micro_batches", s.micro_batches, 1, 1 << 24);
+        }
     }
     if (s.kind == "comm") {
         for (const char* k : {"group", "group_size", "nodes", "members_per_node", "bytes"}) r.require(k, "a collective sample has it");

@@ -44,9 +44,10 @@ struct ProbeRecord {
     double between_s = 0;             // comm: compute each rank ran before each call; 0 = back to back
     int repeats = 0;
     double tflops = 0, gbps = 0, algbw_gbps = 0, busbw_gbps = 0, bus_factor = 0;
-    // comm: the group kind and shape
+    // comm: the group kind and shape; layer step.compute*: the group the burst waits for (dp)
     std::string group;
     int group_size = 0, nodes = 0, members_per_node = 0;
+    int micro_batches = 0;       // layer step.compute*: micro-batches in each timed burst
     // host
     std::string hostname, cpu_model, blas_core, backend, device, precision, engine_version;  // device: the host line's "gpu"
     int node = -1, local_rank = -1, cores = 0, threads = 0;

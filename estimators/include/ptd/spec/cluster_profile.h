@@ -47,11 +47,12 @@ struct ProfileSample {
     std::string dtype;         // gemm, elementwise
     std::vector<int> shape;    // gemm: M, N, K; attention: B, H, T, D; layer: B, T, h, heads, kv heads, ffn, tp, sp + 1, recompute + 1
     double flops = 0, bytes = 0;
-    std::string group;         // comm: tp, pp, dp, world
+    std::string group;         // comm: tp, pp, dp, world; layer step.compute*: dp
     int group_size = 0, nodes = 0, members_per_node = 0;
     double median_s = 0, spread = 0;
     double mean_s = 0;         // 0 = not recorded (a profile from before it was); the time model then takes the median
     double between_s = 0;      // comm: compute each rank ran before each call (probe comm_in_step); 0 = back to back
+    int micro_batches = 0;     // layer step.compute*: micro-batches in each timed burst (probe step_bursts)
     int repeats = 0;
 };
 
