@@ -488,8 +488,9 @@ struct Prober {
     void step_bursts(MicroBatch&& micro_batch, int next, double micro_batch_s, const std::vector<int64_t>& shape) {
         Communicator* dp = r.groups.dp.get();
         if (!dp || dp->size() <= 1) return;
-        constexpr double kBurstCap = 2.0;       // seconds of one burst at most
-        constexpr int kMinRounds = 8, kMaxRounds = 30;
+        constexpr double kBurstCap = 2.0;  // seconds of one burst at most
+        constexpr int kMaxRounds = 30;
+        const int min_rounds = plan.repeats;  // 9, --quick 5
         const EngineConfig& c = r.cfg;
         auto emit_both = [&](int mbs, const SampleStats& own, const SampleStats& slowest) {
             nlohmann::json j = {{"kind", "layer"}, {"dtype", dtype_name(c.act)}, {"shape", shape},
@@ -503,8 +504,8 @@ struct Prober {
         if (dry) {
             const int mbs = std::clamp((int)std::floor(kBurstCap / std::max(micro_batch_s, 1e-9)), 1, steps_mbs);
             const double burst = mbs * micro_batch_s;
-            expected_s += burst * std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), kMinRounds, kMaxRounds);
-            emit_both(mbs, SampleStats{.repeats = kMinRounds}, SampleStats{.repeats = kMinRounds});
+            expected_s += burst * std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), min_rounds, kMaxRounds);
+            emit_both(mbs, SampleStats{.repeats = min_rounds}, SampleStats{.repeats = min_rounds});
             return;
         }
         Backend& b = be();
@@ -516,7 +517,7 @@ struct Prober {
         b.download(&agree, buf, sizeof agree);
         const int mbs = std::clamp((int)std::floor(kBurstCap / std::max((double)agree, 1e-9)), 1, steps_mbs);
         const double burst = mbs * (double)agree;
-        const int rounds = (int)std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), kMinRounds, kMaxRounds);
+        const int rounds = (int)std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), min_rounds, kMaxRounds);
         std::vector<double> own, slowest;
         for (int k = 0; k < rounds; ++k) {
             r.groups.world->barrier();
