@@ -110,6 +110,10 @@ std::string probe_figure(const ProbeRecord& p) {
         else
             std::snprintf(buf, sizeof buf, "%s %s×%d %s: %.3g ms, bus %.3g GB/s", p.name.c_str(), p.group.c_str(), p.group_size,
                           bytes_text(p.bytes).c_str(), p.median_s * 1e3, p.busbw_gbps);
+    else if (p.kind == "layer" && p.group_size > 1)  // dpwait: a step-long burst, own or the group's slowest
+        std::snprintf(buf, sizeof buf, "%s %s (%d micro-batch%s, %s×%d): %.3g ms, mean %.3g ms", p.name.c_str(), p.dtype.c_str(),
+                      p.micro_batches, p.micro_batches == 1 ? "" : "es", p.group.c_str(), p.group_size, p.median_s * 1e3,
+                      p.mean_s * 1e3);
     else if (p.kind == "layer")  // the engine's own pass, in the step's order; per layer for layer.*
         std::snprintf(buf, sizeof buf, "%s %s: %.3g ms", p.name.c_str(), p.dtype.c_str(), p.median_s * 1e3);
     else if (p.kind == "host_op")

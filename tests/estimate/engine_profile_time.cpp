@@ -5,6 +5,7 @@
 // interval from the ranks' spread, ranks sharing a host's cores faster while others wait, and a
 // framework other than the engine left on its preset;
 // without a profile, on a GPU, the same op list timed from the GPU preset (the device model).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -171,6 +172,9 @@ TEST(EngineProfileTime, DataParallelCallWaitsForTheSlowestMembersStep) {
     const Estimate none = estimate_job(job, &p);
     burst(0, "step.compute", 20e-3), burst(0, "step.compute.dp_max", 25e-3);
     burst(1, "step.compute", 22e-3), burst(1, "step.compute.dp_max", 25e-3);
+    const std::vector<std::string> figures = profile_figures(p);  // what `ptd estimate --profile` lists
+    EXPECT_NE(std::find(figures.begin(), figures.end(), "a step's wait for the slowest of dp×2: 4 ms after a 21 ms burst of its micro-batches"),
+              figures.end());
     EXPECT_NEAR(estimate_job(job, &p).time.dp_comm, none.time.dp_comm, 1e-12);  // no compute: no wait
     add_gemms_at_one_gflops(p);
     ClusterProfile q = without_bursts(p);

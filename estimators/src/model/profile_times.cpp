@@ -68,8 +68,6 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     std::map<std::tuple<std::string, std::string, double, bool>, std::pair<int, std::vector<double>>> comm;
     std::vector<double> host_op;
     std::map<std::tuple<std::string, std::string, std::vector<int>>, std::vector<double>> passes;
-    std::map<int, double> burst_own, burst_slowest;  // dpwait: rank → mean seconds
-    int burst_group = 0;
     bool shared_cores = false;
     for (const ProfileHost& h : p.hosts) shared_cores |= h.cores > 0 && h.ranks > h.cores && h.gpu.empty();
     for (const ProfileSample& s : p.samples) {
@@ -86,11 +84,7 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
             if (s.bytes > 0) bw[s.name].push_back(s.bytes / per_call);
         } else if (s.kind == "host_op") {
             host_op.push_back(per_call);
-        } else if (s.kind == "layer" && s.name.starts_with("step.compute")) {
-            // dpwait: means, not the q-shifted call — the wait is a difference of two means.
-            (s.name == "step.compute" ? burst_own : burst_slowest)[s.rank] = s.mean_s > 0 ? s.mean_s : s.median_s;
-            burst_group = s.group_size;
-        } else if (s.kind == "layer") {
+        } else if (s.kind == "layer" && !s.name.starts_with("step.compute")) {  // the bursts: dp_wait_figure below
             passes[{s.name, s.dtype, s.shape}].push_back(per_call);
         } else if (s.kind == "comm") {
             auto& c = comm[{s.name, s.group, s.bytes, s.between_s > 0}];
@@ -115,17 +109,8 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     for (auto& [key, c] : t.comm) std::sort(c.points.begin(), c.points.end()), std::sort(c.in_step.begin(), c.in_step.end());
     t.host_op_s = quantile(host_op, q);
     for (auto& [key, v] : passes) t.passes[key] = quantile(v, q);
-    {  // dpwait: per rank slowest − own, then the median over the ranks
-        std::vector<double> own, wait;
-        for (const auto& [rank, o] : burst_own)
-            if (auto it = burst_slowest.find(rank); it != burst_slowest.end())
-                own.push_back(o), wait.push_back(std::max(0.0, it->second - o));
-        if (!own.empty() && burst_group > 1) {
-            t.dp_wait_group = burst_group;
-            t.dp_wait_burst_s = quantile(own, 0.5);
-            t.dp_wait_s = quantile(wait, 0.5);
-        }
-    }
+    const DpWaitFigure w = dp_wait_figure(p);
+    t.dp_wait_group = w.group, t.dp_wait_burst_s = w.burst_s, t.dp_wait_s = w.wait_s;
     // One host only: with several, which stages share which cores depends on the placement.
     if (p.hosts.size() == 1 && shared_cores) {
         t.shared_cores = p.hosts[0].cores;

@@ -45,10 +45,9 @@ struct ProfileTimes {
     // The engine's own passes timed in the step's order (the `layer` probe: layer.fwd,
     // layer.bwd and their .tp, embedding.fwd / .bwd, head.fwd_bwd), by (name, dtype, shape).
     std::map<std::tuple<std::string, std::string, std::vector<int>>, double> passes;
-    // dpwait: the step-long bursts (the `layer` probe's step.compute and step.compute.dp_max,
-    // probe.cpp step_bursts): the DP group's size they ran in, one burst's own seconds and
-    // the wait beyond it for the group's slowest member — each the median over the ranks of
-    // the rank's means (own; slowest − own). 0 where the profile has none (dp 1, or older).
+    // dpwait: the step-long bursts' figures (cluster_profile.h dp_wait_figure): the DP group's
+    // size, one burst's own seconds, the wait beyond it for the group's slowest member; 0
+    // where the profile has none.
     int dp_wait_group = 0;
     double dp_wait_burst_s = 0, dp_wait_s = 0;
 

@@ -12,6 +12,7 @@
 
 #include "job_toml_internal.h"
 #include "ptd/common/outliers.h"
+#include "ptd/common/sample_stats.h"
 #include "ptd/spec/job_spec.h"
 
 namespace ptd {
@@ -417,6 +418,23 @@ std::string profile_note(const JobProfile& jp) {
     return "profile: " + jp.path + " (measured " + p.measured_at + " on " + hosts + (p.quick ? ", --quick" : "") + ")";
 }
 
+DpWaitFigure dp_wait_figure(const ClusterProfile& p) {
+    std::map<int, double> own, slowest;  // rank → mean seconds
+    int group = 0;
+    for (const ProfileSample& s : p.samples) {
+        if (s.kind != "layer" || !s.name.starts_with("step.compute") || s.median_s <= 0) continue;
+        (s.name == "step.compute" ? own : slowest)[s.rank] = s.mean_s > 0 ? s.mean_s : s.median_s;
+        group = s.group_size;
+    }
+    std::vector<double> bursts, waits;
+    for (const auto& [rank, o] : own)
+        if (auto it = slowest.find(rank); it != slowest.end()) bursts.push_back(o), waits.push_back(std::max(0.0, it->second - o));
+    DpWaitFigure f;
+    if (bursts.empty() || group <= 1) return f;
+    f.group = group, f.burst_s = quantile(bursts, 0.5), f.wait_s = quantile(waits, 0.5);
+    return f;
+}
+
 std::vector<std::string> profile_figures(const ClusterProfile& p) {
     char buf[256];
     std::vector<std::string> lines;
@@ -430,6 +448,11 @@ std::vector<std::string> profile_figures(const ClusterProfile& p) {
     for (const CollectiveFigure& c : p.collectives) {
         std::snprintf(buf, sizeof buf, "%s over %s (%d ranks, %d node%s): latency %.3g µs, bus bandwidth %.3g GB/s", c.op.c_str(),
                       c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps);
+        lines.push_back(buf);
+    }
+    if (const DpWaitFigure w = dp_wait_figure(p); w.group > 1) {
+        std::snprintf(buf, sizeof buf, "a step's wait for the slowest of dp×%d: %.3g ms after a %.3g ms burst of its micro-batches",
+                      w.group, w.wait_s * 1e3, w.burst_s * 1e3);
         lines.push_back(buf);
     }
     return lines;

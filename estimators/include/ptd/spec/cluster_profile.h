@@ -103,6 +103,16 @@ struct ClusterProfile {
 // group, shape); a negative intercept is refitted through the origin.
 void fit_profile(ClusterProfile& p);
 
+// dpwait: what the step-long bursts (samples step.compute / step.compute.dp_max, probe.cpp
+// step_bursts) measured: the DP group's size, one burst's own seconds and the wait beyond it
+// for the group's slowest member — each the median over the ranks of the rank's means (own;
+// slowest − own, at least 0). group 0 where the profile has none (dp 1, or an older profile).
+struct DpWaitFigure {
+    int group = 0;
+    double burst_s = 0, wait_s = 0;
+};
+DpWaitFigure dp_wait_figure(const ClusterProfile& p);
+
 // The profile as its TOML file.
 std::string profile_toml(const ClusterProfile& p);
 
