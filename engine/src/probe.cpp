@@ -500,12 +500,20 @@ struct Prober {
             j["name"] = "step.compute.dp_max";
             emit(j, slowest);
         };
-        const int steps_mbs = std::max(1, c.grad_accum);
+        // A burst's micro-batches (the step's, fewer past kBurstCap) and the rounds that fill
+        // twice the passes' span, from one micro-batch's seconds.
+        struct Bursts {
+            int micro_batches, rounds;
+        };
+        auto bursts_for = [&](double mb_s) {
+            const int mbs = std::clamp((int)std::floor(kBurstCap / std::max(mb_s, 1e-9)), 1, std::max(1, c.grad_accum));
+            const double burst = mbs * mb_s;
+            return Bursts{mbs, (int)std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), min_rounds, kMaxRounds)};
+        };
         if (dry) {
-            const int mbs = std::clamp((int)std::floor(kBurstCap / std::max(micro_batch_s, 1e-9)), 1, steps_mbs);
-            const double burst = mbs * micro_batch_s;
-            expected_s += burst * std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), min_rounds, kMaxRounds);
-            emit_both(mbs, SampleStats{.repeats = min_rounds}, SampleStats{.repeats = min_rounds});
+            const Bursts bursts = bursts_for(micro_batch_s);
+            expected_s += bursts.rounds * bursts.micro_batches * micro_batch_s;
+            emit_both(bursts.micro_batches, SampleStats{.repeats = min_rounds}, SampleStats{.repeats = min_rounds});
             return;
         }
         Backend& b = be();
@@ -515,14 +523,12 @@ struct Prober {
         b.upload(buf, &agree, sizeof agree);
         r.groups.world->all_reduce(buf, 1, DType::f32, ReduceOp::max);
         b.download(&agree, buf, sizeof agree);
-        const int mbs = std::clamp((int)std::floor(kBurstCap / std::max((double)agree, 1e-9)), 1, steps_mbs);
-        const double burst = mbs * (double)agree;
-        const int rounds = (int)std::clamp<double>(std::ceil(2 * plan.pass_span_s / std::max(burst, 1e-9)), min_rounds, kMaxRounds);
+        const Bursts bursts = bursts_for(agree);
         std::vector<double> own, slowest;
-        for (int k = 0; k < rounds; ++k) {
+        for (int k = 0; k < bursts.rounds; ++k) {
             r.groups.world->barrier();
             const auto t0 = clock_type::now();
-            for (int i = 0; i < mbs; ++i) micro_batch(next++, false);
+            for (int i = 0; i < bursts.micro_batches; ++i) micro_batch(next++, false);
             const float t = (float)since(t0);
             b.upload(buf, &t, sizeof t);
             dp->all_reduce(buf, 1, DType::f32, ReduceOp::max);
@@ -531,7 +537,7 @@ struct Prober {
             own.push_back(t), slowest.push_back(g);
         }
         b.release(buf);
-        emit_both(mbs, sample_stats(std::move(own)), sample_stats(std::move(slowest)));
+        emit_both(bursts.micro_batches, sample_stats(std::move(own)), sample_stats(std::move(slowest)));
     }
 
     // Members per node and nodes of a group (the group shape the estimator's collective
