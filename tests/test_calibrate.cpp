@@ -283,6 +283,11 @@ TEST(Calibrate, EightRankJobWritesAProfile) {
     auto p = ptd::load_profile(prof);
     ASSERT_TRUE(p) << p.error().str();
     ASSERT_EQ(p->hosts.size(), 1u);
+    // dpwait: the step bursts of the DP pair, fitted and said.
+    const ptd::DpWaitFigure wait = ptd::dp_wait_figure(*p);
+    EXPECT_EQ(wait.group, 2);
+    EXPECT_GT(wait.burst_s, 0);
+    EXPECT_NE(r.out.find("fitted: a step's wait for the slowest of dp×2: "), std::string::npos) << r.out;
     if (p->hosts[0].cores < 8) {
         // 8 ranks on fewer cores: the step probe trains 6 steps and refines the profile from
         // steps 2–6 (the first warms up).

@@ -381,6 +381,7 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
         std::fprintf(out, "fitted: %s %s×%d (%d node%s): latency %.3g µs, bus %.3g GB/s (largest residual %.0f%%)\n", c.op.c_str(),
                      c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps,
                      c.max_residual * 100);
+    if (const DpWaitFigure w = dp_wait_figure(prof); w.group > 1) std::fprintf(out, "fitted: %s\n", describe_dp_wait(w).c_str());  // dpwait
     std::fprintf(out, "wrote %s (%zu samples from %zu rank(s) on %zu host(s)) in %.1f s\n", path.c_str(), prof.samples.size(), world,
                  host_count, wall);
     return kExitOk;

@@ -435,6 +435,13 @@ DpWaitFigure dp_wait_figure(const ClusterProfile& p) {
     return f;
 }
 
+std::string describe_dp_wait(const DpWaitFigure& w) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "a step's wait for the slowest of dp×%d: %.3g ms after a %.3g ms burst of its micro-batches", w.group,
+                  w.wait_s * 1e3, w.burst_s * 1e3);
+    return buf;
+}
+
 std::vector<std::string> profile_figures(const ClusterProfile& p) {
     char buf[256];
     std::vector<std::string> lines;
@@ -450,11 +457,7 @@ std::vector<std::string> profile_figures(const ClusterProfile& p) {
                       c.group.c_str(), c.group_size, c.nodes, c.nodes == 1 ? "" : "s", c.latency_s * 1e6, c.busbw_gbps);
         lines.push_back(buf);
     }
-    if (const DpWaitFigure w = dp_wait_figure(p); w.group > 1) {
-        std::snprintf(buf, sizeof buf, "a step's wait for the slowest of dp×%d: %.3g ms after a %.3g ms burst of its micro-batches",
-                      w.group, w.wait_s * 1e3, w.burst_s * 1e3);
-        lines.push_back(buf);
-    }
+    if (const DpWaitFigure w = dp_wait_figure(p); w.group > 1) lines.push_back(describe_dp_wait(w));
     return lines;
 }
 
