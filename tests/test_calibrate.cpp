@@ -178,6 +178,8 @@ TEST(ClusterProfile, BadProfilesAreRefusedWithFileLineAndField) {
          line_of(good, "shape = [2, 64, 64, 2, 2, 128, 2, 2, 1]"), "nine positive integers"},
         {"step burst without its length", with(good, ", micro_batches = 4", ""), "micro_batches", line_of(good, "micro_batches = 4"),
          "step burst"},
+        {"step burst of another group", with(good, "group = \"dp\", group_size = 2", "group = \"tp\", group_size = 2"), "group",
+         line_of(good, "micro_batches = 4"), "tp"},
         {"step burst of one member", with(good, "group_size = 2, micro_batches", "group_size = 1, micro_batches"), "group_size",
          line_of(good, "micro_batches = 4"), "got 1"},
         {"host out of range", with(good, sample_line, "{ host = 7, rank = 4, kind = \"gemm\""), "host", line_of(good, sample_line),

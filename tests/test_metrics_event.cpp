@@ -328,6 +328,9 @@ const std::string kProbeGemm =
     R"({"dtype":"f32","event":"probe","flops":1572864.0,"kind":"gemm","median_s":1.5013e-05,"name":"qkv.fwd","rank":7,"repeats":9,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","shape":[128,96,64],"spread":0.023379737560780694,"tflops":0.10476680210484247,"time":1795933830.839801})";
 const std::string kProbeComm =
     R"({"algbw_gbps":0.012327843590484446,"bus_factor":1.0,"busbw_gbps":0.012327843590484446,"bytes":4096,"event":"probe","group":"tp","group_size":2,"kind":"comm","median_s":0.000332256,"members_per_node":2,"name":"all_reduce","nodes":1,"rank":7,"repeats":9,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","spread":0.7462589087932195,"time":1795933831.7638538})";
+// dpwait: a step-long burst of a DP pair (probe.cpp step_bursts), as the engine writes it.
+const std::string kProbeBurst =
+    R"({"dtype":"f32","event":"probe","group":"dp","group_size":2,"kind":"layer","mean_s":0.0265,"median_s":0.0269,"micro_batches":4,"name":"step.compute.dp_max","rank":7,"repeats":30,"run_id":"20261130-095301-6306","schema":"ptd.metrics/1","shape":[2,64,64,4,4,256,1,1,1],"spread":0.07,"time":1796036000.5})";
 const std::string kProbeDone =
     R"({"event":"probe","kind":"done","probes":91,"rank":7,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","seconds":9.749631644,"time":1795933840.5891109})";
 
@@ -366,6 +369,11 @@ TEST(MetricsEvent, ProbeLinesEveryKind) {
     EXPECT_EQ(comm.group_size, 2);
     EXPECT_EQ(comm.members_per_node, 2);
     EXPECT_DOUBLE_EQ(comm.bytes, 4096);
+    const auto burst = probe_of(kProbeBurst);
+    EXPECT_EQ(burst.name, "step.compute.dp_max");
+    EXPECT_EQ(burst.group, "dp");
+    EXPECT_EQ(burst.group_size, 2);
+    EXPECT_EQ(burst.micro_batches, 4);
     const auto done = probe_of(kProbeDone);
     EXPECT_EQ(done.probes, 91);
     EXPECT_DOUBLE_EQ(done.seconds, 9.749631644);
@@ -387,6 +395,9 @@ TEST(MetricsEvent, ProbeFieldsAreChecked) {
         {replace(kProbeComm, R"("group_size":2)", R"("group_size":1)"), R"(field "group_size" is 1, expected an integer in 2..)"},
         {replace(kProbeComm, R"("group":"tp",)", ""), R"(field "group" is missing, expected a string)"},
         {replace(kProbeComm, R"("bytes":4096,)", ""), R"(field "bytes" is missing, expected a number)"},
+        {replace(kProbeBurst, R"("micro_batches":4,)", ""), R"(field "micro_batches" is missing, expected an integer in 1..)"},
+        {replace(kProbeBurst, R"("group":"dp")", R"("group":"tp")"), R"(field "group" is "tp", expected "dp" (a step burst's group))"},
+        {replace(kProbeBurst, R"("group_size":2)", R"("group_size":1)"), R"(field "group_size" is 1, expected an integer in 2..)"},
         {replace(kProbeHost, R"("hostname":"vm",)", ""), R"(field "hostname" is missing)"},
         {replace(kProbeHost, R"("gpu":null)", R"("gpu":3)"), R"(field "gpu" is 3, expected a string)"},
         {replace(kProbePlan, R"("expected_s":0.28688461824,)", ""), R"(field "expected_s" is missing)"},

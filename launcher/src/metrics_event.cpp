@@ -259,10 +259,13 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
         r.integer("peer_node", p.peer_node, true);
         r.integer("peer_rank", p.peer_rank, true);
     }
-    if (p.kind == "layer") {  // dpwait: the step-long bursts name their group and length
-        r.string("group", p.group);
-        r.integer("group_size", p.group_size, false, 2);
-        r.integer("micro_batches", p.micro_batches, false, 1);
+    if (p.kind == "layer" && (r.find("group", false, "") || r.find("group_size", false, "") ||
+                              r.find("micro_batches", false, ""))) {
+        // dpwait: a step-long burst names its group (dp), the group's size and its length, all three.
+        r.string("group", p.group, true);
+        if (r.ok() && p.group != "dp") return r.fail("group", "is \"" + p.group + "\"", "\"dp\" (a step burst's group)");
+        r.integer("group_size", p.group_size, true, 2);
+        r.integer("micro_batches", p.micro_batches, true, 1);
     }
     if (p.kind == "comm") {
         r.string("group", p.group, true);

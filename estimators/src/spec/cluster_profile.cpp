@@ -249,7 +249,9 @@ void read_sample(TableReader& r, ProfileSample& s, int hosts) {
         r.read_int_array("shape", s.shape, 1, 1 << 30);
         if (r.has("group_size") || r.has("group") || r.has("micro_batches")) {  // dpwait: step.compute*
             for (const char* k : {"group", "group_size", "micro_batches"}) r.require(k, "a step burst sample has it");
-            r.read_string("group", s.group);
+            static const std::vector<std::string> kBurstGroups = {"dp"};
+            int group = 0;
+            if (r.read_word("group", group, kBurstGroups)) s.group = kBurstGroups[(size_t)group];
             r.read_int("group_size", s.group_size, 2, 1 << 24);
             r.read_int("micro_batches", s.micro_batches, 1, 1 << 24);
         }
