@@ -350,7 +350,7 @@ StageTail engine_stage_tail(const LayoutDerived& L, int stage, double params, do
     // dp_wait) — unless the profile timed that call inside real steps, wait included.
     if (L.dp > 1 && !dev && !pt.timed_in_step(grad_op, "dp", L.dp, flat * 4)) grad += pt.dp_wait(L.dp, step_compute_s);
     // Loss and Σg² in one f64 all-reduce over the world.
-    const int world = L.t * L.p * L.dp;
+    const int world = L.world();  // the engine runs no context parallelism: c = 1
     grad += coll("all_reduce", "world", world, 16);
     tail.grad_s = tail.grad_exposed_s = grad;
     // AdamW over this rank's shard (p, g, m, v read, p, m, v written: 7 f32 words), the
