@@ -355,7 +355,7 @@ struct Prober {
                                  4.0 * c.micro_batch * (double)c.heads_l() * c.seq * c.seq * D;
             const double head = c.last ? 6 * R * h * (double)c.vocab_l() : 0;
             const double per = preset_seconds_for_flops(3 * layer * nl + head);  // one micro-batch
-            expected_s += plan.warmup * per + std::clamp(plan.pass_span_s, plan.repeats * per, 200 * per);
+            expected_s += plan.warmup * per + std::clamp(plan.pass_span_s, plan.repeats * per, plan.max_pass_repeats * per);
             emit_all();
             step_bursts([](int, bool) {}, 0, per, shape);
             return;
@@ -441,7 +441,7 @@ struct Prober {
                 timed(kept ? eb : scratch, 1, m.wte->g, [&] { embedding_backward(m, a, a.slot_tokens[(size_t)slot], d, comm); });
         };
         // At least the plan's repeats and, for short passes, enough of them to span
-        // plan.pass_span_s (at most 200): a mean over many micro-batches, as a step's time is a sum over them, so
+        // plan.pass_span_s (at most plan.max_pass_repeats): a mean over many micro-batches, as a step's time is a sum over them, so
         // that a moment of other load on the cores does not decide it (over 0.3 s, 9 repeats
         // of tiny TP2's passes, the median TP time of a layer's backward was 0.43–0.58 ms in
         // three calibrations and 7.9 ms in a fourth). Every rank runs as many
@@ -451,7 +451,8 @@ struct Prober {
         micro_batch(0, false);
         const double first_s = since(t0);
         // [repeats, head seconds, one layer's forward seconds], each the largest over the world.
-        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(plan.pass_span_s / first_s) : 200.0, plan.repeats, 200),
+        const double most = std::max(plan.repeats, plan.max_pass_repeats);
+        float agree[3] = {(float)std::clamp<double>(first_s > 0 ? std::ceil(plan.pass_span_s / first_s) : most, plan.repeats, most),
                           (float)head_wall, (float)fwd_wall};
         float* agreed = (float*)alloc(sizeof agree, "probe pass count");
         b.upload(agreed, agree, sizeof agree);

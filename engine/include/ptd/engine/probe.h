@@ -24,10 +24,12 @@ struct ProbePlan {
     int warmup = 2, repeats = 9;
     std::vector<int64_t> message_bytes;
     // The engine's own passes: at least `repeats` micro-batches and, for short passes, enough
-    // to span this many seconds (at most 200). On shared cores a pass's TP calls scatter
-    // (interquartile range 1–2 × the median), and a mean over more micro-batches settles
-    // more: 4 s takes the cap of 200 of tiny-gpt-8rank's, where 1 s took 34–57.
+    // to span this many seconds (at most `max_pass_repeats`). On shared cores a pass's TP
+    // calls scatter (interquartile range 1–2 × the median), and a mean over more micro-batches
+    // settles more: 1 s took 34–57 of tiny-gpt-8rank's. The cap only guards against a pass
+    // timed at nothing; it used to be 200, which cut a 1-rank tiny job's 4 s to 1.3 s.
     double pass_span_s = 4.0;
+    int max_pass_repeats = 4000;
 };
 ProbePlan probe_plan(const ProbeOptions& o);
 
