@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -24,6 +26,7 @@
 #include "process_test_util.h"
 #include "ptd/launch.h"
 #include "ptd/run_dir.h"
+#include "ptd/spec/cluster_profile.h"
 #include "slurm_fixture.h"
 
 namespace {
@@ -142,6 +145,63 @@ TEST(SlurmLaunch, SubmittedJobTrainsEightRanksThroughSrunAndWatchFollowsItToComp
     EXPECT_NE(script.find("#SBATCH --partition=" + slurm.partition + "\n#SBATCH --time=0:10:00\n"), std::string::npos) << script;
     EXPECT_NE(script.find("sbcast --force "), std::string::npos) << script;
     EXPECT_FALSE(std::filesystem::exists("/tmp/ptd-engine." + job));  // the staged copy is removed
+}
+
+// `ptd calibrate --slurm --submit` into dir/runs/<id> with -o dir/<id>.toml (and `extra`
+// flags): what it printed and its exit status.
+Proc calibrate_through_slurm(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra) {
+    return run_captured(slurm.env() + " timeout 300 " + kBin + "/ptd calibrate " + shell_quote(kJob) +
+                        " --slurm --submit --quick --partition " + slurm.partition + " --time 0:10:00 --run-root " +
+                        shell_quote(dir + "/runs") + " --run-id " + id + " -o " + shell_quote(dir + "/" + id + ".toml") + " " + extra);
+}
+
+// The probes as a Slurm job: the command follows it with a line per probe and host and writes
+// the profile once Slurm reports the job completed; the profile holds every rank's samples.
+TEST(SlurmLaunch, CalibrateSubmitsTheProbesFollowsThemAndWritesTheProfile) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_cal");
+    const Proc c = calibrate_through_slurm(slurm, dir.path.string(), "cal", "");
+    ASSERT_EQ(c.rc, 0) << c.out << c.err;
+    std::smatch job;
+    ASSERT_TRUE(std::regex_search(c.out, job, std::regex("submitted Slurm job (\\d+)"))) << c.out;
+    EXPECT_NE(c.out.find("probing " + kJob + " through Slurm"), std::string::npos) << c.out;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    EXPECT_NE(c.out.find(std::string("  host 0 (") + host + ") [1/"), std::string::npos) << c.out;  // a line per probe, named by the node
+    EXPECT_NE(c.out.find("wrote " + (dir / "cal.toml")), std::string::npos) << c.out;
+    auto prof = ptd::load_profile(dir / "cal.toml");
+    ASSERT_TRUE(prof) << prof.error().str();
+    EXPECT_TRUE(prof->quick);
+    ASSERT_EQ(prof->hosts.size(), 1u);
+    EXPECT_EQ(prof->hosts[0].ranks, 8);
+    std::set<int> ranks;
+    for (const ptd::ProfileSample& s : prof->samples) ranks.insert(s.rank);
+    EXPECT_EQ(ranks.size(), 8u) << "every rank's samples";
+    const std::string script = read_file(dir / "runs/cal/sbatch.sh");
+    EXPECT_NE(script.find("#SBATCH --partition=" + slurm.partition + "\n#SBATCH --time=0:10:00\n"), std::string::npos) << script;
+    EXPECT_NE(script.find(" --probe --quick "), std::string::npos) << script;
+    EXPECT_TRUE(processes_of_run("cal").empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+// A probing rank that exits fails the Slurm job: no profile, the job's state and the logs named.
+TEST(SlurmLaunch, CalibrateWhoseJobFailsWritesNoProfile) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_cal_fail");
+    const std::string engine = dir / "engine.sh";
+    std::ofstream(engine) << "#!/bin/sh\nif [ \"$RANK\" = 3 ]; then exit 3; fi\nexec " << kBin << "/ptd-engine \"$@\"\n";
+    std::filesystem::permissions(engine, std::filesystem::perms::owner_all);
+    const Proc c = calibrate_through_slurm(slurm, dir.path.string(), "calfail", "--engine " + shell_quote(engine));
+    EXPECT_EQ(c.rc, 1) << c.out << c.err;
+    std::smatch job;
+    ASSERT_TRUE(std::regex_search(c.out, job, std::regex("submitted Slurm job (\\d+)"))) << c.out;
+    EXPECT_NE(c.err.find("ptd calibrate: failed: Slurm job " + job[1].str() + " FAILED: failed; rank 3 on "), std::string::npos) << c.err;
+    EXPECT_NE(c.err.find("no profile written. Logs: " + (dir / "runs/calfail")), std::string::npos) << c.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "calfail.toml"));
+    EXPECT_TRUE(survivors_after("calfail", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
 }
 
 TEST(SlurmLaunch, ARankKilledMidRunFailsTheJobWithTheRankNamed) {

@@ -16,6 +16,19 @@
 #include "ptd/common/cli_number.h"
 #include "commands.h"
 
+namespace {
+
+// --partition, --account, --qos and --time, each needing `slurm` (the --slurm flag): the job's
+// launch.slurm.* keys, for `ptd launch` and `ptd calibrate` alike.
+void add_slurm_job_options(CLI::App* cmd, CLI::Option* slurm, ptd::LaunchArgs& a) {
+    for (auto [flag, into, what] : {std::tuple{"--partition", &a.partition, "partition"}, std::tuple{"--account", &a.account, "account"},
+                                    std::tuple{"--qos", &a.qos, "QOS"}, std::tuple{"--time", &a.time, "time limit (e.g. 04:00:00)"}})
+        cmd->add_option(flag, *into, std::string("With --slurm: the job's Slurm ") + what + " (launch.slurm." + (flag + 2) + ")")
+            ->needs(slurm);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"ptd — plan, check and run hybrid-parallel (TP × PP × DP) training jobs.\n"
                  "JOB is a TOML job spec (docs/job-spec.md), or @default / @tiny for the built-in jobs."};
@@ -140,10 +153,7 @@ int main(int argc, char** argv) {
     k8s->excludes(launch->get_option("--slurm"));
     launch->add_option("--image", lca.image, "With --k8s: the container image holding ptd-engine (default launch.k8s.image)")->needs(k8s);
     launch->add_flag("--apply", lca.apply, "With --k8s: kubectl apply the JobSet (needs a kubeconfig)")->needs(k8s);
-    for (auto [flag, into, what] : {std::tuple{"--partition", &lca.partition, "partition"}, std::tuple{"--account", &lca.account, "account"},
-                                    std::tuple{"--qos", &lca.qos, "QOS"}, std::tuple{"--time", &lca.time, "time limit (e.g. 04:00:00)"}})
-        launch->add_option(flag, *into, std::string("With --slurm: the job's Slurm ") + what + " (launch.slurm." + (flag + 2) + ")")
-            ->needs(launch->get_option("--slurm"));
+    add_slurm_job_options(launch, launch->get_option("--slurm"), lca);
     launch->add_option("--steps", lca.steps, "Stop after this step (ptd-engine --steps)")->check(CLI::Range(1, 1 << 30));
     launch->add_option("--run-root", lca.run_root, "Folder for run directories (default launch.run_dir)");
     launch->add_option("--run-id", lca.run_id, "Run id (default YYYYMMDD-HHMMSS-PID)");
@@ -205,7 +215,12 @@ int main(int argc, char** argv) {
     calibrate->add_flag("--dry-run", ca.launch.dry_run, "Print each host's exact probe commands and environment; connect nowhere");
     calibrate->add_flag("--upload", ca.launch.upload, "Copy the local ptd-engine to each host over SFTP (SHA-256 checked)");
     calibrate->add_flag("--accept-new-host-keys", ca.launch.accept_new_host_keys, "Record unknown SSH host keys");
-    calibrate->add_flag("--slurm", ca.launch.slurm, "Write RUN_DIR/sbatch.sh that runs the probes (srun) instead of starting them");
+    auto* calibrate_slurm = calibrate->add_flag("--slurm", ca.launch.slurm, "Write RUN_DIR/sbatch.sh that runs the probes (srun) instead of starting them");
+    calibrate->add_flag("--submit", ca.launch.submit,
+                        "With --slurm: submit the script (sbatch), follow the job with a line per probe and host, and write "
+                        "the profile (or the --check verdict) when Slurm reports it finished")
+        ->needs(calibrate_slurm);
+    add_slurm_job_options(calibrate, calibrate_slurm, ca.launch);
     calibrate->add_option("--run-root", ca.launch.run_root, "Folder for run directories (default launch.run_dir)");
     calibrate->add_option("--run-id", ca.launch.run_id, "Run id (default YYYYMMDD-HHMMSS-PID)");
     calibrate->add_option("--engine", ca.launch.engine, "Local ptd-engine to run or upload (default: next to ptd, else PATH)");

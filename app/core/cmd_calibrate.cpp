@@ -16,6 +16,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "commands.h"
 #include "ptd/common/file_read.h"
@@ -184,6 +185,76 @@ struct ProbeRun {
     std::vector<int> host_of;               // rank → host
     std::vector<ProbeRecord> host_line;     // rank → its "host" probe line
     std::vector<std::vector<ProbeRecord>> records;  // rank → its measured probes
+};
+
+// The probe lines of a running calibration as they arrive, from the launcher's events or
+// from a submitted Slurm job's rank logs alike: the plan line once, a line per probe and
+// host (from the host's first rank), each rank's records for the profile, and how far each
+// rank got (for the stall check).
+struct ProbeProgress {
+    std::string what;                     // "ptd calibrate" or "ptd calibrate --check"
+    std::string gpu_preset;               // the job's GPU preset, named in the plan line
+    std::vector<std::string> host_names;  // "1 (node-b)"
+    std::vector<int> host_of;             // rank → host
+    std::vector<int> host_first;          // host → its first rank
+    std::vector<RankProgress> ranks;
+    std::vector<std::vector<ProbeRecord>> records;
+    std::vector<ProbeRecord> host_line;
+    bool plan_printed = false;
+    // A Slurm job's nodes are known only once it runs (the plan names them node-0, node-1,
+    // ...): each host is then named by its first rank's hostname as it reports it.
+    bool hosts_from_probes = false;
+
+    ProbeProgress(std::string what_, const LaunchPlan& plan) : what(std::move(what_)), gpu_preset(plan.job.cluster.gpu.name) {
+        const size_t world = plan.ranks.size();
+        // "host 1 (node-b)": by index too, as a local job's hosts all read "localhost".
+        for (const HostPlan& h : plan.hosts) {
+            host_names.push_back(std::to_string(host_names.size()) + " (" + h.display + ")");
+            host_first.push_back(h.ranks.empty() ? -1 : h.ranks.front());
+        }
+        host_of.resize(world);
+        for (const RankPlan& r : plan.ranks) host_of[(size_t)r.rank] = r.host;
+        ranks.resize(world);
+        for (RankProgress& p : ranks) p.last = std::chrono::steady_clock::now();
+        records.resize(world);
+        host_line.resize(world);
+    }
+
+    void on_metric(int rank, const MetricRecord& m, FILE* out, FILE* err) {
+        if (rank < 0 || (size_t)rank >= ranks.size()) return;
+        RankProgress& rp = ranks[(size_t)rank];
+        rp.last = std::chrono::steady_clock::now();
+        if (m.kind == MetricKind::error)
+            std::fprintf(err, "%s: rank %d on host %s: %s\n", what.c_str(), rank, host_names[(size_t)host_of[(size_t)rank]].c_str(),
+                         m.message.c_str());
+        if (m.kind != MetricKind::probe) return;
+        const ProbeRecord& p = m.probe;
+        if (p.kind == "host") {
+            host_line[(size_t)rank] = p;
+            const int h = host_of[(size_t)rank];
+            if (hosts_from_probes && host_first[(size_t)h] == rank && !p.hostname.empty())
+                host_names[(size_t)h] = std::to_string(h) + " (" + p.hostname + ")";
+        } else if (p.kind == "plan") {
+            rp.planned = p.probes;
+            if (!plan_printed) {
+                plan_printed = true;
+                std::fprintf(out,
+                             "%s: %d probe(s) per rank, %d warm-up + %d timed run(s) each; expected ≈ %.2g s "
+                             "at the \"%s\" preset's figures (what calibration replaces)\n",
+                             what.c_str(), p.probes, p.warmup, p.repeats, p.expected_s, gpu_preset.c_str());
+            }
+        } else if (p.kind == "done") {
+            rp.done = true;
+        } else {
+            records[(size_t)rank].push_back(p);
+            ++rp.measured;
+            rp.last_probe = p.name;
+            const int h = host_of[(size_t)rank];
+            if (host_first[(size_t)h] == rank)
+                std::fprintf(out, "  host %s [%d/%d] %s\n", host_names[(size_t)h].c_str(), rp.measured, rp.planned,
+                             probe_figure(p).c_str());
+        }
+    }
 };
 
 // The groups of the layout that have members on both hosts of a link: their collectives
@@ -387,12 +458,10 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
     return kExitOk;
 }
 
-}  // namespace
-
 // --collect RUN_DIR: the probe lines of a calibration run's rank logs (a Slurm run's, or a
 // finished local / SSH one's), through the same profile or preflight.
-int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    const auto t_start = std::chrono::steady_clock::now();
+int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, std::chrono::steady_clock::time_point t_start,
+                        FILE* out, FILE* err) {
     const std::string& dir = a.collect;
     auto manifest = read_manifest(dir);
     if (!manifest) {
@@ -462,15 +531,56 @@ int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, FI
     return finish_calibration(b, *job, *layout, pr, dir, wall, out, err);
 }
 
+// --slurm --submit: sbatch the probe script, follow the job's run directory (the rank logs
+// on the file system every node shares, squeue / sacct for the job's state) with the same
+// line per probe and host as a local calibration, and once Slurm reports the job over,
+// assemble the profile from the rank logs as --collect does. A job that fails, is
+// cancelled or runs out of time writes no profile; its state and the logs are named.
+int calibrate_through_slurm(const CalibrateArgs& a, const LaunchPlan& plan, const std::string& what, const PresetCatalog& presets,
+                            std::chrono::steady_clock::time_point t_start, FILE* out, FILE* err) {
+    if (int rc = write_slurm(plan, out, err, true); rc != kExitOk) return rc;
+    auto follower = RunFollower::open(plan.run_dir);
+    if (!follower) {
+        std::fprintf(err, "%s", follower.error().str().c_str());
+        return kExitRuntime;
+    }
+    std::fprintf(out, "%s: %zu rank(s) on %zu node(s) probing %s through Slurm; waiting for the job (Ctrl-C leaves it to "
+                      "Slurm: ptd stop cancels it, ptd calibrate --collect assembles it later)\n",
+                 what.c_str(), plan.ranks.size(), plan.hosts.size(), a.launch.job.c_str());
+    std::fflush(out);
+    ProbeProgress pp(what, plan);
+    pp.hosts_from_probes = true;
+    for (;;) {
+        for (const LaunchEvent& ev : (*follower)->poll())
+            if (ev.kind == LaunchEventKind::metric && ev.metric) pp.on_metric(ev.rank, *ev.metric, out, err);
+        std::fflush(out);
+        if ((*follower)->done()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    const RunManifest& m = (*follower)->manifest();
+    if (m.state != "finished") {
+        // The follower's reason names the job, Slurm's state and srun's first failed rank.
+        const std::string job_id = m.scheduler ? m.scheduler->job_id : "?";
+        const std::string reason = m.reason.empty() ? "Slurm job " + job_id + " " + m.state : m.reason;
+        std::fprintf(err, "%s: failed: %s\nno profile written. Logs: %s\n", what.c_str(), reason.c_str(), plan.run_dir.c_str());
+        return kExitRuntime;
+    }
+    CalibrateArgs collected = a;
+    collected.collect = plan.run_dir;
+    return collect_calibration(collected, presets, t_start, out, err);
+}
+
+}  // namespace
+
 int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
-    if (!a.collect.empty()) return collect_calibration(a, presets, out, err);
+    if (!a.collect.empty()) return collect_calibration(a, presets, std::chrono::steady_clock::now(), out, err);
     if (!a.from_run.empty()) return refine_profile_from_run(a, presets, out, err);
     if (a.launch.job.empty()) {
         std::fprintf(err, "ptd calibrate: error: JOB: missing; allowed: a job file, @default or @tiny (or --collect RUN_DIR)\n");
         return kExitConfig;
     }
     const auto t_start = std::chrono::steady_clock::now();
-    auto job = load_job_arg(a.launch.job, presets, a.launch.sets);
+    auto job = load_job_arg(a.launch.job, presets, sets_with_slurm_flags(a.launch));
     if (!job) {
         std::fprintf(err, "%s", job.error().str().c_str());
         return kExitConfig;
@@ -503,19 +613,19 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
         }
         return kExitOk;
     }
-    if (a.launch.slurm) return write_slurm(*plan, out, err);
+    if (a.launch.slurm && !a.launch.submit) return write_slurm(*plan, out, err);
     auto layout = job_layout(plan->job);
     if (!layout) {
         std::fprintf(err, "%s", layout.error().str().c_str());
         return kExitConfig;
     }
     const std::string what = a.check ? "ptd calibrate --check" : "ptd calibrate";
+    if (a.launch.slurm) return calibrate_through_slurm(a, *plan, what, presets, t_start, out, err);
     const size_t world = plan->ranks.size(), host_count = plan->hosts.size();
-    // "host 1 (node-b)": by index too, as a local job's hosts all read "localhost".
-    std::vector<std::string> host_names;
-    for (const HostPlan& h : plan->hosts) host_names.push_back(std::to_string(host_names.size()) + " (" + h.display + ")");
-    std::vector<int> host_of(world);
-    for (const RankPlan& r : plan->ranks) host_of[(size_t)r.rank] = r.host;
+    ProbeProgress pp(what, *plan);
+    const std::vector<std::string>& host_names = pp.host_names;
+    const std::vector<int>& host_of = pp.host_of;
+    std::vector<RankProgress>& progress = pp.ranks;
     const std::string run_dir = plan->run_dir;
 
     auto launcher = Launcher::start(std::move(*plan));
@@ -526,11 +636,7 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     Launcher& run = **launcher;
     std::fprintf(out, "%s: %zu rank(s) on %zu host(s) probing %s; logs in %s\n", what.c_str(), world, host_count,
                  a.launch.job.c_str(), run_dir.c_str());
-    std::vector<RankProgress> progress(world);
-    for (auto& p : progress) p.last = std::chrono::steady_clock::now();
-    std::vector<std::vector<ProbeRecord>> records(world);
-    std::vector<ProbeRecord> host_line(world);
-    bool plan_printed = false, stalled = false;
+    bool stalled = false;
     std::string stall_reason, engine_error;
     LaunchEvent ev;
     for (;;) {
@@ -544,39 +650,7 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
             if (ev.kind == LaunchEventKind::output && ev.is_stderr && engine_error.empty() &&
                 ev.text.find(": error: aborting: ") != std::string::npos)
                 engine_error = ev.text;
-            if (ev.kind == LaunchEventKind::metric && ev.metric && ev.rank >= 0 && (size_t)ev.rank < world) {
-                const MetricRecord& m = *ev.metric;
-                RankProgress& rp = progress[(size_t)ev.rank];
-                rp.last = std::chrono::steady_clock::now();
-                if (m.kind == MetricKind::error)
-                    std::fprintf(err, "%s: rank %d on host %s: %s\n", what.c_str(), ev.rank, host_names[(size_t)host_of[(size_t)ev.rank]].c_str(),
-                                 m.message.c_str());
-                if (m.kind == MetricKind::probe) {
-                    const ProbeRecord& p = m.probe;
-                    if (p.kind == "host") host_line[(size_t)ev.rank] = p;
-                    else if (p.kind == "plan") {
-                        rp.planned = p.probes;
-                        if (!plan_printed) {
-                            plan_printed = true;
-                            std::fprintf(out,
-                                         "%s: %d probe(s) per rank, %d warm-up + %d timed run(s) each; expected ≈ %.2g s "
-                                         "at the \"%s\" preset's figures (what calibration replaces)\n",
-                                         what.c_str(), p.probes, p.warmup, p.repeats, p.expected_s, run.plan().job.cluster.gpu.name.c_str());
-                        }
-                    } else if (p.kind == "done") {
-                        rp.done = true;
-                    } else {
-                        records[(size_t)ev.rank].push_back(p);
-                        ++rp.measured;
-                        rp.last_probe = p.name;
-                        // One line per probe and host: from the host's first rank.
-                        const int h = host_of[(size_t)ev.rank];
-                        if (run.plan().hosts[(size_t)h].ranks.front() == ev.rank)
-                            std::fprintf(out, "  host %s [%d/%d] %s\n", host_names[(size_t)h].c_str(), rp.measured, rp.planned,
-                                         probe_figure(p).c_str());
-                    }
-                }
-            }
+            if (ev.kind == LaunchEventKind::metric && ev.metric) pp.on_metric(ev.rank, *ev.metric, out, err);
             if (ev.kind == LaunchEventKind::finished) break;
         }
         std::fflush(out);
@@ -626,8 +700,8 @@ int cmd_calibrate(const CalibrateArgs& a, const PresetCatalog& presets, FILE* ou
     pr.host_names = host_names;
     for (const HostPlan& h : run.plan().hosts) pr.host_ranks.push_back(h.ranks), pr.host_display.push_back(h.display);
     pr.host_of = host_of;
-    pr.host_line = host_line;
-    pr.records = std::move(records);
+    pr.host_line = pp.host_line;
+    pr.records = std::move(pp.records);
     const int written = finish_calibration(a, run.plan().job, *layout, pr, run_dir, wall, out, err);
     if (written != kExitOk || a.check || a.no_step_probe) return written;
     return step_probe(a, a.output.empty() ? run_dir + "/profile.toml" : a.output, run_dir, presets, out, err);

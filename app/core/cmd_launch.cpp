@@ -343,7 +343,7 @@ Result<LaunchOptions> launch_options(const LaunchArgs& a) {
     return opts;
 }
 
-int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+std::vector<std::string> sets_with_slurm_flags(const LaunchArgs& a) {
     std::vector<std::string> sets = a.sets;
     for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"partition", &a.partition},
                                      {"account", &a.account}, {"qos", &a.qos}, {"time", &a.time}}) {
@@ -352,7 +352,11 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         for (char c : *value) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
         sets.push_back(std::string("launch.slurm.") + key + "=" + quoted + "\"");
     }
-    auto job = load_job_arg(a.job, presets, sets);
+    return sets;
+}
+
+int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
+    auto job = load_job_arg(a.job, presets, sets_with_slurm_flags(a));
     if (!job) {
         std::fprintf(err, "%s", job.error().str().c_str());
         return kExitConfig;

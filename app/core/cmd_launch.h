@@ -62,6 +62,10 @@ Result<std::string> hosts_without(const std::string& hostfile, const std::vector
 // manifest records the job id (RunFollower then follows the job through squeue / sacct).
 int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit = false);
 
+// The job's --set overrides with --partition, --account, --qos and --time added as the
+// launch.slurm.* keys they stand for (TOML strings, quoted here).
+std::vector<std::string> sets_with_slurm_flags(const LaunchArgs& a);
+
 // --k8s: the run directory with job.toml, jobset.yaml (a JobSet of one pod per node that
 // starts the same ranks with the same environment) and trainjob.yaml (the same on Kubeflow
 // Trainer), and how to apply them.
