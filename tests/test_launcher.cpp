@@ -912,6 +912,19 @@ TEST(LaunchK8s, TrainJobValidatesAgainstItsCrdAndGivesEachRankTheEnvironmentOfPt
     }
 }
 
+// --preflight cannot probe the nodes Kubernetes will pick: refused, not run on this machine
+// instead (which it once was, silently), and nothing is written.
+TEST(LaunchK8s, PreflightIsRefusedNamingWhereItWorks) {
+    const std::string dir = scratch_dir("k8spf");
+    int rc = -1;
+    const std::string out = run_capture(kBin + "/ptd launch " + kSrc + "/assets/jobs/tiny-gpt-8rank.toml --k8s --image "
+                                        "registry.example.com/ptd:1 --preflight --run-root " + shell_quote(dir) + " --run-id pf",
+                                        &rc);
+    EXPECT_EQ(rc, 2) << out;
+    expect_mentions(out, {"--preflight with --k8s", "allowed: --preflight for local, SSH (--hosts) and Slurm (--slurm) launches"});
+    EXPECT_FALSE(std::filesystem::exists(dir + "/pf"));
+}
+
 // Issue 32's "done means": `ptd launch --k8s` of a 64-GPU H100 job (8 nodes of 8) writes a
 // JobSet and a TrainJob that validate against their CRDs' schemas.
 TEST(LaunchK8s, SixtyFourH100JobWritesAJobSetAndATrainJobThatValidate) {

@@ -147,6 +147,16 @@ TEST(SlurmLaunch, SubmittedJobTrainsEightRanksThroughSrunAndWatchFollowsItToComp
     EXPECT_FALSE(std::filesystem::exists("/tmp/ptd-engine." + job));  // the staged copy is removed
 }
 
+// An engine wrapper in `dir` that runs the real ptd-engine, except that rank 3 exits 3 where
+// the bash test `when` holds (on its arguments "$*").
+std::string engine_failing_rank_3(const TempDir& dir, const std::string& when) {
+    const std::string path = dir / "engine.sh";
+    std::ofstream(path) << "#!/bin/bash\nif [[ \"$RANK\" = 3 ]] && [[ " << when << " ]]; then exit 3; fi\nexec " << kBin
+                        << "/ptd-engine \"$@\"\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    return path;
+}
+
 // `ptd calibrate --slurm --submit` into dir/runs/<id> with -o dir/<id>.toml (and `extra`
 // flags): what it printed and its exit status.
 Proc calibrate_through_slurm(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra) {
@@ -190,9 +200,7 @@ TEST(SlurmLaunch, CalibrateWhoseJobFailsWritesNoProfile) {
     SlurmFixture slurm;
     START_SLURM(slurm);
     TempDir dir("slurm_cal_fail");
-    const std::string engine = dir / "engine.sh";
-    std::ofstream(engine) << "#!/bin/sh\nif [ \"$RANK\" = 3 ]; then exit 3; fi\nexec " << kBin << "/ptd-engine \"$@\"\n";
-    std::filesystem::permissions(engine, std::filesystem::perms::owner_all);
+    const std::string engine = engine_failing_rank_3(dir, "-n 1");
     const Proc c = calibrate_through_slurm(slurm, dir.path.string(), "calfail", "--engine " + shell_quote(engine));
     EXPECT_EQ(c.rc, 1) << c.out << c.err;
     std::smatch job;
@@ -201,6 +209,51 @@ TEST(SlurmLaunch, CalibrateWhoseJobFailsWritesNoProfile) {
     EXPECT_NE(c.err.find("no profile written. Logs: " + (dir / "runs/calfail")), std::string::npos) << c.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "calfail.toml"));
     EXPECT_TRUE(survivors_after("calfail", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+// --preflight under Slurm: the script probes the allocated node with every rank first, judges it
+// with ptd calibrate --collect --check on the batch node, then trains.
+TEST(SlurmLaunch, PreflightProbesTheAllocatedNodeBeforeTheRanksTrain) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_pf");
+    const std::string job = submit(slurm, dir.path.string(), "pf", "--steps 3 --preflight");
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/pf";
+    const Proc w = watch(slurm, run);
+    const std::string batch_out = read_file(run + "/slurm-" + job + ".out");
+    EXPECT_NE(w.out.find("finished: Slurm job " + job + " COMPLETED"), std::string::npos) << w.out << batch_out;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    // The verdict, in the job's output, names the node by its hostname (not the plan's node-0).
+    EXPECT_NE(batch_out.find(std::string("host 0 (") + host + "): ok (GEMMs"), std::string::npos) << batch_out;
+    EXPECT_NE(batch_out.find("ptd calibrate --check: 0 of 1 host(s) flagged"), std::string::npos) << batch_out;
+    for (int r = 0; r < 8; ++r) {
+        EXPECT_NE(read_file(run + "/preflight/rank-" + std::to_string(r) + ".log").find("\"kind\":\"done\""), std::string::npos)
+            << "rank " << r << " finished its probes";
+        EXPECT_EQ(logged_step(run, r), 3) << "rank " << r << " trained after the preflight";
+    }
+    EXPECT_TRUE(processes_of_run("pf").empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+// A preflight whose probes fail ends the job before any rank trains, saying why.
+TEST(SlurmLaunch, APreflightThatFailsEndsTheJobBeforeTraining) {
+    SlurmFixture slurm;
+    START_SLURM(slurm);
+    TempDir dir("slurm_pf_fail");
+    const std::string engine = engine_failing_rank_3(dir, "\" $* \" == *\" --probe \"*");  // its probes only
+    const std::string job = submit(slurm, dir.path.string(), "pffail", "--steps 3 --preflight --engine " + shell_quote(engine));
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/pffail";
+    const Proc w = watch(slurm, run);
+    const std::string batch_out = read_file(run + "/slurm-" + job + ".out");
+    EXPECT_NE(w.out.find("Slurm job " + job + " FAILED"), std::string::npos) << w.out << batch_out;
+    EXPECT_NE(batch_out.find("ptd: --preflight: the probes failed (their logs: " + run + "/preflight); not training"),
+              std::string::npos) << batch_out;
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(logged_step(run, r), -1) << "rank " << r << " trained";
+    EXPECT_TRUE(survivors_after("pffail", 30).empty());
     EXPECT_EQ(slurm.live_jobs(), "");
 }
 

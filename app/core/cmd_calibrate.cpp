@@ -526,6 +526,16 @@ int collect_calibration(const CalibrateArgs& a, const PresetCatalog& presets, st
             return kExitRuntime;
         }
     }
+    // A scheduler placed the ranks (no launcher of ours watched them): the manifest could only
+    // name its hosts node-0, node-1, ...; each is named by the hostname its first rank reported.
+    if (manifest->launcher.pid == 0)
+        for (size_t h = 0; h < pr.host_ranks.size(); ++h) {
+            if (pr.host_ranks[h].empty()) continue;
+            const std::string& name = pr.host_line[(size_t)pr.host_ranks[h].front()].hostname;
+            if (name.empty()) continue;
+            pr.host_display[h] = name;
+            pr.host_names[h] = std::to_string(h) + " (" + name + ")";
+        }
     b.quick = pr.host_line.front().quick;
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return finish_calibration(b, *job, *layout, pr, dir, wall, out, err);

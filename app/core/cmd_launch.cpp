@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <chrono>
+#include <filesystem>
 #include <csignal>
 #include <cstring>
 #include <set>
@@ -76,6 +77,16 @@ int write_slurm(const LaunchPlan& plan, FILE* out, FILE* err, bool submit) {
     if (!writer) {
         std::fprintf(err, "%s", writer.error().str().c_str());
         return kExitRuntime;
+    }
+    if (!plan.slurm_preflight_ptd.empty()) {
+        // The preflight's own run directory, as `ptd calibrate --collect --check` reads it: the
+        // job and a manifest of the same ranks; the script's probes write their logs there.
+        RunManifest probes = manifest;
+        probes.run_id = plan.run_id + "-preflight";
+        if (auto pf = RunDirWriter::create(plan.run_dir + "/preflight", plan.job_toml, probes); !pf) {
+            std::fprintf(err, "%s", pf.error().str().c_str());
+            return kExitRuntime;
+        }
     }
     const std::string path = plan.run_dir + "/sbatch.sh";
     // A new file in the run's own new directory: O_EXCL, never another file.
@@ -374,6 +385,11 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         }
         opts->slurm = true;
     }
+    if (a.preflight && a.k8s) {
+        std::fprintf(err, "ptd launch: --preflight with --k8s: Kubernetes places the pods, so no check before them can probe "
+                          "their nodes; allowed: --preflight for local, SSH (--hosts) and Slurm (--slurm) launches\n");
+        return kExitConfig;
+    }
     if (a.preflight && !a.dry_run && !a.slurm) {
         // The same hosts, ranks and engine, probing quickly (docs/launcher.md, "Preflight").
         CalibrateArgs check;
@@ -404,6 +420,19 @@ int cmd_launch(const LaunchArgs& a, const PresetCatalog& presets, FILE* out, FIL
         return kExitConfig;
     }
     if (*profile) plan->profile = profile_record(**profile);
+    if (a.preflight && a.slurm) {
+        // Under Slurm the nodes are known only inside the job: its script probes them first
+        // and this very ptd judges them there (launch_plan.cpp slurm_script).
+        std::error_code ec;
+        const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+        if (ec) {
+            std::fprintf(err, "ptd launch: --preflight: cannot find this ptd's own path for the script (/proc/self/exe: %s)\n",
+                         ec.message().c_str());
+            return kExitRuntime;
+        }
+        plan->slurm_preflight_ptd = self.string();
+        plan->slurm_preflight_force = a.force;
+    }
     if (a.dry_run) {
         std::fputs(format_dry_run(*plan).c_str(), out);
         // What a real launch would refuse before starting a rank (a GPU job here without GPUs).

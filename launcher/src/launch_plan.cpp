@@ -854,7 +854,8 @@ std::string slurm_script(const LaunchPlan& plan) {
           << "# directory is created on each node for the ranks' logs and files.\n"
           << "sbcast --force " << shell_quote(engine) << " \"" << rank_engine << "\"\n"
           << "sbcast --force " << shell_quote(plan.run_dir + "/job.toml") << " \"" << rank_job << "\"\n"
-          << per_node << " mkdir -p " << shell_quote(plan.run_dir) << "\n"
+          << per_node << " mkdir -p " << shell_quote(plan.run_dir)
+          << (plan.slurm_preflight_ptd.empty() ? "" : " " + shell_quote(plan.run_dir + "/preflight")) << "\n"
           << "trap '" << per_node << " rm -f \"" << rank_engine << "\" \"" << rank_job << "\"' EXIT\n";
     } else {
         // Without sbcast the nodes read this machine's files: refuse, naming the path, on a
@@ -866,6 +867,11 @@ std::string slurm_script(const LaunchPlan& plan) {
              "to copy the engine\" >&2; exit 1; }; done' check "
           << shell_quote(plan.run_dir + "/job.toml") << (container ? "" : " " + shell_quote(engine)) << "\n";
     }
+    // The preflight's judge runs on the batch node, outside any container: it must be there.
+    if (!plan.slurm_preflight_ptd.empty())
+        o << "[[ -x " << shell_quote(plan.slurm_preflight_ptd) << " ]] || { echo \"ptd: --preflight: "
+          << plan.slurm_preflight_ptd << " is not on the batch node $(hostname): it judges the preflight, so it must be on "
+             "a file system every node mounts\" >&2; exit 1; }\n";
 
     std::string args;
     for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", plan.run_dir})
@@ -883,6 +889,7 @@ std::string slurm_script(const LaunchPlan& plan) {
         for (const std::string& m : slurm.container_mounts) mounts += "," + m;
         srun += " --container-image=" + shell_quote(slurm.container_image) + " --container-mounts=" + shell_quote(mounts);
     }
+    const std::string srun_unrouted = srun;  // no --output yet: the preflight's go elsewhere
     srun += " --output=" + shell_quote(plan.run_dir + "/rank-%t.log");
     // GPU visibility: with --gpu-bind Slurm gives each task its GPU; else the task sees the
     // node's allocated GPUs (CUDA_VISIBLE_DEVICES="4,5,6,7" on a partial node) and takes
@@ -898,6 +905,33 @@ std::string slurm_script(const LaunchPlan& plan) {
     const std::string rest = " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" + gpu_pick + " exec \"$0\" \"$@\"' " +
                              (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) +
                              args;
+    if (!plan.slurm_preflight_ptd.empty()) {
+        // Every allocated node probes as `ptd calibrate --check` would (the same ranks and
+        // engine, --probe --quick), then `ptd calibrate --collect --check` judges the nodes by
+        // the preflight's rule (docs/launcher.md, "Preflight") on the batch node.
+        const std::string pf = plan.run_dir + "/preflight";
+        std::string probe_args;
+        for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", pf})
+            probe_args += " " + (a.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + a + "\"" : shell_quote(a));
+        probe_args += " --probe --quick --stall-timeout 120";
+        if (!plan.backend.empty()) probe_args += " --backend " + shell_quote(plan.backend);
+        o << "\n# ptd launch --preflight: a quick probe of every allocated node (GEMMs, collectives; logs in\n"
+          << "# preflight/), judged by the preflight's outlier rule before any rank trains.\n"
+          << "if ! " << srun_unrouted << " --output=" << shell_quote(pf + "/rank-%t.log")
+          << " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID PTD_RUN_ID=\"$PTD_RUN_ID-preflight\";" << gpu_pick
+          << " exec \"$0\" \"$@\"' "
+          << (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) << probe_args
+          << "; then\n"
+          << "    echo \"ptd: --preflight: the probes failed (their logs: " << pf << "); not training\" >&2; exit 1\n"
+          << "fi\n"
+          << "if ! " << shell_quote(plan.slurm_preflight_ptd) << " calibrate --collect " << shell_quote(pf) << " --check; then\n";
+        if (plan.slurm_preflight_force)
+            o << "    echo \"ptd: --preflight --force: training despite the preflight\" >&2\n";
+        else
+            o << "    echo \"ptd: --preflight flagged a node or could not judge them (above); not training (launch.slurm.exclude "
+                 "leaves a node out, --force trains anyway)\" >&2; exit 1\n";
+        o << "fi\n";
+    }
     if (plan.max_restarts <= 0) {
         o << "\n# One task per rank; stdout and stderr of rank r go to rank-r.log, as with ptd launch.\n" << srun_head << rest << "\n";
         return o.str();

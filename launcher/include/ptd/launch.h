@@ -143,6 +143,11 @@ struct LaunchPlan {
     // After plan_without_host: the layout the hosts left run, as `--set key=value` arguments
     // every rank gets after the others (job.toml stays the job as it was given).
     std::vector<std::string> layout_overrides;
+    // `ptd launch --slurm --preflight`: the sbatch script first probes every allocated node
+    // (logs in RUN_DIR/preflight) and judges them with this `ptd` (absolute path, on a file
+    // system the batch node sees) as `ptd calibrate --collect --check`; "" = no preflight.
+    std::string slurm_preflight_ptd;
+    bool slurm_preflight_force = false;  // --force: train even when the preflight flags a node
 };
 
 // A fresh run secret (PTD_RUN_SECRET): 32 bytes of /dev/urandom as 64 hex digits.
