@@ -643,6 +643,40 @@ TEST(LaunchPlan, SlurmScriptRunsTheSameRanks) {
                                                          << read_file(plan->run_dir + "/rank-" + std::to_string(r) + ".log");
 }
 
+// --preflight under Slurm: the probes' srun and the judge come before the training srun, with
+// the node-local copies under sbcast and the dry run saying so; --force keeps training.
+TEST(LaunchPlan, SlurmScriptRunsThePreflightBeforeTheRanks) {
+    const std::string dir = scratch_dir("slurm-pf");
+    JobSpec job = load(kSrc + "/assets/jobs/tiny-local.toml");
+    job.launch.slurm.sbcast = true;
+    LaunchOptions o = options_in(dir, "run-pf");
+    o.slurm = true;
+    auto plan = make_launch_plan(job, o);
+    ASSERT_TRUE(plan) << plan.error().str();
+    EXPECT_EQ(slurm_script(*plan).find("preflight"), std::string::npos);  // none unless asked
+    plan->slurm_preflight_ptd = "/opt/ptd/bin/ptd";
+    const std::string script = slurm_script(*plan);
+    const size_t probes = script.find("--output=" + plan->run_dir + "/preflight/rank-%t.log");
+    const size_t judge = script.find("/opt/ptd/bin/ptd calibrate --collect " + plan->run_dir + "/preflight --check");
+    const size_t train = script.find("--output=" + plan->run_dir + "/rank-%t.log");
+    ASSERT_NE(probes, std::string::npos) << script;
+    ASSERT_NE(judge, std::string::npos) << script;
+    ASSERT_NE(train, std::string::npos) << script;
+    EXPECT_LT(probes, judge);
+    EXPECT_LT(judge, train);
+    EXPECT_NE(script.find("\"/tmp/ptd-engine.$SLURM_JOB_ID\" --job \"/tmp/ptd-job.$SLURM_JOB_ID.toml\" --run-dir " + plan->run_dir +
+                          "/preflight --probe --quick"),
+              std::string::npos)
+        << script;  // the node-local copies sbcast made
+    EXPECT_NE(script.find("mkdir -p " + plan->run_dir + " " + plan->run_dir + "/preflight"), std::string::npos) << script;
+    EXPECT_NE(script.find("[[ -x /opt/ptd/bin/ptd ]]"), std::string::npos) << script;
+    EXPECT_NE(script.find("not training (launch.slurm.exclude leaves a node out, --force trains anyway)\" >&2; exit 1"),
+              std::string::npos) << script;
+    EXPECT_NE(format_dry_run(*plan).find("preflight: in the sbatch script"), std::string::npos);
+    plan->slurm_preflight_force = true;
+    EXPECT_NE(slurm_script(*plan).find("ptd: --preflight --force: training despite the preflight"), std::string::npos);
+}
+
 // [launch.slurm] in the script (issue 32): each key as its #SBATCH line or srun option, and
 // GPU visibility: with gpu_bind Slurm's alone; without it, each task takes the LOCAL_RANK-th
 // of the GPUs Slurm gave the node (a partial node's "4,5,6,7"), run through the script with

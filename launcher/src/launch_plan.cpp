@@ -566,6 +566,11 @@ std::string format_dry_run(const LaunchPlan& plan) {
       << (plan.local ? "local child processes" : "ssh") << "\n";
     o << "run directory: " << plan.run_dir << "\n";
     if (plan.max_restarts > 0) o << restart_policy_line(plan) << "\n";
+    if (!plan.slurm_preflight_ptd.empty())
+        o << "preflight: in the sbatch script, every rank probes first (" << plan.run_dir << "/preflight), then "
+          << plan.slurm_preflight_ptd << " calibrate --collect --check judges the nodes; "
+          << (plan.slurm_preflight_force ? "--force: the ranks train whatever it says" : "a flagged node ends the job before training")
+          << "\n";
     o << "master: " << plan.master_addr << ":"
       << (plan.master_port ? std::to_string(plan.master_port) : "(a free port found on the first host at launch)")
       << " (MASTER_ADDR from " << plan.master_addr_source << ")\n";
