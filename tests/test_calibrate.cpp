@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cmd_calibrate.h"
+#include "cpu_quota_cgroup.h"
 #include "job_test_util.h"
 #include "launcher_test_util.h"
 #include "process_test_util.h"
@@ -660,27 +661,13 @@ TEST(Preflight, ASlowHostIsFlaggedAndMappedOntoTheLayout) {
 // afterwards (its rank has exited with the check).
 TEST(Preflight, AHostUnderACpuQuotaIsFlaggedAndMapped) {
     namespace fs = std::filesystem;
-    std::string cg, limit_file, limit;
-    if (geteuid() == 0 && fs::exists("/sys/fs/cgroup/cgroup.controllers") &&
-        ptd_test::read_file("/sys/fs/cgroup/cgroup.controllers").find("cpu") != std::string::npos)
-        cg = "/sys/fs/cgroup/ptd-test-quota-" + std::to_string(getpid()), limit_file = "cpu.max", limit = "20000 100000";
-    else if (geteuid() == 0 && fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
-        cg = "/sys/fs/cgroup/cpu/ptd-test-quota-" + std::to_string(getpid()), limit_file = "cpu.cfs_quota_us", limit = "20000";
-    else
-        GTEST_SKIP() << "needs root and a cgroup cpu controller (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)";
-    std::error_code ec;
-    if (!fs::create_directory(cg, ec)) GTEST_SKIP() << "cannot create " << cg << ": " << ec.message();
-    struct RemoveCgroup {
-        std::string path;
-        ~RemoveCgroup() { rmdir(path.c_str()); }
-    } remove_cgroup{cg};
-    std::ofstream(cg + "/" + limit_file) << limit;
-    ASSERT_NE(ptd_test::read_file(cg + "/" + limit_file).find("20000"), std::string::npos) << "the quota was not taken";
+    const ptd_test::CpuQuotaCgroup quota("ptd-test-quota-" + std::to_string(getpid()), 20000);
+    if (!quota.skip.empty()) GTEST_SKIP() << quota.skip;
     TempDir dir("ptd_preflight");
     const std::string engine = dir / "engine.sh";
     // node = RANK / LOCAL_WORLD_SIZE: host 1's rank moves itself into the cgroup first.
-    std::ofstream(engine) << "#!/bin/sh\nif [ $((RANK / LOCAL_WORLD_SIZE)) = 1 ]; then echo $$ > " << cg
-                          << "/cgroup.procs || exit 9; fi\nexec " PTD_BIN_DIR "/ptd-engine \"$@\"\n";
+    std::ofstream(engine) << "#!/bin/sh\nif [ $((RANK / LOCAL_WORLD_SIZE)) = 1 ]; then echo $$ > " << quota.procs()
+                          << " || exit 9; fi\nexec " PTD_BIN_DIR "/ptd-engine \"$@\"\n";
     fs::permissions(engine, fs::perms::owner_all);
     const auto r = run_captured(kPtd + " calibrate " + kJob + " --check --run-root " + (dir / "runs") + " --engine " + engine +
                                 " --set cluster.nodes=2 --set cluster.gpus_per_node=1 --set parallel.tp=1 --set parallel.pp=2"
@@ -688,7 +675,7 @@ TEST(Preflight, AHostUnderACpuQuotaIsFlaggedAndMapped) {
     EXPECT_EQ(r.rc, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("host 1 (localhost (local)) is "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("% slower at GEMMs; it holds PP stage 1 of DP replica 0 (TP rank 0)"), std::string::npos) << r.out;
-    EXPECT_EQ(ptd_test::read_file(cg + "/cgroup.procs"), "") << "no process left in the cgroup";
+    EXPECT_EQ(ptd_test::read_file(quota.procs()), "") << "no process left in the cgroup";
 }
 
 // Three "hosts": network namespaces on a bridge (tests/netns_hosts.h), an sshd in each, one

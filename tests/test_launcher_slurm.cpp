@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "cpu_quota_cgroup.h"
 #include "launcher_test_util.h"
 #include "loss_curve.h"
 #include "process_test_util.h"
@@ -254,6 +255,39 @@ TEST(SlurmLaunch, APreflightThatFailsEndsTheJobBeforeTraining) {
               std::string::npos) << batch_out;
     for (int r = 0; r < 8; ++r) EXPECT_EQ(logged_step(run, r), -1) << "rank " << r << " trained";
     EXPECT_TRUE(survivors_after("pffail", 30).empty());
+    EXPECT_EQ(slurm.live_jobs(), "");
+}
+
+// Two nodes, the second one's ranks under a CPU quota while they probe: the script's
+// preflight flags that node by its host name, maps it onto the layout and ends the job before
+// training.
+TEST(SlurmLaunch, PreflightFlagsASlowNodeAndTheJobEndsBeforeTraining) {
+    const CpuQuotaCgroup quota("ptd-test-slurm-quota-" + std::to_string(getpid()), 50000);
+    if (!quota.skip.empty()) GTEST_SKIP() << quota.skip;
+    SlurmFixture slurm;
+    START_SLURM_NODES(slurm, 2);
+    TempDir dir("slurm_pf_slow");
+    const std::string engine = dir / "engine.sh";
+    // The second node's ranks (RANK / LOCAL_WORLD_SIZE = 1) probe under the quota, all four
+    // together on half a core.
+    std::ofstream(engine) << "#!/bin/bash\nif (( RANK / LOCAL_WORLD_SIZE == 1 )) && [[ \" $* \" == *\" --probe \"* ]]; then echo $$ > "
+                          << quota.procs() << " || exit 9; fi\nexec " << kBin << "/ptd-engine \"$@\"\n";
+    std::filesystem::permissions(engine, std::filesystem::perms::owner_all);
+    const std::string job = submit(slurm, dir.path.string(), "pfslow",
+                                   "--steps 3 --preflight --set cluster.nodes=2 --set cluster.gpus_per_node=4 --engine " + shell_quote(engine));
+    ASSERT_FALSE(job.empty());
+    const std::string run = dir / "runs/pfslow";
+    const Proc w = watch(slurm, run);
+    const std::string batch_out = read_file(run + "/slurm-" + job + ".out");
+    EXPECT_NE(w.out.find("Slurm job " + job + " FAILED"), std::string::npos) << w.out << batch_out;
+    EXPECT_NE(batch_out.find("host 1 (" + slurm.nodes[1] + ") is "), std::string::npos) << batch_out;
+    EXPECT_NE(batch_out.find("% slower at GEMMs; it holds "), std::string::npos) << batch_out;
+    EXPECT_NE(batch_out.find("host 0 (" + slurm.nodes[0] + "): ok"), std::string::npos) << batch_out;
+    EXPECT_NE(batch_out.find("ptd: --preflight flagged a node or could not judge them (above); not training"), std::string::npos)
+        << batch_out;
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(logged_step(run, r), -1) << "rank " << r << " trained";
+    EXPECT_EQ(read_file(quota.procs()), "") << "no process left in the cgroup";
+    EXPECT_TRUE(survivors_after("pfslow", 30).empty());
     EXPECT_EQ(slurm.live_jobs(), "");
 }
 
