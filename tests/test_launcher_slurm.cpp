@@ -250,9 +250,10 @@ TEST(SlurmLaunch, APreflightThatFailsEndsTheJobBeforeTraining) {
     const std::string run = dir / "runs/pffail";
     const Proc w = watch(slurm, run);
     const std::string batch_out = read_file(run + "/slurm-" + job + ".out");
-    EXPECT_NE(w.out.find("Slurm job " + job + " FAILED"), std::string::npos) << w.out << batch_out;
-    EXPECT_NE(batch_out.find("ptd: --preflight: the probes failed (their logs: " + run + "/preflight); not training"),
-              std::string::npos) << batch_out;
+    // ptd watch says what stopped it: the preflight, not a training rank.
+    EXPECT_NE(w.out.find("failed: Slurm job " + job + " FAILED: failed; --preflight: the probes failed (their logs: " + run +
+                         "/preflight); not training"),
+              std::string::npos) << w.out << batch_out;
     for (int r = 0; r < 8; ++r) EXPECT_EQ(logged_step(run, r), -1) << "rank " << r << " trained";
     EXPECT_TRUE(survivors_after("pffail", 30).empty());
     EXPECT_EQ(slurm.live_jobs(), "");
@@ -279,7 +280,8 @@ TEST(SlurmLaunch, PreflightFlagsASlowNodeAndTheJobEndsBeforeTraining) {
     const std::string run = dir / "runs/pfslow";
     const Proc w = watch(slurm, run);
     const std::string batch_out = read_file(run + "/slurm-" + job + ".out");
-    EXPECT_NE(w.out.find("Slurm job " + job + " FAILED"), std::string::npos) << w.out << batch_out;
+    EXPECT_NE(w.out.find("failed: Slurm job " + job + " FAILED: failed; --preflight flagged a node or could not judge them"),
+              std::string::npos) << w.out << batch_out;
     EXPECT_NE(batch_out.find("host 1 (" + slurm.nodes[1] + ") is "), std::string::npos) << batch_out;
     EXPECT_NE(batch_out.find("% slower at GEMMs; it holds "), std::string::npos) << batch_out;
     EXPECT_NE(batch_out.find("host 0 (" + slurm.nodes[0] + "): ok"), std::string::npos) << batch_out;

@@ -937,8 +937,15 @@ void RunFollower::derive_end(double now) {
         const std::string& id = manifest_.scheduler->job_id;
         std::string how = "Slurm job " + id + " " + scheduler_state_ + ": " + o.words;
         if (o.run_state == "failed") {
-            // srun names the task (= global rank) that failed first in the job's output.
-            if (auto f = srun_first_failure(read_small_file(dir_ + "/slurm-" + id + ".out")); f && f->rank < (int)n) {
+            const std::string job_out = read_small_file(dir_ + "/slurm-" + id + ".out");
+            // The script's preflight (ptd launch --slurm --preflight) stopped the job before any
+            // rank trained: its own words, not a training rank's failure (a failed probe's srun
+            // error names a probing task).
+            const size_t pf = job_out.rfind("ptd: --preflight");
+            if (pf != std::string::npos && (pf == 0 || job_out[pf - 1] == '\n')) {
+                how += "; " + job_out.substr(pf + 5, job_out.find('\n', pf) - pf - 5);
+            } else if (auto f = srun_first_failure(job_out); f && f->rank < (int)n) {
+                // srun names the task (= global rank) that failed first in the job's output.
                 derived_failed_rank_ = f->rank;
                 how += "; rank " + std::to_string(f->rank) + " on " + f->node + ": " + f->what;
             }
