@@ -878,9 +878,10 @@ std::string slurm_script(const LaunchPlan& plan) {
           << plan.slurm_preflight_ptd << " is not on the batch node $(hostname): it judges the preflight, so it must be on "
              "a file system every node mounts\" >&2; exit 1; }\n";
 
+    // A word of the script: node-local copies name $SLURM_JOB_ID, expanded by the batch shell.
+    auto word = [](const std::string& a) { return a.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + a + "\"" : shell_quote(a); };
     std::string args;
-    for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", plan.run_dir})
-        args += " " + (a.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + a + "\"" : shell_quote(a));
+    for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", plan.run_dir}) args += " " + word(a);
     if (plan.steps > 0) args += " --steps " + std::to_string(plan.steps);
     if (plan.checkpoint_every > 0) args += " --checkpoint-every " + std::to_string(plan.checkpoint_every);
     if (!plan.backend.empty()) args += " --backend " + shell_quote(plan.backend);
@@ -907,26 +908,23 @@ std::string slurm_script(const LaunchPlan& plan) {
     // One task per rank: Slurm's task id is the global rank (block distribution puts
     // consecutive ranks on a node, as make_layout's node = rank / gpus_per_node does).
     const std::string srun_head = srun + (plan.max_restarts > 0 ? " --open-mode=append" : "");
-    const std::string rest = " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID;" + gpu_pick + " exec \"$0\" \"$@\"' " +
-                             (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) +
-                             args;
+    // What each task runs: its rank's environment from Slurm's task ids (and `env`), then the engine.
+    auto task = [&](const std::string& env, const std::string& engine_args) {
+        return " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID" + env + ";" + gpu_pick + " exec \"$0\" \"$@\"' " +
+               word(rank_engine) + engine_args;
+    };
+    const std::string rest = task("", args);
     if (!plan.slurm_preflight_ptd.empty()) {
         // Every allocated node probes as `ptd calibrate --check` would (the same ranks and
         // engine, --probe --quick), then `ptd calibrate --collect --check` judges the nodes by
         // the preflight's rule (docs/launcher.md, "Preflight") on the batch node.
         const std::string pf = plan.run_dir + "/preflight";
-        std::string probe_args;
-        for (const std::string& a : std::vector<std::string>{"--job", rank_job, "--run-dir", pf})
-            probe_args += " " + (a.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + a + "\"" : shell_quote(a));
-        probe_args += " --probe --quick --stall-timeout 120";
+        std::string probe_args = " --job " + word(rank_job) + " --run-dir " + word(pf) + " --probe --quick --stall-timeout 120";
         if (!plan.backend.empty()) probe_args += " --backend " + shell_quote(plan.backend);
         o << "\n# ptd launch --preflight: a quick probe of every allocated node (GEMMs, collectives; logs in\n"
           << "# preflight/), judged by the preflight's outlier rule before any rank trains.\n"
           << "if ! " << srun_unrouted << " --output=" << shell_quote(pf + "/rank-%t.log")
-          << " bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID PTD_RUN_ID=\"$PTD_RUN_ID-preflight\";" << gpu_pick
-          << " exec \"$0\" \"$@\"' "
-          << (rank_engine.find("$SLURM_JOB_ID") != std::string::npos ? "\"" + rank_engine + "\"" : shell_quote(rank_engine)) << probe_args
-          << "; then\n"
+          << task(" PTD_RUN_ID=\"$PTD_RUN_ID-preflight\"", probe_args) << "; then\n"
           << "    echo \"ptd: --preflight: the probes failed (their logs: " << pf << "); not training\" >&2; exit 1\n"
           << "fi\n"
           << "if ! " << shell_quote(plan.slurm_preflight_ptd) << " calibrate --collect " << shell_quote(pf) << " --check; then\n";
