@@ -36,6 +36,13 @@ shoot studio-schedule-70b --job "$root/assets/jobs/llama3-70b-h100.toml" --set p
 shoot studio-compare --job "$root/assets/jobs/llama3-70b-h100-64nodes.toml" --compare "$root/assets/jobs/llama3-70b-h100.toml" --panel compare
 shoot studio-launch --auto-launch --steps 20 --panel launch
 shoot studio-live --auto-launch --steps 40 --panel live --mouse 620,330
+# The same tab for the 8-rank job with this machine's cluster profile (ptd calibrate): the
+# prediction and its interval beside the measurement (docs/estimators.md, "Error bars").
+"$root/$bin/ptd" calibrate "$root/assets/jobs/tiny-gpt-8rank.toml" -o "$work/tiny8.profile.toml" --run-root "$work/runs" >/dev/null
+"$root/$bin/ptd" validate "$root/assets/jobs/tiny-gpt-8rank.toml" --set cluster.profile="$work/tiny8.profile.toml" \
+    --set training.data="$root/docs/engine.md" --print >"$work/tiny8-profiled.toml"
+shoot studio-live-profiled --job "$work/tiny8-profiled.toml" --auto-launch --steps 40 --panel live --mouse 620,330
+shoot studio-schedule-profiled --job "$work/tiny8-profiled.toml" --auto-launch --steps 5 --panel schedule
 # 64 ranks of the tiny job on this machine's CPU (tp 2, pp 2, dp 16): medians and bands by PP stage.
 (cd "$work" && "$root/$bin/ptd" launch "$root/assets/jobs/tiny-local.toml" --set cluster.gpus_per_node=64 \
     --set training.global_batch=32 --steps 6 --run-root "$work/runs" --run-id live64 >/dev/null)
