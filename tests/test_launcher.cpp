@@ -788,6 +788,23 @@ TEST(SlurmNodes, HostListsExpandInOrder) {
     EXPECT_EQ(slurm_expand_nodes("(null)"), V{});
 }
 
+// The batch script's preflight lines in a job's output: only one that stopped the job counts;
+// --force's "training despite the preflight" leaves a later failure to srun's words.
+TEST(SlurmNodes, OnlyAPreflightThatStoppedTheJobIsItsReason) {
+    const std::string flagged = "host 1 (n2) is 40% slower at GEMMs\nptd: --preflight flagged a node or could not judge them "
+                                "(above); not training (launch.slurm.exclude leaves a node out, --force trains anyway)\n";
+    EXPECT_EQ(slurm_preflight_stop(flagged), "--preflight flagged a node or could not judge them (above); not training "
+                                             "(launch.slurm.exclude leaves a node out, --force trains anyway)");
+    EXPECT_EQ(slurm_preflight_stop("srun: error: n1: task 3: Exited with exit code 3\nptd: --preflight: the probes failed "
+                                   "(their logs: /r/preflight); not training\n"),
+              "--preflight: the probes failed (their logs: /r/preflight); not training");
+    EXPECT_EQ(slurm_preflight_stop("ptd: --preflight --force: training despite the preflight\n"
+                                   "srun: error: n1: task 5: Killed\n"),
+              std::nullopt);
+    EXPECT_EQ(slurm_preflight_stop("  ptd: --preflight ... not training\n"), std::nullopt);  // only at a line's start
+    EXPECT_EQ(slurm_preflight_stop(""), std::nullopt);
+}
+
 // A YAML manifest as JSON (Debian's python3-yaml reads it as the API server's YAML parser does).
 static nlohmann::json yaml_as_json(const std::string& path) {
     Proc p = run_captured("/usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' " +

@@ -941,9 +941,8 @@ void RunFollower::derive_end(double now) {
             // The script's preflight (ptd launch --slurm --preflight) stopped the job before any
             // rank trained: its own words, not a training rank's failure (a failed probe's srun
             // error names a probing task).
-            const size_t pf = job_out.rfind("ptd: --preflight");
-            if (pf != std::string::npos && (pf == 0 || job_out[pf - 1] == '\n')) {
-                how += "; " + job_out.substr(pf + 5, job_out.find('\n', pf) - pf - 5);
+            if (const auto stop = slurm_preflight_stop(job_out)) {
+                how += "; " + *stop;
             } else if (auto f = srun_first_failure(job_out); f && f->rank < (int)n) {
                 // srun names the task (= global rank) that failed first in the job's output.
                 derived_failed_rank_ = f->rank;

@@ -240,6 +240,14 @@ std::optional<SrunFailure> srun_first_failure(const std::string& text) {
     return std::nullopt;
 }
 
+std::optional<std::string> slurm_preflight_stop(const std::string& text) {
+    std::optional<std::string> stop;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with("ptd: --preflight") && line.find("not training") != std::string::npos) stop = line.substr(5);
+    return stop;
+}
+
 Result<SlurmJobState> slurm_cancel(const std::string& job_id, double wait_s) {
     const CommandOutput c = run_command({"scancel", job_id}, kQueryTimeoutS);
     if (!c.ran) return fail(SourceLoc{}, "scancel", "cannot run scancel (" + c.error + ")");

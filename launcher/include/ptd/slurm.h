@@ -59,6 +59,12 @@ struct SrunFailure {
 };
 std::optional<SrunFailure> srun_first_failure(const std::string& job_output);
 
+// What the batch script's own preflight (ptd launch --slurm --preflight) said when it stopped
+// the job before training: the last "ptd: --preflight…; not training…" line of the job's
+// output, without "ptd: ". nullopt when the preflight did not stop it (none ran, it passed,
+// or --force went on to train).
+std::optional<std::string> slurm_preflight_stop(const std::string& job_output);
+
 // scancel JOB_ID, then wait (up to wait_s) until Slurm reports the job over; returns its
 // last state, or an error quoting scancel / saying it still runs.
 Result<SlurmJobState> slurm_cancel(const std::string& job_id, double wait_s);
