@@ -47,17 +47,29 @@ const std::string kJob = std::string(PTD_SOURCE_DIR) + "/assets/jobs/tiny-gpt-8r
     } while (0)
 #define START_SLURM(slurm) START_SLURM_NODES(slurm, 1)
 
-// `ptd launch tiny-gpt-8rank --slurm --submit` into dir/runs/<id>; the Slurm job id.
-std::string submit(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra) {
-    const Proc p = run_captured(slurm.env() + " " + kBin + "/ptd launch " + shell_quote(kJob) + " --slurm --submit --run-root " +
-                                shell_quote(dir + "/runs") + " --run-id " + id + " " + extra);
-    EXPECT_EQ(p.rc, 0) << p.out << p.err;
+// The job id a `--slurm --submit` printed ("submitted Slurm job N"); "" (a test failure) when none.
+std::string job_id_in(const Proc& p) {
     std::smatch m;
     if (!std::regex_search(p.out, m, std::regex("submitted Slurm job (\\d+)"))) {
         ADD_FAILURE() << "no job id in: " << p.out << p.err;
         return "";
     }
     return m[1];
+}
+
+// This machine's host name as a rank reports it (gethostname, as ptd-engine's probes do).
+std::string this_hostname() {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return host;
+}
+
+// `ptd launch tiny-gpt-8rank --slurm --submit` into dir/runs/<id>; the Slurm job id.
+std::string submit(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra) {
+    const Proc p = run_captured(slurm.env() + " " + kBin + "/ptd launch " + shell_quote(kJob) + " --slurm --submit --run-root " +
+                                shell_quote(dir + "/runs") + " --run-id " + id + " " + extra);
+    EXPECT_EQ(p.rc, 0) << p.out << p.err;
+    return job_id_in(p);
 }
 
 // The highest step rank `rank` logged so far (-1 = none yet).
@@ -174,12 +186,9 @@ TEST(SlurmLaunch, CalibrateSubmitsTheProbesFollowsThemAndWritesTheProfile) {
     TempDir dir("slurm_cal");
     const Proc c = calibrate_through_slurm(slurm, dir.path.string(), "cal", "");
     ASSERT_EQ(c.rc, 0) << c.out << c.err;
-    std::smatch job;
-    ASSERT_TRUE(std::regex_search(c.out, job, std::regex("submitted Slurm job (\\d+)"))) << c.out;
+    ASSERT_NE(job_id_in(c), "");
     EXPECT_NE(c.out.find("probing " + kJob + " through Slurm"), std::string::npos) << c.out;
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    EXPECT_NE(c.out.find(std::string("  host 0 (") + host + ") [1/"), std::string::npos) << c.out;  // a line per probe, named by the node
+    EXPECT_NE(c.out.find("  host 0 (" + this_hostname() + ") [1/"), std::string::npos) << c.out;  // a line per probe, named by the node
     EXPECT_NE(c.out.find("wrote " + (dir / "cal.toml")), std::string::npos) << c.out;
     auto prof = ptd::load_profile(dir / "cal.toml");
     ASSERT_TRUE(prof) << prof.error().str();
@@ -204,9 +213,9 @@ TEST(SlurmLaunch, CalibrateWhoseJobFailsWritesNoProfile) {
     const std::string engine = engine_failing_rank_3(dir, "-n 1");
     const Proc c = calibrate_through_slurm(slurm, dir.path.string(), "calfail", "--engine " + shell_quote(engine));
     EXPECT_EQ(c.rc, 1) << c.out << c.err;
-    std::smatch job;
-    ASSERT_TRUE(std::regex_search(c.out, job, std::regex("submitted Slurm job (\\d+)"))) << c.out;
-    EXPECT_NE(c.err.find("ptd calibrate: failed: Slurm job " + job[1].str() + " FAILED: failed; rank 3 on "), std::string::npos) << c.err;
+    const std::string job = job_id_in(c);
+    ASSERT_NE(job, "");
+    EXPECT_NE(c.err.find("ptd calibrate: failed: Slurm job " + job + " FAILED: failed; rank 3 on "), std::string::npos) << c.err;
     EXPECT_NE(c.err.find("no profile written. Logs: " + (dir / "runs/calfail")), std::string::npos) << c.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "calfail.toml"));
     EXPECT_TRUE(survivors_after("calfail", 30).empty());
@@ -225,10 +234,8 @@ TEST(SlurmLaunch, PreflightProbesTheAllocatedNodeBeforeTheRanksTrain) {
     const Proc w = watch(slurm, run);
     const std::string batch_out = read_file(run + "/slurm-" + job + ".out");
     EXPECT_NE(w.out.find("finished: Slurm job " + job + " COMPLETED"), std::string::npos) << w.out << batch_out;
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
     // The verdict, in the job's output, names the node by its hostname (not the plan's node-0).
-    EXPECT_NE(batch_out.find(std::string("host 0 (") + host + "): ok (GEMMs"), std::string::npos) << batch_out;
+    EXPECT_NE(batch_out.find("host 0 (" + this_hostname() + "): ok (GEMMs"), std::string::npos) << batch_out;
     EXPECT_NE(batch_out.find("ptd calibrate --check: 0 of 1 host(s) flagged"), std::string::npos) << batch_out;
     for (int r = 0; r < 8; ++r) {
         EXPECT_NE(read_file(run + "/preflight/rank-" + std::to_string(r) + ".log").find("\"kind\":\"done\""), std::string::npos)
