@@ -16,6 +16,7 @@
 #include "ptd/spec/job_spec.h"
 
 #include "job_test_util.h"
+#include "text_test_util.h"
 
 namespace {
 
@@ -120,6 +121,34 @@ TEST(RecentModelsExport, MegatronQwen3) {
     // Qwen3 8B's head_dim equals hidden/heads: nothing to write.
     args = megatron_args(export_text(preset_job("qwen3-8b", "tp = 1\ndp = 1024"), ptd::ExportFormat::megatron));
     EXPECT_EQ(value_of(args, "--kv-channels"), "<absent>");
+}
+
+// mbrecipe: a Megatron-Bridge MoE job exports to Megatron-Bridge — the fused permutation and router
+// (the stack's defaults from 2025 on) and the router's FP8 padding are TransformerConfig fields —
+// and its expert-parallel overlap survives CommOverlapConfig.setup, which copies the comm-overlap
+// config's own overlap_moe_expert_parallel_comm (False unless given) onto the model.
+TEST(RecentModelsExport, NemoWritesAnMoeJobsFusionsAndKeepsItsEpOverlap) {
+    auto moe_job = [](const std::string& parallel, const std::string& training) {
+        return job_from_text(job_text({.preset = "qwen3-235b-a22b",
+                                       .nodes = 32,
+                                       .parallel = parallel,
+                                       .training = "framework = \"nemo\"\nmicro_batch = 1\nglobal_batch = 2048\n" + training}));
+    };
+    const std::string fused = export_text(
+        moe_job("tp = 1\npp = 8\nvpp = 2\nep = 32\naccount_for_embedding_in_pipeline_split = true\n"
+                "account_for_loss_in_pipeline_split = true\nmoe_router_padding_for_fp8 = true\n",
+                "fp8 = \"current\"\n"),
+        ptd::ExportFormat::nemo);
+    expect_mentions(fused, {"cfg.model.moe_permute_fusion = True", "cfg.model.moe_router_fusion = True",
+                            "cfg.model.moe_router_padding_for_fp8 = True"});
+    const std::string both = export_text(
+        moe_job("tp = 2\npp = 8\nvpp = 4\nep = 32\nexpert_tp = 1\nsequence_parallel = true\ntp_comm_overlap = true\n"
+                "moe_a2a_overlap = true\naccount_for_embedding_in_pipeline_split = true\n"
+                "account_for_loss_in_pipeline_split = true\n",
+                ""),
+        ptd::ExportFormat::nemo);
+    expect_mentions(both, {"cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=True, overlap_moe_expert_parallel_comm=True)",
+                           "cfg.model.overlap_moe_expert_parallel_comm = True"});
 }
 
 // torchtitan has Qwen3 and DeepSeek-V3 models (torchtitan/models/qwen3, deepseek_v3, main

@@ -103,6 +103,11 @@ const std::map<std::string, Field>& bridge_fields() {
         {"--moe-router-topk", {Kind::value, "model.moe_router_topk"}},
         {"--moe-token-dispatcher-type", {Kind::text, "model.moe_token_dispatcher_type"}},
         {"--moe-flex-dispatcher-backend", {Kind::text, "model.moe_flex_dispatcher_backend"}},
+        // not in ARG_MAP: TransformerConfig moe_permute_fusion / moe_router_fusion (Megatron-LM
+        // transformer_config.py), which Megatron-Bridge's MoE providers and recipes set
+        {"--moe-permute-fusion", {Kind::flag, "model.moe_permute_fusion"}},
+        {"--moe-router-fusion", {Kind::flag, "model.moe_router_fusion"}},
+        {"--moe-router-padding-for-fp8", {Kind::flag, "model.moe_router_padding_for_fp8"}},
         {"--moe-router-num-groups", {Kind::value, "model.moe_router_num_groups"}},
         {"--moe-router-group-topk", {Kind::value, "model.moe_router_group_topk"}},
         {"--moe-ffn-hidden-size", {Kind::value, "model.moe_ffn_hidden_size"}},
@@ -253,7 +258,12 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
                     set("ddp.use_distributed_optimizer", "True");
                     set("optimizer.use_distributed_optimizer", "True");
                 } else if (flag == "--tp-comm-overlap")
-                    set("comm_overlap", "CommOverlapConfig(tp_comm_overlap=True)", "Transformer Engine userbuffers");
+                    // mbrecipe: CommOverlapConfig.setup copies its own overlap_moe_expert_parallel_comm
+                    // (False unless given) onto the model config, so the EP overlap goes in it too.
+                    set("comm_overlap",
+                        job.parallel.moe_a2a_overlap ? "CommOverlapConfig(tp_comm_overlap=True, overlap_moe_expert_parallel_comm=True)"
+                                                     : "CommOverlapConfig(tp_comm_overlap=True)",
+                        "Transformer Engine userbuffers");
                 else if (flag == "--multi-latent-attention")
                     mla = true;
                 else if (flag == "--seq-length") {
