@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "job_test_util.h"
+#include "process_test_util.h"
 #include "text_test_util.h"
 #include "ptd/model/estimate.h"
 #include "ptd/plan/planner.h"
@@ -269,6 +270,159 @@ TEST(StackDefaults, AnUnknownRecipeOrAnotherStacksIsRefusedWithItsLine) {
     const auto problems = ptd::validate_job(edited);
     ASSERT_FALSE(problems.empty());
     EXPECT_EQ(problems[0].key, "training.recipe");
+}
+
+// mbrecipe: a job that names a Megatron-Bridge performance recipe, on the recipe's own layout
+// (the table's row for `name`), with `training_extra` / `parallel_extra` lines.
+ptd::Result<JobSpec> perf_recipe_job(const std::string& name, const std::string& training_extra = "",
+                                     const std::string& parallel_extra = "") {
+    const ptd::PerfRecipe* r = ptd::find_perf_recipe(name);
+    EXPECT_NE(r, nullptr) << name;
+    if (!r) return ptd::load_job_text("", "recipe.toml", presets());
+    const std::string fp8 = r->fp8 == ptd::Fp8Recipe::none ? "" : "fp8 = \"" + std::string(ptd::to_string(r->fp8)) + "\"\n";
+    auto n = [](int v) { return std::to_string(v); };
+    // Layers that pp·vpp does not divide (DeepSeek-V3's 61) are split as evenly as they go, as
+    // the recipe's pipeline layout does by hand.
+    std::string split;
+    const int chunks = r->pp * std::max(1, r->vpp), layers = presets().find_model(r->model)->layers;
+    if (layers % chunks != 0) {
+        for (int l : ptd::balanced_layers_per_stage(layers, chunks)) split += (split.empty() ? "" : ", ") + n(l);
+        split = "layers_per_stage = [" + split + "]\n";
+    }
+    std::string text =
+        job_text({.preset = r->model,
+                  .nodes = r->gpus / 8,
+                  .gpu = r->gpu,
+                  .parallel = "tp = " + n(r->tp) + "\npp = " + n(r->pp) + "\nvpp = " + n(std::max(1, r->vpp)) + "\ncp = " +
+                              n(r->cp) + "\nep = " + n(r->ep) + "\n" + (r->etp > 0 ? "expert_tp = " + n(r->etp) + "\n" : "") +
+                              (r->tp > 1 ? "sequence_parallel = true\n" : "") + split + parallel_extra,
+                  .training = "framework = \"nemo\"\nrecipe = \"" + name + "\"\nmicro_batch = " + n(r->mbs) +
+                              "\nglobal_batch = " + n(r->gbs) + "\n" + fp8 + training_extra});
+    text.insert(text.find("[cluster]"), "seq_len = " + n(r->seq) + "\n");  // the recipe's, in [model]
+    return ptd::load_job_text(text, "recipe.toml", presets());
+}
+
+// Qwen3-30B-A3B in FP8 (current scaling) on 16 H100: perf_recipes/qwen/h100/qwen3_moe.py
+// qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs_config sets the flex dispatcher with the HybridEP
+// backend, no all-to-all overlap, and Transformer Engine CUDA graphs of attn, moe_router and
+// moe_preprocess.
+const char* const kQwen30bH100Fp8 = "qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs";
+
+TEST(StackDefaults, APerformanceRecipeSetsItsMoeKeysAndSaysWhence) {
+    const JobSpec job = loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml");
+    EXPECT_EQ(job.parallel.moe_dispatcher, ptd::MoeDispatcher::hybridep);
+    EXPECT_FALSE(job.parallel.moe_a2a_overlap);
+    EXPECT_EQ(job.parallel.cuda_graph_impl, ptd::CudaGraphImpl::transformer_engine);
+    EXPECT_EQ(job.parallel.cuda_graph_scope, ptd::kGraphAttn | ptd::kGraphMoeRouter | ptd::kGraphMoePreprocess);
+    EXPECT_TRUE(applied(job, "parallel.moe_dispatcher", "\"hybridep\""));
+    EXPECT_TRUE(applied(job, "parallel.cuda_graph_scope", "[\"attn\", \"moe_router\", \"moe_preprocess\"]"));
+    for (const ptd::StackDefault& d : job.origin.stack_defaults)
+        if (d.key == "parallel.moe_dispatcher")
+            EXPECT_NE(d.source.find(std::string(kQwen30bH100Fp8) + " (perf_recipes/qwen/h100/qwen3_moe.py:"), std::string::npos)
+                << d.source;
+    EXPECT_NE(ptd::stack_label(job.training).find(kQwen30bH100Fp8), std::string::npos) << ptd::stack_label(job.training);
+    // On the recipe's own layout nothing differs, so the estimate has no note about it.
+    EXPECT_TRUE(ptd::perf_recipe_differences(job).empty());
+    // Without the recipe: the plain defaults, none listed.
+    const JobSpec plain = loaded(qwen3_moe("nemo"), "moe.toml");
+    EXPECT_EQ(plain.parallel.moe_dispatcher, ptd::MoeDispatcher::alltoall);
+    EXPECT_EQ(plain.parallel.cuda_graph_impl, ptd::CudaGraphImpl::none);
+    EXPECT_FALSE(applied(plain, "parallel.moe_dispatcher", "\"alltoall\""));
+}
+
+TEST(StackDefaults, APerformanceRecipeGivesTheStepOfTheKeysItStates) {
+    // Naming the recipe and writing its keys by hand are the same job to the time model.
+    const JobSpec named = loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml");
+    const JobSpec written = loaded(perf_recipe_job(kQwen30bH100Fp8, "",
+                                                   "moe_dispatcher = \"hybridep\"\ncuda_graph_impl = \"transformer_engine\"\n"
+                                                   "cuda_graph_scope = [\"attn\", \"moe_router\", \"moe_preprocess\"]\n"),
+                                   "recipe.toml");
+    const JobSpec plain = loaded(perf_recipe_job(kQwen30bH100Fp8, "", "moe_dispatcher = \"alltoall\"\ncuda_graph_impl = \"none\"\n"),
+                                 "recipe.toml");
+    EXPECT_EQ(ptd::estimate_job(named).step_s, ptd::estimate_job(written).step_s);
+    EXPECT_NE(ptd::estimate_job(named).step_s, ptd::estimate_job(plain).step_s);
+}
+
+TEST(StackDefaults, AKeyWrittenBesideAPerformanceRecipeIsTheJobsOwnAndSavedSo) {
+    const JobSpec own = loaded(perf_recipe_job(kQwen30bH100Fp8, "", "moe_dispatcher = \"alltoall\"\n"), "recipe.toml");
+    EXPECT_EQ(own.parallel.moe_dispatcher, ptd::MoeDispatcher::alltoall);
+    EXPECT_EQ(own.parallel.cuda_graph_impl, ptd::CudaGraphImpl::transformer_engine);  // still the recipe's
+    EXPECT_FALSE(applied(own, "parallel.moe_dispatcher", "\"hybridep\""));
+    const std::string saved = ptd::save_job_toml(own);
+    EXPECT_NE(saved.find("moe_dispatcher = \"alltoall\""), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("cuda_graph_impl"), std::string::npos) << saved;  // the recipe's: left to it
+    const JobSpec again = reloaded(saved);
+    EXPECT_EQ(again.parallel, own.parallel);
+    EXPECT_EQ(again.origin.stack_defaults, own.origin.stack_defaults);
+    // The recipe's own values written out by hand are saved as the recipe's (unwritten).
+    const JobSpec same = loaded(perf_recipe_job(kQwen30bH100Fp8, "", "moe_dispatcher = \"hybridep\"\n"), "recipe.toml");
+    EXPECT_EQ(ptd::save_job_toml(same).find("moe_dispatcher"), std::string::npos);
+}
+
+TEST(StackDefaults, AJobUnlikeItsPerformanceRecipeIsToldWhereItDiffers) {
+    const ptd::PerfRecipe* r = ptd::find_perf_recipe(kQwen30bH100Fp8);
+    ASSERT_NE(r, nullptr);
+    const JobSpec job = loaded(perf_recipe_job(kQwen30bH100Fp8, "", ""), "recipe.toml");
+    JobSpec other = job;
+    other.training.global_batch = 2 * r->gbs;
+    const std::vector<std::string> diff = ptd::perf_recipe_differences(other);
+    ASSERT_EQ(diff.size(), 1u);
+    EXPECT_EQ(diff[0], "global_batch " + std::to_string(2 * r->gbs) + " (the recipe: " + std::to_string(r->gbs) + ")");
+    // An earlier release of the stack may have run another recipe under that name.
+    JobSpec older = job;
+    older.training.framework_version = 202511;
+    ASSERT_EQ(ptd::perf_recipe_differences(older).size(), 1u);
+    EXPECT_EQ(ptd::perf_recipe_differences(older)[0], "framework_version 2025-11 (the recipe: as Megatron-Bridge has it in 2026-08)");
+    const ptd::Estimate est = ptd::estimate_job(other);
+    bool noted = false;
+    for (const std::string& n : est.notes)
+        noted |= n.find("training.recipe \"" + std::string(kQwen30bH100Fp8) + "\" ran another job; this one differs in global_batch") == 0;
+    EXPECT_TRUE(noted);
+}
+
+TEST(StackDefaults, AnUnknownPerformanceRecipeIsRefusedNamingThoseOfItsModel) {
+    const auto job = ptd::load_job_text(
+        job_text({.preset = "qwen3-30b-a3b",
+                  .parallel = "tp = 1\nep = 8\n",
+                  .training = "framework = \"nemo\"\nrecipe = \"qwen3_30b_a3b_pretrain_12gpu_h100_fp8cs\"\n"}),
+        "job.toml", presets());
+    expect_refused(job, "training.recipe", "job.toml");
+    EXPECT_NE(refusal(job).find("performance recipes of that model"), std::string::npos) << refusal(job);
+    EXPECT_NE(refusal(job).find(std::string("\"") + kQwen30bH100Fp8 + "\""), std::string::npos) << refusal(job);
+    EXPECT_EQ(refusal(job).find("deepseek_v3"), std::string::npos) << refusal(job);
+    // Another stack's job cannot name it.
+    const auto megatron = ptd::load_job_text(
+        job_text({.preset = "qwen3-30b-a3b",
+                  .parallel = "tp = 1\nep = 8\n",
+                  .training = std::string("framework = \"megatron\"\nrecipe = \"") + kQwen30bH100Fp8 + "\"\n"}),
+        "job.toml", presets());
+    expect_refused(megatron, "training.recipe", "job.toml");
+    EXPECT_NE(refusal(megatron).find("it is a configuration of framework \"nemo\""), std::string::npos) << refusal(megatron);
+}
+
+TEST(StackDefaults, EveryPerformanceRecipeIsAJobPtdCanEstimateAndIsDocumented) {
+    // Each row of the table is a job on its own layout, model and GPU presets, with a step. A few
+    // recipes state an expert parallelism their GPUs cannot hold — the 64-GPU DeepSeek-V3 H100
+    // ones keep the 1,024-GPU layout (EP 64), qwen3_235b_a22b_pretrain_64gpu_gb200_fp8cs says EP 32
+    // on 64 GPUs with PP 8 (its docstring says EP 8) — and Megatron-core would refuse them too:
+    // ep · expert_tp must divide tp·cp·dp. PTD refuses them on that key.
+    const std::string doc = read_file(PTD_SOURCE_DIR "/docs/job-spec.md");
+    int loaded_jobs = 0, refused_jobs = 0;
+    for (const ptd::PerfRecipe& r : ptd::perf_recipes()) {
+        EXPECT_NE(doc.find(std::string("| `") + r.name + "` |"), std::string::npos) << r.name << " is not in docs/job-spec.md";
+        const auto job = perf_recipe_job(r.name);
+        if ((r.gpus / r.pp) % (r.ep * std::max(1, r.etp)) != 0) {
+            EXPECT_NE(refusal(job).find("parallel.e"), std::string::npos) << r.name << ": " << refusal(job);
+            ++refused_jobs;
+            continue;
+        }
+        ASSERT_TRUE(job.has_value()) << r.name << ": " << job.error().str();
+        EXPECT_TRUE(ptd::perf_recipe_differences(*job).empty()) << r.name;
+        EXPECT_GT(ptd::estimate_job(*job).step_s, 0.0) << r.name;
+        ++loaded_jobs;
+    }
+    EXPECT_GE(loaded_jobs, 45);
+    EXPECT_LE(refused_jobs, 5);
 }
 
 TEST(StackDefaults, AChosenPlanRowOwnsItsOverlapKeys) {

@@ -388,7 +388,21 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             // (apply_stack_defaults), as in a job file.
             j.origin.state_dtypes_written = (t.get("main_params_dtype") ? 1 : 0) | (t.get("exp_avg_dtype") ? 2 : 0) |
                                             (t.get("exp_avg_sq_dtype") ? 4 : 0);
-            if (t.get("recipe")) tr.recipe = get_word(t, "recipe", "", {"nemotron/nemotron_340b"});
+            if (const toml::node* n = t.get("recipe")) {
+                tr.recipe = n->value_or(std::string());
+                if (!ptd::recipe_framework(tr.recipe))
+                    run_file_fail(g_path, n, 0, "run key \"recipe\" is \"" + tr.recipe + "\"; allowed: " + ptd::known_recipes_text(tr.recipe));
+            }
+            // mbrecipe: the MoE and CUDA-graph keys the run states are its own; the others take
+            // its performance recipe's values (apply_stack_defaults), as in a job file.
+            j.origin.recipe_keys_written = 0;
+            for (const auto& [key, bit] : {std::pair{"moe_dispatcher", ptd::kRecipeMoeDispatcher},
+                                           {"moe_a2a_overlap", ptd::kRecipeMoeA2aOverlap},
+                                           {"moe_shared_expert_overlap", ptd::kRecipeSharedExpertOverlap},
+                                           {"cuda_graph_impl", ptd::kRecipeCudaGraphImpl},
+                                           {"cuda_graph_scope", ptd::kRecipeCudaGraphScope},
+                                           {"moe_pad_to_capacity", ptd::kRecipeMoePadToCapacity}})
+                if (t.get(key)) j.origin.recipe_keys_written |= bit;
         }
 
         if (r.skip.empty()) r.skip = apply_run_to_job(r);

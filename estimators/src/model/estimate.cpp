@@ -6,6 +6,7 @@
 #include "ptd/model/estimate.h"
 
 #include "model/estimate_internal.h"
+#include "ptd/spec/stack_defaults.h"
 #include "model/profile_times.h"
 #include "ptd/model/schedule.h"
 
@@ -1047,6 +1048,14 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
         est.notes.push_back("tp " + std::to_string(t) + " > kv_heads " + std::to_string(m.kv_heads) +
                             ": each rank holds a replica of one KV head (K/V projections replicated " +
                             std::to_string(t / m.kv_heads) + "×)");
+    // mbrecipe: a performance recipe's settings apply to the job as written, whatever its layout.
+    if (const std::vector<std::string> diff = perf_recipe_differences(job); !diff.empty()) {
+        std::string list;
+        for (const std::string& d : diff) list += (list.empty() ? "" : ", ") + d;
+        est.notes.push_back("training.recipe \"" + job.training.recipe + "\" ran another job; this one differs in " + list +
+                            ": the recipe's MoE, CUDA-graph and overlap settings are applied as the recipe states them "
+                            "(write a key to keep the job's own)");
+    }
     if (job.origin.network_generic && job.cluster.gpu.link != GpuLink::loopback)
         est.notes.push_back("the network is GENERIC: no cluster preset describes nodes of gpu \"" + job.cluster.gpu.name +
                             "\", so one NIC per GPU at " + std::to_string((long long)std::lround(job.cluster.inter_gbps * 8)) +

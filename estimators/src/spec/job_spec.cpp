@@ -664,7 +664,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         const std::optional<Framework> f = recipe_framework(tr.recipe);
         if (!f || *f != tr.framework)
             add("training.recipe", "got \"" + tr.recipe + "\" with training.framework = \"" + to_string(tr.framework) +
-                                       "\"; allowed: " + known_recipes_text());
+                                       "\"; allowed: " + known_recipes_text(tr.recipe));
     }
 
     // oomnemo: Megatron-core raises for CPU offloading with pipeline parallelism

@@ -654,14 +654,19 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     mark_written(job, StackKey::scatter_gather_tensors_in_pipeline,
                  r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline));  // p2psg
     r.read_int("expert_tp", p.expert_tp, 0, 1 << 20);  // moe2: 0 = tp
-    r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
-    read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords);  // deepep
-    r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap);  // deepep
+    // mbrecipe: the keys a Megatron-Bridge performance recipe sets are the job's own once written.
+    const auto mark_recipe_key = [&](uint8_t bit, bool read) {
+        if (read) job.origin.recipe_keys_written |= bit;
+    };
+    mark_recipe_key(kRecipeSharedExpertOverlap, r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap));  // moe2
+    mark_recipe_key(kRecipeMoeDispatcher, read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords));  // deepep
+    mark_recipe_key(kRecipeMoeA2aOverlap, r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap));  // deepep
     mark_written(job, StackKey::moe_permute_fusion, r.read_bool("moe_permute_fusion", p.moe_permute_fusion));  // moeperm
     mark_written(job, StackKey::moe_router_fusion, r.read_bool("moe_router_fusion", p.moe_router_fusion));  // moerouter
     // hostov: CUDA graphs (Megatron-core cuda_graph_impl / cuda_graph_scope), static expert inputs.
-    read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords);
+    mark_recipe_key(kRecipeCudaGraphImpl, read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords));
     if (std::vector<std::string> words; r.read_string_array("cuda_graph_scope", words)) {
+        job.origin.recipe_keys_written |= kRecipeCudaGraphScope;
         uint32_t scope = 0;
         for (size_t i = 0; i < words.size(); ++i) {
             int bit = -1;
@@ -678,7 +683,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         }
         p.cuda_graph_scope = scope;
     }
-    r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity);
+    mark_recipe_key(kRecipeMoePadToCapacity, r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity));
     r.read_bool("moe_router_padding_for_fp8", p.moe_router_padding_for_fp8);  // moefp8pad
     mark_written(job, StackKey::async_tensor_model_parallel_allreduce,
                  r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce));  // recomp
@@ -734,12 +739,12 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     if (std::string v; r.read_string("recipe", v)) {
         if (const std::optional<Framework> f = recipe_framework(v); !f)
             ctx.error(r.where("recipe"), "training.recipe",
-                      "got " + quote_input(v) + "; allowed: " + known_recipes_text() + ", or no recipe");
+                      "got " + quote_input(v) + "; allowed: " + known_recipes_text(v) + ", or no recipe");
         else if (*f != tr.framework)
             ctx.error(r.where("recipe"), "training.recipe",
                       "got " + quote_input(v) + " with training.framework = \"" + to_string(tr.framework) +
                           "\"; it is a configuration of framework \"" + to_string(*f) + "\"; allowed: " +
-                          known_recipes_text());
+                          known_recipes_text(v));
         else
             tr.recipe = v;
     }
@@ -1133,6 +1138,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     job.origin.vocab_pad_defaulted = true;  // until [estimate] writes it
     job.origin.stack_keys_written = 0;       // stackdef: until a table writes them
     job.origin.state_dtypes_written = 0;     // recipe: likewise
+    job.origin.recipe_keys_written = 0;      // mbrecipe: likewise
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
         const toml::table* t = top.subtable(e.name);
@@ -1361,15 +1367,20 @@ std::string save_job_toml(const JobSpec& job) {
         w.boolean("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
     if (p.expert_tp > 0) w.int_("expert_tp", p.expert_tp);  // moe2
-    if (p.moe_shared_expert_overlap) w.boolean("moe_shared_expert_overlap", true);  // moe2
-    if (p.moe_dispatcher != MoeDispatcher::alltoall)  // deepep
+    // mbrecipe: the keys a performance recipe sets are written where they differ from what
+    // reloading would give them unwritten (the recipe's value, else the plain default).
+    const RecipeKeyValues unwritten = recipe_key_defaults(job);
+    if (p.moe_shared_expert_overlap != unwritten.shared_expert_overlap)
+        w.boolean("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
+    if (p.moe_dispatcher != unwritten.dispatcher)  // deepep
         w.str("moe_dispatcher", kMoeDispatcherWords[(size_t)p.moe_dispatcher]);
-    if (p.moe_a2a_overlap) w.boolean("moe_a2a_overlap", true);  // deepep
+    if (p.moe_a2a_overlap != unwritten.a2a_overlap) w.boolean("moe_a2a_overlap", p.moe_a2a_overlap);  // deepep
     if (keep(StackKey::moe_permute_fusion)) w.boolean("moe_permute_fusion", p.moe_permute_fusion);  // moeperm
     if (keep(StackKey::moe_router_fusion)) w.boolean("moe_router_fusion", p.moe_router_fusion);  // moerouter
-    if (p.cuda_graph_impl != CudaGraphImpl::none) w.str("cuda_graph_impl", to_string(p.cuda_graph_impl));  // hostov
-    if (p.cuda_graph_scope != 0) w.strings("cuda_graph_scope", cuda_graph_scope_words(p.cuda_graph_scope));  // hostov
-    if (p.moe_pad_to_capacity) w.boolean("moe_pad_to_capacity", true);  // hostov
+    if (p.cuda_graph_impl != unwritten.graphs) w.str("cuda_graph_impl", to_string(p.cuda_graph_impl));  // hostov
+    if (p.cuda_graph_scope != unwritten.graph_scope)
+        w.strings("cuda_graph_scope", cuda_graph_scope_words(p.cuda_graph_scope));  // hostov
+    if (p.moe_pad_to_capacity != unwritten.pad_to_capacity) w.boolean("moe_pad_to_capacity", p.moe_pad_to_capacity);  // hostov
     if (p.moe_router_padding_for_fp8) w.boolean("moe_router_padding_for_fp8", true);  // moefp8pad
     }
 

@@ -98,11 +98,25 @@ static const Recipe* find_recipe(std::string_view name) {
     return nullptr;
 }
 
+const PerfRecipe* find_perf_recipe(std::string_view name) {
+    for (const PerfRecipe& r : perf_recipes())
+        if (name == r.name) return &r;
+    return nullptr;
+}
+
+// mbrecipe: "Megatron-Bridge's performance recipe qwen3_30b_a3b_pretrain_8gpu_b200_fp8mx
+// (perf_recipes/qwen/b200/qwen3_moe.py:285 at 067f987)".
+static std::string perf_recipe_source(const PerfRecipe& r) {
+    return std::string("Megatron-Bridge's performance recipe ") + r.name + " (perf_recipes/" + r.file + " at 067f987)";
+}
+
 std::string stack_label(const TrainingSpec& t) {
     // A named configuration gives the keys it states; the stack's own defaults give the rest.
     const Recipe* r = find_recipe(t.recipe);
+    const PerfRecipe* pr = find_perf_recipe(t.recipe);
     const std::string when = (t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today") +
-                             (r ? std::string(", and ") + r->source + " for the keys it states" : "");
+                             (r ? std::string(", and ") + r->source + " for the keys it states" : "") +
+                             (pr ? ", and " + perf_recipe_source(*pr) + " for the keys it states" : "");
     switch (t.framework) {
         case Framework::megatron: return "Megatron-LM command line" + when;
         case Framework::nemo: return "NeMo 2 / Megatron-Bridge performance recipes" + when;
@@ -124,20 +138,80 @@ bool stack_flash_attention(const TrainingSpec& t) {
     return true;
 }
 
-const char* known_recipes_text() {
-    static const std::string text = [] {
-        std::string out;
-        for (const Recipe& r : kRecipes)
-            out += std::string(out.empty() ? "" : ", ") + "\"" + r.name + "\" (training.framework = \"" +
-                   to_string(r.framework) + "\")";
-        return out;
-    }();
-    return text.c_str();
+std::string known_recipes_text(std::string_view given) {
+    std::string out;
+    for (const Recipe& r : kRecipes)
+        out += std::string(out.empty() ? "" : ", ") + "\"" + r.name + "\" (training.framework = \"" +
+               to_string(r.framework) + "\")";
+    // mbrecipe: the performance recipes are many; name those of the model `given` names (the
+    // text before "_pretrain"), else say how many there are and where they are listed.
+    const size_t cut = given.find("_pretrain");
+    const std::string_view model = given.substr(0, cut);
+    std::string same;
+    int count = 0;
+    for (const PerfRecipe& r : perf_recipes()) {
+        ++count;
+        const std::string_view name = r.name;
+        if (cut != std::string_view::npos && name.substr(0, name.find("_pretrain")) == model)
+            same += std::string(same.empty() ? "" : ", ") + "\"" + r.name + "\"";
+    }
+    if (!same.empty()) return out + ", or one of Megatron-Bridge's performance recipes of that model (training.framework = \"nemo\"): " + same;
+    return out + ", or one of the " + std::to_string(count) +
+           " Megatron-Bridge performance recipes docs/job-spec.md lists (training.framework = \"nemo\"), e.g. \"" +
+           perf_recipes().front().name + "\"";
 }
 
 std::optional<Framework> recipe_framework(std::string_view recipe) {
     if (const Recipe* r = find_recipe(recipe)) return r->framework;
+    if (find_perf_recipe(recipe)) return Framework::nemo;
     return std::nullopt;
+}
+
+RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
+    RecipeKeyValues v;
+    if (const PerfRecipe* r = find_perf_recipe(job.training.recipe)) {
+        v.dispatcher = r->dispatcher;
+        v.a2a_overlap = r->a2a_overlap;
+        v.shared_expert_overlap = r->shared_expert_overlap;
+        v.graphs = r->graphs;
+        v.graph_scope = r->graph_scope;
+        v.pad_to_capacity = r->pad_to_capacity;
+        if ((job.origin.recipe_keys_written & kRecipeCudaGraphImpl) && job.parallel.cuda_graph_impl != r->graphs)
+            v.graph_scope = 0;
+    }
+    return v;
+}
+
+std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
+    std::vector<std::string> out;
+    const PerfRecipe* r = find_perf_recipe(job.training.recipe);
+    if (!r) return out;
+    const ParallelSpec& p = job.parallel;
+    auto differ = [&](const char* what, long long mine, long long theirs) {
+        if (mine != theirs)
+            out.push_back(std::string(what) + " " + std::to_string(mine) + " (the recipe: " + std::to_string(theirs) + ")");
+    };
+    auto differ_text = [&](const char* what, const std::string& mine, const std::string& theirs) {
+        if (mine != theirs) out.push_back(std::string(what) + " \"" + mine + "\" (the recipe: \"" + theirs + "\")");
+    };
+    if (!job.origin.model_preset.empty()) differ_text("model", job.origin.model_preset, r->model);
+    if (!job.origin.gpu_preset.empty()) differ_text("gpu", job.origin.gpu_preset, r->gpu);
+    differ("GPUs", job.world_size(), r->gpus);
+    differ_text("training.fp8", to_string(job.training.fp8), to_string(r->fp8));
+    differ("tp", p.tp, r->tp);
+    differ("pp", p.pp, r->pp);
+    differ("vpp", p.vpp, std::max(1, r->vpp));
+    differ("cp", p.cp, r->cp);
+    differ("ep", p.ep, r->ep);
+    differ("expert_tp", p.expert_tp > 0 ? p.expert_tp : 1, std::max(1, r->etp));
+    differ("micro_batch", job.training.micro_batch, r->mbs);
+    differ("global_batch", job.training.global_batch, r->gbs);
+    differ("seq_len", job.model.seq_len, r->seq);
+    // The table is the recipes of 2026-08; an earlier release's recipe may have set others.
+    if (before(job.training, 202608))
+        out.push_back("framework_version " + framework_version_text(job.training.framework_version) +
+                      " (the recipe: as Megatron-Bridge has it in 2026-08)");
+    return out;
 }
 
 StateDtypeDefaults recipe_state_dtypes(const TrainingSpec& t) {
@@ -160,7 +234,7 @@ namespace {
 
 struct Default {
     bool value = false;
-    const char* source = "";
+    std::string source;
 };
 
 // One key's default for this job; `p` holds the job's own layout (and the keys set before
@@ -172,6 +246,14 @@ Default default_for(StackKey k, const JobSpec& job) {
     const bool nemo = f == Framework::nemo, megatron = f == Framework::megatron;
     const bool torch_stack = f == Framework::torchtitan || f == Framework::pytorch_fsdp;
     const bool sharded = p.zero >= 1 || p.distributed_optimizer;
+    // mbrecipe: a performance recipe states these four itself.
+    if (const PerfRecipe* r = find_perf_recipe(t.recipe); r && nemo) {
+        const std::string source = perf_recipe_source(*r);
+        if (k == StackKey::tp_comm_overlap) return {r->tp_comm_overlap && p.tp > 1 && p.sequence_parallel, source};
+        if (k == StackKey::moe_router_fusion && job.model.experts > 1) return {r->router_fusion, source};
+        if (k == StackKey::moe_permute_fusion && job.model.experts > 1) return {r->permute_fusion, source};
+        if (k == StackKey::fp8_param_gather && t.fp8 != Fp8Recipe::none) return {r->fp8_param_gather, source};
+    }
     switch (k) {
         case StackKey::distributed_optimizer:
             if (nemo) return {p.zero == 0, "the recipes' distributed optimizer (use_distributed_optimizer = True)"};
@@ -351,6 +433,35 @@ void apply_stack_defaults(JobSpec& job) {
         const Default d = default_for(k, job);
         set_value(k, job, d.value);
         if (bears_on(k, job)) job.origin.stack_defaults.push_back({stack_key_name(k), value_text(k, job, d.value), d.source});
+    }
+    // mbrecipe: the MoE and CUDA-graph keys of the job's performance recipe, listed for an MoE model
+    // (the graphs' also for a dense one).
+    {
+        ParallelSpec& p = job.parallel;
+        const RecipeKeyValues v = recipe_key_defaults(job);
+        const PerfRecipe* r = find_perf_recipe(job.training.recipe);
+        const std::string source = r ? perf_recipe_source(*r) : "";
+        const bool moe = job.model.experts > 1;
+        auto take = [&](uint8_t bit, const char* key, auto& field, auto value, const std::string& text, bool bears) {
+            if (job.origin.recipe_keys_written & bit) return;
+            field = value;
+            if (r && bears) job.origin.stack_defaults.push_back({key, text, source});
+        };
+        static const char* const kDispatchers[] = {"alltoall", "deepep", "hybridep"};
+        std::string scope;
+        for (const std::string& w : cuda_graph_scope_words(v.graph_scope)) scope += (scope.empty() ? "\"" : ", \"") + w + "\"";
+        take(kRecipeMoeDispatcher, "parallel.moe_dispatcher", p.moe_dispatcher, v.dispatcher,
+             std::string("\"") + kDispatchers[(int)v.dispatcher] + "\"", moe && p.ep > 1);
+        take(kRecipeMoeA2aOverlap, "parallel.moe_a2a_overlap", p.moe_a2a_overlap, v.a2a_overlap,
+             v.a2a_overlap ? "true" : "false", moe && p.ep > 1);
+        take(kRecipeSharedExpertOverlap, "parallel.moe_shared_expert_overlap", p.moe_shared_expert_overlap,
+             v.shared_expert_overlap, v.shared_expert_overlap ? "true" : "false", moe && job.model.shared_expert_ffn_hidden > 0);
+        take(kRecipeCudaGraphImpl, "parallel.cuda_graph_impl", p.cuda_graph_impl, v.graphs,
+             std::string("\"") + to_string(v.graphs) + "\"", true);
+        take(kRecipeCudaGraphScope, "parallel.cuda_graph_scope", p.cuda_graph_scope, v.graph_scope, "[" + scope + "]",
+             p.cuda_graph_impl != CudaGraphImpl::none);
+        take(kRecipeMoePadToCapacity, "parallel.moe_pad_to_capacity", p.moe_pad_to_capacity, v.pad_to_capacity,
+             v.pad_to_capacity ? "true" : "false", moe);
     }
     // recipe: after the stack keys (the recipe's master copy follows fp8_param_gather).
     TrainingSpec& t = job.training;

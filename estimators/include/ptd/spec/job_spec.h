@@ -331,6 +331,17 @@ enum class StackKey : uint8_t {
 };
 constexpr uint32_t stack_key_bit(StackKey k) { return 1u << (unsigned)k; }
 // A default the job's stack supplied: "parallel.overlap_grad_reduce", "true", and why.
+// mbrecipe: the keys outside StackKey that a Megatron-Bridge performance recipe sets, one bit
+// each in JobSpec::Origin::recipe_keys_written.
+enum RecipeKeyBit : uint8_t {
+    kRecipeMoeDispatcher = 1u << 0,         // parallel.moe_dispatcher
+    kRecipeMoeA2aOverlap = 1u << 1,         // parallel.moe_a2a_overlap
+    kRecipeSharedExpertOverlap = 1u << 2,   // parallel.moe_shared_expert_overlap
+    kRecipeCudaGraphImpl = 1u << 3,         // parallel.cuda_graph_impl
+    kRecipeCudaGraphScope = 1u << 4,        // parallel.cuda_graph_scope
+    kRecipeMoePadToCapacity = 1u << 5,      // parallel.moe_pad_to_capacity
+};
+
 struct StackDefault {
     std::string key, value, source;
     bool operator==(const StackDefault&) const = default;
@@ -675,6 +686,10 @@ struct JobSpec {
         // wrote (bits 1, 2, 4 in that order); an unwritten one takes its recipe's dtype,
         // else fp32. A job built in code writes all three.
         uint8_t state_dtypes_written = 0b111;
+        // mbrecipe: which of the MoE and CUDA-graph keys a Megatron-Bridge performance recipe
+        // sets (RecipeKeyBit) the job wrote; an unwritten one takes its recipe's value
+        // (training.recipe), else the plain default. A job built in code writes all of them.
+        uint8_t recipe_keys_written = 0xff;
         std::vector<StackDefault> stack_defaults;
         // planfw: estimate.headroom was written; else the planner leaves its framework's default
         // headroom free (plan_headroom, planner.h).

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ptd/spec/job_spec.h"
 
@@ -38,10 +40,52 @@ void apply_stack_defaults(JobSpec& job);
 bool stack_value_is_default(StackKey k, const JobSpec& job);
 
 // recipe (issue 29 point 6): the stacks' named configurations PTD knows, as training.recipe
-// names them, for the message that refuses another name: "\"nemotron/nemotron_340b\" (nemo)".
-const char* known_recipes_text();
+// names them, for the message that refuses `given`: the NeMo launcher's configurations and
+// the Megatron-Bridge performance recipes of the model `given` starts with, or how many
+// there are and where docs/job-spec.md lists them.
+std::string known_recipes_text(std::string_view given);
 // The stack a known recipe belongs to; nullopt for a name PTD does not know.
 std::optional<Framework> recipe_framework(std::string_view recipe);
+
+// mbrecipe (issue 29 point 1): a Megatron-Bridge performance recipe, by the name its function
+// has in src/megatron/bridge/perf_recipes (NVIDIA-NeMo/Megatron-Bridge commit 067f987,
+// 2026-08-22) without "_config": "qwen3_30b_a3b_pretrain_8gpu_b200_fp8mx". What it ran (the
+// layout, for the note that names where a job differs) and the settings PTD models, each
+// the effective value after the recipe's helpers (_benchmark_common and the like).
+struct PerfRecipe {
+    const char* name;
+    const char* model;      // the model preset: "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"
+    const char* gpu;        // the GPU preset: "h100-sxm", "b200", "gb200"
+    int gpus;
+    Fp8Recipe fp8;          // bf16 → none; fp8_cs → current; fp8_mx → mxfp8
+    int tp, pp, vpp, cp, ep, etp, mbs, gbs, seq;  // vpp, etp 0 = None
+    MoeDispatcher dispatcher;
+    bool a2a_overlap, shared_expert_overlap;
+    CudaGraphImpl graphs;
+    uint32_t graph_scope;   // CudaGraphScopeBit
+    bool pad_to_capacity, tp_comm_overlap, router_fusion, permute_fusion, fp8_param_gather;
+    const char* file;       // "qwen/b200/qwen3_moe.py:285", under src/megatron/bridge/perf_recipes
+};
+std::span<const PerfRecipe> perf_recipes();
+const PerfRecipe* find_perf_recipe(std::string_view name);
+
+// mbrecipe: what the keys in RecipeKeyBit take when the job leaves them unwritten — the
+// job's performance recipe's values, else the plain defaults (no recipe: alltoall, no
+// overlap, no CUDA graphs, no padding). The recipe's graph scope goes with its graph impl: a
+// job that writes another impl (e.g. "none" to run without graphs) gets no scope from it.
+struct RecipeKeyValues {
+    MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+    bool a2a_overlap = false, shared_expert_overlap = false;
+    CudaGraphImpl graphs = CudaGraphImpl::none;
+    uint32_t graph_scope = 0;
+    bool pad_to_capacity = false;
+};
+RecipeKeyValues recipe_key_defaults(const JobSpec& job);
+
+// mbrecipe: where the job's layout, model, GPUs or precision differ from what its performance
+// recipe ran, one phrase each ("pp 4 (the recipe: 2)"); empty when they agree or the job
+// names no performance recipe. The recipe's settings apply either way; the note says so.
+std::vector<std::string> perf_recipe_differences(const JobSpec& job);
 
 // The optimizer states' dtypes a job that leaves training.main_params_dtype, exp_avg_dtype
 // and exp_avg_sq_dtype unwritten gets: its recipe's at framework_version, else fp32 each.

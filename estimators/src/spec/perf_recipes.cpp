@@ -1,0 +1,203 @@
+// perf_recipes.cpp — the Megatron-Bridge performance recipes PTD knows by name (training.recipe,
+// mbrecipe, issue 29 point 1): Megatron-Bridge's perf_recipes for its MoE models — DeepSeek-V3,
+// Qwen3-30B-A3B, Qwen3-235B-A22B on H100, B200 and GB200 — as NVIDIA-NeMo/Megatron-Bridge
+// commit 067f987 (2026-08-22) has them under src/megatron/bridge/perf_recipes. Each row is a
+// recipe function's effective configuration after everything it calls (the family's base
+// config, _benchmark_common, _enable_hybridep_full_iteration_mxfp8 and the like; later
+// assignments win), read off the code; keys no step of the chain sets carry Megatron-core's
+// defaults at the commit Megatron-Bridge pins (Megatron-LM 2a75ac1).
+// What the rows state in PTD's terms:
+//  - dispatcher: moe_token_dispatcher_type "alltoall", or "flex" with its
+//    moe_flex_dispatcher_backend ("deepep", "hybridep");
+//  - a2a_overlap: comm_overlap.overlap_moe_expert_parallel_comm, what the performance scripts
+//    read (cfg.model.moe_a2a_overlap, which some recipes also set, is no Megatron-core field);
+//  - graphs: cuda_graph_impl and cuda_graph_scope. "full_iteration" as the impl (the
+//    full-iteration helpers) and "local" with scope "full_iteration" (the paged-stash recipes)
+//    are PTD's local impl with scope full_iteration; both run HybridEP's paged stash with a
+//    static expert-rank capacity (moe_expert_rank_capacity_factor), which PTD models as static
+//    expert inputs (pad_to_capacity). The deprecated external_cuda_graph = True (the partial-graph
+//    dev recipes) is Transformer Engine's impl, as Megatron-core converts it;
+//  - tp_comm_overlap as CommOverlapConfig states it (Megatron-Bridge turns it off without TP > 1
+//    and sequence parallelism, and so does PTD);
+//  - fp8: bf16 → none, fp8_cs → current, fp8_mx → mxfp8, fp8_ds → delayed. The recipes in
+//    precisions PTD does not model — fp8_sc (blockwise scaling) and nvfp4 — are not listed.
+// Not stated here, since they are layout choices a job writes itself: recompute (the recipes'
+// selective modules), sequence parallelism.
+#include "ptd/spec/stack_defaults.h"
+
+#include <iterator>
+
+namespace ptd {
+
+namespace {
+
+// name, model, gpu, gpus, fp8, tp, pp, vpp, cp, ep, etp, mbs, gbs, seq,
+// dispatcher, a2a_overlap, shared_expert_overlap, graphs, graph_scope, pad_to_capacity,
+// tp_comm_overlap, router_fusion, permute_fusion, fp8_param_gather, file (under perf_recipes/)
+constexpr PerfRecipe kPerfRecipes[] = {
+    {"deepseek_v3_pretrain_64gpu_h100_bf16", "deepseek-v3", "h100-sxm", 64, Fp8Recipe::none, 2, 8, 4, 1, 64, 1, 1, 1024, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, false,
+     "deepseek/h100/deepseek_v3.py:163"},
+    {"deepseek_v3_pretrain_64gpu_h100_fp8cs", "deepseek-v3", "h100-sxm", 64, Fp8Recipe::current, 2, 8, 4, 1, 64, 1, 1, 1024, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "deepseek/h100/deepseek_v3.py:192"},
+    {"deepseek_v3_pretrain_1024gpu_h100_bf16", "deepseek-v3", "h100-sxm", 1024, Fp8Recipe::none, 2, 8, 4, 1, 64, 1, 1, 16384, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, false,
+     "deepseek/h100/deepseek_v3.py:28"},
+    {"deepseek_v3_pretrain_1024gpu_h100_fp8cs", "deepseek-v3", "h100-sxm", 1024, Fp8Recipe::current, 2, 8, 4, 1, 64, 1, 1, 16384, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "deepseek/h100/deepseek_v3.py:77"},
+    {"deepseek_v3_pretrain_256gpu_b200_bf16", "deepseek-v3", "b200", 256, Fp8Recipe::none, 1, 16, 0, 1, 8, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, false,
+     "deepseek/b200/deepseek_v3.py:28"},
+    {"deepseek_v3_pretrain_256gpu_b200_fp8cs", "deepseek-v3", "b200", 256, Fp8Recipe::current, 1, 16, 0, 1, 8, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "deepseek/b200/deepseek_v3.py:76"},
+    {"deepseek_v3_pretrain_256gpu_b200_fp8mx", "deepseek-v3", "b200", 256, Fp8Recipe::mxfp8, 1, 8, 2, 1, 32, 1, 1, 4096, 4096,
+     MoeDispatcher::deepep, true, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, true,
+     "deepseek/b200/deepseek_v3.py:124"},
+    {"deepseek_v3_pretrain_256gpu_b200_fp8mx_large_scale", "deepseek-v3", "b200", 256, Fp8Recipe::mxfp8, 1, 16, 0, 1, 8, 1, 1, 256, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "deepseek/b200/deepseek_v3.py:214"},
+    {"deepseek_v3_pretrain_256gpu_gb200_bf16", "deepseek-v3", "gb200", 256, Fp8Recipe::none, 1, 4, 4, 1, 64, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, false,
+     "deepseek/gb200/deepseek_v3.py:30"},
+    {"deepseek_v3_pretrain_256gpu_gb200_fp8cs", "deepseek-v3", "gb200", 256, Fp8Recipe::current, 1, 4, 4, 1, 64, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, true,
+     "deepseek/gb200/deepseek_v3.py:82"},
+    {"deepseek_v3_pretrain_256gpu_gb200_fp8mx", "deepseek-v3", "gb200", 256, Fp8Recipe::mxfp8, 1, 4, 4, 1, 64, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, false, true, true, true,
+     "deepseek/gb200/deepseek_v3.py:134"},
+    {"deepseek_v3_pretrain_256gpu_gb200_fp8mx_large_scale", "deepseek-v3", "gb200", 256, Fp8Recipe::mxfp8, 1, 4, 4, 1, 64, 1, 1, 256, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, false, true, true, true,
+     "deepseek/gb200/deepseek_v3.py:225"},
+    {"deepseek_v3_pretrain_256gpu_gb200_fp8mx_partial_cg_dev", "deepseek-v3", "gb200", 256, Fp8Recipe::mxfp8, 1, 4, 2, 1, 64, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, true,
+     "deepseek/gb200/deepseek_v3.py:259"},
+    {"qwen3_30b_a3b_pretrain_16gpu_h100_bf16", "qwen3-30b-a3b", "h100-sxm", 16, Fp8Recipe::none, 1, 1, 0, 1, 16, 1, 1, 1024, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::transformer_engine, kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, false,
+     "qwen/h100/qwen3_moe.py:35"},
+    {"qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs", "qwen3-30b-a3b", "h100-sxm", 16, Fp8Recipe::current, 1, 1, 0, 1, 16, 1, 1, 1024, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/h100/qwen3_moe.py:68"},
+    {"qwen3_30b_a3b_pretrain_16gpu_h100_fp8ds", "qwen3-30b-a3b", "h100-sxm", 16, Fp8Recipe::delayed, 1, 1, 0, 1, 16, 1, 1, 1024, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/h100/qwen3_moe.py:125"},
+    {"qwen3_30b_a3b_pretrain_32gpu_h100_bf16_dev", "qwen3-30b-a3b", "h100-sxm", 32, Fp8Recipe::none, 1, 1, 0, 1, 8, 1, 1, 256, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, false,
+     "qwen/h100/qwen3_moe.py:381"},
+    {"qwen3_30b_a3b_pretrain_64gpu_h100_bf16", "qwen3-30b-a3b", "h100-sxm", 64, Fp8Recipe::none, 1, 1, 0, 1, 16, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::transformer_engine, kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, false,
+     "qwen/h100/qwen3_moe.py:264"},
+    {"qwen3_30b_a3b_pretrain_64gpu_h100_fp8cs", "qwen3-30b-a3b", "h100-sxm", 64, Fp8Recipe::current, 1, 1, 0, 1, 16, 1, 1, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/h100/qwen3_moe.py:290"},
+    {"qwen3_30b_a3b_pretrain_8gpu_b200_bf16", "qwen3-30b-a3b", "b200", 8, Fp8Recipe::none, 1, 1, 0, 1, 8, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, false,
+     "qwen/b200/qwen3_moe.py:177"},
+    {"qwen3_30b_a3b_pretrain_8gpu_b200_fp8cs", "qwen3-30b-a3b", "b200", 8, Fp8Recipe::current, 1, 1, 0, 1, 8, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:231"},
+    {"qwen3_30b_a3b_pretrain_8gpu_b200_fp8mx", "qwen3-30b-a3b", "b200", 8, Fp8Recipe::mxfp8, 1, 1, 0, 1, 8, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:285"},
+    {"qwen3_30b_a3b_pretrain_64gpu_b200_bf16", "qwen3-30b-a3b", "b200", 64, Fp8Recipe::none, 1, 1, 0, 1, 8, 1, 4, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, false,
+     "qwen/b200/qwen3_moe.py:612"},
+    {"qwen3_30b_a3b_pretrain_64gpu_b200_fp8cs", "qwen3-30b-a3b", "b200", 64, Fp8Recipe::current, 1, 1, 0, 1, 8, 1, 4, 4096, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:638"},
+    {"qwen3_30b_a3b_pretrain_8gpu_gb200_bf16", "qwen3-30b-a3b", "gb200", 8, Fp8Recipe::none, 1, 1, 0, 1, 8, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, false,
+     "qwen/gb200/qwen3_moe.py:194"},
+    {"qwen3_30b_a3b_pretrain_8gpu_gb200_fp8cs", "qwen3-30b-a3b", "gb200", 8, Fp8Recipe::current, 1, 1, 0, 1, 8, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:248"},
+    {"qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx", "qwen3-30b-a3b", "gb200", 8, Fp8Recipe::mxfp8, 1, 1, 0, 1, 8, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:302"},
+    {"qwen3_30b_a3b_pretrain_16gpu_gb200_bf16_dev", "qwen3-30b-a3b", "gb200", 16, Fp8Recipe::none, 1, 1, 0, 1, 16, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::none, 0, false, false, true, true, false,
+     "qwen/gb200/qwen3_moe.py:739"},
+    {"qwen3_30b_a3b_pretrain_16gpu_gb200_fp8mx_paged_stash_dev", "qwen3-30b-a3b", "gb200", 16, Fp8Recipe::mxfp8, 1, 1, 0, 1, 16, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::local, kGraphFullIteration, true, false, true, true, false,
+     "qwen/gb200/qwen3_moe.py:857"},
+    {"qwen3_30b_a3b_pretrain_16gpu_gb200_fp8mx_partial_cg_dev", "qwen3-30b-a3b", "gb200", 16, Fp8Recipe::mxfp8, 1, 1, 0, 1, 16, 1, 4, 512, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, false,
+     "qwen/gb200/qwen3_moe.py:795"},
+    {"qwen3_30b_a3b_pretrain_32gpu_gb200_bf16", "qwen3-30b-a3b", "gb200", 32, Fp8Recipe::none, 1, 1, 0, 1, 8, 1, 4, 2048, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, false,
+     "qwen/gb200/qwen3_moe.py:631"},
+    {"qwen3_30b_a3b_pretrain_32gpu_gb200_fp8cs", "qwen3-30b-a3b", "gb200", 32, Fp8Recipe::current, 1, 1, 0, 1, 8, 1, 4, 2048, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:657"},
+    {"qwen3_235b_a22b_pretrain_256gpu_h100_bf16", "qwen3-235b-a22b", "h100-sxm", 256, Fp8Recipe::none, 2, 8, 4, 1, 32, 1, 1, 8192, 4096,
+     MoeDispatcher::alltoall, true, false, CudaGraphImpl::none, 0, false, false, true, true, false,
+     "qwen/h100/qwen3_moe.py:136"},
+    {"qwen3_235b_a22b_pretrain_256gpu_h100_bf16_hybridep_dev", "qwen3-235b-a22b", "h100-sxm", 256, Fp8Recipe::none, 2, 8, 3, 1, 32, 1, 1, 2048, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::transformer_engine, kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, false,
+     "qwen/h100/qwen3_moe.py:494"},
+    {"qwen3_235b_a22b_pretrain_256gpu_h100_fp8cs", "qwen3-235b-a22b", "h100-sxm", 256, Fp8Recipe::current, 2, 8, 4, 1, 32, 1, 1, 8192, 4096,
+     MoeDispatcher::alltoall, true, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "qwen/h100/qwen3_moe.py:189"},
+    {"qwen3_235b_a22b_pretrain_256gpu_h100_fp8cs_large_scale", "qwen3-235b-a22b", "h100-sxm", 256, Fp8Recipe::current, 2, 8, 4, 1, 32, 1, 1, 512, 4096,
+     MoeDispatcher::alltoall, true, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "qwen/h100/qwen3_moe.py:242"},
+    {"qwen3_235b_a22b_pretrain_64gpu_b200_bf16", "qwen3-235b-a22b", "b200", 64, Fp8Recipe::none, 1, 8, 4, 1, 8, 1, 1, 2048, 4096,
+     MoeDispatcher::alltoall, false, false, CudaGraphImpl::none, 0, false, true, true, true, false,
+     "qwen/b200/qwen3_moe.py:35"},
+    {"qwen3_235b_a22b_pretrain_64gpu_b200_fp8cs", "qwen3-235b-a22b", "b200", 64, Fp8Recipe::current, 1, 8, 0, 1, 8, 1, 1, 2048, 4096,
+     MoeDispatcher::alltoall, false, false, CudaGraphImpl::none, 0, false, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:83"},
+    {"qwen3_235b_a22b_pretrain_64gpu_b200_fp8mx", "qwen3-235b-a22b", "b200", 64, Fp8Recipe::mxfp8, 1, 8, 0, 1, 8, 1, 1, 2048, 4096,
+     MoeDispatcher::alltoall, false, false, CudaGraphImpl::none, 0, false, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:130"},
+    {"qwen3_235b_a22b_pretrain_128gpu_b200_fp8mx_deepep_dev", "qwen3-235b-a22b", "b200", 128, Fp8Recipe::mxfp8, 2, 4, 2, 1, 16, 1, 3, 3072, 4096,
+     MoeDispatcher::deepep, true, false, CudaGraphImpl::none, 0, false, false, true, true, true,
+     "qwen/b200/qwen3_moe.py:707"},
+    {"qwen3_235b_a22b_pretrain_256gpu_b200_bf16", "qwen3-235b-a22b", "b200", 256, Fp8Recipe::none, 1, 8, 4, 1, 8, 1, 1, 8192, 4096,
+     MoeDispatcher::alltoall, false, false, CudaGraphImpl::none, 0, false, true, true, true, false,
+     "qwen/b200/qwen3_moe.py:356"},
+    {"qwen3_235b_a22b_pretrain_256gpu_b200_fp8cs", "qwen3-235b-a22b", "b200", 256, Fp8Recipe::current, 1, 8, 0, 1, 8, 1, 1, 8192, 4096,
+     MoeDispatcher::alltoall, false, false, CudaGraphImpl::none, 0, false, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:404"},
+    {"qwen3_235b_a22b_pretrain_256gpu_b200_fp8mx", "qwen3-235b-a22b", "b200", 256, Fp8Recipe::mxfp8, 1, 8, 3, 1, 8, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:451"},
+    {"qwen3_235b_a22b_pretrain_256gpu_b200_fp8mx_large_scale", "qwen3-235b-a22b", "b200", 256, Fp8Recipe::mxfp8, 1, 8, 3, 1, 8, 1, 1, 512, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, true, true, true, true,
+     "qwen/b200/qwen3_moe.py:506"},
+    {"qwen3_235b_a22b_pretrain_64gpu_gb200_bf16", "qwen3-235b-a22b", "gb200", 64, Fp8Recipe::none, 1, 8, 0, 1, 8, 1, 1, 2048, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, false,
+     "qwen/gb200/qwen3_moe.py:34"},
+    {"qwen3_235b_a22b_pretrain_64gpu_gb200_fp8cs", "qwen3-235b-a22b", "gb200", 64, Fp8Recipe::current, 1, 8, 0, 1, 32, 1, 1, 2048, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:88"},
+    {"qwen3_235b_a22b_pretrain_64gpu_gb200_fp8mx", "qwen3-235b-a22b", "gb200", 64, Fp8Recipe::mxfp8, 1, 8, 3, 1, 32, 1, 1, 2048, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:142"},
+    {"qwen3_235b_a22b_pretrain_128gpu_gb200_fp8mx_paged_stash_dev", "qwen3-235b-a22b", "gb200", 128, Fp8Recipe::mxfp8, 1, 1, 0, 1, 64, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, false, true, true, true,
+     "qwen/gb200/qwen3_moe.py:929"},
+    {"qwen3_235b_a22b_pretrain_128gpu_gb200_fp8mx_partial_cg_dev", "qwen3-235b-a22b", "gb200", 128, Fp8Recipe::mxfp8, 1, 1, 0, 1, 64, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, false, true, true, true,
+     "qwen/gb200/qwen3_moe.py:1010"},
+    {"qwen3_235b_a22b_pretrain_256gpu_gb200_bf16", "qwen3-235b-a22b", "gb200", 256, Fp8Recipe::none, 1, 8, 0, 1, 8, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, false,
+     "qwen/gb200/qwen3_moe.py:354"},
+    {"qwen3_235b_a22b_pretrain_256gpu_gb200_fp8cs", "qwen3-235b-a22b", "gb200", 256, Fp8Recipe::current, 1, 8, 0, 1, 32, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, false, false, CudaGraphImpl::transformer_engine, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess, false, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:408"},
+    {"qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx", "qwen3-235b-a22b", "gb200", 256, Fp8Recipe::mxfp8, 1, 8, 3, 1, 32, 1, 1, 8192, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:462"},
+    {"qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_large_scale", "qwen3-235b-a22b", "gb200", 256, Fp8Recipe::mxfp8, 1, 8, 3, 1, 32, 1, 1, 512, 4096,
+     MoeDispatcher::hybridep, true, false, CudaGraphImpl::local, kGraphFullIteration, true, true, true, true, true,
+     "qwen/gb200/qwen3_moe.py:514"},
+};
+
+}  // namespace
+
+std::span<const PerfRecipe> perf_recipes() { return {kPerfRecipes, std::size(kPerfRecipes)}; }
+
+}  // namespace ptd
