@@ -66,10 +66,24 @@ if(csv_count LESS 90)
   message(FATAL_ERROR "bench_accuracy --generation H100 --csv printed ${csv_count} lines, expected the header and every H100 run")
 endif()
 
+# mbrecipe: --leave-out reads the runs without those keys: the two 26.08 Qwen3 GB200 rows without
+# their recipe run all-to-all without graphs (far slower than published); a key that is not a
+# stack detail is refused naming what is allowed.
+execute_process(COMMAND ${BENCH} --leave-out recipe --csv RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\nmbridge2608-qwen3-30b-a3b-gb200-mxfp8,[^\n]*,0\\.[5-9][0-9]*,[0-9.e+-]+,")
+  message(FATAL_ERROR "bench_accuracy --leave-out recipe: exit ${rc}, expected mbridge2608-qwen3-30b-a3b-gb200-mxfp8 over 50% slow:\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${BENCH} --leave-out recipe,tp RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--leave-out \"recipe,tp\": \"tp\" is not a stack-detail run key; allowed: flash_attention, ")
+  message(FATAL_ERROR "bench_accuracy --leave-out recipe,tp: exit ${rc}, expected 2 and the allowed keys:\n${out}\n${err}")
+endif()
+
 # Bad input: each case is a run file, and what the refusal must say.
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(base "[[run]]\nname = \"x-1\"\ngpu = \"h100-sxm\"\ngpus = 8\nlayers = 2\nhidden = 256\nheads = 4\nglobal_batch = 8\ndp = 8\niteration_s = 1.0\n")
-set(case_names unknown_key bad_fp8 bad_framework fsdp_zero memory_kind)
+set(case_names unknown_key bad_fp8 bad_framework fsdp_zero memory_kind bad_recipe)
+set(case_bad_recipe "${base}framework = \"nemo\"\nrecipe = \"qwen3_30b_a3b_pretrain_4gpu_b200_fp8mx\"\n")
+set(want_bad_recipe ":12: run key \"recipe\" is \"qwen3_30b_a3b_pretrain_4gpu_b200_fp8mx\"; allowed: \"nemotron/nemotron_340b\"")
 set(case_unknown_key "${base}flash_attn = true\n")
 set(want_unknown_key ":11: unknown run key \"flash_attn\"")
 set(case_bad_fp8 "${base}fp8 = \"e4m3\"\n")

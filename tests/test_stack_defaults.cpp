@@ -380,6 +380,25 @@ TEST(StackDefaults, AJobUnlikeItsPerformanceRecipeIsToldWhereItDiffers) {
     EXPECT_TRUE(noted);
 }
 
+TEST(StackDefaults, AnMoeJobWithoutARecipeIsToldWhichOneRunsItsModel) {
+    // Qwen3-30B-A3B in FP8 on 16 H100 (the preset job of qwen3_moe, ep 8 on 8 GPUs here, so the
+    // recipe on the nearest GPU count) on NeMo: the note names the H100 FP8 recipe.
+    const JobSpec job = loaded(qwen3_moe("nemo", "fp8 = \"current\"\n"), "moe.toml");
+    const ptd::PerfRecipe* r = ptd::suggested_perf_recipe(job);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(std::string(r->name), kQwen30bH100Fp8);
+    bool noted = false;
+    for (const std::string& n : ptd::estimate_job(job).notes)
+        noted |= n.find(std::string("write training.recipe = \"") + kQwen30bH100Fp8 + "\"") != std::string::npos;
+    EXPECT_TRUE(noted);
+    // Not for another precision, another stack, a dense model or a job that names a recipe.
+    EXPECT_EQ(ptd::suggested_perf_recipe(loaded(qwen3_moe("megatron", "fp8 = \"current\"\n"), "moe.toml")), nullptr);
+    EXPECT_EQ(ptd::suggested_perf_recipe(loaded(qwen3_moe("nemo", "fp8 = \"delayed\"\n"), "moe.toml"))->fp8,
+              ptd::Fp8Recipe::delayed);
+    EXPECT_EQ(ptd::suggested_perf_recipe(llama70b("nemo")), nullptr);
+    EXPECT_EQ(ptd::suggested_perf_recipe(loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml")), nullptr);
+}
+
 TEST(StackDefaults, AnUnknownPerformanceRecipeIsRefusedNamingThoseOfItsModel) {
     const auto job = ptd::load_job_text(
         job_text({.preset = "qwen3-30b-a3b",

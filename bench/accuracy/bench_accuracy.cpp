@@ -6,7 +6,7 @@
 // (median |error| and median signed error), separately for the calibration and the checking runs.
 //
 //   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json]
-//                  [--memory RUN] [--csv]
+//                  [--memory RUN] [--csv] [--leave-out KEY,...]
 //
 // --csv (lean) prints one comma-separated line per modelled run: its layout, shape, stack
 // settings, published and predicted step and every term of the predicted step, for reading
@@ -21,6 +21,11 @@
 // generation, with --generation), and prints them; the fitted values are then written into
 // the estimator by hand. --fit-gemm-only fits gemm_eff_max alone, each generation's flash_eff
 // held where the estimator has it. --json prints the same results as one JSON object (for docs/accuracy.md).
+//
+// --leave-out KEY,KEY... (mbrecipe) reads every run as if it did not state those keys — how its
+// stack ran (kernels, overlaps, fusions, graphs, the network; stack_detail_run_keys) — so each
+// takes what a job naming only its stack and date (and recipe) gets: what a user who leaves
+// them out is told (docs/accuracy.md, "What a user who names only the stack gets").
 //
 // --residuals prints the error-bar table the estimators compile in
 // (assets/accuracy/published_residuals.toml: per GPU generation, the 10th / 90th percentiles of
@@ -483,7 +488,9 @@ int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_runs.toml";
     bool do_fit = false, fit_gemm_only = false, json = false, csv = false, residuals = false;
     std::string generation, memory_run, residuals_check;
-    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE]\n";
+    std::vector<std::string> leave_out;  // mbrecipe: --leave-out KEY,KEY...
+
+    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE] [--leave-out KEY,...]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--fit") == 0) do_fit = true;
         else if (std::strcmp(argv[i], "--fit-gemm-only") == 0) do_fit = fit_gemm_only = true;
@@ -498,6 +505,31 @@ int main(int argc, char** argv) {
             }
             residuals = true;
             residuals_check = argv[++i];
+        }
+        else if (std::strcmp(argv[i], "--leave-out") == 0) {
+            auto allowed_text = [] {
+                std::string all;
+                for (const std::string& k : stack_detail_run_keys()) all += (all.empty() ? "" : ", ") + k;
+                return all;
+            };
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_accuracy: --leave-out needs a comma-separated list of run keys; allowed: %s\n",
+                             allowed_text().c_str());
+                return 2;
+            }
+            const std::string list = argv[++i];
+            for (size_t at = 0; at <= list.size();) {
+                const size_t comma = std::min(list.find(',', at), list.size());
+                const std::string key = list.substr(at, comma - at);
+                const auto& keys = stack_detail_run_keys();
+                if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+                    std::fprintf(stderr, "bench_accuracy: --leave-out \"%s\": \"%s\" is not a stack-detail run key; allowed: %s\n",
+                                 list.c_str(), key.c_str(), allowed_text().c_str());
+                    return 2;
+                }
+                leave_out.push_back(key);
+                at = comma + 1;
+            }
         }
         else if (std::strcmp(argv[i], "--memory") == 0) {
             if (i + 1 >= argc) {
@@ -522,7 +554,7 @@ int main(int argc, char** argv) {
         } else take_bench_arg("bench_accuracy", usage, argv[i], path);
     }
     const ptd::PresetCatalog presets = presets_or_exit();
-    std::vector<Run> runs = load_runs(path, presets);
+    std::vector<Run> runs = load_runs(path, presets, leave_out);
     if (!generation.empty())
         std::erase_if(runs, [&](const Run& r) { return r.generation != generation; });
     if (!memory_run.empty()) return print_memory_breakdown(runs, memory_run);

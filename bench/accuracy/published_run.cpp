@@ -217,15 +217,34 @@ std::string apply_run_to_job(Run& r) {
 
 }  // namespace
 
-std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets) {
+const std::vector<std::string>& stack_detail_run_keys() {
+    // What a run states of how its stack ran — kernels, overlaps, fusions, graphs, the network —
+    // beside what it trained (model, layout, batch, precision, recompute), which a user writes.
+    static const std::vector<std::string> keys = {
+        "flash_attention", "flash_attention_kernel", "distributed_optimizer", "tp_comm_overlap",
+        "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm", "scatter_gather_tensors_in_pipeline",
+        "async_tensor_model_parallel_allreduce", "grad_reduce_in_fp32", "torch_compile", "compiled_loss", "async_tp",
+        "fp8_param_gather", "moe_dispatcher", "moe_a2a_overlap", "cuda_graph_impl", "cuda_graph_scope",
+        "moe_pad_to_capacity", "moe_router_padding_for_fp8", "moe_permute_fusion", "moe_router_fusion",
+        "inter_gbps", "nics_per_node", "nic_gbps", "dropout", "masked_softmax_fusion", "memory_efficient_norm",
+        "deallocate_pipeline_inputs", "distribute_saved_activations", "main_params_dtype", "exp_avg_dtype",
+        "exp_avg_sq_dtype", "recipe"};
+    return keys;
+}
+
+std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets,
+                           const std::vector<std::string>& leave_out) {
     std::vector<Run> runs;
     toml::table doc;
     const std::vector<const toml::table*> tables = load_run_tables(path, doc);
     g_path = path;
     std::set<std::string> names;
     for (const toml::table* table : tables) {
-        const toml::table& t = *table;
-        const toml::node& n = t;
+        // --leave-out: the run as a user would write it without those keys.
+        toml::table stated = *table;
+        for (const std::string& key : leave_out) stated.erase(key);
+        const toml::table& t = leave_out.empty() ? *table : stated;
+        const toml::node& n = *table;
         for (const auto& [key, value] : t)
             if (!kRunKeys.count(std::string(key.str())))
                 fail_at(&value, (int)n.source().begin.line,

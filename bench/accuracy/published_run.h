@@ -62,7 +62,12 @@ std::string generation_of(const std::string& gpu);
 std::string calibration_group(const std::string& generation);
 // Every [[run]] of `path`, in file order; a bad file stops the program with "file:line: message"
 // and exit status 2. Runs that cannot be modelled carry the reason in Run::skip.
-std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets);
+// `leave_out` (bench_accuracy --leave-out): keys of stack_detail_run_keys() read as if no run
+// stated them, so each run takes what its stack's defaults (and recipe) give instead.
+std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& presets,
+                           const std::vector<std::string>& leave_out = {});
+// The run keys that say how the stack ran rather than what was trained (--leave-out's choices).
+const std::vector<std::string>& stack_detail_run_keys();
 // "tp·pp·dp" with c = context parallel, v = virtual stages, e = expert parallel, z3 = FSDP / ZeRO-3.
 std::string layout_of(const Run& r);
 // The groups bench_accuracy breaks the error down by besides generation, source and framework

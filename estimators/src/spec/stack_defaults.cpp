@@ -34,6 +34,7 @@
 
 #include <cassert>
 #include <charconv>
+#include <cmath>
 #include <iterator>
 
 namespace ptd {
@@ -180,6 +181,21 @@ RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
             v.graph_scope = 0;
     }
     return v;
+}
+
+const PerfRecipe* suggested_perf_recipe(const JobSpec& job) {
+    const TrainingSpec& t = job.training;
+    if (t.framework != Framework::nemo || !t.recipe.empty() || job.model.experts < 2) return nullptr;
+    const PerfRecipe* best = nullptr;
+    double best_score = 0;
+    for (const PerfRecipe& r : perf_recipes()) {
+        if (job.origin.model_preset != r.model || job.origin.gpu_preset != r.gpu || t.fp8 != r.fp8) continue;
+        const std::string_view name = r.name;
+        const bool variant = name.ends_with("_dev") || name.ends_with("_large_scale");
+        const double score = std::abs(std::log((double)job.world_size() / r.gpus)) + (variant ? 100.0 : 0.0);
+        if (!best || score < best_score) best = &r, best_score = score;
+    }
+    return best;
 }
 
 std::vector<std::string> perf_recipe_differences(const JobSpec& job) {

@@ -82,6 +82,12 @@ struct RecipeKeyValues {
 };
 RecipeKeyValues recipe_key_defaults(const JobSpec& job);
 
+// mbrecipe: for a NeMo / Megatron-Bridge MoE job that names no recipe, the performance recipe
+// of its model preset on its GPU preset in its FP8 recipe (the one on as many GPUs, else the
+// nearest count; release recipes before the _dev / _large_scale variants), for the note that
+// says what naming it would set; nullptr when there is none or the job names a recipe.
+const PerfRecipe* suggested_perf_recipe(const JobSpec& job);
+
 // mbrecipe: where the job's layout, model, GPUs or precision differ from what its performance
 // recipe ran, one phrase each ("pp 4 (the recipe: 2)"); empty when they agree or the job
 // names no performance recipe. The recipe's settings apply either way; the note says so.
