@@ -275,7 +275,7 @@ TEST(StackDefaults, AnUnknownRecipeOrAnotherStacksIsRefusedWithItsLine) {
 // mbrecipe: a job that names a Megatron-Bridge performance recipe, on the recipe's own layout
 // (the table's row for `name`), with `training_extra` / `parallel_extra` lines.
 ptd::Result<JobSpec> perf_recipe_job(const std::string& name, const std::string& training_extra = "",
-                                     const std::string& parallel_extra = "") {
+                                     const std::string& parallel_extra = "", bool name_it = true) {
     const ptd::PerfRecipe* r = ptd::find_perf_recipe(name);
     EXPECT_NE(r, nullptr) << name;
     if (!r) return ptd::load_job_text("", "recipe.toml", presets());
@@ -296,7 +296,8 @@ ptd::Result<JobSpec> perf_recipe_job(const std::string& name, const std::string&
                   .parallel = "tp = " + n(r->tp) + "\npp = " + n(r->pp) + "\nvpp = " + n(std::max(1, r->vpp)) + "\ncp = " +
                               n(r->cp) + "\nep = " + n(r->ep) + "\n" + (r->etp > 0 ? "expert_tp = " + n(r->etp) + "\n" : "") +
                               (r->tp > 1 ? "sequence_parallel = true\n" : "") + split + parallel_extra,
-                  .training = "framework = \"nemo\"\nrecipe = \"" + name + "\"\nmicro_batch = " + n(r->mbs) +
+                  .training = "framework = \"nemo\"\n" + (name_it ? "recipe = \"" + name + "\"\n" : std::string()) +
+                              "micro_batch = " + n(r->mbs) +
                               "\nglobal_batch = " + n(r->gbs) + "\n" + fp8 + training_extra});
     text.insert(text.find("[cluster]"), "seq_len = " + n(r->seq) + "\n");  // the recipe's, in [model]
     return ptd::load_job_text(text, "recipe.toml", presets());
@@ -397,6 +398,38 @@ TEST(StackDefaults, AnMoeJobWithoutARecipeIsToldWhichOneRunsItsModel) {
               ptd::Fp8Recipe::delayed);
     EXPECT_EQ(ptd::suggested_perf_recipe(llama70b("nemo")), nullptr);
     EXPECT_EQ(ptd::suggested_perf_recipe(loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml")), nullptr);
+}
+
+TEST(StackDefaults, AJobThatIsAPerformanceRecipesRunTakesItsSettingsUnnamed) {
+    // A user who writes a published Megatron-Bridge run from its table (model, GPUs, precision,
+    // layout, batch) without the recipe's name runs as the recipe did.
+    const JobSpec job = loaded(perf_recipe_job(kQwen30bH100Fp8, "", "", false), "recipe.toml");
+    ASSERT_NE(ptd::applied_perf_recipe(job), nullptr);
+    EXPECT_EQ(std::string(ptd::applied_perf_recipe(job)->name), kQwen30bH100Fp8);
+    EXPECT_EQ(job.parallel.moe_dispatcher, ptd::MoeDispatcher::hybridep);
+    EXPECT_EQ(job.parallel.cuda_graph_impl, ptd::CudaGraphImpl::transformer_engine);
+    EXPECT_TRUE(applied(job, "parallel.moe_dispatcher", "\"hybridep\""));
+    EXPECT_NE(ptd::stack_label(job).find("whose model, GPUs, precision, layout and batch this job has"), std::string::npos)
+        << ptd::stack_label(job);
+    EXPECT_EQ(ptd::suggested_perf_recipe(job), nullptr);
+    const JobSpec named = loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml");
+    EXPECT_EQ(ptd::estimate_job(job).step_s, ptd::estimate_job(named).step_s);
+    // Saved, it stays unnamed and unwritten, and reloads the same.
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_EQ(saved.find("moe_dispatcher"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
+    // Another global batch, or an earlier release, is another job: the plain defaults, and the
+    // note naming the recipe.
+    const JobSpec other = loaded(perf_recipe_job(kQwen30bH100Fp8, "", "", false), "recipe.toml");
+    JobSpec edited = other;
+    edited.training.global_batch *= 2;
+    ptd::derive_job_defaults(edited);
+    EXPECT_EQ(ptd::applied_perf_recipe(edited), nullptr);
+    EXPECT_EQ(edited.parallel.moe_dispatcher, ptd::MoeDispatcher::alltoall);
+    EXPECT_NE(ptd::suggested_perf_recipe(edited), nullptr);
+    const JobSpec older = loaded(perf_recipe_job(kQwen30bH100Fp8, "framework_version = \"2025-11\"\n", "", false), "recipe.toml");
+    EXPECT_EQ(ptd::applied_perf_recipe(older), nullptr);
+    EXPECT_EQ(older.parallel.moe_dispatcher, ptd::MoeDispatcher::alltoall);
 }
 
 TEST(StackDefaults, AnUnknownPerformanceRecipeIsRefusedNamingThoseOfItsModel) {

@@ -57,7 +57,7 @@ nlohmann::json stack_json(const JobSpec& job) {
         defaults.push_back({{"key", d.key}, {"value", d.value}, {"source", d.source}});
     return {{"framework", to_string(job.training.framework)},
             {"version", framework_version_text(job.training.framework_version)},
-            {"label", stack_label(job.training)},
+            {"label", stack_label(job)},
             {"defaults", defaults}};
 }
 
@@ -167,7 +167,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     }
     // stackdef (issue 29 point 1): what the stack supplied for the keys the job left unwritten.
     if (!job.origin.stack_defaults.empty()) {
-        out += dim(term, "stack: " + stack_label(t) + " · defaults for keys the job does not write:") + "\n";
+        out += dim(term, "stack: " + stack_label(job) + " · defaults for keys the job does not write:") + "\n";
         size_t w = 0;
         for (const StackDefault& d : job.origin.stack_defaults) w = std::max(w, d.key.size() + 3 + d.value.size());
         for (const StackDefault& d : job.origin.stack_defaults) {

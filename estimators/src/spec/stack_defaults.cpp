@@ -107,17 +107,21 @@ const PerfRecipe* find_perf_recipe(std::string_view name) {
 
 // mbrecipe: "Megatron-Bridge's performance recipe qwen3_30b_a3b_pretrain_8gpu_b200_fp8mx
 // (perf_recipes/qwen/b200/qwen3_moe.py:285 at 067f987)".
-static std::string perf_recipe_source(const PerfRecipe& r) {
-    return std::string("Megatron-Bridge's performance recipe ") + r.name + " (perf_recipes/" + r.file + " at 067f987)";
+// `matched`: the job does not name it but is the very job it ran (applied_perf_recipe).
+static std::string perf_recipe_source(const PerfRecipe& r, bool matched = false) {
+    return std::string("Megatron-Bridge's performance recipe ") + r.name + " (perf_recipes/" + r.file + " at 067f987)" +
+           (matched ? ", whose model, GPUs, precision, layout and batch this job has" : "");
 }
 
-std::string stack_label(const TrainingSpec& t) {
+std::string stack_label(const TrainingSpec& t) { return stack_label(t, find_perf_recipe(t.recipe)); }
+std::string stack_label(const JobSpec& job) { return stack_label(job.training, applied_perf_recipe(job)); }
+
+std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
     // A named configuration gives the keys it states; the stack's own defaults give the rest.
     const Recipe* r = find_recipe(t.recipe);
-    const PerfRecipe* pr = find_perf_recipe(t.recipe);
     const std::string when = (t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today") +
                              (r ? std::string(", and ") + r->source + " for the keys it states" : "") +
-                             (pr ? ", and " + perf_recipe_source(*pr) + " for the keys it states" : "");
+                             (pr ? ", and " + perf_recipe_source(*pr, t.recipe.empty()) + " for the keys it states" : "");
     switch (t.framework) {
         case Framework::megatron: return "Megatron-LM command line" + when;
         case Framework::nemo: return "NeMo 2 / Megatron-Bridge performance recipes" + when;
@@ -170,7 +174,7 @@ std::optional<Framework> recipe_framework(std::string_view recipe) {
 
 RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
     RecipeKeyValues v;
-    if (const PerfRecipe* r = find_perf_recipe(job.training.recipe)) {
+    if (const PerfRecipe* r = applied_perf_recipe(job)) {
         v.dispatcher = r->dispatcher;
         v.a2a_overlap = r->a2a_overlap;
         v.shared_expert_overlap = r->shared_expert_overlap;
@@ -185,7 +189,8 @@ RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
 
 const PerfRecipe* suggested_perf_recipe(const JobSpec& job) {
     const TrainingSpec& t = job.training;
-    if (t.framework != Framework::nemo || !t.recipe.empty() || job.model.experts < 2) return nullptr;
+    if (t.framework != Framework::nemo || !t.recipe.empty() || job.model.experts < 2 || applied_perf_recipe(job))
+        return nullptr;
     const PerfRecipe* best = nullptr;
     double best_score = 0;
     for (const PerfRecipe& r : perf_recipes()) {
@@ -198,10 +203,9 @@ const PerfRecipe* suggested_perf_recipe(const JobSpec& job) {
     return best;
 }
 
-std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
+// Where the job differs from what recipe r ran, one phrase each.
+static std::vector<std::string> differences_from(const JobSpec& job, const PerfRecipe& r) {
     std::vector<std::string> out;
-    const PerfRecipe* r = find_perf_recipe(job.training.recipe);
-    if (!r) return out;
     const ParallelSpec& p = job.parallel;
     auto differ = [&](const char* what, long long mine, long long theirs) {
         if (mine != theirs)
@@ -210,24 +214,41 @@ std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
     auto differ_text = [&](const char* what, const std::string& mine, const std::string& theirs) {
         if (mine != theirs) out.push_back(std::string(what) + " \"" + mine + "\" (the recipe: \"" + theirs + "\")");
     };
-    if (!job.origin.model_preset.empty()) differ_text("model", job.origin.model_preset, r->model);
-    if (!job.origin.gpu_preset.empty()) differ_text("gpu", job.origin.gpu_preset, r->gpu);
-    differ("GPUs", job.world_size(), r->gpus);
-    differ_text("training.fp8", to_string(job.training.fp8), to_string(r->fp8));
-    differ("tp", p.tp, r->tp);
-    differ("pp", p.pp, r->pp);
-    differ("vpp", p.vpp, std::max(1, r->vpp));
-    differ("cp", p.cp, r->cp);
-    differ("ep", p.ep, r->ep);
-    differ("expert_tp", p.expert_tp > 0 ? p.expert_tp : 1, std::max(1, r->etp));
-    differ("micro_batch", job.training.micro_batch, r->mbs);
-    differ("global_batch", job.training.global_batch, r->gbs);
-    differ("seq_len", job.model.seq_len, r->seq);
+    // A job that writes its model or GPU without a preset is taken as the recipe's.
+    if (!job.origin.model_preset.empty()) differ_text("model", job.origin.model_preset, r.model);
+    if (!job.origin.gpu_preset.empty()) differ_text("gpu", job.origin.gpu_preset, r.gpu);
+    differ("GPUs", job.world_size(), r.gpus);
+    differ_text("training.fp8", to_string(job.training.fp8), to_string(r.fp8));
+    differ("tp", p.tp, r.tp);
+    differ("pp", p.pp, r.pp);
+    differ("vpp", p.vpp, std::max(1, r.vpp));
+    differ("cp", p.cp, r.cp);
+    differ("ep", p.ep, r.ep);
+    // Megatron-core's expert_tensor_parallel_size, unset, is the TP size (PTD's expert_tp 0 too).
+    differ("expert_tp", p.expert_tp > 0 ? p.expert_tp : p.tp, r.etp > 0 ? r.etp : r.tp);
+    differ("micro_batch", job.training.micro_batch, r.mbs);
+    differ("global_batch", job.training.global_batch, r.gbs);
+    differ("seq_len", job.model.seq_len, r.seq);
     // The table is the recipes of 2026-08; an earlier release's recipe may have set others.
     if (before(job.training, 202608))
         out.push_back("framework_version " + framework_version_text(job.training.framework_version) +
                       " (the recipe: as Megatron-Bridge has it in 2026-08)");
     return out;
+}
+
+std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
+    const PerfRecipe* r = find_perf_recipe(job.training.recipe);
+    return r ? differences_from(job, *r) : std::vector<std::string>{};
+}
+
+const PerfRecipe* applied_perf_recipe(const JobSpec& job) {
+    const TrainingSpec& t = job.training;
+    if (!t.recipe.empty()) return find_perf_recipe(t.recipe);
+    if (t.framework != Framework::nemo || job.model.experts < 2 || job.origin.model_preset.empty()) return nullptr;
+    for (const PerfRecipe& r : perf_recipes())
+        if (r.model == job.origin.model_preset && r.gpu == job.origin.gpu_preset && differences_from(job, r).empty())
+            return &r;
+    return nullptr;
 }
 
 StateDtypeDefaults recipe_state_dtypes(const TrainingSpec& t) {
@@ -263,8 +284,8 @@ Default default_for(StackKey k, const JobSpec& job) {
     const bool torch_stack = f == Framework::torchtitan || f == Framework::pytorch_fsdp;
     const bool sharded = p.zero >= 1 || p.distributed_optimizer;
     // mbrecipe: a performance recipe states these four itself.
-    if (const PerfRecipe* r = find_perf_recipe(t.recipe); r && nemo) {
-        const std::string source = perf_recipe_source(*r);
+    if (const PerfRecipe* r = applied_perf_recipe(job); r && nemo) {
+        const std::string source = perf_recipe_source(*r, t.recipe.empty());
         if (k == StackKey::tp_comm_overlap) return {r->tp_comm_overlap && p.tp > 1 && p.sequence_parallel, source};
         if (k == StackKey::moe_router_fusion && job.model.experts > 1) return {r->router_fusion, source};
         if (k == StackKey::moe_permute_fusion && job.model.experts > 1) return {r->permute_fusion, source};
@@ -455,8 +476,8 @@ void apply_stack_defaults(JobSpec& job) {
     {
         ParallelSpec& p = job.parallel;
         const RecipeKeyValues v = recipe_key_defaults(job);
-        const PerfRecipe* r = find_perf_recipe(job.training.recipe);
-        const std::string source = r ? perf_recipe_source(*r) : "";
+        const PerfRecipe* r = applied_perf_recipe(job);
+        const std::string source = r ? perf_recipe_source(*r, job.training.recipe.empty()) : "";
         const bool moe = job.model.experts > 1;
         auto take = [&](uint8_t bit, const char* key, auto& field, auto value, const std::string& text, bool bears) {
             if (job.origin.recipe_keys_written & bit) return;

@@ -20,8 +20,12 @@ namespace ptd {
 const char* stack_key_name(StackKey k);
 
 // The stack in words, with its date when the job gives one: "NeMo 2 / Megatron-Bridge
-// performance recipes", "Megatron-LM command line of 2021-06".
+// performance recipes", "Megatron-LM command line of 2021-06"; the job's form also names the
+// performance recipe it matches without naming it (applied_perf_recipe).
 std::string stack_label(const TrainingSpec& t);
+std::string stack_label(const JobSpec& job);
+struct PerfRecipe;
+std::string stack_label(const TrainingSpec& t, const PerfRecipe* recipe);
 
 // "2021-04" → 202104; "2021" → 202106 (a year alone is taken as its middle: no month is
 // better than another). nullopt when the text is neither form or the year is outside
@@ -82,10 +86,19 @@ struct RecipeKeyValues {
 };
 RecipeKeyValues recipe_key_defaults(const JobSpec& job);
 
+// mbrecipe: the performance recipe whose settings the job's unwritten keys take: the one it
+// names, else — a NeMo / Megatron-Bridge MoE job of a model preset, naming no recipe, without
+// a framework_version before 2026-08 — the one that ran exactly this job: its model preset,
+// GPU preset, GPU count, FP8 recipe, tp, pp, vpp, cp, ep, expert_tp, micro and global batch and
+// sequence length. A user who writes a published Megatron-Bridge run from its table gets the
+// settings it ran with; nullptr when neither.
+const PerfRecipe* applied_perf_recipe(const JobSpec& job);
+
 // mbrecipe: for a NeMo / Megatron-Bridge MoE job that names no recipe, the performance recipe
 // of its model preset on its GPU preset in its FP8 recipe (the one on as many GPUs, else the
 // nearest count; release recipes before the _dev / _large_scale variants), for the note that
-// says what naming it would set; nullptr when there is none or the job names a recipe.
+// says what naming it would set; nullptr when there is none, or the job names a recipe or
+// matches one (applied_perf_recipe).
 const PerfRecipe* suggested_perf_recipe(const JobSpec& job);
 
 // mbrecipe: where the job's layout, model, GPUs or precision differ from what its performance
