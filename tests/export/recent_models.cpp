@@ -149,6 +149,17 @@ TEST(RecentModelsExport, NemoWritesAnMoeJobsFusionsAndKeepsItsEpOverlap) {
         ptd::ExportFormat::nemo);
     expect_mentions(both, {"cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=True, overlap_moe_expert_parallel_comm=True)",
                            "cfg.model.overlap_moe_expert_parallel_comm = True"});
+    expect_no_mention(both, {"perf_recipes"});
+    // A job that names a performance recipe says which, and where NVIDIA's own run of it lives.
+    const std::string named = export_text(
+        moe_job("tp = 2\npp = 8\nvpp = 4\nep = 32\nexpert_tp = 1\nsequence_parallel = true\n"
+                "account_for_embedding_in_pipeline_split = true\naccount_for_loss_in_pipeline_split = true\n",
+                "recipe = \"qwen3_235b_a22b_pretrain_256gpu_h100_bf16\"\n"),
+        ptd::ExportFormat::nemo);
+    expect_mentions(named, {"Megatron-Bridge's performance recipe qwen3_235b_a22b_pretrain_256gpu_h100_bf16,",
+                            "from megatron.bridge.perf_recipes.qwen.h100.qwen3_moe import "
+                            "qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config",
+                            "cfg.model.overlap_moe_expert_parallel_comm = True"});
 }
 
 // torchtitan has Qwen3 and DeepSeek-V3 models (torchtitan/models/qwen3, deepseek_v3, main

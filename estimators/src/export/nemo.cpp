@@ -12,9 +12,11 @@
 // core/model_parallel_config.py, core/transformer/transformer_config.py,
 // core/optimizer/optimizer_config.py, core/distributed/distributed_data_parallel_config.py,
 // training/config/*.py).
+#include <algorithm>
 #include <map>
 
 #include "export/export_internal.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd::export_internal {
 
@@ -296,6 +298,16 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
          std::to_string(job.cluster.gpus_per_node) + " ... ptd_job.py");
     line("# It starts from vanilla_gpt_pretrain_config() (every field at Megatron-Core / pretrain_gpt.py's default)");
     line("# and sets what ptd planned; each field is the Megatron-LM argument of `ptd export --format megatron`.");
+    // mbrecipe: the MoE settings came from a performance recipe; say which, and where NVIDIA's own
+    // configuration of it lives (its environment variables and HybridEP tuning are not written here).
+    if (const PerfRecipe* r = applied_perf_recipe(job)) {
+        std::string module = std::string(r->file).substr(0, std::string(r->file).find(".py"));
+        std::replace(module.begin(), module.end(), '/', '.');
+        line(std::string("# The MoE dispatcher, EP overlap, CUDA graphs and capacity are Megatron-Bridge's performance recipe ") +
+             r->name + ",");
+        line("# written out as fields; NVIDIA's own run of it (with its environment variables and HybridEP tuning) is");
+        line("#   from megatron.bridge.perf_recipes." + module + " import " + r->name + "_config");
+    }
     line("import os  # noqa: F401 (a launch script's paths come from its environment)");
     line();
     line("import torch");
