@@ -66,12 +66,15 @@ if(csv_count LESS 90)
   message(FATAL_ERROR "bench_accuracy --generation H100 --csv printed ${csv_count} lines, expected the header and every H100 run")
 endif()
 
-# mbrecipe: --leave-out reads the runs without those keys: the two 26.08 Qwen3 GB200 rows without
-# their recipe run all-to-all without graphs (far slower than published); a key that is not a
-# stack detail is refused naming what is allowed.
-execute_process(COMMAND ${BENCH} --leave-out recipe --csv RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "\nmbridge2608-qwen3-30b-a3b-gb200-mxfp8,[^\n]*,0\\.[5-9][0-9]*,[0-9.e+-]+,")
-  message(FATAL_ERROR "bench_accuracy --leave-out recipe: exit ${rc}, expected mbridge2608-qwen3-30b-a3b-gb200-mxfp8 over 50% slow:\n${out}\n${err}")
+# mbrecipe: --leave-out reads the runs without those keys. The 26.08 Qwen3-30B-A3B GB200 row
+# without its recipe's name and MoE keys is still that recipe's run (its model's shape, GPUs,
+# precision, layout and batch): it takes the recipe's settings unnamed and stays at its -7.6%
+# (with the plain defaults it would be +82%). A key that is not a stack detail is refused
+# naming what is allowed.
+execute_process(COMMAND ${BENCH} --leave-out recipe,moe_dispatcher,moe_a2a_overlap,cuda_graph_impl,cuda_graph_scope,moe_pad_to_capacity --csv
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\nmbridge2608-qwen3-30b-a3b-gb200-mxfp8,[^\n]*,-0\\.0[0-9]*,[0-9.e+-]+,")
+  message(FATAL_ERROR "bench_accuracy --leave-out recipe,...: exit ${rc}, expected mbridge2608-qwen3-30b-a3b-gb200-mxfp8 within 10% (its recipe matched unnamed):\n${out}\n${err}")
 endif()
 execute_process(COMMAND ${BENCH} --leave-out recipe,tp RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 2 OR NOT err MATCHES "--leave-out \"recipe,tp\": \"tp\" is not a stack-detail run key; allowed: flash_attention, ")

@@ -412,6 +412,12 @@ TEST(StackDefaults, AJobThatIsAPerformanceRecipesRunTakesItsSettingsUnnamed) {
     EXPECT_NE(ptd::stack_label(job).find("whose model, GPUs, precision, layout and batch this job has"), std::string::npos)
         << ptd::stack_label(job);
     EXPECT_EQ(ptd::suggested_perf_recipe(job), nullptr);
+    // The model written as numbers (no preset) is the same model when its shape is the preset's.
+    JobSpec by_shape = job;
+    by_shape.origin.model_preset.clear();
+    EXPECT_EQ(ptd::applied_perf_recipe(by_shape), ptd::applied_perf_recipe(job));
+    by_shape.model.layers -= 1;
+    EXPECT_EQ(ptd::applied_perf_recipe(by_shape), nullptr);
     const JobSpec named = loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml");
     EXPECT_EQ(ptd::estimate_job(job).step_s, ptd::estimate_job(named).step_s);
     // Saved, it stays unnamed and unwritten, and reloads the same.

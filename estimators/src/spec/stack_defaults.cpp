@@ -32,6 +32,8 @@
 // source.
 #include "ptd/spec/stack_defaults.h"
 
+#include "ptd/spec/presets.h"
+
 #include <cassert>
 #include <charconv>
 #include <cmath>
@@ -241,13 +243,23 @@ std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
     return r ? differences_from(job, *r) : std::vector<std::string>{};
 }
 
+// Whether the job trains recipe r's model: it names the preset, or (no preset) writes the
+// preset's shape — what a user who copies a model card's numbers does.
+static bool same_model(const JobSpec& job, const PerfRecipe& r) {
+    if (!job.origin.model_preset.empty()) return job.origin.model_preset == r.model;
+    const ModelSpec* preset = embedded_presets().find_model(r.model);
+    const ModelSpec& m = job.model;
+    return preset && m.layers == preset->layers && m.hidden == preset->hidden && m.heads == preset->heads &&
+           m.kv_heads == preset->kv_heads && m.experts == preset->experts && m.top_k == preset->top_k &&
+           m.expert_ffn_hidden() == preset->expert_ffn_hidden() && m.vocab == preset->vocab;
+}
+
 const PerfRecipe* applied_perf_recipe(const JobSpec& job) {
     const TrainingSpec& t = job.training;
     if (!t.recipe.empty()) return find_perf_recipe(t.recipe);
-    if (t.framework != Framework::nemo || job.model.experts < 2 || job.origin.model_preset.empty()) return nullptr;
+    if (t.framework != Framework::nemo || job.model.experts < 2) return nullptr;
     for (const PerfRecipe& r : perf_recipes())
-        if (r.model == job.origin.model_preset && r.gpu == job.origin.gpu_preset && differences_from(job, r).empty())
-            return &r;
+        if (job.cluster.gpu.name == r.gpu && same_model(job, r) && differences_from(job, r).empty()) return &r;
     return nullptr;
 }
 
