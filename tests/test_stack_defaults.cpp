@@ -281,26 +281,29 @@ ptd::Result<JobSpec> perf_recipe_job(const std::string& name, const std::string&
     if (!r) return ptd::load_job_text("", "recipe.toml", presets());
     const std::string fp8 = r->fp8 == ptd::Fp8Recipe::none ? "" : "fp8 = \"" + std::string(ptd::to_string(r->fp8)) + "\"\n";
     auto n = [](int v) { return std::to_string(v); };
-    // Layers that pp·vpp does not divide (DeepSeek-V3's 61) are split as evenly as they go, as
-    // the recipe's pipeline layout does by hand.
-    std::string split;
-    const int chunks = r->pp * std::max(1, r->vpp), layers = presets().find_model(r->model)->layers;
-    if (layers % chunks != 0) {
-        for (int l : ptd::balanced_layers_per_stage(layers, chunks)) split += (split.empty() ? "" : ", ") + n(l);
-        split = "layers_per_stage = [" + split + "]\n";
-    }
     std::string text =
         job_text({.preset = r->model,
                   .nodes = r->gpus / 8,
                   .gpu = r->gpu,
                   .parallel = "tp = " + n(r->tp) + "\npp = " + n(r->pp) + "\nvpp = " + n(std::max(1, r->vpp)) + "\ncp = " +
                               n(r->cp) + "\nep = " + n(r->ep) + "\n" + (r->etp > 0 ? "expert_tp = " + n(r->etp) + "\n" : "") +
-                              (r->tp > 1 ? "sequence_parallel = true\n" : "") + split + parallel_extra,
+                              (r->tp > 1 ? "sequence_parallel = true\n" : "") + parallel_extra,
                   .training = "framework = \"nemo\"\n" + (name_it ? "recipe = \"" + name + "\"\n" : std::string()) +
                               "micro_batch = " + n(r->mbs) +
                               "\nglobal_batch = " + n(r->gbs) + "\n" + fp8 + training_extra});
     text.insert(text.find("[cluster]"), "seq_len = " + n(r->seq) + "\n");  // the recipe's, in [model]
-    return ptd::load_job_text(text, "recipe.toml", presets());
+    auto job = ptd::load_job_text(text, "recipe.toml", presets());
+    // DeepSeek-V3's 61 layers over a pp·vpp the recipes' layout map lacks (the H100 recipes'
+    // "Et|(tt|)*30mL" ends in a chunk of MTP and loss alone, which layers_per_stage cannot say):
+    // split as evenly as they go, as a user would write it.
+    if (!job && job.error().str().find("parallel.pp: layers (61) is not divisible") != std::string::npos) {
+        std::string split;
+        const int chunks = r->pp * std::max(1, r->vpp);
+        for (int l : ptd::balanced_layers_per_stage(61, chunks)) split += (split.empty() ? "" : ", ") + n(l);
+        text.insert(text.find("[training]"), "layers_per_stage = [" + split + "]\n");
+        job = ptd::load_job_text(text, "recipe.toml", presets());
+    }
+    return job;
 }
 
 // Qwen3-30B-A3B in FP8 (current scaling) on 16 H100: perf_recipes/qwen/h100/qwen3_moe.py
@@ -456,6 +459,30 @@ TEST(StackDefaults, AnUnknownPerformanceRecipeIsRefusedNamingThoseOfItsModel) {
         "job.toml", presets());
     expect_refused(megatron, "training.recipe", "job.toml");
     EXPECT_NE(refusal(megatron).find("it is a configuration of framework \"nemo\""), std::string::npos) << refusal(megatron);
+}
+
+TEST(StackDefaults, ADeepSeekRecipeSplitsTheLayersAsItsLayoutDoes) {
+    // deepseek_v3_pretrain_256gpu_gb200_bf16: PP 4 × VP 4, the embedding with the first chunk and
+    // 4 decoder layers in each chunk, 1 with MTP and the loss in the last (61 = 15 · 4 + 1).
+    const JobSpec job = loaded(perf_recipe_job("deepseek_v3_pretrain_256gpu_gb200_bf16"), "recipe.toml");
+    std::vector<int> want(15, 4);
+    want.push_back(1);
+    EXPECT_EQ(job.parallel.layers_per_stage, want);
+    EXPECT_TRUE(applied(job, "parallel.layers_per_stage", "[4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1]"));
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_EQ(saved.find("layers_per_stage"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
+    // Edited to PP 4 without interleaving (another pair of the layout map): 16 / 16 / 16 / 13.
+    JobSpec replanned = job;
+    replanned.parallel.vpp = 1;
+    ptd::derive_job_defaults(replanned);
+    EXPECT_EQ(replanned.parallel.layers_per_stage, (std::vector<int>{16, 16, 16, 13}));
+    // A split the job writes is its own.
+    const JobSpec own = loaded(perf_recipe_job("deepseek_v3_pretrain_256gpu_gb200_bf16", "",
+                                               "layers_per_stage = [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2]\n"),
+                               "recipe.toml");
+    EXPECT_EQ(own.parallel.layers_per_stage.front(), 3);
+    EXPECT_NE(ptd::save_job_toml(own).find("layers_per_stage = [3,"), std::string::npos);
 }
 
 TEST(StackDefaults, EveryPerformanceRecipeIsAJobPtdCanEstimateAndIsDocumented) {

@@ -420,7 +420,9 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                            {"moe_shared_expert_overlap", ptd::kRecipeSharedExpertOverlap},
                                            {"cuda_graph_impl", ptd::kRecipeCudaGraphImpl},
                                            {"cuda_graph_scope", ptd::kRecipeCudaGraphScope},
-                                           {"moe_pad_to_capacity", ptd::kRecipeMoePadToCapacity}})
+                                           {"moe_pad_to_capacity", ptd::kRecipeMoePadToCapacity},
+                                           {"account_for_embedding_in_pipeline_split", ptd::kRecipeAccountForEmbedding},
+                                           {"account_for_loss_in_pipeline_split", ptd::kRecipeAccountForLoss}})
                 if (t.get(key)) j.origin.recipe_keys_written |= bit;
         }
 

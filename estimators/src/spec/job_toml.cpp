@@ -648,8 +648,11 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_bool("offload_params", p.offload_params);
     read_enum(r, "schedule", p.schedule, kScheduleWords);  // zb
     // l405: the pipeline split's embedding / loss accounting and the interleaved group size.
-    r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
-    r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
+    // mbrecipe: a performance recipe's pipeline split accounting, unless the job writes its own.
+    if (r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split))
+        job.origin.recipe_keys_written |= kRecipeAccountForEmbedding;
+    if (r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split))
+        job.origin.recipe_keys_written |= kRecipeAccountForLoss;
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     mark_written(job, StackKey::scatter_gather_tensors_in_pipeline,
                  r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline));  // p2psg
@@ -1344,7 +1347,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (keep(StackKey::recompute_style)) w.str("recompute_style", to_string(p.recompute_style));
     if (p.recompute_modules != kRecomputeCoreAttn) w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
-    if (!p.layers_per_stage.empty()) w.ints("layers_per_stage", p.layers_per_stage);
+    if (!p.layers_per_stage.empty() && !o.layers_per_stage_from_recipe) w.ints("layers_per_stage", p.layers_per_stage);
     const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
     if (keep(StackKey::overlap_grad_reduce)) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
     if (keep(StackKey::overlap_param_gather)) w.boolean("overlap_param_gather", p.overlap_param_gather);
@@ -1358,8 +1361,13 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
     if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
     // l405
-    if (p.account_for_embedding_in_pipeline_split) w.boolean("account_for_embedding_in_pipeline_split", true);
-    if (p.account_for_loss_in_pipeline_split) w.boolean("account_for_loss_in_pipeline_split", true);
+    {  // mbrecipe: written where they differ from what reloading gives them unwritten
+        const RecipeKeyValues split = recipe_key_defaults(job);
+        if (p.account_for_embedding_in_pipeline_split != split.account_for_embedding)
+            w.boolean("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
+        if (p.account_for_loss_in_pipeline_split != split.account_for_loss)
+            w.boolean("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
+    }
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
     if (keep(StackKey::scatter_gather_tensors_in_pipeline))
         w.boolean("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg

@@ -185,6 +185,10 @@ RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
         v.pad_to_capacity = r->pad_to_capacity;
         if ((job.origin.recipe_keys_written & kRecipeCudaGraphImpl) && job.parallel.cuda_graph_impl != r->graphs)
             v.graph_scope = 0;
+        // recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config (the
+        // qwen3_235b_a22b_pretrain_config every Qwen3-235B performance recipe starts from):
+        // account_for_embedding_in_pipeline_split = account_for_loss_in_pipeline_split = True.
+        v.account_for_embedding = v.account_for_loss = std::string_view(r->model) == "qwen3-235b-a22b";
     }
     return v;
 }
@@ -241,6 +245,26 @@ static std::vector<std::string> differences_from(const JobSpec& job, const PerfR
 std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
     const PerfRecipe* r = find_perf_recipe(job.training.recipe);
     return r ? differences_from(job, *r) : std::vector<std::string>{};
+}
+
+// mbrecipe: the decoder layers of each pipeline chunk that Megatron-Bridge's DeepSeek-V3 recipes
+// lay out (recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout, 067f987:
+// the embedding with the first chunk, the MTP layers and the loss with the last), for the
+// (pp, vpp) pairs its map has: 4 chunks 16/16/16/13 (pp 4), 8 chunks 8 × 7 and 5 (pp 8, or
+// pp 4 × vpp 2), 16 chunks 4 × 15 and 1 (pp 16, 8 × 2, 4 × 4). Empty for another model, layer
+// count or pair (Megatron-core's own split applies, as in the recipe).
+static std::vector<int> deepseek_v3_layers_per_chunk(const JobSpec& job, const PerfRecipe& r) {
+    if (std::string_view(r.model) != "deepseek-v3" || job.model.layers != 61) return {};
+    const int pp = job.parallel.pp, v = std::max(1, job.parallel.vpp);
+    auto chunks = [](int each, int n, int last) {
+        std::vector<int> out((size_t)n - 1, each);
+        out.push_back(last);
+        return out;
+    };
+    if (pp == 4 && v == 1) return chunks(16, 4, 13);
+    if ((pp == 8 && v == 1) || (pp == 4 && v == 2)) return chunks(8, 8, 5);
+    if ((pp == 16 && v == 1) || (pp == 8 && v == 2) || (pp == 4 && v == 4)) return chunks(4, 16, 1);
+    return {};
 }
 
 // Whether the job trains recipe r's model: it names the preset, or (no preset) writes the
@@ -511,6 +535,31 @@ void apply_stack_defaults(JobSpec& job) {
              p.cuda_graph_impl != CudaGraphImpl::none);
         take(kRecipeMoePadToCapacity, "parallel.moe_pad_to_capacity", p.moe_pad_to_capacity, v.pad_to_capacity,
              v.pad_to_capacity ? "true" : "false", moe);
+        take(kRecipeAccountForEmbedding, "parallel.account_for_embedding_in_pipeline_split",
+             p.account_for_embedding_in_pipeline_split, v.account_for_embedding, v.account_for_embedding ? "true" : "false",
+             p.pp > 1 && v.account_for_embedding);
+        take(kRecipeAccountForLoss, "parallel.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split,
+             v.account_for_loss, v.account_for_loss ? "true" : "false", p.pp > 1 && v.account_for_loss);
+    }
+    // mbrecipe: a DeepSeek-V3 recipe's pipeline layout, for a job that writes none.
+    {
+        ParallelSpec& p = job.parallel;
+        if (job.origin.layers_per_stage_from_recipe) p.layers_per_stage.clear();
+        job.origin.layers_per_stage_from_recipe = false;
+        const PerfRecipe* r = applied_perf_recipe(job);
+        if (r && p.layers_per_stage.empty()) {
+            const std::vector<int> split = deepseek_v3_layers_per_chunk(job, *r);
+            if (!split.empty()) {
+                p.layers_per_stage = split;
+                job.origin.layers_per_stage_from_recipe = true;
+                std::string text;
+                for (int l : split) text += (text.empty() ? "[" : ", ") + std::to_string(l);
+                job.origin.stack_defaults.push_back(
+                    {"parallel.layers_per_stage", text + "]",
+                     perf_recipe_source(*r, job.training.recipe.empty()) +
+                         ": _get_deepseek_v3_pipeline_layout (recipes/deepseek/h100/deepseek_v3.py)"});
+            }
+        }
     }
     // recipe: after the stack keys (the recipe's master copy follows fp8_param_gather).
     TrainingSpec& t = job.training;

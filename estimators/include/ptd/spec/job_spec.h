@@ -340,6 +340,8 @@ enum RecipeKeyBit : uint8_t {
     kRecipeCudaGraphImpl = 1u << 3,         // parallel.cuda_graph_impl
     kRecipeCudaGraphScope = 1u << 4,        // parallel.cuda_graph_scope
     kRecipeMoePadToCapacity = 1u << 5,      // parallel.moe_pad_to_capacity
+    kRecipeAccountForEmbedding = 1u << 6,   // parallel.account_for_embedding_in_pipeline_split
+    kRecipeAccountForLoss = 1u << 7,        // parallel.account_for_loss_in_pipeline_split
 };
 
 struct StackDefault {
@@ -690,6 +692,10 @@ struct JobSpec {
         // sets (RecipeKeyBit) the job wrote; an unwritten one takes its recipe's value
         // (training.recipe), else the plain default. A job built in code writes all of them.
         uint8_t recipe_keys_written = 0xff;
+        // mbrecipe: parallel.layers_per_stage was not written but came from the job's performance
+        // recipe's pipeline layout (DeepSeek-V3's); derive_job_defaults computes it again for the
+        // current pp·vpp and saving leaves it unwritten.
+        bool layers_per_stage_from_recipe = false;
         std::vector<StackDefault> stack_defaults;
         // planfw: estimate.headroom was written; else the planner leaves its framework's default
         // headroom free (plan_headroom, planner.h).

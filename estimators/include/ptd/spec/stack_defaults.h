@@ -83,6 +83,9 @@ struct RecipeKeyValues {
     CudaGraphImpl graphs = CudaGraphImpl::none;
     uint32_t graph_scope = 0;
     bool pad_to_capacity = false;
+    // Qwen3-235B-A22B's recipes start from qwen3_235b_a22b_pretrain_config, which counts the
+    // embedding and the loss as a layer each in the pipeline split (94 + 2 = 96).
+    bool account_for_embedding = false, account_for_loss = false;
 };
 RecipeKeyValues recipe_key_defaults(const JobSpec& job);
 
