@@ -1057,12 +1057,11 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "(write a key to keep the job's own)");
     }
     if (const PerfRecipe* r = suggested_perf_recipe(job)) {
-        static const char* const kDispatchers[] = {"alltoall", "deepep", "hybridep"};
         std::string graphs = to_string(r->graphs);
         for (const std::string& w : cuda_graph_scope_words(r->graph_scope)) graphs += " " + w;
         est.notes.push_back(std::string("Megatron-Bridge runs ") + job.origin.model_preset + " on " + std::to_string(r->gpus) +
                             " " + r->gpu + " with its performance recipe \"" + r->name + "\" (perf_recipes/" + r->file +
-                            "): the " + kDispatchers[(int)r->dispatcher] + " dispatcher, EP overlap " +
+                            "): the " + to_string(r->dispatcher) + " dispatcher, EP overlap " +
                             (r->a2a_overlap ? "on" : "off") + ", CUDA graphs " + graphs +
                             (r->pad_to_capacity ? ", static expert capacity" : "") +
                             "; this job names no recipe, so the MoE keys it leaves unwritten keep the plain defaults (all-to-all, no overlap, no CUDA "

@@ -86,6 +86,9 @@ std::vector<std::string> cuda_graph_scope_words(uint32_t scope) {
         if (scope & (1u << i)) out.emplace_back(cuda_graph_scope_word(i));
     return out;
 }
+const char* to_string(MoeDispatcher v) {
+    return v == MoeDispatcher::deepep ? "deepep" : v == MoeDispatcher::hybridep ? "hybridep" : "alltoall";
+}
 const char* to_string(CudaGraphImpl v) {
     return v == CudaGraphImpl::none ? "none" : v == CudaGraphImpl::local ? "local" : "transformer_engine";
 }

@@ -520,11 +520,10 @@ void apply_stack_defaults(JobSpec& job) {
             field = value;
             if (r && bears) job.origin.stack_defaults.push_back({key, text, source});
         };
-        static const char* const kDispatchers[] = {"alltoall", "deepep", "hybridep"};
         std::string scope;
         for (const std::string& w : cuda_graph_scope_words(v.graph_scope)) scope += (scope.empty() ? "\"" : ", \"") + w + "\"";
         take(kRecipeMoeDispatcher, "parallel.moe_dispatcher", p.moe_dispatcher, v.dispatcher,
-             std::string("\"") + kDispatchers[(int)v.dispatcher] + "\"", moe && p.ep > 1);
+             std::string("\"") + to_string(v.dispatcher) + "\"", moe && p.ep > 1);
         take(kRecipeMoeA2aOverlap, "parallel.moe_a2a_overlap", p.moe_a2a_overlap, v.a2a_overlap,
              v.a2a_overlap ? "true" : "false", moe && p.ep > 1);
         take(kRecipeSharedExpertOverlap, "parallel.moe_shared_expert_overlap", p.moe_shared_expert_overlap,

@@ -113,6 +113,8 @@ enum class Fp8Format { hybrid, e4m3 };
 // (--moe-token-dispatcher-type alltoall), or the flex dispatcher with DeepEP's or NVIDIA's
 // HybridEP fused kernels (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend ...).
 enum class MoeDispatcher : uint8_t { alltoall, deepep, hybridep };
+// The dispatcher as parallel.moe_dispatcher writes it: "alltoall", "deepep", "hybridep".
+const char* to_string(MoeDispatcher v);
 enum class OffloadDevice { none, cpu };                 // where offloaded states live (offload)
 // The pipeline schedule (zb: issue 15 point 5). automatic = Megatron-LM's choice: 1F1B, or
 // the interleaved 1F1B when vpp > 1. TOML: "auto", "1f1b", "interleaved", "zb-h1", "dualpipe".
