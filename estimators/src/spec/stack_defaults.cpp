@@ -115,10 +115,11 @@ static std::string perf_recipe_source(const PerfRecipe& r, bool matched = false)
            (matched ? ", whose model, GPUs, precision, layout and batch this job has" : "");
 }
 
+static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr);
 std::string stack_label(const TrainingSpec& t) { return stack_label(t, find_perf_recipe(t.recipe)); }
 std::string stack_label(const JobSpec& job) { return stack_label(job.training, applied_perf_recipe(job)); }
 
-std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
+static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
     // A named configuration gives the keys it states; the stack's own defaults give the rest.
     const Recipe* r = find_recipe(t.recipe);
     const std::string when = (t.framework_version > 0 ? " of " + framework_version_text(t.framework_version) : ", today") +
@@ -174,9 +175,10 @@ std::optional<Framework> recipe_framework(std::string_view recipe) {
     return std::nullopt;
 }
 
-RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
+// What the keys take unwritten, given the job's applied recipe r (nullptr: the plain defaults).
+static RecipeKeyValues recipe_key_values(const JobSpec& job, const PerfRecipe* r) {
     RecipeKeyValues v;
-    if (const PerfRecipe* r = applied_perf_recipe(job)) {
+    if (r) {
         v.dispatcher = r->dispatcher;
         v.a2a_overlap = r->a2a_overlap;
         v.shared_expert_overlap = r->shared_expert_overlap;
@@ -185,13 +187,12 @@ RecipeKeyValues recipe_key_defaults(const JobSpec& job) {
         v.pad_to_capacity = r->pad_to_capacity;
         if ((job.origin.recipe_keys_written & kRecipeCudaGraphImpl) && job.parallel.cuda_graph_impl != r->graphs)
             v.graph_scope = 0;
-        // recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config (the
-        // qwen3_235b_a22b_pretrain_config every Qwen3-235B performance recipe starts from):
-        // account_for_embedding_in_pipeline_split = account_for_loss_in_pipeline_split = True.
-        v.account_for_embedding = v.account_for_loss = std::string_view(r->model) == "qwen3-235b-a22b";
+        v.account_for_embedding = v.account_for_loss = r->split == RecipeSplit::embedding_and_loss;
     }
     return v;
 }
+
+RecipeKeyValues recipe_key_defaults(const JobSpec& job) { return recipe_key_values(job, applied_perf_recipe(job)); }
 
 const PerfRecipe* suggested_perf_recipe(const JobSpec& job) {
     const TrainingSpec& t = job.training;
@@ -251,10 +252,11 @@ std::vector<std::string> perf_recipe_differences(const JobSpec& job) {
 // lay out (recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout, 067f987:
 // the embedding with the first chunk, the MTP layers and the loss with the last), for the
 // (pp, vpp) pairs its map has: 4 chunks 16/16/16/13 (pp 4), 8 chunks 8 × 7 and 5 (pp 8, or
-// pp 4 × vpp 2), 16 chunks 4 × 15 and 1 (pp 16, 8 × 2, 4 × 4). Empty for another model, layer
-// count or pair (Megatron-core's own split applies, as in the recipe).
+// pp 4 × vpp 2), 16 chunks 4 × 15 and 1 (pp 16, 8 × 2, 4 × 4). Empty for a recipe that does
+// not use the map (RecipeSplit), another layer count or another pair (the map has none: the
+// recipe's code falls back to Megatron-core's own split).
 static std::vector<int> deepseek_v3_layers_per_chunk(const JobSpec& job, const PerfRecipe& r) {
-    if (std::string_view(r.model) != "deepseek-v3" || job.model.layers != 61) return {};
+    if (r.split != RecipeSplit::deepseek_v3_map || job.model.layers != 61) return {};
     const int pp = job.parallel.pp, v = std::max(1, job.parallel.vpp);
     auto chunks = [](int each, int n, int last) {
         std::vector<int> out((size_t)n - 1, each);
@@ -312,7 +314,8 @@ struct Default {
 
 // One key's default for this job; `p` holds the job's own layout (and the keys set before
 // this one, in StackKey order, so later keys may depend on earlier ones).
-Default default_for(StackKey k, const JobSpec& job) {
+// `recipe`: the job's applied_perf_recipe, found once by the caller.
+Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
     const Framework f = t.framework;
@@ -320,7 +323,7 @@ Default default_for(StackKey k, const JobSpec& job) {
     const bool torch_stack = f == Framework::torchtitan || f == Framework::pytorch_fsdp;
     const bool sharded = p.zero >= 1 || p.distributed_optimizer;
     // mbrecipe: a performance recipe states these four itself.
-    if (const PerfRecipe* r = applied_perf_recipe(job); r && nemo) {
+    if (const PerfRecipe* r = recipe; r && nemo) {
         const std::string source = perf_recipe_source(*r, t.recipe.empty());
         if (k == StackKey::tp_comm_overlap) return {r->tp_comm_overlap && p.tp > 1 && p.sequence_parallel, source};
         if (k == StackKey::moe_router_fusion && job.model.experts > 1) return {r->router_fusion, source};
@@ -489,7 +492,7 @@ std::string value_text(StackKey k, const JobSpec& job, bool v) {
 }  // namespace
 
 bool stack_value_is_default(StackKey k, const JobSpec& job) {
-    const bool d = default_for(k, job).value;
+    const bool d = default_for(k, job, applied_perf_recipe(job)).value;
     if (k == StackKey::recompute_style || k == StackKey::cross_entropy) {
         JobSpec as_default = job;
         set_value(k, as_default, d);
@@ -500,10 +503,12 @@ bool stack_value_is_default(StackKey k, const JobSpec& job) {
 
 void apply_stack_defaults(JobSpec& job) {
     job.origin.stack_defaults.clear();
+    // The recipe follows the layout, presets and training keys, none of which is set below.
+    const PerfRecipe* perf = applied_perf_recipe(job);
     for (int i = 0; i < (int)StackKey::count; ++i) {
         const StackKey k = (StackKey)i;
         if (job.origin.stack_keys_written & stack_key_bit(k)) continue;
-        const Default d = default_for(k, job);
+        const Default d = default_for(k, job, perf);
         set_value(k, job, d.value);
         if (bears_on(k, job)) job.origin.stack_defaults.push_back({stack_key_name(k), value_text(k, job, d.value), d.source});
     }
@@ -511,8 +516,8 @@ void apply_stack_defaults(JobSpec& job) {
     // (the graphs' also for a dense one).
     {
         ParallelSpec& p = job.parallel;
-        const RecipeKeyValues v = recipe_key_defaults(job);
-        const PerfRecipe* r = applied_perf_recipe(job);
+        const PerfRecipe* r = perf;
+        const RecipeKeyValues v = recipe_key_values(job, r);
         const std::string source = r ? perf_recipe_source(*r, job.training.recipe.empty()) : "";
         const bool moe = job.model.experts > 1;
         auto take = [&](uint8_t bit, const char* key, auto& field, auto value, const std::string& text, bool bears) {
@@ -545,7 +550,7 @@ void apply_stack_defaults(JobSpec& job) {
         ParallelSpec& p = job.parallel;
         if (job.origin.layers_per_stage_from_recipe) p.layers_per_stage.clear();
         job.origin.layers_per_stage_from_recipe = false;
-        const PerfRecipe* r = applied_perf_recipe(job);
+        const PerfRecipe* r = perf;
         if (r && p.layers_per_stage.empty()) {
             const std::vector<int> split = deepseek_v3_layers_per_chunk(job, *r);
             if (!split.empty()) {

@@ -24,8 +24,6 @@ const char* stack_key_name(StackKey k);
 // performance recipe it matches without naming it (applied_perf_recipe).
 std::string stack_label(const TrainingSpec& t);
 std::string stack_label(const JobSpec& job);
-struct PerfRecipe;
-std::string stack_label(const TrainingSpec& t, const PerfRecipe* recipe);
 
 // "2021-04" → 202104; "2021" → 202106 (a year alone is taken as its middle: no month is
 // better than another). nullopt when the text is neither form or the year is outside
@@ -56,6 +54,15 @@ std::optional<Framework> recipe_framework(std::string_view recipe);
 // 2026-08-22) without "_config": "qwen3_30b_a3b_pretrain_8gpu_b200_fp8mx". What it ran (the
 // layout, for the note that names where a job differs) and the settings PTD models, each
 // the effective value after the recipe's helpers (_benchmark_common and the like).
+// How a performance recipe splits the layers over the pipeline chunks.
+enum class RecipeSplit : uint8_t {
+    megatron,            // Megatron-core's own even split
+    embedding_and_loss,  // account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split
+                         // (qwen3_235b_a22b_pretrain_config, which the Qwen3-235B recipes start from)
+    deepseek_v3_map,     // set_deepseek_v3_pipeline_model_parallel_layout's map by (pp, vpp)
+    layout_string,       // its own layout string, which layers_per_stage cannot always say: the job writes a split
+};
+
 struct PerfRecipe {
     const char* name;
     const char* model;      // the model preset: "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"
@@ -68,6 +75,7 @@ struct PerfRecipe {
     CudaGraphImpl graphs;
     uint32_t graph_scope;   // CudaGraphScopeBit
     bool pad_to_capacity, tp_comm_overlap, router_fusion, permute_fusion, fp8_param_gather;
+    RecipeSplit split;
     const char* file;       // "qwen/b200/qwen3_moe.py:285", under src/megatron/bridge/perf_recipes
 };
 std::span<const PerfRecipe> perf_recipes();
@@ -83,9 +91,7 @@ struct RecipeKeyValues {
     CudaGraphImpl graphs = CudaGraphImpl::none;
     uint32_t graph_scope = 0;
     bool pad_to_capacity = false;
-    // Qwen3-235B-A22B's recipes start from qwen3_235b_a22b_pretrain_config, which counts the
-    // embedding and the loss as a layer each in the pipeline split (94 + 2 = 96).
-    bool account_for_embedding = false, account_for_loss = false;
+    bool account_for_embedding = false, account_for_loss = false;  // RecipeSplit::embedding_and_loss
 };
 RecipeKeyValues recipe_key_defaults(const JobSpec& job);
 
