@@ -397,8 +397,9 @@ TEST(StackDefaults, AnMoeJobWithoutARecipeIsToldWhichOneRunsItsModel) {
     EXPECT_TRUE(noted);
     // Not for another precision, another stack, a dense model or a job that names a recipe.
     EXPECT_EQ(ptd::suggested_perf_recipe(loaded(qwen3_moe("megatron", "fp8 = \"current\"\n"), "moe.toml")), nullptr);
-    EXPECT_EQ(ptd::suggested_perf_recipe(loaded(qwen3_moe("nemo", "fp8 = \"delayed\"\n"), "moe.toml"))->fp8,
-              ptd::Fp8Recipe::delayed);
+    const ptd::PerfRecipe* delayed = ptd::suggested_perf_recipe(loaded(qwen3_moe("nemo", "fp8 = \"delayed\"\n"), "moe.toml"));
+    ASSERT_NE(delayed, nullptr);
+    EXPECT_EQ(delayed->fp8, ptd::Fp8Recipe::delayed);
     EXPECT_EQ(ptd::suggested_perf_recipe(llama70b("nemo")), nullptr);
     EXPECT_EQ(ptd::suggested_perf_recipe(loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml")), nullptr);
 }

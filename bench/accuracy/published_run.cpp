@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <toml++/toml.h>
@@ -241,9 +242,12 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
     std::set<std::string> names;
     for (const toml::table* table : tables) {
         // --leave-out: the run as a user would write it without those keys.
-        toml::table stated = *table;
-        for (const std::string& key : leave_out) stated.erase(key);
-        const toml::table& t = leave_out.empty() ? *table : stated;
+        std::optional<toml::table> stated;
+        if (!leave_out.empty()) {
+            stated = *table;
+            for (const std::string& key : leave_out) stated->erase(key);
+        }
+        const toml::table& t = stated ? *stated : *table;
         const toml::node& n = *table;
         for (const auto& [key, value] : t)
             if (!kRunKeys.count(std::string(key.str())))
@@ -417,7 +421,6 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
             j.origin.recipe_keys_written = 0;
             for (const auto& [key, bit] : {std::pair{"moe_dispatcher", ptd::kRecipeMoeDispatcher},
                                            {"moe_a2a_overlap", ptd::kRecipeMoeA2aOverlap},
-                                           {"moe_shared_expert_overlap", ptd::kRecipeSharedExpertOverlap},
                                            {"cuda_graph_impl", ptd::kRecipeCudaGraphImpl},
                                            {"cuda_graph_scope", ptd::kRecipeCudaGraphScope},
                                            {"moe_pad_to_capacity", ptd::kRecipeMoePadToCapacity},

@@ -587,6 +587,10 @@ static void read_cluster(TomlContext& ctx, const toml::table& t, JobSpec& job, c
 static void mark_written(JobSpec& job, StackKey k, bool read) {
     if (read) job.origin.stack_keys_written |= stack_key_bit(k);
 }
+// mbrecipe: a key a Megatron-Bridge performance recipe sets (RecipeKeyBit) is the job's own once written.
+static void mark_recipe_key(JobSpec& job, uint8_t bit, bool read) {
+    if (read) job.origin.recipe_keys_written |= bit;
+}
 
 static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "parallel");
@@ -649,27 +653,23 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     read_enum(r, "schedule", p.schedule, kScheduleWords);  // zb
     // l405: the pipeline split's embedding / loss accounting and the interleaved group size.
     // mbrecipe: a performance recipe's pipeline split accounting, unless the job writes its own.
-    if (r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split))
-        job.origin.recipe_keys_written |= kRecipeAccountForEmbedding;
-    if (r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split))
-        job.origin.recipe_keys_written |= kRecipeAccountForLoss;
+    mark_recipe_key(job, kRecipeAccountForEmbedding,
+                    r.read_bool("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split));
+    mark_recipe_key(job, kRecipeAccountForLoss,
+                    r.read_bool("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split));
     r.read_int("microbatch_group_size", p.microbatch_group_size, 1, 1 << 20);
     mark_written(job, StackKey::scatter_gather_tensors_in_pipeline,
                  r.read_bool("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline));  // p2psg
     r.read_int("expert_tp", p.expert_tp, 0, 1 << 20);  // moe2: 0 = tp
-    // mbrecipe: the keys a Megatron-Bridge performance recipe sets are the job's own once written.
-    const auto mark_recipe_key = [&](uint8_t bit, bool read) {
-        if (read) job.origin.recipe_keys_written |= bit;
-    };
-    mark_recipe_key(kRecipeSharedExpertOverlap, r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap));  // moe2
-    mark_recipe_key(kRecipeMoeDispatcher, read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords));  // deepep
-    mark_recipe_key(kRecipeMoeA2aOverlap, r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap));  // deepep
+    mark_recipe_key(job, kRecipeSharedExpertOverlap, r.read_bool("moe_shared_expert_overlap", p.moe_shared_expert_overlap));  // moe2
+    mark_recipe_key(job, kRecipeMoeDispatcher, read_enum(r, "moe_dispatcher", p.moe_dispatcher, kMoeDispatcherWords));  // deepep
+    mark_recipe_key(job, kRecipeMoeA2aOverlap, r.read_bool("moe_a2a_overlap", p.moe_a2a_overlap));  // deepep
     mark_written(job, StackKey::moe_permute_fusion, r.read_bool("moe_permute_fusion", p.moe_permute_fusion));  // moeperm
     mark_written(job, StackKey::moe_router_fusion, r.read_bool("moe_router_fusion", p.moe_router_fusion));  // moerouter
     // hostov: CUDA graphs (Megatron-core cuda_graph_impl / cuda_graph_scope), static expert inputs.
-    mark_recipe_key(kRecipeCudaGraphImpl, read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords));
+    mark_recipe_key(job, kRecipeCudaGraphImpl, read_enum(r, "cuda_graph_impl", p.cuda_graph_impl, kCudaGraphImplWords));
     if (std::vector<std::string> words; r.read_string_array("cuda_graph_scope", words)) {
-        job.origin.recipe_keys_written |= kRecipeCudaGraphScope;
+        mark_recipe_key(job, kRecipeCudaGraphScope, true);
         uint32_t scope = 0;
         for (size_t i = 0; i < words.size(); ++i) {
             int bit = -1;
@@ -686,7 +686,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         }
         p.cuda_graph_scope = scope;
     }
-    mark_recipe_key(kRecipeMoePadToCapacity, r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity));
+    mark_recipe_key(job, kRecipeMoePadToCapacity, r.read_bool("moe_pad_to_capacity", p.moe_pad_to_capacity));
     r.read_bool("moe_router_padding_for_fp8", p.moe_router_padding_for_fp8);  // moefp8pad
     mark_written(job, StackKey::async_tensor_model_parallel_allreduce,
                  r.read_bool("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce));  // recomp
