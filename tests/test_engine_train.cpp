@@ -1494,6 +1494,21 @@ TEST(EngineTrain, UnsupportedSettingsNameTheKey) {
     EXPECT_NE(runs[0].err.find("training.optimizer"), std::string::npos) << runs[0].err;
 }
 
+// The estimators take a pipeline stage without transformer layers (Megatron-core's layouts give
+// the loss a chunk of its own); the engine builds each stage from its layers and refuses it,
+// naming the key, before any rank starts training.
+TEST(EngineTrain, AStageWithoutLayersIsRefusedNamingTheKey) {
+    TinyJob j;
+    j.pp = 2;
+    j.layers_per_stage = "[0, 4]";  // tiny-gpt: 4 layers
+    auto runs = run_engine(write_job(j, "empty-stage"), 2);
+    for (auto& r : runs) {
+        EXPECT_EQ(r.exit_code, 2);
+        EXPECT_NE(r.err.find("parallel.layers_per_stage"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("stage 0 would hold no layer"), std::string::npos) << r.err;
+    }
+}
+
 // A bad PTD_COMM_STRICT_FIFO is a usage error even in a single process (no Gloo groups).
 TEST(EngineTrain, BadStrictFifoValueNamesTheVariable) {
     TinyJob j;

@@ -225,7 +225,7 @@ TEST(StackDefaults, ARecipeSetsTheOptimizerStatesItsConfigurationStatesAtItsDate
     ASSERT_TRUE(fp8.training.fp8_param_gather);
     EXPECT_EQ(fp8.training.main_params_dtype, ptd::StateDtype::bf16);
     // From the launcher's switch to Megatron-core's optimizer, and today: fp32, nothing listed.
-    for (const std::string version : {std::string("framework_version = \"2024-12\"\n"), std::string()}) {
+    for (const std::string& version : {std::string("framework_version = \"2024-12\"\n"), std::string()}) {
         const JobSpec later = llama70b("nemo", version + recipe);
         EXPECT_EQ(later.training.main_params_dtype, ptd::StateDtype::fp32) << version;
         EXPECT_EQ(later.training.exp_avg_dtype, ptd::StateDtype::fp32) << version;
@@ -293,9 +293,9 @@ ptd::Result<JobSpec> perf_recipe_job(const std::string& name, const std::string&
                               "\nglobal_batch = " + n(r->gbs) + "\n" + fp8 + training_extra});
     text.insert(text.find("[cluster]"), "seq_len = " + n(r->seq) + "\n");  // the recipe's, in [model]
     auto job = ptd::load_job_text(text, "recipe.toml", presets());
-    // DeepSeek-V3's 61 layers over a pp·vpp the recipes' layout map lacks (the H100 recipes'
-    // "Et|(tt|)*30mL" ends in a chunk of MTP and loss alone, which layers_per_stage cannot say):
-    // split as evenly as they go, as a user would write it.
+    // DeepSeek-V3's 61 layers over a pp·vpp that neither the recipes' layout map nor the recipe's
+    // own layout string fits (the GB200 partial-graph dev recipe's string has 16 chunks for its
+    // pp 4 × vpp 2): split as evenly as they go, as a user would write it.
     if (!job && job.error().str().find("parallel.pp: layers (61) is not divisible") != std::string::npos) {
         std::string split;
         const int chunks = r->pp * std::max(1, r->vpp);
@@ -321,9 +321,10 @@ TEST(StackDefaults, APerformanceRecipeSetsItsMoeKeysAndSaysWhence) {
     EXPECT_TRUE(applied(job, "parallel.moe_dispatcher", "\"hybridep\""));
     EXPECT_TRUE(applied(job, "parallel.cuda_graph_scope", "[\"attn\", \"moe_router\", \"moe_preprocess\"]"));
     for (const ptd::StackDefault& d : job.origin.stack_defaults)
-        if (d.key == "parallel.moe_dispatcher")
+        if (d.key == "parallel.moe_dispatcher") {
             EXPECT_NE(d.source.find(std::string(kQwen30bH100Fp8) + " (perf_recipes/qwen/h100/qwen3_moe.py:"), std::string::npos)
                 << d.source;
+        }
     EXPECT_NE(ptd::stack_label(job.training).find(kQwen30bH100Fp8), std::string::npos) << ptd::stack_label(job.training);
     // On the recipe's own layout nothing differs, so the estimate has no note about it.
     EXPECT_TRUE(ptd::perf_recipe_differences(job).empty());
@@ -484,6 +485,28 @@ TEST(StackDefaults, ADeepSeekRecipeSplitsTheLayersAsItsLayoutDoes) {
                                "recipe.toml");
     EXPECT_EQ(own.parallel.layers_per_stage.front(), 3);
     EXPECT_NE(ptd::save_job_toml(own).find("layers_per_stage = [3,"), std::string::npos);
+}
+
+TEST(StackDefaults, AnH100DeepSeekRecipeSplitsTheLayersAsItsLayoutStringDoes) {
+    // deepseek_v3_pretrain_1024gpu_h100_bf16: pp 8 × vpp 4 with "Et|(tt|)*30mL", the embedding
+    // and one layer, 30 chunks of two, the MTP layer and the loss in a chunk of their own.
+    const JobSpec job = loaded(perf_recipe_job("deepseek_v3_pretrain_1024gpu_h100_bf16"), "recipe.toml");
+    std::vector<int> want{1};
+    want.insert(want.end(), 30, 2);
+    want.push_back(0);
+    EXPECT_EQ(job.parallel.layers_per_stage, want);
+    bool named = false;
+    for (const ptd::StackDefault& d : job.origin.stack_defaults)
+        if (d.key == "parallel.layers_per_stage") named = d.source.find("pipeline_model_parallel_layout \"Et|(tt|)*30mL\"") != std::string::npos;
+    EXPECT_TRUE(named);
+    EXPECT_EQ(ptd::save_job_toml(job).find("layers_per_stage"), std::string::npos);
+    // Another pp has no split from the string: Megatron-core's own, where the layers divide.
+    JobSpec replanned = job;
+    replanned.parallel.vpp = 1;
+    replanned.parallel.pp = 1;
+    replanned.parallel.dp = 512;
+    ptd::derive_job_defaults(replanned);
+    EXPECT_TRUE(replanned.parallel.layers_per_stage.empty());
 }
 
 TEST(StackDefaults, EveryPerformanceRecipeIsAJobPtdCanEstimateAndIsDocumented) {

@@ -103,14 +103,19 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     } else {
         return unsupported(job, "parallel.layers_per_stage", "has " + std::to_string(lps.size()) + " entries; the engine needs one per pipeline stage (" + std::to_string(P) + ")" + (V > 1 ? " or one per virtual stage (pp·vpp = " + std::to_string(P * V) + ")" : std::string()));
     }
+    // The estimators take a chunk without transformer layers (Megatron-core's pipeline
+    // layouts); the engine builds every stage and chunk from its layers. Every rank checks
+    // every chunk, so all refuse together (one refusing alone would leave the others waiting
+    // for it at the rendezvous).
+    for (int q = 0; q < P * V; ++q)
+        if (split[(size_t)q] < 1)
+            return unsupported(job, "parallel.layers_per_stage", (V > 1 ? "virtual stage " : "stage ") + std::to_string(q) + " would hold no layer; allowed in the engine: at least one layer per stage and model chunk (pp·vpp ≤ layers)");
     c.layers = 0;
     for (int ch = 0; ch < V; ++ch) {
         const int q = ch * P + c.pp_rank;
         int l0 = 0;
         for (int k = 0; k < q; ++k) l0 += split[(size_t)k];
         const int n = split[(size_t)q];
-        if (V > 1 && n < 1)
-            return unsupported(job, "parallel.layers_per_stage", "virtual stage " + std::to_string(q) + " would hold no layer; allowed with vpp > 1: at least one layer per model chunk (pp·vpp ≤ layers)");
         c.chunk_layer0.push_back(l0);
         c.chunk_layers.push_back(n);
         c.layers += n;

@@ -52,7 +52,11 @@ void write_pipeline_split(const JobSpec& job, MegatronArgs& a) {
     const int mid = middle.empty() ? -1 : middle.front();
     const bool first_last_fits = p.vpp == 1 && middle_even && stages.front() > 0 && stages.back() > 0 && mid != 0;
     const bool accounted = p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
-    if (accounted) {
+    if (!p.pipeline_layout.empty()) {
+        // The job's own layout string (validate_job checked it against pp, vpp and the model):
+        // written as the job has it.
+        a.arg("--pipeline-model-parallel-layout", "\"" + p.pipeline_layout + "\"");
+    } else if (accounted) {
         // l405: Megatron's own flags (arguments.py): layers + embedding + loss split evenly
         // into chunks of --num-layers-per-virtual-pipeline-stage.
         if (p.account_for_embedding_in_pipeline_split) a.arg("--account-for-embedding-in-pipeline-split");

@@ -1457,6 +1457,9 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     // etp: the searched expert_tp (0 = tp); a job's fixed value stays as written when chosen.
     if (job.model.experts > 1 && c.etp != p.expert_tp) p.expert_tp = effective_etp(c) != c.tp ? c.etp : 0;
     if (c.order >= 0 && c.order < kPlannerOrderCount) p.order = kPlannerOrders[c.order];  // else: the job's own
+    // A layout string the job wrote holds only for the split it gives.
+    if (entry.layers_per_stage != p.layers_per_stage || c.pp != job.parallel.pp || c.vpp != job.parallel.vpp)
+        p.pipeline_layout.clear();
     p.layers_per_stage = entry.layers_per_stage;
     // overlap (planfw): the keys the layout was scored with — the planner's where the framework
     // has them, else the job's — cleared where the layout has nothing for them to act on (no

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "ptd/layout/layout.h"
+#include "ptd/spec/pipeline_layout.h"
 #include "ptd/spec/presets.h"
 #include "ptd/spec/stack_defaults.h"
 
@@ -562,7 +563,21 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     // (megatron/training/arguments.py), and they cannot be combined with an explicit split
     // (Megatron refuses them with --decoder-first/last-pipeline-num-layers).
     const int split_extra = (p.account_for_embedding_in_pipeline_split ? 1 : 0) + (p.account_for_loss_in_pipeline_split ? 1 : 0);
-    if (split_extra > 0 && !p.layers_per_stage.empty())
+    // Megatron-core's layout string (loading read it into layers_per_stage): the pp·vpp chunks
+    // the layout has, the model's layers and MTP layers, the split it gave.
+    if (!p.pipeline_layout.empty()) {
+        const auto layout = parse_pipeline_layout(p.pipeline_layout);
+        if (!layout)
+            add("parallel.pipeline_layout", "got " + quote_input(p.pipeline_layout) + ": " + layout.error());
+        else if (const auto ok = check_pipeline_layout(*layout, p.pp, p.vpp, m.layers, m.mtp_layers); !ok)
+            add("parallel.pipeline_layout", quote_input(p.pipeline_layout) + " " + ok.error());
+        else if (p.layers_per_stage != layout_layers_per_chunk(*layout))
+            add("parallel.layers_per_stage", "differs from the split parallel.pipeline_layout gives; allowed: one of the two");
+        if (split_extra > 0)
+            add("parallel.pipeline_layout", "written with account_for_*_in_pipeline_split; allowed: one of the two (the "
+                                            "layout string places the embedding and the loss itself)");
+    }
+    if (split_extra > 0 && !p.layers_per_stage.empty() && p.pipeline_layout.empty())
         add(p.account_for_embedding_in_pipeline_split ? "parallel.account_for_embedding_in_pipeline_split"
                                                       : "parallel.account_for_loss_in_pipeline_split",
             "true together with layers_per_stage; the split either counts the embedding / loss as layers or is "
@@ -586,7 +601,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         if (chunks > m.layers && m.layers > 0)
             add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(m.layers) +
                                    " layers; allowed: at most one chunk per layer");
-    } else {
+    } else if (p.pipeline_layout.empty()) {  // a layout string was checked above
         size_t n = p.layers_per_stage.size();
         if (n != (size_t)p.pp && n != (size_t)p.pp * p.vpp) {
             add("parallel.layers_per_stage",
@@ -594,13 +609,15 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                     (p.vpp > 1 ? ", or pp·vpp (" + s((long long)p.pp * p.vpp) + ") entries" : std::string()));
         } else {
             long long sum = 0;
-            bool positive = true;
+            bool non_negative = true;
             for (int l : p.layers_per_stage) {
                 sum += l;
-                positive = positive && l >= 1;
+                non_negative = non_negative && l >= 0;
             }
-            if (!positive)
-                add("parallel.layers_per_stage", "has an entry < 1; allowed: every stage holds at least one layer");
+            // A chunk may hold no transformer layer: Megatron-core's pipeline layouts give the
+            // embedding, the MTP layers or the loss a chunk of their own ("Et|(tt|)*30mL").
+            if (!non_negative)
+                add("parallel.layers_per_stage", "has an entry < 0; allowed: 0 or more layers per stage or chunk");
             if (sum != m.layers)
                 add("parallel.layers_per_stage", "sums to " + s(sum) + ", but the model has " + s(m.layers) +
                                                      " layers; allowed: entries summing to layers");

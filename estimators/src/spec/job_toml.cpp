@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "spec/job_toml_internal.h"
+#include "ptd/spec/pipeline_layout.h"
 #include "ptd/common/decimal.h"
 #include "ptd/common/file_read.h"
 #include "ptd/spec/hf_import.h"
@@ -600,7 +601,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     job.origin.dp_given = r.read_int("dp", p.dp, 1, 1 << 24);
     r.read_int("cp", p.cp, 1, 1 << 20);
     r.read_int("ep", p.ep, 1, 1 << 20);
-    r.read_int("vpp", p.vpp, 1, 1024);
+    const bool vpp_written = r.read_int("vpp", p.vpp, 1, 1024);
     r.read_int("zero", p.zero, 0, 3);
     mark_written(job, StackKey::distributed_optimizer, r.read_bool("distributed_optimizer", p.distributed_optimizer));
     r.read_bool("sequence_parallel", p.sequence_parallel);
@@ -626,7 +627,24 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         p.recompute_modules = modules;
     }
     r.read_string("order", p.order);
-    r.read_int_array("layers_per_stage", p.layers_per_stage, 1, 100000);
+    const bool lps_written = r.read_int_array("layers_per_stage", p.layers_per_stage, 0, 100000);
+    // Megatron-core's layout string: its chunks' transformer layers are the split, and its chunk
+    // count over pp the virtual stages unless vpp is written (TransformerConfig detects vpp from
+    // it the same way). validate_job checks it against the model and the layout.
+    if (r.read_string("pipeline_layout", p.pipeline_layout)) {
+        if (lps_written)
+            ctx.error(r.where("pipeline_layout"), "parallel.pipeline_layout",
+                      "written together with parallel.layers_per_stage; allowed: one of the two (the layout string "
+                      "gives each chunk's layers)");
+        else if (const auto layout = parse_pipeline_layout(p.pipeline_layout); !layout)
+            ctx.error(r.where("pipeline_layout"), "parallel.pipeline_layout",
+                      "got " + quote_input(p.pipeline_layout) + ": " + layout.error());
+        else {
+            const int chunks = (int)layout->chunks.size();
+            if (!vpp_written && p.pp > 0 && chunks % p.pp == 0 && chunks / p.pp > 1) p.vpp = chunks / p.pp;
+            p.layers_per_stage = layout_layers_per_chunk(*layout);
+        }
+    }
     // overlap (docs/job-spec.md): communication that runs concurrently with compute.
     mark_written(job, StackKey::overlap_grad_reduce, r.read_bool("overlap_grad_reduce", p.overlap_grad_reduce));
     mark_written(job, StackKey::overlap_param_gather, r.read_bool("overlap_param_gather", p.overlap_param_gather));
@@ -1347,7 +1365,8 @@ std::string save_job_toml(const JobSpec& job) {
     if (keep(StackKey::recompute_style)) w.str("recompute_style", to_string(p.recompute_style));
     if (p.recompute_modules != kRecomputeCoreAttn) w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
-    if (!p.layers_per_stage.empty() && !o.layers_per_stage_from_recipe) w.ints("layers_per_stage", p.layers_per_stage);
+    if (!p.pipeline_layout.empty()) w.str("pipeline_layout", p.pipeline_layout);
+    else if (!p.layers_per_stage.empty() && !o.layers_per_stage_from_recipe) w.ints("layers_per_stage", p.layers_per_stage);
     const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
     if (keep(StackKey::overlap_grad_reduce)) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
     if (keep(StackKey::overlap_param_gather)) w.boolean("overlap_param_gather", p.overlap_param_gather);

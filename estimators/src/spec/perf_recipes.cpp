@@ -31,6 +31,7 @@
 #include "ptd/spec/stack_defaults.h"
 
 #include <iterator>
+#include <string_view>
 
 namespace ptd {
 
@@ -204,5 +205,26 @@ constexpr PerfRecipe kPerfRecipes[] = {
 }  // namespace
 
 std::span<const PerfRecipe> perf_recipes() { return {kPerfRecipes, std::size(kPerfRecipes)}; }
+
+// The layout strings the RecipeSplit::layout_string recipes pass to
+// set_deepseek_v3_pipeline_model_parallel_layout (the lines named in their file field). The
+// GB200 dev recipe's string has 16 chunks while the recipe sets pp 4 × vpp 2 (Megatron-core's
+// TransformerConfig refuses that pair: the string decides vpp 4).
+const char* perf_recipe_layout(const PerfRecipe& r) {
+    static constexpr struct {
+        const char* recipe;
+        const char* layout;
+    } kLayouts[] = {
+        {"deepseek_v3_pretrain_1024gpu_h100_bf16", "Et|(tt|)*30mL"},
+        {"deepseek_v3_pretrain_1024gpu_h100_fp8cs", "Et|(tt|)*30mL"},
+        {"deepseek_v3_pretrain_64gpu_h100_bf16", "Et|(tt|)*30mL"},  // the 1024-GPU recipe's, GBS 1024
+        {"deepseek_v3_pretrain_64gpu_h100_fp8cs", "Et|(tt|)*30mL"},
+        {"deepseek_v3_pretrain_256gpu_gb200_fp8mx_partial_cg_dev", "Et*4|(tttt|)*14tmL"},
+    };
+    if (r.split != RecipeSplit::layout_string) return nullptr;
+    for (const auto& l : kLayouts)
+        if (std::string_view(l.recipe) == r.name) return l.layout;
+    return nullptr;
+}
 
 }  // namespace ptd

@@ -31,6 +31,7 @@
 // sets the keys it states that the stack's defaults do not give; kRecipes lists each with its
 // source.
 #include "ptd/spec/stack_defaults.h"
+#include "ptd/spec/pipeline_layout.h"
 
 #include "ptd/spec/presets.h"
 
@@ -267,6 +268,20 @@ static std::vector<int> deepseek_v3_layers_per_chunk(const JobSpec& job, const P
     if ((pp == 8 && v == 1) || (pp == 4 && v == 2)) return chunks(8, 8, 5);
     if ((pp == 16 && v == 1) || (pp == 8 && v == 2) || (pp == 4 && v == 4)) return chunks(4, 16, 1);
     return {};
+}
+
+// mbrecipe: the transformer layers of each chunk in recipe r's own layout string
+// (perf_recipe_layout), where the job's pp, vpp, layers and MTP layers are the string's; empty
+// otherwise (the job keeps Megatron-core's split, or writes one). `how` names the string.
+static std::vector<int> recipe_layout_split(const JobSpec& job, const PerfRecipe& r, std::string& how) {
+    const char* text = perf_recipe_layout(r);
+    if (!text) return {};
+    const auto layout = parse_pipeline_layout(text);
+    assert(layout && "a recipe's layout string parses");
+    const ParallelSpec& p = job.parallel;
+    if (!layout || !check_pipeline_layout(*layout, p.pp, p.vpp, job.model.layers, job.model.mtp_layers)) return {};
+    how = std::string(": pipeline_model_parallel_layout \"") + text + "\"";
+    return layout_layers_per_chunk(*layout);
 }
 
 // Whether the job trains recipe r's model: it names the preset, or (no preset) writes the
@@ -552,16 +567,16 @@ void apply_stack_defaults(JobSpec& job) {
         job.origin.layers_per_stage_from_recipe = false;
         const PerfRecipe* r = perf;
         if (r && p.layers_per_stage.empty()) {
-            const std::vector<int> split = deepseek_v3_layers_per_chunk(job, *r);
+            std::string how = ": _get_deepseek_v3_pipeline_layout (recipes/deepseek/h100/deepseek_v3.py)";
+            std::vector<int> split = deepseek_v3_layers_per_chunk(job, *r);
+            if (split.empty()) split = recipe_layout_split(job, *r, how);
             if (!split.empty()) {
                 p.layers_per_stage = split;
                 job.origin.layers_per_stage_from_recipe = true;
                 std::string text;
                 for (int l : split) text += (text.empty() ? "[" : ", ") + std::to_string(l);
                 job.origin.stack_defaults.push_back(
-                    {"parallel.layers_per_stage", text + "]",
-                     perf_recipe_source(*r, job.training.recipe.empty()) +
-                         ": _get_deepseek_v3_pipeline_layout (recipes/deepseek/h100/deepseek_v3.py)"});
+                    {"parallel.layers_per_stage", text + "]", perf_recipe_source(*r, job.training.recipe.empty()) + how});
             }
         }
     }

@@ -367,7 +367,12 @@ struct ParallelSpec {
     // recompute_modules = ["core_attn", ...]); the default is Megatron's ["core_attn"].
     uint32_t recompute_modules = kRecomputeCoreAttn;
     std::string order = "tp-cp-ep-dp-pp";  // rank order, fastest-varying first
-    std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers
+    std::vector<int> layers_per_stage;      // optional; pp entries (or pp·vpp), sum = layers; 0 = a chunk
+                                            // without transformer layers (the embedding, MTP or loss alone)
+    // Megatron-core's layout string (--pipeline-model-parallel-layout, pipeline_layout.h), as the
+    // job wrote it: loading reads it into layers_per_stage (one entry per chunk) and, unless
+    // the job writes vpp, vpp; empty = not written.
+    std::string pipeline_layout;
     // overlap: which communication runs concurrently with compute (docs/job-spec.md gives the
     // Megatron-LM / DeepSpeed / torchtitan equivalents; defaults are Megatron-LM's without flags).
     bool overlap_grad_reduce = false;   // DP gradient reduction during the last micro-batch's backward

@@ -60,7 +60,7 @@ enum class RecipeSplit : uint8_t {
     embedding_and_loss,  // account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split
                          // (qwen3_235b_a22b_pretrain_config, which the Qwen3-235B recipes start from)
     deepseek_v3_map,     // set_deepseek_v3_pipeline_model_parallel_layout's map by (pp, vpp)
-    layout_string,       // its own layout string, which layers_per_stage cannot always say: the job writes a split
+    layout_string,       // its own pipeline layout string (perf_recipe_layout), read into layers_per_stage
 };
 
 struct PerfRecipe {
@@ -79,6 +79,9 @@ struct PerfRecipe {
     const char* file;       // "qwen/b200/qwen3_moe.py:285", under src/megatron/bridge/perf_recipes
 };
 std::span<const PerfRecipe> perf_recipes();
+// The recipe's pipeline_model_parallel_layout string (pipeline_layout.h) where its split is
+// RecipeSplit::layout_string; nullptr otherwise.
+const char* perf_recipe_layout(const PerfRecipe& r);
 const PerfRecipe* find_perf_recipe(std::string_view name);
 
 // mbrecipe: what the keys in RecipeKeyBit take when the job leaves them unwritten — the

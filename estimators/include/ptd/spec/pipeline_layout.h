@@ -1,0 +1,46 @@
+// pipeline_layout.h — Megatron-core's pipeline layout strings (--pipeline-model-parallel-layout,
+// TransformerConfig.pipeline_model_parallel_layout): which layers each pipeline chunk holds,
+// "Et|(tt|)*30mL" for DeepSeek-V3 on 8 stages × 4 virtual stages. PTD reads them into
+// parallel.layers_per_stage (one entry per chunk, transformer layers only).
+#pragma once
+
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ptd {
+
+// What one chunk holds: E the embedding, t a transformer (decoder) layer, m an MTP layer, L the
+// output layer and loss.
+struct LayoutChunk {
+    int decoder = 0, mtp = 0;
+    bool embedding = false, loss = false;
+};
+
+// The chunks in layer order (chunk c·pp + i is virtual stage c of stage i, as
+// layers_per_stage lists them).
+struct PipelineLayout {
+    std::vector<LayoutChunk> chunks;
+};
+
+// Parses Megatron-core's syntax (pipeline_parallel_layer_layout.py parse_str_to_list): chunks
+// separated by "|", the letters E, t, m, L, "x*n" repeats a letter, "(…)*n" repeats a
+// group (groups do not nest), commas are cosmetic. The error says what was given and what is
+// allowed, without the key (the caller names it). At most kMaxLayoutItems letters after the
+// repetitions are unrolled.
+constexpr long long kMaxLayoutItems = 1'000'000;
+std::expected<PipelineLayout, std::string> parse_pipeline_layout(std::string_view text);
+
+// Checks a parsed layout against a model and layout as Megatron-core's validate_layer_layout
+// does, plus what PTD's model of the pipeline assumes: pp·vpp chunks (vpp 1 = one per stage),
+// the embedding exactly once, first in chunk 0; the loss exactly once, in the last chunk;
+// `layers` transformer layers; `mtp_layers` MTP layers, all in the last chunk (PTD runs the MTP
+// modules beside the loss). The error names what differs and what is allowed.
+std::expected<void, std::string> check_pipeline_layout(const PipelineLayout& layout, int pp, int vpp, int layers,
+                                                       int mtp_layers);
+
+// The transformer layers of each chunk (pp·vpp entries; pp when vpp = 1): layers_per_stage.
+std::vector<int> layout_layers_per_chunk(const PipelineLayout& layout);
+
+}  // namespace ptd

@@ -1,0 +1,171 @@
+// test_pipeline_layout.cpp — Megatron-core's pipeline layout strings (pipeline_layout.h): the
+// syntax as Megatron-core reads it, the checks against a model and a layout, the job key
+// parallel.pipeline_layout (loading, saving, validation, the estimate, the exports, the
+// planner), and chunks without transformer layers in layers_per_stage.
+#include <gtest/gtest.h>
+
+#include "job_test_util.h"
+#include "ptd/model/estimate.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/pipeline_layout.h"
+
+namespace {
+
+using ptd::JobSpec;
+using namespace ptd_test;
+
+std::vector<int> chunks_of(const std::string& text) {
+    const auto layout = ptd::parse_pipeline_layout(text);
+    EXPECT_TRUE(layout.has_value()) << text << ": " << (layout ? "" : layout.error());
+    return layout ? ptd::layout_layers_per_chunk(*layout) : std::vector<int>{};
+}
+
+std::string parse_error(const std::string& text) {
+    const auto layout = ptd::parse_pipeline_layout(text);
+    EXPECT_FALSE(layout.has_value()) << text << " parsed";
+    return layout ? "" : layout.error();
+}
+
+// DeepSeek-V3's 61 layers on 8 stages × 4 virtual stages as Megatron-Bridge's H100 recipes lay
+// them out: the embedding and one layer, 30 chunks of two, the MTP layer and the loss alone.
+std::vector<int> deepseek_h100_split() {
+    std::vector<int> want{1};
+    want.insert(want.end(), 30, 2);
+    want.push_back(0);
+    return want;
+}
+
+TEST(PipelineLayout, ReadsMegatronCoresSyntax) {
+    EXPECT_EQ(chunks_of("Et|(tt|)*30mL"), deepseek_h100_split());
+    const auto ds = *ptd::parse_pipeline_layout("Et|(tt|)*30mL");
+    EXPECT_TRUE(ds.chunks.front().embedding);
+    EXPECT_TRUE(ds.chunks.back().loss);
+    EXPECT_EQ(ds.chunks.back().mtp, 1);
+    // Megatron-core's docstring example: commas are cosmetic, a chunk may hold the MTP layer alone.
+    std::vector<int> doc{3};
+    doc.insert(doc.end(), 29, 2);
+    doc.insert(doc.end(), {0, 0});
+    EXPECT_EQ(chunks_of("Ettt|(tt|)*29,m|L"), doc);
+    // Repeats inside a group, and a group that repeats zero times.
+    EXPECT_EQ(chunks_of("Et*4|(t*4|)*2t*3L"), (std::vector<int>{4, 4, 4, 3}));
+    EXPECT_EQ(chunks_of("Et|(tt|)*0tL"), (std::vector<int>{1, 1}));
+    EXPECT_EQ(chunks_of("E|t*16|t*16|L"), (std::vector<int>{0, 16, 16, 0}));
+}
+
+TEST(PipelineLayout, RefusesWhatMegatronCoreRefusesSayingWhere) {
+    EXPECT_NE(parse_error("Et|tx|L").find("character 5 is \"x\""), std::string::npos);
+    EXPECT_NE(parse_error("").find("is empty"), std::string::npos);
+    EXPECT_NE(parse_error("Et | L").find("character 3 is \" \""), std::string::npos);  // Megatron-core drops commas only
+    EXPECT_NE(parse_error("Et|(tt|L").find("\"(\" at character 4 is never closed"), std::string::npos);
+    EXPECT_NE(parse_error("E(t)|L").find("has no \"*n\" after it"), std::string::npos);
+    EXPECT_NE(parse_error("E|((t)*2)*2|L").find("groups nest"), std::string::npos);
+    EXPECT_NE(parse_error("E|*3|L").find("follows no letter"), std::string::npos);
+    EXPECT_NE(parse_error("Et*|L").find("is not followed by a count"), std::string::npos);
+    EXPECT_NE(parse_error("EE|tL").find("embedding (E) twice"), std::string::npos);
+    EXPECT_NE(parse_error("Et|tLt").find("after the loss"), std::string::npos);
+    EXPECT_NE(parse_error("tE|L").find("before the embedding"), std::string::npos);
+    EXPECT_NE(parse_error("Et*99999999|L").find("over 1000000"), std::string::npos);
+    EXPECT_NE(parse_error("E(t*1000|)*2000L").find("more than 1000000 letters"), std::string::npos);
+    // Every message shows what is allowed.
+    EXPECT_NE(parse_error("Et|tx|L").find("allowed: chunks of E (embedding)"), std::string::npos);
+}
+
+TEST(PipelineLayout, ChecksTheLayoutAgainstTheModelAndTheStages) {
+    const auto ds = *ptd::parse_pipeline_layout("Et|(tt|)*30mL");
+    EXPECT_TRUE(ptd::check_pipeline_layout(ds, 8, 4, 61, 1));
+    auto message = [&](const std::string& text, int pp, int vpp, int layers, int mtp) {
+        const auto checked = ptd::check_pipeline_layout(*ptd::parse_pipeline_layout(text), pp, vpp, layers, mtp);
+        EXPECT_FALSE(checked) << text;
+        return checked ? std::string() : checked.error();
+    };
+    EXPECT_NE(message("Et|(tt|)*30mL", 8, 2, 61, 1).find("has 32 chunks; allowed: pp·vpp = 8·2 = 16"), std::string::npos);
+    EXPECT_NE(message("Et|(tt|)*30mL", 8, 4, 62, 1).find("holds 61 transformer layers (t), but the model has 62"),
+              std::string::npos);
+    EXPECT_NE(message("Et|(tt|)*30mL", 8, 4, 61, 0).find("holds 1 MTP layers (m), but the model has mtp_layers = 0"),
+              std::string::npos);
+    EXPECT_NE(message("Ettt|(tt|)*29,m|L", 8, 4, 61, 1).find("places MTP layers (m) outside the last chunk"), std::string::npos);
+    EXPECT_NE(message("t|Et|tt|L", 2, 2, 4, 0).find("the embedding (E) outside the first chunk"), std::string::npos);
+    EXPECT_NE(message("Et|tt|t|t", 2, 2, 5, 0).find("the loss (L) nowhere"), std::string::npos);
+}
+
+// DeepSeek-V3 on 128 DGX H100 nodes with the H100 recipes' layout, written as Megatron-LM's
+// --pipeline-model-parallel-layout; `parallel_extra`: more [parallel] lines.
+std::string deepseek_job(const std::string& layout_line, const std::string& parallel_extra = "") {
+    return job_text({.preset = "deepseek-v3",
+                     .nodes = 128,
+                     .parallel = "tp = 2\npp = 8\nep = 64\nexpert_tp = 1\nsequence_parallel = true\nrecompute = \"selective\"\n"
+                                 "recompute_modules = [\"mla_up_proj\", \"mlp\"]\n" + layout_line + parallel_extra,
+                     .training = "framework = \"megatron\"\nmicro_batch = 1\nglobal_batch = 16384\n"});
+}
+
+TEST(PipelineLayout, TheJobKeyGivesTheSplitAndTheVirtualStages) {
+    const JobSpec job = job_from_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mL\"\n"));
+    EXPECT_EQ(job.parallel.vpp, 4);  // detected from the string, as Megatron-core does
+    EXPECT_EQ(job.parallel.layers_per_stage, deepseek_h100_split());
+    // Saving keeps the string as written, and not the list it gave.
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_NE(saved.find("pipeline_layout = \"Et|(tt|)*30mL\""), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("layers_per_stage"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
+    // The same split as a list gives the same estimate: a chunk may hold no transformer layer.
+    std::string list;
+    for (int l : deepseek_h100_split()) list += (list.empty() ? "" : ", ") + std::to_string(l);
+    const JobSpec listed = job_from_text(deepseek_job("vpp = 4\nlayers_per_stage = [" + list + "]\n"));
+    const ptd::Estimate a = ptd::estimate_job(job), b = ptd::estimate_job(listed);
+    EXPECT_EQ(a.step_s, b.step_s);
+    EXPECT_TRUE(std::isfinite(a.step_s) && a.step_s > 0);
+    ASSERT_EQ(a.stages.size(), 8u);
+    EXPECT_EQ(a.stages.back().layers, 6);  // stage 7: three chunks of two and the MTP / loss chunk
+    EXPECT_GT(a.stages.back().chunks.back().fwd.compute, 0.0);  // the output layer, MTP and loss
+}
+
+TEST(PipelineLayout, ABadStringOrAConflictIsRefusedAtItsKey) {
+    expect_refused(ptd::load_job_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mX\"\n"), "ds.toml", presets()),
+                   "parallel.pipeline_layout: got \"Et|(tt|)*30mX\": character 13 is \"X\"", "ds.toml:");
+    expect_refused(ptd::load_job_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mL\"\n", "vpp = 2\n"), "ds.toml", presets()),
+                   "has 32 chunks; allowed: pp·vpp = 8·2 = 16", "ds.toml");
+    expect_refused(ptd::load_job_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mL\"\nlayers_per_stage = [61]\n"),
+                                      "ds.toml", presets()),
+                   "parallel.pipeline_layout: written together with parallel.layers_per_stage", "ds.toml:");
+    expect_refused(ptd::load_job_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mL\"\n",
+                                                   "account_for_loss_in_pipeline_split = true\n"),
+                                      "ds.toml", presets()),
+                   "written with account_for_*_in_pipeline_split", "ds.toml");
+    // A negative entry in the list is refused as such.
+    const std::string negative = refusal_of_text(deepseek_job("vpp = 4\nlayers_per_stage = [-1, 62]\n"), "ds.toml");
+    EXPECT_NE(negative.find("parallel.layers_per_stage"), std::string::npos) << negative;
+}
+
+TEST(PipelineLayout, MegatronExportsWriteTheStringAndTorchtitanItsModuleLists) {
+    const JobSpec job = job_from_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mL\"\n"));
+    const auto args = megatron_args(export_text(job, ptd::ExportFormat::megatron));
+    EXPECT_EQ(value_of(args, "--pipeline-model-parallel-layout"), "\"Et|(tt|)*30mL\"");
+    EXPECT_NE(export_text(job, ptd::ExportFormat::nemo).find("pipeline_model_parallel_layout = \"Et|(tt|)*30mL\""),
+              std::string::npos);
+    // Llama 3 8B with the embedding and the loss in chunks of their own: torchtitan's module
+    // lists give them theirs.
+    const JobSpec llama = job_from_text(job_text({.preset = "llama3-8b",
+                                                  .nodes = 1,
+                                                  .parallel = "tp = 2\npp = 2\npipeline_layout = \"E|t*16|t*16|L\"\n",
+                                                  .training = "framework = \"torchtitan\"\nmicro_batch = 1\nglobal_batch = 64\n"}));
+    EXPECT_EQ(llama.parallel.layers_per_stage, (std::vector<int>{0, 16, 16, 0}));
+    const std::string titan = export_text(llama, ptd::ExportFormat::torchtitan_toml);
+    EXPECT_NE(titan.find("module_fqns_per_model_part = [[\"tok_embeddings\"], [\"layers.0\""), std::string::npos) << titan;
+    EXPECT_NE(titan.find("[\"norm\", \"output\"]]"), std::string::npos) << titan;
+}
+
+TEST(PipelineLayout, APlanWithAnotherSplitDropsTheString) {
+    const JobSpec job = job_from_text(deepseek_job("pipeline_layout = \"Et|(tt|)*30mL\"\n"));
+    ptd::PlanEntry same;
+    same.choice = ptd::layout_choice_of(job);
+    same.layers_per_stage = job.parallel.layers_per_stage;
+    EXPECT_EQ(ptd::apply_plan_entry(job, same).parallel.pipeline_layout, "Et|(tt|)*30mL");
+    ptd::PlanEntry other = same;
+    other.choice.vpp = 1;
+    other.layers_per_stage = {8, 8, 8, 8, 8, 8, 8, 5};
+    const JobSpec planned = ptd::apply_plan_entry(job, other);
+    EXPECT_TRUE(planned.parallel.pipeline_layout.empty());
+    EXPECT_TRUE(ptd::validate_job(planned).empty());
+}
+
+}  // namespace
