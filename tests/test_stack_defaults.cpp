@@ -509,6 +509,47 @@ TEST(StackDefaults, AnH100DeepSeekRecipeSplitsTheLayersAsItsLayoutStringDoes) {
     EXPECT_TRUE(replanned.parallel.layers_per_stage.empty());
 }
 
+TEST(StackDefaults, ARecipesRecomputeIsTheJobsUnlessItWritesItsOwn) {
+    // deepseek_v3_pretrain_256gpu_gb200_bf16: _deepseek_v3_common's selective recompute with the
+    // recipe's ["mla_up_proj"].
+    const char* kDeepSeek = "deepseek_v3_pretrain_256gpu_gb200_bf16";
+    const JobSpec job = loaded(perf_recipe_job(kDeepSeek), "recipe.toml");
+    EXPECT_EQ(job.parallel.recompute, ptd::Recompute::selective);
+    EXPECT_EQ(job.parallel.recompute_modules, (uint32_t)ptd::kRecomputeMlaUpProj);
+    EXPECT_TRUE(applied(job, "parallel.recompute", "\"selective\""));
+    EXPECT_TRUE(applied(job, "parallel.recompute_modules", "[\"mla_up_proj\"]"));
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_EQ(saved.find("recompute ="), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("recompute_modules"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
+    // A written recompute is the job's; the recipe's modules go with a selective one only.
+    const JobSpec full = loaded(perf_recipe_job(kDeepSeek, "", "recompute = \"full\"\n"), "recipe.toml");
+    EXPECT_EQ(full.parallel.recompute, ptd::Recompute::full);
+    EXPECT_EQ(full.parallel.recompute_modules, (uint32_t)ptd::kRecomputeCoreAttn);
+    EXPECT_NE(ptd::save_job_toml(full).find("recompute = \"full\""), std::string::npos);
+    const JobSpec selective = loaded(perf_recipe_job(kDeepSeek, "", "recompute = \"selective\"\n"), "recipe.toml");
+    EXPECT_EQ(selective.parallel.recompute_modules, (uint32_t)ptd::kRecomputeMlaUpProj);
+    const JobSpec none = loaded(perf_recipe_job(kDeepSeek, "", "recompute = \"none\"\n"), "recipe.toml");
+    EXPECT_EQ(none.parallel.recompute, ptd::Recompute::none);
+    EXPECT_NE(ptd::save_job_toml(none).find("recompute = \"none\""), std::string::npos);
+    // Every Qwen3-30B-A3B recipe resets its base's full recompute: none.
+    const JobSpec qwen = loaded(perf_recipe_job(kQwen30bH100Fp8), "recipe.toml");
+    EXPECT_EQ(qwen.parallel.recompute, ptd::Recompute::none);
+    EXPECT_TRUE(applied(qwen, "parallel.recompute", "\"none\""));
+    // A layout the planner chose keeps its recompute when the defaults are derived again.
+    ptd::PlanEntry entry;
+    entry.choice = ptd::layout_choice_of(job);
+    entry.choice.recompute = ptd::Recompute::full;
+    entry.layers_per_stage = job.parallel.layers_per_stage;
+    JobSpec planned = ptd::apply_plan_entry(job, entry);
+    ptd::derive_job_defaults(planned);
+    EXPECT_EQ(planned.parallel.recompute, ptd::Recompute::full);
+    EXPECT_EQ(planned.parallel.recompute_modules, (uint32_t)ptd::kRecomputeCoreAttn);
+    EXPECT_TRUE(ptd::validate_job(planned).empty());
+    // With the recipe's recompute and layout string, DeepSeek-V3 on 1,024 H100 fits as NVIDIA ran it.
+    EXPECT_TRUE(ptd::estimate_job(loaded(perf_recipe_job("deepseek_v3_pretrain_1024gpu_h100_bf16"), "recipe.toml")).fits);
+}
+
 TEST(StackDefaults, EveryPerformanceRecipeIsAJobPtdCanEstimateAndIsDocumented) {
     // Each row of the table is a job on its own layout, model and GPU presets, with a step. A few
     // recipes state an expert parallelism their GPUs cannot hold — the 64-GPU DeepSeek-V3 H100

@@ -2,7 +2,7 @@
 // trips, the modified mark, the recent files list (dedupe, at most 10, missing files and
 // bad lines dropped), the unsaved-changes prompt, the Open / Save as popup's listing and
 // path checks, HF config.json import and its errors, and the bandwidth / hosts /
-// distributed-optimizer fields.
+// distributed-optimizer fields, and the recompute the panel sets over a performance recipe's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -400,4 +400,39 @@ TEST(StudioJobFile, BandwidthHostsAndDistributedOptimizer) {
     EXPECT_TRUE(is_panel_key("parallel.distributed_optimizer"));
     set_distributed_optimizer(s, false);
     EXPECT_TRUE(job_valid(s));
+}
+
+// The recompute the panel sets is the job's own: a performance recipe's (here DeepSeek-V3's
+// selective ["mla_up_proj"]) no longer takes its place when the defaults are derived again.
+TEST(StudioJobFile, TheRecomputeChosenOverridesTheRecipes) {
+    const auto job = ptd::load_job_text(R"(
+[model]
+preset = "deepseek-v3"
+seq_len = 4096
+[cluster]
+nodes = 32
+gpus_per_node = 8
+gpu = "gb200"
+[parallel]
+tp = 1
+pp = 4
+vpp = 4
+ep = 64
+expert_tp = 1
+[training]
+framework = "nemo"
+recipe = "deepseek_v3_pretrain_256gpu_gb200_bf16"
+micro_batch = 1
+global_batch = 4096
+)",
+                                        "recipe.toml", ptd::embedded_presets());
+    ASSERT_TRUE(job.has_value()) << job.error().str();
+    StudioState s = make_state(ptd::embedded_presets(), *job);
+    EXPECT_EQ(s.job.parallel.recompute, Recompute::selective);
+    EXPECT_EQ(s.job.parallel.recompute_modules, (uint32_t)kRecomputeMlaUpProj);
+    set_recompute(s, Recompute::full);
+    EXPECT_EQ(s.job.parallel.recompute, Recompute::full);
+    EXPECT_EQ(s.job.parallel.recompute_modules, (uint32_t)kRecomputeCoreAttn);
+    EXPECT_TRUE(job_valid(s));
+    EXPECT_TRUE(contains(ptd::save_job_toml(s.job), "recompute = \"full\""));
 }

@@ -190,6 +190,7 @@ bool set_gpu_preset(StudioState& s, std::string_view name) {
 
 void set_recompute(StudioState& s, Recompute r) {
     s.job.parallel.recompute = r;
+    s.job.origin.recipe_keys_written |= kRecipeRecompute;  // chosen now, not the performance recipe's
     s.job.origin.no_layout = false;
     recompute(s);
 }

@@ -416,8 +416,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                 if (!ptd::recipe_framework(tr.recipe))
                     run_file_fail(g_path, n, 0, "run key \"recipe\" is \"" + tr.recipe + "\"; allowed: " + ptd::known_recipes_text(tr.recipe));
             }
-            // mbrecipe: the MoE and CUDA-graph keys the run states are its own; the others take
-            // its performance recipe's values (apply_stack_defaults), as in a job file.
+            // mbrecipe: the MoE, CUDA-graph and recompute keys the run states are its own; the others
+            // take its performance recipe's values (apply_stack_defaults), as in a job file.
             j.origin.recipe_keys_written = 0;
             for (const auto& [key, bit] : {std::pair{"moe_dispatcher", ptd::kRecipeMoeDispatcher},
                                            {"moe_a2a_overlap", ptd::kRecipeMoeA2aOverlap},
@@ -425,7 +425,9 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                            {"cuda_graph_scope", ptd::kRecipeCudaGraphScope},
                                            {"moe_pad_to_capacity", ptd::kRecipeMoePadToCapacity},
                                            {"account_for_embedding_in_pipeline_split", ptd::kRecipeAccountForEmbedding},
-                                           {"account_for_loss_in_pipeline_split", ptd::kRecipeAccountForLoss}})
+                                           {"account_for_loss_in_pipeline_split", ptd::kRecipeAccountForLoss},
+                                           {"recompute", ptd::kRecipeRecompute},
+                                           {"recompute_modules", ptd::kRecipeRecomputeModules}})
                 if (t.get(key)) j.origin.recipe_keys_written |= bit;
         }
 

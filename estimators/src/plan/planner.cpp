@@ -1472,6 +1472,7 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     for (StackKey k : {StackKey::distributed_optimizer, StackKey::overlap_grad_reduce, StackKey::overlap_param_gather,
                        StackKey::tp_comm_overlap})
         out.origin.stack_keys_written |= stack_key_bit(k);
+    out.origin.recipe_keys_written |= kRecipeRecompute | kRecipeRecomputeModules;  // mbrecipe: likewise
     out.training.micro_batch = c.micro_batch;
     // bits: the group size the layout was scored with (a job's N outside the new layout's range,
     // or on a layout without interleaving, would not validate or export).

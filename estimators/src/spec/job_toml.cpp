@@ -589,7 +589,7 @@ static void mark_written(JobSpec& job, StackKey k, bool read) {
     if (read) job.origin.stack_keys_written |= stack_key_bit(k);
 }
 // mbrecipe: a key a Megatron-Bridge performance recipe sets (RecipeKeyBit) is the job's own once written.
-static void mark_recipe_key(JobSpec& job, uint8_t bit, bool read) {
+static void mark_recipe_key(JobSpec& job, uint16_t bit, bool read) {
     if (read) job.origin.recipe_keys_written |= bit;
 }
 
@@ -605,10 +605,11 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("zero", p.zero, 0, 3);
     mark_written(job, StackKey::distributed_optimizer, r.read_bool("distributed_optimizer", p.distributed_optimizer));
     r.read_bool("sequence_parallel", p.sequence_parallel);
-    read_enum(r, "recompute", p.recompute, kRecomputeWords);
+    mark_recipe_key(job, kRecipeRecompute, read_enum(r, "recompute", p.recompute, kRecomputeWords));  // mbrecipe
     mark_written(job, StackKey::recompute_style, read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords));
     // recmod: Megatron-core's module words, each located where it is wrong.
     if (std::vector<std::string> words; r.read_string_array("recompute_modules", words)) {
+        mark_recipe_key(job, kRecipeRecomputeModules, true);  // mbrecipe
         uint32_t modules = 0;
         for (size_t i = 0; i < words.size(); ++i) {
             int bit = -1;
@@ -1361,9 +1362,13 @@ std::string save_job_toml(const JobSpec& job) {
     const auto keep = [&](StackKey k) { return own(k) && !stack_value_is_default(k, job); };
     if (own(StackKey::distributed_optimizer)) w.boolean("distributed_optimizer", p.distributed_optimizer);
     w.boolean("sequence_parallel", p.sequence_parallel);
-    w.str("recompute", to_string(p.recompute));
+    // mbrecipe: a performance recipe's recompute stays unwritten where the job runs it; without a
+    // recipe the key is always written.
+    const RecipeKeyValues recipe_recompute = recipe_key_defaults(job);
+    if (!applied_perf_recipe(job) || p.recompute != recipe_recompute.recompute) w.str("recompute", to_string(p.recompute));
     if (keep(StackKey::recompute_style)) w.str("recompute_style", to_string(p.recompute_style));
-    if (p.recompute_modules != kRecomputeCoreAttn) w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
+    if (p.recompute_modules != recipe_modules_for(p.recompute, recipe_recompute))
+        w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
     if (!p.pipeline_layout.empty()) w.str("pipeline_layout", p.pipeline_layout);
     else if (!p.layers_per_stage.empty() && !o.layers_per_stage_from_recipe) w.ints("layers_per_stage", p.layers_per_stage);

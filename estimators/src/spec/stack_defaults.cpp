@@ -189,8 +189,15 @@ static RecipeKeyValues recipe_key_values(const JobSpec& job, const PerfRecipe* r
         if ((job.origin.recipe_keys_written & kRecipeCudaGraphImpl) && job.parallel.cuda_graph_impl != r->graphs)
             v.graph_scope = 0;
         v.account_for_embedding = v.account_for_loss = r->split == RecipeSplit::embedding_and_loss;
+        v.recompute = r->recompute;
+        v.recompute_modules = r->recompute_modules;
     }
     return v;
+}
+
+uint32_t recipe_modules_for(Recompute recompute, const RecipeKeyValues& v) {
+    return recompute == Recompute::selective && v.recompute == Recompute::selective ? v.recompute_modules
+                                                                                   : (uint32_t)kRecomputeCoreAttn;
 }
 
 RecipeKeyValues recipe_key_defaults(const JobSpec& job) { return recipe_key_values(job, applied_perf_recipe(job)); }
@@ -535,7 +542,7 @@ void apply_stack_defaults(JobSpec& job) {
         const RecipeKeyValues v = recipe_key_values(job, r);
         const std::string source = r ? perf_recipe_source(*r, job.training.recipe.empty()) : "";
         const bool moe = job.model.experts > 1;
-        auto take = [&](uint8_t bit, const char* key, auto& field, auto value, const std::string& text, bool bears) {
+        auto take = [&](uint16_t bit, const char* key, auto& field, auto value, const std::string& text, bool bears) {
             if (job.origin.recipe_keys_written & bit) return;
             field = value;
             if (r && bears) job.origin.stack_defaults.push_back({key, text, source});
@@ -559,6 +566,15 @@ void apply_stack_defaults(JobSpec& job) {
              p.pp > 1 && v.account_for_embedding);
         take(kRecipeAccountForLoss, "parallel.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split,
              v.account_for_loss, v.account_for_loss ? "true" : "false", p.pp > 1 && v.account_for_loss);
+        // The recipe's activation recompute; its module list only where the job recomputes
+        // selectively too (else Megatron's default, which a list left over from an edit must not outlive).
+        take(kRecipeRecompute, "parallel.recompute", p.recompute, v.recompute,
+             std::string("\"") + to_string(v.recompute) + "\"", true);
+        std::string modules;
+        for (const std::string& w : recompute_module_words(recipe_modules_for(p.recompute, v)))
+            modules += (modules.empty() ? "\"" : ", \"") + w + "\"";
+        take(kRecipeRecomputeModules, "parallel.recompute_modules", p.recompute_modules, recipe_modules_for(p.recompute, v),
+             "[" + modules + "]", p.recompute == Recompute::selective && v.recompute == Recompute::selective);
     }
     // mbrecipe: a DeepSeek-V3 recipe's pipeline layout, for a job that writes none.
     {

@@ -335,7 +335,7 @@ constexpr uint32_t stack_key_bit(StackKey k) { return 1u << (unsigned)k; }
 // A default the job's stack supplied: "parallel.overlap_grad_reduce", "true", and why.
 // mbrecipe: the keys outside StackKey that a Megatron-Bridge performance recipe sets, one bit
 // each in JobSpec::Origin::recipe_keys_written.
-enum RecipeKeyBit : uint8_t {
+enum RecipeKeyBit : uint16_t {
     kRecipeMoeDispatcher = 1u << 0,         // parallel.moe_dispatcher
     kRecipeMoeA2aOverlap = 1u << 1,         // parallel.moe_a2a_overlap
     kRecipeSharedExpertOverlap = 1u << 2,   // parallel.moe_shared_expert_overlap
@@ -344,6 +344,8 @@ enum RecipeKeyBit : uint8_t {
     kRecipeMoePadToCapacity = 1u << 5,      // parallel.moe_pad_to_capacity
     kRecipeAccountForEmbedding = 1u << 6,   // parallel.account_for_embedding_in_pipeline_split
     kRecipeAccountForLoss = 1u << 7,        // parallel.account_for_loss_in_pipeline_split
+    kRecipeRecompute = 1u << 8,             // parallel.recompute
+    kRecipeRecomputeModules = 1u << 9,      // parallel.recompute_modules
 };
 
 struct StackDefault {
@@ -698,7 +700,7 @@ struct JobSpec {
         // mbrecipe: which of the MoE and CUDA-graph keys a Megatron-Bridge performance recipe
         // sets (RecipeKeyBit) the job wrote; an unwritten one takes its recipe's value
         // (training.recipe), else the plain default. A job built in code writes all of them.
-        uint8_t recipe_keys_written = 0xff;
+        uint16_t recipe_keys_written = 0xffff;
         // mbrecipe: parallel.layers_per_stage was not written but came from the job's performance
         // recipe's pipeline layout (DeepSeek-V3's); derive_job_defaults computes it again for the
         // current pp·vpp and saving leaves it unwritten.

@@ -77,6 +77,10 @@ struct PerfRecipe {
     bool pad_to_capacity, tp_comm_overlap, router_fusion, permute_fusion, fp8_param_gather;
     RecipeSplit split;
     const char* file;       // "qwen/b200/qwen3_moe.py:285", under src/megatron/bridge/perf_recipes
+    // recompute_granularity / recompute_modules after the recipe's chain (full: uniform, one
+    // layer per checkpoint, what PTD's recompute = "full" runs).
+    Recompute recompute;
+    uint32_t recompute_modules;  // RecomputeModuleBit with recompute = selective; kRecomputeCoreAttn otherwise
 };
 std::span<const PerfRecipe> perf_recipes();
 // The recipe's pipeline_model_parallel_layout string (pipeline_layout.h) where its split is
@@ -95,7 +99,12 @@ struct RecipeKeyValues {
     uint32_t graph_scope = 0;
     bool pad_to_capacity = false;
     bool account_for_embedding = false, account_for_loss = false;  // RecipeSplit::embedding_and_loss
+    Recompute recompute = Recompute::none;
+    uint32_t recompute_modules = kRecomputeCoreAttn;  // RecomputeModuleBit, with recompute = selective
 };
+// The recompute_modules a job running `recompute` takes unwritten: the recipe's where both the
+// job and the recipe recompute selectively, else Megatron's default ["core_attn"].
+uint32_t recipe_modules_for(Recompute recompute, const RecipeKeyValues& v);
 RecipeKeyValues recipe_key_defaults(const JobSpec& job);
 
 // mbrecipe: the performance recipe whose settings the job's unwritten keys take: the one it
