@@ -1,7 +1,8 @@
 // test_pipeline_layout.cpp — Megatron-core's pipeline layout strings (pipeline_layout.h): the
 // syntax as Megatron-core reads it, the checks against a model and a layout, the job key
 // parallel.pipeline_layout (loading, saving, validation, the estimate, the exports, the
-// planner), and chunks without transformer layers in layers_per_stage.
+// planner), the compact text PTD writes (exports, the split error's way out), and chunks
+// without transformer layers in layers_per_stage.
 #include <gtest/gtest.h>
 
 #include "job_test_util.h"
@@ -86,6 +87,33 @@ TEST(PipelineLayout, ChecksTheLayoutAgainstTheModelAndTheStages) {
     EXPECT_NE(message("Ettt|(tt|)*29,m|L", 8, 4, 61, 1).find("places MTP layers (m) outside the last chunk"), std::string::npos);
     EXPECT_NE(message("t|Et|tt|L", 2, 2, 4, 0).find("the embedding (E) outside the first chunk"), std::string::npos);
     EXPECT_NE(message("Et|tt|t|t", 2, 2, 5, 0).find("the loss (L) nowhere"), std::string::npos);
+}
+
+TEST(PipelineLayout, WritesASplitCompactlyAndReadsItBack) {
+    const ptd::PipelineLayout ds = ptd::layout_of_split(deepseek_h100_split(), 1);
+    EXPECT_EQ(ptd::format_pipeline_layout(ds), "Et|(t*2|)*30mL");
+    EXPECT_EQ(chunks_of(ptd::format_pipeline_layout(ds)), deepseek_h100_split());
+    // Two equal chunks stay written out; empty chunks repeat too.
+    EXPECT_EQ(ptd::format_pipeline_layout(ptd::layout_of_split({3, 4, 4, 5}, 0)), "Et*3|t*4|t*4|t*5L");
+    EXPECT_EQ(ptd::format_pipeline_layout(ptd::layout_of_split({1, 0, 0, 0, 1}, 0)), "Et|(|)*3tL");
+    EXPECT_EQ(chunks_of("Et|(|)*3tL"), (std::vector<int>{1, 0, 0, 0, 1}));
+}
+
+// Point 8 of issue 29: layers that do not divide by pp·vpp name every way out, now with a layout
+// string that counts the embedding, the loss and the MTP layer as a layer — and it loads.
+TEST(PipelineLayout, TheSplitErrorOffersALayoutStringThatLoads) {
+    const std::string bare = job_text({.preset = "deepseek-v3",
+                                       .nodes = 128,
+                                       .parallel = "tp = 2\npp = 8\nvpp = 4\nep = 64\nexpert_tp = 1\nsequence_parallel = true\n",
+                                       .training = "framework = \"megatron\"\nmicro_batch = 1\nglobal_batch = 16384\n"});
+    const std::string message = refusal_of_text(bare, "ds.toml");
+    EXPECT_NE(message.find("pipeline_layout = \"Et|(t*2|)*30mL\" (Megatron-core's layout string: the embedding, the "
+                           "loss and each MTP layer count as a layer)"),
+              std::string::npos)
+        << message;
+    std::string fixed = bare;
+    fixed.insert(fixed.find("[training]"), "pipeline_layout = \"Et|(t*2|)*30mL\"\n");
+    EXPECT_EQ(job_from_text(fixed).parallel.layers_per_stage, deepseek_h100_split());
 }
 
 // DeepSeek-V3 on 128 DGX H100 nodes with the H100 recipes' layout, written as Megatron-LM's

@@ -73,7 +73,20 @@ inline std::vector<std::string> megatron_violations(const std::vector<std::pair<
         check(first < 0 && last < 0, "layout with first/last");
         check(layout.size() >= 2 && layout.front() == '"' && layout.back() == '"', "layout not quoted for the shell");
         layout = layout.substr(1, layout.size() - 2);
-        // Unroll "x*n" (the only repetition we write), then one stage per '|'.
+        // Unroll "(…)*n" groups, then "x*n" (Megatron-core's order: pipeline_parallel_layer_layout.py
+        // parse_str_to_list), then one stage per '|'.
+        for (size_t open = layout.find('('); open != std::string::npos; open = layout.find('(')) {
+            const size_t close = layout.find(')', open), star = close + 1;
+            size_t end = star + 1;
+            while (end < layout.size() && std::isdigit((unsigned char)layout[end])) ++end;
+            if (close == std::string::npos || star >= layout.size() || layout[star] != '*' || end == star + 1) {
+                check(false, "layout group without )*n");
+                break;
+            }
+            std::string group;
+            for (int k = std::stoi(layout.substr(star + 1, end - star - 1)); k > 0; --k) group += layout.substr(open + 1, close - open - 1);
+            layout.replace(open, end - open, group);
+        }
         std::string flat;
         for (size_t i = 0; i < layout.size(); ++i) {
             if (layout[i] == '*') {

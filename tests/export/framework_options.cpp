@@ -106,7 +106,7 @@ TEST(ExportMegatron, UnevenStages) {
                      ExportFormat::megatron);
     ASSERT_TRUE(out) << out.error().str();
     args = megatron_args(out->text);
-    EXPECT_EQ(value_of(args, "--pipeline-model-parallel-layout"), "\"Et*3|t*4|t*4|t*4|t*5|t*4|t*4|t*4L\"");
+    EXPECT_EQ(value_of(args, "--pipeline-model-parallel-layout"), "\"Et*3|(t*4|)*3t*5|t*4|t*4|t*4L\"");
     EXPECT_EQ(value_of(args, "--num-layers-per-virtual-pipeline-stage"), "<absent>");
     for (const std::string& v : megatron_violations(args, 1)) ADD_FAILURE() << v;
 }

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "export/export_internal.h"
+#include "ptd/spec/pipeline_layout.h"
 
 namespace ptd::export_internal {
 
@@ -42,8 +43,9 @@ void write_pipeline_split(const JobSpec& job, MegatronArgs& a) {
     //  - vpp = 1, every stage but the first and last equal, each written one > 0:
     //    --decoder-first/last-pipeline-num-layers (the rest split evenly);
     //  - anything else: --pipeline-model-parallel-layout, one "|"-separated entry per model
-    //    chunk in model order ("E" embedding first, "L" loss last, "t" per layer), which
-    //    Megatron maps to pipeline rank k mod pp, virtual stage k / pp — our chunk order.
+    //    chunk in model order ("E" embedding first, "L" loss last, "t" per layer; written
+    //    compactly by format_pipeline_layout), which Megatron maps to pipeline rank k mod pp,
+    //    virtual stage k / pp — our chunk order. A layout string the job wrote goes as written.
     const std::vector<int> chunks = chunk_layers(job), stages = stage_layers(job);
     const bool even_chunks = std::adjacent_find(chunks.begin(), chunks.end(), std::not_equal_to<>()) == chunks.end();
     const int n = (int)stages.size();
@@ -71,18 +73,10 @@ void write_pipeline_split(const JobSpec& job, MegatronArgs& a) {
         if (n == 2 || stages.front() != mid) a.arg("--decoder-first-pipeline-num-layers", str(stages.front()));
         if (n == 2 || stages.back() != mid) a.arg("--decoder-last-pipeline-num-layers", str(stages.back()));
     } else {
-        std::string layout;
-        for (size_t k = 0; k < chunks.size(); ++k) {
-            if (k) layout += '|';
-            if (k == 0) layout += 'E';
-            if (chunks[k] == 1) layout += 't';
-            else if (chunks[k] > 1) layout += "t*" + str(chunks[k]);
-            // mlaio: pipeline_parallel_layer_layout.py validate_layer_layout counts "m" (MTP)
-            // against --mtp-num-layers, after every decoder layer, in the last chunk.
-            if (k + 1 == chunks.size() && m.mtp_layers > 0) layout += m.mtp_layers == 1 ? "m" : "m*" + str(m.mtp_layers);
-            if (k + 1 == chunks.size()) layout += 'L';
-        }
-        a.arg("--pipeline-model-parallel-layout", "\"" + layout + "\"");
+        // mlaio: pipeline_parallel_layer_layout.py validate_layer_layout counts "m" (MTP) against
+        // --mtp-num-layers, after every decoder layer, in the last chunk.
+        a.arg("--pipeline-model-parallel-layout",
+              "\"" + format_pipeline_layout(layout_of_split(chunks, m.mtp_layers)) + "\"");
     }
 }
 

@@ -383,8 +383,9 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
 // each with the split it gives (issue 29 point 8): an explicit layers_per_stage (the
 // remainder spread over the middle chunks: the first and last hold the embedding and the
 // loss), Megatron's account_for_{embedding,loss}_in_pipeline_split where layers + 1 (+ 1)
-// splits evenly, and the vpp (with this pp) and pp (with this vpp) that divide layers.
-static std::string pipeline_split_ways_out(long long layers, int pp, int vpp) {
+// splits evenly, a pipeline_layout string that counts the embedding, the loss and each MTP
+// layer as a layer, and the vpp (with this pp) and pp (with this vpp) that divide layers.
+static std::string pipeline_split_ways_out(long long layers, int pp, int vpp, int mtp_layers) {
     auto s = [](long long v) { return std::to_string(v); };
     std::vector<std::string> ways;
     const long long chunks = (long long)pp * vpp;
@@ -420,6 +421,20 @@ static std::string pipeline_split_ways_out(long long layers, int pp, int vpp) {
         if (chunks >= 1 && (layers + f.extra) % chunks == 0 && (layers + f.extra) / chunks >= 1)
             ways.push_back(std::string(f.keys) + " (" + s((layers + f.extra) / chunks) + " per chunk, " + f.fewer +
                            " one transformer layer fewer)");
+    // Megatron-core's layout string, the embedding, the loss and each MTP layer a slot like a
+    // layer, the slots as even as they go (the remainder on the middle chunks): what
+    // Megatron-Bridge's DeepSeek-V3 H100 recipes write, "Et|(tt|)*30mL".
+    if (chunks >= 2 && chunks <= 4096 && layers >= 1) {
+        const long long slots = layers + 2 + mtp_layers, base = slots / chunks, extra = slots % chunks;
+        std::vector<int> split((size_t)chunks, (int)base);
+        const long long first = (chunks - extra) / 2;
+        for (long long i = 0; i < extra; ++i) ++split[(size_t)(first + i)];
+        split.front() -= 1, split.back() -= 1 + mtp_layers;
+        if (split.front() >= 0 && split.back() >= 0)
+            ways.push_back("pipeline_layout = \"" + format_pipeline_layout(layout_of_split(split, mtp_layers)) +
+                           "\" (Megatron-core's layout string: the embedding, the loss" +
+                           (mtp_layers > 0 ? std::string(" and each MTP layer") : std::string()) + " count as a layer)");
+    }
     std::string vpps, pps;
     for (long long v = 1; (long long)pp * v <= layers; ++v)
         if (layers % ((long long)pp * v) == 0 && v != vpp) vpps += (vpps.empty() ? "" : ", ") + s(v);
@@ -588,7 +603,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             add("parallel.pp", "layers + " + std::string(split_extra == 2 ? "embedding + loss" : p.account_for_embedding_in_pipeline_split ? "embedding" : "loss") +
                                    " = " + s(slots) + " is not divisible by pp·vpp = " + s(p.pp) + "·" + s(p.vpp) + " = " +
                                    s(chunks) + " (account_for_*_in_pipeline_split); allowed (the split as these flags leave it, or without them): " +
-                                   pipeline_split_ways_out(m.layers, p.pp, p.vpp));
+                                   pipeline_split_ways_out(m.layers, p.pp, p.vpp, m.mtp_layers));
         else if (chunks > 0 && slots / chunks < 1)
             add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(slots) +
                                    " layers (embedding / loss counted); allowed: at most one chunk per layer");
@@ -597,7 +612,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         if (chunks > 0 && m.layers % chunks != 0)
             add("parallel.pp", "layers (" + s(m.layers) + ") is not divisible by pp·vpp = " + s(p.pp) + "·" +
                                    s(p.vpp) + " = " + s(chunks) + "; allowed: " +
-                                   pipeline_split_ways_out(m.layers, p.pp, p.vpp));
+                                   pipeline_split_ways_out(m.layers, p.pp, p.vpp, m.mtp_layers));
         if (chunks > m.layers && m.layers > 0)
             add("parallel.pp", "pp·vpp = " + s(chunks) + " model chunks for only " + s(m.layers) +
                                    " layers; allowed: at most one chunk per layer");

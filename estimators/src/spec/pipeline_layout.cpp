@@ -149,4 +149,35 @@ std::vector<int> layout_layers_per_chunk(const PipelineLayout& layout) {
     return out;
 }
 
+PipelineLayout layout_of_split(const std::vector<int>& layers_per_chunk, int mtp_layers) {
+    PipelineLayout out;
+    for (int l : layers_per_chunk) out.chunks.push_back(LayoutChunk{.decoder = l});
+    if (out.chunks.empty()) out.chunks.emplace_back();
+    out.chunks.front().embedding = true;
+    out.chunks.back().mtp = mtp_layers;
+    out.chunks.back().loss = true;
+    return out;
+}
+
+std::string format_pipeline_layout(const PipelineLayout& layout) {
+    auto repeat = [](char letter, int n) {
+        return n <= 0 ? std::string() : n == 1 ? std::string(1, letter) : std::string(1, letter) + "*" + std::to_string(n);
+    };
+    std::vector<std::string> texts;
+    for (const LayoutChunk& c : layout.chunks)
+        texts.push_back((c.embedding ? "E" : "") + repeat('t', c.decoder) + repeat('m', c.mtp) + (c.loss ? "L" : ""));
+    std::string out;
+    for (size_t i = 0; i < texts.size();) {
+        size_t run = 1;
+        while (i + run + 1 < texts.size() && texts[i + run] == texts[i]) ++run;  // never the last chunk
+        if (run >= 3) {
+            out += "(" + texts[i] + "|)*" + std::to_string(run);
+        } else {
+            for (size_t k = 0; k < run; ++k) out += texts[i] + (i + k + 1 < texts.size() ? "|" : "");
+        }
+        i += run;
+    }
+    return out;
+}
+
 }  // namespace ptd

@@ -43,4 +43,12 @@ std::expected<void, std::string> check_pipeline_layout(const PipelineLayout& lay
 // The transformer layers of each chunk (pp·vpp entries; pp when vpp = 1): layers_per_stage.
 std::vector<int> layout_layers_per_chunk(const PipelineLayout& layout);
 
+// The layout of a split (transformer layers per chunk, in layer order): the embedding in the
+// first chunk, `mtp_layers` MTP layers and the loss in the last.
+PipelineLayout layout_of_split(const std::vector<int>& layers_per_chunk, int mtp_layers);
+
+// Megatron-core's text for a layout, compact: "t*n" for n layers, and a run of three or more
+// equal chunks as "(…|)*n" — "Et|(t*2|)*30mL". parse_pipeline_layout reads it back.
+std::string format_pipeline_layout(const PipelineLayout& layout);
+
 }  // namespace ptd
