@@ -119,6 +119,24 @@ TEST(Cli, ValidatePrintRoundTrips) {
     EXPECT_EQ(again.out, r.out);
 }
 
+// A Megatron-core layout string: the summary shows it, --print keeps it, and a bad one names
+// its key, line and character.
+TEST(Cli, ValidateShowsAndKeepsThePipelineLayout) {
+    const std::string job = write_temp("layout_job.toml",
+                                       "[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\n"
+                                       "gpu = \"h100-sxm\"\n[parallel]\ntp = 2\npp = 2\npipeline_layout = \"E|t*16|t*16|L\"\n"
+                                       "[training]\nmicro_batch = 1\nglobal_batch = 64\n");
+    Proc ok = run_ok(kPtd + " validate " + job);
+    EXPECT_TRUE(contains(ok.out, "vpp 2, layout \"E|t*16|t*16|L\"")) << ok.out;
+    EXPECT_TRUE(contains(run_ok(kPtd + " validate --print " + job).out, "pipeline_layout = \"E|t*16|t*16|L\"\n"));
+    const std::string bad = write_temp("bad_layout.toml",
+                                       "[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\n"
+                                       "gpu = \"h100-sxm\"\n[parallel]\ntp = 2\npp = 2\npipeline_layout = \"E|t*16|t*1q|L\"\n");
+    Proc r = run_refused(kPtd + " validate " + bad);
+    EXPECT_TRUE(contains(r.err, bad + ":10:19: error: parallel.pipeline_layout: got \"E|t*16|t*1q|L\": character 11 is \"q\""))
+        << r.err;
+}
+
 // The built-in jobs save as their presets, not as every key of the model and the GPU (issue 33).
 TEST(Cli, BuiltInJobsPrintTheirPresets) {
     for (const std::string job : {"@default", "@tiny"}) {

@@ -56,6 +56,7 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     if (p.cp > 1) out += fmt(" × cp %d", p.cp);
     if (p.ep > 1) out += fmt(", ep %d", p.ep);
     if (p.vpp > 1) out += fmt(", vpp %d", p.vpp);
+    if (!p.pipeline_layout.empty()) out += ", layout \"" + p.pipeline_layout + "\"";
     out += fmt(", zero %d%s%s, recompute %s, order %s\n", p.zero, p.distributed_optimizer ? ", distributed optimizer" : "",
                p.sequence_parallel ? ", sequence parallel" : "", to_string(p.recompute), p.order.c_str());
     out += bold(term, "training") + fmt(" micro-batch %d × %d accumulation × dp %d = global batch %d (%s tokens/step), %s, %s\n",
