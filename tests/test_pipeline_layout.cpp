@@ -65,6 +65,7 @@ TEST(PipelineLayout, RefusesWhatMegatronCoreRefusesSayingWhere) {
     EXPECT_NE(parse_error("EE|tL").find("embedding (E) twice"), std::string::npos);
     EXPECT_NE(parse_error("Et|tLt").find("after the loss"), std::string::npos);
     EXPECT_NE(parse_error("tE|L").find("before the embedding"), std::string::npos);
+    EXPECT_NE(parse_error("Et|mtL").find("a transformer layer (t) after an MTP layer (m)"), std::string::npos);
     EXPECT_NE(parse_error("Et*99999999|L").find("over 1000000"), std::string::npos);
     EXPECT_NE(parse_error("E(t*1000|)*2000L").find("more than 1000000 letters"), std::string::npos);
     // Every message shows what is allowed.

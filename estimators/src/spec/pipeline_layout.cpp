@@ -18,10 +18,13 @@ std::expected<long long, std::string> repeat_count(std::string_view text, size_t
     const size_t digits = i;
     while (i < text.size() && std::isdigit((unsigned char)text[i])) {
         n = n * 10 + (text[i] - '0');
-        if (n > kMaxLayoutItems) return std::unexpected("the count after \"*\" at character " + std::to_string(star + 1) + " is over " + std::to_string(kMaxLayoutItems));
+        if (n > kMaxLayoutItems)
+            return std::unexpected("the count after \"*\" at character " + std::to_string(star + 1) + " is over " +
+                                   std::to_string(kMaxLayoutItems));
         ++i;
     }
-    if (i == digits) return std::unexpected("\"*\" at character " + std::to_string(star + 1) + " is not followed by a count");
+    if (i == digits)
+        return std::unexpected("\"*\" at character " + std::to_string(star + 1) + " is not followed by a count");
     return n;
 }
 
@@ -39,7 +42,9 @@ std::expected<PipelineLayout, std::string> parse_pipeline_layout(std::string_vie
         for (long long k = 0; k < times; ++k) flat.append(piece);
         return true;
     };
-    auto too_long = [&] { return std::unexpected("unrolls to more than " + std::to_string(kMaxLayoutItems) + " letters" + allowed); };
+    auto too_long = [&] {
+        return std::unexpected("unrolls to more than " + std::to_string(kMaxLayoutItems) + " letters" + allowed);
+    };
     for (size_t i = 0; i < text.size();) {
         const char c = text[i];
         if (c == ',') {
@@ -94,9 +99,14 @@ std::expected<PipelineLayout, std::string> parse_pipeline_layout(std::string_vie
     out.chunks.emplace_back();
     for (char c : flat) {
         LayoutChunk& ch = out.chunks.back();
-        // Megatron-core: the flattened layout starts with E and ends with L.
+        // Megatron-core (validate_layer_layout): the flattened layout starts with E and ends with
+        // L, and no decoder layer follows an MTP layer.
         if (ch.loss && c != '|') return std::unexpected(std::string("has a layer after the loss (L) in its chunk") + allowed);
-        if (c == 'E' && (ch.decoder || ch.mtp)) return std::unexpected(std::string("has a layer before the embedding (E) in its chunk") + allowed);
+        if (c == 'E' && (ch.decoder || ch.mtp))
+            return std::unexpected(std::string("has a layer before the embedding (E) in its chunk") + allowed);
+        if (c == 't' && ch.mtp)
+            return std::unexpected(std::string("has a transformer layer (t) after an MTP layer (m); Megatron-core places "
+                                               "the decoder layers first") + allowed);
         switch (c) {
             case '|': out.chunks.emplace_back(); break;
             case 't': ++ch.decoder; break;
