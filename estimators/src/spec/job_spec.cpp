@@ -385,6 +385,15 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
 // loss), Megatron's account_for_{embedding,loss}_in_pipeline_split where layers + 1 (+ 1)
 // splits evenly, a pipeline_layout string that counts the embedding, the loss and each MTP
 // layer as a layer, and the vpp (with this pp) and pp (with this vpp) that divide layers.
+// `units` spread over n entries of `unit` each as evenly as they go, the remainder on the middle
+// entries (the first and last hold the embedding and the loss).
+static std::vector<long long> middle_heavy_split(long long units, long long n, long long unit) {
+    const long long base = units / n, extra = units % n, first = (n - extra) / 2;
+    std::vector<long long> split((size_t)n, base * unit);
+    for (long long i = 0; i < extra; ++i) split[(size_t)(first + i)] += unit;
+    return split;
+}
+
 static std::string pipeline_split_ways_out(long long layers, int pp, int vpp, int mtp_layers) {
     auto s = [](long long v) { return std::to_string(v); };
     std::vector<std::string> ways;
@@ -395,9 +404,7 @@ static std::string pipeline_split_ways_out(long long layers, int pp, int vpp, in
         const long long n = per_stage ? pp : chunks, unit = per_stage ? vpp : 1;
         const long long units = layers / unit, base = units / n, extra = units % n;
         if (layers % unit == 0 && base >= 1) {
-            std::vector<long long> split((size_t)n, base * unit);
-            const long long first = (n - extra) / 2;  // the middle chunks take one more
-            for (long long i = 0; i < extra; ++i) split[(size_t)(first + i)] += unit;
+            const std::vector<long long> split = middle_heavy_split(units, n, unit);
             std::string list;
             if (n <= 32) {
                 for (size_t i = 0; i < split.size(); ++i) list += (i ? ", " : "") + s(split[i]);
@@ -425,10 +432,8 @@ static std::string pipeline_split_ways_out(long long layers, int pp, int vpp, in
     // layer, the slots as even as they go (the remainder on the middle chunks): what
     // Megatron-Bridge's DeepSeek-V3 H100 recipes write, "Et|(tt|)*30mL".
     if (chunks >= 2 && chunks <= 4096 && layers >= 1) {
-        const long long slots = layers + 2 + mtp_layers, base = slots / chunks, extra = slots % chunks;
-        std::vector<int> split((size_t)chunks, (int)base);
-        const long long first = (chunks - extra) / 2;
-        for (long long i = 0; i < extra; ++i) ++split[(size_t)(first + i)];
+        const std::vector<long long> slots = middle_heavy_split(layers + 2 + mtp_layers, chunks, 1);
+        std::vector<int> split(slots.begin(), slots.end());
         split.front() -= 1, split.back() -= 1 + mtp_layers;
         if (split.front() >= 0 && split.back() >= 0)
             ways.push_back("pipeline_layout = \"" + format_pipeline_layout(layout_of_split(split, mtp_layers)) +
