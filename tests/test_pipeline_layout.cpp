@@ -54,22 +54,31 @@ TEST(PipelineLayout, ReadsMegatronCoresSyntax) {
 }
 
 TEST(PipelineLayout, RefusesWhatMegatronCoreRefusesSayingWhere) {
-    EXPECT_NE(parse_error("Et|tx|L").find("character 5 is \"x\""), std::string::npos);
-    EXPECT_NE(parse_error("").find("is empty"), std::string::npos);
-    EXPECT_NE(parse_error("Et | L").find("character 3 is \" \""), std::string::npos);  // Megatron-core drops commas only
-    EXPECT_NE(parse_error("Et|(tt|L").find("\"(\" at character 4 is never closed"), std::string::npos);
-    EXPECT_NE(parse_error("E(t)|L").find("has no \"*n\" after it"), std::string::npos);
-    EXPECT_NE(parse_error("E|((t)*2)*2|L").find("groups nest"), std::string::npos);
-    EXPECT_NE(parse_error("E|*3|L").find("follows no letter"), std::string::npos);
-    EXPECT_NE(parse_error("Et*|L").find("is not followed by a count"), std::string::npos);
-    EXPECT_NE(parse_error("EE|tL").find("embedding (E) twice"), std::string::npos);
-    EXPECT_NE(parse_error("Et|tLt").find("after the loss"), std::string::npos);
-    EXPECT_NE(parse_error("tE|L").find("before the embedding"), std::string::npos);
-    EXPECT_NE(parse_error("Et|mtL").find("a transformer layer (t) after an MTP layer (m)"), std::string::npos);
-    EXPECT_NE(parse_error("Et*99999999|L").find("over 1000000"), std::string::npos);
-    EXPECT_NE(parse_error("E(t*1000|)*2000L").find("more than 1000000 letters"), std::string::npos);
-    // Every message shows what is allowed.
-    EXPECT_NE(parse_error("Et|tx|L").find("allowed: chunks of E (embedding)"), std::string::npos);
+    const struct {
+        const char* text;
+        const char* says;
+    } cases[] = {
+        {"Et|tx|L", "character 5 is \"x\""},
+        {"", "is empty"},
+        {"Et | L", "character 3 is \" \""},  // Megatron-core drops commas only
+        {"Et|(tt|L", "\"(\" at character 4 is never closed"},
+        {"E(t)|L", "has no \"*n\" after it"},
+        {"E|((t)*2)*2|L", "groups nest"},
+        {"E|*3|L", "follows no letter"},
+        {"Et*|L", "is not followed by a count"},
+        {"EE|tL", "embedding (E) twice"},
+        {"Et|tLt", "after the loss"},
+        {"tE|L", "before the embedding"},
+        {"Et|mtL", "a transformer layer (t) after an MTP layer (m)"},
+        {"Et*99999999|L", "over 1000000"},
+        {"E(t*1000|)*2000L", "more than 1000000 letters"},
+    };
+    for (const auto& c : cases) {
+        const std::string error = parse_error(c.text);
+        EXPECT_NE(error.find(c.says), std::string::npos) << c.text << ": " << error;
+        // Every message shows what is allowed.
+        EXPECT_NE(error.find("allowed: chunks of E (embedding)"), std::string::npos) << c.text << ": " << error;
+    }
 }
 
 TEST(PipelineLayout, ChecksTheLayoutAgainstTheModelAndTheStages) {
