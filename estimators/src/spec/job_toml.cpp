@@ -1362,12 +1362,13 @@ std::string save_job_toml(const JobSpec& job) {
     const auto keep = [&](StackKey k) { return own(k) && !stack_value_is_default(k, job); };
     if (own(StackKey::distributed_optimizer)) w.boolean("distributed_optimizer", p.distributed_optimizer);
     w.boolean("sequence_parallel", p.sequence_parallel);
-    // mbrecipe: a performance recipe's recompute stays unwritten where the job runs it; without a
-    // recipe the key is always written.
-    const RecipeKeyValues recipe_recompute = recipe_key_defaults(job);
-    if (!applied_perf_recipe(job) || p.recompute != recipe_recompute.recompute) w.str("recompute", to_string(p.recompute));
+    // mbrecipe: the keys a performance recipe sets are written where they differ from what
+    // reloading would give them unwritten (the recipe's value, else the plain default); recompute
+    // is always written without a recipe.
+    const RecipeKeyValues unwritten = recipe_key_defaults(job);
+    if (!applied_perf_recipe(job) || p.recompute != unwritten.recompute) w.str("recompute", to_string(p.recompute));
     if (keep(StackKey::recompute_style)) w.str("recompute_style", to_string(p.recompute_style));
-    if (p.recompute_modules != recipe_modules_for(p.recompute, recipe_recompute))
+    if (p.recompute_modules != recipe_modules_for(p.recompute, unwritten))
         w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
     if (!p.pipeline_layout.empty()) w.str("pipeline_layout", p.pipeline_layout);
@@ -1385,13 +1386,10 @@ std::string save_job_toml(const JobSpec& job) {
     if (p.offload_params) w.boolean("offload_params", p.offload_params);
     if (p.schedule != PipelineSchedule::automatic) w.str("schedule", to_string(p.schedule));  // zb
     // l405
-    {  // mbrecipe: written where they differ from what reloading gives them unwritten
-        const RecipeKeyValues split = recipe_key_defaults(job);
-        if (p.account_for_embedding_in_pipeline_split != split.account_for_embedding)
-            w.boolean("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
-        if (p.account_for_loss_in_pipeline_split != split.account_for_loss)
-            w.boolean("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
-    }
+    if (p.account_for_embedding_in_pipeline_split != unwritten.account_for_embedding)  // mbrecipe
+        w.boolean("account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
+    if (p.account_for_loss_in_pipeline_split != unwritten.account_for_loss)
+        w.boolean("account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
     if (p.microbatch_group_size > 0) w.int_("microbatch_group_size", p.microbatch_group_size);
     if (keep(StackKey::scatter_gather_tensors_in_pipeline))
         w.boolean("scatter_gather_tensors_in_pipeline", p.scatter_gather_tensors_in_pipeline);  // p2psg
@@ -1399,9 +1397,6 @@ std::string save_job_toml(const JobSpec& job) {
         w.boolean("async_tensor_model_parallel_allreduce", p.async_tensor_model_parallel_allreduce);  // recomp
     if (p.distribute_saved_activations) w.boolean("distribute_saved_activations", true);  // papers
     if (p.expert_tp > 0) w.int_("expert_tp", p.expert_tp);  // moe2
-    // mbrecipe: the keys a performance recipe sets are written where they differ from what
-    // reloading would give them unwritten (the recipe's value, else the plain default).
-    const RecipeKeyValues unwritten = recipe_key_defaults(job);
     if (p.moe_shared_expert_overlap != unwritten.shared_expert_overlap)
         w.boolean("moe_shared_expert_overlap", p.moe_shared_expert_overlap);  // moe2
     if (p.moe_dispatcher != unwritten.dispatcher)  // deepep
