@@ -12,6 +12,7 @@
 //     (which has no such option), and is refused with a bad value (file and line), with full
 //     recompute and with torchtitan;
 //   - the Llama 3 405B user row, which states the measure, fits the H100s it ran on only with it.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,51 @@ TEST(PipelineInputDeallocation, InterleavedWarmUpP16V8FreesEveryReceivedInput) {
     even.chunk_layers = nullptr;
     EXPECT_DOUBLE_EQ(est::stage_input_bytes_freed(even, 0, 8), 112.0 * kBoundary);
     EXPECT_DOUBLE_EQ(est::stage_input_bytes_freed(even, 15, 8), 113.0 * kBoundary);
+}
+
+// The chunk of the k-th forward in Megatron-core's interleaved order (schedules.py
+// get_schedule_table: micro-batches in groups of N, each group through chunk 0 … v − 1; the
+// last group may be smaller), walked forward by forward as the schedule table lists them.
+int megatron_forward_chunk(int k, int v, int m, int N) {
+    int seen = 0;
+    for (int start = 0; start < m; start += N) {
+        const int size = std::min(N, m - start);
+        if (k < seen + size * v) return (k - seen) / size;
+        seen += size * v;
+    }
+    return -1;
+}
+
+TEST(PipelineInputDeallocation, InFlightLayersAndInputsCountEachForwardOfTheScheduleTable) {
+    // Uneven chunks (one layer more on chunk c = 1, an empty loss chunk at the end) over group
+    // sizes that divide m, leave a smaller last group, or exceed m; every stage.
+    for (int p : {2, 4})
+        for (int v : {2, 3, 5})
+            for (int m : {p, 6, 10, 16})
+                for (int N : {p, p + 1, 2 * p + 3}) {
+                    std::vector<int> chunks((size_t)p * v, 2);
+                    for (int i = 0; i < p; ++i) chunks[(size_t)(1 * p + i)] = 3;
+                    chunks[(size_t)((v - 1) * p + p - 1)] = 0;
+                    est::LayoutDerived L = ptd_test::llama_layer_tp8();
+                    L.p = p, L.v = v, L.mbs = m, L.mb_group = std::min(N, m);
+                    L.schedule = PipelineSchedule::interleaved;
+                    L.chunk_layers = chunks.data();
+                    L.stage_inputs_freed = true;
+                    const double boundary = L.e * L.tokens * L.h / L.t;
+                    for (int i = 0; i < p; ++i) {
+                        const int count = (int)est::in_flight_chunks(L, i);
+                        double layers = 0, received = 0;
+                        for (int k = 0; k < count; ++k) {
+                            const int c = megatron_forward_chunk(k, v, m, L.mb_group);
+                            layers += chunks[(size_t)(c * p + i)];
+                            if (!(i == 0 && c == 0) && chunks[(size_t)(c * p + i)] > 0) received += 1;
+                        }
+                        SCOPED_TRACE("p " + std::to_string(p) + " v " + std::to_string(v) + " m " + std::to_string(m) +
+                                     " N " + std::to_string(L.mb_group) + " stage " + std::to_string(i));
+                        EXPECT_DOUBLE_EQ(est::in_flight_layers(L, i, 0), layers);
+                        EXPECT_DOUBLE_EQ(est::stage_input_bytes_freed(L, i, 1), received * boundary);
+                    }
+                }
 }
 
 TEST(PipelineInputDeallocation, OneFOneBFreesTheReceivedInputOfEachMicroBatchInFlight) {

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -352,22 +353,38 @@ double in_flight_chunks(const LayoutDerived& L, int i) {
 
 // l405: the forwards stage i has run when it holds the most are its first in_flight_chunks
 // ones in Megatron's order (schedules.py get_schedule_table: micro-batches in groups of N,
-// each group through chunk 0, 1, …, v − 1; the last group may be smaller). The chunk of the
-// k-th forward in that order:
-static int forward_chunk(const LayoutDerived& L, int k) {
-    const int n = std::max(1, std::min(L.mb_group, L.mbs)), m = L.mbs, v = L.v, full = m / n;
-    if (k < full * n * v) return (k % (n * v)) / n;
-    return (k - full * n * v) / (m - full * n);
+// each group through chunk 0, 1, …, v − 1; the last group may be smaller). How many of the
+// first `count` forwards in that order run chunk c, into per_chunk[0 … v−1]: whole groups
+// give each chunk N, a part of a group fills chunks in order, N (or the last group's size)
+// forwards each. pspeed3: counted per chunk, not forward by forward (count reaches m·v).
+static void forwards_per_chunk(const LayoutDerived& L, int count, std::span<int> per_chunk) {
+    const int v = L.v, m = L.mbs, n = std::max(1, std::min(L.mb_group, m)), full = m / n;
+    std::fill(per_chunk.begin(), per_chunk.end(), 0);
+    // Spread `k` forwards over the chunks in order, `size` forwards to a chunk.
+    auto spread = [&](int k, int size) {
+        for (int c = 0; c < v && k > 0; ++c) {
+            const int take = std::min(k, size);
+            per_chunk[(size_t)c] += take;
+            k -= take;
+        }
+    };
+    const int grouped = std::min(count, full * n * v);  // forwards within the whole groups
+    const int groups = grouped / (n * v);
+    for (int c = 0; c < v; ++c) per_chunk[(size_t)c] = groups * n;
+    spread(grouped - groups * n * v, n);
+    if (count > grouped && m > full * n) spread(count - grouped, m - full * n);  // the last, smaller group
 }
 
 // With uneven chunks the layers they hold are summed chunk by chunk; even chunks give
-// chunks · layers / v.
+// chunks · layers / v. (Integer layer counts: the sum is exact in any order.)
 double in_flight_layers(const LayoutDerived& L, int i, int layers) {
     const double chunks = in_flight_chunks(L, i);
     if (!L.chunk_layers || L.v <= 1) return chunks * layers / L.v;
-    const int count = (int)chunks;
+    thread_local std::vector<int> per_chunk;
+    per_chunk.resize((size_t)L.v);
+    forwards_per_chunk(L, (int)chunks, per_chunk);
     double held = 0;
-    for (int k = 0; k < count; ++k) held += L.chunk_layers[(size_t)(forward_chunk(L, k) * L.p + i)];
+    for (int c = 0; c < L.v; ++c) held += per_chunk[(size_t)c] * L.chunk_layers[(size_t)(c * L.p + i)];
     return held;
 }
 
@@ -394,13 +411,14 @@ double stage_input_bytes_freed(const LayoutDerived& L, int i, int layers) {
     if (L.fp8 != Fp8Recipe::none && L.fp8_te) return 0;
     const double boundary = L.e * L.tokens * L.h * (L.sp ? 1.0 / L.t : 1.0);
     if (L.v <= 1) return i == 0 ? 0.0 : in_flight_chunks(L, i) * boundary;
-    const int count = (int)in_flight_chunks(L, i);
+    thread_local std::vector<int> per_chunk;
+    per_chunk.resize((size_t)L.v);
+    forwards_per_chunk(L, (int)in_flight_chunks(L, i), per_chunk);
     double received = 0;
-    for (int k = 0; k < count; ++k) {
-        const int chunk = forward_chunk(L, k);
+    for (int chunk = 0; chunk < L.v; ++chunk) {
         if (i == 0 && chunk == 0) continue;  // the token ids: nothing received
         if (L.chunk_layers && L.chunk_layers[(size_t)(chunk * L.p + i)] <= 0) continue;  // the loss chunk: its input is the final norm's, counted once
-        received += 1;
+        received += per_chunk[(size_t)chunk];
     }
     return received * boundary;
 }
