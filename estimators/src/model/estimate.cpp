@@ -645,6 +645,16 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
                               std::vector<StageTail>& tails, std::vector<double>& stage_host, LayoutScore& score,
                               Estimate* detail) {
     StageExtremes x;
+    // pspeed3: a middle stage's DP traffic and tail follow from its parameters and block times
+    // alone (only the pipeline's ends add the embedding group's all-reduce, and the engine's
+    // tail reads the stage), so middle stages alike in those share the last one computed.
+    struct {
+        bool valid = false;
+        double dense = 0, expert = 0, fwd = 0, bwd = 0;
+        DpTraffic dp;
+        StageTail tail;
+    } middle;
+    const bool engine_tail = L.profile_times || L.engine_device;
     for (int k = 0; k < stages.count; ++k) {
         const int i = stages.stage(k);
         const int layers = split.stage_layers(i);
@@ -654,11 +664,24 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
         const double expert_params = stage_expert_params(L, i, layers);
         const double dense_params = S.sm.params - expert_params;
         stage_memory_finish(ctx, L, i, S.sm);
-        S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
+        const bool is_middle = i != 0 && i != L.p - 1 && !engine_tail;
+        if (is_middle && middle.valid && middle.dense == dense_params && middle.expert == expert_params &&
+            middle.fwd == S.fwd && middle.bwd == S.bwd) {
+            S.dp = middle.dp;
+            tails[(size_t)i] = middle.tail;
+        } else {
+            S.dp = dp_traffic(ctx, L, i, dense_params, expert_params);
+            tails[(size_t)i] = engine_tail
+                                   ? engine_stage_tail(L, i, dense_params, L.mbs * (S.fwd + S.bwd + S.recompute + S.tp))
+                                   : stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
+            if (is_middle) {
+                middle.valid = true;
+                middle.dense = dense_params, middle.expert = expert_params, middle.fwd = S.fwd, middle.bwd = S.bwd;
+                middle.dp = S.dp;
+                middle.tail = tails[(size_t)i];
+            }
+        }
         const double t_mb = S.fwd + S.bwd + S.recompute + S.tp + S.cp + S.ep + S.p2p;
-        tails[(size_t)i] = L.profile_times || L.engine_device
-                               ? engine_stage_tail(L, i, dense_params, L.mbs * (S.fwd + S.bwd + S.recompute + S.tp))
-                               : stage_tail(ctx, L, S.dp, dense_params, expert_params, S.fwd, S.bwd);
         stage_host[(size_t)i] = S.sm.mem.host;
 
         if (t_mb > x.t_mb_max) {
