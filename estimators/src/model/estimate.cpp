@@ -441,9 +441,9 @@ struct ChunkKinds {
 };
 
 StageEval evaluate_stage(const EstimateContext& ctx, const LayoutDerived& L, const LayerTime& lt, int i,
-                         int layers, ChunkKinds& kinds) {
+                         int layers, ChunkKinds& kinds, const LayerActivation& act) {
     StageEval S;
-    S.sm = stage_memory(ctx, L, i, layers);
+    S.sm = stage_memory(ctx, L, i, layers, act);
     // Time per micro-batch: the stage's v chunks together (block_time is linear in layers;
     // the embedding and output terms fall on the first and last chunk).
     const ChunkTime& ct = kinds.get(L, lt, layers, i == 0, i == L.p - 1, L.stage_dense ? L.stage_dense[i] : 0.0).time;  // pspeed2
@@ -655,10 +655,11 @@ StageExtremes evaluate_stages(const EstimateContext& ctx, const LayoutDerived& L
         StageTail tail;
     } middle;
     const bool engine_tail = L.profile_times || L.engine_device;
+    const LayerActivation act = layer_activation(ctx, L);
     for (int k = 0; k < stages.count; ++k) {
         const int i = stages.stage(k);
         const int layers = split.stage_layers(i);
-        StageEval S = evaluate_stage(ctx, L, lt, i, layers, kinds);
+        StageEval S = evaluate_stage(ctx, L, lt, i, layers, kinds, act);
 
         // ZeRO buffers, fragmentation, DP traffic and the tail need the layout's stage.
         const double expert_params = stage_expert_params(L, i, layers);

@@ -409,7 +409,16 @@ struct StageMemory {
     double act_per_mb = 0;  // activation bytes one micro-batch leaves on the stage
     double in_flight = 0;   // micro-batches held at the peak
 };
-StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int stage, int layers);
+// One layer's activation bytes under L, the same on every stage of a layout (pspeed3: asked
+// once per layout): what a micro-batch leaves saved, and the working set of the one layer
+// being recomputed beyond it; moe2: the same for a dense-MLP layer (L.dense_layer).
+struct LayerActivation {
+    double saved = 0, working = 0;
+    double dense_saved = 0, dense_working = 0;
+};
+LayerActivation layer_activation(const EstimateContext& ctx, const LayoutDerived& L);
+StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int stage, int layers,
+                         const LayerActivation& act);
 // mla: routed-expert parameters of the MTP modules on stage i's rank (the last stage; with
 // DualPipe also rank 0, which holds the last stage as its mirror).
 double mtp_expert_params_on(const LayoutDerived& L, int i);

@@ -574,7 +574,37 @@ double mtp_expert_params_on(const LayoutDerived& L, int i) {
     return holds ? L.mtp_expert_params : 0.0;
 }
 
-StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int i, int layers) {
+LayerActivation layer_activation(const EstimateContext& ctx, const LayoutDerived& L) {
+    LayerActivation a;
+    if (ctx.job.estimate.activation_profile == ActivationProfile::ptd_engine) {
+        ActivationInputs in;
+        in.model = L.m;
+        in.micro_batch = L.b;
+        in.seq = (int)L.s_local;
+        in.tp = L.t;
+        in.ep = L.ep;
+        in.sequence_parallel = L.sp;
+        in.flash_attention = ctx.job.training.flash_attention;
+        in.recompute = L.rc;
+        in.precision = ctx.job.training.precision;
+        in.profile = ActivationProfile::ptd_engine;
+        a.saved = layer_activation_bytes(in);
+        a.working = engine_buffers_bytes(engine_recompute_buffers(*L.m, L.b, (int)L.s_local, L.t, L.sp, L.rc,
+                                                                  engine_activation_dtype(ctx.job.training.precision),
+                                                                  ctx.job.training.flash_attention));
+        return a;
+    }
+    a.saved = layer_activation_megatron(L, L.rc);
+    a.working = layer_activation_megatron(L, Recompute::none) - a.saved;
+    if (L.dense_layer) {  // moe2: a dense-MLP layer's
+        a.dense_saved = layer_activation_megatron(*L.dense_layer, L.rc);
+        a.dense_working = layer_activation_megatron(*L.dense_layer, Recompute::none) - a.dense_saved;
+    }
+    return a;
+}
+
+StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int i, int layers,
+                         const LayerActivation& act) {
     const EstimateSpec& es = ctx.job.estimate;
     const ModelSpec& m = *L.m;
     const bool first = i == 0, last = i == L.p - 1;
@@ -680,35 +710,14 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     // Activations.
     const bool engine = es.activation_profile == ActivationProfile::ptd_engine;
     const double r = L.sp ? 1.0 / L.t : 1.0;
-    double per_layer, recompute_working;  // kept per layer; the one layer being recomputed
     const EngineDType act_dtype = engine_activation_dtype(ctx.job.training.precision);
-    if (engine) {
-        ActivationInputs in;
-        in.model = &m;
-        in.micro_batch = L.b;
-        in.seq = (int)L.s_local;
-        in.tp = L.t;
-        in.ep = L.ep;
-        in.sequence_parallel = L.sp;
-        in.flash_attention = ctx.job.training.flash_attention;
-        in.recompute = L.rc;
-        in.precision = ctx.job.training.precision;
-        in.profile = ActivationProfile::ptd_engine;
-        per_layer = layer_activation_bytes(in);
-        recompute_working =
-            engine_buffers_bytes(engine_recompute_buffers(m, L.b, (int)L.s_local, L.t, L.sp, L.rc, act_dtype,
-                                                          ctx.job.training.flash_attention));
-    } else {
-        per_layer = layer_activation_megatron(L, L.rc);
-        recompute_working = layer_activation_megatron(L, Recompute::none) - per_layer;
-        if (dense_mlp_layers > 0) {
-            // moe2: the stage's mean layer (exact without interleaving, where every in-flight
-            // micro-batch holds all the stage's layers); the larger recompute working set.
-            const double dense_saved = layer_activation_megatron(*L.dense_layer, L.rc);
-            const double dense_working = layer_activation_megatron(*L.dense_layer, Recompute::none) - dense_saved;
-            per_layer = ((layers - dense_mlp_layers) * per_layer + dense_mlp_layers * dense_saved) / layers;
-            recompute_working = std::max(recompute_working, dense_working);
-        }
+    // Kept per layer; the one layer being recomputed.
+    double per_layer = act.saved, recompute_working = act.working;
+    if (!engine && dense_mlp_layers > 0) {
+        // moe2: the stage's mean layer (exact without interleaving, where every in-flight
+        // micro-batch holds all the stage's layers); the larger recompute working set.
+        per_layer = ((layers - dense_mlp_layers) * per_layer + dense_mlp_layers * act.dense_saved) / layers;
+        recompute_working = std::max(recompute_working, act.dense_working);
     }
     double stage_extra = 0;  // embedding / output terms for one micro-batch
     if (first && !engine) {
