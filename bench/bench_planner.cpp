@@ -190,7 +190,9 @@ void bench_evaluate(const ptd::JobSpec& job) {
 // planfw: what one export check costs — the planner runs one (apply_plan_entry, then the
 // framework's export_job) on each layout it lists or compares, never on every layout.
 void bench_export_check(const ptd::JobSpec& job) {
-    ptd::PlanEntry entry{ptd::layout_choice_of(job), job.parallel.layers_per_stage, {}, {}};
+    ptd::PlanEntry entry;
+    entry.choice = ptd::layout_choice_of(job);
+    entry.layers_per_stage = job.parallel.layers_per_stage;
     const int n = 2000;
     size_t ok = 0;
     auto t0 = Clock::now();
