@@ -8,6 +8,7 @@
 //      (assets/jobs/gpt3-175b-a100.toml), with counts and the top 5.
 //
 //   ./build/bin/bench_planner [--evaluate-only]   (pin it for stable figures: taskset -c 1)
+//   ./build/bin/bench_planner --cold-passes N     (N untimed cold passes: instructions per layout under callgrind)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -96,7 +97,8 @@ std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
 }
 
 // evaluate_layout throughput over every valid (tp, pp, mb, zero, recompute, sp) of the job.
-void bench_evaluate(const ptd::JobSpec& job) {
+// cold_passes > 0: exactly that many cold passes, untimed, for counting instructions (callgrind).
+void bench_evaluate(const ptd::JobSpec& job, int cold_passes = 0) {
     const ptd::EstimateContext ctx = ptd::make_estimate_context(job);
     const ptd::ModelSpec& m = job.model;
     const int world = job.world_size();
@@ -121,6 +123,17 @@ void bench_evaluate(const ptd::JobSpec& job) {
                                                .recompute = rc});
                         }
         }
+    if (cold_passes > 0) {
+        double sum = 0;
+        for (int pass = 0; pass < cold_passes; ++pass) {
+            ptd::clear_pipeline_makespan_memo();
+            for (const ptd::LayoutChoice& c : choices) sum += ptd::evaluate_layout(ctx, c, lps[c.pp], nullptr).tokens_per_s;
+        }
+        std::printf("evaluate_layout (no detail), llama3-70b on 64×8 h100-sxm: %d cold passes over %zu layouts, %lld calls "
+                    "(checksum %.6g tokens/s)\n",
+                    cold_passes, choices.size(), (long long)cold_passes * (long long)choices.size(), sum);
+        return;
+    }
     // Two figures, each the best and the median of 7 runs of about 0.2 s after a warm-up run:
     //  cold: every pass over the distinct layouts starts with the makespan memo cleared, so
     //        each layout's pipeline is placed once, as in a real plan_layouts search (which
@@ -238,9 +251,21 @@ void bench_plan(const char* title, const ptd::JobSpec& job) {
 
 int main(int argc, char** argv) {
     // --evaluate-only: just the evaluate_layout figures (for profiling the per-layout path).
-    const bool evaluate_only = argc > 1 && std::string(argv[1]) == "--evaluate-only";
-    if (argc > 2 || (argc == 2 && !evaluate_only)) {
-        std::printf("usage: bench_planner [--evaluate-only]\n");
+    // --cold-passes N: N untimed cold passes over the same layouts, for instruction counts:
+    //   valgrind --tool=callgrind --toggle-collect='ptd::evaluate_layout*' bench_planner --cold-passes 3
+    const std::string usage = "usage: bench_planner [--evaluate-only | --cold-passes N]  (N: 1 to 1000)\n";
+    const bool evaluate_only = argc == 2 && std::string(argv[1]) == "--evaluate-only";
+    int cold_passes = 0;
+    if (argc == 3 && std::string(argv[1]) == "--cold-passes") {
+        char* end = nullptr;
+        const long n = std::strtol(argv[2], &end, 10);
+        if (end == argv[2] || *end != '\0' || n < 1 || n > 1000) {
+            std::printf("bench_planner: --cold-passes: got \"%s\", allowed: a whole number from 1 to 1000\n", argv[2]);
+            return 2;
+        }
+        cold_passes = (int)n;
+    } else if (argc > 1 && !evaluate_only) {
+        std::printf("%s", usage.c_str());
         return 2;
     }
     auto presets = ptd::load_presets();
@@ -263,8 +288,8 @@ int main(int argc, char** argv) {
         if (!gpt3) std::printf("%s\n", gpt3.error().str().c_str());
         return 1;
     }
-    bench_evaluate(*l70);
-    if (evaluate_only) return 0;
+    bench_evaluate(*l70, cold_passes);
+    if (evaluate_only || cold_passes > 0) return 0;
     bench_export_check(*l70);
     bench_plan("Llama-3 405B on 16,384 h100-sxm (2048 × 8), global batch 2048, seq 8192:", *l405);
     bench_plan("GPT-3 175B on 1024 a100-80gb (128 × 8), global batch 1536 (assets/jobs/gpt3-175b-a100.toml):", *gpt3);
