@@ -64,14 +64,17 @@ TEST(EngineTimeline, EightRankRunRecordsEveryBlockInScheduleOrder) {
         for (const ptd::TimelineBlock& b : rank.blocks) {
             tp_blocks += b.kind == ptd::BlockKind::tp_comm;
             recompute_blocks += b.kind == ptd::BlockKind::recompute;
-            if (b.kind == ptd::BlockKind::tp_comm) EXPECT_EQ(b.stream, ptd::kStreamComm);
+            if (b.kind == ptd::BlockKind::tp_comm) {
+                EXPECT_EQ(b.stream, ptd::kStreamComm);
+            }
             if (b.kind != ptd::BlockKind::forward && b.kind != ptd::BlockKind::backward) continue;
             EXPECT_GE(inside(b, ptd::BlockKind::tp_comm, ptd::kStreamComm), 1)
                 << "rank " << rank.header.rank << " step " << b.step << " " << ptd::block_kind_name(b.kind) << " mb "
                 << b.micro_batch;
-            if (b.kind == ptd::BlockKind::backward)
+            if (b.kind == ptd::BlockKind::backward) {
                 EXPECT_GE(inside(b, ptd::BlockKind::recompute, ptd::kStreamCompute), 1)
                     << "rank " << rank.header.rank << " step " << b.step << " bwd mb " << b.micro_batch;
+            }
         }
         EXPECT_GT(tp_blocks, 0);
         EXPECT_GT(recompute_blocks, 0);

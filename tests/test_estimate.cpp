@@ -940,7 +940,9 @@ TEST(Time, ScheduleAndThroughputIdentities) {
         EXPECT_REL(est.time.bubble, est.pipeline_s - m * stage_time_per_mb(w)) << name;
         // Fill and drain pass through faster stages too, so 1F1B's bubble is at most the
         // closed form's (p − 1) slowest-stage micro-batches.
-        if (v == 1) EXPECT_LE(est.time.bubble, (p - 1.0) * stage_time_per_mb(w) * (1 + 1e-12)) << name;
+        if (v == 1) {
+            EXPECT_LE(est.time.bubble, (p - 1.0) * stage_time_per_mb(w) * (1 + 1e-12)) << name;
+        }
         EXPECT_REL(est.step_s, est.time.total()) << name;
         EXPECT_REL(est.tokens_per_s * est.step_s, (double)job.training.global_batch * job.model.seq_len) << name;
         const FlopsEstimate f = flops_per_token(job.model, job.parallel.recompute, job.estimate.attention_flops, est.vocab_padded);

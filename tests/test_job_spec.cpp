@@ -236,9 +236,11 @@ TEST(JobSpecChecks, UnevenPipelineSplitNamesEveryWayOutAndEachWorks) {
                             "account_for_loss_in_pipeline_split = true"}) {
         auto fixed = load(base_with("pp = 2", std::string("pp = 3\n") + way));
         // The world may not divide by pp 3; only the layer split is asked about here.
-        if (!fixed)
-            for (const ptd::Diagnostic& e : fixed.error().diagnostics)
+        if (!fixed) {
+            for (const ptd::Diagnostic& e : fixed.error().diagnostics) {
                 EXPECT_NE(e.key, "parallel.pp") << way << ": " << e.message;
+            }
+        }
     }
 }
 

@@ -434,8 +434,9 @@ TEST(SlurmLaunch, ASecondFailureAfterTheLastRestartFailsTheJob) {
             return (int)log.size() > before && log.find("\"event\":\"step\"", before) != std::string::npos && rank_pid("budget", 5) > 0;
         })) << read_file(run + "/slurm-" + job + ".out");
         ASSERT_EQ(kill_rank("budget", 5), "");
-        if (kill_no == 0)
+        if (kill_no == 0) {
             ASSERT_TRUE(wait_until(60, [&] { return !read_file(run + "/restarts.jsonl").empty(); }));
+        }
     }
     const Proc w = watch(slurm, run);
     const std::string out = read_file(run + "/slurm-" + job + ".out");

@@ -179,8 +179,9 @@ TEST(LocalRestart, BudgetSpentEndsTheRunWithTheFailure) {
         if (ev.kind == LaunchEventKind::restart) restarts.push_back(ev.text);
         if (ev.kind == LaunchEventKind::stopping) stops.push_back(ev.text);
         if (ev.kind == LaunchEventKind::rank_started && ev.rank == 0) ++rank0_starts;
-        if (ev.kind == LaunchEventKind::output && ev.rank == 0 && ev.text.starts_with("args:"))
+        if (ev.kind == LaunchEventKind::output && ev.rank == 0 && ev.text.starts_with("args:")) {
             EXPECT_EQ(ev.text.find("--resume"), std::string::npos) << ev.text;
+        }
     }
     ASSERT_EQ(restarts.size(), 2u);
     EXPECT_NE(restarts[0].find("restart 1 of 2: rank 1 on localhost (local) exited with code 3; no complete checkpoint yet: "
@@ -547,8 +548,9 @@ TEST(TwoHostRestart, AHostCutUnderExcludeFailedRestartsOnTheHostLeft) {
               std::string::npos)
         << restarts[0];
     for (const LaunchEvent& ev : hit.events)
-        if (ev.kind == LaunchEventKind::rank_started && ev.text.find("--resume") != std::string::npos)
+        if (ev.kind == LaunchEventKind::rank_started && ev.text.find("--resume") != std::string::npos) {
             EXPECT_EQ(ev.host, 0) << "a restarted rank on the excluded host: " << ev.text;
+        }
     expect_finished_without_host(dir + "/exclude-calm", dir + "/exclude-hit", 4, 1, kSteps);
     auto m = read_manifest(dir + "/exclude-hit");
     ASSERT_TRUE(m && m->restarts.size() == 1u);

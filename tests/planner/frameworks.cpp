@@ -109,7 +109,9 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
                 case Framework::torchtitan:  // FSDP2 shards; DDP only for pure data parallelism
                     EXPECT_NE(c.zero, 1);
                     EXPECT_FALSE(c.distributed_optimizer);
-                    if (c.zero == 0 && c.dp * c.cp > 1) EXPECT_TRUE(c.tp == 1 && c.pp == 1 && c.cp == 1);
+                    if (c.zero == 0 && c.dp * c.cp > 1) {
+                        EXPECT_TRUE(c.tp == 1 && c.pp == 1 && c.cp == 1);
+                    }
                     break;
                 case Framework::pytorch_fsdp:  // data parallelism only
                     EXPECT_EQ(c.tp * c.pp * c.cp, 1);
@@ -118,7 +120,9 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
             }
         }
         if (f == Framework::megatron) megatron_enumerated = r.enumerated;
-        if (f == Framework::nemo) EXPECT_EQ(r.enumerated, megatron_enumerated);  // Megatron's space
+        if (f == Framework::nemo) {
+            EXPECT_EQ(r.enumerated, megatron_enumerated);  // Megatron's space
+        }
     }
     PlanOptions any;
     any.any_framework = true;
@@ -243,10 +247,14 @@ TEST(PlannerOverlap, TurnsOnTheKeysTheFrameworkHasAndExportsThem) {
     EXPECT_DOUBLE_EQ(estimate_job(applied).tokens_per_s, best.score.tokens_per_s);  // scored with its keys
     const std::string args = export_text(applied, ExportFormat::megatron);
     EXPECT_TRUE(contains(args, "--overlap-grad-reduce")) << args;
-    if (best.choice.tp_comm_overlap) EXPECT_TRUE(contains(args, "--tp-comm-overlap")) << args;
+    if (best.choice.tp_comm_overlap) {
+        EXPECT_TRUE(contains(args, "--tp-comm-overlap")) << args;
+    }
     // tp_comm_overlap is tried both ways, never without sequence parallelism.
     for (const PlanEntry& e : listed(r))
-        if (e.choice.tp_comm_overlap) EXPECT_TRUE(e.choice.sequence_parallel && e.choice.tp > 1);
+        if (e.choice.tp_comm_overlap) {
+            EXPECT_TRUE(e.choice.sequence_parallel && e.choice.tp > 1);
+        }
     // The job's own keys (all off here) do not stop the search turning them on.
     EXPECT_FALSE(job.parallel.overlap_grad_reduce);
 
@@ -254,7 +262,9 @@ TEST(PlannerOverlap, TurnsOnTheKeysTheFrameworkHasAndExportsThem) {
     for (Framework f : {Framework::deepspeed, Framework::torchtitan})
         for (const PlanEntry& e : listed(plan_of(with_framework(job, f)))) {
             EXPECT_FALSE(e.choice.tp_comm_overlap) << to_string(f);
-            if (f == Framework::deepspeed) EXPECT_FALSE(e.choice.overlap_param_gather);
+            if (f == Framework::deepspeed) {
+                EXPECT_FALSE(e.choice.overlap_param_gather);
+            }
         }
 }
 

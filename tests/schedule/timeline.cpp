@@ -243,8 +243,9 @@ void expect_timeline_matches_estimate(const JobSpec& job, const std::string& wha
     // No two compute blocks of a stage overlap.
     for (size_t k = 1; k < t.blocks.size(); ++k) {
         const TimelineBlock &a = t.blocks[k - 1], &b = t.blocks[k];
-        if (a.row == b.row && a.stream == kStreamCompute && b.stream == kStreamCompute)
+        if (a.row == b.row && a.stream == kStreamCompute && b.stream == kStreamCompute) {
             EXPECT_LE(a.end_s, b.start_s + 1e-12 * t.makespan_s) << what;
+        }
     }
 }
 

@@ -212,7 +212,9 @@ TEST(ZbH1Estimate, ShorterStepSamePeakActivations) {
     for (int s = 0; s < 4; ++s) {
         peak_a = std::max(peak_a, ea.stages[(size_t)s].mem.activations);
         peak_z = std::max(peak_z, ez.stages[(size_t)s].mem.activations);
-        if (s > 0) EXPECT_GT(ez.stages[(size_t)s].mem.activations, ea.stages[(size_t)s].mem.activations);  // deferred W
+        if (s > 0) {
+            EXPECT_GT(ez.stages[(size_t)s].mem.activations, ea.stages[(size_t)s].mem.activations);  // deferred W
+        }
     }
     EXPECT_EQ(ez.stages[0].mem.activations, ea.stages[0].mem.activations);
     // Llama's SwiGLU MLP: a deferred W keeps fc1's output gradient (2·f wide) beside its
