@@ -379,12 +379,6 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
     return bad;
 }
 
-// Every way out the job spec offers when `layers` do not split into pp·vpp equal chunks,
-// each with the split it gives (issue 29 point 8): an explicit layers_per_stage (the
-// remainder spread over the middle chunks: the first and last hold the embedding and the
-// loss), Megatron's account_for_{embedding,loss}_in_pipeline_split where layers + 1 (+ 1)
-// splits evenly, a pipeline_layout string that counts the embedding, the loss and each MTP
-// layer as a layer, and the vpp (with this pp) and pp (with this vpp) that divide layers.
 // `units` spread over n entries of `unit` each as evenly as they go, the remainder on the middle
 // entries (the first and last hold the embedding and the loss).
 static std::vector<long long> middle_heavy_split(long long units, long long n, long long unit) {
@@ -394,6 +388,12 @@ static std::vector<long long> middle_heavy_split(long long units, long long n, l
     return split;
 }
 
+// Every way out the job spec offers when `layers` do not split into pp·vpp equal chunks,
+// each with the split it gives (issue 29 point 8): an explicit layers_per_stage (the
+// remainder spread over the middle chunks: the first and last hold the embedding and the
+// loss), Megatron's account_for_{embedding,loss}_in_pipeline_split where layers + 1 (+ 1)
+// splits evenly, a pipeline_layout string that counts the embedding, the loss and each MTP
+// layer as a layer, and the vpp (with this pp) and pp (with this vpp) that divide layers.
 static std::string pipeline_split_ways_out(long long layers, int pp, int vpp, int mtp_layers) {
     auto s = [](long long v) { return std::to_string(v); };
     std::vector<std::string> ways;
