@@ -357,9 +357,11 @@ double in_flight_chunks(const LayoutDerived& L, int i) {
 // first `count` forwards in that order run chunk c, into per_chunk[0 … v−1]: whole groups
 // give each chunk N, a part of a group fills chunks in order, N (or the last group's size)
 // forwards each. pspeed3: counted per chunk, not forward by forward (count reaches m·v).
-static void forwards_per_chunk(const LayoutDerived& L, int count, std::span<int> per_chunk) {
+// The counts live in a per-thread buffer until the next call.
+static std::span<const int> forwards_per_chunk(const LayoutDerived& L, int count) {
     const int v = L.v, m = L.mbs, n = std::max(1, std::min(L.mb_group, m)), full = m / n;
-    std::fill(per_chunk.begin(), per_chunk.end(), 0);
+    thread_local std::vector<int> per_chunk;
+    per_chunk.resize((size_t)v);
     // Spread `k` forwards over the chunks in order, `size` forwards to a chunk.
     auto spread = [&](int k, int size) {
         for (int c = 0; c < v && k > 0; ++c) {
@@ -373,6 +375,7 @@ static void forwards_per_chunk(const LayoutDerived& L, int count, std::span<int>
     for (int c = 0; c < v; ++c) per_chunk[(size_t)c] = groups * n;
     spread(grouped - groups * n * v, n);
     if (count > grouped && m > full * n) spread(count - grouped, m - full * n);  // the last, smaller group
+    return per_chunk;
 }
 
 // With uneven chunks the layers they hold are summed chunk by chunk; even chunks give
@@ -380,9 +383,7 @@ static void forwards_per_chunk(const LayoutDerived& L, int count, std::span<int>
 double in_flight_layers(const LayoutDerived& L, int i, int layers) {
     const double chunks = in_flight_chunks(L, i);
     if (!L.chunk_layers || L.v <= 1) return chunks * layers / L.v;
-    thread_local std::vector<int> per_chunk;
-    per_chunk.resize((size_t)L.v);
-    forwards_per_chunk(L, (int)chunks, per_chunk);
+    const std::span<const int> per_chunk = forwards_per_chunk(L, (int)chunks);
     double held = 0;
     for (int c = 0; c < L.v; ++c) held += per_chunk[(size_t)c] * L.chunk_layers[(size_t)(c * L.p + i)];
     return held;
@@ -411,9 +412,7 @@ double stage_input_bytes_freed(const LayoutDerived& L, int i, int layers) {
     if (L.fp8 != Fp8Recipe::none && L.fp8_te) return 0;
     const double boundary = L.e * L.tokens * L.h * (L.sp ? 1.0 / L.t : 1.0);
     if (L.v <= 1) return i == 0 ? 0.0 : in_flight_chunks(L, i) * boundary;
-    thread_local std::vector<int> per_chunk;
-    per_chunk.resize((size_t)L.v);
-    forwards_per_chunk(L, (int)in_flight_chunks(L, i), per_chunk);
+    const std::span<const int> per_chunk = forwards_per_chunk(L, (int)in_flight_chunks(L, i));
     double received = 0;
     for (int chunk = 0; chunk < L.v; ++chunk) {
         if (i == 0 && chunk == 0) continue;  // the token ids: nothing received
