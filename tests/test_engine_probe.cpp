@@ -2,10 +2,17 @@
 // statistics (median, interquartile spread, the nccl-tests bus-bandwidth factors), and the
 // shipped 8-rank job probed by 8 real processes over loopback: every rank's lines parse as
 // the launcher parses them, every GEMM of the job's layers and every group kind of its
-// layout is measured, and the counts agree with the rank's own plan.
+// layout is measured, and the counts agree with the rank's own plan. Also the cores a rank
+// counts as its own (its affinity mask and its cgroup's CPU quota), which size its threads.
+#include <sched.h>
+#include <sys/wait.h>
+
+#include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
+#include "cpu_quota_cgroup.h"
 #include "engine_run.h"
 #include "ptd/engine/probe.h"
 #include "ptd/metrics_event.h"
@@ -38,6 +45,45 @@ TEST(ProbeStats, BusBandwidthFactorsOfNcclTests) {
     EXPECT_DOUBLE_EQ(collective_bus_factor("all_gather", 8), 7.0 / 8);
     EXPECT_DOUBLE_EQ(collective_bus_factor("p2p", 2), 1.0);
     EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 1), 1.0);
+}
+
+// usable_cores() in a child process set up by `prepare` (which returns false when it could
+// not); −1 when the child failed.
+template <class Prepare>
+int usable_cores_in_child(Prepare prepare) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(prepare() ? std::min(ptd::engine::usable_cores(), 100) : 101);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) <= 100 ? WEXITSTATUS(status) : -1;
+}
+
+// A rank bound to one core (taskset, a Slurm task's cpuset) counts one core, not the
+// machine's: two OpenBLAS threads on one core shared with other work made a GEMM 36× slower.
+TEST(EngineThreads, UsableCoresFollowTheAffinityMask) {
+    if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores";
+    EXPECT_EQ(usable_cores_in_child([] {
+                  cpu_set_t one;
+                  CPU_ZERO(&one);
+                  CPU_SET(0, &one);
+                  return sched_setaffinity(0, sizeof one, &one) == 0;
+              }),
+              1);
+    EXPECT_GE(usable_cores_in_child([] { return true; }), 2) << "unbound: every core of the mask";
+}
+
+// A container's CPU limit (a cgroup CPU quota) caps the count: 20 ms per 100 ms is one core
+// (rounded up), 150 ms per 100 ms two.
+TEST(EngineThreads, UsableCoresFollowTheCgroupCpuQuota) {
+    for (const auto& [quota_us, cores] : {std::pair{20000L, 1}, std::pair{150000L, 2}}) {
+        const ptd_test::CpuQuotaCgroup quota("ptd-test-cores-" + std::to_string(getpid()), quota_us);
+        if (!quota.skip.empty()) GTEST_SKIP() << quota.skip;
+        const int affinity = usable_cores_in_child([] { return true; });
+        const std::string procs = quota.procs();
+        EXPECT_EQ(usable_cores_in_child([&procs] { return (bool)(std::ofstream(procs) << getpid() << std::flush); }),
+                  std::min(affinity, cores))
+            << quota_us << " us per 100 ms";
+    }
 }
 
 TEST(EngineProbe, QuickWithoutProbeIsRefused) {

@@ -28,7 +28,7 @@ struct TrainOptions {
     std::string run_dir;           // "" = runs/<run id>
     int checkpoint_every = 0;      // write a checkpoint every N steps (and at the last); 0 = never
     bool resume = false;           // continue from the latest complete checkpoint in run_dir
-    int threads = 0;               // compute threads; 0 = OMP_NUM_THREADS or all cores / local ranks
+    int threads = 0;               // compute threads; 0 = OMP_NUM_THREADS or usable_cores() / local ranks
     double comm_timeout_s = 300;   // every collective / receive
     double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
     double heartbeat_s = 1.0;
@@ -154,6 +154,13 @@ std::vector<PipelinePlanEntry> pipeline_plan(int pp, int pp_rank, int vpp, int m
 // as one CUDA graph, which every micro-batch of the step then replays.
 void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
                        double* loss_acc, StepTimes& times, bool cuda_graphs = false);
+
+// The cores this process may run on: its CPU affinity (taskset, a Slurm task's or a
+// container's cpuset), less where its cgroup's CPU bandwidth limit (cpu.max, v1
+// cpu.cfs_quota_us; a container's CPU limit) is lower, rounded up. Compute threads beyond
+// them share a core or the quota, and OpenBLAS's spinning threads then slow every GEMM many
+// times over.
+int usable_cores();
 
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).
