@@ -692,6 +692,13 @@ TEST(CliBareJob, BareJobPlansEstimatesAndRefusesLayoutCommands) {
     Proc est = run_ok(kPtd + " estimate " + bare);
     ptd_test::expect_mentions(est.err, {"no layout chosen", "the planner's best", "ptd plan"});
     EXPECT_TRUE(contains(est.out, "memory per GPU")) << est.out;
+    // The keys the planner chose are named as its choice and leave the stack-defaults list,
+    // which listed "distributed_optimizer = false" beside an estimate made with it on.
+    ptd_test::expect_mentions(est.err, {"with distributed_optimizer = true", "overlap_grad_reduce = true"});
+    EXPECT_TRUE(contains(est.out, "distributed optimizer")) << est.out;
+    for (const char* key : {"parallel.distributed_optimizer", "parallel.overlap_grad_reduce", "parallel.overlap_param_gather"})
+        EXPECT_FALSE(contains(est.out, key)) << key << " is the planner's, not a stack default\n" << est.out;
+    EXPECT_TRUE(contains(est.out, "parallel.grad_reduce_in_fp32 = true")) << "a default the planner left\n" << est.out;
     Proc est_json = run_ok(kPtd + " estimate --json " + bare);
     EXPECT_EQ(nlohmann::json::parse(est_json.out)["layout_source"], "planner");
     Proc own = run(kPtd + " estimate --json " + kJobs + "llama3-8b-h100.toml");

@@ -254,6 +254,17 @@ static int cmd_estimate_compare(const EstimateArgs& a, const PresetCatalog& pres
     return kExitOk;
 }
 
+// The keys besides the layout that apply_plan_entry sets from the planner's choice, as the
+// job file would write them (they leave the stack-defaults list the estimate prints).
+static std::string planned_keys_text(const JobSpec& job) {
+    const ParallelSpec& p = job.parallel;
+    auto b = [](bool v) { return v ? "true" : "false"; };
+    return fmt("distributed_optimizer = %s, zero = %d, overlap_grad_reduce = %s, overlap_param_gather = %s, "
+               "tp_comm_overlap = %s, recompute = \"%s\"",
+               b(p.distributed_optimizer), p.zero, b(p.overlap_grad_reduce), b(p.overlap_param_gather), b(p.tp_comm_overlap),
+               to_string(p.recompute));
+}
+
 int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
     if (!a.compare.empty()) return cmd_estimate_compare(a, presets, out, err);
     std::optional<JobSpec> job = load_job_or_report(a.job, presets, a.sets, err);
@@ -272,7 +283,8 @@ int cmd_estimate(const EstimateArgs& a, const PresetCatalog& presets, FILE* out,
         chosen_by_planner = "no layout chosen in the job (no [parallel] table): estimating the planner's best for " +
                             std::string(to_string(job->training.framework)) + ", " + layout_label(*job) + " micro-batch " +
                             std::to_string(job->training.micro_batch) + fmt(", leaving %.0f%% of GPU memory free (", plan->headroom * 100) +
-                            plan->headroom_source + "); `ptd plan " + a.job + "` lists the alternatives";
+                            plan->headroom_source + "), with " + planned_keys_text(*job) + "; `ptd plan " + a.job +
+                            "` lists the alternatives";
         if (!plan->too_big.empty()) chosen_by_planner += "; " + plan->too_big;
     }
     std::optional<JobProfile> profile;

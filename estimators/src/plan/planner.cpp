@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ptd/model/speed_interval.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd {
 
@@ -1469,10 +1470,17 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.overlap_param_gather = c.overlap_param_gather && (c.zero != 0 || c.distributed_optimizer);
     p.tp_comm_overlap = c.tp_comm_overlap && !(c.tp > 1 && !c.sequence_parallel);
     // stackdef: the keys the layout was scored with are the job's own now, not its stack's.
+    // They leave the list of stack defaults too, which `ptd estimate` prints as what the stack
+    // supplied: a bare job listed "distributed_optimizer = false" beside an estimate made with it on.
+    std::vector<std::string> chosen = {"parallel.recompute", "parallel.recompute_modules", "parallel.layers_per_stage"};
     for (StackKey k : {StackKey::distributed_optimizer, StackKey::overlap_grad_reduce, StackKey::overlap_param_gather,
-                       StackKey::tp_comm_overlap})
+                       StackKey::tp_comm_overlap}) {
         out.origin.stack_keys_written |= stack_key_bit(k);
+        chosen.push_back(stack_key_name(k));
+    }
     out.origin.recipe_keys_written |= kRecipeRecompute | kRecipeRecomputeModules;  // mbrecipe: likewise
+    std::erase_if(out.origin.stack_defaults,
+                  [&chosen](const StackDefault& d) { return std::find(chosen.begin(), chosen.end(), d.key) != chosen.end(); });
     out.training.micro_batch = c.micro_batch;
     // bits: the group size the layout was scored with (a job's N outside the new layout's range,
     // or on a layout without interleaving, would not validate or export).
