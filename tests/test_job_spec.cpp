@@ -145,6 +145,9 @@ TEST(JobSpecErrors, UnknownWordListsAllowed) {
 TEST(JobSpecErrors, UnknownPresetSuggests) {
     key_error(load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8\"")), "model.preset", {"llama3-8b"});
     key_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"h100\"")), "cluster.gpu", {"unknown GPU preset \"h100\""});
+    // A name cut short before its last part: the preset it begins (edit distance said "v100-32gb").
+    key_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"h100-96gb\"")), "cluster.gpu",
+              {"did you mean \"h100-96gb-500w\"?"});
 }
 
 TEST(JobSpecErrors, MissingRequiredKeysAreEachReported) {

@@ -135,6 +135,16 @@ static size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string closest_match(std::string_view given, const std::vector<std::string>& candidates) {
+    // A name cut short at a separator ("h100-96gb" for "h100-96gb-500w") is far by edit
+    // distance but plainly meant: the one candidate that extends it wins.
+    if (given.size() >= 3) {
+        const std::string* extended = nullptr;
+        int count = 0;
+        for (const std::string& c : candidates)
+            if (c.size() > given.size() && c.starts_with(given) && std::string_view("-_.").find(c[given.size()]) != std::string_view::npos)
+                extended = &c, ++count;
+        if (count == 1) return *extended;
+    }
     std::string best;
     size_t best_distance = SIZE_MAX;
     const size_t limit = std::max<size_t>(2, given.size() / 3);

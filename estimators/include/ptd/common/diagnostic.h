@@ -64,8 +64,9 @@ std::string format_count(unsigned long long n);
 // full length appended: "aaaa…" (4,194,304 bytes).
 std::string quote_input(std::string_view value, size_t max_chars = 60);
 
-// Closest candidate by edit distance, for "did you mean" hints; "" when nothing is close
-// (distance > max(2, len/3)).
+// Closest candidate for "did you mean" hints: the only one that extends `given` past a
+// separator ("h100-96gb" → "h100-96gb-500w"), else the closest by edit distance; "" when
+// nothing is close (distance > max(2, len/3)).
 std::string closest_match(std::string_view given, const std::vector<std::string>& candidates);
 
 }  // namespace ptd
