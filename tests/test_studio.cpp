@@ -14,6 +14,7 @@
 #include "live_model.h"
 #include "ptd/model/estimate.h"
 #include "ptd/spec/cluster_profile.h"
+#include "ptd/spec/stack_defaults.h"
 #include "run_prediction.h"
 #include "schedule_model.h"
 #include "studio_state.h"
@@ -53,6 +54,28 @@ TEST(StudioState, DefaultJobIsValidWithALayout) {
     EXPECT_EQ(j.grad_accum, 256 / 4);
     EXPECT_EQ(j.parameters, count_parameters(s.job.model).total);
     EXPECT_GT(j.parameters, 6'000'000'000);
+}
+
+// The Job panel's "Stack defaults" section: the stack's name and each key it supplied, as
+// `ptd estimate` lists them.
+// A job built in code (the default job) writes every key: none listed.
+TEST(StudioState, StackDefaultsAreTheJobsStackAndWhatItSupplied) {
+    StudioState s = default_state();
+    EXPECT_TRUE(stack_defaults_view(s).rows.empty());
+    auto job = load_job_arg(PTD_SOURCE_DIR "/assets/jobs/llama3-70b-h100.toml", s.presets);
+    ASSERT_TRUE(job) << job.error().str();
+    s = make_state(s.presets, *job);
+    const StackDefaultsView v = stack_defaults_view(s);
+    EXPECT_EQ(v.stack, "Megatron-LM command line, today");
+    std::string keys;
+    for (const StackDefault& d : v.rows) {
+        keys += d.key + " = " + d.value + "\n";
+        EXPECT_FALSE(d.source.empty()) << d.key;
+    }
+    EXPECT_NE(keys.find("parallel.overlap_grad_reduce = false\n"), std::string::npos) << keys;
+    // An edit derives the job again; a layout edit touches no key of the list.
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 4));
+    EXPECT_EQ(stack_defaults_view(s).rows.size(), v.rows.size()) << "an unrelated edit keeps the list";
 }
 
 TEST(StudioState, PickRankInsideCellsAndNotBetween) {

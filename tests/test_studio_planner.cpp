@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "commands.h"
 #include "studio_state.h"
 #include "studio_test_util.h"
 
@@ -242,6 +243,32 @@ TEST(StudioPlanner, ApplyingARowSetsTheLayoutAndTheJobStaysValid) {
     EXPECT_GE(applied, 2);
     EXPECT_FALSE(planner_apply_row(s, -1));
     EXPECT_FALSE(planner_apply_row(s, (int)s.planner.rows.size()));
+}
+
+// A job file that leaves its overlap keys to its stack (Megatron-LM's command line: off): the
+// Job panel lists them as stack defaults; once a row is applied they are the planner's
+// choice and leave the list, while the defaults the planner does not choose stay.
+TEST(StudioPlanner, AnAppliedRowsKeysLeaveTheStackDefaults) {
+    StudioState s = default_state();
+    auto job = load_job_arg(PTD_SOURCE_DIR "/assets/jobs/llama3-8b-h100.toml", s.presets);
+    ASSERT_TRUE(job) << job.error().str();
+    s = make_state(s.presets, *job);
+    auto keys = [&s] {
+        std::string text;
+        for (const StackDefault& d : stack_defaults_view(s).rows) text += d.key + " = " + d.value + "\n";
+        return text;
+    };
+    ASSERT_TRUE(contains(keys(), "parallel.overlap_grad_reduce = false\n")) << keys();
+    run_search(s);
+    int row = -1;
+    for (int i = 0; i < (int)s.planner.rows.size() && row < 0; ++i)
+        if (s.planner.rows[(size_t)i].fits) row = i;
+    ASSERT_GE(row, 0);
+    ASSERT_TRUE(planner_apply_row(s, row));
+    for (const char* key : {"parallel.distributed_optimizer", "parallel.overlap_grad_reduce", "parallel.overlap_param_gather",
+                            "parallel.tp_comm_overlap", "parallel.recompute "})
+        EXPECT_FALSE(contains(keys(), key)) << key << " is the planner's choice now\n" << keys();
+    EXPECT_TRUE(contains(keys(), "parallel.grad_reduce_in_fp32 = true")) << "a default the planner does not choose stays\n" << keys();
 }
 
 // Right-click "Pin for Compare": the row's layout goes to the Compare tab as side A and the

@@ -265,6 +265,20 @@ void section_training(StudioState& s) {
     errors_under(s, "training.precision");
 }
 
+// What the job's stack runs for the keys it leaves out (`ptd estimate`'s "stack:" list);
+// hovering a row shows the stack's own flag or recipe line it comes from.
+void section_stack(StudioState& s) {
+    const StackDefaultsView v = stack_defaults_view(s);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("%s", display_text(v.stack + ": what it runs for the keys this job does not write").c_str());
+    if (v.rows.empty()) ImGui::TextDisabled("none: the job writes every key that bears on it");
+    for (const StackDefault& d : v.rows) {
+        ImGui::TextUnformatted(display_text(d.key + " = " + d.value).c_str());
+        if (ImGui::IsItemHovered() && !d.source.empty()) ImGui::SetTooltip("%s", display_text(d.source).c_str());
+    }
+    ImGui::PopTextWrapPos();
+}
+
 void section(StudioState& s, const char* title, void (*body)(StudioState&)) {
     ImGui::SetNextItemOpen(true, ImGuiCond_Once);
     if (ImGui::CollapsingHeader(title)) {
@@ -548,6 +562,7 @@ void draw_job_panel(StudioState& s) {
     section(s, "Cluster", section_cluster);
     section(s, "Parallel", section_parallel);
     section(s, "Training", section_training);
+    section(s, "Stack defaults", section_stack);
     const auto other = unplaced_diagnostics(s);
     if (!other.empty()) {
         ImGui::Spacing();

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "layout_view.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd::studio {
 
@@ -272,6 +273,10 @@ JobSummary job_summary(const StudioState& s) {
     r.grad_accum = per_step > 0 ? (int)(s.job.training.global_batch / per_step) : 0;
     r.tokens_per_step = (int64_t)s.job.training.global_batch * s.job.model.seq_len;
     return r;
+}
+
+StackDefaultsView stack_defaults_view(const StudioState& s) {
+    return {stack_label(s.job), s.job.origin.stack_defaults};
 }
 
 std::string job_display_name(const JobSpec& job) {

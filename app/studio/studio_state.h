@@ -264,6 +264,16 @@ struct JobSummary {
 };
 JobSummary job_summary(const StudioState& s);
 
+// The stack the job runs on ("Megatron-LM command line, today", a Megatron-Bridge recipe)
+// and what it supplied for each key the job does not write, with why — the list `ptd
+// estimate` prints under "stack:" (JobSpec::Origin::stack_defaults, refreshed by recompute:
+// a key the user edits, or a planner row applies, leaves it).
+struct StackDefaultsView {
+    std::string stack;
+    std::vector<StackDefault> rows;  // key ("parallel.overlap_grad_reduce"), value ("false"), source
+};
+StackDefaultsView stack_defaults_view(const StudioState& s);
+
 // Job file name for the title: the file's base name, or the built-in job's label.
 std::string job_display_name(const JobSpec& job);
 
