@@ -5,7 +5,6 @@
 // an orderly goodbye so that rank 0's store outlives everyone who still needs it.
 #include "ptd/engine/trainer.h"
 
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +15,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <thread>
@@ -132,81 +130,6 @@ std::string make_run_id() {
     std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
     return std::string(buf) + "-" + std::to_string((long)getpid());
 }
-
-}  // namespace
-
-namespace {
-
-// The CPU bandwidth limit of this process's cgroup and its ancestors, in cores (quota /
-// period, rounded up; 0 = none found): a container's CPU limit (Kubernetes `limits.cpu`,
-// `docker --cpus`) or a Slurm job's. cgroup v2 writes "max 100000" or "<quota> <period>" in
-// cpu.max; v1 writes cpu.cfs_quota_us (−1 = none) and cpu.cfs_period_us. The process's
-// path comes from /proc/self/cgroup ("0::/path" for v2, "N:cpu,cpuacct:/path" for v1).
-int cgroup_cpu_limit() {
-    std::ifstream in("/proc/self/cgroup");
-    std::string line, v2, v1;
-    while (std::getline(in, line)) {
-        const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-        if (b == std::string::npos) continue;
-        const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-        if (controllers == ",,") v2 = line.substr(b + 1);
-        else if (controllers.find(",cpu,") != std::string::npos) v1 = line.substr(b + 1);
-    }
-    auto read_number = [](const fs::path& p, long long& out) {
-        std::ifstream f(p);
-        std::string word;
-        if (!(f >> word)) return false;
-        char* end = nullptr;
-        out = std::strtoll(word.c_str(), &end, 10);
-        return end && *end == 0;
-    };
-    double cores = 0;
-    auto take = [&cores](long long quota, long long period) {
-        if (quota > 0 && period > 0 && (cores == 0 || (double)quota / period < cores)) cores = (double)quota / period;
-    };
-    // Each level from the process's own cgroup up to the mount's root.
-    auto walk = [](const fs::path& root, const std::string& rel, auto&& at) {
-        for (fs::path dir = root / fs::path(rel).relative_path();; dir = dir.parent_path()) {
-            at(dir);
-            if (dir == root || !dir.has_relative_path() || dir.parent_path() == dir) break;
-        }
-    };
-    if (!v2.empty())
-        for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
-            if (fs::exists(fs::path(root) / "cgroup.controllers")) {
-                walk(root, v2, [&](const fs::path& dir) {
-                    std::ifstream f(dir / "cpu.max");
-                    std::string quota;
-                    long long period = 0;
-                    if (f >> quota >> period && quota != "max") take(std::atoll(quota.c_str()), period);
-                });
-                break;
-            }
-    if (!v1.empty())
-        for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"})
-            if (fs::exists(fs::path(root) / "cpu.cfs_quota_us")) {
-                walk(root, v1, [&](const fs::path& dir) {
-                    long long quota = 0, period = 0;
-                    if (read_number(dir / "cpu.cfs_quota_us", quota) && read_number(dir / "cpu.cfs_period_us", period))
-                        take(quota, period);
-                });
-                break;
-            }
-    return cores > 0 ? (int)std::ceil(cores - 1e-9) : 0;
-}
-
-}  // namespace
-
-int usable_cores() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    int cores = (int)std::max(1u, std::thread::hardware_concurrency());
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
-    if (const int limit = cgroup_cpu_limit(); limit > 0) cores = std::min(cores, limit);
-    return std::max(1, cores);
-}
-
-namespace {
 
 int default_threads(const RankEnv& env) {
     if (const char* omp = std::getenv("OMP_NUM_THREADS")) {

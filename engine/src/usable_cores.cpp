@@ -1,0 +1,99 @@
+// usable_cores.cpp — how many cores this process may run on, which sizes a rank's compute
+// threads (trainer.cpp default_threads) and the probes' shared-cores verdict (probe.cpp): its
+// CPU affinity (taskset, a Slurm task's or a container's cpuset), capped by its cgroup's CPU
+// bandwidth limit (a container's CPU limit). A rank bound to one core that ran a thread per
+// core of the machine made its GEMMs 36× slower beside other work on that core.
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "ptd/engine/trainer.h"
+
+namespace ptd::engine {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// `at` on the process's cgroup folder under `root` (`rel` as /proc/self/cgroup gives it) and
+// on each ancestor up to `root`: a parent's limit binds its children too.
+template <class At>
+void each_level(const fs::path& root, const std::string& rel, At at) {
+    fs::path dir = root;
+    for (const fs::path& part : fs::path(rel).relative_path()) dir /= part;
+    for (;; dir = dir.parent_path()) {
+        at(dir);
+        if (dir == root || dir.parent_path() == dir) break;
+    }
+}
+
+bool read_integer(const fs::path& file, long long& out) {
+    std::ifstream f(file);
+    std::string word;
+    if (!(f >> word)) return false;
+    char* end = nullptr;
+    out = std::strtoll(word.c_str(), &end, 10);
+    return end && *end == 0 && end != word.c_str();
+}
+
+// The lowest CPU bandwidth limit of the process's cgroup and its ancestors, in cores (quota /
+// period, rounded up; 0 = none found): Kubernetes `limits.cpu`, `docker --cpus`, a Slurm
+// job's. cgroup v2 writes "max 100000" (none) or "<quota> <period>" in cpu.max; v1 writes
+// cpu.cfs_quota_us (−1 = none) and cpu.cfs_period_us. The process's folders come from
+// /proc/self/cgroup: "0::/path" for v2, "N:cpu,cpuacct:/path" for v1's cpu controller.
+int cgroup_cpu_limit() {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line, v2, v1;
+    while (std::getline(in, line)) {
+        const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+        if (controllers == ",,") v2 = line.substr(b + 1);
+        else if (controllers.find(",cpu,") != std::string::npos) v1 = line.substr(b + 1);
+    }
+    double cores = 0;
+    auto take = [&cores](long long quota, long long period) {
+        if (quota > 0 && period > 0 && (cores == 0 || (double)quota / period < cores)) cores = (double)quota / period;
+    };
+    if (!v2.empty())
+        for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
+            if (fs::exists(fs::path(root) / "cgroup.controllers")) {
+                each_level(root, v2, [&](const fs::path& dir) {
+                    std::ifstream f(dir / "cpu.max");
+                    std::string quota;
+                    long long period = 0;
+                    if (f >> quota >> period && quota != "max") take(std::atoll(quota.c_str()), period);
+                });
+                break;
+            }
+    if (!v1.empty())
+        for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"})
+            if (fs::exists(fs::path(root) / "cpu.cfs_quota_us")) {
+                each_level(root, v1, [&](const fs::path& dir) {
+                    long long quota = 0, period = 0;
+                    if (read_integer(dir / "cpu.cfs_quota_us", quota) && read_integer(dir / "cpu.cfs_period_us", period))
+                        take(quota, period);
+                });
+                break;
+            }
+    return cores > 0 ? (int)std::ceil(cores - 1e-9) : 0;
+}
+
+}  // namespace
+
+int usable_cores() {
+    int cores = (int)std::max(1u, std::thread::hardware_concurrency());
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
+    if (const int limit = cgroup_cpu_limit(); limit > 0) cores = std::min(cores, limit);
+    return std::max(1, cores);
+}
+
+}  // namespace ptd::engine
