@@ -72,6 +72,21 @@ TEST(EngineThreads, UsableCoresFollowTheAffinityMask) {
     EXPECT_GE(usable_cores_in_child([] { return true; }), 2) << "unbound: every core of the mask";
 }
 
+// The default threads of a rank from the counts: a mask that is the rank's own share is
+// used whole, a shared one (or the whole machine) divided among the node's ranks, a quota
+// divided likewise; never 0.
+TEST(EngineThreads, DefaultThreadsTakeAnOwnMaskWholeAndShareTheRest) {
+    using ptd::engine::compute_threads_for;
+    EXPECT_EQ(compute_threads_for(64, 64, 0, 8), 8) << "unbound: the machine among 8 ranks";
+    EXPECT_EQ(compute_threads_for(64, 8, 0, 8), 8) << "srun --cpus-per-task=8: its own 8 cores";
+    EXPECT_EQ(compute_threads_for(64, 16, 0, 8), 2) << "a 16-core cpuset shared by 8 ranks";
+    EXPECT_EQ(compute_threads_for(64, 64, 16, 8), 2) << "a 16-core quota (a pod's limit) over 8 ranks";
+    EXPECT_EQ(compute_threads_for(2, 1, 0, 1), 1) << "taskset to one core of two";
+    EXPECT_EQ(compute_threads_for(2, 2, 1, 1), 1) << "a fifth of a core's quota, rounded up to 1";
+    EXPECT_EQ(compute_threads_for(2, 2, 0, 4), 1) << "4 ranks on 2 cores: at least one thread";
+    EXPECT_EQ(compute_threads_for(2, 2, 0, 1), 2);
+}
+
 // A container's CPU limit (a cgroup CPU quota) caps the count: 20 ms per 100 ms is one core
 // (rounded up), 150 ms per 100 ms two.
 TEST(EngineThreads, UsableCoresFollowTheCgroupCpuQuota) {

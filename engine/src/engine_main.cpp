@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     app.add_option("--checkpoint-every", opt.checkpoint_every, "Write a sharded checkpoint every N steps and at the end (0 = never)")
         ->check(CLI::Range(0, 1 << 30));
     app.add_flag("--resume", opt.resume, "Continue from the latest complete checkpoint in the run directory");
-    app.add_option("--threads", opt.threads, "Compute threads per rank (default OMP_NUM_THREADS, else usable cores / local ranks)")
+    app.add_option("--threads", opt.threads, "Compute threads per rank (default OMP_NUM_THREADS, else the rank's own cores or its share of the node's: docs/engine.md)")
         ->check(CLI::Range(1, 1024));
     app.add_option("--timeout", opt.comm_timeout_s, "Seconds a collective or receive may wait for a peer (default 300)")
         ->check(ptd::cli::FiniteRange(1.0, 86400.0));

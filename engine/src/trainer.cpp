@@ -136,7 +136,7 @@ int default_threads(const RankEnv& env) {
         const int n = std::atoi(omp);
         if (n > 0) return n;
     }
-    return std::max(1, usable_cores() / std::max(1, env.local_world_size));
+    return default_compute_threads(env.local_world_size);
 }
 
 // ---- setup ---------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-// usable_cores.cpp — how many cores this process may run on, which sizes a rank's compute
-// threads (trainer.cpp default_threads) and the probes' shared-cores verdict (probe.cpp): its
-// CPU affinity (taskset, a Slurm task's or a container's cpuset), capped by its cgroup's CPU
-// bandwidth limit (a container's CPU limit). A rank bound to one core that ran a thread per
+// usable_cores.cpp — how many cores this process may run on (its CPU affinity: taskset, a
+// Slurm task's or a container's cpuset; capped by its cgroup's CPU bandwidth limit, a
+// container's CPU limit), for the probes' shared-cores verdict (probe.cpp), and how many of
+// them a rank's compute threads take (trainer.cpp default_threads): its own mask whole, a
+// shared one divided among the node's ranks. A rank bound to one core that ran a thread per
 // core of the machine made its GEMMs 36× slower beside other work on that core.
 #include <sched.h>
 
@@ -87,13 +88,38 @@ int cgroup_cpu_limit() {
 
 }  // namespace
 
-int usable_cores() {
-    int cores = (int)std::max(1u, std::thread::hardware_concurrency());
+namespace {
+
+int machine_cores() { return (int)std::max(1u, std::thread::hardware_concurrency()); }
+
+int affinity_cores() {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return machine_cores();
+}
+
+}  // namespace
+
+int usable_cores() {
+    int cores = affinity_cores();
     if (const int limit = cgroup_cpu_limit(); limit > 0) cores = std::min(cores, limit);
     return std::max(1, cores);
+}
+
+int compute_threads_for(int machine, int mask, int quota, int local_ranks) {
+    const int local = std::max(1, local_ranks);
+    // A mask smaller than the machine and no larger than one rank's share of it is this
+    // rank's own (srun --cpus-per-task binds each task to its cores; a taskset per rank).
+    const bool own = mask < machine && (long long)mask * local <= machine;
+    int threads = own ? mask : mask / local;
+    // A CPU quota covers the cgroup's processes together: the container's, or the Slurm job's.
+    if (quota > 0) threads = std::min(threads, quota / local);
+    return std::max(1, threads);
+}
+
+int default_compute_threads(int local_ranks) {
+    return compute_threads_for(machine_cores(), affinity_cores(), cgroup_cpu_limit(), local_ranks);
 }
 
 }  // namespace ptd::engine

@@ -28,7 +28,7 @@ struct TrainOptions {
     std::string run_dir;           // "" = runs/<run id>
     int checkpoint_every = 0;      // write a checkpoint every N steps (and at the last); 0 = never
     bool resume = false;           // continue from the latest complete checkpoint in run_dir
-    int threads = 0;               // compute threads; 0 = OMP_NUM_THREADS or usable_cores() / local ranks
+    int threads = 0;               // compute threads; 0 = OMP_NUM_THREADS or default_compute_threads()
     double comm_timeout_s = 300;   // every collective / receive
     double stall_timeout_s = 60;   // no heartbeat this long → the rank is declared stalled
     double heartbeat_s = 1.0;
@@ -161,6 +161,15 @@ void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, cons
 // them share a core or the quota, and OpenBLAS's spinning threads then slow every GEMM many
 // times over.
 int usable_cores();
+// The compute threads of a rank that neither --threads nor OMP_NUM_THREADS sizes, one of
+// `local_ranks` on its node (engine/src/usable_cores.cpp): compute_threads_for this machine's
+// cores, this process's affinity mask and cgroup quota (0 = none).
+int default_compute_threads(int local_ranks);
+// The rule, on given counts: a mask smaller than the machine and no larger than one rank's
+// share (mask · local_ranks ≤ machine) is the rank's own — all of it (srun --cpus-per-task,
+// a taskset per rank); a larger one is shared with the node's other ranks — mask / local_ranks;
+// a quota is the cgroup's, shared likewise (at most quota / local_ranks). At least 1.
+int compute_threads_for(int machine, int mask, int quota, int local_ranks);
 
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).
