@@ -3,7 +3,8 @@
 // shipped 8-rank job probed by 8 real processes over loopback: every rank's lines parse as
 // the launcher parses them, every GEMM of the job's layers and every group kind of its
 // layout is measured, and the counts agree with the rank's own plan. Also the cores a rank
-// counts as its own (its affinity mask and its cgroup's CPU quota), which size its threads.
+// counts as its own (its affinity mask and its cgroup's CPU quota), which size its threads
+// and decide the probes' shared-cores verdict.
 #include <sched.h>
 #include <sys/wait.h>
 
@@ -47,12 +48,12 @@ TEST(ProbeStats, BusBandwidthFactorsOfNcclTests) {
     EXPECT_DOUBLE_EQ(collective_bus_factor("all_reduce", 1), 1.0);
 }
 
-// usable_cores() in a child process set up by `prepare` (which returns false when it could
-// not); −1 when the child failed.
+// default_compute_threads(1) (one rank on its node) in a child process set up by `prepare`
+// (which returns false when it could not); −1 when the child failed.
 template <class Prepare>
-int usable_cores_in_child(Prepare prepare) {
+int threads_in_child(Prepare prepare) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(prepare() ? std::min(ptd::engine::usable_cores(), 100) : 101);
+    if (pid == 0) _exit(prepare() ? std::min(ptd::engine::default_compute_threads(1), 100) : 101);
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) <= 100 ? WEXITSTATUS(status) : -1;
@@ -60,16 +61,16 @@ int usable_cores_in_child(Prepare prepare) {
 
 // A rank bound to one core (taskset, a Slurm task's cpuset) counts one core, not the
 // machine's: two OpenBLAS threads on one core shared with other work made a GEMM 36× slower.
-TEST(EngineThreads, UsableCoresFollowTheAffinityMask) {
+TEST(EngineThreads, DefaultThreadsFollowTheAffinityMask) {
     if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores";
-    EXPECT_EQ(usable_cores_in_child([] {
+    EXPECT_EQ(threads_in_child([] {
                   cpu_set_t one;
                   CPU_ZERO(&one);
                   CPU_SET(0, &one);
                   return sched_setaffinity(0, sizeof one, &one) == 0;
               }),
               1);
-    EXPECT_GE(usable_cores_in_child([] { return true; }), 2) << "unbound: every core of the mask";
+    EXPECT_GE(threads_in_child([] { return true; }), 2) << "unbound: every core of the mask";
 }
 
 // The default threads of a rank from the counts: a mask that is the rank's own share is
@@ -87,15 +88,28 @@ TEST(EngineThreads, DefaultThreadsTakeAnOwnMaskWholeAndShareTheRest) {
     EXPECT_EQ(compute_threads_for(2, 2, 0, 1), 2);
 }
 
+// The probes' shared-cores verdict by the same rule: an own mask holds one rank's threads,
+// a shared mask or a quota the node's.
+TEST(EngineThreads, OversubscribedWhenTheThreadsOutnumberTheirCores) {
+    using ptd::engine::cores_oversubscribed_for;
+    EXPECT_TRUE(cores_oversubscribed_for(2, 2, 0, 4, 1)) << "4 ranks on 2 cores";
+    EXPECT_FALSE(cores_oversubscribed_for(2, 2, 0, 2, 1)) << "a core per rank";
+    EXPECT_FALSE(cores_oversubscribed_for(64, 8, 0, 8, 8)) << "srun --cpus-per-task=8, 8 threads each";
+    EXPECT_TRUE(cores_oversubscribed_for(64, 8, 0, 8, 9)) << "one thread more than its own cores";
+    EXPECT_TRUE(cores_oversubscribed_for(64, 16, 0, 8, 4)) << "32 threads on a shared 16-core cpuset";
+    EXPECT_TRUE(cores_oversubscribed_for(64, 64, 16, 8, 4)) << "32 threads under a 16-core quota";
+    EXPECT_FALSE(cores_oversubscribed_for(2, 1, 0, 1, 1)) << "taskset to its own core";
+}
+
 // A container's CPU limit (a cgroup CPU quota) caps the count: 20 ms per 100 ms is one core
 // (rounded up), 150 ms per 100 ms two.
-TEST(EngineThreads, UsableCoresFollowTheCgroupCpuQuota) {
+TEST(EngineThreads, DefaultThreadsFollowTheCgroupCpuQuota) {
     for (const auto& [quota_us, cores] : {std::pair{20000L, 1}, std::pair{150000L, 2}}) {
         const ptd_test::CpuQuotaCgroup quota("ptd-test-cores-" + std::to_string(getpid()), quota_us);
         if (!quota.skip.empty()) GTEST_SKIP() << quota.skip;
-        const int affinity = usable_cores_in_child([] { return true; });
+        const int affinity = threads_in_child([] { return true; });
         const std::string procs = quota.procs();
-        EXPECT_EQ(usable_cores_in_child([&procs] { return (bool)(std::ofstream(procs) << getpid() << std::flush); }),
+        EXPECT_EQ(threads_in_child([&procs] { return (bool)(std::ofstream(procs) << getpid() << std::flush); }),
                   std::min(affinity, cores))
             << quota_us << " us per 100 ms";
     }

@@ -830,11 +830,7 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
         int on_node = 0;
         const int node = r.layout.ranks[(size_t)env.rank].node;
         for (const auto& place : r.layout.ranks) on_node += place.node == node;
-        // Shared: the node's ranks run more threads than it has cores, or this rank more
-        // than its own affinity allows (ranks bound to their own cores each see only those).
-        const int threads = std::max(1, r.threads);
-        const bool shared = (double)on_node * threads > (double)std::thread::hardware_concurrency() || threads > usable_cores();
-        const float mine = shared ? 1.0f : 0.0f;
+        const float mine = cores_oversubscribed(on_node, r.threads) ? 1.0f : 0.0f;
         float* flag = (float*)r.be->alloc(MEM_WORKSPACE, sizeof(float), "probe shared-cores flag");
         r.be->upload(flag, &mine, sizeof mine);
         r.groups.world->all_reduce(flag, 1, DType::f32, ReduceOp::max);

@@ -1,9 +1,9 @@
-// usable_cores.cpp — how many cores this process may run on (its CPU affinity: taskset, a
-// Slurm task's or a container's cpuset; capped by its cgroup's CPU bandwidth limit, a
-// container's CPU limit), for the probes' shared-cores verdict (probe.cpp), and how many of
-// them a rank's compute threads take (trainer.cpp default_threads): its own mask whole, a
-// shared one divided among the node's ranks. A rank bound to one core that ran a thread per
-// core of the machine made its GEMMs 36× slower beside other work on that core.
+// usable_cores.cpp — the cores a rank may run on (its CPU affinity: taskset, a Slurm task's
+// or a container's cpuset; its cgroup's CPU bandwidth limit, a container's CPU limit): how
+// many compute threads it takes (trainer.cpp default_threads) — its own mask whole, a shared
+// one divided among the node's ranks — and, by the same rule, whether the node's threads
+// oversubscribe them (the probes' shared-cores verdict, probe.cpp). A rank bound to one core
+// that ran a thread per core of the machine made its GEMMs 36× slower beside other work there.
 #include <sched.h>
 
 #include <algorithm>
@@ -101,25 +101,35 @@ int affinity_cores() {
 
 }  // namespace
 
-int usable_cores() {
-    int cores = affinity_cores();
-    if (const int limit = cgroup_cpu_limit(); limit > 0) cores = std::min(cores, limit);
-    return std::max(1, cores);
-}
+namespace {
+
+// A mask smaller than the machine and no larger than one rank's share of it is this rank's
+// own (srun --cpus-per-task binds each task to its cores; a taskset per rank); a larger one,
+// the whole machine included, the node's ranks share.
+bool own_mask(int machine, int mask, int local) { return mask < machine && (long long)mask * local <= machine; }
+
+}  // namespace
 
 int compute_threads_for(int machine, int mask, int quota, int local_ranks) {
     const int local = std::max(1, local_ranks);
-    // A mask smaller than the machine and no larger than one rank's share of it is this
-    // rank's own (srun --cpus-per-task binds each task to its cores; a taskset per rank).
-    const bool own = mask < machine && (long long)mask * local <= machine;
-    int threads = own ? mask : mask / local;
+    int threads = own_mask(machine, mask, local) ? mask : mask / local;
     // A CPU quota covers the cgroup's processes together: the container's, or the Slurm job's.
     if (quota > 0) threads = std::min(threads, quota / local);
     return std::max(1, threads);
 }
 
+bool cores_oversubscribed_for(int machine, int mask, int quota, int local_ranks, int threads) {
+    const long long local = std::max(1, local_ranks), t = std::max(1, threads);
+    const long long on_mask = own_mask(machine, mask, (int)local) ? t : t * local;
+    return on_mask > mask || (quota > 0 && t * local > quota);
+}
+
 int default_compute_threads(int local_ranks) {
     return compute_threads_for(machine_cores(), affinity_cores(), cgroup_cpu_limit(), local_ranks);
+}
+
+bool cores_oversubscribed(int local_ranks, int threads) {
+    return cores_oversubscribed_for(machine_cores(), affinity_cores(), cgroup_cpu_limit(), local_ranks, threads);
 }
 
 }  // namespace ptd::engine

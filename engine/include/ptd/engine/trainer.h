@@ -155,21 +155,23 @@ std::vector<PipelinePlanEntry> pipeline_plan(int pp, int pp_rank, int vpp, int m
 void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
                        double* loss_acc, StepTimes& times, bool cuda_graphs = false);
 
-// The cores this process may run on: its CPU affinity (taskset, a Slurm task's or a
-// container's cpuset), less where its cgroup's CPU bandwidth limit (cpu.max, v1
-// cpu.cfs_quota_us; a container's CPU limit) is lower, rounded up. Compute threads beyond
-// them share a core or the quota, and OpenBLAS's spinning threads then slow every GEMM many
-// times over.
-int usable_cores();
 // The compute threads of a rank that neither --threads nor OMP_NUM_THREADS sizes, one of
 // `local_ranks` on its node (engine/src/usable_cores.cpp): compute_threads_for this machine's
-// cores, this process's affinity mask and cgroup quota (0 = none).
+// cores, this process's CPU affinity mask (taskset, a Slurm task's or a container's cpuset)
+// and its cgroup's CPU bandwidth limit (cpu.max, v1 cpu.cfs_quota_us; 0 = none), rounded up
+// to whole cores. Threads beyond the cores share them, and OpenBLAS's spinning threads then
+// slow every GEMM many times over.
 int default_compute_threads(int local_ranks);
 // The rule, on given counts: a mask smaller than the machine and no larger than one rank's
 // share (mask · local_ranks ≤ machine) is the rank's own — all of it (srun --cpus-per-task,
 // a taskset per rank); a larger one is shared with the node's other ranks — mask / local_ranks;
 // a quota is the cgroup's, shared likewise (at most quota / local_ranks). At least 1.
 int compute_threads_for(int machine, int mask, int quota, int local_ranks);
+// Whether `local_ranks` ranks of `threads` compute threads each want more cores than they
+// have, by the same rule: an own mask holds one rank's threads, a shared mask (or the
+// machine) and a quota all the node's. The probes' shared-cores verdict (probe.cpp).
+bool cores_oversubscribed(int local_ranks, int threads);
+bool cores_oversubscribed_for(int machine, int mask, int quota, int local_ranks, int threads);
 
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).
