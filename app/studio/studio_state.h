@@ -270,7 +270,7 @@ JobSummary job_summary(const StudioState& s);
 // a key the user edits, or a planner row applies, leaves it).
 struct StackDefaultsView {
     std::string stack;
-    std::vector<StackDefault> rows;  // key ("parallel.overlap_grad_reduce"), value ("false"), source
+    std::span<const StackDefault> rows;  // key ("parallel.overlap_grad_reduce"), value ("false"), source: the job's own list, valid until the next edit
 };
 StackDefaultsView stack_defaults_view(const StudioState& s);
 
