@@ -18,7 +18,7 @@ inline ptd::ClusterProfile fitted_profile(const std::string& gpu, const std::str
     ptd::ClusterProfile p;
     p.measured_at = measured_at, p.gpu = gpu, p.precision = gpu == "cpu" ? "fp32" : "bf16";
     p.job = "job.toml", p.ptd_version = "0.1.0", p.ranks_per_host = 8;
-    p.hosts.push_back({"localhost", "test-host", 8, "test CPU", 8, 16.0, "", gpu == "cpu" ? "cpu" : "cuda", ""});
+    p.hosts.push_back({"localhost", "test-host", 8, "test CPU", 8, 0, 16.0, "", gpu == "cpu" ? "cpu" : "cuda", ""});
     ptd::ProfileSample gemm;
     gemm.kind = "gemm", gemm.name = "qkv.fwd", gemm.dtype = gpu == "cpu" ? "f32" : "bf16", gemm.shape = {512, 512, 512};
     gemm.flops = 2.0 * 512 * 512 * 512, gemm.median_s = gemm.flops / gemm_flops_per_s, gemm.repeats = 5;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "cmd_calibrate.h"
@@ -52,8 +53,8 @@ ClusterProfile synthetic_profile() {
     p.precision = "fp32";
     p.ptd_version = "0.1.0";
     p.ranks_per_host = 4;
-    p.hosts.push_back({"node-a", "a", 4, "AMD EPYC", 2, 23.5, "Haswell", "cpu", ""});
-    p.hosts.push_back({"node-b", "b", 4, "AMD EPYC", 2, 23.5, "Haswell", "cpu", ""});
+    p.hosts.push_back({"node-a", "a", 4, "AMD EPYC", 2, 0, 23.5, "Haswell", "cpu", ""});
+    p.hosts.push_back({"node-b", "b", 4, "AMD EPYC", 2, 1, 23.5, "Haswell", "cpu", ""});
     for (int r = 0; r < 8; ++r) {
         ProfileSample g;
         g.host = r / 4, g.rank = r, g.kind = "gemm", g.name = "qkv.fwd", g.dtype = "f32", g.shape = {128, 96, 64};
@@ -119,6 +120,8 @@ TEST(ClusterProfile, RoundTripKeepsEveryFigureAndSample) {
     ASSERT_EQ(back->hosts.size(), 2u);
     EXPECT_EQ(back->hosts[1].name, "node-b");
     EXPECT_EQ(back->hosts[1].blas_core, "Haswell");
+    EXPECT_EQ(back->hosts[0].usable_cores, 0) << "not recorded: not written";
+    EXPECT_EQ(back->hosts[1].usable_cores, 1);
     ASSERT_EQ(back->samples.size(), p.samples.size());
     for (size_t i = 0; i < p.samples.size(); ++i) {
         EXPECT_EQ(back->samples[i].kind, p.samples[i].kind);
@@ -185,6 +188,8 @@ TEST(ClusterProfile, BadProfilesAreRefusedWithFileLineAndField) {
          line_of(good, "micro_batches = 4"), "got 1"},
         {"host out of range", with(good, sample_line, "{ host = 7, rank = 4, kind = \"gemm\""), "host", line_of(good, sample_line),
          "got 7"},
+        {"more usable cores than the machine's", with(good, "usable_cores = 1", "usable_cores = 3"), "usable_cores",
+         line_of(good, "usable_cores = 1"), "got 3"},
         {"unknown key", with(good, "gemm_tflops =", "gemm_tflop ="), "fit.gemm_tflop", line_of(good, "gemm_tflops ="), "did you mean"},
     };
     TempDir dir("ptd_profile");
@@ -291,7 +296,7 @@ TEST(Calibrate, EightRankJobWritesAProfile) {
     EXPECT_EQ(wait.group, 2);
     EXPECT_GT(wait.burst_s, 0);
     EXPECT_NE(r.out.find("fitted: a step's wait for the slowest of dp×2: "), std::string::npos) << r.out;
-    if (p->hosts[0].cores < 8) {
+    if (p->hosts[0].cores_for_ranks() < 8) {
         // 8 ranks on fewer cores: the step probe trains 6 steps and refines the profile from
         // steps 2–6 (the first warms up).
         EXPECT_NE(r.out.find("step probe: host localhost (local) runs 8 ranks on"), std::string::npos) << r.out;
@@ -355,7 +360,7 @@ TEST(Calibrate, ARunRefinesTheProfileItsCallsCountedByTheModel) {
     const ptd::JobSpec job = ptd_test::loaded(ptd::load_job_file_with_overrides(kJob, {}, ptd_test::presets()));
     ClusterProfile flat;
     flat.gpu = "cpu", flat.ranks_per_host = 8;
-    flat.hosts.push_back({"h", "h", 8, "cpu", 2, 1, "", "cpu", ""});
+    flat.hosts.push_back({"h", "h", 8, "cpu", 2, 0, 1, "", "cpu", ""});
     for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
         for (double bytes : {4096.0, 1e9}) {
             ProfileSample c = comm_sample(0, bytes, 1.0);
@@ -510,6 +515,35 @@ TEST(Calibrate, CollectFromARunDirectory) {
     EXPECT_TRUE(collected->quick);
     EXPECT_DOUBLE_EQ(collected->gemm_tflops, live->gemm_tflops);
     ASSERT_EQ(collected->collectives.size(), live->collectives.size());
+    EXPECT_GE(live->hosts[0].usable_cores, 1);
+    EXPECT_LE(live->hosts[0].usable_cores, live->hosts[0].cores);
+    // The host's usable cores are the union of its ranks' masks, capped by a CPU quota: one
+    // rank cannot tell whether its mask is its own or shared, the host's lines together can.
+    auto with_masks = [&](auto mask_of_rank, const std::string& name) {
+        for (int rank = 0; rank < 8; ++rank) {
+            const std::string path = dir / ("runs/cal/rank-" + std::to_string(rank) + ".log");
+            std::string text = ptd_test::read_file(path);
+            const size_t at = text.find("\"cpus\":[");
+            if (at == std::string::npos) return std::optional<ClusterProfile>{};
+            text.replace(at, text.find(']', at) + 1 - at, mask_of_rank(rank));
+            std::ofstream(path, std::ios::trunc) << text;
+        }
+        const auto run = run_captured(kPtd + " calibrate --collect " + (dir / "runs/cal") + " -o " + (dir / name));
+        EXPECT_EQ(run.rc, 0) << run.out << run.err;
+        auto p = ptd::load_profile(dir / name);
+        return p ? std::optional<ClusterProfile>{*p} : std::nullopt;
+    };
+    const auto one_cpuset = with_masks([](int) { return std::string("\"cpus\":[0]"); }, "cpuset.toml");
+    ASSERT_TRUE(one_cpuset);
+    EXPECT_EQ(one_cpuset->hosts[0].usable_cores, 1) << "8 ranks in one 1-core cpuset";
+    EXPECT_TRUE(one_cpuset->hosts[0].shares_cores());
+    const auto own = with_masks([](int rank) { return "\"cpus\":[" + std::to_string(rank % 2) + "]"; }, "own.toml");
+    ASSERT_TRUE(own);
+    EXPECT_EQ(own->hosts[0].usable_cores, 2) << "ranks bound to core 0 or core 1: both cores";
+    // A log from an engine that did not report its mask: the machine's count stands.
+    const auto older = with_masks([](int) { return std::string("\"cpus_unknown\":[0]"); }, "older.toml");
+    ASSERT_TRUE(older);
+    EXPECT_EQ(older->hosts[0].usable_cores, 0);
     // A rank log cut before its "done" line.
     const std::string log = dir / "runs/cal/rank-5.log";
     const std::string text = ptd_test::read_file(log);

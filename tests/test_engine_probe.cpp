@@ -147,6 +147,10 @@ void probe_eight_rank_job(const std::string& backend) {
         EXPECT_EQ(host.kind, "host");
         EXPECT_FALSE(host.hostname.empty());
         EXPECT_GE(host.cores, 1);
+        // The mask the rank may run on (`ptd calibrate` unites a host's): this test's, unbound.
+        EXPECT_FALSE(host.cpus.empty());
+        EXPECT_LE((int)host.cpus.size(), host.cores);
+        EXPECT_GE(host.cpu_quota, 0);
         EXPECT_FALSE(host.blas_core.empty()) << "the host line names the BLAS core type";
         EXPECT_EQ(host.backend, backend);
         EXPECT_EQ(host.precision, "fp32");

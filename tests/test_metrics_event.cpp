@@ -321,7 +321,7 @@ TEST(MetricsEvent, GarbageNeverThrows) {
 // `ptd-engine --probe` lines (rank 7 of the shipped 8-rank job, run 20261129-063030-21168).
 namespace {
 const std::string kProbeHost =
-    R"j({"backend":"cpu","blas":{"check":"passed","chosen_by":"user (OPENBLAS_CORETYPE)","core":"Haswell","cpu_isa":"avx512_bf16","library":"OpenBLAS 0.3.21","openblas_default":null},"cores":2,"cpu_model":"AMD EPYC","device":{"backend":"cpu","fallback":null,"ordinal":null,"requested":"auto","source":null},"engine_version":"0.1.0","event":"probe","gpu":null,"hostname":"vm","kind":"host","local_rank":7,"memory_bytes":25276510208,"node":0,"precision":"fp32","quick":false,"rank":7,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","threads":1,"time":1795933830.8393638})j";
+    R"j({"backend":"cpu","blas":{"check":"passed","chosen_by":"user (OPENBLAS_CORETYPE)","core":"Haswell","cpu_isa":"avx512_bf16","library":"OpenBLAS 0.3.21","openblas_default":null},"cores":2,"cpu_model":"AMD EPYC","cpu_quota":0,"cpus":[0,1],"device":{"backend":"cpu","fallback":null,"ordinal":null,"requested":"auto","source":null},"engine_version":"0.1.0","event":"probe","gpu":null,"hostname":"vm","kind":"host","local_rank":7,"memory_bytes":25276510208,"node":0,"precision":"fp32","quick":false,"rank":7,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","threads":1,"time":1795933830.8393638})j";
 const std::string kProbePlan =
     R"({"event":"probe","expected_s":0.28688461824,"kind":"plan","probes":91,"rank":7,"repeats":9,"run_id":"20261129-063030-21168","schema":"ptd.metrics/1","time":1795933830.8395922,"warmup":2})";
 const std::string kProbeGemm =
@@ -352,7 +352,12 @@ TEST(MetricsEvent, ProbeLinesEveryKind) {
     EXPECT_EQ(host.cpu_model, "AMD EPYC");
     EXPECT_EQ(host.blas_core, "Haswell");
     EXPECT_EQ(host.cores, 2);
+    EXPECT_EQ(host.cpus, (std::vector<int>{0, 1}));
+    EXPECT_EQ(host.cpu_quota, 0);
     EXPECT_EQ(host.local_rank, 7);
+    // An engine from before the mask was reported: no cpus, no quota.
+    const auto older = probe_of(replace(kProbeHost, R"("cpu_quota":0,"cpus":[0,1],)", ""));
+    EXPECT_TRUE(older.cpus.empty());
     EXPECT_EQ(host.device, "");  // "gpu": null on the CPU backend
     const auto plan = probe_of(kProbePlan);
     EXPECT_EQ(plan.probes, 91);
@@ -393,6 +398,11 @@ TEST(MetricsEvent, ProbeFieldsAreChecked) {
         {replace(replace(kProbeGemm, R"("kind":"gemm")", R"("kind":"attention")"), R"("shape":[128,96,64])", R"("shape":[2,2,64])"),
          R"(field "shape" is an array, expected [B, H, T, D])"},
         {replace(kProbeComm, R"("group_size":2)", R"("group_size":1)"), R"(field "group_size" is 1, expected an integer in 2..)"},
+        {replace(kProbeHost, R"("cpus":[0,1])", R"("cpus":"0-1")"),
+         R"(field "cpus" is a string ("0-1"), expected an array of distinct CPU ids, each an integer in 0..1023)"},
+        {replace(kProbeHost, R"("cpus":[0,1])", R"("cpus":[0,0])"), R"(field "cpus" is an array, expected an array of distinct CPU ids)"},
+        {replace(kProbeHost, R"("cpus":[0,1])", R"("cpus":[0,1024])"), R"(field "cpus" is an array, expected an array of distinct CPU ids)"},
+        {replace(kProbeHost, R"("cpu_quota":0)", R"("cpu_quota":-2)"), R"(field "cpu_quota" is -2, expected an integer in 0..)"},
         {replace(kProbeComm, R"("group":"tp",)", ""), R"(field "group" is missing, expected a string)"},
         {replace(kProbeComm, R"("bytes":4096,)", ""), R"(field "bytes" is missing, expected a number)"},
         {replace(kProbeBurst, R"("micro_batches":4,)", ""), R"(field "micro_batches" is missing, expected an integer in 1..)"},

@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
         ->excludes(calibrate_job)->type_name("RUN_DIR");
     calibrate->add_option("--profile", ca.base_profile, "With --from-run: the profile to refine")->needs(from_run);
     calibrate->add_flag("--no-step-probe", ca.no_step_probe,
-                        "Never end with the step probe (6 training steps where a host has more ranks than cores)");
+                        "Never end with the step probe (6 training steps where a host has more ranks than the cores they may use)");
     calibrate->add_option("-o,--output", ca.output,
                           "Profile file to write (default RUN_DIR/profile.toml; with --from-run the refined profile in place)");
     calibrate->add_flag("--quick", ca.quick, "Fewer repeats and message sizes (under 30 s on a small cluster)");

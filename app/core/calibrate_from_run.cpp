@@ -247,7 +247,7 @@ int step_probe(const CalibrateArgs& a, const std::string& profile_path, const st
     }
     const ProfileHost* shared = nullptr;
     for (const ProfileHost& h : prof->hosts)
-        if (h.cores > 0 && h.ranks > h.cores) shared = &h;
+        if (h.shares_cores()) shared = &h;
     if (!shared) {
         std::fprintf(out, "step probe: not needed (every host has a core per rank)\n");
         return kExitOk;
@@ -266,7 +266,7 @@ int step_probe(const CalibrateArgs& a, const std::string& profile_path, const st
     la.preflight = false;
     std::fprintf(out, "step probe: host %s runs %d ranks on %d cores, where a step's collectives wait for the scheduler as "
                       "no probe shows; training %d steps (logs in %s)\n",
-                 shared->name.c_str(), shared->ranks, shared->cores, kSteps, (run_dir.parent_path() / la.run_id).string().c_str());
+                 shared->name.c_str(), shared->ranks, shared->cores_for_ranks(), kSteps, (run_dir.parent_path() / la.run_id).string().c_str());
     FILE* quiet = std::fopen("/dev/null", "w");
     const int rc = cmd_launch(la, presets, quiet ? quiet : out, err);
     if (quiet) std::fclose(quiet);

@@ -347,6 +347,25 @@ int report_links(const LinkVerdicts& lv, const JobSpec& job, const RankLayout& l
     return newly;
 }
 
+// The cores host h's ranks may run on together: the union of their affinity masks, capped
+// by the lowest CPU limit one reports and the machine's count; 0 when a rank's line has no
+// mask (an older engine).
+// One rank cannot tell an own mask from a shared one; the host's lines together can.
+int usable_cores_of(const ProbeRun& pr, size_t h) {
+    std::set<int> cpus;
+    int quota = 0;
+    for (int rank : pr.host_ranks[h]) {
+        const ProbeRecord& line = pr.host_line[(size_t)rank];
+        if (line.cpus.empty()) return 0;
+        cpus.insert(line.cpus.begin(), line.cpus.end());
+        if (line.cpu_quota > 0 && (quota == 0 || line.cpu_quota < quota)) quota = line.cpu_quota;
+    }
+    int cores = (int)cpus.size();
+    if (quota > 0) cores = std::min(cores, quota);
+    const int machine = pr.host_line[(size_t)pr.host_ranks[h].front()].cores;
+    return machine > 0 ? std::min(cores, machine) : cores;
+}
+
 // The profile from what the ranks measured, then the preflight verdict (--check) or the
 // profile written.
 int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLayout& layout, const ProbeRun& pr,
@@ -367,6 +386,7 @@ int finish_calibration(const CalibrateArgs& a, const JobSpec& job, const RankLay
         ph.ranks = (int)pr.host_ranks[h].size();
         const ProbeRecord& hl = pr.host_line[(size_t)pr.host_ranks[h].front()];
         ph.hostname = hl.hostname, ph.cpu_model = hl.cpu_model, ph.cores = hl.cores;
+        ph.usable_cores = usable_cores_of(pr, h);
         ph.memory_gib = hl.memory_bytes / (1024.0 * 1024 * 1024);
         ph.blas_core = hl.blas_core, ph.backend = hl.backend, ph.gpu = hl.device;
         if (prof.ptd_version.empty()) prof.ptd_version = hl.engine_version;

@@ -28,9 +28,10 @@ struct CalibrateArgs {
 };
 
 // The step probe (calibrate_from_run.cpp): where a host of the profile at `profile_path`
-// runs more ranks than it has cores, the probes cannot show what a step's collectives wait
-// for the scheduler; the job then trains 3 steps (RUN_DIR + "-steps", through the same
-// launcher) and --from-run refines the profile with them. Elsewhere it says it is not needed.
+// runs more ranks than the cores they may use (ProfileHost::shares_cores), the probes cannot
+// show what a step's collectives wait for the scheduler; the job then trains 6 steps
+// (RUN_DIR + "-steps", through the same launcher) and --from-run refines the profile with
+// steps 2–6. Elsewhere it says it is not needed.
 int step_probe(const CalibrateArgs& a, const std::string& profile_path, const std::string& calibration_run_dir,
                const PresetCatalog& presets, FILE* out, FILE* err);
 

@@ -803,16 +803,21 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     ConnectedRank r;
     if (int rc = connect_rank(job, env, options, r)) return rc;
     Prober p{r, job, probe_plan(probe), MetricsSource{r.run_id, env.rank}};
+    int on_node = 0;  // this rank's node's ranks
+    const int node = r.layout.ranks[(size_t)env.rank].node;
+    for (const auto& place : r.layout.ranks) on_node += place.node == node;
     {
         char host[256] = {};
         gethostname(host, sizeof host - 1);
         nlohmann::json j = metrics_event(p.src, "probe");
         j["kind"] = "host";
         j["hostname"] = host;
-        j["node"] = r.layout.ranks[(size_t)env.rank].node;
+        j["node"] = node;
         j["local_rank"] = env.local_rank;
         j["cpu_model"] = cpu_model_name();
         j["cores"] = (int)std::thread::hardware_concurrency();
+        j["cpus"] = affinity_cpus();
+        j["cpu_quota"] = cpu_quota_cores();
         j["memory_bytes"] = (int64_t)sysconf(_SC_PHYS_PAGES) * (int64_t)sysconf(_SC_PAGE_SIZE);
         j["threads"] = r.threads;
         j["blas"] = blas_choice().to_json();
@@ -827,9 +832,6 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     }
     const auto t0 = clock_type::now();
     {  // Shared cores anywhere: one world all-reduce of each rank's verdict on its own host.
-        int on_node = 0;
-        const int node = r.layout.ranks[(size_t)env.rank].node;
-        for (const auto& place : r.layout.ranks) on_node += place.node == node;
         const float mine = cores_oversubscribed(on_node, r.threads) ? 1.0f : 0.0f;
         float* flag = (float*)r.be->alloc(MEM_WORKSPACE, sizeof(float), "probe shared-cores flag");
         r.be->upload(flag, &mine, sizeof mine);

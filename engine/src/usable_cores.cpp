@@ -2,7 +2,8 @@
 // or a container's cpuset; its cgroup's CPU bandwidth limit, a container's CPU limit): how
 // many compute threads it takes (trainer.cpp default_threads) — its own mask whole, a shared
 // one divided among the node's ranks — and, by the same rule, whether the node's threads
-// oversubscribe them (the probes' shared-cores verdict, probe.cpp). A rank bound to one core
+// oversubscribe them (the probes' shared-cores verdict, probe.cpp); the mask and limit the
+// probes' host line reports (`ptd calibrate`'s shared-cores test). A rank bound to one core
 // that ran a thread per core of the machine made its GEMMs 36× slower beside other work there.
 #include <sched.h>
 
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ptd/engine/trainer.h"
 
@@ -131,5 +133,17 @@ int default_compute_threads(int local_ranks) {
 bool cores_oversubscribed(int local_ranks, int threads) {
     return cores_oversubscribed_for(machine_cores(), affinity_cores(), cgroup_cpu_limit(), local_ranks, threads);
 }
+
+std::vector<int> affinity_cpus() {
+    std::vector<int> cpus;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+int cpu_quota_cores() { return cgroup_cpu_limit(); }
 
 }  // namespace ptd::engine

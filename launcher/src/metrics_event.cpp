@@ -5,6 +5,7 @@
 #include "json_describe.h"
 #include "ptd/metrics_event.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -199,6 +200,18 @@ void read_probe(FieldReader& r, const json& j, ProbeRecord& p) {
         r.integer("local_rank", p.local_rank);
         r.string("cpu_model", p.cpu_model);
         r.integer("cores", p.cores);
+        r.integer("cpu_quota", p.cpu_quota);
+        // The affinity mask as CPU ids (sched_getaffinity: at most CPU_SETSIZE of them).
+        constexpr const char* kCpus = "an array of distinct CPU ids, each an integer in 0..1023";
+        if (const json* cpus = r.find("cpus", false, kCpus)) {
+            if (!cpus->is_array()) return r.fail("cpus", "is " + describe_json(*cpus), kCpus);
+            for (const json& c : *cpus) {
+                if (!c.is_number_integer() || c.get<long long>() < 0 || c.get<long long>() > 1023 ||
+                    std::find(p.cpus.begin(), p.cpus.end(), c.get<int>()) != p.cpus.end())
+                    return r.fail("cpus", "is " + describe_json(*cpus), kCpus);
+                p.cpus.push_back(c.get<int>());
+            }
+        }
         r.integer("threads", p.threads);
         r.number("memory_bytes", p.memory_bytes);
         r.string("backend", p.backend);

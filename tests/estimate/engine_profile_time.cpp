@@ -37,7 +37,7 @@ ClusterProfile flat_profile(const std::string& group, int n, double seconds) {
     ClusterProfile p;
     p.measured_at = "2026-11-29T08:00:00Z", p.job = "x.toml", p.gpu = "cpu", p.precision = "fp32";
     p.ranks_per_host = 8;
-    p.hosts.push_back({"node-a", "a", 8, "cpu", 2, 23.5, "Haswell", "cpu", ""});
+    p.hosts.push_back({"node-a", "a", 8, "cpu", 2, 0, 23.5, "Haswell", "cpu", ""});
     for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"})
         for (double bytes : {4096.0, 1e9}) p.samples.push_back(comm(0, op, group, n, bytes, seconds));
     return p;
@@ -256,6 +256,16 @@ TEST(EngineProfileTime, SharedCoresFreeTheCoresOfWaitingStages) {
     EXPECT_NEAR(shared.time.total(), shared.step_s, 1e-9 * shared.step_s);
     EXPECT_NEAR(predicted_timeline(job, &p).makespan_s, shared.step_s, 1e-9 * shared.step_s);
     EXPECT_NEAR(predicted_timeline(job, &own_cores).makespan_s, apart.step_s, 1e-9 * apart.step_s);
+    // The cores the ranks may run on, not the machine's: the same 8 ranks in one 2-core cpuset
+    // of a 64-core machine (usable_cores, the union of their masks) share as on 2 cores; a
+    // profile from before usable_cores was recorded has only the machine's count.
+    ClusterProfile cpuset = p;
+    cpuset.hosts[0].cores = 64, cpuset.hosts[0].usable_cores = 2;
+    const Estimate in_cpuset = estimate_job(job, &cpuset);
+    EXPECT_EQ(in_cpuset.share_cores, 2.0);
+    EXPECT_EQ(in_cpuset.step_s, shared.step_s);
+    cpuset.hosts[0].usable_cores = 0;
+    EXPECT_EQ(estimate_job(job, &cpuset).share_cores, 0.0);
 }
 
 // A stage's TP calls shrink while the other stage waits only where the stage's ranks then fit

@@ -69,7 +69,7 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     std::vector<double> host_op;
     std::map<std::tuple<std::string, std::string, std::vector<int>>, std::vector<double>> passes;
     bool shared_cores = false;
-    for (const ProfileHost& h : p.hosts) shared_cores |= h.cores > 0 && h.ranks > h.cores && h.gpu.empty();
+    for (const ProfileHost& h : p.hosts) shared_cores |= h.shares_cores() && h.gpu.empty();
     for (const ProfileSample& s : p.samples) {
         if (s.median_s <= 0) continue;
         const double per_call = call_seconds_at(s, q, shared_cores);
@@ -113,8 +113,8 @@ ProfileTimes make_profile_times(const ClusterProfile& p, double q) {
     t.dp_wait_group = w.group, t.dp_wait_burst_s = w.burst_s, t.dp_wait_s = w.wait_s;
     // One host only: with several, which stages share which cores depends on the placement.
     if (p.hosts.size() == 1 && shared_cores) {
-        t.shared_cores = p.hosts[0].cores;
-        t.shared_ranks_per_core = (double)p.hosts[0].ranks / p.hosts[0].cores;
+        t.shared_cores = p.hosts[0].cores_for_ranks();
+        t.shared_ranks_per_core = (double)p.hosts[0].ranks / t.shared_cores;
     }
     return t;
 }

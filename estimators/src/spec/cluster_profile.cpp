@@ -155,6 +155,7 @@ std::string profile_toml(const ClusterProfile& p) {
         w.int_("ranks", h.ranks);
         w.str("cpu_model", h.cpu_model);
         w.int_("cores", h.cores);
+        if (h.usable_cores > 0) w.int_("usable_cores", h.usable_cores);
         w.dbl("memory_gib", h.memory_gib);
         w.str("blas_core", h.blas_core);
         w.str("backend", h.backend);
@@ -308,6 +309,7 @@ Result<ClusterProfile> load_profile_text(std::string_view text, const std::strin
         r.read_int("ranks", h.ranks, 1, 1 << 20);
         r.read_string("cpu_model", h.cpu_model);
         r.read_int("cores", h.cores, 0, 1 << 20);
+        r.read_int("usable_cores", h.usable_cores, 0, h.cores > 0 ? h.cores : 1 << 20);  // a part of the machine
         r.read_double("memory_gib", h.memory_gib, 0, kHuge);
         r.read_string("blas_core", h.blas_core);
         r.read_string("backend", h.backend);

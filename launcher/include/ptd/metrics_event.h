@@ -51,6 +51,8 @@ struct ProbeRecord {
     // host
     std::string hostname, cpu_model, blas_core, backend, device, precision, engine_version;  // device: the host line's "gpu"
     int node = -1, local_rank = -1, cores = 0, threads = 0;
+    std::vector<int> cpus;  // the rank's CPU affinity mask (ascending ids); empty: not reported (older engine)
+    int cpu_quota = 0;      // its cgroup's CPU limit in whole cores; 0: none (or not reported)
     // link: the other end of the exchange (node and its first rank); node is this rank's
     int peer_node = -1, peer_rank = -1;
     double memory_bytes = 0;

@@ -172,6 +172,13 @@ int compute_threads_for(int machine, int mask, int quota, int local_ranks);
 // machine) and a quota all the node's. The probes' shared-cores verdict (probe.cpp).
 bool cores_oversubscribed(int local_ranks, int threads);
 bool cores_oversubscribed_for(int machine, int mask, int quota, int local_ranks, int threads);
+// What this process may run on, as the probes' host line reports it: the CPUs of its affinity
+// mask (ascending ids) and its cgroup's CPU bandwidth limit in whole cores (0 = none). One
+// rank cannot tell whether its mask is its own or shared with the node's other ranks; `ptd
+// calibrate` sees every rank's line and takes the union of a host's masks (ProfileHost
+// usable_cores): 4 ranks in one 2-core cpuset of a 64-core machine share 2 cores.
+std::vector<int> affinity_cpus();
+int cpu_quota_cores();
 
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).

@@ -32,11 +32,18 @@ struct ProfileHost {
     std::string hostname;      // what the host calls itself
     int ranks = 0;
     std::string cpu_model;
-    int cores = 0;
+    int cores = 0;             // the machine's (hardware threads)
+    int usable_cores = 0;      // those the host's ranks may run on together: their affinity masks
+                               // and CPU quota (engine/src/usable_cores.cpp); 0 = not recorded
     double memory_gib = 0;
     std::string blas_core;     // OpenBLAS core type the engine ran with ("" on a GPU host without it)
     std::string backend;       // cpu, cuda, cuda-sim
     std::string gpu;           // the CUDA runtime's description; "" on the CPU
+
+    // The cores the host's ranks share: usable_cores, else (a profile from before it was
+    // recorded) the machine's. A host whose ranks outnumber them shares its cores.
+    int cores_for_ranks() const { return usable_cores > 0 ? usable_cores : cores; }
+    bool shares_cores() const { return cores_for_ranks() > 0 && ranks > cores_for_ranks(); }
 };
 
 // One probe of one rank: what ptd-engine's "probe" line said (docs/metrics.md).
