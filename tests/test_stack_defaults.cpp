@@ -138,6 +138,51 @@ TEST(StackDefaults, TorchtitanTakesPyTorchsLossAndOpLevelCheckpointing) {
     EXPECT_TRUE(titan("").parallel.overlap_grad_reduce);
 }
 
+// llm-foundry (Composer's PyTorch FSDP) takes its own defaults: MPT's attention kernel by
+// date (attn_impl "triton" until v0.7.0, Mar 2024; "flash" after) and its fused loss; the
+// generic "pytorch-fsdp" stack runs FlashAttention-1 before Jul 2023, FlashAttention-2 after,
+// and F.cross_entropy. The kernel decides the time: an llm-foundry job of Oct 2023 is the
+// "pytorch-fsdp" job that names the Triton kernel and the fused loss.
+TEST(StackDefaults, LlmFoundryTakesItsKernelByDateAndItsFusedLoss) {
+    auto job = [](const std::string& framework, const std::string& training) {
+        return job_from_text(job_text({.preset = "llama3-8b",
+                                       .parallel = "tp = 1\npp = 1\ndp = 8\nzero = 3\nrecompute = \"full\"\n",
+                                       .training = "framework = \"" + framework + "\"\nglobal_batch = 8\n" + training}));
+    };
+    const JobSpec foundry = job("llm-foundry", "framework_version = \"2023-10\"\n");
+    EXPECT_EQ(foundry.training.framework, ptd::Framework::llm_foundry);
+    EXPECT_EQ(ptd::stack_flash_kernel(foundry.training), ptd::FlashKernel::triton);
+    EXPECT_EQ(ptd::stack_flash_kernel(job("llm-foundry", "framework_version = \"2024-06\"\n").training),
+              ptd::FlashKernel::flash_attn_2);
+    EXPECT_EQ(ptd::stack_flash_kernel(job("llm-foundry", "").training), ptd::FlashKernel::flash_attn_2) << "today";
+    EXPECT_EQ(ptd::stack_flash_kernel(job("pytorch-fsdp", "framework_version = \"2023-10\"\n").training),
+              ptd::FlashKernel::flash_attn_2);
+    EXPECT_EQ(ptd::stack_flash_kernel(job("pytorch-fsdp", "framework_version = \"2023-03\"\n").training),
+              ptd::FlashKernel::flash_attn_1);
+    EXPECT_EQ(ptd::stack_flash_kernel(job("llm-foundry", "framework_version = \"2023-10\"\nflash_attention_kernel = \"flash-attn-2\"\n")
+                                          .training),
+              ptd::FlashKernel::flash_attn_2)
+        << "a written kernel wins";
+    EXPECT_TRUE(applied(foundry, "training.flash_attention_kernel", "\"triton\"")) << "listed with the defaults";
+    for (const ptd::StackDefault& d : job("llm-foundry", "").origin.stack_defaults)
+        EXPECT_NE(d.key, "training.flash_attention_kernel") << "FlashAttention-2 today: nothing older to say";
+    EXPECT_EQ(foundry.estimate.cross_entropy, ptd::CrossEntropyImpl::fused);
+    EXPECT_TRUE(applied(foundry, "estimate.cross_entropy", "\"fused\""));
+    EXPECT_EQ(job("pytorch-fsdp", "").estimate.cross_entropy, ptd::CrossEntropyImpl::pytorch);
+    EXPECT_EQ(ptd::stack_label(foundry.training), "llm-foundry (Composer, PyTorch FSDP) of 2023-10");
+    const JobSpec generic = job("pytorch-fsdp",
+                                "framework_version = \"2023-10\"\nflash_attention_kernel = \"triton\"\n[estimate]\ncross_entropy = \"fused\"\n");
+    EXPECT_DOUBLE_EQ(ptd::estimate_job(foundry).step_s, ptd::estimate_job(generic).step_s);
+    EXPECT_GT(ptd::estimate_job(foundry).step_s, ptd::estimate_job(job("llm-foundry", "")).step_s)
+        << "the Triton kernel is slower than FlashAttention-2";
+    // Saved, the stack and its date come back; the kernel stays the stack's.
+    const std::string saved = ptd::save_job_toml(foundry);
+    EXPECT_NE(saved.find("framework = \"llm-foundry\""), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("flash_attention_kernel"), std::string::npos) << saved;
+    EXPECT_EQ(saved.find("cross_entropy"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).training.framework, ptd::Framework::llm_foundry);
+}
+
 // Qwen3-30B-A3B on one node with EP 8 on `framework`, with `training_extra` / `parallel_extra`.
 ptd::Result<JobSpec> qwen3_moe(const std::string& framework, const std::string& training_extra = "",
                                const std::string& parallel_extra = "", const std::string& preset = "qwen3-30b-a3b") {

@@ -173,7 +173,7 @@ std::string apply_run_to_job(Run& r) {
     if (r.framework == "nemo") j.training.framework = ptd::Framework::nemo;
     else if (r.framework == "deepspeed") j.training.framework = ptd::Framework::deepspeed;
     else if (r.framework == "torchtitan") j.training.framework = ptd::Framework::torchtitan;
-    else if (r.framework == "llm-foundry") j.training.framework = ptd::Framework::pytorch_fsdp;
+    else if (r.framework == "llm-foundry") j.training.framework = ptd::Framework::llm_foundry;
     else j.training.framework = ptd::Framework::megatron;
     j.training.torch_compile = r.torch_compile &&
                                (r.framework == "torchtitan" || r.framework == "llm-foundry");
@@ -200,10 +200,6 @@ std::string apply_run_to_job(Run& r) {
     // "selective" is op-level selective checkpointing (memory.cpp).
     if ((r.stated_stack_keys & ptd::stack_key_bit(ptd::StackKey::cross_entropy)) && r.framework == "torchtitan")
         j.estimate.cross_entropy = pytorch_cross_entropy(r.compiled_loss);
-    // oompt: llm-foundry's ComposerMPTCausalLM takes loss_fn "fused_crossentropy" unless the
-    // yaml says otherwise (llmfoundry/models/mpt/modeling_mpt.py at 061f2c7; none of the
-    // benchmark yamls does): flash-attn's fused cross entropy.
-    if (r.framework == "llm-foundry") j.estimate.cross_entropy = ptd::CrossEntropyImpl::fused;
     j.origin.stack_keys_written = r.stated_stack_keys;
     ptd::apply_stack_defaults(j);  // stackdef
     // stackdef: unstated flash attention as a job file gets it (the GPU has it and the stack
@@ -282,8 +278,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.compiled_loss = get<bool>(t, "compiled_loss", false);
         r.memory_efficient_norm = get<bool>(t, "memory_efficient_norm", false);  // menorm
         r.deallocate_pipeline_inputs = get<bool>(t, "deallocate_pipeline_inputs", false);
-        // stackdef: the StackKey keys this run states; llm-foundry's fused loss is its own (the
-        // stack "pytorch-fsdp" defaults to F.cross_entropy), so it counts as stated.
+        // stackdef: the StackKey keys this run states (llm-foundry's fused loss, oompt, is the
+        // stack's own default: none of the benchmark yamls sets loss_fn).
         for (const auto& [key, k] : std::initializer_list<std::pair<const char*, ptd::StackKey>>{
                  {"distributed_optimizer", ptd::StackKey::distributed_optimizer},
                  {"fsdp", ptd::StackKey::distributed_optimizer},
@@ -299,7 +295,6 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                  {"moe_router_fusion", ptd::StackKey::moe_router_fusion},
                  {"compiled_loss", ptd::StackKey::cross_entropy}})
             if (t.get(key)) r.stated_stack_keys |= ptd::stack_key_bit(k);
-        if (r.framework == "llm-foundry") r.stated_stack_keys |= ptd::stack_key_bit(ptd::StackKey::cross_entropy);
         // The stack's date: the run's framework_version, else its source's (the digits of the
         // source tag: megatron21 → 2021, taken as mid-year; dgxc2411 → 2024-11); none = today.
         if (const auto v = t.get("framework_version")) {

@@ -114,6 +114,7 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
                     }
                     break;
                 case Framework::pytorch_fsdp:  // data parallelism only
+                case Framework::llm_foundry:   // the same PyTorch FSDP, on Composer
                     EXPECT_EQ(c.tp * c.pp * c.cp, 1);
                     EXPECT_NE(c.recompute, Recompute::selective);
                     break;

@@ -139,7 +139,8 @@ TEST(SmallModelRows, OlmoCoreTableAsTheReadmeAndScriptsState) {
 // llm-foundry's MPT rows run the model as MPTConfig builds it at the tables' commit (061f2c7):
 // no dropout (attn_pdrop, resid_pdrop, emb_pdrop default 0.0 and no yaml sets them), LayerNorm,
 // GELU, learned positions, biases, eager PyTorch (no compile_config) and the fused cross entropy
-// (loss_fn "fused_crossentropy"), so the time model counts their layer op by op (eagergpt).
+// (loss_fn "fused_crossentropy", llm-foundry's default), so the time model counts their layer
+// op by op (eagergpt).
 TEST(SmallModelRows, LlmFoundryRowsRunMptsLayerWithoutDropout) {
     int seen = 0;
     for (const ::Run& r : published_runs()) {
@@ -150,7 +151,8 @@ TEST(SmallModelRows, LlmFoundryRowsRunMptsLayerWithoutDropout) {
         EXPECT_EQ(r.job.model.activation, Activation::gelu) << r.name;
         EXPECT_EQ(r.job.model.position, Position::learned) << r.name;
         EXPECT_TRUE(r.job.model.bias) << r.name;
-        EXPECT_EQ(r.job.training.framework, Framework::pytorch_fsdp) << r.name;
+        EXPECT_EQ(r.job.training.framework, Framework::llm_foundry) << r.name;
+        EXPECT_EQ(r.job.training.framework_version, 202310) << r.name << ": the source's commit";
         EXPECT_FALSE(r.job.training.torch_compile) << r.name;
         EXPECT_EQ(r.job.estimate.cross_entropy, CrossEntropyImpl::fused) << r.name;
     }

@@ -29,6 +29,7 @@
 // Megatron-LM instead fuses the accumulation into the weight-gradient GEMM
 // (--gradient-accumulation-fusion, main_grad), which costs nothing extra.
 #include "model/estimate_internal.h"
+#include "ptd/spec/stack_defaults.h"
 
 #include <algorithm>
 #include <cmath>
@@ -177,17 +178,15 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // faster than CUDA forward, while Triton backward is generally slower ... Overall Triton
     // forward + backward is slightly slower than CUDA forward + backward", the CUDA version being
     // FlashAttention-1 at the copied commit (eff9fe6b, flash-attn 1.x).
-    const FlashKernel fk = job.training.flash_kernel;
-    const bool dated_fa1 = job.training.framework_version > 0 && job.training.framework_version < 202307;
-    if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton || (fk == FlashKernel::by_date && dated_fa1))
-        L.flash_eff *= k.fa1_fraction;
+    const FlashKernel fk = stack_flash_kernel(job.training);
+    if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton) L.flash_eff *= k.fa1_fraction;
     // fa1seq: the Triton kernel splits the queries into blocks across the GPU (its forward grid
     // is cdiv(s, BLOCK_M) × batch·heads, flash_attn_triton.py _flash_attn_forward), so its rate
     // follows the sequence as measured (flash_sequence_slowdown). FlashAttention-1's CUDA kernel
     // runs one thread block per (sequence, head) over the whole sequence (the parallelism over
     // the sequence is FlashAttention-2's change, Dao 2023 §3.2): a different dependence, left out.
     L.flash_half_rate_tokens = fk == FlashKernel::triton ? kTritonFlashHalfRateTokens : 0.0;
-    if ((fw == Framework::torchtitan || fw == Framework::pytorch_fsdp) && !job.training.torch_compile) {
+    if (runs_pytorch_modules(fw) && !job.training.torch_compile) {
         L.elementwise_factor = k.eager_elementwise_factor;
         // eagergpt: eager_elementwise_factor was counted on a Llama layer (RMSNorm with fp32
         // upcasts, complex-fp32 RoPE, SiLU then multiply); a LayerNorm / GELU layer with learned

@@ -341,7 +341,7 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     // parameter dtype (stack_defaults.cpp).
     const Framework fw = job.training.framework;
     const bool fsdp_fp32_reduce = job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32 &&
-                                  (fw == Framework::torchtitan || fw == Framework::pytorch_fsdp);
+                                  runs_pytorch_modules(fw);
     const double grad_e = job.training.precision == Precision::fp32 || fsdp_fp32_reduce ? 4.0 : 2.0;
     // One unit's all-gather (or reduce-scatter, the same bus traffic) as NCCL runs it over
     // the DP group and the expert-DP group (collectives.cpp).

@@ -90,11 +90,19 @@ const FrameworkRules& framework_rules(Framework f) {
     // CPUOffload(offload_params=True) moves parameters, gradients and the step;
     // checkpoint_wrapper wraps whole layers. No export of its own.
     static const FrameworkRules kFsdp = [] {
-        FrameworkRules r = rules_for(Framework::pytorch_fsdp, "PyTorch FSDP: llm-foundry, HF accelerate", nullptr);
+        FrameworkRules r = rules_for(Framework::pytorch_fsdp, "PyTorch FSDP: HF accelerate, Lightning", nullptr);
         r.zero2 = r.zero3 = r.offload_all = true;
         r.tp = r.pp = r.cp = r.ep = r.expert_tp = r.vpp = r.sequence_parallel = false;
         r.selective_recompute = r.tp_comm_overlap = false;
         r.lacks = "data parallelism only (no tensor, pipeline, context or expert parallelism), whole-layer recompute";
+        return r;
+    }();
+    // llm-foundry trains on Composer's PyTorch FSDP (fsdp_config: the same sharding strategies,
+    // activation_checkpointing of whole blocks): FSDP's rules.
+    static const FrameworkRules kLlmFoundry = [] {
+        FrameworkRules r = kFsdp;
+        r.framework = Framework::llm_foundry;
+        r.runs = "Composer's PyTorch FSDP";
         return r;
     }();
     switch (f) {
@@ -103,6 +111,7 @@ const FrameworkRules& framework_rules(Framework f) {
         case Framework::deepspeed: return kDeepSpeed;
         case Framework::torchtitan: return kTorchtitan;
         case Framework::pytorch_fsdp: return kFsdp;
+        case Framework::llm_foundry: return kLlmFoundry;
     }
     return kMegatron;
 }
@@ -181,7 +190,8 @@ double default_headroom(Framework f) {
         case Framework::nemo: return 0.05;
         case Framework::deepspeed: return 0.10;
         case Framework::torchtitan: return 0.10;
-        case Framework::pytorch_fsdp: return 0.10;
+        case Framework::pytorch_fsdp:
+        case Framework::llm_foundry: return 0.10;
     }
     return 0.10;
 }

@@ -104,7 +104,7 @@ const char* to_string(FlashKernel v) {  // tritonfa
 const char* to_string(ActivationProfile v) { return v == ActivationProfile::megatron ? "megatron" : "ptd-engine"; }
 const char* to_string(AttentionFlops v) { return v == AttentionFlops::full ? "full" : "causal"; }
 const char* to_string(Framework v) {
-    static const char* const words[] = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo"};
+    static const char* const words[] = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo", "llm-foundry"};
     return words[(int)v];
 }
 const char* to_string(GpuGeneration v) {
@@ -258,7 +258,7 @@ static std::string divisors_of(int n) {
 }
 
 int default_vocab_pad(Framework f) {
-    return f == Framework::torchtitan || f == Framework::pytorch_fsdp ? 1 : 128;
+    return runs_pytorch_modules(f) ? 1 : 128;
 }
 
 std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
@@ -300,6 +300,18 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
                                                      ? "Megatron-LM's local softmax before Transformer Engine's attention "
                                                        "became the default layer (2024); --use-flash-attn turns it on"
                                                      : "no flash attention in this stack at that date"});
+    }
+    // tritonfa: a flash kernel older than FlashAttention-2 that the stack's date picks is listed
+    // with the defaults (its rate is fa1_fraction of FlashAttention-2's).
+    if (job.training.flash_attention && job.training.flash_kernel == FlashKernel::by_date) {
+        const FlashKernel k = stack_flash_kernel(job.training);
+        if (k == FlashKernel::triton)
+            job.origin.stack_defaults.push_back({"training.flash_attention_kernel", "\"triton\"",
+                                                 "MPT's attn_impl \"triton\" (flash-attn 1.x's Triton kernel) until "
+                                                 "llm-foundry v0.7.0 (Mar 2024)"});
+        else if (k == FlashKernel::flash_attn_1)
+            job.origin.stack_defaults.push_back({"training.flash_attention_kernel", "\"flash-attn-1\"",
+                                                 "FlashAttention-1: flash-attn 2.0 came in Jul 2023"});
     }
     if (job.origin.activation_profile_defaulted)
         job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
@@ -881,9 +893,9 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
         add("training.warmup", "got " + s(t.warmup) + " warmup steps for " + s(t.steps) +
                                    " training steps; allowed: 0 .. steps");
 
-    if (t.torch_compile && t.framework != Framework::torchtitan && t.framework != Framework::pytorch_fsdp)
+    if (t.torch_compile && !runs_pytorch_modules(t.framework))
         add("training.torch_compile", std::string("true with framework \"") + to_string(t.framework) +
-                                          "\"; allowed: true only with framework \"torchtitan\" or \"pytorch-fsdp\"");
+                                          "\"; allowed: true only with framework \"torchtitan\", \"pytorch-fsdp\" or \"llm-foundry\"");
     // p2psg: the scatter/gather send is Megatron-LM's (DeepSpeed's pipeline engine partitions
     // its p2p tensors on its own: pipe_partitioned; torchtitan / FSDP have no such option).
     if (p.scatter_gather_tensors_in_pipeline && t.framework != Framework::megatron)
@@ -1102,7 +1114,7 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 "true with recompute = \"" + std::string(to_string(p.recompute)) + "\" and tp = " + s(p.tp) +
                     "; allowed: true only with recompute = \"full\" and tp > 1 (it splits each checkpointed "
                     "layer input over the TP group)");
-        if (t.framework == Framework::torchtitan || t.framework == Framework::pytorch_fsdp)
+        if (runs_pytorch_modules(t.framework))
             add("parallel.distribute_saved_activations",
                 std::string("true with framework \"") + to_string(t.framework) +
                     "\"; allowed: true only with framework \"megatron\" (--distribute-saved-activations) or "

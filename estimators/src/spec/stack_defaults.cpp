@@ -132,6 +132,7 @@ static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
         case Framework::deepspeed: return "DeepSpeed config defaults" + when;
         case Framework::torchtitan: return "torchtitan" + when;
         case Framework::pytorch_fsdp: return "PyTorch FSDP / DDP" + when;
+        case Framework::llm_foundry: return "llm-foundry (Composer, PyTorch FSDP)" + when;
     }
     return "";
 }
@@ -139,6 +140,17 @@ static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
 // Whether the stack's code at the job's date is older than yyyymm (a job without a date runs
 // today's code).
 static bool before(const TrainingSpec& t, int yyyymm) { return t.framework_version > 0 && t.framework_version < yyyymm; }
+
+FlashKernel stack_flash_kernel(const TrainingSpec& t) {
+    if (t.flash_kernel != FlashKernel::by_date) return t.flash_kernel;
+    // llm-foundry: MPT's attn_config attn_impl defaults to "triton" (flash-attn 1.x's Triton
+    // kernel, flash_attn_triton.py) until v0.7.0 (7f0fdae, Mar 2024), "flash" after
+    // (llmfoundry/models/layers/blocks.py attn_config_defaults, then models/utils/config_defaults.py);
+    // its benchmark sweep passes the same default (scripts/train/benchmarking/submit_benchmarks.py
+    // --attn_impl "triton" at 061f2c7).
+    if (t.framework == Framework::llm_foundry) return before(t, 202404) ? FlashKernel::triton : FlashKernel::flash_attn_2;
+    return before(t, 202307) ? FlashKernel::flash_attn_1 : FlashKernel::flash_attn_2;  // FlashAttention-2: Jul 2023
+}
 
 bool stack_flash_attention(const TrainingSpec& t) {
     if (before(t, 202207)) return false;  // FlashAttention was published in May 2022 (Dao et al., arXiv 2205.14135)
@@ -342,7 +354,7 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
     const TrainingSpec& t = job.training;
     const Framework f = t.framework;
     const bool nemo = f == Framework::nemo, megatron = f == Framework::megatron;
-    const bool torch_stack = f == Framework::torchtitan || f == Framework::pytorch_fsdp;
+    const bool torch_stack = runs_pytorch_modules(f);
     const bool sharded = p.zero >= 1 || p.distributed_optimizer;
     // mbrecipe: a performance recipe states these four itself.
     if (const PerfRecipe* r = recipe; r && nemo) {
@@ -382,7 +394,7 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
             // get_mixed_precision, v0.16.3).
             if (f == Framework::torchtitan && p.zero == 3)
                 return {true, "FSDP2 reduce-scatters in mixed_precision_reduce = \"float32\""};
-            if (f == Framework::pytorch_fsdp && p.zero == 3)
+            if (runs_pytorch_fsdp(f) && p.zero == 3)
                 return {false, "FSDP's MixedPrecision without reduce_dtype reduces in param_dtype (bf16)"};
             return {true, megatron ? "bf16 keeps fp32 main grads unless --grad-reduce-in-bf16" : "fp32 gradient reduction"};
         case StackKey::overlap_p2p_comm:
@@ -407,6 +419,10 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
                 return {true, "the FP8 mixed-precision recipes set fp8_param_gather = True"};
             return {false, "16-bit parameter all-gather"};
         case StackKey::cross_entropy:
+            // llm-foundry: ComposerMPTCausalLM's loss_fn defaults to "fused_crossentropy"
+            // (flash-attn's fused kernel; llmfoundry/models/mpt/modeling_mpt.py, from 061f2c7 in
+            // Oct 2023 to 8c8dd48 today); set_value gives the fused loss.
+            if (f == Framework::llm_foundry) return {true, "loss_fn \"fused_crossentropy\" (flash-attn's fused cross entropy)"};
             if (f == Framework::torchtitan)
                 return {t.torch_compile && !before(t, 202501),
                         t.torch_compile && before(t, 202501) ? "F.cross_entropy on fp32 logits, not compiled before 2025"
@@ -444,8 +460,7 @@ bool bears_on(StackKey k, const JobSpec& job) {
         case StackKey::tp_comm_overlap: return mcore && p.tp > 1 && p.sequence_parallel;
         case StackKey::grad_reduce_in_fp32:  // fsdpreduce: and FSDP's reduce-scatter dtype on the torch stacks
             return job.training.precision == Precision::bf16 &&
-                   ((mcore && p.zero == 0) || (p.zero == 3 && (job.training.framework == Framework::torchtitan ||
-                                                               job.training.framework == Framework::pytorch_fsdp)));
+                   ((mcore && p.zero == 0) || (p.zero == 3 && runs_pytorch_modules(job.training.framework)));
         case StackKey::overlap_p2p_comm: return mcore && p.pp > 1 && p.vpp > 1;
         case StackKey::scatter_gather_tensors_in_pipeline:
         case StackKey::async_tensor_model_parallel_allreduce:
@@ -476,8 +491,9 @@ void set_value(StackKey k, JobSpec& job, bool v) {
         case StackKey::moe_permute_fusion: p.moe_permute_fusion = v; break;
         case StackKey::moe_router_fusion: p.moe_router_fusion = v; break;
         case StackKey::cross_entropy: {
-            const bool torch_stack = job.training.framework == Framework::torchtitan || job.training.framework == Framework::pytorch_fsdp;
-            job.estimate.cross_entropy = !torch_stack ? CrossEntropyImpl::megatron
+            const bool torch_stack = runs_pytorch_modules(job.training.framework);
+            job.estimate.cross_entropy = job.training.framework == Framework::llm_foundry ? CrossEntropyImpl::fused
+                                         : !torch_stack                                   ? CrossEntropyImpl::megatron
                                          : v          ? CrossEntropyImpl::pytorch_compiled
                                                       : CrossEntropyImpl::pytorch;
             break;

@@ -133,7 +133,7 @@ struct FrameworkRules {
 const FrameworkRules& framework_rules(Framework f);
 const FrameworkRules& any_framework_rules();
 inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
-                                            Framework::torchtitan, Framework::pytorch_fsdp};
+                                            Framework::torchtitan, Framework::pytorch_fsdp, Framework::llm_foundry};
 // The rules a search of `job` applies: its framework's (any_framework: the union), where the
 // bundled engine runs the job (estimate.activation_profile = "ptd-engine") with its own ZeRO-1.
 FrameworkRules search_rules(const JobSpec& job, const PlanOptions& options);

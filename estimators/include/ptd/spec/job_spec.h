@@ -86,13 +86,22 @@ enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled, fused };
 // The training framework whose kernels run the job (its fused kernels, attention kernel and
 // elementwise fusion set the compute efficiency). TOML words: "megatron" (Megatron-LM, NeMo,
 // Megatron-Bridge: Transformer Engine / cuDNN kernels), "deepspeed" (Megatron-DeepSpeed),
-// "torchtitan", "pytorch-fsdp" (PyTorch FSDP stacks such as llm-foundry, HF accelerate),
+// "torchtitan", "pytorch-fsdp" (PyTorch FSDP stacks such as HF accelerate),
 // "nemo" (NeMo 2.0 / Megatron-Bridge: Megatron-Core underneath, so its kernels, schedule and
-// checks are Megatron's; only the export differs: a Megatron-Bridge recipe run).
-enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp, nemo };
+// checks are Megatron's; only the export differs: a Megatron-Bridge recipe run),
+// "llm-foundry" (MosaicML llm-foundry on Composer: PyTorch FSDP, so estimated and checked as
+// "pytorch-fsdp", with llm-foundry's own defaults: its attention kernel by date, its fused loss).
+enum class Framework { megatron, deepspeed, torchtitan, pytorch_fsdp, nemo, llm_foundry };
 // Whether Megatron-Core runs the model (Megatron-LM itself, or NeMo / Megatron-Bridge on top
 // of it): every kernel, schedule and refusal of the time model that names Megatron applies.
 constexpr bool runs_megatron_core(Framework f) { return f == Framework::megatron || f == Framework::nemo; }
+// Whether PyTorch FSDP / DDP runs the model (a generic FSDP stack, or llm-foundry on Composer):
+// every kernel, schedule and refusal that names "pytorch-fsdp" applies.
+constexpr bool runs_pytorch_fsdp(Framework f) { return f == Framework::pytorch_fsdp || f == Framework::llm_foundry; }
+// Whether the model runs as PyTorch modules without Megatron's or DeepSpeed's kernels
+// (torchtitan, PyTorch FSDP): eager element-wise ops unless compiled, F.cross_entropy, no
+// vocabulary padding.
+constexpr bool runs_pytorch_modules(Framework f) { return f == Framework::torchtitan || runs_pytorch_fsdp(f); }
 enum class GpuGeneration { other, volta, ampere, ada, hopper, blackwell, cdna3, cpu };
 // What joins the GPUs of one node (link_gbps is its per-GPU bandwidth): NVLink through
 // NVSwitch (SXM boards), PCIe (cards: L40S, RTX 4090, H100 PCIe, whose NVLink bridges join

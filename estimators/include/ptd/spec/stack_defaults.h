@@ -140,5 +140,10 @@ StateDtypeDefaults recipe_state_dtypes(const TrainingSpec& t);
 // stack before FlashAttention (mid-2022); Megatron-LM before 2024 ran its own softmax unless
 // --use-flash-attn was passed; DeepSpeed's Megatron fork took the flag in 2023.
 bool stack_flash_attention(const TrainingSpec& t);
+// The flash kernel the job runs (tritonfa): training.flash_attention_kernel where written, else
+// ("by-date") the stack's at its date: FlashAttention-1 before flash-attn 2.0 (Jul 2023),
+// FlashAttention-2 after; llm-foundry's MPT the Triton kernel (attn_impl "triton") until its
+// v0.7.0 (Mar 2024). Never by_date.
+FlashKernel stack_flash_kernel(const TrainingSpec& t);
 
 }  // namespace ptd
