@@ -1,10 +1,12 @@
 # cuda_resources.cmake — the resource check of the CUDA kernels (issue 14, item 5): the one
-# view of the real device code we have without a GPU. Compiles the device build of the
-# kernels (engine/cuda/kernels_cuda.cu) to a cubin for every architecture with
-# `-Xptxas -v`, prints each kernel's registers / stack frame / spills, and fails naming the
-# kernel when a hot kernel spills registers or has a local-memory stack frame (both mean
+# view of the real device code we have without a GPU. Reads ptxas's -v report of the device
+# build of the kernels (engine/cuda/kernels_cuda.cu, compiled by the build for every
+# architecture with --ptxas-options=-v; engine/cuda/nvcc_ptxas_report.sh keeps the report),
+# prints each kernel's registers / stack frame / spills per architecture, and fails naming
+# the kernel when a hot kernel spills registers or has a local-memory stack frame (both mean
 # local-memory traffic in a memory-bound kernel). Cold kernels (run once at start-up) may
-# use the stack: COLD is a regex of their demangled names.
+# use the stack: COLD is a regex of their demangled names. Every architecture in ARCHS (the
+# build's CMAKE_CUDA_ARCHITECTURES) must appear in the report.
 #
 # With -DLAUNCH_SHAPES=file (written by test_cublaslt_standin's EngineLaunchShapes test: every
 # launch the engine makes at every asset job's and GPT-2's shapes, run by the simulator in
@@ -17,26 +19,22 @@
 # held against the largest block of any launch.
 #
 # Run by ctest (tests/CMakeLists.txt, only with ENABLE_CUDA):
-#   cmake -DNVCC=... -DSOURCE=... -DINCLUDES=dir1,dir2 -DARCHS=80,90 -DFLAGS="..." -DCOLD=regex
-#         -DWORK_DIR=... -P cuda_resources.cmake
+#   cmake -DREPORT=build/engine/cuda/kernels_cuda.ptxas.txt -DARCHS=80,90 -DCOLD=regex
+#         [-DLAUNCH_SHAPES=file] -P cuda_resources.cmake
 # (lists are comma-separated: a ';' would be split by add_test before it gets here)
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var NVCC SOURCE ARCHS WORK_DIR)
+foreach(var REPORT ARCHS)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "cuda_resources.cmake: -D${var}=... is required")
   endif()
 endforeach()
+if(NOT EXISTS "${REPORT}")
+  message(FATAL_ERROR "${REPORT} does not exist: the build writes it when it compiles engine/cuda/kernels_cuda.cu "
+                      "(engine/cuda/nvcc_ptxas_report.sh); rebuild ptd_cuda_dev")
+endif()
 find_program(CXXFILT c++filt)
-string(REPLACE "," ";" INCLUDES "${INCLUDES}")
 string(REPLACE "," ";" ARCHS "${ARCHS}")
-
-set(include_flags)
-foreach(dir IN LISTS INCLUDES)
-  list(APPEND include_flags "-I${dir}")
-endforeach()
-separate_arguments(extra_flags UNIX_COMMAND "${FLAGS}")
-file(MAKE_DIRECTORY "${WORK_DIR}")
 
 set(failures)
 set(kernel_count 0)
@@ -69,90 +67,87 @@ if(DEFINED LAUNCH_SHAPES AND NOT "${LAUNCH_SHAPES}" STREQUAL "")
   endif()
 endif()
 set(register_checks 0)
-foreach(arch IN LISTS ARCHS)
-  string(REGEX REPLACE "[^0-9a-z]" "" arch "${arch}")
-  set(cubin "${WORK_DIR}/kernels_sm${arch}.cubin")
-  execute_process(
-    COMMAND "${NVCC}" ${extra_flags} -std=c++20 -cubin "-arch=sm_${arch}" -Xptxas -v ${include_flags} "${SOURCE}"
-            -o "${cubin}"
-    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "nvcc failed for sm_${arch} (exit ${rc}):\n${out}\n${err}")
-  endif()
-  set(report "${out}\n${err}")
-  string(REPLACE ";" "," report "${report}")
-  string(REPLACE "\n" ";" lines "${report}")
-
-  # ptxas prints, per entry function:
-  #   Compiling entry function '<mangled>' for 'sm_90'
-  #   Function properties for <mangled>
-  #       <F> bytes stack frame, <S> bytes spill stores, <L> bytes spill loads
-  #   Used <R> registers, used <B> barriers[, <N> bytes cumulative stack size][, ...]
-  set(entry "")
-  set(frame 0)
-  set(spill_st 0)
-  set(spill_ld 0)
-  foreach(line IN LISTS lines)
-    if(line MATCHES "Compiling entry function '([^']+)'")
-      set(entry "${CMAKE_MATCH_1}")
-      set(frame 0)
-      set(spill_st 0)
-      set(spill_ld 0)
-    elseif(entry AND line MATCHES "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads")
-      set(frame ${CMAKE_MATCH_1})
-      set(spill_st ${CMAKE_MATCH_2})
-      set(spill_ld ${CMAKE_MATCH_3})
-    elseif(entry AND line MATCHES "Used ([0-9]+) registers")
-      set(regs ${CMAKE_MATCH_1})
-      if(line MATCHES "([0-9]+) bytes cumulative stack size" AND CMAKE_MATCH_1 GREATER frame)
-        set(frame ${CMAKE_MATCH_1})  # the kernel's own frame plus what its callees use
-      endif()
-      set(name "${entry}")
-      if(CXXFILT)
-        execute_process(COMMAND "${CXXFILT}" "${entry}" OUTPUT_VARIABLE name OUTPUT_STRIP_TRAILING_WHITESPACE)
-      endif()
-      math(EXPR kernel_count "${kernel_count} + 1")
-      set(cold FALSE)
-      if(COLD AND name MATCHES "${COLD}")
-        set(cold TRUE)
-      endif()
-      set(tag "")
-      if(cold)
-        set(tag " (cold)")
-      endif()
-      message("sm_${arch} ${regs} registers, ${frame} B stack, ${spill_st}/${spill_ld} B spill st/ld${tag}: ${name}")
-      if(any_max_threads GREATER 0)
-        set(base "${name}")
-        string(REGEX REPLACE "\\(.*$" "" base "${base}")
-        string(REGEX REPLACE "<.*$" "" base "${base}")
-        string(REGEX REPLACE "^.*[: ]" "" base "${base}")
-        if(DEFINED "threads_${base}")
-          set(block "${threads_${base}}")
-          set(why "its largest launch")
-        else()
-          set(block ${any_max_threads})
-          set(why "the largest block of any launch (no launch site names it)")
-        endif()
-        math(EXPR per_warp "((${regs} + 7) / 8 * 8 * 32 + 255) / 256 * 256")
-        math(EXPR warps "(${block} + 31) / 32")
-        math(EXPR need "${per_warp} * ${warps}")
-        math(EXPR register_checks "${register_checks} + 1")
-        if(need GREATER 65536)
-          list(APPEND failures
-               "sm_${arch}: ${name}: ${regs} registers × ${block} threads (${why}) = ${need} > 65536 registers per block")
-        endif()
-      endif()
-      if(NOT cold AND (frame GREATER 0 OR spill_st GREATER 0 OR spill_ld GREATER 0))
-        list(APPEND failures
-             "sm_${arch}: ${name}: ${frame} bytes stack frame, ${spill_st} bytes spill stores, ${spill_ld} bytes spill loads")
-      endif()
-      set(entry "")
+file(STRINGS "${REPORT}" lines)
+set(arch "")
+set(seen_archs)
+# ptxas prints, per entry function and architecture:
+#   Compiling entry function '<mangled>' for 'sm_90'
+#   Function properties for <mangled>
+#       <F> bytes stack frame, <S> bytes spill stores, <L> bytes spill loads
+#   Used <R> registers, used <B> barriers[, <N> bytes cumulative stack size][, ...]
+set(entry "")
+set(frame 0)
+set(spill_st 0)
+set(spill_ld 0)
+foreach(line IN LISTS lines)
+  if(line MATCHES "Compiling entry function '([^']+)' for 'sm_([0-9a-z]+)'")
+    set(entry "${CMAKE_MATCH_1}")
+    set(arch "${CMAKE_MATCH_2}")
+    list(APPEND seen_archs "${arch}")
+    set(frame 0)
+    set(spill_st 0)
+    set(spill_ld 0)
+  elseif(entry AND line MATCHES "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads")
+    set(frame ${CMAKE_MATCH_1})
+    set(spill_st ${CMAKE_MATCH_2})
+    set(spill_ld ${CMAKE_MATCH_3})
+  elseif(entry AND line MATCHES "Used ([0-9]+) registers")
+    set(regs ${CMAKE_MATCH_1})
+    if(line MATCHES "([0-9]+) bytes cumulative stack size" AND CMAKE_MATCH_1 GREATER frame)
+      set(frame ${CMAKE_MATCH_1})  # the kernel's own frame plus what its callees use
     endif()
-  endforeach()
+    set(name "${entry}")
+    if(CXXFILT)
+      execute_process(COMMAND "${CXXFILT}" "${entry}" OUTPUT_VARIABLE name OUTPUT_STRIP_TRAILING_WHITESPACE)
+    endif()
+    math(EXPR kernel_count "${kernel_count} + 1")
+    set(cold FALSE)
+    if(COLD AND name MATCHES "${COLD}")
+      set(cold TRUE)
+    endif()
+    set(tag "")
+    if(cold)
+      set(tag " (cold)")
+    endif()
+    message("sm_${arch} ${regs} registers, ${frame} B stack, ${spill_st}/${spill_ld} B spill st/ld${tag}: ${name}")
+    if(any_max_threads GREATER 0)
+      set(base "${name}")
+      string(REGEX REPLACE "\\(.*$" "" base "${base}")
+      string(REGEX REPLACE "<.*$" "" base "${base}")
+      string(REGEX REPLACE "^.*[: ]" "" base "${base}")
+      if(DEFINED "threads_${base}")
+        set(block "${threads_${base}}")
+        set(why "its largest launch")
+      else()
+        set(block ${any_max_threads})
+        set(why "the largest block of any launch (no launch site names it)")
+      endif()
+      math(EXPR per_warp "((${regs} + 7) / 8 * 8 * 32 + 255) / 256 * 256")
+      math(EXPR warps "(${block} + 31) / 32")
+      math(EXPR need "${per_warp} * ${warps}")
+      math(EXPR register_checks "${register_checks} + 1")
+      if(need GREATER 65536)
+        list(APPEND failures
+             "sm_${arch}: ${name}: ${regs} registers × ${block} threads (${why}) = ${need} > 65536 registers per block")
+      endif()
+    endif()
+    if(NOT cold AND (frame GREATER 0 OR spill_st GREATER 0 OR spill_ld GREATER 0))
+      list(APPEND failures
+           "sm_${arch}: ${name}: ${frame} bytes stack frame, ${spill_st} bytes spill stores, ${spill_ld} bytes spill loads")
+    endif()
+    set(entry "")
+  endif()
+endforeach()
+
+foreach(want IN LISTS ARCHS)
+  string(REGEX REPLACE "[^0-9]" "" want "${want}")
+  if(NOT want IN_LIST seen_archs)
+    list(APPEND failures "sm_${want}: no kernel of this architecture in ${REPORT} (the build's CMAKE_CUDA_ARCHITECTURES)")
+  endif()
 endforeach()
 
 if(kernel_count EQUAL 0)
-  message(FATAL_ERROR "no kernel found in the ptxas report of ${SOURCE}: did the -Xptxas -v output format change?")
+  message(FATAL_ERROR "no kernel found in the ptxas report ${REPORT}: did the -Xptxas -v output format change?")
 endif()
 if(failures)
   list(JOIN failures "\n  " text)

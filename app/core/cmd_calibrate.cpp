@@ -349,8 +349,8 @@ int report_links(const LinkVerdicts& lv, const JobSpec& job, const RankLayout& l
 
 // The cores host h's ranks may run on together: the union of their affinity masks, capped
 // by the lowest CPU limit one reports and the machine's count; 0 when a rank's line has no
-// mask (an older engine).
-// One rank cannot tell an own mask from a shared one; the host's lines together can.
+// mask (an older engine). One rank cannot tell a mask of its own from one it shares with the
+// host's other ranks; the host's lines together can.
 int usable_cores_of(const ProbeRun& pr, size_t h) {
     std::set<int> cpus;
     int quota = 0;
