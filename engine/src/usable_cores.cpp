@@ -95,10 +95,8 @@ namespace {
 int machine_cores() { return (int)std::max(1u, std::thread::hardware_concurrency()); }
 
 int affinity_cores() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    return machine_cores();
+    const size_t n = affinity_cpus().size();
+    return n > 0 ? (int)n : machine_cores();
 }
 
 }  // namespace
