@@ -223,33 +223,9 @@ double nccl_time_uncached(Collective c, double bytes, const GroupNet& g) {
 
 }  // namespace
 
-double nccl_time(Collective c, double bytes, const GroupNet& g) {
-    if (g.n <= 1 || bytes <= 0) return 0;
-    // pspeed2: the planner asks the same questions across layouts (a stage's gradient buckets
-    // do not change with the micro-batch or recompute, a layer's TP message not with the ZeRO
-    // stage), so answers are kept per thread in a small direct-mapped table keyed by every
-    // input; a hit costs a hash and a compare instead of NCCL's tuner over its algorithms.
-    struct Entry {
-        double bytes = 0, bus_intra = 0, bus_inter = 0, nvls_gain = 0;
-        int n = 0, per_node = 0, nodes = 0;  // n = 0: empty (never asked: n > 1)
-        Collective c = Collective::all_reduce;
-        double seconds = 0;
-    };
-    constexpr size_t kEntries = 256;
-    thread_local Entry kept[kEntries];
-    uint64_t h;
-    std::memcpy(&h, &bytes, sizeof h);
-    // The collective is left out of the slot: a layout with and without sequence parallelism
-    // asks all-gather and all-reduce of the same message and group, and the key tells them apart.
-    h ^= (uint64_t)g.n * 0x9e3779b97f4a7c15ull ^ (uint64_t)g.nodes << 48;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    Entry& e = kept[(h >> 40) % kEntries];
-    if (e.n == g.n && e.bytes == bytes && e.c == c && e.per_node == g.per_node && e.nodes == g.nodes &&
-        e.bus_intra == g.bus_intra && e.bus_inter == g.bus_inter && e.nvls_gain == g.nvls_gain)
-        return e.seconds;
+double nccl_time_kept(Collective c, double bytes, const GroupNet& g, NcclTimeSlot& slot) {
     const double seconds = nccl_time_uncached(c, bytes, g);
-    e = Entry{bytes, g.bus_intra, g.bus_inter, g.nvls_gain, g.n, g.per_node, g.nodes, c, seconds};
+    slot = NcclTimeSlot{bytes, g.bus_intra, g.bus_inter, g.nvls_gain, g.n, g.per_node, g.nodes, c, seconds};
     return seconds;
 }
 
@@ -388,7 +364,9 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         const double msg = L.e * T * L.h;
         const double one = L.sp ? 2.0 * nccl_time(Collective::all_gather, msg, L.net_tp)
                                 : nccl_time(Collective::all_reduce, msg, L.net_tp);
-        const double layer = tp_attention_comm(L) + tp_mlp_comm(L);  // = 2 · one for a dense layer
+        // A dense layer's pair (attention and MLP, neither MLA's latents nor an MoE dispatcher)
+        // is two of `one`: tp_attention_comm and tp_mlp_comm ask NCCL's model the same question.
+        const double layer = !L.moe && !L.mla ? 2.0 * one : tp_attention_comm(L) + tp_mlp_comm(L);
         F.tp = layers * layer;
         B.tp = layers * (1.0 + (L.rc == Recompute::full ? 1.0 : 0.0)) * layer;
         // tt405: torchao's float8 TP under torchtitan (parallelize_llama.py apply_tp:

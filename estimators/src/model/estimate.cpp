@@ -431,11 +431,12 @@ struct ChunkKinds {
         auto same = [&](const Kind& k) { return k.layers == layers && k.first == first && k.last == last && k.dense == dense; };
         for (int k = 0; k < n_known; ++k)
             if (same(known[k])) return known[last_kind = k];
-        const ChunkTime ct = L.profile_times || L.engine_device ? engine_block_time(L, layers, first, last)
-                             : dense > 0 && lt_dense ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
-                                                     : block_time(L, lt, layers, first, last);
         Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
-        slot = Kind{layers, first, last, dense, ct, ct.fwd.total(), ct.bwd.total()};
+        slot.layers = layers, slot.first = first, slot.last = last, slot.dense = dense;
+        slot.time = L.profile_times || L.engine_device ? engine_block_time(L, layers, first, last)
+                    : dense > 0 && lt_dense         ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
+                                                    : block_time(L, lt, layers, first, last);
+        slot.fwd_total = slot.time.fwd.total(), slot.bwd_total = slot.time.bwd.total();
         return slot;
     }
 };

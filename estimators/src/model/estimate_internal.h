@@ -10,6 +10,8 @@
 
 #include "ptd/model/estimate.h"
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace ptd::est {
@@ -346,9 +348,39 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
 enum class Collective { all_reduce, all_gather };  // all_gather also stands for reduce-scatter
 // Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the
 // gathered output) over group g: the fastest algorithm and protocol, as NCCL's tuner picks.
-double nccl_time(Collective c, double bytes, const GroupNet& g);
+double nccl_time(Collective c, double bytes, const GroupNet& g);  // inline below
 // One point-to-point send of `bytes` between neighbouring members of g (pipeline, ring attention).
 double p2p_time(double bytes, const GroupNet& g);
+
+// pspeed2: the planner asks nccl_time the same questions across layouts (a stage's gradient
+// buckets do not change with the micro-batch or recompute, a layer's TP message not with the
+// ZeRO stage), so answers are kept per thread in a small direct-mapped table keyed by every
+// input. pspeed3: the lookup is inline at the call, so a hit costs a hash and a compare and no
+// call; a miss asks NCCL's tuner (nccl_time_kept, collectives.cpp) and fills the slot.
+struct NcclTimeSlot {
+    double bytes = 0, bus_intra = 0, bus_inter = 0, nvls_gain = 0;
+    int n = 0, per_node = 0, nodes = 0;  // n = 0: empty (never asked: n > 1)
+    Collective c = Collective::all_reduce;
+    double seconds = 0;
+};
+inline constexpr size_t kNcclTimeSlots = 256;
+inline thread_local NcclTimeSlot nccl_time_slots[kNcclTimeSlots];
+double nccl_time_kept(Collective c, double bytes, const GroupNet& g, NcclTimeSlot& slot);
+inline double nccl_time(Collective c, double bytes, const GroupNet& g) {
+    if (g.n <= 1 || bytes <= 0) return 0;
+    uint64_t h;
+    std::memcpy(&h, &bytes, sizeof h);
+    // The collective is left out of the slot: a layout with and without sequence parallelism
+    // asks all-gather and all-reduce of the same message and group, and the key tells them apart.
+    h ^= (uint64_t)g.n * 0x9e3779b97f4a7c15ull ^ (uint64_t)g.nodes << 48;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    NcclTimeSlot& e = nccl_time_slots[(h >> 40) % kNcclTimeSlots];
+    if (e.n == g.n && e.bytes == bytes && e.c == c && e.per_node == g.per_node && e.nodes == g.nodes &&
+        e.bus_intra == g.bus_intra && e.bus_inter == g.bus_inter && e.nvls_gain == g.nvls_gain)
+        return e.seconds;
+    return nccl_time_kept(c, bytes, g, e);
+}
 // All-to-all (expert dispatch / combine) of `bytes` per rank over g.
 double all_to_all_time(double bytes, const GroupNet& g);
 // moe: one layer's TP collectives in one direction (forward, or backward without recompute):

@@ -774,10 +774,11 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (L.rc != Recompute::none && layers > 0) S.mem.activations += recompute_working;
     if (!engine && layers > 0) S.mem.activations += unfused_attention_backward_bytes(L, last, es.cross_entropy);
     // zb: ZB-H1's deferred W blocks keep their weight-gradient operands.
-    S.mem.activations += zb_deferred_w(L, i) * (dense_mlp_layers > 0  // moe2: each layer kind's operands
-                                                    ? (layers - dense_mlp_layers) * zb_pending_w_bytes_per_layer(L) +
-                                                          dense_mlp_layers * zb_pending_w_bytes_per_layer(*L.dense_layer)
-                                                    : zb_pending_w_bytes_per_layer(L) * layers);
+    if (const double deferred = zb_deferred_w(L, i); deferred > 0)  // none outside ZB-H1: the operands are not asked for
+        S.mem.activations += deferred * (dense_mlp_layers > 0  // moe2: each layer kind's operands
+                                             ? (layers - dense_mlp_layers) * zb_pending_w_bytes_per_layer(L) +
+                                                   dense_mlp_layers * zb_pending_w_bytes_per_layer(*L.dense_layer)
+                                             : zb_pending_w_bytes_per_layer(L) * layers);
 
     // Temporary and communication buffers.
     double temp = 0;
