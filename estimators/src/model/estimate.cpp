@@ -767,13 +767,14 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
                                        : 0.0;
         const int run_end = split.run_end(i);
         compute_sum += (run_end - i) * (ct.fwd.compute + ct.bwd.compute + ct.bwd.recompute);  // planfw
-        for (; i < run_end; ++i) {
-            compute_parts((size_t)i, ct);
-            fwd_d[(size_t)i] = kind.fwd_total;
-            bwd_d[(size_t)i] = bwd;
-            if (split_w || dualpipe) wgt_d[(size_t)i] = wgrad;
-            if (dualpipe) hidden_d[(size_t)i] = hidden;
-        }
+        if (shared)
+            for (int k = i; k < run_end; ++k) compute_parts((size_t)k, ct);
+        // pspeed3: a run's stages take one value each: filled, not tested per stage.
+        std::fill(fwd_d.begin() + i, fwd_d.begin() + run_end, kind.fwd_total);
+        std::fill(bwd_d.begin() + i, bwd_d.begin() + run_end, bwd);
+        if (split_w || dualpipe) std::fill(wgt_d.begin() + i, wgt_d.begin() + run_end, wgrad);
+        if (dualpipe) std::fill(hidden_d.begin() + i, hidden_d.begin() + run_end, hidden);
+        i = run_end;
     }
     for (int i = 0; i < p && !by_runs; ++i) {
         const int layers = split.stage_layers(i);
@@ -831,7 +832,15 @@ StepTail step_tail(const StageSplit& split, const EvaluatedStages& stages, const
     for (int i = 0; i < p;) {
         const double g = tails[(size_t)(stages.all ? i : split.representative(i))].grad_exposed_s;
         const int run_end = stages.all ? i + 1 : split.run_end(i);
-        for (; i < run_end; ++i) sync = std::max(sync, stage_end[(size_t)i] + g);
+        // pspeed3: the run shares g, so its latest stage end decides; four maxima side by
+        // side keep the loop off one dependency chain (max is exact in any order).
+        double e0 = stage_end[(size_t)i], e1 = e0, e2 = e0, e3 = e0;
+        for (++i; i + 4 <= run_end; i += 4) {
+            e0 = std::max(e0, stage_end[(size_t)i]), e1 = std::max(e1, stage_end[(size_t)i + 1]);
+            e2 = std::max(e2, stage_end[(size_t)i + 2]), e3 = std::max(e3, stage_end[(size_t)i + 3]);
+        }
+        for (; i < run_end; ++i) e0 = std::max(e0, stage_end[(size_t)i]);
+        sync = std::max(sync, std::max(std::max(e0, e1), std::max(e2, e3)) + g);
         grad_exposed_max = std::max(grad_exposed_max, g);
     }
     double after = 0, after_opt = 0, after_offload = 0;
