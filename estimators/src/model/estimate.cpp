@@ -30,6 +30,8 @@ EstimateContext make_estimate_context(const JobSpec& job, const ClusterProfile* 
     ctx.params = count_parameters(job.model);
     ctx.peak_flops = job.cluster.gpu.peak_tflops(job.training.precision) * 1e12;
     ctx.cpu_device = job.cluster.gpu.name == "cpu";
+    const HostLinkDefaults host = host_link_defaults(job.cluster);
+    ctx.host_memory_gib = host.host_memory_gib, ctx.host_pcie_gbps = host.pcie_gbps;
     return ctx;
 }
 
@@ -128,6 +130,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
     const OptimizerStateWidths widths = optimizer_state_widths(job.training);  // oom4
+    L.state_widths = widths;
     L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
                                           ch.distributed_optimizer, (double)L.dp * L.c, widths);
     L.optimizer_sharded = ch.zero >= 1 || ch.distributed_optimizer;
@@ -221,6 +224,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         L.fp8_bf16_first = tr.fp8_bf16_first_layers;
         L.fp8_bf16_last = tr.fp8_bf16_last_layers;
     }
+    L.gemm_workspace_bytes = gemm_workspace_bytes(job, L.fp8_te, L.moe);
     // overlap: the layout's settings (the job's, or the planner's choice: planfw); the param
     // gather only exists with a sharded optimizer, TP overlap only with sequence parallelism
     // (overlap.cpp).
@@ -230,11 +234,10 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // offload: what moves to host memory, and the host side's bandwidth, CPU and RAM.
     L.offload_optimizer = ch.offload_optimizer != OffloadDevice::none;
     L.offload_params = ch.offload_params;
-    const HostLinkDefaults host = host_link_defaults(cl);
-    L.pcie = std::max(host.pcie_gbps, 1e-3) * 1e9;
+    L.pcie = std::max(ctx.host_pcie_gbps, 1e-3) * 1e9;
     L.cpu_adam_params_per_s = cpu_adam_params_per_s(cl);  // bits: per host CPU (cluster preset)
     L.gpus_per_node = std::max(1, std::min(cl.gpus_per_node, L.world()));
-    L.host_capacity_bytes = host.host_memory_gib * kGiB;
+    L.host_capacity_bytes = ctx.host_memory_gib * kGiB;
     L.schedule = L.p > 1 ? effective_schedule(ch.schedule, L.v) : PipelineSchedule::one_f_one_b;  // zb
     // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
     L.ds_pipe = job.training.framework == Framework::deepspeed && L.p > 1;

@@ -71,6 +71,8 @@ struct LayoutDerived {
     Recompute rc;
     RecomputeStyle rc_style;             // what recompute = selective saves (parallel.recompute_style)
     StateBytes dense_state, expert_state;
+    OptimizerStateWidths state_widths;   // oom4: the optimizer states' bytes per element (the job's)
+    double gemm_workspace_bytes;         // cuBLAS's and Transformer Engine's workspaces (memory.cpp)
     // Per-layer parameters on one rank.
     double layer_dense_params, layer_expert_params;
     double embed_params, output_params, final_norm_params;
@@ -462,6 +464,9 @@ struct HostLinkDefaults {
     double host_memory_gib = 0, pcie_gbps = 0;
 };
 HostLinkDefaults host_link_defaults(const ClusterSpec& cl);
+// The GEMM libraries' workspaces one rank keeps for the run: cuBLAS's and, on a Transformer
+// Engine stack, TE's (memory.cpp; a job-level figure, computed once per layout in derive).
+double gemm_workspace_bytes(const JobSpec& job, bool te_fp8, bool moe);
 // offload: the most loaded node's host bytes, from each stage's per-GPU host bytes and where
 // the rank order puts the stages' ranks.
 double host_bytes_per_node(const LayoutDerived& L, const char* order, const std::vector<double>& stage_host);

@@ -524,6 +524,10 @@ static double te_workspace_bytes(const JobSpec& job, bool te_fp8, bool moe) {
     return workspaces * (sm90_or_later ? 32.0 : 4.0) * 1024 * 1024;
 }
 
+double gemm_workspace_bytes(const JobSpec& job, bool te_fp8, bool moe) {
+    return cublas_workspace_bytes(job) + te_workspace_bytes(job, te_fp8, moe);
+}
+
 // ubwd: what the backward of unfused attention (no flash: BMM1, softmax, BMM2, as Megatron's
 // and Transformer Engine's UnfusedDotProductAttention run it; TE attention/dot_product_attention/
 // backends.py) makes beside the saved activations: BMM2's backward writes the probabilities'
@@ -785,7 +789,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     if (L.sp) temp += L.e * L.tokens * L.h;                 // gathered sequence for the TP region
     if (L.p > 1) temp += 2.0 * L.e * L.tokens * L.h * r;    // p2p send + receive
     if (L.c > 1) temp += 2.0 * 2.0 * L.e * L.tokens * L.kv_l * L.d * (L.mla ? (L.d_qk + L.d_v) / (2.0 * L.d) : 1.0);  // ring attention: K/V chunk in flight + next (mla: K d + dr, V dv wide)
-    if (!engine) temp += cublas_workspace_bytes(ctx.job) + te_workspace_bytes(ctx.job, L.fp8_te, L.moe);  // the engine lists its own workspace
+    if (!engine) temp += L.gemm_workspace_bytes;  // the engine lists its own workspace
     S.mem.temp = temp;
     S.mem.cuda_context = L.cpu ? 0.0 : es.cuda_context_gib * kGiB;
     const bool embedding_group = L.p > 1 && (m.tied_embeddings || L.mtp > 0) && (first || last);  // mla: MTP's embedding copy

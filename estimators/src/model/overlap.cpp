@@ -566,7 +566,7 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
     const double opt_params = dense_params / (sharded ? N : 1) + expert_params / (sharded ? L.edp : 1);
     // oom4: with the states' own widths (training.*_dtype; fp32 each gives 30 and 18): the
     // master read and written (none: the 16-bit weight itself, which is then not written again).
-    const OptimizerStateWidths w = optimizer_state_widths(job.training);
+    const OptimizerStateWidths& w = L.state_widths;
     const double weight_write = w.main > 0 ? 2.0 : 0.0, master_rw = 2.0 * (w.main > 0 ? w.main : L.e);
     const double moments_rw = job.training.optimizer == Optimizer::sgd ? w.exp_avg : 2.0 * (w.exp_avg + w.exp_avg_sq);
     const double opt_bytes = 4.0 + master_rw + moments_rw + weight_write;

@@ -237,6 +237,9 @@ struct EstimateContext {
     // null = the GPU preset's figures. With one, the time model takes what was measured.
     const ClusterProfile* profile = nullptr;
     std::shared_ptr<const est::ProfileTimes> profile_times;  // what the time model reads of it
+    // offload: host RAM per node and host↔GPU bandwidth per GPU (the cluster's, else the GPU
+    // generation's DGX / HGX figures; 0 host RAM = unknown), read by every layout.
+    double host_memory_gib = 0, host_pcie_gbps = 0;
 };
 
 EstimateContext make_estimate_context(const JobSpec& job, const ClusterProfile* profile = nullptr);
