@@ -93,6 +93,12 @@ std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
     std::string out = buf;
     // etp: an MoE layout's expert tensor parallelism (tp where it is not folded).
     if (job.model.experts > 1) out += " etp" + std::to_string(c.etp > 0 ? c.etp : c.tp);
+    // planfw: the overlap keys, which tell apart rows that share every degree (`ptd plan`'s
+    // overlap column).
+    std::string overlap;
+    for (auto [on, name] : {std::pair{c.overlap_grad_reduce, "grad"}, {c.overlap_param_gather, "param"}, {c.tp_comm_overlap, "tp"}})
+        if (on) overlap += (overlap.empty() ? "" : "+") + std::string(name);
+    out += " overlap=" + (overlap.empty() ? std::string("none") : overlap);
     return out;
 }
 
@@ -236,7 +242,7 @@ void bench_plan(const char* title, const ptd::JobSpec& job) {
         (long long)r->feasible, r->pareto.size(), r->job_rank);
     for (size_t i = 0; i < r->top.size(); ++i) {
         const ptd::LayoutScore& s = r->top[i].score;
-        std::printf("  %zu. %-78s %9.0f tok/s  MFU %4.1f%%  step %6.2f s  peak %5.1f / %5.1f GiB\n", i + 1,
+        std::printf("  %zu. %-98s %9.0f tok/s  MFU %4.1f%%  step %6.2f s  peak %5.1f / %5.1f GiB\n", i + 1,
                     label(job, r->top[i].choice).c_str(), s.tokens_per_s, s.mfu * 100, s.step_s,
                     s.peak_bytes / (1 << 30), s.usable_bytes / (1 << 30));
     }
