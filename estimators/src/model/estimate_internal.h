@@ -348,12 +348,11 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
 // One ring collective moving `bytes` per rank over n ranks.
 // ---- nccl: collectives as NCCL runs them (ring / tree / NVLS, LL / LL128 / Simple) ----
 enum class Collective { all_reduce, all_gather };  // all_gather also stands for reduce-scatter
-// Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the
-// gathered output) over group g: the fastest algorithm and protocol, as NCCL's tuner picks.
-double nccl_time(Collective c, double bytes, const GroupNet& g);  // inline below
 // One point-to-point send of `bytes` between neighbouring members of g (pipeline, ring attention).
 double p2p_time(double bytes, const GroupNet& g);
 
+// Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the
+// gathered output) over group g: the fastest algorithm and protocol, as NCCL's tuner picks.
 // pspeed2: the planner asks nccl_time the same questions across layouts (a stage's gradient
 // buckets do not change with the micro-batch or recompute, a layer's TP message not with the
 // ZeRO stage), so answers are kept per thread in a small direct-mapped table keyed by every
