@@ -8,9 +8,11 @@
 #include <sched.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cpu_quota_cgroup.h"
@@ -99,6 +101,29 @@ TEST(EngineThreads, OversubscribedWhenTheThreadsOutnumberTheirCores) {
     EXPECT_TRUE(cores_oversubscribed_for(64, 16, 0, 8, 4)) << "32 threads on a shared 16-core cpuset";
     EXPECT_TRUE(cores_oversubscribed_for(64, 64, 16, 8, 4)) << "32 threads under a 16-core quota";
     EXPECT_FALSE(cores_oversubscribed_for(2, 1, 0, 1, 1)) << "taskset to its own core";
+}
+
+// Once the node's masks are known (the probes, after connecting), a rank's cores are its
+// share of each CPU it may run on: 1 / the number of the node's ranks that hold that CPU.
+TEST(EngineThreads, ANodesMasksGiveEachRankItsShareOfTheCores) {
+    using ptd::engine::node_cpu_share;
+    using ptd::engine::share_oversubscribed;
+    // 4 ranks in one 2-core cpuset {0, 1}: half a core each, whatever one mask suggests.
+    const std::vector<float> one_cpuset{4, 4};
+    EXPECT_DOUBLE_EQ(node_cpu_share({0, 1}, one_cpuset), 0.5);
+    EXPECT_TRUE(share_oversubscribed(0.5, 0, 4, 1)) << "4 one-thread ranks on 2 cores";
+    // 4 ranks on their own 2 cores each (a taskset per rank): 2 each.
+    const std::vector<float> own(8, 1.0f);
+    EXPECT_DOUBLE_EQ(node_cpu_share({2, 3}, own), 2.0);
+    EXPECT_FALSE(share_oversubscribed(2.0, 0, 4, 2));
+    EXPECT_TRUE(share_oversubscribed(2.0, 0, 4, 3)) << "a thread more than its own cores";
+    // One rank on {0..3}, two more on {0, 1} and {2, 3}: every CPU held twice, so 2, 1 and 1.
+    const std::vector<float> mixed{2, 2, 2, 2};
+    EXPECT_DOUBLE_EQ(node_cpu_share({0, 1, 2, 3}, mixed), 2.0);
+    EXPECT_DOUBLE_EQ(node_cpu_share({0, 1}, mixed), 1.0);
+    // A CPU the counts do not reach (or hold 0 for) counts whole; a quota binds the node's ranks.
+    EXPECT_DOUBLE_EQ(node_cpu_share({0, 5}, {1, 0}), 2.0);
+    EXPECT_TRUE(share_oversubscribed(8.0, 4, 2, 4)) << "8 threads under a 4-core quota";
 }
 
 // A container's CPU limit (a cgroup CPU quota) caps the count: 20 ms per 100 ms is one core
@@ -256,6 +281,45 @@ void probe_eight_rank_job(const std::string& backend) {
 }
 
 TEST(EngineProbe, EightRankJobOverLoopback) { probe_eight_rank_job("cpu"); }
+
+// Two ranks of one node bound to the same core (one taskset for the whole job): each rank's
+// mask is 1 CPU of 2, which one rank alone takes for its own, but the node's masks together
+// give each half a core. The probes then see shared cores and time the collectives between
+// compute bursts (the in-step probes), as they must where ranks wait for a core.
+TEST(EngineProbe, RanksInOneCoreProbeTheirCollectivesBetweenComputeBursts) {
+    if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores: one for both ranks, one left";
+    const std::filesystem::path dir = engine_run::temp_root() / "one-core-job";
+    std::filesystem::create_directories(dir);
+    const std::string job = (dir / "two-ranks.toml").string();
+    std::ofstream(job) << "[model]\npreset = \"tiny-gpt\"\n\n[cluster]\nnodes = 1\ngpus_per_node = 2\ngpu = \"cpu\"\n\n"
+                          "[parallel]\ntp = 2\n\n[training]\nmicro_batch = 2\nglobal_batch = 4\nprecision = \"fp32\"\n"
+                          "steps = 2\ndata = \"synthetic\"\n";
+    // The ranks inherit the test's mask: CPU 0 only, for as long as they are started.
+    cpu_set_t saved, one;
+    ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    const auto runs = engine_run::run_engine(job, 2, {"--probe", "--quick"});
+    sched_setaffinity(0, sizeof saved, &saved);
+    ASSERT_EQ(runs.size(), 2u);
+    for (int rank = 0; rank < 2; ++rank) {
+        const auto& run = runs[(size_t)rank];
+        ASSERT_EQ(run.exit_code, 0) << "rank " << rank << " stderr:\n" << run.err;
+        int in_step = 0;
+        std::vector<int> cpus;
+        std::istringstream lines(run.out);
+        for (std::string line; std::getline(lines, line);) {
+            auto m = ptd::parse_metrics_line(line, nullptr);
+            ASSERT_TRUE(m) << line;
+            if (m->probe.kind == "host") cpus = m->probe.cpus;
+            if (m->probe.kind == "comm" && m->probe.between_s > 0) ++in_step;
+        }
+        EXPECT_EQ(cpus, std::vector<int>{0}) << "rank " << rank << " ran in the test's one-core mask";
+        EXPECT_GT(in_step, 0) << "rank " << rank << ": two ranks in one core share it, so the collectives are also "
+                                 "probed between compute bursts";
+    }
+}
 
 // The GPU probe code path (CUDA backend, device buffers, synchronising downloads) under the
 // CUDA simulator; on a GPU the same code runs on the device.

@@ -799,6 +799,33 @@ nlohmann::json gpu_description(const BackendChoice* backend) {
 
 }  // namespace
 
+// This rank's share of its node's cores (node_cpu_share): two world all-reduces, the highest
+// CPU id any rank may run on, then per node how many of its ranks hold each CPU. One rank's
+// mask cannot tell its own cores from a cpuset it shares with the node's other ranks; every
+// rank's mask together can (4 ranks in one 2-core cpuset: half a core each).
+// −1 where this rank cannot read its mask (it still takes part in both all-reduces).
+static double node_cpu_share_of_rank(ConnectedRank& r, int node) {
+    const std::vector<int> mine = affinity_cpus();
+    int nodes = 0;
+    for (const auto& place : r.layout.ranks) nodes = std::max(nodes, place.node + 1);
+    auto all_reduce = [&r](std::vector<float>& v, ReduceOp op) {
+        float* d = (float*)r.be->alloc(MEM_WORKSPACE, v.size() * sizeof(float), "probe node cpus");
+        r.be->upload(d, v.data(), v.size() * sizeof(float));
+        r.groups.world->all_reduce(d, (int64_t)v.size(), DType::f32, op);
+        r.be->download(v.data(), d, v.size() * sizeof(float));
+        r.be->release(d);
+    };
+    std::vector<float> top{mine.empty() ? 0.0f : (float)(mine.back() + 1)};
+    all_reduce(top, ReduceOp::max);
+    const size_t cpus = (size_t)top[0];
+    std::vector<float> holders((size_t)nodes * cpus, 0.0f);
+    for (int c : mine) holders[(size_t)node * cpus + (size_t)c] = 1.0f;
+    all_reduce(holders, ReduceOp::sum);
+    if (mine.empty()) return -1;
+    return node_cpu_share(mine, std::vector<float>(holders.begin() + (ptrdiff_t)((size_t)node * cpus),
+                                                   holders.begin() + (ptrdiff_t)((size_t)(node + 1) * cpus)));
+}
+
 int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& options, const ProbeOptions& probe) {
     ConnectedRank r;
     if (int rc = connect_rank(job, env, options, r)) return rc;
@@ -832,7 +859,10 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
     }
     const auto t0 = clock_type::now();
     {  // Shared cores anywhere: one world all-reduce of each rank's verdict on its own host.
-        const float mine = cores_oversubscribed(on_node, r.threads) ? 1.0f : 0.0f;
+        const double share = node_cpu_share_of_rank(r, node);
+        const bool over = share >= 0 ? share_oversubscribed(share, cpu_quota_cores(), on_node, r.threads)
+                                     : cores_oversubscribed(on_node, r.threads);
+        const float mine = over ? 1.0f : 0.0f;
         float* flag = (float*)r.be->alloc(MEM_WORKSPACE, sizeof(float), "probe shared-cores flag");
         r.be->upload(flag, &mine, sizeof mine);
         r.groups.world->all_reduce(flag, 1, DType::f32, ReduceOp::max);

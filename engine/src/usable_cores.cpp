@@ -2,8 +2,9 @@
 // or a container's cpuset; its cgroup's CPU bandwidth limit, a container's CPU limit): how
 // many compute threads it takes (trainer.cpp default_threads) — its own mask whole, a shared
 // one divided among the node's ranks — and, by the same rule, whether the node's threads
-// oversubscribe them (the probes' shared-cores verdict, probe.cpp); the mask and limit the
-// probes' host line reports (`ptd calibrate`'s shared-cores test). A rank bound to one core
+// oversubscribe them; the mask and limit the probes' host line reports (`ptd calibrate`'s
+// shared-cores test); and, once the node's masks are known, a rank's share of the node's
+// cores (the probes' shared-cores verdict, probe.cpp). A rank bound to one core
 // that ran a thread per core of the machine made its GEMMs 36× slower beside other work there.
 #include <sched.h>
 
@@ -143,5 +144,19 @@ std::vector<int> affinity_cpus() {
 }
 
 int cpu_quota_cores() { return cgroup_cpu_limit(); }
+
+double node_cpu_share(const std::vector<int>& mine, const std::vector<float>& holders) {
+    double share = 0;
+    for (int c : mine) {
+        const float n = c >= 0 && (size_t)c < holders.size() ? holders[(size_t)c] : 0.0f;
+        share += 1.0 / std::max(1.0f, n);
+    }
+    return share;
+}
+
+bool share_oversubscribed(double share, int quota, int local_ranks, int threads) {
+    const long long t = std::max(1, threads), local = std::max(1, local_ranks);
+    return (double)t > share + 1e-9 || (quota > 0 && t * local > quota);
+}
 
 }  // namespace ptd::engine

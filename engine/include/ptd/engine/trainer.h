@@ -169,9 +169,19 @@ int default_compute_threads(int local_ranks);
 int compute_threads_for(int machine, int mask, int quota, int local_ranks);
 // Whether `local_ranks` ranks of `threads` compute threads each want more cores than they
 // have, by the same rule: an own mask holds one rank's threads, a shared mask (or the
-// machine) and a quota all the node's. The probes' shared-cores verdict (probe.cpp).
+// machine) and a quota all the node's. The probes' shared-cores verdict where a rank cannot
+// read its mask (probe.cpp; otherwise share_oversubscribed, below).
 bool cores_oversubscribed(int local_ranks, int threads);
 bool cores_oversubscribed_for(int machine, int mask, int quota, int local_ranks, int threads);
+// The cores a rank has once its node's masks are known (the probes, after connecting): each
+// CPU of its mask `mine` counts 1 / the number of the node's ranks whose masks hold it
+// (`holders`, indexed by CPU id; 0 where none: taken as 1). 4 ranks in one 2-core cpuset have
+// half a core each; 4 ranks on their own 2 cores, 2 each; a CPU id beyond `holders` counts 1.
+double node_cpu_share(const std::vector<int>& mine, const std::vector<float>& holders);
+// Whether a rank's `threads` want more than its share of the node's cores, or the node's
+// `local_ranks` ranks more than their cgroup's `quota` (0 = none): the probes' shared-cores
+// verdict once every rank's mask is known, where the own-mask rule above can only guess.
+bool share_oversubscribed(double share, int quota, int local_ranks, int threads);
 // What this process may run on, as the probes' host line reports it: the CPUs of its affinity
 // mask (ascending ids) and its cgroup's CPU bandwidth limit in whole cores (0 = none). One
 // rank cannot tell whether its mask is its own or shared with the node's other ranks; `ptd
