@@ -818,6 +818,7 @@ static double node_cpu_share_of_rank(ConnectedRank& r, int node) {
     std::vector<float> top{mine.empty() ? 0.0f : (float)(mine.back() + 1)};
     all_reduce(top, ReduceOp::max);
     const size_t cpus = (size_t)top[0];
+    if (cpus == 0) return -1;  // no rank read a mask (every rank sees the same maximum): no second call
     std::vector<float> holders((size_t)nodes * cpus, 0.0f);
     for (int c : mine) holders[(size_t)node * cpus + (size_t)c] = 1.0f;
     all_reduce(holders, ReduceOp::sum);
