@@ -95,10 +95,7 @@ std::string label(const ptd::JobSpec& job, const ptd::LayoutChoice& c) {
     if (job.model.experts > 1) out += " etp" + std::to_string(c.etp > 0 ? c.etp : c.tp);
     // planfw: the overlap keys, which tell apart rows that share every degree (`ptd plan`'s
     // overlap column).
-    std::string overlap;
-    for (auto [on, name] : {std::pair{c.overlap_grad_reduce, "grad"}, {c.overlap_param_gather, "param"}, {c.tp_comm_overlap, "tp"}})
-        if (on) overlap += (overlap.empty() ? "" : "+") + std::string(name);
-    out += " overlap=" + (overlap.empty() ? std::string("none") : overlap);
+    out += " overlap=" + ptd::overlap_words(c);
     return out;
 }
 
