@@ -799,6 +799,16 @@ nlohmann::json gpu_description(const BackendChoice* backend) {
 
 }  // namespace
 
+// Host floats all-reduced over the world through a buffer of the rank's backend (the
+// communicators read backend memory): what the ranks agree on before probing.
+static void world_all_reduce(ConnectedRank& r, float* x, int64_t n, ReduceOp op) {
+    float* d = (float*)r.be->alloc(MEM_WORKSPACE, n * (int64_t)sizeof(float), "probe agreement");
+    r.be->upload(d, x, n * sizeof(float));
+    r.groups.world->all_reduce(d, n, DType::f32, op);
+    r.be->download(x, d, n * sizeof(float));
+    r.be->release(d);
+}
+
 // This rank's share of its node's cores (node_cpu_share): two world all-reduces, the highest
 // CPU id any rank may run on, then per node how many of its ranks hold each CPU. One rank's
 // mask cannot tell its own cores from a cpuset it shares with the node's other ranks; every
@@ -808,20 +818,13 @@ static double node_cpu_share_of_rank(ConnectedRank& r, int node) {
     const std::vector<int> mine = affinity_cpus();
     int nodes = 0;
     for (const auto& place : r.layout.ranks) nodes = std::max(nodes, place.node + 1);
-    auto all_reduce = [&r](std::vector<float>& v, ReduceOp op) {
-        float* d = (float*)r.be->alloc(MEM_WORKSPACE, v.size() * sizeof(float), "probe node cpus");
-        r.be->upload(d, v.data(), v.size() * sizeof(float));
-        r.groups.world->all_reduce(d, (int64_t)v.size(), DType::f32, op);
-        r.be->download(v.data(), d, v.size() * sizeof(float));
-        r.be->release(d);
-    };
-    std::vector<float> top{mine.empty() ? 0.0f : (float)(mine.back() + 1)};
-    all_reduce(top, ReduceOp::max);
-    const size_t cpus = (size_t)top[0];
+    float top = mine.empty() ? 0.0f : (float)(mine.back() + 1);
+    world_all_reduce(r, &top, 1, ReduceOp::max);
+    const size_t cpus = (size_t)top;
     if (cpus == 0) return -1;  // no rank read a mask (every rank sees the same maximum): no second call
     std::vector<float> holders((size_t)nodes * cpus, 0.0f);
     for (int c : mine) holders[(size_t)node * cpus + (size_t)c] = 1.0f;
-    all_reduce(holders, ReduceOp::sum);
+    world_all_reduce(r, holders.data(), (int64_t)holders.size(), ReduceOp::sum);
     if (mine.empty()) return -1;
     return node_cpu_share(mine, std::vector<float>(holders.begin() + (ptrdiff_t)((size_t)node * cpus),
                                                    holders.begin() + (ptrdiff_t)((size_t)(node + 1) * cpus)));
@@ -863,13 +866,8 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
         const double share = node_cpu_share_of_rank(r, node);
         const bool over = share >= 0 ? share_oversubscribed(share, cpu_quota_cores(), on_node, r.threads)
                                      : cores_oversubscribed(on_node, r.threads);
-        const float mine = over ? 1.0f : 0.0f;
-        float* flag = (float*)r.be->alloc(MEM_WORKSPACE, sizeof(float), "probe shared-cores flag");
-        r.be->upload(flag, &mine, sizeof mine);
-        r.groups.world->all_reduce(flag, 1, DType::f32, ReduceOp::max);
-        float any = 0;
-        r.be->download(&any, flag, sizeof any);
-        r.be->release(flag);
+        float any = over ? 1.0f : 0.0f;
+        world_all_reduce(r, &any, 1, ReduceOp::max);
         p.shared_cores = any > 0 && r.be->name() == std::string("cpu");
     }
     // The dry pass: how many probes and what the preset says they take (the "plan" line).
