@@ -63,6 +63,11 @@ struct SpawnOptions {
     // 0's) is up and the run cannot get past its rendezvous without the last rank, so what
     // this does to the store's port happens while the run is waiting on it.
     std::function<void(int master_port)> before_last_rank;
+    // The engine's own default threads (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS left unset)
+    // instead of one each, and the ranks `ptd launch` would say share a host (0 = all of them;
+    // 1 = each rank a host of its own, as a several-node job on one machine).
+    bool default_threads = false;
+    int local_world_size = 0;
 };
 
 // A fresh folder per test process. Not named by pid alone: pids are reused, and a folder
@@ -102,8 +107,17 @@ inline std::vector<RankRun> run_engine(const std::string& job, int world, const 
             dup2(fe, 2);
             ptd::set_single_host_rank_env(r, world, port);
             if (!so.run_secret.empty()) setenv("PTD_RUN_SECRET", so.run_secret.c_str(), 1);
-            setenv("OMP_NUM_THREADS", "1", 1);
-            setenv("OPENBLAS_NUM_THREADS", "1", 1);
+            if (so.local_world_size > 0) {
+                setenv("LOCAL_RANK", std::to_string(r % so.local_world_size).c_str(), 1);
+                setenv("LOCAL_WORLD_SIZE", std::to_string(so.local_world_size).c_str(), 1);
+            }
+            if (so.default_threads) {
+                unsetenv("OMP_NUM_THREADS");
+                unsetenv("OPENBLAS_NUM_THREADS");
+            } else {
+                setenv("OMP_NUM_THREADS", "1", 1);
+                setenv("OPENBLAS_NUM_THREADS", "1", 1);
+            }
             std::vector<std::string> argv_s = {PTD_BIN_DIR "/ptd-engine", "--job", job};
             argv_s.insert(argv_s.end(), args.begin(), args.end());
             // The engine's default run directory is runs/<run id> under the working folder:

@@ -126,6 +126,56 @@ TEST(EngineThreads, ANodesMasksGiveEachRankItsShareOfTheCores) {
     EXPECT_TRUE(share_oversubscribed(8.0, 4, 2, 4)) << "8 threads under a 4-core quota";
 }
 
+// Ranks agree which of them share a machine by its host name and boot id, not by the layout's
+// nodes: equal key words, one machine, numbered in order of first appearance.
+TEST(EngineThreads, RanksWithOneMachineKeyShareOneMachine) {
+    using ptd::engine::machines_of_ranks;
+    // 4 ranks: 0 and 2 on one machine, 1 and 3 on another (3 words each).
+    EXPECT_EQ(machines_of_ranks({1, 2, 3, 7, 8, 9, 1, 2, 3, 7, 8, 9}), (std::vector<int>{0, 1, 0, 1}));
+    EXPECT_EQ(machines_of_ranks({5, 5, 5, 5, 5, 6}), (std::vector<int>{0, 1})) << "one word differs: two machines";
+    EXPECT_EQ(machines_of_ranks({}), std::vector<int>{});
+}
+
+// The default threads from a rank's share of its machine: its whole cores, at least one, at
+// most its part of a quota.
+TEST(EngineThreads, DefaultThreadsFromTheMachinesShare) {
+    using ptd::engine::compute_threads_for_share;
+    EXPECT_EQ(compute_threads_for_share(32.0, 0, 2), 32) << "2 ranks on a 64-core machine";
+    EXPECT_EQ(compute_threads_for_share(2.0 / 3.0 * 8, 0, 3), 5) << "3 ranks on 16 cores: 5⅓ each";
+    EXPECT_EQ(compute_threads_for_share(0.5, 0, 4), 1) << "4 ranks in one 2-core cpuset";
+    EXPECT_EQ(compute_threads_for_share(8.0, 4, 2), 2) << "a 4-core quota over 2 ranks";
+    EXPECT_EQ(compute_threads_for_share(1.0 - 1e-12, 0, 2), 1) << "rounding does not lose a whole core";
+}
+
+// Two ranks that `ptd launch` starts as two one-rank hosts of one machine (a 2-node job on a
+// workstation: LOCAL_WORLD_SIZE 1 each) each took every core of the machine, twice as many
+// threads as cores. Once connected they see one machine and take half its cores each.
+TEST(EngineThreads, TwoOneRankNodesOnOneMachineShareItsCores) {
+    const std::vector<int> cpus = ptd::engine::affinity_cpus();
+    if (cpus.size() < 2) GTEST_SKIP() << "needs 2 cores in this process's mask";
+    const std::filesystem::path dir = engine_run::temp_root() / "two-node-job";
+    std::filesystem::create_directories(dir);
+    const std::string job = (dir / "two-nodes.toml").string();
+    std::ofstream(job) << "[model]\npreset = \"tiny-gpt\"\n\n[cluster]\nnodes = 2\ngpus_per_node = 1\ngpu = \"cpu\"\n\n"
+                          "[training]\nmicro_batch = 2\nglobal_batch = 4\nprecision = \"fp32\"\nsteps = 1\n"
+                          "data = \"synthetic\"\n";
+    engine_run::SpawnOptions so;
+    so.default_threads = true;
+    so.local_world_size = 1;
+    const auto runs = engine_run::run_engine(job, 2, {}, so);
+    ASSERT_FALSE(so.timed_out);
+    const int expected =
+        ptd::engine::compute_threads_for_share((double)cpus.size() / 2, ptd::engine::cpu_quota_cores(), 2);
+    for (int rank = 0; rank < 2; ++rank) {
+        const auto& run = runs[(size_t)rank];
+        ASSERT_EQ(run.exit_code, 0) << "rank " << rank << " stderr:\n" << run.err;
+        const auto start = run.of("start");
+        ASSERT_EQ(start.size(), 1u) << run.out;
+        EXPECT_EQ(start[0].value("threads", -1), expected)
+            << "rank " << rank << ": half of the " << cpus.size() << " cores the two ranks share, not all of them";
+    }
+}
+
 // A container's CPU limit (a cgroup CPU quota) caps the count: 20 ms per 100 ms is one core
 // (rounded up), 150 ms per 100 ms two.
 TEST(EngineThreads, DefaultThreadsFollowTheCgroupCpuQuota) {

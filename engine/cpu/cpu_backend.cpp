@@ -225,6 +225,15 @@ public:
         planned_threads_ = omp_get_max_threads();
     }
 
+    bool set_compute_threads(int threads) override {
+        PTD_REQUIRE(threads > 0 && std::none_of(std::begin(scratch_), std::end(scratch_), [](float* p) { return p; }),
+                    "set_compute_threads(%d): not a count, or the operand scratch was already planned", threads);
+        openblas_set_num_threads(threads);
+        omp_set_num_threads(threads);
+        planned_threads_ = omp_get_max_threads();
+        return true;
+    }
+
     const char* name() const override { return "cpu"; }
 
     // One stream in effect: everything runs synchronously, so events order nothing.

@@ -30,6 +30,7 @@ public:
     explicit stream_checking_backend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
 
     const char* name() const override { return in_->name(); }
+    bool set_compute_threads(int threads) override { return in_->set_compute_threads(threads); }
 
     // ---- streams and events ------------------------------------------------------------
     Event create_event(const char* what) override {

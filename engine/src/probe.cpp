@@ -799,44 +799,11 @@ nlohmann::json gpu_description(const BackendChoice* backend) {
 
 }  // namespace
 
-// Host floats all-reduced over the world through a buffer of the rank's backend (the
-// communicators read backend memory): what the ranks agree on before probing.
-static void world_all_reduce(ConnectedRank& r, float* x, int64_t n, ReduceOp op) {
-    float* d = (float*)r.be->alloc(MEM_WORKSPACE, n * (int64_t)sizeof(float), "probe agreement");
-    r.be->upload(d, x, n * sizeof(float));
-    r.groups.world->all_reduce(d, n, DType::f32, op);
-    r.be->download(x, d, n * sizeof(float));
-    r.be->release(d);
-}
-
-// This rank's share of its node's cores (node_cpu_share): two world all-reduces, the highest
-// CPU id any rank may run on, then per node how many of its ranks hold each CPU. One rank's
-// mask cannot tell its own cores from a cpuset it shares with the node's other ranks; every
-// rank's mask together can (4 ranks in one 2-core cpuset: half a core each).
-// −1 where this rank cannot read its mask (it still takes part in both all-reduces).
-static double node_cpu_share_of_rank(ConnectedRank& r, int node) {
-    const std::vector<int> mine = affinity_cpus();
-    int nodes = 0;
-    for (const auto& place : r.layout.ranks) nodes = std::max(nodes, place.node + 1);
-    float top = mine.empty() ? 0.0f : (float)(mine.back() + 1);
-    world_all_reduce(r, &top, 1, ReduceOp::max);
-    const size_t cpus = (size_t)top;
-    if (cpus == 0) return -1;  // no rank read a mask (every rank sees the same maximum): no second call
-    std::vector<float> holders((size_t)nodes * cpus, 0.0f);
-    for (int c : mine) holders[(size_t)node * cpus + (size_t)c] = 1.0f;
-    world_all_reduce(r, holders.data(), (int64_t)holders.size(), ReduceOp::sum);
-    if (mine.empty()) return -1;
-    return node_cpu_share(mine, std::vector<float>(holders.begin() + (ptrdiff_t)((size_t)node * cpus),
-                                                   holders.begin() + (ptrdiff_t)((size_t)(node + 1) * cpus)));
-}
-
 int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& options, const ProbeOptions& probe) {
     ConnectedRank r;
     if (int rc = connect_rank(job, env, options, r)) return rc;
     Prober p{r, job, probe_plan(probe), MetricsSource{r.run_id, env.rank}};
-    int on_node = 0;  // this rank's node's ranks
     const int node = r.layout.ranks[(size_t)env.rank].node;
-    for (const auto& place : r.layout.ranks) on_node += place.node == node;
     {
         char host[256] = {};
         gethostname(host, sizeof host - 1);
@@ -862,12 +829,12 @@ int run_probes(const JobSpec& job, const RankEnv& env, const TrainOptions& optio
         emit_metrics_line(j);
     }
     const auto t0 = clock_type::now();
-    {  // Shared cores anywhere: one world all-reduce of each rank's verdict on its own host.
-        const double share = node_cpu_share_of_rank(r, node);
-        const bool over = share >= 0 ? share_oversubscribed(share, cpu_quota_cores(), on_node, r.threads)
-                                     : cores_oversubscribed(on_node, r.threads);
+    {  // Shared cores anywhere: one world all-reduce of each rank's verdict on its own machine.
+        const HostCores& hc = r.host_cores;
+        const bool over = hc.share >= 0 ? share_oversubscribed(hc.share, cpu_quota_cores(), hc.ranks_on_machine, r.threads)
+                                        : cores_oversubscribed(hc.ranks_on_machine, r.threads);
         float any = over ? 1.0f : 0.0f;
-        world_all_reduce(r, &any, 1, ReduceOp::max);
+        all_reduce_host_floats(*r.be, *r.groups.world, &any, 1, ReduceOp::max);
         p.shared_cores = any > 0 && r.be->name() == std::string("cpu");
     }
     // The dry pass: how many probes and what the preset says they take (the "plan" line).

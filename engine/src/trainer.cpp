@@ -52,6 +52,8 @@ struct RunState {
     RankLayout layout;
     EngineConfig cfg;
     int threads = 1;
+    bool threads_given = false;    // --threads or OMP_NUM_THREADS: kept whatever the machine's ranks
+    HostCores host_cores;          // the machine's ranks and this rank's share of its cores
     std::unique_ptr<Backend> be;
     BackendChoice backend;         // which backend and device (--backend)
     DeviceMemReadings device_mem;  // cudaMemGetInfo around communicator set-up (CUDA backends)
@@ -131,12 +133,10 @@ std::string make_run_id() {
     return std::string(buf) + "-" + std::to_string((long)getpid());
 }
 
-int default_threads(const RankEnv& env) {
-    if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
-        const int n = std::atoi(omp);
-        if (n > 0) return n;
-    }
-    return default_compute_threads(env.local_world_size);
+// OMP_NUM_THREADS as a count, 0 where it is unset or not one.
+int omp_env_threads() {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    return omp ? std::max(0, std::atoi(omp)) : 0;
 }
 
 // ---- setup ---------------------------------------------------------------------------------
@@ -692,7 +692,12 @@ int setup_connected(RunState& s, const JobSpec& job, const RankEnv& env, const T
     auto cfg = make_engine_config(job, s.layout, env.rank);
     if (!cfg) return setup_error(s, cfg.error().one_line());
     s.cfg = *cfg;
-    s.threads = options.threads > 0 ? options.threads : default_threads(env);
+    // Until every rank's mask is known (below), a default from this rank's own mask and
+    // LOCAL_WORLD_SIZE; the backend is made with it.
+    s.threads_given = options.threads > 0 || omp_env_threads() > 0;
+    s.threads = options.threads > 0   ? options.threads
+                : omp_env_threads() > 0 ? omp_env_threads()
+                                        : default_compute_threads(env.local_world_size);
     s.loss_scaling = job.training.precision == Precision::fp16;
     if (s.loss_scaling) s.loss_scale = kInitialLossScale;
     if (const char* inj = std::getenv("PTD_ENGINE_INJECT_OVERFLOW_STEP")) {
@@ -775,6 +780,14 @@ int setup_connected(RunState& s, const JobSpec& job, const RankEnv& env, const T
     s.device_mem.at_start = s.device_mem.before_comm = mem_reading();
     if (int rc = connect_run(s)) return rc;
     s.device_mem.after_comm = mem_reading();
+    // Which ranks share this machine, from every rank's host and mask: LOCAL_WORLD_SIZE counts a
+    // layout node's ranks (a 2-node job on one workstation is two nodes of one rank), and one
+    // mask cannot tell its own cores from a shared cpuset. Default threads follow the share.
+    s.host_cores = host_cores_of_rank(*s.be, *s.groups.world, env.rank, env.world_size);
+    if (!s.threads_given && s.host_cores.share >= 0) {
+        const int t = compute_threads_for_share(s.host_cores.share, cpu_quota_cores(), s.host_cores.ranks_on_machine);
+        if (t != s.threads && s.be->set_compute_threads(t)) s.threads = t;
+    }
     // The communicator tells the backend what it reads (checked in PTD_STREAM_CHECK mode).
     for (Communicator* g : {s.groups.world.get(), s.groups.tp.get(), s.groups.pp.get(), s.groups.dp.get(),
                             s.groups.embedding.get()})
@@ -794,6 +807,7 @@ int connect_rank(const JobSpec& job, const RankEnv& env, const TrainOptions& opt
     out.layout = std::move(s.layout);
     out.cfg = s.cfg;
     out.threads = s.threads;
+    out.host_cores = s.host_cores;
     out.run_id = s.run_id;
     out.be = std::move(s.be);
     out.server = std::move(s.server);

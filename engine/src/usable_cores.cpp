@@ -1,11 +1,12 @@
 // usable_cores.cpp — the cores a rank may run on (its CPU affinity: taskset, a Slurm task's
 // or a container's cpuset; its cgroup's CPU bandwidth limit, a container's CPU limit): how
-// many compute threads it takes (trainer.cpp default_threads) — its own mask whole, a shared
-// one divided among the node's ranks — and, by the same rule, whether the node's threads
-// oversubscribe them; the mask and limit the probes' host line reports (`ptd calibrate`'s
-// shared-cores test); and, once the node's masks are known, a rank's share of the node's
-// cores (the probes' shared-cores verdict, probe.cpp). A rank bound to one core
-// that ran a thread per core of the machine made its GEMMs 36× slower beside other work there.
+// many compute threads it starts with before the ranks connect (trainer.cpp) — its own mask
+// whole, a shared one divided among the node's ranks — and, by the same rule, whether the
+// node's threads oversubscribe them; the mask and limit the probes' host line reports (`ptd
+// calibrate`'s shared-cores test); and, once the machine's masks are known (host_cores.cpp), a
+// rank's share of its cores, which then sizes its threads and decides the probes' verdict. A
+// rank bound to one core that ran a thread per core of the machine made its GEMMs 36× slower
+// beside other work there.
 #include <sched.h>
 
 #include <algorithm>

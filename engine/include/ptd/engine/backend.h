@@ -76,6 +76,14 @@ public:
     // True only for the cuda-sim backend in shapes-only mode (engine/cuda/runtime.h): every
     // op is checked and nothing is computed, so start-up skips computing initial values.
     virtual bool shapes_only() const { return false; }
+    // The host threads the kernels run on (the CPU backend's OpenBLAS and OpenMP threads),
+    // changed from what the backend was made with: only before anything is planned or
+    // allocated for the model (the trainer, once the ranks know how they share their machine).
+    // False where the backend has no such threads (CUDA, cuda-sim): nothing changes.
+    virtual bool set_compute_threads(int threads) {
+        (void)threads;
+        return false;
+    }
 
     // ---- streams and events ----------------------------------------------------------
     virtual Event create_event(const char* what) = 0;  // at start-up

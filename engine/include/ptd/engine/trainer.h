@@ -155,8 +155,9 @@ std::vector<PipelinePlanEntry> pipeline_plan(int pp, int pp_rank, int vpp, int m
 void run_pipeline_step(Model& model, Activations& acts, CommGroups& groups, const StepBatch& batch,
                        double* loss_acc, StepTimes& times, bool cuda_graphs = false);
 
-// The compute threads of a rank that neither --threads nor OMP_NUM_THREADS sizes, one of
-// `local_ranks` on its node (engine/src/usable_cores.cpp): compute_threads_for this machine's
+// The compute threads a rank that neither --threads nor OMP_NUM_THREADS sizes starts with, one
+// of `local_ranks` on its node, until the ranks have connected and agreed how they share their
+// machine (host_cores_of_rank below; engine/src/usable_cores.cpp): compute_threads_for this machine's
 // cores, this process's CPU affinity mask (taskset, a Slurm task's or a container's cpuset)
 // and its cgroup's CPU bandwidth limit (cpu.max, v1 cpu.cfs_quota_us; 0 = none), rounded up
 // to whole cores. Threads beyond the cores share them, and OpenBLAS's spinning threads then
@@ -173,8 +174,8 @@ int compute_threads_for(int machine, int mask, int quota, int local_ranks);
 // read its mask (probe.cpp; otherwise share_oversubscribed, below).
 bool cores_oversubscribed(int local_ranks, int threads);
 bool cores_oversubscribed_for(int machine, int mask, int quota, int local_ranks, int threads);
-// The cores a rank has once its node's masks are known (the probes, after connecting): each
-// CPU of its mask `mine` counts 1 / the number of the node's ranks whose masks hold it
+// The cores a rank has once its machine's masks are known (after connecting): each
+// CPU of its mask `mine` counts 1 / the number of the machine's ranks whose masks hold it
 // (`holders`, indexed by CPU id; 0 where none: taken as 1). 4 ranks in one 2-core cpuset have
 // half a core each; 4 ranks on their own 2 cores, 2 each; a CPU id beyond `holders` counts 1.
 double node_cpu_share(const std::vector<int>& mine, const std::vector<float>& holders);
@@ -190,6 +191,29 @@ bool share_oversubscribed(double share, int quota, int local_ranks, int threads)
 std::vector<int> affinity_cpus();
 int cpu_quota_cores();
 
+// Host floats all-reduced over `group` through a buffer of `be` (the communicators read backend
+// memory): what the ranks agree on outside a step. Collective: every rank of the group calls it.
+void all_reduce_host_floats(Backend& be, Communicator& group, float* x, int64_t n, ReduceOp op);
+// What a rank has of its machine once every rank is connected (engine/src/host_cores.cpp):
+// the ranks that share the machine (same host name and boot id, whatever the layout's nodes or
+// LOCAL_WORLD_SIZE say) and this rank's share of its cores (node_cpu_share over the masks of
+// the machine's ranks; −1 where this rank cannot read its mask).
+struct HostCores {
+    double share = -1;
+    int ranks_on_machine = 1;
+};
+// Collective over `world` (every rank calls it, in the same place): a few small all-reduces
+// through buffers of `be`. One rank alone: its own mask, nobody to share it with.
+HostCores host_cores_of_rank(Backend& be, Communicator& world, int rank, int world_size);
+// Each rank's machine (0, 1, … in order of first appearance) from every rank's key words
+// (kMachineKeyWords floats a rank, rank-major): equal keys, one machine.
+inline constexpr int kMachineKeyWords = 3;
+std::vector<int> machines_of_ranks(const std::vector<float>& keys);
+// The default compute threads from a rank's share of its machine's cores: its whole cores (at
+// least 1), and no more than its part of the cgroup's `quota` (0 = none) among the
+// `ranks_on_machine` ranks under it.
+int compute_threads_for_share(double share, int quota, int ranks_on_machine);
+
 // The whole run. Returns the process exit code (0 = finished; errors are printed and
 // reported as metrics events; a failed peer exits through fatal_run_error()).
 int run_training(const JobSpec& job, const RankEnv& env, const TrainOptions& options);
@@ -203,6 +227,7 @@ struct ConnectedRank {
     RankLayout layout;
     EngineConfig cfg;
     int threads = 1;
+    HostCores host_cores;
     std::string run_id;
     std::unique_ptr<Backend> be;
     std::unique_ptr<KvServer> server;
