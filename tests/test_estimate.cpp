@@ -1433,11 +1433,13 @@ namespace {
 
 // training.framework = "nemo" (issue 28): NeMo 2.0 / Megatron-Bridge run Megatron-Core, so the
 // job reads, round-trips and is estimated as Megatron-LM's given the same keys (stackdef: the
-// recipes' defaults, written out for Megatron-LM); Megatron-core-only keys are allowed.
+// recipes' defaults, written out for Megatron-LM, fusedce2: their Transformer Engine loss
+// included); Megatron-core-only keys are allowed.
 TEST(FrameworkNemo, RunsMegatronCoresTimeModel) {
     const ptd::JobSpec megatron = ptd_test::load_asset(
         "llama3-70b-h100.toml", {"parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true",
-                                 "parallel.tp_comm_overlap=true", "parallel.grad_reduce_in_fp32=false"});
+                                 "parallel.tp_comm_overlap=true", "parallel.grad_reduce_in_fp32=false",
+                                 "estimate.cross_entropy=te"});
     const ptd::JobSpec nemo = ptd_test::load_asset("llama3-70b-h100.toml", {"training.framework=nemo"});
     ASSERT_EQ(nemo.training.framework, ptd::Framework::nemo);
     EXPECT_STREQ(ptd::to_string(nemo.training.framework), "nemo");

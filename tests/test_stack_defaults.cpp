@@ -122,6 +122,27 @@ TEST(StackDefaults, ABadVersionIsRefusedWithWhatIsAllowed) {
     }
 }
 
+// fusedce2: Megatron-LM fuses its loss only with --cross-entropy-loss-fusion; NeMo 2 and NeMo 1's
+// performance yamls fuse it from June 2024 (when Megatron-core got the fused loss), Megatron-Bridge's
+// performance configs run Transformer Engine's from 2025-09. The default is listed with its source.
+TEST(StackDefaults, EachStackTakesItsLossByDate) {
+    EXPECT_EQ(llama70b("megatron").estimate.cross_entropy, ptd::CrossEntropyImpl::megatron);
+    EXPECT_TRUE(applied(llama70b("megatron"), "estimate.cross_entropy", "\"megatron\""));
+    EXPECT_EQ(llama70b("nemo", "framework_version = \"2024-03\"\n").estimate.cross_entropy, ptd::CrossEntropyImpl::megatron);
+    EXPECT_EQ(llama70b("nemo", "framework_version = \"2024-11\"\n").estimate.cross_entropy,
+              ptd::CrossEntropyImpl::megatron_fused);
+    EXPECT_EQ(llama70b("nemo", "framework_version = \"2025-09\"\n").estimate.cross_entropy, ptd::CrossEntropyImpl::te);
+    const JobSpec bridge = llama70b("nemo");
+    EXPECT_EQ(bridge.estimate.cross_entropy, ptd::CrossEntropyImpl::te);
+    EXPECT_TRUE(applied(bridge, "estimate.cross_entropy", "\"te\""));
+    // A written loss stays, and round-trips.
+    const JobSpec written = llama70b("nemo", "[estimate]\ncross_entropy = \"megatron-fused\"\n");
+    EXPECT_EQ(written.estimate.cross_entropy, ptd::CrossEntropyImpl::megatron_fused);
+    EXPECT_EQ(reloaded(ptd::save_job_toml(written)).estimate.cross_entropy, ptd::CrossEntropyImpl::megatron_fused);
+    // The stack's own loss is not written back.
+    EXPECT_EQ(ptd::save_job_toml(bridge).find("cross_entropy"), std::string::npos);
+}
+
 TEST(StackDefaults, TorchtitanTakesPyTorchsLossAndOpLevelCheckpointing) {
     const std::string parallel = "tp = 1\npp = 1\ndp = 8\nzero = 3\nrecompute = \"selective\"\n";
     auto titan = [&](const std::string& training) {

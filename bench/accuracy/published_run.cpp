@@ -43,7 +43,7 @@ const std::set<std::string> kRunKeys = {
     "sequence_parallel", "flash_attention", "distributed_optimizer", "zero", "fsdp", "overlap_grad_reduce",
     "overlap_param_gather", "tp_comm_overlap", "torch_compile", "precision", "fp8", "iteration_s",
     "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "memory_gib_measured", "memory_kind",
-    "flops_convention", "note", "compiled_loss",
+    "flops_convention", "note", "compiled_loss", "cross_entropy",
     // stackdef: the date of the run's stack (else its source tag's)
     "framework_version",
     // l405: Megatron's pipeline-split accounting and the interleaved group size N
@@ -200,6 +200,13 @@ std::string apply_run_to_job(Run& r) {
     // "selective" is op-level selective checkpointing (memory.cpp).
     if ((r.stated_stack_keys & ptd::stack_key_bit(ptd::StackKey::cross_entropy)) && r.framework == "torchtitan")
         j.estimate.cross_entropy = pytorch_cross_entropy(r.compiled_loss);
+    // fusedce2: the loss where the source's configuration says which (a NeMo 1 yaml without
+    // cross_entropy_loss_fusion runs Megatron's unfused one; flash-attn's training scripts, fused).
+    if (!r.cross_entropy.empty())
+        j.estimate.cross_entropy = r.cross_entropy == "megatron"         ? ptd::CrossEntropyImpl::megatron
+                                   : r.cross_entropy == "megatron-fused" ? ptd::CrossEntropyImpl::megatron_fused
+                                   : r.cross_entropy == "te"             ? ptd::CrossEntropyImpl::te
+                                                                         : ptd::CrossEntropyImpl::fused;
     j.origin.stack_keys_written = r.stated_stack_keys;
     ptd::apply_stack_defaults(j);  // stackdef
     // stackdef: unstated flash attention as a job file gets it (the GPU has it and the stack
@@ -220,7 +227,7 @@ const std::vector<std::string>& stack_detail_run_keys() {
     static const std::vector<std::string> keys = {
         "flash_attention", "flash_attention_kernel", "distributed_optimizer", "tp_comm_overlap",
         "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm", "scatter_gather_tensors_in_pipeline",
-        "async_tensor_model_parallel_allreduce", "grad_reduce_in_fp32", "torch_compile", "compiled_loss", "async_tp",
+        "async_tensor_model_parallel_allreduce", "grad_reduce_in_fp32", "torch_compile", "compiled_loss", "cross_entropy", "async_tp",
         "fp8_param_gather", "moe_dispatcher", "moe_a2a_overlap", "cuda_graph_impl", "cuda_graph_scope",
         "moe_pad_to_capacity", "moe_router_padding_for_fp8", "moe_permute_fusion", "moe_router_fusion",
         "inter_gbps", "nics_per_node", "nic_gbps", "dropout", "masked_softmax_fusion", "memory_efficient_norm",
@@ -276,6 +283,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.fp8_param_gather = get_optional_bool(t, "fp8_param_gather");  // oom4
         r.torch_compile = get<bool>(t, "torch_compile", false);
         r.compiled_loss = get<bool>(t, "compiled_loss", false);
+        r.cross_entropy = get_word(t, "cross_entropy", "", {"", "megatron", "megatron-fused", "te", "fused"});  // fusedce2
         r.memory_efficient_norm = get<bool>(t, "memory_efficient_norm", false);  // menorm
         r.deallocate_pipeline_inputs = get<bool>(t, "deallocate_pipeline_inputs", false);
         // stackdef: the StackKey keys this run states (llm-foundry's fused loss, oompt, is the
@@ -293,7 +301,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                  {"fp8_param_gather", ptd::StackKey::fp8_param_gather},
                  {"moe_permute_fusion", ptd::StackKey::moe_permute_fusion},
                  {"moe_router_fusion", ptd::StackKey::moe_router_fusion},
-                 {"compiled_loss", ptd::StackKey::cross_entropy}})
+                 {"compiled_loss", ptd::StackKey::cross_entropy},
+                 {"cross_entropy", ptd::StackKey::cross_entropy}})
             if (t.get(key)) r.stated_stack_keys |= ptd::stack_key_bit(k);
         // The stack's date: the run's framework_version, else its source's (the digits of the
         // source tag: megatron21 → 2021, taken as mid-year; dgxc2411 → 2024-11); none = today.

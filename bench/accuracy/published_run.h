@@ -41,6 +41,7 @@ struct Run {
     bool fsdp = false;                      // FSDP / ZeRO-3 (zero = 3)
     bool torch_compile = false;
     bool compiled_loss = false;             // ttmem: the loss ran under torch.compile (run_file.h)
+    std::string cross_entropy;              // fusedce2: Megatron's loss as the source ran it ("" = the stack's default)
     bool memory_efficient_norm = false;     // menorm: estimate.memory_efficient_norm
     bool deallocate_pipeline_inputs = false;  // Llama 3 §3.3.2: estimate.deallocate_pipeline_inputs
     int nics_per_node = 0;                  // 0 = not stated

@@ -13,6 +13,10 @@
 
 namespace ptd::export_internal {
 
+// fusedce2: how the Megatron-LM export's note on Transformer Engine's loss begins; the NeMo export,
+// which writes that loss as estimated, leaves the note out.
+inline constexpr std::string_view kMegatronRefusesTeLoss = "estimate.cross_entropy = \"te\": Megatron-LM refuses";
+
 // Every float an export prints (shortest_decimal); py_float always has '.' or an exponent.
 std::string num(double v);
 std::string py_float(double v);

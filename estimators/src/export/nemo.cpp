@@ -120,6 +120,8 @@ const std::map<std::string, Field>& bridge_fields() {
         {"--use-flash-attn", {Kind::skip, "Bridge's default attention backend (auto) picks the flash / fused kernels"}},
         {"--attention-backend", {Kind::special, "model.attention_backend"}},
         {"--no-masked-softmax-fusion", {Kind::skip, "model.masked_softmax_fusion is always written"}},
+        {"--cross-entropy-loss-fusion", {Kind::skip, "model.cross_entropy_loss_fusion is always written"}},
+        {"--cross-entropy-fusion-impl", {Kind::skip, "model.cross_entropy_fusion_impl is always written"}},
         {"--micro-batch-size", {Kind::value, "train.micro_batch_size"}},
         {"--global-batch-size", {Kind::value, "train.global_batch_size"}},
         {"--bf16", {Kind::skip, "cfg.mixed_precision = bf16_mixed()"}},
@@ -229,10 +231,12 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
     const ModelSpec& m = job.model;
     const TrainingSpec& t = job.training;
     ExportOutput out;
-    for (const std::string& n : megatron->notes)
+    for (const std::string& n : megatron->notes) {
+        if (n.starts_with(kMegatronRefusesTeLoss)) continue;  // fusedce2: Bridge takes impl "te"
         out.notes.push_back(n.find("Megatron-LM") != std::string::npos && n.find("NeMo") == std::string::npos
                                 ? n + " (Megatron-Bridge runs Megatron-Core: the same applies)"
                                 : n);
+    }
     std::vector<std::string> sets;  // "cfg.<section>.<field> = <python>"
     auto set = [&](const std::string& target, const std::string& value, const std::string& comment = {}) {
         sets.push_back("    cfg." + target + " = " + value + (comment.empty() ? "" : "  # " + comment));
@@ -286,6 +290,11 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
     // Always written: Megatron-LM's argument default that GPTModelProvider does not share
     // (TransformerConfig.masked_softmax_fusion defaults to False), and FP8 weights' gather.
     set("model.masked_softmax_fusion", t.masked_softmax_fusion ? "True" : "False");
+    // fusedce2: GPTModelProvider fuses the loss unless told not to; the job's loss as estimated.
+    const CrossEntropyImpl ce = job.estimate.cross_entropy;
+    const bool fused_loss = ce == CrossEntropyImpl::megatron_fused || ce == CrossEntropyImpl::te;
+    set("model.cross_entropy_loss_fusion", fused_loss ? "True" : "False");
+    if (fused_loss) set("model.cross_entropy_fusion_impl", ce == CrossEntropyImpl::te ? "\"te\"" : "\"native\"");
     if (mla && m.q_lora_rank == 0) set("model.q_lora_rank", "None", "queries projected directly (no q LoRA)");
 
     std::string py;

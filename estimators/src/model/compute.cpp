@@ -241,17 +241,42 @@ EagerElementwise eager_gpt_elementwise(const LayoutDerived& L) {
     return c;
 }
 
-// fusedce: the loss's HBM traffic per logit. PyTorch's F.cross_entropy and Megatron's loss read
-// the logits in fp32 softmax passes: three 4-byte passes each way (as the model had for every
-// stack). A fused kernel — flash-attn's CrossEntropyLoss (flash_attn/losses/cross_entropy.py;
-// flash-attn 1.x runs Apex's xentropy CUDA kernel, 2.x a Triton one), llm-foundry's default
-// loss_fn "fused_crossentropy" — reads the 16-bit logits once in the forward (writing only the
-// per-token loss and log-sum-exp) and in the backward reads them again and writes their
-// gradient: e forward, 2e backward.
+// fusedce: the loss's HBM traffic per logit. PyTorch's F.cross_entropy reads the logits in fp32
+// softmax passes: three 4-byte passes each way. A fused kernel — flash-attn's CrossEntropyLoss
+// (flash_attn/losses/cross_entropy.py; flash-attn 1.x runs Apex's xentropy CUDA kernel, 2.x a
+// Triton one), llm-foundry's default loss_fn "fused_crossentropy" — reads the 16-bit logits once
+// in the forward (writing only the per-token loss and log-sum-exp) and in the backward reads
+// them again and writes their gradient: e forward, 2e backward.
+// fusedce2: Megatron's vocab-parallel cross entropy, pass by pass (megatron/core/tensor_parallel/
+// cross_entropy.py, the same passes in the legacy mpu/cross_entropy.py of 2021–23). Unfused
+// (Megatron-LM's default): forward — the fp32 copy (read e, write 4; none in fp32), the row max
+// (read 4), the max subtracted in place (4 + 4), exp in place (4 + 4), the row sum (read 4),
+// the division by it in place, which leaves the softmax saved for the backward (4 + 4): 32 + the
+// copy; backward — the softmax times the per-token output gradient in place (4 + 4), and the
+// autograd engine's cast of that fp32 gradient to the logits' dtype (4 + e). The per-row
+// target gathers and all-reduces are T values, not T × V/t. Fused (--cross-entropy-loss-fusion,
+// impl "native": megatron/core/fusions/fused_cross_entropy.py, each step under jit_fuser, which
+// is torch.compile from PyTorch 2.2): the copy and the max one kernel (e + 4), the subtraction,
+// exp and sum one (4 + 4), the division (4 + 4); backward the gradient and its cast to bf16 in
+// one kernel (4 + 2). Transformer Engine's parallel_cross_entropy (impl "te": transformer_engine/
+// pytorch/triton/cross_entropy.py, from TE PR 1456, Feb 2025): an online-softmax pass reads the
+// 16-bit logits for each row's max and sum, a second reads them again and writes the loss and,
+// in place, the gradient (3e); the backward scales that gradient by the per-token output
+// gradient in place (2e). TE PR 3193 (July 2026) keeps that gradient in fp32 instead, which this
+// count does not follow.
 void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bwd) {
-    if (ce == CrossEntropyImpl::fused) {
-        fwd = e, bwd = 2.0 * e;
-        return;
+    const bool half = e < 4.0;
+    switch (ce) {
+        case CrossEntropyImpl::fused: fwd = e, bwd = 2.0 * e; return;
+        case CrossEntropyImpl::te: fwd = 3.0 * e, bwd = 2.0 * e; return;
+        case CrossEntropyImpl::megatron:
+            fwd = 32.0 + (half ? e + 4.0 : 0.0), bwd = 8.0 + (half ? 4.0 + e : 0.0);
+            return;
+        case CrossEntropyImpl::megatron_fused:
+            fwd = 16.0 + (half ? e + 4.0 : 4.0), bwd = 4.0 + 2.0 + (half ? 0.0 : 2.0 + 4.0);
+            return;
+        case CrossEntropyImpl::pytorch:
+        case CrossEntropyImpl::pytorch_compiled: fwd = bwd = 3.0 * 4.0; return;
     }
     fwd = bwd = 3.0 * 4.0;
 }

@@ -428,7 +428,11 @@ double stage_input_bytes_freed(const LayoutDerived& L, int i, int layers) {
 // _VocabParallelCrossEntropy works in place on that copy (exp in place, softmax saved,
 // gradient written into it), so the 16-bit logits and the fp32 copy exist together while
 // the copy is made, and again when the fp32 gradient is cast back for the output layer:
-// e + 4 bytes (4 in fp32, where .float() is the same tensor).
+// e + 4 bytes (4 in fp32, where .float() is the same tensor). megatron-fused makes the same
+// fp32 copy in its first fused kernel and works on it in place: e + 4 too.
+// te (fusedce2): Transformer Engine's parallel_cross_entropy writes the gradient into the 16-bit
+// logits in the forward and scales it there in the backward: e (TE PR 3193, July 2026, adds an
+// fp32 gradient beside them, which this count does not follow).
 // pytorch: F.cross_entropy(logits.float()) (torchtitan's loss) keeps the fp32
 // log-softmax output for backward; at the start of the backward nll_loss's gradient
 // (a dense fp32 tensor) and log_softmax_backward's output exist beside it: 3 × 4 bytes
@@ -448,6 +452,7 @@ double stage_input_bytes_freed(const LayoutDerived& L, int i, int layers) {
 // False): 2e bytes. Composer's trainer keeps the model outputs (state.outputs) through the
 // backward, so the logits are alive at that point whatever the loss frees.
 double loss_logit_bytes(const LayoutDerived& L, CrossEntropyImpl ce) {
+    if (ce == CrossEntropyImpl::te) return L.e;
     if (ce == CrossEntropyImpl::fused) return 2.0 * L.e;
     if (ce == CrossEntropyImpl::pytorch_compiled) return 2.0 * L.e;
     if (ce == CrossEntropyImpl::pytorch) return L.loss_parallel ? 16.0 : 12.0;

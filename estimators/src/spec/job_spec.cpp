@@ -95,6 +95,8 @@ const char* to_string(CudaGraphImpl v) {
 }
 const char* to_string(CrossEntropyImpl v) {
     if (v == CrossEntropyImpl::fused) return "fused";  // oompt
+    if (v == CrossEntropyImpl::megatron_fused) return "megatron-fused";  // fusedce2
+    if (v == CrossEntropyImpl::te) return "te";
     return v == CrossEntropyImpl::megatron ? "megatron" : v == CrossEntropyImpl::pytorch ? "pytorch" : "pytorch-compiled";
 }
 const char* to_string(FlashKernel v) {  // tritonfa

@@ -284,7 +284,7 @@ static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"}
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo", "llm-foundry"};
 static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
-static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused"};
+static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused", "megatron-fused", "te"};
 static const std::vector<std::string> kFlashKernelWords = {"by-date", "flash-attn-1", "triton", "flash-attn-2"};  // FlashKernel order
 static const std::vector<std::string> kGenerationWords = {"other", "volta", "ampere", "ada",
                                                           "hopper", "blackwell", "cdna3", "cpu"};

@@ -427,7 +427,21 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
                 return {t.torch_compile && !before(t, 202501),
                         t.torch_compile && before(t, 202501) ? "F.cross_entropy on fp32 logits, not compiled before 2025"
                                                              : "F.cross_entropy on fp32 logits (compiled with training.compile)"};
-            return {false, torch_stack ? "F.cross_entropy on fp32 logits" : "Megatron's fused vocab-parallel cross entropy"};
+            if (torch_stack) return {false, "F.cross_entropy on fp32 logits"};
+            // fusedce2: the value is "fused". NeMo 2's GPTConfig sets cross_entropy_loss_fusion = True
+            // (nemo/collections/llm/gpt/model/base.py; its recipes turn it off for LoRA only), as
+            // the NeMo 1 performance yamls did (dgxc-benchmarking v24.11 llama3.1 / nemotron:
+            // "cross_entropy_loss_fusion: true", handed to Megatron-core's TransformerConfig by
+            // name); Megatron-Bridge's performance configs add cross_entropy_fusion_impl "te"
+            // from their first release (v0.1.0rc4, 25.09). Megatron-LM's --cross-entropy-loss-
+            // fusion is off unless passed, and Megatron-DeepSpeed and GPT-NeoX run Megatron's
+            // unfused loss.
+            if (nemo && before(t, 202406)) return {false, "no fused cross entropy in Megatron-core before June 2024 (commit 7b4a6d7)"};
+            if (nemo)
+                return {true, before(t, 202509) ? "NeMo 2's GPTConfig: cross_entropy_loss_fusion = True (Megatron-core's fused native loss)"
+                                                : "Megatron-Bridge's performance configs: cross_entropy_fusion_impl = \"te\" (Transformer Engine's fused loss)"};
+            return {false, megatron ? "--cross-entropy-loss-fusion is off unless passed (Megatron's unfused vocab-parallel loss)"
+                                    : "Megatron's unfused vocab-parallel cross entropy"};
         case StackKey::moe_permute_fusion:
             // moeperm: Transformer Engine's fused permutation (TE PR 936, Aug 2024) behind
             // Megatron-core's --moe-permute-fusion; Megatron-Bridge's model providers
@@ -467,7 +481,7 @@ bool bears_on(StackKey k, const JobSpec& job) {
             return job.training.framework == Framework::megatron && (k == StackKey::async_tensor_model_parallel_allreduce ? p.tp > 1 : p.pp > 1);
         case StackKey::recompute_style: return p.recompute == Recompute::selective;
         case StackKey::fp8_param_gather: return job.training.fp8 != Fp8Recipe::none;
-        case StackKey::cross_entropy: return !mcore;
+        case StackKey::cross_entropy: return true;
         case StackKey::moe_permute_fusion: return mcore && job.model.experts > 1;
         case StackKey::moe_router_fusion: return mcore && job.model.experts > 1;
         case StackKey::count: break;
@@ -492,10 +506,13 @@ void set_value(StackKey k, JobSpec& job, bool v) {
         case StackKey::moe_router_fusion: p.moe_router_fusion = v; break;
         case StackKey::cross_entropy: {
             const bool torch_stack = runs_pytorch_modules(job.training.framework);
+            // true: the stack's fused loss (fusedce2: Megatron's by the stack's date), false its unfused one.
+            const bool bridge = job.training.framework == Framework::nemo && !before(job.training, 202509);
             job.estimate.cross_entropy = job.training.framework == Framework::llm_foundry ? CrossEntropyImpl::fused
-                                         : !torch_stack                                   ? CrossEntropyImpl::megatron
-                                         : v          ? CrossEntropyImpl::pytorch_compiled
-                                                      : CrossEntropyImpl::pytorch;
+                                         : torch_stack ? (v ? CrossEntropyImpl::pytorch_compiled : CrossEntropyImpl::pytorch)
+                                         : !v          ? CrossEntropyImpl::megatron
+                                         : bridge      ? CrossEntropyImpl::te
+                                                       : CrossEntropyImpl::megatron_fused;
             break;
         }
         case StackKey::count: break;

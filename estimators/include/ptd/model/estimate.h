@@ -302,7 +302,8 @@ struct TimeModelConstants {
     // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
-    // Refitted 2026-11-30 by `bench_accuracy --fit` (docs/accuracy.md) with the slowest-GPU pace
+    // Refitted 2026-12-01 by `bench_accuracy --fit` (docs/accuracy.md) with each stack's loss as its
+    // kernels run it (fusedce2); before that on 2026-11-30 with the slowest-GPU pace
     // (gpu_speed_spread below) and the causes of 2026-11-29/30; before that on 2026-11-29 after
     // the runs took their stacks' defaults for what they do not state (stackdef), before that after
     // the unseen-run families (MegaScale, Nemotron-4 reports, MoE, torchtitan async TP, Blackwell
@@ -312,7 +313,7 @@ struct TimeModelConstants {
     // without calibration runs take uncalibrated_gemm_eff_max. Order: other, volta, ampere, ada,
     // hopper, blackwell, cdna3, cpu.
     KernelEfficiency by_generation[kGpuGenerationCount] = {
-        {}, {0.57, 0.0}, {0.80, 0.0}, {}, {0.69, 0.60}, {0.55, 0.45}, {}, {}};
+        {}, {0.58, 0.0}, {0.81, 0.0}, {}, {0.69, 0.60}, {0.56, 0.40}, {}, {}};
     // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
     // stacks, DeepSpeed) run FlashAttention-2 kernels, which on Hopper and later reach a
     // fraction of the fused kernels' rate: FlashAttention-2 uses ~35% of H100's peak where

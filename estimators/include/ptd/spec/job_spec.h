@@ -71,6 +71,12 @@ const char* to_string(CudaGraphImpl v);
 // How the loss is computed from the logits on the last stage: Megatron's vocab-parallel
 // cross entropy (fp32 copy of the logits, softmax and gradient in place) or PyTorch's
 // F.cross_entropy(logits.float()) (log-softmax output and its gradients as new tensors).
+// megatron is the unfused one (Megatron-LM's default: --cross-entropy-loss-fusion off);
+// megatron_fused (fusedce2) the same passes fused by Megatron-core's jit_fuser
+// (--cross-entropy-loss-fusion, cross_entropy_fusion_impl "native": NeMo 2's GPTConfig default);
+// te the Triton kernels of Transformer Engine's parallel_cross_entropy
+// (cross_entropy_fusion_impl "te": Megatron-Bridge's performance configs). TOML:
+// "megatron-fused", "te".
 // pytorch_compiled (ttmem): the same loss under torch.compile, as torchtitan builds it since
 // 2025 (components/loss.py build_cross_entropy_loss compiles it with training.compile): the
 // fused kernels keep only the 16-bit logits and write their 16-bit gradient.
@@ -79,7 +85,7 @@ const char* to_string(CudaGraphImpl v);
 // xentropy kernel from Apex in flash-attn 1.x, Triton in 2.x), llm-foundry's default loss_fn
 // "fused_crossentropy": it saves the 16-bit logits and an fp32 log-sum-exp per row and writes
 // a 16-bit gradient. TOML: "fused".
-enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled, fused };
+enum class CrossEntropyImpl { megatron, pytorch, pytorch_compiled, fused, megatron_fused, te };
 // The accelerator's architecture generation: kernel efficiencies (GEMM and attention
 // fraction of peak) are calibrated per generation (docs/accuracy.md). TOML words:
 // "other", "volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu".
