@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,15 +47,12 @@ uint64_t machine_key() {
 
 std::vector<int> machines_of_ranks(const std::vector<float>& keys) {
     const size_t world = keys.size() / kMachineKeyWords;
-    std::vector<int> machine(world, -1);
-    int count = 0;
+    std::vector<int> machine(world);
+    std::map<std::vector<float>, int> seen;  // a key → its machine (thousands of ranks: no pairwise scan)
     for (size_t r = 0; r < world; ++r) {
-        for (size_t q = 0; q < r && machine[r] < 0; ++q)
-            if (std::equal(keys.begin() + (ptrdiff_t)(r * kMachineKeyWords),
-                           keys.begin() + (ptrdiff_t)((r + 1) * kMachineKeyWords),
-                           keys.begin() + (ptrdiff_t)(q * kMachineKeyWords)))
-                machine[r] = machine[q];
-        if (machine[r] < 0) machine[r] = count++;
+        std::vector<float> k(keys.begin() + (ptrdiff_t)(r * kMachineKeyWords),
+                             keys.begin() + (ptrdiff_t)((r + 1) * kMachineKeyWords));
+        machine[r] = seen.emplace(std::move(k), (int)seen.size()).first->second;
     }
     return machine;
 }
