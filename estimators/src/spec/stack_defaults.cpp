@@ -428,7 +428,8 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
                         t.torch_compile && before(t, 202501) ? "F.cross_entropy on fp32 logits, not compiled before 2025"
                                                              : "F.cross_entropy on fp32 logits (compiled with training.compile)"};
             if (torch_stack) return {false, "F.cross_entropy on fp32 logits"};
-            // fusedce2: the value is "fused". NeMo 2's GPTConfig sets cross_entropy_loss_fusion = True
+            // fusedce2: true is the stack's fused loss (set_value picks which by date). NeMo 2's
+            // GPTConfig sets cross_entropy_loss_fusion = True
             // (nemo/collections/llm/gpt/model/base.py; its recipes turn it off for LoRA only), as
             // the NeMo 1 performance yamls did (dgxc-benchmarking v24.11 llama3.1 / nemotron:
             // "cross_entropy_loss_fusion: true", handed to Megatron-core's TransformerConfig by
