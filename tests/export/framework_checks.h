@@ -28,11 +28,13 @@ inline const std::set<std::string> kMegatronOptions = {
     "--max-position-embeddings", "--make-vocab-size-divisible-by", "--position-embedding-type", "--rotary-base",
     "--normalization", "--norm-epsilon", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-qkv-bias", "--num-experts", "--moe-router-topk", "--use-flash-attn", "--attention-backend",
+    // fusedce2: ModelParallelConfig cross_entropy_loss_fusion / cross_entropy_fusion_impl (Megatron-LM d98e8a6)
+    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl",
     "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--optimizer", "--adam-beta1", "--adam-beta2", "--lr", "--min-lr", "--lr-decay-style",
     "--lr-warmup-iters", "--train-iters", "--weight-decay", "--clip-grad", "--seed", "--mock-data", "--tokenizer-type",
     "--vocab-size", "--data-path", "--pipeline-model-parallel-layout", "--sgd-momentum",
-    "--tp-comm-overlap",
+    "--tp-comm-overlap", "--grad-reduce-in-bf16",
     // offload (Megatron-Core's HybridDeviceOptimizer)
     "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--use-precision-aware-optimizer",
     "--overlap-cpu-optimizer-d2h-h2d",

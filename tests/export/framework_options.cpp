@@ -56,6 +56,49 @@ TEST(ExportMegatron, LlamaInterleavedDistributedOptimizer) {
                         {"--use-flash-attn", ""}, {"--bf16", ""}});
 }
 
+// fusedce2: the loss as estimated, with the flags the job's Megatron-LM has: --cross-entropy-loss-fusion
+// from June 2024, --cross-entropy-fusion-impl te from March 2025 until Megatron-LM refused it in
+// June 2026; where the date lacks one, the nearest loss and a note. The NeMo export (today's
+// Megatron-Bridge) writes the loss as estimated, without those notes.
+TEST(ExportMegatron, LossFlagsFollowTheJobsDate) {
+    auto megatron = [](std::vector<std::string> sets) {
+        sets.push_back("training.framework=nemo");
+        auto out = export_job(load_asset("llama3-70b-h100.toml", sets), ExportFormat::megatron);
+        EXPECT_TRUE(out) << out.error().str();
+        return out ? *out : ExportOutput{};
+    };
+    auto noted = [](const ExportOutput& o) {
+        for (const std::string& n : o.notes)
+            if (contains(n, "--cross-entropy-loss-fusion") || contains(n, "cross_entropy_fusion_impl")) return true;
+        return false;
+    };
+    const ExportOutput today = megatron({});  // te (Megatron-Bridge's configs), refused by today's Megatron-LM
+    expect_flags(megatron_args(today.text), {{"--cross-entropy-loss-fusion", ""}, {"--cross-entropy-fusion-impl", "<absent>"}});
+    EXPECT_TRUE(noted(today));
+    const ExportOutput te_2025 = megatron({"training.framework_version=2025-10"});
+    expect_flags(megatron_args(te_2025.text), {{"--cross-entropy-loss-fusion", ""}, {"--cross-entropy-fusion-impl", "te"}});
+    EXPECT_FALSE(noted(te_2025));
+    const ExportOutput fused_2024 = megatron({"training.framework_version=2024-11"});  // megatron-fused
+    expect_flags(megatron_args(fused_2024.text), {{"--cross-entropy-loss-fusion", ""}, {"--cross-entropy-fusion-impl", "<absent>"}});
+    const ExportOutput early = megatron({"training.framework_version=2024-01", "estimate.cross_entropy=megatron-fused"});
+    expect_flags(megatron_args(early.text), {{"--cross-entropy-loss-fusion", "<absent>"}});
+    EXPECT_TRUE(noted(early));
+    auto unfused = export_job(load_asset("llama3-70b-h100.toml"), ExportFormat::megatron);  // Megatron-LM's default
+    ASSERT_TRUE(unfused);
+    expect_flags(megatron_args(unfused->text), {{"--cross-entropy-loss-fusion", "<absent>"}});
+    for (const auto& [flag, value] : megatron_args(today.text)) EXPECT_TRUE(kMegatronOptions.contains(flag)) << flag;
+    // Megatron-Bridge takes Transformer Engine's loss as estimated.
+    auto nemo = export_job(load_asset("llama3-70b-h100.toml", {"training.framework=nemo"}), ExportFormat::nemo);
+    ASSERT_TRUE(nemo) << nemo.error().str();
+    EXPECT_TRUE(contains(nemo->text, "cfg.model.cross_entropy_loss_fusion = True\n")) << nemo->text;
+    EXPECT_TRUE(contains(nemo->text, "cfg.model.cross_entropy_fusion_impl = \"te\"\n")) << nemo->text;
+    EXPECT_FALSE(noted(*nemo));
+    auto nemo_unfused = export_job(load_asset("llama3-70b-h100.toml", {"training.framework=nemo", "estimate.cross_entropy=megatron"}),
+                                   ExportFormat::nemo);
+    ASSERT_TRUE(nemo_unfused);
+    EXPECT_TRUE(contains(nemo_unfused->text, "cfg.model.cross_entropy_loss_fusion = False\n"));
+}
+
 TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {
     for (const char* z : {"parallel.zero=2", "parallel.zero=3"}) {
         auto out = export_job(load_asset("llama3-8b-h100.toml", {z}), ExportFormat::megatron);

@@ -13,9 +13,9 @@
 
 namespace ptd::export_internal {
 
-// fusedce2: how the Megatron-LM export's note on Transformer Engine's loss begins; the NeMo export,
-// which writes that loss as estimated, leaves the note out.
-inline constexpr std::string_view kMegatronRefusesTeLoss = "estimate.cross_entropy = \"te\": Megatron-LM refuses";
+// fusedce2: how the Megatron-LM export's notes on the loss flags its job's date lacks begin; the NeMo
+// export, which targets today's Megatron-Bridge and writes the loss as estimated, leaves them out.
+inline constexpr std::string_view kMegatronLossFlagsByDate = "Megatron-LM's loss flags at the job's date: ";
 
 // Every float an export prints (shortest_decimal); py_float always has '.' or an exponent.
 std::string num(double v);

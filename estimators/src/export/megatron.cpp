@@ -6,6 +6,7 @@
 
 #include "export/export_internal.h"
 #include "ptd/spec/pipeline_layout.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd::export_internal {
 
@@ -313,21 +314,34 @@ void write_moe(const JobSpec& job, MegatronArgs& a) {
 }
 
 // Dropout, the attention backend and softmax fusion.
-// fusedce2: the loss's kernels (estimate.cross_entropy). Megatron-LM refuses Transformer Engine's
-// fused loss from 2026-06-03 (commit 168cb15, "Disable TE cross entropy loss fusion") until its
-// fix; a job of that date or later gets the native fused loss and a note.
+// fusedce2: the loss's kernels (estimate.cross_entropy), as the job's Megatron-LM has them:
+// --cross-entropy-loss-fusion from June 2024 (commit 7b4a6d7), --cross-entropy-fusion-impl te
+// from March 2025 (0f60adb) until Megatron-LM refused it on 2026-06-03 (168cb15, "Disable TE
+// cross entropy loss fusion"). Where the date has no such flag the nearest loss it has is
+// written, with a note.
 void write_loss(const JobSpec& job, MegatronArgs& a) {
     const CrossEntropyImpl ce = job.estimate.cross_entropy;
-    const int v = job.training.framework_version;
-    if (ce == CrossEntropyImpl::megatron_fused) a.arg("--cross-entropy-loss-fusion");
-    if (ce == CrossEntropyImpl::te) {
+    const int v = job.training.framework_version;  // 0 = today
+    const bool dated = v > 0;
+    if (ce == CrossEntropyImpl::megatron_fused || ce == CrossEntropyImpl::te) {
+        if (dated && v < 202406) {
+            a.note(std::string(kMegatronLossFlagsByDate) + "estimate.cross_entropy = \"" + to_string(ce) +
+                   "\", but Megatron-LM of " + framework_version_text(v) +
+                   " has no --cross-entropy-loss-fusion (June 2024), so its unfused loss runs, which moves 38 + 14 "
+                   "bytes per bf16 logit where the estimate counted fewer");
+            return;
+        }
         a.arg("--cross-entropy-loss-fusion");
-        if (v > 0 && v < 202606) a.arg("--cross-entropy-fusion-impl", "te");
+    }
+    if (ce == CrossEntropyImpl::te) {
+        if (dated && v >= 202503 && v < 202606) a.arg("--cross-entropy-fusion-impl", "te");
         else
-            a.note(std::string(kMegatronRefusesTeLoss) + " Transformer Engine's fused loss since "
-                   "2026-06 (arguments.py: \"disabled due to stability issues\"), so the native fused loss is written, "
-                   "which moves 22 + 6 bytes per bf16 logit where the estimate counted 6 + 4; Megatron-Bridge / NeMo "
-                   "take cross_entropy_fusion_impl = \"te\" as estimated");
+            a.note(std::string(kMegatronLossFlagsByDate) + "estimate.cross_entropy = \"te\", but Megatron-LM " +
+                   (dated && v < 202503 ? "has no --cross-entropy-fusion-impl before March 2025"
+                                        : "refuses Transformer Engine's fused loss since 2026-06 (arguments.py: "
+                                          "\"disabled due to stability issues\")") +
+                   ", so the native fused loss is written, which moves 22 + 6 bytes per bf16 logit where the estimate "
+                   "counted 6 + 4; Megatron-Bridge / NeMo take cross_entropy_fusion_impl = \"te\" as estimated");
     }
     if (ce == CrossEntropyImpl::pytorch || ce == CrossEntropyImpl::pytorch_compiled || ce == CrossEntropyImpl::fused)
         a.note(std::string("estimate.cross_entropy = \"") + to_string(ce) +

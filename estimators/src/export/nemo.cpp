@@ -232,7 +232,7 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
     const TrainingSpec& t = job.training;
     ExportOutput out;
     for (const std::string& n : megatron->notes) {
-        if (n.starts_with(kMegatronRefusesTeLoss)) continue;  // fusedce2: Bridge takes impl "te"
+        if (n.starts_with(kMegatronLossFlagsByDate)) continue;  // fusedce2: Bridge takes the loss as estimated
         out.notes.push_back(n.find("Megatron-LM") != std::string::npos && n.find("NeMo") == std::string::npos
                                 ? n + " (Megatron-Bridge runs Megatron-Core: the same applies)"
                                 : n);
