@@ -202,6 +202,7 @@ inline std::string text_corpus() { return PTD_SOURCE_DIR "/docs/estimators.md"; 
 struct TinyJob {
     std::string preset = "tiny-gpt";
     int tp = 1, pp = 1, dp = 1, zero = 0;
+    int nodes = 1;                 // cluster.nodes: the world split evenly over them
     int vpp = 1;                   // interleaved 1F1B: model chunks per stage
     bool sp = false;
     int steps = 5;
@@ -218,7 +219,7 @@ inline std::string write_job(const TinyJob& j, const std::string& name) {
     const fs::path p = temp_root() / (name + ".toml");
     std::ofstream f(p);
     f << "[model]\npreset = \"" << j.preset << "\"\nseq_len = 32\n\n"
-      << "[cluster]\nnodes = 1\ngpus_per_node = " << j.world() << "\ngpu = \"cpu\"\n\n"
+      << "[cluster]\nnodes = " << j.nodes << "\ngpus_per_node = " << j.world() / j.nodes << "\ngpu = \"cpu\"\n\n"
       << "[parallel]\ntp = " << j.tp << "\npp = " << j.pp << "\nvpp = " << j.vpp << "\nzero = " << j.zero
       << "\nsequence_parallel = " << (j.sp ? "true" : "false") << "\nrecompute = \"" << j.recompute << "\"\n"
       << (j.layers_per_stage.empty() ? "" : "layers_per_stage = " + j.layers_per_stage + "\n") << "\n"

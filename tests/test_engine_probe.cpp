@@ -153,12 +153,7 @@ TEST(EngineThreads, DefaultThreadsFromTheMachinesShare) {
 TEST(EngineThreads, TwoOneRankNodesOnOneMachineShareItsCores) {
     const std::vector<int> cpus = ptd::engine::affinity_cpus();
     if (cpus.size() < 2) GTEST_SKIP() << "needs 2 cores in this process's mask";
-    const std::filesystem::path dir = engine_run::temp_root() / "two-node-job";
-    std::filesystem::create_directories(dir);
-    const std::string job = (dir / "two-nodes.toml").string();
-    std::ofstream(job) << "[model]\npreset = \"tiny-gpt\"\n\n[cluster]\nnodes = 2\ngpus_per_node = 1\ngpu = \"cpu\"\n\n"
-                          "[training]\nmicro_batch = 2\nglobal_batch = 4\nprecision = \"fp32\"\nsteps = 1\n"
-                          "data = \"synthetic\"\n";
+    const std::string job = engine_run::write_job({.dp = 2, .nodes = 2, .steps = 2}, "two-one-rank-nodes");
     engine_run::SpawnOptions so;
     so.default_threads = true;
     so.local_world_size = 1;
@@ -338,12 +333,7 @@ TEST(EngineProbe, EightRankJobOverLoopback) { probe_eight_rank_job("cpu"); }
 // compute bursts (the in-step probes), as they must where ranks wait for a core.
 TEST(EngineProbe, RanksInOneCoreProbeTheirCollectivesBetweenComputeBursts) {
     if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs 2 cores: one for both ranks, one left";
-    const std::filesystem::path dir = engine_run::temp_root() / "one-core-job";
-    std::filesystem::create_directories(dir);
-    const std::string job = (dir / "two-ranks.toml").string();
-    std::ofstream(job) << "[model]\npreset = \"tiny-gpt\"\n\n[cluster]\nnodes = 1\ngpus_per_node = 2\ngpu = \"cpu\"\n\n"
-                          "[parallel]\ntp = 2\n\n[training]\nmicro_batch = 2\nglobal_batch = 4\nprecision = \"fp32\"\n"
-                          "steps = 2\ndata = \"synthetic\"\n";
+    const std::string job = engine_run::write_job({.tp = 2, .steps = 2}, "two-ranks-one-core");
     // The ranks inherit the test's mask: CPU 0 only, for as long as they are started.
     cpu_set_t saved, one;
     ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
