@@ -202,11 +202,9 @@ std::string apply_run_to_job(Run& r) {
         j.estimate.cross_entropy = pytorch_cross_entropy(r.compiled_loss);
     // fusedce2: the loss where the source's configuration says which (a NeMo 1 yaml without
     // cross_entropy_loss_fusion runs Megatron's unfused one; flash-attn's training scripts, fused).
-    if (!r.cross_entropy.empty())
-        j.estimate.cross_entropy = r.cross_entropy == "megatron"         ? ptd::CrossEntropyImpl::megatron
-                                   : r.cross_entropy == "megatron-fused" ? ptd::CrossEntropyImpl::megatron_fused
-                                   : r.cross_entropy == "te"             ? ptd::CrossEntropyImpl::te
-                                                                         : ptd::CrossEntropyImpl::fused;
+    for (auto ce : {ptd::CrossEntropyImpl::megatron, ptd::CrossEntropyImpl::megatron_fused, ptd::CrossEntropyImpl::te,
+                    ptd::CrossEntropyImpl::fused})
+        if (r.cross_entropy == ptd::to_string(ce)) j.estimate.cross_entropy = ce;
     j.origin.stack_keys_written = r.stated_stack_keys;
     ptd::apply_stack_defaults(j);  // stackdef
     // stackdef: unstated flash attention as a job file gets it (the GPU has it and the stack

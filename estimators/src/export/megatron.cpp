@@ -324,7 +324,7 @@ void write_loss(const JobSpec& job, MegatronArgs& a) {
     const int v = job.training.framework_version;  // 0 = today
     const bool dated = v > 0;
     if (ce == CrossEntropyImpl::megatron_fused || ce == CrossEntropyImpl::te) {
-        if (dated && v < 202406) {
+        if (dated && v < kMegatronFusedLossSince) {
             a.note(std::string(kMegatronLossFlagsByDate) + "estimate.cross_entropy = \"" + to_string(ce) +
                    "\", but Megatron-LM of " + framework_version_text(v) +
                    " has no --cross-entropy-loss-fusion (June 2024), so its unfused loss runs, which moves 38 + 14 "

@@ -273,12 +273,13 @@ void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bw
             fwd = 32.0 + (half ? e + 4.0 : 0.0), bwd = 8.0 + (half ? 4.0 + e : 0.0);
             return;
         case CrossEntropyImpl::megatron_fused:
+            // fp32 logits: no copy (the first kernel reads them once); the gradient kernel still
+            // writes bf16 (calculate_gradients' .to(torch.bfloat16)), which autograd casts back.
             fwd = 16.0 + (half ? e + 4.0 : 4.0), bwd = 4.0 + 2.0 + (half ? 0.0 : 2.0 + 4.0);
             return;
         case CrossEntropyImpl::pytorch:
         case CrossEntropyImpl::pytorch_compiled: fwd = bwd = 3.0 * 4.0; return;
     }
-    fwd = bwd = 3.0 * 4.0;
 }
 
 // Bytes of HBM traffic per element to bring one bf16 GEMM operand into the FP8 forms its

@@ -141,6 +141,17 @@ static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
 // today's code).
 static bool before(const TrainingSpec& t, int yyyymm) { return t.framework_version > 0 && t.framework_version < yyyymm; }
 
+// Megatron-Bridge's performance configs (its first release, v0.1.0rc4): the NeMo stack's
+// defaults from this date on are theirs (moe_router_fusion, Transformer Engine's loss).
+static constexpr int kBridgePerfConfigsSince = 202509;
+
+// fusedce2: the fused loss a Megatron-core stack runs when it fuses: Transformer Engine's under
+// Megatron-Bridge's performance configs, Megatron-core's native one otherwise.
+static CrossEntropyImpl fused_megatron_loss(const TrainingSpec& t) {
+    return t.framework == Framework::nemo && !before(t, kBridgePerfConfigsSince) ? CrossEntropyImpl::te
+                                                                                  : CrossEntropyImpl::megatron_fused;
+}
+
 FlashKernel stack_flash_kernel(const TrainingSpec& t) {
     if (t.flash_kernel != FlashKernel::by_date) return t.flash_kernel;
     // llm-foundry: MPT's attn_config attn_impl defaults to "triton" (flash-attn 1.x's Triton
@@ -437,10 +448,12 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
             // from their first release (v0.1.0rc4, 25.09). Megatron-LM's --cross-entropy-loss-
             // fusion is off unless passed, and Megatron-DeepSpeed and GPT-NeoX run Megatron's
             // unfused loss.
-            if (nemo && before(t, 202406)) return {false, "no fused cross entropy in Megatron-core before June 2024 (commit 7b4a6d7)"};
+            if (nemo && before(t, kMegatronFusedLossSince))
+                return {false, "no fused cross entropy in Megatron-core before June 2024 (commit 7b4a6d7)"};
             if (nemo)
-                return {true, before(t, 202509) ? "NeMo 2's GPTConfig: cross_entropy_loss_fusion = True (Megatron-core's fused native loss)"
-                                                : "Megatron-Bridge's performance configs: cross_entropy_fusion_impl = \"te\" (Transformer Engine's fused loss)"};
+                return {true, fused_megatron_loss(t) == CrossEntropyImpl::te
+                                  ? "Megatron-Bridge's performance configs: cross_entropy_fusion_impl = \"te\" (Transformer Engine's fused loss)"
+                                  : "NeMo 2's GPTConfig: cross_entropy_loss_fusion = True (Megatron-core's fused native loss)"};
             return {false, megatron ? "--cross-entropy-loss-fusion is off unless passed (Megatron's unfused vocab-parallel loss)"
                                     : "Megatron's unfused vocab-parallel cross entropy"};
         case StackKey::moe_permute_fusion:
@@ -456,7 +469,7 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
             // fused router kernels); Megatron-Bridge's performance configs set it for every MoE
             // model from their first release (v0.1.0rc4 yaml, 25.09: moe_router_fusion: true).
             if (job.model.experts < 2) return {false, "a dense model has no router"};
-            if (nemo && !before(t, 202509)) return {true, "the performance configs set moe_router_fusion = True"};
+            if (nemo && !before(t, kBridgePerfConfigsSince)) return {true, "the performance configs set moe_router_fusion = True"};
             if (nemo) return {false, "no fused router before Megatron-core 0.14 (Aug 2025)"};
             return {false, megatron ? "--moe-router-fusion is off unless passed" : "Megatron-core's fused router is not this stack's"};
         case StackKey::count: break;
@@ -508,12 +521,10 @@ void set_value(StackKey k, JobSpec& job, bool v) {
         case StackKey::cross_entropy: {
             const bool torch_stack = runs_pytorch_modules(job.training.framework);
             // true: the stack's fused loss (fusedce2: Megatron's by the stack's date), false its unfused one.
-            const bool bridge = job.training.framework == Framework::nemo && !before(job.training, 202509);
             job.estimate.cross_entropy = job.training.framework == Framework::llm_foundry ? CrossEntropyImpl::fused
                                          : torch_stack ? (v ? CrossEntropyImpl::pytorch_compiled : CrossEntropyImpl::pytorch)
-                                         : !v          ? CrossEntropyImpl::megatron
-                                         : bridge      ? CrossEntropyImpl::te
-                                                       : CrossEntropyImpl::megatron_fused;
+                                         : v           ? fused_megatron_loss(job.training)
+                                                       : CrossEntropyImpl::megatron;
             break;
         }
         case StackKey::count: break;

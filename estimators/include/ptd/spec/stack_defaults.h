@@ -136,6 +136,10 @@ struct StateDtypeDefaults {
 };
 StateDtypeDefaults recipe_state_dtypes(const TrainingSpec& t);
 
+// fusedce2: Megatron-core's fused cross entropy (--cross-entropy-loss-fusion) exists from this
+// YYYYMM on (commit 7b4a6d7); the Megatron-LM export and the NeMo defaults both follow it.
+inline constexpr int kMegatronFusedLossSince = 202406;
+
 // Whether the stack at that date defaults to fused (flash) attention where the GPU has it: no
 // stack before FlashAttention (mid-2022); Megatron-LM before 2024 ran its own softmax unless
 // --use-flash-attn was passed; DeepSpeed's Megatron fork took the flag in 2023.
