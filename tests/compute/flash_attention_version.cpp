@@ -5,6 +5,9 @@
 // tritonfa: training.flash_attention_kernel names the kernel where the date does not tell it —
 // flash-attn 1.x's Triton kernel (llm-foundry's attn_impl "triton") runs at FlashAttention-1's
 // rate whatever the date, "flash-attn-2" at FlashAttention-2's whatever the date.
+// teflash: on a Megatron-core stack "flash-attn-2" is Transformer Engine's FlashAttention backend
+// (NVTE_FUSED_ATTN=0): on Hopper its core runs at fa2_hopper_fraction of the cuDNN attention the
+// stack runs by default; on Ampere the two are one rate.
 // fa1seq: the Triton kernel reaches s / (s + 698) of that rate over s tokens (Triton PR 1917's
 // causal kernel on A100), so its 2,048-token calls run slower per FLOP than its 8,192-token ones.
 #include <gtest/gtest.h>
@@ -20,13 +23,14 @@ using namespace ptd_test;
 // attention written, at `version` ("" = today).
 // `kernel`: training.flash_attention_kernel ("" = not written).
 // `seq_len`: the model's sequence (0 = the preset's 8192).
+// `gpu`: the GPU preset.
 std::string llama8b_on_one_a100_text(const std::string& version, const std::string& kernel = "",
-                                     bool flash = true, int seq_len = 0) {
+                                     bool flash = true, int seq_len = 0, const std::string& gpu = "a100-80gb") {
     const std::string dated = version.empty() ? "" : "framework_version = \"" + version + "\"\n";
     const std::string named = kernel.empty() ? "" : "flash_attention_kernel = \"" + kernel + "\"\n";
     std::string text = job_text({.preset = "llama3-8b",
                      .gpus_per_node = 1,
-                     .gpu = "a100-80gb",
+                     .gpu = gpu,
                      .parallel = "tp = 1\npp = 1\n",
                      .training = std::string("framework = \"megatron\"\nflash_attention = ") + (flash ? "true" : "false") +
                                  "\nmicro_batch = 1\nglobal_batch = 1\n" + dated + named});
@@ -62,6 +66,25 @@ TEST(FlashAttentionVersion, ANamedKernelOverridesTheDate) {
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2024-01", "flash-attn-1").stages[0].fwd_s, fa1.stages[0].fwd_s);
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2023-06", "flash-attn-2").stages[0].fwd_s, fa2.stages[0].fwd_s);
     EXPECT_DOUBLE_EQ(llama8b_on_one_a100("2023-06", "by-date").stages[0].fwd_s, fa1.stages[0].fwd_s);
+}
+
+TEST(FlashAttentionVersion, FlashAttention2NamedOnAMegatronStackRunsAtItsHopperRate) {
+    auto on = [](const std::string& gpu, const std::string& kernel) {
+        return ptd::estimate_job(job_from_text(llama8b_on_one_a100_text("", kernel, true, 0, gpu)));
+    };
+    // By hand, per layer: the causal core (half of 4·b·a·s²·d) at flash_eff of the H100's
+    // 989.4 TFLOP/s with cuDNN's attention, at fa2_hopper_fraction of that rate with
+    // FlashAttention-2: the forward grows by (1 / fraction − 1) cores, the backward by 2.5 times that.
+    const ptd::TimeModelConstants& k = ptd::time_model_constants();
+    const ptd::Estimate cudnn = on("h100-sxm", ""), fa2 = on("h100-sxm", "flash-attn-2");
+    ASSERT_EQ(fa2.stages.size(), 1u);
+    const double peak = job_from_text(llama8b_on_one_a100_text("", "", true, 0, "h100-sxm")).cluster.gpu.bf16_tflops * 1e12;
+    const double core = 0.5 * 4.0 * 1 * 32 * 8192.0 * 8192.0 * 128 / (peak * k.kernel(ptd::GpuGeneration::hopper).flash_eff);
+    const double extra = 32 * core * (1.0 / k.fa2_hopper_fraction - 1.0);
+    EXPECT_NEAR(fa2.stages[0].fwd_s - cudnn.stages[0].fwd_s, extra, 1e-9);
+    EXPECT_NEAR(fa2.stages[0].bwd_s - cudnn.stages[0].bwd_s, 2.5 * extra, 1e-9);
+    // On Ampere FlashAttention-2 is the fused rate: naming it changes nothing.
+    EXPECT_DOUBLE_EQ(on("a100-80gb", "flash-attn-2").stages[0].fwd_s, on("a100-80gb", "").stages[0].fwd_s);
 }
 
 TEST(FlashAttentionVersion, TheTritonKernelsRateFollowsTheSequenceLength) {

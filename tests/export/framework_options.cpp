@@ -99,6 +99,36 @@ TEST(ExportMegatron, LossFlagsFollowTheJobsDate) {
     EXPECT_TRUE(contains(nemo_unfused->text, "cfg.model.cross_entropy_loss_fusion = False\n"));
 }
 
+// teflash: FlashAttention-2 named on a Megatron-core stack is Transformer Engine's FlashAttention
+// backend: --attention-backend flash from December 2024, an environment note before it, and
+// model.attention_backend = AttnBackend.flash in Megatron-Bridge; by date, no backend is written.
+TEST(ExportMegatron, TheNamedFlashAttentionBackendIsWritten) {
+    auto megatron = [](std::vector<std::string> sets) {
+        auto out = export_job(load_asset("llama3-70b-h100.toml", sets), ExportFormat::megatron);
+        EXPECT_TRUE(out) << out.error().str();
+        return out ? *out : ExportOutput{};
+    };
+    auto noted = [](const ExportOutput& o) {
+        for (const std::string& n : o.notes)
+            if (contains(n, "NVTE_FUSED_ATTN=0")) return true;
+        return false;
+    };
+    const ExportOutput today = megatron({"training.flash_attention_kernel=flash-attn-2"});
+    expect_flags(megatron_args(today.text), {{"--use-flash-attn", ""}, {"--attention-backend", "flash"}});
+    EXPECT_FALSE(noted(today));
+    for (const auto& [flag, value] : megatron_args(today.text)) EXPECT_TRUE(kMegatronOptions.contains(flag)) << flag;
+    const ExportOutput early = megatron({"training.flash_attention_kernel=flash-attn-2", "training.framework_version=2024-11"});
+    expect_flags(megatron_args(early.text), {{"--use-flash-attn", ""}, {"--attention-backend", "<absent>"}});
+    EXPECT_TRUE(noted(early));
+    const ExportOutput by_date = megatron({});
+    expect_flags(megatron_args(by_date.text), {{"--use-flash-attn", ""}, {"--attention-backend", "<absent>"}});
+    auto nemo = export_job(load_asset("llama3-70b-h100.toml", {"training.framework=nemo", "training.framework_version=2024-09",
+                                                               "training.flash_attention_kernel=flash-attn-2"}),
+                           ExportFormat::nemo);
+    ASSERT_TRUE(nemo) << nemo.error().str();
+    EXPECT_TRUE(contains(nemo->text, "cfg.model.attention_backend = AttnBackend.flash\n")) << nemo->text;
+}
+
 TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {
     for (const char* z : {"parallel.zero=2", "parallel.zero=3"}) {
         auto out = export_job(load_asset("llama3-8b-h100.toml", {z}), ExportFormat::megatron);

@@ -13,6 +13,9 @@
 
 namespace ptd::export_internal {
 
+// teflash: the month Megatron-LM gained --attention-backend (fa0dcc4, 2024-12-07).
+inline constexpr int kMegatronAttentionBackendSince = 202412;
+
 // fusedce2: how the Megatron-LM export's notes on the loss flags its job's date lacks begin; the NeMo
 // export, which targets today's Megatron-Bridge and writes the loss as estimated, leaves them out.
 inline constexpr std::string_view kMegatronLossFlagsByDate = "Megatron-LM's loss flags at the job's date: ";

@@ -358,8 +358,25 @@ void write_attention_kernels(const JobSpec& job, MegatronArgs& a) {
         a.arg("--hidden-dropout", "0.0");
         a.arg("--attention-dropout", "0.0");
     }
-    if (t.flash_attention) a.arg("--use-flash-attn");
-    else a.arg("--attention-backend", "unfused");
+    if (t.flash_attention) {
+        a.arg("--use-flash-attn");
+        // teflash: FlashAttention-2 named on a Megatron-core stack is Transformer Engine's
+        // FlashAttention backend, which Megatron-LM selects with --attention-backend flash from
+        // 2024-12-07 (fa0dcc4, "Attention as a config option in mcore"); before, only the
+        // environment chose it (NVTE_FUSED_ATTN=0). Megatron-Bridge always has the option.
+        if (t.flash_kernel == FlashKernel::flash_attn_2) {
+            const int v = t.framework_version;  // 0 = today
+            if (v == 0 || v >= kMegatronAttentionBackendSince || t.framework == Framework::nemo)
+                a.arg("--attention-backend", "flash");
+            else
+                a.note("training.flash_attention_kernel = \"flash-attn-2\": Megatron-LM of " + framework_version_text(v) +
+                       " has no --attention-backend (December 2024); run with NVTE_FUSED_ATTN=0 so Transformer Engine "
+                       "takes its FlashAttention backend (the flash-attn package) instead of cuDNN's fused attention, "
+                       "which it prefers on Hopper and later");
+        }
+    } else {
+        a.arg("--attention-backend", "unfused");
+    }
     if (!t.masked_softmax_fusion) a.arg("--no-masked-softmax-fusion");  // papers
     write_loss(job, a);
 }

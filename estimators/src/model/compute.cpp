@@ -167,7 +167,13 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // Megatron-LM / NeMo use Transformer Engine: cuDNN fused attention (FlashAttention-3
     // class on Hopper and later) and fused norm / activation / RoPE kernels. The others run
     // PyTorch's SDPA (FlashAttention-2 kernels) and, unless compiled, eager elementwise ops.
-    if (!runs_megatron_core(fw) && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
+    // teflash: "flash-attn-2" named on a Megatron-core stack is Transformer Engine's
+    // FlashAttention backend, the flash-attn package's FlashAttention-2 kernels (NVTE_FUSED_ATTN=0,
+    // Megatron-core's attention_backend = flash): TE picks cuDNN's fused attention on Hopper and
+    // later only when both are allowed (dot_product_attention/utils.py get_attention_backend,
+    // "Disabling FlashAttention to give FusedAttention preference on Hopper+").
+    const bool fa2_kernels = !runs_megatron_core(fw) || job.training.flash_kernel == FlashKernel::flash_attn_2;
+    if (fa2_kernels && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
         L.flash_eff *= k.fa2_hopper_fraction;
     // fa1: before flash-attn 2.0 (2023-07-17) a stack's flash attention is FlashAttention-1 (e.g.
     // Megatron-LM 285068c8's --use-flash-attn calls flash_attn_unpadded_func, the 1.x interface;
