@@ -518,6 +518,24 @@ double dp_grad_bytes(const JobSpec& job, const LayoutDerived& L) {
          : (megatron_grads && job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32 ? 4.0 : 2.0);
 }
 
+// curamax: Transformer Engine's Float8CurrentScaling computes one scale per tensor from its
+// amax; under sequence parallelism the ranks of a TP group gather their FP8 shards into one
+// tensor, so they must share that scale: the quantizer of a column-parallel linear's input and
+// of a row-parallel linear's output gradient all-reduces its amax (MAX) over the TP group
+// before it casts (module/layernorm_linear.py, layernorm_mlp.py, linear.py:
+// set_quantizer_amax_reduction_group(..., tp_group if sequence_parallel)). The cast waits for
+// it, so each is exposed at NCCL's small-message latency. Per dense layer: the QKV and FC1
+// inputs forward, the output projection's and FC2's output gradients backward; an MoE
+// layer's experts are not sequence-parallel linears (the attention's pair only). A full
+// recompute casts the forward's again.
+void add_amax_reductions(const LayoutDerived& L, double layers, ChunkTime& c) {
+    if (L.fp8 != Fp8Recipe::current || !L.sp || L.t <= 1 || layers <= 0) return;
+    const double one = nccl_time(Collective::all_reduce, 4.0, L.net_tp);
+    const double per_pass = L.moe ? 1.0 : 2.0;
+    c.fwd.tp += layers * per_pass * one;
+    c.bwd.tp += layers * per_pass * (L.rc == Recompute::full ? 2.0 : 1.0) * one;
+}
+
 DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int stage, double dense_params,
                      double expert_params) {
     const JobSpec& job = ctx.job;

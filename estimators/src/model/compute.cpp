@@ -1004,6 +1004,7 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
             B.recompute += L.mtp * ((rc_module(L, kRecomputeCoreAttn) ? lt.attn : 0.0) + lt.module_recompute);
     }
     if (first) F.compute += L.e * T * L.h / L.hbm;  // embedding gather
+    if (first) B.compute += L.embed_grad_bytes * L.embed_params / L.hbm;  // embgrad: the table's dense gradient
     // dtcopy: the vocab-parallel embedding's output is reduce-scattered to Shard(1) and the
     // final norm's output gathered for the output layer (one copy each way, 16-bit). asynctp:
     // async TP fuses neither: torchtitan compiles each TransformerBlock, not the embedding or

@@ -242,6 +242,15 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // dsthru: DeepSpeed runs pp > 1 in its PipelineEngine (compute.cpp, overlap.cpp).
     L.ds_pipe = job.training.framework == Framework::deepspeed && L.p > 1;
     L.grad_accum_bytes = L.ds_pipe ? ds_grad_accum_bytes(job.training.precision, L.mbs) : 0.0;
+    // embgrad: Megatron-core's VocabParallelEmbedding looks its rows up with F.embedding, whose
+    // backward writes a dense gradient of the whole local table (embedding_dense_backward: a
+    // zero-filled [vocab / tp, h] tensor, 16-bit, then the T rows added in); the embedding is
+    // no fused-accumulation linear, so DDP's backward hook adds that gradient into main_grad
+    // (distributed_data_parallel.py _make_backward_post_hook: param.main_grad.add_(param.grad))
+    // every micro-batch: a write of e, a read of e and a read and write of the main-grad dtype
+    // (the grad buffer's: fp32 with grad_reduce_in_fp32, else the parameters').
+    if (runs_megatron_core(job.training.framework) && !L.ds_pipe && L.zero < 3)
+        L.embed_grad_bytes = 2.0 * L.e + 2.0 * (job.parallel.grad_reduce_in_fp32 ? 4.0 : L.e);
     // p2psg: Megatron-LM (2021 – early 2023) splits the p2p tensor over the TP ranks unless
     // sequence parallelism already has (p2p_communication.py: `not args.sequence_parallel`).
     L.p2p_scatter_gather = job.parallel.scatter_gather_tensors_in_pipeline && !L.ds_pipe && L.p > 1 && L.t > 1 && !L.sp;
@@ -346,6 +355,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     block_comm(L, lt, layers, first, last, c);
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     hide_tp_dgrad(L, lt, layers, c);  // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
+    add_amax_reductions(L, layers, c);  // curamax: current scaling's TP amax all-reduces (collectives.cpp)
     hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
     add_host_time(L, lt, layers, c);  // hostov: a host slower than the GPU (host.cpp)
     hide_p2p(L, c);  // blackwell: parallel.overlap_p2p_comm (overlap.cpp)

@@ -123,6 +123,10 @@ struct LayoutDerived {
     // schedule's last instruction (compute.cpp, overlap.cpp, collectives.cpp).
     bool ds_pipe;
     double grad_accum_bytes;             // HBM bytes per parameter per micro-batch backward
+    // embgrad: HBM bytes per embedding-table element each micro-batch's backward moves on the
+    // first stage (compute.cpp block_compute; set in estimate.cpp): F.embedding's dense gradient
+    // and Megatron DDP's main_grad.add_ of it. 0 where the stack accumulates otherwise.
+    double embed_grad_bytes = 0;
     // ---- ttmem: how PyTorch's runtime holds tensors under torchtitan (memory.cpp) ----
     bool dtensor_sp;                     // torchtitan TP: DTensor SequenceParallel (all-gathered linear inputs saved)
     bool loss_parallel;                  // torchtitan TP: loss_parallel's vocab-sharded cross entropy
@@ -405,6 +409,10 @@ struct DpTraffic {
 // Bytes of one gradient element in the data-parallel reduction and in the gradient buffer it
 // reduces (Megatron's fp32 main grads for bf16 unless grad_reduce_in_fp32 = false).
 double dp_grad_bytes(const JobSpec& job, const LayoutDerived& L);
+// curamax: Transformer Engine's current-scaling FP8 under sequence parallelism reduces each
+// gathered operand's amax over the TP group before it casts it: one tiny all-reduce in the
+// compute stream's path per such operand (collectives.cpp), added to `layers` layers' TP time.
+void add_amax_reductions(const LayoutDerived& L, double layers, ChunkTime& c);
 DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int stage, double dense_params,
                      double expert_params);
 
