@@ -127,6 +127,10 @@ TEST(ExportMegatron, TheNamedFlashAttentionBackendIsWritten) {
                            ExportFormat::nemo);
     ASSERT_TRUE(nemo) << nemo.error().str();
     EXPECT_TRUE(contains(nemo->text, "cfg.model.attention_backend = AttnBackend.flash\n")) << nemo->text;
+    EXPECT_FALSE(noted(*nemo));  // Megatron-Bridge has the key whatever the date
+    auto nemo_by_date = export_job(load_asset("llama3-70b-h100.toml", {"training.framework=nemo"}), ExportFormat::nemo);
+    ASSERT_TRUE(nemo_by_date);
+    EXPECT_FALSE(contains(nemo_by_date->text, "cfg.model.attention_backend")) << nemo_by_date->text;
 }
 
 TEST(ExportMegatron, ZeroTwoAndThreeAreErrors) {

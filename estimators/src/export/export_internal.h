@@ -13,8 +13,11 @@
 
 namespace ptd::export_internal {
 
-// teflash: the month Megatron-LM gained --attention-backend (fa0dcc4, 2024-12-07).
+// teflash: the month Megatron-LM gained --attention-backend (fa0dcc4, 2024-12-07), and how the
+// Megatron-LM export's note for an older job begins (the NeMo export, whose Megatron-Bridge
+// always has model.attention_backend, writes the key instead and leaves the note out).
 inline constexpr int kMegatronAttentionBackendSince = 202412;
+inline constexpr std::string_view kMegatronAttentionBackendByDate = "Megatron-LM's attention backend at the job's date: ";
 
 // fusedce2: how the Megatron-LM export's notes on the loss flags its job's date lacks begin; the NeMo
 // export, which targets today's Megatron-Bridge and writes the loss as estimated, leaves them out.

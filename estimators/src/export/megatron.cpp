@@ -363,13 +363,14 @@ void write_attention_kernels(const JobSpec& job, MegatronArgs& a) {
         // teflash: FlashAttention-2 named on a Megatron-core stack is Transformer Engine's
         // FlashAttention backend, which Megatron-LM selects with --attention-backend flash from
         // 2024-12-07 (fa0dcc4, "Attention as a config option in mcore"); before, only the
-        // environment chose it (NVTE_FUSED_ATTN=0). Megatron-Bridge always has the option.
+        // environment chose it (NVTE_FUSED_ATTN=0).
         if (t.flash_kernel == FlashKernel::flash_attn_2) {
             const int v = t.framework_version;  // 0 = today
-            if (v == 0 || v >= kMegatronAttentionBackendSince || t.framework == Framework::nemo)
+            if (v == 0 || v >= kMegatronAttentionBackendSince)
                 a.arg("--attention-backend", "flash");
             else
-                a.note("training.flash_attention_kernel = \"flash-attn-2\": Megatron-LM of " + framework_version_text(v) +
+                a.note(std::string(kMegatronAttentionBackendByDate) +
+                       "training.flash_attention_kernel = \"flash-attn-2\", but Megatron-LM of " + framework_version_text(v) +
                        " has no --attention-backend (December 2024); run with NVTE_FUSED_ATTN=0 so Transformer Engine "
                        "takes its FlashAttention backend (the flash-attn package) instead of cuDNN's fused attention, "
                        "which it prefers on Hopper and later");

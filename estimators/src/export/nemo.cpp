@@ -233,6 +233,7 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
     ExportOutput out;
     for (const std::string& n : megatron->notes) {
         if (n.starts_with(kMegatronLossFlagsByDate)) continue;  // fusedce2: Bridge takes the loss as estimated
+        if (n.starts_with(kMegatronAttentionBackendByDate)) continue;  // teflash: written below
         out.notes.push_back(n.find("Megatron-LM") != std::string::npos && n.find("NeMo") == std::string::npos
                                 ? n + " (Megatron-Bridge runs Megatron-Core: the same applies)"
                                 : n);
@@ -296,6 +297,11 @@ Result<ExportOutput> nemo_module(const JobSpec& job, const std::vector<std::pair
     set("model.cross_entropy_loss_fusion", fused_loss ? "True" : "False");
     if (fused_loss) set("model.cross_entropy_fusion_impl", ce == CrossEntropyImpl::te ? "\"te\"" : "\"native\"");
     if (mla && m.q_lora_rank == 0) set("model.q_lora_rank", "None", "queries projected directly (no q LoRA)");
+    // teflash: Transformer Engine's FlashAttention backend where the job names FlashAttention-2,
+    // whatever date kept --attention-backend out of the Megatron-LM arguments.
+    const bool backend_flag = std::any_of(args.begin(), args.end(), [](const auto& a) { return a.first == "--attention-backend"; });
+    if (t.flash_attention && t.flash_kernel == FlashKernel::flash_attn_2 && !backend_flag)
+        set("model.attention_backend", "AttnBackend.flash");
 
     std::string py;
     auto line = [&](const std::string& l = {}) { py += l + "\n"; };
