@@ -7,7 +7,8 @@
 // rate whatever the date, "flash-attn-2" at FlashAttention-2's whatever the date.
 // teflash: on a Megatron-core stack "flash-attn-2" is Transformer Engine's FlashAttention backend
 // (NVTE_FUSED_ATTN=0): on Hopper its core runs at fa2_hopper_fraction of the cuDNN attention the
-// stack runs by default; on Ampere the two are one rate.
+// stack runs by default from Transformer Engine 1.2 (Dec 2023), and ran before it; on Ampere the
+// two are one rate.
 // fa1seq: the Triton kernel reaches s / (s + 698) of that rate over s tokens (Triton PR 1917's
 // causal kernel on A100), so its 2,048-token calls run slower per FLOP than its 8,192-token ones.
 #include <gtest/gtest.h>
@@ -85,6 +86,30 @@ TEST(FlashAttentionVersion, FlashAttention2NamedOnAMegatronStackRunsAtItsHopperR
     EXPECT_NEAR(fa2.stages[0].bwd_s - cudnn.stages[0].bwd_s, 2.5 * extra, 1e-9);
     // On Ampere FlashAttention-2 is the fused rate: naming it changes nothing.
     EXPECT_DOUBLE_EQ(on("a100-80gb", "flash-attn-2").stages[0].fwd_s, on("a100-80gb", "").stages[0].fwd_s);
+}
+
+TEST(FlashAttentionVersion, AMegatronStackBeforeTransformerEngine12RanTheFlashAttnPackageOnHopper) {
+    auto on = [](const std::string& version, const std::string& kernel) {
+        return ptd::estimate_job(job_from_text(llama8b_on_one_a100_text(version, kernel, true, 0, "h100-sxm")));
+    };
+    // TE 1.2 (Dec 2023) made cuDNN's fused attention its choice on Hopper; a stack dated before
+    // it ran FlashAttention-2 from the flash-attn package, as a job naming that kernel today does.
+    EXPECT_DOUBLE_EQ(on("2023-10", "").stages[0].fwd_s, on("", "flash-attn-2").stages[0].fwd_s);
+    EXPECT_DOUBLE_EQ(on("2024-01", "").stages[0].fwd_s, on("", "").stages[0].fwd_s);
+    EXPECT_GT(on("2023-10", "").stages[0].fwd_s, on("2024-01", "").stages[0].fwd_s);
+    // FlashAttention-1 on Hopper: half FlashAttention-2's rate, which is fa2_hopper_fraction of
+    // cuDNN's: the core takes 1 / (fa1_fraction · fa2_hopper_fraction) of cuDNN's time.
+    const ptd::TimeModelConstants& k = ptd::time_model_constants();
+    const double peak = job_from_text(llama8b_on_one_a100_text("", "", true, 0, "h100-sxm")).cluster.gpu.bf16_tflops * 1e12;
+    const double core = 0.5 * 4.0 * 1 * 32 * 8192.0 * 8192.0 * 128 / (peak * k.kernel(ptd::GpuGeneration::hopper).flash_eff);
+    EXPECT_NEAR(on("", "flash-attn-1").stages[0].fwd_s - on("", "").stages[0].fwd_s,
+                32 * core * (1.0 / (k.fa1_fraction * k.fa2_hopper_fraction) - 1.0), 1e-9);
+    // The estimate lists the kernel the date picked with the stack's defaults.
+    const ptd::JobSpec dated = job_from_text(llama8b_on_one_a100_text("2023-10", "", true, 0, "h100-sxm"));
+    bool listed = false;
+    for (const auto& d : dated.origin.stack_defaults)
+        listed = listed || (d.key == "training.flash_attention_kernel" && d.value == "\"flash-attn-2\"");
+    EXPECT_TRUE(listed);
 }
 
 TEST(FlashAttentionVersion, TheTritonKernelsRateFollowsTheSequenceLength) {

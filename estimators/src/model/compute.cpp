@@ -167,13 +167,14 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // Megatron-LM / NeMo use Transformer Engine: cuDNN fused attention (FlashAttention-3
     // class on Hopper and later) and fused norm / activation / RoPE kernels. The others run
     // PyTorch's SDPA (FlashAttention-2 kernels) and, unless compiled, eager elementwise ops.
-    // teflash: "flash-attn-2" named on a Megatron-core stack is Transformer Engine's
-    // FlashAttention backend, the flash-attn package's FlashAttention-2 kernels (NVTE_FUSED_ATTN=0,
-    // Megatron-core's attention_backend = flash): TE picks cuDNN's fused attention on Hopper and
-    // later only when both are allowed (dot_product_attention/utils.py get_attention_backend,
-    // "Disabling FlashAttention to give FusedAttention preference on Hopper+").
-    const bool fa2_kernels = !runs_megatron_core(fw) || job.training.flash_kernel == FlashKernel::flash_attn_2;
-    if (fa2_kernels && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
+    // teflash: a kernel named on a Megatron-core stack is Transformer Engine's FlashAttention
+    // backend, the flash-attn package's kernels ("flash-attn-2": NVTE_FUSED_ATTN=0, Megatron-core's
+    // attention_backend = flash): TE picks cuDNN's fused attention on Hopper and later only when
+    // both are allowed (dot_product_attention/utils.py get_attention_backend, "Disabling
+    // FlashAttention to give FusedAttention preference on Hopper+"), and only since TE 1.2
+    // (stack_runs_cudnn_attention); a stack dated before it ran the flash-attn package.
+    const bool flash_attn_kernels = !stack_runs_cudnn_attention(job.training);
+    if (flash_attn_kernels && (gen == GpuGeneration::hopper || gen == GpuGeneration::blackwell))
         L.flash_eff *= k.fa2_hopper_fraction;
     // fa1: before flash-attn 2.0 (2023-07-17) a stack's flash attention is FlashAttention-1 (e.g.
     // Megatron-LM 285068c8's --use-flash-attn calls flash_attn_unpadded_func, the 1.x interface;

@@ -314,6 +314,10 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
         else if (k == FlashKernel::flash_attn_1)
             job.origin.stack_defaults.push_back({"training.flash_attention_kernel", "\"flash-attn-1\"",
                                                  "FlashAttention-1: flash-attn 2.0 came in Jul 2023"});
+        else if (runs_megatron_core(job.training.framework) && !stack_runs_cudnn_attention(job.training))
+            job.origin.stack_defaults.push_back({"training.flash_attention_kernel", "\"flash-attn-2\"",
+                                                 "the flash-attn package: Transformer Engine prefers cuDNN's fused "
+                                                 "attention on Hopper from TE 1.2 (Dec 2023)"});
     }
     if (job.origin.activation_profile_defaulted)
         job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);

@@ -163,6 +163,10 @@ FlashKernel stack_flash_kernel(const TrainingSpec& t) {
     return before(t, 202307) ? FlashKernel::flash_attn_1 : FlashKernel::flash_attn_2;  // FlashAttention-2: Jul 2023
 }
 
+bool stack_runs_cudnn_attention(const TrainingSpec& t) {
+    return runs_megatron_core(t.framework) && t.flash_kernel == FlashKernel::by_date && !before(t, kTeFusedAttentionSince);
+}
+
 bool stack_flash_attention(const TrainingSpec& t) {
     if (before(t, 202207)) return false;  // FlashAttention was published in May 2022 (Dao et al., arXiv 2205.14135)
     if (t.framework == Framework::megatron) return !before(t, 202401);

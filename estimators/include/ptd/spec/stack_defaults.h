@@ -149,5 +149,16 @@ bool stack_flash_attention(const TrainingSpec& t);
 // FlashAttention-2 after; llm-foundry's MPT the Triton kernel (attn_impl "triton") until its
 // v0.7.0 (Mar 2024). Never by_date.
 FlashKernel stack_flash_kernel(const TrainingSpec& t);
+// teflash: the month Transformer Engine began to prefer cuDNN's fused attention over the
+// flash-attn package on Hopper (TE 1.2, 32db392, 2023-12-07: "Select FusedAttention on sm90 and
+// FlashAttention on others for performance"); Megatron-LM's own layer before Transformer Engine
+// became its default ran the flash-attn package too.
+inline constexpr int kTeFusedAttentionSince = 202401;
+// Whether the job's attention core is Transformer Engine's cuDNN fused attention (the rate
+// flash_eff is fitted on): a Megatron-core stack (megatron, nemo) that names no kernel, dated
+// kTeFusedAttentionSince or later or not at all. Otherwise a flash-attn kernel runs
+// (FlashAttention-2, or -1 before Jul 2023; the torch stacks' SDPA), which on Hopper and later
+// reaches fa2_hopper_fraction of cuDNN's rate.
+bool stack_runs_cudnn_attention(const TrainingSpec& t);
 
 }  // namespace ptd
