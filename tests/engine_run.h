@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -216,6 +217,9 @@ struct TinyJob {
 };
 
 inline std::string write_job(const TinyJob& j, const std::string& name) {
+    if (j.nodes < 1 || j.world() % j.nodes != 0)  // a test's mistake: say so rather than write a bad job
+        throw std::invalid_argument("TinyJob: world " + std::to_string(j.world()) + " does not split over " +
+                                    std::to_string(j.nodes) + " nodes");
     const fs::path p = temp_root() / (name + ".toml");
     std::ofstream f(p);
     f << "[model]\npreset = \"" << j.preset << "\"\nseq_len = 32\n\n"

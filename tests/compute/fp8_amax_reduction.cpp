@@ -26,8 +26,6 @@ TEST(Fp8AmaxReduction, CurrentScalingAddsFourSmallAllReducesALayerUnderSequenceP
     // A 4-byte all-reduce over two NVLink ranks: latency, microseconds.
     EXPECT_GT(one, 2e-6);
     EXPECT_LT(one, 50e-6);
-    // Nothing else of the layer differs in TP time; the casts are compute.
-    EXPECT_DOUBLE_EQ(cur.stages[0].cp_s, del.stages[0].cp_s);
     // Full recompute casts the forward's inputs again in the backward: six a layer.
     const ptd::Estimate cur_full = llama8b("current", {"parallel.recompute=full"});
     const ptd::Estimate del_full = llama8b("delayed", {"parallel.recompute=full"});

@@ -319,6 +319,9 @@ void write_moe(const JobSpec& job, MegatronArgs& a) {
 // from March 2025 (0f60adb) until Megatron-LM refused it on 2026-06-03 (168cb15, "Disable TE
 // cross entropy loss fusion"). Where the date has no such flag the nearest loss it has is
 // written, with a note.
+// --cross-entropy-fusion-impl te: from Megatron-LM 0f60adb (March 2025) until 168cb15 (June 2026).
+constexpr int kMegatronTeLossSince = 202503, kMegatronTeLossRefusedSince = 202606;
+
 void write_loss(const JobSpec& job, MegatronArgs& a) {
     const CrossEntropyImpl ce = job.estimate.cross_entropy;
     const int v = job.training.framework_version;  // 0 = today
@@ -334,10 +337,10 @@ void write_loss(const JobSpec& job, MegatronArgs& a) {
         a.arg("--cross-entropy-loss-fusion");
     }
     if (ce == CrossEntropyImpl::te) {
-        if (dated && v >= 202503 && v < 202606) a.arg("--cross-entropy-fusion-impl", "te");
+        if (dated && v >= kMegatronTeLossSince && v < kMegatronTeLossRefusedSince) a.arg("--cross-entropy-fusion-impl", "te");
         else
             a.note(std::string(kMegatronLossFlagsByDate) + "estimate.cross_entropy = \"te\", but Megatron-LM " +
-                   (dated && v < 202503 ? "has no --cross-entropy-fusion-impl before March 2025"
+                   (dated && v < kMegatronTeLossSince ? "has no --cross-entropy-fusion-impl before March 2025"
                                         : "refuses Transformer Engine's fused loss since 2026-06 (arguments.py: "
                                           "\"disabled due to stability issues\")") +
                    ", so the native fused loss is written, which moves 22 + 6 bytes per bf16 logit where the estimate "
