@@ -137,8 +137,8 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     out += bold(term, m.name) + fmt(" (%s params) on %d × %s", human_count((double)est.params.total).c_str(),
                                     job.world_size(), job.cluster.gpu.name.c_str());
     out += " · " + layout_label(job);
-    out += fmt(" · mb %d · global %d · %d micro-batches · %s · %s · recompute %s · SP %s · flash %s\n", t.micro_batch,
-               t.global_batch, est.micro_batches,
+    out += fmt(" · mb %d · global %d · %d micro-batch%s · %s · %s · recompute %s · SP %s · flash %s\n", t.micro_batch,
+               t.global_batch, est.micro_batches, est.micro_batches == 1 ? "" : "es",
                (std::string(to_string(t.precision)) +
                 (t.fp8 != Fp8Recipe::none ? std::string(" + fp8 ") + to_string(t.fp8) : std::string()))  // issue 15 fp8
                    .c_str(),

@@ -50,7 +50,7 @@ void errors_under(const StudioState& s, std::string_view key) {
 
 void int_row(StudioState& s, const IntField& f) {
     const std::string_view key = f.key;
-    const bool derivable = key == "parallel.dp" || key == "training.global_batch";
+    const bool derivable = key == "parallel.dp" || key == "training.global_batch" || key == "training.micro_batch";
     ImGui::PushID(f.key);
     row_label(f.label, f.help);
     int v = f.ref(s.job);
@@ -64,8 +64,9 @@ void int_row(StudioState& s, const IntField& f) {
         bool derived = is_derived(s, key);
         if (ImGui::Checkbox("auto", &derived)) set_derived(s, key, derived);
         if (ImGui::IsItemHovered())
-            ImGui::SetTooltip(key == "parallel.dp" ? "Derive dp from the GPU count: world / (tp x pp x cp)"
-                                                   : "Derive global_batch as micro_batch x dp");
+            ImGui::SetTooltip(key == "parallel.dp"              ? "Derive dp from the GPU count: world / (tp x pp x cp)"
+                              : key == "training.micro_batch" ? "Choose the fastest micro-batch that fits (with a global batch)"
+                                                              : "Derive global_batch as micro_batch x dp");
     }
     ImGui::PopID();
     errors_under(s, key);

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "layout_view.h"
+#include "ptd/plan/batch_choice.h"
 #include "ptd/spec/stack_defaults.h"
 
 namespace ptd::studio {
@@ -128,6 +129,7 @@ void recompute(StudioState& s) {
     // A bare job (no [parallel] table) is valid input for the planner but has no layout to
     // draw, estimate or launch until one is chosen: no_layout_message() says so.
     if (!job.has_layout()) return;
+    choose_unwritten_batching(job);  // batchchoice: as the loader does, after every edit
 
     const long long world = (long long)job.parallel.tp * job.parallel.pp * job.parallel.dp * job.parallel.cp;
     if (world > kMaxStudioRanks) {
@@ -155,6 +157,8 @@ bool edit_int(StudioState& s, std::string_view key, int value) {
     if (key.starts_with("parallel.")) s.job.origin.no_layout = false;  // the user is choosing the layout
     if (key == "parallel.dp") s.job.origin.dp_given = true;
     if (key == "training.global_batch") s.job.origin.global_batch_given = true;
+    if (key == "training.micro_batch") s.job.origin.micro_batch_given = true;  // batchchoice
+    if (key == "parallel.vpp") s.job.origin.vpp_given = true;
     recompute(s);
     return true;
 }
@@ -217,12 +221,14 @@ void set_order(StudioState& s, std::string order) {
 bool is_derived(const StudioState& s, std::string_view key) {
     if (key == "parallel.dp") return !s.job.origin.dp_given;
     if (key == "training.global_batch") return !s.job.origin.global_batch_given;
+    if (key == "training.micro_batch") return !s.job.origin.micro_batch_given;  // batchchoice: chosen
     return false;
 }
 
 bool set_derived(StudioState& s, std::string_view key, bool derived) {
     if (key == "parallel.dp") s.job.origin.dp_given = !derived, s.job.origin.no_layout = false;
     else if (key == "training.global_batch") s.job.origin.global_batch_given = !derived;
+    else if (key == "training.micro_batch") s.job.origin.micro_batch_given = !derived;  // batchchoice
     else return false;
     recompute(s);
     return true;

@@ -194,6 +194,7 @@ JobSpec llama_job(PipelineSchedule sched, int pp, int global_batch) {
     j.parallel.schedule = sched;
     j.training.micro_batch = 1;
     j.training.global_batch = global_batch;
+    j.origin.vpp_given = j.origin.micro_batch_given = true;  // set here, as a file that writes them
     return j;
 }
 

@@ -1482,7 +1482,8 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     // stackdef: the keys the layout was scored with are the job's own now, not its stack's.
     // They leave the list of stack defaults too, which `ptd estimate` prints as what the stack
     // supplied: a bare job listed "distributed_optimizer = false" beside an estimate made with it on.
-    std::vector<std::string> chosen = {"parallel.recompute", "parallel.recompute_modules", "parallel.layers_per_stage"};
+    std::vector<std::string> chosen = {"parallel.recompute", "parallel.recompute_modules", "parallel.layers_per_stage",
+                                       "training.micro_batch", "parallel.vpp"};
     for (StackKey k : {StackKey::distributed_optimizer, StackKey::overlap_grad_reduce, StackKey::overlap_param_gather,
                        StackKey::tp_comm_overlap}) {
         out.origin.stack_keys_written |= stack_key_bit(k);
@@ -1492,6 +1493,7 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     std::erase_if(out.origin.stack_defaults,
                   [&chosen](const StackDefault& d) { return std::find(chosen.begin(), chosen.end(), d.key) != chosen.end(); });
     out.training.micro_batch = c.micro_batch;
+    out.origin.micro_batch_given = out.origin.vpp_given = true;  // batchchoice: the plan's own now
     // bits: the group size the layout was scored with (a job's N outside the new layout's range,
     // or on a layout without interleaving, would not validate or export).
     p.microbatch_group_size = plan_mb_group(job.parallel.microbatch_group_size, c.pp, c.vpp,

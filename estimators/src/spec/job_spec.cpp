@@ -283,6 +283,9 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
         }
     }
     if (!job.origin.intra_given) job.cluster.intra_gbps = job.cluster.gpu.link_gbps;
+    // batchchoice: an unwritten micro-batch starts at 1; with a layout and a global batch
+    // written, choose_unwritten_batching (plan/batch_choice.h) then picks it.
+    if (!job.origin.micro_batch_given) job.training.micro_batch = 1;
     // global_batch = micro_batch·dp only when the layout was stated: without one, dp = world
     // would silently make a global batch of one sequence per GPU (16,384 on 2048 nodes).
     if (!job.origin.global_batch_given)
@@ -321,6 +324,29 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     }
     if (job.origin.activation_profile_defaulted)
         job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
+    // batchchoice: an interleaved schedule without vpp starts at the fewest chunks the job
+    // runs with (the chooser may take more); none: validation says so.
+    if (!job.origin.vpp_given && job.parallel.schedule == PipelineSchedule::interleaved) {
+        job.parallel.vpp = 1;
+        const std::vector<int> depths = interleaved_depths(job);
+        if (!depths.empty()) job.parallel.vpp = depths.front();
+    }
+    return out;
+}
+
+std::vector<int> interleaved_depths(const JobSpec& job) {
+    std::vector<int> out;
+    if (job.parallel.pp < 2 || !job.parallel.layers_per_stage.empty() || !job.parallel.pipeline_layout.empty()) return out;
+    JobSpec c = job;
+    c.parallel.schedule = PipelineSchedule::interleaved;
+    // Each chunk holds at least one layer: more chunks than a stage has layers never validate.
+    const int most = std::max(2, (job.model.layers + 2) / job.parallel.pp);
+    for (int v = 2; v <= most; ++v) {
+        c.parallel.vpp = v;
+        if (!validate_job(c).empty()) continue;
+        if (runs_megatron_core(c.training.framework) && megatron_interleaved_refusal(c)) continue;  // Megatron refuses it
+        out.push_back(v);
+    }
     return out;
 }
 
@@ -575,8 +601,12 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                                 "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
     // zb: schedules that need a pipeline, or a given number of chunks per stage.
     if (p.schedule == PipelineSchedule::interleaved && p.vpp < 2)
-        add("parallel.schedule", "got \"interleaved\" with vpp = " + s(p.vpp) +
-                                     "; the interleaved schedule needs vpp ≥ 2; allowed: vpp ≥ 2, or schedule = \"1f1b\"");
+        add("parallel.schedule", job.origin.vpp_given
+                                     ? "got \"interleaved\" with vpp = " + s(p.vpp) +
+                                           "; the interleaved schedule needs vpp ≥ 2; allowed: vpp ≥ 2, or schedule = \"1f1b\""
+                                     : "got \"interleaved\" without parallel.vpp, and no vpp ≥ 2 runs this job with pp = " +
+                                           s(p.pp) + " (the layers of a stage, the micro-batches per step, or another "
+                                           "problem listed here); allowed: a vpp written that runs, or schedule = \"1f1b\"");
     if (p.schedule != PipelineSchedule::automatic && p.schedule != PipelineSchedule::interleaved && p.vpp > 1)
         add("parallel.schedule", std::string("got \"") + to_string(p.schedule) + "\" with vpp = " + s(p.vpp) +
                                      "; only the interleaved schedule runs several chunks per stage; allowed: "

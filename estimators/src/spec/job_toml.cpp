@@ -15,6 +15,7 @@
 
 #include "spec/job_toml_internal.h"
 #include "ptd/spec/pipeline_layout.h"
+#include "ptd/plan/batch_choice.h"
 #include "ptd/common/decimal.h"
 #include "ptd/common/file_read.h"
 #include "ptd/spec/hf_import.h"
@@ -602,6 +603,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     r.read_int("cp", p.cp, 1, 1 << 20);
     r.read_int("ep", p.ep, 1, 1 << 20);
     const bool vpp_written = r.read_int("vpp", p.vpp, 1, 1024);
+    job.origin.vpp_given = vpp_written;  // batchchoice
     r.read_int("zero", p.zero, 0, 3);
     mark_written(job, StackKey::distributed_optimizer, r.read_bool("distributed_optimizer", p.distributed_optimizer));
     r.read_bool("sequence_parallel", p.sequence_parallel);
@@ -642,7 +644,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
                       "got " + quote_input(p.pipeline_layout) + ": " + layout.error());
         else {
             const int chunks = (int)layout->chunks.size();
-            if (!vpp_written && p.pp > 0 && chunks % p.pp == 0 && chunks / p.pp > 1) p.vpp = chunks / p.pp;
+            if (!vpp_written && p.pp > 0 && chunks % p.pp == 0 && chunks / p.pp > 1) p.vpp = chunks / p.pp, job.origin.vpp_given = true;
             p.layers_per_stage = layout_layers_per_chunk(*layout);
         }
     }
@@ -716,7 +718,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
 static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) {
     TableReader r(ctx, t, "training");
     TrainingSpec& tr = job.training;
-    r.read_int("micro_batch", tr.micro_batch, 1, 1 << 20);
+    job.origin.micro_batch_given = r.read_int("micro_batch", tr.micro_batch, 1, 1 << 20);  // batchchoice
     job.origin.global_batch_given = r.read_int("global_batch", tr.global_batch, 1, 1 << 30);
     if (read_enum(r, "precision", tr.precision, kPrecisionWords)) job.origin.precision_defaulted = false;
     read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
@@ -1161,6 +1163,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
     job.origin.stack_keys_written = 0;       // stackdef: until a table writes them
     job.origin.state_dtypes_written = 0;     // recipe: likewise
     job.origin.recipe_keys_written = 0;      // mbrecipe: likewise
+    job.origin.micro_batch_given = job.origin.vpp_given = false;  // batchchoice: likewise
     for (const Entry& e : sections) {
         if (e.required) top.require(e.name, "a table");
         const toml::table* t = top.subtable(e.name);
@@ -1178,6 +1181,7 @@ Result<JobSpec> load_job_table(const toml::table& doc, const std::string& file, 
         problems.push_back(std::move(d));
     }
     if (!problems.empty()) return std::unexpected(Error(std::move(problems)));
+    choose_unwritten_batching(job);  // batchchoice: a micro-batch / depth the job leaves out
     return job;
 }
 
@@ -1354,7 +1358,9 @@ std::string save_job_toml(const JobSpec& job) {
     else w.comment("dp = " + std::to_string(p.dp) + " (derived from the world size)");
     w.int_("cp", p.cp);
     w.int_("ep", p.ep);
-    w.int_("vpp", p.vpp);
+    // batchchoice: an unwritten vpp stays unwritten (reloading chooses it again).
+    if (o.vpp_given) w.int_("vpp", p.vpp);
+    else if (p.vpp > 1) w.comment("vpp = " + std::to_string(p.vpp) + " (not written: chosen for the interleaved schedule)");
     w.int_("zero", p.zero);
     // stackdef: a key the job left to its stack stays unwritten (reloading derives it again);
     // one it wrote is kept where it differs from the stack's default.
@@ -1413,7 +1419,9 @@ std::string save_job_toml(const JobSpec& job) {
 
     const TrainingSpec& t = job.training;
     w.header("training");
-    w.int_("micro_batch", t.micro_batch);
+    // batchchoice: an unwritten micro-batch stays unwritten (reloading chooses it again).
+    if (o.micro_batch_given) w.int_("micro_batch", t.micro_batch);
+    else w.comment("micro_batch = " + std::to_string(t.micro_batch) + " (not written: chosen)");
     if (o.global_batch_given) w.int_("global_batch", t.global_batch);
     if (o.precision_defaulted) w.comment("precision = \"" + std::string(to_string(t.precision)) + "\" (defaulted for the GPU)");
     else w.str("precision", to_string(t.precision));

@@ -692,6 +692,15 @@ struct JobSpec {
         std::optional<GpuSpec> gpu_base;
         bool dp_given = false;      // dp was written in the file
         bool global_batch_given = false;
+        // batchchoice: training.micro_batch was written. Unwritten in a job that writes its
+        // layout and global batch, it is chosen (plan/batch_choice.h): the loader starts it
+        // at 1, then takes the fastest that fits, as a tuned run of the framework has it;
+        // saving leaves it unwritten. A job built in code writes it.
+        bool micro_batch_given = true;
+        // batchchoice: parallel.vpp was written (or came from parallel.pipeline_layout). An
+        // interleaved schedule without it gets its depth chosen the same way. A job built in
+        // code writes it.
+        bool vpp_given = true;
         // The file has no [parallel] table: the user gave a model, a cluster and (maybe) a
         // global batch and left the layout to the planner. `parallel` then holds the
         // defaults (tp = pp = 1, dp = world), which nothing may use as if chosen.
@@ -761,6 +770,11 @@ Result<JobSpec> load_job_text(std::string_view toml_text, const std::string& fil
 // Cross-field checks on an already-typed spec (the studio calls this after each edit).
 // Empty = valid. Each check has its own message naming the keys involved.
 std::vector<Diagnostic> validate_job(const JobSpec& job);
+
+// batchchoice: the depths (vpp ≥ 2, ascending) the interleaved schedule runs the job at —
+// each one validate_job accepts with the job's other keys as they are; empty when none, or
+// when the job fixes its split (layers_per_stage, pipeline_layout) or has pp < 2.
+std::vector<int> interleaved_depths(const JobSpec& job);
 
 // etp: the expert-group rules of a MoE layout, one place for validate_job (which words a
 // message for each) and the planner (which searches ep and expert_tp by them). Bits of what
