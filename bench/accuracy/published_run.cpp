@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "ptd/model/model_stats.h"
+#include "ptd/plan/batch_choice.h"
 #include "ptd/spec/stack_defaults.h"
 
 #include "run_file.h"
@@ -213,6 +214,14 @@ std::string apply_run_to_job(Run& r) {
         j.training.flash_attention = ptd::default_flash_attention(j.cluster.gpu) && ptd::stack_flash_attention(j.training);
     j.estimate.memory_efficient_norm = r.memory_efficient_norm;  // menorm
     j.estimate.deallocate_pipeline_inputs = r.deallocate_pipeline_inputs;  // Llama 3 §3.3.2
+    // batchchoice: the interleaved schedule without a stated vpp starts at the fewest chunks,
+    // as a job file does (derive_job_defaults); the depth is chosen once the job validates.
+    if (r.schedule == "interleaved" && !j.origin.vpp_given) {
+        j.parallel.schedule = ptd::PipelineSchedule::interleaved;
+        const std::vector<int> depths = ptd::interleaved_depths(j);
+        if (depths.empty()) return "schedule = interleaved: no vpp >= 2 runs this layout";
+        j.parallel.vpp = depths.front();
+    }
     if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";
 }
@@ -386,6 +395,11 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         ptd::TrainingSpec& tr = j.training;
         tr.micro_batch = get<int>(t, "micro_batch", 1);
         tr.global_batch = get<int>(t, "global_batch", 0);
+        // batchchoice: what the run states of its micro-batch, interleaving depth and batch, as
+        // a job file's loader records it; the unstated ones are chosen below.
+        j.origin.micro_batch_given = t.contains("micro_batch");
+        j.origin.vpp_given = t.contains("vpp");
+        j.origin.global_batch_given = t.contains("global_batch");
         const std::string prec = get_word(t, "precision", "bf16", {"bf16", "fp16", "fp32"});
         tr.precision = prec == "fp16" ? ptd::Precision::fp16 : prec == "fp32" ? ptd::Precision::fp32 : ptd::Precision::bf16;
         tr.optimizer = ptd::Optimizer::adam;
@@ -437,6 +451,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         if (r.skip.empty()) {
             auto problems = ptd::validate_job(j);
             if (!problems.empty()) r.skip = "invalid layout: " + problems[0].key + ": " + problems[0].message;
+            else ptd::choose_unwritten_batching(j);  // batchchoice: as load_job_table does
         }
         const int gpus = j.world_size();
         r.source_flops = source_flops(r, r.convention);
