@@ -330,7 +330,7 @@ std::vector<Figure> throughput_figures(const StudioState& s) {
     auto seconds = [](double v) { return fmt("%.3f s", v); };
     const std::string& note = s.memory.cache.profile_note;
     out.push_back({"step time", seconds(e->step_s),
-                   fmt("%d micro-batches", e->micro_batches) + (e->time_from_profile ? ", from profile" : ""),
+                   fmt("%d micro-batch%s", e->micro_batches, e->micro_batches == 1 ? "" : "es") + (e->time_from_profile ? ", from profile" : ""),
                    "One optimizer step on the critical path through the slowest stage: the bar below." +
                        (e->time_from_profile ? " Every time comes from the cluster profile (" + note + ")."
                         : !e->time_source_why.empty() ? " From the preset: " + e->time_source_why + "."
