@@ -160,3 +160,19 @@ TEST(BatchChoice, APlannedLayoutsMicroBatchIsTheJobsOwn) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(BatchChoice, ANamedPerformanceRecipeSetsItsMicroBatch) {
+    // Megatron-Bridge's qwen3_30b_a3b_pretrain_16gpu_h100_bf16: micro-batch 1 of 1,024 on 16 H100, EP 16.
+    const JobSpec job = job_from_text(
+        "[model]\npreset = \"qwen3-30b-a3b\"\n[cluster]\npreset = \"dgx-h100\"\nnodes = 2\n"
+        "[parallel]\ntp = 1\nep = 16\n"
+        "[training]\nframework = \"nemo\"\nrecipe = \"qwen3_30b_a3b_pretrain_16gpu_h100_bf16\"\nglobal_batch = 1024\n");
+    EXPECT_EQ(job.training.micro_batch, 1);
+    const StackDefault* d = listed_default(job, "training.micro_batch");
+    ASSERT_NE(d, nullptr);
+    EXPECT_NE(d->source.find("qwen3_30b_a3b_pretrain_16gpu_h100_bf16"), std::string::npos) << d->source;
+}
+
+}  // namespace

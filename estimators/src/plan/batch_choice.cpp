@@ -9,6 +9,7 @@
 
 #include "ptd/model/estimate.h"
 #include "ptd/plan/planner.h"
+#include "ptd/spec/stack_defaults.h"
 
 namespace ptd {
 
@@ -38,11 +39,21 @@ struct Candidate {
 
 BatchChoice choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile) {
     BatchChoice out;
-    const bool pick_mb = !job.origin.micro_batch_given && job.origin.global_batch_given && job.has_layout();
+    bool pick_mb = !job.origin.micro_batch_given && job.origin.global_batch_given && job.has_layout();
     const bool pick_vpp = !job.origin.vpp_given && job.parallel.schedule == PipelineSchedule::interleaved &&
                           job.has_layout() && job.parallel.vpp >= 2;
     if (!pick_mb && !pick_vpp) return out;
     const long long per_replica = job.parallel.dp > 0 ? job.training.global_batch / job.parallel.dp : 0;
+    // A performance recipe the job names sets its micro-batch as it sets the keys it shares
+    // with the job (mbrecipe): what the recipe ran, where it divides the job's batch.
+    if (const PerfRecipe* r = pick_mb && !job.training.recipe.empty() ? find_perf_recipe(job.training.recipe) : nullptr;
+        r && r->mbs > 0 && per_replica > 0 && per_replica % r->mbs == 0) {
+        job.training.micro_batch = r->mbs;
+        job.origin.stack_defaults.push_back({"training.micro_batch", std::to_string(r->mbs),
+                                             std::string("not written: the micro_batch_size of recipe ") + r->name});
+        pick_mb = false;
+        if (!pick_vpp) return out;
+    }
     out.micro_batches = pick_mb ? micro_batch_candidates(per_replica, PlanOptions{}.max_micro_batch)
                                 : std::vector<int>{job.training.micro_batch};
     if (out.micro_batches.empty()) return out;
