@@ -176,3 +176,17 @@ TEST(BatchChoice, ANamedPerformanceRecipeSetsItsMicroBatch) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(BatchChoice, AnInterleavedSplitWithoutVppSaysItsDepth) {
+    // 48 layers on pp 2 in eight chunks of 6: the split says vpp 4, nothing is chosen.
+    std::string text = gpt32b("micro_batch = 1\nglobal_batch = 192\n",
+                              "schedule = \"interleaved\"\nlayers_per_stage = [6, 6, 6, 6, 6, 6, 6, 6]\n");
+    text.replace(text.find("pp = 1\n"), 7, "pp = 2\n");
+    const JobSpec job = job_from_text(text);
+    EXPECT_EQ(job.parallel.vpp, 4);
+    EXPECT_EQ(listed_default(job, "parallel.vpp"), nullptr);
+}
+
+}  // namespace

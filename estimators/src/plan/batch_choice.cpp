@@ -40,8 +40,10 @@ struct Candidate {
 BatchChoice choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile) {
     BatchChoice out;
     bool pick_mb = !job.origin.micro_batch_given && job.origin.global_batch_given && job.has_layout();
+    // A split the job writes (layers_per_stage, pipeline_layout) fixes the depth.
     const bool pick_vpp = !job.origin.vpp_given && job.parallel.schedule == PipelineSchedule::interleaved &&
-                          job.has_layout() && job.parallel.vpp >= 2;
+                          job.has_layout() && job.parallel.vpp >= 2 && job.parallel.layers_per_stage.empty() &&
+                          job.parallel.pipeline_layout.empty();
     if (!pick_mb && !pick_vpp) return out;
     const long long per_replica = job.parallel.dp > 0 ? job.training.global_batch / job.parallel.dp : 0;
     // A performance recipe the job names sets its micro-batch as it sets the keys it shares

@@ -327,9 +327,14 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     // batchchoice: an interleaved schedule without vpp starts at the fewest chunks the job
     // runs with (the chooser may take more); none: validation says so.
     if (!job.origin.vpp_given && job.parallel.schedule == PipelineSchedule::interleaved) {
-        job.parallel.vpp = 1;
-        const std::vector<int> depths = interleaved_depths(job);
-        if (!depths.empty()) job.parallel.vpp = depths.front();
+        const size_t entries = job.parallel.layers_per_stage.size(), pp = (size_t)std::max(1, job.parallel.pp);
+        if (entries >= 2 * pp && entries % pp == 0) {
+            job.parallel.vpp = (int)(entries / pp);  // a split of pp·vpp chunks says the depth
+        } else {
+            job.parallel.vpp = 1;
+            const std::vector<int> depths = interleaved_depths(job);
+            if (!depths.empty()) job.parallel.vpp = depths.front();
+        }
     }
     return out;
 }
