@@ -344,8 +344,9 @@ std::vector<int> interleaved_depths(const JobSpec& job) {
     if (job.parallel.pp < 2 || !job.parallel.layers_per_stage.empty() || !job.parallel.pipeline_layout.empty()) return out;
     JobSpec c = job;
     c.parallel.schedule = PipelineSchedule::interleaved;
-    // Each chunk holds at least one layer: more chunks than a stage has layers never validate.
-    const int most = std::max(2, (job.model.layers + 2) / job.parallel.pp);
+    // Each chunk holds at least one layer: more chunks than a stage has layers never validate;
+    // nor more than a job file may write (parallel.vpp ≤ 1024).
+    const int most = std::clamp((job.model.layers + 2) / job.parallel.pp, 2, 1024);
     for (int v = 2; v <= most; ++v) {
         c.parallel.vpp = v;
         if (!validate_job(c).empty()) continue;
