@@ -219,6 +219,23 @@ TEST(StudioState, EditingDpMakesItGivenAndAutoDerivesAgain) {
     EXPECT_TRUE(job_valid(s));
 }
 
+// batchchoice: the micro_batch row's auto box chooses the micro-batch (the default job writes
+// its global batch, 256 on dp 4), and an edit of the value pins it again.
+TEST(StudioState, MicroBatchAutoChoosesAndAnEditPinsIt) {
+    StudioState s = default_state();
+    EXPECT_FALSE(is_derived(s, "training.micro_batch"));  // the default job writes it
+    ASSERT_TRUE(set_derived(s, "training.micro_batch", true));
+    EXPECT_TRUE(is_derived(s, "training.micro_batch"));
+    EXPECT_TRUE(job_valid(s));
+    const bool listed = std::any_of(s.job.origin.stack_defaults.begin(), s.job.origin.stack_defaults.end(),
+                                    [](const StackDefault& d) { return d.key == "training.micro_batch"; });
+    EXPECT_TRUE(listed);
+    EXPECT_EQ(s.job.training.global_batch % (s.job.training.micro_batch * s.job.parallel.dp), 0);
+    ASSERT_TRUE(edit_int(s, "training.micro_batch", 2));
+    EXPECT_FALSE(is_derived(s, "training.micro_batch"));
+    EXPECT_EQ(s.job.training.micro_batch, 2);
+}
+
 TEST(StudioState, UnderivableDpIsReportedOnce) {
     StudioState s = default_state();
     ASSERT_TRUE(edit_int(s, "cluster.nodes", 3));
