@@ -390,7 +390,8 @@ done
 summary="$examples examples, $samples recorded samples, $quotes quoted paragraphs from ${#commands[@]} commands"
 ((skipped)) && summary+=" ($skipped skipped: programs not built)"
 if ((problems)); then
-  echo "docs_examples: $problems problem(s) in $summary; run scripts/docs_examples.sh --update to take the build's output" >&2
+  echo "docs_examples: $problems problem(s) in $summary; run scripts/docs_examples.sh --update to take the build's output" \
+    "(accuracy.md's tables of bench_accuracy summaries: scripts/accuracy_tables.py)" >&2
   exit 1
 fi
 echo "docs_examples: $mode: $summary: ok"
