@@ -55,14 +55,17 @@ std::string job_summary_text(const JobSpec& job, const Term& term) {
     out += bold(term, "parallel") + fmt(" tp %d × pp %d × dp %d", p.tp, p.pp, p.dp);
     if (p.cp > 1) out += fmt(" × cp %d", p.cp);
     if (p.ep > 1) out += fmt(", ep %d", p.ep);
-    if (p.vpp > 1) out += fmt(", vpp %d%s", p.vpp, job.origin.vpp_given ? "" : " (chosen)");  // batchchoice
+    // batchchoice: a value the job leaves out and PTD chose is listed with the stack's defaults.
+    const auto chosen = [&job](std::string_view key) {
+        return std::any_of(job.origin.stack_defaults.begin(), job.origin.stack_defaults.end(),
+                           [key](const StackDefault& d) { return d.key == key; });
+    };
+    if (p.vpp > 1) out += fmt(", vpp %d%s", p.vpp, chosen("parallel.vpp") ? " (chosen)" : "");
     if (!p.pipeline_layout.empty()) out += ", layout \"" + p.pipeline_layout + "\"";
     out += fmt(", zero %d%s%s, recompute %s, order %s\n", p.zero, p.distributed_optimizer ? ", distributed optimizer" : "",
                p.sequence_parallel ? ", sequence parallel" : "", to_string(p.recompute), p.order.c_str());
-    // batchchoice: a micro-batch the job leaves out is chosen when it writes its global batch.
-    const bool mb_chosen = !job.origin.micro_batch_given && job.origin.global_batch_given;
     out += bold(term, "training") + fmt(" micro-batch %d%s × %d accumulation × dp %d = global batch %d (%s tokens/step), %s, %s\n",
-                                        t.micro_batch, mb_chosen ? " (chosen)" : "", job.grad_accum(), p.dp, t.global_batch,
+                                        t.micro_batch, chosen("training.micro_batch") ? " (chosen)" : "", job.grad_accum(), p.dp, t.global_batch,
                                         human_count((double)t.global_batch * m.seq_len).c_str(), to_string(t.precision),
                                         to_string(t.optimizer));
     return out;

@@ -214,15 +214,14 @@ std::string apply_run_to_job(Run& r) {
         j.training.flash_attention = ptd::default_flash_attention(j.cluster.gpu) && ptd::stack_flash_attention(j.training);
     j.estimate.memory_efficient_norm = r.memory_efficient_norm;  // menorm
     j.estimate.deallocate_pipeline_inputs = r.deallocate_pipeline_inputs;  // Llama 3 §3.3.2
-    // batchchoice: the interleaved schedule without a stated vpp starts at the fewest chunks,
-    // as a job file does (derive_job_defaults); the depth is chosen once the job validates.
-    if (r.schedule == "interleaved" && !j.origin.vpp_given) {
+    // batchchoice: the interleaved schedule without a stated vpp starts where a job file's does
+    // (start_unwritten_depth); the depth is chosen once the job validates.
+    if (r.schedule == "interleaved") {
         j.parallel.schedule = ptd::PipelineSchedule::interleaved;
-        const std::vector<int> depths = ptd::interleaved_depths(j);
-        if (depths.empty()) return "schedule = interleaved: no vpp >= 2 runs this layout";
-        j.parallel.vpp = depths.front();
+        ptd::start_unwritten_depth(j);
+        if (j.parallel.vpp < 2)
+            return j.origin.vpp_given ? "schedule = interleaved needs vpp >= 2" : "schedule = interleaved: no vpp >= 2 runs this layout";
     }
-    if (r.schedule == "interleaved" && j.parallel.vpp < 2) return "schedule = interleaved needs vpp >= 2";
     return "";
 }
 

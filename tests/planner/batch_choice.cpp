@@ -159,10 +159,6 @@ TEST(BatchChoice, APlannedLayoutsMicroBatchIsTheJobsOwn) {
     EXPECT_NE(save_job_toml(planned).find("\nmicro_batch = 2"), std::string::npos);
 }
 
-}  // namespace
-
-namespace {
-
 TEST(BatchChoice, ANamedPerformanceRecipeSetsItsMicroBatch) {
     // Megatron-Bridge's qwen3_30b_a3b_pretrain_16gpu_h100_bf16: micro-batch 1 of 1,024 on 16 H100, EP 16.
     const JobSpec job = job_from_text(
@@ -174,10 +170,6 @@ TEST(BatchChoice, ANamedPerformanceRecipeSetsItsMicroBatch) {
     ASSERT_NE(d, nullptr);
     EXPECT_NE(d->source.find("qwen3_30b_a3b_pretrain_16gpu_h100_bf16"), std::string::npos) << d->source;
 }
-
-}  // namespace
-
-namespace {
 
 TEST(BatchChoice, AnInterleavedSplitWithoutVppSaysItsDepth) {
     // 48 layers on pp 2 in eight chunks of 6: the split says vpp 4, nothing is chosen.

@@ -412,9 +412,7 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
             const int dp = (int)(sp.world / replica);
             if (sp.global_batch % dp != 0) continue;
             const int per_replica = sp.global_batch / dp;
-            mbs.clear();
-            for (int mb = 1; mb <= std::min(per_replica, sp.max_micro_batch); ++mb)
-                if (per_replica % mb == 0) mbs.push_back(mb);
+            micro_batch_candidates(per_replica, sp.max_micro_batch, mbs);
             vpps.assign(1, 1);
             if (!sp.rules.vpp) {
                 // planfw: one model chunk per stage (DeepSpeed's pipeline engine)
@@ -1448,6 +1446,12 @@ double objective_value(const PlanEntry& e, PlanObjective objective) {
 int64_t plan_rank_of(const PlanResult& plan, double tokens_per_s) {
     const auto& v = plan.fitting_tokens_per_s;  // descending
     return 1 + (std::lower_bound(v.begin(), v.end(), tokens_per_s, std::greater<>()) - v.begin());  // strictly faster
+}
+
+void micro_batch_candidates(long long per_replica, int most, std::vector<int>& out) {
+    out.clear();
+    for (long long mb = 1; mb <= std::min<long long>(per_replica, most); ++mb)
+        if (per_replica % mb == 0) out.push_back((int)mb);
 }
 
 JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {

@@ -324,19 +324,25 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     }
     if (job.origin.activation_profile_defaulted)
         job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
-    // batchchoice: an interleaved schedule without vpp starts at the fewest chunks the job
-    // runs with (the chooser may take more); none: validation says so.
-    if (!job.origin.vpp_given && job.parallel.schedule == PipelineSchedule::interleaved) {
-        const size_t entries = job.parallel.layers_per_stage.size(), pp = (size_t)std::max(1, job.parallel.pp);
-        if (entries >= 2 * pp && entries % pp == 0) {
-            job.parallel.vpp = (int)(entries / pp);  // a split of pp·vpp chunks says the depth
-        } else {
-            job.parallel.vpp = 1;
-            const std::vector<int> depths = interleaved_depths(job);
-            if (!depths.empty()) job.parallel.vpp = depths.front();
-        }
-    }
+    start_unwritten_depth(job);  // batchchoice
     return out;
+}
+
+void start_unwritten_depth(JobSpec& job) {
+    if (job.origin.vpp_given || job.parallel.schedule != PipelineSchedule::interleaved) return;
+    const size_t entries = job.parallel.layers_per_stage.size(), pp = (size_t)std::max(1, job.parallel.pp);
+    if (entries >= 2 * pp && entries % pp == 0) {
+        job.parallel.vpp = (int)(entries / pp);  // a split of pp·vpp chunks says the depth
+        return;
+    }
+    job.parallel.vpp = 1;
+    const std::vector<int> depths = interleaved_depths(job);
+    if (!depths.empty()) job.parallel.vpp = depths.front();
+}
+
+bool job_runs(const JobSpec& job) {
+    if (!validate_job(job).empty()) return false;
+    return !(runs_megatron_core(job.training.framework) && megatron_interleaved_refusal(job));
 }
 
 std::vector<int> interleaved_depths(const JobSpec& job) {
@@ -349,9 +355,7 @@ std::vector<int> interleaved_depths(const JobSpec& job) {
     const int most = std::clamp((job.model.layers + 2) / job.parallel.pp, 2, 1024);
     for (int v = 2; v <= most; ++v) {
         c.parallel.vpp = v;
-        if (!validate_job(c).empty()) continue;
-        if (runs_megatron_core(c.training.framework) && megatron_interleaved_refusal(c)) continue;  // Megatron refuses it
-        out.push_back(v);
+        if (job_runs(c)) out.push_back(v);
     }
     return out;
 }

@@ -11,8 +11,6 @@
 // key pins it.
 #pragma once
 
-#include <vector>
-
 #include "ptd/spec/job_spec.h"
 
 namespace ptd {
@@ -29,19 +27,11 @@ struct ClusterProfile;
 // (docs/accuracy.md, "batchchoice").
 inline constexpr double kBatchChoiceTolerance = 0.05;
 
-// What choose_unwritten_batching tried.
-struct BatchChoice {
-    bool chose_micro_batch = false, chose_vpp = false;
-    std::vector<int> micro_batches;  // the micro-batches tried (divisors of global_batch / dp)
-    std::vector<int> depths;         // the depths tried (vpp), every micro-batch's together
-    int evaluated = 0, fitting = 0;  // candidates that run (validate_job, Megatron's rules) / of them, fit
-};
-
 // Picks training.micro_batch when the job leaves it out but writes its layout and global
 // batch, and parallel.vpp when it names the interleaved schedule without one; the job must
 // be valid (validate_job empty) with the loader's starting values (micro-batch 1, the fewest
 // chunks). A job that writes both keys, or has no layout, is returned unchanged. When no
 // candidate fits, the starting values stay and the listed default says so.
-BatchChoice choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile = nullptr);
+void choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile = nullptr);
 
 }  // namespace ptd

@@ -158,6 +158,11 @@ double plan_headroom(const JobSpec& job, const PlanOptions& options, std::string
 
 Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options);
 
+// The micro-batches a replica's `per_replica` sequences a step split into evenly, ascending,
+// up to `most` (PlanOptions::max_micro_batch): what the search and an unwritten micro-batch
+// (batch_choice.h) choose among. `out` is cleared first.
+void micro_batch_candidates(long long per_replica, int most, std::vector<int>& out);
+
 // 1-based rank a layout with `tokens_per_s` would have among the fitting layouts of `plan`
 // (1 + how many are strictly faster), as job_rank counts. Needs keep_fitting_scores.
 int64_t plan_rank_of(const PlanResult& plan, double tokens_per_s);

@@ -775,6 +775,14 @@ std::vector<Diagnostic> validate_job(const JobSpec& job);
 // each one validate_job accepts with the job's other keys as they are; empty when none, or
 // when the job fixes its split (layers_per_stage, pipeline_layout) or has pp < 2.
 std::vector<int> interleaved_depths(const JobSpec& job);
+// batchchoice: an interleaved job that leaves vpp out starts at the depth its written split
+// says (layers_per_stage of pp·k entries: k), else the fewest chunks that run, else 1 (which
+// validation then refuses, saying why); other jobs are left as they are. derive_job_defaults
+// calls it; so does a job built in code that marks vpp unwritten.
+void start_unwritten_depth(JobSpec& job);
+// Whether the job validates and, on a Megatron-core stack, Megatron-LM's interleaved schedule
+// accepts it (megatron_interleaved_refusal): what an unwritten value may be chosen among.
+bool job_runs(const JobSpec& job);
 
 // etp: the expert-group rules of a MoE layout, one place for validate_job (which words a
 // message for each) and the planner (which searches ep and expert_tp by them). Bits of what
