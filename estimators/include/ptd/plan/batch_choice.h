@@ -30,7 +30,8 @@ inline constexpr double kBatchChoiceTolerance = 0.05;
 // Picks training.micro_batch when the job leaves it out but writes its layout and global
 // batch, and parallel.vpp when it names the interleaved schedule without one; the job must
 // be valid (validate_job empty) with the loader's starting values (micro-batch 1, the fewest
-// chunks). A job that writes both keys, or has no layout, is returned unchanged. When no
+// chunks). A performance recipe the job names (training.recipe) gives its own micro-batch
+// instead. A job that writes both keys, or has no layout, is left unchanged. When no
 // candidate fits, the starting values stay and the listed default says so.
 void choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile = nullptr);
 
