@@ -476,7 +476,7 @@ TEST(CliPlan, ObjectiveColumnsAndOrder) {
 // says why.
 TEST(CliEstimate, SpeedIntervalsInTextAndJson) {
     Proc text = run_ok(kPtd + " estimate " + kJobs + "llama3-70b-h100.toml");
-   ptd_test::expect_mentions(text.out, {"80% interval", "tokens/s (80%: ", "MFU ", "published hopper (H100, H200) runs",
+   ptd_test::expect_mentions(text.out, {"80% interval", "tokens/s (80%: ", "MFU ", "published hopper (H100, H200) dense runs",
                                "your own cluster may differ"});
     auto doc = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + kJobs + "llama3-70b-h100.toml").out);
     const auto& iv = doc["interval"];
@@ -510,7 +510,7 @@ TEST(CliPlan, SaysWhenTopLayoutsAreWithinTheError) {
     ASSERT_GT(runs, 0);
     Proc text = run_ok(kPtd + " plan --top 3 " + kJobs + "llama3-8b-h100.toml");
     ptd_test::expect_mentions(text.out, {"error bars (80%, from " + std::to_string(runs) +
-                                             " published hopper (H100, H200) runs): each row's tokens/s and MFU",
+                                             " published hopper (H100, H200) dense runs): each row's tokens/s and MFU",
                                          "within error: all listed layouts 1–3 are within the estimate's error of each other",
                                          "their order is not a prediction"});
     const auto& top = doc["top"];

@@ -312,7 +312,7 @@ TEST(StudioMemory, SpeedFiguresCarryTheirInterval) {
     EXPECT_EQ(f[2].range, "80%: " + format_thousands(e.speed.tokens_per_s.lo) + " – " +
                               format_thousands(e.speed.tokens_per_s.hi));
     const std::string line = speed_interval_line(s);
-    EXPECT_NE(line.find("published hopper (H100, H200) runs"), std::string::npos) << line;
+    EXPECT_NE(line.find("published hopper (H100, H200) dense runs"), std::string::npos) << line;
     EXPECT_NE(line.find(std::to_string(e.speed.band.runs)), std::string::npos) << line;
 
     ASSERT_TRUE(set_gpu_preset(s, "cpu"));

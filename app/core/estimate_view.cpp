@@ -96,7 +96,7 @@ std::string interval_basis_line(const SpeedInterval& s) {
     if (!s.known) return "error bars: none: " + s.why_unknown.substr(s.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
     if (s.band.source == IntervalSource::cluster_profile)
         return "error bars: " + confidence_text(s) + " intervals from " + s.basis() + " (docs/estimators.md, \"Error bars\")";
-    return "error bars: " + confidence_text(s) + " intervals from the estimate's error on " + s.basis() +
+    return "error bars: " + confidence_text(s) + " intervals from the estimate's error on " + s.basis() + s.one_sided() +
            "; your own cluster may differ (docs/estimators.md, \"Error bars\")";
 }
 
@@ -559,8 +559,9 @@ namespace {
 std::string plan_interval_line(const JobSpec& job, const std::optional<ErrorBand>& band) {
     if (!band) return interval_basis_line(job_speed_interval(job, {}));
     const SpeedInterval s = speed_interval(*band, SpeedPoint{1, 1, 1, 1, 1, 1});
-    return fmt("error bars (%.0f%%, from %s): each row's tokens/s and MFU %s, step time %s",
-               band->confidence * 100, s.basis().c_str(), relative_text(s.tokens_per_s.lo, s.tokens_per_s.hi).c_str(),
+    return fmt("error bars (%.0f%%, from %s%s): each row's tokens/s and MFU %s, step time %s",
+               band->confidence * 100, s.basis().c_str(), s.one_sided().c_str(),
+               relative_text(s.tokens_per_s.lo, s.tokens_per_s.hi).c_str(),
                relative_text(s.step_s.lo, s.step_s.hi).c_str());
 }
 

@@ -346,7 +346,7 @@ std::string speed_interval_line(const StudioState& s) {
     const SpeedInterval& iv = e->speed;
     if (!iv.known) return "no error bars: " + iv.why_unknown.substr(iv.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
     return fmt("error bars: %.0f%% intervals from the estimate's error on ", iv.band.confidence * 100) + iv.basis() +
-           "; your own cluster may differ";
+           iv.one_sided() + "; your own cluster may differ";
 }
 
 // ---- Predicted memory on the rank grid -------------------------------------------------

@@ -28,7 +28,7 @@
 // them out is told (docs/accuracy.md, "What a user who names only the stack gets").
 //
 // --residuals prints the error-bar table the estimators compile in
-// (assets/accuracy/published_residuals.toml: per GPU generation, the 10th / 90th percentiles of
+// (assets/accuracy/published_residuals.toml: per GPU generation and model kind, dense or MoE, the 10th / 90th percentiles of
 // the check runs' signed error; ptd/model/speed_interval.h). --residuals-check FILE compares
 // FILE with it and names the first line that differs (ctest residuals_table_current).
 #include <algorithm>
@@ -434,7 +434,7 @@ ptd::ResidualTable residuals_of(const std::vector<Run>& runs) {
         if (!r.skip.empty() || r.use != "check") continue;
         std::string gpu = r.job.cluster.gpu.name.substr(0, r.job.cluster.gpu.name.find('-'));
         std::transform(gpu.begin(), gpu.end(), gpu.begin(), ::toupper);
-        errors.push_back({r.job.cluster.gpu.generation, gpu, error_of(r)});
+        errors.push_back({r.job.cluster.gpu.generation, gpu, error_of(r), ptd::model_kind(r.job)});
     }
     return ptd::residual_table(errors);
 }
@@ -471,8 +471,8 @@ int check_residuals(const std::string& computed, const std::string& file) {
     while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
     std::string row = "the header";
     for (size_t k = 0; k < std::min(i + 1, b.size()); ++k) {
-        if (b[k] == "[pooled]") row = "[pooled]";
-        else if (b[k].rfind("name = ", 0) == 0) row = "[[generation]] " + b[k];
+        if (b[k] == "[pooled]" || b[k] == "[[model]]" || b[k] == "[[generation]]") row = b[k];
+        else if (b[k].rfind("name = ", 0) == 0 || b[k].rfind("model = ", 0) == 0) row += " " + b[k];
     }
     std::fprintf(stderr,
                  "%s:%zu: the residual table is stale (row %s): committed \"%s\", bench_accuracy computes \"%s\"; "

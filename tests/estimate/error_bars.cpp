@@ -59,33 +59,49 @@ TEST(ErrorBars, PercentilesLinearBetweenOrderStatistics) {
     EXPECT_DOUBLE_EQ(sorted_percentile({7}, 90), 7.0);
 }
 
-// Ten ampere runs get their own interval; three volta runs (< min_runs 8) get none and the
-// pooled row (all 13) stands in.
+// Ten dense ampere runs get their own interval; three dense volta runs (< min_runs 8) get none
+// and the dense row (all 13 dense runs) stands in; nine MoE hopper runs get their own row, the
+// MoE row (the same nine) and the pooled one (all 22).
 TEST(ErrorBars, ThinGenerationHasNoIntervalOfItsOwn) {
     std::vector<RunResidual> runs;
     for (int i = 0; i < 10; ++i) runs.push_back({GpuGeneration::ampere, "A100", -0.10 + 0.02 * i});  // −0.10 .. +0.08
     for (int i = 0; i < 3; ++i) runs.push_back({GpuGeneration::volta, "V100", 0.5});
+    for (int i = 0; i < 9; ++i) runs.push_back({GpuGeneration::hopper, "H100", -0.40 + 0.04 * i, ModelKind::moe});  // −0.40 .. −0.08
     const ResidualTable t = residual_table(runs);
-    const ResidualRow* ampere = t.find("ampere");
-    const ResidualRow* volta = t.find("volta");
-    ASSERT_TRUE(ampere && volta);
+    const ResidualRow* ampere = t.find("ampere", ModelKind::dense);
+    const ResidualRow* volta = t.find("volta", ModelKind::dense);
+    const ResidualRow* hopper_moe = t.find("hopper", ModelKind::moe);
+    ASSERT_TRUE(ampere && volta && hopper_moe);
+    EXPECT_FALSE(t.find("ampere", ModelKind::moe));
+    EXPECT_FALSE(t.find("hopper", ModelKind::dense));
     EXPECT_TRUE(ampere->has_interval);
     EXPECT_EQ(ampere->runs, 10);
+    EXPECT_EQ(ampere->model, "dense");
     EXPECT_DOUBLE_EQ(ampere->error_lo, -0.082);  // index 0.9: −0.10 + 0.9·0.02
     EXPECT_DOUBLE_EQ(ampere->error_hi, 0.062);   // index 8.1: 0.06 + 0.1·0.02
     EXPECT_FALSE(volta->has_interval);
     EXPECT_EQ(volta->runs, 3);
-    EXPECT_EQ(t.pooled.runs, 13);
+    EXPECT_DOUBLE_EQ(hopper_moe->error_lo, -0.368);  // index 0.8: −0.40 + 0.8·0.04
+    EXPECT_DOUBLE_EQ(hopper_moe->error_hi, -0.112);  // index 7.2: −0.12 + 0.2·0.04
+    ASSERT_TRUE(t.find(ModelKind::dense) && t.find(ModelKind::moe));
+    EXPECT_EQ(t.find(ModelKind::dense)->runs, 13);
+    EXPECT_EQ(t.find(ModelKind::dense)->gpus, (std::vector<std::string>{"A100", "V100"}));
+    EXPECT_EQ(t.find(ModelKind::moe)->runs, 9);
+    EXPECT_EQ(t.pooled.runs, 22);
     EXPECT_TRUE(t.pooled.has_interval);
-    EXPECT_EQ(t.pooled.gpus, (std::vector<std::string>{"A100", "V100"}));
+    EXPECT_EQ(t.pooled.gpus, (std::vector<std::string>{"A100", "H100", "V100"}));
     // What the file holds reads back to the same table.
     auto back = parse_residual_table(residual_table_toml(t), "t.toml");
     ASSERT_TRUE(back) << back.error().str();
     EXPECT_EQ(residual_table_toml(*back), residual_table_toml(t));
+    ASSERT_TRUE(back->find("hopper", ModelKind::moe));
+    EXPECT_DOUBLE_EQ(back->find("hopper", ModelKind::moe)->error_hi, -0.112);
 }
 
-// The compiled-in table: a V100 job (one published volta check run) and an L40S job (no ada
-// runs) take the pooled interval and say why; an H100 job its own generation's; a CPU job none.
+// The compiled-in table: an H100 dense job takes the dense hopper runs; a V100 job (one
+// published volta check run) and an L40S job (no ada runs) take the dense runs of every
+// generation and say why; an MoE job on H100 the MoE hopper runs, on A100 (no MoE ampere runs)
+// the MoE runs of every generation; a CPU job none.
 TEST(ErrorBars, JobBandFallsBackToPooledAndSaysSo) {
     const ResidualTable& t = published_residuals();
     auto band_of = [](const char* job_file, const std::vector<std::string>& sets) {
@@ -94,29 +110,68 @@ TEST(ErrorBars, JobBandFallsBackToPooledAndSaysSo) {
         std::optional<ErrorBand> b = job_error_band(j, &why);
         return std::make_pair(b, why);
     };
+    const ResidualRow* hopper = t.find("hopper", ModelKind::dense);
+    ASSERT_TRUE(hopper && hopper->has_interval);
     const auto [h100, why_h100] = band_of("llama3-8b-h100.toml", {});
     ASSERT_TRUE(h100);
     EXPECT_TRUE(h100->fallback.empty());
-    EXPECT_EQ(h100->runs, t.find("hopper")->runs);
-    EXPECT_DOUBLE_EQ(h100->error_lo, t.find("hopper")->error_lo);
+    EXPECT_EQ(h100->runs, hopper->runs);
+    EXPECT_DOUBLE_EQ(h100->error_lo, hopper->error_lo);
     EXPECT_DOUBLE_EQ(h100->confidence, 0.8);
+    EXPECT_EQ(speed_interval(*h100, SpeedPoint{1, 1, 1, 1, 1, 1}).basis(),
+              std::to_string(hopper->runs) + " published hopper (H100, H200) dense runs");
 
+    const ResidualRow* dense = t.find(ModelKind::dense);
+    ASSERT_TRUE(dense && dense->has_interval);
     const auto [v100, why_v100] = band_of("llama3-8b-h100.toml", {"cluster.gpu=v100-32gb", "training.precision=fp16"});
     ASSERT_TRUE(v100);
-    ASSERT_TRUE(t.find("volta") && !t.find("volta")->has_interval);
-    EXPECT_EQ(v100->runs, t.pooled.runs);
-    EXPECT_DOUBLE_EQ(v100->error_hi, t.pooled.error_hi);
+    ASSERT_TRUE(t.find("volta", ModelKind::dense) && !t.find("volta", ModelKind::dense)->has_interval);
+    EXPECT_EQ(v100->runs, dense->runs);
+    EXPECT_DOUBLE_EQ(v100->error_hi, dense->error_hi);
     expect_mentions(v100->fallback, {"only 1 on volta", "fewer than 8"});
     const SpeedInterval s = speed_interval(*v100, SpeedPoint{1, 1, 1, 1, 1, 1});
-    expect_mentions(s.basis(), {"pooled", "all generations"});
+    expect_mentions(s.basis(), {"pooled", "dense models, all generations"});
 
     const auto [l40s, why_l40s] = band_of("llama3-8b-h100.toml", {"cluster.gpu=l40s"});
     ASSERT_TRUE(l40s);
     EXPECT_EQ(l40s->fallback, "none on ada");
+    EXPECT_EQ(l40s->runs, dense->runs);
+
+    // Mixtral 8x7B (8 experts) on H100, then on A100.
+    const ResidualRow* hopper_moe = t.find("hopper", ModelKind::moe);
+    const ResidualRow* moe = t.find(ModelKind::moe);
+    ASSERT_TRUE(hopper_moe && hopper_moe->has_interval && moe && moe->has_interval);
+    const auto [mixtral, why_mixtral] = band_of("../../tests/data/studio/mixtral-8x7b-ep8.toml", {});
+    ASSERT_TRUE(mixtral);
+    EXPECT_TRUE(mixtral->fallback.empty());
+    EXPECT_EQ(mixtral->runs, hopper_moe->runs);
+    EXPECT_DOUBLE_EQ(mixtral->error_lo, hopper_moe->error_lo);
+    EXPECT_NE(mixtral->error_lo, hopper->error_lo);
+    const auto [mixtral_a100, why_a100] =
+        band_of("../../tests/data/studio/mixtral-8x7b-ep8.toml", {"cluster.gpu=a100-80gb", "cluster.inter_gbps=25"});
+    ASSERT_TRUE(mixtral_a100);
+    EXPECT_EQ(mixtral_a100->runs, moe->runs);
+    EXPECT_EQ(mixtral_a100->fallback, "none on ampere");
+    expect_mentions(speed_interval(*mixtral_a100, SpeedPoint{1, 1, 1, 1, 1, 1}).basis(), {"MoE models, all generations"});
 
     const auto [cpu, why_cpu] = band_of("tiny-gpt-8rank.toml", {});
     EXPECT_FALSE(cpu);
     expect_mentions(why_cpu, {"no published runs on CPUs"});
+}
+
+// A band wholly below zero (the estimate fast on nearly every run) gives intervals that do not
+// hold the point figures, and the basis line says so; a band across zero says nothing.
+TEST(ErrorBars, OneSidedBandSaysTheIntervalMissesThePoint) {
+    ErrorBand band;
+    band.error_lo = -0.3, band.error_hi = -0.05, band.confidence = 0.8, band.runs = 9, band.runs_of = "hopper (H100) MoE";
+    const SpeedInterval fast = speed_interval(band, SpeedPoint{10, 1000, 1, 1, 1, 1});
+    EXPECT_GT(fast.step_s.lo, 10.0);  // 10 / 0.95
+    EXPECT_LT(fast.tokens_per_s.hi, 1000.0);
+    expect_mentions(fast.one_sided(), {"ran fast", "90th percentile", "slow side"});
+    band.error_lo = 0.02, band.error_hi = 0.2;
+    expect_mentions(speed_interval(band, SpeedPoint{10, 1000, 1, 1, 1, 1}).one_sided(), {"ran slow", "10th percentile", "fast side"});
+    band.error_lo = -0.1, band.error_hi = 0.05;
+    EXPECT_EQ(speed_interval(band, SpeedPoint{10, 1000, 1, 1, 1, 1}).one_sided(), "");
 }
 
 // A table refused: its first problem at broken.toml's `line`, naming `key`, the message holding `words`.
@@ -132,22 +187,32 @@ void expect_refused(const Result<Table>& t, const std::string& text, int line, c
 
 // A broken table is refused with the file, line and field of each problem.
 TEST(ErrorBars, BrokenTableRefusedWithFileLineField) {
-    const std::string head = "version = 1\nmin_runs = 8\n[pooled]\nruns = 20\nerror_lo = -0.2\nerror_hi = 0.1\n";
+    const std::string head = "version = 2\nmin_runs = 8\n[pooled]\nruns = 20\nerror_lo = -0.2\nerror_hi = 0.1\n";
     struct Case {
         std::string text;
         int line;
         std::string key, words;
     } cases[] = {
-        {head + "[[generation]]\nname = \"hopper\"\nruns = 9\nerror_lo = 0.3\nerror_hi = 0.1\n", 10,
-         "generation.hopper.error_lo", "above error_hi"},
-        {head + "[[generation]]\nname = \"turing\"\nruns = 9\n", 8, "generation.turing.name", "turing"},
-        {head + "[[generation]]\nname = \"ampere\"\nruns = 9\nerror_lo = -0.1\n", 10, "generation.ampere.error_hi",
-         "both error_lo and error_hi"},
-        {head + "[[generation]]\nname = \"ampere\"\nruns = 3\nerror_lo = -0.1\nerror_hi = 0.1\n", 9,
-         "generation.ampere.runs", "min_runs = 8"},
-        {head + "[[generation]]\nname = \"ampere\"\nruns = 9\nrnus = 9\n", 10, "generation.ampere.rnus", "did you mean \"runs\""},
-        {"version = 2\n[pooled]\nruns = 1\nerror_lo = 0.0\nerror_hi = 0.0\n", 1, "version", "version 1"},
-        {"version = 1\n[pooled]\nruns = 4\nerror_lo = -1.5\nerror_hi = 0.1\n", 4, "pooled.error_lo", "-1.5"},
+        {head + "[[generation]]\nname = \"hopper\"\nmodel = \"dense\"\nruns = 9\nerror_lo = 0.3\nerror_hi = 0.1\n", 11,
+         "generation.hopper.dense.error_lo", "above error_hi"},
+        {head + "[[generation]]\nname = \"turing\"\nmodel = \"dense\"\nruns = 9\n", 8, "generation.turing.dense.name", "turing"},
+        {head + "[[generation]]\nname = \"ampere\"\nmodel = \"dense\"\nruns = 9\nerror_lo = -0.1\n", 11,
+         "generation.ampere.dense.error_hi", "both error_lo and error_hi"},
+        {head + "[[generation]]\nname = \"ampere\"\nmodel = \"dense\"\nruns = 3\nerror_lo = -0.1\nerror_hi = 0.1\n", 10,
+         "generation.ampere.dense.runs", "min_runs = 8"},
+        {head + "[[generation]]\nname = \"ampere\"\nmodel = \"dense\"\nruns = 9\nrnus = 9\n", 11,
+         "generation.ampere.dense.rnus", "did you mean \"runs\""},
+        {head + "[[generation]]\nname = \"ampere\"\nruns = 9\n", 7, "generation.ampere.model", "a model kind"},
+        {head + "[[generation]]\nname = \"ampere\"\nmodel = \"sparse\"\nruns = 9\n", 9, "generation.ampere.sparse.model",
+         "allowed: dense, moe"},
+        {head + "[[generation]]\nname = \"ampere\"\nmodel = \"moe\"\nruns = 1\n[[generation]]\nname = \"ampere\"\nmodel = "
+                "\"moe\"\nruns = 1\n",
+         12, "generation.ampere.moe.name", "twice"},
+        {head + "[[model]]\nname = \"moe\"\nruns = 3\nerror_lo = -0.1\nerror_hi = 0.1\n", 9, "model.moe.runs", "min_runs = 8"},
+        {head + "[[model]]\nname = \"dense\"\nruns = 9\n[[model]]\nname = \"dense\"\nruns = 9\n", 11, "model.dense.name",
+         "twice"},
+        {"version = 1\n[pooled]\nruns = 1\nerror_lo = 0.0\nerror_hi = 0.0\n", 1, "version", "version 2"},
+        {"version = 2\n[pooled]\nruns = 4\nerror_lo = -1.5\nerror_hi = 0.1\n", 4, "pooled.error_lo", "-1.5"},
     };
     for (const Case& c : cases) expect_refused(parse_residual_table(c.text, "broken.toml"), c.text, c.line, c.key, c.words);
 }

@@ -51,6 +51,19 @@ std::string SpeedInterval::basis() const {
     return std::to_string(band.runs) + " published " + band.runs_of + " runs";
 }
 
+std::string SpeedInterval::one_sided() const {
+    if (!known || (band.error_lo <= 0 && band.error_hi >= 0)) return "";
+    char pct[16];
+    if (band.error_hi < 0) {
+        std::snprintf(pct, sizeof pct, "%.0fth", 50 + band.confidence * 50);
+        return std::string(", on which the estimate ran fast (its step too short) even at the ") + pct +
+               " percentile: the intervals lie wholly on the slow side of its figures";
+    }
+    std::snprintf(pct, sizeof pct, "%.0fth", 50 - band.confidence * 50);
+    return std::string(", on which the estimate ran slow (its step too long) even at the ") + pct +
+           " percentile: the intervals lie wholly on the fast side of its figures";
+}
+
 SpeedInterval speed_interval(const ErrorBand& band, const SpeedPoint& p) {
     SpeedInterval s;
     s.known = true;
@@ -72,6 +85,17 @@ bool within_error(const ErrorBand& band, double a, double b) {
     return low * (1 + band.error_hi) >= high * (1 + band.error_lo);
 }
 
+const char* to_string(ModelKind k) { return k == ModelKind::moe ? "moe" : "dense"; }
+
+ModelKind model_kind(const JobSpec& job) { return job.model.experts >= 2 ? ModelKind::moe : ModelKind::dense; }
+
+namespace {
+
+// How a kind reads in a sentence: "dense", "MoE".
+const char* kind_words(ModelKind k) { return k == ModelKind::moe ? "MoE" : "dense"; }
+
+}  // namespace
+
 std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
     const GpuGeneration gen = job.cluster.gpu.generation;
     if (gen == GpuGeneration::cpu) {
@@ -81,15 +105,23 @@ std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
         return std::nullopt;
     }
     const ResidualTable& t = published_residuals();
+    const ModelKind kind = model_kind(job);
     ErrorBand b;
     b.source = IntervalSource::published_runs;
     b.confidence = (t.upper_percentile - t.lower_percentile) / 100.0;
-    const ResidualRow* own = t.find(to_string(gen));
-    const ResidualRow* row = own && own->has_interval ? own : &t.pooled;
+    // The narrowest row with an interval: this generation's runs of this kind, else the kind's
+    // runs over every generation, else every run.
+    const ResidualRow* own = t.find(to_string(gen), kind);
+    const ResidualRow* of_kind = t.find(kind);
+    const ResidualRow* row = own && own->has_interval           ? own
+                             : of_kind && of_kind->has_interval ? of_kind
+                                                                : &t.pooled;
     b.error_lo = row->error_lo;
     b.error_hi = row->error_hi;
     b.runs = row->runs;
-    b.runs_of = row == own ? std::string(to_string(gen)) + " (" + join(own->gpus, ", ") + ")" : "all generations";
+    b.runs_of = row == own       ? std::string(to_string(gen)) + " (" + join(own->gpus, ", ") + ") " + kind_words(kind)
+                : row == of_kind ? std::string(kind_words(kind)) + " models, all generations"
+                                 : "all generations";
     if (row != own)
         b.fallback = own ? "only " + std::to_string(own->runs) + " on " + to_string(gen) + " (fewer than " +
                                std::to_string(t.min_runs) + ")"
@@ -107,9 +139,15 @@ SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point) {
 
 // ---- the table ---------------------------------------------------------------------------
 
-const ResidualRow* ResidualTable::find(std::string_view name) const {
+const ResidualRow* ResidualTable::find(std::string_view generation, ModelKind kind) const {
     for (const ResidualRow& r : generations)
-        if (r.name == name) return &r;
+        if (r.name == generation && r.model == to_string(kind)) return &r;
+    return nullptr;
+}
+
+const ResidualRow* ResidualTable::find(ModelKind kind) const {
+    for (const ResidualRow& r : models)
+        if (r.name == to_string(kind)) return &r;
     return nullptr;
 }
 
@@ -117,10 +155,11 @@ double sorted_percentile(const std::vector<double>& sorted, double p) { return q
 
 namespace {
 
-ResidualRow make_row(std::string name, std::vector<double> errors, const std::set<std::string>& gpus,
+ResidualRow make_row(std::string name, std::string model, std::vector<double> errors, const std::set<std::string>& gpus,
                      double lower, double upper, int min_runs) {
     ResidualRow r;
     r.name = std::move(name);
+    r.model = std::move(model);
     r.runs = (int)errors.size();
     r.gpus.assign(gpus.begin(), gpus.end());
     std::sort(errors.begin(), errors.end());
@@ -133,6 +172,16 @@ ResidualRow make_row(std::string name, std::vector<double> errors, const std::se
     return r;
 }
 
+// The runs' errors and GPUs of one row.
+struct RowRuns {
+    std::vector<double> errors;
+    std::set<std::string> gpus;
+    void add(const RunResidual& r) {
+        errors.push_back(r.error);
+        gpus.insert(r.gpu);
+    }
+};
+
 }  // namespace
 
 ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower, double upper, int min_runs) {
@@ -140,38 +189,42 @@ ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower,
     t.lower_percentile = lower;
     t.upper_percentile = upper;
     t.min_runs = min_runs;
-    std::map<int, std::vector<double>> by_gen;
-    std::map<int, std::set<std::string>> gpus_by_gen;
-    std::vector<double> all;
-    std::set<std::string> all_gpus;
+    std::map<std::pair<int, int>, RowRuns> by_gen;  // (generation, kind)
+    std::map<int, RowRuns> by_kind;
+    RowRuns all;
     for (const RunResidual& r : runs) {
-        by_gen[(int)r.generation].push_back(r.error);
-        gpus_by_gen[(int)r.generation].insert(r.gpu);
-        all.push_back(r.error);
-        all_gpus.insert(r.gpu);
+        by_gen[{(int)r.generation, (int)r.kind}].add(r);
+        by_kind[(int)r.kind].add(r);
+        all.add(r);
     }
-    t.pooled = make_row("pooled", all, all_gpus, lower, upper, 1);
-    for (const auto& [g, errors] : by_gen)
-        t.generations.push_back(
-            make_row(to_string((GpuGeneration)g), errors, gpus_by_gen[g], lower, upper, min_runs));
+    t.pooled = make_row("pooled", "", all.errors, all.gpus, lower, upper, 1);
+    for (const auto& [k, rr] : by_kind)
+        t.models.push_back(make_row(to_string((ModelKind)k), "", rr.errors, rr.gpus, lower, upper, min_runs));
+    for (const auto& [gk, rr] : by_gen)
+        t.generations.push_back(make_row(to_string((GpuGeneration)gk.first), to_string((ModelKind)gk.second), rr.errors,
+                                         rr.gpus, lower, upper, min_runs));
     return t;
 }
 
 std::string residual_table_toml(const ResidualTable& t) {
     std::string o;
     o += "# published_residuals.toml — how far the estimated step time lands from published runs, per GPU\n"
-         "# generation: the error bars on every speed figure PTD prints (docs/estimators.md, \"Error bars\").\n"
+         "# generation and model kind (dense or MoE): the error bars on every speed figure PTD prints\n"
+         "# (docs/estimators.md, \"Error bars\").\n"
          "# Generated by `bench_accuracy --residuals` from bench/accuracy/published_runs.toml, check runs only\n"
          "# (the calibration runs fitted the constants). Do not edit: the ctest residuals_table_current fails\n"
          "# when this file differs from what bench_accuracy computes now.\n"
          "# error = predicted step / published step - 1; error_lo / error_hi are its percentiles below.\n"
-         "# A generation with fewer than min_runs runs has no interval of its own: the pooled row stands in.\n";
+         "# A [[generation]] row (one generation, one kind) with fewer than min_runs runs has no interval of\n"
+         "# its own: its kind's [[model]] row (every generation) stands in, and where that is thin too, [pooled].\n";
     o += "version = " + std::to_string(t.version) + "\n";
     o += "lower_percentile = " + toml_double(t.lower_percentile) + "\n";
     o += "upper_percentile = " + toml_double(t.upper_percentile) + "\n";
     o += "min_runs = " + std::to_string(t.min_runs) + "\n";
-    auto row = [&](const ResidualRow& r, bool pooled) {
-        o += pooled ? "\n[pooled]\n" : "\n[[generation]]\nname = " + toml_quote(r.name) + "\n";
+    auto row = [&](const ResidualRow& r, const char* header) {
+        o += std::string("\n") + header + "\n";
+        if (!r.name.empty() && r.name != "pooled") o += "name = " + toml_quote(r.name) + "\n";
+        if (!r.model.empty()) o += "model = " + toml_quote(r.model) + "\n";
         o += "runs = " + std::to_string(r.runs) + "\n";
         std::vector<std::string> q;
         for (const std::string& g : r.gpus) q.push_back(toml_quote(g));
@@ -182,19 +235,21 @@ std::string residual_table_toml(const ResidualTable& t) {
             o += "median = " + fmt4(r.median) + "\n";
         }
     };
-    row(t.pooled, true);
-    for (const ResidualRow& r : t.generations) row(r, false);
+    row(t.pooled, "[pooled]");
+    for (const ResidualRow& r : t.models) row(r, "[[model]]");
+    for (const ResidualRow& r : t.generations) row(r, "[[generation]]");
     return o;
 }
 
 namespace {
 
-// The keys both residual tables open with: the format version (1) and the two percentiles
-// of the band, the lower below the upper.
-void read_table_head(TomlContext& ctx, TableReader& top, int& version, double& lower, double& upper) {
+// The keys both residual tables open with: the format version (the one this build reads) and
+// the two percentiles of the band, the lower below the upper.
+void read_table_head(TomlContext& ctx, TableReader& top, int reads, int& version, double& lower, double& upper) {
     top.require("version", "the table's format version");
-    if (top.read_int("version", version, 1, 1000) && version != 1)
-        ctx.error(top.where("version"), "version", "got " + std::to_string(version) + "; this build reads version 1");
+    if (top.read_int("version", version, 1, 1000) && version != reads)
+        ctx.error(top.where("version"), "version",
+                  "got " + std::to_string(version) + "; this build reads version " + std::to_string(reads));
     top.read_double("lower_percentile", lower, 0, 100);
     top.read_double("upper_percentile", upper, 0, 100);
     if (lower >= upper)
@@ -214,8 +269,9 @@ Table embedded_table(std::string_view text, const char* name, Result<Table> (*pa
     return *parsed;
 }
 
-// One row's keys; has_interval follows from error_lo / error_hi being given.
-void read_row(TomlContext& ctx, TableReader& rd, ResidualRow& r, int min_runs, bool pooled) {
+// One row's counts and percentiles, its keys named `prefix`.key; has_interval follows from
+// error_lo / error_hi being given. `pooled`: the row that must have an interval.
+void read_row(TomlContext& ctx, TableReader& rd, ResidualRow& r, int min_runs, bool pooled, const std::string& prefix) {
     rd.require("runs", "the number of check runs");
     rd.read_int("runs", r.runs, 1, 1000000);
     rd.read_string_array("gpus", r.gpus);
@@ -223,7 +279,6 @@ void read_row(TomlContext& ctx, TableReader& rd, ResidualRow& r, int min_runs, b
     const bool hi = rd.read_double("error_hi", r.error_hi, -0.99, 100);
     rd.read_double("median", r.median, -0.99, 100);
     r.has_interval = lo && hi;
-    const std::string prefix = pooled ? "pooled." : "generation." + r.name + ".";
     if (lo != hi)
         ctx.error(rd.where(lo ? "error_lo" : "error_hi"), prefix + (lo ? "error_hi" : "error_lo"),
                   "missing: a row gives both error_lo and error_hi or neither");
@@ -232,10 +287,28 @@ void read_row(TomlContext& ctx, TableReader& rd, ResidualRow& r, int min_runs, b
                   "got " + fmt4(r.error_lo) + ", above error_hi " + fmt4(r.error_hi) + "; error_lo ≤ error_hi");
     else if (!pooled && r.has_interval && r.runs < min_runs)
         ctx.error(rd.where("runs"), prefix + "runs",
-                  "got " + std::to_string(r.runs) + " runs with an interval; a generation needs min_runs = " +
+                  "got " + std::to_string(r.runs) + " runs with an interval; a row needs min_runs = " +
                       std::to_string(min_runs) + " for one (fewer: leave error_lo / error_hi out)");
     else if (pooled && !r.has_interval)
         ctx.error(rd.where("runs"), "pooled.error_lo", "missing: the pooled row must give error_lo and error_hi");
+}
+
+// Reads one word of `words` from `key`; "" where it is missing or not one of them.
+std::string read_word_of(TableReader& rd, const char* key, const char* what, const std::vector<std::string>& words) {
+    rd.require(key, what);
+    int word = -1;
+    return rd.read_word(key, word, words) ? words[(size_t)word] : std::string();
+}
+
+// The tables of one array ([[model]] / [[generation]]), each handed to `read` with its
+// position; a non-table element is refused at its line.
+template <class F>
+void for_each_row(TomlContext& ctx, TableReader& top, const char* array, F read) {
+    const toml::array* rows = top.subarray(array);
+    for (size_t i = 0; rows && i < rows->size(); ++i) {
+        if (const toml::table* row = (*rows)[i].as_table()) read(*row);
+        else ctx.error(ctx.loc((*rows)[i]), array, std::string("expected [[") + array + "]] tables");
+    }
 }
 
 }  // namespace
@@ -247,39 +320,50 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
     ctx.file = file;
     ResidualTable t;
     TableReader top(ctx, *doc, "");
-    read_table_head(ctx, top, t.version, t.lower_percentile, t.upper_percentile);
+    read_table_head(ctx, top, ResidualTable{}.version, t.version, t.lower_percentile, t.upper_percentile);
     top.read_int("min_runs", t.min_runs, 1, 1000000);
     top.require("pooled", "the table [pooled]");
     if (const toml::table* p = top.subtable("pooled")) {
         TableReader rd(ctx, *p, "pooled");
         t.pooled.name = "pooled";
-        read_row(ctx, rd, t.pooled, t.min_runs, true);
+        read_row(ctx, rd, t.pooled, t.min_runs, true, "pooled.");
         rd.finish();
     }
-    if (const toml::array* rows = top.subarray("generation")) {
-        std::vector<std::string> words;
-        for (int i = 0; i < kGpuGenerationCount; ++i) words.push_back(to_string((GpuGeneration)i));
-        for (size_t i = 0; rows && i < rows->size(); ++i) {
-            const toml::table* row = (*rows)[i].as_table();
-            if (!row) {
-                ctx.error(ctx.loc((*rows)[i]), "generation", "expected [[generation]] tables");
-                continue;
-            }
-            ResidualRow r;
-            // Keys are named for their row ("generation.hopper.error_lo") where the row names itself.
-            const std::optional<std::string> named = (*row)["name"].value<std::string>();
-            TableReader rd(ctx, *row, named ? "generation." + *named : "generation");
-            rd.require("name", "a GPU generation");
-            int word = -1;
-            if (rd.read_word("name", word, words)) r.name = words[(size_t)word];
-            if (!r.name.empty() && t.find(r.name))
-                ctx.error(rd.where("name"), "generation." + r.name + ".name",
-                          "got " + quote_input(r.name) + " twice; one row per generation");
-            read_row(ctx, rd, r, t.min_runs, false);
-            rd.finish();
-            if (!r.name.empty()) t.generations.push_back(std::move(r));
-        }
-    }
+    const std::vector<std::string> kinds = {to_string(ModelKind::dense), to_string(ModelKind::moe)};
+    auto kind_of = [&](const std::string& word) { return word == to_string(ModelKind::moe) ? ModelKind::moe : ModelKind::dense; };
+    // Keys are named for their row ("model.moe.error_lo", "generation.hopper.dense.error_lo")
+    // where the row names itself.
+    auto named = [](const toml::table& row, const char* key) {
+        const std::optional<std::string> v = row[key].value<std::string>();
+        return v ? "." + *v : std::string();
+    };
+    for_each_row(ctx, top, "model", [&](const toml::table& row) {
+        ResidualRow r;
+        const std::string prefix = "model" + named(row, "name");
+        TableReader rd(ctx, row, prefix);
+        r.name = read_word_of(rd, "name", "a model kind", kinds);
+        if (!r.name.empty() && t.find(kind_of(r.name)))
+            ctx.error(rd.where("name"), prefix + ".name", "got " + quote_input(r.name) + " twice; one row per model kind");
+        read_row(ctx, rd, r, t.min_runs, false, prefix + ".");
+        rd.finish();
+        if (!r.name.empty()) t.models.push_back(std::move(r));
+    });
+    std::vector<std::string> generations;
+    for (int i = 0; i < kGpuGenerationCount; ++i) generations.push_back(to_string((GpuGeneration)i));
+    for_each_row(ctx, top, "generation", [&](const toml::table& row) {
+        ResidualRow r;
+        const std::string prefix = "generation" + named(row, "name") + named(row, "model");
+        TableReader rd(ctx, row, prefix);
+        r.name = read_word_of(rd, "name", "a GPU generation", generations);
+        r.model = read_word_of(rd, "model", "a model kind", kinds);
+        if (!r.name.empty() && !r.model.empty() && t.find(r.name, kind_of(r.model)))
+            ctx.error(rd.where("name"), prefix + ".name",
+                      "got " + quote_input(r.name) + " with model " + quote_input(r.model) +
+                          " twice; one row per generation and model kind");
+        read_row(ctx, rd, r, t.min_runs, false, prefix + ".");
+        rd.finish();
+        if (!r.name.empty() && !r.model.empty()) t.generations.push_back(std::move(r));
+    });
     top.finish();
     if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
     return t;
@@ -344,7 +428,7 @@ Result<ClosedLoopTable> parse_closed_loop_table(std::string_view text, const std
     ctx.file = file;
     ClosedLoopTable t;
     TableReader top(ctx, *doc, "");
-    read_table_head(ctx, top, t.version, t.lower_percentile, t.upper_percentile);
+    read_table_head(ctx, top, ClosedLoopTable{}.version, t.version, t.lower_percentile, t.upper_percentile);
     top.require("machine", "where the runs were made");
     top.read_string("machine", t.machine);
     top.require("run", "[[run]] tables, one per bench/closed_loop.sh run");

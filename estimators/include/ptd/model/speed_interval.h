@@ -5,7 +5,8 @@
 // in [X·(1+e_lo), X·(1+e_hi)] (docs/estimators.md, "Error bars").
 //
 // Where the errors come from is an IntervalSource: the published runs (bench_accuracy's
-// check rows, per GPU generation), tabled in assets/accuracy/published_residuals.toml and
+// check rows, per GPU generation and model kind — dense or MoE, whose errors spread apart),
+// tabled in assets/accuracy/published_residuals.toml and
 // compiled in; or a cluster profile (`ptd calibrate`): the step as its ranks' probes spread
 // (estimate.cpp profile_error_band). speed_interval() does not care which.
 #pragma once
@@ -29,8 +30,8 @@ struct ErrorBand {
     double error_lo = 0, error_hi = 0;  // lower / upper percentile of e (each > −1)
     double confidence = 0;              // share of runs between them (0.8 for the 10th–90th)
     int runs = 0;                       // how many runs the percentiles come from
-    std::string runs_of;                // "hopper (H100, H200)", or "all generations" when pooled
-    std::string fallback;               // why the pooled runs stand in ("only 1 published volta run"); "" = own
+    std::string runs_of;                // "hopper (H100, H200) dense", "MoE models, all generations" when pooled
+    std::string fallback;               // why pooled runs stand in ("only 1 on volta (fewer than 8)"); "" = own
 };
 
 struct Range {
@@ -48,14 +49,21 @@ struct SpeedInterval {
     std::string why_unknown;
     ErrorBand band;
     Range step_s, tokens_per_s, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu, hfu;
-    // "46 published hopper (H100, H200) runs" / "pooled: 178 published runs, only 1 on volta"
+    // "90 published hopper (H100, H200) dense runs" /
+    // "pooled: 170 published runs of dense models, all generations; only 1 on volta (fewer than 8)"
     std::string basis() const;
+    // Where the band lies wholly on one side of zero, the intervals do not hold the point figures
+    // themselves: "" when they do, else a clause saying which way these runs went ("on which the
+    // estimate ran fast even at the 90th percentile: the intervals lie wholly on the slow side of
+    // its figures"), for the line that states the basis.
+    std::string one_sided() const;
 };
 
 // The one place the interval is computed: P/(1+e) for the step, X·(1+e) for the rest.
 SpeedInterval speed_interval(const ErrorBand& band, const SpeedPoint& point);
-// The job's interval: the band its source gives (today the published runs of its GPU
-// generation), applied to `point`; known = false where no source covers the job.
+// The job's interval: the band its source gives (the published runs of its GPU generation and
+// model kind; with fewer than min_runs of those, the kind's runs over all generations; with
+// fewer still, every run), applied to `point`; known = false where no source covers the job.
 SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point);
 // The band alone (nullopt with `why` filled where none applies: CPUs).
 std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why = nullptr);
@@ -66,17 +74,27 @@ bool within_error(const ErrorBand& band, double tokens_per_s_a, double tokens_pe
 
 // ---- the residual table -----------------------------------------------------------------
 
+// The kinds of model the residuals are kept apart for: a mixture of experts' step (routing,
+// all-to-all, many small expert GEMMs) is estimated less surely than a dense one's, and the
+// published MoE runs' errors sit well apart from the dense runs' (docs/estimators.md, "Error bars").
+enum class ModelKind { dense, moe };
+const char* to_string(ModelKind k);  // "dense", "moe"
+ModelKind model_kind(const JobSpec& job);  // moe when the model has experts ≥ 2
+
 // One check run's error, as bench_accuracy computes it.
 struct RunResidual {
     GpuGeneration generation = GpuGeneration::other;
     std::string gpu;  // the run's GPU for people ("H100", "GB200")
     double error = 0; // predicted step / published step − 1
+    ModelKind kind = ModelKind::dense;
 };
 
-// One row: a generation's (or all generations') check runs. has_interval = false when the
-// generation has fewer than min_runs runs: the pooled row then stands in.
+// One row: the check runs of one generation and model kind ([[generation]]), of one kind over
+// all generations ([[model]]), or of all ([pooled]). has_interval = false when a row has fewer
+// than min_runs runs: the next wider row then stands in.
 struct ResidualRow {
-    std::string name;               // a GpuGeneration word, or "pooled"
+    std::string name;               // a GpuGeneration word ([[generation]]), a ModelKind word ([[model]]), or "pooled"
+    std::string model;              // [[generation]] rows: the ModelKind word; "" otherwise
     int runs = 0;
     bool has_interval = false;
     double error_lo = 0, error_hi = 0, median = 0;
@@ -84,19 +102,21 @@ struct ResidualRow {
 };
 
 struct ResidualTable {
-    int version = 1;
+    int version = 2;
     double lower_percentile = 10, upper_percentile = 90;
     int min_runs = 8;
     ResidualRow pooled;
-    std::vector<ResidualRow> generations;  // in GpuGeneration order; only generations with runs
-    const ResidualRow* find(std::string_view name) const;
+    std::vector<ResidualRow> models;       // one per ModelKind with runs, all generations
+    std::vector<ResidualRow> generations;  // per generation (GpuGeneration order) and kind; only those with runs
+    const ResidualRow* find(std::string_view generation, ModelKind kind) const;
+    const ResidualRow* find(ModelKind kind) const;
 };
 
 // The p-th percentile (0..100) of sorted values, linear between order statistics (Hyndman
 // and Fan type 7, numpy's default): index p/100·(n−1).
 double sorted_percentile(const std::vector<double>& sorted, double p);
-// Every generation's row and the pooled row from the runs' errors (rounded to 4 decimals,
-// as the file holds them).
+// Every generation-and-kind row, every kind's row and the pooled row from the runs' errors
+// (rounded to 4 decimals, as the file holds them).
 ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower_percentile = 10,
                              double upper_percentile = 90, int min_runs = 8);
 // The table as assets/accuracy/published_residuals.toml holds it (bench_accuracy --residuals).
