@@ -20,6 +20,45 @@
 
 #include "run_file.h"
 
+namespace {
+
+// Megatron-LM's own count (megatron/training/training.py num_floating_point_operations,
+// transformer_flops, at NVIDIA/Megatron-LM ad226e4214, 2025-11; its MLA branch is the same
+// since d4f9a6f7b4, 2025-04): per token, 3 passes × 2 FLOPs per multiply-add of every linear
+// layer — the dense MLPs, each MoE layer's top-k routed experts and its shared experts, the
+// attention projections (MLA: q_lora·(h + a·(d + dr) + 1), kv_lora·(h + a·(d + dv) + 1),
+// h·dr, a·dv·h), the causal half of the attention scores (MLA: s·a·(d + dr)/2 + s·a·dv/2;
+// otherwise a·d·s), the MTP layers' norms and projection — and the logits once per
+// prediction head. The router's GEMM is not counted. The vocabulary is the row's (Megatron's
+// padded size where the row writes it so).
+double megatron_2025_flops_per_token(const ptd::ModelSpec& m) {
+    const double h = m.hidden, a = m.heads, s = m.seq_len, d = m.head_dim();
+    const bool moe = m.experts > 1;
+    const double gated = m.activation == ptd::Activation::swiglu ? 1.5 : 1.0;
+    const double mtp = m.mtp_layers, layers = m.layers + mtp;
+    double moe_layers = moe ? m.layers - m.first_dense_layers : 0.0, dense_layers = m.layers - moe_layers;
+    if (moe_layers > 0) moe_layers += mtp;  // the MTP block's MLP is of the last layer's kind
+    else dense_layers += mtp;
+    const double mlp = 12.0 * h *
+                       (m.ffn_hidden * gated * dense_layers +
+                        (moe ? (m.expert_ffn_hidden() * m.top_k + m.shared_expert_ffn_hidden) * gated * moe_layers : 0.0));
+    double attn = 0;
+    if (m.mla()) {
+        const double dr = m.qk_rope_head_dim, dv = m.v_head_dim > 0 ? m.v_head_dim : d;
+        const double q = m.q_lora_rank > 0 ? m.q_lora_rank * (h + a * (d + dr) + 1) : h * a * (d + dr);
+        attn = 6.0 * (q + m.kv_lora_rank * (h + a * (d + dv) + 1) + h * dr + a * dv * h + s * a * (d + dr) / 2 +
+                      s * a * dv / 2);
+    } else {
+        const double qd = a * d, kvd = (m.kv_heads > 0 ? m.kv_heads : m.heads) * d;
+        attn = 6.0 * (h * (qd + 2 * kvd) + qd * s / 2 * 2 + qd * h);
+    }
+    const double mtp_proj = 6.0 * mtp * (3 * h + 2 * h * h);
+    const double logits = 6.0 * h * m.vocab * (mtp + 1);
+    return mlp + attn * layers + mtp_proj + logits;
+}
+
+}  // namespace
+
 // FLOPs per iteration the way each source counts them.
 double source_flops(const Run& r, const std::string& convention) {
     const ptd::ModelSpec& m = r.job.model;
@@ -28,6 +67,7 @@ double source_flops(const Run& r, const std::string& convention) {
         return 96.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
     if (convention == "korthikanti-eq7-model")  // Korthikanti et al. 2022 eq. 7
         return 72.0 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+    if (convention == "megatron-lm-2025") return megatron_2025_flops_per_token(m) * B * s;
     // PaLM-style model FLOPs (Llama 3 paper, NeMo model TFLOP/s): our full-s² count.
     ptd::FlopsEstimate f = ptd::flops_per_token(m, ptd::Recompute::none, ptd::AttentionFlops::full, (double)V);
     return f.model_per_token * B * s;
@@ -275,7 +315,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
                                {"megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed", "megascale", "other"});
         r.convention = get_word(t, "flops_convention", "",
                                 {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
-                                 "nemo-model-tflops"});
+                                 "nemo-model-tflops", "megatron-lm-2025"});
         r.fp8 = get_word(t, "fp8", "none", {"none", "delayed", "current", "tensorwise", "rowwise", "mxfp8"});
         r.cluster = get_word(t, "cluster", "", {"", "dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"});
         r.schedule = get_word(t, "schedule", "", {"", "1f1b", "interleaved", "zb-h1", "dualpipe"});

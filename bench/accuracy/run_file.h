@@ -335,7 +335,8 @@ inline bool read_run_layout(const std::string& path, const toml::table& t, int l
     p.microbatch_group_size = run_key<int>(path, t, "microbatch_group_size", 0);
     p.scatter_gather_tensors_in_pipeline = run_key<bool>(path, t, "scatter_gather_tensors_in_pipeline", false);
     // mlarows: an explicit split (Megatron-Bridge's pipeline_model_parallel_layout, Megatron's
-    // --decoder-first/last-pipeline-num-layers), pp or pp·vpp entries of at least one layer each;
+    // --decoder-first/last-pipeline-num-layers), pp or pp·vpp entries of zero or more layers (a 0
+    // is a chunk holding only the embedding, the MTP layers or the loss, as the job file allows);
     // validate_job checks the count and the sum, as for a job file's parallel.layers_per_stage.
     if (const toml::node* n = t.get("layers_per_stage")) {
         const toml::array* arr = n->as_array();
@@ -344,9 +345,9 @@ inline bool read_run_layout(const std::string& path, const toml::table& t, int l
         p.layers_per_stage.clear();
         for (const toml::node& e : *arr) {
             const std::optional<int64_t> v = e.value<int64_t>();
-            if (!v || *v < 1 || *v > 100000)
-                run_file_fail(path, &e, 0, "run key \"layers_per_stage\" has an entry that is not an integer 1 .. 100000; "
-                                           "allowed: transformer layers per pipeline chunk, each at least 1");
+            if (!v || *v < 0 || *v > 100000)
+                run_file_fail(path, &e, 0, "run key \"layers_per_stage\" has an entry that is not an integer 0 .. 100000; "
+                                           "allowed: transformer layers per pipeline chunk, each at least 0");
             p.layers_per_stage.push_back((int)*v);
         }
     }
