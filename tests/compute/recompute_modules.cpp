@@ -301,7 +301,9 @@ TEST(RecomputeModulesLoader, UnknownWordNamesTheFileAndLine) {
 TEST(RecomputeModulesLoader, DeepSeekV3RowsRecomputeWhatTheirRecipesDo) {
     int mla_up = 0, core = 0;
     for (const ::Run& r : ptd_test::published_runs()) {
-        if (r.name.find("deepseek-v3") == std::string::npos) continue;
+        // The NeMo / Megatron-Bridge recipes' rows; Megatron-LM's own guide rows (mcoreds25)
+        // are pinned in published_runs/deepseek_gb200_guide.cpp.
+        if (r.name.find("deepseek-v3") == std::string::npos || r.source_tag == "mcoreds25") continue;
         const ParallelSpec& p = r.job.parallel;
         EXPECT_TRUE(r.skip.empty()) << r.name << ": " << r.skip;
         EXPECT_EQ(p.recompute, Recompute::selective) << r.name;
