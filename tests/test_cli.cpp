@@ -498,6 +498,27 @@ TEST(CliEstimate, SpeedIntervalsInTextAndJson) {
    ptd_test::expect_mentions(run_ok(kPtd + " estimate " + kJobs + "tiny-gpt-8rank.toml").out, {"error bars: none: "});
 }
 
+// The memory peak carries its interval too: under the memory table with the measured runs it
+// comes from and whether its top fits, in --json as "memory_interval"; a CPU job has none.
+TEST(CliEstimate, MemoryPeakIntervalInTextAndJson) {
+    ptd_test::expect_mentions(run_ok(kPtd + " estimate " + kJobs + "llama3-70b-h100.toml").out,
+                              {"peak 80%: ", "measured hopper (H100, H200) dense runs", "fits across the range"});
+    ptd_test::expect_mentions(run_ok(kPtd + " estimate --set training.micro_batch=2 " + kJobs + "llama3-70b-h100.toml").out,
+                              {"peak 80%: ", "over the 79.60 GiB usable, so the job may not fit"});
+    auto doc = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + kJobs + "llama3-70b-h100.toml").out);
+    const auto& m = doc["memory_interval"];
+    ASSERT_TRUE(m["known"].get<bool>()) << m.dump();
+    EXPECT_EQ(m["source"], "measured_memory");
+    const double lo = m["error_lo"].get<double>(), hi = m["error_hi"].get<double>();
+    const double peak = doc["peak_bytes"].get<double>();
+    EXPECT_NEAR(m["peak_bytes"]["lo"].get<double>(), peak / (1 + hi), 1e-6 * peak);
+    EXPECT_NEAR(m["peak_bytes"]["hi"].get<double>(), peak / (1 + lo), 1e-6 * peak);
+    EXPECT_TRUE(m["fits_at_top"].get<bool>());
+    auto cpu = nlohmann::json::parse(run_ok(kPtd + " estimate --json " + kJobs + "tiny-gpt-8rank.toml").out);
+    EXPECT_FALSE(cpu["memory_interval"]["known"].get<bool>());
+    ptd_test::expect_mentions(run_ok(kPtd + " estimate " + kJobs + "tiny-gpt-8rank.toml").out, {"peak error bars: none: "});
+}
+
 // `ptd plan` states the interval's width, and when the first rows' tokens/s intervals overlap
 // the best's it says they are within the estimate's error instead of ranking them; --json
 // carries each row's interval and the count, consistent with the rows' own intervals.

@@ -313,6 +313,9 @@ TEST(StudioMemory, SpeedFiguresCarryTheirInterval) {
                               format_thousands(e.speed.tokens_per_s.hi));
     const std::string line = speed_interval_line(s);
     EXPECT_NE(line.find("published hopper (H100, H200) dense runs"), std::string::npos) << line;
+    // The memory headline carries the peak's interval (MemoryInterval).
+    ASSERT_TRUE(e.memory_interval.known);
+    EXPECT_NE(memory_headline(s).find("; 80%: "), std::string::npos) << memory_headline(s);
     EXPECT_NE(line.find(std::to_string(e.speed.band.runs)), std::string::npos) << line;
 
     ASSERT_TRUE(set_gpu_preset(s, "cpu"));

@@ -70,12 +70,13 @@ nlohmann::json time_json(const TimeBreakdown& t) {
 nlohmann::json range_json(const Range& r) { return {{"lo", r.lo}, {"hi", r.hi}}; }
 
 // The band behind an interval (ptd.estimate/1 "interval" and ptd.plan/1 "interval").
-nlohmann::json band_json(const SpeedInterval& s) {
-    if (!s.known) return {{"known", false}, {"reason", s.why_unknown}};
-    const ErrorBand& b = s.band;
+nlohmann::json band_json(const ErrorBand& b) {
     return {{"known", true},         {"confidence", b.confidence}, {"source", to_string(b.source)},
             {"runs", b.runs},        {"runs_of", b.runs_of},       {"fallback", b.fallback},
             {"error_lo", b.error_lo}, {"error_hi", b.error_hi}};
+}
+nlohmann::json band_json(const SpeedInterval& s) {
+    return s.known ? band_json(s.band) : nlohmann::json{{"known", false}, {"reason", s.why_unknown}};
 }
 
 // "80%" of a band's confidence.
@@ -91,6 +92,22 @@ std::string relative_text(double lo_factor, double hi_factor) {
 }
 
 }  // namespace
+
+std::string memory_interval_line(const MemoryInterval& m, double usable_bytes, double unit, const char* unit_name) {
+    if (!m.known)
+        return "peak error bars: none: " + m.why_unknown.substr(m.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
+    const Range& r = m.peak_bytes;
+    std::string line = fmt("peak %.0f%%: %.2f – %.2f %s from the estimate's error on ", m.band.confidence * 100,
+                           r.lo / unit, r.hi / unit, unit_name) +
+                       m.basis();
+    if (r.lo > usable_bytes) return line + ": over the usable memory across the whole range";
+    if (m.peak > usable_bytes) return line + ": the estimate is over the usable memory, the bottom of the range is not";
+    if (!m.fits_at_top)
+        return line + fmt(": its top is %.2f %s over the %.2f %s usable, so the job may not fit where the estimate runs "
+                          "low; leave more headroom",
+                          (r.hi - usable_bytes) / unit, unit_name, usable_bytes / unit, unit_name);
+    return line + ": fits across the range";
+}
 
 std::string interval_basis_line(const SpeedInterval& s) {
     if (!s.known) return "error bars: none: " + s.why_unknown.substr(s.why_unknown.rfind("no interval: ", 0) == 0 ? 13 : 0);
@@ -222,6 +239,7 @@ std::string render_estimate_text(const JobSpec& job, const Estimate& est, const 
     if (est.usable_bytes < est.capacity_bytes)
         out += dim(term, fmt("  usable %.2f of %.2f GiB (estimate.headroom %.0f%%)\n", est.usable_bytes / kGiB,
                              est.capacity_bytes / kGiB, job.estimate.headroom * 100));
+    out += dim(term, "  " + memory_interval_line(est.memory_interval, est.usable_bytes, unit, mib ? "MiB" : "GiB")) + "\n";
     if (!est.fits && (est.stages.empty() || est.stages[(size_t)est.worst_stage].mem.total() > est.usable_bytes))  // else the host RAM (below)
         out += red(term, fmt("  OOM: stage %d needs %.2f GiB, %.2f GiB more than the %.2f GiB usable",
                              est.stages.empty() ? 0 : est.stages[(size_t)est.worst_stage].stage,
@@ -306,6 +324,14 @@ nlohmann::json estimate_interval_json(const SpeedInterval& s) {
     return j;
 }
 
+nlohmann::json memory_interval_json(const MemoryInterval& m) {
+    if (!m.known) return {{"known", false}, {"reason", m.why_unknown}};
+    nlohmann::json j = band_json(m.band);
+    j["peak_bytes"] = range_json(m.peak_bytes);
+    j["fits_at_top"] = m.fits_at_top;
+    return j;
+}
+
 nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
     const ParallelSpec& p = job.parallel;
     const TrainingSpec& t = job.training;
@@ -355,6 +381,7 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est) {
         {"mfu", est.mfu},
         {"hfu", est.hfu},
         {"interval", estimate_interval_json(est.speed)},
+        {"memory_interval", memory_interval_json(est.memory_interval)},
         {"training", training_cost_json(est.training)},
         {"time_source", est.time_from_profile ? "profile" : "preset"},
         {"flops",

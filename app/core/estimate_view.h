@@ -21,6 +21,12 @@ nlohmann::json estimate_json(const JobSpec& job, const Estimate& est);
 // An estimate's "interval" object: the band (known, confidence, source, runs, runs_of,
 // fallback, error_lo, error_hi) and each speed figure's {lo, hi}; {known: false, reason}.
 nlohmann::json estimate_interval_json(const SpeedInterval& s);
+// An estimate's "memory_interval" object: the band as "interval"'s (source measured_memory),
+// the worst stage's total as peak_bytes {lo, hi} and fits_at_top; {known: false, reason}.
+nlohmann::json memory_interval_json(const MemoryInterval& m);
+// "peak 80%: 52.10 – 58.40 GiB from the estimate's error on 25 measured hopper (H100, H200)
+// dense runs: fits across the range" (the line under `ptd estimate`'s memory table, in its unit).
+std::string memory_interval_line(const MemoryInterval& m, double usable_bytes, double unit, const char* unit_name);
 // "error bars: 80% intervals from the estimate's error on 90 published hopper (H100, H200)
 // runs; ..." or "error bars: none: ..." (the line under `ptd estimate`'s speeds).
 std::string interval_basis_line(const SpeedInterval& s);

@@ -204,10 +204,16 @@ std::string memory_headline(const StudioState& s) {
     if (total > e->usable_bytes)
         return fmt("OOM: stage %d needs %s, %s more than the %s usable", w.stage, format_memory(total, u).c_str(),
                    format_memory(total - e->usable_bytes, u).c_str(), format_memory(e->usable_bytes, u).c_str());
-    return fmt(e->host_fits ? "fits: worst stage %d uses %s of %s usable (%.0f%%)"
-                            : "GPU fits, the node's host RAM does not (offload): worst stage %d uses %s of %s usable (%.0f%%)",
-               w.stage, format_memory(total, u).c_str(),
-               format_memory(e->usable_bytes, u).c_str(), e->usable_bytes > 0 ? 100 * total / e->usable_bytes : 0.0);
+    std::string line = fmt(e->host_fits ? "fits: worst stage %d uses %s of %s usable (%.0f%%)"
+                                        : "GPU fits, the node's host RAM does not (offload): worst stage %d uses %s of %s usable (%.0f%%)",
+                           w.stage, format_memory(total, u).c_str(),
+                           format_memory(e->usable_bytes, u).c_str(), e->usable_bytes > 0 ? 100 * total / e->usable_bytes : 0.0);
+    // The peak's error bars (MemoryInterval): where their top does not fit, say so.
+    const MemoryInterval& iv = e->memory_interval;
+    if (iv.known)
+        line += fmt("; %.0f%%: ", iv.band.confidence * 100) + format_memory(iv.peak_bytes.lo, u) + " – " +
+                format_memory(iv.peak_bytes.hi, u) + (iv.fits_at_top ? "" : ", whose top does not fit");
+    return line;
 }
 
 // ---- Step time -------------------------------------------------------------------------

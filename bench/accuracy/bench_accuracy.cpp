@@ -46,6 +46,7 @@
 #include "run_file.h"
 #include "ptd/spec/presets.h"
 #include "published_run.h"
+#include "residual_file.h"
 
 namespace {
 
@@ -439,49 +440,6 @@ ptd::ResidualTable residuals_of(const std::vector<Run>& runs) {
     return ptd::residual_table(errors);
 }
 
-// Compares the committed table with the computed one; on a difference names the file, the
-// first line that differs and the row ([pooled] / [[generation]] name) it belongs to.
-int check_residuals(const std::string& computed, const std::string& file) {
-    std::FILE* f = std::fopen(file.c_str(), "rb");
-    if (!f) {
-        std::fprintf(stderr, "bench_accuracy: --residuals-check: cannot read %s\n", file.c_str());
-        return 2;
-    }
-    std::string committed;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) committed.append(buf, n);
-    std::fclose(f);
-    if (committed == computed) {
-        std::printf("%s is current\n", file.c_str());
-        return 0;
-    }
-    auto lines = [](const std::string& t) {
-        std::vector<std::string> out;
-        size_t at = 0;
-        while (at < t.size()) {
-            size_t nl = t.find('\n', at);
-            if (nl == std::string::npos) nl = t.size();
-            out.push_back(t.substr(at, nl - at));
-            at = nl + 1;
-        }
-        return out;
-    };
-    const std::vector<std::string> a = lines(committed), b = lines(computed);
-    size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    std::string row = "the header";
-    for (size_t k = 0; k < std::min(i + 1, b.size()); ++k) {
-        if (b[k] == "[pooled]" || b[k] == "[[model]]" || b[k] == "[[generation]]") row = b[k];
-        else if (b[k].rfind("name = ", 0) == 0 || b[k].rfind("model = ", 0) == 0) row += " " + b[k];
-    }
-    std::fprintf(stderr,
-                 "%s:%zu: the residual table is stale (row %s): committed \"%s\", bench_accuracy computes \"%s\"; "
-                 "regenerate it: bench_accuracy --residuals > %s\n",
-                 file.c_str(), i + 1, row.c_str(), i < a.size() ? a[i].c_str() : "<end of file>",
-                 i < b.size() ? b[i].c_str() : "<end of table>", file.c_str());
-    return 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -576,7 +534,7 @@ int main(int argc, char** argv) {
             return 2;
         }
         const std::string table = ptd::residual_table_toml(residuals_of(runs));
-        if (!residuals_check.empty()) return check_residuals(table, residuals_check);
+        if (!residuals_check.empty()) return check_residual_file("bench_accuracy", table, residuals_check);
         std::printf("%s", table.c_str());
         return 0;
     }

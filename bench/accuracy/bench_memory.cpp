@@ -17,7 +17,12 @@
 // Transformer Engine's FP8 (fp8, fp8_param_gather) and its userbuffers TP overlap
 // (tp_comm_overlap), and PyTorch's cuBLAS workspace where the run pins it (cublas_workspace_mib).
 //
-//   bench_memory [RUNS.toml] [--verbose]
+// --residuals prints the memory peak's error-bar table the estimators compile in
+// (assets/accuracy/memory_residuals.toml: per GPU generation and model kind, the 10th / 90th
+// percentiles of every modelled run's signed error; ptd/model/speed_interval.h MemoryInterval);
+// --residuals-check FILE compares FILE with it (ctest memory_residuals_table_current).
+//
+//   bench_memory [RUNS.toml] [--verbose] [--residuals | --residuals-check FILE]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +36,7 @@
 
 #include "ptd/model/estimate.h"
 #include "ptd/spec/presets.h"
+#include "residual_file.h"
 #include "run_file.h"
 
 namespace {
@@ -192,6 +198,24 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The predicted peak in the view the run measured (its last stage for a last-rank figure).
+double predicted_gib(const Run& r, const ptd::Estimate& est) {
+    return r.last_rank ? predicted_view_bytes(est.stages.back().mem, r.kind) / kGiB : predicted_view_gib(est, r.kind);
+}
+
+// Every modelled run's signed error, by GPU generation and model kind: the memory table.
+ptd::ResidualTable memory_residuals_of(const std::vector<Run>& runs) {
+    std::vector<ptd::RunResidual> errors;
+    for (const Run& r : runs) {
+        if (!r.skip.empty()) continue;
+        std::string gpu = r.job.cluster.gpu.name.substr(0, r.job.cluster.gpu.name.find('-'));
+        std::transform(gpu.begin(), gpu.end(), gpu.begin(), ::toupper);
+        const double err = predicted_gib(r, ptd::estimate_job(r.job)) / r.measured_gib - 1.0;
+        errors.push_back({r.job.cluster.gpu.generation, gpu, err, ptd::model_kind(r.job)});
+    }
+    return ptd::residual_table(errors);
+}
+
 const char* view_of(const std::string& kind) {
     if (kind == "max_allocated") return "allocated: states + activations + temp";
     if (kind == "max_reserved") return "reserved: allocated + fragmentation; no CUDA context, no NCCL";
@@ -202,14 +226,29 @@ const char* view_of(const std::string& kind) {
 
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_memory.toml";
-    bool verbose = false;
-    const char* usage = "usage: bench_memory [RUNS.toml] [--verbose]\n";
+    bool verbose = false, residuals = false;
+    std::string residuals_check;
+    const char* usage = "usage: bench_memory [RUNS.toml] [--verbose] [--residuals | --residuals-check FILE]\n";
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--verbose")) verbose = true;
-        else take_bench_arg("bench_memory", usage, argv[i], path);
+        else if (!std::strcmp(argv[i], "--residuals")) residuals = true;
+        else if (!std::strcmp(argv[i], "--residuals-check")) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_memory: --residuals-check needs the committed table's path\n%s", usage);
+                return 2;
+            }
+            residuals = true;
+            residuals_check = argv[++i];
+        } else take_bench_arg("bench_memory", usage, argv[i], path);
     }
     const ptd::PresetCatalog presets = presets_or_exit();
     std::vector<Run> runs = load_runs(path, presets);
+    if (residuals) {
+        const std::string table = ptd::residual_table_toml(memory_residuals_of(runs), ptd::IntervalSource::measured_memory);
+        if (!residuals_check.empty()) return check_residual_file("bench_memory", table, residuals_check);
+        std::fputs(table.c_str(), stdout);
+        return 0;
+    }
 
     std::map<std::string, std::vector<double>> by_source;
     std::vector<double> all, no_compile;
@@ -230,8 +269,7 @@ int main(int argc, char** argv) {
         const ptd::StageEstimate& w = est.stages[(size_t)est.worst_stage];
         // The measured figure is the maximum over all GPUs: compare with the stage whose
         // prediction in the measured view is largest (or the last stage, measured_on = "last-rank").
-        const double pred = r.last_rank ? predicted_view_bytes(est.stages.back().mem, r.kind) / kGiB
-                                        : predicted_view_gib(est, r.kind);
+        const double pred = predicted_gib(r, est);
         const double err = pred / r.measured_gib - 1.0;
         ++modelled;
         if (!est.fits) ++fit_fail;

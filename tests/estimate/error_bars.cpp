@@ -174,6 +174,53 @@ TEST(ErrorBars, OneSidedBandSaysTheIntervalMissesThePoint) {
     EXPECT_EQ(speed_interval(band, SpeedPoint{10, 1000, 1, 1, 1, 1}).one_sided(), "");
 }
 
+// The memory peak by hand: e from −8% to +1% (predicted / measured − 1), a predicted 100 GiB
+// peak: the run reached 100/1.01 = 99.01 … 100/0.92 = 108.70 GiB; with 105 GiB usable the top
+// does not fit, with 110 it does.
+TEST(ErrorBars, MemoryIntervalMathsByHand) {
+    ErrorBand band;
+    band.source = IntervalSource::measured_memory;
+    band.error_lo = -0.08, band.error_hi = 0.01, band.confidence = 0.8, band.runs = 25, band.runs_of = "hopper (H100) dense";
+    const MemoryInterval m = memory_interval(band, 100.0, 105.0);
+    ASSERT_TRUE(m.known);
+    EXPECT_DOUBLE_EQ(m.peak, 100.0);
+    EXPECT_NEAR(m.peak_bytes.lo, 100.0 / 1.01, 1e-12);
+    EXPECT_NEAR(m.peak_bytes.hi, 100.0 / 0.92, 1e-12);
+    EXPECT_FALSE(m.fits_at_top);
+    EXPECT_TRUE(memory_interval(band, 100.0, 110.0).fits_at_top);
+    EXPECT_EQ(m.basis(), "25 measured hopper (H100) dense runs");
+}
+
+// The compiled-in memory table: an H100 dense job takes the measured dense hopper runs; an MoE
+// job, with fewer than 8 measured MoE runs on hopper and overall, every run, and says why; a CPU
+// job none.
+TEST(ErrorBars, MemoryBandFollowsTheSameRowsAsTheSpeeds) {
+    const ResidualTable& t = memory_residuals();
+    const ResidualRow* hopper = t.find("hopper", ModelKind::dense);
+    ASSERT_TRUE(hopper && hopper->has_interval);
+    const std::optional<ErrorBand> h100 = job_memory_error_band(load_asset("llama3-8b-h100.toml"));
+    ASSERT_TRUE(h100);
+    EXPECT_EQ(h100->source, IntervalSource::measured_memory);
+    EXPECT_EQ(h100->runs, hopper->runs);
+    EXPECT_DOUBLE_EQ(h100->error_hi, hopper->error_hi);
+    EXPECT_TRUE(h100->fallback.empty());
+    const ResidualRow* moe = t.find(ModelKind::moe);
+    ASSERT_TRUE(moe && !moe->has_interval);
+    const std::optional<ErrorBand> mixtral = job_memory_error_band(load_asset("../../tests/data/studio/mixtral-8x7b-ep8.toml"));
+    ASSERT_TRUE(mixtral);
+    EXPECT_EQ(mixtral->runs, t.pooled.runs);
+    expect_mentions(band_basis(*mixtral), {"pooled", "measured runs of all generations", "fewer than 8"});
+    std::string why;
+    EXPECT_FALSE(job_memory_error_band(load_asset("tiny-gpt-8rank.toml"), &why));
+    expect_mentions(why, {"no measured runs on CPUs"});
+    // The estimate carries it, on the worst stage's total.
+    const JobSpec j = load_asset("llama3-70b-h100.toml");
+    const Estimate e = estimate_job(j);
+    ASSERT_TRUE(e.memory_interval.known);
+    EXPECT_DOUBLE_EQ(e.memory_interval.peak, e.stages[(size_t)e.worst_stage].mem.total());
+    EXPECT_LT(e.memory_interval.peak_bytes.lo, e.memory_interval.peak_bytes.hi);
+}
+
 // A table refused: its first problem at broken.toml's `line`, naming `key`, the message holding `words`.
 template <class Table>
 void expect_refused(const Result<Table>& t, const std::string& text, int line, const std::string& key, const std::string& words) {

@@ -1089,6 +1089,9 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "(calibrate with this job for its own)");
     est.speed = est.time_from_profile ? speed_interval(profile_error_band(job, *profile, layout_choice_of(job), job.parallel.layers_per_stage, est.step_s), point)
                                       : job_speed_interval(job, point);
+    // The memory peak's error bars: bench_memory's runs of the job's generation and model kind.
+    if (!est.stages.empty())
+        est.memory_interval = job_memory_interval(job, est.stages[(size_t)est.worst_stage].mem.total(), est.usable_bytes);
     const ModelSpec& m = job.model;
     const int t = job.parallel.tp;
     if (m.kv_heads > 0 && t > m.kv_heads)

@@ -21,6 +21,7 @@ const char* to_string(IntervalSource s) {
     switch (s) {
         case IntervalSource::published_runs: return "published_runs";
         case IntervalSource::cluster_profile: return "cluster_profile";
+        case IntervalSource::measured_memory: return "measured_memory";
     }
     return "?";
 }
@@ -43,13 +44,15 @@ double round4(double v) { return std::stod(fmt4(v)); }
 
 }  // namespace
 
-std::string SpeedInterval::basis() const {
-    if (!known) return why_unknown;
+std::string band_basis(const ErrorBand& band) {
     if (band.source == IntervalSource::cluster_profile) return band.runs_of;
+    const char* runs = band.source == IntervalSource::measured_memory ? "measured" : "published";
     if (!band.fallback.empty())
-        return "pooled: " + std::to_string(band.runs) + " published runs of " + band.runs_of + "; " + band.fallback;
-    return std::to_string(band.runs) + " published " + band.runs_of + " runs";
+        return "pooled: " + std::to_string(band.runs) + " " + runs + " runs of " + band.runs_of + "; " + band.fallback;
+    return std::to_string(band.runs) + " " + runs + " " + band.runs_of + " runs";
 }
+
+std::string SpeedInterval::basis() const { return known ? band_basis(band) : why_unknown; }
 
 std::string SpeedInterval::one_sided() const {
     if (!known || (band.error_lo <= 0 && band.error_hi >= 0)) return "";
@@ -96,21 +99,16 @@ const char* kind_words(ModelKind k) { return k == ModelKind::moe ? "MoE" : "dens
 
 }  // namespace
 
-std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
+namespace {
+
+// The band of `t`'s narrowest row with an interval for the job: its generation's runs of its
+// model kind, else the kind's runs over every generation, else every run.
+ErrorBand band_of(const ResidualTable& t, IntervalSource source, const JobSpec& job) {
     const GpuGeneration gen = job.cluster.gpu.generation;
-    if (gen == GpuGeneration::cpu) {
-        if (why)
-            *why = "no interval: no published runs on CPUs to measure the estimate against; measure this machine "
-                   "with `ptd calibrate JOB -o PROFILE` and give the estimate --profile PROFILE";
-        return std::nullopt;
-    }
-    const ResidualTable& t = published_residuals();
     const ModelKind kind = model_kind(job);
     ErrorBand b;
-    b.source = IntervalSource::published_runs;
+    b.source = source;
     b.confidence = (t.upper_percentile - t.lower_percentile) / 100.0;
-    // The narrowest row with an interval: this generation's runs of this kind, else the kind's
-    // runs over every generation, else every run.
     const ResidualRow* own = t.find(to_string(gen), kind);
     const ResidualRow* of_kind = t.find(kind);
     const ResidualRow* row = own && own->has_interval           ? own
@@ -127,6 +125,46 @@ std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
                                std::to_string(t.min_runs) + ")"
                          : std::string("none on ") + to_string(gen);
     return b;
+}
+
+}  // namespace
+
+std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why) {
+    if (job.cluster.gpu.generation == GpuGeneration::cpu) {
+        if (why)
+            *why = "no interval: no published runs on CPUs to measure the estimate against; measure this machine "
+                   "with `ptd calibrate JOB -o PROFILE` and give the estimate --profile PROFILE";
+        return std::nullopt;
+    }
+    return band_of(published_residuals(), IntervalSource::published_runs, job);
+}
+
+std::optional<ErrorBand> job_memory_error_band(const JobSpec& job, std::string* why) {
+    if (job.cluster.gpu.generation == GpuGeneration::cpu) {
+        if (why) *why = "no interval: no measured runs on CPUs to hold the memory estimate against";
+        return std::nullopt;
+    }
+    return band_of(memory_residuals(), IntervalSource::measured_memory, job);
+}
+
+MemoryInterval memory_interval(const ErrorBand& band, double peak_bytes, double usable_bytes) {
+    MemoryInterval m;
+    m.known = true;
+    m.band = band;
+    m.peak = peak_bytes;
+    // measured = predicted / (1 + e): a prediction e too low means the run needed more.
+    m.peak_bytes = {peak_bytes / (1 + band.error_hi), peak_bytes / (1 + band.error_lo)};
+    m.fits_at_top = m.peak_bytes.hi <= usable_bytes;
+    return m;
+}
+
+MemoryInterval job_memory_interval(const JobSpec& job, double peak_bytes, double usable_bytes) {
+    std::string why;
+    if (const std::optional<ErrorBand> band = job_memory_error_band(job, &why))
+        return memory_interval(*band, peak_bytes, usable_bytes);
+    MemoryInterval m;
+    m.why_unknown = why;
+    return m;
 }
 
 SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point) {
@@ -206,16 +244,25 @@ ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower,
     return t;
 }
 
-std::string residual_table_toml(const ResidualTable& t) {
+std::string residual_table_toml(const ResidualTable& t, IntervalSource of) {
     std::string o;
-    o += "# published_residuals.toml — how far the estimated step time lands from published runs, per GPU\n"
-         "# generation and model kind (dense or MoE): the error bars on every speed figure PTD prints\n"
-         "# (docs/estimators.md, \"Error bars\").\n"
-         "# Generated by `bench_accuracy --residuals` from bench/accuracy/published_runs.toml, check runs only\n"
-         "# (the calibration runs fitted the constants). Do not edit: the ctest residuals_table_current fails\n"
-         "# when this file differs from what bench_accuracy computes now.\n"
-         "# error = predicted step / published step - 1; error_lo / error_hi are its percentiles below.\n"
-         "# A [[generation]] row (one generation, one kind) with fewer than min_runs runs has no interval of\n"
+    if (of == IntervalSource::measured_memory)
+        o += "# memory_residuals.toml — how far the estimated per-GPU memory peak lands from what published runs\n"
+             "# measured, per GPU generation and model kind (dense or MoE): the error bars on the memory peak PTD\n"
+             "# prints (docs/estimators.md, \"Error bars\").\n"
+             "# Generated by `bench_memory --residuals` from bench/accuracy/published_memory.toml, every modelled\n"
+             "# run, each in the allocator view its source measured. Do not edit: the ctest\n"
+             "# memory_residuals_table_current fails when this file differs from what bench_memory computes now.\n"
+             "# error = predicted / measured - 1; error_lo / error_hi are its percentiles below.\n";
+    else
+        o += "# published_residuals.toml — how far the estimated step time lands from published runs, per GPU\n"
+             "# generation and model kind (dense or MoE): the error bars on every speed figure PTD prints\n"
+             "# (docs/estimators.md, \"Error bars\").\n"
+             "# Generated by `bench_accuracy --residuals` from bench/accuracy/published_runs.toml, check runs only\n"
+             "# (the calibration runs fitted the constants). Do not edit: the ctest residuals_table_current fails\n"
+             "# when this file differs from what bench_accuracy computes now.\n"
+             "# error = predicted step / published step - 1; error_lo / error_hi are its percentiles below.\n";
+    o += "# A [[generation]] row (one generation, one kind) with fewer than min_runs runs has no interval of\n"
          "# its own: its kind's [[model]] row (every generation) stands in, and where that is thin too, [pooled].\n";
     o += "version = " + std::to_string(t.version) + "\n";
     o += "lower_percentile = " + toml_double(t.lower_percentile) + "\n";
@@ -372,6 +419,12 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
 const ResidualTable& published_residuals() {
     static const ResidualTable table =
         embedded_table(embedded_published_residuals_toml(), "published_residuals.toml", &parse_residual_table);
+    return table;
+}
+
+const ResidualTable& memory_residuals() {
+    static const ResidualTable table =
+        embedded_table(embedded_memory_residuals_toml(), "memory_residuals.toml", &parse_residual_table);
     return table;
 }
 

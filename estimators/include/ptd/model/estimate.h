@@ -171,6 +171,9 @@ struct Estimate {
     // The error bars of step_s, tokens_per_s, the TFLOP/s and MFU / HFU (speed_interval.h):
     // from the published runs of the GPU's generation; known = false on CPUs.
     SpeedInterval speed;
+    // The error bars of the most loaded stage's memory total (speed_interval.h MemoryInterval):
+    // from bench_memory's measured runs of the GPU's generation and model kind; known = false on CPUs.
+    MemoryInterval memory_interval;
     // Where the time figures come from: a cluster profile's measurements (the bundled
     // engine's op-by-op model, engine_time.cpp) or the GPU preset's nominal figures.
     bool time_from_profile = false;

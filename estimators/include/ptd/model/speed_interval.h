@@ -21,8 +21,10 @@
 
 namespace ptd {
 
-enum class IntervalSource { published_runs, cluster_profile };
-const char* to_string(IntervalSource s);  // "published_runs", "cluster_profile"
+// published_runs: bench_accuracy's check rows (step time); cluster_profile: a profile's probes;
+// measured_memory: bench_memory's runs (the per-GPU memory peak against what the sources measured).
+enum class IntervalSource { published_runs, cluster_profile, measured_memory };
+const char* to_string(IntervalSource s);  // "published_runs", "cluster_profile", "measured_memory"
 
 // The spread of e over a set of runs, and what those runs are.
 struct ErrorBand {
@@ -67,10 +69,35 @@ SpeedInterval speed_interval(const ErrorBand& band, const SpeedPoint& point);
 SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point);
 // The band alone (nullopt with `why` filled where none applies: CPUs).
 std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why = nullptr);
+// How a band's runs read in a sentence: "90 published hopper (H100, H200) dense runs",
+// "pooled: 170 published runs of dense models, all generations; only 1 on volta (fewer than 8)"
+// ("measured" for the memory band's runs; a cluster profile's own words).
+std::string band_basis(const ErrorBand& band);
 
 // True when two tokens/s figures' intervals under one band overlap (the lower one's top
 // reaches the higher one's bottom): the two are within the estimate's error of each other.
 bool within_error(const ErrorBand& band, double tokens_per_s_a, double tokens_per_s_b);
+
+// ---- the memory peak's error bars --------------------------------------------------------
+
+// The per-GPU memory peak's interval: the estimate's error e = predicted / measured − 1 over
+// bench_memory's runs (each against the allocator view its source measured), per generation and
+// model kind with the speed's fallbacks, tabled in assets/accuracy/memory_residuals.toml. The
+// peak that a run reaches is then [peak / (1 + e_hi), peak / (1 + e_lo)] (docs/estimators.md,
+// "Error bars").
+struct MemoryInterval {
+    bool known = false;
+    std::string why_unknown;
+    ErrorBand band;
+    double peak = 0;          // the point estimate: the most loaded stage's total
+    Range peak_bytes;         // its interval
+    bool fits_at_top = false; // peak_bytes.hi ≤ usable: it fits even where the estimate has run low
+    std::string basis() const { return known ? band_basis(band) : why_unknown; }
+};
+MemoryInterval memory_interval(const ErrorBand& band, double peak_bytes, double usable_bytes);
+// The job's memory band (nullopt with `why` filled on CPUs: no measured runs there).
+std::optional<ErrorBand> job_memory_error_band(const JobSpec& job, std::string* why = nullptr);
+MemoryInterval job_memory_interval(const JobSpec& job, double peak_bytes, double usable_bytes);
 
 // ---- the residual table -----------------------------------------------------------------
 
@@ -119,13 +146,18 @@ double sorted_percentile(const std::vector<double>& sorted, double p);
 // (rounded to 4 decimals, as the file holds them).
 ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower_percentile = 10,
                              double upper_percentile = 90, int min_runs = 8);
-// The table as assets/accuracy/published_residuals.toml holds it (bench_accuracy --residuals).
-std::string residual_table_toml(const ResidualTable& t);
+// The table as assets/accuracy/published_residuals.toml holds it (bench_accuracy --residuals),
+// or, for measured_memory, assets/accuracy/memory_residuals.toml (bench_memory --residuals):
+// the same rows under the header comment that says what was measured.
+std::string residual_table_toml(const ResidualTable& t, IntervalSource of = IntervalSource::published_runs);
 // Read a table; every problem is reported with the file, line and field.
 Result<ResidualTable> parse_residual_table(std::string_view text, const std::string& file);
 // The compiled-in table (assets/accuracy/published_residuals.toml).
 const ResidualTable& published_residuals();
 std::string_view embedded_published_residuals_toml();
+// The compiled-in memory table (assets/accuracy/memory_residuals.toml).
+const ResidualTable& memory_residuals();
+std::string_view embedded_memory_residuals_toml();
 
 // ---- the closed loop's table ------------------------------------------------------------
 
