@@ -370,7 +370,9 @@ void draw_memory_panel(StudioState& s) {
         if (sc == MemoryScale::automatic && ImGui::IsItemHovered())
             ImGui::SetTooltip("The largest stage when it uses under 10%% of the usable memory, else the GPU's memory");
     }
-    text_wrapped_coloured(e->fits ? colour::ok : colour::error, memory_headline(s));
+    // Amber where the job fits at the estimate but not at the top of its memory error bars.
+    const bool top_over = e->memory_interval.known && !e->memory_interval.fits_at_top;
+    text_wrapped_coloured(!e->fits ? colour::error : top_over ? colour::warning : colour::ok, memory_headline(s));
     if (e->host_bytes_per_node > 0) {  // offload: what the node's host RAM holds
         char host[192];
         if (e->host_capacity_bytes > 0)
