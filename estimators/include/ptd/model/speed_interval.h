@@ -8,7 +8,9 @@
 // check rows, per GPU generation and model kind — dense or MoE, whose errors spread apart),
 // tabled in assets/accuracy/published_residuals.toml and
 // compiled in; or a cluster profile (`ptd calibrate`): the step as its ranks' probes spread
-// (estimate.cpp profile_error_band). speed_interval() does not care which.
+// (estimate.cpp profile_error_band). speed_interval() does not care which. The memory peak's
+// error bars (MemoryInterval) come from bench_memory's measured runs, tabled the same way in
+// assets/accuracy/memory_residuals.toml.
 #pragma once
 
 #include <optional>
@@ -108,11 +110,11 @@ enum class ModelKind { dense, moe };
 const char* to_string(ModelKind k);  // "dense", "moe"
 ModelKind model_kind(const JobSpec& job);  // moe when the model has experts ≥ 2
 
-// One check run's error, as bench_accuracy computes it.
+// One run's error, as bench_accuracy (a check run's step) or bench_memory (a measured peak) computes it.
 struct RunResidual {
     GpuGeneration generation = GpuGeneration::other;
     std::string gpu;  // the run's GPU for people ("H100", "GB200")
-    double error = 0; // predicted step / published step − 1
+    double error = 0; // predicted / published (or measured) − 1
     ModelKind kind = ModelKind::dense;
 };
 
