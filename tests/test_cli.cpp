@@ -556,6 +556,28 @@ TEST(CliPlan, SaysWhenTopLayoutsAreWithinTheError) {
 // The plan view on a made-up plan of an H100 job (band e in [lo, hi]): rows whose tokens/s
 // are within the band's ratio (1+hi)/(1+lo) of the best are "within error"; a best more
 // than that ahead of the runner-up is called faster beyond the error.
+// memband: every listed row carries whether its peak fits at the top of the memory error bars,
+// and the line under the top table names exactly the rows that would not.
+TEST(CliPlan, NamesTheRowsWhoseMemoryTopDoesNotFit) {
+    const std::string job = kJobs + "llama3-8b-h100.toml";
+    auto doc = nlohmann::json::parse(run_ok(kPtd + " plan --top 12 --json " + job).out);
+    std::string over;
+    const auto& top = doc["top"];
+    for (size_t i = 0; i < top.size(); ++i) {
+        const auto& m = top[i]["memory_interval"];
+        ASSERT_TRUE(m.is_object()) << top[i].dump();
+        const double hi = m["peak_bytes"]["hi"].get<double>(), usable = top[i]["usable_bytes"].get<double>();
+        EXPECT_GT(hi, top[i]["peak_bytes"].get<double>());
+        EXPECT_EQ(m["fits_at_top"].get<bool>(), hi <= usable) << i;
+        if (hi > usable) over += (over.empty() ? "" : ", ") + std::to_string(i + 1);
+    }
+    ASSERT_FALSE(over.empty()) << "the example plan has a row within a few GiB of its limit";
+    const std::string text = run_ok(kPtd + " plan --top 12 " + job).out;
+    ptd_test::expect_mentions(text, {"memory error bars (80%, from ", "measured hopper (H100, H200) dense runs",
+                                     (over.find(',') == std::string::npos ? "at its top layout " : "at its top layouts ") + over +
+                                         " would not fit"});
+}
+
 TEST(CliPlan, WithinErrorWordingFollowsTheIntervals) {
     const ptd::JobSpec job = ptd_test::load_asset("llama3-8b-h100.toml");
     const ptd::ErrorBand band = *ptd::job_error_band(job);

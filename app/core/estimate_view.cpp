@@ -525,6 +525,11 @@ nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::opt
                          {"mfu", range_json(iv.mfu)}, {"hfu", range_json(iv.hfu)}};
     else
         j["interval"] = nullptr;
+    // memband: whether this row's peak still fits at the top of the memory error bars.
+    if (const MemoryInterval m = job_memory_interval(job, s.peak_bytes, s.usable_bytes); m.known)
+        j["memory_interval"] = {{"peak_bytes", range_json(m.peak_bytes)}, {"fits_at_top", m.fits_at_top}};
+    else
+        j["memory_interval"] = nullptr;
     if (job.model.experts > 1) j["expert_tp"] = c.etp > 0 ? c.etp : c.tp;  // etp: MoE only (dense output unchanged)
     if (!e.frameworks.empty() || options_any_framework) {  // planfw: --any-framework
         nlohmann::json fws = nlohmann::json::array();
@@ -592,6 +597,23 @@ std::string plan_interval_line(const JobSpec& job, const std::optional<ErrorBand
                relative_text(s.step_s.lo, s.step_s.hi).c_str());
 }
 
+// memband: how far a row's memory peak may reach above its estimate, and which of the listed
+// rows would no longer fit there ("" without a band: CPUs).
+std::string plan_memory_line(const JobSpec& job, const std::vector<PlanEntry>& rows) {
+    const std::optional<ErrorBand> band = job_memory_error_band(job);
+    if (!band || rows.empty()) return "";
+    std::string over;
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (!memory_interval(*band, rows[i].score.peak_bytes, rows[i].score.usable_bytes).fits_at_top)
+            over += (over.empty() ? "" : ", ") + std::to_string(i + 1);
+    const MemoryInterval unit = memory_interval(*band, 1, 1);  // the band as factors of a peak
+    return fmt("memory error bars (%.0f%%, from %s): each row's peak %s; ", band->confidence * 100, band_basis(*band).c_str(),
+               relative_text(unit.peak_bytes.lo, unit.peak_bytes.hi).c_str()) +
+           (over.empty() ? "every listed layout fits at its top"
+                         : "at its top layout" + std::string(over.find(',') == std::string::npos ? " " : "s ") + over +
+                               " would not fit (more headroom: --headroom)");
+}
+
 // Whether the first rows are a ranking or the estimate's noise.
 std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanResult& plan) {
     const size_t n = rows_within_error(band, plan);
@@ -647,6 +669,7 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
         out += plan_table(job, plan.top, term, plan.any_framework);
         if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
+        if (const std::string mem = plan_memory_line(job, plan.top); !mem.empty()) out += dim(term, mem) + "\n";
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
         out += plan_table(job, plan.pareto, term, plan.any_framework);
     }
