@@ -2,8 +2,8 @@
 // guide (docs/discussions/deepseek-v3-gb200-optimization, dev branch eb0783b6d3; mcoreds25): the
 // same model, GPUs and layout at the start (494.46 TFLOP/s a GPU) and at the end (970.01) of
 // its optimization history. The tests pin what the rows' notes claim: the figures are Megatron-
-// LM's own count (flops_convention megatron-lm-2025, worked by hand below), the two rows differ
-// only in the settings the guide changed between them, and the 64-micro-batch layout fits.
+// LM's own count (flops_convention megatron-lm-2025, worked by hand below), the two rows share
+// the layout and carry the switches the guide turned between them, and the layout fits.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -84,11 +84,11 @@ flops_convention = "megatron-lm-2025"
     EXPECT_NEAR(runs[0].source_flops / (72.0 * B * s * L * h * h * (1 + s / (12 * h) + V / (12 * h * L))), 1.0, 1e-12);
 }
 
-// The baseline and the final row: the same shape, GPUs, layout and batch; what the guide changed
-// between them is the dispatcher (all-to-all → HybridEP), the router fusion, the recompute
+// The baseline and the final row: the same shape, GPUs, layout and batch; among what the guide
+// changed between them: the dispatcher (all-to-all → HybridEP), the router fusion, the recompute
 // modules (mlp + mla_up_proj → moe_act + mlp), the partial CUDA graphs, the FP8 routing padding
 // and the cross-entropy kernel (Megatron's fused → Transformer Engine's).
-TEST(DeepSeekGb200GuideRows, TheTwoRowsDifferOnlyInWhatTheGuideChanged) {
+TEST(DeepSeekGb200GuideRows, TheTwoRowsShareTheLayoutAndDifferInTheGuidesSwitches) {
     const ::Run* base = find_run("mcoreds25-deepseek-v3-gb200-mxfp8-baseline");
     const ::Run* last = find_run("mcoreds25-deepseek-v3-gb200-mxfp8-final");
     ASSERT_TRUE(base && last);

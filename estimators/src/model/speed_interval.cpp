@@ -97,10 +97,6 @@ namespace {
 // How a kind reads in a sentence: "dense", "MoE".
 const char* kind_words(ModelKind k) { return k == ModelKind::moe ? "MoE" : "dense"; }
 
-}  // namespace
-
-namespace {
-
 // The band of `t`'s narrowest row with an interval for the job: its generation's runs of its
 // model kind, else the kind's runs over every generation, else every run.
 ErrorBand band_of(const ResidualTable& t, IntervalSource source, const JobSpec& job) {
