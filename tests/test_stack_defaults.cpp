@@ -47,6 +47,18 @@ TEST(StackDefaults, NemoTakesItsRecipesDefaultsAndSaysSo) {
     EXPECT_TRUE(llama70b("nemo", "fp8 = \"delayed\"\n").training.fp8_param_gather);
 }
 
+// fp8pg: a NeMo job dated before NeMo 2's recipes (Sep 2024) ran NeMo 1.x's yamls, whose
+// fp8_params is False unless the yaml sets it (MLPerf's do); the header says which NeMo.
+TEST(StackDefaults, NemoBeforeItsRecipesGathersSixteenBitParameters) {
+    const JobSpec old = llama70b("nemo", "fp8 = \"delayed\"\nframework_version = \"2023-09\"\n");
+    EXPECT_FALSE(old.training.fp8_param_gather);
+    EXPECT_TRUE(applied(old, "training.fp8_param_gather", "false"));
+    EXPECT_EQ(ptd::stack_label(old.training), "NeMo 1.x (Megatron-core, the launcher's yamls) of 2023-09");
+    const JobSpec recipes = llama70b("nemo", "fp8 = \"delayed\"\nframework_version = \"2024-09\"\n");
+    EXPECT_TRUE(recipes.training.fp8_param_gather);
+    EXPECT_EQ(ptd::stack_label(recipes.training), "NeMo 2 / Megatron-Bridge performance recipes of 2024-09");
+}
+
 TEST(StackDefaults, MegatronTakesItsCommandLineDefaults) {
     const JobSpec job = llama70b("megatron");
     EXPECT_FALSE(job.parallel.distributed_optimizer);

@@ -116,6 +116,10 @@ static std::string perf_recipe_source(const PerfRecipe& r, bool matched = false)
            (matched ? ", whose model, GPUs, precision, layout and batch this job has" : "");
 }
 
+// Whether the stack's code at the job's date is older than yyyymm (a job without a date runs
+// today's code).
+static bool before(const TrainingSpec& t, int yyyymm) { return t.framework_version > 0 && t.framework_version < yyyymm; }
+
 static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr);
 std::string stack_label(const TrainingSpec& t) { return stack_label(t, find_perf_recipe(t.recipe)); }
 std::string stack_label(const JobSpec& job) { return stack_label(job.training, applied_perf_recipe(job)); }
@@ -128,7 +132,9 @@ static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
                              (pr ? ", and " + perf_recipe_source(*pr, t.recipe.empty()) + " for the keys it states" : "");
     switch (t.framework) {
         case Framework::megatron: return "Megatron-LM command line" + when;
-        case Framework::nemo: return "NeMo 2 / Megatron-Bridge performance recipes" + when;
+        case Framework::nemo:
+            // fp8pg: NeMo 2's recipes date from Sep 2024; a job dated before runs NeMo 1.x's yamls.
+            return (before(t, 202409) ? "NeMo 1.x (Megatron-core, the launcher's yamls)" : "NeMo 2 / Megatron-Bridge performance recipes") + when;
         case Framework::deepspeed: return "DeepSpeed config defaults" + when;
         case Framework::torchtitan: return "torchtitan" + when;
         case Framework::pytorch_fsdp: return "PyTorch FSDP / DDP" + when;
@@ -137,9 +143,6 @@ static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
     return "";
 }
 
-// Whether the stack's code at the job's date is older than yyyymm (a job without a date runs
-// today's code).
-static bool before(const TrainingSpec& t, int yyyymm) { return t.framework_version > 0 && t.framework_version < yyyymm; }
 
 // Megatron-Bridge's performance configs (its first release, v0.1.0rc4): the NeMo stack's
 // defaults from this date on are theirs (moe_router_fusion, Transformer Engine's loss).
@@ -430,6 +433,13 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
                     f == Framework::torchtitan ? "torchtitan's selective is op-level (selective_ac_option = \"op\")"
                                                : "Megatron's selective recompute (the attention core)"};
         case StackKey::fp8_param_gather:
+            // fp8pg: NeMo 1.x's model config leaves fp8_params False (NeMo-Framework-Launcher's
+            // training yamls set it only for MLPerf, e.g. gpt3/175b_mlperf.yaml); NeMo 2's FP8
+            // precision recipes set it from 2024-09 (NeMo 3e251a0 "FP8 plugin recipes", 2024-09-19).
+            // NeMo had no FP8 parameters at all before 2023-11 (1abc577, TE FP8 params with Apex
+            // distributed Adam, 2023-11-09).
+            if (nemo && before(t, 202409))
+                return {false, "NeMo 1.x's fp8_params defaults to False; NeMo 2's FP8 recipes set it from Sep 2024"};
             if (nemo && (t.fp8 == Fp8Recipe::delayed || t.fp8 == Fp8Recipe::current || t.fp8 == Fp8Recipe::mxfp8))
                 return {true, "the FP8 mixed-precision recipes set fp8_param_gather = True"};
             return {false, "16-bit parameter all-gather"};
