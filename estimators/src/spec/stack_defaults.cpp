@@ -143,7 +143,6 @@ static std::string stack_label(const TrainingSpec& t, const PerfRecipe* pr) {
     return "";
 }
 
-
 // Megatron-Bridge's performance configs (its first release, v0.1.0rc4): the NeMo stack's
 // defaults from this date on are theirs (moe_router_fusion, Transformer Engine's loss).
 static constexpr int kBridgePerfConfigsSince = 202509;
