@@ -148,3 +148,17 @@ foreach(name IN LISTS case_names)
     message(FATAL_ERROR "case ${name}: want exit 2 and \"${file}...${want_${name}}\", got exit ${rc}:\n${err}${out}")
   endif()
 endforeach()
+
+# mlperf31: --line PREFIX fits step = a x micro-batches + b to the runs named PREFIX..., published
+# and predicted, and lists them; a prefix whose runs do not span two micro-batch counts is
+# refused with exit 2, naming how many runs and counts it found.
+execute_process(COMMAND ${BENCH} --line mlperf31-gpt3-175b RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "over the 8 runs named mlperf31-gpt3-175b\\*, least squares"
+   OR NOT out MATCHES "\npublished +[0-9.]+ ms +[0-9.]+ s +[0-9.]+ ms\npredicted +[0-9.]+ ms +[0-9.]+ s +[0-9.]+ ms\n"
+   OR NOT out MATCHES "\nmlperf31-gpt3-175b-10752gpu +8 +0\\.930 ")
+  message(FATAL_ERROR "bench_accuracy --line mlperf31-gpt3-175b: exit ${rc}, output:\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${BENCH} --line mlperf31-gpt3-175b-512 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--line \"mlperf31-gpt3-175b-512\": 1 modelled run\\(s\\) start with it, over 1 micro-batch count\\(s\\)")
+  message(FATAL_ERROR "bench_accuracy --line with one run: exit ${rc}, expected 2 and a message:\n${out}\n${err}")
+endif()

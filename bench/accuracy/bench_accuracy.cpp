@@ -6,7 +6,7 @@
 // (median |error| and median signed error), separately for the calibration and the checking runs.
 //
 //   bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json]
-//                  [--memory RUN] [--csv] [--leave-out KEY,...]
+//                  [--memory RUN] [--csv] [--leave-out KEY,...] [--line PREFIX]
 //
 // --csv (lean) prints one comma-separated line per modelled run: its layout, shape, stack
 // settings, published and predicted step and every term of the predicted step, for reading
@@ -26,6 +26,11 @@
 // stack ran (kernels, overlaps, fusions, graphs, the network; stack_detail_run_keys) — so each
 // takes what a job naming only its stack and date (and recipe) gets: what a user who leaves
 // them out is told (docs/accuracy.md, "What a user who names only the stack gets").
+//
+// --line PREFIX (mlperf31) fits step = a × micro-batches + b by least squares to the runs whose
+// name starts with PREFIX, published and predicted: a family that keeps its layout and changes
+// the micro-batches per step (the global batch against the DP size) splits its error into a part
+// per micro-batch and a fixed part per step (docs/accuracy.md, mlperf31 and MegaScale sections).
 //
 // --residuals prints the error-bar table the estimators compile in
 // (assets/accuracy/published_residuals.toml: per GPU generation and model kind, dense or MoE, the 10th / 90th percentiles of
@@ -59,12 +64,57 @@ void predict_all(std::vector<Run>& runs) {
         if (!r.skip.empty()) continue;
         const ptd::Estimate e = ptd::estimate_job(r.job);
         r.predicted_step = e.step_s;
+        r.micro_batches = e.micro_batches;
         // The source's allocator view, worst stage in that view (run_file.h, as bench_memory).
         if (!e.stages.empty() && !r.memory_kind.empty()) r.predicted_memory_gib = predicted_view_gib(e, r.memory_kind);
         if (!e.stages.empty()) r.predicted_total_gib = e.stages[e.worst_stage].mem.total() / (1024.0 * 1024 * 1024);
         r.capacity_gib = e.usable_bytes / (1024.0 * 1024 * 1024);
         r.predicted_fits = e.fits;
     }
+}
+
+// mlperf31: step time against micro-batches per step over the runs named PREFIX…, least
+// squares, published and predicted (--line PREFIX). Exit 2, naming what is missing, when the
+// runs do not span two micro-batch counts.
+int print_line(const std::vector<Run>& runs, const std::string& prefix) {
+    std::vector<const Run*> picked;
+    std::set<int> counts;
+    for (const Run& r : runs)
+        if (r.skip.empty() && r.name.starts_with(prefix)) picked.push_back(&r), counts.insert(r.micro_batches);
+    if (picked.size() < 2 || counts.size() < 2) {
+        std::fprintf(stderr,
+                     "bench_accuracy: --line \"%s\": %zu modelled run(s) start with it, over %zu micro-batch count(s); a line "
+                     "needs two runs or more with two counts or more\n",
+                     prefix.c_str(), picked.size(), counts.size());
+        return 2;
+    }
+    struct Fit {
+        double slope = 0, intercept = 0, worst = 0;
+    };
+    auto fit = [&](auto y) {
+        const double n = (double)picked.size();
+        double mx = 0, my = 0;
+        for (const Run* r : picked) mx += r->micro_batches / n, my += y(*r) / n;
+        double sxy = 0, sxx = 0;
+        for (const Run* r : picked) sxy += (r->micro_batches - mx) * (y(*r) - my), sxx += (r->micro_batches - mx) * (r->micro_batches - mx);
+        Fit f;
+        f.slope = sxy / sxx;
+        f.intercept = my - f.slope * mx;
+        for (const Run* r : picked) f.worst = std::max(f.worst, std::abs(f.slope * r->micro_batches + f.intercept - y(*r)));
+        return f;
+    };
+    const Fit pub = fit([](const Run& r) { return r.published_step; });
+    const Fit pred = fit([](const Run& r) { return r.predicted_step; });
+    std::printf("step against micro-batches per step over the %zu runs named %s*, least squares: step = a x micro-batches + b\n",
+                picked.size(), prefix.c_str());
+    std::printf("%-10s %22s %12s %18s\n", "", "a, per micro-batch", "b, per step", "largest residual");
+    std::printf("%-10s %19.2f ms %10.3f s %15.1f ms\n", "published", pub.slope * 1e3, pub.intercept, pub.worst * 1e3);
+    std::printf("%-10s %19.2f ms %10.3f s %15.1f ms\n\n", "predicted", pred.slope * 1e3, pred.intercept, pred.worst * 1e3);
+    std::printf("%-50s %6s %13s %13s %8s\n", "run", "micro", "published s", "predicted s", "error");
+    for (const Run* r : picked)
+        std::printf("%-50s %6d %13.3f %13.3f %+7.1f%%\n", r->name.c_str(), r->micro_batches, r->published_step,
+                    r->predicted_step, 100.0 * (r->predicted_step / r->published_step - 1.0));
+    return 0;
 }
 
 // l405: a run that happened cannot be an OOM. The published runs the memory model predicts
@@ -445,10 +495,10 @@ ptd::ResidualTable residuals_of(const std::vector<Run>& runs) {
 int main(int argc, char** argv) {
     std::string path = std::string(PTD_SOURCE_DIR) + "/bench/accuracy/published_runs.toml";
     bool do_fit = false, fit_gemm_only = false, json = false, csv = false, residuals = false;
-    std::string generation, memory_run, residuals_check;
+    std::string generation, memory_run, residuals_check, line_prefix;
     std::vector<std::string> leave_out;  // mbrecipe: --leave-out KEY,KEY...
 
-    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE] [--leave-out KEY,...]\n";
+    const char* usage = "usage: bench_accuracy [RUNS.toml] [--generation A100|H100|H200|B200|V100] [--fit | --fit-gemm-only] [--verbose] [--json] [--memory RUN] [--csv] [--residuals | --residuals-check FILE] [--leave-out KEY,...] [--line PREFIX]\n";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--fit") == 0) do_fit = true;
         else if (std::strcmp(argv[i], "--fit-gemm-only") == 0) do_fit = fit_gemm_only = true;
@@ -489,6 +539,13 @@ int main(int argc, char** argv) {
                 at = comma + 1;
             }
         }
+        else if (std::strcmp(argv[i], "--line") == 0) {  // mlperf31
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_accuracy: --line needs a run-name prefix (e.g. mlperf31-gpt3-175b)\n");
+                return 2;
+            }
+            line_prefix = argv[++i];
+        }
         else if (std::strcmp(argv[i], "--memory") == 0) {
             if (i + 1 >= argc) {
                 std::fprintf(stderr, "bench_accuracy: --memory needs a run name\n");
@@ -527,6 +584,7 @@ int main(int argc, char** argv) {
         print_csv(runs);
         return 0;
     }
+    if (!line_prefix.empty()) return print_line(runs, line_prefix);  // mlperf31
     if (residuals) {
         if (!generation.empty() || do_fit) {
             std::fprintf(stderr, "bench_accuracy: --residuals takes every generation and the committed constants "

@@ -49,6 +49,7 @@ struct Run {
     double memory_gib_measured = 0;         // 0 = the source reports no memory
     std::string memory_kind;                // max_reserved | max_allocated | nvidia-smi
     double predicted_step = 0;              // filled by predict_all()
+    int micro_batches = 0;                  // per step and replica, filled by predict_all() (--line)
     double predicted_memory_gib = 0;        // in the source's allocator view (memory rows only)
     double predicted_total_gib = 0;         // worst stage, everything counted
     double capacity_gib = 0;                // l405: usable memory of the GPU the run used
