@@ -545,6 +545,10 @@ int main(int argc, char** argv) {
                 return 2;
             }
             line_prefix = argv[++i];
+            if (line_prefix.empty()) {
+                std::fprintf(stderr, "bench_accuracy: --line \"\": the prefix is empty; give the start of run names (e.g. mlperf31-gpt3-175b)\n");
+                return 2;
+            }
         }
         else if (std::strcmp(argv[i], "--memory") == 0) {
             if (i + 1 >= argc) {
@@ -567,6 +571,10 @@ int main(int argc, char** argv) {
                 return 2;
             }
         } else take_bench_arg("bench_accuracy", usage, argv[i], path);
+    }
+    if (!line_prefix.empty() && (json || csv || residuals || !memory_run.empty())) {
+        std::fprintf(stderr, "bench_accuracy: --line prints its own table; it does not combine with --json, --csv, --residuals or --memory\n");
+        return 2;
     }
     const ptd::PresetCatalog presets = presets_or_exit();
     std::vector<Run> runs = load_runs(path, presets, leave_out);
