@@ -305,8 +305,16 @@ namespace {
 TEST(ContextParallelBlocks, ShorterFlashCallsRunSlower) {
     const double measured[][2] = {{512, 430.32}, {1024, 517.099}, {2048, 565.544}, {4096, 590.233}, {8192, 614.234}, {16384, 620.73}};
     for (const auto& [n, tflops] : measured)
-        EXPECT_NEAR(est::cp_block_slowdown(16384, 16384 / n), 620.73 / tflops, 0.012 * 620.73 / tflops) << n;
-    EXPECT_DOUBLE_EQ(est::cp_block_slowdown(8192, 1), 1.0);
+        EXPECT_NEAR(est::flash_rate(16384, est::kFlashHalfRateTokens) / est::flash_rate(n, est::kFlashHalfRateTokens),
+                    620.73 / tflops, 0.012 * 620.73 / tflops)
+            << n;
+    // Without a causal curve one call over s runs at flash_eff and c calls over s/c at the
+    // unmasked curve's rate(s / c) / rate(s); with one, the causal first call follows it.
+    EXPECT_DOUBLE_EQ(est::attention_length_slowdown(8192, 1, 0.0), 1.0);
+    EXPECT_DOUBLE_EQ(est::attention_length_slowdown(8192, 4, 0.0),
+                     est::flash_rate(8192, est::kFlashHalfRateTokens) / est::flash_rate(2048, est::kFlashHalfRateTokens));
+    EXPECT_DOUBLE_EQ(est::attention_length_slowdown(8192, 4, 1000.0),
+                     (1.0 / est::flash_rate(2048, 1000.0) + 3.0 / est::flash_rate(2048, est::kFlashHalfRateTokens)) / 4.0);
     const std::string base = "[model]\npreset = \"llama3-8b\"\nseq_len = 8192\n[cluster]\nnodes = 1\ngpus_per_node = 8\n"
                              "gpu = \"h100-sxm\"\n[training]\nmicro_batch = 1\nglobal_batch = 64\nprecision = \"bf16\"\n";
     const Estimate cp8 = estimate_job(job_from_text(base + "[parallel]\ncp = 8\n"));

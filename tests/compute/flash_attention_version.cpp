@@ -11,9 +11,14 @@
 // two are one rate.
 // fa1seq: the Triton kernel reaches s / (s + 698) of that rate over s tokens (Triton PR 1917's
 // causal kernel on A100), so its 2,048-token calls run slower per FLOP than its 8,192-token ones.
+// flashlen: cuDNN's fused attention on Blackwell reaches s / (s + 1,350) of its long-sequence
+// rate (cudnn-frontend's GB200 benchmark); the other kernels keep the curve they had.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "job_test_util.h"
+#include "model/estimate_internal.h"
 #include "ptd/model/estimate.h"
 
 namespace {
@@ -134,6 +139,40 @@ TEST(FlashAttentionVersion, TheTritonKernelsRateFollowsTheSequenceLength) {
     // The short sequence pays four times the long one's share: 34% against 8.5%.
     EXPECT_NEAR(slowdown[0], 0.341, 0.001);
     EXPECT_NEAR(slowdown[1], 0.0852, 0.001);
+}
+
+// flashlen: NVIDIA/cudnn-frontend's causal BF16 SDPA benchmark on GB200 (cuDNN 9.22, 64 query
+// and 8 KV heads of 128, batch 2; the step's mix, the backward 2.5 forwards' worth of FLOPs):
+// 937, 1,212, 1,393, 1,418 TFLOP/s at 2K … 16K. Each point over the curve's rate at its length
+// gives the same long-sequence rate within 3%.
+TEST(FlashAttentionVersion, CudnnOnBlackwellFollowsItsMeasuredLengthCurve) {
+    const double measured[][2] = {{2048, 937}, {4096, 1212}, {8192, 1393}, {16384, 1418}};
+    // Each point's implied long-sequence rate: its TFLOP/s times the curve's slowdown there.
+    auto implied = [](double s, double tflops) {
+        return tflops * ptd::est::attention_length_slowdown(s, 1, ptd::est::kCudnnFlashHalfRateTokens);
+    };
+    double log_sum = 0;
+    for (const auto& [s, tflops] : measured) log_sum += std::log(implied(s, tflops));
+    const double asymptote = std::exp(log_sum / 4);
+    EXPECT_NEAR(asymptote, 1580, 10);
+    for (const auto& [s, tflops] : measured) EXPECT_NEAR(implied(s, tflops) / asymptote, 1.0, 0.03) << s;
+}
+
+// Which kernels take which curve: cuDNN (a Megatron-core stack by date) on Blackwell the
+// measured one; on Hopper, FlashAttention-2 named on Blackwell and FlashAttention-1's CUDA
+// kernel none; the Triton kernel its own wherever it runs.
+TEST(FlashAttentionVersion, OnlyTheKernelsWithAMeasuredCurveFollowTheSequence) {
+    auto half_rate = [](const std::string& gpu, const std::string& kernel, const std::string& version = "") {
+        ptd::est::LayoutDerived L{};
+        ptd::est::assign_kernel_profile(job_from_text(llama8b_on_one_a100_text(version, kernel, true, 0, gpu)), L);
+        return L.flash_half_rate_tokens;
+    };
+    EXPECT_EQ(half_rate("b200", ""), ptd::est::kCudnnFlashHalfRateTokens);
+    EXPECT_EQ(half_rate("h100-sxm", ""), 0.0);
+    EXPECT_EQ(half_rate("a100-80gb", ""), 0.0);
+    EXPECT_EQ(half_rate("b200", "flash-attn-2"), 0.0);
+    EXPECT_EQ(half_rate("b200", "triton"), ptd::est::kTritonFlashHalfRateTokens);
+    EXPECT_EQ(half_rate("a100-80gb", "flash-attn-1"), 0.0);
 }
 
 TEST(FlashAttentionVersion, TheKernelKeyIsSavedAndRefusedWithoutFlashAttention) {

@@ -143,9 +143,35 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t 
 
 namespace est {
 
-// fa1seq: the half-rate length n₀ of flash-attn 1.x's causal Triton kernel
-// (flash_sequence_slowdown has the measurement).
-constexpr double kTritonFlashHalfRateTokens = 698.0;
+// fa1seq: flash-attn 1.x's causal Triton kernel has its own half-rate length n₀
+// (kTritonFlashHalfRateTokens = 698, estimate_internal.h; attention_length_slowdown has the
+// measurement).
+
+// flashlen: a causal flash-attention kernel skips the masked blocks but runs the diagonal ones
+// whole, and its query blocks carry unequal work (the last walks every key block, the first
+// one), so its rate rises with the sequence past the lengths the calibration rows train at:
+// flash_eff is then the long-sequence rate and (s + n₀) / s scales it down at s. Measured
+// (NVIDIA/cudnn-frontend's SDPA benchmarks, BF16, head dim 128, causal, forward and backward
+// weighted by their FLOPs, the backward 2.5 forwards):
+//  - Blackwell, cuDNN's fused attention (cuDNN 9.22 on GB200 at Llama 3.1 405B's shape: 64
+//    query and 8 KV heads, batch 2; benchmark/sdpa_benchmark_training/results/llama3.1/gb200/
+//    llama3.1_20260424_100750.csv): 937, 1,212, 1,393, 1,418 TFLOP/s at s = 2K, 4K, 8K, 16K;
+//    least squares on n / (n + n₀): n₀ = 1,350, asymptote 1,580, every point within 3% (at 32K,
+//    1,318: the unmasked rows fall there too, so clocks, not the mask). Applied:
+//    kCudnnFlashHalfRateTokens on Blackwell, where Megatron-core stacks run cuDNN.
+//  - Hopper, not applied: the measurements disagree by a factor of four — cuDNN 9.19 on H200
+//    at the same shape (results/h200_919_only_cudnn/llama3.1_20260227_034703.csv: 397, 502,
+//    567, 603, 608 TFLOP/s at 2K … 32K, n₀ = 1,250 by least squares), cuDNN 9.1 and PyTorch's
+//    FlashAttention-2 on H100 at 16 heads and batch·s = 16K (benchmark/benchmark_results.csv
+//    at b740542, 2024-05: 468 … 520 and 264 … 329 TFLOP/s at 4K … 64K, n₀ ≈ 500 and 1,100),
+//    cuDNN and the flash-attn package's FlashAttention-2 in FlashAttention-3's own H100 figures
+//    (Shah et al. 2024, Figures 5 and 6, the step's mix at 2K, 4K, 8K: 470, 504, 521 and 293,
+//    313, 322 TFLOP/s, n₀ ≈ 300 and 280) — and the Hopper calibration rows, whose
+//    lengths flash_eff was fitted at, fit worse with the steep ones (rms log error 0.044 → 0.047
+//    with n₀ = 1,250 on cuDNN and 1,100 on the torch stacks' FlashAttention-2, the constants
+//    refitted), so Hopper keeps one rate at every length.
+//    A100: no measurement at training shapes here, one rate.
+// (kCudnnFlashHalfRateTokens = 1350, estimate_internal.h)
 
 void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     const TimeModelConstants& k = g_cal;
@@ -189,10 +215,14 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton) L.flash_eff *= k.fa1_fraction;
     // fa1seq: the Triton kernel splits the queries into blocks across the GPU (its forward grid
     // is cdiv(s, BLOCK_M) × batch·heads, flash_attn_triton.py _flash_attn_forward), so its rate
-    // follows the sequence as measured (flash_sequence_slowdown). FlashAttention-1's CUDA kernel
+    // follows the sequence as measured (attention_length_slowdown). FlashAttention-1's CUDA kernel
     // runs one thread block per (sequence, head) over the whole sequence (the parallelism over
     // the sequence is FlashAttention-2's change, Dao 2023 §3.2): a different dependence, left out.
-    L.flash_half_rate_tokens = fk == FlashKernel::triton ? kTritonFlashHalfRateTokens : 0.0;
+    // flashlen: cuDNN's fused attention on Blackwell follows its measured curve.
+    const bool cudnn_curve = gen == GpuGeneration::blackwell && !flash_attn_kernels;
+    L.flash_half_rate_tokens = fk == FlashKernel::triton ? kTritonFlashHalfRateTokens
+                             : cudnn_curve               ? kCudnnFlashHalfRateTokens
+                                                         : 0.0;
     if (runs_pytorch_modules(fw) && !job.training.torch_compile) {
         L.elementwise_factor = k.eager_elementwise_factor;
         // eagergpt: eager_elementwise_factor was counted on a Llama layer (RMSNorm with fp32
@@ -596,35 +626,45 @@ static double module_recompute_time(const LayoutDerived& L, const LayerTime& lt)
     return t;
 }
 // cpblock: a flash-attention kernel's rate against the sequence length n it is called on
-// (queries and keys n long) follows n / (n + n₀): FlashAttention-3 on H100, head dim 128,
-// batch·n = 16K tokens (pytorch/benchmark commit ff65cb6, "run_benchmark.py triton --op
-// flash_attention --d-head 128"): 430, 517, 566, 590, 614, 621 TFLOP/s at n = 512 … 16,384;
-// n₀ = 237 fits every point within 1.2% (docs/estimators.md "Context parallelism's blocks").
-constexpr double kFlashHalfRateTokens = 237.0;
+// (queries and keys n long) follows n / (n + n₀). For the non-causal blocks of ring attention:
+// FlashAttention-3 on H100, head dim 128, batch·n = 16K tokens (pytorch/benchmark commit
+// ff65cb6, "run_benchmark.py triton --op flash_attention --d-head 128"): 430, 517, 566, 590,
+// 614, 621 TFLOP/s at n = 512 … 16,384; n₀ = 237 fits every point within 1.2% (docs/estimators.md
+// "Context parallelism's blocks").
+// (kFlashHalfRateTokens = 237, estimate_internal.h)
 
-// How much slower ring attention's c block calls over s/c tokens are than one call over s.
-double cp_block_slowdown(double s, double c) {
-    if (c <= 1 || s <= 0) return 1.0;
-    auto rate = [](double n) { return n / (n + kFlashHalfRateTokens); };
-    return rate(s) / rate(s / c);
+double flash_rate(double n, double half_rate_tokens) {
+    if (n <= 0) return 1.0;
+    return n / (n + half_rate_tokens);
 }
 
-// fa1seq: how much slower a causal Triton flash-attention kernel runs over s tokens than its
-// long-sequence rate, (s + n₀) / s. Each query block walks the key blocks up to its own, so a
-// short sequence has few blocks per program, the masked diagonal block weighs more and fewer
-// programs fill the GPU. The causal Triton flash-attention kernel of July 2023 on A100 (Triton
-// PR 1917, "Before", fused-attention batch 4, 48 heads, head dim 64) ran forward 84.3, 102.1,
-// 112.9, 119.1, 122.2 and backward 48.7, 62.1, 71.7, 77.5, 80.6 TFLOP/s at s = 1,024 … 16,384;
-// the step's mix (the backward 2.5 forwards' worth of FLOPs) then runs 55.4, 69.9, 80.1, 86.1,
-// 89.3 TFLOP/s, and n₀ = 698 fits every point within 0.4% (asymptote 93.4, 30% of the A100's
-// peak: FlashAttention-1's 25–40%, Dao 2023). flash_attn_triton.py (flash-attn 1.x, which
-// llm-foundry copies) took that tutorial as its "starting point" (its header) and keeps its
-// shape — a forward grid of query blocks × batch·heads, 128 × 128 blocks, each query block
-// walking the key blocks up to the diagonal — but ran on the 2022 compiler (triton_pre_mlir),
-// so the curve, not the tutorial's own rate, is taken: flash_eff × fa1_fraction stays the asymptote.
-double flash_sequence_slowdown(double s, double half_rate_tokens) {
-    if (half_rate_tokens <= 0 || s <= 0) return 1.0;
-    return (s + half_rate_tokens) / s;
+// How much slower than flash_eff the attention core of one s-token sequence runs, cut c ways
+// by ring attention, for a kernel of causal half-rate length causal_n0.
+//  - Without a length curve (causal_n0 = 0) flash_eff is the rate of one call over s (fitted
+//    at the rows' own lengths), and ring attention's c calls over s/c run slower by the
+//    unmasked curve (cpblock): rate(s) / rate(s/c), n₀ = kFlashHalfRateTokens.
+//  - With one, flash_eff is the kernel's long-sequence rate and one causal call over s runs
+//    at s / (s + n₀) of it; ring attention (c > 1, load-balanced: each rank holds two of 2c
+//    chunks) runs c calls over its s/c-long shard, each 1/c of the work: the first causal
+//    (n₀ = causal_n0), the other c − 1 unmasked half blocks (n₀ = kFlashHalfRateTokens).
+// The kernels with a curve:
+//  - fa1seq: the causal Triton flash-attention kernel of July 2023 on A100 (Triton PR 1917,
+//    "Before", fused-attention batch 4, 48 heads, head dim 64) ran forward 84.3, 102.1, 112.9,
+//    119.1, 122.2 and backward 48.7, 62.1, 71.7, 77.5, 80.6 TFLOP/s at s = 1,024 … 16,384; the
+//    step's mix (the backward 2.5 forwards' worth of FLOPs) then runs 55.4, 69.9, 80.1, 86.1,
+//    89.3 TFLOP/s, and n₀ = 698 fits every point within 0.4% (asymptote 93.4, 30% of the A100's
+//    peak: FlashAttention-1's 25–40%, Dao 2023). flash_attn_triton.py (flash-attn 1.x, which
+//    llm-foundry copies) took that tutorial as its "starting point" (its header) and keeps its
+//    shape, but ran on the 2022 compiler (triton_pre_mlir), so the curve, not the tutorial's own
+//    rate, is taken: flash_eff × fa1_fraction stays the asymptote;
+//  - flashlen: cuDNN's fused attention on Blackwell, n₀ = 1,350 (kCudnnFlashHalfRateTokens;
+//    assign_kernel_profile has the measurement).
+double attention_length_slowdown(double s, double c, double causal_n0) {
+    if (s <= 0) return 1.0;
+    const double n = s / std::max(c, 1.0);
+    if (causal_n0 <= 0) return c <= 1 ? 1.0 : flash_rate(s, kFlashHalfRateTokens) / flash_rate(n, kFlashHalfRateTokens);
+    if (c <= 1) return 1.0 / flash_rate(s, causal_n0);
+    return (1.0 / flash_rate(n, causal_n0) + (c - 1.0) / flash_rate(n, kFlashHalfRateTokens)) / c;
 }
 
 
@@ -881,12 +921,10 @@ LayerTime layer_forward_time(const LayoutDerived& L) {
     if (L.flash) {
         // Flash kernels skip fully masked blocks: half the scores are computed.
         lt.attn = 0.5 * core_flops / (L.peak * L.flash_eff);
-        lt.attn *= flash_sequence_slowdown(L.s_local * L.c, L.flash_half_rate_tokens);  // fa1seq
-        // cpblock: ring attention (cp > 1) runs the core as c block calls over the rank's
-        // s/c-long shard against one K/V chunk each, not one call over s: a flash kernel
-        // over n tokens reaches n / (n + n₀) of its long-sequence rate (kFlashHalfRateTokens),
-        // so the shorter calls run slower than the one long call flash_eff was fitted on.
-        lt.attn *= cp_block_slowdown(L.s_local * L.c, L.c);
+        // fa1seq, flashlen: a causal kernel's rate follows the sequence it is called on; cpblock:
+        // ring attention (cp > 1) runs the core as c block calls over the rank's s/c-long shard
+        // against one K/V chunk each, not one call over s, and shorter calls run slower.
+        lt.attn *= attention_length_slowdown(L.s_local * L.c, L.c, L.flash_half_rate_tokens);
         lt.attn_bwd = 2.5 * lt.attn;  // five GEMMs in the backward vs two forward
         if (L.titan_model && L.c > 1) {
             const RingMergeBytes m = torch_ring_merge_bytes(L);

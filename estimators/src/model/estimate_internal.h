@@ -82,9 +82,9 @@ struct LayoutDerived {
     // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
     double gemm_eff_max, flash_eff;
     double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
-    // fa1seq: the flash kernel's rate over a sequence of n tokens is n / (n + n₀) of flash_eff
-    // (compute.cpp flash_sequence_slowdown); 0 = one rate at every length (the kernels whose
-    // flash_eff was fitted at the rows' own lengths).
+    // fa1seq, flashlen: a causal flash kernel's rate over a sequence of n tokens is n / (n + n₀)
+    // of flash_eff (compute.cpp attention_length_slowdown); 0 = one rate at every length (the
+    // kernels without a measured curve).
     double flash_half_rate_tokens = 0;
     // eagergpt: a LayerNorm / GELU / learned-position layer run eagerly (pytorch-fsdp, torchtitan
     // without torch.compile): its element-wise passes are counted op by op (compute.cpp
@@ -492,11 +492,18 @@ struct HostLayerTime {
     double fwd_to_experts = 0;
 };
 HostLayerTime host_layer_time(const LayoutDerived& L);
-// cpblock: how much slower ring attention's c flash calls over s/c tokens each are than one
-// call over the whole sequence s (compute.cpp; 1 for c ≤ 1).
-double cp_block_slowdown(double s, double c);
-// fa1seq: (s + n₀) / s, a causal Triton flash kernel's time over s tokens against its long-sequence rate.
-double flash_sequence_slowdown(double s, double half_rate_tokens);
+// Half-rate lengths n₀ of flash kernels (compute.cpp has the measurements): cpblock, an
+// unmasked block (FlashAttention-3, H100); fa1seq, flash-attn 1.x's causal Triton kernel (A100);
+// flashlen, a causal cuDNN fused-attention call on Blackwell.
+inline constexpr double kFlashHalfRateTokens = 237.0;
+inline constexpr double kTritonFlashHalfRateTokens = 698.0;
+inline constexpr double kCudnnFlashHalfRateTokens = 1350.0;
+// flash_rate: n / (n + n₀), a flash kernel's rate over n tokens against its long-sequence rate.
+double flash_rate(double n, double half_rate_tokens);
+// fa1seq, flashlen, cpblock: how much slower than flash_eff the attention core of one s-token
+// sequence runs, cut c ways by ring attention, for a kernel of causal half-rate length
+// causal_n0 (0: one rate at every length; compute.cpp).
+double attention_length_slowdown(double s, double c, double causal_n0);
 // `lt`: the layer's forward terms (moeorder: what the GPU runs after the routed experts).
 void add_host_time(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 

@@ -297,6 +297,7 @@ std::vector<int> balanced_layers_per_stage(int layers, int pp);
 struct KernelEfficiency {
     double gemm_eff_max = 0;        // best fraction of dense peak a large GEMM reaches
     double flash_eff = 0;           // flash attention: fraction of peak on the executed (causal) FLOPs
+                                    // (where a length curve applies, at long sequences: flashlen)
 };
 struct TimeModelConstants {
     double gemm_eff_max = 0.86;     // best fraction of dense peak a large GEMM reaches (default)
@@ -305,8 +306,11 @@ struct TimeModelConstants {
     // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
-    // Refitted 2026-12-01 by `bench_accuracy --fit` (docs/accuracy.md) with each stack's loss as its
-    // kernels run it (fusedce2); before that on 2026-11-30 with the slowest-GPU pace
+    // Refitted 2026-12-01 by `bench_accuracy --fit` (docs/accuracy.md) with cuDNN attention's
+    // rate by sequence length on Blackwell (flashlen: blackwell gemm_eff_max 0.56 → 0.57 and
+    // flash_eff, now the long-sequence rate, 0.40 → 0.45; the others unchanged); before that on
+    // 2026-12-01 with each stack's loss as its kernels run it (fusedce2); before that on
+    // 2026-11-30 with the slowest-GPU pace
     // (gpu_speed_spread below) and the causes of 2026-11-29/30; before that on 2026-11-29 after
     // the runs took their stacks' defaults for what they do not state (stackdef), before that after
     // the unseen-run families (MegaScale, Nemotron-4 reports, MoE, torchtitan async TP, Blackwell
@@ -316,7 +320,7 @@ struct TimeModelConstants {
     // without calibration runs take uncalibrated_gemm_eff_max. Order: other, volta, ampere, ada,
     // hopper, blackwell, cdna3, cpu.
     KernelEfficiency by_generation[kGpuGenerationCount] = {
-        {}, {0.58, 0.0}, {0.81, 0.0}, {}, {0.71, 0.45}, {0.56, 0.40}, {}, {}};
+        {}, {0.58, 0.0}, {0.81, 0.0}, {}, {0.71, 0.45}, {0.57, 0.45}, {}, {}};
     // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
     // stacks, DeepSpeed), and Megatron-core stacks told to use TE's FlashAttention backend
     // (training.flash_attention_kernel = "flash-attn-2"), run FlashAttention-2 kernels, which on
