@@ -81,9 +81,55 @@ TEST(StackDefaults, AWrittenKeyWinsAndTheKeysAfterItFollowIt) {
     // Without sequence parallelism there is no TP overlap to default to.
     const JobSpec no_sp = job_from_text(job_text({.preset = "llama3-70b",
                                                   .nodes = 8,
-                                                  .parallel = "tp = 4\npp = 4\n",
+                                                  .parallel = "tp = 4\npp = 4\nsequence_parallel = false\n",
                                                   .training = "framework = \"nemo\"\nglobal_batch = 128\n"}));
     EXPECT_FALSE(no_sp.parallel.tp_comm_overlap);
+}
+
+// spdef: Megatron-Bridge's performance scripts turn sequence parallelism on with TP
+// (sequence_parallel = tensor_model_parallel_size > 1) and torchtitan's TP always shards the
+// sequence (SequenceParallel on the norms); Megatron-LM's command line leaves it off. A job that
+// names the stack and a TP size gets its stack's, with TP overlap and async TP after it; a
+// written value wins; a sequence TP cannot split keeps it off; saving leaves it unwritten.
+TEST(StackDefaults, SequenceParallelFollowsTheStacksTensorParallelism) {
+    auto job = [](const std::string& framework, const std::string& parallel, const std::string& model_extra = "",
+                  const std::string& training_extra = "") {
+        std::string text = job_text({.preset = "llama3-8b",
+                                     .parallel = parallel,
+                                     .training = "framework = \"" + framework + "\"\nmicro_batch = 1\nglobal_batch = 8\n" +
+                                                 training_extra});
+        const std::string preset_line = "preset = \"llama3-8b\"\n";
+        text.insert(text.find(preset_line) + preset_line.size(), model_extra);
+        return job_from_text(text);
+    };
+    const JobSpec nemo = job("nemo", "tp = 4\n");
+    EXPECT_TRUE(nemo.parallel.sequence_parallel);
+    EXPECT_TRUE(applied(nemo, "parallel.sequence_parallel", "true"));
+    EXPECT_TRUE(nemo.parallel.tp_comm_overlap);  // follows it
+    EXPECT_FALSE(job("nemo", "tp = 1\n").parallel.sequence_parallel);
+    EXPECT_FALSE(applied(job("nemo", "tp = 1\n"), "parallel.sequence_parallel", "false"));  // not listed: no TP
+    const JobSpec megatron = job("megatron", "tp = 4\n");
+    EXPECT_FALSE(megatron.parallel.sequence_parallel);
+    EXPECT_TRUE(applied(megatron, "parallel.sequence_parallel", "false"));
+    // Async TP needs it (and torch.compile): valid as written.
+    const JobSpec titan = job("torchtitan", "tp = 8\nasync_tp = true\n", "", "torch_compile = true\n");
+    EXPECT_TRUE(titan.parallel.sequence_parallel);
+    EXPECT_TRUE(titan.parallel.async_tp);
+    const JobSpec written = job("nemo", "tp = 4\nsequence_parallel = false\n");
+    EXPECT_FALSE(written.parallel.sequence_parallel);
+    EXPECT_FALSE(written.parallel.tp_comm_overlap);
+    // 8,196 tokens do not split 8 ways: the default stays off and says why.
+    const JobSpec uneven = job("nemo", "tp = 8\n", "seq_len = 8196\n");
+    EXPECT_FALSE(uneven.parallel.sequence_parallel);
+    bool said = false;
+    for (const ptd::StackDefault& d : uneven.origin.stack_defaults)
+        said = said || (d.key == "parallel.sequence_parallel" && d.source.find("not divisible by tp 8") != std::string::npos);
+    EXPECT_TRUE(said);
+    // Saved: the stack's value stays unwritten and comes back; the written one is kept.
+    const std::string saved = ptd::save_job_toml(nemo);
+    EXPECT_EQ(saved.find("sequence_parallel"), std::string::npos) << saved;
+    EXPECT_TRUE(reloaded(saved).parallel.sequence_parallel);
+    EXPECT_NE(ptd::save_job_toml(written).find("sequence_parallel = false"), std::string::npos);
 }
 
 TEST(StackDefaults, TheVersionSetsTheMegatronOfThatDate) {

@@ -79,6 +79,23 @@ TEST(StudioState, StackDefaultsAreTheJobsStackAndWhatItSupplied) {
     EXPECT_EQ(stack_defaults_view(s).rows.size(), before) << "an unrelated edit keeps the list";
 }
 
+// spdef: on NeMo sequence parallelism follows TP until the user ticks it; then it is the job's
+// own, kept through later edits and saved.
+TEST(StudioState, SequenceParallelFollowsTheStackUntilChosen) {
+    auto job = load_job_arg(PTD_SOURCE_DIR "/assets/jobs/llama3-70b-h100.toml", default_state().presets);
+    ASSERT_TRUE(job) << job.error().str();
+    JobSpec nemo = *job;
+    nemo.training.framework = Framework::nemo;
+    nemo.origin.stack_keys_written &= ~stack_key_bit(StackKey::sequence_parallel);
+    StudioState s = make_state(default_state().presets, nemo);
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 4));
+    EXPECT_TRUE(s.job.parallel.sequence_parallel) << "the stack's: TP 4 on NeMo";
+    set_sequence_parallel(s, false);
+    ASSERT_TRUE(edit_int(s, "parallel.tp", 8));
+    EXPECT_FALSE(s.job.parallel.sequence_parallel) << "chosen: kept through the edit";
+    EXPECT_NE(save_job_toml(s.job).find("sequence_parallel = false"), std::string::npos);
+}
+
 TEST(StudioState, PickRankInsideCellsAndNotBetween) {
     StudioState s = default_state();
     const GridGeometry g = grid_geometry(s);

@@ -208,6 +208,7 @@ void set_precision(StudioState& s, Precision p) {
 
 void set_sequence_parallel(StudioState& s, bool on) {
     s.job.parallel.sequence_parallel = on;
+    s.job.origin.stack_keys_written |= stack_key_bit(StackKey::sequence_parallel);  // chosen now, not the stack's
     s.job.origin.no_layout = false;
     recompute(s);
 }

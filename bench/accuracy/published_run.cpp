@@ -203,7 +203,7 @@ std::string apply_run_to_job(Run& r) {
     j.parallel.overlap_grad_reduce = r.overlap_grad_reduce.value_or(false);
     j.parallel.overlap_param_gather = r.overlap_param_gather.value_or(false);
     j.parallel.tp_comm_overlap = r.tp_comm_overlap.value_or(false);
-    j.parallel.async_tp = j.parallel.sequence_parallel && j.parallel.tp > 1 && r.async_tp;  // tt405
+    j.parallel.async_tp = j.parallel.tp > 1 && r.async_tp;  // tt405 (ignored at tp 1, as in a job file; needs SP: validate_job)
     j.parallel.overlap_p2p_comm = r.overlap_p2p_comm.value_or(false);
     j.parallel.grad_reduce_in_fp32 = r.grad_reduce_in_fp32.value_or(true);
     j.parallel.activation_offload_layers = r.activation_offload_layers;
@@ -271,7 +271,7 @@ const std::vector<std::string>& stack_detail_run_keys() {
     // What a run states of how its stack ran — kernels, overlaps, fusions, graphs, the network —
     // beside what it trained (model, layout, batch, precision, recompute), which a user writes.
     static const std::vector<std::string> keys = {
-        "flash_attention", "flash_attention_kernel", "distributed_optimizer", "tp_comm_overlap",
+        "flash_attention", "flash_attention_kernel", "sequence_parallel", "distributed_optimizer", "tp_comm_overlap",
         "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm", "scatter_gather_tensors_in_pipeline",
         "async_tensor_model_parallel_allreduce", "grad_reduce_in_fp32", "torch_compile", "compiled_loss", "cross_entropy", "async_tp",
         "fp8_param_gather", "moe_dispatcher", "moe_a2a_overlap", "cuda_graph_impl", "cuda_graph_scope",
@@ -337,6 +337,7 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         for (const auto& [key, k] : std::initializer_list<std::pair<const char*, ptd::StackKey>>{
                  {"distributed_optimizer", ptd::StackKey::distributed_optimizer},
                  {"fsdp", ptd::StackKey::distributed_optimizer},
+                 {"sequence_parallel", ptd::StackKey::sequence_parallel},
                  {"overlap_grad_reduce", ptd::StackKey::overlap_grad_reduce},
                  {"overlap_param_gather", ptd::StackKey::overlap_param_gather},
                  {"tp_comm_overlap", ptd::StackKey::tp_comm_overlap},

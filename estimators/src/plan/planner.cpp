@@ -1488,8 +1488,8 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     // supplied: a bare job listed "distributed_optimizer = false" beside an estimate made with it on.
     std::vector<std::string> chosen = {"parallel.recompute", "parallel.recompute_modules", "parallel.layers_per_stage",
                                        "training.micro_batch", "parallel.vpp"};
-    for (StackKey k : {StackKey::distributed_optimizer, StackKey::overlap_grad_reduce, StackKey::overlap_param_gather,
-                       StackKey::tp_comm_overlap}) {
+    for (StackKey k : {StackKey::sequence_parallel, StackKey::distributed_optimizer, StackKey::overlap_grad_reduce,
+                       StackKey::overlap_param_gather, StackKey::tp_comm_overlap}) {
         out.origin.stack_keys_written |= stack_key_bit(k);
         chosen.push_back(stack_key_name(k));
     }

@@ -606,7 +606,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     job.origin.vpp_given = vpp_written;  // batchchoice
     r.read_int("zero", p.zero, 0, 3);
     mark_written(job, StackKey::distributed_optimizer, r.read_bool("distributed_optimizer", p.distributed_optimizer));
-    r.read_bool("sequence_parallel", p.sequence_parallel);
+    mark_written(job, StackKey::sequence_parallel, r.read_bool("sequence_parallel", p.sequence_parallel));
     mark_recipe_key(job, kRecipeRecompute, read_enum(r, "recompute", p.recompute, kRecomputeWords));  // mbrecipe
     mark_written(job, StackKey::recompute_style, read_enum(r, "recompute_style", p.recompute_style, kRecomputeStyleWords));
     // recmod: Megatron-core's module words, each located where it is wrong.
@@ -1367,7 +1367,7 @@ std::string save_job_toml(const JobSpec& job) {
     const auto own = [&](StackKey k) { return (o.stack_keys_written & stack_key_bit(k)) != 0; };
     const auto keep = [&](StackKey k) { return own(k) && !stack_value_is_default(k, job); };
     if (own(StackKey::distributed_optimizer)) w.boolean("distributed_optimizer", p.distributed_optimizer);
-    w.boolean("sequence_parallel", p.sequence_parallel);
+    if (own(StackKey::sequence_parallel)) w.boolean("sequence_parallel", p.sequence_parallel);
     // mbrecipe: the keys a performance recipe sets are written where they differ from what
     // reloading would give them unwritten (the recipe's value, else the plain default); recompute
     // is always written without a recipe.

@@ -43,7 +43,8 @@
 namespace ptd {
 
 const char* stack_key_name(StackKey k) {
-    static const char* const names[] = {"parallel.distributed_optimizer",
+    static const char* const names[] = {"parallel.sequence_parallel",
+                                        "parallel.distributed_optimizer",
                                         "parallel.overlap_grad_reduce",
                                         "parallel.overlap_param_gather",
                                         "parallel.tp_comm_overlap",
@@ -382,6 +383,25 @@ Default default_for(StackKey k, const JobSpec& job, const PerfRecipe* recipe) {
         if (k == StackKey::fp8_param_gather && t.fp8 != Fp8Recipe::none) return {r->fp8_param_gather, source};
     }
     switch (k) {
+        case StackKey::sequence_parallel: {
+            // spdef: the stacks whose tensor parallelism shards the sequence between its regions.
+            if (p.tp <= 1) return {false, "no tensor parallelism to shard the sequence over"};
+            const bool shards = job.model.seq_len % p.tp == 0;
+            const std::string cannot = "seq_len " + std::to_string(job.model.seq_len) + " is not divisible by tp " +
+                                       std::to_string(p.tp) + ": sequence parallelism cannot split it";
+            if (nemo)
+                return {shards, shards ? "Megatron-Bridge's performance scripts set sequence_parallel = (tensor_model_parallel_size > 1), "
+                                         "as NeMo's GPT-3, Llama, Nemotron and Mixtral recipes do"
+                                       : cannot};
+            if (f == Framework::torchtitan)
+                return {shards, shards ? "torchtitan's tensor parallelism shards the norms and the residual stream along the "
+                                         "sequence (parallelize_llama.py apply_tp: SequenceParallel)"
+                                       : cannot};
+            if (megatron)
+                return {false, before(t, 202205) ? "no --sequence-parallel before May 2022 (Korthikanti et al. 2022)"
+                                                 : "--sequence-parallel is off unless passed"};
+            return {false, "this stack has no sequence parallelism of Megatron's kind"};
+        }
         case StackKey::distributed_optimizer:
             if (nemo) return {p.zero == 0, "the recipes' distributed optimizer (use_distributed_optimizer = True)"};
             return {false, megatron ? "--use-distributed-optimizer is off unless passed" : "Megatron's distributed optimizer is not this stack's"};
@@ -495,6 +515,7 @@ bool bears_on(StackKey k, const JobSpec& job) {
     const ParallelSpec& p = job.parallel;
     const bool replicas = (long long)p.dp * p.cp > 1, mcore = runs_megatron_core(job.training.framework);
     switch (k) {
+        case StackKey::sequence_parallel: return p.tp > 1;
         case StackKey::distributed_optimizer: return mcore && p.zero == 0;
         case StackKey::overlap_grad_reduce: return replicas;
         case StackKey::overlap_param_gather: return replicas && (p.zero >= 1 || p.distributed_optimizer);
@@ -519,6 +540,7 @@ bool bears_on(StackKey k, const JobSpec& job) {
 void set_value(StackKey k, JobSpec& job, bool v) {
     ParallelSpec& p = job.parallel;
     switch (k) {
+        case StackKey::sequence_parallel: p.sequence_parallel = v; break;
         case StackKey::distributed_optimizer: p.distributed_optimizer = v; break;
         case StackKey::overlap_grad_reduce: p.overlap_grad_reduce = v; break;
         case StackKey::overlap_param_gather: p.overlap_param_gather = v; break;
@@ -548,6 +570,7 @@ void set_value(StackKey k, JobSpec& job, bool v) {
 bool bool_value(StackKey k, const JobSpec& job) {
     const ParallelSpec& p = job.parallel;
     switch (k) {
+        case StackKey::sequence_parallel: return p.sequence_parallel;
         case StackKey::distributed_optimizer: return p.distributed_optimizer;
         case StackKey::overlap_grad_reduce: return p.overlap_grad_reduce;
         case StackKey::overlap_param_gather: return p.overlap_param_gather;

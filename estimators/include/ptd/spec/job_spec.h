@@ -331,6 +331,7 @@ struct ClusterSpec {
 // training.framework_version), not one value for every job: stack_defaults.h gives each
 // stack's value and its source. TOML names in stack_key_name().
 enum class StackKey : uint8_t {
+    sequence_parallel,  // first: tp_comm_overlap and async TP follow it
     distributed_optimizer,
     overlap_grad_reduce,
     overlap_param_gather,
