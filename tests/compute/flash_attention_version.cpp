@@ -175,6 +175,18 @@ TEST(FlashAttentionVersion, OnlyTheKernelsWithAMeasuredCurveFollowTheSequence) {
     EXPECT_EQ(half_rate("a100-80gb", "flash-attn-1"), 0.0);
 }
 
+// A long sequence on a kernel without a measured length curve is estimated at the rate of the
+// short calibration sequences; the estimate says so and what the long-sequence rows showed.
+TEST(FlashAttentionVersion, ALongSequenceWithoutAMeasuredCurveIsToldSo) {
+    auto long_note = [](const std::string& gpu, int seq_len) {
+        return any_note(ptd::estimate_job(job_from_text(llama8b_on_one_a100_text("", "", true, seq_len, gpu))),
+                        "its rate by length being measured for cuDNN on Blackwell only");
+    };
+    EXPECT_TRUE(long_note("h100-sxm", 65536));
+    EXPECT_FALSE(long_note("h100-sxm", 8192));
+    EXPECT_FALSE(long_note("b200", 65536));  // cuDNN on Blackwell follows its curve
+}
+
 TEST(FlashAttentionVersion, TheKernelKeyIsSavedAndRefusedWithoutFlashAttention) {
     const ptd::JobSpec triton = job_from_text(llama8b_on_one_a100_text("", "triton"));
     EXPECT_EQ(triton.training.flash_kernel, ptd::FlashKernel::triton);

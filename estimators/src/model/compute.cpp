@@ -173,6 +173,19 @@ namespace est {
 //    A100: no measurement at training shapes here, one rate.
 // (kCudnnFlashHalfRateTokens = 1350, estimate_internal.h)
 
+double causal_flash_half_rate_tokens(const JobSpec& job) {
+    // fa1seq: the Triton kernel splits the queries into blocks across the GPU (its forward grid
+    // is cdiv(s, BLOCK_M) × batch·heads, flash_attn_triton.py _flash_attn_forward), so its rate
+    // follows the sequence as measured (attention_length_slowdown). FlashAttention-1's CUDA kernel
+    // runs one thread block per (sequence, head) over the whole sequence (the parallelism over
+    // the sequence is FlashAttention-2's change, Dao 2023 §3.2): a different dependence, left out.
+    if (stack_flash_kernel(job.training) == FlashKernel::triton) return kTritonFlashHalfRateTokens;
+    // flashlen: cuDNN's fused attention on Blackwell follows its measured curve.
+    if (job.cluster.gpu.generation == GpuGeneration::blackwell && stack_runs_cudnn_attention(job.training))
+        return kCudnnFlashHalfRateTokens;
+    return 0.0;
+}
+
 void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     const TimeModelConstants& k = g_cal;
     const GpuGeneration gen = job.cluster.gpu.generation;
@@ -213,16 +226,7 @@ void assign_kernel_profile(const JobSpec& job, LayoutDerived& L) {
     // FlashAttention-1 at the copied commit (eff9fe6b, flash-attn 1.x).
     const FlashKernel fk = stack_flash_kernel(job.training);
     if (fk == FlashKernel::flash_attn_1 || fk == FlashKernel::triton) L.flash_eff *= k.fa1_fraction;
-    // fa1seq: the Triton kernel splits the queries into blocks across the GPU (its forward grid
-    // is cdiv(s, BLOCK_M) × batch·heads, flash_attn_triton.py _flash_attn_forward), so its rate
-    // follows the sequence as measured (attention_length_slowdown). FlashAttention-1's CUDA kernel
-    // runs one thread block per (sequence, head) over the whole sequence (the parallelism over
-    // the sequence is FlashAttention-2's change, Dao 2023 §3.2): a different dependence, left out.
-    // flashlen: cuDNN's fused attention on Blackwell follows its measured curve.
-    const bool cudnn_curve = gen == GpuGeneration::blackwell && !flash_attn_kernels;
-    L.flash_half_rate_tokens = fk == FlashKernel::triton ? kTritonFlashHalfRateTokens
-                             : cudnn_curve               ? kCudnnFlashHalfRateTokens
-                                                         : 0.0;
+    L.flash_half_rate_tokens = causal_flash_half_rate_tokens(job);  // fa1seq, flashlen
     if (runs_pytorch_modules(fw) && !job.training.torch_compile) {
         L.elementwise_factor = k.eager_elementwise_factor;
         // eagergpt: eager_elementwise_factor was counted on a Llama layer (RMSNorm with fp32

@@ -1126,6 +1126,13 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
         est.notes.push_back("vocab padded from " + std::to_string(m.vocab) + " to " +
                             std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +
                             std::to_string(job.estimate.vocab_pad) + " · " + std::to_string(t) + ")");
+    // flashlen: past the lengths flash_eff was fitted at, on a kernel whose rate by length is not
+    // measured, the attention core's rate is a guess: say so, with what the long-sequence rows showed.
+    if (job.training.flash_attention && m.seq_len >= 32768 && est::causal_flash_half_rate_tokens(job) == 0)
+        est.notes.push_back("attention over " + std::to_string(m.seq_len) + " tokens: the flash kernel runs at the rate "
+                            "fitted on 2K–8K sequences, its rate by length being measured for cuDNN on Blackwell only; "
+                            "against NeMo's long-sequence table on H100 (32K–1M tokens) this model's step times are "
+                            "11–22% too long (docs/accuracy.md, \"NeMo's long-sequence tables\")");
     if (job.estimate.activation_profile == ActivationProfile::megatron && m.dropout_on())
         est.notes.push_back(m.dropout ? "model.dropout = true: dropout masks counted (1 byte per element)"
                                       : "gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT "

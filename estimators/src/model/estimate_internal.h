@@ -498,6 +498,9 @@ HostLayerTime host_layer_time(const LayoutDerived& L);
 inline constexpr double kFlashHalfRateTokens = 237.0;
 inline constexpr double kTritonFlashHalfRateTokens = 698.0;
 inline constexpr double kCudnnFlashHalfRateTokens = 1350.0;
+// The causal half-rate length of the job's flash kernel (fa1seq: the Triton kernel's; flashlen:
+// cuDNN's on Blackwell), 0 where none is measured and flash_eff holds at every length.
+double causal_flash_half_rate_tokens(const JobSpec& job);
 // flash_rate: n / (n + n₀), a flash kernel's rate over n tokens against its long-sequence rate.
 double flash_rate(double n, double half_rate_tokens);
 // fa1seq, flashlen, cpblock: how much slower than flash_eff the attention core of one s-token
