@@ -1132,7 +1132,7 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
         est.notes.push_back("attention over " + std::to_string(m.seq_len) + " tokens: the flash kernel runs at the rate "
                             "fitted on 2K–8K sequences, its rate by length being measured for cuDNN on Blackwell only; "
                             "against NeMo's long-sequence table on H100 (32K–1M tokens) this model's step times are "
-                            "11–22% too long (docs/accuracy.md, \"NeMo's long-sequence tables\")");
+                            "13–24% too long (docs/accuracy.md, \"NeMo's long-sequence tables\")");
     if (job.estimate.activation_profile == ActivationProfile::megatron && m.dropout_on())
         est.notes.push_back(m.dropout ? "model.dropout = true: dropout masks counted (1 byte per element)"
                                       : "gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT "
