@@ -143,10 +143,6 @@ FlopsEstimate flops_per_token(const ModelSpec& m, Recompute recompute, uint32_t 
 
 namespace est {
 
-// fa1seq: flash-attn 1.x's causal Triton kernel has its own half-rate length n₀
-// (kTritonFlashHalfRateTokens = 698, estimate_internal.h; attention_length_slowdown has the
-// measurement).
-
 // flashlen: a causal flash-attention kernel skips the masked blocks but runs the diagonal ones
 // whole, and its query blocks carry unequal work (the last walks every key block, the first
 // one), so its rate rises with the sequence past the lengths the calibration rows train at:
@@ -171,7 +167,8 @@ namespace est {
 //    with n₀ = 1,250 on cuDNN and 1,100 on the torch stacks' FlashAttention-2, the constants
 //    refitted), so Hopper keeps one rate at every length.
 //    A100: no measurement at training shapes here, one rate.
-// (kCudnnFlashHalfRateTokens = 1350, estimate_internal.h)
+// The constants (kCudnnFlashHalfRateTokens, kTritonFlashHalfRateTokens) are in estimate_internal.h;
+// attention_length_slowdown has the Triton kernel's measurement.
 
 double causal_flash_half_rate_tokens(const JobSpec& job) {
     // fa1seq: the Triton kernel splits the queries into blocks across the GPU (its forward grid
@@ -662,7 +659,7 @@ double flash_rate(double n, double half_rate_tokens) {
 //    shape, but ran on the 2022 compiler (triton_pre_mlir), so the curve, not the tutorial's own
 //    rate, is taken: flash_eff × fa1_fraction stays the asymptote;
 //  - flashlen: cuDNN's fused attention on Blackwell, n₀ = 1,350 (kCudnnFlashHalfRateTokens;
-//    assign_kernel_profile has the measurement).
+//    causal_flash_half_rate_tokens has the measurement).
 double attention_length_slowdown(double s, double c, double causal_n0) {
     if (s <= 0) return 1.0;
     const double n = s / std::max(c, 1.0);

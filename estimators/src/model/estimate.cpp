@@ -1127,7 +1127,8 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +
                             std::to_string(job.estimate.vocab_pad) + " · " + std::to_string(t) + ")");
     // flashlen: past the lengths flash_eff was fitted at, on a kernel whose rate by length is not
-    // measured, the attention core's rate is a guess: say so, with what the long-sequence rows showed.
+    // measured, the attention core's rate is a guess: say so, with what the long-sequence rows showed
+    // (from 32K tokens on NeMo's H100 rows are over 10% off; the figures are docs/accuracy.md's).
     if (job.training.flash_attention && m.seq_len >= 32768 && est::causal_flash_half_rate_tokens(job) == 0)
         est.notes.push_back("attention over " + std::to_string(m.seq_len) + " tokens: the flash kernel runs at the rate "
                             "fitted on 2K–8K sequences, its rate by length being measured for cuDNN on Blackwell only; "
