@@ -485,7 +485,7 @@ ptd::ResidualTable residuals_of(const std::vector<Run>& runs) {
         if (!r.skip.empty() || r.use != "check") continue;
         std::string gpu = r.job.cluster.gpu.name.substr(0, r.job.cluster.gpu.name.find('-'));
         std::transform(gpu.begin(), gpu.end(), gpu.begin(), ::toupper);
-        errors.push_back({r.job.cluster.gpu.generation, gpu, error_of(r), ptd::model_kind(r.job)});
+        errors.push_back({r.job.cluster.gpu.generation, gpu, error_of(r), ptd::model_kind(r.job), r.job.model.seq_len});
     }
     return ptd::residual_table(errors);
 }

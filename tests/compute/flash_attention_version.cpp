@@ -176,15 +176,27 @@ TEST(FlashAttentionVersion, OnlyTheKernelsWithAMeasuredCurveFollowTheSequence) {
 }
 
 // A long sequence on a kernel without a measured length curve is estimated at the rate of the
-// short calibration sequences; the estimate says so and what the long-sequence rows showed.
+// short calibration sequences; the estimate says so, what the long-sequence rows showed, and
+// whether its speed interval is theirs: on H100, where they ran, it is (and wider than at 8K);
+// on A100, where none ran, it is every length's.
 TEST(FlashAttentionVersion, ALongSequenceWithoutAMeasuredCurveIsToldSo) {
-    auto long_note = [](const std::string& gpu, int seq_len) {
-        return any_note(ptd::estimate_job(job_from_text(llama8b_on_one_a100_text("", "", true, seq_len, gpu))),
-                        "its rate by length being measured for cuDNN on Blackwell only");
+    auto estimate = [](const std::string& gpu, int seq_len) {
+        return ptd::estimate_job(job_from_text(llama8b_on_one_a100_text("", "", true, seq_len, gpu)));
+    };
+    auto long_note = [&](const std::string& gpu, int seq_len) {
+        return any_note(estimate(gpu, seq_len), "its rate by length being measured for cuDNN on Blackwell only");
     };
     EXPECT_TRUE(long_note("h100-sxm", 65536));
     EXPECT_FALSE(long_note("h100-sxm", 8192));
     EXPECT_FALSE(long_note("b200", 65536));  // cuDNN on Blackwell follows its curve
+    const ptd::Estimate h100 = estimate("h100-sxm", 65536), h100_8k = estimate("h100-sxm", 8192);
+    EXPECT_TRUE(any_note(h100, "so the speed interval is theirs"));
+    EXPECT_TRUE(h100.speed.band.long_sequence);
+    EXPECT_FALSE(h100_8k.speed.band.long_sequence);
+    EXPECT_GT(h100.speed.band.error_hi - h100.speed.band.error_lo, h100_8k.speed.band.error_hi - h100_8k.speed.band.error_lo);
+    const ptd::Estimate a100 = estimate("a100-80gb", 65536);
+    EXPECT_TRUE(any_note(a100, "none ran on ampere GPUs: the speed interval is that of every length"));
+    EXPECT_FALSE(a100.speed.band.long_sequence);
 }
 
 TEST(FlashAttentionVersion, TheKernelKeyIsSavedAndRefusedWithoutFlashAttention) {

@@ -159,6 +159,47 @@ TEST(ErrorBars, JobBandFallsBackToPooledAndSaysSo) {
     expect_mentions(why_cpu, {"no published runs on CPUs"});
 }
 
+// Long sequences: of twelve dense hopper runs, the eight of 32K tokens or more get their own row
+// (it reads back from the file); a job of 128K tokens takes it, one of 8K the generation's row.
+// Five long ampere runs (< min_runs) leave an ampere job of 64K on its generation's row.
+TEST(ErrorBars, LongSequenceJobsTakeTheLongRuns) {
+    std::vector<RunResidual> runs;
+    for (int i = 0; i < 4; ++i) runs.push_back({GpuGeneration::hopper, "H100", -0.02 + 0.01 * i, ModelKind::dense, 8192});
+    for (int i = 0; i < 8; ++i) runs.push_back({GpuGeneration::hopper, "H100", -0.24 + 0.06 * i, ModelKind::dense, 131072});
+    for (int i = 0; i < 10; ++i) runs.push_back({GpuGeneration::ampere, "A100", -0.05 + 0.01 * i, ModelKind::dense, 4096});
+    for (int i = 0; i < 5; ++i) runs.push_back({GpuGeneration::ampere, "A100", 0.3, ModelKind::dense, 65536});
+    const ResidualTable t = residual_table(runs);
+    const ResidualRow* hopper = t.find("hopper", ModelKind::dense);
+    const ResidualRow* hopper_long = t.find_long("hopper", ModelKind::dense);
+    ASSERT_TRUE(hopper && hopper_long);
+    EXPECT_EQ(hopper->runs, 12);
+    EXPECT_EQ(hopper_long->runs, 8);
+    ASSERT_TRUE(hopper_long->has_interval);
+    EXPECT_DOUBLE_EQ(hopper_long->error_lo, -0.198);  // index 0.7: −0.24 + 0.7·0.06
+    EXPECT_DOUBLE_EQ(hopper_long->error_hi, 0.138);   // index 6.3: 0.12 + 0.3·0.06
+    ASSERT_TRUE(t.find_long("ampere", ModelKind::dense));
+    EXPECT_FALSE(t.find_long("ampere", ModelKind::dense)->has_interval);
+    EXPECT_FALSE(t.find_long("hopper", ModelKind::moe));
+    auto back = parse_residual_table(residual_table_toml(t), "t.toml");
+    ASSERT_TRUE(back) << back.error().str();
+    EXPECT_EQ(residual_table_toml(*back), residual_table_toml(t));
+    ASSERT_TRUE(back->find_long("hopper", ModelKind::dense));
+    EXPECT_DOUBLE_EQ(back->find_long("hopper", ModelKind::dense)->error_hi, 0.138);
+    // The compiled-in table holds a long hopper row (NeMo's and torchtitan's long-sequence runs).
+    const ResidualTable& published = published_residuals();
+    const ResidualRow* long_h = published.find_long("hopper", ModelKind::dense);
+    ASSERT_TRUE(long_h && long_h->has_interval);
+    auto band_at = [](std::vector<std::string> sets) { return *job_error_band(load_asset("llama3-8b-h100.toml", sets)); };
+    const ErrorBand at_128k = band_at({"model.seq_len=131072", "parallel.cp=4", "parallel.dp=1"});
+    EXPECT_EQ(at_128k.runs, long_h->runs);
+    EXPECT_DOUBLE_EQ(at_128k.error_lo, long_h->error_lo);
+    EXPECT_DOUBLE_EQ(at_128k.error_hi, long_h->error_hi);
+    expect_mentions(speed_interval(at_128k, SpeedPoint{1, 1, 1, 1, 1, 1}).basis(), {"published hopper (", ") dense long-sequence (32K tokens or more) runs"});
+    const ErrorBand at_8k = band_at({});
+    EXPECT_EQ(at_8k.runs, published.find("hopper", ModelKind::dense)->runs);
+    EXPECT_NE(at_8k.error_lo, at_128k.error_lo);
+}
+
 // A band wholly below zero (the estimate fast on nearly every run) gives intervals that do not
 // hold the point figures, and the basis line says so; a band across zero says nothing.
 TEST(ErrorBars, OneSidedBandSaysTheIntervalMissesThePoint) {
@@ -234,7 +275,7 @@ void expect_refused(const Result<Table>& t, const std::string& text, int line, c
 
 // A broken table is refused with the file, line and field of each problem.
 TEST(ErrorBars, BrokenTableRefusedWithFileLineField) {
-    const std::string head = "version = 2\nmin_runs = 8\n[pooled]\nruns = 20\nerror_lo = -0.2\nerror_hi = 0.1\n";
+    const std::string head = "version = 3\nmin_runs = 8\n[pooled]\nruns = 20\nerror_lo = -0.2\nerror_hi = 0.1\n";
     struct Case {
         std::string text;
         int line;
@@ -255,11 +296,16 @@ TEST(ErrorBars, BrokenTableRefusedWithFileLineField) {
         {head + "[[generation]]\nname = \"ampere\"\nmodel = \"moe\"\nruns = 1\n[[generation]]\nname = \"ampere\"\nmodel = "
                 "\"moe\"\nruns = 1\n",
          12, "generation.ampere.moe.name", "twice"},
+        {head + "[[long_sequence]]\nname = \"hopper\"\nmodel = \"dense\"\nruns = 1\n[[long_sequence]]\nname = \"hopper\"\nmodel = "
+                "\"dense\"\nruns = 1\n",
+         12, "long_sequence.hopper.dense.name", "twice in [[long_sequence]]"},
+        {head + "[[long_sequence]]\nname = \"hopper\"\nmodel = \"dense\"\nruns = 6\nerror_lo = -0.2\nerror_hi = 0.2\n", 10,
+         "long_sequence.hopper.dense.runs", "min_runs = 8"},
         {head + "[[model]]\nname = \"moe\"\nruns = 3\nerror_lo = -0.1\nerror_hi = 0.1\n", 9, "model.moe.runs", "min_runs = 8"},
         {head + "[[model]]\nname = \"dense\"\nruns = 9\n[[model]]\nname = \"dense\"\nruns = 9\n", 11, "model.dense.name",
          "twice"},
-        {"version = 1\n[pooled]\nruns = 1\nerror_lo = 0.0\nerror_hi = 0.0\n", 1, "version", "version 2"},
-        {"version = 2\n[pooled]\nruns = 4\nerror_lo = -1.5\nerror_hi = 0.1\n", 4, "pooled.error_lo", "-1.5"},
+        {"version = 2\n[pooled]\nruns = 1\nerror_lo = 0.0\nerror_hi = 0.0\n", 1, "version", "version 3"},
+        {"version = 3\n[pooled]\nruns = 4\nerror_lo = -1.5\nerror_hi = 0.1\n", 4, "pooled.error_lo", "-1.5"},
     };
     for (const Case& c : cases) expect_refused(parse_residual_table(c.text, "broken.toml"), c.text, c.line, c.key, c.words);
 }

@@ -1127,13 +1127,20 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             std::to_string((long long)est.vocab_padded) + " (multiple of vocab_pad · tp = " +
                             std::to_string(job.estimate.vocab_pad) + " · " + std::to_string(t) + ")");
     // flashlen: past the lengths flash_eff was fitted at, on a kernel whose rate by length is not
-    // measured, the attention core's rate is a guess: say so, with what the long-sequence rows showed
-    // (from 32K tokens on NeMo's H100 rows are over 10% off; the figures are docs/accuracy.md's).
-    if (job.training.flash_attention && m.seq_len >= 32768 && est::causal_flash_half_rate_tokens(job) == 0)
+    // measured, the attention core's rate is a guess, and the published runs this long miss the
+    // estimate both ways (docs/accuracy.md, "Long sequences"): say so, and whether the speed
+    // interval is theirs (a [[long_sequence]] row of the job's generation) or every length's.
+    if (job.training.flash_attention && m.seq_len >= kLongSequenceTokens && est::causal_flash_half_rate_tokens(job) == 0) {
+        const bool long_band = est.speed.known && est.speed.band.long_sequence;
         est.notes.push_back("attention over " + std::to_string(m.seq_len) + " tokens: the flash kernel runs at the rate "
                             "fitted on 2K–8K sequences, its rate by length being measured for cuDNN on Blackwell only; "
-                            "against NeMo's long-sequence table on H100 (32K–1M tokens) this model's step times are "
-                            "13–24% too long (docs/accuracy.md, \"NeMo's long-sequence tables\")");
+                            "published runs this long land on both sides of this model (its step too long for NeMo's "
+                            "H100 long-sequence table, too short for torchtitan's context-parallel one: docs/accuracy.md, "
+                            "\"Long sequences\"), " +
+                            (long_band ? std::string("so the speed interval is theirs")
+                                       : "and none ran on " + std::string(to_string(job.cluster.gpu.generation)) +
+                                             " GPUs: the speed interval is that of every length"));
+    }
     if (job.estimate.activation_profile == ActivationProfile::megatron && m.dropout_on())
         est.notes.push_back(m.dropout ? "model.dropout = true: dropout masks counted (1 byte per element)"
                                       : "gpt arch: dropout masks counted (1 byte per element), as in Megatron-LM's GPT "

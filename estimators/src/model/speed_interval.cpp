@@ -98,13 +98,26 @@ namespace {
 const char* kind_words(ModelKind k) { return k == ModelKind::moe ? "MoE" : "dense"; }
 
 // The band of `t`'s narrowest row with an interval for the job: its generation's runs of its
-// model kind, else the kind's runs over every generation, else every run.
+// model kind (of sequences as long, for a job of kLongSequenceTokens or more, where there are
+// min_runs of them), else the kind's runs over every generation, else every run. A generation
+// with too few long-sequence runs keeps its row of every length: another generation's long
+// runs ran other attention kernels (docs/estimators.md, "Error bars").
 ErrorBand band_of(const ResidualTable& t, IntervalSource source, const JobSpec& job) {
     const GpuGeneration gen = job.cluster.gpu.generation;
     const ModelKind kind = model_kind(job);
     ErrorBand b;
     b.source = source;
     b.confidence = (t.upper_percentile - t.lower_percentile) / 100.0;
+    if (job.model.seq_len >= kLongSequenceTokens)
+        if (const ResidualRow* long_row = t.find_long(to_string(gen), kind); long_row && long_row->has_interval) {
+            b.error_lo = long_row->error_lo;
+            b.error_hi = long_row->error_hi;
+            b.runs = long_row->runs;
+            b.long_sequence = true;
+            b.runs_of = std::string(to_string(gen)) + " (" + join(long_row->gpus, ", ") + ") " + kind_words(kind) +
+                        " long-sequence (" + std::to_string(kLongSequenceTokens / 1024) + "K tokens or more)";
+            return b;
+        }
     const ResidualRow* own = t.find(to_string(gen), kind);
     const ResidualRow* of_kind = t.find(kind);
     const ResidualRow* row = own && own->has_interval           ? own
@@ -179,6 +192,12 @@ const ResidualRow* ResidualTable::find(std::string_view generation, ModelKind ki
     return nullptr;
 }
 
+const ResidualRow* ResidualTable::find_long(std::string_view generation, ModelKind kind) const {
+    for (const ResidualRow& r : long_sequences)
+        if (r.name == generation && r.model == to_string(kind)) return &r;
+    return nullptr;
+}
+
 const ResidualRow* ResidualTable::find(ModelKind kind) const {
     for (const ResidualRow& r : models)
         if (r.name == to_string(kind)) return &r;
@@ -223,11 +242,12 @@ ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower,
     t.lower_percentile = lower;
     t.upper_percentile = upper;
     t.min_runs = min_runs;
-    std::map<std::pair<int, int>, RowRuns> by_gen;  // (generation, kind)
+    std::map<std::pair<int, int>, RowRuns> by_gen, long_by_gen;  // (generation, kind)
     std::map<int, RowRuns> by_kind;
     RowRuns all;
     for (const RunResidual& r : runs) {
         by_gen[{(int)r.generation, (int)r.kind}].add(r);
+        if (r.seq_len >= kLongSequenceTokens) long_by_gen[{(int)r.generation, (int)r.kind}].add(r);
         by_kind[(int)r.kind].add(r);
         all.add(r);
     }
@@ -237,6 +257,9 @@ ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower,
     for (const auto& [gk, rr] : by_gen)
         t.generations.push_back(make_row(to_string((GpuGeneration)gk.first), to_string((ModelKind)gk.second), rr.errors,
                                          rr.gpus, lower, upper, min_runs));
+    for (const auto& [gk, rr] : long_by_gen)
+        t.long_sequences.push_back(make_row(to_string((GpuGeneration)gk.first), to_string((ModelKind)gk.second),
+                                            rr.errors, rr.gpus, lower, upper, min_runs));
     return t;
 }
 
@@ -260,6 +283,9 @@ std::string residual_table_toml(const ResidualTable& t, IntervalSource of) {
              "# error = predicted step / published step - 1; error_lo / error_hi are its percentiles below.\n";
     o += "# A [[generation]] row (one generation, one kind) with fewer than min_runs runs has no interval of\n"
          "# its own: its kind's [[model]] row (every generation) stands in, and where that is thin too, [pooled].\n";
+    if (!t.long_sequences.empty())
+        o += "# A [[long_sequence]] row holds those of a [[generation]] row's runs whose sequences are " +
+             std::to_string(kLongSequenceTokens) + "\n# tokens or longer; with an interval it stands in for its [[generation]] row for such jobs.\n";
     o += "version = " + std::to_string(t.version) + "\n";
     o += "lower_percentile = " + toml_double(t.lower_percentile) + "\n";
     o += "upper_percentile = " + toml_double(t.upper_percentile) + "\n";
@@ -281,6 +307,7 @@ std::string residual_table_toml(const ResidualTable& t, IntervalSource of) {
     row(t.pooled, "[pooled]");
     for (const ResidualRow& r : t.models) row(r, "[[model]]");
     for (const ResidualRow& r : t.generations) row(r, "[[generation]]");
+    for (const ResidualRow& r : t.long_sequences) row(r, "[[long_sequence]]");
     return o;
 }
 
@@ -393,20 +420,27 @@ Result<ResidualTable> parse_residual_table(std::string_view text, const std::str
     });
     std::vector<std::string> generations;
     for (int i = 0; i < kGpuGenerationCount; ++i) generations.push_back(to_string((GpuGeneration)i));
-    for_each_row(ctx, top, "generation", [&](const toml::table& row) {
-        ResidualRow r;
-        const std::string prefix = "generation" + named(row, "name") + named(row, "model");
-        TableReader rd(ctx, row, prefix);
-        r.name = read_word_of(rd, "name", "a GPU generation", generations);
-        r.model = read_word_of(rd, "model", "a model kind", kinds);
-        if (!r.name.empty() && !r.model.empty() && t.find(r.name, kind_of(r.model)))
-            ctx.error(rd.where("name"), prefix + ".name",
-                      "got " + quote_input(r.name) + " with model " + quote_input(r.model) +
-                          " twice; one row per generation and model kind");
-        read_row(ctx, rd, r, t.min_runs, false, prefix + ".");
-        rd.finish();
-        if (!r.name.empty() && !r.model.empty()) t.generations.push_back(std::move(r));
-    });
+    // [[generation]] and [[long_sequence]] rows: one per generation and model kind in each array.
+    auto read_generation_rows = [&](const std::string& array, std::vector<ResidualRow>& into) {
+        for_each_row(ctx, top, array.c_str(), [&](const toml::table& row) {
+            ResidualRow r;
+            const std::string prefix = array + named(row, "name") + named(row, "model");
+            TableReader rd(ctx, row, prefix);
+            r.name = read_word_of(rd, "name", "a GPU generation", generations);
+            r.model = read_word_of(rd, "model", "a model kind", kinds);
+            const bool twice = std::any_of(into.begin(), into.end(),
+                                           [&](const ResidualRow& o) { return o.name == r.name && o.model == r.model; });
+            if (!r.name.empty() && !r.model.empty() && twice)
+                ctx.error(rd.where("name"), prefix + ".name",
+                          "got " + quote_input(r.name) + " with model " + quote_input(r.model) + " twice in [[" + array +
+                              "]]; one row per generation and model kind");
+            read_row(ctx, rd, r, t.min_runs, false, prefix + ".");
+            rd.finish();
+            if (!r.name.empty() && !r.model.empty()) into.push_back(std::move(r));
+        });
+    };
+    read_generation_rows("generation", t.generations);
+    read_generation_rows("long_sequence", t.long_sequences);
     top.finish();
     if (!ctx.diagnostics.empty()) return std::unexpected(Error(std::move(ctx.diagnostics)));
     return t;

@@ -36,6 +36,7 @@ struct ErrorBand {
     int runs = 0;                       // how many runs the percentiles come from
     std::string runs_of;                // "hopper (H100, H200) dense", "MoE models, all generations" when pooled
     std::string fallback;               // why pooled runs stand in ("only 1 on volta (fewer than 8)"); "" = own
+    bool long_sequence = false;         // the runs are those of kLongSequenceTokens or more ([[long_sequence]])
 };
 
 struct Range {
@@ -66,8 +67,10 @@ struct SpeedInterval {
 // The one place the interval is computed: P/(1+e) for the step, X·(1+e) for the rest.
 SpeedInterval speed_interval(const ErrorBand& band, const SpeedPoint& point);
 // The job's interval: the band its source gives (the published runs of its GPU generation and
-// model kind; with fewer than min_runs of those, the kind's runs over all generations; with
-// fewer still, every run), applied to `point`; known = false where no source covers the job.
+// model kind — of those, the runs of kLongSequenceTokens or more when the job's sequences are
+// that long and min_runs of them exist; with fewer than min_runs of the generation's, the kind's
+// runs over all generations; with fewer still, every run), applied to `point`; known = false
+// where no source covers the job.
 SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point);
 // The band alone (nullopt with `why` filled where none applies: CPUs).
 std::optional<ErrorBand> job_error_band(const JobSpec& job, std::string* why = nullptr);
@@ -110,20 +113,28 @@ enum class ModelKind { dense, moe };
 const char* to_string(ModelKind k);  // "dense", "moe"
 ModelKind model_kind(const JobSpec& job);  // moe when the model has experts ≥ 2
 
+// Sequences this long or longer are kept apart in the step-time residuals: past the 2K–8K
+// lengths the attention kernels' rates were fitted at, and with context parallelism's ring
+// around them, the published long-sequence runs land much farther from the estimate, on both
+// sides (docs/estimators.md, "Error bars"; docs/accuracy.md, "Long sequences").
+inline constexpr long kLongSequenceTokens = 32768;
+
 // One run's error, as bench_accuracy (a check run's step) or bench_memory (a measured peak) computes it.
 struct RunResidual {
     GpuGeneration generation = GpuGeneration::other;
     std::string gpu;  // the run's GPU for people ("H100", "GB200")
     double error = 0; // predicted / published (or measured) − 1
     ModelKind kind = ModelKind::dense;
+    long seq_len = 0;  // the run's sequence length (0: not kept apart by length)
 };
 
-// One row: the check runs of one generation and model kind ([[generation]]), of one kind over
-// all generations ([[model]]), or of all ([pooled]). has_interval = false when a row has fewer
+// One row: the check runs of one generation and model kind ([[generation]]), the same of
+// sequences of kLongSequenceTokens or more ([[long_sequence]]), of one kind over all
+// generations ([[model]]), or of all ([pooled]). has_interval = false when a row has fewer
 // than min_runs runs: the next wider row then stands in.
 struct ResidualRow {
-    std::string name;               // a GpuGeneration word ([[generation]]), a ModelKind word ([[model]]), or "pooled"
-    std::string model;              // [[generation]] rows: the ModelKind word; "" otherwise
+    std::string name;               // a GpuGeneration word ([[generation]], [[long_sequence]]), a ModelKind word ([[model]]), or "pooled"
+    std::string model;              // [[generation]] and [[long_sequence]] rows: the ModelKind word; "" otherwise
     int runs = 0;
     bool has_interval = false;
     double error_lo = 0, error_hi = 0, median = 0;
@@ -131,21 +142,25 @@ struct ResidualRow {
 };
 
 struct ResidualTable {
-    int version = 2;
+    int version = 3;  // 3: [[long_sequence]] rows
     double lower_percentile = 10, upper_percentile = 90;
     int min_runs = 8;
     ResidualRow pooled;
     std::vector<ResidualRow> models;       // one per ModelKind with runs, all generations
     std::vector<ResidualRow> generations;  // per generation (GpuGeneration order) and kind; only those with runs
+    // The runs of generations that also count in `generations`, by the same keys, whose
+    // sequences are kLongSequenceTokens or longer; only those with runs.
+    std::vector<ResidualRow> long_sequences;
     const ResidualRow* find(std::string_view generation, ModelKind kind) const;
+    const ResidualRow* find_long(std::string_view generation, ModelKind kind) const;
     const ResidualRow* find(ModelKind kind) const;
 };
 
 // The p-th percentile (0..100) of sorted values, linear between order statistics (Hyndman
 // and Fan type 7, numpy's default): index p/100·(n−1).
 double sorted_percentile(const std::vector<double>& sorted, double p);
-// Every generation-and-kind row, every kind's row and the pooled row from the runs' errors
-// (rounded to 4 decimals, as the file holds them).
+// Every generation-and-kind row (and its long-sequence row), every kind's row and the pooled
+// row from the runs' errors (rounded to 4 decimals, as the file holds them).
 ResidualTable residual_table(const std::vector<RunResidual>& runs, double lower_percentile = 10,
                              double upper_percentile = 90, int min_runs = 8);
 // The table as assets/accuracy/published_residuals.toml holds it (bench_accuracy --residuals),
