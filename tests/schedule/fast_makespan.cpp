@@ -62,6 +62,30 @@ TEST(OneFOneBFastPath, EqualsTheSimulationOnRandomStages) {
     }
 }
 
+// Stages whose forward + backward are equal while their split differs (a forward-heavy
+// stage beside a backward-heavy one): one loop stage for the run of equal totals, but the
+// backward changes from stage to stage, so each stage's end takes the maximum over the later
+// rounds afresh, from the stage itself and the ends of each segment between loop stages.
+TEST(OneFOneBFastPath, EqualTotalsWithDifferentSplits) {
+    std::mt19937_64 rng(29);
+    std::uniform_real_distribution<double> u(0.1, 0.9);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int p = 2 + (int)(rng() % 30);
+        const int m = trial % 3 == 0 ? p + (int)(rng() % p) : 2 * p - 1 + (int)(rng() % (4 * p));
+        const int runs = 1 + (int)(rng() % 3);  // runs of equal totals, each split differently per stage
+        // Multiples of 1/256, so that f + b is the run's total exactly.
+        auto grid = [](double x) { return std::round(x * 256.0) / 256.0; };
+        std::vector<double> total((size_t)runs);
+        for (double& t : total) t = grid(1.0 + 2.0 * u(rng));
+        std::vector<double> f((size_t)p), b((size_t)p);
+        for (int s = 0; s < p; ++s) {
+            const double t = total[(size_t)(s * runs / p)];
+            f[(size_t)s] = grid(u(rng) * t), b[(size_t)s] = t - f[(size_t)s];
+        }
+        expect_same_ends(PipelineDurations{p, 1, m, f, b, PipelineSchedule::automatic, {}}, "p " + std::to_string(p) + " m " + std::to_string(m));
+    }
+}
+
 // Few micro-batches (p ≤ m < 2p − 1) and stages that get lighter with depth: the best walk
 // would loop on the first stage, but a walk must have descended far enough by the
 // cool-down, so the entries that count are limited (c_lo in timeline.cpp).

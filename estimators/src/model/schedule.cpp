@@ -403,26 +403,36 @@ double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> sta
     const int p = d.p, m = d.m;
     const double *f = d.fwd.data(), *b = d.bwd.data();
     assert(p >= 2 && m >= p && d.v == 1);
-    thread_local std::vector<double> T, y0, suffix_y0, W, in_from;
-    T.resize((size_t)p), y0.resize((size_t)p), suffix_y0.resize((size_t)p), in_from.resize((size_t)p);
-    W.assign((size_t)p, -std::numeric_limits<double>::infinity());
-    double sum_t = 0, max_f = -std::numeric_limits<double>::infinity();
+    constexpr double kNone = -std::numeric_limits<double>::infinity();
+    // S: prefix sums of T (S[c] = T_0 + … + T_c); g[k]: a loop stage's exit constant (below),
+    // kNone elsewhere; loops: the loop stages in order.
+    thread_local std::vector<double> T, S, y0, suffix_y0, W, in_from, g;
+    thread_local std::vector<int> loops;
+    T.resize((size_t)p), S.resize((size_t)p), y0.resize((size_t)p), suffix_y0.resize((size_t)p), in_from.resize((size_t)p);
+    W.assign((size_t)p, kNone);
+    g.assign((size_t)p, kNone);
+    loops.clear();
+    double sum_t = 0, max_f = kNone;
     for (int c = 0; c < p; ++c) {
         T[(size_t)c] = f[c] + b[c];
         sum_t += T[(size_t)c];
+        S[(size_t)c] = sum_t;
         max_f = std::max(max_f, f[c]);
         y0[(size_t)c] = sum_t + (p - 1 - c) * max_f;
     }
-    double best = -std::numeric_limits<double>::infinity();
+    double best = kNone;
     for (int c = p - 1; c >= 0; --c) suffix_y0[(size_t)c] = best = std::max(best, y0[(size_t)c]);
+    bool any_limited = false;
     for (int k = 0; k < p; ++k) {
         const double tk = T[(size_t)k];
         if (k > 0 && tk == T[(size_t)k - 1]) continue;  // same lines as the run's first stage
+        loops.push_back(k);
         // in_from[c]: In_k over entries from stages ≥ c (jumps from c ≥ k − 1, descents below).
         // At least one round on k: a walk that ends on k (ρ ≤ k) after m − p + ρ rounds can
         // have descended from c ≥ k − (m − p) − ρ only; no limit when m − p ≥ k (always when
         // m ≥ 2p − 1), and then only in_from[0] is needed.
         const bool limited = m - p < k;
+        any_limited = any_limited || limited;
         if (limited)
             for (int c = std::max(k - 1, 0); c < p; ++c) in_from[(size_t)c] = suffix_y0[(size_t)c];
         double in = suffix_y0[(size_t)std::max(k - 1, 0)], descent = 0;
@@ -431,28 +441,47 @@ double one_f_one_b_closed_form(const PipelineDurations& d, std::span<double> sta
             in = std::max(in, y0[(size_t)c] + descent);
             if (limited) in_from[(size_t)c] = in;
         }
-        const int last_on_k = std::min(k, p - 1);
-        for (int rho = 0; rho <= last_on_k; ++rho) {
+        for (int rho = 0; rho <= k; ++rho) {
             const double entry = limited ? in_from[(size_t)std::max(0, k - (m - p) - rho)] : in;
             W[(size_t)rho] = std::max(W[(size_t)rho], entry + (double)(m - p + rho) * tk);
         }
-        double exit = 0;
-        for (int rho = last_on_k + 1; rho < p; ++rho) {
-            exit += T[(size_t)rho] - tk;
-            W[(size_t)rho] = std::max(W[(size_t)rho], in + (double)(m - p + rho) * tk + exit);
-        }
+        // pspeed4: the walk's exit from k, W(ρ > k) = In_k + (m − p + ρ)·T_k + Σ_{j=k+1}^{ρ} (T_j − T_k)
+        // = g_k + S[ρ] with g_k = In_k + (m − p + k)·T_k − S[k]: one sweep below for every loop stage.
+        g[(size_t)k] = in + (double)(m - p + k) * tk - S[(size_t)k];
+    }
+    double G = kNone;  // max g_k over the loop stages k < ρ
+    for (int rho = 0; rho < p; ++rho) {
+        W[(size_t)rho] = std::max(W[(size_t)rho], S[(size_t)rho] + G);
+        G = std::max(G, g[(size_t)rho]);
     }
     // end_s = max_{j ≥ s} H_j − Σ_{i<s} b_i with H_j = max_{ρ ≥ j} W(ρ) + (p − 1 − ρ)·b_j.
+    // pspeed4: where b changes, H_j needs the maximum over ρ ≥ j afresh. From a loop stage k_i
+    // to the stage before the next one, T is T_{k_i} and W is the maximum of fixed lines in ρ:
+    // the entries of the loop stages after, k_i's own line (its entry, continued by its exit
+    // g_{k_i} + S[ρ]) and the earlier exits' S[ρ] + G. So W(ρ) − ρ·b_j is convex on each such
+    // segment and its maximum over a part of one lies at an end: the candidates are j, the end
+    // of j's segment, and each later segment's two ends. A limited walk's entry depends on ρ
+    // otherwise than linearly: then every ρ is scanned.
+    auto best_from = [&](int j, double bj) {
+        double h = kNone;
+        auto at = [&](int rho) { h = std::max(h, W[(size_t)rho] + (p - 1 - rho) * bj); };
+        if (any_limited) {
+            for (int rho = j; rho < p; ++rho) at(rho);
+            return h;
+        }
+        auto segment_end = [&](std::vector<int>::const_iterator next) { return (next == loops.cend() ? p : *next) - 1; };
+        auto next = std::upper_bound(loops.cbegin(), loops.cend(), j);
+        at(j);
+        at(segment_end(next));
+        for (; next != loops.cend(); ++next) at(*next), at(segment_end(next + 1));
+        return h;
+    };
     double b_before = 0;
     for (int s = 0; s < p; ++s) b_before += b[s];
-    double h = -std::numeric_limits<double>::infinity(), suffix_h = h, makespan = 0;
+    double h = kNone, suffix_h = h, makespan = 0;
     for (int j = p - 1; j >= 0; --j) {
-        if (j < p - 1 && b[j] == b[j + 1]) {
-            h = std::max(h, W[(size_t)j] + (p - 1 - j) * b[j]);
-        } else {
-            h = -std::numeric_limits<double>::infinity();
-            for (int rho = j; rho < p; ++rho) h = std::max(h, W[(size_t)rho] + (p - 1 - rho) * b[j]);
-        }
+        if (j < p - 1 && b[j] == b[j + 1]) h = std::max(h, W[(size_t)j] + (p - 1 - j) * b[j]);
+        else h = best_from(j, b[j]);
         suffix_h = std::max(suffix_h, h);
         b_before -= b[j];
         stage_end[(size_t)j] = suffix_h - b_before;
