@@ -499,9 +499,16 @@ struct StageSplit {
     bool balanced() const {
         if (n_lps == 0) return true;
         if (n_lps != p) return false;
-        for (int i = 0; i < p; ++i)
-            if ((*list)[(size_t)i] != (p == 1 ? layers : base + (i >= 1 && i <= extra ? 1 : 0))) return false;
-        return true;
+        // pspeed4: against the balanced list itself (kept per thread for the last layers and p),
+        // a memcmp rather than a comparison per stage.
+        thread_local std::vector<int> reference;
+        thread_local int reference_layers = -1;
+        if (reference_layers != layers || (int)reference.size() != p) {
+            reference.resize((size_t)p);
+            for (int i = 0; i < p; ++i) reference[(size_t)i] = p == 1 ? layers : base + (i >= 1 && i <= extra ? 1 : 0);
+            reference_layers = layers;
+        }
+        return std::equal(reference.begin(), reference.end(), list->begin());
     }
     // With a balanced split, stages come in runs of equal stages: the first, those with one
     // layer more (1..extra), the rest of the middle, the last. The end of i's run.
