@@ -466,6 +466,22 @@ TEST(ExportTorchtitan, UnsupportedSettingsAreErrors) {
     ASSERT_FALSE(gpt);
     EXPECT_EQ(gpt.error().diagnostics.front().key, "model.preset");
     expect_mentions(gpt.error().diagnostics.front().message, {"no torchtitan flavor", "debug model"});
+    // The sequence length is the run's (training.seq_len), not the flavor's: a preset at 128K
+    // tokens keeps its flavor; one with its layers changed has none, and the refusal says so.
+    for (ExportFormat f : {ExportFormat::torchtitan, ExportFormat::torchtitan_toml}) {
+        auto long_seq = export_job(load_asset("llama3-8b-h100.toml", {"model.seq_len=131072", "parallel.cp=4", "parallel.dp=1"}), f);
+        ASSERT_TRUE(long_seq) << long_seq.error().str();
+        EXPECT_FALSE(any_note(*long_seq, "no torchtitan flavor")) << long_seq->text;
+    }
+    auto long_toml = export_job(load_asset("llama3-8b-h100.toml", {"model.seq_len=131072", "parallel.cp=4", "parallel.dp=1"}),
+                                ExportFormat::torchtitan_toml);
+    ASSERT_TRUE(long_toml);
+    EXPECT_TRUE(contains(long_toml->text, "flavor = \"8B\"")) << long_toml->text;
+    EXPECT_TRUE(contains(long_toml->text, "seq_len = 131072")) << long_toml->text;
+    auto shallow = export_job(load_asset("llama3-8b-h100.toml", {"model.layers=16"}), ExportFormat::torchtitan_toml);
+    ASSERT_FALSE(shallow);
+    expect_mentions(shallow.error().diagnostics.front().message,
+                    {"the llama3-8b preset with its architecture changed", "no torchtitan flavor"});
     // (untied: the job's pp 2 with tied embeddings is torchtitan's own refusal, framework_rejections.cpp)
     auto py = export_job(load_asset("gpt2-124m-local.toml", {"model.tied_embeddings=false"}), ExportFormat::torchtitan);
     ASSERT_TRUE(py) << py.error().str();

@@ -38,9 +38,14 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
         {"llama3-405b", "llama3", "405B", "llama3_405b"}, {"qwen3-8b", "qwen3", "8B", nullptr},
         {"qwen3-32b", "qwen3", "32B", "qwen3_32b"},       {"qwen3-30b-a3b", "qwen3", "30B-A3B", "qwen3_30b_a3b"},
         {"qwen3-235b-a22b", "qwen3", "235B-A22B", nullptr}, {"deepseek-v3", "deepseek_v3", "671B", "deepseek_v3_671b"}};
+    // A flavored preset whose architecture keys the job changed: said so in the refusal.
+    const TitanFlavor* edited = nullptr;
     if (job.origin.model_base) {
+        // The sequence length is the run's (training.seq_len; the model's max_seq_len follows it,
+        // models/llama3/model/args.py update_from_config), not the flavor's.
         ModelSpec same = m;
         same.mtp_layers = job.origin.model_base->mtp_layers;
+        same.seq_len = job.origin.model_base->seq_len;
         for (const TitanFlavor& f : kFlavors)
             if (same == *job.origin.model_base && job.origin.model_preset == f.preset &&
                 (m.mtp_layers == 0 || std::string_view(f.family) == "deepseek_v3")) {
@@ -48,14 +53,19 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
                 tp.family = f.family;
                 tp.baseline = f.baseline;
             }
+        for (const TitanFlavor& f : kFlavors)
+            if (!tp.flavor && job.origin.model_preset == f.preset) edited = &f;
     }
+    const std::string which = edited ? "model \"" + m.name + "\" (the " + edited->preset + " preset with its architecture changed: torchtitan's " +
+                                           edited->family + " " + edited->flavor + " flavor is the preset's)"
+                                     : "model \"" + m.name + "\"";
     if (!tp.flavor) {
         // The family whose model code has the model's parts, for the flavor to register.
         if (m.mla() || m.mtp_layers > 0 || m.shared_expert_ffn_hidden > 0 || m.first_dense_layers > 0)
             tp.family = "deepseek_v3";
         else if (m.head_dim_given > 0 || m.moe_ffn_hidden > 0)
             tp.family = "qwen3";
-        tp.notes.push_back("model \"" + m.name + "\" has no torchtitan flavor (only the llama3-8b/70b/405b presets "
+        tp.notes.push_back(which + " has no torchtitan flavor (only the llama3-8b/70b/405b presets "
                            "map to llama3 8B/70B/405B" +
                            std::string(std::string_view(tp.family) == "llama3" ? "" : ", qwen3-* to qwen3, deepseek-v3 to deepseek_v3 671B") +
                            "); register a flavor" +
@@ -251,7 +261,7 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     // model (and a pipeline split naming its layers would name layers that do not exist).
     if (!tp.flavor && format == ExportFormat::torchtitan_toml)
         return job_error(job, job.origin.model_preset.empty() ? "model.layers" : "model.preset",
-                         "model \"" + m.name + "\" has no torchtitan flavor; torchtitan v0.2.x would train its debug "
+                         which + " has no torchtitan flavor; torchtitan v0.2.x would train its debug "
                          "model instead; allowed for --format " + fmt + ": the presets llama3-8b / llama3-70b / llama3-405b, "
                          "qwen3-8b / qwen3-32b / qwen3-30b-a3b / qwen3-235b-a22b, deepseek-v3 unchanged, or --format "
                          "torchtitan (a module whose _model_spec() you fill in) / megatron");
