@@ -645,7 +645,7 @@ std::string plan_framework_line(const JobSpec& job, const PlanResult& plan) {
     if (plan.any_framework)
         return "frameworks: the layouts any framework runs (--any-framework); the last column names those that run each "
                "row, the time model is " + std::string(to_string(job.training.framework)) + "'s";
-    const FrameworkRules& r = framework_rules(plan.framework);
+    const FrameworkRules& r = framework_rules(plan.framework, plan.framework_version);
     std::string line = std::string("framework: ") + to_string(plan.framework) + " (" + r.runs + ") bounds the search: " +
                        r.lacks + (r.has_format ? std::string("; every row exports to ") + to_string(r.format) : std::string()) +
                        "; --any-framework widens it";
@@ -663,7 +663,10 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     const std::optional<ErrorBand> band = plan_error_band(job, plan, options);
     out += dim(term, plan_interval_line(job, band)) + "\n";
     if (plan.top.empty()) {
-        out += "\n" + red(term, "no layout fits") + "\n";
+        out += "\n" + red(term, plan.refused == 0       ? std::string("no layout fits")
+                                 : plan.any_framework ? std::string("no fitting layout runs on any framework")
+                                                      : "no fitting layout exports to " + std::string(to_string(plan.framework))) +
+               "\n";
     } else {
         out += "\n" + bold(term, fmt("top %zu layouts by %s", plan.top.size(), objective_title(options.objective))) + "\n";
         out += plan_table(job, plan.top, term, plan.any_framework);
@@ -683,6 +686,9 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     if (!plan.too_big.empty()) out += yellow(term, "too many GPUs: ") + plan.too_big + "\n";
     if (!job.has_layout())
         out += bold(term, "your layout: ") + "none chosen (the job has no [parallel] table); `ptd export --plan` exports the best\n";
+    else if (plan.job_refused)  // planfw: it fits, but its framework's export cannot write it
+        out += bold(term, "your layout: ") + "fits, but `ptd export --format " +
+               to_string(framework_rules(plan.framework, plan.framework_version).format) + "` refuses it: " + plan.refused_why + "\n";
     else if (plan.job_rank >= 0 && !plan.job_in_space)  // planfw: e.g. a sharding its framework runs as another
         out += bold(term, "your layout: ") +
                fmt("outside the search space (%s); %d of the %lld feasible layouts are faster\n", layout_label(job).c_str(),
@@ -692,10 +698,11 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
                                                  layout_label(job).c_str());
     else
         out += bold(term, "your layout: ") + "not ranked (it does not fit, or lies outside the search space)\n";
-    out += dim(term, fmt("searched %lld layouts, evaluated %lld (%lld schedules simulated), %lld fit, in %.2f s%s\n",
+    out += dim(term, fmt("searched %lld layouts, evaluated %lld (%lld schedules simulated), %lld fit%s, in %.2f s%s\n",
                          (long long)plan.enumerated, (long long)plan.evaluated, (long long)plan.simulated,
-                         (long long)plan.feasible, plan.seconds,
-                         plan.cancelled ? " (cancelled)" : ""));
+                         (long long)plan.feasible,
+                         plan.refused > 0 ? fmt(" and run (%lld more fit but the export refuses them)", (long long)plan.refused).c_str() : "",
+                         plan.seconds, plan.cancelled ? " (cancelled)" : ""));
     if (plan.equivalent_hidden > 0)
         out += dim(term, fmt("%lld fitting layouts with exactly the same predicted numbers as a listed one are not repeated\n",
                              (long long)plan.equivalent_hidden));
@@ -717,6 +724,8 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"headroom_source", plan.headroom_source},
             {"framework", plan.any_framework ? "any" : to_string(plan.framework)},
             {"refused_by_framework", plan.refused},
+            {"refused_why", plan.refused_why},
+            {"job_refused", plan.job_refused},
             {"offload_within_error", plan.offload_within_error},
             {"interval", band ? band_json(speed_interval(*band, {})) : band_json(job_speed_interval(job, {}))},
             {"within_error_of_best", rows_within_error(band, plan)},

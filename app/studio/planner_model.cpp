@@ -559,7 +559,7 @@ std::string planner_bounds_text(const StudioState& s) {
     if (r.any_framework) {
         t = "the layouts any framework runs (any framework)";
     } else {
-        const FrameworkRules& rules = framework_rules(r.framework);
+        const FrameworkRules& rules = framework_rules(r.framework, r.framework_version);
         t = std::string("framework ") + to_string(r.framework) + " (" + rules.runs + "): " + rules.lacks;
         if (r.refused > 0) t += "; " + group_thousands(r.refused) + " layouts its export refuses left out";
     }

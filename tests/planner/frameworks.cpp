@@ -18,6 +18,7 @@
 #include "ptd/plan/planner.h"
 
 #include "job_test_util.h"
+#include "text_test_util.h"
 
 namespace {
 
@@ -140,6 +141,38 @@ TEST(PlannerFramework, RanksTheJobsLayoutOutsideTheFrameworksSpace) {
         plan_of(load_asset("llama3-8b-h100.toml", {"parallel.zero=0", "parallel.distributed_optimizer=true"}));
     EXPECT_TRUE(inside.job_in_space);
     EXPECT_GE(inside.job_rank, 0);
+}
+
+// A layout must also export to the job's framework to be listed. torchao's tensorwise float8 is
+// one torchtitan's Python configs (main, from 2026-02-23) cannot write: undated, every layout
+// that fits is refused, and the plan says so — how many fit, the export's reason, and that the
+// job's own layout is among them (not "no layout fits", not a rank among none). Dated 2024-12,
+// the job is held to the TOML export of the torchtitan it ran, which writes it: ranked.
+TEST(PlannerFramework, AnExportThatRefusesEveryFittingLayoutIsNamed) {
+    const std::string text =
+        "[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n"
+        "[parallel]\ntp = 1\npp = 1\ndp = 8\nzero = 3\nrecompute = \"full\"\n"
+        "[training]\nframework = \"torchtitan\"\nglobal_batch = 16\ntorch_compile = true\nfp8 = \"tensorwise\"\n";
+    const PlanResult today = plan_of(job_from_text(text));
+    EXPECT_TRUE(today.top.empty());
+    EXPECT_EQ(today.feasible, 0);
+    EXPECT_GT(today.refused, 0);
+    EXPECT_TRUE(today.job_refused);
+    EXPECT_EQ(today.job_rank, -1);
+    expect_mentions(today.refused_why, {"training.fp8", "tensorwise"});
+    expect_mentions(today.why_best, {"layouts fit, but the torchtitan export refuses each", "training.fp8"});
+    EXPECT_EQ(today.why_best.find("no layout fits"), std::string::npos) << today.why_best;
+
+    const PlanResult dated = plan_of(job_from_text(text + "framework_version = \"2024-12\"\n"));
+    ASSERT_FALSE(dated.top.empty());
+    EXPECT_EQ(dated.refused, 0);
+    EXPECT_FALSE(dated.job_refused);
+    EXPECT_GE(dated.job_rank, 0);
+    EXPECT_EQ(framework_rules(Framework::torchtitan, 202412).format, ExportFormat::torchtitan_toml);
+    EXPECT_EQ(framework_rules(Framework::torchtitan, 202603).format, ExportFormat::torchtitan);
+    EXPECT_EQ(framework_rules(Framework::torchtitan).format, ExportFormat::torchtitan);
+    auto exported = export_job(apply_plan_entry(job_from_text(text), dated.top.front()), ExportFormat::torchtitan_toml);
+    EXPECT_TRUE(exported) << (exported ? "" : exported.error().str());
 }
 
 // What rules_allow refuses, one rule at a time.

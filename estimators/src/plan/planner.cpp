@@ -43,9 +43,10 @@ static FrameworkRules rules_for(Framework f, const char* runs, const ExportForma
     return r;
 }
 
-const FrameworkRules& framework_rules(Framework f) {
+const FrameworkRules& framework_rules(Framework f, int framework_version) {
     static const ExportFormat kMegatronArgs = ExportFormat::megatron, kDsConfig = ExportFormat::deepspeed,
-                              kTitanConfig = ExportFormat::torchtitan, kBridgeScript = ExportFormat::nemo;
+                              kTitanConfig = ExportFormat::torchtitan, kTitanToml = ExportFormat::torchtitan_toml,
+                              kBridgeScript = ExportFormat::nemo;
     // ZeRO-1 is its distributed optimizer (--use-distributed-optimizer, Megatron's own
     // buckets); it has no ZeRO-2/3; --optimizer-cpu-offload needs the distributed optimizer.
     static const FrameworkRules kMegatron = [] {
@@ -86,6 +87,14 @@ const FrameworkRules& framework_rules(Framework f) {
                   "no Megatron-style selective recompute";
         return r;
     }();
+    // A torchtitan dated before the Python config system (9810191, 2026-02-23) read TOML files.
+    static const FrameworkRules kTorchtitanToml = [] {
+        FrameworkRules r = kTorchtitan;
+        r.runs = "torchtitan v0.2.x and before, TOML configs";
+        r.format = kTitanToml;
+        return r;
+    }();
+    constexpr int kTitanPythonConfigsFrom = 202603;  // the first whole month of them
     // FSDP's sharding strategies: NO_SHARD / DDP (zero 0), SHARD_GRAD_OP (2), FULL_SHARD (3);
     // CPUOffload(offload_params=True) moves parameters, gradients and the step;
     // checkpoint_wrapper wraps whole layers. No export of its own.
@@ -109,7 +118,8 @@ const FrameworkRules& framework_rules(Framework f) {
         case Framework::megatron: return kMegatron;
         case Framework::nemo: return kNemo;
         case Framework::deepspeed: return kDeepSpeed;
-        case Framework::torchtitan: return kTorchtitan;
+        case Framework::torchtitan:
+            return framework_version > 0 && framework_version < kTitanPythonConfigsFrom ? kTorchtitanToml : kTorchtitan;
         case Framework::pytorch_fsdp: return kFsdp;
         case Framework::llm_foundry: return kLlmFoundry;
     }
@@ -130,7 +140,8 @@ const FrameworkRules& any_framework_rules() {
 }
 
 FrameworkRules search_rules(const JobSpec& job, const PlanOptions& options) {
-    FrameworkRules r = options.any_framework ? any_framework_rules() : framework_rules(job.training.framework);
+    FrameworkRules r = options.any_framework ? any_framework_rules()
+                                             : framework_rules(job.training.framework, job.training.framework_version);
     if (job.estimate.activation_profile == ActivationProfile::ptd_engine) r.zero1 = true;  // the engine's ZeRO-1
     return r;
 }
@@ -162,7 +173,7 @@ bool rules_allow(const FrameworkRules& r, const LayoutChoice& c, const JobSpec& 
 }
 
 bool framework_runs(Framework f, const JobSpec& job, const PlanEntry& entry) {
-    const FrameworkRules& r = framework_rules(f);
+    const FrameworkRules& r = framework_rules(f, job.training.framework_version);
     if (!rules_allow(r, entry.choice, job)) return false;
     if (!r.has_format) return true;
     JobSpec framed = apply_plan_entry(job, entry);
@@ -212,6 +223,14 @@ double plan_headroom(const JobSpec& job, const PlanOptions& options, std::string
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// An export refusal as one clause: its first problem's key and message, without the file
+// position (the plan names the layout, not a line of the job).
+std::string export_refusal_reason(const Error& e) {
+    if (e.diagnostics.empty()) return "refused";
+    const Diagnostic& d = e.diagnostics.front();
+    return d.key.empty() ? d.message : d.key + ": " + d.message;
+}
 
 double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes; }
 
@@ -981,7 +1000,9 @@ public:
             // knowing their forks run them: the rest of the layout must still export.
             if (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe)
                 applied.parallel.schedule = PipelineSchedule::automatic;
-            ok = export_job(applied, sp_.rules.format).has_value();
+            const auto exported = export_job(applied, sp_.rules.format);
+            ok = exported.has_value();
+            if (!ok && out_.refused_why.empty() && sim_.screened_fits(i)) out_.refused_why = export_refusal_reason(exported.error());
         } else if (any_framework_) {
             // --any-framework: the union of the rules holds layouts no one framework runs
             // (DeepSpeed's ZeRO-1 with Megatron's interleaving, ...): listed only if one does.
@@ -1190,6 +1211,14 @@ std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int
     if (out.cancelled) {
         why = "search cancelled after " + std::to_string(out.evaluated) + " of about " + std::to_string(total) +
               " layouts; the ranking covers only those";
+    } else if (out.feasible == 0 && out.refused > 0) {
+        // planfw: layouts fit, but none runs on the job's framework (or, --any-framework, on any).
+        why = std::to_string(out.refused) + (out.refused == 1 ? " layout fits" : " layouts fit") + ", but " +
+              (out.any_framework ? std::string("no framework's export takes it")
+                                 : "the " + std::string(to_string(out.framework)) + " export refuses " +
+                                       (out.refused == 1 ? "it" : "each") +
+                                       (out.refused_why.empty() ? std::string() : ": " + out.refused_why)) +
+              "; change what it names" + (out.any_framework ? "" : ", or widen the search with --any-framework");
     } else if (out.feasible == 0) {
         const Candidate& smallest = screening.smallest;
         double capacity = ctx.job.cluster.gpu.memory_gib, usable = smallest.score.usable_bytes / kGiB;
@@ -1337,6 +1366,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     PlanResult out;
     out.any_framework = options.any_framework;
     out.framework = job.training.framework;
+    out.framework_version = job.training.framework_version;
     out.headroom = planned.estimate.headroom;
     out.headroom_source = headroom_source;
     if (own.in_space) own.score = evaluate_layout(ctx, own.choice, layers_for(sp, own.choice.pp, own.choice.vpp), nullptr);  // same inputs as in the search
@@ -1409,6 +1439,19 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own.scored && own.score.fits && !out.cancelled ? (int)higher : -1;
+    // The job's own layout, where it fits, must also be one its framework's export takes to be
+    // ranked among the layouts the plan lists (as the search's own are).
+    if (out.job_rank >= 0 && !options.any_framework && sp.rules.has_format && job.has_layout()) {
+        const PlanEntry own_entry{own.choice, own.in_space ? layers_for(sp, own.choice.pp, own.choice.vpp) : job.parallel.layers_per_stage, {}, {}};
+        JobSpec applied = apply_plan_entry(planned, own_entry);
+        if (own.choice.schedule == PipelineSchedule::zb_h1 || own.choice.schedule == PipelineSchedule::dualpipe)
+            applied.parallel.schedule = PipelineSchedule::automatic;
+        if (const auto exported = export_job(applied, sp.rules.format); !exported) {
+            out.job_rank = -1;
+            out.job_refused = true;
+            if (out.refused_why.empty()) out.refused_why = export_refusal_reason(exported.error());
+        }
+    }
     out.job_in_space = own.in_space;
     // planfw: `feasible` counts what the plan may list: less the offload layouts the bar left
     // out and the layouts the framework's export refused (of those checked: every fitting one

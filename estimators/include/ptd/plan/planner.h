@@ -102,9 +102,12 @@ struct PlanResult {
     // planfw: what bounded the search and what it left free.
     bool any_framework = false;          // options.any_framework
     Framework framework = Framework::megatron;  // the job's training.framework
+    int framework_version = 0;           // and its training.framework_version (framework_rules)
     double headroom = 0;                 // the fraction of GPU memory every listed layout leaves free
     std::string headroom_source;         // "--headroom", "estimate.headroom" or "megatron's default"
     int64_t refused = 0;                 // fitting layouts examined that the framework's export checks refused
+    std::string refused_why;             // the export's reason for the first of them ("training.fp8: got ..."); "" when none
+    bool job_refused = false;            // the job's own layout fits but its framework's export refuses it (job_rank −1)
     // Offload layouts that fit and are faster than the best layout without offload, but by no
     // more than the estimate's error: left out (offload costs host memory and PCIe for a gain
     // the estimate cannot tell from noise). 0 when none, or when nothing fits without offload.
@@ -129,8 +132,12 @@ struct FrameworkRules {
     bool overlap_grad_reduce = true, overlap_param_gather = true, tp_comm_overlap = true;
     const char* lacks = "";           // one phrase: what the search leaves out for it
 };
-// The rules of `f`, and the union every framework's rules allow (--any-framework).
-const FrameworkRules& framework_rules(Framework f);
+// The rules of `f` as of `framework_version` (training.framework_version, yyyymm; 0 = today's),
+// and the union every framework's rules allow (--any-framework). The version moves only
+// torchtitan's: before its Python config system (2026-02-23, torchtitan 9810191) a job's layouts
+// are held to the TOML export (torchtitan-toml, v0.2.x), which takes what that torchtitan ran
+// (e.g. torchao's tensorwise float8), not to the Python config of main.
+const FrameworkRules& framework_rules(Framework f, int framework_version = 0);
 const FrameworkRules& any_framework_rules();
 inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
                                             Framework::torchtitan, Framework::pytorch_fsdp, Framework::llm_foundry};
