@@ -42,8 +42,19 @@ TimeModelConstants g_cal;
 
 TimeModelConstants& time_model_constants() { return g_cal; }
 
+static double expected_slowest_of_uncached(int n);
+
 double expected_slowest_of(int n) {
     if (n <= 1) return 0.0;
+    // pspeed4: the planner asks for one world size layout after layout: the last answer is kept.
+    thread_local int last_n = 0;
+    thread_local double last = 0.0;
+    if (n == last_n) return last;
+    last_n = n;
+    return last = expected_slowest_of_uncached(n);
+}
+
+static double expected_slowest_of_uncached(int n) {
     // Φ⁻¹(q) by Acklam's rational approximation (relative error below 1.2e-9): the planner
     // asks once per layout, so no iteration.
     const double q = (n - 0.375) / (n + 0.25);

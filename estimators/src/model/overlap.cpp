@@ -300,8 +300,8 @@ void hide_ep_a2a(const LayoutDerived& L, ChunkTime& c) {
 // have nothing to hide behind. Only the column-parallel linears (QKV, the dense MLP's FC1)
 // have it; the row-parallel linears' backward all-gather under SP stays exposed, and MoE
 // expert layers' TP communication is the token dispatcher's.
-void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
-    if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
+double tp_dgrad_delta(const LayoutDerived& L, const LayerTime& lt) {
+    if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1) return 0.0;
     const double msg = L.e * L.tokens * L.h;
     // Without SP: the all-reduce block_comm counted exposed. With SP: the reduce-scatter it
     // counted exposed (the same time as an all-gather) and the re-gather it did not count.
@@ -317,7 +317,16 @@ void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, C
         if (window <= 0) continue;
         delta += (L.sp ? 2.0 : 1.0) * overlapped_cost(coll, window) - coll;
     }
+    return delta;
+}
+
+void hide_tp_dgrad(const LayoutDerived& L, double delta, double layers, ChunkTime& c) {
+    if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
     c.bwd.tp = std::max(0.0, c.bwd.tp + layers * delta);
+}
+
+void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
+    hide_tp_dgrad(L, tp_dgrad_delta(L, lt), layers, c);
 }
 
 namespace {
