@@ -1214,7 +1214,7 @@ std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int
     } else if (out.feasible == 0 && out.refused > 0) {
         // planfw: layouts fit, but none runs on the job's framework (or, --any-framework, on any).
         why = std::to_string(out.refused) + (out.refused == 1 ? " layout fits" : " layouts fit") + ", but " +
-              (out.any_framework ? std::string("no framework's export takes it")
+              (out.any_framework ? std::string("no framework's export takes ") + (out.refused == 1 ? "it" : "any of them")
                                  : "the " + std::string(to_string(out.framework)) + " export refuses " +
                                        (out.refused == 1 ? "it" : "each") +
                                        (out.refused_why.empty() ? std::string() : ": " + out.refused_why)) +
