@@ -340,6 +340,27 @@ TEST(StudioPlanner, RanksAJobThatDoesNotFitAndAnInvalidOne) {
     EXPECT_EQ(planner_blocker(s), "") << planner_blocker(s);
 }
 
+// A layout that fits but that the job's framework cannot export (torchtitan's current config
+// has no tensorwise float8) is said to be refused, with the export's reason, not ranked among
+// none (ptd plan's job_refused).
+TEST(StudioPlanner, RanksAJobWhoseFrameworkRefusesItsLayout) {
+    const PresetCatalog& presets = embedded_presets();
+    auto job = load_job_text("[model]\npreset = \"llama3-8b\"\n[cluster]\nnodes = 1\ngpus_per_node = 8\ngpu = \"h100-sxm\"\n"
+                             "[parallel]\ntp = 1\npp = 1\ndp = 8\nzero = 3\nrecompute = \"full\"\n"
+                             "[training]\nframework = \"torchtitan\"\nglobal_batch = 16\ntorch_compile = true\n"
+                             "fp8 = \"tensorwise\"\n",
+                             "titan.toml", presets);
+    ASSERT_TRUE(job) << job.error().str();
+    StudioState s = make_state(presets, *job);
+    ASSERT_TRUE(job_valid(s));
+    run_search(s);
+    ASSERT_TRUE(s.planner.result);
+    ASSERT_TRUE(s.planner.result->job_refused) << job_rank_text(s);
+    EXPECT_EQ(s.planner.job_rank.kind, JobRank::Kind::refused) << job_rank_text(s);
+    EXPECT_TRUE(contains(job_rank_text(s), "fits, but `ptd export --format torchtitan` refuses it: training.fp8"))
+        << job_rank_text(s);
+}
+
 TEST(StudioPlanner, AnotherGpuCount) {
     StudioState s = default_state();
     s.planner.settings.gpus = 64;

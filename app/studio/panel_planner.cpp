@@ -124,9 +124,9 @@ void status_lines(StudioState& s) {
 
     // Where the job stands.
     const JobRank& r = p.job_rank;
-    const ImU32 rank_col = r.kind == JobRank::Kind::ranked   ? colour::ok
-                           : r.kind == JobRank::Kind::no_fit ? colour::error
-                                                             : colour::warning;
+    const ImU32 rank_col = r.kind == JobRank::Kind::ranked                                        ? colour::ok
+                           : r.kind == JobRank::Kind::no_fit || r.kind == JobRank::Kind::refused ? colour::error
+                                                                                                  : colour::warning;
     std::string rank = job_rank_text(s);
     if (r.row >= 0 && (r.kind == JobRank::Kind::ranked || r.kind == JobRank::Kind::no_fit))
         rank += " (highlighted below)";

@@ -239,7 +239,9 @@ void refresh_job_rank(StudioState& s) {
         r.peak_bytes = sc.peak_bytes;
         r.usable_bytes = sc.usable_bytes;
         r.tokens_per_s = sc.tokens_per_s;
-        if (sc.fits) {
+        if (sc.fits && p.result->job_refused) {
+            r.kind = JobRank::Kind::refused;  // the search's own check of this layout (not stale: the same job)
+        } else if (sc.fits) {
             r.kind = JobRank::Kind::ranked;
             r.rank = plan_rank_of(*p.result, sc.tokens_per_s);
             r.of = p.result->feasible;
@@ -524,6 +526,10 @@ std::string job_rank_text(const StudioState& s) {
         case JobRank::Kind::no_fit:
             return "your job does not fit: peak " + memory_text(s.planner, r.peak_bytes) + " per GPU, " +
                    memory_text(s.planner, r.usable_bytes) + " usable";
+        case JobRank::Kind::refused:
+            return "your job fits, but `ptd export --format " +
+                   std::string(to_string(framework_rules(s.planner.result->framework, s.planner.result->framework_version).format)) +
+                   "` refuses it: " + s.planner.result->refused_why;
         case JobRank::Kind::ranked: {
             std::string t = "your job ranks #" + group_thousands(r.rank) + " of " + group_thousands(r.of) +
                             " fitting layout" + (r.of == 1 ? "" : "s");

@@ -77,6 +77,7 @@ struct JobRank {
         no_layout,       // the job states no layout ([parallel] absent): nothing to rank yet
         different_gpus,  // the search was for another GPU count
         no_fit,          // the layout does not fit (peak > usable)
+        refused,         // it fits, but the framework's export refuses it (PlanResult::job_refused)
         ranked,          // rank of `of`
     } kind = Kind::none;
     int64_t rank = 0, of = 0;                 // ranked: #rank among `of` fitting layouts
