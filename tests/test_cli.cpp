@@ -421,6 +421,8 @@ TEST(CliPlan, TextTables) {
     for (const char* s : {"top 5 layouts", "Pareto front", "headroom GiB", "tokens/s", "why:", "your layout:", "searched"})
         EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
     Proc bad = run_refused(kPtd + " plan --top 0 " + kJobs + "llama3-8b-h100.toml");
+    Proc one = run_ok(kPtd + " plan --top 1 " + kJobs + "llama3-8b-h100.toml");
+    EXPECT_TRUE(contains(one.out, "top 1 layout by tokens/s")) << one.out;
 }
 
 // cost (issue 28 point 5): the issue's done case, Llama 3 70B for 15T tokens on 1,024 H100:

@@ -668,7 +668,8 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
                                                       : "no fitting layout exports to " + std::string(to_string(plan.framework))) +
                "\n";
     } else {
-        out += "\n" + bold(term, fmt("top %zu layouts by %s", plan.top.size(), objective_title(options.objective))) + "\n";
+        out += "\n" + bold(term, fmt("top %zu %s by %s", plan.top.size(), plan.top.size() == 1 ? "layout" : "layouts",
+                                      objective_title(options.objective))) + "\n";
         out += plan_table(job, plan.top, term, plan.any_framework);
         if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
