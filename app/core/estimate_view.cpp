@@ -688,8 +688,7 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
     if (!job.has_layout())
         out += bold(term, "your layout: ") + "none chosen (the job has no [parallel] table); `ptd export --plan` exports the best\n";
     else if (plan.job_refused)  // planfw: it fits, but its framework's export cannot write it
-        out += bold(term, "your layout: ") + "fits, but `ptd export --format " +
-               to_string(framework_rules(plan.framework, plan.framework_version).format) + "` refuses it: " + plan.refused_why + "\n";
+        out += bold(term, "your layout: ") + "fits, but " + job_refusal_text(plan) + "\n";
     else if (plan.job_rank >= 0 && !plan.job_in_space)  // planfw: e.g. a sharding its framework runs as another
         out += bold(term, "your layout: ") +
                fmt("outside the search space (%s); %d of the %lld feasible layouts are faster\n", layout_label(job).c_str(),

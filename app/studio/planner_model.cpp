@@ -527,9 +527,7 @@ std::string job_rank_text(const StudioState& s) {
             return "your job does not fit: peak " + memory_text(s.planner, r.peak_bytes) + " per GPU, " +
                    memory_text(s.planner, r.usable_bytes) + " usable";
         case JobRank::Kind::refused:
-            return "your job fits, but `ptd export --format " +
-                   std::string(to_string(framework_rules(s.planner.result->framework, s.planner.result->framework_version).format)) +
-                   "` refuses it: " + s.planner.result->refused_why;
+            return "your job fits, but " + job_refusal_text(*s.planner.result);
         case JobRank::Kind::ranked: {
             std::string t = "your job ranks #" + group_thousands(r.rank) + " of " + group_thousands(r.of) +
                             " fitting layout" + (r.of == 1 ? "" : "s");

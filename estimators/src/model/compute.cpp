@@ -42,18 +42,6 @@ TimeModelConstants g_cal;
 
 TimeModelConstants& time_model_constants() { return g_cal; }
 
-static double expected_slowest_of_uncached(int n);
-
-double expected_slowest_of(int n) {
-    if (n <= 1) return 0.0;
-    // pspeed4: the planner asks for one world size layout after layout: the last answer is kept.
-    thread_local int last_n = 0;
-    thread_local double last = 0.0;
-    if (n == last_n) return last;
-    last_n = n;
-    return last = expected_slowest_of_uncached(n);
-}
-
 static double expected_slowest_of_uncached(int n) {
     // Φ⁻¹(q) by Acklam's rational approximation (relative error below 1.2e-9): the planner
     // asks once per layout, so no iteration.
@@ -74,6 +62,16 @@ static double expected_slowest_of_uncached(int n) {
     const double u = std::sqrt(-2.0 * std::log(1.0 - q));
     return -(((((c[0] * u + c[1]) * u + c[2]) * u + c[3]) * u + c[4]) * u + c[5]) /
            ((((d[0] * u + d[1]) * u + d[2]) * u + d[3]) * u + 1.0);
+}
+
+double expected_slowest_of(int n) {
+    if (n <= 1) return 0.0;
+    // pspeed4: the planner asks for one world size layout after layout: the last answer is kept.
+    thread_local int last_n = 0;
+    thread_local double last = 0.0;
+    if (n == last_n) return last;
+    last_n = n;
+    return last = expected_slowest_of_uncached(n);
 }
 
 // Each GEMM dimension d contributes d / (d + d0): under-filled tiles, wave quantisation and

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 namespace ptd {
 
@@ -357,7 +358,7 @@ ChunkTime block_time(const LayoutDerived& L, const LayerTime& lt, double layers,
     block_comm(L, lt, layers, first, last, c);
     hide_tp_comm(L, lt, layers, c);  // parallel.tp_comm_overlap (overlap.cpp)
     // recomp: Megatron's asynchronous dgrad collectives (overlap.cpp)
-    hide_tp_dgrad(L, dgrad_delta ? *dgrad_delta : tp_dgrad_delta(L, lt), layers, c);
+    hide_tp_dgrad(dgrad_delta ? *dgrad_delta : tp_dgrad_delta(L, lt), layers, c);
     add_amax_reductions(L, layers, c);  // curamax: current scaling's TP amax all-reduces (collectives.cpp)
     hide_ep_a2a(L, c);  // deepep: parallel.moe_a2a_overlap (overlap.cpp)
     add_host_time(L, lt, layers, c);  // hostov: a host slower than the GPU (host.cpp)
@@ -437,8 +438,8 @@ struct ChunkKinds {
     int n_known = 0, last_kind = -1;
     const LayerTime* lt_dense = nullptr;  // moe2: a dense-MLP layer's times (L.dense_layer)
     // pspeed4: one layer's dgrad-overlap change of the backward TP time, the same for every
-    // kind of (L, lt): computed with the first kind, NaN until then.
-    double dgrad_delta = std::numeric_limits<double>::quiet_NaN();
+    // kind of (L, lt): computed with the first kind.
+    std::optional<double> dgrad_delta;
     const Kind& get(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, double dense = 0) {
         if (last_kind >= 0 && known[last_kind].layers == layers && known[last_kind].first == first &&
             known[last_kind].last == last && known[last_kind].dense == dense)
@@ -452,11 +453,14 @@ struct ChunkKinds {
             if (same(known[k])) return known[last_kind = k];
         Kind& slot = n_known < 8 ? known[last_kind = n_known++] : spare;
         slot.layers = layers, slot.first = first, slot.last = last, slot.dense = dense;
-        const bool plain = !(L.profile_times || L.engine_device) && !(dense > 0 && lt_dense);
-        if (plain && std::isnan(dgrad_delta)) dgrad_delta = tp_dgrad_delta(L, lt);
-        slot.time = L.profile_times || L.engine_device ? engine_block_time(L, layers, first, last)
-                    : !plain                        ? block_time_mixed(L, lt, *lt_dense, layers, dense, first, last)
-                                                    : block_time(L, lt, layers, first, last, &dgrad_delta);
+        if (L.profile_times || L.engine_device) {
+            slot.time = engine_block_time(L, layers, first, last);
+        } else if (dense > 0 && lt_dense) {
+            slot.time = block_time_mixed(L, lt, *lt_dense, layers, dense, first, last);
+        } else {
+            if (!dgrad_delta) dgrad_delta = tp_dgrad_delta(L, lt);
+            slot.time = block_time(L, lt, layers, first, last, &*dgrad_delta);
+        }
         slot.fwd_total = slot.time.fwd.total(), slot.bwd_total = slot.time.bwd.total();
         return slot;
     }

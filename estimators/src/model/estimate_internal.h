@@ -546,10 +546,9 @@ UbChunking ub_chunking_cost(const LayoutDerived& L, const LayerTime& lt);
 // and, with SP, the input's re-all-gather beside the data-gradient GEMM; shrinks c.bwd.tp.
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c);
 // The same in two parts (pspeed4: a layout's chunk kinds share the first): the change of one
-// layer's backward TP time, and its application to `layers` layers (a no-op where
-// hide_tp_dgrad would do nothing).
+// layer's backward TP time (0 where nothing overlaps), and its application to `layers` layers.
 double tp_dgrad_delta(const LayoutDerived& L, const LayerTime& lt);
-void hide_tp_dgrad(const LayoutDerived& L, double delta, double layers, ChunkTime& c);
+void hide_tp_dgrad(double delta, double layers, ChunkTime& c);
 // blackwell: L.overlap_p2p: a chunk's pipeline hop runs beside the next chunk's compute (the
 // same work in a balanced split); shrinks c.fwd.p2p / c.bwd.p2p to what that compute leaves.
 void hide_p2p(const LayoutDerived& L, ChunkTime& c);

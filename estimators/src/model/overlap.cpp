@@ -320,13 +320,13 @@ double tp_dgrad_delta(const LayoutDerived& L, const LayerTime& lt) {
     return delta;
 }
 
-void hide_tp_dgrad(const LayoutDerived& L, double delta, double layers, ChunkTime& c) {
-    if (!L.tp_dgrad_async || L.tp_comm_overlap || L.t <= 1 || layers <= 0) return;
+void hide_tp_dgrad(double delta, double layers, ChunkTime& c) {
+    if (delta == 0 || layers <= 0) return;  // tp_dgrad_delta is 0 where nothing overlaps
     c.bwd.tp = std::max(0.0, c.bwd.tp + layers * delta);
 }
 
 void hide_tp_dgrad(const LayoutDerived& L, const LayerTime& lt, double layers, ChunkTime& c) {
-    hide_tp_dgrad(L, tp_dgrad_delta(L, lt), layers, c);
+    hide_tp_dgrad(tp_dgrad_delta(L, lt), layers, c);
 }
 
 namespace {

@@ -232,6 +232,16 @@ std::string export_refusal_reason(const Error& e) {
     return d.key.empty() ? d.message : d.key + ": " + d.message;
 }
 
+// Layout `entry` of `planned` in `format`, as the plan checks it: ZB-H1 / DualPipe were asked
+// for (--zb-h1, --dualpipe, the job's schedule) knowing their forks run them, so the rest of
+// the layout must export.
+Result<ExportOutput> export_layout(const JobSpec& planned, const PlanEntry& entry, ExportFormat format) {
+    JobSpec applied = apply_plan_entry(planned, entry);
+    if (entry.choice.schedule == PipelineSchedule::zb_h1 || entry.choice.schedule == PipelineSchedule::dualpipe)
+        applied.parallel.schedule = PipelineSchedule::automatic;
+    return export_job(applied, format);
+}
+
 double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes; }
 
 // etp: the experts' tensor-parallel size a choice runs with (its etp 0 means tp).
@@ -995,12 +1005,7 @@ public:
         bool ok = true;
         const LayoutChoice& c = sim_.screened_choice(i);
         if (check_export_) {
-            JobSpec applied = apply_plan_entry(planned_, PlanEntry{c, layers_for(sp_, c.pp, c.vpp), {}, {}});
-            // zb: ZB-H1 / DualPipe were asked for (--zb-h1, --dualpipe, the job's schedule),
-            // knowing their forks run them: the rest of the layout must still export.
-            if (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe)
-                applied.parallel.schedule = PipelineSchedule::automatic;
-            const auto exported = export_job(applied, sp_.rules.format);
+            const auto exported = export_layout(planned_, PlanEntry{c, layers_for(sp_, c.pp, c.vpp), {}, {}}, sp_.rules.format);
             ok = exported.has_value();
             if (!ok && out_.refused_why.empty() && sim_.screened_fits(i)) out_.refused_why = export_refusal_reason(exported.error());
         } else if (any_framework_) {
@@ -1443,10 +1448,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     // ranked among the layouts the plan lists (as the search's own are).
     if (out.job_rank >= 0 && !options.any_framework && sp.rules.has_format && job.has_layout()) {
         const PlanEntry own_entry{own.choice, own.in_space ? layers_for(sp, own.choice.pp, own.choice.vpp) : job.parallel.layers_per_stage, {}, {}};
-        JobSpec applied = apply_plan_entry(planned, own_entry);
-        if (own.choice.schedule == PipelineSchedule::zb_h1 || own.choice.schedule == PipelineSchedule::dualpipe)
-            applied.parallel.schedule = PipelineSchedule::automatic;
-        if (const auto exported = export_job(applied, sp.rules.format); !exported) {
+        if (const auto exported = export_layout(planned, own_entry, sp.rules.format); !exported) {
             out.job_rank = -1;
             out.job_refused = true;
             if (out.refused_why.empty()) out.refused_why = export_refusal_reason(exported.error());
@@ -1461,6 +1463,11 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     check_batch_keeps_gpus_busy(job, options, world, out);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
+}
+
+std::string job_refusal_text(const PlanResult& r) {
+    return "`ptd export --format " + std::string(to_string(framework_rules(r.framework, r.framework_version).format)) +
+           "` refuses it: " + r.refused_why;
 }
 
 const char* to_string(PlanObjective o) {

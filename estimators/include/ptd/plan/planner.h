@@ -107,7 +107,7 @@ struct PlanResult {
     std::string headroom_source;         // "--headroom", "estimate.headroom" or "megatron's default"
     int64_t refused = 0;                 // fitting layouts examined that the framework's export checks refused
     std::string refused_why;             // the export's reason for the first of them ("training.fp8: got ..."); "" when none
-    bool job_refused = false;            // the job's own layout fits but its framework's export refuses it (job_rank −1)
+    bool job_refused = false;            // the job's own layout fits but its framework's export refuses it (job_rank −1; job_refusal_text)
     // Offload layouts that fit and are faster than the best layout without offload, but by no
     // more than the estimate's error: left out (offload costs host memory and PCIe for a gain
     // the estimate cannot tell from noise). 0 when none, or when nothing fits without offload.
@@ -138,6 +138,9 @@ struct FrameworkRules {
 // are held to the TOML export (torchtitan-toml, v0.2.x), which takes what that torchtitan ran
 // (e.g. torchao's tensorwise float8), not to the Python config of main.
 const FrameworkRules& framework_rules(Framework f, int framework_version = 0);
+// With r.job_refused: "`ptd export --format torchtitan` refuses it: <the export's reason>", what
+// `ptd plan` and the studio say of the job's own layout.
+std::string job_refusal_text(const PlanResult& r);
 const FrameworkRules& any_framework_rules();
 inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
                                             Framework::torchtitan, Framework::pytorch_fsdp, Framework::llm_foundry};
