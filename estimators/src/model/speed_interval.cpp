@@ -186,16 +186,19 @@ SpeedInterval job_speed_interval(const JobSpec& job, const SpeedPoint& point) {
 
 // ---- the table ---------------------------------------------------------------------------
 
-const ResidualRow* ResidualTable::find(std::string_view generation, ModelKind kind) const {
-    for (const ResidualRow& r : generations)
+// The row of `generation` and `kind` among [[generation]] or [[long_sequence]] rows.
+static const ResidualRow* find_row(const std::vector<ResidualRow>& rows, std::string_view generation, ModelKind kind) {
+    for (const ResidualRow& r : rows)
         if (r.name == generation && r.model == to_string(kind)) return &r;
     return nullptr;
 }
 
+const ResidualRow* ResidualTable::find(std::string_view generation, ModelKind kind) const {
+    return find_row(generations, generation, kind);
+}
+
 const ResidualRow* ResidualTable::find_long(std::string_view generation, ModelKind kind) const {
-    for (const ResidualRow& r : long_sequences)
-        if (r.name == generation && r.model == to_string(kind)) return &r;
-    return nullptr;
+    return find_row(long_sequences, generation, kind);
 }
 
 const ResidualRow* ResidualTable::find(ModelKind kind) const {
