@@ -257,13 +257,27 @@ TEST(Cli, LayoutWithHostfile) {
 TEST(Cli, PresetsTextAndJson) {
     Proc text = run(kPtd + " presets");
     ASSERT_EQ(text.rc, 0);
-    ptd_test::expect_mentions(text.out, {"llama3-405b", "mi300x"});
+    ptd_test::expect_mentions(text.out, {"llama3-405b", "mi300x", "clusters", "gb200-nvl72", "4 × 400 Gb/s"});
+    // Each GPU row names the network a job naming only that GPU gets.
+    std::string pcie_row = text.out.substr(text.out.find("h100-pcie "));
+    pcie_row = pcie_row.substr(0, pcie_row.find('\n'));
+    EXPECT_TRUE(contains(pcie_row, " pcie ") && contains(pcie_row, "generic")) << pcie_row;
+    std::string teton_row = text.out.substr(text.out.find("h100-96gb-500w "));
+    teton_row = teton_row.substr(0, teton_row.find('\n'));
+    EXPECT_TRUE(contains(teton_row, "grand-teton-h100-96gb")) << teton_row;
     Proc json = run(kPtd + " presets --json");
     ASSERT_EQ(json.rc, 0);
     auto doc = nlohmann::json::parse(json.out);
     EXPECT_EQ(doc["schema"], "ptd.presets/1");
     EXPECT_GE(doc["models"].size(), 15u);
     EXPECT_GE(doc["gpus"].size(), 11u);
+    EXPECT_GE(doc["clusters"].size(), 10u);
+    for (const auto& g : doc["gpus"]) {
+        if (g["name"] == "h100-sxm") { EXPECT_EQ(g["default_cluster"], "dgx-h100"); }
+        if (g["name"] == "l40s") { EXPECT_TRUE(g["default_cluster"].is_null()) << g.dump(); }
+    }
+    for (const auto& c : doc["clusters"])
+        if (c["name"] == "gb200-nvl72") { EXPECT_EQ(c["nvlink_domain"], 72); }
 }
 
 TEST(Cli, WorksFromAnyDirectoryWithEmbeddedPresets) {

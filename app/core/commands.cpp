@@ -1,6 +1,7 @@
 // commands.cpp — validate, layout, presets, estimate, plan and export.
 #include "commands.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -183,9 +184,25 @@ int cmd_layout(const LayoutArgs& a, const PresetCatalog& presets, FILE* out, FIL
     return kExitOk;
 }
 
+// The cluster preset a job naming GPU preset `gpu` gets without `cluster.preset`, or "" when
+// none uses it (the job then gets the generic network the estimate flags).
+static std::string default_cluster_name(const PresetCatalog& presets, const std::string& gpu) {
+    const ClusterPreset* c = presets.default_cluster_for_gpu(gpu);
+    return c ? c->name : std::string();
+}
+
+// Width of the longest name in `items` (each with a .name), at least `floor`: the text
+// tables' first column fits every preset name.
+template <class T>
+static int name_width(const std::vector<T>& items, int floor) {
+    int w = floor;
+    for (const T& item : items) w = std::max(w, static_cast<int>(item.name.size()));
+    return w;
+}
+
 int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, FILE* err) {
     if (a.json) {
-        nlohmann::json models = nlohmann::json::array(), gpus = nlohmann::json::array();
+        nlohmann::json models = nlohmann::json::array(), gpus = nlohmann::json::array(), clusters = nlohmann::json::array();
         for (const ModelSpec& m : presets.models) {
             ParamCounts pc = count_parameters(m);
             models.push_back({{"name", m.name}, {"arch", to_string(m.arch)}, {"layers", m.layers},
@@ -194,12 +211,23 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
                               {"experts", m.experts}, {"top_k", m.top_k}, {"parameters", pc.total}});
             add_model_shape_json(models.back(), m);  // mlaio
         }
-        for (const GpuSpec& g : presets.gpus)
+        for (const GpuSpec& g : presets.gpus) {
+            std::string cluster = default_cluster_name(presets, g.name);
             gpus.push_back({{"name", g.name}, {"description", g.description}, {"memory_gib", g.memory_gib},
                             {"fp32_tflops", g.fp32_tflops}, {"tf32_tflops", g.tf32_tflops},
                             {"bf16_tflops", g.bf16_tflops}, {"fp16_tflops", g.fp16_tflops},
-                            {"fp8_tflops", g.fp8_tflops}, {"hbm_gbps", g.hbm_gbps}, {"link_gbps", g.link_gbps}});
-        nlohmann::json doc = {{"schema", "ptd.presets/1"}, {"origin", presets.origin}, {"models", models}, {"gpus", gpus}};
+                            {"fp8_tflops", g.fp8_tflops}, {"hbm_gbps", g.hbm_gbps}, {"link_gbps", g.link_gbps},
+                            {"link", to_string(g.link)},
+                            {"default_cluster", cluster.empty() ? nlohmann::json(nullptr) : nlohmann::json(cluster)}});
+        }
+        for (const ClusterPreset& c : presets.clusters)
+            clusters.push_back({{"name", c.name}, {"description", c.description}, {"gpu", c.gpu},
+                                {"gpus_per_node", c.gpus_per_node}, {"nics_per_node", c.nics_per_node},
+                                {"nic_gbps", c.nic_gbps}, {"rail_optimized", c.rail_optimized}, {"nvls", c.nvls},
+                                {"intra_gbps", c.intra_gbps}, {"nvlink_domain", c.nvlink_domain > 0 ? c.nvlink_domain : c.gpus_per_node},
+                                {"host_memory_gib", c.host_memory_gib}, {"pcie_gbps", c.pcie_gbps}});
+        nlohmann::json doc = {{"schema", "ptd.presets/1"}, {"origin", presets.origin}, {"models", models},
+                              {"gpus", gpus}, {"clusters", clusters}};
         std::fprintf(out, "%s\n", doc.dump(2).c_str());
         return kExitOk;
     }
@@ -215,11 +243,32 @@ int cmd_presets(const PresetsArgs& a, const PresetCatalog& presets, FILE* out, F
                       (model_shape_details(m).empty() ? "" : (m.experts > 1 ? "; " : " ") + model_shape_details(m)))  // mlaio
                          .c_str());
     }
-    std::fprintf(out, "\n%s\n", bold(t, "gpus      name        memory   fp32   tf32   bf16   fp16    fp8  TFLOP/s dense   HBM GB/s  link GB/s").c_str());
-    for (const GpuSpec& g : presets.gpus)
-        std::fprintf(out, "          %-10s %5.0f GiB %6.1f %6.1f %6.1f %6.1f %6.1f %22.0f %10.0f   %s\n", g.name.c_str(),
+    // GPUs: dense peaks in TFLOP/s, bandwidths in GB/s one direction; "default cluster" is the
+    // network a job naming only the GPU gets (generic: one 200 Gb/s NIC per GPU, which the
+    // estimate flags; one machine: loopback between processes, no NICs).
+    const int gw = name_width(presets.gpus, 4);
+    const int cw = name_width(presets.clusters, 15);
+    int kw = 9;  // "link kind"
+    for (const GpuSpec& g : presets.gpus) kw = std::max(kw, static_cast<int>(std::string_view(to_string(g.link)).size()));
+    std::fprintf(out, "\n%s\n", bold(t, fmt("gpus      %-*s   memory    fp32    tf32    bf16    fp16     fp8    HBM  link  %-*s  %-*s  description",
+                                                  gw, "name", kw, "link kind", cw, "default cluster")).c_str());
+    std::fprintf(out, "          %*s             ---------- dense TFLOP/s ----------   GB/s  GB/s\n", gw, "");
+    for (const GpuSpec& g : presets.gpus) {
+        std::string cluster = default_cluster_name(presets, g.name);
+        std::fprintf(out, "          %-*s %5.0f GiB %7.1f %7.1f %7.1f %7.1f %7.1f %6.0f %5.0f  %-*s  %-*s  %s\n", gw, g.name.c_str(),
                      g.memory_gib, g.fp32_tflops, g.tf32_tflops, g.bf16_tflops, g.fp16_tflops, g.fp8_tflops,
-                     g.hbm_gbps, g.link_gbps, g.description.c_str());
+                     g.hbm_gbps, g.link_gbps, kw, to_string(g.link), cw, !cluster.empty() ? cluster.c_str() : g.link == GpuLink::loopback ? "one machine" : "generic",
+                     g.description.c_str());
+    }
+    // Clusters: what `cluster.preset = "NAME"` gives a job (any key the job writes wins).
+    std::fprintf(out, "\n%s\n", bold(t, fmt("clusters  %-*s  %-*s  GPUs/node  NICs per node     rail  NVLS  link GB/s  NVLink domain",
+                                                  cw, "name", gw, "gpu")).c_str());
+    for (const ClusterPreset& c : presets.clusters) {
+        std::string nics = fmt("%d × %g Gb/s", c.nics_per_node, c.nic_gbps);
+        std::fprintf(out, "          %-*s  %-*s  %9d  %s  %-4s  %-4s  %9.0f  %13d\n", cw, c.name.c_str(), gw,
+                     c.gpu.c_str(), c.gpus_per_node, pad_right(nics, 16).c_str(), c.rail_optimized ? "yes" : "no", c.nvls ? "yes" : "no",
+                     c.intra_gbps, c.nvlink_domain > 0 ? c.nvlink_domain : c.gpus_per_node);
+    }
     return kExitOk;
 }
 
