@@ -142,6 +142,21 @@ TEST(JobSpecErrors, UnknownWordListsAllowed) {
               "parallel.recompute", {"none, selective, full", "did you mean \"selective\""});
 }
 
+TEST(JobSpec, FrameworkTakesTheNamesUsersGiveTheStacks) {
+    // Megatron-Bridge is NeMo 2.0's successor: its recipes' defaults are framework "nemo".
+    for (auto [given, want] : {std::pair{"megatron-bridge", ptd::Framework::nemo},
+                               std::pair{"megatron-lm", ptd::Framework::megatron},
+                               std::pair{"megatron-deepspeed", ptd::Framework::deepspeed},
+                               std::pair{"llmfoundry", ptd::Framework::llm_foundry}}) {
+        auto r = load(base_with("global_batch = 64", std::string("global_batch = 64\nframework = \"") + given + "\""));
+        ASSERT_TRUE(r.has_value()) << given << ": " << r.error().str();
+        EXPECT_EQ(r->training.framework, want) << given;
+    }
+    // A near miss names the word and the aliases.
+    key_error(load(base_with("global_batch = 64", "global_batch = 64\nframework = \"megatron-bridg\"")),
+              "training.framework", {"megatron-bridge (= nemo)", "did you mean \"megatron-bridge\""});
+}
+
 TEST(JobSpecErrors, UnknownPresetSuggests) {
     key_error(load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8\"")), "model.preset", {"llama3-8b"});
     key_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"h100\"")), "cluster.gpu", {"unknown GPU preset \"h100\""});

@@ -161,16 +161,27 @@ bool TableReader::read_string(std::string_view key, std::string& out) {
 }
 
 bool TableReader::read_word(std::string_view key, int& out, const std::vector<std::string>& words) {
+    return read_word(key, out, words, {});
+}
+
+bool TableReader::read_word(std::string_view key, int& out, const std::vector<std::string>& words,
+                            const WordAliases& aliases) {
     std::string s;
     if (!read_string(key, s)) return false;
+    std::string_view word = s;
+    for (const auto& [alias, canonical] : aliases)
+        if (alias == s) word = canonical;
     for (size_t i = 0; i < words.size(); ++i)
-        if (words[i] == s) {
+        if (words[i] == word) {
             out = (int)i;
             return true;
         }
     std::string allowed;
     for (const std::string& w : words) allowed += (allowed.empty() ? "" : ", ") + w;
-    std::string hint = closest_match(s, words);
+    for (const auto& [alias, canonical] : aliases) allowed += ", " + alias + " (= " + canonical + ")";
+    std::vector<std::string> spellings = words;
+    for (const auto& [alias, canonical] : aliases) spellings.push_back(alias);
+    std::string hint = closest_match(s, spellings);
     ctx_.error(where(key), full(key),
                "got " + quote_input(s) + "; allowed: " + allowed + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
     return false;
@@ -284,6 +295,13 @@ static const std::vector<std::string> kLaunchWords = {"local", "ssh"};
 static const std::vector<std::string> kProfileWords = {"megatron", "ptd-engine"};
 static const std::vector<std::string> kAttentionFlopsWords = {"full", "causal"};
 static const std::vector<std::string> kFrameworkWords = {"megatron", "deepspeed", "torchtitan", "pytorch-fsdp", "nemo", "llm-foundry"};
+// The names users give these stacks: Megatron-Bridge runs Megatron-core with NeMo 2.0's recipe
+// defaults (its successor); Megatron-LM's training script is "megatron" whatever its core's name.
+static const TableReader::WordAliases kFrameworkAliases = {{"megatron-lm", "megatron"},
+                                                           {"megatron-core", "megatron"},
+                                                           {"megatron-bridge", "nemo"},
+                                                           {"megatron-deepspeed", "deepspeed"},
+                                                           {"llmfoundry", "llm-foundry"}};
 static const std::vector<std::string> kRecomputeStyleWords = {"megatron", "torchtitan-op"};
 static const std::vector<std::string> kCrossEntropyWords = {"megatron", "pytorch", "pytorch-compiled", "fused", "megatron-fused", "te"};
 static const std::vector<std::string> kFlashKernelWords = {"by-date", "flash-attn-1", "triton", "flash-attn-2"};  // FlashKernel order
@@ -722,7 +740,7 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     job.origin.global_batch_given = r.read_int("global_batch", tr.global_batch, 1, 1 << 30);
     if (read_enum(r, "precision", tr.precision, kPrecisionWords)) job.origin.precision_defaulted = false;
     read_enum(r, "optimizer", tr.optimizer, kOptimizerWords);
-    read_enum(r, "framework", tr.framework, kFrameworkWords);
+    if (int i = 0; r.read_word("framework", i, kFrameworkWords, kFrameworkAliases)) tr.framework = (Framework)i;
     // stackdef: the date of the stack's code, whose defaults the unwritten keys take.
     if (std::string v; r.read_string("framework_version", v)) {
         if (std::optional<int> ym = parse_framework_version(v)) tr.framework_version = *ym;

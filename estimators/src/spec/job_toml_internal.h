@@ -43,6 +43,9 @@ public:
     bool read_string(std::string_view key, std::string& out);
     // A string that must be one of `words`; out = its index.
     bool read_word(std::string_view key, int& out, const std::vector<std::string>& words);
+    // The same, also taking each alias (another name users give the same thing) for its word.
+    using WordAliases = std::vector<std::pair<std::string, std::string>>;  // alias → word
+    bool read_word(std::string_view key, int& out, const std::vector<std::string>& words, const WordAliases& aliases);
     bool read_string_array(std::string_view key, std::vector<std::string>& out);
     bool read_int_array(std::string_view key, std::vector<int>& out, long long min, long long max);
     const toml::table* subtable(std::string_view key);  // nullptr if absent or not a table
