@@ -157,6 +157,20 @@ TEST(JobSpec, FrameworkTakesTheNamesUsersGiveTheStacks) {
               "training.framework", {"megatron-bridge (= nemo)", "did you mean \"megatron-bridge\""});
 }
 
+TEST(JobSpecErrors, OtherStacksNamesPointAtTheSpecsKey) {
+    // Same section: the key to write instead.
+    key_error(load(base_with("tp = 4", "tensor_model_parallel_size = 4")), "parallel.tensor_model_parallel_size",
+              {"as Megatron-LM / NeMo call it", "this spec's key is \"tp\""});
+    // Another section: where it lives.
+    key_error(load(base_with("tp = 4", "tp = 4\nmicro_batch_size = 2")), "parallel.micro_batch_size",
+              {"this spec's key is [training] micro_batch"});
+    // How the value carries over when it differs.
+    key_error(load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8b\"\nhidden_dropout = 0.0")),
+              "model.hidden_dropout", {"\"dropout\"", "0.0 is false"});
+    key_error(load(base_with("tp = 4", "tp = 4\ntensor_parallel_degree = 4")), "parallel.tensor_parallel_degree",
+              {"as torchtitan call it"});
+}
+
 TEST(JobSpecErrors, UnknownPresetSuggests) {
     key_error(load(base_with("preset = \"llama3-8b\"", "preset = \"llama3-8\"")), "model.preset", {"llama3-8b"});
     key_error(load(base_with("gpu = \"h100-sxm\"", "gpu = \"h100\"")), "cluster.gpu", {"unknown GPU preset \"h100\""});

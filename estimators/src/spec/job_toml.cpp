@@ -264,19 +264,91 @@ void TableReader::require(std::string_view key, const char* what) {
         ctx_.error(ctx_.loc(table_), full(key), std::string("missing; required: ") + what);
 }
 
+// The names other stacks give a job's settings (Megatron-LM / NeMo arguments with - as _, HF
+// config.json fields, DeepSpeed and torchtitan config keys), each with the job spec's key for
+// it: users write what their stack calls it, and the message points at the spec's word.
+struct ForeignKey {
+    const char* name;   // as the other stack spells it
+    const char* whose;  // the stack(s) that use the name
+    const char* key;    // the job spec's key, "section.key"
+    const char* how;    // how the value carries over ("" = as it is)
+};
+static constexpr ForeignKey kForeignKeys[] = {
+    {"tensor_model_parallel_size", "Megatron-LM / NeMo", "parallel.tp", ""},
+    {"pipeline_model_parallel_size", "Megatron-LM / NeMo", "parallel.pp", ""},
+    {"virtual_pipeline_model_parallel_size", "Megatron-LM / NeMo", "parallel.vpp", ""},
+    {"context_parallel_size", "Megatron-LM / NeMo", "parallel.cp", ""},
+    {"expert_model_parallel_size", "Megatron-LM / NeMo", "parallel.ep", ""},
+    {"expert_tensor_parallel_size", "Megatron-LM / NeMo", "parallel.expert_tp", ""},
+    {"data_parallel_size", "Megatron-LM", "parallel.dp", ""},
+    {"use_distributed_optimizer", "Megatron-LM / NeMo", "parallel.distributed_optimizer", ""},
+    {"recompute_granularity", "Megatron-LM / NeMo", "parallel.recompute", " (\"selective\" or \"full\")"},
+    {"activations_checkpoint_granularity", "NeMo 1", "parallel.recompute", " (\"selective\" or \"full\")"},
+    {"micro_batch_size", "Megatron-LM / NeMo", "training.micro_batch", ""},
+    {"global_batch_size", "Megatron-LM / NeMo / torchtitan", "training.global_batch", ""},
+    {"train_micro_batch_size_per_gpu", "DeepSpeed", "training.micro_batch", ""},
+    {"train_batch_size", "DeepSpeed", "training.global_batch", ""},
+    {"zero_optimization", "DeepSpeed", "parallel.zero", " (its stage)"},
+    {"train_iters", "Megatron-LM", "training.steps", ""},
+    {"num_layers", "Megatron-LM / NeMo", "model.layers", ""},
+    {"num_hidden_layers", "HF config.json", "model.layers", ""},
+    {"hidden_size", "Megatron-LM / NeMo / HF config.json", "model.hidden", ""},
+    {"num_attention_heads", "Megatron-LM / NeMo / HF config.json", "model.heads", ""},
+    {"num_query_groups", "Megatron-LM / NeMo", "model.kv_heads", ""},
+    {"num_key_value_heads", "HF config.json", "model.kv_heads", ""},
+    {"ffn_hidden_size", "Megatron-LM / NeMo", "model.ffn_hidden", ""},
+    {"intermediate_size", "HF config.json", "model.ffn_hidden", ""},
+    {"kv_channels", "Megatron-LM / NeMo", "model.head_dim", ""},
+    {"seq_length", "Megatron-LM / NeMo", "model.seq_len", ""},
+    {"encoder_seq_length", "NeMo 1", "model.seq_len", ""},
+    {"vocab_size", "HF config.json", "model.vocab", ""},
+    {"padded_vocab_size", "Megatron-LM", "model.vocab", " (the tokenizer's size; estimate.vocab_pad pads it)"},
+    {"num_experts", "Megatron-LM / NeMo", "model.experts", ""},
+    {"num_local_experts", "HF config.json", "model.experts", ""},
+    {"moe_router_topk", "Megatron-LM / NeMo", "model.top_k", ""},
+    {"num_experts_per_tok", "HF config.json", "model.top_k", ""},
+    {"moe_ffn_hidden_size", "Megatron-LM / NeMo", "model.moe_ffn_hidden", ""},
+    {"moe_intermediate_size", "HF config.json", "model.moe_ffn_hidden", ""},
+    {"hidden_dropout", "Megatron-LM / NeMo / HF config.json", "model.dropout", " (true or false: 0.0 is false)"},
+    {"attention_dropout", "Megatron-LM / NeMo / HF config.json", "model.dropout", " (true or false: 0.0 is false)"},
+    {"tensor_parallel_degree", "torchtitan", "parallel.tp", ""},
+    {"pipeline_parallel_degree", "torchtitan", "parallel.pp", ""},
+    {"context_parallel_degree", "torchtitan", "parallel.cp", ""},
+    {"expert_parallel_degree", "torchtitan", "parallel.ep", ""},
+    {"data_parallel_shard_degree", "torchtitan", "parallel.dp", " (with parallel.zero = 3: FSDP)"},
+    {"data_parallel_replicate_degree", "torchtitan", "parallel.dp", " (replicas; times the shard degree)"},
+    {"local_batch_size", "torchtitan", "training.micro_batch", " (its micro-batch when no gradient accumulation)"},
+    {"mixed_precision_param", "torchtitan", "training.precision", " (\"bf16\")"},
+};
+
+// " (as Megatron-LM / NeMo call it; this spec's key is [parallel] tp)" for a known foreign name; "".
+static std::string foreign_key_hint(std::string_view section, std::string_view key) {
+    for (const ForeignKey& f : kForeignKeys) {
+        if (key != f.name) continue;
+        std::string_view target = f.key;
+        size_t dot = target.find('.');
+        std::string_view target_section = target.substr(0, dot), target_key = target.substr(dot + 1);
+        std::string where = target_section == section ? "\"" + std::string(target_key) + "\""
+                                                         : "[" + std::string(target_section) + "] " + std::string(target_key);
+        return std::string(" (as ") + f.whose + " call it; this spec's key is " + where + f.how + ")";
+    }
+    return "";
+}
+
 void TableReader::finish() {
     for (const auto& [k, v] : table_) {
         std::string key(k.str());
         bool known = false;
         for (const std::string& n : known_) known = known || n == key;
         if (known) continue;
-        std::string hint = closest_match(key, known_);
+        std::string hint = foreign_key_hint(prefix_, key);
+        if (hint.empty())
+            if (std::string near = closest_match(key, known_); !near.empty()) hint = " (did you mean \"" + near + "\"?)";
         std::string allowed;
         for (const std::string& n : known_) allowed += (allowed.empty() ? "" : ", ") + n;
         ctx_.error(ctx_.loc(v), full(key),
-                   "unknown key" + (hint.empty() ? std::string() : " (did you mean \"" + hint + "\"?)") +
-                       "; allowed in " + (prefix_.empty() ? std::string("the document") : "[" + prefix_ + "]") +
-                       ": " + allowed);
+                   "unknown key" + hint + "; allowed in " +
+                       (prefix_.empty() ? std::string("the document") : "[" + prefix_ + "]") + ": " + allowed);
     }
 }
 
