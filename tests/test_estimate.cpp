@@ -662,6 +662,32 @@ TEST(Params, GqaReplicatesKvWhenTpExceedsKvHeads) {
     EXPECT_TRUE(noted);
 }
 
+// A TP group wider than a node sends every layer's collectives over the NICs: the estimate says
+// so, with the TP time it costs; within a node, or inside a GB200 NVLink domain, it says nothing.
+TEST(Notes, TpGroupAcrossNodesIsNamed) {
+    JobSpec job = default_job(presets());
+    job.model = preset_model("llama2-70b");
+    job.cluster.nodes = 8;
+    job.parallel = {};
+    job.parallel.tp = 16;
+    job.parallel.pp = 4;
+    job.parallel.dp = 1;
+    job.training.global_batch = 16;
+    expect_valid(job);
+    auto tp_note = [](const Estimate& est) {
+        for (const std::string& n : est.notes)
+            if (n.find("each TP group of") != std::string::npos) return n;
+        return std::string();
+    };
+    const Estimate wide = estimate_job(job);
+    const std::string note = tp_note(wide);
+    ptd_test::expect_mentions(note, {"each TP group of 16 spans 2 nodes (8 GPUs each)", "cross the NICs", "tp ≤ 8"});
+    job.parallel.tp = 8;
+    job.parallel.dp = 2;
+    expect_valid(job);
+    EXPECT_EQ(tp_note(estimate_job(job)), "");
+}
+
 // ============================================================================================
 // Pipeline stages: in-flight micro-batches, first/middle/last extras.
 // ============================================================================================

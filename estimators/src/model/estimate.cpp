@@ -953,6 +953,22 @@ void fill_detail(const EstimateContext& ctx, const LayoutDerived& L, const Layou
     detail.mfu = score.mfu;
     detail.hfu = score.hfu;
     detail.params = ctx.params;
+    // A TP group wider than an NVLink domain runs its per-layer collectives over the NICs:
+    // the layout's most expensive choice, which the rank layout shows but the step alone hides.
+    if (L.net_tp.nodes > 1) {
+        const ClusterSpec& cl = ctx.job.cluster;
+        const bool domains = cl.job_nvlink_domain() > cl.gpus_per_node;
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "each TP group of %d spans %d %s (%d GPUs each): its per-layer %s "
+                      "cross the NICs at %.0f GB/s per GPU instead of NVLink's %.0f (TP comm %.3f s, %.1f%% of the step); "
+                      "tp ≤ %d keeps them inside one",
+                      L.net_tp.n, L.net_tp.nodes, domains ? "NVLink domains" : "nodes", L.net_tp.per_node,
+                      L.sp ? "all-gathers and reduce-scatters" : "all-reduces", cl.inter_gbps,
+                      cl.intra_gbps > 0 ? cl.intra_gbps : cl.gpu.link_gbps, score.time.tp_comm,
+                      score.step_s > 0 ? 100.0 * score.time.tp_comm / score.step_s : 0.0, std::max(cl.job_nvlink_domain(), 1));
+        detail.notes.push_back(buf);
+    }
 }
 
 }  // namespace
