@@ -641,7 +641,8 @@ TEST(Params, GptStagesReconstructCount) {
 
 // GQA with t > g (Llama 2 70B, g = 8, t = 16): each rank keeps one whole KV head, so the
 // K and V projections are replicated t/g = 2 times (2·h·d per rank instead of 2·h·g·d/t).
-TEST(Params, GqaReplicatesKvWhenTpExceedsKvHeads) {
+// Llama 2 70B on 8 nodes of 8 at TP 16 (two nodes a TP group), PP 4, DP 1, global batch 16.
+JobSpec llama2_70b_tp16_job() {
     JobSpec job = default_job(presets());
     job.model = preset_model("llama2-70b");
     job.cluster.nodes = 8;
@@ -649,8 +650,13 @@ TEST(Params, GqaReplicatesKvWhenTpExceedsKvHeads) {
     job.parallel.tp = 16;
     job.parallel.pp = 4;
     job.parallel.dp = 1;
-    job.parallel.recompute = Recompute::full;
     job.training.global_batch = 16;
+    return job;
+}
+
+TEST(Params, GqaReplicatesKvWhenTpExceedsKvHeads) {
+    JobSpec job = llama2_70b_tp16_job();
+    job.parallel.recompute = Recompute::full;
     expect_valid(job);
     const Estimate est = estimate_job(job);
     const double h = 8192, f = 28672, t = 16, d = 128, Vp = (double)padded_vocab(32000, 128, 16);
@@ -665,14 +671,7 @@ TEST(Params, GqaReplicatesKvWhenTpExceedsKvHeads) {
 // A TP group wider than a node sends every layer's collectives over the NICs: the estimate says
 // so, with the TP time it costs; within a node, or inside a GB200 NVLink domain, it says nothing.
 TEST(Notes, TpGroupAcrossNodesIsNamed) {
-    JobSpec job = default_job(presets());
-    job.model = preset_model("llama2-70b");
-    job.cluster.nodes = 8;
-    job.parallel = {};
-    job.parallel.tp = 16;
-    job.parallel.pp = 4;
-    job.parallel.dp = 1;
-    job.training.global_batch = 16;
+    JobSpec job = llama2_70b_tp16_job();
     expect_valid(job);
     auto tp_note = [](const Estimate& est) {
         for (const std::string& n : est.notes)
