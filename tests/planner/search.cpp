@@ -821,6 +821,22 @@ TEST(PlannerWhy, SaysWhenTheJobsLayoutDoesNotFit) {
     }
 }
 
+// A layout that fits the GPU but not the plan's headroom (ptd estimate, without a headroom,
+// calls it "ok") is named for the margin it misses, not as one that does not fit.
+TEST(PlannerWhy, SaysWhenTheJobsLayoutMissesOnlyTheHeadroom) {
+    JobSpec job = load_asset("llama3-70b-h100.toml");
+    job.training.micro_batch = 2;
+    ASSERT_TRUE(validate_job(job).empty()) << format_diagnostics(validate_job(job));
+    const Estimate own = estimate_job(job);  // estimate.headroom 0: the whole GPU
+    ASSERT_TRUE(own.fits);
+    const PlanResult r = plan(job);          // megatron's 5%
+    ASSERT_GT(r.headroom, 0.0);
+    const std::string& w = r.why_best;
+    EXPECT_TRUE(contains(w, " leaves less than the plan's 5% headroom free (peak ") &&
+                contains(w, " GiB usable of 79.6 GiB; --headroom 0 ranks it)")) << w;
+    EXPECT_FALSE(contains(w, "does not fit")) << w;
+}
+
 // Every line says what is paid, and no gain reads "0.0%": the runner-up of a large search is
 // often within a hair of the best, so small gains keep their digits.
 TEST(PlannerWhy, NamesTheTradeAndNeverReadsZeroPercent) {

@@ -1271,10 +1271,16 @@ std::string why_best_text(const EstimateContext& ctx, const PlanResult& out, int
     // search space that is faster than everything searched is worth saying too. Either first.
     if (!out.cancelled && out.feasible > 0 && own.scored && !own.score.fits) {
         const double unit = own.score.usable_bytes < kGiB ? kGiB / 1024 : kGiB;
-        why = "your layout " + label(ctx, own.choice, nullptr) + " does not fit (" +
+        // Over the plan's headroom but inside the GPU: `ptd estimate`, which leaves no headroom
+        // unless the job writes one, calls the same layout "ok"; say which margin it misses.
+        const double capacity = ctx.job.cluster.gpu.memory_gib * kGiB, headroom = ctx.job.estimate.headroom;
+        const bool host_fits = own.score.host_capacity_bytes <= 0 || own.score.host_bytes_per_node <= own.score.host_capacity_bytes;
+        const bool within_gpu = headroom > 0 && own.score.peak_bytes <= capacity && host_fits;
+        why = "your layout " + label(ctx, own.choice, nullptr) +
+              (within_gpu ? fmt(" leaves less than the plan's %.0f%% headroom free (", headroom * 100) : std::string(" does not fit (")) +
               fmt(unit == kGiB ? "peak %.1f GiB per GPU, %.1f GiB usable" : "peak %.1f MiB per GPU, %.1f MiB usable",
                   own.score.peak_bytes / unit, own.score.usable_bytes / unit) +
-              ")" +
+              (within_gpu ? fmt(" of %.1f GiB; --headroom 0 ranks it", capacity / kGiB) : std::string()) + ")" +
               (d.have_best && own.score.tokens_per_s > d.best.score.tokens_per_s
                    ? ", though it would be " + gain_text((own.score.tokens_per_s / d.best.score.tokens_per_s - 1) * 100) +
                          " faster than the best that fits"
