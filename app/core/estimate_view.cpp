@@ -697,7 +697,9 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
         out += bold(term, "your layout: ") + fmt("rank %d of %lld feasible (%s)\n", plan.job_rank + 1, (long long)plan.feasible,
                                                  layout_label(job).c_str());
     else
-        out += bold(term, "your layout: ") + "not ranked (it does not fit, or lies outside the search space)\n";
+        out += bold(term, "your layout: ") +
+               fmt("not ranked (it does not fit with %.0f%% of the GPU left free, or lies outside the search space; the why line says which)\n",
+                   plan.headroom * 100);
     out += dim(term, fmt("searched %lld layouts, evaluated %lld (%lld schedules simulated), %lld fit%s, in %.2f s%s\n",
                          (long long)plan.enumerated, (long long)plan.evaluated, (long long)plan.simulated,
                          (long long)plan.feasible,
