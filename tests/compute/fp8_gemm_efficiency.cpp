@@ -27,7 +27,7 @@ est::LayoutDerived layer(double h, double ffn, Fp8Recipe fp8) {
     L.peak = 989e12, L.peak_fp8 = 1979e12, L.hbm = 0.8 * 3.35e12, L.gemm_eff_max = 0.68, L.flash_eff = 0.5;
     L.elementwise_factor = 1.0;
     L.fp8 = fp8;
-    L.fp8_cast = est::fp8_cast_bytes(fp8, 1);
+    L.fp8_cast = est::fp8_cast_bytes(fp8, 1, GpuGeneration::hopper);
     L.layer_linear_params = h * (h + 2.0 * 8 * 128) + h * h + 3.0 * h * ffn;
     return L;
 }
@@ -112,17 +112,17 @@ TEST(Fp8SplitAccumulation, AHopperLayerGainsLessFromFp8ThanWithFastAccumulation)
 // the shard). MXFP8 and Blackwell make no gathered transpose.
 TEST(Fp8SequenceParallel, GatheredOperandsAreTransposedAfterTheGatherOnHopper) {
     for (auto [recipe, shard] : {std::pair{Fp8Recipe::delayed, 3.0}, std::pair{Fp8Recipe::current, 5.0}}) {
-        est::Fp8CastBytes c = est::fp8_cast_bytes(recipe, 1);
+        est::Fp8CastBytes c = est::fp8_cast_bytes(recipe, 1, GpuGeneration::hopper);
         est::fp8_sp_gathered_transpose(c, recipe, GpuGeneration::hopper);
         EXPECT_DOUBLE_EQ(c.sp_shard, shard);
         EXPECT_DOUBLE_EQ(c.sp_transpose, 2.0);
         EXPECT_DOUBLE_EQ(c.shard_in(), shard);
-        est::Fp8CastBytes b = est::fp8_cast_bytes(recipe, 1);
+        est::Fp8CastBytes b = est::fp8_cast_bytes(recipe, 1, GpuGeneration::blackwell);
         est::fp8_sp_gathered_transpose(b, recipe, GpuGeneration::blackwell);
         EXPECT_DOUBLE_EQ(b.sp_transpose, 0.0);
         EXPECT_DOUBLE_EQ(b.shard_in(), b.in_fwd);
     }
-    est::Fp8CastBytes mx = est::fp8_cast_bytes(Fp8Recipe::mxfp8, 1);
+    est::Fp8CastBytes mx = est::fp8_cast_bytes(Fp8Recipe::mxfp8, 1, GpuGeneration::blackwell);
     est::fp8_sp_gathered_transpose(mx, Fp8Recipe::mxfp8, GpuGeneration::blackwell);
     EXPECT_DOUBLE_EQ(mx.sp_transpose, 0.0);
 

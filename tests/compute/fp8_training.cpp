@@ -3,6 +3,7 @@
 // the FP8 peak plus memory-bound quantization passes, TE's cached FP8 weights and FP8
 // saved inputs) and what each export writes for them.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "ptd/export/export.h"
 #include "ptd/spec/job_overrides.h"
 #include "ptd/spec/presets.h"
+#include "model/estimate_internal.h"
 
 #include "job_test_util.h"
 
@@ -138,6 +140,38 @@ TEST(Fp8Estimate, WeightCopiesAddTwoBytesPerLinearWeight) {
     const Estimate d16 = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed", "training.fp8_amax_history_len=16"}));
     const Estimate d1024 = estimate_job(load_asset("llama3-70b-h100.toml", {"training.fp8=delayed"}));
     EXPECT_GT(d1024.stages[0].mem.params, d16.stages[0].mem.params);
+}
+
+// fp8one: Blackwell's FP8 GEMMs take non-TN layouts, so TE keeps one per-tensor FP8 copy for
+// both usages (Float8TensorStorage update_usage): 1 byte per linear weight for current (and
+// delayed) scaling, while MXFP8's directional block scales keep both copies; the cast passes
+// write one copy instead of two (current 6 → 5, delayed 4 → 3 bytes per element).
+TEST(Fp8Estimate, BlackwellKeepsOnePerTensorCopy) {
+    const auto on_b200 = [](std::vector<std::string> sets) {
+        sets.push_back("cluster.gpu=b200");
+        return estimate_job(load_asset("llama3-70b-h100.toml", sets));
+    };
+    const Estimate bf16 = on_b200({});
+    const Estimate cur = on_b200({"training.fp8=current"});
+    const Estimate mx = on_b200({"training.fp8=mxfp8"});
+    const ModelSpec& m = load_asset("llama3-70b-h100.toml").model;
+    const double t = 8, h = m.hidden, d = m.head_dim();
+    const double linear = h * (m.heads / t) * d * 2 + h * (m.kv_heads / t) * d * 2 + 3.0 * h * m.ffn_hidden / t;
+    for (size_t i = 0; i < bf16.stages.size(); ++i) {
+        const double layers = bf16.stages[i].layers;
+        EXPECT_NEAR(cur.stages[i].mem.params - bf16.stages[i].mem.params, 1.0 * linear * layers, 1.0) << i;
+        EXPECT_NEAR(mx.stages[i].mem.params - bf16.stages[i].mem.params, 2.0 * (1.0 + 1.0 / 32.0) * linear * layers, 1.0) << i;
+    }
+    for (auto [recipe, hopper, blackwell] : {std::tuple{Fp8Recipe::delayed, 4.0, 3.0}, std::tuple{Fp8Recipe::current, 6.0, 5.0}}) {
+        EXPECT_DOUBLE_EQ(est::fp8_cast_bytes(recipe, 1, GpuGeneration::hopper).in_fwd, hopper);
+        EXPECT_DOUBLE_EQ(est::fp8_cast_bytes(recipe, 1, GpuGeneration::blackwell).in_fwd, blackwell);
+        EXPECT_DOUBLE_EQ(est::fp8_cast_bytes(recipe, 1, GpuGeneration::blackwell).grad_bwd, blackwell);
+        EXPECT_DOUBLE_EQ(est::fp8_cast_bytes(recipe, 1, GpuGeneration::blackwell).weight_fwd, blackwell);
+    }
+    EXPECT_DOUBLE_EQ(est::fp8_cast_bytes(Fp8Recipe::mxfp8, 1, GpuGeneration::blackwell).in_fwd, 4.0 + 2.0 / 32.0);
+    bool noted = false;
+    for (const std::string& n : cur.notes) noted = noted || n.find("one copy both GEMM layouts read") != std::string::npos;
+    EXPECT_TRUE(noted);
 }
 
 TEST(Fp8Export, MegatronFlags) {

@@ -184,7 +184,7 @@ TEST(DtensorSpCopies, Float8GathersAndAsyncTpCopyLess) {
     L.dtensor_sp = true;
     const double copy = 2.0 * L.e * L.tokens * L.h / L.hbm;
     L.fp8 = Fp8Recipe::tensorwise;
-    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1);
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1, GpuGeneration::hopper);
     est::LayerTime lt = est::layer_forward_time(L);
     EXPECT_DOUBLE_EQ(lt.sp_copy, 2.0 * copy / 2.0 + 2.0 * copy);
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 4.0 * copy);
@@ -193,7 +193,7 @@ TEST(DtensorSpCopies, Float8GathersAndAsyncTpCopyLess) {
     EXPECT_EQ(lt.sp_copy, 0.0);
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
     L.fp8 = Fp8Recipe::rowwise;
-    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1);
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1, GpuGeneration::hopper);
     L.fp8_cast_after_tp_gather = true;
     lt = est::layer_forward_time(L);
     EXPECT_DOUBLE_EQ(lt.sp_copy, 2.0 * copy);
@@ -226,7 +226,7 @@ TEST(DtensorSpCopies, AsyncTpReordersTheGatheredTensorForBf16WeightGradients) {
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
     L.b = 2, L.s_local = L.tokens / 2;
     L.fp8 = Fp8Recipe::tensorwise;
-    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1);
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1, GpuGeneration::hopper);
     lt = est::layer_forward_time(L);
     EXPECT_EQ(lt.sp_copy, 0.0);
     EXPECT_DOUBLE_EQ(lt.sp_copy_bwd, 2.0 * copy);
@@ -339,7 +339,7 @@ TEST(TitanModel, SeparateProjectionGemms) {
 TEST(RowwiseTp, CastsTheGatheredFullSequence) {
     auto L = llama_layer(8, true);
     L.fp8 = Fp8Recipe::rowwise;
-    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1);
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1, GpuGeneration::hopper);
     const est::LayerTime shard = est::layer_forward_time(L);
     L.fp8_cast_after_tp_gather = true;
     const est::LayerTime full = est::layer_forward_time(L);
@@ -387,10 +387,10 @@ TEST(RowwiseTp, OnlyTorchtitansRowwiseWithSequenceParallelTp) {
 TEST(RowwiseFloat8, TheBackwardPaysTheMeasuredOverheadPerInputAndWeightElement) {
     auto L = llama_layer(1, false);
     L.fp8 = Fp8Recipe::tensorwise;
-    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1);
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::tensorwise, 1, GpuGeneration::hopper);
     const est::LayerTime tensorwise = est::layer_forward_time(L);
     L.fp8 = Fp8Recipe::rowwise;
-    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1);
+    L.fp8_cast = est::fp8_cast_bytes(Fp8Recipe::rowwise, 1, GpuGeneration::hopper);
     const est::LayerTime rowwise = est::layer_forward_time(L);
     EXPECT_DOUBLE_EQ(rowwise.fp8_cast, tensorwise.fp8_cast) << "the forward casts are the same";
     EXPECT_DOUBLE_EQ(rowwise.gemm, tensorwise.gemm);

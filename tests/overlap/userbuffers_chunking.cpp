@@ -29,7 +29,7 @@ est::LayoutDerived llama_layer(int t, double tokens, int sms, Fp8Recipe fp8 = Fp
     L.peak = 989e12, L.peak_fp8 = 1979e12, L.hbm = 0.8 * 3.35e12, L.gemm_eff_max = 0.68, L.flash_eff = 0.5;
     L.elementwise_factor = 1.0;
     L.fp8 = fp8;
-    L.fp8_cast = est::fp8_cast_bytes(fp8, 1);
+    L.fp8_cast = est::fp8_cast_bytes(fp8, 1, GpuGeneration::hopper);
     L.layer_linear_params = 4096.0 * (4096 + 1024 + 1024 + 4096) / t + 3.0 * 4096 * 14336 / t;
     L.sms = sms;
     return L;

@@ -335,8 +335,10 @@ void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bw
 // rowwise copy (fprop / dgrad) and the columnwise (transposed) copy wgrad needs, since
 // Hopper's FP8 GEMM takes only the TN layout: 2 + 1 + 1 = 4. Delayed scaling takes the scale
 // from the amax history and records the amax in the same pass; current scaling
-// (Float8CurrentScaling) first reads the tensor once more for its amax: 6. MXFP8 (Blackwell)
-// computes each 1×32 block's E8M0 scale inside the pass, rowwise and columnwise: 2 + 2 + 2/32.
+// (Float8CurrentScaling) first reads the tensor once more for its amax: 6. On Blackwell the
+// per-tensor recipes write one copy (fp8one, below): 3 and 5. MXFP8 (Blackwell) computes each
+// 1×32 block's E8M0 scale inside the pass, rowwise and columnwise (a 1-D block scale has a
+// direction, so both copies stay): 2 + 2 + 2/32.
 // TE caches FP8 weights across a step's micro-batches (Megatron passes is_first_microbatch),
 // so a weight is quantized once per step. Inputs are cast in the forward, output gradients
 // in the backward (E5M2 with the hybrid format).
@@ -345,13 +347,21 @@ void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bw
 // 2 + 2 + 1 = 5 per cast. It saves the bf16 input and weight for backward and casts them
 // again there (Xᵀ for wgrad, Wᵀ for dgrad), and casts the output gradient twice (dgrad,
 // wgrad); weights every micro-batch (no cache).
-Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs) {
+// fp8one: on a GPU whose FP8 GEMM takes non-TN layouts (Blackwell: compute capability 10.x,
+// 11.x, 13.x+; TE utils.py is_non_tn_fp8_gemm_supported) a per-tensor FP8 tensor keeps one
+// data buffer for both usages and no transpose is made (TE 2.x Float8TensorStorage
+// update_usage, Float8CurrentScalingQuantizer: "a single _data buffer backs both row- and
+// column-wise usage"): the delayed and current casts write one FP8 copy, not two.
+bool fp8_single_copy(GpuGeneration gen) { return gen == GpuGeneration::blackwell; }
+
+Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs, GpuGeneration gen) {
     Fp8CastBytes c;
     const double steps = 1.0 / std::max(mbs, 1);
+    const double copies = fp8_single_copy(gen) ? 1.0 : 2.0;  // fp8one: per-tensor FP8 copies written
     switch (recipe) {
         case Fp8Recipe::none: break;
-        case Fp8Recipe::delayed: c.in_fwd = c.grad_bwd = 4.0, c.weight_fwd = 4.0 * steps; break;
-        case Fp8Recipe::current: c.in_fwd = c.grad_bwd = 6.0, c.weight_fwd = 6.0 * steps; break;
+        case Fp8Recipe::delayed: c.in_fwd = c.grad_bwd = 2.0 + copies, c.weight_fwd = (2.0 + copies) * steps; break;
+        case Fp8Recipe::current: c.in_fwd = c.grad_bwd = 4.0 + copies, c.weight_fwd = (4.0 + copies) * steps; break;
         case Fp8Recipe::mxfp8: c.in_fwd = c.grad_bwd = 4.0 + 2.0 / 32.0, c.weight_fwd = c.in_fwd * steps; break;
         case Fp8Recipe::tensorwise:
         case Fp8Recipe::rowwise:

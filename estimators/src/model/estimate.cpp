@@ -204,7 +204,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     if (L.fp8 != Fp8Recipe::none) {
         L.fp8_te = L.fp8 == Fp8Recipe::delayed || L.fp8 == Fp8Recipe::current || L.fp8 == Fp8Recipe::mxfp8;
         L.peak_fp8 = cl.gpu.fp8_tflops * 1e12;
-        L.fp8_cast = fp8_cast_bytes(L.fp8, L.mbs);
+        L.fp8_cast = fp8_cast_bytes(L.fp8, L.mbs, cl.gpu.generation);
         if (L.sp && L.fp8_te) fp8_sp_gathered_transpose(L.fp8_cast, L.fp8, cl.gpu.generation);  // fp8sp
         L.fp8_accum_factor = fp8_split_accum_factor(cl.gpu.generation);                          // fp8acc
         // TE keeps the FP8 input a linear layer's wgrad needs (its columnwise copy) instead of
@@ -212,8 +212,10 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         const double mx_scales = L.fp8 == Fp8Recipe::mxfp8 ? 1.0 / 32.0 : 0.0;
         L.fp8_saved_bytes = L.fp8_te ? 1.0 + mx_scales : L.e;
         // TE caches each weight's FP8 rowwise (fprop) and columnwise (dgrad; Hopper's FP8
-        // GEMM is TN-only, so a transposed copy) data for the step.
-        L.fp8_weight_bytes = L.fp8_te ? 2.0 * (1.0 + mx_scales) : 0.0;
+        // GEMM is TN-only, so a transposed copy) data for the step; per-tensor FP8 on
+        // Blackwell keeps the one copy both GEMMs read (fp8one), MXFP8 both directions.
+        const bool one_copy = L.fp8 != Fp8Recipe::mxfp8 && fp8_single_copy(cl.gpu.generation);
+        L.fp8_weight_bytes = L.fp8_te ? (one_copy ? 1.0 : 2.0) * (1.0 + mx_scales) : 0.0;
         // Delayed scaling: per linear module an fp32 amax history for 3 forward (input,
         // weight, output) and 2 backward (grad output, grad input) tensors, plus scale and
         // scale_inv per tensor; 4 linear modules (QKV, proj, FC1, FC2) per layer.
@@ -1350,8 +1352,10 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                                             "linear GEMMs take ") + f + "× (docs/estimators.md, FP8 training)");
         }
         if (te)
-            est.notes.push_back("fp8 (Transformer Engine): params include the cached FP8 weights (rowwise + transposed, "
-                                "2 bytes per linear weight)" +
+            est.notes.push_back(std::string("fp8 (Transformer Engine): params include the cached FP8 weights ") +
+                                (tr.fp8 != Fp8Recipe::mxfp8 && est::fp8_single_copy(job.cluster.gpu.generation)
+                                     ? "(one copy both GEMM layouts read on this GPU, 1 byte per linear weight)"
+                                     : "(rowwise + transposed, 2 bytes per linear weight)") +
                                 std::string(tr.fp8 == Fp8Recipe::delayed ? " and the amax history" : "") +
                                 "; linear inputs are saved for backward in FP8 (1 byte)");
         else

@@ -306,7 +306,9 @@ struct TimeModelConstants {
     // Per GPU generation (index: GpuGeneration), fitted on that generation's calibration runs:
     // the fraction of the datasheet peak the kernels reach differs by architecture (sustained
     // clocks under the power limit, tensor-core pipeline, attention kernels available).
-    // Refitted 2026-12-01 by `bench_accuracy --fit` (docs/accuracy.md) with cuDNN attention's
+    // Refitted 2026-12-02 by `bench_accuracy --fit` (docs/accuracy.md) with Transformer
+    // Engine's single per-tensor FP8 copy on Blackwell (fp8one: blackwell gemm_eff_max 0.57 →
+    // 0.56; the others unchanged); before that on 2026-12-01 with cuDNN attention's
     // rate by sequence length on Blackwell (flashlen: blackwell gemm_eff_max 0.56 → 0.57 and
     // flash_eff, now the long-sequence rate, 0.40 → 0.45; the others unchanged); before that on
     // 2026-12-01 with each stack's loss as its kernels run it (fusedce2); before that on
@@ -320,7 +322,7 @@ struct TimeModelConstants {
     // without calibration runs take uncalibrated_gemm_eff_max. Order: other, volta, ampere, ada,
     // hopper, blackwell, cdna3, cpu.
     KernelEfficiency by_generation[kGpuGenerationCount] = {
-        {}, {0.58, 0.0}, {0.81, 0.0}, {}, {0.71, 0.45}, {0.57, 0.45}, {}, {}};
+        {}, {0.58, 0.0}, {0.81, 0.0}, {}, {0.71, 0.45}, {0.56, 0.45}, {}, {}};
     // Frameworks without Transformer Engine / cuDNN attention (torchtitan, PyTorch FSDP
     // stacks, DeepSpeed), and Megatron-core stacks told to use TE's FlashAttention backend
     // (training.flash_attention_kernel = "flash-attn-2"), run FlashAttention-2 kernels, which on
