@@ -151,6 +151,20 @@ TEST(StackDefaults, TheVersionSetsTheMegatronOfThatDate) {
     EXPECT_TRUE(today.training.flash_attention);
 }
 
+// The forms a version is written in: a month, a year, a commit date, an NGC container tag
+// (NeMo 24.11 is the container of November 2024). Release numbers are not dates.
+TEST(StackDefaults, FrameworkVersionTakesTheFormsUsersWrite) {
+    EXPECT_EQ(ptd::parse_framework_version("2024-11"), 202411);
+    EXPECT_EQ(ptd::parse_framework_version("2024"), 202406);
+    EXPECT_EQ(ptd::parse_framework_version("2024-11-15"), 202411);
+    EXPECT_EQ(ptd::parse_framework_version("24.11"), 202411);
+    EXPECT_EQ(ptd::parse_framework_version("25.09"), 202509);
+    for (const char* refused : {"0.14", "2.4", "v0.8.0", "24.13", "2024-11-32", "2024.11", "nemo-24.11"})
+        EXPECT_FALSE(ptd::parse_framework_version(refused).has_value()) << refused;
+    // In a job, the container tag reads as its date; a refusal says which forms are allowed.
+    EXPECT_EQ(llama70b("nemo", "framework_version = \"24.11\"\n").training.framework_version, 202411);
+}
+
 TEST(StackDefaults, PipelineHopOverlapFollowsMegatronsDates) {
     // Megatron-LM added --overlap-p2p-communication on 2023-05-31 as an opt-in flag and made it
     // the default on 2023-10-12; MegaScale's baseline, commit 285068c8 (2023-01-11), exposed

@@ -818,8 +818,10 @@ static void read_training(TomlContext& ctx, const toml::table& t, JobSpec& job) 
         if (std::optional<int> ym = parse_framework_version(v)) tr.framework_version = *ym;
         else
             ctx.error(r.where("framework_version"), "training.framework_version",
-                      "got " + quote_input(v) + "; allowed: the date of the stack's code as \"YYYY-MM\" or \"YYYY\" "
-                      "(e.g. \"2021-04\" for the Megatron-LM of Narayanan et al. 2021), years 2015-2100");
+                      "got " + quote_input(v) + "; allowed: the date of the stack's code as \"YYYY-MM\", \"YYYY\", "
+                      "a commit date \"YYYY-MM-DD\" or an NGC container tag \"YY.MM\" (e.g. \"2021-04\" for the "
+                      "Megatron-LM of Narayanan et al. 2021, \"24.11\" for a NeMo 24.11 container), years 2015-2100; "
+                      "a release number (Megatron-Core 0.8.0, DeepSpeed 0.14) is not a date: give the release's date");
     }
     r.read_bool("torch_compile", tr.torch_compile);
     r.read_double("lr", tr.lr, 0, 10);

@@ -66,11 +66,22 @@ std::optional<int> parse_framework_version(std::string_view text) {
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
         return ec == std::errc() && end == s.data() + s.size();
     };
-    int year = 0, month = 6;
+    int year = 0, month = 6, day = 1;
     if (text.size() == 4) {
         if (!number(text, year)) return std::nullopt;
     } else if (text.size() == 7 && text[4] == '-') {
         if (!number(text.substr(0, 4), year) || !number(text.substr(5, 2), month)) return std::nullopt;
+    } else if (text.size() == 10 && text[4] == '-' && text[7] == '-') {
+        // A commit's date, as `git log` prints it: its month.
+        if (!number(text.substr(0, 4), year) || !number(text.substr(5, 2), month) || !number(text.substr(8, 2), day) ||
+            day < 1 || day > 31)
+            return std::nullopt;
+    } else if (text.size() == 5 && text[2] == '.') {
+        // An NGC container tag (NeMo, the PyTorch containers Megatron-LM runs in): "24.11" is
+        // the release of November 2024. Version numbers (DeepSpeed 0.14, PyTorch 2.4) have a
+        // first field below 15 and are refused below.
+        if (!number(text.substr(0, 2), year) || !number(text.substr(3, 2), month)) return std::nullopt;
+        year += 2000;
     } else {
         return std::nullopt;
     }

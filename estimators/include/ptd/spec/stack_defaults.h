@@ -26,8 +26,9 @@ std::string stack_label(const TrainingSpec& t);
 std::string stack_label(const JobSpec& job);
 
 // "2021-04" → 202104; "2021" → 202106 (a year alone is taken as its middle: no month is
-// better than another). nullopt when the text is neither form or the year is outside
-// 2015–2100 or the month outside 1–12.
+// better than another); "2024-11-15" (a commit date) → 202411; "24.11" (an NGC container
+// tag: NeMo 24.11) → 202411. nullopt when the text is none of these forms or the year is
+// outside 2015–2100 or the month outside 1–12.
 std::optional<int> parse_framework_version(std::string_view text);
 std::string framework_version_text(int yyyymm);  // 202104 → "2021-04"; 0 → "today"
 
