@@ -622,6 +622,29 @@ TEST(CliPlan, WithinErrorWordingFollowsTheIntervals) {
                               {"within error: layout 1 is faster than layout 2 by more than the estimate's error"});
 }
 
+// A top list that is one layout at several interleaving depths (DeepSeek-V3's 61 layers split
+// many ways) is named as such; a list of distinct layouts is not.
+TEST(CliPlan, OneLayoutAtManyDepthsIsNamed) {
+    const ptd::JobSpec job = ptd_test::load_asset("llama3-8b-h100.toml");
+    auto plan_of = [](std::vector<int> depths, int last_tp) {
+        ptd::PlanResult p;
+        double t = 1000;
+        for (int v : depths) {
+            ptd::PlanEntry e;
+            e.choice.tp = 2, e.choice.pp = 2, e.choice.vpp = v;
+            e.score.tokens_per_s = t, e.score.step_s = 1e6 / t, e.score.fits = true;
+            t *= 0.998;
+            p.top.push_back(e);
+        }
+        p.top.back().choice.tp = last_tp;
+        return p;
+    };
+    const ptd::Term plain{};
+    ptd_test::expect_mentions(ptd::render_plan_text(job, plan_of({16, 4, 8}, 2), {}, plain),
+                              {"rows 1–3 are one layout at 3 interleaving depths (vpp 4, 8, 16), 0.4% apart in tokens/s"});
+    EXPECT_FALSE(ptd_test::contains(ptd::render_plan_text(job, plan_of({16, 4, 8}, 4), {}, plain), "interleaving depths"));
+}
+
 // Each planner result says per export format whether it can be written, and if not, the
 // key that blocks it; `export --plan` then names the best layout that can (issue 12, item 10).
 TEST(CliPlan, ExportabilityPerFormat) {

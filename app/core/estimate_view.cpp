@@ -628,6 +628,34 @@ std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanRe
     return "";
 }
 
+// When every listed row is one layout at different interleaving depths (an uneven model whose
+// layers split many ways, e.g. DeepSeek-V3's 61), the table shows one choice, not ten: say so.
+std::string plan_depth_line(const PlanResult& plan) {
+    if (plan.top.size() < 3) return "";
+    auto same_but_depth = [](const LayoutChoice& a, const LayoutChoice& b) {
+        return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp &&
+               a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
+               a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
+               a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params &&
+               a.overlap_grad_reduce == b.overlap_grad_reduce && a.overlap_param_gather == b.overlap_param_gather &&
+               a.tp_comm_overlap == b.tp_comm_overlap;
+    };
+    const LayoutChoice& first = plan.top.front().choice;
+    std::vector<int> depths;
+    double lo = plan.top.front().score.tokens_per_s, hi = lo;
+    for (const PlanEntry& e : plan.top) {
+        if (!same_but_depth(first, e.choice)) return "";
+        depths.push_back(e.choice.vpp);
+        lo = std::min(lo, e.score.tokens_per_s), hi = std::max(hi, e.score.tokens_per_s);
+    }
+    std::sort(depths.begin(), depths.end());
+    std::string list;
+    for (int d : depths) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    return fmt("rows 1–%zu are one layout at %zu interleaving depths (vpp %s), %.1f%% apart in tokens/s; "
+               "the Pareto front below and a larger --top show the other layouts",
+               plan.top.size(), depths.size(), list.c_str(), hi > 0 ? (hi / lo - 1) * 100 : 0.0);
+}
+
 }  // namespace
 
 // cost: what the listed rows are ordered by, for the table's title.
@@ -673,6 +701,7 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
         out += plan_table(job, plan.top, term, plan.any_framework);
         if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
+        if (const std::string depth = plan_depth_line(plan); !depth.empty()) out += dim(term, depth) + "\n";
         if (const std::string mem = plan_memory_line(job, plan.top); !mem.empty()) out += dim(term, mem) + "\n";
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
         out += plan_table(job, plan.pareto, term, plan.any_framework);
