@@ -632,19 +632,18 @@ std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanRe
 // layers split many ways, e.g. DeepSeek-V3's 61), the table shows one choice, not ten: say so.
 std::string plan_depth_line(const PlanResult& plan) {
     if (plan.top.size() < 3) return "";
-    auto same_but_depth = [](const LayoutChoice& a, const LayoutChoice& b) {
-        return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp &&
-               a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
-               a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
-               a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params &&
-               a.overlap_grad_reduce == b.overlap_grad_reduce && a.overlap_param_gather == b.overlap_param_gather &&
-               a.tp_comm_overlap == b.tp_comm_overlap;
-    };
     const LayoutChoice& first = plan.top.front().choice;
+    // The same layout but for the depth (and the schedule it implies), overlaps included.
+    auto same_but_depth = [&first](LayoutChoice c) {
+        const bool overlaps = c.overlap_grad_reduce == first.overlap_grad_reduce &&
+                              c.overlap_param_gather == first.overlap_param_gather && c.tp_comm_overlap == first.tp_comm_overlap;
+        c.vpp = first.vpp, c.schedule = first.schedule;
+        return overlaps && same_choice(first, c);
+    };
     std::vector<int> depths;
     double lo = plan.top.front().score.tokens_per_s, hi = lo;
     for (const PlanEntry& e : plan.top) {
-        if (!same_but_depth(first, e.choice)) return "";
+        if (!same_but_depth(e.choice)) return "";
         depths.push_back(e.choice.vpp);
         lo = std::min(lo, e.score.tokens_per_s), hi = std::max(hi, e.score.tokens_per_s);
     }

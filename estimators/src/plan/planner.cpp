@@ -247,6 +247,8 @@ double headroom_of(const LayoutScore& s) { return s.usable_bytes - s.peak_bytes;
 // etp: the experts' tensor-parallel size a choice runs with (its etp 0 means tp).
 int effective_etp(const LayoutChoice& c) { return c.etp > 0 ? c.etp : c.tp; }
 
+}  // namespace
+
 bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
     return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.cp == b.cp && a.ep == b.ep && a.vpp == b.vpp &&
            a.micro_batch == b.micro_batch && a.zero == b.zero && a.distributed_optimizer == b.distributed_optimizer &&
@@ -255,6 +257,8 @@ bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
            effective_schedule(a.schedule, a.vpp) == effective_schedule(b.schedule, b.vpp) &&  // zb: "1f1b" = auto at vpp 1
            effective_etp(a) == effective_etp(b);  // etp
 }
+
+namespace {
 
 // A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
 // rebuilt at the end instead of being copied into every candidate.

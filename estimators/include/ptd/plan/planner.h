@@ -142,6 +142,10 @@ const FrameworkRules& framework_rules(Framework f, int framework_version = 0);
 // `ptd plan` and the studio say of the job's own layout.
 std::string job_refusal_text(const PlanResult& r);
 const FrameworkRules& any_framework_rules();
+// Whether two choices are the same layout: every degree, the micro-batch, the sharding, the
+// recompute, the rank order, the offload, the schedule (1f1b = auto at vpp 1) and the experts'
+// TP (etp 0 = tp). The overlap keys are not compared: the planner sets them per layout.
+bool same_choice(const LayoutChoice& a, const LayoutChoice& b);
 inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
                                             Framework::torchtitan, Framework::pytorch_fsdp, Framework::llm_foundry};
 // The rules a search of `job` applies: its framework's (any_framework: the union), where the
