@@ -351,13 +351,16 @@ void loss_bytes_per_logit(CrossEntropyImpl ce, double e, double& fwd, double& bw
 // 11.x, 13.x+; TE utils.py is_non_tn_fp8_gemm_supported) a per-tensor FP8 tensor keeps one
 // data buffer for both usages and no transpose is made (TE 2.x Float8TensorStorage
 // update_usage, Float8CurrentScalingQuantizer: "a single _data buffer backs both row- and
-// column-wise usage"): the delayed and current casts write one FP8 copy, not two.
-bool fp8_single_copy(GpuGeneration gen) { return gen == GpuGeneration::blackwell; }
+// column-wise usage"): the delayed and current casts write one FP8 copy, not two. MXFP8's 1×32
+// block scales run along one direction, so it keeps both.
+bool fp8_single_copy(Fp8Recipe recipe, GpuGeneration gen) {
+    return (recipe == Fp8Recipe::delayed || recipe == Fp8Recipe::current) && gen == GpuGeneration::blackwell;
+}
 
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs, GpuGeneration gen) {
     Fp8CastBytes c;
     const double steps = 1.0 / std::max(mbs, 1);
-    const double copies = fp8_single_copy(gen) ? 1.0 : 2.0;  // fp8one: per-tensor FP8 copies written
+    const double copies = fp8_single_copy(recipe, gen) ? 1.0 : 2.0;  // fp8one: per-tensor FP8 copies written
     switch (recipe) {
         case Fp8Recipe::none: break;
         case Fp8Recipe::delayed: c.in_fwd = c.grad_bwd = 2.0 + copies, c.weight_fwd = (2.0 + copies) * steps; break;

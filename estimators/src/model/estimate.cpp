@@ -214,8 +214,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
         // TE caches each weight's FP8 rowwise (fprop) and columnwise (dgrad; Hopper's FP8
         // GEMM is TN-only, so a transposed copy) data for the step; per-tensor FP8 on
         // Blackwell keeps the one copy both GEMMs read (fp8one), MXFP8 both directions.
-        const bool one_copy = L.fp8 != Fp8Recipe::mxfp8 && fp8_single_copy(cl.gpu.generation);
-        L.fp8_weight_bytes = L.fp8_te ? (one_copy ? 1.0 : 2.0) * (1.0 + mx_scales) : 0.0;
+        L.fp8_weight_bytes = L.fp8_te ? (fp8_single_copy(L.fp8, cl.gpu.generation) ? 1.0 : 2.0) * (1.0 + mx_scales) : 0.0;
         // Delayed scaling: per linear module an fp32 amax history for 3 forward (input,
         // weight, output) and 2 backward (grad output, grad input) tensors, plus scale and
         // scale_inv per tensor; 4 linear modules (QKV, proj, FC1, FC2) per layer.
@@ -1353,7 +1352,7 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
         }
         if (te)
             est.notes.push_back(std::string("fp8 (Transformer Engine): params include the cached FP8 weights ") +
-                                (tr.fp8 != Fp8Recipe::mxfp8 && est::fp8_single_copy(job.cluster.gpu.generation)
+                                (est::fp8_single_copy(tr.fp8, job.cluster.gpu.generation)
                                      ? "(one copy both GEMM layouts read on this GPU, 1 byte per linear weight)"
                                      : "(rowwise + transposed, 2 bytes per linear weight)") +
                                 std::string(tr.fp8 == Fp8Recipe::delayed ? " and the amax history" : "") +

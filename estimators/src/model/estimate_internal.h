@@ -302,10 +302,10 @@ struct LayerTime {
 // fp8: the quantization traffic of `recipe` (mbs: micro-batches per step, over which
 // Transformer Engine amortizes its cached FP8 weights).
 Fp8CastBytes fp8_cast_bytes(Fp8Recipe recipe, int mbs, GpuGeneration gen);
-// fp8one: whether Transformer Engine's per-tensor FP8 (delayed, current) keeps one copy for
-// both GEMM layouts on this GPU (non-TN FP8 GEMMs: Blackwell) instead of a rowwise and a
-// transposed one (Hopper, Ada).
-bool fp8_single_copy(GpuGeneration gen);
+// fp8one: whether Transformer Engine keeps one FP8 copy of a tensor for both GEMM layouts: its
+// per-tensor recipes (delayed, current) on a GPU with non-TN FP8 GEMMs (Blackwell); otherwise a
+// rowwise and a transposed (columnwise) one.
+bool fp8_single_copy(Fp8Recipe recipe, GpuGeneration gen);
 // rowwise8: torchao rowwise float8's measured backward overhead, seconds, for a layer whose
 // linears read `input_elements` input elements (0 for any other recipe; compute.cpp).
 double torchao_rowwise_backward_time(const LayoutDerived& L, double input_elements);
