@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ptd/plan/planner.h"
@@ -218,6 +219,15 @@ void bench_export_check(const ptd::JobSpec& job) {
                 ok == (size_t)n ? "" : " (refused)");
 }
 
+// Whether a one-thread plan lists what the default plan lists (the same layouts at the same speed).
+bool same_top(const ptd::PlanResult& a, const ptd::Result<ptd::PlanResult>& b) {
+    if (!b || b->top.size() != a.top.size()) return false;
+    for (size_t i = 0; i < a.top.size(); ++i)
+        if (a.top[i].score.tokens_per_s != b->top[i].score.tokens_per_s || !ptd::same_choice(a.top[i].choice, b->top[i].choice))
+            return false;
+    return true;
+}
+
 void bench_plan(const char* title, const ptd::JobSpec& job) {
     ptd::PlanOptions opts;
     opts.top_k = 5;
@@ -228,10 +238,19 @@ void bench_plan(const char* title, const ptd::JobSpec& job) {
         std::printf("%s: %s\n", title, r.error().str().c_str());
         return;
     }
+    // The screening pass runs on every hardware thread by default; one thread for comparison.
+    ptd::PlanOptions one = opts;
+    one.threads = 1;
+    auto t1 = Clock::now();
+    auto single = ptd::plan_layouts(job, one);
+    const double wall_one = std::chrono::duration<double>(Clock::now() - t1).count();
     opts.exhaustive = true;
     auto full = ptd::plan_layouts(job, opts);
     std::printf("%s\n", title);
-    std::printf("  plan_layouts: %.1f ms wall (target well under 1 s); exhaustive: %.1f ms\n", wall * 1e3,
+    std::printf("  plan_layouts: %.1f ms wall on %u hardware threads, %.1f ms on one%s (target well under 1 s); "
+                "exhaustive: %.1f ms\n",
+                wall * 1e3, std::max(1u, std::thread::hardware_concurrency()), wall_one * 1e3,
+                same_top(*r, single) ? "" : " (a different answer!)",
                 full ? full->seconds * 1e3 : -1.0);
     std::printf(
         "  enumerated %lld, evaluated %lld (exhaustive %lld), feasible %lld, pareto %zu, job's own layout rank %d\n",

@@ -279,8 +279,10 @@ TEST(Planner, CancellationStopsTheSearch) {
     ASSERT_GT(whole.evaluated, 3 * 4096) << "the case is too small to cancel midway";
     int calls = 0;
     int64_t last = 0;
+    // One thread: the progress calls and the stop fall on exact counts.
     PlanResult r = plan(job, [&](PlanOptions& o) {
         o.exhaustive = true;
+        o.threads = 1;
         o.progress = [&](int64_t done, int64_t total) {
             ++calls;
             EXPECT_GT(done, last);
@@ -296,6 +298,17 @@ TEST(Planner, CancellationStopsTheSearch) {
     EXPECT_EQ(r.job_rank, -1);
     EXPECT_TRUE(contains(r.why_best, "cancelled")) << r.why_best;
 
+    // Several threads: a cancel from the calling thread's progress stops them all.
+    PlanResult many = plan(job, [&](PlanOptions& o) {
+        o.exhaustive = true;
+        o.threads = 4;
+        o.progress = [&](int64_t done, int64_t) { return done < 2 * 4096; };
+    });
+    EXPECT_TRUE(many.cancelled);
+    EXPECT_GE(many.evaluated, 2 * 4096);
+    EXPECT_LT(many.evaluated, whole.evaluated);
+    EXPECT_TRUE(contains(many.why_best, "cancelled")) << many.why_best;
+
     // Not cancelled: progress ends with (evaluated, evaluated).
     int64_t final_done = -1, final_total = -1;
     PlanResult ok = plan(job, [&](PlanOptions& o) {
@@ -307,6 +320,44 @@ TEST(Planner, CancellationStopsTheSearch) {
     EXPECT_FALSE(ok.cancelled);
     EXPECT_EQ(final_done, ok.evaluated);
     EXPECT_EQ(final_total, ok.evaluated);
+}
+
+// The screening pass shares the space's (tp, cp, pp) groups out over threads and puts their
+// layouts back in enumeration order: every number of threads gives the same plan, near misses,
+// counts and the job's rank included, for dense, MoE and offload searches.
+TEST(Planner, ThePlanIsTheSameOnAnyNumberOfThreads) {
+    struct Case {
+        JobSpec job;
+        const char* what;
+    };
+    std::vector<Case> cases;
+    for (const char* name : {"llama3-70b-h100.toml", "gpt3-175b-a100.toml"}) cases.push_back({load_asset(name), name});
+    cases.push_back({make_job("mixtral-8x7b", "h100-sxm", 2, 8, 64), "mixtral-8x7b on 16 h100"});
+    JobSpec tight = make_job("llama2-7b", "h100-sxm", 1, 8, 64);
+    tight.cluster.gpu.memory_gib = 24;  // most layouts overflow: near misses and the smallest peak
+    cases.push_back({tight, "llama2-7b on 24 GiB"});
+    for (const Case& c : cases) {
+        auto options = [](int threads) {
+            return [threads](PlanOptions& o) {
+                o.threads = threads;
+                o.top_k = 40;
+                o.top_k_unfit = 8;
+                o.vary_zero = true;
+            };
+        };
+        const PlanResult one = plan(c.job, options(1));
+        for (int threads : {2, 3, 8}) {
+            const PlanResult r = plan(c.job, options(threads));
+            const std::string what = std::string(c.what) + ", " + std::to_string(threads) + " threads";
+            expect_same_answer(one, r, what);
+            expect_same_entries(one.unfit, r.unfit, what + " unfit");
+            EXPECT_EQ(one.enumerated, r.enumerated) << what;
+            EXPECT_EQ(one.evaluated, r.evaluated) << what;
+            EXPECT_EQ(one.simulated, r.simulated) << what;
+            EXPECT_EQ(one.equivalent_hidden, r.equivalent_hidden) << what;
+            EXPECT_FALSE(r.cancelled) << what;
+        }
+    }
 }
 
 TEST(Planner, NothingFitsGivesAnEmptyPlanAndSaysWhy) {

@@ -13,15 +13,18 @@
 #include "ptd/plan/planner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -414,12 +417,35 @@ const std::vector<int>& layers_for(const Space& sp, int pp, int vpp) {
     return sp.lps[pp];
 }
 
-// Visit every layout of the space in a fixed order. visit(choice, lps, pruned) returns
+// One (tp, cp, pp) of the space: every layout sharing them is visited together, and pruning
+// never looks across groups, so groups can be searched apart (screen_layouts' threads) and
+// their layouts put back in this order.
+struct LayoutGroup {
+    int tp = 1, cp = 1, pp = 1;
+};
+
+// The groups of the space in visiting order: the (tp, cp, pp) whose replicas divide the world
+// and whose data-parallel degree divides the global batch.
+std::vector<LayoutGroup> layout_groups(const Space& sp) {
+    std::vector<LayoutGroup> groups;
+    for (int tp : sp.tps)
+        for (int cp : sp.cps) {
+            if (sp.world % ((long long)tp * cp) != 0) continue;
+            for (int pp = 1; pp <= (sp.rules.pp ? sp.layers : 1); ++pp) {  // planfw
+                const long long replica = (long long)tp * pp * cp;
+                if (sp.world % replica != 0 || sp.global_batch % (sp.world / replica) != 0) continue;
+                groups.push_back({tp, cp, pp});
+            }
+        }
+    return groups;
+}
+
+// Visit every layout of one group in a fixed order. visit(choice, lps, pruned) returns
 // 1 when the layout fits, 0 when not, −1 to stop; it is called for pruned layouts too
 // (pruned = true, no evaluation expected) so that counting and job lookup see them.
 // Returns false when stopped.
 template <class Visit>
-bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
+bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit&& visit) {
     // planfw: a layout, then (where it fits and the framework has it) the same with
     // tp_comm_overlap on: memory is the same, only the time differs.
     auto visit_overlap = [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
@@ -431,122 +457,121 @@ bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
         }
         return fit;
     };
-    std::vector<int> mbs, vpps, eps;  // reused per (tp, pp); no allocation in the inner loops
-    mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
+    thread_local std::vector<int> mbs, vpps, eps;  // reused; no allocation in the inner loops
     const int nr = (int)sp.recomputes.size();
-    for (int tp : sp.tps)
-    for (int cp : sp.cps) {
-        if (sp.world % ((long long)tp * cp) != 0) continue;
-        // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
-        const bool sp_ok = tp > 1 && sp.seq_len % cp == 0 && (sp.seq_len / cp) % tp == 0;
-        for (int pp = 1; pp <= (sp.rules.pp ? sp.layers : 1); ++pp) {  // planfw
-            long long replica = (long long)tp * pp * cp;
-            if (sp.world % replica != 0) continue;
-            const int dp = (int)(sp.world / replica);
-            if (sp.global_batch % dp != 0) continue;
-            const int per_replica = sp.global_batch / dp;
-            micro_batch_candidates(per_replica, sp.max_micro_batch, mbs);
-            vpps.assign(1, 1);
-            if (!sp.rules.vpp) {
-                // planfw: one model chunk per stage (DeepSpeed's pipeline engine)
-            } else if (pp > 1 && sp.layers % pp == 0) {
-                for (int v = 2; v <= sp.layers / pp; ++v)
-                    if ((sp.layers / pp) % v == 0) vpps.push_back(v);
-            } else if (pp > 1) {
-                for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v) vpps.push_back(v);
-            }
-            for (int etp : sp.etps[tp]) {  // etp: one pass for a dense model or a fixed expert_tp
-            eps.clear();
-            bool default_order_only = false;  // moe2: folding (expert_tp ≠ tp) needs the default order
-            if (sp.experts < 2) {
-                eps.push_back(1);
-            } else {
-                // moe2 / etp: ep divides experts and dp·cp, or with expert_tp ≠ tp the expert groups
-                // fold tp·cp·dp (ep·expert_tp divides it) — validate_job's rules, called here.
-                auto ep_ok = [&](int e) {
-                    return (expert_layout_problems(*sp.model, tp, cp, dp, e, etp, true) & ~kEtpOrder) == 0;
-                };
-                if (!sp.vary_ep) {
-                    if (ep_ok(sp.job_ep)) eps.push_back(sp.job_ep);
-                } else {
-                    for (int e = 1; e <= sp.experts; ++e)
-                        if (ep_ok(e)) eps.push_back(e);
-                }
-                default_order_only = (expert_layout_problems(*sp.model, tp, cp, dp, 1, etp, false) & kEtpOrder) != 0;
-            }
-            for (int seq_par = 0; seq_par <= (sp_ok && sp.rules.sequence_parallel ? 1 : 0); ++seq_par)
-                for (int ep : eps)
-                    for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
-                        // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
-                        int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
-                        bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
-                        if (zero == 3 && pp > 1) continue;
-                        if (zero == 2 && pp > 1 && !sp.rules.zero2_with_pp) continue;
-                        if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
-                        if (sp.vary_zero && !sharding_allowed(sp.rules, zero, dist_opt, tp, pp, cp, ep, dp)) continue;  // planfw
-                        for (int order : sp.orders)
-                            if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
-                            for (int vpp : vpps)
-                            for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
-                                // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
-                                // DualPipe on an even pp and an even split.
-                                if (sched != PipelineSchedule::automatic && (pp < 2 || vpp > 1)) continue;
-                                if (sched == PipelineSchedule::zb_h1 && !sp.try_zb_h1) continue;
-                                if (sched == PipelineSchedule::dualpipe && (!sp.try_dualpipe || pp % 2 != 0 || sp.layers % pp != 0)) continue;
-                                const std::vector<int>& lps = layers_for(sp, pp, vpp);
-                                LayoutChoice c;
-                                c.schedule = sched;
-                                c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
-                                c.etp = etp;  // moe2 / etp
-                                c.zero = zero, c.distributed_optimizer = dist_opt;
-                                c.sequence_parallel = seq_par == 1, c.order = order;
-                                if (!sp.vary_zero) {
-                                    c.offload_optimizer = sp.job_offload_optimizer;
-                                    c.offload_params = sp.job_offload_params;
-                                }
-                                // offload: with the search varying ZeRO, a sharded optimizer may
-                                // also be offloaded (+ ZeRO-3's parameters), but only where the
-                                // same layout does not fit without: offload buys memory with PCIe
-                                // and CPU time, so it is in the space only where it is needed.
-                                const int n_offload = !sp.vary_zero || (zero == 0 && !dist_opt) ? 0 : zero == 3 ? 2 : 1;
-                                int alive = nr;  // recompute levels that may still fit at larger mb
-                                int alive_offload[2] = {nr, nr};
-                                for (int mb : mbs) {
-                                    if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
-                                    if (vpp > 1 && sp.megatron_schedule &&
-                                        !megatron_runs_interleaved(pp, vpp, per_replica / mb,
-                                                                   plan_mb_group(sp.job_mb_group, pp, vpp, per_replica / mb)))
-                                        continue;  // bits: Megatron-LM refuses it (job_spec.h)
-                                    if (sched == PipelineSchedule::dualpipe && ((per_replica / mb) < 2 * pp || (per_replica / mb) % 2 != 0))
-                                        continue;  // DualPipe: an even m ≥ 2·pp
-                                    c.micro_batch = mb;
-                                    for (int r = 0; r < nr; ++r) {
-                                        c.recompute = sp.recomputes[r];
-                                        if (sp.vary_zero && !rules_allow(sp.rules, c, *sp.job)) continue;  // planfw
-                                        set_overlap_keys(sp, c);
-                                        bool pruned = prune && r >= alive;
-                                        int fit = visit_overlap(c, lps, pruned);
-                                        if (fit < 0) return false;
-                                        // Memory only grows with mb and with less recompute.
-                                        if (!pruned && fit == 0 && prune) alive = r;
-                                        if (fit == 1) continue;  // fits without offload (pruned: does not)
-                                        for (int k = 0; k < n_offload; ++k) {
-                                            LayoutChoice o = c;
-                                            o.offload_optimizer = OffloadDevice::cpu;
-                                            o.offload_params = k == 1;
-                                            if (sp.vary_zero && !rules_allow(sp.rules, o, *sp.job)) continue;  // planfw
-                                            const bool pruned_o = prune && r >= alive_offload[k];
-                                            const int fit_o = visit_overlap(o, lps, pruned_o);
-                                            if (fit_o < 0) return false;
-                                            if (!pruned_o && fit_o == 0 && prune) alive_offload[k] = r;
-                                        }
-                                    }
+    const int tp = g.tp, cp = g.cp, pp = g.pp;
+    // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
+    const bool sp_ok = tp > 1 && sp.seq_len % cp == 0 && (sp.seq_len / cp) % tp == 0;
+    const int dp = (int)(sp.world / ((long long)tp * pp * cp));
+    const int per_replica = sp.global_batch / dp;
+    micro_batch_candidates(per_replica, sp.max_micro_batch, mbs);
+    vpps.assign(1, 1);
+    if (!sp.rules.vpp) {
+        // planfw: one model chunk per stage (DeepSpeed's pipeline engine)
+    } else if (pp > 1 && sp.layers % pp == 0) {
+        for (int v = 2; v <= sp.layers / pp; ++v)
+            if ((sp.layers / pp) % v == 0) vpps.push_back(v);
+    } else if (pp > 1) {
+        for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v) vpps.push_back(v);
+    }
+    for (int etp : sp.etps[tp]) {  // etp: one pass for a dense model or a fixed expert_tp
+    eps.clear();
+    bool default_order_only = false;  // moe2: folding (expert_tp ≠ tp) needs the default order
+    if (sp.experts < 2) {
+        eps.push_back(1);
+    } else {
+        // moe2 / etp: ep divides experts and dp·cp, or with expert_tp ≠ tp the expert groups
+        // fold tp·cp·dp (ep·expert_tp divides it) — validate_job's rules, called here.
+        auto ep_ok = [&](int e) {
+            return (expert_layout_problems(*sp.model, tp, cp, dp, e, etp, true) & ~kEtpOrder) == 0;
+        };
+        if (!sp.vary_ep) {
+            if (ep_ok(sp.job_ep)) eps.push_back(sp.job_ep);
+        } else {
+            for (int e = 1; e <= sp.experts; ++e)
+                if (ep_ok(e)) eps.push_back(e);
+        }
+        default_order_only = (expert_layout_problems(*sp.model, tp, cp, dp, 1, etp, false) & kEtpOrder) != 0;
+    }
+    for (int seq_par = 0; seq_par <= (sp_ok && sp.rules.sequence_parallel ? 1 : 0); ++seq_par)
+        for (int ep : eps)
+            for (int z = 0; z < (sp.vary_zero ? 5 : 1); ++z) {
+                // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
+                int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
+                bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
+                if (zero == 3 && pp > 1) continue;
+                if (zero == 2 && pp > 1 && !sp.rules.zero2_with_pp) continue;
+                if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
+                if (sp.vary_zero && !sharding_allowed(sp.rules, zero, dist_opt, tp, pp, cp, ep, dp)) continue;  // planfw
+                for (int order : sp.orders)
+                    if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
+                    for (int vpp : vpps)
+                    for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
+                        // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
+                        // DualPipe on an even pp and an even split.
+                        if (sched != PipelineSchedule::automatic && (pp < 2 || vpp > 1)) continue;
+                        if (sched == PipelineSchedule::zb_h1 && !sp.try_zb_h1) continue;
+                        if (sched == PipelineSchedule::dualpipe && (!sp.try_dualpipe || pp % 2 != 0 || sp.layers % pp != 0)) continue;
+                        const std::vector<int>& lps = layers_for(sp, pp, vpp);
+                        LayoutChoice c;
+                        c.schedule = sched;
+                        c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
+                        c.etp = etp;  // moe2 / etp
+                        c.zero = zero, c.distributed_optimizer = dist_opt;
+                        c.sequence_parallel = seq_par == 1, c.order = order;
+                        if (!sp.vary_zero) {
+                            c.offload_optimizer = sp.job_offload_optimizer;
+                            c.offload_params = sp.job_offload_params;
+                        }
+                        // offload: with the search varying ZeRO, a sharded optimizer may
+                        // also be offloaded (+ ZeRO-3's parameters), but only where the
+                        // same layout does not fit without: offload buys memory with PCIe
+                        // and CPU time, so it is in the space only where it is needed.
+                        const int n_offload = !sp.vary_zero || (zero == 0 && !dist_opt) ? 0 : zero == 3 ? 2 : 1;
+                        int alive = nr;  // recompute levels that may still fit at larger mb
+                        int alive_offload[2] = {nr, nr};
+                        for (int mb : mbs) {
+                            if (vpp > 1 && (per_replica / mb) % pp != 0) continue;  // interleaving: m % pp == 0
+                            if (vpp > 1 && sp.megatron_schedule &&
+                                !megatron_runs_interleaved(pp, vpp, per_replica / mb,
+                                                           plan_mb_group(sp.job_mb_group, pp, vpp, per_replica / mb)))
+                                continue;  // bits: Megatron-LM refuses it (job_spec.h)
+                            if (sched == PipelineSchedule::dualpipe && ((per_replica / mb) < 2 * pp || (per_replica / mb) % 2 != 0))
+                                continue;  // DualPipe: an even m ≥ 2·pp
+                            c.micro_batch = mb;
+                            for (int r = 0; r < nr; ++r) {
+                                c.recompute = sp.recomputes[r];
+                                if (sp.vary_zero && !rules_allow(sp.rules, c, *sp.job)) continue;  // planfw
+                                set_overlap_keys(sp, c);
+                                bool pruned = prune && r >= alive;
+                                int fit = visit_overlap(c, lps, pruned);
+                                if (fit < 0) return false;
+                                // Memory only grows with mb and with less recompute.
+                                if (!pruned && fit == 0 && prune) alive = r;
+                                if (fit == 1) continue;  // fits without offload (pruned: does not)
+                                for (int k = 0; k < n_offload; ++k) {
+                                    LayoutChoice o = c;
+                                    o.offload_optimizer = OffloadDevice::cpu;
+                                    o.offload_params = k == 1;
+                                    if (sp.vary_zero && !rules_allow(sp.rules, o, *sp.job)) continue;  // planfw
+                                    const bool pruned_o = prune && r >= alive_offload[k];
+                                    const int fit_o = visit_overlap(o, lps, pruned_o);
+                                    if (fit_o < 0) return false;
+                                    if (!pruned_o && fit_o == 0 && prune) alive_offload[k] = r;
                                 }
                             }
+                        }
                     }
-            }  // etp
-        }
-    }
+            }
+    }  // etp
+    return true;
+}
+
+// Every layout of the space, group by group (for_each_layout_in).
+template <class Visit>
+bool for_each_layout(const Space& sp, bool prune, Visit&& visit) {
+    for (const LayoutGroup& g : layout_groups(sp))
+        if (!for_each_layout_in(sp, g, prune, visit)) return false;
     return true;
 }
 
@@ -895,12 +920,29 @@ struct Screening {
     bool done = false;     // false: cancelled by options.progress
 };
 
-// Pass 1, screening: every layout's memory (exact: pruning and feasibility need it) and
-// bounds on its step time, without simulating the pipeline schedule. Counts evaluated and
-// feasible layouts into `out`. `want_hi`: the upper bound is needed (only job_rank uses it).
-Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const PlanOptions& options, bool want_hi,
-                         int64_t total, PlanResult& out) {
-    Screening r;
+// One group's share of pass 1 (screen_group), merged in group order by screen_layouts.
+struct GroupScreening {
+    std::vector<Screened> screened;  // seq counted within the group
+    Candidate smallest, least_host;  // as Screening's, within the group (peak_bytes / host_bytes_per_node −1: none)
+    int64_t enumerated = 0, evaluated = 0, feasible = 0;
+};
+
+// What the threads of pass 1 share: the next group to take, running totals for progress and
+// the stop flag (cancelled, or a worker failed).
+struct ScreeningShared {
+    std::atomic<size_t> next_group{0};
+    std::atomic<int64_t> enumerated{0}, evaluated{0};
+    std::atomic<bool> stop{false};
+};
+
+// Pass 1 over one group: every layout's memory (exact: pruning and feasibility need it) and
+// bounds on its step time, without simulating the pipeline schedule. `on_batch` runs after
+// every 4096 evaluations of the thread (`thread_evaluated`, over all its groups) with the
+// shared totals updated; it returns false to stop.
+template <class OnBatch>
+void screen_group(const EstimateContext& ctx, const Space& sp, const LayoutGroup& g, const PlanOptions& options,
+                  bool want_hi, GroupScreening& r, ScreeningShared& shared, int64_t& thread_evaluated,
+                  OnBatch&& on_batch) {
     r.smallest.score.peak_bytes = -1;
     r.least_host.score.host_bytes_per_node = -1;
     // offload: the search visits a layout's offload variants right after the layout itself.
@@ -910,39 +952,138 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
     LayoutScore last_plain;
     bool last_plain_valid = false;
     const double fragmentation = ctx.job.estimate.fragmentation;
-    r.done =
-        for_each_layout(sp, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
-            const int64_t seq = r.enumerated++;
-            const bool variant = options.vary_zero && (c.offload_optimizer != OffloadDevice::none || c.offload_params);
-            if (!variant) last_plain_valid = false;
-            if (pruned) return 0;
-            if (variant && last_plain_valid && !options.exhaustive) {
-                const MemoryBreakdown& w = last_plain.worst_mem;
-                const double removed = w.optimizer + (c.zero >= 2 ? w.grads : 0.0) + (c.offload_params ? w.params : 0.0);
-                if (last_plain.peak_bytes - removed * (1 + fragmentation) > last_plain.usable_bytes) return 0;
+    int64_t reported_enumerated = 0, reported_evaluated = 0;
+    auto report = [&] {
+        shared.enumerated.fetch_add(r.enumerated - reported_enumerated, std::memory_order_relaxed);
+        shared.evaluated.fetch_add(r.evaluated - reported_evaluated, std::memory_order_relaxed);
+        reported_enumerated = r.enumerated, reported_evaluated = r.evaluated;
+    };
+    for_each_layout_in(sp, g, !options.exhaustive, [&](const LayoutChoice& c, const std::vector<int>& lps, bool pruned) {
+        const int64_t seq = r.enumerated++;
+        const bool variant = options.vary_zero && (c.offload_optimizer != OffloadDevice::none || c.offload_params);
+        if (!variant) last_plain_valid = false;
+        if (pruned) return 0;
+        if (variant && last_plain_valid && !options.exhaustive) {
+            const MemoryBreakdown& w = last_plain.worst_mem;
+            const double removed = w.optimizer + (c.zero >= 2 ? w.grads : 0.0) + (c.offload_params ? w.params : 0.0);
+            if (last_plain.peak_bytes - removed * (1 + fragmentation) > last_plain.usable_bytes) return 0;
+        }
+        if (shared.stop.load(std::memory_order_relaxed)) return -1;
+        StepBounds bounds;
+        bounds.want_hi = want_hi;
+        const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
+        if (!variant) last_plain = score, last_plain_valid = true;
+        ++r.evaluated;
+        if (++thread_evaluated % 4096 == 0) {
+            report();
+            if (!on_batch()) return -1;
+        }
+        r.screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
+        if (!score.fits) {
+            if (score.peak_bytes <= score.usable_bytes) {  // offload: only the host RAM is short
+                if (r.least_host.score.host_bytes_per_node < 0 ||
+                    score.host_bytes_per_node < r.least_host.score.host_bytes_per_node)
+                    r.least_host = Candidate{c, score, seq};
+            } else if (r.smallest.score.peak_bytes < 0 || score.peak_bytes < r.smallest.score.peak_bytes) {
+                r.smallest = Candidate{c, score, seq};
             }
-            StepBounds bounds;
-            bounds.want_hi = want_hi;
-            const LayoutScore score = evaluate_layout(ctx, c, lps, nullptr, &bounds);
-            if (!variant) last_plain = score, last_plain_valid = true;
-            ++out.evaluated;
-            if (options.progress && out.evaluated % 4096 == 0 &&
-                !options.progress(out.evaluated, out.evaluated * total / r.enumerated))
-                return -1;
-            r.screened.push_back(Screened{c, seq, score.peak_bytes, bounds.lo_s, bounds.hi_s, score.fits});
-            if (!score.fits) {
-                if (score.peak_bytes <= score.usable_bytes) {  // offload: only the host RAM is short
-                    if (r.least_host.score.host_bytes_per_node < 0 ||
-                        score.host_bytes_per_node < r.least_host.score.host_bytes_per_node)
-                        r.least_host = Candidate{c, score, seq};
-                } else if (r.smallest.score.peak_bytes < 0 || score.peak_bytes < r.smallest.score.peak_bytes) {
-                    r.smallest = Candidate{c, score, seq};
-                }
-                return 0;
-            }
-            ++out.feasible;
-            return 1;
-        });
+            return 0;
+        }
+        ++r.feasible;
+        return 1;
+    });
+    report();
+}
+
+// How many threads pass 1 runs: options.threads, or one per hardware thread (at least one),
+// never more than there are groups.
+int screening_threads(const PlanOptions& options, size_t groups) {
+    int n = options.threads > 0 ? options.threads : (int)std::thread::hardware_concurrency();
+    n = std::max(n, 1);
+    return (int)std::min<size_t>((size_t)n, std::max<size_t>(groups, 1));
+}
+
+// Pass 1, screening: every layout's memory and step-time bounds (screen_group), the groups
+// shared out over threads that each take the next group when done with one. The groups'
+// layouts are put back in enumeration order (seq renumbered over the whole space), so the
+// plan is the same on any number of threads. options.progress is called from the calling
+// thread only, and stops every thread when it returns false. Counts evaluated and feasible
+// layouts into `out`. `want_hi`: the upper bound is needed (only job_rank uses it).
+Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const PlanOptions& options, bool want_hi,
+                         int64_t total, PlanResult& out) {
+    const std::vector<LayoutGroup> groups = layout_groups(sp);
+    std::vector<GroupScreening> parts(groups.size());
+    ScreeningShared shared;
+    const int threads = screening_threads(options, groups.size());
+    std::atomic<int> running{threads};
+    std::vector<std::exception_ptr> failed((size_t)threads);
+    auto progress_ok = [&] {
+        const int64_t evaluated = shared.evaluated.load(std::memory_order_relaxed);
+        const int64_t enumerated = std::max<int64_t>(shared.enumerated.load(std::memory_order_relaxed), 1);
+        return options.progress(evaluated, evaluated * total / enumerated);
+    };
+    auto work = [&](int worker) {
+        try {
+            // Only the calling thread (worker 0) reports progress; the others just check the stop flag.
+            auto on_batch = [&] {
+                if (worker != 0 || !options.progress) return true;
+                if (progress_ok()) return true;
+                shared.stop.store(true, std::memory_order_relaxed);
+                return false;
+            };
+            int64_t evaluated = 0;
+            for (size_t g; (g = shared.next_group.fetch_add(1)) < groups.size() && !shared.stop.load();)
+                screen_group(ctx, sp, groups[g], options, want_hi, parts[g], shared, evaluated, on_batch);
+        } catch (...) {
+            failed[(size_t)worker] = std::current_exception();
+            shared.stop.store(true);
+        }
+        running.fetch_sub(1);
+    };
+    std::vector<std::thread> pool;
+    pool.reserve((size_t)threads - 1);
+    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    work(0);
+    // The calling thread, out of groups, keeps reporting progress (and passing on a cancel)
+    // while the others finish theirs.
+    while (options.progress && running.load() > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (!shared.stop.load() && !progress_ok()) shared.stop.store(true);
+    }
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : failed)
+        if (e) std::rethrow_exception(e);
+
+    Screening r;
+    r.smallest.score.peak_bytes = -1;
+    r.least_host.score.host_bytes_per_node = -1;
+    r.done = !shared.stop.load();
+    size_t evaluated = 0;
+    for (const GroupScreening& p : parts) evaluated += p.screened.size();
+    r.screened.reserve(evaluated);
+    for (GroupScreening& p : parts) {
+        const int64_t offset = r.enumerated;
+        for (Screened& e : p.screened) {
+            e.seq += offset;
+            r.screened.push_back(e);
+        }
+        std::vector<Screened>().swap(p.screened);  // free as we go: the merge holds one copy at most
+        // The first of equals wins, as in one pass over the whole space.
+        if (p.smallest.score.peak_bytes >= 0 &&
+            (r.smallest.score.peak_bytes < 0 || p.smallest.score.peak_bytes < r.smallest.score.peak_bytes)) {
+            r.smallest = p.smallest;
+            r.smallest.seq += offset;
+        }
+        if (p.least_host.score.host_bytes_per_node >= 0 &&
+            (r.least_host.score.host_bytes_per_node < 0 ||
+             p.least_host.score.host_bytes_per_node < r.least_host.score.host_bytes_per_node)) {
+            r.least_host = p.least_host;
+            r.least_host.seq += offset;
+        }
+        r.enumerated += p.enumerated;
+        out.evaluated += p.evaluated;
+        out.feasible += p.feasible;
+    }
     return r;
 }
 

@@ -62,8 +62,11 @@ struct PlanOptions {
     // (whole nodes, halving) for the largest that stays under it and says so (PlanResult::
     // too_big). < 0 turns the check off.
     double max_bubble_share = 0.25;
-    // Called every so often from the searching thread with (evaluated, estimated total);
-    // return false to cancel.
+    // Threads of the screening pass (every layout's memory and step-time bounds, nearly all
+    // of a plan's time): 0 = one per hardware thread. The plan is the same on any number.
+    int threads = 0;
+    // Called every so often from the thread that called plan_layouts with (evaluated,
+    // estimated total); return false to cancel (every thread stops).
     std::function<bool(int64_t, int64_t)> progress;
 };
 
