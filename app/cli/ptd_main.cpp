@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
                      "Order the listed layouts by throughput (default), time, cost or energy to train training.tokens")
         ->check(CLI::IsMember({"throughput", "time", "cost", "energy"}));
     plan->add_flag("--exhaustive", pl.exhaustive, "Evaluate every layout (no pruning; slower, same answer)");
+    plan->add_flag("--unfold", pl.unfold,
+                   "List a layout once per interleaving depth and TP-overlap setting (default: one row per layout, the others named under the table)");
     plan->add_option("--threads", pl.threads, "Threads that score layouts (default: one per hardware thread; the plan is the same on any number)")
         ->check(CLI::Range(1, 4096));
     plan->add_option("--set", pl.sets, set_help)->type_name("KEY=VALUE")->allow_extra_args(false);

@@ -365,6 +365,7 @@ int cmd_plan(const PlanArgs& a, const PresetCatalog& presets, FILE* out, FILE* e
     opt.try_zb_h1 = a.try_zb_h1, opt.try_dualpipe = a.try_dualpipe;  // zb
     opt.exhaustive = a.exhaustive;
     opt.threads = a.threads;
+    opt.fold = !a.unfold;
     for (PlanObjective o : {PlanObjective::throughput, PlanObjective::time, PlanObjective::cost, PlanObjective::energy})
         if (a.objective == to_string(o)) opt.objective = o;  // cost: the CLI checked the word
     std::optional<JobProfile> profile;

@@ -69,6 +69,7 @@ struct PlanArgs {
     bool any_framework = false;  // planfw: every framework's layouts, each row marked with those that run it
     bool try_zb_h1 = false, try_dualpipe = false;  // zb: --zb-h1, --dualpipe
     bool exhaustive = false;
+    bool unfold = false;      // --unfold: one row per interleaving depth and TP overlap (PlanOptions::fold off)
     int threads = 0;          // --threads: the screening pass's threads, 0 = one per hardware thread
     std::string objective = "throughput";  // cost: --objective throughput|time|cost|energy
     bool json = false;        // schema ptd.plan/1

@@ -538,6 +538,11 @@ nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::opt
     }
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
         j["schedule"] = to_string(c.schedule);  // zb: only where it is not Megatron-LM's own
+    nlohmann::json folded = nlohmann::json::array();  // fold
+    for (const FoldedVariant& v : e.folded)
+        folded.push_back({{"vpp", v.vpp}, {"tp_comm_overlap", v.tp_comm_overlap}, {"tokens_per_s", v.tokens_per_s},
+                          {"peak_bytes", v.peak_bytes}});
+    j["folded"] = folded;
     return j;
 }
 
@@ -655,6 +660,39 @@ std::string plan_depth_line(const PlanResult& plan) {
                plan.top.size(), depths.size(), list.c_str(), hi > 0 ? (hi / lo - 1) * 100 : 0.0);
 }
 
+// "2–4, 7, 11–13": the depths of `variants` (ascending), runs of consecutive ones as ranges.
+std::string depth_ranges(const std::vector<FoldedVariant>& variants) {
+    std::string out;
+    for (size_t i = 0; i < variants.size();) {
+        size_t j = i;
+        while (j + 1 < variants.size() && variants[j + 1].vpp == variants[j].vpp + 1) ++j;
+        out += (out.empty() ? "" : ", ") + std::to_string(variants[i].vpp);
+        if (j > i) out += (j == i + 1 ? ", " : "–") + std::to_string(variants[j].vpp);
+        i = j + 1;
+    }
+    return out;
+}
+
+// fold: the rows that stand for their layout at several interleaving depths or TP-overlap
+// settings ("" when no row folds any).
+std::string plan_folded_line(const PlanResult& plan) {
+    std::string rows;
+    int shown = 0, more = 0;
+    for (size_t i = 0; i < plan.top.size(); ++i) {
+        if (plan.top[i].folded.empty()) continue;
+        if (shown == 4) {
+            ++more;
+            continue;
+        }
+        rows += (rows.empty() ? "" : "; ") + folded_row_text(fmt("row %zu", i + 1), plan.top[i]);
+        ++shown;
+    }
+    if (rows.empty()) return "";
+    if (more > 0) rows += fmt("; %d more rows", more);
+    return "one row per layout, at its fastest interleaving depth and TP overlap: " + rows +
+           " (--unfold lists each as a row)";
+}
+
 }  // namespace
 
 // cost: what the listed rows are ordered by, for the table's title.
@@ -701,6 +739,7 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
         if (const std::string overlap = plan_overlap_line(band, plan); !overlap.empty())
             out += yellow(term, "within error: ") + overlap.substr(14) + "\n";
         if (const std::string depth = plan_depth_line(plan); !depth.empty()) out += dim(term, depth) + "\n";
+        if (const std::string folded = plan_folded_line(plan); !folded.empty()) out += dim(term, folded) + "\n";
         if (const std::string mem = plan_memory_line(job, plan.top); !mem.empty()) out += dim(term, mem) + "\n";
         out += "\n" + bold(term, "Pareto front") + dim(term, " (no other fitting layout is both faster and has more headroom)") + "\n";
         out += plan_table(job, plan.pareto, term, plan.any_framework);
@@ -773,8 +812,33 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
             {"simulated", plan.simulated},
             {"feasible", plan.feasible},
             {"equivalent_hidden", plan.equivalent_hidden},
+            {"folded", plan.folded},
             {"seconds", plan.seconds},
             {"cancelled", plan.cancelled}};
+}
+
+std::string folded_row_text(const std::string& who, const PlanEntry& e) {
+    if (e.folded.empty()) return "";
+    std::vector<FoldedVariant> depths;  // this row's TP overlap at other depths
+    const FoldedVariant* other_overlap = nullptr;  // the fastest with the other TP overlap
+    for (const FoldedVariant& v : e.folded) {
+        if (v.tp_comm_overlap == e.choice.tp_comm_overlap) depths.push_back(v);
+        else if (!other_overlap || v.tokens_per_s > other_overlap->tokens_per_s) other_overlap = &v;
+    }
+    const double best = e.score.tokens_per_s;
+    auto slower = [best](double t) { return t > 0 ? (best / t - 1) * 100 : 0.0; };
+    std::string s = who;
+    if (e.choice.vpp > 1 || !depths.empty()) s += fmt(" (vpp %d)", e.choice.vpp);
+    if (!depths.empty()) {
+        double slowest = best;
+        for (const FoldedVariant& v : depths) slowest = std::min(slowest, v.tokens_per_s);
+        s += " also at vpp " + depth_ranges(depths) + fmt(", within %.1f%%", slower(slowest));
+    }
+    if (other_overlap)
+        s += std::string(depths.empty() ? "" : ",") + (e.choice.tp_comm_overlap ? " without" : " with") +
+             fmt(" TP overlap, %.1f%% slower", slower(other_overlap->tokens_per_s)) +
+             (other_overlap->vpp != e.choice.vpp ? fmt(" (at vpp %d)", other_overlap->vpp) : std::string());
+    return s;
 }
 
 }  // namespace ptd

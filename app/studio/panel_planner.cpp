@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cstdio>
 
+#include "estimate_view.h"
 #include "ui.h"
 
 namespace ptd::studio::ui {
@@ -178,6 +179,11 @@ void row_tooltip(const StudioState& s, const PlanRow& row, bool stale) {
                 t.tp_comm, t.pp_comm, t.bubble, t.dp_comm, t.optimizer);
     // planfw: the overlap keys the planner turned on, and (any framework) who runs the row.
     ImGui::Text("overlap: %s", overlap_words(row.entry.choice).c_str());
+    if (const std::string folded = folded_row_text("this layout", row.entry); !folded.empty()) {  // fold
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40.0f);
+        ImGui::TextUnformatted(display_text(folded).c_str());
+        ImGui::PopTextWrapPos();
+    }
     if (!row.entry.frameworks.empty()) {
         std::string f;
         for (Framework fw : row.entry.frameworks) f += (f.empty() ? "" : ", ") + std::string(to_string(fw));

@@ -265,7 +265,8 @@ TEST(Planner, FindsTheJobsOwnLayoutRank) {
         while (i < deep.top.size() && deep.top[i].score.tokens_per_s > own.tokens_per_s) ++i;
         EXPECT_LE((int)i, r.job_rank) << name;
         for (size_t k = i; k < deep.top.size(); ++k) EXPECT_LE(deep.top[k].score.tokens_per_s, own.tokens_per_s) << name;
-        EXPECT_EQ((int64_t)deep.top.size() + deep.equivalent_hidden, r.feasible) << name;
+        // Every feasible layout is a row, a row's exact twin or (fold) a variant folded into a row.
+        EXPECT_EQ((int64_t)deep.top.size() + deep.equivalent_hidden + deep.folded, r.feasible) << name;
     }
     // A layout the job cannot have on this world size is not ranked.
     JobSpec job = load_asset("llama3-8b-h100.toml");
@@ -320,6 +321,65 @@ TEST(Planner, CancellationStopsTheSearch) {
     EXPECT_FALSE(ok.cancelled);
     EXPECT_EQ(final_done, ok.evaluated);
     EXPECT_EQ(final_total, ok.evaluated);
+}
+
+// fold: a plan lists each layout once, at its fastest interleaving depth and TP overlap, the
+// others folded into its row; unfolded, the same layouts are all rows. Checked on every
+// feasible layout (top_k large enough for all) and on a short list, whose folded variants
+// must rank among the listed rows' speeds.
+TEST(Planner, FoldingListsEachLayoutOnceWithItsOtherDepthsAndTpOverlap) {
+    for (const JobSpec& job : {make_job("gpt2-124m", "h100-sxm", 1, 8, 64), load_asset("llama3-70b-h100.toml")}) {
+        const PlanResult flat = plan(job, [](PlanOptions& o) {
+            o.top_k = 1 << 20;
+            o.fold = false;
+        });
+        const PlanResult all = plan(job, [](PlanOptions& o) { o.top_k = 1 << 20; });
+        const std::string what = job.model.name;
+        ASSERT_EQ((int64_t)all.top.size() + all.equivalent_hidden + all.folded, all.feasible) << what;
+        EXPECT_GT(all.folded, 0) << what << ": nothing to fold, the case shows nothing";
+        EXPECT_EQ(flat.folded, 0) << what;
+        for (const PlanEntry& e : flat.top) EXPECT_TRUE(e.folded.empty()) << what;
+        for (size_t i = 0; i < all.top.size(); ++i) {
+            const PlanEntry& row = all.top[i];
+            for (size_t k = 0; k < i; ++k)
+                EXPECT_FALSE(same_up_to_fold(all.top[k].choice, row.choice)) << what << ": rows " << k << " and " << i;
+            // Every unfolded row of its layout is the row itself, one of its folded variants, or
+            // an exact twin (the same tokens/s and peak) of another row or folded variant,
+            // hidden as an unfolded plan hides twins. (An unfolded plan lists one of exact twins; the row may
+            // be the one it hid.)
+            auto twin_of_a_row = [&](const PlanEntry& f) {
+                for (const PlanEntry& o : all.top) {
+                    if (o.score.tokens_per_s == f.score.tokens_per_s && o.score.peak_bytes == f.score.peak_bytes) return true;
+                    for (const FoldedVariant& v : o.folded)
+                        if (v.tokens_per_s == f.score.tokens_per_s && v.peak_bytes == f.score.peak_bytes) return true;
+                }
+                return false;
+            };
+            bool seen = false;
+            for (const PlanEntry& f : flat.top) {
+                if (f.score.tokens_per_s == row.score.tokens_per_s && f.score.peak_bytes == row.score.peak_bytes) seen = true;
+                if (!same_up_to_fold(f.choice, row.choice) || twin_of_a_row(f)) continue;
+                EXPECT_LE(f.score.tokens_per_s, row.score.tokens_per_s) << what << " row " << i;
+                bool named = f.choice.vpp == row.choice.vpp && f.choice.tp_comm_overlap == row.choice.tp_comm_overlap;
+                for (const FoldedVariant& v : row.folded)
+                    named |= v.vpp == f.choice.vpp && v.tp_comm_overlap == f.choice.tp_comm_overlap;
+                EXPECT_TRUE(named) << what << " row " << i << ": unfolded " << describe(f.choice) << " not in it";
+            }
+            EXPECT_TRUE(seen) << what << " row " << i << " (" << describe(row.choice) << ") is not an unfolded row";
+            for (const FoldedVariant& v : row.folded) {
+                EXPECT_LE(v.tokens_per_s, row.score.tokens_per_s) << what << " row " << i;
+                EXPECT_FALSE(v.vpp == row.choice.vpp && v.tp_comm_overlap == row.choice.tp_comm_overlap) << what << " row " << i;
+            }
+        }
+        // A short list: ten layouts, their variants no slower than the tenth row.
+        const PlanResult ten = plan(job, [](PlanOptions& o) { o.top_k = 10; });
+        ASSERT_EQ(ten.top.size(), 10u) << what;
+        for (size_t i = 0; i < ten.top.size(); ++i) {
+            EXPECT_TRUE(same(ten.top[i].choice, all.top[i].choice)) << what << " #" << i;
+            for (const FoldedVariant& v : ten.top[i].folded)
+                EXPECT_GE(v.tokens_per_s, ten.top.back().score.tokens_per_s) << what << " #" << i;
+        }
+    }
 }
 
 // The screening pass shares the space's (tp, cp, pp) groups out over threads and puts their
@@ -440,7 +500,10 @@ TEST(Planner, MixtureOfExpertsVariesExpertParallelism) {
 TEST(Planner, UnevenPipelinesAndInterleaving) {
     // gpt2-124m has 12 layers: pp 8 needs an explicit split, pp 2/3/4/6 allow vpp.
     JobSpec job = make_job("gpt2-124m", "h100-sxm", 1, 8, 64);
-    PlanResult r = plan(job, [&](PlanOptions& o) { o.top_k = 1 << 20; });
+    PlanResult r = plan(job, [&](PlanOptions& o) {
+        o.top_k = 1 << 20;
+        o.fold = false;  // every depth its own row
+    });
     ASSERT_EQ(r.feasible, (int64_t)r.top.size() + r.equivalent_hidden);  // exact twins are listed once
     int uneven = 0, interleaved = 0;
     for (const PlanEntry& e : r.top) {

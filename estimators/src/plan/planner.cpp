@@ -13,6 +13,7 @@
 #include "ptd/plan/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -261,6 +262,18 @@ bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
            effective_etp(a) == effective_etp(b);  // etp
 }
 
+// fold: 1F1B and the interleaved schedule are one family of depths (vpp 1 and vpp > 1).
+static LayoutChoice depth_free(LayoutChoice c) {
+    const PipelineSchedule s = effective_schedule(c.schedule, c.vpp);
+    if (s == PipelineSchedule::one_f_one_b || s == PipelineSchedule::interleaved) c.schedule = PipelineSchedule::automatic, c.vpp = 1;
+    return c;
+}
+
+bool same_up_to_fold(const LayoutChoice& a, const LayoutChoice& b) {
+    return a.overlap_grad_reduce == b.overlap_grad_reduce && a.overlap_param_gather == b.overlap_param_gather &&
+           same_choice(depth_free(a), depth_free(b));
+}
+
 namespace {
 
 // A fitting layout as the search keeps it. layers_per_stage is a function of pp, so it is
@@ -294,28 +307,79 @@ bool dominates(const Candidate& a, const Candidate& b) {
 // (tokens/s, peak): O(log n) per offer, so a caller may ask for every fitting layout.
 class BestKept {
 public:
-    explicit BestKept(size_t n) : n_(n) {}
-    // Returns true when `cand` was a twin of a kept candidate (kept or replacing it).
+    // fold: with `fold`, one entry per layout up to its depth and TP overlap (same_up_to_fold).
+    BestKept(size_t n, bool fold) : n_(n), fold_(fold) {}
+    // Returns true when `cand` was a twin of a kept candidate (kept or replacing it), or
+    // (fold) a variant of a kept layout (kept as its row or among its folded variants).
     bool offer(const Candidate& cand) {
         if (n_ == 0) return false;
-        const Key key{cand.score.tokens_per_s, cand.score.peak_bytes};
-        if (auto twin = by_key_.find(key); twin != by_key_.end()) {
-            if (better(cand, *twin->second)) {
-                kept_.erase(twin->second);
-                twin->second = kept_.insert(cand).first;
+        const Key key = key_of(cand);
+        const auto twin = by_key_.find(key);
+        if (twin != by_key_.end() || (fold_ && folded_keys_.count(key))) {
+            if (fold_) {
+                // A twin of another layout's row or folded variant, and a variant of a row of
+                // its own: folded into that row when no faster, else hidden as the twin.
+                auto same = by_family_.find(family(cand.choice));
+                if (same != by_family_.end() && (twin == by_key_.end() || same->second != twin->second)) {
+                    if (!better(cand, *same->second)) add_folded(same->first, cand);
+                    return true;
+                }
             }
-            return true;
+            if (twin != by_key_.end() && better(cand, *twin->second)) {
+                const Candidate old = *twin->second;
+                erase(twin->second);
+                insert(cand);
+                if (fold_ && family(old.choice) != family(cand.choice)) reelect(family(old.choice));
+            }
+            return true;  // (a twin of a folded variant, with no row of its own layout: hidden)
+        }
+        if (fold_) {
+            if (auto same = by_family_.find(family(cand.choice)); same != by_family_.end()) {
+                const Family f = same->first;
+                if (better(cand, *same->second)) {
+                    add_folded(f, *same->second);
+                    erase(same->second);
+                    insert(cand);
+                } else {
+                    add_folded(f, cand);
+                }
+                return true;
+            }
         }
         if (kept_.size() >= n_) {
             auto worst = std::prev(kept_.end());
             if (!better(cand, *worst)) return false;
-            by_key_.erase(Key{worst->score.tokens_per_s, worst->score.peak_bytes});
-            kept_.erase(worst);
+            if (fold_) take_folded(family(worst->choice));
+            erase(worst);
         }
-        by_key_.emplace(key, kept_.insert(cand).first);
+        insert(cand);
         return false;
     }
     std::vector<Candidate> sorted() const { return {kept_.begin(), kept_.end()}; }
+    // fold: a kept candidate's folded variants, its own TP overlap first, then by ascending
+    // vpp (empty without folding). When the list is full, only those as fast as its last row:
+    // exactly the variants that rank among the listed speeds, whatever was folded before.
+    std::vector<FoldedVariant> folded(const Candidate& kept) const {
+        std::vector<FoldedVariant> out;
+        if (auto f = folded_.find(family(kept.choice)); f != folded_.end())
+            for (const Candidate& c : f->second)
+                if (c.score.tokens_per_s >= entry_tokens_per_s())  // folded before the list filled up
+                    out.push_back({c.choice.vpp, c.choice.tp_comm_overlap, c.score.tokens_per_s, c.score.peak_bytes});
+        const bool own = kept.choice.tp_comm_overlap;
+        std::sort(out.begin(), out.end(), [own](const FoldedVariant& a, const FoldedVariant& b) {
+            if (a.tp_comm_overlap != b.tp_comm_overlap) return a.tp_comm_overlap == own;
+            return a.vpp < b.vpp;
+        });
+        return out;
+    }
+    // fold: every folded variant of every row (as folded() gives them).
+    std::vector<Candidate> all_folded() const {
+        std::vector<Candidate> out;
+        for (const auto& [family, variants] : folded_)
+            for (const Candidate& c : variants)
+                if (c.score.tokens_per_s >= entry_tokens_per_s()) out.push_back(c);
+        return out;
+    }
     // The tokens/s a layout must reach to still enter (or tie into) the list; −∞ while it
     // has room, +∞ when it keeps nothing.
     double entry_tokens_per_s() const {
@@ -328,9 +392,54 @@ private:
     struct Better {
         bool operator()(const Candidate& a, const Candidate& b) const { return better(a, b); }
     };
+    using Kept = std::set<Candidate, Better>;
+    // fold: a layout up to its depth and TP overlap — every field same_up_to_fold compares.
+    using Family = std::array<int, 16>;
+    static Family family(const LayoutChoice& choice) {
+        const LayoutChoice c = depth_free(choice);
+        return {c.tp, c.pp, c.dp, c.cp, c.ep, c.vpp, c.micro_batch, c.zero, c.distributed_optimizer,
+                c.sequence_parallel, (int)c.recompute, c.order, (int)c.offload_optimizer * 2 + c.offload_params,
+                (int)c.schedule, effective_etp(c),
+                c.overlap_grad_reduce * 2 + c.overlap_param_gather};
+    }
+    static Key key_of(const Candidate& c) { return {c.score.tokens_per_s, c.score.peak_bytes}; }
+    void insert(const Candidate& c) {
+        const Kept::iterator it = kept_.insert(c).first;
+        by_key_.emplace(key_of(c), it);
+        if (fold_) by_family_[family(c.choice)] = it;
+    }
+    void erase(Kept::iterator it) {
+        by_key_.erase(key_of(*it));
+        if (fold_) by_family_.erase(family(it->choice));
+        kept_.erase(it);
+    }
+    // fold: folded variants by layout, and their numbers (a later twin of one is hidden).
+    void add_folded(const Family& f, const Candidate& c) {
+        folded_[f].push_back(c);
+        folded_keys_.insert(key_of(c));
+    }
+    std::vector<Candidate> take_folded(const Family& f) {
+        auto it = folded_.find(f);
+        if (it == folded_.end()) return {};
+        std::vector<Candidate> variants = std::move(it->second);
+        folded_.erase(it);
+        for (const Candidate& c : variants) folded_keys_.erase(folded_keys_.find(key_of(c)));
+        return variants;
+    }
+    // fold: a twin of another layout took this layout's row: its fastest folded variant takes
+    // the row back and the others fold into it again (each offered anew, best first).
+    void reelect(const Family& f) {
+        std::vector<Candidate> variants = take_folded(f);
+        std::sort(variants.begin(), variants.end(), [](const Candidate& a, const Candidate& b) { return better(a, b); });
+        for (const Candidate& c : variants) offer(c);
+    }
     size_t n_;
-    std::set<Candidate, Better> kept_;
-    std::map<Key, std::set<Candidate, Better>::iterator> by_key_;
+    bool fold_;
+    Kept kept_;
+    std::map<Key, Kept::iterator> by_key_;
+    std::map<Family, Kept::iterator> by_family_;
+    std::map<Family, std::vector<Candidate>> folded_;
+    std::multiset<Key> folded_keys_;
 };
 
 // Everything the enumeration needs, computed once per search.
@@ -1022,11 +1131,14 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
         const int64_t enumerated = std::max<int64_t>(shared.enumerated.load(std::memory_order_relaxed), 1);
         return options.progress(evaluated, evaluated * total / enumerated);
     };
+    // With several threads and a progress callback the calling thread only watches: it reports
+    // progress every 20 ms (and passes a cancel on) while the workers search. Alone, it searches
+    // and reports every 4096 of its evaluations.
+    const bool watch = options.progress && threads > 1;
     auto work = [&](int worker) {
         try {
-            // Only the calling thread (worker 0) reports progress; the others just check the stop flag.
             auto on_batch = [&] {
-                if (worker != 0 || !options.progress) return true;
+                if (watch || worker != 0 || !options.progress) return true;
                 if (progress_ok()) return true;
                 shared.stop.store(true, std::memory_order_relaxed);
                 return false;
@@ -1041,12 +1153,10 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
         running.fetch_sub(1);
     };
     std::vector<std::thread> pool;
-    pool.reserve((size_t)threads - 1);
-    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
-    work(0);
-    // The calling thread, out of groups, keeps reporting progress (and passing on a cancel)
-    // while the others finish theirs.
-    while (options.progress && running.load() > 0) {
+    pool.reserve((size_t)threads);
+    for (int w = watch ? 0 : 1; w < threads; ++w) pool.emplace_back(work, w);
+    if (!watch) work(0);
+    while (watch && running.load() > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         if (!shared.stop.load() && !progress_ok()) shared.stop.store(true);
     }
@@ -1329,11 +1439,17 @@ void runner_beyond_overlap_keys(Simulated& sim, const std::vector<size_t>& fitti
 }
 
 // Fitting layouts left out of the list because a listed one has the same predicted numbers.
-int64_t count_equivalent_hidden(const std::vector<Candidate>& listed, const std::vector<const Candidate*>& fit_exact) {
+// fold: a row's folded variants are named with it, so their twins are hidden like a row's,
+// and a variant itself is counted as folded, not as anyone's twin.
+int64_t count_equivalent_hidden(const std::vector<Candidate>& listed, const std::vector<const Candidate*>& fit_exact,
+                                const std::vector<Candidate>& folded) {
     std::set<std::pair<double, double>> keys;
+    std::set<int64_t> folded_seqs;
     for (const Candidate& c : listed) keys.emplace(c.score.tokens_per_s, c.score.peak_bytes);
+    for (const Candidate& c : folded) keys.emplace(c.score.tokens_per_s, c.score.peak_bytes), folded_seqs.insert(c.seq);
     int64_t hidden = 0;
-    for (const Candidate* c : fit_exact) hidden += keys.count({c->score.tokens_per_s, c->score.peak_bytes});
+    for (const Candidate* c : fit_exact)
+        hidden += keys.count({c->score.tokens_per_s, c->score.peak_bytes}) && !folded_seqs.count(c->seq);
     return hidden - (int64_t)listed.size();
 }
 
@@ -1560,13 +1676,13 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     std::sort(fitting.begin(), fitting.end(), by_promise);
     Listable listable(planned, sp, options, sim, out);  // planfw
     listable.find_best_without_offload(fitting);
-    BestKept heap((size_t)std::max(options.top_k, 0));
+    BestKept heap((size_t)std::max(options.top_k, 0), options.fold);
     const BestTwo top = rank_top(sim, fitting, heap, listable);
     simulate_pareto_candidates(sim, screened, fitting, listable);
     const int64_t higher =
         own.scored && own.score.fits ? count_faster(sim, fitting, own.score.tokens_per_s, listable) : 0;
     // Near misses, ranked like `top`: only what the framework runs.
-    BestKept unfit((size_t)std::max(options.top_k_unfit, 0));
+    BestKept unfit((size_t)std::max(options.top_k_unfit, 0), options.fold);
     std::sort(unfitting.begin(), unfitting.end(), by_promise);
     for (size_t i : unfitting) {
         if (sim.most_tokens(i) < unfit.entry_tokens_per_s()) break;
@@ -1576,7 +1692,7 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
     Decision d = decide(sim, fitting, listable, top, options, out);
     runner_beyond_overlap_keys(sim, fitting, listable, d);
     const std::vector<Candidate> listed = heap.sorted();
-    out.equivalent_hidden += count_equivalent_hidden(listed, d.fit_exact);
+    out.equivalent_hidden += count_equivalent_hidden(listed, d.fit_exact, heap.all_folded());
     if (screening.done && options.progress) options.progress(out.evaluated, out.evaluated);
 
     auto entry = [&](const Candidate& c) {
@@ -1589,10 +1705,17 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
                 if (framework_runs(f, planned, e)) e.frameworks.push_back(f);
         return e;
     };
-    for (const Candidate& c : listed) out.top.push_back(entry(c));
+    for (const Candidate& c : listed) {
+        out.top.push_back(entry(c));
+        out.top.back().folded = heap.folded(c);  // fold
+        out.folded += (int64_t)out.top.back().folded.size();
+    }
     order_by_objective(out.top, options.objective);
     for (const Candidate& c : d.pareto) out.pareto.push_back(entry(c));
-    for (const Candidate& c : unfit.sorted()) out.unfit.push_back(entry(c));
+    for (const Candidate& c : unfit.sorted()) {
+        out.unfit.push_back(entry(c));
+        out.unfit.back().folded = unfit.folded(c);  // fold
+    }
     std::sort(out.fitting_tokens_per_s.begin(), out.fitting_tokens_per_s.end(), std::greater<>());
     out.job_rank = own.scored && own.score.fits && !out.cancelled ? (int)higher : -1;
     // The job's own layout, where it fits, must also be one its framework's export takes to be

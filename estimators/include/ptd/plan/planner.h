@@ -62,12 +62,26 @@ struct PlanOptions {
     // (whole nodes, halving) for the largest that stays under it and says so (PlanResult::
     // too_big). < 0 turns the check off.
     double max_bubble_share = 0.25;
+    // fold: rows that differ only in interleaving depth or in tp_comm_overlap are one row
+    // (`top` and `unfit`): the fastest is listed, the others that rank among the listed rows'
+    // speeds go into its PlanEntry::folded, and `top_k` counts distinct layouts. false = one
+    // row for each.
+    bool fold = true;
     // Threads of the screening pass (every layout's memory and step-time bounds, nearly all
     // of a plan's time): 0 = one per hardware thread. The plan is the same on any number.
     int threads = 0;
-    // Called every so often from the thread that called plan_layouts with (evaluated,
-    // estimated total); return false to cancel (every thread stops).
+    // Called from the thread that called plan_layouts with (evaluated, estimated total): on
+    // one thread every 4096 evaluations, with several every 20 ms while they search (the
+    // calling thread then only watches); return false to cancel (every thread stops).
     std::function<bool(int64_t, int64_t)> progress;
+};
+
+// fold: a listed layout at another interleaving depth or TP-overlap setting, folded into its row.
+struct FoldedVariant {
+    int vpp = 1;
+    bool tp_comm_overlap = false;
+    double tokens_per_s = 0;
+    double peak_bytes = 0;
 };
 
 struct PlanEntry {
@@ -77,6 +91,10 @@ struct PlanEntry {
     TrainingCost training;              // cost: the whole run at this row's step time (listed rows only)
     // planfw: with any_framework, the frameworks that run this layout (framework_runs); empty otherwise.
     std::vector<Framework> frameworks;
+    // fold: with PlanOptions::fold, the same layout at other interleaving depths or TP-overlap
+    // settings, no faster than this row and at least as fast as the last listed row; those with
+    // this row's tp_comm_overlap first, each part by ascending vpp. Empty otherwise.
+    std::vector<FoldedVariant> folded;
 };
 
 // cost: the figure `objective` orders by (smaller is better; tokens/s negated for throughput).
@@ -90,6 +108,7 @@ struct PlanResult {
     int64_t simulated = 0;               // of those, how many needed the schedule simulation (docs/planner.md)
     int64_t feasible = 0;                // layouts that fit
     int64_t equivalent_hidden = 0;       // fitting layouts left out of `top` because one listed has the same predicted numbers
+    int64_t folded = 0;                  // fold: variants folded into `top` rows (their PlanEntry::folded)
     double seconds = 0;
     int job_rank = -1;                   // rank of the job's own layout among feasible (0 = best), −1 = not found / infeasible
     bool job_in_space = false;           // planfw: the job's layout is one the search enumerates (else job_rank counts the faster listed ones)
@@ -149,6 +168,11 @@ const FrameworkRules& any_framework_rules();
 // recompute, the rank order, the offload, the schedule (1f1b = auto at vpp 1) and the experts'
 // TP (etp 0 = tp). The overlap keys are not compared: the planner sets them per layout.
 bool same_choice(const LayoutChoice& a, const LayoutChoice& b);
+// fold: whether two choices are one layout up to what the plan folds into one row: same_choice
+// but for the interleaving depth, with the gradient and parameter overlaps compared and
+// tp_comm_overlap not. ZB-H1 and DualPipe (one chunk per stage, other schedules) fold only
+// with their own kind.
+bool same_up_to_fold(const LayoutChoice& a, const LayoutChoice& b);
 inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
                                             Framework::torchtitan, Framework::pytorch_fsdp, Framework::llm_foundry};
 // The rules a search of `job` applies: its framework's (any_framework: the union), where the
