@@ -7,7 +7,10 @@
 // recompute), so it never drops a layout that fits. The step time comes from a simulation
 // of the pipeline schedule, too costly for every layout: a screening pass bounds it, and
 // only layouts whose place the bounds leave open are simulated (branch and bound), so
-// the answers equal simulating all. The search is bounded by what the job's framework runs
+// the answers equal simulating all. The screening pass runs on every hardware thread, one
+// (tp, cp, pp) group at a time per thread, its results put back in enumeration order, so the
+// plan does not depend on the thread count. A listed row stands for its layout at every
+// interleaving depth and TP-overlap setting (fold). The search is bounded by what the job's framework runs
 // (framework_rules: its sharding, offload, dimensions, overlap keys), and every layout it
 // lists or compares passes that framework's export (planfw). docs/planner.md explains it.
 #include "ptd/plan/planner.h"
