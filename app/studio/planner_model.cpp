@@ -119,6 +119,10 @@ PlanOptions options_of(const PlannerSettings& st) {
     o.headroom = st.job_headroom ? -1 : st.headroom;
     o.tp_beyond_node = st.tp_beyond_node;
     o.any_framework = st.any_framework;  // planfw
+    // One hardware thread stays with the UI thread, so the window keeps drawing while the
+    // search runs (the plan is the same on any number of threads).
+    const unsigned hardware = std::thread::hardware_concurrency();  // 0: unknown
+    o.threads = hardware > 1 ? (int)hardware - 1 : 1;
     return o;
 }
 
