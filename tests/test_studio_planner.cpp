@@ -188,6 +188,23 @@ TEST(StudioPlanner, SortsByEveryColumnBothWays) {
         if (rows[(size_t)i].entry.choice.tp == rows[(size_t)first].entry.choice.tp) ADD_FAILURE() << "row " << i;
 }
 
+// fold: a row standing for its layout at other interleaving depths too says so in its vpp
+// cell ("16+"); the tooltip names them (folded_row_text).
+TEST(StudioPlanner, AVppCellMarksARowThatStandsForOtherDepths) {
+    StudioState s = default_state();
+    run_search(s);
+    int marked = 0, plain = 0;
+    for (const PlanRow& r : s.planner.rows) {
+        bool depths = false;
+        for (const FoldedVariant& v : r.entry.folded) depths |= v.vpp != r.entry.choice.vpp;
+        const std::string cell = plan_cell_text(s, r, PlanColumn::vpp);
+        EXPECT_EQ(cell, std::to_string(r.entry.choice.vpp) + (depths ? "+" : "")) << r.number;
+        (depths ? marked : plain) += 1;
+    }
+    EXPECT_GT(marked, 0) << "the default job's list folds no depth: the case shows nothing";
+    EXPECT_GT(plain, 0);
+}
+
 TEST(StudioPlanner, FitsOnlyFilter) {
     StudioState s = default_state();
     run_search(s);

@@ -326,7 +326,9 @@ const char* plan_column_help(PlanColumn c) {
         case PlanColumn::etp:
             return "Expert tensor parallel degree (MoE models): the experts split this many ways, tp unless the "
                    "layout folds them (Megatron --expert-tensor-parallel-size)";
-        case PlanColumn::vpp: return "Virtual pipeline chunks per stage (interleaved 1F1B)";
+        case PlanColumn::vpp:
+            return "Virtual pipeline chunks per stage (interleaved 1F1B); \"+\": the same layout also runs at other depths, "
+                   "folded into this row (hover it for them)";
         case PlanColumn::micro_batch: return "Micro-batch size (sequences per replica per micro-step)";
         case PlanColumn::zero: return "ZeRO stage, or dopt = Megatron's distributed optimizer";
         case PlanColumn::recompute: return "Activation recomputation";
@@ -362,7 +364,11 @@ std::string plan_cell_text(const StudioState& s, const PlanRow& row, PlanColumn 
         case PlanColumn::ep: return std::to_string(ch.ep);
         case PlanColumn::etp:  // etp: "-" for a dense model, which has no experts to split
             return s.planner.planned_job.model.experts > 1 ? std::to_string(ch.etp > 0 ? ch.etp : ch.tp) : "-";
-        case PlanColumn::vpp: return std::to_string(ch.vpp);
+        case PlanColumn::vpp: {  // fold: "16+" when the row also stands for other depths of its layout
+            bool depths = false;
+            for (const FoldedVariant& v : row.entry.folded) depths |= v.vpp != ch.vpp;
+            return std::to_string(ch.vpp) + (depths ? "+" : "");
+        }
         case PlanColumn::micro_batch: return std::to_string(ch.micro_batch);
         case PlanColumn::zero: return ch.distributed_optimizer ? "dopt" : std::to_string(ch.zero);
         case PlanColumn::recompute: return to_string(ch.recompute);
