@@ -645,6 +645,32 @@ TEST(CliPlan, OneLayoutAtManyDepthsIsNamed) {
     EXPECT_FALSE(ptd_test::contains(ptd::render_plan_text(job, plan_of({16, 4, 8}, 4), {}, plain), "interleaving depths"));
 }
 
+// fold: a row standing for its layout at other depths and without TP overlap names them under
+// the table, depths as ranges, with how far the slowest depth and the best other-overlap one
+// lag; the JSON rows carry them.
+TEST(CliPlan, FoldedVariantsAreNamedUnderTheTable) {
+    const ptd::JobSpec job = ptd_test::load_asset("llama3-8b-h100.toml");
+    ptd::PlanResult plan;
+    ptd::PlanEntry row;
+    row.choice.tp = 2, row.choice.pp = 2, row.choice.vpp = 16, row.choice.tp_comm_overlap = true;
+    row.score.tokens_per_s = 1000, row.score.step_s = 1, row.score.fits = true;
+    row.folded = {{2, true, 990, 0}, {3, true, 980, 0}, {4, true, 970, 0}, {8, true, 995, 0}, {16, false, 992, 0}};
+    plan.top.push_back(row);
+    plan.folded = 5;
+    const ptd::Term plain{};
+    ptd_test::expect_mentions(ptd::render_plan_text(job, plan, {}, plain),
+                              {"row 1 (vpp 16) also at vpp 2–4, 8, within 3.1%, without TP overlap, 0.8% slower",
+                               "--unfold lists each as a row"});
+    const nlohmann::json j = ptd::plan_json(job, plan, {});
+    ASSERT_EQ(j["top"][0]["folded"].size(), 5u);
+    EXPECT_EQ(j["top"][0]["folded"][4]["vpp"], 16);
+    EXPECT_EQ(j["top"][0]["folded"][4]["tp_comm_overlap"], false);
+    EXPECT_EQ(j["folded"], 5);
+    // A row that folds nothing says nothing.
+    plan.top[0].folded.clear();
+    EXPECT_FALSE(ptd_test::contains(ptd::render_plan_text(job, plan, {}, plain), "one row per layout"));
+}
+
 // Each planner result says per export format whether it can be written, and if not, the
 // key that blocks it; `export --plan` then names the best layout that can (issue 12, item 10).
 TEST(CliPlan, ExportabilityPerFormat) {

@@ -633,8 +633,9 @@ std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanRe
     return "";
 }
 
-// When every listed row is one layout at different interleaving depths (an uneven model whose
-// layers split many ways, e.g. DeepSeek-V3's 61), the table shows one choice, not ten: say so.
+// With --unfold (fold off), when every listed row is one layout at different interleaving
+// depths (an uneven model whose layers split many ways, e.g. DeepSeek-V3's 61), the table
+// shows one choice, not ten: say so.
 std::string plan_depth_line(const PlanResult& plan) {
     if (plan.top.size() < 3) return "";
     const LayoutChoice& first = plan.top.front().choice;
@@ -656,7 +657,7 @@ std::string plan_depth_line(const PlanResult& plan) {
     std::string list;
     for (int d : depths) list += (list.empty() ? "" : ", ") + std::to_string(d);
     return fmt("rows 1–%zu are one layout at %zu interleaving depths (vpp %s), %.1f%% apart in tokens/s; "
-               "the Pareto front below and a larger --top show the other layouts",
+               "without --unfold each layout is one row (or see the Pareto front below)",
                plan.top.size(), depths.size(), list.c_str(), hi > 0 ? (hi / lo - 1) * 100 : 0.0);
 }
 
