@@ -639,12 +639,9 @@ std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanRe
 std::string plan_depth_line(const PlanResult& plan) {
     if (plan.top.size() < 3) return "";
     const LayoutChoice& first = plan.top.front().choice;
-    // The same layout but for the depth (and the schedule it implies), overlaps included.
-    auto same_but_depth = [&first](LayoutChoice c) {
-        const bool overlaps = c.overlap_grad_reduce == first.overlap_grad_reduce &&
-                              c.overlap_param_gather == first.overlap_param_gather && c.tp_comm_overlap == first.tp_comm_overlap;
-        c.vpp = first.vpp, c.schedule = first.schedule;
-        return overlaps && same_choice(first, c);
+    // The same layout but for the depth, TP overlap included.
+    auto same_but_depth = [&first](const LayoutChoice& c) {
+        return same_up_to_fold(first, c) && c.tp_comm_overlap == first.tp_comm_overlap;
     };
     std::vector<int> depths;
     double lo = plan.top.front().score.tokens_per_s, hi = lo;

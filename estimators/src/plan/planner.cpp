@@ -20,12 +20,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -396,11 +398,12 @@ private:
         bool operator()(const Candidate& a, const Candidate& b) const { return better(a, b); }
     };
     using Kept = std::set<Candidate, Better>;
-    // fold: a layout up to its depth and TP overlap — every field same_up_to_fold compares.
-    using Family = std::array<int, 16>;
+    // fold: a layout up to its depth and TP overlap — every field same_up_to_fold compares
+    // (depth_free leaves vpp 1 to every schedule the key names).
+    using Family = std::array<int, 15>;
     static Family family(const LayoutChoice& choice) {
         const LayoutChoice c = depth_free(choice);
-        return {c.tp, c.pp, c.dp, c.cp, c.ep, c.vpp, c.micro_batch, c.zero, c.distributed_optimizer,
+        return {c.tp, c.pp, c.dp, c.cp, c.ep, c.micro_batch, c.zero, c.distributed_optimizer,
                 c.sequence_parallel, (int)c.recompute, c.order, (int)c.offload_optimizer * 2 + c.offload_params,
                 (int)c.schedule, effective_etp(c),
                 c.overlap_grad_reduce * 2 + c.overlap_param_gather};
@@ -569,7 +572,8 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
         }
         return fit;
     };
-    thread_local std::vector<int> mbs, vpps, eps;  // reused; no allocation in the inner loops
+    std::vector<int> mbs, vpps, eps;  // per group; no allocation in the inner loops
+    mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
     const int nr = (int)sp.recomputes.size();
     const int tp = g.tp, cp = g.cp, pp = g.pp;
     // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
@@ -1127,7 +1131,9 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
     std::vector<GroupScreening> parts(groups.size());
     ScreeningShared shared;
     const int threads = screening_threads(options, groups.size());
-    std::atomic<int> running{threads};
+    int running = threads;  // workers not yet done, under `done_mutex`
+    std::mutex done_mutex;
+    std::condition_variable done;
     std::vector<std::exception_ptr> failed((size_t)threads);
     auto progress_ok = [&] {
         const int64_t evaluated = shared.evaluated.load(std::memory_order_relaxed);
@@ -1135,8 +1141,8 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
         return options.progress(evaluated, evaluated * total / enumerated);
     };
     // With several threads and a progress callback the calling thread only watches: it reports
-    // progress every 20 ms (and passes a cancel on) while the workers search. Alone, it searches
-    // and reports every 4096 of its evaluations.
+    // progress every 20 ms (and passes a cancel on) until the workers are done. Alone, it
+    // searches and reports every 4096 of its evaluations.
     const bool watch = options.progress && threads > 1;
     auto work = [&](int worker) {
         try {
@@ -1153,15 +1159,18 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
             failed[(size_t)worker] = std::current_exception();
             shared.stop.store(true);
         }
-        running.fetch_sub(1);
+        std::lock_guard lock(done_mutex);
+        --running;
+        done.notify_one();
     };
     std::vector<std::thread> pool;
     pool.reserve((size_t)threads);
     for (int w = watch ? 0 : 1; w < threads; ++w) pool.emplace_back(work, w);
     if (!watch) work(0);
-    while (watch && running.load() > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (!shared.stop.load() && !progress_ok()) shared.stop.store(true);
+    if (watch) {
+        std::unique_lock lock(done_mutex);
+        while (!done.wait_for(lock, std::chrono::milliseconds(20), [&] { return running == 0; }))
+            if (!shared.stop.load() && !progress_ok()) shared.stop.store(true);
     }
     for (std::thread& t : pool) t.join();
     for (const std::exception_ptr& e : failed)
@@ -1180,7 +1189,7 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
             e.seq += offset;
             r.screened.push_back(e);
         }
-        std::vector<Screened>().swap(p.screened);  // free as we go: the merge holds one copy at most
+        std::vector<Screened>().swap(p.screened);  // each group's copy freed once merged
         // The first of equals wins, as in one pass over the whole space.
         if (p.smallest.score.peak_bytes >= 0 &&
             (r.smallest.score.peak_bytes < 0 || p.smallest.score.peak_bytes < r.smallest.score.peak_bytes)) {
