@@ -161,7 +161,7 @@ TEST(StackDefaults, FrameworkVersionTakesTheFormsUsersWrite) {
     EXPECT_EQ(ptd::parse_framework_version("25.09"), 202509);
     for (const char* refused : {"0.14", "2.4", "v0.8.0", "24.13", "2024-11-32", "2024.11", "nemo-24.11"})
         EXPECT_FALSE(ptd::parse_framework_version(refused).has_value()) << refused;
-    // In a job, the container tag reads as its date; a refusal says which forms are allowed.
+    // In a job, the container tag reads as its date (refusals: ABadVersionIsRefusedWithWhatIsAllowed).
     EXPECT_EQ(llama70b("nemo", "framework_version = \"24.11\"\n").training.framework_version, 202411);
 }
 
@@ -184,13 +184,15 @@ TEST(StackDefaults, PipelineHopOverlapFollowsMegatronsDates) {
 }
 
 TEST(StackDefaults, ABadVersionIsRefusedWithWhatIsAllowed) {
-    for (const char* bad : {"21-04", "2021-13", "2021/04", "1999", "latest"}) {
+    for (const char* bad : {"21-04", "2021-13", "2021/04", "1999", "latest", "0.8.0", "24.13"}) {
         const auto job = ptd::load_job_text(job_text({.preset = "llama3-8b",
                                                       .parallel = "tp = 1\n",
                                                       .training = std::string("framework_version = \"") + bad + "\"\n"}),
                                             "job.toml", presets());
         expect_refused(job, "training.framework_version", "job.toml");
         EXPECT_NE(refusal(job).find("YYYY-MM"), std::string::npos) << bad;
+        EXPECT_NE(refusal(job).find("NGC container tag \"YY.MM\""), std::string::npos) << bad;  // the other forms too
+        EXPECT_NE(refusal(job).find("a release number"), std::string::npos) << bad;
     }
 }
 
