@@ -1,12 +1,14 @@
 // overlap_p2p.cpp — megatron's overlapped pipeline send / receive under the interleaved schedule
 // (parallel.overlap_p2p_comm, which the NeMo / Megatron-Bridge recipes switch on): the
-// estimate, the job file, the Megatron export.
+// estimate (the block's SM cost, the receiver's wait per link), the job file, the Megatron export.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "ptd/model/estimate.h"
+#include "ptd/model/schedule.h"
 #include "ptd/export/export.h"
 
 #include "job_test_util.h"
@@ -37,6 +39,57 @@ TEST(OverlapP2p, InterleavedHopRunsBesideTheNextChunk) {
                 0.02 * (exposed.time.pp_comm - hidden.time.pp_comm));
     // What is computed does not change.
     EXPECT_DOUBLE_EQ(hidden.time.compute, exposed.time.compute);
+}
+
+// The schedule's makespan of an estimate's own blocks, with or without its hops.
+double makespan_of(const Estimate& est, int p, int v, bool with_hops) {
+    std::vector<double> f((size_t)p * v), b((size_t)p * v), end((size_t)p);
+    for (int s = 0; s < p; ++s)
+        for (int c = 0; c < v; ++c) {
+            f[(size_t)(c * p + s)] = est.stages[(size_t)s].chunks[(size_t)c].fwd.total();
+            b[(size_t)(c * p + s)] = est.stages[(size_t)s].chunks[(size_t)c].bwd.total();
+        }
+    PipelineDurations d{p, v, est.micro_batches, f, b};
+    if (with_hops) d.hop = est.pipeline_hops_s;
+    return simulate_pipeline(d, end);
+}
+
+// p2pdep: the overlapped send leaves its SM cost in the block, but the receiving stage still
+// waits for the bytes: every link's hop is the send's own time (here each crosses nodes: the
+// blocking send's time per hop), and the step is longer than the same blocks with no wait by
+// more than nothing and at most a hop on each of the warm-up's and cool-down's p·v − 1 links.
+TEST(OverlapP2p, TheReceiverStillWaitsForTheBytes) {
+    const Estimate exposed = estimate_job(interleaved_job(false));
+    const Estimate hidden = estimate_job(interleaved_job(true));
+    EXPECT_TRUE(exposed.pipeline_hops_s.empty());
+    ASSERT_EQ(hidden.pipeline_hops_s.size(), 4u);
+    const double hop = exposed.stages[1].chunks[0].fwd.p2p;  // one blocking send: the whole hop
+    ASSERT_GT(hop, 0.0);
+    for (double h : hidden.pipeline_hops_s) EXPECT_NEAR(h, hop, 1e-12) << "every link crosses nodes";
+    const double with = makespan_of(hidden, 4, 5, true), without = makespan_of(hidden, 4, 5, false);
+    EXPECT_NEAR(with, hidden.pipeline_s, 1e-9 * with);
+    EXPECT_GT(with - without, 0.0);
+    EXPECT_LE(with - without, 2.0 * (4 * 5 - 1) * hop * (1 + 1e-9));
+    EXPECT_TRUE(ptd_test::any_note(hidden, "pipeline sends (p2pdep)"));
+    EXPECT_FALSE(ptd_test::any_note(exposed, "pipeline sends (p2pdep)"));
+}
+
+// On GB200 NVL72 a 128-GPU job is two 64-GPU NVLink domains; with PP outermost (stride 32) two
+// stages share a domain: links 0 → 1 and 2 → 3 are NVLink, 1 → 2 and the ring's 3 → 0 leave it
+// over the NICs. Each link waits its own hop, and the note names both.
+TEST(OverlapP2p, EachLinkWaitsItsOwnHop) {
+    const JobSpec job = interleaved_job(true, {"cluster.preset=gb200-nvl72", "cluster.nodes=32", "cluster.gpus_per_node=4",
+                                               "cluster.gpu=gb200", "cluster.inter_gbps=50", "parallel.vpp=4",
+                                               "training.global_batch=256"});
+    ASSERT_EQ(job.world_size(), 128);
+    const Estimate est = estimate_job(job);
+    ASSERT_EQ(est.pipeline_hops_s.size(), 4u);
+    const std::vector<double>& h = est.pipeline_hops_s;
+    EXPECT_LT(h[0], h[1]);
+    EXPECT_DOUBLE_EQ(h[0], h[2]);
+    EXPECT_DOUBLE_EQ(h[1], h[3]);
+    EXPECT_LT(h[0], 0.25 * h[1]) << "NVLink at 900 GB/s against a 400 Gb/s NIC";
+    EXPECT_TRUE(ptd_test::any_note(est, "2 of 4 links that leave a node"));
 }
 
 // Megatron turns the overlap off without interleaving (arguments.py) and the other frameworks'

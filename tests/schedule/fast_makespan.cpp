@@ -132,7 +132,9 @@ PipelineDurations durations_of(const Estimate& est, const LayoutChoice& c, std::
                 b[(size_t)s] -= ct.bwd.wgrad;
             }
         }
-    return PipelineDurations{p, v, est.micro_batches, f, b, sched, w};
+    PipelineDurations d{p, v, est.micro_batches, f, b, sched, w};
+    d.hop = est.pipeline_hops_s;  // p2pdep
+    return d;
 }
 
 // A few hundred layouts as the planner builds them: each one's pipeline (the fast path that

@@ -137,6 +137,68 @@ TEST(Simulation, EqualStagesGiveTheClosedForm) {
             }
 }
 
+// p2pdep: with asynchronous sends (Megatron's overlap_p2p_comm) a block that waits for another
+// stage starts its link's hop after that block ends. Worked by hand for the interleaved
+// schedule with p = 4, v = 2, m = 4, forwards 1, backwards 2, and links alternating a short
+// and a long hop (two stages per node: NVLink, then the NICs): stage 0's warm-up is all eight
+// of its forwards (Megatron: (p − 1)·2 + (v − 1)·p ≥ m·v), but micro-batch 0's chunk 1 can
+// start only when chunk 0 has gone through all four stages (links 0, 1, 2) and come back
+// (link 3): at 4 plus every hop, not at 4. The shortcut, the memo (same blocks, no hop before)
+// and the bounds agree with the simulation.
+TEST(Simulation, AHopDelaysEveryBlockThatWaitsOnAnotherStage) {
+    const int p = 4, v = 2, m = 4;
+    const std::vector<double> hop = {0.05, 0.25, 0.05, 0.25};  // [s]: between stage s and (s + 1) mod p
+    std::vector<double> f((size_t)p * v, 1.0), b((size_t)p * v, 2.0), end((size_t)p), fast((size_t)p), lo((size_t)p);
+    PipelineDurations d{p, v, m, f, b};
+    const double without = pipeline_makespan(d, fast);  // remembered without hops
+    d.hop = hop;
+    std::vector<PlacedOp> placed;
+    const double with = simulate_pipeline(d, end, &placed);
+    auto placed_op = [&](int stage, Pass pass, int mb, int chunk) {
+        for (const PlacedOp& po : placed)
+            if (po.stage == stage && po.op.pass == pass && po.op.micro_batch == mb && po.op.chunk == chunk) return po;
+        ADD_FAILURE() << "no block on stage " << stage;
+        return PlacedOp{};
+    };
+    auto start = [&](int stage, Pass pass, int mb, int chunk) { return placed_op(stage, pass, mb, chunk).start_s; };
+    double chain = 0;
+    for (int s = 0; s < p; ++s) {
+        EXPECT_DOUBLE_EQ(start(s, Pass::forward, 0, 0), chain) << "stage " << s;
+        chain += 1 + hop[(size_t)s];
+    }
+    EXPECT_DOUBLE_EQ(start(0, Pass::forward, 3, 0), 3.0);  // the warm-up on one stage: no hop
+    EXPECT_DOUBLE_EQ(start(0, Pass::forward, 0, 1), chain);  // 4 + 0.6
+    // The last stage's last chunk turns micro-batch 0 round on itself: no hop.
+    EXPECT_DOUBLE_EQ(start(p - 1, Pass::backward, 0, 1), placed_op(p - 1, Pass::forward, 0, 1).end_s);
+    EXPECT_GT(with, without);
+    // Every block that waits on another stage starts at least its link's hop after that
+    // block's end: a forward on link s − 1 (chunk c + 1 on stage 0: link p − 1), a backward on
+    // link s (chunk c on the last stage, from stage 0's chunk c + 1: link p − 1).
+    for (const PlacedOp& po : placed) {
+        const int s = po.stage, c = po.op.chunk, i = po.op.micro_batch;
+        if (po.op.pass == Pass::forward && (s > 0 || c > 0)) {
+            const PlacedOp& from = s > 0 ? placed_op(s - 1, Pass::forward, i, c) : placed_op(p - 1, Pass::forward, i, c - 1);
+            EXPECT_GE(po.start_s, from.end_s + hop[(size_t)(s > 0 ? s - 1 : p - 1)] - 1e-12) << "F" << i << "." << c << " on " << s;
+        }
+        if (po.op.pass == Pass::backward && (s < p - 1 || c < v - 1)) {
+            const PlacedOp& from = s < p - 1 ? placed_op(s + 1, Pass::backward, i, c) : placed_op(0, Pass::backward, i, c + 1);
+            EXPECT_GE(po.start_s, from.end_s + hop[(size_t)s] - 1e-12) << "B" << i << "." << c << " on " << s;
+        }
+    }
+    EXPECT_REL(pipeline_makespan(d, fast), with);  // not the remembered answer without hops
+    for (int s = 0; s < p; ++s) EXPECT_REL(fast[(size_t)s], end[(size_t)s]);
+    EXPECT_LE(pipeline_makespan_lower(d, lo), with);
+    EXPECT_GE(pipeline_makespan_upper(d), with);
+    // The lower bound's fill and drain chains carry the hops: equal blocks, one chunk each, m = 1
+    // make it exact — p forwards, p backwards and links 0 … p − 2 both ways.
+    std::vector<double> f1((size_t)p, 1.0), b1((size_t)p, 2.0);
+    PipelineDurations one{p, 1, 1, f1, b1};
+    one.hop = hop;
+    const double links = hop[0] + hop[1] + hop[2];
+    EXPECT_REL(simulate_pipeline(one, end), p * 3.0 + 2 * links);
+    EXPECT_REL(pipeline_makespan_lower(one, lo), p * 3.0 + 2 * links);
+}
+
 // The planner's shortcut (a short schedule plus the steady state) equals the full
 // simulation for uneven stages — the first and last heavier, random middles — every
 // stage's end, for 1F1B and interleaved, m up to 10p, and m not a multiple of p.
@@ -170,6 +232,13 @@ TEST(Simulation, SteadyStateShortcutEqualsFullSimulation) {
                             }
                     std::vector<double> full((size_t)p), fast((size_t)p);
                     PipelineDurations d{p, v, m, f, b};
+                    // p2pdep: the shortcut and the compiled schedules carry the hop (the estimator's
+                    // shapes; random stages with a hop can show the plateau named above, as
+                    // random interleaved chunks do, and no Megatron job has a hop at v = 1).
+                    std::vector<double> hop;
+                    if (trial % 2 == 1 && trial < 4)
+                        for (int s = 0; s < p; ++s) hop.push_back(s % 2 == 1 ? 0.35 : 0.05);
+                    d.hop = hop;
                     const double a = simulate_pipeline(d, full), c = pipeline_makespan(d, fast);
                     EXPECT_NEAR(c, a, 1e-9 * a) << "p " << p << " v " << v << " m " << m << " trial " << trial;
                     for (int s = 0; s < p; ++s) EXPECT_NEAR(fast[(size_t)s], full[(size_t)s], 1e-9 * a) << "stage " << s;
@@ -194,6 +263,10 @@ TEST(Simulation, BoundsEncloseTheSimulation) {
                     std::vector<double> f((size_t)p * v), b((size_t)p * v), full((size_t)p), lo((size_t)p);
                     for (size_t k = 0; k < f.size(); ++k) f[k] = u(rng), b[k] = trial == 0 ? 2 * f[k] : u(rng) * 2;
                     PipelineDurations d{p, v, m, f, b};
+                    std::vector<double> hop;  // p2pdep: a hop per link
+                    if (trial % 2 == 1 && p > 1)
+                        for (int s = 0; s < p; ++s) hop.push_back(0.5 * u(rng));
+                    d.hop = hop;
                     const double sim = simulate_pipeline(d, full);
                     const double lower = pipeline_makespan_lower(d, lo), upper = pipeline_makespan_upper(d);
                     const std::string what = "p " + std::to_string(p) + " v " + std::to_string(v) + " m " +
@@ -201,7 +274,7 @@ TEST(Simulation, BoundsEncloseTheSimulation) {
                     EXPECT_LE(lower, sim * (1 + 1e-12)) << what;
                     EXPECT_GE(upper, sim * (1 - 1e-12)) << what;
                     for (int s = 0; s < p; ++s) EXPECT_LE(lo[(size_t)s], full[(size_t)s] * (1 + 1e-12)) << what << " stage " << s;
-                    if (p == 1) {
+                    if (p == 1) {  // one stage: no hop
                         EXPECT_REL(lower, sim) << what;
                     }
                     ++checked;

@@ -353,6 +353,33 @@ double ep_dispatch_time(const LayoutDerived& L) {
     return lat * 1e-6 + std::max(nvlink, network);
 }
 
+namespace {
+
+double pipeline_send_time(const LayoutDerived& L, const GroupNet& link) {
+    const double act = L.e * L.tokens * L.h;
+    if (L.p2p_scatter_gather) {
+        // p2psg: Megatron-LM's scatter/gather send (Narayanan et al. 2021 §4.1): each TP rank
+        // sends its 1/t of the flattened activation (split_tensor_into_1d_equal_chunks) and the
+        // receiver rebuilds it with an all-gather over the TP group (gather_split_1d_tensor),
+        // in the activation's forward and the gradient's backward alike.
+        return p2p_time(act / L.t, link) + nccl_time(Collective::all_gather, act, L.net_tp);
+    }
+    return p2p_time(act * (L.sp ? 1.0 / L.t : 1.0), link);
+}
+
+}  // namespace
+
+double pipeline_hop_time(const LayoutDerived& L) { return pipeline_send_time(L, L.net_pp); }
+
+void pipeline_link_hops(const LayoutDerived& L, std::vector<double>& hop) {
+    const GroupNet& g = L.net_pp;
+    GroupNet nvlink = g;
+    nvlink.nodes = 1;  // p2p_time: a send inside the node (NVLink domain)
+    const double across = pipeline_send_time(L, g), inside = g.nodes > 1 ? pipeline_send_time(L, nvlink) : across;
+    hop.resize((size_t)L.p);
+    for (int s = 0; s < L.p; ++s) hop[(size_t)s] = g.nodes > 1 && (s + 1) % g.per_node == 0 ? across : inside;
+}
+
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {
     BlockTime &F = c.fwd, &B = c.bwd;
     const double T = L.tokens;
@@ -451,19 +478,9 @@ void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool
         const double gather = partitioned ? nccl_time(Collective::all_gather, act, L.net_tp) : 0.0;
         F.p2p = 2.0 * hop + gather;
         B.p2p = 2.0 * hop + gather;
-    } else if (L.p2p_scatter_gather) {
-        // p2psg: Megatron-LM's scatter/gather send (Narayanan et al. 2021 §4.1): each TP rank
-        // sends its 1/t of the flattened activation (split_tensor_into_1d_equal_chunks) and the
-        // receiver rebuilds it with an all-gather over the TP group (gather_split_1d_tensor),
-        // in the activation's forward and the gradient's backward alike.
-        const double act = L.e * T * L.h;
-        const double gather = nccl_time(Collective::all_gather, act, L.net_tp);
-        F.p2p = p2p_time(act / L.t, L.net_pp) + gather;
-        B.p2p = F.p2p;
     } else if (L.p > 1) {
-        const double hop = p2p_time(L.e * T * L.h * (L.sp ? 1.0 / L.t : 1.0), L.net_pp);
-        F.p2p = hop;  // the activation forward
-        B.p2p = hop;  // the gradient backward
+        F.p2p = pipeline_hop_time(L);  // the activation forward
+        B.p2p = F.p2p;                 // the gradient backward
     }
     if (last && L.mtp > 0) {
         // mla: each MTP module on the last stage: the vocab-parallel embedding of the shifted

@@ -759,6 +759,15 @@ struct ChunkDurations {
     double compute_sum = 0;  // planfw: every chunk's compute per micro-batch (fwd + bwd + recompute), all stages
 };
 
+// p2pdep: with overlap_p2p_comm a send runs beside the sender's next chunk (hide_p2p keeps
+// only its SM cost in the block), but its receiver still waits for the bytes: the schedule's
+// hop over each link (PipelineDurations::hop); none otherwise. Shared cores never arise with
+// it (the bundled engine).
+void schedule_hops(const LayoutDerived& L, std::vector<double>& hop) {
+    if (L.overlap_p2p && L.share_cores <= 0) pipeline_link_hops(L, hop);
+    else hop.clear();
+}
+
 ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, const StageSplit& split, bool all_stages,
                                ChunkKinds& kinds, Estimate* detail) {
     thread_local std::vector<double> fwd_d, bwd_d, wgt_d, hidden_d;
@@ -836,6 +845,9 @@ ChunkDurations chunk_durations(const LayoutDerived& L, const LayerTime& lt, cons
     d.pd.p = p, d.pd.v = v, d.pd.m = L.mbs, d.pd.fwd = fwd_d, d.pd.bwd = bwd_d;
     d.pd.schedule = L.schedule, d.pd.wgt = wgt_d;  // zb
     d.pd.group = L.v > 1 && L.mb_group != p ? L.mb_group : 0;  // l405: Megatron's N
+    thread_local std::vector<double> hop_d;  // p2pdep
+    schedule_hops(L, hop_d);
+    d.pd.hop = hop_d;
     if (shared) {
         sharing = CoreSharing{.cores = L.share_cores, .ranks_per_stage = L.share_ranks_per_stage,
                               .measured_share = L.share_measured, .busy = busy.fraction(), .fwd_compute = fwd_c,
@@ -939,6 +951,7 @@ void fill_detail(const EstimateContext& ctx, const LayoutDerived& L, const Layou
     detail.flops = fl;
     detail.time = score.time;
     detail.pipeline_s = pipeline;
+    schedule_hops(L, detail.pipeline_hops_s);  // p2pdep
     detail.tail_sync_s = st.sync;
     if (L.share_cores > 0 && L.schedule != PipelineSchedule::dualpipe) {
         detail.share_cores = L.share_cores;
@@ -1282,6 +1295,25 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
             }
         }
         est.notes.push_back(s);
+    }
+    // p2pdep: what the asynchronous pipeline sends leave on the schedule.
+    if (!est.pipeline_hops_s.empty()) {
+        const auto [lo, hi] = std::minmax_element(est.pipeline_hops_s.begin(), est.pipeline_hops_s.end());
+        const long long slow = std::count(est.pipeline_hops_s.begin(), est.pipeline_hops_s.end(), *hi);
+        char buf[400];
+        if (*lo < *hi)
+            std::snprintf(buf, sizeof buf,
+                          "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
+                          "compute, but the receiving stage waits for it: %.0f µs over the %lld of %zu links that leave "
+                          "a node, %.0f µs over NVLink; the warm-up and cool-down chains through all %d chunks pay it",
+                          *hi * 1e6, slow, est.pipeline_hops_s.size(), *lo * 1e6, job.parallel.pp * std::max(1, job.parallel.vpp));
+        else
+            std::snprintf(buf, sizeof buf,
+                          "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
+                          "compute, but the receiving stage waits for it: %.0f µs per hop; the warm-up and cool-down "
+                          "chains through all %d chunks pay it",
+                          *hi * 1e6, job.parallel.pp * std::max(1, job.parallel.vpp));
+        est.notes.push_back(buf);
     }
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");

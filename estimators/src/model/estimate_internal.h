@@ -358,6 +358,15 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
 enum class Collective { all_reduce, all_gather };  // all_gather also stands for reduce-scatter
 // One point-to-point send of `bytes` between neighbouring members of g (pipeline, ring attention).
 double p2p_time(double bytes, const GroupNet& g);
+// One micro-batch's activation (or its gradient) from one pipeline stage to the next, as
+// Megatron sends it: the [s/cp, b, h] tensor (split over TP under SP; scattered over TP and
+// all-gathered by the receiver with scatter_gather_tensors_in_pipeline), over the pipeline
+// group's slowest link. Not DeepSpeed's pipe.
+double pipeline_hop_time(const LayoutDerived& L);
+// p2pdep: the same send over each link of the pipeline ring, hop[s] between stage s and stage
+// (s + 1) mod p (p entries): over NVLink where both stages' ranks share a node (NVLink domain),
+// over the NICs where the link leaves it — the group's per_node consecutive stages share one.
+void pipeline_link_hops(const LayoutDerived& L, std::vector<double>& hop);
 
 // Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the
 // gathered output) over group g: the fastest algorithm and protocol, as NCCL's tuner picks.

@@ -261,8 +261,10 @@ void hide_tp_comm(const LayoutDerived& L, const LayerTime& lt, double layers, Ch
 // are posted as async isend / irecv and waited for only before the chunk that consumes them, and
 // the same in the backward; the hop runs while the rank computes its next chunk. The next chunk
 // is the same work in a balanced split, so the window is this chunk's compute; NCCL's p2p
-// kernels slow it like any collective (overlapped_cost). The warm-up's first receive and the
-// cool-down's last send are inside the pipeline bubble the schedule already counts.
+// kernels slow it like any collective (overlapped_cost). The receiver still waits for the
+// bytes: the schedule delays every block that depends on another stage by the hop (p2pdep,
+// PipelineDurations::hop), which matters where nothing else covers it — the warm-up's chain
+// of forwards through all p·v chunks and the cool-down's chain of backwards.
 void hide_p2p(const LayoutDerived& L, ChunkTime& c) {
     if (!L.overlap_p2p) return;
     c.fwd.p2p = overlapped_cost(c.fwd.p2p, c.fwd.compute);

@@ -127,6 +127,7 @@ double simulate_pipeline_shared(const PipelineDurations& d, std::span<double> st
     const CoreSharing& sh = *d.sharing;
     const PipelineSchedule sched = d.schedule;
     const int p = d.p, v = d.v, m = d.m, ops = schedule_block_count(sched, v, m);
+    assert(d.hop.empty() && "shared cores: the bundled engine sends inside its blocks");
     assert(sh.cores > 0 && sh.ranks_per_stage > 0 && sh.measured_share > 0 && sh.busy >= 0 && sh.busy <= 1);
     const double effective = 1 + (sh.measured_share - 1) * sh.busy;
     assert((int)sh.fwd_compute.size() == p * v && (int)sh.bwd_compute.size() == p * v);
@@ -216,7 +217,7 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
     const int p = d.p, v = d.v, m = d.m, ops = schedule_block_count(sched, v, m);
     assert(p >= 1 && v >= 1 && m >= 1 && (int)d.fwd.size() == p * v && (int)d.bwd.size() == p * v);
     assert(sched != PipelineSchedule::dualpipe && (sched != PipelineSchedule::zb_h1 || (v == 1 && (int)d.wgt.size() == p)));
-    assert((int)stage_end.size() == p);
+    assert((int)stage_end.size() == p && (d.hop.empty() || (int)d.hop.size() == p));
     thread_local std::vector<double> fend, bend, clock;
     thread_local std::vector<int> pos;
     const size_t cells = (size_t)p * v * m;
@@ -236,17 +237,21 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
                 const ScheduleOp op = schedule_op(sched, p, v, m, s, pos[(size_t)s], d.group);
                 const int c = op.chunk, i = op.micro_batch;
                 double ready = 0;
+                int from = s;  // the stage of the block it waits for
                 if (op.pass == Pass::weight) {
                     ready = bend[at(s, c, i)];  // its B, earlier on the same stage
                 } else if (op.pass == Pass::forward) {
-                    if (s > 0) ready = fend[at(s - 1, c, i)];
-                    else if (c > 0) ready = fend[at(p - 1, c - 1, i)];
+                    if (s > 0) ready = fend[at(from = s - 1, c, i)];
+                    else if (c > 0) ready = fend[at(from = p - 1, c - 1, i)];
                 } else {
-                    if (s < p - 1) ready = bend[at(s + 1, c, i)];
-                    else if (c < v - 1) ready = bend[at(0, c + 1, i)];
+                    if (s < p - 1) ready = bend[at(from = s + 1, c, i)];
+                    else if (c < v - 1) ready = bend[at(from = 0, c + 1, i)];
                     else ready = fend[at(s, c, i)];
                 }
                 if (ready < 0) break;  // the block it waits for is not placed yet
+                // p2pdep: a forward crosses the link after the stage it came from, a backward
+                // the link after its own stage (the wrap-around's is link p − 1 either way).
+                if (from != s && !d.hop.empty()) ready += d.hop[(size_t)(op.pass == Pass::forward ? from : s)];
                 const double start = std::max(clock[(size_t)s], ready);
                 const size_t cell = (size_t)(c * p + s);
                 const double dur = op.pass == Pass::forward ? d.fwd[cell] : op.pass == Pass::backward ? d.bwd[cell] : d.wgt[cell];
@@ -291,6 +296,7 @@ struct CompiledSchedule {
     int group = 0;  // l405: the interleaved group size (0 = p)
     struct Step {
         int32_t prev, dep, dur;  // positions (1-based) and index into [fwd…, bwd…]
+        int32_t link;            // p2pdep: 1 + the link dep's bytes cross (simulate_pipeline), 0 = same stage
     };
     std::vector<Step> steps;
     std::vector<int32_t> last;  // per stage: position of its last block
@@ -312,20 +318,22 @@ CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m, i
         const int s = po.stage, c = po.op.chunk, i = po.op.micro_batch;
         const int32_t pos = (int32_t)k + 1;
         int32_t dep = 0;
+        int from = s;
         if (po.op.pass == Pass::weight) {
             dep = bpos[at(s, c, i)];
         } else if (po.op.pass == Pass::forward) {
-            if (s > 0) dep = fpos[at(s - 1, c, i)];
-            else if (c > 0) dep = fpos[at(p - 1, c - 1, i)];
+            if (s > 0) dep = fpos[at(from = s - 1, c, i)];
+            else if (c > 0) dep = fpos[at(from = p - 1, c - 1, i)];
             fpos[at(s, c, i)] = pos;
         } else {
-            if (s < p - 1) dep = bpos[at(s + 1, c, i)];
-            else if (c < v - 1) dep = bpos[at(0, c + 1, i)];
+            if (s < p - 1) dep = bpos[at(from = s + 1, c, i)];
+            else if (c < v - 1) dep = bpos[at(from = 0, c + 1, i)];
             else dep = fpos[at(s, c, i)];
             bpos[at(s, c, i)] = pos;
         }
         const int32_t dur = (po.op.pass == Pass::forward ? 0 : po.op.pass == Pass::backward ? p * v : 2 * p * v) + c * p + s;
-        cs.steps.push_back({stage_pos[(size_t)s], dep, dur});
+        const int32_t link = from == s ? 0 : 1 + (po.op.pass == Pass::forward ? from : s);
+        cs.steps.push_back({stage_pos[(size_t)s], dep, dur, link});
         stage_pos[(size_t)s] = pos;
     }
     cs.last = stage_pos;
@@ -361,7 +369,13 @@ double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std:
     const CompiledSchedule::Step* st = cs.steps.data();
     double* e = end.data();
     const double* du = dur.data();
-    for (size_t k = 0, n = cs.steps.size(); k < n; ++k) e[k + 1] = std::max(e[st[k].prev], e[st[k].dep]) + du[st[k].dur];
+    // p2pdep: a dependency across stages waits out its link's hop ([0] = none).
+    thread_local std::vector<double> hops;
+    hops.assign((size_t)cs.p + 1, 0.0);
+    std::copy(d.hop.begin(), d.hop.end(), hops.begin() + 1);
+    const double* hp = hops.data();
+    for (size_t k = 0, n = cs.steps.size(); k < n; ++k)
+        e[k + 1] = std::max(e[st[k].prev], e[st[k].dep] + hp[st[k].link]) + du[st[k].dur];
     double makespan = 0;
     for (int s = 0; s < cs.p; ++s) {
         stage_end[(size_t)s] = e[cs.last[(size_t)s]];
@@ -494,7 +508,7 @@ double pipeline_makespan_uncached(const PipelineDurations& d, std::span<double> 
     const int p = d.p, v = d.v, m = d.m;
     const PipelineSchedule sched = d.schedule;
     const bool split = sched == PipelineSchedule::zb_h1;
-    if (p > 1 && v == 1 && !split && m >= p) return one_f_one_b_closed_form(d, stage_end);  // pspeed (pspeed2: first)
+    if (p > 1 && v == 1 && !split && m >= p && d.hop.empty()) return one_f_one_b_closed_form(d, stage_end);  // pspeed (pspeed2: first)
     // One micro-batch through the slowest stage (all its chunks, forward and backward):
     // no steady state adds less per micro-batch.
     double t_max = 0;
@@ -563,6 +577,7 @@ struct MakespanMemo {
         int p = 0, v = 0, m = 0;
         PipelineSchedule sched = PipelineSchedule::automatic;
         int group = 0;  // l405
+        size_t hops = 0;  // p2pdep: how many of `durations` are d.hop (at their end)
         bool used = false;
         uint64_t stamp = 0;  // last use
         std::vector<double> durations, stage_end;
@@ -578,7 +593,7 @@ uint64_t hash_durations(const PipelineDurations& d) {
     auto mix = [&](uint64_t x) { h = (h ^ x) * 0x9e3779b97f4a7c15ull; };
     mix((uint64_t)d.p << 40 ^ (uint64_t)d.v << 20 ^ (uint64_t)d.m ^ (uint64_t)d.schedule << 60);
     mix((uint64_t)d.group);  // l405
-    for (auto span : {d.fwd, d.bwd, d.wgt})
+    for (auto span : {d.fwd, d.bwd, d.wgt, d.hop})  // p2pdep: the hops too
         for (double x : span) {
             uint64_t bits;
             std::memcpy(&bits, &x, sizeof bits);
@@ -592,12 +607,13 @@ uint64_t hash_durations(const PipelineDurations& d) {
     return h ^ (h >> 31);
 }
 
-bool same_durations(const std::vector<double>& kept, const PipelineDurations& d) {
-    const size_t n1 = d.fwd.size(), n2 = d.bwd.size(), n3 = d.wgt.size();
-    if (kept.size() != n1 + n2 + n3) return false;
+bool same_durations(const std::vector<double>& kept, size_t kept_hops, const PipelineDurations& d) {
+    const size_t n1 = d.fwd.size(), n2 = d.bwd.size(), n3 = d.wgt.size(), n4 = d.hop.size();
+    if (kept.size() != n1 + n2 + n3 + n4 || kept_hops != n4) return false;
     return std::equal(d.fwd.begin(), d.fwd.end(), kept.begin()) &&
            std::equal(d.bwd.begin(), d.bwd.end(), kept.begin() + (ptrdiff_t)n1) &&
-           std::equal(d.wgt.begin(), d.wgt.end(), kept.begin() + (ptrdiff_t)(n1 + n2));
+           std::equal(d.wgt.begin(), d.wgt.end(), kept.begin() + (ptrdiff_t)(n1 + n2)) &&
+           std::equal(d.hop.begin(), d.hop.end(), kept.begin() + (ptrdiff_t)(n1 + n2 + n3));
 }
 
 MakespanMemo& makespan_memo() {
@@ -623,7 +639,7 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     // on short pipelines; pspeed2: its loops grow with p times the kinds of stage, the memo's
     // with p alone, so from 16 stages on a repeated question (layouts that differ in ZeRO
     // stage, optimizer sharding or offload only) is answered from the memo.
-    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= d.p) && d.p < kMemoFrom1F1B)
+    if (d.v == 1 && d.schedule != PipelineSchedule::zb_h1 && (d.p == 1 || d.m >= d.p) && d.p < kMemoFrom1F1B && d.hop.empty())
         return pipeline_makespan_uncached(d, stage_end);
     MakespanMemo& memo = makespan_memo();
     const uint64_t h = hash_durations(d);
@@ -632,7 +648,7 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     for (size_t k = set; k < set + 2; ++k) {
         MakespanMemo::Entry& e = memo.entries[k];
         if (e.used && e.hash == h && e.p == d.p && e.v == d.v && e.m == d.m && e.sched == d.schedule &&
-            e.group == d.group && same_durations(e.durations, d)) {
+            e.group == d.group && same_durations(e.durations, e.hops, d)) {
             std::copy(e.stage_end.begin(), e.stage_end.end(), stage_end.begin());
             e.stamp = ++memo.clock;
             return e.makespan;
@@ -643,10 +659,11 @@ double pipeline_makespan(const PipelineDurations& d, std::span<double> stage_end
     const double makespan = pipeline_makespan_uncached(d, stage_end);
     e.used = true;
     e.hash = h;
-    e.p = d.p, e.v = d.v, e.m = d.m, e.sched = d.schedule, e.group = d.group;
+    e.p = d.p, e.v = d.v, e.m = d.m, e.sched = d.schedule, e.group = d.group, e.hops = d.hop.size();
     e.durations.assign(d.fwd.begin(), d.fwd.end());
     e.durations.insert(e.durations.end(), d.bwd.begin(), d.bwd.end());
     e.durations.insert(e.durations.end(), d.wgt.begin(), d.wgt.end());
+    e.durations.insert(e.durations.end(), d.hop.begin(), d.hop.end());  // p2pdep
     e.stage_end.assign(stage_end.begin(), stage_end.end());
     e.makespan = makespan;
     return makespan;
@@ -689,8 +706,9 @@ double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> sta
         for (int c = 0; c < v; ++c) busy += d.fwd[(size_t)(c * p + s)] + d.bwd[(size_t)(c * p + s)] + (split ? d.wgt[(size_t)(c * p + s)] : 0.0);
         stage_end_lo[(size_t)s] = fill + m * busy;
         lower = std::max(lower, stage_end_lo[(size_t)s] + (split ? 0.0 : drain));
-        fill += d.fwd[(size_t)s];
-        drain += d.bwd[(size_t)s];
+        const double hop = d.hop.empty() ? 0.0 : d.hop[(size_t)s];  // p2pdep: the link to stage s + 1
+        fill += d.fwd[(size_t)s] + hop;
+        drain += d.bwd[(size_t)s] + hop;
     }
     return lower;
 }
@@ -703,6 +721,11 @@ double pipeline_makespan_upper(const PipelineDurations& d) {
     double f_max = 0, b_max = 0;
     for (double x : d.fwd) f_max = std::max(f_max, x);
     for (double x : d.bwd) b_max = std::max(b_max, x);
+    // p2pdep: the longest hop after every block bounds each link's hop after those whose
+    // receiver is on another stage.
+    double hop_max = 0;
+    for (double x : d.hop) hop_max = std::max(hop_max, x);
+    f_max += hop_max, b_max += hop_max;
     assert(d.schedule != PipelineSchedule::dualpipe && "DualPipe's closed form needs no bounds");
     if (d.schedule == PipelineSchedule::zb_h1) {
         // Every block raised to the longest of all: equal F, B and W blocks take

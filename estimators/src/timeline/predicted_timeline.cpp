@@ -84,6 +84,7 @@ Timeline predicted_timeline(const JobSpec& job, const ClusterProfile* profile) {
     pd.p = p, pd.v = v, pd.m = m, pd.fwd = fwd, pd.bwd = bwd;
     pd.schedule = sched, pd.wgt = wgt;
     pd.group = v > 1 ? job.parallel.microbatch_group_size : 0;  // l405: Megatron's N (0 = p)
+    pd.hop = est.pipeline_hops_s;  // p2pdep
     if (sched == PipelineSchedule::dualpipe) {
         // The estimate's closed form: each rank's end, no blocks.
         t.pipeline_s = est.pipeline_s;

@@ -157,6 +157,10 @@ struct Estimate {
     FlopsEstimate flops;
     TimeBreakdown time;
     double pipeline_s = 0;              // the last backward block ends (the schedule's makespan)
+    // p2pdep: the wait between a block and its receiver on the next stage when the send is
+    // asynchronous, per link of the pipeline ring (schedule.h PipelineDurations::hop: [s] is
+    // between stage s and (s + 1) mod p); empty when sends are inside the blocks.
+    std::vector<double> pipeline_hops_s;
     double tail_sync_s = 0;             // every stage's exposed gradient reduction is done
     // Shared cores: the host's cores the ranks share, its ranks per core while the profile's probes
     // ran, the ranks running each stage's blocks (schedule.h CoreSharing); 0: no sharing. The

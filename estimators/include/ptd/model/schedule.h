@@ -75,6 +75,12 @@ struct PipelineDurations {
     int group = 0;  // l405: interleaved micro-batch group size N; 0 = p (Megatron's default)
     // Shared cores: a host whose ranks share fewer cores (CoreSharing); null: every rank has its own.
     const CoreSharing* sharing = nullptr;
+    // p2pdep: hop[s] (p entries, or empty) is the time between a block's end and the start of
+    // the block on the neighbouring stage that waits for it, over the link between stage s and
+    // stage (s + 1) mod p, when the send runs asynchronously (Megatron's interleaved schedule
+    // with overlap_p2p_comm: the sender computes on, the receiver still waits for the bytes).
+    // Empty: every send is inside the blocks' durations. Not with shared cores or DualPipe.
+    std::span<const double> hop;
 };
 
 // Shared cores (issue 27 point 4): the bundled engine on a host with more ranks than cores. A
@@ -109,7 +115,7 @@ struct CoreSharing {
 // after the same micro-batch's forward on the previous stage (chunk c on the last stage
 // feeds chunk c + 1 on the first), a backward after the next stage's backward (the last
 // chunk's backward after its own forward), every block after the one before it on its
-// stage. Fills stage_end[s] (p entries) with the end of stage s's last block and returns
+// stage; a dependency across stages starts its link's hop (d.hop) after the block it waits for ends. Fills stage_end[s] (p entries) with the end of stage s's last block and returns
 // the latest end (the pipeline's makespan). With `out`, records every block.
 double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out = nullptr);
 // With d.sharing the blocks are placed in time order under processor sharing (CoreSharing):
@@ -136,12 +142,13 @@ void clear_pipeline_makespan_memo();
 // stages before it, then is busy m·T_s (T_s: its forward + backward over all chunks), and
 // the last chunk-0 backward still has to go back through those stages. Fills
 // stage_end_lo[s] (p entries) with that stage's own floor (start + busy time) and returns
-// the largest floor. Exact for p = 1. ZB-H1: the floors only (W may end a stage while the
+// the largest floor (the hops between stages, d.hop, on the fill and drain chains). Exact for p = 1. ZB-H1: the floors only (W may end a stage while the
 // stages before it drain). Not for DualPipe (a closed form, evaluated directly).
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo);
 // Upper: the simulation is monotone in every duration, so raising every forward block to
 // the longest forward and every backward to the longest backward gives a schedule of equal
-// blocks at least as long; its makespan, per unit forward, is convex in the backward /
+// blocks at least as long (a hop after a block delays its receiver no more than a block
+// longer by the longest hop would); its makespan, per unit forward, is convex in the backward /
 // forward ratio, so it is bounded by the chord between ratios sampled once per (p, v, m)
 // and cached per thread.
 double pipeline_makespan_upper(const PipelineDurations& d);
