@@ -143,8 +143,9 @@ TEST(Simulation, EqualStagesGiveTheClosedForm) {
 // and a long hop (two stages per node: NVLink, then the NICs): stage 0's warm-up is all eight
 // of its forwards (Megatron: (p − 1)·2 + (v − 1)·p ≥ m·v), but micro-batch 0's chunk 1 can
 // start only when chunk 0 has gone through all four stages (links 0, 1, 2) and come back
-// (link 3): at 4 plus every hop, not at 4. The shortcut, the memo (same blocks, no hop before)
-// and the bounds agree with the simulation.
+// (link 3): at 4 plus every hop, not at 4. A receive is posted after the stage's previous
+// block of its pass, so the bytes move from the later of that and the send. The shortcut,
+// the memo (same blocks, no hop before) and the bounds agree with the simulation.
 TEST(Simulation, AHopDelaysEveryBlockThatWaitsOnAnotherStage) {
     const int p = 4, v = 2, m = 4;
     const std::vector<double> hop = {0.05, 0.25, 0.05, 0.25};  // [s]: between stage s and (s + 1) mod p
@@ -168,6 +169,10 @@ TEST(Simulation, AHopDelaysEveryBlockThatWaitsOnAnotherStage) {
     }
     EXPECT_DOUBLE_EQ(start(0, Pass::forward, 3, 0), 3.0);  // the warm-up on one stage: no hop
     EXPECT_DOUBLE_EQ(start(0, Pass::forward, 0, 1), chain);  // 4 + 0.6
+    // Megatron posts each warm-up receive only after the stage's previous forward: stage 1's
+    // micro-batch 1 left stage 0 at 2, but its receive is posted at the end of micro-batch 0
+    // (2 + h0), and the bytes take h0 from then.
+    EXPECT_DOUBLE_EQ(start(1, Pass::forward, 1, 0), 2 + 2 * hop[0]);
     // The last stage's last chunk turns micro-batch 0 round on itself: no hop.
     EXPECT_DOUBLE_EQ(start(p - 1, Pass::backward, 0, 1), placed_op(p - 1, Pass::forward, 0, 1).end_s);
     EXPECT_GT(with, without);

@@ -218,12 +218,14 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
     assert(p >= 1 && v >= 1 && m >= 1 && (int)d.fwd.size() == p * v && (int)d.bwd.size() == p * v);
     assert(sched != PipelineSchedule::dualpipe && (sched != PipelineSchedule::zb_h1 || (v == 1 && (int)d.wgt.size() == p)));
     assert((int)stage_end.size() == p && (d.hop.empty() || (int)d.hop.size() == p));
-    thread_local std::vector<double> fend, bend, clock;
+    thread_local std::vector<double> fend, bend, clock, last_f, last_b;
     thread_local std::vector<int> pos;
     const size_t cells = (size_t)p * v * m;
     fend.assign(cells, -1.0);
     bend.assign(cells, -1.0);
     clock.assign((size_t)p, 0.0);
+    last_f.assign((size_t)p, 0.0);   // p2pdep: the end of the stage's last forward (0: none yet)
+    last_b.assign((size_t)p, -1.0);  // and of its last backward (−1: none yet)
     pos.assign((size_t)p, 0);
     auto at = [&](int stage, int chunk, int mb) { return ((size_t)chunk * m + mb) * p + stage; };
     if (out) out->reserve(out->size() + (size_t)p * ops);
@@ -250,13 +252,21 @@ double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end
                 }
                 if (ready < 0) break;  // the block it waits for is not placed yet
                 // p2pdep: a forward crosses the link after the stage it came from, a backward
-                // the link after its own stage (the wrap-around's is link p − 1 either way).
-                if (from != s && !d.hop.empty()) ready += d.hop[(size_t)(op.pass == Pass::forward ? from : s)];
+                // the link after its own stage (the wrap-around's is link p − 1 either way). The
+                // bytes move once the receive is posted too: after the stage's previous block of
+                // the same pass (its first backward's, after the block before it).
+                if (from != s && !d.hop.empty()) {
+                    const double posted = op.pass == Pass::forward ? last_f[(size_t)s]
+                                          : last_b[(size_t)s] >= 0 ? last_b[(size_t)s]
+                                                                   : clock[(size_t)s];
+                    ready = std::max(ready, posted) + d.hop[(size_t)(op.pass == Pass::forward ? from : s)];
+                }
                 const double start = std::max(clock[(size_t)s], ready);
                 const size_t cell = (size_t)(c * p + s);
                 const double dur = op.pass == Pass::forward ? d.fwd[cell] : op.pass == Pass::backward ? d.bwd[cell] : d.wgt[cell];
                 const double end = start + dur;
                 if (op.pass != Pass::weight) (op.pass == Pass::forward ? fend : bend)[at(s, c, i)] = end;
+                if (op.pass != Pass::weight) (op.pass == Pass::forward ? last_f : last_b)[(size_t)s] = end;
                 clock[(size_t)s] = end;
                 if (out) out->push_back(PlacedOp{s, op, start, end});
                 ++pos[(size_t)s];
@@ -297,6 +307,7 @@ struct CompiledSchedule {
     struct Step {
         int32_t prev, dep, dur;  // positions (1-based) and index into [fwd…, bwd…]
         int32_t link;            // p2pdep: 1 + the link dep's bytes cross (simulate_pipeline), 0 = same stage
+        int32_t posted;          // p2pdep: the position after which its receive is posted (simulate_pipeline)
     };
     std::vector<Step> steps;
     std::vector<int32_t> last;  // per stage: position of its last block
@@ -311,6 +322,7 @@ CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m, i
     simulate_pipeline(d, end, &placed);  // the placement order is a topological order
     const size_t cells = (size_t)p * v * m;
     std::vector<int32_t> fpos(cells, 0), bpos(cells, 0), stage_pos((size_t)p, 0);
+    std::vector<int32_t> last_f((size_t)p, 0), last_b((size_t)p, -1);  // p2pdep: as simulate_pipeline's
     auto at = [&](int stage, int chunk, int mb) { return ((size_t)chunk * m + mb) * p + stage; };
     cs.steps.reserve(placed.size());
     for (size_t k = 0; k < placed.size(); ++k) {
@@ -333,7 +345,13 @@ CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m, i
         }
         const int32_t dur = (po.op.pass == Pass::forward ? 0 : po.op.pass == Pass::backward ? p * v : 2 * p * v) + c * p + s;
         const int32_t link = from == s ? 0 : 1 + (po.op.pass == Pass::forward ? from : s);
-        cs.steps.push_back({stage_pos[(size_t)s], dep, dur, link});
+        const int32_t posted = po.op.pass == Pass::forward ? last_f[(size_t)s]
+                             : po.op.pass == Pass::weight  ? 0
+                             : last_b[(size_t)s] >= 0      ? last_b[(size_t)s]
+                                                           : stage_pos[(size_t)s];
+        cs.steps.push_back({stage_pos[(size_t)s], dep, dur, link, posted});
+        if (po.op.pass == Pass::forward) last_f[(size_t)s] = pos;
+        if (po.op.pass == Pass::backward) last_b[(size_t)s] = pos;
         stage_pos[(size_t)s] = pos;
     }
     cs.last = stage_pos;
@@ -374,8 +392,9 @@ double run_compiled(const CompiledSchedule& cs, const PipelineDurations& d, std:
     hops.assign((size_t)cs.p + 1, 0.0);
     std::copy(d.hop.begin(), d.hop.end(), hops.begin() + 1);
     const double* hp = hops.data();
+    // (Without a hop the posted block's end, on the same stage, is no later than prev's.)
     for (size_t k = 0, n = cs.steps.size(); k < n; ++k)
-        e[k + 1] = std::max(e[st[k].prev], e[st[k].dep] + hp[st[k].link]) + du[st[k].dur];
+        e[k + 1] = std::max(e[st[k].prev], std::max(e[st[k].dep], e[st[k].posted]) + hp[st[k].link]) + du[st[k].dur];
     double makespan = 0;
     for (int s = 0; s < cs.p; ++s) {
         stage_end[(size_t)s] = e[cs.last[(size_t)s]];
