@@ -1305,13 +1305,14 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
             std::snprintf(buf, sizeof buf,
                           "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
                           "compute, but the receiving stage waits for it: %.0f µs over the %lld of %zu links that leave "
-                          "a node, %.0f µs over NVLink; the warm-up and cool-down chains through all %d chunks pay it",
+                          "a node, %.0f µs over NVLink; paid in the warm-up and cool-down through the %d chunks, "
+                          "where no other block covers it",
                           *hi * 1e6, slow, est.pipeline_hops_s.size(), *lo * 1e6, job.parallel.pp * std::max(1, job.parallel.vpp));
         else
             std::snprintf(buf, sizeof buf,
                           "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
-                          "compute, but the receiving stage waits for it: %.0f µs per hop; the warm-up and cool-down "
-                          "chains through all %d chunks pay it",
+                          "compute, but the receiving stage waits for it: %.0f µs per hop; paid in the warm-up and "
+                          "cool-down through the %d chunks, where no other block covers it",
                           *hi * 1e6, job.parallel.pp * std::max(1, job.parallel.vpp));
         est.notes.push_back(buf);
     }
