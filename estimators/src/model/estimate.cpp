@@ -1300,20 +1300,18 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
     if (!est.pipeline_hops_s.empty()) {
         const auto [lo, hi] = std::minmax_element(est.pipeline_hops_s.begin(), est.pipeline_hops_s.end());
         const long long slow = std::count(est.pipeline_hops_s.begin(), est.pipeline_hops_s.end(), *hi);
-        char buf[400];
+        char links[160];
         if (*lo < *hi)
-            std::snprintf(buf, sizeof buf,
-                          "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
-                          "compute, but the receiving stage waits for it: %.0f µs over the %lld of %zu links that leave "
-                          "a node, %.0f µs over NVLink; paid in the warm-up and cool-down through the %d chunks, "
-                          "where no other block covers it",
-                          *hi * 1e6, slow, est.pipeline_hops_s.size(), *lo * 1e6, job.parallel.pp * std::max(1, job.parallel.vpp));
+            std::snprintf(links, sizeof links, "%.0f µs over the %lld of %zu links that leave a node, %.0f µs over NVLink",
+                          *hi * 1e6, slow, est.pipeline_hops_s.size(), *lo * 1e6);
         else
-            std::snprintf(buf, sizeof buf,
-                          "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
-                          "compute, but the receiving stage waits for it: %.0f µs per hop; paid in the warm-up and "
-                          "cool-down through the %d chunks, where no other block covers it",
-                          *hi * 1e6, job.parallel.pp * std::max(1, job.parallel.vpp));
+            std::snprintf(links, sizeof links, "%.0f µs per hop", *hi * 1e6);
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "pipeline sends (p2pdep): overlap_p2p_comm sends each chunk's output beside the next chunk's "
+                      "compute, but the receiving stage waits for it: %s; paid in the warm-up and cool-down through "
+                      "the %d chunks, where no other block covers it",
+                      links, job.parallel.pp * std::max(1, job.parallel.vpp));
         est.notes.push_back(buf);
     }
     if (job.parallel.recompute == Recompute::full)

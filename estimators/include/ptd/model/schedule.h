@@ -115,7 +115,10 @@ struct CoreSharing {
 // after the same micro-batch's forward on the previous stage (chunk c on the last stage
 // feeds chunk c + 1 on the first), a backward after the next stage's backward (the last
 // chunk's backward after its own forward), every block after the one before it on its
-// stage; a dependency across stages starts its link's hop (d.hop) after the block it waits for ends. Fills stage_end[s] (p entries) with the end of stage s's last block and returns
+// stage. A dependency across stages (d.hop not empty) starts its link's hop after the later
+// of the block it waits for and the stage's previous block of the same pass (for its first
+// backward, the block before it), when Megatron posts the receive. Fills
+// stage_end[s] (p entries) with the end of stage s's last block and returns
 // the latest end (the pipeline's makespan). With `out`, records every block.
 double simulate_pipeline(const PipelineDurations& d, std::span<double> stage_end, std::vector<PlacedOp>* out = nullptr);
 // With d.sharing the blocks are placed in time order under processor sharing (CoreSharing):
@@ -142,7 +145,8 @@ void clear_pipeline_makespan_memo();
 // stages before it, then is busy m·T_s (T_s: its forward + backward over all chunks), and
 // the last chunk-0 backward still has to go back through those stages. Fills
 // stage_end_lo[s] (p entries) with that stage's own floor (start + busy time) and returns
-// the largest floor (the hops between stages, d.hop, on the fill and drain chains). Exact for p = 1. ZB-H1: the floors only (W may end a stage while the
+// the largest floor (the hops between stages, d.hop, on the fill and drain chains). Exact
+// for p = 1. ZB-H1: the floors only (W may end a stage while the
 // stages before it drain). Not for DualPipe (a closed form, evaluated directly).
 double pipeline_makespan_lower(const PipelineDurations& d, std::span<double> stage_end_lo);
 // Upper: the simulation is monotone in every duration, so raising every forward block to
