@@ -92,6 +92,24 @@ TEST(OverlapP2p, EachLinkWaitsItsOwnHop) {
     EXPECT_TRUE(ptd_test::any_note(est, "2 of 4 links that leave a node"));
 }
 
+// When the PP group's stages do not fill domains evenly — 192 GB200 in 64-GPU domains, stages
+// 24 ranks apart: stages 0–2, 3–5 and 6–7 share a domain — the ring's last link (7 → 0) leaves
+// its domain too, though stage 8 would not start a new one.
+TEST(OverlapP2p, TheRingsLastLinkLeavesTheDomain) {
+    const JobSpec job = interleaved_job(true, {"cluster.preset=gb200-nvl72", "cluster.nodes=48", "cluster.gpus_per_node=4",
+                                               "cluster.gpu=gb200", "cluster.inter_gbps=50", "parallel.tp=8", "parallel.pp=8",
+                                               "parallel.vpp=5", "training.global_batch=48"});
+    ASSERT_EQ(job.world_size(), 192);
+    ASSERT_EQ(job.parallel.dp, 3);
+    const Estimate est = estimate_job(job);
+    ASSERT_EQ(est.pipeline_hops_s.size(), 8u);
+    const std::vector<double>& h = est.pipeline_hops_s;
+    const double nvlink = h[0], nic = h[2];
+    EXPECT_LT(nvlink, nic);
+    for (int s : {0, 1, 3, 4, 6}) EXPECT_DOUBLE_EQ(h[(size_t)s], nvlink) << "link " << s;
+    for (int s : {2, 5, 7}) EXPECT_DOUBLE_EQ(h[(size_t)s], nic) << "link " << s;
+}
+
 // Megatron turns the overlap off without interleaving (arguments.py) and the other frameworks'
 // pipelines send their own way: there the key changes nothing.
 TEST(OverlapP2p, OnlyMegatronsInterleavedSchedule) {

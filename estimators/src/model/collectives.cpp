@@ -377,7 +377,10 @@ void pipeline_link_hops(const LayoutDerived& L, std::vector<double>& hop) {
     nvlink.nodes = 1;  // p2p_time: a send inside the node (NVLink domain)
     const double across = pipeline_send_time(L, g), inside = g.nodes > 1 ? pipeline_send_time(L, nvlink) : across;
     hop.resize((size_t)L.p);
-    for (int s = 0; s < L.p; ++s) hop[(size_t)s] = g.nodes > 1 && (s + 1) % g.per_node == 0 ? across : inside;
+    // A link leaves its node after every per_node stages, and the ring's last one (p − 1 → 0)
+    // always does when the group spans nodes, whether or not per_node divides p.
+    for (int s = 0; s < L.p; ++s)
+        hop[(size_t)s] = g.nodes > 1 && ((s + 1) % g.per_node == 0 || s == L.p - 1) ? across : inside;
 }
 
 void block_comm(const LayoutDerived& L, const LayerTime& lt, double layers, bool first, bool last, ChunkTime& c) {

@@ -365,7 +365,8 @@ double p2p_time(double bytes, const GroupNet& g);
 double pipeline_hop_time(const LayoutDerived& L);
 // p2pdep: the same send over each link of the pipeline ring, hop[s] between stage s and stage
 // (s + 1) mod p (p entries): over NVLink where both stages' ranks share a node (NVLink domain),
-// over the NICs where the link leaves it — the group's per_node consecutive stages share one.
+// over the NICs where the link leaves it — the group's per_node consecutive stages share one,
+// and the ring's last link (p − 1 → 0) leaves it whenever the group spans nodes.
 void pipeline_link_hops(const LayoutDerived& L, std::vector<double>& hop);
 
 // Seconds for one NCCL collective on `bytes` (all-reduce: the buffer; all-gather: the
