@@ -1169,8 +1169,11 @@ Screening screen_layouts(const EstimateContext& ctx, const Space& sp, const Plan
     if (!watch) work(0);
     if (watch) {
         std::unique_lock lock(done_mutex);
-        while (!done.wait_for(lock, std::chrono::milliseconds(20), [&] { return running == 0; }))
+        while (!done.wait_for(lock, std::chrono::milliseconds(20), [&] { return running == 0; })) {
+            lock.unlock();  // the callback runs without the lock a finishing worker takes
             if (!shared.stop.load() && !progress_ok()) shared.stop.store(true);
+            lock.lock();
+        }
     }
     for (std::thread& t : pool) t.join();
     for (const std::exception_ptr& e : failed)
