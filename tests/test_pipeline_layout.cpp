@@ -5,6 +5,9 @@
 // without transformer layers in layers_per_stage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include "job_test_util.h"
 #include "ptd/model/estimate.h"
 #include "ptd/plan/planner.h"
@@ -207,3 +210,43 @@ TEST(PipelineLayout, APlanWithAnotherSplitDropsTheString) {
 }
 
 }  // namespace
+
+// ttsplit: torchtitan's own split of the layers over pp·vpp chunks, by the date of its code.
+namespace {
+constexpr int kBefore = 202412, kToday = 0;
+}
+
+TEST(PipelineLayout, TorchtitanOfDecember2024SplitsAsGenerateSplitPoints) {
+    // The first chunk layers / chunks, the middle ones one more while the remainder lasts, the
+    // last the rest (pipelining_utils.py generate_split_points).
+    EXPECT_EQ(ptd::torchtitan_default_split(126, 8, kBefore), (std::vector<int>{15, 16, 16, 16, 16, 16, 16, 15}));
+    EXPECT_EQ(ptd::torchtitan_default_split(80, 3, kBefore), (std::vector<int>{26, 27, 27}));
+    EXPECT_EQ(ptd::torchtitan_default_split(32, 4, kBefore), (std::vector<int>{8, 8, 8, 8}));
+    // A remainder of chunks − 1 fills every middle chunk and leaves the last one more.
+    EXPECT_EQ(ptd::torchtitan_default_split(11, 4, kBefore), (std::vector<int>{2, 3, 3, 3}));
+    // "Total stages cannot be greater than the number of layers".
+    EXPECT_TRUE(ptd::torchtitan_default_split(4, 5, kBefore).empty());
+}
+
+TEST(PipelineLayout, TodaysTorchtitanWeighsTheEmbeddingAndTheOutputAsALayerEach) {
+    // generate_llm_fqn_per_model_part(chunks, layers, 1, 1): layers + 2 spread evenly, the
+    // remainder on the first chunks, one fewer transformer layer on the first and the last.
+    EXPECT_EQ(ptd::torchtitan_default_split(32, 4, kToday), (std::vector<int>{8, 9, 8, 7}));
+    EXPECT_EQ(ptd::torchtitan_default_split(126, 16, kToday)[0], 7);
+    EXPECT_EQ(ptd::torchtitan_default_split(80, 3, kToday), (std::vector<int>{27, 27, 26}));
+    EXPECT_EQ(ptd::torchtitan_default_split(32, 4, ptd::kTorchtitanWeightedSplitFrom), (std::vector<int>{8, 9, 8, 7}));
+    // One stage holds everything; a first chunk of the embedding alone is torchtitan's too.
+    EXPECT_EQ(ptd::torchtitan_default_split(32, 1, kToday), (std::vector<int>{32}));
+    EXPECT_EQ(ptd::torchtitan_default_split(4, 6, kToday), (std::vector<int>{0, 1, 1, 1, 1, 0}));
+    // More stages than layers + 2 raise there.
+    EXPECT_TRUE(ptd::torchtitan_default_split(4, 7, kToday).empty());
+    for (int layers : {1, 7, 32, 61, 126})
+        for (int chunks = 1; chunks <= layers + 2; ++chunks)
+            for (int version : {kBefore, kToday}) {
+                const std::vector<int> split = ptd::torchtitan_default_split(layers, chunks, version);
+                if (split.empty()) continue;
+                EXPECT_EQ((int)split.size(), chunks);
+                EXPECT_EQ(std::accumulate(split.begin(), split.end(), 0), layers) << layers << " over " << chunks;
+                EXPECT_GE(*std::min_element(split.begin(), split.end()), 0);
+            }
+}

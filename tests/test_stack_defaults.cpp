@@ -603,22 +603,32 @@ TEST(StackDefaults, AnUnknownPerformanceRecipeIsRefusedNamingThoseOfItsModel) {
     EXPECT_NE(refusal(megatron).find("it is a configuration of framework \"nemo\""), std::string::npos) << refusal(megatron);
 }
 
+// mbrecipe, ttsplit: a split the job's stack gave it (`want`) is listed under stack:, saved
+// unwritten and derived again on loading; edited to one chunk per stage the job splits anew
+// (`at_vpp1`) and still validates.
+void expect_stack_split(const JobSpec& job, const std::vector<int>& want, const std::vector<int>& at_vpp1) {
+    EXPECT_EQ(job.parallel.layers_per_stage, want);
+    std::string listed;
+    for (int l : want) listed += (listed.empty() ? "[" : ", ") + std::to_string(l);
+    EXPECT_TRUE(applied(job, "parallel.layers_per_stage", listed + "]"));
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_EQ(saved.find("layers_per_stage"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
+    JobSpec edited = job;
+    edited.parallel.vpp = 1;
+    ptd::derive_job_defaults(edited);
+    EXPECT_EQ(edited.parallel.layers_per_stage, at_vpp1);
+    EXPECT_TRUE(ptd::validate_job(edited).empty()) << ptd::format_diagnostics(ptd::validate_job(edited));
+}
+
 TEST(StackDefaults, ADeepSeekRecipeSplitsTheLayersAsItsLayoutDoes) {
     // deepseek_v3_pretrain_256gpu_gb200_bf16: PP 4 × VP 4, the embedding with the first chunk and
     // 4 decoder layers in each chunk, 1 with MTP and the loss in the last (61 = 15 · 4 + 1).
     const JobSpec job = loaded(perf_recipe_job("deepseek_v3_pretrain_256gpu_gb200_bf16"), "recipe.toml");
     std::vector<int> want(15, 4);
     want.push_back(1);
-    EXPECT_EQ(job.parallel.layers_per_stage, want);
-    EXPECT_TRUE(applied(job, "parallel.layers_per_stage", "[4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1]"));
-    const std::string saved = ptd::save_job_toml(job);
-    EXPECT_EQ(saved.find("layers_per_stage"), std::string::npos) << saved;
-    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
     // Edited to PP 4 without interleaving (another pair of the layout map): 16 / 16 / 16 / 13.
-    JobSpec replanned = job;
-    replanned.parallel.vpp = 1;
-    ptd::derive_job_defaults(replanned);
-    EXPECT_EQ(replanned.parallel.layers_per_stage, (std::vector<int>{16, 16, 16, 13}));
+    expect_stack_split(job, want, {16, 16, 16, 13});
     // A split the job writes is its own.
     const JobSpec own = loaded(perf_recipe_job("deepseek_v3_pretrain_256gpu_gb200_bf16", "",
                                                "layers_per_stage = [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2]\n"),
@@ -647,6 +657,79 @@ TEST(StackDefaults, AnH100DeepSeekRecipeSplitsTheLayersAsItsLayoutStringDoes) {
     replanned.parallel.dp = 512;
     ptd::derive_job_defaults(replanned);
     EXPECT_TRUE(replanned.parallel.layers_per_stage.empty());
+}
+
+// ttsplit: a torchtitan job that names no split gets torchtitan's own, by the date of its code.
+JobSpec titan405b(const std::string& parallel, const std::string& training_extra = "") {
+    return job_from_text(job_text({.preset = "llama3-405b",
+                                   .nodes = 64,
+                                   .parallel = "tp = 8\n" + parallel,
+                                   .training = "framework = \"torchtitan\"\nmicro_batch = 1\nglobal_batch = 256\n" +
+                                               training_extra}));
+}
+
+TEST(StackDefaults, TorchtitanSplitsLayersThatDoNotDivideAsTorchtitanDoes) {
+    // Llama 3.1 405B's 126 layers over PP 8 × 2 stages per rank, torchtitan's own 3D benchmark:
+    // Megatron refuses the split, torchtitan runs [7, 8 × 14, 7] — generate_split_points of
+    // 2024-12 and today's generate_llm_fqn_per_model_part give the same one here.
+    std::vector<int> want{7};
+    want.insert(want.end(), 14, 8);
+    want.push_back(7);
+    for (const char* version : {"", "framework_version = \"2024-12\"\n"}) {
+        SCOPED_TRACE(version);
+        expect_stack_split(titan405b("pp = 8\nvpp = 2\n", version), want, {15, 16, 16, 16, 16, 16, 16, 15});
+    }
+    // Megatron-LM has no such split: the job is refused with the ways out.
+    const std::string megatron = refusal(ptd::load_job_text(
+        job_text({.preset = "llama3-405b", .nodes = 64, .parallel = "tp = 8\npp = 8\nvpp = 2\n",
+                  .training = "framework = \"megatron\"\nmicro_batch = 1\nglobal_batch = 256\n"}),
+        "job.toml", presets()));
+    EXPECT_NE(megatron.find("layers_per_stage"), std::string::npos) << megatron;
+    // A split the job writes is its own.
+    const JobSpec own = titan405b("pp = 8\nlayers_per_stage = [16, 16, 16, 16, 16, 16, 16, 14]\n");
+    EXPECT_EQ(own.parallel.layers_per_stage.back(), 14);
+    EXPECT_NE(ptd::save_job_toml(own).find("layers_per_stage = [16,"), std::string::npos);
+}
+
+TEST(StackDefaults, TodaysTorchtitanCountsTheEmbeddingAndTheOutputAsLayers) {
+    // Llama 3 8B's 32 layers over PP 4: torchtitan since 2025-08 spreads 32 + 2 over 4 stages
+    // (9, 9, 8, 8) and takes one from the first and the last; before, an even 8 each.
+    const auto llama8b = [](const std::string& version) {
+        return job_from_text(job_text({.preset = "llama3-8b",
+                                       .nodes = 1,
+                                       .parallel = "pp = 4\n",
+                                       .training = "framework = \"torchtitan\"\nmicro_batch = 1\nglobal_batch = 16\n" + version}));
+    };
+    const JobSpec today = llama8b("");
+    EXPECT_EQ(today.parallel.layers_per_stage, (std::vector<int>{8, 9, 8, 7}));
+    EXPECT_TRUE(applied(today, "parallel.layers_per_stage", "[8, 9, 8, 7]"));
+    const JobSpec older = llama8b("framework_version = \"2025-07\"\n");
+    EXPECT_TRUE(older.parallel.layers_per_stage.empty());
+    EXPECT_FALSE(applied(older, "parallel.layers_per_stage", "[8, 8, 8, 8]"));
+    // The split moves the estimate: the last stage no longer holds 8 layers beside the output.
+    EXPECT_NE(ptd::estimate_job(today).step_s, ptd::estimate_job(older).step_s);
+}
+
+TEST(StackDefaults, TorchtitansInterleavedScheduleRunsTwoStagesPerRank) {
+    // schedule = "interleaved" without vpp: torchtitan builds two stages per rank
+    // (pipeline_parallel_layers_per_stage unset), not a depth PTD picks.
+    const JobSpec job = titan405b("pp = 8\nschedule = \"interleaved\"\n");
+    EXPECT_EQ(job.parallel.vpp, 2);
+    EXPECT_TRUE(applied(job, "parallel.vpp", "2"));
+    EXPECT_EQ(job.parallel.layers_per_stage.size(), 16u);
+    const std::string saved = ptd::save_job_toml(job);
+    EXPECT_EQ(saved.find("\nvpp ="), std::string::npos) << saved;
+    EXPECT_NE(saved.find("# vpp = 2 (not written: torchtitan's two stages per rank)"), std::string::npos) << saved;
+    EXPECT_EQ(reloaded(saved).parallel, job.parallel);
+    // Megatron has no default depth: PTD picks one (batch_choice.cpp), and says so.
+    const JobSpec megatron = job_from_text(job_text({.preset = "llama3-70b",
+                                                     .nodes = 8,
+                                                     .parallel = "tp = 8\npp = 4\nschedule = \"interleaved\"\n",
+                                                     .training = "framework = \"megatron\"\nmicro_batch = 1\nglobal_batch = 128\n"}));
+    EXPECT_GE(megatron.parallel.vpp, 2);
+    for (const JobSpec* j : {&job, &megatron})
+        for (const ptd::StackDefault& d : j->origin.stack_defaults)
+            if (d.key == "parallel.vpp") EXPECT_EQ(d.source.find("torchtitan") != std::string::npos, j == &job) << d.source;
 }
 
 TEST(StackDefaults, ARecipesRecomputeIsTheJobsUnlessItWritesItsOwn) {

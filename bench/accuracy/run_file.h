@@ -75,21 +75,17 @@ inline std::vector<const toml::table*> load_run_tables(const std::string& path, 
     return tables;
 }
 
-// FSDP (fsdp = true) as PTD's layout. Without pipeline parallelism it is ZeRO-3. With it,
-// torchtitan (parallelize_llama.py apply_fsdp at 9dec370) keeps the blocks' parameters
-// unsharded after forward (reshard_after_forward = False when pp is enabled) and
-// torch.distributed.pipelining's stage (backward_maybe_with_nosync) defers FSDP's gradient
-// reduce-scatter to the last micro-batch, so whole 16-bit parameters and whole fp32 (reduce
-// dtype) gradients live through the step and only the fp32 parameter and Adam states stay
-// sharded: Megatron's distributed optimizer (zero 0), not ZeRO-3 (which PTD refuses with
-// pp > 1, as it re-gathers per micro-batch).
+// FSDP (fsdp = true) as PTD's layout: zero 3, what a job file writes for it. Without pipeline
+// parallelism that is ZeRO-3. With it (only torchtitan's runs have both) the estimate runs it
+// as torchtitan does (effective_sharding, estimate.h "ttfsdp"): parallelize_llama.py apply_fsdp
+// at 9dec370 keeps the blocks' parameters unsharded after forward (reshard_after_forward =
+// False when pp is enabled) and torch.distributed.pipelining's stage (backward_maybe_with_nosync)
+// defers FSDP's gradient reduce-scatter to the last micro-batch, so whole 16-bit parameters
+// and whole fp32 (reduce dtype) gradients live through the step and only the fp32 parameter
+// and Adam states stay sharded.
 inline void apply_fsdp_layout(ptd::ParallelSpec& p) {
-    if (p.pp > 1) {
-        p.zero = 0;
-        p.distributed_optimizer = true;
-    } else {
-        p.zero = 3;
-    }
+    p.zero = 3;
+    p.distributed_optimizer = false;
 }
 
 // torchtitan's loss: F.cross_entropy(pred.float()), compiled with training.compile from 2025

@@ -123,6 +123,7 @@ TEST(TorchtitanMemory, TorchPipeliningBuffers) {
     tt.push_back("training.framework=torchtitan");
     tt.push_back("training.torch_compile=true");
     tt.push_back("estimate.vocab_pad=128");  // the logits as Megatron pads them: only the buffers differ
+    tt.push_back("parallel.layers_per_stage=[20, 20, 20, 20]");  // Megatron's even split, not torchtitan's (ttsplit)
     const JobSpec mj = job("llama3-70b-h100.toml", base);
     const JobSpec tj = job("llama3-70b-h100.toml", tt);
     const Estimate me = estimate_job(mj), te = estimate_job(tj);
@@ -139,6 +140,53 @@ TEST(TorchtitanMemory, TorchPipeliningBuffers) {
         else want += m * 2.0 * T * Vp / t;              // the kept logits
         EXPECT_REL(te.stages[(size_t)i].mem.activations - me.stages[(size_t)i].mem.activations, want) << i;
     }
+}
+
+// ttfsdp: torchtitan with pp > 1 shards the data-parallel ranks with FSDP2 under
+// torch.distributed.pipelining — parameters kept gathered after forward (reshard_after_forward
+// False with pp), gradients accumulated whole in fp32 and reduce-scattered once after the last
+// micro-batch. zero = 3 (what a torchtitan user writes), zero = 2 (reshard "never") and
+// Megatron's distributed optimizer are that one run: the same bytes and the same step.
+TEST(TorchtitanMemory, FsdpUnderPipeliningGathersOnceAndKeepsWholeGradients) {
+    const std::vector<std::string> base = {"training.framework=torchtitan", "parallel.vpp=1",
+                                           "parallel.distributed_optimizer=false", "training.global_batch=16"};
+    auto with = [&](std::vector<std::string> extra) {
+        extra.insert(extra.begin(), base.begin(), base.end());
+        return job("llama3-70b-h100.toml", extra);
+    };
+    const JobSpec z3 = with({"parallel.zero=3"}), z2 = with({"parallel.zero=2"});
+    const JobSpec dist = with({"parallel.zero=0", "parallel.distributed_optimizer=true"});
+    ASSERT_EQ(z3.parallel.pp, 4);
+    ASSERT_EQ(z3.parallel.dp, 2);
+    EXPECT_TRUE(validate_job(z3).empty());
+    const Estimate e3 = estimate_job(z3), e2 = estimate_job(z2), ed = estimate_job(dist);
+    EXPECT_REL(e3.step_s, ed.step_s);
+    EXPECT_REL(e2.step_s, ed.step_s);
+    for (size_t i = 0; i < e3.stages.size(); ++i) {
+        const MemoryBreakdown& m = e3.stages[i].mem;
+        EXPECT_REL(m.total(), ed.stages[i].mem.total()) << i;
+        EXPECT_REL(m.total(), e2.stages[i].mem.total()) << i;
+        EXPECT_REL(m.grads, 2.0 * m.params) << i;          // whole fp32 gradients beside whole bf16 weights
+        EXPECT_REL(m.optimizer, 6.0 / 2.0 * m.params) << i;  // 12 bytes per parameter over dp 2
+    }
+    // The estimate says how it read zero 3 (and not for the layout written as what it runs).
+    auto noted = [](const Estimate& e) {
+        for (const std::string& n : e.notes)
+            if (n.find("FSDP2 under torch.distributed.pipelining") != std::string::npos) return true;
+        return false;
+    };
+    EXPECT_TRUE(noted(e3));
+    EXPECT_FALSE(noted(ed));
+    // Reduced once per step: twice the micro-batches leave the exposed reduction as it was.
+    const Estimate twice = estimate_job(with({"parallel.zero=3", "training.global_batch=32"}));
+    EXPECT_GT(e3.time.dp_comm, 0);
+    EXPECT_REL(twice.time.dp_comm, e3.time.dp_comm);
+    // Other stacks re-gather ZeRO-3's parameters every micro-batch: refused there.
+    auto megatron = load_job_file_with_overrides(kJobs + std::string("llama3-70b-h100.toml"),
+                                                 {"parallel.vpp=1", "parallel.distributed_optimizer=false", "parallel.zero=3"},
+                                                 presets());
+    ASSERT_FALSE(megatron.has_value());
+    EXPECT_NE(megatron.error().str().find("parallel.zero"), std::string::npos) << megatron.error().str();
 }
 
 // torchtitan's Attention (models/llama/model.py) expands K and V to all query heads with

@@ -16,6 +16,7 @@
 #include "ptd/export/export.h"
 #include "ptd/model/speed_interval.h"
 #include "ptd/plan/planner.h"
+#include "ptd/spec/pipeline_layout.h"
 
 #include "job_test_util.h"
 #include "text_test_util.h"
@@ -113,6 +114,11 @@ TEST(PlannerFramework, EveryListedLayoutIsOneTheFrameworkRuns) {
                     if (c.zero == 0 && c.dp * c.cp > 1) {
                         EXPECT_TRUE(c.tp == 1 && c.pp == 1 && c.cp == 1);
                     }
+                    // ttsplit: the split torchtitan builds for pp·vpp (today's: 32 + 2 spread).
+                    if (c.pp > 1) {
+                        EXPECT_EQ(e.layers_per_stage, torchtitan_default_split(32, c.pp * std::max(1, c.vpp), 0))
+                            << c.pp << " × " << c.vpp;
+                    }
                     break;
                 case Framework::pytorch_fsdp:  // data parallelism only
                 case Framework::llm_foundry:   // the same PyTorch FSDP, on Composer
@@ -184,6 +190,10 @@ TEST(PlannerFramework, RulesRefuseWhatTheFrameworkLacks) {
     EXPECT_FALSE(rules_allow(framework_rules(Framework::megatron), c, job));    // no ZeRO-2
     EXPECT_FALSE(rules_allow(framework_rules(Framework::deepspeed), c, job));   // ZeRO-2 with pp
     EXPECT_TRUE(rules_allow(framework_rules(Framework::torchtitan), c, job));   // FSDP2 with pp
+    c.zero = 3;  // ttfsdp: the same FSDP2 under pipelining, as a torchtitan job writes it
+    EXPECT_TRUE(rules_allow(framework_rules(Framework::torchtitan), c, job));
+    EXPECT_FALSE(rules_allow(framework_rules(Framework::deepspeed), c, job));
+    c.zero = 2;
     EXPECT_FALSE(rules_allow(framework_rules(Framework::pytorch_fsdp), c, job));  // tp, pp
     c.zero = 0, c.distributed_optimizer = true;
     EXPECT_TRUE(rules_allow(framework_rules(Framework::megatron), c, job));
@@ -196,6 +206,20 @@ TEST(PlannerFramework, RulesRefuseWhatTheFrameworkLacks) {
     c.vpp = 2;
     EXPECT_FALSE(rules_allow(framework_rules(Framework::deepspeed), c, job));
     EXPECT_TRUE(rules_allow(any_framework_rules(), c, job));
+}
+
+// ttfsdp: a torchtitan job under pipelining writes FSDP as zero 3; the search visits that run
+// as zero 2 (the same estimate), so the job's layout is in the space and ranked there.
+TEST(PlannerFramework, ATorchtitanJobsFsdpUnderPipeliningIsInTheSpace) {
+    const JobSpec job = job_from_text(job_text({.preset = "llama3-8b",
+                                                .nodes = 2,
+                                                .parallel = "tp = 2\npp = 4\nzero = 3\n",
+                                                .training = "framework = \"torchtitan\"\nmicro_batch = 1\nglobal_batch = 64\n"}));
+    ASSERT_EQ(job.parallel.layers_per_stage, (std::vector<int>{8, 9, 8, 7}));  // torchtitan's own split (ttsplit)
+    const PlanResult r = plan_of(job);
+    EXPECT_TRUE(r.job_in_space) << r.why_best;
+    EXPECT_GE(r.job_rank, 0) << r.why_best;
+    EXPECT_EQ(r.why_best.find("zero2"), std::string::npos) << r.why_best;
 }
 
 // Issue 28's done criterion for the planner: every asset job and the bare Llama-3 70B,

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "export/export_internal.h"
+#include "ptd/model/estimate.h"
 
 namespace ptd::export_internal {
 
@@ -161,7 +162,12 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     // data-parallel ranks shard with FSDP2.
     const bool pure_dp = p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1;
     tp.replicate = pure_dp && p.zero == 0 && !p.distributed_optimizer;
-    if (!tp.replicate && p.dp > 1 && p.zero != 3)
+    // ttfsdp: under pipelining the estimate runs zero 2 and 3 and the distributed optimizer as
+    // torchtitan's FSDP2 does there (effective_sharding): nothing differs to note.
+    const Sharding ran = effective_sharding(Framework::torchtitan, p.pp, p.zero, p.distributed_optimizer);
+    const Sharding fsdp = effective_sharding(Framework::torchtitan, p.pp, 3, false);
+    const bool same_sharding = ran.zero == fsdp.zero && ran.distributed_optimizer == fsdp.distributed_optimizer;
+    if (!tp.replicate && p.dp > 1 && !same_sharding)
         tp.notes.push_back("parallel.zero = " + std::to_string(p.zero) + (p.distributed_optimizer ? " + distributed_optimizer" : "") +
                            ": torchtitan shards data-parallel ranks with FSDP2 (parameters, gradients and optimizer "
                            "state); written as data_parallel_shard_degree = " + std::to_string(p.dp) +

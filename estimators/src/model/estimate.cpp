@@ -132,15 +132,16 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
     const OptimizerStateWidths widths = optimizer_state_widths(job.training);  // oom4
     L.state_widths = widths;
-    L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
-                                          ch.distributed_optimizer, (double)L.dp * L.c, widths);
-    L.optimizer_sharded = ch.zero >= 1 || ch.distributed_optimizer;
-    L.zero = ch.zero;
-    L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, ch.zero,
-                                           ch.distributed_optimizer, (double)L.edp, widths);
+    const Sharding sh = effective_sharding(job.training.framework, ch.pp, ch.zero, ch.distributed_optimizer);  // ttfsdp
+    L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, sh.zero,
+                                          sh.distributed_optimizer, (double)L.dp * L.c, widths);
+    L.optimizer_sharded = sh.zero >= 1 || sh.distributed_optimizer;
+    L.zero = sh.zero;
+    L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, sh.zero,
+                                           sh.distributed_optimizer, (double)L.edp, widths);
     // oomnemo: grad_reduce_in_fp32 = false (Megatron-core DDP config; NeMo / Megatron-Bridge
     // performance recipes): the main-grad buffer is bf16, 2 bytes per parameter, not 4.
-    if (!job.parallel.grad_reduce_in_fp32 && ch.zero == 0 && job.training.precision == Precision::bf16) {
+    if (!job.parallel.grad_reduce_in_fp32 && sh.zero == 0 && job.training.precision == Precision::bf16) {
         L.dense_state.grads = std::min(L.dense_state.grads, 2.0);
         L.expert_state.grads = std::min(L.expert_state.grads, 2.0);
     }
@@ -1316,6 +1317,15 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
     }
     if (job.parallel.recompute == Recompute::full)
         est.notes.push_back("full recompute: activations include one layer recomputed during backward");
+    // ttfsdp: a torchtitan zero 2 / 3 under pipelining is not ZeRO's per-micro-batch sharding.
+    if (const Sharding sh = effective_sharding(job.training.framework, job.parallel.pp, job.parallel.zero,
+                                               job.parallel.distributed_optimizer);
+        sh.zero != job.parallel.zero && job.parallel.dp * std::max(1, job.parallel.cp) > 1)
+        est.notes.push_back("zero " + std::to_string(job.parallel.zero) + " with pp " + std::to_string(job.parallel.pp) +
+                            " on torchtitan: FSDP2 under torch.distributed.pipelining keeps the parameters gathered "
+                            "through the step and reduce-scatters the whole fp32 gradients once, after the last "
+                            "micro-batch (estimated as the distributed optimizer: whole weights and gradients, "
+                            "sharded fp32 master and Adam states)");
     // mla: what MLA and MTP change, where a reader would not guess it.
     if (m.mla())
         est.notes.push_back("multi-head latent attention: the q / kv down projections are replicated on every TP rank "

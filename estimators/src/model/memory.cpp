@@ -73,6 +73,11 @@ OptimizerStateWidths optimizer_state_widths(const TrainingSpec& t) {
     return w;
 }
 
+Sharding effective_sharding(Framework framework, int pp, int zero, bool distributed_optimizer) {
+    if (framework == Framework::torchtitan && pp > 1 && zero >= 2) return {0, true};  // ttfsdp (estimate.h)
+    return {zero, distributed_optimizer};
+}
+
 StateBytes state_bytes_per_param(Precision precision, Optimizer optimizer, int zero, bool distributed_optimizer,
                                  double shard, const OptimizerStateWidths& widths) {
     const double N = std::max(shard, 1.0);

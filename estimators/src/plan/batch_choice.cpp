@@ -30,8 +30,10 @@ struct Candidate {
 
 void choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile) {
     bool pick_mb = !job.origin.micro_batch_given && job.origin.global_batch_given && job.has_layout();
-    // A split the job writes (layers_per_stage, pipeline_layout) fixes the depth.
+    // A split the job writes (layers_per_stage, pipeline_layout) fixes the depth, and so does
+    // torchtitan's own default (two stages per rank, start_unwritten_depth).
     const bool pick_vpp = !job.origin.vpp_given && job.parallel.schedule == PipelineSchedule::interleaved &&
+                          job.training.framework != Framework::torchtitan &&
                           job.has_layout() && job.parallel.vpp >= 2 && job.parallel.layers_per_stage.empty() &&
                           job.parallel.pipeline_layout.empty();
     if (!pick_mb && !pick_vpp) return;

@@ -36,6 +36,7 @@
 
 #include "ptd/model/speed_interval.h"
 #include "ptd/spec/stack_defaults.h"
+#include "ptd/spec/pipeline_layout.h"
 
 namespace ptd {
 
@@ -83,14 +84,15 @@ const FrameworkRules& framework_rules(Framework f, int framework_version) {
         r.lacks = "no context parallelism, no interleaved schedule (vpp), no expert TP, ZeRO-2/3 only without pipeline";
         return r;
     }();
-    // Data-parallel ranks shard with FSDP2 (reshard after forward ≈ ZeRO-3, never ≈ ZeRO-2,
-    // which pipelining uses); DDP (replicate) only for pure data parallelism;
+    // Data-parallel ranks shard with FSDP2 (reshard after forward ≈ ZeRO-3, never ≈ ZeRO-2;
+    // under pipelining both gather once per step and reduce after the last micro-batch:
+    // effective_sharding, ttfsdp); DDP (replicate) only for pure data parallelism;
     // enable_cpu_offload moves parameters, gradients and optimizer state together; op-level SAC
     // is recompute_style "torchtitan-op" (allowed then); its TP overlap is async TP
     // (parallel.async_tp), left as the job says.
     static const FrameworkRules kTorchtitan = [] {
         FrameworkRules r = rules_for(Framework::torchtitan, "torchtitan main b5bcd76", &kTitanConfig);
-        r.zero0_pure_dp_only = r.zero2 = r.zero2_with_pp = r.zero3 = r.offload_all = true;
+        r.zero0_pure_dp_only = r.zero2 = r.zero2_with_pp = r.zero3 = r.zero3_with_pp = r.offload_all = true;
         r.selective_recompute = r.tp_comm_overlap = false;
         r.lacks = "no ZeRO-1 or distributed optimizer (FSDP2 shards like ZeRO-2/3), offload only of everything, "
                   "no Megatron-style selective recompute";
@@ -140,7 +142,7 @@ const FrameworkRules& any_framework_rules() {
         FrameworkRules r;
         r.runs = "any framework";
         r.has_format = false;
-        r.zero1 = r.zero2 = r.zero2_with_pp = r.zero3 = r.distributed_optimizer = true;
+        r.zero1 = r.zero2 = r.zero2_with_pp = r.zero3 = r.zero3_with_pp = r.distributed_optimizer = true;
         r.offload_optimizer = r.offload_all = true;
         r.lacks = "";
         return r;
@@ -172,7 +174,7 @@ bool rules_allow(const FrameworkRules& r, const LayoutChoice& c, const JobSpec& 
         if (!r.zero1) return false;
     } else if (c.zero == 2) {
         if (!r.zero2 || (c.pp > 1 && !r.zero2_with_pp)) return false;
-    } else if (!r.zero3 || c.pp > 1) {
+    } else if (!r.zero3 || (c.pp > 1 && !r.zero3_with_pp)) {
         return false;
     }
     const bool opt = c.offload_optimizer != OffloadDevice::none;
@@ -584,11 +586,13 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
     vpps.assign(1, 1);
     if (!sp.rules.vpp) {
         // planfw: one model chunk per stage (DeepSpeed's pipeline engine)
+    } else if (pp > 1 && !sp.chunk_lps[pp].empty()) {
+        // An uneven pp, or torchtitan's own splits (ttsplit): every depth with a split.
+        for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v)
+            if (!sp.chunk_lps[pp][(size_t)v].empty()) vpps.push_back(v);
     } else if (pp > 1 && sp.layers % pp == 0) {
         for (int v = 2; v <= sp.layers / pp; ++v)
             if ((sp.layers / pp) % v == 0) vpps.push_back(v);
-    } else if (pp > 1) {
-        for (int v = 2; v < (int)sp.chunk_lps[pp].size(); ++v) vpps.push_back(v);
     }
     for (int etp : sp.etps[tp]) {  // etp: one pass for a dense model or a fixed expert_tp
     eps.clear();
@@ -615,7 +619,8 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
                 // zero 0, distributed optimizer, zero 1, 2, 3 (2/3 only without pipeline).
                 int zero = sp.vary_zero ? (z < 2 ? 0 : z - 1) : sp.job_zero;
                 bool dist_opt = sp.vary_zero ? z == 1 : sp.job_distributed_optimizer;
-                if (zero == 3 && pp > 1) continue;
+                // ttfsdp: zero 3 with pp only as the job's own (torchtitan: zero 2's FSDP2, visited as 2).
+                if (zero == 3 && pp > 1 && (sp.vary_zero || !sp.rules.zero3_with_pp)) continue;
                 if (zero == 2 && pp > 1 && !sp.rules.zero2_with_pp) continue;
                 if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
                 if (sp.vary_zero && !sharding_allowed(sp.rules, zero, dist_opt, tp, pp, cp, ep, dp)) continue;  // planfw
@@ -956,9 +961,22 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     else
         sp.orders = {layout_choice_of(job).order};
     sp.lps.resize(m.layers + 1);
+    sp.chunk_lps.resize(m.layers + 1);
+    if (job.training.framework == Framework::torchtitan) {
+        // ttsplit: torchtitan splits every pp·vpp its own way (apply_torchtitan_split): the
+        // search passes that split, for each depth torchtitan can fill.
+        const int version = job.training.framework_version;
+        for (int pp = 2; pp <= m.layers; ++pp) {
+            if (world % pp != 0) continue;
+            sp.lps[pp] = torchtitan_default_split(m.layers, pp, version);
+            sp.chunk_lps[pp].resize((size_t)((m.layers + 2) / pp) + 1);
+            for (int v = 2; v <= (m.layers + 2) / pp; ++v)
+                sp.chunk_lps[pp][(size_t)v] = torchtitan_default_split(m.layers, pp * v, version);
+        }
+        return sp;
+    }
     for (int pp = 1; pp <= m.layers; ++pp)
         if (m.layers % pp != 0 && world % pp == 0) sp.lps[pp] = balanced_layers_per_stage(m.layers, pp);
-    sp.chunk_lps.resize(m.layers + 1);
     for (int pp = 2; pp <= m.layers; ++pp) {
         if (m.layers % pp == 0 || world % pp != 0) continue;
         // Every chunk keeps at least one layer; chunk lists for vpp 2 .. layers/pp.
@@ -1646,7 +1664,11 @@ Result<PlanResult> plan_layouts(const JobSpec& job, const PlanOptions& options) 
 
     OwnLayout own;
     own.choice = layout_choice_of(job);
-    const SpaceCount count = count_space(sp, job, own.choice);
+    // ttfsdp: a torchtitan job's zero 3 under pipelining is the run the search visits as zero 2
+    // (the same estimate); the job's own word stays in what the plan says of it.
+    LayoutChoice searched_as = own.choice;
+    if (sp.vary_zero && sp.rules.zero3_with_pp && own.choice.pp > 1 && own.choice.zero == 3) searched_as.zero = 2;
+    const SpaceCount count = count_space(sp, job, searched_as);
     if (count.total == 0) return empty_space_error(job, sp, options);
     own.in_space = own.scored = count.own_in_space;
 

@@ -325,6 +325,7 @@ std::vector<Diagnostic> derive_job_defaults(JobSpec& job) {
     if (job.origin.activation_profile_defaulted)
         job.estimate.activation_profile = default_activation_profile(job.cluster.gpu);
     start_unwritten_depth(job);  // batchchoice
+    apply_torchtitan_split(job);  // ttsplit: after the depth, which the split depends on
     return out;
 }
 
@@ -333,6 +334,16 @@ void start_unwritten_depth(JobSpec& job) {
     const size_t entries = job.parallel.layers_per_stage.size(), pp = (size_t)std::max(1, job.parallel.pp);
     if (entries >= 2 * pp && entries % pp == 0) {
         job.parallel.vpp = (int)(entries / pp);  // a split of pp·vpp chunks says the depth
+        return;
+    }
+    // ttsplit: torchtitan builds two stages per rank for a multi-stage schedule when
+    // pipeline_parallel_layers_per_stage is unset (generate_split_points at 2024-12;
+    // pipeline_parallel.py pipeline_llm since): its depth, not one PTD picks.
+    if (job.training.framework == Framework::torchtitan) {
+        job.parallel.vpp = 2;
+        job.origin.stack_defaults.push_back({"parallel.vpp", "2",
+                                             "torchtitan builds two stages per rank for Interleaved1F1B when "
+                                             "pipeline_parallel_layers_per_stage is unset"});
         return;
     }
     job.parallel.vpp = 1;
@@ -821,10 +832,20 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     // and gradients sharded (the Llama 3 paper's FSDP, §3.3.2): each micro-batch's gradients
     // are reduce-scattered into the sharded accumulator. ZeRO-3
     // would re-gather every stage's parameters for every micro-batch's forward and backward.
-    if (p.zero >= 3 && p.pp > 1)
+    // ttfsdp: torchtitan's FSDP2 under torch.distributed.pipelining keeps the parameters
+    // gathered through the step and reduces the gradients once (effective_sharding, estimate.h):
+    // zero 3 is what a torchtitan job with pp > 1 runs, and zero 2 the same.
+    const bool titan = t.framework == Framework::torchtitan;
+    if (p.zero >= 3 && p.pp > 1 && !titan)
         add("parallel.zero", "got " + s(p.zero) + " with pp = " + s(p.pp) +
                                  ": ZeRO-3 re-gathers the parameters for every pipeline micro-batch "
-                                 "(DeepSpeed refuses this too); allowed: zero 0, 1 or 2 with pp > 1");
+                                 "(DeepSpeed refuses this too); allowed: zero 0, 1 or 2 with pp > 1 (or framework "
+                                 "\"torchtitan\", whose FSDP2 under pipelining gathers once per step)");
+    if (titan && p.pp > 1 && p.zero >= 2 && (p.offload_params || p.offload_optimizer != OffloadDevice::none))
+        add(p.offload_params ? "parallel.offload_params" : "parallel.offload_optimizer",
+            "set with framework \"torchtitan\", pp = " + s(p.pp) + " and zero = " + s(p.zero) +
+                ": torchtitan's CPU offload under pipeline parallelism is not modelled; allowed: no offload with pp > 1, "
+                "or pp = 1");
     if (p.distributed_optimizer && p.zero != 0)
         add("parallel.distributed_optimizer",
             "true together with zero = " + s(p.zero) +

@@ -1452,7 +1452,10 @@ std::string save_job_toml(const JobSpec& job) {
     w.int_("ep", p.ep);
     // batchchoice: an unwritten vpp stays unwritten (reloading chooses it again).
     if (o.vpp_given) w.int_("vpp", p.vpp);
-    else if (p.vpp > 1) w.comment("vpp = " + std::to_string(p.vpp) + " (not written: chosen for the interleaved schedule)");
+    else if (p.vpp > 1)
+        w.comment("vpp = " + std::to_string(p.vpp) +
+                  (job.training.framework == Framework::torchtitan ? " (not written: torchtitan's two stages per rank)"
+                                                                   : " (not written: chosen for the interleaved schedule)"));
     w.int_("zero", p.zero);
     // stackdef: a key the job left to its stack stays unwritten (reloading derives it again);
     // one it wrote is kept where it differs from the stack's default.
@@ -1470,7 +1473,7 @@ std::string save_job_toml(const JobSpec& job) {
         w.strings("recompute_modules", recompute_module_words(p.recompute_modules));  // recmod
     w.str("order", p.order);
     if (!p.pipeline_layout.empty()) w.str("pipeline_layout", p.pipeline_layout);
-    else if (!p.layers_per_stage.empty() && !o.layers_per_stage_from_recipe) w.ints("layers_per_stage", p.layers_per_stage);
+    else if (!p.layers_per_stage.empty() && !o.layers_per_stage_from_stack) w.ints("layers_per_stage", p.layers_per_stage);
     const ParallelSpec pd;  // overlap keys: only where they differ from the defaults
     if (keep(StackKey::overlap_grad_reduce)) w.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
     if (keep(StackKey::overlap_param_gather)) w.boolean("overlap_param_gather", p.overlap_param_gather);

@@ -190,4 +190,30 @@ std::string format_pipeline_layout(const PipelineLayout& layout) {
     return out;
 }
 
+std::vector<int> torchtitan_default_split(int layers, int chunks, int framework_version) {
+    if (layers < 1 || chunks < 1) return {};
+    if (chunks == 1) return {layers};
+    std::vector<int> out((size_t)chunks);
+    if (framework_version > 0 && framework_version < kTorchtitanWeightedSplitFrom) {
+        // generate_split_points: "Total stages cannot be greater than the number of layers".
+        if (chunks > layers) return {};
+        const int base = layers / chunks;
+        int extra = layers % chunks, placed = base;
+        out[0] = base;
+        for (int k = 1; k + 1 < chunks; ++k) {
+            out[(size_t)k] = base + (extra > 0 ? 1 : 0);
+            if (extra > 0) --extra;
+            placed += out[(size_t)k];
+        }
+        out.back() = layers - placed;
+        return out;
+    }
+    // generate_llm_fqn_per_model_part: raises for more stages than effective layers and for a
+    // weight (1) above the layers per stage.
+    const int effective = layers + 2, base = effective / chunks, extra = effective % chunks;
+    if (chunks > effective || base < 1) return {};
+    for (int k = 0; k < chunks; ++k) out[(size_t)k] = base + (k < extra ? 1 : 0) - (k == 0 || k + 1 == chunks ? 1 : 0);
+    return out;
+}
+
 }  // namespace ptd

@@ -671,8 +671,8 @@ void apply_stack_defaults(JobSpec& job) {
     // mbrecipe: a DeepSeek-V3 recipe's pipeline layout, for a job that writes none.
     {
         ParallelSpec& p = job.parallel;
-        if (job.origin.layers_per_stage_from_recipe) p.layers_per_stage.clear();
-        job.origin.layers_per_stage_from_recipe = false;
+        if (job.origin.layers_per_stage_from_stack) p.layers_per_stage.clear();
+        job.origin.layers_per_stage_from_stack = false;
         const PerfRecipe* r = perf;
         if (r && p.layers_per_stage.empty()) {
             std::string how = ": _get_deepseek_v3_pipeline_layout (recipes/deepseek/h100/deepseek_v3.py)";
@@ -680,7 +680,7 @@ void apply_stack_defaults(JobSpec& job) {
             if (split.empty()) split = recipe_layout_split(job, *r, how);
             if (!split.empty()) {
                 p.layers_per_stage = split;
-                job.origin.layers_per_stage_from_recipe = true;
+                job.origin.layers_per_stage_from_stack = true;
                 std::string text;
                 for (int l : split) text += (text.empty() ? "[" : ", ") + std::to_string(l);
                 job.origin.stack_defaults.push_back(
@@ -705,6 +705,27 @@ void apply_stack_defaults(JobSpec& job) {
             job.origin.stack_defaults.push_back(
                 {states[i].key, std::string("\"") + to_string(states[i].recipe_value) + "\"", recipe.source});
     }
+}
+
+void apply_torchtitan_split(JobSpec& job) {
+    ParallelSpec& p = job.parallel;
+    if (job.training.framework != Framework::torchtitan || p.pp < 2 || !p.layers_per_stage.empty() ||
+        !p.pipeline_layout.empty() || p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split)
+        return;
+    const int chunks = p.pp * std::max(1, p.vpp), layers = job.model.layers;
+    std::vector<int> split = torchtitan_default_split(layers, chunks, job.training.framework_version);
+    if (split.empty() || (layers % chunks == 0 && split == std::vector<int>((size_t)chunks, layers / chunks))) return;
+    p.layers_per_stage = split;
+    job.origin.layers_per_stage_from_stack = true;
+    std::string text;
+    for (int l : split) text += (text.empty() ? "[" : ", ") + std::to_string(l);
+    const bool weighted = job.training.framework_version == 0 || job.training.framework_version >= kTorchtitanWeightedSplitFrom;
+    job.origin.stack_defaults.push_back(
+        {"parallel.layers_per_stage", text + "]",
+         weighted ? "torchtitan's own split (generate_llm_fqn_per_model_part): the embedding and the output count as a "
+                    "layer each, the remainder goes to the first chunks"
+                  : "torchtitan's own split (generate_split_points, before 2025-08): the first chunk layers / chunks, "
+                    "the middle ones one more while the remainder lasts, the last the rest"});
 }
 
 }  // namespace ptd

@@ -512,6 +512,20 @@ int64_t engine_flat_buffer_elements(int64_t params, int zero, int dp);
 // --make-vocab-size-divisible-by).
 int64_t padded_vocab(int64_t vocab, int vocab_pad, int tp);
 
+// ttfsdp: the sharding a layout's ZeRO stage and distributed-optimizer flag run as. torchtitan
+// with pp > 1 shards the data-parallel ranks with FSDP2 but under torch.distributed.pipelining:
+// parallelize_llama.py sets reshard_after_forward = False when pp is enabled (fsdp_reshard_after_
+// forward "default"; "never" is the same), and the stage's backward_maybe_with_nosync turns
+// gradient sync off until the last micro-batch, so FSDP2 accumulates whole gradients in its
+// reduce dtype and reduce-scatters them once. Whole 16-bit parameters and whole fp32 gradients
+// through the step, fp32 master and Adam states sharded: Megatron's distributed optimizer
+// (zero 0), for zero 2 and 3 alike. Every other stack and pp = 1: as given.
+struct Sharding {
+    int zero = 0;
+    bool distributed_optimizer = false;
+};
+Sharding effective_sharding(Framework framework, int pp, int zero, bool distributed_optimizer);
+
 // Model-state bytes per parameter for a precision / optimizer / ZeRO stage / distributed
 // optimizer, split by category, with `shard` = ranks the sharded parts are divided over.
 struct StateBytes {

@@ -146,6 +146,9 @@ struct FrameworkRules {
     bool has_format = true;         // pytorch-fsdp: no export of its own
     ExportFormat format = ExportFormat::megatron;
     bool zero0 = true, zero0_pure_dp_only = false, zero1 = false, zero2 = false, zero2_with_pp = false, zero3 = false;
+    // ttfsdp: zero 3 with pp > 1 is a layout the stack runs (torchtitan: the same FSDP2 as zero 2
+    // there, so the search visits only zero 2; a job that writes 3 is allowed).
+    bool zero3_with_pp = false;
     bool distributed_optimizer = false;
     bool offload_optimizer = false;   // offload_optimizer alone (with a sharded optimizer)
     bool offload_all = false;         // offload_optimizer with offload_params (zero 3)

@@ -726,10 +726,11 @@ struct JobSpec {
         // sets (RecipeKeyBit) the job wrote; an unwritten one takes its recipe's value
         // (training.recipe), else the plain default. A job built in code writes all of them.
         uint16_t recipe_keys_written = 0xffff;
-        // mbrecipe: parallel.layers_per_stage was not written but came from the job's performance
-        // recipe's pipeline layout (DeepSeek-V3's); derive_job_defaults computes it again for the
-        // current pp·vpp and saving leaves it unwritten.
-        bool layers_per_stage_from_recipe = false;
+        // mbrecipe, ttsplit: parallel.layers_per_stage was not written but came from the job's
+        // stack — its performance recipe's pipeline layout (DeepSeek-V3's) or torchtitan's own
+        // split; derive_job_defaults computes it again for the current pp·vpp and saving leaves
+        // it unwritten.
+        bool layers_per_stage_from_stack = false;
         std::vector<StackDefault> stack_defaults;
         // planfw: estimate.headroom was written; else the planner leaves its framework's default
         // headroom free (plan_headroom, planner.h).

@@ -51,4 +51,17 @@ PipelineLayout layout_of_split(const std::vector<int>& layers_per_chunk, int mtp
 // equal chunks as "(…|)*n" — "Et|(t*2|)*30mL". parse_pipeline_layout reads it back.
 std::string format_pipeline_layout(const PipelineLayout& layout);
 
+// ttsplit: the transformer layers of each of `chunks` pipeline chunks (pp·vpp) that torchtitan
+// builds when its job names no split, by the date of its code (yyyymm; 0 = today's):
+//  - before kTorchtitanWeightedSplitFrom, generate_split_points (pipelining_utils.py): the
+//    first chunk takes layers / chunks, the middle ones one more while the remainder lasts,
+//    the last what is left;
+//  - from it (torchtitan PR #1416, merged 2025-07, generate_llm_fqn_per_model_part with
+//    pipeline_parallel_first/last_stage_less_layers = 1): the embedding and the output count
+//    as a layer each, layers + 2 are spread evenly with the remainder on the first chunks,
+//    and the first and last chunk hold one transformer layer fewer.
+// Empty where torchtitan raises (more chunks than it can fill).
+constexpr int kTorchtitanWeightedSplitFrom = 202508;
+std::vector<int> torchtitan_default_split(int layers, int chunks, int framework_version);
+
 }  // namespace ptd

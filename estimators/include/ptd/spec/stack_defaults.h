@@ -38,6 +38,13 @@ std::string framework_version_text(int yyyymm);  // 202104 → "2021-04"; 0 → 
 // keys it does not set, so derive_job_defaults may run it again after every edit.
 void apply_stack_defaults(JobSpec& job);
 
+// ttsplit: a torchtitan job with pp > 1 that writes no split (layers_per_stage, pipeline_layout,
+// account_for_*) gets the one torchtitan builds (torchtitan_default_split, pipeline_layout.h)
+// for its pp·vpp and date, listed in origin.stack_defaults where it is not the even split.
+// Runs after the depth is settled (derive_job_defaults: start_unwritten_depth); the split is
+// cleared again by apply_stack_defaults, so an edit of pp or vpp gets a new one.
+void apply_torchtitan_split(JobSpec& job);
+
 // Whether the job's value of k is what its stack gives this layout (saving writes a key only
 // where the job wrote it and it differs, so that load → save → load keeps the job).
 bool stack_value_is_default(StackKey k, const JobSpec& job);
