@@ -732,6 +732,33 @@ TEST(StackDefaults, TorchtitansInterleavedScheduleRunsTwoStagesPerRank) {
             if (d.key == "parallel.vpp") EXPECT_EQ(d.source.find("torchtitan") != std::string::npos, j == &job) << d.source;
 }
 
+TEST(StackDefaults, TorchtitanSplitsTheLocalBatchIntoItsOwnPipelineMicroBatches) {
+    // ttmb: no micro_batch written, global 256 over dp 8 = a local batch of 32 per rank on
+    // tp 8 × pp 8 × vpp 2: torchtitan's own count of pipeline micro-batches, by date.
+    const auto titan = [](const std::string& version) {
+        return job_from_text(job_text({.preset = "llama3-405b",
+                                       .nodes = 64,
+                                       .parallel = "tp = 8\npp = 8\nvpp = 2\n",
+                                       .training = "framework = \"torchtitan\"\nglobal_batch = 256\n" + version}));
+    };
+    EXPECT_EQ(titan("framework_version = \"2024-12\"\n").training.micro_batch, 4);  // n = pp = 8
+    EXPECT_EQ(titan("framework_version = \"2025-03\"\n").training.micro_batch, 2);  // n = pp·vpp = 16
+    const JobSpec today = titan("");
+    EXPECT_EQ(today.training.micro_batch, 1);  // pipeline_parallel_microbatch_size = 1
+    EXPECT_TRUE(applied(today, "training.micro_batch", "1"));
+    // Saved unwritten; a written micro-batch is the job's.
+    EXPECT_EQ(ptd::save_job_toml(today).find("\nmicro_batch ="), std::string::npos);
+    const JobSpec own = job_from_text(job_text({.preset = "llama3-405b",
+                                                .nodes = 64,
+                                                .parallel = "tp = 8\npp = 8\nvpp = 2\n",
+                                                .training = "framework = \"torchtitan\"\nglobal_batch = 256\nmicro_batch = 8\n"}));
+    EXPECT_EQ(own.training.micro_batch, 8);
+    // A count that does not divide the local batch is not torchtitan's to run: PTD picks one.
+    std::string source;
+    EXPECT_EQ(ptd::torchtitan_pipeline_micro_batch(12, 8, 1, 202412, source), 0);
+    EXPECT_EQ(ptd::torchtitan_pipeline_micro_batch(12, 8, 1, 0, source), 1);
+}
+
 TEST(StackDefaults, ARecipesRecomputeIsTheJobsUnlessItWritesItsOwn) {
     // deepseek_v3_pretrain_256gpu_gb200_bf16: _deepseek_v3_common's selective recompute with the
     // recipe's ["mla_up_proj"].

@@ -48,6 +48,19 @@ void choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile) {
         pick_mb = false;
         if (!pick_vpp) return;
     }
+    // ttmb: torchtitan has a default pipeline micro-batch (its own count of micro-batches per
+    // local batch, by date): the job runs that, as torchtitan would, where it divides.
+    if (pick_mb && job.training.framework == Framework::torchtitan && job.parallel.pp > 1) {
+        std::string source;
+        const int mb = torchtitan_pipeline_micro_batch(per_replica, job.parallel.pp, job.parallel.vpp,
+                                                       job.training.framework_version, source);
+        if (mb > 0) {
+            job.training.micro_batch = mb;
+            job.origin.stack_defaults.push_back({"training.micro_batch", std::to_string(mb), "not written: " + source});
+            pick_mb = false;
+            if (!pick_vpp) return;
+        }
+    }
     std::vector<int> micro_batches{job.training.micro_batch}, depths_tried;
     if (pick_mb) micro_batch_candidates(per_replica, PlanOptions{}.max_micro_batch, micro_batches);
     if (micro_batches.empty()) return;

@@ -45,6 +45,14 @@ void apply_stack_defaults(JobSpec& job);
 // cleared again by apply_stack_defaults, so an edit of pp or vpp gets a new one.
 void apply_torchtitan_split(JobSpec& job);
 
+// ttmb: the pipeline micro-batch torchtitan runs when its job names none (pp > 1), from each
+// data-parallel rank's `local_batch` (global_batch / dp) and the job's pp and vpp, by the date
+// of its code: before 2025-02 local_batch / pp (pipelining_utils.py: n_microbatches defaults to
+// the pipeline degree), then local_batch / (pp·vpp) (PR #781: one per stage), and from 2025-05
+// 1 (PR #1073: pipeline_parallel_microbatch_size = 1). 0 where the count does not divide the
+// local batch (torchtitan would not run it). `source` says which rule.
+int torchtitan_pipeline_micro_batch(long long local_batch, int pp, int vpp, int framework_version, std::string& source);
+
 // Whether the job's value of k is what its stack gives this layout (saving writes a key only
 // where the job wrote it and it differs, so that load → save → load keeps the job).
 bool stack_value_is_default(StackKey k, const JobSpec& job);
