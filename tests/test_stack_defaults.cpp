@@ -747,7 +747,9 @@ TEST(StackDefaults, TorchtitanSplitsTheLocalBatchIntoItsOwnPipelineMicroBatches)
     EXPECT_EQ(today.training.micro_batch, 1);  // pipeline_parallel_microbatch_size = 1
     EXPECT_TRUE(applied(today, "training.micro_batch", "1"));
     // Saved unwritten; a written micro-batch is the job's.
-    EXPECT_EQ(ptd::save_job_toml(today).find("\nmicro_batch ="), std::string::npos);
+    const std::string saved = ptd::save_job_toml(today);
+    EXPECT_EQ(saved.find("\nmicro_batch ="), std::string::npos) << saved;
+    EXPECT_NE(saved.find("# micro_batch = 1 (not written: torchtitan's pipeline micro-batches)"), std::string::npos) << saved;
     const JobSpec own = job_from_text(job_text({.preset = "llama3-405b",
                                                 .nodes = 64,
                                                 .parallel = "tp = 8\npp = 8\nvpp = 2\n",

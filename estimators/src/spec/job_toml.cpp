@@ -1515,8 +1515,17 @@ std::string save_job_toml(const JobSpec& job) {
     const TrainingSpec& t = job.training;
     w.header("training");
     // batchchoice: an unwritten micro-batch stays unwritten (reloading chooses it again).
-    if (o.micro_batch_given) w.int_("micro_batch", t.micro_batch);
-    else w.comment("micro_batch = " + std::to_string(t.micro_batch) + " (not written: chosen)");
+    if (o.micro_batch_given) {
+        w.int_("micro_batch", t.micro_batch);
+    } else {
+        // Whose it is: a recipe's (mbrecipe), torchtitan's own count (ttmb), else PTD's choice.
+        std::string whose = "chosen";
+        for (const StackDefault& d : o.stack_defaults)
+            if (d.key == "training.micro_batch" && d.source.find("of recipe") != std::string::npos) whose = "the recipe's";
+            else if (d.key == "training.micro_batch" && d.source.find("torchtitan") != std::string::npos)
+                whose = "torchtitan's pipeline micro-batches";
+        w.comment("micro_batch = " + std::to_string(t.micro_batch) + " (not written: " + whose + ")");
+    }
     if (o.global_batch_given) w.int_("global_batch", t.global_batch);
     if (o.precision_defaulted) w.comment("precision = \"" + std::string(to_string(t.precision)) + "\" (defaulted for the GPU)");
     else w.str("precision", to_string(t.precision));
