@@ -1,4 +1,5 @@
 // deepspeed_pipeline.cpp — throughput causes of DeepSpeed-era pipeline runs and torchtitan runs:
+// torch.distributed.pipelining's gradient accumulation outside the GEMMs (ttaccum);
 // DeepSpeed's pipeline engine (its gradient accumulation outside the GEMMs, its data-parallel
 // reduction after the last backward, in 5e8-element buckets of 16-bit gradients, its blocking
 // paired p2p of TP-partitioned tensors) and the
@@ -185,3 +186,39 @@ TEST(GpuPresetH100_96gb_500w, SlowerThanTheSxmPartOnTheSameJob) {
 }
 
 }  // namespace
+
+// ---- torch.distributed.pipelining's gradient accumulation (ttaccum) ------------------------
+
+TEST(TorchPipeliningGradAccum, BytesPerParameterFollowFsdp2sAccumulation) {
+    // FSDP2 with an fp32 reduce dtype: the first micro-batch's bf16 gradient cast up (2 + 4),
+    // every later one added in (4 + 2 + 4).
+    EXPECT_DOUBLE_EQ(est::torch_pipelining_grad_accum_bytes(true, Precision::bf16, 1), 6.0);
+    EXPECT_DOUBLE_EQ(est::torch_pipelining_grad_accum_bytes(true, Precision::bf16, 8), (6.0 + 70.0) / 8.0);
+    // The reduce dtype the parameters' (or no FSDP2): autograd's in-place accumulation.
+    EXPECT_DOUBLE_EQ(est::torch_pipelining_grad_accum_bytes(false, Precision::bf16, 8), 6.0 * 7.0 / 8.0);
+    EXPECT_DOUBLE_EQ(est::torch_pipelining_grad_accum_bytes(true, Precision::fp32, 2), 12.0 / 2.0);
+}
+
+TEST(TorchPipeliningGradAccum, EveryMicroBatchBackwardMovesTheStagesGradients) {
+    // torchtitan, tp 2 × pp 2 × dp 4, 8 micro-batches: the fp32 reduce dtype (FSDP2 upcasts) and
+    // the bf16 one (in-place accumulation) differ in each block's backward by 9.5 − 5.25 bytes
+    // per parameter of the stage; the estimate names the term.
+    const std::string bf16_training = "precision = \"bf16\"\n";
+    const JobSpec fp32_reduce = job("torchtitan", bf16_training);
+    JobSpec bf16 = fp32_reduce;
+    bf16.parallel.grad_reduce_in_fp32 = false;
+    const Estimate a = estimate_job(fp32_reduce), b = estimate_job(bf16);
+    ASSERT_EQ(a.stages.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_DOUBLE_EQ(a.stages[i].fwd_s, b.stages[i].fwd_s) << i;
+        const double expected = (9.5 - 5.25) * a.stages[i].params_count / hbm_bytes_per_s(fp32_reduce);
+        EXPECT_NEAR(a.stages[i].bwd_s - b.stages[i].bwd_s, expected, 1e-9 * expected) << i;
+    }
+    bool noted = false;
+    for (const std::string& n : a.notes) noted |= n.find("torch.distributed.pipelining: gradients accumulate") != std::string::npos;
+    EXPECT_TRUE(noted);
+    // One stage: no pipeline, no such term.
+    JobSpec one = job("torchtitan", bf16_training, 1), one_bf16 = one;
+    one_bf16.parallel.grad_reduce_in_fp32 = false;
+    EXPECT_DOUBLE_EQ(estimate_job(one).stages[0].bwd_s, estimate_job(one_bf16).stages[0].bwd_s);
+}

@@ -410,6 +410,21 @@ double ds_grad_accum_bytes(Precision precision, int mbs) {
     return 3.0 * e * (m - 1.0) / m;
 }
 
+// ttaccum: torch.distributed.pipelining (torchtitan's PP) runs each micro-batch's backward
+// with FSDP2's gradient sync off (stage.py backward_maybe_with_nosync), so FSDP2's post_backward
+// keeps the whole gradient (fsdp/_fully_shard/_fsdp_param.py): the first micro-batch's bf16
+// gradient is cast to the reduce dtype (to_accumulated_grad_if_needed, .to(fp32): read 2,
+// write 4) and every later one added into it (accumulate_unsharded_grad_if_needed: read 4 + 2,
+// write 4), outside the GEMMs. Where the reduce dtype is the parameters' (fp32 training, or
+// grad_reduce_in_fp32 = false) or nothing shards (no FSDP2), autograd accumulates into .grad
+// in place from the second micro-batch on: the fp16 / fp32 case of ds_grad_accum_bytes.
+double torch_pipelining_grad_accum_bytes(bool fsdp_upcast, Precision precision, int mbs) {
+    const double m = std::max(mbs, 1);
+    if (fsdp_upcast && precision != Precision::fp32) return (6.0 + 10.0 * (m - 1.0)) / m;
+    const double e = precision == Precision::fp32 ? 4.0 : 2.0;
+    return 3.0 * e * (m - 1.0) / m;
+}
+
 double gemm_time(double peak, double m, double n, double k, double eff_max) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     return 2.0 * m * n * k / (peak * gemm_efficiency(m, n, k, eff_max));
@@ -1077,8 +1092,9 @@ void block_compute(const LayoutDerived& L, const LayerTime& lt, double layers, b
         if (first) F.compute += copy16, B.compute += copy16;
         if (last) F.compute += copy16, B.compute += copy16;
     }
-    // dsthru: DeepSpeed's pipeline engine accumulates this block's gradients after its
-    // backward, on the compute stream (ds_grad_accum_bytes).
+    // dsthru, ttaccum: DeepSpeed's pipeline engine and torch.distributed.pipelining accumulate
+    // this block's gradients after its backward, on the compute stream (ds_grad_accum_bytes,
+    // torch_pipelining_grad_accum_bytes).
     if (L.grad_accum_bytes > 0) {
         const double params = layers * (L.layer_dense_params + L.layer_expert_params) + (first ? L.embed_params : 0.0) +
                               (last ? L.output_params + L.final_norm_params : 0.0);

@@ -274,6 +274,12 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     L.loss_parallel = torchtitan && L.t > 1 && es.cross_entropy == CrossEntropyImpl::pytorch;
     loss_bytes_per_logit(es.cross_entropy, L.e, L.ce_fwd_bytes, L.ce_bwd_bytes);  // fusedce
     L.torch_pipelining = torchtitan && L.p > 1;
+    // ttaccum: torchtitan shards with FSDP2 whenever there is a data-parallel or context-parallel
+    // mesh (parallelize_llama.py: dp_shard or cp enabled); its reduce dtype is fp32 unless
+    // grad_reduce_in_fp32 = false.
+    if (L.torch_pipelining)
+        L.grad_accum_bytes = torch_pipelining_grad_accum_bytes(L.dp * L.c > 1 && job.parallel.grad_reduce_in_fp32,
+                                                               job.training.precision, L.mbs);
     L.titan_model = torchtitan;
     L.titan_eager = torchtitan && !job.training.torch_compile;
     // l405: the interleaved group size N as the job gives it (validate_job: pp ≤ N ≤ m), p when
@@ -1429,6 +1435,17 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                                  ? "BF16_Optimizer: 26 bytes of HBM traffic per parameter"
                                  : "autograd adds into .grad from the second micro-batch on: 3 accesses per gradient element") +
                             "), and the data-parallel reduction runs after the last backward (not overlapped)");
+    // ttaccum: what torch.distributed.pipelining adds to every micro-batch's backward.
+    if (job.training.framework == Framework::torchtitan && job.parallel.pp > 1) {
+        const bool upcast = job.parallel.dp * std::max(1, job.parallel.cp) > 1 && job.parallel.grad_reduce_in_fp32 &&
+                            job.training.precision != Precision::fp32;
+        est.notes.push_back(std::string("torch.distributed.pipelining: gradients accumulate outside the GEMMs after every "
+                                        "micro-batch's backward (") +
+                            (upcast ? "FSDP2 adds each bf16 gradient into whole fp32 ones: 10 bytes of HBM traffic per "
+                                      "parameter, 6 for the first micro-batch"
+                                    : "autograd adds into .grad from the second micro-batch on: 3 accesses per gradient element") +
+                            ")");
+    }
     // bits: a layout PTD simulates but Megatron-LM's interleaved schedule refuses.
     if (runs_megatron_core(job.training.framework))
         if (auto refused = megatron_interleaved_refusal(job))

@@ -336,6 +336,9 @@ double linear_gemm_time(const LayoutDerived& L, double m, double n, double k);
 // dsthru: HBM bytes per parameter that DeepSpeed's pipeline engine moves after each
 // micro-batch's backward to accumulate gradients (precision: the model's 16-bit type).
 double ds_grad_accum_bytes(Precision precision, int mbs);
+// ttaccum: torchtitan's PP (compute.cpp): FSDP2 accumulating whole gradients in the reduce
+// dtype (fsdp_upcast), else autograd's in-place accumulation; per parameter and micro-batch.
+double torch_pipelining_grad_accum_bytes(bool fsdp_upcast, Precision precision, int mbs);
 // mla: L's per-head widths, MLA latent widths and MTP depth from the model (L.d, L.heads_l set).
 void assign_attention_widths(const ModelSpec& m, LayoutDerived& L);
 // mla: one rank's parameters of one layer's attention (weights, biases, latent norms): Q, K, V, O
