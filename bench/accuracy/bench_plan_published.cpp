@@ -20,6 +20,7 @@
 
 #include "ptd/model/estimate.h"
 #include "ptd/plan/planner.h"
+#include "ptd/spec/pipeline_layout.h"
 #include "ptd/spec/presets.h"
 #include "published_run.h"
 #include "run_file.h"
@@ -54,11 +55,17 @@ std::string outside_space(const ptd::JobSpec& job, const ptd::PlanOptions& o) {
         return "micro-batch " + std::to_string(job.training.micro_batch) + " > max_micro_batch " +
                std::to_string(o.max_micro_batch);
     if (p.tp > job.cluster.gpus_per_node && !o.tp_beyond_node) return "tp beyond a node";
-    if (p.zero >= 2 && p.pp > 1) return "ZeRO-2/3 with pipeline parallelism";
+    // ttfsdp: torchtitan runs ZeRO-2/3 with pipeline parallelism (its FSDP2 under pipelining).
+    const ptd::FrameworkRules rules = ptd::search_rules(job, o);
+    if (p.zero >= 2 && p.pp > 1 && !(p.zero == 2 ? rules.zero2_with_pp : rules.zero3_with_pp))
+        return "ZeRO-2/3 with pipeline parallelism";
     if (!p.layers_per_stage.empty()) {
+        // ttsplit: the split the search passes — torchtitan's own, else the balanced one.
         const int chunks = p.pp * std::max(p.vpp, 1);
-        if (p.layers_per_stage != ptd::balanced_layers_per_stage(job.model.layers, chunks))
-            return "custom layers_per_stage";
+        const std::vector<int> searched = job.training.framework == ptd::Framework::torchtitan
+                                              ? ptd::torchtitan_default_split(job.model.layers, chunks, job.training.framework_version)
+                                              : ptd::balanced_layers_per_stage(job.model.layers, chunks);
+        if (p.layers_per_stage != searched) return "custom layers_per_stage";
     }
     if (p.vpp > 1 && job.model.layers % p.pp == 0 && (job.model.layers / p.pp) % p.vpp != 0)
         return "vpp " + std::to_string(p.vpp) + " does not divide layers/pp";
