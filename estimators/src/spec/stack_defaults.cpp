@@ -728,15 +728,20 @@ void apply_torchtitan_split(JobSpec& job) {
                     "the middle ones one more while the remainder lasts, the last the rest"});
 }
 
+// ttmb: the first whole months of torchtitan's PR #781 (merged 2025-01-07: one micro-batch per
+// stage) and PR #1073 (merged 2025-04-08: pipeline_parallel_microbatch_size, default 1).
+constexpr int kTorchtitanMicroBatchPerStageFrom = 202502, kTorchtitanMicroBatchSizeFrom = 202505;
+
 int torchtitan_pipeline_micro_batch(long long local_batch, int pp, int vpp, int framework_version, std::string& source) {
     if (local_batch < 1 || pp < 2) return 0;
     const bool dated = framework_version > 0;
-    if (!dated || framework_version >= 202505) {
+    if (!dated || framework_version >= kTorchtitanMicroBatchSizeFrom) {
         source = "torchtitan's pipeline_parallel_microbatch_size = 1 (since 2025-04, PR #1073)";
         return 1;
     }
-    const long long count = framework_version >= 202502 ? (long long)pp * std::max(1, vpp) : pp;
-    source = framework_version >= 202502
+    const bool per_stage = framework_version >= kTorchtitanMicroBatchPerStageFrom;
+    const long long count = per_stage ? (long long)pp * std::max(1, vpp) : pp;
+    source = per_stage
                  ? "torchtitan of 2025-02 to 2025-04: one micro-batch per pipeline stage (pp·vpp = " + std::to_string(count) +
                        ", PR #781), the local batch of " + std::to_string(local_batch) + " split that many ways"
                  : "torchtitan before 2025-02: n_microbatches = the pipeline degree (" + std::to_string(count) +
