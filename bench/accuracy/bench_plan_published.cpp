@@ -74,6 +74,24 @@ std::string outside_space(const ptd::JobSpec& job, const ptd::PlanOptions& o) {
     return "";
 }
 
+// A torchtitan run's model under its preset's name where the run file gives the preset's shape:
+// the torchtitan exports name a flavor only for a preset (torchtitan_plan.cpp), so a run file's
+// model — the right shape, no name — would have every layout refused, and the planner nothing
+// to rank. Only the name is taken: the model stays the run's.
+ptd::JobSpec named_as_preset(ptd::JobSpec job, const ptd::PresetCatalog& presets) {
+    if (job.training.framework != ptd::Framework::torchtitan || !job.origin.model_preset.empty()) return job;
+    const ptd::ModelSpec& m = job.model;
+    for (const ptd::ModelSpec& p : presets.models)
+        if (p.layers == m.layers && p.hidden == m.hidden && p.heads == m.heads && p.kv_heads == m.kv_heads &&
+            p.ffn_hidden == m.ffn_hidden && p.vocab == m.vocab && p.experts == m.experts && p.top_k == m.top_k &&
+            p.expert_ffn_hidden() == m.expert_ffn_hidden()) {
+            job.origin.model_preset = p.name;
+            job.origin.model_base = m;
+            break;
+        }
+    return job;
+}
+
 std::string gib(double bytes) {
     char b[32];
     std::snprintf(b, sizeof b, "%.1f", bytes / kGiB);
@@ -143,7 +161,7 @@ int main(int argc, char** argv) {
             std::printf("%-50s skipped: %s\n", r.name.c_str(), r.skip.c_str());
             continue;
         }
-        const ptd::JobSpec& job = r.job;
+        const ptd::JobSpec job = named_as_preset(r.job, ptd::embedded_presets());
         const int gpus = job.world_size();
         ptd::PlanOptions o = options;
         o.gpus = gpus;
