@@ -730,6 +730,14 @@ TEST(StackDefaults, TorchtitansInterleavedScheduleRunsTwoStagesPerRank) {
     for (const JobSpec* j : {&job, &megatron})
         for (const ptd::StackDefault& d : j->origin.stack_defaults)
             if (d.key == "parallel.vpp") EXPECT_EQ(d.source.find("torchtitan") != std::string::npos, j == &job) << d.source;
+    // A micro-batch count torch's Interleaved1F1B refuses is refused in its words: no
+    // Megatron-only group size to suggest (6 micro-batches on pp 4).
+    const std::string refused = refusal(ptd::load_job_text(
+        job_text({.preset = "llama3-70b", .nodes = 8, .parallel = "tp = 8\npp = 4\nschedule = \"interleaved\"\n",
+                  .training = "framework = \"torchtitan\"\nmicro_batch = 1\nglobal_batch = 12\n"}),
+        "job.toml", presets()));
+    EXPECT_NE(refused.find("torch.distributed.pipelining's Interleaved1F1B"), std::string::npos) << refused;
+    EXPECT_EQ(refused.find("microbatch_group_size"), std::string::npos) << refused;
 }
 
 TEST(StackDefaults, TorchtitanSplitsTheLocalBatchIntoItsOwnPipelineMicroBatches) {

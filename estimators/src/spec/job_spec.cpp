@@ -818,13 +818,18 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
     // group of all m micro-batches (the Llama 3 paper's "fewer micro-batches than stages").
     if (p.vpp >= 2 && p.microbatch_group_size == 0 && p.pp >= 2 && t.micro_batch > 0 && p.dp > 0) {
         const long long mbs = t.global_batch / ((long long)t.micro_batch * p.dp);
+        // torchtitan runs torch's ScheduleInterleaved1F1B, which (torch 2.5 – 2.6) asks for a
+        // multiple of pp itself and has no group-size key to write.
+        const bool titan_pp = t.framework == Framework::torchtitan;
         if (mbs > p.pp && mbs % p.pp != 0)
             add("training.global_batch",
                 "gives " + s(mbs) + " micro-batches per step (global_batch / (micro_batch·dp)) with pp = " + s(p.pp) +
                     " and vpp = " + s(p.vpp) + ": the interleaved schedule's last group holds " + s(mbs % p.pp) +
-                    " < pp micro-batches (Megatron-LM raises: dependency bubbles); allowed: a multiple of pp (" +
-                    s(p.pp) + "), fewer than pp, or parallel.microbatch_group_size = N with pp ≤ N ≤ " + s(mbs) +
-                    " leaving a last group of 0 or at least pp");
+                    (titan_pp ? " < pp micro-batches (torch.distributed.pipelining's Interleaved1F1B, torch 2.5 – 2.6, "
+                                "requires a multiple of pp); allowed: a multiple of pp (" + s(p.pp) + ")"
+                              : " < pp micro-batches (Megatron-LM raises: dependency bubbles); allowed: a multiple of pp (" +
+                                    s(p.pp) + "), fewer than pp, or parallel.microbatch_group_size = N with pp ≤ N ≤ " +
+                                    s(mbs) + " leaving a last group of 0 or at least pp"));
     }
 
     // ZeRO / optimizer sharding.
