@@ -659,13 +659,13 @@ TEST(StackDefaults, AnH100DeepSeekRecipeSplitsTheLayersAsItsLayoutStringDoes) {
     EXPECT_TRUE(replanned.parallel.layers_per_stage.empty());
 }
 
-// ttsplit: a torchtitan job that names no split gets torchtitan's own, by the date of its code.
+// ttsplit, ttmb: Llama 3.1 405B on torchtitan, 64 nodes, tp 8 and the [parallel] lines given,
+// 256 sequences a step; `training_extra` adds to [training] (a version, a micro-batch).
 JobSpec titan405b(const std::string& parallel, const std::string& training_extra = "") {
     return job_from_text(job_text({.preset = "llama3-405b",
                                    .nodes = 64,
                                    .parallel = "tp = 8\n" + parallel,
-                                   .training = "framework = \"torchtitan\"\nmicro_batch = 1\nglobal_batch = 256\n" +
-                                               training_extra}));
+                                   .training = "framework = \"torchtitan\"\nglobal_batch = 256\n" + training_extra}));
 }
 
 TEST(StackDefaults, TorchtitanSplitsLayersThatDoNotDivideAsTorchtitanDoes) {
@@ -743,12 +743,7 @@ TEST(StackDefaults, TorchtitansInterleavedScheduleRunsTwoStagesPerRank) {
 TEST(StackDefaults, TorchtitanSplitsTheLocalBatchIntoItsOwnPipelineMicroBatches) {
     // ttmb: no micro_batch written, global 256 over dp 8 = a local batch of 32 per rank on
     // tp 8 × pp 8 × vpp 2: torchtitan's own count of pipeline micro-batches, by date.
-    const auto titan = [](const std::string& version) {
-        return job_from_text(job_text({.preset = "llama3-405b",
-                                       .nodes = 64,
-                                       .parallel = "tp = 8\npp = 8\nvpp = 2\n",
-                                       .training = "framework = \"torchtitan\"\nglobal_batch = 256\n" + version}));
-    };
+    const auto titan = [](const std::string& version) { return titan405b("pp = 8\nvpp = 2\n", version); };
     EXPECT_EQ(titan("framework_version = \"2024-12\"\n").training.micro_batch, 4);  // n = pp = 8
     EXPECT_EQ(titan("framework_version = \"2025-03\"\n").training.micro_batch, 2);  // n = pp·vpp = 16
     const JobSpec today = titan("");
@@ -758,15 +753,10 @@ TEST(StackDefaults, TorchtitanSplitsTheLocalBatchIntoItsOwnPipelineMicroBatches)
     const std::string saved = ptd::save_job_toml(today);
     EXPECT_EQ(saved.find("\nmicro_batch ="), std::string::npos) << saved;
     EXPECT_NE(saved.find("# micro_batch = 1 (not written: torchtitan's pipeline micro-batches)"), std::string::npos) << saved;
-    const JobSpec own = job_from_text(job_text({.preset = "llama3-405b",
-                                                .nodes = 64,
-                                                .parallel = "tp = 8\npp = 8\nvpp = 2\n",
-                                                .training = "framework = \"torchtitan\"\nglobal_batch = 256\nmicro_batch = 8\n"}));
-    EXPECT_EQ(own.training.micro_batch, 8);
+    EXPECT_EQ(titan("micro_batch = 8\n").training.micro_batch, 8);
     // A count that does not divide the local batch is not torchtitan's to run: PTD picks one.
-    std::string source;
-    EXPECT_EQ(ptd::torchtitan_pipeline_micro_batch(12, 8, 1, 202412, source), 0);
-    EXPECT_EQ(ptd::torchtitan_pipeline_micro_batch(12, 8, 1, 0, source), 1);
+    EXPECT_EQ(ptd::torchtitan_pipeline_micro_batch(12, 8, 1, 202412).micro_batch, 0);
+    EXPECT_EQ(ptd::torchtitan_pipeline_micro_batch(12, 8, 1, 0).micro_batch, 1);
 }
 
 TEST(StackDefaults, ARecipesRecomputeIsTheJobsUnlessItWritesItsOwn) {

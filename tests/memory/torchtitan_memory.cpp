@@ -181,6 +181,15 @@ TEST(TorchtitanMemory, FsdpUnderPipeliningGathersOnceAndKeepsWholeGradients) {
     const Estimate twice = estimate_job(with({"parallel.zero=3", "training.global_batch=32"}));
     EXPECT_GT(e3.time.dp_comm, 0);
     EXPECT_REL(twice.time.dp_comm, e3.time.dp_comm);
+    // Offload under pipelining is not modelled: refused, naming the key.
+    auto offload = load_job_file_with_overrides(
+        kJobs + std::string("llama3-70b-h100.toml"),
+        {"training.framework=torchtitan", "parallel.vpp=1", "parallel.distributed_optimizer=false", "parallel.zero=3",
+         "parallel.offload_optimizer=cpu", "parallel.offload_params=true"},
+        presets());
+    ASSERT_FALSE(offload.has_value());
+    EXPECT_NE(offload.error().str().find("parallel.offload_params"), std::string::npos) << offload.error().str();
+    EXPECT_NE(offload.error().str().find("not modelled"), std::string::npos) << offload.error().str();
     // Other stacks re-gather ZeRO-3's parameters every micro-batch: refused there.
     auto megatron = load_job_file_with_overrides(kJobs + std::string("llama3-70b-h100.toml"),
                                                  {"parallel.vpp=1", "parallel.distributed_optimizer=false", "parallel.zero=3"},

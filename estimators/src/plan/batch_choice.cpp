@@ -51,12 +51,12 @@ void choose_unwritten_batching(JobSpec& job, const ClusterProfile* profile) {
     // ttmb: torchtitan has a default pipeline micro-batch (its own count of micro-batches per
     // local batch, by date): the job runs that, as torchtitan would, where it divides.
     if (pick_mb && job.training.framework == Framework::torchtitan && job.parallel.pp > 1) {
-        std::string source;
-        const int mb = torchtitan_pipeline_micro_batch(per_replica, job.parallel.pp, job.parallel.vpp,
-                                                       job.training.framework_version, source);
-        if (mb > 0) {
-            job.training.micro_batch = mb;
-            job.origin.stack_defaults.push_back({"training.micro_batch", std::to_string(mb), "not written: " + source});
+        const TorchtitanMicroBatch titan = torchtitan_pipeline_micro_batch(per_replica, job.parallel.pp, job.parallel.vpp,
+                                                                           job.training.framework_version);
+        if (titan.micro_batch > 0) {
+            job.training.micro_batch = titan.micro_batch;
+            job.origin.stack_defaults.push_back(
+                {"training.micro_batch", std::to_string(titan.micro_batch), "not written: " + titan.source});
             pick_mb = false;
             if (!pick_vpp) return;
         }

@@ -732,21 +732,18 @@ void apply_torchtitan_split(JobSpec& job) {
 // stage) and PR #1073 (merged 2025-04-08: pipeline_parallel_microbatch_size, default 1).
 constexpr int kTorchtitanMicroBatchPerStageFrom = 202502, kTorchtitanMicroBatchSizeFrom = 202505;
 
-int torchtitan_pipeline_micro_batch(long long local_batch, int pp, int vpp, int framework_version, std::string& source) {
-    if (local_batch < 1 || pp < 2) return 0;
-    const bool dated = framework_version > 0;
-    if (!dated || framework_version >= kTorchtitanMicroBatchSizeFrom) {
-        source = "torchtitan's pipeline_parallel_microbatch_size = 1 (since 2025-04, PR #1073)";
-        return 1;
-    }
+TorchtitanMicroBatch torchtitan_pipeline_micro_batch(long long local_batch, int pp, int vpp, int framework_version) {
+    if (local_batch < 1 || pp < 2) return {};
+    if (framework_version == 0 || framework_version >= kTorchtitanMicroBatchSizeFrom)
+        return {1, "torchtitan's pipeline_parallel_microbatch_size = 1 (since 2025-04, PR #1073)"};
     const bool per_stage = framework_version >= kTorchtitanMicroBatchPerStageFrom;
     const long long count = per_stage ? (long long)pp * std::max(1, vpp) : pp;
-    source = per_stage
-                 ? "torchtitan of 2025-02 to 2025-04: one micro-batch per pipeline stage (pp·vpp = " + std::to_string(count) +
-                       ", PR #781), the local batch of " + std::to_string(local_batch) + " split that many ways"
-                 : "torchtitan before 2025-02: n_microbatches = the pipeline degree (" + std::to_string(count) +
-                       ", pipelining_utils.py), the local batch of " + std::to_string(local_batch) + " split that many ways";
-    return local_batch % count == 0 ? (int)(local_batch / count) : 0;
+    const std::string split = ", the local batch of " + std::to_string(local_batch) + " split that many ways";
+    return {local_batch % count == 0 ? (int)(local_batch / count) : 0,
+            per_stage ? "torchtitan of 2025-02 to 2025-04: one micro-batch per pipeline stage (pp·vpp = " +
+                            std::to_string(count) + ", PR #781)" + split
+                      : "torchtitan before 2025-02: n_microbatches = the pipeline degree (" + std::to_string(count) +
+                            ", pipelining_utils.py)" + split};
 }
 
 }  // namespace ptd

@@ -50,8 +50,12 @@ void apply_torchtitan_split(JobSpec& job);
 // of its code: before 2025-02 local_batch / pp (pipelining_utils.py: n_microbatches defaults to
 // the pipeline degree), then local_batch / (pp·vpp) (PR #781: one per stage), and from 2025-05
 // 1 (PR #1073: pipeline_parallel_microbatch_size = 1). 0 where the count does not divide the
-// local batch (torchtitan would not run it). `source` says which rule.
-int torchtitan_pipeline_micro_batch(long long local_batch, int pp, int vpp, int framework_version, std::string& source);
+// local batch (torchtitan would not run it); `source` says which rule.
+struct TorchtitanMicroBatch {
+    int micro_batch = 0;
+    std::string source;
+};
+TorchtitanMicroBatch torchtitan_pipeline_micro_batch(long long local_batch, int pp, int vpp, int framework_version);
 
 // Whether the job's value of k is what its stack gives this layout (saving writes a key only
 // where the job wrote it and it differs, so that load → save → load keeps the job).
