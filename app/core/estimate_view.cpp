@@ -425,6 +425,10 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
     const bool moe = job.model.experts > 1;
     constexpr size_t kEtpColumn = 6;
     if (moe) widths.insert(widths.begin() + kEtpColumn, {"etp", 4});
+    // hsdp: a "rep" column after zero (parallel.dp_replicate) where a listed row has replicas.
+    const bool replicas = std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.choice.dp_replicate > 1; });
+    const size_t rep_column = 9 + (moe ? 1 : 0);
+    if (replicas) widths.insert(widths.begin() + rep_column, {"rep", 5});
     if (any_framework) widths.push_back({"frameworks", 12});  // planfw
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -446,6 +450,7 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
         if (cost_col) rows.back().push_back(finite && run.has_cost ? usd_text(run.cost_usd) : "—");
         if (energy_col) rows.back().push_back(finite && run.has_energy ? energy_text(run.energy_kwh) : "—");
         if (moe) rows.back().insert(rows.back().begin() + kEtpColumn, std::to_string(c.etp > 0 ? c.etp : c.tp));  // etp
+        if (replicas) rows.back().insert(rows.back().begin() + rep_column, std::to_string(c.dp_replicate));  // hsdp
         if (any_framework) rows.back().push_back(frameworks_text(entries[i].frameworks));  // planfw
         // A value wider than its column (≥ 100 GiB, big clusters' tokens/s) widens it.
         for (size_t k = 0; k < widths.size(); ++k)
@@ -551,6 +556,7 @@ nlohmann::json entry_json_base(const JobSpec& job, const PlanEntry& e) {
     const LayoutScore& s = e.score;
     return {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"cp", c.cp}, {"ep", c.ep}, {"vpp", c.vpp},
             {"micro_batch", c.micro_batch}, {"zero", c.zero}, {"distributed_optimizer", c.distributed_optimizer},
+            {"dp_replicate", c.dp_replicate},
             {"sequence_parallel", c.sequence_parallel}, {"recompute", to_string(c.recompute)},
             {"order", order_of(job, c)}, {"layers_per_stage", e.layers_per_stage},
             {"peak_bytes", s.peak_bytes}, {"usable_bytes", s.usable_bytes},

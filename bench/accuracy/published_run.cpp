@@ -91,6 +91,8 @@ const std::set<std::string> kRunKeys = {
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "microbatch_group_size",
     // p2psg: Megatron-LM's scatter/gather pipeline send (2021 – early 2023)
     "scatter_gather_tensors_in_pipeline",
+    // hsdp: replicas of the sharded states (parallel.dp_replicate: HSDP, hybrid sharding)
+    "dp_replicate",
     // tt405: PyTorch's micro-pipelined TP (torchtitan's enable_async_tensor_parallel)
     "async_tp",
     // recomp: Megatron-LM's asynchronous dgrad all-reduce (Sep 2021 on)
@@ -215,9 +217,10 @@ std::string apply_run_to_job(Run& r) {
     else if (r.framework == "deepspeed") j.training.framework = ptd::Framework::deepspeed;
     else if (r.framework == "torchtitan") j.training.framework = ptd::Framework::torchtitan;
     else if (r.framework == "llm-foundry") j.training.framework = ptd::Framework::llm_foundry;
+    else if (r.framework == "pytorch-fsdp") j.training.framework = ptd::Framework::pytorch_fsdp;  // hsdp: fms-fsdp
     else j.training.framework = ptd::Framework::megatron;
-    j.training.torch_compile = r.torch_compile &&
-                               (r.framework == "torchtitan" || r.framework == "llm-foundry");
+    j.training.torch_compile = r.torch_compile && (r.framework == "torchtitan" || r.framework == "llm-foundry" ||
+                                                   r.framework == "pytorch-fsdp");
 
     // FP8: the recipe runs inside bf16 mixed precision (training.fp8).
     if (r.fp8 != "none") {
@@ -312,7 +315,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         r.source = get<std::string>(t, "source", "");
         r.use = get_word(t, "use", "check", {"calibrate", "check"});
         r.framework = get_word(t, "framework", "other",
-                               {"megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed", "megascale", "other"});
+                               {"megatron", "nemo", "torchtitan", "llm-foundry", "pytorch-fsdp", "deepspeed",
+                                "megascale", "other"});
         r.convention = get_word(t, "flops_convention", "",
                                 {"", "narayanan-eq3-with-recompute", "korthikanti-eq7-model", "llama3-paper",
                                  "nemo-model-tflops", "megatron-lm-2025"});
@@ -412,7 +416,8 @@ std::vector<Run> load_runs(const std::string& path, const ptd::PresetCatalog& pr
         // attention (SDPA). The 2021-22 Megatron and DeepSpeed papers predate flash attention.
         // The layout keys (with FSDP as run_file.h reads it): read_run_layout, as bench_memory.
         const bool nemo = r.framework == "nemo";
-        const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry";
+        const bool modern = nemo || r.framework == "torchtitan" || r.framework == "llm-foundry" ||
+                            r.framework == "pytorch-fsdp";
         r.fsdp = read_run_layout(g_path, t, m.layers, RunLayoutDefaults{nemo, nemo}, p);
         p.async_tensor_model_parallel_allreduce = get<bool>(t, "async_tensor_model_parallel_allreduce", true);  // recomp
         read_run_expert_layout(g_path, t, m, p);  // moe, mlarows, deepep: ep, expert_tp, the dispatcher

@@ -318,6 +318,7 @@ inline bool read_run_layout(const std::string& path, const toml::table& t, int l
                       "run key \"distributed_optimizer\" with fsdp = true; allowed: fsdp alone (it sets zero / distributed_optimizer, run_file.h)");
     p.distributed_optimizer = run_key<bool>(path, t, "distributed_optimizer", d.distributed_optimizer && p.zero == 0 && !fsdp);
     if (fsdp) apply_fsdp_layout(p);
+    p.dp_replicate = run_key<int>(path, t, "dp_replicate", 1);  // hsdp: FSDP's HYBRID_SHARD, torchtitan's HSDP
     p.sequence_parallel = run_key<bool>(path, t, "sequence_parallel", d.sequence_parallel && p.tp > 1);
     const std::string rc = run_word(path, t, "recompute", "none", {"none", "selective", "full"});
     p.recompute = rc == "full" ? ptd::Recompute::full : rc == "selective" ? ptd::Recompute::selective : ptd::Recompute::none;

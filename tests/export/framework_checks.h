@@ -35,6 +35,9 @@ inline const std::set<std::string> kMegatronOptions = {
     "--lr-warmup-iters", "--train-iters", "--weight-decay", "--clip-grad", "--seed", "--mock-data", "--tokenizer-type",
     "--vocab-size", "--data-path", "--pipeline-model-parallel-layout", "--sgd-momentum",
     "--tp-comm-overlap", "--grad-reduce-in-bf16",
+    // hsdp: the distributed optimizer's instances across the data-parallel domain
+    // (arguments.py _add_distributed_args: --num-distributed-optimizer-instances, default 1)
+    "--num-distributed-optimizer-instances",
     // offload (Megatron-Core's HybridDeviceOptimizer)
     "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--use-precision-aware-optimizer",
     "--overlap-cpu-optimizer-d2h-h2d",
@@ -227,6 +230,8 @@ inline const std::set<std::string> kBridgeFields = {
     "optimizer.overlap_cpu_optimizer_d2h_h2d", "optimizer.main_params_dtype", "optimizer.exp_avg_dtype",
     "optimizer.exp_avg_sq_dtype",
     "ddp.overlap_grad_reduce", "ddp.overlap_param_gather", "ddp.use_distributed_optimizer", "ddp.check_for_nan_in_grad",
+    // hsdp: megatron/core/distributed/distributed_data_parallel_config.py
+    "ddp.num_distributed_optimizer_instances",
     "scheduler.lr_decay_style", "scheduler.lr_warmup_iters", "checkpoint.save", "checkpoint.load",
     "checkpoint.save_interval", "logger.tensorboard_dir", "tokenizer.tokenizer_type", "tokenizer.tokenizer_model",
     "tokenizer.vocab_size", "rng.seed", "dist.use_tp_pp_dp_mapping", "dataset.seq_length", "dataset.data_path",

@@ -86,6 +86,9 @@ Result<ExportOutput> export_deepspeed(const JobSpec& job) {
         // parallel.fsdp_prefetch layers ahead, in parameters (0 turns prefetching off).
         const ParamCounts pc = count_parameters(job.model);
         zero["stage3_prefetch_bucket_size"] = (long long)p.fsdp_prefetch * pc.per_layer;
+        // hsdp: MiCS shards inside groups of mics_shard_size ranks and replicates across them
+        // (validate_job allows dp_replicate > 1 with DeepSpeed only under ZeRO-3).
+        if (p.dp_replicate > 1) zero["mics_shard_size"] = p.dp / p.dp_replicate;
     } else {
         zero["allgather_bucket_size"] = bucket;
     }

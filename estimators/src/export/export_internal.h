@@ -79,6 +79,9 @@ struct TitanPlan {
     const char* family = "llama3";
     const char* baseline = nullptr;
     bool replicate = false;         // DDP (pure data parallelism, no sharding)
+    // data_parallel_replicate_degree × data_parallel_shard_degree = dp: DDP (dp × 1), FSDP2
+    // (1 × dp) or HSDP (parallel.dp_replicate × the rest).
+    int replicate_degree = 1, shard_degree = 1;
     int micro_batches = 1;          // per dp rank and step when pipelining
     std::vector<std::vector<std::string>> chunk_modules;  // per model chunk, pp > 1 only
     std::vector<std::string> notes;

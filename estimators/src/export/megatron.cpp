@@ -161,6 +161,8 @@ void write_parallel_modes(const JobSpec& job, MegatronArgs& a) {
 void write_sharding_and_overlap(const JobSpec& job, MegatronArgs& a) {
     const ParallelSpec& p = job.parallel;
     if (p.distributed_optimizer || p.zero == 1) a.arg("--use-distributed-optimizer");
+    // hsdp: the distributed optimizer's copies across the data-parallel domain.
+    if (p.dp_replicate > 1) a.arg("--num-distributed-optimizer-instances", std::to_string(p.dp_replicate));
     if (p.offload_optimizer == OffloadDevice::cpu) {
         // offload: Megatron-Core's HybridDeviceOptimizer (arguments.py: it needs the
         // precision-aware optimizer); the whole shard on the host, its copies overlapped.

@@ -63,6 +63,7 @@ const std::map<std::string, Field>& bridge_fields() {
         {"--moe-pad-expert-input-to-capacity", {Kind::flag, "model.moe_pad_expert_input_to_capacity"}},
         {"--sequence-parallel", {Kind::flag, "model.sequence_parallel"}},
         {"--use-distributed-optimizer", {Kind::special, "ddp.use_distributed_optimizer"}},
+        {"--num-distributed-optimizer-instances", {Kind::value, "ddp.num_distributed_optimizer_instances"}},
         {"--optimizer-cpu-offload", {Kind::flag, "optimizer.optimizer_cpu_offload"}},
         {"--optimizer-offload-fraction", {Kind::value, "optimizer.optimizer_offload_fraction"}},
         {"--use-precision-aware-optimizer", {Kind::flag, "optimizer.use_precision_aware_optimizer"}},

@@ -162,6 +162,9 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     // data-parallel ranks shard with FSDP2.
     const bool pure_dp = p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1;
     tp.replicate = pure_dp && p.zero == 0 && !p.distributed_optimizer;
+    // hsdp: FSDP2 over a 2-D mesh; the replicas outermost (torchtitan's ParallelDims).
+    tp.replicate_degree = tp.replicate ? p.dp : std::max(1, p.dp_replicate);
+    tp.shard_degree = p.dp / tp.replicate_degree;
     // ttfsdp: under pipelining the estimate runs zero 2 and 3 and the distributed optimizer as
     // torchtitan's FSDP2 does there (effective_sharding): nothing differs to note.
     const Sharding ran = effective_sharding(Framework::torchtitan, p.pp, p.zero, p.distributed_optimizer);

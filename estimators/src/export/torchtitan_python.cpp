@@ -137,8 +137,8 @@ Result<ExportOutput> export_torchtitan_python(const JobSpec& job) {
     if (plan->cpu_offload) line("        enable_cpu_offload=True,  # parameters, gradients, optimizer state in host memory");
     line("    )");
     line("    config.parallelism = ParallelismConfig(");
-    line("        data_parallel_replicate_degree=" + std::to_string(plan->replicate ? p.dp : 1) + ",");
-    line("        data_parallel_shard_degree=" + std::to_string(plan->replicate ? 1 : p.dp) + ",");
+    line("        data_parallel_replicate_degree=" + std::to_string(plan->replicate_degree) + ",");
+    line("        data_parallel_shard_degree=" + std::to_string(plan->shard_degree) + ",");
     if (!plan->replicate && p.dp > 1 && p.zero != 3)
         line("        fsdp_reshard_after_forward=\"never\",  # keep gathered parameters to backward (≈ ZeRO-2)");
     line("        tensor_parallel_degree=" + std::to_string(p.tp) + ",");

@@ -75,8 +75,8 @@ Result<ExportOutput> export_torchtitan_toml(const JobSpec& job) {
     }
 
     w.header("parallelism");
-    w.int_("data_parallel_replicate_degree", plan->replicate ? p.dp : 1);
-    w.int_("data_parallel_shard_degree", plan->replicate ? 1 : p.dp);
+    w.int_("data_parallel_replicate_degree", plan->replicate_degree);
+    w.int_("data_parallel_shard_degree", plan->shard_degree);
     if (!plan->replicate && p.dp > 1 && p.zero != 3)
         w.str("fsdp_reshard_after_forward", "never", "keep gathered parameters to backward (≈ ZeRO-2)");
     w.int_("tensor_parallel_degree", p.tp);

@@ -109,22 +109,24 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     // by every input below, the order string by its text.
     struct Kept {
         char order[40];
-        int t, c, ep, dp, p, edp, gpn;
+        int t, c, ep, dp, p, edp, gpn, dp_rep;
         double intra, share;
         bool nvls;
         GroupNet tp, cp, ep_, dp_, edp_, pp;
         int etp;           // moe2
         GroupNet etp_;     // moe2
+        GroupNet dp_rep_, edp_rep_;  // hsdp
     };
     thread_local Kept kept{};
     thread_local bool kept_valid = false;
     const size_t order_len = std::strlen(order);
     if (kept_valid && kept.t == L.t && kept.c == L.c && kept.ep == L.ep && kept.dp == L.dp && kept.p == L.p &&
         kept.edp == L.edp && kept.gpn == gpn && kept.intra == intra && kept.share == share && kept.nvls == cl.nvls &&
-        kept.etp == L.etp && std::strcmp(kept.order, order) == 0) {
+        kept.etp == L.etp && kept.dp_rep == L.dp_rep && std::strcmp(kept.order, order) == 0) {
         L.net_tp = kept.tp, L.net_cp = kept.cp, L.net_ep = kept.ep_, L.net_dp = kept.dp_, L.net_edp = kept.edp_,
         L.net_pp = kept.pp;
         L.net_etp = kept.etp_;  // moe2
+        L.net_dp_rep = kept.dp_rep_, L.net_edp_rep = kept.edp_rep_;  // hsdp
         return;
     }
     Strides st = order_strides(order, L.t, L.c, L.ep, L.dp, L.p);
@@ -142,8 +144,15 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     fill(L.net_cp, L.c, members_on_first_node(st.cp, L.c, 1, 1, gpn));
     fill(L.net_ep, L.ep, members_on_first_node(st.ep, L.ep, 1, 1, gpn));
     // Dense gradients reduce over dp·cp (Megatron's data-parallel-with-context group).
-    fill(L.net_dp, L.dp * L.c, members_on_first_node(st.dp, L.dp, st.cp, L.c, gpn));
-    fill(L.net_edp, L.edp, members_on_first_node(st.dp * L.ep, L.edp, 1, 1, gpn));
+    // hsdp: with R replicas, over the sharding group of dp/R consecutive data-parallel ranks
+    // (and their cp ranks) — torchtitan's mesh ["dp_replicate", "dp_shard", "cp", "tp"] and
+    // Megatron-core's intra-instance group (contiguous slices of the dp·cp group) — and the
+    // gradient shards over the replica group: R ranks, a sharding group's span apart.
+    const int R = std::max(1, L.dp_rep);
+    fill(L.net_dp, L.dp * L.c / R, members_on_first_node(st.dp, L.dp / R, st.cp, L.c, gpn));
+    fill(L.net_dp_rep, R, members_on_first_node(st.dp * (L.dp / R), R, 1, 1, gpn));
+    fill(L.net_edp, L.edp / R, members_on_first_node(st.dp * L.ep, L.edp / R, 1, 1, gpn));
+    fill(L.net_edp_rep, R, members_on_first_node(st.dp * L.ep * (L.edp / R), R, 1, 1, gpn));
     fill(L.net_pp, L.p, members_on_first_node(st.pp, L.p, 1, 1, gpn));
     L.net_etp = L.net_tp;
     // moe2: MoE parallel folding (Megatron-core parallel_state.py, expert RankGenerator over
@@ -153,7 +162,8 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
     if (L.etp > 0 && L.etp != L.t) {
         fill(L.net_etp, L.etp, members_on_first_node(1, L.etp, 1, 1, gpn));
         fill(L.net_ep, L.ep, members_on_first_node(L.etp, L.ep, 1, 1, gpn));
-        fill(L.net_edp, L.edp, members_on_first_node(L.etp * L.ep, L.edp, 1, 1, gpn));
+        fill(L.net_edp, L.edp / R, members_on_first_node(L.etp * L.ep, L.edp / R, 1, 1, gpn));
+        fill(L.net_edp_rep, R, members_on_first_node(L.etp * L.ep * (L.edp / R), R, 1, 1, gpn));
     }
     kept_valid = order_len < sizeof kept.order;
     if (kept_valid) {
@@ -163,6 +173,7 @@ void assign_group_links(const ClusterSpec& cl, const char* order, LayoutDerived&
         kept.tp = L.net_tp, kept.cp = L.net_cp, kept.ep_ = L.net_ep, kept.dp_ = L.net_dp, kept.edp_ = L.net_edp;
         kept.pp = L.net_pp;
         kept.etp = L.etp, kept.etp_ = L.net_etp;  // moe2
+        kept.dp_rep = L.dp_rep, kept.dp_rep_ = L.net_dp_rep, kept.edp_rep_ = L.net_edp_rep;  // hsdp
     }
 }
 
@@ -562,31 +573,39 @@ DpTraffic dp_traffic(const EstimateContext& ctx, const LayoutDerived& L, int sta
     const int p = L.p;
     DpTraffic out;
     const double grad_e = dp_grad_bytes(job, L);  // gradient bytes on the wire
-    auto dp_cost = [&](double params, const GroupNet& g, double layer_params) {
+    auto dp_cost = [&](double params, const GroupNet& g, const GroupNet& rep, double layer_params) {
         const int n = g.n;
-        if (n <= 1 || params <= 0) return;
+        if (n * rep.n <= 1 || params <= 0) return;
         const double grad_bucket = dp_bucket_elements(L, n, false), param_bucket = dp_bucket_elements(L, n, true);
+        // hsdp: each bucket's reduce-scatter inside the sharding group is followed by the
+        // all-reduce of its 1/n shard across the replicas (torch FSDP's HSDP post-backward,
+        // Megatron-core's inter-instance all-reduce), as many calls as reduce-scatters.
+        auto across = [&](double bucket) { return bucketed(Collective::all_reduce, params / n, grad_e, bucket / n, rep); };
+        auto reduce = [&](double bucket) { return bucketed(Collective::all_gather, params, grad_e, bucket, g) + across(bucket); };
         if (L.zero == 3) {
             // Per micro-batch: gather weights for forward and backward, reduce-scatter grads,
             // one message per wrapped layer (FSDP units, DeepSpeed's per-module gathers), as
-            // overlap.cpp's per-layer prefetch model sends them.
+            // overlap.cpp's per-layer prefetch model sends them. hsdp: DeepSpeed's MiCS
+            // all-reduces the shards across the replicas at the accumulation boundary only
+            // (mics.py allreduce_mics_shard_grads); torch's FSDP after every reduce-scatter.
             const double unit = std::max(layer_params, 1.0);
-            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, unit, g);
+            const double across_calls = job.training.framework == Framework::deepspeed ? 1.0 : L.mbs;
+            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, unit, g) + across_calls * across(unit);
             out.param_s += L.mbs * 2.0 * bucketed(Collective::all_gather, params, L.e, unit, g);
         } else if (L.zero == 2 && p > 1) {
             // FSDP-style ZeRO-2 under a pipeline: every micro-batch's gradients are
             // reduce-scattered into the shards; the updated parameters are gathered once.
-            out.grad_s += L.mbs * bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
+            out.grad_s += L.mbs * reduce(grad_bucket);
             out.param_s += bucketed(Collective::all_gather, params, L.e, param_bucket, g);
         } else if (L.optimizer_sharded) {
-            out.grad_s += bucketed(Collective::all_gather, params, grad_e, grad_bucket, g);
+            out.grad_s += reduce(grad_bucket);
             out.param_s += bucketed(Collective::all_gather, params, L.e, param_bucket, g);
         } else {
             out.grad_s += bucketed(Collective::all_reduce, params, grad_e, grad_bucket, g);
         }
     };
-    dp_cost(dense_params, L.net_dp, L.layer_dense_params);
-    dp_cost(expert_params, L.net_edp, L.layer_expert_params);
+    dp_cost(dense_params, L.net_dp, L.net_dp_rep, L.layer_dense_params);
+    dp_cost(expert_params, L.net_edp, L.net_edp_rep, L.layer_expert_params);
     // mla: with MTP the last stage's embedding copy (Megatron-core LanguageModule: shared_embedding
     // on the mtp_process stage) is all-reduced with the first stage's the same way.
     if (p > 1 && (job.model.tied_embeddings || L.mtp > 0) && (stage == 0 || stage == p - 1)) {  // embedding-group all-reduce

@@ -48,6 +48,7 @@ LayoutChoice layout_choice_of(const JobSpec& job) {
     c.micro_batch = job.training.micro_batch;
     c.zero = p.zero;
     c.distributed_optimizer = p.distributed_optimizer;
+    c.dp_replicate = std::max(1, p.dp_replicate);  // hsdp
     c.sequence_parallel = p.sequence_parallel;
     c.recompute = p.recompute;
     c.offload_optimizer = p.offload_optimizer;  // offload
@@ -130,15 +131,19 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     if (L.etp != L.t) L.edp = std::max(1, L.t * L.c * L.dp / (L.etp * L.ep));
     // Model states: dense parameters shard over dp·cp (Megatron's distributed optimizer and
     // ZeRO both use the data-parallel group incl. context parallel); experts over dp·cp/ep.
+    // hsdp: with dp_replicate replicas, over one replica's share of each group.
+    L.dp_rep = std::max(1, ch.dp_replicate);
+    L.dense_shards = std::max(1, L.dp * L.c / L.dp_rep);
+    L.expert_shards = std::max(1, L.edp / L.dp_rep);
     const OptimizerStateWidths widths = optimizer_state_widths(job.training);  // oom4
     L.state_widths = widths;
     const Sharding sh = effective_sharding(job.training.framework, ch.pp, ch.zero, ch.distributed_optimizer);  // ttfsdp
     L.dense_state = state_bytes_per_param(job.training.precision, job.training.optimizer, sh.zero,
-                                          sh.distributed_optimizer, (double)L.dp * L.c, widths);
+                                          sh.distributed_optimizer, (double)L.dense_shards, widths);
     L.optimizer_sharded = sh.zero >= 1 || sh.distributed_optimizer;
     L.zero = sh.zero;
     L.expert_state = state_bytes_per_param(job.training.precision, job.training.optimizer, sh.zero,
-                                           sh.distributed_optimizer, (double)L.edp, widths);
+                                           sh.distributed_optimizer, (double)L.expert_shards, widths);
     // oomnemo: grad_reduce_in_fp32 = false (Megatron-core DDP config; NeMo / Megatron-Bridge
     // performance recipes): the main-grad buffer is bf16, 2 bytes per parameter, not 4.
     if (!job.parallel.grad_reduce_in_fp32 && sh.zero == 0 && job.training.precision == Precision::bf16) {
@@ -197,6 +202,7 @@ LayoutDerived derive(const EstimateContext& ctx, const LayoutChoice& ch) {
     assign_kernel_profile(job, L);
     L.nccl_groups = (L.t > 1) + (L.p > 1) + (L.dp > 1) + (L.c > 1) + (L.ep > 1) + (L.ep > 1 && L.edp > 1);
     if (L.moe && L.etp != L.t) L.nccl_groups += (L.etp > 1) + (L.ep == 1 && L.edp > 1);  // moe2: ETP, expert-DP
+    if (L.dp_rep > 1) L.nccl_groups += 1 + (L.moe && L.edp > 1);  // hsdp: the replica groups
 
     // fp8 (issue 15 point 3): the linear layers' GEMMs at the FP8 peak; what the recipe adds
     // in quantization traffic and memory (compute.cpp, memory.cpp; docs/estimators.md).
@@ -1332,6 +1338,19 @@ Estimate estimate_job(const JobSpec& job, const ClusterProfile* profile) {
                             "through the step and reduce-scatters the whole fp32 gradients once, after the last "
                             "micro-batch (estimated as the distributed optimizer: whole weights and gradients, "
                             "sharded fp32 master and Adam states)");
+    // hsdp: where the states shard and what crosses the replicas.
+    if (const int r = job.parallel.dp_replicate; r > 1) {
+        const long long group = (long long)job.parallel.dp * std::max(1, job.parallel.cp) / r;
+        const Framework fw = job.training.framework;
+        const char* form = runs_megatron_core(fw)          ? "Megatron-core's distributed optimizer instances"
+                           : fw == Framework::deepspeed     ? "DeepSpeed MiCS"
+                           : fw == Framework::torchtitan    ? "torchtitan's HSDP (FSDP2 with a replicate dim)"
+                                                            : "PyTorch FSDP's hybrid sharding";
+        est.notes.push_back("dp_replicate " + std::to_string(r) + " (" + form + "): the model states shard over " +
+                            std::to_string(group) + " ranks (dp·cp / " + std::to_string(r) +
+                            "), each gradient shard is all-reduced across the " + std::to_string(r) +
+                            " replicas after its reduce-scatter; the parameter gathers stay inside the sharding group");
+    }
     // mla: what MLA and MTP change, where a reader would not guess it.
     if (m.mla())
         est.notes.push_back("multi-head latent attention: the q / kv down projections are replicated on every TP rank "

@@ -79,6 +79,9 @@ struct LayoutDerived {
     double peak, hbm;
     int nccl_groups;                     // communicators with > 1 rank (excluding the embedding group)
     int edp;                             // expert data-parallel size (dp·cp/ep)
+    // hsdp: replicas of the sharded states (parallel.dp_replicate): the states shard over
+    // dense_shards = dp·cp / dp_rep and expert_shards = edp / dp_rep ranks; 1 = one group.
+    int dp_rep = 1, dense_shards = 1, expert_shards = 1;
     // Kernel efficiencies of the job's GPU generation (TimeModelConstants::kernel).
     double gemm_eff_max, flash_eff;
     double elementwise_factor;           // memory traffic of elementwise work relative to fused kernels
@@ -95,6 +98,9 @@ struct LayoutDerived {
     double ce_fwd_bytes = 12.0, ce_bwd_bytes = 12.0;
     // ---- nccl: each group's placement and fabric (collectives.cpp) ----
     GroupNet net_tp, net_cp, net_ep, net_dp, net_edp, net_pp;
+    // hsdp: with dp_rep > 1, net_dp / net_edp are the sharding groups (what ZeRO / FSDP gathers and
+    // reduce-scatters over) and these the replica groups each gradient shard is all-reduced over.
+    GroupNet net_dp_rep, net_edp_rep;
     // ---- fp8 (issue 15 point 3; derived in estimate.cpp, used by compute.cpp and memory.cpp) ----
     Fp8Recipe fp8;                       // none: every GEMM at `peak`
     bool fp8_te;                         // a Transformer Engine recipe (delayed, current, mxfp8)

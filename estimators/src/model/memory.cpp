@@ -673,7 +673,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
         // their uses: a layer's FP8 weights exist while it is gathered (Megatron-FSDP with
         // fp8_param_gather gathers them in FP8; Megatron-Bridge's FP8 recipes set
         // fp8_param_gather = True), so only this rank's shard of them persists.
-        const double fp8_shard = L.zero >= 3 ? (double)L.dp * L.c : 1.0;
+        const double fp8_shard = L.zero >= 3 ? (double)L.dense_shards : 1.0;
         // moe2: a stage with dense-MLP layers has the mean of its layers' linear weights.
         const double linear = dense_mlp_layers > 0 ? ((layers - dense_mlp_layers) * L.layer_linear_params +
                                                       dense_mlp_layers * L.dense_layer->layer_linear_params) / layers
@@ -708,7 +708,7 @@ StageMemory stage_memory(const EstimateContext& ctx, const LayoutDerived& L, int
     // gradient buffers as without offload. ZeRO-3's offload_param (ZeRO-Infinity, Rajbhandari
     // et al. 2021) moves the 16-bit parameter shard to host memory as well.
     if (L.offload_optimizer) {
-        const double shard = dense / ((double)L.dp * L.c) + expert / L.edp;
+        const double shard = dense / (double)L.dense_shards + expert / (double)L.expert_shards;
         S.mem.host += S.mem.optimizer + 4.0 * shard;
         S.mem.optimizer = 0;
         // ZeRO-2/3 (DeepSpeed's partitioned gradients) copy each reduced bucket to the host

@@ -398,10 +398,19 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     const double fwd_exposed = prefetched_pass_exposed(comm.data(), comp.data(), n, depth);
     // Backward, output first: each unit's gather plus the reduce-scatter of the unit before
     // it (ready when that unit's backward ends); the last unit's reduce-scatter follows.
+    // hsdp: each unit's reduce-scatter is followed by the all-reduce of its shard across the
+    // replicas (FSDP2's post-backward with a replicate dim, FSDP1's HYBRID_SHARD). DeepSpeed's
+    // MiCS runs it at the accumulation boundary only (collectives.cpp dp_traffic): one
+    // micro-batch's worth, spread here over the step's micro-batches.
+    const double across_share = fw == Framework::deepspeed ? 1.0 / L.mbs : 1.0;
+    auto replicas = [&](double dense, double expert) {
+        return across_share * (nccl_time(Collective::all_reduce, grad_e * dense / L.net_dp.n, L.net_dp_rep) +
+                               nccl_time(Collective::all_reduce, grad_e * expert / L.net_edp.n, L.net_edp_rep));
+    };
     auto rs = [&](int unit) {
-        if (unit == 0) return gather(embed, 0, grad_e);
-        if (unit == n - 1) return gather(out, 0, grad_e);
-        return gather(layer_dense, layer_expert, grad_e);
+        if (unit == 0) return gather(embed, 0, grad_e) + replicas(embed, 0);
+        if (unit == n - 1) return gather(out, 0, grad_e) + replicas(out, 0);
+        return gather(layer_dense, layer_expert, grad_e) + replicas(layer_dense, layer_expert);
     };
     for (int k = 0; k < n; ++k) {
         const int unit = n - 1 - k;
@@ -512,7 +521,6 @@ double grad_buffer_pass_bytes(const JobSpec& job, const LayoutDerived& L) {
 StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const DpTraffic& dp, double dense_params,
                      double expert_params, double fwd_s, double bwd_s) {
     const JobSpec& job = ctx.job;
-    const int N = L.dp * L.c;
     StageTail tail;
     tail.grad_s = dp.grad_s;
     tail.param_s = dp.param_s;
@@ -574,7 +582,7 @@ StageTail stage_tail(const EstimateContext& ctx, const LayoutDerived& L, const D
     // Optimizer step: memory bound over this rank's optimizer shard. Adam touches
     // grad (4), master (4+4), m (4+4), v (4+4), writes the weight: ~30 bytes/param.
     const bool sharded = L.optimizer_sharded;
-    const double opt_params = dense_params / (sharded ? N : 1) + expert_params / (sharded ? L.edp : 1);
+    const double opt_params = dense_params / (sharded ? L.dense_shards : 1) + expert_params / (sharded ? L.expert_shards : 1);
     // oom4: with the states' own widths (training.*_dtype; fp32 each gives 30 and 18): the
     // master read and written (none: the 16-bit weight itself, which is then not written again).
     const OptimizerStateWidths& w = L.state_widths;

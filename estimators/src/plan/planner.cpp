@@ -266,7 +266,8 @@ bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
            a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute && a.order == b.order &&
            a.offload_optimizer == b.offload_optimizer && a.offload_params == b.offload_params &&
            effective_schedule(a.schedule, a.vpp) == effective_schedule(b.schedule, b.vpp) &&  // zb: "1f1b" = auto at vpp 1
-           effective_etp(a) == effective_etp(b);  // etp
+           effective_etp(a) == effective_etp(b) &&  // etp
+           a.dp_replicate == b.dp_replicate;         // hsdp
 }
 
 // fold: 1F1B and the interleaved schedule are one family of depths (vpp 1 and vpp > 1).
@@ -402,13 +403,13 @@ private:
     using Kept = std::set<Candidate, Better>;
     // fold: a layout up to its depth and TP overlap — every field same_up_to_fold compares
     // (depth_free leaves vpp 1 to every schedule the key names).
-    using Family = std::array<int, 15>;
+    using Family = std::array<int, 16>;
     static Family family(const LayoutChoice& choice) {
         const LayoutChoice c = depth_free(choice);
         return {c.tp, c.pp, c.dp, c.cp, c.ep, c.micro_batch, c.zero, c.distributed_optimizer,
                 c.sequence_parallel, (int)c.recompute, c.order, (int)c.offload_optimizer * 2 + c.offload_params,
                 (int)c.schedule, effective_etp(c),
-                c.overlap_grad_reduce * 2 + c.overlap_param_gather};
+                c.overlap_grad_reduce * 2 + c.overlap_param_gather, c.dp_replicate};
     }
     static Key key_of(const Candidate& c) { return {c.score.tokens_per_s, c.score.peak_bytes}; }
     void insert(const Candidate& c) {
@@ -465,6 +466,10 @@ struct Space {
     bool job_distributed_optimizer = false;
     OffloadDevice job_offload_optimizer = OffloadDevice::none;  // offload, when zero is not varied
     bool job_offload_params = false;
+    // hsdp: the job's parallel.dp_replicate (also tried where the stack allows it) and the GPUs of
+    // a node: the search also tries each sharded layout with its states sharded inside a node
+    // and replicated across nodes (torch FSDP's HYBRID_SHARD default, fms-fsdp's HSDP).
+    int job_dp_replicate = 1, gpus_per_node = 1;
     std::vector<int> tps;               // valid tensor-parallel degrees
     std::vector<int> cps;               // context-parallel degrees (1 first)
     std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
@@ -527,6 +532,24 @@ bool sharding_allowed(const FrameworkRules& r, int zero, bool dist_opt, int tp, 
     return rules_allow(r, c, kNone);
 }
 
+// hsdp: the replica counts a sharded layout is tried with: 1, the job's parallel.dp_replicate,
+// and the one that shards the states over a node's data-parallel ranks (tp·cp of each rank's
+// group inside the node) and replicates them across nodes — where the stack runs it
+// (replicate_problem, job_spec.h) and the sharding group keeps more than one rank.
+void replicate_options(const Space& sp, int tp, int cp, int dp, int ep, int etp, int zero, bool dist_opt,
+                       std::vector<int>& out) {
+    out.assign(1, 1);
+    if (sp.engine_only || (zero == 0 && !dist_opt)) return;
+    const long long per_node_dp = std::max(1LL, (long long)sp.gpus_per_node / ((long long)tp * cp));
+    const int candidates[2] = {sp.job_dp_replicate, per_node_dp > 1 && dp % per_node_dp == 0 ? (int)(dp / per_node_dp) : 1};
+    const int e = etp > 0 ? etp : tp;
+    const int expert_dp = sp.experts > 1 ? (int)((long long)tp * cp * dp / ((long long)e * std::max(1, ep))) : 0;
+    for (int r : candidates)
+        if (r > 1 && std::find(out.begin(), out.end(), r) == out.end() &&
+            replicate_problem(sp.rules.framework, zero, dist_opt, dp, expert_dp, r).empty())
+            out.push_back(r);
+}
+
 // The layers_per_stage the search passes for (pp, vpp): empty for an even split.
 const std::vector<int>& layers_for(const Space& sp, int pp, int vpp) {
     if (vpp > 1 && pp < (int)sp.chunk_lps.size() && vpp < (int)sp.chunk_lps[pp].size() && !sp.chunk_lps[pp][vpp].empty())
@@ -574,8 +597,8 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
         }
         return fit;
     };
-    std::vector<int> mbs, vpps, eps;  // per group; no allocation in the inner loops
-    mbs.reserve(64), vpps.reserve(16), eps.reserve(16);
+    std::vector<int> mbs, vpps, eps, reps;  // per group; no allocation in the inner loops
+    mbs.reserve(64), vpps.reserve(16), eps.reserve(16), reps.reserve(4);
     const int nr = (int)sp.recomputes.size();
     const int tp = g.tp, cp = g.cp, pp = g.pp;
     // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
@@ -624,6 +647,8 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
                 if (zero == 2 && pp > 1 && !sp.rules.zero2_with_pp) continue;
                 if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
                 if (sp.vary_zero && !sharding_allowed(sp.rules, zero, dist_opt, tp, pp, cp, ep, dp)) continue;  // planfw
+                replicate_options(sp, tp, cp, dp, ep, etp, zero, dist_opt, reps);
+                for (int rep : reps)
                 for (int order : sp.orders)
                     if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
                     for (int vpp : vpps)
@@ -639,6 +664,7 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
                         c.tp = tp, c.pp = pp, c.dp = dp, c.cp = cp, c.ep = ep, c.vpp = vpp;
                         c.etp = etp;  // moe2 / etp
                         c.zero = zero, c.distributed_optimizer = dist_opt;
+                        c.dp_replicate = rep;  // hsdp
                         c.sequence_parallel = seq_par == 1, c.order = order;
                         if (!sp.vary_zero) {
                             c.offload_optimizer = sp.job_offload_optimizer;
@@ -705,6 +731,7 @@ std::string label(const LayoutChoice& c) {
     std::string s = "tp" + std::to_string(c.tp) + "·pp" + std::to_string(c.pp) + "·dp" + std::to_string(c.dp);
     if (c.cp > 1) s += "·cp" + std::to_string(c.cp);
     if (c.ep > 1) s += "·ep" + std::to_string(c.ep);
+    if (c.dp_replicate > 1) s += " (" + std::to_string(c.dp_replicate) + " replicas)";  // hsdp
     if (effective_etp(c) != c.tp) s += "·etp" + std::to_string(c.etp);  // etp: MoE parallel folding
     if (c.vpp > 1) s += " vpp" + std::to_string(c.vpp);
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
@@ -937,6 +964,8 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     // Context parallel (Megatron): each sequence is cut into 2·cp chunks for load-balanced
     // causal attention, so cp must divide seq_len / 2; cp divides the world.
     sp.engine_only = job.estimate.activation_profile == ActivationProfile::ptd_engine;
+    sp.job_dp_replicate = std::max(1, job.parallel.dp_replicate);  // hsdp
+    sp.gpus_per_node = std::max(1, job.cluster.gpus_per_node);
     if (sp.engine_only) {
         sp.vary_ep = false;
         // planfw: the bundled engine runs it: its own ZeRO-1 (and ZeRO 0: search_rules), none
@@ -1822,6 +1851,7 @@ JobSpec apply_plan_entry(const JobSpec& job, const PlanEntry& entry) {
     p.tp = c.tp, p.pp = c.pp, p.dp = c.dp, p.cp = c.cp, p.ep = c.ep, p.vpp = c.vpp;
     p.zero = c.zero;
     p.distributed_optimizer = c.distributed_optimizer;
+    p.dp_replicate = c.dp_replicate;  // hsdp
     p.sequence_parallel = c.sequence_parallel;
     p.recompute = c.recompute;
     // recmod: the job's module list belongs to its selective recompute; another choice drops it

@@ -444,6 +444,33 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
     return bad;
 }
 
+std::string replicate_problem(Framework framework, int zero, bool distributed_optimizer, int dp, int expert_dp,
+                              int replicas) {
+    if (replicas <= 1) return {};
+    const std::string r = std::to_string(replicas);
+    if (dp > 0 && dp % replicas != 0)
+        return "got " + r + " with dp = " + std::to_string(dp) + ": the replicas split the data-parallel ranks into "
+               "equal sharding groups; allowed: a divisor of dp";
+    if (expert_dp > 0 && expert_dp % replicas != 0)
+        return "got " + r + " with an expert-data-parallel group of " + std::to_string(expert_dp) +
+               " ranks (dp·cp / ep): the expert states' replicas split it too; allowed: a divisor of it";
+    if (zero == 0 && !distributed_optimizer)
+        return "got " + r + " with zero = 0 and no distributed optimizer: every data-parallel rank already holds a "
+               "whole replica; allowed: 1, or a sharded optimizer (distributed_optimizer = true, zero ≥ 1)";
+    if (runs_megatron_core(framework) && !distributed_optimizer && zero != 1)
+        return "got " + r + " with zero = " + std::to_string(zero) + " on Megatron-core, whose replicas are its "
+               "distributed optimizer's instances (--num-distributed-optimizer-instances); allowed: "
+               "distributed_optimizer = true (or zero = 1, written as it), or 1";
+    if (runs_pytorch_modules(framework) && zero < 2)
+        return "got " + r + " with zero = " + std::to_string(zero) + ": PyTorch FSDP's hybrid sharding shards the "
+               "gradients too (HYBRID_SHARD is zero 3, _HYBRID_SHARD_ZERO2 zero 2; torchtitan's "
+               "data_parallel_replicate_degree with FSDP2); allowed: zero = 2 or 3, or 1";
+    if (framework == Framework::deepspeed && zero != 3)
+        return "got " + r + " with zero = " + std::to_string(zero) + ": DeepSpeed shards within a subgroup only "
+               "under ZeRO-3 (MiCS, mics_shard_size = dp / dp_replicate); allowed: zero = 3, or 1";
+    return {};
+}
+
 // `units` spread over n entries of `unit` each as evenly as they go, the remainder on the middle
 // entries (the first and last hold the embedding and the loss).
 static std::vector<long long> middle_heavy_split(long long units, long long n, long long unit) {
@@ -851,6 +878,21 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
             "set with framework \"torchtitan\", pp = " + s(p.pp) + " and zero = " + s(p.zero) +
                 ": torchtitan's CPU offload under pipeline parallelism is not modelled; allowed: no offload with pp > 1, "
                 "or pp = 1");
+    // hsdp: replicas of the sharded states, in the stack's own form (replicate_problem).
+    if (p.dp_replicate > 1) {
+        const int etp = p.expert_tp > 0 ? p.expert_tp : p.tp;
+        const int expert_dp = job.model.experts > 1 && p.dp > 0 && p.ep > 0
+                                  ? (int)((long long)p.tp * std::max(1, p.cp) * p.dp / ((long long)etp * p.ep))
+                                  : 0;
+        if (std::string why = replicate_problem(t.framework, p.zero, p.distributed_optimizer, p.dp, expert_dp,
+                                                p.dp_replicate);
+            !why.empty())
+            add("parallel.dp_replicate", why);
+        else if (job.estimate.activation_profile == ActivationProfile::ptd_engine)
+            add("parallel.dp_replicate", "got " + s(p.dp_replicate) + " with estimate.activation_profile = \"ptd-engine\": "
+                                         "the bundled engine shards its optimizer over the whole data-parallel group; "
+                                         "allowed: 1, or activation_profile = \"megatron\"");
+    }
     if (p.distributed_optimizer && p.zero != 0)
         add("parallel.distributed_optimizer",
             "true together with zero = " + s(p.zero) +

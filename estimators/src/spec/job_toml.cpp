@@ -316,7 +316,10 @@ static constexpr ForeignKey kForeignKeys[] = {
     {"context_parallel_degree", "torchtitan", "parallel.cp", ""},
     {"expert_parallel_degree", "torchtitan", "parallel.ep", ""},
     {"data_parallel_shard_degree", "torchtitan", "parallel.dp", " (with parallel.zero = 3: FSDP)"},
-    {"data_parallel_replicate_degree", "torchtitan", "parallel.dp", " (replicas; times the shard degree)"},
+    {"data_parallel_replicate_degree", "torchtitan", "parallel.dp_replicate",
+     " (parallel.dp is the replicate degree times the shard degree)"},
+    {"num_distributed_optimizer_instances", "Megatron-LM / NeMo", "parallel.dp_replicate", ""},
+    {"mics_shard_size", "DeepSpeed", "parallel.dp_replicate", " (= dp / mics_shard_size, with zero = 3)"},
     {"local_batch_size", "torchtitan", "training.micro_batch", " (its micro-batch when no gradient accumulation)"},
     {"mixed_precision_param", "torchtitan", "training.precision", " (\"bf16\")"},
 };
@@ -743,6 +746,7 @@ static void read_parallel(TomlContext& ctx, const toml::table& t, JobSpec& job) 
     mark_written(job, StackKey::overlap_param_gather, r.read_bool("overlap_param_gather", p.overlap_param_gather));
     mark_written(job, StackKey::tp_comm_overlap, r.read_bool("tp_comm_overlap", p.tp_comm_overlap));
     r.read_int("fsdp_prefetch", p.fsdp_prefetch, 0, 64);
+    r.read_int("dp_replicate", p.dp_replicate, 1, 1 << 20);  // hsdp
     mark_written(job, StackKey::grad_reduce_in_fp32, r.read_bool("grad_reduce_in_fp32", p.grad_reduce_in_fp32));  // oomnemo
     r.read_int("activation_offload_layers", p.activation_offload_layers, 0, 100000);
     r.read_bool("async_tp", p.async_tp);  // tt405
@@ -1479,6 +1483,7 @@ std::string save_job_toml(const JobSpec& job) {
     if (keep(StackKey::overlap_param_gather)) w.boolean("overlap_param_gather", p.overlap_param_gather);
     if (keep(StackKey::tp_comm_overlap)) w.boolean("tp_comm_overlap", p.tp_comm_overlap);
     if (p.fsdp_prefetch != pd.fsdp_prefetch) w.int_("fsdp_prefetch", p.fsdp_prefetch);
+    if (p.dp_replicate != pd.dp_replicate) w.int_("dp_replicate", p.dp_replicate);  // hsdp
     if (keep(StackKey::grad_reduce_in_fp32)) w.boolean("grad_reduce_in_fp32", p.grad_reduce_in_fp32);  // oomnemo
     if (p.activation_offload_layers != pd.activation_offload_layers) w.int_("activation_offload_layers", p.activation_offload_layers);
     if (p.async_tp != pd.async_tp) w.boolean("async_tp", p.async_tp);  // tt405

@@ -209,6 +209,7 @@ struct LayoutChoice {
     bool offload_params = false;                           // offload (zero 3 only)
     PipelineSchedule schedule = PipelineSchedule::automatic;  // zb: resolved by vpp when automatic
     int etp = 0;  // moe2: expert tensor parallel (parallel.expert_tp); 0 = tp
+    int dp_replicate = 1;  // hsdp: replicas of the sharded states (parallel.dp_replicate)
     // planfw: the overlap keys (parallel.overlap_grad_reduce, overlap_param_gather,
     // tp_comm_overlap) the layout runs with: the job's (layout_choice_of), or what the planner
     // turned on where the framework has them.

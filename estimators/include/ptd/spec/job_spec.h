@@ -378,6 +378,13 @@ struct ParallelSpec {
     int vpp = 1;                // virtual pipeline chunks per stage (interleaved 1F1B)
     int zero = 0;               // ZeRO stage 0..3
     bool distributed_optimizer = false;  // Megatron's sharded fp32 optimizer (zero must be 0)
+    // hsdp: replicas of the sharded model states (hybrid sharding). The dp·cp data-parallel ranks
+    // form dp_replicate groups of (dp / dp_replicate)·cp consecutive ranks; each group shards the
+    // ZeRO / FSDP states among its ranks, and each gradient shard is all-reduced across the groups.
+    // torchtitan data_parallel_replicate_degree, PyTorch FSDP HYBRID_SHARD, Megatron-core
+    // --num-distributed-optimizer-instances, DeepSpeed MiCS (mics_shard_size = dp / dp_replicate).
+    // 1 = one group: every data-parallel rank holds its own shard.
+    int dp_replicate = 1;
     bool sequence_parallel = false;
     Recompute recompute = Recompute::none;
     RecomputeStyle recompute_style = RecomputeStyle::megatron;  // what recompute = selective saves
@@ -800,6 +807,15 @@ enum ExpertLayoutProblem : unsigned {
     kEtpOrder = 1u << 7,          // expert_tp ≠ tp outside Megatron's default order tp-cp-ep-dp-pp
 };
 unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int ep, int expert_tp, bool default_order);
+
+// hsdp: what is wrong with `replicas` copies of the sharded model states (parallel.dp_replicate)
+// for this stack and layout, worded as "got …; allowed: …" without the key; "" = valid. One
+// place for validate_job and the planner's search. Each stack's own form: Megatron-core's
+// --num-distributed-optimizer-instances (its distributed optimizer), PyTorch FSDP's
+// HYBRID_SHARD / _HYBRID_SHARD_ZERO2 and torchtitan's data_parallel_replicate_degree (zero 2 or
+// 3), DeepSpeed's MiCS (zero 3). The replicas split dp, and the expert-DP group alike.
+std::string replicate_problem(Framework framework, int zero, bool distributed_optimizer, int dp, int expert_dp,
+                              int replicas);
 
 // bits: where Megatron-LM's interleaved schedule refuses a layout that PTD can simulate.
 // forward_backward_pipelining_with_interleaving (schedules.py) raises unless, with N the

@@ -1,0 +1,201 @@
+// hybrid_sharding.cpp — parallel.dp_replicate (hsdp): the model states sharded inside groups of
+// dp / dp_replicate data-parallel ranks and replicated across the groups, as torchtitan's HSDP,
+// PyTorch FSDP's HYBRID_SHARD, Megatron-core's distributed optimizer instances and DeepSpeed's
+// MiCS run it. The key read, written back and named from the stacks' own spellings; refused
+// where a stack has no such form; the states' bytes of one group; the gathers inside the group
+// and each gradient shard all-reduced across the replicas; each stack's export; the planner
+// trying the node-sized group.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "ptd/export/export.h"
+#include "ptd/model/estimate.h"
+#include "ptd/plan/planner.h"
+#include "ptd/spec/job_spec.h"
+
+#include "job_test_util.h"
+
+namespace {
+
+using namespace ptd;
+using namespace ptd_test;
+
+// Llama 3 8B on 4 nodes of 8 H100, data parallel 32 with `parallel` (one key a line) and
+// `training` lines added.
+std::string llama8b_dp32(const std::string& parallel, const std::string& training = "") {
+    return job_text({.preset = "llama3-8b",
+                     .nodes = 4,
+                     .parallel = "tp = 1\npp = 1\ndp = 32\n" + parallel,
+                     .training = "micro_batch = 1\nglobal_batch = 64\n" + training});
+}
+
+std::string titan(const std::string& parallel) { return llama8b_dp32(parallel, "framework = \"torchtitan\"\n"); }
+
+// The same on nodes joined by one 100 Gb/s NIC each (an eighth of a DGX H100's per GPU).
+std::string titan_slow_network(const std::string& parallel) {
+    return job_text({.preset = "llama3-8b",
+                     .nodes = 4,
+                     .cluster_extra = "nics_per_node = 1\nnic_gbps = 100",
+                     .parallel = "tp = 1\npp = 1\ndp = 32\n" + parallel,
+                     .training = "micro_batch = 1\nglobal_batch = 64\nframework = \"torchtitan\"\n"});
+}
+
+TEST(HybridShardingKey, IsReadWrittenBackAndNamedFromTheStacksSpellings) {
+    const JobSpec job = job_from_text(titan("zero = 3\ndp_replicate = 4\n"));
+    EXPECT_EQ(job.parallel.dp_replicate, 4);
+    const JobSpec again = reloaded(save_job_toml(job));
+    EXPECT_EQ(again.parallel.dp_replicate, 4);
+    // Unwritten: one sharding group (and not written back).
+    const JobSpec plain = job_from_text(titan("zero = 3\n"));
+    EXPECT_EQ(plain.parallel.dp_replicate, 1);
+    EXPECT_EQ(save_job_toml(plain).find("dp_replicate"), std::string::npos);
+    // torchtitan's, Megatron's and DeepSpeed's names for it point here.
+    for (const char* foreign : {"data_parallel_replicate_degree", "num_distributed_optimizer_instances", "mics_shard_size"}) {
+        const std::string why = refusal_of_text(titan("zero = 3\n" + std::string(foreign) + " = 4\n"), "job.toml");
+        EXPECT_NE(why.find("this spec's key is \"dp_replicate\""), std::string::npos) << foreign << ": " << why;
+    }
+    // Out of range: located, with what is allowed.
+    const std::string zero_replicas = refusal_of_text(titan("zero = 3\ndp_replicate = 0\n"), "job.toml");
+    EXPECT_NE(zero_replicas.find("job.toml"), std::string::npos) << zero_replicas;
+    EXPECT_NE(zero_replicas.find("dp_replicate"), std::string::npos) << zero_replicas;
+}
+
+TEST(HybridShardingKey, IsRefusedWhereTheStackHasNoReplicasOfShards) {
+    struct Case {
+        std::string text, says;
+    };
+    const Case cases[] = {
+        // Nothing sharded: every rank already holds a replica.
+        {titan("zero = 0\ndp_replicate = 4\n"), "every data-parallel rank already holds a whole replica"},
+        // The groups must split dp evenly.
+        {titan("zero = 3\ndp_replicate = 5\n"), "a divisor of dp"},
+        // Megatron-core's replicas are its distributed optimizer's instances.
+        {llama8b_dp32("zero = 3\ndp_replicate = 4\n"), "--num-distributed-optimizer-instances"},
+        // DeepSpeed shards within a subgroup only under ZeRO-3 (MiCS).
+        {llama8b_dp32("zero = 2\ndp_replicate = 4\n", "framework = \"deepspeed\"\n"), "MiCS"},
+        // FSDP's hybrid strategies shard the gradients too.
+        {llama8b_dp32("zero = 1\ndp_replicate = 4\n", "framework = \"pytorch-fsdp\"\n"), "HYBRID_SHARD"},
+    };
+    for (const Case& c : cases) {
+        const std::string why = refusal_of_text(c.text, "job.toml");
+        EXPECT_NE(why.find("parallel.dp_replicate"), std::string::npos) << why;
+        EXPECT_NE(why.find(c.says), std::string::npos) << why;
+    }
+    // Each stack's own form loads.
+    job_from_text(titan("zero = 3\ndp_replicate = 4\n"));
+    job_from_text(llama8b_dp32("distributed_optimizer = true\ndp_replicate = 4\n"));
+    job_from_text(llama8b_dp32("zero = 3\ndp_replicate = 4\n", "framework = \"deepspeed\"\n"));
+    job_from_text(llama8b_dp32("zero = 2\ndp_replicate = 4\n", "framework = \"pytorch-fsdp\"\n"));
+}
+
+// The most loaded stage's memory of `text`.
+MemoryBreakdown memory_of(const std::string& text) { return estimate_job(job_from_text(text)).stages.at(0).mem; }
+
+TEST(HybridSharding, StatesShardOverOneGroupOnly) {
+    // dp 32 in 4 replicas: each rank holds 1/8 of the states, 4 times its share with one group.
+    const MemoryBreakdown whole = memory_of(titan("zero = 3\n"));
+    const MemoryBreakdown hybrid = memory_of(titan("zero = 3\ndp_replicate = 4\n"));
+    EXPECT_NEAR(hybrid.optimizer, 4.0 * whole.optimizer, 1e-6 * hybrid.optimizer);
+    EXPECT_NEAR(hybrid.grads, 4.0 * whole.grads, 1e-6 * hybrid.grads);
+    // As many replicas as data-parallel ranks: each group is one rank, which holds everything —
+    // the states of the same job on one GPU.
+    const MemoryBreakdown single = memory_of(job_text({.preset = "llama3-8b",
+                                                        .nodes = 1,
+                                                        .gpus_per_node = 1,
+                                                        .parallel = "tp = 1\npp = 1\ndp = 1\nzero = 3\n",
+                                                        .training = "micro_batch = 1\nglobal_batch = 2\n"
+                                                                    "framework = \"torchtitan\"\n"}));
+    const MemoryBreakdown replicated = memory_of(titan("zero = 3\ndp_replicate = 32\n"));
+    EXPECT_NEAR(replicated.optimizer, single.optimizer, 1e-6 * single.optimizer);
+    // Megatron's distributed optimizer instances alike.
+    const MemoryBreakdown dist = memory_of(llama8b_dp32("distributed_optimizer = true\n"));
+    const MemoryBreakdown instances = memory_of(llama8b_dp32("distributed_optimizer = true\ndp_replicate = 4\n"));
+    EXPECT_NEAR(instances.optimizer, 4.0 * dist.optimizer, 1e-6 * instances.optimizer);
+}
+
+TEST(HybridSharding, GathersStayInTheGroupAndShardsCrossTheReplicas) {
+    // One group per node (8 ranks): the parameter gathers and gradient reduce-scatters run over
+    // NVLink; only the all-reduce of each rank's 1/8 shard crosses the nodes. With one group of
+    // 32 across the 4 nodes every gather crosses them: on a slow network, more DP time.
+    const Estimate whole = estimate_job(job_from_text(titan_slow_network("zero = 3\n")));
+    const Estimate hybrid = estimate_job(job_from_text(titan_slow_network("zero = 3\ndp_replicate = 4\n")));
+    EXPECT_LT(hybrid.stages.at(0).dp_s, 0.8 * whole.stages.at(0).dp_s);
+    EXPECT_LT(hybrid.time.dp_comm, whole.time.dp_comm);
+    EXPECT_TRUE(any_note(hybrid, "dp_replicate 4")) << "no note names the replicas";
+    EXPECT_TRUE(any_note(hybrid, "shard over 8 ranks")) << "no note names the sharding group";
+    // The all-reduce across replicas is paid, in full. dp 4 on 4 nodes of one GPU: as 4
+    // replicas of one-rank groups the step all-reduces the whole 16-bit gradient (2·(n−1)/n of
+    // it on the wire); as one ZeRO-3 group of 4 it gathers the 16-bit parameters twice and
+    // reduce-scatters the gradient (3·(n−1)/n): two thirds of the time, but for latencies.
+    auto four_nodes = [](const std::string& parallel) {
+        return estimate_job(job_from_text(job_text({.preset = "llama3-8b",
+                                                     .nodes = 4,
+                                                     .gpus_per_node = 1,
+                                                     .parallel = "tp = 1\npp = 1\ndp = 4\n" + parallel,
+                                                     .training = "micro_batch = 1\nglobal_batch = 4\n"
+                                                                 "framework = \"torchtitan\"\n"})));
+    };
+    const Estimate sharded = four_nodes("zero = 3\n");
+    const Estimate replicated = four_nodes("zero = 3\ndp_replicate = 4\n");
+    EXPECT_NEAR(replicated.stages.at(0).dp_s / sharded.stages.at(0).dp_s, 2.0 / 3.0, 0.02);
+}
+
+TEST(HybridSharding, EachStackExportsItsOwnForm) {
+    const std::string py = export_text(job_from_text(titan("zero = 3\ndp_replicate = 4\n")), ExportFormat::torchtitan);
+    EXPECT_NE(py.find("data_parallel_replicate_degree=4,"), std::string::npos) << py;
+    EXPECT_NE(py.find("data_parallel_shard_degree=8,"), std::string::npos) << py;
+    const std::string toml_text =
+        export_text(job_from_text(titan("zero = 3\ndp_replicate = 4\n")), ExportFormat::torchtitan_toml);
+    EXPECT_NE(toml_text.find("data_parallel_replicate_degree = 4"), std::string::npos) << toml_text;
+    EXPECT_NE(toml_text.find("data_parallel_shard_degree = 8"), std::string::npos) << toml_text;
+    const JobSpec megatron = job_from_text(llama8b_dp32("distributed_optimizer = true\ndp_replicate = 4\n"));
+    EXPECT_EQ(value_of(megatron_args(export_text(megatron, ExportFormat::megatron)), "--num-distributed-optimizer-instances"),
+              "4");
+    const std::string bridge = export_text(megatron, ExportFormat::nemo);
+    EXPECT_NE(bridge.find("ddp.num_distributed_optimizer_instances = 4"), std::string::npos) << bridge;
+    const JobSpec mics = job_from_text(llama8b_dp32("zero = 3\ndp_replicate = 4\n", "framework = \"deepspeed\"\n"));
+    const nlohmann::json ds = nlohmann::json::parse(export_text(mics, ExportFormat::deepspeed));
+    EXPECT_EQ(ds["zero_optimization"]["mics_shard_size"], 8);
+    // Without replicas none of them is written.
+    const std::string plain = export_text(job_from_text(llama8b_dp32("distributed_optimizer = true\n")), ExportFormat::megatron);
+    EXPECT_EQ(plain.find("--num-distributed-optimizer-instances"), std::string::npos);
+}
+
+TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
+    // Llama 3 8B with torchtitan's FSDP (zero 3, kept) reducing in bf16 on 16 nodes of 8 H100
+    // joined by one 100 Gb/s NIC each: the search visits the node-sized sharding groups (16
+    // replicas) beside one group of 128, and with a network this slow the replicas win. Per
+    // parameter and micro-batch a node's NICs carry 2 + 2 + 2 bytes with one group (two 16-bit
+    // gathers and the 16-bit reduce-scatter) and 2·2 with the replicas (the all-reduce of the
+    // shards); with fp32 reduction (torchtitan's default) it would be 2 + 2 + 4 against 2·4,
+    // no gain to find.
+    const JobSpec job = job_from_text(job_text({.preset = "llama3-8b",
+                                                .nodes = 16,
+                                                .cluster_extra = "nics_per_node = 1\nnic_gbps = 100",
+                                                .parallel = "tp = 1\npp = 1\nzero = 3\ngrad_reduce_in_fp32 = false\n",
+                                                .training = "micro_batch = 1\nglobal_batch = 256\n"
+                                                            "framework = \"torchtitan\"\n"}));
+    PlanOptions o;
+    o.top_k = 5;
+    o.vary_zero = false;
+    auto r = plan_layouts(job, o);
+    ASSERT_TRUE(r) << r.error().str();
+    ASSERT_FALSE(r->top.empty());
+    // The best row's states shard over one node's data-parallel ranks (8 / (tp·cp) of them).
+    const LayoutChoice& best = r->top.front().choice;
+    ASSERT_GT(best.dp_replicate, 1) << "tp " << best.tp << " pp " << best.pp << " cp " << best.cp;
+    EXPECT_EQ(best.dp / best.dp_replicate, 8 / (best.tp * best.cp)) << "dp " << best.dp << " in " << best.dp_replicate;
+    // The same layout with one group is slower.
+    PlanEntry one_group = r->top.front();
+    one_group.choice.dp_replicate = 1;
+    const Estimate with = estimate_job(apply_plan_entry(job, r->top.front()));
+    const Estimate without = estimate_job(apply_plan_entry(job, one_group));
+    EXPECT_LT(with.time.total(), without.time.total());
+    // Applied, the job carries it, and it loads as a job of its own.
+    const JobSpec planned = apply_plan_entry(job, r->top.front());
+    EXPECT_EQ(planned.parallel.dp_replicate, best.dp_replicate);
+    job_from_text(save_job_toml(planned));
+}
+
+}  // namespace
