@@ -395,6 +395,24 @@ TEST(FsdpReduceDtype, TorchtitanReduceScattersFp32GradientsPytorchFsdpBf16) {
     EXPECT_LT(f32, t32);
 }
 
+TEST(FsdpReduceDtype, TheStagesTrafficAndZero2ReduceInTheSameDtypeAsZero3) {
+    // One reduce dtype for every FSDP path (collectives.cpp dp_grad_bytes): the stage's DP
+    // traffic before overlap (what `ptd estimate` lists and zero 2 hides or exposes) carries
+    // the reduce-scatter in fp32 where FSDP casts to it, not only zero 3's per-unit chain.
+    const ptd::JobSpec titan32 = fsdp_on("torchtitan", 0);
+    ptd::JobSpec titan16 = titan32;
+    titan16.parallel.grad_reduce_in_fp32 = false;
+    const ptd::Estimate e32 = estimate_job(titan32), e16 = estimate_job(titan16);
+    EXPECT_NEAR(e32.stages[0].tail.grad_s / e16.stages[0].tail.grad_s, 2.0, 0.1);
+    EXPECT_NEAR(e32.stages[0].tail.param_s, e16.stages[0].tail.param_s, 1e-12);
+    // Zero 2 (FSDP2 keeping the parameters gathered): its once-a-step reduce-scatter too.
+    ptd::JobSpec z2_32 = titan32, z2_16 = titan16;
+    z2_32.parallel.zero = z2_16.parallel.zero = 2;
+    const ptd::Estimate a = estimate_job(z2_32), b = estimate_job(z2_16);
+    EXPECT_NEAR(a.stages[0].tail.grad_s / b.stages[0].tail.grad_s, 2.0, 0.1);
+    EXPECT_GT(a.time.total(), b.time.total());
+}
+
 TEST(FsdpCopies, Fsdp2CopiesEveryGatheredUnitOutAndItsGradientsInPerMicroBatch) {
     // fsdpcopy: per micro-batch FSDP2 copies each gathered unit out of the gather buffer
     // (forward and backward: 2 × read + write of 16-bit parameters) and concatenates the

@@ -544,9 +544,15 @@ double dp_grad_bytes(const JobSpec& job, const LayoutDerived& L) {
     // dtype. dsthru: DeepSpeed's pipeline engine reduces the 16-bit .grad tensors
     // (engine.py _get_gradients_for_reduction), whatever its ZeRO stage.
     const bool megatron_grads = L.zero == 0 && !L.ds_pipe;
+    // fsdpreduce: a torch stack's FSDP (zero 2 and 3) casts the gradients to its reduce dtype
+    // before the reduce-scatter: fp32 where grad_reduce_in_fp32 (torchtitan's default
+    // mixed_precision_reduce = "float32"), else the parameter dtype.
+    const bool fsdp_grads = L.zero >= 2 && runs_pytorch_modules(job.training.framework);
     // oomnemo: unless the job reduces them in bf16 (grad_reduce_in_fp32 = false).
     return job.training.precision == Precision::fp32 ? 4.0
-         : (megatron_grads && job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32 ? 4.0 : 2.0);
+         : ((megatron_grads || fsdp_grads) && job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32
+                ? 4.0
+                : 2.0);
 }
 
 // curamax: Transformer Engine's Float8CurrentScaling computes one scale per tensor from its

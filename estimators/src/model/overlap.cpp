@@ -349,11 +349,9 @@ double zero3_exposed(const EstimateContext& ctx, const LayoutDerived& L, double 
     const JobSpec& job = ctx.job;
     // fsdpreduce: the gradients reduce-scatter in the stack's reduce dtype: fp32 where a torch
     // stack's FSDP casts them up first (grad_reduce_in_fp32; torchtitan's default), else the
-    // parameter dtype (stack_defaults.cpp).
+    // parameter dtype (stack_defaults.cpp; collectives.cpp dp_grad_bytes, as the DP traffic).
     const Framework fw = job.training.framework;
-    const bool fsdp_fp32_reduce = job.training.precision == Precision::bf16 && job.parallel.grad_reduce_in_fp32 &&
-                                  runs_pytorch_modules(fw);
-    const double grad_e = job.training.precision == Precision::fp32 || fsdp_fp32_reduce ? 4.0 : 2.0;
+    const double grad_e = dp_grad_bytes(job, L);
     // One unit's all-gather (or reduce-scatter, the same bus traffic) as NCCL runs it over
     // the DP group and the expert-DP group (collectives.cpp).
     auto gather = [&](double dense, double expert, double bytes_per) {
