@@ -149,7 +149,8 @@ bool row_matches(const JobSpec& job, const JobSpec& planned, const PlanRow& r) {
     if (!job.has_layout()) return false;  // a bare job's placeholder tp1·pp1 is no row
     return c.tp == p.tp && c.pp == p.pp && c.dp == p.dp && c.cp == p.cp && c.ep == p.ep && c.vpp == p.vpp &&
            c.micro_batch == job.training.micro_batch && c.zero == p.zero &&
-           c.distributed_optimizer == p.distributed_optimizer && c.sequence_parallel == p.sequence_parallel &&
+           c.distributed_optimizer == p.distributed_optimizer && c.dp_replicate == std::max(1, p.dp_replicate) &&
+           c.sequence_parallel == p.sequence_parallel &&
            c.recompute == p.recompute && p.order == order_of(planned, c) &&
            same_split(p.layers_per_stage, r.entry.layers_per_stage, job.model.layers, p.pp);
 }
@@ -330,7 +331,7 @@ const char* plan_column_help(PlanColumn c) {
             return "Virtual pipeline chunks per stage (interleaved 1F1B); \"+\": the same layout also runs at other depths, "
                    "folded into this row (hover it for them)";
         case PlanColumn::micro_batch: return "Micro-batch size (sequences per replica per micro-step)";
-        case PlanColumn::zero: return "ZeRO stage, or dopt = Megatron's distributed optimizer";
+        case PlanColumn::zero: return "ZeRO stage, or dopt = Megatron's distributed optimizer; rN = N replicas of the sharded states (HSDP)";
         case PlanColumn::recompute: return "Activation recomputation";
         case PlanColumn::sp: return "Megatron sequence parallelism";
         case PlanColumn::order: return "Rank order, fastest-varying first";
@@ -370,7 +371,9 @@ std::string plan_cell_text(const StudioState& s, const PlanRow& row, PlanColumn 
             return std::to_string(ch.vpp) + (depths ? "+" : "");
         }
         case PlanColumn::micro_batch: return std::to_string(ch.micro_batch);
-        case PlanColumn::zero: return ch.distributed_optimizer ? "dopt" : std::to_string(ch.zero);
+        case PlanColumn::zero:  // hsdp: "3 r16" for 16 replicas of the sharded states
+            return (ch.distributed_optimizer ? std::string("dopt") : std::to_string(ch.zero)) +
+                   (ch.dp_replicate > 1 ? " r" + std::to_string(ch.dp_replicate) : "");
         case PlanColumn::recompute: return to_string(ch.recompute);
         case PlanColumn::sp: return ch.sequence_parallel ? "on" : "off";
         case PlanColumn::order: return order_of(s.planner.planned_job, ch);

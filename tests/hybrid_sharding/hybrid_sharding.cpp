@@ -125,9 +125,10 @@ TEST(HybridSharding, GathersStayInTheGroupAndShardsCrossTheReplicas) {
     EXPECT_TRUE(any_note(hybrid, "dp_replicate 4")) << "no note names the replicas";
     EXPECT_TRUE(any_note(hybrid, "shard over 8 ranks")) << "no note names the sharding group";
     // The all-reduce across replicas is paid, in full. dp 4 on 4 nodes of one GPU: as 4
-    // replicas of one-rank groups the step all-reduces the whole 16-bit gradient (2·(n−1)/n of
-    // it on the wire); as one ZeRO-3 group of 4 it gathers the 16-bit parameters twice and
-    // reduce-scatters the gradient (3·(n−1)/n): two thirds of the time, but for latencies.
+    // replicas of one-rank groups the step all-reduces the whole gradient (2·(n−1)/n of it on
+    // the wire, g bytes a parameter); as one ZeRO-3 group of 4 it gathers the 16-bit parameters
+    // twice and reduce-scatters the gradient ((n−1)/n each): 2g against 2·2 + g, two thirds of
+    // the time with bf16 reduction, but for latencies, and the same with fp32 (8 against 8).
     auto four_nodes = [](const std::string& parallel) {
         return estimate_job(job_from_text(job_text({.preset = "llama3-8b",
                                                      .nodes = 4,
@@ -136,9 +137,10 @@ TEST(HybridSharding, GathersStayInTheGroupAndShardsCrossTheReplicas) {
                                                      .training = "micro_batch = 1\nglobal_batch = 4\n"
                                                                  "framework = \"torchtitan\"\n"})));
     };
-    const Estimate sharded = four_nodes("zero = 3\n");
-    const Estimate replicated = four_nodes("zero = 3\ndp_replicate = 4\n");
-    EXPECT_NEAR(replicated.stages.at(0).dp_s / sharded.stages.at(0).dp_s, 2.0 / 3.0, 0.02);
+    const std::string bf16 = "zero = 3\ngrad_reduce_in_fp32 = false\n", fp32 = "zero = 3\n";
+    EXPECT_NEAR(four_nodes(bf16 + "dp_replicate = 4\n").stages.at(0).dp_s / four_nodes(bf16).stages.at(0).dp_s, 2.0 / 3.0,
+                0.02);
+    EXPECT_NEAR(four_nodes(fp32 + "dp_replicate = 4\n").stages.at(0).dp_s / four_nodes(fp32).stages.at(0).dp_s, 1.0, 0.02);
 }
 
 TEST(HybridSharding, EachStackExportsItsOwnForm) {
