@@ -178,11 +178,8 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
     }
 
     // Group summary: each dimension's first groups on one line.
-    out += "\n";
-    for (int d : {DIM_TP, DIM_CP, DIM_DP, DIM_PP}) {
-        const GroupSet& g = L.groups[d];
-        if (g.size == 1 && d != DIM_TP && d != DIM_DP && d != DIM_PP) continue;
-        std::string line = fmt("%s groups: %d × %d ranks ", dim_name((Dim)d), g.count, g.size);
+    auto group_line = [&](const std::string& name, const GroupSet& g, const std::string& suffix) {
+        std::string line = fmt("%s groups: %d × %d ranks ", name.c_str(), g.count, g.size) + suffix;
         for (int gi = 0; gi < g.count; ++gi) {
             // Long groups are abbreviated to their first members and the last one.
             std::string s = "[";
@@ -196,9 +193,18 @@ std::string render_layout_text(const JobSpec& job, const RankLayout& L, const st
             }
             line += s;
         }
-        out += line + "\n";
+        return line + "\n";
+    };
+    out += "\n";
+    for (int d : {DIM_TP, DIM_CP, DIM_DP, DIM_PP}) {
+        const GroupSet& g = L.groups[d];
+        if (g.size == 1 && d != DIM_TP && d != DIM_DP && d != DIM_PP) continue;
+        out += group_line(dim_name((Dim)d), g, "");
     }
     if (L.req.ep > 1) out += fmt("ep groups: %d × %d ranks (experts split %d ways)\n", L.ep_groups.count, L.ep_groups.size, L.req.ep);
+    // hsdp: whom each rank shards the model states with (dp_replicate of them hold copies).
+    if (const GroupSet& g = L.dp_shard_groups; g.count > 0)
+        out += group_line("dp shard", g, fmt("(%d replicas) ", L.req.dp_replicate));
 
     const std::vector<std::string> warnings = layout_span_warnings(job, L);
     out += "\n";
@@ -242,7 +248,8 @@ nlohmann::json layout_json(const JobSpec& job, const RankLayout& L, const std::v
                    {"dp", groups(L.groups[DIM_DP])},
                    {"pp", groups(L.groups[DIM_PP])},
                    {"ep", groups(L.ep_groups)},
-                   {"expert_dp", groups(L.expert_dp_groups)}};
+                   {"expert_dp", groups(L.expert_dp_groups)},
+                   {"dp_shard", groups(L.dp_shard_groups)}};  // hsdp: [] without replicas
     json spans = json::array();
     for (int gi = 0; gi < L.groups[DIM_TP].count; ++gi)
         if (L.groups[DIM_TP].spans_nodes[gi]) spans.push_back(gi);

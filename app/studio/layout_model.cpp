@@ -259,6 +259,9 @@ std::string rank_tooltip(const StudioState& s, int rank) {
     out += "TP group: " + members_text(group_members(s, rank, DIM_TP)) + spans(L.groups[DIM_TP], rank);
     out += "\nPP group: " + members_text(group_members(s, rank, DIM_PP));
     out += "\nDP group: " + members_text(group_members(s, rank, DIM_DP));
+    if (const GroupSet& g = L.dp_shard_groups; g.count > 0)  // hsdp: whom this rank shards the states with
+        out += "\nDP shard group: " + members_text(std::span<const int32_t>(g.begin(g.group_of[rank]), (size_t)g.size)) +
+               spans(g, rank);
     if (L.degree[DIM_CP] > 1)
         out += "\nCP group: " + members_text(group_members(s, rank, DIM_CP)) + spans(L.groups[DIM_CP], rank);
     if (L.req.ep > 1) out += "\nEP group: " + members_text(ep_group_members(s, rank)) + spans(L.ep_groups, rank);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "ptd/export/export.h"
+#include "ptd/layout/job_layout.h"
 #include "ptd/model/estimate.h"
 #include "ptd/plan/planner.h"
 #include "ptd/spec/job_spec.h"
@@ -162,6 +163,34 @@ TEST(HybridSharding, EachStackExportsItsOwnForm) {
     // Without replicas none of them is written.
     const std::string plain = export_text(job_from_text(llama8b_dp32("distributed_optimizer = true\n")), ExportFormat::megatron);
     EXPECT_EQ(plain.find("--num-distributed-optimizer-instances"), std::string::npos);
+}
+
+TEST(HybridShardingLayout, ShardGroupsAreConsecutiveDataParallelBlocksWithTheirContextRanks) {
+    // tp 2, cp 2, dp 8 on 4 nodes of 8, 2 replicas: each sharding group holds 4 consecutive dp
+    // coordinates and both cp ranks of one TP position: 8 ranks, half of the dp·cp group.
+    auto L = job_layout(job_from_text(job_text({.preset = "llama3-8b",
+                                                .nodes = 4,
+                                                .parallel = "tp = 2\npp = 1\ncp = 2\nzero = 3\ndp_replicate = 2\n",
+                                                .training = "micro_batch = 1\nglobal_batch = 64\n"
+                                                            "framework = \"torchtitan\"\n"})));
+    ASSERT_TRUE(L) << L.error().str();
+    const GroupSet& g = L->dp_shard_groups;
+    ASSERT_EQ(g.size, 8);
+    ASSERT_EQ(g.count, 4);
+    EXPECT_EQ(std::vector<int>(g.begin(0), g.end(0)), (std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14}));
+    EXPECT_EQ(std::vector<int>(g.begin(2), g.end(2)), (std::vector<int>{16, 18, 20, 22, 24, 26, 28, 30}));
+    for (int r = 0; r < L->world; ++r) {
+        const RankPlace& p = L->ranks[(size_t)r];
+        const int32_t* first = g.begin(g.group_of[(size_t)r]);
+        const RankPlace& q = L->ranks[(size_t)*first];
+        EXPECT_EQ(p.coord[DIM_TP], q.coord[DIM_TP]);
+        EXPECT_EQ(p.coord[DIM_DP] / 4, q.coord[DIM_DP] / 4) << "rank " << r;
+    }
+    EXPECT_TRUE(g.spans_nodes[0]);  // 8 ranks 2 apart: two nodes
+    // Without replicas there are none.
+    auto plain = job_layout(job_from_text(titan("zero = 3\n")));
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(plain->dp_shard_groups.count, 0);
 }
 
 TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {

@@ -14,6 +14,7 @@ Result<RankLayout> job_layout(const JobSpec& job) {
     req.gpus_per_node = job.cluster.gpus_per_node;
     req.order = p.order;
     req.etp = job.model.experts > 1 ? p.expert_tp : 0;  // moe2
+    req.dp_replicate = p.dp_replicate;                 // hsdp
     return make_layout(req);
 }
 

@@ -473,6 +473,29 @@ Result<RankLayout> make_layout(const LayoutRequest& req) {
     }
     fill_spans(EG, L.ranks);
     fill_spans(XG, L.ranks);
+    // hsdp: the sharding groups. A group's smallest member has cp coordinate 0 and the first dp
+    // coordinate of its block; its members are every cp coordinate with the block's dp ones.
+    if (req.dp_replicate > 1 && dp % req.dp_replicate == 0) {
+        GroupSet& SG = L.dp_shard_groups;
+        const int shard_dp = dp / req.dp_replicate;
+        SG.size = shard_dp * cp;
+        SG.count = world / SG.size;
+        SG.members.resize(static_cast<size_t>(world));
+        SG.group_of.resize(static_cast<size_t>(world));
+        std::vector<int32_t> members(static_cast<size_t>(SG.size));
+        int32_t next_s = 0;
+        for (int r = 0; r < world; ++r) {
+            const RankPlace& p = L.ranks[static_cast<size_t>(r)];
+            if (p.coord[DIM_CP] != 0 || p.coord[DIM_DP] % shard_dp != 0) continue;
+            for (int c = 0; c < cp; ++c)
+                for (int k = 0; k < shard_dp; ++k)
+                    members[static_cast<size_t>(c * shard_dp + k)] =
+                        L.rank_of(p.coord[DIM_TP], c, p.coord[DIM_DP] + k, p.coord[DIM_PP]);
+            std::sort(members.begin(), members.end());
+            add_group(SG, next_s, SG.size, [&](int k) { return members[static_cast<size_t>(k)]; });
+        }
+        fill_spans(SG, L.ranks);
+    }
     return L;
 }
 

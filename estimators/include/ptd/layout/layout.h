@@ -29,6 +29,8 @@ struct LayoutRequest {
     // folding — the expert groups regroup each stage's tp·cp·dp consecutive ranks (the default
     // order only) as etp × ep × expert-dp, and ep·etp must divide tp·cp·dp instead.
     int etp = 0;
+    // hsdp: replicas of the sharded states (parallel.dp_replicate); > 1 builds dp_shard_groups.
+    int dp_replicate = 1;
 };
 
 // One rank's place.
@@ -61,6 +63,10 @@ struct RankLayout {
     std::array<GroupSet, DIM_COUNT> groups;
     GroupSet ep_groups;          // expert-parallel groups (size ep)
     GroupSet expert_dp_groups;   // expert data-parallel groups (size dp·cp/ep)
+    // hsdp: with dp_replicate R > 1, the groups that shard the model states: (dp / R)·cp ranks,
+    // the R-th part of a data-parallel-with-context group whose dp coordinates are consecutive
+    // (torchtitan's dp_shard × cp mesh, Megatron-core's intra-instance group); count 0 otherwise.
+    GroupSet dp_shard_groups;
     int nodes = 0;
     int tp_groups_spanning_nodes = 0;
 
