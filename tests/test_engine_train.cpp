@@ -1494,6 +1494,23 @@ TEST(EngineTrain, UnsupportedSettingsNameTheKey) {
     EXPECT_NE(runs[0].err.find("training.optimizer"), std::string::npos) << runs[0].err;
 }
 
+// hsdp: replicas of the sharded states are an estimator and export setting; the engine's
+// ZeRO-1 shards over the whole data-parallel group and says so, naming the key.
+TEST(EngineTrain, ReplicasOfTheShardedStatesAreRefusedNamingTheKey) {
+    TinyJob j;
+    j.dp = 2;
+    j.zero = 1;
+    const std::string job = write_job(j, "replicas");
+    std::string text = slurp(job);
+    text.replace(text.find("zero = 1"), 8, "zero = 1\ndp_replicate = 2");
+    std::ofstream(job) << text;
+    auto runs = run_engine(job, 2);
+    for (auto& r : runs) {
+        EXPECT_EQ(r.exit_code, 2);
+        EXPECT_NE(r.err.find("parallel.dp_replicate"), std::string::npos) << r.err;
+    }
+}
+
 // The estimators take a pipeline stage without transformer layers (Megatron-core's layouts give
 // the loss a chunk of its own); the engine builds each stage from its layers and refuses it,
 // naming the key, before any rank starts training.

@@ -37,6 +37,9 @@ Result<EngineConfig> make_engine_config(const JobSpec& job, const RankLayout& la
     if (p.vpp < 1 || (p.vpp > 1 && p.pp < 2))
         return unsupported(job, "parallel.vpp", "got " + std::to_string(p.vpp) + " with pp = " + std::to_string(p.pp) + "; the interleaved schedule needs pp ≥ 2; allowed: vpp = 1, or pp ≥ 2");
     if (p.zero > 1) return unsupported(job, "parallel.zero", "got " + std::to_string(p.zero) + "; the engine implements ZeRO stage 0 and 1 (allowed: 0, 1)");
+    if (p.dp_replicate > 1)  // hsdp
+        return unsupported(job, "parallel.dp_replicate", "got " + std::to_string(p.dp_replicate) +
+                                                             "; the engine shards its optimizer over the whole data-parallel group (allowed: 1)");
     if (t.optimizer != Optimizer::adamw)
         return unsupported(job, "training.optimizer", "the engine implements AdamW only (allowed: \"adamw\")");
     if (m.kv_heads % p.tp != 0)
