@@ -160,6 +160,17 @@ TEST(HybridSharding, EachStackExportsItsOwnForm) {
     const JobSpec mics = job_from_text(llama8b_dp32("zero = 3\ndp_replicate = 4\n", "framework = \"deepspeed\"\n"));
     const nlohmann::json ds = nlohmann::json::parse(export_text(mics, ExportFormat::deepspeed));
     EXPECT_EQ(ds["zero_optimization"]["mics_shard_size"], 8);
+    // torchtitan runs one-rank sharding groups as DDP, on a 1-D mesh only: with TP the export
+    // refuses, naming the key.
+    const JobSpec tp2 = job_from_text(job_text({.preset = "llama3-8b",
+                                                .nodes = 4,
+                                                .parallel = "tp = 2\npp = 1\ndp = 16\nzero = 3\ndp_replicate = 16\n",
+                                                .training = "micro_batch = 1\nglobal_batch = 64\n"
+                                                            "framework = \"torchtitan\"\n"}));
+    const auto refused = export_job(tp2, ExportFormat::torchtitan);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().str().find("parallel.dp_replicate"), std::string::npos) << refused.error().str();
+    EXPECT_NE(refused.error().str().find("DDP has not supported > 1D parallelism"), std::string::npos);
     // Without replicas none of them is written.
     const std::string plain = export_text(job_from_text(llama8b_dp32("distributed_optimizer = true\n")), ExportFormat::megatron);
     EXPECT_EQ(plain.find("--num-distributed-optimizer-instances"), std::string::npos);

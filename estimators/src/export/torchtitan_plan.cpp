@@ -165,6 +165,15 @@ Result<TitanPlan> plan_torchtitan(const JobSpec& job, ExportFormat format, const
     // hsdp: FSDP2 over a 2-D mesh; the replicas outermost (torchtitan's ParallelDims).
     tp.replicate_degree = tp.replicate ? p.dp : std::max(1, p.dp_replicate);
     tp.shard_degree = p.dp / tp.replicate_degree;
+    // With one rank per sharding group and no cp, torchtitan applies DDP instead of FSDP
+    // (parallelize_llama: `elif parallel_dims.dp_replicate_enabled`), which it runs on a 1-D
+    // mesh only ("DDP has not supported > 1D parallelism").
+    if (!tp.replicate && tp.replicate_degree > 1 && tp.shard_degree == 1 && p.cp == 1 && !pure_dp)
+        return job_error(job, "parallel.dp_replicate",
+                         "got " + std::to_string(p.dp_replicate) + " = dp: data_parallel_shard_degree would be 1, and "
+                         "torchtitan then applies DDP, which it runs without tensor, pipeline or expert parallelism only "
+                         "(\"DDP has not supported > 1D parallelism\"); allowed for --format " + fmt +
+                         ": a dp_replicate below dp, or tp = pp = ep = 1");
     // ttfsdp: under pipelining the estimate runs zero 2 and 3 and the distributed optimizer as
     // torchtitan's FSDP2 does there (effective_sharding): nothing differs to note.
     const Sharding ran = effective_sharding(Framework::torchtitan, p.pp, p.zero, p.distributed_optimizer);
