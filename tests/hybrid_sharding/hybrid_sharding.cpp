@@ -224,16 +224,39 @@ TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     auto r = plan_layouts(job, o);
     ASSERT_TRUE(r) << r.error().str();
     ASSERT_FALSE(r->top.empty());
-    // The best row's states shard over one node's data-parallel ranks (8 / (tp·cp) of them).
+    // The best row's states shard over the data-parallel ranks of one node: in its rank order,
+    // every sharding group of its layout stays inside a node.
     const LayoutChoice& best = r->top.front().choice;
     ASSERT_GT(best.dp_replicate, 1) << "tp " << best.tp << " pp " << best.pp << " cp " << best.cp;
-    EXPECT_EQ(best.dp / best.dp_replicate, 8 / (best.tp * best.cp)) << "dp " << best.dp << " in " << best.dp_replicate;
+    auto layout = job_layout(apply_plan_entry(job, r->top.front()));
+    ASSERT_TRUE(layout) << layout.error().str();
+    ASSERT_GT(layout->dp_shard_groups.count, 0);
+    for (int g = 0; g < layout->dp_shard_groups.count; ++g) EXPECT_FALSE(layout->dp_shard_groups.spans_nodes[(size_t)g]) << g;
+    EXPECT_GT(layout->dp_shard_groups.size, 1);
     // The same layout with one group is slower.
     PlanEntry one_group = r->top.front();
     one_group.choice.dp_replicate = 1;
     const Estimate with = estimate_job(apply_plan_entry(job, r->top.front()));
     const Estimate without = estimate_job(apply_plan_entry(job, one_group));
     EXPECT_LT(with.time.total(), without.time.total());
+    // In an order that lists pp before dp a node holds fewer consecutive data-parallel ranks
+    // (8 / (tp·cp·pp)): the node-sized groups the search tries follow the order.
+    JobSpec pp_first = job;
+    pp_first.parallel.order = "tp-cp-ep-pp-dp";
+    PlanOptions fixed = o;
+    fixed.vary_order = false;
+    fixed.top_k = 50;
+    auto r2 = plan_layouts(pp_first, fixed);
+    ASSERT_TRUE(r2) << r2.error().str();
+    int checked = 0;
+    for (const PlanEntry& e : r2->top) {
+        if (e.choice.dp_replicate <= 1 || e.choice.pp <= 1) continue;
+        auto l = job_layout(apply_plan_entry(pp_first, e));
+        ASSERT_TRUE(l) << l.error().str();
+        for (int g = 0; g < l->dp_shard_groups.count; ++g) EXPECT_FALSE(l->dp_shard_groups.spans_nodes[(size_t)g]);
+        ++checked;
+    }
+    EXPECT_GT(checked, 0) << "no listed layout with pp > 1 and replicas";
     // Applied, the job carries it, and it loads as a job of its own.
     const JobSpec planned = apply_plan_entry(job, r->top.front());
     EXPECT_EQ(planned.parallel.dp_replicate, best.dp_replicate);

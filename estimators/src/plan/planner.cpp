@@ -532,15 +532,31 @@ bool sharding_allowed(const FrameworkRules& r, int zero, bool dist_opt, int tp, 
     return rules_allow(r, c, kNone);
 }
 
+// hsdp: data-parallel coordinates one node holds consecutively under rank order `order`
+// (kPlannerOrders index, −1 the job's own): the node's ranks over the stride of dp, the product
+// of the degrees the order lists before dp (ep lives inside dp).
+long long dp_ranks_per_node(const Space& sp, int order, int tp, int cp, int pp, int dp) {
+    const std::string_view text = order >= 0 && order < kPlannerOrderCount ? kPlannerOrders[order] : sp.job->parallel.order;
+    long long stride = 1;
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = std::min(text.find('-', at), text.size());
+        const std::string_view dim = text.substr(at, end - at);
+        if (dim == "dp") break;
+        stride *= dim == "tp" ? tp : dim == "cp" ? cp : dim == "pp" ? pp : 1;
+        at = end + 1;
+    }
+    return stride >= sp.gpus_per_node || sp.gpus_per_node % stride != 0 ? 1 : std::min<long long>(dp, sp.gpus_per_node / stride);
+}
+
 // hsdp: the replica counts a sharded layout is tried with: 1, the job's parallel.dp_replicate,
-// and the one that shards the states over a node's data-parallel ranks (tp·cp of each rank's
-// group inside the node) and replicates them across nodes — where the stack runs it
-// (replicate_problem, job_spec.h) and the sharding group keeps more than one rank.
-void replicate_options(const Space& sp, int tp, int cp, int dp, int ep, int etp, int zero, bool dist_opt,
-                       std::vector<int>& out) {
+// and the one that shards the states over a node's data-parallel ranks (dp_ranks_per_node) and
+// replicates them across nodes — where the stack runs it (replicate_problem, job_spec.h) and
+// the sharding group keeps more than one rank.
+void replicate_options(const Space& sp, int order, int tp, int cp, int pp, int dp, int ep, int etp, int zero,
+                       bool dist_opt, std::vector<int>& out) {
     out.assign(1, 1);
     if (sp.engine_only || (zero == 0 && !dist_opt)) return;
-    const long long per_node_dp = std::max(1LL, (long long)sp.gpus_per_node / ((long long)tp * cp));
+    const long long per_node_dp = dp_ranks_per_node(sp, order, tp, cp, pp, dp);
     const int candidates[2] = {sp.job_dp_replicate, per_node_dp > 1 && dp % per_node_dp == 0 ? (int)(dp / per_node_dp) : 1};
     const int e = etp > 0 ? etp : tp;
     const int expert_dp = sp.experts > 1 ? (int)((long long)tp * cp * dp / ((long long)e * std::max(1, ep))) : 0;
@@ -647,10 +663,10 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
                 if (zero == 2 && pp > 1 && !sp.rules.zero2_with_pp) continue;
                 if (sp.engine_only && (zero >= 2 || dist_opt)) continue;
                 if (sp.vary_zero && !sharding_allowed(sp.rules, zero, dist_opt, tp, pp, cp, ep, dp)) continue;  // planfw
-                replicate_options(sp, tp, cp, dp, ep, etp, zero, dist_opt, reps);
-                for (int rep : reps)
-                for (int order : sp.orders)
-                    if (!(default_order_only && order != 0))  // moe2: kPlannerOrders[0] is the default order
+                for (int order : sp.orders) {
+                    if (default_order_only && order != 0) continue;  // moe2: kPlannerOrders[0] is the default order
+                    replicate_options(sp, order, tp, cp, pp, dp, ep, etp, zero, dist_opt, reps);
+                    for (int rep : reps)
                     for (int vpp : vpps)
                     for (PipelineSchedule sched : {PipelineSchedule::automatic, PipelineSchedule::zb_h1, PipelineSchedule::dualpipe}) {
                         // zb: ZB-H1 and DualPipe run one chunk per stage, where allowed;
@@ -709,6 +725,7 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
                             }
                         }
                     }
+                }
             }
     }  // etp
     return true;
