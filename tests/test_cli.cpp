@@ -439,6 +439,25 @@ TEST(CliPlan, TextTables) {
     EXPECT_TRUE(contains(one.out, "top 1 layout by tokens/s")) << one.out;
 }
 
+// hsdp: the default job (Llama 2 7B on 4 × 8 H100, Megatron-LM) lists its distributed optimizer
+// with and without node-sized replicas: a `rep` column after `zero`, and dp_replicate in JSON.
+TEST(CliPlan, ReplicasOfTheShardedStatesHaveAColumn) {
+    Proc r = run_ok(kPtd + " plan --top 3 @default");
+    EXPECT_TRUE(contains(r.out, "  zero  rep  recompute")) << r.out;
+    Proc j = run_ok(kPtd + " plan --top 3 --json @default");
+    const auto doc = nlohmann::json::parse(j.out);
+    bool replicated = false;
+    for (const auto& e : doc["top"]) {
+        ASSERT_TRUE(e.contains("dp_replicate")) << e.dump();
+        replicated |= e["dp_replicate"].get<int>() > 1;
+        if (e["dp_replicate"].get<int>() > 1) EXPECT_EQ(e["dp"].get<int>() % e["dp_replicate"].get<int>(), 0);
+    }
+    EXPECT_TRUE(replicated) << j.out;
+    // A job without replicas among its rows keeps the table as it was.
+    Proc plain = run_ok(kPtd + " plan --top 1 " + kJobs + "llama3-8b-h100.toml");
+    EXPECT_FALSE(contains(plain.out, " rep ")) << plain.out;
+}
+
 // cost (issue 28 point 5): the issue's done case, Llama 3 70B for 15T tokens on 1,024 H100:
 // days, GPU-hours, cost, energy and checkpoint lines with their sources, and the same in --json.
 TEST(CliEstimate, TimeCostEnergyAndCheckpointsToTrain) {
