@@ -1495,20 +1495,32 @@ TEST(EngineTrain, UnsupportedSettingsNameTheKey) {
 }
 
 // hsdp: replicas of the sharded states are an estimator and export setting; the engine's
-// ZeRO-1 shards over the whole data-parallel group and says so, naming the key.
+// ZeRO-1 shards over the whole data-parallel group. A job file is refused at loading already
+// (validate_job, with the cpu device's ptd-engine profile); a job reaching the engine another
+// way is refused by the engine itself, naming the key.
 TEST(EngineTrain, ReplicasOfTheShardedStatesAreRefusedNamingTheKey) {
     TinyJob j;
     j.dp = 2;
     j.zero = 1;
-    const std::string job = write_job(j, "replicas");
-    std::string text = slurp(job);
+    const std::string file = write_job(j, "replicas");
+    std::string text = slurp(file);
     text.replace(text.find("zero = 1"), 8, "zero = 1\ndp_replicate = 2");
-    std::ofstream(job) << text;
-    auto runs = run_engine(job, 2);
+    std::ofstream(file) << text;
+    auto runs = run_engine(file, 2);
     for (auto& r : runs) {
         EXPECT_EQ(r.exit_code, 2);
         EXPECT_NE(r.err.find("parallel.dp_replicate"), std::string::npos) << r.err;
     }
+    auto presets = ptd::load_presets();
+    ASSERT_TRUE(presets.has_value());
+    auto job = ptd::load_job_file(write_job(j, "replicas-engine"), *presets);
+    ASSERT_TRUE(job.has_value()) << job.error().str();
+    job->parallel.dp_replicate = 2;
+    auto layout = ptd::make_layout({1, 1, 2, 1, 1, 8, "tp-cp-ep-dp-pp"});
+    ASSERT_TRUE(layout.has_value());
+    const auto refused = ptd::engine::make_engine_config(*job, *layout, 0);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().str().find("parallel.dp_replicate"), std::string::npos) << refused.error().str();
 }
 
 // The estimators take a pipeline stage without transformer layers (Megatron-core's layouts give

@@ -427,7 +427,8 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
     if (moe) widths.insert(widths.begin() + kEtpColumn, {"etp", 4});
     // hsdp: a "rep" column after zero (parallel.dp_replicate) where a listed row has replicas.
     const bool replicas = std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.choice.dp_replicate > 1; });
-    const size_t rep_column = 9 + (moe ? 1 : 0);
+    constexpr size_t kRepColumn = 9;  // after zero (one further right with the etp column)
+    const size_t rep_column = kRepColumn + (moe ? 1 : 0);
     if (replicas) widths.insert(widths.begin() + rep_column, {"rep", 5});
     if (any_framework) widths.push_back({"frameworks", 12});  // planfw
     std::vector<std::vector<std::string>> rows;

@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ptd/layout/layout.h"
 #include "ptd/model/speed_interval.h"
 #include "ptd/spec/stack_defaults.h"
 #include "ptd/spec/pipeline_layout.h"
@@ -470,6 +471,9 @@ struct Space {
     // a node: the search also tries each sharded layout with its states sharded inside a node
     // and replicated across nodes (torch FSDP's HYBRID_SHARD default, fms-fsdp's HSDP).
     int job_dp_replicate = 1, gpus_per_node = 1;
+    // The dimensions of each kPlannerOrders entry, fastest first, and (last) the job's own order
+    // (parse_rank_order, layout.h): where dp sits in a layout's rank order.
+    std::array<std::array<Dim, DIM_COUNT>, kPlannerOrderCount + 1> order_dims{};
     std::vector<int> tps;               // valid tensor-parallel degrees
     std::vector<int> cps;               // context-parallel degrees (1 first)
     std::vector<Recompute> recomputes;  // ascending activation memory: full, selective, none
@@ -536,14 +540,11 @@ bool sharding_allowed(const FrameworkRules& r, int zero, bool dist_opt, int tp, 
 // (kPlannerOrders index, −1 the job's own): the node's ranks over the stride of dp, the product
 // of the degrees the order lists before dp (ep lives inside dp).
 long long dp_ranks_per_node(const Space& sp, int order, int tp, int cp, int pp, int dp) {
-    const std::string_view text = order >= 0 && order < kPlannerOrderCount ? kPlannerOrders[order] : sp.job->parallel.order;
+    const int degree[DIM_COUNT] = {tp, cp, dp, pp};  // indexed by Dim
     long long stride = 1;
-    for (size_t at = 0; at < text.size();) {
-        const size_t end = std::min(text.find('-', at), text.size());
-        const std::string_view dim = text.substr(at, end - at);
-        if (dim == "dp") break;
-        stride *= dim == "tp" ? tp : dim == "cp" ? cp : dim == "pp" ? pp : 1;
-        at = end + 1;
+    for (Dim d : sp.order_dims[order >= 0 && order < kPlannerOrderCount ? order : kPlannerOrderCount]) {
+        if (d == DIM_DP) break;
+        stride *= degree[d];
     }
     return stride >= sp.gpus_per_node || sp.gpus_per_node % stride != 0 ? 1 : std::min<long long>(dp, sp.gpus_per_node / stride);
 }
@@ -558,11 +559,9 @@ void replicate_options(const Space& sp, int order, int tp, int cp, int pp, int d
     if (sp.engine_only || (zero == 0 && !dist_opt)) return;
     const long long per_node_dp = dp_ranks_per_node(sp, order, tp, cp, pp, dp);
     const int candidates[2] = {sp.job_dp_replicate, per_node_dp > 1 && dp % per_node_dp == 0 ? (int)(dp / per_node_dp) : 1};
-    const int e = etp > 0 ? etp : tp;
-    const int expert_dp = sp.experts > 1 ? (int)((long long)tp * cp * dp / ((long long)e * std::max(1, ep))) : 0;
     for (int r : candidates)
         if (r > 1 && std::find(out.begin(), out.end(), r) == out.end() &&
-            replicate_problem(sp.rules.framework, zero, dist_opt, dp, expert_dp, r).empty())
+            replicate_problem(*sp.model, sp.rules.framework, zero, dist_opt, tp, cp, dp, ep, etp, r).empty())
             out.push_back(r);
 }
 
@@ -748,8 +747,8 @@ std::string label(const LayoutChoice& c) {
     std::string s = "tp" + std::to_string(c.tp) + "·pp" + std::to_string(c.pp) + "·dp" + std::to_string(c.dp);
     if (c.cp > 1) s += "·cp" + std::to_string(c.cp);
     if (c.ep > 1) s += "·ep" + std::to_string(c.ep);
-    if (c.dp_replicate > 1) s += " (" + std::to_string(c.dp_replicate) + " replicas)";  // hsdp
     if (effective_etp(c) != c.tp) s += "·etp" + std::to_string(c.etp);  // etp: MoE parallel folding
+    if (c.dp_replicate > 1) s += " (" + std::to_string(c.dp_replicate) + " replicas)";  // hsdp
     if (c.vpp > 1) s += " vpp" + std::to_string(c.vpp);
     if (c.pp > 1 && (c.schedule == PipelineSchedule::zb_h1 || c.schedule == PipelineSchedule::dualpipe))
         s += std::string(" ") + to_string(c.schedule);  // zb
@@ -983,6 +982,11 @@ Space make_space(const JobSpec& job, const JobSpec& planned, const PlanOptions& 
     sp.engine_only = job.estimate.activation_profile == ActivationProfile::ptd_engine;
     sp.job_dp_replicate = std::max(1, job.parallel.dp_replicate);  // hsdp
     sp.gpus_per_node = std::max(1, job.cluster.gpus_per_node);
+    for (int i = 0; i <= kPlannerOrderCount; ++i)
+        if (const auto dims = parse_rank_order(i < kPlannerOrderCount ? kPlannerOrders[i] : job.parallel.order))
+            sp.order_dims[(size_t)i] = *dims;
+        else
+            sp.order_dims[(size_t)i] = {DIM_TP, DIM_CP, DIM_DP, DIM_PP};  // validate_job refused it already
     if (sp.engine_only) {
         sp.vary_ep = false;
         // planfw: the bundled engine runs it: its own ZeRO-1 (and ZeRO 0: search_rules), none

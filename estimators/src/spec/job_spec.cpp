@@ -444,10 +444,14 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
     return bad;
 }
 
-std::string replicate_problem(Framework framework, int zero, bool distributed_optimizer, int dp, int expert_dp,
-                              int replicas) {
+std::string replicate_problem(const ModelSpec& m, Framework framework, int zero, bool distributed_optimizer, int tp,
+                              int cp, int dp, int ep, int expert_tp, int replicas) {
     if (replicas <= 1) return {};
     const std::string r = std::to_string(replicas);
+    const long long expert_split = (long long)(expert_tp > 0 ? expert_tp : tp) * std::max(1, ep);
+    const long long expert_dp = m.experts > 1 && dp > 0 && expert_split > 0
+                                    ? (long long)tp * std::max(1, cp) * dp / expert_split
+                                    : 0;
     if (dp > 0 && dp % replicas != 0)
         return "got " + r + " with dp = " + std::to_string(dp) + ": the replicas split the data-parallel ranks into "
                "equal sharding groups; allowed: a divisor of dp";
@@ -880,12 +884,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 "or pp = 1");
     // hsdp: replicas of the sharded states, in the stack's own form (replicate_problem).
     if (p.dp_replicate > 1) {
-        const int etp = p.expert_tp > 0 ? p.expert_tp : p.tp;
-        const int expert_dp = job.model.experts > 1 && p.dp > 0 && p.ep > 0
-                                  ? (int)((long long)p.tp * std::max(1, p.cp) * p.dp / ((long long)etp * p.ep))
-                                  : 0;
-        if (std::string why = replicate_problem(t.framework, p.zero, p.distributed_optimizer, p.dp, expert_dp,
-                                                p.dp_replicate);
+        if (std::string why = replicate_problem(job.model, t.framework, p.zero, p.distributed_optimizer, p.tp, p.cp,
+                                                p.dp, p.ep, p.expert_tp, p.dp_replicate);
             !why.empty())
             add("parallel.dp_replicate", why);
         else if (job.estimate.activation_profile == ActivationProfile::ptd_engine)

@@ -813,9 +813,10 @@ unsigned expert_layout_problems(const ModelSpec& m, int tp, int cp, int dp, int 
 // place for validate_job and the planner's search. Each stack's own form: Megatron-core's
 // --num-distributed-optimizer-instances (its distributed optimizer), PyTorch FSDP's
 // HYBRID_SHARD / _HYBRID_SHARD_ZERO2 and torchtitan's data_parallel_replicate_degree (zero 2 or
-// 3), DeepSpeed's MiCS (zero 3). The replicas split dp, and the expert-DP group alike.
-std::string replicate_problem(Framework framework, int zero, bool distributed_optimizer, int dp, int expert_dp,
-                              int replicas);
+// 3), DeepSpeed's MiCS (zero 3). The replicas split dp, and an MoE model's expert-DP group
+// (tp·cp·dp / (expert_tp·ep); expert_tp 0 = tp) alike.
+std::string replicate_problem(const ModelSpec& m, Framework framework, int zero, bool distributed_optimizer, int tp,
+                              int cp, int dp, int ep, int expert_tp, int replicas);
 
 // bits: where Megatron-LM's interleaved schedule refuses a layout that PTD can simulate.
 // forward_backward_pipelining_with_interleaving (schedules.py) raises unless, with N the
