@@ -83,6 +83,12 @@ TEST(HybridShardingKey, IsRefusedWhereTheStackHasNoReplicasOfShards) {
         EXPECT_NE(why.find("parallel.dp_replicate"), std::string::npos) << why;
         EXPECT_NE(why.find(c.says), std::string::npos) << why;
     }
+    // A job built in code is checked too (the TOML reader refuses 0 itself, above).
+    JobSpec none = job_from_text(titan("zero = 3\n"));
+    none.parallel.dp_replicate = 0;
+    bool named = false;
+    for (const Diagnostic& d : validate_job(none)) named |= d.key == "parallel.dp_replicate";
+    EXPECT_TRUE(named) << "dp_replicate = 0 not refused";
     // Each stack's own form loads.
     job_from_text(titan("zero = 3\ndp_replicate = 4\n"));
     job_from_text(llama8b_dp32("distributed_optimizer = true\ndp_replicate = 4\n"));

@@ -883,6 +883,8 @@ std::vector<Diagnostic> validate_job(const JobSpec& job) {
                 ": torchtitan's CPU offload under pipeline parallelism is not modelled; allowed: no offload with pp > 1, "
                 "or pp = 1");
     // hsdp: replicas of the sharded states, in the stack's own form (replicate_problem).
+    if (p.dp_replicate < 1)  // a job built in code or a run file; the TOML reader refuses it itself
+        add("parallel.dp_replicate", "got " + s(p.dp_replicate) + "; allowed: 1 or more (1 = one sharding group)");
     if (p.dp_replicate > 1) {
         if (std::string why = replicate_problem(job.model, t.framework, p.zero, p.distributed_optimizer, p.tp, p.cp,
                                                 p.dp, p.ep, p.expert_tp, p.dp_replicate);
