@@ -4,7 +4,8 @@
 // MiCS run it. The key read, written back and named from the stacks' own spellings; refused
 // where a stack has no such form; the states' bytes of one group; the gathers inside the group
 // and each gradient shard all-reduced across the replicas; each stack's export; the planner
-// trying the node-sized group.
+// trying node-sized groups and groups of several nodes.
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -210,6 +211,17 @@ TEST(HybridShardingLayout, ShardGroupsAreConsecutiveDataParallelBlocksWithTheirC
     EXPECT_EQ(plain->dp_shard_groups.count, 0);
 }
 
+// `preset` under torchtitan's FSDP (zero 3) at tp 1, pp 1 on 16 nodes of 8 H100, micro-batch 1,
+// global batch 256, with `parallel` and `cluster` lines added.
+JobSpec titan_fsdp_on_16_nodes(const std::string& preset, const std::string& parallel = "",
+                               const std::string& cluster = "") {
+    return job_from_text(job_text({.preset = preset,
+                                   .nodes = 16,
+                                   .cluster_extra = cluster,
+                                   .parallel = "tp = 1\npp = 1\nzero = 3\n" + parallel,
+                                   .training = "micro_batch = 1\nglobal_batch = 256\nframework = \"torchtitan\"\n"}));
+}
+
 TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     // Llama 3 8B with torchtitan's FSDP (zero 3, kept) reducing in bf16 on 16 nodes of 8 H100
     // joined by one 100 Gb/s NIC each: the search visits the node-sized sharding groups (16
@@ -218,12 +230,7 @@ TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     // gathers and the 16-bit reduce-scatter) and 2·2 with the replicas (the all-reduce of the
     // shards); with fp32 reduction (torchtitan's default) it would be 2 + 2 + 4 against 2·4,
     // no gain to find.
-    const JobSpec job = job_from_text(job_text({.preset = "llama3-8b",
-                                                .nodes = 16,
-                                                .cluster_extra = "nics_per_node = 1\nnic_gbps = 100",
-                                                .parallel = "tp = 1\npp = 1\nzero = 3\ngrad_reduce_in_fp32 = false\n",
-                                                .training = "micro_batch = 1\nglobal_batch = 256\n"
-                                                            "framework = \"torchtitan\"\n"}));
+    const JobSpec job = titan_fsdp_on_16_nodes("llama3-8b", "grad_reduce_in_fp32 = false\n", "nics_per_node = 1\nnic_gbps = 100");
     PlanOptions o;
     o.top_k = 5;
     o.vary_zero = false;
@@ -246,7 +253,8 @@ TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     const Estimate without = estimate_job(apply_plan_entry(job, one_group));
     EXPECT_LT(with.time.total(), without.time.total());
     // In an order that lists pp before dp a node holds fewer consecutive data-parallel ranks
-    // (8 / (tp·cp·pp)): the node-sized groups the search tries follow the order.
+    // (8 / (tp·cp·pp)): the groups the search tries follow the order — inside a node, or (zero
+    // 3's groups of several nodes) touching no more nodes than their ranks need.
     JobSpec pp_first = job;
     pp_first.parallel.order = "tp-cp-ep-pp-dp";
     PlanOptions fixed = o;
@@ -259,7 +267,16 @@ TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
         if (e.choice.dp_replicate <= 1 || e.choice.pp <= 1) continue;
         auto l = job_layout(apply_plan_entry(pp_first, e));
         ASSERT_TRUE(l) << l.error().str();
-        for (int g = 0; g < l->dp_shard_groups.count; ++g) EXPECT_FALSE(l->dp_shard_groups.spans_nodes[(size_t)g]);
+        const GroupSet& groups = l->dp_shard_groups;
+        // Members of one group a node holds: its cp ranks and, under the pp-first order, the
+        // 8 / (tp·cp·pp) data-parallel coordinates of each (tp, pp) position.
+        const int tp = e.choice.tp, cp = e.choice.cp, pp = e.choice.pp;
+        const int per_node = tp * cp * pp <= 8 ? 8 / (tp * pp) : tp * cp <= 8 ? cp : std::max(1, 8 / tp);
+        for (int g = 0; g < groups.count; ++g) {
+            std::set<int> nodes;
+            for (const int32_t* rank = groups.begin(g); rank != groups.end(g); ++rank) nodes.insert(l->ranks[(size_t)*rank].node);
+            EXPECT_EQ((int)nodes.size(), std::max(1, groups.size / per_node)) << "group " << g << " of " << groups.size << ", tp " << tp << " cp " << cp << " pp " << pp;
+        }
         ++checked;
     }
     EXPECT_GT(checked, 0) << "no listed layout with pp > 1 and replicas";
@@ -267,6 +284,44 @@ TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     const JobSpec planned = apply_plan_entry(job, r->top.front());
     EXPECT_EQ(planned.parallel.dp_replicate, best.dp_replicate);
     job_from_text(save_job_toml(planned));
+}
+
+TEST(HybridShardingPlanner, TriesGroupsOfSeveralNodesWhereOneNodesShareDoesNotFit) {
+    // Llama 3 70B with torchtitan's FSDP (zero 3, kept) on 16 nodes of 8 H100: its 16 bytes per
+    // parameter over one node's 8 ranks are 140 GB a GPU, so node-sized groups never fit; groups
+    // of 2, 4, 8 nodes (8, 4, 2 replicas) are searched, and those of 4 and more nodes fit at
+    // tp 1, pp 1.
+    const JobSpec job = titan_fsdp_on_16_nodes("llama3-70b");
+    PlanOptions o;
+    o.top_k = 100000;
+    o.vary_zero = false;
+    o.vary_order = false;
+    auto r = plan_layouts(job, o);
+    ASSERT_TRUE(r) << r.error().str();
+    std::set<int> replicas;  // of the fitting tp 1, pp 1, cp 1 rows
+    for (const PlanEntry& e : r->top) {
+        const LayoutChoice& c = e.choice;
+        if (c.tp != 1 || c.pp != 1 || c.cp != 1) continue;
+        replicas.insert(c.dp_replicate);
+        if (c.dp_replicate <= 1) continue;
+        // Each sharding group is whole nodes: 128 / R ranks, a multiple of the node's 8.
+        auto layout = job_layout(apply_plan_entry(job, e));
+        ASSERT_TRUE(layout) << layout.error().str();
+        EXPECT_EQ(layout->dp_shard_groups.size, 128 / c.dp_replicate);
+        EXPECT_EQ(layout->dp_shard_groups.size % 8, 0);
+    }
+    EXPECT_TRUE(replicas.count(4)) << "no fitting row sharded over 4 nodes";
+    EXPECT_TRUE(replicas.count(2)) << "no fitting row sharded over 8 nodes";
+    EXPECT_FALSE(replicas.count(16)) << "a node's share of 70B fitted";
+    // The same layout with node-sized groups does not fit; with groups of 4 nodes it does.
+    for (const PlanEntry& e : r->top) {
+        if (e.choice.tp != 1 || e.choice.pp != 1 || e.choice.cp != 1 || e.choice.dp_replicate != 4) continue;
+        PlanEntry node_sized = e;
+        node_sized.choice.dp_replicate = 16;
+        EXPECT_TRUE(estimate_job(apply_plan_entry(job, e)).fits);
+        EXPECT_FALSE(estimate_job(apply_plan_entry(job, node_sized)).fits);
+        break;
+    }
 }
 
 }  // namespace

@@ -550,19 +550,30 @@ long long dp_ranks_per_node(const Space& sp, int order, int tp, int cp, int pp, 
 }
 
 // hsdp: the replica counts a sharded layout is tried with: 1, the job's parallel.dp_replicate,
-// and the one that shards the states over a node's data-parallel ranks (dp_ranks_per_node) and
-// replicates them across nodes — where the stack runs it (replicate_problem, job_spec.h) and
-// the sharding group keeps more than one rank.
+// and those that shard the states over whole nodes' data-parallel ranks and replicate them
+// across the rest — where the stack runs it (replicate_problem, job_spec.h) and the group
+// keeps more than one rank: the ranks one node holds (dp_ranks_per_node), and under ZeRO 2 / 3
+// also 2, 4, 8 … such nodes, up to half the data-parallel ranks. A group inside a node keeps
+// the gathers on NVLink; ZeRO-3 shards the weights and gradients too, so the group's size
+// decides whether a large model fits at all (a 70B model's 16 bytes per parameter need 32 or
+// more ranks of 80 GB), and a larger group fits with its gathers leaving as few nodes as that
+// allows. The distributed optimizer and ZeRO 1 shard the Adam states alone (12 bytes per
+// parameter): past a node's group they gain little memory for a search twice as large, and
+// are tried at the node's group only. Other group sizes are left to the job's own
+// dp_replicate.
 void replicate_options(const Space& sp, int order, int tp, int cp, int pp, int dp, int ep, int etp, int zero,
                        bool dist_opt, std::vector<int>& out) {
     out.assign(1, 1);
     if (sp.engine_only || (zero == 0 && !dist_opt)) return;
-    const long long per_node_dp = dp_ranks_per_node(sp, order, tp, cp, pp, dp);
-    const int candidates[2] = {sp.job_dp_replicate, per_node_dp > 1 && dp % per_node_dp == 0 ? (int)(dp / per_node_dp) : 1};
-    for (int r : candidates)
+    auto add = [&](int r) {
         if (r > 1 && std::find(out.begin(), out.end(), r) == out.end() &&
             replicate_problem(*sp.model, sp.rules.framework, zero, dist_opt, tp, cp, dp, ep, etp, r).empty())
             out.push_back(r);
+    };
+    add(sp.job_dp_replicate);
+    const long long node_group = dp_ranks_per_node(sp, order, tp, cp, pp, dp);
+    for (long long group = node_group; group < dp && (zero >= 2 || group == node_group); group *= 2)
+        if (group > 1 && dp % group == 0) add((int)(dp / group));
 }
 
 // The layers_per_stage the search passes for (pp, vpp): empty for an even split.
@@ -613,7 +624,7 @@ bool for_each_layout_in(const Space& sp, const LayoutGroup& g, bool prune, Visit
         return fit;
     };
     std::vector<int> mbs, vpps, eps, reps;  // per group; no allocation in the inner loops
-    mbs.reserve(64), vpps.reserve(16), eps.reserve(16), reps.reserve(4);
+    mbs.reserve(64), vpps.reserve(16), eps.reserve(16), reps.reserve(16);
     const int nr = (int)sp.recomputes.size();
     const int tp = g.tp, cp = g.cp, pp = g.pp;
     // Sequence parallelism splits each context-parallel rank's s / cp tokens over tp.
