@@ -439,20 +439,32 @@ TEST(CliPlan, TextTables) {
     EXPECT_TRUE(contains(one.out, "top 1 layout by tokens/s")) << one.out;
 }
 
-// hsdp: the default job (Llama 2 7B on 4 × 8 H100, Megatron-LM) lists its distributed optimizer
-// with and without node-sized replicas: a `rep` column after `zero`, and dp_replicate in JSON.
+// hsdp: the default job (Llama 2 7B on 4 × 8 H100, Megatron-LM) runs its distributed optimizer
+// with and without node-sized replicas: a `rep` column after `zero`, dp_replicate in JSON; one
+// row per layout, its other replica count folded into it and named under the table (fold),
+// each its own row with --unfold.
 TEST(CliPlan, ReplicasOfTheShardedStatesHaveAColumn) {
     Proc r = run_ok(kPtd + " plan --top 3 @default");
     EXPECT_TRUE(contains(r.out, "  zero  rep  recompute")) << r.out;
+    EXPECT_TRUE(contains(r.out, "row 1 (dp_replicate 1) also at dp_replicate 4, within ")) << r.out;
     Proc j = run_ok(kPtd + " plan --top 3 --json @default");
     const auto doc = nlohmann::json::parse(j.out);
     bool replicated = false;
     for (const auto& e : doc["top"]) {
         ASSERT_TRUE(e.contains("dp_replicate")) << e.dump();
-        replicated |= e["dp_replicate"].get<int>() > 1;
-        if (e["dp_replicate"].get<int>() > 1) EXPECT_EQ(e["dp"].get<int>() % e["dp_replicate"].get<int>(), 0);
+        for (const auto& v : e["folded"]) {
+            ASSERT_TRUE(v.contains("dp_replicate")) << v.dump();
+            replicated |= v["dp_replicate"] != e["dp_replicate"];
+            EXPECT_EQ(e["dp"].get<int>() % v["dp_replicate"].get<int>(), 0);
+        }
+        EXPECT_EQ(e["dp"].get<int>() % e["dp_replicate"].get<int>(), 0);
     }
     EXPECT_TRUE(replicated) << j.out;
+    Proc unfolded = run_ok(kPtd + " plan --top 3 --json --unfold @default");
+    replicated = false;
+    const auto flat = nlohmann::json::parse(unfolded.out);
+    for (const auto& e : flat["top"]) replicated |= e["dp_replicate"].get<int>() > 1;
+    EXPECT_TRUE(replicated) << unfolded.out;
     // A job without replicas among its rows keeps the table as it was.
     Proc plain = run_ok(kPtd + " plan --top 1 " + kJobs + "llama3-8b-h100.toml");
     EXPECT_FALSE(contains(plain.out, " rep ")) << plain.out;

@@ -205,6 +205,22 @@ TEST(StudioPlanner, AVppCellMarksARowThatStandsForOtherDepths) {
     EXPECT_GT(plain, 0);
 }
 
+// fold, hsdp: a row standing for its layout at other replica counts too says so in its zero
+// cell ("dopt+", "3 r4+"), as the default job (the distributed optimizer on 4 nodes) runs.
+TEST(StudioPlanner, AZeroCellMarksARowThatStandsForOtherReplicaCounts) {
+    StudioState s = default_state();
+    run_search(s);
+    int marked = 0;
+    for (const PlanRow& r : s.planner.rows) {
+        bool replicas = false;
+        for (const FoldedVariant& v : r.entry.folded) replicas |= v.dp_replicate != r.entry.choice.dp_replicate;
+        const std::string cell = plan_cell_text(s, r, PlanColumn::zero);
+        EXPECT_EQ(!cell.empty() && cell.back() == '+', replicas) << r.number << ": " << cell;
+        marked += replicas;
+    }
+    EXPECT_GT(marked, 0) << "the default job's list folds no replica count: the case shows nothing";
+}
+
 TEST(StudioPlanner, FitsOnlyFilter) {
     StudioState s = default_state();
     run_search(s);

@@ -425,8 +425,12 @@ std::string plan_table(const JobSpec& job, const std::vector<PlanEntry>& entries
     const bool moe = job.model.experts > 1;
     constexpr size_t kEtpColumn = 6;
     if (moe) widths.insert(widths.begin() + kEtpColumn, {"etp", 4});
-    // hsdp: a "rep" column after zero (parallel.dp_replicate) where a listed row has replicas.
-    const bool replicas = std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.choice.dp_replicate > 1; });
+    // hsdp: a "rep" column after zero (parallel.dp_replicate) where a listed row has replicas
+    // or (fold) stands for a replica count besides its own.
+    const bool replicas = std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) {
+        return e.choice.dp_replicate > 1 ||
+               std::any_of(e.folded.begin(), e.folded.end(), [](const FoldedVariant& v) { return v.dp_replicate > 1; });
+    });
     constexpr size_t kRepColumn = 9;  // after zero (one further right with the etp column)
     const size_t rep_column = kRepColumn + (moe ? 1 : 0);
     if (replicas) widths.insert(widths.begin() + rep_column, {"rep", 5});
@@ -547,7 +551,7 @@ nlohmann::json entry_json(const JobSpec& job, const PlanEntry& e, const std::opt
     nlohmann::json folded = nlohmann::json::array();  // fold
     for (const FoldedVariant& v : e.folded)
         folded.push_back({{"vpp", v.vpp}, {"tp_comm_overlap", v.tp_comm_overlap}, {"tokens_per_s", v.tokens_per_s},
-                          {"peak_bytes", v.peak_bytes}});
+                          {"peak_bytes", v.peak_bytes}, {"dp_replicate", v.dp_replicate}});
     j["folded"] = folded;
     return j;
 }
@@ -646,9 +650,10 @@ std::string plan_overlap_line(const std::optional<ErrorBand>& band, const PlanRe
 std::string plan_depth_line(const PlanResult& plan) {
     if (plan.top.size() < 3) return "";
     const LayoutChoice& first = plan.top.front().choice;
-    // The same layout but for the depth, TP overlap included.
+    // The same layout but for the depth, TP overlap and replicas included.
     auto same_but_depth = [&first](const LayoutChoice& c) {
-        return same_up_to_fold(first, c) && c.tp_comm_overlap == first.tp_comm_overlap;
+        return same_up_to_fold(first, c) && c.tp_comm_overlap == first.tp_comm_overlap &&
+               c.dp_replicate == first.dp_replicate;
     };
     std::vector<int> depths;
     double lo = plan.top.front().score.tokens_per_s, hi = lo;
@@ -678,8 +683,8 @@ std::string depth_ranges(const std::vector<FoldedVariant>& variants) {
     return out;
 }
 
-// fold: the rows that stand for their layout at several interleaving depths or TP-overlap
-// settings ("" when no row folds any).
+// fold: the rows that stand for their layout at several interleaving depths, TP-overlap
+// settings or replica counts ("" when no row folds any).
 std::string plan_folded_line(const PlanResult& plan) {
     std::string rows;
     int shown = 0, more = 0;
@@ -694,7 +699,7 @@ std::string plan_folded_line(const PlanResult& plan) {
     }
     if (rows.empty()) return "";
     if (more > 0) rows += fmt("; %d more rows", more);
-    return "one row per layout, at its fastest interleaving depth and TP overlap: " + rows +
+    return "one row per layout, at its fastest interleaving depth, TP overlap and replicas: " + rows +
            " (--unfold lists each as a row)";
 }
 
@@ -824,25 +829,46 @@ nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanO
 
 std::string folded_row_text(const std::string& who, const PlanEntry& e) {
     if (e.folded.empty()) return "";
-    std::vector<FoldedVariant> depths;  // this row's TP overlap at other depths
+    std::vector<FoldedVariant> depths;  // this row's TP overlap and replicas at other depths
+    std::vector<int> replicas;          // hsdp: this row's TP overlap at other replica counts
+    double replicas_slowest = e.score.tokens_per_s;
     const FoldedVariant* other_overlap = nullptr;  // the fastest with the other TP overlap
     for (const FoldedVariant& v : e.folded) {
-        if (v.tp_comm_overlap == e.choice.tp_comm_overlap) depths.push_back(v);
-        else if (!other_overlap || v.tokens_per_s > other_overlap->tokens_per_s) other_overlap = &v;
+        if (v.tp_comm_overlap != e.choice.tp_comm_overlap) {
+            if (!other_overlap || v.tokens_per_s > other_overlap->tokens_per_s) other_overlap = &v;
+        } else if (v.dp_replicate == e.choice.dp_replicate) {
+            depths.push_back(v);
+        } else {
+            if (std::find(replicas.begin(), replicas.end(), v.dp_replicate) == replicas.end())
+                replicas.push_back(v.dp_replicate);
+            replicas_slowest = std::min(replicas_slowest, v.tokens_per_s);
+        }
     }
+    std::sort(replicas.begin(), replicas.end());
     const double best = e.score.tokens_per_s;
     auto slower = [best](double t) { return t > 0 ? (best / t - 1) * 100 : 0.0; };
     std::string s = who;
-    if (e.choice.vpp > 1 || !depths.empty()) s += fmt(" (vpp %d)", e.choice.vpp);
+    std::vector<std::string> said;  // what the row's own settings are, in brackets
+    if (e.choice.vpp > 1 || !depths.empty()) said.push_back(fmt("vpp %d", e.choice.vpp));
+    if (e.choice.dp_replicate > 1 || !replicas.empty()) said.push_back(fmt("dp_replicate %d", e.choice.dp_replicate));
+    for (size_t i = 0; i < said.size(); ++i) s += (i == 0 ? " (" : ", ") + said[i] + (i + 1 == said.size() ? ")" : "");
+    std::vector<std::string> also;
     if (!depths.empty()) {
         double slowest = best;
         for (const FoldedVariant& v : depths) slowest = std::min(slowest, v.tokens_per_s);
-        s += " also at vpp " + depth_ranges(depths) + fmt(", within %.1f%%", slower(slowest));
+        also.push_back(" also at vpp " + depth_ranges(depths) + fmt(", within %.1f%%", slower(slowest)));
+    }
+    if (!replicas.empty()) {
+        std::string list;
+        for (int r : replicas) list += (list.empty() ? "" : ", ") + std::to_string(r);
+        also.push_back((also.empty() ? " also" : " and") + (" at dp_replicate " + list) +
+                       fmt(", within %.1f%%", slower(replicas_slowest)));
     }
     if (other_overlap)
-        s += std::string(depths.empty() ? "" : ",") + (e.choice.tp_comm_overlap ? " without" : " with") +
-             fmt(" TP overlap, %.1f%% slower", slower(other_overlap->tokens_per_s)) +
-             (other_overlap->vpp != e.choice.vpp ? fmt(" (at vpp %d)", other_overlap->vpp) : std::string());
+        also.push_back(std::string(e.choice.tp_comm_overlap ? " without" : " with") +
+                       fmt(" TP overlap, %.1f%% slower", slower(other_overlap->tokens_per_s)) +
+                       (other_overlap->vpp != e.choice.vpp ? fmt(" (at vpp %d)", other_overlap->vpp) : std::string()));
+    for (size_t i = 0; i < also.size(); ++i) s += (i == 0 ? "" : ",") + also[i];
     return s;
 }
 

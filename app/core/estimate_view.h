@@ -49,8 +49,8 @@ std::string render_plan_text(const JobSpec& job, const PlanResult& plan, const P
                              const Term& term);
 nlohmann::json plan_json(const JobSpec& job, const PlanResult& plan, const PlanOptions& options);
 // fold: what a plan row stands for besides itself, in words, `who` naming it ("row 1" → "row 1
-// (vpp 16) also at vpp 1–15, 17–30, within 3.5%, without TP overlap, 0.8% slower"; "" when it
-// folds nothing).
+// (vpp 16) also at vpp 1–15, 17–30, within 3.5%, without TP overlap, 0.8% slower"; "row 2
+// (dp_replicate 2) also at dp_replicate 1, 4, within 1.2%"; "" when it folds nothing).
 std::string folded_row_text(const std::string& who, const PlanEntry& e);
 
 // "tp8·pp4·dp2·vpp5": the degrees greater than one after tp·pp·dp.

@@ -331,7 +331,8 @@ const char* plan_column_help(PlanColumn c) {
             return "Virtual pipeline chunks per stage (interleaved 1F1B); \"+\": the same layout also runs at other depths, "
                    "folded into this row (hover it for them)";
         case PlanColumn::micro_batch: return "Micro-batch size (sequences per replica per micro-step)";
-        case PlanColumn::zero: return "ZeRO stage, or dopt = Megatron's distributed optimizer; rN = N replicas of the sharded states (HSDP)";
+        case PlanColumn::zero: return "ZeRO stage, or dopt = Megatron's distributed optimizer; rN = N replicas of the sharded states (HSDP); "
+                   "\"+\": the same layout also runs at other replica counts, folded into this row (hover it for them)";
         case PlanColumn::recompute: return "Activation recomputation";
         case PlanColumn::sp: return "Megatron sequence parallelism";
         case PlanColumn::order: return "Rank order, fastest-varying first";
@@ -371,9 +372,12 @@ std::string plan_cell_text(const StudioState& s, const PlanRow& row, PlanColumn 
             return std::to_string(ch.vpp) + (depths ? "+" : "");
         }
         case PlanColumn::micro_batch: return std::to_string(ch.micro_batch);
-        case PlanColumn::zero:  // hsdp: "3 r16" for 16 replicas of the sharded states
+        case PlanColumn::zero: {  // hsdp: "3 r16" for 16 replicas of the sharded states, fold: "+"
+            bool replicas = false;  // when the row also stands for other replica counts
+            for (const FoldedVariant& v : row.entry.folded) replicas |= v.dp_replicate != ch.dp_replicate;
             return (ch.distributed_optimizer ? std::string("dopt") : std::to_string(ch.zero)) +
-                   (ch.dp_replicate > 1 ? " r" + std::to_string(ch.dp_replicate) : "");
+                   (ch.dp_replicate > 1 ? " r" + std::to_string(ch.dp_replicate) : "") + (replicas ? "+" : "");
+        }
         case PlanColumn::recompute: return to_string(ch.recompute);
         case PlanColumn::sp: return ch.sequence_parallel ? "on" : "off";
         case PlanColumn::order: return order_of(s.planner.planned_job, ch);

@@ -222,6 +222,15 @@ JobSpec titan_fsdp_on_16_nodes(const std::string& preset, const std::string& par
                                    .training = "micro_batch = 1\nglobal_batch = 256\nframework = \"torchtitan\"\n"}));
 }
 
+// Every layout of the job's own zero stage and rank order, listed (fold as PlanOptions' default).
+PlanOptions every_fsdp_layout() {
+    PlanOptions o;
+    o.top_k = 100000;
+    o.vary_zero = false;
+    o.vary_order = false;
+    return o;
+}
+
 TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     // Llama 3 8B with torchtitan's FSDP (zero 3, kept) reducing in bf16 on 16 nodes of 8 H100
     // joined by one 100 Gb/s NIC each: the search visits the node-sized sharding groups (16
@@ -260,6 +269,7 @@ TEST(HybridShardingPlanner, TriesTheStatesShardedInsideANode) {
     PlanOptions fixed = o;
     fixed.vary_order = false;
     fixed.top_k = 50;
+    fixed.fold = false;  // each replica count a row of its own
     auto r2 = plan_layouts(pp_first, fixed);
     ASSERT_TRUE(r2) << r2.error().str();
     int checked = 0;
@@ -292,10 +302,8 @@ TEST(HybridShardingPlanner, TriesGroupsOfSeveralNodesWhereOneNodesShareDoesNotFi
     // of 2, 4, 8 nodes (8, 4, 2 replicas) are searched, and those of 4 and more nodes fit at
     // tp 1, pp 1.
     const JobSpec job = titan_fsdp_on_16_nodes("llama3-70b");
-    PlanOptions o;
-    o.top_k = 100000;
-    o.vary_zero = false;
-    o.vary_order = false;
+    PlanOptions o = every_fsdp_layout();
+    o.fold = false;  // each replica count a row of its own
     auto r = plan_layouts(job, o);
     ASSERT_TRUE(r) << r.error().str();
     std::set<int> replicas;  // of the fitting tp 1, pp 1, cp 1 rows
@@ -322,6 +330,49 @@ TEST(HybridShardingPlanner, TriesGroupsOfSeveralNodesWhereOneNodesShareDoesNotFi
         EXPECT_FALSE(estimate_job(apply_plan_entry(job, node_sized)).fits);
         break;
     }
+}
+
+// fold: a plan lists a sharded layout once, at its fastest replica count, the others folded
+// into its row (PlanEntry::folded); unfolded, the same layout is a row at each count. Llama 3
+// 70B's torchtitan FSDP on 16 nodes again, where groups of 4 and 8 nodes both fit.
+TEST(HybridShardingPlanner, ALayoutIsOneRowWithItsReplicaCountsFolded) {
+    const JobSpec job = titan_fsdp_on_16_nodes("llama3-70b");
+    PlanOptions o = every_fsdp_layout();
+    auto folded = plan_layouts(job, o);
+    o.fold = false;
+    auto flat = plan_layouts(job, o);
+    ASSERT_TRUE(folded) << folded.error().str();
+    ASSERT_TRUE(flat) << flat.error().str();
+    // Two rows that are one layout at two replica counts (the same depth and TP overlap).
+    auto same_but_replicas = [](LayoutChoice a, const LayoutChoice& b) {
+        if (a.dp_replicate == b.dp_replicate || a.vpp != b.vpp || a.tp_comm_overlap != b.tp_comm_overlap) return false;
+        a.dp_replicate = b.dp_replicate;
+        return same_choice(a, b);
+    };
+    // Unfolded, some layout is listed at several replica counts.
+    int repeated = 0;
+    for (size_t i = 0; i < flat->top.size(); ++i)
+        for (size_t k = 0; k < i; ++k) repeated += same_but_replicas(flat->top[k].choice, flat->top[i].choice);
+    ASSERT_GT(repeated, 0) << "no layout at two replica counts: the case shows nothing";
+    // Folded, no two rows are one layout, and a row names its other counts (at its own depth
+    // and TP overlap), each no faster.
+    int rows_with_replicas = 0;
+    for (size_t i = 0; i < folded->top.size(); ++i) {
+        const PlanEntry& row = folded->top[i];
+        for (size_t k = 0; k < i; ++k) {
+            EXPECT_FALSE(same_up_to_fold(folded->top[k].choice, row.choice)) << k << ", " << i;
+            EXPECT_FALSE(same_but_replicas(folded->top[k].choice, row.choice)) << k << ", " << i;
+        }
+        bool other_count = false;
+        for (const FoldedVariant& v : row.folded) {
+            EXPECT_LE(v.tokens_per_s, row.score.tokens_per_s) << i;
+            other_count |= v.dp_replicate != row.choice.dp_replicate && v.vpp == row.choice.vpp &&
+                           v.tp_comm_overlap == row.choice.tp_comm_overlap;
+        }
+        rows_with_replicas += other_count;
+    }
+    EXPECT_GT(rows_with_replicas, 0);
+    EXPECT_LT(folded->top.size(), flat->top.size());
 }
 
 }  // namespace

@@ -323,7 +323,8 @@ TEST(Planner, CancellationStopsTheSearch) {
     EXPECT_EQ(final_total, ok.evaluated);
 }
 
-// fold: a plan lists each layout once, at its fastest interleaving depth and TP overlap, the
+// fold: a plan lists each layout once, at its fastest interleaving depth, TP overlap and
+// replica count (hsdp, tests/hybrid_sharding has the zero 3 case), the
 // others folded into its row; unfolded, the same layouts are all rows. Checked on every
 // feasible layout (top_k large enough for all) and on a short list, whose folded variants
 // must rank among the listed rows' speeds.
@@ -360,15 +361,19 @@ TEST(Planner, FoldingListsEachLayoutOnceWithItsOtherDepthsAndTpOverlap) {
                 if (f.score.tokens_per_s == row.score.tokens_per_s && f.score.peak_bytes == row.score.peak_bytes) seen = true;
                 if (!same_up_to_fold(f.choice, row.choice) || twin_of_a_row(f)) continue;
                 EXPECT_LE(f.score.tokens_per_s, row.score.tokens_per_s) << what << " row " << i;
-                bool named = f.choice.vpp == row.choice.vpp && f.choice.tp_comm_overlap == row.choice.tp_comm_overlap;
+                bool named = f.choice.vpp == row.choice.vpp && f.choice.tp_comm_overlap == row.choice.tp_comm_overlap &&
+                             f.choice.dp_replicate == row.choice.dp_replicate;
                 for (const FoldedVariant& v : row.folded)
-                    named |= v.vpp == f.choice.vpp && v.tp_comm_overlap == f.choice.tp_comm_overlap;
+                    named |= v.vpp == f.choice.vpp && v.tp_comm_overlap == f.choice.tp_comm_overlap &&
+                             v.dp_replicate == f.choice.dp_replicate;
                 EXPECT_TRUE(named) << what << " row " << i << ": unfolded " << describe(f.choice) << " not in it";
             }
             EXPECT_TRUE(seen) << what << " row " << i << " (" << describe(row.choice) << ") is not an unfolded row";
             for (const FoldedVariant& v : row.folded) {
                 EXPECT_LE(v.tokens_per_s, row.score.tokens_per_s) << what << " row " << i;
-                EXPECT_FALSE(v.vpp == row.choice.vpp && v.tp_comm_overlap == row.choice.tp_comm_overlap) << what << " row " << i;
+                EXPECT_FALSE(v.vpp == row.choice.vpp && v.tp_comm_overlap == row.choice.tp_comm_overlap &&
+                             v.dp_replicate == row.choice.dp_replicate)
+                    << what << " row " << i;
             }
         }
         // A short list: ten layouts, their variants no slower than the tenth row.

@@ -271,10 +271,12 @@ bool same_choice(const LayoutChoice& a, const LayoutChoice& b) {
            a.dp_replicate == b.dp_replicate;         // hsdp
 }
 
-// fold: 1F1B and the interleaved schedule are one family of depths (vpp 1 and vpp > 1).
+// fold: 1F1B and the interleaved schedule are one family of depths (vpp 1 and vpp > 1), and
+// a sharded layout's replica counts one family of sharding groups (hsdp: dp_replicate 1).
 static LayoutChoice depth_free(LayoutChoice c) {
     const PipelineSchedule s = effective_schedule(c.schedule, c.vpp);
     if (s == PipelineSchedule::one_f_one_b || s == PipelineSchedule::interleaved) c.schedule = PipelineSchedule::automatic, c.vpp = 1;
+    c.dp_replicate = 1;
     return c;
 }
 
@@ -366,18 +368,20 @@ public:
     }
     std::vector<Candidate> sorted() const { return {kept_.begin(), kept_.end()}; }
     // fold: a kept candidate's folded variants, its own TP overlap first, then by ascending
-    // vpp (empty without folding). When the list is full, only those as fast as its last row:
+    // vpp and replicas (empty without folding). When the list is full, only those as fast as its last row:
     // exactly the variants that rank among the listed speeds, whatever was folded before.
     std::vector<FoldedVariant> folded(const Candidate& kept) const {
         std::vector<FoldedVariant> out;
         if (auto f = folded_.find(family(kept.choice)); f != folded_.end())
             for (const Candidate& c : f->second)
                 if (c.score.tokens_per_s >= entry_tokens_per_s())  // folded before the list filled up
-                    out.push_back({c.choice.vpp, c.choice.tp_comm_overlap, c.score.tokens_per_s, c.score.peak_bytes});
+                    out.push_back({c.choice.vpp, c.choice.tp_comm_overlap, c.score.tokens_per_s, c.score.peak_bytes,
+                                   c.choice.dp_replicate});
         const bool own = kept.choice.tp_comm_overlap;
         std::sort(out.begin(), out.end(), [own](const FoldedVariant& a, const FoldedVariant& b) {
             if (a.tp_comm_overlap != b.tp_comm_overlap) return a.tp_comm_overlap == own;
-            return a.vpp < b.vpp;
+            if (a.vpp != b.vpp) return a.vpp < b.vpp;
+            return a.dp_replicate < b.dp_replicate;
         });
         return out;
     }
@@ -402,15 +406,15 @@ private:
         bool operator()(const Candidate& a, const Candidate& b) const { return better(a, b); }
     };
     using Kept = std::set<Candidate, Better>;
-    // fold: a layout up to its depth and TP overlap — every field same_up_to_fold compares
-    // (depth_free leaves vpp 1 to every schedule the key names).
-    using Family = std::array<int, 16>;
+    // fold: a layout up to its depth, TP overlap and replicas — every field same_up_to_fold
+    // compares (depth_free leaves vpp 1 to every schedule the key names, and one replica).
+    using Family = std::array<int, 15>;
     static Family family(const LayoutChoice& choice) {
         const LayoutChoice c = depth_free(choice);
         return {c.tp, c.pp, c.dp, c.cp, c.ep, c.micro_batch, c.zero, c.distributed_optimizer,
                 c.sequence_parallel, (int)c.recompute, c.order, (int)c.offload_optimizer * 2 + c.offload_params,
                 (int)c.schedule, effective_etp(c),
-                c.overlap_grad_reduce * 2 + c.overlap_param_gather, c.dp_replicate};
+                c.overlap_grad_reduce * 2 + c.overlap_param_gather};
     }
     static Key key_of(const Candidate& c) { return {c.score.tokens_per_s, c.score.peak_bytes}; }
     void insert(const Candidate& c) {

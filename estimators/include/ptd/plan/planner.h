@@ -62,7 +62,8 @@ struct PlanOptions {
     // (whole nodes, halving) for the largest that stays under it and says so (PlanResult::
     // too_big). < 0 turns the check off.
     double max_bubble_share = 0.25;
-    // fold: rows that differ only in interleaving depth or in tp_comm_overlap are one row
+    // fold: rows that differ only in interleaving depth, in tp_comm_overlap or (hsdp) in the
+    // replicas of the sharded states (dp_replicate) are one row
     // (`top` and `unfit`): the fastest is listed, the others that rank among the listed rows'
     // speeds go into its PlanEntry::folded, and `top_k` counts distinct layouts. false = one
     // row for each.
@@ -76,12 +77,14 @@ struct PlanOptions {
     std::function<bool(int64_t, int64_t)> progress;
 };
 
-// fold: a listed layout at another interleaving depth or TP-overlap setting, folded into its row.
+// fold: a listed layout at another interleaving depth, TP-overlap setting or replica count,
+// folded into its row.
 struct FoldedVariant {
     int vpp = 1;
     bool tp_comm_overlap = false;
     double tokens_per_s = 0;
     double peak_bytes = 0;
+    int dp_replicate = 1;  // hsdp: replicas of the sharded states (sharding groups of dp / this)
 };
 
 struct PlanEntry {
@@ -91,9 +94,10 @@ struct PlanEntry {
     TrainingCost training;              // cost: the whole run at this row's step time (listed rows only)
     // planfw: with any_framework, the frameworks that run this layout (framework_runs); empty otherwise.
     std::vector<Framework> frameworks;
-    // fold: with PlanOptions::fold, the same layout at other interleaving depths or TP-overlap
-    // settings, no faster than this row and at least as fast as the last listed row; those with
-    // this row's tp_comm_overlap first, each part by ascending vpp. Empty otherwise.
+    // fold: with PlanOptions::fold, the same layout at other interleaving depths, TP-overlap
+    // settings or replica counts, no faster than this row and at least as fast as the last
+    // listed row; those with this row's tp_comm_overlap first, each part by ascending vpp, then
+    // dp_replicate. Empty otherwise.
     std::vector<FoldedVariant> folded;
 };
 
@@ -172,8 +176,8 @@ const FrameworkRules& any_framework_rules();
 // TP (etp 0 = tp). The overlap keys are not compared: the planner sets them per layout.
 bool same_choice(const LayoutChoice& a, const LayoutChoice& b);
 // fold: whether two choices are one layout up to what the plan folds into one row: same_choice
-// but for the interleaving depth, with the gradient and parameter overlaps compared and
-// tp_comm_overlap not. ZB-H1 and DualPipe (one chunk per stage, other schedules) fold only
+// but for the interleaving depth and dp_replicate, with the gradient and parameter overlaps
+// compared and tp_comm_overlap not. ZB-H1 and DualPipe (one chunk per stage, other schedules) fold only
 // with their own kind.
 bool same_up_to_fold(const LayoutChoice& a, const LayoutChoice& b);
 inline constexpr Framework kFrameworks[] = {Framework::megatron, Framework::nemo, Framework::deepspeed,
