@@ -848,10 +848,11 @@ std::string folded_row_text(const std::string& who, const PlanEntry& e) {
     const double best = e.score.tokens_per_s;
     auto slower = [best](double t) { return t > 0 ? (best / t - 1) * 100 : 0.0; };
     std::string s = who;
-    std::vector<std::string> said;  // what the row's own settings are, in brackets
-    if (e.choice.vpp > 1 || !depths.empty()) said.push_back(fmt("vpp %d", e.choice.vpp));
-    if (e.choice.dp_replicate > 1 || !replicas.empty()) said.push_back(fmt("dp_replicate %d", e.choice.dp_replicate));
-    for (size_t i = 0; i < said.size(); ++i) s += (i == 0 ? " (" : ", ") + said[i] + (i + 1 == said.size() ? ")" : "");
+    std::string own;  // the row's own settings that its variants differ in, in brackets
+    if (e.choice.vpp > 1 || !depths.empty()) own = fmt("vpp %d", e.choice.vpp);
+    if (e.choice.dp_replicate > 1 || !replicas.empty())
+        own += (own.empty() ? "" : ", ") + fmt("dp_replicate %d", e.choice.dp_replicate);
+    if (!own.empty()) s += " (" + own + ")";
     std::vector<std::string> also;
     if (!depths.empty()) {
         double slowest = best;
