@@ -278,6 +278,48 @@ TEST(StudioPlanner, ApplyingARowSetsTheLayoutAndTheJobStaysValid) {
     EXPECT_FALSE(planner_apply_row(s, (int)s.planner.rows.size()));
 }
 
+// fold: a job whose layout is a variant folded into a row (another replica count or
+// interleaving depth of the same layout) is that row: highlighted, and the line above the
+// table says which variant it is.
+TEST(StudioPlanner, AJobAtAFoldedVariantIsItsRow) {
+    StudioState s = default_state();
+    run_search(s);
+    int row = -1;
+    FoldedVariant variant;
+    for (int i = 0; i < (int)s.planner.rows.size() && row < 0; ++i) {
+        const PlanRow& r = s.planner.rows[(size_t)i];
+        for (const FoldedVariant& v : r.entry.folded)
+            if (r.fits && row < 0 && (v.vpp != r.entry.choice.vpp || v.dp_replicate != r.entry.choice.dp_replicate))
+                row = i, variant = v;
+    }
+    ASSERT_GE(row, 0) << "the default job's list folds no variant: the case shows nothing";
+    ASSERT_TRUE(planner_apply_row(s, row));
+    planner_tick(s);
+    ASSERT_EQ(s.planner.job_rank.row, row);
+    EXPECT_FALSE(s.planner.job_rank.folded);
+    EXPECT_EQ(job_row_note(s), " (highlighted below)");
+    s.job.parallel.vpp = variant.vpp;
+    s.job.parallel.dp_replicate = variant.dp_replicate;
+    recompute(s);
+    ASSERT_TRUE(job_valid(s)) << s.diagnostics[0].message;
+    planner_tick(s);
+    ASSERT_EQ(s.planner.job_rank.kind, JobRank::Kind::ranked) << job_rank_text(s);
+    EXPECT_EQ(s.planner.job_rank.row, row);
+    EXPECT_TRUE(s.planner.job_rank.folded);
+    EXPECT_TRUE(planner_row_is_job(s, row));
+    const PlanRow& r = s.planner.rows[(size_t)row];
+    const std::string note = job_row_note(s);
+    EXPECT_TRUE(contains(note, "folded into row " + std::to_string(r.number))) << note;
+    if (variant.dp_replicate != r.entry.choice.dp_replicate)
+        EXPECT_TRUE(contains(note, "dp_replicate " + std::to_string(variant.dp_replicate))) << note;
+    if (variant.vpp != r.entry.choice.vpp) EXPECT_TRUE(contains(note, "vpp " + std::to_string(variant.vpp))) << note;
+    // Another replica count that is not folded into the row is not the row.
+    s.job.parallel.dp_replicate = 1000;
+    recompute(s);
+    planner_tick(s);
+    EXPECT_FALSE(planner_row_is_job(s, row));
+}
+
 // A job file that leaves its overlap keys to its stack (Megatron-LM's command line: off): the
 // Job panel lists them as stack defaults; once a row is applied they are the planner's
 // choice and leave the list, while the defaults the planner does not choose stay.

@@ -129,10 +129,7 @@ void status_lines(StudioState& s) {
                            : r.kind == JobRank::Kind::no_fit || r.kind == JobRank::Kind::refused ? colour::error
                                                                                                   : colour::warning;
     std::string rank = job_rank_text(s);
-    if (r.row >= 0 && (r.kind == JobRank::Kind::ranked || r.kind == JobRank::Kind::no_fit))
-        rank += " (highlighted below)";
-    else if (r.kind == JobRank::Kind::ranked)
-        rank += " (not among the rows listed)";
+    rank += job_row_note(s);
     text_wrapped_coloured(rank_col, rank);
 
     if (planner_stale(s))

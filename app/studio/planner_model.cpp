@@ -143,16 +143,26 @@ bool same_split(const std::vector<int>& a, const std::vector<int>& b, int layers
     return na == nb || (all_equal(na) && all_equal(nb));
 }
 
-bool row_matches(const JobSpec& job, const JobSpec& planned, const PlanRow& r) {
+enum class RowMatch { none, row, folded };
+
+// Whether the job's layout is row r's: the row itself, or (fold) one of the variants folded
+// into it — the same layout at another interleaving depth or replica count.
+RowMatch row_match(const JobSpec& job, const JobSpec& planned, const PlanRow& r) {
     const LayoutChoice& c = r.entry.choice;
     const ParallelSpec& p = job.parallel;
-    if (!job.has_layout()) return false;  // a bare job's placeholder tp1·pp1 is no row
-    return c.tp == p.tp && c.pp == p.pp && c.dp == p.dp && c.cp == p.cp && c.ep == p.ep && c.vpp == p.vpp &&
-           c.micro_batch == job.training.micro_batch && c.zero == p.zero &&
-           c.distributed_optimizer == p.distributed_optimizer && c.dp_replicate == std::max(1, p.dp_replicate) &&
-           c.sequence_parallel == p.sequence_parallel &&
-           c.recompute == p.recompute && p.order == order_of(planned, c) &&
-           same_split(p.layers_per_stage, r.entry.layers_per_stage, job.model.layers, p.pp);
+    if (!job.has_layout()) return RowMatch::none;  // a bare job's placeholder tp1·pp1 is no row
+    const bool same_but_fold = c.tp == p.tp && c.pp == p.pp && c.dp == p.dp && c.cp == p.cp && c.ep == p.ep &&
+                               c.micro_batch == job.training.micro_batch && c.zero == p.zero &&
+                               c.distributed_optimizer == p.distributed_optimizer &&
+                               c.sequence_parallel == p.sequence_parallel && c.recompute == p.recompute &&
+                               p.order == order_of(planned, c) &&
+                               same_split(p.layers_per_stage, r.entry.layers_per_stage, job.model.layers, p.pp);
+    if (!same_but_fold) return RowMatch::none;
+    const int replicas = std::max(1, p.dp_replicate);
+    if (c.vpp == p.vpp && c.dp_replicate == replicas) return RowMatch::row;
+    for (const FoldedVariant& v : r.entry.folded)
+        if (v.vpp == p.vpp && v.dp_replicate == replicas) return RowMatch::folded;
+    return RowMatch::none;
 }
 
 void rebuild_view(PlannerState& p) {
@@ -256,8 +266,9 @@ void refresh_job_rank(StudioState& s) {
     }
     if (r.kind != JobRank::Kind::stale && r.kind != JobRank::Kind::invalid && r.kind != JobRank::Kind::no_layout)
         for (int i = 0; i < (int)p.rows.size(); ++i)
-            if (row_matches(s.job, p.planned_job, p.rows[i])) {
+            if (const RowMatch m = row_match(s.job, p.planned_job, p.rows[i]); m != RowMatch::none) {
                 r.row = i;
+                r.folded = m == RowMatch::folded;
                 break;
             }
     p.job_rank = r;
@@ -524,7 +535,7 @@ bool planner_apply_row(StudioState& s, int row) {
 
 bool planner_row_is_job(const StudioState& s, int row) {
     const PlannerState& p = s.planner;
-    return row >= 0 && row < (int)p.rows.size() && row_matches(s.job, p.planned_job, p.rows[(size_t)row]);
+    return row >= 0 && row < (int)p.rows.size() && row_match(s.job, p.planned_job, p.rows[(size_t)row]) != RowMatch::none;
 }
 
 // ---- Text ------------------------------------------------------------------------------
@@ -552,6 +563,25 @@ std::string job_rank_text(const StudioState& s) {
             return t;
         }
     }
+    return {};
+}
+
+std::string job_row_note(const StudioState& s) {
+    const JobRank& r = s.planner.job_rank;
+    const bool placed = r.kind == JobRank::Kind::ranked || r.kind == JobRank::Kind::no_fit;
+    if (placed && r.row >= 0 && r.row < (int)s.planner.rows.size()) {
+        if (!r.folded) return " (highlighted below)";
+        const LayoutChoice& c = s.planner.rows[(size_t)r.row].entry.choice;
+        const ParallelSpec& p = s.job.parallel;
+        std::string at;
+        if (p.vpp != c.vpp) at += "vpp " + std::to_string(p.vpp);
+        if (std::max(1, p.dp_replicate) != c.dp_replicate)
+            at += (at.empty() ? "" : ", ") + std::string("dp_replicate ") + std::to_string(std::max(1, p.dp_replicate));
+        const int64_t number = s.planner.rows[(size_t)r.row].number;  // 0: a row that does not fit
+        return " (highlighted below: folded into " + (number > 0 ? "row " + std::to_string(number) : std::string("that row")) +
+               ", listed at its fastest; yours is its " + at + " variant)";
+    }
+    if (r.kind == JobRank::Kind::ranked) return " (not among the rows listed)";
     return {};
 }
 

@@ -84,6 +84,7 @@ struct JobRank {
     double peak_bytes = 0, usable_bytes = 0;  // ranked / no_fit: the layout's worst stage
     double tokens_per_s = 0;
     int row = -1;                             // index into PlannerState::rows of the job's layout, -1 = not listed
+    bool folded = false;                      // fold: the job's layout is a variant folded into `row` (vpp, dp_replicate)
 };
 
 class PlannerWorker;  // the background search; planner_model.cpp
@@ -163,6 +164,10 @@ bool planner_row_is_job(const StudioState& s, int row);
 
 // "your job ranks #7 of 1,234 fitting layouts", "your job does not fit: ...", ...
 std::string job_rank_text(const StudioState& s);
+// Where the job's layout is in the table, to follow job_rank_text: " (highlighted below)";
+// for a variant folded into a row (fold), which row and at which vpp / dp_replicate; " (not
+// among the rows listed)" for a ranked layout the table does not hold; empty otherwise.
+std::string job_row_note(const StudioState& s);
 // "evaluated 4,096 of about 12,030 layouts" while running; "" otherwise.
 std::string planner_progress_text(const StudioState& s);
 // "searched 15,354 layouts, evaluated 12,030, 11,028 fit, in 0.02 s" for the last result.
