@@ -320,6 +320,14 @@ CompiledSchedule compile_schedule(PipelineSchedule sched, int p, int v, int m, i
     std::vector<PlacedOp> placed;
     PipelineDurations d{p, v, m, ones, ones, sched, sched == PipelineSchedule::zb_h1 ? std::span<const double>(ones) : std::span<const double>(), group};
     simulate_pipeline(d, end, &placed);  // the placement order is a topological order
+    // pspeed5: the simulation places a stage's ready blocks one after another, so each step
+    // waited for the one just before it (its `prev`), one max and one add of latency per
+    // block. Ordered by their end with unit durations instead, the blocks of one level (one
+    // per stage, none waiting for another) come together and the processor runs them side
+    // by side. Still a topological order: a block ends after every block it waits for, and a
+    // stage's blocks keep their order. The evaluation is the same max and add per block on
+    // the same operands, so the answers are the same bits.
+    std::stable_sort(placed.begin(), placed.end(), [](const PlacedOp& a, const PlacedOp& b) { return a.end_s < b.end_s; });
     const size_t cells = (size_t)p * v * m;
     std::vector<int32_t> fpos(cells, 0), bpos(cells, 0), stage_pos((size_t)p, 0);
     std::vector<int32_t> last_f((size_t)p, 0), last_b((size_t)p, -1);  // p2pdep: as simulate_pipeline's
