@@ -65,8 +65,9 @@ std::string this_hostname() {
 }
 
 // `ptd launch tiny-gpt-8rank --slurm --submit` into dir/runs/<id>; the Slurm job id.
-std::string submit(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra) {
-    const Proc p = run_captured(slurm.env() + " " + kBin + "/ptd launch " + shell_quote(kJob) + " --slurm --submit --run-root " +
+std::string submit(const SlurmFixture& slurm, const std::string& dir, const std::string& id, const std::string& extra,
+                   const std::string& job_file = kJob) {
+    const Proc p = run_captured(slurm.env() + " " + kBin + "/ptd launch " + shell_quote(job_file) + " --slurm --submit --run-root " +
                                 shell_quote(dir + "/runs") + " --run-id " + id + " " + extra);
     EXPECT_EQ(p.rc, 0) << p.out << p.err;
     return job_id_in(p);
@@ -348,8 +349,15 @@ TEST(SlurmLaunch, AJobPastItsTimeLimitIsReportedAsTimedOut) {
     SlurmFixture slurm;
     START_SLURM(slurm);
     TempDir dir("slurm_time");
+    // One rank of the tiny model: the wait is Slurm's clock, not the training, so this case
+    // runs beside other tests (tests/CMakeLists.txt) and takes one core, not the eight ranks
+    // of the other cases.
+    const std::string one_rank = dir / "one-rank.toml";
+    std::ofstream(one_rank) << "[model]\npreset = \"tiny-gpt\"\n\n[cluster]\nnodes = 1\ngpus_per_node = 1\ngpu = \"cpu\"\n\n"
+                               "[parallel]\ntp = 1\npp = 1\n\n[training]\nmicro_batch = 1\nglobal_batch = 1\n"
+                               "precision = \"fp32\"\ndata = \"synthetic\"\n";
     // One minute, Slurm's smallest limit; its controller checks limits every 30 s or so.
-    const std::string job = submit(slurm, dir.path.string(), "time", "--steps 100000 --time 1");
+    const std::string job = submit(slurm, dir.path.string(), "time", "--steps 100000 --time 1", one_rank);
     ASSERT_FALSE(job.empty());
     const std::string run = dir / "runs/time";
     const Proc w = watch(slurm, run);
