@@ -349,15 +349,19 @@ TEST(SlurmLaunch, AJobPastItsTimeLimitIsReportedAsTimedOut) {
     SlurmFixture slurm;
     START_SLURM(slurm);
     TempDir dir("slurm_time");
-    // One rank of the tiny model: the wait is Slurm's clock, not the training, so this case
-    // runs beside other tests (tests/CMakeLists.txt) and takes one core, not the eight ranks
-    // of the other cases.
+    // One rank of the tiny model, at the lowest CPU priority: the wait is Slurm's clock, not
+    // the training, so this case runs beside other tests (tests/CMakeLists.txt) and yields
+    // them the cores, instead of the eight ranks of the other cases.
     const std::string one_rank = dir / "one-rank.toml";
     std::ofstream(one_rank) << "[model]\npreset = \"tiny-gpt\"\n\n[cluster]\nnodes = 1\ngpus_per_node = 1\ngpu = \"cpu\"\n\n"
                                "[parallel]\ntp = 1\npp = 1\n\n[training]\nmicro_batch = 1\nglobal_batch = 1\n"
                                "precision = \"fp32\"\ndata = \"synthetic\"\n";
+    const std::string engine = dir / "engine.sh";
+    std::ofstream(engine) << "#!/bin/bash\nexec nice -n 19 " << kBin << "/ptd-engine \"$@\"\n";
+    std::filesystem::permissions(engine, std::filesystem::perms::owner_all);
     // One minute, Slurm's smallest limit; its controller checks limits every 30 s or so.
-    const std::string job = submit(slurm, dir.path.string(), "time", "--steps 100000 --time 1", one_rank);
+    const std::string job =
+        submit(slurm, dir.path.string(), "time", "--steps 100000 --time 1 --engine " + shell_quote(engine), one_rank);
     ASSERT_FALSE(job.empty());
     const std::string run = dir / "runs/time";
     const Proc w = watch(slurm, run);
